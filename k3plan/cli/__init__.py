@@ -1,0 +1,1 @@
+"""Typer commands: parse, call the library, render. Nothing else lives here."""

@@ -1,0 +1,93 @@
+"""The k3plan command line: one module per command, composed here.
+
+Every command module exposes either ``command`` (a function) or ``app`` (a typer.Typer group).
+The project's own errors become one line on stderr and exit code 2 (see ``K3Group.invoke``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Annotated, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from k3plan import __version__
+from k3plan.errors import K3PlanError
+
+# name -> module under k3plan.cli; a module with `app` is a group, with `command` a single command.
+COMMANDS: dict[str, str] = {
+    "models": "models",
+    "census": "census",
+}
+
+
+class K3Group(TyperGroup):
+    """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except K3PlanError as err:
+            from k3plan.cli.common import err_console
+
+            err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+            raise typer.Exit(err.exit_code) from None
+
+    def list_commands(self, ctx):  # keep the order of COMMANDS in --help
+        return list(self.commands)
+
+
+HELP = """Capacity and roofline planner for frontier MoE models (Kimi K3 first) on TPUs and GPUs.
+
+\b
+Examples:
+  k3plan fit --topology 2x2x4 --tp 32          does K3 fit a v7x 2x2x4 slice at TP=32?
+  k3plan models show kimi-k3 --by role         parameter and byte breakdown of a model
+  k3plan census /ckpt/kimi-k3                  compare a checkpoint's headers with the inventory
+"""
+
+app = typer.Typer(
+    cls=K3Group,
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"k3plan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
+    """Capacity and roofline planner for frontier MoE models."""
+
+
+def _register() -> None:
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(f"k3plan.cli.{module_name}")
+        if hasattr(module, "app"):
+            app.add_typer(module.app, name=name)
+        else:
+            app.command(name)(module.command)
+
+
+_register()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

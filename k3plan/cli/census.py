@@ -1,0 +1,63 @@
+"""`k3plan census PATH`: tensors and bytes by dtype from safetensors headers, vs the inventory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from k3plan.cli.common import JsonOpt, console, print_json
+
+
+def command(
+    path: Annotated[Path, typer.Argument(help="A checkpoint folder (with or without model.safetensors.index.json) or one .safetensors file.")],
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Compare with this model's inventory (bundled name or config path). Default: the folder's config.json if present, else none.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Read only the headers of *.safetensors files: tensors and bytes by dtype, and what is
+    missing, extra or mis-shaped compared with the model's tensor inventory.
+
+    Exit 0 when the checkpoint matches the inventory (or no model is given), 1 when it differs.
+
+    \b
+    Examples:
+      k3plan census /ckpt/kimi-k3                      uses /ckpt/kimi-k3/config.json
+      k3plan census /ckpt/kimi-k3 --model kimi-k3 --json
+    """
+    from k3plan.models import load_model
+    from k3plan.models.census import census
+
+    if model is None and path.is_dir() and (path / "config.json").is_file():
+        model = str(path)
+    inventory = load_model(model).inventory if model else None
+    result = census(path, inventory)
+    if json_out:
+        print_json(result)
+    else:
+        _render(result)
+    comp = result.get("comparison")
+    if comp is not None and not comp["ok"]:
+        raise typer.Exit(1)
+
+
+def _render(r: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{r['path']}: {r['files']} file(s), {r['tensors']:,} tensors, {r['bytes'] / 1e9:,.3f} GB")
+    for col in ("dtype", "tensors", "bytes", "GB"):
+        table.add_column(col, justify="left" if col == "dtype" else "right")
+    for dtype, row in sorted(r["by_dtype"].items()):
+        table.add_row(dtype, f"{row['tensors']:,}", f"{row['bytes']:,}", f"{row['bytes'] / 1e9:,.3f}")
+    console.print(table)
+    comp = r.get("comparison")
+    if comp is None:
+        return
+    verdict = "[green]matches the inventory[/]" if comp["ok"] else "[red]differs from the inventory[/]"
+    console.print(f"{comp['matched']:,} of {comp['expected_tensors']:,} expected tensors found: {verdict}")
+    for key in ("missing", "extra"):
+        if comp[f"{key}_count"]:
+            console.print(f"  {key}: {comp[f'{key}_count']:,}, e.g. " + ", ".join(comp[key][:5]))
+    for key in ("shape_mismatch", "dtype_mismatch"):
+        for row in comp[key][:10]:
+            console.print(f"  {key.replace('_', ' ')}: {row['name']} expected {row['expected']} found {row['found']}")

@@ -1,0 +1,27 @@
+"""The architecture-family registry: config.json -> (ModelSpec, TensorInventory)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from k3plan.models.families import deepseek_v3, kimi_linear
+
+FAMILIES: dict[str, ModuleType] = {
+    "kimi_linear": kimi_linear,
+    "deepseek_v3": deepseek_v3,
+}
+
+
+def family_for(raw: dict) -> ModuleType | None:
+    archs = raw.get("architectures") or []
+    model_type = raw.get("model_type")
+    for module in FAMILIES.values():
+        if any(a in module.ARCHITECTURES for a in archs) or model_type in module.MODEL_TYPES:
+            return module
+    return None
+
+
+def supported() -> str:
+    return "; ".join(
+        f"{name} ({', '.join(m.ARCHITECTURES + m.MODEL_TYPES)})" for name, m in FAMILIES.items()
+    )

@@ -1,0 +1,124 @@
+"""Family ``deepseek_v3``: DeepSeek-V3 and Kimi K2 (MLA on every layer + MoE, fp8 block weights).
+
+Checkpoint layout (HF ``DeepseekV3ForCausalLM``): every Linear inside the decoder layers is
+fp8 e4m3 with an f32 ``weight_scale_inv`` per [128, 128] block, except the router gate (BF16);
+embeddings, norms and lm_head are BF16. The multi-token-prediction (MTP) layers from
+``num_nextn_predict_layers`` sit after the last decoder layer; they are listed with kind ``mtp``
+and excluded from the model's totals.
+"""
+
+from __future__ import annotations
+
+from k3plan.errors import K3PlanError
+from k3plan.models.builder import InventoryBuilder
+from k3plan.models.config import ConfigReader
+from k3plan.models.inventory import TensorInventory
+from k3plan.models.spec import MLADims, ModelSpec, MoEDims
+
+ARCHITECTURES = ("DeepseekV3ForCausalLM",)
+MODEL_TYPES = ("deepseek_v3", "kimi_k2")
+
+
+def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
+    c = ConfigReader(raw, source=source)
+    n_layers = c.int("num_hidden_layers")
+    first_dense = c.int("first_k_dense_replace", 0, minimum=0)
+    freq = c.int("moe_layer_freq", 1)
+    mlps = tuple("moe" if i >= first_dense and (i - first_dense) % freq == 0 else "dense" for i in range(n_layers))
+    n_shared = c.int("n_shared_experts", 0, minimum=0)
+    moe_inter = c.int("moe_intermediate_size")
+    hidden = c.int("hidden_size")
+    moe = MoEDims(
+        num_experts=c.int("n_routed_experts"), top_k=c.int("num_experts_per_tok"), expert_in=hidden,
+        expert_intermediate=moe_inter, num_shared=n_shared, shared_intermediate=moe_inter * n_shared,
+        latent=False,
+    )
+    if moe.top_k > moe.num_experts:
+        raise K3PlanError(f"{source}: num_experts_per_tok {moe.top_k} exceeds n_routed_experts {moe.num_experts}")
+    return ModelSpec(
+        name=name, family="deepseek_v3", architecture=str(c.get("model_type", "")), source=source,
+        hidden_size=hidden, vocab_size=c.int("vocab_size"), num_layers=n_layers,
+        mixers=("mla",) * n_layers, mlps=mlps, dense_intermediate=c.int("intermediate_size"),
+        mla=MLADims(
+            heads=c.int("num_attention_heads"), q_lora_rank=c.opt_int("q_lora_rank"),
+            kv_lora_rank=c.int("kv_lora_rank"), qk_nope_head_dim=c.int("qk_nope_head_dim"),
+            qk_rope_head_dim=c.int("qk_rope_head_dim"), v_head_dim=c.int("v_head_dim"),
+        ),
+        moe=moe, mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
+        max_context=c.opt_int("max_position_embeddings"),
+    )
+
+
+def _linear_fmt(raw: dict) -> str:
+    q = raw.get("quantization_config") or {}
+    return "fp8_block" if q.get("quant_method") == "fp8" else "bf16"
+
+
+def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kind_override=None) -> None:
+    h, mla, moe = spec.hidden_size, spec.mla, spec.moe
+    E = [("embed", h)]
+    L = f"model.layers.{i}."
+    mixer_kind = kind_override or "mla"
+    mlp_kind = kind_override or spec.mlps[min(i, spec.num_layers - 1)]
+    role = (lambda r: "mtp") if kind_override else (lambda r: r)
+    kw = dict(layer=i, kind=mixer_kind)
+    b.vector(f"{L}input_layernorm.weight", E, fmt="bf16", role=role("norm"), **kw)
+    A = f"{L}self_attn."
+    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if mla.q_lora_rank:
+        b.linear(f"{A}q_a_proj.weight", [("q_lora", mla.q_lora_rank)], E, fmt=lf, role=role("attn"), **kw)
+        b.vector(f"{A}q_a_layernorm.weight", [("q_lora", mla.q_lora_rank)], fmt="bf16", role=role("attn"), **kw)
+        b.linear(f"{A}q_b_proj.weight", [("heads", mla.heads), ("head_dim", qk)], [("q_lora", mla.q_lora_rank)], fmt=lf, role=role("attn"), **kw)
+    else:
+        b.linear(f"{A}q_proj.weight", [("heads", mla.heads), ("head_dim", qk)], E, fmt=lf, role=role("attn"), **kw)
+    b.linear(f"{A}kv_a_proj_with_mqa.weight", [("kv_lora", mla.cache_values_per_token)], E, fmt=lf, role=role("attn"), **kw)
+    b.vector(f"{A}kv_a_layernorm.weight", [("kv_lora", mla.kv_lora_rank)], fmt="bf16", role=role("attn"), **kw)
+    b.linear(f"{A}kv_b_proj.weight", [("heads", mla.heads), ("head_dim", mla.qk_nope_head_dim + mla.v_head_dim)],
+             [("kv_lora", mla.kv_lora_rank)], fmt=lf, role=role("attn"), **kw)
+    b.linear(f"{A}o_proj.weight", E, [("heads", mla.heads), ("head_dim", mla.v_head_dim)], fmt=lf, role=role("attn"), **kw)
+    kw = dict(layer=i, kind=mlp_kind)
+    b.vector(f"{L}post_attention_layernorm.weight", E, fmt="bf16", role=role("norm"), **kw)
+    M = f"{L}mlp."
+    if mlp_kind == "dense":
+        F = [("mlp", spec.dense_intermediate)]
+        for p, dims in (("gate", (F, E)), ("up", (F, E)), ("down", (E, F))):
+            b.linear(f"{M}{p}_proj.weight", *dims, fmt=lf, role="dense_mlp", **kw)
+        return
+    X = [("expert", moe.num_experts)]
+    b.linear(f"{M}gate.weight", X, E, fmt="bf16", role=role("router"), **kw)
+    b.vector(f"{M}gate.e_score_correction_bias", X, fmt="f32", role=role("router"), **kw)
+    if moe.num_shared:
+        S = [("mlp", moe.shared_intermediate)]
+        for p, dims in (("gate", (S, E)), ("up", (S, E)), ("down", (E, S))):
+            b.linear(f"{M}shared_experts.{p}_proj.weight", *dims, fmt=lf, role=role("shared_expert"), **kw)
+    F = [("mlp", moe.expert_intermediate)]
+    for p, dims in (("gate", (F, E)), ("up", (F, E)), ("down", (E, F))):
+        b.linear(M + "experts.{e}." + f"{p}_proj.weight", *dims, fmt=lf, role=role("expert"),
+                 active=moe.top_k / moe.num_experts, lead=("expert", moe.num_experts), **kw)
+
+
+def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:
+    lf = _linear_fmt(raw)
+    h = spec.hidden_size
+    E = [("embed", h)]
+    b = InventoryBuilder()
+    b.linear("model.embed_tokens.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="embed", active=0.0)
+    b.vector("model.norm.weight", E, fmt="bf16", kind="global", role="norm")
+    b.linear("lm_head.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="lm_head")
+    for i in range(spec.num_layers):
+        _decoder_layer(b, spec, i, lf)
+    # MTP: embedding + projection of [h; embed] + a full MoE decoder layer + shared head.
+    for i in range(spec.num_layers, spec.num_layers + spec.mtp_layers):
+        L = f"model.layers.{i}."
+        M = dict(layer=i, kind="mtp", role="mtp", fmt="bf16")
+        b.linear(f"{L}embed_tokens.weight", [("vocab", spec.vocab_size)], E, **M)
+        b.vector(f"{L}enorm.weight", E, **M)
+        b.vector(f"{L}hnorm.weight", E, **M)
+        b.linear(f"{L}eh_proj.weight", E, [("embed2", 2 * h)], **M)
+        b.vector(f"{L}shared_head.norm.weight", E, **M)
+        b.linear(f"{L}shared_head.head.weight", [("vocab", spec.vocab_size)], E, **M)
+        _decoder_layer(b, spec, i, lf, kind_override="mtp")
+    notes = ()
+    if spec.mtp_layers:
+        notes = (f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals",)
+    return TensorInventory(tensors=tuple(b.tensors)), notes

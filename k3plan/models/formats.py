@@ -1,0 +1,94 @@
+"""Storage formats: how many bytes a tensor of a given shape takes, and which checkpoint tensors
+hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].nbytes``.
+
+- bf16, f32, fp8 plain: itemsize x elements.
+- mxfp4 (OCP microscaling, compressed-tensors "mxfp4-pack-quantized"): uint8 ``weight_packed``
+  [out, in/2] (two E2M1 values a byte) + uint8 E8M0 ``weight_scale`` [out, in/32]: 4.25 bits a
+  parameter.
+- fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
+  block of each matrix.
+The last two dims of a shape are [out, in]; any leading dims (an expert axis) multiply.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from k3plan.errors import K3PlanError
+
+
+def _lead(shape: tuple[int, ...]) -> int:
+    return math.prod(shape[:-2]) if len(shape) > 2 else 1
+
+
+def _out_in(shape: tuple[int, ...]) -> tuple[int, int]:
+    if len(shape) < 2:
+        return (1, shape[0] if shape else 1)
+    return shape[-2], shape[-1]
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    bits_per_param: float  # nominal, for display; nbytes is exact
+    nbytes: Callable[[tuple[int, ...]], int]
+    # checkpoint tensors: list of (suffix, safetensors dtype, shape fn)
+    parts: tuple[tuple[str, str, Callable[[tuple[int, ...]], tuple[int, ...]]], ...]
+    quantized: bool = False
+
+
+def _plain(itemsize: int, dtype: str, name: str) -> Format:
+    return Format(
+        name=name,
+        bits_per_param=8 * itemsize,
+        nbytes=lambda s: itemsize * math.prod(s),
+        parts=(("", dtype, lambda s: tuple(s)),),
+    )
+
+
+def _mxfp4_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    if inp % 32:
+        raise K3PlanError(f"mxfp4 needs the input dim divisible by 32, got shape {list(shape)}")
+    return _lead(shape) * (out * inp // 2 + out * inp // 32)
+
+
+def _fp8_block_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    return math.prod(shape) + _lead(shape) * 4 * math.ceil(out / 128) * math.ceil(inp / 128)
+
+
+FORMATS: dict[str, Format] = {
+    "bf16": _plain(2, "BF16", "bf16"),
+    "f32": _plain(4, "F32", "f32"),
+    "fp8": _plain(1, "F8_E4M3", "fp8"),
+    "mxfp4": Format(
+        name="mxfp4",
+        bits_per_param=4.25,
+        nbytes=_mxfp4_bytes,
+        parts=(
+            ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            ("_scale", "U8", lambda s: (*s[:-1], s[-1] // 32)),
+        ),
+        quantized=True,
+    ),
+    "fp8_block": Format(
+        name="fp8_block",
+        bits_per_param=8,
+        nbytes=_fp8_block_bytes,
+        parts=(
+            ("", "F8_E4M3", lambda s: tuple(s)),
+            ("_scale_inv", "F32", lambda s: (*s[:-2], math.ceil(s[-2] / 128), math.ceil(s[-1] / 128))),
+        ),
+        quantized=True,
+    ),
+}
+
+
+def get_format(name: str) -> Format:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise K3PlanError(f"unknown storage format {name!r}; known: {', '.join(FORMATS)}") from None

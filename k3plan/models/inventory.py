@@ -1,0 +1,137 @@
+"""The tensor inventory: the one source of truth for parameters, bytes and sharding.
+
+One ``Tensor`` per weight per layer. The routed experts of a layer are ONE entry whose leading axis
+is ``expert``; its checkpoint name is a template with ``{e}``. ``shape`` is the checkpoint's shape
+(for experts with the expert axis prepended); ``logical_shape``/``axes`` split flattened dims
+(12288 -> heads 96 x head_dim 128) so that sharding sees heads, not their product.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from functools import cached_property
+from typing import Iterator, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from k3plan.models.formats import get_format
+
+Kind = Literal["kda", "mla", "dense", "moe", "global", "vision", "mtp"]
+Role = Literal[
+    "embed", "lm_head", "attn", "norm", "router", "latent_proj", "shared_expert", "expert",
+    "dense_mlp", "vision", "mtp",
+]
+
+
+class Tensor(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    shape: tuple[int, ...]
+    logical_shape: tuple[int, ...]
+    axes: tuple[str, ...]
+    fmt: str
+    layer: Optional[int] = None  # 0-indexed decoder layer, None for globals
+    kind: Kind
+    role: Role
+    active: float = 1.0  # fraction of this tensor one token activates (experts: k / E)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Tensor":
+        if len(self.axes) != len(self.logical_shape):
+            raise ValueError(f"{self.name}: {len(self.axes)} axes for logical shape {self.logical_shape}")
+        if math.prod(self.shape) != math.prod(self.logical_shape):
+            raise ValueError(f"{self.name}: shape {self.shape} != logical {self.logical_shape}")
+        if any(d <= 0 for d in self.shape):
+            raise ValueError(f"{self.name}: non-positive dimension in {self.shape}")
+        return self
+
+    @property
+    def params(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def active_params(self) -> float:
+        return self.params * self.active
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in the checkpoint's storage format."""
+        return get_format(self.fmt).nbytes(self.shape)
+
+    @property
+    def n_experts(self) -> int:
+        return self.logical_shape[self.axes.index("expert")] if "expert" in self.axes else 1
+
+    def checkpoint_tensors(self) -> Iterator[tuple[str, str, tuple[int, ...]]]:
+        """(name, safetensors dtype, shape) of every checkpoint tensor this entry stands for."""
+        fmt = get_format(self.fmt)
+        if "{e}" in self.name:
+            per = self.shape[1:]
+            for e in range(self.shape[0]):
+                base = self.name.format(e=e)
+                for suffix, dtype, shape_fn in fmt.parts:
+                    yield base + suffix, dtype, shape_fn(per)
+        else:
+            for suffix, dtype, shape_fn in fmt.parts:
+                yield self.name + suffix, dtype, shape_fn(self.shape)
+
+
+def by_key(tensors, key: str) -> dict[str, dict[str, float]]:
+    """Group params / active params / bytes / count by a Tensor attribute (role, kind, fmt)."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"params": 0, "active_params": 0, "bytes": 0, "tensors": 0})
+    for t in tensors:
+        row = out[str(getattr(t, key))]
+        row["params"] += t.params
+        row["active_params"] += t.active_params
+        row["bytes"] += t.nbytes
+        row["tensors"] += 1
+    return dict(out)
+
+
+class TensorInventory(BaseModel):
+    """All tensors of a model. ``text`` excludes vision and MTP; totals are over ``text``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensors: tuple[Tensor, ...]
+
+    @cached_property
+    def text(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.kind not in ("vision", "mtp"))
+
+    def of_kind(self, kind: str) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.kind == kind)
+
+    @cached_property
+    def total_params(self) -> int:
+        return sum(t.params for t in self.text)
+
+    @cached_property
+    def active_params(self) -> int:
+        return round(sum(t.active_params for t in self.text))
+
+    @cached_property
+    def checkpoint_bytes(self) -> int:
+        return sum(t.nbytes for t in self.text)
+
+    @property
+    def vision_params(self) -> int:
+        return sum(t.params for t in self.of_kind("vision"))
+
+    @property
+    def mtp_params(self) -> int:
+        return sum(t.params for t in self.of_kind("mtp"))
+
+    def breakdown(self, key: str, *, include_extra: bool = False) -> dict[str, dict[str, float]]:
+        return by_key(self.tensors if include_extra else self.text, key)
+
+    def layer_params(self, layer: int, kind: str) -> int:
+        return sum(t.params for t in self.tensors if t.layer == layer and t.kind == kind)
+
+    def get(self, name: str) -> Tensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)

@@ -1,0 +1,73 @@
+"""Load a model from a bundled name, a config.json path, or a folder holding one."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from k3plan.errors import K3PlanError
+from k3plan.models.families import family_for, supported
+from k3plan.models.inventory import TensorInventory
+from k3plan.models.spec import ModelSpec
+
+BUNDLED_DIR = Path(__file__).parent / "bundled"
+DEFAULT_MODEL = "kimi-k3"
+
+
+@dataclass(frozen=True)
+class Model:
+    spec: ModelSpec
+    inventory: TensorInventory
+    notes: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def bundled_models() -> list[str]:
+    return sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def resolve_config_path(ref: str) -> tuple[str, Path]:
+    """-> (display name, config.json path)."""
+    if (BUNDLED_DIR / ref / "config.json").is_file():
+        return ref, BUNDLED_DIR / ref / "config.json"
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise K3PlanError(f"model {ref!r}: folder has no config.json")
+        return path.name, path / "config.json"
+    if path.is_file():
+        return path.parent.name if path.name == "config.json" else path.stem, path
+    if "/" in ref or ref.endswith(".json"):
+        raise K3PlanError(f"model {ref!r}: no such file or folder")
+    raise K3PlanError(f"unknown model {ref!r}; known: {', '.join(bundled_models())} (or a config.json path)")
+
+
+def read_config(path: Path) -> dict:
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise K3PlanError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise K3PlanError(f"{path}: cannot read: {err}") from None
+    if not isinstance(raw, dict):
+        raise K3PlanError(f"{path}: expected a JSON object at the top level")
+    return raw
+
+
+@lru_cache(maxsize=16)
+def load_model(ref: str = DEFAULT_MODEL) -> Model:
+    name, path = resolve_config_path(ref)
+    raw = read_config(path)
+    family = family_for(raw)
+    if family is None:
+        got = raw.get("architectures") or raw.get("model_type") or "nothing"
+        raise K3PlanError(f"{path}: unsupported architecture {got!r}; supported: {supported()}")
+    spec = family.parse(raw, name=name, source=str(path))
+    inventory, notes = family.inventory(spec, raw)
+    spec = spec.model_copy(update={"notes": notes})
+    return Model(spec=spec, inventory=inventory, notes=notes)

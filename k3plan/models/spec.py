@@ -1,0 +1,93 @@
+"""ModelSpec: the architecture numbers every later stage needs, parsed once from config.json."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MLADims(_Frozen):
+    heads: int
+    q_lora_rank: Optional[int]  # None: a plain q_proj
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    output_gate: bool = False
+
+    @property
+    def cache_values_per_token(self) -> int:
+        """Absorbed MLA caches the latent plus the (rope or NoPE) dims: 512 + 64 = 576."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def materialised_values_per_token(self) -> int:
+        """What a non-absorbed reference caches: heads x (qk head dim + v head dim)."""
+        return self.heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+
+
+class KDADims(_Frozen):
+    heads: int
+    head_dim: int
+    conv_kernel: int
+    full_rank_gate: bool
+
+    @property
+    def width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def recurrent_values(self) -> int:
+        """[heads, head_dim, head_dim] per sequence per layer."""
+        return self.heads * self.head_dim * self.head_dim
+
+    @property
+    def conv_values(self) -> int:
+        """(kernel - 1) past tokens for each of q, k, v."""
+        return 3 * (self.conv_kernel - 1) * self.width
+
+
+class MoEDims(_Frozen):
+    num_experts: int
+    top_k: int
+    expert_in: int  # latent width for LatentMoE, else hidden
+    expert_intermediate: int
+    num_shared: int
+    shared_intermediate: int
+    latent: bool
+
+
+class ModelSpec(_Frozen):
+    name: str
+    family: str
+    architecture: str
+    source: str
+    hidden_size: int
+    vocab_size: int
+    num_layers: int
+    mixers: tuple[Literal["kda", "mla"], ...]  # per layer, 0-indexed
+    mlps: tuple[Literal["dense", "moe"], ...]
+    dense_intermediate: int
+    mla: MLADims
+    kda: Optional[KDADims] = None
+    moe: MoEDims
+    mtp_layers: int = 0
+    max_context: Optional[int] = None
+    notes: tuple[str, ...] = ()  # where config rules and checkpoint truth differ, etc.
+
+    @property
+    def n_mla(self) -> int:
+        return self.mixers.count("mla")
+
+    @property
+    def n_kda(self) -> int:
+        return self.mixers.count("kda")
+
+    @property
+    def n_moe(self) -> int:
+        return self.mlps.count("moe")

@@ -1,0 +1,89 @@
+"""Units, decided in one place.
+
+Bytes are ints; rates are per second. GB = 1e9 B and GiB = 2**30 B: every printed figure says
+which. Spec files may write "96GiB", "7.38TB/s", "100Gb/s", "2307TFLOP/s"; they are parsed here
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+
+from k3plan.errors import K3PlanError
+
+KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+
+_BYTE_UNITS = {
+    "B": 1, "KB": KB, "MB": MB, "GB": GB, "TB": TB,
+    "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB,
+}
+_PREFIX = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+
+def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
+    """'96GiB' -> 103079215104; a bare number is bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _non_negative(int(text), text, what)
+    m = re.fullmatch(_NUM + r"\s*([KMGT]i?B|B)?", str(text).strip(), flags=re.IGNORECASE)
+    if not m:
+        raise K3PlanError(f"{what}: cannot read {text!r} as a size; expected e.g. '96GiB', '141GB' or a number of bytes")
+    value = float(m.group(1)) * _BYTE_UNITS[(m.group(2) or "B").upper()]
+    return _non_negative(int(round(value)), text, what)
+
+
+def parse_rate(text: str | int | float, *, what: str = "bandwidth") -> float:
+    """Bytes per second from '7.38TB/s', '1200GB/s' or '100Gb/s' (bits: divided by 8)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(_non_negative(float(text), text, what))
+    m = re.fullmatch(_NUM + r"\s*([KMGTP]?)(B|b)/s", str(text).strip())
+    if not m:
+        raise K3PlanError(f"{what}: cannot read {text!r} as a rate; expected e.g. '7.38TB/s', '450GB/s' or '100Gb/s'")
+    value = float(m.group(1)) * _PREFIX[m.group(2)]
+    if m.group(3) == "b":
+        value /= 8
+    return _non_negative(value, text, what)
+
+
+def parse_flops(text: str | int | float, *, what: str = "compute") -> float:
+    """FLOP/s from '2307TFLOP/s' or a bare number."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(_non_negative(float(text), text, what))
+    m = re.fullmatch(_NUM + r"\s*([KMGTP]?)FLOP/s", str(text).strip(), flags=re.IGNORECASE)
+    if not m:
+        raise K3PlanError(f"{what}: cannot read {text!r} as FLOP/s; expected e.g. '2307TFLOP/s'")
+    return _non_negative(float(m.group(1)) * _PREFIX[m.group(2).upper()], text, what)
+
+
+def parse_duration_s(text: str | int | float, *, what: str = "latency") -> float:
+    """Seconds from '9.88us', '1.2ms', '3s' or a bare number of seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(_non_negative(float(text), text, what))
+    m = re.fullmatch(_NUM + r"\s*(ns|us|µs|ms|s)", str(text).strip())
+    if not m:
+        raise K3PlanError(f"{what}: cannot read {text!r} as a duration; expected e.g. '9.88us' or '1.5ms'")
+    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
+    return _non_negative(float(m.group(1)) * scale, text, what)
+
+
+def _non_negative(value, text, what):
+    if value < 0:
+        raise K3PlanError(f"{what}: {text!r} is negative; expected a value >= 0")
+    return value
+
+
+def fmt_gib(n_bytes: float, digits: int = 2) -> str:
+    return f"{n_bytes / GiB:,.{digits}f} GiB"
+
+
+def fmt_gb(n_bytes: float, digits: int = 2) -> str:
+    return f"{n_bytes / GB:,.{digits}f} GB"
+
+
+def fmt_count(n: float) -> str:
+    """2779484478208 -> '2.779 T'."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{n / scale:,.3f} {suffix}"
+    return f"{n:,.0f}"
