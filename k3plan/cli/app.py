@@ -19,6 +19,8 @@ from k3plan.errors import K3PlanError
 COMMANDS: dict[str, str] = {
     "models": "models",
     "census": "census",
+    "hardware": "hardware",
+    "fit": "fit",
 }
 
 

@@ -1,0 +1,1 @@
+"""Per-device memory terms and the fit: pure functions over frozen models."""

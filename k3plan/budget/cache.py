@@ -1,0 +1,113 @@
+"""KV cache and KDA state: per token / per sequence, whole model and per device, with paging.
+
+Whole model, one copy, in the stack's dtypes (k3-facts.md §3):
+- absorbed MLA caches kv_lora + rope dims (512 + 64 = 576 values) a token a MLA layer;
+- KDA keeps a [heads, head_dim, head_dim] recurrent state and (kernel-1) past tokens of q, k, v
+  for the short conv, a sequence a KDA layer, constant in context.
+Per device: the MLA latent is shared by all heads, so under TP every rank holds it whole (when the
+stack says so); KDA state splits by heads over TP when the heads divide.
+Paging ``hybrid`` (vLLM): every layer gets pages of one size; the attention block (tokens) is
+``align * ceil(state_page / (align * mla_bytes_per_token))`` per layer per device, the state page
+is padded up to the attention page, and KV is allocated in whole blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.budget.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
+from k3plan.models.spec import ModelSpec
+from k3plan.sharding.mesh import Parallel
+from k3plan.sharding.stack import Stack
+
+
+def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str) -> int:
+    if kv_dtype == "fp8_ds_mla":
+        return FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
+    return spec.mla.cache_values_per_token * BYTES[kv_dtype]
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> int:
+    """Whole model, one copy: 24 MLA layers x 576 values for K3."""
+    return spec.n_mla * kv_bytes_per_token_layer(spec, kv_dtype)
+
+
+def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
+    if spec.kda is None:
+        return 0
+    return (spec.kda.recurrent_values * BYTES[stack.state.recurrent_dtype]
+            + spec.kda.conv_values * BYTES[stack.state.conv_dtype])
+
+
+def state_bytes_per_sequence(spec: ModelSpec, stack: Stack) -> int:
+    """Whole model, one copy: constant in context length."""
+    return spec.n_kda * state_bytes_per_layer(spec, stack)
+
+
+def kv_state_crossover_tokens(spec: ModelSpec, stack: Stack) -> float | None:
+    """Context at which one sequence's KV equals its KDA state (k3-facts.md §3: ~32,507 at fp8)."""
+    kv = kv_bytes_per_token(spec, stack.kv_cache.dtype)
+    state = state_bytes_per_sequence(spec, stack)
+    return state / kv if kv and state else None
+
+
+class CacheLayout(BaseModel):
+    """Per device, per sequence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kv_bytes_per_token_layer: int  # one MLA layer, per device
+    state_bytes_per_layer: int  # one KDA layer, per device, padded to the page when paged
+    state_bytes_per_layer_unpadded: int
+    block_tokens: int  # KV allocation granularity
+    page_bytes: int | None  # hybrid paging: one page, every layer
+    n_mla: int
+    n_kda: int
+    paging: str
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.n_mla * self.kv_bytes_per_token_layer
+
+    @property
+    def state_bytes_per_sequence(self) -> int:
+        return self.n_kda * self.state_bytes_per_layer
+
+    def kv_bytes(self, context_tokens: int) -> int:
+        """One sequence's KV on a device, in whole blocks."""
+        blocks = math.ceil(context_tokens / self.block_tokens)
+        return self.n_mla * blocks * self.block_tokens * self.kv_bytes_per_token_layer
+
+    def sequence_bytes(self, context_tokens: int) -> int:
+        return self.kv_bytes(context_tokens) + self.state_bytes_per_sequence
+
+    def max_context(self, bytes_per_sequence: float) -> int:
+        """Longest context whose KV fits ``bytes_per_sequence`` after the state, in whole blocks."""
+        room = bytes_per_sequence - self.state_bytes_per_sequence
+        if room <= 0 or not self.kv_bytes_per_token_layer or not self.n_mla:
+            return 0
+        blocks = int(room // (self.n_mla * self.block_tokens * self.kv_bytes_per_token_layer))
+        return blocks * self.block_tokens
+
+
+def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
+    kv_layer = kv_bytes_per_token_layer(spec, stack.kv_cache.dtype)
+    if not stack.kv_cache.replicate_across_tp:
+        kv_layer = math.ceil(kv_layer / parallel.tp)
+    state_layer = state_bytes_per_layer(spec, stack)
+    if stack.state.shard_by_heads and spec.kda is not None and spec.kda.heads % parallel.tp == 0:
+        state_layer //= parallel.tp
+    align = stack.paging.align_tokens
+    page = None
+    block = align
+    padded = state_layer
+    if stack.paging.kind == "hybrid" and spec.n_mla and spec.n_kda:
+        block = align * max(1, math.ceil(state_layer / (align * kv_layer)))
+        page = block * kv_layer
+        padded = max(page, state_layer)
+    return CacheLayout(
+        kv_bytes_per_token_layer=kv_layer, state_bytes_per_layer=padded, state_bytes_per_layer_unpadded=state_layer,
+        block_tokens=block, page_bytes=page, n_mla=spec.n_mla, n_kda=spec.n_kda, paging=stack.paging.kind,
+    )

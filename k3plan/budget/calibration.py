@@ -1,0 +1,112 @@
+"""Calibration files: temporaries measured by compiling the real graphs (validate, or a real slice).
+
+Format (see ../shared/data/calibration/*.yaml): model, hardware, topology, tp, stack, backend,
+available_hbm_gib, argument_gib, prefill [{tokens, temp_gib, fits?}], decode [{context, temp_gib}],
+notes. Sizes are per device in GiB. Points are combined as an upper envelope, never a fitted slope.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from k3plan.errors import K3PlanError
+from k3plan.units import GiB
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PrefillPoint(_F):
+    tokens: int = Field(gt=0)
+    temp_gib: float = Field(ge=0)
+    fits: bool = True
+
+
+class DecodePoint(_F):
+    context: int = Field(gt=0)
+    temp_gib: float = Field(ge=0)
+    batch: Optional[int] = Field(None, gt=0)
+    fits: bool = True
+
+
+class Calibration(_F):
+    model: str
+    hardware: str
+    topology: str
+    tp: int = Field(gt=0)
+    ep: Optional[int] = None
+    dp: int = 1
+    stack: str
+    backend: str
+    device_kind: Optional[str] = None
+    jax_version: Optional[str] = None
+    libtpu_version: Optional[str] = None
+    date: Optional[str] = None
+    source: Optional[str] = None
+    available_hbm_gib: Optional[float] = None
+    argument_gib: Optional[float] = None
+    prefill: list[PrefillPoint] = []
+    decode: list[DecodePoint] = []
+    notes: list[str] = []
+    path: str = ""
+
+
+@lru_cache(maxsize=16)
+def load_calibration(path_text: str) -> Calibration:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise K3PlanError(f"--calibration {path_text}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        raise K3PlanError(f"--calibration {path}: malformed YAML") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise K3PlanError(f"--calibration {path}: cannot read: {err}") from None
+    if not isinstance(data, dict):
+        raise K3PlanError(f"--calibration {path}: expected a YAML mapping")
+    try:
+        cal = Calibration(**data, path=str(path))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise K3PlanError(f"--calibration {path}: key '{where}': {first['msg']}") from None
+    if not cal.prefill and not cal.decode:
+        raise K3PlanError(f"--calibration {path}: no prefill or decode points")
+    return cal
+
+
+class EnvelopeValue(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temp_bytes: Optional[int]  # None: refused or not covered
+    status: str  # "measured", "refused", "outside"
+    detail: str
+
+
+def envelope(points: list[tuple[int, float, bool]], x: int, *, what: str) -> EnvelopeValue:
+    """Upper envelope of measured (size, temp GiB, fits) at ``x``: the largest temp among the
+    measured points up to the first measured size >= x. A point that did not fit at or below that
+    size refuses x; x beyond every measured size is 'outside' (never extrapolated)."""
+    pts = sorted(points)
+    covering = [p for p in pts if p[0] >= x]
+    failed_below = [p for p in pts if not p[2] and p[0] <= x]
+    if failed_below:
+        return EnvelopeValue(temp_bytes=None, status="refused",
+                             detail=f"{what} {x:,}: the measured compile at {failed_below[-1][0]:,} ran out of memory")
+    if not covering:
+        return EnvelopeValue(temp_bytes=None, status="outside",
+                             detail=f"{what} {x:,} is beyond the largest measured point ({pts[-1][0]:,})")
+    upto = covering[0][0]
+    failed = [p for p in pts if not p[2] and p[0] <= upto]
+    if failed:
+        return EnvelopeValue(temp_bytes=None, status="refused",
+                             detail=f"{what} {x:,}: the measured compile at {failed[0][0]:,} ran out of memory")
+    temp = max(p[1] for p in pts if p[0] <= upto)
+    return EnvelopeValue(temp_bytes=int(temp * GiB), status="measured",
+                         detail=f"envelope of measured points up to {what} {upto:,}")

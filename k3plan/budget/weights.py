@@ -1,0 +1,54 @@
+"""Per-device weight bytes: the inventory in the stack's runtime formats, cut by the ShardSpecs."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.models.formats import get_format
+from k3plan.models.inventory import TensorInventory
+from k3plan.sharding.resolve import Fallback, ShardingPlan
+from k3plan.sharding.stack import Stack
+
+
+class WeightBudget(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runtime_weight_bytes: int  # whole model, one copy, runtime formats
+    weights_bytes: int  # per device
+    replicated_weights_bytes: int  # per device: tensors every device holds whole
+    by_role: dict[str, int]  # per device
+    fallbacks: tuple[Fallback, ...]  # with bytes_replicated filled in
+
+
+def runtime_bytes(t, stack: Stack) -> int:
+    return get_format(stack.runtime_format(t.role, t.fmt)).nbytes(t.shape)
+
+
+def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack) -> WeightBudget:
+    total = per_device = replicated = 0
+    by_role: dict[str, int] = {}
+    per_tensor: dict[str, int] = {}
+    for t in inventory.text:
+        nbytes = runtime_bytes(t, stack)
+        shards = plan.specs[t.name].shards(plan.mesh)
+        dev = -(-nbytes // shards)  # exact when the shards divide; ceil otherwise
+        total += nbytes
+        per_device += dev
+        per_tensor[t.name] = dev
+        by_role[t.role] = by_role.get(t.role, 0) + dev
+        if shards == 1 and plan.mesh.size(tuple(plan.mesh.axes)) > 1:
+            replicated += dev
+    fallbacks = tuple(
+        f.model_copy(update={"bytes_replicated": _extra_bytes(f, plan, per_tensor[f.tensor])}) for f in plan.fallbacks
+    )
+    return WeightBudget(runtime_weight_bytes=total, weights_bytes=per_device, replicated_weights_bytes=replicated,
+                        by_role=by_role, fallbacks=fallbacks)
+
+
+def _extra_bytes(f: Fallback, plan: ShardingPlan, per_device: int) -> int:
+    """What a device holds beyond its share because dim ``f.dim`` was not split: zero when the
+    mesh axes it asked for ended up splitting another dim of the same tensor."""
+    asked = set(plan.mesh.expand(f.mesh_axis)) if f.mesh_axis in (*plan.mesh.axes, *plan.mesh.aliases) else set()
+    if asked & plan.specs[f.tensor].mesh_axes():
+        return 0
+    return per_device - per_device // f.mesh_size

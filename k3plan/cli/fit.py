@@ -1,0 +1,55 @@
+"""`k3plan fit`: per-device memory, term by term, and the verdict."""
+
+from __future__ import annotations
+
+from k3plan.cli.common import (
+    BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt,
+    ShardspecsOpt, StackOpt, TopologyOpt, TpOpt, console, print_json, setup_from,
+)
+
+
+def command(
+    model: ModelOpt = "kimi-k3",
+    hardware: HardwareOpt = "tpu-v7x",
+    topology: TopologyOpt = None,
+    tp: TpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    stack: StackOpt = "vllm-tpu",
+    context: ContextOpt = 131072,
+    batch: BatchOpt = 1,
+    chunk: ChunkOpt = None,
+    kv_dtype: KvDtypeOpt = None,
+    calibration: CalibrationOpt = None,
+    shardspecs: ShardspecsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Does the model fit, per device, with what headroom, for how long a context and how many
+    sequences? Exit 0 if it fits, 1 if not, 2 on bad input.
+
+    \b
+    Examples:
+      k3plan fit --topology 2x2x4 --tp 32                     K3 on a v7x 2x2x4 slice
+      k3plan fit -t 2x2x2 --tp 16 --context 1048576           1M context on 8 chips
+      k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8_ds_mla
+      k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 \\
+          --calibration ../shared/data/calibration/k3-tpu7x-2x2x4-tp32-jax-native.yaml
+    """
+    import typer
+
+    from k3plan.budget.calibration import load_calibration
+    from k3plan.budget.fit import check_workload, fit
+
+    workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
+    setup = setup_from(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
+                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    cal = load_calibration(str(calibration)) if calibration else None
+    result = fit(setup, workload, calibration=cal)
+    if json_out:
+        print_json(result)
+    else:
+        from k3plan.report.fit_table import render_fit
+
+        render_fit(result, console)
+    if not result.fits:
+        raise typer.Exit(1)

@@ -1,0 +1,1 @@
+"""Rendering: terminal tables, JSON, Markdown/HTML with plots."""

@@ -1,0 +1,67 @@
+"""The terminal rendering of a FitResult."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from k3plan.units import GiB
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:,.2f}"
+
+
+def render_fit(r, console: Console) -> None:
+    hw, par, w, dev = r.hardware, r.parallel, r.workload, r.per_device
+    usable = hw["usable_bytes_per_device"]
+    console.print(
+        f"[bold]{r.model['name']}[/] on [bold]{hw['name']} {hw['topology']}[/] ({hw['chips']} chips, "
+        f"{hw['devices']} devices, {hw['hosts']} hosts), tp={par['tp']} ep={par['ep']} dp={par['dp']}, "
+        f"stack {r.stack}; context {w['context_tokens']:,} x batch {w['batch']}, prefill chunk {w['prefill_chunk_tokens']:,}"
+    )
+    table = Table(title="per device (GiB = 2^30 B)", title_justify="left")
+    table.add_column("term")
+    table.add_column("GiB", justify="right")
+    table.add_column("% usable", justify="right")
+    table.add_column("source", overflow="fold", max_width=70)
+    p = r.provenance
+    rows = [
+        ("weights", dev["weights_bytes"], p["weights"]),
+        ("  of which replicated", dev["replicated_weights_bytes"], "tensors every device holds whole"),
+        ("KV cache", dev["kv_bytes"], p["kv"]),
+        ("KDA state", dev["state_bytes"], p["state"]),
+        (f"temporaries ({r.temp.get('binding', '')})", dev["temp_bytes"],
+         p["temp_prefill"] if r.temp.get("binding") == "prefill" else p["temp_decode"]),
+        ("engine reserve", dev["reserve_bytes"], p["reserve"]),
+    ]
+    for name, value, source in rows:
+        table.add_row(name, _gib(value), f"{100 * value / usable:.1f}", source)
+    table.add_section()
+    table.add_row("usable HBM", _gib(usable), "100.0", p["hbm"])
+    color = "green" if r.fits else "red"
+    table.add_row(f"[{color}]free[/]", f"[{color}]{_gib(dev['free_bytes'])}[/]", f"{100 * dev['free_bytes'] / usable:.1f}", "")
+    console.print(table)
+    cap = r.capacity
+    cross = cap["kv_state_crossover_tokens"]
+    console.print(
+        f"capacity: longest context at batch {w['batch']}: [bold]{cap['max_context_tokens']:,}[/] tokens; "
+        f"most sequences at {w['context_tokens']:,}: [bold]{cap['max_sequences']:,}[/]"
+        + (f"; KV overtakes KDA state at {cross:,.0f} tokens" if cross else "")
+    )
+    console.print(
+        f"model state (one copy): KV {r.model_state['kv_bytes_per_token']:,} B a token ({r.model_state['kv_dtype']}), "
+        f"state {r.model_state['state_bytes_per_sequence']:,} B a sequence"
+    )
+    for f in r.replicated[:12]:
+        console.print(f"[yellow]fallback:[/] {f['tensor']}: {f['axis']}={f['size']} not divisible by "
+                      f"{f['mesh_axis']}={f['mesh_size']}, dim {f['dim']} replicated (+{f['bytes_replicated'] / 2**20:,.1f} MiB a device)")
+    if len(r.replicated) > 12:
+        console.print(f"[yellow]fallback:[/] ... and {len(r.replicated) - 12} more (see --json)")
+    for msg in r.warnings:
+        console.print(f"[yellow]warning:[/] {msg}")
+    for msg in r.notes:
+        console.print(f"[dim]note: {msg}[/]")
+    verdict = "[bold green]FITS[/]" if r.fits else (
+        "[bold red]DOES NOT FIT[/]" + ("" if r.weights_fit else ": the weights alone exceed a device"))
+    console.print(verdict)

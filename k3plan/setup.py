@@ -1,0 +1,89 @@
+"""Resolve the options every planning command shares into one Setup.
+
+model + hardware + topology + (tp, ep, dp) + stack (+ kv dtype, user ShardSpecs) -> the loaded
+model, the hardware spec, the topology, the mesh and the ShardingPlan. `fit`, `roofline`,
+`curve`, `check`, `report` and `validate` all build their Setup here, so they agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from k3plan.errors import K3PlanError
+from k3plan.hardware import HardwareSpec, Topology, load_hardware, parse_topology
+from k3plan.models import Model, load_model
+from k3plan.sharding import Mesh, Parallel, ShardingPlan, Stack, load_stack, make_mesh, resolve
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: Model
+    hardware: HardwareSpec
+    topology: Topology
+    mesh: Mesh
+    parallel: Parallel
+    stack: Stack
+    plan: ShardingPlan
+    notes: tuple[str, ...] = ()
+
+
+def default_topology(hw: HardwareSpec, model: Model) -> Topology:
+    """The smallest standard topology whose total HBM could hold one copy of the checkpoint."""
+    need = model.inventory.checkpoint_bytes
+    for text in hw.standard_topologies:
+        topo = parse_topology(hw, text)
+        if topo.devices * hw.usable_bytes_per_device >= need:
+            return topo
+    raise K3PlanError(f"{hw.name}: no standard topology holds {model.name}'s weights; pass --topology")
+
+
+def default_split(stack: Stack, devices: int, tp: Optional[int], dp: Optional[int]) -> tuple[Optional[int], Optional[int]]:
+    if tp is None and dp is None:
+        d = stack.default_parallel
+        if d.dp == "all":
+            return (1 if d.tp == "all" else d.tp), None
+        dp = d.dp
+        tp = None if d.tp == "all" else d.tp
+    return tp, dp
+
+
+def make_setup(
+    *,
+    model: str = "kimi-k3",
+    hardware: str = "tpu-v7x",
+    topology: Optional[str] = None,
+    tp: Optional[int] = None,
+    ep: Optional[int] = None,
+    dp: Optional[int] = None,
+    stack: str = "vllm-tpu",
+    kv_dtype: Optional[str] = None,
+    shardspecs: Optional[str] = None,
+) -> Setup:
+    m = load_model(model)
+    hw = load_hardware(hardware)
+    notes = []
+    if topology is None:
+        topo = default_topology(hw, m)
+        notes.append(f"topology {topo.text}: default, the smallest standard {hw.name} topology whose HBM holds the checkpoint")
+    else:
+        topo = parse_topology(hw, topology)
+    st = load_stack(stack).with_kv_dtype(kv_dtype)
+    if st.platform != "any" and st.platform != hw.kind:
+        notes.append(f"stack {st.name} is meant for {st.platform}s, used here on {hw.name}")
+    tp, dp = default_split(st, topo.devices, tp, dp)
+    if dp is None:
+        if tp and topo.devices % tp:
+            raise K3PlanError(f"--tp {tp} does not divide the {topo.devices} devices of {topo.text}")
+        dp = topo.devices // (tp or 1)
+    mesh, parallel = make_mesh(devices=topo.devices, tp=tp, ep=ep, dp=dp)
+    user = None
+    if shardspecs:
+        from k3plan.sharding.user import load_user_specs
+
+        user = load_user_specs(shardspecs, m.inventory)
+    plan = resolve(
+        m.inventory, mesh=mesh, rules=st.sharding.rules, role_overrides=st.sharding.role_overrides,
+        user_specs=user, source=f"shardspecs {shardspecs} + rules of stack {st.name}" if user else f"rules of stack {st.name}",
+    )
+    return Setup(model=m, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan, notes=tuple(notes))

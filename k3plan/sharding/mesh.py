@@ -1,0 +1,75 @@
+"""The device mesh: named axes ``dp`` x ``tp`` over all devices, and the expert group ``ep``.
+
+``tp`` splits attention heads and dense widths inside a data-parallel group; ``dp`` replicates
+attention and splits sequences; ``ep`` spreads the routed experts, either inside a DP group
+(ep = tp, mesh axes ("tp",)) or over every device (ep = dp x tp, mesh axes ("dp", "tp")).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.errors import K3PlanError
+
+
+class Parallel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int
+    ep: int
+    dp: int
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.dp
+
+
+class Mesh(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    axes: dict[str, int]  # ordered: {"dp": dp, "tp": tp}
+    aliases: dict[str, tuple[str, ...]]  # "ep" -> mesh axes it spans
+
+    def size(self, axes: tuple[str, ...]) -> int:
+        n = 1
+        for a in axes:
+            n *= self.axes[a]
+        return n
+
+    def expand(self, name: str | None) -> tuple[str, ...]:
+        """A rule's target ("tp", "ep", "dp" or None) -> the mesh axes it stands for."""
+        if name is None:
+            return ()
+        if name in self.aliases:
+            return self.aliases[name]
+        if name in self.axes:
+            return (name,)
+        raise K3PlanError(f"sharding rule names mesh axis {name!r}; known: {', '.join([*self.axes, *self.aliases])}")
+
+
+def make_mesh(*, devices: int, tp: int | None = None, ep: int | None = None, dp: int | None = None) -> tuple[Mesh, Parallel]:
+    """Complete and check a (tp, ep, dp) split over ``devices``. Defaults: tp = devices / dp,
+    dp = 1, ep = all devices."""
+    for flag, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)):
+        if v is not None and v < 1:
+            raise K3PlanError(f"{flag} {v}: expected a positive integer")
+    if dp is None:
+        dp = devices // tp if tp else 1
+    if tp is None:
+        if devices % dp:
+            raise K3PlanError(f"--dp {dp} does not divide the {devices} devices of the topology")
+        tp = devices // dp
+    if tp * dp != devices:
+        raise K3PlanError(
+            f"--tp {tp} x --dp {dp} = {tp * dp}, but the topology has {devices} devices; "
+            f"expected tp x dp = {devices}"
+        )
+    ep = devices if ep is None else ep
+    if ep == devices:
+        ep_axes = ("dp", "tp")
+    elif ep == tp:
+        ep_axes = ("tp",)
+    else:
+        raise K3PlanError(f"--ep {ep}: expected the TP group ({tp}) or all devices ({devices})")
+    mesh = Mesh(axes={"dp": dp, "tp": tp}, aliases={"ep": ep_axes})
+    return mesh, Parallel(tp=tp, ep=ep, dp=dp)

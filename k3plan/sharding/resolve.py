@@ -1,0 +1,165 @@
+"""Logical-axis rules -> a ShardSpec per tensor (the flax/MaxText ``logical_axis_rules`` idea).
+
+Rules map a logical axis name (heads, vocab, expert, ...) to a mesh axis or alias (tp, dp, ep) or
+None. A tensor's checkpoint dimension may hold several logical axes (12288 = heads x head_dim);
+it is sharded by the first of them that has a rule, and divisibility is checked on THAT logical
+axis (96 heads over tp=64 does not divide although 12288 would). A mesh axis is used at most once
+per tensor (first dim wins). A dimension its mesh axes do not divide falls back to replication,
+and the fallback is recorded: never silent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.models.inventory import Tensor, TensorInventory
+from k3plan.sharding.mesh import Mesh
+
+DimSpec = Optional[tuple[str, ...]]  # mesh axes sharding one checkpoint dim, None = replicated
+
+
+class ShardSpec(BaseModel):
+    """PartitionSpec-like: one entry per checkpoint dimension of the tensor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: tuple[DimSpec, ...]
+
+    def shards(self, mesh: Mesh) -> int:
+        return math.prod(mesh.size(p) for p in self.partition if p)
+
+    def mesh_axes(self) -> set[str]:
+        return {a for p in self.partition if p for a in p}
+
+
+class Fallback(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensor: str
+    dim: int  # checkpoint dim
+    axis: str  # logical axis that asked to be sharded
+    size: int  # its size
+    mesh_axis: str  # what it asked for
+    mesh_size: int
+    bytes_replicated: int = 0  # filled by the budget: extra bytes a device holds because of it
+
+    def describe(self) -> str:
+        return (f"{self.tensor}: {self.axis}={self.size} is not divisible by {self.mesh_axis}={self.mesh_size}; "
+                f"dim {self.dim} replicated")
+
+
+class ShardingPlan(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mesh: Mesh
+    specs: dict[str, ShardSpec]  # by inventory tensor name
+    fallbacks: tuple[Fallback, ...]
+    source: str  # "rules of stack X" / "shardspecs FILE"
+
+    def spec(self, t: Tensor) -> ShardSpec:
+        return self.specs[t.name]
+
+    def per_device_shape(self, t: Tensor) -> tuple[int, ...]:
+        spec = self.specs[t.name]
+        return tuple(d // self.mesh.size(p) if p else d for d, p in zip(t.shape, spec.partition))
+
+    def shard_fraction(self, t: Tensor) -> float:
+        return 1.0 / self.specs[t.name].shards(self.mesh)
+
+    def is_replicated(self, t: Tensor) -> bool:
+        return self.specs[t.name].shards(self.mesh) == 1
+
+
+def dim_groups(t: Tensor) -> list[list[int]]:
+    """Indices of logical axes making up each checkpoint dim (greedy product match)."""
+    groups, i = [], 0
+    for d in t.shape:
+        group, prod = [], 1
+        while i < len(t.logical_shape) and (prod < d or not group):
+            prod *= t.logical_shape[i]
+            group.append(i)
+            i += 1
+            if prod == d:
+                # absorb trailing unit axes only if the next checkpoint dim cannot use them
+                break
+        groups.append(group)
+    if i != len(t.logical_shape):
+        groups[-1].extend(range(i, len(t.logical_shape)))
+    return groups
+
+
+def spec_from_rules(
+    t: Tensor, rules: dict[str, Optional[str]], mesh: Mesh
+) -> tuple[ShardSpec, list[Fallback]]:
+    used: set[str] = set()
+    partition: list[DimSpec] = []
+    fallbacks: list[Fallback] = []
+    for dim, group in enumerate(dim_groups(t)):
+        chosen: DimSpec = None
+        for li in group:
+            target = rules.get(t.axes[li])
+            mesh_axes = mesh.expand(target)
+            if not mesh_axes:
+                continue
+            if used & set(mesh_axes):
+                continue  # mesh axis already shards another dim of this tensor
+            size = mesh.size(mesh_axes)
+            if size == 1:
+                break
+            if t.logical_shape[li] % size:
+                fallbacks.append(Fallback(tensor=t.name, dim=dim, axis=t.axes[li], size=t.logical_shape[li],
+                                          mesh_axis=target, mesh_size=size))
+                break
+            chosen = mesh_axes
+            used.update(mesh_axes)
+            break
+        partition.append(chosen)
+    return ShardSpec(partition=tuple(partition)), fallbacks
+
+
+def resolve(
+    inventory: TensorInventory,
+    *,
+    mesh: Mesh,
+    rules: dict[str, Optional[str]],
+    role_overrides: dict[str, dict[str, Optional[str]]] | None = None,
+    user_specs: dict[str, tuple] | None = None,
+    source: str,
+    tensors: Iterable[Tensor] | None = None,
+) -> ShardingPlan:
+    """A ShardSpec for every text tensor. ``role_overrides[role]`` replaces rules for that role;
+    ``user_specs`` (tensor name -> partition) win over both and are checked for divisibility."""
+    specs: dict[str, ShardSpec] = {}
+    fallbacks: list[Fallback] = []
+    role_overrides = role_overrides or {}
+    for t in tensors if tensors is not None else inventory.text:
+        if user_specs and t.name in user_specs:
+            spec, fb = spec_from_user(t, user_specs[t.name], mesh)
+        else:
+            spec, fb = spec_from_rules(t, {**rules, **role_overrides.get(t.role, {})}, mesh)
+        specs[t.name] = spec
+        fallbacks.extend(fb)
+    return ShardingPlan(mesh=mesh, specs=specs, fallbacks=tuple(fallbacks), source=source)
+
+
+def spec_from_user(t: Tensor, partition: tuple, mesh: Mesh) -> tuple[ShardSpec, list[Fallback]]:
+    """A user's PartitionSpec over the checkpoint dims; entries are None, an axis or a list."""
+    from k3plan.errors import K3PlanError
+
+    if len(partition) > len(t.shape):
+        raise K3PlanError(f"shardspec for {t.name}: {len(partition)} entries for a {len(t.shape)}-dim tensor {list(t.shape)}")
+    out: list[DimSpec] = []
+    fallbacks = []
+    for dim, entry in enumerate(list(partition) + [None] * (len(t.shape) - len(partition))):
+        names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        axes = tuple(a for n in names for a in mesh.expand(n))
+        size = mesh.size(axes) if axes else 1
+        if axes and t.shape[dim] % size:
+            fallbacks.append(Fallback(tensor=t.name, dim=dim, axis=f"dim{dim}", size=t.shape[dim],
+                                      mesh_axis="+".join(names), mesh_size=size))
+            axes = ()
+        out.append(axes or None)
+    return ShardSpec(partition=tuple(out)), fallbacks
