@@ -1,0 +1,131 @@
+"""The schema of hardware_specs/<name>.yaml: what a spec file may say, checked strictly.
+
+Every number is a ``Sourced`` value: the figure as written (with its unit, e.g. "96GiB",
+"3.69TB/s", "9.88us"), a non-empty ``source`` and, where sources disagree, ``alternatives``
+(recorded, not used). Units are parsed later, by k3plan.units only (see spec.py).
+
+Conventions: capacities, bandwidths and FLOP/s are per JAX device (v7x: 2 devices a chip);
+link bandwidths are one-way per chip; ``domain`` counts chips.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Scalar = Union[int, float, str]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _HasSource(_Frozen):
+    source: str
+
+    @field_validator("source")
+    @classmethod
+    def _non_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("must not be empty: every number needs a source")
+        return text
+
+
+class Alternative(_HasSource):
+    """A figure another source gives; recorded, not used."""
+
+    value: Scalar
+    note: Optional[str] = None
+
+
+class Sourced(_HasSource):
+    """A value as written in the spec, with where it comes from."""
+
+    value: Scalar
+    note: Optional[str] = None
+    alternatives: tuple[Alternative, ...] = ()
+
+
+class FlopsEntry(_HasSource):
+    """Dense FLOP/s a device for one dtype: a figure, or `no_gain: true` (runs at the bf16 rate,
+    so a planner may use bf16's figure), or `unsupported: true` (no matmul path for it)."""
+
+    value: Optional[Scalar] = None
+    no_gain: bool = False
+    unsupported: bool = False
+    note: Optional[str] = None
+    alternatives: tuple[Alternative, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_meaning(self) -> "FlopsEntry":
+        if sum([self.value is not None, self.no_gain, self.unsupported]) != 1:
+            raise ValueError("give exactly one of value, no_gain: true, unsupported: true")
+        return self
+
+
+class LinkFile(_Frozen):
+    """A scale-up (ICI, NVLink, xGMI) or scale-out (DCN, InfiniBand/RoCE) link as written."""
+
+    name: str
+    kind: Literal["torus3d", "torus2d", "switch", "fullmesh", "network"]
+    bw_per_chip: Sourced  # one-way, per chip
+    latency: Sourced  # per collective call: a default; probes measure the real figure
+    domain: Optional[Sourced] = None  # chips reachable over this link (scale-up only)
+
+
+class PriceFile(_HasSource):
+    usd_per_chip_hour: float = Field(gt=0)
+    date: str
+    note: Optional[str] = None
+
+
+class TopologyRules(_HasSource):
+    """How topology strings read for this hardware, and the standard shapes a search tries."""
+
+    form: Literal["grid3d", "grid2d", "gpus"]
+    standard: tuple[str, ...]
+
+
+class HardwareFile(_Frozen):
+    """One hardware_specs/*.yaml, key for key."""
+
+    name: str
+    kind: Literal["tpu", "gpu"]
+    vendor: str
+    description: str = ""
+    device_kind: Sourced  # the string jax reports as device.device_kind (best effort for GPUs)
+    devices_per_chip: Sourced
+    hbm_per_device: Sourced
+    usable_hbm_per_device: Sourced
+    hbm_bw_per_device: Sourced
+    flops_per_device: dict[str, FlopsEntry]
+    scale_up: LinkFile
+    scale_out: LinkFile
+    chips_per_host: Sourced
+    max_chips: Sourced
+    wraparound_min: Optional[Sourced] = None  # TPU: smallest grid with torus wraparound, "4x4x4"
+    topology: TopologyRules
+    price: Optional[PriceFile] = None
+    notes: tuple[str, ...] = ()
+
+    def sources(self) -> dict[str, str]:
+        """field path -> source, for every sourced figure in the file."""
+        out: dict[str, str] = {}
+        for field in ("device_kind", "devices_per_chip", "hbm_per_device", "usable_hbm_per_device",
+                      "hbm_bw_per_device", "chips_per_host", "max_chips", "wraparound_min"):
+            value = getattr(self, field)
+            if value is not None:
+                out[field] = value.source
+        for dtype, entry in self.flops_per_device.items():
+            out[f"flops_per_device.{dtype}"] = entry.source
+        for link_name in ("scale_up", "scale_out"):
+            link = getattr(self, link_name)
+            for field in ("bw_per_chip", "latency", "domain"):
+                value = getattr(link, field)
+                if value is not None:
+                    out[f"{link_name}.{field}"] = value.source
+        out["topology"] = self.topology.source
+        if self.price is not None:
+            out["price"] = f"{self.price.source} ({self.price.date})"
+        return out

@@ -1,0 +1,135 @@
+"""HardwareSpec: a spec file resolved into plain numbers, the unit in every field name.
+
+``HardwareFile`` (schema.py) is what the YAML says, strings with units and sources;
+``HardwareSpec`` is what the budget/roofline/plan code reads: bytes as ints, rates per second,
+everything per JAX device except links (one-way, per chip). ``spec.file`` keeps the sourced
+original, so ``sources()`` and the alternatives stay one attribute away.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.errors import K3PlanError, require
+from k3plan.hardware.schema import HardwareFile, LinkFile, Scalar
+from k3plan.units import parse_bytes, parse_duration_s, parse_flops, parse_rate
+
+DTYPE_ALIASES = {"bfloat16": "bf16", "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
+                 "mxfp4": "fp4", "nvfp4": "fp4", "float4": "fp4"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Link(_Frozen):
+    name: str
+    kind: Literal["torus3d", "torus2d", "switch", "fullmesh", "network"]
+    bw_bytes_per_s: float  # one-way, per chip
+    latency_s: float  # per collective call (default; see the spec's source)
+    domain_chips: Optional[int] = None  # scale-up only
+
+
+class HardwareSpec(_Frozen):
+    name: str
+    kind: Literal["tpu", "gpu"]
+    vendor: str
+    device_kind: str
+    devices_per_chip: int
+    hbm_bytes_per_device: int
+    usable_bytes_per_device: int
+    hbm_bw_bytes_per_s_per_device: float
+    scale_up: Link
+    scale_out: Link
+    chips_per_host: int
+    max_chips: int
+    wraparound_min: Optional[tuple[int, ...]]  # TPU only
+    topology_form: Literal["grid3d", "grid2d", "gpus"]
+    standard_topologies: tuple[str, ...]
+    price_usd_per_chip_hour: Optional[float]
+    path: str  # the YAML it came from
+    file: HardwareFile
+
+    def flops_per_s_per_device(self, dtype: str) -> float:
+        """Dense FLOP/s a device for `dtype` (bf16, fp8, fp4, int8; bfloat16/float8/mxfp4 ok).
+
+        A dtype the spec marks `no_gain` runs at the bf16 rate; one it lacks or marks
+        `unsupported` is an error naming the dtype.
+        """
+        key = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+        entry = self.file.flops_per_device.get(key)
+        if entry is None:
+            raise K3PlanError(f"{self.name}: no FLOP/s figure for dtype {dtype!r}; "
+                              f"known: {', '.join(self.file.flops_per_device)}")
+        if entry.unsupported:
+            raise K3PlanError(f"{self.name}: dtype {dtype!r} is not a supported matmul type ({entry.source})")
+        if entry.no_gain:
+            return self.flops_per_s_per_device("bf16")
+        return parse_flops(entry.value, what=f"flops_per_device.{key}")
+
+    def flops_table(self) -> dict[str, Optional[float]]:
+        """dtype -> FLOP/s a device (None where unsupported)."""
+        return {d: None if e.unsupported else self.flops_per_s_per_device(d)
+                for d, e in self.file.flops_per_device.items()}
+
+    def sources(self) -> dict[str, str]:
+        return self.file.sources()
+
+    @property
+    def devices_per_host(self) -> int:
+        return self.chips_per_host * self.devices_per_chip
+
+
+def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
+    """Parse every unit string once; a bad unit or an inconsistency raises K3PlanError."""
+    hbm = parse_bytes(file.hbm_per_device.value, what="hbm_per_device")
+    usable = parse_bytes(file.usable_hbm_per_device.value, what="usable_hbm_per_device")
+    require(usable <= hbm, "usable_hbm_per_device exceeds hbm_per_device")
+    require("bf16" in file.flops_per_device, "flops_per_device: a bf16 entry is required")
+    is_grid = file.topology.form != "gpus"
+    require(is_grid == (file.kind == "tpu"),
+            f"topology.form {file.topology.form!r} does not suit kind {file.kind!r}")
+    wrap = None
+    if is_grid:
+        require(file.wraparound_min is not None, "wraparound_min is required for a TPU")
+        wrap = tuple(_count(d, what="wraparound_min") for d in str(file.wraparound_min.value).split("x"))
+        rank = 3 if file.topology.form == "grid3d" else 2
+        require(len(wrap) == rank, f"wraparound_min: expected {rank} dims like {'x'.join(['4'] * rank)}")
+    scale_up = _link(file.scale_up, what="scale_up")
+    require(scale_up.domain_chips is not None, "scale_up.domain (chips) is required")
+    spec = HardwareSpec(
+        name=file.name, kind=file.kind, vendor=file.vendor,
+        device_kind=str(file.device_kind.value),
+        devices_per_chip=_count(file.devices_per_chip.value, what="devices_per_chip"),
+        hbm_bytes_per_device=hbm, usable_bytes_per_device=usable,
+        hbm_bw_bytes_per_s_per_device=parse_rate(file.hbm_bw_per_device.value, what="hbm_bw_per_device"),
+        scale_up=scale_up, scale_out=_link(file.scale_out, what="scale_out"),
+        chips_per_host=_count(file.chips_per_host.value, what="chips_per_host"),
+        max_chips=_count(file.max_chips.value, what="max_chips"),
+        wraparound_min=wrap, topology_form=file.topology.form,
+        standard_topologies=file.topology.standard,
+        price_usd_per_chip_hour=None if file.price is None else file.price.usd_per_chip_hour,
+        path=path, file=file,
+    )
+    require(spec.hbm_bw_bytes_per_s_per_device > 0, "hbm_bw_per_device must be > 0")
+    spec.flops_table()  # every figure parses
+    return spec
+
+
+def _link(link: LinkFile, *, what: str) -> Link:
+    return Link(
+        name=link.name, kind=link.kind,
+        bw_bytes_per_s=parse_rate(link.bw_per_chip.value, what=f"{what}.bw_per_chip"),
+        latency_s=parse_duration_s(link.latency.value, what=f"{what}.latency"),
+        domain_chips=None if link.domain is None else _count(link.domain.value, what=f"{what}.domain"),
+    )
+
+
+def _count(value: Scalar, *, what: str) -> int:
+    """A whole number >= 1 (ints, or strings of digits)."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise K3PlanError(f"{what}: expected a whole number >= 1, got {value!r}")
+    return int(text)

@@ -1,0 +1,136 @@
+"""Topology strings -> chips, devices, hosts, slices.
+
+TPU (the chip grid, as GKE/XPK and the deviceless compiler spell it):
+  ``AxBxC`` (v7x, v5p: 3D torus) or ``AxB`` (v5e, v6e: 2D), chips = product of dims;
+  multi-slice is written ``N*AxBxC``: N identical slices joined over DCN (``2*2x2x4`` = 32 chips).
+  A slice is one ICI domain; hosts = ceil(chips a slice / chips a host) a slice.
+GPU:
+  ``N`` GPUs (N <= GPUs a host, or a multiple of it) or ``HxG`` hosts x GPUs a host (G <= GPUs a
+  host). Slices are the scale-up (NVLink/xGMI) domains the topology spans: one a host for HGX
+  boxes, one per 72 GPUs for NVL72 racks; a topology must split evenly across them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.errors import K3PlanError
+from k3plan.hardware.spec import HardwareSpec
+
+
+class Topology(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str  # normalised, e.g. "2x2x4" or "2*2x2x4"
+    hardware: str
+    dims: tuple[int, ...]  # TPU: chip grid of one slice; GPU: (hosts, GPUs a host)
+    chips: int
+    devices: int  # JAX devices = chips * devices_per_chip
+    hosts: int
+    slices: int
+    chips_per_slice: int
+    devices_per_slice: int
+    wraparound: bool  # torus wraparound links (TPU grids >= wraparound_min)
+    within_scale_up_domain: bool
+    spans_slices: bool
+
+
+_GRID = re.compile(r"(?:(\d+)\*)?(\d+(?:x\d+)*)")
+
+
+def parse_topology(hw: HardwareSpec, text: str) -> Topology:
+    """Read a topology string for `hw`; K3PlanError (one line, says what was expected) if bad."""
+    norm = str(text).strip().lower().replace(" ", "")
+    if hw.topology_form == "gpus":
+        return _gpu(hw, norm, text)
+    return _tpu(hw, norm, text)
+
+
+def topologies_up_to(hw: HardwareSpec, max_chips: int) -> list[Topology]:
+    """The spec's standard shapes (its `topology.standard` list) with at most `max_chips` chips,
+    smallest first. Multi-slice shapes are not enumerated: compose them as N*shape."""
+    shapes = [parse_topology(hw, s) for s in hw.standard_topologies]
+    return sorted((t for t in shapes if t.chips <= max_chips), key=lambda t: (t.chips, t.dims))
+
+
+def _expected(hw: HardwareSpec) -> str:
+    if hw.topology_form == "grid3d":
+        return "a chip grid AxBxC such as '2x2x4', or N*AxBxC for N slices over DCN such as '2*2x2x4'"
+    if hw.topology_form == "grid2d":
+        return "a chip grid AxB such as '4x4', or N*AxB for N slices over DCN such as '2*4x4'"
+    return (f"a GPU count such as '{hw.chips_per_host}' or hosts x GPUs a host such as "
+            f"'2x{hw.chips_per_host}'")
+
+
+def _bad(hw: HardwareSpec, text: str, why: str) -> K3PlanError:
+    if why == "cannot read it" and "-" in str(text):
+        why = "dims must be positive whole numbers"
+    return K3PlanError(f"topology {text!r} on {hw.name}: {why}; expected {_expected(hw)}")
+
+
+def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
+    m = _GRID.fullmatch(norm)
+    if not m:
+        why = "write multi-slice as N*AxBxC, not with parentheses" if "(" in norm else "cannot read it"
+        raise _bad(hw, text, why)
+    slices = int(m.group(1)) if m.group(1) else 1
+    dims = tuple(int(d) for d in m.group(2).split("x"))
+    rank = 3 if hw.topology_form == "grid3d" else 2
+    if len(dims) != rank:
+        raise _bad(hw, text, f"{hw.name} takes {rank} dims, got {len(dims)}")
+    if slices < 1 or min(dims) < 1:
+        raise _bad(hw, text, "every dim and the slice count must be >= 1")
+    per_slice = math.prod(dims)
+    if per_slice > hw.max_chips:
+        raise _bad(hw, text, f"{per_slice} chips a slice exceeds the largest {hw.name} slice ({hw.max_chips} chips)")
+    wrap = hw.wraparound_min is not None and all(
+        d >= w for d, w in zip(sorted(dims), sorted(hw.wraparound_min)))
+    grid = "x".join(map(str, dims))
+    return _make(hw, text=f"{slices}*{grid}" if slices > 1 else grid, dims=dims, slices=slices,
+                 chips_per_slice=per_slice, hosts_per_slice=math.ceil(per_slice / hw.chips_per_host),
+                 wraparound=wrap)
+
+
+def _gpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
+    per_host = hw.chips_per_host
+    m = re.fullmatch(r"(\d+)(?:x(\d+))?", norm)
+    if not m:
+        raise _bad(hw, text, "cannot read it")
+    if m.group(2) is None:
+        n = int(m.group(1))
+        if n < 1:
+            raise _bad(hw, text, "the GPU count must be >= 1")
+        if n > per_host and n % per_host:
+            raise _bad(hw, text, f"{n} GPUs is not a multiple of the {per_host} GPUs a host")
+        hosts, gpus = (1, n) if n <= per_host else (n // per_host, per_host)
+    else:
+        hosts, gpus = int(m.group(1)), int(m.group(2))
+        if hosts < 1 or gpus < 1:
+            raise _bad(hw, text, "hosts and GPUs a host must be >= 1")
+        if gpus > per_host:
+            raise _bad(hw, text, f"{hw.name} has {per_host} GPUs a host, not {gpus}")
+    chips = hosts * gpus
+    if chips > hw.max_chips:
+        raise _bad(hw, text, f"{chips} GPUs exceeds max_chips ({hw.max_chips}) for {hw.name}")
+    hosts_per_domain = max(1, (hw.scale_up.domain_chips or per_host) // per_host)
+    slices = math.ceil(hosts / hosts_per_domain)
+    if hosts % slices:
+        raise _bad(hw, text, f"{hosts} hosts do not split evenly over {slices} scale-up domains "
+                             f"of {hosts_per_domain} hosts")
+    text = str(chips) if m.group(2) is None else f"{hosts}x{gpus}"  # keep the form the user chose
+    return _make(hw, text=text, dims=(hosts, gpus), slices=slices,
+                 chips_per_slice=chips // slices, hosts_per_slice=hosts // slices, wraparound=False)
+
+
+def _make(hw: HardwareSpec, *, text: str, dims: tuple[int, ...], slices: int, chips_per_slice: int,
+          hosts_per_slice: int, wraparound: bool) -> Topology:
+    return Topology(
+        text=text, hardware=hw.name, dims=dims,
+        chips=chips_per_slice * slices, devices=chips_per_slice * slices * hw.devices_per_chip,
+        hosts=hosts_per_slice * slices, slices=slices, chips_per_slice=chips_per_slice,
+        devices_per_slice=chips_per_slice * hw.devices_per_chip, wraparound=wraparound,
+        within_scale_up_domain=slices == 1, spans_slices=slices > 1,
+    )
