@@ -1,0 +1,153 @@
+"""`k3plan probe`: measure on the target what the model cannot know (jax imported only on run)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from k3plan.cli.common import JsonOpt, console, err_console, print_json
+from k3plan.errors import K3PlanError, require
+
+
+class ProbeGroup(TyperGroup):
+    """An unknown probe is the user's error: one line, exit 2 (K3Group prints it)."""
+
+    def resolve_command(self, ctx, args):
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            from k3plan.probes.registry import PROBES
+
+            raise K3PlanError(f"unknown probe {args[0]!r}; expected one of {', '.join(PROBES)}")
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(cls=ProbeGroup, no_args_is_help=True, help="""Microbenchmarks on whatever JAX backend is present; each run writes a ProbeRecord (JSON).
+
+\b
+Examples:
+  k3plan probe a2a --bytes 64,1792,16KiB --mode chained      per-call all-to-all latency
+  k3plan probe hbm --impl pallas                              Pallas streaming kernel vs XLA copy
+  k3plan probe kda-decode --heads 8 --head-dim 64             Pallas decode step vs jnp reference
+  k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
+On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only".
+""")
+
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Stop after this many seconds (checked between sweep points).")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Folder for the records.")]
+HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="Spec for the expectation (default: the one matching the device kind).")]
+RepeatsOpt = Annotated[int, typer.Option("--repeats", help="Timed samples per point.")]
+WarmupOpt = Annotated[int, typer.Option("--warmup", help="Untimed calls before sampling.")]
+CpuDevOpt = Annotated[Optional[int], typer.Option("--cpu-devices", help="Fake CPU devices (default 8 unless XLA_FLAGS sets it).")]
+NoWriteOpt = Annotated[bool, typer.Option("--no-write", help="Do not write record files.")]
+DistOpt = Annotated[bool, typer.Option("--distributed", help="Initialise jax.distributed (multi-host).")]
+CoordOpt = Annotated[Optional[str], typer.Option("--coordinator", help="HOST:PORT of process 0 (or JAX_COORDINATOR_ADDRESS).")]
+NProcOpt = Annotated[Optional[int], typer.Option("--num-processes", help="Process count (or JAX_NUM_PROCESSES).")]
+PidOpt = Annotated[Optional[int], typer.Option("--process-id", help="This process (or JAX_PROCESS_ID).")]
+
+
+def _common(timeout=None, out=Path("reports/probes"), hardware=None, repeats=5, warmup=1, cpu_devices=None,
+            no_write=False, distributed=False, coordinator=None, num_processes=None, process_id=None):
+    from k3plan.probes.env import resolve_distributed
+    from k3plan.probes.runner import RunSettings
+
+    require(timeout is None or timeout > 0, f"--timeout {timeout}: expected seconds > 0")
+    require(repeats >= 1 and warmup >= 0, "--repeats must be >= 1 and --warmup >= 0")
+    dist = resolve_distributed(enabled=distributed, coordinator=coordinator, num_processes=num_processes,
+                               process_id=process_id)
+    return RunSettings(timeout_s=timeout, hardware=hardware, warmup=warmup, repeats=repeats, out_dir=out,
+                       write=not no_write, cpu_devices=cpu_devices, distributed=dist)
+
+
+def _execute(settings, run, json_out: bool) -> None:
+    from k3plan.probes.render import render
+    from k3plan.probes.runner import run_probe
+
+    with err_console.status("starting jax ...") as status:
+        result = run_probe(settings=settings, run=run, progress=lambda text: status.update(text))
+    if result.process_index != 0:
+        return
+    paths = result.paths or [None] * len(result.records)
+    if json_out:
+        print_json([r.model_dump(mode="json") for r in result.records])
+        for p in result.paths:
+            err_console.print(f"wrote {p}")
+    else:
+        for record, path in zip(result.records, paths):
+            render(console, record, path)
+    bad = [r for r in result.records if not r.ok or r.verified is False]
+    if bad:
+        for r in bad:
+            err_console.print(f"[bold red]probe {r.probe} {r.mode or ''}:[/] " + (r.error or "; ".join(
+                c.detail or "" for c in r.verification if not c.ok)), soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _ints(text: str, *, what: str, minimum: int = 1) -> tuple[int, ...]:
+    try:
+        values = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise K3PlanError(f"{what} {text!r}: expected comma-separated whole numbers") from None
+    require(values and all(v >= minimum for v in values), f"{what} {text!r}: every value must be >= {minimum}")
+    return values
+
+
+def _sizes(text: str, *, what: str) -> tuple[int, ...]:
+    from k3plan.units import parse_bytes
+
+    values = tuple(parse_bytes(t.strip(), what=what) for t in text.split(",") if t.strip())
+    require(values and all(v > 0 for v in values), f"{what} {text!r}: every size must be > 0")
+    return values
+
+
+def _names(text: str, *, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    values = tuple(t.strip() for t in text.split(",") if t.strip())
+    require(values and all(v in allowed for v in values), f"{what} {text!r}: expected one or more of {', '.join(allowed)}")
+    return values
+
+
+def _collective(name: str, op: str):
+    def command(
+        bytes_: Annotated[str, typer.Option("--bytes", help="Message sizes a device, e.g. 64,1792,16KiB.")] = "64,1792,16384,262144",
+        mode: Annotated[str, typer.Option("--mode", help="chained, unchained or both.")] = "both",
+        iters: Annotated[str, typer.Option("--iters", help="Chained: two N for the marginal cost.")] = "10,100",
+        unchained_iters: Annotated[str, typer.Option("--unchained-iters", help="Unchained N sweep.")] = "1,10,100,1000",
+        axis_size: Annotated[Optional[int], typer.Option("--axis-size", help="Mesh axis size (default: all devices).")] = None,
+        dtype: Annotated[str, typer.Option("--dtype")] = "float32",
+        timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
+        repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
+        distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
+        process_id: PidOpt = None, json_out: JsonOpt = False,
+    ) -> None:
+        from k3plan.probes.collectives.probe import CollectiveParams, run
+
+        modes = ("chained", "unchained") if mode == "both" else _names(mode, what="--mode", allowed=("chained", "unchained"))
+        params = CollectiveParams(op=op, sizes_bytes=_sizes(bytes_, what="--bytes"), modes=modes,
+                                  chained_n=_ints(iters, what="--iters"), unchained_n=_ints(unchained_iters, what="--unchained-iters"),
+                                  axis_size=axis_size, dtype=_dtype(dtype))
+        params.check()
+        settings = _common(timeout, out, hardware, repeats, warmup, cpu_devices, no_write, distributed, coordinator,
+                           num_processes, process_id)
+        _execute(settings, partial(run, params=params), json_out)
+
+    command.__doc__ = f"""Per-call {op} latency, chained and unchained, baseline subtracted, HLO-verified.
+
+    Chained: a fori_loop of N dependent calls (per call = marginal cost between two N). Unchained: N
+    independent calls in one program (overlap shows only at large N). Mesh: all devices or --axis-size.
+
+    \b
+    Example: k3plan probe {name} --bytes 64,1792 --mode chained --timeout 120
+    """
+    return command
+
+
+def _dtype(name: str) -> str:
+    allowed = ("float32", "bfloat16", "float16", "int8", "int32", "float8_e4m3fn", "float8_e5m2")
+    require(name in allowed, f"--dtype {name!r}: expected one of {', '.join(allowed)}")
+    return name
+
+
+for _name, _op in (("a2a", "all-to-all"), ("allreduce", "all-reduce"), ("allgather", "all-gather")):
+    app.command(_name)(_collective(_name, _op))

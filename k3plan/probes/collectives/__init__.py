@@ -1,0 +1,1 @@
+"""Collective probes: a2a, allreduce, allgather (chained and unchained per-call latency)."""

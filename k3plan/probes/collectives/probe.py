@@ -1,0 +1,145 @@
+"""Run a collective probe: sweep message sizes, chained and/or unchained, baseline subtracted,
+the compiled HLO checked for the requested op. One record a mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from k3plan.errors import K3PlanError, require
+from k3plan.probes.collectives.ops import AXIS, OPS, programs, wire_bytes
+from k3plan.probes.context import ProbeContext
+from k3plan.probes.dispatch import NoImplementation, dispatch
+from k3plan.probes.expect import expect
+from k3plan.probes.hlo import verify_collective
+from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
+from k3plan.probes.timing import marginal_s, sample_s, stats
+
+# 1792 B: K3's batch-1 dispatch a call a chip at EP=32 (k3-facts §5)
+DEFAULT_SIZES = (64, 1792, 16384, 262144)
+PROBE_NAMES = {"all-to-all": "a2a", "all-reduce": "allreduce", "all-gather": "allgather"}
+BASELINE = "the same shard_map program with the collective replaced by a local flip*scale of the same shape"
+
+
+@dataclass(frozen=True)
+class CollectiveParams:
+    op: str
+    sizes_bytes: tuple[int, ...] = DEFAULT_SIZES
+    modes: tuple[str, ...] = ("chained", "unchained")
+    chained_n: tuple[int, int] = (10, 100)
+    unchained_n: tuple[int, ...] = (1, 10, 100, 1000)
+    axis_size: Optional[int] = None
+    dtype: str = "float32"
+
+    def check(self) -> None:
+        require(self.op in OPS, f"unknown collective {self.op!r}")
+        require(all(b > 0 for b in self.sizes_bytes), "--bytes: every size must be > 0")
+        require(set(self.modes) <= {"chained", "unchained"}, "--mode: expected chained, unchained or both")
+        for name, ns in (("--iters", self.chained_n), ("--unchained-iters", self.unchained_n)):
+            require(len(ns) >= 2 and all(a < b for a, b in zip(ns, ns[1:])) and ns[0] >= 1,
+                    f"{name} {','.join(map(str, ns))}: expected >= 2 increasing counts >= 1")
+        require(self.axis_size is None or self.axis_size >= 2, f"--axis-size {self.axis_size}: expected >= 2")
+
+
+def _mesh_factory(ctx: ProbeContext, axis_size: int):
+    def make():
+        import jax
+        import numpy as np
+        from jax.sharding import Mesh
+
+        if ctx.device_count < 2:
+            raise NotImplementedError(f"a collective needs >= 2 devices; backend {ctx.backend} has {ctx.device_count}")
+        if axis_size > ctx.device_count:
+            raise NotImplementedError(f"--axis-size {axis_size} exceeds the {ctx.device_count} devices")
+        return Mesh(np.array(jax.devices()[:axis_size]), (AXIS,))
+    return make
+
+
+def run(*, ctx: ProbeContext, params: CollectiveParams) -> list[ProbeRecord]:
+    params.check()
+    axis_size = params.axis_size or ctx.device_count
+    if ctx.process_count > 1 and axis_size != ctx.device_count:
+        raise K3PlanError(f"--axis-size {axis_size}: with several processes the mesh must span all "
+                          f"{ctx.device_count} devices")
+    return [_run_mode(ctx=ctx, params=params, mode=mode, axis_size=axis_size) for mode in params.modes]
+
+
+def _run_mode(*, ctx: ProbeContext, params: CollectiveParams, mode: str, axis_size: int) -> ProbeRecord:
+    probe = PROBE_NAMES[params.op]
+    n_values = params.chained_n if mode == "chained" else params.unchained_n
+    record_params = {"op": params.op, "mode": mode, "axis_size": axis_size, "dtype": params.dtype,
+                     "sizes_bytes": list(params.sizes_bytes), "n_values": list(n_values),
+                     "warmup": ctx.warmup, "repeats": ctx.repeats}
+    implementations = {"xla-shard-map": _mesh_factory(ctx, axis_size)}
+    try:
+        dispatched = dispatch(implementations=implementations, order=list(implementations))
+    except NoImplementation as err:
+        return ctx.record(probe=probe, op=params.op, mode=mode, params=record_params, ok=False,
+                          error=str(err), attempts=err.attempts, implementation=None)
+    mesh = dispatched.value
+    points, checks = [], []
+    for size in params.sizes_bytes:
+        if ctx.deadline.expired():
+            break
+        point, check = _measure_size(ctx=ctx, params=params, mode=mode, mesh=mesh, size=size, n_values=n_values)
+        points.append(point)
+        checks.extend(check)
+    expectation = expect(ctx.hardware, unit="s/call", formula="scale_up.latency_s + wire_bytes / scale_up.bw_bytes_per_s",
+                         compute=lambda hw: hw.scale_up.latency_s + wire_bytes(
+                             op=params.op, message_bytes=params.sizes_bytes[0], axis_size=axis_size) / hw.scale_up.bw_bytes_per_s)
+    if expectation.value is not None:
+        for pt in points:
+            w = wire_bytes(op=params.op, message_bytes=pt.params["bytes"], axis_size=axis_size)
+            pt.expected = ctx.hardware.spec.scale_up.latency_s + w / ctx.hardware.spec.scale_up.bw_bytes_per_s
+    verified = all(c.ok for c in checks) if checks else None
+    notes = [] if verified is not False else [f"VERIFICATION FAILED: {c.detail}" for c in checks if not c.ok]
+    return ctx.record(probe=probe, op=params.op, mode=mode, params=record_params, dispatched=dispatched,
+                      points=points, baseline=BASELINE, verification=checks, verified=verified,
+                      expectation=expectation, notes=notes)
+
+
+def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mesh: Any, size: int,
+                  n_values: tuple[int, ...]) -> tuple[ProbePoint, list[Verification]]:
+    import numpy as np
+
+    axis_size = mesh.shape[AXIS]
+    itemsize = np.dtype(params.dtype).itemsize
+    elems = max(-(-size // itemsize), 1)
+    elems = -(-elems // axis_size) * axis_size if params.op == "all-to-all" else elems
+    progs = programs(op=params.op, mesh=mesh, elems=elems, dtype=params.dtype, chained=mode == "chained")
+    samples: dict[str, list[float]] = {}
+    checks: list[Verification] = []
+    measured: list[int] = []
+    for n in n_values:
+        if ctx.deadline.expired():
+            break
+        ctx.progress(f"{PROBE_NAMES[params.op]} {mode} {elems * itemsize} B: n={n}")
+        x = progs.make_input(n)
+        compiled = progs.build(n).lower(x).compile()
+        baseline = progs.build_baseline(n).lower(x).compile()
+        if n == n_values[-1] or n == n_values[0]:
+            check = verify_collective(compiled.as_text(), expected_op=params.op,
+                                      expected_calls=None if mode == "chained" else n)
+            check.detail = f"{elems * itemsize} B, n={n}: {check.detail}"
+            checks.append(check)
+        samples[f"n={n}"] = sample_s(compiled, x, warmup=ctx.warmup, repeats=ctx.repeats)
+        samples[f"baseline n={n}"] = sample_s(baseline, x, warmup=ctx.warmup, repeats=ctx.repeats)
+        measured.append(n)
+    point = ProbePoint(params={"bytes": elems * itemsize, "requested_bytes": size, "elems_per_device": elems,
+                               "wire_bytes_per_device": wire_bytes(op=params.op, message_bytes=elems * itemsize,
+                                                                   axis_size=axis_size),
+                               "n_measured": measured}, samples_s=samples, unit="s/call")
+    if len(measured) < 2:
+        point.notes.append("cut short before two N values: no per-call figure")
+        return point, checks
+    lo, hi = measured[-2], measured[-1]
+    per_call = marginal_s(samples[f"n={lo}"], samples[f"n={hi}"], n_lo=lo, n_hi=hi)
+    base = marginal_s(samples[f"baseline n={lo}"], samples[f"baseline n={hi}"], n_lo=lo, n_hi=hi)
+    point.stats = stats(per_call)
+    point.baseline_s = stats(base).p50
+    net = point.stats.p50 - point.baseline_s
+    if net < 0:
+        point.notes.append(f"baseline ({point.baseline_s:.3g} s) exceeds the collective's marginal cost: noise; clamped to 0")
+    point.value = max(net, 0.0)
+    point.notes.append(f"per call = marginal cost between n={lo} and n={hi}, minus the baseline's")
+    return point, checks

@@ -1,0 +1,104 @@
+"""ProbeContext: what every probe needs to know about where it runs (imports jax: probe-only)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable, Optional
+
+from k3plan.probes.dispatch import Dispatched
+from k3plan.probes.expect import HardwareRef
+from k3plan.probes.record import CPU_LABEL, ProbeRecord
+from k3plan.probes.store import utc_now_iso
+
+
+@dataclass
+class Deadline:
+    """--timeout: probes check `expired()` between sweep points and stop there."""
+
+    timeout_s: Optional[float]
+    start: float = field(default_factory=time.monotonic)
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.start
+
+    def expired(self) -> bool:
+        return self.timeout_s is not None and self.elapsed_s() >= self.timeout_s
+
+
+@dataclass
+class ProbeContext:
+    backend: str
+    device_kind: str
+    device_count: int
+    local_device_count: int
+    process_count: int
+    process_index: int
+    versions: dict[str, Optional[str]]
+    deadline: Deadline
+    hardware: HardwareRef
+    warmup: int = 1
+    repeats: int = 5
+    progress: Callable[[str], None] = lambda text: None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.backend == "cpu"
+
+    def record(self, *, probe: str, params: dict[str, Any], dispatched: Optional[Dispatched] = None,
+               extra_label: Optional[str] = None, **fields: Any) -> ProbeRecord:
+        """A ProbeRecord with the environment, dispatch and label filled in."""
+        label = fields.pop("label", None)
+        if label is None and self.is_cpu:
+            label = CPU_LABEL + (f"; {extra_label}" if extra_label else "")
+        elif label is None:
+            label = extra_label
+        if dispatched is not None:
+            fields.setdefault("implementation", dispatched.name)
+            fields.setdefault("attempts", dispatched.attempts)
+            fields.setdefault("fallback", dispatched.fallback)
+            fields.setdefault("fallback_reasons", dispatched.fallback_reasons)
+        cut = self.deadline.expired()
+        fields.setdefault("cut_short", cut)
+        if cut:
+            fields.setdefault("cut_short_reason", f"--timeout {self.deadline.timeout_s:g}s reached; later sweep points skipped")
+        return ProbeRecord(
+            probe=probe, params=params, backend=self.backend, device_kind=self.device_kind,
+            device_count=self.device_count, local_device_count=self.local_device_count,
+            process_count=self.process_count, jax_version=self.versions.get("jax"),
+            jaxlib_version=self.versions.get("jaxlib"), libtpu_version=self.versions.get("libtpu"),
+            date=utc_now_iso(), label=label, elapsed_s=round(self.deadline.elapsed_s(), 3),
+            notes=list(self.notes) + list(fields.pop("notes", [])), **fields)
+
+
+def build_context(*, timeout_s: Optional[float], hardware_name: Optional[str], warmup: int, repeats: int,
+                  progress: Callable[[str], None], notes: list[str]) -> ProbeContext:
+    import jax
+
+    from k3plan.probes.expect import find_hardware
+
+    devices = jax.devices()
+    kind = devices[0].device_kind
+    return ProbeContext(
+        backend=jax.default_backend(), device_kind=kind, device_count=len(devices),
+        local_device_count=jax.local_device_count(), process_count=jax.process_count(),
+        process_index=jax.process_index(), versions=_versions(), deadline=Deadline(timeout_s),
+        hardware=find_hardware(name=hardware_name, device_kind=kind), warmup=warmup, repeats=repeats,
+        progress=progress, notes=notes)
+
+
+def _versions() -> dict[str, Optional[str]]:
+    out: dict[str, Optional[str]] = {}
+    for dist in ("jax", "jaxlib", "libtpu"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    if out["libtpu"] is None:
+        try:
+            out["libtpu"] = metadata.version("libtpu-nightly")
+        except metadata.PackageNotFoundError:
+            pass
+    return out

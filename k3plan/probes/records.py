@@ -1,0 +1,124 @@
+"""Reading probe records for the planner (jax-free: `fit`, `roofline` and `plan` use it).
+
+    load_records(dir)                                   every valid record under dir
+    latest_latency(dir, device_kind=, op=, mode=)       (seconds a call, record, path) or None
+    effective_bandwidth(dir, device_kind=, probe=)      (bytes/s, record, path) or None
+    describe(record, path)                              "probed on TPU7x (...) <path>"
+
+Rules: the newest record (by ``date``) that matches the device kind wins; records whose
+verification failed (e.g. XLA replaced the collective) or that failed to run are skipped; a record
+from the CPU backend is never applied to an accelerator unless ``allow_cpu`` (and then only when no
+record of the device kind itself exists).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Union
+
+from pydantic import ValidationError
+
+from k3plan.errors import K3PlanError
+from k3plan.probes.record import ProbePoint, ProbeRecord
+
+OP_ALIASES = {
+    "a2a": "all-to-all", "all-to-all": "all-to-all", "alltoall": "all-to-all", "all_to_all": "all-to-all",
+    "allreduce": "all-reduce", "all-reduce": "all-reduce", "all_reduce": "all-reduce", "psum": "all-reduce",
+    "allgather": "all-gather", "all-gather": "all-gather", "all_gather": "all-gather",
+}
+
+PathLike = Union[str, Path]
+
+
+def canonical_op(op: str) -> str:
+    try:
+        return OP_ALIASES[op.lower()]
+    except KeyError:
+        raise K3PlanError(f"unknown collective {op!r}; expected one of a2a, allreduce, allgather") from None
+
+
+def load_records(dir: PathLike, *, strict: bool = False) -> list[ProbeRecord]:
+    """Every record in `dir` (recursively), oldest first. Unreadable files are skipped, or with
+    `strict` raise K3PlanError naming the file."""
+    return [rec for rec, _ in _load_with_paths(Path(dir), strict=strict)]
+
+
+def _load_with_paths(dir: Path, *, strict: bool = False) -> list[tuple[ProbeRecord, Path]]:
+    if not dir.is_dir():
+        raise K3PlanError(f"--probes {dir}: not a folder of probe records")
+    out = []
+    for path in sorted(dir.rglob("*.json")):
+        try:
+            out.append((ProbeRecord.model_validate(json.loads(path.read_text(encoding="utf-8"))), path))
+        except (OSError, ValueError, ValidationError) as err:
+            if strict:
+                first = str(err).splitlines()[0]
+                raise K3PlanError(f"{path}: not a valid probe record ({first})") from None
+    out.sort(key=lambda rp: (rp[0].date, rp[1].name))
+    return out
+
+
+def _matching(dir: PathLike, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, Path]]:
+    usable = [(r, p) for r, p in _load_with_paths(Path(dir)) if r.ok and r.verified is not False and want(r)]
+    kind = device_kind.lower()
+    exact = [(r, p) for r, p in usable if r.device_kind.lower() == kind and (not r.is_cpu or kind == "cpu")]
+    if exact:
+        return exact
+    if allow_cpu:
+        return [(r, p) for r, p in usable if r.is_cpu]
+    return []
+
+
+def _valued(record: ProbeRecord) -> list[ProbePoint]:
+    return [pt for pt in record.points if pt.value is not None]
+
+
+def latest_latency(
+    dir: PathLike,
+    *,
+    device_kind: str,
+    op: str,
+    mode: str = "chained",
+    allow_cpu: bool = False,
+    message_bytes: Optional[int] = None,
+) -> Optional[tuple[float, ProbeRecord, Path]]:
+    """Per-call latency (s) of collective `op` from the newest matching record: the point with the
+    smallest message size, or the one for `message_bytes` (exact, else the smallest size above it,
+    else the largest measured)."""
+    name = canonical_op(op)
+    found = _matching(dir, device_kind=device_kind, allow_cpu=allow_cpu,
+                      want=lambda r: r.op == name and r.mode == mode and _valued(r))
+    if not found:
+        return None
+    record, path = found[-1]
+    points = sorted(_valued(record), key=lambda pt: int(pt.params.get("bytes", 0)))
+    point = points[0]
+    if message_bytes is not None:
+        above = [pt for pt in points if int(pt.params.get("bytes", 0)) >= message_bytes]
+        point = above[0] if above else points[-1]
+    return float(point.value), record, path
+
+
+def effective_bandwidth(
+    dir: PathLike, *, device_kind: str, probe: str = "hbm", allow_cpu: bool = False
+) -> Optional[tuple[float, ProbeRecord, Path]]:
+    """Achieved bytes/s a device from the newest matching `probe` record: the envelope (the best
+    point measured), never an extrapolation."""
+    found = _matching(dir, device_kind=device_kind, allow_cpu=allow_cpu,
+                      want=lambda r: r.probe == probe and any(pt.unit == "bytes/s" for pt in _valued(r)))
+    if not found:
+        return None
+    record, path = found[-1]
+    best = max(pt.value for pt in _valued(record) if pt.unit == "bytes/s")
+    return float(best), record, path
+
+
+def describe(record: ProbeRecord, path: Optional[PathLike] = None) -> str:
+    """One line naming where a measured figure comes from."""
+    what = f"probed on {record.device_kind} ({record.backend}, {record.device_count} devices"
+    what += f", jax {record.jax_version}" if record.jax_version else ""
+    what += f", {record.date})"
+    if record.label or record.is_cpu:
+        what += f" [{record.label or 'CPU backend'}]"
+    return what + (f": {path}" if path is not None else "")

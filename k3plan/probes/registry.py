@@ -1,0 +1,14 @@
+"""The probes, explicit and greppable: CLI name -> (module, one-line description)."""
+
+from __future__ import annotations
+
+PROBES: dict[str, tuple[str, str]] = {
+    "a2a": ("k3plan.probes.collectives.probe", "per-call latency of all-to-all, chained and unchained"),
+    "allreduce": ("k3plan.probes.collectives.probe", "per-call latency of all-reduce"),
+    "allgather": ("k3plan.probes.collectives.probe", "per-call latency of all-gather"),
+    "hbm": ("k3plan.probes.hbm.probe", "achieved HBM bandwidth (XLA copy/reduce or a Pallas stream)"),
+    "matmul": ("k3plan.probes.matmul", "achieved dense FLOP/s by dtype"),
+    "kda": ("k3plan.probes.kda.probe", "KDA per-token cost vs sequence length, chunked and recurrent"),
+    "kda-decode": ("k3plan.probes.kda_decode.probe", "Pallas single-step KDA decode kernel vs jnp reference"),
+    "ragged-dot": ("k3plan.probes.ragged_dot", "jax.lax.ragged_dot grouped matmul at K3 expert shapes"),
+}

@@ -1,0 +1,69 @@
+"""Terminal rendering of probe records (rich); fallbacks, CPU labels and failed checks stand out."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from k3plan.probes.record import ProbeRecord
+
+_SCALES = {"s/call": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")), "s/token": ((1e-9, "ns"), (1e-6, "us"), (1e-3, "ms"), (1.0, "s")),
+           "s": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")), "bytes/s": ((1e9, "GB/s"), (1e12, "TB/s")),
+           "flop/s": ((1e9, "GFLOP/s"), (1e12, "TFLOP/s"))}
+
+
+def fmt_value(value: Optional[float], unit: Optional[str]) -> str:
+    if value is None:
+        return "-"
+    scales = _SCALES.get(unit or "")
+    if not scales:
+        return f"{value:.4g} {unit or ''}".strip()
+    scale, name = scales[0]
+    for s, n in scales:
+        if abs(value) >= s:
+            scale, name = s, n
+    return f"{value / scale:.4g} {name}"
+
+
+def render(console, record: ProbeRecord, path=None) -> None:
+    from rich.table import Table
+
+    head = f"[bold]{record.probe}[/]" + (f" {record.mode}" if record.mode else "")
+    head += f" on {record.device_count} x {record.device_kind} ({record.backend}, {record.process_count} process"
+    head += "es)" if record.process_count > 1 else ")"
+    console.print(head)
+    impl = record.implementation or "none"
+    line = f"  implementation: {impl}"
+    if record.fallback:
+        line += f"  [yellow]FALLBACK[/] ({'; '.join(record.fallback_reasons)})"
+    console.print(line, soft_wrap=True)
+    if record.label:
+        console.print(f"  [yellow]{record.label}[/]", soft_wrap=True)
+    if not record.ok:
+        console.print(f"  [bold red]failed:[/] {record.error}", soft_wrap=True)
+        return
+    table = Table(show_edge=False)
+    per = {"s/call": " / call", "s/token": " / token"}.get(record.points[0].unit if record.points else "", "")
+    for col in ("point", "value" + per, "raw p50", "raw p90", "baseline", "expected"):
+        table.add_column(col, justify="left" if col == "point" else "right", no_wrap=True)
+    for pt in record.points:
+        shown = {k: v for k, v in pt.params.items() if k in ("bytes", "dtype", "size", "seq_len", "path", "op", "tokens")}
+        st = pt.stats
+        unit_s = "s/call" if pt.unit == "s/call" else "s"
+        table.add_row(" ".join(f"{v}" if k in ("dtype", "path", "op") else f"{k}={v}" for k, v in shown.items()), fmt_value(pt.value, pt.unit),
+                      fmt_value(st.p50 if st else None, unit_s), fmt_value(st.p90 if st else None, unit_s),
+                      fmt_value(pt.baseline_s, unit_s), fmt_value(pt.expected, pt.unit))
+    console.print(table)
+    for note in dict.fromkeys(n for pt in record.points for n in pt.notes):
+        console.print(f"  note: {note}", soft_wrap=True)
+    for check in record.verification:
+        if not check.ok:
+            console.print(f"  [bold red]verification failed:[/] {check.detail}", soft_wrap=True)
+    if record.verification and all(c.ok for c in record.verification):
+        console.print(f"  verified: {record.verification[-1].detail}", soft_wrap=True)
+    exp = record.expectation
+    if exp is not None and exp.value is None and exp.missing:
+        console.print(f"  expectation: none ({exp.missing})", soft_wrap=True)
+    if record.cut_short:
+        console.print(f"  [yellow]cut short:[/] {record.cut_short_reason}", soft_wrap=True)
+    if path is not None:
+        console.print(f"  wrote {path}")

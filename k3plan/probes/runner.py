@@ -1,0 +1,49 @@
+"""Run one probe end to end: prepare jax, build the context, run, write (process 0 only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from k3plan.probes.env import DistributedOptions, ensure_cpu_devices, init_distributed
+from k3plan.probes.record import ProbeRecord
+from k3plan.probes.store import DEFAULT_DIR, write_record
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    timeout_s: Optional[float] = None
+    hardware: Optional[str] = None
+    warmup: int = 1
+    repeats: int = 5
+    out_dir: Path = DEFAULT_DIR
+    write: bool = True
+    cpu_devices: Optional[int] = None
+    distributed: Optional[DistributedOptions] = None
+
+
+@dataclass
+class RunResult:
+    records: list[ProbeRecord]
+    paths: list[Path] = field(default_factory=list)
+    process_index: int = 0
+
+
+def run_probe(*, settings: RunSettings, run: Callable[..., list[ProbeRecord]],
+              progress: Callable[[str], None] = lambda text: None) -> RunResult:
+    """`run(ctx=...)` is the probe's own run with its parameters bound."""
+    notes = ensure_cpu_devices(count=settings.cpu_devices)
+    if settings.distributed is not None:
+        init_distributed(settings.distributed)
+    from k3plan.probes.context import build_context
+
+    ctx = build_context(timeout_s=settings.timeout_s, hardware_name=settings.hardware, warmup=settings.warmup,
+                        repeats=settings.repeats, progress=progress, notes=notes)
+    if settings.distributed is not None:
+        ctx.notes.append(f"distributed: {ctx.process_count} processes, coordinator {settings.distributed.coordinator}")
+    records = run(ctx=ctx)
+    result = RunResult(records=records, process_index=ctx.process_index)
+    if settings.write and ctx.process_index == 0:
+        result.paths = [write_record(record=r, out_dir=settings.out_dir) for r in records]
+    return result
