@@ -144,7 +144,7 @@ def _collective(name: str, op: str):
 
 
 def _dtype(name: str) -> str:
-    allowed = ("float32", "bfloat16", "float16", "int8", "int32", "float8_e4m3fn", "float8_e5m2")
+    allowed = ("float32", "bfloat16", "float16")
     require(name in allowed, f"--dtype {name!r}: expected one of {', '.join(allowed)}")
     return name
 

@@ -7,10 +7,12 @@ default backend stays the accelerator.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 from dataclasses import dataclass
+from typing import Iterator
 from typing import Optional
 
 from k3plan.errors import K3PlanError, require
@@ -86,3 +88,22 @@ def init_distributed(opts: DistributedOptions, *, timeout_s: int = 60) -> None:
     except Exception as err:
         first = (str(err).strip().splitlines() or [""])[0]
         raise K3PlanError(f"--distributed: jax.distributed.initialize failed ({first})") from None
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send file descriptor 1 to stderr while jax runs: native libraries (gloo, XLA) print there,
+    which would corrupt --json output."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real fd 1 (e.g. captured by a test runner)
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from k3plan.probes.env import DistributedOptions, ensure_cpu_devices, init_distributed
+from k3plan.probes.env import DistributedOptions, ensure_cpu_devices, init_distributed, stdout_to_stderr
 from k3plan.probes.record import ProbeRecord
 from k3plan.probes.store import DEFAULT_DIR, write_record
 
@@ -33,6 +33,11 @@ class RunResult:
 def run_probe(*, settings: RunSettings, run: Callable[..., list[ProbeRecord]],
               progress: Callable[[str], None] = lambda text: None) -> RunResult:
     """`run(ctx=...)` is the probe's own run with its parameters bound."""
+    with stdout_to_stderr():
+        return _run(settings=settings, run=run, progress=progress)
+
+
+def _run(*, settings: RunSettings, run: Callable[..., list[ProbeRecord]], progress: Callable[[str], None]) -> RunResult:
     notes = ensure_cpu_devices(count=settings.cpu_devices)
     if settings.distributed is not None:
         init_distributed(settings.distributed)

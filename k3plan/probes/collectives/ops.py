@@ -22,6 +22,7 @@ class Programs:
     build: Callable[[int], Any]  # n -> jitted fn(x)
     build_baseline: Callable[[int], Any]
     make_input: Callable[[int], Any]  # n -> global array, placed by sharding
+    host_input: Callable[[int], Any]  # n -> the same array in numpy
 
 
 def wire_bytes(*, op: str, message_bytes: int, axis_size: int) -> float:
@@ -76,11 +77,28 @@ def programs(*, op: str, mesh: Any, elems: int, dtype: str, chained: bool) -> Pr
             spec = P(None, AXIS)
         return jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
 
-    def make_input(n):
+    def host_input(n):
         shape = (axis_size * elems,) if chained else (n, axis_size * elems)
-        spec = P(AXIS) if chained else P(None, AXIS)
-        sharding = NamedSharding(mesh, spec)
-        full = (np.arange(int(np.prod(shape))).reshape(shape) % 97).astype(dtype)
-        return place_full(full=full, sharding=sharding)
+        return (np.arange(int(np.prod(shape))).reshape(shape) % 97).astype(dtype)
 
-    return Programs(build=lambda n: wrap(coll, n), build_baseline=lambda n: wrap(_local, n), make_input=make_input)
+    def make_input(n):
+        sharding = NamedSharding(mesh, P(AXIS) if chained else P(None, AXIS))
+        return place_full(full=host_input(n), sharding=sharding)
+
+    return Programs(build=lambda n: wrap(coll, n), build_baseline=lambda n: wrap(_local, n), make_input=make_input,
+                    host_input=host_input)
+
+
+def expected_once(*, op: str, full: Any, axis_size: int) -> Any:
+    """numpy result of one call on the global input `full` (rows: independent calls)."""
+    import numpy as np
+
+    rows = full.reshape(full.shape[0] if full.ndim == 2 else 1, axis_size, -1).astype(np.float64)
+    if op == "all-to-all":  # device d's chunk j goes to device j's slot d
+        m = rows.shape[-1] // axis_size
+        out = rows.reshape(rows.shape[0], axis_size, axis_size, m).transpose(0, 2, 1, 3)
+    elif op == "all-reduce":
+        out = np.broadcast_to(rows.mean(axis=1, keepdims=True), rows.shape)
+    else:  # all-gather, then each device keeps its neighbour's shard
+        out = np.roll(rows, -1, axis=1)
+    return out.reshape(full.shape)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from k3plan.errors import K3PlanError, require
-from k3plan.probes.collectives.ops import AXIS, OPS, programs, wire_bytes
+from k3plan.probes.collectives.ops import AXIS, OPS, expected_once, programs, wire_bytes
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
@@ -108,7 +108,8 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
     elems = -(-elems // axis_size) * axis_size if params.op == "all-to-all" else elems
     progs = programs(op=params.op, mesh=mesh, elems=elems, dtype=params.dtype, chained=mode == "chained")
     samples: dict[str, list[float]] = {}
-    checks: list[Verification] = []
+    checks: list[Verification] = [_check_numerics(progs=progs, op=params.op, axis_size=axis_size,
+                                                  label=f"{elems * itemsize} B")]
     measured: list[int] = []
     for n in n_values:
         if ctx.deadline.expired():
@@ -143,3 +144,19 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
     point.value = max(net, 0.0)
     point.notes.append(f"per call = marginal cost between n={lo} and n={hi}, minus the baseline's")
     return point, checks
+
+
+def _check_numerics(*, progs: Any, op: str, axis_size: int, label: str) -> Verification:
+    """One call against numpy, shard by shard on this process's devices (placement check too)."""
+    import numpy as np
+
+    out = progs.build(1)(progs.make_input(1))
+    expected = expected_once(op=op, full=progs.host_input(1), axis_size=axis_size)
+    worst = 0.0
+    for shard in out.addressable_shards:
+        got = np.asarray(shard.data, dtype=np.float64)
+        worst = max(worst, float(np.max(np.abs(got - expected[shard.index]))) if got.size else 0.0)
+    tol = 1e-2 * max(1.0, float(np.max(np.abs(expected))))
+    return Verification(check="numerics", ok=worst <= tol, expected_op=op,
+                        detail=f"{label}: one call vs numpy, max abs error {worst:.3g} (tolerance {tol:.3g}) "
+                               f"on {len(out.addressable_shards)} local shards")
