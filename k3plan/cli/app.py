@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "census": "census",
     "hardware": "hardware",
     "fit": "fit",
+    "roofline": "roofline",
     "probe": "probe",
 }
 

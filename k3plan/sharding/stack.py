@@ -58,6 +58,7 @@ class Sharding(_F):
 
 class Collectives(_F):
     experts: Literal["all_to_all", "all_reduce"]
+    dispatch_dtype: Literal["fp8", "bf16", "f32"] = "bf16"  # all-to-all payload (dispatch and combine)
     source: str
 
 

@@ -1,0 +1,1 @@
+"""Decode and prefill time bounds: bytes, FLOPs, collectives (count x latency + bytes / bandwidth)."""

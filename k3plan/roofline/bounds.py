@@ -1,0 +1,182 @@
+"""Decode and prefill bounds for one Setup.
+
+Decode step for batch B at context C, per device (the slowest device sets the step):
+  bytes = weights touched on the device (replicated tensors whole, sharded ones their share,
+          routed experts: expected distinct experts touched / EP) + KV read + KDA state read+write
+  FLOPs = 2 x params the device applies to its tokens + absorbed MLA + KDA state products
+  step  = max(bytes / (BW x bw_eff), FLOPs / (peak x mfu)) + collective time
+``ideal_*`` is the porting study's aggregate view: one copy of every byte over the summed HBM
+bandwidth of all chips (k3-facts.md §5), kept for comparison.
+Prefill: FLOPs a token (linear + attention) over chips x peak x MFU; time to first token for a
+prompt, chunked, with the collectives of every chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.budget.cache import cache_layout, kv_bytes_per_token, state_bytes_per_sequence
+from k3plan.budget.weights import runtime_bytes
+from k3plan.errors import K3PlanError
+from k3plan.roofline.comm import CommCost, comm_cost
+from k3plan.roofline.latency import collective_latency
+from k3plan.roofline.work import (
+    attention_decode_flops_per_token, attention_linear_crossover_tokens, attention_prefill_flops_per_token,
+    experts_touched, linear_flops_per_token,
+)
+from k3plan.setup import Setup
+
+
+class Efficiency(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mfu: float = 0.3  # the porting study's prefill figure (k3-facts §5: 30% and 45%)
+    bw_efficiency: float = 1.0  # "at 100%" in the study
+    compute_dtype: str = "bf16"
+
+
+def check_efficiency(*, mfu: float, bw_efficiency: float, compute_dtype: str = "bf16") -> Efficiency:
+    for flag, v in (("--mfu", mfu), ("--bw-efficiency", bw_efficiency)):
+        if not (0 < v <= 1):
+            raise K3PlanError(f"{flag} {v}: expected a fraction in (0, 1]")
+    return Efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=compute_dtype)
+
+
+class DecodeBound(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch: int
+    context_tokens: int
+    experts_touched_per_layer: float
+    bytes_per_device: dict[str, float]
+    flops_per_device: dict[str, float]
+    memory_s: float
+    compute_s: float
+    comm: CommCost
+    step_s: float
+    binding: str
+    tokens_per_s: float
+    tpot_s: float
+    tokens_per_s_per_chip: float
+    comm_share: float
+    ideal_bytes_per_step: dict[str, float]
+    ideal_step_s: float
+
+
+class PrefillBound(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_tokens: int
+    chunk_tokens: int
+    chunks: int
+    linear_flops_per_token: float
+    attention_flops_per_token: float
+    tokens_per_s: float
+    tokens_per_s_linear_only: float
+    compute_s: float
+    comm: CommCost  # one chunk
+    ttft_s: float
+    comm_bytes_per_s_per_chip: float  # expert traffic a chip needs at this rate
+    link_share: float  # of one-way link bandwidth
+    feasible: bool
+    note: str = ""
+
+
+def _touched_fraction(role: str, touched: float, num_experts: int) -> float:
+    return touched / num_experts if role == "expert" else 1.0
+
+
+def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficiency,
+                 probes: Optional[Path] = None, histogram: Optional[Sequence[float]] = None) -> DecodeBound:
+    spec, inv, st, par, hw, topo = (setup.model.spec, setup.model.inventory, setup.stack, setup.parallel,
+                                    setup.hardware, setup.topology)
+    moe = spec.moe
+    touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
+    seqs = math.ceil(batch / par.dp)
+    weights_dev = experts_dev = 0.0
+    ideal_weights = ideal_experts = 0.0
+    flops_linear_dev = 0.0
+    for t in inv.text:
+        nbytes = runtime_bytes(t, st)
+        frac = _touched_fraction(t.role, touched, moe.num_experts)
+        share = setup.plan.shard_fraction(t)
+        if t.role == "expert":
+            experts_dev += nbytes * frac * share
+            ideal_experts += nbytes * frac
+            # each token's k experts: spread over the EP group
+            flops_linear_dev += 2 * t.params * (moe.top_k / moe.num_experts) * batch * share * par.dp
+        elif t.role != "embed":
+            weights_dev += nbytes * share
+            ideal_weights += nbytes
+            flops_linear_dev += 2 * t.params * share * seqs
+    layout = cache_layout(spec=spec, stack=st, parallel=par)
+    kv_dev = seqs * context_tokens * layout.kv_bytes_per_token
+    state_dev = 2 * seqs * layout.state_bytes_per_sequence
+    attn_flops_dev = seqs * attention_decode_flops_per_token(spec, context_tokens) / max(
+        1, par.tp if spec.mla.heads % par.tp == 0 else 1)
+    bytes_dev = {"weights": weights_dev, "experts": experts_dev, "kv": kv_dev, "state": state_dev}
+    flops_dev = {"linear": flops_linear_dev, "attention": attn_flops_dev}
+    memory_s = sum(bytes_dev.values()) / (hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency)
+    compute_s = sum(flops_dev.values()) / (hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu)
+    pre = comm_cost(setup, tokens=batch)
+    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes)
+    comm = comm_cost(setup, tokens=batch, latency=lat) if lat else pre
+    step = max(memory_s, compute_s) + comm.time_s
+    binding = "memory" if memory_s >= compute_s else "compute"
+    if comm.time_s > max(memory_s, compute_s):
+        binding = "communication"
+    ideal = {"weights": ideal_weights, "experts": ideal_experts,
+             "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
+             "state": 2 * batch * state_bytes_per_sequence(spec, st)}
+    chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency
+    return DecodeBound(
+        batch=batch, context_tokens=context_tokens, experts_touched_per_layer=touched,
+        bytes_per_device=bytes_dev, flops_per_device=flops_dev, memory_s=memory_s, compute_s=compute_s,
+        comm=comm, step_s=step, binding=binding, tokens_per_s=batch / step, tpot_s=step,
+        tokens_per_s_per_chip=batch / step / topo.chips, comm_share=comm.time_s / step,
+        ideal_bytes_per_step=ideal, ideal_step_s=sum(ideal.values()) / chip_bw,
+    )
+
+
+def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: Efficiency,
+                  probes: Optional[Path] = None) -> PrefillBound:
+    spec, inv, hw, topo = setup.model.spec, setup.model.inventory, setup.hardware, setup.topology
+    linear = linear_flops_per_token(inv.active_params)
+    attn = attention_prefill_flops_per_token(spec, prompt_tokens)
+    peak = hw.flops_per_s_per_device(eff.compute_dtype) * topo.devices * eff.mfu
+    rate = peak / (linear + attn)
+    chunk = min(chunk_tokens, prompt_tokens)
+    chunks = math.ceil(prompt_tokens / chunk)
+    pre = comm_cost(setup, tokens=chunk)
+    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes)
+    comm = comm_cost(setup, tokens=chunk, latency=lat) if lat else pre
+    compute_s = prompt_tokens / rate
+    need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
+    share = need / comm.link_bw_bytes_per_s
+    feasible = share <= 1.0
+    note = ""
+    if comm.link == "scale_out":
+        note = (f"the EP group spans {topo.slices} slices: expert traffic crosses {comm.link_name}"
+                + ("" if feasible else f", needing {share:.0%} of its bandwidth: infeasible for prefill"))
+    return PrefillBound(
+        prompt_tokens=prompt_tokens, chunk_tokens=chunk, chunks=chunks, linear_flops_per_token=linear,
+        attention_flops_per_token=attn, tokens_per_s=rate, tokens_per_s_linear_only=peak / linear,
+        compute_s=compute_s, comm=comm,
+        ttft_s=max(compute_s, chunks * comm.bandwidth_time_s) + chunks * comm.latency_time_s,
+        comm_bytes_per_s_per_chip=need, link_share=share, feasible=feasible, note=note,
+    )
+
+
+def crossover(setup: Setup, contexts: Sequence[int]) -> dict:
+    spec, inv = setup.model.spec, setup.model.inventory
+    linear = linear_flops_per_token(inv.active_params)
+    return {
+        "crossover_tokens": attention_linear_crossover_tokens(spec, inv.active_params),
+        "linear_flops_per_token": linear,
+        "ratio_by_context": {c: (attention_decode_flops_per_token(spec, c)
+                                 - attention_decode_flops_per_token(spec, 0)) / linear for c in contexts},
+    }

@@ -1,0 +1,92 @@
+"""Collectives a step issues, by the stack's expert pattern, and what they cost.
+
+time = calls x per-call latency + bytes a chip / link bandwidth (one-way, a chip).
+- ``all_to_all`` (EP dispatch/combine): per MoE layer one dispatch and one combine, each moving
+  the ``expert_in``-wide activation of every token to its k experts (k3-facts.md §5: fp8 latent,
+  57.3 KB a token a layer each way), a chip sending its share of the tokens.
+- ``all_reduce`` (local experts + one all-reduce a MoE layer, as vLLM TPU does): no all-to-all;
+  the hidden states of the batch are all-reduced over the EP group (ring: 2 (n-1)/n of the
+  message a chip), plus one attention all-reduce a layer when TP > 1.
+The link is ICI/NVLink while a group stays in one slice (scale-up domain), else DCN/scale-out.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.budget.dtypes import BYTES
+from k3plan.setup import Setup
+
+
+class CommCost(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pattern: str
+    op: str  # the collective that carries the experts: all-to-all or all-reduce
+    calls_per_step: int  # all collectives a step
+    expert_calls_per_step: int
+    attention_calls_per_step: int
+    bytes_per_token_per_layer: int  # expert traffic a token a MoE layer (dispatch + combine)
+    bytes_per_chip_per_step: float
+    link: str  # "scale_up" or "scale_out"
+    link_name: str
+    link_bw_bytes_per_s: float
+    latency_s_per_call: float
+    latency_source: str
+    latency_time_s: float
+    bandwidth_time_s: float
+
+    @property
+    def time_s(self) -> float:
+        return self.latency_time_s + self.bandwidth_time_s
+
+
+def expert_bytes_per_token_layer(setup: Setup) -> int:
+    """All-to-all payload a token a MoE layer, dispatch + combine (57.3 KB x 2 for K3 in fp8)."""
+    moe, st = setup.model.spec.moe, setup.stack
+    return 2 * moe.top_k * moe.expert_in * BYTES[st.collectives.dispatch_dtype]
+
+
+def ep_spans_slices(setup: Setup) -> bool:
+    topo = setup.topology
+    group_devices = setup.parallel.ep
+    return topo.spans_slices and group_devices > topo.devices_per_slice
+
+
+def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]] = None) -> CommCost:
+    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk)."""
+    spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
+    spans = ep_spans_slices(setup)
+    link = hw.scale_out if spans else hw.scale_up
+    lat_s, lat_src = latency or (link.latency_s, f"{hw.name} spec: {link.name} latency a call")
+    chips, dpc = topo.chips, hw.devices_per_chip
+    act = BYTES[st.activation_dtype]
+    group_tokens = -(-tokens // par.dp)  # tokens a DP group holds
+
+    def ring_bytes_per_chip(n: int, message: float) -> float:
+        """Ring all-reduce: each device sends 2 (n-1)/n of the message; a chip hosts dpc devices."""
+        return dpc * 2 * (n - 1) / n * message if n > 1 else 0.0
+
+    attn_calls = spec.num_layers if par.tp > 1 else 0
+    attn_bytes = attn_calls * ring_bytes_per_chip(par.tp, group_tokens * spec.hidden_size * act)
+    if st.collectives.experts == "all_to_all":
+        per_tok_layer = expert_bytes_per_token_layer(setup)
+        expert_calls = 2 * spec.n_moe
+        expert_bytes = tokens * per_tok_layer * spec.n_moe / chips  # every chip sends its share
+        op = "all-to-all"
+    else:
+        per_tok_layer = spec.hidden_size * act
+        expert_calls = spec.n_moe if par.ep > 1 else 0
+        expert_bytes = spec.n_moe * ring_bytes_per_chip(par.ep, tokens * per_tok_layer)
+        op = "all-reduce"
+    bytes_chip = expert_bytes + attn_bytes
+    calls = expert_calls + attn_calls
+    return CommCost(
+        pattern=st.collectives.experts, op=op, calls_per_step=calls, expert_calls_per_step=expert_calls,
+        attention_calls_per_step=attn_calls, bytes_per_token_per_layer=per_tok_layer,
+        bytes_per_chip_per_step=bytes_chip, link="scale_out" if spans else "scale_up", link_name=link.name,
+        link_bw_bytes_per_s=link.bw_bytes_per_s, latency_s_per_call=lat_s, latency_source=lat_src,
+        latency_time_s=calls * lat_s, bandwidth_time_s=bytes_chip / link.bw_bytes_per_s,
+    )

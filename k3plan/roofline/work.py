@@ -1,0 +1,69 @@
+"""What one step moves and computes, from the inventory and the ShardingPlan.
+
+Decode touches every non-expert weight each step, and of the routed experts the expected number of
+distinct experts a layer's batch selects: E * (1 - (1 - k/E)^B) under uniform routing, or
+sum_e 1 - (1 - p_e)^B from a router histogram (p_e = share of tokens choosing expert e, sum = k).
+FLOPs: 2 x params a token for linear layers; absorbed MLA attention 2 x 2 x heads x kv_lora x ctx
+a layer a token (k3-facts.md §5); KDA 3 matrix-vector products on the [d, d] state a head a token.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional, Sequence
+
+from k3plan.errors import K3PlanError
+from k3plan.models.spec import ModelSpec
+from k3plan.roofline import __doc__ as _  # noqa: F401  (package docstring)
+
+
+def experts_touched(*, num_experts: int, top_k: int, batch: int, histogram: Optional[Sequence[float]] = None) -> float:
+    """Expected distinct experts a MoE layer touches for ``batch`` tokens."""
+    if histogram is None:
+        return num_experts * (1 - (1 - top_k / num_experts) ** batch)
+    return sum(1 - (1 - min(1.0, p)) ** batch for p in histogram)
+
+
+def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
+    """A JSON list (or {"counts": [...]}) of per-expert selection counts or shares, len = E."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise K3PlanError(f"--router-histogram {path}: cannot read JSON: {err}") from None
+    counts = data.get("counts") if isinstance(data, dict) else data
+    if not isinstance(counts, list) or len(counts) != num_experts or any(
+            not isinstance(c, (int, float)) or c < 0 for c in counts):
+        raise K3PlanError(f"--router-histogram {path}: expected {num_experts} non-negative numbers")
+    total = sum(counts)
+    if total <= 0:
+        raise K3PlanError(f"--router-histogram {path}: all counts are zero")
+    return [top_k * c / total for c in counts]
+
+
+def attention_decode_flops_per_token(spec: ModelSpec, context_tokens: int) -> float:
+    """Absorbed MLA over the latent: scores and values over kv_lora, 2 FLOPs a MAC (k3-facts §5)."""
+    mla = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank * context_tokens
+    kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim ** 2
+    return mla + kda
+
+
+def attention_prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> float:
+    """Causal MLA (materialised K/V in prefill) averaged over a prompt + chunked KDA."""
+    mla = spec.mla
+    avg_ctx = (prompt_tokens + 1) / 2
+    per_layer = 2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * avg_ctx
+    kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim ** 2
+    return spec.n_mla * per_layer + kda
+
+
+def linear_flops_per_token(active_params: float) -> float:
+    """2 FLOPs a multiply-accumulate over every active parameter (k3-facts §5: 2 x 104.19 B)."""
+    return 2 * active_params
+
+
+def attention_linear_crossover_tokens(spec: ModelSpec, active_params: float) -> float:
+    """Context at which absorbed-MLA decode attention FLOPs equal the linear part."""
+    per_ctx = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank
+    return math.inf if not per_ctx else linear_flops_per_token(active_params) / per_ctx
