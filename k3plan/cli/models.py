@@ -57,7 +57,9 @@ def _list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
 
     table = Table(title="Bundled models")
     for col in ("name", "family", "layers", "total params", "active / token", "checkpoint"):
-        table.add_column(col, justify="left" if col in ("name", "family") else "right")
+        # fold, never truncate, the name: it is what `models show` takes
+        table.add_column(col, justify="left" if col in ("name", "family") else "right",
+                         overflow="fold" if col == "name" else "ellipsis")
     for r in rows:
         table.add_row(r["name"], r["family"], str(r["layers"]["total"]), fmt_count(r["total_params"]),
                       fmt_count(r["active_params"]), fmt_gb(r["checkpoint_bytes"]))

@@ -12,8 +12,7 @@ import json
 import struct
 from collections import defaultdict
 from pathlib import Path
-
-from pydantic import BaseModel
+from typing import NamedTuple
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory
@@ -21,7 +20,9 @@ from k3plan.models.inventory import TensorInventory
 MAX_HEADER_BYTES = 512 * 2**20  # a header larger than this is corrupt, not big
 
 
-class HeaderTensor(BaseModel):
+class HeaderTensor(NamedTuple):
+    """One header entry (a NamedTuple: a K3 census builds ~500k of these)."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -54,10 +55,14 @@ def read_header(path: Path) -> list[HeaderTensor]:
             continue
         try:
             begin, end = info["data_offsets"]
-            out.append(HeaderTensor(name=name, dtype=info["dtype"], shape=tuple(info["shape"]),
-                                    nbytes=int(end) - int(begin), file=path.name))
+            dtype, shape = info["dtype"], tuple(info["shape"])
+            # dims are not checked one by one here (500k entries); a bad one shows as a shape mismatch
+            ok = type(dtype) is str and type(begin) is int and type(end) is int and 0 <= begin <= end
         except (KeyError, TypeError, ValueError):
-            raise K3PlanError(f"{path}: corrupt safetensors header: entry {name!r} lacks dtype/shape/data_offsets") from None
+            ok = False
+        if not ok:
+            raise K3PlanError(f"{path}: corrupt safetensors header: entry {name!r} lacks a valid dtype/shape/data_offsets")
+        out.append(HeaderTensor(name, dtype, shape, end - begin, path.name))
     return out
 
 
@@ -70,9 +75,11 @@ def checkpoint_files(path: Path) -> list[Path]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object)") from None
-        files = sorted({path / f for f in weight_map.values()})
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+            weight_map = None
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object of file names)")
+        files = sorted(path / f for f in set(weight_map.values()))
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise K3PlanError(f"{index}: names {len(missing)} shard(s) that are not there, e.g. {missing[0]}")

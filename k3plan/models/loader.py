@@ -33,7 +33,7 @@ def bundled_models() -> list[str]:
 
 def resolve_config_path(ref: str) -> tuple[str, Path]:
     """-> (display name, config.json path)."""
-    if (BUNDLED_DIR / ref / "config.json").is_file():
+    if ref in bundled_models():  # a plain name; an absolute path would escape BUNDLED_DIR / ref
         return ref, BUNDLED_DIR / ref / "config.json"
     path = Path(ref).expanduser()
     if path.is_dir():

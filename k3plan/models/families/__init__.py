@@ -14,7 +14,9 @@ FAMILIES: dict[str, ModuleType] = {
 
 def family_for(raw: dict) -> ModuleType | None:
     archs = raw.get("architectures") or []
+    archs = [archs] if isinstance(archs, str) else archs if isinstance(archs, list) else []
     model_type = raw.get("model_type")
+    model_type = model_type if isinstance(model_type, str) else None
     for module in FAMILIES.values():
         if any(a in module.ARCHITECTURES for a in archs) or model_type in module.MODEL_TYPES:
             return module

@@ -213,7 +213,10 @@ def _vision(b: InventoryBuilder, raw: dict, spec: ModelSpec):
     if not root.has("vision_config"):
         return
     vc = root.sub("vision_config")
-    cfg = {k: vc.get(k, d) for k, d in _VISION_DEFAULTS.items()}
+    cfg = {k: vc.int_list(k, d) if isinstance(d, list) else vc.int(k, d) for k, d in _VISION_DEFAULTS.items()}
+    if len(cfg["merge_kernel_size"]) != 2 or min(cfg["merge_kernel_size"]) < 1:
+        raise K3PlanError(f"{spec.source}: field 'vision_config.merge_kernel_size' is "
+                          f"{cfg['merge_kernel_size']!r}; expected two integers >= 1")
     for key, truth in _VISION_CHECKPOINT_TRUTH.get(spec.architecture, {}).items():
         if cfg[key] != truth:
             yield (f"vision_config.{key} is {cfg[key]} in the config but {truth} in the checkpoint's "
