@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "hardware": "hardware",
     "fit": "fit",
     "roofline": "roofline",
+    "curve": "curve",
     "probe": "probe",
 }
 

@@ -1,0 +1,51 @@
+"""The prefill-chunk vs longest-context trade-off: weights, the temporaries of the prefill graph at
+each chunk size and of the decode graph, KDA state and KV share one budget (k3-facts.md §6)."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.budget.calibration import Calibration
+from k3plan.budget.fit import Workload, fit
+from k3plan.setup import Setup
+
+DEFAULT_CHUNKS = (1024, 2048, 4096, 8192, 16384, 32768, 49152, 65536)
+
+
+class CurvePoint(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chunk_tokens: int
+    prefill_temp_bytes: Optional[int]
+    decode_temp_bytes: Optional[int]
+    max_context_tokens: int
+    max_sequences: int
+    status: str  # "ok", "refused" (measured OOM), "no room"
+    temp_source: str
+    detail: str = ""
+
+
+def chunk_sizes(requested: Optional[Sequence[int]], cal: Optional[Calibration]) -> list[int]:
+    if requested:
+        return sorted(set(requested))
+    sizes = set(DEFAULT_CHUNKS)
+    if cal is not None:
+        sizes |= {p.tokens for p in cal.prefill}
+    return sorted(sizes)
+
+
+def curve(setup: Setup, *, workload: Workload, chunks: Sequence[int], calibration: Optional[Calibration]) -> list[CurvePoint]:
+    points = []
+    for c in chunks:
+        r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
+        refused = r.temp.get("prefill_refused")
+        room = r.capacity["max_context_tokens"] > 0
+        points.append(CurvePoint(
+            chunk_tokens=c, prefill_temp_bytes=r.temp["prefill_bytes"], decode_temp_bytes=r.temp["decode_bytes"],
+            max_context_tokens=r.capacity["max_context_tokens"], max_sequences=r.capacity["max_sequences"],
+            status="refused" if refused else ("ok" if room else "no room"),
+            temp_source=r.provenance["temp_prefill"], detail=refused or "",
+        ))
+    return points

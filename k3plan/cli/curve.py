@@ -1,0 +1,93 @@
+"""`k3plan curve`: prefill chunk size vs the longest context it leaves room for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from k3plan.cli.common import (
+    BatchOpt, CalibrationOpt, ContextOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, ShardspecsOpt,
+    StackOpt, TopologyOpt, TpOpt, console, print_json, setup_from,
+)
+
+
+def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
+    from k3plan.errors import K3PlanError
+
+    if not text:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise K3PlanError(f"--chunks {text!r}: expected a comma-separated list of token counts, e.g. 4096,16384") from None
+    if not values or any(v < 1 for v in values):
+        raise K3PlanError(f"--chunks {text!r}: expected positive token counts")
+    return values
+
+
+def command(
+    model: ModelOpt = "kimi-k3",
+    hardware: HardwareOpt = "tpu-v7x",
+    topology: TopologyOpt = None,
+    tp: TpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    stack: StackOpt = "vllm-tpu",
+    context: ContextOpt = 131072,
+    batch: BatchOpt = 1,
+    chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
+    kv_dtype: KvDtypeOpt = None,
+    calibration: CalibrationOpt = None,
+    shardspecs: ShardspecsOpt = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """For each prefill chunk size: the temporaries it needs and the longest context (and most
+    sequences at --context) that the rest of the budget leaves. Refuses chunk sizes whose measured
+    compile ran out of memory.
+
+    \b
+    Examples:
+      k3plan curve -t 2x2x4 --tp 32
+      k3plan curve -t 2x2x4 --stack jax-native \\
+          --calibration ../shared/data/calibration/k3-tpu7x-2x2x4-tp32-jax-native.yaml --plot curve.png
+    """
+    from k3plan.budget.calibration import load_calibration
+    from k3plan.budget.curve import chunk_sizes, curve
+    from k3plan.budget.fit import check_workload
+
+    w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=None)
+    setup = setup_from(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
+                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    cal = load_calibration(str(calibration)) if calibration else None
+    sizes = chunk_sizes(_parse_chunks(chunks), cal)
+    for c in sizes:
+        check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
+    points = curve(setup, workload=w, chunks=sizes, calibration=cal)
+    title = (f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
+             f"stack {setup.stack.name}, batch {batch}" + (f", calibration {Path(cal.path).name}" if cal else ", analytic temp"))
+    if plot is not None:
+        from k3plan.report.plots import plot_curve
+
+        plot_curve(points, title=title, path=plot)
+    if json_out:
+        print_json({"title": title, "context_tokens": context, "batch": batch,
+                    "calibration": cal.path if cal else None, "points": points})
+        return
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("prefill chunk", "prefill temp GiB", "decode temp GiB", "longest context", f"sequences at {context:,}", "status"):
+        table.add_column(col, justify="right" if col != "status" else "left")
+    for p in points:
+        gib = lambda b: "—" if b is None else f"{b / 2**30:,.2f}"  # noqa: E731
+        table.add_row(f"{p.chunk_tokens:,}", gib(p.prefill_temp_bytes), gib(p.decode_temp_bytes),
+                      f"{p.max_context_tokens:,}", f"{p.max_sequences:,}", p.status)
+    console.print(table)
+    for p in points:
+        if p.detail:
+            console.print(f"[yellow]refused:[/] {p.detail}")
+    if plot is not None:
+        console.print(f"plot written to {plot}")

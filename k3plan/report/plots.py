@@ -1,0 +1,45 @@
+"""Plots (matplotlib, imported only here and only when a plot is asked for)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from k3plan.errors import K3PlanError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise K3PlanError("plots need matplotlib: pip install -e '.[plot]'") from None
+    return plt
+
+
+def _check_path(path: Path) -> None:
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise K3PlanError(f"--plot {path}: expected a .png or .svg file name")
+    if not path.parent.exists():
+        raise K3PlanError(f"--plot {path}: folder {path.parent} does not exist")
+
+
+def plot_curve(points, *, title: str, path: Path) -> None:
+    _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ok = [p for p in points if p.status == "ok"]
+    bad = [p for p in points if p.status != "ok"]
+    ax.plot([p.chunk_tokens for p in ok], [p.max_context_tokens / 1024 for p in ok], "o-", label="longest context")
+    if bad:
+        ax.plot([p.chunk_tokens for p in bad], [0] * len(bad), "x", color="red", label="refused / no room")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("prefill chunk (tokens)")
+    ax.set_ylabel("longest context (K tokens)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
