@@ -1,0 +1,87 @@
+"""Whole-process timing of `k3plan fit --topology 2x2x4 --tp 32 --json` (issue 3: under 0.5 s,
+without importing jax). Not a test: it prints a table and asserts nothing.
+
+    python3 benchmarks/bench_fit.py [--runs 10] [--importtime 10]
+
+Reports min / median / max wall time of N fresh processes, whether jax, pandas, numpy or
+matplotlib end up in sys.modules on the same path (run in-process through the CLI app), and,
+with --importtime, the slowest cumulative imports (python -X importtime).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ARGS = ["fit", "--topology", "2x2x4", "--tp", "32", "--json"]
+HEAVY = ("jax", "jaxlib", "pandas", "numpy", "matplotlib", "scipy", "torch")
+MODULES_PROBE = (
+    "import sys, contextlib, io\n"
+    "from k3plan.cli.app import app\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n"
+    "    try:\n"
+    f"        app({ARGS!r}, standalone_mode=False)\n"
+    "    except SystemExit:\n"
+    "        pass\n"
+    f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules) or '-')\n"
+)
+RUN_MAIN = f"import sys; sys.argv = ['k3plan', *{ARGS!r}]; from k3plan.cli.app import main; main()"
+
+
+def k3plan_cmd() -> list[str]:
+    exe = shutil.which("k3plan")
+    return [exe, *ARGS] if exe else [sys.executable, "-c", RUN_MAIN]
+
+
+def timed(cmd: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode not in (0, 1):
+            sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return times
+
+
+def importtime_top(n: int) -> list[tuple[int, str]]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", RUN_MAIN], capture_output=True, text=True)
+    rows = []
+    for line in proc.stderr.splitlines():  # "import time: self [us] | cumulative | imported package"
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cum_us, name = line.split(":", 1)[1].split("|")
+        rows.append((int(cum_us), name.rstrip()))
+    top = [r for r in rows if not r[1].startswith("  ")]  # imported at the top level
+    return sorted(top, reverse=True)[:n]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--importtime", type=int, default=10, metavar="N", help="show the N slowest imports (0: skip)")
+    args = ap.parse_args()
+
+    cmd = k3plan_cmd()
+    timed(cmd, 1)  # warm the page cache and __pycache__
+    times = timed(cmd, args.runs)
+    base = timed([sys.executable, "-c", "pass"], args.runs)
+    heavy = subprocess.run([sys.executable, "-c", MODULES_PROBE], capture_output=True, text=True, check=True).stdout.strip()
+
+    print(f"python {sys.version.split()[0]}; {cmd[0]} {' '.join(ARGS)}; {args.runs} runs")
+    print(f"{'what':42} {'min s':>7} {'median s':>9} {'max s':>7}")
+    print(f"{'k3plan ' + ' '.join(ARGS):42} {min(times):7.3f} {statistics.median(times):9.3f} {max(times):7.3f}")
+    print(f"{'python -c pass (interpreter floor)':42} {min(base):7.3f} {statistics.median(base):9.3f} {max(base):7.3f}")
+    print(f"heavy modules imported on the fit path: {heavy}")
+    if args.importtime:
+        print("slowest cumulative imports (python -X importtime, one run):")
+        for cum, name in importtime_top(args.importtime):
+            print(f"  {cum / 1e6:7.3f} s  {name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""`k3plan fit`: issue 3's "Must show" through the CLI (exit 0 fits, 1 does not, 2 bad input)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from k3plan.sharding.stack import STACK_DIR
+
+GiB = 2**30
+CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
+    "k3-tpu7x-2x2x4-tp32-jax-native.yaml"
+
+
+def fit_json(cli, *args, code=0) -> dict:
+    r = cli("fit", *args, "--json")
+    assert r.exit_code == code, r.output
+    assert "Traceback" not in r.output
+    return json.loads(r.stdout)
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
+def test_k3_fits_v7x_2x2x4_tp32(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32")
+    assert d["fits"] and d["weights_fit"]
+    assert d["stack"] == "vllm-tpu"
+    assert d["hardware"]["name"] == "tpu-v7x"
+    assert (d["hardware"]["chips"], d["hardware"]["devices"], d["hardware"]["hosts"]) == (16, 32, 4)
+    assert d["parallel"] == {"tp": 32, "ep": 32, "dp": 1}
+    assert d["hardware"]["usable_bytes_per_device"] == int(94.75 * GiB)
+    assert d["hardware"]["hbm_bytes_per_device"] == 96 * GiB
+    assert d["replicated"] == []
+    assert d["capacity"]["max_context_tokens"] >= 131072 and d["capacity"]["max_sequences"] >= 1
+
+
+def test_k3_2x2x2_weights_fit_but_serving_budget_does_not(cli):
+    d = fit_json(cli, "-t", "2x2x2", "--tp", "16", code=1)
+    assert d["weights_fit"] and not d["fits"]
+    pd = d["per_device"]
+    usable = d["hardware"]["usable_bytes_per_device"]
+    assert pd["weights_bytes"] <= usable < pd["weights_bytes"] + pd["reserve_bytes"] + pd["temp_bytes"]
+    assert pd["free_bytes"] < 0
+
+
+def test_k3_2x2x1_weights_alone_do_not_fit(cli):
+    d = fit_json(cli, "-t", "2x2x1", "--tp", "8", code=1)
+    assert not d["weights_fit"] and not d["fits"]
+    assert d["per_device"]["weights_bytes"] > d["hardware"]["usable_bytes_per_device"]
+
+
+def test_json_carries_the_issue_fields(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32")
+    want = {
+        "model": {"name", "total_params", "active_params", "checkpoint_bytes", "runtime_weight_bytes"},
+        "hardware": {"name", "topology", "chips", "devices", "hosts", "hbm_bytes_per_device", "usable_bytes_per_device"},
+        "parallel": {"tp", "ep", "dp"},
+        "workload": {"context_tokens", "batch", "prefill_chunk_tokens"},
+        "model_state": {"kv_bytes_per_token", "state_bytes_per_sequence"},
+        "per_device": {"weights_bytes", "replicated_weights_bytes", "kv_bytes", "state_bytes", "temp_bytes",
+                       "reserve_bytes", "free_bytes", "kv_bytes_per_token", "state_bytes_per_sequence"},
+        "capacity": {"max_context_tokens", "max_sequences", "kv_state_crossover_tokens"},
+    }
+    for key, fields in want.items():
+        assert fields <= set(d[key]), (key, fields - set(d[key]))
+    for key in ("stack", "fits", "replicated", "warnings", "provenance"):
+        assert key in d
+    assert d["model"]["total_params"] == 2_779_484_478_208
+    assert d["workload"] == {"context_tokens": 131072, "batch": 1, "prefill_chunk_tokens": 8192}
+    assert {"weights", "kv", "state", "temp_prefill", "temp_decode", "reserve", "hbm"} <= set(d["provenance"])
+
+
+def test_defaults(cli):
+    """No flags: kimi-k3, tpu-v7x, vllm-tpu, 131072 x 1, and the documented default topology: the
+    smallest standard one whose HBM holds the checkpoint (2x2x2), where the weights fit a device but
+    the serving budget does not, so the verdict is exit 1."""
+    d = fit_json(cli, code=1)
+    assert d["model"]["name"] == "kimi-k3" and d["hardware"]["name"] == "tpu-v7x" and d["stack"] == "vllm-tpu"
+    assert d["workload"]["context_tokens"] == 131072 and d["workload"]["batch"] == 1
+    assert d["hardware"]["topology"] == "2x2x2"
+    assert d["weights_fit"] and not d["fits"]
+    assert d["parallel"]["dp"] == 1 and d["parallel"]["ep"] == d["hardware"]["devices"]
+    assert any("topology 2x2x2: default" in n for n in d["notes"])
+
+
+def test_table_output(cli):
+    r = cli("fit", "-t", "2x2x4", "--tp", "32")
+    assert r.exit_code == 0, r.output
+    for word in ("weights", "KV cache", "KDA state", "reserve", "usable HBM", "free"):
+        assert word in r.stdout
+
+
+@pytest.mark.parametrize("topology", ["2x4x4", "4x4x4"])
+def test_tp64_lists_the_replicated_head_tensors(cli, topology):
+    d = fit_json(cli, "-t", topology, "--tp", "64", code=1)
+    rep = d["replicated"]
+    names = {f["tensor"].rsplit("self_attn.", 1)[-1] for f in rep}
+    assert {"q_proj.weight", "k_proj.weight", "v_proj.weight", "q_b_proj.weight", "kv_b_proj.weight",
+            "o_proj.weight", "g_proj.weight"} <= names
+    assert all((f["axis"], f["size"], f["mesh_size"]) == ("heads", 96, 64) for f in rep)
+    assert any("fell back to replication" in w for w in d["warnings"])
+    r = cli("fit", "-t", topology, "--tp", "64")
+    assert r.exit_code == 1 and "fallback:" in r.stdout and "heads=96" in r.stdout
+
+
+def test_deepseek_v3_kv_bf16(cli):
+    d = fit_json(cli, "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--kv-dtype", "bf16")
+    assert d["model_state"]["kv_bytes_per_token"] == 70_272
+
+
+def test_k3_fp8_kv_crossover(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8")
+    assert d["model_state"]["kv_bytes_per_token"] == 13_824
+    assert d["model_state"]["state_bytes_per_sequence"] == 449_372_160
+    assert abs(d["capacity"]["kv_state_crossover_tokens"] - 32_507) <= 1
+
+
+@pytest.mark.skipif(not CALIBRATION.is_file(), reason="shared/ calibration file absent")
+def test_calibration_refuses_the_oom_chunk(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "-s", "jax-native", "--chunk", "57344",
+                 "--calibration", str(CALIBRATION), code=1)
+    assert not d["fits"]
+    assert any("57,344" in w and "out of memory" in w for w in d["warnings"])
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "-s", "jax-native", "--chunk", "4096", "--context", "32768",
+                 "--calibration", str(CALIBRATION))
+    assert d["temp"]["prefill_bytes"] == int(10.44 * GiB)
+
+
+def _bad_stack(tmp_path) -> str:
+    data = yaml.safe_load((STACK_DIR / "vllm-tpu.yaml").read_text())
+    data["kv_cache"]["layuot"] = "paged"
+    p = tmp_path / "stack.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+def _bad_calibration(tmp_path) -> str:
+    p = tmp_path / "cal.yaml"
+    p.write_text("model: kimi-k3\nprefill: [ {tokens: \n")
+    return str(p)
+
+
+def _unknown_key_calibration(tmp_path) -> str:
+    p = tmp_path / "cal2.yaml"
+    p.write_text("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: vllm-tpu\nbackend: tpu\n"
+                 "prefill: [{tokens: 64, temp_gib: 1.0, temp_gb: 1}]\n")
+    return str(p)
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["-H", "nosuch"], ["unknown hardware 'nosuch'", "tpu-v7x", "nvidia-h200"]),
+    (["-s", "nosuch"], ["unknown stack 'nosuch'", "vllm-tpu", "sglang", "jax-native", "dp-attention"]),
+    (["-m", "nosuch"], ["unknown model 'nosuch'", "kimi-k3"]),
+    (["-t", "2x2x"], ["'2x2x'", "AxBxC"]),
+    (["-t", "2x2"], ["'2x2'", "3 dims"]),
+    (["-t", "2x2x4", "--tp", "5"], ["--tp 5", "32 devices"]),
+    (["-t", "2x2x4", "--tp", "64"], ["--tp 64", "32 devices"]),
+    (["-t", "2x2x4", "--dp", "3"], ["--dp 3"]),
+    (["-t", "2x2x4", "--ep", "3"], ["--ep 3"]),
+    (["--context", "-5"], ["--context -5", "positive"]),
+    (["--context", "0"], ["--context 0"]),
+    (["--batch", "0"], ["--batch 0", "positive"]),
+    (["--chunk", "-1"], ["--chunk -1"]),
+    (["--context", str(1 << 40)], ["--context", "absurdly large"]),
+    (["--kv-dtype", "nonsense"], ["--kv-dtype 'nonsense'", "bf16", "fp8_ds_mla"]),
+    (["-s", _bad_stack], ["unknown key 'kv_cache.layuot'"]),
+    (["--calibration", _bad_calibration], ["malformed YAML"]),
+    (["--calibration", _unknown_key_calibration], ["temp_gb"]),
+    (["--calibration", "/no/such/cal.yaml"], ["no such file"]),
+    (["--shardspecs", "/no/such/specs.yaml"], ["--shardspecs", "no such file"]),
+    (["--shardspecs", "no_such_module_k3:fn"], ["cannot load"]),
+])
+def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
+    args = [a(tmp_path) if callable(a) else a for a in args]
+    line = one_error_line(cli("fit", *args))
+    for needle in needles:
+        assert needle in line, (needle, line)
