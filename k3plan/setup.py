@@ -28,14 +28,27 @@ class Setup:
     notes: tuple[str, ...] = ()
 
 
-def default_topology(hw: HardwareSpec, model: Model) -> Topology:
-    """The smallest standard topology whose total HBM could hold one copy of the checkpoint."""
+def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int],
+                     dp: Optional[int]) -> Topology:
+    """The smallest standard topology whose per-device weights, with the stack's default split and
+    its reserve, leave room on a device (a quick screen; `fit` then gives the full verdict)."""
+    from k3plan.budget.weights import weight_budget
+
     need = model.inventory.checkpoint_bytes
+    room = hw.usable_bytes_per_device * (1 - stack.reserve.fraction_of_usable_hbm)
     for text in hw.standard_topologies:
         topo = parse_topology(hw, text)
-        if topo.devices * hw.usable_bytes_per_device >= need:
+        if topo.devices * hw.usable_bytes_per_device < need:
+            continue
+        t, d = default_split(stack, topo.devices, tp, dp)
+        if t and topo.devices % t or d and topo.devices % d:
+            continue
+        mesh, _ = make_mesh(devices=topo.devices, tp=t, ep=ep, dp=d if d else (topo.devices // t if t else None))
+        plan = resolve(model.inventory, mesh=mesh, rules=stack.sharding.rules,
+                       role_overrides=stack.sharding.role_overrides, source="default topology screen")
+        if weight_budget(inventory=model.inventory, plan=plan, stack=stack).weights_bytes < room:
             return topo
-    raise K3PlanError(f"{hw.name}: no standard topology holds {model.name}'s weights; pass --topology")
+    raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
 
 
 def default_split(stack: Stack, devices: int, tp: Optional[int], dp: Optional[int]) -> tuple[Optional[int], Optional[int]]:
@@ -63,12 +76,13 @@ def make_setup(
     m = load_model(model)
     hw = load_hardware(hardware)
     notes = []
+    st = load_stack(stack).with_kv_dtype(kv_dtype)
     if topology is None:
-        topo = default_topology(hw, m)
-        notes.append(f"topology {topo.text}: default, the smallest standard {hw.name} topology whose HBM holds the checkpoint")
+        topo = default_topology(hw, m, st, tp, ep, dp)
+        notes.append(f"topology {topo.text}: default, the smallest standard {hw.name} topology whose weights and "
+                     f"reserve leave room on a device")
     else:
         topo = parse_topology(hw, topology)
-    st = load_stack(stack).with_kv_dtype(kv_dtype)
     if st.platform != "any" and st.platform != hw.kind:
         notes.append(f"stack {st.name} is meant for {st.platform}s, used here on {hw.name}")
     tp, dp = default_split(st, topo.devices, tp, dp)

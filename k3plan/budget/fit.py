@@ -134,6 +134,12 @@ def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] 
                         f"(+{sum(f.bytes_replicated for f in wb.fallbacks) / 2**30:.2f} GiB a device)")
     if spec.max_context and workload.context_tokens > spec.max_context:
         warnings.append(f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}")
+    topo = setup.topology
+    if topo.spans_slices and par.ep > topo.devices_per_slice:
+        warnings.append(f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
+                        f"{hw.scale_out.name}, infeasible for prefill (k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
+                        if par.tp <= topo.devices_per_slice else
+                        f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}")
     crossover = kv_state_crossover_tokens(spec, stack)
     return FitResult(
         model={"name": spec.name, "total_params": inv.total_params, "active_params": inv.active_params,
