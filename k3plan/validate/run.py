@@ -1,0 +1,156 @@
+"""One validation: setup -> budget -> abstract model -> AOT compile -> comparison and census.
+
+Call ``prepare_target`` before anything imports jax (it sets XLA_FLAGS for fake CPU devices).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from k3plan.budget.cache import cache_layout
+from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, Workload, fit
+from k3plan.errors import K3PlanError
+from k3plan.setup import Setup
+from k3plan.validate.structure import LayerPlan, layer_plan, truncate_setup
+from k3plan.validate.targets import Target, describe_devices, devices_for, libtpu_version, prepare
+
+STAGES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Job:
+    stage: str
+    tokens: int  # prefill chunk tokens (decode: 1)
+    batch: int  # sequences in the cache
+    context: int  # cache capacity asked for, tokens
+
+    @property
+    def label(self) -> str:
+        if self.stage == "prefill":
+            return f"prefill {self.tokens:,} tokens (context {self.context:,})"
+        return f"decode batch {self.batch} at context {self.context:,}"
+
+
+def prepare_target(target: Target, setup: Setup) -> None:
+    prepare(target, devices=setup.topology.devices)
+
+
+def plan_jobs(*, setup: Setup, stage: str, tokens: list[int], batch: int, context: int) -> list[Job]:
+    if stage not in (*STAGES, "both"):
+        raise K3PlanError(f"--stage {stage!r}: expected prefill, decode or both")
+    for flag, v in (("--batch", batch), ("--context", context), *(("--tokens", t) for t in tokens)):
+        if v < 1:
+            raise K3PlanError(f"{flag} {v}: expected a positive integer")
+    dp = setup.parallel.dp
+    pf_batch = dp if setup.stack.kv_cache.split_across_dp else 1
+    jobs = []
+    if stage in ("prefill", "both"):
+        jobs += [Job("prefill", t, pf_batch, max(context, t)) for t in tokens]
+    if stage in ("decode", "both"):
+        jobs.append(Job("decode", 1, batch, context))
+    return jobs
+
+
+def _budget(setup: Setup, job: Job):
+    chunk = job.tokens if job.stage == "prefill" else min(DEFAULT_PREFILL_CHUNK_TOKENS, job.context)
+    return fit(setup, Workload(context_tokens=job.context, batch=job.batch, prefill_chunk_tokens=chunk))
+
+
+def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, job: Job) -> dict:
+    from k3plan.validate import abstract_model as am
+    from k3plan.validate.compare import Accounting, compare, unexplained
+    from k3plan.validate.compile import compile_step
+    from k3plan.validate.hlo_census import census
+    from k3plan.validate.steps import jitted
+
+    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
+    capacity = am.capacity_tokens(layout, job.context)
+    ab, inputs = am.build(setup, devices, lplan, stage=job.stage, batch=job.batch, tokens=job.tokens, capacity=capacity)
+    budget = _budget(setup, job)
+    pd = budget.per_device
+    seqs = pd["sequences"]
+    acc = Accounting(
+        budget_weights=pd["weights_bytes"], budget_kv=pd["kv_bytes"], budget_state=pd["state_bytes"],
+        budget_state_unpadded=seqs * layout.n_kda * layout.state_bytes_per_layer_unpadded,
+        budget_temp=budget.temp.get(f"{job.stage}_bytes"),
+        abstract_weights=ab.weights_bytes(), abstract_cache=ab.cache_bytes(), abstract_inputs=am.inputs_bytes(inputs),
+        platform=target.platform, weight_notes=tuple(n for n, _ in ab.weight_notes))
+    fn, args = jitted(job.stage, setup, ab, inputs)
+    res = compile_step(fn, args)
+    st = res.stats
+    out = {"stage": job.stage, "label": job.label, "tokens": job.tokens, "batch": job.batch, "context": job.context,
+           "cache_capacity_tokens": capacity, "lower_s": round(res.lower_s, 3), "compile_s": round(res.compile_s, 3),
+           "budget": {"weights_bytes": pd["weights_bytes"], "kv_bytes": pd["kv_bytes"], "state_bytes": pd["state_bytes"],
+                      "temp_bytes": acc.budget_temp, "temp_terms": budget.temp.get(f"{job.stage}_terms", {})},
+           "abstract": {"weights_bytes": acc.abstract_weights, "cache_bytes": acc.abstract_cache,
+                        "inputs_bytes": acc.abstract_inputs}}
+    usable = setup.hardware.usable_bytes_per_device
+    if res.oom is not None:
+        out.update(fits=False, oom={"required_bytes": res.oom.required_bytes, "available_bytes": res.oom.available_bytes,
+                                    "message": res.oom.message}, memory=None, terms=[], census=None, unexplained_bytes=None,
+                   verdict=f"the compiler refused it: {res.oom.message}")
+        return out
+    terms = compare(acc=acc, argument=st and st.argument_bytes, alias=st and st.alias_bytes,
+                    output=st and st.output_bytes, temp=st and st.temp_bytes)
+    resident = None if st is None or st.argument_bytes is None else (
+        st.argument_bytes + (st.output_bytes or 0) - (st.alias_bytes or 0))
+    if target.platform == "tpu":
+        total = None if resident is None else resident + (st.temp_bytes or 0)
+        fits = True if total is None else total <= usable
+        verdict = (f"compiled for {target.name}: arguments + outputs - alias + temp = "
+                   f"{total / 2**30:.2f} GiB of {usable / 2**30:.2f} GiB usable" if total is not None else "compiled")
+    else:
+        fits = True if resident is None else resident <= usable
+        verdict = (f"CPU backend: arguments + outputs - alias = {resident / 2**30:.3f} GiB of {usable / 2**30:.2f} GiB usable "
+                   f"on {setup.hardware.name} (temp excluded: CPU temp is not representative of TPU)"
+                   if resident is not None else "CPU backend: memory_analysis() unavailable")
+    hlo_census = census(res.hlo_text) if res.hlo_text else None
+    out.update(fits=fits, oom=None, memory=st.to_dict() if st else None, terms=[t.to_dict() for t in terms],
+               census=hlo_census.to_dict() if hlo_census else None, unexplained_bytes=unexplained(terms), verdict=verdict)
+    return out
+
+
+def environment(target: Target, devices: list) -> dict:
+    import jax
+
+    return {"target": target.name, "backend": target.platform, "jax_version": jax.__version__,
+            "libtpu_version": libtpu_version() if target.platform == "tpu" else None,
+            "devices": describe_devices(devices),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def validate(*, setup: Setup, target: Target, jobs: list[Job], layers: Optional[int] = None, unroll: bool = False,
+             on_job: Optional[Callable[[Job, Optional[dict]], None]] = None) -> dict:
+    """Runs every job; ``on_job(job, None)`` before and ``on_job(job, result)`` after each."""
+    if layers is not None:
+        setup = truncate_setup(setup, layers)
+    spec = setup.model.spec
+    lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps, unroll=unroll)
+    devices = devices_for(target, count=setup.topology.devices)
+    results = []
+    for job in jobs:
+        if on_job:
+            on_job(job, None)
+        r = run_job(setup=setup, target=target, devices=devices, lplan=lplan, job=job)
+        results.append(r)
+        if on_job:
+            on_job(job, r)
+    notes = list(setup.notes)
+    if setup.stack.collectives.experts == "all_to_all":
+        notes.append(f"stack {setup.stack.name} dispatches experts with all-to-all; the abstract model computes local "
+                     "experts on every token and combines with one all-reduce (the vllm-tpu pattern)")
+    notes.append("AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact")
+    if target.platform == "cpu":
+        notes.append("CPU backend: argument/output/alias sizes are per device and exact; temp is not representative of TPU")
+    return {"model": spec.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
+            "parallel": {"tp": setup.parallel.tp, "ep": setup.parallel.ep, "dp": setup.parallel.dp},
+            "stack": setup.stack.name, "layers": spec.num_layers, "layer_plan": lplan.describe(),
+            "environment": environment(target, devices), "results": results,
+            "fits": all(r["fits"] for r in results), "notes": notes}
+
+
+def ceil_div(a: int, b: int) -> int:
+    return math.ceil(a / b)

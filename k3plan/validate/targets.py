@@ -1,0 +1,108 @@
+"""Compile targets: fake CPU devices, or a deviceless TPU topology through libtpu.
+
+``cpu``: XLA reads ``--xla_force_host_platform_device_count`` once, when its CPU backend starts,
+so the flag is set here before jax is imported; if jax was already imported with fewer devices the
+run stops with a message saying how to set the flag. ``<gen>:<grid>`` (``tpu7x:2x2x4``, ``v6e:4x4``,
+``v5p:2x2x2``): ``jax.experimental.topologies.get_topology_desc(platform="tpu",
+topology_name=...)`` returns compile-only devices of that slice; the real TPU compiler (libtpu,
+from the ``tpu`` extra) then lays out, pads and OOM-checks the program.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from k3plan.errors import K3PlanError
+
+_FLAG = "--xla_force_host_platform_device_count"
+# TPU generation as the compiler spells it -> k3plan hardware spec name
+TPU_GENERATIONS: dict[str, str] = {"tpu7x": "tpu-v7x", "v6e": "tpu-v6e", "v5p": "tpu-v5p", "v5e": "tpu-v5e"}
+INSTALL_HINT = 'pip install -e ".[tpu]" (libtpu, from jax[tpu]==0.10.2)'
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # "cpu" or "tpu7x:2x2x4"
+    platform: str  # "cpu" or "tpu"
+    hardware: Optional[str] = None  # hardware spec the TPU target implies
+    topology: Optional[str] = None  # chip grid the TPU target implies
+
+    @property
+    def label(self) -> str:
+        return "CPU backend (fake devices)" if self.platform == "cpu" else f"deviceless TPU compile for {self.name}"
+
+
+def parse_target(text: str) -> Target:
+    norm = str(text).strip().lower()
+    if norm == "cpu":
+        return Target(name="cpu", platform="cpu")
+    m = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)+)", norm)
+    if not m:
+        raise K3PlanError(f"--target {text!r}: expected cpu or a TPU topology such as tpu7x:2x2x4, v6e:4x4, v5p:2x2x2")
+    gen, grid = m.groups()
+    if gen not in TPU_GENERATIONS:
+        raise K3PlanError(f"--target {text!r}: unknown TPU generation {gen!r}; known: {', '.join(TPU_GENERATIONS)}")
+    return Target(name=norm, platform="tpu", hardware=TPU_GENERATIONS[gen], topology=grid)
+
+
+def libtpu_version() -> Optional[str]:
+    if importlib.util.find_spec("libtpu") is None:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("libtpu", "libtpu-nightly"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def prepare(target: Target, *, devices: int) -> None:
+    """Everything that must happen before ``import jax``."""
+    if target.platform == "tpu":
+        if libtpu_version() is None:
+            raise K3PlanError(f"--target {target.name} compiles with the TPU compiler, which needs libtpu: {INSTALL_HINT}")
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    m = re.search(_FLAG + r"=(\d+)", flags)
+    if "jax" in sys.modules:
+        return  # checked in devices_for(), which knows how many the running backend has
+    if m is None or int(m.group(1)) < devices:
+        flags = re.sub(_FLAG + r"=\S*", "", flags).strip()
+        os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={devices}".strip()
+
+
+def devices_for(target: Target, *, count: int) -> list[Any]:
+    """``count`` devices of the target (imports jax)."""
+    import jax
+
+    if target.platform == "cpu":
+        devs = jax.devices("cpu")
+        if len(devs) < count:
+            raise K3PlanError(
+                f"--target cpu needs {count} fake CPU devices but jax was started with {len(devs)}; "
+                f"set XLA_FLAGS={_FLAG}={count} before jax is imported (a fresh process)")
+        return list(devs[:count])
+    from jax.experimental import topologies
+
+    try:
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=target.name)
+    except Exception as err:  # the compiler's own verdict on the name
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise K3PlanError(f"--target {target.name}: the TPU compiler does not know this topology ({first})") from None
+    devs = list(topo.devices)
+    if len(devs) != count:
+        raise K3PlanError(f"--target {target.name} has {len(devs)} devices but the plan has {count}; "
+                          f"pass a matching --topology/--tp/--dp")
+    return devs
+
+
+def describe_devices(devices: list[Any]) -> dict[str, Any]:
+    d = devices[0]
+    return {"count": len(devices), "platform": getattr(d, "platform", "?"), "device_kind": getattr(d, "device_kind", "?")}
