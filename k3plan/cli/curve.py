@@ -62,6 +62,11 @@ def command(
     setup = setup_from(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
                        kv_dtype=kv_dtype, shardspecs=shardspecs)
     cal = load_calibration(str(calibration)) if calibration else None
+    warnings: list[str] = []
+    if cal is not None:  # a calibration measured for another stack/TP/topology: say so, as `fit` does
+        from k3plan.budget.fit import _check_calibration_matches
+
+        _check_calibration_matches(setup, cal, warnings)
     sizes = chunk_sizes(_parse_chunks(chunks), cal)
     for c in sizes:
         check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
@@ -74,7 +79,7 @@ def command(
         plot_curve(points, title=title, path=plot)
     if json_out:
         print_json({"title": title, "context_tokens": context, "batch": batch,
-                    "calibration": cal.path if cal else None, "points": points})
+                    "calibration": cal.path if cal else None, "warnings": warnings, "points": points})
         return
     from rich.table import Table
 
@@ -89,5 +94,9 @@ def command(
     for p in points:
         if p.detail:
             console.print(f"[yellow]refused:[/] {p.detail}")
+    from rich.markup import escape
+
+    for msg in warnings:
+        console.print(f"[yellow]warning:[/] {escape(msg)}")
     if plot is not None:
         console.print(f"plot written to {plot}")

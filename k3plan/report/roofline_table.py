@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -29,7 +30,7 @@ def render_roofline(r: dict, console: Console) -> None:
     c = d["comm"]
     t.add_row("collectives", _ms(c["latency_time_s"] + c["bandwidth_time_s"]) + " ms",
               f"{c['calls_per_step']} calls ({c['expert_calls_per_step']} {c['op']}) x {c['latency_s_per_call'] * 1e6:.2f} us "
-              f"[{c['latency_source']}] + {c['bytes_per_chip_per_step'] / 1e6:,.2f} MB a chip over {c['link_name']}")
+              f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / 1e6:,.2f} MB a chip over {c['link_name']}")
     t.add_row("[bold]step (TPOT)[/]", f"[bold]{_ms(d['step_s'])} ms[/]", f"binding: {d['binding']}; communication {d['comm_share']:.1%} of the step")
     t.add_row("throughput", f"{d['tokens_per_s']:,.0f} tok/s", f"{d['tokens_per_s_per_chip']:,.1f} tok/s a chip")
     t.add_row("study view (ideal)", _ms(d["ideal_step_s"]) + " ms",
@@ -50,4 +51,4 @@ def render_roofline(r: dict, console: Console) -> None:
     ratios = ", ".join(f"{k // 1024}K {v:.2f}x" for k, v in lc["ratio_by_context"].items())
     console.print(f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc['crossover_tokens']:,.0f} tokens ({ratios})")
     for note in r["notes"] + ([p["note"]] if p["note"] else []):
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {escape(note)}[/]")

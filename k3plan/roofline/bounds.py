@@ -95,8 +95,12 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
     spec, inv, st, par, hw, topo = (setup.model.spec, setup.model.inventory, setup.stack, setup.parallel,
                                     setup.hardware, setup.topology)
     moe = spec.moe
-    touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
     seqs = math.ceil(batch / par.dp)
+    # tokens one EP group routes: the sequences of the DP groups inside it (ep = tp: its own DP
+    # group's; ep = all devices: the whole batch), never more than the batch
+    ep_tokens = min(batch, seqs * max(1, par.ep // par.tp))
+    touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=ep_tokens, histogram=histogram)
+    touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
     weights_dev = experts_dev = 0.0
     ideal_weights = ideal_experts = 0.0
     flops_linear_dev = 0.0
@@ -106,9 +110,9 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
         share = setup.plan.shard_fraction(t)
         if t.role == "expert":
             experts_dev += nbytes * frac * share
-            ideal_experts += nbytes * frac
-            # each token's k experts: spread over the EP group
-            flops_linear_dev += 2 * t.params * (moe.top_k / moe.num_experts) * batch * share * par.dp
+            ideal_experts += nbytes * _touched_fraction(t.role, touched_all, moe.num_experts)
+            # the EP group's tokens, k experts each, spread over the group: a device holds `share`
+            flops_linear_dev += 2 * t.params * (moe.top_k / moe.num_experts) * ep_tokens * share
         elif t.role != "embed":
             weights_dev += nbytes * share
             ideal_weights += nbytes

@@ -29,16 +29,16 @@ def experts_touched(*, num_experts: int, top_k: int, batch: int, histogram: Opti
 def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
     """A JSON list (or {"counts": [...]}) of per-expert selection counts or shares, len = E."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: JSONDecodeError, UnicodeDecodeError (a binary file)
         raise K3PlanError(f"--router-histogram {path}: cannot read JSON: {err}") from None
     counts = data.get("counts") if isinstance(data, dict) else data
     if not isinstance(counts, list) or len(counts) != num_experts or any(
-            not isinstance(c, (int, float)) or c < 0 for c in counts):
-        raise K3PlanError(f"--router-histogram {path}: expected {num_experts} non-negative numbers")
+            isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0 for c in counts):
+        raise K3PlanError(f"--router-histogram {path}: expected {num_experts} finite non-negative numbers")
     total = sum(counts)
-    if total <= 0:
-        raise K3PlanError(f"--router-histogram {path}: all counts are zero")
+    if not math.isfinite(total) or total <= 0:
+        raise K3PlanError(f"--router-histogram {path}: the counts must sum to a positive finite number")
     return [top_k * c / total for c in counts]
 
 

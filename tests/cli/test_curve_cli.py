@@ -1,0 +1,173 @@
+"""`k3plan curve`: issue 4's "Must show" — with the v7x calibration file it prints the context each
+prefill chunk leaves and refuses the chunk sizes whose measured compile ran out of memory; the
+envelope of measured points is used, never extrapolated; --plot; bad input -> exit 2, one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+GiB = 2**30
+CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
+    "k3-tpu7x-2x2x4-tp32-jax-native.yaml"
+needs_cal = pytest.mark.skipif(not CALIBRATION.is_file(), reason=f"{CALIBRATION} not present")
+CONFIG = ("-t", "2x2x4", "--tp", "32", "--stack", "jax-native")
+MEASURED_PREFILL = {64: 10.44, 4096: 8.55, 16384: 18.10, 32768: 35.30, 49152: 36.54, 53248: 39.51}
+OOM_CHUNK = 57344
+
+
+def curve_json(cli, *args) -> dict:
+    r = cli("curve", *args, "--json")
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    return json.loads(r.stdout)
+
+
+def by_chunk(d: dict) -> dict[int, dict]:
+    return {p["chunk_tokens"]: p for p in d["points"]}
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
+@needs_cal
+def test_calibrated_curve_refuses_the_oom_chunk_and_keeps_53248(cli):
+    d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION)
+    assert d["warnings"] == []  # the file was measured for exactly this configuration
+    pts = by_chunk(d)
+    # every calibrated size is on the curve, plus the defaults up to 64K
+    assert set(MEASURED_PREFILL) | {OOM_CHUNK} <= set(pts)
+    assert max(pts) == 65536
+    ok = pts[53248]
+    assert ok["status"] == "ok" and ok["detail"] == ""
+    assert ok["prefill_temp_bytes"] == int(39.51 * GiB)
+    assert 0 < ok["max_context_tokens"] < 131072 and ok["max_sequences"] == 0  # 53K chunks leave < 128K
+    for c in (OOM_CHUNK, 65536):
+        p = pts[c]
+        assert p["status"] == "refused"
+        assert p["max_context_tokens"] == 0 and p["max_sequences"] == 0
+        assert p["prefill_temp_bytes"] is None
+        assert "57,344" in p["detail"] and "ran out of memory" in p["detail"]
+    for c, p in pts.items():
+        assert (p["status"] == "refused") == (c >= OOM_CHUNK)
+
+
+@needs_cal
+def test_the_envelope_never_extrapolates(cli):
+    """A chunk between measured sizes takes the largest measured temp up to the next measured size;
+    a chunk whose next measured size ran out of memory is refused; decode at 128K context (beyond
+    the measured 32K) takes the largest measured decode temp, not a fitted slope."""
+    d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION, "--chunks", "1024,8192,50000,53248,55000,100000")
+    pts = by_chunk(d)
+    assert list(pts) == [1024, 8192, 50000, 53248, 55000, 100000]
+    assert pts[1024]["prefill_temp_bytes"] == int(10.44 * GiB)  # max(64 -> 10.44, 4096 -> 8.55)
+    assert pts[8192]["prefill_temp_bytes"] == int(18.10 * GiB)
+    assert pts[50000]["prefill_temp_bytes"] == int(39.51 * GiB)  # up to 53,248: not interpolated
+    assert pts[55000]["status"] == pts[100000]["status"] == "refused"
+    measured = {int(v * GiB) for v in MEASURED_PREFILL.values()}
+    for p in pts.values():
+        assert p["prefill_temp_bytes"] is None or p["prefill_temp_bytes"] in measured
+        if p["status"] == "ok":
+            assert "envelope of measured points" in p["temp_source"]
+    analytic = by_chunk(curve_json(cli, *CONFIG, "--chunks", "8192"))[8192]["decode_temp_bytes"]
+    for p in pts.values():
+        assert p["decode_temp_bytes"] == max(analytic, int(29.83 * GiB))
+
+
+@needs_cal
+def test_longer_chunks_never_leave_more_context(cli):
+    d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION)
+    ok = [p for p in d["points"] if p["status"] == "ok"]
+    ctx = [p["max_context_tokens"] for p in ok]
+    assert ctx == sorted(ctx, reverse=True)
+    assert ctx[0] > ctx[-1] > 0
+
+
+@needs_cal
+def test_table_prints_the_context_each_chunk_leaves(cli):
+    d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION)
+    r = cli("curve", *CONFIG, "--calibration", CALIBRATION)
+    assert r.exit_code == 0, r.output
+    rows = {}
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 6 and cells[0].replace(",", "").isdigit():
+            rows[int(cells[0].replace(",", ""))] = cells
+    assert set(rows) == {p["chunk_tokens"] for p in d["points"]}
+    for p in d["points"]:
+        cells = rows[p["chunk_tokens"]]
+        assert cells[3] == f"{p['max_context_tokens']:,}"
+        assert cells[5] == p["status"]
+    assert rows[53248][5] == "ok" and rows[OOM_CHUNK][5] == "refused" and rows[OOM_CHUNK][1] == "—"
+    flat = " ".join(r.stdout.split())
+    assert "refused: chunk 57,344: the measured compile at 57,344 ran out of memory" in flat
+    assert "k3-tpu7x-2x2x4-tp32-jax-native.yaml" in "".join(r.stdout.split())
+
+
+@needs_cal
+def test_calibration_for_another_stack_is_warned_about(cli):
+    """The default stack is vllm-tpu; the file was measured on jax-native. `fit` warns; curve
+    applied it silently before the fix."""
+    d = curve_json(cli, "-t", "2x2x4", "--tp", "32", "--calibration", CALIBRATION, "--chunks", "4096")
+    assert any("different configuration" in w and "jax-native" in w for w in d["warnings"])
+    r = cli("curve", "-t", "2x2x4", "--tp", "32", "--calibration", CALIBRATION, "--chunks", "4096")
+    assert r.exit_code == 0 and "warning:" in r.stdout
+
+
+def test_analytic_curve_without_calibration(cli):
+    d = curve_json(cli, *CONFIG)
+    assert d["calibration"] is None
+    assert all(p["status"] == "ok" for p in d["points"])
+    assert all("analytic" in p["temp_source"] for p in d["points"])
+    temps = [p["prefill_temp_bytes"] for p in d["points"]]
+    assert temps == sorted(temps)
+    ctx = [p["max_context_tokens"] for p in d["points"]]
+    assert ctx == sorted(ctx, reverse=True)
+
+
+@needs_cal
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_plot_writes_a_file(cli, tmp_path, suffix):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"curve.{suffix}"
+    r = cli("curve", *CONFIG, "--calibration", CALIBRATION, "--plot", out)
+    assert r.exit_code == 0, r.output
+    assert "plot written to" in r.stdout
+    data = out.read_bytes()
+    if suffix == "png":
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    else:
+        assert b"<svg" in data[:2000]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--chunks", "abc"], "--chunks"),
+    (["--chunks", "0"], "--chunks"),
+    (["--chunks", "4096,-1"], "--chunks"),
+    (["--chunks", ","], "--chunks"),
+    (["--batch", "0"], "--batch 0"),
+    (["--context", "-5"], "--context -5"),
+    (["--calibration", "/nonexistent/cal.yaml"], "--calibration"),
+    (["--plot", "curve.jpg"], "--plot"),
+    (["--plot", "/nonexistent/dir/curve.png"], "--plot"),
+])
+def test_bad_input_exits_2_one_line(cli, args, needle):
+    line = one_error_line(cli("curve", *CONFIG, *args))
+    assert needle in line
+
+
+@pytest.mark.parametrize("payload", [b"prefill: [unclosed", b"\x89PNG\r\n\x1a\n\xd0\xff binary", b"- just\n- a list\n",
+                                     b"model: kimi-k3\n"])
+def test_unreadable_calibration_exits_2_one_line(cli, tmp_path, payload):
+    p = tmp_path / "cal.yaml"
+    p.write_bytes(payload)
+    line = one_error_line(cli("curve", *CONFIG, "--calibration", p))
+    assert "--calibration" in line or "cal.yaml" in line
