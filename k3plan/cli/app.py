@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "roofline": "roofline",
     "curve": "curve",
     "probe": "probe",
+    "check": "check",
+    "report": "report",
 }
 
 

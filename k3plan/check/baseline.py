@@ -1,0 +1,126 @@
+"""The baseline file: what `k3plan check` compares against (JSON or YAML, by the file's suffix).
+
+::
+
+    {"format": "k3plan-baseline", "format_version": 1, "k3plan_version": "0.1.0",
+     "configurations": [{"name": ..., "config": {model, hardware, topology, tp, ep, dp, stack,
+                         kv_dtype, context_tokens, batch}, "expected": {...}}]}
+
+A file whose entries have no ``expected`` yet is a seed: ``k3plan check --update`` fills it in.
+A corrupt file or another ``format_version`` is a user error (exit 2, one line).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from k3plan import __version__
+from k3plan.errors import K3PlanError
+
+FORMAT = "k3plan-baseline"
+FORMAT_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Config(_Frozen):
+    model: str = "kimi-k3"
+    hardware: str = "tpu-v7x"
+    topology: Optional[str] = None
+    tp: Optional[int] = None
+    ep: Optional[int] = None
+    dp: Optional[int] = None
+    stack: str = "vllm-tpu"
+    kv_dtype: Optional[str] = None
+    context_tokens: int = 131072
+    batch: int = 1
+
+    def label(self) -> str:
+        split = f"tp{self.tp}" if self.tp else "default split"
+        return f"{self.hardware} {self.topology or 'default'} {split} {self.stack} {self.context_tokens // 1024}K x{self.batch}"
+
+
+class Expected(_Frozen):
+    parallel: dict[str, int]
+    per_device: dict[str, int]  # fit's per-device terms (bytes), free_bytes for information
+    kv_bytes_per_token: int  # one copy of the model's KV, bytes a token
+    state_bytes_per_sequence: int  # one copy of the KDA state, bytes a sequence
+    fits: bool
+    replicated: dict[str, dict[str, Any]]  # folded names (k3plan.check.names) of fully replicated tensors
+    fallbacks: dict[str, dict[str, Any]]  # folded names of tensors with a divisibility fallback
+
+
+class Entry(_Frozen):
+    name: str = ""  # default: the configuration's label
+    config: Config
+    expected: Optional[Expected] = None
+
+
+class Baseline(_Frozen):
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+    k3plan_version: str = __version__
+    description: str = ""
+    configurations: list[Entry]
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise K3PlanError(f"--baseline {path}: cannot read: {err.__class__.__name__}") from None
+    try:
+        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
+        raise K3PlanError(f"--baseline {path}: corrupt {path.suffix.lstrip('.').upper() or 'YAML'}{where}; "
+                          "restore it from version control or regenerate it with --update") from None
+
+
+def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
+    """Read and validate; ``seed_ok`` lets entries lack ``expected`` (for --update)."""
+    if not path.is_file():
+        raise K3PlanError(f"--baseline {path}: no such file")
+    raw = _read(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("configurations"), list):
+        raise K3PlanError(f"--baseline {path}: not a k3plan baseline (expected a mapping with a 'configurations' list)")
+    if raw.get("format", FORMAT) != FORMAT:
+        raise K3PlanError(f"--baseline {path}: format {raw.get('format')!r} is not {FORMAT!r}")
+    if "format_version" not in raw and not seed_ok:
+        raise K3PlanError(f"--baseline {path}: a seed without recorded values (no format_version); run with --update")
+    version = raw.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise K3PlanError(f"--baseline {path}: format_version {version!r} (written by k3plan "
+                          f"{raw.get('k3plan_version', '?')}) is incompatible with k3plan {__version__}, which reads "
+                          f"format_version {FORMAT_VERSION}; regenerate it with this k3plan's --update")
+    try:
+        base = Baseline.model_validate(raw)
+    except ValidationError as err:
+        e = err.errors()[0]
+        where = ".".join(str(p) for p in e["loc"])
+        raise K3PlanError(f"--baseline {path}: {where}: {e['msg']}") from None
+    base = base.model_copy(update={"configurations": [
+        e if e.name else e.model_copy(update={"name": e.config.label()}) for e in base.configurations]})
+    names = [e.name for e in base.configurations]
+    if len(set(names)) != len(names):
+        raise K3PlanError(f"--baseline {path}: configuration names must be unique")
+    missing = [e.name for e in base.configurations if e.expected is None]
+    if missing and not seed_ok:
+        raise K3PlanError(f"--baseline {path}: configuration {missing[0]!r} has no recorded values; run with --update")
+    return base
+
+
+def save_baseline(path: Path, base: Baseline) -> None:
+    data = base.model_copy(update={"k3plan_version": __version__, "format_version": FORMAT_VERSION}).model_dump(mode="json")
+    if path.suffix.lower() == ".json":
+        text = json.dumps(data, indent=1) + "\n"
+    else:
+        text = yaml.safe_dump(data, sort_keys=False, width=120)
+    path.write_text(text)

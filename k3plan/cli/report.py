@@ -1,0 +1,93 @@
+"""`k3plan report`: a capacity report (Markdown, optional one-file HTML, plots) comparing platforms."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from k3plan.cli.common import JsonOpt, ModelOpt, err_console, print_json
+from k3plan.errors import K3PlanError
+
+DEFAULT_HARDWARE = "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72"
+
+
+def _ints(flag: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise K3PlanError(f"{flag} {text!r}: expected a comma-separated list of whole numbers") from None
+    if not values:
+        raise K3PlanError(f"{flag} {text!r}: expected at least one value")
+    return values
+
+
+def _stacks(text: str) -> dict[str, str]:
+    """'tpu=vllm-tpu,gpu=sglang' or one stack name for every platform."""
+    if "=" not in text:
+        return {"tpu": text, "gpu": text}
+    out = {"tpu": "vllm-tpu", "gpu": "sglang"}
+    for part in filter(None, text.split(",")):
+        kind, _, name = part.partition("=")
+        if kind.strip() not in out or not name.strip():
+            raise K3PlanError(f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=vllm-tpu,gpu=sglang")
+        out[kind.strip()] = name.strip()
+    return out
+
+
+def command(
+    model: ModelOpt = "kimi-k3",
+    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Comma-separated platforms (k3plan hardware list).")] = DEFAULT_HARDWARE,
+    context: Annotated[str, typer.Option("--context", "-c", help="Comma-separated context lengths in tokens.")] = "131072,1048576",
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences that must fit at each context for a topology to be viable.")] = 1,
+    stack: Annotated[str, typer.Option("--stack", "-s", help="Serving stack per platform kind ('tpu=vllm-tpu,gpu=sglang') or one stack for all.")] = "tpu=vllm-tpu,gpu=sglang",
+    max_chips: Annotated[Optional[int], typer.Option("--max-chips", help="Largest topology to consider (chips). Default: every standard topology.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Markdown file to write; plots go beside it as STEM-memory/curve/roofline.png.")] = Path("capacity-report.md"),
+    html: Annotated[bool, typer.Option("--html", help="Also write STEM.html: one self-contained file, plots embedded.")] = False,
+    plot_format: Annotated[str, typer.Option("--plot-format", help="png or svg.")] = "png",
+    probes: Annotated[Optional[Path], typer.Option("--probes", help="Folder of probe records: measured collective latency replaces the spec's.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """A capacity report per platform: smallest viable topology and split at each context, headroom
+    by term, longest context and most sequences, decode and prefill bounds, cost per million
+    tokens where a price is known, the chunk-vs-context curve, plots, and every number's source.
+    A platform that cannot hold the model says so in the report. Progress goes to stderr.
+
+    \b
+    Examples:
+      k3plan report --out reports/k3-capacity.md --html
+      k3plan report -H tpu-v7x,nvidia-b200 -c 131072 --concurrency 8 --out /tmp/r.md
+    """
+    from k3plan.budget.fit import check_workload
+    from k3plan.report.capacity_write import collect, write
+    from k3plan.roofline.bounds import Efficiency
+
+    t0 = time.perf_counter()
+    contexts = _ints("--context", context)
+    for c in contexts:
+        check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
+    platforms = [h.strip() for h in hardware.split(",") if h.strip()]
+    if not platforms:
+        raise K3PlanError("--hardware: expected at least one platform")
+    if max_chips is not None and max_chips < 1:
+        raise K3PlanError(f"--max-chips {max_chips}: expected a positive integer")
+    if out.suffix.lower() != ".md":
+        raise K3PlanError(f"--out {out}: expected a .md file name")
+    if not out.parent.is_dir():
+        raise K3PlanError(f"--out {out}: folder {out.parent} does not exist")
+    if plot_format not in ("png", "svg"):
+        raise K3PlanError(f"--plot-format {plot_format!r}: expected png or svg")
+    say = (lambda m: None) if json_out else (lambda m: err_console.print(m, highlight=False))
+    eff = Efficiency()
+    reports = collect(model=model, hardware=platforms, stacks=_stacks(stack), contexts=contexts, concurrency=concurrency,
+                      max_chips=max_chips or 10**9, eff=eff, probes=probes, progress=say)
+    cmd = "k3plan report " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else "k3plan report"
+    written = write(reports, out=out, html=html, plot_format=plot_format, model=model, contexts=contexts,
+                    concurrency=concurrency, command=cmd, eff=eff)
+    if json_out:
+        print_json({"written": [str(p) for p in written], "platforms": reports})
+        return
+    say(f"wrote {', '.join(str(p) for p in written)} in {time.perf_counter() - t0:.1f} s")

@@ -1,0 +1,102 @@
+"""The capacity report's three plots: memory a device by term, chunk vs context, decode roofline.
+
+matplotlib is imported only here (through plots._pyplot) and only when a report is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from k3plan.report.plots import _pyplot
+
+TERM_COLORS = {"weights_bytes": ("weights", "#4c72b0"), "kv_bytes": ("KV cache", "#dd8452"),
+               "state_bytes": ("KDA state", "#55a868"), "temp_bytes": ("temporaries", "#c44e52"),
+               "reserve_bytes": ("engine reserve", "#8172b3"), "free_bytes": ("free", "#d9d9d9")}
+
+
+def _ctx(c: int) -> str:
+    return f"{c // 1048576}M" if c % 1048576 == 0 else f"{c // 1024}K"
+
+
+def plot_memory(reports: Sequence, *, path: Path) -> None:
+    """Stacked horizontal bars: GiB a device by term, one bar per platform and context."""
+    plt = _pyplot()
+    rows = [(r, row) for r in reports for row in r.rows]
+    fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 1.8))
+    labels = []
+    for i, (r, row) in enumerate(rows):
+        y = len(rows) - 1 - i
+        if not row.fits:
+            labels.append(f"{r.hardware} @ {_ctx(row.context_tokens)}")
+            ax.text(0.5, y, "does not fit at any allowed size", va="center", fontsize=8, color="#a00000")
+            continue
+        labels.append(f"{r.hardware} {row.setup['topology']} tp={row.setup['tp']} @ {_ctx(row.context_tokens)}")
+        left = 0.0
+        for key, (name, color) in TERM_COLORS.items():
+            gib = max(0, row.per_device[key]) / 2**30
+            ax.barh(y, gib, left=left, color=color, edgecolor="white", linewidth=0.5,
+                    label=name if i == next(j for j, (_, rr) in enumerate(rows) if rr.fits) else None)
+            left += gib
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(list(reversed(labels)), fontsize=8)
+    ax.set_xlabel("GiB a device (usable HBM = bar length)")
+    ax.set_title("Memory a device, by term (smallest viable topology, the requested concurrency)", fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_curves(reports: Sequence, *, path: Path) -> None:
+    """Longest context vs prefill chunk, one line per platform (at its smallest viable topology)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in reports:
+        ok = [p for p in r.curve if p["status"] == "ok"]
+        if ok:
+            ax.plot([p["chunk_tokens"] for p in ok], [p["max_context_tokens"] / 1024 for p in ok], "o-",
+                    label=f"{r.hardware} ({r.curve_setup.split(',')[0]})")
+    ax.set_xscale("log", base=2)
+    ax.axhline(1024, color="grey", ls="--", lw=0.8)
+    ax.text(0.01, 1024, "1M tokens", transform=ax.get_yaxis_transform(), va="bottom", fontsize=8, color="grey")
+    ax.set_xlabel("prefill chunk (tokens)")
+    ax.set_ylabel("longest context, one sequence (K tokens)")
+    ax.set_title("Prefill chunk vs the longest context the rest of the budget leaves", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_roofline(reports: Sequence, *, path: Path) -> None:
+    """Per-device roofline (attained FLOP/s vs FLOP/byte) with decode steps at growing batch."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    lo, hi = 0.5, 2000.0
+    for i, r in enumerate(reports):
+        color = colors[i % len(colors)]
+        peak, bw = r.roof["flops_per_s"], r.roof["hbm_bytes_per_s"]
+        xs = [lo, peak / bw, hi]
+        ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], "-", color=color, lw=1.2,
+                label=f"{r.hardware} roof (MFU-scaled peak, HBM)")
+        pts = r.roofline_points
+        if pts:
+            ax.plot([p["intensity"] for p in pts], [p["flops_per_s"] / 1e12 for p in pts], "o", color=color, ms=4)
+            last = pts[-1]
+            ax.annotate(f"B={last['batch']}", (last["intensity"], last["flops_per_s"] / 1e12), fontsize=7,
+                        color=color, xytext=(4, -8), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / HBM byte, a device)")
+    ax.set_ylabel("TFLOP/s a device")
+    ax.set_title("Decode roofline: points are decode steps at batch 1, 2, 4, ... up to the most sequences that fit\n"
+                 "(attained = FLOPs / step time, collectives included)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

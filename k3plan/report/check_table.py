@@ -1,0 +1,43 @@
+"""The terminal rendering of a `k3plan check` result: one table of what regressed."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _bytes(v) -> str:
+    if isinstance(v, int):
+        return f"{v / 2**30:,.3f} GiB" if abs(v) >= 2**20 else f"{v:,} B"
+    return "—" if v is None else str(v)
+
+
+def _delta(d) -> str:
+    if d is None:
+        return "—"
+    return f"{d / 2**30:+,.3f} GiB\n{d:+,} B" if abs(d) >= 2**20 else f"{d:+,} B"
+
+
+def render_check(result, console: Console) -> None:
+    if not console.is_terminal:  # CI logs: do not fold tensor names at 80 columns
+        console = Console(highlight=False, width=160, no_color=console.no_color)
+    failed, info = result.failed, [f for f in result.findings if not f.fail]
+    n = len(result.configurations)
+    head = f"baseline {result.baseline} (k3plan {result.baseline_k3plan_version}), {n} configuration(s), tolerance {result.tolerance}"
+    if result.shardspecs:
+        head += f", shardspecs {result.shardspecs}"
+    console.print(head)
+    if failed:
+        table = Table(title="regressions", title_justify="left")
+        for col in ("configuration", "regression", "baseline", "now", "change a device"):
+            table.add_column(col, overflow="fold", justify="left" if col in ("configuration", "regression") else "right")
+        for f in failed:
+            table.add_row(f.configuration, f.what, _bytes(f.baseline), _bytes(f.now), _delta(f.delta_bytes))
+        console.print(table)
+    for f in info:
+        console.print(f"[dim]note:[/] {f.configuration}: {f.what}")
+    bad = sorted({f.configuration for f in failed})
+    if failed:
+        console.print(f"[bold red]FAIL[/]: {len(failed)} regression(s) in {len(bad)} of {n} configuration(s): {', '.join(bad)}")
+    else:
+        console.print(f"[bold green]PASS[/]: {n} configuration(s) within the baseline")

@@ -1,0 +1,88 @@
+"""`k3plan report`: Markdown + one self-contained HTML with embedded plots, a platform that cannot
+hold K3 said so in the report, no jax imported, fast."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    out = tmp_path_factory.mktemp("report") / "cap.md"
+    t = time.perf_counter()
+    r = CliRunner().invoke(app, ["report", "-H", "tpu-v7x,tpu-v5e", "-c", "131072", "--max-chips", "64",
+                                 "--out", str(out), "--html"])
+    return r, out, time.perf_counter() - t
+
+
+def test_report_writes_markdown_html_and_plots_quickly(written):
+    r, out, seconds = written
+    assert r.exit_code == 0, r.output
+    assert seconds < 20
+    md = out.read_text()
+    for stem in ("memory", "curve", "roofline"):
+        png = out.with_name(f"cap-{stem}.png")
+        assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
+        assert f"(cap-{stem}.png)" in md
+    assert "## Summary" in md and "## tpu-v7x" in md and "Where these numbers come from" in md
+    assert "smallest viable" in md.lower() and "2x2x4" in md
+    page = out.with_suffix(".html").read_text()
+    assert page.count("src='data:image/png;base64,") == 3
+    assert not re.search(r"src='(?!data:)", page)  # nothing linked: one self-contained file
+    assert "[1/2] tpu-v7x" in r.stderr and "[2/2] tpu-v5e" in r.stderr
+
+
+def test_a_platform_that_cannot_fit_says_so(written):
+    _, out, _ = written
+    md = out.read_text()
+    assert "tpu-v5e cannot hold K3" in md
+    assert "K3 cannot be served here at this context" in md
+    assert re.search(r"no standard tpu-v5e topology up to 64 chips holds kimi-k3", md)
+
+
+def test_report_does_not_import_jax(tmp_path):
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from k3plan.cli.app import app\n"
+        f"r = CliRunner().invoke(app, ['report', '-H', 'nvidia-gb300-nvl72', '-c', '131072', '--out', r'{tmp_path / 'r.md'}', '--json'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-c", "lots"], "--context"),
+    (["--out", "x.txt"], "expected a .md"),
+    (["-H", "tpu-v9"], "unknown hardware"),
+    (["--stack", "cpu=foo"], "--stack"),
+    (["--plot-format", "gif"], "--plot-format"),
+])
+def test_bad_input_one_line(cli, tmp_path, args, words):
+    if "--out" not in args:
+        args = args + ["--out", str(tmp_path / "r.md")]
+    r = cli("report", *args)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], lines
+
+
+def test_json_lists_platforms(cli, tmp_path):
+    r = cli("report", "-H", "nvidia-b200", "-c", "131072", "--out", tmp_path / "r.md", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    row = d["platforms"][0]["rows"][0]
+    assert row["fits"] and row["setup"]["topology"] and row["decode"]["concurrency"]["tokens_per_s"] > 0
