@@ -151,3 +151,141 @@ def _dtype(name: str) -> str:
 
 for _name, _op in (("a2a", "all-to-all"), ("allreduce", "all-reduce"), ("allgather", "all-gather")):
     app.command(_name)(_collective(_name, _op))
+
+
+def _settings_and_run(run, params, c: dict) -> None:
+    params.check()
+    settings = _common(c["timeout"], c["out"], c["hardware"], c["repeats"], c["warmup"], c["cpu_devices"],
+                       c["no_write"], c["distributed"], c["coordinator"], c["num_processes"], c["process_id"])
+    _execute(settings, partial(run, params=params), c["json_out"])
+
+
+def _c(**kw) -> dict:
+    return kw
+
+
+@app.command("hbm")
+def hbm(
+    size: Annotated[str, typer.Option("--size", help="Array sizes, e.g. 64MiB,1GiB.")] = "64MiB,256MiB,1GiB",
+    op: Annotated[str, typer.Option("--op", help="copy, reduce or both.")] = "both",
+    impl: Annotated[str, typer.Option("--impl", help="xla, or pallas (a pipelined streaming kernel; interpret mode on CPU).")] = "xla",
+    dtype: Annotated[str, typer.Option("--dtype")] = "float32",
+    block_rows: Annotated[int, typer.Option("--block-rows", help="Pallas tile rows (x 1024 columns).")] = 512,
+    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
+    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
+    process_id: PidOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """Achieved HBM bandwidth a device on large copies (read + write) and reductions (read).
+
+    \b
+    Examples:
+      k3plan probe hbm --size 1GiB
+      k3plan probe hbm --impl pallas --op copy      Pallas stream vs what XLA's copy achieves
+    """
+    from k3plan.probes.hbm.probe import HbmParams, run
+
+    ops = ("copy", "reduce") if op == "both" else _names(op, what="--op", allowed=("copy", "reduce"))
+    params = HbmParams(sizes_bytes=_sizes(size, what="--size"), ops=ops, impl=impl, dtype=_dtype(dtype), block_rows=block_rows)
+    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "op", "impl", "dtype", "block_rows", "ops", "params", "run", "HbmParams")}))
+
+
+@app.command("matmul")
+def matmul(
+    size: Annotated[str, typer.Option("--size", help="Square sizes M=N=K.")] = "1024,4096,8192",
+    dtype: Annotated[str, typer.Option("--dtype", help="bfloat16, float32, float16, float8_e4m3fn, float8_e5m2, int8.")] = "bfloat16,float32",
+    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
+    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
+    process_id: PidOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """Achieved dense FLOP/s a device by dtype (fp32 accumulation).
+
+    \b
+    Example: k3plan probe matmul --dtype bfloat16,float8_e4m3fn --size 8192
+    """
+    from k3plan.probes.matmul import DTYPES, MatmulParams, run
+
+    params = MatmulParams(sizes=_ints(size, what="--size", minimum=8), dtypes=_names(dtype, what="--dtype", allowed=DTYPES))
+    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "dtype", "params", "run", "DTYPES", "MatmulParams")}))
+
+
+@app.command("kda")
+def kda(
+    seq_lens: Annotated[str, typer.Option("--seq-lens", help="Sequence lengths (multiples of --chunk).")] = "1024,4096,16384",
+    heads: Annotated[int, typer.Option("--heads", help="KDA heads (K3: 96).")] = 96,
+    head_dim: Annotated[int, typer.Option("--head-dim", help="Head dim (K3: 128).")] = 128,
+    batch: Annotated[int, typer.Option("--batch")] = 1,
+    chunk: Annotated[int, typer.Option("--chunk", help="Chunk size of the chunked path.")] = 64,
+    path: Annotated[str, typer.Option("--path", help="chunked, recurrent or both.")] = "both",
+    impl: Annotated[str, typer.Option("--impl", help="auto (tokamax if installed, else reference), tokamax, reference.")] = "auto",
+    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
+    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
+    process_id: PidOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """KDA per-token cost vs sequence length at K3 head shapes, chunked and recurrent paths.
+
+    Uses tokamax's kimi_delta_attention when installed (the record says which implementation ran),
+    else the project's JAX reference of the gated delta rule.
+
+    \b
+    Example (CPU-sized): k3plan probe kda --heads 8 --head-dim 64 --seq-lens 256,1024
+    """
+    from k3plan.probes.kda.probe import KdaParams, run
+
+    paths = ("chunked", "recurrent") if path == "both" else _names(path, what="--path", allowed=("chunked", "recurrent"))
+    params = KdaParams(seq_lens=_ints(seq_lens, what="--seq-lens"), batch=batch, heads=heads, head_dim=head_dim,
+                       chunk=chunk, paths=paths, impl=impl)
+    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in (
+        "seq_lens", "heads", "head_dim", "batch", "chunk", "path", "impl", "paths", "params", "run", "KdaParams")}))
+
+
+@app.command("kda-decode")
+def kda_decode(
+    heads: Annotated[int, typer.Option("--heads", help="KDA heads (K3: 96).")] = 96,
+    head_dim: Annotated[int, typer.Option("--head-dim", help="Head dim (K3: 128).")] = 128,
+    heads_per_block: Annotated[int, typer.Option("--heads-per-block", help="Heads per Pallas grid step.")] = 8,
+    impl: Annotated[str, typer.Option("--impl", help="pallas (native, else interpret, else reference) or reference.")] = "pallas",
+    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
+    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
+    process_id: PidOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """Pallas single-step KDA decode (fp32 state in and out, no chunk padding) vs the jnp reference.
+
+    \b
+    Example: k3plan probe kda-decode --heads 96 --head-dim 128
+    """
+    from k3plan.probes.kda_decode.probe import KdaDecodeParams, run
+
+    params = KdaDecodeParams(heads=heads, head_dim=head_dim, heads_per_block=heads_per_block, impl=impl)
+    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in (
+        "heads", "head_dim", "heads_per_block", "impl", "params", "run", "KdaDecodeParams")}))
+
+
+@app.command("ragged-dot")
+def ragged_dot(
+    tokens: Annotated[str, typer.Option("--tokens", help="Tokens routed per step.")] = "1,64,1024",
+    experts: Annotated[int, typer.Option("--experts", help="Routed experts (K3: 896).")] = 896,
+    top_k: Annotated[int, typer.Option("--top-k", help="Experts a token (K3: 16).")] = 16,
+    d_in: Annotated[int, typer.Option("--d-in", help="Expert input width (K3 latent: 3584).")] = 3584,
+    d_out: Annotated[int, typer.Option("--d-out", help="Expert output width (K3: 3072).")] = 3072,
+    ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: this device holds experts/ep.")] = 32,
+    dtype: Annotated[str, typer.Option("--dtype")] = "bfloat16",
+    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
+    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
+    process_id: PidOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """jax.lax.ragged_dot grouped matmul at K3 expert shapes with real top-k routing sparsity.
+
+    \b
+    Example (CPU-sized): k3plan probe ragged-dot --experts 64 --top-k 4 --d-in 256 --d-out 192 --ep 4
+    """
+    from k3plan.probes.ragged_dot import RaggedDotParams, run
+
+    params = RaggedDotParams(tokens=_ints(tokens, what="--tokens"), experts=experts, top_k=top_k, d_in=d_in,
+                             d_out=d_out, ep=ep, dtype=dtype)
+    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in (
+        "tokens", "experts", "top_k", "d_in", "d_out", "ep", "dtype", "params", "run", "RaggedDotParams")}))

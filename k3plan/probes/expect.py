@@ -59,7 +59,7 @@ def expect(ref: HardwareRef, *, unit: str, formula: str, compute: Callable[[Any]
         return Expectation(unit=unit, formula=formula, missing=ref.missing)
     try:
         value = float(compute(ref.spec))
-    except (AttributeError, KeyError, TypeError, ValueError, K3PlanError) as err:
+    except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError, K3PlanError) as err:
         return Expectation(hardware=ref.name, unit=unit, formula=formula,
                            missing=f"hardware spec {ref.name!r} lacks what the formula needs ({err})")
     return Expectation(hardware=ref.name, value=value, unit=unit, formula=formula)

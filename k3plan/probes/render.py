@@ -27,7 +27,7 @@ def fmt_value(value: Optional[float], unit: Optional[str]) -> str:
 def render(console, record: ProbeRecord, path=None) -> None:
     from rich.table import Table
 
-    head = f"[bold]{record.probe}[/]" + (f" {record.mode}" if record.mode else "")
+    head = f"[bold]{record.probe}[/]" + (f" {record.op}" if record.op and record.probe == "hbm" else "") + (f" {record.mode}" if record.mode else "")
     head += f" on {record.device_count} x {record.device_kind} ({record.backend}, {record.process_count} process"
     head += "es)" if record.process_count > 1 else ")"
     console.print(head)

@@ -138,7 +138,9 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
     base = marginal_s(samples[f"baseline n={lo}"], samples[f"baseline n={hi}"], n_lo=lo, n_hi=hi)
     point.stats = stats(per_call)
     point.baseline_s = stats(base).p50
-    net = point.stats.p50 - point.baseline_s
+    net = point.stats.p50 - max(point.baseline_s, 0.0)
+    if point.baseline_s < 0:
+        point.notes.append("the baseline's marginal cost came out negative (noise): nothing subtracted")
     if net < 0:
         point.notes.append(f"baseline ({point.baseline_s:.3g} s) exceeds the collective's marginal cost: noise; clamped to 0")
     point.value = max(net, 0.0)

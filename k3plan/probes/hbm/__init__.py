@@ -1,0 +1,1 @@
+"""HBM bandwidth probe: XLA copy/reduce, or a pipelined Pallas streaming copy."""

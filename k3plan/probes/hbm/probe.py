@@ -1,0 +1,118 @@
+"""Run the HBM probe: achieved bytes/s a device for copy (read + write) or reduce (read)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from k3plan.errors import require
+from k3plan.probes.context import ProbeContext
+from k3plan.probes.dispatch import NoImplementation, dispatch
+from k3plan.probes.expect import expect
+from k3plan.probes.hbm import pallas, xla
+from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
+from k3plan.probes.timing import sample_s, stats
+
+COLS = 1024
+BASELINE = "the same op on a 64 KiB array (dispatch overhead), subtracted from the p50"
+
+
+@dataclass(frozen=True)
+class HbmParams:
+    sizes_bytes: tuple[int, ...] = (64 * 2**20, 256 * 2**20, 1024 * 2**20)
+    ops: tuple[str, ...] = ("copy", "reduce")
+    impl: str = "xla"
+    dtype: str = "float32"
+    block_rows: int = 512
+
+    def check(self) -> None:
+        require(self.impl in ("xla", "pallas"), f"--impl {self.impl!r}: expected xla or pallas")
+        require(set(self.ops) <= {"copy", "reduce"}, "--op: expected copy, reduce or both")
+        require(self.block_rows >= 8 and self.block_rows % 8 == 0, f"--block-rows {self.block_rows}: expected a multiple of 8")
+
+
+def _order(impl: str, op: str) -> list[str]:
+    if impl == "pallas":
+        return ["pallas", "pallas-interpret", "xla"] if op == "copy" else ["pallas-reduce", "xla"]
+    return ["xla"]
+
+
+def run(*, ctx: ProbeContext, params: HbmParams) -> list[ProbeRecord]:
+    params.check()
+    return [_run_op(ctx=ctx, params=params, op=op) for op in params.ops]
+
+
+def _array(*, size: int, dtype: str, block_rows: int):
+    import jax
+    import numpy as np
+
+    row_bytes = COLS * np.dtype(dtype).itemsize
+    rows = max(-(-size // row_bytes), 1)
+    rows = -(-rows // block_rows) * block_rows if rows > block_rows else max(8, -(-rows // 8) * 8)
+    x = jax.device_put(np.ones((rows, COLS), dtype=dtype), jax.local_devices()[0])
+    return x, min(block_rows, rows)
+
+
+def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
+    record_params = {"op": op, "impl": params.impl, "dtype": params.dtype, "sizes_bytes": list(params.sizes_bytes),
+                     "block_rows": params.block_rows, "warmup": ctx.warmup, "repeats": ctx.repeats}
+    points, checks, dispatched = [], [], None
+    small, small_br = _array(size=64 * 1024, dtype=params.dtype, block_rows=params.block_rows)
+    for size in params.sizes_bytes:
+        if ctx.deadline.expired():
+            break
+        ctx.progress(f"hbm {op} {params.impl} {size} B")
+        x, br = _array(size=size, dtype=params.dtype, block_rows=params.block_rows)
+        factories = _factories(ctx=ctx, op=op, block_rows=br)
+        try:
+            d = dispatch(implementations={k: (lambda f=f, x=x: f(x)) for k, f in factories.items()},
+                         order=_order(params.impl, op))
+        except NoImplementation as err:
+            return ctx.record(probe="hbm", op=op, params=record_params, ok=False, error=str(err), attempts=err.attempts)
+        dispatched = dispatched or d
+        base_fn = _factories(ctx=ctx, op=op, block_rows=small_br)[d.name](small)
+        base = stats(sample_s(base_fn, small, warmup=ctx.warmup, repeats=ctx.repeats)).p50
+        samples = sample_s(d.value, x, warmup=ctx.warmup, repeats=ctx.repeats)
+        moved = x.nbytes * (2 if op == "copy" else 1)
+        st = stats(samples)
+        net = st.p50 - base if st.p50 > base else st.p50
+        points.append(ProbePoint(params={"bytes": int(x.nbytes), "bytes_moved": int(moved), "implementation": d.name},
+                                 samples_s={"op": samples}, stats=st, baseline_s=base, value=moved / net, unit="bytes/s"))
+        if len(checks) == 0:
+            checks.append(_verify(d.name, d.value, x, op))
+    expectation = expect(ctx.hardware, unit="bytes/s", formula="hbm_bw_bytes_per_s_per_device",
+                         compute=lambda hw: hw.hbm_bw_bytes_per_s_per_device)
+    for pt in points:
+        pt.expected = expectation.value
+    interp = dispatched is not None and dispatched.name == "pallas-interpret"
+    return ctx.record(probe="hbm", op=op, params=record_params, dispatched=dispatched, points=points,
+                      baseline=BASELINE, verification=checks, verified=all(c.ok for c in checks) if checks else None,
+                      expectation=expectation,
+                      extra_label="Pallas interpret mode: no kernel runs, timing meaningless" if interp else None)
+
+
+def _factories(*, ctx: ProbeContext, op: str, block_rows: int) -> dict:
+    def pallas_reduce(x):
+        raise NotImplementedError("the Pallas stream probe implements copy only")
+
+    return {
+        "pallas": lambda x: pallas.build(x=x, block_rows=block_rows, interpret=False, backend=ctx.backend),
+        "pallas-interpret": lambda x: pallas.build(x=x, block_rows=block_rows, interpret=True, backend=ctx.backend),
+        "pallas-reduce": pallas_reduce,
+        "xla": lambda x: xla.build(op=op, x=x),
+    }
+
+
+def _verify(name: str, compiled, x, op: str) -> Verification:
+    import numpy as np
+
+    out = np.asarray(compiled(x))
+    want = np.asarray(x, dtype=np.float64) * 1.0001 if op == "copy" else np.float64(x.size)
+    ok = bool(np.allclose(np.asarray(out, dtype=np.float64), want, rtol=1e-2))
+    detail = f"{name}: output matches numpy (rtol 1e-2)" if ok else f"{name}: output differs from numpy"
+    if name == "pallas":
+        found = pallas.kernel_in_hlo(compiled.as_text())
+        ok, detail = ok and found, detail + ("; Pallas kernel custom call found in HLO" if found else
+                                             "; NO Pallas custom call in the HLO: the kernel did not run")
+    elif name == "pallas-interpret":
+        detail += "; interpret mode: the kernel body runs as XLA ops (correctness only)"
+    return Verification(check="output", ok=ok, detail=detail)

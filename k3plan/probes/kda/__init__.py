@@ -1,0 +1,1 @@
+"""KDA (Kimi Delta Attention) probe: per-token cost vs sequence length, chunked and recurrent."""
