@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "fit": "fit",
     "roofline": "roofline",
     "curve": "curve",
+    "plan": "plan",
     "probe": "probe",
     "check": "check",
     "report": "report",

@@ -1,0 +1,94 @@
+"""Speed of `k3plan plan` (not a timed test; see benchmarks/README.md).
+
+A configuration is (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk), with
+dp = devices / tp and ep = tp or all devices. Two searches for K3 at 128K context:
+  default  every bundled hardware, topologies up to 1024 chips, every split, the matching stacks,
+           each stack's KV dtype, chunk 8192                                     (5,121 configs)
+  wide     the same over every standard topology (--max-chips 18432), KV dtypes bf16 / fp8 /
+           fp8_ds_mla / fp32 and chunks 2K..32K                                 (124,200 configs)
+Each is timed in-process (plan(): cold = first call in a fresh interpreter, which loads the model
+and the 14 hardware YAMLs; warm = median of later calls; eval = the search itself: space,
+evaluation, reasons, ranking) and as a whole process (`k3plan plan ... --json`).
+
+    python3 benchmarks/bench_plan.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+SEARCHES = {
+    "default": {"args": [], "kw": {}},
+    "wide": {"args": ["--max-chips", "18432", "--kv-dtypes", "all", "--chunks", "2048,4096,8192,16384,32768"],
+             "kw": {"max_chips": 18432, "kv_dtypes": ["all"], "chunks": [2048, 4096, 8192, 16384, 32768]}},
+}
+IN_PROCESS = """
+import json, statistics, sys, time
+t0 = time.perf_counter()
+from k3plan.plan import plan
+kw = json.loads(sys.argv[1]); runs = int(sys.argv[2])
+t1 = time.perf_counter(); r = plan(context=131072, **kw); cold = time.perf_counter() - t1
+warm, evals = [], [r.evaluate_s]
+for _ in range(runs):
+    t = time.perf_counter(); r = plan(context=131072, **kw); warm.append(time.perf_counter() - t); evals.append(r.evaluate_s)
+print(json.dumps({"configs": r.configurations, "feasible": r.feasible, "import": t1 - t0, "cold": cold,
+                  "warm": statistics.median(warm), "eval": statistics.median(evals[1:]),
+                  "recommended": {k: v for k, v in r.recommended.items() if k != "per_device"},
+                  "jax": "jax" in sys.modules, "pandas": "pandas" in sys.modules}))
+"""
+
+
+def k3plan_cmd() -> list[str]:
+    exe = shutil.which("k3plan")
+    return [exe] if exe else [sys.executable, "-m", "k3plan.cli.app"]
+
+
+def whole_process(args: list[str], runs: int) -> tuple[float, float, int]:
+    times, configs = [], 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        p = subprocess.run(k3plan_cmd() + ["plan", "--context", "131072", "--json", *args], capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if p.returncode not in (0, 1):
+            sys.exit(f"k3plan plan {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
+        configs = json.loads(p.stdout)["configurations"]
+    return min(times), statistics.median(times), configs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    a = ap.parse_args()
+    rows, recs = [], {}
+    for name, s in SEARCHES.items():
+        out = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(s["kw"]), str(a.runs)],
+                             capture_output=True, text=True, check=True).stdout
+        d = json.loads(out)
+        recs[name] = d
+        n = d["configs"]
+        for what, sec in (("plan() eval", d["eval"]), ("plan() warm", d["warm"]), ("plan() cold", d["cold"])):
+            rows.append((name, what, n, sec))
+        lo, med, n2 = whole_process(s["args"], a.runs)
+        assert n2 == n
+        rows.append((name, "whole process (min)", n, lo))
+        rows.append((name, "whole process (median)", n, med))
+    print("| search  | what                   | configurations | seconds | configs/s  |")
+    print("|---------|------------------------|---------------:|--------:|-----------:|")
+    for name, what, n, sec in rows:
+        print(f"| {name:<7} | {what:<22} | {n:>14,} | {sec:>7.3f} | {n / sec:>10,.0f} |")
+    for name, d in recs.items():
+        r = d["recommended"]
+        print(f"\n{name}: {d['feasible']:,} feasible; recommended {r['hardware']} {r['topology']} tp/ep/dp "
+              f"{r['tp']}/{r['ep']}/{r['dp']} {r['stack']} kv {r['kv_dtype']} chunk {r['chunk_tokens']}: "
+              f"{r['free_gib_per_device']:.2f} GiB free, {r['max_sequences']} seqs, TPOT {r['tpot_ms']:.2f} ms; "
+              f"import {d['import']:.3f} s; jax imported: {d['jax']}, pandas imported: {d['pandas']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Why a configuration is rejected (the first check it fails), and each family's account."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from k3plan.plan.space import Space
+
+GiB = 2**30
+# code -> (key, text); a configuration gets the first that applies, 0 = feasible
+REASONS = (
+    ("feasible", "feasible"),
+    ("fallback", "heads or experts do not divide: a dimension falls back to replication"),
+    ("spans_slices", "EP group spans slices: expert traffic over the scale-out link, infeasible for prefill"),
+    ("weights", "does not fit: weights alone exceed usable HBM"),
+    ("budget", "does not fit: weights + temporaries + reserve + one sequence at the context exceed usable HBM"),
+    ("concurrency", "not enough sequences for --concurrency"),
+    ("tpot", "misses the TPOT target"),
+    ("unpriced", "no price in the hardware spec (--minimize cost)"),
+)
+
+
+def reason_codes(*, cols: dict[str, np.ndarray], concurrency: int, target_tpot_s: Optional[float],
+                 need_price: bool) -> np.ndarray:
+    n = cols["tp"].shape[0]
+    none = np.zeros(n, dtype=bool)
+    checks = [
+        cols["fallbacks"] > 0,
+        cols["spans_slices"],
+        cols["weights_bytes"] > cols["usable"],
+        cols["room_bytes"] < cols["sequence_bytes"],
+        cols["max_sequences"] < concurrency,
+        cols["tpot_s"] > target_tpot_s if target_tpot_s is not None else none,
+        np.isnan(cols["price"]) if need_price else none,
+    ]
+    return np.select(checks, np.arange(1, len(checks) + 1), default=0)
+
+
+def _best(values: np.ndarray, family: np.ndarray, mask: np.ndarray, size: int, fn) -> np.ndarray:
+    out = np.full(size, np.nan)
+    idx = np.flatnonzero(mask)
+    if idx.size:
+        init = np.full(size, np.inf if fn is np.minimum else -np.inf)
+        fn.at(init, family[idx], values[idx].astype(float))
+        out = np.where(np.isfinite(init), init, np.nan)
+    return out
+
+
+def families(*, space: Space, cols: dict[str, np.ndarray], codes: np.ndarray, kinds: dict[str, np.ndarray],
+             concurrency: int, target_tpot_s: Optional[float]) -> list[dict]:
+    """One account per (hardware, stack): configurations, feasible ones, reasons with counts, and
+    how close the family came on the check that stopped it."""
+    size = len(space.hardware) * len(space.stacks)
+    fam = cols["family"]
+    counts = np.bincount(fam * len(REASONS) + codes, minlength=size * len(REASONS)).reshape(size, len(REASONS))
+    # the closest each family came on the check that stopped it
+    weights_min = _best(cols["weights_bytes"] / cols["usable"], fam, codes == 3, size, np.minimum)
+    room_best = _best((cols["room_bytes"] - cols["sequence_bytes"]) / GiB, fam, codes == 4, size, np.maximum)
+    seqs_best = _best(cols["max_sequences"], fam, codes == 5, size, np.maximum)
+    tpot_best = _best(cols["tpot_s"] * 1e3, fam, codes == 6, size, np.minimum)
+    out = []
+    for f in range(size):
+        hw, stack = space.family(f)
+        total = int(counts[f].sum())
+        if total == 0 and f not in space.skipped:
+            continue  # not a family of this search (platform mismatch under the default stacks)
+        reasons = {REASONS[r][0]: int(counts[f, r]) for r in range(1, len(REASONS)) if counts[f, r]}
+        detail = []
+        if f in space.skipped:
+            detail.append(space.skipped[f])
+        if "fallback" in reasons:
+            mine = fam == f
+            detail.append("fallbacks: " + ", ".join(sorted(k for k, m in kinds.items() if (m & mine).any())))
+        if "weights" in reasons:
+            detail.append(f"weights alone: at best {weights_min[f]:.0%} of usable HBM a device")
+        if "budget" in reasons:
+            detail.append(f"one sequence at the context: short by {-room_best[f]:.2f} GiB a device at best")
+        if "concurrency" in reasons:
+            detail.append(f"at most {int(seqs_best[f])} sequences where {concurrency} are needed")
+        if "tpot" in reasons and target_tpot_s is not None:
+            detail.append(f"best TPOT {tpot_best[f]:.2f} ms against a target of {target_tpot_s * 1e3:g} ms")
+        out.append({"hardware": hw, "stack": stack, "configurations": total, "feasible": int(counts[f, 0]),
+                    "reasons": {REASONS[0][0]: int(counts[f, 0]), **reasons} if counts[f, 0] else reasons,
+                    "detail": detail})
+    return out
+
+
+def reason_texts() -> dict[str, str]:
+    return {k: v for k, v in REASONS}

@@ -1,0 +1,138 @@
+"""plan(): check the request, build the space, evaluate it, rank the feasible configurations."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_TOKENS, check_workload
+from k3plan.errors import K3PlanError
+from k3plan.hardware import list_hardware, load_hardware
+from k3plan.models import load_model
+from k3plan.plan.evaluate import evaluate
+from k3plan.plan.reasons import families, reason_codes, reason_texts
+from k3plan.plan.rows import row
+from k3plan.plan.space import build_space
+from k3plan.roofline.bounds import Efficiency
+from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
+
+OBJECTIVES = {"chips": "minimize chips", "cost": "minimize cost (USD an hour)",
+              "tokens-per-chip": "maximize tokens/s a chip"}
+DEFAULT_MAX_CHIPS = 1024
+CONFIGURATION = ("a configuration = (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk); "
+                 "dp = devices / tp, ep = tp or all devices")
+
+
+class PlanResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    workload: dict[str, Any]
+    objective: str
+    search: dict[str, Any]
+    configuration: str
+    configurations: int
+    feasible: int
+    evaluate_s: float
+    recommended: Optional[dict[str, Any]]
+    ranked: list[dict[str, Any]]
+    families: list[dict[str, Any]]
+    rejected_families: list[dict[str, Any]]
+    reasons: dict[str, str]
+    assumptions: list[str]
+
+
+def check_inputs(*, concurrency: int, max_chips: int, objective: str, target_tpot_ms: Optional[float],
+                 top: int, context: int) -> None:
+    if not 1 <= concurrency <= MAX_TOKENS:
+        raise K3PlanError(f"--concurrency {concurrency}: expected a positive integer of at most {MAX_TOKENS:,}")
+    if max_chips < 1:
+        raise K3PlanError(f"--max-chips {max_chips}: expected a positive integer")
+    if objective not in OBJECTIVES:
+        raise K3PlanError(f"objective {objective!r}: expected --minimize chips|cost or --maximize tokens-per-chip")
+    if target_tpot_ms is not None and not (math.isfinite(target_tpot_ms) and target_tpot_ms > 0):
+        raise K3PlanError(f"--target-tpot-ms {target_tpot_ms}: expected a positive number of milliseconds")
+    if top < 1:
+        raise K3PlanError(f"--top {top}: expected a positive integer")
+    check_workload(context_tokens=context, batch=1, prefill_chunk_tokens=None)
+
+
+def _kv_list(kv_dtypes: Optional[Sequence[str]]) -> list[Optional[str]]:
+    if not kv_dtypes:
+        return [None]
+    if list(kv_dtypes) == ["all"]:
+        return list(KV_DTYPES)
+    for k in kv_dtypes:
+        if k not in (*KV_DTYPES, "stack"):
+            raise K3PlanError(f"--kv-dtypes {k!r}: expected 'stack', 'all' or some of {', '.join(KV_DTYPES)}")
+    return list(dict.fromkeys(None if k == "stack" else k for k in kv_dtypes))
+
+
+def _chunks(chunks: Optional[Sequence[int]], context: int) -> list[int]:
+    if not chunks:
+        return [min(DEFAULT_PREFILL_CHUNK_TOKENS, context)]  # as fit does when --chunk is not given
+    for c in chunks:
+        if not 1 <= c <= MAX_TOKENS:
+            raise K3PlanError(f"--chunks {c}: expected a positive integer of at most {MAX_TOKENS:,}")
+    return sorted(set(int(c) for c in chunks))
+
+
+def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.ndarray:
+    """Feasible configurations, best first: the objective, then the tie-breaks, most significant first."""
+    c = {k: cols[k][idx] for k in ("chips", "tpot_s", "cost_per_hour", "tokens_per_s_per_chip", "free_bytes",
+                                   "chunk", "hw")}
+    keys = {"chips": [c["chips"], c["tpot_s"]], "cost": [c["cost_per_hour"], c["tpot_s"]],
+            "tokens-per-chip": [-c["tokens_per_s_per_chip"], c["chips"]]}[objective]
+    keys += [-c["free_bytes"], -c["chunk"], c["hw"]]
+    return idx[np.lexsort(keys[::-1])]  # lexsort: the last key is the primary one
+
+
+def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, stacks: Optional[Sequence[str]] = None,
+         max_chips: int = DEFAULT_MAX_CHIPS, context: int = 131072, concurrency: int = 1,
+         target_tpot_ms: Optional[float] = None, objective: str = "chips", kv_dtypes: Optional[Sequence[str]] = None,
+         chunks: Optional[Sequence[int]] = None, top: int = 10, eff: Optional[Efficiency] = None) -> PlanResult:
+    check_inputs(concurrency=concurrency, max_chips=max_chips, objective=objective, target_tpot_ms=target_tpot_ms,
+                 top=top, context=context)
+    eff = eff or Efficiency()
+    m = load_model(model)
+    hws = [load_hardware(h) for h in (hardware or list_hardware())]
+    if len({h.name for h in hws}) < len(hws):
+        raise K3PlanError("--hardware: a hardware is listed twice")
+    sts = [load_stack(s) for s in (stacks or list_stacks())]
+    kvs, chunk_list = _kv_list(kv_dtypes), _chunks(chunks, context)
+    need_price = objective == "cost"
+    if need_price and all(h.price_usd_per_chip_hour is None for h in hws):
+        raise K3PlanError("--minimize cost: none of the hardware searched has a price "
+                          f"({', '.join(h.name for h in hws)}); priced: "
+                          + (", ".join(n for n in list_hardware() if load_hardware(n).price_usd_per_chip_hour) or "none"))
+    start = time.perf_counter()
+    space = build_space(hardware=hws, stacks=sts, kv_dtypes=kvs, chunks=chunk_list, max_chips=max_chips,
+                        stacks_given=bool(stacks))
+    cols, kinds = evaluate(space=space, model=m, context=context, batch=concurrency, eff=eff)
+    target_s = None if target_tpot_ms is None else target_tpot_ms / 1e3
+    codes = reason_codes(cols=cols, concurrency=concurrency, target_tpot_s=target_s, need_price=need_price)
+    ranked = _order(cols, np.flatnonzero(codes == 0), objective)
+    fams = families(space=space, cols=cols, codes=codes, kinds=kinds, concurrency=concurrency, target_tpot_s=target_s)
+    elapsed = time.perf_counter() - start
+    rows = [row(space=space, cols=cols, i=int(i), rank=r + 1) for r, i in enumerate(ranked[:top])]
+    return PlanResult(
+        model=m.name, workload={"context_tokens": context, "concurrency": concurrency, "target_tpot_ms": target_tpot_ms},
+        objective=objective,
+        search={"hardware": [h.name for h in hws], "stacks": [s.name for s in sts],
+                "kv_dtypes": [k or "stack" for k in kvs], "chunks": chunk_list, "max_chips": max_chips},
+        configuration=CONFIGURATION, configurations=space.size, feasible=int(ranked.size), evaluate_s=elapsed,
+        recommended=rows[0] if rows else None, ranked=rows, families=fams,
+        rejected_families=[f for f in fams if f["feasible"] == 0], reasons=reason_texts(),
+        assumptions=[
+            f"decode batch = --concurrency ({concurrency}) sequences at --context {context:,} tokens; TPOT from "
+            f"the decode roofline at {eff.bw_efficiency:.0%} HBM bandwidth, {eff.mfu:.0%} MFU ({eff.compute_dtype}), "
+            "collective latencies from the hardware specs",
+            "memory: fit's per-device terms (analytic temporaries, the stack's reserve); a configuration must hold "
+            "--concurrency sequences",
+            "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
+        ],
+    )

@@ -1,0 +1,90 @@
+"""The search space as columns: one entry per configuration, no object per configuration.
+
+A configuration is (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk), with
+dp = devices / tp and ep either the TP group (ep = tp) or every device (ep = devices), as
+``sharding.mesh.make_mesh`` accepts. Python loops run over hardware and topologies (~150), the
+rest is numpy repeat/tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
+from k3plan.sharding.stack import Stack
+
+
+@dataclass(frozen=True)
+class Space:
+    hardware: list[HardwareSpec]
+    stacks: list[Stack]  # base stacks: a family is (hardware, stack)
+    kv_dtypes: list[Optional[str]]  # None: the stack's own
+    variants: list[Stack]  # stack x KV dtype, index = stack * len(kv_dtypes) + kv
+    topologies: list[Topology]
+    cols: dict[str, np.ndarray]  # hw, topo, tp, dp, ep, ep_all, stack, variant, chunk, family
+    skipped: dict[int, str] = field(default_factory=dict)  # family -> why it has no configurations
+
+    @property
+    def size(self) -> int:
+        return int(self.cols["tp"].shape[0])
+
+    def family(self, index: int) -> tuple[str, str]:
+        return self.hardware[index // len(self.stacks)].name, self.stacks[index % len(self.stacks)].name
+
+
+def splits(devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tp, ep_all) of every valid split of ``devices``: tp | devices, ep in {tp, devices}."""
+    d = np.arange(1, devices + 1, dtype=np.int64)
+    tp = d[devices % d == 0]
+    inner = tp[tp < devices]  # ep = tp differs from ep = devices only while dp > 1
+    return np.concatenate([tp, inner]), np.concatenate([np.ones(tp.shape, bool), np.zeros(inner.shape, bool)])
+
+
+def build_space(*, hardware: list[HardwareSpec], stacks: list[Stack], kv_dtypes: list[Optional[str]],
+                chunks: list[int], max_chips: int, stacks_given: bool) -> Space:
+    variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
+    topologies: list[Topology] = []
+    parts: list[dict[str, np.ndarray]] = []
+    skipped: dict[int, str] = {}
+    nk, nc = len(kv_dtypes), len(chunks)
+    for h, hw in enumerate(hardware):
+        allowed = [i for i, s in enumerate(stacks) if s.platform in ("any", hw.kind)]
+        for i, s in enumerate(stacks):
+            if i not in allowed and stacks_given:
+                skipped[h * len(stacks) + i] = f"stack {s.name} is for {s.platform}s; {hw.name} is a {hw.kind}"
+        topos = topologies_up_to(hw, max_chips)
+        if not topos:
+            for i in allowed:
+                skipped[h * len(stacks) + i] = (f"no standard {hw.name} topology has at most {max_chips} chips "
+                                                f"(smallest: {hw.standard_topologies[0]})")
+            continue
+        if not allowed:
+            continue
+        base_topo, base_tp, base_all = [], [], []
+        for topo in topos:
+            tp, ep_all = splits(topo.devices)
+            base_topo.append(np.full(tp.shape, len(topologies)))
+            base_tp.append(tp)
+            base_all.append(ep_all)
+            topologies.append(topo)
+        topo_i, tp, ep_all = (np.concatenate(x) for x in (base_topo, base_tp, base_all))
+        stack_i = np.repeat(np.array(allowed), nk * nc)
+        kv_i = np.tile(np.repeat(np.arange(nk), nc), len(allowed))
+        chunk = np.tile(np.array(chunks, dtype=np.int64), len(allowed) * nk)
+        m = stack_i.shape[0]
+        b = tp.shape[0]
+        devices = np.array([t.devices for t in topologies])[topo_i]
+        part = {"topo": np.repeat(topo_i, m), "tp": np.repeat(tp, m), "ep_all": np.repeat(ep_all, m),
+                "dp": np.repeat(devices // tp, m), "stack": np.tile(stack_i, b),
+                "variant": np.tile(stack_i * nk + kv_i, b), "chunk": np.tile(chunk, b)}
+        part["ep"] = np.where(part["ep_all"], part["tp"] * part["dp"], part["tp"])
+        part["hw"] = np.full(b * m, h)
+        part["family"] = h * len(stacks) + part["stack"]
+        parts.append(part)
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {
+        k: np.zeros(0, dtype=np.int64) for k in ("topo", "tp", "ep_all", "dp", "stack", "variant", "chunk", "ep", "hw", "family")}
+    return Space(hardware=hardware, stacks=stacks, kv_dtypes=kv_dtypes, variants=variants,
+                 topologies=topologies, cols=cols, skipped=skipped)
