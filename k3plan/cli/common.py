@@ -48,7 +48,7 @@ def print_json(obj: Any) -> None:
 HardwareOpt = Annotated[str, typer.Option("--hardware", "-H", help="Bundled hardware name (k3plan hardware list) or a spec YAML path.")]
 TopologyOpt = Annotated[
     Optional[str],
-    typer.Option("--topology", "-t", help="Chip grid (TPU '2x2x4', multi-slice '2*2x2x4') or GPUs ('8', '2x8'). Default: the smallest standard topology whose HBM holds the weights."),
+    typer.Option("--topology", "-t", help="Chip grid (TPU '2x2x4', multi-slice '2*2x2x4') or GPUs ('8', '2x8'). Default: the smallest standard topology whose weights and reserve leave room."),
 ]
 TpOpt = Annotated[Optional[int], typer.Option("--tp", help="Tensor parallel size (attention heads, dense widths). Default: from the stack (vllm-tpu: all devices / dp).")]
 EpOpt = Annotated[Optional[int], typer.Option("--ep", help="Expert parallel size: the TP group or all devices (default).")]
@@ -68,3 +68,34 @@ def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, s
 
     return make_setup(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+
+
+_SETUP_OPTIONS = (
+    ("model", ModelOpt, "kimi-k3"), ("hardware", HardwareOpt, "tpu-v7x"), ("topology", TopologyOpt, None),
+    ("tp", TpOpt, None), ("ep", EpOpt, None), ("dp", DpOpt, None), ("stack", StackOpt, "vllm-tpu"),
+    ("kv_dtype", KvDtypeOpt, None), ("shardspecs", ShardspecsOpt, None),
+)
+
+
+def with_setup_options(fn):
+    """Give a command the options every planning command shares (model, hardware, topology, tp,
+    ep, dp, stack, kv dtype, shardspecs) without repeating them: ``fn`` takes ``setup_options``
+    (a dict for ``setup_from``) plus its own options, and typer sees them all."""
+    import functools
+    import inspect
+
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "setup_options"]
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+              for name, annotation, default in _SETUP_OPTIONS]
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        options = {name: kwargs.pop(name) for name, _, _ in _SETUP_OPTIONS}
+        return fn(setup_options=options, **kwargs)
+
+    params = shared + own
+    wrapper.__signature__ = inspect.Signature(params)
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
+    return wrapper

@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import (
-    BatchOpt, CalibrationOpt, ContextOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, ShardspecsOpt,
-    StackOpt, TopologyOpt, TpOpt, console, print_json, setup_from,
+    BatchOpt, CalibrationOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
 )
 
 
@@ -27,20 +26,13 @@ def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
     return values
 
 
+@with_setup_options
 def command(
-    model: ModelOpt = "kimi-k3",
-    hardware: HardwareOpt = "tpu-v7x",
-    topology: TopologyOpt = None,
-    tp: TpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    stack: StackOpt = "vllm-tpu",
+    setup_options: dict,
     context: ContextOpt = 131072,
     batch: BatchOpt = 1,
     chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
-    kv_dtype: KvDtypeOpt = None,
     calibration: CalibrationOpt = None,
-    shardspecs: ShardspecsOpt = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -59,8 +51,7 @@ def command(
     from k3plan.budget.fit import check_workload
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=None)
-    setup = setup_from(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
-                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    setup = setup_from(**setup_options)
     cal = load_calibration(str(calibration)) if calibration else None
     warnings: list[str] = []
     if cal is not None:  # a calibration measured for another stack/TP/topology: say so, as `fit` does

@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 from k3plan.cli.common import (
-    BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt,
-    ShardspecsOpt, StackOpt, TopologyOpt, TpOpt, console, print_json, setup_from,
+    BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
 )
 
 
+@with_setup_options
 def command(
-    model: ModelOpt = "kimi-k3",
-    hardware: HardwareOpt = "tpu-v7x",
-    topology: TopologyOpt = None,
-    tp: TpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    stack: StackOpt = "vllm-tpu",
+    setup_options: dict,
     context: ContextOpt = 131072,
     batch: BatchOpt = 1,
     chunk: ChunkOpt = None,
-    kv_dtype: KvDtypeOpt = None,
     calibration: CalibrationOpt = None,
-    shardspecs: ShardspecsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
@@ -29,11 +21,10 @@ def command(
 
     \b
     Examples:
-      k3plan fit --topology 2x2x4 --tp 32                     K3 on a v7x 2x2x4 slice
-      k3plan fit -t 2x2x2 --tp 16 --context 1048576           1M context on 8 chips
+      k3plan fit --topology 2x2x4 --tp 32
+      k3plan fit -t 2x2x2 --tp 16 --context 1048576
       k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8_ds_mla
-      k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 \\
-          --calibration ../shared/data/calibration/k3-tpu7x-2x2x4-tp32-jax-native.yaml
+      k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
     """
     import typer
 
@@ -41,8 +32,7 @@ def command(
     from k3plan.budget.fit import check_workload, fit
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
-    setup = setup_from(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
-                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    setup = setup_from(**setup_options)
     cal = load_calibration(str(calibration)) if calibration else None
     result = fit(setup, workload, calibration=cal)
     if json_out:

@@ -7,22 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import (
-    ChunkOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, ShardspecsOpt, StackOpt, TopologyOpt, TpOpt,
-    console, print_json, setup_from,
-)
+from k3plan.cli.common import ChunkOpt, JsonOpt, console, print_json, setup_from, with_setup_options
 
 ProbesOpt = Annotated[Optional[Path], typer.Option("--probes", help="Folder of probe records (k3plan probe): the newest one matching the hardware's device kind sets the per-call collective latency.")]
 
 
+@with_setup_options
 def command(
-    model: ModelOpt = "kimi-k3",
-    hardware: HardwareOpt = "tpu-v7x",
-    topology: TopologyOpt = None,
-    tp: TpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    stack: StackOpt = "vllm-tpu",
+    setup_options: dict,
     batch: Annotated[int, typer.Option("--batch", "-b", help="Decode batch (sequences a step).")] = 1,
     context: Annotated[int, typer.Option("--context", "-c", help="Context tokens a sequence during decode; also the prompt length for time to first token.")] = 4096,
     chunk: ChunkOpt = None,
@@ -31,8 +23,6 @@ def command(
     dtype: Annotated[str, typer.Option("--dtype", help="Matmul dtype for the compute roof: bf16 or fp8.")] = "bf16",
     probes: ProbesOpt = None,
     router_histogram: Annotated[Optional[Path], typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing.")] = None,
-    kv_dtype: KvDtypeOpt = None,
-    shardspecs: ShardspecsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds.
@@ -50,8 +40,7 @@ def command(
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
-    setup = setup_from(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
-                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    setup = setup_from(**setup_options)
     setup.hardware.flops_per_s_per_device(dtype)  # unknown dtype: one-line error now
     hist = None
     if router_histogram:
