@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "curve": "curve",
     "plan": "plan",
     "probe": "probe",
+    "validate": "validate",
     "check": "check",
     "report": "report",
 }

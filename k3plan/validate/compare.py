@@ -3,7 +3,8 @@
 Each term carries its delta and the named reasons that explain it; ``unexplained_bytes`` is what
 is left. On CPU the argument, output and alias sizes are exact, so weights and cache must match to
 the byte once the named reasons are taken out. On TPU the compiler's layout padding (tiling) is
-the one extra reason allowed, and it is shown. Temp is compared but never required to match: the
+the one extra reason allowed; it is computed from the compiled entry layout (k3plan.validate.layouts),
+not taken as a remainder, so a real difference still shows as unexplained. Temp is compared but never required to match: the
 CPU backend's temp is not representative of a TPU's, and the budget's temp is a model.
 """
 
@@ -68,25 +69,28 @@ class Accounting:
     abstract_inputs: int
     platform: str  # cpu | tpu
     weight_notes: tuple[str, ...] = field(default_factory=tuple)
+    # layout padding per group (weights, cache, inputs) read from the compiled entry layouts
+    padding: Optional[dict[str, int]] = None
 
 
-def _layout_padding(platform: str, residual: int, what: str) -> tuple[Reason, ...]:
-    if platform == "tpu" and residual >= 0 and residual:
-        return (Reason(f"TPU layout padding of the {what} (compiler tiling)", residual),)
-    return ()
+def _layout_padding(acc: Accounting, group: str, what: str) -> tuple[Reason, ...]:
+    if acc.padding is None or not acc.padding.get(group):
+        return ()
+    return (Reason(f"{acc.platform.upper()} layout padding of the {what} (tiles in the compiled entry layout)",
+                   acc.padding[group]),)
 
 
 def compare(*, acc: Accounting, argument: Optional[int], alias: Optional[int], output: Optional[int],
             temp: Optional[int]) -> list[Term]:
     terms: list[Term] = []
-    # weights: arguments minus the donated (aliased) cache minus the step inputs
-    compiled_w = None if argument is None or alias is None else argument - alias - acc.abstract_inputs
+    # weights: arguments minus the donated (aliased) cache minus the step inputs (as laid out)
+    inputs = acc.abstract_inputs + ((acc.padding or {}).get("inputs") or 0)
+    compiled_w = None if argument is None or alias is None else argument - alias - inputs
     w_reasons = []
     if acc.abstract_weights != acc.budget_weights:
         w_reasons.append(Reason("abstract arrays vs the budget's per-tensor bytes (shards that do not divide: "
                                 + "; ".join(acc.weight_notes) + ")", acc.abstract_weights - acc.budget_weights))
-    if compiled_w is not None:
-        w_reasons += _layout_padding(acc.platform, compiled_w - acc.abstract_weights, "weights and step inputs")
+    w_reasons += _layout_padding(acc, "weights", "weights")
     terms.append(Term("weights", acc.budget_weights, compiled_w, tuple(w_reasons),
                       "compiled = arguments - alias (the donated cache) - step inputs"))
     # cache: the donated cache is exactly the aliased bytes
@@ -98,13 +102,13 @@ def compare(*, acc: Accounting, argument: Optional[int], alias: Optional[int], o
     c_reasons_base = acc.budget_kv + acc.budget_state_unpadded
     if acc.abstract_cache != c_reasons_base:
         c_reasons.append(Reason("abstract cache arrays vs the budget's dense cache", acc.abstract_cache - c_reasons_base))
-    if alias is not None:
-        c_reasons += _layout_padding(acc.platform, alias - acc.abstract_cache, "cache")
+    c_reasons += _layout_padding(acc, "cache", "cache")
     terms.append(Term("cache (KV + KDA state)", acc.budget_kv + acc.budget_state, alias, tuple(c_reasons),
                       "compiled = alias_size (the cache is donated and returned)"))
-    terms.append(Term("step inputs", 0, acc.abstract_inputs,
-                      (Reason("token ids and positions: inputs of the step, not a budget term", acc.abstract_inputs),),
-                      "from the abstract arrays"))
+    terms.append(Term("step inputs", 0, inputs,
+                      (Reason("token ids and positions: inputs of the step, not a budget term", acc.abstract_inputs),
+                       *_layout_padding(acc, "inputs", "step inputs")),
+                      "from the abstract arrays and the entry layout"))
     arg_reasons = tuple(r for t in terms for r in t.reasons)
     terms.append(Term("arguments", acc.budget_weights + acc.budget_kv + acc.budget_state, argument, arg_reasons,
                       "argument_size_in_bytes = weights + cache + step inputs"))

@@ -5,6 +5,7 @@ Call ``prepare_target`` before anything imports jax (it sets XLA_FLAGS for fake 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, jo
     from k3plan.validate.compare import Accounting, compare, unexplained
     from k3plan.validate.compile import compile_step
     from k3plan.validate.hlo_census import census
+    from k3plan.validate.layouts import padding_by_group
     from k3plan.validate.steps import jitted
 
     layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
@@ -81,6 +83,12 @@ def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, jo
     fn, args = jitted(job.stage, setup, ab, inputs)
     res = compile_step(fn, args)
     st = res.stats
+    if res.hlo_text:
+        import jax
+
+        counts = {"weights": len(jax.tree.leaves(ab.params)), "cache": len(jax.tree.leaves(ab.cache)),
+                  "inputs": len(jax.tree.leaves(inputs))}
+        acc = dataclasses.replace(acc, padding=padding_by_group(res.hlo_text, counts))
     out = {"stage": job.stage, "label": job.label, "tokens": job.tokens, "batch": job.batch, "context": job.context,
            "cache_capacity_tokens": capacity, "lower_s": round(res.lower_s, 3), "compile_s": round(res.compile_s, 3),
            "budget": {"weights_bytes": pd["weights_bytes"], "kv_bytes": pd["kv_bytes"], "state_bytes": pd["state_bytes"],

@@ -1,0 +1,98 @@
+"""`k3plan validate`: compile the planned model (abstract arrays, AOT) and compare with the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from k3plan.cli.common import (
+    BatchOpt, ContextOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, ShardspecsOpt, StackOpt,
+    TopologyOpt, TpOpt, console, err_console, print_json, setup_from,
+)
+from k3plan.errors import K3PlanError
+
+TargetOpt = Annotated[str, typer.Option("--target", help="cpu (fake CPU devices) or a TPU topology for a deviceless compile: tpu7x:2x2x4, v6e:4x4, v5p:2x2x2.")]
+StageOpt = Annotated[str, typer.Option("--stage", help="prefill, decode or both.")]
+TokensOpt = Annotated[str, typer.Option("--tokens", help="Prefill chunk tokens; a comma list sweeps (4096,16384,32768).")]
+LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Keep only the first N layers (a scaled run).")]
+UnrollOpt = Annotated[bool, typer.Option("--unroll", help="Unroll every layer instead of a scan over the repeating block.")]
+SaveCalOpt = Annotated[Optional[Path], typer.Option("--save-calibration", help="Write the measured temps as a calibration YAML for fit --calibration.", dir_okay=False)]
+
+
+def _tokens(text: str) -> list[int]:
+    try:
+        out = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise K3PlanError(f"--tokens {text!r}: expected whole numbers separated by commas, e.g. 4096,16384") from None
+    if not out:
+        raise K3PlanError("--tokens: expected at least one token count")
+    return out
+
+
+def _hardware_topology(target, hardware: Optional[str], topology: Optional[str]) -> tuple[str, Optional[str]]:
+    if target.platform != "tpu":
+        return hardware or "tpu-v7x", topology
+    if hardware and hardware != target.hardware:
+        raise K3PlanError(f"--target {target.name} is a {target.hardware} slice but --hardware is {hardware}")
+    if topology and topology.lower() != target.topology:
+        raise K3PlanError(f"--target {target.name} is the {target.topology} grid but --topology is {topology}")
+    return target.hardware, target.topology
+
+
+def command(
+    model: ModelOpt = "kimi-k3",
+    hardware: HardwareOpt = None,
+    topology: TopologyOpt = None,
+    tp: TpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    stack: StackOpt = "vllm-tpu",
+    kv_dtype: KvDtypeOpt = None,
+    shardspecs: ShardspecsOpt = None,
+    target: TargetOpt = "cpu",
+    stage: StageOpt = "both",
+    tokens: TokensOpt = "4096",
+    batch: BatchOpt = 1,
+    context: ContextOpt = 8192,
+    layers: LayersOpt = None,
+    unroll: UnrollOpt = False,
+    save_calibration: SaveCalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compile the planned model for the target and compare every memory term with the budget.
+    Nothing is allocated: parameters, cache and inputs are abstract arrays with the plan's
+    shardings. Exit 0 if it fits, 1 if the compiled configuration exceeds HBM, 2 on bad input.
+
+    \b
+    Examples:
+      k3plan validate -t 2x2x4 --tp 32 --layers 8               K3 scaled to 8 layers, 32 CPU devices
+      k3plan validate --target tpu7x:2x2x4 --tp 32 --stage decode --batch 32 --context 8192
+      k3plan validate --target tpu7x:2x2x4 --tp 32 --stage prefill --tokens 4096,16384,32768 \\
+          --save-calibration k3-v7x.yaml
+    """
+    from k3plan.validate.run import plan_jobs, prepare_target, validate
+    from k3plan.validate.targets import parse_target
+
+    tgt = parse_target(target)
+    hw, topo = _hardware_topology(tgt, hardware, topology)
+    setup = setup_from(model=model, hardware=hw, topology=topo, tp=tp, ep=ep, dp=dp, stack=stack,
+                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    jobs = plan_jobs(setup=setup, stage=stage, tokens=_tokens(tokens), batch=batch, context=context)
+    prepare_target(tgt, setup)  # before jax is imported
+    from k3plan.validate.render import progress_callback, render_validation
+
+    with progress_callback(err_console, total=len(jobs), enabled=len(jobs) > 1) as on_job:
+        result = validate(setup=setup, target=tgt, jobs=jobs, layers=layers, unroll=unroll, on_job=on_job)
+    if save_calibration:
+        from k3plan.validate.calibration_out import calibration_dict, write_calibration
+
+        write_calibration(save_calibration, calibration_dict(result, usable_bytes=setup.hardware.usable_bytes_per_device))
+        result["calibration_file"] = str(save_calibration)
+    if json_out:
+        print_json(result)
+    else:
+        render_validation(result, console)
+    if not result["fits"]:
+        raise typer.Exit(1)

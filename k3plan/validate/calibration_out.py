@@ -1,0 +1,73 @@
+"""Write a validation sweep as a calibration file that ``fit --calibration`` reads.
+
+Format: k3plan/budget/calibration.py (model, hardware, topology, tp, ep, dp, stack, backend,
+device_kind, jax_version, libtpu_version, date, source, available_hbm_gib, argument_gib,
+prefill [{tokens, temp_gib, fits}], decode [{context, temp_gib, batch, fits}], notes). Sizes per
+device in GiB. A point the compiler refused is written with fits: false and the temp it asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from k3plan.errors import K3PlanError
+
+GIB = 2**30
+
+
+def _temp_gib(r: dict) -> Optional[float]:
+    if r.get("oom"):
+        need = r["oom"].get("required_bytes")
+        return round(need / GIB, 4) if need is not None else None
+    mem = r.get("memory") or {}
+    return None if mem.get("temp_bytes") is None else round(mem["temp_bytes"] / GIB, 4)
+
+
+def _weights_gib(results: list[dict]) -> Optional[float]:
+    for r in results:
+        for t in r.get("terms") or []:
+            if t["name"] == "weights" and t["compiled_bytes"] is not None:
+                return round(t["compiled_bytes"] / GIB, 4)
+    return None
+
+
+def calibration_dict(result: dict, *, usable_bytes: int) -> dict:
+    env = result["environment"]
+    results = result["results"]
+    available = next((r["oom"]["available_bytes"] for r in results if r.get("oom") and r["oom"].get("available_bytes")), usable_bytes)
+    prefill, decode = [], []
+    for r in results:
+        temp = _temp_gib(r)
+        if temp is None:
+            continue
+        if r["stage"] == "prefill":
+            prefill.append({"tokens": r["tokens"], "temp_gib": temp, "fits": bool(r["fits"])})
+        else:
+            decode.append({"context": r["context"], "temp_gib": temp, "batch": r["batch"], "fits": bool(r["fits"])})
+    if not prefill and not decode:
+        raise K3PlanError("--save-calibration: no compiled point to write (memory_analysis() gave no temp)")
+    notes = [f"k3plan validate --target {env['target']}: {result['layer_plan']}", *result["notes"]]
+    if env["backend"] == "cpu":
+        notes.insert(0, "CPU backend compile: temp is not representative of TPU")
+    return {
+        "model": result["model"], "hardware": result["hardware"], "topology": result["topology"],
+        "tp": result["parallel"]["tp"], "ep": result["parallel"]["ep"], "dp": result["parallel"]["dp"],
+        "stack": result["stack"], "backend": env["backend"], "device_kind": env["devices"]["device_kind"],
+        "jax_version": env["jax_version"], "libtpu_version": env["libtpu_version"], "date": env["date"],
+        "source": f"k3plan validate ({'deviceless TPU compile' if env['backend'] == 'tpu' else 'fake CPU devices'}), "
+                  f"{result['layers']} layers",
+        "available_hbm_gib": round(available / GIB, 4), "argument_gib": _weights_gib(results),
+        "prefill": prefill, "decode": decode, "notes": notes,
+    }
+
+
+def write_calibration(path: Path, data: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# written by k3plan validate; sizes per device, GiB = 2^30 B\n"
+                        + yaml.safe_dump(data, sort_keys=False, width=110))
+    except OSError as err:
+        raise K3PlanError(f"--save-calibration {path}: cannot write: {err}") from None

@@ -1,0 +1,98 @@
+"""Terminal output of `k3plan validate`: predicted vs compiled, the census, the verdict (jax-free)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+GIB = 2**30
+
+
+def _b(n: Optional[int]) -> str:
+    if n is None:
+        return "-"
+    if abs(n) >= 2**20:
+        return f"{n / GIB:,.4f} GiB"
+    return f"{n:,} B"
+
+
+def _pct(p: Optional[float]) -> str:
+    return "-" if p is None else f"{p:+.3f}%"
+
+
+@contextmanager
+def progress_callback(console: Console, *, total: int, enabled: bool) -> Iterator:
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("compiling", total=total)
+
+        def on_job(job, result):
+            if result is None:
+                progress.update(task, description=f"compiling {job.label}")
+            else:
+                progress.advance(task)
+        yield on_job
+
+
+def _terms_table(r: dict) -> Table:
+    t = Table(title=f"{r['label']}: compiled in {r['compile_s']:.1f} s (lowered in {r['lower_s']:.1f} s)",
+              title_justify="left")
+    for col in ("term", "predicted", "compiled", "delta", "delta %", "explained by"):
+        t.add_column(col, justify="right" if col in ("predicted", "compiled", "delta", "delta %") else "left")
+    for term in r["terms"]:
+        why = [f"{_b(x['bytes'])}: {x['why']}" for x in term["reasons"]]
+        if term["unexplained_bytes"]:
+            why.append(f"[bold red]UNEXPLAINED {_b(term['unexplained_bytes'])}[/]")
+        if term["note"]:
+            why.append(f"[dim]{term['note']}[/]")
+        t.add_row(term["name"], _b(term["predicted_bytes"]), _b(term["compiled_bytes"]), _b(term["delta_bytes"]),
+                  _pct(term["delta_pct"]), "\n".join(why))
+    return t
+
+
+def _census_table(c: dict) -> Table:
+    t = Table(title=f"HLO collectives ({c['while_loops']} while loop(s))", title_justify="left")
+    for col in ("op", "count", "bytes", "in a loop", "executed", "executed bytes"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    for op, s in sorted(c["ops"].items()):
+        t.add_row(op, str(s["count"]), _b(s["bytes"]), str(s["in_loop"]), str(s["executed"]), _b(s["executed_bytes"]))
+    if not c["ops"]:
+        t.add_row("(none)", "0", "-", "-", "-", "-")
+    return t
+
+
+def render_validation(result: dict, console: Console) -> None:
+    env = result["environment"]
+    par = result["parallel"]
+    console.print(f"[bold]{result['model']}[/] on {result['hardware']} {result['topology']} "
+                  f"(tp {par['tp']}, ep {par['ep']}, dp {par['dp']}), stack {result['stack']}, {result['layers']} layers: "
+                  f"{result['layer_plan']}")
+    lib = f", libtpu {env['libtpu_version']}" if env.get("libtpu_version") else ""
+    console.print(f"target {env['target']} ({env['devices']['count']} x {env['devices']['device_kind']}), "
+                  f"jax {env['jax_version']}{lib}, {env['date']}")
+    for r in result["results"]:
+        console.print()
+        if r.get("oom"):
+            o = r["oom"]
+            console.print(f"[bold red]{r['label']}: does not fit[/] — the compiler: {o['message']}")
+            console.print(f"  required {_b(o['required_bytes'])}, available {_b(o['available_bytes'])}; "
+                          f"budget weights {_b(r['budget']['weights_bytes'])}, temp model {_b(r['budget']['temp_bytes'])}")
+            continue
+        console.print(_terms_table(r))
+        if r.get("census"):
+            console.print(_census_table(r["census"]))
+        mark = "[green]fits[/]" if r["fits"] else "[bold red]does not fit[/]"
+        console.print(f"{mark}: {r['verdict']}")
+        if r.get("unexplained_bytes"):
+            console.print(f"[bold red]{r['unexplained_bytes']:,} bytes of argument/cache difference unexplained[/]")
+    for n in result["notes"]:
+        console.print(f"[dim]note: {n}[/]")
+    if result.get("calibration_file"):
+        console.print(f"calibration written to {result['calibration_file']}")
