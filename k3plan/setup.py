@@ -40,7 +40,7 @@ def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[
         topo = parse_topology(hw, text)
         if topo.devices * hw.usable_bytes_per_device < need:
             continue
-        t, d = default_split(stack, topo.devices, tp, dp)
+        t, d = default_split(stack, topo.devices, tp, dp, _heads(model))
         if t and topo.devices % t or d and topo.devices % d:
             continue
         mesh, _ = make_mesh(devices=topo.devices, tp=t, ep=ep, dp=d if d else (topo.devices // t if t else None))
@@ -51,14 +51,26 @@ def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[
     raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
 
 
-def default_split(stack: Stack, devices: int, tp: Optional[int], dp: Optional[int]) -> tuple[Optional[int], Optional[int]]:
-    if tp is None and dp is None:
-        d = stack.default_parallel
-        if d.dp == "all":
-            return (1 if d.tp == "all" else d.tp), None
-        dp = d.dp
-        tp = None if d.tp == "all" else d.tp
-    return tp, dp
+def default_split(stack: Stack, devices: int, tp: Optional[int], dp: Optional[int],
+                  heads: tuple[int, ...] = ()) -> tuple[Optional[int], Optional[int]]:
+    """The stack's default (tp, dp) when neither is given. ``tp: all`` means all devices, capped at
+    the largest TP that divides every head count (K3's 96 heads: 32 of 64 devices, dp 2), so the
+    default never silently replicates the attention."""
+    if tp is not None or dp is not None:
+        return tp, dp
+    d = stack.default_parallel
+    if d.dp == "all":
+        return (1 if d.tp == "all" else d.tp), None
+    if d.tp != "all":
+        return d.tp, d.dp
+    per_group = devices // d.dp if devices % d.dp == 0 else devices
+    tp = max(t for t in range(1, per_group + 1) if per_group % t == 0 and all(h % t == 0 for h in heads))
+    return tp, devices // tp
+
+
+def _heads(model: Model) -> tuple[int, ...]:
+    spec = model.spec
+    return (spec.mla.heads,) + ((spec.kda.heads,) if spec.kda is not None and spec.n_kda else ())
 
 
 def make_setup(
@@ -85,7 +97,10 @@ def make_setup(
         topo = parse_topology(hw, topology)
     if st.platform != "any" and st.platform != hw.kind:
         notes.append(f"stack {st.name} is meant for {st.platform}s, used here on {hw.name}")
-    tp, dp = default_split(st, topo.devices, tp, dp)
+    asked = (tp, dp)
+    tp, dp = default_split(st, topo.devices, tp, dp, _heads(m))
+    if asked == (None, None) and st.default_parallel.tp == "all" and tp and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < topo.devices:
+        notes.append(f"tp {tp}: the largest that divides the attention heads; the other devices form dp {topo.devices // tp} groups")
     if dp is None:
         if tp and topo.devices % tp:
             raise K3PlanError(f"--tp {tp} does not divide the {topo.devices} devices of {topo.text}")
