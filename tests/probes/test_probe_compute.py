@@ -107,7 +107,7 @@ def test_ragged_dot_scaled_down(run_probe_cli):
     (["matmul", "--dtype", "float64"], "--dtype"),
 ])
 def test_bad_probe_options_exit_2(cli, args, needle):
-    result = cli("probe", *args)
+    result = cli("probe", *args, "--no-write", "--timeout", "5")  # never write into the repo
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
