@@ -38,9 +38,11 @@ class K3Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except K3PlanError as err:
+            from rich.markup import escape
+
             from k3plan.cli.common import err_console
 
-            err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
             raise typer.Exit(err.exit_code) from None
 
     def list_commands(self, ctx):  # keep the order of COMMANDS in --help

@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import (
-    BatchOpt, ContextOpt, DpOpt, EpOpt, HardwareOpt, JsonOpt, KvDtypeOpt, ModelOpt, ShardspecsOpt, StackOpt,
-    TopologyOpt, TpOpt, console, err_console, print_json, setup_from,
+    BatchOpt, ContextOpt, JsonOpt, console, err_console, print_json, setup_from, with_setup_options,
 )
 from k3plan.errors import K3PlanError
+
+DEFAULT_HARDWARE = "tpu-v7x"  # the shared --hardware default (cli.common)
 
 TargetOpt = Annotated[str, typer.Option("--target", help="cpu (fake CPU devices) or a TPU topology for a deviceless compile: tpu7x:2x2x4, v6e:4x4, v5p:2x2x2.")]
 StageOpt = Annotated[str, typer.Option("--stage", help="prefill, decode or both.")]
@@ -31,26 +32,20 @@ def _tokens(text: str) -> list[int]:
     return out
 
 
-def _hardware_topology(target, hardware: Optional[str], topology: Optional[str]) -> tuple[str, Optional[str]]:
+def _hardware_topology(target, hardware: str, topology: Optional[str]) -> tuple[str, Optional[str]]:
+    """A TPU target fixes the hardware and the grid; --hardware/--topology may only agree with it."""
     if target.platform != "tpu":
-        return hardware or "tpu-v7x", topology
-    if hardware and hardware != target.hardware:
+        return hardware, topology
+    if hardware not in (target.hardware, DEFAULT_HARDWARE):
         raise K3PlanError(f"--target {target.name} is a {target.hardware} slice but --hardware is {hardware}")
     if topology and topology.lower() != target.topology:
         raise K3PlanError(f"--target {target.name} is the {target.topology} grid but --topology is {topology}")
     return target.hardware, target.topology
 
 
+@with_setup_options
 def command(
-    model: ModelOpt = "kimi-k3",
-    hardware: HardwareOpt = None,
-    topology: TopologyOpt = None,
-    tp: TpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    stack: StackOpt = "vllm-tpu",
-    kv_dtype: KvDtypeOpt = None,
-    shardspecs: ShardspecsOpt = None,
+    setup_options: dict,
     target: TargetOpt = "cpu",
     stage: StageOpt = "both",
     tokens: TokensOpt = "4096",
@@ -76,9 +71,9 @@ def command(
     from k3plan.validate.targets import parse_target
 
     tgt = parse_target(target)
-    hw, topo = _hardware_topology(tgt, hardware, topology)
-    setup = setup_from(model=model, hardware=hw, topology=topo, tp=tp, ep=ep, dp=dp, stack=stack,
-                       kv_dtype=kv_dtype, shardspecs=shardspecs)
+    opts = dict(setup_options)
+    opts["hardware"], opts["topology"] = _hardware_topology(tgt, opts["hardware"], opts["topology"])
+    setup = setup_from(**opts)
     jobs = plan_jobs(setup=setup, stage=stage, tokens=_tokens(tokens), batch=batch, context=context)
     prepare_target(tgt, setup)  # before jax is imported
     from k3plan.validate.render import progress_callback, render_validation

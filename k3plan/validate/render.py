@@ -42,19 +42,25 @@ def progress_callback(console: Console, *, total: int, enabled: bool) -> Iterato
 
 
 def _terms_table(r: dict) -> Table:
-    t = Table(title=f"{r['label']}: compiled in {r['compile_s']:.1f} s (lowered in {r['lower_s']:.1f} s)",
+    t = Table(title=f"{r['label']}: compiled in {r['compile_s']:.1f} s (lowered in {r['lower_s']:.1f} s), per device",
               title_justify="left")
-    for col in ("term", "predicted", "compiled", "delta", "delta %", "explained by"):
-        t.add_column(col, justify="right" if col in ("predicted", "compiled", "delta", "delta %") else "left")
+    for col in ("term", "predicted", "compiled", "delta", "delta %", "unexplained"):
+        t.add_column(col, justify="left" if col == "term" else "right")
     for term in r["terms"]:
-        why = [f"{_b(x['bytes'])}: {x['why']}" for x in term["reasons"]]
-        if term["unexplained_bytes"]:
-            why.append(f"[bold red]UNEXPLAINED {_b(term['unexplained_bytes'])}[/]")
-        if term["note"]:
-            why.append(f"[dim]{term['note']}[/]")
+        u = term["unexplained_bytes"]
         t.add_row(term["name"], _b(term["predicted_bytes"]), _b(term["compiled_bytes"]), _b(term["delta_bytes"]),
-                  _pct(term["delta_pct"]), "\n".join(why))
+                  _pct(term["delta_pct"]), "-" if u is None else ("0" if u == 0 else f"[bold red]{_b(u)}[/]"))
     return t
+
+
+def _reasons(r: dict, console: Console) -> None:
+    for term in r["terms"]:
+        if term["name"] == "arguments":  # the sum of the terms above
+            continue
+        for x in term["reasons"]:
+            console.print(f"  {term['name']}: {x['bytes']:+,} B  {x['why']}")
+        if term["note"] and not term["must_match"]:
+            console.print(f"  [dim]{term['name']}: {term['note']}[/]")
 
 
 def _census_table(c: dict) -> Table:
@@ -86,6 +92,7 @@ def render_validation(result: dict, console: Console) -> None:
                           f"budget weights {_b(r['budget']['weights_bytes'])}, temp model {_b(r['budget']['temp_bytes'])}")
             continue
         console.print(_terms_table(r))
+        _reasons(r, console)
         if r.get("census"):
             console.print(_census_table(r["census"]))
         mark = "[green]fits[/]" if r["fits"] else "[bold red]does not fit[/]"
