@@ -14,7 +14,9 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-console = Console(highlight=False)
+# Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
+# wide tables (plan, fit sources) stay readable; a terminal uses its own width.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
@@ -59,6 +61,8 @@ ShardspecsOpt = Annotated[Optional[str], typer.Option("--shardspecs", help="Your
 ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[Optional[int], typer.Option("--chunk", help="Prefill chunk in tokens (default 8192, vLLM's max_num_batched_tokens).")]
+ProbesOpt = Annotated[Optional[Path], typer.Option("--probes", help="Folder of probe records (k3plan probe): the newest matching the hardware's device kind sets HBM bandwidth and collective latency; the output names it.")]
+AllowCpuProbesOpt = Annotated[bool, typer.Option("--allow-cpu-probes", help="Apply records measured on the CPU backend to an accelerator (never by default).")]
 CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", help="Measured temporaries (YAML from `k3plan validate --save-calibration` or a real slice).")]
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import ContextOpt, JsonOpt, ModelOpt, console, print_json
+from k3plan.cli.common import AllowCpuProbesOpt, ContextOpt, JsonOpt, ModelOpt, ProbesOpt, console, print_json
 from k3plan.errors import K3PlanError
 
 HardwareListOpt = Annotated[Optional[str], typer.Option(
@@ -68,6 +68,8 @@ def command(
     kv_dtypes: KvDtypesOpt = None,
     chunks: ChunksOpt = None,
     top: TopOpt = 10,
+    probes: ProbesOpt = None,
+    allow_cpu_probes: AllowCpuProbesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -86,7 +88,7 @@ def command(
     result = plan(model=model, hardware=_csv("--hardware", hardware), stacks=_csv("--stacks", stacks),
                   max_chips=max_chips, context=context, concurrency=concurrency, target_tpot_ms=target_tpot_ms,
                   objective=objective_from(minimize, maximize), kv_dtypes=_csv("--kv-dtypes", kv_dtypes),
-                  chunks=_ints("--chunks", chunks), top=top)
+                  chunks=_ints("--chunks", chunks), top=top, probes=probes, allow_cpu_probes=allow_cpu_probes)
     if json_out:
         print_json(result)
     else:

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import ChunkOpt, JsonOpt, console, print_json, setup_from, with_setup_options
-
-ProbesOpt = Annotated[Optional[Path], typer.Option("--probes", help="Folder of probe records (k3plan probe): the newest one matching the hardware's device kind sets the per-call collective latency.")]
+from k3plan.cli.common import (
+    AllowCpuProbesOpt, ChunkOpt, JsonOpt, ProbesOpt, console, print_json, setup_from, with_setup_options,
+)
 
 
 @with_setup_options
@@ -22,6 +22,7 @@ def command(
     bw_efficiency: Annotated[float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth achieved, in (0, 1].")] = 1.0,
     dtype: Annotated[str, typer.Option("--dtype", help="Matmul dtype for the compute roof: bf16 or fp8.")] = "bf16",
     probes: ProbesOpt = None,
+    allow_cpu_probes: AllowCpuProbesOpt = False,
     router_histogram: Annotated[Optional[Path], typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -40,20 +41,29 @@ def command(
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
+    import dataclasses
+
+    from k3plan.roofline.latency import measured_hardware
+
     setup = setup_from(**setup_options)
+    op = "a2a" if setup.stack.collectives.experts == "all_to_all" else "allreduce"
+    hw, probe_notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes, op=op)
+    setup = dataclasses.replace(setup, hardware=hw)
     setup.hardware.flops_per_s_per_device(dtype)  # unknown dtype: one-line error now
     hist = None
     if router_histogram:
         moe = setup.model.spec.moe
         hist = load_histogram(router_histogram, num_experts=moe.num_experts, top_k=moe.top_k)
-    dec = decode_bound(setup, batch=w.batch, context_tokens=w.context_tokens, eff=eff, probes=probes, histogram=hist)
-    pre = prefill_bound(setup, prompt_tokens=w.context_tokens, chunk_tokens=w.prefill_chunk_tokens, eff=eff, probes=probes)
+    dec = decode_bound(setup, batch=w.batch, context_tokens=w.context_tokens, eff=eff, probes=probes, histogram=hist,
+                       allow_cpu_probes=allow_cpu_probes)
+    pre = prefill_bound(setup, prompt_tokens=w.context_tokens, chunk_tokens=w.prefill_chunk_tokens, eff=eff, probes=probes,
+                        allow_cpu_probes=allow_cpu_probes)
     cross = crossover(setup, [32768, 262144, 1048576])
     result = {
         "model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
         "chips": setup.topology.chips, "parallel": setup.parallel.model_dump(), "stack": setup.stack.name,
         "efficiency": eff.model_dump(), "decode": dec.model_dump(), "prefill": pre.model_dump(),
-        "long_context": cross, "notes": list(setup.notes),
+        "long_context": cross, "notes": list(setup.notes), "probes": probe_notes,
     }
     if json_out:
         print_json(result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import math
 import time
 from typing import Any, Optional, Sequence
@@ -94,12 +96,20 @@ def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.n
 def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, stacks: Optional[Sequence[str]] = None,
          max_chips: int = DEFAULT_MAX_CHIPS, context: int = 131072, concurrency: int = 1,
          target_tpot_ms: Optional[float] = None, objective: str = "chips", kv_dtypes: Optional[Sequence[str]] = None,
-         chunks: Optional[Sequence[int]] = None, top: int = 10, eff: Optional[Efficiency] = None) -> PlanResult:
+         chunks: Optional[Sequence[int]] = None, top: int = 10, eff: Optional[Efficiency] = None,
+         probes: Optional[Path] = None, allow_cpu_probes: bool = False) -> PlanResult:
     check_inputs(concurrency=concurrency, max_chips=max_chips, objective=objective, target_tpot_ms=target_tpot_ms,
                  top=top, context=context)
     eff = eff or Efficiency()
     m = load_model(model)
     hws = [load_hardware(h) for h in (hardware or list_hardware())]
+    probe_notes: list[str] = []
+    if probes is not None:  # measured HBM bandwidth and collective latency replace the specs'
+        from k3plan.roofline.latency import measured_hardware
+
+        measured = [measured_hardware(h, probes=probes, allow_cpu=allow_cpu_probes) for h in hws]
+        hws = [h for h, _ in measured]
+        probe_notes = [f"{h.name}: {n}" for h, notes in measured for n in notes]
     if len({h.name for h in hws}) < len(hws):
         raise K3PlanError("--hardware: a hardware is listed twice")
     sts = [load_stack(s) for s in (stacks or list_stacks())]
@@ -130,9 +140,10 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
         assumptions=[
             f"decode batch = --concurrency ({concurrency}) sequences at --context {context:,} tokens; TPOT from "
             f"the decode roofline at {eff.bw_efficiency:.0%} HBM bandwidth, {eff.mfu:.0%} MFU ({eff.compute_dtype}), "
-            "collective latencies from the hardware specs",
+            + ("collective latencies and HBM bandwidth from probe records where they match (below), else the specs"
+               if probes is not None else "collective latencies from the hardware specs"),
             "memory: fit's per-device terms (analytic temporaries, the stack's reserve); a configuration must hold "
             "--concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
-        ],
+        ] + probe_notes,
     )

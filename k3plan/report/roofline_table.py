@@ -50,5 +50,7 @@ def render_roofline(r: dict, console: Console) -> None:
     lc = r["long_context"]
     ratios = ", ".join(f"{k // 1024}K {v:.2f}x" for k, v in lc["ratio_by_context"].items())
     console.print(f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc['crossover_tokens']:,.0f} tokens ({ratios})")
+    for note in r.get("probes", []):
+        console.print(f"[cyan]probe:[/] {note}", markup=True)
     for note in r["notes"] + ([p["note"]] if p["note"] else []):
         console.print(f"[dim]note: {escape(note)}[/]")

@@ -91,7 +91,8 @@ def _touched_fraction(role: str, touched: float, num_experts: int) -> float:
 
 
 def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficiency,
-                 probes: Optional[Path] = None, histogram: Optional[Sequence[float]] = None) -> DecodeBound:
+                 probes: Optional[Path] = None, histogram: Optional[Sequence[float]] = None,
+                 allow_cpu_probes: bool = False) -> DecodeBound:
     spec, inv, st, par, hw, topo = (setup.model.spec, setup.model.inventory, setup.stack, setup.parallel,
                                     setup.hardware, setup.topology)
     moe = spec.moe
@@ -127,7 +128,7 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
     memory_s = sum(bytes_dev.values()) / (hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency)
     compute_s = sum(flops_dev.values()) / (hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu)
     pre = comm_cost(setup, tokens=batch)
-    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes)
+    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
     comm = comm_cost(setup, tokens=batch, latency=lat) if lat else pre
     step = max(memory_s, compute_s) + comm.time_s
     binding = "memory" if memory_s >= compute_s else "compute"
@@ -147,7 +148,7 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
 
 
 def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: Efficiency,
-                  probes: Optional[Path] = None) -> PrefillBound:
+                  probes: Optional[Path] = None, allow_cpu_probes: bool = False) -> PrefillBound:
     spec, inv, hw, topo = setup.model.spec, setup.model.inventory, setup.hardware, setup.topology
     linear = linear_flops_per_token(inv.active_params)
     attn = attention_prefill_flops_per_token(spec, prompt_tokens)
@@ -156,7 +157,7 @@ def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: E
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
     pre = comm_cost(setup, tokens=chunk)
-    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes)
+    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
     comm = comm_cost(setup, tokens=chunk, latency=lat) if lat else pre
     compute_s = prompt_tokens / rate
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
