@@ -95,6 +95,9 @@ def devices_for(target: Target, *, count: int) -> list[Any]:
         topo = topologies.get_topology_desc(platform="tpu", topology_name=target.name)
     except Exception as err:  # the compiler's own verdict on the name
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        if "lockfile" in first:
+            raise K3PlanError(f"--target {target.name}: another process is using libtpu ({first}); wait for it, or set "
+                              "ALLOW_MULTIPLE_LIBTPU_LOAD=1 for a compile-only run") from None
         raise K3PlanError(f"--target {target.name}: the TPU compiler does not know this topology ({first})") from None
     devs = list(topo.devices)
     if len(devs) != count:
