@@ -109,7 +109,7 @@ def test_table_names_the_roof_the_record_and_the_crossover(cli):
     out = " ".join(r.stdout.split())  # rich wraps long cells
     assert "binding: memory" in out
     assert "184 calls (184 all-to-all)" in out
-    assert "9.88 us" in out and "probe record" in out
+    assert "9.88 us" in out and "probed on TPU7x" in out
     # the record is named in the table (rich once swallowed "[probe record ...]" as a markup tag)
     assert RECORD in "".join(r.stdout.split())
     assert "44,161 tokens" in out
