@@ -40,6 +40,10 @@ class Ctx:
     batch_axis: Optional[str]
     kv_dtype: str  # stack name: bf16 | fp8 | fp8_ds_mla | fp32
     expert_axes: tuple[str, ...]  # mesh axes the routed experts are split over
+    latent_in_axes: tuple[str, ...] = ()  # how routed_expert_up_proj's input (latent) dim is split
+
+    def constrain(self, x, *spec):
+        return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P(*spec)))
 
     def residual(self, x):
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P(self.batch_axis, None, None)))
@@ -254,6 +258,8 @@ def moe(p: dict, x, ctx: Ctx):
         check_vma=False)
     y = fn(z, ids, wts.astype(act), *ex)
     if m.latent:
+        if ctx.latent_in_axes:  # a free local slice of the replicated sum, so up_proj runs row-parallel
+            y = ctx.constrain(y, None, ctx.latent_in_axes)  # instead of all-gathering the weight
         y = lin(y, W(p, f"{M}routed_expert_up_proj.weight", act))
     if f"{M}shared_experts.gate_proj.weight" in p:
         y = y + mlp(p, xt, f"{M}shared_experts.", act)

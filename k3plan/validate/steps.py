@@ -37,8 +37,10 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
         mla = setup.model.spec.mla
         if (mla.kv_lora_rank, mla.qk_rope_head_dim) != (512, 64):
             raise K3PlanError("--kv-dtype fp8_ds_mla is vLLM's layout for kv_lora 512 + rope 64; this model differs")
+    up = next((t for t in setup.model.inventory.text if t.name.endswith("routed_expert_up_proj.weight")), None)
+    latent_in = tuple(setup.plan.specs[up.name].partition[1] or ()) if up is not None else ()
     return Ctx(spec=setup.model.spec, act=act, mesh=mesh, batch_axis=_batch_axis(setup),
-               kv_dtype=setup.stack.kv_cache.dtype, expert_axes=axes)
+               kv_dtype=setup.stack.kv_cache.dtype, expert_axes=axes, latent_in_axes=latent_in)
 
 
 def _run_layers(params, cache, x, start, *, ctx: Ctx, lplan: LayerPlan, decode: bool):
