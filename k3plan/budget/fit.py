@@ -57,6 +57,7 @@ class FitResult(BaseModel):
     temp: dict[str, Any] = Field(default_factory=dict)
     weights_by_role: dict[str, int] = Field(default_factory=dict)
     cache_layout: dict[str, Any] = Field(default_factory=dict)
+    speed: dict[str, Any] = Field(default_factory=dict)  # filled by the CLI: decode bound at this workload
 
 
 def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], warnings: list[str], expert_fmt: str):

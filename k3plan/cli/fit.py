@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from k3plan.cli.common import (
-    BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
+    AllowCpuProbesOpt, BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, JsonOpt, ProbesOpt, console, print_json,
+    setup_from, with_setup_options,
 )
 
 
@@ -14,6 +15,8 @@ def command(
     batch: BatchOpt = 1,
     chunk: ChunkOpt = None,
     calibration: CalibrationOpt = None,
+    probes: ProbesOpt = None,
+    allow_cpu_probes: AllowCpuProbesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
@@ -35,6 +38,7 @@ def command(
     setup = setup_from(**setup_options)
     cal = load_calibration(str(calibration)) if calibration else None
     result = fit(setup, workload, calibration=cal)
+    result = result.model_copy(update={"speed": _speed(setup, workload, probes, allow_cpu_probes)})
     if json_out:
         print_json(result)
     else:
@@ -43,3 +47,20 @@ def command(
         render_fit(result, console)
     if not result.fits:
         raise typer.Exit(1)
+
+
+def _speed(setup, workload, probes, allow_cpu_probes) -> dict:
+    """The decode bound at this workload (k3plan roofline's defaults), with probe records applied."""
+    import dataclasses
+
+    from k3plan.roofline.bounds import Efficiency, decode_bound
+    from k3plan.roofline.latency import measured_hardware
+
+    op = "a2a" if setup.stack.collectives.experts == "all_to_all" else "allreduce"
+    hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes, op=op)
+    setup = dataclasses.replace(setup, hardware=hw)
+    d = decode_bound(setup, batch=workload.batch, context_tokens=workload.context_tokens, eff=Efficiency(),
+                     probes=probes, allow_cpu_probes=allow_cpu_probes)
+    return {"tpot_s": d.step_s, "tokens_per_s": d.tokens_per_s, "binding": d.binding,
+            "collective_latency_source": d.comm.latency_source, "probes": notes,
+            "source": "k3plan roofline at 30% MFU, 100% HBM bandwidth"}

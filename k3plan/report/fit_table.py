@@ -53,6 +53,12 @@ def render_fit(r, console: Console) -> None:
         f"model state (one copy): KV {r.model_state['kv_bytes_per_token']:,} B a token ({r.model_state['kv_dtype']}), "
         f"state {r.model_state['state_bytes_per_sequence']:,} B a sequence"
     )
+    if r.speed:
+        sp = r.speed
+        console.print(f"decode bound at this workload: TPOT {sp['tpot_s'] * 1e3:,.2f} ms, {sp['tokens_per_s']:,.0f} tok/s, "
+                      f"{sp['binding']}-bound (collective latency: {sp['collective_latency_source']}); see k3plan roofline")
+        for note in sp["probes"]:
+            console.print(f"[cyan]probe:[/] {note}")
     for f in r.replicated[:12]:
         console.print(f"[yellow]fallback:[/] {f['tensor']}: {f['axis']}={f['size']} not divisible by "
                       f"{f['mesh_axis']}={f['mesh_size']}, dim {f['dim']} replicated (+{f['bytes_replicated'] / 2**20:,.1f} MiB a device)")
