@@ -53,9 +53,10 @@ HELP = """Capacity and roofline planner for frontier MoE models (Kimi K3 first) 
 
 \b
 Examples:
-  k3plan fit --topology 2x2x4 --tp 32          does K3 fit a v7x 2x2x4 slice at TP=32?
-  k3plan models show kimi-k3 --by role         parameter and byte breakdown of a model
-  k3plan census /ckpt/kimi-k3                  compare a checkpoint's headers with the inventory
+  k3plan fit --topology 2x2x4 --tp 32        does K3 fit a v7x slice at TP=32?
+  k3plan plan --context 131072               which machine and split?
+  k3plan roofline -t 2x2x4 --batch 64        how fast?
+  k3plan report --out reports/k3.md --html   a capacity report
 """
 
 app = typer.Typer(
@@ -84,13 +85,18 @@ def _root(
     """Capacity and roofline planner for frontier MoE models."""
 
 
+def _first_paragraph(doc: str | None) -> str:
+    """The docstring's first paragraph on one line, for the command list of --help."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
 def _register() -> None:
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"k3plan.cli.{module_name}")
         if hasattr(module, "app"):
             app.add_typer(module.app, name=name)
         else:
-            app.command(name)(module.command)
+            app.command(name, short_help=_first_paragraph(module.command.__doc__))(module.command)
 
 
 _register()
