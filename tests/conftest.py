@@ -25,6 +25,16 @@ def cli():
     return lambda *args: runner.invoke(app, [str(a) for a in args])
 
 
+def one_error_line(result) -> str:
+    """Bad input: exit 2, no traceback, exactly one line on stderr starting with 'error:'."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
 def bundled_raw(name: str) -> dict:
     return json.loads((BUNDLED_DIR / name / "config.json").read_text())
 

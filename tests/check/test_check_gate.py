@@ -11,17 +11,10 @@ import pytest
 
 from k3plan.check.compare import parse_tolerance
 from k3plan.errors import K3PlanError
+from conftest import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "reports" / "baseline" / "k3.json"
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 @pytest.fixture

@@ -8,15 +8,7 @@ import struct
 import pytest
 
 from k3plan.models import load_model
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
+from conftest import one_error_line
 
 
 def expected_tensors(config_path) -> dict[str, tuple[str, tuple[int, ...]]]:

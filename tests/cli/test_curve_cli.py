@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import one_error_line
 
 GiB = 2**30
 CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
@@ -27,15 +28,6 @@ def curve_json(cli, *args) -> dict:
 
 def by_chunk(d: dict) -> dict[int, dict]:
     return {p["chunk_tokens"]: p for p in d["points"]}
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 @needs_cal

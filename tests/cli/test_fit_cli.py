@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from k3plan.sharding.stack import STACK_DIR
+from conftest import one_error_line
 
 GiB = 2**30
 CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
@@ -20,15 +21,6 @@ def fit_json(cli, *args, code=0) -> dict:
     assert r.exit_code == code, r.output
     assert "Traceback" not in r.output
     return json.loads(r.stdout)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 def test_k3_fits_v7x_2x2x4_tp32(cli):

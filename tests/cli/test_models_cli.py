@@ -7,17 +7,9 @@ import json
 import pytest
 
 from k3plan.models.loader import BUNDLED_DIR
+from conftest import one_error_line
 
 BUNDLED = ["deepseek-v3", "kimi-k2", "kimi-k3", "kimi-linear-48b-a3b"]
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 def show_json(cli, *args) -> dict:

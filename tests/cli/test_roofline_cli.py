@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "reports" / "probes"
@@ -19,15 +20,6 @@ def roofline_json(cli, *args) -> dict:
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output
     return json.loads(r.stdout)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 def test_k3_batch1_x32_dp_attention_with_the_probe_record(cli):

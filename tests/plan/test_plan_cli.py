@@ -14,6 +14,7 @@ from k3plan.hardware import list_hardware, load_hardware
 from k3plan.plan.reasons import REASONS
 from k3plan.setup import make_setup
 from k3plan.sharding.stack import list_stacks, load_stack
+from conftest import one_error_line
 
 
 def plan_json(cli, *args, code=0) -> dict:
@@ -21,15 +22,6 @@ def plan_json(cli, *args, code=0) -> dict:
     assert r.exit_code == code, r.output
     assert "Traceback" not in r.output
     return json.loads(r.stdout)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
