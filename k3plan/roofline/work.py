@@ -16,7 +16,6 @@ from typing import Optional, Sequence
 
 from k3plan.errors import K3PlanError
 from k3plan.models.spec import ModelSpec
-from k3plan.roofline import __doc__ as _  # noqa: F401  (package docstring)
 
 
 def experts_touched(*, num_experts: int, top_k: int, batch: int, histogram: Optional[Sequence[float]] = None) -> float:

@@ -4,7 +4,6 @@ user ShardSpecs (YAML and module:function); stack YAML errors."""
 from __future__ import annotations
 
 import re
-import sys
 import textwrap
 
 import pytest
