@@ -223,6 +223,8 @@ def _local_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], act):
     tok = order // k
     sizes = jnp.bincount(key, length=e_loc + 1)[:e_loc].astype(jnp.int32)
     xs = z[tok]
+    # tie the packed experts to this layer's tokens: dequantize here, not hoisted ahead of the layer
+    xs, w1p, w2p, w3p = jax.lax.optimization_barrier((xs, w1p, w2p, w3p))
     w1 = jnp.swapaxes(dequant(w1p, act), 1, 2)  # [E, in, out]
     w3 = jnp.swapaxes(dequant(w3p, act), 1, 2)
     w2 = jnp.swapaxes(dequant(w2p, act), 1, 2)

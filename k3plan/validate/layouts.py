@@ -23,12 +23,13 @@ def array_bytes(dtype: str, dims_text: str, minor_to_major: str, tiles: str) -> 
     """(logical bytes, laid-out bytes) of one array."""
     item = _ITEM[dtype]
     dims = [int(d) for d in dims_text.split(",") if d]
-    if not dims:
-        return item, item
+    found = _TILE.findall(tiles or "")
+    if not dims:  # a scalar still takes a whole tile, e.g. s32[]{:T(128)} = 512 B
+        tile = math.prod(int(x) for x in found[0].split(",")) if found else 1
+        return item, tile * item
     order = [int(x) for x in minor_to_major.split(",")][::-1] if minor_to_major else list(range(len(dims)))
     d = [dims[i] for i in order]
     raw = math.prod(d) * item
-    found = _TILE.findall(tiles or "")
     if found:
         first = [int(x) for x in found[0].split(",")]
         for k, t in enumerate(reversed(first)):

@@ -39,3 +39,12 @@ def test_mxfp4_dequant_known_values():
     w = np.asarray(dequant({"packed": packed, "scale": scale}, jnp.float32))
     assert w.shape == (1, 32)
     np.testing.assert_array_equal(w[0, :4], [1.0, -12.0, 1.0, -12.0])
+
+
+def test_e2m1_arithmetic_equals_the_table():
+    import jax.numpy as jnp
+
+    from k3plan.validate.quant import E2M1, e2m1
+
+    got = np.asarray(e2m1(jnp.arange(16, dtype=jnp.uint8), jnp.float32))
+    np.testing.assert_array_equal(got, np.asarray(E2M1, np.float32))

@@ -76,6 +76,7 @@ def test_census_counts_tuple_and_async_forms_and_loops():
 def test_tpu_tiles_pad_the_minor_dims():
     assert array_bytes("bf16", "3,200", "1,0", "T(8,128)(2,1)") == (1200, 8 * 256 * 2)
     assert array_bytes("f32", "5", "0", "") == (20, 20)
+    assert array_bytes("s32", "", "", "T(128)") == (4, 512)  # a scalar takes a whole tile
 
 
 def test_oom_message_is_parsed():
