@@ -65,7 +65,9 @@ def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], warnings: list[
     pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
     info = {"prefill_terms": pre.terms, "decode_terms": dec.terms, "prefill_bytes": pre.total, "decode_bytes": dec.total}
-    source = {"prefill": "analytic temp model (k3plan.budget.temp)", "decode": "analytic temp model (k3plan.budget.temp)"}
+    analytic = ("analytic temp model (k3plan.budget.temp): live buffers of one layer, a lower bound; compiled "
+                "graphs need more (reports/validation/README.md), pass --calibration for measured temp")
+    source = {"prefill": analytic, "decode": analytic}
     if cal is not None:
         _check_calibration_matches(setup, cal, warnings)
         for stage, points, x in (
