@@ -20,7 +20,7 @@ class CurvePoint(BaseModel):
     chunk_tokens: int
     prefill_temp_bytes: Optional[int]
     decode_temp_bytes: Optional[int]
-    max_context_tokens: int
+    max_context_tokens: int  # what memory allows; may exceed the model's max position
     max_sequences: int
     status: str  # "ok", "refused" (measured OOM), "no room"
     temp_source: str
@@ -41,10 +41,10 @@ def curve(setup: Setup, *, workload: Workload, chunks: Sequence[int], calibratio
     for c in chunks:
         r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
         refused = r.temp.get("prefill_refused")
-        room = r.capacity["max_context_tokens"] > 0
+        room = r.capacity["memory_context_tokens"] > 0
         points.append(CurvePoint(
             chunk_tokens=c, prefill_temp_bytes=r.temp["prefill_bytes"], decode_temp_bytes=r.temp["decode_bytes"],
-            max_context_tokens=r.capacity["max_context_tokens"], max_sequences=r.capacity["max_sequences"],
+            max_context_tokens=r.capacity["memory_context_tokens"], max_sequences=r.capacity["max_sequences"],
             status="refused" if refused else ("ok" if room else "no room"),
             temp_source=r.provenance["temp_prefill"], detail=refused or "",
         ))

@@ -82,6 +82,9 @@ def command(
         table.add_row(f"{p.chunk_tokens:,}", gib(p.prefill_temp_bytes), gib(p.decode_temp_bytes),
                       f"{p.max_context_tokens:,}", f"{p.max_sequences:,}", p.status)
     console.print(table)
+    model_max = setup.model.spec.max_context
+    if model_max and any(p.max_context_tokens > model_max for p in points):
+        console.print(f"[dim]note: longest context is what memory allows; the model's max position is {model_max:,}[/]")
     for p in points:
         if p.detail:
             console.print(f"[yellow]refused:[/] {p.detail}")

@@ -94,7 +94,7 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
                "hosts": s.topology.hosts, "tp": s.parallel.tp, "ep": s.parallel.ep, "dp": s.parallel.dp,
                "stack": s.stack.name},
         per_device={k: int(r.per_device[k]) for k in TERMS}, usable_bytes_per_device=r.hardware["usable_bytes_per_device"],
-        max_context_tokens=r.capacity["max_context_tokens"], max_sequences=r.capacity["max_sequences"],
+        max_context_tokens=r.capacity["memory_context_tokens"], max_sequences=r.capacity["max_sequences"],
         model_max_context_tokens=r.capacity.get("model_max_context_tokens"),
         decode=decode, prefill=prefill, provenance=prov, warnings=list(r.warnings),
     )

@@ -45,7 +45,9 @@ def render_fit(r, console: Console) -> None:
     cap = r.capacity
     cross = cap["kv_state_crossover_tokens"]
     console.print(
-        f"capacity: longest context at batch {w['batch']}: [bold]{cap['max_context_tokens']:,}[/] tokens; "
+        f"capacity: longest context at batch {w['batch']}: [bold]{cap['max_context_tokens']:,}[/] tokens"
+        + (f" (the model's max; memory allows {cap['memory_context_tokens']:,})"
+           if cap["memory_context_tokens"] > cap["max_context_tokens"] else "") + "; "
         f"most sequences at {w['context_tokens']:,}: [bold]{cap['max_sequences']:,}[/]"
         + (f"; KV overtakes KDA state at {cross:,.0f} tokens" if cross else "")
     )
