@@ -11,10 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
+from k3plan.specfile import describe, read_yaml_mapping
 from k3plan.units import GiB
 
 
@@ -61,21 +61,13 @@ class Calibration(_F):
 def load_calibration(path_text: str) -> Calibration:
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise K3PlanError(f"--calibration {path_text}: no such file")
+        raise K3PlanError(f"--calibration {path_text}: " + ("a folder; expected a calibration YAML file"
+                                                            if path.is_dir() else "no such file"))
+    data = read_yaml_mapping(f"--calibration {path}", path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        raise K3PlanError(f"--calibration {path}: malformed YAML") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise K3PlanError(f"--calibration {path}: cannot read: {err}") from None
-    if not isinstance(data, dict):
-        raise K3PlanError(f"--calibration {path}: expected a YAML mapping")
-    try:
-        cal = Calibration(**data, path=str(path))
+        cal = Calibration.model_validate({**data, "path": str(path)})
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise K3PlanError(f"--calibration {path}: key '{where}': {first['msg']}") from None
+        raise K3PlanError(f"--calibration {path}: {describe(err)}") from None
     if not cal.prefill and not cal.decode:
         raise K3PlanError(f"--calibration {path}: no prefill or decode points")
     return cal

@@ -11,10 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
+from k3plan.specfile import describe, read_yaml_mapping
 
 STACK_DIR = Path(__file__).parent / "stacks"
 DEFAULT_STACK = "vllm-tpu"
@@ -98,16 +98,6 @@ def list_stacks() -> list[str]:
     return sorted(p.stem for p in STACK_DIR.glob("*.yaml"))
 
 
-def _validation_message(path: Path, err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    if first["type"] == "extra_forbidden":
-        return f"{path}: unknown key '{where}'"
-    if first["type"] == "missing":
-        return f"{path}: missing key '{where}'"
-    return f"{path}: key '{where}': {first['msg']}"
-
-
 @lru_cache(maxsize=32)
 def load_stack(ref: str = DEFAULT_STACK) -> Stack:
     path = STACK_DIR / f"{ref}.yaml"
@@ -115,15 +105,8 @@ def load_stack(ref: str = DEFAULT_STACK) -> Stack:
         path = Path(ref).expanduser()
         if not (path.suffix in (".yaml", ".yml") and path.is_file()):
             raise K3PlanError(f"unknown stack {ref!r}; known: {', '.join(list_stacks())} (or a stack YAML path)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise K3PlanError(f"{path}: malformed YAML{at}") from None
-    if not isinstance(data, dict):
-        raise K3PlanError(f"{path}: expected a YAML mapping at the top level")
+    data = read_yaml_mapping(str(path), path)
     try:
         return Stack(**data)
     except ValidationError as err:
-        raise K3PlanError(_validation_message(path, err)) from None
+        raise K3PlanError(f"{path}: {describe(err)}") from None

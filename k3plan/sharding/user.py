@@ -18,10 +18,10 @@ import importlib
 import re
 from pathlib import Path
 
-import yaml
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory
+from k3plan.specfile import read_yaml_mapping
 
 
 def _check_spec(where: str, spec) -> tuple:
@@ -52,11 +52,8 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
     path = Path(ref).expanduser()
     if not path.is_file():
         raise K3PlanError(f"--shardspecs {ref}: no such file (expected FILE.yaml or module:function)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        raise K3PlanError(f"--shardspecs {path}: malformed YAML") from None
-    if not isinstance(data, dict) or not isinstance(data.get("shardspecs"), dict):
+    data = read_yaml_mapping(f"--shardspecs {path}", path)
+    if not isinstance(data.get("shardspecs"), dict):
         raise K3PlanError(f"--shardspecs {path}: expected a mapping with a 'shardspecs' key of pattern -> spec")
     rules = []
     for pattern, spec in data["shardspecs"].items():

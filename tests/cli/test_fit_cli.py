@@ -166,7 +166,7 @@ def _unknown_key_calibration(tmp_path) -> str:
     (["--context", str(1 << 40)], ["--context", "absurdly large"]),
     (["--kv-dtype", "nonsense"], ["--kv-dtype 'nonsense'", "bf16", "fp8_ds_mla"]),
     (["-s", _bad_stack], ["unknown key 'kv_cache.layuot'"]),
-    (["--calibration", _bad_calibration], ["malformed YAML"]),
+    (["--calibration", _bad_calibration], ["invalid YAML at line"]),
     (["--calibration", _unknown_key_calibration], ["temp_gb"]),
     (["--calibration", "/no/such/cal.yaml"], ["no such file"]),
     (["--shardspecs", "/no/such/specs.yaml"], ["--shardspecs", "no such file"]),
