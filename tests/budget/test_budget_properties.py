@@ -92,4 +92,4 @@ def test_verdict_agrees_with_capacity(cfg, context, batch, chunk):
     r = run_fit(make(cfg), context=context, batch=batch, chunk=chunk)
     assert r.fits == (r.capacity["max_sequences"] >= batch)
     if batch == 1:
-        assert r.fits == (context <= r.capacity["max_context_tokens"])
+        assert r.fits == (context <= r.capacity["memory_context_tokens"])  # memory, not the model max
