@@ -22,7 +22,7 @@ class CurvePoint(BaseModel):
     decode_temp_bytes: Optional[int]
     max_context_tokens: int  # what memory allows; may exceed the model's max position
     max_sequences: int
-    status: str  # "ok", "refused" (measured OOM), "no room"
+    status: str  # "ok", "outside calibration" (ok, not measured), "refused" (measured OOM), "no room"
     temp_source: str
     detail: str = ""
 
@@ -45,7 +45,8 @@ def curve(setup: Setup, *, workload: Workload, chunks: Sequence[int], calibratio
         points.append(CurvePoint(
             chunk_tokens=c, prefill_temp_bytes=r.temp["prefill_bytes"], decode_temp_bytes=r.temp["decode_bytes"],
             max_context_tokens=r.capacity["memory_context_tokens"], max_sequences=r.capacity["max_sequences"],
-            status="refused" if refused else ("ok" if room else "no room"),
+            status="refused" if refused else ("no room" if not room else
+                                              "outside calibration" if r.temp.get("prefill_outside") else "ok"),
             temp_source=r.provenance["temp_prefill"], detail=refused or "",
         ))
     return points

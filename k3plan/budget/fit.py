@@ -88,6 +88,7 @@ def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], warnings: list[
             else:
                 measured_max = int(max(p[1] for p in points) * 2**30)
                 info[f"{stage}_bytes"] = max(info[f"{stage}_bytes"], measured_max)
+                info[f"{stage}_outside"] = env.detail
                 source[stage] = f"max(analytic, largest measured) — {env.detail}; not extrapolated"
                 warnings.append(f"{stage} temp: {env.detail}; using max(analytic, largest measured), not extrapolated")
     return info, source

@@ -54,7 +54,7 @@ def plot_curves(reports: Sequence, *, path: Path) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for r in reports:
-        ok = [p for p in r.curve if p["status"] == "ok"]
+        ok = [p for p in r.curve if p["status"] in ("ok", "outside calibration")]
         if ok:
             ax.plot([p["chunk_tokens"] for p in ok], [p["max_context_tokens"] / 1024 for p in ok], "o-",
                     label=f"{r.hardware} ({r.curve_setup.split(',')[0]})")
