@@ -163,3 +163,16 @@ def test_unreadable_calibration_exits_2_one_line(cli, tmp_path, payload):
     p.write_bytes(payload)
     line = one_error_line(cli("curve", *CONFIG, "--calibration", p))
     assert "--calibration" in line or "cal.yaml" in line
+
+
+def test_chunks_beyond_the_calibration_are_marked_not_extrapolated(cli):
+    """The committed deviceless-TPU sweep measured chunks up to 32,768: a 65,536 chunk is not called
+    'ok' — it takes the largest measured temp (never a fitted slope) and says it is outside."""
+    sweep = Path(__file__).resolve().parents[2] / "reports" / "validation" / "k3-tpu7x-2x2x4-tp32-vllm-tpu-sweep.yaml"
+    r = cli("curve", "-t", "2x2x4", "--tp", "32", "--calibration", sweep, "--chunks", "32768,65536",
+            "--context", "32768", "--json")
+    assert r.exit_code == 0, r.output
+    points = {p["chunk_tokens"]: p for p in json.loads(r.stdout)["points"]}
+    assert points[32768]["status"] == "ok"
+    assert points[65536]["status"] == "outside calibration"
+    assert points[65536]["prefill_temp_bytes"] == points[32768]["prefill_temp_bytes"]
