@@ -40,7 +40,7 @@ def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[
         topo = parse_topology(hw, text)
         if topo.devices * hw.usable_bytes_per_device < need:
             continue
-        t, d = default_split(stack, topo.devices, tp, dp, _heads(model))
+        t, d = default_split(stack, topo.devices, tp, dp, attention_heads(model))
         if t and topo.devices % t or d and topo.devices % d:
             continue
         mesh, _ = make_mesh(devices=topo.devices, tp=t, ep=ep, dp=d if d else (topo.devices // t if t else None))
@@ -68,7 +68,8 @@ def default_split(stack: Stack, devices: int, tp: Optional[int], dp: Optional[in
     return tp, devices // tp
 
 
-def _heads(model: Model) -> tuple[int, ...]:
+def attention_heads(model: Model) -> tuple[int, ...]:
+    """Head counts TP must divide for head-parallel attention (MLA, and KDA when present)."""
     spec = model.spec
     return (spec.mla.heads,) + ((spec.kda.heads,) if spec.kda is not None and spec.n_kda else ())
 
@@ -98,7 +99,7 @@ def make_setup(
     if st.platform != "any" and st.platform != hw.kind:
         notes.append(f"stack {st.name} is meant for {st.platform}s, used here on {hw.name}")
     asked = (tp, dp)
-    tp, dp = default_split(st, topo.devices, tp, dp, _heads(m))
+    tp, dp = default_split(st, topo.devices, tp, dp, attention_heads(m))
     if asked == (None, None) and st.default_parallel.tp == "all" and tp and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < topo.devices:
         notes.append(f"tp {tp}: the largest that divides the attention heads; the other devices form dp {topo.devices // tp} groups")
     if dp is None:

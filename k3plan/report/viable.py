@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 from k3plan.budget.fit import FitResult, check_workload, fit
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware, topologies_up_to
-from k3plan.setup import Setup, make_setup
+from k3plan.setup import Setup, attention_heads, make_setup
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,7 @@ def _candidates(*, model: str, hardware: str, topology: str, stack: str, devices
             setup = make_setup(model=model, hardware=hardware, topology=topology, tp=tp, stack=stack)
         except K3PlanError:
             continue
-        spec = setup.model.spec
-        heads = math.gcd(spec.mla.heads, spec.kda.heads)
+        heads = math.gcd(*attention_heads(setup.model))
         if tp is not None and heads % tp:
             continue
         key = (setup.parallel.tp, setup.parallel.dp)
