@@ -73,10 +73,6 @@ def _non_negative(value, text, what):
     return value
 
 
-def fmt_gib(n_bytes: float, digits: int = 2) -> str:
-    return f"{n_bytes / GiB:,.{digits}f} GiB"
-
-
 def fmt_gb(n_bytes: float, digits: int = 2) -> str:
     return f"{n_bytes / GB:,.{digits}f} GB"
 

@@ -127,9 +127,6 @@ class TensorInventory(BaseModel):
     def breakdown(self, key: str, *, include_extra: bool = False) -> dict[str, dict[str, float]]:
         return by_key(self.tensors if include_extra else self.text, key)
 
-    def layer_params(self, layer: int, kind: str) -> int:
-        return sum(t.params for t in self.tensors if t.layer == layer and t.kind == kind)
-
     def get(self, name: str) -> Tensor:
         for t in self.tensors:
             if t.name == name:
