@@ -8,6 +8,7 @@ model, the hardware spec, the topology, the mesh and the ShardingPlan. `fit`, `r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from k3plan.errors import K3PlanError
@@ -26,6 +27,14 @@ class Setup:
     stack: Stack
     plan: ShardingPlan
     notes: tuple[str, ...] = ()
+
+    @cached_property
+    def weights(self):
+        """The per-device weight budget: it depends only on the inventory, plan and stack, so a
+        curve or report that fits one setup at many workloads computes it once."""
+        from k3plan.budget.weights import weight_budget
+
+        return weight_budget(inventory=self.model.inventory, plan=self.plan, stack=self.stack)
 
 
 def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int],

@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from k3plan.budget.cache import cache_layout, kv_bytes_per_token, kv_state_crossover_tokens, state_bytes_per_sequence
 from k3plan.budget.calibration import Calibration, envelope
 from k3plan.budget.temp import decode_temp, prefill_temp
-from k3plan.budget.weights import weight_budget
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 
@@ -108,7 +107,7 @@ def _check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[st
 def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] = None) -> FitResult:
     spec, inv, hw, stack, par = setup.model.spec, setup.model.inventory, setup.hardware, setup.stack, setup.parallel
     warnings: list[str] = []
-    wb = weight_budget(inventory=inv, plan=setup.plan, stack=stack)
+    wb = setup.weights
     layout = cache_layout(spec=spec, stack=stack, parallel=par)
     expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
     temp_info, temp_source = _temp(setup, workload, calibration, warnings, expert_fmt)
