@@ -15,7 +15,8 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
+
+from timing import timed  # benchmarks/timing.py (the script folder is on sys.path)
 
 ARGS = ["fit", "--topology", "2x2x4", "--tp", "32", "--json"]
 HEAVY = ("jax", "jaxlib", "pandas", "numpy", "matplotlib", "scipy", "torch")
@@ -35,17 +36,6 @@ RUN_MAIN = f"import sys; sys.argv = ['k3plan', *{ARGS!r}]; from k3plan.cli.app i
 def k3plan_cmd() -> list[str]:
     exe = shutil.which("k3plan")
     return [exe, *ARGS] if exe else [sys.executable, "-c", RUN_MAIN]
-
-
-def timed(cmd: list[str], runs: int) -> list[float]:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if proc.returncode not in (0, 1):
-            sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return times
 
 
 def importtime_top(n: int) -> list[tuple[int, str]]:
@@ -68,8 +58,8 @@ def main() -> None:
 
     cmd = k3plan_cmd()
     timed(cmd, 1)  # warm the page cache and __pycache__
-    times = timed(cmd, args.runs)
-    base = timed([sys.executable, "-c", "pass"], args.runs)
+    times, _ = timed(cmd, args.runs)
+    base, _ = timed([sys.executable, "-c", "pass"], args.runs)
     heavy = subprocess.run([sys.executable, "-c", MODULES_PROBE], capture_output=True, text=True, check=True).stdout.strip()
 
     print(f"python {sys.version.split()[0]}; {cmd[0]} {' '.join(ARGS)}; {args.runs} runs")

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import timed  # benchmarks/timing.py (the script folder is on sys.path)
+
 ITEMSIZE = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
 CLI_PROBE = "import sys, k3plan.cli.app; print('jax' in sys.modules)"
 RUN_PROBE = (
@@ -38,17 +40,6 @@ RUN_PROBE = (
 def k3plan_cmd() -> list[str]:
     exe = shutil.which("k3plan")
     return [exe] if exe else [sys.executable, "-m", "k3plan.cli.app"]
-
-
-def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedProcess]:
-    times, proc = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if proc.returncode not in (0, 1):
-            sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return times, proc
 
 
 def probe(code: str) -> str:

@@ -1,0 +1,19 @@
+"""What the benchmark scripts share: how to run k3plan as a fresh process and time it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+
+def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedProcess]:
+    """Wall times of ``runs`` fresh processes; exits if the command fails (0 and 1 are verdicts)."""
+    times, proc = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode not in (0, 1):
+            sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return times, proc
