@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from k3plan.deploy.pareto import ParetoPoint, pareto_front, plot_pareto, render_pareto_table
+from k3plan.deploy.pareto import (
+    ParetoPoint,
+    pareto_front,
+    plot_pareto,
+    render_pareto_table,
+)
 from k3plan.errors import K3PlanError
 
 #            A    B    C    D    E    F    G       H (= C)
