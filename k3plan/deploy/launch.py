@@ -57,6 +57,14 @@ SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None
 ENGINE_FOR_STACK = {"vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}
 
 
+def engine_for_stack(stack: str) -> Literal["vllm", "sglang", "jax"]:
+    """The engine whose launch command a k3plan stack gets (dp-attention: vLLM DP + EP)."""
+    engine = ENGINE_FOR_STACK.get(stack)
+    if engine is None:
+        raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(ENGINE_FOR_STACK)}")
+    return engine  # type: ignore[return-value]
+
+
 class LaunchConfig(BaseModel):
     """The chosen configuration, as the planner decided it."""
 

@@ -12,6 +12,7 @@ from k3plan.deploy.launch import (
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
     LaunchConfig,
+    engine_for_stack,
     jax_params,
     launch_text,
     sglang_command,
@@ -91,6 +92,9 @@ def test_ep_must_be_a_rank_count():
 
 def test_every_bundled_stack_has_an_engine():
     assert set(list_stacks()) <= set(ENGINE_FOR_STACK)
+    assert engine_for_stack("dp-attention") == "vllm" and engine_for_stack("jax-native") == "jax"
+    with pytest.raises(K3PlanError, match="no engine known for stack 'trtllm'"):
+        engine_for_stack("trtllm")
 
 
 def test_write_launch_is_atomic(tmp_path):
