@@ -75,9 +75,19 @@ class LinkFile(_Frozen):
 
 
 class PriceFile(_HasSource):
-    usd_per_chip_hour: float = Field(gt=0)
+    """On-demand list price a chip-hour, dated; ``usd_per_chip_hour: null`` records that no public
+    figure was found, and then ``note`` must say why (the planner treats it as unpriced)."""
+
+    usd_per_chip_hour: float | None = Field(default=None, gt=0)
     date: str
-    note: Optional[str] = None
+    note: str | None = None
+    alternatives: tuple[Alternative, ...] = ()
+
+    @model_validator(mode="after")
+    def _null_says_why(self) -> PriceFile:
+        if self.usd_per_chip_hour is None and not (self.note or "").strip():
+            raise ValueError("usd_per_chip_hour: null needs a note saying why no price is given")
+        return self
 
 
 class TopologyRules(_HasSource):

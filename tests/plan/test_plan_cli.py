@@ -95,7 +95,7 @@ def test_minimize_cost_ranks_only_priced_hardware(cli):
     unpriced = [f for f in d["families"] if f["hardware"] not in priced]
     assert unpriced and all(f["feasible"] == 0 for f in unpriced)
     assert any("unpriced" in f["reasons"] for f in unpriced)
-    line = one_error_line(cli("plan", "--minimize", "cost", "-H", "tpu-v7x,nvidia-b200"))
+    line = one_error_line(cli("plan", "--minimize", "cost", "-H", "tpu-v7x,nvidia-gb300-nvl72"))
     assert "none of the hardware searched has a price" in line
 
 

@@ -1,0 +1,215 @@
+"""Launch commands for a chosen configuration: ``vllm serve`` (GPU and TPU), SGLang's
+``python -m sglang.launch_server`` and the JAX stack's parameters.
+
+Every flag written is in ``FLAG_SOURCES`` with the engine file and class that defines it, read
+from the engines' own argument definitions (tests fail if a flag is emitted without a citation):
+- vLLM: vllm-project/vllm, vllm/engine/arg_utils.py, ``EngineArgs.add_cli_args`` (argument groups
+  ParallelConfig / CacheConfig / SchedulerConfig / ModelConfig); KV dtypes from
+  vllm/config/cache.py ``CacheDType``. tpu-inference runs under the same ``vllm serve`` CLI.
+- SGLang: sgl-project/sglang, python/sglang/srt/server_args.py, ``ServerArgs`` (the flag is the
+  field name with dashes: ``tp_size`` -> ``--tp-size``); KV dtypes from the ``kv_cache_dtype``
+  field's choices.
+- JAX: AI-Hypercomputer/maxtext, src/MaxText/configs/base.yml (ici_*/dcn_* parallelism,
+  max_target_length, max_prefill_predict_length, per_device_batch_size); the KV dtype is
+  k3plan's own jax-native stack parameter (MaxText has no fp8 KV key).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from k3plan.errors import K3PlanError
+
+VLLM = ("vllm-project/vllm", "vllm/engine/arg_utils.py", "EngineArgs")
+SGLANG = ("sgl-project/sglang", "python/sglang/srt/server_args.py", "ServerArgs")
+MAXTEXT = ("AI-Hypercomputer/maxtext", "src/MaxText/configs/base.yml", "base config")
+
+# engine -> flag (or parameter) -> (repository, file, class) that defines it
+FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
+    "vllm": {f: VLLM for f in (
+        "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
+        "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs", "--kv-cache-dtype",
+        "--gpu-memory-utilization", "--enable-chunked-prefill", "--trust-remote-code",
+        "--distributed-executor-backend")},
+    "sglang": {f: SGLANG for f in (
+        "--model-path", "--tp-size", "--dp-size", "--ep-size", "--pp-size", "--enable-dp-attention",
+        "--context-length", "--chunked-prefill-size", "--kv-cache-dtype", "--mem-fraction-static",
+        "--max-running-requests", "--trust-remote-code", "--nnodes", "--node-rank", "--dist-init-addr")},
+    "jax": {
+        **{k: MAXTEXT for k in ("ici_tensor_parallelism", "ici_expert_parallelism", "ici_data_parallelism",
+                                "ici_pipeline_parallelism", "dcn_data_parallelism", "max_target_length",
+                                "max_prefill_predict_length", "per_device_batch_size")},
+        "kv_cache_dtype": ("k3plan", "k3plan/sharding/stacks/jax-native.yaml", "Stack.kv_cache.dtype"),
+    },
+}
+
+# k3plan KV dtype -> engine spelling (None: the engine has no such KV dtype)
+VLLM_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": "fp8_ds_mla", "fp32": None}  # CacheDType
+SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None}  # kv_cache_dtype choices
+
+# k3plan stack -> engine that runs it
+ENGINE_FOR_STACK = {"vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}
+
+
+def engine_for_stack(stack: str) -> Literal["vllm", "sglang", "jax"]:
+    """The engine whose launch command a k3plan stack gets (dp-attention: vLLM DP + EP)."""
+    engine = ENGINE_FOR_STACK.get(stack)
+    if engine is None:
+        raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(ENGINE_FOR_STACK)}")
+    return engine  # type: ignore[return-value]
+
+
+class LaunchConfig(BaseModel):
+    """The chosen configuration, as the planner decided it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hardware: str
+    platform: Literal["gpu", "tpu"]
+    stack: str
+    engine: Literal["vllm", "sglang", "jax"]
+    model_path: str
+    tp: int = Field(ge=1)
+    ep: int = Field(1, ge=1)  # 1: experts not split over an EP axis
+    dp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    hosts: int = Field(1, ge=1)
+    max_model_len: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)  # vLLM token budget a step = SGLang chunked-prefill size
+    max_num_seqs: int = Field(ge=1)  # the batch the plan sized memory for
+    kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
+    memory_fraction: float = Field(gt=0.0, le=1.0)
+    dp_attention: bool = False
+    trust_remote_code: bool = True
+
+    @model_validator(mode="after")
+    def _ep_fits(self) -> LaunchConfig:
+        if self.ep not in (1, self.tp, self.tp * self.dp):
+            raise ValueError(f"ep={self.ep}: experts go over the TP ranks or every TP x DP rank; "
+                             f"expected 1, {self.tp} or {self.tp * self.dp}")
+        return self
+
+
+def vllm_command(cfg: LaunchConfig) -> str:
+    """``vllm serve MODEL ...``; the same CLI drives vLLM on GPUs and tpu-inference on TPUs.
+
+    vLLM has no EP size: ``--enable-expert-parallel`` puts experts over TP x DP ranks; DP attention
+    is DP > 1 with expert parallelism on. ``--gpu-memory-utilization`` is the fraction of each
+    device's memory the engine may take (CacheConfig); on TPU it is read the same way.
+    """
+    kv = _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
+    if cfg.ep > 1 and cfg.ep != cfg.tp * cfg.dp:
+        raise K3PlanError(f"vLLM: --enable-expert-parallel puts experts over all TP x DP = {cfg.tp * cfg.dp} "
+                          f"ranks; ep={cfg.ep} cannot be expressed")
+    args = ["vllm", "serve", cfg.model_path,
+            "--tensor-parallel-size", cfg.tp, "--pipeline-parallel-size", cfg.pp,
+            "--data-parallel-size", cfg.dp]
+    if cfg.ep > 1 or cfg.dp_attention:
+        args.append("--enable-expert-parallel")
+    args += ["--max-model-len", cfg.max_model_len, "--max-num-batched-tokens", cfg.max_num_batched_tokens,
+             "--max-num-seqs", cfg.max_num_seqs, "--enable-chunked-prefill",
+             "--kv-cache-dtype", kv, "--gpu-memory-utilization", f"{cfg.memory_fraction:.2f}"]
+    if cfg.hosts > 1 and cfg.tp * cfg.pp > 1:
+        args += ["--distributed-executor-backend", "ray"]  # one engine over several hosts
+    if cfg.trust_remote_code:
+        args.append("--trust-remote-code")
+    return _join(args, engine="vllm")
+
+
+def sglang_command(cfg: LaunchConfig) -> str:
+    """``python -m sglang.launch_server ...``; on several hosts each runs it with its own rank.
+
+    SGLang's ``--tp-size`` counts every GPU of one server; with DP attention ``--dp-size`` splits
+    attention into that many groups (attention TP = tp_size / dp_size) while experts and dense MLPs
+    span all of them; without it ``--dp-size`` runs that many independent TP replicas.
+    """
+    if cfg.platform != "gpu":
+        raise K3PlanError(f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack vllm-tpu "
+                          "or jax-native on a TPU")
+    kv = _kv(cfg, SGLANG_KV, "SGLang (ServerArgs.kv_cache_dtype choices)")
+    if not cfg.dp_attention and cfg.ep > cfg.tp:
+        raise K3PlanError(f"SGLang without DP attention: experts split over one replica's {cfg.tp} TP ranks; "
+                          f"ep={cfg.ep} needs DP attention")
+    tp_size = cfg.tp * cfg.dp if cfg.dp_attention else cfg.tp
+    args = ["python", "-m", "sglang.launch_server", "--model-path", cfg.model_path,
+            "--tp-size", tp_size, "--dp-size", cfg.dp, "--ep-size", cfg.ep, "--pp-size", cfg.pp]
+    if cfg.dp_attention:
+        args.append("--enable-dp-attention")
+    args += ["--context-length", cfg.max_model_len, "--chunked-prefill-size", cfg.max_num_batched_tokens,
+             "--max-running-requests", cfg.max_num_seqs, "--kv-cache-dtype", kv,
+             "--mem-fraction-static", f"{cfg.memory_fraction:.2f}"]
+    if cfg.hosts > 1:
+        args += ["--nnodes", cfg.hosts, "--node-rank", "$NODE_RANK", "--dist-init-addr", "$HEAD_ADDR:5000"]
+    if cfg.trust_remote_code:
+        args.append("--trust-remote-code")
+    return _join(args, engine="sglang")
+
+
+def jax_params(cfg: LaunchConfig) -> dict[str, int | str]:
+    """MaxText-style parameters for the JAX stack: parallel sizes over ICI within a slice, DP over
+    DCN across slices (``hosts`` here counts slices when the stack runs multi-slice)."""
+    if cfg.kv_dtype not in ("bf16", "fp8", "fp32"):
+        raise K3PlanError(f"JAX stack: KV dtype {cfg.kv_dtype!r} is a vLLM layout; expected bf16, fp8 or fp32")
+    return {
+        "ici_tensor_parallelism": cfg.tp, "ici_expert_parallelism": cfg.ep,
+        "ici_data_parallelism": cfg.dp, "ici_pipeline_parallelism": cfg.pp, "dcn_data_parallelism": 1,
+        "max_target_length": cfg.max_model_len, "max_prefill_predict_length": cfg.max_num_batched_tokens,
+        "per_device_batch_size": max(1, cfg.max_num_seqs // (cfg.tp * cfg.dp * cfg.pp)),
+        "kv_cache_dtype": cfg.kv_dtype,
+    }
+
+
+def launch_text(cfg: LaunchConfig) -> str:
+    """The launch file's text: a header naming the plan, then the command (or parameters) for the
+    stack's engine, each flag's source listed below it."""
+    lines = [f"# k3plan launch: {cfg.hardware}, stack {cfg.stack}, TP{cfg.tp} EP{cfg.ep} DP{cfg.dp} PP{cfg.pp}",
+             "# derived from the plan; check it against your engine version before running", ""]
+    if cfg.engine == "jax":
+        params = jax_params(cfg)
+        lines += [f"{k}: {v}" for k, v in params.items()]
+        sources = {FLAG_SOURCES["jax"][k] for k in params}
+    else:
+        cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
+        lines.append(cmd)
+        sources = {FLAG_SOURCES[cfg.engine][t] for t in shlex.split(cmd) if t.startswith("--")}
+    lines += ["", "# flags defined in:"] + [f"#   {r}: {f} ({c})" for r, f, c in sorted(sources)]
+    return "\n".join(lines) + "\n"
+
+
+def write_launch(path: str | Path, cfg: LaunchConfig) -> Path:
+    """Write ``launch_text(cfg)`` atomically (a temp file in the same folder, then os.replace)."""
+    out = Path(path)
+    text = launch_text(cfg)
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise K3PlanError(f"--emit launch: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise K3PlanError(f"--emit launch: cannot write {out}: {err}") from None
+    return out
+
+
+def _kv(cfg: LaunchConfig, table: dict[str, str | None], engine: str) -> str:
+    kv = table[cfg.kv_dtype]
+    if kv is None:
+        ok = ", ".join(k for k, v in table.items() if v)
+        raise K3PlanError(f"KV dtype {cfg.kv_dtype!r}: not a {engine} KV cache dtype; expected one of {ok}")
+    return kv
+
+
+def _join(args: list, *, engine: str) -> str:
+    for a in args:
+        if isinstance(a, str) and a.startswith("--") and a not in FLAG_SOURCES[engine]:
+            raise AssertionError(f"flag {a} has no cited source for this engine")  # a bug, not input
+    return " ".join(a if isinstance(a, str) and a.startswith("$") else shlex.quote(str(a)) for a in args)

@@ -1,0 +1,120 @@
+"""The Pareto front of the searched configurations: tokens/s per user against tokens/s per chip
+(or tokens per dollar), both maximised.
+
+``pareto_front`` works on two numpy columns and returns row indices; ``ParetoPoint`` is the typed
+row the table, the JSON and the plot share. The plot imports matplotlib inside the function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.errors import K3PlanError
+
+
+def pareto_front(x, y) -> np.ndarray:
+    """Indices of the rows no other row dominates, maximising both ``x`` and ``y``, ordered by ``x``
+    ascending (so ``y`` descends along the front).
+
+    A row is dominated when another is >= on both and > on one. Rows with NaN in either column are
+    never on the front (an unpriced row has no tokens-per-dollar). Exact duplicates: the first kept.
+    """
+    xs = np.asarray(x, dtype=float).ravel()
+    ys = np.asarray(y, dtype=float).ravel()
+    if xs.shape != ys.shape:
+        raise K3PlanError(f"pareto_front: columns differ in length ({xs.size} vs {ys.size})")
+    ok = np.flatnonzero(~(np.isnan(xs) | np.isnan(ys)))
+    # sweep by x descending (ties: y descending, then row order); keep each row whose y beats every
+    # y seen so far -- an O(n log n) skyline.
+    order = ok[np.lexsort((ok, -ys[ok], -xs[ok]))]
+    front: list[int] = []
+    best_y = -np.inf
+    for i in order:
+        if ys[i] > best_y:
+            front.append(int(i))
+            best_y = ys[i]
+    return np.array(front[::-1], dtype=np.int64)
+
+
+class ParetoPoint(BaseModel):
+    """One configuration on (or off) the front, as the table, JSON and plot show it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hardware: str
+    topology: str
+    chips: int
+    split: str  # e.g. "TP8 EP64 DP8" -- the label a plotted point carries
+    stack: str
+    batch: int  # sequences decoding together
+    tokens_per_s_per_user: float
+    tokens_per_s_per_chip: float
+    usd_per_hour: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    tokens_per_usd: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.hardware} {self.topology} {self.split}"
+
+
+def render_pareto_table(points: Sequence[ParetoPoint], *, title: str = "Pareto front"):
+    """A rich Table, one row a point, in the order given (pareto_front's order)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name in ("hardware", "topology", "split", "stack", "chips", "batch", "tok/s/user", "tok/s/chip",
+                 "$/hour", "$/M out", "tok/$"):
+        table.add_column(name, justify="left" if name in ("hardware", "topology", "split", "stack") else "right")
+    for p in points:
+        table.add_row(p.hardware, p.topology, p.split, p.stack, str(p.chips), str(p.batch),
+                      f"{p.tokens_per_s_per_user:,.1f}", f"{p.tokens_per_s_per_chip:,.1f}",
+                      _money(p.usd_per_hour), _money(p.usd_per_million_output_tokens),
+                      "-" if p.tokens_per_usd is None else f"{p.tokens_per_usd:,.0f}")
+    return table
+
+
+def plot_pareto(path: str | Path, points: Sequence[ParetoPoint], *, front: Sequence[ParetoPoint] = (),
+                y: str = "tokens_per_s_per_chip", title: str = "tokens/s per user vs per chip") -> Path:
+    """Write a PNG: every point grey, the front joined and labelled with hardware, topology and split.
+
+    ``y`` is ``tokens_per_s_per_chip`` or ``tokens_per_usd``; points without that figure are left
+    out. matplotlib is imported here only (fast paths never pay for it).
+    """
+    if y not in ("tokens_per_s_per_chip", "tokens_per_usd"):
+        raise K3PlanError(f"plot_pareto: y {y!r}: expected tokens_per_s_per_chip or tokens_per_usd")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def xy(ps):
+        kept = [p for p in ps if getattr(p, y) is not None]
+        return kept, [p.tokens_per_s_per_user for p in kept], [getattr(p, y) for p in kept]
+
+    _, ax_all, ay_all = xy(points)
+    kept, fx, fy = xy(front)
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    ax.scatter(ax_all, ay_all, s=12, color="0.7", label="searched")
+    if kept:
+        ax.plot(fx, fy, "o-", color="tab:blue", label="Pareto front")
+        for p, px, py in zip(kept, fx, fy):
+            ax.annotate(p.label, (px, py), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel("tokens/s per user")
+    ax.set_ylabel("tokens/s per chip" if y == "tokens_per_s_per_chip" else "tokens per US dollar")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    out = Path(path)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.2f}"

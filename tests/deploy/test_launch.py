@@ -1,0 +1,106 @@
+"""Launch commands: exact strings for two configurations, every flag cited, bad combinations
+refused in one line, the atomic write."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from pydantic import ValidationError
+
+from k3plan.deploy.launch import (
+    ENGINE_FOR_STACK,
+    FLAG_SOURCES,
+    LaunchConfig,
+    engine_for_stack,
+    jax_params,
+    launch_text,
+    sglang_command,
+    vllm_command,
+    write_launch,
+)
+from k3plan.errors import K3PlanError
+from k3plan.sharding.stack import list_stacks
+
+B200 = {"hardware": "nvidia-b200", "platform": "gpu", "stack": "sglang", "engine": "sglang", "model_path": "moonshotai/Kimi-K3",
+            "tp": 8, "dp": 8, "ep": 64, "hosts": 8, "max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+            "kv_dtype": "fp8", "memory_fraction": 0.88, "dp_attention": True}
+V7X = {"hardware": "tpu-v7x", "platform": "tpu", "stack": "vllm-tpu", "engine": "vllm", "model_path": "moonshotai/Kimi-K3",
+           "tp": 32, "ep": 32, "hosts": 4, "max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+           "kv_dtype": "bf16", "memory_fraction": 0.9}
+
+
+def test_sglang_dp_attention_command():
+    # DP attention: --tp-size counts all 64 GPUs, 8 attention groups, experts over all 64
+    assert sglang_command(LaunchConfig(**B200)) == (
+        "python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 64 --dp-size 8 --ep-size 64 "
+        "--pp-size 1 --enable-dp-attention --context-length 131072 --chunked-prefill-size 8192 "
+        "--max-running-requests 256 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 "
+        "--nnodes 8 --node-rank $NODE_RANK --dist-init-addr $HEAD_ADDR:5000 --trust-remote-code")
+
+
+def test_vllm_tpu_command():
+    assert vllm_command(LaunchConfig(**V7X)) == (
+        "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --pipeline-parallel-size 1 "
+        "--data-parallel-size 1 --enable-expert-parallel --max-model-len 131072 --max-num-batched-tokens 8192 "
+        "--max-num-seqs 64 --enable-chunked-prefill --kv-cache-dtype bfloat16 --gpu-memory-utilization 0.90 "
+        "--distributed-executor-backend ray --trust-remote-code")
+
+
+def test_jax_params():
+    p = jax_params(LaunchConfig(**{**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}))
+    # 64 sequences over 32 TP x 1 DP devices -> 2 a device
+    assert p["ici_tensor_parallelism"] == 32 and p["ici_expert_parallelism"] == 32
+    assert p["per_device_batch_size"] == 2 and p["max_target_length"] == 131072 and p["kv_cache_dtype"] == "fp32"
+    assert set(p) == set(FLAG_SOURCES["jax"])
+
+
+@pytest.mark.parametrize("cfg, build, engine", [(B200, sglang_command, "sglang"), (V7X, vllm_command, "vllm"),
+                                                 ({**B200, "dp_attention": False, "ep": 8, "hosts": 1},
+                                                  sglang_command, "sglang")])
+def test_every_flag_is_cited(cfg, build, engine):
+    flags = [t for t in shlex.split(build(LaunchConfig(**cfg))) if t.startswith("--")]
+    assert flags and all(f in FLAG_SOURCES[engine] for f in flags)
+    repo, path, cls = FLAG_SOURCES[engine][flags[0]]
+    assert repo and path.endswith((".py", ".yml", ".yaml")) and cls
+
+
+def test_launch_text_names_sources():
+    text = launch_text(LaunchConfig(**B200))
+    assert "sgl-project/sglang: python/sglang/srt/server_args.py (ServerArgs)" in text
+    assert text.splitlines()[0].startswith("# k3plan launch: nvidia-b200, stack sglang, TP8 EP64 DP8 PP1")
+
+
+@pytest.mark.parametrize("cfg, build, says", [
+    ({**V7X, "kv_dtype": "fp32"}, vllm_command, "not a vLLM"),
+    ({**B200, "kv_dtype": "fp8_ds_mla"}, sglang_command, "not a SGLang"),
+    ({**V7X, "engine": "sglang"}, sglang_command, "SGLang serves on GPUs"),
+    ({**V7X, "dp": 2, "ep": 32}, vllm_command, "cannot be expressed"),
+    ({**B200, "dp_attention": False}, sglang_command, "needs DP attention"),
+    ({**V7X, "engine": "jax", "kv_dtype": "fp8_ds_mla"}, jax_params, "vLLM layout"),
+])
+def test_combinations_an_engine_cannot_run_are_refused(cfg, build, says):
+    with pytest.raises(K3PlanError, match=says) as err:
+        build(LaunchConfig(**cfg))
+    assert "\n" not in str(err.value)
+
+
+def test_ep_must_be_a_rank_count():
+    with pytest.raises(ValidationError, match="ep=3"):
+        LaunchConfig(**{**V7X, "ep": 3})
+
+
+def test_every_bundled_stack_has_an_engine():
+    assert set(list_stacks()) <= set(ENGINE_FOR_STACK)
+    assert engine_for_stack("dp-attention") == "vllm" and engine_for_stack("jax-native") == "jax"
+    with pytest.raises(K3PlanError, match="no engine known for stack 'trtllm'"):
+        engine_for_stack("trtllm")
+
+
+def test_write_launch_is_atomic(tmp_path):
+    out = write_launch(tmp_path / "launch.sh", LaunchConfig(**V7X))
+    assert out.read_text() == launch_text(LaunchConfig(**V7X))
+    write_launch(out, LaunchConfig(**B200))  # replaces, leaves no temp file behind
+    assert [p.name for p in tmp_path.iterdir()] == ["launch.sh"] and "sglang" in out.read_text()
+    with pytest.raises(K3PlanError, match="does not exist"):
+        write_launch(tmp_path / "missing" / "launch.sh", LaunchConfig(**V7X))
