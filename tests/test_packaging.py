@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import site
 import subprocess
 import sys
 import tarfile
@@ -97,9 +98,14 @@ def test_wheel_installed_outside_the_checkout_matches_the_checkout(tmp_path):
     assert not missing, f"the wheel lacks {missing}"
     assert "k3plan/py.typed" in in_wheel and "k3plan/hardware_specs/tpu-v7x.yaml" in in_wheel
 
-    venv = tmp_path / "venv"  # k3plan's dependencies from this interpreter, k3plan only from the wheel
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    # A fresh environment: k3plan only from the wheel; its dependencies (and pip) from this interpreter's
+    # site-packages, listed in a .pth file: nothing is downloaded, and the .pth files there (an editable
+    # k3plan) are not read, as they would be with --system-site-packages.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
+    purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, _env()).strip()
+    (Path(purelib) / "k3plan-test-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
                     "--no-compile", str(wheel)], check=True, env=_env(), cwd=tmp_path)
     where = _run([py, "-c", "import k3plan, k3plan.hardware.loader as h; print(k3plan.__file__); print(h.SPECS_DIR)"],
