@@ -63,7 +63,7 @@ app = typer.Typer(
     cls=K3Group,
     help=HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-import k3plan
 from k3plan.errors import K3PlanError
 from k3plan.hardware.schema import HardwareFile
 from k3plan.hardware.spec import HardwareSpec, resolve
 from k3plan.hardware.topology import parse_topology
+from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
 
-SPECS_DIR = Path(k3plan.__file__).parents[1] / "hardware_specs"
+SPECS_DIR = data_dir("hardware_specs")
 DEFAULT_HARDWARE = "tpu-v7x"
 
 

@@ -11,8 +11,9 @@ from k3plan.errors import K3PlanError
 from k3plan.models.families import family_for, supported
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import ModelSpec
+from k3plan.resources import data_dir
 
-BUNDLED_DIR = Path(__file__).parent / "bundled"
+BUNDLED_DIR = data_dir("models/bundled")
 DEFAULT_MODEL = "kimi-k3"
 
 

@@ -14,9 +14,10 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
+from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
 
-STACK_DIR = Path(__file__).parent / "stacks"
+STACK_DIR = data_dir("sharding/stacks")
 DEFAULT_STACK = "vllm-tpu"
 KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
 

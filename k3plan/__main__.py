@@ -1,0 +1,5 @@
+"""`python -m k3plan` is the `k3plan` command."""
+
+from k3plan.cli.app import app
+
+app(prog_name="k3plan")
