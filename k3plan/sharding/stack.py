@@ -301,12 +301,13 @@ def list_stacks() -> list[str]:
 
 
 def parse_ref(ref: str) -> tuple[str, dict[str, str]]:
-    """'sglang:moe_a2a_backend=none,mem_fraction_static=0.85' -> ('sglang', {...})."""
+    """'sglang:moe_a2a_backend=none,mem_fraction_static=0.85' -> ('sglang', {...}); options may
+    also be joined by '+' (for lists that are themselves comma-separated, e.g. plan --stacks)."""
     base, sep, opts = ref.partition(":")
     if not sep or "=" not in opts:
         return ref, {}
     values = {}
-    for part in opts.split(","):
+    for part in opts.replace("+", ",").split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip() or not value.strip():
             raise K3PlanError(f"stack {ref!r}: expected NAME:option=value[,option=value...]")

@@ -127,6 +127,9 @@ def test_option_values_and_errors():
     assert st.with_options(**{"mamba-scheduler-strategy": "extra_buffer"}).state.slots_per_request == 3
     assert st.state.slots_per_request == 1
     assert load_stack("vllm:kv_cache_dtype=fp8_ds_mla").kv_cache.dtype == "fp8_ds_mla"
+    both = load_stack("sglang:moe_a2a_backend=none+mem_fraction_static=0.8")  # '+' joins options in comma lists
+    assert both.chosen["moe_a2a_backend"] == "none" and both.reserve.fraction_of_usable_hbm == pytest.approx(0.2)
+    assert both == load_stack("sglang:moe_a2a_backend=none,mem_fraction_static=0.8")
     # a choice replaces what another choice of the same option added
     back = st.with_options(moe_a2a_backend="none").with_options(moe_a2a_backend="deepep").with_options(
         moe_a2a_backend="none")
