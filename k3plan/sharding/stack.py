@@ -148,6 +148,31 @@ class Effect(_F):
     description: str = ""
 
 
+class ReserveRow(_F):
+    below_gib: float | None = Field(description="applies when the GPU's memory is below this (None: any)")
+    reserved_gib: float = Field(ge=0)
+    per_parallel_gib: float = Field(0.0, ge=0, description="added per rank of tp x pp")
+
+
+class AutoFraction(_F):
+    """How an engine derives a memory fraction when its flag is not given (SGLang: server_args
+    reserves GiB by GPU class and parallel size, mem_fraction_static = (mem - reserved) / mem)."""
+
+    rows: tuple[ReserveRow, ...] = Field(min_length=1)
+    dp_attention_gib: float = Field(0.0, ge=0)
+    speculative_gib: float = Field(0.0, ge=0)
+    round_digits: int = 3
+    source: Source
+
+    def fraction(self, *, gpu_bytes: int, parallel_size: int, dp_attention: bool = False,
+                 speculative: bool = False) -> float:
+        mib = gpu_bytes / 2**20
+        row = next(r for r in self.rows if r.below_gib is None or mib < r.below_gib * 1024)
+        reserved = (row.reserved_gib + parallel_size * row.per_parallel_gib
+                    + (self.dp_attention_gib if dp_attention else 0) + (self.speculative_gib if speculative else 0)) * 1024
+        return round((mib - reserved) / mib, self.round_digits)
+
+
 class Option(_F):
     """An engine flag as a stack option: a closed set of choices (each an Effect) or a fraction of
     HBM that sets the reserve (``sets: reserve``: reserve = 1 - value, as vLLM's
@@ -157,6 +182,7 @@ class Option(_F):
     default: str | float
     choices: dict[str, Effect] = {}
     sets: Literal["reserve"] | None = None
+    auto: AutoFraction | None = Field(None, description="what the engine derives when the flag is not given")
     source: Source
 
     @model_validator(mode="after")
@@ -167,6 +193,8 @@ class Option(_F):
             raise ValueError(f"default {self.default!r} is not one of {', '.join(self.choices)}")
         if self.sets and not (isinstance(self.default, float) and 0 < self.default <= 1):
             raise ValueError("a fraction option's default must be a number in (0, 1]")
+        if self.auto and not self.sets:
+            raise ValueError("auto applies to a fraction option (sets: reserve)")
         return self
 
 

@@ -180,3 +180,14 @@ def _stack_file(tmp_path, name, mutate):
 def test_bad_stack_citations_and_options(tmp_path, mutate, needle):
     with pytest.raises(K3PlanError, match=re.escape(needle)):
         load_stack(_stack_file(tmp_path, "sglang", mutate))
+
+
+def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
+    auto = load_stack("sglang").options["mem_fraction_static"].auto
+    # server_args: H200 (< 160 GiB) reserves 12 + (tp x pp) / 2 GiB; B200 and larger 32 GiB
+    h200 = 143771  # MiB, what the driver reports
+    assert auto.fraction(gpu_bytes=h200 * 2**20, parallel_size=16) == round((h200 - 20 * 1024) / h200, 3) == 0.858
+    assert auto.fraction(gpu_bytes=h200 * 2**20, parallel_size=16, dp_attention=True) == round(
+        (h200 - 24 * 1024) / h200, 3)
+    b200 = 183359
+    assert auto.fraction(gpu_bytes=b200 * 2**20, parallel_size=16) == round((b200 - 32 * 1024) / b200, 3) == 0.821
