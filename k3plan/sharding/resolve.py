@@ -11,14 +11,14 @@ and the fallback is recorded: never silent.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.mesh import Mesh
 
-DimSpec = Optional[tuple[str, ...]]  # mesh axes sharding one checkpoint dim, None = replicated
+DimSpec = tuple[str, ...] | None  # mesh axes sharding one checkpoint dim, None = replicated
 
 
 class ShardSpec(BaseModel):
@@ -92,7 +92,7 @@ def dim_groups(t: Tensor) -> list[list[int]]:
 
 
 def spec_from_rules(
-    t: Tensor, rules: dict[str, Optional[str]], mesh: Mesh
+    t: Tensor, rules: dict[str, str | None], mesh: Mesh
 ) -> tuple[ShardSpec, list[Fallback]]:
     used: set[str] = set()
     partition: list[DimSpec] = []
@@ -120,18 +120,25 @@ def spec_from_rules(
     return ShardSpec(partition=tuple(partition)), fallbacks
 
 
+def rules_for(t: Tensor, rules: dict[str, str | None],
+              role_overrides: dict[str, dict[str, str | None]]) -> dict[str, str | None]:
+    """The rules one tensor sees: global, then its role's override, then its role@kind override."""
+    return {**rules, **role_overrides.get(t.role, {}), **role_overrides.get(f"{t.role}@{t.kind}", {})}
+
+
 def resolve(
     inventory: TensorInventory,
     *,
     mesh: Mesh,
-    rules: dict[str, Optional[str]],
-    role_overrides: dict[str, dict[str, Optional[str]]] | None = None,
+    rules: dict[str, str | None],
+    role_overrides: dict[str, dict[str, str | None]] | None = None,
     user_specs: dict[str, tuple] | None = None,
     source: str,
     tensors: Iterable[Tensor] | None = None,
 ) -> ShardingPlan:
-    """A ShardSpec for every text tensor. ``role_overrides[role]`` replaces rules for that role;
-    ``user_specs`` (tensor name -> partition) win over both and are checked for divisibility."""
+    """A ShardSpec for every text tensor. ``role_overrides[role]`` replaces rules for that role and
+    ``role_overrides["role@kind"]`` (e.g. "attn@kda") for that role in layers of that kind;
+    ``user_specs`` (tensor name -> partition) win over all and are checked for divisibility."""
     specs: dict[str, ShardSpec] = {}
     fallbacks: list[Fallback] = []
     role_overrides = role_overrides or {}
@@ -139,7 +146,7 @@ def resolve(
         if user_specs and t.name in user_specs:
             spec, fb = spec_from_user(t, user_specs[t.name], mesh)
         else:
-            spec, fb = spec_from_rules(t, {**rules, **role_overrides.get(t.role, {})}, mesh)
+            spec, fb = spec_from_rules(t, rules_for(t, rules, role_overrides), mesh)
         specs[t.name] = spec
         fallbacks.extend(fb)
     return ShardingPlan(mesh=mesh, specs=specs, fallbacks=tuple(fallbacks), source=source)

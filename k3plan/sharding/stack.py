@@ -1,17 +1,20 @@
 """Serving stacks: what a runtime does with the weights, the cache and the memory.
 
 A stack is a YAML file (bundled in ``k3plan/sharding/stacks/`` or a user path) fixing the runtime
-format of each weight role, the KV-cache dtype and layout, the KDA state dtypes, the sharding
-rules, paging, the engine's memory reserve and the expert collective pattern.
+format of each weight role, the KV-cache dtype and layout, the KDA state dtypes and slots, the
+sharding rules (each cited to the engine code that holds it), paging, how the engine sizes its
+cache pool, the engine's memory reserve, the expert collective pattern and the platforms it runs
+on. Engine flags that change any of these are stack options: ``load_stack("sglang:
+moe_a2a_backend=none,mem_fraction_static=0.85")`` or ``Stack.with_options``.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
@@ -20,10 +23,44 @@ from k3plan.specfile import describe, read_yaml_mapping
 STACK_DIR = data_dir("sharding/stacks")
 DEFAULT_STACK = "vllm-tpu"
 KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
+KINDS = ("tpu", "gpu")
 
 
 class _F(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Source(_F):
+    """Where an engine holds a rule: repository, file, class (or function), optionally the commit
+    read. ``found: false`` says the code was not in the stored snapshot and ``note`` says what is
+    assumed instead, never silently invented."""
+
+    repo: str
+    file: str
+    symbol: str = Field(description="class or function that holds the rule")
+    commit: str | None = None
+    found: bool = True
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _assumption_named(self) -> Source:
+        if not self.found and not self.note.strip():
+            raise ValueError("a source with found: false must say in note what is assumed")
+        return self
+
+    def text(self) -> str:
+        at = f"@{self.commit[:8]}" if self.commit else ""
+        head = f"{self.repo}{at} {self.file} {self.symbol}"
+        if not self.found:
+            return f"not found or not read in the stored {self.repo} snapshot ({self.file} {self.symbol}); assumed: {self.note}"
+        return head + (f" ({self.note})" if self.note else "")
+
+
+class Cite(_F):
+    """One rule in words and the engine code it comes from."""
+
+    holds: str = Field(description="what the engine does with these tensors")
+    sources: tuple[Source, ...] = Field(min_length=1)
 
 
 class KVCache(_F):
@@ -37,6 +74,7 @@ class State(_F):
     recurrent_dtype: Literal["f32", "bf16"]
     conv_dtype: Literal["f32", "bf16"]
     shard_by_heads: bool = True
+    slots_per_request: int = Field(1, ge=1, description="KDA state slots one running request holds")
     source: str
 
 
@@ -51,10 +89,41 @@ class Reserve(_F):
     source: str
 
 
-class Sharding(_F):
-    rules: dict[str, Optional[str]]
-    role_overrides: dict[str, dict[str, Optional[str]]] = {}
+class KVPool(_F):
+    """How the engine sizes its cache pool (read by phase B of issue 18; described here)."""
+
+    method: Literal["utilization_minus_profile", "static_fraction", "whole_free_hbm"]
+    knob: str | None = Field(None, description="the stack option that sets the fraction, if any")
+    describe: str
     source: str
+
+
+class Sharding(_F):
+    rules: dict[str, str | None]
+    # role (or "role@kind", e.g. "attn@kda") -> rules that replace the global ones for those tensors
+    role_overrides: dict[str, dict[str, str | None]] = {}
+    source: str
+    # one entry per rule: logical axis name, or "role:<override key>"
+    cite: dict[str, Cite] = {}
+
+    @model_validator(mode="after")
+    def _every_rule_cited(self) -> Sharding:
+        if not self.cite:
+            return self
+        keys = set(self.rules) | {f"role:{r}" for r in self.role_overrides}
+        missing, stray = sorted(keys - set(self.cite)), sorted(set(self.cite) - keys)
+        if missing:
+            raise ValueError(f"rules without a citation: {', '.join(missing)}")
+        if stray:
+            raise ValueError(f"citations for no rule: {', '.join(stray)}")
+        return self
+
+    def rules_for(self, role: str, kind: str | None = None) -> dict[str, str | None]:
+        """The rules one tensor sees: global, then its role's override, then role@kind's."""
+        out = {**self.rules, **self.role_overrides.get(role, {})}
+        if kind is not None:
+            out.update(self.role_overrides.get(f"{role}@{kind}", {}))
+        return out
 
 
 class Collectives(_F):
@@ -64,14 +133,80 @@ class Collectives(_F):
 
 
 class DefaultParallel(_F):
-    tp: Union[int, Literal["all"]] = "all"
-    dp: Union[int, Literal["all"]] = 1
+    tp: int | Literal["all"] = "all"
+    dp: int | Literal["all"] = 1
+
+
+class Effect(_F):
+    """What one choice of an engine option changes in the stack."""
+
+    role_overrides: dict[str, dict[str, str | None]] | None = None  # merged over the stack's
+    cite: dict[str, Cite] = {}  # citations for the override keys it adds ("role:<key>")
+    collectives: Collectives | None = None
+    state_slots_per_request: int | None = Field(None, ge=1)
+    kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"] | None = None
+    platforms: tuple[str, ...] | None = None
+    description: str = ""
+
+
+class ReserveRow(_F):
+    below_gib: float | None = Field(description="applies when the GPU's memory is below this (None: any)")
+    reserved_gib: float = Field(ge=0)
+    per_parallel_gib: float = Field(0.0, ge=0, description="added per rank of tp x pp")
+
+
+class AutoFraction(_F):
+    """How an engine derives a memory fraction when its flag is not given (SGLang: server_args
+    reserves GiB by GPU class and parallel size, mem_fraction_static = (mem - reserved) / mem)."""
+
+    rows: tuple[ReserveRow, ...] = Field(min_length=1)
+    dp_attention_gib: float = Field(0.0, ge=0)
+    speculative_gib: float = Field(0.0, ge=0)
+    round_digits: int = 3
+    source: Source
+
+    def fraction(self, *, gpu_bytes: int, parallel_size: int, dp_attention: bool = False,
+                 speculative: bool = False) -> float:
+        mib = gpu_bytes / 2**20
+        row = next(r for r in self.rows if r.below_gib is None or mib < r.below_gib * 1024)
+        reserved = (row.reserved_gib + parallel_size * row.per_parallel_gib
+                    + (self.dp_attention_gib if dp_attention else 0) + (self.speculative_gib if speculative else 0)) * 1024
+        return round((mib - reserved) / mib, self.round_digits)
+
+
+class Option(_F):
+    """An engine flag as a stack option: a closed set of choices (each an Effect) or a fraction of
+    HBM that sets the reserve (``sets: reserve``: reserve = 1 - value, as vLLM's
+    --gpu-memory-utilization and SGLang's --mem-fraction-static leave the rest)."""
+
+    flag: str
+    default: str | float
+    choices: dict[str, Effect] = {}
+    sets: Literal["reserve"] | None = None
+    auto: AutoFraction | None = Field(None, description="what the engine derives when the flag is not given")
+    source: Source
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Option:
+        if bool(self.choices) == bool(self.sets):
+            raise ValueError("an option has either choices or sets: reserve")
+        if self.choices and str(self.default) not in self.choices:
+            raise ValueError(f"default {self.default!r} is not one of {', '.join(self.choices)}")
+        if self.sets and not (isinstance(self.default, float) and 0 < self.default <= 1):
+            raise ValueError("a fraction option's default must be a number in (0, 1]")
+        if self.auto and not self.sets:
+            raise ValueError("auto applies to a fraction option (sets: reserve)")
+        return self
 
 
 class Stack(_F):
     name: str
     description: str
     platform: Literal["tpu", "gpu", "any"] = "any"
+    # hardware kinds ("tpu", "gpu"), vendors ("nvidia", "amd", "google") or hardware names
+    # ("nvidia-b300"); empty: derived from ``platform``
+    platforms: tuple[str, ...] = ()
+    platforms_source: str = ""
     runtime_formats: dict[str, str]  # role (or "default") -> storage format or "checkpoint"
     runtime_formats_source: str
     activation_dtype: Literal["bf16", "f32"] = "bf16"
@@ -79,35 +214,147 @@ class Stack(_F):
     state: State
     paging: Paging
     reserve: Reserve
+    kv_pool: KVPool | None = None
     sharding: Sharding
     collectives: Collectives
     default_parallel: DefaultParallel = DefaultParallel()
+    default_parallel_source: str = ""
+    options: dict[str, Option] = {}
+    chosen: dict[str, str] = Field({}, description="options applied to this stack (name -> value)")
+
+    @model_validator(mode="after")
+    def _platforms_agree(self) -> Stack:
+        if self.platforms and self.platform != "any":
+            kinds = {p for p in self.platforms if p in KINDS}
+            if kinds and kinds != {self.platform}:
+                raise ValueError(f"platform {self.platform!r} disagrees with platforms {list(self.platforms)}")
+        return self
 
     def runtime_format(self, role: str, checkpoint_fmt: str) -> str:
         fmt = self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint"))
         return checkpoint_fmt if fmt == "checkpoint" else fmt
 
-    def with_kv_dtype(self, kv_dtype: str | None) -> "Stack":
+    def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:
             return self
         if kv_dtype not in KV_DTYPES:
             raise K3PlanError(f"--kv-dtype {kv_dtype!r}: expected one of {', '.join(KV_DTYPES)}")
         return self.model_copy(update={"kv_cache": self.kv_cache.model_copy(update={"dtype": kv_dtype})})
 
+    def runs_on(self, hw: Any) -> bool:
+        """Whether this stack runs on a machine: ``hw`` is a HardwareSpec, a hardware kind ("tpu",
+        "gpu") or a bundled hardware name ("nvidia-b300"). A kind runs when the stack runs on some
+        machine of that kind. Callers: plan/ must skip (hardware, stack) pairs where this is False
+        and fit must warn (k3plan.setup's note)."""
+        allowed = self.platforms or ((self.platform,) if self.platform != "any" else KINDS)
+        if isinstance(hw, str) and hw in (*KINDS, "any"):
+            return hw == "any" or any(p == hw or _kind_of(p) == hw for p in allowed)
+        if isinstance(hw, str):
+            from k3plan.hardware import load_hardware
+
+            hw = load_hardware(hw)
+        tags = {hw.kind, hw.name, getattr(hw, "vendor", None)}
+        return any(p in tags for p in allowed)
+
+    def with_options(self, **values: str | float) -> Stack:
+        """The stack with engine options set (by name, '-' or '_'); unknown names and values are
+        errors naming what is known."""
+        st = self
+        for raw, value in values.items():
+            name = raw.replace("-", "_")
+            opt = self.options.get(name)
+            if opt is None:
+                known = ", ".join(self.options) or "none"
+                raise K3PlanError(f"stack {self.name}: unknown option {raw!r}; known: {known}")
+            st = st._apply(name, opt, value)
+        return st
+
+    def with_defaults(self) -> Stack:
+        """Apply every option's default (load_stack does this, so a bundled stack is what the
+        engine does when no flag is given)."""
+        st = self
+        for name, opt in self.options.items():
+            if name not in self.chosen:
+                st = st._apply(name, opt, opt.default)
+        return st
+
+    def _apply(self, name: str, opt: Option, value: str | float) -> Stack:
+        chosen = {**self.chosen, name: str(value)}
+        if opt.sets == "reserve":
+            try:
+                frac = float(value)
+            except (TypeError, ValueError):
+                raise K3PlanError(f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]") from None
+            if not 0 < frac <= 1:
+                raise K3PlanError(f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]")
+            reserve = Reserve(fraction_of_usable_hbm=round(1 - frac, 12),
+                              source=f"{opt.flag} {frac:g}: the engine leaves {1 - frac:.0%} of HBM ({opt.source.text()})")
+            return self.model_copy(update={"reserve": reserve, "chosen": chosen})
+        effect = opt.choices.get(str(value))
+        if effect is None:
+            raise K3PlanError(f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected one of "
+                              f"{', '.join(opt.choices)}")
+        update: dict[str, Any] = {"chosen": chosen}
+        if effect.role_overrides is not None:
+            sh = self.sharding
+            # a choice replaces what the option's other choices added
+            others = {k for e in opt.choices.values() if e.role_overrides for k in e.role_overrides}
+            overrides = {**{k: v for k, v in sh.role_overrides.items() if k not in others}, **effect.role_overrides}
+            cite = {**sh.cite, **effect.cite}
+            update["sharding"] = Sharding(rules=sh.rules, role_overrides=overrides, source=sh.source,
+                                          cite={k: v for k, v in cite.items() if k in set(sh.rules) | {f"role:{r}" for r in overrides}})
+        if effect.collectives is not None:
+            update["collectives"] = effect.collectives
+        if effect.state_slots_per_request is not None:
+            update["state"] = self.state.model_copy(update={"slots_per_request": effect.state_slots_per_request})
+        if effect.kv_dtype is not None:
+            update["kv_cache"] = self.kv_cache.model_copy(update={"dtype": effect.kv_dtype})
+        if effect.platforms is not None:
+            update["platforms"] = effect.platforms
+        return self.model_copy(update=update)
+
+
+def _kind_of(tag: str) -> str | None:
+    """The hardware kind a platform tag implies (a vendor or a bundled hardware name)."""
+    if tag in KINDS:
+        return tag
+    if tag in ("nvidia", "amd") or tag.startswith(("nvidia-", "amd-")):
+        return "gpu"
+    if tag == "google" or tag.startswith("tpu-"):
+        return "tpu"
+    return None
+
 
 def list_stacks() -> list[str]:
     return sorted(p.stem for p in STACK_DIR.glob("*.yaml"))
 
 
-@lru_cache(maxsize=32)
+def parse_ref(ref: str) -> tuple[str, dict[str, str]]:
+    """'sglang:moe_a2a_backend=none,mem_fraction_static=0.85' -> ('sglang', {...}); options may
+    also be joined by '+' (for lists that are themselves comma-separated, e.g. plan --stacks)."""
+    base, sep, opts = ref.partition(":")
+    if not sep or "=" not in opts:
+        return ref, {}
+    values = {}
+    for part in opts.replace("+", ",").split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise K3PlanError(f"stack {ref!r}: expected NAME:option=value[,option=value...]")
+        values[key.strip()] = value.strip()
+    return base, values
+
+
+@lru_cache(maxsize=64)
 def load_stack(ref: str = DEFAULT_STACK) -> Stack:
-    path = STACK_DIR / f"{ref}.yaml"
+    base, values = parse_ref(ref)
+    path = STACK_DIR / f"{base}.yaml"
     if not path.is_file():
-        path = Path(ref).expanduser()
+        path = Path(base).expanduser()
         if not (path.suffix in (".yaml", ".yml") and path.is_file()):
-            raise K3PlanError(f"unknown stack {ref!r}; known: {', '.join(list_stacks())} (or a stack YAML path)")
+            raise K3PlanError(f"unknown stack {base!r}; known: {', '.join(list_stacks())} (or a stack YAML path)")
     data = read_yaml_mapping(str(path), path)
     try:
-        return Stack(**data)
+        stack = Stack(**data)
     except ValidationError as err:
         raise K3PlanError(f"{path}: {describe(err)}") from None
+    return stack.with_options(**values).with_defaults()

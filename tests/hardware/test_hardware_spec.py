@@ -70,8 +70,31 @@ def test_gpu_links_one_way():
     h200 = load_hardware("nvidia-h200")
     assert h200.scale_up.bw_bytes_per_s == pytest.approx(450e9)
     assert h200.scale_out.bw_bytes_per_s == pytest.approx(50e9)
-    assert h200.hbm_bytes_per_device == 141 * GB
+    assert h200.hbm_bytes_per_device == 141 * 2**30  # NVIDIA's "141 GB" is GiB-class (the driver sees more than 141e9)
     assert load_hardware("nvidia-gb200-nvl72").scale_up.domain_chips == 72
+
+
+# memory.total as nvidia-smi prints it (MiB) / rocm-smi's VRAM Total Memory (B): what a GPU offers a process
+DRIVER_TOTAL_BYTES = {
+    "nvidia-h100-sxm": 81559 * 2**20, "nvidia-h20": 97871 * 2**20, "nvidia-h200": 143771 * 2**20,
+    "nvidia-b200": 183359 * 2**20, "nvidia-gb200-nvl72": 189471 * 2**20, "nvidia-b300": 275040 * 2**20,
+    "nvidia-gb300-nvl72": 284208 * 2**20, "amd-mi300x": 206158430208,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRIVER_TOTAL_BYTES))
+def test_gpu_usable_hbm_is_what_the_driver_reports(name):
+    hw = load_hardware(name)
+    assert hw.usable_bytes_per_device == DRIVER_TOTAL_BYTES[name]
+    assert hw.usable_bytes_per_device <= hw.hbm_bytes_per_device
+    src = hw.sources()["usable_hbm_per_device"]
+    assert ("nvidia-smi" in src) or ("rocm-smi" in src)
+    assert "context" in src  # says where the CUDA/ROCm context goes
+
+
+def test_h200_usable_is_about_140_gib_not_141e9():
+    usable = load_hardware("nvidia-h200").usable_bytes_per_device
+    assert 140 * 2**30 < usable < 141 * 2**30 and usable > 141 * GB
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

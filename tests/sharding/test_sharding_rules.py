@@ -26,7 +26,7 @@ LAYER = re.compile(r"language_model\.model\.layers\.(\d+)\.self_attn\.(.+)")
 
 
 def k3_layers():
-    kda = set(i - 1 for i in range(1, 94) if i % 4 and i != 93)  # full_attn_layers: 4, 8, ..., 92, 93
+    kda = {i - 1 for i in range(1, 94) if i % 4 and i != 93}  # full_attn_layers: 4, 8, ..., 92, 93
     mla = set(range(94 - 1)) - kda
     assert (len(kda), len(mla)) == (69, 24)
     return kda, mla
@@ -143,7 +143,7 @@ def test_bad_user_specs(tmp_path, text, needle):
 def test_every_bundled_stack_loads():
     from k3plan.sharding import list_stacks
 
-    assert list_stacks() == ["dp-attention", "jax-native", "sglang", "vllm-tpu"]
+    assert list_stacks() == ["dp-attention", "jax-native", "sglang", "vllm", "vllm-tpu"]
     for name in list_stacks():
         assert load_stack(name).name == name
 
@@ -173,10 +173,10 @@ def test_bad_stack_yaml(tmp_path, mutate, needle):
 
 
 @pytest.mark.parametrize("kw, needle", [
-    (dict(devices=32, tp=5), "--tp 5 x --dp"),
-    (dict(devices=32, tp=0), "--tp 0"),
-    (dict(devices=32, dp=3), "--dp 3 does not divide"),
-    (dict(devices=32, tp=8, ep=4), "--ep 4"),
+    ({"devices": 32, "tp": 5}, "--tp 5 x --dp"),
+    ({"devices": 32, "tp": 0}, "--tp 0"),
+    ({"devices": 32, "dp": 3}, "--dp 3 does not divide"),
+    ({"devices": 32, "tp": 8, "ep": 4}, "--ep 4"),
 ])
 def test_bad_mesh(kw, needle):
     with pytest.raises(K3PlanError, match=re.escape(needle)):

@@ -1,0 +1,193 @@
+"""The bundled stacks hold what the engines hold (issue 18): per-device weight bytes of K3 pinned
+from the tensor shapes of k3-facts.md §2, written out by hand here, on each engine's semantics;
+every rule cited; engine flags as stack options; platforms and runs_on."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from k3plan.errors import K3PlanError
+from k3plan.hardware import load_hardware
+from k3plan.setup import make_setup
+from k3plan.sharding import list_stacks, load_stack
+from k3plan.sharding.stack import STACK_DIR
+
+BF16, F32 = 2, 4
+EXPERT_BYTES = 17_547_264  # one MXFP4 expert, w1 + w2 + w3 with their E8M0 scales (k3-facts.md §2)
+
+# globals: embed_tokens, lm_head [163840, 7168] split over the vocabulary; norm, output AttnRes norm
+# [7168] and proj [1, 7168] whole
+VOCAB_TABLE = 163840 * 7168 * BF16
+GLOBAL_WHOLE = 3 * 7168 * BF16
+# every layer: four [7168] norms and two [1, 7168] AttnRes projections, whole
+LAYER_WHOLE = 6 * 7168 * BF16
+# KDA layer: q/k/v, g_proj [12288, 7168], o_proj [7168, 12288]; the q/k/v convs [12288, 1, 4] F32;
+# f_b_proj [12288, 128]; dt_bias [12288] F32; b_proj [96, 7168] -- all split by heads
+KDA_BY_HEADS = (5 * 12288 * 7168 * BF16 + 3 * 12288 * 4 * F32 + 12288 * 128 * BF16 + 12288 * F32
+                + 96 * 7168 * BF16)
+# f_a_proj [128, 7168] (ReplicatedLinear), A_log [128] F32 and o_norm [128] F32: whole
+KDA_WHOLE = 128 * 7168 * BF16 + 128 * F32 + 128 * F32
+# MLA layer: q_b [18432, 1536], kv_b [24576, 512], g_proj [12288, 7168], o_proj [7168, 12288] by heads
+MLA_BY_HEADS = (18432 * 1536 + 24576 * 512 + 2 * 12288 * 7168) * BF16
+# q_a [1536, 7168] + q_a_layernorm [1536], kv_a_proj_with_mqa [576, 7168] + kv_a_layernorm [512]: whole
+MLA_WHOLE = (1536 * 7168 + 1536 + 576 * 7168 + 512) * BF16
+DENSE_MLP = 3 * 33792 * 7168 * BF16  # layer 1: gate/up [33792, 7168], down [7168, 33792]
+ROUTER = 896 * 7168 * BF16 + 896 * F32  # gate [896, 7168] + e_score_correction_bias [896] F32
+LATENT = 2 * 3584 * 7168 * BF16 + 3584 * BF16  # routed_expert_down/up + routed_expert_norm
+SHARED = 3 * 6144 * 7168 * BF16  # two shared experts: gate/up [6144, 7168], down [7168, 6144]
+N_KDA, N_MLA, N_MOE = 69, 24, 92
+
+
+def k3_per_device(*, tp: int, devices: int, latent_split: int = 1, shared_split: int = 1) -> int:
+    """Per-device bytes when heads, the dense MLP and the vocabulary split tp ways, experts over
+    every device, the router whole, the latent projections and shared experts split as given."""
+    return (2 * VOCAB_TABLE // tp + GLOBAL_WHOLE + 93 * LAYER_WHOLE
+            + N_KDA * (KDA_BY_HEADS // tp + KDA_WHOLE)
+            + N_MLA * (MLA_BY_HEADS // tp + MLA_WHOLE)
+            + DENSE_MLP // tp
+            + N_MOE * (ROUTER + LATENT // latent_split + SHARED // shared_split + 896 * EXPERT_BYTES // devices))
+
+
+def test_hand_constants_match_the_published_parameter_counts():
+    # KDA mixer 443,740,416 params, MLA mixer 232,196,096 (k3-facts.md §2); F32 entries count 4 B
+    kda_params = (KDA_BY_HEADS + KDA_WHOLE - 3 * 12288 * 4 * F32 - 12288 * F32 - 256 * F32) // BF16 \
+        + 3 * 12288 * 4 + 12288 + 256
+    assert kda_params == 443_740_416
+    assert (MLA_BY_HEADS + MLA_WHOLE) // BF16 == 232_196_096
+    assert LAYER_WHOLE // BF16 == 43_008
+
+
+def test_sglang_tp16_h200_deepep_replicates_latent_router_and_shared_experts():
+    s = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang")
+    assert s.stack.chosen["moe_a2a_backend"] == "deepep"
+    assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16)
+    assert s.weights.by_role["latent_proj"] == N_MOE * LATENT
+    assert s.weights.by_role["shared_expert"] == N_MOE * SHARED
+    assert s.weights.by_role["router"] == N_MOE * ROUTER
+
+
+def test_sglang_tp16_h200_without_deepep_splits_the_shared_experts():
+    s = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang:moe_a2a_backend=none")
+    assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16, shared_split=16)
+    assert s.stack.collectives.experts == "all_reduce"
+    deepep = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang")
+    # DeepEP costs each GPU 15/16 of the shared experts: 92 x 264,241,152 x 15/16 B
+    assert deepep.weights.weights_bytes - s.weights.weights_bytes == N_MOE * SHARED * 15 // 16 == 22_790_799_360
+
+
+def test_vllm_on_8_b300():
+    s = make_setup(hardware="nvidia-b300", topology="8", tp=8, stack="vllm")
+    assert s.weights.weights_bytes == k3_per_device(tp=8, devices=8, shared_split=8)
+    assert s.weights.by_role["latent_proj"] == N_MOE * LATENT  # ReplicatedLinear, whole on every GPU
+    assert s.notes == ()  # the vllm stack runs on B300: no platform warning
+
+
+def test_vllm_tpu_v7x_tp32_holds_the_latent_projections_whole():
+    s = make_setup(topology="2x2x4", tp=32)  # the main job: vllm-tpu, 16 v7x chips = 32 devices
+    assert s.weights.weights_bytes == k3_per_device(tp=32, devices=32, shared_split=32)
+    # issue 18: 2 x 4.73 GB of latent projections were split 32 ways; every device holds them whole
+    split = k3_per_device(tp=32, devices=32, shared_split=32, latent_split=32)
+    assert s.weights.weights_bytes - split == N_MOE * (LATENT - LATENT // 32) == 9_159_163_776
+
+
+def test_vllm_tpu_flax_nnx_replicates_every_kda_weight():
+    s = make_setup(topology="2x2x4", tp=32, stack="vllm-tpu:model_impl=flax_nnx")
+    vllm = make_setup(topology="2x2x4", tp=32)
+    kda_extra = N_KDA * (KDA_BY_HEADS - KDA_BY_HEADS // 32)
+    # the MLA down-projections split over ATTN_HEAD instead (576 and 1536 divide by 32)
+    mla_saved = N_MLA * (MLA_WHOLE - MLA_WHOLE // 32)
+    assert s.weights.weights_bytes - vllm.weights.weights_bytes == kda_extra - mla_saved
+    assert s.weights.weights_bytes > s.hardware.usable_bytes_per_device  # does not fit 16 v7x chips
+    assert not s.plan.fallbacks
+
+
+def test_every_rule_of_every_bundled_stack_is_cited():
+    for name in list_stacks():
+        st = load_stack(name)
+        keys = set(st.sharding.rules) | {f"role:{r}" for r in st.sharding.role_overrides}
+        assert set(st.sharding.cite) == keys, name
+        for key, cite in st.sharding.cite.items():
+            assert cite.holds.strip(), (name, key)
+            for src in cite.sources:
+                assert src.repo and src.file and src.symbol, (name, key)
+                assert src.found or src.note.strip(), (name, key)  # an assumption says what it assumes
+        for opt in st.options.values():
+            for choice in opt.choices.values():
+                for key in choice.role_overrides or {}:
+                    assert f"role:{key}" in choice.cite, (name, key)
+
+
+def test_option_values_and_errors():
+    st = load_stack("sglang")
+    assert st.with_options(mem_fraction_static=0.8).reserve.fraction_of_usable_hbm == pytest.approx(0.2)
+    assert load_stack("vllm:gpu_memory_utilization=0.95").reserve.fraction_of_usable_hbm == pytest.approx(0.05)
+    assert st.with_options(**{"mamba-scheduler-strategy": "extra_buffer"}).state.slots_per_request == 3
+    assert st.state.slots_per_request == 1
+    assert load_stack("vllm:kv_cache_dtype=fp8_ds_mla").kv_cache.dtype == "fp8_ds_mla"
+    both = load_stack("sglang:moe_a2a_backend=none+mem_fraction_static=0.8")  # '+' joins options in comma lists
+    assert both.chosen["moe_a2a_backend"] == "none" and both.reserve.fraction_of_usable_hbm == pytest.approx(0.2)
+    assert both == load_stack("sglang:moe_a2a_backend=none,mem_fraction_static=0.8")
+    # a choice replaces what another choice of the same option added
+    back = st.with_options(moe_a2a_backend="none").with_options(moe_a2a_backend="deepep").with_options(
+        moe_a2a_backend="none")
+    assert "shared_expert" not in back.sharding.role_overrides
+    with pytest.raises(K3PlanError, match="unknown option 'moe'; known: moe_a2a_backend"):
+        st.with_options(moe="x")
+    with pytest.raises(K3PlanError, match=re.escape("(--moe-a2a-backend) 'pplx': expected one of deepep, megamoe, none")):
+        load_stack("sglang:moe_a2a_backend=pplx")
+    with pytest.raises(K3PlanError, match="expected a number in"):
+        st.with_options(mem_fraction_static=1.5)
+    with pytest.raises(K3PlanError, match="expected NAME:option=value"):
+        load_stack("sglang:moe_a2a_backend=")
+
+
+@pytest.mark.parametrize("stack, yes, no", [
+    ("vllm", ["gpu", "nvidia-b300", "nvidia-h200", "amd-mi355x"], ["tpu", "tpu-v7x", "nvidia-h100-sxm"]),
+    ("vllm-tpu", ["tpu", "tpu-v7x"], ["gpu", "nvidia-gb300-nvl72", "amd-mi355x"]),
+    ("sglang", ["gpu", "nvidia-h200", "amd-mi300x"], ["tpu", "tpu-v7x"]),
+    ("jax-native", ["tpu", "tpu-v6e"], ["gpu", "nvidia-b200"]),
+    ("dp-attention", ["tpu", "gpu", "tpu-v7x", "nvidia-h200"], []),
+])
+def test_runs_on(stack, yes, no):
+    st = load_stack(stack)
+    for hw in yes:
+        assert st.runs_on(hw), (stack, hw)
+    for hw in no:
+        assert not st.runs_on(hw), (stack, hw)
+    for hw in yes + no:  # a HardwareSpec works too
+        if "-" in hw:
+            assert st.runs_on(load_hardware(hw)) == (hw in yes), (stack, hw)
+
+
+def _stack_file(tmp_path, name, mutate):
+    data = yaml.safe_load((STACK_DIR / f"{name}.yaml").read_text())
+    mutate(data)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d["sharding"]["cite"].pop("latent"), "rules without a citation: latent"),
+    (lambda d: d["sharding"]["cite"].update(bogus=d["sharding"]["cite"]["vocab"]), "citations for no rule: bogus"),
+    (lambda d: d["sharding"]["cite"]["latent"]["sources"][0].update(found=False, note=""), "must say in note"),
+    (lambda d: d["options"]["moe_a2a_backend"].update(default="pplx"), "default 'pplx' is not one of"),
+    (lambda d: d.update(platforms=["tpu"]), "disagrees with platforms"),
+])
+def test_bad_stack_citations_and_options(tmp_path, mutate, needle):
+    with pytest.raises(K3PlanError, match=re.escape(needle)):
+        load_stack(_stack_file(tmp_path, "sglang", mutate))
+
+
+def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
+    auto = load_stack("sglang").options["mem_fraction_static"].auto
+    # server_args: H200 (< 160 GiB) reserves 12 + (tp x pp) / 2 GiB; B200 and larger 32 GiB
+    h200 = 143771  # MiB, what the driver reports
+    assert auto.fraction(gpu_bytes=h200 * 2**20, parallel_size=16) == round((h200 - 20 * 1024) / h200, 3) == 0.858
+    assert auto.fraction(gpu_bytes=h200 * 2**20, parallel_size=16, dp_attention=True) == round(
+        (h200 - 24 * 1024) / h200, 3)
+    b200 = 183359
+    assert auto.fraction(gpu_bytes=b200 * 2**20, parallel_size=16) == round((b200 - 32 * 1024) / b200, 3) == 0.821
