@@ -56,7 +56,8 @@ class Advice(BaseModel):
 
 
 def _gib(n: float) -> str:
-    return f"{n / GIB:,.1f} GiB"
+    """GiB to one decimal; MiB under 1 GiB, so a small term never prints as 0.0 GiB."""
+    return f"{n / GIB:,.1f} GiB" if abs(n) >= GIB or n == 0 else f"{n / 2**20:,.0f} MiB"
 
 
 def _kv_bytes(x: AdviceInputs, bpt: int, block: int, context: int) -> int:
@@ -147,10 +148,11 @@ def _memory(x: AdviceInputs, rule: Rule, bar: int, warnings: list[str]) -> list[
     out += [s for o in x.kv_dtype_options if (s := _kv_dtype(x, o, rule, bar)) is not None]
     one_seq = x.state_bytes_per_sequence + x.block_tokens * x.kv_bytes_per_token
     if x.usable_bytes - x.fixed_bytes < one_seq:
+        left = x.usable_bytes - x.fixed_bytes
+        how = f"exceed {_gib(x.usable_bytes)} by {_gib(-left)}" if left < 0 else f"leave {_gib(left)} of {_gib(x.usable_bytes)}"
         warnings.append(f"weights {_gib(x.weights_bytes)} + temp {_gib(x.temp_bytes)} + reserve "
-                        f"{_gib(x.reserve_bytes)} leave {_gib(x.usable_bytes - x.fixed_bytes)} of "
-                        f"{_gib(x.usable_bytes)} a device, less than one sequence's state and first KV block "
-                        f"({_gib(one_seq)}): no batch or context fits here; change the topology or the machine")
+                        f"{_gib(x.reserve_bytes)} {how} a device, less than one sequence's state and first KV "
+                        f"block ({_gib(one_seq)}): no batch or context fits here; change the topology or the machine")
     else:
         out += _shrink(x, rule, bar)
     return out

@@ -35,7 +35,7 @@ def test_weights_too_big_only_topology_helps():
     a = advise(x)
     assert a.verdict == "fails" and a.free_bytes == -7.5 * G
     # weights + temp + reserve = 105 GiB > 100: no batch or context can fit
-    assert len(a.warnings) == 1 and "no batch or context fits" in a.warnings[0] and "-5.0 GiB of 100.0 GiB" in a.warnings[0]
+    assert len(a.warnings) == 1 and "no batch or context fits" in a.warnings[0] and "exceed 100.0 GiB by 5.0 GiB a device" in a.warnings[0]
     (s,) = a.suggestions
     # 2x2x4 halves the weights: frees 45 GiB a device, free -7.5 -> 37.5 GiB
     assert s.action == "topology" and s.freed_bytes_per_device == 45 * G and s.free_bytes_after == 37.5 * G
@@ -63,6 +63,13 @@ def test_capacity_fails_kv_dtype_batch_context_ranked():
     assert batch.action == "batch" and batch.freed_bytes_per_device == 5 * G and batch.free_bytes_after == 0
     assert batch.text.startswith("batch 12 -> 10 (12 -> 10 sequences a device at 131,072 tokens)")
     assert all(s.resolves for s in a.suggestions)
+
+
+def test_small_terms_print_in_mib():
+    # 93 + 5 + 2 = 100 GiB of fixed bytes leaves 0 < one sequence (64 MiB state + one 16 KiB block)
+    a = advise(inputs(weights=93 * G, seqs=1, state_per_seq=64 * 2**20, reserve=2 * G))
+    assert "leave 0.0 GiB of 100.0 GiB a device" in a.warnings[0]
+    assert "(64 MiB)" in a.warnings[0]
 
 
 def test_thin_headroom_warns_with_margin():
