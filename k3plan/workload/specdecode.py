@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from k3plan.errors import require
+from k3plan.errors import K3PlanError, require
 
 
 class _Frozen(BaseModel):
@@ -75,7 +75,6 @@ def parse_spec_decode(*, spec_tokens: int, acceptance: str) -> SpecDecode:
     try:
         rates = tuple(float(x) for x in acceptance.split(","))
     except ValueError:
-        from k3plan.errors import K3PlanError
         raise K3PlanError(f"--acceptance {acceptance!r}: expected a rate in [0, 1] or comma-separated rates") from None
     require(spec_tokens >= 1, f"--spec-tokens {spec_tokens}: expected a positive integer")
     require(len(rates) in (1, spec_tokens),
