@@ -90,6 +90,23 @@ class PriceFile(_HasSource):
         return self
 
 
+class TierFile(_Frozen):
+    """A memory tier below HBM (host DRAM, local SSD, remote storage), per host as written.
+    ``size_per_host`` may be omitted for remote storage (no capacity limit the planner knows)."""
+
+    size_per_host: Optional[Sourced] = None
+    bw_to_hbm_per_host: Sourced  # one-way, tier -> the host's accelerators' HBM, all links together
+    latency: Optional[Sourced] = None  # first byte, per restore
+
+
+class MemoryTiersFile(_Frozen):
+    """Optional: the tiers below HBM that hold suspended sessions' KV and state (issue 14)."""
+
+    host_dram: Optional[TierFile] = None
+    local_ssd: Optional[TierFile] = None
+    remote: Optional[TierFile] = None
+
+
 class TopologyRules(_HasSource):
     """How topology strings read for this hardware, and the standard shapes a search tries."""
 
@@ -117,6 +134,7 @@ class HardwareFile(_Frozen):
     wraparound_min: Optional[Sourced] = None  # TPU: smallest grid with torus wraparound, "4x4x4"
     topology: TopologyRules
     price: Optional[PriceFile] = None
+    memory_tiers: Optional[MemoryTiersFile] = None
     notes: tuple[str, ...] = ()
 
     def sources(self) -> dict[str, str]:
