@@ -54,7 +54,7 @@ VLLM_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": "fp8_ds_mla", "fp32":
 SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None}  # kv_cache_dtype choices
 
 # k3plan stack -> engine that runs it
-ENGINE_FOR_STACK = {"vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}
+ENGINE_FOR_STACK = {"vllm": "vllm", "vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}
 
 
 def engine_for_stack(stack: str) -> Literal["vllm", "sglang", "jax"]:
