@@ -23,6 +23,11 @@ class Parallel(BaseModel):
     def devices(self) -> int:
         return self.tp * self.dp
 
+    def __getitem__(self, key: str) -> int:  # FitResult.parallel read as the dict it used to be
+        if key not in ("tp", "ep", "dp"):
+            raise KeyError(key)
+        return getattr(self, key)
+
 
 class Mesh(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
