@@ -12,31 +12,30 @@ time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
 
 from __future__ import annotations
 
-import numpy as np
-
 from k3plan.models.spec import ModelSpec
+from k3plan.step.columns import maximum, where
 from k3plan.step.memory import cdiv
 
 
 def ring_bytes_per_chip(n, message, devices_per_chip):
     """Ring all-reduce: each device sends 2 (n-1)/n of the message; a chip hosts dpc devices."""
-    return np.where(n > 1, devices_per_chip * 2 * (n - 1) / np.maximum(n, 1) * message, 0.0)
+    return where(n > 1, devices_per_chip * 2 * (n - 1) / maximum(n, 1) * message, 0.0)
 
 
 def comm_terms(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens) -> dict:
     """Calls and bytes a chip of one step's collectives; ``all_to_all``: the stack's expert pattern."""
     moe = spec.moe
-    attention_calls = np.where(tp > 1, spec.num_layers, 0)
+    attention_calls = where(tp > 1, spec.num_layers, 0)
     attention_bytes = attention_calls * ring_bytes_per_chip(tp, cdiv(tokens, dp) * spec.hidden_size * act,
                                                             devices_per_chip)
     a2a_per_token_layer = 2 * moe.top_k * moe.expert_in * dispatch
     ar_per_token_layer = spec.hidden_size * act
-    expert_calls = np.where(all_to_all, 2 * spec.n_moe, np.where(ep > 1, spec.n_moe, 0))
-    expert_bytes = np.where(all_to_all, tokens * a2a_per_token_layer * spec.n_moe / chips,
+    expert_calls = where(all_to_all, 2 * spec.n_moe, where(ep > 1, spec.n_moe, 0))
+    expert_bytes = where(all_to_all, tokens * a2a_per_token_layer * spec.n_moe / chips,
                             spec.n_moe * ring_bytes_per_chip(ep, tokens * ar_per_token_layer, devices_per_chip))
     return {
         "attention_calls": attention_calls, "expert_calls": expert_calls, "calls": expert_calls + attention_calls,
-        "bytes_per_token_per_layer": np.where(all_to_all, a2a_per_token_layer, ar_per_token_layer),
+        "bytes_per_token_per_layer": where(all_to_all, a2a_per_token_layer, ar_per_token_layer),
         "bytes_per_chip": expert_bytes + attention_bytes,
     }
 

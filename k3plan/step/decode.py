@@ -10,10 +10,9 @@ come from ``plan``'s tensor classes or from one resolved ShardingPlan; both give
 
 from __future__ import annotations
 
-import numpy as np
-
 from k3plan.models.spec import ModelSpec
 from k3plan.roofline.work import attention_decode_flops_per_token, experts_touched
+from k3plan.step.columns import maximum, minimum, where
 from k3plan.step.memory import cdiv
 
 BINDING = ("memory", "compute", "communication")
@@ -25,16 +24,16 @@ def decode_terms(spec: ModelSpec, *, dense_bytes, expert_bytes, dense_params, ex
     moe = spec.moe
     seqs = cdiv(batch, dp)
     # tokens one EP group routes: its DP groups' sequences (ep = tp: one group; ep = all: the batch)
-    ep_tokens = np.minimum(batch, seqs * np.maximum(1, ep // tp))
+    ep_tokens = minimum(batch, seqs * maximum(1, ep // tp))
     touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=ep_tokens, histogram=histogram)
     nbytes = {"weights": dense_bytes, "experts": expert_bytes * (touched / moe.num_experts),
               "kv": seqs * context * kv_bytes_per_token, "state": 2 * seqs * state_bytes_per_sequence}
-    heads_split = np.where(spec.mla.heads % tp == 0, tp, 1)
+    heads_split = where(spec.mla.heads % tp == 0, tp, 1)
     nflops = {"linear": 2 * (moe.top_k / moe.num_experts) * ep_tokens * expert_params + 2 * seqs * dense_params,
-              "attention": seqs * attention_decode_flops_per_token(spec, context) / np.maximum(1, heads_split)}
+              "attention": seqs * attention_decode_flops_per_token(spec, context) / maximum(1, heads_split)}
     memory_s = sum(nbytes.values()) / (hbm_bw * bw_efficiency)
     compute_s = sum(nflops.values()) / (flops * mfu)
     return {"experts_touched": touched, "bytes": nbytes, "flops": nflops, "memory_s": memory_s,
-            "compute_s": compute_s, "step_s": np.maximum(memory_s, compute_s) + comm_s,
-            "binding": np.where(comm_s > np.maximum(memory_s, compute_s), 2, np.where(memory_s >= compute_s, 0, 1))}
+            "compute_s": compute_s, "step_s": maximum(memory_s, compute_s) + comm_s,
+            "binding": where(comm_s > maximum(memory_s, compute_s), 2, where(memory_s >= compute_s, 0, 1))}
 

@@ -10,9 +10,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from k3plan.models.spec import ModelSpec
+from k3plan.step.columns import maximum, where
 
 KDA_CHUNK_TOKENS = 64  # chunk of the chunked gated delta rule (fla / tokamax default)
 
@@ -23,19 +22,19 @@ def cdiv(a, b):
 
 def heads_local(heads: int, tp):
     """Heads a TP rank holds: split when TP divides them, else every rank holds all."""
-    return np.where(heads % tp == 0, heads // tp, heads)
+    return where(heads % tp == 0, heads // tp, heads)
 
 
 def cache_terms(spec: ModelSpec, *, kv_layer, replicate_across_tp, state_layer, shard_state_by_heads,
                 align_tokens, hybrid_paging, tp) -> dict:
     """Per-device cache layout from the whole-model figures a layer (``kv_layer``, ``state_layer``)."""
-    kv = np.where(replicate_across_tp, kv_layer, cdiv(kv_layer, tp))
+    kv = where(replicate_across_tp, kv_layer, cdiv(kv_layer, tp))
     kda_heads = spec.kda.heads if spec.kda is not None else 1  # no KDA: the state is 0 bytes anyway
-    state = np.where(shard_state_by_heads & (kda_heads % tp == 0), state_layer // tp, state_layer)
+    state = where(shard_state_by_heads & (kda_heads % tp == 0), state_layer // tp, state_layer)
     hybrid = hybrid_paging & bool(spec.n_mla and spec.n_kda)
-    block = np.where(hybrid, align_tokens * np.maximum(1, cdiv(state, align_tokens * np.maximum(kv, 1))), align_tokens)
+    block = where(hybrid, align_tokens * maximum(1, cdiv(state, align_tokens * maximum(kv, 1))), align_tokens)
     page = block * kv
-    return {"kv_bytes_per_token_layer": kv, "state_bytes_per_layer": np.where(hybrid, np.maximum(page, state), state),
+    return {"kv_bytes_per_token_layer": kv, "state_bytes_per_layer": where(hybrid, maximum(page, state), state),
             "state_bytes_per_layer_unpadded": state, "block_tokens": block, "page_bytes": page, "hybrid": hybrid}
 
 
@@ -47,7 +46,7 @@ def _moe_terms(spec: ModelSpec, *, tokens, ep, act, quantized) -> dict:
         "router logits and top-k (f32)": tokens * (moe.num_experts * 4 + moe.top_k * 8),
         "expert inputs, gate/up and outputs": rows * (2 * moe.expert_in + 2 * moe.expert_intermediate) * act,
         "combine buffer (f32, before the all-reduce / all-to-all)": tokens * spec.hidden_size * 4,
-        "one layer's local experts dequantized": np.where(
+        "one layer's local experts dequantized": where(
             quantized, local * 3 * moe.expert_in * moe.expert_intermediate * act, 0),
     }
 
@@ -88,19 +87,19 @@ def budget_terms(spec: ModelSpec, *, usable, reserve_fraction, split_across_dp, 
                  context, batch) -> dict:
     """The per-device budget at ``batch`` sequences of ``context`` tokens: what is used, what is
     free, and how many sequences the room after weights, temporaries and reserve holds."""
-    reserve = (reserve_fraction * usable).astype(np.int64) if isinstance(usable, np.ndarray) else int(
+    reserve = (reserve_fraction * usable).astype("int64") if hasattr(usable, "shape") else int(
         reserve_fraction * usable)
-    seqs = np.where(split_across_dp, cdiv(batch, dp), batch)
+    seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache["block_tokens"]
     kv_seq = spec.n_mla * cdiv(context, block) * block * cache["kv_bytes_per_token_layer"]
     state_seq = spec.n_kda * cache["state_bytes_per_layer"]
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
-    groups = np.maximum(0, room // np.maximum(per_seq, 1))
+    groups = maximum(room // maximum(per_seq, 1), 0)
     return {
         "reserve_bytes": reserve, "sequences": seqs, "kv_bytes": seqs * kv_seq, "state_bytes": seqs * state_seq,
         "free_bytes": room - seqs * per_seq, "room_bytes": room, "sequence_bytes": per_seq,
-        "max_sequences": np.where(per_seq > 0, groups, 0) * np.where(split_across_dp, dp, 1),
+        "max_sequences": where(per_seq > 0, groups, 0) * where(split_across_dp, dp, 1),
         "kv_bytes_per_token": spec.n_mla * cache["kv_bytes_per_token_layer"],
         "state_bytes_per_sequence": state_seq,
     }

@@ -10,7 +10,7 @@ only ever hit GPU hosts over InfiniBand, where docs/k3-facts.md §4 (DCN, 12x le
 
 from __future__ import annotations
 
-import numpy as np
+from k3plan.step.columns import first_true
 
 # code -> (key, text); a configuration gets the first that applies, 0 = feasible
 REASONS = (
@@ -24,19 +24,17 @@ REASONS = (
 )
 
 
-def reject_code(*, fallbacks, weights_bytes, usable, room_bytes, sequence_bytes, max_sequences,
-                concurrency, tpot_s=None, target_tpot_s=None, unpriced=None):
+def reject_code(*, fallbacks, weights_bytes, usable, room_bytes, sequence_bytes, max_sequences, concurrency,
+                tpot_s=None, target_tpot_s=None, unpriced=None):
     """The index in REASONS of the first failed check (an int, or an array of them)."""
-    none = np.zeros(np.shape(weights_bytes), dtype=bool)
-    checks = [
-        np.asarray(fallbacks) > 0,
+    return first_true([
+        fallbacks > 0,
         weights_bytes > usable,
         room_bytes < sequence_bytes,
         max_sequences < concurrency,
-        tpot_s > target_tpot_s if target_tpot_s is not None else none,
-        unpriced if unpriced is not None else none,
-    ]
-    return np.select(checks, np.arange(1, len(checks) + 1), default=0)
+        tpot_s > target_tpot_s if target_tpot_s is not None else False,
+        unpriced if unpriced is not None else False,
+    ])
 
 
 def reason_text(code: int) -> str:
