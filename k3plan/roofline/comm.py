@@ -18,13 +18,14 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
 from k3plan.setup import Setup
+from k3plan.step.collective import Collective
 
 
 class CommCost(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     pattern: str
-    op: str  # the collective that carries the experts: all-to-all or all-reduce
+    op: Collective  # the collective that carries the experts (JSON: "all-to-all" | "all-reduce")
     calls_per_step: int  # all collectives a step
     expert_calls_per_step: int
     attention_calls_per_step: int
@@ -58,7 +59,6 @@ def ep_spans_slices(setup: Setup) -> bool:
 def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]] = None) -> CommCost:
     """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk):
     ``k3plan.step.comm`` at one Setup."""
-    from k3plan.step.collective import Collective
     from k3plan.step.comm import comm_terms, comm_time
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
@@ -71,7 +71,7 @@ def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]]
                    tokens=tokens)
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     return CommCost(
-        pattern=st.collectives.experts, op=Collective.of_pattern(st.collectives.experts).value,
+        pattern=st.collectives.experts, op=Collective.of_pattern(st.collectives.experts),
         calls_per_step=int(t["calls"]), expert_calls_per_step=int(t["expert_calls"]),
         attention_calls_per_step=int(t["attention_calls"]), bytes_per_token_per_layer=int(t["bytes_per_token_per_layer"]),
         bytes_per_chip_per_step=float(t["bytes_per_chip"]), link="scale_out" if spans else "scale_up",
