@@ -39,23 +39,31 @@ class Setup:
 
 def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int],
                      dp: Optional[int]) -> Topology:
-    """The smallest standard topology whose per-device weights, with the stack's default split and
-    its reserve, leave room on a device (a quick screen; `fit` then gives the full verdict)."""
-    from k3plan.budget.weights import weight_budget
+    """The smallest standard topology whose per-device weights, with the stack's default split (or
+    the split asked for) and its reserve, leave room on a device: plan's space and weight columns
+    (``plan.evaluate.weight_columns``) filtered to that split, the first that passes (a quick screen;
+    `fit` then gives the full verdict)."""
+    import numpy as np
 
-    need = model.inventory.checkpoint_bytes
+    from k3plan.plan.evaluate import weight_columns
+    from k3plan.plan.space import build_space
+
+    space = build_space(hardware=[hw], stacks=[stack], kv_dtypes=[None], chunks=[1], max_chips=hw.max_chips,
+                        stacks_given=False, any_platform=True)
+    weights, _ = weight_columns(space=space, model=model)
+    c = space.cols
     room = hw.usable_bytes_per_device * (1 - stack.reserve.fraction_of_usable_hbm)
-    for text in hw.standard_topologies:
-        topo = parse_topology(hw, text)
-        if topo.devices * hw.usable_bytes_per_device < need:
+    for i, topo in enumerate(space.topologies):
+        if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:
             continue
         t, d = default_split(stack, topo.devices, tp, dp, attention_heads(model))
         if t and topo.devices % t or d and topo.devices % d:
             continue
-        mesh, _ = make_mesh(devices=topo.devices, tp=t, ep=ep, dp=d if d else (topo.devices // t if t else None))
-        plan = resolve(model.inventory, mesh=mesh, rules=stack.sharding.rules,
-                       role_overrides=stack.sharding.role_overrides, source="default topology screen")
-        if weight_budget(inventory=model.inventory, plan=plan, stack=stack).weights_bytes < room:
+        d = d or (topo.devices // t if t else 1)
+        t = t or topo.devices // d
+        e = topo.devices if ep is None else ep
+        hit = np.flatnonzero((c["topo"] == i) & (c["tp"] == t) & (c["dp"] == d) & (c["ep"] == e))
+        if hit.size and weights["weights_bytes"][hit[0]] < room:
             return topo
     raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
 

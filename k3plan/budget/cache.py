@@ -1,6 +1,6 @@
 """KV cache and KDA state: per token / per sequence, whole model and per device, with paging.
 
-Whole model, one copy, in the stack's dtypes (k3-facts.md §3):
+Whole model, one copy, in the stack's dtypes (docs/k3-facts.md §3):
 - absorbed MLA caches kv_lora + rope dims (512 + 64 = 576 values) a token a MLA layer;
 - KDA keeps a [heads, head_dim, head_dim] recurrent state and (kernel-1) past tokens of q, k, v
   for the short conv, a sequence a KDA layer, constant in context.
@@ -47,7 +47,7 @@ def state_bytes_per_sequence(spec: ModelSpec, stack: Stack) -> int:
 
 
 def kv_state_crossover_tokens(spec: ModelSpec, stack: Stack) -> float | None:
-    """Context at which one sequence's KV equals its KDA state (k3-facts.md §3: ~32,507 at fp8)."""
+    """Context at which one sequence's KV equals its KDA state (docs/k3-facts.md §3: ~32,507 at fp8)."""
     kv = kv_bytes_per_token(spec, stack.kv_cache.dtype)
     state = state_bytes_per_sequence(spec, stack)
     return state / kv if kv and state else None
@@ -93,21 +93,17 @@ class CacheLayout(BaseModel):
 
 
 def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
-    kv_layer = kv_bytes_per_token_layer(spec, stack.kv_cache.dtype)
-    if not stack.kv_cache.replicate_across_tp:
-        kv_layer = math.ceil(kv_layer / parallel.tp)
-    state_layer = state_bytes_per_layer(spec, stack)
-    if stack.state.shard_by_heads and spec.kda is not None and spec.kda.heads % parallel.tp == 0:
-        state_layer //= parallel.tp
-    align = stack.paging.align_tokens
-    page = None
-    block = align
-    padded = state_layer
-    if stack.paging.kind == "hybrid" and spec.n_mla and spec.n_kda:
-        block = align * max(1, math.ceil(state_layer / (align * kv_layer)))
-        page = block * kv_layer
-        padded = max(page, state_layer)
+    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
+    from k3plan.step.memory import cache_terms
+
+    c = cache_terms(spec, kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype),
+                    replicate_across_tp=stack.kv_cache.replicate_across_tp,
+                    state_layer=state_bytes_per_layer(spec, stack), shard_state_by_heads=stack.state.shard_by_heads,
+                    align_tokens=stack.paging.align_tokens, hybrid_paging=stack.paging.kind == "hybrid",
+                    tp=parallel.tp)
     return CacheLayout(
-        kv_bytes_per_token_layer=kv_layer, state_bytes_per_layer=padded, state_bytes_per_layer_unpadded=state_layer,
-        block_tokens=block, page_bytes=page, n_mla=spec.n_mla, n_kda=spec.n_kda, paging=stack.paging.kind,
+        kv_bytes_per_token_layer=int(c["kv_bytes_per_token_layer"]), state_bytes_per_layer=int(c["state_bytes_per_layer"]),
+        state_bytes_per_layer_unpadded=int(c["state_bytes_per_layer_unpadded"]), block_tokens=int(c["block_tokens"]),
+        page_bytes=int(c["page_bytes"]) if c["hybrid"] else None, n_mla=spec.n_mla, n_kda=spec.n_kda,
+        paging=stack.paging.kind,
     )

@@ -1,5 +1,5 @@
 """The prefill-chunk vs longest-context trade-off: weights, the temporaries of the prefill graph at
-each chunk size and of the decode graph, KDA state and KV share one budget (k3-facts.md §6)."""
+each chunk size and of the decode graph, KDA state and KV share one budget (docs/k3-facts.md §6)."""
 
 from __future__ import annotations
 
@@ -41,12 +41,12 @@ def curve(setup: Setup, *, workload: Workload, chunks: Sequence[int], calibratio
     for c in chunks:
         r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
         refused = r.temp.get("prefill_refused")
-        room = r.capacity["memory_context_tokens"] > 0
+        room = r.capacity.memory_context_tokens > 0
         points.append(CurvePoint(
-            chunk_tokens=c, prefill_temp_bytes=r.temp["prefill_bytes"], decode_temp_bytes=r.temp["decode_bytes"],
-            max_context_tokens=r.capacity["memory_context_tokens"], max_sequences=r.capacity["max_sequences"],
+            chunk_tokens=c, prefill_temp_bytes=r.temp.prefill_bytes, decode_temp_bytes=r.temp.decode_bytes,
+            max_context_tokens=r.capacity.memory_context_tokens, max_sequences=r.capacity.max_sequences,
             status="refused" if refused else ("no room" if not room else
                                               "outside calibration" if r.temp.get("prefill_outside") else "ok"),
-            temp_source=r.provenance["temp_prefill"], detail=refused or "",
+            temp_source=r.provenance.temp_prefill, detail=refused or "",
         ))
     return points

@@ -34,11 +34,11 @@ def measure(config: Config, *, shardspecs: Optional[str] = None) -> Measured:
                 replicated[t.name] = runtime_bytes(t, setup.stack)
     fallbacks: dict[str, int] = {}
     for f in r.replicated:
-        fallbacks[f["tensor"]] = fallbacks.get(f["tensor"], 0) + int(f["bytes_replicated"])
+        fallbacks[f.tensor] = fallbacks.get(f.tensor, 0) + int(f.bytes_replicated)
     expected = Expected(
-        parallel=dict(r.parallel), per_device={k: int(v) for k, v in r.per_device.items()},
-        kv_bytes_per_token=int(r.model_state["kv_bytes_per_token"]),
-        state_bytes_per_sequence=int(r.model_state["state_bytes_per_sequence"]),
+        parallel=dict(r.parallel), per_device={k: int(v) for k, v in r.per_device.model_dump().items()},
+        kv_bytes_per_token=int(r.model_state.kv_bytes_per_token),
+        state_bytes_per_sequence=int(r.model_state.state_bytes_per_sequence),
         fits=r.fits, replicated=fold(replicated), fallbacks=fold(fallbacks),
     )
     return Measured(expected=expected, replicated_bytes=replicated, fallback_bytes=fallbacks)

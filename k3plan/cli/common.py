@@ -58,6 +58,8 @@ DpOpt = Annotated[Optional[int], typer.Option("--dp", help="Data parallel groups
 StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Serving stack: vllm-tpu, sglang, jax-native, dp-attention, or a stack YAML path.")]
 KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="Override the stack's KV-cache dtype: bf16, fp8 (1 B a value), fp8_ds_mla (656 B a token a layer), fp32.")]
 ShardspecsOpt = Annotated[Optional[str], typer.Option("--shardspecs", help="Your own ShardSpecs: FILE.yaml (tensor-name regex -> spec) or module:function.")]
+from k3plan.units import DEFAULT_CONTEXT_TOKENS  # noqa: E402  (re-exported: every command's default)
+
 ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[Optional[int], typer.Option("--chunk", help="Prefill chunk in tokens (default 8192, vLLM's max_num_batched_tokens).")]

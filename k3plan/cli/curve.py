@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import (
+    DEFAULT_CONTEXT_TOKENS,
     BatchOpt, CalibrationOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
 )
 
@@ -29,7 +30,7 @@ def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
 @with_setup_options
 def command(
     setup_options: dict,
-    context: ContextOpt = 131072,
+    context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     batch: BatchOpt = 1,
     chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
     calibration: CalibrationOpt = None,

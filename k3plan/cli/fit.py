@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from k3plan.cli.common import (
+    DEFAULT_CONTEXT_TOKENS,
     AllowCpuProbesOpt, BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, JsonOpt, ProbesOpt, console, print_json,
     setup_from, with_setup_options,
 )
@@ -11,7 +12,7 @@ from k3plan.cli.common import (
 @with_setup_options
 def command(
     setup_options: dict,
-    context: ContextOpt = 131072,
+    context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     batch: BatchOpt = 1,
     chunk: ChunkOpt = None,
     calibration: CalibrationOpt = None,
@@ -38,7 +39,8 @@ def command(
     setup = setup_from(**setup_options)
     cal = load_calibration(str(calibration)) if calibration else None
     result = fit(setup, workload, calibration=cal)
-    result = result.model_copy(update={"speed": _speed(setup, workload, probes, allow_cpu_probes)})
+    if result.fits:  # a speed figure only for a workload that fits
+        result = result.model_copy(update={"speed": _speed(setup, workload, probes, allow_cpu_probes)})
     if json_out:
         print_json(result)
     else:
@@ -49,18 +51,18 @@ def command(
         raise typer.Exit(1)
 
 
-def _speed(setup, workload, probes, allow_cpu_probes) -> dict:
+def _speed(setup, workload, probes, allow_cpu_probes):
     """The decode bound at this workload (k3plan roofline's defaults), with probe records applied."""
     import dataclasses
 
+    from k3plan.budget.result import Speed
     from k3plan.roofline.bounds import Efficiency, decode_bound
     from k3plan.roofline.latency import measured_hardware
 
-    op = "a2a" if setup.stack.collectives.experts == "all_to_all" else "allreduce"
-    hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes, op=op)
+    hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     setup = dataclasses.replace(setup, hardware=hw)
     d = decode_bound(setup, batch=workload.batch, context_tokens=workload.context_tokens, eff=Efficiency(),
                      probes=probes, allow_cpu_probes=allow_cpu_probes)
-    return {"tpot_s": d.step_s, "tokens_per_s": d.tokens_per_s, "binding": d.binding,
-            "collective_latency_source": d.comm.latency_source, "probes": notes,
-            "source": "k3plan roofline at 30% MFU, 100% HBM bandwidth"}
+    return Speed(tpot_s=d.step_s, tokens_per_s=d.tokens_per_s, binding=d.binding,
+                 collective_latency_source=d.comm.latency_source, probes=notes,
+                 source="k3plan roofline at 30% MFU, 100% HBM bandwidth")

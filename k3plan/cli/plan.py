@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import AllowCpuProbesOpt, ContextOpt, JsonOpt, ModelOpt, ProbesOpt, console, print_json
+from k3plan.cli.common import DEFAULT_CONTEXT_TOKENS, AllowCpuProbesOpt, ContextOpt, JsonOpt, ModelOpt, ProbesOpt, console, print_json
 from k3plan.errors import K3PlanError
 
 HardwareListOpt = Annotated[Optional[str], typer.Option(
@@ -60,7 +60,7 @@ def command(
     hardware: HardwareListOpt = None,
     stacks: StacksOpt = None,
     max_chips: MaxChipsOpt = 1024,
-    context: ContextOpt = 131072,
+    context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     concurrency: ConcurrencyOpt = 1,
     target_tpot_ms: TargetOpt = None,
     minimize: MinimizeOpt = None,

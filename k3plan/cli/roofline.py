@@ -8,30 +8,32 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import (
-    AllowCpuProbesOpt, ChunkOpt, JsonOpt, ProbesOpt, console, print_json, setup_from, with_setup_options,
+    DEFAULT_CONTEXT_TOKENS, AllowCpuProbesOpt, BatchOpt, ChunkOpt, ContextOpt, JsonOpt, ProbesOpt, console, print_json, setup_from, with_setup_options,
 )
 
 
 @with_setup_options
 def command(
     setup_options: dict,
-    batch: Annotated[int, typer.Option("--batch", "-b", help="Decode batch (sequences a step).")] = 1,
-    context: Annotated[int, typer.Option("--context", "-c", help="Context tokens a sequence during decode; also the prompt length for time to first token.")] = 4096,
+    batch: BatchOpt = 1,
+    context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     chunk: ChunkOpt = None,
     mfu: Annotated[float, typer.Option("--mfu", help="Fraction of peak FLOP/s achieved, in (0, 1].")] = 0.3,
     bw_efficiency: Annotated[float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth achieved, in (0, 1].")] = 1.0,
     dtype: Annotated[str, typer.Option("--dtype", help="Matmul dtype for the compute roof: bf16 or fp8.")] = "bf16",
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
+    ignore_fit: Annotated[bool, typer.Option("--ignore-fit", help="Print the bounds even for a workload that does not fit (comparisons with studies that assume it does); the output says it does not fit.")] = False,
     router_histogram: Annotated[Optional[Path], typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds.
+    """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
+    a workload that fits (k3plan fit's verdict); otherwise it says why and exits 1.
 
     \b
     Examples:
-      k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 4K context
-      k3plan roofline -t 2x2x4 --batch 256 --context 32768
+      k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 128K context
+      k3plan roofline -t 2x2x4 --batch 64 --context 32768
       k3plan roofline -t 2x4x4 --stack dp-attention --probes reports/probes
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json
     """
@@ -46,14 +48,30 @@ def command(
     from k3plan.roofline.latency import measured_hardware
 
     setup = setup_from(**setup_options)
-    op = "a2a" if setup.stack.collectives.experts == "all_to_all" else "allreduce"
-    hw, probe_notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes, op=op)
+    hw, probe_notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     setup = dataclasses.replace(setup, hardware=hw)
     setup.hardware.flops_per_s_per_device(dtype)  # unknown dtype: one-line error now
     hist = None
     if router_histogram:
         moe = setup.model.spec.moe
         hist = load_histogram(router_histogram, num_experts=moe.num_experts, top_k=moe.top_k)
+    from k3plan.budget.fit import fit
+    from k3plan.step.verdict import reason_text
+
+    verdict = fit(setup, w)
+    why = ""
+    if not verdict.fits:
+        why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
+    if not verdict.fits and not ignore_fit:  # a speed figure only for a workload that fits
+        if json_out:
+            print_json({"model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
+                        "parallel": setup.parallel.model_dump(), "stack": setup.stack.name, "fits": False,
+                        "reason": why, "free_bytes": verdict.per_device.free_bytes})
+        else:
+            console.print(f"[bold red]DOES NOT FIT[/]: {why} (free {verdict.per_device.free_bytes / 2**30:,.2f} GiB a "
+                          f"device at batch {w.batch} x context {w.context_tokens:,}); no speed figure for a workload "
+                          "that does not fit — see k3plan fit")
+        raise typer.Exit(1)
     dec = decode_bound(setup, batch=w.batch, context_tokens=w.context_tokens, eff=eff, probes=probes, histogram=hist,
                        allow_cpu_probes=allow_cpu_probes)
     pre = prefill_bound(setup, prompt_tokens=w.context_tokens, chunk_tokens=w.prefill_chunk_tokens, eff=eff, probes=probes,
@@ -64,6 +82,7 @@ def command(
         "chips": setup.topology.chips, "parallel": setup.parallel.model_dump(), "stack": setup.stack.name,
         "efficiency": eff.model_dump(), "decode": dec.model_dump(), "prefill": pre.model_dump(),
         "long_context": cross, "notes": list(setup.notes), "probes": probe_notes,
+        "fits": verdict.fits, "fit_reason": why,
     }
     if json_out:
         print_json(result)
@@ -71,3 +90,5 @@ def command(
     from k3plan.report.roofline_table import render_roofline
 
     render_roofline(result, console)
+    if not verdict.fits:
+        console.print(f"[bold red]warning:[/] the workload DOES NOT FIT ({why}); bounds printed because of --ignore-fit")

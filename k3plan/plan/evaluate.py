@@ -1,53 +1,82 @@
-"""Every per-configuration figure of the search, as columns.
+"""Every per-configuration figure of the search, as columns: the step's functions
+(``k3plan.step``) evaluated over one entry per configuration.
 
 Weights depend only on (stack, tp, dp, ep): they are computed once per unique mesh and stack (a
 few hundred to ~1,700 meshes) and gathered; everything else is numpy over all configurations.
+Per-stack and per-hardware figures are looked up once and gathered by index.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from k3plan.budget.cache import kv_bytes_per_token_layer, state_bytes_per_layer
+from k3plan.budget.dtypes import BYTES
 from k3plan.models import Model
-from k3plan.plan.memory import cache_arrays, fit_arrays, temp_arrays
+from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
-from k3plan.plan.speed import comm_arrays, decode_arrays
-from k3plan.plan.weights import mesh_weights, tensor_classes
 from k3plan.roofline.bounds import Efficiency
+from k3plan.step.collective import Collective, latency
+from k3plan.step.comm import comm_terms, comm_time
+from k3plan.step.decode import decode_terms
+from k3plan.step.memory import (
+    budget_terms,
+    cache_terms,
+    decode_temp_terms,
+    prefill_temp_terms,
+    total,
+)
+from k3plan.step.weights import mesh_weights, tensor_classes
 
 
-def hardware_columns(*, space: Space, eff: Efficiency) -> dict[str, np.ndarray]:
-    """Per configuration: the hardware and topology figures the formulas need."""
+def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
+    return np.array([fn(x) for x in items], dtype=dtype)[index]
+
+
+def hardware_columns(*, space: Space, eff: Efficiency, probes: Path | None = None,
+                     allow_cpu_probes: bool = False) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Per configuration: the hardware and topology figures the formulas need, and the collective
+    latency a call of the collective each (hardware, stack) issues (``step.collective.latency``)."""
     c = space.cols
     hws = space.hardware
-
-    def per_hw(fn, dtype=float):
-        return np.array([fn(h) for h in hws], dtype=dtype)[c["hw"]]
-
     topo = space.topologies
     out = {
-        "usable": per_hw(lambda h: h.usable_bytes_per_device, np.int64),
-        "hbm_bw": per_hw(lambda h: h.hbm_bw_bytes_per_s_per_device),
-        "flops": per_hw(lambda h: h.flops_per_s_per_device(eff.compute_dtype)),
-        "devices_per_chip": per_hw(lambda h: h.devices_per_chip, np.int64),
-        "scale_up_bw": per_hw(lambda h: h.scale_up.bw_bytes_per_s),
-        "scale_up_latency": per_hw(lambda h: h.scale_up.latency_s),
-        "scale_out_bw": per_hw(lambda h: h.scale_out.bw_bytes_per_s),
-        "scale_out_latency": per_hw(lambda h: h.scale_out.latency_s),
-        "price": per_hw(lambda h: np.nan if h.price_usd_per_chip_hour is None else h.price_usd_per_chip_hour),
-        "chips": np.array([t.chips for t in topo], dtype=np.int64)[c["topo"]],
+        "usable": _per(hws, lambda h: h.usable_bytes_per_device, c["hw"]),
+        "hbm_bw": _per(hws, lambda h: h.hbm_bw_bytes_per_s_per_device, c["hw"], float),
+        "flops": _per(hws, lambda h: h.flops_per_s_per_device(eff.compute_dtype), c["hw"], float),
+        "devices_per_chip": _per(hws, lambda h: h.devices_per_chip, c["hw"]),
+        "scale_up_bw": _per(hws, lambda h: h.scale_up.bw_bytes_per_s, c["hw"], float),
+        "scale_out_bw": _per(hws, lambda h: h.scale_out.bw_bytes_per_s, c["hw"], float),
+        "price": _per(hws, lambda h: np.nan if h.price_usd_per_chip_hour is None else h.price_usd_per_chip_hour,
+                      c["hw"], float),
+        "chips": _per(topo, lambda t: t.chips, c["topo"]),
     }
-    per_slice = np.array([t.devices_per_slice for t in topo], dtype=np.int64)[c["topo"]]
-    multi = np.array([t.spans_slices for t in topo], dtype=bool)[c["topo"]]
+    per_slice = _per(topo, lambda t: t.devices_per_slice, c["topo"])
+    multi = _per(topo, lambda t: t.spans_slices, c["topo"], bool)
     out["spans_slices"] = multi & (c["ep"] > per_slice)  # roofline.comm.ep_spans_slices
-    return out
+    notes: list[str] = []
+    lat = {}
+    for h, hw in enumerate(hws):
+        for s, st in enumerate(space.stacks):
+            op = Collective.of_pattern(st.collectives.experts)
+            for link in ("scale_up", "scale_out"):
+                lat[h, s, link] = latency(hw, op=op, link=link, probes=probes, allow_cpu=allow_cpu_probes)
+            if probes is not None and st.platform in ("any", hw.kind):
+                notes.append(f"{hw.name} {hw.scale_up.name} latency of {st.name}'s {op}: {lat[h, s, 'scale_up'][1]}")
+    n_st = len(space.stacks)
+    for link in ("scale_up", "scale_out"):
+        table = np.array([lat[h, s, link][0] for h in range(len(hws)) for s in range(n_st)], dtype=float)
+        out[f"{link}_latency"] = table[c["hw"] * n_st + c["stack"]] if c["hw"].size else np.zeros(0)
+    return out, notes
 
 
 def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(per-configuration weight figures, fallback kind -> bool per configuration)."""
     c = space.cols
     key = (c["tp"] * (c["dp"].max(initial=1) + 1) + c["dp"]) * 2 + c["ep_all"]
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     classes = tensor_classes(model.inventory)
     per_stack = [mesh_weights(classes=classes, stack=s, tp=c["tp"][first], dp=c["dp"][first],
                               ep_all=c["ep_all"][first]) for s in space.stacks]
@@ -62,29 +91,54 @@ def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray]
     return out, kinds
 
 
-def evaluate(*, space: Space, model: Model, context: int, batch: int, eff: Efficiency) -> tuple[dict, dict]:
-    """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds)."""
+def evaluate(*, space: Space, model: Model, context: int, batch: int, eff: Efficiency,
+             probes: Path | None = None, allow_cpu_probes: bool = False) -> tuple[dict, dict, list[str]]:
+    """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes)."""
     spec = model.spec
     c = space.cols
+    variants, v = space.variants, c["variant"]
     expert_fmt = next((t.fmt for t in model.inventory.text if t.role == "expert"), "bf16")
     cols = dict(c)
-    cols.update(hardware_columns(space=space, eff=eff))
+    hw_cols, notes = hardware_columns(space=space, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    cols.update(hw_cols)
     weights, kinds = weight_columns(space=space, model=model)
     cols.update(weights)
-    cache = cache_arrays(spec=spec, variants=space.variants, v=c["variant"], tp=c["tp"])
-    temp = temp_arrays(spec=spec, variants=space.variants, expert_fmt=expert_fmt, v=c["variant"], tp=c["tp"],
-                       ep=c["ep"], dp=c["dp"], chunk=c["chunk"], context=context, batch=batch)
-    cols.update(cache)
-    cols.update(temp)
-    cols["temp_bytes"] = np.maximum(temp["prefill_temp_bytes"], temp["decode_temp_bytes"])
-    cols.update(fit_arrays(spec=spec, variants=space.variants, v=c["variant"], tp=c["tp"], dp=c["dp"],
-                           usable=cols["usable"], weights=cols["weights_bytes"], temp=cols["temp_bytes"],
-                           cache=cache, context=context, batch=batch))
-    comm = comm_arrays(spec=spec, variants=space.variants, v=c["variant"], tp=c["tp"], dp=c["dp"], ep=c["ep"],
-                       hw=cols, spans=cols["spans_slices"], tokens=batch)
-    cols.update(comm)
-    cols.update(decode_arrays(spec=spec, weights=cols, cache=cols, tp=c["tp"], dp=c["dp"], ep=c["ep"], hw=cols,
-                              comm_s=comm["comm_s"], context=context, batch=batch, eff=eff))
+    cache = cache_terms(
+        spec, kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype), v),
+        replicate_across_tp=_per(variants, lambda s: s.kv_cache.replicate_across_tp, v, bool),
+        state_layer=_per(variants, lambda s: state_bytes_per_layer(spec, s), v),
+        shard_state_by_heads=_per(variants, lambda s: s.state.shard_by_heads, v, bool),
+        align_tokens=_per(variants, lambda s: s.paging.align_tokens, v),
+        hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool), tp=c["tp"])
+    cols.update({k: cache[k] for k in ("kv_bytes_per_token_layer", "state_bytes_per_layer", "block_tokens")})
+    act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
+    quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
+    cols["prefill_temp_bytes"] = total(prefill_temp_terms(spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"],
+                                                          chunk=c["chunk"], context=context))
+    cols["decode_temp_bytes"] = total(decode_temp_terms(spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"],
+                                                        dp=c["dp"], batch=batch, context=context))
+    cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
+    cols.update(budget_terms(
+        spec, usable=cols["usable"], reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v,
+                                                             float),
+        split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool), dp=c["dp"],
+        weights=cols["weights_bytes"], temp=cols["temp_bytes"], cache=cache, context=context, batch=batch))
+    spans = cols["spans_slices"]
+    comm = comm_terms(spec, all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
+                      act=act, dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
+                      tp=c["tp"], dp=c["dp"], ep=c["ep"], devices_per_chip=cols["devices_per_chip"],
+                      chips=cols["chips"], tokens=batch)
+    lat_t, bw_t = comm_time(comm, latency_s=np.where(spans, cols["scale_out_latency"], cols["scale_up_latency"]),
+                            bw_bytes_per_s=np.where(spans, cols["scale_out_bw"], cols["scale_up_bw"]))
+    cols.update({"comm_calls": comm["calls"], "comm_bytes_per_chip": comm["bytes_per_chip"], "comm_s": lat_t + bw_t})
+    d = decode_terms(spec, dense_bytes=cols["dense_bytes"], expert_bytes=cols["expert_bytes"],
+                     dense_params=cols["dense_params"], expert_params=cols["expert_params"],
+                     kv_bytes_per_token=cols["kv_bytes_per_token"],
+                     state_bytes_per_sequence=cols["state_bytes_per_sequence"], tp=c["tp"], dp=c["dp"], ep=c["ep"],
+                     batch=batch, context=context, hbm_bw=cols["hbm_bw"], flops=cols["flops"],
+                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=cols["comm_s"])
+    cols.update({"memory_s": d["memory_s"], "compute_s": d["compute_s"], "tpot_s": d["step_s"],
+                 "binding": d["binding"]})
     cols["tokens_per_s_per_chip"] = batch / cols["tpot_s"] / cols["chips"]
     cols["cost_per_hour"] = cols["price"] * cols["chips"]
-    return cols, kinds
+    return cols, kinds, notes

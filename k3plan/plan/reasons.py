@@ -8,34 +8,18 @@ import numpy as np
 
 from k3plan.plan.space import Space
 
+from k3plan.step.verdict import REASONS, reject_code
+
 GiB = 2**30
-# code -> (key, text); a configuration gets the first that applies, 0 = feasible
-REASONS = (
-    ("feasible", "feasible"),
-    ("fallback", "heads or experts do not divide: a dimension falls back to replication"),
-    ("spans_slices", "EP group spans slices: expert traffic over the scale-out link, infeasible for prefill"),
-    ("weights", "does not fit: weights alone exceed usable HBM"),
-    ("budget", "does not fit: weights + temporaries + reserve + one sequence at the context exceed usable HBM"),
-    ("concurrency", "not enough sequences for --concurrency"),
-    ("tpot", "misses the TPOT target"),
-    ("unpriced", "no price in the hardware spec (--minimize cost)"),
-)
+CODE = {key: i for i, (key, _) in enumerate(REASONS)}
 
 
 def reason_codes(*, cols: dict[str, np.ndarray], concurrency: int, target_tpot_s: Optional[float],
                  need_price: bool) -> np.ndarray:
-    n = cols["tp"].shape[0]
-    none = np.zeros(n, dtype=bool)
-    checks = [
-        cols["fallbacks"] > 0,
-        cols["spans_slices"],
-        cols["weights_bytes"] > cols["usable"],
-        cols["room_bytes"] < cols["sequence_bytes"],
-        cols["max_sequences"] < concurrency,
-        cols["tpot_s"] > target_tpot_s if target_tpot_s is not None else none,
-        np.isnan(cols["price"]) if need_price else none,
-    ]
-    return np.select(checks, np.arange(1, len(checks) + 1), default=0)
+    return reject_code(fallbacks=cols["fallbacks"], weights_bytes=cols["weights_bytes"], usable=cols["usable"], room_bytes=cols["room_bytes"],
+                       sequence_bytes=cols["sequence_bytes"], max_sequences=cols["max_sequences"],
+                       concurrency=concurrency, tpot_s=cols["tpot_s"], target_tpot_s=target_tpot_s,
+                       unpriced=np.isnan(cols["price"]) if need_price else None)
 
 
 def _best(values: np.ndarray, family: np.ndarray, mask: np.ndarray, size: int, fn) -> np.ndarray:
@@ -56,10 +40,10 @@ def families(*, space: Space, cols: dict[str, np.ndarray], codes: np.ndarray, ki
     fam = cols["family"]
     counts = np.bincount(fam * len(REASONS) + codes, minlength=size * len(REASONS)).reshape(size, len(REASONS))
     # the closest each family came on the check that stopped it
-    weights_min = _best(cols["weights_bytes"] / cols["usable"], fam, codes == 3, size, np.minimum)
-    room_best = _best((cols["room_bytes"] - cols["sequence_bytes"]) / GiB, fam, codes == 4, size, np.maximum)
-    seqs_best = _best(cols["max_sequences"], fam, codes == 5, size, np.maximum)
-    tpot_best = _best(cols["tpot_s"] * 1e3, fam, codes == 6, size, np.minimum)
+    weights_min = _best(cols["weights_bytes"] / cols["usable"], fam, codes == CODE["weights"], size, np.minimum)
+    room_best = _best((cols["room_bytes"] - cols["sequence_bytes"]) / GiB, fam, codes == CODE["budget"], size, np.maximum)
+    seqs_best = _best(cols["max_sequences"], fam, codes == CODE["concurrency"], size, np.maximum)
+    tpot_best = _best(cols["tpot_s"] * 1e3, fam, codes == CODE["tpot"], size, np.minimum)
     out = []
     for f in range(size):
         hw, stack = space.family(f)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from k3plan.plan.space import Space
-from k3plan.plan.speed import BINDING
+from k3plan.step.decode import BINDING
 
 GiB = 2**30
 PER_DEVICE = ("weights_bytes", "replicated_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes",

@@ -104,7 +104,7 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
     m = load_model(model)
     hws = [load_hardware(h) for h in (hardware or list_hardware())]
     probe_notes: list[str] = []
-    if probes is not None:  # measured HBM bandwidth and collective latency replace the specs'
+    if probes is not None:  # measured HBM bandwidth replaces the specs'; latency: evaluate(), per collective
         from k3plan.roofline.latency import measured_hardware
 
         measured = [measured_hardware(h, probes=probes, allow_cpu=allow_cpu_probes) for h in hws]
@@ -122,7 +122,9 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
     start = time.perf_counter()
     space = build_space(hardware=hws, stacks=sts, kv_dtypes=kvs, chunks=chunk_list, max_chips=max_chips,
                         stacks_given=bool(stacks))
-    cols, kinds = evaluate(space=space, model=m, context=context, batch=concurrency, eff=eff)
+    cols, kinds, latency_notes = evaluate(space=space, model=m, context=context, batch=concurrency, eff=eff,
+                                          probes=probes, allow_cpu_probes=allow_cpu_probes)
+    probe_notes = probe_notes + latency_notes
     target_s = None if target_tpot_ms is None else target_tpot_ms / 1e3
     codes = reason_codes(cols=cols, concurrency=concurrency, target_tpot_s=target_s, need_price=need_price)
     ranked = _order(cols, np.flatnonzero(codes == 0), objective)

@@ -44,14 +44,15 @@ def splits(devices: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_space(*, hardware: list[HardwareSpec], stacks: list[Stack], kv_dtypes: list[Optional[str]],
-                chunks: list[int], max_chips: int, stacks_given: bool) -> Space:
+                chunks: list[int], max_chips: int, stacks_given: bool, any_platform: bool = False) -> Space:
+    """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit)."""
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
     topologies: list[Topology] = []
     parts: list[dict[str, np.ndarray]] = []
     skipped: dict[int, str] = {}
     nk, nc = len(kv_dtypes), len(chunks)
     for h, hw in enumerate(hardware):
-        allowed = [i for i, s in enumerate(stacks) if s.platform in ("any", hw.kind)]
+        allowed = [i for i, s in enumerate(stacks) if any_platform or s.platform in ("any", hw.kind)]
         for i, s in enumerate(stacks):
             if i not in allowed and stacks_given:
                 skipped[h * len(stacks) + i] = f"stack {s.name} is for {s.platform}s; {hw.name} is a {hw.kind}"

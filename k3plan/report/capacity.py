@@ -1,6 +1,6 @@
 """The numbers of a capacity report, one platform at a time (no rendering here).
 
-For each platform and context: the smallest viable topology and split (report/viable.py), the
+For each platform and context: the smallest viable topology and split (report/viable.py: plan's first row), the
 per-device terms and headroom (fit), the longest context and most sequences (fit's capacity),
 decode and prefill bounds (roofline) at the requested concurrency and at the most sequences that
 fit, cost per million tokens where the hardware spec has a price, the chunk-vs-context curve, and
@@ -74,11 +74,11 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
     if ch.setup is None:
         return ContextRow(context_tokens=c, fits=False, reason=ch.reason)
     s = ch.setup
-    full = max(concurrency, r.capacity["max_sequences"])
+    full = max(concurrency, r.capacity.max_sequences)
     decode = {"concurrency": _decode(s, batch=concurrency, context=c, eff=eff, probes=probes, price=price)}
     if full > concurrency:
         decode["full"] = _decode(s, batch=full, context=c, eff=eff, probes=probes, price=price)
-    p = prefill_bound(s, prompt_tokens=c, chunk_tokens=r.workload["prefill_chunk_tokens"], eff=eff, probes=probes)
+    p = prefill_bound(s, prompt_tokens=c, chunk_tokens=r.workload.prefill_chunk_tokens, eff=eff, probes=probes)
     prefill = {"prompt_tokens": c, "chunk_tokens": p.chunk_tokens, "ttft_s": p.ttft_s, "tokens_per_s": p.tokens_per_s,
                "feasible": p.feasible, "note": p.note, "link_share": p.link_share,
                "usd_per_mtok": _usd_per_mtok(price, s.topology.chips, p.tokens_per_s)}
@@ -93,8 +93,8 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
         setup={"topology": s.topology.text, "chips": s.topology.chips, "devices": s.topology.devices,
                "hosts": s.topology.hosts, "tp": s.parallel.tp, "ep": s.parallel.ep, "dp": s.parallel.dp,
                "stack": s.stack.name},
-        per_device={k: int(r.per_device[k]) for k in TERMS}, usable_bytes_per_device=r.hardware["usable_bytes_per_device"],
-        max_context_tokens=r.capacity["memory_context_tokens"], max_sequences=r.capacity["max_sequences"],
+        per_device={k: int(r.per_device[k]) for k in TERMS}, usable_bytes_per_device=r.hardware.usable_bytes_per_device,
+        max_context_tokens=r.capacity.memory_context_tokens, max_sequences=r.capacity.max_sequences,
         model_max_context_tokens=r.capacity.get("model_max_context_tokens"),
         decode=decode, prefill=prefill, provenance=prov, warnings=list(r.warnings),
     )
@@ -115,7 +115,7 @@ def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence
                     chunks: Sequence[int] = DEFAULT_CHUNKS) -> PlatformReport:
     hw = load_hardware(hardware)
     choices, tried = smallest_viable(model=model, hardware=hardware, stack=stack, contexts=contexts,
-                                     concurrency=concurrency, max_chips=max_chips)
+                                     concurrency=concurrency, max_chips=max_chips, probes=probes)
     price = hw.price_usd_per_chip_hour
     rows = [_row(choices[c], concurrency=concurrency, eff=eff, probes=probes, price=price) for c in contexts]
     out = dict(hardware=hw.name, kind=hw.kind, stack=stack, price_usd_per_chip_hour=price,
@@ -130,6 +130,6 @@ def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence
         out["curve"] = [p.model_dump() for p in curve(s, workload=w, chunks=chunks, calibration=None)]
         out["curve_setup"] = (f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), "
                               f"context {c:,}")
-        out["roofline_points"] = _roofline_points(s, context=c, most=first.result.capacity["max_sequences"], eff=eff,
+        out["roofline_points"] = _roofline_points(s, context=c, most=first.result.capacity.max_sequences, eff=eff,
                                                   probes=probes)
     return PlatformReport(**out)

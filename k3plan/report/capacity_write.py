@@ -49,9 +49,10 @@ def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: 
         f"Model: {m.name}, {inv.total_params / 1e12:,.2f}T parameters ({inv.active_params / 1e9:,.0f}B active a token), "
         f"checkpoint {inv.checkpoint_bytes / 1e12:,.2f} TB. Contexts: {', '.join(f'{c:,}' for c in contexts)} tokens; "
         f"{concurrency} concurrent sequence(s) must fit for a topology to count as viable.",
-        "Method: for each platform the standard topologies are tried smallest first, each with the stack's default "
-        "split and every TP size that divides the attention heads; a (topology, split) is viable when `k3plan fit` "
-        "says the weights, KV cache, KDA state, temporaries and engine reserve fit every device. Decode and prefill "
+        "Method: for each platform the pick is `k3plan plan --minimize chips` over that platform and stack, first "
+        "row (fewest chips, then lowest TPOT, then most free HBM); a (topology, split) is viable when the "
+        "weights, KV cache, KDA state, temporaries and engine reserve fit every device (the verdict `k3plan fit` "
+        "gives too), no dimension falls back to replication and the EP group stays in a slice. Decode and prefill "
         f"times are roofline bounds (`k3plan roofline`: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%}, "
         "collectives as calls x latency + bytes / link bandwidth). Every number is **analytic** unless its source "
         "below says calibration (measured compile temporaries), compile or probe (measured on hardware); GiB = 2^30 B.",

@@ -16,7 +16,7 @@ def render_fit(r, console: Console) -> None:
     hw, par, w, dev = r.hardware, r.parallel, r.workload, r.per_device
     usable = hw["usable_bytes_per_device"]
     console.print(
-        f"[bold]{r.model['name']}[/] on [bold]{hw['name']} {hw['topology']}[/] ({hw['chips']} chips, "
+        f"[bold]{r.model.name}[/] on [bold]{hw['name']} {hw['topology']}[/] ({hw['chips']} chips, "
         f"{hw['devices']} devices, {hw['hosts']} hosts), tp={par['tp']} ep={par['ep']} dp={par['dp']}, "
         f"stack {r.stack}; context {w['context_tokens']:,} x batch {w['batch']}, prefill chunk {w['prefill_chunk_tokens']:,}"
     )
@@ -52,8 +52,8 @@ def render_fit(r, console: Console) -> None:
         + (f"; KV overtakes KDA state at {cross:,.0f} tokens" if cross else "")
     )
     console.print(
-        f"model state (one copy): KV {r.model_state['kv_bytes_per_token']:,} B a token ({r.model_state['kv_dtype']}), "
-        f"state {r.model_state['state_bytes_per_sequence']:,} B a sequence"
+        f"model state (one copy): KV {r.model_state.kv_bytes_per_token:,} B a token ({r.model_state.kv_dtype}), "
+        f"state {r.model_state.state_bytes_per_sequence:,} B a sequence"
     )
     if r.speed:
         sp = r.speed
@@ -61,15 +61,19 @@ def render_fit(r, console: Console) -> None:
                       f"{sp['binding']}-bound (collective latency: {sp['collective_latency_source']}); see k3plan roofline")
         for note in sp["probes"]:
             console.print(f"[cyan]probe:[/] {note}")
+    else:
+        console.print("decode bound: not computed, the workload does not fit")
     for f in r.replicated[:12]:
-        console.print(f"[yellow]fallback:[/] {f['tensor']}: {f['axis']}={f['size']} not divisible by "
-                      f"{f['mesh_axis']}={f['mesh_size']}, dim {f['dim']} replicated (+{f['bytes_replicated'] / 2**20:,.1f} MiB a device)")
+        console.print(f"[yellow]fallback:[/] {f.tensor}: {f.axis}={f.size} not divisible by "
+                      f"{f.mesh_axis}={f.mesh_size}, dim {f.dim} replicated (+{f.bytes_replicated / 2**20:,.1f} MiB a device)")
     if len(r.replicated) > 12:
         console.print(f"[yellow]fallback:[/] ... and {len(r.replicated) - 12} more (see --json)")
     for msg in r.warnings:
         console.print(f"[yellow]warning:[/] {msg}")
     for msg in r.notes:
         console.print(f"[dim]note: {msg}[/]")
+    from k3plan.step.verdict import reason_text
+
     verdict = "[bold green]FITS[/]" if r.fits else (
-        "[bold red]DOES NOT FIT[/]" + ("" if r.weights_fit else ": the weights alone exceed a device"))
+        "[bold red]DOES NOT FIT[/]" + (": " + reason_text(r.reason).removeprefix("does not fit: ") if r.reason else ""))
     console.print(verdict)

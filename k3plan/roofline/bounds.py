@@ -6,7 +6,7 @@ Decode step for batch B at context C, per device (the slowest device sets the st
   FLOPs = 2 x params the device applies to its tokens + absorbed MLA + KDA state products
   step  = max(bytes / (BW x bw_eff), FLOPs / (peak x mfu)) + collective time
 ``ideal_*`` is the porting study's aggregate view: one copy of every byte over the summed HBM
-bandwidth of all chips (k3-facts.md §5), kept for comparison.
+bandwidth of all chips (docs/k3-facts.md §5), kept for comparison.
 Prefill: FLOPs a token (linear + attention) over chips x peak x MFU; time to first token for a
 prompt, chunked, with the collectives of every chunk.
 """
@@ -34,7 +34,7 @@ from k3plan.setup import Setup
 class Efficiency(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mfu: float = 0.3  # the porting study's prefill figure (k3-facts §5: 30% and 45%)
+    mfu: float = 0.3  # the porting study's prefill figure (docs/k3-facts.md §5: 30% and 45%)
     bw_efficiency: float = 1.0  # "at 100%" in the study
     compute_dtype: str = "bf16"
 
@@ -86,55 +86,49 @@ class PrefillBound(BaseModel):
     note: str = ""
 
 
-def _touched_fraction(role: str, touched: float, num_experts: int) -> float:
-    return touched / num_experts if role == "expert" else 1.0
+def weight_sums(setup: Setup) -> dict[str, float]:
+    """Dense and routed-expert bytes and params a device (embeddings excluded: decode gathers rows),
+    and the whole-model bytes of each, from the Setup's resolved ShardingPlan (``plan`` gets the
+    same sums from its tensor classes, ``step.weights.mesh_weights``)."""
+    out = dict.fromkeys(("dense_bytes", "expert_bytes", "dense_params", "expert_params", "dense_total_bytes",
+                         "expert_total_bytes"), 0.0)
+    for t in setup.model.inventory.text:
+        if t.role == "embed":
+            continue
+        kind = "expert" if t.role == "expert" else "dense"
+        nbytes, share = runtime_bytes(t, setup.stack), setup.plan.shard_fraction(t)
+        out[f"{kind}_bytes"] += nbytes * share
+        out[f"{kind}_params"] += t.params * share
+        out[f"{kind}_total_bytes"] += nbytes
+    return out
 
 
 def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficiency,
                  probes: Optional[Path] = None, histogram: Optional[Sequence[float]] = None,
                  allow_cpu_probes: bool = False) -> DecodeBound:
-    spec, inv, st, par, hw, topo = (setup.model.spec, setup.model.inventory, setup.stack, setup.parallel,
-                                    setup.hardware, setup.topology)
+    """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``."""
+    from k3plan.step.decode import BINDING, decode_terms
+
+    spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     moe = spec.moe
-    seqs = math.ceil(batch / par.dp)
-    # tokens one EP group routes: the sequences of the DP groups inside it (ep = tp: its own DP
-    # group's; ep = all devices: the whole batch), never more than the batch
-    ep_tokens = min(batch, seqs * max(1, par.ep // par.tp))
-    touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=ep_tokens, histogram=histogram)
-    touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
-    weights_dev = experts_dev = 0.0
-    ideal_weights = ideal_experts = 0.0
-    flops_linear_dev = 0.0
-    for t in inv.text:
-        nbytes = runtime_bytes(t, st)
-        frac = _touched_fraction(t.role, touched, moe.num_experts)
-        share = setup.plan.shard_fraction(t)
-        if t.role == "expert":
-            experts_dev += nbytes * frac * share
-            ideal_experts += nbytes * _touched_fraction(t.role, touched_all, moe.num_experts)
-            # the EP group's tokens, k experts each, spread over the group: a device holds `share`
-            flops_linear_dev += 2 * t.params * (moe.top_k / moe.num_experts) * ep_tokens * share
-        elif t.role != "embed":
-            weights_dev += nbytes * share
-            ideal_weights += nbytes
-            flops_linear_dev += 2 * t.params * share * seqs
+    w = weight_sums(setup)
     layout = cache_layout(spec=spec, stack=st, parallel=par)
-    kv_dev = seqs * context_tokens * layout.kv_bytes_per_token
-    state_dev = 2 * seqs * layout.state_bytes_per_sequence
-    attn_flops_dev = seqs * attention_decode_flops_per_token(spec, context_tokens) / max(
-        1, par.tp if spec.mla.heads % par.tp == 0 else 1)
-    bytes_dev = {"weights": weights_dev, "experts": experts_dev, "kv": kv_dev, "state": state_dev}
-    flops_dev = {"linear": flops_linear_dev, "attention": attn_flops_dev}
-    memory_s = sum(bytes_dev.values()) / (hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency)
-    compute_s = sum(flops_dev.values()) / (hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu)
     pre = comm_cost(setup, tokens=batch)
     lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
     comm = comm_cost(setup, tokens=batch, latency=lat) if lat else pre
-    step = max(memory_s, compute_s) + comm.time_s
-    binding = "memory" if memory_s >= compute_s else "compute"
-    if comm.time_s > max(memory_s, compute_s):
-        binding = "communication"
-    ideal = {"weights": ideal_weights, "experts": ideal_experts,
+    d = decode_terms(spec, dense_bytes=w["dense_bytes"], expert_bytes=w["expert_bytes"],
+                     dense_params=w["dense_params"], expert_params=w["expert_params"],
+                     kv_bytes_per_token=layout.kv_bytes_per_token, state_bytes_per_sequence=layout.state_bytes_per_sequence,
+                     tp=par.tp, dp=par.dp, ep=par.ep, batch=batch, context=context_tokens,
+                     hbm_bw=hw.hbm_bw_bytes_per_s_per_device, flops=hw.flops_per_s_per_device(eff.compute_dtype),
+                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=comm.time_s, histogram=histogram)
+    touched = float(d["experts_touched"])
+    touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
+    bytes_dev = {k: float(v) for k, v in d["bytes"].items()}
+    flops_dev = {k: float(v) for k, v in d["flops"].items()}
+    memory_s, compute_s, step = float(d["memory_s"]), float(d["compute_s"]), float(d["step_s"])
+    binding = BINDING[int(d["binding"])]
+    ideal = {"weights": w["dense_total_bytes"], "experts": w["expert_total_bytes"] * touched_all / moe.num_experts,
              "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
              "state": 2 * batch * state_bytes_per_sequence(spec, st)}
     chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency

@@ -2,7 +2,7 @@
 
 time = calls x per-call latency + bytes a chip / link bandwidth (one-way, a chip).
 - ``all_to_all`` (EP dispatch/combine): per MoE layer one dispatch and one combine, each moving
-  the ``expert_in``-wide activation of every token to its k experts (k3-facts.md §5: fp8 latent,
+  the ``expert_in``-wide activation of every token to its k experts (docs/k3-facts.md §5: fp8 latent,
   57.3 KB a token a layer each way), a chip sending its share of the tokens.
 - ``all_reduce`` (local experts + one all-reduce a MoE layer, as vLLM TPU does): no all-to-all;
   the hidden states of the batch are all-reduced over the EP group (ring: 2 (n-1)/n of the
@@ -18,13 +18,14 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
 from k3plan.setup import Setup
+from k3plan.step.collective import Collective
 
 
 class CommCost(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     pattern: str
-    op: str  # the collective that carries the experts: all-to-all or all-reduce
+    op: Collective  # the collective that carries the experts (JSON: "all-to-all" | "all-reduce")
     calls_per_step: int  # all collectives a step
     expert_calls_per_step: int
     attention_calls_per_step: int
@@ -56,37 +57,24 @@ def ep_spans_slices(setup: Setup) -> bool:
 
 
 def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]] = None) -> CommCost:
-    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk)."""
+    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk):
+    ``k3plan.step.comm`` at one Setup."""
+    from k3plan.step.comm import comm_terms, comm_time
+
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     spans = ep_spans_slices(setup)
     link = hw.scale_out if spans else hw.scale_up
     lat_s, lat_src = latency or (link.latency_s, f"{hw.name} spec: {link.name} latency a call")
-    chips, dpc = topo.chips, hw.devices_per_chip
-    act = BYTES[st.activation_dtype]
-    group_tokens = -(-tokens // par.dp)  # tokens a DP group holds
-
-    def ring_bytes_per_chip(n: int, message: float) -> float:
-        """Ring all-reduce: each device sends 2 (n-1)/n of the message; a chip hosts dpc devices."""
-        return dpc * 2 * (n - 1) / n * message if n > 1 else 0.0
-
-    attn_calls = spec.num_layers if par.tp > 1 else 0
-    attn_bytes = attn_calls * ring_bytes_per_chip(par.tp, group_tokens * spec.hidden_size * act)
-    if st.collectives.experts == "all_to_all":
-        per_tok_layer = expert_bytes_per_token_layer(setup)
-        expert_calls = 2 * spec.n_moe
-        expert_bytes = tokens * per_tok_layer * spec.n_moe / chips  # every chip sends its share
-        op = "all-to-all"
-    else:
-        per_tok_layer = spec.hidden_size * act
-        expert_calls = spec.n_moe if par.ep > 1 else 0
-        expert_bytes = spec.n_moe * ring_bytes_per_chip(par.ep, tokens * per_tok_layer)
-        op = "all-reduce"
-    bytes_chip = expert_bytes + attn_bytes
-    calls = expert_calls + attn_calls
+    a2a = st.collectives.experts == "all_to_all"
+    t = comm_terms(spec, all_to_all=a2a, act=BYTES[st.activation_dtype], dispatch=BYTES[st.collectives.dispatch_dtype],
+                   tp=par.tp, dp=par.dp, ep=par.ep, devices_per_chip=hw.devices_per_chip, chips=topo.chips,
+                   tokens=tokens)
+    lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     return CommCost(
-        pattern=st.collectives.experts, op=op, calls_per_step=calls, expert_calls_per_step=expert_calls,
-        attention_calls_per_step=attn_calls, bytes_per_token_per_layer=per_tok_layer,
-        bytes_per_chip_per_step=bytes_chip, link="scale_out" if spans else "scale_up", link_name=link.name,
-        link_bw_bytes_per_s=link.bw_bytes_per_s, latency_s_per_call=lat_s, latency_source=lat_src,
-        latency_time_s=calls * lat_s, bandwidth_time_s=bytes_chip / link.bw_bytes_per_s,
+        pattern=st.collectives.experts, op=Collective.of_pattern(st.collectives.experts),
+        calls_per_step=int(t["calls"]), expert_calls_per_step=int(t["expert_calls"]),
+        attention_calls_per_step=int(t["attention_calls"]), bytes_per_token_per_layer=int(t["bytes_per_token_per_layer"]),
+        bytes_per_chip_per_step=float(t["bytes_per_chip"]), link="scale_out" if spans else "scale_up",
+        link_name=link.name, link_bw_bytes_per_s=link.bw_bytes_per_s, latency_s_per_call=lat_s,
+        latency_source=lat_src, latency_time_s=float(lat_t), bandwidth_time_s=float(bw_t),
     )

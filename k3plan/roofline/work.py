@@ -4,7 +4,7 @@ Decode touches every non-expert weight each step, and of the routed experts the 
 distinct experts a layer's batch selects: E * (1 - (1 - k/E)^B) under uniform routing, or
 sum_e 1 - (1 - p_e)^B from a router histogram (p_e = share of tokens choosing expert e, sum = k).
 FLOPs: 2 x params a token for linear layers; absorbed MLA attention 2 x 2 x heads x kv_lora x ctx
-a layer a token (k3-facts.md §5); KDA 3 matrix-vector products on the [d, d] state a head a token.
+a layer a token (docs/k3-facts.md §5); KDA 3 matrix-vector products on the [d, d] state a head a token.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
 
 
 def attention_decode_flops_per_token(spec: ModelSpec, context_tokens: int) -> float:
-    """Absorbed MLA over the latent: scores and values over kv_lora, 2 FLOPs a MAC (k3-facts §5)."""
+    """Absorbed MLA over the latent: scores and values over kv_lora, 2 FLOPs a MAC (docs/k3-facts.md §5)."""
     mla = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank * context_tokens
     kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim ** 2
     return mla + kda
@@ -58,7 +58,7 @@ def attention_prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> fl
 
 
 def linear_flops_per_token(active_params: float) -> float:
-    """2 FLOPs a multiply-accumulate over every active parameter (k3-facts §5: 2 x 104.19 B)."""
+    """2 FLOPs a multiply-accumulate over every active parameter (docs/k3-facts.md §5: 2 x 104.19 B)."""
     return 2 * active_params
 
 

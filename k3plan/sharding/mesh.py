@@ -7,7 +7,7 @@ attention and splits sequences; ``ep`` spreads the routed experts, either inside
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from k3plan.errors import K3PlanError
 
@@ -23,12 +23,33 @@ class Parallel(BaseModel):
     def devices(self) -> int:
         return self.tp * self.dp
 
+    def __getitem__(self, key: str) -> int:  # FitResult.parallel read as the dict it used to be
+        if key not in ("tp", "ep", "dp"):
+            raise KeyError(key)
+        return getattr(self, key)
+
 
 class Mesh(BaseModel):
+    """The named mesh axes of one ``Parallel``: ``dp`` x ``tp`` over all devices, and the alias
+    ``ep`` for the mesh axes the experts span. It holds no number of its own (the split lives in
+    ``Parallel`` only); its JSON stays {"axes": ..., "aliases": ...}."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    axes: dict[str, int]  # ordered: {"dp": dp, "tp": tp}
-    aliases: dict[str, tuple[str, ...]]  # "ep" -> mesh axes it spans
+    parallel: Parallel
+
+    @property
+    def axes(self) -> dict[str, int]:  # ordered: {"dp": dp, "tp": tp}
+        return {"dp": self.parallel.dp, "tp": self.parallel.tp}
+
+    @property
+    def aliases(self) -> dict[str, tuple[str, ...]]:  # "ep" -> mesh axes it spans
+        p = self.parallel
+        return {"ep": ("dp", "tp") if p.ep == p.devices else ("tp",)}
+
+    @model_serializer
+    def _dump(self) -> dict:
+        return {"axes": self.axes, "aliases": self.aliases}
 
     def size(self, axes: tuple[str, ...]) -> int:
         n = 1
@@ -65,11 +86,7 @@ def make_mesh(*, devices: int, tp: int | None = None, ep: int | None = None, dp:
             f"expected tp x dp = {devices}"
         )
     ep = devices if ep is None else ep
-    if ep == devices:
-        ep_axes = ("dp", "tp")
-    elif ep == tp:
-        ep_axes = ("tp",)
-    else:
+    if ep not in (devices, tp):
         raise K3PlanError(f"--ep {ep}: expected the TP group ({tp}) or all devices ({devices})")
-    mesh = Mesh(axes={"dp": dp, "tp": tp}, aliases={"ep": ep_axes})
-    return mesh, Parallel(tp=tp, ep=ep, dp=dp)
+    parallel = Parallel(tp=tp, ep=ep, dp=dp)
+    return Mesh(parallel=parallel), parallel

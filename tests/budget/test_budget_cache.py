@@ -92,7 +92,7 @@ def test_hybrid_paging_at_tp32():
     # KV allocated in whole blocks: 131,072 tokens -> 683 blocks of 192
     assert lay.kv_bytes(131_072) == 24 * math.ceil(131_072 / block) * block * mla_tok
     r = run_fit(cached_setup(topology="2x2x4", tp=32))
-    assert r.cache_layout["block_tokens"] == 192 and r.cache_layout["page_bytes"] == 221_184
+    assert r.cache_layout.block_tokens == 192 and r.cache_layout.page_bytes == 221_184
     assert r.per_device["state_bytes"] == 69 * 221_184
     assert r.per_device["kv_bytes"] == lay.kv_bytes(131_072)
     assert r.capacity["memory_context_tokens"] % block == 0  # max_context_tokens is capped at the model max

@@ -15,8 +15,13 @@ RECORD = "tpu7x-a2a-chained-porting-study.json"
 US = 1e-6
 
 
+def study(*args) -> tuple:
+    """The porting study's comparisons assume the workload fits and a 4K context: pass both."""
+    return (*args, "--ignore-fit") + (() if "--context" in args else ("--context", "4096"))
+
+
 def roofline_json(cli, *args) -> dict:
-    r = cli("roofline", *args, "--json")
+    r = cli("roofline", *study(*args), "--json")
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output
     return json.loads(r.stdout)
@@ -90,20 +95,20 @@ def test_multi_slice_ep_is_flagged_infeasible_for_prefill(cli):
     assert pre["comm"]["link"] == "scale_out" and pre["comm"]["link_name"] == "DCN"
     assert not pre["feasible"]
     assert "infeasible for prefill" in pre["note"]
-    r = cli("roofline", "-t", "2*2x2x4", "--stack", "dp-attention")
+    r = cli("roofline", *study("-t", "2*2x2x4", "--stack", "dp-attention"))
     assert r.exit_code == 0, r.output
     assert "INFEASIBLE" in r.stdout and "infeasible for prefill" in r.stdout
 
 
 def test_table_names_the_roof_the_record_and_the_crossover(cli):
-    r = cli("roofline", "-t", "2x4x4", "--stack", "dp-attention", "--probes", PROBES)
+    r = cli("roofline", *study("-t", "2x4x4", "--stack", "dp-attention", "--probes", PROBES))
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())  # rich wraps long cells
     assert "binding: memory" in out
     assert "184 calls (184 all-to-all)" in out
     assert "9.88 us" in out and "probed on TPU7x" in out
     # the record is named in the table (rich once swallowed "[probe record ...]" as a markup tag)
-    assert RECORD in "".join(r.stdout.split())
+    assert RECORD in "".join(c for c in r.stdout if c not in "│ \n")  # wrapped across table rows
     assert "44,161 tokens" in out
     assert "study view (ideal)" in out
 
@@ -147,3 +152,23 @@ def test_malformed_router_histogram_exits_2_one_line(cli, tmp_path, payload):
     p.write_bytes(payload if payload != b"[NaN]" else ("[NaN" + ", 1" * 895 + "]").encode())
     line = one_error_line(cli("roofline", "-t", "2x2x4", "--router-histogram", p))
     assert "--router-histogram" in line
+
+
+def test_no_speed_figure_for_a_workload_that_does_not_fit(cli):
+    """Issue 10: `-t 2x2x4 --batch 256 --context 32768` printed 3,019 tok/s for a batch whose KV alone
+    is far beyond a device. Now it says why and exits 1, like fit; --ignore-fit prints the bounds
+    and says it does not fit."""
+    r = cli("roofline", "-t", "2x2x4", "--batch", "256", "--context", "32768")
+    assert r.exit_code == 1
+    out = " ".join(r.stdout.split())
+    assert "DOES NOT FIT" in out and "tok/s" not in out
+    d = json.loads(cli("roofline", "-t", "2x2x4", "--batch", "256", "--context", "32768", "--json").stdout)
+    assert d["fits"] is False and "does not fit" in d["reason"]
+    d = roofline_json(cli, "-t", "2x2x4", "--batch", "256", "--context", "32768")
+    assert d["fits"] is False and d["decode"]["tokens_per_s"] > 0
+
+
+def test_roofline_default_workload_is_fits(cli):
+    r = cli("roofline", "-t", "2x2x4", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["decode"]["context_tokens"] == 131072  # fit's default context

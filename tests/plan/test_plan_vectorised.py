@@ -13,8 +13,9 @@ from k3plan.budget.weights import weight_budget
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.evaluate import evaluate
+from k3plan.plan.reasons import reason_codes
 from k3plan.plan.space import build_space, splits
-from k3plan.plan.weights import mesh_weights, tensor_classes
+from k3plan.step.weights import mesh_weights, tensor_classes
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.roofline.comm import ep_spans_slices
 from k3plan.setup import make_setup
@@ -72,7 +73,7 @@ def wide():
     space = build_space(hardware=[load_hardware(h) for h in list_hardware()],
                         stacks=[load_stack(s) for s in list_stacks()], kv_dtypes=[None, "fp8", "fp8_ds_mla", "fp32"],
                         chunks=[2048, 4096, 8192, 16384, 32768], max_chips=100_000, stacks_given=False)
-    cols, _ = evaluate(space=space, model=m, context=131072, batch=8, eff=Efficiency())
+    cols, _, _ = evaluate(space=space, model=m, context=131072, batch=8, eff=Efficiency())
     return space, cols
 
 
@@ -96,6 +97,7 @@ TERMS = ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_byte
 
 def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
     space, cols = wide
+    codes = reason_codes(cols=cols, concurrency=8, target_tpot_s=None, need_price=False)
     for i in sample(cols, 30, seed=4):
         topo = space.topologies[cols["topo"][i]]
         kv = space.kv_dtypes[cols["variant"][i] % len(space.kv_dtypes)]
@@ -109,7 +111,7 @@ def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
         assert int(cols["replicated_bytes"][i]) == r.per_device["replicated_weights_bytes"], where
         assert int(cols["max_sequences"][i]) == r.capacity["max_sequences"], where
         assert int(cols["fallbacks"][i]) == len(r.replicated), where
-        assert bool(cols["free_bytes"][i] >= 0) == r.fits, where
+        assert int(codes[i]) == r.reason and (codes[i] == 0) == r.fits, where  # one verdict
         d = decode_bound(setup, batch=8, context_tokens=131072, eff=Efficiency())
         assert cols["tpot_s"][i] == pytest.approx(d.tpot_s, rel=1e-9), where
         assert cols["memory_s"][i] == pytest.approx(d.memory_s, rel=1e-9), where

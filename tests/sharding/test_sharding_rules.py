@@ -37,12 +37,12 @@ def test_tp64_heads_do_not_divide_and_every_affected_tensor_is_listed(topology):
     r = fit(make_setup(topology=topology, tp=64), W)
     assert r.replicated, "96 heads over tp=64 must fall back"
     for f in r.replicated:
-        assert (f["axis"], f["size"], f["mesh_axis"], f["mesh_size"]) == ("heads", 96, "tp", 64), f
-        assert f["bytes_replicated"] >= 0
+        assert (f.axis, f.size, f.mesh_axis, f.mesh_size) == ("heads", 96, "tp", 64), f
+        assert f.bytes_replicated >= 0
     listed: dict[int, set[str]] = {}
     for f in r.replicated:
-        m = LAYER.fullmatch(f["tensor"])
-        assert m, f["tensor"]
+        m = LAYER.fullmatch(f.tensor)
+        assert m, f.tensor
         listed.setdefault(int(m.group(1)), set()).add(m.group(2))
     kda, mla = k3_layers()
     assert set(listed) == kda | mla  # every KDA and MLA layer
@@ -55,13 +55,13 @@ def test_tp64_heads_do_not_divide_and_every_affected_tensor_is_listed(topology):
     # the fallbacks are what raises the replicated floor
     tp32 = fit(make_setup(topology="2x2x4", tp=32), W)
     assert r.per_device["replicated_weights_bytes"] - tp32.per_device["replicated_weights_bytes"] >= sum(
-        f["bytes_replicated"] for f in r.replicated)
+        f.bytes_replicated for f in r.replicated)
 
 
 @pytest.mark.parametrize("topology, tp", [("2x2x4", 32), ("2x2x2", 16), ("2x2x1", 8), ("2x4x4", 32)])
 def test_no_head_fallback_when_tp_divides_96(topology, tp):
     r = fit(make_setup(topology=topology, tp=tp), W)
-    assert [f for f in r.replicated if f["axis"] == "heads"] == []
+    assert [f for f in r.replicated if f.axis == "heads"] == []
     assert r.replicated == []
 
 
@@ -122,8 +122,8 @@ def test_user_spec_that_does_not_divide_is_recorded(tmp_path):
     spec = tmp_path / "specs.yaml"
     spec.write_text("shardspecs:\n  'language_model\\.model\\.layers\\.0\\.self_attn\\.b_proj\\.weight': [tp, null]\n")
     r = fit(make_setup(topology="2x4x4", tp=64, shardspecs=str(spec)), W)  # b_proj is [96, 7168]
-    hit = [f for f in r.replicated if f["tensor"].endswith("layers.0.self_attn.b_proj.weight")]
-    assert hit and hit[0]["size"] == 96 and hit[0]["mesh_size"] == 64
+    hit = [f for f in r.replicated if f.tensor.endswith("layers.0.self_attn.b_proj.weight")]
+    assert hit and hit[0].size == 96 and hit[0].mesh_size == 64
 
 
 @pytest.mark.parametrize("text, needle", [

@@ -1,0 +1,123 @@
+"""The typed parts of a fit: named frozen models whose JSON dump is the fit's JSON contract
+(field order = key order; reports/baseline and `fit --json` consumers rely on it).
+
+``Named.__getitem__`` keeps ``result.per_device["free_bytes"]`` working for code written against
+the old dict fields (validate/, older scripts); new code reads attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_serializer
+
+
+class Named(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in type(self).model_fields else default
+
+    def keys(self):
+        return self.model_dump().keys()
+
+    def items(self):
+        return self.model_dump().items()
+
+
+class ModelFacts(Named):
+    name: str
+    total_params: int
+    active_params: int
+    checkpoint_bytes: int
+    runtime_weight_bytes: int
+
+
+class HardwareFacts(Named):
+    name: str
+    topology: str
+    chips: int
+    devices: int
+    hosts: int
+    slices: int
+    hbm_bytes_per_device: int
+    usable_bytes_per_device: int
+
+
+class ModelState(Named):
+    kv_bytes_per_token: int
+    state_bytes_per_sequence: int
+    kv_dtype: str
+    recurrent_dtype: str
+    conv_dtype: str
+
+
+class PerDevice(Named):
+    weights_bytes: int
+    replicated_weights_bytes: int
+    kv_bytes: int
+    state_bytes: int
+    temp_bytes: int
+    reserve_bytes: int
+    free_bytes: int
+    kv_bytes_per_token: int
+    state_bytes_per_sequence: int
+    sequences: int
+
+
+class Capacity(Named):
+    max_context_tokens: int
+    memory_context_tokens: int
+    max_sequences: int
+    kv_state_crossover_tokens: float | None
+    model_max_context_tokens: int | None
+
+
+class Provenance(Named):
+    weights: str
+    kv: str
+    state: str
+    temp_prefill: str
+    temp_decode: str
+    reserve: str
+    hbm: str
+    stack_sources: str
+
+
+class Temp(Named):
+    """Analytic terms of both graphs; the bytes each stage counts (None: refused by calibration)."""
+
+    prefill_terms: dict[str, int] = {}
+    decode_terms: dict[str, int] = {}
+    prefill_bytes: int | None = None
+    decode_bytes: int | None = None
+    prefill_refused: str | None = None
+    prefill_outside: str | None = None
+    decode_refused: str | None = None
+    decode_outside: str | None = None
+    binding: str = ""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler):
+        """The calibration keys appear only when they say something (the JSON contract)."""
+        out = handler(self)
+        for k in ("prefill_refused", "prefill_outside", "decode_refused", "decode_outside"):
+            if out.get(k) is None:
+                out.pop(k, None)
+        return out
+
+
+class Speed(Named):
+    """The decode bound at the fit's workload (filled by the CLI)."""
+
+    tpot_s: float
+    tokens_per_s: float
+    binding: str
+    collective_latency_source: str
+    probes: list[str]
+    source: str

@@ -1,0 +1,49 @@
+"""The collectives a step issues, with one spelling, and where a call's latency comes from.
+
+``latency`` is the one place a per-call latency is chosen: a probe record of *this* collective on
+the scale-up link when one matches, else the hardware spec's link latency. ``fit``, ``roofline``,
+``report`` and ``plan`` all call it, so a record of one collective never stands in for another.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from k3plan.errors import K3PlanError
+
+
+class Collective(str, Enum):
+    ALL_TO_ALL = "all-to-all"
+    ALL_REDUCE = "all-reduce"
+
+    @property
+    def probe_op(self) -> str:
+        """The ``op`` a collectives probe record names (k3plan.probes.collectives)."""
+        return {"all-to-all": "a2a", "all-reduce": "allreduce"}[self.value]
+
+    @classmethod
+    def of_pattern(cls, pattern: str) -> Collective:
+        """The collective that carries a stack's expert traffic (``collectives.experts``)."""
+        return cls.ALL_TO_ALL if pattern == "all_to_all" else cls.ALL_REDUCE
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bool = False) -> tuple[float, str]:
+    """(seconds a call, source) of ``op`` on ``link`` ("scale_up" | "scale_out"). Probes run
+    inside one slice, so they describe the scale-up link only."""
+    spec_link = hw.scale_out if link == "scale_out" else hw.scale_up
+    default = (spec_link.latency_s, f"{hw.name} spec: {spec_link.name} latency a call")
+    if probes is None or link != "scale_up":
+        return default
+    if not Path(probes).is_dir():
+        raise K3PlanError(f"--probes {probes}: not a folder of probe records")
+    from k3plan.probes.records import describe, latest_latency
+
+    found = latest_latency(probes, device_kind=hw.device_kind, op=op.probe_op, mode="chained", allow_cpu=allow_cpu)
+    if found is None:
+        return default
+    seconds, record, path = found
+    return seconds, describe(record, path)

@@ -1,0 +1,46 @@
+"""The few element-wise operations the step's formulas need, for ``int | numpy array`` columns.
+
+With plain Python numbers (``fit``: one configuration) they stay Python and numpy is never
+imported, so the fit path keeps its startup time; with arrays (``plan``) they are numpy's.
+"""
+
+from __future__ import annotations
+
+
+def _scalar(*xs) -> bool:
+    return not any(hasattr(x, "shape") for x in xs)
+
+
+def where(cond, a, b):
+    if _scalar(cond, a, b):
+        return a if cond else b
+    import numpy as np
+
+    return np.where(cond, a, b)
+
+
+def maximum(a, b):
+    if _scalar(a, b):
+        return max(a, b)
+    import numpy as np
+
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    if _scalar(a, b):
+        return min(a, b)
+    import numpy as np
+
+    return np.minimum(a, b)
+
+
+def first_true(checks: list, default: int = 0):
+    """1 + the index of the first true check (element-wise for arrays), else ``default``."""
+    if _scalar(*checks):
+        return next((i + 1 for i, c in enumerate(checks) if c), default)
+    import numpy as np
+
+    shape = next(np.shape(c) for c in checks if hasattr(c, "shape"))
+    return np.select([np.broadcast_to(np.asarray(c, dtype=bool), shape) for c in checks],
+                     np.arange(1, len(checks) + 1), default=default)

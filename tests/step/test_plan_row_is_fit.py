@@ -1,0 +1,77 @@
+"""Property: for random configurations, plan's row (its columns, as `row()` prints them) equals
+fit's JSON term by term, to the byte, and the verdict code is the same; report's pick equals plan's
+first row under the same objective."""
+
+from __future__ import annotations
+
+import functools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from k3plan.budget.fit import Workload, fit
+from k3plan.hardware import load_hardware
+from k3plan.models import load_model
+from k3plan.plan import plan
+from k3plan.plan.evaluate import evaluate
+from k3plan.plan.reasons import reason_codes
+from k3plan.plan.rows import PER_DEVICE, row
+from k3plan.plan.space import build_space
+from k3plan.report.viable import smallest_viable
+from k3plan.roofline.bounds import Efficiency
+from k3plan.setup import make_setup
+from k3plan.sharding import load_stack
+from k3plan.sharding.stack import list_stacks
+
+HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+
+
+@functools.cache
+def space():
+    return build_space(hardware=[load_hardware(h) for h in HARDWARE], stacks=[load_stack(s) for s in list_stacks()],
+                       kv_dtypes=[None, "fp8"], chunks=[4096, 8192], max_chips=64, stacks_given=False)
+
+
+@functools.cache
+def columns(context: int, batch: int):
+    cols, _, _ = evaluate(space=space(), model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency())
+    return cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
+
+
+@SETTINGS
+@given(context=st.sampled_from([4096, 32768, 131072, 1048576]), batch=st.sampled_from([1, 3, 8, 64]),
+       pick=st.floats(0, 1, exclude_max=True))
+def test_plan_row_equals_fit_json(context, batch, pick):
+    sp = space()
+    cols, codes = columns(context, batch)
+    i = int(pick * sp.size)
+    r = row(space=sp, cols=cols, i=i, rank=1)
+    setup = make_setup(hardware=r["hardware"], topology=r["topology"], tp=r["tp"], ep=r["ep"], dp=r["dp"],
+                       stack=r["stack"], kv_dtype=r["kv_dtype_override"])
+    f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r["chunk_tokens"]))
+    j = f.model_dump(mode="json")
+    renamed = {"replicated_bytes": "replicated_weights_bytes"}
+    for k in PER_DEVICE:
+        assert r["per_device"][k] == j["per_device"][renamed.get(k, k)], (k, r)
+    assert r["max_sequences"] == j["capacity"]["max_sequences"]
+    assert int(codes[i]) == f.reason and (codes[i] == 0) == j["fits"]
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(hw=st.sampled_from(["tpu-v7x", "nvidia-h200", "nvidia-b200"]), context=st.sampled_from([32768, 131072]),
+       concurrency=st.sampled_from([1, 16, 64]))
+def test_report_pick_equals_plans_first_row(hw, context, concurrency):
+    stack = "vllm-tpu" if hw.startswith("tpu") else "sglang"
+    p = plan(hardware=[hw], stacks=[stack], context=context, concurrency=concurrency, objective="chips", top=1,
+             max_chips=64)
+    chosen, _ = smallest_viable(model="kimi-k3", hardware=hw, stack=stack, contexts=[context],
+                                concurrency=concurrency, max_chips=64)
+    ch = chosen[context]
+    if p.recommended is None:
+        assert ch.setup is None and ch.reason
+        return
+    top = p.recommended
+    assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
+        top["topology"], top["tp"], top["ep"], top["dp"])
+    assert ch.result.fits and ch.result.per_device.free_bytes == top["per_device"]["free_bytes"]

@@ -1,0 +1,93 @@
+"""The README's figures are produced, not typed: each is re-computed by the command the README
+names and compared with the text as printed there (issue 10 item 7)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+GiB = 2**30
+
+
+def said(pattern: str) -> re.Match:
+    m = re.search(pattern, " ".join(README.split()))  # the README wraps lines
+    assert m, f"the README no longer says {pattern!r}"
+    return m
+
+
+def run_json(cli, *args):
+    r = cli(*args, "--json")
+    return json.loads(r.stdout), r.exit_code
+
+
+def test_parameter_totals(cli):
+    m = said(r"([\d,]+) total, ([\d,]+) active a token; checkpoint ([\d,]+) B")
+    d, _ = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
+    assert [int(g.replace(",", "")) for g in m.groups()] == [
+        d["model"]["total_params"], d["model"]["active_params"], d["model"]["checkpoint_bytes"]]
+
+
+def test_v7x_2x2x4_fits(cli):
+    m = said(r"2x2x4 \(16 chips, TP=32\) fits with the vllm-tpu stack \(([\d.]+) GiB weights a device, ([\d.]+) GiB "
+             r"free at 128K")
+    d, code = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
+    assert code == 0 and d["hardware"]["chips"] == 16
+    assert f"{d['per_device']['weights_bytes'] / GiB:.1f}" == m.group(1)
+    assert f"{d['per_device']['free_bytes'] / GiB:.0f}" == m.group(2)
+
+
+def test_v7x_2x2x4_with_the_compiled_decode_temp(cli):
+    m = said(r"([\d.]+) GiB free with the ([\d.]+) GiB decode temp the TPU compiler gave")
+    d, code = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32", "--calibration",
+                       "reports/validation/k3-tpu7x-2x2x4-tp32-vllm-tpu.yaml")
+    assert code == 0
+    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == m.group(1)
+    assert f"{d['temp']['decode_bytes'] / GiB:.2f}" == m.group(2)
+
+
+def test_v7x_2x2x2_holds_the_weights_not_the_reserve(cli):
+    m = said(r"2x2x2 holds the weights \(([\d.]+) GiB of ([\d.]+)\) but not the 10% engine reserve")
+    d, code = run_json(cli, "fit", "-t", "2x2x2", "--tp", "16")
+    assert code == 1 and d["weights_fit"] and not d["fits"]
+    assert f"{d['per_device']['weights_bytes'] / GiB:.1f}" == m.group(1)
+    assert f"{d['hardware']['usable_bytes_per_device'] / GiB:.2f}" == m.group(2)
+    p = d["per_device"]
+    assert p["weights_bytes"] + p["reserve_bytes"] > d["hardware"]["usable_bytes_per_device"]
+
+
+def test_jax_native_weights(cli):
+    m = said(r"jax-native stack's analytic weights come to ([\d.]+) GiB a device at TP=32")
+    d, _ = run_json(cli, "fit", "-t", "2x2x4", "--stack", "jax-native")
+    assert d["parallel"]["tp"] == 32
+    assert f"{d['per_device']['weights_bytes'] / GiB:.2f}" == m.group(1)
+
+
+def test_batch_1_decode_collectives(cli):
+    m = said(r"--context 4096 --probes reports/probes`\): (\d+) chained collectives a step \((\d+) all-to-all, (\d+) "
+             r"attention all-reduce\) x ([\d.]+) us = ([\d.]+) ms of latency alone, against the study's ideal HBM floor "
+             r"of ([\d.]+) ms \(one copy of the bytes over all (\d+) chips\); per device the step is ([\d.]+) ms, "
+             r"(\w+)-bound \(tp 8 leaves ([\d.]+) GB of weights")
+    d, code = run_json(cli, "roofline", "-t", "2x4x4", "--stack", "dp-attention", "--tp", "8", "--context", "4096",
+                       "--probes", "reports/probes")
+    assert code == 0
+    dec, c = d["decode"], d["decode"]["comm"]
+    calls, a2a, attn, us, lat_ms, ideal_ms, chips, step_ms, binding, weights_gb = m.groups()
+    assert (c["calls_per_step"], c["expert_calls_per_step"], c["attention_calls_per_step"]) == (
+        int(calls), int(a2a), int(attn))
+    assert c["op"] == "all-to-all"
+    assert f"{c['latency_s_per_call'] * 1e6:.2f}" == us
+    assert f"{c['latency_time_s'] * 1e3:.2f}" == lat_ms
+    assert f"{dec['ideal_step_s'] * 1e3:.2f}" == ideal_ms
+    assert d["chips"] == int(chips)
+    assert f"{dec['step_s'] * 1e3:.2f}" == step_ms and dec["binding"] == binding
+    assert f"{dec['bytes_per_device']['weights'] / 1e9:.1f}" == weights_gb
+
+
+@pytest.mark.parametrize("line", [ln for ln in README.splitlines() if ln.startswith("k3plan fit -t 2x2x2 --tp 16 ")])
+def test_the_does_not_fit_example_exits_1(cli, line):
+    assert "exit 1" in line
+    assert cli("fit", "-t", "2x2x2", "--tp", "16").exit_code == 1
