@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from k3plan.probes.records import canonical_op
 from k3plan.speed.curves import EfficiencyCurves, curve_key
 from k3plan.speed.efficiency import Efficiency, efficiency
 from k3plan.speed.ops import CATEGORIES, OpCost
@@ -77,7 +78,7 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         wire = op.message_bytes if op.wire_bytes is None else op.wire_bytes
         ceiling = op.calls * (link.latency_s + wire / link.bw_bytes_per_s)
         key = curve_key("collective", collective=op.collective, group=op.group)
-        e = _eff(curves, peaks, key, float(op.message_bytes), f"{op.collective} over {op.group} devices")
+        e = _eff(curves, peaks, key, float(op.message_bytes), f"{canonical_op(op.collective)} over {op.group} devices")
         return _done(op, ceiling, ceiling / e.value, e)
     compute = op.flops / peaks.flops_per_s(op.dtype)
     memory = op.bytes / peaks.hbm_bw_bytes_per_s

@@ -68,3 +68,4 @@ def test_gpu_has_no_efficiency_record_today():
     stage = expected_time(OPS[:2], peaks=peaks, curves=curves)
     assert stage.expected_s == pytest.approx(stage.ceiling_s)
     assert "ceiling: no measured efficiency for bf16 matmul on NVIDIA H200" in stage.labels
+    assert "ceiling: no measured efficiency for all-to-all over 8 devices on NVIDIA H200" in stage.labels
