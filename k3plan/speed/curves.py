@@ -76,58 +76,60 @@ def _dtype(dtype: str) -> str:
 def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, float, str]]:
     """(curve key, x, efficiency, detail) for each usable point of one record."""
     out = []
-    pts = [p for p in record.points if p.value is not None and p.value > 0]
+    pts = [(p, float(p.value)) for p in record.points if p.value is not None and p.value > 0]
     probe = record.probe
     if probe == "matmul":
-        for p in pts:
+        for p, v in pts:
             d, n = str(p.params["dtype"]), float(p.params["size"])
             if _dtype(d) not in peaks.flops_per_s_by_dtype:
                 continue
             peak = peaks.flops_per_s(d)
-            out.append((curve_key("matmul", dtype=d), n, p.value / peak,
-                        f"{d} {n:g}^3: {p.value:.3g} FLOP/s measured / {peak:.3g} peak"))
+            out.append((curve_key("matmul", dtype=d), n, v / peak,
+                        f"{d} {n:g}^3: {v:.3g} FLOP/s measured / {peak:.3g} peak"))
     elif probe == "ragged-dot":
         d = str(record.params.get("dtype", "bf16"))
         if _dtype(d) in peaks.flops_per_s_by_dtype:
-            for p in pts:
+            for p, v in pts:
                 flops, wbytes = float(p.params["flops"]), float(p.params["weight_bytes_touched"])
                 ceiling = max(flops / peaks.flops_per_s(d), wbytes / peaks.hbm_bw_bytes_per_s)
                 x = float(p.params["rows"]) / max(1, int(p.params["experts_touched"]))
-                out.append((curve_key("grouped_matmul", dtype=d), x, ceiling / (flops / p.value),
-                            (f"{p.params['tokens']} tokens, {x:.3g} rows a group: {flops / p.value:.3g} s "
+                out.append((curve_key("grouped_matmul", dtype=d), x, ceiling / (flops / v),
+                            (f"{p.params['tokens']} tokens, {x:.3g} rows a group: {flops / v:.3g} s "
                             f"measured / {ceiling:.3g} s ceiling")))
     elif probe == "hbm":
-        for p in pts:
-            out.append(("hbm", float(p.params["bytes"]), p.value / peaks.hbm_bw_bytes_per_s,
-                        (f"{record.op} {p.params['bytes']} B: {p.value:.3g} B/s measured / "
+        for p, v in pts:
+            out.append(("hbm", float(p.params["bytes"]), v / peaks.hbm_bw_bytes_per_s,
+                        (f"{record.op} {p.params['bytes']} B: {v:.3g} B/s measured / "
                         f"{peaks.hbm_bw_bytes_per_s:.3g} peak")))
     elif probe == "kda" and record.mode in ("recurrent", "chunked"):
         rp = record.params
         fpt = _flops_per_token(path=record.mode, heads=int(rp["heads"]), dk=int(rp["head_dim"]),
                                dv=int(rp["head_dim"]), chunk=int(rp["chunk"]))
         ceiling = fpt / peaks.flops_per_s("bf16")
-        best = min(pts, key=lambda p: p.value, default=None)  # the fastest length: the envelope
+        best = min(pts, key=lambda pv: pv[1], default=None)  # the fastest length: the envelope
         if best is not None:
+            bp, bv = best
             key = "kda_recurrent" if record.mode == "recurrent" else curve_key("kda_chunked", chunk=int(rp["chunk"]))
-            out.append((key, float(rp["heads"]), ceiling / best.value,
-                        (f"{rp['heads']} heads x {rp['head_dim']}, {best.params.get('seq_len')} tokens: "
-                        f"{best.value:.3g} s a token measured / {ceiling:.3g} ceiling")))
+            out.append((key, float(rp["heads"]), ceiling / bv,
+                        (f"{rp['heads']} heads x {rp['head_dim']}, {bp.params.get('seq_len')} tokens: "
+                        f"{bv:.3g} s a token measured / {ceiling:.3g} ceiling")))
     elif probe == "kda-decode":
-        native = [p for p in pts if "interpret" not in str(p.params.get("path", ""))]
-        best = min(native, key=lambda p: p.value, default=None)
+        native = [(p, v) for p, v in pts if "interpret" not in str(p.params.get("path", ""))]
+        best = min(native, key=lambda pv: pv[1], default=None)
         if best is not None:
-            ceiling = float(best.params["state_bytes_moved"]) / peaks.hbm_bw_bytes_per_s
-            out.append(("kda_decode", float(record.params["heads"]), ceiling / best.value,
-                        (f"{record.params['heads']} heads, {best.params['path']}: {best.value:.3g} s measured / "
+            bp, bv = best
+            ceiling = float(bp.params["state_bytes_moved"]) / peaks.hbm_bw_bytes_per_s
+            out.append(("kda_decode", float(record.params["heads"]), ceiling / bv,
+                        (f"{record.params['heads']} heads, {bp.params['path']}: {bv:.3g} s measured / "
                         f"{ceiling:.3g} s ceiling")))
     elif record.op is not None and probe in ("a2a", "allreduce", "allgather"):
         group = int(record.params.get("axis_size", record.device_count))
-        for p in pts:
+        for p, v in pts:
             wire = float(p.params.get("wire_bytes_per_device", p.params["bytes"]))
             ceiling = peaks.scale_up.latency_s + wire / peaks.scale_up.bw_bytes_per_s
             out.append((curve_key("collective", collective=record.op, group=group), float(p.params["bytes"]),
-                        ceiling / p.value, (f"{record.op} ({record.mode}) {p.params['bytes']} B over {group}: "
-                        f"{p.value:.3g} s a call measured / {ceiling:.3g} s ceiling (scale-up latency + wire/bw)")))
+                        ceiling / v, (f"{record.op} ({record.mode}) {p.params['bytes']} B over {group}: "
+                        f"{v:.3g} s a call measured / {ceiling:.3g} s ceiling (scale-up latency + wire/bw)")))
     return out
 
 

@@ -14,6 +14,8 @@ names the record and point used, or says "ceiling: no measured efficiency for <o
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.probes.records import canonical_op
@@ -21,6 +23,8 @@ from k3plan.speed.curves import EfficiencyCurves, curve_key
 from k3plan.speed.efficiency import Efficiency, efficiency
 from k3plan.speed.ops import CATEGORIES, OpCost
 from k3plan.speed.peaks import Peaks
+
+T = TypeVar("T")
 
 
 class _Frozen(BaseModel):
@@ -67,40 +71,53 @@ def _eff(curves: EfficiencyCurves | None, peaks: Peaks, key: str, x: float, op: 
     return efficiency(curves, key=key, x=x, device_kind=peaks.device_kind, op=op)
 
 
+def _v(value: T | None) -> T:
+    """A field OpCost's validator has already required for this kind."""
+    assert value is not None
+    return value
+
+
 def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpTime:
-    n = op.count
     if op.kind == "overhead":
-        e = Efficiency(value=1.0, measured=False, label=f"overhead {op.name}: {op.fixed_s:.3g} s ({op.source})")
-        return OpTime(name=op.name, kind=op.kind, category=op.cat, ceiling_s=n * op.fixed_s,
-                      expected_s=n * op.fixed_s, efficiency=e, label=e.label)
+        fixed = _v(op.fixed_s)
+        e = Efficiency(value=1.0, measured=False, label=f"overhead {op.name}: {fixed:.3g} s ({op.source})")
+        return _done(op, fixed, fixed, e)
     if op.kind == "collective":
         link = peaks.link(op.link)
-        wire = op.message_bytes if op.wire_bytes is None else op.wire_bytes
+        message = _v(op.message_bytes)
+        wire = message if op.wire_bytes is None else op.wire_bytes
         ceiling = op.calls * (link.latency_s + wire / link.bw_bytes_per_s)
-        key = curve_key("collective", collective=op.collective, group=op.group)
-        e = _eff(curves, peaks, key, float(op.message_bytes), f"{canonical_op(op.collective)} over {op.group} devices")
+        name = canonical_op(_v(op.collective))
+        key = curve_key("collective", collective=name, group=op.group)
+        e = _eff(curves, peaks, key, float(message), f"{name} over {op.group} devices")
         return _done(op, ceiling, ceiling / e.value, e)
     compute = op.flops / peaks.flops_per_s(op.dtype)
     memory = op.bytes / peaks.hbm_bw_bytes_per_s
     ceiling = max(compute, memory)
     if op.kind in ("matmul", "attention", "hbm"):
         e_mem = _eff(curves, peaks, "hbm", float(op.bytes), "HBM traffic") if op.bytes else None
-        if op.kind == "matmul":
-            x = float(op.m * op.n * op.k) ** (1.0 / 3.0)
+        t_m = memory / e_mem.value if e_mem else 0.0
+        if op.kind == "hbm":
+            e_c, t_c = None, 0.0
+        elif op.kind == "matmul":
+            x = float(_v(op.m) * _v(op.n) * _v(op.k)) ** (1.0 / 3.0)
             e_c = _eff(curves, peaks, curve_key("matmul", dtype=op.dtype), x, f"{op.dtype} matmul")
+            t_c = compute / e_c.value
         else:
             e_c = _eff(curves, peaks, "attention", 1.0, "attention compute")
-        t_c = compute / e_c.value if op.kind != "hbm" else 0.0
-        t_m = memory / e_mem.value if e_mem else 0.0
-        binding = e_c if t_c >= t_m else e_mem
+            t_c = compute / e_c.value
+        binding = e_c if (e_c is not None and (t_c >= t_m or e_mem is None)) else e_mem
+        if binding is None:  # an hbm op of 0 bytes
+            binding = Efficiency(value=1.0, measured=False, label=f"{op.name}: no bytes, no time")
         return _done(op, ceiling, max(t_c, t_m), binding)
     if op.kind == "grouped_matmul":
-        e = _eff(curves, peaks, curve_key("grouped_matmul", dtype=op.dtype), op.tokens_per_group,
+        e = _eff(curves, peaks, curve_key("grouped_matmul", dtype=op.dtype), _v(op.tokens_per_group),
                  f"{op.dtype} grouped matmul")
     elif op.kind == "kda_chunked":
-        e = _eff(curves, peaks, curve_key("kda_chunked", chunk=op.chunk), float(op.heads), f"KDA chunked (chunk {op.chunk})")
+        e = _eff(curves, peaks, curve_key("kda_chunked", chunk=op.chunk), float(_v(op.heads)),
+                 f"KDA chunked (chunk {op.chunk})")
     else:
-        e = _eff(curves, peaks, op.kind, float(op.heads), op.kind.replace("_", " ").replace("kda", "KDA"))
+        e = _eff(curves, peaks, op.kind, float(_v(op.heads)), op.kind.replace("_", " ").replace("kda", "KDA"))
     return _done(op, ceiling, ceiling / e.value, e)
 
 

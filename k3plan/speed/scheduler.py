@@ -91,24 +91,25 @@ def simulate(*, step_time: StepTime, isl: int, osl: int, token_budget: int, conc
     _check(isl=isl, osl=osl, token_budget=token_budget, concurrency=concurrency,
            request_rate_per_s=request_rate_per_s, chips=chips)
     closed = concurrency is not None
-    seqs = max_num_seqs or (concurrency if closed else token_budget)
+    n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
+    seqs = max_num_seqs or (n if closed else token_budget)
     # open loop: enough requests to fill the system (rate x a lifetime of at least OSL one-sequence steps), twice
-    in_flight = concurrency if closed else max(8, math.ceil(request_rate_per_s * osl * float(step_time(1, 0))))
+    in_flight = n if closed else max(8, math.ceil(lam * osl * float(step_time(1, 0))))
     warm = warmup_requests if warmup_requests is not None else 2 * in_flight
-    require(not closed or warm >= concurrency or warmup_requests is not None, "warm-up must cover the first N")
+    require(not closed or warm >= n or warmup_requests is not None, "warm-up must cover the first N")
     meas = measure_requests if measure_requests is not None else 2 * in_flight
     total = warm + meas
     size = total + 4 * in_flight  # fillers keep the load up while the measured requests finish
-    arrival = np.zeros(size) if closed else np.arange(size) / request_rate_per_s
+    arrival = np.zeros(size) if closed else np.arange(size) / lam
     left = np.full(size, isl)  # prompt tokens still to compute
     made = np.zeros(size, dtype=int)  # output tokens
     target = np.full(size, osl)
     if closed:  # the first N are cut to staggered lengths so the loop starts desynchronised (they are warm-up)
-        target[:concurrency] = np.maximum(1, np.ceil(osl * np.arange(1, concurrency + 1) / concurrency)).astype(int)
+        target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int)
     first = np.full(size, np.nan)
     done = np.full(size, np.nan)
     running: list[int] = []
-    waiting: list[int] = list(range(min(total, concurrency))) if closed else []
+    waiting: list[int] = list(range(min(total, n))) if closed else []
     next_id, t, steps, sum_d, sum_p, sum_t = (len(waiting) if closed else 0), 0.0, 0, 0, 0, 0.0
     while np.isnan(done[:total]).any():
         if not closed:  # arrivals up to now join the waiting queue
@@ -129,15 +130,15 @@ def simulate(*, step_time: StepTime, isl: int, osl: int, token_budget: int, conc
             running.append(r)
             alloc[r] = min(int(left[r]), budget)
             budget -= alloc[r]
-        d = sum(1 for r, n in alloc.items() if left[r] == 0)
-        p = sum(n for r, n in alloc.items() if left[r] > 0)
+        d = sum(1 for r, k in alloc.items() if left[r] == 0)
+        p = sum(k for r, k in alloc.items() if left[r] > 0)
         dt = float(step_time(d, p))
         t += dt
         steps, sum_d, sum_p, sum_t = steps + 1, sum_d + d, sum_p + p, sum_t + dt
         require(steps <= max_steps, f"scheduler simulation passed {max_steps} steps: is the load sustainable?")
-        for r, n in alloc.items():
+        for r, k in alloc.items():
             if left[r] > 0:
-                left[r] -= n
+                left[r] -= k
                 if left[r] == 0:
                     made[r], first[r] = 1, t
             else:
@@ -157,9 +158,9 @@ def simulate(*, step_time: StepTime, isl: int, osl: int, token_budget: int, conc
     lat = float(np.mean(done[m] - arrival[m]))
     tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
     if closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
-        out_rate = concurrency * osl / lat
+        out_rate = n * osl / lat
     else:  # every request completes: what arrives leaves
-        out_rate = request_rate_per_s * osl
+        out_rate = lam * osl
     return SchedulerResult(method="simulation", ttft_s=ttft, tpot_s=tpot, request_latency_s=lat,
                            output_tokens_per_s=out_rate, output_tokens_per_s_per_user=1.0 / tpot if tpot else math.inf,
                            output_tokens_per_s_per_chip=out_rate / chips, mean_decode_seqs=sum_d / steps,
@@ -183,27 +184,27 @@ def steady_state(*, step: StepCoefficients, isl: int, osl: int, token_budget: in
     _check(isl=isl, osl=osl, token_budget=token_budget, concurrency=concurrency,
            request_rate_per_s=request_rate_per_s, chips=chips)
     closed = concurrency is not None
+    n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
     a, b, base, B = step.per_decode_seq_s, step.per_prefill_token_s, step.base_s, token_budget
     x_cap = B / (isl + osl - 1)
     bound = False
     if closed:
         s_p = math.ceil(isl / B)
         for _ in range(8):  # S_p depends on d, d on X, X on S_p: a few rounds settle on integers
-            x = min(concurrency / (s_p + osl - 1), x_cap)
+            x = min(n / (s_p + osl - 1), x_cap)
             d = x * (osl - 1)
             s_p_next = math.ceil(isl / max(B - d, 1.0))
             if s_p_next == s_p:
                 break
             s_p = s_p_next
-        bound = concurrency / (s_p + osl - 1) > x_cap
+        bound = n / (s_p + osl - 1) > x_cap
         p = x * isl
         t = float(step(d, p))
-        queue_steps = concurrency / x - (s_p + osl - 1)  # > 0 only when the budget binds (Little's law)
+        queue_steps = n / x - (s_p + osl - 1)  # > 0 only when the budget binds (Little's law)
         ttft = s_p * (base + a * d) + b * isl + queue_steps * t
         lat = ttft + (osl - 1) * t
-        rate = concurrency * osl / lat
+        rate = n * osl / lat
     else:
-        lam = request_rate_per_s
         denom = 1.0 - lam * (a * (osl - 1) + b * isl)
         if denom <= 0:
             raise K3PlanError(f"request rate {lam:g}/s is beyond what the step time sustains "
