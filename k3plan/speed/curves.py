@@ -1,0 +1,180 @@
+"""Efficiency curves from probe records: for one device kind, per op kind, efficiency = the
+ceiling time of the probed point / its measured time, against a size axis.
+
+    matmul:<dtype>             x = (M N K)^(1/3) (the probe's square size)     probe matmul
+    grouped_matmul:<dtype>     x = rows a touched expert group                  probe ragged-dot
+    hbm                        x = bytes a transfer                              probe hbm
+    kda_recurrent              x = heads (best over the record's lengths)        probe kda --path recurrent
+    kda_chunked:<chunk>        x = heads                                         probe kda --path chunked
+    kda_decode                 x = heads                                         probe kda-decode
+    collective:<op>:<group>    x = message bytes a device                        probe a2a|allreduce|allgather
+
+Rules (architecture.md): a record of another device kind is never used, a CPU record never for a
+TPU/GPU; failed or unverified records and Pallas interpret-mode timings are skipped; at one point
+the newest record of an implementation wins and across implementations the best (the envelope).
+Chained collective records are preferred to unchained ones (a step's collectives depend on each
+other).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.probes.kda.probe import _flops_per_token
+from k3plan.probes.record import ProbeRecord
+from k3plan.probes.records import _load_with_paths, canonical_op
+from k3plan.speed.peaks import Peaks
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EfficiencyPoint(_Frozen):
+    x: float
+    efficiency: float  # ceiling time / measured time
+    record_path: str
+    record_label: str | None = None
+    detail: str
+
+
+class EfficiencyCurve(_Frozen):
+    key: str
+    axis: str
+    points: tuple[EfficiencyPoint, ...]  # sorted by x, one per x
+
+
+class EfficiencyCurves(_Frozen):
+    device_kind: str
+    hardware: str
+    curves: dict[str, EfficiencyCurve]
+    skipped: tuple[str, ...] = ()  # records seen but not used, and why
+
+
+AXES = {"matmul": "(M N K)^(1/3)", "grouped_matmul": "rows a touched expert group", "hbm": "bytes a transfer",
+        "kda_recurrent": "heads", "kda_chunked": "heads", "kda_decode": "heads", "collective": "message bytes a device"}
+
+
+def curve_key(kind: str, *, dtype: str | None = None, chunk: int | None = None,
+              collective: str | None = None, group: int | None = None) -> str:
+    if kind in ("matmul", "grouped_matmul"):
+        return f"{kind}:{_dtype(dtype or 'bf16')}"
+    if kind == "kda_chunked":
+        return f"kda_chunked:{chunk}"
+    if kind == "collective":
+        return f"collective:{canonical_op(collective or '')}:{group}"
+    return kind
+
+
+def _dtype(dtype: str) -> str:
+    from k3plan.hardware.spec import DTYPE_ALIASES
+    return DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+
+
+def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, float, str]]:
+    """(curve key, x, efficiency, detail) for each usable point of one record."""
+    out = []
+    pts = [(p, float(p.value)) for p in record.points if p.value is not None and p.value > 0]
+    probe = record.probe
+    if probe == "matmul":
+        for p, v in pts:
+            d, n = str(p.params["dtype"]), float(p.params["size"])
+            if _dtype(d) not in peaks.flops_per_s_by_dtype:
+                continue
+            peak = peaks.flops_per_s(d)
+            out.append((curve_key("matmul", dtype=d), n, v / peak,
+                        f"{d} {n:g}^3: {v:.3g} FLOP/s measured / {peak:.3g} peak"))
+    elif probe == "ragged-dot":
+        d = str(record.params.get("dtype", "bf16"))
+        if _dtype(d) in peaks.flops_per_s_by_dtype:
+            for p, v in pts:
+                flops, wbytes = float(p.params["flops"]), float(p.params["weight_bytes_touched"])
+                ceiling = max(flops / peaks.flops_per_s(d), wbytes / peaks.hbm_bw_bytes_per_s)
+                x = float(p.params["rows"]) / max(1, int(p.params["experts_touched"]))
+                out.append((curve_key("grouped_matmul", dtype=d), x, ceiling / (flops / v),
+                            (f"{p.params['tokens']} tokens, {x:.3g} rows a group: {flops / v:.3g} s "
+                            f"measured / {ceiling:.3g} s ceiling")))
+    elif probe == "hbm":
+        for p, v in pts:
+            out.append(("hbm", float(p.params["bytes"]), v / peaks.hbm_bw_bytes_per_s,
+                        (f"{record.op} {p.params['bytes']} B: {v:.3g} B/s measured / "
+                        f"{peaks.hbm_bw_bytes_per_s:.3g} peak")))
+    elif probe == "kda" and record.mode in ("recurrent", "chunked"):
+        rp = record.params
+        fpt = _flops_per_token(path=record.mode, heads=int(rp["heads"]), dk=int(rp["head_dim"]),
+                               dv=int(rp["head_dim"]), chunk=int(rp["chunk"]))
+        ceiling = fpt / peaks.flops_per_s("bf16")
+        best = min(pts, key=lambda pv: pv[1], default=None)  # the fastest length: the envelope
+        if best is not None:
+            bp, bv = best
+            key = "kda_recurrent" if record.mode == "recurrent" else curve_key("kda_chunked", chunk=int(rp["chunk"]))
+            out.append((key, float(rp["heads"]), ceiling / bv,
+                        (f"{rp['heads']} heads x {rp['head_dim']}, {bp.params.get('seq_len')} tokens: "
+                        f"{bv:.3g} s a token measured / {ceiling:.3g} ceiling")))
+    elif probe == "kda-decode":
+        native = [(p, v) for p, v in pts if "interpret" not in str(p.params.get("path", ""))]
+        best = min(native, key=lambda pv: pv[1], default=None)
+        if best is not None:
+            bp, bv = best
+            ceiling = float(bp.params["state_bytes_moved"]) / peaks.hbm_bw_bytes_per_s
+            out.append(("kda_decode", float(record.params["heads"]), ceiling / bv,
+                        (f"{record.params['heads']} heads, {bp.params['path']}: {bv:.3g} s measured / "
+                        f"{ceiling:.3g} s ceiling")))
+    elif record.op is not None and probe in ("a2a", "allreduce", "allgather"):
+        group = int(record.params.get("axis_size", record.device_count))
+        for p, v in pts:
+            wire = float(p.params.get("wire_bytes_per_device", p.params["bytes"]))
+            ceiling = peaks.scale_up.latency_s + wire / peaks.scale_up.bw_bytes_per_s
+            out.append((curve_key("collective", collective=record.op, group=group), float(p.params["bytes"]),
+                        ceiling / v, (f"{record.op} ({record.mode}) {p.params['bytes']} B over {group}: "
+                        f"{v:.3g} s a call measured / {ceiling:.3g} s ceiling (scale-up latency + wire/bw)")))
+    return out
+
+
+def _skip_reason(record: ProbeRecord, device_kind: str) -> str | None:
+    kind = device_kind.lower()
+    if not record.ok or record.verified is False:
+        return "failed or unverified"
+    if record.is_cpu and kind != "cpu":
+        return "CPU backend record: never applied to an accelerator"
+    if record.device_kind.lower() != kind:
+        return f"device kind {record.device_kind}, not {device_kind}"
+    if "interpret" in str(record.implementation or "") and record.probe != "kda-decode":  # its points say their path
+        return "Pallas interpret mode: timing meaningless"
+    return None
+
+
+def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> EfficiencyCurves:
+    """Records (oldest first, with their paths) -> the curves for `peaks.device_kind`."""
+    skipped, newest = [], {}
+    chained = {(r.op, r.params.get("axis_size")) for r, _ in records
+               if r.mode == "chained" and _skip_reason(r, peaks.device_kind) is None}
+    for record, path in records:
+        why = _skip_reason(record, peaks.device_kind)
+        if why is None and record.mode == "unchained" and (record.op, record.params.get("axis_size")) in chained:
+            why = "unchained collective: a chained record of the same op and group exists"
+        if why:
+            skipped.append(f"{path}: {why}")
+            continue
+        for key, x, eff, detail in _point_values(record, peaks):
+            point = EfficiencyPoint(x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail)
+            newest[(key, x, record.probe, record.op, record.mode, record.implementation)] = point  # newest wins
+    best: dict[tuple[str, float], EfficiencyPoint] = {}
+    for (key, x, *_), point in newest.items():
+        if (key, x) not in best or point.efficiency > best[(key, x)].efficiency:
+            best[(key, x)] = point  # the envelope across implementations
+    curves: dict[str, list[EfficiencyPoint]] = {}
+    for (key, _), point in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        curves.setdefault(key, []).append(point)
+    return EfficiencyCurves(device_kind=peaks.device_kind, hardware=peaks.hardware, skipped=tuple(skipped),
+                            curves={k: EfficiencyCurve(key=k, axis=AXES[k.split(":")[0]], points=tuple(v))
+                                    for k, v in curves.items()})
+
+
+def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
+    """Every record under `dir` (k3plan.probes.records' loader) -> curves for `peaks.device_kind`."""
+    return build_curves(_load_with_paths(Path(dir)), peaks=peaks)
+
+

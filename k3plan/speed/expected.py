@@ -1,0 +1,138 @@
+"""Ceiling and expected time of a stage's ops, by op kind (issue 17 items 1-2).
+
+Per op (per execution; x `count`):
+    ceiling   collective: calls x (link latency + wire bytes / link bw); overhead: fixed_s;
+              otherwise max(flops / peak(dtype), bytes / HBM bw)
+    expected  matmul, attention: max(compute / e_compute, memory / e_hbm(bytes))  (e_compute: the
+              matmul curve at (M N K)^(1/3); attention has no probe, so its compute is the ceiling)
+              hbm: memory / e_hbm(bytes); grouped_matmul, kda_*, collective: ceiling / e(op's curve)
+Assumptions: the ops of a stage run one after another (no overlap of compute, memory and
+collectives), so the stage's ceiling here is the sum of its ops' ceilings -- at least
+`roofline`'s step-level max(total bytes time, total FLOP time) + collectives. Each op's label
+names the record and point used, or says "ceiling: no measured efficiency for <op> on <kind>".
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.probes.records import canonical_op
+from k3plan.speed.curves import EfficiencyCurves, curve_key
+from k3plan.speed.efficiency import Efficiency, efficiency
+from k3plan.speed.ops import CATEGORIES, OpCost
+from k3plan.speed.peaks import Peaks
+
+T = TypeVar("T")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OpTime(_Frozen):
+    name: str
+    kind: str
+    category: str
+    ceiling_s: float  # x count
+    expected_s: float  # x count
+    efficiency: Efficiency  # of the part that binds the expected time
+    label: str
+
+
+class KindTime(_Frozen):
+    ceiling_s: float
+    expected_s: float
+
+
+class StageTime(_Frozen):
+    device_kind: str
+    ceiling_s: float
+    expected_s: float
+    by_kind: dict[str, KindTime]  # attention, kda, experts, dense, collectives, overhead
+    labels: tuple[str, ...]  # one per distinct source, ceiling labels first
+    ops: tuple[OpTime, ...]
+    assumptions: tuple[str, ...]
+
+
+ASSUMPTIONS = (
+    "ops run serially: no overlap of compute, HBM traffic and collectives within a stage",
+    ("efficiency = ceiling time / measured time at the probed point; interpolated linearly in log size "
+    "inside the measured range, clamped to the nearest measured point outside it"),
+    "an op with no record of this device kind runs at its ceiling (labelled)",
+)
+
+
+def _eff(curves: EfficiencyCurves | None, peaks: Peaks, key: str, x: float, op: str) -> Efficiency:
+    if curves is None:
+        from k3plan.speed.efficiency import ceiling_label
+        return Efficiency(value=1.0, measured=False, label=ceiling_label(op, peaks.device_kind))
+    return efficiency(curves, key=key, x=x, device_kind=peaks.device_kind, op=op)
+
+
+def _v(value: T | None) -> T:
+    """A field OpCost's validator has already required for this kind."""
+    assert value is not None
+    return value
+
+
+def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpTime:
+    if op.kind == "overhead":
+        fixed = _v(op.fixed_s)
+        e = Efficiency(value=1.0, measured=False, label=f"overhead {op.name}: {fixed:.3g} s ({op.source})")
+        return _done(op, fixed, fixed, e)
+    if op.kind == "collective":
+        link = peaks.link(op.link)
+        message = _v(op.message_bytes)
+        wire = message if op.wire_bytes is None else op.wire_bytes
+        ceiling = op.calls * (link.latency_s + wire / link.bw_bytes_per_s)
+        name = canonical_op(_v(op.collective))
+        key = curve_key("collective", collective=name, group=op.group)
+        e = _eff(curves, peaks, key, float(message), f"{name} over {op.group} devices")
+        return _done(op, ceiling, ceiling / e.value, e)
+    compute = op.flops / peaks.flops_per_s(op.dtype)
+    memory = op.bytes / peaks.hbm_bw_bytes_per_s
+    ceiling = max(compute, memory)
+    if op.kind in ("matmul", "attention", "hbm"):
+        e_mem = _eff(curves, peaks, "hbm", float(op.bytes), "HBM traffic") if op.bytes else None
+        t_m = memory / e_mem.value if e_mem else 0.0
+        if op.kind == "hbm":
+            e_c, t_c = None, 0.0
+        elif op.kind == "matmul":
+            x = float(_v(op.m) * _v(op.n) * _v(op.k)) ** (1.0 / 3.0)
+            e_c = _eff(curves, peaks, curve_key("matmul", dtype=op.dtype), x, f"{op.dtype} matmul")
+            t_c = compute / e_c.value
+        else:
+            e_c = _eff(curves, peaks, "attention", 1.0, "attention compute")
+            t_c = compute / e_c.value
+        binding = e_c if (e_c is not None and (t_c >= t_m or e_mem is None)) else e_mem
+        if binding is None:  # an hbm op of 0 bytes
+            binding = Efficiency(value=1.0, measured=False, label=f"{op.name}: no bytes, no time")
+        return _done(op, ceiling, max(t_c, t_m), binding)
+    if op.kind == "grouped_matmul":
+        e = _eff(curves, peaks, curve_key("grouped_matmul", dtype=op.dtype), _v(op.tokens_per_group),
+                 f"{op.dtype} grouped matmul")
+    elif op.kind == "kda_chunked":
+        e = _eff(curves, peaks, curve_key("kda_chunked", chunk=op.chunk), float(_v(op.heads)),
+                 f"KDA chunked (chunk {op.chunk})")
+    else:
+        e = _eff(curves, peaks, op.kind, float(_v(op.heads)), op.kind.replace("_", " ").replace("kda", "KDA"))
+    return _done(op, ceiling, ceiling / e.value, e)
+
+
+def _done(op: OpCost, ceiling: float, expected: float, e: Efficiency) -> OpTime:
+    return OpTime(name=op.name, kind=op.kind, category=op.cat, ceiling_s=op.count * ceiling,
+                  expected_s=op.count * expected, efficiency=e, label=f"{op.name}: {e.label}")
+
+
+def expected_time(ops: list[OpCost], *, peaks: Peaks, curves: EfficiencyCurves | None) -> StageTime:
+    """Ceiling and expected seconds of one stage (a decode step or a prefill chunk)."""
+    times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
+    by_kind = {c: KindTime(ceiling_s=sum(t.ceiling_s for t in times if t.category == c),
+                           expected_s=sum(t.expected_s for t in times if t.category == c)) for c in CATEGORIES}
+    labels = list(dict.fromkeys(t.efficiency.label for t in times if not t.efficiency.measured))
+    labels += list(dict.fromkeys(t.efficiency.label for t in times if t.efficiency.measured))
+    return StageTime(device_kind=peaks.device_kind, ceiling_s=sum(t.ceiling_s for t in times),
+                     expected_s=sum(t.expected_s for t in times), by_kind=by_kind, labels=tuple(labels),
+                     ops=times, assumptions=ASSUMPTIONS)
