@@ -113,8 +113,8 @@ def make_setup(
                      f"reserve leave room on a device")
     else:
         topo = parse_topology(hw, topology)
-    if st.platform != "any" and st.platform != hw.kind:
-        notes.append(f"stack {st.name} is meant for {st.platform}s, used here on {hw.name}")
+    if not st.runs_on(hw):
+        notes.append(f"stack {st.name} runs on {', '.join(st.platforms) or st.platform}, used here on {hw.name}")
     asked = (tp, dp)
     tp, dp = default_split(st, topo.devices, tp, dp, attention_heads(m))
     if asked == (None, None) and st.default_parallel.tp == "all" and tp and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < topo.devices:

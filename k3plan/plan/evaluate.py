@@ -63,7 +63,7 @@ def hardware_columns(*, space: Space, eff: Efficiency, probes: Path | None = Non
             op = Collective.of_pattern(st.collectives.experts)
             for link in ("scale_up", "scale_out"):
                 lat[h, s, link] = latency(hw, op=op, link=link, probes=probes, allow_cpu=allow_cpu_probes)
-            if probes is not None and st.platform in ("any", hw.kind):
+            if probes is not None and st.runs_on(hw):
                 notes.append(f"{hw.name} {hw.scale_up.name} latency of {st.name}'s {op}: {lat[h, s, 'scale_up'][1]}")
     n_st = len(space.stacks)
     for link in ("scale_up", "scale_out"):

@@ -52,10 +52,10 @@ def build_space(*, hardware: list[HardwareSpec], stacks: list[Stack], kv_dtypes:
     skipped: dict[int, str] = {}
     nk, nc = len(kv_dtypes), len(chunks)
     for h, hw in enumerate(hardware):
-        allowed = [i for i, s in enumerate(stacks) if any_platform or s.platform in ("any", hw.kind)]
+        allowed = [i for i, s in enumerate(stacks) if any_platform or s.runs_on(hw)]
         for i, s in enumerate(stacks):
             if i not in allowed and stacks_given:
-                skipped[h * len(stacks) + i] = f"stack {s.name} is for {s.platform}s; {hw.name} is a {hw.kind}"
+                skipped[h * len(stacks) + i] = f"stack {s.name} runs on {', '.join(s.platforms) or s.platform}, not {hw.name}"
         topos = topologies_up_to(hw, max_chips)
         if not topos:
             for i in allowed:

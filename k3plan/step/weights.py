@@ -45,7 +45,7 @@ class MeshWeights:
 def tensor_classes(inventory: TensorInventory) -> list[TensorClass]:
     groups: dict[tuple, list[Tensor]] = {}
     for t in inventory.text:
-        groups.setdefault((t.role, t.fmt, t.shape, t.logical_shape, t.axes), []).append(t)
+        groups.setdefault((t.role, t.kind, t.fmt, t.shape, t.logical_shape, t.axes), []).append(t)
     return [TensorClass(rep=ts[0], count=len(ts)) for ts in groups.values()]
 
 
@@ -95,7 +95,7 @@ def mesh_weights(*, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp
     multi = tp * dp > 1
     for c in classes:
         t = c.rep
-        rules = {**stack.sharding.rules, **stack.sharding.role_overrides.get(t.role, {})}
+        rules = stack.sharding.rules_for(t.role, t.kind)  # the same rules resolve() applies
         shards, fb = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds)
         nbytes = runtime_bytes(t, stack)
         dev = -(-nbytes // shards)

@@ -62,7 +62,7 @@ def test_every_family_is_explained(k3_128k):
     for h in list_hardware():
         kind = load_hardware(h).kind
         for s in list_stacks():
-            if load_stack(s).platform in ("any", kind):
+            if load_stack(s).runs_on(load_hardware(h)):
                 assert (h, s) in fams, (h, s)
     known = {k for k, _ in REASONS}
     assert k3_128k["rejected_families"], "K3 at 128K cannot fit every bundled machine"
@@ -73,7 +73,7 @@ def test_every_family_is_explained(k3_128k):
         assert f["feasible"] == 0 and f["reasons"] and "feasible" not in f["reasons"]
         assert f["detail"]  # the closest it came, in words
     assert sum(f["configurations"] for f in k3_128k["families"]) == k3_128k["configurations"]
-    h100 = fams[("nvidia-h100-sxm", "vllm-tpu")]
+    h100 = fams[("nvidia-h100-sxm", "sglang")]
     assert {"weights", "fallback"} <= set(h100["reasons"])
 
 
@@ -113,14 +113,15 @@ def test_tpot_target_and_concurrency_reject_with_reasons(cli):
 
 
 def test_search_dimensions_and_skipped_families(cli):
-    d = plan_json(cli, "-H", "nvidia-b300,tpu-v5p", "--stacks", "jax-native,vllm-tpu", "--max-chips", "2",
+    d = plan_json(cli, "-H", "nvidia-b300,tpu-v5p", "--stacks", "jax-native,vllm-tpu,vllm", "--max-chips", "2",
                   "--kv-dtypes", "bf16,fp8", "--chunks", "4096,8192", code=1)
     fams = {(f["hardware"], f["stack"]): f for f in d["families"]}
-    assert "for tpus" in " ".join(fams[("nvidia-b300", "jax-native")]["detail"])
+    assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "jax-native")]["detail"])
+    assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "vllm-tpu")]["detail"])
     assert "no standard tpu-v5p topology" in " ".join(fams[("tpu-v5p", "vllm-tpu")]["detail"])
     assert fams[("tpu-v5p", "vllm-tpu")]["configurations"] == 0
     # b300 "1" and "2": (tp, ep) splits 1 + 3, x 2 kv dtypes x 2 chunks, one stack
-    assert fams[("nvidia-b300", "vllm-tpu")]["configurations"] == d["configurations"] == 4 * 2 * 2
+    assert fams[("nvidia-b300", "vllm")]["configurations"] == d["configurations"] == 4 * 2 * 2
 
 
 @pytest.mark.parametrize("args,needle", [
