@@ -132,3 +132,23 @@ class TensorInventory(BaseModel):
             if t.name == name:
                 return t
         raise KeyError(name)
+
+
+def checkpoint_table(inventory: TensorInventory) -> dict[str, tuple[str, list[int]]]:
+    """checkpoint name -> (safetensors dtype, shape as a list) for every checkpoint tensor, experts
+    expanded. Built for the census of ~500k names: the (dtype, shape) value of a part is one object
+    shared by all experts, and names are concatenated rather than formatted."""
+    out: dict[str, tuple[str, list[int]]] = {}
+    for t in inventory.tensors:
+        fmt = get_format(t.fmt)
+        if "{e}" in t.name:
+            head, tail = t.name.split("{e}", 1)
+            parts = [(tail + suffix, (dtype, list(shape_fn(t.shape[1:])))) for suffix, dtype, shape_fn in fmt.parts]
+            for e in range(t.shape[0]):
+                base = head + str(e)
+                for suffix, value in parts:
+                    out[base + suffix] = value
+        else:
+            for suffix, dtype, shape_fn in fmt.parts:
+                out[t.name + suffix] = (dtype, list(shape_fn(t.shape)))
+    return out
