@@ -19,9 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +27,7 @@ from pathlib import Path
 from replica import (
     build_k3_checkpoint,  # benchmarks/replica.py (the script folder is on sys.path)
 )
-from timing import k3plan_cmd
+from timing import k3plan_cmd, ratio_table, ratio_to_floor
 
 FLOOR = (
     "import glob, json, struct, sys\n"
@@ -39,18 +36,6 @@ FLOOR = (
     "        (n,) = struct.unpack('<Q', f.read(8))\n"
     "        json.loads(f.read(n))\n"
 )
-
-
-def one(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
-    """-> (wall s, CPU s = user + sys of the child, the process)."""
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), proc
 
 
 def main() -> None:
@@ -70,27 +55,14 @@ def main() -> None:
         shards, tensors, header_bytes = build_k3_checkpoint(folder)
         print(f"replica: {shards} shards, {tensors:,} tensors, {header_bytes / 1e6:.1f} MB of headers "
               f"(built in {time.perf_counter() - t0:.1f} s)")
-    floor, cen, floor_cpu, cen_cpu = [], [], [], []
-    load = os.getloadavg()[0]
-    for _ in range(args.runs):
-        dt, cpu, _ = one([sys.executable, "-c", FLOOR, str(folder)])
-        floor.append(dt)
-        floor_cpu.append(cpu)
-        dt, cpu, proc = one(k3plan_cmd() + ["census", str(folder), "--json"])
-        cen.append(dt)
-        cen_cpu.append(cpu)
-    out = json.loads(proc.stdout)
-    comp = out["comparison"]
-    med = statistics.median
-    ratio, cpu_ratio = med(cen) / med(floor), med(cen_cpu) / med(floor_cpu)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.1f} -> "
-          f"{os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d')}")
-    print("| what | runs | wall min (s) | wall median (s) | CPU median (s) |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| floor: read + json.loads of the {out['files']} headers | {args.runs} | {min(floor):.2f} | {med(floor):.2f} | {med(floor_cpu):.2f} |")
-    print(f"| k3plan census --json ({out['tensors']:,} tensors, match {comp['ok']}) | {args.runs} | {min(cen):.2f} | {med(cen):.2f} | {med(cen_cpu):.2f} |")
-    print(f"\ncensus / floor: wall medians {ratio:.2f}, wall minima {min(cen) / min(floor):.2f}, CPU medians "
-          f"{cpu_ratio:.2f}; goal <= 2.0: {'PASS' if min(ratio, cpu_ratio) <= 2.0 else 'FAIL'}")
+    r = ratio_to_floor(k3plan_cmd() + ["census", str(folder), "--json"], [sys.executable, "-c", FLOOR, str(folder)],
+                       args.runs)
+    out = json.loads(r["proc"].stdout)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
+    print(ratio_table(r, f"floor: read + json.loads of the {out['files']} headers",
+                      f"k3plan census --json ({out['tensors']:,} tensors, match {out['comparison']['ok']})"))
+    best = min(r["wall_ratio"], r["cpu_ratio"])
+    print(f"goal census / floor <= 2.0: {'PASS' if best <= 2.0 else 'FAIL'}")
     if tmp:
         tmp.cleanup()
 
