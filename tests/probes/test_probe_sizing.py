@@ -6,7 +6,12 @@ import io
 import time
 
 from k3plan.probes.collectives.probe import (
-    CPU_SIZES, CPU_UNCHAINED_N, DEFAULT_CHAINED_N, DEFAULT_SIZES, DEFAULT_UNCHAINED_N, CollectiveParams,
+    CPU_SIZES,
+    CPU_UNCHAINED_N,
+    DEFAULT_CHAINED_N,
+    DEFAULT_SIZES,
+    DEFAULT_UNCHAINED_N,
+    CollectiveParams,
 )
 from k3plan.probes.context import Deadline
 from k3plan.probes.timing import sample_s
