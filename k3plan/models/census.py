@@ -109,10 +109,8 @@ def decode(path: Path, blob: bytes) -> dict[str, _Entry]:
     bad = f"{path}: corrupt safetensors header"
     try:
         entries = _ENTRIES.decode(blob)
-    except msgspec.ValidationError as err:
-        if '$["__metadata__"]' not in str(err):
-            raise K3PlanError(f"{bad}: {_oneline(str(err))}") from None
-        entries = _decode_slow(path, blob)  # metadata keys that collide with a tensor's fields
+    except msgspec.ValidationError:
+        entries = _decode_slow(path, blob)  # to name the tensor (or metadata keys that look like fields)
     except msgspec.DecodeError as err:
         raise K3PlanError(f"{bad}: not valid JSON ({_oneline(str(err))})") from None
     if "__metadata__" in entries:
@@ -124,13 +122,18 @@ def decode(path: Path, blob: bytes) -> dict[str, _Entry]:
 
 
 def _decode_slow(path: Path, blob: bytes) -> dict[str, _Entry]:
+    """Entry by entry: the first one that does not decode is named in the error."""
+    try:
+        raw = _RAW.decode(blob)
+    except msgspec.ValidationError as err:
+        raise K3PlanError(f"{path}: corrupt safetensors header: expected a JSON object ({_oneline(str(err))})") from None
     out = {}
-    for name, raw in _RAW.decode(blob).items():
+    for name, item in raw.items():
         if name != "__metadata__":
             try:
-                out[name] = _ENTRY.decode(raw)
+                out[name] = _ENTRY.decode(item)
             except msgspec.ValidationError as err:
-                raise K3PlanError(f"{path}: corrupt safetensors header: tensor {name!r}: {_oneline(str(err))}") from None
+                raise _bad(path, name, f"is malformed: {_oneline(str(err))}") from None
     out["__metadata__"] = _Entry()
     return out
 
