@@ -195,7 +195,7 @@ def _c(**kw) -> dict:
 
 @app.command("hbm")
 def hbm(
-    size: Annotated[str, typer.Option("--size", help="Array sizes, e.g. 64MiB,1GiB.")] = "64MiB,256MiB,1GiB",
+    size: Annotated[Optional[str], typer.Option("--size", help="Array sizes, e.g. 64MiB,1GiB. Default: 64MiB,256MiB,1GiB on TPU/GPU; 16MiB,64MiB on CPU.")] = None,
     op: Annotated[str, typer.Option("--op", help="copy, reduce or both.")] = "both",
     impl: Annotated[str, typer.Option("--impl", help="xla, or pallas (a pipelined streaming kernel; interpret mode on CPU).")] = "xla",
     dtype: Annotated[str, typer.Option("--dtype")] = "float32",
@@ -215,13 +215,13 @@ def hbm(
     from k3plan.probes.hbm.probe import HbmParams, run
 
     ops = ("copy", "reduce") if op == "both" else _names(op, what="--op", allowed=("copy", "reduce"))
-    params = HbmParams(sizes_bytes=_sizes(size, what="--size"), ops=ops, impl=impl, dtype=_dtype(dtype), block_rows=block_rows)
+    params = HbmParams(sizes_bytes=_sizes(size, what="--size") if size is not None else None, ops=ops, impl=impl, dtype=_dtype(dtype), block_rows=block_rows)
     _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "op", "impl", "dtype", "block_rows", "ops", "params", "run", "HbmParams")}))
 
 
 @app.command("matmul")
 def matmul(
-    size: Annotated[str, typer.Option("--size", help="Square sizes M=N=K.")] = "1024,4096,8192",
+    size: Annotated[Optional[str], typer.Option("--size", help="Square sizes M=N=K. Default: 1024,4096,8192 on TPU/GPU; 256,1024 on CPU.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="bfloat16, float32, float16, float8_e4m3fn, float8_e5m2, int8.")] = "bfloat16,float32",
     timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
     repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
@@ -235,7 +235,7 @@ def matmul(
     """
     from k3plan.probes.matmul import DTYPES, MatmulParams, run
 
-    params = MatmulParams(sizes=_ints(size, what="--size", minimum=8), dtypes=_names(dtype, what="--dtype", allowed=DTYPES))
+    params = MatmulParams(sizes=_ints(size, what="--size", minimum=8) if size is not None else None, dtypes=_names(dtype, what="--dtype", allowed=DTYPES))
     _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "dtype", "params", "run", "DTYPES", "MatmulParams")}))
 
 
