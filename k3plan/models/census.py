@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import math
 import operator
+import re
 import struct
 from collections import Counter
 from collections.abc import Callable
@@ -73,6 +74,7 @@ _ENTRIES = msgspec.json.Decoder(dict[str, _Entry])
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ENTRY = msgspec.json.Decoder(_Entry)
 _META = msgspec.json.Decoder(_Meta)
+_META_MAP = msgspec.json.Decoder(dict[str, str])
 
 
 class HeaderTensor(NamedTuple):
@@ -113,12 +115,31 @@ def decode(path: Path, blob: bytes) -> dict[str, _Entry]:
         entries = _decode_slow(path, blob)  # to name the tensor (or metadata keys that look like fields)
     except msgspec.DecodeError as err:
         raise K3PlanError(f"{bad}: not valid JSON ({_oneline(str(err))})") from None
-    if "__metadata__" in entries:
+    if "__metadata__" in entries and not _metadata_first_and_flat(blob):
         try:
             _META.decode(blob)
         except msgspec.ValidationError as err:
             raise K3PlanError(f"{bad}: __metadata__ must map strings to strings ({_oneline(str(err))})") from None
     return entries
+
+
+_META_FIRST = re.compile(rb'\s*\{\s*"__metadata__"\s*:\s*\{')
+
+
+def _metadata_first_and_flat(blob: bytes) -> bool:
+    """True when ``__metadata__`` is the header's first key (as safetensors writes it) and its
+    object, up to the first ``}``, decodes as strings to strings: then that ``}`` closed it (a cut
+    inside a string or a nested value would not decode) and the second pass over the whole header
+    is not needed. False means: check it the long way."""
+    m = _META_FIRST.match(blob)
+    if m is None or blob.find(b'"__metadata__"', m.end()) != -1:  # a second one: JSON's last one wins
+        return False
+    end = blob.find(b"}", m.end())
+    try:
+        _META_MAP.decode(blob[m.end() - 1:end + 1])
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def _decode_slow(path: Path, blob: bytes) -> dict[str, _Entry]:

@@ -190,3 +190,12 @@ def test_corrupt_headers_are_one_line_exit_2(cli, tensors, which, corruption):
         f = write(Path(tmp) / "model-00001-of-00001.safetensors", header, data)
         line = one_error_line(cli("census", f))
     assert f.name in line
+
+
+def test_a_second_metadata_key_is_checked_too(cli, tmp_path):
+    """The fast metadata check reads the first __metadata__ only when it is the sole one."""
+    header, data = header_for(GOOD)
+    blob = json.dumps(header)[:-1] + ', "__metadata__": {"step": 3}}'
+    f = write(tmp_path / "dup.safetensors", None, data, raw=blob.encode())
+    line = one_error_line(cli("census", f))
+    assert "__metadata__ must map strings to strings" in line
