@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from timing import timed  # benchmarks/timing.py (the script folder is on sys.path)
+from replica import (
+    build_k3_checkpoint,  # benchmarks/replica.py (the script folder is on sys.path)
+)
+from timing import timed
 
-ITEMSIZE = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
 CLI_PROBE = "import sys, k3plan.cli.app; print('jax' in sys.modules)"
 RUN_PROBE = (
     "import sys, contextlib, io\n"
@@ -57,47 +57,6 @@ def importtime_top(n: int = 8) -> list[tuple[int, str]]:
             _, cum, name = (p.strip() for p in line[len("import time:"):].split("|"))
             rows.append((int(cum), name.strip()))
     return sorted(rows, reverse=True)[:n]
-
-
-def write_shard(path: Path, tensors: list[tuple[str, str, tuple[int, ...]]]) -> int:
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, dtype, shape in tensors:
-        n = ITEMSIZE[dtype] * math.prod(shape)
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header, separators=(",", ":")).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)  # sparse: the data section takes no blocks
-    return len(blob)
-
-
-def build_k3_checkpoint(folder: Path) -> tuple[int, int, int]:
-    """-> (shards, tensors, header bytes). Layout as the release: a layer a shard, then globals,
-    projector, vision = 96 shards named model-000NN-of-000096.safetensors."""
-    from k3plan.models import load_model
-    from k3plan.models.loader import BUNDLED_DIR
-
-    inv = load_model("kimi-k3").inventory
-    groups: dict[str, list] = {}
-    for t in inv.tensors:
-        if t.layer is not None:
-            key = f"layer{t.layer:03d}"
-        elif t.kind == "vision":
-            key = "zz_vision" if t.name.startswith("vision_tower.") else "zy_projector"
-        else:
-            key = "zx_global"
-        groups.setdefault(key, []).extend(t.checkpoint_tensors())
-    total = len(groups)
-    weight_map, header_bytes = {}, 0
-    for k, key in enumerate(sorted(groups), 1):
-        fname = f"model-{k:05d}-of-{total:06d}.safetensors"
-        header_bytes += write_shard(folder / fname, groups[key])
-        weight_map.update({name: fname for name, _, _ in groups[key]})
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    shutil.copy(BUNDLED_DIR / "kimi-k3" / "config.json", folder / "config.json")
-    return total, len(weight_map), header_bytes
 
 
 def row(label: str, times: list[float], extra: str = "") -> str:

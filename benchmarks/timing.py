@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -12,8 +16,59 @@ def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedP
     times, proc = [], None
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
         times.append(time.perf_counter() - t0)
         if proc.returncode not in (0, 1):
             sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return times, proc
+
+
+def k3plan_cmd() -> list[str]:
+    """This worktree's k3plan as a fresh process (the installed script may point at another tree)."""
+    exe = shutil.which("k3plan")
+    return [exe] if exe and not os.environ.get("PYTHONPATH") else [sys.executable, "-m", "k3plan.cli.app"]
+
+
+def one(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, subprocess.CompletedProcess]:
+    """-> (wall s, CPU s = user + sys of the child, the finished process); exits if it failed."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in ok:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), proc
+
+
+def ratio_to_floor(cmd: list[str], floor: list[str], runs: int, ok: tuple[int, ...] = (0,)) -> dict:
+    """Run floor and cmd alternately `runs` times each (so machine load hits both alike) ->
+    medians/minima of wall and CPU seconds and the ratios cmd / floor, plus cmd's last process."""
+    wall: dict[str, list[float]] = {"floor": [], "cmd": []}
+    cpu: dict[str, list[float]] = {"floor": [], "cmd": []}
+    proc = None
+    for _ in range(runs):
+        for key, c in (("floor", floor), ("cmd", cmd)):
+            w, u, p = one(c, ok)
+            wall[key].append(w)
+            cpu[key].append(u)
+            if key == "cmd":
+                proc = p
+    med = statistics.median
+    return {
+        "runs": runs, "proc": proc, "wall": wall, "cpu": cpu,
+        "wall_ratio": med(wall["cmd"]) / med(wall["floor"]),
+        "wall_min_ratio": min(wall["cmd"]) / min(wall["floor"]),
+        "cpu_ratio": med(cpu["cmd"]) / med(cpu["floor"]),
+        "load": os.getloadavg()[0],
+    }
+
+
+def ratio_table(r: dict, floor_label: str, cmd_label: str) -> str:
+    med = statistics.median
+    rows = ["| what | runs | wall min (s) | wall median (s) | CPU median (s) |", "|---|---:|---:|---:|---:|"]
+    for key, label in (("floor", floor_label), ("cmd", cmd_label)):
+        rows.append(f"| {label} | {r['runs']} | {min(r['wall'][key]):.3f} | {med(r['wall'][key]):.3f} | {med(r['cpu'][key]):.3f} |")
+    rows.append(f"\nratio to the floor: wall medians {r['wall_ratio']:.2f}, wall minima {r['wall_min_ratio']:.2f}, "
+                f"CPU medians {r['cpu_ratio']:.2f} (load average {r['load']:.1f})")
+    return "\n".join(rows)

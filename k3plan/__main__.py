@@ -1,5 +1,5 @@
 """`python -m k3plan` is the `k3plan` command."""
 
-from k3plan.cli.app import app
+from k3plan.cli.app import main
 
-app(prog_name="k3plan")
+main()

@@ -7,6 +7,7 @@ The project's own errors become one line on stderr and exit code 2 (see ``K3Grou
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -59,23 +60,12 @@ Examples:
   k3plan report --out reports/k3.md --html   a capacity report
 """
 
-app = typer.Typer(
-    cls=K3Group,
-    help=HELP,
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"k3plan {__version__}")
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         Optional[bool],
@@ -90,20 +80,41 @@ def _first_paragraph(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
-def _register() -> None:
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(f"k3plan.cli.{module_name}")
+def _new_app() -> typer.Typer:
+    # add_completion: --install-completion / --show-completion for bash, zsh, fish, PowerShell
+    new = typer.Typer(cls=K3Group, help=HELP, no_args_is_help=True, add_completion=True,
+                      pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
+    new.callback()(_root)
+    return new
+
+
+app = _new_app()
+
+
+def _register(target: typer.Typer, names) -> None:
+    for name in names:
+        module = importlib.import_module(f"k3plan.cli.{COMMANDS[name]}")
         if hasattr(module, "app"):
-            app.add_typer(module.app, name=name)
+            target.add_typer(module.app, name=name)
         else:
-            app.command(name, short_help=_first_paragraph(module.command.__doc__))(module.command)
+            target.command(name, short_help=_first_paragraph(module.command.__doc__))(module.command)
 
 
-_register()
+_register(app, COMMANDS)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """The console script. ``k3plan CMD ...`` builds a group holding CMD alone: typer inspects the
+    signature of every registered command (and builds its parameters) on each run, so the full
+    group costs ~20 command signatures where fit needs one; help, --version and unknown commands
+    get the full group."""
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in COMMANDS:
+        lean = _new_app()
+        _register(lean, [args[0]])
+        lean(args, prog_name="k3plan")
+    else:
+        app(args, prog_name="k3plan")
 
 
 if __name__ == "__main__":

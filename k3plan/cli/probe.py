@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional
@@ -32,10 +33,12 @@ Examples:
   k3plan probe hbm --impl pallas                              Pallas streaming kernel vs XLA copy
   k3plan probe kda-decode --heads 8 --head-dim 64             Pallas decode step vs jnp reference
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
-On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only".
+On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
+the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
+A progress bar over the sweep points (sizes x modes) shows on a terminal.
 """)
 
-TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Stop after this many seconds (checked between sweep points).")]
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Stop after this many seconds (checked between compiles and timed calls, so within one sweep point). Default: none on TPU/GPU, 40 s on CPU.")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Folder for the records.")]
 HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="Spec for the expectation (default: the one matching the device kind).")]
 RepeatsOpt = Annotated[int, typer.Option("--repeats", help="Timed samples per point.")]
@@ -61,12 +64,35 @@ def _common(timeout=None, out=Path("reports/probes"), hardware=None, repeats=5, 
                        write=not no_write, cpu_devices=cpu_devices, distributed=dist)
 
 
+@contextmanager
+def _sweep_bar():
+    """-> (progress(text), plan(total)): a rich bar over sweep points on a terminal (each
+    progress() call starts a point), a spinner line otherwise (rich prints nothing when piped)."""
+    if not err_console.is_terminal:
+        with err_console.status("starting jax ...") as status:
+            yield (lambda text: status.update(text)), (lambda total: None)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("starting jax ...", total=None)
+        started = [0]
+
+        def progress(text: str) -> None:
+            bar.update(task, description=text, completed=started[0])
+            started[0] += 1
+
+        yield progress, (lambda total: bar.update(task, total=total))
+        bar.update(task, completed=started[0])
+
+
 def _execute(settings, run, json_out: bool) -> None:
     from k3plan.probes.render import render
     from k3plan.probes.runner import run_probe
 
-    with err_console.status("starting jax ...") as status:
-        result = run_probe(settings=settings, run=run, progress=lambda text: status.update(text))
+    with _sweep_bar() as (progress, plan):
+        result = run_probe(settings=settings, run=run, progress=progress, plan=plan)
     if result.process_index != 0:
         return
     paths = result.paths or [None] * len(result.records)
@@ -110,10 +136,10 @@ def _names(text: str, *, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]
 
 def _collective(name: str, op: str):
     def command(
-        bytes_: Annotated[str, typer.Option("--bytes", help="Message sizes a device, e.g. 64,1792,16KiB.")] = "64,1792,16384,262144",
+        bytes_: Annotated[Optional[str], typer.Option("--bytes", help="Message sizes a device, e.g. 64,1792,16KiB. Default: 64,1792,16384,262144 on TPU/GPU; 64,1792 on CPU.")] = None,
         mode: Annotated[str, typer.Option("--mode", help="chained, unchained or both.")] = "both",
-        iters: Annotated[str, typer.Option("--iters", help="Chained: two N for the marginal cost.")] = "10,100",
-        unchained_iters: Annotated[str, typer.Option("--unchained-iters", help="Unchained N sweep.")] = "1,10,100,1000",
+        iters: Annotated[Optional[str], typer.Option("--iters", help="Chained: two N for the marginal cost. Default: 10,100.")] = None,
+        unchained_iters: Annotated[Optional[str], typer.Option("--unchained-iters", help="Unchained N sweep. Default: 1,10,100,1000 on TPU/GPU; 1,4 on CPU.")] = None,
         axis_size: Annotated[Optional[int], typer.Option("--axis-size", help="Mesh axis size (default: all devices).")] = None,
         dtype: Annotated[str, typer.Option("--dtype")] = "float32",
         timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
@@ -124,8 +150,9 @@ def _collective(name: str, op: str):
         from k3plan.probes.collectives.probe import CollectiveParams, run
 
         modes = ("chained", "unchained") if mode == "both" else _names(mode, what="--mode", allowed=("chained", "unchained"))
-        params = CollectiveParams(op=op, sizes_bytes=_sizes(bytes_, what="--bytes"), modes=modes,
-                                  chained_n=_ints(iters, what="--iters"), unchained_n=_ints(unchained_iters, what="--unchained-iters"),
+        params = CollectiveParams(op=op, sizes_bytes=_sizes(bytes_, what="--bytes") if bytes_ is not None else None,
+                                  modes=modes, chained_n=_ints(iters, what="--iters") if iters is not None else None,
+                                  unchained_n=_ints(unchained_iters, what="--unchained-iters") if unchained_iters is not None else None,
                                   axis_size=axis_size, dtype=_dtype(dtype))
         params.check()
         settings = _common(timeout, out, hardware, repeats, warmup, cpu_devices, no_write, distributed, coordinator,
@@ -136,6 +163,8 @@ def _collective(name: str, op: str):
 
     Chained: a fori_loop of N dependent calls (per call = marginal cost between two N). Unchained: N
     independent calls in one program (overlap shows only at large N). Mesh: all devices or --axis-size.
+    The default sweep is sized to the backend: the full one on TPU/GPU, a quick one on CPU (a CPU
+    run checks correctness and measures nothing a planner uses; the record says so).
 
     \b
     Example: k3plan probe {name} --bytes 64,1792 --mode chained --timeout 120
@@ -166,7 +195,7 @@ def _c(**kw) -> dict:
 
 @app.command("hbm")
 def hbm(
-    size: Annotated[str, typer.Option("--size", help="Array sizes, e.g. 64MiB,1GiB.")] = "64MiB,256MiB,1GiB",
+    size: Annotated[Optional[str], typer.Option("--size", help="Array sizes, e.g. 64MiB,1GiB. Default: 64MiB,256MiB,1GiB on TPU/GPU; 16MiB,64MiB on CPU.")] = None,
     op: Annotated[str, typer.Option("--op", help="copy, reduce or both.")] = "both",
     impl: Annotated[str, typer.Option("--impl", help="xla, or pallas (a pipelined streaming kernel; interpret mode on CPU).")] = "xla",
     dtype: Annotated[str, typer.Option("--dtype")] = "float32",
@@ -186,13 +215,13 @@ def hbm(
     from k3plan.probes.hbm.probe import HbmParams, run
 
     ops = ("copy", "reduce") if op == "both" else _names(op, what="--op", allowed=("copy", "reduce"))
-    params = HbmParams(sizes_bytes=_sizes(size, what="--size"), ops=ops, impl=impl, dtype=_dtype(dtype), block_rows=block_rows)
+    params = HbmParams(sizes_bytes=_sizes(size, what="--size") if size is not None else None, ops=ops, impl=impl, dtype=_dtype(dtype), block_rows=block_rows)
     _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "op", "impl", "dtype", "block_rows", "ops", "params", "run", "HbmParams")}))
 
 
 @app.command("matmul")
 def matmul(
-    size: Annotated[str, typer.Option("--size", help="Square sizes M=N=K.")] = "1024,4096,8192",
+    size: Annotated[Optional[str], typer.Option("--size", help="Square sizes M=N=K. Default: 1024,4096,8192 on TPU/GPU; 256,1024 on CPU.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="bfloat16, float32, float16, float8_e4m3fn, float8_e5m2, int8.")] = "bfloat16,float32",
     timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
     repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
@@ -206,7 +235,7 @@ def matmul(
     """
     from k3plan.probes.matmul import DTYPES, MatmulParams, run
 
-    params = MatmulParams(sizes=_ints(size, what="--size", minimum=8), dtypes=_names(dtype, what="--dtype", allowed=DTYPES))
+    params = MatmulParams(sizes=_ints(size, what="--size", minimum=8) if size is not None else None, dtypes=_names(dtype, what="--dtype", allowed=DTYPES))
     _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "dtype", "params", "run", "DTYPES", "MatmulParams")}))
 
 

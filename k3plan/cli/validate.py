@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -43,6 +45,47 @@ def _hardware_topology(target, hardware: str, topology: Optional[str]) -> tuple[
     return target.hardware, target.topology
 
 
+PHASES = {"devices": "starting jax and the target's devices", "build": "building the abstract model",
+          "lower": "lowering to HLO", "compile": "compiling"}
+
+
+@contextmanager
+def phase_display(*, total: int):
+    """-> (on_job, on_phase) for validate(): on a terminal, a bar over jobs whose line names the
+    running phase with its elapsed time, and one line per finished phase (build, lower, compile
+    with seconds); nothing when stderr is not a terminal (logs and pipes stay clean)."""
+    if not err_console.is_terminal:
+        yield None, None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("starting", total=total)
+        current: dict = {}
+
+        def finish_phase() -> None:
+            if current:
+                job, phase, t0 = current["job"], current["phase"], current["t0"]
+                where = "" if phase == "devices" else f"{job.label}: "
+                bar.console.print(f"  {where}{phase} {time.perf_counter() - t0:.1f} s", highlight=False)
+                current.clear()
+
+        def on_phase(job, phase: str) -> None:
+            finish_phase()
+            current.update(job=job, phase=phase, t0=time.perf_counter())
+            where = "" if phase == "devices" else f"{job.label}: "
+            bar.update(task, description=f"{where}{PHASES.get(phase, phase)}")
+
+        def on_job(job, result) -> None:
+            if result is not None:
+                finish_phase()
+                bar.advance(task)
+
+        yield on_job, on_phase
+        finish_phase()
+
+
 @with_setup_options
 def command(
     setup_options: dict,
@@ -58,7 +101,9 @@ def command(
 ) -> None:
     """Compile the planned model for the target and compare every memory term with the budget.
     Nothing is allocated: parameters, cache and inputs are abstract arrays with the plan's
-    shardings. Exit 0 if it fits, 1 if the compiled configuration exceeds HBM, 2 on bad input.
+    shardings. On a terminal each phase (build, lower, compile per stage) shows with its elapsed
+    time; off a TPU VM libtpu's environment warnings are silenced (not errors for a deviceless
+    compile). Exit 0 if it fits, 1 if the compiled configuration exceeds HBM, 2 on bad input.
 
     \b
     Examples:
@@ -76,10 +121,11 @@ def command(
     setup = setup_from(**opts)
     jobs = plan_jobs(setup=setup, stage=stage, tokens=_tokens(tokens), batch=batch, context=context)
     prepare_target(tgt, setup)  # before jax is imported
-    from k3plan.validate.render import progress_callback, render_validation
+    from k3plan.validate.render import render_validation
 
-    with progress_callback(err_console, total=len(jobs), enabled=len(jobs) > 1) as on_job:
-        result = validate(setup=setup, target=tgt, jobs=jobs, layers=layers, unroll=unroll, on_job=on_job)
+    with phase_display(total=len(jobs)) as (on_job, on_phase):
+        result = validate(setup=setup, target=tgt, jobs=jobs, layers=layers, unroll=unroll, on_job=on_job,
+                          on_phase=on_phase)
     if save_calibration:
         from k3plan.validate.calibration_out import calibration_dict, write_calibration
 

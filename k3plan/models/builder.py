@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from k3plan.models.inventory import Tensor
+from k3plan.models.inventory import Tensor, TensorInventory
 
 Axis = tuple[str, int]
 Group = Sequence[Axis]
@@ -39,9 +39,12 @@ class InventoryBuilder:
         axes = tuple(axis for g in groups for axis, _ in g)
         logical = tuple(size for g in groups for _, size in g)
         self.tensors.append(
-            Tensor(name=name, shape=shape, logical_shape=logical, axes=axes, fmt=fmt,
+            Tensor.checked(name=name, shape=shape, logical_shape=logical, axes=axes, fmt=fmt,
                    layer=layer, kind=kind, role=role, active=active)
         )
+
+    def inventory(self) -> TensorInventory:
+        return TensorInventory.of(tuple(self.tensors))
 
     def linear(self, name: str, out: Group, inp: Group, **kw) -> None:
         self.add(name, [out, inp], **kw)

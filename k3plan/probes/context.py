@@ -13,12 +13,18 @@ from k3plan.probes.record import CPU_LABEL, ProbeRecord
 from k3plan.probes.store import utc_now_iso
 
 
+# A CPU run is a correctness check; without --timeout it stops here so that a probe run as
+# documented on a laptop or CI box finishes within a minute (jax's own start-up comes on top).
+CPU_DEFAULT_TIMEOUT_S = 40.0
+
+
 @dataclass
 class Deadline:
     """--timeout: probes check `expired()` between sweep points and stop there."""
 
     timeout_s: Optional[float]
     start: float = field(default_factory=time.monotonic)
+    source: str = "--timeout"  # what set it: the flag, or the CPU run's default
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.start
@@ -40,7 +46,8 @@ class ProbeContext:
     hardware: HardwareRef
     warmup: int = 1
     repeats: int = 5
-    progress: Callable[[str], None] = lambda text: None
+    progress: Callable[[str], None] = lambda text: None  # called as each sweep point starts
+    plan: Callable[[int], None] = lambda total: None  # how many sweep points the probe will run
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -63,7 +70,8 @@ class ProbeContext:
         cut = self.deadline.expired()
         fields.setdefault("cut_short", cut)
         if cut:
-            fields.setdefault("cut_short_reason", f"--timeout {self.deadline.timeout_s:g}s reached; later sweep points skipped")
+            fields.setdefault("cut_short_reason", f"{self.deadline.source} {self.deadline.timeout_s:g}s reached; "
+                                                  "later sweep points skipped")
         return ProbeRecord(
             probe=probe, params=params, backend=self.backend, device_kind=self.device_kind,
             device_count=self.device_count, local_device_count=self.local_device_count,
@@ -74,19 +82,25 @@ class ProbeContext:
 
 
 def build_context(*, timeout_s: Optional[float], hardware_name: Optional[str], warmup: int, repeats: int,
-                  progress: Callable[[str], None], notes: list[str]) -> ProbeContext:
+                  progress: Callable[[str], None], notes: list[str],
+                  plan: Callable[[int], None] = lambda total: None) -> ProbeContext:
     import jax
 
     from k3plan.probes.expect import find_hardware
 
     devices = jax.devices()
     kind = devices[0].device_kind
+    backend = jax.default_backend()
+    deadline = Deadline(timeout_s)
+    if timeout_s is None and backend == "cpu":
+        deadline = Deadline(CPU_DEFAULT_TIMEOUT_S, source="the CPU run's default timeout (--timeout)")
+        notes = [*notes, f"CPU run: stops after {CPU_DEFAULT_TIMEOUT_S:g} s unless --timeout says otherwise"]
     return ProbeContext(
-        backend=jax.default_backend(), device_kind=kind, device_count=len(devices),
+        backend=backend, device_kind=kind, device_count=len(devices),
         local_device_count=jax.local_device_count(), process_count=jax.process_count(),
-        process_index=jax.process_index(), versions=_versions(), deadline=Deadline(timeout_s),
+        process_index=jax.process_index(), versions=_versions(), deadline=deadline,
         hardware=find_hardware(name=hardware_name, device_kind=kind), warmup=warmup, repeats=repeats,
-        progress=progress, notes=notes)
+        progress=progress, plan=plan, notes=notes)
 
 
 def _versions() -> dict[str, Optional[str]]:

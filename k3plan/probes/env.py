@@ -31,6 +31,10 @@ class DistributedOptions:
 def ensure_cpu_devices(*, count: Optional[int]) -> list[str]:
     """Set the fake-CPU-device flag (count, or 8 when no flag is set yet). Returns notes."""
     require(count is None or count >= 1, f"--cpu-devices {count}: expected a whole number >= 1")
+    if "jax" not in sys.modules:
+        from k3plan.libtpu_env import quiet_libtpu
+
+        quiet_libtpu()  # off a TPU VM, libtpu's environment warnings are noise
     flags = os.environ.get("XLA_FLAGS", "")
     notes = []
     has_flag = _FLAG in flags

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from k3plan.errors import require
 from k3plan.probes.context import ProbeContext
@@ -15,14 +16,18 @@ DTYPES = ("bfloat16", "float32", "float16", "float8_e4m3fn", "float8_e5m2", "int
 BASELINE = "none: the whole matmul is timed (dispatch overhead is negligible at these sizes)"
 
 
+FULL_SIZES = (1024, 4096, 8192)
+CPU_SIZES = (256, 1024)  # a CPU run checks the probe; an 8192^3 f32 matmul takes ~10 s a call there
+
+
 @dataclass(frozen=True)
 class MatmulParams:
-    sizes: tuple[int, ...] = (1024, 4096, 8192)
+    sizes: Optional[tuple[int, ...]] = None  # None: sized to the backend (FULL_SIZES, or CPU_SIZES)
     dtypes: tuple[str, ...] = ("bfloat16", "float32")
 
     def check(self) -> None:
         require(all(d in DTYPES for d in self.dtypes), f"--dtype: expected some of {', '.join(DTYPES)}")
-        require(all(n >= 8 for n in self.sizes), "--size: every size must be >= 8")
+        require(all(n >= 8 for n in self.sizes or FULL_SIZES), "--size: every size must be >= 8")
 
 
 def _xla_factory(*, n: int, dtype: str):
@@ -48,6 +53,11 @@ def _peak(spec, dtype: str) -> float:
 
 def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
     params.check()
+    if params.sizes is None:
+        params = replace(params, sizes=CPU_SIZES if ctx.is_cpu else FULL_SIZES)
+        if ctx.is_cpu:
+            ctx.notes.append(f"CPU run: quick sweep (sizes {','.join(map(str, CPU_SIZES))}); --size for others")
+    ctx.plan(len(params.dtypes) * len(params.sizes))
     points, attempts, checks = [], [], []
     for dtype in params.dtypes:
         for n in params.sizes:
@@ -63,7 +73,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
             fn, a = d.value
             if not checks or checks[-1].detail.split(":")[0] != dtype:
                 checks.append(_verify(fn, a, dtype))
-            samples = sample_s(fn, a, a, warmup=ctx.warmup, repeats=ctx.repeats)
+            samples = sample_s(fn, a, a, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
             st = stats(samples)
             flops = 2.0 * n ** 3
             expected = None

@@ -92,7 +92,7 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         dispatched = dispatched or d
         if not checks:
             checks.append(_verify(d.value, lhs, rhs, gs, sizes_pad))
-        samples = sample_s(d.value, lhs, rhs, gs, warmup=ctx.warmup, repeats=ctx.repeats)
+        samples = sample_s(d.value, lhs, rhs, gs, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
         st = stats(samples)
         flops = 2.0 * rows * din * dout
         weight_bytes = touched * din * dout * itemsize

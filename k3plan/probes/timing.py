@@ -14,12 +14,16 @@ def block(tree: Any) -> Any:
     return jax.block_until_ready(tree)
 
 
-def sample_s(fn: Callable[..., Any], *args: Any, warmup: int, repeats: int) -> list[float]:
-    """Wall seconds of `repeats` calls of fn(*args), each waited for, after `warmup` calls."""
+def sample_s(fn: Callable[..., Any], *args: Any, warmup: int, repeats: int, deadline: Any = None) -> list[float]:
+    """Wall seconds of `repeats` calls of fn(*args), each waited for, after `warmup` calls. With a
+    ``deadline`` (context.Deadline) that expires, sampling stops early, keeping at least 2 samples
+    (what a marginal cost between two N needs) -- --timeout holds within one sweep point."""
     for _ in range(max(warmup, 0)):
         block(fn(*args))
-    out = []
+    out: list[float] = []
     for _ in range(max(repeats, 1)):
+        if deadline is not None and len(out) >= 2 and deadline.expired():
+            break
         t0 = time.perf_counter()
         block(fn(*args))
         out.append(time.perf_counter() - t0)

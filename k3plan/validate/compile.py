@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _OOM_PATTERNS = (
@@ -98,10 +98,15 @@ def parse_oom(message: str) -> Optional[Oom]:
     return Oom(required_bytes=None, available_bytes=None, message=first)
 
 
-def compile_step(jitted: Any, args: tuple) -> CompileResult:
+def compile_step(jitted: Any, args: tuple, on_phase: Optional[Callable[[str], None]] = None) -> CompileResult:
+    """``on_phase("lower")`` / ``on_phase("compile")`` as each starts (progress display)."""
+    if on_phase:
+        on_phase("lower")
     t0 = time.perf_counter()
     lowered = jitted.lower(*args)
     t1 = time.perf_counter()
+    if on_phase:
+        on_phase("compile")
     try:
         compiled = lowered.compile()
     except Exception as err:

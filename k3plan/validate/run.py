@@ -60,7 +60,11 @@ def _budget(setup: Setup, job: Job):
     return fit(setup, Workload(context_tokens=job.context, batch=job.batch, prefill_chunk_tokens=chunk))
 
 
-def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, job: Job) -> dict:
+def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, job: Job,
+            on_phase: Optional[Callable[[str], None]] = None) -> dict:
+    """``on_phase(name)`` as each phase starts: build (abstract model), lower, compile."""
+    if on_phase:
+        on_phase("build")
     from k3plan.validate import abstract_model as am
     from k3plan.validate.compare import Accounting, compare, unexplained
     from k3plan.validate.compile import compile_step
@@ -81,7 +85,7 @@ def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, jo
         abstract_weights=ab.weights_bytes(), abstract_cache=ab.cache_bytes(), abstract_inputs=am.inputs_bytes(inputs),
         platform=target.platform, weight_notes=tuple(n for n, _ in ab.weight_notes))
     fn, args = jitted(job.stage, setup, ab, inputs)
-    res = compile_step(fn, args)
+    res = compile_step(fn, args, on_phase=on_phase)
     st = res.stats
     if res.hlo_text:
         import jax
@@ -131,8 +135,13 @@ def environment(target: Target, devices: list) -> dict:
 
 
 def validate(*, setup: Setup, target: Target, jobs: list[Job], layers: Optional[int] = None, unroll: bool = False,
-             on_job: Optional[Callable[[Job, Optional[dict]], None]] = None) -> dict:
-    """Runs every job; ``on_job(job, None)`` before and ``on_job(job, result)`` after each."""
+             on_job: Optional[Callable[[Job, Optional[dict]], None]] = None,
+             on_phase: Optional[Callable[[Job, str], None]] = None) -> dict:
+    """Runs every job; ``on_job(job, None)`` before and ``on_job(job, result)`` after each;
+    ``on_phase(job, phase)`` as each phase of a job starts ("devices" once, before the first job;
+    then build, lower, compile)."""
+    if on_phase and jobs:
+        on_phase(jobs[0], "devices")
     if layers is not None:
         setup = truncate_setup(setup, layers)
     spec = setup.model.spec
@@ -142,7 +151,8 @@ def validate(*, setup: Setup, target: Target, jobs: list[Job], layers: Optional[
     for job in jobs:
         if on_job:
             on_job(job, None)
-        r = run_job(setup=setup, target=target, devices=devices, lplan=lplan, job=job)
+        r = run_job(setup=setup, target=target, devices=devices, lplan=lplan, job=job,
+                    on_phase=(lambda phase, job=job: on_phase(job, phase)) if on_phase else None)
         results.append(r)
         if on_job:
             on_job(job, r)

@@ -64,7 +64,12 @@ def libtpu_version() -> Optional[str]:
 
 
 def prepare(target: Target, *, devices: int) -> None:
-    """Everything that must happen before ``import jax``."""
+    """Everything that must happen before ``import jax``: libtpu quiet off a TPU VM (its environment
+    warnings are not errors for a deviceless compile), fake CPU devices for the cpu target."""
+    if "jax" not in sys.modules:
+        from k3plan.libtpu_env import quiet_libtpu
+
+        quiet_libtpu()
     if target.platform == "tpu":
         if libtpu_version() is None:
             raise K3PlanError(f"--target {target.name} compiles with the TPU compiler, which needs libtpu: {INSTALL_HINT}")

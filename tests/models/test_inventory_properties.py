@@ -147,3 +147,27 @@ def test_deepseek_v3_parts_sum_to_totals(raw):
                 out, inp = t.shape[-2:]
                 lead = math.prod(t.shape[:-2])
                 assert t.nbytes == t.params + 4 * lead * math.ceil(out / 128) * math.ceil(inp / 128)
+
+
+def test_checked_tensor_equals_a_validated_one():
+    """Tensor.checked (what families use, no per-field pydantic pass) builds the same object as
+    Tensor(...) and model_construct, and refuses what the validator refuses."""
+    import pytest
+
+    from k3plan.models.inventory import Tensor
+
+    kw = dict(name="w", shape=(8, 6), logical_shape=(8, 2, 3), axes=("embed", "heads", "head_dim"),
+              fmt="bf16", kind="mla", role="attn", layer=3, active=0.25)
+    fast, slow = Tensor.checked(**kw), Tensor(**kw)
+    assert fast == slow == Tensor.model_construct(**kw)
+    assert fast.model_dump() == slow.model_dump() and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_copy(update={"layer": 4}).layer == 4 and fast.nbytes == 2 * 48
+    with pytest.raises(Exception):
+        fast.name = "x"  # frozen
+    for bad in ({"logical_shape": (8, 7)}, {"shape": (8, 0), "logical_shape": (8, 0), "axes": ("a", "b")},
+                {"axes": ("embed",)}, {"kind": "nope"}, {"role": "nope"}, {"active": 1.5}):
+        with pytest.raises(ValueError):
+            Tensor.checked(**{**kw, **bad})
+        if not {"kind", "role", "active"} & set(bad):  # (pydantic checks these as Literal / not at all)
+            with pytest.raises(ValueError):
+                Tensor(**{**kw, **bad})

@@ -121,4 +121,4 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     notes = ()
     if spec.mtp_layers:
         notes = (f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals",)
-    return TensorInventory(tensors=tuple(b.tensors)), notes
+    return b.inventory(), notes

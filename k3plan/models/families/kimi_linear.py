@@ -194,7 +194,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
 
     notes = list(add_vision(b, raw, spec))
     notes += _quant_notes(b, raw, spec)
-    return TensorInventory(tensors=tuple(b.tensors)), tuple(notes)
+    return b.inventory(), tuple(notes)
 
 
 def _quant_notes(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> list[str]:

@@ -3,7 +3,7 @@ the compiled HLO checked for the requested op. One record a mode."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from k3plan.errors import K3PlanError, require
@@ -17,25 +17,52 @@ from k3plan.probes.timing import marginal_s, sample_s, stats
 
 # 1792 B: K3's batch-1 dispatch a call a chip at EP=32 (k3-facts §5)
 DEFAULT_SIZES = (64, 1792, 16384, 262144)
+DEFAULT_CHAINED_N = (10, 100)
+DEFAULT_UNCHAINED_N = (1, 10, 100, 1000)
+# The CPU backend's quick sweep: a CPU run checks the probe end to end (numerics, HLO, records) and
+# measures nothing a planner uses, so it keeps K3's 1792 B point and compiles small programs only
+# (an unchained program of 1000 collectives takes minutes to compile on 2 CPU cores).
+CPU_SIZES = (64, 1792)
+CPU_UNCHAINED_N = (1, 4)
 PROBE_NAMES = {"all-to-all": "a2a", "all-reduce": "allreduce", "all-gather": "allgather"}
 BASELINE = "the same shard_map program with the collective replaced by a local flip*scale of the same shape"
 
 
 @dataclass(frozen=True)
 class CollectiveParams:
+    """Sweep settings; a field left None is sized to the backend by ``for_backend``."""
+
     op: str
-    sizes_bytes: tuple[int, ...] = DEFAULT_SIZES
+    sizes_bytes: Optional[tuple[int, ...]] = None
     modes: tuple[str, ...] = ("chained", "unchained")
-    chained_n: tuple[int, int] = (10, 100)
-    unchained_n: tuple[int, ...] = (1, 10, 100, 1000)
+    chained_n: Optional[tuple[int, ...]] = None
+    unchained_n: Optional[tuple[int, ...]] = None
     axis_size: Optional[int] = None
     dtype: str = "float32"
 
+    def for_backend(self, *, is_cpu: bool) -> tuple["CollectiveParams", list[str]]:
+        """Fill the fields left None: the full sweep on TPU/GPU, the quick one on CPU (with a note)."""
+        sizes = self.sizes_bytes or (CPU_SIZES if is_cpu else DEFAULT_SIZES)
+        chained = self.chained_n or DEFAULT_CHAINED_N
+        unchained = self.unchained_n or (CPU_UNCHAINED_N if is_cpu else DEFAULT_UNCHAINED_N)
+        notes = []
+        if is_cpu and (self.sizes_bytes is None or self.unchained_n is None):
+            notes.append(f"CPU run: quick sweep ({', '.join(map(str, sizes))} B; unchained N "
+                         f"{','.join(map(str, unchained))}); the full sweep runs on TPU/GPU or with --bytes/--unchained-iters")
+        return replace(self, sizes_bytes=sizes, chained_n=chained, unchained_n=unchained), notes
+
+    def points(self) -> int:
+        """Sweep points (a size at one N, one mode): what the progress bar counts."""
+        n = {"chained": len(self.chained_n or DEFAULT_CHAINED_N), "unchained": len(self.unchained_n or DEFAULT_UNCHAINED_N)}
+        return len(self.sizes_bytes or DEFAULT_SIZES) * sum(n[m] for m in self.modes)
+
     def check(self) -> None:
         require(self.op in OPS, f"unknown collective {self.op!r}")
-        require(all(b > 0 for b in self.sizes_bytes), "--bytes: every size must be > 0")
+        require(all(b > 0 for b in self.sizes_bytes or DEFAULT_SIZES), "--bytes: every size must be > 0")
         require(set(self.modes) <= {"chained", "unchained"}, "--mode: expected chained, unchained or both")
         for name, ns in (("--iters", self.chained_n), ("--unchained-iters", self.unchained_n)):
+            if ns is None:
+                continue
             require(len(ns) >= 2 and all(a < b for a, b in zip(ns, ns[1:])) and ns[0] >= 1,
                     f"{name} {','.join(map(str, ns))}: expected >= 2 increasing counts >= 1")
         require(self.axis_size is None or self.axis_size >= 2, f"--axis-size {self.axis_size}: expected >= 2")
@@ -57,6 +84,9 @@ def _mesh_factory(ctx: ProbeContext, axis_size: int):
 
 def run(*, ctx: ProbeContext, params: CollectiveParams) -> list[ProbeRecord]:
     params.check()
+    params, notes = params.for_backend(is_cpu=ctx.is_cpu)
+    ctx.notes.extend(notes)
+    ctx.plan(params.points())
     axis_size = params.axis_size or ctx.device_count
     if ctx.process_count > 1 and axis_size != ctx.device_count:
         raise K3PlanError(f"--axis-size {axis_size}: with several processes the mesh must span all "
@@ -117,14 +147,17 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
         ctx.progress(f"{PROBE_NAMES[params.op]} {mode} {elems * itemsize} B: n={n}")
         x = progs.make_input(n)
         compiled = progs.build(n).lower(x).compile()
+        if ctx.deadline.expired():
+            break
         baseline = progs.build_baseline(n).lower(x).compile()
         if n == n_values[-1] or n == n_values[0]:
             check = verify_collective(compiled.as_text(), expected_op=params.op,
                                       expected_calls=None if mode == "chained" else n)
             check.detail = f"{elems * itemsize} B, n={n}: {check.detail}"
             checks.append(check)
-        samples[f"n={n}"] = sample_s(compiled, x, warmup=ctx.warmup, repeats=ctx.repeats)
-        samples[f"baseline n={n}"] = sample_s(baseline, x, warmup=ctx.warmup, repeats=ctx.repeats)
+        samples[f"n={n}"] = sample_s(compiled, x, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
+        samples[f"baseline n={n}"] = sample_s(baseline, x, warmup=ctx.warmup, repeats=ctx.repeats,
+                                              deadline=ctx.deadline)
         measured.append(n)
     point = ProbePoint(params={"bytes": elems * itemsize, "requested_bytes": size, "elems_per_device": elems,
                                "wire_bytes_per_device": wire_bytes(op=params.op, message_bytes=elems * itemsize,

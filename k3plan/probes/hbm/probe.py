@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from k3plan.errors import require
 from k3plan.probes.context import ProbeContext
@@ -16,9 +17,13 @@ COLS = 1024
 BASELINE = "the same op on a 64 KiB array (dispatch overhead), subtracted from the p50"
 
 
+FULL_SIZES = (64 * 2**20, 256 * 2**20, 1024 * 2**20)
+CPU_SIZES = (16 * 2**20, 64 * 2**20)
+
+
 @dataclass(frozen=True)
 class HbmParams:
-    sizes_bytes: tuple[int, ...] = (64 * 2**20, 256 * 2**20, 1024 * 2**20)
+    sizes_bytes: Optional[tuple[int, ...]] = None  # None: sized to the backend (FULL_SIZES, or CPU_SIZES)
     ops: tuple[str, ...] = ("copy", "reduce")
     impl: str = "xla"
     dtype: str = "float32"
@@ -38,6 +43,11 @@ def _order(impl: str, op: str) -> list[str]:
 
 def run(*, ctx: ProbeContext, params: HbmParams) -> list[ProbeRecord]:
     params.check()
+    if params.sizes_bytes is None:
+        params = replace(params, sizes_bytes=CPU_SIZES if ctx.is_cpu else FULL_SIZES)
+        if ctx.is_cpu:
+            ctx.notes.append("CPU run: quick sweep (16 and 64 MiB); --size for others")
+    ctx.plan(len(params.ops) * len(params.sizes_bytes))
     return [_run_op(ctx=ctx, params=params, op=op) for op in params.ops]
 
 
@@ -70,8 +80,8 @@ def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
             return ctx.record(probe="hbm", op=op, params=record_params, ok=False, error=str(err), attempts=err.attempts)
         dispatched = dispatched or d
         base_fn = _factories(ctx=ctx, op=op, block_rows=small_br)[d.name](small)
-        base = stats(sample_s(base_fn, small, warmup=ctx.warmup, repeats=ctx.repeats)).p50
-        samples = sample_s(d.value, x, warmup=ctx.warmup, repeats=ctx.repeats)
+        base = stats(sample_s(base_fn, small, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)).p50
+        samples = sample_s(d.value, x, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
         moved = x.nbytes * (2 if op == "copy" else 1)
         st = stats(samples)
         net = st.p50 - base if st.p50 > base else st.p50

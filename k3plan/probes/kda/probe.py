@@ -89,7 +89,7 @@ def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord
         if not checks:
             other = "reference-recurrent" if d.name != "reference-recurrent" else "reference-chunked"
             checks.append(_compare(d.name, d.value, other, impls[other](), args))
-        samples = sample_s(d.value, *args, warmup=ctx.warmup, repeats=ctx.repeats)
+        samples = sample_s(d.value, *args, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
         st = stats(samples)
         tokens = params.batch * t
         points.append(ProbePoint(params={"seq_len": t, "tokens": tokens, "implementation": d.name},

@@ -75,7 +75,7 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
         if ctx.deadline.expired() or (name == "reference" and d.name == "reference"):
             continue
         ctx.progress(f"kda-decode: timing {name}")
-        samples = sample_s(fn, *args, warmup=ctx.warmup, repeats=ctx.repeats)
+        samples = sample_s(fn, *args, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
         st = stats(samples)
         points.append(ProbePoint(params={"path": name, "state_bytes_moved": state_bytes}, samples_s={"op": samples},
                                  stats=st, value=st.p50, unit="s", expected=expectation.value,

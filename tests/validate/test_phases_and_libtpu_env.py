@@ -1,0 +1,77 @@
+"""validate reports its phases (devices, then build, lower, compile a job); libtpu is quieted only
+off a TPU VM and never overrides what the user set."""
+
+from __future__ import annotations
+
+import io
+import os
+
+from k3plan.libtpu_env import GOOGLE_PCI_VENDOR, QUIET_ENV, quiet_libtpu
+
+
+def test_phases_in_order(tiny_setup):
+    from k3plan.validate.run import plan_jobs, prepare_target, validate
+    from k3plan.validate.targets import parse_target
+
+    target = parse_target("cpu")
+    prepare_target(target, tiny_setup)
+    jobs = plan_jobs(setup=tiny_setup, stage="decode", tokens=[128], batch=2, context=256)
+    seen = []
+    validate(setup=tiny_setup, target=target, jobs=jobs, layers=1,
+             on_phase=lambda job, phase: seen.append((job.stage, phase)))
+    assert seen == [("decode", "devices"), ("decode", "build"), ("decode", "lower"), ("decode", "compile")]
+
+
+def test_phase_display_prints_each_phase_with_seconds(monkeypatch):
+    from rich.console import Console
+
+    import k3plan.cli.validate as cli_validate
+    from k3plan.validate.run import Job
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_validate, "err_console", Console(file=buf, force_terminal=True, width=120))
+    job = Job("prefill", 4096, 1, 8192)
+    with cli_validate.phase_display(total=1) as (on_job, on_phase):
+        on_job(job, None)
+        for phase in ("devices", "build", "lower", "compile"):
+            on_phase(job, phase)
+        on_job(job, {"fits": True})
+    out = buf.getvalue()
+    for phase in ("devices", "build", "lower", "compile"):
+        assert f"{phase} " in out
+    assert "prefill 4,096 tokens (context 8,192): compile" in out and " s" in out
+
+
+def test_phase_display_is_silent_off_a_terminal(monkeypatch):
+    from rich.console import Console
+
+    import k3plan.cli.validate as cli_validate
+
+    monkeypatch.setattr(cli_validate, "err_console", Console(file=io.StringIO(), force_terminal=False))
+    with cli_validate.phase_display(total=2) as callbacks:
+        assert callbacks == (None, None)
+
+
+def _pci(tmp_path, vendors):
+    for i, v in enumerate(vendors):
+        d = tmp_path / f"0000:00:{i:02x}.0"
+        d.mkdir()
+        (d / "vendor").write_text(v + "\n")
+    return tmp_path
+
+
+def test_quiet_libtpu_sets_only_unset_variables_off_a_tpu_vm(tmp_path, monkeypatch):
+    for k in QUIET_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "10.0.0.2,10.0.0.3")  # the user's own: kept
+    set_now = quiet_libtpu(pci_root=_pci(tmp_path, ["0x8086", "0x10de"]))
+    assert "TPU_WORKER_HOSTNAMES" not in set_now and os.environ["TPU_WORKER_HOSTNAMES"] == "10.0.0.2,10.0.0.3"
+    assert set(set_now) == set(QUIET_ENV) - {"TPU_WORKER_HOSTNAMES"}
+    assert all(os.environ[k] == QUIET_ENV[k] for k in set_now)
+
+
+def test_quiet_libtpu_leaves_a_tpu_vm_alone(tmp_path, monkeypatch):
+    for k in QUIET_ENV:
+        monkeypatch.delenv(k, raising=False)
+    assert quiet_libtpu(pci_root=_pci(tmp_path, ["0x8086", GOOGLE_PCI_VENDOR])) == []
+    assert not any(k in os.environ for k in QUIET_ENV)
