@@ -11,16 +11,25 @@ link bandwidths are one-way per chip; ``domain`` counts chips.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictBool, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 
-def _scalar(value: object) -> Union[int, float, str]:
+def _scalar(value: object) -> int | float | str:
     """A figure as written: exact types (``true`` is not 1), finite floats (no .nan/.inf), integers
     that fit int64, short strings (units are parsed later, by k3plan.units)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{value!r} is not a figure; expected a number or a string with its unit like '96GiB'")
+        raise ValueError(  # noqa: TRY004 - pydantic turns ValueError, not TypeError, into a validation error
+            f"{value!r} is not a figure; expected a number or a string with its unit like '96GiB'")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{value!r}: expected a finite number")
     if isinstance(value, int) and abs(value) > 2**63 - 1:
@@ -30,7 +39,7 @@ def _scalar(value: object) -> Union[int, float, str]:
     return value
 
 
-Scalar = Annotated[Union[int, float, str], PlainValidator(_scalar)]
+Scalar = Annotated[int | float | str, PlainValidator(_scalar)]
 
 
 class _Frozen(BaseModel):
