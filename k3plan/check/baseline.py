@@ -21,13 +21,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from k3plan import __version__
 from k3plan.errors import K3PlanError
+from k3plan.io_safe import write_text
+from k3plan.safeparse import parse_json, parse_yaml, read_text
 
 FORMAT = "k3plan-baseline"
 FORMAT_VERSION = 1
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a byte count written as "123" or 1.5, or `fits: 1`, is a corrupt baseline, not a value
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class Config(_Frozen):
@@ -72,16 +75,15 @@ class Baseline(_Frozen):
 
 
 def _read(path: Path) -> Any:
+    label = f"--baseline {path}"
+    text = read_text(label, path)
+    is_json = path.suffix.lower() == ".json"
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise K3PlanError(f"--baseline {path}: cannot read: {err.__class__.__name__}") from None
-    try:
-        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        raise K3PlanError(f"--baseline {path}: corrupt {path.suffix.lstrip('.').upper() or 'YAML'}{where}; "
-                          "restore it from version control or regenerate it with --update") from None
+        return parse_json(label, text) if is_json else parse_yaml(label, text)
+    except K3PlanError as err:
+        why = str(err).removeprefix(f"{label}: ")
+        raise K3PlanError(f"{label}: corrupt {'JSON' if is_json else 'YAML'} ({why}); restore it from version "
+                          "control or regenerate it with --update") from None
 
 
 def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
@@ -123,4 +125,4 @@ def save_baseline(path: Path, base: Baseline) -> None:
         text = json.dumps(data, indent=1) + "\n"
     else:
         text = yaml.safe_dump(data, sort_keys=False, width=120)
-    path.write_text(text)
+    write_text(path, text, label="--baseline")
