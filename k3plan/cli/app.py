@@ -16,6 +16,11 @@ from typer.core import TyperGroup
 from k3plan import __version__
 from k3plan.errors import K3PlanError
 
+try:  # typer >= 0.22 carries its own copy of click; older typer uses click itself
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exceptions
+
 # name -> module under k3plan.cli; a module with `app` is a group, with `command` a single command.
 COMMANDS: dict[str, str] = {
     "models": "models",
@@ -76,6 +81,14 @@ def ensure_encodable_output() -> None:
             pass
 
 
+def _print_error(message: str) -> None:
+    from rich.markup import escape
+
+    from k3plan.cli.common import err_console
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -84,11 +97,13 @@ class K3Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except K3PlanError as err:
-            from rich.markup import escape
-
-            from k3plan.cli.common import err_console
-
-            err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+            _print_error(str(err))
+            raise typer.Exit(err.exit_code) from None
+        except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
+            if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
+                raise
+            where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
+            _print_error(" ".join(err.format_message().split()).rstrip(".") + where)
             raise typer.Exit(err.exit_code) from None
 
     def list_commands(self, ctx):  # keep the order of COMMANDS in --help
