@@ -43,13 +43,15 @@ def read_text(label: str, path: Path) -> str:
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_YAML_SKIP = re.compile(r"""'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
 
 
-def _json_depth(text: str) -> int:
-    """Deepest bracket nesting of JSON text, strings skipped; a scan, not a parse."""
+def _bracket_depth(text: str, skip: re.Pattern = _STRING) -> int:
+    """Deepest bracket nesting, strings (and YAML comments) skipped; a scan, not a parse. YAML's
+    scanner slows with each open flow level, so deep '[[[' is refused before PyYAML sees it."""
     depth = deepest = 0
-    for ch in re.findall(r"[\[\]{}]", _STRING.sub("", text)):
-        depth += 1 if ch in "[{" else -1
+    for ch in re.findall(r"[\[\]{}]", skip.sub("", text)):
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1)
         deepest = max(deepest, depth)
     return deepest
 
@@ -61,7 +63,7 @@ def _bad_constant(name: str):
 def parse_json(label: str, text: str) -> Any:
     if len(text) > MAX_BYTES:
         raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
-    if _json_depth(text) > MAX_DEPTH:
+    if _bracket_depth(text) > MAX_DEPTH:
         raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain JSON document")
     import json
 
@@ -78,6 +80,8 @@ def parse_json(label: str, text: str) -> Any:
 def parse_yaml(label: str, text: str) -> Any:
     if len(text) > MAX_BYTES:
         raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
+    if _bracket_depth(text, _YAML_SKIP) > MAX_DEPTH:
+        raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain YAML document")
     import yaml
 
     try:

@@ -54,7 +54,7 @@ class Calibration(_F):
     date: Optional[str] = None
     source: Optional[str] = None
     available_hbm_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)
-    argument_gib: Optional[float] = Field(None, ge=0, le=_GIB_MAX)
+    argument_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # the weights: never zero
     prefill: list[PrefillPoint] = Field(min_length=1)  # every calibration measures prefill
     decode: list[DecodePoint] = []
     notes: list[str] = []

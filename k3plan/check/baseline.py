@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationError, field_validator
 
 from k3plan import __version__
 from k3plan.errors import K3PlanError
@@ -37,13 +37,13 @@ class Config(_Frozen):
     model: str = "kimi-k3"
     hardware: str = "tpu-v7x"
     topology: Optional[str] = None
-    tp: Optional[int] = None
-    ep: Optional[int] = None
-    dp: Optional[int] = None
+    tp: Optional[PositiveInt] = None
+    ep: Optional[PositiveInt] = None
+    dp: Optional[PositiveInt] = None
     stack: str = "vllm-tpu"
     kv_dtype: Optional[str] = None
-    context_tokens: int = 131072
-    batch: int = 1
+    context_tokens: PositiveInt = 131072
+    batch: PositiveInt = 1
 
     def label(self) -> str:
         split = f"tp{self.tp}" if self.tp else "default split"
@@ -51,13 +51,21 @@ class Config(_Frozen):
 
 
 class Expected(_Frozen):
-    parallel: dict[str, int]
+    parallel: dict[str, PositiveInt]
     per_device: dict[str, int]  # fit's per-device terms (bytes), free_bytes for information
-    kv_bytes_per_token: int  # one copy of the model's KV, bytes a token
-    state_bytes_per_sequence: int  # one copy of the KDA state, bytes a sequence
+    kv_bytes_per_token: NonNegativeInt  # one copy of the model's KV, bytes a token
+    state_bytes_per_sequence: NonNegativeInt  # one copy of the KDA state, bytes a sequence
     fits: bool
     replicated: dict[str, dict[str, Any]]  # folded names (k3plan.check.names) of fully replicated tensors
     fallbacks: dict[str, dict[str, Any]]  # folded names of tensors with a divisibility fallback
+
+    @field_validator("per_device")
+    @classmethod
+    def _sizes(cls, terms: dict[str, int]) -> dict[str, int]:
+        bad = [k for k, v in terms.items() if v < 0 and not k.startswith("free")]  # free space may be < 0
+        if bad:
+            raise ValueError(f"{bad[0]} is {terms[bad[0]]}; expected a byte count >= 0")
+        return terms
 
 
 class Entry(_Frozen):

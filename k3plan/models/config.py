@@ -139,9 +139,10 @@ def quantization(c: ConfigReader, *, accepted: tuple[type[_Quant], ...]) -> Quan
     if not isinstance(raw, dict):
         raise K3PlanError(f"{where}' is {_short(raw)}; expected a JSON object")
     methods = {m.model_fields["quant_method"].annotation.__args__[0]: m for m in accepted}
-    model = methods.get(raw.get("quant_method"))
+    method = raw.get("quant_method")
+    model = methods.get(method) if isinstance(method, str) else None
     if model is None:
-        raise K3PlanError(f"{where}.quant_method' is {_short(raw.get('quant_method'))}; expected one of "
+        raise K3PlanError(f"{where}.quant_method' is {_short(method)}; expected one of "
                           f"{', '.join(repr(m) for m in methods)}")
     try:
         return model.model_validate({k: v for k, v in raw.items() if k != "storage"})
