@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from conftest import bundled_raw, one_error_line, tiny_kimi_raw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import bundled_raw, one_error_line, tiny_kimi_raw
 from k3plan.cli.app import app
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware, parse_topology
