@@ -97,6 +97,9 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
         raise K3PlanError(f"--shardspecs {path}: expected a mapping with a 'shardspecs' key of pattern -> spec")
     rules = []
     for pattern, spec in data["shardspecs"].items():
+        if not isinstance(pattern, str):
+            raise K3PlanError(f"--shardspecs {path}: pattern {_short(pattern)} is not a string; expected a quoted "
+                              "regex over tensor names")
         try:
             rules.append((re.compile(pattern), _check_spec(f"--shardspecs {path} [{pattern}]", spec)))
         except re.error as err:

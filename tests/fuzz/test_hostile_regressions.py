@@ -274,3 +274,11 @@ def test_writes_are_atomic(tmp_path, monkeypatch):
         write_text(target, "half", label="--baseline")
     assert target.read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.json", "link.json"]
+
+
+@pytest.mark.parametrize("body, needle", [("shardspecs:\n  5: [tp]\n", "pattern 5 is not a string"),
+                                          ("shardspecs:\n  'a(': [tp]\n", "bad pattern"),
+                                          ("shardspecs: [1]\n", "'shardspecs' key")])
+def test_user_shardspecs_yaml(cli, tmp_path, body, needle):
+    line = one_error_line(cli(*FIT, "--shardspecs", _text(tmp_path / "specs.yaml", body)))
+    assert needle in line and "specs.yaml" in line
