@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, field_validator
 
 from k3plan import __version__
 from k3plan.errors import K3PlanError
@@ -79,7 +79,7 @@ class Baseline(_Frozen):
     format_version: int = FORMAT_VERSION
     k3plan_version: str = __version__
     description: str = ""
-    configurations: list[Entry]
+    configurations: list[Entry] = Field(min_length=1)  # an empty baseline would pass while checking nothing
 
 
 def _read(path: Path) -> Any:

@@ -187,6 +187,8 @@ CAL_FIELDS = ["tp", "available_hbm_gib", "argument_gib", "prefill", "prefill.0.t
 def test_calibration_hostile_value_is_one_error(field, value):
     if field.endswith("temp_gib") and value == "0" or field == "prefill.0.fits" and value == "true":
         value = "-1"  # a zero temporary, a fitting point: legitimate
+    if field.endswith("_gib") and "." not in field and value == "null":
+        value = "-1"  # available_hbm_gib / argument_gib are optional: null is "not recorded"
     cal = copy.deepcopy(GOOD_CAL)
     node = cal
     *parents, last = field.split(".")
@@ -225,6 +227,10 @@ def test_baseline_hostile_value_is_one_error(where, value):
     data["configurations"] = data["configurations"][:1]
     if where.endswith(("tp", "fits")) and value == "null":
         value = "1.5"  # tp: null is "the stack's default"; keep the value hostile
+    if where.endswith(("weights_bytes", "kv_bytes_per_token")) and value == "0":
+        value = "-1"  # zero bytes is a valid count (`check` then reports a regression, exit 1)
+    if where.endswith("fits") and value == "true":
+        value = "1"  # true is the recorded verdict
     node = data
     *parents, last = where.split(".")
     for p in parents:
