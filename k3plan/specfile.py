@@ -6,22 +6,15 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from k3plan.errors import K3PlanError
+from k3plan.safeparse import parse_yaml, read_text
 
 
 def read_yaml_mapping(label: str, path: Path) -> dict:
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or type(err).__name__
-        raise K3PlanError(f"{label}: invalid YAML{where}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise K3PlanError(f"{label}: cannot read: {err}") from None
+    """A YAML file that must be a mapping, read through the one guard (k3plan.safeparse)."""
+    raw = parse_yaml(label, read_text(label, path))
     if not isinstance(raw, dict):
         raise K3PlanError(f"{label}: expected a mapping of keys at the top level")
     return raw

@@ -28,12 +28,12 @@ _NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
     """'96GiB' -> 103079215104; a bare number is bytes."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _non_negative(int(text), text, what)
+        return int(_non_negative(text, text, what))
     m = re.fullmatch(_NUM + r"\s*([KMGT]i?B|B)?", str(text).strip(), flags=re.IGNORECASE)
     if not m:
         raise K3PlanError(f"{what}: cannot read {text!r} as a size; expected e.g. '96GiB', '141GB' or a number of bytes")
     value = float(m.group(1)) * _BYTE_UNITS[(m.group(2) or "B").upper()]
-    return _non_negative(int(round(value)), text, what)
+    return int(round(_non_negative(value, text, what)))
 
 
 def parse_rate(text: str | int | float, *, what: str = "bandwidth") -> float:
@@ -71,6 +71,8 @@ def parse_duration_s(text: str | int | float, *, what: str = "latency") -> float
 
 
 def _non_negative(value, text, what):
+    if value != value or value in (float("inf"), float("-inf")):  # 1e400 reads as inf
+        raise K3PlanError(f"{what}: {text!r} is not a finite number; expected a finite value")
     if value < 0:
         raise K3PlanError(f"{what}: {text!r} is negative; expected a value >= 0")
     return value

@@ -19,18 +19,22 @@ from k3plan.units import GiB
 
 
 class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: "64" is not a token count, 1 is not `true`; floats finite (no .nan/.inf)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+_GIB_MAX = 2.0**20  # a sanity bound: a pebibyte a device is a typo, not a measurement
 
 
 class PrefillPoint(_F):
     tokens: int = Field(gt=0)
-    temp_gib: float = Field(ge=0)
+    temp_gib: float = Field(ge=0, le=_GIB_MAX)
     fits: bool = True
 
 
 class DecodePoint(_F):
     context: int = Field(gt=0)
-    temp_gib: float = Field(ge=0)
+    temp_gib: float = Field(ge=0, le=_GIB_MAX)
     batch: Optional[int] = Field(None, gt=0)
     fits: bool = True
 
@@ -40,8 +44,8 @@ class Calibration(_F):
     hardware: str
     topology: str
     tp: int = Field(gt=0)
-    ep: Optional[int] = None
-    dp: int = 1
+    ep: Optional[int] = Field(None, gt=0)
+    dp: int = Field(1, gt=0)
     stack: str
     backend: str
     device_kind: Optional[str] = None
@@ -49,9 +53,9 @@ class Calibration(_F):
     libtpu_version: Optional[str] = None
     date: Optional[str] = None
     source: Optional[str] = None
-    available_hbm_gib: Optional[float] = None
-    argument_gib: Optional[float] = None
-    prefill: list[PrefillPoint] = []
+    available_hbm_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)
+    argument_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # the weights: never zero
+    prefill: list[PrefillPoint] = Field(min_length=1)  # every calibration measures prefill
     decode: list[DecodePoint] = []
     notes: list[str] = []
     path: str = ""
@@ -68,8 +72,6 @@ def load_calibration(path_text: str) -> Calibration:
         cal = Calibration.model_validate({**data, "path": str(path)})
     except ValidationError as err:
         raise K3PlanError(f"--calibration {path}: {describe(err)}") from None
-    if not cal.prefill and not cal.decode:
-        raise K3PlanError(f"--calibration {path}: no prefill or decode points")
     return cal
 
 

@@ -17,30 +17,41 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 
 from k3plan import __version__
 from k3plan.errors import K3PlanError
+from k3plan.io_safe import write_text
+from k3plan.safeparse import parse_json, parse_yaml, read_text
 
 FORMAT = "k3plan-baseline"
 FORMAT_VERSION = 1
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a byte count written as "123" or 1.5, or `fits: 1`, is a corrupt baseline, not a value
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class Config(_Frozen):
     model: str = "kimi-k3"
     hardware: str = "tpu-v7x"
     topology: Optional[str] = None
-    tp: Optional[int] = None
-    ep: Optional[int] = None
-    dp: Optional[int] = None
+    tp: Optional[PositiveInt] = None
+    ep: Optional[PositiveInt] = None
+    dp: Optional[PositiveInt] = None
     stack: str = "vllm-tpu"
     kv_dtype: Optional[str] = None
-    context_tokens: int = 131072
-    batch: int = 1
+    context_tokens: PositiveInt = 131072
+    batch: PositiveInt = 1
 
     def label(self) -> str:
         split = f"tp{self.tp}" if self.tp else "default split"
@@ -48,13 +59,21 @@ class Config(_Frozen):
 
 
 class Expected(_Frozen):
-    parallel: dict[str, int]
+    parallel: dict[str, PositiveInt]
     per_device: dict[str, int]  # fit's per-device terms (bytes), free_bytes for information
-    kv_bytes_per_token: int  # one copy of the model's KV, bytes a token
-    state_bytes_per_sequence: int  # one copy of the KDA state, bytes a sequence
+    kv_bytes_per_token: NonNegativeInt  # one copy of the model's KV, bytes a token
+    state_bytes_per_sequence: NonNegativeInt  # one copy of the KDA state, bytes a sequence
     fits: bool
     replicated: dict[str, dict[str, Any]]  # folded names (k3plan.check.names) of fully replicated tensors
     fallbacks: dict[str, dict[str, Any]]  # folded names of tensors with a divisibility fallback
+
+    @field_validator("per_device")
+    @classmethod
+    def _sizes(cls, terms: dict[str, int]) -> dict[str, int]:
+        bad = [k for k, v in terms.items() if v < 0 and not k.startswith("free")]  # free space may be < 0
+        if bad:
+            raise ValueError(f"{bad[0]} is {terms[bad[0]]}; expected a byte count >= 0")
+        return terms
 
 
 class Entry(_Frozen):
@@ -68,20 +87,19 @@ class Baseline(_Frozen):
     format_version: int = FORMAT_VERSION
     k3plan_version: str = __version__
     description: str = ""
-    configurations: list[Entry]
+    configurations: list[Entry] = Field(min_length=1)  # an empty baseline would pass while checking nothing
 
 
 def _read(path: Path) -> Any:
+    label = f"--baseline {path}"
+    text = read_text(label, path)
+    is_json = path.suffix.lower() == ".json"
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise K3PlanError(f"--baseline {path}: cannot read: {err.__class__.__name__}") from None
-    try:
-        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        raise K3PlanError(f"--baseline {path}: corrupt {path.suffix.lstrip('.').upper() or 'YAML'}{where}; "
-                          "restore it from version control or regenerate it with --update") from None
+        return parse_json(label, text) if is_json else parse_yaml(label, text)
+    except K3PlanError as err:
+        why = str(err).removeprefix(f"{label}: ")
+        raise K3PlanError(f"{label}: corrupt {'JSON' if is_json else 'YAML'} ({why}); restore it from version "
+                          "control or regenerate it with --update") from None
 
 
 def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
@@ -123,4 +141,4 @@ def save_baseline(path: Path, base: Baseline) -> None:
         text = json.dumps(data, indent=1) + "\n"
     else:
         text = yaml.safe_dump(data, sort_keys=False, width=120)
-    path.write_text(text)
+    write_text(path, text, label="--baseline")

@@ -16,6 +16,11 @@ from typer.core import TyperGroup
 from k3plan import __version__
 from k3plan.errors import K3PlanError
 
+try:  # typer >= 0.22 carries its own copy of click; older typer uses click itself
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exceptions
+
 # name -> module under k3plan.cli; a module with `app` is a group, with `command` a single command.
 COMMANDS: dict[str, str] = {
     "models": "models",
@@ -32,18 +37,73 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# Symbols k3plan prints, as ASCII for a terminal that cannot show them (LANG=C on an old Python,
+# PYTHONIOENCODING=ascii, a latin-1 pipe). rich already draws its tables with ASCII boxes there.
+ASCII_FALLBACK = {
+    "\u2500": "-", "\u2502": "|", "\u2014": "--", "\u2013": "-", "\u00a7": "S", "\u00b5": "u", "\u00d7": "x",
+    "\u2248": "~", "\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2713": "ok", "\u2717": "x", "\u2264": "<=",
+    "\u2265": ">=", "\u00b7": ".", "\u2022": "*", "\u2212": "-", "\u00b2": "^2", "\u221e": "inf",
+}
+ENCODING_ERRORS = "k3plan-ascii"
+
+
+def _ascii_fallback(err: UnicodeError):
+    import unicodedata
+
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    out = []
+    for ch in err.object[err.start:err.end]:
+        sub = ASCII_FALLBACK.get(ch)
+        if sub is None:
+            sub = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?"
+        out.append(sub)
+    return "".join(out), err.end
+
+
+def ensure_encodable_output() -> None:
+    """Let stdout/stderr print any text: where their encoding cannot show what k3plan prints
+    (box rules, §, ×), unknown characters become ASCII instead of a UnicodeEncodeError."""
+    import codecs
+
+    try:
+        codecs.lookup_error(ENCODING_ERRORS)
+    except LookupError:
+        codecs.register_error(ENCODING_ERRORS, _ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "\u2500\u00a7\u00d7\u2014".encode(encoding)
+        except UnicodeEncodeError:
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors=ENCODING_ERRORS)
+        except LookupError:
+            pass
+
+
+def _print_error(message: str) -> None:
+    from rich.markup import escape
+
+    from k3plan.cli.common import err_console
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
     def invoke(self, ctx):
+        ensure_encodable_output()
         try:
             return super().invoke(ctx)
         except K3PlanError as err:
-            from rich.markup import escape
-
-            from k3plan.cli.common import err_console
-
-            err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+            _print_error(str(err))
+            raise typer.Exit(err.exit_code) from None
+        except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
+            if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
+                raise
+            where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
+            _print_error(" ".join(err.format_message().split()).rstrip(".") + where)
             raise typer.Exit(err.exit_code) from None
 
     def list_commands(self, ctx):  # keep the order of COMMANDS in --help

@@ -16,8 +16,9 @@ from rich.console import Console
 
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True, highlight=False)
+# emoji=False: a message naming "mod:x:" must not print an emoji for ":x:"
+console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+err_console = Console(stderr=True, highlight=False, emoji=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 ModelOpt = Annotated[
@@ -70,7 +71,12 @@ CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", help="M
 
 def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None):
     """The one place a command turns its shared options into a Setup."""
+    from k3plan.errors import K3PlanError
     from k3plan.setup import make_setup
+
+    for flag, value in (("--topology", topology), ("--shardspecs", shardspecs), ("--kv-dtype", kv_dtype)):
+        if value is not None and not str(value).strip():  # `--shardspecs=` is not "no shardspecs"
+            raise K3PlanError(f"{flag} is empty; leave it out for the default, or give a value")
 
     return make_setup(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
                       kv_dtype=kv_dtype, shardspecs=shardspecs)

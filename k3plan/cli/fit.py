@@ -36,8 +36,8 @@ def command(
     from k3plan.budget.fit import check_workload, fit
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
+    cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     setup = setup_from(**setup_options)
-    cal = load_calibration(str(calibration)) if calibration else None
     result = fit(setup, workload, calibration=cal)
     if result.fits:  # a speed figure only for a workload that fits
         result = result.model_copy(update={"speed": _speed(setup, workload, probes, allow_cpu_probes)})

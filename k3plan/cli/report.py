@@ -11,6 +11,7 @@ import typer
 
 from k3plan.cli.common import JsonOpt, ModelOpt, err_console, print_json
 from k3plan.errors import K3PlanError
+from k3plan.io_safe import check_target
 
 DEFAULT_HARDWARE = "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72"
 
@@ -78,6 +79,7 @@ def command(
         raise K3PlanError(f"--out {out}: expected a .md file name")
     if not out.parent.is_dir():
         raise K3PlanError(f"--out {out}: folder {out.parent} does not exist")
+    check_target(out, label="--out")  # a folder or a symlink loop fails now, not after the work
     if plot_format not in ("png", "svg"):
         raise K3PlanError(f"--plot-format {plot_format!r}: expected png or svg")
     say = (lambda m: None) if json_out else (lambda m: err_console.print(m, highlight=False))

@@ -10,11 +10,36 @@ link bandwidths are one-way per chip; ``domain`` counts chips.
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+import math
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
-Scalar = Union[int, float, str]
+
+def _scalar(value: object) -> int | float | str:
+    """A figure as written: exact types (``true`` is not 1), finite floats (no .nan/.inf), integers
+    that fit int64, short strings (units are parsed later, by k3plan.units)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(  # noqa: TRY004 - pydantic turns ValueError, not TypeError, into a validation error
+            f"{value!r} is not a figure; expected a number or a string with its unit like '96GiB'")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r}: expected a finite number")
+    if isinstance(value, int) and abs(value) > 2**63 - 1:
+        raise ValueError("an integer of more than 19 digits; expected one below 2^63")
+    if isinstance(value, str) and len(value) > 200:
+        raise ValueError(f"a string of {len(value)} characters; expected a figure like '96GiB'")
+    return value
+
+
+Scalar = Annotated[int | float | str, PlainValidator(_scalar)]
 
 
 class _Frozen(BaseModel):
@@ -52,8 +77,8 @@ class FlopsEntry(_HasSource):
     so a planner may use bf16's figure), or `unsupported: true` (no matmul path for it)."""
 
     value: Optional[Scalar] = None
-    no_gain: bool = False
-    unsupported: bool = False
+    no_gain: StrictBool = False
+    unsupported: StrictBool = False
     note: Optional[str] = None
     alternatives: tuple[Alternative, ...] = ()
 
@@ -78,7 +103,7 @@ class PriceFile(_HasSource):
     """On-demand list price a chip-hour, dated; ``usd_per_chip_hour: null`` records that no public
     figure was found, and then ``note`` must say why (the planner treats it as unpriced)."""
 
-    usd_per_chip_hour: float | None = Field(default=None, gt=0)
+    usd_per_chip_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     date: str
     note: str | None = None
     alternatives: tuple[Alternative, ...] = ()

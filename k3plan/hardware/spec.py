@@ -130,6 +130,6 @@ def _link(link: LinkFile, *, what: str) -> Link:
 def _count(value: Scalar, *, what: str) -> int:
     """A whole number >= 1 (ints, or strings of digits)."""
     text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text) > 18 or int(text) < 1:
         raise K3PlanError(f"{what}: expected a whole number >= 1, got {value!r}")
     return int(text)

@@ -38,7 +38,11 @@ class Topology(BaseModel):
     spans_slices: bool
 
 
-_GRID = re.compile(r"(?:(\d+)\*)?(\d+(?:x\d+)*)")
+# ASCII digits only (Python's \d and int() also take full-width and Arabic-Indic digits), at most
+# 6 a number (the largest pod is 9,216 chips): "1" * 5000 is refused before int() sees it.
+_N = r"[0-9]{1,6}"
+_GRID = re.compile(rf"(?:({_N})\*)?({_N}(?:x{_N})*)")
+_GPUS = re.compile(rf"({_N})(?:x({_N}))?")
 
 
 def parse_topology(hw: HardwareSpec, text: str) -> Topology:
@@ -68,7 +72,10 @@ def _expected(hw: HardwareSpec) -> str:
 def _bad(hw: HardwareSpec, text: str, why: str) -> K3PlanError:
     if why == "cannot read it" and "-" in str(text):
         why = "dims must be positive whole numbers"
-    return K3PlanError(f"topology {text!r} on {hw.name}: {why}; expected {_expected(hw)}")
+    if why == "cannot read it" and any(c.isdigit() and not c.isascii() for c in str(text)):
+        why = "write the digits as ASCII 0-9"
+    shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + "...")
+    return K3PlanError(f"topology {shown} on {hw.name}: {why}; expected {_expected(hw)}")
 
 
 def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
@@ -86,9 +93,15 @@ def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
     per_slice = math.prod(dims)
     if per_slice > hw.max_chips:
         raise _bad(hw, text, f"{per_slice} chips a slice exceeds the largest {hw.name} slice ({hw.max_chips} chips)")
+    grid = "x".join(map(str, dims))
+    if grid not in hw.standard_topologies:  # a 3x3x3 would be planned as 27 chips on 7 hosts
+        listed = [s for s in hw.standard_topologies if sorted(map(int, s.split("x"))) == sorted(dims)]
+        hint = f"write it as {listed[0]!r}; " if listed else ""
+        raise K3PlanError(f"topology {text!r} on {hw.name}: {grid} is not a slice shape {hw.name} offers; {hint}"
+                          f"expected one of {', '.join(hw.standard_topologies)} (topology.standard in {hw.name}'s "
+                          f"spec), or N*shape for N slices")
     wrap = hw.wraparound_min is not None and all(
         d >= w for d, w in zip(sorted(dims), sorted(hw.wraparound_min)))
-    grid = "x".join(map(str, dims))
     return _make(hw, text=f"{slices}*{grid}" if slices > 1 else grid, dims=dims, slices=slices,
                  chips_per_slice=per_slice, hosts_per_slice=math.ceil(per_slice / hw.chips_per_host),
                  wraparound=wrap)
@@ -96,7 +109,7 @@ def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
 
 def _gpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
     per_host = hw.chips_per_host
-    m = re.fullmatch(r"(\d+)(?:x(\d+))?", norm)
+    m = _GPUS.fullmatch(norm)
     if not m:
         raise _bad(hw, text, "cannot read it")
     if m.group(2) is None:

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 from k3plan.errors import K3PlanError
 
 _MISSING = object()
+
+# Sanity bounds, not model facts: published configs have at most a few hundred layers, widths and
+# expert counts in the tens of thousands, vocabularies of ~10^5-10^6 and contexts of ~10^7 tokens.
+# A value past these is a typo or a hostile file; accepting it would print nonsense (or build a
+# layer list that exhausts memory).
+MAX_LAYERS = 4096
+MAX_DIM = 2**20  # widths, head counts, ranks, expert counts
+MAX_BY_KEY = {"num_hidden_layers": MAX_LAYERS, "vocab_size": 2**24,
+              "max_position_embeddings": 2**31 - 1, "model_max_length": 2**31 - 1}
 
 
 class ConfigReader:
@@ -29,14 +49,15 @@ class ConfigReader:
             return default
         return value
 
-    def int(self, key: str, default: Any = _MISSING, *, minimum: int = 1) -> int:
+    def int(self, key: str, default: Any = _MISSING, *, minimum: int = 1, maximum: int | None = None) -> int:
         value = self.get(key, default)
         if value is None:
             return value
         if isinstance(value, bool) or not isinstance(value, int):
-            raise K3PlanError(f"{self._where(key)} is {value!r}; expected an integer")
-        if value < minimum:
-            raise K3PlanError(f"{self._where(key)} is {value}; expected an integer >= {minimum}")
+            raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected an integer")
+        top = maximum if maximum is not None else MAX_BY_KEY.get(key, MAX_DIM)
+        if not minimum <= value <= top:
+            raise K3PlanError(f"{self._where(key)} is {value}; expected an integer from {minimum} to {top:,}")
         return value
 
     def opt_int(self, key: str, *, minimum: int = 1):
@@ -45,16 +66,94 @@ class ConfigReader:
     def bool(self, key: str, default: bool = False) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
-            raise K3PlanError(f"{self._where(key)} is {value!r}; expected true or false")
+            raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected true or false")
         return value
 
     def int_list(self, key: str, default: Any = _MISSING) -> list[int]:
         value = self.get(key, default)
-        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise K3PlanError(f"{self._where(key)} is {value!r}; expected a list of integers")
+        if not isinstance(value, list) or len(value) > MAX_LAYERS or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LAYERS for v in value):
+            raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected a list of at most {MAX_LAYERS} "
+                              f"integers from 0 to {MAX_LAYERS}")
         return value
 
     def sub(self, key: str, *, required: bool = True) -> "ConfigReader":
         if not required and not self.has(key):
             return ConfigReader({}, source=self.source, prefix=f"{self.prefix}{key}.")
         return ConfigReader(self.get(key), source=self.source, prefix=f"{self.prefix}{key}.")
+
+
+class _Quant(BaseModel):
+    # extra keys (activation_scheme, config_groups, ...) are the engines' business; the keys k3plan
+    # reads are checked exactly (strict: "128" or 128.0 is not a block size)
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
+
+
+class Fp8BlockQuant(_Quant):
+    """DeepSeek-V3 style: e4m3 weights, an f32 scale per [128, 128] block (formats.fp8_block)."""
+
+    quant_method: Literal["fp8"]
+    fmt: Literal["e4m3"] = "e4m3"
+    weight_block_size: list[PositiveInt] = Field(default=[128, 128], min_length=2, max_length=2)
+    storage: Literal["fp8_block"] = "fp8_block"
+
+    @model_validator(mode="after")
+    def _modelled(self) -> Fp8BlockQuant:
+        if self.weight_block_size != [128, 128]:  # the one block shape formats.fp8_block stores
+            raise ValueError(f"weight_block_size {self.weight_block_size}: only [128, 128] blocks are modelled")
+        return self
+
+
+class CompressedTensorsQuant(_Quant):
+    """compressed-tensors MXFP4 (Kimi K3's routed experts; formats.mxfp4)."""
+
+    quant_method: Literal["compressed-tensors"]
+    format: Literal["mxfp4-pack-quantized"]
+    ignore: list[StrictStr] = []
+    storage: Literal["mxfp4"] = "mxfp4"
+
+    def ignore_patterns(self) -> list[re.Pattern]:
+        return [re.compile(p[3:]) for p in self.ignore if p.startswith("re:")]
+
+    @model_validator(mode="after")
+    def _patterns_compile(self) -> CompressedTensorsQuant:
+        for p in self.ignore:
+            if p.startswith("re:"):
+                try:
+                    re.compile(p[3:])
+                except re.error as err:
+                    raise ValueError(f"ignore pattern {p!r}: {err}") from None
+        return self
+
+
+Quantization = Fp8BlockQuant | CompressedTensorsQuant
+
+
+def quantization(c: ConfigReader, *, accepted: tuple[type[_Quant], ...]) -> Quantization | None:
+    """The config's ``quantization_config`` checked against the schemes this family stores; None
+    if absent. An unknown method, a wrong type or a bad block size is a K3PlanError naming the key."""
+    if not c.has("quantization_config"):
+        return None
+    raw = c.get("quantization_config")
+    where = f"{c.source}: field '{c.prefix}quantization_config"
+    if not isinstance(raw, dict):
+        raise K3PlanError(f"{where}' is {_short(raw)}; expected a JSON object")
+    methods = {m.model_fields["quant_method"].annotation.__args__[0]: m for m in accepted}
+    method = raw.get("quant_method")
+    model = methods.get(method) if isinstance(method, str) else None
+    if model is None:
+        raise K3PlanError(f"{where}.quant_method' is {_short(method)}; expected one of "
+                          f"{', '.join(repr(m) for m in methods)}")
+    try:
+        return model.model_validate({k: v for k, v in raw.items() if k != "storage"})
+    except ValidationError as err:
+        e = err.errors()[0]
+        key = ".".join(str(p) for p in e["loc"])
+        got = f" is {_short(e['input'])}" if key else ""
+        raise K3PlanError(f"{where}{'.' + key if key else ''}'{got}: {e['msg']}") from None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr for an error line: one line, at most `limit` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

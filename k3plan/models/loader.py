@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -12,9 +11,13 @@ from k3plan.models.families import family_for, supported
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.resources import data_dir
+from k3plan.safeparse import parse_json, read_text
 
 BUNDLED_DIR = data_dir("models/bundled")
 DEFAULT_MODEL = "kimi-k3"
+# A sanity bound, not a model fact: K3's checkpoint is ~1.5 TB; a config whose weights come to more
+# than a pebibyte is a typo, and past ~2^63 bytes the array-first code's int64 columns overflow.
+MAX_CHECKPOINT_BYTES = 2**50
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,7 @@ def resolve_config_path(ref: str) -> tuple[str, Path]:
 
 
 def read_config(path: Path) -> dict:
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise K3PlanError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise K3PlanError(f"{path}: cannot read: {err}") from None
+    raw = parse_json(str(path), read_text(str(path), path))
     if not isinstance(raw, dict):
         raise K3PlanError(f"{path}: expected a JSON object at the top level")
     return raw
@@ -70,5 +68,8 @@ def load_model(ref: str = DEFAULT_MODEL) -> Model:
         raise K3PlanError(f"{path}: unsupported architecture {got!r}; supported: {supported()}")
     spec = family.parse(raw, name=name, source=str(path))
     inventory, notes = family.inventory(spec, raw)
+    if inventory.checkpoint_bytes > MAX_CHECKPOINT_BYTES:
+        raise K3PlanError(f"{path}: the weights would take {inventory.checkpoint_bytes:.3g} bytes; expected at most "
+                          f"{MAX_CHECKPOINT_BYTES:.3g} (check hidden_size, num_experts and the intermediate sizes)")
     spec = spec.model_copy(update={"notes": notes})
     return Model(spec=spec, inventory=inventory, notes=notes)

@@ -13,7 +13,6 @@ record of the device kind itself exists).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional, Union
 
@@ -21,6 +20,8 @@ from pydantic import ValidationError
 
 from k3plan.errors import K3PlanError
 from k3plan.probes.record import ProbePoint, ProbeRecord
+from k3plan.safeparse import parse_json, read_text
+from k3plan.specfile import describe as describe_error
 
 OP_ALIASES = {
     "a2a": "all-to-all", "all-to-all": "all-to-all", "alltoall": "all-to-all", "all_to_all": "all-to-all",
@@ -38,25 +39,37 @@ def canonical_op(op: str) -> str:
         raise K3PlanError(f"unknown collective {op!r}; expected one of a2a, allreduce, allgather") from None
 
 
-def load_records(dir: PathLike, *, strict: bool = False) -> list[ProbeRecord]:
-    """Every record in `dir` (recursively), oldest first. Unreadable files are skipped, or with
-    `strict` raise K3PlanError naming the file."""
+def load_records(dir: PathLike, *, strict: bool = True) -> list[ProbeRecord]:
+    """Every record in `dir` (recursively), oldest first. A file that is not a probe record
+    (corrupt, binary, a list, the wrong keys) is a K3PlanError naming it; ``strict=False`` skips
+    such files instead (for listing a folder of mixed files, never for planning)."""
     return [rec for rec, _ in _load_with_paths(Path(dir), strict=strict)]
 
 
-def _load_with_paths(dir: Path, *, strict: bool = False) -> list[tuple[ProbeRecord, Path]]:
+def _load_with_paths(dir: Path, *, strict: bool = True) -> list[tuple[ProbeRecord, Path]]:
     if not dir.is_dir():
         raise K3PlanError(f"--probes {dir}: not a folder of probe records")
     out = []
     for path in sorted(dir.rglob("*.json")):
         try:
-            out.append((ProbeRecord.model_validate(json.loads(path.read_text(encoding="utf-8"))), path))
-        except (OSError, ValueError, ValidationError) as err:
+            out.append((_read_record(path), path))
+        except K3PlanError:
             if strict:
-                first = str(err).splitlines()[0]
-                raise K3PlanError(f"{path}: not a valid probe record ({first})") from None
+                raise
     out.sort(key=lambda rp: (rp[0].date, rp[1].name))
     return out
+
+
+def _read_record(path: Path) -> ProbeRecord:
+    label = f"--probes {path}"
+    raw = parse_json(label, read_text(label, path))
+    if not isinstance(raw, dict):
+        raise K3PlanError(f"{label}: a JSON {type(raw).__name__}, not a probe record; expected an object "
+                          "written by `k3plan probe` (move other files out of the folder)")
+    try:
+        return ProbeRecord.model_validate(raw)
+    except ValidationError as err:
+        raise K3PlanError(f"{label}: not a probe record: {describe_error(err)}") from None
 
 
 def _matching(dir: PathLike, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, Path]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from k3plan.io_safe import save_figure
 from k3plan.report.plots import _pyplot
 
 TERM_COLORS = {"weights_bytes": ("weights", "#4c72b0"), "kv_bytes": ("KV cache", "#dd8452"),
@@ -45,7 +46,7 @@ def plot_memory(reports: Sequence, *, path: Path) -> None:
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -67,7 +68,7 @@ def plot_curves(reports: Sequence, *, path: Path) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -98,5 +99,5 @@ def plot_roofline(reports: Sequence, *, path: Path) -> None:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from k3plan import __version__
+from k3plan.io_safe import write_text
 from k3plan.report.capacity import PlatformReport, platform_report
 from k3plan.roofline.bounds import Efficiency
 
@@ -59,10 +60,10 @@ def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: 
     ]
     blocks = document(reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots],
                       concurrency=concurrency)
-    out.write_text(to_markdown(blocks, base=out.parent))
+    write_text(out, to_markdown(blocks, base=out.parent), label="--out")
     written = [out] + [p for p, _, _ in plots]
     if html:
         page = out.with_suffix(".html")
-        page.write_text(to_html(blocks, title=title))
+        write_text(page, to_html(blocks, title=title), label="--out")
         written.append(page)
     return written

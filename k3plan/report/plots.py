@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3plan.errors import K3PlanError
+from k3plan.io_safe import save_figure
 
 
 def _pyplot():
@@ -45,5 +46,5 @@ def plot_curve(points, *, title: str, path: Path) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

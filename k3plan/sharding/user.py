@@ -15,13 +15,58 @@ rules. A callable returns {tensor name: spec} directly, so a team can point k3pl
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
-
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory
 from k3plan.specfile import read_yaml_mapping
+
+
+def _call_user_function(ref: str) -> dict:
+    """Import `module`, call `function()`, guarded: whatever the user's code does (raises, has a
+    syntax error, recurses, calls sys.exit, returns the wrong thing) is one line naming it."""
+    mod_name, _, fn_name = ref.partition(":")
+    if not mod_name.strip() or not fn_name.strip():
+        raise K3PlanError(f"--shardspecs {ref!r}: expected module:function with both parts, e.g. mypkg.shard:specs")
+    try:
+        module = importlib.import_module(mod_name)
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's module runs here: anything can happen
+        raise K3PlanError(f"--shardspecs {ref}: cannot load module {mod_name!r}: {_why(err)}") from None
+    fn = getattr(module, fn_name, None)
+    if fn is None:
+        raise K3PlanError(f"--shardspecs {ref}: cannot load {fn_name!r}: module {mod_name!r} has no such name")
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        what = "a built-in" if inspect.isbuiltin(fn) else type(fn).__name__
+        raise K3PlanError(f"--shardspecs {ref}: {fn_name!r} in module {mod_name!r} is {what}, not a Python "
+                          "function; expected a function taking no arguments that returns {tensor name: spec}")
+    try:
+        raw = fn()
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's function: anything can happen
+        raise K3PlanError(f"--shardspecs {ref}: {mod_name}.{fn_name}() failed: {_why(err)}") from None
+    if not isinstance(raw, dict):
+        raise K3PlanError(f"--shardspecs {ref}: {mod_name}.{fn_name}() returned {type(raw).__name__}; it must return a "
+                          "dict of tensor name (str) -> spec")
+    bad = [k for k in raw if not isinstance(k, str)]
+    if bad:
+        raise K3PlanError(f"--shardspecs {ref}: {mod_name}.{fn_name}() returned a dict with key {_short(bad[0])}; "
+                          "expected tensor names (str) as keys")
+    return raw
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({err.code!r})"
+    if isinstance(err, SyntaxError):
+        return f"syntax error in {err.filename} line {err.lineno}: {err.msg}"
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {_short(text, 160)}" if text else type(err).__name__
+
+
+def _short(value, limit: int = 60) -> str:
+    text = value if isinstance(value, str) and limit > 60 else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_spec(where: str, spec) -> tuple:
@@ -29,25 +74,20 @@ def _check_spec(where: str, spec) -> tuple:
         e is None or isinstance(e, str) or (isinstance(e, (list, tuple)) and all(isinstance(a, str) for a in e))
         for e in spec
     ):
-        raise K3PlanError(f"{where}: expected a list of null, a mesh axis name, or a list of names; got {spec!r}")
+        raise K3PlanError(f"{where}: expected a list of null, a mesh axis name, or a list of names; got {_short(spec)}")
     return tuple(tuple(e) if isinstance(e, list) else e for e in spec)
 
 
 def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
     """-> {inventory tensor name: partition}."""
+    if not ref.strip():
+        raise K3PlanError("--shardspecs is empty; expected FILE.yaml or module:function")
     if ":" in ref and not Path(ref).exists():
-        mod_name, _, fn_name = ref.partition(":")
-        try:
-            fn = getattr(importlib.import_module(mod_name), fn_name)
-        except (ImportError, AttributeError) as err:
-            raise K3PlanError(f"--shardspecs {ref}: cannot load {fn_name!r} from module {mod_name!r}: {err}") from None
-        raw = fn()
-        if not isinstance(raw, dict):
-            raise K3PlanError(f"--shardspecs {ref}: the callable must return a dict of tensor name -> spec")
+        raw = _call_user_function(ref)
         known = {t.name for t in inventory.text}
         unknown = [n for n in raw if n not in known]
         if unknown:
-            raise K3PlanError(f"--shardspecs {ref}: {len(unknown)} name(s) not in the inventory, e.g. {unknown[0]!r}")
+            raise K3PlanError(f"--shardspecs {ref}: {len(unknown)} name(s) not in the inventory, e.g. {_short(unknown[0])}")
         return {n: _check_spec(f"--shardspecs {ref} [{n}]", s) for n, s in raw.items()}
     path = Path(ref).expanduser()
     if not path.is_file():
@@ -57,6 +97,9 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
         raise K3PlanError(f"--shardspecs {path}: expected a mapping with a 'shardspecs' key of pattern -> spec")
     rules = []
     for pattern, spec in data["shardspecs"].items():
+        if not isinstance(pattern, str):
+            raise K3PlanError(f"--shardspecs {path}: pattern {_short(pattern)} is not a string; expected a quoted "
+                              "regex over tensor names")
         try:
             rules.append((re.compile(pattern), _check_spec(f"--shardspecs {path} [{pattern}]", spec)))
         except re.error as err:

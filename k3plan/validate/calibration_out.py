@@ -14,6 +14,7 @@ from typing import Optional
 import yaml
 
 from k3plan.errors import K3PlanError
+from k3plan.io_safe import write_text
 
 GIB = 2**30
 
@@ -67,7 +68,7 @@ def calibration_dict(result: dict, *, usable_bytes: int) -> dict:
 def write_calibration(path: Path, data: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# written by k3plan validate; sizes per device, GiB = 2^30 B\n"
-                        + yaml.safe_dump(data, sort_keys=False, width=110))
+        write_text(path, "# written by k3plan validate; sizes per device, GiB = 2^30 B\n"
+                   + yaml.safe_dump(data, sort_keys=False, width=110), label="--save-calibration")
     except OSError as err:
         raise K3PlanError(f"--save-calibration {path}: cannot write: {err}") from None

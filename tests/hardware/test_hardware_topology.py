@@ -75,12 +75,10 @@ def test_topologies_up_to():
 
 
 @settings(max_examples=200, deadline=None)
-@given(name=st.sampled_from(["tpu-v7x", "tpu-v5p", "tpu-v6e", "tpu-v5e"]),
-       dims=st.lists(st.integers(1, 16), min_size=3, max_size=3), slices=st.integers(1, 4))
-def test_grid_properties(name, dims, slices):
+@given(name=st.sampled_from(["tpu-v7x", "tpu-v5p", "tpu-v6e", "tpu-v5e"]), data=st.data(), slices=st.integers(1, 4))
+def test_grid_properties(name, data, slices):
     hw = load_hardware(name)
-    rank = 3 if hw.topology_form == "grid3d" else 2
-    dims = dims[:rank]
+    dims = [int(d) for d in data.draw(st.sampled_from(hw.standard_topologies)).split("x")]
     text = ("" if slices == 1 else f"{slices}*") + "x".join(map(str, dims))
     t = parse_topology(hw, text)
     assert t.chips_per_slice == math.prod(dims)
@@ -88,6 +86,20 @@ def test_grid_properties(name, dims, slices):
     assert t.devices == t.chips * hw.devices_per_chip
     assert t.hosts * hw.chips_per_host >= t.chips
     assert parse_topology(hw, t.text) == t  # the normalised text reads back the same
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(["tpu-v7x", "tpu-v5p", "tpu-v6e", "tpu-v5e"]),
+       dims=st.lists(st.integers(1, 16), min_size=3, max_size=3))
+def test_grid_not_sold_is_refused(name, dims):
+    """A grid the spec does not list (topology.standard) is not a slice one can rent: refused."""
+    hw = load_hardware(name)
+    text = "x".join(map(str, dims[: 3 if hw.topology_form == "grid3d" else 2]))
+    if text in hw.standard_topologies:
+        assert parse_topology(hw, text).text == text
+        return
+    with pytest.raises(K3PlanError, match="not a slice shape|exceeds the largest"):
+        parse_topology(hw, text)
 
 
 @settings(max_examples=200, deadline=None)

@@ -61,7 +61,7 @@ def kimi_linear_configs(draw) -> dict:
     if draw(st.booleans()):
         text["attn_res_block_size"] = 12
     if draw(st.booleans()):
-        text["quantization_config"] = {"format": "mxfp4-pack-quantized", "ignore": ["re:.*self_attn.*"]}
+        text["quantization_config"] = {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized", "ignore": ["re:.*self_attn.*"]}
     if draw(st.booleans()):  # K3 layout: text model under text_config, optional vision tower
         raw = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3", "text_config": text}
         if draw(st.booleans()):

@@ -82,9 +82,9 @@ def test_bad_folder_and_bad_file(tmp_path):
     with pytest.raises(K3PlanError):
         load_records(tmp_path / "missing")
     (tmp_path / "junk.json").write_text(json.dumps({"probe": "x"}))
-    assert load_records(tmp_path) == []
+    assert load_records(tmp_path, strict=False) == []  # opt-in skipping, for listings only
     with pytest.raises(K3PlanError, match="junk.json"):
-        load_records(tmp_path, strict=True)
+        load_records(tmp_path)
 
 
 def test_fast_path_does_not_import_jax():

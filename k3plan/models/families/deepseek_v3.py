@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
-from k3plan.models.config import ConfigReader
+from k3plan.models.config import ConfigReader, Fp8BlockQuant, quantization
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import MLADims, ModelSpec, MoEDims
 
@@ -49,9 +49,9 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     )
 
 
-def _linear_fmt(raw: dict) -> str:
-    q = raw.get("quantization_config") or {}
-    return "fp8_block" if q.get("quant_method") == "fp8" else "bf16"
+def _linear_fmt(raw: dict, source: str = "config.json") -> str:
+    q = quantization(ConfigReader(raw, source=source), accepted=(Fp8BlockQuant,))
+    return q.storage if q else "bf16"
 
 
 def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kind_override=None) -> None:
@@ -98,7 +98,7 @@ def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kin
 
 
 def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:
-    lf = _linear_fmt(raw)
+    lf = _linear_fmt(raw, spec.source)
     h = spec.hidden_size
     E = [("embed", h)]
     b = InventoryBuilder()

@@ -10,11 +10,9 @@ Tensor names and shapes follow the released checkpoints (k3-facts.md §2).
 
 from __future__ import annotations
 
-import re
-
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.families.moonvit import add_vision
-from k3plan.models.config import ConfigReader
+from k3plan.models.config import CompressedTensorsQuant, ConfigReader, quantization
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import KDADims, MLADims, ModelSpec, MoEDims
 from k3plan.errors import K3PlanError
@@ -84,12 +82,8 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
 
 def _quant_rules(raw: dict, source: str):
     """(format, ignore regexes) that the config's quantization_config would apply to Linears."""
-    q = _text(raw, source).data.get("quantization_config")
-    if not q:
-        return None, []
-    fmt = "mxfp4" if "mxfp4" in str(q.get("format", "")) else str(q.get("format"))
-    ignore = [re.compile(p[3:]) for p in q.get("ignore", []) if p.startswith("re:")]
-    return fmt, ignore
+    q = quantization(_text(raw, source), accepted=(CompressedTensorsQuant,))
+    return (q.storage, q.ignore_patterns()) if q else (None, [])
 
 
 def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:

@@ -1,0 +1,89 @@
+"""Writing the files k3plan produces (reports, plots, calibrations, baselines), one way.
+
+Each write goes to a temporary file beside the target and is moved over it with ``os.replace``,
+so a crash or a full disk never leaves half a report or a truncated baseline. A target that is a
+folder, a symlink loop or in a folder that does not exist is a one-line ``K3PlanError`` naming it.
+A symlink to a file is followed: the file it points to is replaced, the link stays.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from k3plan.errors import K3PlanError
+
+
+def write_text(path: Path, text: str, *, label: str = "") -> Path:
+    """Write `text` (UTF-8) to `path` atomically; -> the path written."""
+    return write_bytes(path, text.encode("utf-8"), label=label)
+
+
+def write_bytes(path: Path, data: bytes, *, label: str = "") -> Path:
+    where = f"{label} {path}".strip()
+    target = _target(Path(path), where)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise K3PlanError(f"{where}: cannot write in {target.parent}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode(target))
+        os.replace(tmp, target)
+    except OSError as err:
+        _unlink(tmp)
+        raise K3PlanError(f"{where}: cannot write: {err.strerror or err}") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return Path(path)
+
+
+def save_figure(fig: Any, path: Path, *, label: str = "", **kwargs: Any) -> Path:
+    """matplotlib's ``fig.savefig(path, **kwargs)``, rendered in memory and written atomically."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=kwargs.pop("format", None) or Path(path).suffix.lstrip(".") or "png", **kwargs)
+    return write_bytes(path, buf.getvalue(), label=label)
+
+
+def check_target(path: Path, *, label: str = "") -> None:
+    """Fail early (before long work) if `path` cannot be written: a folder, a loop, no folder."""
+    _target(Path(path), f"{label} {path}".strip())
+
+
+def _target(path: Path, where: str) -> Path:
+    """The file to replace: `path`, or what its symlinks point to; K3PlanError if unusable."""
+    try:
+        target = path.resolve(strict=False)  # a symlink loop: RuntimeError (<3.13) or OSError
+    except (RuntimeError, OSError):
+        raise K3PlanError(f"{where}: a symlink loop; expected a file path") from None
+    if path.is_symlink() and not path.exists() and target == path.absolute():
+        raise K3PlanError(f"{where}: a symlink loop; expected a file path")
+    if target.is_dir():
+        raise K3PlanError(f"{where}: is a folder; expected a file name")
+    if not target.parent.is_dir():
+        raise K3PlanError(f"{where}: folder {target.parent} does not exist")
+    return target
+
+
+def _mode(target: Path) -> int:
+    """Keep an existing file's permissions; a new file gets what open() would give it."""
+    try:
+        return target.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _unlink(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass

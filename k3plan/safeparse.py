@@ -1,0 +1,169 @@
+"""Reading JSON and YAML that a user hands k3plan: one guard for every reader.
+
+Python's ``json`` and PyYAML both recurse per nesting level (a few thousand levels raise
+``RecursionError``); Python refuses to convert integers of more than 4,300 digits (``ValueError``);
+``json`` accepts ``NaN``/``Infinity`` and turns ``1e400`` into ``inf``; YAML aliases can make a
+small file expand into a huge tree (and can refer to themselves). Every reader (config.json, spec
+YAML, calibration, probe records, baselines) goes through ``parse_json``/``parse_yaml``: the text
+is bounded in size, the parse cannot recurse past ``MAX_DEPTH``, and the result is walked once,
+without recursion, checking depth, node count, finite floats and integer range. Any problem is a
+``K3PlanError`` naming the file, the key path where there is one, and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from k3plan.errors import K3PlanError
+
+MAX_BYTES = 64 * 2**20  # the largest file k3plan reads today is a ~30 KB baseline
+MAX_DEPTH = 64  # nesting levels; real configs and specs nest fewer than 10
+MAX_NODES = 1_000_000  # values in one file after YAML aliases are expanded
+MAX_INT = 2**63 - 1  # every count and byte size fits an int64
+
+
+def read_text(label: str, path: Path) -> str:
+    """The file as UTF-8 text, at most MAX_BYTES; K3PlanError naming `label` otherwise."""
+    try:
+        if path.is_dir():
+            raise K3PlanError(f"{label}: is a folder; expected a file")
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise K3PlanError(f"{label}: {size:,} bytes; expected a file of at most {MAX_BYTES:,} bytes")
+        data = path.read_bytes()
+    except OSError as err:
+        raise K3PlanError(f"{label}: cannot read: {err.strerror or err}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise K3PlanError(f"{label}: not UTF-8 text (byte {err.start}); expected a text file") from None
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_YAML_SKIP = re.compile(r"""'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
+
+
+def _bracket_depth(text: str, skip: re.Pattern = _STRING) -> int:
+    """Deepest bracket nesting, strings (and YAML comments) skipped; a scan, not a parse. YAML's
+    scanner slows with each open flow level, so deep '[[[' is refused before PyYAML sees it."""
+    depth = deepest = 0
+    for ch in re.findall(r"[\[\]{}]", skip.sub("", text)):
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _bad_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows; expected a finite number")
+
+
+def parse_json(label: str, text: str) -> Any:
+    if len(text) > MAX_BYTES:
+        raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
+    if _bracket_depth(text) > MAX_DEPTH:
+        raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain JSON document")
+    import json
+
+    try:
+        data = json.loads(text, parse_constant=_bad_constant)
+    except json.JSONDecodeError as err:
+        raise K3PlanError(f"{label}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except (ValueError, RecursionError) as err:  # >4300-digit integers, NaN/Infinity
+        raise K3PlanError(f"{label}: invalid JSON: {_why(err)}") from None
+    check_tree(label, data)
+    return data
+
+
+def parse_yaml(label: str, text: str) -> Any:
+    if len(text) > MAX_BYTES:
+        raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
+    if _bracket_depth(text, _YAML_SKIP) > MAX_DEPTH:
+        raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain YAML document")
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=_loader())  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or _first_line(err)
+        raise K3PlanError(f"{label}: invalid YAML{where}: {problem}") from None
+    except _TooDeep:
+        raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain YAML document") from None
+    except (ValueError, TypeError, RecursionError, OverflowError) as err:  # >4300-digit ints, odd tags
+        raise K3PlanError(f"{label}: invalid YAML: {_why(err)}") from None
+    check_tree(label, data)
+    return data
+
+
+class _TooDeep(Exception):
+    pass
+
+
+_LOADER = None
+
+
+def _loader():
+    """A SafeLoader that stops composing past MAX_DEPTH (its composer recurses a level a node)."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class DepthLimitedLoader(yaml.SafeLoader):
+            def compose_node(self, parent, index):
+                self._k3_depth = getattr(self, "_k3_depth", 0) + 1
+                try:
+                    if self._k3_depth > MAX_DEPTH:
+                        raise _TooDeep()
+                    return super().compose_node(parent, index)
+                finally:
+                    self._k3_depth -= 1
+
+        _LOADER = DepthLimitedLoader
+    return _LOADER
+
+
+def check_tree(label: str, data: Any) -> None:
+    """Walk a loaded document without recursion: depth, size, finite floats, int64 integers."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    nodes = 0
+    while stack:
+        value, where, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise K3PlanError(f"{label}: more than {MAX_NODES:,} values (YAML aliases expand); expected a plain document")
+        if depth > MAX_DEPTH:
+            raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels at {where or 'the top'}")
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise K3PlanError(f"{label}: {_key(where)} is {value!r}; expected a finite number")
+        elif isinstance(value, int):
+            if abs(value) > MAX_INT:
+                raise K3PlanError(f"{label}: {_key(where)} has {len(str(abs(value)))} digits; "
+                                  f"expected an integer below 2^63")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((v, f"{where}.{k}" if where else str(k), depth + 1))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                stack.append((v, f"{where}[{i}]", depth + 1))
+
+
+def _key(where: str) -> str:
+    return f"key {where!r}" if where else "the document"
+
+
+def _why(err: BaseException) -> str:
+    if "integer string conversion" in str(err):
+        return "an integer with thousands of digits; expected an integer below 2^63"
+    return _first_line(err)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
