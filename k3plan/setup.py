@@ -52,6 +52,11 @@ def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[
                         stacks_given=False, any_platform=True)
     weights, _ = weight_columns(space=space, model=model)
     c = space.cols
+    for flag, n in (("--tp", tp), ("--ep", ep), ("--dp", dp)):
+        if n and not any(t.devices % n == 0 for t in space.topologies):
+            sizes = ", ".join(str(t.devices) for t in space.topologies)
+            raise K3PlanError(f"{flag} {n} divides none of {hw.name}'s standard topologies (devices: {sizes}); "
+                              f"expected a divisor of one of them, or pass --topology")
     room = hw.usable_bytes_per_device * (1 - stack.reserve.fraction_of_usable_hbm)
     for i, topo in enumerate(space.topologies):
         if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:

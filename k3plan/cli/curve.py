@@ -88,7 +88,7 @@ def command(
         console.print(f"[dim]note: longest context is what memory allows; the model's max position is {model_max:,}[/]")
     for p in points:
         if p.detail:
-            console.print(f"[yellow]refused:[/] {p.detail}")
+            console.print(f"[yellow]{p.status} at chunk {p.chunk_tokens:,}:[/] {p.detail}")
     from rich.markup import escape
 
     for msg in warnings:

@@ -282,3 +282,21 @@ def test_writes_are_atomic(tmp_path, monkeypatch):
 def test_user_shardspecs_yaml(cli, tmp_path, body, needle):
     line = one_error_line(cli(*FIT, "--shardspecs", _text(tmp_path / "specs.yaml", body)))
     assert needle in line and "specs.yaml" in line
+
+
+def test_fit_tp_that_divides_no_topology_says_so(cli):
+    """Was: `fit --tp 7` (no topology) answered "no standard topology leaves room"."""
+    line = one_error_line(cli("fit", "--tp", "7"))
+    assert "--tp 7 divides none of tpu-v7x's standard topologies" in line
+
+
+def test_curve_never_calls_a_chunk_ok_that_leaves_no_sequence(cli):
+    """Was: a chunk whose budget leaves 0 sequences of the context was marked "ok". At 1,048,576
+    tokens on 2x2x4 TP=32 the largest chunks leave no whole sequence; each such row says so."""
+    r = cli("curve", "-t", "2x2x4", "--tp", "32", "--context", "1048576", "--json")
+    pts = json.loads(r.stdout)["points"]
+    assert any(p["max_sequences"] == 0 for p in pts)
+    for p in pts:
+        assert (p["status"] == "ok") <= (p["max_sequences"] > 0), p
+        if p["max_sequences"] == 0:
+            assert p["status"] in ("no room", "refused") and p["detail"]
