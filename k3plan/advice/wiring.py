@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -53,8 +53,8 @@ class SpecDecodeReport(_Frozen):
 class FitAdvice(_Frozen):
     rules: Advice  # the four rules applied (k3plan.advice.rules)
     alternatives: tuple[str, ...]  # the fits and bounds computed to get the options
-    spec_decode: Optional[SpecDecodeReport] = None
-    offload: Optional[OffloadCost] = None
+    spec_decode: SpecDecodeReport | None = None
+    offload: OffloadCost | None = None
 
 
 def next_topology_up(setup):
@@ -124,7 +124,7 @@ def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=Fal
     return tuple(out)
 
 
-def draft_bytes_for(setup, draft_bytes: Optional[int]) -> tuple[int, str]:
+def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
     """The draft's bytes and what it is: the model's MTP head from the inventory, or ``--draft-bytes``
     for an external draft model (0: a weightless drafter such as n-gram lookup)."""
     from k3plan.workload.draft import draft_head
@@ -153,7 +153,7 @@ def spec_decode_report(speed_setup, *, spec: SpecDecode, batch: int, context_tok
     from k3plan.roofline.bounds import decode_bound
     from k3plan.workload.specdecode import spec_decode_speed
 
-    kw = dict(context_tokens=context_tokens, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    kw = {"context_tokens": context_tokens, "eff": eff, "probes": probes, "allow_cpu_probes": allow_cpu_probes}
     plain = decode_bound(speed_setup, batch=batch, **kw)
     verify = decode_bound(speed_setup, batch=batch * spec.forward_tokens_per_step, **kw)
     per_dev = draft_bytes_per_device(speed_setup, draft_bytes)
@@ -190,8 +190,8 @@ def offload_report(setup, workload, choice: str, *, eff, probes=None) -> Offload
 
 
 def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None, speed_setup=None, eff=None,
-               probes=None, allow_cpu_probes=False, spec_decode: Optional[SpecDecodeReport] = None,
-               offload: Optional[OffloadCost] = None, time_by_part_s: Optional[dict[str, float]] = None) -> FitAdvice:
+               probes=None, allow_cpu_probes=False, spec_decode: SpecDecodeReport | None = None,
+               offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None) -> FitAdvice:
     """The rules applied to ``result`` (a FitResult) with the alternatives computed here."""
     from k3plan.roofline.bounds import Efficiency
 
@@ -213,8 +213,8 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
         batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
-    extra: dict[str, Any] = dict(topology_options=tuple(topo_opts), kv_dtype_options=tuple(kv_opts),
-                                 batch_options=batch_opts, time_by_part_s=dict(time_by_part_s or {}))
+    extra: dict[str, Any] = {"topology_options": tuple(topo_opts), "kv_dtype_options": tuple(kv_opts),
+                             "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {})}
     if spec_decode is not None:
         extra["spec_decode"] = SpecDecodeOption(
             draft_tokens=spec_decode.spec.draft_tokens, tokens_per_step=spec_decode.spec.expected_tokens_per_step,

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
-    AllowCpuProbesOpt, BatchOpt, CalibrationOpt, ChunkOpt, ContextOpt, JsonOpt, ProbesOpt, console, print_json,
-    setup_from, with_setup_options,
+    AllowCpuProbesOpt,
+    BatchOpt,
+    CalibrationOpt,
+    ChunkOpt,
+    ContextOpt,
+    JsonOpt,
+    ProbesOpt,
+    console,
+    print_json,
+    setup_from,
+    with_setup_options,
 )
 
 
@@ -22,10 +31,10 @@ def command(
     calibration: CalibrationOpt = None,
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
-    offload: Annotated[Optional[str], typer.Option("--offload", help="Park suspended sessions in a memory tier: host, ssd or remote (the hardware spec's memory_tiers); prints sessions held and the TTFT to bring one back.")] = None,
-    spec_tokens: Annotated[Optional[int], typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance).")] = None,
-    acceptance: Annotated[Optional[str], typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one rate a position: 0.8 or 0.8,0.6,0.4.")] = None,
-    draft_bytes: Annotated[Optional[str], typer.Option("--draft-bytes", help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).")] = None,
+    offload: Annotated[str | None, typer.Option("--offload", help="Park suspended sessions in a memory tier: host, ssd or remote (the hardware spec's memory_tiers); prints sessions held and the TTFT to bring one back.")] = None,
+    spec_tokens: Annotated[int | None, typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance).")] = None,
+    acceptance: Annotated[str | None, typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one rate a position: 0.8 or 0.8,0.6,0.4.")] = None,
+    draft_bytes: Annotated[str | None, typer.Option("--draft-bytes", help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
@@ -45,7 +54,13 @@ def command(
     """
     import dataclasses
 
-    from k3plan.advice.wiring import draft_bytes_for, draft_bytes_per_device, fit_advice, offload_report, spec_decode_report
+    from k3plan.advice.wiring import (
+        draft_bytes_for,
+        draft_bytes_per_device,
+        fit_advice,
+        offload_report,
+        spec_decode_report,
+    )
     from k3plan.budget.calibration import load_calibration
     from k3plan.budget.fit import check_workload, fit
     from k3plan.errors import K3PlanError

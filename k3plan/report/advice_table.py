@@ -14,18 +14,19 @@ def spec_decode_lines(sd) -> list[str]:
     s, sp = sd.spec, sd.speed
     rates = ",".join(f"{a:g}" for a in s.acceptance)
     return [
-        f"speculative decoding: --spec-tokens {s.draft_tokens} --acceptance {rates}: {s.expected_tokens_per_step:.3f} "
-        f"tokens a verify step ({s.expected_accepted_tokens:.3f} accepted of {s.draft_tokens} drafted + 1)",
-        f"  draft: {sd.draft}; {sd.draft_bytes:,} B, {_gib(sd.draft_bytes_per_device)} a device (assumed "
-        f"sharded over tp {sd.draft_shards}; counted in the weights above)",
-        f"  step {sp.step_s * 1e3:.2f} ms (verify {sp.verify_step_s * 1e3:.2f} over {sp.forward_tokens_per_step:,} "
-        f"tokens = batch {sp.batch} x {s.forward_tokens_per_step}; drafting {sp.draft_s * 1e3:.2f}); "
-        f"plain decode {sd.plain_step_s * 1e3:.2f} ms",
-        f"  a step: {sp.forward_tokens_per_step:,} forward, {sp.drafted_tokens_per_step:,} drafted, "
-        f"{sp.accepted_tokens_per_step:,.2f} accepted, {sp.emitted_tokens_per_step:,.2f} emitted tokens",
-        f"  tokens/s: {sp.emitted_tokens_per_s:,.0f} emitted, {sp.forward_tokens_per_s:,.0f} forward (per step), "
-        f"{sp.drafted_tokens_per_s:,.0f} drafted, {sp.accepted_tokens_per_s:,.0f} accepted; TPOT "
-        f"{sp.s_per_emitted_token * 1e3:.2f} ms, x{sp.speedup:.2f} over plain decode",
+        (f"speculative decoding: --spec-tokens {s.draft_tokens} --acceptance {rates}: "
+         f"{s.expected_tokens_per_step:.3f} tokens a verify step ({s.expected_accepted_tokens:.3f} accepted of "
+         f"{s.draft_tokens} drafted + 1)"),
+        (f"  draft: {sd.draft}; {sd.draft_bytes:,} B, {_gib(sd.draft_bytes_per_device)} a device (assumed "
+         f"sharded over tp {sd.draft_shards}; counted in the weights above)"),
+        (f"  step {sp.step_s * 1e3:.2f} ms (verify {sp.verify_step_s * 1e3:.2f} over {sp.forward_tokens_per_step:,} "
+         f"tokens = batch {sp.batch} x {s.forward_tokens_per_step}; drafting {sp.draft_s * 1e3:.2f}); "
+         f"plain decode {sd.plain_step_s * 1e3:.2f} ms"),
+        (f"  a step: {sp.forward_tokens_per_step:,} forward, {sp.drafted_tokens_per_step:,} drafted, "
+         f"{sp.accepted_tokens_per_step:,.2f} accepted, {sp.emitted_tokens_per_step:,.2f} emitted tokens"),
+        (f"  tokens/s: {sp.emitted_tokens_per_s:,.0f} emitted, {sp.forward_tokens_per_s:,.0f} forward, "
+         f"{sp.drafted_tokens_per_s:,.0f} drafted, {sp.accepted_tokens_per_s:,.0f} accepted; TPOT "
+         f"{sp.s_per_emitted_token * 1e3:.2f} ms, x{sp.speedup:.2f} over plain decode"),
         f"  pricing: {sd.pricing}",
     ]
 
@@ -35,8 +36,8 @@ def offload_lines(o) -> list[str]:
     recompute = ("" if o.recompute_s is None else
                  f"; prefilling it again instead: {o.recompute_s:.2f} s ("
                  + ("offload is cheaper" if o.cheaper_than_recompute else "recompute is cheaper") + ")")
-    return [f"offload to {o.tier}: {held}; frees {_gib(o.hbm_freed_bytes_per_device)} a device per suspended session; "
-            f"TTFT +{o.ttft_added_s * 1e3:,.1f} ms to bring one back{recompute}",
+    return [(f"offload to {o.tier}: {held}; frees {_gib(o.hbm_freed_bytes_per_device)} a device per suspended "
+             f"session; TTFT +{o.ttft_added_s * 1e3:,.1f} ms to bring one back{recompute}"),
             f"  source: {o.source}"]
 
 
