@@ -189,6 +189,20 @@ def offload_report(setup, workload, choice: str, *, eff, probes=None) -> Offload
         prefill_s_per_token=pre.ttft_s / ctx)
 
 
+def inputs_from_fit_result(result, *, spec_decode: SpecDecodeReport | None = None, binding: str | None = None,
+                           tpot_s: float | None = None, **alternatives: Any) -> AdviceInputs:
+    """AdviceInputs from a typed FitResult (its JSON dump, which inputs_from_fit reads); ``binding``
+    and ``tpot_s`` override the fit's speed line (roofline passes its own decode bound)."""
+    d = result.model_dump(mode="json")
+    if binding is not None:
+        d["speed"] = {**(d.get("speed") or {}), "binding": binding, "tpot_s": tpot_s}
+    if spec_decode is not None:  # its draft is already in the fit's weights
+        alternatives["spec_decode"] = SpecDecodeOption(
+            draft_tokens=spec_decode.spec.draft_tokens, tokens_per_step=spec_decode.spec.expected_tokens_per_step,
+            step_s=spec_decode.speed.step_s, draft_weights_bytes=0)
+    return inputs_from_fit(d, **alternatives)
+
+
 def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None, speed_setup=None, eff=None,
                probes=None, allow_cpu_probes=False, spec_decode: SpecDecodeReport | None = None,
                offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None) -> FitAdvice:
@@ -214,12 +228,9 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
     extra: dict[str, Any] = {"topology_options": tuple(topo_opts), "kv_dtype_options": tuple(kv_opts),
-                             "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {})}
-    if spec_decode is not None:
-        extra["spec_decode"] = SpecDecodeOption(
-            draft_tokens=spec_decode.spec.draft_tokens, tokens_per_step=spec_decode.spec.expected_tokens_per_step,
-            step_s=spec_decode.speed.step_s, draft_weights_bytes=0)  # already in the fit's budget
-    x: AdviceInputs = inputs_from_fit(result.model_dump(mode="json"), **extra)
+                             "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {}),
+                             "spec_decode": spec_decode}
+    x = inputs_from_fit_result(result, **extra)
     return FitAdvice(rules=advise(x), alternatives=tuple(done), spec_decode=spec_decode, offload=offload)
 
 

@@ -42,15 +42,26 @@ def offload_lines(o) -> list[str]:
 
 
 def render_fit_advice(fa, console) -> None:
-    a = fa.rules
+    render_advice_rules(fa.rules, console, alternatives=fa.alternatives)
+    for line in (spec_decode_lines(fa.spec_decode) if fa.spec_decode else []) + (
+            offload_lines(fa.offload) if fa.offload else []):
+        console.print(escape(line))
+
+
+def render_advice_rules(a, console, *, alternatives=()) -> None:
     console.print(f"[bold]advice[/] ({a.verdict}: free {_gib(a.free_bytes)} = {a.headroom_fraction:.1%} of usable HBM"
-                  + (f"; computed from: {escape('; '.join(fa.alternatives))}" if fa.alternatives else "") + ")")
+                  + (f"; computed from: {escape('; '.join(alternatives))}" if alternatives else "") + ")")
     for w in a.warnings:
         console.print(f"  [yellow]warning:[/] {escape(w)}")
     for s in a.suggestions:
         console.print(escape(f"  - [{s.rule}] {s.text}"))
     if not a.warnings and not a.suggestions:
         console.print("  nothing to suggest: the budget leaves at least 10% headroom and no rule applies")
-    for line in (spec_decode_lines(fa.spec_decode) if fa.spec_decode else []) + (
-            offload_lines(fa.offload) if fa.offload else []):
-        console.print(escape(line))
+
+
+def bytes_share_line(dec) -> str:
+    """A memory-bound step: which part of the bytes it reads dominates (the decode bound's own terms)."""
+    total = sum(dec.bytes_per_device.values())
+    parts = sorted(dec.bytes_per_device.items(), key=lambda kv: -kv[1])
+    return (f"{dec.binding}-bound decode: " + ", ".join(f"{k} {v / total:.0%}" for k, v in parts)
+            + f" of the {total / 1e9:,.2f} GB a device a step reads")

@@ -44,7 +44,7 @@ def test_kv_suggestion_is_fp8_ds_mla_at_656_bytes_a_token_a_layer(cli):
     fp8 = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", "--kv-dtype", "fp8_ds_mla")
     assert fp8["per_device"]["kv_bytes_per_token"] == FP8_DS_MLA_BPT
     # freed = (KV + state) at bf16 minus (KV + state) at fp8_ds_mla, the same 32 sequences
-    kv_state = lambda x: x["per_device"]["kv_bytes"] + x["per_device"]["state_bytes"]  # noqa: E731
+    kv_state = lambda x: x["per_device"]["kv_bytes"] + x["per_device"]["state_bytes"]
     assert kv["freed_bytes_per_device"] == kv_state(d) - kv_state(fp8)
     assert kv["resolves"] == (d["per_device"]["free_bytes"] + kv["freed_bytes_per_device"] >= 0)
 
