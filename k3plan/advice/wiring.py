@@ -205,8 +205,10 @@ def inputs_from_fit_result(result, *, spec_decode: SpecDecodeReport | None = Non
 
 def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None, speed_setup=None, eff=None,
                probes=None, allow_cpu_probes=False, spec_decode: SpecDecodeReport | None = None,
-               offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None) -> FitAdvice:
-    """The rules applied to ``result`` (a FitResult) with the alternatives computed here."""
+               offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None,
+               binding: str | None = None, tpot_s: float | None = None) -> FitAdvice:
+    """The rules applied to ``result`` (a FitResult) with the alternatives computed here; ``binding``
+    and ``tpot_s``: the decode bound when the result carries no speed line (report)."""
     from k3plan.roofline.bounds import Efficiency
 
     eff = eff or Efficiency()
@@ -223,14 +225,16 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
         if kv is not None:
             kv_opts.append(kv_dtype_option_from_fit(kv.model_dump(mode="json")))
             done.append(f"fit with --kv-dtype {SMALL_KV}")
-    if result.speed is not None and result.speed.binding in MEMORY_BOUND and speed_setup is not None:
+    if binding is None and result.speed is not None:
+        binding, tpot_s = result.speed.binding, result.speed.tpot_s
+    if binding in MEMORY_BOUND and speed_setup is not None:
         batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
     extra: dict[str, Any] = {"topology_options": tuple(topo_opts), "kv_dtype_options": tuple(kv_opts),
                              "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {}),
                              "spec_decode": spec_decode}
-    x = inputs_from_fit_result(result, **extra)
+    x = inputs_from_fit_result(result, binding=binding, tpot_s=tpot_s, **extra)
     return FitAdvice(rules=advise(x), alternatives=tuple(done), spec_decode=spec_decode, offload=offload)
 
 

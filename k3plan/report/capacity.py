@@ -9,8 +9,9 @@ the source of every number.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -47,7 +48,7 @@ class PlatformReport(BaseModel):
     hardware: str
     kind: str
     stack: str
-    price_usd_per_chip_hour: Optional[float]
+    price_usd_per_chip_hour: float | None
     price_source: str
     candidates_tried: int
     rows: list[ContextRow]
@@ -55,13 +56,16 @@ class PlatformReport(BaseModel):
     curve_setup: str = ""
     roofline_points: list[dict[str, Any]] = []  # decode at growing batch: intensity, attained FLOP/s a device
     roof: dict[str, float] = {}  # peak FLOP/s and HBM bytes/s a device
+    advice: list[dict[str, Any]] = []  # per viable context: report/capacity_advice.py
+    tiers: list[dict[str, Any]] = []  # suspended sessions per memory tier (specs with memory_tiers)
+    tiers_setup: str = ""
 
 
-def _usd_per_mtok(price: Optional[float], chips: int, tokens_per_s: float) -> Optional[float]:
+def _usd_per_mtok(price: float | None, chips: int, tokens_per_s: float) -> float | None:
     return None if price is None or tokens_per_s <= 0 else price * chips / 3600 / tokens_per_s * 1e6
 
 
-def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optional[Path], price) -> dict[str, Any]:
+def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Path | None, price) -> dict[str, Any]:
     d = decode_bound(setup, batch=batch, context_tokens=context, eff=eff, probes=probes)
     return {"batch": batch, "tokens_per_s": d.tokens_per_s, "tokens_per_s_per_chip": d.tokens_per_s_per_chip,
             "tpot_s": d.tpot_s, "binding": d.binding, "comm_share": d.comm_share,
@@ -69,7 +73,7 @@ def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optiona
             "usd_per_mtok": _usd_per_mtok(price, setup.topology.chips, d.tokens_per_s)}
 
 
-def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price) -> ContextRow:
+def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Path | None, price) -> ContextRow:
     c, r = ch.context_tokens, ch.result
     if ch.setup is None:
         return ContextRow(context_tokens=c, fits=False, reason=ch.reason)
@@ -100,7 +104,7 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
     )
 
 
-def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path]) -> list[dict]:
+def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes: Path | None) -> list[dict]:
     out, b = [], 1
     while b <= max(1, most):
         d = decode_bound(setup, batch=b, context_tokens=context, eff=eff, probes=probes)
@@ -111,7 +115,7 @@ def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes:
 
 
 def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence[int], concurrency: int,
-                    max_chips: int, eff: Efficiency, probes: Optional[Path] = None,
+                    max_chips: int, eff: Efficiency, probes: Path | None = None,
                     chunks: Sequence[int] = DEFAULT_CHUNKS) -> PlatformReport:
     hw = load_hardware(hardware)
     choices, tried = smallest_viable(model=model, hardware=hardware, stack=stack, contexts=contexts,
@@ -123,7 +127,17 @@ def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence
                roof={"flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu,
                      "peak_flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype),
                      "hbm_bytes_per_s": hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency})
+    from k3plan.report.capacity_advice import platform_advice, tier_rows
+
+    out["advice"] = [platform_advice(choices[c], model=model, hardware=hardware, stack=stack, eff=eff, probes=probes,
+                                     decode=row.decode["concurrency"])
+                     for c, row in zip(contexts, rows) if choices[c].setup is not None]
     first = next((choices[c] for c in contexts if choices[c].setup is not None), None)
+    if first is not None:
+        row = rows[list(contexts).index(first.context_tokens)]
+        out["tiers"] = tier_rows(first.setup, context_tokens=first.context_tokens, prefill_ttft_s=row.prefill["ttft_s"])
+        out["tiers_setup"] = (f"{first.setup.topology.text}, {first.context_tokens:,}-token sessions, restore vs the "
+                              "roofline's prefill")
     if first is not None:
         s, c = first.setup, first.context_tokens
         w = check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
