@@ -65,7 +65,7 @@ def next_topology_up(setup):
     return next((t for t in topologies_up_to(hw, hw.max_chips) if t.chips > setup.topology.chips), None)
 
 
-def topology_alternative(setup_options: dict, setup, workload):
+def topology_alternative(setup_options: dict, setup, workload, draft_bytes: int = 0):
     """The same model, stack and workload fitted at the next standard topology up; the split
     scaled with the devices when the heads still divide it, else the stack's default split."""
     from k3plan.budget.fit import fit
@@ -84,7 +84,7 @@ def topology_alternative(setup_options: dict, setup, workload):
             tp = scaled
     try:
         alt = make_setup(**{**setup_options, "topology": nxt.text, "tp": tp, "dp": dp, "ep": None})
-        return fit(alt, workload)
+        return fit(alt, workload, draft_bytes_per_device=draft_bytes_per_device(alt, draft_bytes))
     except K3PlanError:
         return None
 
@@ -102,12 +102,13 @@ def stack_has_kv(stack, kv_dtype: str) -> bool:
     return True if table is None else table.get(kv_dtype) is not None
 
 
-def kv_alternative(setup, workload, calibration=None):
+def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0):
     from k3plan.budget.fit import fit
 
     if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV):
         return None
-    return fit(dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV)), workload, calibration=calibration)
+    return fit(dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV)), workload, calibration=calibration,
+               draft_bytes_per_device=draft_bytes_per_device(setup, draft_bytes))
 
 
 def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=False) -> tuple[BatchOption, ...]:
@@ -206,9 +207,10 @@ def inputs_from_fit_result(result, *, spec_decode: SpecDecodeReport | None = Non
 def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None, speed_setup=None, eff=None,
                probes=None, allow_cpu_probes=False, spec_decode: SpecDecodeReport | None = None,
                offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None,
-               binding: str | None = None, tpot_s: float | None = None) -> FitAdvice:
+               binding: str | None = None, tpot_s: float | None = None, draft_bytes: int = 0) -> FitAdvice:
     """The rules applied to ``result`` (a FitResult) with the alternatives computed here; ``binding``
-    and ``tpot_s``: the decode bound when the result carries no speed line (report)."""
+    and ``tpot_s``: the decode bound when the result carries no speed line (report); ``draft_bytes``:
+    a speculative-decoding draft (whole), in every alternative's budget as in ``result``'s."""
     from k3plan.roofline.bounds import Efficiency
 
     eff = eff or Efficiency()
@@ -216,12 +218,12 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
     topo_opts, kv_opts, batch_opts = [], [], ()
     headroom_short = result.per_device.free_bytes < HEADROOM_MIN_FRACTION * result.hardware.usable_bytes_per_device
     if headroom_short:
-        alt = topology_alternative(setup_options, setup, workload)
+        alt = topology_alternative(setup_options, setup, workload, draft_bytes)
         if alt is not None:
             topo_opts.append(topology_option_from_fit(alt.model_dump(mode="json")))
             done.append(f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
                         f"{setup.hardware.name} topology up)")
-        kv = kv_alternative(setup, workload, calibration)
+        kv = kv_alternative(setup, workload, calibration, draft_bytes)
         if kv is not None:
             kv_opts.append(kv_dtype_option_from_fit(kv.model_dump(mode="json")))
             done.append(f"fit with --kv-dtype {SMALL_KV}")

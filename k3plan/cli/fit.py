@@ -94,7 +94,8 @@ def command(
     if offload is not None:
         off = offload_report(speed_setup, workload, offload, eff=eff, probes=probes)
     advice = fit_advice(setup_options, setup, workload, result, calibration=cal, speed_setup=speed_setup, eff=eff,
-                        probes=probes, allow_cpu_probes=allow_cpu_probes, spec_decode=sd, offload=off)
+                        probes=probes, allow_cpu_probes=allow_cpu_probes, spec_decode=sd, offload=off,
+                        draft_bytes=draft)
     if json_out:
         print_json({**result.model_dump(mode="json"), "advice": advice})
     else:

@@ -101,3 +101,14 @@ def test_offload_host_holds_sessions_and_adds_ttft(cli):
 
 def test_offload_to_a_tier_the_spec_lacks_is_one_error_line(cli):
     assert "--offload" in one_error_line(cli("fit", "-t", "2x2x4", "--tp", "32", "--offload", "tape"))
+
+
+def test_the_draft_stays_in_the_budget_of_the_alternatives(cli):
+    spec = ["--batch", "8", "--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "32GB"]
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", *spec, code=1)
+    topo = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "topology")
+    assert "2x2x4 -> 2x4x4" in topo["text"]
+    # 2x4x4 has 64 devices; tp 64 does not divide 96 heads, so the stack's split: tp 32, dp 2
+    plain = fit_json(cli, "-t", "2x4x4", "--tp", "32", "--dp", "2", "--batch", "8")
+    assert plain["parallel"]["tp"] == 32
+    assert topo["free_bytes_after"] == plain["per_device"]["free_bytes"] - 32 * 10**9 // 32
