@@ -135,7 +135,8 @@ def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
         return draft_bytes, (f"external draft model, --draft-bytes {draft_bytes:,}" if draft_bytes
                              else "no draft weights (--draft-bytes 0: n-gram / prompt lookup)")
     if head.params:
-        return head.checkpoint_bytes, f"{head.model}'s MTP head: {head.params:,} params ({head.source})"
+        return head.checkpoint_bytes, (f"{head.model}'s MTP head: {head.params:,} params ({head.source}); its KV, "
+                                       f"{head.kv_bytes_per_token:,} B a token ({head.kv_dtype}), is not in the budget")
     raise K3PlanError(f"--spec-tokens: {head.model} ships no draft head ({head.source}); pass --draft-bytes N "
                       "for an external draft model's size (e.g. 30GB; 0 for n-gram drafting)")
 

@@ -112,3 +112,17 @@ def test_the_draft_stays_in_the_budget_of_the_alternatives(cli):
     plain = fit_json(cli, "-t", "2x4x4", "--tp", "32", "--dp", "2", "--batch", "8")
     assert plain["parallel"]["tp"] == 32
     assert topo["free_bytes_after"] == plain["per_device"]["free_bytes"] - 32 * 10**9 // 32
+
+
+def test_deepseek_v3_drafts_with_its_own_mtp_head(cli):
+    from k3plan.models import load_model
+
+    args = ["-m", "deepseek-v3", "-t", "2x2x4", "--context", "32768"]
+    base = fit_json(cli, *args)
+    d = fit_json(cli, *args, "--spec-tokens", "1", "--acceptance", "0.8")
+    mtp = sum(t.nbytes for t in load_model("deepseek-v3").inventory.of_kind("mtp"))  # the inventory's MTP tensors
+    tp = d["parallel"]["tp"]
+    assert d["per_device"]["weights_bytes"] - base["per_device"]["weights_bytes"] == -(-mtp // tp)
+    sd = d["advice"]["spec_decode"]
+    assert sd["draft_bytes"] == mtp and "MTP head" in sd["draft"]
+    assert abs(sd["speed"]["emitted_tokens_per_step"] - sd["speed"]["batch"] * 1.8) < 1e-12  # 0.8 + 1
