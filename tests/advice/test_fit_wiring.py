@@ -126,3 +126,10 @@ def test_deepseek_v3_drafts_with_its_own_mtp_head(cli):
     sd = d["advice"]["spec_decode"]
     assert sd["draft_bytes"] == mtp and "MTP head" in sd["draft"]
     assert abs(sd["speed"]["emitted_tokens_per_step"] - sd["speed"]["batch"] * 1.8) < 1e-12  # 0.8 + 1
+
+
+def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
+    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.launch.SGLANG_KV): only the topology is fitted
+    d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
+    assert [s["action"] for s in d["advice"]["rules"]["suggestions"]] == ["topology"]
+    assert not any("kv-dtype" in a for a in d["advice"]["alternatives"])
