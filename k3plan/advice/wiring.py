@@ -230,7 +230,7 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
             done.append(f"fit with --kv-dtype {SMALL_KV}")
     if binding is None and result.speed is not None:
         binding, tpot_s = result.speed.binding, result.speed.tpot_s
-    if binding in MEMORY_BOUND and speed_setup is not None:
+    if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch
         batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))

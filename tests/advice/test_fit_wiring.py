@@ -133,3 +133,9 @@ def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
     assert [s["action"] for s in d["advice"]["rules"]["suggestions"]] == ["topology"]
     assert not any("kv-dtype" in a for a in d["advice"]["alternatives"])
+
+
+def test_thin_headroom_does_not_advise_a_larger_batch(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "28", "--context", "32768")
+    assert d["speed"]["binding"] == "memory"
+    assert not [s for s in d["advice"]["rules"]["suggestions"] if s["rule"] == "bandwidth"]
