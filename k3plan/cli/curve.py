@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
-    BatchOpt,
-    CalibrationOpt,
-    ContextOpt,
-    JsonOpt,
-    console,
-    print_json,
-    setup_from,
-    with_setup_options,
+    BatchOpt, CalibrationOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
 )
 
 
-def _parse_chunks(text: str | None) -> list[int] | None:
+def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
     from k3plan.errors import K3PlanError
 
     if not text:
@@ -39,10 +32,10 @@ def command(
     setup_options: dict,
     context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     batch: BatchOpt = 1,
-    chunks: Annotated[str | None, typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
+    chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
     calibration: CalibrationOpt = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
-    turns: Annotated[int | None, typer.Option("--turns", help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
+    turns: Annotated[Optional[int], typer.Option("--turns", help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.")] = None,
     user_tokens: Annotated[int, typer.Option("--user-tokens", help="Sessions: tokens the user sends a turn.")] = 0,
     answer_tokens: Annotated[int, typer.Option("--answer-tokens", help="Sessions: visible answer tokens a turn.")] = 0,
     reasoning_tokens: Annotated[int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")] = 0,
@@ -103,7 +96,7 @@ def command(
     for col in ("prefill chunk", "prefill temp GiB", "decode temp GiB", "longest context", f"sequences at {context:,}", "status"):
         table.add_column(col, justify="right" if col != "status" else "left")
     for p in points:
-        gib = lambda b: "—" if b is None else f"{b / 2**30:,.2f}"
+        gib = lambda b: "—" if b is None else f"{b / 2**30:,.2f}"  # noqa: E731
         table.add_row(f"{p.chunk_tokens:,}", gib(p.prefill_temp_bytes), gib(p.decode_temp_bytes),
                       f"{p.max_context_tokens:,}", f"{p.max_sequences:,}", p.status)
     console.print(table)

@@ -9,9 +9,8 @@ the source of every number.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,7 +47,7 @@ class PlatformReport(BaseModel):
     hardware: str
     kind: str
     stack: str
-    price_usd_per_chip_hour: float | None
+    price_usd_per_chip_hour: Optional[float]
     price_source: str
     candidates_tried: int
     rows: list[ContextRow]
@@ -61,11 +60,11 @@ class PlatformReport(BaseModel):
     tiers_setup: str = ""
 
 
-def _usd_per_mtok(price: float | None, chips: int, tokens_per_s: float) -> float | None:
+def _usd_per_mtok(price: Optional[float], chips: int, tokens_per_s: float) -> Optional[float]:
     return None if price is None or tokens_per_s <= 0 else price * chips / 3600 / tokens_per_s * 1e6
 
 
-def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Path | None, price) -> dict[str, Any]:
+def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optional[Path], price) -> dict[str, Any]:
     d = decode_bound(setup, batch=batch, context_tokens=context, eff=eff, probes=probes)
     return {"batch": batch, "tokens_per_s": d.tokens_per_s, "tokens_per_s_per_chip": d.tokens_per_s_per_chip,
             "tpot_s": d.tpot_s, "binding": d.binding, "comm_share": d.comm_share,
@@ -73,7 +72,7 @@ def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Path | 
             "usd_per_mtok": _usd_per_mtok(price, setup.topology.chips, d.tokens_per_s)}
 
 
-def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Path | None, price) -> ContextRow:
+def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price) -> ContextRow:
     c, r = ch.context_tokens, ch.result
     if ch.setup is None:
         return ContextRow(context_tokens=c, fits=False, reason=ch.reason)
@@ -104,7 +103,7 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Path | None, 
     )
 
 
-def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes: Path | None) -> list[dict]:
+def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path]) -> list[dict]:
     out, b = [], 1
     while b <= max(1, most):
         d = decode_bound(setup, batch=b, context_tokens=context, eff=eff, probes=probes)
@@ -115,7 +114,7 @@ def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes:
 
 
 def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence[int], concurrency: int,
-                    max_chips: int, eff: Efficiency, probes: Path | None = None,
+                    max_chips: int, eff: Efficiency, probes: Optional[Path] = None,
                     chunks: Sequence[int] = DEFAULT_CHUNKS) -> PlatformReport:
     hw = load_hardware(hardware)
     choices, tried = smallest_viable(model=model, hardware=hardware, stack=stack, contexts=contexts,

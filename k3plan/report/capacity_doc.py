@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Optional, Sequence
 
 from k3plan.report.capacity import PlatformReport
 from k3plan.report.capacity_findings import findings
@@ -20,7 +20,7 @@ def gib(n: float) -> str:
     return f"{n / 2**30:,.1f}"
 
 
-def usd(v: float | None) -> str:
+def usd(v: Optional[float]) -> str:
     return "—" if v is None else f"${v:,.2f}"
 
 
