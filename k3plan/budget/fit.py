@@ -130,12 +130,19 @@ def _check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[st
         warnings.append(f"calibration {cal.path} comes from the CPU backend: its temp is not representative of {setup.hardware.kind.upper()}")
 
 
-def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] = None) -> FitResult:
+def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] = None,
+        draft_bytes_per_device: int = 0) -> FitResult:
     """The per-device budget of one Setup: ``k3plan.step.memory.budget_terms`` at one point, the
-    verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column)."""
+    verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column).
+    ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft),
+    counted with the weights, so the verdict and the free bytes include them."""
     spec, inv, hw, stack, par = setup.model.spec, setup.model.inventory, setup.hardware, setup.stack, setup.parallel
     warnings: list[str] = []
     wb = setup.weights
+    if draft_bytes_per_device < 0:
+        raise K3PlanError(f"draft bytes a device {draft_bytes_per_device}: expected >= 0")
+    if draft_bytes_per_device:
+        wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
     layout = cache_layout(spec=spec, stack=stack, parallel=par)
     expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
     temp, temp_source = _temp(setup, workload, calibration, warnings, expert_fmt)
@@ -198,7 +205,9 @@ def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] 
         warnings=warnings,
         notes=list(setup.notes) + list(spec.notes),
         provenance=Provenance(
-            weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})",
+            weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
+                    + (f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
+                       if draft_bytes_per_device else ""),
             kv=(f"analytic: {spec.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"),

@@ -35,6 +35,13 @@ def command(
     chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
     calibration: CalibrationOpt = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
+    turns: Annotated[Optional[int], typer.Option("--turns", help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.")] = None,
+    user_tokens: Annotated[int, typer.Option("--user-tokens", help="Sessions: tokens the user sends a turn.")] = 0,
+    answer_tokens: Annotated[int, typer.Option("--answer-tokens", help="Sessions: visible answer tokens a turn.")] = 0,
+    reasoning_tokens: Annotated[int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")] = 0,
+    tool_tokens: Annotated[int, typer.Option("--tool-tokens", help="Sessions: tool calls and results a turn (always carried).")] = 0,
+    system_tokens: Annotated[int, typer.Option("--system-tokens", help="Sessions: system prompt tokens.")] = 0,
+    drop_reasoning: Annotated[bool, typer.Option("--drop-reasoning", help="Sessions: do not carry earlier reasoning back (K3's template requires it; compare).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """For each prefill chunk size: the temporaries it needs and the longest context (and most
@@ -46,6 +53,8 @@ def command(
       k3plan curve -t 2x2x4 --tp 32
       k3plan curve -t 2x2x4 --stack jax-native \\
           --calibration ../shared/data/calibration/k3-tpu7x-2x2x4-tp32-jax-native.yaml --plot curve.png
+      k3plan curve -t 2x2x4 --tp 32 --batch 32 --context 32768 --turns 20 --system-tokens 4000 \\
+          --user-tokens 800 --answer-tokens 1200 --tool-tokens 2000 --reasoning-tokens 6000
     """
     from k3plan.budget.calibration import load_calibration
     from k3plan.budget.curve import chunk_sizes, curve
@@ -63,6 +72,13 @@ def command(
     for c in sizes:
         check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
     points = curve(setup, workload=w, chunks=sizes, calibration=cal)
+    growth = None
+    if turns is not None:
+        from k3plan.cli.sessions import session_growth_at
+
+        growth = session_growth_at(setup, w, cal, turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,
+                                   answer_tokens=answer_tokens, reasoning_tokens=reasoning_tokens,
+                                   tool_tokens=tool_tokens, drop_reasoning=drop_reasoning)
     title = (f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
              f"stack {setup.stack.name}, batch {batch}" + (f", calibration {Path(cal.path).name}" if cal else ", analytic temp"))
     if plot is not None:
@@ -71,7 +87,8 @@ def command(
         plot_curve(points, title=title, path=plot)
     if json_out:
         print_json({"title": title, "context_tokens": context, "batch": batch,
-                    "calibration": cal.path if cal else None, "warnings": warnings, "points": points})
+                    "calibration": cal.path if cal else None, "warnings": warnings, "points": points,
+                    "sessions": growth})
         return
     from rich.table import Table
 
@@ -93,5 +110,9 @@ def command(
 
     for msg in warnings:
         console.print(f"[yellow]warning:[/] {escape(msg)}")
+    if growth is not None:
+        from k3plan.cli.sessions import render_sessions
+
+        render_sessions(growth, console, batch=batch)
     if plot is not None:
         console.print(f"plot written to {plot}")

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from k3plan.cli.common import (
-    DEFAULT_CONTEXT_TOKENS, AllowCpuProbesOpt, BatchOpt, ChunkOpt, ContextOpt, JsonOpt, ProbesOpt, console, print_json, setup_from, with_setup_options,
+    DEFAULT_CONTEXT_TOKENS,
+    AllowCpuProbesOpt,
+    BatchOpt,
+    ChunkOpt,
+    ContextOpt,
+    JsonOpt,
+    ProbesOpt,
+    console,
+    print_json,
+    setup_from,
+    with_setup_options,
 )
 
 
@@ -24,7 +34,10 @@ def command(
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
     ignore_fit: Annotated[bool, typer.Option("--ignore-fit", help="Print the bounds even for a workload that does not fit (comparisons with studies that assume it does); the output says it does not fit.")] = False,
-    router_histogram: Annotated[Optional[Path], typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing.")] = None,
+    router_histogram: Annotated[Path | None, typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing.")] = None,
+    spec_tokens: Annotated[int | None, typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance).")] = None,
+    acceptance: Annotated[str | None, typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one a position: 0.8 or 0.8,0.6,0.4.")] = None,
+    draft_bytes: Annotated[str | None, typer.Option("--draft-bytes", help="An external draft model's size (e.g. 30GB; 0 for n-gram); default the model's MTP head (K3 has none).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
@@ -36,12 +49,25 @@ def command(
       k3plan roofline -t 2x2x4 --batch 64 --context 32768
       k3plan roofline -t 2x4x4 --stack dp-attention --probes reports/probes
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json
+      k3plan roofline -t 2x2x4 --batch 8 --spec-tokens 3 --acceptance 0.8 --draft-bytes 0
     """
     from k3plan.budget.fit import check_workload
-    from k3plan.roofline.bounds import check_efficiency, crossover, decode_bound, prefill_bound
+    from k3plan.errors import K3PlanError
+    from k3plan.roofline.bounds import (
+        check_efficiency,
+        crossover,
+        decode_bound,
+        prefill_bound,
+    )
     from k3plan.roofline.work import load_histogram
+    from k3plan.workload.specdecode import parse_spec_decode
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
+    if (spec_tokens is None) != (acceptance is None):
+        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
+    if draft_bytes is not None and spec_tokens is None:
+        raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
+    spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
     import dataclasses
 
@@ -58,7 +84,14 @@ def command(
     from k3plan.budget.fit import fit
     from k3plan.step.verdict import reason_text
 
-    verdict = fit(setup, w)
+    draft, draft_what = 0, ""
+    if spec is not None:
+        from k3plan.advice.wiring import draft_bytes_for, draft_bytes_per_device
+        from k3plan.units import parse_bytes
+
+        draft, draft_what = draft_bytes_for(
+            setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes"))
+    verdict = fit(setup, w, draft_bytes_per_device=draft_bytes_per_device(setup, draft) if spec else 0)
     why = ""
     if not verdict.fits:
         why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
@@ -77,12 +110,29 @@ def command(
     pre = prefill_bound(setup, prompt_tokens=w.context_tokens, chunk_tokens=w.prefill_chunk_tokens, eff=eff, probes=probes,
                         allow_cpu_probes=allow_cpu_probes)
     cross = crossover(setup, [32768, 262144, 1048576])
+    from k3plan.advice.inputs import AdviceInputs
+    from k3plan.advice.rules import COMPUTE_BOUND, advise
+    from k3plan.advice.wiring import decode_time_by_part, spec_decode_report
+
+    sd = None
+    if spec is not None:
+        sd = spec_decode_report(setup, spec=spec, batch=w.batch, context_tokens=w.context_tokens, draft_bytes=draft,
+                                draft_what=draft_what, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    # rules 3 and 4 on the roofline's own numbers: memory-bound -> speculative decoding's effect;
+    # compute-bound -> which part of the step's FLOPs dominates
+    from k3plan.advice.wiring import inputs_from_fit_result
+
+    x: AdviceInputs = inputs_from_fit_result(
+        verdict, binding=dec.binding, tpot_s=dec.tpot_s,
+        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else {}, spec_decode=sd)
+    advice = advise(x)
     result = {
         "model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
         "chips": setup.topology.chips, "parallel": setup.parallel.model_dump(), "stack": setup.stack.name,
         "efficiency": eff.model_dump(), "decode": dec.model_dump(), "prefill": pre.model_dump(),
         "long_context": cross, "notes": list(setup.notes), "probes": probe_notes,
         "fits": verdict.fits, "fit_reason": why,
+        "spec_decode": sd, "advice": advice,
     }
     if json_out:
         print_json(result)
@@ -90,5 +140,18 @@ def command(
     from k3plan.report.roofline_table import render_roofline
 
     render_roofline(result, console)
+    from rich.markup import escape
+
+    from k3plan.report.advice_table import (
+        bytes_share_line,
+        render_advice_rules,
+        spec_decode_lines,
+    )
+
+    for line in spec_decode_lines(sd) if sd else []:
+        console.print(escape(line))
+    render_advice_rules(advice, console)
+    if dec.binding == "memory":
+        console.print(escape("  " + bytes_share_line(dec)))
     if not verdict.fits:
         console.print(f"[bold red]warning:[/] the workload DOES NOT FIT ({why}); bounds printed because of --ignore-fit")

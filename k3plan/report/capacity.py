@@ -55,6 +55,9 @@ class PlatformReport(BaseModel):
     curve_setup: str = ""
     roofline_points: list[dict[str, Any]] = []  # decode at growing batch: intensity, attained FLOP/s a device
     roof: dict[str, float] = {}  # peak FLOP/s and HBM bytes/s a device
+    advice: list[dict[str, Any]] = []  # per viable context: report/capacity_advice.py
+    tiers: list[dict[str, Any]] = []  # suspended sessions per memory tier (specs with memory_tiers)
+    tiers_setup: str = ""
 
 
 def _usd_per_mtok(price: Optional[float], chips: int, tokens_per_s: float) -> Optional[float]:
@@ -123,7 +126,17 @@ def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence
                roof={"flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu,
                      "peak_flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype),
                      "hbm_bytes_per_s": hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency})
+    from k3plan.report.capacity_advice import platform_advice, tier_rows
+
+    out["advice"] = [platform_advice(choices[c], model=model, hardware=hardware, stack=stack, eff=eff, probes=probes,
+                                     decode=row.decode["concurrency"])
+                     for c, row in zip(contexts, rows) if choices[c].setup is not None]
     first = next((choices[c] for c in contexts if choices[c].setup is not None), None)
+    if first is not None:
+        row = rows[list(contexts).index(first.context_tokens)]
+        out["tiers"] = tier_rows(first.setup, context_tokens=first.context_tokens, prefill_ttft_s=row.prefill["ttft_s"])
+        out["tiers_setup"] = (f"{first.setup.topology.text}, {first.context_tokens:,}-token sessions, restore vs the "
+                              "roofline's prefill")
     if first is not None:
         s, c = first.setup, first.context_tokens
         w = check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)

@@ -89,6 +89,9 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
         out.append(("table", ["prefill chunk", "prefill temp GiB", "longest context", "most sequences", "status"],
                     [[f"{p['chunk_tokens']:,}", "—" if p["prefill_temp_bytes"] is None else gib(p["prefill_temp_bytes"]),
                       f"{p['max_context_tokens']:,}", f"{p['max_sequences']:,}", p["status"]] for p in r.curve]))
+    from k3plan.report.capacity_advice import advice_blocks
+
+    out += advice_blocks(r)
     first = next((row for row in r.rows if row.fits), None)
     if first is not None:
         out.append(("h3", "Where these numbers come from"))

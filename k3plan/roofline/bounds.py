@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -86,10 +86,28 @@ class PrefillBound(BaseModel):
     note: str = ""
 
 
+_SUMS: dict[tuple[int, int, int], tuple[Any, dict[str, float]]] = {}  # (inventory, stack, plan) ids -> sums
+_SUMS_MAX = 64
+
+
 def weight_sums(setup: Setup) -> dict[str, float]:
     """Dense and routed-expert bytes and params a device (embeddings excluded: decode gathers rows),
     and the whole-model bytes of each, from the Setup's resolved ShardingPlan (``plan`` gets the
-    same sums from its tensor classes, ``step.weights.mesh_weights``)."""
+    same sums from its tensor classes, ``step.weights.mesh_weights``). Cached per (inventory, stack,
+    plan) objects -- they are frozen -- so the decode bound at several batches (fit's advice, the
+    report's roofline points) walks the tensors once."""
+    key = (id(setup.model.inventory), id(setup.stack), id(setup.plan))
+    hit = _SUMS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], (setup.model.inventory, setup.stack, setup.plan))):
+        return dict(hit[1])
+    out = _weight_sums(setup)
+    if len(_SUMS) >= _SUMS_MAX:
+        _SUMS.clear()
+    _SUMS[key] = ((setup.model.inventory, setup.stack, setup.plan), out)  # holds the objects: ids stay valid
+    return dict(out)
+
+
+def _weight_sums(setup: Setup) -> dict[str, float]:
     out = dict.fromkeys(("dense_bytes", "expert_bytes", "dense_params", "expert_params", "dense_total_bytes",
                          "expert_total_bytes"), 0.0)
     for t in setup.model.inventory.text:

@@ -1,0 +1,248 @@
+"""Advice wired to a fit: the alternatives the rules need, each computed by ``fit`` itself.
+
+The rules (k3plan.advice.rules) never evaluate a model; this module does, cheaply: the next
+standard topology up (the hardware spec's ``topology.standard`` list, as plan and setup use it),
+the fp8_ds_mla KV cache when the stack's engine has it, and the decode roofline at larger batches
+when the step is memory-bound. Each extra fit reuses the loaded model (load_model is cached) and
+costs tens of milliseconds, no numpy-heavy search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.advice.inputs import (
+           AdviceInputs,
+           BatchOption,
+           SpecDecodeOption,
+           inputs_from_fit,
+           kv_dtype_option_from_fit,
+           topology_option_from_fit,
+)
+from k3plan.advice.rules import HEADROOM_MIN_FRACTION, MEMORY_BOUND, Advice, advise
+from k3plan.errors import K3PlanError
+from k3plan.tiers.sessions import OffloadCost
+from k3plan.workload.specdecode import SpecDecode, SpecDecodeSpeed
+
+SMALL_KV = "fp8_ds_mla"
+BATCH_STEPS = 3  # larger batches priced for the bandwidth rule: x2, x4, x8 (and the most that fit)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SpecDecodeReport(_Frozen):
+    """--spec-tokens: the draft in the budget and the verify step in the speed line."""
+
+    spec: SpecDecode
+    draft: str  # what drafts: the model's MTP head, an external draft model, or none (n-gram)
+    draft_bytes: int  # whole draft, one copy
+    draft_bytes_per_device: int  # sharded over the TP group like the target's weights (an assumption)
+    draft_shards: int  # the TP size it is split over
+    draft_s_per_token: float  # one drafted position: the draft's weights read once at HBM bandwidth
+    plain_step_s: float  # the decode step without speculation, same batch
+    speed: SpecDecodeSpeed
+    pricing: str
+
+
+class FitAdvice(_Frozen):
+    rules: Advice  # the four rules applied (k3plan.advice.rules)
+    alternatives: tuple[str, ...]  # the fits and bounds computed to get the options
+    spec_decode: SpecDecodeReport | None = None
+    offload: OffloadCost | None = None
+
+
+def next_topology_up(setup):
+    """The smallest standard topology of the machine with more chips than ``setup``'s, or None."""
+    from k3plan.hardware.topology import topologies_up_to
+
+    hw = setup.hardware
+    return next((t for t in topologies_up_to(hw, hw.max_chips) if t.chips > setup.topology.chips), None)
+
+
+def topology_alternative(setup_options: dict, setup, workload, draft_bytes: int = 0):
+    """The same model, stack and workload fitted at the next standard topology up; the split
+    scaled with the devices when the heads still divide it, else the stack's default split."""
+    from k3plan.budget.fit import fit
+    from k3plan.setup import attention_heads, make_setup
+
+    nxt = next_topology_up(setup)
+    if nxt is None:
+        return None
+    tp, dp = setup_options.get("tp"), setup_options.get("dp")
+    if tp is not None:
+        ratio, rem = divmod(nxt.devices, setup.topology.devices)
+        scaled = tp * ratio
+        if rem or any(h % scaled for h in attention_heads(setup.model)):
+            tp = dp = None
+        else:
+            tp = scaled
+    try:
+        alt = make_setup(**{**setup_options, "topology": nxt.text, "tp": tp, "dp": dp, "ep": None})
+        return fit(alt, workload, draft_bytes_per_device=draft_bytes_per_device(alt, draft_bytes))
+    except K3PlanError:
+        return None
+
+
+def stack_has_kv(stack, kv_dtype: str) -> bool:
+    """Whether the stack's engine offers ``kv_dtype`` (k3plan.deploy.launch's engine spellings, which
+    cite vLLM's CacheDType and SGLang's kv_cache_dtype choices); jax-native is k3plan's own."""
+    from k3plan.deploy.launch import SGLANG_KV, VLLM_KV, engine_for_stack
+
+    try:
+        engine = engine_for_stack(stack.name)
+    except K3PlanError:
+        return False
+    table = {"vllm": VLLM_KV, "sglang": SGLANG_KV}.get(engine)
+    return True if table is None else table.get(kv_dtype) is not None
+
+
+def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0):
+    from k3plan.budget.fit import fit
+
+    if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV):
+        return None
+    return fit(dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV)), workload, calibration=calibration,
+               draft_bytes_per_device=draft_bytes_per_device(setup, draft_bytes))
+
+
+def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=False) -> tuple[BatchOption, ...]:
+    """The decode bound at x2, x4, x8 the batch and at the most sequences that fit."""
+    from k3plan.roofline.bounds import decode_bound
+
+    b, cap = result.workload.batch, result.capacity.max_sequences
+    batches = sorted({b * 2**i for i in range(1, BATCH_STEPS + 1) if b * 2**i <= cap} | ({cap} if cap > b else set()))
+    out = []
+    for n in batches:
+        d = decode_bound(speed_setup, batch=n, context_tokens=result.workload.context_tokens, eff=eff, probes=probes,
+                         allow_cpu_probes=allow_cpu_probes)
+        out.append(BatchOption(batch=n, tpot_s=d.tpot_s, binding=d.binding))
+    return tuple(out)
+
+
+def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
+    """The draft's bytes and what it is: the model's MTP head from the inventory, or ``--draft-bytes``
+    for an external draft model (0: a weightless drafter such as n-gram lookup)."""
+    from k3plan.workload.draft import draft_head
+
+    head = draft_head(setup.model, kv_dtype=setup.stack.kv_cache.dtype)
+    if draft_bytes is not None:
+        return draft_bytes, (f"external draft model, --draft-bytes {draft_bytes:,}" if draft_bytes
+                             else "no draft weights (--draft-bytes 0: n-gram / prompt lookup)")
+    if head.params:
+        return head.checkpoint_bytes, (f"{head.model}'s MTP head: {head.params:,} params ({head.source}); its KV, "
+                                       f"{head.kv_bytes_per_token:,} B a token ({head.kv_dtype}), is not in the budget")
+    raise K3PlanError(f"--spec-tokens: {head.model} ships no draft head ({head.source}); pass --draft-bytes N "
+                      "for an external draft model's size (e.g. 30GB; 0 for n-gram drafting)")
+
+
+def draft_bytes_per_device(setup, draft_bytes: int) -> int:
+    """Sharded over the TP group like the target's weights: an assumption, printed with the figure
+    (an engine that replicates a small draft holds its whole size on every device)."""
+    return math.ceil(draft_bytes / setup.parallel.tp)
+
+
+def spec_decode_report(speed_setup, *, spec: SpecDecode, batch: int, context_tokens: int, draft_bytes: int,
+                       draft_what: str, eff, probes=None, allow_cpu_probes=False) -> SpecDecodeReport:
+    """Verify step: the decode roofline at batch x (k+1) tokens (each sequence's KV read once a token:
+    an upper bound on the verify step's bytes); drafting: the draft's per-device weights read once a
+    drafted position at the HBM bandwidth the roofline uses."""
+    from k3plan.roofline.bounds import decode_bound
+    from k3plan.workload.specdecode import spec_decode_speed
+
+    kw = {"context_tokens": context_tokens, "eff": eff, "probes": probes, "allow_cpu_probes": allow_cpu_probes}
+    plain = decode_bound(speed_setup, batch=batch, **kw)
+    verify = decode_bound(speed_setup, batch=batch * spec.forward_tokens_per_step, **kw)
+    per_dev = draft_bytes_per_device(speed_setup, draft_bytes)
+    bw = speed_setup.hardware.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency
+    draft_s = per_dev / bw
+    speed = spec_decode_speed(spec=spec, batch=batch, verify_step_s=verify.step_s, draft_s_per_token=draft_s,
+                              baseline_step_s=plain.step_s)
+    return SpecDecodeReport(
+        spec=spec, draft=draft_what, draft_bytes=draft_bytes, draft_bytes_per_device=per_dev, draft_shards=speed_setup.parallel.tp,
+        draft_s_per_token=draft_s,
+        plain_step_s=plain.step_s, speed=speed,
+        pricing=(f"verify step = k3plan decode roofline at batch {batch} x {spec.forward_tokens_per_step} tokens "
+                 f"({verify.binding}-bound, KV read a token: an upper bound); drafting = draft weights "
+                 f"{per_dev:,} B a device read once a drafted position at {bw / 1e9:,.0f} GB/s"))
+
+
+def offload_report(setup, workload, choice: str, *, eff, probes=None) -> OffloadCost:
+    """--offload host|ssd|remote: a session at the fit's context parked in that tier between turns."""
+    from k3plan.budget.cache import cache_layout
+    from k3plan.roofline.bounds import prefill_bound
+    from k3plan.tiers.model import offload_tier
+    from k3plan.tiers.sessions import offload_cost, stored_session_bytes
+
+    tier = offload_tier(setup.hardware, choice)
+    ctx = workload.context_tokens
+    pre = prefill_bound(setup, prompt_tokens=ctx, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, probes=probes)
+    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
+    topo = setup.topology
+    return offload_cost(
+        tier=tier, hosts=topo.hosts, devices_per_host=math.ceil(topo.devices / topo.hosts),
+        stored_bytes_per_session=stored_session_bytes(spec=setup.model.spec, stack=setup.stack, context_tokens=ctx),
+        hbm_bytes_per_session_per_device=layout.sequence_bytes(ctx), context_tokens=ctx,
+        prefill_s_per_token=pre.ttft_s / ctx)
+
+
+def inputs_from_fit_result(result, *, spec_decode: SpecDecodeReport | None = None, binding: str | None = None,
+                           tpot_s: float | None = None, **alternatives: Any) -> AdviceInputs:
+    """AdviceInputs from a typed FitResult (its JSON dump, which inputs_from_fit reads); ``binding``
+    and ``tpot_s`` override the fit's speed line (roofline passes its own decode bound)."""
+    d = result.model_dump(mode="json")
+    if binding is not None:
+        d["speed"] = {**(d.get("speed") or {}), "binding": binding, "tpot_s": tpot_s}
+    if spec_decode is not None:  # its draft is already in the fit's weights
+        alternatives["spec_decode"] = SpecDecodeOption(
+            draft_tokens=spec_decode.spec.draft_tokens, tokens_per_step=spec_decode.spec.expected_tokens_per_step,
+            step_s=spec_decode.speed.step_s, draft_weights_bytes=0)
+    return inputs_from_fit(d, **alternatives)
+
+
+def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None, speed_setup=None, eff=None,
+               probes=None, allow_cpu_probes=False, spec_decode: SpecDecodeReport | None = None,
+               offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None,
+               binding: str | None = None, tpot_s: float | None = None, draft_bytes: int = 0) -> FitAdvice:
+    """The rules applied to ``result`` (a FitResult) with the alternatives computed here; ``binding``
+    and ``tpot_s``: the decode bound when the result carries no speed line (report); ``draft_bytes``:
+    a speculative-decoding draft (whole), in every alternative's budget as in ``result``'s."""
+    from k3plan.roofline.bounds import Efficiency
+
+    eff = eff or Efficiency()
+    done: list[str] = []
+    topo_opts, kv_opts, batch_opts = [], [], ()
+    headroom_short = result.per_device.free_bytes < HEADROOM_MIN_FRACTION * result.hardware.usable_bytes_per_device
+    if headroom_short:
+        alt = topology_alternative(setup_options, setup, workload, draft_bytes)
+        if alt is not None:
+            topo_opts.append(topology_option_from_fit(alt.model_dump(mode="json")))
+            done.append(f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
+                        f"{setup.hardware.name} topology up)")
+        kv = kv_alternative(setup, workload, calibration, draft_bytes)
+        if kv is not None:
+            kv_opts.append(kv_dtype_option_from_fit(kv.model_dump(mode="json")))
+            done.append(f"fit with --kv-dtype {SMALL_KV}")
+    if binding is None and result.speed is not None:
+        binding, tpot_s = result.speed.binding, result.speed.tpot_s
+    if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch
+        batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+        if batch_opts:
+            done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
+    extra: dict[str, Any] = {"topology_options": tuple(topo_opts), "kv_dtype_options": tuple(kv_opts),
+                             "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {}),
+                             "spec_decode": spec_decode}
+    x = inputs_from_fit_result(result, binding=binding, tpot_s=tpot_s, **extra)
+    return FitAdvice(rules=advise(x), alternatives=tuple(done), spec_decode=spec_decode, offload=offload)
+
+
+def decode_time_by_part(dec, setup, eff) -> dict[str, float]:
+    """A compute-bound decode step's time by part: each part's FLOPs a device at the roofline's
+    attained FLOP/s (peak x MFU), from the decode bound's own ``flops_per_device``."""
+    rate = setup.hardware.flops_per_s_per_device(eff.compute_dtype) * eff.mfu
+    return {k: v / rate for k, v in dec.flops_per_device.items() if v > 0}

@@ -1,0 +1,141 @@
+"""Issue 14 wired into `k3plan fit`: advice after the verdict, --offload, --spec-tokens. Every
+expected number is derived by hand here from the fit's own per-device terms or published facts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from conftest import one_error_line
+
+# k3-facts.md §3: K3 has 24 MLA layers; a token a layer caches 576 values (bf16: 1,152 B) or
+# 656 B under fp8_ds_mla; the latent is whole on every TP rank under vllm-tpu.
+BF16_BPT = 24 * 576 * 2  # 27,648
+FP8_DS_MLA_BPT = 24 * 656  # 15,744
+
+
+def fit_json(cli, *args, code=0) -> dict:
+    r = cli("fit", *args, "--json")
+    assert r.exit_code == code, r.output
+    return json.loads(r.stdout)
+
+
+def _used(d: dict) -> int:
+    pd = d["per_device"]
+    return sum(pd[k] for k in ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes"))
+
+
+def test_failing_fit_advises_the_next_standard_topology_with_its_fitted_bytes(cli):
+    small = fit_json(cli, "-t", "2x2x2", "--tp", "16", code=1)
+    big = fit_json(cli, "-t", "2x2x4", "--tp", "32")  # the next standard v7x shape up, tp scaled 16 -> 32
+    rules = small["advice"]["rules"]
+    assert rules["verdict"] == "fails"
+    topo = next(s for s in rules["suggestions"] if s["action"] == "topology")
+    assert topo["freed_bytes_per_device"] == _used(small) - _used(big)
+    assert topo["free_bytes_after"] == big["per_device"]["free_bytes"]
+    assert topo["resolves"] and rules["suggestions"][0] == topo  # resolves: ranked first
+    assert "2x2x2 -> 2x2x4 (16 -> 32 devices)" in topo["text"]
+
+
+def test_kv_suggestion_is_fp8_ds_mla_at_656_bytes_a_token_a_layer(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", code=1)
+    kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
+    assert f"{BF16_BPT:,} -> {FP8_DS_MLA_BPT:,} B a token" in kv["text"]
+    fp8 = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", "--kv-dtype", "fp8_ds_mla")
+    assert fp8["per_device"]["kv_bytes_per_token"] == FP8_DS_MLA_BPT
+    # freed = (KV + state) at bf16 minus (KV + state) at fp8_ds_mla, the same 32 sequences
+    kv_state = lambda x: x["per_device"]["kv_bytes"] + x["per_device"]["state_bytes"]
+    assert kv["freed_bytes_per_device"] == kv_state(d) - kv_state(fp8)
+    assert kv["resolves"] == (d["per_device"]["free_bytes"] + kv["freed_bytes_per_device"] >= 0)
+
+
+def test_thin_headroom_warns_with_the_margin(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "28", "--context", "32768")
+    usable, free = d["hardware"]["usable_bytes_per_device"], d["per_device"]["free_bytes"]
+    assert 0 < free < usable / 10  # thin by construction (about 3 GiB of 94.8)
+    rules = d["advice"]["rules"]
+    assert rules["verdict"] == "thin"
+    short = math.ceil(usable / 10) - free
+    (w,) = rules["warnings"]
+    assert f"{free / usable:.1%} of usable HBM" in w and f"{short / 2**30:,.1f} GiB short" in w
+
+
+def test_spec_decode_puts_the_draft_in_the_budget_and_prices_batch_x_k_plus_1(cli):
+    base = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768")
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768",
+                 "--spec-tokens", "3", "--acceptance", "0.8,0.6,0.4", "--draft-bytes", "30GB")
+    per_dev = 30_000_000_000 // 32  # sharded over tp 32: 937,500,000 B
+    assert d["per_device"]["weights_bytes"] == base["per_device"]["weights_bytes"] + per_dev
+    assert d["per_device"]["free_bytes"] == base["per_device"]["free_bytes"] - per_dev
+    sd = d["advice"]["spec_decode"]
+    sp = sd["speed"]
+    assert sp["forward_tokens_per_step"] == 8 * 4 and sp["drafted_tokens_per_step"] == 8 * 3
+    tokens = 0.8 + 0.8 * 0.6 + 0.8 * 0.6 * 0.4 + 1  # 2.472 a sequence a step
+    assert sp["emitted_tokens_per_step"] == sp["batch"] * tokens or abs(sp["emitted_tokens_per_step"] - 8 * tokens) < 1e-9
+    assert abs(sp["emitted_tokens_per_s"] - 8 * tokens / sp["step_s"]) < 1e-6
+    assert abs(sp["accepted_tokens_per_s"] - 8 * (tokens - 1) / sp["step_s"]) < 1e-6
+    assert abs(sp["speedup"] - sd["plain_step_s"] * tokens / sp["step_s"]) < 1e-9
+    assert sd["plain_step_s"] == base["speed"]["tpot_s"]
+
+
+def test_k3_has_no_draft_head_so_spec_decode_asks_for_draft_bytes(cli):
+    msg = one_error_line(cli("fit", "-t", "2x2x4", "--tp", "32", "--spec-tokens", "3", "--acceptance", "0.8"))
+    assert "no draft head" in msg and "--draft-bytes" in msg
+    msg = one_error_line(cli("fit", "-t", "2x2x4", "--tp", "32", "--spec-tokens", "3"))
+    assert "--acceptance" in msg
+    one_error_line(cli("fit", "-t", "2x2x4", "--tp", "32", "--spec-tokens", "3", "--acceptance", "0.8,0.6"))
+
+
+def test_offload_host_holds_sessions_and_adds_ttft(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768", "--offload", "host")
+    o, ms, pd = d["advice"]["offload"], d["model_state"], d["per_device"]
+    assert d["hardware"]["hosts"] == 4 and d["hardware"]["devices"] == 32
+    # tpu-v7x spec: 960 GB host DRAM a 4-chip host; 4 chips x 64 GB/s (PCIe Gen5 x16) to HBM a host
+    stored = ms["kv_bytes_per_token"] * 32768 + ms["state_bytes_per_sequence"]
+    assert o["sessions_held"] == 4 * 960 * 10**9 // stored
+    hbm = (pd["kv_bytes"] + pd["state_bytes"]) // pd["sequences"]  # one session's share a device
+    assert o["hbm_freed_bytes_per_device"] == hbm
+    assert abs(o["ttft_added_s"] - hbm * (32 // 4) / (4 * 64e9)) < 1e-12
+    assert o["cheaper_than_recompute"] is True
+
+
+def test_offload_to_a_tier_the_spec_lacks_is_one_error_line(cli):
+    assert "--offload" in one_error_line(cli("fit", "-t", "2x2x4", "--tp", "32", "--offload", "tape"))
+
+
+def test_the_draft_stays_in_the_budget_of_the_alternatives(cli):
+    spec = ["--batch", "8", "--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "32GB"]
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", *spec, code=1)
+    topo = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "topology")
+    assert "2x2x4 -> 2x4x4" in topo["text"]
+    # 2x4x4 has 64 devices; tp 64 does not divide 96 heads, so the stack's split: tp 32, dp 2
+    plain = fit_json(cli, "-t", "2x4x4", "--tp", "32", "--dp", "2", "--batch", "8")
+    assert plain["parallel"]["tp"] == 32
+    assert topo["free_bytes_after"] == plain["per_device"]["free_bytes"] - 32 * 10**9 // 32
+
+
+def test_deepseek_v3_drafts_with_its_own_mtp_head(cli):
+    from k3plan.models import load_model
+
+    args = ["-m", "deepseek-v3", "-t", "2x2x4", "--context", "32768"]
+    base = fit_json(cli, *args)
+    d = fit_json(cli, *args, "--spec-tokens", "1", "--acceptance", "0.8")
+    mtp = sum(t.nbytes for t in load_model("deepseek-v3").inventory.of_kind("mtp"))  # the inventory's MTP tensors
+    tp = d["parallel"]["tp"]
+    assert d["per_device"]["weights_bytes"] - base["per_device"]["weights_bytes"] == -(-mtp // tp)
+    sd = d["advice"]["spec_decode"]
+    assert sd["draft_bytes"] == mtp and "MTP head" in sd["draft"]
+    assert abs(sd["speed"]["emitted_tokens_per_step"] - sd["speed"]["batch"] * 1.8) < 1e-12  # 0.8 + 1
+
+
+def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
+    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.launch.SGLANG_KV): only the topology is fitted
+    d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
+    assert [s["action"] for s in d["advice"]["rules"]["suggestions"]] == ["topology"]
+    assert not any("kv-dtype" in a for a in d["advice"]["alternatives"])
+
+
+def test_thin_headroom_does_not_advise_a_larger_batch(cli):
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "28", "--context", "32768")
+    assert d["speed"]["binding"] == "memory"
+    assert not [s for s in d["advice"]["rules"]["suggestions"] if s["rule"] == "bandwidth"]

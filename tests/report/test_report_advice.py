@@ -1,0 +1,50 @@
+"""Issue 14 in `k3plan report`: an advice section per platform and a memory-tier table where the
+hardware spec has tiers; the tier figures derived by hand from the published sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    out = tmp_path_factory.mktemp("advice") / "r.md"
+    r = CliRunner().invoke(app, ["report", "-H", "tpu-v7x", "-c", "131072", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["platforms"][0], out.read_text()
+
+
+def test_advice_section_per_platform(report):
+    p, md = report
+    (a,) = p["advice"]
+    row = p["rows"][0]
+    assert a["context_tokens"] == 131072
+    free, usable = row["per_device"]["free_bytes"], row["usable_bytes_per_device"]
+    assert a["headroom_fraction"] == free / usable
+    assert a["verdict"] == ("fails" if free < 0 else "thin" if free < usable / 10 else "ok")
+    assert "### Advice" in md and f"131,072 context: {a['verdict']}" in md
+    # memory-bound at batch 1: larger batches, each TPOT the roofline's, batch / TPOT tokens/s
+    if row["decode"]["concurrency"]["binding"] == "memory" and row["max_sequences"] > 1:
+        top = next(s for s in a["suggestions"] if s.startswith("[bandwidth] batch 1 -> "))
+        assert f"batch 1 -> {row['max_sequences']}:" in top  # the most that fit gains most: ranked first
+        full = row["decode"]["full"]
+        assert f"TPOT {full['tpot_s'] * 1e3:.2f} ms" in top and f"{full['batch'] / full['tpot_s']:,.0f} tok/s" in top
+
+
+def test_memory_tier_table_for_a_spec_with_tiers(report):
+    p, md = report
+    tiers = {t["tier"]: t for t in p["tiers"]}
+    host = tiers["host_dram"]
+    # tpu-v7x spec: 960 GB a 4-chip host; the smallest viable topology here is 2x2x4: 16 chips = 4 hosts
+    assert p["rows"][0]["setup"]["hosts"] == 4
+    assert host["capacity_bytes"] == 4 * 960 * 10**9
+    # one 131,072-token K3 session, one copy: 27,648 B a token of bf16 KV + 449,372,160 B of KDA state
+    assert host["sessions_held"] == 4 * 960 * 10**9 // (27_648 * 131_072 + 449_372_160) == 942
+    assert tiers["remote"]["sessions_held"] is None
+    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 3,840 GB | 942 |" in md
