@@ -39,7 +39,12 @@ def _rejected(result: PlanResult) -> Table:
 
 def render_plan(result: PlanResult, console: Console) -> None:
     if result.ranked:
-        console.print(_ranking(result))
+        if result.sla is not None:
+            from k3plan.plan.render_deploy import sla_table
+
+            console.print(sla_table(result))
+        else:
+            console.print(_ranking(result))
         r = result.recommended
         console.print(f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
                       f"ep {r['ep']} dp {r['dp']}, stack {r['stack']}, KV {r['kv_dtype']}: "
@@ -60,3 +65,6 @@ def render_plan(result: PlanResult, console: Console) -> None:
                   f"{result.evaluate_s * 1e3:.0f} ms; {result.feasible:,} feasible.")
     for a in result.assumptions:
         console.print(f"[dim]assumption: {a}[/]")
+    from k3plan.plan.render_deploy import render_deploy
+
+    render_deploy(result, console)

@@ -85,7 +85,8 @@ def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, r
     pool = [r for r in (met or ordered) if r["sla"]["output_tokens_per_s_per_user"] is not None]
     front = pareto_front([r["sla"]["output_tokens_per_s_per_user"] for r in pool],
                          [r["sla"]["output_tokens_per_s_per_chip"] for r in pool])
-    extra: dict[str, Any] = {"sla": targets, "pareto": [pareto_point(pool[j], batch=batch) for j in front]}
+    extra: dict[str, Any] = {"sla": targets, "pareto": [
+        pareto_point(pool[j], batch=int(np.ceil(pool[j]["sla"]["in_flight_sequences"] or batch))) for j in front]}
     extra["assumptions"] = [
         f"latency: {LABEL}; ISL {targets.isl_tokens:,}, OSL {targets.osl_tokens:,}, "
         + (f"{targets.request_rate_per_s:g} requests/s (open loop)" if targets.request_rate_per_s
