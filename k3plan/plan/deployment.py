@@ -47,18 +47,29 @@ def _num(v) -> float | None:
     return None if math.isnan(v) or math.isinf(v) else v
 
 
-def cost_row(*, price: Price, chips: int, output_tokens_per_s: float | None,
-             input_tokens_per_s: float | None) -> CostRow:
-    p = math.nan if price.usd_per_chip_hour is None else price.usd_per_chip_hour
-    out = None if output_tokens_per_s is None else _num(usd_per_million_output_tokens(
-        chips=chips, usd_per_chip_hour=p, output_tokens_per_s=output_tokens_per_s))
-    inp = None if input_tokens_per_s is None else _num(usd_per_million_input_tokens(
-        chips=chips, usd_per_chip_hour=p, input_tokens_per_s=input_tokens_per_s))
-    note = price.source if price.usd_per_chip_hour is not None else f"{UNPRICED}: {price.source}" + (
+def cost_rows(*, prices: list[Price], chips: list[int], output_tokens_per_s: list[float | None],
+              input_tokens_per_s: list[float | None]) -> list[CostRow]:
+    """One CostRow a row: the deploy.cost functions called once on columns (None: not known)."""
+    import numpy as np
+
+    p = np.array([math.nan if x.usd_per_chip_hour is None else x.usd_per_chip_hour for x in prices], dtype=float)
+    n = np.array(chips, dtype=float)
+    out = np.array([math.nan if v is None else v for v in output_tokens_per_s], dtype=float)
+    inp = np.array([math.nan if v is None else v for v in input_tokens_per_s], dtype=float)
+    hour = usd_per_hour(chips=n, usd_per_chip_hour=p)
+    with np.errstate(invalid="ignore"):
+        m_out = usd_per_million_output_tokens(chips=n, usd_per_chip_hour=p, output_tokens_per_s=out)
+        m_in = usd_per_million_input_tokens(chips=n, usd_per_chip_hour=p, input_tokens_per_s=inp)
+    notes = {x.hardware: _note(x) for x in prices}
+    return [CostRow(usd_per_chip_hour=x.usd_per_chip_hour, price_origin=x.origin, usd_per_hour=_num(hour[i]),
+                    usd_per_million_output_tokens=None if math.isnan(out[i]) else _num(m_out[i]),
+                    usd_per_million_input_tokens=None if math.isnan(inp[i]) else _num(m_in[i]), note=notes[x.hardware])
+            for i, x in enumerate(prices)]
+
+
+def _note(price: Price) -> str:
+    return price.source if price.usd_per_chip_hour is not None else f"{UNPRICED}: {price.source}" + (
         "" if "--price" in price.source else f"; --price {price.hardware}=USD fills it")
-    return CostRow(usd_per_chip_hour=price.usd_per_chip_hour, price_origin=price.origin,
-                   usd_per_hour=_num(usd_per_hour(chips=chips, usd_per_chip_hour=p)),
-                   usd_per_million_output_tokens=out, usd_per_million_input_tokens=inp, note=note)
 
 
 def pareto_point(r: dict[str, Any], *, batch: int) -> ParetoPoint:

@@ -13,7 +13,7 @@ from k3plan.deploy.prices import Price
 from k3plan.models import Model
 from k3plan.plan.deployment import (
     cold_start_for,
-    cost_row,
+    cost_rows,
     disaggregated,
     launch_for,
     pareto_point,
@@ -26,10 +26,11 @@ from k3plan.roofline.bounds import Efficiency
 
 def add_costs(rows: list[dict[str, Any]], *, prices: dict[str, Price], concurrency: int) -> list[dict[str, Any]]:
     """Without an SLA: cost from the decode roofline's rate (concurrency / TPOT), output tokens only."""
-    for r in rows:
-        out = r["tokens_per_s_per_chip"] * r["chips"]
-        r["cost"] = cost_row(price=prices[r["hardware"]], chips=r["chips"], output_tokens_per_s=out,
-                             input_tokens_per_s=None).model_dump()
+    costs = cost_rows(prices=[prices[r["hardware"]] for r in rows], chips=[r["chips"] for r in rows],
+                      output_tokens_per_s=[r["tokens_per_s_per_chip"] * r["chips"] for r in rows],
+                      input_tokens_per_s=[None] * len(rows))
+    for r, c in zip(rows, costs):
+        r["cost"] = c.model_dump()
     return rows
 
 
@@ -67,9 +68,12 @@ def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, r
                     token_budget=int(cols["chunk"][i]), chips=int(cols["chips"][i]),
                     max_sequences=int(cols["max_sequences"][i]))
         r["sla"] = s.model_dump()
-        r["cost"] = cost_row(price=prices[r["hardware"]], chips=r["chips"], output_tokens_per_s=s.output_tokens_per_s,
-                             input_tokens_per_s=s.input_tokens_per_s).model_dump()
         rows.append(r)
+    costs = cost_rows(prices=[prices[r["hardware"]] for r in rows], chips=[r["chips"] for r in rows],
+                      output_tokens_per_s=[r["sla"]["output_tokens_per_s"] for r in rows],
+                      input_tokens_per_s=[r["sla"]["input_tokens_per_s"] for r in rows])
+    for r, c in zip(rows, costs):
+        r["cost"] = c.model_dump()
     meets = np.array([r["sla"]["meets"] for r in rows], dtype=bool)
     met = [r for r in rows if r["sla"]["meets"]]
     missed = [r for r in rows if not r["sla"]["meets"]]
