@@ -29,7 +29,9 @@ def collect(*, model: str, hardware: Sequence[str], stacks: dict[str, str], cont
 
 
 def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: str, model: str,
-          contexts: Sequence[int], concurrency: int, command: str, eff: Efficiency) -> list[Path]:
+          contexts: Sequence[int], concurrency: int, command: str, eff: Efficiency,
+          deploy: Optional[Callable[[Path], tuple[list, list[Path]]]] = None) -> list[Path]:
+    """``deploy(plot_path) -> (blocks, files)``: the deployment section (report/capacity_deploy.py), appended."""
     from k3plan.models import load_model
     from k3plan.report.capacity_doc import document
     from k3plan.report.capacity_plots import plot_curves, plot_memory, plot_roofline
@@ -59,8 +61,12 @@ def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: 
     ]
     blocks = document(reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots],
                       concurrency=concurrency)
+    extra: list[Path] = []
+    if deploy is not None:
+        more, extra = deploy(Path(f"{stem}-pareto.{plot_format}"))
+        blocks += more
     out.write_text(to_markdown(blocks, base=out.parent))
-    written = [out] + [p for p, _, _ in plots]
+    written = [out] + [p for p, _, _ in plots] + extra
     if html:
         page = out.with_suffix(".html")
         page.write_text(to_html(blocks, title=title))
