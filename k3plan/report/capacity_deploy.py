@@ -33,10 +33,10 @@ def deployment_blocks(*, model: str, hardware: Sequence[str], stacks: Sequence[s
                top=10**6, prices=prices or {})
     blocks: list[Block] = [
         ("h2", "Deployment: Pareto front and cost"),
-        ("p", f"Request shape: {REQUEST_ISL:,} prompt tokens, {REQUEST_OSL:,} output tokens, {concurrency} in flight "
+        ("p", (f"Request shape: {REQUEST_ISL:,} prompt tokens, {REQUEST_OSL:,} output tokens, {concurrency} in flight "
               f"(closed loop), context {REQUEST_ISL + REQUEST_OSL:,}. Latency and throughput are **ceilings-based** "
               "(no efficiency records): the decode roofline and the prefill compute ceiling fed to the vLLM V1 "
-              "scheduler's steady state (`k3plan plan --isl --osl`)."),
+              "scheduler's steady state (`k3plan plan --isl --osl`).")),
     ]
     files: list[Path] = []
     if res.pareto:
@@ -68,7 +68,7 @@ def deployment_blocks(*, model: str, hardware: Sequence[str], stacks: Sequence[s
     blocks += [("h3", "Cost"),
                ("table", ["hardware", "$/chip-hour", "pick", "chips", "$/hour", "$/M out", "$/M in", "price source"],
                 rows),
-               ("p", "Per million tokens: the whole hourly cost charged to the token kind (output or input) at the "
+               ("p", ("Per million tokens: the whole hourly cost charged to the token kind (output or input) at the "
                      "pick's steady-state rate. n/a: the spec has no public price; `k3plan plan --price HW=USD` "
-                     "fills it.")]
+                     "fills it."))]
     return blocks, files

@@ -9,8 +9,8 @@ import math
 import time
 
 import pytest
-
 from conftest import one_error_line
+
 from k3plan.deploy.disagg import size_pools, transfer_bytes_per_request
 from k3plan.models import load_model
 from k3plan.roofline.bounds import Efficiency
@@ -181,7 +181,7 @@ def test_emit_launch_and_cold_start(cli, tmp_path):
     text = path.read_text()
     assert text == res["launch"]["text"] and "python -m sglang.launch_server" in text
     rec = res["recommended"]
-    assert f"--context-length 8192" in text and f"--chunked-prefill-size {rec['chunk_tokens']}" in text
+    assert "--context-length 8192" in text and f"--chunked-prefill-size {rec['chunk_tokens']}" in text
     cs = res["cold_start"]
     per_host = math.ceil(rec["devices"] / cs["hosts"])
     sharded = rec["per_device"]["weights_bytes"] * per_host
