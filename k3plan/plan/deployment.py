@@ -163,7 +163,7 @@ def launch_for(*, pick: dict[str, Any], hw: HardwareSpec, stack: Stack, topology
     try:
         cfg = LaunchConfig(
             hardware=hw.name, platform=hw.kind, stack=stack.name, engine=engine_for_stack(stack.name),
-            model_path=model.name, tp=pick["tp"], ep=pick["ep"], dp=pick["dp"], hosts=topology.hosts,
+            model_path=model.name, tp=pick["tp"], ep=pick["ep"], dp=pick["dp"], pp=1, hosts=topology.hosts,
             max_model_len=context, max_num_batched_tokens=pick["chunk_tokens"], max_num_seqs=max(1, max_num_seqs),
             kv_dtype=pick["kv_dtype"], memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
             dp_attention=stack.name == "dp-attention")

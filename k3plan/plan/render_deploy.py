@@ -3,6 +3,8 @@ disaggregated alternative, the launch command and the cold start of the pick."""
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -17,8 +19,15 @@ def _f(v, fmt: str = ",.1f", none: str = "-") -> str:
     return none if v is None else format(v, fmt)
 
 
+def short_miss(text: str) -> str:
+    """'TTFT 87.1 ms > 50 ms target (+37.1 ms, +74.1%)' -> 'TTFT +74.1%' (the JSON keeps the whole text)."""
+    m = re.match(r"^(.*?) [\d,.]+ ms > .*, (\+[\d,.]+%)\)$", text)
+    return f"{m.group(1)} {m.group(2)}" if m else text.split(":")[0]
+
+
 def sla_table(result: PlanResult) -> Table:
     s = result.sla
+    assert s is not None
     load = (f"{s.request_rate_per_s:g} requests/s" if s.request_rate_per_s else f"{s.concurrency} in flight")
     t = Table(title=f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
                     f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records)",
@@ -35,7 +44,7 @@ def sla_table(result: PlanResult) -> Table:
                   _f(q["output_tokens_per_s_per_chip"]),
                   _f(c["usd_per_hour"], ",.2f", "n/a"), _f(c["usd_per_million_output_tokens"], ",.2f", "n/a"),
                   _f(c["usd_per_million_input_tokens"], ",.2f", "n/a"),
-                  "meets" if q["meets"] else escape("; ".join(q["misses"])),
+                  "meets" if q["meets"] else escape(", ".join(short_miss(x) for x in q["misses"])),
                   style="bold green" if r["rank"] == 1 and q["meets"] else None)
     return t
 
@@ -82,7 +91,7 @@ def render_deploy(result: PlanResult, console: Console) -> None:
     if cs is not None:
         console.print(f"Cold start at {cs.load_gbps:g} Gbit/s a host: {cs.sharded_read_bytes_per_host / GB:,.1f} GB a "
                       f"host sharded ({cs.sharded_load_s:,.0f} s)"
-                      + ("" if cs.whole_tensor_load_s is None else
+                      + ("" if cs.whole_tensor_load_s is None or cs.whole_tensor_read_bytes_per_host is None else
                          f", whole tensors {cs.whole_tensor_read_bytes_per_host / GB:,.1f} GB ({cs.whole_tensor_load_s:,.0f} s)")
                       + f"; host RAM {cs.host_ram_bytes_per_host / GB:,.1f} GB a host ({cs.hosts} host(s), "
                         f"{cs.devices_per_host} devices each)")

@@ -49,9 +49,9 @@ def deployment_blocks(*, model: str, hardware: Sequence[str], stacks: Sequence[s
                         for p in res.pareto]))
     else:
         blocks.append(("p", "No configuration fits: no Pareto front."))
-    best: dict[str, dict] = {}
-    for r in res.ranked:  # ranked fewest chips first: the first row of each platform is its pick
-        best.setdefault(r["hardware"], r)
+    best: dict[str, dict] = {}  # hardware -> its first ranked row
+    for ranked in res.ranked:  # ranked fewest chips first: the first row of each platform is its pick
+        best.setdefault(ranked["hardware"], ranked)
     price = {p.hardware: p for p in res.prices}
     rows = []
     for hw in res.search["hardware"]:
