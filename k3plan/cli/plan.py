@@ -117,6 +117,8 @@ def command(
 
     if emit is not None and emit[0] != "launch":
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
+    if plot is not None and (isl is None or osl is None):
+        raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
     if isl is not None and osl is not None and context == DEFAULT_CONTEXT_TOKENS:
         context = isl + osl  # a request's whole length; --context given explicitly wins
     hw_list = _csv("--hardware", hardware)
@@ -127,19 +129,23 @@ def command(
                   chunks=_ints("--chunks", chunks), top=top, probes=probes, allow_cpu_probes=allow_cpu_probes,
                   ttft_ms=ttft_ms, request_latency_ms=request_latency_ms, isl=isl, osl=osl,
                   request_rate=request_rate, strict=strict, prices=overrides, load_gbps=load_gbps)
-    written = []
+    written, skipped = [], []
     if plot is not None:
-        if not result.pareto:
-            raise K3PlanError("--plot: no Pareto front (give --isl and --osl, and at least one feasible row)")
-        from k3plan.deploy.pareto import plot_pareto
+        if result.pareto:
+            from k3plan.deploy.pareto import plot_pareto
 
-        written.append(str(plot_pareto(plot, result.pareto, front=result.pareto)))
+            written.append(str(plot_pareto(plot, result.pareto, front=result.pareto)))
+        else:
+            skipped.append(f"--plot {plot}: not written, no configuration passes")
     if emit is not None:
-        if result.launch is None or result.launch.config is None:
-            raise K3PlanError("--emit launch: " + (result.launch.error if result.launch else "no configuration passes"))
-        from k3plan.deploy.launch import write_launch
+        if result.launch is not None and result.launch.config is not None:
+            from k3plan.deploy.launch import write_launch
 
-        written.append(str(write_launch(emit[1], result.launch.config)))
+            written.append(str(write_launch(emit[1], result.launch.config)))
+        elif result.launch is not None:
+            raise K3PlanError(f"--emit launch: {result.launch.error}")
+        else:
+            skipped.append(f"--emit launch {emit[1]}: not written, no configuration passes")
     if json_out:
         print_json(result)
     else:
@@ -148,5 +154,7 @@ def command(
         render_plan(result, console)
         for w in written:
             console.print(f"wrote {w}")
+        for w in skipped:
+            console.print(f"[yellow]{w}[/]")
     if result.recommended is None:
         raise typer.Exit(1)

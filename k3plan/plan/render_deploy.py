@@ -42,8 +42,9 @@ def sla_table(result: PlanResult) -> Table:
                   r["stack"], _f(q["ttft_ms"], ",.0f"), _f(q["tpot_ms"], ".2f"), 
                   "-" if q["request_latency_ms"] is None else f"{q['request_latency_ms'] / 1e3:,.1f}",
                   _f(q["output_tokens_per_s_per_chip"]),
-                  _f(c["usd_per_hour"], ",.2f", "n/a"), _f(c["usd_per_million_output_tokens"], ",.2f", "n/a"),
-                  _f(c["usd_per_million_input_tokens"], ",.2f", "n/a"),
+                  _f(c["usd_per_hour"], ",.2f", "n/a"),
+                  _f(c["usd_per_million_output_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
+                  _f(c["usd_per_million_input_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
                   "meets" if q["meets"] else escape(", ".join(short_miss(x) for x in q["misses"])),
                   style="bold green" if r["rank"] == 1 and q["meets"] else None)
     return t

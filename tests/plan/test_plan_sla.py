@@ -198,6 +198,19 @@ def test_emit_launch_and_cold_start(cli, tmp_path):
     ["--price", "nope=3"],
     ["--load-gbps", "0"],
     ["--emit", "script", "x.sh"],
+    ["--plot", "x.png"],  # the front needs --isl/--osl
 ])
 def test_bad_sla_input_exits_2(cli, args):
     one_error_line(cli("plan", "-H", "nvidia-b200", "--max-chips", "8", *args))
+
+
+def test_strict_with_nothing_left_exits_1_and_says_why(cli, tmp_path):
+    png, sh = tmp_path / "p.png", tmp_path / "l.sh"
+    r = cli("plan", "-H", "nvidia-b200", "--max-chips", "16", "--isl", "4000", "--osl", "500", "--ttft-ms", "5",
+            "--strict", "--plot", png, "--emit", "launch", sh, "--json")
+    assert r.exit_code == 1, r.output
+    res = json.loads(r.stdout)
+    assert res["recommended"] is None and res["ranked"] == [] and res["pareto"] == []
+    hit = [f for f in res["rejected_families"] if "sla" in f["reasons"]]
+    assert hit and all(any("TTFT" in d and "> 5 ms target" in d for d in f["detail"]) for f in hit)
+    assert not png.exists() and not sh.exists()
