@@ -33,7 +33,9 @@ EmitOpt = Annotated[Optional[tuple[str, Path]], typer.Option(
 PriceOpt = Annotated[Optional[list[str]], typer.Option("--price", help="HW=USD a chip-hour; overrides the spec's price (repeatable).")]
 LoadOpt = Annotated[Optional[float], typer.Option("--load-gbps", help="Storage bandwidth a host (Gbit/s): cold start and host RAM of the pick.")]
 MinimizeOpt = Annotated[Optional[str], typer.Option("--minimize", help="chips (default) or cost (priced hardware only).")]
-MaximizeOpt = Annotated[Optional[str], typer.Option("--maximize", help="tokens-per-chip.")]
+MaximizeOpt = Annotated[Optional[str], typer.Option(
+    "--maximize", help="tokens-per-chip (at batch = --concurrency) or throughput (largest batch that fits memory and "
+                       "--tpot-ms; needs --isl/--osl).")]
 KvDtypesOpt = Annotated[Optional[str], typer.Option(
     "--kv-dtypes", help="Comma-separated KV dtypes to search (bf16, fp8, fp8_ds_mla, fp32), 'all', or 'stack' (default: each stack's own).")]
 ChunksOpt = Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes to search (default 8192, as fit).")]
@@ -63,9 +65,9 @@ def objective_from(minimize: Optional[str], maximize: Optional[str]) -> str:
     if minimize is not None and maximize is not None:
         raise K3PlanError("give either --minimize or --maximize, not both")
     if maximize is not None:
-        if maximize != "tokens-per-chip":
-            raise K3PlanError(f"--maximize {maximize!r}: expected tokens-per-chip")
-        return "tokens-per-chip"
+        if maximize not in ("tokens-per-chip", "throughput"):
+            raise K3PlanError(f"--maximize {maximize!r}: expected tokens-per-chip or throughput")
+        return maximize
     if (minimize or "chips") not in ("chips", "cost"):
         raise K3PlanError(f"--minimize {minimize!r}: expected chips or cost")
     return minimize or "chips"

@@ -36,6 +36,10 @@ def sla_table(result: PlanResult) -> Table:
               "tok/s/chip", "$/hour", "$/M out", "$/M in", "SLA"):
         t.add_column(c, justify="left" if c in ("hardware", "topo", "stack", "tp/ep/dp", "SLA") else "right",
                      no_wrap=c != "SLA", min_width=12 if c == "SLA" else None)
+    tput = result.objective == "throughput"
+    if tput:
+        t.add_column("max batch", justify="right")
+        t.add_column("max tok/s/chip", justify="right")
     for r in result.ranked:
         q, c = r["sla"], r["cost"]
         t.add_row(str(r["rank"]), r["hardware"], r["topology"], str(r["chips"]), f"{r['tp']}/{r['ep']}/{r['dp']}",
@@ -46,6 +50,7 @@ def sla_table(result: PlanResult) -> Table:
                   _f(c["usd_per_million_output_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
                   _f(c["usd_per_million_input_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
                   "meets" if q["meets"] else escape(", ".join(short_miss(x) for x in q["misses"])),
+                  *([_f(q["throughput_batch"], ","), _f(q["throughput_tokens_per_s_per_chip"])] if tput else []),
                   style="bold green" if r["rank"] == 1 and q["meets"] else None)
     return t
 

@@ -28,7 +28,8 @@ from k3plan.roofline.bounds import Efficiency
 from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
 
 OBJECTIVES = {"chips": "minimize chips", "cost": "minimize cost (USD an hour)",
-              "tokens-per-chip": "maximize tokens/s a chip"}
+              "tokens-per-chip": "maximize tokens/s a chip",
+              "throughput": "maximize output tokens/s a chip at the largest batch that fits memory and --tpot-ms"}
 DEFAULT_MAX_CHIPS = 1024
 CONFIGURATION = ("a configuration = (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk); "
                  "dp = devices / tp, ep = tp or all devices")
@@ -67,7 +68,7 @@ def check_inputs(*, concurrency: int, max_chips: int, objective: str, target_tpo
     if max_chips < 1:
         raise K3PlanError(f"--max-chips {max_chips}: expected a positive integer")
     if objective not in OBJECTIVES:
-        raise K3PlanError(f"objective {objective!r}: expected --minimize chips|cost or --maximize tokens-per-chip")
+        raise K3PlanError(f"objective {objective!r}: expected --minimize chips|cost or --maximize tokens-per-chip|throughput")
     if target_tpot_ms is not None and not (math.isfinite(target_tpot_ms) and target_tpot_ms > 0):
         raise K3PlanError(f"--target-tpot-ms {target_tpot_ms}: expected a positive number of milliseconds")
     if top < 1:
@@ -100,7 +101,8 @@ def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.n
     c = {k: cols[k][idx] for k in ("chips", "tpot_s", "cost_per_hour", "tokens_per_s_per_chip", "free_bytes",
                                    "chunk", "hw")}
     keys = {"chips": [c["chips"], c["tpot_s"]], "cost": [c["cost_per_hour"], c["tpot_s"]],
-            "tokens-per-chip": [-c["tokens_per_s_per_chip"], c["chips"]]}[objective]
+            "tokens-per-chip": [-c["tokens_per_s_per_chip"], c["chips"]],
+            "throughput": [-c["tokens_per_s_per_chip"], c["chips"]]}[objective]  # re-ranked by plan/wire.py
     keys += [-c["free_bytes"], -c["chunk"], c["hw"]]
     return idx[np.lexsort(keys[::-1])]  # lexsort: the last key is the primary one
 
@@ -123,6 +125,8 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
     if isl is None and (ttft_ms is not None or request_latency_ms is not None or request_rate is not None or strict):
         raise K3PlanError("--ttft-ms, --request-latency-ms, --request-rate and --strict need --isl and --osl "
                           "(the request's prompt and output tokens)")
+    if objective == "throughput" and isl is None:
+        raise K3PlanError("--maximize throughput needs --isl and --osl (the batch is sized against the scheduler)")
     if load_gbps is not None:
         from k3plan.deploy.coldstart import load_bytes_per_s
 
@@ -175,7 +179,8 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
         ranked, fams, all_rows, extra = apply_sla(
             space=space, cols=cols, cols_1=cols if concurrency == 1 else other,
             cols_k=other if concurrency == 1 else cols, k=k, ranked=ranked, fams=fams, targets=targets,
-            model=m, eff=eff, prices={p.hardware: p for p in price_list}, context=context, load_gbps=load_gbps)
+            model=m, eff=eff, prices={p.hardware: p for p in price_list}, context=context, load_gbps=load_gbps,
+            objective=objective)
         rows = all_rows[:top]
         if strict:
             reasons["sla"] = "misses a latency target or cannot hold the sequences in flight (--strict)"
@@ -204,8 +209,8 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
             "memory: fit's per-device terms (analytic temporaries, the stack's reserve); a configuration must hold "
             "--concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
-            "--maximize tokens-per-chip scores at batch = --concurrency; a throughput objective at the largest batch "
-            "that fits memory and the SLA is not implemented (the disaggregated decode pool does size that batch)",
+            "--maximize tokens-per-chip scores at batch = --concurrency (it ranks by latency); --maximize throughput "
+            "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",
         ] + extra.pop("assumptions", []) + probe_notes,
         sla=extra.get("sla"), prices=price_list, pareto=extra.get("pareto", []),
         disaggregated=extra.get("disaggregated"), launch=extra.get("launch"), cold_start=extra.get("cold_start"),

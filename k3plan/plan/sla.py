@@ -65,6 +65,8 @@ class SlaRow(BaseModel):
     step_per_prefill_token_us: float
     meets: bool
     misses: list[str]  # "TTFT 2,310 ms > 2,000 ms target (+310 ms, +15.5%)"
+    throughput_batch: int | None = None  # --maximize throughput: the largest batch that fits memory and --tpot-ms
+    throughput_tokens_per_s_per_chip: float | None = None  # output tokens/s a chip at that batch (closed loop)
 
 
 def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rate, concurrency_given: bool) -> None:
@@ -125,3 +127,23 @@ def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budge
                   output_tokens_per_s_per_chip=r.output_tokens_per_s_per_chip,
                   input_tokens_per_s=r.output_tokens_per_s / targets.osl_tokens * targets.isl_tokens,
                   in_flight_sequences=in_flight, meets=not misses, misses=misses, **coef)
+
+
+def largest_batch(*, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int,
+                  max_sequences: int) -> tuple[int | None, float | None]:
+    """(batch, output tokens/s a chip): the most sequences that fit memory (``max_sequences``), the token
+    budget and --tpot-ms under the scheduler's steady state (closed loop); (None, None) if even one misses."""
+    batch = min(max_sequences, token_budget)
+    target = None if targets.tpot_ms is None else targets.tpot_ms / 1e3
+    if target is not None and a > 0:  # the decode-only step bounds the batch from above
+        batch = min(batch, math.floor((target - base) / a))
+    step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
+    for _ in range(16):  # prefill riding along lengthens the step: shrink until the steady state meets TPOT
+        if batch < 1:
+            return None, None
+        r = steady_state(step=step, isl=targets.isl_tokens, osl=targets.osl_tokens, token_budget=token_budget,
+                         concurrency=batch, chips=chips)
+        if target is None or r.tpot_s <= target:
+            return batch, r.output_tokens_per_s_per_chip
+        batch = min(batch - 1, math.floor(batch * target / r.tpot_s))
+    return None, None

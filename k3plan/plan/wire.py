@@ -19,7 +19,7 @@ from k3plan.plan.deployment import (
     pareto_point,
 )
 from k3plan.plan.rows import row
-from k3plan.plan.sla import LABEL, SlaTargets, sla_row, step_coefficients
+from k3plan.plan.sla import LABEL, SlaTargets, largest_batch, sla_row, step_coefficients
 from k3plan.plan.space import Space
 from k3plan.roofline.bounds import Efficiency
 
@@ -58,7 +58,7 @@ def _strict_families(fams: list[dict], rows: list[dict], missed: list[dict]) -> 
 
 def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, ranked: np.ndarray, fams: list[dict],
               targets: SlaTargets, model: Model, eff: Efficiency, prices: dict[str, Price], context: int,
-              load_gbps: float | None) -> tuple[np.ndarray, list[dict], list[dict], dict[str, Any]]:
+              load_gbps: float | None, objective: str = "chips") -> tuple[np.ndarray, list[dict], list[dict], dict[str, Any]]:
     base, a, b = step_coefficients(model=model, cols_1=cols_1, cols_k=cols_k, k=k, isl=targets.isl_tokens, eff=eff)
     rows = []
     for i in ranked:
@@ -67,8 +67,16 @@ def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, r
         s = sla_row(targets=targets, base=float(base[i]), a=float(a[i]), b=float(b[i]),
                     token_budget=int(cols["chunk"][i]), chips=int(cols["chips"][i]),
                     max_sequences=int(cols["max_sequences"][i]))
+        if objective == "throughput":
+            tb, tput = largest_batch(targets=targets, base=float(base[i]), a=float(a[i]), b=float(b[i]),
+                                     token_budget=int(cols["chunk"][i]), chips=int(cols["chips"][i]),
+                                     max_sequences=int(cols["max_sequences"][i]))
+            s = s.model_copy(update={"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput})
         r["sla"] = s.model_dump()
         rows.append(r)
+    if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
+        keep = sorted(range(len(rows)), key=lambda j: -(rows[j]["sla"]["throughput_tokens_per_s_per_chip"] or -1.0))
+        rows, ranked = [rows[j] for j in keep], ranked[keep] if ranked.size else ranked
     costs = cost_rows(prices=[prices[r["hardware"]] for r in rows], chips=[r["chips"] for r in rows],
                       output_tokens_per_s=[r["sla"]["output_tokens_per_s"] for r in rows],
                       input_tokens_per_s=[r["sla"]["input_tokens_per_s"] for r in rows])

@@ -214,3 +214,25 @@ def test_strict_with_nothing_left_exits_1_and_says_why(cli, tmp_path):
     hit = [f for f in res["rejected_families"] if "sla" in f["reasons"]]
     assert hit and all(any("TTFT" in d and "> 5 ms target" in d for d in f["detail"]) for f in hit)
     assert not png.exists() and not sh.exists()
+
+
+def test_maximize_throughput_uses_the_largest_batch_that_meets_tpot(cli):
+    res = _plan(cli, "-H", "nvidia-b200,tpu-v7x", "--max-chips", "32", "--isl", "4000", "--osl", "500",
+                "--tpot-ms", "50", "--maximize", "throughput", "--top", "20")
+    got = [r["sla"]["throughput_tokens_per_s_per_chip"] for r in res["ranked"]]
+    assert res["objective"] == "throughput" and got[0] is not None
+    assert [g for g in got if g is not None] == sorted((g for g in got if g is not None), reverse=True)
+    for r in res["ranked"][:5]:
+        s, batch = r["sla"], r["sla"]["throughput_batch"]
+        assert 1 <= batch <= min(r["max_sequences"], r["chunk_tokens"])  # memory and the token budget
+        step = StepCoefficients(base_s=s["step_base_ms"] / 1e3, per_decode_seq_s=s["step_per_decode_seq_ms"] / 1e3,
+                                per_prefill_token_s=s["step_per_prefill_token_us"] / 1e6, source="test")
+        want = steady_state(step=step, isl=4000, osl=500, token_budget=r["chunk_tokens"], concurrency=batch,
+                            chips=r["chips"])
+        assert want.tpot_s <= 0.050 and s["throughput_tokens_per_s_per_chip"] == pytest.approx(
+            want.output_tokens_per_s_per_chip)
+        assert batch > 1  # scored at its largest batch, not at --concurrency 1
+
+
+def test_maximize_throughput_needs_the_request_shape(cli):
+    one_error_line(cli("plan", "-H", "nvidia-b200", "--maximize", "throughput"))
