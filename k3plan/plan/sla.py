@@ -107,6 +107,7 @@ def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budge
             max_sequences: int) -> SlaRow:
     step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
     coef = {"step_base_ms": base * 1e3, "step_per_decode_seq_ms": a * 1e3, "step_per_prefill_token_us": b * 1e6}
+    coef_kw: dict = coef  # typed loosely: SlaRow checks the values
     conc = None if targets.request_rate_per_s is not None else (targets.concurrency or 1)
     try:
         if conc is not None and conc > token_budget:
@@ -116,7 +117,7 @@ def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budge
     except K3PlanError as err:
         return SlaRow(ttft_ms=None, tpot_ms=None, request_latency_ms=None, output_tokens_per_s=None,
                       output_tokens_per_s_per_user=None, output_tokens_per_s_per_chip=None, input_tokens_per_s=None,
-                      in_flight_sequences=None, meets=False, misses=[f"load not sustained: {err}"], **coef)
+                      in_flight_sequences=None, meets=False, misses=[f"load not sustained: {err}"], **coef_kw)
     in_flight = float(conc) if conc is not None else r.output_tokens_per_s / targets.osl_tokens * r.request_latency_s
     misses = [m for m in (_miss("TTFT", r.ttft_s, targets.ttft_ms), _miss("TPOT", r.tpot_s, targets.tpot_ms),
                           _miss("request latency", r.request_latency_s, targets.request_latency_ms)) if m]
@@ -126,7 +127,7 @@ def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budge
                   output_tokens_per_s=r.output_tokens_per_s, output_tokens_per_s_per_user=r.output_tokens_per_s_per_user,
                   output_tokens_per_s_per_chip=r.output_tokens_per_s_per_chip,
                   input_tokens_per_s=r.output_tokens_per_s / targets.osl_tokens * targets.isl_tokens,
-                  in_flight_sequences=in_flight, meets=not misses, misses=misses, **coef)
+                  in_flight_sequences=in_flight, meets=not misses, misses=misses, **coef_kw)
 
 
 def largest_batch(*, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int,
