@@ -68,7 +68,7 @@ def objective_from(minimize: Optional[str], maximize: Optional[str]) -> str:
         if maximize not in ("tokens-per-chip", "throughput"):
             raise K3PlanError(f"--maximize {maximize!r}: expected tokens-per-chip or throughput")
         return maximize
-    if (minimize or "chips") not in ("chips", "cost"):
+    if (minimize if minimize is not None else "chips") not in ("chips", "cost"):  # `--minimize=` is not "chips"
         raise K3PlanError(f"--minimize {minimize!r}: expected chips or cost")
     return minimize or "chips"
 
