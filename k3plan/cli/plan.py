@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -15,9 +16,26 @@ StacksOpt = Annotated[Optional[str], typer.Option(
     "--stacks", help="Comma-separated stacks. Default: every bundled stack whose platform is the hardware's kind or 'any'.")]
 MaxChipsOpt = Annotated[int, typer.Option("--max-chips", help="Largest topology to consider, in chips.")]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="Sequences served at once (the decode batch).")]
-TargetOpt = Annotated[Optional[float], typer.Option("--target-tpot-ms", help="Reject configurations slower than this time per output token.")]
+TargetOpt = Annotated[Optional[float], typer.Option(
+    "--tpot-ms", "--target-tpot-ms",
+    help="Time per output token target (ms). Without --isl/--osl: rejects slower decode steps; with them: "
+         "checked on the scheduler's TPOT (best-effort unless --strict).")]
+TtftOpt = Annotated[Optional[float], typer.Option("--ttft-ms", help="Time to first token target (ms); needs --isl/--osl.")]
+LatencyOpt = Annotated[Optional[float], typer.Option("--request-latency-ms", help="Whole-request latency target (ms).")]
+IslOpt = Annotated[Optional[int], typer.Option("--isl", help="Prompt tokens a request (with --osl: the SLA search; "
+                                                             "--context defaults to ISL + OSL).")]
+OslOpt = Annotated[Optional[int], typer.Option("--osl", help="Output tokens a request.")]
+RateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="Requests a second (open loop) instead of --concurrency.")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Reject rows that miss a target (default: rank them last, with the miss).")]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG.")]
+EmitOpt = Annotated[Optional[tuple[str, Path]], typer.Option(
+    "--emit", help="'launch PATH': write the pick's launch command (vllm serve / sglang / JAX parameters) to PATH.")]
+PriceOpt = Annotated[Optional[list[str]], typer.Option("--price", help="HW=USD a chip-hour; overrides the spec's price (repeatable).")]
+LoadOpt = Annotated[Optional[float], typer.Option("--load-gbps", help="Storage bandwidth a host (Gbit/s): cold start and host RAM of the pick.")]
 MinimizeOpt = Annotated[Optional[str], typer.Option("--minimize", help="chips (default) or cost (priced hardware only).")]
-MaximizeOpt = Annotated[Optional[str], typer.Option("--maximize", help="tokens-per-chip.")]
+MaximizeOpt = Annotated[Optional[str], typer.Option(
+    "--maximize", help="tokens-per-chip (at batch = --concurrency) or throughput (largest batch that fits memory and "
+                       "--tpot-ms; needs --isl/--osl).")]
 KvDtypesOpt = Annotated[Optional[str], typer.Option(
     "--kv-dtypes", help="Comma-separated KV dtypes to search (bf16, fp8, fp8_ds_mla, fp32), 'all', or 'stack' (default: each stack's own).")]
 ChunksOpt = Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes to search (default 8192, as fit).")]
@@ -47,9 +65,9 @@ def objective_from(minimize: Optional[str], maximize: Optional[str]) -> str:
     if minimize is not None and maximize is not None:
         raise K3PlanError("give either --minimize or --maximize, not both")
     if maximize is not None:
-        if maximize != "tokens-per-chip":
-            raise K3PlanError(f"--maximize {maximize!r}: expected tokens-per-chip")
-        return "tokens-per-chip"
+        if maximize not in ("tokens-per-chip", "throughput"):
+            raise K3PlanError(f"--maximize {maximize!r}: expected tokens-per-chip or throughput")
+        return maximize
     if (minimize if minimize is not None else "chips") not in ("chips", "cost"):  # `--minimize=` is not "chips"
         raise K3PlanError(f"--minimize {minimize!r}: expected chips or cost")
     return minimize or "chips"
@@ -68,6 +86,16 @@ def command(
     kv_dtypes: KvDtypesOpt = None,
     chunks: ChunksOpt = None,
     top: TopOpt = 10,
+    ttft_ms: TtftOpt = None,
+    request_latency_ms: LatencyOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    request_rate: RateOpt = None,
+    strict: StrictOpt = False,
+    plot: PlotOpt = None,
+    emit: EmitOpt = None,
+    price: PriceOpt = None,
+    load_gbps: LoadOpt = None,
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
     json_out: JsonOpt = False,
@@ -82,18 +110,53 @@ def command(
       k3plan plan --concurrency 64 --target-tpot-ms 50      64 sequences, 50 ms a token at most
       k3plan plan -H tpu-v7x,nvidia-b200 --maximize tokens-per-chip
       k3plan plan --minimize cost --json
+      k3plan plan --ttft-ms 2000 --tpot-ms 50 --isl 4000 --osl 500 --request-rate 2 --plot pareto.png
+      k3plan plan --isl 4000 --osl 500 --concurrency 32 --strict --price nvidia-gb300-nvl72=6 --emit launch run.sh
     """
+    from k3plan.deploy.prices import parse_price_overrides
+    from k3plan.hardware import list_hardware
     from k3plan.plan import plan
 
-    result = plan(model=model, hardware=_csv("--hardware", hardware), stacks=_csv("--stacks", stacks),
+    if emit is not None and emit[0] != "launch":
+        raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
+    if plot is not None and (isl is None or osl is None):
+        raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
+    if isl is not None and osl is not None and context == DEFAULT_CONTEXT_TOKENS:
+        context = isl + osl  # a request's whole length; --context given explicitly wins
+    hw_list = _csv("--hardware", hardware)
+    overrides = parse_price_overrides(price or [], known=list(list_hardware()) + list(hw_list or []))
+    result = plan(model=model, hardware=hw_list, stacks=_csv("--stacks", stacks),
                   max_chips=max_chips, context=context, concurrency=concurrency, target_tpot_ms=target_tpot_ms,
                   objective=objective_from(minimize, maximize), kv_dtypes=_csv("--kv-dtypes", kv_dtypes),
-                  chunks=_ints("--chunks", chunks), top=top, probes=probes, allow_cpu_probes=allow_cpu_probes)
+                  chunks=_ints("--chunks", chunks), top=top, probes=probes, allow_cpu_probes=allow_cpu_probes,
+                  ttft_ms=ttft_ms, request_latency_ms=request_latency_ms, isl=isl, osl=osl,
+                  request_rate=request_rate, strict=strict, prices=overrides, load_gbps=load_gbps)
+    written, skipped = [], []
+    if plot is not None:
+        if result.pareto:
+            from k3plan.deploy.pareto import plot_pareto
+
+            written.append(str(plot_pareto(plot, result.pareto, front=result.pareto)))
+        else:
+            skipped.append(f"--plot {plot}: not written, no configuration passes")
+    if emit is not None:
+        if result.launch is not None and result.launch.config is not None:
+            from k3plan.deploy.launch import write_launch
+
+            written.append(str(write_launch(emit[1], result.launch.config)))
+        elif result.launch is not None:
+            raise K3PlanError(f"--emit launch: {result.launch.error}")
+        else:
+            skipped.append(f"--emit launch {emit[1]}: not written, no configuration passes")
     if json_out:
         print_json(result)
     else:
         from k3plan.plan.render import render_plan
 
         render_plan(result, console)
+        for w in written:
+            console.print(f"wrote {w}")
+        for w in skipped:
+            console.print(f"[yellow]{w}[/]")
     if result.recommended is None:
         raise typer.Exit(1)

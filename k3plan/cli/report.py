@@ -87,8 +87,15 @@ def command(
     reports = collect(model=model, hardware=platforms, stacks=_stacks(stack), contexts=contexts, concurrency=concurrency,
                       max_chips=max_chips or 10**9, eff=eff, probes=probes, progress=say)
     cmd = "k3plan report " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else "k3plan report"
+    from functools import partial
+
+    from k3plan.report.capacity_deploy import deployment_blocks
+
+    say("deployment: Pareto front and cost (k3plan plan --isl --osl over the same platforms)")
+    deploy = partial(deployment_blocks, model=model, hardware=platforms, stacks=list(_stacks(stack).values()),
+                     concurrency=concurrency, max_chips=max_chips or 10**9)
     written = write(reports, out=out, html=html, plot_format=plot_format, model=model, contexts=contexts,
-                    concurrency=concurrency, command=cmd, eff=eff)
+                    concurrency=concurrency, command=cmd, eff=eff, deploy=lambda path: deploy(plot_path=path))
     if json_out:
         print_json({"written": [str(p) for p in written], "platforms": reports})
         return

@@ -39,7 +39,12 @@ def _rejected(result: PlanResult) -> Table:
 
 def render_plan(result: PlanResult, console: Console) -> None:
     if result.ranked:
-        console.print(_ranking(result))
+        if result.sla is not None:
+            from k3plan.plan.render_deploy import sla_table
+
+            console.print(sla_table(result))
+        else:
+            console.print(_ranking(result))
         r = result.recommended
         console.print(f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
                       f"ep {r['ep']} dp {r['dp']}, stack {r['stack']}, KV {r['kv_dtype']}: "
@@ -48,6 +53,12 @@ def render_plan(result: PlanResult, console: Console) -> None:
                       f"--tp {r['tp']} --ep {r['ep']} --dp {r['dp']} --stack {r['stack']} "
                       f"--kv-dtype {r['kv_dtype']} --context {result.workload['context_tokens']} "
                       f"--batch {result.workload['concurrency']} --chunk {r['chunk_tokens']}")
+        if result.sla is not None:
+            q = r["sla"]
+            console.print("Under the load (ceilings-based): " + (
+                f"TTFT {q['ttft_ms']:,.0f} ms, TPOT {q['tpot_ms']:.2f} ms, request {q['request_latency_ms'] / 1e3:,.1f} s, "
+                f"{q['in_flight_sequences']:,.1f} sequences in flight" if q["ttft_ms"] is not None else "not sustained")
+                + ("" if q["meets"] else " -- misses: " + "; ".join(q["misses"])))
     else:
         console.print("[bold red]No configuration passes.[/] Every family's reasons are below.")
     if result.rejected_families:
@@ -60,3 +71,6 @@ def render_plan(result: PlanResult, console: Console) -> None:
                   f"{result.evaluate_s * 1e3:.0f} ms; {result.feasible:,} feasible.")
     for a in result.assumptions:
         console.print(f"[dim]assumption: {a}[/]")
+    from k3plan.plan.render_deploy import render_deploy
+
+    render_deploy(result, console)

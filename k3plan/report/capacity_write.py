@@ -30,7 +30,9 @@ def collect(*, model: str, hardware: Sequence[str], stacks: dict[str, str], cont
 
 
 def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: str, model: str,
-          contexts: Sequence[int], concurrency: int, command: str, eff: Efficiency) -> list[Path]:
+          contexts: Sequence[int], concurrency: int, command: str, eff: Efficiency,
+          deploy: Optional[Callable[[Path], tuple[list, list[Path]]]] = None) -> list[Path]:
+    """``deploy(plot_path) -> (blocks, files)``: the deployment section (report/capacity_deploy.py), appended."""
     from k3plan.models import load_model
     from k3plan.report.capacity_doc import document
     from k3plan.report.capacity_plots import plot_curves, plot_memory, plot_roofline
@@ -60,8 +62,12 @@ def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: 
     ]
     blocks = document(reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots],
                       concurrency=concurrency)
+    extra: list[Path] = []
+    if deploy is not None:
+        more, extra = deploy(Path(f"{stem}-pareto.{plot_format}"))
+        blocks += more
     write_text(out, to_markdown(blocks, base=out.parent), label="--out")
-    written = [out] + [p for p, _, _ in plots]
+    written = [out] + [p for p, _, _ in plots] + extra
     if html:
         page = out.with_suffix(".html")
         write_text(page, to_html(blocks, title=title), label="--out")

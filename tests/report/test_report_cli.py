@@ -30,14 +30,15 @@ def test_report_writes_markdown_html_and_plots_quickly(written):
     assert r.exit_code == 0, r.output
     assert seconds < 20
     md = out.read_text()
-    for stem in ("memory", "curve", "roofline"):
+    for stem in ("memory", "curve", "roofline", "pareto"):
         png = out.with_name(f"cap-{stem}.png")
         assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
         assert f"(cap-{stem}.png)" in md
     assert "## Summary" in md and "## tpu-v7x" in md and "Where these numbers come from" in md
     assert "smallest viable" in md.lower() and "2x2x4" in md
     page = out.with_suffix(".html").read_text()
-    assert page.count("src='data:image/png;base64,") == 3
+    assert page.count("src='data:image/png;base64,") == 4  # memory, curve, roofline, Pareto front
+    assert "## Deployment: Pareto front and cost" in md and "### Cost" in md
     assert not re.search(r"src='(?!data:)", page)  # nothing linked: one self-contained file
     assert "[1/2] tpu-v7x" in r.stderr and "[2/2] tpu-v5e" in r.stderr
 

@@ -1,0 +1,150 @@
+"""Latency targets (TTFT, TPOT, request latency) for plan's rows, from the scheduler's closed form.
+
+Each row's step time is linear, T(d, p) = base + a d + b p (``speed.scheduler.StepCoefficients``):
+- base and a from the row's decode roofline step (plan's TPOT column, ``step.decode``) at two
+  batches: a = (T(k) - T(1)) / (k - 1), base = T(1) - a;
+- b from the prefill ceiling of ``roofline.bounds.prefill_bound``: (2 x active params + causal
+  attention FLOPs a token at the ISL) / (peak FLOP/s a device x devices x MFU).
+These are ceilings (spec peaks x the Efficiency's bandwidth and MFU), not efficiency records: every
+figure here is an analytic estimate and the output says so. ``steady_state`` (vLLM V1's rule,
+closed form) turns them into TTFT, TPOT, request latency and throughput at --concurrency or
+--request-rate with the row's prefill chunk as the token budget.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.errors import K3PlanError
+from k3plan.models import Model
+from k3plan.roofline.bounds import Efficiency
+from k3plan.roofline.work import (
+    attention_prefill_flops_per_token,
+    linear_flops_per_token,
+)
+from k3plan.speed.scheduler import StepCoefficients, steady_state
+
+LABEL = ("ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
+         "compute ceiling, fed to the vLLM V1 scheduler's steady-state closed form")
+
+
+class SlaTargets(BaseModel):
+    """The request: workload shape, load and the targets (None: not asked)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    isl_tokens: int
+    osl_tokens: int
+    concurrency: int | None  # closed loop: sequences in flight
+    request_rate_per_s: float | None  # open loop
+    ttft_ms: float | None
+    tpot_ms: float | None
+    request_latency_ms: float | None
+    strict: bool
+    method: str = LABEL
+
+
+class SlaRow(BaseModel):
+    """One configuration under the load: the scheduler's figures and which targets it misses."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttft_ms: float | None  # None: the load is beyond what the configuration sustains
+    tpot_ms: float | None
+    request_latency_ms: float | None
+    output_tokens_per_s: float | None
+    output_tokens_per_s_per_user: float | None
+    output_tokens_per_s_per_chip: float | None
+    input_tokens_per_s: float | None
+    in_flight_sequences: float | None  # Little's law: arrivals x request latency (closed loop: N)
+    step_base_ms: float
+    step_per_decode_seq_ms: float
+    step_per_prefill_token_us: float
+    meets: bool
+    misses: list[str]  # "TTFT 2,310 ms > 2,000 ms target (+310 ms, +15.5%)"
+    throughput_batch: int | None = None  # --maximize throughput: the largest batch that fits memory and --tpot-ms
+    throughput_tokens_per_s_per_chip: float | None = None  # output tokens/s a chip at that batch (closed loop)
+
+
+def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rate, concurrency_given: bool) -> None:
+    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--request-latency-ms", request_latency_ms),
+                    ("--request-rate", request_rate)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise K3PlanError(f"{flag} {v}: expected a positive number")
+    for flag, v in (("--isl", isl), ("--osl", osl)):
+        if v is not None and v < 1:
+            raise K3PlanError(f"{flag} {v}: expected a whole number of tokens >= 1")
+    if (isl is None) != (osl is None):
+        raise K3PlanError("--isl and --osl: give both (prompt and output tokens a request) or neither")
+    if request_rate is not None and concurrency_given:
+        raise K3PlanError("--request-rate and --concurrency: give one load, not both")
+
+
+def step_coefficients(*, model: Model, cols_1: dict, cols_k: dict, k: int, isl: int,
+                      eff: Efficiency) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(base_s, per_decode_seq_s, per_prefill_token_s) columns; cols_1 / cols_k: evaluate() at batch 1 and k > 1."""
+    t1, tk = cols_1["tpot_s"], cols_k["tpot_s"]
+    a = np.maximum((tk - t1) / (k - 1), 0.0)
+    base = np.maximum(t1 - a, 0.0)
+    per_token = (linear_flops_per_token(model.inventory.active_params)
+                 + attention_prefill_flops_per_token(model.spec, isl))
+    devices = cols_1["chips"] * cols_1["devices_per_chip"]
+    b = per_token / (cols_1["flops"] * devices * eff.mfu)
+    return base, a, b
+
+
+def _miss(what: str, got_s: float, target_ms: float | None) -> str | None:
+    if target_ms is None or got_s * 1e3 <= target_ms:
+        return None
+    over = got_s * 1e3 - target_ms
+    return f"{what} {got_s * 1e3:,.1f} ms > {target_ms:g} ms target (+{over:,.1f} ms, +{over / target_ms:.1%})"
+
+
+def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int,
+            max_sequences: int) -> SlaRow:
+    step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
+    coef = {"step_base_ms": base * 1e3, "step_per_decode_seq_ms": a * 1e3, "step_per_prefill_token_us": b * 1e6}
+    coef_kw: dict = coef  # typed loosely: SlaRow checks the values
+    conc = None if targets.request_rate_per_s is not None else (targets.concurrency or 1)
+    try:
+        if conc is not None and conc > token_budget:
+            raise K3PlanError(f"{conc} sequences exceed the token budget of {token_budget} (the prefill chunk)")
+        r = steady_state(step=step, isl=targets.isl_tokens, osl=targets.osl_tokens, token_budget=token_budget,
+                         concurrency=conc, request_rate_per_s=targets.request_rate_per_s, chips=chips)
+    except K3PlanError as err:
+        return SlaRow(ttft_ms=None, tpot_ms=None, request_latency_ms=None, output_tokens_per_s=None,
+                      output_tokens_per_s_per_user=None, output_tokens_per_s_per_chip=None, input_tokens_per_s=None,
+                      in_flight_sequences=None, meets=False, misses=[f"load not sustained: {err}"], **coef_kw)
+    in_flight = float(conc) if conc is not None else r.output_tokens_per_s / targets.osl_tokens * r.request_latency_s
+    misses = [m for m in (_miss("TTFT", r.ttft_s, targets.ttft_ms), _miss("TPOT", r.tpot_s, targets.tpot_ms),
+                          _miss("request latency", r.request_latency_s, targets.request_latency_ms)) if m]
+    if in_flight > max_sequences:
+        misses.append(f"memory: {in_flight:,.1f} sequences in flight > {max_sequences:,} that fit")
+    return SlaRow(ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, request_latency_ms=r.request_latency_s * 1e3,
+                  output_tokens_per_s=r.output_tokens_per_s, output_tokens_per_s_per_user=r.output_tokens_per_s_per_user,
+                  output_tokens_per_s_per_chip=r.output_tokens_per_s_per_chip,
+                  input_tokens_per_s=r.output_tokens_per_s / targets.osl_tokens * targets.isl_tokens,
+                  in_flight_sequences=in_flight, meets=not misses, misses=misses, **coef_kw)
+
+
+def largest_batch(*, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int,
+                  max_sequences: int) -> tuple[int | None, float | None]:
+    """(batch, output tokens/s a chip): the most sequences that fit memory (``max_sequences``), the token
+    budget and --tpot-ms under the scheduler's steady state (closed loop); (None, None) if even one misses."""
+    batch = min(max_sequences, token_budget)
+    target = None if targets.tpot_ms is None else targets.tpot_ms / 1e3
+    if target is not None and a > 0:  # the decode-only step bounds the batch from above
+        batch = min(batch, math.floor((target - base) / a))
+    step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
+    for _ in range(16):  # prefill riding along lengthens the step: shrink until the steady state meets TPOT
+        if batch < 1:
+            return None, None
+        r = steady_state(step=step, isl=targets.isl_tokens, osl=targets.osl_tokens, token_budget=token_budget,
+                         concurrency=batch, chips=chips)
+        if target is None or r.tpot_s <= target:
+            return batch, r.output_tokens_per_s_per_chip
+        batch = min(batch - 1, math.floor(batch * target / r.tpot_s))
+    return None, None

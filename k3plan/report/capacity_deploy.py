@@ -1,0 +1,74 @@
+"""The report's deployment section (issue 13): the Pareto front of tokens/s per user vs tokens/s
+per chip over the report's platforms, as a plot and a table, and a cost table (the best row of
+each platform: USD an hour, per million output and input tokens, where the price comes from).
+
+It runs ``k3plan plan`` with latency figures for one request shape, stated in the section:
+REQUEST_ISL / REQUEST_OSL below are a chat-like request (4,000 prompt tokens, 500 output tokens,
+the shape of the issue's done-when command), not a measured workload; best-effort, no targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from k3plan.report.doc import Block
+
+REQUEST_ISL = 4000  # prompt tokens a request (stated in the section; not a measured workload)
+REQUEST_OSL = 500  # output tokens a request
+
+
+def _usd(v) -> str:
+    return "n/a" if v is None else f"{v:,.2f}"
+
+
+def deployment_blocks(*, model: str, hardware: Sequence[str], stacks: Sequence[str], concurrency: int,
+                      max_chips: int, plot_path: Path, prices: dict[str, float] | None = None) -> tuple[list[Block], list[Path]]:
+    """(blocks, files written): the section and its Pareto plot (written here)."""
+    from k3plan.deploy.pareto import plot_pareto
+    from k3plan.plan import plan
+
+    res = plan(model=model, hardware=list(hardware), stacks=list(dict.fromkeys(stacks)), max_chips=max_chips,
+               context=REQUEST_ISL + REQUEST_OSL, concurrency=concurrency, isl=REQUEST_ISL, osl=REQUEST_OSL,
+               top=10**6, prices=prices or {})
+    blocks: list[Block] = [
+        ("h2", "Deployment: Pareto front and cost"),
+        ("p", (f"Request shape: {REQUEST_ISL:,} prompt tokens, {REQUEST_OSL:,} output tokens, {concurrency} in flight "
+              f"(closed loop), context {REQUEST_ISL + REQUEST_OSL:,}. Latency and throughput are **ceilings-based** "
+              "(no efficiency records): the decode roofline and the prefill compute ceiling fed to the vLLM V1 "
+              "scheduler's steady state (`k3plan plan --isl --osl`).")),
+    ]
+    files: list[Path] = []
+    if res.pareto:
+        files.append(plot_pareto(plot_path, res.pareto, front=res.pareto))
+        blocks.append(("img", plot_path, "Pareto front: tokens/s per user vs tokens/s per chip"))
+        blocks.append(("table", ["hardware", "topology", "split", "stack", "chips", "tok/s/user", "tok/s/chip",
+                                 "$/hour", "$/M out"],
+                       [[p.hardware, p.topology, p.split, p.stack, str(p.chips), f"{p.tokens_per_s_per_user:,.1f}",
+                         f"{p.tokens_per_s_per_chip:,.1f}", _usd(p.usd_per_hour), _usd(p.usd_per_million_output_tokens)]
+                        for p in res.pareto]))
+    else:
+        blocks.append(("p", "No configuration fits: no Pareto front."))
+    best: dict[str, dict] = {}  # hardware -> its first ranked row
+    for ranked in res.ranked:  # ranked fewest chips first: the first row of each platform is its pick
+        best.setdefault(ranked["hardware"], ranked)
+    price = {p.hardware: p for p in res.prices}
+    rows = []
+    for hw in res.search["hardware"]:
+        p = price[hw]
+        r = best.get(hw)
+        source = p.source if p.usd_per_chip_hour is not None else f"n/a: {p.source}"
+        if r is None:
+            rows.append([hw, _usd(p.usd_per_chip_hour), "no fit", "-", "-", "-", "-", source])
+            continue
+        c = r["cost"]
+        rows.append([hw, _usd(p.usd_per_chip_hour), f"{r['topology']} TP{r['tp']} EP{r['ep']} DP{r['dp']} {r['stack']}",
+                     str(r["chips"]), _usd(c["usd_per_hour"]), _usd(c["usd_per_million_output_tokens"]),
+                     _usd(c["usd_per_million_input_tokens"]), source])
+    blocks += [("h3", "Cost"),
+               ("table", ["hardware", "$/chip-hour", "pick", "chips", "$/hour", "$/M out", "$/M in", "price source"],
+                rows),
+               ("p", ("Per million tokens: the whole hourly cost charged to the token kind (output or input) at the "
+                     "pick's steady-state rate. n/a: the spec has no public price; `k3plan plan --price HW=USD` "
+                     "fills it."))]
+    return blocks, files
