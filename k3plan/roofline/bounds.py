@@ -108,6 +108,7 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
                  allow_cpu_probes: bool = False) -> DecodeBound:
     """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``."""
     from k3plan.step.decode import BINDING, decode_terms
+    from k3plan.step.ops import weight_groups_of_setup
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     moe = spec.moe
@@ -121,7 +122,8 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
                      kv_bytes_per_token=layout.kv_bytes_per_token, state_bytes_per_sequence=layout.state_bytes_per_sequence,
                      tp=par.tp, dp=par.dp, ep=par.ep, batch=batch, context=context_tokens,
                      hbm_bw=hw.hbm_bw_bytes_per_s_per_device, flops=hw.flops_per_s_per_device(eff.compute_dtype),
-                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=comm.time_s, histogram=histogram)
+                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=comm.time_s, histogram=histogram,
+                     weights=weight_groups_of_setup(setup))
     touched = float(d["experts_touched"])
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
     bytes_dev = {k: float(v) for k, v in d["bytes"].items()}
