@@ -104,6 +104,15 @@ def weight_groups_of_setup(setup) -> list[WeightGroup]:
     return out
 
 
+def weight_op_kind(t: Tensor) -> str:
+    """matmul for 2-D projections; conv for the KDA short convolutions; norm / elementwise otherwise."""
+    if t.role == "norm":
+        return "norm"
+    if "conv1d" in t.name:
+        return "conv"
+    return "matmul" if t.role in MATMUL_ROLES and len(t.shape) == 2 else "elementwise"
+
+
 def aggregate_groups(*, dense_bytes, expert_bytes, dense_params, expert_params) -> list[WeightGroup]:
     """Two pseudo-groups from whole-step sums, for callers that hold only the sums (plan's columns)."""
     dense = Tensor(name="dense", shape=(1,), logical_shape=(1,), axes=("x",), fmt="bf16", kind="global", role="attn")
@@ -129,8 +138,7 @@ def decode_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_toke
                           flops=2 * (moe.top_k / moe.num_experts) * ep_tokens * g.params, tensor=t,
                           params=g.params, tokens=ep_tokens * moe.top_k / maximum(touched, 1e-9)))
         else:
-            kind = "matmul" if t.role in MATMUL_ROLES and len(t.shape) > 1 else "norm"
-            ops.append(Op(name=g.name, kind=kind, layer_kind=t.kind, category="weights", count=g.count,
+            ops.append(Op(name=g.name, kind=weight_op_kind(t), layer_kind=t.kind, category="weights", count=g.count,
                           bytes_read=g.bytes, flops=2 * seqs * g.params, tensor=t, params=g.params,
                           tokens=seqs))
     heads_split = maximum(1, where(spec.mla.heads % tp == 0, tp, 1))
@@ -146,6 +154,37 @@ def decode_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_toke
                       bytes_read=state, bytes_written=state,
                       flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / heads_split,
                       flops_category="attention", tokens=seqs, heads=spec.kda.heads // heads_split))
+    return ops
+
+
+def prefill_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_token, state_bytes_per_sequence, tp,
+                chunk, ep_tokens, touched, context) -> list[Op]:
+    """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``
+    tokens: weights as in decode with ``chunk`` rows; MLA attention with K/V materialised, causal (query
+    i of the chunk attends to context - chunk + i keys); the KDA chunked scan reads and writes the
+    state once and applies 3 [d, d] products a token a head. One chunk covering the prompt gives
+    ``roofline.work.attention_prefill_flops_per_token`` x the prompt (tests/step/test_ops.py)."""
+    from k3plan.step.columns import maximum, where
+
+    mla = spec.mla
+    ops = [op for op in decode_ops(spec, weights=weights, kv_bytes_per_token=kv_bytes_per_token,
+                                   state_bytes_per_sequence=state_bytes_per_sequence, tp=tp, seqs=chunk,
+                                   ep_tokens=ep_tokens, touched=touched, context=0)
+           if op.kind not in ("attention", "kda_decode")]
+    heads_split = maximum(1, where(mla.heads % tp == 0, tp, 1))
+    if spec.n_mla:
+        keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
+        kv_layer = kv_bytes_per_token // spec.n_mla
+        ops.append(Op(name="mla.attention", kind="attention", layer_kind="mla", category="kv", count=spec.n_mla,
+                      bytes_read=(context - chunk) * kv_layer, bytes_written=chunk * kv_layer,
+                      flops=2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * keys
+                      / heads_split, flops_category="attention", tokens=chunk, heads=mla.heads // heads_split))
+    if spec.kda is not None and spec.n_kda:
+        state = state_bytes_per_sequence // spec.n_kda
+        ops.append(Op(name="kda.chunked_scan", kind="kda_chunked", layer_kind="kda", category="state",
+                      count=spec.n_kda, bytes_read=state, bytes_written=state,
+                      flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / heads_split,
+                      flops_category="attention", tokens=chunk, heads=spec.kda.heads // heads_split))
     return ops
 
 
@@ -195,7 +234,7 @@ def to_op_costs(ops: list[Op]) -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars)."""
     from k3plan.speed.ops import OpCost
 
-    kinds = {"norm": "hbm", "kda_decode": "kda_decode", "kda_chunked": "kda_chunked", "attention": "attention",
+    kinds = {"norm": "hbm", "conv": "hbm", "elementwise": "hbm", "kda_decode": "kda_decode", "kda_chunked": "kda_chunked", "attention": "attention",
              "grouped_matmul": "grouped_matmul", "matmul": "matmul", "collective": "collective"}
     out = []
     for op in ops:
@@ -209,12 +248,17 @@ def to_op_costs(ops: list[Op]) -> list:
             out.append(OpCost(**common, collective=op.collective.value, message_bytes=max(1, int(op.message_bytes)),
                               wire_bytes=round(float(op.wire_bytes)), group=int(op.group), calls=int(op.calls)))
         elif op.kind == "matmul":
-            n = op.tensor.shape[0] if op.tensor is not None else 1  # output rows of the checkpoint tensor
-            out.append(OpCost(**common, m=max(1, int(op.tokens)), n=n, k=max(1, round(op.params / n))))
+            # m tokens x k (the checkpoint's input dim) x n (the device's share of the rest): n x k = its params
+            k = op.tensor.shape[-1] if op.tensor is not None else 1
+            out.append(OpCost(**common, m=max(1, int(op.tokens)), n=max(1, round(float(op.params) / k)), k=k))
         elif op.kind == "grouped_matmul":
             out.append(OpCost(**common, tokens_per_group=max(float(op.tokens), 1e-9)))
         elif op.kind == "kda_decode":
             out.append(OpCost(**common, heads=max(1, int(op.heads))))
+        elif op.kind == "kda_chunked":
+            from k3plan.step.memory import KDA_CHUNK_TOKENS
+
+            out.append(OpCost(**common, heads=max(1, int(op.heads)), chunk=KDA_CHUNK_TOKENS))
         else:
             out.append(OpCost(**common))
     return out
