@@ -113,6 +113,14 @@ def weight_op_kind(t: Tensor) -> str:
     return "matmul" if t.role in MATMUL_ROLES and len(t.shape) == 2 else "elementwise"
 
 
+def whole_model_groups(inventory: TensorInventory, stack) -> list[WeightGroup]:
+    """The groups unsharded (one device holding the model): the whole-model view of the step."""
+    from k3plan.budget.weights import runtime_bytes
+
+    return [WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack), params=t.params)
+            for name, t, n in tensor_groups(inventory)]
+
+
 def aggregate_groups(*, dense_bytes, expert_bytes, dense_params, expert_params) -> list[WeightGroup]:
     """Two pseudo-groups from whole-step sums, for callers that hold only the sums (plan's columns)."""
     dense = Tensor(name="dense", shape=(1,), logical_shape=(1,), axes=("x",), fmt="bf16", kind="global", role="attn")
