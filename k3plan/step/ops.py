@@ -53,8 +53,8 @@ class Op:
     collective: Collective | None = None
     group: Col = 1
     calls: Col = 0  # collective calls an execution
-    message_bytes: Col = 0  # a call, a device
-    wire_bytes: Col = 0  # on the link an execution, a chip
+    message_bytes: Col = 0  # a call, a device (all-reduce: the tensor reduced; all-to-all: a device's share)
+    wire_bytes: Col = 0  # on the link an execution, a chip (what the link's per-chip bandwidth carries)
     tokens: Col = 0  # rows the op applies to (matmuls: sequences or tokens; experts: routed rows an expert)
     params: Col = 0  # weight ops: one tensor's params a device
     heads: Col = 0  # attention / KDA: heads a device
@@ -215,7 +215,8 @@ def collective_ops(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, de
     for name in ("moe.dispatch", "moe.combine"):
         ops.append(Op(name=name, kind="collective", layer_kind="moe", category="collectives", count=spec.n_moe,
                       collective=Collective.ALL_TO_ALL, group=ep, calls=where(all_to_all, 1, 0),
-                      message_bytes=where(all_to_all, a2a_msg, 0), wire_bytes=where(all_to_all, a2a_msg / chips, 0)))
+                      message_bytes=where(all_to_all, a2a_msg / (chips * devices_per_chip), 0),
+                      wire_bytes=where(all_to_all, a2a_msg / chips, 0)))
     ar_msg = tokens * spec.hidden_size * act
     ops.append(Op(name="moe.all_reduce", kind="collective", layer_kind="moe", category="collectives",
                   count=spec.n_moe, collective=Collective.ALL_REDUCE, group=ep,
@@ -238,8 +239,11 @@ def step_sum(ops: list[Op], field: str):
     return sum(op.count * getattr(op, field) for op in ops)
 
 
-def to_op_costs(ops: list[Op]) -> list:
-    """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars)."""
+def to_op_costs(ops: list[Op], *, link: str = "scale_up") -> list:
+    """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); ``link``:
+    where the collectives run (``roofline.comm.ep_spans_slices``). Collectives a stack does not issue
+    (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
+    roofline's collective time as its ceiling (tests/step/test_ops.py)."""
     from k3plan.speed.ops import OpCost
 
     kinds = {"norm": "hbm", "conv": "hbm", "elementwise": "hbm", "kda_decode": "kda_decode", "kda_chunked": "kda_chunked", "attention": "attention",
@@ -254,7 +258,8 @@ def to_op_costs(ops: list[Op]) -> list:
             if not op.calls:
                 continue
             out.append(OpCost(**common, collective=op.collective.value, message_bytes=max(1, int(op.message_bytes)),
-                              wire_bytes=round(float(op.wire_bytes)), group=int(op.group), calls=int(op.calls)))
+                              wire_bytes=round(float(op.wire_bytes)), group=int(op.group), calls=int(op.calls),
+                              link=link))
         elif op.kind == "matmul":
             # m tokens x k (the checkpoint's input dim) x n (the device's share of the rest): n x k = its params
             k = op.tensor.shape[-1] if op.tensor is not None else 1

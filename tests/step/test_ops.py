@@ -138,6 +138,16 @@ def test_to_op_costs(ops, setup):
     assert (ar.collective, ar.calls, ar.count, ar.group, ar.message_bytes) == ("all-reduce", 1, 92, 32, 14336)
 
 
+def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceiling(setup, bound):
+    from k3plan.speed.expected import expected_time
+    from k3plan.speed.peaks import Peaks
+
+    coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
+                          devices_per_chip=2, chips=16, tokens=1)
+    t = expected_time(to_op_costs(coll), peaks=Peaks.from_hardware(setup.hardware), curves=None)
+    assert t.by_kind["collectives"].ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
+
+
 def test_prefill_chunk_over_the_whole_prompt_is_the_roofline_per_token_work():
     model = load_model("kimi-k3")
     spec, prompt = model.spec, 8192
