@@ -157,11 +157,13 @@ def decode_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_toke
                       flops_category="attention", tokens=seqs, heads=spec.mla.heads // heads_split))
     if spec.kda is not None and spec.n_kda:
         state = seqs * (state_bytes_per_sequence // spec.n_kda)
-        # split by the MLA heads' divisibility, as decode_terms always has: K3's KDA and MLA both have 96 heads
+        # split when TP divides the KDA heads (decode_terms used the MLA heads' test for both before the
+        # ops: the same for every bundled model, whose KDA and MLA head counts are equal)
+        kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
         ops.append(Op(name="kda.recurrence", kind="kda_decode", layer_kind="kda", category="state", count=spec.n_kda,
                       bytes_read=state, bytes_written=state,
-                      flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / heads_split,
-                      flops_category="attention", tokens=seqs, heads=spec.kda.heads // heads_split))
+                      flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / kda_split,
+                      flops_category="attention", tokens=seqs, heads=spec.kda.heads // kda_split))
     return ops
 
 
@@ -189,10 +191,11 @@ def prefill_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_tok
                       / heads_split, flops_category="attention", tokens=chunk, heads=mla.heads // heads_split))
     if spec.kda is not None and spec.n_kda:
         state = state_bytes_per_sequence // spec.n_kda
+        kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
         ops.append(Op(name="kda.chunked_scan", kind="kda_chunked", layer_kind="kda", category="state",
                       count=spec.n_kda, bytes_read=state, bytes_written=state,
-                      flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / heads_split,
-                      flops_category="attention", tokens=chunk, heads=spec.kda.heads // heads_split))
+                      flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / kda_split,
+                      flops_category="attention", tokens=chunk, heads=spec.kda.heads // kda_split))
     return ops
 
 

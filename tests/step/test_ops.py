@@ -239,3 +239,14 @@ def test_op_sums_equal_the_step_terms(splits, batch, context, stack):
 def test_tensor_groups_refine_the_classes():
     inv = k3().inventory
     assert sum(n for _, _, n in tensor_groups(inv)) == len(inv.text) == sum(c.count for c in tensor_classes(inv))
+
+
+def test_kda_recurrence_splits_by_its_own_heads():
+    """KDA heads 64, MLA heads 96 at TP 64: the KDA state splits 64 ways, MLA attention stays whole."""
+    spec = k3().spec
+    spec = spec.model_copy(update={"kda": spec.kda.model_copy(update={"heads": 64})})
+    ops = {o.name: o for o in decode_ops(spec, weights=[], kv_bytes_per_token=24 * 1152,
+                                         state_bytes_per_sequence=69 * 1000, tp=64, seqs=1, ep_tokens=1,
+                                         touched=16.0, context=1000)}
+    assert ops["kda.recurrence"].flops == 3 * 2 * 64 * 128 * 128 / 64
+    assert ops["mla.absorbed_attention"].flops == 2 * 2 * 96 * 512 * 1000  # 96 % 64 != 0: every rank all heads
