@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
@@ -242,7 +242,7 @@ def step_sum(ops: list[Op], field: str):
     return sum(op.count * getattr(op, field) for op in ops)
 
 
-def to_op_costs(ops: list[Op], *, link: str = "scale_up") -> list:
+def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scale_up") -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); ``link``:
     where the collectives run (``roofline.comm.ep_spans_slices``). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
@@ -255,10 +255,10 @@ def to_op_costs(ops: list[Op], *, link: str = "scale_up") -> list:
     for op in ops:
         if hasattr(op.count, "shape") or hasattr(op.flops, "shape"):
             raise TypeError("to_op_costs takes one configuration (scalar columns)")
-        common = {"name": op.name, "kind": kinds[op.kind], "count": int(op.count), "flops": float(op.flops),
-                  "bytes": round(float(op.bytes))}
+        common: dict[str, Any] = {"name": op.name, "kind": kinds[op.kind], "count": int(op.count), "flops": float(op.flops),
+                                  "bytes": round(float(op.bytes))}
         if op.kind == "collective":
-            if not op.calls:
+            if not op.calls or op.collective is None:
                 continue
             out.append(OpCost(**common, collective=op.collective.value, message_bytes=max(1, int(op.message_bytes)),
                               wire_bytes=round(float(op.wire_bytes)), group=int(op.group), calls=int(op.calls),
