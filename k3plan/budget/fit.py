@@ -94,7 +94,7 @@ def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], warnings: list[
                 "graphs need more (reports/validation/README.md), pass --calibration for measured temp")
     source = {"prefill": analytic, "decode": analytic}
     if cal is not None:
-        _check_calibration_matches(setup, cal, warnings)
+        check_calibration_matches(setup, cal, warnings)
         for stage, points, x in (
             ("prefill", [(p.tokens, p.temp_gib, p.fits) for p in cal.prefill], w.prefill_chunk_tokens),
             ("decode", [(p.context, p.temp_gib, p.fits) for p in cal.decode], w.context_tokens),
@@ -119,7 +119,7 @@ def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], warnings: list[
     return Temp(**info), source
 
 
-def _check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[str]) -> None:
+def check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[str]) -> None:
     have = {"model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
             "tp": setup.parallel.tp, "stack": setup.stack.name}
     want = {"model": cal.model, "hardware": cal.hardware, "topology": cal.topology, "tp": cal.tp, "stack": cal.stack}

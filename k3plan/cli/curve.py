@@ -65,9 +65,9 @@ def command(
     cal = load_calibration(str(calibration)) if calibration else None
     warnings: list[str] = []
     if cal is not None:  # a calibration measured for another stack/TP/topology: say so, as `fit` does
-        from k3plan.budget.fit import _check_calibration_matches
+        from k3plan.budget.fit import check_calibration_matches
 
-        _check_calibration_matches(setup, cal, warnings)
+        check_calibration_matches(setup, cal, warnings)
     sizes = chunk_sizes(_parse_chunks(chunks), cal)
     for c in sizes:
         check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
@@ -90,26 +90,10 @@ def command(
                     "calibration": cal.path if cal else None, "warnings": warnings, "points": points,
                     "sessions": growth})
         return
-    from rich.table import Table
+    from k3plan.report.curve_table import render_curve
 
-    table = Table(title=title, title_justify="left")
-    for col in ("prefill chunk", "prefill temp GiB", "decode temp GiB", "longest context", f"sequences at {context:,}", "status"):
-        table.add_column(col, justify="right" if col != "status" else "left")
-    for p in points:
-        gib = lambda b: "—" if b is None else f"{b / 2**30:,.2f}"  # noqa: E731
-        table.add_row(f"{p.chunk_tokens:,}", gib(p.prefill_temp_bytes), gib(p.decode_temp_bytes),
-                      f"{p.max_context_tokens:,}", f"{p.max_sequences:,}", p.status)
-    console.print(table)
-    model_max = setup.model.spec.max_context
-    if model_max and any(p.max_context_tokens > model_max for p in points):
-        console.print(f"[dim]note: longest context is what memory allows; the model's max position is {model_max:,}[/]")
-    for p in points:
-        if p.detail:
-            console.print(f"[yellow]{p.status} at chunk {p.chunk_tokens:,}:[/] {p.detail}")
-    from rich.markup import escape
-
-    for msg in warnings:
-        console.print(f"[yellow]warning:[/] {escape(msg)}")
+    render_curve(points, console, title=title, context=context, model_max=setup.model.spec.max_context,
+                 warnings=warnings)
     if growth is not None:
         from k3plan.cli.sessions import render_sessions
 

@@ -14,8 +14,9 @@ prompt, chunked, with the collectives of every chunk.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +26,7 @@ from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
 from k3plan.roofline.work import (
-    attention_decode_flops_per_token, attention_linear_crossover_tokens, attention_prefill_flops_per_token,
+    attention_decode_flops_per_token, attention_linear_crossover_tokens,
     experts_touched, linear_flops_per_token,
 )
 from k3plan.setup import Setup
@@ -122,10 +123,11 @@ def _weight_sums(setup: Setup) -> dict[str, float]:
 
 
 def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficiency,
-                 probes: Optional[Path] = None, histogram: Optional[Sequence[float]] = None,
+                 probes: Path | None = None, histogram: Sequence[float] | None = None,
                  allow_cpu_probes: bool = False) -> DecodeBound:
     """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``."""
     from k3plan.step.decode import BINDING, decode_terms
+    from k3plan.step.ops import weight_groups_of_setup
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     moe = spec.moe
@@ -139,7 +141,8 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
                      kv_bytes_per_token=layout.kv_bytes_per_token, state_bytes_per_sequence=layout.state_bytes_per_sequence,
                      tp=par.tp, dp=par.dp, ep=par.ep, batch=batch, context=context_tokens,
                      hbm_bw=hw.hbm_bw_bytes_per_s_per_device, flops=hw.flops_per_s_per_device(eff.compute_dtype),
-                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=comm.time_s, histogram=histogram)
+                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=comm.time_s, histogram=histogram,
+                     weights=weight_groups_of_setup(setup))
     touched = float(d["experts_touched"])
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
     bytes_dev = {k: float(v) for k, v in d["bytes"].items()}
@@ -160,10 +163,23 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
 
 
 def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: Efficiency,
-                  probes: Optional[Path] = None, allow_cpu_probes: bool = False) -> PrefillBound:
+                  probes: Path | None = None, allow_cpu_probes: bool = False) -> PrefillBound:
+    """FLOPs a token are sums over the whole model's prefill ops (k3plan/step/ops.py): the linear ops
+    of one token (= 2 x active params) and the attention / KDA scan of one chunk spanning the prompt
+    (= ``roofline.work.attention_prefill_flops_per_token``), spread over every device at ``mfu``."""
+    from k3plan.step.ops import by_category, prefill_ops, whole_model_groups
+
     spec, inv, hw, topo = setup.model.spec, setup.model.inventory, setup.hardware, setup.topology
-    linear = linear_flops_per_token(inv.active_params)
-    attn = attention_prefill_flops_per_token(spec, prompt_tokens)
+    groups = whole_model_groups(inv, setup.stack)
+    kv_tok, state_seq = kv_bytes_per_token(spec, setup.stack.kv_cache.dtype), state_bytes_per_sequence(spec, setup.stack)
+
+    def flops(tokens: int) -> dict:
+        ops = prefill_ops(spec, weights=groups, kv_bytes_per_token=kv_tok, state_bytes_per_sequence=state_seq, tp=1,
+                          chunk=tokens, ep_tokens=tokens, touched=spec.moe.num_experts, context=tokens)
+        return by_category(ops, "flops", key="flops_category")
+
+    linear = flops(1)["linear"]
+    attn = flops(prompt_tokens).get("attention", 0) / prompt_tokens
     peak = hw.flops_per_s_per_device(eff.compute_dtype) * topo.devices * eff.mfu
     rate = peak / (linear + attn)
     chunk = min(chunk_tokens, prompt_tokens)

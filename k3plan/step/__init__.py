@@ -3,8 +3,11 @@
 Every memory and time term of a prefill chunk or a decode step is written here once, over
 ``int | numpy array`` columns: ``fit`` evaluates it at one configuration (plain ints), ``plan``
 over columns of configurations, ``report`` and the default topology are ``plan`` plus a filter.
+- ops.py: the step as a list of ops derived from the inventory's tensor groups (matmuls by role,
+  absorbed MLA attention, KDA recurrence / chunked scan, grouped expert matmuls, norms, each
+  collective with its ``Collective``, group and calls); ``to_op_costs`` feeds speed.expected;
 - memory.py: KV/state layout, temporaries by named term, the per-device budget;
-- comm.py: the collectives a step issues (``Collective``), their calls, bytes and latency;
-- decode.py: bytes, FLOPs and time of one decode step;
+- comm.py: the collectives' calls and bytes a chip (sums over ops.collective_ops) and their time;
+- decode.py: bytes, FLOPs (sums over ops.decode_ops) and time of one decode step;
 - verdict.py: why a configuration is rejected, the first check it fails (fit and plan alike).
 """

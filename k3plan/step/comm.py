@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from k3plan.models.spec import ModelSpec
 from k3plan.step.columns import maximum, where
-from k3plan.step.memory import cdiv
 
 
 def ring_bytes_per_chip(n, message, devices_per_chip):
@@ -23,20 +22,21 @@ def ring_bytes_per_chip(n, message, devices_per_chip):
 
 
 def comm_terms(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens) -> dict:
-    """Calls and bytes a chip of one step's collectives; ``all_to_all``: the stack's expert pattern."""
+    """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
+    ``all_to_all``: the stack's expert pattern."""
+    from k3plan.step.ops import by_category, collective_ops
+
     moe = spec.moe
-    attention_calls = where(tp > 1, spec.num_layers, 0)
-    attention_bytes = attention_calls * ring_bytes_per_chip(tp, cdiv(tokens, dp) * spec.hidden_size * act,
-                                                            devices_per_chip)
-    a2a_per_token_layer = 2 * moe.top_k * moe.expert_in * dispatch
-    ar_per_token_layer = spec.hidden_size * act
-    expert_calls = where(all_to_all, 2 * spec.n_moe, where(ep > 1, spec.n_moe, 0))
-    expert_bytes = where(all_to_all, tokens * a2a_per_token_layer * spec.n_moe / chips,
-                            spec.n_moe * ring_bytes_per_chip(ep, tokens * ar_per_token_layer, devices_per_chip))
+    ops = collective_ops(spec, all_to_all=all_to_all, act=act, dispatch=dispatch, tp=tp, dp=dp, ep=ep,
+                         devices_per_chip=devices_per_chip, chips=chips, tokens=tokens)
+    calls = by_category(ops, "calls", key="layer_kind")
+    wire = by_category(ops, "wire_bytes", key="layer_kind")
+    attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
     return {
-        "attention_calls": attention_calls, "expert_calls": expert_calls, "calls": expert_calls + attention_calls,
-        "bytes_per_token_per_layer": where(all_to_all, a2a_per_token_layer, ar_per_token_layer),
-        "bytes_per_chip": expert_bytes + attention_bytes,
+        "ops": ops, "attention_calls": attention_calls, "expert_calls": expert_calls,
+        "calls": expert_calls + attention_calls,
+        "bytes_per_token_per_layer": where(all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, spec.hidden_size * act),
+        "bytes_per_chip": wire.get("moe", 0) + wire["attention"],
     }
 
 

@@ -109,3 +109,17 @@ def mesh_weights(*, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp
         floats[f"{kind}_params"] += c.count * (t.params / shards)
     return MeshWeights(weights_bytes=total, replicated_bytes=replicated, fallbacks=fallbacks,
                        fallback_kinds=kinds, **floats)
+
+
+def mesh_weight_groups(*, inventory: TensorInventory, stack: Stack, tp: np.ndarray, dp: np.ndarray,
+                       ep_all: np.ndarray) -> list:
+    """The inventory's weight groups (step/ops.py) with one tensor's bytes and params a device per
+    mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
+    from k3plan.step.ops import WeightGroup, tensor_groups
+
+    out = []
+    for name, t, n in tensor_groups(inventory):
+        shards, _ = class_shards(tensor=t, rules=stack.sharding.rules_for(t.role, t.kind), tp=tp, dp=dp, ep_all=ep_all)
+        out.append(WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack) / shards,
+                               params=t.params / shards))
+    return out

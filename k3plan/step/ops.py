@@ -1,0 +1,280 @@
+"""A step as a list of operations, derived from the tensor inventory, over ``int | numpy array`` columns.
+
+Weight ops come from the inventory, not from a hand list per family: the text tensors are grouped
+by (role, layer kind, name within the layer, format, shape, axes), so every group shards alike and
+is one op executed ``count`` times a step (once a tensor: q_b_proj x 24 MLA layers, the routed
+experts' w1 x 92 MoE layers). Each op answers, a device and an execution: bytes read and written,
+FLOPs, collective calls and the bytes a chip puts on the link. The step's terms are sums over the
+list (``by_category``): decode bytes and FLOPs (step/decode.py) and the collectives' calls and bytes
+(step/comm.py). Decode, for a DP group's ``b`` sequences at ``context`` tokens:
+
+- matmul / norm (every non-expert, non-embedding weight; the embedding is a row gather): reads its
+  per-device weight bytes, 2 x params a device x b FLOPs (norm weights count as params, as the
+  linear term always has: 2 x active params a token, docs/k3-facts.md §5);
+- grouped_matmul (routed experts): reads the expected touched share of its bytes, E(1-(1-k/E)^T) / E
+  for the T tokens its EP group routes; 2 x (k/E) x T x params a device FLOPs;
+- attention (absorbed MLA, a layer): reads b x context x KV bytes a token a layer;
+  2 x 2 x heads x kv_lora x context FLOPs a sequence, split over TP when TP divides the heads;
+- kda_decode (the KDA recurrence, a layer): reads and writes b x state bytes a layer;
+  3 x 2 x heads x d^2 FLOPs a sequence;
+- collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce).
+Activations and live bytes are not yet op-level (the temporaries of step/memory.py are being reworked
+by issue 15; ``live_bytes`` is 0 until then). ``to_op_costs`` maps the list onto speed.ops.OpCost.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from k3plan.models.inventory import Tensor, TensorInventory
+from k3plan.models.spec import ModelSpec
+from k3plan.step.collective import Collective
+
+MATMUL_ROLES = ("attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head")
+Col = Any  # int | float | numpy array
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a step; values are a device, an execution (``count`` executions a step)."""
+
+    name: str
+    kind: str  # matmul | norm | grouped_matmul | attention | kda_decode | kda_chunked | collective
+    layer_kind: str  # mla | kda | moe | dense | global
+    category: str  # the step term it adds to: weights | experts | kv | state | collectives
+    count: Col = 1
+    bytes_read: Col = 0
+    bytes_written: Col = 0
+    flops: Col = 0
+    flops_category: str = "linear"  # linear | attention
+    live_bytes: Col = 0
+    collective: Collective | None = None
+    group: Col = 1
+    calls: Col = 0  # collective calls an execution
+    message_bytes: Col = 0  # a call, a device (all-reduce: the tensor reduced; all-to-all: a device's share)
+    wire_bytes: Col = 0  # on the link an execution, a chip (what the link's per-chip bandwidth carries)
+    tokens: Col = 0  # rows the op applies to (matmuls: sequences or tokens; experts: routed rows an expert)
+    params: Col = 0  # weight ops: one tensor's params a device
+    heads: Col = 0  # attention / KDA: heads a device
+    tensor: Tensor | None = None  # weight ops: one member of the group
+
+    @property
+    def bytes(self):
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass(frozen=True)
+class WeightGroup:
+    """Tensors that shard alike: one op. ``bytes``/``params``: ONE tensor's share a device."""
+
+    name: str
+    rep: Tensor
+    count: int
+    bytes: Col
+    params: Col
+
+
+def leaf_name(t: Tensor) -> str:
+    """The tensor's name within its layer: 'self_attn.q_b_proj', 'block_sparse_moe.experts.w1'."""
+    name = re.sub(r"^.*?\.layers\.\d+\.", "", t.name)
+    name = re.sub(r"^(language_model\.)?(model\.)?", "", name)
+    return name.replace(".{e}", "").removesuffix(".weight")
+
+
+def tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
+    """(name, representative, count) for every group of text tensors that is one op."""
+    groups: dict[tuple, list[Tensor]] = {}
+    for t in inventory.text:
+        key = (t.role, t.kind, leaf_name(t), t.fmt, t.shape, t.logical_shape, t.axes)
+        groups.setdefault(key, []).append(t)
+    return [(f"{ts[0].kind}.{leaf_name(ts[0])}", ts[0], len(ts)) for ts in groups.values()]
+
+
+def weight_groups_of_setup(setup) -> list[WeightGroup]:
+    """The groups with one Setup's per-device shares (its resolved ShardingPlan)."""
+    from k3plan.budget.weights import runtime_bytes
+
+    out = []
+    for name, t, n in tensor_groups(setup.model.inventory):
+        share = setup.plan.shard_fraction(t)
+        out.append(WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, setup.stack) * share,
+                               params=t.params * share))
+    return out
+
+
+def weight_op_kind(t: Tensor) -> str:
+    """matmul for 2-D projections; conv for the KDA short convolutions; norm / elementwise otherwise."""
+    if t.role == "norm":
+        return "norm"
+    if "conv1d" in t.name:
+        return "conv"
+    return "matmul" if t.role in MATMUL_ROLES and len(t.shape) == 2 else "elementwise"
+
+
+def whole_model_groups(inventory: TensorInventory, stack) -> list[WeightGroup]:
+    """The groups unsharded (one device holding the model): the whole-model view of the step."""
+    from k3plan.budget.weights import runtime_bytes
+
+    return [WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack), params=t.params)
+            for name, t, n in tensor_groups(inventory)]
+
+
+def aggregate_groups(*, dense_bytes, expert_bytes, dense_params, expert_params) -> list[WeightGroup]:
+    """Two pseudo-groups from whole-step sums, for callers that hold only the sums (plan's columns)."""
+    dense = Tensor(name="dense", shape=(1,), logical_shape=(1,), axes=("x",), fmt="bf16", kind="global", role="attn")
+    expert = dense.model_copy(update={"name": "experts", "kind": "moe", "role": "expert"})
+    return [WeightGroup(name="dense weights", rep=dense, count=1, bytes=dense_bytes, params=dense_params),
+            WeightGroup(name="routed experts", rep=expert, count=1, bytes=expert_bytes, params=expert_params)]
+
+
+def decode_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_token, state_bytes_per_sequence, tp,
+               seqs, ep_tokens, touched, context) -> list[Op]:
+    """The compute ops of one decode step (collectives: ``collective_ops``)."""
+    from k3plan.step.columns import maximum, where
+
+    moe = spec.moe
+    ops: list[Op] = []
+    for g in weights:
+        t = g.rep
+        if t.role == "embed":
+            continue  # a row gather, not a weight stream
+        if t.role == "expert":
+            ops.append(Op(name=g.name, kind="grouped_matmul", layer_kind=t.kind, category="experts", count=g.count,
+                          bytes_read=g.bytes * (touched / moe.num_experts),
+                          flops=2 * (moe.top_k / moe.num_experts) * ep_tokens * g.params, tensor=t,
+                          params=g.params, tokens=ep_tokens * moe.top_k / maximum(touched, 1e-9)))
+        else:
+            ops.append(Op(name=g.name, kind=weight_op_kind(t), layer_kind=t.kind, category="weights", count=g.count,
+                          bytes_read=g.bytes, flops=2 * seqs * g.params, tensor=t, params=g.params,
+                          tokens=seqs))
+    heads_split = maximum(1, where(spec.mla.heads % tp == 0, tp, 1))
+    if spec.n_mla:
+        ops.append(Op(name="mla.absorbed_attention", kind="attention", layer_kind="mla", category="kv",
+                      count=spec.n_mla, bytes_read=seqs * context * (kv_bytes_per_token // spec.n_mla),
+                      flops=seqs * (2 * 2 * spec.mla.heads * spec.mla.kv_lora_rank * context) / heads_split,
+                      flops_category="attention", tokens=seqs, heads=spec.mla.heads // heads_split))
+    if spec.kda is not None and spec.n_kda:
+        state = seqs * (state_bytes_per_sequence // spec.n_kda)
+        # split when TP divides the KDA heads (decode_terms used the MLA heads' test for both before the
+        # ops: the same for every bundled model, whose KDA and MLA head counts are equal)
+        kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
+        ops.append(Op(name="kda.recurrence", kind="kda_decode", layer_kind="kda", category="state", count=spec.n_kda,
+                      bytes_read=state, bytes_written=state,
+                      flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / kda_split,
+                      flops_category="attention", tokens=seqs, heads=spec.kda.heads // kda_split))
+    return ops
+
+
+def prefill_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_token, state_bytes_per_sequence, tp,
+                chunk, ep_tokens, touched, context) -> list[Op]:
+    """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``
+    tokens: weights as in decode with ``chunk`` rows; MLA attention with K/V materialised, causal (query
+    i of the chunk attends to context - chunk + i keys); the KDA chunked scan reads and writes the
+    state once and applies 3 [d, d] products a token a head. One chunk covering the prompt gives
+    ``roofline.work.attention_prefill_flops_per_token`` x the prompt (tests/step/test_ops.py)."""
+    from k3plan.step.columns import maximum, where
+
+    mla = spec.mla
+    ops = [op for op in decode_ops(spec, weights=weights, kv_bytes_per_token=kv_bytes_per_token,
+                                   state_bytes_per_sequence=state_bytes_per_sequence, tp=tp, seqs=chunk,
+                                   ep_tokens=ep_tokens, touched=touched, context=0)
+           if op.kind not in ("attention", "kda_decode")]
+    heads_split = maximum(1, where(mla.heads % tp == 0, tp, 1))
+    if spec.n_mla:
+        keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
+        kv_layer = kv_bytes_per_token // spec.n_mla
+        ops.append(Op(name="mla.attention", kind="attention", layer_kind="mla", category="kv", count=spec.n_mla,
+                      bytes_read=(context - chunk) * kv_layer, bytes_written=chunk * kv_layer,
+                      flops=2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * keys
+                      / heads_split, flops_category="attention", tokens=chunk, heads=mla.heads // heads_split))
+    if spec.kda is not None and spec.n_kda:
+        state = state_bytes_per_sequence // spec.n_kda
+        kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
+        ops.append(Op(name="kda.chunked_scan", kind="kda_chunked", layer_kind="kda", category="state",
+                      count=spec.n_kda, bytes_read=state, bytes_written=state,
+                      flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / kda_split,
+                      flops_category="attention", tokens=chunk, heads=spec.kda.heads // kda_split))
+    return ops
+
+
+def collective_ops(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips,
+                   tokens) -> list[Op]:
+    """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk).
+    Ops a stack does not issue have 0 calls and 0 bytes (so the list has one shape for columns)."""
+    from k3plan.step.columns import where
+    from k3plan.step.comm import ring_bytes_per_chip
+    from k3plan.step.memory import cdiv
+
+    moe = spec.moe
+    tp_msg = cdiv(tokens, dp) * spec.hidden_size * act
+    ops = [Op(name="attention.all_reduce", kind="collective", layer_kind="attention", category="collectives",
+              count=spec.num_layers, collective=Collective.ALL_REDUCE, group=tp, calls=where(tp > 1, 1, 0),
+              message_bytes=tp_msg, wire_bytes=ring_bytes_per_chip(tp, tp_msg, devices_per_chip))]
+    if not spec.n_moe:
+        return ops
+    a2a_msg = tokens * moe.top_k * moe.expert_in * dispatch  # the step's tokens, each to its k experts
+    for name in ("moe.dispatch", "moe.combine"):
+        ops.append(Op(name=name, kind="collective", layer_kind="moe", category="collectives", count=spec.n_moe,
+                      collective=Collective.ALL_TO_ALL, group=ep, calls=where(all_to_all, 1, 0),
+                      message_bytes=where(all_to_all, a2a_msg / (chips * devices_per_chip), 0),
+                      wire_bytes=where(all_to_all, a2a_msg / chips, 0)))
+    ar_msg = tokens * spec.hidden_size * act
+    ops.append(Op(name="moe.all_reduce", kind="collective", layer_kind="moe", category="collectives",
+                  count=spec.n_moe, collective=Collective.ALL_REDUCE, group=ep,
+                  calls=where(all_to_all, 0, where(ep > 1, 1, 0)), message_bytes=where(all_to_all, 0, ar_msg),
+                  wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ep, ar_msg, devices_per_chip))))
+    return ops
+
+
+def by_category(ops: list[Op], field: str, *, key: str = "category") -> dict:
+    """Step totals of ``field`` (count x value, summed in list order) by ``key``."""
+    out: dict = {}
+    for op in ops:
+        k = getattr(op, key)
+        v = op.count * getattr(op, field)
+        out[k] = out[k] + v if k in out else v
+    return out
+
+
+def step_sum(ops: list[Op], field: str):
+    return sum(op.count * getattr(op, field) for op in ops)
+
+
+def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scale_up") -> list:
+    """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); ``link``:
+    where the collectives run (``roofline.comm.ep_spans_slices``). Collectives a stack does not issue
+    (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
+    roofline's collective time as its ceiling (tests/step/test_ops.py)."""
+    from k3plan.speed.ops import OpCost
+
+    kinds = {"norm": "hbm", "conv": "hbm", "elementwise": "hbm", "kda_decode": "kda_decode", "kda_chunked": "kda_chunked", "attention": "attention",
+             "grouped_matmul": "grouped_matmul", "matmul": "matmul", "collective": "collective"}
+    out = []
+    for op in ops:
+        if hasattr(op.count, "shape") or hasattr(op.flops, "shape"):
+            raise TypeError("to_op_costs takes one configuration (scalar columns)")
+        common: dict[str, Any] = {"name": op.name, "kind": kinds[op.kind], "count": int(op.count), "flops": float(op.flops),
+                                  "bytes": round(float(op.bytes))}
+        if op.kind == "collective":
+            if not op.calls or op.collective is None:
+                continue
+            out.append(OpCost(**common, collective=op.collective.value, message_bytes=max(1, int(op.message_bytes)),
+                              wire_bytes=round(float(op.wire_bytes)), group=int(op.group), calls=int(op.calls),
+                              link=link))
+        elif op.kind == "matmul":
+            # m tokens x k (the checkpoint's input dim) x n (the device's share of the rest): n x k = its params
+            k = op.tensor.shape[-1] if op.tensor is not None else 1
+            out.append(OpCost(**common, m=max(1, int(op.tokens)), n=max(1, round(float(op.params) / k)), k=k))
+        elif op.kind == "grouped_matmul":
+            out.append(OpCost(**common, tokens_per_group=max(float(op.tokens), 1e-9)))
+        elif op.kind == "kda_decode":
+            out.append(OpCost(**common, heads=max(1, int(op.heads))))
+        elif op.kind == "kda_chunked":
+            from k3plan.step.memory import KDA_CHUNK_TOKENS
+
+            out.append(OpCost(**common, heads=max(1, int(op.heads)), chunk=KDA_CHUNK_TOKENS))
+        else:
+            out.append(OpCost(**common))
+    return out
