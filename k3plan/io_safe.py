@@ -45,6 +45,32 @@ def write_bytes(path: Path, data: bytes, *, label: str = "") -> Path:
     return Path(path)
 
 
+def write_new_text(path: Path, text: str, *, label: str = "") -> Path:
+    """Write `text` to `path` atomically and never over an existing file: the bytes go to a temporary
+    file first, which is then hard-linked to `path` (``os.link`` fails if `path` exists), so a reader
+    sees the whole file or none. FileExistsError is left to the caller (pick another name)."""
+    where = f"{label} {path}".strip()
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise K3PlanError(f"{where}: cannot write in {target.parent}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        raise K3PlanError(f"{where}: cannot write: {err.strerror or err}") from None
+    finally:
+        _unlink(tmp)
+    return target
+
+
 def save_figure(fig: Any, path: Path, *, label: str = "", **kwargs: Any) -> Path:
     """matplotlib's ``fig.savefig(path, **kwargs)``, rendered in memory and written atomically."""
     buf = io.BytesIO()

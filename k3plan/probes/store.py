@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from k3plan.errors import K3PlanError
+from k3plan.io_safe import write_new_text
 from k3plan.probes.record import ProbeRecord
 
 DEFAULT_DIR = Path("reports/probes")
@@ -38,9 +39,7 @@ def write_record(*, record: ProbeRecord, out_dir: Path) -> Path:
     for _ in range(5):
         path = out_dir / record_filename(record)
         try:
-            with open(path, "x", encoding="utf-8") as f:
-                f.write(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
-            return path
+            return write_new_text(path, json.dumps(record.model_dump(mode="json"), indent=2) + "\n", label="--out")
         except FileExistsError:
             continue
         except OSError as err:

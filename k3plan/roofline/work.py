@@ -9,7 +9,6 @@ a layer a token (docs/k3-facts.md §5); KDA 3 matrix-vector products on the [d, 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional, Sequence
@@ -27,10 +26,10 @@ def experts_touched(*, num_experts: int, top_k: int, batch: int, histogram: Opti
 
 def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
     """A JSON list (or {"counts": [...]}) of per-expert selection counts or shares, len = E."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:  # ValueError: JSONDecodeError, UnicodeDecodeError (a binary file)
-        raise K3PlanError(f"--router-histogram {path}: cannot read JSON: {err}") from None
+    from k3plan.safeparse import parse_json, read_text
+
+    label = f"--router-histogram {path}"
+    data = parse_json(label, read_text(label, Path(path)))  # bounded depth and size, finite numbers
     counts = data.get("counts") if isinstance(data, dict) else data
     if not isinstance(counts, list) or len(counts) != num_experts or any(
             isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0 for c in counts):

@@ -300,3 +300,24 @@ def test_curve_never_calls_a_chunk_ok_that_leaves_no_sequence(cli):
         assert (p["status"] == "ok") <= (p["max_sequences"] > 0), p
         if p["max_sequences"] == 0:
             assert p["status"] in ("no room", "refused") and p["detail"]
+
+
+def test_probe_records_are_written_whole_and_never_replace(tmp_path, monkeypatch):
+    """A probe record goes through a temp file hard-linked into place: no partial file is left when
+    the write fails, and an existing name is never replaced (a fresh name is picked)."""
+    from k3plan.io_safe import write_new_text
+
+    target = tmp_path / "r.json"
+    write_new_text(target, "first")
+    with pytest.raises(FileExistsError):
+        write_new_text(target, "second")
+    assert target.read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+
+@pytest.mark.parametrize("payload", ["[" * 5000, '{"counts": [NaN]}', "\x00\x01binary"])
+def test_router_histogram_is_read_through_the_guard(cli, tmp_path, payload):
+    bad = tmp_path / "hist.json"
+    bad.write_text(payload)
+    line = one_error_line(cli("roofline", "-t", "2x2x4", "--tp", "32", "--router-histogram", str(bad)))
+    assert "--router-histogram" in line
