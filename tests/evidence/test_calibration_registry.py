@@ -83,3 +83,16 @@ def test_bad_index_entry_names_the_key(tmp_path):
     (tmp_path / "index.yaml").write_text(yaml.safe_dump([{"file": "x.yaml", "kind": "guessed", "kv_dtype": "fp32"}]))
     with pytest.raises(K3PlanError, match="entry 1: kind"):
         registry(str(tmp_path))
+
+
+@pytest.mark.parametrize("stack, kind", [("vllm-tpu", "compiled"), ("jax-native", "measured")])
+def test_a_setup_finds_its_evidence(stack, kind):
+    """The names a Setup carries are the names the calibration files use (how fit/curve call it)."""
+    from k3plan.setup import make_setup
+
+    s = make_setup(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, ep=None, dp=None, stack=stack,
+                   kv_dtype=None, shardspecs=None)
+    found = best_calibration(model=s.model.spec.name, hardware=s.hardware.name, topology=s.topology.text,
+                             tp=s.parallel.tp, ep=s.parallel.ep, dp=s.parallel.dp, stack=s.stack.name,
+                             kv_dtype=s.stack.kv_cache.dtype)
+    assert found is not None and found[1] == kind
