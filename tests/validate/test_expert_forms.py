@@ -58,3 +58,23 @@ def test_forms_equal_the_dense_reference(form, monkeypatch):
     want = _reference(z, ids, wts, w1p, w2p, w3p)
     assert np.abs(want).max() > 1e-2, "the reference is not trivially zero"
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-3 * np.abs(want).max())
+
+
+def test_jax_native_runs_the_ragged_form_and_compiles(tiny_config):
+    """The stack the real slice measured builds the porting study's graph; the tiny K3 compiles
+    with it on fake CPU devices and its fp32 weights still equal the budget to the byte."""
+    from k3plan.setup import make_setup
+    from k3plan.validate.experts import form_for
+    from k3plan.validate.run import plan_jobs, prepare_target, validate
+    from k3plan.validate.targets import parse_target
+
+    assert form_for("jax-native") == "ragged" and form_for("vllm-tpu") == "layer"
+    setup = make_setup(model=tiny_config, hardware="tpu-v7x", topology="2x2x1", tp=8, stack="jax-native")
+    target = parse_target("cpu")
+    prepare_target(target, setup)
+    res = validate(setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="both", tokens=[128], batch=2,
+                                                               context=256))
+    assert res["fits"] and res["stack"] == "jax-native"
+    for r in res["results"]:
+        w = next(t for t in r["terms"] if t["name"] == "weights")
+        assert w["compiled_bytes"] == r["budget"]["weights_bytes"]
