@@ -72,3 +72,27 @@ def write_calibration(path: Path, data: dict) -> None:
                    + yaml.safe_dump(data, sort_keys=False, width=110), label="--save-calibration")
     except OSError as err:
         raise K3PlanError(f"--save-calibration {path}: cannot write: {err}") from None
+
+
+_SAME = ("model", "hardware", "topology", "tp", "ep", "dp", "stack", "backend", "device_kind", "jax_version",
+         "libtpu_version")
+
+
+def merge_calibrations(parts: list[dict]) -> dict:
+    """Points compiled in separate runs (one process a point) as one calibration: every run must
+    describe the same configuration and toolchain; the date is the last run's, points are sorted."""
+    if not parts:
+        raise K3PlanError("merge: no calibration to merge")
+    first = parts[0]
+    for p in parts[1:]:
+        diff = [k for k in _SAME if p.get(k) != first.get(k)]
+        if diff:
+            raise K3PlanError(f"merge: runs differ in {', '.join(diff)}; a calibration describes one configuration")
+    out = dict(first)
+    out["date"] = max(p["date"] for p in parts)
+    out["available_hbm_gib"] = min(p["available_hbm_gib"] for p in parts)
+    out["argument_gib"] = next((p["argument_gib"] for p in parts if p.get("argument_gib") is not None), None)
+    out["prefill"] = sorted((pt for p in parts for pt in p["prefill"]), key=lambda pt: pt["tokens"])
+    out["decode"] = sorted((pt for p in parts for pt in p["decode"]), key=lambda pt: (pt["context"], pt.get("batch") or 0))
+    out["notes"] = list(dict.fromkeys(n for p in parts for n in p["notes"]))
+    return out

@@ -10,7 +10,8 @@ Structurally faithful where memory and collectives are decided; simplified where
   are cached but not rotated (K3 sets mla_use_nope); output gate when the config has one.
 - MoE: sigmoid router + e_score_correction_bias top-k (noaux_tc, one group), renormalised weights,
   shared experts, LatentMoE down/norm/up around the experts; local experts under ``shard_map``
-  (dequantized there) with ``jax.lax.ragged_dot`` and one psum over the expert axes.
+  (group_sort + three ``jax.lax.ragged_dot`` + scatter-add, dequantized there as the stack's
+  formulation says: k3plan.validate.experts) and one psum over the expert axes.
 - Simplified: AttnRes is a per-layer sigmoid gate from the res_norm/res_proj weights on each
   residual branch (the real block-wise attention over earlier outputs is not modelled); SiTU is
   replaced by SiLU; gate_lower_bound is ignored. None of these changes a weight or cache byte.
@@ -27,6 +28,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from k3plan.models.spec import ModelSpec
+from k3plan.validate.experts import local_experts
 from k3plan.validate.quant import dequant, ds_mla_decode, ds_mla_encode
 
 KDA_CHUNK = 64
@@ -41,6 +43,7 @@ class Ctx:
     kv_dtype: str  # stack name: bf16 | fp8 | fp8_ds_mla | fp32
     expert_axes: tuple[str, ...]  # mesh axes the routed experts are split over
     latent_in_axes: tuple[str, ...] = ()  # how routed_expert_up_proj's input (latent) dim is split
+    experts_form: str = "layer"  # where the experts are dequantized: k3plan.validate.experts.FORMS
 
     def constrain(self, x, *spec):
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P(*spec)))
@@ -211,30 +214,6 @@ def mlp(p: dict, x, prefix: str, act):
     return lin(jax.nn.silu(g) * u, W(p, f"{prefix}down_proj.weight", act))
 
 
-def _local_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], act):
-    """Inside shard_map: this device's experts over all tokens' (token, expert) pairs, ragged_dot."""
-    e_loc = next(iter(w1p.values())).shape[0]
-    e0 = jax.lax.axis_index(axes) * e_loc if axes else 0
-    t, k = ids.shape
-    local = ids - e0
-    valid = (local >= 0) & (local < e_loc)
-    key = jnp.where(valid, local, e_loc).reshape(-1)
-    order = jnp.argsort(key)
-    tok = order // k
-    sizes = jnp.bincount(key, length=e_loc + 1)[:e_loc].astype(jnp.int32)
-    xs = z[tok]
-    # tie the packed experts to this layer's tokens: dequantize here, not hoisted ahead of the layer
-    xs, w1p, w2p, w3p = jax.lax.optimization_barrier((xs, w1p, w2p, w3p))
-    w1 = jnp.swapaxes(dequant(w1p, act), 1, 2)  # [E, in, out]
-    w3 = jnp.swapaxes(dequant(w3p, act), 1, 2)
-    w2 = jnp.swapaxes(dequant(w2p, act), 1, 2)
-    h = jax.nn.silu(jax.lax.ragged_dot(xs, w1, sizes)) * jax.lax.ragged_dot(xs, w3, sizes)
-    y = jax.lax.ragged_dot(h, w2, sizes)
-    y = y * (wts.reshape(-1)[order] * valid.reshape(-1)[order]).astype(y.dtype)[:, None]
-    out = jnp.zeros_like(z).at[tok].add(y)
-    return jax.lax.psum(out, axes) if axes else out
-
-
 def moe(p: dict, x, ctx: Ctx):
     spec, act = ctx.spec, ctx.act
     m = spec.moe
@@ -255,7 +234,8 @@ def moe(p: dict, x, ctx: Ctx):
     ex = [p[f"{M}experts.{{e}}.w{i}.weight"] for i in (1, 2, 3)]
     espec = P(ctx.expert_axes or None, None, None)
     fn = jax.shard_map(
-        lambda z_, i_, w_, a, b_, c: _local_experts(z_, i_, w_, a, b_, c, axes=ctx.expert_axes, act=act),
+        lambda z_, i_, w_, a, b_, c: local_experts(z_, i_, w_, a, b_, c, axes=ctx.expert_axes, act=act,
+                                                   form=ctx.experts_form),
         mesh=ctx.mesh, in_specs=(P(), P(), P(), *({k: espec for k in e} for e in ex)), out_specs=P(),
         check_vma=False)
     y = fn(z, ids, wts.astype(act), *ex)

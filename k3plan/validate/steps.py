@@ -19,6 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.validate.abstract_model import Abstract, _batch_axis
+from k3plan.validate.experts import form_for
 from k3plan.validate.layers import Ctx, W, decoder_layer, lin, rmsnorm
 from k3plan.validate.structure import LayerPlan
 
@@ -40,7 +41,8 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
     up = next((t for t in setup.model.inventory.text if t.name.endswith("routed_expert_up_proj.weight")), None)
     latent_in = tuple(setup.plan.specs[up.name].partition[1] or ()) if up is not None else ()
     return Ctx(spec=setup.model.spec, act=act, mesh=mesh, batch_axis=_batch_axis(setup),
-               kv_dtype=setup.stack.kv_cache.dtype, expert_axes=axes, latent_in_axes=latent_in)
+               kv_dtype=setup.stack.kv_cache.dtype, expert_axes=axes, latent_in_axes=latent_in,
+               experts_form=form_for(setup.stack.name))
 
 
 def _run_layers(params, cache, x, start, *, ctx: Ctx, lplan: LayerPlan, decode: bool):

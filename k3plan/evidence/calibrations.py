@@ -1,0 +1,105 @@
+"""The one registry of shipped temp calibrations, and the rule that picks the best one.
+
+The files live in ``k3plan/evidence/calibrations/`` (package data) and are read with
+``k3plan.budget.calibration.load_calibration``; ``index.yaml`` there adds what a file does not say
+itself: its kind (``measured`` on a real device, or ``compiled`` deviceless by ``k3plan validate``)
+and the KV-cache dtype it was taken with. A configuration matches a file when model, hardware,
+topology, tp, dp, stack and KV dtype are equal and ep is equal or unrecorded (the file was taken
+with the stack's default EP). Among matches a measured file beats a compiled one; ties go to the
+file with more points, then the newer date. Callers: fit / curve / plan / report / check use the
+result as their default temp evidence and name ``calibration.path`` and the kind in their output;
+an explicit ``--calibration`` overrides it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from k3plan.budget.calibration import Calibration, load_calibration
+from k3plan.errors import K3PlanError
+from k3plan.specfile import describe
+
+FOLDER = Path(__file__).parent / "calibrations"
+INDEX = "index.yaml"
+Kind = Literal["measured", "compiled"]
+RANK: dict[str, int] = {"measured": 0, "compiled": 1}  # lower is better evidence
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    file: str
+    kind: Kind
+    kv_dtype: str
+    origin: str = ""
+
+
+class Evidence(BaseModel):
+    """One shipped calibration with its index entry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    calibration: Calibration
+    kind: Kind
+    kv_dtype: str
+
+
+def _read_index(folder: Path) -> list[Entry]:
+    import yaml
+
+    path = folder / INDEX
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise K3PlanError(f"calibration registry {path}: cannot read: {err}") from None
+    if not isinstance(raw, list):
+        raise K3PlanError(f"calibration registry {path}: expected a list of {{file, kind, kv_dtype}} entries")
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(Entry.model_validate(item))
+        except ValidationError as err:
+            raise K3PlanError(f"calibration registry {path}: entry {i + 1}: {describe(err)}") from None
+    return out
+
+
+@lru_cache(maxsize=4)
+def registry(folder: str | None = None) -> tuple[Evidence, ...]:
+    """Every calibration in the registry folder (default: the packaged one), as indexed."""
+    where = Path(folder) if folder else FOLDER
+    entries = _read_index(where)
+    listed = {e.file for e in entries}
+    unlisted = sorted(p.name for p in where.glob("*.yaml") if p.name != INDEX and p.name not in listed)
+    if unlisted:
+        raise K3PlanError(f"calibration registry {where}: {', '.join(unlisted)} not in {INDEX} (kind and kv_dtype unknown)")
+    return tuple(Evidence(calibration=load_calibration(str(where / e.file)), kind=e.kind, kv_dtype=e.kv_dtype)
+                 for e in entries)
+
+
+def _matches(cal: Calibration, *, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int,
+             stack: str) -> bool:
+    return (cal.model == model and cal.hardware == hardware and cal.topology == topology and cal.tp == tp
+            and cal.dp == dp and cal.stack == stack and (cal.ep is None or ep is None or cal.ep == ep))
+
+
+def best_calibration(*, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int, stack: str,
+                     kv_dtype: str, folder: str | None = None) -> tuple[Calibration, Kind] | None:
+    """The best shipped evidence for this configuration, or None: measured > compiled, then the
+    file with more points, then the newer date. ``kv_dtype`` is the effective KV-cache dtype (the
+    stack's default or the --kv-dtype override)."""
+    found = [ev for ev in registry(folder) if ev.kv_dtype == kv_dtype and _matches(
+        ev.calibration, model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack)]
+    if not found:
+        return None
+    best = min(found, key=lambda ev: (RANK[ev.kind], -(len(ev.calibration.prefill) + len(ev.calibration.decode)),
+                                      _neg_date(ev.calibration.date)))
+    return best.calibration, best.kind
+
+
+def _neg_date(date: str | None) -> tuple:
+    """Sort key putting newer ISO dates first (a missing date last)."""
+    return (date is None, tuple(-ord(c) for c in (date or "")))
