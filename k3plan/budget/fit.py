@@ -84,38 +84,76 @@ class FitResult(BaseModel):
         return {} if v is None else v.model_dump()
 
 
-def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], warnings: list[str], expert_fmt: str):
+ANALYTIC_TEMP = ("analytic temp model (k3plan.budget.temp): live buffers of one layer, a lower bound; compiled "
+                 "graphs need more (reports/validation/README.md); no shipped calibration matches this "
+                 "configuration: pass --calibration")
+
+
+class StageEvidence(BaseModel):
+    """One stage's temp from a calibration at one chunk (prefill) or context (decode)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temp_bytes: Optional[int]  # None: the measured/compiled graph ran out of memory here
+    source: str
+    refused: str = ""
+    outside: str = ""
+    warning: str = ""
+
+
+def calibrated_stage(cal: Calibration, *, stage: str, x: int, analytic_bytes: int, kind: str = "") -> Optional[StageEvidence]:
+    """The calibration's temp for ``stage`` at ``x`` (chunk tokens or context tokens): the envelope of
+    measured points (never a fitted slope); outside the measured range max(analytic, largest measured);
+    None when the file has no point for the stage. fit and plan both call this, so they agree."""
+    points = ([(p.tokens, p.temp_gib, p.fits) for p in cal.prefill] if stage == "prefill"
+              else [(p.context, p.temp_gib, p.fits) for p in cal.decode])
+    if not points:
+        return None
+    label = f"{kind} calibration" if kind else "calibration"
+    env = envelope(points, x, what="chunk" if stage == "prefill" else "context")
+    if env.status == "measured":
+        return StageEvidence(temp_bytes=env.temp_bytes, source=f"{label} {cal.path} ({cal.backend}, {env.detail})")
+    if env.status == "refused":
+        return StageEvidence(temp_bytes=None, source=f"{label} {cal.path}: refused", refused=env.detail,
+                             warning=f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail)
+    measured_max = int(max(p[1] for p in points) * 2**30)
+    return StageEvidence(temp_bytes=max(analytic_bytes, measured_max), outside=env.detail,
+                         source=f"max(analytic, largest measured in {label} {cal.path}) — {env.detail}; not extrapolated",
+                         warning=f"{stage} temp: {env.detail}; using max(analytic, largest measured), not extrapolated")
+
+
+def default_evidence(setup: Setup) -> Optional[tuple[Calibration, str]]:
+    """The best shipped calibration for this configuration (k3plan.evidence: measured > compiled)."""
+    from k3plan.evidence.calibrations import best_calibration
+
+    par = setup.parallel
+    return best_calibration(model=setup.model.name, hardware=setup.hardware.name, topology=setup.topology.text,
+                            tp=par.tp, ep=par.ep, dp=par.dp, stack=setup.stack.name,
+                            kv_dtype=setup.stack.kv_cache.dtype)
+
+
+def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warnings: list[str], expert_fmt: str):
     kw = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
     pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
     info: dict[str, Any] = {"prefill_terms": pre.terms, "decode_terms": dec.terms, "prefill_bytes": pre.total,
                             "decode_bytes": dec.total}
-    analytic = ("analytic temp model (k3plan.budget.temp): live buffers of one layer, a lower bound; compiled "
-                "graphs need more (reports/validation/README.md), pass --calibration for measured temp")
-    source = {"prefill": analytic, "decode": analytic}
+    source = {"prefill": ANALYTIC_TEMP, "decode": ANALYTIC_TEMP}
     if cal is not None:
-        check_calibration_matches(setup, cal, warnings)
-        for stage, points, x in (
-            ("prefill", [(p.tokens, p.temp_gib, p.fits) for p in cal.prefill], w.prefill_chunk_tokens),
-            ("decode", [(p.context, p.temp_gib, p.fits) for p in cal.decode], w.context_tokens),
-        ):
-            if not points:
+        if not kind:
+            check_calibration_matches(setup, cal, warnings)
+        for stage, x in (("prefill", w.prefill_chunk_tokens), ("decode", w.context_tokens)):
+            ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=info[f"{stage}_bytes"], kind=kind)
+            if ev is None:
                 continue
-            env = envelope(points, x, what="chunk" if stage == "prefill" else "context")
-            if env.status == "measured":
-                info[f"{stage}_bytes"] = env.temp_bytes
-                source[stage] = f"calibration {cal.path} ({cal.backend}, {env.detail})"
-            elif env.status == "refused":
-                info[f"{stage}_bytes"] = None
-                info[f"{stage}_refused"] = env.detail
-                source[stage] = f"calibration {cal.path}: refused"
-                warnings.append(f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail)
-            else:
-                measured_max = int(max(p[1] for p in points) * 2**30)
-                info[f"{stage}_bytes"] = max(info[f"{stage}_bytes"], measured_max)
-                info[f"{stage}_outside"] = env.detail
-                source[stage] = f"max(analytic, largest measured) — {env.detail}; not extrapolated"
-                warnings.append(f"{stage} temp: {env.detail}; using max(analytic, largest measured), not extrapolated")
+            info[f"{stage}_bytes"] = ev.temp_bytes
+            source[stage] = ev.source
+            if ev.refused:
+                info[f"{stage}_refused"] = ev.refused
+            if ev.outside:
+                info[f"{stage}_outside"] = ev.outside
+            if ev.warning:
+                warnings.append(ev.warning)
     return Temp(**info), source
 
 
@@ -131,11 +169,13 @@ def check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[str
 
 
 def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] = None,
-        draft_bytes_per_device: int = 0) -> FitResult:
+        draft_bytes_per_device: int = 0, evidence: bool = True) -> FitResult:
     """The per-device budget of one Setup: ``k3plan.step.memory.budget_terms`` at one point, the
     verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column).
     ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft),
-    counted with the weights, so the verdict and the free bytes include them."""
+    counted with the weights, so the verdict and the free bytes include them. Temp evidence: the
+    ``calibration`` given, else (``evidence``) the best shipped one for this configuration
+    (default_evidence), else the analytic model, named as such."""
     spec, inv, hw, stack, par = setup.model.spec, setup.model.inventory, setup.hardware, setup.stack, setup.parallel
     warnings: list[str] = []
     wb = setup.weights
@@ -145,7 +185,12 @@ def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] 
         wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
     layout = cache_layout(spec=spec, stack=stack, parallel=par)
     expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
-    temp, temp_source = _temp(setup, workload, calibration, warnings, expert_fmt)
+    kind = ""
+    if calibration is None and evidence:
+        found = default_evidence(setup)
+        if found is not None:
+            calibration, kind = found
+    temp, temp_source = _temp(setup, workload, calibration, kind, warnings, expert_fmt)
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused = len(stages) < 2
     temp_bytes = max(stages) if stages else 0

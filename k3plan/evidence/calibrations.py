@@ -49,13 +49,11 @@ class Evidence(BaseModel):
 
 
 def _read_index(folder: Path) -> list[Entry]:
-    import yaml
+    from k3plan.safeparse import parse_yaml, read_text
 
     path = folder / INDEX
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise K3PlanError(f"calibration registry {path}: cannot read: {err}") from None
+    label = f"calibration registry {path}"
+    raw = parse_yaml(label, read_text(label, path))
     if not isinstance(raw, list):
         raise K3PlanError(f"calibration registry {path}: expected a list of {{file, kind, kv_dtype}} entries")
     out = []
@@ -76,8 +74,9 @@ def registry(folder: str | None = None) -> tuple[Evidence, ...]:
     unlisted = sorted(p.name for p in where.glob("*.yaml") if p.name != INDEX and p.name not in listed)
     if unlisted:
         raise K3PlanError(f"calibration registry {where}: {', '.join(unlisted)} not in {INDEX} (kind and kv_dtype unknown)")
-    return tuple(Evidence(calibration=load_calibration(str(where / e.file)), kind=e.kind, kv_dtype=e.kv_dtype)
-                 for e in entries)
+    shown = "k3plan/evidence/calibrations" if folder is None else str(where)  # the same name installed or not
+    return tuple(Evidence(calibration=load_calibration(str(where / e.file)).model_copy(
+        update={"path": f"{shown}/{e.file}"}), kind=e.kind, kv_dtype=e.kv_dtype) for e in entries)
 
 
 def _matches(cal: Calibration, *, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int,

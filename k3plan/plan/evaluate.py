@@ -91,6 +91,38 @@ def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray]
     return out, kinds
 
 
+def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> np.ndarray:
+    """Where a shipped calibration matches a configuration (k3plan.evidence, measured > compiled),
+    its temps replace the analytic ones, through the same ``calibrated_stage`` fit uses; a stage the
+    compiler refused takes all of usable HBM (nothing else fits beside it). -> per configuration: 0
+    analytic, 1 compiled, 2 measured."""
+    from k3plan.budget.fit import calibrated_stage
+    from k3plan.evidence.calibrations import best_calibration
+
+    c = space.cols
+    kind_code = np.zeros(c["tp"].shape[0], dtype=np.int8)
+    key = np.stack([c["hw"], c["topo"], c["tp"], c["ep"], c["dp"], c["variant"]], axis=1)
+    if not key.size:
+        return kind_code
+    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for k, (h, t, tp, ep, dp, v) in enumerate(uniq):
+        st = space.variants[v]
+        found = best_calibration(model=model.name, hardware=space.hardware[h].name, topology=space.topologies[t].text,
+                                 tp=int(tp), ep=int(ep), dp=int(dp), stack=st.name, kv_dtype=st.kv_cache.dtype)
+        if found is None:
+            continue
+        cal, kind = found
+        for i in np.flatnonzero(inverse == k):
+            kind_code[i] = 2 if kind == "measured" else 1
+            for stage, x in (("prefill", int(c["chunk"][i])), ("decode", context)):
+                col = f"{stage}_temp_bytes"
+                ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(cols[col][i]), kind=kind)
+                if ev is not None:
+                    cols[col][i] = cols["usable"][i] if ev.temp_bytes is None else ev.temp_bytes
+    return kind_code
+
+
 def evaluate(*, space: Space, model: Model, context: int, batch: int, eff: Efficiency,
              probes: Path | None = None, allow_cpu_probes: bool = False) -> tuple[dict, dict, list[str]]:
     """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes)."""
@@ -117,6 +149,7 @@ def evaluate(*, space: Space, model: Model, context: int, batch: int, eff: Effic
                                                           chunk=c["chunk"], context=context))
     cols["decode_temp_bytes"] = total(decode_temp_terms(spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"],
                                                         dp=c["dp"], batch=batch, context=context))
+    cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
     cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
     cols.update(budget_terms(
         spec, usable=cols["usable"], reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v,

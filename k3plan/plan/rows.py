@@ -11,6 +11,7 @@ from k3plan.plan.space import Space
 from k3plan.step.decode import BINDING
 
 GiB = 2**30
+TEMP_EVIDENCE = ("analytic", "compiled", "measured")  # plan.evaluate.apply_evidence codes
 PER_DEVICE = ("weights_bytes", "replicated_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes",
               "free_bytes", "kv_bytes_per_token", "state_bytes_per_sequence", "sequences")
 
@@ -34,4 +35,5 @@ def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> dict
         "binding": BINDING[int(cols["binding"][i])],
         "cost_usd_per_hour": None if math.isnan(cost) else cost,
         "per_device": {k: int(cols[k][i]) for k in PER_DEVICE},
+        "temp_evidence": TEMP_EVIDENCE[int(cols["temp_source"][i])],
     }

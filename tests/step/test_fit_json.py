@@ -2,7 +2,8 @@
 before the change (tests/step/data, from commit dd35d05): every key, in order, every value. The
 decode bound's floats may differ in the last bits (the sum is now taken over tensor classes in
 another order), nothing else. The values were captured again once, on purpose, when issue 18
-changed the stacks' rules to the engines' (latent projections replicated, cited sources); the keys
+changed the stacks' rules to the engines' (latent projections replicated, cited sources), and when
+issue 15 made the shipped calibrations the default temp evidence; the keys
 and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
