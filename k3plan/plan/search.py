@@ -206,8 +206,9 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
             f"the decode roofline at {eff.bw_efficiency:.0%} HBM bandwidth, {eff.mfu:.0%} MFU ({eff.compute_dtype}), "
             + ("collective latencies and HBM bandwidth from probe records where they match (below), else the specs"
                if probes is not None else "collective latencies from the hardware specs"),
-            "memory: fit's per-device terms (analytic temporaries, the stack's reserve); a configuration must hold "
-            "--concurrency sequences",
+            f"memory: fit's per-device terms (the stack's reserve; temporaries from a shipped calibration for "
+            f"{int((cols['temp_source'] > 0).sum()):,} configuration(s), row key temp_evidence, else the analytic "
+            f"lower bound); a configuration must hold --concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
             "--maximize tokens-per-chip scores at batch = --concurrency (it ranks by latency); --maximize throughput "
             "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",

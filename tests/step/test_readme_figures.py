@@ -31,32 +31,41 @@ def test_parameter_totals(cli):
         d["model"]["total_params"], d["model"]["active_params"], d["model"]["checkpoint_bytes"]]
 
 
-def test_v7x_2x2x4_fits(cli):
-    m = said(r"2x2x4 \(16 chips, TP=32\) fits with the vllm-tpu stack \(([\d.]+) GiB weights a device, ([\d.]+) GiB "
-             r"free at 128K")
+def test_v7x_2x2x4_does_not_fit_at_128k(cli):
+    m = said(r"2x2x4 \(16 chips, TP=32\) with the vllm-tpu stack does not fit at 128K: ([\d.]+) GiB of weights a "
+             r"device \(([\d.]+) GiB of it held whole.*?plus ([\d.]+) GiB of decode temporaries from the shipped "
+             r"compiled calibration leave it ([\d.]+) GiB short; its longest context at batch 1 is ([\d,]+) tokens")
     d, code = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
-    assert code == 0 and d["hardware"]["chips"] == 16
-    assert f"{d['per_device']['weights_bytes'] / GiB:.1f}" == m.group(1)
-    assert f"{d['per_device']['free_bytes'] / GiB:.0f}" == m.group(2)
+    assert code == 1 and d["hardware"]["chips"] == 16 and not d["fits"]
+    p = d["per_device"]
+    assert f"{p['weights_bytes'] / GiB:.1f}" == m.group(1)
+    assert f"{p['replicated_weights_bytes'] / GiB:.1f}" == m.group(2)
+    assert f"{d['temp']['decode_bytes'] / GiB:.2f}" == m.group(3)
+    assert "compiled calibration k3plan/evidence/calibrations/" in d["provenance"]["temp_decode"]
+    assert f"{-p['free_bytes'] / GiB:.1f}" == m.group(4)
+    assert f"{d['capacity']['memory_context_tokens']:,}" == m.group(5)
 
 
-def test_v7x_2x2x4_with_the_compiled_decode_temp(cli):
-    m = said(r"([\d.]+) GiB free with the ([\d.]+) GiB decode temp the TPU compiler gave")
-    d, code = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32", "--calibration",
-                       "reports/validation/k3-tpu7x-2x2x4-tp32-vllm-tpu.yaml")
-    assert code == 0
-    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == m.group(1)
-    assert f"{d['temp']['decode_bytes'] / GiB:.2f}" == m.group(2)
+def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
+    m = said(r"fits 128K with the real slice's measured temporaries \(([\d.]+) GiB, .*?\): ([\d.]+) GiB free a "
+             r"device, (\d+) sequences")
+    d, code = run_json(cli, "fit", "-t", "2x2x4", "--stack", "jax-native")
+    assert code == 0 and d["fits"]
+    assert "measured calibration" in d["provenance"]["temp_decode"]
+    assert f"{d['temp']['decode_bytes'] / GiB:.2f}" == m.group(1)
+    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == m.group(2)
+    assert d["capacity"]["max_sequences"] == int(m.group(3))
+    p, _ = run_json(cli, "plan", "-H", "tpu-v7x", "--context", "131072")
+    r = p["recommended"]
+    assert (r["topology"], r["tp"], r["stack"], r["temp_evidence"]) == ("2x2x4", 32, "jax-native", "measured")
 
 
-def test_v7x_2x2x2_holds_the_weights_not_the_reserve(cli):
-    m = said(r"2x2x2 holds the weights \(([\d.]+) GiB of ([\d.]+)\) but not the 10% engine reserve")
+def test_v7x_2x2x2_cannot_hold_the_weights(cli):
+    m = said(r"2x2x2 \(TP=16\) cannot hold the weights \(([\d.]+) GiB of ([\d.]+)\)")
     d, code = run_json(cli, "fit", "-t", "2x2x2", "--tp", "16")
-    assert code == 1 and d["weights_fit"] and not d["fits"]
+    assert code == 1 and not d["weights_fit"] and not d["fits"]
     assert f"{d['per_device']['weights_bytes'] / GiB:.1f}" == m.group(1)
     assert f"{d['hardware']['usable_bytes_per_device'] / GiB:.2f}" == m.group(2)
-    p = d["per_device"]
-    assert p["weights_bytes"] + p["reserve_bytes"] > d["hardware"]["usable_bytes_per_device"]
 
 
 def test_jax_native_weights(cli):
