@@ -51,4 +51,4 @@ def marginal_s(lo: Sequence[float], hi: Sequence[float], *, n_lo: int, n_hi: int
     if n_hi <= n_lo:
         raise ValueError("n_hi must exceed n_lo")
     pairs = zip(sorted(lo), sorted(hi))
-    return [(h - l) / (n_hi - n_lo) for l, h in pairs]
+    return [(h - lo_t) / (n_hi - n_lo) for lo_t, h in pairs]
