@@ -60,9 +60,9 @@ def test_ranking_follows_the_objective(k3_128k):
 def test_every_family_is_explained(k3_128k):
     fams = {(f["hardware"], f["stack"]): f for f in k3_128k["families"]}
     for h in list_hardware():
-        kind = load_hardware(h).kind
+        hw = load_hardware(h)
         for s in list_stacks():
-            if load_stack(s).runs_on(load_hardware(h)):
+            if load_stack(s).runs_on(hw):
                 assert (h, s) in fams, (h, s)
     known = {k for k, _ in REASONS}
     assert k3_128k["rejected_families"], "K3 at 128K cannot fit every bundled machine"
