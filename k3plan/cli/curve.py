@@ -11,6 +11,9 @@ from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
     BatchOpt, CalibrationOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
 )
+from k3plan.cli.sessions import (
+    AnswerTokensOpt, DropReasoningOpt, ReasoningTokensOpt, SystemTokensOpt, ToolTokensOpt, TurnsOpt, UserTokensOpt,
+)
 
 
 def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
@@ -35,13 +38,13 @@ def command(
     chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
     calibration: CalibrationOpt = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
-    turns: Annotated[Optional[int], typer.Option("--turns", help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.")] = None,
-    user_tokens: Annotated[int, typer.Option("--user-tokens", help="Sessions: tokens the user sends a turn.")] = 0,
-    answer_tokens: Annotated[int, typer.Option("--answer-tokens", help="Sessions: visible answer tokens a turn.")] = 0,
-    reasoning_tokens: Annotated[int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")] = 0,
-    tool_tokens: Annotated[int, typer.Option("--tool-tokens", help="Sessions: tool calls and results a turn (always carried).")] = 0,
-    system_tokens: Annotated[int, typer.Option("--system-tokens", help="Sessions: system prompt tokens.")] = 0,
-    drop_reasoning: Annotated[bool, typer.Option("--drop-reasoning", help="Sessions: do not carry earlier reasoning back (K3's template requires it; compare).")] = False,
+    turns: TurnsOpt = None,
+    user_tokens: UserTokensOpt = 0,
+    answer_tokens: AnswerTokensOpt = 0,
+    reasoning_tokens: ReasoningTokensOpt = 0,
+    tool_tokens: ToolTokensOpt = 0,
+    system_tokens: SystemTokensOpt = 0,
+    drop_reasoning: DropReasoningOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """For each prefill chunk size: the temporaries it needs and the longest context (and most

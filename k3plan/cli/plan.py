@@ -8,6 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import DEFAULT_CONTEXT_TOKENS, AllowCpuProbesOpt, ContextOpt, JsonOpt, ModelOpt, ProbesOpt, console, print_json
+from k3plan.cli.sessions import (
+    AnswerTokensOpt, DropReasoningOpt, ReasoningTokensOpt, SystemTokensOpt, ToolTokensOpt, TurnsOpt, UserTokensOpt,
+    session_from,
+)
 from k3plan.errors import K3PlanError
 
 HardwareListOpt = Annotated[Optional[str], typer.Option(
@@ -96,6 +100,13 @@ def command(
     emit: EmitOpt = None,
     price: PriceOpt = None,
     load_gbps: LoadOpt = None,
+    turns: TurnsOpt = None,
+    user_tokens: UserTokensOpt = 0,
+    answer_tokens: AnswerTokensOpt = 0,
+    reasoning_tokens: ReasoningTokensOpt = 0,
+    tool_tokens: ToolTokensOpt = 0,
+    system_tokens: SystemTokensOpt = 0,
+    drop_reasoning: DropReasoningOpt = False,
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
     json_out: JsonOpt = False,
@@ -112,6 +123,12 @@ def command(
       k3plan plan --minimize cost --json
       k3plan plan --ttft-ms 2000 --tpot-ms 50 --isl 4000 --osl 500 --request-rate 2 --plot pareto.png
       k3plan plan --isl 4000 --osl 500 --concurrency 32 --strict --price nvidia-gb300-nvl72=6 --emit launch run.sh
+      k3plan plan --turns 20 --user-tokens 800 --answer-tokens 1200 --reasoning-tokens 6000
+                                                            size for sessions at their last turn
+
+    With --turns (and the token counts a turn), the context planned for is the session's peak
+    context at its last turn: K3 carries earlier reasoning back, so it grows faster than the
+    visible conversation (--drop-reasoning to compare).
     """
     from k3plan.deploy.prices import parse_price_overrides
     from k3plan.hardware import list_hardware
@@ -121,6 +138,20 @@ def command(
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
     if plot is not None and (isl is None or osl is None):
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
+    session_note = None
+    if turns is not None:
+        from k3plan.workload.sessions import session_growth
+
+        if context != DEFAULT_CONTEXT_TOKENS or isl is not None:
+            raise K3PlanError("--turns sets the context (the session's peak at its last turn): give it or "
+                              "--context / --isl, not both")
+        g = session_growth(session_from(turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,
+                                         answer_tokens=answer_tokens, reasoning_tokens=reasoning_tokens,
+                                         tool_tokens=tool_tokens, drop_reasoning=drop_reasoning))
+        context = g.peak_context_tokens[-1]
+        session_note = (f"context {context:,} tokens = a session's peak at turn {turns} ({g.session.carried_tokens_per_turn:,} "
+                        f"tokens carried a turn, reasoning {'carried back' if not drop_reasoning else 'dropped'}; "
+                        f"{g.growth_over_visible:.2f}x the visible conversation)")
     if isl is not None and osl is not None and context == DEFAULT_CONTEXT_TOKENS:
         context = isl + osl  # a request's whole length; --context given explicitly wins
     hw_list = _csv("--hardware", hardware)
@@ -131,6 +162,8 @@ def command(
                   chunks=_ints("--chunks", chunks), top=top, probes=probes, allow_cpu_probes=allow_cpu_probes,
                   ttft_ms=ttft_ms, request_latency_ms=request_latency_ms, isl=isl, osl=osl,
                   request_rate=request_rate, strict=strict, prices=overrides, load_gbps=load_gbps)
+    if session_note is not None:
+        result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})
     written, skipped = [], []
     if plot is not None:
         if result.pareto:

@@ -3,16 +3,28 @@ the longest context the fit leaves a sequence (FitResult.capacity.memory_context
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
+import typer
 from rich.markup import escape
 
+# The session options, declared once for curve and plan.
+TurnsOpt = Annotated[Optional[int], typer.Option("--turns", help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.")]
+UserTokensOpt = Annotated[int, typer.Option("--user-tokens", help="Sessions: tokens the user sends a turn.")]
+AnswerTokensOpt = Annotated[int, typer.Option("--answer-tokens", help="Sessions: visible answer tokens a turn.")]
+ReasoningTokensOpt = Annotated[int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")]
+ToolTokensOpt = Annotated[int, typer.Option("--tool-tokens", help="Sessions: tool calls and results a turn (always carried).")]
+SystemTokensOpt = Annotated[int, typer.Option("--system-tokens", help="Sessions: system prompt tokens.")]
+DropReasoningOpt = Annotated[bool, typer.Option("--drop-reasoning", help="Sessions: do not carry earlier reasoning back (K3's template requires it; compare).")]
 
-def session_growth_at(setup, workload, calibration, *, turns: int, system_tokens: int, user_tokens: int,
-                      answer_tokens: int, reasoning_tokens: int, tool_tokens: int, drop_reasoning: bool):
+
+def session_from(*, turns: int, system_tokens: int, user_tokens: int, answer_tokens: int, reasoning_tokens: int,
+                 tool_tokens: int, drop_reasoning: bool):
+    """The Session the options describe, or a one-line K3PlanError naming the flag."""
     from pydantic import ValidationError
 
-    from k3plan.budget.fit import fit
     from k3plan.errors import K3PlanError
-    from k3plan.workload.sessions import Session, session_growth
+    from k3plan.workload.sessions import Session
 
     for flag, v in (("--turns", turns), ("--system-tokens", system_tokens), ("--user-tokens", user_tokens),
                     ("--answer-tokens", answer_tokens), ("--reasoning-tokens", reasoning_tokens),
@@ -23,11 +35,19 @@ def session_growth_at(setup, workload, calibration, *, turns: int, system_tokens
         raise K3PlanError("--turns: a turn has no tokens; pass --user-tokens/--answer-tokens (and --reasoning-tokens, "
                           "--tool-tokens)")
     try:
-        session = Session(turns=turns, system_prompt_tokens=system_tokens, user_tokens_per_turn=user_tokens,
-                          answer_tokens_per_turn=answer_tokens, reasoning_tokens_per_turn=reasoning_tokens,
-                          tool_tokens_per_turn=tool_tokens, carry_reasoning=not drop_reasoning)
+        return Session(turns=turns, system_prompt_tokens=system_tokens, user_tokens_per_turn=user_tokens,
+                       answer_tokens_per_turn=answer_tokens, reasoning_tokens_per_turn=reasoning_tokens,
+                       tool_tokens_per_turn=tool_tokens, carry_reasoning=not drop_reasoning)
     except ValidationError as e:
         raise K3PlanError(f"session options: {e.errors()[0]['msg']}") from None
+
+
+def session_growth_at(setup, workload, calibration, **options):
+    from k3plan.budget.fit import fit
+    from k3plan.errors import K3PlanError
+    from k3plan.workload.sessions import session_growth
+
+    session = session_from(**options)
     cap = fit(setup, workload, calibration=calibration).capacity.memory_context_tokens
     if cap < 1:
         raise K3PlanError(f"--turns: no context fits at batch {workload.batch} on this setup (see k3plan fit)")
