@@ -82,8 +82,15 @@ def command(
         growth = session_growth_at(setup, w, cal, turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,
                                    answer_tokens=answer_tokens, reasoning_tokens=reasoning_tokens,
                                    tool_tokens=tool_tokens, drop_reasoning=drop_reasoning)
+    if cal is not None:
+        evidence = f", calibration {Path(cal.path).name}"
+    else:  # fit takes the best shipped calibration by default: the title names it too
+        from k3plan.budget.fit import default_evidence
+
+        found = default_evidence(setup)
+        evidence = f", {found[1]} calibration {Path(found[0].path).name}" if found else ", analytic temp"
     title = (f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
-             f"stack {setup.stack.name}, batch {batch}" + (f", calibration {Path(cal.path).name}" if cal else ", analytic temp"))
+             f"stack {setup.stack.name}, batch {batch}" + evidence)
     if plot is not None:
         from k3plan.report.plots import plot_curve
 
