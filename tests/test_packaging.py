@@ -23,7 +23,8 @@ from k3plan.resources import data_dir
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = {  # name -> arguments; run in an empty folder by each install
-    "fit": ["fit", "--topology", "2x2x4", "--tp", "32"],  # the README's main command
+    "fit": ["fit", "--topology", "2x2x4", "--tp", "32"],  # the README's main command: does not fit (exit 1)
+    "fit jax-native": ["fit", "--topology", "2x2x4", "--tp", "32", "--stack", "jax-native"],  # fits
     "plan": ["plan", "--context", "131072"],
     "curve": ["curve", "-t", "2x2x4"],
     "report": ["report", "-H", "tpu-v7x", "-c", "131072", "--out", "rep/k3.md"],  # one platform: 2 s, not 8
@@ -58,9 +59,12 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "COLUMNS": "160", **extra}
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> str:
+EXIT = {"fit": 1}  # a failed fit exits 1; every other command here exits 0
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], code: int = 0) -> str:
     r = subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, f"{' '.join(map(str, cmd))} -> {r.returncode}\n{r.stderr[-2000:]}"
+    assert r.returncode == code, f"{' '.join(map(str, cmd))} -> {r.returncode}\n{r.stderr[-2000:]}"
     return r.stdout
 
 
@@ -68,7 +72,8 @@ def _outputs(k3plan_cmd: list[str], cwd: Path, env: dict[str, str]) -> dict[str,
     cwd.mkdir()
     (cwd / "rep").mkdir()
     took = re.compile(r"\bin\s+[\d.,]+\s+m?s\b")  # "(searched ...) in 97 ms": a timing, not an answer
-    out = {name: took.sub("in T", _run([*k3plan_cmd, *args], cwd, env)) for name, args in COMMANDS.items()}
+    out = {name: took.sub("in T", _run([*k3plan_cmd, *args], cwd, env, EXIT.get(name, 0)))
+           for name, args in COMMANDS.items()}
     out["report.md"] = re.sub(r" on \d{4}-\d\d-\d\d: ", " on DATE: ", (cwd / "rep" / "k3.md").read_text())
     out["report files"] = " ".join(sorted(p.name for p in (cwd / "rep").iterdir()))
     return out
@@ -118,6 +123,10 @@ def test_wheel_installed_outside_the_checkout_matches_the_checkout(tmp_path):
         checkout = pool.submit(_outputs, [sys.executable, "-m", "k3plan"], tmp_path / "checkout",
                                _env(PYTHONPATH=str(REPO)))
         installed, checkout = installed.result(), checkout.result()
-    assert "fits" in installed["fit"].lower()
+    assert "does not fit" in installed["fit"].lower() and "fits" in installed["fit jax-native"].lower()
+    # the shipped evidence travels in the wheel and is named by its package path, never a checkout path
+    assert "k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled" in installed["fit"]  # the table wraps the name's end
+    assert "k3-tpu7x-2x2x4-tp32-jax-native-measured" in installed["fit jax-native"]
+    assert not any(str(REPO) in text for text in (*installed.values(), *checkout.values()))
     for name, text in checkout.items():
         assert installed[name] == text, f"{name}: the wheel-installed k3plan answers differently"

@@ -116,14 +116,26 @@ def test_calibration_for_another_stack_is_warned_about(cli):
 
 
 def test_analytic_curve_without_calibration(cli):
-    d = curve_json(cli, *CONFIG)
+    # 2x4x4 TP=32 jax-native: no shipped calibration matches (they are all 2x2x4), so the curve is
+    # the analytic model's and says so; CONFIG itself now takes the shipped measured file by default
+    d = curve_json(cli, "-t", "2x4x4", "--tp", "32", "--stack", "jax-native")
     assert d["calibration"] is None
     assert all(p["status"] == "ok" for p in d["points"])
     assert all("analytic" in p["temp_source"] for p in d["points"])
+    assert all("no shipped calibration matches" in p["temp_source"] for p in d["points"])
     temps = [p["prefill_temp_bytes"] for p in d["points"]]
     assert temps == sorted(temps)
     ctx = [p["max_context_tokens"] for p in d["points"]]
     assert ctx == sorted(ctx, reverse=True)
+
+
+def test_curve_names_the_shipped_evidence_by_default(cli):
+    # the 2x2x4 TP=32 jax-native configuration has a shipped measured file: with no --calibration
+    # the curve takes its temps from it and every point names it and its kind
+    d = curve_json(cli, *CONFIG)
+    assert all("measured calibration" in p["temp_source"] for p in d["points"])
+    assert all("k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml" in p["temp_source"] for p in d["points"])
+    assert not any("/work/" in p["temp_source"] for p in d["points"])  # no checkout path
 
 
 @needs_cal

@@ -14,6 +14,9 @@ from conftest import one_error_line
 GiB = 2**30
 CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
     "k3-tpu7x-2x2x4-tp32-jax-native.yaml"
+SHIPPED = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "calibrations"
+VLLM_COMPILED = Path("k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml")
+JAX_MEASURED = Path("k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml")
 
 
 def fit_json(cli, *args, code=0) -> dict:
@@ -23,17 +26,61 @@ def fit_json(cli, *args, code=0) -> dict:
     return json.loads(r.stdout)
 
 
-def test_k3_fits_v7x_2x2x4_tp32(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32")
-    assert d["fits"] and d["weights_fit"]
-    assert d["stack"] == "vllm-tpu"
+def _shipped_decode_temp_bytes(name: str) -> int:
+    """The largest decode temp a shipped calibration file records, read here from the YAML itself."""
+    data = yaml.safe_load((SHIPPED / name).read_text())
+    return int(max(p["temp_gib"] for p in data["decode"]) * GiB)
+
+
+def _check_v7x_2x2x4_tp32(d: dict, stack: str) -> None:
+    assert d["stack"] == stack
     assert d["hardware"]["name"] == "tpu-v7x"
     assert (d["hardware"]["chips"], d["hardware"]["devices"], d["hardware"]["hosts"]) == (16, 32, 4)
     assert d["parallel"] == {"tp": 32, "ep": 32, "dp": 1}
     assert d["hardware"]["usable_bytes_per_device"] == int(94.75 * GiB)
     assert d["hardware"]["hbm_bytes_per_device"] == 96 * GiB
     assert d["replicated"] == []
-    assert d["capacity"]["max_context_tokens"] >= 131072 and d["capacity"]["max_sequences"] >= 1
+    assert d["weights_fit"]
+    pd = d["per_device"]
+    usable = d["hardware"]["usable_bytes_per_device"]
+    assert pd["free_bytes"] == usable - pd["weights_bytes"] - pd["kv_bytes"] - pd["state_bytes"] - \
+        pd["temp_bytes"] - pd["reserve_bytes"]
+
+
+def test_k3_fits_v7x_2x2x4_tp32(cli):
+    """2x2x4 TP=32 at 128K: the shipped evidence decides. vllm-tpu takes the compiled file's decode temp
+    and is short of one 128K sequence; jax-native takes the measured file's and holds two."""
+    usable = int(94.75 * GiB)
+    # vllm-tpu: does not fit; the compiled calibration is named, with its kind
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", code=1)
+    _check_v7x_2x2x4_tp32(d, "vllm-tpu")
+    assert not d["fits"]
+    for key in ("temp_prefill", "temp_decode"):
+        assert f"compiled calibration {VLLM_COMPILED}" in d["provenance"][key], d["provenance"][key]
+    pd = d["per_device"]
+    assert pd["temp_bytes"] == d["temp"]["decode_bytes"] == _shipped_decode_temp_bytes(VLLM_COMPILED.name)
+    assert pd["reserve_bytes"] == int(0.10 * usable)  # --gpu-memory-utilization 0.9
+    assert pd["free_bytes"] < 0
+    # the longest context one sequence gets: KV 24 MLA layers x 576 x 2 B = 27,648 B a token, paged in
+    # blocks of 64 * ceil(KDA state page / (64 x 1,152 B a token a layer)) tokens
+    assert pd["kv_bytes_per_token"] == 24 * 576 * 2
+    block = 64 * -(-d["cache_layout"]["state_bytes_per_layer_unpadded"] // (64 * 576 * 2))
+    assert d["cache_layout"]["block_tokens"] == block
+    room = usable - pd["weights_bytes"] - pd["temp_bytes"] - pd["reserve_bytes"] - pd["state_bytes"]
+    assert d["capacity"]["max_context_tokens"] == room // (block * 27_648) * block < 131072
+    # jax-native: fits, on the measured calibration, named with its kind
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native")
+    _check_v7x_2x2x4_tp32(d, "jax-native")
+    assert d["fits"]
+    for key in ("temp_prefill", "temp_decode"):
+        assert f"measured calibration {JAX_MEASURED}" in d["provenance"][key], d["provenance"][key]
+    pd = d["per_device"]
+    assert pd["temp_bytes"] == d["temp"]["decode_bytes"] == _shipped_decode_temp_bytes(JAX_MEASURED.name)
+    assert pd["reserve_bytes"] == 0 and pd["free_bytes"] > 0
+    # fp32 KV: 24 x 576 x 4 B a token, no paging; whole 128K sequences beside the weights and temps
+    assert pd["kv_bytes_per_token"] == 24 * 576 * 4
+    seq = 131072 * 24 * 576 * 4 + pd["state_bytes_per_sequence"]
+    assert d["capacity"]["max_sequences"] == (usable - pd["weights_bytes"] - pd["temp_bytes"]) // seq >= 1
 
 
 def test_k3_weights_fit_but_serving_budget_does_not(cli):
@@ -55,7 +102,7 @@ def test_k3_2x2x1_weights_alone_do_not_fit(cli):
 
 
 def test_json_carries_the_issue_fields(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32")
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", code=1)  # the fields are there when it does not fit too
     want = {
         "model": {"name", "total_params", "active_params", "checkpoint_bytes", "runtime_weight_bytes"},
         "hardware": {"name", "topology", "chips", "devices", "hosts", "hbm_bytes_per_device", "usable_bytes_per_device"},
@@ -77,20 +124,32 @@ def test_json_carries_the_issue_fields(cli):
 
 def test_defaults(cli):
     """No flags: kimi-k3, tpu-v7x, vllm-tpu, 131072 x 1, and the documented default topology: the
-    smallest standard one whose weights and engine reserve leave room on a device. 2x2x2 holds the
-    weights (92.6 GiB of 94.75) but not the 10% reserve on top, so the default is 2x2x4, which fits."""
-    d = fit_json(cli, code=0)
+    smallest standard one whose weights and engine reserve leave room on a device. 2x2x2 (TP=16) does
+    not hold the weights (over 94.75 GiB a device once the router, MLA down-projections and latent
+    projections are whole on every device), so the default is 2x2x4; with the shipped compiled decode
+    temp a 128K sequence no longer fits beside them there (exit 1), and the output says so."""
+    d = fit_json(cli, code=1)
     assert d["model"]["name"] == "kimi-k3" and d["hardware"]["name"] == "tpu-v7x" and d["stack"] == "vllm-tpu"
     assert d["workload"]["context_tokens"] == 131072 and d["workload"]["batch"] == 1
     assert d["hardware"]["topology"] == "2x2x4"
-    assert d["weights_fit"] and d["fits"]
+    assert d["weights_fit"] and not d["fits"]
+    pd = d["per_device"]
+    assert pd["weights_bytes"] + pd["reserve_bytes"] < d["hardware"]["usable_bytes_per_device"]
     assert d["parallel"]["dp"] == 1 and d["parallel"]["ep"] == d["hardware"]["devices"]
     assert any("topology 2x2x4: default" in n for n in d["notes"])
+    assert "vllm-tpu-compiled.yaml" in d["provenance"]["temp_decode"]
+    smaller = fit_json(cli, "-t", "2x2x2", code=1)
+    assert not smaller["weights_fit"]
+    assert smaller["per_device"]["weights_bytes"] > smaller["hardware"]["usable_bytes_per_device"]
 
 
 def test_table_output(cli):
-    r = cli("fit", "-t", "2x2x4", "--tp", "32")
+    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native")
     assert r.exit_code == 0, r.output
+    for word in ("weights", "KV cache", "KDA state", "reserve", "usable HBM", "free"):
+        assert word in r.stdout
+    r = cli("fit", "-t", "2x2x4", "--tp", "32")  # does not fit: the same table, then why
+    assert r.exit_code == 1, r.output
     for word in ("weights", "KV cache", "KDA state", "reserve", "usable HBM", "free"):
         assert word in r.stdout
 

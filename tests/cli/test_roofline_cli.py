@@ -169,6 +169,8 @@ def test_no_speed_figure_for_a_workload_that_does_not_fit(cli):
 
 
 def test_roofline_default_workload_is_fits(cli):
-    r = cli("roofline", "-t", "2x2x4", "--json")
+    # jax-native: 2x2x4 still holds one 128K sequence with its measured temps (vllm-tpu's compiled
+    # decode temp leaves it 3 GiB short, and roofline gives no speed for a workload that does not fit)
+    r = cli("roofline", "-t", "2x2x4", "--stack", "jax-native", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["decode"]["context_tokens"] == 131072  # fit's default context
