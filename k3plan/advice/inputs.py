@@ -79,6 +79,9 @@ class AdviceInputs(_Frozen):
     batch_options: tuple[BatchOption, ...] = ()
     spec_decode: SpecDecodeOption | None = None
     time_by_part_s: dict[str, float] = Field(default_factory=dict)  # compute-bound: where a step's time goes
+    # DP groups the batch is split over (a device holds ceil(batch / groups) sequences; 1: every device
+    # holds the whole batch), as k3plan.step.memory.budget_terms splits it; None: scale sequences / batch
+    sequence_groups: PositiveInt | None = None
 
     @property
     def fixed_bytes(self) -> int:

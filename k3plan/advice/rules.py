@@ -164,7 +164,9 @@ def _bandwidth(x: AdviceInputs) -> list[Suggestion]:
         thr = x.batch / x.tpot_s
         cap = max_sequences(x)
         for o in sorted(x.batch_options, key=lambda o: o.batch):
-            need = math.ceil(o.batch * x.sequences / x.batch)
+            # sequences a device holds at that batch (at batch 1 the ratio sequences / batch hides the DP split)
+            need = (math.ceil(o.batch / x.sequence_groups) if x.sequence_groups
+                    else math.ceil(o.batch * x.sequences / x.batch))
             if o.batch <= x.batch or need > cap:
                 continue
             gain = (o.batch / o.tpot_s) / thr

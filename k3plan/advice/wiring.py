@@ -236,7 +236,8 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
     extra: dict[str, Any] = {"topology_options": tuple(topo_opts), "kv_dtype_options": tuple(kv_opts),
                              "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {}),
-                             "spec_decode": spec_decode}
+                             "spec_decode": spec_decode,
+                             "sequence_groups": setup.parallel.dp if setup.stack.kv_cache.split_across_dp else 1}
     x = inputs_from_fit_result(result, binding=binding, tpot_s=tpot_s, **extra)
     return FitAdvice(rules=advise(x), alternatives=tuple(done), spec_decode=spec_decode, offload=offload)
 

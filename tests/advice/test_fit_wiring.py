@@ -26,8 +26,9 @@ def _used(d: dict) -> int:
 
 
 def test_failing_fit_advises_the_next_standard_topology_with_its_fitted_bytes(cli):
-    small = fit_json(cli, "-t", "2x2x2", "--tp", "16", code=1)
-    big = fit_json(cli, "-t", "2x2x4", "--tp", "32")  # the next standard v7x shape up, tp scaled 16 -> 32
+    # jax-native: 2x2x4 TP=32 fits there with its measured temp (vllm-tpu's compiled temp does not fit at 128K)
+    small = fit_json(cli, "-t", "2x2x2", "--tp", "16", "--stack", "jax-native", code=1)
+    big = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native")  # next v7x shape up, tp 16 -> 32
     rules = small["advice"]["rules"]
     assert rules["verdict"] == "fails"
     topo = next(s for s in rules["suggestions"] if s["action"] == "topology")
@@ -50,9 +51,10 @@ def test_kv_suggestion_is_fp8_ds_mla_at_656_bytes_a_token_a_layer(cli):
 
 
 def test_thin_headroom_warns_with_the_margin(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "28", "--context", "32768")
+    # jax-native (measured temp, no engine reserve): 8 x 32K leaves about 1 GiB of 94.8
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768")
     usable, free = d["hardware"]["usable_bytes_per_device"], d["per_device"]["free_bytes"]
-    assert 0 < free < usable / 10  # thin by construction (about 3 GiB of 94.8)
+    assert 0 < free < usable / 10  # thin by construction
     rules = d["advice"]["rules"]
     assert rules["verdict"] == "thin"
     short = math.ceil(usable / 10) - free
@@ -61,8 +63,10 @@ def test_thin_headroom_warns_with_the_margin(cli):
 
 
 def test_spec_decode_puts_the_draft_in_the_budget_and_prices_batch_x_k_plus_1(cli):
-    base = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768")
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768",
+    # jax-native: fits 8 x 32K with the 0.87 GiB draft (vllm-tpu's compiled temp does not, issue 15)
+    cfg = ["-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768"]
+    base = fit_json(cli, *cfg)
+    d = fit_json(cli, *cfg,
                  "--spec-tokens", "3", "--acceptance", "0.8,0.6,0.4", "--draft-bytes", "30GB")
     per_dev = 30_000_000_000 // 32  # sharded over tp 32: 937,500,000 B
     assert d["per_device"]["weights_bytes"] == base["per_device"]["weights_bytes"] + per_dev
@@ -87,7 +91,8 @@ def test_k3_has_no_draft_head_so_spec_decode_asks_for_draft_bytes(cli):
 
 
 def test_offload_host_holds_sessions_and_adds_ttft(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768", "--offload", "host")
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768",
+                 "--offload", "host")
     o, ms, pd = d["advice"]["offload"], d["model_state"], d["per_device"]
     assert d["hardware"]["hosts"] == 4 and d["hardware"]["devices"] == 32
     # tpu-v7x spec: 960 GB host DRAM a 4-chip host; 4 chips x 64 GB/s (PCIe Gen5 x16) to HBM a host
@@ -136,6 +141,7 @@ def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
 
 
 def test_thin_headroom_does_not_advise_a_larger_batch(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "28", "--context", "32768")
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768")
+    assert d["advice"]["rules"]["verdict"] == "thin"
     assert d["speed"]["binding"] == "memory"
     assert not [s for s in d["advice"]["rules"]["suggestions"] if s["rule"] == "bandwidth"]

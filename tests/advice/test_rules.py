@@ -107,6 +107,16 @@ def test_memory_bound_batch_and_spec_decode():
     assert "TPOT 10.00 -> 4.40 ms (x2.27); draft weights 1.0 GiB a device (free 21.6 GiB)" in spec.text
 
 
+def test_batch_under_dp_counts_the_sequences_a_device_holds():
+    # dp 2 splits the batch: batch 16 is 8 sequences a device, batch 24 is 12; memory holds 10 (as above).
+    # At batch 1 (1 sequence a device) the ratio sequences / batch cannot show the split: the groups do.
+    x = inputs(weights=60 * G, seqs=1, state_per_seq=3 * G // 8, binding="memory", tpot_s=0.010, sequence_groups=2,
+               batch_options=(BatchOption(batch=16, tpot_s=0.012, binding="memory"),
+                              BatchOption(batch=24, tpot_s=0.014, binding="memory")))
+    (b16,) = advise(x).suggestions
+    assert b16.text.startswith("batch 1 -> 16:") and b16.text.endswith("8 of the 10 sequences a device memory holds")
+
+
 def test_compute_bound_names_the_dominant_part():
     x = inputs(weights=60 * G, seqs=1, state_per_seq=G // 2, binding="compute", tpot_s=0.01,
                time_by_part_s={"kda": 0.001, "experts": 0.006, "attention": 0.003})
