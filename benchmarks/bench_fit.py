@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import sys
 
-from timing import ratio_to_floor, ratio_table, timed  # benchmarks/timing.py (the script folder is on sys.path)
+from timing import ratio_table, ratio_to_floor, timed  # benchmarks/timing.py (the script folder is on sys.path)
 
 ARGS = ["fit", "--topology", "2x2x4", "--tp", "32", "--json"]
 HEAVY = ("jax", "jaxlib", "pandas", "numpy", "matplotlib", "scipy", "torch")

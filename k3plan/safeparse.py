@@ -134,7 +134,9 @@ def check_tree(label: str, data: Any) -> None:
         value, where, depth = stack.pop()
         nodes += 1
         if nodes > MAX_NODES:
-            raise K3PlanError(f"{label}: more than {MAX_NODES:,} values (YAML aliases expand); expected a plain document")
+            raise K3PlanError(
+                f"{label}: more than {MAX_NODES:,} values (YAML aliases expand); expected a plain document"
+            )
         if depth > MAX_DEPTH:
             raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels at {where or 'the top'}")
         if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -144,8 +146,9 @@ def check_tree(label: str, data: Any) -> None:
                 raise K3PlanError(f"{label}: {_key(where)} is {value!r}; expected a finite number")
         elif isinstance(value, int):
             if abs(value) > MAX_INT:
-                raise K3PlanError(f"{label}: {_key(where)} has {len(str(abs(value)))} digits; "
-                                  f"expected an integer below 2^63")
+                raise K3PlanError(
+                    f"{label}: {_key(where)} has {len(str(abs(value)))} digits; expected an integer below 2^63"
+                )
         elif isinstance(value, dict):
             for k, v in value.items():
                 stack.append((v, f"{where}.{k}" if where else str(k), depth + 1))

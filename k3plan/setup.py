@@ -37,8 +37,9 @@ class Setup:
         return weight_budget(inventory=self.model.inventory, plan=self.plan, stack=self.stack)
 
 
-def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int],
-                     dp: Optional[int]) -> Topology:
+def default_topology(
+    hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int], dp: Optional[int]
+) -> Topology:
     """The smallest standard topology whose per-device weights, with the stack's default split (or
     the split asked for) and its reserve, leave room on a device: plan's space and weight columns
     (``plan.evaluate.weight_columns``) filtered to that split, the first that passes (a quick screen;
@@ -48,15 +49,24 @@ def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[
     from k3plan.plan.evaluate import weight_columns
     from k3plan.plan.space import build_space
 
-    space = build_space(hardware=[hw], stacks=[stack], kv_dtypes=[None], chunks=[1], max_chips=hw.max_chips,
-                        stacks_given=False, any_platform=True)
+    space = build_space(
+        hardware=[hw],
+        stacks=[stack],
+        kv_dtypes=[None],
+        chunks=[1],
+        max_chips=hw.max_chips,
+        stacks_given=False,
+        any_platform=True,
+    )
     weights, _ = weight_columns(space=space, model=model)
     c = space.cols
     for flag, n in (("--tp", tp), ("--ep", ep), ("--dp", dp)):
         if n and not any(t.devices % n == 0 for t in space.topologies):
             sizes = ", ".join(str(t.devices) for t in space.topologies)
-            raise K3PlanError(f"{flag} {n} divides none of {hw.name}'s standard topologies (devices: {sizes}); "
-                              f"expected a divisor of one of them, or pass --topology")
+            raise K3PlanError(
+                f"{flag} {n} divides none of {hw.name}'s standard topologies (devices: {sizes}); "
+                f"expected a divisor of one of them, or pass --topology"
+            )
     room = hw.usable_bytes_per_device * (1 - stack.reserve.fraction_of_usable_hbm)
     for i, topo in enumerate(space.topologies):
         if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:
@@ -73,8 +83,9 @@ def default_topology(hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[
     raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
 
 
-def default_split(stack: Stack, devices: int, tp: Optional[int], dp: Optional[int],
-                  heads: tuple[int, ...] = ()) -> tuple[Optional[int], Optional[int]]:
+def default_split(
+    stack: Stack, devices: int, tp: Optional[int], dp: Optional[int], heads: tuple[int, ...] = ()
+) -> tuple[Optional[int], Optional[int]]:
     """The stack's default (tp, dp) when neither is given. ``tp: all`` means all devices, capped at
     the largest TP that divides every head count (K3's 96 heads: 32 of 64 devices, dp 2), so the
     default never silently replicates the attention."""
@@ -114,16 +125,25 @@ def make_setup(
     st = load_stack(stack).with_kv_dtype(kv_dtype)
     if topology is None:
         topo = default_topology(hw, m, st, tp, ep, dp)
-        notes.append(f"topology {topo.text}: default, the smallest standard {hw.name} topology whose weights and "
-                     f"reserve leave room on a device")
+        notes.append(
+            f"topology {topo.text}: default, the smallest standard {hw.name} topology whose weights and "
+            f"reserve leave room on a device"
+        )
     else:
         topo = parse_topology(hw, topology)
     if not st.runs_on(hw):
         notes.append(f"stack {st.name} runs on {', '.join(st.platforms) or st.platform}, used here on {hw.name}")
     asked = (tp, dp)
     tp, dp = default_split(st, topo.devices, tp, dp, attention_heads(m))
-    if asked == (None, None) and st.default_parallel.tp == "all" and tp and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < topo.devices:
-        notes.append(f"tp {tp}: the largest that divides the attention heads; the other devices form dp {topo.devices // tp} groups")
+    if (
+        asked == (None, None)
+        and st.default_parallel.tp == "all"
+        and tp
+        and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < topo.devices
+    ):
+        notes.append(
+            f"tp {tp}: the largest that divides the attention heads; the other devices form dp {topo.devices // tp} groups"
+        )
     if dp is None:
         if tp and topo.devices % tp:
             raise K3PlanError(f"--tp {tp} does not divide the {topo.devices} devices of {topo.text}")
@@ -135,7 +155,13 @@ def make_setup(
 
         user = load_user_specs(shardspecs, m.inventory)
     plan = resolve(
-        m.inventory, mesh=mesh, rules=st.sharding.rules, role_overrides=st.sharding.role_overrides,
-        user_specs=user, source=f"shardspecs {shardspecs} + rules of stack {st.name}" if user else f"rules of stack {st.name}",
+        m.inventory,
+        mesh=mesh,
+        rules=st.sharding.rules,
+        role_overrides=st.sharding.role_overrides,
+        user_specs=user,
+        source=f"shardspecs {shardspecs} + rules of stack {st.name}" if user else f"rules of stack {st.name}",
     )
-    return Setup(model=m, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan, notes=tuple(notes))
+    return Setup(
+        model=m, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan, notes=tuple(notes)
+    )

@@ -18,8 +18,15 @@ KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
 
 _BYTE_UNITS = {
-    "B": 1, "KB": KB, "MB": MB, "GB": GB, "TB": TB,
-    "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB,
+    "B": 1,
+    "KB": KB,
+    "MB": MB,
+    "GB": GB,
+    "TB": TB,
+    "KIB": KiB,
+    "MIB": MiB,
+    "GIB": GiB,
+    "TIB": TiB,
 }
 _PREFIX = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
@@ -31,7 +38,9 @@ def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
         return int(_non_negative(text, text, what))
     m = re.fullmatch(_NUM + r"\s*([KMGT]i?B|B)?", str(text).strip(), flags=re.IGNORECASE)
     if not m:
-        raise K3PlanError(f"{what}: cannot read {text!r} as a size; expected e.g. '96GiB', '141GB' or a number of bytes")
+        raise K3PlanError(
+            f"{what}: cannot read {text!r} as a size; expected e.g. '96GiB', '141GB' or a number of bytes"
+        )
     value = float(m.group(1)) * _BYTE_UNITS[(m.group(2) or "B").upper()]
     return int(round(_non_negative(value, text, what)))
 

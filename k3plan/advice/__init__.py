@@ -1,13 +1,22 @@
 """Advice: what to do when a budget fails or is thin, each suggestion computed from the numbers."""
 
 from k3plan.advice.inputs import (
-           AdviceInputs,
-           BatchOption,
-           KvDtypeOption,
-           SpecDecodeOption,
-           TopologyOption,
+    AdviceInputs,
+    BatchOption,
+    KvDtypeOption,
+    SpecDecodeOption,
+    TopologyOption,
 )
 from k3plan.advice.rules import HEADROOM_MIN_FRACTION, Advice, Suggestion, advise
 
-__all__ = ["HEADROOM_MIN_FRACTION", "Advice", "AdviceInputs", "BatchOption", "KvDtypeOption", "SpecDecodeOption",
-           "Suggestion", "TopologyOption", "advise"]
+__all__ = [
+    "HEADROOM_MIN_FRACTION",
+    "Advice",
+    "AdviceInputs",
+    "BatchOption",
+    "KvDtypeOption",
+    "SpecDecodeOption",
+    "Suggestion",
+    "TopologyOption",
+    "advise",
+]

@@ -107,29 +107,48 @@ def inputs_from_fit(fit: Mapping[str, Any], **alternatives: Any) -> AdviceInputs
     layout = fit.get("cache_layout") or {}
     return AdviceInputs(
         usable_bytes=_get(fit, "hardware", "usable_bytes_per_device"),
-        weights_bytes=pd["weights_bytes"], kv_bytes=pd["kv_bytes"], state_bytes=pd["state_bytes"],
-        temp_bytes=pd["temp_bytes"], reserve_bytes=pd["reserve_bytes"], free_bytes=pd["free_bytes"],
-        topology=_get(fit, "hardware", "topology"), devices=_get(fit, "hardware", "devices"),
-        batch=_get(fit, "workload", "batch"), sequences=pd["sequences"],
+        weights_bytes=pd["weights_bytes"],
+        kv_bytes=pd["kv_bytes"],
+        state_bytes=pd["state_bytes"],
+        temp_bytes=pd["temp_bytes"],
+        reserve_bytes=pd["reserve_bytes"],
+        free_bytes=pd["free_bytes"],
+        topology=_get(fit, "hardware", "topology"),
+        devices=_get(fit, "hardware", "devices"),
+        batch=_get(fit, "workload", "batch"),
+        sequences=pd["sequences"],
         context_tokens=_get(fit, "workload", "context_tokens"),
-        kv_dtype=_get(fit, "model_state", "kv_dtype"), kv_bytes_per_token=pd["kv_bytes_per_token"],
-        block_tokens=layout.get("block_tokens", 1), state_bytes_per_sequence=pd["state_bytes_per_sequence"],
-        binding=speed.get("binding"), tpot_s=speed.get("tpot_s"), **alternatives,
+        kv_dtype=_get(fit, "model_state", "kv_dtype"),
+        kv_bytes_per_token=pd["kv_bytes_per_token"],
+        block_tokens=layout.get("block_tokens", 1),
+        state_bytes_per_sequence=pd["state_bytes_per_sequence"],
+        binding=speed.get("binding"),
+        tpot_s=speed.get("tpot_s"),
+        **alternatives,
     )
 
 
 def topology_option_from_fit(fit: Mapping[str, Any]) -> TopologyOption:
     """The same model fitted at another topology (another ``fit --json``) as an option."""
     pd = _get(fit, "per_device")
-    return TopologyOption(topology=_get(fit, "hardware", "topology"), devices=_get(fit, "hardware", "devices"),
-                          weights_bytes=pd["weights_bytes"], kv_bytes=pd["kv_bytes"], state_bytes=pd["state_bytes"],
-                          temp_bytes=pd["temp_bytes"], reserve_bytes=pd["reserve_bytes"],
-                          usable_bytes=_get(fit, "hardware", "usable_bytes_per_device"))
+    return TopologyOption(
+        topology=_get(fit, "hardware", "topology"),
+        devices=_get(fit, "hardware", "devices"),
+        weights_bytes=pd["weights_bytes"],
+        kv_bytes=pd["kv_bytes"],
+        state_bytes=pd["state_bytes"],
+        temp_bytes=pd["temp_bytes"],
+        reserve_bytes=pd["reserve_bytes"],
+        usable_bytes=_get(fit, "hardware", "usable_bytes_per_device"),
+    )
 
 
 def kv_dtype_option_from_fit(fit: Mapping[str, Any]) -> KvDtypeOption:
     """The same setup fitted with another --kv-dtype as an option."""
     pd = _get(fit, "per_device")
-    return KvDtypeOption(kv_dtype=_get(fit, "model_state", "kv_dtype"), kv_bytes_per_token=pd["kv_bytes_per_token"],
-                         block_tokens=(fit.get("cache_layout") or {}).get("block_tokens", 1),
-                         state_bytes_per_sequence=pd["state_bytes_per_sequence"])
+    return KvDtypeOption(
+        kv_dtype=_get(fit, "model_state", "kv_dtype"),
+        kv_bytes_per_token=pd["kv_bytes_per_token"],
+        block_tokens=(fit.get("cache_layout") or {}).get("block_tokens", 1),
+        state_bytes_per_sequence=pd["state_bytes_per_sequence"],
+    )

@@ -83,19 +83,29 @@ def _topology(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
     out = []
     for o in x.topology_options:
         usable = o.usable_bytes if o.usable_bytes is not None else x.usable_bytes
-        used = (o.weights_bytes + (x.kv_bytes if o.kv_bytes is None else o.kv_bytes)
-                + (x.state_bytes if o.state_bytes is None else o.state_bytes)
-                + (x.temp_bytes if o.temp_bytes is None else o.temp_bytes)
-                + (x.reserve_bytes if o.reserve_bytes is None else o.reserve_bytes))
+        used = (
+            o.weights_bytes
+            + (x.kv_bytes if o.kv_bytes is None else o.kv_bytes)
+            + (x.state_bytes if o.state_bytes is None else o.state_bytes)
+            + (x.temp_bytes if o.temp_bytes is None else o.temp_bytes)
+            + (x.reserve_bytes if o.reserve_bytes is None else o.reserve_bytes)
+        )
         freed, new_free = _used(x) - used, usable - used
         if new_free <= x.free_bytes:
             continue
         what = f"frees {_gib(freed)} a device" if freed > 0 else f"{_gib(usable - x.usable_bytes)} more usable a device"
-        out.append(Suggestion(
-            rule=rule, action="topology", freed_bytes_per_device=freed, free_bytes_after=new_free,
-            text=f"{x.topology} -> {o.topology} ({x.devices} -> {o.devices} devices): {what} "
-                 f"(free {_gib(x.free_bytes)} -> {_gib(new_free)})",
-            resolves=new_free >= bar, score=(new_free - x.free_bytes) / x.usable_bytes))
+        out.append(
+            Suggestion(
+                rule=rule,
+                action="topology",
+                freed_bytes_per_device=freed,
+                free_bytes_after=new_free,
+                text=f"{x.topology} -> {o.topology} ({x.devices} -> {o.devices} devices): {what} "
+                f"(free {_gib(x.free_bytes)} -> {_gib(new_free)})",
+                resolves=new_free >= bar,
+                score=(new_free - x.free_bytes) / x.usable_bytes,
+            )
+        )
     return out
 
 
@@ -107,14 +117,20 @@ def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Sugges
         return None
     now = max_context(x, bpt=x.kv_bytes_per_token, block=x.block_tokens, state_per_seq=x.state_bytes_per_sequence)
     new = max_context(x, bpt=o.kv_bytes_per_token, block=o.block_tokens, state_per_seq=state)
-    ctx = (f"; max context at {x.sequences} sequence(s) a device {now:,} -> {new:,} tokens ({new - now:+,})"
-           if new else "")
+    ctx = (
+        f"; max context at {x.sequences} sequence(s) a device {now:,} -> {new:,} tokens ({new - now:+,})" if new else ""
+    )
     return Suggestion(
-        rule=rule, action="kv_dtype", freed_bytes_per_device=freed, free_bytes_after=x.free_bytes + freed,
+        rule=rule,
+        action="kv_dtype",
+        freed_bytes_per_device=freed,
+        free_bytes_after=x.free_bytes + freed,
         context_tokens_gained=new - now,
         text=f"KV {x.kv_dtype} -> {o.kv_dtype} ({x.kv_bytes_per_token:,} -> {o.kv_bytes_per_token:,} B a token a "
-             f"device): frees {_gib(freed)} a device{ctx}",
-        resolves=x.free_bytes + freed >= bar, score=freed / x.usable_bytes)
+        f"device): frees {_gib(freed)} a device{ctx}",
+        resolves=x.free_bytes + freed >= bar,
+        score=freed / x.usable_bytes,
+    )
 
 
 def _shrink(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
@@ -126,20 +142,38 @@ def _shrink(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
     if 0 < seqs < x.sequences:
         scale = x.batch // x.sequences if x.batch % x.sequences == 0 else 1
         freed = (x.sequences - seqs) * per_seq
-        out.append(Suggestion(
-            rule=rule, action="batch", freed_bytes_per_device=freed, free_bytes_after=x.free_bytes + freed,
-            text=f"batch {x.batch} -> {seqs * scale} ({x.sequences} -> {seqs} sequences a device at "
-                 f"{x.context_tokens:,} tokens): frees {_gib(freed)} a device (free {_gib(x.free_bytes + freed)})",
-            resolves=True, shrinks_workload=True, score=freed / x.usable_bytes))
-    ctx = max(0, int((room / x.sequences - x.state_bytes_per_sequence) // (x.kv_bytes_per_token * x.block_tokens))
-              ) * x.block_tokens
+        out.append(
+            Suggestion(
+                rule=rule,
+                action="batch",
+                freed_bytes_per_device=freed,
+                free_bytes_after=x.free_bytes + freed,
+                text=f"batch {x.batch} -> {seqs * scale} ({x.sequences} -> {seqs} sequences a device at "
+                f"{x.context_tokens:,} tokens): frees {_gib(freed)} a device (free {_gib(x.free_bytes + freed)})",
+                resolves=True,
+                shrinks_workload=True,
+                score=freed / x.usable_bytes,
+            )
+        )
+    ctx = (
+        max(0, int((room / x.sequences - x.state_bytes_per_sequence) // (x.kv_bytes_per_token * x.block_tokens)))
+        * x.block_tokens
+    )
     if 0 < ctx < x.context_tokens:
         freed = x.kv_bytes - _kv_bytes(x, x.kv_bytes_per_token, x.block_tokens, ctx)
-        out.append(Suggestion(
-            rule=rule, action="context", freed_bytes_per_device=freed, free_bytes_after=x.free_bytes + freed,
-            context_tokens_gained=ctx - x.context_tokens,
-            text=f"context {x.context_tokens:,} -> {ctx:,} tokens at batch {x.batch}: frees {_gib(freed)} a device",
-            resolves=True, shrinks_workload=True, score=freed / x.usable_bytes))
+        out.append(
+            Suggestion(
+                rule=rule,
+                action="context",
+                freed_bytes_per_device=freed,
+                free_bytes_after=x.free_bytes + freed,
+                context_tokens_gained=ctx - x.context_tokens,
+                text=f"context {x.context_tokens:,} -> {ctx:,} tokens at batch {x.batch}: frees {_gib(freed)} a device",
+                resolves=True,
+                shrinks_workload=True,
+                score=freed / x.usable_bytes,
+            )
+        )
     return out
 
 
@@ -149,10 +183,16 @@ def _memory(x: AdviceInputs, rule: Rule, bar: int, warnings: list[str]) -> list[
     one_seq = x.state_bytes_per_sequence + x.block_tokens * x.kv_bytes_per_token
     if x.usable_bytes - x.fixed_bytes < one_seq:
         left = x.usable_bytes - x.fixed_bytes
-        how = f"exceed {_gib(x.usable_bytes)} by {_gib(-left)}" if left < 0 else f"leave {_gib(left)} of {_gib(x.usable_bytes)}"
-        warnings.append(f"weights {_gib(x.weights_bytes)} + temp {_gib(x.temp_bytes)} + reserve "
-                        f"{_gib(x.reserve_bytes)} {how} a device, less than one sequence's state and first KV "
-                        f"block ({_gib(one_seq)}): no batch or context fits here; change the topology or the machine")
+        how = (
+            f"exceed {_gib(x.usable_bytes)} by {_gib(-left)}"
+            if left < 0
+            else f"leave {_gib(left)} of {_gib(x.usable_bytes)}"
+        )
+        warnings.append(
+            f"weights {_gib(x.weights_bytes)} + temp {_gib(x.temp_bytes)} + reserve "
+            f"{_gib(x.reserve_bytes)} {how} a device, less than one sequence's state and first KV "
+            f"block ({_gib(one_seq)}): no batch or context fits here; change the topology or the machine"
+        )
     else:
         out += _shrink(x, rule, bar)
     return out
@@ -165,32 +205,49 @@ def _bandwidth(x: AdviceInputs) -> list[Suggestion]:
         cap = max_sequences(x)
         for o in sorted(x.batch_options, key=lambda o: o.batch):
             # sequences a device holds at that batch (at batch 1 the ratio sequences / batch hides the DP split)
-            need = (math.ceil(o.batch / x.sequence_groups) if x.sequence_groups
-                    else math.ceil(o.batch * x.sequences / x.batch))
+            need = (
+                math.ceil(o.batch / x.sequence_groups)
+                if x.sequence_groups
+                else math.ceil(o.batch * x.sequences / x.batch)
+            )
             if o.batch <= x.batch or need > cap:
                 continue
             gain = (o.batch / o.tpot_s) / thr
-            roof = (f"stays {o.binding}-bound" if o.binding == x.binding else
-                    f"{x.binding}-bound -> {o.binding}-bound")
-            out.append(Suggestion(
-                rule="bandwidth", action="batch", speedup=gain, resolves=o.binding in COMPUTE_BOUND,
-                text=f"batch {x.batch} -> {o.batch}: {roof} at TPOT "
-                     f"{o.tpot_s * 1e3:.2f} ms ({x.tpot_s * 1e3:.2f} now), {thr:,.0f} -> {o.batch / o.tpot_s:,.0f} "
-                     f"tok/s (x{gain:.2f}); {need} of the {cap} sequences a device memory holds",
-                score=gain - 1))
+            roof = f"stays {o.binding}-bound" if o.binding == x.binding else f"{x.binding}-bound -> {o.binding}-bound"
+            out.append(
+                Suggestion(
+                    rule="bandwidth",
+                    action="batch",
+                    speedup=gain,
+                    resolves=o.binding in COMPUTE_BOUND,
+                    text=f"batch {x.batch} -> {o.batch}: {roof} at TPOT "
+                    f"{o.tpot_s * 1e3:.2f} ms ({x.tpot_s * 1e3:.2f} now), {thr:,.0f} -> {o.batch / o.tpot_s:,.0f} "
+                    f"tok/s (x{gain:.2f}); {need} of the {cap} sequences a device memory holds",
+                    score=gain - 1,
+                )
+            )
     sd = x.spec_decode
     if sd is not None and x.tpot_s:
         tpot = sd.step_s / sd.tokens_per_step
         gain = x.tpot_s / tpot
         after = x.free_bytes - sd.draft_weights_bytes
-        cost = (f"; draft weights {_gib(sd.draft_weights_bytes)} a device (free {_gib(after)})"
-                if sd.draft_weights_bytes else "")
-        out.append(Suggestion(
-            rule="bandwidth", action="spec_decode", speedup=gain, free_bytes_after=after,
-            text=f"speculative decoding, {sd.draft_tokens} draft tokens: {sd.tokens_per_step:.2f} tokens a "
-                 f"{sd.step_s * 1e3:.2f} ms verify step, TPOT {x.tpot_s * 1e3:.2f} -> {tpot * 1e3:.2f} ms "
-                 f"(x{gain:.2f}){cost}",
-            score=gain - 1))
+        cost = (
+            f"; draft weights {_gib(sd.draft_weights_bytes)} a device (free {_gib(after)})"
+            if sd.draft_weights_bytes
+            else ""
+        )
+        out.append(
+            Suggestion(
+                rule="bandwidth",
+                action="spec_decode",
+                speedup=gain,
+                free_bytes_after=after,
+                text=f"speculative decoding, {sd.draft_tokens} draft tokens: {sd.tokens_per_step:.2f} tokens a "
+                f"{sd.step_s * 1e3:.2f} ms verify step, TPOT {x.tpot_s * 1e3:.2f} -> {tpot * 1e3:.2f} ms "
+                f"(x{gain:.2f}){cost}",
+                score=gain - 1,
+            )
+        )
     return out
 
 
@@ -201,9 +258,15 @@ def _compute(x: AdviceInputs) -> list[Suggestion]:
     ranked = sorted(x.time_by_part_s.items(), key=lambda kv: -kv[1])
     part, t = ranked[0]
     rest = "".join(f", then {p} {v / total:.0%}" for p, v in ranked[1:3])
-    return [Suggestion(rule="compute", action="dominant_part", score=t / total,
-                       text=f"compute-bound: {part} takes {t / total:.0%} of the step ({t * 1e3:.2f} of "
-                            f"{total * 1e3:.2f} ms){rest}; make it cheaper before adding compute")]
+    return [
+        Suggestion(
+            rule="compute",
+            action="dominant_part",
+            score=t / total,
+            text=f"compute-bound: {part} takes {t / total:.0%} of the step ({t * 1e3:.2f} of "
+            f"{total * 1e3:.2f} ms){rest}; make it cheaper before adding compute",
+        )
+    ]
 
 
 def advise(x: AdviceInputs) -> Advice:
@@ -216,9 +279,11 @@ def advise(x: AdviceInputs) -> Advice:
         suggestions += _memory(x, "capacity", 0, warnings)
     elif x.free_bytes < bar_thin:
         verdict = "thin"
-        warnings.append(f"headroom {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM ({_gib(x.usable_bytes)}), "
-                        f"under {HEADROOM_MIN_FRACTION:.0%}: {_gib(bar_thin - x.free_bytes)} short of leaving room "
-                        "for a real workload's KV peak and the graph buckets")
+        warnings.append(
+            f"headroom {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM ({_gib(x.usable_bytes)}), "
+            f"under {HEADROOM_MIN_FRACTION:.0%}: {_gib(bar_thin - x.free_bytes)} short of leaving room "
+            "for a real workload's KV peak and the graph buckets"
+        )
         suggestions += _memory(x, "headroom", bar_thin, warnings)
     else:
         verdict = "ok"
@@ -227,5 +292,10 @@ def advise(x: AdviceInputs) -> Advice:
     elif x.binding in COMPUTE_BOUND:
         suggestions += _compute(x)
     suggestions.sort(key=lambda s: (not s.resolves, s.shrinks_workload, -s.score))
-    return Advice(verdict=verdict, free_bytes=x.free_bytes, headroom_fraction=headroom, warnings=tuple(warnings),
-                  suggestions=tuple(suggestions))
+    return Advice(
+        verdict=verdict,
+        free_bytes=x.free_bytes,
+        headroom_fraction=headroom,
+        warnings=tuple(warnings),
+        suggestions=tuple(suggestions),
+    )

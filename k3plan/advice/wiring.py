@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.advice.inputs import (
-           AdviceInputs,
-           BatchOption,
-           SpecDecodeOption,
-           inputs_from_fit,
-           kv_dtype_option_from_fit,
-           topology_option_from_fit,
+    AdviceInputs,
+    BatchOption,
+    SpecDecodeOption,
+    inputs_from_fit,
+    kv_dtype_option_from_fit,
+    topology_option_from_fit,
 )
 from k3plan.advice.rules import HEADROOM_MIN_FRACTION, MEMORY_BOUND, Advice, advise
 from k3plan.errors import K3PlanError
@@ -107,8 +107,12 @@ def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0):
 
     if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV):
         return None
-    return fit(dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV)), workload, calibration=calibration,
-               draft_bytes_per_device=draft_bytes_per_device(setup, draft_bytes))
+    return fit(
+        dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV)),
+        workload,
+        calibration=calibration,
+        draft_bytes_per_device=draft_bytes_per_device(setup, draft_bytes),
+    )
 
 
 def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=False) -> tuple[BatchOption, ...]:
@@ -119,8 +123,14 @@ def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=Fal
     batches = sorted({b * 2**i for i in range(1, BATCH_STEPS + 1) if b * 2**i <= cap} | ({cap} if cap > b else set()))
     out = []
     for n in batches:
-        d = decode_bound(speed_setup, batch=n, context_tokens=result.workload.context_tokens, eff=eff, probes=probes,
-                         allow_cpu_probes=allow_cpu_probes)
+        d = decode_bound(
+            speed_setup,
+            batch=n,
+            context_tokens=result.workload.context_tokens,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
         out.append(BatchOption(batch=n, tpot_s=d.tpot_s, binding=d.binding))
     return tuple(out)
 
@@ -132,13 +142,20 @@ def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
 
     head = draft_head(setup.model, kv_dtype=setup.stack.kv_cache.dtype)
     if draft_bytes is not None:
-        return draft_bytes, (f"external draft model, --draft-bytes {draft_bytes:,}" if draft_bytes
-                             else "no draft weights (--draft-bytes 0: n-gram / prompt lookup)")
+        return draft_bytes, (
+            f"external draft model, --draft-bytes {draft_bytes:,}"
+            if draft_bytes
+            else "no draft weights (--draft-bytes 0: n-gram / prompt lookup)"
+        )
     if head.params:
-        return head.checkpoint_bytes, (f"{head.model}'s MTP head: {head.params:,} params ({head.source}); its KV, "
-                                       f"{head.kv_bytes_per_token:,} B a token ({head.kv_dtype}), is not in the budget")
-    raise K3PlanError(f"--spec-tokens: {head.model} ships no draft head ({head.source}); pass --draft-bytes N "
-                      "for an external draft model's size (e.g. 30GB; 0 for n-gram drafting)")
+        return head.checkpoint_bytes, (
+            f"{head.model}'s MTP head: {head.params:,} params ({head.source}); its KV, "
+            f"{head.kv_bytes_per_token:,} B a token ({head.kv_dtype}), is not in the budget"
+        )
+    raise K3PlanError(
+        f"--spec-tokens: {head.model} ships no draft head ({head.source}); pass --draft-bytes N "
+        "for an external draft model's size (e.g. 30GB; 0 for n-gram drafting)"
+    )
 
 
 def draft_bytes_per_device(setup, draft_bytes: int) -> int:
@@ -147,8 +164,18 @@ def draft_bytes_per_device(setup, draft_bytes: int) -> int:
     return math.ceil(draft_bytes / setup.parallel.tp)
 
 
-def spec_decode_report(speed_setup, *, spec: SpecDecode, batch: int, context_tokens: int, draft_bytes: int,
-                       draft_what: str, eff, probes=None, allow_cpu_probes=False) -> SpecDecodeReport:
+def spec_decode_report(
+    speed_setup,
+    *,
+    spec: SpecDecode,
+    batch: int,
+    context_tokens: int,
+    draft_bytes: int,
+    draft_what: str,
+    eff,
+    probes=None,
+    allow_cpu_probes=False,
+) -> SpecDecodeReport:
     """Verify step: the decode roofline at batch x (k+1) tokens (each sequence's KV read once a token:
     an upper bound on the verify step's bytes); drafting: the draft's per-device weights read once a
     drafted position at the HBM bandwidth the roofline uses."""
@@ -161,15 +188,24 @@ def spec_decode_report(speed_setup, *, spec: SpecDecode, batch: int, context_tok
     per_dev = draft_bytes_per_device(speed_setup, draft_bytes)
     bw = speed_setup.hardware.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency
     draft_s = per_dev / bw
-    speed = spec_decode_speed(spec=spec, batch=batch, verify_step_s=verify.step_s, draft_s_per_token=draft_s,
-                              baseline_step_s=plain.step_s)
+    speed = spec_decode_speed(
+        spec=spec, batch=batch, verify_step_s=verify.step_s, draft_s_per_token=draft_s, baseline_step_s=plain.step_s
+    )
     return SpecDecodeReport(
-        spec=spec, draft=draft_what, draft_bytes=draft_bytes, draft_bytes_per_device=per_dev, draft_shards=speed_setup.parallel.tp,
+        spec=spec,
+        draft=draft_what,
+        draft_bytes=draft_bytes,
+        draft_bytes_per_device=per_dev,
+        draft_shards=speed_setup.parallel.tp,
         draft_s_per_token=draft_s,
-        plain_step_s=plain.step_s, speed=speed,
-        pricing=(f"verify step = k3plan decode roofline at batch {batch} x {spec.forward_tokens_per_step} tokens "
-                 f"({verify.binding}-bound, KV read a token: an upper bound); drafting = draft weights "
-                 f"{per_dev:,} B a device read once a drafted position at {bw / 1e9:,.0f} GB/s"))
+        plain_step_s=plain.step_s,
+        speed=speed,
+        pricing=(
+            f"verify step = k3plan decode roofline at batch {batch} x {spec.forward_tokens_per_step} tokens "
+            f"({verify.binding}-bound, KV read a token: an upper bound); drafting = draft weights "
+            f"{per_dev:,} B a device read once a drafted position at {bw / 1e9:,.0f} GB/s"
+        ),
+    )
 
 
 def offload_report(setup, workload, choice: str, *, eff, probes=None) -> OffloadCost:
@@ -185,14 +221,24 @@ def offload_report(setup, workload, choice: str, *, eff, probes=None) -> Offload
     layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
     topo = setup.topology
     return offload_cost(
-        tier=tier, hosts=topo.hosts, devices_per_host=math.ceil(topo.devices / topo.hosts),
+        tier=tier,
+        hosts=topo.hosts,
+        devices_per_host=math.ceil(topo.devices / topo.hosts),
         stored_bytes_per_session=stored_session_bytes(spec=setup.model.spec, stack=setup.stack, context_tokens=ctx),
-        hbm_bytes_per_session_per_device=layout.sequence_bytes(ctx), context_tokens=ctx,
-        prefill_s_per_token=pre.ttft_s / ctx)
+        hbm_bytes_per_session_per_device=layout.sequence_bytes(ctx),
+        context_tokens=ctx,
+        prefill_s_per_token=pre.ttft_s / ctx,
+    )
 
 
-def inputs_from_fit_result(result, *, spec_decode: SpecDecodeReport | None = None, binding: str | None = None,
-                           tpot_s: float | None = None, **alternatives: Any) -> AdviceInputs:
+def inputs_from_fit_result(
+    result,
+    *,
+    spec_decode: SpecDecodeReport | None = None,
+    binding: str | None = None,
+    tpot_s: float | None = None,
+    **alternatives: Any,
+) -> AdviceInputs:
     """AdviceInputs from a typed FitResult (its JSON dump, which inputs_from_fit reads); ``binding``
     and ``tpot_s`` override the fit's speed line (roofline passes its own decode bound)."""
     d = result.model_dump(mode="json")
@@ -200,15 +246,32 @@ def inputs_from_fit_result(result, *, spec_decode: SpecDecodeReport | None = Non
         d["speed"] = {**(d.get("speed") or {}), "binding": binding, "tpot_s": tpot_s}
     if spec_decode is not None:  # its draft is already in the fit's weights
         alternatives["spec_decode"] = SpecDecodeOption(
-            draft_tokens=spec_decode.spec.draft_tokens, tokens_per_step=spec_decode.spec.expected_tokens_per_step,
-            step_s=spec_decode.speed.step_s, draft_weights_bytes=0)
+            draft_tokens=spec_decode.spec.draft_tokens,
+            tokens_per_step=spec_decode.spec.expected_tokens_per_step,
+            step_s=spec_decode.speed.step_s,
+            draft_weights_bytes=0,
+        )
     return inputs_from_fit(d, **alternatives)
 
 
-def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None, speed_setup=None, eff=None,
-               probes=None, allow_cpu_probes=False, spec_decode: SpecDecodeReport | None = None,
-               offload: OffloadCost | None = None, time_by_part_s: dict[str, float] | None = None,
-               binding: str | None = None, tpot_s: float | None = None, draft_bytes: int = 0) -> FitAdvice:
+def fit_advice(
+    setup_options: dict,
+    setup,
+    workload,
+    result,
+    *,
+    calibration=None,
+    speed_setup=None,
+    eff=None,
+    probes=None,
+    allow_cpu_probes=False,
+    spec_decode: SpecDecodeReport | None = None,
+    offload: OffloadCost | None = None,
+    time_by_part_s: dict[str, float] | None = None,
+    binding: str | None = None,
+    tpot_s: float | None = None,
+    draft_bytes: int = 0,
+) -> FitAdvice:
     """The rules applied to ``result`` (a FitResult) with the alternatives computed here; ``binding``
     and ``tpot_s``: the decode bound when the result carries no speed line (report); ``draft_bytes``:
     a speculative-decoding draft (whole), in every alternative's budget as in ``result``'s."""
@@ -222,8 +285,10 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
         alt = topology_alternative(setup_options, setup, workload, draft_bytes)
         if alt is not None:
             topo_opts.append(topology_option_from_fit(alt.model_dump(mode="json")))
-            done.append(f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
-                        f"{setup.hardware.name} topology up)")
+            done.append(
+                f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
+                f"{setup.hardware.name} topology up)"
+            )
         kv = kv_alternative(setup, workload, calibration, draft_bytes)
         if kv is not None:
             kv_opts.append(kv_dtype_option_from_fit(kv.model_dump(mode="json")))
@@ -234,10 +299,14 @@ def fit_advice(setup_options: dict, setup, workload, result, *, calibration=None
         batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
-    extra: dict[str, Any] = {"topology_options": tuple(topo_opts), "kv_dtype_options": tuple(kv_opts),
-                             "batch_options": batch_opts, "time_by_part_s": dict(time_by_part_s or {}),
-                             "spec_decode": spec_decode,
-                             "sequence_groups": setup.parallel.dp if setup.stack.kv_cache.split_across_dp else 1}
+    extra: dict[str, Any] = {
+        "topology_options": tuple(topo_opts),
+        "kv_dtype_options": tuple(kv_opts),
+        "batch_options": batch_opts,
+        "time_by_part_s": dict(time_by_part_s or {}),
+        "spec_decode": spec_decode,
+        "sequence_groups": setup.parallel.dp if setup.stack.kv_cache.split_across_dp else 1,
+    }
     x = inputs_from_fit_result(result, binding=binding, tpot_s=tpot_s, **extra)
     return FitAdvice(rules=advise(x), alternatives=tuple(done), spec_decode=spec_decode, offload=offload)
 

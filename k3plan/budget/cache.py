@@ -37,8 +37,10 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> int:
 def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
     if spec.kda is None:
         return 0
-    return (spec.kda.recurrent_values * BYTES[stack.state.recurrent_dtype]
-            + spec.kda.conv_values * BYTES[stack.state.conv_dtype])
+    return (
+        spec.kda.recurrent_values * BYTES[stack.state.recurrent_dtype]
+        + spec.kda.conv_values * BYTES[stack.state.conv_dtype]
+    )
 
 
 def state_bytes_per_sequence(spec: ModelSpec, stack: Stack) -> int:
@@ -96,14 +98,23 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
     """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
     from k3plan.step.memory import cache_terms
 
-    c = cache_terms(spec, kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype),
-                    replicate_across_tp=stack.kv_cache.replicate_across_tp,
-                    state_layer=state_bytes_per_layer(spec, stack), shard_state_by_heads=stack.state.shard_by_heads,
-                    align_tokens=stack.paging.align_tokens, hybrid_paging=stack.paging.kind == "hybrid",
-                    tp=parallel.tp)
+    c = cache_terms(
+        spec,
+        kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype),
+        replicate_across_tp=stack.kv_cache.replicate_across_tp,
+        state_layer=state_bytes_per_layer(spec, stack),
+        shard_state_by_heads=stack.state.shard_by_heads,
+        align_tokens=stack.paging.align_tokens,
+        hybrid_paging=stack.paging.kind == "hybrid",
+        tp=parallel.tp,
+    )
     return CacheLayout(
-        kv_bytes_per_token_layer=int(c["kv_bytes_per_token_layer"]), state_bytes_per_layer=int(c["state_bytes_per_layer"]),
-        state_bytes_per_layer_unpadded=int(c["state_bytes_per_layer_unpadded"]), block_tokens=int(c["block_tokens"]),
-        page_bytes=int(c["page_bytes"]) if c["hybrid"] else None, n_mla=spec.n_mla, n_kda=spec.n_kda,
+        kv_bytes_per_token_layer=int(c["kv_bytes_per_token_layer"]),
+        state_bytes_per_layer=int(c["state_bytes_per_layer"]),
+        state_bytes_per_layer_unpadded=int(c["state_bytes_per_layer_unpadded"]),
+        block_tokens=int(c["block_tokens"]),
+        page_bytes=int(c["page_bytes"]) if c["hybrid"] else None,
+        n_mla=spec.n_mla,
+        n_kda=spec.n_kda,
         paging=stack.paging.kind,
     )

@@ -65,8 +65,10 @@ class Calibration(_F):
 def load_calibration(path_text: str) -> Calibration:
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise K3PlanError(f"--calibration {path_text}: " + ("a folder; expected a calibration YAML file"
-                                                            if path.is_dir() else "no such file"))
+        raise K3PlanError(
+            f"--calibration {path_text}: "
+            + ("a folder; expected a calibration YAML file" if path.is_dir() else "no such file")
+        )
     data = read_yaml_mapping(f"--calibration {path}", path)
     try:
         cal = Calibration.model_validate({**data, "path": str(path)})
@@ -91,16 +93,26 @@ def envelope(points: list[tuple[int, float, bool]], x: int, *, what: str) -> Env
     covering = [p for p in pts if p[0] >= x]
     failed_below = [p for p in pts if not p[2] and p[0] <= x]
     if failed_below:
-        return EnvelopeValue(temp_bytes=None, status="refused",
-                             detail=f"{what} {x:,}: the measured compile at {failed_below[-1][0]:,} ran out of memory")
+        return EnvelopeValue(
+            temp_bytes=None,
+            status="refused",
+            detail=f"{what} {x:,}: the measured compile at {failed_below[-1][0]:,} ran out of memory",
+        )
     if not covering:
-        return EnvelopeValue(temp_bytes=None, status="outside",
-                             detail=f"{what} {x:,} is beyond the largest measured point ({pts[-1][0]:,})")
+        return EnvelopeValue(
+            temp_bytes=None,
+            status="outside",
+            detail=f"{what} {x:,} is beyond the largest measured point ({pts[-1][0]:,})",
+        )
     upto = covering[0][0]
     failed = [p for p in pts if not p[2] and p[0] <= upto]
     if failed:
-        return EnvelopeValue(temp_bytes=None, status="refused",
-                             detail=f"{what} {x:,}: the measured compile at {failed[0][0]:,} ran out of memory")
+        return EnvelopeValue(
+            temp_bytes=None,
+            status="refused",
+            detail=f"{what} {x:,}: the measured compile at {failed[0][0]:,} ran out of memory",
+        )
     temp = max(p[1] for p in pts if p[0] <= upto)
-    return EnvelopeValue(temp_bytes=int(temp * GiB), status="measured",
-                         detail=f"envelope of measured points up to {what} {upto:,}")
+    return EnvelopeValue(
+        temp_bytes=int(temp * GiB), status="measured", detail=f"envelope of measured points up to {what} {upto:,}"
+    )

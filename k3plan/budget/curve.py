@@ -36,19 +36,28 @@ def chunk_sizes(requested: Optional[Sequence[int]], cal: Optional[Calibration]) 
     return sorted(sizes)
 
 
-def curve(setup: Setup, *, workload: Workload, chunks: Sequence[int], calibration: Optional[Calibration]) -> list[CurvePoint]:
+def curve(
+    setup: Setup, *, workload: Workload, chunks: Sequence[int], calibration: Optional[Calibration]
+) -> list[CurvePoint]:
     points = []
     for c in chunks:
         r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
         refused = r.temp.prefill_refused
         # room: a context for the batch, and at least one sequence of the workload's context
         room = r.capacity.memory_context_tokens > 0 and r.capacity.max_sequences > 0
-        points.append(CurvePoint(
-            chunk_tokens=c, prefill_temp_bytes=r.temp.prefill_bytes, decode_temp_bytes=r.temp.decode_bytes,
-            max_context_tokens=r.capacity.memory_context_tokens, max_sequences=r.capacity.max_sequences,
-            status="refused" if refused else ("no room" if not room else
-                                              "outside calibration" if r.temp.prefill_outside else "ok"),
-            temp_source=r.provenance.temp_prefill,
-            detail=refused or ("" if room else f"no sequence of {workload.context_tokens:,} tokens fits beside this chunk"),
-        ))
+        points.append(
+            CurvePoint(
+                chunk_tokens=c,
+                prefill_temp_bytes=r.temp.prefill_bytes,
+                decode_temp_bytes=r.temp.decode_bytes,
+                max_context_tokens=r.capacity.memory_context_tokens,
+                max_sequences=r.capacity.max_sequences,
+                status="refused"
+                if refused
+                else ("no room" if not room else "outside calibration" if r.temp.prefill_outside else "ok"),
+                temp_source=r.provenance.temp_prefill,
+                detail=refused
+                or ("" if room else f"no sequence of {workload.context_tokens:,} tokens fits beside this chunk"),
+            )
+        )
     return points

@@ -40,7 +40,6 @@ MAX_TOKENS = 1 << 30  # beyond a billion tokens a context or chunk is a typo, no
 
 
 class Workload(Named):
-
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     batch: int = 1
     prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS
@@ -52,8 +51,11 @@ def check_workload(*, context_tokens: int, batch: int, prefill_chunk_tokens: Opt
             raise K3PlanError(f"{flag} {v}: expected a positive integer")
         if v is not None and v > MAX_TOKENS:
             raise K3PlanError(f"{flag} {v}: absurdly large; expected at most {MAX_TOKENS:,}")
-    return Workload(context_tokens=context_tokens, batch=batch,
-                    prefill_chunk_tokens=prefill_chunk_tokens or min(DEFAULT_PREFILL_CHUNK_TOKENS, context_tokens))
+    return Workload(
+        context_tokens=context_tokens,
+        batch=batch,
+        prefill_chunk_tokens=prefill_chunk_tokens or min(DEFAULT_PREFILL_CHUNK_TOKENS, context_tokens),
+    )
 
 
 class FitResult(BaseModel):
@@ -84,9 +86,11 @@ class FitResult(BaseModel):
         return {} if v is None else v.model_dump()
 
 
-ANALYTIC_TEMP = ("analytic temp model (k3plan.budget.temp): live buffers of one layer, a lower bound; compiled "
-                 "graphs need more (reports/validation/README.md); no shipped calibration matches this "
-                 "configuration: pass --calibration")
+ANALYTIC_TEMP = (
+    "analytic temp model (k3plan.budget.temp): live buffers of one layer, a lower bound; compiled "
+    "graphs need more (reports/validation/README.md); no shipped calibration matches this "
+    "configuration: pass --calibration"
+)
 
 
 class StageEvidence(BaseModel):
@@ -101,12 +105,17 @@ class StageEvidence(BaseModel):
     warning: str = ""
 
 
-def calibrated_stage(cal: Calibration, *, stage: str, x: int, analytic_bytes: int, kind: str = "") -> Optional[StageEvidence]:
+def calibrated_stage(
+    cal: Calibration, *, stage: str, x: int, analytic_bytes: int, kind: str = ""
+) -> Optional[StageEvidence]:
     """The calibration's temp for ``stage`` at ``x`` (chunk tokens or context tokens): the envelope of
     measured points (never a fitted slope); outside the measured range max(analytic, largest measured);
     None when the file has no point for the stage. fit and plan both call this, so they agree."""
-    points = ([(p.tokens, p.temp_gib, p.fits) for p in cal.prefill] if stage == "prefill"
-              else [(p.context, p.temp_gib, p.fits) for p in cal.decode])
+    points = (
+        [(p.tokens, p.temp_gib, p.fits) for p in cal.prefill]
+        if stage == "prefill"
+        else [(p.context, p.temp_gib, p.fits) for p in cal.decode]
+    )
     if not points:
         return None
     label = f"{kind} calibration" if kind else "calibration"
@@ -114,12 +123,19 @@ def calibrated_stage(cal: Calibration, *, stage: str, x: int, analytic_bytes: in
     if env.status == "measured":
         return StageEvidence(temp_bytes=env.temp_bytes, source=f"{label} {cal.path} ({cal.backend}, {env.detail})")
     if env.status == "refused":
-        return StageEvidence(temp_bytes=None, source=f"{label} {cal.path}: refused", refused=env.detail,
-                             warning=f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail)
+        return StageEvidence(
+            temp_bytes=None,
+            source=f"{label} {cal.path}: refused",
+            refused=env.detail,
+            warning=f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail,
+        )
     measured_max = int(max(p[1] for p in points) * 2**30)
-    return StageEvidence(temp_bytes=max(analytic_bytes, measured_max), outside=env.detail,
-                         source=f"max(analytic, largest measured in {label} {cal.path}) — {env.detail}; not extrapolated",
-                         warning=f"{stage} temp: {env.detail}; using max(analytic, largest measured), not extrapolated")
+    return StageEvidence(
+        temp_bytes=max(analytic_bytes, measured_max),
+        outside=env.detail,
+        source=f"max(analytic, largest measured in {label} {cal.path}) — {env.detail}; not extrapolated",
+        warning=f"{stage} temp: {env.detail}; using max(analytic, largest measured), not extrapolated",
+    )
 
 
 def default_evidence(setup: Setup) -> Optional[tuple[Calibration, str]]:
@@ -127,17 +143,28 @@ def default_evidence(setup: Setup) -> Optional[tuple[Calibration, str]]:
     from k3plan.evidence.calibrations import best_calibration
 
     par = setup.parallel
-    return best_calibration(model=setup.model.name, hardware=setup.hardware.name, topology=setup.topology.text,
-                            tp=par.tp, ep=par.ep, dp=par.dp, stack=setup.stack.name,
-                            kv_dtype=setup.stack.kv_cache.dtype)
+    return best_calibration(
+        model=setup.model.name,
+        hardware=setup.hardware.name,
+        topology=setup.topology.text,
+        tp=par.tp,
+        ep=par.ep,
+        dp=par.dp,
+        stack=setup.stack.name,
+        kv_dtype=setup.stack.kv_cache.dtype,
+    )
 
 
 def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warnings: list[str], expert_fmt: str):
     kw = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
     pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
-    info: dict[str, Any] = {"prefill_terms": pre.terms, "decode_terms": dec.terms, "prefill_bytes": pre.total,
-                            "decode_bytes": dec.total}
+    info: dict[str, Any] = {
+        "prefill_terms": pre.terms,
+        "decode_terms": dec.terms,
+        "prefill_bytes": pre.total,
+        "decode_bytes": dec.total,
+    }
     source = {"prefill": ANALYTIC_TEMP, "decode": ANALYTIC_TEMP}
     if cal is not None:
         if not kind:
@@ -158,18 +185,31 @@ def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warn
 
 
 def check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[str]) -> None:
-    have = {"model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
-            "tp": setup.parallel.tp, "stack": setup.stack.name}
+    have = {
+        "model": setup.model.name,
+        "hardware": setup.hardware.name,
+        "topology": setup.topology.text,
+        "tp": setup.parallel.tp,
+        "stack": setup.stack.name,
+    }
     want = {"model": cal.model, "hardware": cal.hardware, "topology": cal.topology, "tp": cal.tp, "stack": cal.stack}
     diff = [f"{k} {want[k]} (here {have[k]})" for k in have if str(have[k]) != str(want[k])]
     if diff:
         warnings.append(f"calibration {cal.path} was measured for a different configuration: " + ", ".join(diff))
     if cal.backend.lower() == "cpu":
-        warnings.append(f"calibration {cal.path} comes from the CPU backend: its temp is not representative of {setup.hardware.kind.upper()}")
+        warnings.append(
+            f"calibration {cal.path} comes from the CPU backend: its temp is not representative of {setup.hardware.kind.upper()}"
+        )
 
 
-def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] = None,
-        draft_bytes_per_device: int = 0, evidence: bool = True) -> FitResult:
+def fit(
+    setup: Setup,
+    workload: Workload,
+    *,
+    calibration: Optional[Calibration] = None,
+    draft_bytes_per_device: int = 0,
+    evidence: bool = True,
+) -> FitResult:
     """The per-device budget of one Setup: ``k3plan.step.memory.budget_terms`` at one point, the
     verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column).
     ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft),
@@ -194,56 +234,105 @@ def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] 
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused = len(stages) < 2
     temp_bytes = max(stages) if stages else 0
-    temp = temp.model_copy(update={
-        "binding": "prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode"})
+    temp = temp.model_copy(
+        update={"binding": "prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode"}
+    )
 
     usable = hw.usable_bytes_per_device
-    b = budget_terms(spec, usable=usable, reserve_fraction=stack.reserve.fraction_of_usable_hbm,
-                     split_across_dp=stack.kv_cache.split_across_dp, dp=par.dp, weights=wb.weights_bytes,
-                     temp=temp_bytes, cache=layout.model_dump(), context=workload.context_tokens, batch=workload.batch)
+    b = budget_terms(
+        spec,
+        usable=usable,
+        reserve_fraction=stack.reserve.fraction_of_usable_hbm,
+        split_across_dp=stack.kv_cache.split_across_dp,
+        dp=par.dp,
+        weights=wb.weights_bytes,
+        temp=temp_bytes,
+        cache=layout.model_dump(),
+        context=workload.context_tokens,
+        batch=workload.batch,
+    )
     seqs, room = int(b["sequences"]), int(b["room_bytes"])
     max_sequences = int(b["max_sequences"])
     max_context = layout.max_context(room / seqs) if room > 0 else 0
     if refused:  # a graph the compiler could not fit serves nothing
         max_sequences = max_context = 0
     topo = setup.topology
-    code = int(reject_code(fallbacks=len(wb.fallbacks),
-                           weights_bytes=wb.weights_bytes, usable=usable, room_bytes=room,
-                           sequence_bytes=int(b["sequence_bytes"]), max_sequences=int(b["max_sequences"]),
-                           concurrency=workload.batch))
+    code = int(
+        reject_code(
+            fallbacks=len(wb.fallbacks),
+            weights_bytes=wb.weights_bytes,
+            usable=usable,
+            room_bytes=room,
+            sequence_bytes=int(b["sequence_bytes"]),
+            max_sequences=int(b["max_sequences"]),
+            concurrency=workload.batch,
+        )
+    )
     fits = code == 0 and not refused
     if wb.fallbacks:
-        warnings.append(f"{len(wb.fallbacks)} tensor dimension(s) fell back to replication "
-                        f"(+{sum(f.bytes_replicated for f in wb.fallbacks) / 2**30:.2f} GiB a device)")
+        warnings.append(
+            f"{len(wb.fallbacks)} tensor dimension(s) fell back to replication "
+            f"(+{sum(f.bytes_replicated for f in wb.fallbacks) / 2**30:.2f} GiB a device)"
+        )
     if spec.max_context and workload.context_tokens > spec.max_context:
-        warnings.append(f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}")
+        warnings.append(
+            f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}"
+        )
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
-        warnings.append(f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
-                        f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
-                        if par.tp <= topo.devices_per_slice else
-                        f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}")
+        warnings.append(
+            f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
+            f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
+            if par.tp <= topo.devices_per_slice
+            else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
+        )
     crossover = kv_state_crossover_tokens(spec, stack)
     return FitResult(
-        model=ModelFacts(name=spec.name, total_params=inv.total_params, active_params=inv.active_params,
-                         checkpoint_bytes=inv.checkpoint_bytes, runtime_weight_bytes=wb.runtime_weight_bytes),
-        hardware=HardwareFacts(name=hw.name, topology=topo.text, chips=topo.chips, devices=topo.devices,
-                               hosts=topo.hosts, slices=topo.slices, hbm_bytes_per_device=hw.hbm_bytes_per_device,
-                               usable_bytes_per_device=usable),
+        model=ModelFacts(
+            name=spec.name,
+            total_params=inv.total_params,
+            active_params=inv.active_params,
+            checkpoint_bytes=inv.checkpoint_bytes,
+            runtime_weight_bytes=wb.runtime_weight_bytes,
+        ),
+        hardware=HardwareFacts(
+            name=hw.name,
+            topology=topo.text,
+            chips=topo.chips,
+            devices=topo.devices,
+            hosts=topo.hosts,
+            slices=topo.slices,
+            hbm_bytes_per_device=hw.hbm_bytes_per_device,
+            usable_bytes_per_device=usable,
+        ),
         parallel=par,
         stack=stack.name,
         workload=workload,
-        model_state=ModelState(kv_bytes_per_token=kv_bytes_per_token(spec, stack.kv_cache.dtype),
-                               state_bytes_per_sequence=state_bytes_per_sequence(spec, stack),
-                               kv_dtype=stack.kv_cache.dtype, recurrent_dtype=stack.state.recurrent_dtype,
-                               conv_dtype=stack.state.conv_dtype),
-        per_device=PerDevice(weights_bytes=wb.weights_bytes, replicated_weights_bytes=wb.replicated_weights_bytes,
-                             kv_bytes=int(b["kv_bytes"]), state_bytes=int(b["state_bytes"]), temp_bytes=temp_bytes,
-                             reserve_bytes=int(b["reserve_bytes"]), free_bytes=int(b["free_bytes"]),
-                             kv_bytes_per_token=int(b["kv_bytes_per_token"]),
-                             state_bytes_per_sequence=int(b["state_bytes_per_sequence"]), sequences=seqs),
-        capacity=Capacity(max_context_tokens=min(max_context, spec.max_context or max_context),
-                          memory_context_tokens=max_context, max_sequences=max_sequences,
-                          kv_state_crossover_tokens=crossover, model_max_context_tokens=spec.max_context),
+        model_state=ModelState(
+            kv_bytes_per_token=kv_bytes_per_token(spec, stack.kv_cache.dtype),
+            state_bytes_per_sequence=state_bytes_per_sequence(spec, stack),
+            kv_dtype=stack.kv_cache.dtype,
+            recurrent_dtype=stack.state.recurrent_dtype,
+            conv_dtype=stack.state.conv_dtype,
+        ),
+        per_device=PerDevice(
+            weights_bytes=wb.weights_bytes,
+            replicated_weights_bytes=wb.replicated_weights_bytes,
+            kv_bytes=int(b["kv_bytes"]),
+            state_bytes=int(b["state_bytes"]),
+            temp_bytes=temp_bytes,
+            reserve_bytes=int(b["reserve_bytes"]),
+            free_bytes=int(b["free_bytes"]),
+            kv_bytes_per_token=int(b["kv_bytes_per_token"]),
+            state_bytes_per_sequence=int(b["state_bytes_per_sequence"]),
+            sequences=seqs,
+        ),
+        capacity=Capacity(
+            max_context_tokens=min(max_context, spec.max_context or max_context),
+            memory_context_tokens=max_context,
+            max_sequences=max_sequences,
+            kv_state_crossover_tokens=crossover,
+            model_max_context_tokens=spec.max_context,
+        ),
         fits=fits,
         weights_fit=wb.weights_bytes <= usable,
         replicated=list(wb.fallbacks),
@@ -251,13 +340,20 @@ def fit(setup: Setup, workload: Workload, *, calibration: Optional[Calibration] 
         notes=list(setup.notes) + list(spec.notes),
         provenance=Provenance(
             weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
-                    + (f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
-                       if draft_bytes_per_device else ""),
-            kv=(f"analytic: {spec.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
+            + (
+                f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
+                if draft_bytes_per_device
+                else ""
+            ),
+            kv=(
+                f"analytic: {spec.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
-                + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"),
-            state=(f"analytic: {spec.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
-                   f"{stack.state.conv_dtype}" + (", split by heads over TP" if stack.state.shard_by_heads else "")),
+                + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
+            ),
+            state=(
+                f"analytic: {spec.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
+                f"{stack.state.conv_dtype}" + (", split by heads over TP" if stack.state.shard_by_heads else "")
+            ),
             temp_prefill=temp_source["prefill"],
             temp_decode=temp_source["decode"],
             reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})",

@@ -42,17 +42,40 @@ def _quantized(stack: Stack, expert_fmt: str) -> bool:
     return get_format(stack.runtime_format("expert", expert_fmt)).quantized
 
 
-def prefill_temp(*, spec: ModelSpec, stack: Stack, parallel: Parallel, chunk_tokens: int, context_tokens: int,
-                 expert_fmt: str) -> TempTerms:
+def prefill_temp(
+    *, spec: ModelSpec, stack: Stack, parallel: Parallel, chunk_tokens: int, context_tokens: int, expert_fmt: str
+) -> TempTerms:
     """One prefill chunk of ``chunk_tokens`` per DP group, attending over ``context_tokens``."""
     q = _quantized(stack, expert_fmt)
-    return _point(prefill_temp_terms(spec, act=BYTES[stack.activation_dtype], quantized=q, tp=parallel.tp,
-                                     ep=parallel.ep, chunk=chunk_tokens, context=context_tokens), q)
+    return _point(
+        prefill_temp_terms(
+            spec,
+            act=BYTES[stack.activation_dtype],
+            quantized=q,
+            tp=parallel.tp,
+            ep=parallel.ep,
+            chunk=chunk_tokens,
+            context=context_tokens,
+        ),
+        q,
+    )
 
 
-def decode_temp(*, spec: ModelSpec, stack: Stack, parallel: Parallel, batch: int, context_tokens: int,
-                expert_fmt: str) -> TempTerms:
+def decode_temp(
+    *, spec: ModelSpec, stack: Stack, parallel: Parallel, batch: int, context_tokens: int, expert_fmt: str
+) -> TempTerms:
     """One decode step for ``batch`` sequences at ``context_tokens`` (per DP group)."""
     q = _quantized(stack, expert_fmt)
-    return _point(decode_temp_terms(spec, act=BYTES[stack.activation_dtype], quantized=q, tp=parallel.tp,
-                                    ep=parallel.ep, dp=parallel.dp, batch=batch, context=context_tokens), q)
+    return _point(
+        decode_temp_terms(
+            spec,
+            act=BYTES[stack.activation_dtype],
+            quantized=q,
+            tp=parallel.tp,
+            ep=parallel.ep,
+            dp=parallel.dp,
+            batch=batch,
+            context=context_tokens,
+        ),
+        q,
+    )

@@ -41,8 +41,13 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
     fallbacks = tuple(
         f.model_copy(update={"bytes_replicated": _extra_bytes(f, plan, per_tensor[f.tensor])}) for f in plan.fallbacks
     )
-    return WeightBudget(runtime_weight_bytes=total, weights_bytes=per_device, replicated_weights_bytes=replicated,
-                        by_role=by_role, fallbacks=fallbacks)
+    return WeightBudget(
+        runtime_weight_bytes=total,
+        weights_bytes=per_device,
+        replicated_weights_bytes=replicated,
+        by_role=by_role,
+        fallbacks=fallbacks,
+    )
 
 
 def _extra_bytes(f: Fallback, plan: ShardingPlan, per_device: int) -> int:

@@ -98,8 +98,10 @@ def _read(path: Path) -> Any:
         return parse_json(label, text) if is_json else parse_yaml(label, text)
     except K3PlanError as err:
         why = str(err).removeprefix(f"{label}: ")
-        raise K3PlanError(f"{label}: corrupt {'JSON' if is_json else 'YAML'} ({why}); restore it from version "
-                          "control or regenerate it with --update") from None
+        raise K3PlanError(
+            f"{label}: corrupt {'JSON' if is_json else 'YAML'} ({why}); restore it from version "
+            "control or regenerate it with --update"
+        ) from None
 
 
 def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
@@ -115,17 +117,24 @@ def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
         raise K3PlanError(f"--baseline {path}: a seed without recorded values (no format_version); run with --update")
     version = raw.get("format_version", FORMAT_VERSION)
     if version != FORMAT_VERSION:
-        raise K3PlanError(f"--baseline {path}: format_version {version!r} (written by k3plan "
-                          f"{raw.get('k3plan_version', '?')}) is incompatible with k3plan {__version__}, which reads "
-                          f"format_version {FORMAT_VERSION}; regenerate it with this k3plan's --update")
+        raise K3PlanError(
+            f"--baseline {path}: format_version {version!r} (written by k3plan "
+            f"{raw.get('k3plan_version', '?')}) is incompatible with k3plan {__version__}, which reads "
+            f"format_version {FORMAT_VERSION}; regenerate it with this k3plan's --update"
+        )
     try:
         base = Baseline.model_validate(raw)
     except ValidationError as err:
         e = err.errors()[0]
         where = ".".join(str(p) for p in e["loc"])
         raise K3PlanError(f"--baseline {path}: {where}: {e['msg']}") from None
-    base = base.model_copy(update={"configurations": [
-        e if e.name else e.model_copy(update={"name": e.config.label()}) for e in base.configurations]})
+    base = base.model_copy(
+        update={
+            "configurations": [
+                e if e.name else e.model_copy(update={"name": e.config.label()}) for e in base.configurations
+            ]
+        }
+    )
     names = [e.name for e in base.configurations]
     if len(set(names)) != len(names):
         raise K3PlanError(f"--baseline {path}: configuration names must be unique")
@@ -136,7 +145,9 @@ def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
 
 
 def save_baseline(path: Path, base: Baseline) -> None:
-    data = base.model_copy(update={"k3plan_version": __version__, "format_version": FORMAT_VERSION}).model_dump(mode="json")
+    data = base.model_copy(update={"k3plan_version": __version__, "format_version": FORMAT_VERSION}).model_dump(
+        mode="json"
+    )
     if path.suffix.lower() == ".json":
         text = json.dumps(data, indent=1) + "\n"
     else:

@@ -41,7 +41,9 @@ def parse_tolerance(text: str) -> Tolerance:
     try:
         return Tolerance(text=t, bytes=parse_bytes(t, what="--tolerance"))
     except K3PlanError:
-        raise K3PlanError(f"--tolerance {text!r}: expected a percentage such as '1%' or a size such as '512MiB'") from None
+        raise K3PlanError(
+            f"--tolerance {text!r}: expected a percentage such as '1%' or a size such as '512MiB'"
+        ) from None
 
 
 class Finding(BaseModel):
@@ -60,29 +62,68 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
     out: list[Finding] = []
     cur = now.expected
     if cur.parallel != base.parallel:
-        out.append(Finding(configuration=name, check="split", what="the (tp, ep, dp) split changed",
-                           baseline=str(base.parallel), now=str(cur.parallel)))
+        out.append(
+            Finding(
+                configuration=name,
+                check="split",
+                what="the (tp, ep, dp) split changed",
+                baseline=str(base.parallel),
+                now=str(cur.parallel),
+            )
+        )
     if base.fits != cur.fits:
-        out.append(Finding(configuration=name, check="fits", fail=base.fits,
-                           what="no longer fits" if base.fits else "now fits (was: does not fit)",
-                           baseline=str(base.fits), now=str(cur.fits)))
+        out.append(
+            Finding(
+                configuration=name,
+                check="fits",
+                fail=base.fits,
+                what="no longer fits" if base.fits else "now fits (was: does not fit)",
+                baseline=str(base.fits),
+                now=str(cur.fits),
+            )
+        )
     exact = {**{k: base.per_device.get(k) for k in EXACT}, **{f"model {k}": getattr(base, k) for k in EXACT}}
     now_exact = {**{k: cur.per_device.get(k) for k in EXACT}, **{f"model {k}": getattr(cur, k) for k in EXACT}}
     for key, b in exact.items():
         if b != now_exact[key]:
-            out.append(Finding(configuration=name, check=key, what=f"{key} changed", baseline=b, now=now_exact[key],
-                               delta_bytes=(now_exact[key] or 0) - (b or 0)))
+            out.append(
+                Finding(
+                    configuration=name,
+                    check=key,
+                    what=f"{key} changed",
+                    baseline=b,
+                    now=now_exact[key],
+                    delta_bytes=(now_exact[key] or 0) - (b or 0),
+                )
+            )
     for key in sorted(set(base.per_device) | set(cur.per_device)):
         if key in NOT_COMPARED or key in EXACT:
             continue
         b, c = base.per_device.get(key, 0), cur.per_device.get(key, 0)
         d = c - b
         if d > tolerance.allowed(b):
-            out.append(Finding(configuration=name, check=key, baseline=b, now=c, delta_bytes=d,
-                               what=f"{key} grew beyond the tolerance {tolerance.text}"))
+            out.append(
+                Finding(
+                    configuration=name,
+                    check=key,
+                    baseline=b,
+                    now=c,
+                    delta_bytes=d,
+                    what=f"{key} grew beyond the tolerance {tolerance.text}",
+                )
+            )
         elif d < 0:
-            out.append(Finding(configuration=name, check=key, baseline=b, now=c, delta_bytes=d, fail=False,
-                               what=f"{key} shrank by {-d / 2**30:,.3f} GiB (--update to lock it in)"))
+            out.append(
+                Finding(
+                    configuration=name,
+                    check=key,
+                    baseline=b,
+                    now=c,
+                    delta_bytes=d,
+                    fail=False,
+                    what=f"{key} shrank by {-d / 2**30:,.3f} GiB (--update to lock it in)",
+                )
+            )
     out += _sets(name, "replicated", unfold(base.replicated), now.replicated_bytes, "newly replicated on every device")
     out += _sets(name, "fallback", unfold(base.fallbacks), now.fallback_bytes, "newly falls back to replication")
     return out
@@ -93,8 +134,9 @@ def _sets(name: str, check: str, before: set[str], now: dict[str, int], verb: st
     for label, members in describe([n for n in now if n not in before]):
         nbytes = sum(now[n] for n in members)
         many = f" ({len(members)} tensors)" if len(members) > 1 else ""
-        out.append(Finding(configuration=name, check=check, now=nbytes, delta_bytes=nbytes,
-                           what=f"{label}{many} {verb}"))
+        out.append(
+            Finding(configuration=name, check=check, now=nbytes, delta_bytes=nbytes, what=f"{label}{many} {verb}")
+        )
     for label, members in describe([n for n in before if n not in now]):
         many = f" ({len(members)} tensors)" if len(members) > 1 else ""
         out.append(Finding(configuration=name, check=check, fail=False, what=f"{label}{many} no longer {check}"))

@@ -45,15 +45,22 @@ def run_check(*, path: Path, tolerance: Tolerance, shardspecs: Optional[str] = N
     for entry in base.configurations:
         now = _measure(entry.name, entry.config, shardspecs)
         findings += compare(entry.name, entry.expected, now, tolerance=tolerance)
-    return CheckResult(baseline=str(path), baseline_k3plan_version=base.k3plan_version, tolerance=tolerance.text,
-                       shardspecs=shardspecs, configurations=[e.name for e in base.configurations], findings=findings)
+    return CheckResult(
+        baseline=str(path),
+        baseline_k3plan_version=base.k3plan_version,
+        tolerance=tolerance.text,
+        shardspecs=shardspecs,
+        configurations=[e.name for e in base.configurations],
+        findings=findings,
+    )
 
 
 def update(*, path: Path, shardspecs: Optional[str] = None) -> Baseline:
     """Recompute every configuration and rewrite the file (a seed without values is filled in)."""
     base = load_baseline(path, seed_ok=True)
-    entries = [e.model_copy(update={"expected": _measure(e.name, e.config, shardspecs).expected})
-               for e in base.configurations]
+    entries = [
+        e.model_copy(update={"expected": _measure(e.name, e.config, shardspecs).expected}) for e in base.configurations
+    ]
     new = base.model_copy(update={"configurations": entries})
     save_baseline(path, new)
     return new

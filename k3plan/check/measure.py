@@ -22,9 +22,17 @@ class Measured:
 
 
 def measure(config: Config, *, shardspecs: Optional[str] = None) -> Measured:
-    setup = make_setup(model=config.model, hardware=config.hardware, topology=config.topology, tp=config.tp,
-                       ep=config.ep, dp=config.dp, stack=config.stack, kv_dtype=config.kv_dtype,
-                       shardspecs=shardspecs)
+    setup = make_setup(
+        model=config.model,
+        hardware=config.hardware,
+        topology=config.topology,
+        tp=config.tp,
+        ep=config.ep,
+        dp=config.dp,
+        stack=config.stack,
+        kv_dtype=config.kv_dtype,
+        shardspecs=shardspecs,
+    )
     w = check_workload(context_tokens=config.context_tokens, batch=config.batch, prefill_chunk_tokens=None)
     r = fit(setup, w)
     replicated: dict[str, int] = {}
@@ -36,9 +44,12 @@ def measure(config: Config, *, shardspecs: Optional[str] = None) -> Measured:
     for f in r.replicated:
         fallbacks[f.tensor] = fallbacks.get(f.tensor, 0) + int(f.bytes_replicated)
     expected = Expected(
-        parallel=dict(r.parallel), per_device={k: int(v) for k, v in r.per_device.model_dump().items()},
+        parallel=dict(r.parallel),
+        per_device={k: int(v) for k, v in r.per_device.model_dump().items()},
         kv_bytes_per_token=int(r.model_state.kv_bytes_per_token),
         state_bytes_per_sequence=int(r.model_state.state_bytes_per_sequence),
-        fits=r.fits, replicated=fold(replicated), fallbacks=fold(fallbacks),
+        fits=r.fits,
+        replicated=fold(replicated),
+        fallbacks=fold(fallbacks),
     )
     return Measured(expected=expected, replicated_bytes=replicated, fallback_bytes=fallbacks)

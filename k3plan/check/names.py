@@ -17,7 +17,7 @@ def split_name(name: str) -> tuple[str, int | None]:
     m = _LAYER.search(name)
     if not m:
         return name, None
-    return name[: m.start()] + ".layers.*." + name[m.end():], int(m.group(1))
+    return name[: m.start()] + ".layers.*." + name[m.end() :], int(m.group(1))
 
 
 def ranges(layers: list[int]) -> str:

@@ -40,9 +40,26 @@ COMMANDS: dict[str, str] = {
 # Symbols k3plan prints, as ASCII for a terminal that cannot show them (LANG=C on an old Python,
 # PYTHONIOENCODING=ascii, a latin-1 pipe). rich already draws its tables with ASCII boxes there.
 ASCII_FALLBACK = {
-    "\u2500": "-", "\u2502": "|", "\u2014": "--", "\u2013": "-", "\u00a7": "S", "\u00b5": "u", "\u00d7": "x",
-    "\u2248": "~", "\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2713": "ok", "\u2717": "x", "\u2264": "<=",
-    "\u2265": ">=", "\u00b7": ".", "\u2022": "*", "\u2212": "-", "\u00b2": "^2", "\u221e": "inf",
+    "\u2500": "-",
+    "\u2502": "|",
+    "\u2014": "--",
+    "\u2013": "-",
+    "\u00a7": "S",
+    "\u00b5": "u",
+    "\u00d7": "x",
+    "\u2248": "~",
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u2026": "...",
+    "\u2713": "ok",
+    "\u2717": "x",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u00b7": ".",
+    "\u2022": "*",
+    "\u2212": "-",
+    "\u00b2": "^2",
+    "\u221e": "inf",
 }
 ENCODING_ERRORS = "k3plan-ascii"
 
@@ -53,7 +70,7 @@ def _ascii_fallback(err: UnicodeError):
     if not isinstance(err, UnicodeEncodeError):
         raise err
     out = []
-    for ch in err.object[err.start:err.end]:
+    for ch in err.object[err.start : err.end]:
         sub = ASCII_FALLBACK.get(ch)
         if sub is None:
             sub = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?"
@@ -120,6 +137,7 @@ Examples:
   k3plan report --out reports/k3.md --html   a capacity report
 """
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"k3plan {__version__}")
@@ -142,8 +160,14 @@ def _first_paragraph(doc: str | None) -> str:
 
 def _new_app() -> typer.Typer:
     # add_completion: --install-completion / --show-completion for bash, zsh, fish, PowerShell
-    new = typer.Typer(cls=K3Group, help=HELP, no_args_is_help=True, add_completion=True,
-                      pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
+    new = typer.Typer(
+        cls=K3Group,
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
     new.callback()(_root)
     return new
 

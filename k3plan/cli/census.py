@@ -13,8 +13,20 @@ from k3plan.cli.common import JsonOpt, console, err_console, print_json
 
 
 def command(
-    path: Annotated[Path, typer.Argument(help="A checkpoint folder (with or without model.safetensors.index.json) or one .safetensors file.")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Compare with this model's inventory (bundled name or config path). Default: the folder's config.json if present, else none.")] = None,
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A checkpoint folder (with or without model.safetensors.index.json) or one .safetensors file."
+        ),
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Compare with this model's inventory (bundled name or config path). Default: the folder's config.json if present, else none.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Read only the headers of *.safetensors files: tensors and bytes by dtype, and what is
@@ -61,8 +73,15 @@ def shard_progress() -> Iterator[Callable[[int, int], None] | None]:
         TimeElapsedColumn,
     )
 
-    with Progress(TextColumn("reading headers"), BarColumn(), MofNCompleteColumn(), TextColumn("shards"),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+    with Progress(
+        TextColumn("reading headers"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("shards"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("census", total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 

@@ -11,10 +11,26 @@ from k3plan.cli.common import JsonOpt, ShardspecsOpt, console, err_console, prin
 
 
 def command(
-    baseline: Annotated[Path, typer.Option("--baseline", help="Baseline file (JSON or YAML) listing the configurations and their recorded budgets.")],
+    baseline: Annotated[
+        Path,
+        typer.Option(
+            "--baseline", help="Baseline file (JSON or YAML) listing the configurations and their recorded budgets."
+        ),
+    ],
     shardspecs: ShardspecsOpt = None,
-    tolerance: Annotated[str, typer.Option("--tolerance", help="How much a per-device term may grow: a size ('512MiB') or a percent of the recorded term ('1%').")] = "0.5%",
-    update: Annotated[bool, typer.Option("--update", help="Recompute every configuration and rewrite the baseline (deliberately accept the change).")] = False,
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            "--tolerance",
+            help="How much a per-device term may grow: a size ('512MiB') or a percent of the recorded term ('1%').",
+        ),
+    ] = "0.5%",
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update", help="Recompute every configuration and rewrite the baseline (deliberately accept the change)."
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Recompute every configuration of a baseline and fail if a per-device term grew beyond the

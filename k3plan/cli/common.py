@@ -47,26 +47,76 @@ def to_jsonable(obj: Any) -> Any:
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
 
+
 # The options of every planning command (fit, roofline, curve, check, report, validate).
-HardwareOpt = Annotated[str, typer.Option("--hardware", "-H", help="Bundled hardware name (k3plan hardware list) or a spec YAML path.")]
+HardwareOpt = Annotated[
+    str, typer.Option("--hardware", "-H", help="Bundled hardware name (k3plan hardware list) or a spec YAML path.")
+]
 TopologyOpt = Annotated[
     Optional[str],
-    typer.Option("--topology", "-t", help="Chip grid (TPU '2x2x4', multi-slice '2*2x2x4') or GPUs ('8', '2x8'). Default: the smallest standard topology whose weights and reserve leave room."),
+    typer.Option(
+        "--topology",
+        "-t",
+        help="Chip grid (TPU '2x2x4', multi-slice '2*2x2x4') or GPUs ('8', '2x8'). Default: the smallest standard topology whose weights and reserve leave room.",
+    ),
 ]
-TpOpt = Annotated[Optional[int], typer.Option("--tp", help="Tensor parallel size (attention heads, dense widths). Default: from the stack (vllm-tpu: all devices / dp).")]
-EpOpt = Annotated[Optional[int], typer.Option("--ep", help="Expert parallel size: the TP group or all devices (default).")]
-DpOpt = Annotated[Optional[int], typer.Option("--dp", help="Data parallel groups (attention replicas; sequences split across them). Default 1.")]
-StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Serving stack: vllm-tpu, sglang, jax-native, dp-attention, or a stack YAML path.")]
-KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="Override the stack's KV-cache dtype: bf16, fp8 (1 B a value), fp8_ds_mla (656 B a token a layer), fp32.")]
-ShardspecsOpt = Annotated[Optional[str], typer.Option("--shardspecs", help="Your own ShardSpecs: FILE.yaml (tensor-name regex -> spec) or module:function.")]
-from k3plan.units import DEFAULT_CONTEXT_TOKENS  # noqa: E402  (re-exported: every command's default)
+TpOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--tp",
+        help="Tensor parallel size (attention heads, dense widths). Default: from the stack (vllm-tpu: all devices / dp).",
+    ),
+]
+EpOpt = Annotated[
+    Optional[int], typer.Option("--ep", help="Expert parallel size: the TP group or all devices (default).")
+]
+DpOpt = Annotated[
+    Optional[int],
+    typer.Option("--dp", help="Data parallel groups (attention replicas; sequences split across them). Default 1."),
+]
+StackOpt = Annotated[
+    str,
+    typer.Option(
+        "--stack", "-s", help="Serving stack: vllm-tpu, sglang, jax-native, dp-attention, or a stack YAML path."
+    ),
+]
+KvDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--kv-dtype",
+        help="Override the stack's KV-cache dtype: bf16, fp8 (1 B a value), fp8_ds_mla (656 B a token a layer), fp32.",
+    ),
+]
+ShardspecsOpt = Annotated[
+    Optional[str],
+    typer.Option("--shardspecs", help="Your own ShardSpecs: FILE.yaml (tensor-name regex -> spec) or module:function."),
+]
 
 ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
-ChunkOpt = Annotated[Optional[int], typer.Option("--chunk", help="Prefill chunk in tokens (default 8192, vLLM's max_num_batched_tokens).")]
-ProbesOpt = Annotated[Optional[Path], typer.Option("--probes", help="Folder of probe records (k3plan probe): the newest matching the hardware's device kind sets HBM bandwidth and collective latency; the output names it.")]
-AllowCpuProbesOpt = Annotated[bool, typer.Option("--allow-cpu-probes", help="Apply records measured on the CPU backend to an accelerator (never by default).")]
-CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", help="Measured temporaries (YAML from `k3plan validate --save-calibration` or a real slice).")]
+ChunkOpt = Annotated[
+    Optional[int],
+    typer.Option("--chunk", help="Prefill chunk in tokens (default 8192, vLLM's max_num_batched_tokens)."),
+]
+ProbesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--probes",
+        help="Folder of probe records (k3plan probe): the newest matching the hardware's device kind sets HBM bandwidth and collective latency; the output names it.",
+    ),
+]
+AllowCpuProbesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-cpu-probes", help="Apply records measured on the CPU backend to an accelerator (never by default)."
+    ),
+]
+CalibrationOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--calibration", help="Measured temporaries (YAML from `k3plan validate --save-calibration` or a real slice)."
+    ),
+]
 
 
 def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None):
@@ -78,14 +128,29 @@ def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, s
         if value is not None and not str(value).strip():  # `--shardspecs=` is not "no shardspecs"
             raise K3PlanError(f"{flag} is empty; leave it out for the default, or give a value")
 
-    return make_setup(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
-                      kv_dtype=kv_dtype, shardspecs=shardspecs)
+    return make_setup(
+        model=model,
+        hardware=hardware,
+        topology=topology,
+        tp=tp,
+        ep=ep,
+        dp=dp,
+        stack=stack,
+        kv_dtype=kv_dtype,
+        shardspecs=shardspecs,
+    )
 
 
 _SETUP_OPTIONS = (
-    ("model", ModelOpt, "kimi-k3"), ("hardware", HardwareOpt, "tpu-v7x"), ("topology", TopologyOpt, None),
-    ("tp", TpOpt, None), ("ep", EpOpt, None), ("dp", DpOpt, None), ("stack", StackOpt, "vllm-tpu"),
-    ("kv_dtype", KvDtypeOpt, None), ("shardspecs", ShardspecsOpt, None),
+    ("model", ModelOpt, "kimi-k3"),
+    ("hardware", HardwareOpt, "tpu-v7x"),
+    ("topology", TopologyOpt, None),
+    ("tp", TpOpt, None),
+    ("ep", EpOpt, None),
+    ("dp", DpOpt, None),
+    ("stack", StackOpt, "vllm-tpu"),
+    ("kv_dtype", KvDtypeOpt, None),
+    ("shardspecs", ShardspecsOpt, None),
 )
 
 
@@ -97,8 +162,10 @@ def with_setup_options(fn):
     import inspect
 
     own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "setup_options"]
-    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-              for name, annotation, default in _SETUP_OPTIONS]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in _SETUP_OPTIONS
+    ]
     own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
 
     @functools.wraps(fn)

@@ -9,10 +9,23 @@ import typer
 
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
-    BatchOpt, CalibrationOpt, ContextOpt, JsonOpt, console, print_json, setup_from, with_setup_options,
+    BatchOpt,
+    CalibrationOpt,
+    ContextOpt,
+    JsonOpt,
+    console,
+    print_json,
+    setup_from,
+    with_setup_options,
 )
 from k3plan.cli.sessions import (
-    AnswerTokensOpt, DropReasoningOpt, ReasoningTokensOpt, SystemTokensOpt, ToolTokensOpt, TurnsOpt, UserTokensOpt,
+    AnswerTokensOpt,
+    DropReasoningOpt,
+    ReasoningTokensOpt,
+    SystemTokensOpt,
+    ToolTokensOpt,
+    TurnsOpt,
+    UserTokensOpt,
 )
 
 
@@ -24,7 +37,9 @@ def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise K3PlanError(f"--chunks {text!r}: expected a comma-separated list of token counts, e.g. 4096,16384") from None
+        raise K3PlanError(
+            f"--chunks {text!r}: expected a comma-separated list of token counts, e.g. 4096,16384"
+        ) from None
     if not values or any(v < 1 for v in values):
         raise K3PlanError(f"--chunks {text!r}: expected positive token counts")
     return values
@@ -35,9 +50,19 @@ def command(
     setup_options: dict,
     context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     batch: BatchOpt = 1,
-    chunks: Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size).")] = None,
+    chunks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--chunks", help="Comma-separated prefill chunk sizes (default 1K..64K plus every calibrated size)."
+        ),
+    ] = None,
     calibration: CalibrationOpt = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]').")] = None,
+    plot: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]')."
+        ),
+    ] = None,
     turns: TurnsOpt = None,
     user_tokens: UserTokensOpt = 0,
     answer_tokens: AnswerTokensOpt = 0,
@@ -79,9 +104,18 @@ def command(
     if turns is not None:
         from k3plan.cli.sessions import session_growth_at
 
-        growth = session_growth_at(setup, w, cal, turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,
-                                   answer_tokens=answer_tokens, reasoning_tokens=reasoning_tokens,
-                                   tool_tokens=tool_tokens, drop_reasoning=drop_reasoning)
+        growth = session_growth_at(
+            setup,
+            w,
+            cal,
+            turns=turns,
+            system_tokens=system_tokens,
+            user_tokens=user_tokens,
+            answer_tokens=answer_tokens,
+            reasoning_tokens=reasoning_tokens,
+            tool_tokens=tool_tokens,
+            drop_reasoning=drop_reasoning,
+        )
     if cal is not None:
         evidence = f", calibration {Path(cal.path).name}"
     else:  # fit takes the best shipped calibration by default: the title names it too
@@ -89,21 +123,32 @@ def command(
 
         found = default_evidence(setup)
         evidence = f", {found[1]} calibration {Path(found[0].path).name}" if found else ", analytic temp"
-    title = (f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
-             f"stack {setup.stack.name}, batch {batch}" + evidence)
+    title = (
+        f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
+        f"stack {setup.stack.name}, batch {batch}" + evidence
+    )
     if plot is not None:
         from k3plan.report.plots import plot_curve
 
         plot_curve(points, title=title, path=plot)
     if json_out:
-        print_json({"title": title, "context_tokens": context, "batch": batch,
-                    "calibration": cal.path if cal else None, "warnings": warnings, "points": points,
-                    "sessions": growth})
+        print_json(
+            {
+                "title": title,
+                "context_tokens": context,
+                "batch": batch,
+                "calibration": cal.path if cal else None,
+                "warnings": warnings,
+                "points": points,
+                "sessions": growth,
+            }
+        )
         return
     from k3plan.report.curve_table import render_curve
 
-    render_curve(points, console, title=title, context=context, model_max=setup.model.spec.max_context,
-                 warnings=warnings)
+    render_curve(
+        points, console, title=title, context=context, model_max=setup.model.spec.max_context, warnings=warnings
+    )
     if growth is not None:
         from k3plan.cli.sessions import render_sessions
 

@@ -31,10 +31,30 @@ def command(
     calibration: CalibrationOpt = None,
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
-    offload: Annotated[str | None, typer.Option("--offload", help="Park suspended sessions in a memory tier: host, ssd or remote (the hardware spec's memory_tiers); prints sessions held and the TTFT to bring one back.")] = None,
-    spec_tokens: Annotated[int | None, typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance).")] = None,
-    acceptance: Annotated[str | None, typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one rate a position: 0.8 or 0.8,0.6,0.4.")] = None,
-    draft_bytes: Annotated[str | None, typer.Option("--draft-bytes", help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).")] = None,
+    offload: Annotated[
+        str | None,
+        typer.Option(
+            "--offload",
+            help="Park suspended sessions in a memory tier: host, ssd or remote (the hardware spec's memory_tiers); prints sessions held and the TTFT to bring one back.",
+        ),
+    ] = None,
+    spec_tokens: Annotated[
+        int | None,
+        typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance)."),
+    ] = None,
+    acceptance: Annotated[
+        str | None,
+        typer.Option(
+            "--acceptance", help="Acceptance rate of a drafted token, or one rate a position: 0.8 or 0.8,0.6,0.4."
+        ),
+    ] = None,
+    draft_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--draft-bytes",
+            help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
@@ -80,7 +100,9 @@ def command(
     eff = Efficiency()
     draft, draft_what, draft_dev = 0, "", 0
     if spec is not None:
-        draft, draft_what = draft_bytes_for(setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes"))
+        draft, draft_what = draft_bytes_for(
+            setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes")
+        )
         draft_dev = draft_bytes_per_device(setup, draft)
     result = fit(setup, workload, calibration=cal, draft_bytes_per_device=draft_dev)
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
@@ -89,13 +111,33 @@ def command(
         result = result.model_copy(update={"speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes)})
     sd = off = None
     if spec is not None and result.fits:
-        sd = spec_decode_report(speed_setup, spec=spec, batch=batch, context_tokens=context, draft_bytes=draft,
-                                draft_what=draft_what, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+        sd = spec_decode_report(
+            speed_setup,
+            spec=spec,
+            batch=batch,
+            context_tokens=context,
+            draft_bytes=draft,
+            draft_what=draft_what,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
     if offload is not None:
         off = offload_report(speed_setup, workload, offload, eff=eff, probes=probes)
-    advice = fit_advice(setup_options, setup, workload, result, calibration=cal, speed_setup=speed_setup, eff=eff,
-                        probes=probes, allow_cpu_probes=allow_cpu_probes, spec_decode=sd, offload=off,
-                        draft_bytes=draft)
+    advice = fit_advice(
+        setup_options,
+        setup,
+        workload,
+        result,
+        calibration=cal,
+        speed_setup=speed_setup,
+        eff=eff,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+        spec_decode=sd,
+        offload=off,
+        draft_bytes=draft,
+    )
     if json_out:
         print_json({**result.model_dump(mode="json"), "advice": advice})
     else:
@@ -116,8 +158,19 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes):
     from k3plan.budget.result import Speed
     from k3plan.roofline.bounds import Efficiency, decode_bound
 
-    d = decode_bound(setup, batch=workload.batch, context_tokens=workload.context_tokens, eff=Efficiency(),
-                     probes=probes, allow_cpu_probes=allow_cpu_probes)
-    return Speed(tpot_s=d.step_s, tokens_per_s=d.tokens_per_s, binding=d.binding,
-                 collective_latency_source=d.comm.latency_source, probes=notes,
-                 source="k3plan roofline at 30% MFU, 100% HBM bandwidth")
+    d = decode_bound(
+        setup,
+        batch=workload.batch,
+        context_tokens=workload.context_tokens,
+        eff=Efficiency(),
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+    )
+    return Speed(
+        tpot_s=d.step_s,
+        tokens_per_s=d.tokens_per_s,
+        binding=d.binding,
+        collective_latency_source=d.comm.latency_source,
+        probes=notes,
+        source="k3plan roofline at 30% MFU, 100% HBM bandwidth",
+    )

@@ -24,23 +24,32 @@ Examples:
 
 TopologyOpt = Annotated[
     Optional[str],
-    typer.Option("--topology", "-t", help="TPU chip grid '2x2x4' / '4x4' (N*AxBxC = N slices over DCN), "
-                                          "or GPUs '8' / hosts x GPUs '2x8'."),
+    typer.Option(
+        "--topology",
+        "-t",
+        help="TPU chip grid '2x2x4' / '4x4' (N*AxBxC = N slices over DCN), or GPUs '8' / hosts x GPUs '2x8'.",
+    ),
 ]
 
 
 def summary(hw) -> dict:
     """The resolved figures of one spec (units in the key names)."""
     return {
-        "name": hw.name, "kind": hw.kind, "vendor": hw.vendor, "device_kind": hw.device_kind,
+        "name": hw.name,
+        "kind": hw.kind,
+        "vendor": hw.vendor,
+        "device_kind": hw.device_kind,
         "devices_per_chip": hw.devices_per_chip,
         "hbm_bytes_per_device": hw.hbm_bytes_per_device,
         "usable_bytes_per_device": hw.usable_bytes_per_device,
         "hbm_bw_bytes_per_s_per_device": hw.hbm_bw_bytes_per_s_per_device,
         "flops_per_s_per_device": hw.flops_table(),
-        "scale_up": hw.scale_up.model_dump(), "scale_out": hw.scale_out.model_dump(),
-        "chips_per_host": hw.chips_per_host, "max_chips": hw.max_chips,
-        "wraparound_min": hw.wraparound_min, "standard_topologies": list(hw.standard_topologies),
+        "scale_up": hw.scale_up.model_dump(),
+        "scale_out": hw.scale_out.model_dump(),
+        "chips_per_host": hw.chips_per_host,
+        "max_chips": hw.max_chips,
+        "wraparound_min": hw.wraparound_min,
+        "standard_topologies": list(hw.standard_topologies),
         "price_usd_per_chip_hour": hw.price_usd_per_chip_hour,
         "path": hw.path,
     }
@@ -53,23 +62,40 @@ def _do_list(json_out: bool) -> None:
     if json_out:
         print_json([summary(h) for h in specs])
         return
+    from rich import box
     from rich.table import Table
 
     from k3plan.units import GiB
 
-    from rich import box
-
-    table = Table(title="Bundled hardware: dev = JAX devices a chip; per device: HBM and usable HBM in GiB, "
-                        "HBM TB/s, bf16 dense TFLOP/s; scale-up: link, GB/s one-way a chip x domain chips",
-                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    table = Table(
+        title="Bundled hardware: dev = JAX devices a chip; per device: HBM and usable HBM in GiB, "
+        "HBM TB/s, bf16 dense TFLOP/s; scale-up: link, GB/s one-way a chip x domain chips",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     cols = ("name", "kind", "dev", "HBM", "usable", "TB/s", "bf16", "scale-up")
-    rows = [(h.name, h.kind, str(h.devices_per_chip), f"{h.hbm_bytes_per_device / GiB:.1f}",
-             f"{h.usable_bytes_per_device / GiB:.2f}".rstrip("0").rstrip("."), f"{h.hbm_bw_bytes_per_s_per_device / 1e12:.2f}",
-             f"{h.flops_per_s_per_device('bf16') / 1e12:g}",
-             f"{h.scale_up.name} {h.scale_up.bw_bytes_per_s / 1e9:.0f} x{h.scale_up.domain_chips}") for h in specs]
+    rows = [
+        (
+            h.name,
+            h.kind,
+            str(h.devices_per_chip),
+            f"{h.hbm_bytes_per_device / GiB:.1f}",
+            f"{h.usable_bytes_per_device / GiB:.2f}".rstrip("0").rstrip("."),
+            f"{h.hbm_bw_bytes_per_s_per_device / 1e12:.2f}",
+            f"{h.flops_per_s_per_device('bf16') / 1e12:g}",
+            f"{h.scale_up.name} {h.scale_up.bw_bytes_per_s / 1e9:.0f} x{h.scale_up.domain_chips}",
+        )
+        for h in specs
+    ]
     for i, col in enumerate(cols):
-        table.add_column(col, justify="left" if col in ("name", "kind", "scale-up") else "right", no_wrap=True,
-                         min_width=max(len(col), *(len(r[i]) for r in rows)))
+        table.add_column(
+            col,
+            justify="left" if col in ("name", "kind", "scale-up") else "right",
+            no_wrap=True,
+            min_width=max(len(col), *(len(r[i]) for r in rows)),
+        )
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -159,21 +185,29 @@ def _render(hw, topo) -> None:
         elif path == "price":
             written = f"{item.usd_per_chip_hour} USD a chip-hour"
         else:
-            written = "no gain (bf16 rate)" if getattr(item, "no_gain", False) else \
-                "unsupported" if getattr(item, "unsupported", False) else str(item.value)
+            written = (
+                "no gain (bf16 rate)"
+                if getattr(item, "no_gain", False)
+                else "unsupported"
+                if getattr(item, "unsupported", False)
+                else str(item.value)
+            )
         used = f"  ->  {resolved[path]}" if path in resolved else ""
         console.print(f"[bold]{path:<24}[/] {written}{used}")
         console.print(f"    [dim]source:[/] {source}")
         if getattr(item, "note", None):
             console.print(f"    [dim]note:[/] {item.note}")
         for alt in getattr(item, "alternatives", ()):
-            console.print(f"    [dim]alternative, not used:[/] {alt.value}  {alt.source}"
-                          + (f" ({alt.note})" if alt.note else ""))
+            console.print(
+                f"    [dim]alternative, not used:[/] {alt.value}  {alt.source}" + (f" ({alt.note})" if alt.note else "")
+            )
     for note in hw.file.notes:
         console.print(f"[yellow]note:[/] {note}")
     if topo is not None:
-        console.print(f"[bold]topology {topo.text}[/]: {topo.chips} chips, {topo.devices} devices, "
-                      f"{topo.hosts} hosts, {topo.slices} slice(s) of {topo.chips_per_slice} chips / "
-                      f"{topo.devices_per_slice} devices; dims {'x'.join(map(str, topo.dims))}; "
-                      f"wraparound {'yes' if topo.wraparound else 'no'}; "
-                      f"{'within one scale-up domain' if topo.within_scale_up_domain else 'spans scale-up domains'}")
+        console.print(
+            f"[bold]topology {topo.text}[/]: {topo.chips} chips, {topo.devices} devices, "
+            f"{topo.hosts} hosts, {topo.slices} slice(s) of {topo.chips_per_slice} chips / "
+            f"{topo.devices_per_slice} devices; dims {'x'.join(map(str, topo.dims))}; "
+            f"wraparound {'yes' if topo.wraparound else 'no'}; "
+            f"{'within one scale-up domain' if topo.within_scale_up_domain else 'spans scale-up domains'}"
+        )

@@ -58,11 +58,20 @@ def _list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     table = Table(title="Bundled models")
     for col in ("name", "family", "layers", "total params", "active / token", "checkpoint"):
         # fold, never truncate, the name: it is what `models show` takes
-        table.add_column(col, justify="left" if col in ("name", "family") else "right",
-                         overflow="fold" if col == "name" else "ellipsis")
+        table.add_column(
+            col,
+            justify="left" if col in ("name", "family") else "right",
+            overflow="fold" if col == "name" else "ellipsis",
+        )
     for r in rows:
-        table.add_row(r["name"], r["family"], str(r["layers"]["total"]), fmt_count(r["total_params"]),
-                      fmt_count(r["active_params"]), fmt_gb(r["checkpoint_bytes"]))
+        table.add_row(
+            r["name"],
+            r["family"],
+            str(r["layers"]["total"]),
+            fmt_count(r["total_params"]),
+            fmt_count(r["active_params"]),
+            fmt_gb(r["checkpoint_bytes"]),
+        )
     console.print(table)
 
 
@@ -101,8 +110,10 @@ def _render(r: dict) -> None:
 
     from k3plan.units import fmt_count, fmt_gb
 
-    console.print(f"[bold]{r['name']}[/]  family {r['family']} ({r['architecture']}), "
-                  f"{r['layers']['total']} layers: {r['layers']['kda']} KDA, {r['layers']['mla']} MLA, {r['layers']['moe']} MoE")
+    console.print(
+        f"[bold]{r['name']}[/]  family {r['family']} ({r['architecture']}), "
+        f"{r['layers']['total']} layers: {r['layers']['kda']} KDA, {r['layers']['mla']} MLA, {r['layers']['moe']} MoE"
+    )
     console.print(f"  total parameters   {r['total_params']:>22,}  ({fmt_count(r['total_params'])}, text model)")
     console.print(f"  active per token   {r['active_params']:>22,}  ({fmt_count(r['active_params'])})")
     if r["vision_params"]:
@@ -114,8 +125,13 @@ def _render(r: dict) -> None:
     for col in (r["breakdown_by"], "tensors", "params", "active / token", "bytes (GB)"):
         table.add_column(col, justify="left" if col == r["breakdown_by"] else "right")
     for key, row in sorted(r["breakdown"].items(), key=lambda kv: -kv[1]["params"]):
-        table.add_row(key, f"{row['tensors']:,}", f"{row['params']:,}", f"{round(row['active_params']):,}",
-                      f"{row['bytes'] / 1e9:,.3f}")
+        table.add_row(
+            key,
+            f"{row['tensors']:,}",
+            f"{row['params']:,}",
+            f"{round(row['active_params']):,}",
+            f"{row['bytes'] / 1e9:,.3f}",
+        )
     console.print(table)
     for note in r["notes"]:
         console.print(f"[yellow]note:[/] {note}")

@@ -7,42 +7,109 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import DEFAULT_CONTEXT_TOKENS, AllowCpuProbesOpt, ContextOpt, JsonOpt, ModelOpt, ProbesOpt, console, print_json
+from k3plan.cli.common import (
+    DEFAULT_CONTEXT_TOKENS,
+    AllowCpuProbesOpt,
+    ContextOpt,
+    JsonOpt,
+    ModelOpt,
+    ProbesOpt,
+    console,
+    print_json,
+)
 from k3plan.cli.sessions import (
-    AnswerTokensOpt, DropReasoningOpt, ReasoningTokensOpt, SystemTokensOpt, ToolTokensOpt, TurnsOpt, UserTokensOpt,
+    AnswerTokensOpt,
+    DropReasoningOpt,
+    ReasoningTokensOpt,
+    SystemTokensOpt,
+    ToolTokensOpt,
+    TurnsOpt,
+    UserTokensOpt,
     session_from,
 )
 from k3plan.errors import K3PlanError
 
-HardwareListOpt = Annotated[Optional[str], typer.Option(
-    "--hardware", "-H", help="Comma-separated hardware to search (bundled names or spec YAML paths). Default: all bundled.")]
-StacksOpt = Annotated[Optional[str], typer.Option(
-    "--stacks", help="Comma-separated stacks. Default: every bundled stack whose platform is the hardware's kind or 'any'.")]
+HardwareListOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--hardware",
+        "-H",
+        help="Comma-separated hardware to search (bundled names or spec YAML paths). Default: all bundled.",
+    ),
+]
+StacksOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--stacks",
+        help="Comma-separated stacks. Default: every bundled stack whose platform is the hardware's kind or 'any'.",
+    ),
+]
 MaxChipsOpt = Annotated[int, typer.Option("--max-chips", help="Largest topology to consider, in chips.")]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="Sequences served at once (the decode batch).")]
-TargetOpt = Annotated[Optional[float], typer.Option(
-    "--tpot-ms", "--target-tpot-ms",
-    help="Time per output token target (ms). Without --isl/--osl: rejects slower decode steps; with them: "
-         "checked on the scheduler's TPOT (best-effort unless --strict).")]
-TtftOpt = Annotated[Optional[float], typer.Option("--ttft-ms", help="Time to first token target (ms); needs --isl/--osl.")]
+TargetOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--tpot-ms",
+        "--target-tpot-ms",
+        help="Time per output token target (ms). Without --isl/--osl: rejects slower decode steps; with them: "
+        "checked on the scheduler's TPOT (best-effort unless --strict).",
+    ),
+]
+TtftOpt = Annotated[
+    Optional[float], typer.Option("--ttft-ms", help="Time to first token target (ms); needs --isl/--osl.")
+]
 LatencyOpt = Annotated[Optional[float], typer.Option("--request-latency-ms", help="Whole-request latency target (ms).")]
-IslOpt = Annotated[Optional[int], typer.Option("--isl", help="Prompt tokens a request (with --osl: the SLA search; "
-                                                             "--context defaults to ISL + OSL).")]
+IslOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--isl", help="Prompt tokens a request (with --osl: the SLA search; --context defaults to ISL + OSL)."
+    ),
+]
 OslOpt = Annotated[Optional[int], typer.Option("--osl", help="Output tokens a request.")]
-RateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="Requests a second (open loop) instead of --concurrency.")]
-StrictOpt = Annotated[bool, typer.Option("--strict", help="Reject rows that miss a target (default: rank them last, with the miss).")]
-PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG.")]
-EmitOpt = Annotated[Optional[tuple[str, Path]], typer.Option(
-    "--emit", help="'launch PATH': write the pick's launch command (vllm serve / sglang / JAX parameters) to PATH.")]
-PriceOpt = Annotated[Optional[list[str]], typer.Option("--price", help="HW=USD a chip-hour; overrides the spec's price (repeatable).")]
-LoadOpt = Annotated[Optional[float], typer.Option("--load-gbps", help="Storage bandwidth a host (Gbit/s): cold start and host RAM of the pick.")]
-MinimizeOpt = Annotated[Optional[str], typer.Option("--minimize", help="chips (default) or cost (priced hardware only).")]
-MaximizeOpt = Annotated[Optional[str], typer.Option(
-    "--maximize", help="tokens-per-chip (at batch = --concurrency) or throughput (largest batch that fits memory and "
-                       "--tpot-ms; needs --isl/--osl).")]
-KvDtypesOpt = Annotated[Optional[str], typer.Option(
-    "--kv-dtypes", help="Comma-separated KV dtypes to search (bf16, fp8, fp8_ds_mla, fp32), 'all', or 'stack' (default: each stack's own).")]
-ChunksOpt = Annotated[Optional[str], typer.Option("--chunks", help="Comma-separated prefill chunk sizes to search (default 8192, as fit).")]
+RateOpt = Annotated[
+    Optional[float], typer.Option("--request-rate", help="Requests a second (open loop) instead of --concurrency.")
+]
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="Reject rows that miss a target (default: rank them last, with the miss).")
+]
+PlotOpt = Annotated[
+    Optional[Path], typer.Option("--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG.")
+]
+EmitOpt = Annotated[
+    Optional[tuple[str, Path]],
+    typer.Option(
+        "--emit", help="'launch PATH': write the pick's launch command (vllm serve / sglang / JAX parameters) to PATH."
+    ),
+]
+PriceOpt = Annotated[
+    Optional[list[str]], typer.Option("--price", help="HW=USD a chip-hour; overrides the spec's price (repeatable).")
+]
+LoadOpt = Annotated[
+    Optional[float],
+    typer.Option("--load-gbps", help="Storage bandwidth a host (Gbit/s): cold start and host RAM of the pick."),
+]
+MinimizeOpt = Annotated[
+    Optional[str], typer.Option("--minimize", help="chips (default) or cost (priced hardware only).")
+]
+MaximizeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--maximize",
+        help="tokens-per-chip (at batch = --concurrency) or throughput (largest batch that fits memory and "
+        "--tpot-ms; needs --isl/--osl).",
+    ),
+]
+KvDtypesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--kv-dtypes",
+        help="Comma-separated KV dtypes to search (bf16, fp8, fp8_ds_mla, fp32), 'all', or 'stack' (default: each stack's own).",
+    ),
+]
+ChunksOpt = Annotated[
+    Optional[str],
+    typer.Option("--chunks", help="Comma-separated prefill chunk sizes to search (default 8192, as fit)."),
+]
 TopOpt = Annotated[int, typer.Option("--top", help="How many ranked configurations to show.")]
 
 
@@ -143,25 +210,53 @@ def command(
         from k3plan.workload.sessions import session_growth
 
         if context != DEFAULT_CONTEXT_TOKENS or isl is not None:
-            raise K3PlanError("--turns sets the context (the session's peak at its last turn): give it or "
-                              "--context / --isl, not both")
-        g = session_growth(session_from(turns=turns, system_tokens=system_tokens, user_tokens=user_tokens,
-                                         answer_tokens=answer_tokens, reasoning_tokens=reasoning_tokens,
-                                         tool_tokens=tool_tokens, drop_reasoning=drop_reasoning))
+            raise K3PlanError(
+                "--turns sets the context (the session's peak at its last turn): give it or --context / --isl, not both"
+            )
+        g = session_growth(
+            session_from(
+                turns=turns,
+                system_tokens=system_tokens,
+                user_tokens=user_tokens,
+                answer_tokens=answer_tokens,
+                reasoning_tokens=reasoning_tokens,
+                tool_tokens=tool_tokens,
+                drop_reasoning=drop_reasoning,
+            )
+        )
         context = g.peak_context_tokens[-1]
-        session_note = (f"context {context:,} tokens = a session's peak at turn {turns} ({g.session.carried_tokens_per_turn:,} "
-                        f"tokens carried a turn, reasoning {'carried back' if not drop_reasoning else 'dropped'}; "
-                        f"{g.growth_over_visible:.2f}x the visible conversation)")
+        session_note = (
+            f"context {context:,} tokens = a session's peak at turn {turns} ({g.session.carried_tokens_per_turn:,} "
+            f"tokens carried a turn, reasoning {'carried back' if not drop_reasoning else 'dropped'}; "
+            f"{g.growth_over_visible:.2f}x the visible conversation)"
+        )
     if isl is not None and osl is not None and context == DEFAULT_CONTEXT_TOKENS:
         context = isl + osl  # a request's whole length; --context given explicitly wins
     hw_list = _csv("--hardware", hardware)
     overrides = parse_price_overrides(price or [], known=list(list_hardware()) + list(hw_list or []))
-    result = plan(model=model, hardware=hw_list, stacks=_csv("--stacks", stacks),
-                  max_chips=max_chips, context=context, concurrency=concurrency, target_tpot_ms=target_tpot_ms,
-                  objective=objective_from(minimize, maximize), kv_dtypes=_csv("--kv-dtypes", kv_dtypes),
-                  chunks=_ints("--chunks", chunks), top=top, probes=probes, allow_cpu_probes=allow_cpu_probes,
-                  ttft_ms=ttft_ms, request_latency_ms=request_latency_ms, isl=isl, osl=osl,
-                  request_rate=request_rate, strict=strict, prices=overrides, load_gbps=load_gbps)
+    result = plan(
+        model=model,
+        hardware=hw_list,
+        stacks=_csv("--stacks", stacks),
+        max_chips=max_chips,
+        context=context,
+        concurrency=concurrency,
+        target_tpot_ms=target_tpot_ms,
+        objective=objective_from(minimize, maximize),
+        kv_dtypes=_csv("--kv-dtypes", kv_dtypes),
+        chunks=_ints("--chunks", chunks),
+        top=top,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+        ttft_ms=ttft_ms,
+        request_latency_ms=request_latency_ms,
+        isl=isl,
+        osl=osl,
+        request_rate=request_rate,
+        strict=strict,
+        prices=overrides,
+        load_gbps=load_gbps,
+    )
     if session_note is not None:
         result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})
     written, skipped = [], []

@@ -25,7 +25,10 @@ class ProbeGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
-app = typer.Typer(cls=ProbeGroup, no_args_is_help=True, help="""Microbenchmarks on whatever JAX backend is present; each run writes a ProbeRecord (JSON).
+app = typer.Typer(
+    cls=ProbeGroup,
+    no_args_is_help=True,
+    help="""Microbenchmarks on whatever JAX backend is present; each run writes a ProbeRecord (JSON).
 
 \b
 Examples:
@@ -36,32 +39,66 @@ Examples:
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
 A progress bar over the sweep points (sizes x modes) shows on a terminal.
-""")
+""",
+)
 
-TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Stop after this many seconds (checked between compiles and timed calls, so within one sweep point). Default: none on TPU/GPU, 40 s on CPU.")]
+TimeoutOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--timeout",
+        help="Stop after this many seconds (checked between compiles and timed calls, so within one sweep point). Default: none on TPU/GPU, 40 s on CPU.",
+    ),
+]
 OutOpt = Annotated[Path, typer.Option("--out", help="Folder for the records.")]
-HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="Spec for the expectation (default: the one matching the device kind).")]
+HardwareOpt = Annotated[
+    Optional[str],
+    typer.Option("--hardware", help="Spec for the expectation (default: the one matching the device kind)."),
+]
 RepeatsOpt = Annotated[int, typer.Option("--repeats", help="Timed samples per point.")]
 WarmupOpt = Annotated[int, typer.Option("--warmup", help="Untimed calls before sampling.")]
-CpuDevOpt = Annotated[Optional[int], typer.Option("--cpu-devices", help="Fake CPU devices (default 8 unless XLA_FLAGS sets it).")]
+CpuDevOpt = Annotated[
+    Optional[int], typer.Option("--cpu-devices", help="Fake CPU devices (default 8 unless XLA_FLAGS sets it).")
+]
 NoWriteOpt = Annotated[bool, typer.Option("--no-write", help="Do not write record files.")]
 DistOpt = Annotated[bool, typer.Option("--distributed", help="Initialise jax.distributed (multi-host).")]
-CoordOpt = Annotated[Optional[str], typer.Option("--coordinator", help="HOST:PORT of process 0 (or JAX_COORDINATOR_ADDRESS).")]
+CoordOpt = Annotated[
+    Optional[str], typer.Option("--coordinator", help="HOST:PORT of process 0 (or JAX_COORDINATOR_ADDRESS).")
+]
 NProcOpt = Annotated[Optional[int], typer.Option("--num-processes", help="Process count (or JAX_NUM_PROCESSES).")]
 PidOpt = Annotated[Optional[int], typer.Option("--process-id", help="This process (or JAX_PROCESS_ID).")]
 
 
-def _common(timeout=None, out=Path("reports/probes"), hardware=None, repeats=5, warmup=1, cpu_devices=None,
-            no_write=False, distributed=False, coordinator=None, num_processes=None, process_id=None):
+def _common(
+    timeout=None,
+    out=Path("reports/probes"),
+    hardware=None,
+    repeats=5,
+    warmup=1,
+    cpu_devices=None,
+    no_write=False,
+    distributed=False,
+    coordinator=None,
+    num_processes=None,
+    process_id=None,
+):
     from k3plan.probes.env import resolve_distributed
     from k3plan.probes.runner import RunSettings
 
     require(timeout is None or timeout > 0, f"--timeout {timeout}: expected seconds > 0")
     require(repeats >= 1 and warmup >= 0, "--repeats must be >= 1 and --warmup >= 0")
-    dist = resolve_distributed(enabled=distributed, coordinator=coordinator, num_processes=num_processes,
-                               process_id=process_id)
-    return RunSettings(timeout_s=timeout, hardware=hardware, warmup=warmup, repeats=repeats, out_dir=out,
-                       write=not no_write, cpu_devices=cpu_devices, distributed=dist)
+    dist = resolve_distributed(
+        enabled=distributed, coordinator=coordinator, num_processes=num_processes, process_id=process_id
+    )
+    return RunSettings(
+        timeout_s=timeout,
+        hardware=hardware,
+        warmup=warmup,
+        repeats=repeats,
+        out_dir=out,
+        write=not no_write,
+        cpu_devices=cpu_devices,
+        distributed=dist,
+    )
 
 
 @contextmanager
@@ -74,8 +111,15 @@ def _sweep_bar():
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("points"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("starting jax ...", total=None)
         started = [0]
 
@@ -106,8 +150,11 @@ def _execute(settings, run, json_out: bool) -> None:
     bad = [r for r in result.records if not r.ok or r.verified is False]
     if bad:
         for r in bad:
-            err_console.print(f"[bold red]probe {r.probe} {r.mode or ''}:[/] " + (r.error or "; ".join(
-                c.detail or "" for c in r.verification if not c.ok)), soft_wrap=True)
+            err_console.print(
+                f"[bold red]probe {r.probe} {r.mode or ''}:[/] "
+                + (r.error or "; ".join(c.detail or "" for c in r.verification if not c.ok)),
+                soft_wrap=True,
+            )
         raise typer.Exit(1)
 
 
@@ -130,33 +177,76 @@ def _sizes(text: str, *, what: str) -> tuple[int, ...]:
 
 def _names(text: str, *, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     values = tuple(t.strip() for t in text.split(",") if t.strip())
-    require(values and all(v in allowed for v in values), f"{what} {text!r}: expected one or more of {', '.join(allowed)}")
+    require(
+        values and all(v in allowed for v in values), f"{what} {text!r}: expected one or more of {', '.join(allowed)}"
+    )
     return values
 
 
 def _collective(name: str, op: str):
     def command(
-        bytes_: Annotated[Optional[str], typer.Option("--bytes", help="Message sizes a device, e.g. 64,1792,16KiB. Default: 64,1792,16384,262144 on TPU/GPU; 64,1792 on CPU.")] = None,
+        bytes_: Annotated[
+            Optional[str],
+            typer.Option(
+                "--bytes",
+                help="Message sizes a device, e.g. 64,1792,16KiB. Default: 64,1792,16384,262144 on TPU/GPU; 64,1792 on CPU.",
+            ),
+        ] = None,
         mode: Annotated[str, typer.Option("--mode", help="chained, unchained or both.")] = "both",
-        iters: Annotated[Optional[str], typer.Option("--iters", help="Chained: two N for the marginal cost. Default: 10,100.")] = None,
-        unchained_iters: Annotated[Optional[str], typer.Option("--unchained-iters", help="Unchained N sweep. Default: 1,10,100,1000 on TPU/GPU; 1,4 on CPU.")] = None,
-        axis_size: Annotated[Optional[int], typer.Option("--axis-size", help="Mesh axis size (default: all devices).")] = None,
+        iters: Annotated[
+            Optional[str], typer.Option("--iters", help="Chained: two N for the marginal cost. Default: 10,100.")
+        ] = None,
+        unchained_iters: Annotated[
+            Optional[str],
+            typer.Option("--unchained-iters", help="Unchained N sweep. Default: 1,10,100,1000 on TPU/GPU; 1,4 on CPU."),
+        ] = None,
+        axis_size: Annotated[
+            Optional[int], typer.Option("--axis-size", help="Mesh axis size (default: all devices).")
+        ] = None,
         dtype: Annotated[str, typer.Option("--dtype")] = "float32",
-        timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
-        repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
-        distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
-        process_id: PidOpt = None, json_out: JsonOpt = False,
+        timeout: TimeoutOpt = None,
+        out: OutOpt = Path("reports/probes"),
+        hardware: HardwareOpt = None,
+        repeats: RepeatsOpt = 5,
+        warmup: WarmupOpt = 1,
+        cpu_devices: CpuDevOpt = None,
+        no_write: NoWriteOpt = False,
+        distributed: DistOpt = False,
+        coordinator: CoordOpt = None,
+        num_processes: NProcOpt = None,
+        process_id: PidOpt = None,
+        json_out: JsonOpt = False,
     ) -> None:
         from k3plan.probes.collectives.probe import CollectiveParams, run
 
-        modes = ("chained", "unchained") if mode == "both" else _names(mode, what="--mode", allowed=("chained", "unchained"))
-        params = CollectiveParams(op=op, sizes_bytes=_sizes(bytes_, what="--bytes") if bytes_ is not None else None,
-                                  modes=modes, chained_n=_ints(iters, what="--iters") if iters is not None else None,
-                                  unchained_n=_ints(unchained_iters, what="--unchained-iters") if unchained_iters is not None else None,
-                                  axis_size=axis_size, dtype=_dtype(dtype))
+        modes = (
+            ("chained", "unchained")
+            if mode == "both"
+            else _names(mode, what="--mode", allowed=("chained", "unchained"))
+        )
+        params = CollectiveParams(
+            op=op,
+            sizes_bytes=_sizes(bytes_, what="--bytes") if bytes_ is not None else None,
+            modes=modes,
+            chained_n=_ints(iters, what="--iters") if iters is not None else None,
+            unchained_n=_ints(unchained_iters, what="--unchained-iters") if unchained_iters is not None else None,
+            axis_size=axis_size,
+            dtype=_dtype(dtype),
+        )
         params.check()
-        settings = _common(timeout, out, hardware, repeats, warmup, cpu_devices, no_write, distributed, coordinator,
-                           num_processes, process_id)
+        settings = _common(
+            timeout,
+            out,
+            hardware,
+            repeats,
+            warmup,
+            cpu_devices,
+            no_write,
+            distributed,
+            coordinator,
+            num_processes,
+            process_id,
+        )
         _execute(settings, partial(run, params=params), json_out)
 
     command.__doc__ = f"""Per-call {op} latency, chained and unchained, baseline subtracted, HLO-verified.
@@ -184,8 +274,19 @@ for _name, _op in (("a2a", "all-to-all"), ("allreduce", "all-reduce"), ("allgath
 
 def _settings_and_run(run, params, c: dict) -> None:
     params.check()
-    settings = _common(c["timeout"], c["out"], c["hardware"], c["repeats"], c["warmup"], c["cpu_devices"],
-                       c["no_write"], c["distributed"], c["coordinator"], c["num_processes"], c["process_id"])
+    settings = _common(
+        c["timeout"],
+        c["out"],
+        c["hardware"],
+        c["repeats"],
+        c["warmup"],
+        c["cpu_devices"],
+        c["no_write"],
+        c["distributed"],
+        c["coordinator"],
+        c["num_processes"],
+        c["process_id"],
+    )
     _execute(settings, partial(run, params=params), c["json_out"])
 
 
@@ -195,15 +296,30 @@ def _c(**kw) -> dict:
 
 @app.command("hbm")
 def hbm(
-    size: Annotated[Optional[str], typer.Option("--size", help="Array sizes, e.g. 64MiB,1GiB. Default: 64MiB,256MiB,1GiB on TPU/GPU; 16MiB,64MiB on CPU.")] = None,
+    size: Annotated[
+        Optional[str],
+        typer.Option(
+            "--size", help="Array sizes, e.g. 64MiB,1GiB. Default: 64MiB,256MiB,1GiB on TPU/GPU; 16MiB,64MiB on CPU."
+        ),
+    ] = None,
     op: Annotated[str, typer.Option("--op", help="copy, reduce or both.")] = "both",
-    impl: Annotated[str, typer.Option("--impl", help="xla, or pallas (a pipelined streaming kernel; interpret mode on CPU).")] = "xla",
+    impl: Annotated[
+        str, typer.Option("--impl", help="xla, or pallas (a pipelined streaming kernel; interpret mode on CPU).")
+    ] = "xla",
     dtype: Annotated[str, typer.Option("--dtype")] = "float32",
     block_rows: Annotated[int, typer.Option("--block-rows", help="Pallas tile rows (x 1024 columns).")] = 512,
-    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
-    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
-    process_id: PidOpt = None, json_out: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+    out: OutOpt = Path("reports/probes"),
+    hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5,
+    warmup: WarmupOpt = 1,
+    cpu_devices: CpuDevOpt = None,
+    no_write: NoWriteOpt = False,
+    distributed: DistOpt = False,
+    coordinator: CoordOpt = None,
+    num_processes: NProcOpt = None,
+    process_id: PidOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Achieved HBM bandwidth a device on large copies (read + write) and reductions (read).
 
@@ -215,18 +331,47 @@ def hbm(
     from k3plan.probes.hbm.probe import HbmParams, run
 
     ops = ("copy", "reduce") if op == "both" else _names(op, what="--op", allowed=("copy", "reduce"))
-    params = HbmParams(sizes_bytes=_sizes(size, what="--size") if size is not None else None, ops=ops, impl=impl, dtype=_dtype(dtype), block_rows=block_rows)
-    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "op", "impl", "dtype", "block_rows", "ops", "params", "run", "HbmParams")}))
+    params = HbmParams(
+        sizes_bytes=_sizes(size, what="--size") if size is not None else None,
+        ops=ops,
+        impl=impl,
+        dtype=_dtype(dtype),
+        block_rows=block_rows,
+    )
+    _settings_and_run(
+        run,
+        params,
+        _c(
+            **{
+                k: v
+                for k, v in locals().items()
+                if k not in ("size", "op", "impl", "dtype", "block_rows", "ops", "params", "run", "HbmParams")
+            }
+        ),
+    )
 
 
 @app.command("matmul")
 def matmul(
-    size: Annotated[Optional[str], typer.Option("--size", help="Square sizes M=N=K. Default: 1024,4096,8192 on TPU/GPU; 256,1024 on CPU.")] = None,
-    dtype: Annotated[str, typer.Option("--dtype", help="bfloat16, float32, float16, float8_e4m3fn, float8_e5m2, int8.")] = "bfloat16,float32",
-    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
-    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
-    process_id: PidOpt = None, json_out: JsonOpt = False,
+    size: Annotated[
+        Optional[str],
+        typer.Option("--size", help="Square sizes M=N=K. Default: 1024,4096,8192 on TPU/GPU; 256,1024 on CPU."),
+    ] = None,
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="bfloat16, float32, float16, float8_e4m3fn, float8_e5m2, int8.")
+    ] = "bfloat16,float32",
+    timeout: TimeoutOpt = None,
+    out: OutOpt = Path("reports/probes"),
+    hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5,
+    warmup: WarmupOpt = 1,
+    cpu_devices: CpuDevOpt = None,
+    no_write: NoWriteOpt = False,
+    distributed: DistOpt = False,
+    coordinator: CoordOpt = None,
+    num_processes: NProcOpt = None,
+    process_id: PidOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Achieved dense FLOP/s a device by dtype (fp32 accumulation).
 
@@ -235,23 +380,48 @@ def matmul(
     """
     from k3plan.probes.matmul import DTYPES, MatmulParams, run
 
-    params = MatmulParams(sizes=_ints(size, what="--size", minimum=8) if size is not None else None, dtypes=_names(dtype, what="--dtype", allowed=DTYPES))
-    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in ("size", "dtype", "params", "run", "DTYPES", "MatmulParams")}))
+    params = MatmulParams(
+        sizes=_ints(size, what="--size", minimum=8) if size is not None else None,
+        dtypes=_names(dtype, what="--dtype", allowed=DTYPES),
+    )
+    _settings_and_run(
+        run,
+        params,
+        _c(
+            **{
+                k: v
+                for k, v in locals().items()
+                if k not in ("size", "dtype", "params", "run", "DTYPES", "MatmulParams")
+            }
+        ),
+    )
 
 
 @app.command("kda")
 def kda(
-    seq_lens: Annotated[str, typer.Option("--seq-lens", help="Sequence lengths (multiples of --chunk).")] = "1024,4096,16384",
+    seq_lens: Annotated[
+        str, typer.Option("--seq-lens", help="Sequence lengths (multiples of --chunk).")
+    ] = "1024,4096,16384",
     heads: Annotated[int, typer.Option("--heads", help="KDA heads (K3: 96).")] = 96,
     head_dim: Annotated[int, typer.Option("--head-dim", help="Head dim (K3: 128).")] = 128,
     batch: Annotated[int, typer.Option("--batch")] = 1,
     chunk: Annotated[int, typer.Option("--chunk", help="Chunk size of the chunked path.")] = 64,
     path: Annotated[str, typer.Option("--path", help="chunked, recurrent or both.")] = "both",
-    impl: Annotated[str, typer.Option("--impl", help="auto (tokamax if installed, else reference), tokamax, reference.")] = "auto",
-    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
-    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
-    process_id: PidOpt = None, json_out: JsonOpt = False,
+    impl: Annotated[
+        str, typer.Option("--impl", help="auto (tokamax if installed, else reference), tokamax, reference.")
+    ] = "auto",
+    timeout: TimeoutOpt = None,
+    out: OutOpt = Path("reports/probes"),
+    hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5,
+    warmup: WarmupOpt = 1,
+    cpu_devices: CpuDevOpt = None,
+    no_write: NoWriteOpt = False,
+    distributed: DistOpt = False,
+    coordinator: CoordOpt = None,
+    num_processes: NProcOpt = None,
+    process_id: PidOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """KDA per-token cost vs sequence length at K3 head shapes, chunked and recurrent paths.
 
@@ -263,11 +433,42 @@ def kda(
     """
     from k3plan.probes.kda.probe import KdaParams, run
 
-    paths = ("chunked", "recurrent") if path == "both" else _names(path, what="--path", allowed=("chunked", "recurrent"))
-    params = KdaParams(seq_lens=_ints(seq_lens, what="--seq-lens"), batch=batch, heads=heads, head_dim=head_dim,
-                       chunk=chunk, paths=paths, impl=impl)
-    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in (
-        "seq_lens", "heads", "head_dim", "batch", "chunk", "path", "impl", "paths", "params", "run", "KdaParams")}))
+    paths = (
+        ("chunked", "recurrent") if path == "both" else _names(path, what="--path", allowed=("chunked", "recurrent"))
+    )
+    params = KdaParams(
+        seq_lens=_ints(seq_lens, what="--seq-lens"),
+        batch=batch,
+        heads=heads,
+        head_dim=head_dim,
+        chunk=chunk,
+        paths=paths,
+        impl=impl,
+    )
+    _settings_and_run(
+        run,
+        params,
+        _c(
+            **{
+                k: v
+                for k, v in locals().items()
+                if k
+                not in (
+                    "seq_lens",
+                    "heads",
+                    "head_dim",
+                    "batch",
+                    "chunk",
+                    "path",
+                    "impl",
+                    "paths",
+                    "params",
+                    "run",
+                    "KdaParams",
+                )
+            }
+        ),
+    )
 
 
 @app.command("kda-decode")
@@ -275,11 +476,21 @@ def kda_decode(
     heads: Annotated[int, typer.Option("--heads", help="KDA heads (K3: 96).")] = 96,
     head_dim: Annotated[int, typer.Option("--head-dim", help="Head dim (K3: 128).")] = 128,
     heads_per_block: Annotated[int, typer.Option("--heads-per-block", help="Heads per Pallas grid step.")] = 8,
-    impl: Annotated[str, typer.Option("--impl", help="pallas (native, else interpret, else reference) or reference.")] = "pallas",
-    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
-    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
-    process_id: PidOpt = None, json_out: JsonOpt = False,
+    impl: Annotated[
+        str, typer.Option("--impl", help="pallas (native, else interpret, else reference) or reference.")
+    ] = "pallas",
+    timeout: TimeoutOpt = None,
+    out: OutOpt = Path("reports/probes"),
+    hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5,
+    warmup: WarmupOpt = 1,
+    cpu_devices: CpuDevOpt = None,
+    no_write: NoWriteOpt = False,
+    distributed: DistOpt = False,
+    coordinator: CoordOpt = None,
+    num_processes: NProcOpt = None,
+    process_id: PidOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Pallas single-step KDA decode (fp32 state in and out, no chunk padding) vs the jnp reference.
 
@@ -289,8 +500,17 @@ def kda_decode(
     from k3plan.probes.kda_decode.probe import KdaDecodeParams, run
 
     params = KdaDecodeParams(heads=heads, head_dim=head_dim, heads_per_block=heads_per_block, impl=impl)
-    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in (
-        "heads", "head_dim", "heads_per_block", "impl", "params", "run", "KdaDecodeParams")}))
+    _settings_and_run(
+        run,
+        params,
+        _c(
+            **{
+                k: v
+                for k, v in locals().items()
+                if k not in ("heads", "head_dim", "heads_per_block", "impl", "params", "run", "KdaDecodeParams")
+            }
+        ),
+    )
 
 
 @app.command("ragged-dot")
@@ -302,10 +522,18 @@ def ragged_dot(
     d_out: Annotated[int, typer.Option("--d-out", help="Expert output width (K3: 3072).")] = 3072,
     ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: this device holds experts/ep.")] = 32,
     dtype: Annotated[str, typer.Option("--dtype")] = "bfloat16",
-    timeout: TimeoutOpt = None, out: OutOpt = Path("reports/probes"), hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5, warmup: WarmupOpt = 1, cpu_devices: CpuDevOpt = None, no_write: NoWriteOpt = False,
-    distributed: DistOpt = False, coordinator: CoordOpt = None, num_processes: NProcOpt = None,
-    process_id: PidOpt = None, json_out: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+    out: OutOpt = Path("reports/probes"),
+    hardware: HardwareOpt = None,
+    repeats: RepeatsOpt = 5,
+    warmup: WarmupOpt = 1,
+    cpu_devices: CpuDevOpt = None,
+    no_write: NoWriteOpt = False,
+    distributed: DistOpt = False,
+    coordinator: CoordOpt = None,
+    num_processes: NProcOpt = None,
+    process_id: PidOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """jax.lax.ragged_dot grouped matmul at K3 expert shapes with real top-k routing sparsity.
 
@@ -314,7 +542,29 @@ def ragged_dot(
     """
     from k3plan.probes.ragged_dot import RaggedDotParams, run
 
-    params = RaggedDotParams(tokens=_ints(tokens, what="--tokens"), experts=experts, top_k=top_k, d_in=d_in,
-                             d_out=d_out, ep=ep, dtype=dtype)
-    _settings_and_run(run, params, _c(**{k: v for k, v in locals().items() if k not in (
-        "tokens", "experts", "top_k", "d_in", "d_out", "ep", "dtype", "params", "run", "RaggedDotParams")}))
+    params = RaggedDotParams(
+        tokens=_ints(tokens, what="--tokens"), experts=experts, top_k=top_k, d_in=d_in, d_out=d_out, ep=ep, dtype=dtype
+    )
+    _settings_and_run(
+        run,
+        params,
+        _c(
+            **{
+                k: v
+                for k, v in locals().items()
+                if k
+                not in (
+                    "tokens",
+                    "experts",
+                    "top_k",
+                    "d_in",
+                    "d_out",
+                    "ep",
+                    "dtype",
+                    "params",
+                    "run",
+                    "RaggedDotParams",
+                )
+            }
+        ),
+    )

@@ -34,22 +34,48 @@ def _stacks(text: str) -> dict[str, str]:
     for part in filter(None, text.split(",")):
         kind, _, name = part.partition("=")
         if kind.strip() not in out or not name.strip():
-            raise K3PlanError(f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=vllm-tpu,gpu=sglang")
+            raise K3PlanError(
+                f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=vllm-tpu,gpu=sglang"
+            )
         out[kind.strip()] = name.strip()
     return out
 
 
 def command(
     model: ModelOpt = "kimi-k3",
-    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Comma-separated platforms (k3plan hardware list).")] = DEFAULT_HARDWARE,
-    context: Annotated[str, typer.Option("--context", "-c", help="Comma-separated context lengths in tokens.")] = "131072,1048576",
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences that must fit at each context for a topology to be viable.")] = 1,
-    stack: Annotated[str, typer.Option("--stack", "-s", help="Serving stack per platform kind ('tpu=vllm-tpu,gpu=sglang') or one stack for all.")] = "tpu=vllm-tpu,gpu=sglang",
-    max_chips: Annotated[Optional[int], typer.Option("--max-chips", help="Largest topology to consider (chips). Default: every standard topology.")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Markdown file to write; plots go beside it as STEM-memory/curve/roofline.png.")] = Path("capacity-report.md"),
-    html: Annotated[bool, typer.Option("--html", help="Also write STEM.html: one self-contained file, plots embedded.")] = False,
+    hardware: Annotated[
+        str, typer.Option("--hardware", "-H", help="Comma-separated platforms (k3plan hardware list).")
+    ] = DEFAULT_HARDWARE,
+    context: Annotated[
+        str, typer.Option("--context", "-c", help="Comma-separated context lengths in tokens.")
+    ] = "131072,1048576",
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Sequences that must fit at each context for a topology to be viable.")
+    ] = 1,
+    stack: Annotated[
+        str,
+        typer.Option(
+            "--stack", "-s", help="Serving stack per platform kind ('tpu=vllm-tpu,gpu=sglang') or one stack for all."
+        ),
+    ] = "tpu=vllm-tpu,gpu=sglang",
+    max_chips: Annotated[
+        Optional[int],
+        typer.Option("--max-chips", help="Largest topology to consider (chips). Default: every standard topology."),
+    ] = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Markdown file to write; plots go beside it as STEM-memory/curve/roofline.png."
+        ),
+    ] = Path("capacity-report.md"),
+    html: Annotated[
+        bool, typer.Option("--html", help="Also write STEM.html: one self-contained file, plots embedded.")
+    ] = False,
     plot_format: Annotated[str, typer.Option("--plot-format", help="png or svg.")] = "png",
-    probes: Annotated[Optional[Path], typer.Option("--probes", help="Folder of probe records: measured collective latency replaces the spec's.")] = None,
+    probes: Annotated[
+        Optional[Path],
+        typer.Option("--probes", help="Folder of probe records: measured collective latency replaces the spec's."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """A capacity report per platform: smallest viable topology and split at each context, headroom
@@ -84,18 +110,43 @@ def command(
         raise K3PlanError(f"--plot-format {plot_format!r}: expected png or svg")
     say = (lambda m: None) if json_out else (lambda m: err_console.print(m, highlight=False))
     eff = Efficiency()
-    reports = collect(model=model, hardware=platforms, stacks=_stacks(stack), contexts=contexts, concurrency=concurrency,
-                      max_chips=max_chips or 10**9, eff=eff, probes=probes, progress=say)
+    reports = collect(
+        model=model,
+        hardware=platforms,
+        stacks=_stacks(stack),
+        contexts=contexts,
+        concurrency=concurrency,
+        max_chips=max_chips or 10**9,
+        eff=eff,
+        probes=probes,
+        progress=say,
+    )
     cmd = "k3plan report " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else "k3plan report"
     from functools import partial
 
     from k3plan.report.capacity_deploy import deployment_blocks
 
     say("deployment: Pareto front and cost (k3plan plan --isl --osl over the same platforms)")
-    deploy = partial(deployment_blocks, model=model, hardware=platforms, stacks=list(_stacks(stack).values()),
-                     concurrency=concurrency, max_chips=max_chips or 10**9)
-    written = write(reports, out=out, html=html, plot_format=plot_format, model=model, contexts=contexts,
-                    concurrency=concurrency, command=cmd, eff=eff, deploy=lambda path: deploy(plot_path=path))
+    deploy = partial(
+        deployment_blocks,
+        model=model,
+        hardware=platforms,
+        stacks=list(_stacks(stack).values()),
+        concurrency=concurrency,
+        max_chips=max_chips or 10**9,
+    )
+    written = write(
+        reports,
+        out=out,
+        html=html,
+        plot_format=plot_format,
+        model=model,
+        contexts=contexts,
+        concurrency=concurrency,
+        command=cmd,
+        eff=eff,
+        deploy=lambda path: deploy(plot_path=path),
+    )
     if json_out:
         print_json({"written": [str(p) for p in written], "platforms": reports})
         return

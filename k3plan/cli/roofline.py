@@ -29,15 +29,38 @@ def command(
     context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     chunk: ChunkOpt = None,
     mfu: Annotated[float, typer.Option("--mfu", help="Fraction of peak FLOP/s achieved, in (0, 1].")] = 0.3,
-    bw_efficiency: Annotated[float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth achieved, in (0, 1].")] = 1.0,
+    bw_efficiency: Annotated[
+        float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth achieved, in (0, 1].")
+    ] = 1.0,
     dtype: Annotated[str, typer.Option("--dtype", help="Matmul dtype for the compute roof: bf16 or fp8.")] = "bf16",
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
-    ignore_fit: Annotated[bool, typer.Option("--ignore-fit", help="Print the bounds even for a workload that does not fit (comparisons with studies that assume it does); the output says it does not fit.")] = False,
-    router_histogram: Annotated[Path | None, typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing.")] = None,
-    spec_tokens: Annotated[int | None, typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance).")] = None,
-    acceptance: Annotated[str | None, typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one a position: 0.8 or 0.8,0.6,0.4.")] = None,
-    draft_bytes: Annotated[str | None, typer.Option("--draft-bytes", help="An external draft model's size (e.g. 30GB; 0 for n-gram); default the model's MTP head (K3 has none).")] = None,
+    ignore_fit: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-fit",
+            help="Print the bounds even for a workload that does not fit (comparisons with studies that assume it does); the output says it does not fit.",
+        ),
+    ] = False,
+    router_histogram: Annotated[
+        Path | None,
+        typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing."),
+    ] = None,
+    spec_tokens: Annotated[
+        int | None,
+        typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance)."),
+    ] = None,
+    acceptance: Annotated[
+        str | None,
+        typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one a position: 0.8 or 0.8,0.6,0.4."),
+    ] = None,
+    draft_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--draft-bytes",
+            help="An external draft model's size (e.g. 30GB; 0 for n-gram); default the model's MTP head (K3 has none).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
@@ -90,25 +113,50 @@ def command(
         from k3plan.units import parse_bytes
 
         draft, draft_what = draft_bytes_for(
-            setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes"))
+            setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes")
+        )
     verdict = fit(setup, w, draft_bytes_per_device=draft_bytes_per_device(setup, draft) if spec else 0)
     why = ""
     if not verdict.fits:
         why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
     if not verdict.fits and not ignore_fit:  # a speed figure only for a workload that fits
         if json_out:
-            print_json({"model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
-                        "parallel": setup.parallel.model_dump(), "stack": setup.stack.name, "fits": False,
-                        "reason": why, "free_bytes": verdict.per_device.free_bytes})
+            print_json(
+                {
+                    "model": setup.model.name,
+                    "hardware": setup.hardware.name,
+                    "topology": setup.topology.text,
+                    "parallel": setup.parallel.model_dump(),
+                    "stack": setup.stack.name,
+                    "fits": False,
+                    "reason": why,
+                    "free_bytes": verdict.per_device.free_bytes,
+                }
+            )
         else:
-            console.print(f"[bold red]DOES NOT FIT[/]: {why} (free {verdict.per_device.free_bytes / 2**30:,.2f} GiB a "
-                          f"device at batch {w.batch} x context {w.context_tokens:,}); no speed figure for a workload "
-                          "that does not fit — see k3plan fit")
+            console.print(
+                f"[bold red]DOES NOT FIT[/]: {why} (free {verdict.per_device.free_bytes / 2**30:,.2f} GiB a "
+                f"device at batch {w.batch} x context {w.context_tokens:,}); no speed figure for a workload "
+                "that does not fit — see k3plan fit"
+            )
         raise typer.Exit(1)
-    dec = decode_bound(setup, batch=w.batch, context_tokens=w.context_tokens, eff=eff, probes=probes, histogram=hist,
-                       allow_cpu_probes=allow_cpu_probes)
-    pre = prefill_bound(setup, prompt_tokens=w.context_tokens, chunk_tokens=w.prefill_chunk_tokens, eff=eff, probes=probes,
-                        allow_cpu_probes=allow_cpu_probes)
+    dec = decode_bound(
+        setup,
+        batch=w.batch,
+        context_tokens=w.context_tokens,
+        eff=eff,
+        probes=probes,
+        histogram=hist,
+        allow_cpu_probes=allow_cpu_probes,
+    )
+    pre = prefill_bound(
+        setup,
+        prompt_tokens=w.context_tokens,
+        chunk_tokens=w.prefill_chunk_tokens,
+        eff=eff,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+    )
     cross = crossover(setup, [32768, 262144, 1048576])
     from k3plan.advice.inputs import AdviceInputs
     from k3plan.advice.rules import COMPUTE_BOUND, advise
@@ -116,23 +164,46 @@ def command(
 
     sd = None
     if spec is not None:
-        sd = spec_decode_report(setup, spec=spec, batch=w.batch, context_tokens=w.context_tokens, draft_bytes=draft,
-                                draft_what=draft_what, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+        sd = spec_decode_report(
+            setup,
+            spec=spec,
+            batch=w.batch,
+            context_tokens=w.context_tokens,
+            draft_bytes=draft,
+            draft_what=draft_what,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
     # rules 3 and 4 on the roofline's own numbers: memory-bound -> speculative decoding's effect;
     # compute-bound -> which part of the step's FLOPs dominates
     from k3plan.advice.wiring import inputs_from_fit_result
 
     x: AdviceInputs = inputs_from_fit_result(
-        verdict, binding=dec.binding, tpot_s=dec.tpot_s,
-        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else {}, spec_decode=sd)
+        verdict,
+        binding=dec.binding,
+        tpot_s=dec.tpot_s,
+        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else {},
+        spec_decode=sd,
+    )
     advice = advise(x)
     result = {
-        "model": setup.model.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
-        "chips": setup.topology.chips, "parallel": setup.parallel.model_dump(), "stack": setup.stack.name,
-        "efficiency": eff.model_dump(), "decode": dec.model_dump(), "prefill": pre.model_dump(),
-        "long_context": cross, "notes": list(setup.notes), "probes": probe_notes,
-        "fits": verdict.fits, "fit_reason": why,
-        "spec_decode": sd, "advice": advice,
+        "model": setup.model.name,
+        "hardware": setup.hardware.name,
+        "topology": setup.topology.text,
+        "chips": setup.topology.chips,
+        "parallel": setup.parallel.model_dump(),
+        "stack": setup.stack.name,
+        "efficiency": eff.model_dump(),
+        "decode": dec.model_dump(),
+        "prefill": pre.model_dump(),
+        "long_context": cross,
+        "notes": list(setup.notes),
+        "probes": probe_notes,
+        "fits": verdict.fits,
+        "fit_reason": why,
+        "spec_decode": sd,
+        "advice": advice,
     }
     if json_out:
         print_json(result)
@@ -154,4 +225,6 @@ def command(
     if dec.binding == "memory":
         console.print(escape("  " + bytes_share_line(dec)))
     if not verdict.fits:
-        console.print(f"[bold red]warning:[/] the workload DOES NOT FIT ({why}); bounds printed because of --ignore-fit")
+        console.print(
+            f"[bold red]warning:[/] the workload DOES NOT FIT ({why}); bounds printed because of --ignore-fit"
+        )

@@ -9,35 +9,70 @@ import typer
 from rich.markup import escape
 
 # The session options, declared once for curve and plan.
-TurnsOpt = Annotated[Optional[int], typer.Option("--turns", help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.")]
+TurnsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--turns",
+        help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.",
+    ),
+]
 UserTokensOpt = Annotated[int, typer.Option("--user-tokens", help="Sessions: tokens the user sends a turn.")]
 AnswerTokensOpt = Annotated[int, typer.Option("--answer-tokens", help="Sessions: visible answer tokens a turn.")]
-ReasoningTokensOpt = Annotated[int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")]
-ToolTokensOpt = Annotated[int, typer.Option("--tool-tokens", help="Sessions: tool calls and results a turn (always carried).")]
+ReasoningTokensOpt = Annotated[
+    int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")
+]
+ToolTokensOpt = Annotated[
+    int, typer.Option("--tool-tokens", help="Sessions: tool calls and results a turn (always carried).")
+]
 SystemTokensOpt = Annotated[int, typer.Option("--system-tokens", help="Sessions: system prompt tokens.")]
-DropReasoningOpt = Annotated[bool, typer.Option("--drop-reasoning", help="Sessions: do not carry earlier reasoning back (K3's template requires it; compare).")]
+DropReasoningOpt = Annotated[
+    bool,
+    typer.Option(
+        "--drop-reasoning", help="Sessions: do not carry earlier reasoning back (K3's template requires it; compare)."
+    ),
+]
 
 
-def session_from(*, turns: int, system_tokens: int, user_tokens: int, answer_tokens: int, reasoning_tokens: int,
-                 tool_tokens: int, drop_reasoning: bool):
+def session_from(
+    *,
+    turns: int,
+    system_tokens: int,
+    user_tokens: int,
+    answer_tokens: int,
+    reasoning_tokens: int,
+    tool_tokens: int,
+    drop_reasoning: bool,
+):
     """The Session the options describe, or a one-line K3PlanError naming the flag."""
     from pydantic import ValidationError
 
     from k3plan.errors import K3PlanError
     from k3plan.workload.sessions import Session
 
-    for flag, v in (("--turns", turns), ("--system-tokens", system_tokens), ("--user-tokens", user_tokens),
-                    ("--answer-tokens", answer_tokens), ("--reasoning-tokens", reasoning_tokens),
-                    ("--tool-tokens", tool_tokens)):
+    for flag, v in (
+        ("--turns", turns),
+        ("--system-tokens", system_tokens),
+        ("--user-tokens", user_tokens),
+        ("--answer-tokens", answer_tokens),
+        ("--reasoning-tokens", reasoning_tokens),
+        ("--tool-tokens", tool_tokens),
+    ):
         if v < (1 if flag == "--turns" else 0):
             raise K3PlanError(f"{flag} {v}: expected a {'positive' if flag == '--turns' else 'non-negative'} integer")
     if user_tokens + answer_tokens + reasoning_tokens + tool_tokens == 0:
-        raise K3PlanError("--turns: a turn has no tokens; pass --user-tokens/--answer-tokens (and --reasoning-tokens, "
-                          "--tool-tokens)")
+        raise K3PlanError(
+            "--turns: a turn has no tokens; pass --user-tokens/--answer-tokens (and --reasoning-tokens, --tool-tokens)"
+        )
     try:
-        return Session(turns=turns, system_prompt_tokens=system_tokens, user_tokens_per_turn=user_tokens,
-                       answer_tokens_per_turn=answer_tokens, reasoning_tokens_per_turn=reasoning_tokens,
-                       tool_tokens_per_turn=tool_tokens, carry_reasoning=not drop_reasoning)
+        return Session(
+            turns=turns,
+            system_prompt_tokens=system_tokens,
+            user_tokens_per_turn=user_tokens,
+            answer_tokens_per_turn=answer_tokens,
+            reasoning_tokens_per_turn=reasoning_tokens,
+            tool_tokens_per_turn=tool_tokens,
+            carry_reasoning=not drop_reasoning,
+        )
     except ValidationError as e:
         raise K3PlanError(f"session options: {e.errors()[0]['msg']}") from None
 
@@ -59,17 +94,26 @@ def render_sessions(g, console, *, batch: int) -> None:
 
     s = g.session
     carried = "carried back" if s.carry_reasoning else "dropped (--drop-reasoning)"
-    t = Table(title=(f"sessions: {s.turns} turns, system {s.system_prompt_tokens:,}, a turn: user "
-                     f"{s.user_tokens_per_turn:,} + answer {s.answer_tokens_per_turn:,} + tools "
-                     f"{s.tool_tokens_per_turn:,} + reasoning {s.reasoning_tokens_per_turn:,} ({carried})"),
-              title_justify="left")
+    t = Table(
+        title=(
+            f"sessions: {s.turns} turns, system {s.system_prompt_tokens:,}, a turn: user "
+            f"{s.user_tokens_per_turn:,} + answer {s.answer_tokens_per_turn:,} + tools "
+            f"{s.tool_tokens_per_turn:,} + reasoning {s.reasoning_tokens_per_turn:,} ({carried})"
+        ),
+        title_justify="left",
+    )
     for col in ("turn", "prompt (prefill)", "peak context", "visible conversation", "fits"):
         t.add_column(col, justify="right")
     for i, (p, k, v) in enumerate(zip(g.prompt_tokens, g.peak_context_tokens, g.visible_context_tokens), start=1):
         t.add_row(str(i), f"{p:,}", f"{k:,}", f"{v:,}", "yes" if k <= g.max_context_tokens else "no")
     console.print(t)
-    where = (f"turn {g.first_turn_not_fitting} no longer fits" if g.first_turn_not_fitting
-             else f"all {s.turns} turns fit")
-    console.print(escape(f"context grows {s.carried_tokens_per_turn:,} tokens a turn; max context a sequence at batch "
-                         f"{batch}: {g.max_context_tokens:,} tokens (fit's memory-allowed context): {where}; peak "
-                         f"context by the last turn is {g.growth_over_visible:.2f}x the visible conversation"))
+    where = (
+        f"turn {g.first_turn_not_fitting} no longer fits" if g.first_turn_not_fitting else f"all {s.turns} turns fit"
+    )
+    console.print(
+        escape(
+            f"context grows {s.carried_tokens_per_turn:,} tokens a turn; max context a sequence at batch "
+            f"{batch}: {g.max_context_tokens:,} tokens (fit's memory-allowed context): {where}; peak "
+            f"context by the last turn is {g.growth_over_visible:.2f}x the visible conversation"
+        )
+    )

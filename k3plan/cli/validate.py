@@ -10,18 +10,42 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import (
-    BatchOpt, ContextOpt, JsonOpt, console, err_console, print_json, setup_from, with_setup_options,
+    BatchOpt,
+    ContextOpt,
+    JsonOpt,
+    console,
+    err_console,
+    print_json,
+    setup_from,
+    with_setup_options,
 )
 from k3plan.errors import K3PlanError
 
 DEFAULT_HARDWARE = "tpu-v7x"  # the shared --hardware default (cli.common)
 
-TargetOpt = Annotated[str, typer.Option("--target", help="cpu (fake CPU devices) or a TPU topology for a deviceless compile: tpu7x:2x2x4, v6e:4x4, v5p:2x2x2.")]
+TargetOpt = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        help="cpu (fake CPU devices) or a TPU topology for a deviceless compile: tpu7x:2x2x4, v6e:4x4, v5p:2x2x2.",
+    ),
+]
 StageOpt = Annotated[str, typer.Option("--stage", help="prefill, decode or both.")]
-TokensOpt = Annotated[str, typer.Option("--tokens", help="Prefill chunk tokens; a comma list sweeps (4096,16384,32768).")]
+TokensOpt = Annotated[
+    str, typer.Option("--tokens", help="Prefill chunk tokens; a comma list sweeps (4096,16384,32768).")
+]
 LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Keep only the first N layers (a scaled run).")]
-UnrollOpt = Annotated[bool, typer.Option("--unroll", help="Unroll every layer instead of a scan over the repeating block.")]
-SaveCalOpt = Annotated[Optional[Path], typer.Option("--save-calibration", help="Write the measured temps as a calibration YAML for fit --calibration.", dir_okay=False)]
+UnrollOpt = Annotated[
+    bool, typer.Option("--unroll", help="Unroll every layer instead of a scan over the repeating block.")
+]
+SaveCalOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--save-calibration",
+        help="Write the measured temps as a calibration YAML for fit --calibration.",
+        dir_okay=False,
+    ),
+]
 
 
 def _tokens(text: str) -> list[int]:
@@ -45,8 +69,12 @@ def _hardware_topology(target, hardware: str, topology: Optional[str]) -> tuple[
     return target.hardware, target.topology
 
 
-PHASES = {"devices": "starting jax and the target's devices", "build": "building the abstract model",
-          "lower": "lowering to HLO", "compile": "compiling"}
+PHASES = {
+    "devices": "starting jax and the target's devices",
+    "build": "building the abstract model",
+    "lower": "lowering to HLO",
+    "compile": "compiling",
+}
 
 
 @contextmanager
@@ -59,8 +87,15 @@ def phase_display(*, total: int):
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("starting", total=total)
         current: dict = {}
 
@@ -124,12 +159,15 @@ def command(
     from k3plan.validate.render import render_validation
 
     with phase_display(total=len(jobs)) as (on_job, on_phase):
-        result = validate(setup=setup, target=tgt, jobs=jobs, layers=layers, unroll=unroll, on_job=on_job,
-                          on_phase=on_phase)
+        result = validate(
+            setup=setup, target=tgt, jobs=jobs, layers=layers, unroll=unroll, on_job=on_job, on_phase=on_phase
+        )
     if save_calibration:
         from k3plan.validate.calibration_out import calibration_dict, write_calibration
 
-        write_calibration(save_calibration, calibration_dict(result, usable_bytes=setup.hardware.usable_bytes_per_device))
+        write_calibration(
+            save_calibration, calibration_dict(result, usable_bytes=setup.hardware.usable_bytes_per_device)
+        )
         result["calibration_file"] = str(save_calibration)
     if json_out:
         print_json(result)

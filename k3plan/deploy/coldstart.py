@@ -57,8 +57,14 @@ class ColdStart(BaseModel):
     host_ram_bytes_per_host: int  # the host's shards staged at once: a bound, streaming loaders hold less
 
 
-def cold_start(*, weight_bytes_per_device: int, topology: Topology, hw: HardwareSpec, load_gbps: float,
-               checkpoint_bytes: int | None = None) -> ColdStart:
+def cold_start(
+    *,
+    weight_bytes_per_device: int,
+    topology: Topology,
+    hw: HardwareSpec,
+    load_gbps: float,
+    checkpoint_bytes: int | None = None,
+) -> ColdStart:
     """Load time and host RAM for one deployment; ``weight_bytes_per_device`` is the budget's
     per-device weight bytes (the largest device), ``checkpoint_bytes`` the files' total size."""
     if weight_bytes_per_device < 0:
@@ -69,7 +75,9 @@ def cold_start(*, weight_bytes_per_device: int, topology: Topology, hw: Hardware
     sharded = weight_bytes_per_device * per_host
     whole = None if checkpoint_bytes is None else max(int(checkpoint_bytes), sharded)
     return ColdStart(
-        hosts=topology.hosts, devices_per_host=per_host, load_gbps=load_gbps,
+        hosts=topology.hosts,
+        devices_per_host=per_host,
+        load_gbps=load_gbps,
         sharded_read_bytes_per_host=sharded,
         sharded_load_s=float(load_time_s(bytes_per_host=sharded, load_gbps=load_gbps)),
         whole_tensor_read_bytes_per_host=whole,

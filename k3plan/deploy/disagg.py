@@ -48,8 +48,9 @@ def link_named(hw: HardwareSpec, which: str) -> Link:
     for link in (hw.scale_up, hw.scale_out):
         if link.name.lower() == key:
             return link
-    raise K3PlanError(f"link {which!r} on {hw.name}: expected scale_up ({hw.scale_up.name}) "
-                      f"or scale_out ({hw.scale_out.name})")
+    raise K3PlanError(
+        f"link {which!r} on {hw.name}: expected scale_up ({hw.scale_up.name}) or scale_out ({hw.scale_out.name})"
+    )
 
 
 def transfer_time_s(*, transfer_bytes, link: Link, sending_chips: int = 1):
@@ -76,21 +77,37 @@ class Transfer(BaseModel):
     share_of_ttft: float | None = None  # transfer_s / ttft_target_s
 
 
-def request_transfer(*, spec: ModelSpec, stack: Stack, hw: HardwareSpec, isl_tokens: int, link: str,
-                     sending_chips: int = 1, ttft_target_s: float | None = None) -> Transfer:
+def request_transfer(
+    *,
+    spec: ModelSpec,
+    stack: Stack,
+    hw: HardwareSpec,
+    isl_tokens: int,
+    link: str,
+    sending_chips: int = 1,
+    ttft_target_s: float | None = None,
+) -> Transfer:
     """One request's handoff: its bytes, the link, its time and (given a target) its share of TTFT."""
     nbytes = transfer_bytes_per_request(spec=spec, stack=stack, isl_tokens=isl_tokens)
     chosen = link_named(hw, link)
     t = float(transfer_time_s(transfer_bytes=nbytes, link=chosen, sending_chips=sending_chips))
     if ttft_target_s is not None and ttft_target_s <= 0:
         raise K3PlanError(f"TTFT target {ttft_target_s} s: expected > 0")
-    return Transfer(bytes_per_request=nbytes, link=chosen.name, link_kind=chosen.kind,
-                    bw_bytes_per_s_per_chip=chosen.bw_bytes_per_s, sending_chips=sending_chips, transfer_s=t,
-                    ttft_target_s=ttft_target_s, share_of_ttft=None if ttft_target_s is None else t / ttft_target_s)
+    return Transfer(
+        bytes_per_request=nbytes,
+        link=chosen.name,
+        link_kind=chosen.kind,
+        bw_bytes_per_s_per_chip=chosen.bw_bytes_per_s,
+        sending_chips=sending_chips,
+        transfer_s=t,
+        ttft_target_s=ttft_target_s,
+        share_of_ttft=None if ttft_target_s is None else t / ttft_target_s,
+    )
 
 
-def pool_loads(*, request_rate_per_s, isl_tokens, osl_tokens, prefill_tokens_per_s_per_instance,
-               decode_tokens_per_s_per_instance):
+def pool_loads(
+    *, request_rate_per_s, isl_tokens, osl_tokens, prefill_tokens_per_s_per_instance, decode_tokens_per_s_per_instance
+):
     """(prefill instances, decode instances) the rate keeps busy, exact (not rounded); columns ok.
 
     prefill = rate x ISL / prefill tokens/s an instance; decode = rate x OSL / output tokens/s an
@@ -116,21 +133,44 @@ class PoolSizing(BaseModel):
     decode_utilisation: float
 
 
-def size_pools(*, request_rate_per_s: float, isl_tokens: int, osl_tokens: int,
-               prefill_tokens_per_s_per_instance: float, decode_tokens_per_s_per_instance: float) -> PoolSizing:
+def size_pools(
+    *,
+    request_rate_per_s: float,
+    isl_tokens: int,
+    osl_tokens: int,
+    prefill_tokens_per_s_per_instance: float,
+    decode_tokens_per_s_per_instance: float,
+) -> PoolSizing:
     """Whole instances of each pool for a target request rate, and the exact ratio between them."""
-    for name, v in (("request rate", request_rate_per_s), ("prefill tokens/s an instance", prefill_tokens_per_s_per_instance),
-                    ("decode tokens/s an instance", decode_tokens_per_s_per_instance)):
+    for name, v in (
+        ("request rate", request_rate_per_s),
+        ("prefill tokens/s an instance", prefill_tokens_per_s_per_instance),
+        ("decode tokens/s an instance", decode_tokens_per_s_per_instance),
+    ):
         if not math.isfinite(v) or v <= 0:
             raise K3PlanError(f"{name} {v!r}: expected a number > 0")
     if isl_tokens < 1 or osl_tokens < 1:
         raise K3PlanError(f"ISL {isl_tokens} / OSL {osl_tokens}: expected whole numbers of tokens >= 1")
-    p, d = (float(x) for x in pool_loads(
-        request_rate_per_s=request_rate_per_s, isl_tokens=isl_tokens, osl_tokens=osl_tokens,
-        prefill_tokens_per_s_per_instance=prefill_tokens_per_s_per_instance,
-        decode_tokens_per_s_per_instance=decode_tokens_per_s_per_instance))
+    p, d = (
+        float(x)
+        for x in pool_loads(
+            request_rate_per_s=request_rate_per_s,
+            isl_tokens=isl_tokens,
+            osl_tokens=osl_tokens,
+            prefill_tokens_per_s_per_instance=prefill_tokens_per_s_per_instance,
+            decode_tokens_per_s_per_instance=decode_tokens_per_s_per_instance,
+        )
+    )
     np_, nd = max(1, math.ceil(p - 1e-12)), max(1, math.ceil(d - 1e-12))
-    return PoolSizing(request_rate_per_s=request_rate_per_s, isl_tokens=isl_tokens, osl_tokens=osl_tokens,
-                      prefill_instances_exact=p, decode_instances_exact=d, prefill_instances=np_,
-                      decode_instances=nd, ratio_prefill_to_decode=p / d,
-                      prefill_utilisation=p / np_, decode_utilisation=d / nd)
+    return PoolSizing(
+        request_rate_per_s=request_rate_per_s,
+        isl_tokens=isl_tokens,
+        osl_tokens=osl_tokens,
+        prefill_instances_exact=p,
+        decode_instances_exact=d,
+        prefill_instances=np_,
+        decode_instances=nd,
+        ratio_prefill_to_decode=p / d,
+        prefill_utilisation=p / np_,
+        decode_utilisation=d / nd,
+    )

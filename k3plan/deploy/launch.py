@@ -32,19 +32,57 @@ MAXTEXT = ("AI-Hypercomputer/maxtext", "src/MaxText/configs/base.yml", "base con
 
 # engine -> flag (or parameter) -> (repository, file, class) that defines it
 FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
-    "vllm": {f: VLLM for f in (
-        "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
-        "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs", "--kv-cache-dtype",
-        "--gpu-memory-utilization", "--enable-chunked-prefill", "--trust-remote-code",
-        "--distributed-executor-backend")},
-    "sglang": {f: SGLANG for f in (
-        "--model-path", "--tp-size", "--dp-size", "--ep-size", "--pp-size", "--enable-dp-attention",
-        "--context-length", "--chunked-prefill-size", "--kv-cache-dtype", "--mem-fraction-static",
-        "--max-running-requests", "--trust-remote-code", "--nnodes", "--node-rank", "--dist-init-addr")},
+    "vllm": {
+        f: VLLM
+        for f in (
+            "--tensor-parallel-size",
+            "--pipeline-parallel-size",
+            "--data-parallel-size",
+            "--enable-expert-parallel",
+            "--max-model-len",
+            "--max-num-batched-tokens",
+            "--max-num-seqs",
+            "--kv-cache-dtype",
+            "--gpu-memory-utilization",
+            "--enable-chunked-prefill",
+            "--trust-remote-code",
+            "--distributed-executor-backend",
+        )
+    },
+    "sglang": {
+        f: SGLANG
+        for f in (
+            "--model-path",
+            "--tp-size",
+            "--dp-size",
+            "--ep-size",
+            "--pp-size",
+            "--enable-dp-attention",
+            "--context-length",
+            "--chunked-prefill-size",
+            "--kv-cache-dtype",
+            "--mem-fraction-static",
+            "--max-running-requests",
+            "--trust-remote-code",
+            "--nnodes",
+            "--node-rank",
+            "--dist-init-addr",
+        )
+    },
     "jax": {
-        **{k: MAXTEXT for k in ("ici_tensor_parallelism", "ici_expert_parallelism", "ici_data_parallelism",
-                                "ici_pipeline_parallelism", "dcn_data_parallelism", "max_target_length",
-                                "max_prefill_predict_length", "per_device_batch_size")},
+        **{
+            k: MAXTEXT
+            for k in (
+                "ici_tensor_parallelism",
+                "ici_expert_parallelism",
+                "ici_data_parallelism",
+                "ici_pipeline_parallelism",
+                "dcn_data_parallelism",
+                "max_target_length",
+                "max_prefill_predict_length",
+                "per_device_batch_size",
+            )
+        },
         "kv_cache_dtype": ("k3plan", "k3plan/sharding/stacks/jax-native.yaml", "Stack.kv_cache.dtype"),
     },
 }
@@ -91,8 +129,10 @@ class LaunchConfig(BaseModel):
     @model_validator(mode="after")
     def _ep_fits(self) -> LaunchConfig:
         if self.ep not in (1, self.tp, self.tp * self.dp):
-            raise ValueError(f"ep={self.ep}: experts go over the TP ranks or every TP x DP rank; "
-                             f"expected 1, {self.tp} or {self.tp * self.dp}")
+            raise ValueError(
+                f"ep={self.ep}: experts go over the TP ranks or every TP x DP rank; "
+                f"expected 1, {self.tp} or {self.tp * self.dp}"
+            )
         return self
 
 
@@ -105,16 +145,36 @@ def vllm_command(cfg: LaunchConfig) -> str:
     """
     kv = _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
     if cfg.ep > 1 and cfg.ep != cfg.tp * cfg.dp:
-        raise K3PlanError(f"vLLM: --enable-expert-parallel puts experts over all TP x DP = {cfg.tp * cfg.dp} "
-                          f"ranks; ep={cfg.ep} cannot be expressed")
-    args = ["vllm", "serve", cfg.model_path,
-            "--tensor-parallel-size", cfg.tp, "--pipeline-parallel-size", cfg.pp,
-            "--data-parallel-size", cfg.dp]
+        raise K3PlanError(
+            f"vLLM: --enable-expert-parallel puts experts over all TP x DP = {cfg.tp * cfg.dp} "
+            f"ranks; ep={cfg.ep} cannot be expressed"
+        )
+    args = [
+        "vllm",
+        "serve",
+        cfg.model_path,
+        "--tensor-parallel-size",
+        cfg.tp,
+        "--pipeline-parallel-size",
+        cfg.pp,
+        "--data-parallel-size",
+        cfg.dp,
+    ]
     if cfg.ep > 1 or cfg.dp_attention:
         args.append("--enable-expert-parallel")
-    args += ["--max-model-len", cfg.max_model_len, "--max-num-batched-tokens", cfg.max_num_batched_tokens,
-             "--max-num-seqs", cfg.max_num_seqs, "--enable-chunked-prefill",
-             "--kv-cache-dtype", kv, "--gpu-memory-utilization", f"{cfg.memory_fraction:.2f}"]
+    args += [
+        "--max-model-len",
+        cfg.max_model_len,
+        "--max-num-batched-tokens",
+        cfg.max_num_batched_tokens,
+        "--max-num-seqs",
+        cfg.max_num_seqs,
+        "--enable-chunked-prefill",
+        "--kv-cache-dtype",
+        kv,
+        "--gpu-memory-utilization",
+        f"{cfg.memory_fraction:.2f}",
+    ]
     if cfg.hosts > 1 and cfg.tp * cfg.pp > 1:
         args += ["--distributed-executor-backend", "ray"]  # one engine over several hosts
     if cfg.trust_remote_code:
@@ -130,20 +190,45 @@ def sglang_command(cfg: LaunchConfig) -> str:
     span all of them; without it ``--dp-size`` runs that many independent TP replicas.
     """
     if cfg.platform != "gpu":
-        raise K3PlanError(f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack vllm-tpu "
-                          "or jax-native on a TPU")
+        raise K3PlanError(
+            f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack vllm-tpu or jax-native on a TPU"
+        )
     kv = _kv(cfg, SGLANG_KV, "SGLang (ServerArgs.kv_cache_dtype choices)")
     if not cfg.dp_attention and cfg.ep > cfg.tp:
-        raise K3PlanError(f"SGLang without DP attention: experts split over one replica's {cfg.tp} TP ranks; "
-                          f"ep={cfg.ep} needs DP attention")
+        raise K3PlanError(
+            f"SGLang without DP attention: experts split over one replica's {cfg.tp} TP ranks; "
+            f"ep={cfg.ep} needs DP attention"
+        )
     tp_size = cfg.tp * cfg.dp if cfg.dp_attention else cfg.tp
-    args = ["python", "-m", "sglang.launch_server", "--model-path", cfg.model_path,
-            "--tp-size", tp_size, "--dp-size", cfg.dp, "--ep-size", cfg.ep, "--pp-size", cfg.pp]
+    args = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        cfg.model_path,
+        "--tp-size",
+        tp_size,
+        "--dp-size",
+        cfg.dp,
+        "--ep-size",
+        cfg.ep,
+        "--pp-size",
+        cfg.pp,
+    ]
     if cfg.dp_attention:
         args.append("--enable-dp-attention")
-    args += ["--context-length", cfg.max_model_len, "--chunked-prefill-size", cfg.max_num_batched_tokens,
-             "--max-running-requests", cfg.max_num_seqs, "--kv-cache-dtype", kv,
-             "--mem-fraction-static", f"{cfg.memory_fraction:.2f}"]
+    args += [
+        "--context-length",
+        cfg.max_model_len,
+        "--chunked-prefill-size",
+        cfg.max_num_batched_tokens,
+        "--max-running-requests",
+        cfg.max_num_seqs,
+        "--kv-cache-dtype",
+        kv,
+        "--mem-fraction-static",
+        f"{cfg.memory_fraction:.2f}",
+    ]
     if cfg.hosts > 1:
         args += ["--nnodes", cfg.hosts, "--node-rank", "$NODE_RANK", "--dist-init-addr", "$HEAD_ADDR:5000"]
     if cfg.trust_remote_code:
@@ -157,9 +242,13 @@ def jax_params(cfg: LaunchConfig) -> dict[str, int | str]:
     if cfg.kv_dtype not in ("bf16", "fp8", "fp32"):
         raise K3PlanError(f"JAX stack: KV dtype {cfg.kv_dtype!r} is a vLLM layout; expected bf16, fp8 or fp32")
     return {
-        "ici_tensor_parallelism": cfg.tp, "ici_expert_parallelism": cfg.ep,
-        "ici_data_parallelism": cfg.dp, "ici_pipeline_parallelism": cfg.pp, "dcn_data_parallelism": 1,
-        "max_target_length": cfg.max_model_len, "max_prefill_predict_length": cfg.max_num_batched_tokens,
+        "ici_tensor_parallelism": cfg.tp,
+        "ici_expert_parallelism": cfg.ep,
+        "ici_data_parallelism": cfg.dp,
+        "ici_pipeline_parallelism": cfg.pp,
+        "dcn_data_parallelism": 1,
+        "max_target_length": cfg.max_model_len,
+        "max_prefill_predict_length": cfg.max_num_batched_tokens,
         "per_device_batch_size": max(1, cfg.max_num_seqs // (cfg.tp * cfg.dp * cfg.pp)),
         "kv_cache_dtype": cfg.kv_dtype,
     }
@@ -168,8 +257,11 @@ def jax_params(cfg: LaunchConfig) -> dict[str, int | str]:
 def launch_text(cfg: LaunchConfig) -> str:
     """The launch file's text: a header naming the plan, then the command (or parameters) for the
     stack's engine, each flag's source listed below it."""
-    lines = [f"# k3plan launch: {cfg.hardware}, stack {cfg.stack}, TP{cfg.tp} EP{cfg.ep} DP{cfg.dp} PP{cfg.pp}",
-             "# derived from the plan; check it against your engine version before running", ""]
+    lines = [
+        f"# k3plan launch: {cfg.hardware}, stack {cfg.stack}, TP{cfg.tp} EP{cfg.ep} DP{cfg.dp} PP{cfg.pp}",
+        "# derived from the plan; check it against your engine version before running",
+        "",
+    ]
     if cfg.engine == "jax":
         params = jax_params(cfg)
         lines += [f"{k}: {v}" for k, v in params.items()]

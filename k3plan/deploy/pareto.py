@@ -67,19 +67,45 @@ def render_pareto_table(points: Sequence[ParetoPoint], *, title: str = "Pareto f
     from rich.table import Table
 
     table = Table(title=title)
-    for name in ("hardware", "topology", "split", "stack", "chips", "batch", "tok/s/user", "tok/s/chip",
-                 "$/hour", "$/M out", "tok/$"):
+    for name in (
+        "hardware",
+        "topology",
+        "split",
+        "stack",
+        "chips",
+        "batch",
+        "tok/s/user",
+        "tok/s/chip",
+        "$/hour",
+        "$/M out",
+        "tok/$",
+    ):
         table.add_column(name, justify="left" if name in ("hardware", "topology", "split", "stack") else "right")
     for p in points:
-        table.add_row(p.hardware, p.topology, p.split, p.stack, str(p.chips), str(p.batch),
-                      f"{p.tokens_per_s_per_user:,.1f}", f"{p.tokens_per_s_per_chip:,.1f}",
-                      _money(p.usd_per_hour), _money(p.usd_per_million_output_tokens),
-                      "-" if p.tokens_per_usd is None else f"{p.tokens_per_usd:,.0f}")
+        table.add_row(
+            p.hardware,
+            p.topology,
+            p.split,
+            p.stack,
+            str(p.chips),
+            str(p.batch),
+            f"{p.tokens_per_s_per_user:,.1f}",
+            f"{p.tokens_per_s_per_chip:,.1f}",
+            _money(p.usd_per_hour),
+            _money(p.usd_per_million_output_tokens),
+            "-" if p.tokens_per_usd is None else f"{p.tokens_per_usd:,.0f}",
+        )
     return table
 
 
-def plot_pareto(path: str | Path, points: Sequence[ParetoPoint], *, front: Sequence[ParetoPoint] = (),
-                y: str = "tokens_per_s_per_chip", title: str = "tokens/s per user vs per chip") -> Path:
+def plot_pareto(
+    path: str | Path,
+    points: Sequence[ParetoPoint],
+    *,
+    front: Sequence[ParetoPoint] = (),
+    y: str = "tokens_per_s_per_chip",
+    title: str = "tokens/s per user vs per chip",
+) -> Path:
     """Write a PNG: every point grey, the front joined and labelled with hardware, topology and split.
 
     ``y`` is ``tokens_per_s_per_chip`` or ``tokens_per_usd``; points without that figure are left

@@ -59,16 +59,20 @@ def parse_price_overrides(texts: Sequence[str], *, known: Iterable[str]) -> dict
 def price_for(hw: HardwareSpec, overrides: Mapping[str, float]) -> Price:
     """The override if given, else the spec's dated list price, else unpriced with the reason."""
     if hw.name in overrides:
-        return Price(hardware=hw.name, usd_per_chip_hour=overrides[hw.name], origin="override",
-                     source="--price")
+        return Price(hardware=hw.name, usd_per_chip_hour=overrides[hw.name], origin="override", source="--price")
     block = hw.file.price
     if block is None:
-        return Price(hardware=hw.name, usd_per_chip_hour=None, origin="none",
-                     source="no price block in the hardware spec")
+        return Price(
+            hardware=hw.name, usd_per_chip_hour=None, origin="none", source="no price block in the hardware spec"
+        )
     if block.usd_per_chip_hour is None:
         return Price(hardware=hw.name, usd_per_chip_hour=None, origin="none", source=block.note or block.source)
-    return Price(hardware=hw.name, usd_per_chip_hour=block.usd_per_chip_hour, origin="spec",
-                 source=f"{block.source} ({block.date})")
+    return Price(
+        hardware=hw.name,
+        usd_per_chip_hour=block.usd_per_chip_hour,
+        origin="spec",
+        source=f"{block.source} ({block.date})",
+    )
 
 
 def price_column(hardware_names: Sequence[str], prices: Mapping[str, Price]) -> np.ndarray:

@@ -73,29 +73,67 @@ def registry(folder: str | None = None) -> tuple[Evidence, ...]:
     listed = {e.file for e in entries}
     unlisted = sorted(p.name for p in where.glob("*.yaml") if p.name != INDEX and p.name not in listed)
     if unlisted:
-        raise K3PlanError(f"calibration registry {where}: {', '.join(unlisted)} not in {INDEX} (kind and kv_dtype unknown)")
+        raise K3PlanError(
+            f"calibration registry {where}: {', '.join(unlisted)} not in {INDEX} (kind and kv_dtype unknown)"
+        )
     shown = "k3plan/evidence/calibrations" if folder is None else str(where)  # the same name installed or not
-    return tuple(Evidence(calibration=load_calibration(str(where / e.file)).model_copy(
-        update={"path": f"{shown}/{e.file}"}), kind=e.kind, kv_dtype=e.kv_dtype) for e in entries)
+    return tuple(
+        Evidence(
+            calibration=load_calibration(str(where / e.file)).model_copy(update={"path": f"{shown}/{e.file}"}),
+            kind=e.kind,
+            kv_dtype=e.kv_dtype,
+        )
+        for e in entries
+    )
 
 
-def _matches(cal: Calibration, *, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int,
-             stack: str) -> bool:
-    return (cal.model == model and cal.hardware == hardware and cal.topology == topology and cal.tp == tp
-            and cal.dp == dp and cal.stack == stack and (cal.ep is None or ep is None or cal.ep == ep))
+def _matches(
+    cal: Calibration, *, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int, stack: str
+) -> bool:
+    return (
+        cal.model == model
+        and cal.hardware == hardware
+        and cal.topology == topology
+        and cal.tp == tp
+        and cal.dp == dp
+        and cal.stack == stack
+        and (cal.ep is None or ep is None or cal.ep == ep)
+    )
 
 
-def best_calibration(*, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int, stack: str,
-                     kv_dtype: str, folder: str | None = None) -> tuple[Calibration, Kind] | None:
+def best_calibration(
+    *,
+    model: str,
+    hardware: str,
+    topology: str,
+    tp: int,
+    ep: int | None,
+    dp: int,
+    stack: str,
+    kv_dtype: str,
+    folder: str | None = None,
+) -> tuple[Calibration, Kind] | None:
     """The best shipped evidence for this configuration, or None: measured > compiled, then the
     file with more points, then the newer date. ``kv_dtype`` is the effective KV-cache dtype (the
     stack's default or the --kv-dtype override)."""
-    found = [ev for ev in registry(folder) if ev.kv_dtype == kv_dtype and _matches(
-        ev.calibration, model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack)]
+    found = [
+        ev
+        for ev in registry(folder)
+        if ev.kv_dtype == kv_dtype
+        and _matches(
+            ev.calibration, model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack
+        )
+    ]
     if not found:
         return None
-    best = min(found, key=lambda ev: (RANK[ev.kind], -(len(ev.calibration.prefill) + len(ev.calibration.decode)),
-                                      _neg_date(ev.calibration.date)))
+    best = min(
+        found,
+        key=lambda ev: (
+            RANK[ev.kind],
+            -(len(ev.calibration.prefill) + len(ev.calibration.decode)),
+            _neg_date(ev.calibration.date),
+        ),
+    )
     return best.calibration, best.kind
 
 

@@ -4,5 +4,13 @@ from k3plan.hardware.loader import DEFAULT_HARDWARE, list_hardware, load_hardwar
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.hardware.topology import Topology, parse_topology, topologies_up_to
 
-__all__ = ["DEFAULT_HARDWARE", "HardwareSpec", "Link", "Topology", "list_hardware", "load_hardware",
-           "parse_topology", "topologies_up_to"]
+__all__ = [
+    "DEFAULT_HARDWARE",
+    "HardwareSpec",
+    "Link",
+    "Topology",
+    "list_hardware",
+    "load_hardware",
+    "parse_topology",
+    "topologies_up_to",
+]

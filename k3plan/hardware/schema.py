@@ -29,7 +29,8 @@ def _scalar(value: object) -> int | float | str:
     that fit int64, short strings (units are parsed later, by k3plan.units)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(  # noqa: TRY004 - pydantic turns ValueError, not TypeError, into a validation error
-            f"{value!r} is not a figure; expected a number or a string with its unit like '96GiB'")
+            f"{value!r} is not a figure; expected a number or a string with its unit like '96GiB'"
+        )
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{value!r}: expected a finite number")
     if isinstance(value, int) and abs(value) > 2**63 - 1:
@@ -165,8 +166,16 @@ class HardwareFile(_Frozen):
     def sources(self) -> dict[str, str]:
         """field path -> source, for every sourced figure in the file."""
         out: dict[str, str] = {}
-        for field in ("device_kind", "devices_per_chip", "hbm_per_device", "usable_hbm_per_device",
-                      "hbm_bw_per_device", "chips_per_host", "max_chips", "wraparound_min"):
+        for field in (
+            "device_kind",
+            "devices_per_chip",
+            "hbm_per_device",
+            "usable_hbm_per_device",
+            "hbm_bw_per_device",
+            "chips_per_host",
+            "max_chips",
+            "wraparound_min",
+        ):
             value = getattr(self, field)
             if value is not None:
                 out[field] = value.source

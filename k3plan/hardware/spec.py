@@ -16,8 +16,15 @@ from k3plan.errors import K3PlanError, require
 from k3plan.hardware.schema import HardwareFile, LinkFile, Scalar
 from k3plan.units import parse_bytes, parse_duration_s, parse_flops, parse_rate
 
-DTYPE_ALIASES = {"bfloat16": "bf16", "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
-                 "mxfp4": "fp4", "nvfp4": "fp4", "float4": "fp4"}
+DTYPE_ALIASES = {
+    "bfloat16": "bf16",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "mxfp4": "fp4",
+    "nvfp4": "fp4",
+    "float4": "fp4",
+}
 
 
 class _Frozen(BaseModel):
@@ -61,8 +68,9 @@ class HardwareSpec(_Frozen):
         key = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
         entry = self.file.flops_per_device.get(key)
         if entry is None:
-            raise K3PlanError(f"{self.name}: no FLOP/s figure for dtype {dtype!r}; "
-                              f"known: {', '.join(self.file.flops_per_device)}")
+            raise K3PlanError(
+                f"{self.name}: no FLOP/s figure for dtype {dtype!r}; known: {', '.join(self.file.flops_per_device)}"
+            )
         if entry.unsupported:
             raise K3PlanError(f"{self.name}: dtype {dtype!r} is not a supported matmul type ({entry.source})")
         if entry.no_gain:
@@ -71,8 +79,9 @@ class HardwareSpec(_Frozen):
 
     def flops_table(self) -> dict[str, Optional[float]]:
         """dtype -> FLOP/s a device (None where unsupported)."""
-        return {d: None if e.unsupported else self.flops_per_s_per_device(d)
-                for d, e in self.file.flops_per_device.items()}
+        return {
+            d: None if e.unsupported else self.flops_per_s_per_device(d) for d, e in self.file.flops_per_device.items()
+        }
 
     def sources(self) -> dict[str, str]:
         return self.file.sources()
@@ -89,8 +98,7 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
     require(usable <= hbm, "usable_hbm_per_device exceeds hbm_per_device")
     require("bf16" in file.flops_per_device, "flops_per_device: a bf16 entry is required")
     is_grid = file.topology.form != "gpus"
-    require(is_grid == (file.kind == "tpu"),
-            f"topology.form {file.topology.form!r} does not suit kind {file.kind!r}")
+    require(is_grid == (file.kind == "tpu"), f"topology.form {file.topology.form!r} does not suit kind {file.kind!r}")
     wrap = None
     if is_grid:
         require(file.wraparound_min is not None, "wraparound_min is required for a TPU")
@@ -100,18 +108,24 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
     scale_up = _link(file.scale_up, what="scale_up")
     require(scale_up.domain_chips is not None, "scale_up.domain (chips) is required")
     spec = HardwareSpec(
-        name=file.name, kind=file.kind, vendor=file.vendor,
+        name=file.name,
+        kind=file.kind,
+        vendor=file.vendor,
         device_kind=str(file.device_kind.value),
         devices_per_chip=_count(file.devices_per_chip.value, what="devices_per_chip"),
-        hbm_bytes_per_device=hbm, usable_bytes_per_device=usable,
+        hbm_bytes_per_device=hbm,
+        usable_bytes_per_device=usable,
         hbm_bw_bytes_per_s_per_device=parse_rate(file.hbm_bw_per_device.value, what="hbm_bw_per_device"),
-        scale_up=scale_up, scale_out=_link(file.scale_out, what="scale_out"),
+        scale_up=scale_up,
+        scale_out=_link(file.scale_out, what="scale_out"),
         chips_per_host=_count(file.chips_per_host.value, what="chips_per_host"),
         max_chips=_count(file.max_chips.value, what="max_chips"),
-        wraparound_min=wrap, topology_form=file.topology.form,
+        wraparound_min=wrap,
+        topology_form=file.topology.form,
         standard_topologies=file.topology.standard,
         price_usd_per_chip_hour=None if file.price is None else file.price.usd_per_chip_hour,
-        path=path, file=file,
+        path=path,
+        file=file,
     )
     require(spec.hbm_bw_bytes_per_s_per_device > 0, "hbm_bw_per_device must be > 0")
     spec.flops_table()  # every figure parses
@@ -120,7 +134,8 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
 
 def _link(link: LinkFile, *, what: str) -> Link:
     return Link(
-        name=link.name, kind=link.kind,
+        name=link.name,
+        kind=link.kind,
         bw_bytes_per_s=parse_rate(link.bw_per_chip.value, what=f"{what}.bw_per_chip"),
         latency_s=parse_duration_s(link.latency.value, what=f"{what}.latency"),
         domain_chips=None if link.domain is None else _count(link.domain.value, what=f"{what}.domain"),

@@ -65,8 +65,7 @@ def _expected(hw: HardwareSpec) -> str:
         return "a chip grid AxBxC such as '2x2x4', or N*AxBxC for N slices over DCN such as '2*2x2x4'"
     if hw.topology_form == "grid2d":
         return "a chip grid AxB such as '4x4', or N*AxB for N slices over DCN such as '2*4x4'"
-    return (f"a GPU count such as '{hw.chips_per_host}' or hosts x GPUs a host such as "
-            f"'2x{hw.chips_per_host}'")
+    return f"a GPU count such as '{hw.chips_per_host}' or hosts x GPUs a host such as '2x{hw.chips_per_host}'"
 
 
 def _bad(hw: HardwareSpec, text: str, why: str) -> K3PlanError:
@@ -97,14 +96,21 @@ def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
     if grid not in hw.standard_topologies:  # a 3x3x3 would be planned as 27 chips on 7 hosts
         listed = [s for s in hw.standard_topologies if sorted(map(int, s.split("x"))) == sorted(dims)]
         hint = f"write it as {listed[0]!r}; " if listed else ""
-        raise K3PlanError(f"topology {text!r} on {hw.name}: {grid} is not a slice shape {hw.name} offers; {hint}"
-                          f"expected one of {', '.join(hw.standard_topologies)} (topology.standard in {hw.name}'s "
-                          f"spec), or N*shape for N slices")
-    wrap = hw.wraparound_min is not None and all(
-        d >= w for d, w in zip(sorted(dims), sorted(hw.wraparound_min)))
-    return _make(hw, text=f"{slices}*{grid}" if slices > 1 else grid, dims=dims, slices=slices,
-                 chips_per_slice=per_slice, hosts_per_slice=math.ceil(per_slice / hw.chips_per_host),
-                 wraparound=wrap)
+        raise K3PlanError(
+            f"topology {text!r} on {hw.name}: {grid} is not a slice shape {hw.name} offers; {hint}"
+            f"expected one of {', '.join(hw.standard_topologies)} (topology.standard in {hw.name}'s "
+            f"spec), or N*shape for N slices"
+        )
+    wrap = hw.wraparound_min is not None and all(d >= w for d, w in zip(sorted(dims), sorted(hw.wraparound_min)))
+    return _make(
+        hw,
+        text=f"{slices}*{grid}" if slices > 1 else grid,
+        dims=dims,
+        slices=slices,
+        chips_per_slice=per_slice,
+        hosts_per_slice=math.ceil(per_slice / hw.chips_per_host),
+        wraparound=wrap,
+    )
 
 
 def _gpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
@@ -131,19 +137,42 @@ def _gpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
     hosts_per_domain = max(1, (hw.scale_up.domain_chips or per_host) // per_host)
     slices = math.ceil(hosts / hosts_per_domain)
     if hosts % slices:
-        raise _bad(hw, text, f"{hosts} hosts do not split evenly over {slices} scale-up domains "
-                             f"of {hosts_per_domain} hosts")
+        raise _bad(
+            hw, text, f"{hosts} hosts do not split evenly over {slices} scale-up domains of {hosts_per_domain} hosts"
+        )
     text = str(chips) if m.group(2) is None else f"{hosts}x{gpus}"  # keep the form the user chose
-    return _make(hw, text=text, dims=(hosts, gpus), slices=slices,
-                 chips_per_slice=chips // slices, hosts_per_slice=hosts // slices, wraparound=False)
+    return _make(
+        hw,
+        text=text,
+        dims=(hosts, gpus),
+        slices=slices,
+        chips_per_slice=chips // slices,
+        hosts_per_slice=hosts // slices,
+        wraparound=False,
+    )
 
 
-def _make(hw: HardwareSpec, *, text: str, dims: tuple[int, ...], slices: int, chips_per_slice: int,
-          hosts_per_slice: int, wraparound: bool) -> Topology:
+def _make(
+    hw: HardwareSpec,
+    *,
+    text: str,
+    dims: tuple[int, ...],
+    slices: int,
+    chips_per_slice: int,
+    hosts_per_slice: int,
+    wraparound: bool,
+) -> Topology:
     return Topology(
-        text=text, hardware=hw.name, dims=dims,
-        chips=chips_per_slice * slices, devices=chips_per_slice * slices * hw.devices_per_chip,
-        hosts=hosts_per_slice * slices, slices=slices, chips_per_slice=chips_per_slice,
-        devices_per_slice=chips_per_slice * hw.devices_per_chip, wraparound=wraparound,
-        within_scale_up_domain=slices == 1, spans_slices=slices > 1,
+        text=text,
+        hardware=hw.name,
+        dims=dims,
+        chips=chips_per_slice * slices,
+        devices=chips_per_slice * slices * hw.devices_per_chip,
+        hosts=hosts_per_slice * slices,
+        slices=slices,
+        chips_per_slice=chips_per_slice,
+        devices_per_slice=chips_per_slice * hw.devices_per_chip,
+        wraparound=wraparound,
+        within_scale_up_domain=slices == 1,
+        spans_slices=slices > 1,
     )

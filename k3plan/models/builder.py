@@ -39,8 +39,17 @@ class InventoryBuilder:
         axes = tuple(axis for g in groups for axis, _ in g)
         logical = tuple(size for g in groups for _, size in g)
         self.tensors.append(
-            Tensor.checked(name=name, shape=shape, logical_shape=logical, axes=axes, fmt=fmt,
-                   layer=layer, kind=kind, role=role, active=active)
+            Tensor.checked(
+                name=name,
+                shape=shape,
+                logical_shape=logical,
+                axes=axes,
+                fmt=fmt,
+                layer=layer,
+                kind=kind,
+                role=role,
+                active=active,
+            )
         )
 
     def inventory(self) -> TensorInventory:

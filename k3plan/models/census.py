@@ -41,9 +41,26 @@ READ_AHEAD_THREADS = 8
 # Bits an element of each safetensors dtype (the Dtype enum of huggingface/safetensors,
 # safetensors/src/tensor.rs); F4/F6 are sub-byte, so a tensor's bits must be a whole number of bytes.
 DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
-    "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
-    "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
 }
 
 _NonNeg = Annotated[int, msgspec.Meta(ge=0)]
@@ -136,7 +153,7 @@ def _metadata_first_and_flat(blob: bytes) -> bool:
         return False
     end = blob.find(b"}", m.end())
     try:
-        _META_MAP.decode(blob[m.end() - 1:end + 1])
+        _META_MAP.decode(blob[m.end() - 1 : end + 1])
     except msgspec.DecodeError:
         return False
     return True
@@ -147,7 +164,9 @@ def _decode_slow(path: Path, blob: bytes) -> dict[str, _Entry]:
     try:
         raw = _RAW.decode(blob)
     except msgspec.ValidationError as err:
-        raise K3PlanError(f"{path}: corrupt safetensors header: expected a JSON object ({_oneline(str(err))})") from None
+        raise K3PlanError(
+            f"{path}: corrupt safetensors header: expected a JSON object ({_oneline(str(err))})"
+        ) from None
     out = {}
     for name, item in raw.items():
         if name != "__metadata__":
@@ -172,14 +191,18 @@ def _check_spans(path: Path, entries: dict[str, _Entry], spans: list[tuple[int, 
         for begin, end in spans:
             if begin != pos:
                 name = next(n for n, e in entries.items() if e.data_offsets == (begin, end))
-                what = "overlaps the tensor before it" if begin < pos else f"leaves a gap of {begin - pos:,} B before it"
+                what = (
+                    "overlaps the tensor before it" if begin < pos else f"leaves a gap of {begin - pos:,} B before it"
+                )
                 raise _bad(path, name, f"data_offsets [{begin}, {end}] {what}")
             pos = end
     if pos != data_bytes:
         if pos > data_bytes:
             name = next(n for n, e in entries.items() if e.data_offsets and e.data_offsets[1] == pos)
             raise _bad(path, name, f"data_offsets end at {pos:,} B, beyond the {data_bytes:,} B data region")
-        raise K3PlanError(f"{path}: corrupt safetensors header: tensors cover {pos:,} B of a {data_bytes:,} B data region")
+        raise K3PlanError(
+            f"{path}: corrupt safetensors header: tensors cover {pos:,} B of a {data_bytes:,} B data region"
+        )
 
 
 def read_header(path: Path) -> list[HeaderTensor]:
@@ -188,8 +211,11 @@ def read_header(path: Path) -> list[HeaderTensor]:
     result = _Scan()
     entries = decode(path, blob)
     result.shard(path, entries, data_bytes)
-    return [HeaderTensor(n, e.dtype, tuple(e.shape), e.data_offsets[1] - e.data_offsets[0], path.name)
-            for n, e in entries.items() if n != "__metadata__"]
+    return [
+        HeaderTensor(n, e.dtype, tuple(e.shape), e.data_offsets[1] - e.data_offsets[0], path.name)
+        for n, e in entries.items()
+        if n != "__metadata__"
+    ]
 
 
 class _Scan:
@@ -224,8 +250,12 @@ class _Scan:
         if list(map(operator.mul, sizes, repeat(8, len(sizes)))) != bits:
             i = next(i for i, (n, b) in enumerate(zip(sizes, bits)) if n * 8 != b)
             begin, end = offsets[i]
-            raise _bad(path, names[i], f"holds {end - begin:,} B at data_offsets [{begin}, {end}] but "
-                       f"{dtypes[i]} x {shapes[i]} is {bits[i] / 8:,g} B")
+            raise _bad(
+                path,
+                names[i],
+                f"holds {end - begin:,} B at data_offsets [{begin}, {end}] but "
+                f"{dtypes[i]} x {shapes[i]} is {bits[i] / 8:,g} B",
+            )
         _check_spans(path, entries, offsets, data_bytes)
         seen = self.seen
         if not seen.isdisjoint(names):
@@ -248,7 +278,9 @@ class _Scan:
             if None in (e.dtype, e.shape, e.data_offsets):
                 return _bad(path, name, "lacks a dtype, shape or data_offsets")
             if e.dtype not in DTYPE_BITS:
-                return _bad(path, name, f"has unknown dtype {_oneline(repr(e.dtype))}; expected one of {', '.join(DTYPE_BITS)}")
+                return _bad(
+                    path, name, f"has unknown dtype {_oneline(repr(e.dtype))}; expected one of {', '.join(DTYPE_BITS)}"
+                )
         return K3PlanError(f"{path}: corrupt safetensors header")
 
     def _compare(self, names: list[str], dtypes: list[str], shapes: list[list[int]]) -> None:
@@ -268,10 +300,14 @@ class _Scan:
         return {
             "expected_tensors": expected,
             "matched": expected - len(missing),
-            "missing_count": len(missing), "missing": missing[:max_listed],
-            "extra_count": len(self.extra), "extra": self.extra[:max_listed],
+            "missing_count": len(missing),
+            "missing": missing[:max_listed],
+            "extra_count": len(self.extra),
+            "extra": self.extra[:max_listed],
             "shape_mismatch_count": len(self.shape_mismatch),
-            "shape_mismatch": [{"name": n, "expected": list(w), "found": list(g)} for n, w, g in self.shape_mismatch[:max_listed]],
+            "shape_mismatch": [
+                {"name": n, "expected": list(w), "found": list(g)} for n, w, g in self.shape_mismatch[:max_listed]
+            ],
             "dtype_mismatch_count": len(self.dtype_mismatch),
             "dtype_mismatch": [{"name": n, "expected": w, "found": g} for n, w, g in self.dtype_mismatch[:max_listed]],
             "ok": not (missing or self.extra or self.shape_mismatch or self.dtype_mismatch),
@@ -302,8 +338,13 @@ def checkpoint_files(path: Path) -> list[Path]:
     return files
 
 
-def census(path: Path, inventory: TensorInventory | None = None, *, max_listed: int = 20,
-           progress: Callable[[int, int], None] | None = None) -> dict:
+def census(
+    path: Path,
+    inventory: TensorInventory | None = None,
+    *,
+    max_listed: int = 20,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
     """Tensors and bytes by dtype over every shard, each header checked against its file, and
     (with an inventory) what is missing, extra or mis-shaped. ``progress(done, total)`` per shard."""
     files = checkpoint_files(path)
@@ -316,8 +357,14 @@ def census(path: Path, inventory: TensorInventory | None = None, *, max_listed: 
             gc.enable()
 
 
-def _census(path: Path, files: list[Path], inventory: TensorInventory | None, *, max_listed: int,
-            progress: Callable[[int, int], None] | None) -> dict:
+def _census(
+    path: Path,
+    files: list[Path],
+    inventory: TensorInventory | None,
+    *,
+    max_listed: int,
+    progress: Callable[[int, int], None] | None,
+) -> dict:
     scan = _Scan(checkpoint_table(inventory) if inventory is not None else None)
     with ThreadPoolExecutor(max_workers=min(READ_AHEAD_THREADS, len(files))) as pool:
         blobs = pool.map(read_blob, files) if len(files) > 1 else map(read_blob, files)

@@ -25,8 +25,12 @@ _MISSING = object()
 # layer list that exhausts memory).
 MAX_LAYERS = 4096
 MAX_DIM = 2**20  # widths, head counts, ranks, expert counts
-MAX_BY_KEY = {"num_hidden_layers": MAX_LAYERS, "vocab_size": 2**24,
-              "max_position_embeddings": 2**31 - 1, "model_max_length": 2**31 - 1}
+MAX_BY_KEY = {
+    "num_hidden_layers": MAX_LAYERS,
+    "vocab_size": 2**24,
+    "max_position_embeddings": 2**31 - 1,
+    "model_max_length": 2**31 - 1,
+}
 
 
 class ConfigReader:
@@ -71,10 +75,15 @@ class ConfigReader:
 
     def int_list(self, key: str, default: Any = _MISSING) -> list[int]:
         value = self.get(key, default)
-        if not isinstance(value, list) or len(value) > MAX_LAYERS or not all(
-                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LAYERS for v in value):
-            raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected a list of at most {MAX_LAYERS} "
-                              f"integers from 0 to {MAX_LAYERS}")
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_LAYERS
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LAYERS for v in value)
+        ):
+            raise K3PlanError(
+                f"{self._where(key)} is {_short(value)}; expected a list of at most {MAX_LAYERS} "
+                f"integers from 0 to {MAX_LAYERS}"
+            )
         return value
 
     def sub(self, key: str, *, required: bool = True) -> "ConfigReader":
@@ -142,8 +151,9 @@ def quantization(c: ConfigReader, *, accepted: tuple[type[_Quant], ...]) -> Quan
     method = raw.get("quant_method")
     model = methods.get(method) if isinstance(method, str) else None
     if model is None:
-        raise K3PlanError(f"{where}.quant_method' is {_short(method)}; expected one of "
-                          f"{', '.join(repr(m) for m in methods)}")
+        raise K3PlanError(
+            f"{where}.quant_method' is {_short(method)}; expected one of {', '.join(repr(m) for m in methods)}"
+        )
     try:
         return model.model_validate({k: v for k, v in raw.items() if k != "storage"})
     except ValidationError as err:

@@ -19,8 +19,17 @@ from k3plan.models.formats import get_format
 
 Kind = Literal["kda", "mla", "dense", "moe", "global", "vision", "mtp"]
 Role = Literal[
-    "embed", "lm_head", "attn", "norm", "router", "latent_proj", "shared_expert", "expert",
-    "dense_mlp", "vision", "mtp",
+    "embed",
+    "lm_head",
+    "attn",
+    "norm",
+    "router",
+    "latent_proj",
+    "shared_expert",
+    "expert",
+    "dense_mlp",
+    "vision",
+    "mtp",
 ]
 
 
@@ -51,8 +60,19 @@ class Tensor(BaseModel):
         return self
 
     @classmethod
-    def checked(cls, *, name: str, shape: tuple[int, ...], logical_shape: tuple[int, ...], axes: tuple[str, ...],
-                fmt: str, kind: str, role: str, layer: int | None = None, active: float = 1.0) -> "Tensor":
+    def checked(
+        cls,
+        *,
+        name: str,
+        shape: tuple[int, ...],
+        logical_shape: tuple[int, ...],
+        axes: tuple[str, ...],
+        fmt: str,
+        kind: str,
+        role: str,
+        layer: int | None = None,
+        active: float = 1.0,
+    ) -> "Tensor":
         """A Tensor from values the caller built (ints, strs): the validator's checks plus the
         field types that matter, without pydantic's per-field pass (fit builds ~3,000 of these)."""
         get_format(fmt)
@@ -66,8 +86,21 @@ class Tensor(BaseModel):
         # what model_construct does for a model whose every field is given (pydantic 2's documented
         # instance attributes), at ~1/10 of its cost; tests/models check it equals model_construct
         obj = object.__new__(cls)
-        _set(obj, "__dict__", {"name": name, "shape": shape, "logical_shape": logical_shape, "axes": axes,
-                               "fmt": fmt, "layer": layer, "kind": kind, "role": role, "active": float(active)})
+        _set(
+            obj,
+            "__dict__",
+            {
+                "name": name,
+                "shape": shape,
+                "logical_shape": logical_shape,
+                "axes": axes,
+                "fmt": fmt,
+                "layer": layer,
+                "kind": kind,
+                "role": role,
+                "active": float(active),
+            },
+        )
         _set(obj, "__pydantic_fields_set__", set(_ALL_FIELDS))
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)

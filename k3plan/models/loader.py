@@ -69,7 +69,9 @@ def load_model(ref: str = DEFAULT_MODEL) -> Model:
     spec = family.parse(raw, name=name, source=str(path))
     inventory, notes = family.inventory(spec, raw)
     if inventory.checkpoint_bytes > MAX_CHECKPOINT_BYTES:
-        raise K3PlanError(f"{path}: the weights would take {inventory.checkpoint_bytes:.3g} bytes; expected at most "
-                          f"{MAX_CHECKPOINT_BYTES:.3g} (check hidden_size, num_experts and the intermediate sizes)")
+        raise K3PlanError(
+            f"{path}: the weights would take {inventory.checkpoint_bytes:.3g} bytes; expected at most "
+            f"{MAX_CHECKPOINT_BYTES:.3g} (check hidden_size, num_experts and the intermediate sizes)"
+        )
     spec = spec.model_copy(update={"notes": notes})
     return Model(spec=spec, inventory=inventory, notes=notes)

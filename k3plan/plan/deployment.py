@@ -47,8 +47,13 @@ def _num(v) -> float | None:
     return None if math.isnan(v) or math.isinf(v) else v
 
 
-def cost_rows(*, prices: list[Price], chips: list[int], output_tokens_per_s: list[float | None],
-              input_tokens_per_s: list[float | None]) -> list[CostRow]:
+def cost_rows(
+    *,
+    prices: list[Price],
+    chips: list[int],
+    output_tokens_per_s: list[float | None],
+    input_tokens_per_s: list[float | None],
+) -> list[CostRow]:
     """One CostRow a row: the deploy.cost functions called once on columns (None: not known)."""
     import numpy as np
 
@@ -61,28 +66,50 @@ def cost_rows(*, prices: list[Price], chips: list[int], output_tokens_per_s: lis
         m_out = usd_per_million_output_tokens(chips=n, usd_per_chip_hour=p, output_tokens_per_s=out)
         m_in = usd_per_million_input_tokens(chips=n, usd_per_chip_hour=p, input_tokens_per_s=inp)
     notes = {x.hardware: _note(x) for x in prices}
-    return [CostRow(usd_per_chip_hour=x.usd_per_chip_hour, price_origin=x.origin, usd_per_hour=_num(hour[i]),
-                    usd_per_million_output_tokens=None if math.isnan(out[i]) else _num(m_out[i]),
-                    usd_per_million_input_tokens=None if math.isnan(inp[i]) else _num(m_in[i]), note=notes[x.hardware])
-            for i, x in enumerate(prices)]
+    return [
+        CostRow(
+            usd_per_chip_hour=x.usd_per_chip_hour,
+            price_origin=x.origin,
+            usd_per_hour=_num(hour[i]),
+            usd_per_million_output_tokens=None if math.isnan(out[i]) else _num(m_out[i]),
+            usd_per_million_input_tokens=None if math.isnan(inp[i]) else _num(m_in[i]),
+            note=notes[x.hardware],
+        )
+        for i, x in enumerate(prices)
+    ]
 
 
 def _note(price: Price) -> str:
-    return price.source if price.usd_per_chip_hour is not None else f"{UNPRICED}: {price.source}" + (
-        "" if "--price" in price.source else f"; --price {price.hardware}=USD fills it")
+    return (
+        price.source
+        if price.usd_per_chip_hour is not None
+        else f"{UNPRICED}: {price.source}"
+        + ("" if "--price" in price.source else f"; --price {price.hardware}=USD fills it")
+    )
 
 
 def pareto_point(r: dict[str, Any], *, batch: int) -> ParetoPoint:
     sla, cost = r["sla"], r["cost"]
     per_usd = None
     if cost["usd_per_hour"] is not None and sla["output_tokens_per_s"] is not None:
-        per_usd = _num(tokens_per_usd(chips=r["chips"], usd_per_chip_hour=cost["usd_per_chip_hour"],
-                                      tokens_per_s=sla["output_tokens_per_s"]))
-    return ParetoPoint(hardware=r["hardware"], topology=r["topology"], chips=r["chips"],
-                       split=f"TP{r['tp']} EP{r['ep']} DP{r['dp']}", stack=r["stack"], batch=batch,
-                       tokens_per_s_per_user=sla["output_tokens_per_s_per_user"],
-                       tokens_per_s_per_chip=sla["output_tokens_per_s_per_chip"], usd_per_hour=cost["usd_per_hour"],
-                       usd_per_million_output_tokens=cost["usd_per_million_output_tokens"], tokens_per_usd=per_usd)
+        per_usd = _num(
+            tokens_per_usd(
+                chips=r["chips"], usd_per_chip_hour=cost["usd_per_chip_hour"], tokens_per_s=sla["output_tokens_per_s"]
+            )
+        )
+    return ParetoPoint(
+        hardware=r["hardware"],
+        topology=r["topology"],
+        chips=r["chips"],
+        split=f"TP{r['tp']} EP{r['ep']} DP{r['dp']}",
+        stack=r["stack"],
+        batch=batch,
+        tokens_per_s_per_user=sla["output_tokens_per_s_per_user"],
+        tokens_per_s_per_chip=sla["output_tokens_per_s_per_chip"],
+        usd_per_hour=cost["usd_per_hour"],
+        usd_per_million_output_tokens=cost["usd_per_million_output_tokens"],
+        tokens_per_usd=per_usd,
+    )
 
 
 class Disaggregated(BaseModel):
@@ -111,8 +138,19 @@ class Disaggregated(BaseModel):
     notes: list[str]
 
 
-def disaggregated(*, pick: dict[str, Any], model: Model, hw: HardwareSpec, stack: Stack, isl: int, osl: int,
-                  rate: float, tpot_ms: float | None, ttft_ms: float | None, price: Price) -> Disaggregated:
+def disaggregated(
+    *,
+    pick: dict[str, Any],
+    model: Model,
+    hw: HardwareSpec,
+    stack: Stack,
+    isl: int,
+    osl: int,
+    rate: float,
+    tpot_ms: float | None,
+    ttft_ms: float | None,
+    price: Price,
+) -> Disaggregated:
     s = pick["sla"]
     base, a = s["step_base_ms"] / 1e3, s["step_per_decode_seq_ms"] / 1e3
     b, chunk, chips = s["step_per_prefill_token_us"] / 1e6, pick["chunk_tokens"], pick["chips"]
@@ -122,32 +160,59 @@ def disaggregated(*, pick: dict[str, Any], model: Model, hw: HardwareSpec, stack
         batch = min(batch, math.floor((tpot_ms / 1e3 - base) / a))
     batch = max(1, batch)
     decode_rate = batch / (base + a * batch)
-    pools = size_pools(request_rate_per_s=rate, isl_tokens=isl, osl_tokens=osl,
-                       prefill_tokens_per_s_per_instance=prefill_rate, decode_tokens_per_s_per_instance=decode_rate)
+    pools = size_pools(
+        request_rate_per_s=rate,
+        isl_tokens=isl,
+        osl_tokens=osl,
+        prefill_tokens_per_s_per_instance=prefill_rate,
+        decode_tokens_per_s_per_instance=decode_rate,
+    )
     total = (pools.prefill_instances + pools.decode_instances) * chips
     domain = hw.scale_up.domain_chips or hw.chips_per_host
     link = "scale_up" if total <= domain else "scale_out"
-    xfer = request_transfer(spec=model.spec, stack=stack, hw=hw, isl_tokens=isl, link=link,
-                            ttft_target_s=None if ttft_ms is None else ttft_ms / 1e3)
+    xfer = request_transfer(
+        spec=model.spec,
+        stack=stack,
+        hw=hw,
+        isl_tokens=isl,
+        link=link,
+        ttft_target_s=None if ttft_ms is None else ttft_ms / 1e3,
+    )
     ttft = (math.ceil(isl / chunk) * base + b * isl + xfer.transfer_s) * 1e3
     p = math.nan if price.usd_per_chip_hour is None else price.usd_per_chip_hour
     out_per_s = rate * osl
-    notes = [(f"both pools use the pick's instance shape; the KV + KDA state crosses {xfer.link} ({link}: the "
-             f"{total} chips {'fit' if link == 'scale_up' else 'exceed'} one {domain}-chip scale-up domain); "
-             "one chip's link carries a request (sending_chips = 1, the bound)")]
+    notes = [
+        (
+            f"both pools use the pick's instance shape; the KV + KDA state crosses {xfer.link} ({link}: the "
+            f"{total} chips {'fit' if link == 'scale_up' else 'exceed'} one {domain}-chip scale-up domain); "
+            "one chip's link carries a request (sending_chips = 1, the bound)"
+        )
+    ]
     if tpot_ms is not None and base > tpot_ms / 1e3:
         notes.append(f"even one sequence misses --tpot-ms ({base * 1e3:.1f} ms a step)")
     return Disaggregated(
         instance=f"{pick['hardware']} {pick['topology']} TP{pick['tp']} EP{pick['ep']} DP{pick['dp']} {pick['stack']}",
-        chips_per_instance=chips, prefill_tokens_per_s_per_instance=prefill_rate, decode_batch=batch,
-        decode_tokens_per_s_per_instance=decode_rate, pools=pools, transfer=xfer,
-        prefill_chips=pools.prefill_instances * chips, decode_chips=pools.decode_instances * chips, chips=total,
-        ttft_ms=ttft, tpot_ms=(base + a * batch) * 1e3,
+        chips_per_instance=chips,
+        prefill_tokens_per_s_per_instance=prefill_rate,
+        decode_batch=batch,
+        decode_tokens_per_s_per_instance=decode_rate,
+        pools=pools,
+        transfer=xfer,
+        prefill_chips=pools.prefill_instances * chips,
+        decode_chips=pools.decode_instances * chips,
+        chips=total,
+        ttft_ms=ttft,
+        tpot_ms=(base + a * batch) * 1e3,
         usd_per_hour=_num(usd_per_hour(chips=total, usd_per_chip_hour=p)),
-        usd_per_million_output_tokens=_num(usd_per_million_output_tokens(
-            chips=total, usd_per_chip_hour=p, output_tokens_per_s=out_per_s)),
-        aggregated_chips=chips, aggregated_ttft_ms=s["ttft_ms"], aggregated_tpot_ms=s["tpot_ms"],
-        aggregated_usd_per_hour=pick["cost"]["usd_per_hour"], notes=notes)
+        usd_per_million_output_tokens=_num(
+            usd_per_million_output_tokens(chips=total, usd_per_chip_hour=p, output_tokens_per_s=out_per_s)
+        ),
+        aggregated_chips=chips,
+        aggregated_ttft_ms=s["ttft_ms"],
+        aggregated_tpot_ms=s["tpot_ms"],
+        aggregated_usd_per_hour=pick["cost"]["usd_per_hour"],
+        notes=notes,
+    )
 
 
 class Launch(BaseModel):
@@ -158,21 +223,47 @@ class Launch(BaseModel):
     error: str | None  # why the pick cannot be written for its engine
 
 
-def launch_for(*, pick: dict[str, Any], hw: HardwareSpec, stack: Stack, topology: Topology, model: Model,
-               context: int, max_num_seqs: int) -> Launch:
+def launch_for(
+    *,
+    pick: dict[str, Any],
+    hw: HardwareSpec,
+    stack: Stack,
+    topology: Topology,
+    model: Model,
+    context: int,
+    max_num_seqs: int,
+) -> Launch:
     try:
         cfg = LaunchConfig(
-            hardware=hw.name, platform=hw.kind, stack=stack.name, engine=engine_for_stack(stack.name),
-            model_path=model.name, tp=pick["tp"], ep=pick["ep"], dp=pick["dp"], pp=1, hosts=topology.hosts,
-            max_model_len=context, max_num_batched_tokens=pick["chunk_tokens"], max_num_seqs=max(1, max_num_seqs),
-            kv_dtype=pick["kv_dtype"], memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
-            dp_attention=stack.name == "dp-attention")
+            hardware=hw.name,
+            platform=hw.kind,
+            stack=stack.name,
+            engine=engine_for_stack(stack.name),
+            model_path=model.name,
+            tp=pick["tp"],
+            ep=pick["ep"],
+            dp=pick["dp"],
+            pp=1,
+            hosts=topology.hosts,
+            max_model_len=context,
+            max_num_batched_tokens=pick["chunk_tokens"],
+            max_num_seqs=max(1, max_num_seqs),
+            kv_dtype=pick["kv_dtype"],
+            memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
+            dp_attention=stack.name == "dp-attention",
+        )
         return Launch(config=cfg, text=launch_text(cfg), error=None)
     except (K3PlanError, ValueError) as err:
         return Launch(config=None, text=None, error=str(err).splitlines()[0])
 
 
-def cold_start_for(*, pick: dict[str, Any], hw: HardwareSpec, topology: Topology, load_gbps: float,
-                   model: Model) -> ColdStart:
-    return cold_start(weight_bytes_per_device=pick["per_device"]["weights_bytes"], topology=topology, hw=hw,
-                      load_gbps=load_gbps, checkpoint_bytes=int(model.inventory.checkpoint_bytes))
+def cold_start_for(
+    *, pick: dict[str, Any], hw: HardwareSpec, topology: Topology, load_gbps: float, model: Model
+) -> ColdStart:
+    return cold_start(
+        weight_bytes_per_device=pick["per_device"]["weights_bytes"],
+        topology=topology,
+        hw=hw,
+        load_gbps=load_gbps,
+        checkpoint_bytes=int(model.inventory.checkpoint_bytes),
+    )

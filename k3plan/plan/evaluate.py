@@ -35,8 +35,9 @@ def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
     return np.array([fn(x) for x in items], dtype=dtype)[index]
 
 
-def hardware_columns(*, space: Space, eff: Efficiency, probes: Path | None = None,
-                     allow_cpu_probes: bool = False) -> tuple[dict[str, np.ndarray], list[str]]:
+def hardware_columns(
+    *, space: Space, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
+) -> tuple[dict[str, np.ndarray], list[str]]:
     """Per configuration: the hardware and topology figures the formulas need, and the collective
     latency a call of the collective each (hardware, stack) issues (``step.collective.latency``)."""
     c = space.cols
@@ -49,8 +50,9 @@ def hardware_columns(*, space: Space, eff: Efficiency, probes: Path | None = Non
         "devices_per_chip": _per(hws, lambda h: h.devices_per_chip, c["hw"]),
         "scale_up_bw": _per(hws, lambda h: h.scale_up.bw_bytes_per_s, c["hw"], float),
         "scale_out_bw": _per(hws, lambda h: h.scale_out.bw_bytes_per_s, c["hw"], float),
-        "price": _per(hws, lambda h: np.nan if h.price_usd_per_chip_hour is None else h.price_usd_per_chip_hour,
-                      c["hw"], float),
+        "price": _per(
+            hws, lambda h: np.nan if h.price_usd_per_chip_hour is None else h.price_usd_per_chip_hour, c["hw"], float
+        ),
         "chips": _per(topo, lambda t: t.chips, c["topo"]),
     }
     per_slice = _per(topo, lambda t: t.devices_per_slice, c["topo"])
@@ -78,10 +80,19 @@ def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray]
     key = (c["tp"] * (c["dp"].max(initial=1) + 1) + c["dp"]) * 2 + c["ep_all"]
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     classes = tensor_classes(model.inventory)
-    per_stack = [mesh_weights(classes=classes, stack=s, tp=c["tp"][first], dp=c["dp"][first],
-                              ep_all=c["ep_all"][first]) for s in space.stacks]
-    names = ("weights_bytes", "replicated_bytes", "fallbacks", "dense_bytes", "expert_bytes", "dense_params",
-             "expert_params")
+    per_stack = [
+        mesh_weights(classes=classes, stack=s, tp=c["tp"][first], dp=c["dp"][first], ep_all=c["ep_all"][first])
+        for s in space.stacks
+    ]
+    names = (
+        "weights_bytes",
+        "replicated_bytes",
+        "fallbacks",
+        "dense_bytes",
+        "expert_bytes",
+        "dense_params",
+        "expert_params",
+    )
     out = {n: np.stack([getattr(w, n) for w in per_stack])[c["stack"], inverse] for n in names}
     kinds: dict[str, np.ndarray] = {}
     for i, w in enumerate(per_stack):
@@ -108,8 +119,16 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     inverse = inverse.reshape(-1)
     for k, (h, t, tp, ep, dp, v) in enumerate(uniq):
         st = space.variants[v]
-        found = best_calibration(model=model.name, hardware=space.hardware[h].name, topology=space.topologies[t].text,
-                                 tp=int(tp), ep=int(ep), dp=int(dp), stack=st.name, kv_dtype=st.kv_cache.dtype)
+        found = best_calibration(
+            model=model.name,
+            hardware=space.hardware[h].name,
+            topology=space.topologies[t].text,
+            tp=int(tp),
+            ep=int(ep),
+            dp=int(dp),
+            stack=st.name,
+            kv_dtype=st.kv_cache.dtype,
+        )
         if found is None:
             continue
         cal, kind = found
@@ -123,8 +142,16 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     return kind_code
 
 
-def evaluate(*, space: Space, model: Model, context: int, batch: int, eff: Efficiency,
-             probes: Path | None = None, allow_cpu_probes: bool = False) -> tuple[dict, dict, list[str]]:
+def evaluate(
+    *,
+    space: Space,
+    model: Model,
+    context: int,
+    batch: int,
+    eff: Efficiency,
+    probes: Path | None = None,
+    allow_cpu_probes: bool = False,
+) -> tuple[dict, dict, list[str]]:
     """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes)."""
     spec = model.spec
     c = space.cols
@@ -136,42 +163,85 @@ def evaluate(*, space: Space, model: Model, context: int, batch: int, eff: Effic
     weights, kinds = weight_columns(space=space, model=model)
     cols.update(weights)
     cache = cache_terms(
-        spec, kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype), v),
+        spec,
+        kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype), v),
         replicate_across_tp=_per(variants, lambda s: s.kv_cache.replicate_across_tp, v, bool),
         state_layer=_per(variants, lambda s: state_bytes_per_layer(spec, s), v),
         shard_state_by_heads=_per(variants, lambda s: s.state.shard_by_heads, v, bool),
         align_tokens=_per(variants, lambda s: s.paging.align_tokens, v),
-        hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool), tp=c["tp"])
+        hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
+        tp=c["tp"],
+    )
     cols.update({k: cache[k] for k in ("kv_bytes_per_token_layer", "state_bytes_per_layer", "block_tokens")})
     act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
     quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
-    cols["prefill_temp_bytes"] = total(prefill_temp_terms(spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"],
-                                                          chunk=c["chunk"], context=context))
-    cols["decode_temp_bytes"] = total(decode_temp_terms(spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"],
-                                                        dp=c["dp"], batch=batch, context=context))
+    cols["prefill_temp_bytes"] = total(
+        prefill_temp_terms(
+            spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], chunk=c["chunk"], context=context
+        )
+    )
+    cols["decode_temp_bytes"] = total(
+        decode_temp_terms(
+            spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], dp=c["dp"], batch=batch, context=context
+        )
+    )
     cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
     cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
-    cols.update(budget_terms(
-        spec, usable=cols["usable"], reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v,
-                                                             float),
-        split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool), dp=c["dp"],
-        weights=cols["weights_bytes"], temp=cols["temp_bytes"], cache=cache, context=context, batch=batch))
+    cols.update(
+        budget_terms(
+            spec,
+            usable=cols["usable"],
+            reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v, float),
+            split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool),
+            dp=c["dp"],
+            weights=cols["weights_bytes"],
+            temp=cols["temp_bytes"],
+            cache=cache,
+            context=context,
+            batch=batch,
+        )
+    )
     spans = cols["spans_slices"]
-    comm = comm_terms(spec, all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
-                      act=act, dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
-                      tp=c["tp"], dp=c["dp"], ep=c["ep"], devices_per_chip=cols["devices_per_chip"],
-                      chips=cols["chips"], tokens=batch)
-    lat_t, bw_t = comm_time(comm, latency_s=np.where(spans, cols["scale_out_latency"], cols["scale_up_latency"]),
-                            bw_bytes_per_s=np.where(spans, cols["scale_out_bw"], cols["scale_up_bw"]))
+    comm = comm_terms(
+        spec,
+        all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
+        act=act,
+        dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
+        tp=c["tp"],
+        dp=c["dp"],
+        ep=c["ep"],
+        devices_per_chip=cols["devices_per_chip"],
+        chips=cols["chips"],
+        tokens=batch,
+    )
+    lat_t, bw_t = comm_time(
+        comm,
+        latency_s=np.where(spans, cols["scale_out_latency"], cols["scale_up_latency"]),
+        bw_bytes_per_s=np.where(spans, cols["scale_out_bw"], cols["scale_up_bw"]),
+    )
     cols.update({"comm_calls": comm["calls"], "comm_bytes_per_chip": comm["bytes_per_chip"], "comm_s": lat_t + bw_t})
-    d = decode_terms(spec, dense_bytes=cols["dense_bytes"], expert_bytes=cols["expert_bytes"],
-                     dense_params=cols["dense_params"], expert_params=cols["expert_params"],
-                     kv_bytes_per_token=cols["kv_bytes_per_token"],
-                     state_bytes_per_sequence=cols["state_bytes_per_sequence"], tp=c["tp"], dp=c["dp"], ep=c["ep"],
-                     batch=batch, context=context, hbm_bw=cols["hbm_bw"], flops=cols["flops"],
-                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=cols["comm_s"])
-    cols.update({"memory_s": d["memory_s"], "compute_s": d["compute_s"], "tpot_s": d["step_s"],
-                 "binding": d["binding"]})
+    d = decode_terms(
+        spec,
+        dense_bytes=cols["dense_bytes"],
+        expert_bytes=cols["expert_bytes"],
+        dense_params=cols["dense_params"],
+        expert_params=cols["expert_params"],
+        kv_bytes_per_token=cols["kv_bytes_per_token"],
+        state_bytes_per_sequence=cols["state_bytes_per_sequence"],
+        tp=c["tp"],
+        dp=c["dp"],
+        ep=c["ep"],
+        batch=batch,
+        context=context,
+        hbm_bw=cols["hbm_bw"],
+        flops=cols["flops"],
+        bw_efficiency=eff.bw_efficiency,
+        mfu=eff.mfu,
+        comm_s=cols["comm_s"],
+    )
+    cols.update(
+        {"memory_s": d["memory_s"], "compute_s": d["compute_s"], "tpot_s": d["step_s"], "binding": d["binding"]}
+    )
     cols["tokens_per_s_per_chip"] = batch / cols["tpot_s"] / cols["chips"]
     cols["cost_per_hour"] = cols["price"] * cols["chips"]
     return cols, kinds, notes

@@ -7,19 +7,27 @@ from typing import Optional
 import numpy as np
 
 from k3plan.plan.space import Space
-
 from k3plan.step.verdict import REASONS, reject_code
 
 GiB = 2**30
 CODE = {key: i for i, (key, _) in enumerate(REASONS)}
 
 
-def reason_codes(*, cols: dict[str, np.ndarray], concurrency: int, target_tpot_s: Optional[float],
-                 need_price: bool) -> np.ndarray:
-    return reject_code(fallbacks=cols["fallbacks"], weights_bytes=cols["weights_bytes"], usable=cols["usable"], room_bytes=cols["room_bytes"],
-                       sequence_bytes=cols["sequence_bytes"], max_sequences=cols["max_sequences"],
-                       concurrency=concurrency, tpot_s=cols["tpot_s"], target_tpot_s=target_tpot_s,
-                       unpriced=np.isnan(cols["price"]) if need_price else None)
+def reason_codes(
+    *, cols: dict[str, np.ndarray], concurrency: int, target_tpot_s: Optional[float], need_price: bool
+) -> np.ndarray:
+    return reject_code(
+        fallbacks=cols["fallbacks"],
+        weights_bytes=cols["weights_bytes"],
+        usable=cols["usable"],
+        room_bytes=cols["room_bytes"],
+        sequence_bytes=cols["sequence_bytes"],
+        max_sequences=cols["max_sequences"],
+        concurrency=concurrency,
+        tpot_s=cols["tpot_s"],
+        target_tpot_s=target_tpot_s,
+        unpriced=np.isnan(cols["price"]) if need_price else None,
+    )
 
 
 def _best(values: np.ndarray, family: np.ndarray, mask: np.ndarray, size: int, fn) -> np.ndarray:
@@ -32,8 +40,15 @@ def _best(values: np.ndarray, family: np.ndarray, mask: np.ndarray, size: int, f
     return out
 
 
-def families(*, space: Space, cols: dict[str, np.ndarray], codes: np.ndarray, kinds: dict[str, np.ndarray],
-             concurrency: int, target_tpot_s: Optional[float]) -> list[dict]:
+def families(
+    *,
+    space: Space,
+    cols: dict[str, np.ndarray],
+    codes: np.ndarray,
+    kinds: dict[str, np.ndarray],
+    concurrency: int,
+    target_tpot_s: Optional[float],
+) -> list[dict]:
     """One account per (hardware, stack): configurations, feasible ones, reasons with counts, and
     how close the family came on the check that stopped it."""
     size = len(space.hardware) * len(space.stacks)
@@ -41,7 +56,9 @@ def families(*, space: Space, cols: dict[str, np.ndarray], codes: np.ndarray, ki
     counts = np.bincount(fam * len(REASONS) + codes, minlength=size * len(REASONS)).reshape(size, len(REASONS))
     # the closest each family came on the check that stopped it
     weights_min = _best(cols["weights_bytes"] / cols["usable"], fam, codes == CODE["weights"], size, np.minimum)
-    room_best = _best((cols["room_bytes"] - cols["sequence_bytes"]) / GiB, fam, codes == CODE["budget"], size, np.maximum)
+    room_best = _best(
+        (cols["room_bytes"] - cols["sequence_bytes"]) / GiB, fam, codes == CODE["budget"], size, np.maximum
+    )
     seqs_best = _best(cols["max_sequences"], fam, codes == CODE["concurrency"], size, np.maximum)
     tpot_best = _best(cols["tpot_s"] * 1e3, fam, codes == CODE["tpot"], size, np.minimum)
     out = []
@@ -65,9 +82,16 @@ def families(*, space: Space, cols: dict[str, np.ndarray], codes: np.ndarray, ki
             detail.append(f"at most {int(seqs_best[f])} sequences where {concurrency} are needed")
         if "tpot" in reasons and target_tpot_s is not None:
             detail.append(f"best TPOT {tpot_best[f]:.2f} ms against a target of {target_tpot_s * 1e3:g} ms")
-        out.append({"hardware": hw, "stack": stack, "configurations": total, "feasible": int(counts[f, 0]),
-                    "reasons": {REASONS[0][0]: int(counts[f, 0]), **reasons} if counts[f, 0] else reasons,
-                    "detail": detail})
+        out.append(
+            {
+                "hardware": hw,
+                "stack": stack,
+                "configurations": total,
+                "feasible": int(counts[f, 0]),
+                "reasons": {REASONS[0][0]: int(counts[f, 0]), **reasons} if counts[f, 0] else reasons,
+                "detail": detail,
+            }
+        )
     return out
 
 

@@ -11,18 +11,43 @@ from k3plan.plan.search import OBJECTIVES, PlanResult
 def _ranking(result: PlanResult) -> Table:
     chunks = len(result.search["chunks"]) > 1
     kvs = len(result.search["kv_dtypes"]) > 1 or result.search["kv_dtypes"] != ["stack"]
-    t = Table(title=f"{result.model}: {OBJECTIVES[result.objective]}, context {result.workload['context_tokens']:,}, "
-                    f"{result.workload['concurrency']} sequence(s) at once", title_justify="left")
-    cols = ["#", "hardware", "topology", "chips", "tp/ep/dp", "stack"] + (["kv"] if kvs else []) + (
-        ["chunk"] if chunks else []) + ["free GiB/dev", "max seqs", "TPOT ms", "tok/s/chip", "bound", "$/hour"]
+    t = Table(
+        title=f"{result.model}: {OBJECTIVES[result.objective]}, context {result.workload['context_tokens']:,}, "
+        f"{result.workload['concurrency']} sequence(s) at once",
+        title_justify="left",
+    )
+    cols = (
+        ["#", "hardware", "topology", "chips", "tp/ep/dp", "stack"]
+        + (["kv"] if kvs else [])
+        + (["chunk"] if chunks else [])
+        + ["free GiB/dev", "max seqs", "TPOT ms", "tok/s/chip", "bound", "$/hour"]
+    )
     for c in cols:
-        t.add_column(c, justify="left" if c in ("hardware", "topology", "stack", "kv", "bound", "tp/ep/dp") else "right")
+        t.add_column(
+            c, justify="left" if c in ("hardware", "topology", "stack", "kv", "bound", "tp/ep/dp") else "right"
+        )
     for r in result.ranked:
         cost = "-" if r["cost_usd_per_hour"] is None else f"{r['cost_usd_per_hour']:,.2f}"
-        cells = [str(r["rank"]), r["hardware"], r["topology"], str(r["chips"]), f"{r['tp']}/{r['ep']}/{r['dp']}",
-                 r["stack"]] + ([r["kv_dtype"]] if kvs else []) + ([f"{r['chunk_tokens']:,}"] if chunks else []) + [
-            f"{r['free_gib_per_device']:.2f}", f"{r['max_sequences']:,}", f"{r['tpot_ms']:.2f}",
-            f"{r['tokens_per_s_per_chip']:.1f}", r["binding"], cost]
+        cells = (
+            [
+                str(r["rank"]),
+                r["hardware"],
+                r["topology"],
+                str(r["chips"]),
+                f"{r['tp']}/{r['ep']}/{r['dp']}",
+                r["stack"],
+            ]
+            + ([r["kv_dtype"]] if kvs else [])
+            + ([f"{r['chunk_tokens']:,}"] if chunks else [])
+            + [
+                f"{r['free_gib_per_device']:.2f}",
+                f"{r['max_sequences']:,}",
+                f"{r['tpot_ms']:.2f}",
+                f"{r['tokens_per_s_per_chip']:.1f}",
+                r["binding"],
+                cost,
+            ]
+        )
         t.add_row(*cells, style="bold green" if r["rank"] == 1 else None)
     return t
 
@@ -46,19 +71,27 @@ def render_plan(result: PlanResult, console: Console) -> None:
         else:
             console.print(_ranking(result))
         r = result.recommended
-        console.print(f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
-                      f"ep {r['ep']} dp {r['dp']}, stack {r['stack']}, KV {r['kv_dtype']}: "
-                      f"{r['free_gib_per_device']:.2f} GiB free a device, up to {r['max_sequences']:,} sequences, "
-                      f"TPOT {r['tpot_ms']:.2f} ms. Check it: k3plan fit -H {r['hardware']} -t {r['topology']} "
-                      f"--tp {r['tp']} --ep {r['ep']} --dp {r['dp']} --stack {r['stack']} "
-                      f"--kv-dtype {r['kv_dtype']} --context {result.workload['context_tokens']} "
-                      f"--batch {result.workload['concurrency']} --chunk {r['chunk_tokens']}")
+        console.print(
+            f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
+            f"ep {r['ep']} dp {r['dp']}, stack {r['stack']}, KV {r['kv_dtype']}: "
+            f"{r['free_gib_per_device']:.2f} GiB free a device, up to {r['max_sequences']:,} sequences, "
+            f"TPOT {r['tpot_ms']:.2f} ms. Check it: k3plan fit -H {r['hardware']} -t {r['topology']} "
+            f"--tp {r['tp']} --ep {r['ep']} --dp {r['dp']} --stack {r['stack']} "
+            f"--kv-dtype {r['kv_dtype']} --context {result.workload['context_tokens']} "
+            f"--batch {result.workload['concurrency']} --chunk {r['chunk_tokens']}"
+        )
         if result.sla is not None:
             q = r["sla"]
-            console.print("Under the load (ceilings-based): " + (
-                f"TTFT {q['ttft_ms']:,.0f} ms, TPOT {q['tpot_ms']:.2f} ms, request {q['request_latency_ms'] / 1e3:,.1f} s, "
-                f"{q['in_flight_sequences']:,.1f} sequences in flight" if q["ttft_ms"] is not None else "not sustained")
-                + ("" if q["meets"] else " -- misses: " + "; ".join(q["misses"])))
+            console.print(
+                "Under the load (ceilings-based): "
+                + (
+                    f"TTFT {q['ttft_ms']:,.0f} ms, TPOT {q['tpot_ms']:.2f} ms, request {q['request_latency_ms'] / 1e3:,.1f} s, "
+                    f"{q['in_flight_sequences']:,.1f} sequences in flight"
+                    if q["ttft_ms"] is not None
+                    else "not sustained"
+                )
+                + ("" if q["meets"] else " -- misses: " + "; ".join(q["misses"]))
+            )
     else:
         console.print("[bold red]No configuration passes.[/] Every family's reasons are below.")
     if result.rejected_families:
@@ -67,8 +100,10 @@ def render_plan(result: PlanResult, console: Console) -> None:
     ok = [f"{f['hardware']}/{f['stack']} ({f['feasible']})" for f in result.families if f["feasible"]]
     if ok:
         console.print(f"Families with feasible configurations: {', '.join(ok)}")
-    console.print(f"Evaluated {result.configurations:,} configurations ({result.configuration}) in "
-                  f"{result.evaluate_s * 1e3:.0f} ms; {result.feasible:,} feasible.")
+    console.print(
+        f"Evaluated {result.configurations:,} configurations ({result.configuration}) in "
+        f"{result.evaluate_s * 1e3:.0f} ms; {result.feasible:,} feasible."
+    )
     for a in result.assumptions:
         console.print(f"[dim]assumption: {a}[/]")
     from k3plan.plan.render_deploy import render_deploy

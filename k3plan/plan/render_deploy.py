@@ -28,30 +28,58 @@ def short_miss(text: str) -> str:
 def sla_table(result: PlanResult) -> Table:
     s = result.sla
     assert s is not None
-    load = (f"{s.request_rate_per_s:g} requests/s" if s.request_rate_per_s else f"{s.concurrency} in flight")
-    t = Table(title=f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
-                    f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records)",
-              title_justify="left")
-    for c in ("#", "hardware", "topo", "chips", "tp/ep/dp", "stack", "TTFT ms", "TPOT ms", "latency s",
-              "tok/s/chip", "$/hour", "$/M out", "$/M in", "SLA"):
-        t.add_column(c, justify="left" if c in ("hardware", "topo", "stack", "tp/ep/dp", "SLA") else "right",
-                     no_wrap=c != "SLA", min_width=12 if c == "SLA" else None)
+    load = f"{s.request_rate_per_s:g} requests/s" if s.request_rate_per_s else f"{s.concurrency} in flight"
+    t = Table(
+        title=f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
+        f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records)",
+        title_justify="left",
+    )
+    for c in (
+        "#",
+        "hardware",
+        "topo",
+        "chips",
+        "tp/ep/dp",
+        "stack",
+        "TTFT ms",
+        "TPOT ms",
+        "latency s",
+        "tok/s/chip",
+        "$/hour",
+        "$/M out",
+        "$/M in",
+        "SLA",
+    ):
+        t.add_column(
+            c,
+            justify="left" if c in ("hardware", "topo", "stack", "tp/ep/dp", "SLA") else "right",
+            no_wrap=c != "SLA",
+            min_width=12 if c == "SLA" else None,
+        )
     tput = result.objective == "throughput"
     if tput:
         t.add_column("max batch", justify="right")
         t.add_column("max tok/s/chip", justify="right")
     for r in result.ranked:
         q, c = r["sla"], r["cost"]
-        t.add_row(str(r["rank"]), r["hardware"], r["topology"], str(r["chips"]), f"{r['tp']}/{r['ep']}/{r['dp']}",
-                  r["stack"], _f(q["ttft_ms"], ",.0f"), _f(q["tpot_ms"], ".2f"), 
-                  "-" if q["request_latency_ms"] is None else f"{q['request_latency_ms'] / 1e3:,.1f}",
-                  _f(q["output_tokens_per_s_per_chip"]),
-                  _f(c["usd_per_hour"], ",.2f", "n/a"),
-                  _f(c["usd_per_million_output_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
-                  _f(c["usd_per_million_input_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
-                  "meets" if q["meets"] else escape(", ".join(short_miss(x) for x in q["misses"])),
-                  *([_f(q["throughput_batch"], ","), _f(q["throughput_tokens_per_s_per_chip"])] if tput else []),
-                  style="bold green" if r["rank"] == 1 and q["meets"] else None)
+        t.add_row(
+            str(r["rank"]),
+            r["hardware"],
+            r["topology"],
+            str(r["chips"]),
+            f"{r['tp']}/{r['ep']}/{r['dp']}",
+            r["stack"],
+            _f(q["ttft_ms"], ",.0f"),
+            _f(q["tpot_ms"], ".2f"),
+            "-" if q["request_latency_ms"] is None else f"{q['request_latency_ms'] / 1e3:,.1f}",
+            _f(q["output_tokens_per_s_per_chip"]),
+            _f(c["usd_per_hour"], ",.2f", "n/a"),
+            _f(c["usd_per_million_output_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
+            _f(c["usd_per_million_input_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
+            "meets" if q["meets"] else escape(", ".join(short_miss(x) for x in q["misses"])),
+            *([_f(q["throughput_batch"], ","), _f(q["throughput_tokens_per_s_per_chip"])] if tput else []),
+            style="bold green" if r["rank"] == 1 and q["meets"] else None,
+        )
     return t
 
 
@@ -64,27 +92,47 @@ def render_deploy(result: PlanResult, console: Console) -> None:
     """What only an SLA search prints (call after the family tables); no-op parts are skipped."""
     unpriced = _unpriced(result)
     if unpriced:
-        console.print("[dim]cost n/a (no price in the spec; --price HW=USD fills it): " + escape("; ".join(unpriced)) + "[/]")
+        console.print(
+            "[dim]cost n/a (no price in the spec; --price HW=USD fills it): " + escape("; ".join(unpriced)) + "[/]"
+        )
     if result.pareto:
-        console.print(render_pareto_table(result.pareto, title="Pareto front: tokens/s per user vs tokens/s per chip "
-                                                               "(ceilings-based)"))
+        console.print(
+            render_pareto_table(
+                result.pareto, title="Pareto front: tokens/s per user vs tokens/s per chip (ceilings-based)"
+            )
+        )
     d = result.disaggregated
     if d is not None:
-        t = Table(title=f"Disaggregated alternative ({d.instance} instances) vs the aggregated pick", title_justify="left")
+        t = Table(
+            title=f"Disaggregated alternative ({d.instance} instances) vs the aggregated pick", title_justify="left"
+        )
         for c in ("", "chips", "TTFT ms", "TPOT ms", "$/hour", "$/M out"):
             t.add_column(c, justify="left" if not c else "right")
         p = d.pools
-        t.add_row(f"disaggregated: {p.prefill_instances} prefill + {p.decode_instances} decode instance(s), "
-                  f"ratio {p.ratio_prefill_to_decode:.2f}, decode batch {d.decode_batch}", str(d.chips),
-                  _f(d.ttft_ms), _f(d.tpot_ms, ".2f"), _f(d.usd_per_hour, ",.2f", "n/a"),
-                  _f(d.usd_per_million_output_tokens, ",.2f", "n/a"))
-        t.add_row("aggregated (the pick)", str(d.aggregated_chips), _f(d.aggregated_ttft_ms),
-                  _f(d.aggregated_tpot_ms, ".2f"), _f(d.aggregated_usd_per_hour, ",.2f", "n/a"), "")
+        t.add_row(
+            f"disaggregated: {p.prefill_instances} prefill + {p.decode_instances} decode instance(s), "
+            f"ratio {p.ratio_prefill_to_decode:.2f}, decode batch {d.decode_batch}",
+            str(d.chips),
+            _f(d.ttft_ms),
+            _f(d.tpot_ms, ".2f"),
+            _f(d.usd_per_hour, ",.2f", "n/a"),
+            _f(d.usd_per_million_output_tokens, ",.2f", "n/a"),
+        )
+        t.add_row(
+            "aggregated (the pick)",
+            str(d.aggregated_chips),
+            _f(d.aggregated_ttft_ms),
+            _f(d.aggregated_tpot_ms, ".2f"),
+            _f(d.aggregated_usd_per_hour, ",.2f", "n/a"),
+            "",
+        )
         console.print(t)
         x = d.transfer
-        console.print(f"KV + KDA state a request: {x.bytes_per_request / GB:.3f} GB over {x.link} in "
-                      f"{x.transfer_s * 1e3:.2f} ms" + ("" if x.share_of_ttft is None else
-                                                        f" ({x.share_of_ttft:.2%} of the TTFT target)"))
+        console.print(
+            f"KV + KDA state a request: {x.bytes_per_request / GB:.3f} GB over {x.link} in "
+            f"{x.transfer_s * 1e3:.2f} ms"
+            + ("" if x.share_of_ttft is None else f" ({x.share_of_ttft:.2%} of the TTFT target)")
+        )
         for n in d.notes:
             console.print(f"[dim]disaggregated: {escape(n)}[/]")
     if result.launch is not None:
@@ -95,9 +143,14 @@ def render_deploy(result: PlanResult, console: Console) -> None:
             console.print(f"[yellow]launch: {escape(result.launch.error or '')}[/]")
     cs = result.cold_start
     if cs is not None:
-        console.print(f"Cold start at {cs.load_gbps:g} Gbit/s a host: {cs.sharded_read_bytes_per_host / GB:,.1f} GB a "
-                      f"host sharded ({cs.sharded_load_s:,.0f} s)"
-                      + ("" if cs.whole_tensor_load_s is None or cs.whole_tensor_read_bytes_per_host is None else
-                         f", whole tensors {cs.whole_tensor_read_bytes_per_host / GB:,.1f} GB ({cs.whole_tensor_load_s:,.0f} s)")
-                      + f"; host RAM {cs.host_ram_bytes_per_host / GB:,.1f} GB a host ({cs.hosts} host(s), "
-                        f"{cs.devices_per_host} devices each)")
+        console.print(
+            f"Cold start at {cs.load_gbps:g} Gbit/s a host: {cs.sharded_read_bytes_per_host / GB:,.1f} GB a "
+            f"host sharded ({cs.sharded_load_s:,.0f} s)"
+            + (
+                ""
+                if cs.whole_tensor_load_s is None or cs.whole_tensor_read_bytes_per_host is None
+                else f", whole tensors {cs.whole_tensor_read_bytes_per_host / GB:,.1f} GB ({cs.whole_tensor_load_s:,.0f} s)"
+            )
+            + f"; host RAM {cs.host_ram_bytes_per_host / GB:,.1f} GB a host ({cs.hosts} host(s), "
+            f"{cs.devices_per_host} devices each)"
+        )

@@ -12,8 +12,18 @@ from k3plan.step.decode import BINDING
 
 GiB = 2**30
 TEMP_EVIDENCE = ("analytic", "compiled", "measured")  # plan.evaluate.apply_evidence codes
-PER_DEVICE = ("weights_bytes", "replicated_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes",
-              "free_bytes", "kv_bytes_per_token", "state_bytes_per_sequence", "sequences")
+PER_DEVICE = (
+    "weights_bytes",
+    "replicated_bytes",
+    "kv_bytes",
+    "state_bytes",
+    "temp_bytes",
+    "reserve_bytes",
+    "free_bytes",
+    "kv_bytes_per_token",
+    "state_bytes_per_sequence",
+    "sequences",
+)
 
 
 def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> dict[str, Any]:
@@ -23,10 +33,18 @@ def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> dict
     kv = space.kv_dtypes[int(cols["variant"][i]) % len(space.kv_dtypes)]
     cost = float(cols["cost_per_hour"][i])
     return {
-        "rank": rank, "hardware": hw.name, "topology": topo.text, "chips": topo.chips, "devices": topo.devices,
-        "tp": int(cols["tp"][i]), "ep": int(cols["ep"][i]), "dp": int(cols["dp"][i]),
+        "rank": rank,
+        "hardware": hw.name,
+        "topology": topo.text,
+        "chips": topo.chips,
+        "devices": topo.devices,
+        "tp": int(cols["tp"][i]),
+        "ep": int(cols["ep"][i]),
+        "dp": int(cols["dp"][i]),
         "stack": space.stacks[int(cols["stack"][i])].name,
-        "kv_dtype": variant.kv_cache.dtype, "kv_dtype_override": kv, "chunk_tokens": int(cols["chunk"][i]),
+        "kv_dtype": variant.kv_cache.dtype,
+        "kv_dtype_override": kv,
+        "chunk_tokens": int(cols["chunk"][i]),
         "free_gib_per_device": int(cols["free_bytes"][i]) / GiB,
         "weights_gib_per_device": int(cols["weights_bytes"][i]) / GiB,
         "max_sequences": int(cols["max_sequences"][i]),

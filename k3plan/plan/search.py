@@ -2,37 +2,41 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import math
 import time
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_TOKENS, check_workload
-from k3plan.errors import K3PlanError
-from k3plan.hardware import list_hardware, load_hardware
-from k3plan.models import load_model
 from k3plan.deploy.coldstart import ColdStart
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price, price_column, price_for
+from k3plan.errors import K3PlanError
+from k3plan.hardware import list_hardware, load_hardware
+from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
 from k3plan.plan.evaluate import evaluate
-from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.reasons import families, reason_codes, reason_texts
 from k3plan.plan.rows import row
+from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import build_space
 from k3plan.roofline.bounds import Efficiency
 from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
 
-OBJECTIVES = {"chips": "minimize chips", "cost": "minimize cost (USD an hour)",
-              "tokens-per-chip": "maximize tokens/s a chip",
-              "throughput": "maximize output tokens/s a chip at the largest batch that fits memory and --tpot-ms"}
+OBJECTIVES = {
+    "chips": "minimize chips",
+    "cost": "minimize cost (USD an hour)",
+    "tokens-per-chip": "maximize tokens/s a chip",
+    "throughput": "maximize output tokens/s a chip at the largest batch that fits memory and --tpot-ms",
+}
 DEFAULT_MAX_CHIPS = 1024
-CONFIGURATION = ("a configuration = (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk); "
-                 "dp = devices / tp, ep = tp or all devices")
+CONFIGURATION = (
+    "a configuration = (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk); "
+    "dp = devices / tp, ep = tp or all devices"
+)
 
 
 class PlanResult(BaseModel):
@@ -61,14 +65,17 @@ class PlanResult(BaseModel):
     cold_start: Optional[ColdStart] = None
 
 
-def check_inputs(*, concurrency: int, max_chips: int, objective: str, target_tpot_ms: Optional[float],
-                 top: int, context: int) -> None:
+def check_inputs(
+    *, concurrency: int, max_chips: int, objective: str, target_tpot_ms: Optional[float], top: int, context: int
+) -> None:
     if not 1 <= concurrency <= MAX_TOKENS:
         raise K3PlanError(f"--concurrency {concurrency}: expected a positive integer of at most {MAX_TOKENS:,}")
     if max_chips < 1:
         raise K3PlanError(f"--max-chips {max_chips}: expected a positive integer")
     if objective not in OBJECTIVES:
-        raise K3PlanError(f"objective {objective!r}: expected --minimize chips|cost or --maximize tokens-per-chip|throughput")
+        raise K3PlanError(
+            f"objective {objective!r}: expected --minimize chips|cost or --maximize tokens-per-chip|throughput"
+        )
     if target_tpot_ms is not None and not (math.isfinite(target_tpot_ms) and target_tpot_ms > 0):
         raise K3PlanError(f"--target-tpot-ms {target_tpot_ms}: expected a positive number of milliseconds")
     if top < 1:
@@ -98,33 +105,70 @@ def _chunks(chunks: Optional[Sequence[int]], context: int) -> list[int]:
 
 def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.ndarray:
     """Feasible configurations, best first: the objective, then the tie-breaks, most significant first."""
-    c = {k: cols[k][idx] for k in ("chips", "tpot_s", "cost_per_hour", "tokens_per_s_per_chip", "free_bytes",
-                                   "chunk", "hw")}
-    keys = {"chips": [c["chips"], c["tpot_s"]], "cost": [c["cost_per_hour"], c["tpot_s"]],
-            "tokens-per-chip": [-c["tokens_per_s_per_chip"], c["chips"]],
-            "throughput": [-c["tokens_per_s_per_chip"], c["chips"]]}[objective]  # re-ranked by plan/wire.py
+    c = {
+        k: cols[k][idx]
+        for k in ("chips", "tpot_s", "cost_per_hour", "tokens_per_s_per_chip", "free_bytes", "chunk", "hw")
+    }
+    keys = {
+        "chips": [c["chips"], c["tpot_s"]],
+        "cost": [c["cost_per_hour"], c["tpot_s"]],
+        "tokens-per-chip": [-c["tokens_per_s_per_chip"], c["chips"]],
+        "throughput": [-c["tokens_per_s_per_chip"], c["chips"]],
+    }[objective]  # re-ranked by plan/wire.py
     keys += [-c["free_bytes"], -c["chunk"], c["hw"]]
     return idx[np.lexsort(keys[::-1])]  # lexsort: the last key is the primary one
 
 
-def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, stacks: Optional[Sequence[str]] = None,
-         max_chips: int = DEFAULT_MAX_CHIPS, context: int = 131072, concurrency: int = 1,
-         target_tpot_ms: Optional[float] = None, objective: str = "chips", kv_dtypes: Optional[Sequence[str]] = None,
-         chunks: Optional[Sequence[int]] = None, top: int = 10, eff: Optional[Efficiency] = None,
-         probes: Optional[Path] = None, allow_cpu_probes: bool = False, ttft_ms: Optional[float] = None,
-         request_latency_ms: Optional[float] = None, isl: Optional[int] = None, osl: Optional[int] = None,
-         request_rate: Optional[float] = None, strict: bool = False, prices: Optional[dict[str, float]] = None,
-         load_gbps: Optional[float] = None) -> PlanResult:
+def plan(
+    *,
+    model: str = "kimi-k3",
+    hardware: Optional[Sequence[str]] = None,
+    stacks: Optional[Sequence[str]] = None,
+    max_chips: int = DEFAULT_MAX_CHIPS,
+    context: int = 131072,
+    concurrency: int = 1,
+    target_tpot_ms: Optional[float] = None,
+    objective: str = "chips",
+    kv_dtypes: Optional[Sequence[str]] = None,
+    chunks: Optional[Sequence[int]] = None,
+    top: int = 10,
+    eff: Optional[Efficiency] = None,
+    probes: Optional[Path] = None,
+    allow_cpu_probes: bool = False,
+    ttft_ms: Optional[float] = None,
+    request_latency_ms: Optional[float] = None,
+    isl: Optional[int] = None,
+    osl: Optional[int] = None,
+    request_rate: Optional[float] = None,
+    strict: bool = False,
+    prices: Optional[dict[str, float]] = None,
+    load_gbps: Optional[float] = None,
+) -> PlanResult:
     """Without --isl/--osl: the decode roofline at --concurrency, --target-tpot-ms rejects (as before).
     With them: each feasible row also runs the scheduler's steady state (plan/sla.py) and is checked
     against --ttft-ms / --tpot-ms / --request-latency-ms, best-effort (misses ranked last) or --strict."""
-    check_inputs(concurrency=concurrency, max_chips=max_chips, objective=objective, target_tpot_ms=target_tpot_ms,
-                 top=top, context=context)
-    check_targets(ttft_ms=ttft_ms, tpot_ms=target_tpot_ms, request_latency_ms=request_latency_ms, isl=isl, osl=osl,
-                  request_rate=request_rate, concurrency_given=concurrency != 1)
+    check_inputs(
+        concurrency=concurrency,
+        max_chips=max_chips,
+        objective=objective,
+        target_tpot_ms=target_tpot_ms,
+        top=top,
+        context=context,
+    )
+    check_targets(
+        ttft_ms=ttft_ms,
+        tpot_ms=target_tpot_ms,
+        request_latency_ms=request_latency_ms,
+        isl=isl,
+        osl=osl,
+        request_rate=request_rate,
+        concurrency_given=concurrency != 1,
+    )
     if isl is None and (ttft_ms is not None or request_latency_ms is not None or request_rate is not None or strict):
-        raise K3PlanError("--ttft-ms, --request-latency-ms, --request-rate and --strict need --isl and --osl "
-                          "(the request's prompt and output tokens)")
+        raise K3PlanError(
+            "--ttft-ms, --request-latency-ms, --request-rate and --strict need --isl and --osl "
+            "(the request's prompt and output tokens)"
+        )
     if objective == "throughput" and isl is None:
         raise K3PlanError("--maximize throughput needs --isl and --osl (the batch is sized against the scheduler)")
     if load_gbps is not None:
@@ -148,15 +192,25 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
     kvs, chunk_list = _kv_list(kv_dtypes), _chunks(chunks, context)
     need_price = objective == "cost"
     if need_price and all(p.usd_per_chip_hour is None for p in price_list):
-        raise K3PlanError("--minimize cost: none of the hardware searched has a price "
-                          f"({', '.join(h.name for h in hws)}); priced: "
-                          + (", ".join(n for n in list_hardware() if load_hardware(n).price_usd_per_chip_hour) or "none")
-                          + "; --price HW=USD sets one")
+        raise K3PlanError(
+            "--minimize cost: none of the hardware searched has a price "
+            f"({', '.join(h.name for h in hws)}); priced: "
+            + (", ".join(n for n in list_hardware() if load_hardware(n).price_usd_per_chip_hour) or "none")
+            + "; --price HW=USD sets one"
+        )
     start = time.perf_counter()
-    space = build_space(hardware=hws, stacks=sts, kv_dtypes=kvs, chunks=chunk_list, max_chips=max_chips,
-                        stacks_given=bool(stacks))
-    cols, kinds, latency_notes = evaluate(space=space, model=m, context=context, batch=concurrency, eff=eff,
-                                          probes=probes, allow_cpu_probes=allow_cpu_probes)
+    space = build_space(
+        hardware=hws, stacks=sts, kv_dtypes=kvs, chunks=chunk_list, max_chips=max_chips, stacks_given=bool(stacks)
+    )
+    cols, kinds, latency_notes = evaluate(
+        space=space,
+        model=m,
+        context=context,
+        batch=concurrency,
+        eff=eff,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+    )
     cols["price"] = price_column([hws[h].name for h in cols["hw"]], {p.hardware: p for p in price_list})
     cols["cost_per_hour"] = cols["price"] * cols["chips"]
     probe_notes = probe_notes + latency_notes
@@ -171,48 +225,98 @@ def plan(*, model: str = "kimi-k3", hardware: Optional[Sequence[str]] = None, st
         from k3plan.plan.wire import apply_sla
 
         k = concurrency if concurrency > 1 else 2
-        other, _, _ = evaluate(space=space, model=m, context=context, batch=1 if concurrency > 1 else 2, eff=eff,
-                               probes=probes, allow_cpu_probes=allow_cpu_probes)
-        targets = SlaTargets(isl_tokens=isl, osl_tokens=osl or 1, concurrency=None if request_rate else concurrency,
-                             request_rate_per_s=request_rate, ttft_ms=ttft_ms, tpot_ms=target_tpot_ms,
-                             request_latency_ms=request_latency_ms, strict=strict)
+        other, _, _ = evaluate(
+            space=space,
+            model=m,
+            context=context,
+            batch=1 if concurrency > 1 else 2,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
+        targets = SlaTargets(
+            isl_tokens=isl,
+            osl_tokens=osl or 1,
+            concurrency=None if request_rate else concurrency,
+            request_rate_per_s=request_rate,
+            ttft_ms=ttft_ms,
+            tpot_ms=target_tpot_ms,
+            request_latency_ms=request_latency_ms,
+            strict=strict,
+        )
         ranked, fams, all_rows, extra = apply_sla(
-            space=space, cols=cols, cols_1=cols if concurrency == 1 else other,
-            cols_k=other if concurrency == 1 else cols, k=k, ranked=ranked, fams=fams, targets=targets,
-            model=m, eff=eff, prices={p.hardware: p for p in price_list}, context=context, load_gbps=load_gbps,
-            objective=objective)
+            space=space,
+            cols=cols,
+            cols_1=cols if concurrency == 1 else other,
+            cols_k=other if concurrency == 1 else cols,
+            k=k,
+            ranked=ranked,
+            fams=fams,
+            targets=targets,
+            model=m,
+            eff=eff,
+            prices={p.hardware: p for p in price_list},
+            context=context,
+            load_gbps=load_gbps,
+            objective=objective,
+        )
         rows = all_rows[:top]
         if strict:
             reasons["sla"] = "misses a latency target or cannot hold the sequences in flight (--strict)"
     else:
         from k3plan.plan.wire import add_costs, pick_extras
 
-        rows = add_costs([row(space=space, cols=cols, i=int(i), rank=r + 1) for r, i in enumerate(ranked[:top])],
-                         prices={p.hardware: p for p in price_list}, concurrency=concurrency)
+        rows = add_costs(
+            [row(space=space, cols=cols, i=int(i), rank=r + 1) for r, i in enumerate(ranked[:top])],
+            prices={p.hardware: p for p in price_list},
+            concurrency=concurrency,
+        )
         if rows:
-            extra = pick_extras(space=space, pick=rows[0], model=m, context=context, max_num_seqs=concurrency,
-                                load_gbps=load_gbps)
+            extra = pick_extras(
+                space=space, pick=rows[0], model=m, context=context, max_num_seqs=concurrency, load_gbps=load_gbps
+            )
     elapsed = time.perf_counter() - start
     return PlanResult(
-        model=m.name, workload={"context_tokens": context, "concurrency": concurrency, "target_tpot_ms": target_tpot_ms},
+        model=m.name,
+        workload={"context_tokens": context, "concurrency": concurrency, "target_tpot_ms": target_tpot_ms},
         objective=objective,
-        search={"hardware": [h.name for h in hws], "stacks": [s.name for s in sts],
-                "kv_dtypes": [k or "stack" for k in kvs], "chunks": chunk_list, "max_chips": max_chips},
-        configuration=CONFIGURATION, configurations=space.size, feasible=int(ranked.size), evaluate_s=elapsed,
-        recommended=rows[0] if rows else None, ranked=rows, families=fams,
-        rejected_families=[f for f in fams if f["feasible"] == 0], reasons=reasons,
+        search={
+            "hardware": [h.name for h in hws],
+            "stacks": [s.name for s in sts],
+            "kv_dtypes": [k or "stack" for k in kvs],
+            "chunks": chunk_list,
+            "max_chips": max_chips,
+        },
+        configuration=CONFIGURATION,
+        configurations=space.size,
+        feasible=int(ranked.size),
+        evaluate_s=elapsed,
+        recommended=rows[0] if rows else None,
+        ranked=rows,
+        families=fams,
+        rejected_families=[f for f in fams if f["feasible"] == 0],
+        reasons=reasons,
         assumptions=[
             f"decode batch = --concurrency ({concurrency}) sequences at --context {context:,} tokens; TPOT from "
             f"the decode roofline at {eff.bw_efficiency:.0%} HBM bandwidth, {eff.mfu:.0%} MFU ({eff.compute_dtype}), "
-            + ("collective latencies and HBM bandwidth from probe records where they match (below), else the specs"
-               if probes is not None else "collective latencies from the hardware specs"),
+            + (
+                "collective latencies and HBM bandwidth from probe records where they match (below), else the specs"
+                if probes is not None
+                else "collective latencies from the hardware specs"
+            ),
             f"memory: fit's per-device terms (the stack's reserve; temporaries from a shipped calibration for "
             f"{int((cols['temp_source'] > 0).sum()):,} configuration(s), row key temp_evidence, else the analytic "
             f"lower bound); a configuration must hold --concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
             "--maximize tokens-per-chip scores at batch = --concurrency (it ranks by latency); --maximize throughput "
             "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",
-        ] + extra.pop("assumptions", []) + probe_notes,
-        sla=extra.get("sla"), prices=price_list, pareto=extra.get("pareto", []),
-        disaggregated=extra.get("disaggregated"), launch=extra.get("launch"), cold_start=extra.get("cold_start"),
+        ]
+        + extra.pop("assumptions", [])
+        + probe_notes,
+        sla=extra.get("sla"),
+        prices=price_list,
+        pareto=extra.get("pareto", []),
+        disaggregated=extra.get("disaggregated"),
+        launch=extra.get("launch"),
+        cold_start=extra.get("cold_start"),
     )

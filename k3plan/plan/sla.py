@@ -27,8 +27,10 @@ from k3plan.roofline.work import (
 )
 from k3plan.speed.scheduler import StepCoefficients, steady_state
 
-LABEL = ("ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
-         "compute ceiling, fed to the vLLM V1 scheduler's steady-state closed form")
+LABEL = (
+    "ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
+    "compute ceiling, fed to the vLLM V1 scheduler's steady-state closed form"
+)
 
 
 class SlaTargets(BaseModel):
@@ -70,8 +72,12 @@ class SlaRow(BaseModel):
 
 
 def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rate, concurrency_given: bool) -> None:
-    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--request-latency-ms", request_latency_ms),
-                    ("--request-rate", request_rate)):
+    for flag, v in (
+        ("--ttft-ms", ttft_ms),
+        ("--tpot-ms", tpot_ms),
+        ("--request-latency-ms", request_latency_ms),
+        ("--request-rate", request_rate),
+    ):
         if v is not None and not (math.isfinite(v) and v > 0):
             raise K3PlanError(f"{flag} {v}: expected a positive number")
     for flag, v in (("--isl", isl), ("--osl", osl)):
@@ -83,14 +89,16 @@ def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rat
         raise K3PlanError("--request-rate and --concurrency: give one load, not both")
 
 
-def step_coefficients(*, model: Model, cols_1: dict, cols_k: dict, k: int, isl: int,
-                      eff: Efficiency) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def step_coefficients(
+    *, model: Model, cols_1: dict, cols_k: dict, k: int, isl: int, eff: Efficiency
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(base_s, per_decode_seq_s, per_prefill_token_s) columns; cols_1 / cols_k: evaluate() at batch 1 and k > 1."""
     t1, tk = cols_1["tpot_s"], cols_k["tpot_s"]
     a = np.maximum((tk - t1) / (k - 1), 0.0)
     base = np.maximum(t1 - a, 0.0)
-    per_token = (linear_flops_per_token(model.inventory.active_params)
-                 + attention_prefill_flops_per_token(model.spec, isl))
+    per_token = linear_flops_per_token(model.inventory.active_params) + attention_prefill_flops_per_token(
+        model.spec, isl
+    )
     devices = cols_1["chips"] * cols_1["devices_per_chip"]
     b = per_token / (cols_1["flops"] * devices * eff.mfu)
     return base, a, b
@@ -103,8 +111,9 @@ def _miss(what: str, got_s: float, target_ms: float | None) -> str | None:
     return f"{what} {got_s * 1e3:,.1f} ms > {target_ms:g} ms target (+{over:,.1f} ms, +{over / target_ms:.1%})"
 
 
-def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int,
-            max_sequences: int) -> SlaRow:
+def sla_row(
+    *, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int, max_sequences: int
+) -> SlaRow:
     step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
     coef = {"step_base_ms": base * 1e3, "step_per_decode_seq_ms": a * 1e3, "step_per_prefill_token_us": b * 1e6}
     coef_kw: dict = coef  # typed loosely: SlaRow checks the values
@@ -112,26 +121,59 @@ def sla_row(*, targets: SlaTargets, base: float, a: float, b: float, token_budge
     try:
         if conc is not None and conc > token_budget:
             raise K3PlanError(f"{conc} sequences exceed the token budget of {token_budget} (the prefill chunk)")
-        r = steady_state(step=step, isl=targets.isl_tokens, osl=targets.osl_tokens, token_budget=token_budget,
-                         concurrency=conc, request_rate_per_s=targets.request_rate_per_s, chips=chips)
+        r = steady_state(
+            step=step,
+            isl=targets.isl_tokens,
+            osl=targets.osl_tokens,
+            token_budget=token_budget,
+            concurrency=conc,
+            request_rate_per_s=targets.request_rate_per_s,
+            chips=chips,
+        )
     except K3PlanError as err:
-        return SlaRow(ttft_ms=None, tpot_ms=None, request_latency_ms=None, output_tokens_per_s=None,
-                      output_tokens_per_s_per_user=None, output_tokens_per_s_per_chip=None, input_tokens_per_s=None,
-                      in_flight_sequences=None, meets=False, misses=[f"load not sustained: {err}"], **coef_kw)
+        return SlaRow(
+            ttft_ms=None,
+            tpot_ms=None,
+            request_latency_ms=None,
+            output_tokens_per_s=None,
+            output_tokens_per_s_per_user=None,
+            output_tokens_per_s_per_chip=None,
+            input_tokens_per_s=None,
+            in_flight_sequences=None,
+            meets=False,
+            misses=[f"load not sustained: {err}"],
+            **coef_kw,
+        )
     in_flight = float(conc) if conc is not None else r.output_tokens_per_s / targets.osl_tokens * r.request_latency_s
-    misses = [m for m in (_miss("TTFT", r.ttft_s, targets.ttft_ms), _miss("TPOT", r.tpot_s, targets.tpot_ms),
-                          _miss("request latency", r.request_latency_s, targets.request_latency_ms)) if m]
+    misses = [
+        m
+        for m in (
+            _miss("TTFT", r.ttft_s, targets.ttft_ms),
+            _miss("TPOT", r.tpot_s, targets.tpot_ms),
+            _miss("request latency", r.request_latency_s, targets.request_latency_ms),
+        )
+        if m
+    ]
     if in_flight > max_sequences:
         misses.append(f"memory: {in_flight:,.1f} sequences in flight > {max_sequences:,} that fit")
-    return SlaRow(ttft_ms=r.ttft_s * 1e3, tpot_ms=r.tpot_s * 1e3, request_latency_ms=r.request_latency_s * 1e3,
-                  output_tokens_per_s=r.output_tokens_per_s, output_tokens_per_s_per_user=r.output_tokens_per_s_per_user,
-                  output_tokens_per_s_per_chip=r.output_tokens_per_s_per_chip,
-                  input_tokens_per_s=r.output_tokens_per_s / targets.osl_tokens * targets.isl_tokens,
-                  in_flight_sequences=in_flight, meets=not misses, misses=misses, **coef_kw)
+    return SlaRow(
+        ttft_ms=r.ttft_s * 1e3,
+        tpot_ms=r.tpot_s * 1e3,
+        request_latency_ms=r.request_latency_s * 1e3,
+        output_tokens_per_s=r.output_tokens_per_s,
+        output_tokens_per_s_per_user=r.output_tokens_per_s_per_user,
+        output_tokens_per_s_per_chip=r.output_tokens_per_s_per_chip,
+        input_tokens_per_s=r.output_tokens_per_s / targets.osl_tokens * targets.isl_tokens,
+        in_flight_sequences=in_flight,
+        meets=not misses,
+        misses=misses,
+        **coef_kw,
+    )
 
 
-def largest_batch(*, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int,
-                  max_sequences: int) -> tuple[int | None, float | None]:
+def largest_batch(
+    *, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int, max_sequences: int
+) -> tuple[int | None, float | None]:
     """(batch, output tokens/s a chip): the most sequences that fit memory (``max_sequences``), the token
     budget and --tpot-ms under the scheduler's steady state (closed loop); (None, None) if even one misses."""
     batch = min(max_sequences, token_budget)
@@ -142,8 +184,14 @@ def largest_batch(*, targets: SlaTargets, base: float, a: float, b: float, token
     for _ in range(16):  # prefill riding along lengthens the step: shrink until the steady state meets TPOT
         if batch < 1:
             return None, None
-        r = steady_state(step=step, isl=targets.isl_tokens, osl=targets.osl_tokens, token_budget=token_budget,
-                         concurrency=batch, chips=chips)
+        r = steady_state(
+            step=step,
+            isl=targets.isl_tokens,
+            osl=targets.osl_tokens,
+            token_budget=token_budget,
+            concurrency=batch,
+            chips=chips,
+        )
         if target is None or r.tpot_s <= target:
             return batch, r.output_tokens_per_s_per_chip
         batch = min(batch - 1, math.floor(batch * target / r.tpot_s))

@@ -43,8 +43,16 @@ def splits(devices: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([tp, inner]), np.concatenate([np.ones(tp.shape, bool), np.zeros(inner.shape, bool)])
 
 
-def build_space(*, hardware: list[HardwareSpec], stacks: list[Stack], kv_dtypes: list[Optional[str]],
-                chunks: list[int], max_chips: int, stacks_given: bool, any_platform: bool = False) -> Space:
+def build_space(
+    *,
+    hardware: list[HardwareSpec],
+    stacks: list[Stack],
+    kv_dtypes: list[Optional[str]],
+    chunks: list[int],
+    max_chips: int,
+    stacks_given: bool,
+    any_platform: bool = False,
+) -> Space:
     """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit)."""
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
     topologies: list[Topology] = []
@@ -55,12 +63,16 @@ def build_space(*, hardware: list[HardwareSpec], stacks: list[Stack], kv_dtypes:
         allowed = [i for i, s in enumerate(stacks) if any_platform or s.runs_on(hw)]
         for i, s in enumerate(stacks):
             if i not in allowed and stacks_given:
-                skipped[h * len(stacks) + i] = f"stack {s.name} runs on {', '.join(s.platforms) or s.platform}, not {hw.name}"
+                skipped[h * len(stacks) + i] = (
+                    f"stack {s.name} runs on {', '.join(s.platforms) or s.platform}, not {hw.name}"
+                )
         topos = topologies_up_to(hw, max_chips)
         if not topos:
             for i in allowed:
-                skipped[h * len(stacks) + i] = (f"no standard {hw.name} topology has at most {max_chips} chips "
-                                                f"(smallest: {hw.standard_topologies[0]})")
+                skipped[h * len(stacks) + i] = (
+                    f"no standard {hw.name} topology has at most {max_chips} chips "
+                    f"(smallest: {hw.standard_topologies[0]})"
+                )
             continue
         if not allowed:
             continue
@@ -78,14 +90,33 @@ def build_space(*, hardware: list[HardwareSpec], stacks: list[Stack], kv_dtypes:
         m = stack_i.shape[0]
         b = tp.shape[0]
         devices = np.array([t.devices for t in topologies])[topo_i]
-        part = {"topo": np.repeat(topo_i, m), "tp": np.repeat(tp, m), "ep_all": np.repeat(ep_all, m),
-                "dp": np.repeat(devices // tp, m), "stack": np.tile(stack_i, b),
-                "variant": np.tile(stack_i * nk + kv_i, b), "chunk": np.tile(chunk, b)}
+        part = {
+            "topo": np.repeat(topo_i, m),
+            "tp": np.repeat(tp, m),
+            "ep_all": np.repeat(ep_all, m),
+            "dp": np.repeat(devices // tp, m),
+            "stack": np.tile(stack_i, b),
+            "variant": np.tile(stack_i * nk + kv_i, b),
+            "chunk": np.tile(chunk, b),
+        }
         part["ep"] = np.where(part["ep_all"], part["tp"] * part["dp"], part["tp"])
         part["hw"] = np.full(b * m, h)
         part["family"] = h * len(stacks) + part["stack"]
         parts.append(part)
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {
-        k: np.zeros(0, dtype=np.int64) for k in ("topo", "tp", "ep_all", "dp", "stack", "variant", "chunk", "ep", "hw", "family")}
-    return Space(hardware=hardware, stacks=stacks, kv_dtypes=kv_dtypes, variants=variants,
-                 topologies=topologies, cols=cols, skipped=skipped)
+    cols = (
+        {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        if parts
+        else {
+            k: np.zeros(0, dtype=np.int64)
+            for k in ("topo", "tp", "ep_all", "dp", "stack", "variant", "chunk", "ep", "hw", "family")
+        }
+    )
+    return Space(
+        hardware=hardware,
+        stacks=stacks,
+        kv_dtypes=kv_dtypes,
+        variants=variants,
+        topologies=topologies,
+        cols=cols,
+        skipped=skipped,
+    )

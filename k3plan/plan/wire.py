@@ -26,9 +26,12 @@ from k3plan.roofline.bounds import Efficiency
 
 def add_costs(rows: list[dict[str, Any]], *, prices: dict[str, Price], concurrency: int) -> list[dict[str, Any]]:
     """Without an SLA: cost from the decode roofline's rate (concurrency / TPOT), output tokens only."""
-    costs = cost_rows(prices=[prices[r["hardware"]] for r in rows], chips=[r["chips"] for r in rows],
-                      output_tokens_per_s=[r["tokens_per_s_per_chip"] * r["chips"] for r in rows],
-                      input_tokens_per_s=[None] * len(rows))
+    costs = cost_rows(
+        prices=[prices[r["hardware"]] for r in rows],
+        chips=[r["chips"] for r in rows],
+        output_tokens_per_s=[r["tokens_per_s_per_chip"] * r["chips"] for r in rows],
+        input_tokens_per_s=[None] * len(rows),
+    )
     for r, c in zip(rows, costs):
         r["cost"] = c.model_dump()
     return rows
@@ -50,36 +53,67 @@ def _strict_families(fams: list[dict], rows: list[dict], missed: list[dict]) -> 
         if left:
             reasons = {"feasible": left, **reasons}
         closest = miss[0]  # rows arrive in the objective's order: the best of the family first
-        detail = f["detail"] + [f"SLA (--strict): {len(miss)} miss; closest {closest['topology']} TP{closest['tp']} "
-                                f"EP{closest['ep']} DP{closest['dp']}: " + "; ".join(closest["sla"]["misses"])]
+        detail = f["detail"] + [
+            f"SLA (--strict): {len(miss)} miss; closest {closest['topology']} TP{closest['tp']} "
+            f"EP{closest['ep']} DP{closest['dp']}: " + "; ".join(closest["sla"]["misses"])
+        ]
         out.append({**f, "feasible": left, "reasons": reasons, "detail": detail})
     return out
 
 
-def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, ranked: np.ndarray, fams: list[dict],
-              targets: SlaTargets, model: Model, eff: Efficiency, prices: dict[str, Price], context: int,
-              load_gbps: float | None, objective: str = "chips") -> tuple[np.ndarray, list[dict], list[dict], dict[str, Any]]:
+def apply_sla(
+    *,
+    space: Space,
+    cols: dict,
+    cols_1: dict,
+    cols_k: dict,
+    k: int,
+    ranked: np.ndarray,
+    fams: list[dict],
+    targets: SlaTargets,
+    model: Model,
+    eff: Efficiency,
+    prices: dict[str, Price],
+    context: int,
+    load_gbps: float | None,
+    objective: str = "chips",
+) -> tuple[np.ndarray, list[dict], list[dict], dict[str, Any]]:
     base, a, b = step_coefficients(model=model, cols_1=cols_1, cols_k=cols_k, k=k, isl=targets.isl_tokens, eff=eff)
     rows = []
     for i in ranked:
         i = int(i)
         r = row(space=space, cols=cols, i=i, rank=0)
-        s = sla_row(targets=targets, base=float(base[i]), a=float(a[i]), b=float(b[i]),
-                    token_budget=int(cols["chunk"][i]), chips=int(cols["chips"][i]),
-                    max_sequences=int(cols["max_sequences"][i]))
+        s = sla_row(
+            targets=targets,
+            base=float(base[i]),
+            a=float(a[i]),
+            b=float(b[i]),
+            token_budget=int(cols["chunk"][i]),
+            chips=int(cols["chips"][i]),
+            max_sequences=int(cols["max_sequences"][i]),
+        )
         if objective == "throughput":
-            tb, tput = largest_batch(targets=targets, base=float(base[i]), a=float(a[i]), b=float(b[i]),
-                                     token_budget=int(cols["chunk"][i]), chips=int(cols["chips"][i]),
-                                     max_sequences=int(cols["max_sequences"][i]))
+            tb, tput = largest_batch(
+                targets=targets,
+                base=float(base[i]),
+                a=float(a[i]),
+                b=float(b[i]),
+                token_budget=int(cols["chunk"][i]),
+                chips=int(cols["chips"][i]),
+                max_sequences=int(cols["max_sequences"][i]),
+            )
             s = s.model_copy(update={"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput})
         r["sla"] = s.model_dump()
         rows.append(r)
     if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
         keep = sorted(range(len(rows)), key=lambda j: -(rows[j]["sla"]["throughput_tokens_per_s_per_chip"] or -1.0))
         rows, ranked = [rows[j] for j in keep], ranked[keep] if ranked.size else ranked
-    costs = cost_rows(prices=[prices[r["hardware"]] for r in rows], chips=[r["chips"] for r in rows],
-                      output_tokens_per_s=[r["sla"]["output_tokens_per_s"] for r in rows],
-                      input_tokens_per_s=[r["sla"]["input_tokens_per_s"] for r in rows])
+    costs = cost_rows(
+        prices=[prices[r["hardware"]] for r in rows],
+        chips=[r["chips"] for r in rows],
+        output_tokens_per_s=[r["sla"]["output_tokens_per_s"] for r in rows],
+        input_tokens_per_s=[r["sla"]["input_tokens_per_s"] for r in rows],
+    )
     for r, c in zip(rows, costs):
         r["cost"] = c.model_dump()
     meets = np.array([r["sla"]["meets"] for r in rows], dtype=bool)
@@ -95,18 +129,33 @@ def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, r
         r["rank"] = n + 1
     batch = targets.concurrency or 1
     pool = [r for r in (met or ordered) if r["sla"]["output_tokens_per_s_per_user"] is not None]
-    front = pareto_front([r["sla"]["output_tokens_per_s_per_user"] for r in pool],
-                         [r["sla"]["output_tokens_per_s_per_chip"] for r in pool])
-    extra: dict[str, Any] = {"sla": targets, "pareto": [
-        pareto_point(pool[j], batch=int(np.ceil(pool[j]["sla"]["in_flight_sequences"] or batch))) for j in front]}
+    front = pareto_front(
+        [r["sla"]["output_tokens_per_s_per_user"] for r in pool],
+        [r["sla"]["output_tokens_per_s_per_chip"] for r in pool],
+    )
+    extra: dict[str, Any] = {
+        "sla": targets,
+        "pareto": [
+            pareto_point(pool[j], batch=int(np.ceil(pool[j]["sla"]["in_flight_sequences"] or batch))) for j in front
+        ],
+    }
     extra["assumptions"] = [
         f"latency: {LABEL}; ISL {targets.isl_tokens:,}, OSL {targets.osl_tokens:,}, "
-        + (f"{targets.request_rate_per_s:g} requests/s (open loop)" if targets.request_rate_per_s
-           else f"{batch} sequences in flight (closed loop)") + ", token budget = the prefill chunk",
-        ("--strict: rows that miss a target are rejected (families say why)" if targets.strict else
-         "best-effort: rows that miss a target are ranked after those that meet, with the miss and by how much"),
-        (f"Pareto front over {'the rows that meet the targets' if met else 'every feasible row (none meets)'}: "
-        "tokens/s per user (1 / TPOT) vs output tokens/s per chip"),
+        + (
+            f"{targets.request_rate_per_s:g} requests/s (open loop)"
+            if targets.request_rate_per_s
+            else f"{batch} sequences in flight (closed loop)"
+        )
+        + ", token budget = the prefill chunk",
+        (
+            "--strict: rows that miss a target are rejected (families say why)"
+            if targets.strict
+            else "best-effort: rows that miss a target are ranked after those that meet, with the miss and by how much"
+        ),
+        (
+            f"Pareto front over {'the rows that meet the targets' if met else 'every feasible row (none meets)'}: "
+            "tokens/s per user (1 / TPOT) vs output tokens/s per chip"
+        ),
     ]
     if ordered:
         pick = ordered[0]
@@ -117,22 +166,43 @@ def apply_sla(*, space: Space, cols: dict, cols_1: dict, cols_k: dict, k: int, r
             rate = pick["sla"]["output_tokens_per_s"] / targets.osl_tokens
         if rate:
             extra["disaggregated"] = disaggregated(
-                pick=pick, model=model, hw=hw, stack=stack, isl=targets.isl_tokens, osl=targets.osl_tokens,
-                rate=rate, tpot_ms=targets.tpot_ms, ttft_ms=targets.ttft_ms, price=prices[hw.name])
+                pick=pick,
+                model=model,
+                hw=hw,
+                stack=stack,
+                isl=targets.isl_tokens,
+                osl=targets.osl_tokens,
+                rate=rate,
+                tpot_ms=targets.tpot_ms,
+                ttft_ms=targets.ttft_ms,
+                price=prices[hw.name],
+            )
         seqs = pick["sla"]["in_flight_sequences"] or batch
-        extra.update(pick_extras(space=space, pick=pick, model=model, context=context, max_num_seqs=int(np.ceil(seqs)),
-                                 load_gbps=load_gbps))
+        extra.update(
+            pick_extras(
+                space=space,
+                pick=pick,
+                model=model,
+                context=context,
+                max_num_seqs=int(np.ceil(seqs)),
+                load_gbps=load_gbps,
+            )
+        )
     return ranked, fams, ordered, extra
 
 
-def pick_extras(*, space: Space, pick: dict[str, Any], model: Model, context: int, max_num_seqs: int,
-                load_gbps: float | None) -> dict[str, Any]:
+def pick_extras(
+    *, space: Space, pick: dict[str, Any], model: Model, context: int, max_num_seqs: int, load_gbps: float | None
+) -> dict[str, Any]:
     """The launch command and (given --load-gbps) the cold start of the chosen row."""
     hw = next(h for h in space.hardware if h.name == pick["hardware"])
     stack = next(s for s in space.stacks if s.name == pick["stack"])
     topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick["topology"])
-    out: dict[str, Any] = {"launch": launch_for(pick=pick, hw=hw, stack=stack, topology=topo, model=model,
-                                                context=context, max_num_seqs=max_num_seqs)}
+    out: dict[str, Any] = {
+        "launch": launch_for(
+            pick=pick, hw=hw, stack=stack, topology=topo, model=model, context=context, max_num_seqs=max_num_seqs
+        )
+    }
     if load_gbps is not None:
         out["cold_start"] = cold_start_for(pick=pick, hw=hw, topology=topo, load_gbps=load_gbps, model=model)
     return out

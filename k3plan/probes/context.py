@@ -12,7 +12,6 @@ from k3plan.probes.expect import HardwareRef
 from k3plan.probes.record import CPU_LABEL, ProbeRecord
 from k3plan.probes.store import utc_now_iso
 
-
 # A CPU run is a correctness check; without --timeout it stops here so that a probe run as
 # documented on a laptop or CI box finishes within a minute (jax's own start-up comes on top).
 CPU_DEFAULT_TIMEOUT_S = 40.0
@@ -54,8 +53,15 @@ class ProbeContext:
     def is_cpu(self) -> bool:
         return self.backend == "cpu"
 
-    def record(self, *, probe: str, params: dict[str, Any], dispatched: Optional[Dispatched] = None,
-               extra_label: Optional[str] = None, **fields: Any) -> ProbeRecord:
+    def record(
+        self,
+        *,
+        probe: str,
+        params: dict[str, Any],
+        dispatched: Optional[Dispatched] = None,
+        extra_label: Optional[str] = None,
+        **fields: Any,
+    ) -> ProbeRecord:
         """A ProbeRecord with the environment, dispatch and label filled in."""
         label = fields.pop("label", None)
         if label is None and self.is_cpu:
@@ -70,20 +76,39 @@ class ProbeContext:
         cut = self.deadline.expired()
         fields.setdefault("cut_short", cut)
         if cut:
-            fields.setdefault("cut_short_reason", f"{self.deadline.source} {self.deadline.timeout_s:g}s reached; "
-                                                  "later sweep points skipped")
+            fields.setdefault(
+                "cut_short_reason",
+                f"{self.deadline.source} {self.deadline.timeout_s:g}s reached; later sweep points skipped",
+            )
         return ProbeRecord(
-            probe=probe, params=params, backend=self.backend, device_kind=self.device_kind,
-            device_count=self.device_count, local_device_count=self.local_device_count,
-            process_count=self.process_count, jax_version=self.versions.get("jax"),
-            jaxlib_version=self.versions.get("jaxlib"), libtpu_version=self.versions.get("libtpu"),
-            date=utc_now_iso(), label=label, elapsed_s=round(self.deadline.elapsed_s(), 3),
-            notes=list(self.notes) + list(fields.pop("notes", [])), **fields)
+            probe=probe,
+            params=params,
+            backend=self.backend,
+            device_kind=self.device_kind,
+            device_count=self.device_count,
+            local_device_count=self.local_device_count,
+            process_count=self.process_count,
+            jax_version=self.versions.get("jax"),
+            jaxlib_version=self.versions.get("jaxlib"),
+            libtpu_version=self.versions.get("libtpu"),
+            date=utc_now_iso(),
+            label=label,
+            elapsed_s=round(self.deadline.elapsed_s(), 3),
+            notes=list(self.notes) + list(fields.pop("notes", [])),
+            **fields,
+        )
 
 
-def build_context(*, timeout_s: Optional[float], hardware_name: Optional[str], warmup: int, repeats: int,
-                  progress: Callable[[str], None], notes: list[str],
-                  plan: Callable[[int], None] = lambda total: None) -> ProbeContext:
+def build_context(
+    *,
+    timeout_s: Optional[float],
+    hardware_name: Optional[str],
+    warmup: int,
+    repeats: int,
+    progress: Callable[[str], None],
+    notes: list[str],
+    plan: Callable[[int], None] = lambda total: None,
+) -> ProbeContext:
     import jax
 
     from k3plan.probes.expect import find_hardware
@@ -96,11 +121,21 @@ def build_context(*, timeout_s: Optional[float], hardware_name: Optional[str], w
         deadline = Deadline(CPU_DEFAULT_TIMEOUT_S, source="the CPU run's default timeout (--timeout)")
         notes = [*notes, f"CPU run: stops after {CPU_DEFAULT_TIMEOUT_S:g} s unless --timeout says otherwise"]
     return ProbeContext(
-        backend=backend, device_kind=kind, device_count=len(devices),
-        local_device_count=jax.local_device_count(), process_count=jax.process_count(),
-        process_index=jax.process_index(), versions=_versions(), deadline=deadline,
-        hardware=find_hardware(name=hardware_name, device_kind=kind), warmup=warmup, repeats=repeats,
-        progress=progress, plan=plan, notes=notes)
+        backend=backend,
+        device_kind=kind,
+        device_count=len(devices),
+        local_device_count=jax.local_device_count(),
+        process_count=jax.process_count(),
+        process_index=jax.process_index(),
+        versions=_versions(),
+        deadline=deadline,
+        hardware=find_hardware(name=hardware_name, device_kind=kind),
+        warmup=warmup,
+        repeats=repeats,
+        progress=progress,
+        plan=plan,
+        notes=notes,
+    )
 
 
 def _versions() -> dict[str, Optional[str]]:

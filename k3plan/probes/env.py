@@ -12,8 +12,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Iterator
-from typing import Optional
+from typing import Iterator, Optional
 
 from k3plan.errors import K3PlanError, require
 
@@ -57,12 +56,20 @@ def resolve_distributed(
     coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
     num_processes = num_processes if num_processes is not None else _env_int("JAX_NUM_PROCESSES")
     process_id = process_id if process_id is not None else _env_int("JAX_PROCESS_ID")
-    missing = [name for name, v in (("--coordinator / JAX_COORDINATOR_ADDRESS", coordinator),
-                                    ("--num-processes / JAX_NUM_PROCESSES", num_processes),
-                                    ("--process-id / JAX_PROCESS_ID", process_id)) if v is None]
+    missing = [
+        name
+        for name, v in (
+            ("--coordinator / JAX_COORDINATOR_ADDRESS", coordinator),
+            ("--num-processes / JAX_NUM_PROCESSES", num_processes),
+            ("--process-id / JAX_PROCESS_ID", process_id),
+        )
+        if v is None
+    ]
     require(not missing, f"--distributed needs {', '.join(missing)}")
-    require(re.fullmatch(r"[\w.\-\[\]:]+:\d+", coordinator or "") is not None,
-            f"--coordinator {coordinator!r}: expected HOST:PORT, e.g. 10.0.0.2:8476")
+    require(
+        re.fullmatch(r"[\w.\-\[\]:]+:\d+", coordinator or "") is not None,
+        f"--coordinator {coordinator!r}: expected HOST:PORT, e.g. 10.0.0.2:8476",
+    )
     require(num_processes >= 1, f"--num-processes {num_processes}: expected >= 1")
     require(0 <= process_id < num_processes, f"--process-id {process_id}: expected 0..{num_processes - 1}")
     return DistributedOptions(coordinator=coordinator, num_processes=num_processes, process_id=process_id)
@@ -87,8 +94,12 @@ def init_distributed(opts: DistributedOptions, *, timeout_s: int = 60) -> None:
     except Exception:  # older/newer jax without the option: its default is used
         pass
     try:
-        jax.distributed.initialize(coordinator_address=opts.coordinator, num_processes=opts.num_processes,
-                                   process_id=opts.process_id, initialization_timeout=timeout_s)
+        jax.distributed.initialize(
+            coordinator_address=opts.coordinator,
+            num_processes=opts.num_processes,
+            process_id=opts.process_id,
+            initialization_timeout=timeout_s,
+        )
     except Exception as err:
         first = (str(err).strip().splitlines() or [""])[0]
         raise K3PlanError(f"--distributed: jax.distributed.initialize failed ({first})") from None

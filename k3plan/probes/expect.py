@@ -23,6 +23,7 @@ def find_hardware(*, name: Optional[str], device_kind: str) -> HardwareRef:
     """--hardware NAME, else the spec whose device_kind equals the backend's, else none."""
     try:
         import k3plan.hardware as hw
+
         load = hw.load_hardware
     except (ImportError, AttributeError):
         return HardwareRef(missing="k3plan.hardware.load_hardware is not available in this build")
@@ -60,6 +61,10 @@ def expect(ref: HardwareRef, *, unit: str, formula: str, compute: Callable[[Any]
     try:
         value = float(compute(ref.spec))
     except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError, K3PlanError) as err:
-        return Expectation(hardware=ref.name, unit=unit, formula=formula,
-                           missing=f"hardware spec {ref.name!r} lacks what the formula needs ({err})")
+        return Expectation(
+            hardware=ref.name,
+            unit=unit,
+            formula=formula,
+            missing=f"hardware spec {ref.name!r} lacks what the formula needs ({err})",
+        )
     return Expectation(hardware=ref.name, value=value, unit=unit, formula=formula)

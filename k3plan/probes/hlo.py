@@ -16,8 +16,15 @@ from typing import Optional
 
 from k3plan.probes.record import Verification
 
-COLLECTIVES = ("ragged-all-to-all", "all-to-all", "all-gather", "all-reduce", "reduce-scatter",
-               "collective-permute", "collective-broadcast")
+COLLECTIVES = (
+    "ragged-all-to-all",
+    "all-to-all",
+    "all-gather",
+    "all-reduce",
+    "reduce-scatter",
+    "collective-permute",
+    "collective-broadcast",
+)
 _OP_RE = re.compile(r"(?<![\w.%-])(" + "|".join(re.escape(c) for c in COLLECTIVES) + r")(-start)?\(")
 
 
@@ -41,10 +48,12 @@ def verify_collective(hlo_text: str, *, expected_op: str, expected_calls: Option
             detail += f" for {expected_calls} calls: XLA combined or hoisted calls"
         return Verification(check="hlo-collective", ok=True, expected_op=expected_op, found_ops=found, detail=detail)
     replaced = ", ".join(others) if others else None
-    detail = (f"asked for {expected_op} but the compiled HLO has none; "
-              + (f"XLA replaced it by {replaced}" if replaced else "it has no collective at all"))
-    return Verification(check="hlo-collective", ok=False, expected_op=expected_op, found_ops=found,
-                        replaced_by=replaced, detail=detail)
+    detail = f"asked for {expected_op} but the compiled HLO has none; " + (
+        f"XLA replaced it by {replaced}" if replaced else "it has no collective at all"
+    )
+    return Verification(
+        check="hlo-collective", ok=False, expected_op=expected_op, found_ops=found, replaced_by=replaced, detail=detail
+    )
 
 
 def require_collective(hlo_text: str, *, expected_op: str) -> Verification:

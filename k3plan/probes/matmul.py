@@ -40,6 +40,7 @@ def _xla_factory(*, n: int, dtype: str):
         a = jax.device_put((np.arange(n * n).reshape(n, n) % 7 - 3).astype(dtype), jax.local_devices()[0])
         fn = jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=acc)).lower(a, a).compile()
         return fn, a
+
     return make
 
 
@@ -67,32 +68,64 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
             try:
                 d = dispatch(implementations={"xla-dot": _xla_factory(n=n, dtype=dtype)}, order=["xla-dot"])
             except NoImplementation as err:
-                attempts += [Attempt(implementation=f"{a.implementation}[{dtype}]", ok=False, reason=a.reason) for a in err.attempts]
-                points.append(ProbePoint(params={"dtype": dtype, "size": n}, notes=[f"{dtype} not runnable here: {err}"]))
+                attempts += [
+                    Attempt(implementation=f"{a.implementation}[{dtype}]", ok=False, reason=a.reason)
+                    for a in err.attempts
+                ]
+                points.append(
+                    ProbePoint(params={"dtype": dtype, "size": n}, notes=[f"{dtype} not runnable here: {err}"])
+                )
                 break
             fn, a = d.value
             if not checks or checks[-1].detail.split(":")[0] != dtype:
                 checks.append(_verify(fn, a, dtype))
             samples = sample_s(fn, a, a, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
             st = stats(samples)
-            flops = 2.0 * n ** 3
+            flops = 2.0 * n**3
             expected = None
             if ctx.hardware.spec is not None:
                 try:
                     expected = _peak(ctx.hardware.spec, dtype)
                 except Exception:
                     expected = None
-            points.append(ProbePoint(params={"dtype": dtype, "size": n, "flops": flops}, samples_s={"op": samples},
-                                     stats=st, value=flops / st.p50, unit="flop/s", expected=expected))
+            points.append(
+                ProbePoint(
+                    params={"dtype": dtype, "size": n, "flops": flops},
+                    samples_s={"op": samples},
+                    stats=st,
+                    value=flops / st.p50,
+                    unit="flop/s",
+                    expected=expected,
+                )
+            )
     attempts = attempts or [Attempt(implementation="xla-dot", ok=True)]
-    expectation = expect(ctx.hardware, unit="flop/s", formula="flops_per_s_per_device(dtype) (first dtype shown)",
-                         compute=lambda hw: _peak(hw, params.dtypes[0]))
+    expectation = expect(
+        ctx.hardware,
+        unit="flop/s",
+        formula="flops_per_s_per_device(dtype) (first dtype shown)",
+        compute=lambda hw: _peak(hw, params.dtypes[0]),
+    )
     ok = any(pt.value is not None for pt in points) or not points
-    return [ctx.record(probe="matmul", params={"sizes": list(params.sizes), "dtypes": list(params.dtypes),
-                                               "warmup": ctx.warmup, "repeats": ctx.repeats},
-                       implementation="xla-dot", attempts=attempts, points=points, baseline=BASELINE,
-                       verification=checks, verified=all(c.ok for c in checks) if checks else None,
-                       expectation=expectation, ok=ok, error=None if ok else "no dtype could run")]
+    return [
+        ctx.record(
+            probe="matmul",
+            params={
+                "sizes": list(params.sizes),
+                "dtypes": list(params.dtypes),
+                "warmup": ctx.warmup,
+                "repeats": ctx.repeats,
+            },
+            implementation="xla-dot",
+            attempts=attempts,
+            points=points,
+            baseline=BASELINE,
+            verification=checks,
+            verified=all(c.ok for c in checks) if checks else None,
+            expectation=expectation,
+            ok=ok,
+            error=None if ok else "no dtype could run",
+        )
+    ]
 
 
 def _verify(fn, a, dtype: str) -> Verification:
@@ -102,4 +135,6 @@ def _verify(fn, a, dtype: str) -> Verification:
     x = np.asarray(a, dtype=np.float64)
     want = x[:8] @ x[:, :8]
     ok = bool(np.allclose(got, want, rtol=2e-2, atol=1e-2 * max(1.0, float(np.abs(want).max()))))
-    return Verification(check="numerics", ok=ok, detail=f"{dtype}: 8x8 corner vs numpy {'matches' if ok else 'DIFFERS'} (rtol 2e-2)")
+    return Verification(
+        check="numerics", ok=ok, detail=f"{dtype}: 8x8 corner vs numpy {'matches' if ok else 'DIFFERS'} (rtol 2e-2)"
+    )

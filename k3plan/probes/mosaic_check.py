@@ -54,8 +54,9 @@ class KernelCheck(_Frozen):
     def verification(self) -> Verification:
         """The check as a probe record's Verification entry."""
         found = {c.target: sum(1 for x in self.custom_calls if x.target == c.target) for c in self.custom_calls}
-        return Verification(check="mosaic-compile", ok=self.ok, expected_op=TPU_CUSTOM_CALL, found_ops=found,
-                            detail=self.detail)
+        return Verification(
+            check="mosaic-compile", ok=self.ok, expected_op=TPU_CUSTOM_CALL, found_ops=found, detail=self.detail
+        )
 
 
 class MosaicCheck(_Frozen):
@@ -78,9 +79,14 @@ def custom_calls(hlo_text: str) -> list[CustomCall]:
             continue
         cfg = _backend_config(line)
         name = re.search(r'op_name="([^"]+)"', line)
-        out.append(CustomCall(target=m.group(1), op_name=name.group(1) if name else None,
-                              scoped_memory_limit_bytes=_sum_sizes(cfg.get("scoped_memory_configs")),
-                              scoped_memory_used_bytes=_sum_sizes(cfg.get("used_scoped_memory_configs"))))
+        out.append(
+            CustomCall(
+                target=m.group(1),
+                op_name=name.group(1) if name else None,
+                scoped_memory_limit_bytes=_sum_sizes(cfg.get("scoped_memory_configs")),
+                scoped_memory_used_bytes=_sum_sizes(cfg.get("used_scoped_memory_configs")),
+            )
+        )
     return out
 
 
@@ -103,7 +109,7 @@ def _backend_config(line: str) -> dict:
             depth -= 1
             if depth == 0:
                 try:
-                    return json.loads(line[i:j + 1])
+                    return json.loads(line[i : j + 1])
                 except ValueError:
                     return {}
     return {}
@@ -123,13 +129,24 @@ def _topology(name: str):
     except Exception as err:  # noqa: BLE001 -- the compiler's own verdict, any type
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if "lockfile" in first:
-            raise K3PlanError(f"--target {name}: another process is using libtpu ({first}); wait for it, or set "
-                              "ALLOW_MULTIPLE_LIBTPU_LOAD=1 for a compile-only run") from None
+            raise K3PlanError(
+                f"--target {name}: another process is using libtpu ({first}); wait for it, or set "
+                "ALLOW_MULTIPLE_LIBTPU_LOAD=1 for a compile-only run"
+            ) from None
         raise K3PlanError(f"--target {name}: the TPU compiler does not know this topology ({first})") from None
 
 
-def _compile(kernel: str, *, device, hbm_rows: int, hbm_cols: int, block_rows: int, heads: int, head_dim: int,
-             heads_per_block: int):
+def _compile(
+    kernel: str,
+    *,
+    device,
+    hbm_rows: int,
+    hbm_cols: int,
+    block_rows: int,
+    heads: int,
+    head_dim: int,
+    heads_per_block: int,
+):
     import jax
     import jax.numpy as jnp
     from jax.sharding import SingleDeviceSharding
@@ -146,19 +163,32 @@ def _compile(kernel: str, *, device, hbm_rows: int, hbm_cols: int, block_rows: i
     if kernel == "kda-decode":
         from k3plan.probes.kda_decode import pallas as kda
 
-        shapes = [(heads, head_dim, head_dim), (heads, head_dim), (heads, head_dim), (heads, head_dim),
-                  (heads, head_dim), (heads,)]
+        shapes = [
+            (heads, head_dim, head_dim),
+            (heads, head_dim),
+            (heads, head_dim),
+            (heads, head_dim),
+            (heads, head_dim),
+            (heads,),
+        ]
         args = [jax.ShapeDtypeStruct(s, f32, sharding=sh) for s in shapes]
         shape = {"heads": heads, "head_dim": head_dim, "heads_per_block": heads_per_block, "state_dtype": "float32"}
-        fn = lambda *a: kda.decode_step(*a, scale=head_dim ** -0.5, heads_per_block=heads_per_block,
-                                        interpret=False)
+        fn = lambda *a: kda.decode_step(*a, scale=head_dim**-0.5, heads_per_block=heads_per_block, interpret=False)
         return shape, jax.jit(fn).lower(*args).compile()
     raise K3PlanError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
 
 
-def check_kernels(*, target: str = "tpu7x:2x2x4", kernels: tuple[str, ...] = KERNELS, hbm_rows: int = 1024,
-                  hbm_cols: int = 512, block_rows: int = 256, heads: int = 16, head_dim: int = 128,
-                  heads_per_block: int = 8) -> MosaicCheck:
+def check_kernels(
+    *,
+    target: str = "tpu7x:2x2x4",
+    kernels: tuple[str, ...] = KERNELS,
+    hbm_rows: int = 1024,
+    hbm_cols: int = 512,
+    block_rows: int = 256,
+    heads: int = 16,
+    head_dim: int = 128,
+    heads_per_block: int = 8,
+) -> MosaicCheck:
     """Compile each Pallas kernel natively (not interpret) for one device of `target`, deviceless."""
     import time
 
@@ -178,23 +208,48 @@ def check_kernels(*, target: str = "tpu7x:2x2x4", kernels: tuple[str, ...] = KER
     done = []
     for k in kernels:
         t0 = time.perf_counter()
-        shape, compiled = _compile(k, device=device, hbm_rows=hbm_rows, hbm_cols=hbm_cols, block_rows=block_rows,
-                                   heads=heads, head_dim=head_dim, heads_per_block=heads_per_block)
+        shape, compiled = _compile(
+            k,
+            device=device,
+            hbm_rows=hbm_rows,
+            hbm_cols=hbm_cols,
+            block_rows=block_rows,
+            heads=heads,
+            head_dim=head_dim,
+            heads_per_block=heads_per_block,
+        )
         seconds = time.perf_counter() - t0
         calls = custom_calls(compiled.as_text())
         tpu = [c for c in calls if c.target == TPU_CUSTOM_CALL]
         mem = compiled.memory_analysis()
         used = [c.scoped_memory_used_bytes for c in tpu if c.scoped_memory_used_bytes is not None]
-        detail = (f"{len(tpu)} {TPU_CUSTOM_CALL} in the compiled HLO"
-                  + (f"; scoped VMEM used {max(used):,} B" if used else "; no scoped-memory use reported")
-                  if tpu else f"no {TPU_CUSTOM_CALL} in the compiled HLO: the Pallas kernel did not reach the TPU program")
-        done.append(KernelCheck(kernel=k, shape=shape, ok=bool(tpu), custom_calls=tuple(calls),
-                                generated_code_bytes=getattr(mem, "generated_code_size_in_bytes", None),
-                                argument_bytes=getattr(mem, "argument_size_in_bytes", None),
-                                output_bytes=getattr(mem, "output_size_in_bytes", None),
-                                temp_bytes=getattr(mem, "temp_size_in_bytes", None),
-                                compile_s=round(seconds, 3), detail=detail))
-    return MosaicCheck(target=tgt.name, device_kind=str(getattr(device, "device_kind", "?")),
-                       device_count=len(topo.devices), jax_version=jax.__version__, libtpu_version=lib,
-                       date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), kernels=tuple(done),
-                       label=f"deviceless Mosaic compile for {tgt.name} (libtpu {lib}): compiled, not run")
+        detail = (
+            f"{len(tpu)} {TPU_CUSTOM_CALL} in the compiled HLO"
+            + (f"; scoped VMEM used {max(used):,} B" if used else "; no scoped-memory use reported")
+            if tpu
+            else f"no {TPU_CUSTOM_CALL} in the compiled HLO: the Pallas kernel did not reach the TPU program"
+        )
+        done.append(
+            KernelCheck(
+                kernel=k,
+                shape=shape,
+                ok=bool(tpu),
+                custom_calls=tuple(calls),
+                generated_code_bytes=getattr(mem, "generated_code_size_in_bytes", None),
+                argument_bytes=getattr(mem, "argument_size_in_bytes", None),
+                output_bytes=getattr(mem, "output_size_in_bytes", None),
+                temp_bytes=getattr(mem, "temp_size_in_bytes", None),
+                compile_s=round(seconds, 3),
+                detail=detail,
+            )
+        )
+    return MosaicCheck(
+        target=tgt.name,
+        device_kind=str(getattr(device, "device_kind", "?")),
+        device_count=len(topo.devices),
+        jax_version=jax.__version__,
+        libtpu_version=lib,
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        kernels=tuple(done),
+        label=f"deviceless Mosaic compile for {tgt.name} (libtpu {lib}): compiled, not run",
+    )

@@ -63,11 +63,21 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
     e, din, dout = params.local_experts, params.d_in, params.d_out
     rng = np.random.default_rng(params.seed)
     with jax.default_device(dev):  # built on the device: no host copy of the expert weights
-        rhs = jax.jit(lambda key: (jax.random.normal(key, (e, din, dout), jnp.float32) * din ** -0.5).astype(params.dtype))(
-            jax.random.key(params.seed))
-    record_params = {"experts": params.experts, "top_k": params.top_k, "d_in": din, "d_out": dout, "ep": params.ep,
-                     "local_experts": e, "dtype": params.dtype, "tokens": list(params.tokens),
-                     "warmup": ctx.warmup, "repeats": ctx.repeats}
+        rhs = jax.jit(
+            lambda key: (jax.random.normal(key, (e, din, dout), jnp.float32) * din**-0.5).astype(params.dtype)
+        )(jax.random.key(params.seed))
+    record_params = {
+        "experts": params.experts,
+        "top_k": params.top_k,
+        "d_in": din,
+        "d_out": dout,
+        "ep": params.ep,
+        "local_experts": e,
+        "dtype": params.dtype,
+        "tokens": list(params.tokens),
+        "warmup": ctx.warmup,
+        "repeats": ctx.repeats,
+    }
     points, checks, dispatched = [], [], None
     itemsize = np.dtype(params.dtype).itemsize
     for t in params.tokens:
@@ -88,7 +98,9 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         try:
             d = dispatch(implementations={"xla-ragged-dot": xla}, order=["xla-ragged-dot"])
         except NoImplementation as err:
-            return [ctx.record(probe="ragged-dot", params=record_params, ok=False, error=str(err), attempts=err.attempts)]
+            return [
+                ctx.record(probe="ragged-dot", params=record_params, ok=False, error=str(err), attempts=err.attempts)
+            ]
         dispatched = dispatched or d
         if not checks:
             checks.append(_verify(d.value, lhs, rhs, gs, sizes_pad))
@@ -96,19 +108,48 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         st = stats(samples)
         flops = 2.0 * rows * din * dout
         weight_bytes = touched * din * dout * itemsize
-        points.append(ProbePoint(
-            params={"tokens": t, "rows": rows, "experts_touched": touched, "flops": flops, "weight_bytes_touched": weight_bytes},
-            samples_s={"op": samples}, stats=st, value=flops / st.p50, unit="flop/s",
-            expected=_expected_flops(ctx, flops=flops, weight_bytes=weight_bytes),
-            notes=[f"{st.p50 / t * 1e6:.3g} us a token on this device; {touched}/{e} local experts touched"]))
+        points.append(
+            ProbePoint(
+                params={
+                    "tokens": t,
+                    "rows": rows,
+                    "experts_touched": touched,
+                    "flops": flops,
+                    "weight_bytes_touched": weight_bytes,
+                },
+                samples_s={"op": samples},
+                stats=st,
+                value=flops / st.p50,
+                unit="flop/s",
+                expected=_expected_flops(ctx, flops=flops, weight_bytes=weight_bytes),
+                notes=[f"{st.p50 / t * 1e6:.3g} us a token on this device; {touched}/{e} local experts touched"],
+            )
+        )
     first = points[0].params if points else {"flops": 0.0, "weight_bytes_touched": 0}
-    expectation = expect(ctx.hardware, unit="flop/s",
-                         formula="flops / max(flops / flops_per_s_per_device(bf16), weight bytes touched / hbm_bw) (first point)",
-                         compute=lambda hw: first["flops"] / max(first["flops"] / hw.flops_per_s_per_device("bf16"),
-                                                                 first["weight_bytes_touched"] / hw.hbm_bw_bytes_per_s_per_device))
-    return [ctx.record(probe="ragged-dot", params=record_params, dispatched=dispatched, points=points,
-                       baseline="none: the whole grouped matmul is timed", verification=checks,
-                       verified=all(c.ok for c in checks) if checks else None, expectation=expectation)]
+    expectation = expect(
+        ctx.hardware,
+        unit="flop/s",
+        formula="flops / max(flops / flops_per_s_per_device(bf16), weight bytes touched / hbm_bw) (first point)",
+        compute=lambda hw: (
+            first["flops"]
+            / max(
+                first["flops"] / hw.flops_per_s_per_device("bf16"),
+                first["weight_bytes_touched"] / hw.hbm_bw_bytes_per_s_per_device,
+            )
+        ),
+    )
+    return [
+        ctx.record(
+            probe="ragged-dot",
+            params=record_params,
+            dispatched=dispatched,
+            points=points,
+            baseline="none: the whole grouped matmul is timed",
+            verification=checks,
+            verified=all(c.ok for c in checks) if checks else None,
+            expectation=expectation,
+        )
+    ]
 
 
 def _expected_flops(ctx: ProbeContext, *, flops: float, weight_bytes: float):
@@ -136,5 +177,8 @@ def _verify(fn, lhs, rhs, gs, sizes) -> Verification:
         sl = slice(starts[g], starts[g + 1])
         worst = max(worst, float(np.max(np.abs(out[sl] - a[sl] @ np.asarray(rhs[g], np.float64)))))
     tol = 5e-2
-    return Verification(check="numerics", ok=worst <= tol,
-                        detail=f"groups {sorted({nonempty[0], nonempty[-1]})} vs numpy: max abs error {worst:.3g} (tolerance {tol:g})")
+    return Verification(
+        check="numerics",
+        ok=worst <= tol,
+        detail=f"groups {sorted({nonempty[0], nonempty[-1]})} vs numpy: max abs error {worst:.3g} (tolerance {tol:g})",
+    )

@@ -24,9 +24,17 @@ from k3plan.safeparse import parse_json, read_text
 from k3plan.specfile import describe as describe_error
 
 OP_ALIASES = {
-    "a2a": "all-to-all", "all-to-all": "all-to-all", "alltoall": "all-to-all", "all_to_all": "all-to-all",
-    "allreduce": "all-reduce", "all-reduce": "all-reduce", "all_reduce": "all-reduce", "psum": "all-reduce",
-    "allgather": "all-gather", "all-gather": "all-gather", "all_gather": "all-gather",
+    "a2a": "all-to-all",
+    "all-to-all": "all-to-all",
+    "alltoall": "all-to-all",
+    "all_to_all": "all-to-all",
+    "allreduce": "all-reduce",
+    "all-reduce": "all-reduce",
+    "all_reduce": "all-reduce",
+    "psum": "all-reduce",
+    "allgather": "all-gather",
+    "all-gather": "all-gather",
+    "all_gather": "all-gather",
 }
 
 PathLike = Union[str, Path]
@@ -64,8 +72,10 @@ def _read_record(path: Path) -> ProbeRecord:
     label = f"--probes {path}"
     raw = parse_json(label, read_text(label, path))
     if not isinstance(raw, dict):
-        raise K3PlanError(f"{label}: a JSON {type(raw).__name__}, not a probe record; expected an object "
-                          "written by `k3plan probe` (move other files out of the folder)")
+        raise K3PlanError(
+            f"{label}: a JSON {type(raw).__name__}, not a probe record; expected an object "
+            "written by `k3plan probe` (move other files out of the folder)"
+        )
     try:
         return ProbeRecord.model_validate(raw)
     except ValidationError as err:
@@ -100,8 +110,9 @@ def latest_latency(
     smallest message size, or the one for `message_bytes` (exact, else the smallest size above it,
     else the largest measured)."""
     name = canonical_op(op)
-    found = _matching(dir, device_kind=device_kind, allow_cpu=allow_cpu,
-                      want=lambda r: r.op == name and r.mode == mode and _valued(r))
+    found = _matching(
+        dir, device_kind=device_kind, allow_cpu=allow_cpu, want=lambda r: r.op == name and r.mode == mode and _valued(r)
+    )
     if not found:
         return None
     record, path = found[-1]
@@ -118,8 +129,12 @@ def effective_bandwidth(
 ) -> Optional[tuple[float, ProbeRecord, Path]]:
     """Achieved bytes/s a device from the newest matching `probe` record: the envelope (the best
     point measured), never an extrapolation."""
-    found = _matching(dir, device_kind=device_kind, allow_cpu=allow_cpu,
-                      want=lambda r: r.probe == probe and any(pt.unit == "bytes/s" for pt in _valued(r)))
+    found = _matching(
+        dir,
+        device_kind=device_kind,
+        allow_cpu=allow_cpu,
+        want=lambda r: r.probe == probe and any(pt.unit == "bytes/s" for pt in _valued(r)),
+    )
     if not found:
         return None
     record, path = found[-1]

@@ -6,9 +6,13 @@ from typing import Optional
 
 from k3plan.probes.record import ProbeRecord
 
-_SCALES = {"s/call": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")), "s/token": ((1e-9, "ns"), (1e-6, "us"), (1e-3, "ms"), (1.0, "s")),
-           "s": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")), "bytes/s": ((1e9, "GB/s"), (1e12, "TB/s")),
-           "flop/s": ((1e9, "GFLOP/s"), (1e12, "TFLOP/s"))}
+_SCALES = {
+    "s/call": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")),
+    "s/token": ((1e-9, "ns"), (1e-6, "us"), (1e-3, "ms"), (1.0, "s")),
+    "s": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")),
+    "bytes/s": ((1e9, "GB/s"), (1e12, "TB/s")),
+    "flop/s": ((1e9, "GFLOP/s"), (1e12, "TFLOP/s")),
+}
 
 
 def fmt_value(value: Optional[float], unit: Optional[str]) -> str:
@@ -27,7 +31,11 @@ def fmt_value(value: Optional[float], unit: Optional[str]) -> str:
 def render(console, record: ProbeRecord, path=None) -> None:
     from rich.table import Table
 
-    head = f"[bold]{record.probe}[/]" + (f" {record.op}" if record.op and record.probe == "hbm" else "") + (f" {record.mode}" if record.mode else "")
+    head = (
+        f"[bold]{record.probe}[/]"
+        + (f" {record.op}" if record.op and record.probe == "hbm" else "")
+        + (f" {record.mode}" if record.mode else "")
+    )
     head += f" on {record.device_count} x {record.device_kind} ({record.backend}, {record.process_count} process"
     head += "es)" if record.process_count > 1 else ")"
     console.print(head)
@@ -46,12 +54,19 @@ def render(console, record: ProbeRecord, path=None) -> None:
     for col in ("point", "value" + per, "raw p50", "raw p90", "baseline", "expected"):
         table.add_column(col, justify="left" if col == "point" else "right", no_wrap=True)
     for pt in record.points:
-        shown = {k: v for k, v in pt.params.items() if k in ("bytes", "dtype", "size", "seq_len", "path", "op", "tokens")}
+        shown = {
+            k: v for k, v in pt.params.items() if k in ("bytes", "dtype", "size", "seq_len", "path", "op", "tokens")
+        }
         st = pt.stats
         unit_s = "s/call" if pt.unit == "s/call" else "s"
-        table.add_row(" ".join(f"{v}" if k in ("dtype", "path", "op") else f"{k}={v}" for k, v in shown.items()), fmt_value(pt.value, pt.unit),
-                      fmt_value(st.p50 if st else None, unit_s), fmt_value(st.p90 if st else None, unit_s),
-                      fmt_value(pt.baseline_s, unit_s), fmt_value(pt.expected, pt.unit))
+        table.add_row(
+            " ".join(f"{v}" if k in ("dtype", "path", "op") else f"{k}={v}" for k, v in shown.items()),
+            fmt_value(pt.value, pt.unit),
+            fmt_value(st.p50 if st else None, unit_s),
+            fmt_value(st.p90 if st else None, unit_s),
+            fmt_value(pt.baseline_s, unit_s),
+            fmt_value(pt.expected, pt.unit),
+        )
     console.print(table)
     for note in dict.fromkeys(n for pt in record.points for n in pt.notes):
         console.print(f"  note: {note}", soft_wrap=True)

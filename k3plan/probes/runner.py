@@ -30,24 +30,40 @@ class RunResult:
     process_index: int = 0
 
 
-def run_probe(*, settings: RunSettings, run: Callable[..., list[ProbeRecord]],
-              progress: Callable[[str], None] = lambda text: None,
-              plan: Callable[[int], None] = lambda total: None) -> RunResult:
+def run_probe(
+    *,
+    settings: RunSettings,
+    run: Callable[..., list[ProbeRecord]],
+    progress: Callable[[str], None] = lambda text: None,
+    plan: Callable[[int], None] = lambda total: None,
+) -> RunResult:
     """`run(ctx=...)` is the probe's own run with its parameters bound; ``progress(text)`` as each
     sweep point starts, ``plan(total)`` once the probe knows how many points it will run."""
     with stdout_to_stderr():
         return _run(settings=settings, run=run, progress=progress, plan=plan)
 
 
-def _run(*, settings: RunSettings, run: Callable[..., list[ProbeRecord]], progress: Callable[[str], None],
-         plan: Callable[[int], None]) -> RunResult:
+def _run(
+    *,
+    settings: RunSettings,
+    run: Callable[..., list[ProbeRecord]],
+    progress: Callable[[str], None],
+    plan: Callable[[int], None],
+) -> RunResult:
     notes = ensure_cpu_devices(count=settings.cpu_devices)
     if settings.distributed is not None:
         init_distributed(settings.distributed)
     from k3plan.probes.context import build_context
 
-    ctx = build_context(timeout_s=settings.timeout_s, hardware_name=settings.hardware, warmup=settings.warmup,
-                        repeats=settings.repeats, progress=progress, plan=plan, notes=notes)
+    ctx = build_context(
+        timeout_s=settings.timeout_s,
+        hardware_name=settings.hardware,
+        warmup=settings.warmup,
+        repeats=settings.repeats,
+        progress=progress,
+        plan=plan,
+        notes=notes,
+    )
     if settings.distributed is not None:
         ctx.notes.append(f"distributed: {ctx.process_count} processes, coordinator {settings.distributed.coordinator}")
     records = run(ctx=ctx)

@@ -66,10 +66,16 @@ def _usd_per_mtok(price: Optional[float], chips: int, tokens_per_s: float) -> Op
 
 def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optional[Path], price) -> dict[str, Any]:
     d = decode_bound(setup, batch=batch, context_tokens=context, eff=eff, probes=probes)
-    return {"batch": batch, "tokens_per_s": d.tokens_per_s, "tokens_per_s_per_chip": d.tokens_per_s_per_chip,
-            "tpot_s": d.tpot_s, "binding": d.binding, "comm_share": d.comm_share,
-            "latency_source": d.comm.latency_source,
-            "usd_per_mtok": _usd_per_mtok(price, setup.topology.chips, d.tokens_per_s)}
+    return {
+        "batch": batch,
+        "tokens_per_s": d.tokens_per_s,
+        "tokens_per_s_per_chip": d.tokens_per_s_per_chip,
+        "tpot_s": d.tpot_s,
+        "binding": d.binding,
+        "comm_share": d.comm_share,
+        "latency_source": d.comm.latency_source,
+        "usd_per_mtok": _usd_per_mtok(price, setup.topology.chips, d.tokens_per_s),
+    }
 
 
 def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price) -> ContextRow:
@@ -82,24 +88,46 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
     if full > concurrency:
         decode["full"] = _decode(s, batch=full, context=c, eff=eff, probes=probes, price=price)
     p = prefill_bound(s, prompt_tokens=c, chunk_tokens=r.workload.prefill_chunk_tokens, eff=eff, probes=probes)
-    prefill = {"prompt_tokens": c, "chunk_tokens": p.chunk_tokens, "ttft_s": p.ttft_s, "tokens_per_s": p.tokens_per_s,
-               "feasible": p.feasible, "note": p.note, "link_share": p.link_share,
-               "usd_per_mtok": _usd_per_mtok(price, s.topology.chips, p.tokens_per_s)}
+    prefill = {
+        "prompt_tokens": c,
+        "chunk_tokens": p.chunk_tokens,
+        "ttft_s": p.ttft_s,
+        "tokens_per_s": p.tokens_per_s,
+        "feasible": p.feasible,
+        "note": p.note,
+        "link_share": p.link_share,
+        "usd_per_mtok": _usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
+    }
     prov = dict(r.provenance)
     src = s.hardware.sources()
     prov["hbm_bw"] = src.get("hbm_bw_per_device", s.hardware.path)
     prov["flops"] = src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path))
     prov["collective_latency"] = decode["concurrency"]["latency_source"]
-    prov["efficiency"] = f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)"
+    prov["efficiency"] = (
+        f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)"
+    )
     return ContextRow(
-        context_tokens=c, fits=True,
-        setup={"topology": s.topology.text, "chips": s.topology.chips, "devices": s.topology.devices,
-               "hosts": s.topology.hosts, "tp": s.parallel.tp, "ep": s.parallel.ep, "dp": s.parallel.dp,
-               "stack": s.stack.name},
-        per_device={k: int(r.per_device[k]) for k in TERMS}, usable_bytes_per_device=r.hardware.usable_bytes_per_device,
-        max_context_tokens=r.capacity.memory_context_tokens, max_sequences=r.capacity.max_sequences,
+        context_tokens=c,
+        fits=True,
+        setup={
+            "topology": s.topology.text,
+            "chips": s.topology.chips,
+            "devices": s.topology.devices,
+            "hosts": s.topology.hosts,
+            "tp": s.parallel.tp,
+            "ep": s.parallel.ep,
+            "dp": s.parallel.dp,
+            "stack": s.stack.name,
+        },
+        per_device={k: int(r.per_device[k]) for k in TERMS},
+        usable_bytes_per_device=r.hardware.usable_bytes_per_device,
+        max_context_tokens=r.capacity.memory_context_tokens,
+        max_sequences=r.capacity.max_sequences,
         model_max_context_tokens=r.capacity.get("model_max_context_tokens"),
-        decode=decode, prefill=prefill, provenance=prov, warnings=list(r.warnings),
+        decode=decode,
+        prefill=prefill,
+        provenance=prov,
+        warnings=list(r.warnings),
     )
 
 
@@ -113,36 +141,74 @@ def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes:
     return out
 
 
-def platform_report(*, model: str, hardware: str, stack: str, contexts: Sequence[int], concurrency: int,
-                    max_chips: int, eff: Efficiency, probes: Optional[Path] = None,
-                    chunks: Sequence[int] = DEFAULT_CHUNKS) -> PlatformReport:
+def platform_report(
+    *,
+    model: str,
+    hardware: str,
+    stack: str,
+    contexts: Sequence[int],
+    concurrency: int,
+    max_chips: int,
+    eff: Efficiency,
+    probes: Optional[Path] = None,
+    chunks: Sequence[int] = DEFAULT_CHUNKS,
+) -> PlatformReport:
     hw = load_hardware(hardware)
-    choices, tried = smallest_viable(model=model, hardware=hardware, stack=stack, contexts=contexts,
-                                     concurrency=concurrency, max_chips=max_chips, probes=probes)
+    choices, tried = smallest_viable(
+        model=model,
+        hardware=hardware,
+        stack=stack,
+        contexts=contexts,
+        concurrency=concurrency,
+        max_chips=max_chips,
+        probes=probes,
+    )
     price = hw.price_usd_per_chip_hour
     rows = [_row(choices[c], concurrency=concurrency, eff=eff, probes=probes, price=price) for c in contexts]
-    out = dict(hardware=hw.name, kind=hw.kind, stack=stack, price_usd_per_chip_hour=price,
-               price_source=hw.sources().get("price", "no price in the hardware spec"), candidates_tried=tried, rows=rows,
-               roof={"flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu,
-                     "peak_flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype),
-                     "hbm_bytes_per_s": hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency})
+    out = dict(
+        hardware=hw.name,
+        kind=hw.kind,
+        stack=stack,
+        price_usd_per_chip_hour=price,
+        price_source=hw.sources().get("price", "no price in the hardware spec"),
+        candidates_tried=tried,
+        rows=rows,
+        roof={
+            "flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu,
+            "peak_flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype),
+            "hbm_bytes_per_s": hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency,
+        },
+    )
     from k3plan.report.capacity_advice import platform_advice, tier_rows
 
-    out["advice"] = [platform_advice(choices[c], model=model, hardware=hardware, stack=stack, eff=eff, probes=probes,
-                                     decode=row.decode["concurrency"])
-                     for c, row in zip(contexts, rows) if choices[c].setup is not None]
+    out["advice"] = [
+        platform_advice(
+            choices[c],
+            model=model,
+            hardware=hardware,
+            stack=stack,
+            eff=eff,
+            probes=probes,
+            decode=row.decode["concurrency"],
+        )
+        for c, row in zip(contexts, rows)
+        if choices[c].setup is not None
+    ]
     first = next((choices[c] for c in contexts if choices[c].setup is not None), None)
     if first is not None:
         row = rows[list(contexts).index(first.context_tokens)]
         out["tiers"] = tier_rows(first.setup, context_tokens=first.context_tokens, prefill_ttft_s=row.prefill["ttft_s"])
-        out["tiers_setup"] = (f"{first.setup.topology.text}, {first.context_tokens:,}-token sessions, restore vs the "
-                              "roofline's prefill")
+        out["tiers_setup"] = (
+            f"{first.setup.topology.text}, {first.context_tokens:,}-token sessions, restore vs the roofline's prefill"
+        )
     if first is not None:
         s, c = first.setup, first.context_tokens
         w = check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
         out["curve"] = [p.model_dump() for p in curve(s, workload=w, chunks=chunks, calibration=None)]
-        out["curve_setup"] = (f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), "
-                              f"context {c:,}")
-        out["roofline_points"] = _roofline_points(s, context=c, most=first.result.capacity.max_sequences, eff=eff,
-                                                  probes=probes)
+        out["curve_setup"] = (
+            f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), context {c:,}"
+        )
+        out["roofline_points"] = _roofline_points(
+            s, context=c, most=first.result.capacity.max_sequences, eff=eff, probes=probes
+        )
     return PlatformReport(**out)

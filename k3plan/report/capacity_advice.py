@@ -10,20 +10,44 @@ from typing import Any
 from k3plan.report.doc import Block
 
 
-def platform_advice(ch, *, model: str, hardware: str, stack: str, decode: dict[str, Any], eff,
-                    probes=None) -> dict[str, Any]:
+def platform_advice(
+    ch, *, model: str, hardware: str, stack: str, decode: dict[str, Any], eff, probes=None
+) -> dict[str, Any]:
     """One viable context: the rules' verdict, warnings and suggestions (texts carry the effects)."""
     from k3plan.advice.wiring import fit_advice
 
     s, r = ch.setup, ch.result
-    options = {"model": model, "hardware": hardware, "topology": s.topology.text, "tp": s.parallel.tp, "ep": None,
-               "dp": s.parallel.dp, "stack": stack, "kv_dtype": None, "shardspecs": None}
-    fa = fit_advice(options, s, r.workload, r, speed_setup=s, eff=eff, probes=probes,
-                    binding=decode.get("binding"), tpot_s=decode.get("tpot_s"))
+    options = {
+        "model": model,
+        "hardware": hardware,
+        "topology": s.topology.text,
+        "tp": s.parallel.tp,
+        "ep": None,
+        "dp": s.parallel.dp,
+        "stack": stack,
+        "kv_dtype": None,
+        "shardspecs": None,
+    }
+    fa = fit_advice(
+        options,
+        s,
+        r.workload,
+        r,
+        speed_setup=s,
+        eff=eff,
+        probes=probes,
+        binding=decode.get("binding"),
+        tpot_s=decode.get("tpot_s"),
+    )
     a = fa.rules
-    return {"context_tokens": ch.context_tokens, "verdict": a.verdict, "headroom_fraction": a.headroom_fraction,
-            "warnings": list(a.warnings), "suggestions": [f"[{x.rule}] {x.text}" for x in a.suggestions],
-            "alternatives": list(fa.alternatives)}
+    return {
+        "context_tokens": ch.context_tokens,
+        "verdict": a.verdict,
+        "headroom_fraction": a.headroom_fraction,
+        "warnings": list(a.warnings),
+        "suggestions": [f"[{x.rule}] {x.text}" for x in a.suggestions],
+        "alternatives": list(fa.alternatives),
+    }
 
 
 def tier_rows(setup, *, context_tokens: int, prefill_ttft_s: float) -> list[dict[str, Any]]:
@@ -31,8 +55,12 @@ def tier_rows(setup, *, context_tokens: int, prefill_ttft_s: float) -> list[dict
     the prefill it saves (the roofline's TTFT for the whole context)."""
     from k3plan.tiers.sessions import session_tiers
 
-    return [t.model_dump() for t in session_tiers(setup, context_tokens=context_tokens,
-                                                  prefill_s_per_token=prefill_ttft_s / context_tokens)]
+    return [
+        t.model_dump()
+        for t in session_tiers(
+            setup, context_tokens=context_tokens, prefill_s_per_token=prefill_ttft_s / context_tokens
+        )
+    ]
 
 
 def advice_blocks(r) -> list[Block]:
@@ -41,16 +69,25 @@ def advice_blocks(r) -> list[Block]:
         out.append(("h3", "Advice"))
         for a in r.advice:
             items = [f"warning: {w}" for w in a["warnings"]] + a["suggestions"]
-            head = (f"{a['context_tokens']:,} context: {a['verdict']}, headroom {a['headroom_fraction']:.1%} of usable "
-                    "HBM" + (f" (computed from: {'; '.join(a['alternatives'])})" if a["alternatives"] else ""))
+            head = (
+                f"{a['context_tokens']:,} context: {a['verdict']}, headroom {a['headroom_fraction']:.1%} of usable "
+                "HBM" + (f" (computed from: {'; '.join(a['alternatives'])})" if a["alternatives"] else "")
+            )
             out.append(("p", head + ("" if items else "; nothing to suggest (at least 10% headroom, no rule applies)")))
             if items:
                 out.append(("ul", items))
     if r.tiers:
         out.append(("h3", f"Memory tiers: suspended sessions ({r.tiers_setup})"))
-        rows = [[t["tier"], "—" if t["capacity_bytes"] is None else f"{t['capacity_bytes'] / 1e9:,.0f} GB",
-                 "no limit known" if t["sessions_held"] is None else f"{t['sessions_held']:,}",
-                 f"{t['restore_s'] * 1e3:,.1f} ms",
-                 "—" if t["recompute_s"] is None else f"{t['recompute_s']:,.2f} s", t["source"]] for t in r.tiers]
+        rows = [
+            [
+                t["tier"],
+                "—" if t["capacity_bytes"] is None else f"{t['capacity_bytes'] / 1e9:,.0f} GB",
+                "no limit known" if t["sessions_held"] is None else f"{t['sessions_held']:,}",
+                f"{t['restore_s'] * 1e3:,.1f} ms",
+                "—" if t["recompute_s"] is None else f"{t['recompute_s']:,.2f} s",
+                t["source"],
+            ]
+            for t in r.tiers
+        ]
         out.append(("table", ["tier", "capacity", "sessions held", "restore one", "prefill it again", "source"], rows))
     return out

@@ -22,31 +22,68 @@ def _usd(v) -> str:
     return "n/a" if v is None else f"{v:,.2f}"
 
 
-def deployment_blocks(*, model: str, hardware: Sequence[str], stacks: Sequence[str], concurrency: int,
-                      max_chips: int, plot_path: Path, prices: dict[str, float] | None = None) -> tuple[list[Block], list[Path]]:
+def deployment_blocks(
+    *,
+    model: str,
+    hardware: Sequence[str],
+    stacks: Sequence[str],
+    concurrency: int,
+    max_chips: int,
+    plot_path: Path,
+    prices: dict[str, float] | None = None,
+) -> tuple[list[Block], list[Path]]:
     """(blocks, files written): the section and its Pareto plot (written here)."""
     from k3plan.deploy.pareto import plot_pareto
     from k3plan.plan import plan
 
-    res = plan(model=model, hardware=list(hardware), stacks=list(dict.fromkeys(stacks)), max_chips=max_chips,
-               context=REQUEST_ISL + REQUEST_OSL, concurrency=concurrency, isl=REQUEST_ISL, osl=REQUEST_OSL,
-               top=10**6, prices=prices or {})
+    res = plan(
+        model=model,
+        hardware=list(hardware),
+        stacks=list(dict.fromkeys(stacks)),
+        max_chips=max_chips,
+        context=REQUEST_ISL + REQUEST_OSL,
+        concurrency=concurrency,
+        isl=REQUEST_ISL,
+        osl=REQUEST_OSL,
+        top=10**6,
+        prices=prices or {},
+    )
     blocks: list[Block] = [
         ("h2", "Deployment: Pareto front and cost"),
-        ("p", (f"Request shape: {REQUEST_ISL:,} prompt tokens, {REQUEST_OSL:,} output tokens, {concurrency} in flight "
-              f"(closed loop), context {REQUEST_ISL + REQUEST_OSL:,}. Latency and throughput are **ceilings-based** "
-              "(no efficiency records): the decode roofline and the prefill compute ceiling fed to the vLLM V1 "
-              "scheduler's steady state (`k3plan plan --isl --osl`).")),
+        (
+            "p",
+            (
+                f"Request shape: {REQUEST_ISL:,} prompt tokens, {REQUEST_OSL:,} output tokens, {concurrency} in flight "
+                f"(closed loop), context {REQUEST_ISL + REQUEST_OSL:,}. Latency and throughput are **ceilings-based** "
+                "(no efficiency records): the decode roofline and the prefill compute ceiling fed to the vLLM V1 "
+                "scheduler's steady state (`k3plan plan --isl --osl`)."
+            ),
+        ),
     ]
     files: list[Path] = []
     if res.pareto:
         files.append(plot_pareto(plot_path, res.pareto, front=res.pareto))
         blocks.append(("img", plot_path, "Pareto front: tokens/s per user vs tokens/s per chip"))
-        blocks.append(("table", ["hardware", "topology", "split", "stack", "chips", "tok/s/user", "tok/s/chip",
-                                 "$/hour", "$/M out"],
-                       [[p.hardware, p.topology, p.split, p.stack, str(p.chips), f"{p.tokens_per_s_per_user:,.1f}",
-                         f"{p.tokens_per_s_per_chip:,.1f}", _usd(p.usd_per_hour), _usd(p.usd_per_million_output_tokens)]
-                        for p in res.pareto]))
+        blocks.append(
+            (
+                "table",
+                ["hardware", "topology", "split", "stack", "chips", "tok/s/user", "tok/s/chip", "$/hour", "$/M out"],
+                [
+                    [
+                        p.hardware,
+                        p.topology,
+                        p.split,
+                        p.stack,
+                        str(p.chips),
+                        f"{p.tokens_per_s_per_user:,.1f}",
+                        f"{p.tokens_per_s_per_chip:,.1f}",
+                        _usd(p.usd_per_hour),
+                        _usd(p.usd_per_million_output_tokens),
+                    ]
+                    for p in res.pareto
+                ],
+            )
+        )
     else:
         blocks.append(("p", "No configuration fits: no Pareto front."))
     best: dict[str, dict] = {}  # hardware -> its first ranked row
@@ -62,13 +99,28 @@ def deployment_blocks(*, model: str, hardware: Sequence[str], stacks: Sequence[s
             rows.append([hw, _usd(p.usd_per_chip_hour), "no fit", "-", "-", "-", "-", source])
             continue
         c = r["cost"]
-        rows.append([hw, _usd(p.usd_per_chip_hour), f"{r['topology']} TP{r['tp']} EP{r['ep']} DP{r['dp']} {r['stack']}",
-                     str(r["chips"]), _usd(c["usd_per_hour"]), _usd(c["usd_per_million_output_tokens"]),
-                     _usd(c["usd_per_million_input_tokens"]), source])
-    blocks += [("h3", "Cost"),
-               ("table", ["hardware", "$/chip-hour", "pick", "chips", "$/hour", "$/M out", "$/M in", "price source"],
-                rows),
-               ("p", ("Per million tokens: the whole hourly cost charged to the token kind (output or input) at the "
-                     "pick's steady-state rate. n/a: the spec has no public price; `k3plan plan --price HW=USD` "
-                     "fills it."))]
+        rows.append(
+            [
+                hw,
+                _usd(p.usd_per_chip_hour),
+                f"{r['topology']} TP{r['tp']} EP{r['ep']} DP{r['dp']} {r['stack']}",
+                str(r["chips"]),
+                _usd(c["usd_per_hour"]),
+                _usd(c["usd_per_million_output_tokens"]),
+                _usd(c["usd_per_million_input_tokens"]),
+                source,
+            ]
+        )
+    blocks += [
+        ("h3", "Cost"),
+        ("table", ["hardware", "$/chip-hour", "pick", "chips", "$/hour", "$/M out", "$/M in", "price source"], rows),
+        (
+            "p",
+            (
+                "Per million tokens: the whole hourly cost charged to the token kind (output or input) at the "
+                "pick's steady-state rate. n/a: the spec has no public price; `k3plan plan --price HW=USD` "
+                "fills it."
+            ),
+        ),
+    ]
     return blocks, files

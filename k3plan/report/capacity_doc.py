@@ -8,8 +8,14 @@ from k3plan.report.capacity import PlatformReport
 from k3plan.report.capacity_findings import findings
 from k3plan.report.doc import Block
 
-TERM_NAMES = {"weights_bytes": "weights", "kv_bytes": "KV cache", "state_bytes": "KDA state",
-              "temp_bytes": "temporaries", "reserve_bytes": "engine reserve", "free_bytes": "free (headroom)"}
+TERM_NAMES = {
+    "weights_bytes": "weights",
+    "kv_bytes": "KV cache",
+    "state_bytes": "KDA state",
+    "temp_bytes": "temporaries",
+    "reserve_bytes": "engine reserve",
+    "free_bytes": "free (headroom)",
+}
 
 
 def ctx(c: int) -> str:
@@ -33,9 +39,21 @@ def longest(row) -> str:
 
 
 def summary_table(reports: Sequence[PlatformReport]) -> Block:
-    headers = ["platform", "stack", "context", "smallest viable", "chips", "split (tp/ep/dp)", "free GiB a device",
-               "most sequences", "longest context", "decode tok/s (1 seq)", "decode tok/s (most seqs)",
-               "TTFT (s)", "$ / M decode tokens"]
+    headers = [
+        "platform",
+        "stack",
+        "context",
+        "smallest viable",
+        "chips",
+        "split (tp/ep/dp)",
+        "free GiB a device",
+        "most sequences",
+        "longest context",
+        "decode tok/s (1 seq)",
+        "decode tok/s (most seqs)",
+        "TTFT (s)",
+        "$ / M decode tokens",
+    ]
     rows = []
     for r in reports:
         for row in r.rows:
@@ -44,51 +62,102 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
                 continue
             s, d = row.setup, row.decode
             full = d.get("full", d["concurrency"])
-            rows.append([r.hardware, r.stack, ctx(row.context_tokens), s["topology"], str(s["chips"]),
-                         f"{s['tp']}/{s['ep']}/{s['dp']}", gib(row.per_device["free_bytes"]), f"{row.max_sequences:,}",
-                         longest(row), f"{d['concurrency']['tokens_per_s']:,.0f}",
-                         f"{full['tokens_per_s']:,.0f} (B={full['batch']})", f"{row.prefill['ttft_s']:,.1f}",
-                         usd(full["usd_per_mtok"])])
+            rows.append(
+                [
+                    r.hardware,
+                    r.stack,
+                    ctx(row.context_tokens),
+                    s["topology"],
+                    str(s["chips"]),
+                    f"{s['tp']}/{s['ep']}/{s['dp']}",
+                    gib(row.per_device["free_bytes"]),
+                    f"{row.max_sequences:,}",
+                    longest(row),
+                    f"{d['concurrency']['tokens_per_s']:,.0f}",
+                    f"{full['tokens_per_s']:,.0f} (B={full['batch']})",
+                    f"{row.prefill['ttft_s']:,.1f}",
+                    usd(full["usd_per_mtok"]),
+                ]
+            )
     return ("table", headers, rows)
 
 
 def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
     out: list[Block] = [("h2", f"{r.hardware} ({r.kind.upper()}, stack {r.stack})")]
-    price = (f"price: ${r.price_usd_per_chip_hour:,.2f} a chip-hour ({r.price_source})" if r.price_usd_per_chip_hour
-             is not None else "price: none in the hardware spec, so no cost per token is given")
+    price = (
+        f"price: ${r.price_usd_per_chip_hour:,.2f} a chip-hour ({r.price_source})"
+        if r.price_usd_per_chip_hour is not None
+        else "price: none in the hardware spec, so no cost per token is given"
+    )
     out.append(("p", f"{r.candidates_tried} (topology, split) candidates evaluated; {price}."))
     for row in r.rows:
-        out.append(("h3", f"{ctx(row.context_tokens)} context ({row.context_tokens:,} tokens), {concurrency} sequence(s)"))
+        out.append(
+            ("h3", f"{ctx(row.context_tokens)} context ({row.context_tokens:,} tokens), {concurrency} sequence(s)")
+        )
         if not row.fits:
             out.append(("p", f"**K3 cannot be served here at this context**: {row.reason}."))
             continue
         s = row.setup
-        out.append(("p", f"Smallest viable: **{s['topology']}** ({s['chips']} chips, {s['devices']} devices, "
-                         f"{s['hosts']} hosts), tp={s['tp']} ep={s['ep']} dp={s['dp']}. Longest context with "
-                         f"{concurrency} sequence(s): {longest(row)} tokens; most sequences of "
-                         f"{row.context_tokens:,} tokens: {row.max_sequences:,}."))
+        out.append(
+            (
+                "p",
+                f"Smallest viable: **{s['topology']}** ({s['chips']} chips, {s['devices']} devices, "
+                f"{s['hosts']} hosts), tp={s['tp']} ep={s['ep']} dp={s['dp']}. Longest context with "
+                f"{concurrency} sequence(s): {longest(row)} tokens; most sequences of "
+                f"{row.context_tokens:,} tokens: {row.max_sequences:,}.",
+            )
+        )
         usable = row.usable_bytes_per_device
-        out.append(("table", ["term", "GiB a device", "% of usable HBM"],
-                    [[TERM_NAMES[k], gib(v), f"{100 * v / usable:,.1f}%"] for k, v in row.per_device.items()]
-                    + [["usable HBM", gib(usable), "100.0%"]]))
+        out.append(
+            (
+                "table",
+                ["term", "GiB a device", "% of usable HBM"],
+                [[TERM_NAMES[k], gib(v), f"{100 * v / usable:,.1f}%"] for k, v in row.per_device.items()]
+                + [["usable HBM", gib(usable), "100.0%"]],
+            )
+        )
         rows = []
         for label, d in row.decode.items():
-            rows.append([f"decode, batch {d['batch']:,}" + (" (most that fit)" if label == "full" else ""),
-                         f"{d['tokens_per_s']:,.0f}", f"{d['tpot_s'] * 1e3:,.2f} ms", f"{d['binding']}, "
-                         f"collectives {d['comm_share']:.0%} of the step", usd(d["usd_per_mtok"])])
+            rows.append(
+                [
+                    f"decode, batch {d['batch']:,}" + (" (most that fit)" if label == "full" else ""),
+                    f"{d['tokens_per_s']:,.0f}",
+                    f"{d['tpot_s'] * 1e3:,.2f} ms",
+                    f"{d['binding']}, collectives {d['comm_share']:.0%} of the step",
+                    usd(d["usd_per_mtok"]),
+                ]
+            )
         p = row.prefill
-        rows.append([f"prefill, {p['prompt_tokens']:,}-token prompt in chunks of {p['chunk_tokens']:,}",
-                     f"{p['tokens_per_s']:,.0f}", f"TTFT {p['ttft_s']:,.2f} s",
-                     ("feasible" if p["feasible"] else "INFEASIBLE") + (f": {p['note']}" if p["note"] else ""),
-                     usd(p["usd_per_mtok"])])
+        rows.append(
+            [
+                f"prefill, {p['prompt_tokens']:,}-token prompt in chunks of {p['chunk_tokens']:,}",
+                f"{p['tokens_per_s']:,.0f}",
+                f"TTFT {p['ttft_s']:,.2f} s",
+                ("feasible" if p["feasible"] else "INFEASIBLE") + (f": {p['note']}" if p["note"] else ""),
+                usd(p["usd_per_mtok"]),
+            ]
+        )
         out.append(("table", ["bound", "tokens/s", "time", "binding / note", "$ / M tokens"], rows))
         if row.warnings:
             out.append(("ul", [f"warning: {w}" for w in row.warnings]))
     if r.curve:
         out.append(("h3", f"Prefill chunk vs longest context ({r.curve_setup})"))
-        out.append(("table", ["prefill chunk", "prefill temp GiB", "longest context", "most sequences", "status"],
-                    [[f"{p['chunk_tokens']:,}", "—" if p["prefill_temp_bytes"] is None else gib(p["prefill_temp_bytes"]),
-                      f"{p['max_context_tokens']:,}", f"{p['max_sequences']:,}", p["status"]] for p in r.curve]))
+        out.append(
+            (
+                "table",
+                ["prefill chunk", "prefill temp GiB", "longest context", "most sequences", "status"],
+                [
+                    [
+                        f"{p['chunk_tokens']:,}",
+                        "—" if p["prefill_temp_bytes"] is None else gib(p["prefill_temp_bytes"]),
+                        f"{p['max_context_tokens']:,}",
+                        f"{p['max_sequences']:,}",
+                        p["status"],
+                    ]
+                    for p in r.curve
+                ],
+            )
+        )
     from k3plan.report.capacity_advice import advice_blocks
 
     out += advice_blocks(r)
@@ -99,8 +168,9 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
     return out
 
 
-def document(reports: Sequence[PlatformReport], *, title: str, intro: list[str], plots: list[tuple[str, str]],
-             concurrency: int) -> list[Block]:
+def document(
+    reports: Sequence[PlatformReport], *, title: str, intro: list[str], plots: list[tuple[str, str]], concurrency: int
+) -> list[Block]:
     blocks: list[Block] = [("h1", title)] + [("p", t) for t in intro]
     blocks += [("h2", "Summary"), summary_table(reports), ("h2", "Findings"), ("ul", findings(reports))]
     blocks += [("h2", "Plots")] + [("img", path, alt) for path, alt in plots]

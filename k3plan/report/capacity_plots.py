@@ -11,9 +11,14 @@ from typing import Sequence
 from k3plan.io_safe import save_figure
 from k3plan.report.plots import _pyplot
 
-TERM_COLORS = {"weights_bytes": ("weights", "#4c72b0"), "kv_bytes": ("KV cache", "#dd8452"),
-               "state_bytes": ("KDA state", "#55a868"), "temp_bytes": ("temporaries", "#c44e52"),
-               "reserve_bytes": ("engine reserve", "#8172b3"), "free_bytes": ("free", "#d9d9d9")}
+TERM_COLORS = {
+    "weights_bytes": ("weights", "#4c72b0"),
+    "kv_bytes": ("KV cache", "#dd8452"),
+    "state_bytes": ("KDA state", "#55a868"),
+    "temp_bytes": ("temporaries", "#c44e52"),
+    "reserve_bytes": ("engine reserve", "#8172b3"),
+    "free_bytes": ("free", "#d9d9d9"),
+}
 
 
 def _ctx(c: int) -> str:
@@ -36,15 +41,24 @@ def plot_memory(reports: Sequence, *, path: Path) -> None:
         left = 0.0
         for key, (name, color) in TERM_COLORS.items():
             gib = max(0, row.per_device[key]) / 2**30
-            ax.barh(y, gib, left=left, color=color, edgecolor="white", linewidth=0.5,
-                    label=name if i == next(j for j, (_, rr) in enumerate(rows) if rr.fits) else None)
+            ax.barh(
+                y,
+                gib,
+                left=left,
+                color=color,
+                edgecolor="white",
+                linewidth=0.5,
+                label=name if i == next(j for j, (_, rr) in enumerate(rows) if rr.fits) else None,
+            )
             left += gib
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(list(reversed(labels)), fontsize=8)
     ax.set_xlabel("GiB a device (usable HBM = bar length)")
     ax.set_title("Memory a device, by term (smallest viable topology, the requested concurrency)", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))), frameon=False)
+    ax.legend(
+        fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))), frameon=False
+    )
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
@@ -57,8 +71,12 @@ def plot_curves(reports: Sequence, *, path: Path) -> None:
     for r in reports:
         ok = [p for p in r.curve if p["status"] in ("ok", "outside calibration")]
         if ok:
-            ax.plot([p["chunk_tokens"] for p in ok], [p["max_context_tokens"] / 1024 for p in ok], "o-",
-                    label=f"{r.hardware} ({r.curve_setup.split(',')[0]})")
+            ax.plot(
+                [p["chunk_tokens"] for p in ok],
+                [p["max_context_tokens"] / 1024 for p in ok],
+                "o-",
+                label=f"{r.hardware} ({r.curve_setup.split(',')[0]})",
+            )
     ax.set_xscale("log", base=2)
     ax.axhline(1024, color="grey", ls="--", lw=0.8)
     ax.text(0.01, 1024, "1M tokens", transform=ax.get_yaxis_transform(), va="bottom", fontsize=8, color="grey")
@@ -82,20 +100,35 @@ def plot_roofline(reports: Sequence, *, path: Path) -> None:
         color = colors[i % len(colors)]
         peak, bw = r.roof["flops_per_s"], r.roof["hbm_bytes_per_s"]
         xs = [lo, peak / bw, hi]
-        ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], "-", color=color, lw=1.2,
-                label=f"{r.hardware} roof (MFU-scaled peak, HBM)")
+        ax.plot(
+            xs,
+            [min(peak, bw * x) / 1e12 for x in xs],
+            "-",
+            color=color,
+            lw=1.2,
+            label=f"{r.hardware} roof (MFU-scaled peak, HBM)",
+        )
         pts = r.roofline_points
         if pts:
             ax.plot([p["intensity"] for p in pts], [p["flops_per_s"] / 1e12 for p in pts], "o", color=color, ms=4)
             last = pts[-1]
-            ax.annotate(f"B={last['batch']}", (last["intensity"], last["flops_per_s"] / 1e12), fontsize=7,
-                        color=color, xytext=(4, -8), textcoords="offset points")
+            ax.annotate(
+                f"B={last['batch']}",
+                (last["intensity"], last["flops_per_s"] / 1e12),
+                fontsize=7,
+                color=color,
+                xytext=(4, -8),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / HBM byte, a device)")
     ax.set_ylabel("TFLOP/s a device")
-    ax.set_title("Decode roofline: points are decode steps at batch 1, 2, 4, ... up to the most sequences that fit\n"
-                 "(attained = FLOPs / step time, collectives included)", fontsize=9)
+    ax.set_title(
+        "Decode roofline: points are decode steps at batch 1, 2, 4, ... up to the most sequences that fit\n"
+        "(attained = FLOPs / step time, collectives included)",
+        fontsize=9,
+    )
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()

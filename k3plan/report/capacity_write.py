@@ -13,25 +13,55 @@ from k3plan.report.capacity import PlatformReport, platform_report
 from k3plan.roofline.bounds import Efficiency
 
 
-def collect(*, model: str, hardware: Sequence[str], stacks: dict[str, str], contexts: Sequence[int], concurrency: int,
-            max_chips: int, eff: Efficiency, probes: Optional[Path], progress: Callable[[str], None]) -> list[PlatformReport]:
+def collect(
+    *,
+    model: str,
+    hardware: Sequence[str],
+    stacks: dict[str, str],
+    contexts: Sequence[int],
+    concurrency: int,
+    max_chips: int,
+    eff: Efficiency,
+    probes: Optional[Path],
+    progress: Callable[[str], None],
+) -> list[PlatformReport]:
     from k3plan.hardware import load_hardware
 
     out = []
     for i, name in enumerate(hardware, 1):
         t = time.perf_counter()
         hw = load_hardware(name)
-        r = platform_report(model=model, hardware=name, stack=stacks[hw.kind], contexts=contexts,
-                            concurrency=concurrency, max_chips=max_chips, eff=eff, probes=probes)
+        r = platform_report(
+            model=model,
+            hardware=name,
+            stack=stacks[hw.kind],
+            contexts=contexts,
+            concurrency=concurrency,
+            max_chips=max_chips,
+            eff=eff,
+            probes=probes,
+        )
         out.append(r)
-        fits = ", ".join(f"{row.context_tokens:,}: " + (row.setup["topology"] if row.fits else "no fit") for row in r.rows)
+        fits = ", ".join(
+            f"{row.context_tokens:,}: " + (row.setup["topology"] if row.fits else "no fit") for row in r.rows
+        )
         progress(f"[{i}/{len(hardware)}] {r.hardware} ({r.stack}): {fits} ({time.perf_counter() - t:.2f} s)")
     return out
 
 
-def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: str, model: str,
-          contexts: Sequence[int], concurrency: int, command: str, eff: Efficiency,
-          deploy: Optional[Callable[[Path], tuple[list, list[Path]]]] = None) -> list[Path]:
+def write(
+    reports: list[PlatformReport],
+    *,
+    out: Path,
+    html: bool,
+    plot_format: str,
+    model: str,
+    contexts: Sequence[int],
+    concurrency: int,
+    command: str,
+    eff: Efficiency,
+    deploy: Optional[Callable[[Path], tuple[list, list[Path]]]] = None,
+) -> list[Path]:
     """``deploy(plot_path) -> (blocks, files)``: the deployment section (report/capacity_deploy.py), appended."""
     from k3plan.models import load_model
     from k3plan.report.capacity_doc import document
@@ -39,9 +69,11 @@ def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: 
     from k3plan.report.doc import to_html, to_markdown
 
     stem = out.with_suffix("")
-    plots = [(Path(f"{stem}-memory.{plot_format}"), "memory a device by term", plot_memory),
-             (Path(f"{stem}-curve.{plot_format}"), "prefill chunk vs longest context", plot_curves),
-             (Path(f"{stem}-roofline.{plot_format}"), "decode roofline", plot_roofline)]
+    plots = [
+        (Path(f"{stem}-memory.{plot_format}"), "memory a device by term", plot_memory),
+        (Path(f"{stem}-curve.{plot_format}"), "prefill chunk vs longest context", plot_curves),
+        (Path(f"{stem}-roofline.{plot_format}"), "decode roofline", plot_roofline),
+    ]
     for path, _, fn in plots:
         fn(reports, path=path)
     m = load_model(model)
@@ -60,8 +92,9 @@ def write(reports: list[PlatformReport], *, out: Path, html: bool, plot_format: 
         "collectives as calls x latency + bytes / link bandwidth). Every number is **analytic** unless its source "
         "below says calibration (measured compile temporaries), compile or probe (measured on hardware); GiB = 2^30 B.",
     ]
-    blocks = document(reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots],
-                      concurrency=concurrency)
+    blocks = document(
+        reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots], concurrency=concurrency
+    )
     extra: list[Path] = []
     if deploy is not None:
         more, extra = deploy(Path(f"{stem}-pareto.{plot_format}"))

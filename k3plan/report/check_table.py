@@ -30,7 +30,9 @@ def render_check(result, console: Console) -> None:
     if failed:
         table = Table(title="regressions", title_justify="left")
         for col in ("configuration", "regression", "baseline", "now", "change a device"):
-            table.add_column(col, overflow="fold", justify="left" if col in ("configuration", "regression") else "right")
+            table.add_column(
+                col, overflow="fold", justify="left" if col in ("configuration", "regression") else "right"
+            )
         for f in failed:
             table.add_row(f.configuration, f.what, _bytes(f.baseline), _bytes(f.now), _delta(f.delta_bytes))
         console.print(table)
@@ -38,6 +40,8 @@ def render_check(result, console: Console) -> None:
         console.print(f"[dim]note:[/] {f.configuration}: {f.what}")
     bad = sorted({f.configuration for f in failed})
     if failed:
-        console.print(f"[bold red]FAIL[/]: {len(failed)} regression(s) in {len(bad)} of {n} configuration(s): {', '.join(bad)}")
+        console.print(
+            f"[bold red]FAIL[/]: {len(failed)} regression(s) in {len(bad)} of {n} configuration(s): {', '.join(bad)}"
+        )
     else:
         console.print(f"[bold green]PASS[/]: {n} configuration(s) within the baseline")

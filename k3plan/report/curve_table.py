@@ -6,22 +6,35 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-COLUMNS = ("prefill chunk", "prefill temp GiB", "decode temp GiB", "longest context", "sequences at {context:,}",
-           "status")
+COLUMNS = (
+    "prefill chunk",
+    "prefill temp GiB",
+    "decode temp GiB",
+    "longest context",
+    "sequences at {context:,}",
+    "status",
+)
 
 
 def _gib(b) -> str:
     return "—" if b is None else f"{b / 2**30:,.2f}"
 
 
-def render_curve(points, console: Console, *, title: str, context: int, model_max: int | None,
-                 warnings: list[str]) -> None:
+def render_curve(
+    points, console: Console, *, title: str, context: int, model_max: int | None, warnings: list[str]
+) -> None:
     table = Table(title=title, title_justify="left")
     for col in COLUMNS:
         table.add_column(col.format(context=context), justify="right" if col != "status" else "left")
     for p in points:
-        table.add_row(f"{p.chunk_tokens:,}", _gib(p.prefill_temp_bytes), _gib(p.decode_temp_bytes),
-                      f"{p.max_context_tokens:,}", f"{p.max_sequences:,}", p.status)
+        table.add_row(
+            f"{p.chunk_tokens:,}",
+            _gib(p.prefill_temp_bytes),
+            _gib(p.decode_temp_bytes),
+            f"{p.max_context_tokens:,}",
+            f"{p.max_sequences:,}",
+            p.status,
+        )
     console.print(table)
     if model_max and any(p.max_context_tokens > model_max for p in points):
         console.print(f"[dim]note: longest context is what memory allows; the model's max position is {model_max:,}[/]")

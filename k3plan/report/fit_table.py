@@ -31,8 +31,11 @@ def render_fit(r, console: Console) -> None:
         ("  of which replicated", dev["replicated_weights_bytes"], "tensors every device holds whole"),
         ("KV cache", dev["kv_bytes"], p["kv"]),
         ("KDA state", dev["state_bytes"], p["state"]),
-        (f"temporaries ({r.temp.get('binding', '')})", dev["temp_bytes"],
-         p["temp_prefill"] if r.temp.get("binding") == "prefill" else p["temp_decode"]),
+        (
+            f"temporaries ({r.temp.get('binding', '')})",
+            dev["temp_bytes"],
+            p["temp_prefill"] if r.temp.get("binding") == "prefill" else p["temp_decode"],
+        ),
         ("engine reserve", dev["reserve_bytes"], p["reserve"]),
     ]
     for name, value, source in rows:
@@ -40,14 +43,20 @@ def render_fit(r, console: Console) -> None:
     table.add_section()
     table.add_row("usable HBM", _gib(usable), "100.0", p["hbm"])
     color = "green" if r.fits else "red"
-    table.add_row(f"[{color}]free[/]", f"[{color}]{_gib(dev['free_bytes'])}[/]", f"{100 * dev['free_bytes'] / usable:.1f}", "")
+    table.add_row(
+        f"[{color}]free[/]", f"[{color}]{_gib(dev['free_bytes'])}[/]", f"{100 * dev['free_bytes'] / usable:.1f}", ""
+    )
     console.print(table)
     cap = r.capacity
     cross = cap["kv_state_crossover_tokens"]
     console.print(
         f"capacity: longest context at batch {w['batch']}: [bold]{cap['max_context_tokens']:,}[/] tokens"
-        + (f" (the model's max; memory allows {cap['memory_context_tokens']:,})"
-           if cap["memory_context_tokens"] > cap["max_context_tokens"] else "") + "; "
+        + (
+            f" (the model's max; memory allows {cap['memory_context_tokens']:,})"
+            if cap["memory_context_tokens"] > cap["max_context_tokens"]
+            else ""
+        )
+        + "; "
         f"most sequences at {w['context_tokens']:,}: [bold]{cap['max_sequences']:,}[/]"
         + (f"; KV overtakes KDA state at {cross:,.0f} tokens" if cross else "")
     )
@@ -57,15 +66,19 @@ def render_fit(r, console: Console) -> None:
     )
     if r.speed:
         sp = r.speed
-        console.print(f"decode bound at this workload: TPOT {sp['tpot_s'] * 1e3:,.2f} ms, {sp['tokens_per_s']:,.0f} tok/s, "
-                      f"{sp['binding']}-bound (collective latency: {sp['collective_latency_source']}); see k3plan roofline")
+        console.print(
+            f"decode bound at this workload: TPOT {sp['tpot_s'] * 1e3:,.2f} ms, {sp['tokens_per_s']:,.0f} tok/s, "
+            f"{sp['binding']}-bound (collective latency: {sp['collective_latency_source']}); see k3plan roofline"
+        )
         for note in sp["probes"]:
             console.print(f"[cyan]probe:[/] {note}")
     else:
         console.print("decode bound: not computed, the workload does not fit")
     for f in r.replicated[:12]:
-        console.print(f"[yellow]fallback:[/] {f.tensor}: {f.axis}={f.size} not divisible by "
-                      f"{f.mesh_axis}={f.mesh_size}, dim {f.dim} replicated (+{f.bytes_replicated / 2**20:,.1f} MiB a device)")
+        console.print(
+            f"[yellow]fallback:[/] {f.tensor}: {f.axis}={f.size} not divisible by "
+            f"{f.mesh_axis}={f.mesh_size}, dim {f.dim} replicated (+{f.bytes_replicated / 2**20:,.1f} MiB a device)"
+        )
     if len(r.replicated) > 12:
         console.print(f"[yellow]fallback:[/] ... and {len(r.replicated) - 12} more (see --json)")
     for msg in r.warnings:
@@ -74,6 +87,12 @@ def render_fit(r, console: Console) -> None:
         console.print(f"[dim]note: {msg}[/]")
     from k3plan.step.verdict import reason_text
 
-    verdict = "[bold green]FITS[/]" if r.fits else (
-        "[bold red]DOES NOT FIT[/]" + (": " + reason_text(r.reason).removeprefix("does not fit: ") if r.reason else ""))
+    verdict = (
+        "[bold green]FITS[/]"
+        if r.fits
+        else (
+            "[bold red]DOES NOT FIT[/]"
+            + (": " + reason_text(r.reason).removeprefix("does not fit: ") if r.reason else "")
+        )
+    )
     console.print(verdict)

@@ -35,8 +35,13 @@ def plot_curve(points, *, title: str, path: Path) -> None:
     ax.plot([p.chunk_tokens for p in ok], [p.max_context_tokens / 1024 for p in ok], "o-", label="longest context")
     outside = [p for p in ok if p.status == "outside calibration"]
     if outside:
-        ax.plot([p.chunk_tokens for p in outside], [p.max_context_tokens / 1024 for p in outside], "o",
-                markerfacecolor="white", label="beyond the measured chunks (not extrapolated)")
+        ax.plot(
+            [p.chunk_tokens for p in outside],
+            [p.max_context_tokens / 1024 for p in outside],
+            "o",
+            markerfacecolor="white",
+            label="beyond the measured chunks (not extrapolated)",
+        )
     if bad:
         ax.plot([p.chunk_tokens for p in bad], [0] * len(bad), "x", color="red", label="refused / no room")
     ax.set_xscale("log", base=2)

@@ -13,43 +13,85 @@ def _ms(s: float) -> str:
 
 def render_roofline(r: dict, console: Console) -> None:
     d, p, par = r["decode"], r["prefill"], r["parallel"]
-    console.print(f"[bold]{r['model']}[/] on [bold]{r['hardware']} {r['topology']}[/] ({r['chips']} chips), "
-                  f"tp={par['tp']} ep={par['ep']} dp={par['dp']}, stack {r['stack']}, "
-                  f"MFU {r['efficiency']['mfu']:.0%}, HBM efficiency {r['efficiency']['bw_efficiency']:.0%}")
-    t = Table(title=f"decode: batch {d['batch']:,} at context {d['context_tokens']:,} (per device, slowest device)",
-              title_justify="left")
+    console.print(
+        f"[bold]{r['model']}[/] on [bold]{r['hardware']} {r['topology']}[/] ({r['chips']} chips), "
+        f"tp={par['tp']} ep={par['ep']} dp={par['dp']}, stack {r['stack']}, "
+        f"MFU {r['efficiency']['mfu']:.0%}, HBM efficiency {r['efficiency']['bw_efficiency']:.0%}"
+    )
+    t = Table(
+        title=f"decode: batch {d['batch']:,} at context {d['context_tokens']:,} (per device, slowest device)",
+        title_justify="left",
+    )
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("note", overflow="fold", max_width=60)
     b = d["bytes_per_device"]
-    t.add_row("bytes a device a step", f"{sum(b.values()) / 1e9:,.3f} GB",
-              ", ".join(f"{k} {v / 1e9:,.3f}" for k, v in b.items()))
-    t.add_row("experts touched a layer", f"{d['experts_touched_per_layer']:,.1f}", "E (1 - (1 - k/E)^B), uniform routing unless a histogram is given")
+    t.add_row(
+        "bytes a device a step",
+        f"{sum(b.values()) / 1e9:,.3f} GB",
+        ", ".join(f"{k} {v / 1e9:,.3f}" for k, v in b.items()),
+    )
+    t.add_row(
+        "experts touched a layer",
+        f"{d['experts_touched_per_layer']:,.1f}",
+        "E (1 - (1 - k/E)^B), uniform routing unless a histogram is given",
+    )
     t.add_row("memory time", _ms(d["memory_s"]) + " ms", "bytes / HBM bandwidth a device")
-    t.add_row("compute time", _ms(d["compute_s"]) + " ms", f"FLOPs {sum(d['flops_per_device'].values()) / 1e12:,.3f} T a device")
+    t.add_row(
+        "compute time",
+        _ms(d["compute_s"]) + " ms",
+        f"FLOPs {sum(d['flops_per_device'].values()) / 1e12:,.3f} T a device",
+    )
     c = d["comm"]
-    t.add_row("collectives", _ms(c["latency_time_s"] + c["bandwidth_time_s"]) + " ms",
-              f"{c['calls_per_step']} calls ({c['expert_calls_per_step']} {c['op']}) x {c['latency_s_per_call'] * 1e6:.2f} us "
-              f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / 1e6:,.2f} MB a chip over {c['link_name']}")
-    t.add_row("[bold]step (TPOT)[/]", f"[bold]{_ms(d['step_s'])} ms[/]", f"binding: {d['binding']}; communication {d['comm_share']:.1%} of the step")
+    t.add_row(
+        "collectives",
+        _ms(c["latency_time_s"] + c["bandwidth_time_s"]) + " ms",
+        f"{c['calls_per_step']} calls ({c['expert_calls_per_step']} {c['op']}) x {c['latency_s_per_call'] * 1e6:.2f} us "
+        f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / 1e6:,.2f} MB a chip over {c['link_name']}",
+    )
+    t.add_row(
+        "[bold]step (TPOT)[/]",
+        f"[bold]{_ms(d['step_s'])} ms[/]",
+        f"binding: {d['binding']}; communication {d['comm_share']:.1%} of the step",
+    )
     t.add_row("throughput", f"{d['tokens_per_s']:,.0f} tok/s", f"{d['tokens_per_s_per_chip']:,.1f} tok/s a chip")
-    t.add_row("study view (ideal)", _ms(d["ideal_step_s"]) + " ms",
-              f"one copy of {sum(d['ideal_bytes_per_step'].values()) / 1e9:,.2f} GB over all chips' bandwidth, no collectives")
+    t.add_row(
+        "study view (ideal)",
+        _ms(d["ideal_step_s"]) + " ms",
+        f"one copy of {sum(d['ideal_bytes_per_step'].values()) / 1e9:,.2f} GB over all chips' bandwidth, no collectives",
+    )
     console.print(t)
-    t = Table(title=f"prefill: prompt {p['prompt_tokens']:,} in {p['chunks']} chunk(s) of {p['chunk_tokens']:,}", title_justify="left")
+    t = Table(
+        title=f"prefill: prompt {p['prompt_tokens']:,} in {p['chunks']} chunk(s) of {p['chunk_tokens']:,}",
+        title_justify="left",
+    )
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("note", overflow="fold", max_width=60)
-    t.add_row("FLOPs a token", f"{(p['linear_flops_per_token'] + p['attention_flops_per_token']) / 1e9:,.1f} G",
-              f"linear {p['linear_flops_per_token'] / 1e9:,.1f} G + attention {p['attention_flops_per_token'] / 1e9:,.1f} G")
-    t.add_row("throughput", f"{p['tokens_per_s']:,.0f} tok/s", f"linear only: {p['tokens_per_s_linear_only']:,.0f} tok/s")
-    t.add_row("[bold]time to first token[/]", f"[bold]{_ms(p['ttft_s'])} ms[/]", "max(compute, link time) + collective latency of every chunk")
-    t.add_row("collective traffic a chip", f"{p['comm_bytes_per_s_per_chip'] / 1e9:,.2f} GB/s",
-              f"{p['link_share']:.1%} of {p['comm']['link_name']} one-way" + ("" if p["feasible"] else " — INFEASIBLE"))
+    t.add_row(
+        "FLOPs a token",
+        f"{(p['linear_flops_per_token'] + p['attention_flops_per_token']) / 1e9:,.1f} G",
+        f"linear {p['linear_flops_per_token'] / 1e9:,.1f} G + attention {p['attention_flops_per_token'] / 1e9:,.1f} G",
+    )
+    t.add_row(
+        "throughput", f"{p['tokens_per_s']:,.0f} tok/s", f"linear only: {p['tokens_per_s_linear_only']:,.0f} tok/s"
+    )
+    t.add_row(
+        "[bold]time to first token[/]",
+        f"[bold]{_ms(p['ttft_s'])} ms[/]",
+        "max(compute, link time) + collective latency of every chunk",
+    )
+    t.add_row(
+        "collective traffic a chip",
+        f"{p['comm_bytes_per_s_per_chip'] / 1e9:,.2f} GB/s",
+        f"{p['link_share']:.1%} of {p['comm']['link_name']} one-way" + ("" if p["feasible"] else " — INFEASIBLE"),
+    )
     console.print(t)
     lc = r["long_context"]
     ratios = ", ".join(f"{k // 1024}K {v:.2f}x" for k, v in lc["ratio_by_context"].items())
-    console.print(f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc['crossover_tokens']:,.0f} tokens ({ratios})")
+    console.print(
+        f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc['crossover_tokens']:,.0f} tokens ({ratios})"
+    )
     for note in r.get("probes", []):
         console.print(f"[cyan]probe:[/] {note}", markup=True)
     for note in r["notes"] + ([p["note"]] if p["note"] else []):

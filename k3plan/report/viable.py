@@ -27,35 +27,73 @@ class Choice:
     reason: str = ""  # why nothing fits
 
 
-def pick(*, model: str, hardware: str, stack: str, context: int, concurrency: int, max_chips: int,
-         probes: Path | None = None):
+def pick(
+    *, model: str, hardware: str, stack: str, context: int, concurrency: int, max_chips: int, probes: Path | None = None
+):
     """Plan's result for one (hardware, stack) at one context: its first row is the pick."""
     from k3plan.plan import plan
 
-    return plan(model=model, hardware=[hardware], stacks=[stack], max_chips=max_chips, context=context,
-                concurrency=concurrency, objective=OBJECTIVE, top=1, probes=probes)
+    return plan(
+        model=model,
+        hardware=[hardware],
+        stacks=[stack],
+        max_chips=max_chips,
+        context=context,
+        concurrency=concurrency,
+        objective=OBJECTIVE,
+        top=1,
+        probes=probes,
+    )
 
 
-def smallest_viable(*, model: str, hardware: str, stack: str, contexts: Sequence[int], concurrency: int,
-                    max_chips: int, probes: Path | None = None) -> tuple[dict[int, Choice], int]:
+def smallest_viable(
+    *,
+    model: str,
+    hardware: str,
+    stack: str,
+    contexts: Sequence[int],
+    concurrency: int,
+    max_chips: int,
+    probes: Path | None = None,
+) -> tuple[dict[int, Choice], int]:
     """-> ({context: Choice}, configurations evaluated)."""
     hw = load_hardware(hardware)
     chosen: dict[int, Choice] = {}
     tried = 0
     for c in contexts:
         w = check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
-        p = pick(model=model, hardware=hardware, stack=stack, context=c, concurrency=concurrency,
-                 max_chips=max_chips, probes=probes)
+        p = pick(
+            model=model,
+            hardware=hardware,
+            stack=stack,
+            context=c,
+            concurrency=concurrency,
+            max_chips=max_chips,
+            probes=probes,
+        )
         tried = max(tried, p.configurations)
         top = p.recommended
         if top is None:
             limit = f"up to {max_chips:,} chips" if max_chips < hw.max_chips else "up to its largest standard size"
             detail = "; ".join(d for f in p.families for d in f["detail"])
-            chosen[c] = Choice(context_tokens=c, setup=None, result=None, reason=(
-                f"no standard {hw.name} topology {limit} holds {model} with {concurrency} sequence(s) of {c:,} tokens"
-                + (f": {detail}" if detail else "")))
+            chosen[c] = Choice(
+                context_tokens=c,
+                setup=None,
+                result=None,
+                reason=(
+                    f"no standard {hw.name} topology {limit} holds {model} with {concurrency} sequence(s) of {c:,} tokens"
+                    + (f": {detail}" if detail else "")
+                ),
+            )
             continue
-        setup = make_setup(model=model, hardware=hardware, topology=top["topology"], tp=top["tp"], ep=top["ep"],
-                           dp=top["dp"], stack=stack)
+        setup = make_setup(
+            model=model,
+            hardware=hardware,
+            topology=top["topology"],
+            tp=top["tp"],
+            ep=top["ep"],
+            dp=top["dp"],
+            stack=stack,
+        )
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))
     return chosen, tried

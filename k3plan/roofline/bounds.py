@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,8 +26,10 @@ from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
 from k3plan.roofline.work import (
-    attention_decode_flops_per_token, attention_linear_crossover_tokens,
-    experts_touched, linear_flops_per_token,
+    attention_decode_flops_per_token,
+    attention_linear_crossover_tokens,
+    experts_touched,
+    linear_flops_per_token,
 )
 from k3plan.setup import Setup
 
@@ -109,8 +111,9 @@ def weight_sums(setup: Setup) -> dict[str, float]:
 
 
 def _weight_sums(setup: Setup) -> dict[str, float]:
-    out = dict.fromkeys(("dense_bytes", "expert_bytes", "dense_params", "expert_params", "dense_total_bytes",
-                         "expert_total_bytes"), 0.0)
+    out = dict.fromkeys(
+        ("dense_bytes", "expert_bytes", "dense_params", "expert_params", "dense_total_bytes", "expert_total_bytes"), 0.0
+    )
     for t in setup.model.inventory.text:
         if t.role == "embed":
             continue
@@ -122,9 +125,16 @@ def _weight_sums(setup: Setup) -> dict[str, float]:
     return out
 
 
-def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficiency,
-                 probes: Path | None = None, histogram: Sequence[float] | None = None,
-                 allow_cpu_probes: bool = False) -> DecodeBound:
+def decode_bound(
+    setup: Setup,
+    *,
+    batch: int,
+    context_tokens: int,
+    eff: Efficiency,
+    probes: Path | None = None,
+    histogram: Sequence[float] | None = None,
+    allow_cpu_probes: bool = False,
+) -> DecodeBound:
     """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``."""
     from k3plan.step.decode import BINDING, decode_terms
     from k3plan.step.ops import weight_groups_of_setup
@@ -136,34 +146,69 @@ def decode_bound(setup: Setup, *, batch: int, context_tokens: int, eff: Efficien
     pre = comm_cost(setup, tokens=batch)
     lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
     comm = comm_cost(setup, tokens=batch, latency=lat) if lat else pre
-    d = decode_terms(spec, dense_bytes=w["dense_bytes"], expert_bytes=w["expert_bytes"],
-                     dense_params=w["dense_params"], expert_params=w["expert_params"],
-                     kv_bytes_per_token=layout.kv_bytes_per_token, state_bytes_per_sequence=layout.state_bytes_per_sequence,
-                     tp=par.tp, dp=par.dp, ep=par.ep, batch=batch, context=context_tokens,
-                     hbm_bw=hw.hbm_bw_bytes_per_s_per_device, flops=hw.flops_per_s_per_device(eff.compute_dtype),
-                     bw_efficiency=eff.bw_efficiency, mfu=eff.mfu, comm_s=comm.time_s, histogram=histogram,
-                     weights=weight_groups_of_setup(setup))
+    d = decode_terms(
+        spec,
+        dense_bytes=w["dense_bytes"],
+        expert_bytes=w["expert_bytes"],
+        dense_params=w["dense_params"],
+        expert_params=w["expert_params"],
+        kv_bytes_per_token=layout.kv_bytes_per_token,
+        state_bytes_per_sequence=layout.state_bytes_per_sequence,
+        tp=par.tp,
+        dp=par.dp,
+        ep=par.ep,
+        batch=batch,
+        context=context_tokens,
+        hbm_bw=hw.hbm_bw_bytes_per_s_per_device,
+        flops=hw.flops_per_s_per_device(eff.compute_dtype),
+        bw_efficiency=eff.bw_efficiency,
+        mfu=eff.mfu,
+        comm_s=comm.time_s,
+        histogram=histogram,
+        weights=weight_groups_of_setup(setup),
+    )
     touched = float(d["experts_touched"])
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
     bytes_dev = {k: float(v) for k, v in d["bytes"].items()}
     flops_dev = {k: float(v) for k, v in d["flops"].items()}
     memory_s, compute_s, step = float(d["memory_s"]), float(d["compute_s"]), float(d["step_s"])
     binding = BINDING[int(d["binding"])]
-    ideal = {"weights": w["dense_total_bytes"], "experts": w["expert_total_bytes"] * touched_all / moe.num_experts,
-             "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
-             "state": 2 * batch * state_bytes_per_sequence(spec, st)}
+    ideal = {
+        "weights": w["dense_total_bytes"],
+        "experts": w["expert_total_bytes"] * touched_all / moe.num_experts,
+        "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
+        "state": 2 * batch * state_bytes_per_sequence(spec, st),
+    }
     chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency
     return DecodeBound(
-        batch=batch, context_tokens=context_tokens, experts_touched_per_layer=touched,
-        bytes_per_device=bytes_dev, flops_per_device=flops_dev, memory_s=memory_s, compute_s=compute_s,
-        comm=comm, step_s=step, binding=binding, tokens_per_s=batch / step, tpot_s=step,
-        tokens_per_s_per_chip=batch / step / topo.chips, comm_share=comm.time_s / step,
-        ideal_bytes_per_step=ideal, ideal_step_s=sum(ideal.values()) / chip_bw,
+        batch=batch,
+        context_tokens=context_tokens,
+        experts_touched_per_layer=touched,
+        bytes_per_device=bytes_dev,
+        flops_per_device=flops_dev,
+        memory_s=memory_s,
+        compute_s=compute_s,
+        comm=comm,
+        step_s=step,
+        binding=binding,
+        tokens_per_s=batch / step,
+        tpot_s=step,
+        tokens_per_s_per_chip=batch / step / topo.chips,
+        comm_share=comm.time_s / step,
+        ideal_bytes_per_step=ideal,
+        ideal_step_s=sum(ideal.values()) / chip_bw,
     )
 
 
-def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: Efficiency,
-                  probes: Path | None = None, allow_cpu_probes: bool = False) -> PrefillBound:
+def prefill_bound(
+    setup: Setup,
+    *,
+    prompt_tokens: int,
+    chunk_tokens: int,
+    eff: Efficiency,
+    probes: Path | None = None,
+    allow_cpu_probes: bool = False,
+) -> PrefillBound:
     """FLOPs a token are sums over the whole model's prefill ops (k3plan/step/ops.py): the linear ops
     of one token (= 2 x active params) and the attention / KDA scan of one chunk spanning the prompt
     (= ``roofline.work.attention_prefill_flops_per_token``), spread over every device at ``mfu``."""
@@ -171,11 +216,23 @@ def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: E
 
     spec, inv, hw, topo = setup.model.spec, setup.model.inventory, setup.hardware, setup.topology
     groups = whole_model_groups(inv, setup.stack)
-    kv_tok, state_seq = kv_bytes_per_token(spec, setup.stack.kv_cache.dtype), state_bytes_per_sequence(spec, setup.stack)
+    kv_tok, state_seq = (
+        kv_bytes_per_token(spec, setup.stack.kv_cache.dtype),
+        state_bytes_per_sequence(spec, setup.stack),
+    )
 
     def flops(tokens: int) -> dict:
-        ops = prefill_ops(spec, weights=groups, kv_bytes_per_token=kv_tok, state_bytes_per_sequence=state_seq, tp=1,
-                          chunk=tokens, ep_tokens=tokens, touched=spec.moe.num_experts, context=tokens)
+        ops = prefill_ops(
+            spec,
+            weights=groups,
+            kv_bytes_per_token=kv_tok,
+            state_bytes_per_sequence=state_seq,
+            tp=1,
+            chunk=tokens,
+            ep_tokens=tokens,
+            touched=spec.moe.num_experts,
+            context=tokens,
+        )
         return by_category(ops, "flops", key="flops_category")
 
     linear = flops(1)["linear"]
@@ -193,14 +250,24 @@ def prefill_bound(setup: Setup, *, prompt_tokens: int, chunk_tokens: int, eff: E
     feasible = share <= 1.0
     note = ""
     if comm.link == "scale_out":
-        note = (f"the EP group spans {topo.slices} slices: expert traffic crosses {comm.link_name}"
-                + ("" if feasible else f", needing {share:.0%} of its bandwidth: infeasible for prefill"))
+        note = f"the EP group spans {topo.slices} slices: expert traffic crosses {comm.link_name}" + (
+            "" if feasible else f", needing {share:.0%} of its bandwidth: infeasible for prefill"
+        )
     return PrefillBound(
-        prompt_tokens=prompt_tokens, chunk_tokens=chunk, chunks=chunks, linear_flops_per_token=linear,
-        attention_flops_per_token=attn, tokens_per_s=rate, tokens_per_s_linear_only=peak / linear,
-        compute_s=compute_s, comm=comm,
+        prompt_tokens=prompt_tokens,
+        chunk_tokens=chunk,
+        chunks=chunks,
+        linear_flops_per_token=linear,
+        attention_flops_per_token=attn,
+        tokens_per_s=rate,
+        tokens_per_s_linear_only=peak / linear,
+        compute_s=compute_s,
+        comm=comm,
         ttft_s=max(compute_s, chunks * comm.bandwidth_time_s) + chunks * comm.latency_time_s,
-        comm_bytes_per_s_per_chip=need, link_share=share, feasible=feasible, note=note,
+        comm_bytes_per_s_per_chip=need,
+        link_share=share,
+        feasible=feasible,
+        note=note,
     )
 
 
@@ -210,6 +277,8 @@ def crossover(setup: Setup, contexts: Sequence[int]) -> dict:
     return {
         "crossover_tokens": attention_linear_crossover_tokens(spec, inv.active_params),
         "linear_flops_per_token": linear,
-        "ratio_by_context": {c: (attention_decode_flops_per_token(spec, c)
-                                 - attention_decode_flops_per_token(spec, 0)) / linear for c in contexts},
+        "ratio_by_context": {
+            c: (attention_decode_flops_per_token(spec, c) - attention_decode_flops_per_token(spec, 0)) / linear
+            for c in contexts
+        },
     }

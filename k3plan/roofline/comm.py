@@ -66,15 +66,32 @@ def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]]
     link = hw.scale_out if spans else hw.scale_up
     lat_s, lat_src = latency or (link.latency_s, f"{hw.name} spec: {link.name} latency a call")
     a2a = st.collectives.experts == "all_to_all"
-    t = comm_terms(spec, all_to_all=a2a, act=BYTES[st.activation_dtype], dispatch=BYTES[st.collectives.dispatch_dtype],
-                   tp=par.tp, dp=par.dp, ep=par.ep, devices_per_chip=hw.devices_per_chip, chips=topo.chips,
-                   tokens=tokens)
+    t = comm_terms(
+        spec,
+        all_to_all=a2a,
+        act=BYTES[st.activation_dtype],
+        dispatch=BYTES[st.collectives.dispatch_dtype],
+        tp=par.tp,
+        dp=par.dp,
+        ep=par.ep,
+        devices_per_chip=hw.devices_per_chip,
+        chips=topo.chips,
+        tokens=tokens,
+    )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     return CommCost(
-        pattern=st.collectives.experts, op=Collective.of_pattern(st.collectives.experts),
-        calls_per_step=int(t["calls"]), expert_calls_per_step=int(t["expert_calls"]),
-        attention_calls_per_step=int(t["attention_calls"]), bytes_per_token_per_layer=int(t["bytes_per_token_per_layer"]),
-        bytes_per_chip_per_step=float(t["bytes_per_chip"]), link="scale_out" if spans else "scale_up",
-        link_name=link.name, link_bw_bytes_per_s=link.bw_bytes_per_s, latency_s_per_call=lat_s,
-        latency_source=lat_src, latency_time_s=float(lat_t), bandwidth_time_s=float(bw_t),
+        pattern=st.collectives.experts,
+        op=Collective.of_pattern(st.collectives.experts),
+        calls_per_step=int(t["calls"]),
+        expert_calls_per_step=int(t["expert_calls"]),
+        attention_calls_per_step=int(t["attention_calls"]),
+        bytes_per_token_per_layer=int(t["bytes_per_token_per_layer"]),
+        bytes_per_chip_per_step=float(t["bytes_per_chip"]),
+        link="scale_out" if spans else "scale_up",
+        link_name=link.name,
+        link_bw_bytes_per_s=link.bw_bytes_per_s,
+        latency_s_per_call=lat_s,
+        latency_source=lat_src,
+        latency_time_s=float(lat_t),
+        bandwidth_time_s=float(bw_t),
     )

@@ -41,9 +41,15 @@ def measured_hardware(
         records = load_records(probes)
         kinds = sorted({r.device_kind for r in records})
         cpu = any(r.backend == "cpu" for r in records)
-        return hw, [f"no HBM probe record in {probes} matches {hw.name} (device kind {hw.device_kind!r}; found: "
-                    f"{', '.join(kinds) or 'none'})" + ("; CPU records are not applied to an accelerator "
-                                                        "unless --allow-cpu-probes" if cpu and not allow_cpu else "")]
+        return hw, [
+            f"no HBM probe record in {probes} matches {hw.name} (device kind {hw.device_kind!r}; found: "
+            f"{', '.join(kinds) or 'none'})"
+            + (
+                "; CPU records are not applied to an accelerator unless --allow-cpu-probes"
+                if cpu and not allow_cpu
+                else ""
+            )
+        ]
     notes = [f"HBM bandwidth {bw[0] / 1e12:.3f} TB/s a device from {describe(bw[1], bw[2])}"]
     if allow_cpu:
         notes.append("--allow-cpu-probes: CPU-backend measurements may stand in for the accelerator's")

@@ -31,8 +31,11 @@ def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
     label = f"--router-histogram {path}"
     data = parse_json(label, read_text(label, Path(path)))  # bounded depth and size, finite numbers
     counts = data.get("counts") if isinstance(data, dict) else data
-    if not isinstance(counts, list) or len(counts) != num_experts or any(
-            isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0 for c in counts):
+    if (
+        not isinstance(counts, list)
+        or len(counts) != num_experts
+        or any(isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0 for c in counts)
+    ):
         raise K3PlanError(f"--router-histogram {path}: expected {num_experts} finite non-negative numbers")
     total = sum(counts)
     if not math.isfinite(total) or total <= 0:
@@ -43,7 +46,7 @@ def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
 def attention_decode_flops_per_token(spec: ModelSpec, context_tokens: int) -> float:
     """Absorbed MLA over the latent: scores and values over kv_lora, 2 FLOPs a MAC (docs/k3-facts.md §5)."""
     mla = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank * context_tokens
-    kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim ** 2
+    kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim**2
     return mla + kda
 
 
@@ -52,7 +55,7 @@ def attention_prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> fl
     mla = spec.mla
     avg_ctx = (prompt_tokens + 1) / 2
     per_layer = 2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * avg_ctx
-    kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim ** 2
+    kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim**2
     return spec.n_mla * per_layer + kda
 
 

@@ -68,7 +68,9 @@ class Mesh(BaseModel):
         raise K3PlanError(f"sharding rule names mesh axis {name!r}; known: {', '.join([*self.axes, *self.aliases])}")
 
 
-def make_mesh(*, devices: int, tp: int | None = None, ep: int | None = None, dp: int | None = None) -> tuple[Mesh, Parallel]:
+def make_mesh(
+    *, devices: int, tp: int | None = None, ep: int | None = None, dp: int | None = None
+) -> tuple[Mesh, Parallel]:
     """Complete and check a (tp, ep, dp) split over ``devices``. Defaults: tp = devices / dp,
     dp = 1, ep = all devices."""
     for flag, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)):
@@ -82,8 +84,7 @@ def make_mesh(*, devices: int, tp: int | None = None, ep: int | None = None, dp:
         tp = devices // dp
     if tp * dp != devices:
         raise K3PlanError(
-            f"--tp {tp} x --dp {dp} = {tp * dp}, but the topology has {devices} devices; "
-            f"expected tp x dp = {devices}"
+            f"--tp {tp} x --dp {dp} = {tp * dp}, but the topology has {devices} devices; expected tp x dp = {devices}"
         )
     ep = devices if ep is None else ep
     if ep not in (devices, tp):

@@ -47,8 +47,10 @@ class Fallback(BaseModel):
     bytes_replicated: int = 0  # filled by the budget: extra bytes a device holds because of it
 
     def describe(self) -> str:
-        return (f"{self.tensor}: {self.axis}={self.size} is not divisible by {self.mesh_axis}={self.mesh_size}; "
-                f"dim {self.dim} replicated")
+        return (
+            f"{self.tensor}: {self.axis}={self.size} is not divisible by {self.mesh_axis}={self.mesh_size}; "
+            f"dim {self.dim} replicated"
+        )
 
 
 class ShardingPlan(BaseModel):
@@ -91,9 +93,7 @@ def dim_groups(t: Tensor) -> list[list[int]]:
     return groups
 
 
-def spec_from_rules(
-    t: Tensor, rules: dict[str, str | None], mesh: Mesh
-) -> tuple[ShardSpec, list[Fallback]]:
+def spec_from_rules(t: Tensor, rules: dict[str, str | None], mesh: Mesh) -> tuple[ShardSpec, list[Fallback]]:
     used: set[str] = set()
     partition: list[DimSpec] = []
     fallbacks: list[Fallback] = []
@@ -110,8 +110,16 @@ def spec_from_rules(
             if size == 1:
                 break
             if t.logical_shape[li] % size:
-                fallbacks.append(Fallback(tensor=t.name, dim=dim, axis=t.axes[li], size=t.logical_shape[li],
-                                          mesh_axis=target, mesh_size=size))
+                fallbacks.append(
+                    Fallback(
+                        tensor=t.name,
+                        dim=dim,
+                        axis=t.axes[li],
+                        size=t.logical_shape[li],
+                        mesh_axis=target,
+                        mesh_size=size,
+                    )
+                )
                 break
             chosen = mesh_axes
             used.update(mesh_axes)
@@ -120,8 +128,9 @@ def spec_from_rules(
     return ShardSpec(partition=tuple(partition)), fallbacks
 
 
-def rules_for(t: Tensor, rules: dict[str, str | None],
-              role_overrides: dict[str, dict[str, str | None]]) -> dict[str, str | None]:
+def rules_for(
+    t: Tensor, rules: dict[str, str | None], role_overrides: dict[str, dict[str, str | None]]
+) -> dict[str, str | None]:
     """The rules one tensor sees: global, then its role's override, then its role@kind override."""
     return {**rules, **role_overrides.get(t.role, {}), **role_overrides.get(f"{t.role}@{t.kind}", {})}
 
@@ -157,7 +166,9 @@ def spec_from_user(t: Tensor, partition: tuple, mesh: Mesh) -> tuple[ShardSpec, 
     from k3plan.errors import K3PlanError
 
     if len(partition) > len(t.shape):
-        raise K3PlanError(f"shardspec for {t.name}: {len(partition)} entries for a {len(t.shape)}-dim tensor {list(t.shape)}")
+        raise K3PlanError(
+            f"shardspec for {t.name}: {len(partition)} entries for a {len(t.shape)}-dim tensor {list(t.shape)}"
+        )
     out: list[DimSpec] = []
     fallbacks = []
     for dim, entry in enumerate(list(partition) + [None] * (len(t.shape) - len(partition))):
@@ -165,8 +176,16 @@ def spec_from_user(t: Tensor, partition: tuple, mesh: Mesh) -> tuple[ShardSpec, 
         axes = tuple(a for n in names for a in mesh.expand(n))
         size = mesh.size(axes) if axes else 1
         if axes and t.shape[dim] % size:
-            fallbacks.append(Fallback(tensor=t.name, dim=dim, axis=f"dim{dim}", size=t.shape[dim],
-                                      mesh_axis="+".join(names), mesh_size=size))
+            fallbacks.append(
+                Fallback(
+                    tensor=t.name,
+                    dim=dim,
+                    axis=f"dim{dim}",
+                    size=t.shape[dim],
+                    mesh_axis="+".join(names),
+                    mesh_size=size,
+                )
+            )
             axes = ()
         out.append(axes or None)
     return ShardSpec(partition=tuple(out)), fallbacks

@@ -165,12 +165,17 @@ class AutoFraction(_F):
     round_digits: int = 3
     source: Source
 
-    def fraction(self, *, gpu_bytes: int, parallel_size: int, dp_attention: bool = False,
-                 speculative: bool = False) -> float:
+    def fraction(
+        self, *, gpu_bytes: int, parallel_size: int, dp_attention: bool = False, speculative: bool = False
+    ) -> float:
         mib = gpu_bytes / 2**20
         row = next(r for r in self.rows if r.below_gib is None or mib < r.below_gib * 1024)
-        reserved = (row.reserved_gib + parallel_size * row.per_parallel_gib
-                    + (self.dp_attention_gib if dp_attention else 0) + (self.speculative_gib if speculative else 0)) * 1024
+        reserved = (
+            row.reserved_gib
+            + parallel_size * row.per_parallel_gib
+            + (self.dp_attention_gib if dp_attention else 0)
+            + (self.speculative_gib if speculative else 0)
+        ) * 1024
         return round((mib - reserved) / mib, self.round_digits)
 
 
@@ -284,16 +289,23 @@ class Stack(_F):
             try:
                 frac = float(value)
             except (TypeError, ValueError):
-                raise K3PlanError(f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]") from None
+                raise K3PlanError(
+                    f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]"
+                ) from None
             if not 0 < frac <= 1:
-                raise K3PlanError(f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]")
-            reserve = Reserve(fraction_of_usable_hbm=round(1 - frac, 12),
-                              source=f"{opt.flag} {frac:g}: the engine leaves {1 - frac:.0%} of HBM ({opt.source.text()})")
+                raise K3PlanError(
+                    f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]"
+                )
+            reserve = Reserve(
+                fraction_of_usable_hbm=round(1 - frac, 12),
+                source=f"{opt.flag} {frac:g}: the engine leaves {1 - frac:.0%} of HBM ({opt.source.text()})",
+            )
             return self.model_copy(update={"reserve": reserve, "chosen": chosen})
         effect = opt.choices.get(str(value))
         if effect is None:
-            raise K3PlanError(f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected one of "
-                              f"{', '.join(opt.choices)}")
+            raise K3PlanError(
+                f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected one of {', '.join(opt.choices)}"
+            )
         update: dict[str, Any] = {"chosen": chosen}
         if effect.role_overrides is not None:
             sh = self.sharding
@@ -301,8 +313,12 @@ class Stack(_F):
             others = {k for e in opt.choices.values() if e.role_overrides for k in e.role_overrides}
             overrides = {**{k: v for k, v in sh.role_overrides.items() if k not in others}, **effect.role_overrides}
             cite = {**sh.cite, **effect.cite}
-            update["sharding"] = Sharding(rules=sh.rules, role_overrides=overrides, source=sh.source,
-                                          cite={k: v for k, v in cite.items() if k in set(sh.rules) | {f"role:{r}" for r in overrides}})
+            update["sharding"] = Sharding(
+                rules=sh.rules,
+                role_overrides=overrides,
+                source=sh.source,
+                cite={k: v for k, v in cite.items() if k in set(sh.rules) | {f"role:{r}" for r in overrides}},
+            )
         if effect.collectives is not None:
             update["collectives"] = effect.collectives
         if effect.state_slots_per_request is not None:

@@ -39,19 +39,25 @@ def _call_user_function(ref: str) -> dict:
         raise K3PlanError(f"--shardspecs {ref}: cannot load {fn_name!r}: module {mod_name!r} has no such name")
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         what = "a built-in" if inspect.isbuiltin(fn) else type(fn).__name__
-        raise K3PlanError(f"--shardspecs {ref}: {fn_name!r} in module {mod_name!r} is {what}, not a Python "
-                          "function; expected a function taking no arguments that returns {tensor name: spec}")
+        raise K3PlanError(
+            f"--shardspecs {ref}: {fn_name!r} in module {mod_name!r} is {what}, not a Python "
+            "function; expected a function taking no arguments that returns {tensor name: spec}"
+        )
     try:
         raw = fn()
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's function: anything can happen
         raise K3PlanError(f"--shardspecs {ref}: {mod_name}.{fn_name}() failed: {_why(err)}") from None
     if not isinstance(raw, dict):
-        raise K3PlanError(f"--shardspecs {ref}: {mod_name}.{fn_name}() returned {type(raw).__name__}; it must return a "
-                          "dict of tensor name (str) -> spec")
+        raise K3PlanError(
+            f"--shardspecs {ref}: {mod_name}.{fn_name}() returned {type(raw).__name__}; it must return a "
+            "dict of tensor name (str) -> spec"
+        )
     bad = [k for k in raw if not isinstance(k, str)]
     if bad:
-        raise K3PlanError(f"--shardspecs {ref}: {mod_name}.{fn_name}() returned a dict with key {_short(bad[0])}; "
-                          "expected tensor names (str) as keys")
+        raise K3PlanError(
+            f"--shardspecs {ref}: {mod_name}.{fn_name}() returned a dict with key {_short(bad[0])}; "
+            "expected tensor names (str) as keys"
+        )
     return raw
 
 
@@ -87,7 +93,9 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
         known = {t.name for t in inventory.text}
         unknown = [n for n in raw if n not in known]
         if unknown:
-            raise K3PlanError(f"--shardspecs {ref}: {len(unknown)} name(s) not in the inventory, e.g. {_short(unknown[0])}")
+            raise K3PlanError(
+                f"--shardspecs {ref}: {len(unknown)} name(s) not in the inventory, e.g. {_short(unknown[0])}"
+            )
         return {n: _check_spec(f"--shardspecs {ref} [{n}]", s) for n, s in raw.items()}
     path = Path(ref).expanduser()
     if not path.is_file():
@@ -98,8 +106,10 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
     rules = []
     for pattern, spec in data["shardspecs"].items():
         if not isinstance(pattern, str):
-            raise K3PlanError(f"--shardspecs {path}: pattern {_short(pattern)} is not a string; expected a quoted "
-                              "regex over tensor names")
+            raise K3PlanError(
+                f"--shardspecs {path}: pattern {_short(pattern)} is not a string; expected a quoted "
+                "regex over tensor names"
+            )
         try:
             rules.append((re.compile(pattern), _check_spec(f"--shardspecs {path} [{pattern}]", spec)))
         except re.error as err:

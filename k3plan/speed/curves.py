@@ -53,12 +53,25 @@ class EfficiencyCurves(_Frozen):
     skipped: tuple[str, ...] = ()  # records seen but not used, and why
 
 
-AXES = {"matmul": "(M N K)^(1/3)", "grouped_matmul": "rows a touched expert group", "hbm": "bytes a transfer",
-        "kda_recurrent": "heads", "kda_chunked": "heads", "kda_decode": "heads", "collective": "message bytes a device"}
+AXES = {
+    "matmul": "(M N K)^(1/3)",
+    "grouped_matmul": "rows a touched expert group",
+    "hbm": "bytes a transfer",
+    "kda_recurrent": "heads",
+    "kda_chunked": "heads",
+    "kda_decode": "heads",
+    "collective": "message bytes a device",
+}
 
 
-def curve_key(kind: str, *, dtype: str | None = None, chunk: int | None = None,
-              collective: str | None = None, group: int | None = None) -> str:
+def curve_key(
+    kind: str,
+    *,
+    dtype: str | None = None,
+    chunk: int | None = None,
+    collective: str | None = None,
+    group: int | None = None,
+) -> str:
     if kind in ("matmul", "grouped_matmul"):
         return f"{kind}:{_dtype(dtype or 'bf16')}"
     if kind == "kda_chunked":
@@ -70,6 +83,7 @@ def curve_key(kind: str, *, dtype: str | None = None, chunk: int | None = None,
 
 def _dtype(dtype: str) -> str:
     from k3plan.hardware.spec import DTYPE_ALIASES
+
     return DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
 
 
@@ -84,8 +98,9 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
             if _dtype(d) not in peaks.flops_per_s_by_dtype:
                 continue
             peak = peaks.flops_per_s(d)
-            out.append((curve_key("matmul", dtype=d), n, v / peak,
-                        f"{d} {n:g}^3: {v:.3g} FLOP/s measured / {peak:.3g} peak"))
+            out.append(
+                (curve_key("matmul", dtype=d), n, v / peak, f"{d} {n:g}^3: {v:.3g} FLOP/s measured / {peak:.3g} peak")
+            )
     elif probe == "ragged-dot":
         d = str(record.params.get("dtype", "bf16"))
         if _dtype(d) in peaks.flops_per_s_by_dtype:
@@ -93,43 +108,85 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                 flops, wbytes = float(p.params["flops"]), float(p.params["weight_bytes_touched"])
                 ceiling = max(flops / peaks.flops_per_s(d), wbytes / peaks.hbm_bw_bytes_per_s)
                 x = float(p.params["rows"]) / max(1, int(p.params["experts_touched"]))
-                out.append((curve_key("grouped_matmul", dtype=d), x, ceiling / (flops / v),
-                            (f"{p.params['tokens']} tokens, {x:.3g} rows a group: {flops / v:.3g} s "
-                            f"measured / {ceiling:.3g} s ceiling")))
+                out.append(
+                    (
+                        curve_key("grouped_matmul", dtype=d),
+                        x,
+                        ceiling / (flops / v),
+                        (
+                            f"{p.params['tokens']} tokens, {x:.3g} rows a group: {flops / v:.3g} s "
+                            f"measured / {ceiling:.3g} s ceiling"
+                        ),
+                    )
+                )
     elif probe == "hbm":
         for p, v in pts:
-            out.append(("hbm", float(p.params["bytes"]), v / peaks.hbm_bw_bytes_per_s,
-                        (f"{record.op} {p.params['bytes']} B: {v:.3g} B/s measured / "
-                        f"{peaks.hbm_bw_bytes_per_s:.3g} peak")))
+            out.append(
+                (
+                    "hbm",
+                    float(p.params["bytes"]),
+                    v / peaks.hbm_bw_bytes_per_s,
+                    (f"{record.op} {p.params['bytes']} B: {v:.3g} B/s measured / {peaks.hbm_bw_bytes_per_s:.3g} peak"),
+                )
+            )
     elif probe == "kda" and record.mode in ("recurrent", "chunked"):
         rp = record.params
-        fpt = _flops_per_token(path=record.mode, heads=int(rp["heads"]), dk=int(rp["head_dim"]),
-                               dv=int(rp["head_dim"]), chunk=int(rp["chunk"]))
+        fpt = _flops_per_token(
+            path=record.mode,
+            heads=int(rp["heads"]),
+            dk=int(rp["head_dim"]),
+            dv=int(rp["head_dim"]),
+            chunk=int(rp["chunk"]),
+        )
         ceiling = fpt / peaks.flops_per_s("bf16")
         best = min(pts, key=lambda pv: pv[1], default=None)  # the fastest length: the envelope
         if best is not None:
             bp, bv = best
             key = "kda_recurrent" if record.mode == "recurrent" else curve_key("kda_chunked", chunk=int(rp["chunk"]))
-            out.append((key, float(rp["heads"]), ceiling / bv,
-                        (f"{rp['heads']} heads x {rp['head_dim']}, {bp.params.get('seq_len')} tokens: "
-                        f"{bv:.3g} s a token measured / {ceiling:.3g} ceiling")))
+            out.append(
+                (
+                    key,
+                    float(rp["heads"]),
+                    ceiling / bv,
+                    (
+                        f"{rp['heads']} heads x {rp['head_dim']}, {bp.params.get('seq_len')} tokens: "
+                        f"{bv:.3g} s a token measured / {ceiling:.3g} ceiling"
+                    ),
+                )
+            )
     elif probe == "kda-decode":
         native = [(p, v) for p, v in pts if "interpret" not in str(p.params.get("path", ""))]
         best = min(native, key=lambda pv: pv[1], default=None)
         if best is not None:
             bp, bv = best
             ceiling = float(bp.params["state_bytes_moved"]) / peaks.hbm_bw_bytes_per_s
-            out.append(("kda_decode", float(record.params["heads"]), ceiling / bv,
-                        (f"{record.params['heads']} heads, {bp.params['path']}: {bv:.3g} s measured / "
-                        f"{ceiling:.3g} s ceiling")))
+            out.append(
+                (
+                    "kda_decode",
+                    float(record.params["heads"]),
+                    ceiling / bv,
+                    (
+                        f"{record.params['heads']} heads, {bp.params['path']}: {bv:.3g} s measured / "
+                        f"{ceiling:.3g} s ceiling"
+                    ),
+                )
+            )
     elif record.op is not None and probe in ("a2a", "allreduce", "allgather"):
         group = int(record.params.get("axis_size", record.device_count))
         for p, v in pts:
             wire = float(p.params.get("wire_bytes_per_device", p.params["bytes"]))
             ceiling = peaks.scale_up.latency_s + wire / peaks.scale_up.bw_bytes_per_s
-            out.append((curve_key("collective", collective=record.op, group=group), float(p.params["bytes"]),
-                        ceiling / v, (f"{record.op} ({record.mode}) {p.params['bytes']} B over {group}: "
-                        f"{v:.3g} s a call measured / {ceiling:.3g} s ceiling (scale-up latency + wire/bw)")))
+            out.append(
+                (
+                    curve_key("collective", collective=record.op, group=group),
+                    float(p.params["bytes"]),
+                    ceiling / v,
+                    (
+                        f"{record.op} ({record.mode}) {p.params['bytes']} B over {group}: "
+                        f"{v:.3g} s a call measured / {ceiling:.3g} s ceiling (scale-up latency + wire/bw)"
+                    ),
+                )
+            )
     return out
 
 
@@ -149,8 +206,11 @@ def _skip_reason(record: ProbeRecord, device_kind: str) -> str | None:
 def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> EfficiencyCurves:
     """Records (oldest first, with their paths) -> the curves for `peaks.device_kind`."""
     skipped, newest = [], {}
-    chained = {(r.op, r.params.get("axis_size")) for r, _ in records
-               if r.mode == "chained" and _skip_reason(r, peaks.device_kind) is None}
+    chained = {
+        (r.op, r.params.get("axis_size"))
+        for r, _ in records
+        if r.mode == "chained" and _skip_reason(r, peaks.device_kind) is None
+    }
     for record, path in records:
         why = _skip_reason(record, peaks.device_kind)
         if why is None and record.mode == "unchained" and (record.op, record.params.get("axis_size")) in chained:
@@ -159,7 +219,9 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
             skipped.append(f"{path}: {why}")
             continue
         for key, x, eff, detail in _point_values(record, peaks):
-            point = EfficiencyPoint(x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail)
+            point = EfficiencyPoint(
+                x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail
+            )
             newest[(key, x, record.probe, record.op, record.mode, record.implementation)] = point  # newest wins
     best: dict[tuple[str, float], EfficiencyPoint] = {}
     for (key, x, *_), point in newest.items():
@@ -168,13 +230,14 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
     curves: dict[str, list[EfficiencyPoint]] = {}
     for (key, _), point in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         curves.setdefault(key, []).append(point)
-    return EfficiencyCurves(device_kind=peaks.device_kind, hardware=peaks.hardware, skipped=tuple(skipped),
-                            curves={k: EfficiencyCurve(key=k, axis=AXES[k.split(":")[0]], points=tuple(v))
-                                    for k, v in curves.items()})
+    return EfficiencyCurves(
+        device_kind=peaks.device_kind,
+        hardware=peaks.hardware,
+        skipped=tuple(skipped),
+        curves={k: EfficiencyCurve(key=k, axis=AXES[k.split(":")[0]], points=tuple(v)) for k, v in curves.items()},
+    )
 
 
 def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
     """Every record under `dir` (k3plan.probes.records' loader) -> curves for `peaks.device_kind`."""
     return build_curves(_load_with_paths(Path(dir)), peaks=peaks)
-
-

@@ -49,15 +49,19 @@ def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str
     nearest = min(pts, key=lambda p: abs(math.log(p.x / x)))
     where = f"{curve.axis} = {x:.4g}"
     if x < pts[0].x or x > pts[-1].x:
-        used = (f"{where} outside the measured {pts[0].x:.4g}..{pts[-1].x:.4g}: clamped to the nearest "
-                f"measured point ({nearest.detail})")
+        used = (
+            f"{where} outside the measured {pts[0].x:.4g}..{pts[-1].x:.4g}: clamped to the nearest "
+            f"measured point ({nearest.detail})"
+        )
     elif any(p.x == x for p in pts):
         used = f"{where}: measured point ({nearest.detail})"
     else:
         lo = [p for p in pts if p.x < x][-1]
         hi = next(p for p in pts if p.x > x)
-        used = (f"{where}: interpolated (log size) between {lo.x:.4g} (eff {lo.efficiency:.3g}) "
-                f"and {hi.x:.4g} (eff {hi.efficiency:.3g})")
+        used = (
+            f"{where}: interpolated (log size) between {lo.x:.4g} (eff {lo.efficiency:.3g}) "
+            f"and {hi.x:.4g} (eff {hi.efficiency:.3g})"
+        )
     label = f"{value:.1%} of ceiling, {op} probed on {device_kind}: {nearest.record_path}"
     if nearest.record_label:
         label += f" [{nearest.record_label}]"

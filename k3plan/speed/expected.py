@@ -58,8 +58,10 @@ class StageTime(_Frozen):
 
 ASSUMPTIONS = (
     "ops run serially: no overlap of compute, HBM traffic and collectives within a stage",
-    ("efficiency = ceiling time / measured time at the probed point; interpolated linearly in log size "
-    "inside the measured range, clamped to the nearest measured point outside it"),
+    (
+        "efficiency = ceiling time / measured time at the probed point; interpolated linearly in log size "
+        "inside the measured range, clamped to the nearest measured point outside it"
+    ),
     "an op with no record of this device kind runs at its ceiling (labelled)",
 )
 
@@ -67,6 +69,7 @@ ASSUMPTIONS = (
 def _eff(curves: EfficiencyCurves | None, peaks: Peaks, key: str, x: float, op: str) -> Efficiency:
     if curves is None:
         from k3plan.speed.efficiency import ceiling_label
+
         return Efficiency(value=1.0, measured=False, label=ceiling_label(op, peaks.device_kind))
     return efficiency(curves, key=key, x=x, device_kind=peaks.device_kind, op=op)
 
@@ -111,28 +114,56 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
             binding = Efficiency(value=1.0, measured=False, label=f"{op.name}: no bytes, no time")
         return _done(op, ceiling, max(t_c, t_m), binding)
     if op.kind == "grouped_matmul":
-        e = _eff(curves, peaks, curve_key("grouped_matmul", dtype=op.dtype), _v(op.tokens_per_group),
-                 f"{op.dtype} grouped matmul")
+        e = _eff(
+            curves,
+            peaks,
+            curve_key("grouped_matmul", dtype=op.dtype),
+            _v(op.tokens_per_group),
+            f"{op.dtype} grouped matmul",
+        )
     elif op.kind == "kda_chunked":
-        e = _eff(curves, peaks, curve_key("kda_chunked", chunk=op.chunk), float(_v(op.heads)),
-                 f"KDA chunked (chunk {op.chunk})")
+        e = _eff(
+            curves,
+            peaks,
+            curve_key("kda_chunked", chunk=op.chunk),
+            float(_v(op.heads)),
+            f"KDA chunked (chunk {op.chunk})",
+        )
     else:
         e = _eff(curves, peaks, op.kind, float(_v(op.heads)), op.kind.replace("_", " ").replace("kda", "KDA"))
     return _done(op, ceiling, ceiling / e.value, e)
 
 
 def _done(op: OpCost, ceiling: float, expected: float, e: Efficiency) -> OpTime:
-    return OpTime(name=op.name, kind=op.kind, category=op.cat, ceiling_s=op.count * ceiling,
-                  expected_s=op.count * expected, efficiency=e, label=f"{op.name}: {e.label}")
+    return OpTime(
+        name=op.name,
+        kind=op.kind,
+        category=op.cat,
+        ceiling_s=op.count * ceiling,
+        expected_s=op.count * expected,
+        efficiency=e,
+        label=f"{op.name}: {e.label}",
+    )
 
 
 def expected_time(ops: list[OpCost], *, peaks: Peaks, curves: EfficiencyCurves | None) -> StageTime:
     """Ceiling and expected seconds of one stage (a decode step or a prefill chunk)."""
     times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
-    by_kind = {c: KindTime(ceiling_s=sum(t.ceiling_s for t in times if t.category == c),
-                           expected_s=sum(t.expected_s for t in times if t.category == c)) for c in CATEGORIES}
+    by_kind = {
+        c: KindTime(
+            ceiling_s=sum(t.ceiling_s for t in times if t.category == c),
+            expected_s=sum(t.expected_s for t in times if t.category == c),
+        )
+        for c in CATEGORIES
+    }
     labels = list(dict.fromkeys(t.efficiency.label for t in times if not t.efficiency.measured))
     labels += list(dict.fromkeys(t.efficiency.label for t in times if t.efficiency.measured))
-    return StageTime(device_kind=peaks.device_kind, ceiling_s=sum(t.ceiling_s for t in times),
-                     expected_s=sum(t.expected_s for t in times), by_kind=by_kind, labels=tuple(labels),
-                     ops=times, assumptions=ASSUMPTIONS)
+    return StageTime(
+        device_kind=peaks.device_kind,
+        ceiling_s=sum(t.ceiling_s for t in times),
+        expected_s=sum(t.expected_s for t in times),
+        by_kind=by_kind,
+        labels=tuple(labels),
+        ops=times,
+        assumptions=ASSUMPTIONS,
+    )

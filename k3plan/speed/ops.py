@@ -13,13 +13,28 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from k3plan.errors import K3PlanError
 
-OpKind = Literal["matmul", "grouped_matmul", "attention", "hbm", "kda_recurrent", "kda_chunked", "kda_decode",
-                 "collective", "overhead"]
+OpKind = Literal[
+    "matmul",
+    "grouped_matmul",
+    "attention",
+    "hbm",
+    "kda_recurrent",
+    "kda_chunked",
+    "kda_decode",
+    "collective",
+    "overhead",
+]
 Category = Literal["attention", "kda", "experts", "dense", "collectives", "overhead"]
 CATEGORIES: tuple[str, ...] = ("attention", "kda", "experts", "dense", "collectives", "overhead")
 DEFAULT_CATEGORY: dict[str, str] = {
-    "matmul": "dense", "hbm": "dense", "grouped_matmul": "experts", "attention": "attention",
-    "kda_recurrent": "kda", "kda_chunked": "kda", "kda_decode": "kda", "collective": "collectives",
+    "matmul": "dense",
+    "hbm": "dense",
+    "grouped_matmul": "experts",
+    "attention": "attention",
+    "kda_recurrent": "kda",
+    "kda_chunked": "kda",
+    "kda_decode": "kda",
+    "collective": "collectives",
     "overhead": "overhead",
 }
 
@@ -51,9 +66,15 @@ class OpCost(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> OpCost:
-        need = {"matmul": ("m", "n", "k"), "grouped_matmul": ("tokens_per_group",), "kda_recurrent": ("heads",),
-                "kda_decode": ("heads",), "kda_chunked": ("heads", "chunk"),
-                "collective": ("collective", "message_bytes", "group"), "overhead": ("fixed_s", "source")}
+        need = {
+            "matmul": ("m", "n", "k"),
+            "grouped_matmul": ("tokens_per_group",),
+            "kda_recurrent": ("heads",),
+            "kda_decode": ("heads",),
+            "kda_chunked": ("heads", "chunk"),
+            "collective": ("collective", "message_bytes", "group"),
+            "overhead": ("fixed_s", "source"),
+        }
         missing = [f for f in need.get(self.kind, ()) if getattr(self, f) is None]
         if missing:
             raise K3PlanError(f"op {self.name!r} ({self.kind}): missing {', '.join(missing)}")

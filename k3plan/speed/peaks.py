@@ -34,8 +34,9 @@ class Peaks(BaseModel):
         try:
             return self.flops_per_s_by_dtype[key]
         except KeyError:
-            raise K3PlanError(f"{self.hardware}: no FLOP/s figure for dtype {dtype!r}; "
-                              f"known: {', '.join(self.flops_per_s_by_dtype)}") from None
+            raise K3PlanError(
+                f"{self.hardware}: no FLOP/s figure for dtype {dtype!r}; known: {', '.join(self.flops_per_s_by_dtype)}"
+            ) from None
 
     def link(self, name: str) -> LinkPeak:
         if name not in ("scale_up", "scale_out"):
@@ -46,7 +47,11 @@ class Peaks(BaseModel):
     def from_hardware(cls, hw) -> Peaks:
         """From a k3plan.hardware HardwareSpec (dtypes it marks unsupported are left out)."""
         table = {d: f for d, f in hw.flops_table().items() if f is not None}
-        return cls(device_kind=hw.device_kind, hardware=hw.name, flops_per_s_by_dtype=table,
-                   hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s_per_device,
-                   scale_up=LinkPeak(bw_bytes_per_s=hw.scale_up.bw_bytes_per_s, latency_s=hw.scale_up.latency_s),
-                   scale_out=LinkPeak(bw_bytes_per_s=hw.scale_out.bw_bytes_per_s, latency_s=hw.scale_out.latency_s))
+        return cls(
+            device_kind=hw.device_kind,
+            hardware=hw.name,
+            flops_per_s_by_dtype=table,
+            hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s_per_device,
+            scale_up=LinkPeak(bw_bytes_per_s=hw.scale_up.bw_bytes_per_s, latency_s=hw.scale_up.latency_s),
+            scale_out=LinkPeak(bw_bytes_per_s=hw.scale_out.bw_bytes_per_s, latency_s=hw.scale_out.latency_s),
+        )

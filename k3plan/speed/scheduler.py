@@ -25,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from k3plan.errors import K3PlanError, require
 
-RULE = ("vLLM V1 Scheduler.schedule() (vllm/v1/core/sched/scheduler.py): running requests first "
-        "(decode token or next prefill chunk), then waiting requests FCFS, within the token budget")
+RULE = (
+    "vLLM V1 Scheduler.schedule() (vllm/v1/core/sched/scheduler.py): running requests first "
+    "(decode token or next prefill chunk), then waiting requests FCFS, within the token budget"
+)
 
 
 class StepCoefficients(BaseModel):
@@ -40,8 +42,11 @@ class StepCoefficients(BaseModel):
     source: str = Field(description="where the coefficients come from")
 
     def __call__(self, decode_seqs, prefill_tokens):
-        return self.base_s + self.per_decode_seq_s * np.asarray(decode_seqs) + self.per_prefill_token_s * np.asarray(
-            prefill_tokens)
+        return (
+            self.base_s
+            + self.per_decode_seq_s * np.asarray(decode_seqs)
+            + self.per_prefill_token_s * np.asarray(prefill_tokens)
+        )
 
 
 StepTime = Callable[[int, int], float]
@@ -72,24 +77,50 @@ def _check(*, isl: int, osl: int, token_budget: int, concurrency, request_rate_p
     require((concurrency is None) != (request_rate_per_s is None), "give a concurrency or a request rate, not both")
     require(concurrency is None or concurrency >= 1, f"concurrency {concurrency}: must be >= 1")
     require(request_rate_per_s is None or request_rate_per_s > 0, f"request rate {request_rate_per_s}: must be > 0")
-    require(concurrency is None or concurrency <= token_budget,
-            f"concurrency {concurrency} exceeds the token budget {token_budget}: decodes alone would not fit a step")
+    require(
+        concurrency is None or concurrency <= token_budget,
+        f"concurrency {concurrency} exceeds the token budget {token_budget}: decodes alone would not fit a step",
+    )
 
 
 def _assumptions(*, closed: bool, max_num_seqs) -> tuple[str, ...]:
-    load = ("closed loop: a new request arrives the moment one finishes (constant concurrency)" if closed else
-            "open loop: requests arrive evenly spaced at the given rate (deterministic, no bursts)")
-    return (RULE, load, "every request has the same ISL and OSL; no prefix caching, no preemption (KV fits)",
-            f"max_num_seqs = {max_num_seqs}", "step time from the given T(decode seqs, prefill tokens) model")
+    load = (
+        "closed loop: a new request arrives the moment one finishes (constant concurrency)"
+        if closed
+        else "open loop: requests arrive evenly spaced at the given rate (deterministic, no bursts)"
+    )
+    return (
+        RULE,
+        load,
+        "every request has the same ISL and OSL; no prefix caching, no preemption (KV fits)",
+        f"max_num_seqs = {max_num_seqs}",
+        "step time from the given T(decode seqs, prefill tokens) model",
+    )
 
 
-def simulate(*, step_time: StepTime, isl: int, osl: int, token_budget: int, concurrency: int | None = None,
-             request_rate_per_s: float | None = None, max_num_seqs: int | None = None, chips: int = 1,
-             warmup_requests: int | None = None, measure_requests: int | None = None,
-             max_steps: int = 2_000_000) -> SchedulerResult:
+def simulate(
+    *,
+    step_time: StepTime,
+    isl: int,
+    osl: int,
+    token_budget: int,
+    concurrency: int | None = None,
+    request_rate_per_s: float | None = None,
+    max_num_seqs: int | None = None,
+    chips: int = 1,
+    warmup_requests: int | None = None,
+    measure_requests: int | None = None,
+    max_steps: int = 2_000_000,
+) -> SchedulerResult:
     """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`."""
-    _check(isl=isl, osl=osl, token_budget=token_budget, concurrency=concurrency,
-           request_rate_per_s=request_rate_per_s, chips=chips)
+    _check(
+        isl=isl,
+        osl=osl,
+        token_budget=token_budget,
+        concurrency=concurrency,
+        request_rate_per_s=request_rate_per_s,
+        chips=chips,
+    )
     closed = concurrency is not None
     n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
     seqs = max_num_seqs or (n if closed else token_budget)
@@ -161,16 +192,33 @@ def simulate(*, step_time: StepTime, isl: int, osl: int, token_budget: int, conc
         out_rate = n * osl / lat
     else:  # every request completes: what arrives leaves
         out_rate = lam * osl
-    return SchedulerResult(method="simulation", ttft_s=ttft, tpot_s=tpot, request_latency_s=lat,
-                           output_tokens_per_s=out_rate, output_tokens_per_s_per_user=1.0 / tpot if tpot else math.inf,
-                           output_tokens_per_s_per_chip=out_rate / chips, mean_decode_seqs=sum_d / steps,
-                           mean_prefill_tokens=sum_p / steps, mean_step_s=sum_t / steps,
-                           budget_bound=bool(sum_d + sum_p >= 0.999 * token_budget * steps), requests_measured=meas,
-                           assumptions=_assumptions(closed=closed, max_num_seqs=seqs))
+    return SchedulerResult(
+        method="simulation",
+        ttft_s=ttft,
+        tpot_s=tpot,
+        request_latency_s=lat,
+        output_tokens_per_s=out_rate,
+        output_tokens_per_s_per_user=1.0 / tpot if tpot else math.inf,
+        output_tokens_per_s_per_chip=out_rate / chips,
+        mean_decode_seqs=sum_d / steps,
+        mean_prefill_tokens=sum_p / steps,
+        mean_step_s=sum_t / steps,
+        budget_bound=bool(sum_d + sum_p >= 0.999 * token_budget * steps),
+        requests_measured=meas,
+        assumptions=_assumptions(closed=closed, max_num_seqs=seqs),
+    )
 
 
-def steady_state(*, step: StepCoefficients, isl: int, osl: int, token_budget: int, concurrency: int | None = None,
-                 request_rate_per_s: float | None = None, chips: int = 1) -> SchedulerResult:
+def steady_state(
+    *,
+    step: StepCoefficients,
+    isl: int,
+    osl: int,
+    token_budget: int,
+    concurrency: int | None = None,
+    request_rate_per_s: float | None = None,
+    chips: int = 1,
+) -> SchedulerResult:
     """Closed form of the steady state for a linear step time (the mean of a linear T is T of the means).
 
     X requests finish a step; each needs S_p = ceil(ISL / (B - d)) prefill steps (the budget left
@@ -181,8 +229,14 @@ def steady_state(*, step: StepCoefficients, isl: int, osl: int, token_budget: in
     (its prefill chunks ride with the mean decodes), + T/2 waiting for the step boundary in the open
     loop, + the queueing steps Little's law leaves when the budget binds (closed loop).
     """
-    _check(isl=isl, osl=osl, token_budget=token_budget, concurrency=concurrency,
-           request_rate_per_s=request_rate_per_s, chips=chips)
+    _check(
+        isl=isl,
+        osl=osl,
+        token_budget=token_budget,
+        concurrency=concurrency,
+        request_rate_per_s=request_rate_per_s,
+        chips=chips,
+    )
     closed = concurrency is not None
     n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
     a, b, base, B = step.per_decode_seq_s, step.per_prefill_token_s, step.base_s, token_budget
@@ -207,21 +261,36 @@ def steady_state(*, step: StepCoefficients, isl: int, osl: int, token_budget: in
     else:
         denom = 1.0 - lam * (a * (osl - 1) + b * isl)
         if denom <= 0:
-            raise K3PlanError(f"request rate {lam:g}/s is beyond what the step time sustains "
-                              f"(needs lambda (a (OSL-1) + b ISL) < 1, got {1 - denom:.3g})")
+            raise K3PlanError(
+                f"request rate {lam:g}/s is beyond what the step time sustains "
+                f"(needs lambda (a (OSL-1) + b ISL) < 1, got {1 - denom:.3g})"
+            )
         t = base / denom
         x = lam * t
         if x > x_cap:
-            raise K3PlanError(f"request rate {lam:g}/s needs {x * (isl + osl - 1):.0f} tokens a step, "
-                              f"more than the token budget {B}")
+            raise K3PlanError(
+                f"request rate {lam:g}/s needs {x * (isl + osl - 1):.0f} tokens a step, more than the token budget {B}"
+            )
         d, p = x * (osl - 1), x * isl
         s_p = math.ceil(isl / max(B - d, 1.0))
         ttft = t / 2 + s_p * (base + a * d) + b * isl
         lat = ttft + (osl - 1) * t
         rate = lam * osl
-    return SchedulerResult(method="steady-state", ttft_s=ttft, tpot_s=t, request_latency_s=lat,
-                           output_tokens_per_s=rate, output_tokens_per_s_per_user=1.0 / t if t else math.inf,
-                           output_tokens_per_s_per_chip=rate / chips, mean_decode_seqs=d, mean_prefill_tokens=p,
-                           mean_step_s=t, budget_bound=bound, requests_measured=0,
-                           assumptions=(*_assumptions(closed=closed, max_num_seqs=concurrency or B),
-                                        "steady state: a request's prefill steps carry the mean decode batch"))
+    return SchedulerResult(
+        method="steady-state",
+        ttft_s=ttft,
+        tpot_s=t,
+        request_latency_s=lat,
+        output_tokens_per_s=rate,
+        output_tokens_per_s_per_user=1.0 / t if t else math.inf,
+        output_tokens_per_s_per_chip=rate / chips,
+        mean_decode_seqs=d,
+        mean_prefill_tokens=p,
+        mean_step_s=t,
+        budget_bound=bound,
+        requests_measured=0,
+        assumptions=(
+            *_assumptions(closed=closed, max_num_seqs=concurrency or B),
+            "steady state: a request's prefill steps carry the mean decode batch",
+        ),
+    )

@@ -42,5 +42,8 @@ def first_true(checks: list, default: int = 0):
     import numpy as np
 
     shape = next(np.shape(c) for c in checks if hasattr(c, "shape"))
-    return np.select([np.broadcast_to(np.asarray(c, dtype=bool), shape) for c in checks],
-                     np.arange(1, len(checks) + 1), default=default)
+    return np.select(
+        [np.broadcast_to(np.asarray(c, dtype=bool), shape) for c in checks],
+        np.arange(1, len(checks) + 1),
+        default=default,
+    )

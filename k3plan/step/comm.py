@@ -27,15 +27,29 @@ def comm_terms(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, device
     from k3plan.step.ops import by_category, collective_ops
 
     moe = spec.moe
-    ops = collective_ops(spec, all_to_all=all_to_all, act=act, dispatch=dispatch, tp=tp, dp=dp, ep=ep,
-                         devices_per_chip=devices_per_chip, chips=chips, tokens=tokens)
+    ops = collective_ops(
+        spec,
+        all_to_all=all_to_all,
+        act=act,
+        dispatch=dispatch,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        devices_per_chip=devices_per_chip,
+        chips=chips,
+        tokens=tokens,
+    )
     calls = by_category(ops, "calls", key="layer_kind")
     wire = by_category(ops, "wire_bytes", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
     return {
-        "ops": ops, "attention_calls": attention_calls, "expert_calls": expert_calls,
+        "ops": ops,
+        "attention_calls": attention_calls,
+        "expert_calls": expert_calls,
         "calls": expert_calls + attention_calls,
-        "bytes_per_token_per_layer": where(all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, spec.hidden_size * act),
+        "bytes_per_token_per_layer": where(
+            all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, spec.hidden_size * act
+        ),
         "bytes_per_chip": wire.get("moe", 0) + wire["attention"],
     }
 

@@ -25,8 +25,17 @@ def heads_local(heads: int, tp):
     return where(heads % tp == 0, heads // tp, heads)
 
 
-def cache_terms(spec: ModelSpec, *, kv_layer, replicate_across_tp, state_layer, shard_state_by_heads,
-                align_tokens, hybrid_paging, tp) -> dict:
+def cache_terms(
+    spec: ModelSpec,
+    *,
+    kv_layer,
+    replicate_across_tp,
+    state_layer,
+    shard_state_by_heads,
+    align_tokens,
+    hybrid_paging,
+    tp,
+) -> dict:
     """Per-device cache layout from the whole-model figures a layer (``kv_layer``, ``state_layer``)."""
     kv = where(replicate_across_tp, kv_layer, cdiv(kv_layer, tp))
     kda_heads = spec.kda.heads if spec.kda is not None else 1  # no KDA: the state is 0 bytes anyway
@@ -34,8 +43,14 @@ def cache_terms(spec: ModelSpec, *, kv_layer, replicate_across_tp, state_layer, 
     hybrid = hybrid_paging & bool(spec.n_mla and spec.n_kda)
     block = where(hybrid, align_tokens * maximum(1, cdiv(state, align_tokens * maximum(kv, 1))), align_tokens)
     page = block * kv
-    return {"kv_bytes_per_token_layer": kv, "state_bytes_per_layer": where(hybrid, maximum(page, state), state),
-            "state_bytes_per_layer_unpadded": state, "block_tokens": block, "page_bytes": page, "hybrid": hybrid}
+    return {
+        "kv_bytes_per_token_layer": kv,
+        "state_bytes_per_layer": where(hybrid, maximum(page, state), state),
+        "state_bytes_per_layer_unpadded": state,
+        "block_tokens": block,
+        "page_bytes": page,
+        "hybrid": hybrid,
+    }
 
 
 def _moe_terms(spec: ModelSpec, *, tokens, ep, act, quantized) -> dict:
@@ -47,7 +62,8 @@ def _moe_terms(spec: ModelSpec, *, tokens, ep, act, quantized) -> dict:
         "expert inputs, gate/up and outputs": rows * (2 * moe.expert_in + 2 * moe.expert_intermediate) * act,
         "combine buffer (f32, before the all-reduce / all-to-all)": tokens * spec.hidden_size * 4,
         "one layer's local experts dequantized": where(
-            quantized, local * 3 * moe.expert_in * moe.expert_intermediate * act, 0),
+            quantized, local * 3 * moe.expert_in * moe.expert_intermediate * act, 0
+        ),
     }
 
 
@@ -60,7 +76,8 @@ def prefill_temp_terms(spec: ModelSpec, *, act, quantized, tp, ep, chunk, contex
         terms["KDA q/k/v/gate projections"] = 5 * chunk * hk * d * act
         terms["KDA chunk states (f32)"] = cdiv(chunk, KDA_CHUNK_TOKENS) * hk * d * d * 4
     terms["MLA up-projected K/V over the context"] = (
-        context * heads_local(mla.heads, tp) * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * act)
+        context * heads_local(mla.heads, tp) * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * act
+    )
     terms.update(_moe_terms(spec, tokens=chunk, ep=ep, act=act, quantized=quantized))
     return terms
 
@@ -74,7 +91,7 @@ def decode_temp_terms(spec: ModelSpec, *, act, quantized, tp, ep, dp, batch, con
         "logits (f32)": b * cdiv(spec.vocab_size, tp) * 4,
     }
     if spec.kda is not None and spec.n_kda:
-        terms["KDA state update copy (f32)"] = b * heads_local(spec.kda.heads, tp) * spec.kda.head_dim ** 2 * 4
+        terms["KDA state update copy (f32)"] = b * heads_local(spec.kda.heads, tp) * spec.kda.head_dim**2 * 4
     terms.update(_moe_terms(spec, tokens=b, ep=ep, act=act, quantized=quantized))
     return terms
 
@@ -83,12 +100,14 @@ def total(terms: dict):
     return sum(terms.values())
 
 
-def budget_terms(spec: ModelSpec, *, usable, reserve_fraction, split_across_dp, dp, weights, temp, cache: dict,
-                 context, batch) -> dict:
+def budget_terms(
+    spec: ModelSpec, *, usable, reserve_fraction, split_across_dp, dp, weights, temp, cache: dict, context, batch
+) -> dict:
     """The per-device budget at ``batch`` sequences of ``context`` tokens: what is used, what is
     free, and how many sequences the room after weights, temporaries and reserve holds."""
-    reserve = (reserve_fraction * usable).astype("int64") if hasattr(usable, "shape") else int(
-        reserve_fraction * usable)
+    reserve = (
+        (reserve_fraction * usable).astype("int64") if hasattr(usable, "shape") else int(reserve_fraction * usable)
+    )
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache["block_tokens"]
     kv_seq = spec.n_mla * cdiv(context, block) * block * cache["kv_bytes_per_token_layer"]
@@ -97,8 +116,13 @@ def budget_terms(spec: ModelSpec, *, usable, reserve_fraction, split_across_dp, 
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)
     return {
-        "reserve_bytes": reserve, "sequences": seqs, "kv_bytes": seqs * kv_seq, "state_bytes": seqs * state_seq,
-        "free_bytes": room - seqs * per_seq, "room_bytes": room, "sequence_bytes": per_seq,
+        "reserve_bytes": reserve,
+        "sequences": seqs,
+        "kv_bytes": seqs * kv_seq,
+        "state_bytes": seqs * state_seq,
+        "free_bytes": room - seqs * per_seq,
+        "room_bytes": room,
+        "sequence_bytes": per_seq,
         "max_sequences": where(per_seq > 0, groups, 0) * where(split_across_dp, dp, 1),
         "kv_bytes_per_token": spec.n_mla * cache["kv_bytes_per_token_layer"],
         "state_bytes_per_sequence": state_seq,

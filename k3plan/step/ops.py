@@ -99,8 +99,9 @@ def weight_groups_of_setup(setup) -> list[WeightGroup]:
     out = []
     for name, t, n in tensor_groups(setup.model.inventory):
         share = setup.plan.shard_fraction(t)
-        out.append(WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, setup.stack) * share,
-                               params=t.params * share))
+        out.append(
+            WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, setup.stack) * share, params=t.params * share)
+        )
     return out
 
 
@@ -117,20 +118,34 @@ def whole_model_groups(inventory: TensorInventory, stack) -> list[WeightGroup]:
     """The groups unsharded (one device holding the model): the whole-model view of the step."""
     from k3plan.budget.weights import runtime_bytes
 
-    return [WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack), params=t.params)
-            for name, t, n in tensor_groups(inventory)]
+    return [
+        WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack), params=t.params)
+        for name, t, n in tensor_groups(inventory)
+    ]
 
 
 def aggregate_groups(*, dense_bytes, expert_bytes, dense_params, expert_params) -> list[WeightGroup]:
     """Two pseudo-groups from whole-step sums, for callers that hold only the sums (plan's columns)."""
     dense = Tensor(name="dense", shape=(1,), logical_shape=(1,), axes=("x",), fmt="bf16", kind="global", role="attn")
     expert = dense.model_copy(update={"name": "experts", "kind": "moe", "role": "expert"})
-    return [WeightGroup(name="dense weights", rep=dense, count=1, bytes=dense_bytes, params=dense_params),
-            WeightGroup(name="routed experts", rep=expert, count=1, bytes=expert_bytes, params=expert_params)]
+    return [
+        WeightGroup(name="dense weights", rep=dense, count=1, bytes=dense_bytes, params=dense_params),
+        WeightGroup(name="routed experts", rep=expert, count=1, bytes=expert_bytes, params=expert_params),
+    ]
 
 
-def decode_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_token, state_bytes_per_sequence, tp,
-               seqs, ep_tokens, touched, context) -> list[Op]:
+def decode_ops(
+    spec: ModelSpec,
+    *,
+    weights: list[WeightGroup],
+    kv_bytes_per_token,
+    state_bytes_per_sequence,
+    tp,
+    seqs,
+    ep_tokens,
+    touched,
+    context,
+) -> list[Op]:
     """The compute ops of one decode step (collectives: ``collective_ops``)."""
     from k3plan.step.columns import maximum, where
 
@@ -141,34 +156,86 @@ def decode_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_toke
         if t.role == "embed":
             continue  # a row gather, not a weight stream
         if t.role == "expert":
-            ops.append(Op(name=g.name, kind="grouped_matmul", layer_kind=t.kind, category="experts", count=g.count,
-                          bytes_read=g.bytes * (touched / moe.num_experts),
-                          flops=2 * (moe.top_k / moe.num_experts) * ep_tokens * g.params, tensor=t,
-                          params=g.params, tokens=ep_tokens * moe.top_k / maximum(touched, 1e-9)))
+            ops.append(
+                Op(
+                    name=g.name,
+                    kind="grouped_matmul",
+                    layer_kind=t.kind,
+                    category="experts",
+                    count=g.count,
+                    bytes_read=g.bytes * (touched / moe.num_experts),
+                    flops=2 * (moe.top_k / moe.num_experts) * ep_tokens * g.params,
+                    tensor=t,
+                    params=g.params,
+                    tokens=ep_tokens * moe.top_k / maximum(touched, 1e-9),
+                )
+            )
         else:
-            ops.append(Op(name=g.name, kind=weight_op_kind(t), layer_kind=t.kind, category="weights", count=g.count,
-                          bytes_read=g.bytes, flops=2 * seqs * g.params, tensor=t, params=g.params,
-                          tokens=seqs))
+            ops.append(
+                Op(
+                    name=g.name,
+                    kind=weight_op_kind(t),
+                    layer_kind=t.kind,
+                    category="weights",
+                    count=g.count,
+                    bytes_read=g.bytes,
+                    flops=2 * seqs * g.params,
+                    tensor=t,
+                    params=g.params,
+                    tokens=seqs,
+                )
+            )
     heads_split = maximum(1, where(spec.mla.heads % tp == 0, tp, 1))
     if spec.n_mla:
-        ops.append(Op(name="mla.absorbed_attention", kind="attention", layer_kind="mla", category="kv",
-                      count=spec.n_mla, bytes_read=seqs * context * (kv_bytes_per_token // spec.n_mla),
-                      flops=seqs * (2 * 2 * spec.mla.heads * spec.mla.kv_lora_rank * context) / heads_split,
-                      flops_category="attention", tokens=seqs, heads=spec.mla.heads // heads_split))
+        ops.append(
+            Op(
+                name="mla.absorbed_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=spec.n_mla,
+                bytes_read=seqs * context * (kv_bytes_per_token // spec.n_mla),
+                flops=seqs * (2 * 2 * spec.mla.heads * spec.mla.kv_lora_rank * context) / heads_split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=spec.mla.heads // heads_split,
+            )
+        )
     if spec.kda is not None and spec.n_kda:
         state = seqs * (state_bytes_per_sequence // spec.n_kda)
         # split when TP divides the KDA heads (decode_terms used the MLA heads' test for both before the
         # ops: the same for every bundled model, whose KDA and MLA head counts are equal)
         kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
-        ops.append(Op(name="kda.recurrence", kind="kda_decode", layer_kind="kda", category="state", count=spec.n_kda,
-                      bytes_read=state, bytes_written=state,
-                      flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / kda_split,
-                      flops_category="attention", tokens=seqs, heads=spec.kda.heads // kda_split))
+        ops.append(
+            Op(
+                name="kda.recurrence",
+                kind="kda_decode",
+                layer_kind="kda",
+                category="state",
+                count=spec.n_kda,
+                bytes_read=state,
+                bytes_written=state,
+                flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim**2) / kda_split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=spec.kda.heads // kda_split,
+            )
+        )
     return ops
 
 
-def prefill_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_token, state_bytes_per_sequence, tp,
-                chunk, ep_tokens, touched, context) -> list[Op]:
+def prefill_ops(
+    spec: ModelSpec,
+    *,
+    weights: list[WeightGroup],
+    kv_bytes_per_token,
+    state_bytes_per_sequence,
+    tp,
+    chunk,
+    ep_tokens,
+    touched,
+    context,
+) -> list[Op]:
     """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``
     tokens: weights as in decode with ``chunk`` rows; MLA attention with K/V materialised, causal (query
     i of the chunk attends to context - chunk + i keys); the KDA chunked scan reads and writes the
@@ -177,30 +244,68 @@ def prefill_ops(spec: ModelSpec, *, weights: list[WeightGroup], kv_bytes_per_tok
     from k3plan.step.columns import maximum, where
 
     mla = spec.mla
-    ops = [op for op in decode_ops(spec, weights=weights, kv_bytes_per_token=kv_bytes_per_token,
-                                   state_bytes_per_sequence=state_bytes_per_sequence, tp=tp, seqs=chunk,
-                                   ep_tokens=ep_tokens, touched=touched, context=0)
-           if op.kind not in ("attention", "kda_decode")]
+    ops = [
+        op
+        for op in decode_ops(
+            spec,
+            weights=weights,
+            kv_bytes_per_token=kv_bytes_per_token,
+            state_bytes_per_sequence=state_bytes_per_sequence,
+            tp=tp,
+            seqs=chunk,
+            ep_tokens=ep_tokens,
+            touched=touched,
+            context=0,
+        )
+        if op.kind not in ("attention", "kda_decode")
+    ]
     heads_split = maximum(1, where(mla.heads % tp == 0, tp, 1))
     if spec.n_mla:
         keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
         kv_layer = kv_bytes_per_token // spec.n_mla
-        ops.append(Op(name="mla.attention", kind="attention", layer_kind="mla", category="kv", count=spec.n_mla,
-                      bytes_read=(context - chunk) * kv_layer, bytes_written=chunk * kv_layer,
-                      flops=2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * keys
-                      / heads_split, flops_category="attention", tokens=chunk, heads=mla.heads // heads_split))
+        ops.append(
+            Op(
+                name="mla.attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=spec.n_mla,
+                bytes_read=(context - chunk) * kv_layer,
+                bytes_written=chunk * kv_layer,
+                flops=2
+                * mla.heads
+                * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+                * keys
+                / heads_split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=mla.heads // heads_split,
+            )
+        )
     if spec.kda is not None and spec.n_kda:
         state = state_bytes_per_sequence // spec.n_kda
         kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
-        ops.append(Op(name="kda.chunked_scan", kind="kda_chunked", layer_kind="kda", category="state",
-                      count=spec.n_kda, bytes_read=state, bytes_written=state,
-                      flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim ** 2) / kda_split,
-                      flops_category="attention", tokens=chunk, heads=spec.kda.heads // kda_split))
+        ops.append(
+            Op(
+                name="kda.chunked_scan",
+                kind="kda_chunked",
+                layer_kind="kda",
+                category="state",
+                count=spec.n_kda,
+                bytes_read=state,
+                bytes_written=state,
+                flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim**2) / kda_split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=spec.kda.heads // kda_split,
+            )
+        )
     return ops
 
 
-def collective_ops(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips,
-                   tokens) -> list[Op]:
+def collective_ops(
+    spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens
+) -> list[Op]:
     """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk).
     Ops a stack does not issue have 0 calls and 0 bytes (so the list has one shape for columns)."""
     from k3plan.step.columns import where
@@ -209,22 +314,53 @@ def collective_ops(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, de
 
     moe = spec.moe
     tp_msg = cdiv(tokens, dp) * spec.hidden_size * act
-    ops = [Op(name="attention.all_reduce", kind="collective", layer_kind="attention", category="collectives",
-              count=spec.num_layers, collective=Collective.ALL_REDUCE, group=tp, calls=where(tp > 1, 1, 0),
-              message_bytes=tp_msg, wire_bytes=ring_bytes_per_chip(tp, tp_msg, devices_per_chip))]
+    ops = [
+        Op(
+            name="attention.all_reduce",
+            kind="collective",
+            layer_kind="attention",
+            category="collectives",
+            count=spec.num_layers,
+            collective=Collective.ALL_REDUCE,
+            group=tp,
+            calls=where(tp > 1, 1, 0),
+            message_bytes=tp_msg,
+            wire_bytes=ring_bytes_per_chip(tp, tp_msg, devices_per_chip),
+        )
+    ]
     if not spec.n_moe:
         return ops
     a2a_msg = tokens * moe.top_k * moe.expert_in * dispatch  # the step's tokens, each to its k experts
     for name in ("moe.dispatch", "moe.combine"):
-        ops.append(Op(name=name, kind="collective", layer_kind="moe", category="collectives", count=spec.n_moe,
-                      collective=Collective.ALL_TO_ALL, group=ep, calls=where(all_to_all, 1, 0),
-                      message_bytes=where(all_to_all, a2a_msg / (chips * devices_per_chip), 0),
-                      wire_bytes=where(all_to_all, a2a_msg / chips, 0)))
+        ops.append(
+            Op(
+                name=name,
+                kind="collective",
+                layer_kind="moe",
+                category="collectives",
+                count=spec.n_moe,
+                collective=Collective.ALL_TO_ALL,
+                group=ep,
+                calls=where(all_to_all, 1, 0),
+                message_bytes=where(all_to_all, a2a_msg / (chips * devices_per_chip), 0),
+                wire_bytes=where(all_to_all, a2a_msg / chips, 0),
+            )
+        )
     ar_msg = tokens * spec.hidden_size * act
-    ops.append(Op(name="moe.all_reduce", kind="collective", layer_kind="moe", category="collectives",
-                  count=spec.n_moe, collective=Collective.ALL_REDUCE, group=ep,
-                  calls=where(all_to_all, 0, where(ep > 1, 1, 0)), message_bytes=where(all_to_all, 0, ar_msg),
-                  wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ep, ar_msg, devices_per_chip))))
+    ops.append(
+        Op(
+            name="moe.all_reduce",
+            kind="collective",
+            layer_kind="moe",
+            category="collectives",
+            count=spec.n_moe,
+            collective=Collective.ALL_REDUCE,
+            group=ep,
+            calls=where(all_to_all, 0, where(ep > 1, 1, 0)),
+            message_bytes=where(all_to_all, 0, ar_msg),
+            wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ep, ar_msg, devices_per_chip)),
+        )
+    )
     return ops
 
 
@@ -249,20 +385,42 @@ def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scal
     roofline's collective time as its ceiling (tests/step/test_ops.py)."""
     from k3plan.speed.ops import OpCost
 
-    kinds = {"norm": "hbm", "conv": "hbm", "elementwise": "hbm", "kda_decode": "kda_decode", "kda_chunked": "kda_chunked", "attention": "attention",
-             "grouped_matmul": "grouped_matmul", "matmul": "matmul", "collective": "collective"}
+    kinds = {
+        "norm": "hbm",
+        "conv": "hbm",
+        "elementwise": "hbm",
+        "kda_decode": "kda_decode",
+        "kda_chunked": "kda_chunked",
+        "attention": "attention",
+        "grouped_matmul": "grouped_matmul",
+        "matmul": "matmul",
+        "collective": "collective",
+    }
     out = []
     for op in ops:
         if hasattr(op.count, "shape") or hasattr(op.flops, "shape"):
             raise TypeError("to_op_costs takes one configuration (scalar columns)")
-        common: dict[str, Any] = {"name": op.name, "kind": kinds[op.kind], "count": int(op.count), "flops": float(op.flops),
-                                  "bytes": round(float(op.bytes))}
+        common: dict[str, Any] = {
+            "name": op.name,
+            "kind": kinds[op.kind],
+            "count": int(op.count),
+            "flops": float(op.flops),
+            "bytes": round(float(op.bytes)),
+        }
         if op.kind == "collective":
             if not op.calls or op.collective is None:
                 continue
-            out.append(OpCost(**common, collective=op.collective.value, message_bytes=max(1, int(op.message_bytes)),
-                              wire_bytes=round(float(op.wire_bytes)), group=int(op.group), calls=int(op.calls),
-                              link=link))
+            out.append(
+                OpCost(
+                    **common,
+                    collective=op.collective.value,
+                    message_bytes=max(1, int(op.message_bytes)),
+                    wire_bytes=round(float(op.wire_bytes)),
+                    group=int(op.group),
+                    calls=int(op.calls),
+                    link=link,
+                )
+            )
         elif op.kind == "matmul":
             # m tokens x k (the checkpoint's input dim) x n (the device's share of the rest): n x k = its params
             k = op.tensor.shape[-1] if op.tensor is not None else 1

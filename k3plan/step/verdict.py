@@ -24,17 +24,30 @@ REASONS = (
 )
 
 
-def reject_code(*, fallbacks, weights_bytes, usable, room_bytes, sequence_bytes, max_sequences, concurrency,
-                tpot_s=None, target_tpot_s=None, unpriced=None):
+def reject_code(
+    *,
+    fallbacks,
+    weights_bytes,
+    usable,
+    room_bytes,
+    sequence_bytes,
+    max_sequences,
+    concurrency,
+    tpot_s=None,
+    target_tpot_s=None,
+    unpriced=None,
+):
     """The index in REASONS of the first failed check (an int, or an array of them)."""
-    return first_true([
-        fallbacks > 0,
-        weights_bytes > usable,
-        room_bytes < sequence_bytes,
-        max_sequences < concurrency,
-        tpot_s > target_tpot_s if target_tpot_s is not None else False,
-        unpriced if unpriced is not None else False,
-    ])
+    return first_true(
+        [
+            fallbacks > 0,
+            weights_bytes > usable,
+            room_bytes < sequence_bytes,
+            max_sequences < concurrency,
+            tpot_s > target_tpot_s if target_tpot_s is not None else False,
+            unpriced if unpriced is not None else False,
+        ]
+    )
 
 
 def reason_text(code: int) -> str:

@@ -49,8 +49,15 @@ def tensor_classes(inventory: TensorInventory) -> list[TensorClass]:
     return [TensorClass(rep=ts[0], count=len(ts)) for ts in groups.values()]
 
 
-def class_shards(*, tensor: Tensor, rules: dict, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray,
-                 kinds: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def class_shards(
+    *,
+    tensor: Tensor,
+    rules: dict,
+    tp: np.ndarray,
+    dp: np.ndarray,
+    ep_all: np.ndarray,
+    kinds: dict[str, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(shards, fallbacks) per mesh for one tensor under ``rules`` (role overrides merged)."""
     n = tp.shape[0]
     shards = np.ones(n, dtype=np.int64)
@@ -83,8 +90,9 @@ def class_shards(*, tensor: Tensor, rules: dict, tp: np.ndarray, dp: np.ndarray,
     return shards, fallbacks
 
 
-def mesh_weights(*, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp: np.ndarray,
-                 ep_all: np.ndarray) -> MeshWeights:
+def mesh_weights(
+    *, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray
+) -> MeshWeights:
     """Per-device weights for every mesh (tp[i] x dp[i], experts over all devices if ep_all[i])."""
     n = tp.shape[0]
     total = np.zeros(n, dtype=np.int64)
@@ -107,12 +115,14 @@ def mesh_weights(*, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp
         kind = "expert" if t.role == "expert" else "dense"
         floats[f"{kind}_bytes"] += c.count * (nbytes / shards)
         floats[f"{kind}_params"] += c.count * (t.params / shards)
-    return MeshWeights(weights_bytes=total, replicated_bytes=replicated, fallbacks=fallbacks,
-                       fallback_kinds=kinds, **floats)
+    return MeshWeights(
+        weights_bytes=total, replicated_bytes=replicated, fallbacks=fallbacks, fallback_kinds=kinds, **floats
+    )
 
 
-def mesh_weight_groups(*, inventory: TensorInventory, stack: Stack, tp: np.ndarray, dp: np.ndarray,
-                       ep_all: np.ndarray) -> list:
+def mesh_weight_groups(
+    *, inventory: TensorInventory, stack: Stack, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray
+) -> list:
     """The inventory's weight groups (step/ops.py) with one tensor's bytes and params a device per
     mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
     from k3plan.step.ops import WeightGroup, tensor_groups
@@ -120,6 +130,7 @@ def mesh_weight_groups(*, inventory: TensorInventory, stack: Stack, tp: np.ndarr
     out = []
     for name, t, n in tensor_groups(inventory):
         shards, _ = class_shards(tensor=t, rules=stack.sharding.rules_for(t.role, t.kind), tp=tp, dp=dp, ep_all=ep_all)
-        out.append(WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack) / shards,
-                               params=t.params / shards))
+        out.append(
+            WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack) / shards, params=t.params / shards)
+        )
     return out

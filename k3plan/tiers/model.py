@@ -34,16 +34,20 @@ class Tier(BaseModel):
 def _tier(name: TierName, f: TierFile, *, hw: str) -> Tier:
     bw = parse_rate(f.bw_to_hbm_per_host.value, what=f"{hw}: memory_tiers.{name}.bw_to_hbm_per_host")
     require(bw > 0, f"{hw}: memory_tiers.{name}.bw_to_hbm_per_host must be > 0")
-    size = (None if f.size_per_host is None else
-            parse_bytes(f.size_per_host.value, what=f"{hw}: memory_tiers.{name}.size_per_host"))
+    size = (
+        None
+        if f.size_per_host is None
+        else parse_bytes(f.size_per_host.value, what=f"{hw}: memory_tiers.{name}.size_per_host")
+    )
     parts = [f"size: {f.size_per_host.source}"] if f.size_per_host else []
     parts.append(f"bandwidth: {f.bw_to_hbm_per_host.source}")
     latency = 0.0
     if f.latency is not None:
         latency = parse_duration_s(f.latency.value, what=f"{hw}: memory_tiers.{name}.latency")
         parts.append(f"latency: {f.latency.source}")
-    return Tier(name=name, size_bytes_per_host=size, bw_bytes_per_s_per_host=bw, latency_s=latency,
-                source="; ".join(parts))
+    return Tier(
+        name=name, size_bytes_per_host=size, bw_bytes_per_s_per_host=bw, latency_s=latency, source="; ".join(parts)
+    )
 
 
 def memory_tiers(hw: HardwareSpec) -> tuple[Tier, ...]:

@@ -49,21 +49,34 @@ class TierSessions(_Frozen):
     source: str
 
 
-def suspended_sessions(*, tiers: tuple[Tier, ...], hosts: int, devices_per_host: int, stored_bytes_per_session: int,
-                       hbm_bytes_per_session_per_device: int, context_tokens: int,
-                       prefill_s_per_token: float | None = None) -> tuple[TierSessions, ...]:
+def suspended_sessions(
+    *,
+    tiers: tuple[Tier, ...],
+    hosts: int,
+    devices_per_host: int,
+    stored_bytes_per_session: int,
+    hbm_bytes_per_session_per_device: int,
+    context_tokens: int,
+    prefill_s_per_token: float | None = None,
+) -> tuple[TierSessions, ...]:
     """Per tier: suspended sessions it holds and the time to bring one back (vs recomputing it)."""
     require(hosts >= 1, f"hosts {hosts}: expected >= 1")
     require(stored_bytes_per_session > 0, "stored bytes a session must be > 0")
     out = []
     for t in tiers:
         cap = None if t.size_bytes_per_host is None else t.size_bytes_per_host * hosts
-        out.append(TierSessions(
-            tier=t.name, capacity_bytes=cap, sessions_held=None if cap is None else cap // stored_bytes_per_session,
-            restore_s=restore_s(t, bytes_per_device=hbm_bytes_per_session_per_device, devices_per_host=devices_per_host),
-            recompute_s=None if prefill_s_per_token is None else context_tokens * prefill_s_per_token,
-            source=t.source,
-        ))
+        out.append(
+            TierSessions(
+                tier=t.name,
+                capacity_bytes=cap,
+                sessions_held=None if cap is None else cap // stored_bytes_per_session,
+                restore_s=restore_s(
+                    t, bytes_per_device=hbm_bytes_per_session_per_device, devices_per_host=devices_per_host
+                ),
+                recompute_s=None if prefill_s_per_token is None else context_tokens * prefill_s_per_token,
+                source=t.source,
+            )
+        )
     return tuple(out)
 
 
@@ -76,18 +89,27 @@ class PrefixCacheEffect(_Frozen):
     saved_s: float
 
 
-def prefix_cache_ttft(*, prompt_tokens: int, hit_rate: float, prefill_s_per_token: float,
-                      load_s_per_token: float = 0.0) -> PrefixCacheEffect:
+def prefix_cache_ttft(
+    *, prompt_tokens: int, hit_rate: float, prefill_s_per_token: float, load_s_per_token: float = 0.0
+) -> PrefixCacheEffect:
     """TTFT with a prefix-cache hit rate; ``load_s_per_token`` is 0 for a hit already in HBM, else
     the tier's restore time over the tokens restored (see ``restore_s``)."""
     require(0.0 <= hit_rate <= 1.0, f"prefix hit rate {hit_rate}: expected a fraction in [0, 1]")
-    require(prompt_tokens >= 0 and prefill_s_per_token >= 0 and load_s_per_token >= 0,
-            "prompt tokens, prefill and load time a token must be >= 0")
+    require(
+        prompt_tokens >= 0 and prefill_s_per_token >= 0 and load_s_per_token >= 0,
+        "prompt tokens, prefill and load time a token must be >= 0",
+    )
     cached = math.floor(hit_rate * prompt_tokens)
     cold = prompt_tokens * prefill_s_per_token
     warm = (prompt_tokens - cached) * prefill_s_per_token + cached * load_s_per_token
-    return PrefixCacheEffect(prompt_tokens=prompt_tokens, hit_rate=hit_rate, cached_tokens=cached,
-                             ttft_cold_s=cold, ttft_s=warm, saved_s=cold - warm)
+    return PrefixCacheEffect(
+        prompt_tokens=prompt_tokens,
+        hit_rate=hit_rate,
+        cached_tokens=cached,
+        ttft_cold_s=cold,
+        ttft_s=warm,
+        saved_s=cold - warm,
+    )
 
 
 class OffloadCost(_Frozen):
@@ -102,18 +124,33 @@ class OffloadCost(_Frozen):
     source: str
 
 
-def offload_cost(*, tier: Tier, hosts: int, devices_per_host: int, stored_bytes_per_session: int,
-                 hbm_bytes_per_session_per_device: int, context_tokens: int,
-                 prefill_s_per_token: float | None = None) -> OffloadCost:
-    held = suspended_sessions(tiers=(tier,), hosts=hosts, devices_per_host=devices_per_host,
-                              stored_bytes_per_session=stored_bytes_per_session,
-                              hbm_bytes_per_session_per_device=hbm_bytes_per_session_per_device,
-                              context_tokens=context_tokens, prefill_s_per_token=prefill_s_per_token)[0]
+def offload_cost(
+    *,
+    tier: Tier,
+    hosts: int,
+    devices_per_host: int,
+    stored_bytes_per_session: int,
+    hbm_bytes_per_session_per_device: int,
+    context_tokens: int,
+    prefill_s_per_token: float | None = None,
+) -> OffloadCost:
+    held = suspended_sessions(
+        tiers=(tier,),
+        hosts=hosts,
+        devices_per_host=devices_per_host,
+        stored_bytes_per_session=stored_bytes_per_session,
+        hbm_bytes_per_session_per_device=hbm_bytes_per_session_per_device,
+        context_tokens=context_tokens,
+        prefill_s_per_token=prefill_s_per_token,
+    )[0]
     return OffloadCost(
-        tier=tier.name, hbm_freed_bytes_per_device=hbm_bytes_per_session_per_device, ttft_added_s=held.restore_s,
+        tier=tier.name,
+        hbm_freed_bytes_per_device=hbm_bytes_per_session_per_device,
+        ttft_added_s=held.restore_s,
         recompute_s=held.recompute_s,
         cheaper_than_recompute=None if held.recompute_s is None else held.restore_s < held.recompute_s,
-        sessions_held=held.sessions_held, source=tier.source,
+        sessions_held=held.sessions_held,
+        source=tier.source,
     )
 
 
@@ -126,8 +163,13 @@ def session_tiers(setup, *, context_tokens: int, prefill_s_per_token: float | No
     layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
     topo = setup.topology
     return suspended_sessions(
-        tiers=memory_tiers(setup.hardware), hosts=topo.hosts, devices_per_host=math.ceil(topo.devices / topo.hosts),
-        stored_bytes_per_session=stored_session_bytes(spec=setup.model.spec, stack=setup.stack,
-                                                      context_tokens=context_tokens),
-        hbm_bytes_per_session_per_device=layout.sequence_bytes(context_tokens), context_tokens=context_tokens,
-        prefill_s_per_token=prefill_s_per_token)
+        tiers=memory_tiers(setup.hardware),
+        hosts=topo.hosts,
+        devices_per_host=math.ceil(topo.devices / topo.hosts),
+        stored_bytes_per_session=stored_session_bytes(
+            spec=setup.model.spec, stack=setup.stack, context_tokens=context_tokens
+        ),
+        hbm_bytes_per_session_per_device=layout.sequence_bytes(context_tokens),
+        context_tokens=context_tokens,
+        prefill_s_per_token=prefill_s_per_token,
+    )

@@ -21,7 +21,8 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from k3plan.budget.cache import CacheLayout
 from k3plan.errors import K3PlanError
@@ -53,10 +54,15 @@ def runtime_parts(shape: tuple[int, ...], fmt: str) -> dict[str, tuple[tuple[int
     if fmt in DTYPES:
         return {"w": (shape, DTYPES[fmt])}
     if fmt == "mxfp4":
-        return {"packed": ((*shape[:-1], shape[-1] // 2), jnp.uint8), "scale": ((*shape[:-1], shape[-1] // 32), jnp.uint8)}
+        return {
+            "packed": ((*shape[:-1], shape[-1] // 2), jnp.uint8),
+            "scale": ((*shape[:-1], shape[-1] // 32), jnp.uint8),
+        }
     if fmt == "fp8_block":
-        return {"w": (shape, jnp.float8_e4m3fn),
-                "scale": ((*shape[:-2], math.ceil(shape[-2] / 128), math.ceil(shape[-1] / 128)), jnp.float32)}
+        return {
+            "w": (shape, jnp.float8_e4m3fn),
+            "scale": ((*shape[:-2], math.ceil(shape[-2] / 128), math.ceil(shape[-1] / 128)), jnp.float32),
+        }
     raise K3PlanError(f"validate: runtime format {fmt!r} has no JAX representation")
 
 
@@ -94,7 +100,9 @@ def _tensor_arrays(t: Tensor, setup: Setup, mesh, notes: list, lead: int = 0) ->
         part = list(partition)
         for d, p in enumerate(part):
             if p and shape[d] % setup.mesh.size(p):
-                notes.append((f"{t.name} {name}: dim {d} ({shape[d]}) does not divide over {'x'.join(p)}; replicated here", 0))
+                notes.append(
+                    (f"{t.name} {name}: dim {d} ({shape[d]}) does not divide over {'x'.join(p)}; replicated here", 0)
+                )
                 part[d] = None
         full = ((lead,) if lead else ()) + tuple(shape)
         spec = pspec(((None,) if lead else ()) + tuple(part))
@@ -129,11 +137,17 @@ def build_params(setup: Setup, mesh, lplan: LayerPlan) -> tuple[dict, list, dict
             for k, t in first.items():
                 o = other.get(k)
                 if o is None or o.shape != t.shape or setup.plan.specs[o.name] != setup.plan.specs[t.name]:
-                    raise K3PlanError(f"validate: layer {i} differs from layer {ids[0]} in {k}; cannot fold them into one scan "
-                                      f"(use --unroll)")
+                    raise K3PlanError(
+                        f"validate: layer {i} differs from layer {ids[0]} in {k}; cannot fold them into one scan "
+                        f"(use --unroll)"
+                    )
         blocks.append({k: _tensor_arrays(t, setup, mesh, notes, lead=len(ids)) for k, t in first.items()})
-    params = {"globals": glob, "prefix": [one(i) for i in lplan.prefix], "blocks": blocks,
-              "suffix": [one(i) for i in lplan.suffix]}
+    params = {
+        "globals": glob,
+        "prefix": [one(i) for i in lplan.prefix],
+        "blocks": blocks,
+        "suffix": [one(i) for i in lplan.suffix],
+    }
     return params, notes, formats
 
 
@@ -152,14 +166,20 @@ def _layer_cache(setup: Setup, mixer: str, b: int, capacity: int) -> dict[str, t
     bax = _batch_axis(setup)
     if mixer == "mla":
         kvd = stack.kv_cache.dtype
-        width, dtype = (FP8_DS_MLA_BYTES, jnp.uint8) if kvd == "fp8_ds_mla" else (spec.mla.cache_values_per_token, DTYPES[kvd])
+        width, dtype = (
+            (FP8_DS_MLA_BYTES, jnp.uint8) if kvd == "fp8_ds_mla" else (spec.mla.cache_values_per_token, DTYPES[kvd])
+        )
         lat = None if stack.kv_cache.replicate_across_tp or width % tp else "tp"
         return {"kv": ((b, capacity, width), dtype, (bax, None, lat))}
     kda = spec.kda
     hax = "tp" if stack.state.shard_by_heads and kda.heads % tp == 0 and tp > 1 else None
     return {
         "conv": ((b, 3, kda.conv_kernel - 1, kda.width), DTYPES[stack.state.conv_dtype], (bax, None, None, hax)),
-        "rec": ((b, kda.heads, kda.head_dim, kda.head_dim), DTYPES[stack.state.recurrent_dtype], (bax, hax, None, None)),
+        "rec": (
+            (b, kda.heads, kda.head_dim, kda.head_dim),
+            DTYPES[stack.state.recurrent_dtype],
+            (bax, hax, None, None),
+        ),
     }
 
 
@@ -174,8 +194,9 @@ def build_cache(setup: Setup, mesh, lplan: LayerPlan, *, batch: int, capacity: i
         return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, P(*part)))
 
     one = lambda i: {k: sds(v) for k, v in _layer_cache(setup, mixers[i], b, capacity).items()}
-    blocks = [{k: sds(v, lead=lplan.n_blocks) for k, v in _layer_cache(setup, m, b, capacity).items()}
-              for m, _ in lplan.block]
+    blocks = [
+        {k: sds(v, lead=lplan.n_blocks) for k, v in _layer_cache(setup, m, b, capacity).items()} for m, _ in lplan.block
+    ]
     return {"prefix": [one(i) for i in lplan.prefix], "blocks": blocks, "suffix": [one(i) for i in lplan.suffix]}
 
 

@@ -38,7 +38,9 @@ def _weights_gib(results: list[dict]) -> Optional[float]:
 def calibration_dict(result: dict, *, usable_bytes: int) -> dict:
     env = result["environment"]
     results = result["results"]
-    available = next((r["oom"]["available_bytes"] for r in results if r.get("oom") and r["oom"].get("available_bytes")), usable_bytes)
+    available = next(
+        (r["oom"]["available_bytes"] for r in results if r.get("oom") and r["oom"].get("available_bytes")), usable_bytes
+    )
     prefill, decode = [], []
     for r in results:
         temp = _temp_gib(r)
@@ -54,28 +56,54 @@ def calibration_dict(result: dict, *, usable_bytes: int) -> dict:
     if env["backend"] == "cpu":
         notes.insert(0, "CPU backend compile: temp is not representative of TPU")
     return {
-        "model": result["model"], "hardware": result["hardware"], "topology": result["topology"],
-        "tp": result["parallel"]["tp"], "ep": result["parallel"]["ep"], "dp": result["parallel"]["dp"],
-        "stack": result["stack"], "backend": env["backend"], "device_kind": env["devices"]["device_kind"],
-        "jax_version": env["jax_version"], "libtpu_version": env["libtpu_version"], "date": env["date"],
+        "model": result["model"],
+        "hardware": result["hardware"],
+        "topology": result["topology"],
+        "tp": result["parallel"]["tp"],
+        "ep": result["parallel"]["ep"],
+        "dp": result["parallel"]["dp"],
+        "stack": result["stack"],
+        "backend": env["backend"],
+        "device_kind": env["devices"]["device_kind"],
+        "jax_version": env["jax_version"],
+        "libtpu_version": env["libtpu_version"],
+        "date": env["date"],
         "source": f"k3plan validate ({'deviceless TPU compile' if env['backend'] == 'tpu' else 'fake CPU devices'}), "
-                  f"{result['layers']} layers",
-        "available_hbm_gib": round(available / GIB, 4), "argument_gib": _weights_gib(results),
-        "prefill": prefill, "decode": decode, "notes": notes,
+        f"{result['layers']} layers",
+        "available_hbm_gib": round(available / GIB, 4),
+        "argument_gib": _weights_gib(results),
+        "prefill": prefill,
+        "decode": decode,
+        "notes": notes,
     }
 
 
 def write_calibration(path: Path, data: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, "# written by k3plan validate; sizes per device, GiB = 2^30 B\n"
-                   + yaml.safe_dump(data, sort_keys=False, width=110), label="--save-calibration")
+        write_text(
+            path,
+            "# written by k3plan validate; sizes per device, GiB = 2^30 B\n"
+            + yaml.safe_dump(data, sort_keys=False, width=110),
+            label="--save-calibration",
+        )
     except OSError as err:
         raise K3PlanError(f"--save-calibration {path}: cannot write: {err}") from None
 
 
-_SAME = ("model", "hardware", "topology", "tp", "ep", "dp", "stack", "backend", "device_kind", "jax_version",
-         "libtpu_version")
+_SAME = (
+    "model",
+    "hardware",
+    "topology",
+    "tp",
+    "ep",
+    "dp",
+    "stack",
+    "backend",
+    "device_kind",
+    "jax_version",
+    "libtpu_version",
+)
 
 
 def merge_calibrations(parts: list[dict]) -> dict:
@@ -93,6 +121,8 @@ def merge_calibrations(parts: list[dict]) -> dict:
     out["available_hbm_gib"] = min(p["available_hbm_gib"] for p in parts)
     out["argument_gib"] = next((p["argument_gib"] for p in parts if p.get("argument_gib") is not None), None)
     out["prefill"] = sorted((pt for p in parts for pt in p["prefill"]), key=lambda pt: pt["tokens"])
-    out["decode"] = sorted((pt for p in parts for pt in p["decode"]), key=lambda pt: (pt["context"], pt.get("batch") or 0))
+    out["decode"] = sorted(
+        (pt for p in parts for pt in p["decode"]), key=lambda pt: (pt["context"], pt.get("batch") or 0)
+    )
     out["notes"] = list(dict.fromkeys(n for p in parts for n in p["notes"]))
     return out

@@ -76,47 +76,105 @@ class Accounting:
 def _layout_padding(acc: Accounting, group: str, what: str) -> tuple[Reason, ...]:
     if acc.padding is None or not acc.padding.get(group):
         return ()
-    return (Reason(f"{acc.platform.upper()} layout padding of the {what} (tiles in the compiled entry layout)",
-                   acc.padding[group]),)
+    return (
+        Reason(
+            f"{acc.platform.upper()} layout padding of the {what} (tiles in the compiled entry layout)",
+            acc.padding[group],
+        ),
+    )
 
 
-def compare(*, acc: Accounting, argument: Optional[int], alias: Optional[int], output: Optional[int],
-            temp: Optional[int]) -> list[Term]:
+def compare(
+    *, acc: Accounting, argument: Optional[int], alias: Optional[int], output: Optional[int], temp: Optional[int]
+) -> list[Term]:
     terms: list[Term] = []
     # weights: arguments minus the donated (aliased) cache minus the step inputs (as laid out)
     inputs = acc.abstract_inputs + ((acc.padding or {}).get("inputs") or 0)
     compiled_w = None if argument is None or alias is None else argument - alias - inputs
     w_reasons = []
     if acc.abstract_weights != acc.budget_weights:
-        w_reasons.append(Reason("abstract arrays vs the budget's per-tensor bytes (shards that do not divide: "
-                                + "; ".join(acc.weight_notes) + ")", acc.abstract_weights - acc.budget_weights))
+        w_reasons.append(
+            Reason(
+                "abstract arrays vs the budget's per-tensor bytes (shards that do not divide: "
+                + "; ".join(acc.weight_notes)
+                + ")",
+                acc.abstract_weights - acc.budget_weights,
+            )
+        )
     w_reasons += _layout_padding(acc, "weights", "weights")
-    terms.append(Term("weights", acc.budget_weights, compiled_w, tuple(w_reasons),
-                      "compiled = arguments - alias (the donated cache) - step inputs"))
+    terms.append(
+        Term(
+            "weights",
+            acc.budget_weights,
+            compiled_w,
+            tuple(w_reasons),
+            "compiled = arguments - alias (the donated cache) - step inputs",
+        )
+    )
     # cache: the donated cache is exactly the aliased bytes
     c_reasons = []
     pad = acc.budget_state - acc.budget_state_unpadded
     if pad:
-        c_reasons.append(Reason("hybrid paging pads each KDA state page up to the attention page: budget only, "
-                                "the compiled cache holds dense state", -pad))
+        c_reasons.append(
+            Reason(
+                "hybrid paging pads each KDA state page up to the attention page: budget only, "
+                "the compiled cache holds dense state",
+                -pad,
+            )
+        )
     c_reasons_base = acc.budget_kv + acc.budget_state_unpadded
     if acc.abstract_cache != c_reasons_base:
-        c_reasons.append(Reason("abstract cache arrays vs the budget's dense cache", acc.abstract_cache - c_reasons_base))
+        c_reasons.append(
+            Reason("abstract cache arrays vs the budget's dense cache", acc.abstract_cache - c_reasons_base)
+        )
     c_reasons += _layout_padding(acc, "cache", "cache")
-    terms.append(Term("cache (KV + KDA state)", acc.budget_kv + acc.budget_state, alias, tuple(c_reasons),
-                      "compiled = alias_size (the cache is donated and returned)"))
-    terms.append(Term("step inputs", 0, inputs,
-                      (Reason("token ids and positions: inputs of the step, not a budget term", acc.abstract_inputs),
-                       *_layout_padding(acc, "inputs", "step inputs")),
-                      "from the abstract arrays and the entry layout"))
+    terms.append(
+        Term(
+            "cache (KV + KDA state)",
+            acc.budget_kv + acc.budget_state,
+            alias,
+            tuple(c_reasons),
+            "compiled = alias_size (the cache is donated and returned)",
+        )
+    )
+    terms.append(
+        Term(
+            "step inputs",
+            0,
+            inputs,
+            (
+                Reason("token ids and positions: inputs of the step, not a budget term", acc.abstract_inputs),
+                *_layout_padding(acc, "inputs", "step inputs"),
+            ),
+            "from the abstract arrays and the entry layout",
+        )
+    )
     arg_reasons = tuple(r for t in terms for r in t.reasons)
-    terms.append(Term("arguments", acc.budget_weights + acc.budget_kv + acc.budget_state, argument, arg_reasons,
-                      "argument_size_in_bytes = weights + cache + step inputs"))
+    terms.append(
+        Term(
+            "arguments",
+            acc.budget_weights + acc.budget_kv + acc.budget_state,
+            argument,
+            arg_reasons,
+            "argument_size_in_bytes = weights + cache + step inputs",
+        )
+    )
     if output is not None and alias is not None:
-        terms.append(Term("outputs", alias, output, (Reason("next-token ids (the rest is the aliased cache)", output - alias),),
-                          "output_size_in_bytes", must_match=False))
-    note = ("CPU backend, not representative of TPU" if acc.platform == "cpu"
-            else "the TPU compiler's temp vs k3plan's analytic temp model")
+        terms.append(
+            Term(
+                "outputs",
+                alias,
+                output,
+                (Reason("next-token ids (the rest is the aliased cache)", output - alias),),
+                "output_size_in_bytes",
+                must_match=False,
+            )
+        )
+    note = (
+        "CPU backend, not representative of TPU"
+        if acc.platform == "cpu"
+        else "the TPU compiler's temp vs k3plan's analytic temp model"
+    )
     terms.append(Term("temp", acc.budget_temp, temp, (), note, must_match=False))
     return terms
 

@@ -14,13 +14,35 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 OPS = ("all-to-all", "all-reduce", "all-gather", "reduce-scatter", "collective-permute")
-_ITEM = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e8m0fnu": 1, "s4": 1, "u4": 1,
-         "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8,
-         "c64": 8, "c128": 16}
+_ITEM = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
+    "f8e4m3": 1,
+    "f8e8m0fnu": 1,
+    "s4": 1,
+    "u4": 1,
+    "bf16": 2,
+    "f16": 2,
+    "s16": 2,
+    "u16": 2,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f64": 8,
+    "s64": 8,
+    "u64": 8,
+    "c64": 8,
+    "c128": 16,
+}
 _COMP = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s+((?:ragged-)?[a-z][\w\-]*)\((.*)$")
 _ARRAY = re.compile(r"\b([a-z]+\d*[a-z0-9]*)\[([\d,]*)\]")
-_REF = re.compile(r"\b(?:body|condition|to_apply|calls|branch_computations|called_computations)=(?:\{([^}]*)\}|%?([\w.\-]+))")
+_REF = re.compile(
+    r"\b(?:body|condition|to_apply|calls|branch_computations|called_computations)=(?:\{([^}]*)\}|%?([\w.\-]+))"
+)
 _TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
@@ -33,8 +55,13 @@ class OpStats:
     executed_bytes: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return dict(count=self.count, bytes=self.bytes, in_loop=self.in_loop, executed=self.executed,
-                    executed_bytes=self.executed_bytes)
+        return dict(
+            count=self.count,
+            bytes=self.bytes,
+            in_loop=self.in_loop,
+            executed=self.executed,
+            executed_bytes=self.executed_bytes,
+        )
 
 
 @dataclass

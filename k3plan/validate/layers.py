@@ -25,7 +25,8 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from k3plan.models.spec import ModelSpec
 from k3plan.validate.experts import local_experts
@@ -73,12 +74,13 @@ def l2norm(x, eps: float = 1e-6):
 
 # --- KDA -------------------------------------------------------------------------------------
 
+
 def short_conv(x3, state, w3):
     """x3 [b,3,N,W], state [b,3,K-1,W], w3 [3,W,K] -> (silu(conv) [b,3,N,W], new state)."""
     k = w3.shape[-1]
     n = x3.shape[2]
     xx = jnp.concatenate([state.astype(x3.dtype), x3], axis=2)
-    out = sum(xx[:, :, j:j + n, :] * w3[None, :, None, :, j].astype(x3.dtype) for j in range(k))
+    out = sum(xx[:, :, j : j + n, :] * w3[None, :, None, :, j].astype(x3.dtype) for j in range(k))
     return jax.nn.silu(out), xx[:, :, n:, :] if k > 1 else state
 
 
@@ -136,7 +138,7 @@ def kda_mixer(p: dict, x, cache: dict, ctx: Ctx, *, decode: bool):
     f = lin(lin(x, W(p, f"{A}f_a_proj.weight", act)), W(p, f"{A}f_b_proj.weight", act)).astype(jnp.float32)
     a_log = W(p, f"{A}A_log", jnp.float32).reshape(-1)[:H]
     dt_bias = W(p, f"{A}dt_bias", jnp.float32)
-    g = (-jnp.exp(a_log)[:, None] * jax.nn.softplus((f + dt_bias).reshape(b, n, H, D)))
+    g = -jnp.exp(a_log)[:, None] * jax.nn.softplus((f + dt_bias).reshape(b, n, H, D))
     beta = jax.nn.sigmoid(lin(x, W(p, f"{A}b_proj.weight", act)).astype(jnp.float32))
     S = cache["rec"].astype(jnp.float32)
     if decode:
@@ -158,6 +160,7 @@ def kda_mixer(p: dict, x, cache: dict, ctx: Ctx, *, decode: bool):
 
 
 # --- MLA (absorbed) --------------------------------------------------------------------------
+
 
 def _encode(entry, ctx: Ctx, dtype):
     if ctx.kv_dtype == "fp8_ds_mla":
@@ -193,8 +196,10 @@ def mla_mixer(p: dict, x, cache: dict, ctx: Ctx, *, start):
     ck, ckr = full[..., :R], full[..., R:]
     wkv = W(p, f"{A}kv_b_proj.weight", act).reshape(H, nope + vd, R)
     ql = jnp.einsum("bnhd,hdc->bnhc", qn, wkv[:, :nope])
-    s = (jnp.einsum("bnhc,btc->bhnt", ql, ck, preferred_element_type=jnp.float32)
-         + jnp.einsum("bnhr,btr->bhnt", qr, ckr, preferred_element_type=jnp.float32)) / math.sqrt(nope + rope)
+    s = (
+        jnp.einsum("bnhc,btc->bhnt", ql, ck, preferred_element_type=jnp.float32)
+        + jnp.einsum("bnhr,btr->bhnt", qr, ckr, preferred_element_type=jnp.float32)
+    ) / math.sqrt(nope + rope)
     qpos = start[:, None] + jnp.arange(n)[None, :]
     mask = jnp.arange(kv.shape[1])[None, None, :] <= qpos[:, :, None]
     s = jnp.where(mask[:, None], s, -jnp.inf)
@@ -207,6 +212,7 @@ def mla_mixer(p: dict, x, cache: dict, ctx: Ctx, *, start):
 
 
 # --- MLPs ------------------------------------------------------------------------------------
+
 
 def mlp(p: dict, x, prefix: str, act):
     g = lin(x, W(p, f"{prefix}gate_proj.weight", act))
@@ -234,10 +240,14 @@ def moe(p: dict, x, ctx: Ctx):
     ex = [p[f"{M}experts.{{e}}.w{i}.weight"] for i in (1, 2, 3)]
     espec = P(ctx.expert_axes or None, None, None)
     fn = jax.shard_map(
-        lambda z_, i_, w_, a, b_, c: local_experts(z_, i_, w_, a, b_, c, axes=ctx.expert_axes, act=act,
-                                                   form=ctx.experts_form),
-        mesh=ctx.mesh, in_specs=(P(), P(), P(), *({k: espec for k in e} for e in ex)), out_specs=P(),
-        check_vma=False)
+        lambda z_, i_, w_, a, b_, c: local_experts(
+            z_, i_, w_, a, b_, c, axes=ctx.expert_axes, act=act, form=ctx.experts_form
+        ),
+        mesh=ctx.mesh,
+        in_specs=(P(), P(), P(), *({k: espec for k in e} for e in ex)),
+        out_specs=P(),
+        check_vma=False,
+    )
     y = fn(z, ids, wts.astype(act), *ex)
     if m.latent:
         if ctx.latent_in_axes:  # a free local slice of the replicated sum, so up_proj runs row-parallel
@@ -249,6 +259,7 @@ def moe(p: dict, x, ctx: Ctx):
 
 
 # --- a decoder layer -------------------------------------------------------------------------
+
 
 def _res_gate(p: dict, x, which: str):
     key = f"{which}_res_proj.weight"

@@ -56,6 +56,6 @@ def padding_by_group(hlo_text: str, counts: dict[str, int]) -> Optional[dict[str
         return None
     out, i = {}, 0
     for name, n in counts.items():
-        out[name] = sum(p - r for r, p in per[i:i + n])
+        out[name] = sum(p - r for r, p in per[i : i + n])
         i += n
     return out

@@ -45,9 +45,11 @@ def ds_mla_encode(entry: jax.Array, latent: int) -> jax.Array:
     groups = c.reshape(*c.shape[:-1], latent // 128, 128)
     scale = jnp.maximum(jnp.max(jnp.abs(groups), axis=-1), 1e-12) / 448.0
     q = (groups / scale[..., None]).astype(jnp.float8_e4m3fn).reshape(c.shape)
-    parts = [jax.lax.bitcast_convert_type(q, jnp.uint8),
-             jax.lax.bitcast_convert_type(scale, jnp.uint8).reshape(*c.shape[:-1], -1),
-             jax.lax.bitcast_convert_type(r.astype(jnp.bfloat16), jnp.uint8).reshape(*c.shape[:-1], -1)]
+    parts = [
+        jax.lax.bitcast_convert_type(q, jnp.uint8),
+        jax.lax.bitcast_convert_type(scale, jnp.uint8).reshape(*c.shape[:-1], -1),
+        jax.lax.bitcast_convert_type(r.astype(jnp.bfloat16), jnp.uint8).reshape(*c.shape[:-1], -1),
+    ]
     return jnp.concatenate(parts, axis=-1)
 
 
@@ -56,7 +58,7 @@ def ds_mla_decode(raw: jax.Array, latent: int, rope: int, dtype) -> jax.Array:
     lead = raw.shape[:-1]
     ns = latent // 128
     q = jax.lax.bitcast_convert_type(raw[..., :latent], jnp.float8_e4m3fn).astype(jnp.float32)
-    s = jax.lax.bitcast_convert_type(raw[..., latent:latent + 4 * ns].reshape(*lead, ns, 4), jnp.float32)
-    r = jax.lax.bitcast_convert_type(raw[..., latent + 4 * ns:].reshape(*lead, rope, 2), jnp.bfloat16)
+    s = jax.lax.bitcast_convert_type(raw[..., latent : latent + 4 * ns].reshape(*lead, ns, 4), jnp.float32)
+    r = jax.lax.bitcast_convert_type(raw[..., latent + 4 * ns :].reshape(*lead, rope, 2), jnp.bfloat16)
     c = (q.reshape(*lead, ns, 128) * s[..., None]).reshape(*lead, latent)
     return jnp.concatenate([c.astype(dtype), r.astype(dtype)], axis=-1)

@@ -29,8 +29,14 @@ def progress_callback(console: Console, *, total: int, enabled: bool) -> Iterato
     if not enabled:
         yield None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("compiling", total=total)
 
         def on_job(job, result):
@@ -38,18 +44,27 @@ def progress_callback(console: Console, *, total: int, enabled: bool) -> Iterato
                 progress.update(task, description=f"compiling {job.label}")
             else:
                 progress.advance(task)
+
         yield on_job
 
 
 def _terms_table(r: dict) -> Table:
-    t = Table(title=f"{r['label']}: compiled in {r['compile_s']:.1f} s (lowered in {r['lower_s']:.1f} s), per device",
-              title_justify="left")
+    t = Table(
+        title=f"{r['label']}: compiled in {r['compile_s']:.1f} s (lowered in {r['lower_s']:.1f} s), per device",
+        title_justify="left",
+    )
     for col in ("term", "predicted", "compiled", "delta", "delta %", "unexplained"):
         t.add_column(col, justify="left" if col == "term" else "right")
     for term in r["terms"]:
         u = term["unexplained_bytes"]
-        t.add_row(term["name"], _b(term["predicted_bytes"]), _b(term["compiled_bytes"]), _b(term["delta_bytes"]),
-                  _pct(term["delta_pct"]), "-" if u is None else ("0" if u == 0 else f"[bold red]{_b(u)}[/]"))
+        t.add_row(
+            term["name"],
+            _b(term["predicted_bytes"]),
+            _b(term["compiled_bytes"]),
+            _b(term["delta_bytes"]),
+            _pct(term["delta_pct"]),
+            "-" if u is None else ("0" if u == 0 else f"[bold red]{_b(u)}[/]"),
+        )
     return t
 
 
@@ -77,19 +92,25 @@ def _census_table(c: dict) -> Table:
 def render_validation(result: dict, console: Console) -> None:
     env = result["environment"]
     par = result["parallel"]
-    console.print(f"[bold]{result['model']}[/] on {result['hardware']} {result['topology']} "
-                  f"(tp {par['tp']}, ep {par['ep']}, dp {par['dp']}), stack {result['stack']}, {result['layers']} layers: "
-                  f"{result['layer_plan']}")
+    console.print(
+        f"[bold]{result['model']}[/] on {result['hardware']} {result['topology']} "
+        f"(tp {par['tp']}, ep {par['ep']}, dp {par['dp']}), stack {result['stack']}, {result['layers']} layers: "
+        f"{result['layer_plan']}"
+    )
     lib = f", libtpu {env['libtpu_version']}" if env.get("libtpu_version") else ""
-    console.print(f"target {env['target']} ({env['devices']['count']} x {env['devices']['device_kind']}), "
-                  f"jax {env['jax_version']}{lib}, {env['date']}")
+    console.print(
+        f"target {env['target']} ({env['devices']['count']} x {env['devices']['device_kind']}), "
+        f"jax {env['jax_version']}{lib}, {env['date']}"
+    )
     for r in result["results"]:
         console.print()
         if r.get("oom"):
             o = r["oom"]
             console.print(f"[bold red]{r['label']}: does not fit[/] — the compiler: {o['message']}")
-            console.print(f"  required {_b(o['required_bytes'])}, available {_b(o['available_bytes'])}; "
-                          f"budget weights {_b(r['budget']['weights_bytes'])}, temp model {_b(r['budget']['temp_bytes'])}")
+            console.print(
+                f"  required {_b(o['required_bytes'])}, available {_b(o['available_bytes'])}; "
+                f"budget weights {_b(r['budget']['weights_bytes'])}, temp model {_b(r['budget']['temp_bytes'])}"
+            )
             continue
         console.print(_terms_table(r))
         _reasons(r, console)

@@ -60,8 +60,15 @@ def _budget(setup: Setup, job: Job):
     return fit(setup, Workload(context_tokens=job.context, batch=job.batch, prefill_chunk_tokens=chunk))
 
 
-def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, job: Job,
-            on_phase: Optional[Callable[[str], None]] = None) -> dict:
+def run_job(
+    *,
+    setup: Setup,
+    target: Target,
+    devices: list,
+    lplan: LayerPlan,
+    job: Job,
+    on_phase: Optional[Callable[[str], None]] = None,
+) -> dict:
     """``on_phase(name)`` as each phase starts: build (abstract model), lower, compile."""
     if on_phase:
         on_phase("build")
@@ -79,64 +86,132 @@ def run_job(*, setup: Setup, target: Target, devices: list, lplan: LayerPlan, jo
     pd = budget.per_device
     seqs = pd["sequences"]
     acc = Accounting(
-        budget_weights=pd["weights_bytes"], budget_kv=pd["kv_bytes"], budget_state=pd["state_bytes"],
+        budget_weights=pd["weights_bytes"],
+        budget_kv=pd["kv_bytes"],
+        budget_state=pd["state_bytes"],
         budget_state_unpadded=seqs * layout.n_kda * layout.state_bytes_per_layer_unpadded,
         budget_temp=budget.temp.get(f"{job.stage}_bytes"),
-        abstract_weights=ab.weights_bytes(), abstract_cache=ab.cache_bytes(), abstract_inputs=am.inputs_bytes(inputs),
-        platform=target.platform, weight_notes=tuple(n for n, _ in ab.weight_notes))
+        abstract_weights=ab.weights_bytes(),
+        abstract_cache=ab.cache_bytes(),
+        abstract_inputs=am.inputs_bytes(inputs),
+        platform=target.platform,
+        weight_notes=tuple(n for n, _ in ab.weight_notes),
+    )
     fn, args = jitted(job.stage, setup, ab, inputs)
     res = compile_step(fn, args, on_phase=on_phase)
     st = res.stats
     if res.hlo_text:
         import jax
 
-        counts = {"weights": len(jax.tree.leaves(ab.params)), "cache": len(jax.tree.leaves(ab.cache)),
-                  "inputs": len(jax.tree.leaves(inputs))}
+        counts = {
+            "weights": len(jax.tree.leaves(ab.params)),
+            "cache": len(jax.tree.leaves(ab.cache)),
+            "inputs": len(jax.tree.leaves(inputs)),
+        }
         acc = dataclasses.replace(acc, padding=padding_by_group(res.hlo_text, counts))
-    out = {"stage": job.stage, "label": job.label, "tokens": job.tokens, "batch": job.batch, "context": job.context,
-           "cache_capacity_tokens": capacity, "lower_s": round(res.lower_s, 3), "compile_s": round(res.compile_s, 3),
-           "budget": {"weights_bytes": pd["weights_bytes"], "kv_bytes": pd["kv_bytes"], "state_bytes": pd["state_bytes"],
-                      "temp_bytes": acc.budget_temp, "temp_terms": budget.temp.get(f"{job.stage}_terms", {})},
-           "abstract": {"weights_bytes": acc.abstract_weights, "cache_bytes": acc.abstract_cache,
-                        "inputs_bytes": acc.abstract_inputs}}
+    out = {
+        "stage": job.stage,
+        "label": job.label,
+        "tokens": job.tokens,
+        "batch": job.batch,
+        "context": job.context,
+        "cache_capacity_tokens": capacity,
+        "lower_s": round(res.lower_s, 3),
+        "compile_s": round(res.compile_s, 3),
+        "budget": {
+            "weights_bytes": pd["weights_bytes"],
+            "kv_bytes": pd["kv_bytes"],
+            "state_bytes": pd["state_bytes"],
+            "temp_bytes": acc.budget_temp,
+            "temp_terms": budget.temp.get(f"{job.stage}_terms", {}),
+        },
+        "abstract": {
+            "weights_bytes": acc.abstract_weights,
+            "cache_bytes": acc.abstract_cache,
+            "inputs_bytes": acc.abstract_inputs,
+        },
+    }
     usable = setup.hardware.usable_bytes_per_device
     if res.oom is not None:
-        out.update(fits=False, oom={"required_bytes": res.oom.required_bytes, "available_bytes": res.oom.available_bytes,
-                                    "message": res.oom.message}, memory=None, terms=[], census=None, unexplained_bytes=None,
-                   verdict=f"the compiler refused it: {res.oom.message}")
+        out.update(
+            fits=False,
+            oom={
+                "required_bytes": res.oom.required_bytes,
+                "available_bytes": res.oom.available_bytes,
+                "message": res.oom.message,
+            },
+            memory=None,
+            terms=[],
+            census=None,
+            unexplained_bytes=None,
+            verdict=f"the compiler refused it: {res.oom.message}",
+        )
         return out
-    terms = compare(acc=acc, argument=st and st.argument_bytes, alias=st and st.alias_bytes,
-                    output=st and st.output_bytes, temp=st and st.temp_bytes)
-    resident = None if st is None or st.argument_bytes is None else (
-        st.argument_bytes + (st.output_bytes or 0) - (st.alias_bytes or 0))
+    terms = compare(
+        acc=acc,
+        argument=st and st.argument_bytes,
+        alias=st and st.alias_bytes,
+        output=st and st.output_bytes,
+        temp=st and st.temp_bytes,
+    )
+    resident = (
+        None
+        if st is None or st.argument_bytes is None
+        else (st.argument_bytes + (st.output_bytes or 0) - (st.alias_bytes or 0))
+    )
     if target.platform == "tpu":
         total = None if resident is None else resident + (st.temp_bytes or 0)
         fits = True if total is None else total <= usable
-        verdict = (f"compiled for {target.name}: arguments + outputs - alias + temp = "
-                   f"{total / 2**30:.2f} GiB of {usable / 2**30:.2f} GiB usable" if total is not None else "compiled")
+        verdict = (
+            f"compiled for {target.name}: arguments + outputs - alias + temp = "
+            f"{total / 2**30:.2f} GiB of {usable / 2**30:.2f} GiB usable"
+            if total is not None
+            else "compiled"
+        )
     else:
         fits = True if resident is None else resident <= usable
-        verdict = (f"CPU backend: arguments + outputs - alias = {resident / 2**30:.3f} GiB of {usable / 2**30:.2f} GiB usable "
-                   f"on {setup.hardware.name} (temp excluded: CPU temp is not representative of TPU)"
-                   if resident is not None else "CPU backend: memory_analysis() unavailable")
+        verdict = (
+            f"CPU backend: arguments + outputs - alias = {resident / 2**30:.3f} GiB of {usable / 2**30:.2f} GiB usable "
+            f"on {setup.hardware.name} (temp excluded: CPU temp is not representative of TPU)"
+            if resident is not None
+            else "CPU backend: memory_analysis() unavailable"
+        )
     hlo_census = census(res.hlo_text) if res.hlo_text else None
-    out.update(fits=fits, oom=None, memory=st.to_dict() if st else None, terms=[t.to_dict() for t in terms],
-               census=hlo_census.to_dict() if hlo_census else None, unexplained_bytes=unexplained(terms), verdict=verdict)
+    out.update(
+        fits=fits,
+        oom=None,
+        memory=st.to_dict() if st else None,
+        terms=[t.to_dict() for t in terms],
+        census=hlo_census.to_dict() if hlo_census else None,
+        unexplained_bytes=unexplained(terms),
+        verdict=verdict,
+    )
     return out
 
 
 def environment(target: Target, devices: list) -> dict:
     import jax
 
-    return {"target": target.name, "backend": target.platform, "jax_version": jax.__version__,
-            "libtpu_version": libtpu_version() if target.platform == "tpu" else None,
-            "devices": describe_devices(devices),
-            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {
+        "target": target.name,
+        "backend": target.platform,
+        "jax_version": jax.__version__,
+        "libtpu_version": libtpu_version() if target.platform == "tpu" else None,
+        "devices": describe_devices(devices),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
-def validate(*, setup: Setup, target: Target, jobs: list[Job], layers: Optional[int] = None, unroll: bool = False,
-             on_job: Optional[Callable[[Job, Optional[dict]], None]] = None,
-             on_phase: Optional[Callable[[Job, str], None]] = None) -> dict:
+def validate(
+    *,
+    setup: Setup,
+    target: Target,
+    jobs: list[Job],
+    layers: Optional[int] = None,
+    unroll: bool = False,
+    on_job: Optional[Callable[[Job, Optional[dict]], None]] = None,
+    on_phase: Optional[Callable[[Job, str], None]] = None,
+) -> dict:
     """Runs every job; ``on_job(job, None)`` before and ``on_job(job, result)`` after each;
     ``on_phase(job, phase)`` as each phase of a job starts ("devices" once, before the first job;
     then build, lower, compile)."""
@@ -151,23 +226,43 @@ def validate(*, setup: Setup, target: Target, jobs: list[Job], layers: Optional[
     for job in jobs:
         if on_job:
             on_job(job, None)
-        r = run_job(setup=setup, target=target, devices=devices, lplan=lplan, job=job,
-                    on_phase=(lambda phase, job=job: on_phase(job, phase)) if on_phase else None)
+        r = run_job(
+            setup=setup,
+            target=target,
+            devices=devices,
+            lplan=lplan,
+            job=job,
+            on_phase=(lambda phase, job=job: on_phase(job, phase)) if on_phase else None,
+        )
         results.append(r)
         if on_job:
             on_job(job, r)
     notes = list(setup.notes)
     if setup.stack.collectives.experts == "all_to_all":
-        notes.append(f"stack {setup.stack.name} dispatches experts with all-to-all; the abstract model computes local "
-                     "experts on every token and combines with one all-reduce (the vllm-tpu pattern)")
-    notes.append("AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact")
+        notes.append(
+            f"stack {setup.stack.name} dispatches experts with all-to-all; the abstract model computes local "
+            "experts on every token and combines with one all-reduce (the vllm-tpu pattern)"
+        )
+    notes.append(
+        "AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact"
+    )
     if target.platform == "cpu":
-        notes.append("CPU backend: argument/output/alias sizes are per device and exact; temp is not representative of TPU")
-    return {"model": spec.name, "hardware": setup.hardware.name, "topology": setup.topology.text,
-            "parallel": {"tp": setup.parallel.tp, "ep": setup.parallel.ep, "dp": setup.parallel.dp},
-            "stack": setup.stack.name, "layers": spec.num_layers, "layer_plan": lplan.describe(),
-            "environment": environment(target, devices), "results": results,
-            "fits": all(r["fits"] for r in results), "notes": notes}
+        notes.append(
+            "CPU backend: argument/output/alias sizes are per device and exact; temp is not representative of TPU"
+        )
+    return {
+        "model": spec.name,
+        "hardware": setup.hardware.name,
+        "topology": setup.topology.text,
+        "parallel": {"tp": setup.parallel.tp, "ep": setup.parallel.ep, "dp": setup.parallel.dp},
+        "stack": setup.stack.name,
+        "layers": spec.num_layers,
+        "layer_plan": lplan.describe(),
+        "environment": environment(target, devices),
+        "results": results,
+        "fits": all(r["fits"] for r in results),
+        "notes": notes,
+    }
 
 
 def ceil_div(a: int, b: int) -> int:

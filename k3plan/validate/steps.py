@@ -14,7 +14,8 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
@@ -31,8 +32,10 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
     if expert is not None:
         part = setup.plan.specs[expert.name].partition
         if any(p for p in part[1:]):
-            raise K3PlanError(f"validate: routed experts must be split on the expert axis only; the plan has "
-                              f"{[list(p) if p else None for p in part]} for {expert.name}")
+            raise K3PlanError(
+                f"validate: routed experts must be split on the expert axis only; the plan has "
+                f"{[list(p) if p else None for p in part]} for {expert.name}"
+            )
         axes = tuple(part[0] or ())
     if setup.stack.kv_cache.dtype == "fp8_ds_mla":
         mla = setup.model.spec.mla
@@ -40,9 +43,16 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
             raise K3PlanError("--kv-dtype fp8_ds_mla is vLLM's layout for kv_lora 512 + rope 64; this model differs")
     up = next((t for t in setup.model.inventory.text if t.name.endswith("routed_expert_up_proj.weight")), None)
     latent_in = tuple(setup.plan.specs[up.name].partition[1] or ()) if up is not None else ()
-    return Ctx(spec=setup.model.spec, act=act, mesh=mesh, batch_axis=_batch_axis(setup),
-               kv_dtype=setup.stack.kv_cache.dtype, expert_axes=axes, latent_in_axes=latent_in,
-               experts_form=form_for(setup.stack.name))
+    return Ctx(
+        spec=setup.model.spec,
+        act=act,
+        mesh=mesh,
+        batch_axis=_batch_axis(setup),
+        kv_dtype=setup.stack.kv_cache.dtype,
+        expert_axes=axes,
+        latent_in_axes=latent_in,
+        experts_form=form_for(setup.stack.name),
+    )
 
 
 def _run_layers(params, cache, x, start, *, ctx: Ctx, lplan: LayerPlan, decode: bool):
@@ -50,9 +60,12 @@ def _run_layers(params, cache, x, start, *, ctx: Ctx, lplan: LayerPlan, decode: 
     kw = dict(ctx=ctx, decode=decode, start=start)
     new = {"prefix": [], "blocks": [], "suffix": []}
     for j, i in enumerate(lplan.prefix):
-        x, c = decoder_layer(params["prefix"][j], x, cache["prefix"][j], mixer=spec.mixers[i], mlp_kind=spec.mlps[i], **kw)
+        x, c = decoder_layer(
+            params["prefix"][j], x, cache["prefix"][j], mixer=spec.mixers[i], mlp_kind=spec.mlps[i], **kw
+        )
         new["prefix"].append(c)
     if lplan.n_blocks:
+
         def body(carry, xs):
             x, stack = carry
             pblk, idx = xs
@@ -63,11 +76,14 @@ def _run_layers(params, cache, x, start, *, ctx: Ctx, lplan: LayerPlan, decode: 
                 stack[pos] = jax.tree.map(lambda a, u: jax.lax.dynamic_update_index_in_dim(a, u, idx, 0), stack[pos], c)
             return (x, stack), None
 
-        (x, blocks), _ = jax.lax.scan(body, (x, list(cache["blocks"])),
-                                      (params["blocks"], jnp.arange(lplan.n_blocks, dtype=jnp.int32)))
+        (x, blocks), _ = jax.lax.scan(
+            body, (x, list(cache["blocks"])), (params["blocks"], jnp.arange(lplan.n_blocks, dtype=jnp.int32))
+        )
         new["blocks"] = blocks
     for j, i in enumerate(lplan.suffix):
-        x, c = decoder_layer(params["suffix"][j], x, cache["suffix"][j], mixer=spec.mixers[i], mlp_kind=spec.mlps[i], **kw)
+        x, c = decoder_layer(
+            params["suffix"][j], x, cache["suffix"][j], mixer=spec.mixers[i], mlp_kind=spec.mlps[i], **kw
+        )
         new["suffix"].append(c)
     return x, new
 
@@ -85,17 +101,22 @@ def _embed(params, tokens, ctx: Ctx):
 
 def make_step(stage: str, *, ctx: Ctx, lplan: LayerPlan) -> Callable:
     if stage == "prefill":
+
         def prefill(params, cache, tokens, start):
             b = tokens.shape[0]
             x = ctx.residual(_embed(params, tokens, ctx))
-            x, cache = _run_layers(params, cache, x, jnp.full((b,), start, jnp.int32), ctx=ctx, lplan=lplan, decode=False)
+            x, cache = _run_layers(
+                params, cache, x, jnp.full((b,), start, jnp.int32), ctx=ctx, lplan=lplan, decode=False
+            )
             return _head(params, x[:, -1], ctx), cache
+
         return prefill
 
     def decode(params, cache, tokens, positions):
         x = ctx.residual(_embed(params, tokens[:, None], ctx))
         x, cache = _run_layers(params, cache, x, positions, ctx=ctx, lplan=lplan, decode=True)
         return _head(params, x[:, 0], ctx), cache
+
     return decode
 
 
@@ -108,4 +129,3 @@ def jitted(stage: str, setup: Setup, ab: Abstract, inputs: dict):
     out_sh = (NamedSharding(ab.mesh, P(ctx.batch_axis)), shard(ab.cache))
     jf = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh, donate_argnums=(1,), keep_unused=True)
     return jf, (ab.params, ab.cache, *(inputs[k] for k in inputs))
-

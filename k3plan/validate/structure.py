@@ -36,16 +36,18 @@ class LayerPlan:
         if not self.n_blocks:
             return f"{len(self.prefix)} layers unrolled"
         names = ", ".join(m.upper() for m, _ in self.block)
-        return (f"{len(self.prefix)} prefix layer(s) + scan over {self.n_blocks} x ({names}) "
-                f"+ {len(self.suffix)} remainder layer(s)")
+        return (
+            f"{len(self.prefix)} prefix layer(s) + scan over {self.n_blocks} x ({names}) "
+            f"+ {len(self.suffix)} remainder layer(s)"
+        )
 
 
 def _blocks(sig: list, p: int, s: int) -> int:
-    first = sig[s:s + p]
+    first = sig[s : s + p]
     if len(first) < p:
         return 0
     n = 1
-    while sig[s + n * p: s + (n + 1) * p] == first:
+    while sig[s + n * p : s + (n + 1) * p] == first:
         n += 1
     return n
 
@@ -76,30 +78,42 @@ def layer_plan(*, mixers: tuple[str, ...], mlps: tuple[str, ...], unroll: bool =
     best = None
     for s in range(0, n - p + 1):
         k = _blocks(sig, p, s)
-        key = (k, sig[s + p - 1][0] == rare, -len(set(sig[s:s + p])), -s)
+        key = (k, sig[s + p - 1][0] == rare, -len(set(sig[s : s + p])), -s)
         if k and (best is None or key > best[0]):
             best = (key, s, k)
     if best is None:
         return flat
     _, s, k = best
-    return LayerPlan(prefix=tuple(range(s)), block=tuple(sig[s:s + p]), block_start=s, n_blocks=k,
-                     suffix=tuple(range(s + k * p, n)))
+    return LayerPlan(
+        prefix=tuple(range(s)),
+        block=tuple(sig[s : s + p]),
+        block_start=s,
+        n_blocks=k,
+        suffix=tuple(range(s + k * p, n)),
+    )
 
 
 def truncate_setup(setup: Setup, layers: int) -> Setup:
     """The same setup with only the first ``layers`` decoder layers (globals kept): a scaled run."""
     spec = setup.model.spec
     if layers < 1 or layers > spec.num_layers:
-        raise K3PlanError(f"--layers {layers}: expected 1..{spec.num_layers} ({spec.name} has {spec.num_layers} layers)")
+        raise K3PlanError(
+            f"--layers {layers}: expected 1..{spec.num_layers} ({spec.name} has {spec.num_layers} layers)"
+        )
     if layers == spec.num_layers:
         return setup
-    new_spec = spec.model_copy(update={"num_layers": layers, "mixers": spec.mixers[:layers], "mlps": spec.mlps[:layers]})
+    new_spec = spec.model_copy(
+        update={"num_layers": layers, "mixers": spec.mixers[:layers], "mlps": spec.mlps[:layers]}
+    )
     keep = tuple(t for t in setup.model.inventory.tensors if t.layer is None or t.layer < layers)
     inv = TensorInventory(tensors=keep)
     names = {t.name for t in keep}
-    plan = ShardingPlan(mesh=setup.plan.mesh, specs={k: v for k, v in setup.plan.specs.items() if k in names},
-                        fallbacks=tuple(f for f in setup.plan.fallbacks if f.tensor in names),
-                        source=setup.plan.source)
+    plan = ShardingPlan(
+        mesh=setup.plan.mesh,
+        specs={k: v for k, v in setup.plan.specs.items() if k in names},
+        fallbacks=tuple(f for f in setup.plan.fallbacks if f.tensor in names),
+        source=setup.plan.source,
+    )
     model = dataclasses.replace(setup.model, spec=new_spec, inventory=inv)
     note = f"truncated to the first {layers} of {spec.num_layers} layers (--layers)"
     return dataclasses.replace(setup, model=model, plan=plan, notes=setup.notes + (note,))

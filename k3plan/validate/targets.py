@@ -72,7 +72,9 @@ def prepare(target: Target, *, devices: int) -> None:
         quiet_libtpu()
     if target.platform == "tpu":
         if libtpu_version() is None:
-            raise K3PlanError(f"--target {target.name} compiles with the TPU compiler, which needs libtpu: {INSTALL_HINT}")
+            raise K3PlanError(
+                f"--target {target.name} compiles with the TPU compiler, which needs libtpu: {INSTALL_HINT}"
+            )
         return
     flags = os.environ.get("XLA_FLAGS", "")
     m = re.search(_FLAG + r"=(\d+)", flags)
@@ -92,7 +94,8 @@ def devices_for(target: Target, *, count: int) -> list[Any]:
         if len(devs) < count:
             raise K3PlanError(
                 f"--target cpu needs {count} fake CPU devices but jax was started with {len(devs)}; "
-                f"set XLA_FLAGS={_FLAG}={count} before jax is imported (a fresh process)")
+                f"set XLA_FLAGS={_FLAG}={count} before jax is imported (a fresh process)"
+            )
         return list(devs[:count])
     from jax.experimental import topologies
 
@@ -101,16 +104,24 @@ def devices_for(target: Target, *, count: int) -> list[Any]:
     except Exception as err:  # the compiler's own verdict on the name
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if "lockfile" in first:
-            raise K3PlanError(f"--target {target.name}: another process is using libtpu ({first}); wait for it, or set "
-                              "ALLOW_MULTIPLE_LIBTPU_LOAD=1 for a compile-only run") from None
+            raise K3PlanError(
+                f"--target {target.name}: another process is using libtpu ({first}); wait for it, or set "
+                "ALLOW_MULTIPLE_LIBTPU_LOAD=1 for a compile-only run"
+            ) from None
         raise K3PlanError(f"--target {target.name}: the TPU compiler does not know this topology ({first})") from None
     devs = list(topo.devices)
     if len(devs) != count:
-        raise K3PlanError(f"--target {target.name} has {len(devs)} devices but the plan has {count}; "
-                          f"pass a matching --topology/--tp/--dp")
+        raise K3PlanError(
+            f"--target {target.name} has {len(devs)} devices but the plan has {count}; "
+            f"pass a matching --topology/--tp/--dp"
+        )
     return devs
 
 
 def describe_devices(devices: list[Any]) -> dict[str, Any]:
     d = devices[0]
-    return {"count": len(devices), "platform": getattr(d, "platform", "?"), "device_kind": getattr(d, "device_kind", "?")}
+    return {
+        "count": len(devices),
+        "platform": getattr(d, "platform", "?"),
+        "device_kind": getattr(d, "device_kind", "?"),
+    }

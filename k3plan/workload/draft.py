@@ -31,11 +31,19 @@ def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
     spec, inv = model.spec, model.inventory
     mtp = inv.of_kind("mtp")
     mla_layers = len({t.layer for t in mtp if "kv_a_proj_with_mqa" in t.name})
-    source = (f"inventory: {len(mtp)} tensors of kind mtp" if mtp else
-              f"{spec.source}: num_nextn_predict_layers {spec.mtp_layers}, no MTP tensors in the inventory; "
-              "speculative decoding needs an external draft model")
+    source = (
+        f"inventory: {len(mtp)} tensors of kind mtp"
+        if mtp
+        else f"{spec.source}: num_nextn_predict_layers {spec.mtp_layers}, no MTP tensors in the inventory; "
+        "speculative decoding needs an external draft model"
+    )
     return DraftHead(
-        model=spec.name, mtp_layers=spec.mtp_layers, params=sum(t.params for t in mtp),
-        checkpoint_bytes=sum(t.nbytes for t in mtp), mla_layers=mla_layers,
-        kv_bytes_per_token=mla_layers * kv_bytes_per_token_layer(spec, kv_dtype), kv_dtype=kv_dtype, source=source,
+        model=spec.name,
+        mtp_layers=spec.mtp_layers,
+        params=sum(t.params for t in mtp),
+        checkpoint_bytes=sum(t.nbytes for t in mtp),
+        mla_layers=mla_layers,
+        kv_bytes_per_token=mla_layers * kv_bytes_per_token_layer(spec, kv_dtype),
+        kv_dtype=kv_dtype,
+        source=source,
     )

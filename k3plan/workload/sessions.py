@@ -42,8 +42,11 @@ class Session(_Frozen):
     @property
     def carried_tokens_per_turn(self) -> int:
         """What a finished turn leaves in the context: C above."""
-        return (self.visible_tokens_per_turn + self.tool_tokens_per_turn
-                + (self.reasoning_tokens_per_turn if self.carry_reasoning else 0))
+        return (
+            self.visible_tokens_per_turn
+            + self.tool_tokens_per_turn
+            + (self.reasoning_tokens_per_turn if self.carry_reasoning else 0)
+        )
 
 
 class SessionGrowth(_Frozen):
@@ -73,8 +76,10 @@ def turns_that_fit(session: Session, *, max_context_tokens: int) -> int:
 
 
 def session_growth(session: Session, *, max_context_tokens: int | None = None) -> SessionGrowth:
-    require(max_context_tokens is None or max_context_tokens >= 1,
-            f"max context {max_context_tokens}: expected a positive number of tokens")
+    require(
+        max_context_tokens is None or max_context_tokens >= 1,
+        f"max context {max_context_tokens}: expected a positive number of tokens",
+    )
     s = session
     t = np.arange(1, s.turns + 1, dtype=np.int64)
     before = s.system_prompt_tokens + (t - 1) * s.carried_tokens_per_turn
@@ -87,7 +92,11 @@ def session_growth(session: Session, *, max_context_tokens: int | None = None) -
         first_bad = int(over[0]) + 1 if over.size else None
         fitting = (first_bad - 1) if first_bad is not None else s.turns
     return SessionGrowth(
-        session=s, prompt_tokens=tuple(int(x) for x in prompt), peak_context_tokens=tuple(int(x) for x in peak),
-        visible_context_tokens=tuple(int(x) for x in visible), max_context_tokens=max_context_tokens,
-        turns_fitting=fitting, first_turn_not_fitting=first_bad,
+        session=s,
+        prompt_tokens=tuple(int(x) for x in prompt),
+        peak_context_tokens=tuple(int(x) for x in peak),
+        visible_context_tokens=tuple(int(x) for x in visible),
+        max_context_tokens=max_context_tokens,
+        turns_fitting=fitting,
+        first_turn_not_fitting=first_bad,
     )

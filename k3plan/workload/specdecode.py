@@ -41,7 +41,9 @@ class SpecDecode(_Frozen):
     def _check(self) -> SpecDecode:
         n = len(self.acceptance)
         if n not in (1, self.draft_tokens):
-            raise ValueError(f"acceptance: {n} rates for {self.draft_tokens} draft tokens; expected 1 or {self.draft_tokens}")
+            raise ValueError(
+                f"acceptance: {n} rates for {self.draft_tokens} draft tokens; expected 1 or {self.draft_tokens}"
+            )
         if any(not (0.0 <= a <= 1.0) or math.isnan(a) for a in self.acceptance):
             raise ValueError(f"acceptance {self.acceptance}: every rate must lie in [0, 1]")
         return self
@@ -77,8 +79,10 @@ def parse_spec_decode(*, spec_tokens: int, acceptance: str) -> SpecDecode:
     except ValueError:
         raise K3PlanError(f"--acceptance {acceptance!r}: expected a rate in [0, 1] or comma-separated rates") from None
     require(spec_tokens >= 1, f"--spec-tokens {spec_tokens}: expected a positive integer")
-    require(len(rates) in (1, spec_tokens),
-            f"--acceptance: {len(rates)} rates for --spec-tokens {spec_tokens}; expected 1 or {spec_tokens}")
+    require(
+        len(rates) in (1, spec_tokens),
+        f"--acceptance: {len(rates)} rates for --spec-tokens {spec_tokens}; expected 1 or {spec_tokens}",
+    )
     require(all(0.0 <= a <= 1.0 for a in rates), f"--acceptance {acceptance!r}: every rate must lie in [0, 1]")
     return SpecDecode(draft_tokens=spec_tokens, acceptance=rates)
 
@@ -105,8 +109,14 @@ class SpecDecodeSpeed(_Frozen):
     speedup: float | None  # over plain decode at baseline_step_s
 
 
-def spec_decode_speed(*, spec: SpecDecode, batch: int, verify_step_s: float, draft_s_per_token: NonNegativeFloat = 0.0,
-                      baseline_step_s: float | None = None) -> SpecDecodeSpeed:
+def spec_decode_speed(
+    *,
+    spec: SpecDecode,
+    batch: int,
+    verify_step_s: float,
+    draft_s_per_token: NonNegativeFloat = 0.0,
+    baseline_step_s: float | None = None,
+) -> SpecDecodeSpeed:
     """``verify_step_s``: the target model's step over batch x (k+1) tokens (the roofline prices it);
     ``draft_s_per_token``: one draft forward (MTP head or draft model) a drafted position;
     ``baseline_step_s``: the plain decode step at this batch, for the speedup."""
@@ -119,11 +129,21 @@ def spec_decode_speed(*, spec: SpecDecode, batch: int, verify_step_s: float, dra
     emitted = batch * spec.expected_tokens_per_step
     accepted = batch * spec.expected_accepted_tokens
     return SpecDecodeSpeed(
-        spec=spec, batch=batch, step_s=step, verify_step_s=verify_step_s, draft_s=draft_s,
-        forward_tokens_per_step=batch * (k + 1), extra_forward_tokens_per_step=batch * k,
-        drafted_tokens_per_step=batch * k, accepted_tokens_per_step=accepted, emitted_tokens_per_step=emitted,
-        emitted_tokens_per_s=emitted / step, drafted_tokens_per_s=batch * k / step, accepted_tokens_per_s=accepted / step,
-        forward_tokens_per_s=batch * (k + 1) / step, s_per_emitted_token=step / spec.expected_tokens_per_step,
+        spec=spec,
+        batch=batch,
+        step_s=step,
+        verify_step_s=verify_step_s,
+        draft_s=draft_s,
+        forward_tokens_per_step=batch * (k + 1),
+        extra_forward_tokens_per_step=batch * k,
+        drafted_tokens_per_step=batch * k,
+        accepted_tokens_per_step=accepted,
+        emitted_tokens_per_step=emitted,
+        emitted_tokens_per_s=emitted / step,
+        drafted_tokens_per_s=batch * k / step,
+        accepted_tokens_per_s=accepted / step,
+        forward_tokens_per_s=batch * (k + 1) / step,
+        s_per_emitted_token=step / spec.expected_tokens_per_step,
         acceptance_fraction=spec.expected_accepted_tokens / k,
         speedup=None if baseline_step_s is None else baseline_step_s * spec.expected_tokens_per_step / step,
     )

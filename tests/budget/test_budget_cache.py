@@ -9,15 +9,18 @@ from __future__ import annotations
 import math
 
 import pytest
+from fit_helpers import cached_setup, run_fit
 
 from k3plan.budget.cache import (
-    cache_layout, kv_bytes_per_token, kv_bytes_per_token_layer, kv_state_crossover_tokens, state_bytes_per_layer,
+    cache_layout,
+    kv_bytes_per_token,
+    kv_bytes_per_token_layer,
+    kv_state_crossover_tokens,
+    state_bytes_per_layer,
     state_bytes_per_sequence,
 )
 from k3plan.models import load_model
 from k3plan.sharding import load_stack, make_mesh
-
-from fit_helpers import cached_setup, run_fit
 
 K3 = load_model("kimi-k3").spec
 

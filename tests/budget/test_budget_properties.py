@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from fit_helpers import GiB, cached_setup, run_fit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 # (model, hardware, topology, tp, ep, stack): every stack, TPUs and GPUs, TP/EP/DP splits, fallbacks.
 CONFIGS = [

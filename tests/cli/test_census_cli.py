@@ -6,9 +6,9 @@ import json
 import struct
 
 import pytest
+from conftest import one_error_line
 
 from k3plan.models import load_model
-from conftest import one_error_line
 
 
 def expected_tensors(config_path) -> dict[str, tuple[str, tuple[int, ...]]]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import one_error_line
 
 from k3plan.sharding.stack import STACK_DIR
-from conftest import one_error_line
 
 GiB = 2**30
 CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import one_error_line
 
 from k3plan.models.loader import BUNDLED_DIR
-from conftest import one_error_line
 
 BUNDLED = ["deepseek-v3", "kimi-k2", "kimi-k3", "kimi-linear-48b-a3b"]
 

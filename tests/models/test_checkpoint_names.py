@@ -51,7 +51,7 @@ def test_k3_per_layer_names_follow_the_mixer_pattern(k3_ckpt):
             found.setdefault(int(m.group(1)), set()).add(m.group(2))
     for i, names in found.items():
         assert ("A_log" in names) == ((i + 1) % 4 != 0 and i != 92), i
-        assert ("kv_b_proj" in names) == (not (("A_log" in names))), i
+        assert ("kv_b_proj" in names) == ("A_log" not in names), i
 
 
 def test_every_expert_entry_expands_to_all_experts():

@@ -15,12 +15,12 @@ from k3plan.models import load_model
 from k3plan.plan.evaluate import evaluate
 from k3plan.plan.reasons import reason_codes
 from k3plan.plan.space import build_space, splits
-from k3plan.step.weights import mesh_weights, tensor_classes
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.roofline.comm import ep_spans_slices
 from k3plan.setup import make_setup
 from k3plan.sharding import load_stack, make_mesh, resolve
 from k3plan.sharding.stack import list_stacks
+from k3plan.step.weights import mesh_weights, tensor_classes
 
 
 def sweep(devices: tuple[int, ...], every: int) -> list[tuple[int, int, int, int]]:

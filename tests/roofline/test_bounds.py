@@ -8,15 +8,15 @@ import math
 import shutil
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from roofline_helpers import PROBE_RECORD, US, eff, setup
 
 from k3plan.errors import K3PlanError
 from k3plan.roofline.bounds import check_efficiency, decode_bound, prefill_bound
 from k3plan.roofline.comm import comm_cost
 from k3plan.roofline.latency import collective_latency
 from k3plan.roofline.work import experts_touched, load_histogram
-
-from roofline_helpers import PROBE_RECORD, US, eff, setup
 
 E, K = 896, 16
 

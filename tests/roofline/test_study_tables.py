@@ -9,17 +9,31 @@ from __future__ import annotations
 import math
 
 import pytest
+from roofline_helpers import (
+    GB,
+    MS,
+    STUDY_ATTN_BYTES,
+    STUDY_BATCH1_BYTES,
+    STUDY_DCN_BW,
+    STUDY_EXPERT_BYTES,
+    STUDY_PREFILL_30,
+    STUDY_PREFILL_45,
+    STUDY_STEP_B256_S,
+    STUDY_STEP_X16_S,
+    STUDY_STEP_X32_S,
+    STUDY_TOK_S_X16,
+    STUDY_WEIGHT_TOTAL,
+    US,
+    aggregate_hbm_bw,
+    eff,
+    rel,
+    setup,
+)
 
 from k3plan.budget.weights import runtime_bytes
 from k3plan.roofline.bounds import crossover, decode_bound, prefill_bound
 from k3plan.roofline.comm import expert_bytes_per_token_layer
 from k3plan.roofline.work import attention_decode_flops_per_token, experts_touched, linear_flops_per_token
-
-from roofline_helpers import (
-    GB, MS, STUDY_ATTN_BYTES, STUDY_BATCH1_BYTES, STUDY_DCN_BW, STUDY_EXPERT_BYTES, STUDY_PREFILL_30,
-    STUDY_PREFILL_45, STUDY_STEP_B256_S, STUDY_STEP_X16_S, STUDY_STEP_X32_S, STUDY_TOK_S_X16, STUDY_WEIGHT_TOTAL,
-    US, aggregate_hbm_bw, eff, rel, setup,
-)
 
 X16, X32 = "2x2x4", "2x4x4"  # v7x x16 and x32 (chips)
 KDA_ATTN_PARAMS_A_LAYER = 443_740_416

@@ -24,6 +24,4 @@ def family_for(raw: dict) -> ModuleType | None:
 
 
 def supported() -> str:
-    return "; ".join(
-        f"{name} ({', '.join(m.ARCHITECTURES + m.MODEL_TYPES)})" for name, m in FAMILIES.items()
-    )
+    return "; ".join(f"{name} ({', '.join(m.ARCHITECTURES + m.MODEL_TYPES)})" for name, m in FAMILIES.items())

@@ -29,22 +29,37 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     moe_inter = c.int("moe_intermediate_size")
     hidden = c.int("hidden_size")
     moe = MoEDims(
-        num_experts=c.int("n_routed_experts"), top_k=c.int("num_experts_per_tok"), expert_in=hidden,
-        expert_intermediate=moe_inter, num_shared=n_shared, shared_intermediate=moe_inter * n_shared,
+        num_experts=c.int("n_routed_experts"),
+        top_k=c.int("num_experts_per_tok"),
+        expert_in=hidden,
+        expert_intermediate=moe_inter,
+        num_shared=n_shared,
+        shared_intermediate=moe_inter * n_shared,
         latent=False,
     )
     if moe.top_k > moe.num_experts:
         raise K3PlanError(f"{source}: num_experts_per_tok {moe.top_k} exceeds n_routed_experts {moe.num_experts}")
     return ModelSpec(
-        name=name, family="deepseek_v3", architecture=str(c.get("model_type", "")), source=source,
-        hidden_size=hidden, vocab_size=c.int("vocab_size"), num_layers=n_layers,
-        mixers=("mla",) * n_layers, mlps=mlps, dense_intermediate=c.int("intermediate_size"),
+        name=name,
+        family="deepseek_v3",
+        architecture=str(c.get("model_type", "")),
+        source=source,
+        hidden_size=hidden,
+        vocab_size=c.int("vocab_size"),
+        num_layers=n_layers,
+        mixers=("mla",) * n_layers,
+        mlps=mlps,
+        dense_intermediate=c.int("intermediate_size"),
         mla=MLADims(
-            heads=c.int("num_attention_heads"), q_lora_rank=c.opt_int("q_lora_rank"),
-            kv_lora_rank=c.int("kv_lora_rank"), qk_nope_head_dim=c.int("qk_nope_head_dim"),
-            qk_rope_head_dim=c.int("qk_rope_head_dim"), v_head_dim=c.int("v_head_dim"),
+            heads=c.int("num_attention_heads"),
+            q_lora_rank=c.opt_int("q_lora_rank"),
+            kv_lora_rank=c.int("kv_lora_rank"),
+            qk_nope_head_dim=c.int("qk_nope_head_dim"),
+            qk_rope_head_dim=c.int("qk_rope_head_dim"),
+            v_head_dim=c.int("v_head_dim"),
         ),
-        moe=moe, mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
+        moe=moe,
+        mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
         max_context=c.opt_int("max_position_embeddings"),
     )
 
@@ -68,14 +83,31 @@ def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kin
     if mla.q_lora_rank:
         b.linear(f"{A}q_a_proj.weight", [("q_lora", mla.q_lora_rank)], E, fmt=lf, role=role("attn"), **kw)
         b.vector(f"{A}q_a_layernorm.weight", [("q_lora", mla.q_lora_rank)], fmt="bf16", role=role("attn"), **kw)
-        b.linear(f"{A}q_b_proj.weight", [("heads", mla.heads), ("head_dim", qk)], [("q_lora", mla.q_lora_rank)], fmt=lf, role=role("attn"), **kw)
+        b.linear(
+            f"{A}q_b_proj.weight",
+            [("heads", mla.heads), ("head_dim", qk)],
+            [("q_lora", mla.q_lora_rank)],
+            fmt=lf,
+            role=role("attn"),
+            **kw,
+        )
     else:
         b.linear(f"{A}q_proj.weight", [("heads", mla.heads), ("head_dim", qk)], E, fmt=lf, role=role("attn"), **kw)
-    b.linear(f"{A}kv_a_proj_with_mqa.weight", [("kv_lora", mla.cache_values_per_token)], E, fmt=lf, role=role("attn"), **kw)
+    b.linear(
+        f"{A}kv_a_proj_with_mqa.weight", [("kv_lora", mla.cache_values_per_token)], E, fmt=lf, role=role("attn"), **kw
+    )
     b.vector(f"{A}kv_a_layernorm.weight", [("kv_lora", mla.kv_lora_rank)], fmt="bf16", role=role("attn"), **kw)
-    b.linear(f"{A}kv_b_proj.weight", [("heads", mla.heads), ("head_dim", mla.qk_nope_head_dim + mla.v_head_dim)],
-             [("kv_lora", mla.kv_lora_rank)], fmt=lf, role=role("attn"), **kw)
-    b.linear(f"{A}o_proj.weight", E, [("heads", mla.heads), ("head_dim", mla.v_head_dim)], fmt=lf, role=role("attn"), **kw)
+    b.linear(
+        f"{A}kv_b_proj.weight",
+        [("heads", mla.heads), ("head_dim", mla.qk_nope_head_dim + mla.v_head_dim)],
+        [("kv_lora", mla.kv_lora_rank)],
+        fmt=lf,
+        role=role("attn"),
+        **kw,
+    )
+    b.linear(
+        f"{A}o_proj.weight", E, [("heads", mla.heads), ("head_dim", mla.v_head_dim)], fmt=lf, role=role("attn"), **kw
+    )
     kw = dict(layer=i, kind=mlp_kind)
     b.vector(f"{L}post_attention_layernorm.weight", E, fmt="bf16", role=role("norm"), **kw)
     M = f"{L}mlp."
@@ -93,8 +125,15 @@ def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kin
             b.linear(f"{M}shared_experts.{p}_proj.weight", *dims, fmt=lf, role=role("shared_expert"), **kw)
     F = [("mlp", moe.expert_intermediate)]
     for p, dims in (("gate", (F, E)), ("up", (F, E)), ("down", (E, F))):
-        b.linear(M + "experts.{e}." + f"{p}_proj.weight", *dims, fmt=lf, role=role("expert"),
-                 active=moe.top_k / moe.num_experts, lead=("expert", moe.num_experts), **kw)
+        b.linear(
+            M + "experts.{e}." + f"{p}_proj.weight",
+            *dims,
+            fmt=lf,
+            role=role("expert"),
+            active=moe.top_k / moe.num_experts,
+            lead=("expert", moe.num_experts),
+            **kw,
+        )
 
 
 def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:
@@ -102,7 +141,15 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     h = spec.hidden_size
     E = [("embed", h)]
     b = InventoryBuilder()
-    b.linear("model.embed_tokens.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="embed", active=0.0)
+    b.linear(
+        "model.embed_tokens.weight",
+        [("vocab", spec.vocab_size)],
+        E,
+        fmt="bf16",
+        kind="global",
+        role="embed",
+        active=0.0,
+    )
     b.vector("model.norm.weight", E, fmt="bf16", kind="global", role="norm")
     b.linear("lm_head.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="lm_head")
     for i in range(spec.num_layers):

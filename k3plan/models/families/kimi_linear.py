@@ -10,15 +10,16 @@ Tensor names and shapes follow the released checkpoints (k3-facts.md §2).
 
 from __future__ import annotations
 
+from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
-from k3plan.models.families.moonvit import add_vision
 from k3plan.models.config import CompressedTensorsQuant, ConfigReader, quantization
+from k3plan.models.families.moonvit import add_vision
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import KDADims, MLADims, ModelSpec, MoEDims
-from k3plan.errors import K3PlanError
 
 ARCHITECTURES = ("KimiK3ForConditionalGeneration", "KimiLinearForCausalLM")
 MODEL_TYPES = ("kimi_k3", "kimi_linear")
+
 
 def _text(raw: dict, source: str) -> ConfigReader:
     root = ConfigReader(raw, source=source)
@@ -72,10 +73,20 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         raise K3PlanError(f"{source}: num_experts_per_token {moe.top_k} exceeds num_experts {moe.num_experts}")
     model_type = ConfigReader(raw, source=source).get("model_type", "")
     return ModelSpec(
-        name=name, family="kimi_linear", architecture=str(model_type), source=source,
-        hidden_size=hidden, vocab_size=c.int("vocab_size"), num_layers=n_layers,
-        mixers=mixers, mlps=mlps, dense_intermediate=c.int("intermediate_size"),
-        mla=mla, kda=kda, moe=moe, mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
+        name=name,
+        family="kimi_linear",
+        architecture=str(model_type),
+        source=source,
+        hidden_size=hidden,
+        vocab_size=c.int("vocab_size"),
+        num_layers=n_layers,
+        mixers=mixers,
+        mlps=mlps,
+        dense_intermediate=c.int("intermediate_size"),
+        mla=mla,
+        kda=kda,
+        moe=moe,
+        mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
         max_context=c.opt_int("max_position_embeddings") or c.opt_int("model_max_length"),
     )
 
@@ -97,7 +108,15 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     attn_res = c.has("attn_res_block_size")
     b = InventoryBuilder()
     E = [("embed", h)]
-    b.linear(f"{pre}embed_tokens.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="embed", active=0.0)
+    b.linear(
+        f"{pre}embed_tokens.weight",
+        [("vocab", spec.vocab_size)],
+        E,
+        fmt="bf16",
+        kind="global",
+        role="embed",
+        active=0.0,
+    )
     b.vector(f"{pre}norm.weight", E, fmt="bf16", kind="global", role="norm")
     if attn_res:
         b.vector(f"{pre}output_attn_res_norm.weight", E, fmt="bf16", kind="global", role="norm")
@@ -118,16 +137,28 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
             for p in "qkv":
                 b.linear(f"{A}{p}_proj.weight", HD, E, role="attn", **kw)
             for p in "qkv":
-                b.add(f"{A}{p}_conv1d.weight", [HD, [("unit", 1)], [("conv", kda.conv_kernel)]],
-                      role="attn", layer=i, kind="kda", fmt="f32")
+                b.add(
+                    f"{A}{p}_conv1d.weight",
+                    [HD, [("unit", 1)], [("conv", kda.conv_kernel)]],
+                    role="attn",
+                    layer=i,
+                    kind="kda",
+                    fmt="f32",
+                )
             b.linear(f"{A}f_a_proj.weight", [("low_rank", kda.head_dim)], E, role="attn", **kw)
             b.linear(f"{A}f_b_proj.weight", HD, [("low_rank", kda.head_dim)], role="attn", **kw)
             # K3 stores A_log padded to head_dim (128, first 96 used); Kimi-Linear as [1, 1, heads, 1].
             if kda.full_rank_gate:
                 b.vector(f"{A}A_log", [("head_dim", kda.head_dim)], role="attn", layer=i, kind="kda", fmt="f32")
             else:
-                b.add(f"{A}A_log", [[("unit", 1)], [("unit", 1)], [("heads", kda.heads)], [("unit", 1)]],
-                      role="attn", layer=i, kind="kda", fmt="f32")
+                b.add(
+                    f"{A}A_log",
+                    [[("unit", 1)], [("unit", 1)], [("heads", kda.heads)], [("unit", 1)]],
+                    role="attn",
+                    layer=i,
+                    kind="kda",
+                    fmt="f32",
+                )
             b.vector(f"{A}dt_bias", HD, role="attn", layer=i, kind="kda", fmt="f32")
             b.linear(f"{A}b_proj.weight", [("heads", kda.heads)], E, role="attn", **kw)
             if kda.full_rank_gate:
@@ -142,15 +173,28 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
             if mla.q_lora_rank:
                 b.linear(f"{A}q_a_proj.weight", [("q_lora", mla.q_lora_rank)], E, role="attn", **kw)
                 b.vector(f"{A}q_a_layernorm.weight", [("q_lora", mla.q_lora_rank)], role="attn", **kw)
-                b.linear(f"{A}q_b_proj.weight", [("heads", mla.heads), ("head_dim", qk)], [("q_lora", mla.q_lora_rank)], role="attn", **kw)
+                b.linear(
+                    f"{A}q_b_proj.weight",
+                    [("heads", mla.heads), ("head_dim", qk)],
+                    [("q_lora", mla.q_lora_rank)],
+                    role="attn",
+                    **kw,
+                )
             else:
                 b.linear(f"{A}q_proj.weight", [("heads", mla.heads), ("head_dim", qk)], E, role="attn", **kw)
             b.linear(f"{A}kv_a_proj_with_mqa.weight", [("kv_lora", mla.cache_values_per_token)], E, role="attn", **kw)
             b.vector(f"{A}kv_a_layernorm.weight", [("kv_lora", mla.kv_lora_rank)], role="attn", **kw)
-            b.linear(f"{A}kv_b_proj.weight", [("heads", mla.heads), ("head_dim", mla.qk_nope_head_dim + mla.v_head_dim)],
-                     [("kv_lora", mla.kv_lora_rank)], role="attn", **kw)
+            b.linear(
+                f"{A}kv_b_proj.weight",
+                [("heads", mla.heads), ("head_dim", mla.qk_nope_head_dim + mla.v_head_dim)],
+                [("kv_lora", mla.kv_lora_rank)],
+                role="attn",
+                **kw,
+            )
             if mla.output_gate:
-                b.linear(f"{A}g_proj.weight", [("heads", mla.heads), ("head_dim", mla.v_head_dim)], E, role="attn", **kw)
+                b.linear(
+                    f"{A}g_proj.weight", [("heads", mla.heads), ("head_dim", mla.v_head_dim)], E, role="attn", **kw
+                )
             b.linear(f"{A}o_proj.weight", E, [("heads", mla.heads), ("head_dim", mla.v_head_dim)], role="attn", **kw)
 
         kw = dict(layer=i, kind=mlp, fmt="bf16")
@@ -180,8 +224,14 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
             b.linear(f"{M}shared_experts.up_proj.weight", S, E, role="shared_expert", **kw)
             b.linear(f"{M}shared_experts.down_proj.weight", E, S, role="shared_expert", **kw)
         F = [("mlp", moe.expert_intermediate)]
-        ek = dict(role="expert", layer=i, kind="moe", fmt=expert_fmt,
-                  active=moe.top_k / moe.num_experts, lead=("expert", moe.num_experts))
+        ek = dict(
+            role="expert",
+            layer=i,
+            kind="moe",
+            fmt=expert_fmt,
+            active=moe.top_k / moe.num_experts,
+            lead=("expert", moe.num_experts),
+        )
         b.linear(M + "experts.{e}.w1.weight", F, lat, **ek)
         b.linear(M + "experts.{e}.w2.weight", lat, F, **ek)
         b.linear(M + "experts.{e}.w3.weight", F, lat, **ek)
@@ -199,9 +249,13 @@ def _quant_notes(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> list[str]:
         return []
     linear_roles = {"attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head", "norm"}
     diverging = [
-        t for t in b.tensors
-        if t.kind not in ("vision", "mtp") and t.role in linear_roles and t.fmt == "bf16"
-        and len(t.shape) == 2 and not any(p.match(t.name) for p in ignore)
+        t
+        for t in b.tensors
+        if t.kind not in ("vision", "mtp")
+        and t.role in linear_roles
+        and t.fmt == "bf16"
+        and len(t.shape) == 2
+        and not any(p.match(t.name) for p in ignore)
     ]
     if not diverging:
         return []

@@ -15,11 +15,15 @@ from k3plan.models.spec import ModelSpec
 _VISION_CHECKPOINT_TRUTH = {"kimi_k3": {"vt_hidden_size": 1024}}
 # MoonViT-3D defaults (the K3 vision encoder): RMSNorm, no biases, 2x2 patch merge, PatchMergerV2.
 _VISION_DEFAULTS = {
-    "patch_size": 14, "vt_hidden_size": 1024, "qkv_hidden_size": 1536, "vt_num_hidden_layers": 27,
-    "vt_intermediate_size": 4096, "init_pos_emb_height": 64, "init_pos_emb_width": 64,
+    "patch_size": 14,
+    "vt_hidden_size": 1024,
+    "qkv_hidden_size": 1536,
+    "vt_num_hidden_layers": 27,
+    "vt_intermediate_size": 4096,
+    "init_pos_emb_height": 64,
+    "init_pos_emb_width": 64,
     "merge_kernel_size": [2, 2],
 }
-
 
 
 def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec):
@@ -29,20 +33,27 @@ def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec):
     vc = root.sub("vision_config")
     cfg = {k: vc.int_list(k, d) if isinstance(d, list) else vc.int(k, d) for k, d in _VISION_DEFAULTS.items()}
     if len(cfg["merge_kernel_size"]) != 2 or min(cfg["merge_kernel_size"]) < 1:
-        raise K3PlanError(f"{spec.source}: field 'vision_config.merge_kernel_size' is "
-                          f"{cfg['merge_kernel_size']!r}; expected two integers >= 1")
+        raise K3PlanError(
+            f"{spec.source}: field 'vision_config.merge_kernel_size' is "
+            f"{cfg['merge_kernel_size']!r}; expected two integers >= 1"
+        )
     for key, truth in _VISION_CHECKPOINT_TRUTH.get(spec.architecture, {}).items():
         if cfg[key] != truth:
-            yield (f"vision_config.{key} is {cfg[key]} in the config but {truth} in the checkpoint's "
-                   f"vision_tower tensors; the inventory follows the checkpoint")
+            yield (
+                f"vision_config.{key} is {cfg[key]} in the config but {truth} in the checkpoint's "
+                f"vision_tower tensors; the inventory follows the checkpoint"
+            )
             cfg[key] = truth
     w, q, ff, P = cfg["vt_hidden_size"], cfg["qkv_hidden_size"], cfg["vt_intermediate_size"], cfg["patch_size"]
     merged = w * cfg["merge_kernel_size"][0] * cfg["merge_kernel_size"][1]
     V = dict(fmt="bf16", kind="vision", role="vision", active=0.0)
     W = [("vision_embed", w)]
     b.add("vision_tower.patch_embed.proj.weight", [W, [("rgb", 3)], [("patch", P)], [("patch", P)]], **V)
-    b.add("vision_tower.patch_embed.pos_emb.weight",
-          [[("pos", cfg["init_pos_emb_height"])], [("pos", cfg["init_pos_emb_width"])], W], **V)
+    b.add(
+        "vision_tower.patch_embed.pos_emb.weight",
+        [[("pos", cfg["init_pos_emb_height"])], [("pos", cfg["init_pos_emb_width"])], W],
+        **V,
+    )
     b.vector("vision_tower.encoder.final_layernorm.weight", W, **V)
     for i in range(cfg["vt_num_hidden_layers"]):
         B = f"vision_tower.encoder.blocks.{i}."

@@ -28,8 +28,11 @@ class Programs:
 def wire_bytes(*, op: str, message_bytes: int, axis_size: int) -> float:
     """Bytes a device sends for one call (ring all-reduce: reduce-scatter + all-gather)."""
     n = axis_size
-    return {"all-to-all": message_bytes * (n - 1) / n, "all-gather": message_bytes * (n - 1),
-            "all-reduce": 2 * message_bytes * (n - 1) / n}[op]
+    return {
+        "all-to-all": message_bytes * (n - 1) / n,
+        "all-gather": message_bytes * (n - 1),
+        "all-reduce": 2 * message_bytes * (n - 1) / n,
+    }[op]
 
 
 def _collective(op: str, axis_size: int):
@@ -59,7 +62,8 @@ def programs(*, op: str, mesh: Any, elems: int, dtype: str, chained: bool) -> Pr
     """`elems` elements a device of `dtype`; returns the program builders for this op and mode."""
     import jax
     import numpy as np
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     from k3plan.probes.placement import place_full
 
@@ -68,12 +72,16 @@ def programs(*, op: str, mesh: Any, elems: int, dtype: str, chained: bool) -> Pr
 
     def wrap(body, n):
         if chained:
+
             def per_device(x):
                 return jax.lax.fori_loop(0, n, lambda i, y: body(y), x)
+
             spec = P(AXIS)
         else:
+
             def per_device(x):
                 return jax.numpy.stack([body(x[i]) for i in range(n)])
+
             spec = P(None, AXIS)
         return jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
 
@@ -85,8 +93,12 @@ def programs(*, op: str, mesh: Any, elems: int, dtype: str, chained: bool) -> Pr
         sharding = NamedSharding(mesh, P(AXIS) if chained else P(None, AXIS))
         return place_full(full=host_input(n), sharding=sharding)
 
-    return Programs(build=lambda n: wrap(coll, n), build_baseline=lambda n: wrap(_local, n), make_input=make_input,
-                    host_input=host_input)
+    return Programs(
+        build=lambda n: wrap(coll, n),
+        build_baseline=lambda n: wrap(_local, n),
+        make_input=make_input,
+        host_input=host_input,
+    )
 
 
 def expected_once(*, op: str, full: Any, axis_size: int) -> Any:

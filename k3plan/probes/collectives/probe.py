@@ -47,13 +47,18 @@ class CollectiveParams:
         unchained = self.unchained_n or (CPU_UNCHAINED_N if is_cpu else DEFAULT_UNCHAINED_N)
         notes = []
         if is_cpu and (self.sizes_bytes is None or self.unchained_n is None):
-            notes.append(f"CPU run: quick sweep ({', '.join(map(str, sizes))} B; unchained N "
-                         f"{','.join(map(str, unchained))}); the full sweep runs on TPU/GPU or with --bytes/--unchained-iters")
+            notes.append(
+                f"CPU run: quick sweep ({', '.join(map(str, sizes))} B; unchained N "
+                f"{','.join(map(str, unchained))}); the full sweep runs on TPU/GPU or with --bytes/--unchained-iters"
+            )
         return replace(self, sizes_bytes=sizes, chained_n=chained, unchained_n=unchained), notes
 
     def points(self) -> int:
         """Sweep points (a size at one N, one mode): what the progress bar counts."""
-        n = {"chained": len(self.chained_n or DEFAULT_CHAINED_N), "unchained": len(self.unchained_n or DEFAULT_UNCHAINED_N)}
+        n = {
+            "chained": len(self.chained_n or DEFAULT_CHAINED_N),
+            "unchained": len(self.unchained_n or DEFAULT_UNCHAINED_N),
+        }
         return len(self.sizes_bytes or DEFAULT_SIZES) * sum(n[m] for m in self.modes)
 
     def check(self) -> None:
@@ -63,8 +68,10 @@ class CollectiveParams:
         for name, ns in (("--iters", self.chained_n), ("--unchained-iters", self.unchained_n)):
             if ns is None:
                 continue
-            require(len(ns) >= 2 and all(a < b for a, b in zip(ns, ns[1:])) and ns[0] >= 1,
-                    f"{name} {','.join(map(str, ns))}: expected >= 2 increasing counts >= 1")
+            require(
+                len(ns) >= 2 and all(a < b for a, b in zip(ns, ns[1:])) and ns[0] >= 1,
+                f"{name} {','.join(map(str, ns))}: expected >= 2 increasing counts >= 1",
+            )
         require(self.axis_size is None or self.axis_size >= 2, f"--axis-size {self.axis_size}: expected >= 2")
 
 
@@ -79,6 +86,7 @@ def _mesh_factory(ctx: ProbeContext, axis_size: int):
         if axis_size > ctx.device_count:
             raise NotImplementedError(f"--axis-size {axis_size} exceeds the {ctx.device_count} devices")
         return Mesh(np.array(jax.devices()[:axis_size]), (AXIS,))
+
     return make
 
 
@@ -89,23 +97,39 @@ def run(*, ctx: ProbeContext, params: CollectiveParams) -> list[ProbeRecord]:
     ctx.plan(params.points())
     axis_size = params.axis_size or ctx.device_count
     if ctx.process_count > 1 and axis_size != ctx.device_count:
-        raise K3PlanError(f"--axis-size {axis_size}: with several processes the mesh must span all "
-                          f"{ctx.device_count} devices")
+        raise K3PlanError(
+            f"--axis-size {axis_size}: with several processes the mesh must span all {ctx.device_count} devices"
+        )
     return [_run_mode(ctx=ctx, params=params, mode=mode, axis_size=axis_size) for mode in params.modes]
 
 
 def _run_mode(*, ctx: ProbeContext, params: CollectiveParams, mode: str, axis_size: int) -> ProbeRecord:
     probe = PROBE_NAMES[params.op]
     n_values = params.chained_n if mode == "chained" else params.unchained_n
-    record_params = {"op": params.op, "mode": mode, "axis_size": axis_size, "dtype": params.dtype,
-                     "sizes_bytes": list(params.sizes_bytes), "n_values": list(n_values),
-                     "warmup": ctx.warmup, "repeats": ctx.repeats}
+    record_params = {
+        "op": params.op,
+        "mode": mode,
+        "axis_size": axis_size,
+        "dtype": params.dtype,
+        "sizes_bytes": list(params.sizes_bytes),
+        "n_values": list(n_values),
+        "warmup": ctx.warmup,
+        "repeats": ctx.repeats,
+    }
     implementations = {"xla-shard-map": _mesh_factory(ctx, axis_size)}
     try:
         dispatched = dispatch(implementations=implementations, order=list(implementations))
     except NoImplementation as err:
-        return ctx.record(probe=probe, op=params.op, mode=mode, params=record_params, ok=False,
-                          error=str(err), attempts=err.attempts, implementation=None)
+        return ctx.record(
+            probe=probe,
+            op=params.op,
+            mode=mode,
+            params=record_params,
+            ok=False,
+            error=str(err),
+            attempts=err.attempts,
+            implementation=None,
+        )
     mesh = dispatched.value
     points, checks = [], []
     for size in params.sizes_bytes:
@@ -114,22 +138,40 @@ def _run_mode(*, ctx: ProbeContext, params: CollectiveParams, mode: str, axis_si
         point, check = _measure_size(ctx=ctx, params=params, mode=mode, mesh=mesh, size=size, n_values=n_values)
         points.append(point)
         checks.extend(check)
-    expectation = expect(ctx.hardware, unit="s/call", formula="scale_up.latency_s + wire_bytes / scale_up.bw_bytes_per_s",
-                         compute=lambda hw: hw.scale_up.latency_s + wire_bytes(
-                             op=params.op, message_bytes=params.sizes_bytes[0], axis_size=axis_size) / hw.scale_up.bw_bytes_per_s)
+    expectation = expect(
+        ctx.hardware,
+        unit="s/call",
+        formula="scale_up.latency_s + wire_bytes / scale_up.bw_bytes_per_s",
+        compute=lambda hw: (
+            hw.scale_up.latency_s
+            + wire_bytes(op=params.op, message_bytes=params.sizes_bytes[0], axis_size=axis_size)
+            / hw.scale_up.bw_bytes_per_s
+        ),
+    )
     if expectation.value is not None:
         for pt in points:
             w = wire_bytes(op=params.op, message_bytes=pt.params["bytes"], axis_size=axis_size)
             pt.expected = ctx.hardware.spec.scale_up.latency_s + w / ctx.hardware.spec.scale_up.bw_bytes_per_s
     verified = all(c.ok for c in checks) if checks else None
     notes = [] if verified is not False else [f"VERIFICATION FAILED: {c.detail}" for c in checks if not c.ok]
-    return ctx.record(probe=probe, op=params.op, mode=mode, params=record_params, dispatched=dispatched,
-                      points=points, baseline=BASELINE, verification=checks, verified=verified,
-                      expectation=expectation, notes=notes)
+    return ctx.record(
+        probe=probe,
+        op=params.op,
+        mode=mode,
+        params=record_params,
+        dispatched=dispatched,
+        points=points,
+        baseline=BASELINE,
+        verification=checks,
+        verified=verified,
+        expectation=expectation,
+        notes=notes,
+    )
 
 
-def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mesh: Any, size: int,
-                  n_values: tuple[int, ...]) -> tuple[ProbePoint, list[Verification]]:
+def _measure_size(
+    *, ctx: ProbeContext, params: CollectiveParams, mode: str, mesh: Any, size: int, n_values: tuple[int, ...]
+) -> tuple[ProbePoint, list[Verification]]:
     import numpy as np
 
     axis_size = mesh.shape[AXIS]
@@ -138,8 +180,9 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
     elems = -(-elems // axis_size) * axis_size if params.op == "all-to-all" else elems
     progs = programs(op=params.op, mesh=mesh, elems=elems, dtype=params.dtype, chained=mode == "chained")
     samples: dict[str, list[float]] = {}
-    checks: list[Verification] = [_check_numerics(progs=progs, op=params.op, axis_size=axis_size,
-                                                  label=f"{elems * itemsize} B")]
+    checks: list[Verification] = [
+        _check_numerics(progs=progs, op=params.op, axis_size=axis_size, label=f"{elems * itemsize} B")
+    ]
     measured: list[int] = []
     for n in n_values:
         if ctx.deadline.expired():
@@ -151,18 +194,27 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
             break
         baseline = progs.build_baseline(n).lower(x).compile()
         if n == n_values[-1] or n == n_values[0]:
-            check = verify_collective(compiled.as_text(), expected_op=params.op,
-                                      expected_calls=None if mode == "chained" else n)
+            check = verify_collective(
+                compiled.as_text(), expected_op=params.op, expected_calls=None if mode == "chained" else n
+            )
             check.detail = f"{elems * itemsize} B, n={n}: {check.detail}"
             checks.append(check)
         samples[f"n={n}"] = sample_s(compiled, x, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
-        samples[f"baseline n={n}"] = sample_s(baseline, x, warmup=ctx.warmup, repeats=ctx.repeats,
-                                              deadline=ctx.deadline)
+        samples[f"baseline n={n}"] = sample_s(
+            baseline, x, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline
+        )
         measured.append(n)
-    point = ProbePoint(params={"bytes": elems * itemsize, "requested_bytes": size, "elems_per_device": elems,
-                               "wire_bytes_per_device": wire_bytes(op=params.op, message_bytes=elems * itemsize,
-                                                                   axis_size=axis_size),
-                               "n_measured": measured}, samples_s=samples, unit="s/call")
+    point = ProbePoint(
+        params={
+            "bytes": elems * itemsize,
+            "requested_bytes": size,
+            "elems_per_device": elems,
+            "wire_bytes_per_device": wire_bytes(op=params.op, message_bytes=elems * itemsize, axis_size=axis_size),
+            "n_measured": measured,
+        },
+        samples_s=samples,
+        unit="s/call",
+    )
     if len(measured) < 2:
         point.notes.append("cut short before two N values: no per-call figure")
         return point, checks
@@ -175,7 +227,9 @@ def _measure_size(*, ctx: ProbeContext, params: CollectiveParams, mode: str, mes
     if point.baseline_s < 0:
         point.notes.append("the baseline's marginal cost came out negative (noise): nothing subtracted")
     if net < 0:
-        point.notes.append(f"baseline ({point.baseline_s:.3g} s) exceeds the collective's marginal cost: noise; clamped to 0")
+        point.notes.append(
+            f"baseline ({point.baseline_s:.3g} s) exceeds the collective's marginal cost: noise; clamped to 0"
+        )
     point.value = max(net, 0.0)
     point.notes.append(f"per call = marginal cost between n={lo} and n={hi}, minus the baseline's")
     return point, checks
@@ -192,6 +246,10 @@ def _check_numerics(*, progs: Any, op: str, axis_size: int, label: str) -> Verif
         got = np.asarray(shard.data, dtype=np.float64)
         worst = max(worst, float(np.max(np.abs(got - expected[shard.index]))) if got.size else 0.0)
     tol = 1e-2 * max(1.0, float(np.max(np.abs(expected))))
-    return Verification(check="numerics", ok=worst <= tol, expected_op=op,
-                        detail=f"{label}: one call vs numpy, max abs error {worst:.3g} (tolerance {tol:.3g}) "
-                               f"on {len(out.addressable_shards)} local shards")
+    return Verification(
+        check="numerics",
+        ok=worst <= tol,
+        expected_op=op,
+        detail=f"{label}: one call vs numpy, max abs error {worst:.3g} (tolerance {tol:.3g}) "
+        f"on {len(out.addressable_shards)} local shards",
+    )

@@ -16,8 +16,14 @@ def stream_copy(x: Any, *, block_rows: int, interpret: bool) -> Any:
 
     rows, cols = x.shape
     spec = pl.BlockSpec((block_rows, cols), lambda i: (i, 0))
-    return pl.pallas_call(_copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(rows // block_rows,),
-                          in_specs=[spec], out_specs=spec, interpret=interpret)(x)
+    return pl.pallas_call(
+        _copy_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(rows // block_rows,),
+        in_specs=[spec],
+        out_specs=spec,
+        interpret=interpret,
+    )(x)
 
 
 def build(*, x: Any, block_rows: int, interpret: bool, backend: str) -> Any:

@@ -32,7 +32,10 @@ class HbmParams:
     def check(self) -> None:
         require(self.impl in ("xla", "pallas"), f"--impl {self.impl!r}: expected xla or pallas")
         require(set(self.ops) <= {"copy", "reduce"}, "--op: expected copy, reduce or both")
-        require(self.block_rows >= 8 and self.block_rows % 8 == 0, f"--block-rows {self.block_rows}: expected a multiple of 8")
+        require(
+            self.block_rows >= 8 and self.block_rows % 8 == 0,
+            f"--block-rows {self.block_rows}: expected a multiple of 8",
+        )
 
 
 def _order(impl: str, op: str) -> list[str]:
@@ -63,8 +66,15 @@ def _array(*, size: int, dtype: str, block_rows: int):
 
 
 def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
-    record_params = {"op": op, "impl": params.impl, "dtype": params.dtype, "sizes_bytes": list(params.sizes_bytes),
-                     "block_rows": params.block_rows, "warmup": ctx.warmup, "repeats": ctx.repeats}
+    record_params = {
+        "op": op,
+        "impl": params.impl,
+        "dtype": params.dtype,
+        "sizes_bytes": list(params.sizes_bytes),
+        "block_rows": params.block_rows,
+        "warmup": ctx.warmup,
+        "repeats": ctx.repeats,
+    }
     points, checks, dispatched = [], [], None
     small, small_br = _array(size=64 * 1024, dtype=params.dtype, block_rows=params.block_rows)
     for size in params.sizes_bytes:
@@ -74,8 +84,10 @@ def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
         x, br = _array(size=size, dtype=params.dtype, block_rows=params.block_rows)
         factories = _factories(ctx=ctx, op=op, block_rows=br)
         try:
-            d = dispatch(implementations={k: (lambda f=f, x=x: f(x)) for k, f in factories.items()},
-                         order=_order(params.impl, op))
+            d = dispatch(
+                implementations={k: (lambda f=f, x=x: f(x)) for k, f in factories.items()},
+                order=_order(params.impl, op),
+            )
         except NoImplementation as err:
             return ctx.record(probe="hbm", op=op, params=record_params, ok=False, error=str(err), attempts=err.attempts)
         dispatched = dispatched or d
@@ -85,19 +97,39 @@ def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
         moved = x.nbytes * (2 if op == "copy" else 1)
         st = stats(samples)
         net = st.p50 - base if st.p50 > base else st.p50
-        points.append(ProbePoint(params={"bytes": int(x.nbytes), "bytes_moved": int(moved), "implementation": d.name},
-                                 samples_s={"op": samples}, stats=st, baseline_s=base, value=moved / net, unit="bytes/s"))
+        points.append(
+            ProbePoint(
+                params={"bytes": int(x.nbytes), "bytes_moved": int(moved), "implementation": d.name},
+                samples_s={"op": samples},
+                stats=st,
+                baseline_s=base,
+                value=moved / net,
+                unit="bytes/s",
+            )
+        )
         if len(checks) == 0:
             checks.append(_verify(d.name, d.value, x, op))
-    expectation = expect(ctx.hardware, unit="bytes/s", formula="hbm_bw_bytes_per_s_per_device",
-                         compute=lambda hw: hw.hbm_bw_bytes_per_s_per_device)
+    expectation = expect(
+        ctx.hardware,
+        unit="bytes/s",
+        formula="hbm_bw_bytes_per_s_per_device",
+        compute=lambda hw: hw.hbm_bw_bytes_per_s_per_device,
+    )
     for pt in points:
         pt.expected = expectation.value
     interp = dispatched is not None and dispatched.name == "pallas-interpret"
-    return ctx.record(probe="hbm", op=op, params=record_params, dispatched=dispatched, points=points,
-                      baseline=BASELINE, verification=checks, verified=all(c.ok for c in checks) if checks else None,
-                      expectation=expectation,
-                      extra_label="Pallas interpret mode: no kernel runs, timing meaningless" if interp else None)
+    return ctx.record(
+        probe="hbm",
+        op=op,
+        params=record_params,
+        dispatched=dispatched,
+        points=points,
+        baseline=BASELINE,
+        verification=checks,
+        verified=all(c.ok for c in checks) if checks else None,
+        expectation=expectation,
+        extra_label="Pallas interpret mode: no kernel runs, timing meaningless" if interp else None,
+    )
 
 
 def _factories(*, ctx: ProbeContext, op: str, block_rows: int) -> dict:
@@ -121,8 +153,15 @@ def _verify(name: str, compiled, x, op: str) -> Verification:
     detail = f"{name}: output matches numpy (rtol 1e-2)" if ok else f"{name}: output differs from numpy"
     if name == "pallas":
         found = pallas.kernel_in_hlo(compiled.as_text())
-        ok, detail = ok and found, detail + ("; Pallas kernel custom call found in HLO" if found else
-                                             "; NO Pallas custom call in the HLO: the kernel did not run")
+        ok, detail = (
+            ok and found,
+            detail
+            + (
+                "; Pallas kernel custom call found in HLO"
+                if found
+                else "; NO Pallas custom call in the HLO: the kernel did not run"
+            ),
+        )
     elif name == "pallas-interpret":
         detail += "; interpret mode: the kernel body runs as XLA ops (correctness only)"
     return Verification(check="output", ok=ok, detail=detail)

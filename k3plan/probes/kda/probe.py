@@ -34,11 +34,18 @@ class KdaParams:
     impl: str = "auto"
 
     def check(self) -> None:
-        require(self.impl in ("auto", "tokamax", "reference"), f"--impl {self.impl!r}: expected auto, tokamax or reference")
+        require(
+            self.impl in ("auto", "tokamax", "reference"), f"--impl {self.impl!r}: expected auto, tokamax or reference"
+        )
         require(set(self.paths) <= {"chunked", "recurrent"}, "--path: expected chunked, recurrent or both")
-        require(min(self.batch, self.heads, self.head_dim, self.chunk) >= 1, "--batch, --heads, --head-dim, --chunk must be >= 1")
-        require(all(t >= self.chunk and t % self.chunk == 0 for t in self.seq_lens),
-                f"--seq-lens: every length must be a multiple of --chunk {self.chunk}")
+        require(
+            min(self.batch, self.heads, self.head_dim, self.chunk) >= 1,
+            "--batch, --heads, --head-dim, --chunk must be >= 1",
+        )
+        require(
+            all(t >= self.chunk and t % self.chunk == 0 for t in self.seq_lens),
+            f"--seq-lens: every length must be a multiple of --chunk {self.chunk}",
+        )
 
 
 def _implementations(*, args: tuple, scale: float, chunk: int) -> dict:
@@ -69,22 +76,34 @@ def run(*, ctx: ProbeContext, params: KdaParams) -> list[ProbeRecord]:
 def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord:
     import jax
 
-    scale = params.head_dim ** -0.5
-    record_params = {"path": path, "impl": params.impl, "batch": params.batch, "heads": params.heads,
-                     "head_dim": params.head_dim, "chunk": params.chunk, "seq_lens": list(params.seq_lens),
-                     "warmup": ctx.warmup, "repeats": ctx.repeats}
+    scale = params.head_dim**-0.5
+    record_params = {
+        "path": path,
+        "impl": params.impl,
+        "batch": params.batch,
+        "heads": params.heads,
+        "head_dim": params.head_dim,
+        "chunk": params.chunk,
+        "seq_lens": list(params.seq_lens),
+        "warmup": ctx.warmup,
+        "repeats": ctx.repeats,
+    }
     points, checks, dispatched = [], [], None
     for t in params.seq_lens:
         if ctx.deadline.expired():
             break
         ctx.progress(f"kda {path} T={t}")
-        args = tuple(jax.device_put(a, jax.local_devices()[0]) for a in base.inputs(
-            batch=params.batch, seq_len=t, heads=params.heads, head_dim=params.head_dim))
+        args = tuple(
+            jax.device_put(a, jax.local_devices()[0])
+            for a in base.inputs(batch=params.batch, seq_len=t, heads=params.heads, head_dim=params.head_dim)
+        )
         impls = _implementations(args=args, scale=scale, chunk=params.chunk)
         try:
             d = dispatch(implementations=impls, order=ORDERS[(path, params.impl)])
         except NoImplementation as err:
-            return ctx.record(probe="kda", mode=path, params=record_params, ok=False, error=str(err), attempts=err.attempts)
+            return ctx.record(
+                probe="kda", mode=path, params=record_params, ok=False, error=str(err), attempts=err.attempts
+            )
         dispatched = dispatched or d
         if not checks:
             other = "reference-recurrent" if d.name != "reference-recurrent" else "reference-chunked"
@@ -92,16 +111,35 @@ def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord
         samples = sample_s(d.value, *args, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
         st = stats(samples)
         tokens = params.batch * t
-        points.append(ProbePoint(params={"seq_len": t, "tokens": tokens, "implementation": d.name},
-                                 samples_s={"op": samples}, stats=st, value=st.p50 / tokens, unit="s/token"))
+        points.append(
+            ProbePoint(
+                params={"seq_len": t, "tokens": tokens, "implementation": d.name},
+                samples_s={"op": samples},
+                stats=st,
+                value=st.p50 / tokens,
+                unit="s/token",
+            )
+        )
     fpt = _flops_per_token(path=path, heads=params.heads, dk=params.head_dim, dv=params.head_dim, chunk=params.chunk)
-    expectation = expect(ctx.hardware, unit="s/token", formula=f"{fpt:.4g} FLOP a token / flops_per_s_per_device(bf16)",
-                         compute=lambda hw: fpt / hw.flops_per_s_per_device("bf16"))
+    expectation = expect(
+        ctx.hardware,
+        unit="s/token",
+        formula=f"{fpt:.4g} FLOP a token / flops_per_s_per_device(bf16)",
+        compute=lambda hw: fpt / hw.flops_per_s_per_device("bf16"),
+    )
     for pt in points:
         pt.expected = expectation.value
-    return ctx.record(probe="kda", mode=path, params=record_params, dispatched=dispatched, points=points,
-                      baseline="none: the whole KDA call is timed", verification=checks,
-                      verified=all(c.ok for c in checks) if checks else None, expectation=expectation)
+    return ctx.record(
+        probe="kda",
+        mode=path,
+        params=record_params,
+        dispatched=dispatched,
+        points=points,
+        baseline="none: the whole KDA call is timed",
+        verification=checks,
+        verified=all(c.ok for c in checks) if checks else None,
+        expectation=expectation,
+    )
 
 
 def _compare(name: str, fn, other_name: str, other, args: tuple) -> Verification:
@@ -110,5 +148,6 @@ def _compare(name: str, fn, other_name: str, other, args: tuple) -> Verification
     got, want = np.asarray(fn(*args), np.float64), np.asarray(other(*args), np.float64)
     err = float(np.max(np.abs(got - want)))
     tol = 1e-3 * max(1.0, float(np.max(np.abs(want))))
-    return Verification(check="numerics", ok=err <= tol,
-                        detail=f"{name} vs {other_name}: max abs error {err:.3g} (tolerance {tol:.3g})")
+    return Verification(
+        check="numerics", ok=err <= tol, detail=f"{name} vs {other_name}: max abs error {err:.3g} (tolerance {tol:.3g})"
+    )

@@ -16,7 +16,9 @@ def _kda_fn() -> Callable[..., Any]:
         try:
             from tokamax._src.ops.experimental.kda.api import kimi_delta_attention as fn
         except ImportError:
-            raise NotImplementedError(f"tokamax {getattr(tokamax, '__version__', '?')} has no kimi_delta_attention") from None
+            raise NotImplementedError(
+                f"tokamax {getattr(tokamax, '__version__', '?')} has no kimi_delta_attention"
+            ) from None
     return fn
 
 
@@ -29,8 +31,7 @@ def build(*, implementation: str, args: tuple, scale: float) -> Callable[..., An
 
     def call(q, k, v, g, beta):
         to = lambda a: jnp.transpose(a, (2, 0, 1, 3))  # noqa: E731  [B,T,H,D] -> [H,B,T,D]
-        out = fn(to(q), to(k), to(v), to(g), jnp.transpose(beta, (2, 0, 1)), scale=scale,
-                 implementation=implementation)
+        out = fn(to(q), to(k), to(v), to(g), jnp.transpose(beta, (2, 0, 1)), scale=scale, implementation=implementation)
         o = out[0] if isinstance(out, tuple) else out
         return jnp.transpose(o, (1, 2, 0, 3))
 

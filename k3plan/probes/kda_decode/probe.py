@@ -28,8 +28,10 @@ class KdaDecodeParams:
     def check(self) -> None:
         require(self.impl in ("pallas", "reference"), f"--impl {self.impl!r}: expected pallas or reference")
         require(self.heads >= 1 and self.head_dim >= 1, "--heads and --head-dim must be >= 1")
-        require(self.heads_per_block >= 1 and self.heads % self.heads_per_block == 0,
-                f"--heads-per-block {self.heads_per_block}: must divide --heads {self.heads}")
+        require(
+            self.heads_per_block >= 1 and self.heads % self.heads_per_block == 0,
+            f"--heads-per-block {self.heads_per_block}: must divide --heads {self.heads}",
+        )
 
 
 def _inputs(params: KdaDecodeParams):
@@ -46,17 +48,25 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
     import jax
 
     params.check()
-    scale = params.head_dim ** -0.5
+    scale = params.head_dim**-0.5
     args = _inputs(params)
     reference = jax.jit(lambda s, q, k, v, g, b: base.step(s, q, k, v, g, b, scale=scale)).lower(*args).compile()
     kw = dict(args=args, scale=scale, heads_per_block=params.heads_per_block, backend=ctx.backend)
-    impls = {"pallas": lambda: pallas.build(interpret=False, **kw),
-             "pallas-interpret": lambda: pallas.build(interpret=True, **kw),
-             "reference": lambda: reference}
+    impls = {
+        "pallas": lambda: pallas.build(interpret=False, **kw),
+        "pallas-interpret": lambda: pallas.build(interpret=True, **kw),
+        "reference": lambda: reference,
+    }
     order = ["pallas", "pallas-interpret", "reference"] if params.impl == "pallas" else ["reference"]
-    record_params = {"impl": params.impl, "heads": params.heads, "head_dim": params.head_dim,
-                     "heads_per_block": params.heads_per_block, "state_dtype": "float32",
-                     "warmup": ctx.warmup, "repeats": ctx.repeats}
+    record_params = {
+        "impl": params.impl,
+        "heads": params.heads,
+        "head_dim": params.head_dim,
+        "heads_per_block": params.heads_per_block,
+        "state_dtype": "float32",
+        "warmup": ctx.warmup,
+        "repeats": ctx.repeats,
+    }
     ctx.progress("kda-decode: compiling")
     try:
         d = dispatch(implementations=impls, order=order)
@@ -65,11 +75,22 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
     checks = [_compare(d.name, d.value, reference, args)]
     if d.name == "pallas":
         found = kernel_in_hlo(d.value.as_text())
-        checks.append(Verification(check="pallas-kernel", ok=found, detail="Pallas custom call in the HLO" if found
-                                   else "NO Pallas custom call in the HLO: the kernel did not run"))
-    state_bytes = 2 * 4 * params.heads * params.head_dim ** 2  # fp32 state read + written
-    expectation = expect(ctx.hardware, unit="s", formula=f"{state_bytes} B state read+write / hbm_bw_bytes_per_s_per_device",
-                         compute=lambda hw: state_bytes / hw.hbm_bw_bytes_per_s_per_device)
+        checks.append(
+            Verification(
+                check="pallas-kernel",
+                ok=found,
+                detail="Pallas custom call in the HLO"
+                if found
+                else "NO Pallas custom call in the HLO: the kernel did not run",
+            )
+        )
+    state_bytes = 2 * 4 * params.heads * params.head_dim**2  # fp32 state read + written
+    expectation = expect(
+        ctx.hardware,
+        unit="s",
+        formula=f"{state_bytes} B state read+write / hbm_bw_bytes_per_s_per_device",
+        compute=lambda hw: state_bytes / hw.hbm_bw_bytes_per_s_per_device,
+    )
     points = []
     for name, fn in ((d.name, d.value), ("reference", reference)):
         if ctx.deadline.expired() or (name == "reference" and d.name == "reference"):
@@ -77,14 +98,31 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
         ctx.progress(f"kda-decode: timing {name}")
         samples = sample_s(fn, *args, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
         st = stats(samples)
-        points.append(ProbePoint(params={"path": name, "state_bytes_moved": state_bytes}, samples_s={"op": samples},
-                                 stats=st, value=st.p50, unit="s", expected=expectation.value,
-                                 notes=[f"achieved {state_bytes / st.p50 / 1e9:.3g} GB/s of state traffic"]))
+        points.append(
+            ProbePoint(
+                params={"path": name, "state_bytes_moved": state_bytes},
+                samples_s={"op": samples},
+                stats=st,
+                value=st.p50,
+                unit="s",
+                expected=expectation.value,
+                notes=[f"achieved {state_bytes / st.p50 / 1e9:.3g} GB/s of state traffic"],
+            )
+        )
     interp = d.name == "pallas-interpret"
-    return [ctx.record(probe="kda-decode", params=record_params, dispatched=d, points=points,
-                       baseline="none: one decode step is timed whole", verification=checks,
-                       verified=all(c.ok for c in checks), expectation=expectation,
-                       extra_label="Pallas interpret mode: correctness only" if interp else None)]
+    return [
+        ctx.record(
+            probe="kda-decode",
+            params=record_params,
+            dispatched=d,
+            points=points,
+            baseline="none: one decode step is timed whole",
+            verification=checks,
+            verified=all(c.ok for c in checks),
+            expectation=expectation,
+            extra_label="Pallas interpret mode: correctness only" if interp else None,
+        )
+    ]
 
 
 def _compare(name: str, fn, reference, args: tuple) -> Verification:
@@ -92,7 +130,12 @@ def _compare(name: str, fn, reference, args: tuple) -> Verification:
 
     (s1, o1), (s2, o2) = fn(*args), reference(*args)
     ok = bool(np.allclose(s1, s2, atol=ATOL, rtol=RTOL) and np.allclose(o1, o2, atol=ATOL, rtol=RTOL))
-    err = max(float(np.max(np.abs(np.asarray(s1) - np.asarray(s2)))), float(np.max(np.abs(np.asarray(o1) - np.asarray(o2)))))
-    return Verification(check="numerics", ok=ok,
-                        detail=f"{name} vs jnp one-step reference: state and output max abs error {err:.3g} "
-                               f"(atol {ATOL:g}, rtol {RTOL:g})")
+    err = max(
+        float(np.max(np.abs(np.asarray(s1) - np.asarray(s2)))), float(np.max(np.abs(np.asarray(o1) - np.asarray(o2))))
+    )
+    return Verification(
+        check="numerics",
+        ok=ok,
+        detail=f"{name} vs jnp one-step reference: state and output max abs error {err:.3g} "
+        f"(atol {ATOL:g}, rtol {RTOL:g})",
+    )
