@@ -14,6 +14,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
+from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
+
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
 # emoji=False: a message naming "mod:x:" must not print an emoji for ":x:"
