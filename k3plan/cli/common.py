@@ -94,6 +94,24 @@ ShardspecsOpt = Annotated[
     typer.Option("--shardspecs", help="Your own ShardSpecs: FILE.yaml (tensor-name regex -> spec) or module:function."),
 ]
 
+# Speculative decoding (issue 14), declared once for fit and roofline.
+SpecTokensOpt = Annotated[
+    Optional[int],
+    typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance)."),
+]
+AcceptanceOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--acceptance", help="Acceptance rate of a drafted token, or one rate a position: 0.8 or 0.8,0.6,0.4."
+    ),
+]
+DraftBytesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--draft-bytes",
+        help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).",
+    ),
+]
 ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[

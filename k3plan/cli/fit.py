@@ -8,13 +8,16 @@ import typer
 
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
+    AcceptanceOpt,
     AllowCpuProbesOpt,
     BatchOpt,
     CalibrationOpt,
     ChunkOpt,
     ContextOpt,
+    DraftBytesOpt,
     JsonOpt,
     ProbesOpt,
+    SpecTokensOpt,
     console,
     print_json,
     setup_from,
@@ -38,23 +41,9 @@ def command(
             help="Park suspended sessions in a memory tier: host, ssd or remote (the hardware spec's memory_tiers); prints sessions held and the TTFT to bring one back.",
         ),
     ] = None,
-    spec_tokens: Annotated[
-        int | None,
-        typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance)."),
-    ] = None,
-    acceptance: Annotated[
-        str | None,
-        typer.Option(
-            "--acceptance", help="Acceptance rate of a drafted token, or one rate a position: 0.8 or 0.8,0.6,0.4."
-        ),
-    ] = None,
-    draft_bytes: Annotated[
-        str | None,
-        typer.Option(
-            "--draft-bytes",
-            help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).",
-        ),
-    ] = None,
+    spec_tokens: SpecTokensOpt = None,
+    acceptance: AcceptanceOpt = None,
+    draft_bytes: DraftBytesOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
@@ -66,8 +55,8 @@ def command(
       k3plan fit -t 2x2x2 --tp 16 --context 1048576
       k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8_ds_mla
       k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
-      k3plan fit -t 2x2x4 --tp 32 --offload host              sessions parked in host DRAM
-      k3plan fit -t 2x2x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
+      k3plan fit -t 2x4x4 --tp 32 --offload host              sessions parked in host DRAM
+      k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
 
     After the verdict, advice: the rules of docs/beyond-fit.md applied to these numbers (the next
     standard topology up, fp8_ds_mla KV, larger batches), each with its computed effect.

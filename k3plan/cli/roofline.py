@@ -9,12 +9,15 @@ import typer
 
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
+    AcceptanceOpt,
     AllowCpuProbesOpt,
     BatchOpt,
     ChunkOpt,
     ContextOpt,
+    DraftBytesOpt,
     JsonOpt,
     ProbesOpt,
+    SpecTokensOpt,
     console,
     print_json,
     setup_from,
@@ -46,21 +49,9 @@ def command(
         Path | None,
         typer.Option("--router-histogram", help="JSON list of per-expert selection counts; default uniform routing."),
     ] = None,
-    spec_tokens: Annotated[
-        int | None,
-        typer.Option("--spec-tokens", help="Speculative decoding: draft tokens a verify step (needs --acceptance)."),
-    ] = None,
-    acceptance: Annotated[
-        str | None,
-        typer.Option("--acceptance", help="Acceptance rate of a drafted token, or one a position: 0.8 or 0.8,0.6,0.4."),
-    ] = None,
-    draft_bytes: Annotated[
-        str | None,
-        typer.Option(
-            "--draft-bytes",
-            help="An external draft model's size (e.g. 30GB; 0 for n-gram); default the model's MTP head (K3 has none).",
-        ),
-    ] = None,
+    spec_tokens: SpecTokensOpt = None,
+    acceptance: AcceptanceOpt = None,
+    draft_bytes: DraftBytesOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
