@@ -147,7 +147,7 @@ def decode_ops(
     context,
 ) -> list[Op]:
     """The compute ops of one decode step (collectives: ``collective_ops``)."""
-    from k3plan.step.columns import maximum, where
+    from k3plan.step.columns import maximum
 
     moe = spec.moe
     ops: list[Op] = []
@@ -185,7 +185,7 @@ def decode_ops(
                     tokens=seqs,
                 )
             )
-    heads_split = maximum(1, where(spec.mla.heads % tp == 0, tp, 1))
+    mla_split = heads_split(spec.mla.heads, tp)
     if spec.n_mla:
         ops.append(
             Op(
@@ -195,33 +195,44 @@ def decode_ops(
                 category="kv",
                 count=spec.n_mla,
                 bytes_read=seqs * context * (kv_bytes_per_token // spec.n_mla),
-                flops=seqs * (2 * 2 * spec.mla.heads * spec.mla.kv_lora_rank * context) / heads_split,
+                flops=seqs * (2 * 2 * spec.mla.heads * spec.mla.kv_lora_rank * context) / mla_split,
                 flops_category="attention",
                 tokens=seqs,
-                heads=spec.mla.heads // heads_split,
+                heads=spec.mla.heads // mla_split,
             )
         )
     if spec.kda is not None and spec.n_kda:
         state = seqs * (state_bytes_per_sequence // spec.n_kda)
-        # split when TP divides the KDA heads (decode_terms used the MLA heads' test for both before the
-        # ops: the same for every bundled model, whose KDA and MLA head counts are equal)
-        kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
-        ops.append(
-            Op(
-                name="kda.recurrence",
-                kind="kda_decode",
-                layer_kind="kda",
-                category="state",
-                count=spec.n_kda,
-                bytes_read=state,
-                bytes_written=state,
-                flops=seqs * (3 * 2 * spec.kda.heads * spec.kda.head_dim**2) / kda_split,
-                flops_category="attention",
-                tokens=seqs,
-                heads=spec.kda.heads // kda_split,
-            )
-        )
+        ops.append(_kda_op(spec, tp=tp, tokens=seqs, state_bytes=state, name="kda.recurrence", kind="kda_decode"))
     return ops
+
+
+def heads_split(heads: int, tp):
+    """The TP ranks a head-parallel op splits over: tp when it divides the heads, else 1 (replicated)."""
+    from k3plan.step.columns import maximum, where
+
+    return maximum(1, where(heads % tp == 0, tp, 1))
+
+
+def _kda_op(spec: ModelSpec, *, tp, tokens, state_bytes, name: str, kind: str) -> Op:
+    """KDA's recurrent state read and written once a layer, 3 [d, d] products a token a head (decode:
+    the recurrence over the batch; prefill: the chunked scan over the chunk). Split when TP divides
+    the KDA heads."""
+    assert spec.kda is not None
+    split = heads_split(spec.kda.heads, tp)
+    return Op(
+        name=name,
+        kind=kind,
+        layer_kind="kda",
+        category="state",
+        count=spec.n_kda,
+        bytes_read=state_bytes,
+        bytes_written=state_bytes,
+        flops=tokens * (3 * 2 * spec.kda.heads * spec.kda.head_dim**2) / split,
+        flops_category="attention",
+        tokens=tokens,
+        heads=spec.kda.heads // split,
+    )
 
 
 def prefill_ops(
@@ -241,7 +252,6 @@ def prefill_ops(
     i of the chunk attends to context - chunk + i keys); the KDA chunked scan reads and writes the
     state once and applies 3 [d, d] products a token a head. One chunk covering the prompt gives
     ``roofline.work.attention_prefill_flops_per_token`` x the prompt (tests/step/test_ops.py)."""
-    from k3plan.step.columns import maximum, where
 
     mla = spec.mla
     ops = [
@@ -259,7 +269,7 @@ def prefill_ops(
         )
         if op.kind not in ("attention", "kda_decode")
     ]
-    heads_split = maximum(1, where(mla.heads % tp == 0, tp, 1))
+    mla_split = heads_split(mla.heads, tp)
     if spec.n_mla:
         keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
         kv_layer = kv_bytes_per_token // spec.n_mla
@@ -272,34 +282,15 @@ def prefill_ops(
                 count=spec.n_mla,
                 bytes_read=(context - chunk) * kv_layer,
                 bytes_written=chunk * kv_layer,
-                flops=2
-                * mla.heads
-                * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
-                * keys
-                / heads_split,
+                flops=2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * keys / mla_split,
                 flops_category="attention",
                 tokens=chunk,
-                heads=mla.heads // heads_split,
+                heads=mla.heads // mla_split,
             )
         )
     if spec.kda is not None and spec.n_kda:
         state = state_bytes_per_sequence // spec.n_kda
-        kda_split = maximum(1, where(spec.kda.heads % tp == 0, tp, 1))
-        ops.append(
-            Op(
-                name="kda.chunked_scan",
-                kind="kda_chunked",
-                layer_kind="kda",
-                category="state",
-                count=spec.n_kda,
-                bytes_read=state,
-                bytes_written=state,
-                flops=chunk * (3 * 2 * spec.kda.heads * spec.kda.head_dim**2) / kda_split,
-                flops_category="attention",
-                tokens=chunk,
-                heads=spec.kda.heads // kda_split,
-            )
-        )
+        ops.append(_kda_op(spec, tp=tp, tokens=chunk, state_bytes=state, name="kda.chunked_scan", kind="kda_chunked"))
     return ops
 
 
