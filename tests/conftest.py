@@ -6,14 +6,22 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from k3plan.cli.app import app
 from k3plan.models.loader import BUNDLED_DIR
+
+# CI runs the same hypothesis examples every time (a property failure found at random must not make
+# one run of .ci/run red and the next green); HYPOTHESIS_PROFILE=explore draws new examples locally.
+settings.register_profile("k3plan", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "k3plan"))
 
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1, "I32": 4, "I64": 8, "F64": 8}
 

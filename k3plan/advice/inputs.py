@@ -82,6 +82,9 @@ class AdviceInputs(_Frozen):
     # DP groups the batch is split over (a device holds ceil(batch / groups) sequences; 1: every device
     # holds the whole batch), as k3plan.step.memory.budget_terms splits it; None: scale sequences / batch
     sequence_groups: PositiveInt | None = None
+    # a stage's graph the calibration refuses (a measured compile at or above this size ran out of
+    # memory): the fit fails whatever HBM is left free
+    refused: str | None = None
 
     @property
     def fixed_bytes(self) -> int:
@@ -96,6 +99,15 @@ def _get(d: Mapping[str, Any], *path: str) -> Any:
             raise K3PlanError(f"fit JSON: missing {'.'.join(path)}; expected the output of `k3plan fit --json`")
         cur = cur[k]
     return cur
+
+
+def _refused(temp: Mapping[str, Any]) -> str | None:
+    found = [
+        f"{stage} {temp[k]}"
+        for stage, k in (("prefill", "prefill_refused"), ("decode", "decode_refused"))
+        if temp.get(k)
+    ]
+    return "; ".join(found) or None
 
 
 def inputs_from_fit(fit: Mapping[str, Any], **alternatives: Any) -> AdviceInputs:
@@ -124,6 +136,7 @@ def inputs_from_fit(fit: Mapping[str, Any], **alternatives: Any) -> AdviceInputs
         state_bytes_per_sequence=pd["state_bytes_per_sequence"],
         binding=speed.get("binding"),
         tpot_s=speed.get("tpot_s"),
+        refused=_refused(fit.get("temp") or {}),
         **alternatives,
     )
 

@@ -274,10 +274,15 @@ def advise(x: AdviceInputs) -> Advice:
     headroom = x.free_bytes / x.usable_bytes
     bar_thin = math.ceil(HEADROOM_MIN_FRACTION * x.usable_bytes)
     suggestions: list[Suggestion] = []
+    if x.refused:
+        warnings.append(
+            f"refused by measured evidence: {x.refused}; no HBM left free can hold that graph -- "
+            "use a prefill chunk (--chunk) or batch at or below the largest measured size that fit"
+        )
     if x.free_bytes < 0:
         verdict = "fails"
         suggestions += _memory(x, "capacity", 0, warnings)
-    elif x.free_bytes < bar_thin:
+    elif x.free_bytes < bar_thin and not x.refused:
         verdict = "thin"
         warnings.append(
             f"headroom {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM ({_gib(x.usable_bytes)}), "
@@ -286,7 +291,7 @@ def advise(x: AdviceInputs) -> Advice:
         )
         suggestions += _memory(x, "headroom", bar_thin, warnings)
     else:
-        verdict = "ok"
+        verdict = "fails" if x.refused else "ok"
     if x.binding in MEMORY_BOUND:
         suggestions += _bandwidth(x)
     elif x.binding in COMPUTE_BOUND:
