@@ -276,12 +276,18 @@ def command(
             raise K3PlanError(f"--emit launch: {result.launch.error}")
         else:
             skipped.append(f"--emit launch {emit[1]}: not written, no configuration passes")
+    from k3plan.advice.plan import plan_advice
+
+    advice = plan_advice(result, probes=probes, allow_cpu_probes=allow_cpu_probes)
     if json_out:
-        print_json(result)
+        print_json({**result.model_dump(mode="json"), "advice": advice})
     else:
+        from k3plan.advice.plan import render_plan_advice
         from k3plan.plan.render import render_plan
 
         render_plan(result, console)
+        if advice is not None:
+            render_plan_advice(advice, console)
         for w in written:
             console.print(f"wrote {w}")
         for w in skipped:

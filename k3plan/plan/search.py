@@ -19,7 +19,7 @@ from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
 from k3plan.plan.evaluate import evaluate
-from k3plan.plan.reasons import families, reason_codes, reason_texts
+from k3plan.plan.reasons import CODE, families, reason_codes, reason_texts
 from k3plan.plan.rows import row
 from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import build_space
@@ -63,6 +63,8 @@ class PlanResult(BaseModel):
     disaggregated: Optional[Disaggregated] = None
     launch: Optional[Launch] = None
     cold_start: Optional[ColdStart] = None
+    # nothing passes: the configuration that came closest (k3plan.advice.plan applies the rules to it)
+    closest_miss: Optional[dict[str, Any]] = None
 
 
 def check_inputs(
@@ -117,6 +119,17 @@ def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.n
     }[objective]  # re-ranked by plan/wire.py
     keys += [-c["free_bytes"], -c["chunk"], c["hw"]]
     return idx[np.lexsort(keys[::-1])]  # lexsort: the last key is the primary one
+
+
+def closest_miss(cols: dict[str, np.ndarray], codes: np.ndarray) -> Optional[int]:
+    """The index of the rejected configuration that came closest: a memory miss (weights, budget,
+    concurrency) with the most free HBM a device, fewest chips on a tie; else the fastest TPOT miss."""
+    for keys in (("weights", "budget", "concurrency"), ("tpot",)):
+        idx = np.flatnonzero(np.isin(codes, [CODE[k] for k in keys]))
+        if idx.size:
+            first = cols["tpot_s"][idx] if keys == ("tpot",) else -cols["free_bytes"][idx]
+            return int(idx[np.lexsort([cols["chips"][idx], first])[0]])  # lexsort: the last key is the primary
+    return None
 
 
 def plan(
@@ -275,6 +288,7 @@ def plan(
             extra = pick_extras(
                 space=space, pick=rows[0], model=m, context=context, max_num_seqs=concurrency, load_gbps=load_gbps
             )
+    miss = closest_miss(cols, codes) if not rows else None
     elapsed = time.perf_counter() - start
     return PlanResult(
         model=m.name,
@@ -319,4 +333,5 @@ def plan(
         disaggregated=extra.get("disaggregated"),
         launch=extra.get("launch"),
         cold_start=extra.get("cold_start"),
+        closest_miss=None if miss is None else row(space=space, cols=cols, i=miss, rank=0),
     )

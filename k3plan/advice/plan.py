@@ -1,0 +1,141 @@
+"""Advice for ``plan``: the rules of k3plan.advice.rules applied to the plan's pick or, when nothing
+passes, to its closest miss (PlanResult.closest_miss), with the alternatives k3plan.advice.wiring
+computes for ``fit`` (next standard topology up, fp8_ds_mla KV, larger batches).
+
+The numbers the rules read are the plan's own (the row's per-device terms, its TPOT and binding
+roof); the fit of the same configuration supplies what a plan row does not carry (cache layout,
+the alternatives' fits). Where fit and plan disagree on a per-device term the output says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.advice.wiring import FitAdvice
+
+PER_DEVICE_FROM_ROW = {"replicated_weights_bytes": "replicated_bytes"}  # PerDevice field -> plan row key
+
+
+class PlanAdvice(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subject: Literal["pick", "closest_miss"]
+    configuration: str
+    fit_command: str  # the same configuration in `k3plan fit`
+    advice: FitAdvice
+    notes: tuple[str, ...] = ()
+
+
+def setup_options_for(model: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A plan row as the options ``k3plan.setup.make_setup`` takes (fit's spelling)."""
+    return {
+        "model": model,
+        "hardware": row["hardware"],
+        "topology": row["topology"],
+        "tp": row["tp"],
+        "ep": row["ep"],
+        "dp": row["dp"],
+        "stack": row["stack"],
+        "kv_dtype": row.get("kv_dtype_override"),
+        "shardspecs": None,
+    }
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return (
+        f"{row['hardware']} {row['topology']} tp {row['tp']} ep {row['ep']} dp {row['dp']}, {row['stack']}, "
+        f"KV {row['kv_dtype']}, chunk {row['chunk_tokens']:,}"
+    )
+
+
+def _fit_command(row: dict[str, Any], *, context: int, batch: int) -> str:
+    return (
+        f"k3plan fit -H {row['hardware']} -t {row['topology']} --tp {row['tp']} --ep {row['ep']} --dp {row['dp']} "
+        f"--stack {row['stack']} --kv-dtype {row['kv_dtype']} --context {context} --batch {batch} "
+        f"--chunk {row['chunk_tokens']}"
+    )
+
+
+def with_plan_numbers(result, row: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+    """``result`` (a FitResult of the row's configuration) carrying the plan row's per-device terms,
+    and a note for each term where fit's figure differs from the plan's."""
+    from k3plan.budget.result import PerDevice
+
+    have = result.per_device.model_dump()
+    plan_pd = {k: int(row["per_device"][PER_DEVICE_FROM_ROW.get(k, k)]) for k in have}
+    notes = tuple(
+        f"per-device {k}: plan {plan_pd[k]:,} B, fit {have[k]:,} B; the advice uses the plan's"
+        for k in have
+        if plan_pd[k] != have[k]
+    )
+    return result.model_copy(update={"per_device": PerDevice(**plan_pd)}), notes
+
+
+def plan_advice(
+    result,
+    *,
+    eff=None,
+    probes: Optional[Path] = None,
+    allow_cpu_probes: bool = False,
+) -> Optional[PlanAdvice]:
+    """The rules on ``result.recommended``, else on ``result.closest_miss``; None when neither exists."""
+    from k3plan.advice.wiring import decode_time_by_part, fit_advice
+    from k3plan.budget.fit import check_workload, fit
+    from k3plan.roofline.bounds import Efficiency, decode_bound
+    from k3plan.roofline.latency import measured_hardware
+    from k3plan.setup import make_setup
+
+    row = result.recommended or result.closest_miss
+    if row is None:
+        return None
+    eff = eff or Efficiency()
+    context, batch = int(result.workload["context_tokens"]), int(result.workload["concurrency"])
+    options = setup_options_for(result.model, row)
+    setup = make_setup(**options)
+    workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row["chunk_tokens"])
+    fitted, notes = with_plan_numbers(fit(setup, workload), row)
+    hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
+    speed_setup = dataclasses.replace(setup, hardware=hw)
+    binding, tpot_s = row["binding"], row["tpot_ms"] / 1e3
+    parts = None
+    if binding == "compute":
+        dec = decode_bound(
+            speed_setup, batch=batch, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        )
+        parts = decode_time_by_part(dec, speed_setup, eff)
+    advice = fit_advice(
+        options,
+        setup,
+        workload,
+        fitted,
+        speed_setup=speed_setup,
+        eff=eff,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+        binding=binding,
+        tpot_s=tpot_s,
+        time_by_part_s=parts,
+    )
+    return PlanAdvice(
+        subject="pick" if result.recommended else "closest_miss",
+        configuration=_describe(row),
+        fit_command=_fit_command(row, context=context, batch=batch),
+        advice=advice,
+        notes=notes,
+    )
+
+
+def render_plan_advice(pa: PlanAdvice, console) -> None:
+    from rich.markup import escape
+
+    from k3plan.report.advice_table import render_fit_advice
+
+    what = "the pick" if pa.subject == "pick" else "the closest miss (nothing passes)"
+    console.print(f"[bold]advice for {what}[/]: {escape(pa.configuration)}")
+    for n in pa.notes:
+        console.print(f"  [yellow]note:[/] {escape(n)}")
+    render_fit_advice(pa.advice, console)

@@ -1,0 +1,113 @@
+"""Issue 14 wired into `k3plan plan`: advice for the pick and, when nothing passes, for the closest
+miss. Expected numbers are derived here by hand from the plan's own row and an independent
+`k3plan fit --json` of the alternative configuration."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from k3plan.plan.reasons import CODE
+from k3plan.plan.search import closest_miss
+
+GIB = 2**30
+TERMS = ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes")
+
+
+def _json(cli, *args, code):
+    r = cli(*args, "--json")
+    assert r.exit_code == code, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def miss(cli_module):
+    # nothing fits K3 on 8 v7x chips (weights alone exceed usable HBM on every split)
+    return _json(cli_module, "plan", "-H", "tpu-v7x", "--max-chips", "8", code=1)
+
+
+@pytest.fixture(scope="module")
+def thin(cli_module):
+    return _json(cli_module, "plan", "-H", "tpu-v7x", "--max-chips", "64", "--top", "1", code=0)
+
+
+@pytest.fixture(scope="module")
+def cli_module():
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, [str(a) for a in args])
+
+
+def test_closest_miss_prefers_most_free_memory_then_fewest_chips_then_fastest_tpot_miss():
+    codes = np.array([CODE["fallback"], CODE["weights"], CODE["budget"], CODE["budget"], CODE["tpot"]])
+    cols = {
+        "free_bytes": np.array([50, -30, -5, -5, 10]),
+        "chips": np.array([8, 16, 32, 16, 64]),
+        "tpot_s": np.array([0.1, 0.1, 0.1, 0.1, 0.02]),
+    }
+    # a fallback is never the closest; -5 beats -30; of the two at -5, 16 chips beats 32
+    assert closest_miss(cols, codes) == 3
+    only_tpot = np.array([CODE["fallback"], CODE["tpot"], CODE["tpot"], CODE["fallback"], CODE["tpot"]])
+    assert closest_miss(cols, only_tpot) == 4  # 20 ms is the fastest TPOT miss
+    assert closest_miss(cols, np.full(5, CODE["fallback"])) is None
+
+
+def test_nothing_fits_advises_the_closest_miss_from_the_plans_numbers(cli_module, miss):
+    row, adv = miss["closest_miss"], miss["advice"]
+    assert miss["recommended"] is None and adv["subject"] == "closest_miss"
+    assert adv["configuration"].startswith(f"{row['hardware']} {row['topology']} tp {row['tp']}")
+    rules = adv["advice"]["rules"]
+    pd = row["per_device"]
+    assert rules["verdict"] == "fails" and rules["free_bytes"] == pd["free_bytes"] < 0
+    # every other memory miss of this search leaves less free: the family table's "at best" fraction
+    # of usable HBM for the weights is the closest row's own weights over usable
+    usable = sum(pd[k] for k in TERMS) + pd["free_bytes"]
+    assert math.isclose(rules["headroom_fraction"], pd["free_bytes"] / usable)
+    # the next standard v7x shape up, checked by an independent fit of it
+    topo = next(s for s in rules["suggestions"] if s["action"] == "topology")
+    assert topo["text"].startswith(f"{row['topology']} -> 2x2x4 ({row['devices']} -> 32 devices)")
+    big = _json(
+        cli_module, "fit", "-t", "2x2x4", "--tp", str(row["tp"] * 2), "--stack", row["stack"],
+        "--kv-dtype", row["kv_dtype"], "--chunk", str(row["chunk_tokens"]), code=0,
+    )  # fmt: skip
+    freed = sum(pd[k] for k in TERMS) - sum(big["per_device"][k] for k in TERMS)
+    assert topo["freed_bytes_per_device"] == freed
+    assert topo["free_bytes_after"] == big["per_device"]["free_bytes"] > 0
+    assert f"frees {freed / GIB:,.1f} GiB a device" in topo["text"]
+    assert rules["suggestions"][0] == topo  # it alone resolves the miss: ranked first
+
+
+def test_thin_pick_gets_the_headroom_warning_with_its_margin(thin):
+    r, adv = thin["recommended"], thin["advice"]
+    assert adv["subject"] == "pick" and adv["notes"] == []  # fit and plan agree on every per-device term
+    pd = r["per_device"]
+    usable = sum(pd[k] for k in TERMS) + pd["free_bytes"]
+    bar = math.ceil(0.10 * usable)
+    rules = adv["advice"]["rules"]
+    assert 0 < pd["free_bytes"] < bar and rules["verdict"] == "thin"
+    short = bar - pd["free_bytes"]
+    assert any(f"{short / GIB:,.1f} GiB short" in w for w in rules["warnings"])
+    assert f"= {pd['free_bytes'] / usable:.1%} of usable HBM" in rules["warnings"][0]
+    # the context rule: the longest context (whole blocks) that leaves the 10% bar free at this batch
+    fixed = pd["weights_bytes"] + pd["temp_bytes"] + pd["reserve_bytes"]
+    assert r["stack"] == "jax-native"  # the pick; jax-native pages token by token (cache_layout block_tokens 1)
+    room = usable - fixed - bar
+    ctx = int((room / pd["sequences"] - pd["state_bytes_per_sequence"]) // pd["kv_bytes_per_token"])
+    s = next(s for s in rules["suggestions"] if s["action"] == "context")
+    assert s["context_tokens_gained"] == ctx - thin["workload"]["context_tokens"] < 0
+    # ranked by effect: what restores the bar first, shrinking the workload last, then by score
+    keys = [(not s["resolves"], s["shrinks_workload"], -s["score"]) for s in rules["suggestions"]]
+    assert keys == sorted(keys) and len(keys) >= 2
+
+
+def test_plan_text_output_carries_the_advice_section(cli_module):
+    r = cli_module("plan", "-H", "tpu-v7x", "--max-chips", "8")
+    assert r.exit_code == 1, r.output
+    assert "advice for the closest miss (nothing passes)" in r.stdout
+    assert "[capacity] 2x2x2 -> 2x2x4" in r.stdout
