@@ -112,6 +112,22 @@ DraftBytesOpt = Annotated[
         help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).",
     ),
 ]
+# Prefix cache (issue 14), declared once for fit and roofline: k3plan.tiers.prefix.
+PrefixHitOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--prefix-hit",
+        help="Prefix-cache hit rate, a fraction of the prompt (--context) in [0, 1]: prints TTFT with and without it.",
+    ),
+]
+PrefixTierOpt = Annotated[
+    str,
+    typer.Option(
+        "--prefix-tier",
+        help="Where the cached prefix comes from: hbm (the engine's prefix cache, no load), host, ssd or remote "
+        "(the hardware spec's memory_tiers; the load time is added).",
+    ),
+]
 ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[

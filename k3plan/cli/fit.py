@@ -16,6 +16,8 @@ from k3plan.cli.common import (
     ContextOpt,
     DraftBytesOpt,
     JsonOpt,
+    PrefixHitOpt,
+    PrefixTierOpt,
     ProbesOpt,
     SpecTokensOpt,
     console,
@@ -44,6 +46,8 @@ def command(
     spec_tokens: SpecTokensOpt = None,
     acceptance: AcceptanceOpt = None,
     draft_bytes: DraftBytesOpt = None,
+    prefix_hit: PrefixHitOpt = None,
+    prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
@@ -57,6 +61,7 @@ def command(
       k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
       k3plan fit -t 2x4x4 --tp 32 --offload host              sessions parked in host DRAM
       k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
+      k3plan fit -t 2x4x4 --tp 32 --prefix-hit 0.6 --prefix-tier host   TTFT with 60% of the prompt cached
 
     After the verdict, advice: the rules of docs/beyond-fit.md applied to these numbers (the next
     standard topology up, fp8_ds_mla KV, larger batches), each with its computed effect.
@@ -84,6 +89,7 @@ def command(
     if draft_bytes is not None and spec_tokens is None:
         raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
     spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
+    _check_prefix(prefix_hit, prefix_tier)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     setup = setup_from(**setup_options)
     eff = Efficiency()
@@ -127,8 +133,19 @@ def command(
         offload=off,
         draft_bytes=draft,
     )
+    ph = None
+    if prefix_hit is not None and result.fits:  # a TTFT only for a workload that fits
+        from k3plan.roofline.bounds import prefill_bound
+        from k3plan.tiers.prefix import prefix_hit as prefix_hit_ttft
+
+        pre = prefill_bound(
+            speed_setup, prompt_tokens=context, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, probes=probes
+        )
+        ph = prefix_hit_ttft(
+            speed_setup, prompt_tokens=context, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
+        )
     if json_out:
-        print_json({**result.model_dump(mode="json"), "advice": advice})
+        print_json({**result.model_dump(mode="json"), "advice": advice, "prefix_hit": ph})
     else:
         from k3plan.report.advice_table import render_fit_advice
         from k3plan.report.fit_table import render_fit
@@ -137,8 +154,31 @@ def command(
         if spec is not None and not result.fits:
             console.print("no speculative-decoding speed for a workload that does not fit")
         render_fit_advice(advice, console)
+        _print_prefix(ph, prefix_hit, console)
     if not result.fits:
         raise typer.Exit(1)
+
+
+def _check_prefix(hit, tier) -> None:
+    from k3plan.errors import K3PlanError
+    from k3plan.tiers.prefix import check_prefix_hit
+
+    if hit is None and tier != "hbm":
+        raise K3PlanError("--prefix-tier: only with --prefix-hit FRACTION")
+    if hit is not None:
+        check_prefix_hit(hit, tier)
+
+
+def _print_prefix(ph, hit, console) -> None:
+    from rich.markup import escape
+
+    from k3plan.tiers.prefix import prefix_hit_lines
+
+    if ph is not None:
+        for line in prefix_hit_lines(ph):
+            console.print(escape(line))
+    elif hit is not None:
+        console.print("no prefix-cache TTFT for a workload that does not fit")
 
 
 def _speed(setup, workload, notes, probes, allow_cpu_probes):

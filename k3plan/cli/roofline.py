@@ -16,6 +16,8 @@ from k3plan.cli.common import (
     ContextOpt,
     DraftBytesOpt,
     JsonOpt,
+    PrefixHitOpt,
+    PrefixTierOpt,
     ProbesOpt,
     SpecTokensOpt,
     console,
@@ -52,6 +54,8 @@ def command(
     spec_tokens: SpecTokensOpt = None,
     acceptance: AcceptanceOpt = None,
     draft_bytes: DraftBytesOpt = None,
+    prefix_hit: PrefixHitOpt = None,
+    prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
 ) -> None:
     """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
@@ -64,6 +68,7 @@ def command(
       k3plan roofline -t 2x4x4 --stack dp-attention --probes reports/probes
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json
       k3plan roofline -t 2x2x4 --batch 8 --spec-tokens 3 --acceptance 0.8 --draft-bytes 0
+      k3plan roofline -t 2x4x4 --tp 32 --prefix-hit 0.9 --prefix-tier ssd
     """
     from k3plan.budget.fit import check_workload
     from k3plan.errors import K3PlanError
@@ -83,6 +88,9 @@ def command(
         raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
     spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
+    from k3plan.cli.fit import _check_prefix, _print_prefix
+
+    _check_prefix(prefix_hit, prefix_tier)
     import dataclasses
 
     from k3plan.roofline.latency import measured_hardware
@@ -195,7 +203,14 @@ def command(
         "fit_reason": why,
         "spec_decode": sd,
         "advice": advice,
+        "prefix_hit": None,
     }
+    if prefix_hit is not None:
+        from k3plan.tiers.prefix import prefix_hit as prefix_hit_ttft
+
+        result["prefix_hit"] = prefix_hit_ttft(
+            setup, prompt_tokens=w.context_tokens, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
+        )
     if json_out:
         print_json(result)
         return
@@ -213,6 +228,7 @@ def command(
     for line in spec_decode_lines(sd) if sd else []:
         console.print(escape(line))
     render_advice_rules(advice, console)
+    _print_prefix(result["prefix_hit"], prefix_hit, console)
     if dec.binding == "memory":
         console.print(escape("  " + bytes_share_line(dec)))
     if not verdict.fits:
