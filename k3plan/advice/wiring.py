@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,7 +27,10 @@ from k3plan.advice.inputs import (
 from k3plan.advice.rules import HEADROOM_MIN_FRACTION, MEMORY_BOUND, Advice, advise
 from k3plan.errors import K3PlanError
 from k3plan.tiers.sessions import OffloadCost
+from k3plan.workload.draft import DraftKv
 from k3plan.workload.specdecode import SpecDecode, SpecDecodeSpeed
+
+DraftKvOf = Callable[[Any], Optional[DraftKv]]  # a setup -> the draft's KV there (its tp, its KV dtype)
 
 SMALL_KV = "fp8_ds_mla"
 BATCH_STEPS = 3  # larger batches priced for the bandwidth rule: x2, x4, x8 (and the most that fit)
@@ -44,6 +48,7 @@ class SpecDecodeReport(_Frozen):
     draft_bytes: int  # whole draft, one copy
     draft_bytes_per_device: int  # sharded over the TP group like the target's weights (an assumption)
     draft_shards: int  # the TP size it is split over
+    draft_kv: DraftKv | None = None  # its KV cache a token, in the budget; None: none known (see draft)
     draft_s_per_token: float  # one drafted position: the draft's weights read once at HBM bandwidth
     plain_step_s: float  # the decode step without speculation, same batch
     speed: SpecDecodeSpeed
@@ -65,7 +70,9 @@ def next_topology_up(setup):
     return next((t for t in topologies_up_to(hw, hw.max_chips) if t.chips > setup.topology.chips), None)
 
 
-def topology_alternative(setup_options: dict, setup, workload, draft_bytes: int = 0):
+def topology_alternative(
+    setup_options: dict, setup, workload, draft_bytes: int = 0, draft_kv_of: DraftKvOf | None = None
+):
     """The same model, stack and workload fitted at the next standard topology up; the split
     scaled with the devices when the heads still divide it, else the stack's default split."""
     from k3plan.budget.fit import fit
@@ -84,7 +91,12 @@ def topology_alternative(setup_options: dict, setup, workload, draft_bytes: int 
             tp = scaled
     try:
         alt = make_setup(**{**setup_options, "topology": nxt.text, "tp": tp, "dp": dp, "ep": None})
-        return fit(alt, workload, draft_bytes_per_device=draft_bytes_per_device(alt, draft_bytes))
+        return fit(
+            alt,
+            workload,
+            draft_bytes_per_device=draft_bytes_per_device(alt, draft_bytes),
+            draft_kv=draft_kv_of(alt) if draft_kv_of else None,
+        )
     except K3PlanError:
         return None
 
@@ -102,16 +114,18 @@ def stack_has_kv(stack, kv_dtype: str) -> bool:
     return True if table is None else table.get(kv_dtype) is not None
 
 
-def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0):
+def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0, draft_kv_of: DraftKvOf | None = None):
     from k3plan.budget.fit import fit
 
     if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV):
         return None
+    alt = dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV))
     return fit(
-        dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV)),
+        alt,
         workload,
         calibration=calibration,
         draft_bytes_per_device=draft_bytes_per_device(setup, draft_bytes),
+        draft_kv=draft_kv_of(alt) if draft_kv_of else None,
     )
 
 
@@ -150,11 +164,36 @@ def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
     if head.params:
         return head.checkpoint_bytes, (
             f"{head.model}'s MTP head: {head.params:,} params ({head.source}); its KV, "
-            f"{head.kv_bytes_per_token:,} B a token ({head.kv_dtype}), is not in the budget"
+            f"{head.kv_bytes_per_token:,} B a token whole ({head.kv_dtype}), is in the budget"
         )
     raise K3PlanError(
         f"--spec-tokens: {head.model} ships no draft head ({head.source}); pass --draft-bytes N "
         "for an external draft model's size (e.g. 30GB; 0 for n-gram drafting)"
+    )
+
+
+def draft_kv_for(setup, *, external: bool, given_bytes_per_token: int | None) -> DraftKv | None:
+    """The draft's KV a token a device at ``setup``: ``--draft-kv-bytes-per-token`` when given (not
+    derived), else the model's MTP head laid out by the stack (derived), else None (an external
+    draft whose KV is unknown, or a weightless drafter)."""
+    from k3plan.budget.cache import cache_layout
+    from k3plan.workload.draft import draft_head, given_draft_kv, mtp_draft_kv
+
+    if given_bytes_per_token is not None:
+        if given_bytes_per_token < 0:
+            raise K3PlanError(f"--draft-kv-bytes-per-token {given_bytes_per_token}: expected >= 0 bytes")
+        return given_draft_kv(given_bytes_per_token, tp=setup.parallel.tp) if given_bytes_per_token else None
+    if external:
+        return None
+    head = draft_head(setup.model, kv_dtype=setup.stack.kv_cache.dtype)
+    if not head.mla_layers:
+        return None
+    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
+    where = "whole latent on every TP rank" if setup.stack.kv_cache.replicate_across_tp else "split over TP"
+    return mtp_draft_kv(
+        head,
+        kv_bytes_per_token_layer_per_device=layout.kv_bytes_per_token_layer,
+        layout_source=f"{setup.stack.name}: {where}",
     )
 
 
@@ -175,6 +214,7 @@ def spec_decode_report(
     eff,
     probes=None,
     allow_cpu_probes=False,
+    draft_kv: DraftKv | None = None,
 ) -> SpecDecodeReport:
     """Verify step: the decode roofline at batch x (k+1) tokens (each sequence's KV read once a token:
     an upper bound on the verify step's bytes); drafting: the draft's per-device weights read once a
@@ -197,6 +237,7 @@ def spec_decode_report(
         draft_bytes=draft_bytes,
         draft_bytes_per_device=per_dev,
         draft_shards=speed_setup.parallel.tp,
+        draft_kv=draft_kv,
         draft_s_per_token=draft_s,
         plain_step_s=plain.step_s,
         speed=speed,
@@ -271,6 +312,7 @@ def fit_advice(
     binding: str | None = None,
     tpot_s: float | None = None,
     draft_bytes: int = 0,
+    draft_kv_of: DraftKvOf | None = None,
 ) -> FitAdvice:
     """The rules applied to ``result`` (a FitResult) with the alternatives computed here; ``binding``
     and ``tpot_s``: the decode bound when the result carries no speed line (report); ``draft_bytes``:
@@ -282,14 +324,14 @@ def fit_advice(
     topo_opts, kv_opts, batch_opts = [], [], ()
     headroom_short = result.per_device.free_bytes < HEADROOM_MIN_FRACTION * result.hardware.usable_bytes_per_device
     if headroom_short:
-        alt = topology_alternative(setup_options, setup, workload, draft_bytes)
+        alt = topology_alternative(setup_options, setup, workload, draft_bytes, draft_kv_of)
         if alt is not None:
             topo_opts.append(topology_option_from_fit(alt.model_dump(mode="json")))
             done.append(
                 f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
                 f"{setup.hardware.name} topology up)"
             )
-        kv = kv_alternative(setup, workload, calibration, draft_bytes)
+        kv = kv_alternative(setup, workload, calibration, draft_bytes, draft_kv_of)
         if kv is not None:
             kv_opts.append(kv_dtype_option_from_fit(kv.model_dump(mode="json")))
             done.append(f"fit with --kv-dtype {SMALL_KV}")
@@ -316,3 +358,39 @@ def decode_time_by_part(dec, setup, eff) -> dict[str, float]:
     attained FLOP/s (peak x MFU), from the decode bound's own ``flops_per_device``."""
     rate = setup.hardware.flops_per_s_per_device(eff.compute_dtype) * eff.mfu
     return {k: v / rate for k, v in dec.flops_per_device.items() if v > 0}
+
+
+class Draft(_Frozen):
+    """--spec-tokens' draft as the CLI resolves it: its bytes, what it is, its KV a token a device."""
+
+    bytes: int  # whole draft, one copy
+    what: str
+    kv: DraftKv | None
+    external: bool
+    given_kv_bytes_per_token: int | None
+
+
+def resolve_draft(setup, *, draft_bytes: str | None, draft_kv_bytes_per_token: int | None) -> Draft:
+    """``--draft-bytes`` (text, e.g. 30GB) and ``--draft-kv-bytes-per-token`` -> the draft at ``setup``;
+    an external draft with weights and no KV figure says its KV is not in the budget."""
+    from k3plan.units import parse_bytes
+
+    given = None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes")
+    nbytes, what = draft_bytes_for(setup, given)
+    kv = draft_kv_for(setup, external=given is not None, given_bytes_per_token=draft_kv_bytes_per_token)
+    if kv is None and nbytes and given is not None:
+        what += "; its KV cache is NOT in the budget (unknown): pass --draft-kv-bytes-per-token N"
+    return Draft(
+        bytes=nbytes,
+        what=what,
+        kv=kv,
+        external=given is not None,
+        given_kv_bytes_per_token=draft_kv_bytes_per_token,
+    )
+
+
+def draft_kv_of(d: Draft) -> DraftKvOf:
+    """The draft's KV at another setup (an alternative's tp and KV dtype), for fit_advice."""
+    import functools
+
+    return functools.partial(draft_kv_for, external=d.external, given_bytes_per_token=d.given_kv_bytes_per_token)

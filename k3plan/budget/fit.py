@@ -33,6 +33,7 @@ from k3plan.sharding.resolve import Fallback
 from k3plan.step.memory import budget_terms
 from k3plan.step.verdict import reject_code
 from k3plan.units import DEFAULT_CONTEXT_TOKENS
+from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
 
 # vLLM V1's default max_num_batched_tokens for online serving: the prefill chunk when none is given.
 DEFAULT_PREFILL_CHUNK_TOKENS = 8192
@@ -209,11 +210,13 @@ def fit(
     calibration: Optional[Calibration] = None,
     draft_bytes_per_device: int = 0,
     evidence: bool = True,
+    draft_kv: Optional[DraftKv] = None,
 ) -> FitResult:
     """The per-device budget of one Setup: ``k3plan.step.memory.budget_terms`` at one point, the
     verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column).
     ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft),
-    counted with the weights, so the verdict and the free bytes include them. Temp evidence: the
+    counted with the weights, so the verdict and the free bytes include them; ``draft_kv``: the draft's
+    KV a token a device (k3plan.workload.draft.DraftKv), counted with the KV of every sequence. Temp evidence: the
     ``calibration`` given, else (``evidence``) the best shipped one for this configuration
     (default_evidence), else the analytic model, named as such."""
     spec, inv, hw, stack, par = setup.model.spec, setup.model.inventory, setup.hardware, setup.stack, setup.parallel
@@ -251,9 +254,19 @@ def fit(
         context=workload.context_tokens,
         batch=workload.batch,
     )
+    if draft_kv is not None and draft_kv.bytes_per_token_per_device:
+        b = add_draft_kv(
+            b,
+            kv=draft_kv,
+            context_tokens=workload.context_tokens,
+            split_across_dp=stack.kv_cache.split_across_dp,
+            dp=par.dp,
+        )
     seqs, room = int(b["sequences"]), int(b["room_bytes"])
     max_sequences = int(b["max_sequences"])
     max_context = layout.max_context(room / seqs) if room > 0 else 0
+    if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
+        max_context = max_context_with_draft(layout, room / seqs, draft_kv)
     if refused:  # a graph the compiler could not fit serves nothing
         max_sequences = max_context = 0
     topo = setup.topology
@@ -349,6 +362,12 @@ def fit(
                 f"analytic: {spec.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
+                + (
+                    f"; + speculative-decoding draft KV {draft_kv.bytes_per_token_per_device:,} B a token a device "
+                    f"({draft_kv.source})"
+                    if draft_kv is not None and draft_kv.bytes_per_token_per_device
+                    else ""
+                )
             ),
             state=(
                 f"analytic: {spec.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "

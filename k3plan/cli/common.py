@@ -112,6 +112,14 @@ DraftBytesOpt = Annotated[
         help="An external draft model's size (e.g. 30GB; 0 for n-gram drafting); default the model's MTP head (K3 has none).",
     ),
 ]
+DraftKvOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--draft-kv-bytes-per-token",
+        help="The external draft model's KV cache a token, whole model (e.g. 2 x layers x kv_heads x head_dim x 2 B); "
+        "given, not derived: the output says so. Default: the MTP head's, derived (K3 has none).",
+    ),
+]
 # Prefix cache (issue 14), declared once for fit and roofline: k3plan.tiers.prefix.
 PrefixHitOpt = Annotated[
     Optional[float],

@@ -15,6 +15,7 @@ from k3plan.cli.common import (
     ChunkOpt,
     ContextOpt,
     DraftBytesOpt,
+    DraftKvOpt,
     JsonOpt,
     PrefixHitOpt,
     PrefixTierOpt,
@@ -46,6 +47,7 @@ def command(
     spec_tokens: SpecTokensOpt = None,
     acceptance: AcceptanceOpt = None,
     draft_bytes: DraftBytesOpt = None,
+    draft_kv_bytes_per_token: DraftKvOpt = None,
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
@@ -69,10 +71,11 @@ def command(
     import dataclasses
 
     from k3plan.advice.wiring import (
-        draft_bytes_for,
         draft_bytes_per_device,
+        draft_kv_of,
         fit_advice,
         offload_report,
+        resolve_draft,
         spec_decode_report,
     )
     from k3plan.budget.calibration import load_calibration
@@ -80,39 +83,43 @@ def command(
     from k3plan.errors import K3PlanError
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
-    from k3plan.units import parse_bytes
     from k3plan.workload.specdecode import parse_spec_decode
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     if (spec_tokens is None) != (acceptance is None):
         raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    if draft_bytes is not None and spec_tokens is None:
-        raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
+    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
+        if v is not None and spec_tokens is None:
+            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
     spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
     _check_prefix(prefix_hit, prefix_tier)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     setup = setup_from(**setup_options)
     eff = Efficiency()
-    draft, draft_what, draft_dev = 0, "", 0
+    d = None
     if spec is not None:
-        draft, draft_what = draft_bytes_for(
-            setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes")
-        )
-        draft_dev = draft_bytes_per_device(setup, draft)
-    result = fit(setup, workload, calibration=cal, draft_bytes_per_device=draft_dev)
+        d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
+    result = fit(
+        setup,
+        workload,
+        calibration=cal,
+        draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
+        draft_kv=d.kv if d else None,
+    )
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
         result = result.model_copy(update={"speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes)})
     sd = off = None
-    if spec is not None and result.fits:
+    if d is not None and result.fits:
         sd = spec_decode_report(
             speed_setup,
             spec=spec,
             batch=batch,
             context_tokens=context,
-            draft_bytes=draft,
-            draft_what=draft_what,
+            draft_bytes=d.bytes,
+            draft_what=d.what,
+            draft_kv=d.kv,
             eff=eff,
             probes=probes,
             allow_cpu_probes=allow_cpu_probes,
@@ -131,7 +138,8 @@ def command(
         allow_cpu_probes=allow_cpu_probes,
         spec_decode=sd,
         offload=off,
-        draft_bytes=draft,
+        draft_bytes=d.bytes if d else 0,
+        draft_kv_of=draft_kv_of(d) if d else None,
     )
     ph = None
     if prefix_hit is not None and result.fits:  # a TTFT only for a workload that fits

@@ -15,6 +15,7 @@ from k3plan.cli.common import (
     ChunkOpt,
     ContextOpt,
     DraftBytesOpt,
+    DraftKvOpt,
     JsonOpt,
     PrefixHitOpt,
     PrefixTierOpt,
@@ -54,6 +55,7 @@ def command(
     spec_tokens: SpecTokensOpt = None,
     acceptance: AcceptanceOpt = None,
     draft_bytes: DraftBytesOpt = None,
+    draft_kv_bytes_per_token: DraftKvOpt = None,
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
@@ -84,8 +86,9 @@ def command(
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     if (spec_tokens is None) != (acceptance is None):
         raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    if draft_bytes is not None and spec_tokens is None:
-        raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
+    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
+        if v is not None and spec_tokens is None:
+            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
     spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
     from k3plan.cli.fit import _check_prefix, _print_prefix
@@ -103,18 +106,19 @@ def command(
     if router_histogram:
         moe = setup.model.spec.moe
         hist = load_histogram(router_histogram, num_experts=moe.num_experts, top_k=moe.top_k)
+    from k3plan.advice.wiring import draft_bytes_per_device, resolve_draft
     from k3plan.budget.fit import fit
     from k3plan.step.verdict import reason_text
 
-    draft, draft_what = 0, ""
+    d = None
     if spec is not None:
-        from k3plan.advice.wiring import draft_bytes_for, draft_bytes_per_device
-        from k3plan.units import parse_bytes
-
-        draft, draft_what = draft_bytes_for(
-            setup, None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes")
-        )
-    verdict = fit(setup, w, draft_bytes_per_device=draft_bytes_per_device(setup, draft) if spec else 0)
+        d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
+    verdict = fit(
+        setup,
+        w,
+        draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
+        draft_kv=d.kv if d else None,
+    )
     why = ""
     if not verdict.fits:
         why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
@@ -162,14 +166,15 @@ def command(
     from k3plan.advice.wiring import decode_time_by_part, spec_decode_report
 
     sd = None
-    if spec is not None:
+    if spec is not None and d is not None:
         sd = spec_decode_report(
             setup,
             spec=spec,
             batch=w.batch,
             context_tokens=w.context_tokens,
-            draft_bytes=draft,
-            draft_what=draft_what,
+            draft_bytes=d.bytes,
+            draft_what=d.what,
+            draft_kv=d.kv,
             eff=eff,
             probes=probes,
             allow_cpu_probes=allow_cpu_probes,

@@ -24,6 +24,12 @@ def spec_decode_lines(sd) -> list[str]:
             f"sharded over tp {sd.draft_shards}; counted in the weights above)"
         ),
         (
+            f"  draft KV: {sd.draft_kv.bytes_per_token_per_device:,} B a token a device, counted in the KV above "
+            f"for every sequence; {sd.draft_kv.source}"
+            if sd.draft_kv
+            else "  draft KV: none in the budget"
+        ),
+        (
             f"  step {sp.step_s * 1e3:.2f} ms (verify {sp.verify_step_s * 1e3:.2f} over {sp.forward_tokens_per_step:,} "
             f"tokens = batch {sp.batch} x {s.forward_tokens_per_step}; drafting {sp.draft_s * 1e3:.2f}); "
             f"plain decode {sd.plain_step_s * 1e3:.2f} ms"

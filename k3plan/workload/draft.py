@@ -8,6 +8,8 @@ MLA, plus embedding projection and a shared head), listed in the inventory with 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.cache import kv_bytes_per_token_layer
@@ -47,3 +49,66 @@ def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
         kv_dtype=kv_dtype,
         source=source,
     )
+
+
+class DraftKv(BaseModel):
+    """The draft's KV cache a token, per device, and where the figure comes from: derived from the
+    model's MTP head (its MLA layers laid out like the target's by the stack), or given by the user
+    for an external draft model (--draft-kv-bytes-per-token, whole draft, split over TP like its
+    weights: an assumption printed with it). Recurrent draft state, if any, is the user's to add."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bytes_per_token_per_device: int
+    given: bool  # True: the user's figure, not derived
+    source: str
+
+
+def mtp_draft_kv(head: DraftHead, *, kv_bytes_per_token_layer_per_device: int, layout_source: str) -> DraftKv:
+    """An MTP head's KV a token a device: its MLA layers x the stack's per-layer, per-device bytes."""
+    n = head.mla_layers * kv_bytes_per_token_layer_per_device
+    return DraftKv(
+        bytes_per_token_per_device=n,
+        given=False,
+        source=f"derived: {head.model}'s MTP head, {head.mla_layers} MLA layer(s) x "
+        f"{kv_bytes_per_token_layer_per_device:,} B a token a device ({head.kv_dtype}, {layout_source})",
+    )
+
+
+def given_draft_kv(bytes_per_token: int, *, tp: int) -> DraftKv:
+    """--draft-kv-bytes-per-token N (whole draft model, one copy): split over ``tp`` like its weights."""
+    per_dev = -(-bytes_per_token // tp)
+    return DraftKv(
+        bytes_per_token_per_device=per_dev,
+        given=True,
+        source=f"given, not derived: --draft-kv-bytes-per-token {bytes_per_token:,} B (whole draft), split over "
+        f"tp {tp} like its weights (an assumption): {per_dev:,} B a token a device",
+    )
+
+
+def add_draft_kv(
+    terms: dict[str, Any], *, kv: DraftKv, context_tokens: int, split_across_dp: bool, dp: int
+) -> dict[str, Any]:
+    """``k3plan.step.memory.budget_terms`` at one point with the draft's KV added to every sequence:
+    its KV (batch on this device x context x bytes a token) joins the KV term, the free bytes, the
+    bytes a sequence and therefore the sequences the room holds."""
+    per_seq = context_tokens * kv.bytes_per_token_per_device
+    seq = int(terms["sequence_bytes"]) + per_seq
+    groups = max(int(terms["room_bytes"]) // seq, 0) if seq > 0 else 0
+    return {
+        **terms,
+        "kv_bytes": int(terms["kv_bytes"]) + int(terms["sequences"]) * per_seq,
+        "free_bytes": int(terms["free_bytes"]) - int(terms["sequences"]) * per_seq,
+        "sequence_bytes": seq,
+        "max_sequences": groups * (dp if split_across_dp else 1),
+        "kv_bytes_per_token": int(terms["kv_bytes_per_token"]) + kv.bytes_per_token_per_device,
+    }
+
+
+def max_context_with_draft(layout: Any, bytes_per_sequence: float, kv: DraftKv) -> int:
+    """``CacheLayout.max_context`` with the draft's KV a token added to the target's (whole blocks)."""
+    room = bytes_per_sequence - layout.state_bytes_per_sequence
+    per_token = layout.n_mla * layout.kv_bytes_per_token_layer + kv.bytes_per_token_per_device
+    if room <= 0 or per_token <= 0:
+        return 0
+    return int(room // (layout.block_tokens * per_token)) * layout.block_tokens
