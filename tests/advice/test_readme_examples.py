@@ -10,7 +10,25 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-MARKS = ("--batch 32 --context 32768 #", "--offload", "--spec-tokens", "--turns")
+MARKS = (
+    "--batch 32 --context 32768 #",
+    "--offload",
+    "--spec-tokens",
+    "--turns",
+    "--prefix-hit",
+    "plan -H tpu-v7x --max-chips 8",
+)
+# what each later example must print (the advice for plan with the README's figure, the prefix-cache
+# TTFTs, the draft's KV: 131,072 B a token over tp 32)
+SHOWS = {
+    "plan -H tpu-v7x --max-chips 8": (
+        "advice for the closest miss (nothing passes)",
+        "2x2x2 -> 2x2x4",
+        "frees 27.9 GiB a device",
+    ),
+    "--prefix-hit": ("ms without the hit ->", "cached in host_dram"),
+    "--draft-kv-bytes-per-token": ("draft KV: 4,096 B a token a device", "given, not derived"),
+}
 
 
 def _examples() -> list[tuple[str, int]]:
@@ -27,7 +45,8 @@ def _examples() -> list[tuple[str, int]]:
 
 def test_each_issue_14_example_is_in_the_readme():
     cmds = [c for c, _ in _examples()]
-    assert len(cmds) == 4 and {c.split()[1] for c in cmds} == {"fit", "curve"}
+    assert len(cmds) == 7 and {c.split()[1] for c in cmds} == {"fit", "curve", "plan"}
+    assert all(any(k in c for c in cmds) for k in SHOWS)
 
 
 @pytest.mark.parametrize(("cmd", "code"), _examples())
@@ -37,5 +56,9 @@ def test_example_exits_as_the_readme_says(cli, cmd, code):
     r = cli(*args[1:])
     assert r.exit_code == code, r.output
     assert "Traceback" not in r.output
-    if args[1] == "fit":
+    if args[1] in ("fit", "plan"):
         assert "advice (" in r.stdout
+    for key, shown in SHOWS.items():
+        if key in cmd:
+            out = " ".join(r.stdout.split())  # rich wraps long lines
+            assert all(s in out for s in shown), shown
