@@ -217,8 +217,9 @@ def spec_decode_report(
     draft_kv: DraftKv | None = None,
 ) -> SpecDecodeReport:
     """Verify step: the decode roofline at batch x (k+1) tokens (each sequence's KV read once a token:
-    an upper bound on the verify step's bytes); drafting: the draft's per-device weights read once a
-    drafted position at the HBM bandwidth the roofline uses."""
+    an upper bound on the verify step's bytes); drafting: the draft's per-device weights and its KV
+    for the sequences a device holds (``draft_kv``) read once a drafted position at the HBM bandwidth
+    the roofline uses."""
     from k3plan.roofline.bounds import decode_bound
     from k3plan.workload.specdecode import spec_decode_speed
 
@@ -227,7 +228,10 @@ def spec_decode_report(
     verify = decode_bound(speed_setup, batch=batch * spec.forward_tokens_per_step, **kw)
     per_dev = draft_bytes_per_device(speed_setup, draft_bytes)
     bw = speed_setup.hardware.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency
-    draft_s = per_dev / bw
+    par = speed_setup.parallel
+    seqs = -(-batch // par.dp) if speed_setup.stack.kv_cache.split_across_dp else batch  # as budget_terms
+    kv_read = seqs * context_tokens * draft_kv.bytes_per_token_per_device if draft_kv else 0
+    draft_s = (per_dev + kv_read) / bw
     speed = spec_decode_speed(
         spec=spec, batch=batch, verify_step_s=verify.step_s, draft_s_per_token=draft_s, baseline_step_s=plain.step_s
     )
@@ -244,7 +248,14 @@ def spec_decode_report(
         pricing=(
             f"verify step = k3plan decode roofline at batch {batch} x {spec.forward_tokens_per_step} tokens "
             f"({verify.binding}-bound, KV read a token: an upper bound); drafting = draft weights "
-            f"{per_dev:,} B a device read once a drafted position at {bw / 1e9:,.0f} GB/s"
+            f"{per_dev:,} B a device"
+            + (
+                f" + its KV {kv_read:,} B ({seqs} sequence(s) x {context_tokens:,} tokens x "
+                f"{draft_kv.bytes_per_token_per_device:,} B)"
+                if draft_kv
+                else ""
+            )
+            + f" read once a drafted position at {bw / 1e9:,.0f} GB/s"
         ),
     )
 

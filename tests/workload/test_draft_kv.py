@@ -116,3 +116,16 @@ def test_draft_kv_flag_errors(cli_m, command):
         cli_m(command, "-t", "2x4x4", "--tp", "32", *SPEC, "--draft-bytes", "1GB", "--draft-kv-bytes-per-token", "-5")
     )
     assert "--draft-kv-bytes-per-token -5" in line
+
+
+def test_drafting_reads_the_draft_weights_and_its_kv_each_drafted_position(cli_m):
+    cfg = ("roofline", "-t", "2x4x4", "--tp", "32", "--batch", "8", "--context", "32768", *SPEC)
+    d = _json(cli_m, *cfg, "--draft-bytes", "30GB", "--draft-kv-bytes-per-token", "131072")
+    sd = d["spec_decode"]
+    # hardware_specs/tpu-v7x.yaml: 3.69 TB/s a device (7.38 a chip, halved); roofline default 100% of it.
+    # weights 30e9 / 32 = 937,500,000 B; KV 4 sequences a device (batch 8 over dp 2) x 32,768 x 4,096 B
+    weights, kv = 30 * 10**9 // 32, 4 * 32768 * 4096
+    assert abs(sd["draft_s_per_token"] - (weights + kv) / 3.69e12) < 1e-15
+    assert f"+ its KV {kv:,} B (4 sequence(s) x 32,768 tokens x 4,096 B)" in sd["pricing"]
+    no_kv = _json(cli_m, *cfg, "--draft-bytes", "30GB")["spec_decode"]
+    assert abs(no_kv["draft_s_per_token"] - weights / 3.69e12) < 1e-15
