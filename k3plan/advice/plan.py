@@ -139,3 +139,27 @@ def render_plan_advice(pa: PlanAdvice, console) -> None:
     for n in pa.notes:
         console.print(f"  [yellow]note:[/] {escape(n)}")
     render_fit_advice(pa.advice, console)
+
+
+def pick_prefix_hit(result, *, hit_rate: float, tier: str, prompt_tokens: int, eff=None, probes=None):
+    """--prefix-hit on plan: the pick's TTFT for a ``prompt_tokens`` prompt (--isl, else --context)
+    with and without the hit (k3plan.tiers.prefix), from the pick's prefill roofline; None without a pick."""
+    from k3plan.roofline.bounds import Efficiency, prefill_bound
+    from k3plan.roofline.latency import measured_hardware
+    from k3plan.setup import make_setup
+    from k3plan.tiers.prefix import prefix_hit
+
+    row = result.recommended
+    if row is None:
+        return None
+    setup = make_setup(**setup_options_for(result.model, row))
+    hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=False)
+    setup = dataclasses.replace(setup, hardware=hw)
+    pre = prefill_bound(
+        setup,
+        prompt_tokens=prompt_tokens,
+        chunk_tokens=min(row["chunk_tokens"], prompt_tokens),
+        eff=eff or Efficiency(),
+        probes=probes,
+    )
+    return prefix_hit(setup, prompt_tokens=prompt_tokens, hit_rate=hit_rate, tier=tier, prefill_ttft_s=pre.ttft_s)

@@ -13,6 +13,8 @@ from k3plan.cli.common import (
     ContextOpt,
     JsonOpt,
     ModelOpt,
+    PrefixHitOpt,
+    PrefixTierOpt,
     ProbesOpt,
     console,
     print_json,
@@ -176,6 +178,8 @@ def command(
     drop_reasoning: DropReasoningOpt = False,
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
+    prefix_hit: PrefixHitOpt = None,
+    prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -192,6 +196,7 @@ def command(
       k3plan plan --isl 4000 --osl 500 --concurrency 32 --strict --price nvidia-gb300-nvl72=6 --emit launch run.sh
       k3plan plan --turns 20 --user-tokens 800 --answer-tokens 1200 --reasoning-tokens 6000
                                                             size for sessions at their last turn
+      k3plan plan --isl 32000 --osl 500 --concurrency 8 --prefix-hit 0.8   the pick's TTFT with 80% of prompts cached
 
     With --turns (and the token counts a turn), the context planned for is the session's peak
     context at its last turn: K3 carries earlier reasoning back, so it grows faster than the
@@ -205,6 +210,9 @@ def command(
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
     if plot is not None and (isl is None or osl is None):
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
+    from k3plan.cli.fit import _check_prefix
+
+    _check_prefix(prefix_hit, prefix_tier)
     session_note = None
     if turns is not None:
         from k3plan.workload.sessions import session_growth
@@ -279,8 +287,13 @@ def command(
     from k3plan.advice.plan import plan_advice
 
     advice = plan_advice(result, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    ph = None
+    if prefix_hit is not None:
+        from k3plan.advice.plan import pick_prefix_hit
+
+        ph = pick_prefix_hit(result, hit_rate=prefix_hit, tier=prefix_tier, prompt_tokens=isl or context, probes=probes)
     if json_out:
-        print_json({**result.model_dump(mode="json"), "advice": advice})
+        print_json({**result.model_dump(mode="json"), "advice": advice, "prefix_hit": ph})
     else:
         from k3plan.advice.plan import render_plan_advice
         from k3plan.plan.render import render_plan
@@ -288,6 +301,9 @@ def command(
         render_plan(result, console)
         if advice is not None:
             render_plan_advice(advice, console)
+        from k3plan.cli.fit import _print_prefix
+
+        _print_prefix(ph, prefix_hit, console)
         for w in written:
             console.print(f"wrote {w}")
         for w in skipped:

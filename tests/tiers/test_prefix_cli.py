@@ -61,8 +61,8 @@ def test_roofline_prefix_hit_from_hbm_has_no_load_and_prints_both_ttfts(cli_m):
     assert p["tier"] == "hbm" and p["load_s"] == 0 and p["loaded_bytes_per_device"] == 0
     # 10% of the prompt left to prefill: 131,072 - floor(0.9 x 131,072) = 13,108 tokens
     assert math.isclose(p["effect"]["ttft_s"], 13108 * cold / CONTEXT, rel_tol=1e-9)
-    out = cli_m("roofline", *SETUP, "--prefix-hit", "0.9").stdout
-    assert f"TTFT {cold * 1e3:,.1f} ms without the hit -> {13108 * cold / CONTEXT * 1e3:,.1f} ms with it" in out
+    out = " ".join(cli_m("roofline", *SETUP, "--prefix-hit", "0.9").stdout.split())  # rich wraps lines
+    assert f"TTFT (one prompt's prefill, no queue) {cold * 1e3:,.1f} ms without the hit -> {13108 * cold / CONTEXT * 1e3:,.1f} ms with it" in out
     assert "cached in hbm" in out
 
 
@@ -82,3 +82,22 @@ def test_roofline_prefix_hit_from_hbm_has_no_load_and_prints_both_ttfts(cli_m):
 def test_bad_prefix_values_exit_2_with_one_line(cli_m, command, args, flag):
     line = one_error_line(cli_m(command, *SETUP, *args))
     assert flag in line
+
+
+def test_plan_prefix_hit_prices_the_picks_prompt_of_isl_tokens(cli_m):
+    args = ("plan", "-H", "tpu-v7x", "--max-chips", "64", "--isl", "32000", "--osl", "500", "--concurrency", "8")
+    d = _json(cli_m, *args, "--prefix-hit", "0.8", "--prefix-tier", "host")
+    r, p = d["recommended"], d["prefix_hit"]
+    # the pick's own prefill roofline for the 32,000-token prompt, through `k3plan roofline`
+    roof = _json(
+        cli_m, "roofline", "-H", r["hardware"], "-t", r["topology"], "--tp", r["tp"], "--ep", r["ep"], "--dp", r["dp"],
+        "--stack", r["stack"], "--kv-dtype", r["kv_dtype"], "--context", "32000", "--chunk", r["chunk_tokens"],
+    )  # fmt: skip
+    cold = roof["prefill"]["ttft_s"]
+    cached = math.floor(0.8 * 32000)  # 25,600 tokens
+    assert p["effect"]["prompt_tokens"] == 32000 and p["effect"]["cached_tokens"] == cached
+    assert math.isclose(p["effect"]["ttft_cold_s"], cold, rel_tol=1e-12)
+    assert p["tier"] == "host_dram" and p["load_s"] > 0
+    assert math.isclose(p["effect"]["ttft_s"], (32000 - cached) * cold / 32000 + p["load_s"], rel_tol=1e-9)
+    line = one_error_line(cli_m(*args, "--prefix-hit", "2"))
+    assert "--prefix-hit 2.0" in line
