@@ -98,6 +98,12 @@ def plan_advice(
     setup = make_setup(**options)
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row["chunk_tokens"])
     fitted, notes = with_plan_numbers(fit(setup, workload), row)
+    target = result.workload.get("target_tpot_ms")
+    if result.recommended is None and target is not None and row["tpot_ms"] > target:
+        notes += (
+            f"misses --target-tpot-ms {target:g} at TPOT {row['tpot_ms']:.2f} ms with every memory check passed; "
+            "the rules below cover memory and throughput, not this target",
+        )
     hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     binding, tpot_s = row["binding"], row["tpot_ms"] / 1e3

@@ -122,9 +122,10 @@ def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.n
 
 
 def closest_miss(cols: dict[str, np.ndarray], codes: np.ndarray) -> Optional[int]:
-    """The index of the rejected configuration that came closest: a memory miss (weights, budget,
-    concurrency) with the most free HBM a device, fewest chips on a tie; else the fastest TPOT miss."""
-    for keys in (("weights", "budget", "concurrency"), ("tpot",)):
+    """The index of the rejected configuration that came closest: the fastest TPOT miss (it passed
+    every memory check), else the memory miss (weights, budget, concurrency) with the most free HBM a
+    device; fewest chips on a tie."""
+    for keys in (("tpot",), ("weights", "budget", "concurrency")):
         idx = np.flatnonzero(np.isin(codes, [CODE[k] for k in keys]))
         if idx.size:
             first = cols["tpot_s"][idx] if keys == ("tpot",) else -cols["free_bytes"][idx]

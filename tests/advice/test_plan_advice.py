@@ -44,18 +44,19 @@ def cli_module():
     return lambda *args: runner.invoke(app, [str(a) for a in args])
 
 
-def test_closest_miss_prefers_most_free_memory_then_fewest_chips_then_fastest_tpot_miss():
-    codes = np.array([CODE["fallback"], CODE["weights"], CODE["budget"], CODE["budget"], CODE["tpot"]])
+def test_closest_miss_prefers_the_fastest_tpot_miss_then_most_free_memory_then_fewest_chips():
     cols = {
-        "free_bytes": np.array([50, -30, -5, -5, 10]),
-        "chips": np.array([8, 16, 32, 16, 64]),
-        "tpot_s": np.array([0.1, 0.1, 0.1, 0.1, 0.02]),
+        "free_bytes": np.array([50, -30, -5, -5, 10, 20]),
+        "chips": np.array([8, 16, 32, 16, 64, 8]),
+        "tpot_s": np.array([0.1, 0.1, 0.1, 0.1, 0.02, 0.03]),
     }
+    memory = np.array([CODE["fallback"], CODE["weights"], CODE["budget"], CODE["budget"], CODE["fallback"], 0])
     # a fallback is never the closest; -5 beats -30; of the two at -5, 16 chips beats 32
-    assert closest_miss(cols, codes) == 3
-    only_tpot = np.array([CODE["fallback"], CODE["tpot"], CODE["tpot"], CODE["fallback"], CODE["tpot"]])
-    assert closest_miss(cols, only_tpot) == 4  # 20 ms is the fastest TPOT miss
-    assert closest_miss(cols, np.full(5, CODE["fallback"])) is None
+    assert closest_miss(cols, memory) == 3
+    # a TPOT miss passed every memory check: it is closer than any memory miss; 20 ms beats 30 ms
+    mixed = np.array([CODE["fallback"], CODE["weights"], CODE["budget"], CODE["budget"], CODE["tpot"], CODE["tpot"]])
+    assert closest_miss(cols, mixed) == 4
+    assert closest_miss(cols, np.full(6, CODE["fallback"])) is None
 
 
 def test_nothing_fits_advises_the_closest_miss_from_the_plans_numbers(cli_module, miss):
@@ -111,3 +112,16 @@ def test_plan_text_output_carries_the_advice_section(cli_module):
     assert r.exit_code == 1, r.output
     assert "advice for the closest miss (nothing passes)" in r.stdout
     assert "[capacity] 2x2x2 -> 2x2x4" in r.stdout
+
+
+def test_a_tpot_miss_is_the_closest_and_the_advice_says_which_target_it_misses(cli_module):
+    d = _json(cli_module, "plan", "-H", "tpu-v7x", "--max-chips", "64", "--target-tpot-ms", "1", code=1)
+    row, adv = d["closest_miss"], d["advice"]
+    assert adv["subject"] == "closest_miss" and row["tpot_ms"] > 1
+    # the fastest row that passed every memory check: the best TPOT any family reports
+    best = [
+        float(x.split("best TPOT ")[1].split(" ms")[0]) for f in d["families"] for x in f["detail"] if "best TPOT" in x
+    ]
+    assert f"{min(best):.2f}" == f"{row['tpot_ms']:.2f}"
+    assert adv["notes"][-1].startswith(f"misses --target-tpot-ms 1 at TPOT {row['tpot_ms']:.2f} ms")
+    assert adv["advice"]["rules"]["free_bytes"] == row["per_device"]["free_bytes"] >= 0
