@@ -15,7 +15,7 @@ from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import CompressedTensorsQuant, ConfigReader, quantization
 from k3plan.models.families.moonvit import add_vision
 from k3plan.models.inventory import TensorInventory
-from k3plan.models.spec import KDADims, MLADims, ModelSpec, MoEDims
+from k3plan.models.spec import KDADims, Mixer, MLADims, Mlp, ModelSpec, MoEDims
 
 ARCHITECTURES = ("KimiK3ForConditionalGeneration", "KimiLinearForCausalLM")
 MODEL_TYPES = ("kimi_k3", "kimi_linear")
@@ -37,10 +37,12 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
             f"{source}: linear_attn_config.kda_layers and full_attn_layers must together list "
             f"layers 1..{n_layers} once each (1-indexed)"
         )
-    mixers = tuple("kda" if i + 1 in set(kda_layers) else "mla" for i in range(n_layers))
+    mixers: tuple[Mixer, ...] = tuple("kda" if i + 1 in set(kda_layers) else "mla" for i in range(n_layers))
     first_dense = c.int("first_k_dense_replace", 0, minimum=0)
     freq = c.int("moe_layer_freq", 1)
-    mlps = tuple("moe" if i >= first_dense and (i - first_dense) % freq == 0 else "dense" for i in range(n_layers))
+    mlps: tuple[Mlp, ...] = tuple(
+        "moe" if i >= first_dense and (i - first_dense) % freq == 0 else "dense" for i in range(n_layers)
+    )
     hidden = c.int("hidden_size")
     latent = c.opt_int("routed_expert_hidden_size")
     n_shared = c.int("num_shared_experts", 0, minimum=0)
@@ -103,6 +105,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     top = "language_model." if is_k3 else ""
     pre = f"{top}model."
     h, kda, mla, moe = spec.hidden_size, spec.kda, spec.mla, spec.moe
+    assert kda is not None  # a kimi_linear spec always carries KDA dims (spec() above)
     quant_fmt, _ = _quant_rules(raw, spec.source)
     expert_fmt = quant_fmt or "bf16"
     attn_res = c.has("attn_res_block_size")
