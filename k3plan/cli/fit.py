@@ -21,6 +21,7 @@ from k3plan.cli.common import (
     console,
     print_json,
     setup_from,
+    spec_decode_from,
     with_setup_options,
 )
 
@@ -72,18 +73,12 @@ def command(
     )
     from k3plan.budget.calibration import load_calibration
     from k3plan.budget.fit import check_workload, fit
-    from k3plan.errors import K3PlanError
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
     from k3plan.units import parse_bytes
-    from k3plan.workload.specdecode import parse_spec_decode
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
-    if (spec_tokens is None) != (acceptance is None):
-        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    if draft_bytes is not None and spec_tokens is None:
-        raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
-    spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
+    spec = spec_decode_from(spec_tokens, acceptance, draft_bytes)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     setup = setup_from(**setup_options)
     eff = Efficiency()
