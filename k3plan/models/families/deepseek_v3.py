@@ -14,8 +14,9 @@ from typing import Any
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import ConfigReader, Fp8BlockQuant, quantization
+from k3plan.models.families.common import mla_dims, mlp_schedule
 from k3plan.models.inventory import TensorInventory
-from k3plan.models.spec import MLADims, Mlp, ModelSpec, MoEDims
+from k3plan.models.spec import ModelSpec, MoEDims
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM",)
 MODEL_TYPES = ("deepseek_v3", "kimi_k2")
@@ -24,11 +25,7 @@ MODEL_TYPES = ("deepseek_v3", "kimi_k2")
 def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     c = ConfigReader(raw, source=source)
     n_layers = c.int("num_hidden_layers")
-    first_dense = c.int("first_k_dense_replace", 0, minimum=0)
-    freq = c.int("moe_layer_freq", 1)
-    mlps: tuple[Mlp, ...] = tuple(
-        "moe" if i >= first_dense and (i - first_dense) % freq == 0 else "dense" for i in range(n_layers)
-    )
+    mlps = mlp_schedule(c, n_layers)
     n_shared = c.int("n_shared_experts", 0, minimum=0)
     moe_inter = c.int("moe_intermediate_size")
     hidden = c.int("hidden_size")
@@ -54,14 +51,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         mixers=tuple("mla" for _ in range(n_layers)),
         mlps=mlps,
         dense_intermediate=c.int("intermediate_size"),
-        mla=MLADims(
-            heads=c.int("num_attention_heads"),
-            q_lora_rank=c.opt_int("q_lora_rank"),
-            kv_lora_rank=c.int("kv_lora_rank"),
-            qk_nope_head_dim=c.int("qk_nope_head_dim"),
-            qk_rope_head_dim=c.int("qk_rope_head_dim"),
-            v_head_dim=c.int("v_head_dim"),
-        ),
+        mla=mla_dims(c),
         moe=moe,
         mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
         max_context=c.opt_int("max_position_embeddings"),
