@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from k3plan.report.capacity_model import ContextAdvice, DecodeAt, PlatformReport
 from k3plan.report.doc import Block
+from k3plan.units import GiB
 
 if TYPE_CHECKING:
     from k3plan.report.viable import Choice
@@ -93,7 +94,7 @@ def advice_blocks(r: PlatformReport) -> list[Block]:
         rows = [
             [
                 t.tier,
-                "—" if t.capacity_bytes is None else f"{t.capacity_bytes / 1e9:,.0f} GB",
+                "—" if t.capacity_bytes is None else f"{t.capacity_bytes / GiB:,.0f} GiB",
                 "no limit known" if t.sessions_held is None else f"{t.sessions_held:,}",
                 f"{t.restore_s * 1e3:,.1f} ms",
                 "—" if t.recompute_s is None else f"{t.recompute_s:,.2f} s",
