@@ -25,15 +25,9 @@ def write_text(path: Path, text: str, *, label: str = "") -> Path:
 def write_bytes(path: Path, data: bytes, *, label: str = "") -> Path:
     where = f"{label} {path}".strip()
     target = _target(Path(path), where)
+    fd, tmp = _mkstemp(target, where)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as err:
-        raise K3PlanError(f"{where}: cannot write in {target.parent}: {err.strerror or err}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(fd, data)
         os.chmod(tmp, _mode(target))
         os.replace(tmp, target)
     except OSError as err:
@@ -51,15 +45,9 @@ def write_new_text(path: Path, text: str, *, label: str = "") -> Path:
     sees the whole file or none. FileExistsError is left to the caller (pick another name)."""
     where = f"{label} {path}".strip()
     target = Path(path)
+    fd, tmp = _mkstemp(target, where)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as err:
-        raise K3PlanError(f"{where}: cannot write in {target.parent}: {err.strerror or err}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(fd, text.encode("utf-8"))
         os.chmod(tmp, 0o644)
         os.link(tmp, target)
     except FileExistsError:
@@ -69,6 +57,22 @@ def write_new_text(path: Path, text: str, *, label: str = "") -> Path:
     finally:
         _unlink(tmp)
     return target
+
+
+def _mkstemp(target: Path, where: str) -> tuple[int, str]:
+    """A temporary file beside ``target`` (same folder, so the final rename or link stays on one disk)."""
+    try:
+        return tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise K3PlanError(f"{where}: cannot write in {target.parent}: {err.strerror or err}") from None
+
+
+def _write_synced(fd: int, data: bytes) -> None:
+    """``data`` to the open temporary file, flushed to disk before it is renamed or linked."""
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def save_figure(fig: Any, path: Path, *, label: str = "", **kwargs: Any) -> Path:

@@ -24,7 +24,8 @@ def describe(err: ValidationError) -> str:
     """pydantic's errors as one line: unknown keys first (with a did-you-mean), then the rest."""
     errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
     missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
-    parts, named = [], set()
+    parts: list[str] = []
+    named: set[tuple[int | str, ...]] = set()
     for e in errors:
         loc = tuple(e["loc"])
         key = ".".join(str(p) for p in loc)

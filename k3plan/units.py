@@ -87,8 +87,9 @@ def _non_negative(value, text, what):
     return value
 
 
-def fmt_gb(n_bytes: float, digits: int = 2) -> str:
-    return f"{n_bytes / GB:,.{digits}f} GB"
+def fmt_gib(n_bytes: float, digits: int = 2) -> str:
+    """Bytes as the house prints them: 59_893_973_504 -> '55.78 GiB'."""
+    return f"{n_bytes / GiB:,.{digits}f} GiB"
 
 
 def fmt_count(n: float) -> str:

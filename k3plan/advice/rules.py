@@ -274,6 +274,7 @@ def advise(x: AdviceInputs) -> Advice:
     headroom = x.free_bytes / x.usable_bytes
     bar_thin = math.ceil(HEADROOM_MIN_FRACTION * x.usable_bytes)
     suggestions: list[Suggestion] = []
+    verdict: Literal["fails", "thin", "ok"]
     if x.refused:
         warnings.append(
             f"refused by measured evidence: {x.refused}; no HBM left free can hold that graph -- "

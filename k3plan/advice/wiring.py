@@ -332,7 +332,8 @@ def fit_advice(
 
     eff = eff or Efficiency()
     done: list[str] = []
-    topo_opts, kv_opts, batch_opts = [], [], ()
+    topo_opts, kv_opts = [], []
+    batch_opts: tuple[BatchOption, ...] = ()
     headroom_short = result.per_device.free_bytes < HEADROOM_MIN_FRACTION * result.hardware.usable_bytes_per_device
     if headroom_short:
         alt = topology_alternative(setup_options, setup, workload, draft_bytes, draft_kv_of)

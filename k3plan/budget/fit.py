@@ -157,7 +157,7 @@ def default_evidence(setup: Setup) -> Optional[tuple[Calibration, str]]:
 
 
 def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warnings: list[str], expert_fmt: str):
-    kw = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
+    kw: dict[str, Any] = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
     pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
     info: dict[str, Any] = {

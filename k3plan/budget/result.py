@@ -1,33 +1,15 @@
 """The typed parts of a fit: named frozen models whose JSON dump is the fit's JSON contract
-(field order = key order; reports/baseline and `fit --json` consumers rely on it).
-
-``Named.__getitem__`` keeps ``result.per_device["free_bytes"]`` working for code written against
-the old dict fields (validate/, older scripts); new code reads attributes.
+(field order = key order; reports/baseline and `fit --json` consumers rely on it). Read them by
+attribute (``result.per_device.free_bytes``); the JSON is ``model_dump``.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
 
 class Named(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in type(self).model_fields:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default) if key in type(self).model_fields else default
-
-    def keys(self):
-        return self.model_dump().keys()
-
-    def items(self):
-        return self.model_dump().items()
 
 
 class ModelFacts(Named):

@@ -101,7 +101,8 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
             continue
         b, c = base.per_device.get(key, 0), cur.per_device.get(key, 0)
         d = c - b
-        if d > tolerance.allowed(b):
+        grew = d > tolerance.allowed(b)  # a failure; a shrink is reported but passes
+        if grew or d < 0:
             out.append(
                 Finding(
                     configuration=name,
@@ -109,19 +110,10 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
                     baseline=b,
                     now=c,
                     delta_bytes=d,
-                    what=f"{key} grew beyond the tolerance {tolerance.text}",
-                )
-            )
-        elif d < 0:
-            out.append(
-                Finding(
-                    configuration=name,
-                    check=key,
-                    baseline=b,
-                    now=c,
-                    delta_bytes=d,
-                    fail=False,
-                    what=f"{key} shrank by {-d / 2**30:,.3f} GiB (--update to lock it in)",
+                    fail=grew,
+                    what=f"{key} grew beyond the tolerance {tolerance.text}"
+                    if grew
+                    else f"{key} shrank by {-d / 2**30:,.3f} GiB (--update to lock it in)",
                 )
             )
     out += _sets(name, "replicated", unfold(base.replicated), now.replicated_bytes, "newly replicated on every device")

@@ -44,6 +44,7 @@ def run_check(*, path: Path, tolerance: Tolerance, shardspecs: Optional[str] = N
     findings: list[Finding] = []
     for entry in base.configurations:
         now = _measure(entry.name, entry.config, shardspecs)
+        assert entry.expected is not None  # load_baseline without seed_ok refuses entries lacking it
         findings += compare(entry.name, entry.expected, now, tolerance=tolerance)
     return CheckResult(
         baseline=str(path),

@@ -22,7 +22,8 @@ def split_name(name: str) -> tuple[str, int | None]:
 
 def ranges(layers: list[int]) -> str:
     """[0, 1, 2, 5] -> '0-2,5'."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for n in sorted(set(layers)):
         if run and n == run[-1] + 1:
             run.append(n)

@@ -19,7 +19,7 @@ from k3plan.errors import K3PlanError
 try:  # typer >= 0.22 carries its own copy of click; older typer uses click itself
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]  # the same module, older typer
 
 # name -> module under k3plan.cli; a module with `app` is a group, with `command` a single command.
 COMMANDS: dict[str, str] = {

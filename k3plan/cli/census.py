@@ -89,11 +89,13 @@ def shard_progress() -> Iterator[Callable[[int, int], None] | None]:
 def _render(r: dict) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{r['path']}: {r['files']} file(s), {r['tensors']:,} tensors, {r['bytes'] / 1e9:,.3f} GB")
-    for col in ("dtype", "tensors", "bytes", "GB"):
+    from k3plan.units import GiB, fmt_gib
+
+    table = Table(title=f"{r['path']}: {r['files']} file(s), {r['tensors']:,} tensors, {fmt_gib(r['bytes'], 3)}")
+    for col in ("dtype", "tensors", "bytes", "GiB"):
         table.add_column(col, justify="left" if col == "dtype" else "right")
     for dtype, row in sorted(r["by_dtype"].items()):
-        table.add_row(dtype, f"{row['tensors']:,}", f"{row['bytes']:,}", f"{row['bytes'] / 1e9:,.3f}")
+        table.add_row(dtype, f"{row['tensors']:,}", f"{row['bytes']:,}", f"{row['bytes'] / GiB:,.3f}")
     console.print(table)
     comp = r.get("comparison")
     if comp is None:

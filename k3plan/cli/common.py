@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
 from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
+
+if TYPE_CHECKING:
+    from k3plan.workload.specdecode import SpecDecode
 
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
@@ -136,6 +139,24 @@ PrefixTierOpt = Annotated[
         "(the hardware spec's memory_tiers; the load time is added).",
     ),
 ]
+
+
+def spec_decode_from(
+    spec_tokens: Optional[int], acceptance: Optional[str], draft_bytes: Optional[str]
+) -> Optional[SpecDecode]:
+    """The three options above checked together: a SpecDecode, or None without speculative decoding."""
+    from k3plan.errors import K3PlanError
+    from k3plan.workload.specdecode import parse_spec_decode
+
+    if (spec_tokens is None) != (acceptance is None):
+        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
+    if draft_bytes is not None and spec_tokens is None:
+        raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
+    if spec_tokens is None or acceptance is None:
+        return None
+    return parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance)
+
+
 ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[

@@ -24,6 +24,7 @@ from k3plan.cli.common import (
     console,
     print_json,
     setup_from,
+    spec_decode_from,
     with_setup_options,
 )
 
@@ -83,15 +84,11 @@ def command(
     from k3plan.errors import K3PlanError
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
-    from k3plan.workload.specdecode import parse_spec_decode
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
-    if (spec_tokens is None) != (acceptance is None):
-        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
-        if v is not None and spec_tokens is None:
-            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
-    spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
+    spec = spec_decode_from(spec_tokens, acceptance, draft_bytes)
+    if draft_kv_bytes_per_token is not None and spec_tokens is None:
+        raise K3PlanError("--draft-kv-bytes-per-token: only with --spec-tokens K --acceptance A")
     _check_prefix(prefix_hit, prefix_tier)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     setup = setup_from(**setup_options)

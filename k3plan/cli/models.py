@@ -53,7 +53,7 @@ def _list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
         return
     from rich.table import Table
 
-    from k3plan.units import fmt_count, fmt_gb
+    from k3plan.units import fmt_count, fmt_gib
 
     table = Table(title="Bundled models")
     for col in ("name", "family", "layers", "total params", "active / token", "checkpoint"):
@@ -70,7 +70,7 @@ def _list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
             str(r["layers"]["total"]),
             fmt_count(r["total_params"]),
             fmt_count(r["active_params"]),
-            fmt_gb(r["checkpoint_bytes"]),
+            fmt_gib(r["checkpoint_bytes"]),
         )
     console.print(table)
 
@@ -108,7 +108,7 @@ def show(
 def _render(r: dict) -> None:
     from rich.table import Table
 
-    from k3plan.units import fmt_count, fmt_gb
+    from k3plan.units import GiB, fmt_count, fmt_gib
 
     console.print(
         f"[bold]{r['name']}[/]  family {r['family']} ({r['architecture']}), "
@@ -120,9 +120,9 @@ def _render(r: dict) -> None:
         console.print(f"  vision (separate)  {r['vision_params']:>22,}")
     if r["mtp_params"]:
         console.print(f"  MTP (separate)     {r['mtp_params']:>22,}")
-    console.print(f"  checkpoint bytes   {r['checkpoint_bytes']:>22,}  ({fmt_gb(r['checkpoint_bytes'])})")
+    console.print(f"  checkpoint bytes   {r['checkpoint_bytes']:>22,}  ({fmt_gib(r['checkpoint_bytes'])})")
     table = Table(title=f"by {r['breakdown_by']}")
-    for col in (r["breakdown_by"], "tensors", "params", "active / token", "bytes (GB)"):
+    for col in (r["breakdown_by"], "tensors", "params", "active / token", "bytes (GiB)"):
         table.add_column(col, justify="left" if col == r["breakdown_by"] else "right")
     for key, row in sorted(r["breakdown"].items(), key=lambda kv: -kv[1]["params"]):
         table.add_row(
@@ -130,7 +130,7 @@ def _render(r: dict) -> None:
             f"{row['tensors']:,}",
             f"{row['params']:,}",
             f"{round(row['active_params']):,}",
-            f"{row['bytes'] / 1e9:,.3f}",
+            f"{row['bytes'] / GiB:,.3f}",
         )
     console.print(table)
     for note in r["notes"]:

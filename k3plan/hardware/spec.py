@@ -75,6 +75,7 @@ class HardwareSpec(_Frozen):
             raise K3PlanError(f"{self.name}: dtype {dtype!r} is not a supported matmul type ({entry.source})")
         if entry.no_gain:
             return self.flops_per_s_per_device("bf16")
+        assert entry.value is not None  # FlopsEntry's validator: exactly one of value, no_gain, unsupported
         return parse_flops(entry.value, what=f"flops_per_device.{key}")
 
     def flops_table(self) -> dict[str, Optional[float]]:
@@ -101,7 +102,8 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
     require(is_grid == (file.kind == "tpu"), f"topology.form {file.topology.form!r} does not suit kind {file.kind!r}")
     wrap = None
     if is_grid:
-        require(file.wraparound_min is not None, "wraparound_min is required for a TPU")
+        if file.wraparound_min is None:
+            raise K3PlanError("wraparound_min is required for a TPU")
         wrap = tuple(_count(d, what="wraparound_min") for d in str(file.wraparound_min.value).split("x"))
         rank = 3 if file.topology.form == "grid3d" else 2
         require(len(wrap) == rank, f"wraparound_min: expected {rank} dims like {'x'.join(['4'] * rank)}")

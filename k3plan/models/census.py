@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, cast
 
 import msgspec
 
@@ -211,11 +211,13 @@ def read_header(path: Path) -> list[HeaderTensor]:
     result = _Scan()
     entries = decode(path, blob)
     result.shard(path, entries, data_bytes)
-    return [
-        HeaderTensor(n, e.dtype, tuple(e.shape), e.data_offsets[1] - e.data_offsets[0], path.name)
-        for n, e in entries.items()
-        if n != "__metadata__"
-    ]
+    out = []
+    for n, e in entries.items():
+        if n == "__metadata__":
+            continue
+        assert e.dtype is not None and e.shape is not None and e.data_offsets is not None  # shard() checked them
+        out.append(HeaderTensor(n, e.dtype, tuple(e.shape), e.data_offsets[1] - e.data_offsets[0], path.name))
+    return out
 
 
 class _Scan:
@@ -270,7 +272,7 @@ class _Scan:
             row[0] += n
             row[1] += others[dtype]
         if self.remaining is not None:
-            self._compare(names, dtypes, shapes)
+            self._compare(self.remaining, names, dtypes, shapes)
 
     @staticmethod
     def _diagnose(path: Path, entries: dict[str, _Entry]) -> K3PlanError:
@@ -283,18 +285,28 @@ class _Scan:
                 )
         return K3PlanError(f"{path}: corrupt safetensors header")
 
-    def _compare(self, names: list[str], dtypes: list[str], shapes: list[list[int]]) -> None:
-        wants = list(map(self.remaining.pop, names, repeat(None, len(names))))
+    def _compare(
+        self,
+        remaining: dict[str, tuple[str, list[int]]],
+        names: list[str],
+        dtypes: list[str],
+        shapes: list[list[int]],
+    ) -> None:
+        wants = list(map(remaining.pop, names, repeat(None, len(names))))
         if None in wants:
             self.extra.extend(n for n, w in zip(names, wants) if w is None)
             keep = [i for i, w in enumerate(wants) if w is not None]
-            names, dtypes, shapes, wants = ([x[i] for i in keep] for x in (names, dtypes, shapes, wants))
-        if list(map(_SHAPE_WANTED, wants)) != shapes:
-            self.shape_mismatch.extend((n, w[1], s) for n, w, s in zip(names, wants, shapes) if s != w[1])
-        if list(map(_DTYPE_WANTED, wants)) != dtypes:
-            self.dtype_mismatch.extend((n, w[0], d) for n, w, d in zip(names, wants, dtypes) if d != w[0])
+            names, dtypes, shapes = [names[i] for i in keep], [dtypes[i] for i in keep], [shapes[i] for i in keep]
+            wants = [wants[i] for i in keep]
+        found = cast(list[tuple[str, list[int]]], wants)  # the Nones (extra tensors) are dropped above
+        if list(map(_SHAPE_WANTED, found)) != shapes:
+            self.shape_mismatch.extend((n, w[1], s) for n, w, s in zip(names, found, shapes) if s != w[1])
+        if list(map(_DTYPE_WANTED, found)) != dtypes:
+            self.dtype_mismatch.extend((n, w[0], d) for n, w, d in zip(names, found, dtypes) if d != w[0])
 
     def comparison(self, *, max_listed: int) -> dict:
+        # called only for a census against an inventory, which sets both
+        assert self.remaining is not None and self.expected is not None
         missing = list(self.remaining)
         expected = len(self.expected)
         return {

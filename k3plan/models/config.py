@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -55,8 +56,6 @@ class ConfigReader:
 
     def int(self, key: str, default: Any = _MISSING, *, minimum: int = 1, maximum: int | None = None) -> int:
         value = self.get(key, default)
-        if value is None:
-            return value
         if isinstance(value, bool) or not isinstance(value, int):
             raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected an integer")
         top = maximum if maximum is not None else MAX_BY_KEY.get(key, MAX_DIM)
@@ -64,16 +63,17 @@ class ConfigReader:
             raise K3PlanError(f"{self._where(key)} is {value}; expected an integer from {minimum} to {top:,}")
         return value
 
-    def opt_int(self, key: str, *, minimum: int = 1):
-        return self.int(key, None, minimum=minimum) if self.has(key) else None
+    # below, ``int`` and ``bool`` name the methods above: annotations say builtins.int / builtins.bool
+    def opt_int(self, key: str, *, minimum: builtins.int = 1) -> builtins.int | None:
+        return self.int(key, minimum=minimum) if self.has(key) else None
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: str, default: builtins.bool = False) -> builtins.bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
             raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected true or false")
         return value
 
-    def int_list(self, key: str, default: Any = _MISSING) -> list[int]:
+    def int_list(self, key: str, default: Any = _MISSING) -> list[builtins.int]:
         value = self.get(key, default)
         if (
             not isinstance(value, list)
@@ -86,7 +86,7 @@ class ConfigReader:
             )
         return value
 
-    def sub(self, key: str, *, required: bool = True) -> "ConfigReader":
+    def sub(self, key: str, *, required: builtins.bool = True) -> ConfigReader:
         if not required and not self.has(key):
             return ConfigReader({}, source=self.source, prefix=f"{self.prefix}{key}.")
         return ConfigReader(self.get(key), source=self.source, prefix=f"{self.prefix}{key}.")
@@ -138,7 +138,10 @@ class CompressedTensorsQuant(_Quant):
 Quantization = Fp8BlockQuant | CompressedTensorsQuant
 
 
-def quantization(c: ConfigReader, *, accepted: tuple[type[_Quant], ...]) -> Quantization | None:
+Q = TypeVar("Q", bound=_Quant)
+
+
+def quantization(c: ConfigReader, *, accepted: tuple[type[Q], ...]) -> Q | None:
     """The config's ``quantization_config`` checked against the schemes this family stores; None
     if absent. An unknown method, a wrong type or a bad block size is a K3PlanError naming the key."""
     if not c.has("quantization_config"):
@@ -147,7 +150,7 @@ def quantization(c: ConfigReader, *, accepted: tuple[type[_Quant], ...]) -> Quan
     where = f"{c.source}: field '{c.prefix}quantization_config"
     if not isinstance(raw, dict):
         raise K3PlanError(f"{where}' is {_short(raw)}; expected a JSON object")
-    methods = {m.model_fields["quant_method"].annotation.__args__[0]: m for m in accepted}
+    methods = {get_args(m.model_fields["quant_method"].annotation)[0]: m for m in accepted}
     method = raw.get("quant_method")
     model = methods.get(method) if isinstance(method, str) else None
     if model is None:

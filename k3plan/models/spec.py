@@ -6,6 +6,9 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+Mixer = Literal["kda", "mla"]  # a layer's token mixer
+Mlp = Literal["dense", "moe"]  # a layer's MLP
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -70,8 +73,8 @@ class ModelSpec(_Frozen):
     hidden_size: int
     vocab_size: int
     num_layers: int
-    mixers: tuple[Literal["kda", "mla"], ...]  # per layer, 0-indexed
-    mlps: tuple[Literal["dense", "moe"], ...]
+    mixers: tuple[Mixer, ...]  # per layer, 0-indexed
+    mlps: tuple[Mlp, ...]
     dense_intermediate: int
     mla: MLADims
     kda: Optional[KDADims] = None

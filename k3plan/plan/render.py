@@ -71,6 +71,7 @@ def render_plan(result: PlanResult, console: Console) -> None:
         else:
             console.print(_ranking(result))
         r = result.recommended
+        assert r is not None  # the first ranked row whenever any is ranked
         console.print(
             f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
             f"ep {r['ep']} dp {r['dp']}, stack {r['stack']}, KV {r['kv_dtype']}: "

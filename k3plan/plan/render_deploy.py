@@ -11,8 +11,7 @@ from rich.table import Table
 
 from k3plan.deploy.pareto import render_pareto_table
 from k3plan.plan.search import OBJECTIVES, PlanResult
-
-GB = 1e9
+from k3plan.units import GiB
 
 
 def _f(v, fmt: str = ",.1f", none: str = "-") -> str:
@@ -129,7 +128,7 @@ def render_deploy(result: PlanResult, console: Console) -> None:
         console.print(t)
         x = d.transfer
         console.print(
-            f"KV + KDA state a request: {x.bytes_per_request / GB:.3f} GB over {x.link} in "
+            f"KV + KDA state a request: {x.bytes_per_request / GiB:.3f} GiB over {x.link} in "
             f"{x.transfer_s * 1e3:.2f} ms"
             + ("" if x.share_of_ttft is None else f" ({x.share_of_ttft:.2%} of the TTFT target)")
         )
@@ -144,13 +143,13 @@ def render_deploy(result: PlanResult, console: Console) -> None:
     cs = result.cold_start
     if cs is not None:
         console.print(
-            f"Cold start at {cs.load_gbps:g} Gbit/s a host: {cs.sharded_read_bytes_per_host / GB:,.1f} GB a "
+            f"Cold start at {cs.load_gbps:g} Gbit/s a host: {cs.sharded_read_bytes_per_host / GiB:,.1f} GiB a "
             f"host sharded ({cs.sharded_load_s:,.0f} s)"
             + (
                 ""
                 if cs.whole_tensor_load_s is None or cs.whole_tensor_read_bytes_per_host is None
-                else f", whole tensors {cs.whole_tensor_read_bytes_per_host / GB:,.1f} GB ({cs.whole_tensor_load_s:,.0f} s)"
+                else f", whole tensors {cs.whole_tensor_read_bytes_per_host / GiB:,.1f} GiB ({cs.whole_tensor_load_s:,.0f} s)"
             )
-            + f"; host RAM {cs.host_ram_bytes_per_host / GB:,.1f} GB a host ({cs.hosts} host(s), "
+            + f"; host RAM {cs.host_ram_bytes_per_host / GiB:,.1f} GiB a host ({cs.hosts} host(s), "
             f"{cs.devices_per_host} devices each)"
         )

@@ -235,7 +235,7 @@ def plan(
     fams = families(space=space, cols=cols, codes=codes, kinds=kinds, concurrency=concurrency, target_tpot_s=target_s)
     extra: dict[str, Any] = {}
     reasons = reason_texts()
-    if sla_mode:
+    if isl is not None:  # sla_mode, spelled so the type checker narrows isl
         from k3plan.plan.wire import apply_sla
 
         k = concurrency if concurrency > 1 else 2

@@ -10,120 +10,98 @@ the source of every number.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
-from k3plan.budget.curve import DEFAULT_CHUNKS, curve
-from k3plan.budget.fit import check_workload
+from k3plan.budget.curve import DEFAULT_CHUNKS, CurvePoint, curve
+from k3plan.budget.fit import FitResult, check_workload
 from k3plan.hardware import load_hardware
+from k3plan.report.capacity_model import (
+    ContextRow,
+    DecodeAt,
+    PlatformReport,
+    PrefillAt,
+    Roof,
+    RooflinePoint,
+    RowDecode,
+    RowSetup,
+    RowTerms,
+)
 from k3plan.report.viable import Choice, smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound, prefill_bound
+from k3plan.setup import Setup
+from k3plan.tiers.sessions import TierSessions
 
-TERMS = ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes", "free_bytes")
-
-
-class ContextRow(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    context_tokens: int
-    fits: bool
-    reason: str = ""
-    setup: dict[str, Any] = {}  # topology, chips, hosts, tp, ep, dp, stack
-    per_device: dict[str, int] = {}
-    usable_bytes_per_device: int = 0
-    max_context_tokens: int = 0
-    max_sequences: int = 0
-    model_max_context_tokens: int | None = None
-    decode: dict[str, Any] = {}  # by "concurrency" / "full": batch, tokens_per_s, tpot_s, binding, usd_per_mtok
-    prefill: dict[str, Any] = {}
-    provenance: dict[str, str] = {}
-    warnings: list[str] = []
-
-
-class PlatformReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    hardware: str
-    kind: str
-    stack: str
-    price_usd_per_chip_hour: Optional[float]
-    price_source: str
-    candidates_tried: int
-    rows: list[ContextRow]
-    curve: list[dict[str, Any]] = []
-    curve_setup: str = ""
-    roofline_points: list[dict[str, Any]] = []  # decode at growing batch: intensity, attained FLOP/s a device
-    roof: dict[str, float] = {}  # peak FLOP/s and HBM bytes/s a device
-    advice: list[dict[str, Any]] = []  # per viable context: report/capacity_advice.py
-    tiers: list[dict[str, Any]] = []  # suspended sessions per memory tier (specs with memory_tiers)
-    tiers_setup: str = ""
+__all__ = ["ContextRow", "PlatformReport", "platform_report"]
 
 
 def _usd_per_mtok(price: Optional[float], chips: int, tokens_per_s: float) -> Optional[float]:
     return None if price is None or tokens_per_s <= 0 else price * chips / 3600 / tokens_per_s * 1e6
 
 
-def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optional[Path], price) -> dict[str, Any]:
+def _decode(
+    setup: Setup, *, batch: int, context: int, eff: Efficiency, probes: Optional[Path], price: Optional[float]
+) -> DecodeAt:
     d = decode_bound(setup, batch=batch, context_tokens=context, eff=eff, probes=probes)
-    return {
-        "batch": batch,
-        "tokens_per_s": d.tokens_per_s,
-        "tokens_per_s_per_chip": d.tokens_per_s_per_chip,
-        "tpot_s": d.tpot_s,
-        "binding": d.binding,
-        "comm_share": d.comm_share,
-        "latency_source": d.comm.latency_source,
-        "usd_per_mtok": _usd_per_mtok(price, setup.topology.chips, d.tokens_per_s),
-    }
+    return DecodeAt(
+        batch=batch,
+        tokens_per_s=d.tokens_per_s,
+        tokens_per_s_per_chip=d.tokens_per_s_per_chip,
+        tpot_s=d.tpot_s,
+        binding=d.binding,
+        comm_share=d.comm_share,
+        latency_source=d.comm.latency_source,
+        usd_per_mtok=_usd_per_mtok(price, setup.topology.chips, d.tokens_per_s),
+    )
 
 
-def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price) -> ContextRow:
-    c, r = ch.context_tokens, ch.result
-    if ch.setup is None:
+def _row(
+    ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price: Optional[float]
+) -> ContextRow:
+    c, r, s = ch.context_tokens, ch.result, ch.setup
+    if s is None or r is None:
         return ContextRow(context_tokens=c, fits=False, reason=ch.reason)
-    s = ch.setup
     full = max(concurrency, r.capacity.max_sequences)
-    decode = {"concurrency": _decode(s, batch=concurrency, context=c, eff=eff, probes=probes, price=price)}
-    if full > concurrency:
-        decode["full"] = _decode(s, batch=full, context=c, eff=eff, probes=probes, price=price)
+    decode = RowDecode(
+        concurrency=_decode(s, batch=concurrency, context=c, eff=eff, probes=probes, price=price),
+        full=_decode(s, batch=full, context=c, eff=eff, probes=probes, price=price) if full > concurrency else None,
+    )
     p = prefill_bound(s, prompt_tokens=c, chunk_tokens=r.workload.prefill_chunk_tokens, eff=eff, probes=probes)
-    prefill = {
-        "prompt_tokens": c,
-        "chunk_tokens": p.chunk_tokens,
-        "ttft_s": p.ttft_s,
-        "tokens_per_s": p.tokens_per_s,
-        "feasible": p.feasible,
-        "note": p.note,
-        "link_share": p.link_share,
-        "usd_per_mtok": _usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
-    }
-    prov = dict(r.provenance)
+    prefill = PrefillAt(
+        prompt_tokens=c,
+        chunk_tokens=p.chunk_tokens,
+        ttft_s=p.ttft_s,
+        tokens_per_s=p.tokens_per_s,
+        feasible=p.feasible,
+        note=p.note,
+        link_share=p.link_share,
+        usd_per_mtok=_usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
+    )
+    prov = r.provenance.model_dump()
     src = s.hardware.sources()
     prov["hbm_bw"] = src.get("hbm_bw_per_device", s.hardware.path)
     prov["flops"] = src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path))
-    prov["collective_latency"] = decode["concurrency"]["latency_source"]
+    prov["collective_latency"] = decode.concurrency.latency_source
     prov["efficiency"] = (
         f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)"
     )
     return ContextRow(
         context_tokens=c,
         fits=True,
-        setup={
-            "topology": s.topology.text,
-            "chips": s.topology.chips,
-            "devices": s.topology.devices,
-            "hosts": s.topology.hosts,
-            "tp": s.parallel.tp,
-            "ep": s.parallel.ep,
-            "dp": s.parallel.dp,
-            "stack": s.stack.name,
-        },
-        per_device={k: int(r.per_device[k]) for k in TERMS},
+        setup=RowSetup(
+            topology=s.topology.text,
+            chips=s.topology.chips,
+            devices=s.topology.devices,
+            hosts=s.topology.hosts,
+            tp=s.parallel.tp,
+            ep=s.parallel.ep,
+            dp=s.parallel.dp,
+            stack=s.stack.name,
+        ),
+        per_device=RowTerms.model_validate(r.per_device.model_dump(include=set(RowTerms.model_fields))),
         usable_bytes_per_device=r.hardware.usable_bytes_per_device,
         max_context_tokens=r.capacity.memory_context_tokens,
         max_sequences=r.capacity.max_sequences,
-        model_max_context_tokens=r.capacity.get("model_max_context_tokens"),
+        model_max_context_tokens=r.capacity.model_max_context_tokens,
         decode=decode,
         prefill=prefill,
         provenance=prov,
@@ -131,12 +109,14 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
     )
 
 
-def _roofline_points(setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path]) -> list[dict]:
+def _roofline_points(
+    setup: Setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path]
+) -> list[RooflinePoint]:
     out, b = [], 1
     while b <= max(1, most):
         d = decode_bound(setup, batch=b, context_tokens=context, eff=eff, probes=probes)
         nbytes, flops = sum(d.bytes_per_device.values()), sum(d.flops_per_device.values())
-        out.append({"batch": b, "intensity": flops / nbytes, "flops_per_s": flops / d.step_s, "binding": d.binding})
+        out.append(RooflinePoint(batch=b, intensity=flops / nbytes, flops_per_s=flops / d.step_s, binding=d.binding))
         b *= 2
     return out
 
@@ -165,7 +145,33 @@ def platform_report(
     )
     price = hw.price_usd_per_chip_hour
     rows = [_row(choices[c], concurrency=concurrency, eff=eff, probes=probes, price=price) for c in contexts]
-    out = dict(
+    from k3plan.report.capacity_advice import platform_advice, tier_rows
+
+    picks: list[tuple[Choice, Setup, FitResult, RowDecode, PrefillAt]] = []
+    for c, row in zip(contexts, rows):
+        ch = choices[c]
+        if ch.setup is not None and ch.result is not None and row.decode is not None and row.prefill is not None:
+            picks.append((ch, ch.setup, ch.result, row.decode, row.prefill))
+    advice = [
+        platform_advice(ch, model=model, hardware=hardware, stack=stack, eff=eff, probes=probes, decode=d.concurrency)
+        for ch, _, _, d, _ in picks
+    ]
+    tiers: list[TierSessions] = []
+    curve_points: list[CurvePoint] = []
+    points: list[RooflinePoint] = []
+    tiers_setup = curve_setup = ""
+    if picks:
+        first, s, r, _, pre = picks[0]
+        c = first.context_tokens
+        tiers = tier_rows(s, context_tokens=c, prefill_ttft_s=pre.ttft_s)
+        tiers_setup = f"{s.topology.text}, {c:,}-token sessions, restore vs the roofline's prefill"
+        w = check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
+        curve_points = curve(s, workload=w, chunks=chunks, calibration=None)
+        curve_setup = (
+            f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), context {c:,}"
+        )
+        points = _roofline_points(s, context=c, most=r.capacity.max_sequences, eff=eff, probes=probes)
+    return PlatformReport(
         hardware=hw.name,
         kind=hw.kind,
         stack=stack,
@@ -173,42 +179,15 @@ def platform_report(
         price_source=hw.sources().get("price", "no price in the hardware spec"),
         candidates_tried=tried,
         rows=rows,
-        roof={
-            "flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu,
-            "peak_flops_per_s": hw.flops_per_s_per_device(eff.compute_dtype),
-            "hbm_bytes_per_s": hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency,
-        },
+        curve=curve_points,
+        curve_setup=curve_setup,
+        roofline_points=points,
+        roof=Roof(
+            flops_per_s=hw.flops_per_s_per_device(eff.compute_dtype) * eff.mfu,
+            peak_flops_per_s=hw.flops_per_s_per_device(eff.compute_dtype),
+            hbm_bytes_per_s=hw.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency,
+        ),
+        advice=advice,
+        tiers=tiers,
+        tiers_setup=tiers_setup,
     )
-    from k3plan.report.capacity_advice import platform_advice, tier_rows
-
-    out["advice"] = [
-        platform_advice(
-            choices[c],
-            model=model,
-            hardware=hardware,
-            stack=stack,
-            eff=eff,
-            probes=probes,
-            decode=row.decode["concurrency"],
-        )
-        for c, row in zip(contexts, rows)
-        if choices[c].setup is not None
-    ]
-    first = next((choices[c] for c in contexts if choices[c].setup is not None), None)
-    if first is not None:
-        row = rows[list(contexts).index(first.context_tokens)]
-        out["tiers"] = tier_rows(first.setup, context_tokens=first.context_tokens, prefill_ttft_s=row.prefill["ttft_s"])
-        out["tiers_setup"] = (
-            f"{first.setup.topology.text}, {first.context_tokens:,}-token sessions, restore vs the roofline's prefill"
-        )
-    if first is not None:
-        s, c = first.setup, first.context_tokens
-        w = check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
-        out["curve"] = [p.model_dump() for p in curve(s, workload=w, chunks=chunks, calibration=None)]
-        out["curve_setup"] = (
-            f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), context {c:,}"
-        )
-        out["roofline_points"] = _roofline_points(
-            s, context=c, most=first.result.capacity.max_sequences, eff=eff, probes=probes
-        )
-    return PlatformReport(**out)

@@ -5,19 +5,36 @@ Numbers here; ``advice_blocks`` renders them."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
+from k3plan.report.capacity_model import ContextAdvice, DecodeAt, PlatformReport
 from k3plan.report.doc import Block
+from k3plan.units import GiB
+
+if TYPE_CHECKING:
+    from k3plan.report.viable import Choice
+    from k3plan.roofline.bounds import Efficiency
+    from k3plan.setup import Setup
+    from k3plan.tiers.sessions import TierSessions
 
 
 def platform_advice(
-    ch, *, model: str, hardware: str, stack: str, decode: dict[str, Any], eff, probes=None
-) -> dict[str, Any]:
+    ch: Choice,
+    *,
+    model: str,
+    hardware: str,
+    stack: str,
+    decode: DecodeAt,
+    eff: Efficiency,
+    probes: Optional[Path] = None,
+) -> ContextAdvice:
     """One viable context: the rules' verdict, warnings and suggestions (texts carry the effects)."""
     from k3plan.advice.wiring import fit_advice
 
     s, r = ch.setup, ch.result
-    options = {
+    assert s is not None and r is not None  # called for viable contexts only
+    options: dict[str, Any] = {
         "model": model,
         "hardware": hardware,
         "topology": s.topology.text,
@@ -36,42 +53,38 @@ def platform_advice(
         speed_setup=s,
         eff=eff,
         probes=probes,
-        binding=decode.get("binding"),
-        tpot_s=decode.get("tpot_s"),
+        binding=decode.binding,
+        tpot_s=decode.tpot_s,
     )
     a = fa.rules
-    return {
-        "context_tokens": ch.context_tokens,
-        "verdict": a.verdict,
-        "headroom_fraction": a.headroom_fraction,
-        "warnings": list(a.warnings),
-        "suggestions": [f"[{x.rule}] {x.text}" for x in a.suggestions],
-        "alternatives": list(fa.alternatives),
-    }
+    return ContextAdvice(
+        context_tokens=ch.context_tokens,
+        verdict=a.verdict,
+        headroom_fraction=a.headroom_fraction,
+        warnings=list(a.warnings),
+        suggestions=[f"[{x.rule}] {x.text}" for x in a.suggestions],
+        alternatives=list(fa.alternatives),
+    )
 
 
-def tier_rows(setup, *, context_tokens: int, prefill_ttft_s: float) -> list[dict[str, Any]]:
+def tier_rows(setup: Setup, *, context_tokens: int, prefill_ttft_s: float) -> list[TierSessions]:
     """Per tier of the spec: suspended sessions at this context, the time to bring one back, and
     the prefill it saves (the roofline's TTFT for the whole context)."""
     from k3plan.tiers.sessions import session_tiers
 
-    return [
-        t.model_dump()
-        for t in session_tiers(
-            setup, context_tokens=context_tokens, prefill_s_per_token=prefill_ttft_s / context_tokens
-        )
-    ]
+    return list(
+        session_tiers(setup, context_tokens=context_tokens, prefill_s_per_token=prefill_ttft_s / context_tokens)
+    )
 
 
-def advice_blocks(r) -> list[Block]:
+def advice_blocks(r: PlatformReport) -> list[Block]:
     out: list[Block] = []
     if r.advice:
         out.append(("h3", "Advice"))
         for a in r.advice:
-            items = [f"warning: {w}" for w in a["warnings"]] + a["suggestions"]
-            head = (
-                f"{a['context_tokens']:,} context: {a['verdict']}, headroom {a['headroom_fraction']:.1%} of usable "
-                "HBM" + (f" (computed from: {'; '.join(a['alternatives'])})" if a["alternatives"] else "")
+            items = [f"warning: {w}" for w in a.warnings] + a.suggestions
+            head = f"{a.context_tokens:,} context: {a.verdict}, headroom {a.headroom_fraction:.1%} of usable HBM" + (
+                f" (computed from: {'; '.join(a.alternatives)})" if a.alternatives else ""
             )
             out.append(("p", head + ("" if items else "; nothing to suggest (at least 10% headroom, no rule applies)")))
             if items:
@@ -80,12 +93,12 @@ def advice_blocks(r) -> list[Block]:
         out.append(("h3", f"Memory tiers: suspended sessions ({r.tiers_setup})"))
         rows = [
             [
-                t["tier"],
-                "—" if t["capacity_bytes"] is None else f"{t['capacity_bytes'] / 1e9:,.0f} GB",
-                "no limit known" if t["sessions_held"] is None else f"{t['sessions_held']:,}",
-                f"{t['restore_s'] * 1e3:,.1f} ms",
-                "—" if t["recompute_s"] is None else f"{t['recompute_s']:,.2f} s",
-                t["source"],
+                t.tier,
+                "—" if t.capacity_bytes is None else f"{t.capacity_bytes / GiB:,.0f} GiB",
+                "no limit known" if t.sessions_held is None else f"{t.sessions_held:,}",
+                f"{t.restore_s * 1e3:,.1f} ms",
+                "—" if t.recompute_s is None else f"{t.recompute_s:,.2f} s",
+                t.source,
             ]
             for t in r.tiers
         ]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional, Sequence
 
-from k3plan.report.capacity import PlatformReport
-from k3plan.report.capacity_findings import findings
+from k3plan.report.capacity_findings import Viable, findings
+from k3plan.report.capacity_model import ContextRow, PlatformReport
 from k3plan.report.doc import Block
 
 TERM_NAMES = {
@@ -30,7 +31,7 @@ def usd(v: Optional[float]) -> str:
     return "—" if v is None else f"${v:,.2f}"
 
 
-def longest(row) -> str:
+def longest(row: ContextRow) -> str:
     """Memory's longest context, capped (and said so) at the model's max_position_embeddings."""
     cap = row.model_max_context_tokens
     if cap and row.max_context_tokens > cap:
@@ -57,26 +58,26 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
     rows = []
     for r in reports:
         for row in r.rows:
-            if not row.fits:
+            v = Viable.of(row)
+            if v is None:
                 rows.append([r.hardware, r.stack, ctx(row.context_tokens), "does not fit"] + ["—"] * 9)
                 continue
-            s, d = row.setup, row.decode
-            full = d.get("full", d["concurrency"])
+            s, full = v.setup, v.most
             rows.append(
                 [
                     r.hardware,
                     r.stack,
                     ctx(row.context_tokens),
-                    s["topology"],
-                    str(s["chips"]),
-                    f"{s['tp']}/{s['ep']}/{s['dp']}",
-                    gib(row.per_device["free_bytes"]),
+                    s.topology,
+                    str(s.chips),
+                    f"{s.tp}/{s.ep}/{s.dp}",
+                    gib(v.terms.free_bytes),
                     f"{row.max_sequences:,}",
                     longest(row),
-                    f"{d['concurrency']['tokens_per_s']:,.0f}",
-                    f"{full['tokens_per_s']:,.0f} (B={full['batch']})",
-                    f"{row.prefill['ttft_s']:,.1f}",
-                    usd(full["usd_per_mtok"]),
+                    f"{v.decode.tokens_per_s:,.0f}",
+                    f"{full.tokens_per_s:,.0f} (B={full.batch})",
+                    f"{v.prefill.ttft_s:,.1f}",
+                    usd(full.usd_per_mtok),
                 ]
             )
     return ("table", headers, rows)
@@ -94,15 +95,16 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
         out.append(
             ("h3", f"{ctx(row.context_tokens)} context ({row.context_tokens:,} tokens), {concurrency} sequence(s)")
         )
-        if not row.fits:
+        v = Viable.of(row)
+        if v is None:
             out.append(("p", f"**K3 cannot be served here at this context**: {row.reason}."))
             continue
-        s = row.setup
+        s = v.setup
         out.append(
             (
                 "p",
-                f"Smallest viable: **{s['topology']}** ({s['chips']} chips, {s['devices']} devices, "
-                f"{s['hosts']} hosts), tp={s['tp']} ep={s['ep']} dp={s['dp']}. Longest context with "
+                f"Smallest viable: **{s.topology}** ({s.chips} chips, {s.devices} devices, "
+                f"{s.hosts} hosts), tp={s.tp} ep={s.ep} dp={s.dp}. Longest context with "
                 f"{concurrency} sequence(s): {longest(row)} tokens; most sequences of "
                 f"{row.context_tokens:,} tokens: {row.max_sequences:,}.",
             )
@@ -112,29 +114,30 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
             (
                 "table",
                 ["term", "GiB a device", "% of usable HBM"],
-                [[TERM_NAMES[k], gib(v), f"{100 * v / usable:,.1f}%"] for k, v in row.per_device.items()]
+                [[TERM_NAMES[k], gib(n), f"{100 * n / usable:,.1f}%"] for k, n in v.terms.items()]
                 + [["usable HBM", gib(usable), "100.0%"]],
             )
         )
         rows = []
-        for label, d in row.decode.items():
+        assert row.decode is not None  # Viable.of checked it
+        for label, d in row.decode.points():
             rows.append(
                 [
-                    f"decode, batch {d['batch']:,}" + (" (most that fit)" if label == "full" else ""),
-                    f"{d['tokens_per_s']:,.0f}",
-                    f"{d['tpot_s'] * 1e3:,.2f} ms",
-                    f"{d['binding']}, collectives {d['comm_share']:.0%} of the step",
-                    usd(d["usd_per_mtok"]),
+                    f"decode, batch {d.batch:,}" + (" (most that fit)" if label == "full" else ""),
+                    f"{d.tokens_per_s:,.0f}",
+                    f"{d.tpot_s * 1e3:,.2f} ms",
+                    f"{d.binding}, collectives {d.comm_share:.0%} of the step",
+                    usd(d.usd_per_mtok),
                 ]
             )
-        p = row.prefill
+        p = v.prefill
         rows.append(
             [
-                f"prefill, {p['prompt_tokens']:,}-token prompt in chunks of {p['chunk_tokens']:,}",
-                f"{p['tokens_per_s']:,.0f}",
-                f"TTFT {p['ttft_s']:,.2f} s",
-                ("feasible" if p["feasible"] else "INFEASIBLE") + (f": {p['note']}" if p["note"] else ""),
-                usd(p["usd_per_mtok"]),
+                f"prefill, {p.prompt_tokens:,}-token prompt in chunks of {p.chunk_tokens:,}",
+                f"{p.tokens_per_s:,.0f}",
+                f"TTFT {p.ttft_s:,.2f} s",
+                ("feasible" if p.feasible else "INFEASIBLE") + (f": {p.note}" if p.note else ""),
+                usd(p.usd_per_mtok),
             ]
         )
         out.append(("table", ["bound", "tokens/s", "time", "binding / note", "$ / M tokens"], rows))
@@ -148,13 +151,13 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
                 ["prefill chunk", "prefill temp GiB", "longest context", "most sequences", "status"],
                 [
                     [
-                        f"{p['chunk_tokens']:,}",
-                        "—" if p["prefill_temp_bytes"] is None else gib(p["prefill_temp_bytes"]),
-                        f"{p['max_context_tokens']:,}",
-                        f"{p['max_sequences']:,}",
-                        p["status"],
+                        f"{c.chunk_tokens:,}",
+                        "—" if c.prefill_temp_bytes is None else gib(c.prefill_temp_bytes),
+                        f"{c.max_context_tokens:,}",
+                        f"{c.max_sequences:,}",
+                        c.status,
                     ]
-                    for p in r.curve
+                    for c in r.curve
                 ],
             )
         )
@@ -169,7 +172,7 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
 
 
 def document(
-    reports: Sequence[PlatformReport], *, title: str, intro: list[str], plots: list[tuple[str, str]], concurrency: int
+    reports: Sequence[PlatformReport], *, title: str, intro: list[str], plots: list[tuple[Path, str]], concurrency: int
 ) -> list[Block]:
     blocks: list[Block] = [("h1", title)] + [("p", t) for t in intro]
     blocks += [("h2", "Summary"), summary_table(reports), ("h2", "Findings"), ("ul", findings(reports))]

@@ -3,57 +3,88 @@ fastest decode a chip, infeasible prefill, what binds, cost where a price is kno
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from k3plan.report.capacity_model import ContextRow, DecodeAt, PlatformReport, PrefillAt, RowSetup, RowTerms
 
 
 def _ctx(c: int) -> str:
     return f"{c // 1048576}M" if c % 1048576 == 0 else f"{c // 1024}K"
 
 
-def findings(reports: Sequence) -> list[str]:
+@dataclass(frozen=True)
+class Viable:
+    """A row that fits, its optional parts narrowed (a report row carries them only when it fits)."""
+
+    row: ContextRow
+    setup: RowSetup
+    terms: RowTerms
+    decode: DecodeAt  # at the requested concurrency
+    most: DecodeAt  # at the most sequences that fit
+    prefill: PrefillAt
+
+    @classmethod
+    def of(cls, row: ContextRow) -> Optional[Viable]:
+        if not row.fits or row.setup is None or row.per_device is None or row.decode is None or row.prefill is None:
+            return None
+        return cls(row, row.setup, row.per_device, row.decode.concurrency, row.decode.most, row.prefill)
+
+
+def viable(reports: Sequence[PlatformReport]) -> list[tuple[PlatformReport, Viable]]:
+    """Every (platform, row) that fits, in report order."""
+    out = []
+    for r in reports:
+        for row in r.rows:
+            v = Viable.of(row)
+            if v is not None:
+                out.append((r, v))
+    return out
+
+
+def findings(reports: Sequence[PlatformReport]) -> list[str]:
     out: list[str] = []
     contexts = sorted({row.context_tokens for r in reports for row in r.rows})
+    every = viable(reports)
     for c in contexts:
-        ok = [(r, row) for r in reports for row in r.rows if row.context_tokens == c and row.fits]
+        ok = [(r, v) for r, v in every if v.row.context_tokens == c]
         bad = [r.hardware for r in reports for row in r.rows if row.context_tokens == c and not row.fits]
         if ok:
-            fewest = min(ok, key=lambda x: (x[1].setup["chips"], -x[1].per_device["free_bytes"]))
-            r, row = fewest
+            r, v = min(ok, key=lambda x: (x[1].setup.chips, -x[1].terms.free_bytes))
             out.append(
-                f"At {_ctx(c)} context the fewest chips that hold K3 are **{row.setup['chips']} {r.hardware}** "
-                f"({row.setup['topology']}, tp={row.setup['tp']}), with {row.per_device['free_bytes'] / 2**30:,.1f} "
-                f"GiB a device free and room for {row.max_sequences:,} sequence(s)."
+                f"At {_ctx(c)} context the fewest chips that hold K3 are **{v.setup.chips} {r.hardware}** "
+                f"({v.setup.topology}, tp={v.setup.tp}), with {v.terms.free_bytes / 2**30:,.1f} "
+                f"GiB a device free and room for {v.row.max_sequences:,} sequence(s)."
             )
-            best = max(ok, key=lambda x: x[1].decode.get("full", x[1].decode["concurrency"])["tokens_per_s_per_chip"])
-            d = best[1].decode.get("full", best[1].decode["concurrency"])
+            best, bv = max(ok, key=lambda x: x[1].most.tokens_per_s_per_chip)
+            d = bv.most
             out.append(
-                f"At {_ctx(c)} the best decode throughput a chip is {best[0].hardware}'s: "
-                f"{d['tokens_per_s_per_chip']:,.1f} tokens/s a chip at batch {d['batch']:,} ({d['binding']}-bound)."
+                f"At {_ctx(c)} the best decode throughput a chip is {best.hardware}'s: "
+                f"{d.tokens_per_s_per_chip:,.1f} tokens/s a chip at batch {d.batch:,} ({d.binding}-bound)."
             )
         if bad:
             out.append(
                 f"At {_ctx(c)} context **{', '.join(bad)} cannot hold K3** at any allowed size "
                 "(see the platform sections for the closest miss)."
             )
-    for r in reports:
-        for row in r.rows:
-            if row.fits and not row.prefill["feasible"]:
-                out.append(
-                    f"{r.hardware} {row.setup['topology']}: prefill at {_ctx(row.context_tokens)} is infeasible — "
-                    f"{row.prefill['note']}."
-                )
-            if row.fits and row.decode["concurrency"]["binding"] == "communication":
-                out.append(
-                    f"{r.hardware} {row.setup['topology']} at {_ctx(row.context_tokens)}: single-sequence decode is "
-                    f"bound by collectives ({row.decode['concurrency']['comm_share']:.0%} of the step)."
-                )
-    priced = [(r, row) for r in reports for row in r.rows if row.fits and r.price_usd_per_chip_hour is not None]
-    for r, row in priced:
-        d = row.decode.get("full", row.decode["concurrency"])
+    for r, v in every:
+        where = f"{r.hardware} {v.setup.topology}"
+        if not v.prefill.feasible:
+            out.append(f"{where}: prefill at {_ctx(v.row.context_tokens)} is infeasible — {v.prefill.note}.")
+        if v.decode.binding == "communication":
+            out.append(
+                f"{where} at {_ctx(v.row.context_tokens)}: single-sequence decode is "
+                f"bound by collectives ({v.decode.comm_share:.0%} of the step)."
+            )
+    for r, v in every:
+        price = r.price_usd_per_chip_hour
+        if price is None:
+            continue
+        d = v.most
         out.append(
-            f"{r.hardware} at {_ctx(row.context_tokens)}: ${d['usd_per_mtok']:,.2f} a million decode tokens at "
-            f"batch {d['batch']:,}, ${row.prefill['usd_per_mtok']:,.2f} a million prefill tokens "
-            f"(${r.price_usd_per_chip_hour:,.2f} a chip-hour)."
+            f"{r.hardware} at {_ctx(v.row.context_tokens)}: ${d.usd_per_mtok:,.2f} a million decode tokens at "
+            f"batch {d.batch:,}, ${v.prefill.usd_per_mtok:,.2f} a million prefill tokens "
+            f"(${price:,.2f} a chip-hour)."
         )
     unpriced = sorted({r.hardware for r in reports if r.price_usd_per_chip_hour is None})
     if unpriced:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Sequence
 
 from k3plan.io_safe import save_figure
+from k3plan.report.capacity_findings import Viable
+from k3plan.report.capacity_model import PlatformReport
 from k3plan.report.plots import _pyplot
 
 TERM_COLORS = {
@@ -25,7 +27,7 @@ def _ctx(c: int) -> str:
     return f"{c // 1048576}M" if c % 1048576 == 0 else f"{c // 1024}K"
 
 
-def plot_memory(reports: Sequence, *, path: Path) -> None:
+def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
     """Stacked horizontal bars: GiB a device by term, one bar per platform and context."""
     plt = _pyplot()
     rows = [(r, row) for r in reports for row in r.rows]
@@ -33,14 +35,16 @@ def plot_memory(reports: Sequence, *, path: Path) -> None:
     labels = []
     for i, (r, row) in enumerate(rows):
         y = len(rows) - 1 - i
-        if not row.fits:
+        v = Viable.of(row)
+        if v is None:
             labels.append(f"{r.hardware} @ {_ctx(row.context_tokens)}")
             ax.text(0.5, y, "does not fit at any allowed size", va="center", fontsize=8, color="#a00000")
             continue
-        labels.append(f"{r.hardware} {row.setup['topology']} tp={row.setup['tp']} @ {_ctx(row.context_tokens)}")
+        labels.append(f"{r.hardware} {v.setup.topology} tp={v.setup.tp} @ {_ctx(row.context_tokens)}")
         left = 0.0
-        for key, (name, color) in TERM_COLORS.items():
-            gib = max(0, row.per_device[key]) / 2**30
+        for key, nbytes in v.terms.items():
+            name, color = TERM_COLORS[key]
+            gib = max(0, nbytes) / 2**30
             ax.barh(
                 y,
                 gib,
@@ -64,16 +68,16 @@ def plot_memory(reports: Sequence, *, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_curves(reports: Sequence, *, path: Path) -> None:
+def plot_curves(reports: Sequence[PlatformReport], *, path: Path) -> None:
     """Longest context vs prefill chunk, one line per platform (at its smallest viable topology)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for r in reports:
-        ok = [p for p in r.curve if p["status"] in ("ok", "outside calibration")]
+        ok = [p for p in r.curve if p.status in ("ok", "outside calibration")]
         if ok:
             ax.plot(
-                [p["chunk_tokens"] for p in ok],
-                [p["max_context_tokens"] / 1024 for p in ok],
+                [p.chunk_tokens for p in ok],
+                [p.max_context_tokens / 1024 for p in ok],
                 "o-",
                 label=f"{r.hardware} ({r.curve_setup.split(',')[0]})",
             )
@@ -90,7 +94,7 @@ def plot_curves(reports: Sequence, *, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_roofline(reports: Sequence, *, path: Path) -> None:
+def plot_roofline(reports: Sequence[PlatformReport], *, path: Path) -> None:
     """Per-device roofline (attained FLOP/s vs FLOP/byte) with decode steps at growing batch."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -98,7 +102,7 @@ def plot_roofline(reports: Sequence, *, path: Path) -> None:
     lo, hi = 0.5, 2000.0
     for i, r in enumerate(reports):
         color = colors[i % len(colors)]
-        peak, bw = r.roof["flops_per_s"], r.roof["hbm_bytes_per_s"]
+        peak, bw = r.roof.flops_per_s, r.roof.hbm_bytes_per_s
         xs = [lo, peak / bw, hi]
         ax.plot(
             xs,
@@ -110,11 +114,11 @@ def plot_roofline(reports: Sequence, *, path: Path) -> None:
         )
         pts = r.roofline_points
         if pts:
-            ax.plot([p["intensity"] for p in pts], [p["flops_per_s"] / 1e12 for p in pts], "o", color=color, ms=4)
+            ax.plot([p.intensity for p in pts], [p.flops_per_s / 1e12 for p in pts], "o", color=color, ms=4)
             last = pts[-1]
             ax.annotate(
-                f"B={last['batch']}",
-                (last["intensity"], last["flops_per_s"] / 1e12),
+                f"B={last.batch}",
+                (last.intensity, last.flops_per_s / 1e12),
                 fontsize=7,
                 color=color,
                 xytext=(4, -8),

@@ -43,7 +43,7 @@ def collect(
         )
         out.append(r)
         fits = ", ".join(
-            f"{row.context_tokens:,}: " + (row.setup["topology"] if row.fits else "no fit") for row in r.rows
+            f"{row.context_tokens:,}: " + (row.setup.topology if row.setup is not None else "no fit") for row in r.rows
         )
         progress(f"[{i}/{len(hardware)}] {r.hardware} ({r.stack}): {fits} ({time.perf_counter() - t:.2f} s)")
     return out

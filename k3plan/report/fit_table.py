@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from k3plan.units import GiB
+
+if TYPE_CHECKING:
+    from k3plan.budget.fit import FitResult
 
 
 def _gib(n: float) -> str:
     return f"{n / GiB:,.2f}"
 
 
-def render_fit(r, console: Console) -> None:
+def render_fit(r: FitResult, console: Console) -> None:
     hw, par, w, dev = r.hardware, r.parallel, r.workload, r.per_device
-    usable = hw["usable_bytes_per_device"]
+    usable = hw.usable_bytes_per_device
     console.print(
-        f"[bold]{r.model.name}[/] on [bold]{hw['name']} {hw['topology']}[/] ({hw['chips']} chips, "
-        f"{hw['devices']} devices, {hw['hosts']} hosts), tp={par['tp']} ep={par['ep']} dp={par['dp']}, "
-        f"stack {r.stack}; context {w['context_tokens']:,} x batch {w['batch']}, prefill chunk {w['prefill_chunk_tokens']:,}"
+        f"[bold]{r.model.name}[/] on [bold]{hw.name} {hw.topology}[/] ({hw.chips} chips, "
+        f"{hw.devices} devices, {hw.hosts} hosts), tp={par.tp} ep={par.ep} dp={par.dp}, "
+        f"stack {r.stack}; context {w.context_tokens:,} x batch {w.batch}, prefill chunk {w.prefill_chunk_tokens:,}"
     )
     table = Table(title="per device (GiB = 2^30 B)", title_justify="left")
     table.add_column("term")
@@ -27,37 +32,37 @@ def render_fit(r, console: Console) -> None:
     table.add_column("source", overflow="fold", max_width=70)
     p = r.provenance
     rows = [
-        ("weights", dev["weights_bytes"], p["weights"]),
-        ("  of which replicated", dev["replicated_weights_bytes"], "tensors every device holds whole"),
-        ("KV cache", dev["kv_bytes"], p["kv"]),
-        ("KDA state", dev["state_bytes"], p["state"]),
+        ("weights", dev.weights_bytes, p.weights),
+        ("  of which replicated", dev.replicated_weights_bytes, "tensors every device holds whole"),
+        ("KV cache", dev.kv_bytes, p.kv),
+        ("KDA state", dev.state_bytes, p.state),
         (
-            f"temporaries ({r.temp.get('binding', '')})",
-            dev["temp_bytes"],
-            p["temp_prefill"] if r.temp.get("binding") == "prefill" else p["temp_decode"],
+            f"temporaries ({r.temp.binding})",
+            dev.temp_bytes,
+            p.temp_prefill if r.temp.binding == "prefill" else p.temp_decode,
         ),
-        ("engine reserve", dev["reserve_bytes"], p["reserve"]),
+        ("engine reserve", dev.reserve_bytes, p.reserve),
     ]
     for name, value, source in rows:
         table.add_row(name, _gib(value), f"{100 * value / usable:.1f}", source)
     table.add_section()
-    table.add_row("usable HBM", _gib(usable), "100.0", p["hbm"])
+    table.add_row("usable HBM", _gib(usable), "100.0", p.hbm)
     color = "green" if r.fits else "red"
     table.add_row(
-        f"[{color}]free[/]", f"[{color}]{_gib(dev['free_bytes'])}[/]", f"{100 * dev['free_bytes'] / usable:.1f}", ""
+        f"[{color}]free[/]", f"[{color}]{_gib(dev.free_bytes)}[/]", f"{100 * dev.free_bytes / usable:.1f}", ""
     )
     console.print(table)
     cap = r.capacity
-    cross = cap["kv_state_crossover_tokens"]
+    cross = cap.kv_state_crossover_tokens
     console.print(
-        f"capacity: longest context at batch {w['batch']}: [bold]{cap['max_context_tokens']:,}[/] tokens"
+        f"capacity: longest context at batch {w.batch}: [bold]{cap.max_context_tokens:,}[/] tokens"
         + (
-            f" (the model's max; memory allows {cap['memory_context_tokens']:,})"
-            if cap["memory_context_tokens"] > cap["max_context_tokens"]
+            f" (the model's max; memory allows {cap.memory_context_tokens:,})"
+            if cap.memory_context_tokens > cap.max_context_tokens
             else ""
         )
         + "; "
-        f"most sequences at {w['context_tokens']:,}: [bold]{cap['max_sequences']:,}[/]"
+        f"most sequences at {w.context_tokens:,}: [bold]{cap.max_sequences:,}[/]"
         + (f"; KV overtakes KDA state at {cross:,.0f} tokens" if cross else "")
     )
     console.print(
@@ -67,10 +72,10 @@ def render_fit(r, console: Console) -> None:
     if r.speed:
         sp = r.speed
         console.print(
-            f"decode bound at this workload: TPOT {sp['tpot_s'] * 1e3:,.2f} ms, {sp['tokens_per_s']:,.0f} tok/s, "
-            f"{sp['binding']}-bound (collective latency: {sp['collective_latency_source']}); see k3plan roofline"
+            f"decode bound at this workload: TPOT {sp.tpot_s * 1e3:,.2f} ms, {sp.tokens_per_s:,.0f} tok/s, "
+            f"{sp.binding}-bound (collective latency: {sp.collective_latency_source}); see k3plan roofline"
         )
-        for note in sp["probes"]:
+        for note in sp.probes:
             console.print(f"[cyan]probe:[/] {note}")
     else:
         console.print("decode bound: not computed, the workload does not fit")

@@ -23,11 +23,6 @@ class Parallel(BaseModel):
     def devices(self) -> int:
         return self.tp * self.dp
 
-    def __getitem__(self, key: str) -> int:  # FitResult.parallel read as the dict it used to be
-        if key not in ("tp", "ep", "dp"):
-            raise KeyError(key)
-        return getattr(self, key)
-
 
 class Mesh(BaseModel):
     """The named mesh axes of one ``Parallel``: ``dp`` x ``tp`` over all devices, and the alias

@@ -77,9 +77,11 @@ class ShardingPlan(BaseModel):
 
 def dim_groups(t: Tensor) -> list[list[int]]:
     """Indices of logical axes making up each checkpoint dim (greedy product match)."""
-    groups, i = [], 0
+    groups: list[list[int]] = []
+    i = 0
     for d in t.shape:
-        group, prod = [], 1
+        group: list[int] = []
+        prod = 1
         while i < len(t.logical_shape) and (prod < d or not group):
             prod *= t.logical_shape[i]
             group.append(i)
@@ -101,6 +103,8 @@ def spec_from_rules(t: Tensor, rules: dict[str, str | None], mesh: Mesh) -> tupl
         chosen: DimSpec = None
         for li in group:
             target = rules.get(t.axes[li])
+            if target is None:
+                continue  # replicated along this axis (expand(None) is empty)
             mesh_axes = mesh.expand(target)
             if not mesh_axes:
                 continue

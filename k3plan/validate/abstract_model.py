@@ -172,6 +172,7 @@ def _layer_cache(setup: Setup, mixer: str, b: int, capacity: int) -> dict[str, t
         lat = None if stack.kv_cache.replicate_across_tp or width % tp else "tp"
         return {"kv": ((b, capacity, width), dtype, (bax, None, lat))}
     kda = spec.kda
+    assert kda is not None  # a "kda" mixer layer exists only in a spec with KDA dims
     hax = "tp" if stack.state.shard_by_heads and kda.heads % tp == 0 and tp > 1 else None
     return {
         "conv": ((b, 3, kda.conv_kernel - 1, kda.width), DTYPES[stack.state.conv_dtype], (bax, None, None, hax)),

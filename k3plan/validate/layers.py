@@ -127,6 +127,7 @@ def gdr_chunked(q, k, v, g, beta, S, chunk: int = KDA_CHUNK):
 
 def kda_mixer(p: dict, x, cache: dict, ctx: Ctx, *, decode: bool):
     kda, act = ctx.spec.kda, ctx.act
+    assert kda is not None  # a "kda" mixer layer exists only in a spec with KDA dims
     H, D = kda.heads, kda.head_dim
     b, n, _ = x.shape
     A = "self_attn."

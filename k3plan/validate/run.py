@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from k3plan.budget.cache import cache_layout
-from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, Workload, fit
+from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload, fit
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.validate.structure import LayerPlan, layer_plan, truncate_setup
@@ -55,7 +56,7 @@ def plan_jobs(*, setup: Setup, stage: str, tokens: list[int], batch: int, contex
     return jobs
 
 
-def _budget(setup: Setup, job: Job):
+def _budget(setup: Setup, job: Job) -> FitResult:
     chunk = job.tokens if job.stage == "prefill" else min(DEFAULT_PREFILL_CHUNK_TOKENS, job.context)
     return fit(setup, Workload(context_tokens=job.context, batch=job.batch, prefill_chunk_tokens=chunk))
 
@@ -84,13 +85,13 @@ def run_job(
     ab, inputs = am.build(setup, devices, lplan, stage=job.stage, batch=job.batch, tokens=job.tokens, capacity=capacity)
     budget = _budget(setup, job)
     pd = budget.per_device
-    seqs = pd["sequences"]
+    prefill = job.stage == "prefill"
     acc = Accounting(
-        budget_weights=pd["weights_bytes"],
-        budget_kv=pd["kv_bytes"],
-        budget_state=pd["state_bytes"],
-        budget_state_unpadded=seqs * layout.n_kda * layout.state_bytes_per_layer_unpadded,
-        budget_temp=budget.temp.get(f"{job.stage}_bytes"),
+        budget_weights=pd.weights_bytes,
+        budget_kv=pd.kv_bytes,
+        budget_state=pd.state_bytes,
+        budget_state_unpadded=pd.sequences * layout.n_kda * layout.state_bytes_per_layer_unpadded,
+        budget_temp=budget.temp.prefill_bytes if prefill else budget.temp.decode_bytes,
         abstract_weights=ab.weights_bytes(),
         abstract_cache=ab.cache_bytes(),
         abstract_inputs=am.inputs_bytes(inputs),
@@ -119,11 +120,11 @@ def run_job(
         "lower_s": round(res.lower_s, 3),
         "compile_s": round(res.compile_s, 3),
         "budget": {
-            "weights_bytes": pd["weights_bytes"],
-            "kv_bytes": pd["kv_bytes"],
-            "state_bytes": pd["state_bytes"],
+            "weights_bytes": pd.weights_bytes,
+            "kv_bytes": pd.kv_bytes,
+            "state_bytes": pd.state_bytes,
             "temp_bytes": acc.budget_temp,
-            "temp_terms": budget.temp.get(f"{job.stage}_terms", {}),
+            "temp_terms": budget.temp.prefill_terms if prefill else budget.temp.decode_terms,
         },
         "abstract": {
             "weights_bytes": acc.abstract_weights,
@@ -149,10 +150,10 @@ def run_job(
         return out
     terms = compare(
         acc=acc,
-        argument=st and st.argument_bytes,
-        alias=st and st.alias_bytes,
-        output=st and st.output_bytes,
-        temp=st and st.temp_bytes,
+        argument=None if st is None else st.argument_bytes,
+        alias=None if st is None else st.alias_bytes,
+        output=None if st is None else st.output_bytes,
+        temp=None if st is None else st.temp_bytes,
     )
     resident = (
         None
@@ -160,7 +161,7 @@ def run_job(
         else (st.argument_bytes + (st.output_bytes or 0) - (st.alias_bytes or 0))
     )
     if target.platform == "tpu":
-        total = None if resident is None else resident + (st.temp_bytes or 0)
+        total = None if resident is None or st is None else resident + (st.temp_bytes or 0)
         fits = True if total is None else total <= usable
         verdict = (
             f"compiled for {target.name}: arguments + outputs - alias + temp = "
@@ -232,7 +233,7 @@ def validate(
             devices=devices,
             lplan=lplan,
             job=job,
-            on_phase=(lambda phase, job=job: on_phase(job, phase)) if on_phase else None,
+            on_phase=functools.partial(on_phase, job) if on_phase else None,
         )
         results.append(r)
         if on_job:

@@ -58,7 +58,7 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
 def _run_layers(params, cache, x, start, *, ctx: Ctx, lplan: LayerPlan, decode: bool):
     spec = ctx.spec
     kw = dict(ctx=ctx, decode=decode, start=start)
-    new = {"prefix": [], "blocks": [], "suffix": []}
+    new: dict[str, list] = {"prefix": [], "blocks": [], "suffix": []}
     for j, i in enumerate(lplan.prefix):
         x, c = decoder_layer(
             params["prefix"][j], x, cache["prefix"][j], mixer=spec.mixers[i], mlp_kind=spec.mlps[i], **kw

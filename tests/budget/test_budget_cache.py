@@ -36,8 +36,8 @@ def test_deepseek_v3_kv_bf16_is_70272_bytes_a_token():
     ds = load_model("deepseek-v3").spec
     assert kv_bytes_per_token(ds, "bf16") == 61 * (512 + 64) * 2 == 70_272
     r = run_fit(cached_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", kv_dtype="bf16"))
-    assert r.model_state["kv_bytes_per_token"] == 70_272
-    assert r.model_state["state_bytes_per_sequence"] == 0
+    assert r.model_state.kv_bytes_per_token == 70_272
+    assert r.model_state.state_bytes_per_sequence == 0
 
 
 def test_k3_state_and_kv_from_the_config():
@@ -74,7 +74,7 @@ def test_k3_crossover_fp8_is_32507_tokens():
     n = math.ceil(x)
     assert n * 13_824 >= 449_372_160 > (n - 1) * 13_824
     r = run_fit(cached_setup(topology="2x2x4", tp=32, kv_dtype="fp8"))
-    assert abs(r.capacity["kv_state_crossover_tokens"] - 32_507) <= 1
+    assert abs(r.capacity.kv_state_crossover_tokens - 32_507) <= 1
 
 
 def test_hybrid_paging_at_tp32():
@@ -96,9 +96,9 @@ def test_hybrid_paging_at_tp32():
     assert lay.kv_bytes(131_072) == 24 * math.ceil(131_072 / block) * block * mla_tok
     r = run_fit(cached_setup(topology="2x2x4", tp=32))
     assert r.cache_layout.block_tokens == 192 and r.cache_layout.page_bytes == 221_184
-    assert r.per_device["state_bytes"] == 69 * 221_184
-    assert r.per_device["kv_bytes"] == lay.kv_bytes(131_072)
-    assert r.capacity["memory_context_tokens"] % block == 0  # max_context_tokens is capped at the model max
+    assert r.per_device.state_bytes == 69 * 221_184
+    assert r.per_device.kv_bytes == lay.kv_bytes(131_072)
+    assert r.capacity.memory_context_tokens % block == 0  # max_context_tokens is capped at the model max
 
 
 def test_separate_pools_do_not_pad_state():

@@ -70,7 +70,7 @@ def test_jax_native_weights_match_the_measured_arguments():
     replicated router gate would add 2.1 GiB and fail this test."""
     cal = load_calibration(str(CALIBRATION))
     r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="jax-native"))
-    assert r.per_device["weights_bytes"] / GiB == pytest.approx(cal.argument_gib, abs=0.02)
+    assert r.per_device.weights_bytes / GiB == pytest.approx(cal.argument_gib, abs=0.02)
     assert r.replicated == []
 
 
@@ -79,11 +79,11 @@ def test_jax_native_weights_match_the_measured_arguments():
 def test_fit_uses_the_measured_envelope(chunk, want_gib):
     cal = load_calibration(str(CALIBRATION))
     r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="jax-native"), context=32768, chunk=chunk, calibration=cal)
-    assert r.temp["prefill_bytes"] == int(want_gib * GiB)
-    assert "calibration" in r.provenance["temp_prefill"]
+    assert r.temp.prefill_bytes == int(want_gib * GiB)
+    assert "calibration" in r.provenance.temp_prefill
     # decode at 32,768 is measured: envelope of 29.8 and 29.83
-    assert r.temp["decode_bytes"] == int(29.83 * GiB)
-    assert r.per_device["temp_bytes"] == max(int(want_gib * GiB), int(29.83 * GiB))
+    assert r.temp.decode_bytes == int(29.83 * GiB)
+    assert r.per_device.temp_bytes == max(int(want_gib * GiB), int(29.83 * GiB))
 
 
 @needs_cal
@@ -92,7 +92,7 @@ def test_fit_refuses_a_chunk_the_measured_compile_could_not_fit(chunk):
     cal = load_calibration(str(CALIBRATION))
     r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="jax-native"), context=65536, chunk=chunk, calibration=cal)
     assert not r.fits
-    assert r.capacity["max_context_tokens"] == 0 and r.capacity["max_sequences"] == 0
+    assert r.capacity.max_context_tokens == 0 and r.capacity.max_sequences == 0
     assert any("refused" in w and "57,344" in w and "out of memory" in w for w in r.warnings)
 
 
@@ -100,7 +100,7 @@ def test_fit_refuses_a_chunk_the_measured_compile_could_not_fit(chunk):
 def test_fit_outside_the_measured_contexts_takes_the_largest_measured_not_a_slope():
     cal = load_calibration(str(CALIBRATION))
     r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="jax-native"), context=131072, chunk=4096, calibration=cal)
-    assert r.temp["decode_bytes"] >= int(29.83 * GiB)
+    assert r.temp.decode_bytes >= int(29.83 * GiB)
     assert any("not extrapolated" in w for w in r.warnings)
 
 
@@ -111,7 +111,7 @@ def test_calibration_for_another_configuration_warns(tmp_path):
                                  "prefill": [{"tokens": 8192, "temp_gib": 5.0}]}))
     cal = load_calibration(str(p))
     r = run_fit(cached_setup(topology="2x2x2", tp=16), context=8192, chunk=8192, calibration=cal)
-    assert r.temp["prefill_bytes"] == 5 * GiB
+    assert r.temp.prefill_bytes == 5 * GiB
     assert any("different configuration" in w and "2x2x4" in w for w in r.warnings)
     assert any("CPU backend" in w for w in r.warnings)
 

@@ -49,22 +49,22 @@ def with_usable(s, usable: int):
 def test_terms_sum_to_usable(cfg, context, batch, chunk, kv_dtype):
     r = run_fit(make(cfg, kv_dtype=kv_dtype), context=context, batch=batch, chunk=chunk)
     d = r.per_device
-    assert (d["weights_bytes"] + d["kv_bytes"] + d["state_bytes"] + d["temp_bytes"] + d["reserve_bytes"]
-            + d["free_bytes"]) == r.hardware["usable_bytes_per_device"]
-    assert min(d[k] for k in ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes")) >= 0
+    assert (d.weights_bytes + d.kv_bytes + d.state_bytes + d.temp_bytes + d.reserve_bytes
+            + d.free_bytes) == r.hardware.usable_bytes_per_device
+    assert min(d.weights_bytes, d.kv_bytes, d.state_bytes, d.temp_bytes, d.reserve_bytes) >= 0
     # a graph the calibration refuses (a measured OOM at or above this size) fits nowhere, whatever is free
     refused = bool(r.temp.prefill_refused or r.temp.decode_refused)
-    assert r.fits == (d["free_bytes"] >= 0 and not refused)
-    assert 0 <= d["replicated_weights_bytes"] <= d["weights_bytes"]
+    assert r.fits == (d.free_bytes >= 0 and not refused)
+    assert 0 <= d.replicated_weights_bytes <= d.weights_bytes
 
 
 @settings(max_examples=len(CONFIGS) * 2, deadline=None)
 @given(configs)
 def test_weights_times_devices_cover_the_runtime_weights(cfg):
     r = run_fit(make(cfg))
-    devices = r.hardware["devices"]
-    assert r.per_device["weights_bytes"] * devices >= r.model["runtime_weight_bytes"]
-    assert sum(r.weights_by_role.values()) == r.per_device["weights_bytes"]
+    devices = r.hardware.devices
+    assert r.per_device.weights_bytes * devices >= r.model.runtime_weight_bytes
+    assert sum(r.weights_by_role.values()) == r.per_device.weights_bytes
 
 
 @FAST
@@ -73,9 +73,9 @@ def test_capacity_never_falls_when_hbm_grows(cfg, context, batch, usable, more):
     s = make(cfg)
     small = run_fit(with_usable(s, usable), context=context, batch=batch)
     big = run_fit(with_usable(s, usable + more), context=context, batch=batch)
-    assert big.capacity["max_context_tokens"] >= small.capacity["max_context_tokens"]
-    assert big.capacity["max_sequences"] >= small.capacity["max_sequences"]
-    assert big.per_device["free_bytes"] >= small.per_device["free_bytes"] - 1  # reserve is int(fraction x usable)
+    assert big.capacity.max_context_tokens >= small.capacity.max_context_tokens
+    assert big.capacity.max_sequences >= small.capacity.max_sequences
+    assert big.per_device.free_bytes >= small.per_device.free_bytes - 1  # reserve is int(fraction x usable)
     assert big.fits or not small.fits
 
 
@@ -85,7 +85,7 @@ def test_max_sequences_never_rises_with_context(cfg, context, more, batch):
     s = make(cfg)
     short = run_fit(s, context=context, batch=batch)
     long = run_fit(s, context=context + more, batch=batch)
-    assert long.capacity["max_sequences"] <= short.capacity["max_sequences"]
+    assert long.capacity.max_sequences <= short.capacity.max_sequences
 
 
 @FAST

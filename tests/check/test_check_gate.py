@@ -100,6 +100,15 @@ def test_no_longer_fits_fails_and_shrinking_passes_with_a_note(cli, small_baseli
     assert r.exit_code == 1 and "fits" in fails
 
 
+def test_a_term_that_shrank_passes_with_a_note(cli, small_baseline):
+    _shrink(small_baseline, "temp_bytes", -(2**30))  # the baseline recorded 1 GiB more: the tree shrank
+    r = cli("check", "--baseline", small_baseline, "--json")
+    assert r.exit_code == 0, r.output
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["check"] == "temp_bytes"]
+    assert not f["fail"] and f["delta_bytes"] == -(2**30)
+    assert "temp_bytes shrank by 1.000 GiB" in f["what"]
+
+
 def test_update_rewrites_and_fills_a_seed(cli, tmp_path, small_baseline):
     _shrink(small_baseline, "weights_bytes", 2**30)
     assert cli("check", "--baseline", small_baseline).exit_code == 1

@@ -62,6 +62,10 @@ def test_table_output(cli, ckpt):
     r = cli("census", folder)
     assert r.exit_code == 0, r.output
     assert "matches the inventory" in r.stdout and "U8" in r.stdout
+    # bytes in GiB (2^30 B), as every command prints them
+    total = json.loads(cli("census", folder, "--json").stdout)["bytes"]
+    text = " ".join(r.stdout.split())  # the title may wrap
+    assert f"{total / 2**30:,.3f} GiB" in text and " GB" not in text
 
 
 def test_explicit_model_and_single_file(cli, ckpt, tmp_path):

@@ -233,6 +233,10 @@ def _unknown_key_calibration(tmp_path) -> str:
     (["--calibration", "/no/such/cal.yaml"], ["no such file"]),
     (["--shardspecs", "/no/such/specs.yaml"], ["--shardspecs", "no such file"]),
     (["--shardspecs", "no_such_module_k3:fn"], ["cannot load"]),
+    (["--spec-tokens", "3"], ["--spec-tokens and --acceptance go together"]),
+    (["--acceptance", "0.8"], ["--spec-tokens and --acceptance go together"]),
+    (["--draft-bytes", "30GB"], ["--draft-bytes: only with --spec-tokens"]),
+    (["--spec-tokens", "3", "--acceptance", "1.5"], ["--acceptance '1.5'", "every rate must lie in [0, 1]"]),
 ])
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
     args = [a(tmp_path) if callable(a) else a for a in args]

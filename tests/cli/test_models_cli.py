@@ -58,6 +58,17 @@ def test_show_table(cli):
     assert "447,358,976" in r.stdout and "note:" in r.stdout
 
 
+def test_show_and_list_print_gib(cli):
+    """Bytes in GiB (2^30 B) as every other command prints them, never GB."""
+    r = cli("models", "show", "kimi-k3", "--by", "format")
+    assert r.exit_code == 0, r.output
+    assert "bytes (GiB)" in r.stdout and " GB" not in r.stdout and "(GB)" not in r.stdout
+    mxfp4 = 92 * 896 * 17_547_264  # 92 MoE layers x 896 experts x one expert's packed bytes (test above)
+    assert f"{mxfp4 / 2**30:,.3f}" in r.stdout  # 1,347.117
+    r = cli("models")
+    assert r.exit_code == 0 and " GiB" in r.stdout and " GB" not in r.stdout
+
+
 def test_show_deepseek_mtp_separate(cli):
     out = show_json(cli, "deepseek-v3")
     assert out["mtp_params"] > 0

@@ -49,6 +49,9 @@ def test_done_when_answers_with_every_part(done_when):
     assert res["launch"]["text"].splitlines()[3].split()[:2] in (["vllm", "serve"], ["python", "-m"]) or \
         "ici_tensor_parallelism" in res["launch"]["text"]
     assert set(res["search"]["hardware"]) >= {"tpu-v7x", "nvidia-b200", "nvidia-gb300-nvl72"}  # all bundled
+    # the request's KV + KDA state in GiB (2^30 B), as every byte figure prints
+    per_request = res["disaggregated"]["transfer"]["bytes_per_request"]
+    assert f"KV + KDA state a request: {per_request / 2**30:.3f} GiB over" in " ".join(out.split())
 
 
 def test_every_row_has_a_cost_cell_and_unpriced_says_so(done_when):

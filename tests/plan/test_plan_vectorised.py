@@ -107,9 +107,9 @@ def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
         where = f"{setup.hardware.name} {topo.text} {setup.parallel} {setup.stack.name} kv={kv} chunk={cols['chunk'][i]}"
         r = fit(setup, Workload(context_tokens=131072, batch=8, prefill_chunk_tokens=int(cols["chunk"][i])))
         for k in TERMS:
-            assert int(cols[k][i]) == r.per_device[k], (k, where)
-        assert int(cols["replicated_bytes"][i]) == r.per_device["replicated_weights_bytes"], where
-        assert int(cols["max_sequences"][i]) == r.capacity["max_sequences"], where
+            assert int(cols[k][i]) == getattr(r.per_device, k), (k, where)
+        assert int(cols["replicated_bytes"][i]) == r.per_device.replicated_weights_bytes, where
+        assert int(cols["max_sequences"][i]) == r.capacity.max_sequences, where
         assert int(cols["fallbacks"][i]) == len(r.replicated), where
         assert int(codes[i]) == r.reason and (codes[i] == 0) == r.fits, where  # one verdict
         d = decode_bound(setup, batch=8, context_tokens=131072, eff=Efficiency())

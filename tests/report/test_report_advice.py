@@ -47,4 +47,6 @@ def test_memory_tier_table_for_a_spec_with_tiers(report):
     # one 131,072-token K3 session, one copy: 27,648 B a token of bf16 KV + 449,372,160 B of KDA state
     assert host["sessions_held"] == 4 * 960 * 10**9 // (27_648 * 131_072 + 449_372_160) == 942
     assert tiers["remote"]["sessions_held"] is None
-    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 3,840 GB | 942 |" in md
+    # bytes print in GiB like every other figure: 4 x 960e9 B / 2^30 = 3,576 GiB
+    assert f"{4 * 960 * 10**9 / 2**30:,.0f}" == "3,576"
+    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 3,576 GiB | 942 |" in md

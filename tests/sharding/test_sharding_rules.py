@@ -54,7 +54,7 @@ def test_tp64_heads_do_not_divide_and_every_affected_tensor_is_listed(topology):
     assert any("fell back to replication" in w for w in r.warnings)
     # the fallbacks are what raises the replicated floor
     tp32 = fit(make_setup(topology="2x2x4", tp=32), W)
-    assert r.per_device["replicated_weights_bytes"] - tp32.per_device["replicated_weights_bytes"] >= sum(
+    assert r.per_device.replicated_weights_bytes - tp32.per_device.replicated_weights_bytes >= sum(
         f.bytes_replicated for f in r.replicated)
 
 
@@ -90,9 +90,9 @@ def test_user_yaml_replicating_lm_head_adds_its_size(tmp_path):
     a, b = fit(base, W), fit(user, W)
     size = _lm_head_bytes(base)
     assert size == 163840 * 7168 * 2
-    assert b.per_device["replicated_weights_bytes"] - a.per_device["replicated_weights_bytes"] == size
-    assert b.per_device["weights_bytes"] - a.per_device["weights_bytes"] == size - size // 32
-    assert "shardspecs" in b.provenance["weights"]
+    assert b.per_device.replicated_weights_bytes - a.per_device.replicated_weights_bytes == size
+    assert b.per_device.weights_bytes - a.per_device.weights_bytes == size - size // 32
+    assert "shardspecs" in b.provenance.weights
 
 
 def test_user_module_function_specs(tmp_path, monkeypatch):
@@ -109,7 +109,7 @@ def test_user_module_function_specs(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     base = fit(make_setup(topology="2x2x4", tp=32), W)
     user = fit(make_setup(topology="2x2x4", tp=32, shardspecs="k3_user_specs_mod:specs"), W)
-    assert user.per_device["replicated_weights_bytes"] - base.per_device["replicated_weights_bytes"] == 163840 * 7168 * 2
+    assert user.per_device.replicated_weights_bytes - base.per_device.replicated_weights_bytes == 163840 * 7168 * 2
     with pytest.raises(K3PlanError, match="not in the inventory"):
         make_setup(topology="2x2x4", tp=32, shardspecs="k3_user_specs_mod:bad")
     with pytest.raises(K3PlanError, match="must return a dict"):

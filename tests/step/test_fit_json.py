@@ -44,7 +44,9 @@ def test_fit_json_is_unchanged(cli, name):
     if not want["fits"]:
         want["speed"] = {}  # on purpose (issue 10 item 6): no speed figure for a workload that does not fit
     got = json.loads(r.stdout)
-    assert list(got)[-1] == "advice" and "rules" in got.pop("advice")  # issue 14 adds it, last
+    # issue 14 adds the advice and the prefix-cache TTFT (None without --prefix-hit), last
+    assert list(got)[-2:] == ["advice", "prefix_hit"] and "rules" in got.pop("advice")
+    assert got.pop("prefix_hit") is None
     _compare(got, want)
     assert r.exit_code == (0 if want["fits"] else 1)
 
@@ -53,7 +55,7 @@ def test_fit_json_bytes_outside_the_speed_floats(cli):
     """Byte for byte once the two speed floats are masked."""
     r = cli("fit", *CASES["fit-2x2x4-tp32.json"], "--json")
     got, want = json.loads(r.stdout), json.loads((DATA / "fit-2x2x4-tp32.json").read_text())
-    got.pop("advice")  # issue 14's addition; everything before it is unchanged
+    got.pop("advice"), got.pop("prefix_hit")  # issue 14's additions; everything before them is unchanged
     for d in (got, want):
         d["speed"]["tpot_s"] = d["speed"]["tokens_per_s"] = 0.0
     assert json.dumps(got, indent=2) == json.dumps(want, indent=2)

@@ -37,7 +37,7 @@ def test_stacked_axis_is_replicated_and_sized_by_blocks(k48):
 def test_abstract_weights_equal_the_budget(k48):
     setup, _, ab = k48
     budget = fit(setup, Workload(context_tokens=256, batch=4, prefill_chunk_tokens=256))
-    assert ab.weights_bytes() == budget.per_device["weights_bytes"]
+    assert ab.weights_bytes() == budget.per_device.weights_bytes
 
 
 def test_mxfp4_experts_are_two_uint8_arrays(tiny_setup):

@@ -9,11 +9,14 @@ and excluded from the model's totals.
 
 from __future__ import annotations
 
+from typing import Any
+
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import ConfigReader, Fp8BlockQuant, quantization
+from k3plan.models.families.common import mla_dims, mlp_schedule
 from k3plan.models.inventory import TensorInventory
-from k3plan.models.spec import MLADims, ModelSpec, MoEDims
+from k3plan.models.spec import ModelSpec, MoEDims
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM",)
 MODEL_TYPES = ("deepseek_v3", "kimi_k2")
@@ -22,9 +25,7 @@ MODEL_TYPES = ("deepseek_v3", "kimi_k2")
 def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     c = ConfigReader(raw, source=source)
     n_layers = c.int("num_hidden_layers")
-    first_dense = c.int("first_k_dense_replace", 0, minimum=0)
-    freq = c.int("moe_layer_freq", 1)
-    mlps = tuple("moe" if i >= first_dense and (i - first_dense) % freq == 0 else "dense" for i in range(n_layers))
+    mlps = mlp_schedule(c, n_layers)
     n_shared = c.int("n_shared_experts", 0, minimum=0)
     moe_inter = c.int("moe_intermediate_size")
     hidden = c.int("hidden_size")
@@ -47,17 +48,10 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         hidden_size=hidden,
         vocab_size=c.int("vocab_size"),
         num_layers=n_layers,
-        mixers=("mla",) * n_layers,
+        mixers=tuple("mla" for _ in range(n_layers)),
         mlps=mlps,
         dense_intermediate=c.int("intermediate_size"),
-        mla=MLADims(
-            heads=c.int("num_attention_heads"),
-            q_lora_rank=c.opt_int("q_lora_rank"),
-            kv_lora_rank=c.int("kv_lora_rank"),
-            qk_nope_head_dim=c.int("qk_nope_head_dim"),
-            qk_rope_head_dim=c.int("qk_rope_head_dim"),
-            v_head_dim=c.int("v_head_dim"),
-        ),
+        mla=mla_dims(c),
         moe=moe,
         mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
         max_context=c.opt_int("max_position_embeddings"),
@@ -76,7 +70,7 @@ def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kin
     mixer_kind = kind_override or "mla"
     mlp_kind = kind_override or spec.mlps[min(i, spec.num_layers - 1)]
     role = (lambda r: "mtp") if kind_override else (lambda r: r)
-    kw = dict(layer=i, kind=mixer_kind)
+    kw: dict[str, Any] = dict(layer=i, kind=mixer_kind)
     b.vector(f"{L}input_layernorm.weight", E, fmt="bf16", role=role("norm"), **kw)
     A = f"{L}self_attn."
     qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
@@ -165,7 +159,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
         b.vector(f"{L}shared_head.norm.weight", E, **M)
         b.linear(f"{L}shared_head.head.weight", [("vocab", spec.vocab_size)], E, **M)
         _decoder_layer(b, spec, i, lf, kind_override="mtp")
-    notes = ()
+    notes: tuple[str, ...] = ()
     if spec.mtp_layers:
         notes = (f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals",)
     return b.inventory(), notes

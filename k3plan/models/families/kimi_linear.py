@@ -13,9 +13,10 @@ from __future__ import annotations
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import CompressedTensorsQuant, ConfigReader, quantization
+from k3plan.models.families.common import mla_dims, mlp_schedule
 from k3plan.models.families.moonvit import add_vision
 from k3plan.models.inventory import TensorInventory
-from k3plan.models.spec import KDADims, MLADims, ModelSpec, MoEDims
+from k3plan.models.spec import KDADims, Mixer, ModelSpec, MoEDims
 
 ARCHITECTURES = ("KimiK3ForConditionalGeneration", "KimiLinearForCausalLM")
 MODEL_TYPES = ("kimi_k3", "kimi_linear")
@@ -37,23 +38,13 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
             f"{source}: linear_attn_config.kda_layers and full_attn_layers must together list "
             f"layers 1..{n_layers} once each (1-indexed)"
         )
-    mixers = tuple("kda" if i + 1 in set(kda_layers) else "mla" for i in range(n_layers))
-    first_dense = c.int("first_k_dense_replace", 0, minimum=0)
-    freq = c.int("moe_layer_freq", 1)
-    mlps = tuple("moe" if i >= first_dense and (i - first_dense) % freq == 0 else "dense" for i in range(n_layers))
+    mixers: tuple[Mixer, ...] = tuple("kda" if i + 1 in set(kda_layers) else "mla" for i in range(n_layers))
+    mlps = mlp_schedule(c, n_layers)
     hidden = c.int("hidden_size")
     latent = c.opt_int("routed_expert_hidden_size")
     n_shared = c.int("num_shared_experts", 0, minimum=0)
     moe_inter = c.int("moe_intermediate_size")
-    mla = MLADims(
-        heads=c.int("num_attention_heads"),
-        q_lora_rank=c.opt_int("q_lora_rank"),
-        kv_lora_rank=c.int("kv_lora_rank"),
-        qk_nope_head_dim=c.int("qk_nope_head_dim"),
-        qk_rope_head_dim=c.int("qk_rope_head_dim"),
-        v_head_dim=c.int("v_head_dim"),
-        output_gate=c.bool("mla_use_output_gate", False),
-    )
+    mla = mla_dims(c, output_gate_key="mla_use_output_gate")
     kda = KDADims(
         heads=lin.int("num_heads"),
         head_dim=lin.int("head_dim"),
@@ -103,6 +94,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     top = "language_model." if is_k3 else ""
     pre = f"{top}model."
     h, kda, mla, moe = spec.hidden_size, spec.kda, spec.mla, spec.moe
+    assert kda is not None  # a kimi_linear spec always carries KDA dims (spec() above)
     quant_fmt, _ = _quant_rules(raw, spec.source)
     expert_fmt = quant_fmt or "bf16"
     attn_res = c.has("attn_res_block_size")

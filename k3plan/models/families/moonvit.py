@@ -4,6 +4,8 @@ a PatchMergerV2 projector to the text width (165 vision_tower + 3 mm_projector t
 
 from __future__ import annotations
 
+from typing import Any, Iterator
+
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import ConfigReader
@@ -22,20 +24,21 @@ _VISION_DEFAULTS = {
     "vt_intermediate_size": 4096,
     "init_pos_emb_height": 64,
     "init_pos_emb_width": 64,
-    "merge_kernel_size": [2, 2],
 }
+_MERGE_KERNEL_DEFAULT = [2, 2]
 
 
-def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec):
+def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> Iterator[str]:
+    """Add the vision tensors to ``b``; yields a note per config field the checkpoint overrides."""
     root = ConfigReader(raw, source=spec.source)
     if not root.has("vision_config"):
         return
     vc = root.sub("vision_config")
-    cfg = {k: vc.int_list(k, d) if isinstance(d, list) else vc.int(k, d) for k, d in _VISION_DEFAULTS.items()}
-    if len(cfg["merge_kernel_size"]) != 2 or min(cfg["merge_kernel_size"]) < 1:
+    cfg = {k: vc.int(k, d) for k, d in _VISION_DEFAULTS.items()}
+    kernel = vc.int_list("merge_kernel_size", _MERGE_KERNEL_DEFAULT)
+    if len(kernel) != 2 or min(kernel) < 1:
         raise K3PlanError(
-            f"{spec.source}: field 'vision_config.merge_kernel_size' is "
-            f"{cfg['merge_kernel_size']!r}; expected two integers >= 1"
+            f"{spec.source}: field 'vision_config.merge_kernel_size' is {kernel!r}; expected two integers >= 1"
         )
     for key, truth in _VISION_CHECKPOINT_TRUTH.get(spec.architecture, {}).items():
         if cfg[key] != truth:
@@ -45,8 +48,8 @@ def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec):
             )
             cfg[key] = truth
     w, q, ff, P = cfg["vt_hidden_size"], cfg["qkv_hidden_size"], cfg["vt_intermediate_size"], cfg["patch_size"]
-    merged = w * cfg["merge_kernel_size"][0] * cfg["merge_kernel_size"][1]
-    V = dict(fmt="bf16", kind="vision", role="vision", active=0.0)
+    merged = w * kernel[0] * kernel[1]
+    V: dict[str, Any] = dict(fmt="bf16", kind="vision", role="vision", active=0.0)
     W = [("vision_embed", w)]
     b.add("vision_tower.patch_embed.proj.weight", [W, [("rgb", 3)], [("patch", P)], [("patch", P)]], **V)
     b.add(

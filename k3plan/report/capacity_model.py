@@ -1,0 +1,155 @@
+"""The typed results of a capacity report (report/capacity.py fills them, capacity_doc/plots/findings
+render them). Field order is the `report --json` key order; a context where nothing fits dumps its
+setup, per_device, decode and prefill as {} (as the dict fields did)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, field_serializer, model_serializer
+
+from k3plan.budget.curve import CurvePoint
+from k3plan.tiers.sessions import TierSessions
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RowSetup(_Frozen):
+    """The smallest viable (topology, split) at one context."""
+
+    topology: str
+    chips: int
+    devices: int
+    hosts: int
+    tp: int
+    ep: int
+    dp: int
+    stack: str
+
+
+class RowTerms(_Frozen):
+    """Bytes a device by term, from the pick's fit (the memory plot's bars, in this order)."""
+
+    weights_bytes: int
+    kv_bytes: int
+    state_bytes: int
+    temp_bytes: int
+    reserve_bytes: int
+    free_bytes: int
+
+    def items(self) -> list[tuple[str, int]]:
+        """(term, bytes) in field order: the rows of a table, the segments of a bar."""
+        return [(k, getattr(self, k)) for k in type(self).model_fields]
+
+
+class DecodeAt(_Frozen):
+    """The decode roofline bound at one batch."""
+
+    batch: int
+    tokens_per_s: float
+    tokens_per_s_per_chip: float
+    tpot_s: float
+    binding: str
+    comm_share: float
+    latency_source: str
+    usd_per_mtok: Optional[float]
+
+
+class RowDecode(_Frozen):
+    concurrency: DecodeAt  # at the requested concurrency
+    full: Optional[DecodeAt] = None  # at the most sequences that fit, when that is more
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: Any) -> dict[str, Any]:
+        out = handler(self)
+        if out.get("full") is None:
+            out.pop("full", None)
+        return out
+
+    @property
+    def most(self) -> DecodeAt:
+        """At the most sequences that fit (the requested concurrency when no more do)."""
+        return self.full or self.concurrency
+
+    def points(self) -> list[tuple[str, DecodeAt]]:
+        return [("concurrency", self.concurrency)] + ([("full", self.full)] if self.full is not None else [])
+
+
+class PrefillAt(_Frozen):
+    """The prefill roofline bound of one prompt of the row's context."""
+
+    prompt_tokens: int
+    chunk_tokens: int
+    ttft_s: float
+    tokens_per_s: float
+    feasible: bool
+    note: str
+    link_share: float
+    usd_per_mtok: Optional[float]
+
+
+class ContextRow(_Frozen):
+    context_tokens: int
+    fits: bool
+    reason: str = ""
+    setup: Optional[RowSetup] = None  # None: nothing fits at this context (so for the next three)
+    per_device: Optional[RowTerms] = None
+    usable_bytes_per_device: int = 0
+    max_context_tokens: int = 0
+    max_sequences: int = 0
+    model_max_context_tokens: int | None = None
+    decode: Optional[RowDecode] = None
+    prefill: Optional[PrefillAt] = None
+    provenance: dict[str, str] = {}  # what each number comes from, by name
+    warnings: list[str] = []
+
+    @field_serializer("setup", "per_device", "decode", "prefill")
+    def _empty(self, v: Optional[BaseModel]) -> dict[str, Any]:
+        return {} if v is None else v.model_dump()
+
+
+class RooflinePoint(_Frozen):
+    """One decode step on the roofline plot."""
+
+    batch: int
+    intensity: float  # FLOP / HBM byte, a device
+    flops_per_s: float  # attained, a device
+    binding: str
+
+
+class Roof(_Frozen):
+    """A device's roof: MFU-scaled and peak FLOP/s, efficiency-scaled HBM bytes/s."""
+
+    flops_per_s: float
+    peak_flops_per_s: float
+    hbm_bytes_per_s: float
+
+
+class ContextAdvice(_Frozen):
+    """k3plan.advice's rules at one viable context (report/capacity_advice.py)."""
+
+    context_tokens: int
+    verdict: str
+    headroom_fraction: float
+    warnings: list[str]
+    suggestions: list[str]
+    alternatives: list[str]
+
+
+class PlatformReport(_Frozen):
+    hardware: str
+    kind: str
+    stack: str
+    price_usd_per_chip_hour: Optional[float]
+    price_source: str
+    candidates_tried: int
+    rows: list[ContextRow]
+    curve: list[CurvePoint] = []
+    curve_setup: str = ""
+    roofline_points: list[RooflinePoint] = []  # decode at growing batch
+    roof: Roof
+    advice: list[ContextAdvice] = []  # per viable context
+    tiers: list[TierSessions] = []  # suspended sessions per memory tier (specs with memory_tiers)
+    tiers_setup: str = ""
