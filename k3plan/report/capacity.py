@@ -78,6 +78,39 @@ def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optiona
     }
 
 
+def _add_expected(setup, *, decode: dict, prefill: dict, context: int, chunk: int, probes: Optional[Path]) -> None:
+    """Expected beside the ceiling (issue 17): each decode batch's step and the prompt's TTFT from the
+    step's ops and the device kind's efficiency records (speed.stage); ``*_measured``: whether any op
+    used a record (else the expected time is the ops' ceiling, one after another)."""
+    from k3plan.speed.expected import expected_time
+    from k3plan.speed.stage import decode_op_costs, expected_speed
+
+    x = expected_speed(
+        setup,
+        batch=decode["concurrency"]["batch"],
+        context_tokens=context,
+        prompt_tokens=context,
+        chunk_tokens=chunk,
+        probes=probes,
+    )
+    measured = [any(o.efficiency.measured for o in st.ops) for st in (x.decode, x.prefill)]
+    decode["concurrency"].update(expected_tpot_s=x.decode.expected_s, expected_measured=measured[0])
+    if "full" in decode:
+        from k3plan.speed.peaks import Peaks
+        from k3plan.speed.stage import curves_for
+
+        peaks = Peaks.from_hardware(setup.hardware)
+        full = expected_time(
+            decode_op_costs(setup, batch=decode["full"]["batch"], context=context),
+            peaks=peaks,
+            curves=curves_for(peaks, probes)[0],
+        )
+        decode["full"].update(
+            expected_tpot_s=full.expected_s, expected_measured=any(o.efficiency.measured for o in full.ops)
+        )
+    prefill.update(expected_ttft_s=x.prefill.expected_s, expected_measured=measured[1], expected_records=x.records)
+
+
 def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price) -> ContextRow:
     c, r = ch.context_tokens, ch.result
     if ch.setup is None:
@@ -98,7 +131,9 @@ def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path
         "link_share": p.link_share,
         "usd_per_mtok": _usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
     }
+    _add_expected(s, decode=decode, prefill=prefill, context=c, chunk=p.chunk_tokens, probes=probes)
     prov = dict(r.provenance)
+    prov["expected"] = prefill.pop("expected_records")
     src = s.hardware.sources()
     prov["hbm_bw"] = src.get("hbm_bw_per_device", s.hardware.path)
     prov["flops"] = src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path))

@@ -146,9 +146,18 @@ def _done(op: OpCost, ceiling: float, expected: float, e: Efficiency) -> OpTime:
     )
 
 
-def expected_time(ops: list[OpCost], *, peaks: Peaks, curves: EfficiencyCurves | None) -> StageTime:
-    """Ceiling and expected seconds of one stage (a decode step or a prefill chunk)."""
-    times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
+def expected_time(
+    ops: list[OpCost], *, peaks: Peaks, curves: EfficiencyCurves | None, cache: dict | None = None
+) -> StageTime:
+    """Ceiling and expected seconds of one stage (a decode step or a prefill chunk). ``cache``: OpCost ->
+    OpTime across calls with the same peaks and curves (a prompt's chunks repeat all but attention)."""
+    if cache is None:
+        times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
+    else:
+        for op in ops:
+            if op not in cache:
+                cache[op] = op_time(op, peaks=peaks, curves=curves)
+        times = tuple(cache[op] for op in ops)
     by_kind = {
         c: KindTime(
             ceiling_s=sum(t.ceiling_s for t in times if t.category == c),

@@ -213,6 +213,7 @@ def expected_speed(
     )
     chunk = min(chunk_tokens, prompt_tokens)
     n = math.ceil(prompt_tokens / chunk)
+    cache: dict = {}
     chunks = [
         expected_time(
             prefill_op_costs(
@@ -223,6 +224,7 @@ def expected_speed(
             ),
             peaks=peaks,
             curves=curves,
+            cache=cache,
         )
         for i in range(n)
     ]

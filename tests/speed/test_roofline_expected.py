@@ -67,3 +67,18 @@ def test_decode_ceiling_of_the_ops_is_the_roofline_step_when_every_op_is_memory_
     out = json.loads(r.stdout)
     assert out["decode"]["binding"] == "memory"
     assert out["expected"]["decode"]["ceiling_s"] == pytest.approx(out["decode"]["step_s"], rel=1e-9)
+
+
+def test_report_shows_expected_beside_the_ceiling(cli, tmp_path):
+    """The capacity report's decode and prefill rows carry the expected time; with HBM at half the spec's
+    bandwidth every HBM-bound op doubles, so the batch-1 step is slower than its ceiling (and at most twice)."""
+    half_bandwidth_hbm(tmp_path / "rec")
+    r = cli("report", "-H", "tpu-v7x", "-c", "32768", "--max-chips", "16", "--probes", tmp_path / "rec",
+            "--out", tmp_path / "r.md", "--json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["platforms"][0]["rows"][0]
+    d = row["decode"]["concurrency"]
+    assert d["expected_measured"] and d["tpot_s"] < d["expected_tpot_s"] <= 2 * d["tpot_s"]
+    assert row["prefill"]["expected_measured"]
+    assert row["provenance"]["expected"].startswith("efficiency records of TPU7x in ")
+    assert "| expected |" in (tmp_path / "r.md").read_text()
