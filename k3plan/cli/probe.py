@@ -449,3 +449,38 @@ def ragged_dot(
         tokens=_ints(tokens, what="--tokens"), experts=experts, top_k=top_k, d_in=d_in, d_out=d_out, ep=ep, dtype=dtype
     )
     launch(run, params)
+
+
+@app.command("step")
+@with_probe_options
+def step(
+    launch,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 2,
+    context: Annotated[int, typer.Option("--context", help="Tokens each sequence attends to.")] = 256,
+    topology: Annotated[
+        str, typer.Option("--topology", "-t", help="tpu-v7x chips the scaled step is laid out on (2 devices a chip).")
+    ] = "2x2x1",
+    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the scaled step.")] = 8,
+    no_sub_probes: Annotated[
+        bool,
+        typer.Option(
+            "--no-sub-probes", help="Skip the matmul/hbm/allreduce records of this run (every op then at its ceiling)."
+        ),
+    ] = False,
+) -> None:
+    """A scaled-down K3 decode step (2 layers, 8 experts) timed end to end, beside its expected time.
+
+    The expected time is the step's op list (the one `roofline` uses) against efficiency records
+    measured in the same run (matmul, hbm, allreduce at the sizes its ops have; written beside the
+    step's record); measured vs expected and the error are printed. On CPU the fake devices share
+    the host's cores: the run checks the machinery, not a calibration, and says so. On a TPU or GPU
+    it is the calibration of the expected time.
+
+    \b
+    Examples:
+      k3plan probe step                                  8 fake CPU devices, batch 2 at 256 tokens
+      k3plan probe step --topology 1x1x1 --tp 2 --cpu-devices 2 --no-write
+    """
+    from k3plan.probes.step.probe import StepParams, run
+
+    launch(run, StepParams(batch=batch, context=context, topology=topology, tp=tp, sub_probes=not no_sub_probes))
