@@ -10,9 +10,9 @@ the efficiency curves of the hardware's device kind:
              route through the EP group (the other groups idle: a single prompt's TTFT)
 
 The peaks are the hardware spec's (never a probe-substituted bandwidth: the efficiency curves are
-ceiling / measured against those same peaks). Records: ``--probes DIR``, else the checkout's
-reports/probes when any record there is of the device kind, else every op runs at its ceiling and
-the output says so.
+ceiling / measured against those same peaks). Records: ``--probes DIR``, else ./reports/probes (where
+`k3plan probe` writes) or the checkout's, when any record there is of the device kind; else every op
+runs at its ceiling and the output says so.
 """
 
 from __future__ import annotations
@@ -43,11 +43,14 @@ class ExpectedSpeed(_Frozen):
 
 
 def default_probes_dir() -> Path | None:
-    """The checkout's reports/probes (records are not shipped in the wheel), or None."""
+    """Where `k3plan probe` writes by default (./reports/probes), else the checkout's reports/probes
+    (records are not shipped in the wheel), else None."""
     from importlib.resources import files
 
-    d = Path(str(files("k3plan"))).parent / "reports" / "probes"
-    return d if d.is_dir() else None
+    for d in (Path("reports") / "probes", Path(str(files("k3plan"))).parent / "reports" / "probes"):
+        if d.is_dir():
+            return d
+    return None
 
 
 def curves_for(peaks: Peaks, probes: Path | None):

@@ -82,3 +82,14 @@ def test_report_shows_expected_beside_the_ceiling(cli, tmp_path):
     assert row["prefill"]["expected_measured"]
     assert row["provenance"]["expected"].startswith("efficiency records of TPU7x in ")
     assert "| expected |" in (tmp_path / "r.md").read_text()
+
+
+def test_default_records_are_where_probe_writes_them(cli, tmp_path, monkeypatch):
+    """Without --probes: ./reports/probes (k3plan probe's default --out) before the checkout's."""
+    half_bandwidth_hbm(tmp_path / "reports" / "probes")
+    monkeypatch.chdir(tmp_path)
+    r = cli(*ARGS, "--json")
+    assert r.exit_code == 0, r.output
+    x = json.loads(r.stdout)["expected"]
+    assert x["records"] == "efficiency records of TPU7x in reports/probes (1 curves)"
+    assert [p.endswith("hbm-tpu7x.json") for p in x["records_used"]] == [True]
