@@ -11,8 +11,8 @@ the efficiency curves of the hardware's device kind:
 
 The peaks are the hardware spec's (never a probe-substituted bandwidth: the efficiency curves are
 ceiling / measured against those same peaks). Records: ``--probes DIR``, else ./reports/probes (where
-`k3plan probe` writes) or the checkout's, when any record there is of the device kind; else every op
-runs at its ceiling and the output says so.
+`k3plan probe` writes) when any record there is of the device kind; else every op runs at its ceiling
+and the output says so.
 """
 
 from __future__ import annotations
@@ -43,14 +43,11 @@ class ExpectedSpeed(_Frozen):
 
 
 def default_probes_dir() -> Path | None:
-    """Where `k3plan probe` writes by default (./reports/probes), else the checkout's reports/probes
-    (records are not shipped in the wheel), else None."""
-    from importlib.resources import files
-
-    for d in (Path("reports") / "probes", Path(str(files("k3plan"))).parent / "reports" / "probes"):
-        if d.is_dir():
-            return d
-    return None
+    """./reports/probes, where `k3plan probe` writes by default (a checkout's committed records when run
+    from its top), or None. Records are not shipped in the wheel, so an installed k3plan run elsewhere
+    answers exactly as the checkout run from the same folder (tests/test_packaging.py)."""
+    d = Path("reports") / "probes"
+    return d if d.is_dir() else None
 
 
 def curves_for(peaks: Peaks, probes: Path | None):
