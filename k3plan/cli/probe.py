@@ -35,6 +35,7 @@ Examples:
   k3plan probe a2a --bytes 64,1792,16KiB --mode chained      per-call all-to-all latency
   k3plan probe hbm --impl pallas                              Pallas streaming kernel vs XLA copy
   k3plan probe kda-decode --heads 8 --head-dim 64             Pallas decode step vs jnp reference
+  k3plan probe step                                           a scaled K3 decode step: measured vs expected
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
