@@ -79,36 +79,13 @@ def _decode(setup, *, batch: int, context: int, eff: Efficiency, probes: Optiona
 
 
 def _add_expected(setup, *, decode: dict, prefill: dict, context: int, chunk: int, probes: Optional[Path]) -> None:
-    """Expected beside the ceiling (issue 17): each decode batch's step and the prompt's TTFT from the
-    step's ops and the device kind's efficiency records (speed.stage); ``*_measured``: whether any op
-    used a record (else the expected time is the ops' ceiling, one after another)."""
-    from k3plan.speed.expected import expected_time
-    from k3plan.speed.stage import decode_op_costs, expected_speed
+    """Expected beside each ceiling (issue 17; report/capacity_expected.py)."""
+    from k3plan.report.capacity_expected import row_expected
 
-    x = expected_speed(
-        setup,
-        batch=decode["concurrency"]["batch"],
-        context_tokens=context,
-        prompt_tokens=context,
-        chunk_tokens=chunk,
-        probes=probes,
-    )
-    measured = [any(o.efficiency.measured for o in st.ops) for st in (x.decode, x.prefill)]
-    decode["concurrency"].update(expected_tpot_s=x.decode.expected_s, expected_measured=measured[0])
-    if "full" in decode:
-        from k3plan.speed.peaks import Peaks
-        from k3plan.speed.stage import curves_for
-
-        peaks = Peaks.from_hardware(setup.hardware)
-        full = expected_time(
-            decode_op_costs(setup, batch=decode["full"]["batch"], context=context),
-            peaks=peaks,
-            curves=curves_for(peaks, probes)[0],
-        )
-        decode["full"].update(
-            expected_tpot_s=full.expected_s, expected_measured=any(o.efficiency.measured for o in full.ops)
-        )
-    prefill.update(expected_ttft_s=x.prefill.expected_s, expected_measured=measured[1], expected_records=x.records)
+    x = row_expected(setup, batches=[d["batch"] for d in decode.values()], context=context, chunk=chunk, probes=probes)
+    for d in decode.values():
+        d.update(expected_tpot_s=x.tpot_s[d["batch"]], expected_measured=x.measured[d["batch"]])
+    prefill.update(expected_ttft_s=x.ttft_s, expected_measured=x.ttft_measured, expected_records=x.records)
 
 
 def _row(ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price) -> ContextRow:

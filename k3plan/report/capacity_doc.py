@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from k3plan.report.capacity import PlatformReport
+from k3plan.report.capacity_expected import cell as expected_cell
+from k3plan.report.capacity_expected import note as expected_note
 from k3plan.report.capacity_findings import findings
 from k3plan.report.doc import Block
 
@@ -24,13 +26,6 @@ def ctx(c: int) -> str:
 
 def gib(n: float) -> str:
     return f"{n / 2**30:,.1f}"
-
-
-def _expected_ms(s: Optional[float], measured: Optional[bool], *, seconds: bool = False) -> str:
-    if s is None:
-        return "-"
-    shown = f"{s:,.2f} s" if seconds else f"{s * 1e3:,.2f} ms"
-    return shown + ("" if measured else " (ops at ceiling)")
 
 
 def usd(v: Optional[float]) -> str:
@@ -130,7 +125,7 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
                     f"decode, batch {d['batch']:,}" + (" (most that fit)" if label == "full" else ""),
                     f"{d['tokens_per_s']:,.0f}",
                     f"{d['tpot_s'] * 1e3:,.2f} ms",
-                    _expected_ms(d.get("expected_tpot_s"), d.get("expected_measured")),
+                    expected_cell(d.get("expected_tpot_s"), d.get("expected_measured")),
                     f"{d['binding']}, collectives {d['comm_share']:.0%} of the step",
                     usd(d["usd_per_mtok"]),
                 ]
@@ -141,7 +136,7 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
                 f"prefill, {p['prompt_tokens']:,}-token prompt in chunks of {p['chunk_tokens']:,}",
                 f"{p['tokens_per_s']:,.0f}",
                 f"TTFT {p['ttft_s']:,.2f} s",
-                _expected_ms(p.get("expected_ttft_s"), p.get("expected_measured"), seconds=True),
+                expected_cell(p.get("expected_ttft_s"), p.get("expected_measured"), seconds=True),
                 ("feasible" if p["feasible"] else "INFEASIBLE") + (f": {p['note']}" if p["note"] else ""),
                 usd(p["usd_per_mtok"]),
             ]
@@ -150,13 +145,7 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
             ("table", ["bound", "tokens/s", "time (ceiling)", "expected", "binding / note", "$ / M tokens"], rows)
         )
         if "expected" in row.provenance:
-            out.append(
-                (
-                    "p",
-                    "Expected: the step's ops one after another, each at its measured efficiency where a probe "
-                    f"record covers it, else at its ceiling ({row.provenance['expected']}).",
-                )
-            )
+            out.append(("p", expected_note(row.provenance["expected"])))
         if row.warnings:
             out.append(("ul", [f"warning: {w}" for w in row.warnings]))
     if r.curve:
