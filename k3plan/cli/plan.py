@@ -113,6 +113,14 @@ ChunksOpt = Annotated[
     typer.Option("--chunks", help="Comma-separated prefill chunk sizes to search (default 8192, as fit)."),
 ]
 TopOpt = Annotated[int, typer.Option("--top", help="How many ranked configurations to show.")]
+RankByOpt = Annotated[
+    str,
+    typer.Option(
+        "--rank-by",
+        help="ceiling (default: the decode roofline's TPOT) or expected (TPOT from the efficiency records of "
+        "--probes or reports/probes, the ceiling where none matches the device kind).",
+    ),
+]
 
 
 def _csv(flag: str, text: Optional[str]) -> Optional[list[str]]:
@@ -180,6 +188,7 @@ def command(
     allow_cpu_probes: AllowCpuProbesOpt = False,
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
+    rank_by: RankByOpt = "ceiling",
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -192,6 +201,7 @@ def command(
       k3plan plan --concurrency 64 --target-tpot-ms 50      64 sequences, 50 ms a token at most
       k3plan plan -H tpu-v7x,nvidia-b200 --maximize tokens-per-chip
       k3plan plan --minimize cost --json
+      k3plan plan -H tpu-v7x --rank-by expected --probes reports/probes
       k3plan plan --ttft-ms 2000 --tpot-ms 50 --isl 4000 --osl 500 --request-rate 2 --plot pareto.png
       k3plan plan --isl 4000 --osl 500 --concurrency 32 --strict --price nvidia-gb300-nvl72=6 --emit launch run.sh
       k3plan plan --turns 20 --user-tokens 800 --answer-tokens 1200 --reasoning-tokens 6000
@@ -264,6 +274,7 @@ def command(
         strict=strict,
         prices=overrides,
         load_gbps=load_gbps,
+        rank_by=rank_by,
     )
     if session_note is not None:
         result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})

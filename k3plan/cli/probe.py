@@ -35,6 +35,7 @@ Examples:
   k3plan probe a2a --bytes 64,1792,16KiB --mode chained      per-call all-to-all latency
   k3plan probe hbm --impl pallas                              Pallas streaming kernel vs XLA copy
   k3plan probe kda-decode --heads 8 --head-dim 64             Pallas decode step vs jnp reference
+  k3plan probe step                                           a scaled K3 decode step: measured vs expected
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -99,6 +100,58 @@ def _common(
         cpu_devices=cpu_devices,
         distributed=dist,
     )
+
+
+_PROBE_OPTIONS = (
+    ("timeout", TimeoutOpt, None),
+    ("out", OutOpt, Path("reports/probes")),
+    ("hardware", HardwareOpt, None),
+    ("repeats", RepeatsOpt, 5),
+    ("warmup", WarmupOpt, 1),
+    ("cpu_devices", CpuDevOpt, None),
+    ("no_write", NoWriteOpt, False),
+    ("distributed", DistOpt, False),
+    ("coordinator", CoordOpt, None),
+    ("num_processes", NProcOpt, None),
+    ("process_id", PidOpt, None),
+    ("json_out", JsonOpt, False),
+)
+
+
+def with_probe_options(fn):
+    """Give a probe subcommand the options every probe shares (timeout, out, hardware, repeats, warmup,
+    cpu devices, no-write, the distributed four, --json) after its own, declared once here: ``fn`` takes
+    ``launch`` -- launch(run, params) checks the params, builds the RunSettings and runs the probe --
+    plus its own options (as cli/common.py's with_setup_options does for the planning commands)."""
+    import functools
+    import inspect
+
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(fn, eval_str=True).parameters.values()
+        if p.name != "launch"
+    ]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in _PROBE_OPTIONS
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        c = {name: kwargs.pop(name) for name, _, _ in _PROBE_OPTIONS}
+        json_out = c.pop("json_out")
+
+        def launch(run, params) -> None:
+            params.check()
+            _execute(_common(**c), partial(run, params=params), json_out)
+
+        return fn(launch=launch, **kwargs)
+
+    params = own + shared
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
+    return wrapper
 
 
 @contextmanager
@@ -184,7 +237,9 @@ def _names(text: str, *, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]
 
 
 def _collective(name: str, op: str):
+    @with_probe_options
     def command(
+        launch,
         bytes_: Annotated[
             Optional[str],
             typer.Option(
@@ -204,18 +259,6 @@ def _collective(name: str, op: str):
             Optional[int], typer.Option("--axis-size", help="Mesh axis size (default: all devices).")
         ] = None,
         dtype: Annotated[str, typer.Option("--dtype")] = "float32",
-        timeout: TimeoutOpt = None,
-        out: OutOpt = Path("reports/probes"),
-        hardware: HardwareOpt = None,
-        repeats: RepeatsOpt = 5,
-        warmup: WarmupOpt = 1,
-        cpu_devices: CpuDevOpt = None,
-        no_write: NoWriteOpt = False,
-        distributed: DistOpt = False,
-        coordinator: CoordOpt = None,
-        num_processes: NProcOpt = None,
-        process_id: PidOpt = None,
-        json_out: JsonOpt = False,
     ) -> None:
         from k3plan.probes.collectives.probe import CollectiveParams, run
 
@@ -233,21 +276,7 @@ def _collective(name: str, op: str):
             axis_size=axis_size,
             dtype=_dtype(dtype),
         )
-        params.check()
-        settings = _common(
-            timeout,
-            out,
-            hardware,
-            repeats,
-            warmup,
-            cpu_devices,
-            no_write,
-            distributed,
-            coordinator,
-            num_processes,
-            process_id,
-        )
-        _execute(settings, partial(run, params=params), json_out)
+        launch(run, params)
 
     command.__doc__ = f"""Per-call {op} latency, chained and unchained, baseline subtracted, HLO-verified.
 
@@ -272,30 +301,10 @@ for _name, _op in (("a2a", "all-to-all"), ("allreduce", "all-reduce"), ("allgath
     app.command(_name)(_collective(_name, _op))
 
 
-def _settings_and_run(run, params, c: dict) -> None:
-    params.check()
-    settings = _common(
-        c["timeout"],
-        c["out"],
-        c["hardware"],
-        c["repeats"],
-        c["warmup"],
-        c["cpu_devices"],
-        c["no_write"],
-        c["distributed"],
-        c["coordinator"],
-        c["num_processes"],
-        c["process_id"],
-    )
-    _execute(settings, partial(run, params=params), c["json_out"])
-
-
-def _c(**kw) -> dict:
-    return kw
-
-
 @app.command("hbm")
+@with_probe_options
 def hbm(
+    launch,
     size: Annotated[
         Optional[str],
         typer.Option(
@@ -308,18 +317,6 @@ def hbm(
     ] = "xla",
     dtype: Annotated[str, typer.Option("--dtype")] = "float32",
     block_rows: Annotated[int, typer.Option("--block-rows", help="Pallas tile rows (x 1024 columns).")] = 512,
-    timeout: TimeoutOpt = None,
-    out: OutOpt = Path("reports/probes"),
-    hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5,
-    warmup: WarmupOpt = 1,
-    cpu_devices: CpuDevOpt = None,
-    no_write: NoWriteOpt = False,
-    distributed: DistOpt = False,
-    coordinator: CoordOpt = None,
-    num_processes: NProcOpt = None,
-    process_id: PidOpt = None,
-    json_out: JsonOpt = False,
 ) -> None:
     """Achieved HBM bandwidth a device on large copies (read + write) and reductions (read).
 
@@ -338,21 +335,13 @@ def hbm(
         dtype=_dtype(dtype),
         block_rows=block_rows,
     )
-    _settings_and_run(
-        run,
-        params,
-        _c(
-            **{
-                k: v
-                for k, v in locals().items()
-                if k not in ("size", "op", "impl", "dtype", "block_rows", "ops", "params", "run", "HbmParams")
-            }
-        ),
-    )
+    launch(run, params)
 
 
 @app.command("matmul")
+@with_probe_options
 def matmul(
+    launch,
     size: Annotated[
         Optional[str],
         typer.Option("--size", help="Square sizes M=N=K. Default: 1024,4096,8192 on TPU/GPU; 256,1024 on CPU."),
@@ -360,18 +349,6 @@ def matmul(
     dtype: Annotated[
         str, typer.Option("--dtype", help="bfloat16, float32, float16, float8_e4m3fn, float8_e5m2, int8.")
     ] = "bfloat16,float32",
-    timeout: TimeoutOpt = None,
-    out: OutOpt = Path("reports/probes"),
-    hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5,
-    warmup: WarmupOpt = 1,
-    cpu_devices: CpuDevOpt = None,
-    no_write: NoWriteOpt = False,
-    distributed: DistOpt = False,
-    coordinator: CoordOpt = None,
-    num_processes: NProcOpt = None,
-    process_id: PidOpt = None,
-    json_out: JsonOpt = False,
 ) -> None:
     """Achieved dense FLOP/s a device by dtype (fp32 accumulation).
 
@@ -384,21 +361,13 @@ def matmul(
         sizes=_ints(size, what="--size", minimum=8) if size is not None else None,
         dtypes=_names(dtype, what="--dtype", allowed=DTYPES),
     )
-    _settings_and_run(
-        run,
-        params,
-        _c(
-            **{
-                k: v
-                for k, v in locals().items()
-                if k not in ("size", "dtype", "params", "run", "DTYPES", "MatmulParams")
-            }
-        ),
-    )
+    launch(run, params)
 
 
 @app.command("kda")
+@with_probe_options
 def kda(
+    launch,
     seq_lens: Annotated[
         str, typer.Option("--seq-lens", help="Sequence lengths (multiples of --chunk).")
     ] = "1024,4096,16384",
@@ -410,18 +379,6 @@ def kda(
     impl: Annotated[
         str, typer.Option("--impl", help="auto (tokamax if installed, else reference), tokamax, reference.")
     ] = "auto",
-    timeout: TimeoutOpt = None,
-    out: OutOpt = Path("reports/probes"),
-    hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5,
-    warmup: WarmupOpt = 1,
-    cpu_devices: CpuDevOpt = None,
-    no_write: NoWriteOpt = False,
-    distributed: DistOpt = False,
-    coordinator: CoordOpt = None,
-    num_processes: NProcOpt = None,
-    process_id: PidOpt = None,
-    json_out: JsonOpt = False,
 ) -> None:
     """KDA per-token cost vs sequence length at K3 head shapes, chunked and recurrent paths.
 
@@ -445,52 +402,19 @@ def kda(
         paths=paths,
         impl=impl,
     )
-    _settings_and_run(
-        run,
-        params,
-        _c(
-            **{
-                k: v
-                for k, v in locals().items()
-                if k
-                not in (
-                    "seq_lens",
-                    "heads",
-                    "head_dim",
-                    "batch",
-                    "chunk",
-                    "path",
-                    "impl",
-                    "paths",
-                    "params",
-                    "run",
-                    "KdaParams",
-                )
-            }
-        ),
-    )
+    launch(run, params)
 
 
 @app.command("kda-decode")
+@with_probe_options
 def kda_decode(
+    launch,
     heads: Annotated[int, typer.Option("--heads", help="KDA heads (K3: 96).")] = 96,
     head_dim: Annotated[int, typer.Option("--head-dim", help="Head dim (K3: 128).")] = 128,
     heads_per_block: Annotated[int, typer.Option("--heads-per-block", help="Heads per Pallas grid step.")] = 8,
     impl: Annotated[
         str, typer.Option("--impl", help="pallas (native, else interpret, else reference) or reference.")
     ] = "pallas",
-    timeout: TimeoutOpt = None,
-    out: OutOpt = Path("reports/probes"),
-    hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5,
-    warmup: WarmupOpt = 1,
-    cpu_devices: CpuDevOpt = None,
-    no_write: NoWriteOpt = False,
-    distributed: DistOpt = False,
-    coordinator: CoordOpt = None,
-    num_processes: NProcOpt = None,
-    process_id: PidOpt = None,
-    json_out: JsonOpt = False,
 ) -> None:
     """Pallas single-step KDA decode (fp32 state in and out, no chunk padding) vs the jnp reference.
 
@@ -500,21 +424,13 @@ def kda_decode(
     from k3plan.probes.kda_decode.probe import KdaDecodeParams, run
 
     params = KdaDecodeParams(heads=heads, head_dim=head_dim, heads_per_block=heads_per_block, impl=impl)
-    _settings_and_run(
-        run,
-        params,
-        _c(
-            **{
-                k: v
-                for k, v in locals().items()
-                if k not in ("heads", "head_dim", "heads_per_block", "impl", "params", "run", "KdaDecodeParams")
-            }
-        ),
-    )
+    launch(run, params)
 
 
 @app.command("ragged-dot")
+@with_probe_options
 def ragged_dot(
+    launch,
     tokens: Annotated[str, typer.Option("--tokens", help="Tokens routed per step.")] = "1,64,1024",
     experts: Annotated[int, typer.Option("--experts", help="Routed experts (K3: 896).")] = 896,
     top_k: Annotated[int, typer.Option("--top-k", help="Experts a token (K3: 16).")] = 16,
@@ -522,18 +438,6 @@ def ragged_dot(
     d_out: Annotated[int, typer.Option("--d-out", help="Expert output width (K3: 3072).")] = 3072,
     ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: this device holds experts/ep.")] = 32,
     dtype: Annotated[str, typer.Option("--dtype")] = "bfloat16",
-    timeout: TimeoutOpt = None,
-    out: OutOpt = Path("reports/probes"),
-    hardware: HardwareOpt = None,
-    repeats: RepeatsOpt = 5,
-    warmup: WarmupOpt = 1,
-    cpu_devices: CpuDevOpt = None,
-    no_write: NoWriteOpt = False,
-    distributed: DistOpt = False,
-    coordinator: CoordOpt = None,
-    num_processes: NProcOpt = None,
-    process_id: PidOpt = None,
-    json_out: JsonOpt = False,
 ) -> None:
     """jax.lax.ragged_dot grouped matmul at K3 expert shapes with real top-k routing sparsity.
 
@@ -545,26 +449,39 @@ def ragged_dot(
     params = RaggedDotParams(
         tokens=_ints(tokens, what="--tokens"), experts=experts, top_k=top_k, d_in=d_in, d_out=d_out, ep=ep, dtype=dtype
     )
-    _settings_and_run(
-        run,
-        params,
-        _c(
-            **{
-                k: v
-                for k, v in locals().items()
-                if k
-                not in (
-                    "tokens",
-                    "experts",
-                    "top_k",
-                    "d_in",
-                    "d_out",
-                    "ep",
-                    "dtype",
-                    "params",
-                    "run",
-                    "RaggedDotParams",
-                )
-            }
+    launch(run, params)
+
+
+@app.command("step")
+@with_probe_options
+def step(
+    launch,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 2,
+    context: Annotated[int, typer.Option("--context", help="Tokens each sequence attends to.")] = 256,
+    topology: Annotated[
+        str, typer.Option("--topology", "-t", help="tpu-v7x chips the scaled step is laid out on (2 devices a chip).")
+    ] = "2x2x1",
+    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the scaled step.")] = 8,
+    no_sub_probes: Annotated[
+        bool,
+        typer.Option(
+            "--no-sub-probes", help="Skip the matmul/hbm/allreduce records of this run (every op then at its ceiling)."
         ),
-    )
+    ] = False,
+) -> None:
+    """A scaled-down K3 decode step (2 layers, 8 experts) timed end to end, beside its expected time.
+
+    The expected time is the step's op list (the one `roofline` uses) against efficiency records
+    measured in the same run (matmul, hbm, allreduce at the sizes its ops have; written beside the
+    step's record); measured vs expected and the error are printed. On CPU the fake devices share
+    the host's cores: the run checks the machinery, not a calibration, and says so. On a TPU or GPU
+    it is the calibration of the expected time.
+
+    \b
+    Examples:
+      k3plan probe step                                  8 fake CPU devices, batch 2 at 256 tokens
+      k3plan probe step --topology 1x1x1 --tp 2 --cpu-devices 2 --no-write
+    """
+    from k3plan.probes.step.probe import StepParams, run
+
+    launch(run, StepParams(batch=batch, context=context, topology=topology, tp=tp, sub_probes=not no_sub_probes))

@@ -99,6 +99,7 @@ def command(
     from k3plan.roofline.latency import measured_hardware
 
     setup = setup_from(**setup_options)
+    spec_hardware = setup.hardware  # the expected time's peaks: the spec's, never a probe-substituted one
     hw, probe_notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     setup = dataclasses.replace(setup, hardware=hw)
     setup.hardware.flops_per_s_per_device(dtype)  # unknown dtype: one-line error now
@@ -161,6 +162,9 @@ def command(
         allow_cpu_probes=allow_cpu_probes,
     )
     cross = crossover(setup, [32768, 262144, 1048576])
+    from k3plan.speed.stage import expected_time_of
+
+    expected = expected_time_of(setup, spec_hardware, w, probes=probes, histogram=hist)
     from k3plan.advice.inputs import AdviceInputs
     from k3plan.advice.rules import COMPUTE_BOUND, advise
     from k3plan.advice.wiring import decode_time_by_part, spec_decode_report
@@ -201,6 +205,7 @@ def command(
         "efficiency": eff.model_dump(),
         "decode": dec.model_dump(),
         "prefill": pre.model_dump(),
+        "expected": expected.model_dump(),
         "long_context": cross,
         "notes": list(setup.notes),
         "probes": probe_notes,
@@ -222,6 +227,9 @@ def command(
     from k3plan.report.roofline_table import render_roofline
 
     render_roofline(result, console)
+    from k3plan.report.expected_table import render_expected
+
+    render_expected(result["expected"], console)
     from rich.markup import escape
 
     from k3plan.report.advice_table import (

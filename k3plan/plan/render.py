@@ -11,8 +11,11 @@ from k3plan.plan.search import OBJECTIVES, PlanResult
 def _ranking(result: PlanResult) -> Table:
     chunks = len(result.search["chunks"]) > 1
     kvs = len(result.search["kv_dtypes"]) > 1 or result.search["kv_dtypes"] != ["stack"]
+    expected = any(r.get("expected_tpot_ms") is not None for r in result.ranked)
     t = Table(
-        title=f"{result.model}: {OBJECTIVES[result.objective]}, context {result.workload['context_tokens']:,}, "
+        title=f"{result.model}: {OBJECTIVES[result.objective]}"
+        + (" (ranked on expected TPOT)" if result.workload.get("rank_by") == "expected" else "")
+        + f", context {result.workload['context_tokens']:,}, "
         f"{result.workload['concurrency']} sequence(s) at once",
         title_justify="left",
     )
@@ -20,7 +23,9 @@ def _ranking(result: PlanResult) -> Table:
         ["#", "hardware", "topology", "chips", "tp/ep/dp", "stack"]
         + (["kv"] if kvs else [])
         + (["chunk"] if chunks else [])
-        + ["free GiB/dev", "max seqs", "TPOT ms", "tok/s/chip", "bound", "$/hour"]
+        + ["free GiB/dev", "max seqs", "TPOT ms"]
+        + (["exp. TPOT ms"] if expected else [])
+        + ["tok/s/chip", "bound", "$/hour"]
     )
     for c in cols:
         t.add_column(
@@ -43,6 +48,9 @@ def _ranking(result: PlanResult) -> Table:
                 f"{r['free_gib_per_device']:.2f}",
                 f"{r['max_sequences']:,}",
                 f"{r['tpot_ms']:.2f}",
+            ]
+            + ([_expected(r)] if expected else [])
+            + [
                 f"{r['tokens_per_s_per_chip']:.1f}",
                 r["binding"],
                 cost,
@@ -50,6 +58,10 @@ def _ranking(result: PlanResult) -> Table:
         )
         t.add_row(*cells, style="bold green" if r["rank"] == 1 else None)
     return t
+
+
+def _expected(r: dict) -> str:
+    return "-" if r.get("expected_tpot_ms") is None else f"{r['expected_tpot_ms']:.2f}"
 
 
 def _rejected(result: PlanResult) -> Table:

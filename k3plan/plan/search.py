@@ -157,6 +157,7 @@ def plan(
     strict: bool = False,
     prices: Optional[dict[str, float]] = None,
     load_gbps: Optional[float] = None,
+    rank_by: str = "ceiling",
 ) -> PlanResult:
     """Without --isl/--osl: the decode roofline at --concurrency, --target-tpot-ms rejects (as before).
     With them: each feasible row also runs the scheduler's steady state (plan/sla.py) and is checked
@@ -189,9 +190,16 @@ def plan(
         from k3plan.deploy.coldstart import load_bytes_per_s
 
         load_bytes_per_s(load_gbps)  # checks it
+    from k3plan.plan.expected import RANK_BY
+
+    if rank_by not in RANK_BY:
+        raise K3PlanError(f"--rank-by {rank_by!r}: expected ceiling or expected")
+    if rank_by == "expected" and isl is not None:
+        raise K3PlanError("--rank-by expected: not with --isl/--osl (the scheduler's step model is ceilings-based)")
     eff = eff or Efficiency()
     m = load_model(model)
     hws = [load_hardware(h) for h in (hardware or list_hardware())]
+    spec_hardware = {h.name: h for h in hws}  # the expected time's peaks: the specs', never probe-substituted
     probe_notes: list[str] = []
     if probes is not None:  # measured HBM bandwidth replaces the specs'; latency: evaluate(), per collective
         from k3plan.roofline.latency import measured_hardware
@@ -278,22 +286,52 @@ def plan(
         if strict:
             reasons["sla"] = "misses a latency target or cannot hold the sequences in flight (--strict)"
     else:
+        from k3plan.plan.expected import ExpectedColumn, add_expected, pool_size, rerank
         from k3plan.plan.wire import add_costs, pick_extras
 
+        column = ExpectedColumn(
+            space=space,
+            cols=cols,
+            model=m,
+            context=context,
+            batch=concurrency,
+            probes=probes,
+            spec_hardware=spec_hardware,
+        )
+        order = [int(i) for i in ranked[: pool_size(top) if rank_by == "expected" else top]]
+        known: dict[int, float] = {}
+        if rank_by == "expected":
+            order, known = rerank(order, column=column, cols=cols, objective=objective)
+        order = order[:top]
         rows = add_costs(
-            [row(space=space, cols=cols, i=int(i), rank=r + 1) for r, i in enumerate(ranked[:top])],
+            [row(space=space, cols=cols, i=i, rank=r + 1) for r, i in enumerate(order)],
             prices={p.hardware: p for p in price_list},
             concurrency=concurrency,
         )
+        rows = add_expected(rows, order, column=column, known=known)
+        if rank_by == "expected":
+            extra["assumptions"] = [
+                f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."
+                "expected_time of each row's decode ops against its device kind's efficiency records; the "
+                "ceiling TPOT where no record exists)"
+            ]
         if rows:
-            extra = pick_extras(
-                space=space, pick=rows[0], model=m, context=context, max_num_seqs=concurrency, load_gbps=load_gbps
-            )
+            extra = {
+                **pick_extras(
+                    space=space, pick=rows[0], model=m, context=context, max_num_seqs=concurrency, load_gbps=load_gbps
+                ),
+                "assumptions": extra.get("assumptions", []) + [f"expected TPOT: {v}" for v in column.sources.values()],
+            }
     miss = closest_miss(cols, codes) if not rows else None
     elapsed = time.perf_counter() - start
     return PlanResult(
         model=m.name,
-        workload={"context_tokens": context, "concurrency": concurrency, "target_tpot_ms": target_tpot_ms},
+        workload={
+            "context_tokens": context,
+            "concurrency": concurrency,
+            "target_tpot_ms": target_tpot_ms,
+            "rank_by": rank_by,
+        },
         objective=objective,
         search={
             "hardware": [h.name for h in hws],

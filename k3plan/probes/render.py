@@ -78,7 +78,30 @@ def render(console, record: ProbeRecord, path=None) -> None:
     exp = record.expectation
     if exp is not None and exp.value is None and exp.missing:
         console.print(f"  expectation: none ({exp.missing})", soft_wrap=True)
+    if record.probe == "step":
+        _render_step(console, record)
     if record.cut_short:
         console.print(f"  [yellow]cut short:[/] {record.cut_short_reason}", soft_wrap=True)
     if path is not None:
         console.print(f"  wrote {path}")
+
+
+def _render_step(console, record: ProbeRecord) -> None:
+    """Measured vs expected (and the ceiling) of `probe step`, with the expected time by op kind."""
+    for pt in record.points:
+        p = pt.params
+        if pt.value is None or "expected_s" not in p:
+            continue
+        console.print(
+            f"  [bold]measured {fmt_value(pt.value, 's')}[/] vs expected {fmt_value(p['expected_s'], 's')} "
+            f"(ceiling {fmt_value(p['ceiling_s'], 's')}): error {p['error']:+.1%}",
+            soft_wrap=True,
+        )
+        kinds = ", ".join(f"{k} {fmt_value(v, 's')}" for k, v in p.get("expected_by_kind_s", {}).items() if v)
+        console.print(f"  expected by op kind: {kinds}", soft_wrap=True)
+        if p.get("op_list_collective_calls") or p.get("hlo_collectives"):
+            console.print(
+                f"  collectives a step: op list {p.get('op_list_collective_calls')}, compiled HLO "
+                f"{p.get('hlo_collectives')}",
+                soft_wrap=True,
+            )

@@ -54,6 +54,25 @@ def _decode(
     )
 
 
+def _with_expected(
+    setup: Setup, *, decode: RowDecode, prefill: PrefillAt, context: int, probes: Optional[Path]
+) -> tuple[RowDecode, PrefillAt, str]:
+    """Expected beside each ceiling (issue 17; report/capacity_expected.py); the records it used."""
+    from k3plan.report.capacity_expected import row_expected
+
+    points = decode.points()
+    x = row_expected(
+        setup, batches=[d.batch for _, d in points], context=context, chunk=prefill.chunk_tokens, probes=probes
+    )
+    at = {
+        label: d.model_copy(update={"expected_tpot_s": x.tpot_s[d.batch], "expected_measured": x.measured[d.batch]})
+        for label, d in points
+    }
+    decode = RowDecode(concurrency=at["concurrency"], full=at.get("full"))
+    prefill = prefill.model_copy(update={"expected_ttft_s": x.ttft_s, "expected_measured": x.ttft_measured})
+    return decode, prefill, x.records
+
+
 def _row(
     ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price: Optional[float]
 ) -> ContextRow:
@@ -76,7 +95,9 @@ def _row(
         link_share=p.link_share,
         usd_per_mtok=_usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
     )
+    decode, prefill, records = _with_expected(s, decode=decode, prefill=prefill, context=c, probes=probes)
     prov = r.provenance.model_dump()
+    prov["expected"] = records
     src = s.hardware.sources()
     prov["hbm_bw"] = src.get("hbm_bw_per_device", s.hardware.path)
     prov["flops"] = src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path))

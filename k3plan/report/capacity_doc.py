@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from k3plan.report.capacity_expected import cell as expected_cell
+from k3plan.report.capacity_expected import note as expected_note
 from k3plan.report.capacity_findings import Viable, findings
 from k3plan.report.capacity_model import ContextRow, PlatformReport
 from k3plan.report.doc import Block
@@ -126,6 +128,7 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
                     f"decode, batch {d.batch:,}" + (" (most that fit)" if label == "full" else ""),
                     f"{d.tokens_per_s:,.0f}",
                     f"{d.tpot_s * 1e3:,.2f} ms",
+                    expected_cell(d.expected_tpot_s, d.expected_measured),
                     f"{d.binding}, collectives {d.comm_share:.0%} of the step",
                     usd(d.usd_per_mtok),
                 ]
@@ -136,11 +139,16 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
                 f"prefill, {p.prompt_tokens:,}-token prompt in chunks of {p.chunk_tokens:,}",
                 f"{p.tokens_per_s:,.0f}",
                 f"TTFT {p.ttft_s:,.2f} s",
+                expected_cell(p.expected_ttft_s, p.expected_measured, seconds=True),
                 ("feasible" if p.feasible else "INFEASIBLE") + (f": {p.note}" if p.note else ""),
                 usd(p.usd_per_mtok),
             ]
         )
-        out.append(("table", ["bound", "tokens/s", "time", "binding / note", "$ / M tokens"], rows))
+        out.append(
+            ("table", ["bound", "tokens/s", "time (ceiling)", "expected", "binding / note", "$ / M tokens"], rows)
+        )
+        if "expected" in row.provenance:
+            out.append(("p", expected_note(row.provenance["expected"])))
         if row.warnings:
             out.append(("ul", [f"warning: {w}" for w in row.warnings]))
     if r.curve:

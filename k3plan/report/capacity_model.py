@@ -55,6 +55,8 @@ class DecodeAt(_Frozen):
     comm_share: float
     latency_source: str
     usd_per_mtok: Optional[float]
+    expected_tpot_s: Optional[float] = None  # issue 17: the step's ops at measured efficiency (else ceiling)
+    expected_measured: Optional[bool] = None  # did any op use a probe record
 
 
 class RowDecode(_Frozen):
@@ -88,6 +90,8 @@ class PrefillAt(_Frozen):
     note: str
     link_share: float
     usd_per_mtok: Optional[float]
+    expected_ttft_s: Optional[float] = None  # issue 17, as DecodeAt's
+    expected_measured: Optional[bool] = None
 
 
 class ContextRow(_Frozen):

@@ -7,6 +7,7 @@ stage beside the ceiling, and a continuous-batching scheduler model (TTFT, TPOT,
     ops.OpCost                                     one op of a step (what the step's op list maps onto)
     expected.expected_time(ops, peaks=, curves=)   StageTime(ceiling_s, expected_s, by_kind, labels)
     scheduler.simulate(...)                        continuous batching with chunked prefill
+    stage.expected_speed(setup, ...)               a Setup's decode step and prompt prefill (roofline, report)
 
 Jax-free: `roofline` and `plan` import it.
 """

@@ -5,7 +5,7 @@ Per op (per execution; x `count`):
               otherwise max(flops / peak(dtype), bytes / HBM bw)
     expected  matmul, attention: max(compute / e_compute, memory / e_hbm(bytes))  (e_compute: the
               matmul curve at (M N K)^(1/3); attention has no probe, so its compute is the ceiling)
-              hbm: memory / e_hbm(bytes); grouped_matmul, kda_*, collective: ceiling / e(op's curve)
+              hbm: max(compute, memory / e_hbm(bytes)); grouped_matmul, kda_*, collective: ceiling / e(op's curve)
 Assumptions: the ops of a stage run one after another (no overlap of compute, memory and
 collectives), so the stage's ceiling here is the sum of its ops' ceilings -- at least
 `roofline`'s step-level max(total bytes time, total FLOP time) + collectives. Each op's label
@@ -100,8 +100,8 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
     if op.kind in ("matmul", "attention", "hbm"):
         e_mem = _eff(curves, peaks, "hbm", float(op.bytes), "HBM traffic") if op.bytes else None
         t_m = memory / e_mem.value if e_mem else 0.0
-        if op.kind == "hbm":
-            e_c, t_c = None, 0.0
+        if op.kind == "hbm":  # norms, convolutions: no compute curve, their FLOPs at the ceiling
+            e_c, t_c = None, compute
         elif op.kind == "matmul":
             x = float(_v(op.m) * _v(op.n) * _v(op.k)) ** (1.0 / 3.0)
             e_c = _eff(curves, peaks, curve_key("matmul", dtype=op.dtype), x, f"{op.dtype} matmul")
@@ -111,7 +111,7 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
             t_c = compute / e_c.value
         binding = e_c if (e_c is not None and (t_c >= t_m or e_mem is None)) else e_mem
         if binding is None:  # an hbm op of 0 bytes
-            binding = Efficiency(value=1.0, measured=False, label=f"{op.name}: no bytes, no time")
+            binding = Efficiency(value=1.0, measured=False, label=f"{op.name}: no HBM bytes; its FLOPs at the ceiling")
         return _done(op, ceiling, max(t_c, t_m), binding)
     if op.kind == "grouped_matmul":
         e = _eff(
@@ -146,9 +146,18 @@ def _done(op: OpCost, ceiling: float, expected: float, e: Efficiency) -> OpTime:
     )
 
 
-def expected_time(ops: list[OpCost], *, peaks: Peaks, curves: EfficiencyCurves | None) -> StageTime:
-    """Ceiling and expected seconds of one stage (a decode step or a prefill chunk)."""
-    times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
+def expected_time(
+    ops: list[OpCost], *, peaks: Peaks, curves: EfficiencyCurves | None, cache: dict | None = None
+) -> StageTime:
+    """Ceiling and expected seconds of one stage (a decode step or a prefill chunk). ``cache``: OpCost ->
+    OpTime across calls with the same peaks and curves (a prompt's chunks repeat all but attention)."""
+    if cache is None:
+        times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
+    else:
+        for op in ops:
+            if op not in cache:
+                cache[op] = op_time(op, peaks=peaks, curves=curves)
+        times = tuple(cache[op] for op in ops)
     by_kind = {
         c: KindTime(
             ceiling_s=sum(t.ceiling_s for t in times if t.category == c),

@@ -1,0 +1,81 @@
+"""A scaled-down K3: the bundled config's structure (KDA and MLA layers, one dense MLP, MXFP4 routed
+experts in a latent) at toy widths, as tests/validate's tiny model, and concrete arrays for the
+abstract params and cache ``validate.abstract_model`` builds for it.
+
+2 layers (KDA with K3's dense first MLP, MLA with the routed experts: every op kind of a K3 step), hidden
+256, 8 heads, 8 experts top-2 in a 128-wide latent, vocab 1,024 (tests/conftest.py's tiny_kimi_raw
+widths). XLA's CPU compile of even this takes ~5-20 s (it grows ~8 s a layer on a loaded host).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from pathlib import Path
+
+from k3plan.models.loader import BUNDLED_DIR
+
+SCALED = {
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "num_experts": 8,
+    "num_experts_per_token": 2,
+    "routed_expert_hidden_size": 128,
+    "moe_intermediate_size": 64,
+    "intermediate_size": 512,
+    "vocab_size": 1024,
+    "q_lora_rank": 64,
+    "kv_lora_rank": 32,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 32,
+    "v_head_dim": 32,
+}
+SCALED_KDA = {"kda_layers": [1], "full_attn_layers": [2], "num_heads": 8, "head_dim": 32}
+
+
+def scaled_k3_raw() -> dict:
+    raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
+    raw.pop("vision_config", None)
+    t = raw["text_config"]
+    t.update(SCALED)
+    t["linear_attn_config"].update(SCALED_KDA)
+    return raw
+
+
+def scaled_config_path() -> Path:
+    """The scaled config written to a fresh temporary folder (load_model reads a path)."""
+    folder = Path(tempfile.mkdtemp(prefix="k3plan-scaled-k3-"))
+    (folder / "config.json").write_text(json.dumps(scaled_k3_raw()))
+    return folder / "config.json"
+
+
+def concrete(tree, *, seed: int = 0):
+    """Arrays for a pytree of sharded ShapeDtypeStructs: floats ~ N(0, 0.02), MXFP4 ``scale`` bytes 2^-7
+    (E8M0 120), other bytes random; placed with each leaf's sharding."""
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    out = []
+    for path, sds in leaves:
+        name = jax.tree_util.keystr(path)
+        dt = np.dtype(sds.dtype)
+        if dt == np.uint8:
+            host = np.full(sds.shape, 120, np.uint8) if "scale" in name else rng.integers(0, 256, sds.shape, np.uint8)
+        elif dt.kind in "iu":
+            host = np.zeros(sds.shape, dt)
+        else:
+            host = (rng.standard_normal(sds.shape, np.float32) * 0.02).astype(dt)
+        out.append(jax.device_put(host, sds.sharding))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def zeros(tree):
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda s: jax.device_put(jnp.zeros(s.shape, s.dtype), s.sharding), tree)

@@ -1,0 +1,61 @@
+"""The capacity report's expected times beside its ceilings (issue 17): one decode step at each batch
+a row shows and the prompt's TTFT, from the step's op list and the device kind's efficiency records
+(``speed.stage``). Kept apart from capacity.py / capacity_doc.py so that those only call in:
+
+    x = row_expected(setup, batches=[...], context=c, chunk=..., probes=probes)
+    x.tpot_s[batch], x.measured[batch], x.ttft_s, x.ttft_measured, x.records  ->  cell(...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class RowExpected(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tpot_s: dict[int, float]  # by decode batch
+    measured: dict[int, bool]  # by decode batch: did any op use a record (else: the ops' ceiling)
+    ttft_s: float
+    ttft_measured: bool
+    records: str  # which records set the efficiencies, or why none
+
+
+def row_expected(setup, *, batches: list[int], context: int, chunk: int, probes: Optional[Path]) -> RowExpected:
+    from k3plan.speed.expected import expected_time
+    from k3plan.speed.peaks import Peaks
+    from k3plan.speed.stage import curves_for, decode_op_costs, expected_speed
+
+    x = expected_speed(
+        setup, batch=batches[0], context_tokens=context, prompt_tokens=context, chunk_tokens=chunk, probes=probes
+    )
+    peaks = Peaks.from_hardware(setup.hardware)
+    curves = curves_for(peaks, probes)[0]
+    stages = {batches[0]: x.decode}
+    for b in batches[1:]:
+        stages[b] = expected_time(decode_op_costs(setup, batch=b, context=context), peaks=peaks, curves=curves)
+    return RowExpected(
+        tpot_s={b: s.expected_s for b, s in stages.items()},
+        measured={b: any(o.efficiency.measured for o in s.ops) for b, s in stages.items()},
+        ttft_s=x.prefill.expected_s,
+        ttft_measured=any(o.efficiency.measured for o in x.prefill.ops),
+        records=x.records,
+    )
+
+
+def cell(s: Optional[float], measured: Optional[bool], *, seconds: bool = False) -> str:
+    """A table cell: the expected time, '(ops at ceiling)' where no record applied; '-' where none."""
+    if s is None:
+        return "-"
+    shown = f"{s:,.2f} s" if seconds else f"{s * 1e3:,.2f} ms"
+    return shown + ("" if measured else " (ops at ceiling)")
+
+
+def note(records: str) -> str:
+    return (
+        "Expected: the step's ops one after another, each at its measured efficiency where a probe record "
+        f"covers it, else at its ceiling ({records})."
+    )

@@ -1,0 +1,263 @@
+"""Expected time beside the ceiling for one Setup's decode step and prompt prefill (issue 17 item 5).
+
+The ops are the step description's (k3plan/step/ops.py, as ``decode_terms`` and ``collective_ops``
+build them for ``roofline``), mapped onto speed.ops.OpCost and timed by ``expected_time`` against
+the efficiency curves of the hardware's device kind:
+
+    decode   one step of ``batch`` sequences at ``context`` tokens, a device (the slowest)
+    prefill  one prompt of ``prompt`` tokens in chunks of ``chunk``: the sum over its chunks, the
+             i-th ending at min(i x chunk, prompt) tokens; a chunk's tokens are one DP group's and
+             route through the EP group (the other groups idle: a single prompt's TTFT)
+
+The peaks are the hardware spec's (never a probe-substituted bandwidth: the efficiency curves are
+ceiling / measured against those same peaks). Records: ``--probes DIR``, else ./reports/probes (where
+`k3plan probe` writes) when any record there is of the device kind; else every op runs at its ceiling
+and the output says so.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.speed.expected import KindTime, OpTime, StageTime, expected_time
+from k3plan.speed.peaks import Peaks
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ExpectedSpeed(_Frozen):
+    device_kind: str
+    records: str  # where the efficiency records came from, or why none were used
+    records_used: tuple[str, ...]  # record files that set at least one op's efficiency
+    decode: StageTime  # one decode step (TPOT)
+    prefill: StageTime  # the whole prompt, its chunks summed (TTFT)
+    prefill_chunks: int
+    batch: int
+    context_tokens: int
+
+
+def default_probes_dir() -> Path | None:
+    """./reports/probes, where `k3plan probe` writes by default (a checkout's committed records when run
+    from its top), or None. Records are not shipped in the wheel, so an installed k3plan run elsewhere
+    answers exactly as the checkout run from the same folder (tests/test_packaging.py)."""
+    d = Path("reports") / "probes"
+    return d if d.is_dir() else None
+
+
+def curves_for(peaks: Peaks, probes: Path | None):
+    """(EfficiencyCurves or None, a line saying which records set the efficiencies or why none)."""
+    from k3plan.errors import K3PlanError
+    from k3plan.speed.curves import load_curves
+
+    explicit = probes is not None
+    folder = probes if explicit else default_probes_dir()
+    if folder is None:
+        return None, f"ceilings: no probe records (no --probes and no reports/probes) for {peaks.device_kind}"
+    if not folder.is_dir():
+        raise K3PlanError(f"--probes {folder}: not a folder of probe records")
+    curves = load_curves(folder, peaks=peaks)
+    if not curves.curves:
+        return None, f"ceilings: no usable probe record of {peaks.device_kind} in {_shown(folder)}"
+    return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({len(curves.curves)} curves)"
+
+
+def _shown(folder: Path) -> str:
+    """A folder under the working directory as a relative path (no checkout's absolute path in output)."""
+    try:
+        return str(folder.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(folder)
+
+
+def _setup_args(setup) -> dict:
+    from k3plan.budget.dtypes import BYTES
+
+    spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
+    return {
+        "all_to_all": st.collectives.experts == "all_to_all",
+        "act": BYTES[st.activation_dtype],
+        "dispatch": BYTES[st.collectives.dispatch_dtype],
+        "tp": par.tp,
+        "dp": par.dp,
+        "ep": par.ep,
+        "devices_per_chip": hw.devices_per_chip,
+        "chips": topo.chips,
+        "spec": spec,
+    }
+
+
+def _link(setup) -> Literal["scale_up", "scale_out"]:
+    from k3plan.roofline.comm import ep_spans_slices
+
+    return "scale_out" if ep_spans_slices(setup) else "scale_up"
+
+
+def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None) -> list:
+    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops``) as OpCost."""
+    from k3plan.budget.cache import cache_layout
+    from k3plan.step.decode import decode_terms
+    from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
+
+    a = _setup_args(setup)
+    spec, par = a.pop("spec"), setup.parallel
+    layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
+    d = decode_terms(
+        spec,
+        dense_bytes=0,
+        expert_bytes=0,
+        dense_params=0,
+        expert_params=0,
+        kv_bytes_per_token=layout.kv_bytes_per_token,
+        state_bytes_per_sequence=layout.state_bytes_per_sequence,
+        tp=par.tp,
+        dp=par.dp,
+        ep=par.ep,
+        batch=batch,
+        context=context,
+        hbm_bw=1.0,  # the times decode_terms adds are not read here: only its ops
+        flops=1.0,
+        bw_efficiency=1.0,
+        mfu=1.0,
+        comm_s=0.0,
+        histogram=histogram,
+        weights=weights if weights is not None else weight_groups_of_setup(setup),
+    )
+    coll = collective_ops(spec, **a, tokens=batch)
+    return to_op_costs(d["ops"] + coll, link=_link(setup))
+
+
+def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
+    """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost."""
+    from k3plan.budget.cache import cache_layout
+    from k3plan.roofline.work import experts_touched
+    from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
+
+    a = _setup_args(setup)
+    spec, par = a.pop("spec"), setup.parallel
+    layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
+    moe = spec.moe
+    ops = prefill_ops(
+        spec,
+        weights=weights if weights is not None else weight_groups_of_setup(setup),
+        kv_bytes_per_token=layout.kv_bytes_per_token,
+        state_bytes_per_sequence=layout.state_bytes_per_sequence,
+        tp=par.tp,
+        chunk=chunk,
+        ep_tokens=chunk,
+        touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
+        context=context,
+    )
+    coll = collective_ops(spec, **a, tokens=chunk)
+    return to_op_costs(ops + coll, link=_link(setup))
+
+
+def add_stages(stages: list[StageTime]) -> StageTime:
+    """Several stages run one after another (a prompt's chunks): times summed, ops merged by name."""
+    first = stages[0]
+    by_kind = {
+        k: KindTime(
+            ceiling_s=sum(s.by_kind[k].ceiling_s for s in stages),
+            expected_s=sum(s.by_kind[k].expected_s for s in stages),
+        )
+        for k in first.by_kind
+    }
+    ops: dict[str, OpTime] = {}
+    for s in stages:
+        for o in s.ops:
+            prev = ops.get(o.name)
+            ops[o.name] = (
+                o
+                if prev is None
+                else prev.model_copy(
+                    update={"ceiling_s": prev.ceiling_s + o.ceiling_s, "expected_s": prev.expected_s + o.expected_s}
+                )
+            )
+    return StageTime(
+        device_kind=first.device_kind,
+        ceiling_s=sum(s.ceiling_s for s in stages),
+        expected_s=sum(s.expected_s for s in stages),
+        by_kind=by_kind,
+        labels=tuple(dict.fromkeys(label for s in stages for label in s.labels)),
+        ops=tuple(ops.values()),
+        assumptions=first.assumptions,
+    )
+
+
+def expected_speed(
+    setup,
+    *,
+    batch: int,
+    context_tokens: int,
+    prompt_tokens: int,
+    chunk_tokens: int,
+    probes: Path | None = None,
+    histogram=None,
+    peaks: Peaks | None = None,
+) -> ExpectedSpeed:
+    """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled."""
+    from k3plan.step.ops import weight_groups_of_setup
+
+    peaks = peaks or Peaks.from_hardware(setup.hardware)
+    curves, records = curves_for(peaks, probes)
+    weights = weight_groups_of_setup(setup)
+    dec = expected_time(
+        decode_op_costs(setup, batch=batch, context=context_tokens, histogram=histogram, weights=weights),
+        peaks=peaks,
+        curves=curves,
+    )
+    chunk = min(chunk_tokens, prompt_tokens)
+    n = math.ceil(prompt_tokens / chunk)
+    cache: dict = {}
+    chunks = [
+        expected_time(
+            prefill_op_costs(
+                setup,
+                chunk=min(chunk, prompt_tokens - i * chunk),
+                context=min((i + 1) * chunk, prompt_tokens),
+                weights=weights,
+            ),
+            peaks=peaks,
+            curves=curves,
+            cache=cache,
+        )
+        for i in range(n)
+    ]
+    pre = add_stages(chunks)
+    used = tuple(
+        dict.fromkeys(
+            o.efficiency.record_path
+            for s in (dec, pre)
+            for o in s.ops
+            if o.efficiency.measured and o.efficiency.record_path
+        )
+    )
+    return ExpectedSpeed(
+        device_kind=peaks.device_kind,
+        records=records,
+        records_used=used,
+        decode=dec,
+        prefill=pre,
+        prefill_chunks=n,
+        batch=batch,
+        context_tokens=context_tokens,
+    )
+
+
+def expected_time_of(setup, spec_hardware, workload, *, probes: Path | None, histogram=None) -> ExpectedSpeed:
+    """``expected_speed`` at a command's workload (``roofline``'s: prompt = context), peaks of ``spec_hardware``."""
+    return expected_speed(
+        setup,
+        batch=workload.batch,
+        context_tokens=workload.context_tokens,
+        prompt_tokens=workload.context_tokens,
+        chunk_tokens=workload.prefill_chunk_tokens,
+        probes=probes,
+        histogram=histogram,
+        peaks=Peaks.from_hardware(spec_hardware),
+    )

@@ -1,0 +1,58 @@
+"""plan's expected TPOT column and --rank-by (issue 17 item 5): a hand-made TPU7x all-reduce record over
+32 devices at 1/20 of its ceiling slows every row whose collectives include an all-reduce over 32; the
+default ranking (ceiling) is unchanged by the column, --rank-by expected re-ranks on it."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import one_error_line
+from speed_helpers import record, write
+
+from k3plan.hardware import load_hardware
+
+ARGS = ("plan", "-H", "tpu-v7x", "--context", "131072", "--top", "6", "--json")
+
+
+def slow_all_reduce(tmp_path):
+    up = load_hardware("tpu-v7x").scale_up
+    ceiling = up.latency_s + 1000 / up.bw_bytes_per_s  # a call: latency + wire bytes / bandwidth
+    rec = record("allreduce", [({"bytes": 1024, "wire_bytes_per_device": 1000}, 20 * ceiling, "s/call")],
+                 op="all-reduce", mode="chained", params={"axis_size": 32})
+    write(tmp_path, "ar32.json", rec)
+
+
+def key(r):
+    return (r["topology"], r["tp"], r["ep"], r["dp"], r["stack"], r["kv_dtype"])
+
+
+def test_rank_by_ceiling_is_the_default_and_expected_reranks(cli, tmp_path):
+    slow_all_reduce(tmp_path)
+    default = json.loads(cli(*ARGS, "--probes", tmp_path).stdout)
+    ceiling = json.loads(cli(*ARGS, "--probes", tmp_path, "--rank-by", "ceiling").stdout)
+    expected = json.loads(cli(*ARGS, "--probes", tmp_path, "--rank-by", "expected").stdout)
+    assert [key(r) for r in default["ranked"]] == [key(r) for r in ceiling["ranked"]]
+    # the column: every shown row has an all-reduce over 32 (attention at TP 32 or the experts at EP 32)
+    assert all(r["expected_tpot_ms"] is not None for r in ceiling["ranked"])
+    assert ceiling["ranked"][0]["expected_source"].startswith("efficiency records of TPU7x in ")
+    # minimize chips: all rows 16 chips, so the tie-break is the TPOT -- the ceiling's, then the expected one's
+    rows = expected["ranked"]
+    assert {r["chips"] for r in rows} == {16}
+    tpots = [r["expected_tpot_ms"] for r in rows]
+    assert tpots == sorted(tpots)
+    assert [key(r) for r in rows] != [key(r) for r in ceiling["ranked"]]
+    assert expected["workload"]["rank_by"] == "expected"
+    assert any(a.startswith("--rank-by expected") for a in expected["assumptions"])
+
+
+def test_no_record_covering_an_op_leaves_the_column_empty(cli):
+    r = cli("plan", "-H", "nvidia-h200", "--context", "32768", "--top", "3", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["ranked"]
+    assert rows and all(row["expected_tpot_ms"] is None for row in rows)
+
+
+def test_bad_rank_by(cli):
+    assert "--rank-by 'fast'" in one_error_line(cli("plan", "--rank-by", "fast"))
+    line = one_error_line(cli("plan", "--rank-by", "expected", "--isl", "100", "--osl", "10"))
+    assert "--rank-by expected" in line
