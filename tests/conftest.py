@@ -3,7 +3,6 @@ safetensors header writer (no dependency on the safetensors package)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -12,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from k3_testing import bundled_raw, tiny_kimi_raw
 from typer.testing import CliRunner
 
 from k3plan.cli.app import app
-from k3plan.models.loader import BUNDLED_DIR
 
 # CI runs the same hypothesis examples every time (a property failure found at random must not make
 # one run of .ci/run red and the next green); HYPOTHESIS_PROFILE=explore draws new examples locally.
@@ -31,33 +30,6 @@ def cli():
     """cli(*args) -> click Result (stdout in .stdout, stderr in .stderr)."""
     runner = CliRunner()
     return lambda *args: runner.invoke(app, [str(a) for a in args])
-
-
-def one_error_line(result) -> str:
-    """Bad input: exit 2, no traceback, exactly one line on stderr starting with 'error:'."""
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error:")
-    return lines[0]
-
-
-def bundled_raw(name: str) -> dict:
-    return json.loads((BUNDLED_DIR / name / "config.json").read_text())
-
-
-def tiny_kimi_raw() -> dict:
-    """K3's config shrunk to 4 layers (KDA, KDA, KDA, MLA), 8 experts: every K3 feature, tiny dims."""
-    raw = copy.deepcopy(bundled_raw("kimi-k3"))
-    raw.pop("vision_config")
-    t = raw["text_config"]
-    t.update(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-             num_experts=8, num_experts_per_token=2, routed_expert_hidden_size=128,
-             moe_intermediate_size=64, intermediate_size=512, vocab_size=1024, q_lora_rank=64,
-             kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32)
-    t["linear_attn_config"].update(kda_layers=[1, 2, 3], full_attn_layers=[4], num_heads=4, head_dim=32)
-    return raw
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]], *, sparse: bool = True) -> int:

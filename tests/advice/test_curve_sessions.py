@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 # jax-native: 8 x 32K fits on 2x2x4 TP=32 with its measured temp (vllm-tpu's compiled temp does not, issue 15)
 FIT = ["-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 # k3-facts.md §3: K3 has 24 MLA layers; a token a layer caches 576 values (bf16: 1,152 B) or
 # 656 B under fp8_ds_mla; the latent is whole on every TP rank under vllm-tpu.

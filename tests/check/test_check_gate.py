@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.check.compare import parse_tolerance
 from k3plan.errors import K3PlanError

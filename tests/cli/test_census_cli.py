@@ -6,7 +6,7 @@ import json
 import struct
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.models import load_model
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 GiB = 2**30
 CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \

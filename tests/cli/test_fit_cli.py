@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.sharding.stack import STACK_DIR
 

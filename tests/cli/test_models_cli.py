@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.models.loader import BUNDLED_DIR
 

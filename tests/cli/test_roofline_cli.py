@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "reports" / "probes"

@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from conftest import bundled_raw, one_error_line, tiny_kimi_raw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from k3_testing import bundled_raw, one_error_line, tiny_kimi_raw
 from typer.testing import CliRunner
 
 from k3plan.cli.app import app

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import bundled_raw, one_error_line, tiny_kimi_raw
+from k3_testing import bundled_raw, one_error_line, tiny_kimi_raw
 
 from k3plan.errors import K3PlanError
 from k3plan.hardware.loader import SPECS_DIR

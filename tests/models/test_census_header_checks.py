@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from k3_testing import one_error_line
 
 from k3plan.models.census import DTYPE_BITS, census
 

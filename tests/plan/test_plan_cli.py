@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.budget.fit import Workload, fit
 from k3plan.hardware import list_hardware, load_hardware

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 SESSION = ["--turns", "20", "--user-tokens", "800", "--answer-tokens", "1200", "--reasoning-tokens", "6000"]
 

@@ -9,7 +9,7 @@ import math
 import time
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.deploy.disagg import size_pools, transfer_bytes_per_request
 from k3plan.models import load_model

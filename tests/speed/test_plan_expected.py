@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import one_error_line
+from k3_testing import one_error_line
 from speed_helpers import record, write
 
 from k3plan.hardware import load_hardware

@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 # k3-facts.md §3: 24 MLA layers x 576 values x 2 B (bf16), the whole latent on every TP rank (vllm-tpu)
 KV_BPT_PER_DEVICE = 24 * 576 * 2  # 27,648

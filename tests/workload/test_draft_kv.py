@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import one_error_line
+from k3_testing import one_error_line
 
 from k3plan.workload.draft import DraftKv, add_draft_kv, given_draft_kv
 
