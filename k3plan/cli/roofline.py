@@ -24,6 +24,7 @@ from k3plan.cli.common import (
     console,
     print_json,
     setup_from,
+    spec_decode_from,
     with_setup_options,
 )
 
@@ -73,7 +74,6 @@ def command(
       k3plan roofline -t 2x4x4 --tp 32 --prefix-hit 0.9 --prefix-tier ssd
     """
     from k3plan.budget.fit import check_workload
-    from k3plan.errors import K3PlanError
     from k3plan.roofline.bounds import (
         check_efficiency,
         crossover,
@@ -81,15 +81,9 @@ def command(
         prefill_bound,
     )
     from k3plan.roofline.work import load_histogram
-    from k3plan.workload.specdecode import parse_spec_decode
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
-    if (spec_tokens is None) != (acceptance is None):
-        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
-        if v is not None and spec_tokens is None:
-            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
-    spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
+    spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
     from k3plan.cli.fit import _check_prefix, _print_prefix
 
