@@ -104,6 +104,7 @@ def command(
     from k3plan.advice.wiring import draft_bytes_per_device, resolve_draft
     from k3plan.budget.fit import fit
     from k3plan.step.verdict import reason_text
+    from k3plan.units import fmt_gib
 
     d = None
     if spec is not None:
@@ -133,7 +134,7 @@ def command(
             )
         else:
             console.print(
-                f"[bold red]DOES NOT FIT[/]: {why} (free {verdict.per_device.free_bytes / 2**30:,.2f} GiB a "
+                f"[bold red]DOES NOT FIT[/]: {why} (free {fmt_gib(verdict.per_device.free_bytes)} a "
                 f"device at batch {w.batch} x context {w.context_tokens:,}); no speed figure for a workload "
                 "that does not fit — see k3plan fit"
             )
