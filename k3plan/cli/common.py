@@ -142,16 +142,21 @@ PrefixTierOpt = Annotated[
 
 
 def spec_decode_from(
-    spec_tokens: Optional[int], acceptance: Optional[str], draft_bytes: Optional[str]
+    spec_tokens: Optional[int],
+    acceptance: Optional[str],
+    draft_bytes: Optional[str],
+    draft_kv_bytes_per_token: Optional[int] = None,
 ) -> Optional[SpecDecode]:
-    """The three options above checked together: a SpecDecode, or None without speculative decoding."""
+    """The speculative-decoding options above checked together: a SpecDecode, or None without
+    speculative decoding (then no draft option may be given)."""
     from k3plan.errors import K3PlanError
     from k3plan.workload.specdecode import parse_spec_decode
 
     if (spec_tokens is None) != (acceptance is None):
         raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    if draft_bytes is not None and spec_tokens is None:
-        raise K3PlanError("--draft-bytes: only with --spec-tokens K --acceptance A")
+    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
+        if v is not None and spec_tokens is None:
+            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
     if spec_tokens is None or acceptance is None:
         return None
     return parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance)

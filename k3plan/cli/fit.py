@@ -81,14 +81,11 @@ def command(
     )
     from k3plan.budget.calibration import load_calibration
     from k3plan.budget.fit import check_workload, fit
-    from k3plan.errors import K3PlanError
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
-    spec = spec_decode_from(spec_tokens, acceptance, draft_bytes)
-    if draft_kv_bytes_per_token is not None and spec_tokens is None:
-        raise K3PlanError("--draft-kv-bytes-per-token: only with --spec-tokens K --acceptance A")
+    spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
     _check_prefix(prefix_hit, prefix_tier)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     setup = setup_from(**setup_options)
@@ -108,7 +105,7 @@ def command(
     if result.fits:  # a speed figure only for a workload that fits
         result = result.model_copy(update={"speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes)})
     sd = off = None
-    if d is not None and result.fits:
+    if spec is not None and d is not None and result.fits:  # d is set only with a spec
         sd = spec_decode_report(
             speed_setup,
             spec=spec,

@@ -192,7 +192,7 @@ def _execute(settings, run, json_out: bool) -> None:
         result = run_probe(settings=settings, run=run, progress=progress, plan=plan)
     if result.process_index != 0:
         return
-    paths = result.paths or [None] * len(result.records)
+    paths: list[Path | None] = list(result.paths) or [None] * len(result.records)  # no store: nothing written
     if json_out:
         print_json([r.model_dump(mode="json") for r in result.records])
         for p in result.paths:
@@ -216,7 +216,7 @@ def _ints(text: str, *, what: str, minimum: int = 1) -> tuple[int, ...]:
         values = tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise K3PlanError(f"{what} {text!r}: expected comma-separated whole numbers") from None
-    require(values and all(v >= minimum for v in values), f"{what} {text!r}: every value must be >= {minimum}")
+    require(bool(values) and all(v >= minimum for v in values), f"{what} {text!r}: every value must be >= {minimum}")
     return values
 
 
@@ -224,14 +224,15 @@ def _sizes(text: str, *, what: str) -> tuple[int, ...]:
     from k3plan.units import parse_bytes
 
     values = tuple(parse_bytes(t.strip(), what=what) for t in text.split(",") if t.strip())
-    require(values and all(v > 0 for v in values), f"{what} {text!r}: every size must be > 0")
+    require(bool(values) and all(v > 0 for v in values), f"{what} {text!r}: every size must be > 0")
     return values
 
 
 def _names(text: str, *, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     values = tuple(t.strip() for t in text.split(",") if t.strip())
     require(
-        values and all(v in allowed for v in values), f"{what} {text!r}: expected one or more of {', '.join(allowed)}"
+        bool(values) and all(v in allowed for v in values),
+        f"{what} {text!r}: expected one or more of {', '.join(allowed)}",
     )
     return values
 

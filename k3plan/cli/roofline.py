@@ -24,6 +24,7 @@ from k3plan.cli.common import (
     console,
     print_json,
     setup_from,
+    spec_decode_from,
     with_setup_options,
 )
 
@@ -73,7 +74,6 @@ def command(
       k3plan roofline -t 2x4x4 --tp 32 --prefix-hit 0.9 --prefix-tier ssd
     """
     from k3plan.budget.fit import check_workload
-    from k3plan.errors import K3PlanError
     from k3plan.roofline.bounds import (
         check_efficiency,
         crossover,
@@ -81,15 +81,9 @@ def command(
         prefill_bound,
     )
     from k3plan.roofline.work import load_histogram
-    from k3plan.workload.specdecode import parse_spec_decode
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
-    if (spec_tokens is None) != (acceptance is None):
-        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
-        if v is not None and spec_tokens is None:
-            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
-    spec = parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance) if spec_tokens is not None else None
+    spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
     from k3plan.cli.fit import _check_prefix, _print_prefix
 
@@ -110,6 +104,7 @@ def command(
     from k3plan.advice.wiring import draft_bytes_per_device, resolve_draft
     from k3plan.budget.fit import fit
     from k3plan.step.verdict import reason_text
+    from k3plan.units import fmt_gib
 
     d = None
     if spec is not None:
@@ -139,7 +134,7 @@ def command(
             )
         else:
             console.print(
-                f"[bold red]DOES NOT FIT[/]: {why} (free {verdict.per_device.free_bytes / 2**30:,.2f} GiB a "
+                f"[bold red]DOES NOT FIT[/]: {why} (free {fmt_gib(verdict.per_device.free_bytes)} a "
                 f"device at batch {w.batch} x context {w.context_tokens:,}); no speed figure for a workload "
                 "that does not fit — see k3plan fit"
             )

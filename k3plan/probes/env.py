@@ -56,18 +56,19 @@ def resolve_distributed(
     coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
     num_processes = num_processes if num_processes is not None else _env_int("JAX_NUM_PROCESSES")
     process_id = process_id if process_id is not None else _env_int("JAX_PROCESS_ID")
-    missing = [
-        name
-        for name, v in (
-            ("--coordinator / JAX_COORDINATOR_ADDRESS", coordinator),
-            ("--num-processes / JAX_NUM_PROCESSES", num_processes),
-            ("--process-id / JAX_PROCESS_ID", process_id),
-        )
-        if v is None
-    ]
-    require(not missing, f"--distributed needs {', '.join(missing)}")
+    if coordinator is None or num_processes is None or process_id is None:
+        missing = [
+            name
+            for name, v in (
+                ("--coordinator / JAX_COORDINATOR_ADDRESS", coordinator),
+                ("--num-processes / JAX_NUM_PROCESSES", num_processes),
+                ("--process-id / JAX_PROCESS_ID", process_id),
+            )
+            if v is None
+        ]
+        raise K3PlanError(f"--distributed needs {', '.join(missing)}")
     require(
-        re.fullmatch(r"[\w.\-\[\]:]+:\d+", coordinator or "") is not None,
+        re.fullmatch(r"[\w.\-\[\]:]+:\d+", coordinator) is not None,
         f"--coordinator {coordinator!r}: expected HOST:PORT, e.g. 10.0.0.2:8476",
     )
     require(num_processes >= 1, f"--num-processes {num_processes}: expected >= 1")

@@ -54,14 +54,18 @@ def _peak(spec, dtype: str) -> float:
 
 def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
     params.check()
-    if params.sizes is None:
-        params = replace(params, sizes=CPU_SIZES if ctx.is_cpu else FULL_SIZES)
+    sizes = params.sizes
+    if sizes is None:
+        sizes = CPU_SIZES if ctx.is_cpu else FULL_SIZES
+        params = replace(params, sizes=sizes)
         if ctx.is_cpu:
             ctx.notes.append(f"CPU run: quick sweep (sizes {','.join(map(str, CPU_SIZES))}); --size for others")
-    ctx.plan(len(params.dtypes) * len(params.sizes))
-    points, attempts, checks = [], [], []
+    ctx.plan(len(params.dtypes) * len(sizes))
+    points: list[ProbePoint] = []
+    attempts: list[Attempt] = []
+    checks: list[Verification] = []
     for dtype in params.dtypes:
-        for n in params.sizes:
+        for n in sizes:
             if ctx.deadline.expired():
                 break
             ctx.progress(f"matmul {dtype} {n}x{n}x{n}")
@@ -77,7 +81,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
                 )
                 break
             fn, a = d.value
-            if not checks or checks[-1].detail.split(":")[0] != dtype:
+            if not checks or (checks[-1].detail or "").split(":")[0] != dtype:
                 checks.append(_verify(fn, a, dtype))
             samples = sample_s(fn, a, a, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
             st = stats(samples)
@@ -110,7 +114,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
         ctx.record(
             probe="matmul",
             params={
-                "sizes": list(params.sizes),
+                "sizes": list(sizes),
                 "dtypes": list(params.dtypes),
                 "warmup": ctx.warmup,
                 "repeats": ctx.repeats,

@@ -78,7 +78,8 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
     }
-    points, checks, dispatched = [], [], None
+    points, dispatched = [], None
+    checks: list[Verification] = []
     itemsize = np.dtype(params.dtype).itemsize
     for t in params.tokens:
         if ctx.deadline.expired():

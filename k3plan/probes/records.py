@@ -121,6 +121,7 @@ def latest_latency(
     if message_bytes is not None:
         above = [pt for pt in points if int(pt.params.get("bytes", 0)) >= message_bytes]
         point = above[0] if above else points[-1]
+    assert point.value is not None  # _valued keeps only points with a value
     return float(point.value), record, path
 
 
@@ -138,7 +139,7 @@ def effective_bandwidth(
     if not found:
         return None
     record, path = found[-1]
-    best = max(pt.value for pt in _valued(record) if pt.unit == "bytes/s")
+    best = max(pt.value for pt in record.points if pt.value is not None and pt.unit == "bytes/s")
     return float(best), record, path
 
 

@@ -50,7 +50,7 @@ def render(console, record: ProbeRecord, path=None) -> None:
         console.print(f"  [bold red]failed:[/] {record.error}", soft_wrap=True)
         return
     table = Table(show_edge=False)
-    per = {"s/call": " / call", "s/token": " / token"}.get(record.points[0].unit if record.points else "", "")
+    per = {"s/call": " / call", "s/token": " / token"}.get((record.points[0].unit or "") if record.points else "", "")
     for col in ("point", "value" + per, "raw p50", "raw p90", "baseline", "expected"):
         table.add_column(col, justify="left" if col == "point" else "right", no_wrap=True)
     for pt in record.points:

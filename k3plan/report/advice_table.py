@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:,.2f} GiB"
+from k3plan.units import fmt_gib
 
 
 def spec_decode_lines(sd) -> list[str]:
@@ -20,7 +18,7 @@ def spec_decode_lines(sd) -> list[str]:
             f"{s.draft_tokens} drafted + 1)"
         ),
         (
-            f"  draft: {sd.draft}; {sd.draft_bytes:,} B, {_gib(sd.draft_bytes_per_device)} a device (assumed "
+            f"  draft: {sd.draft}; {sd.draft_bytes:,} B, {fmt_gib(sd.draft_bytes_per_device)} a device (assumed "
             f"sharded over tp {sd.draft_shards}; counted in the weights above)"
         ),
         (
@@ -58,7 +56,7 @@ def offload_lines(o) -> list[str]:
     )
     return [
         (
-            f"offload to {o.tier}: {held}; frees {_gib(o.hbm_freed_bytes_per_device)} a device per suspended "
+            f"offload to {o.tier}: {held}; frees {fmt_gib(o.hbm_freed_bytes_per_device)} a device per suspended "
             f"session; TTFT +{o.ttft_added_s * 1e3:,.1f} ms to bring one back{recompute}"
         ),
         f"  source: {o.source}",
@@ -75,7 +73,7 @@ def render_fit_advice(fa, console) -> None:
 
 def render_advice_rules(a, console, *, alternatives=()) -> None:
     console.print(
-        f"[bold]advice[/] ({a.verdict}: free {_gib(a.free_bytes)} = {a.headroom_fraction:.1%} of usable HBM"
+        f"[bold]advice[/] ({a.verdict}: free {fmt_gib(a.free_bytes)} = {a.headroom_fraction:.1%} of usable HBM"
         + (f"; computed from: {escape('; '.join(alternatives))}" if alternatives else "")
         + ")"
     )
@@ -94,5 +92,5 @@ def bytes_share_line(dec) -> str:
     return (
         f"{dec.binding}-bound decode: "
         + ", ".join(f"{k} {v / total:.0%}" for k, v in parts)
-        + f" of the {total / 1e9:,.2f} GB a device a step reads"
+        + f" of the {fmt_gib(total)} a device a step reads"
     )

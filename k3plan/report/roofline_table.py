@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from k3plan.units import GiB, MiB, fmt_gib
+
 
 def _ms(s: float) -> str:
     return f"{s * 1e3:,.3f}"
@@ -28,8 +30,8 @@ def render_roofline(r: dict, console: Console) -> None:
     b = d["bytes_per_device"]
     t.add_row(
         "bytes a device a step",
-        f"{sum(b.values()) / 1e9:,.3f} GB",
-        ", ".join(f"{k} {v / 1e9:,.3f}" for k, v in b.items()),
+        fmt_gib(sum(b.values()), 3),
+        ", ".join(f"{k} {v / GiB:,.3f}" for k, v in b.items()),
     )
     t.add_row(
         "experts touched a layer",
@@ -47,7 +49,7 @@ def render_roofline(r: dict, console: Console) -> None:
         "collectives",
         _ms(c["latency_time_s"] + c["bandwidth_time_s"]) + " ms",
         f"{c['calls_per_step']} calls ({c['expert_calls_per_step']} {c['op']}) x {c['latency_s_per_call'] * 1e6:.2f} us "
-        f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / 1e6:,.2f} MB a chip over {c['link_name']}",
+        f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / MiB:,.2f} MiB a chip over {c['link_name']}",
     )
     t.add_row(
         "[bold]step (TPOT)[/]",
@@ -58,7 +60,7 @@ def render_roofline(r: dict, console: Console) -> None:
     t.add_row(
         "study view (ideal)",
         _ms(d["ideal_step_s"]) + " ms",
-        f"one copy of {sum(d['ideal_bytes_per_step'].values()) / 1e9:,.2f} GB over all chips' bandwidth, no collectives",
+        f"one copy of {fmt_gib(sum(d['ideal_bytes_per_step'].values()))} over all chips' bandwidth, no collectives",
     )
     console.print(t)
     t = Table(

@@ -174,3 +174,19 @@ def test_roofline_default_workload_is_fits(cli):
     r = cli("roofline", "-t", "2x2x4", "--stack", "jax-native", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["decode"]["context_tokens"] == 131072  # fit's default context
+
+
+def test_table_prints_byte_sizes_in_gib(cli):
+    """Byte sizes print in GiB (2**30 B) like the rest of the house; bandwidths stay GB/s (spec sheets)."""
+    args = ("-t", "2x4x4", "--stack", "dp-attention", "--tp", "8", "--probes", PROBES)
+    dec = roofline_json(cli, *args)["decode"]
+    r = cli("roofline", *study(*args))
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.stdout.split())  # rich wraps long cells
+    b = dec["bytes_per_device"]
+    assert f"{sum(b.values()) / 2**30:,.3f} GiB" in out
+    assert f"weights {b['weights'] / 2**30:,.3f}," in out
+    assert f"of the {sum(b.values()) / 2**30:,.2f} GiB a device a step reads" in out  # the advice line
+    assert f"one copy of {sum(dec['ideal_bytes_per_step'].values()) / 2**30:,.2f} GiB over" in out
+    assert f"{dec['comm']['bytes_per_chip_per_step'] / 2**20:,.2f} MiB a chip" in out
+    assert " GB " not in out and " MB " not in out and "GB/s" in out

@@ -106,12 +106,15 @@ def run(*, ctx: ProbeContext, params: CollectiveParams) -> list[ProbeRecord]:
 def _run_mode(*, ctx: ProbeContext, params: CollectiveParams, mode: str, axis_size: int) -> ProbeRecord:
     probe = PROBE_NAMES[params.op]
     n_values = params.chained_n if mode == "chained" else params.unchained_n
+    sizes = params.sizes_bytes
+    # run() resolved params with for_backend, which fills every field left None
+    assert sizes is not None and n_values is not None, "CollectiveParams not resolved by for_backend"
     record_params = {
         "op": params.op,
         "mode": mode,
         "axis_size": axis_size,
         "dtype": params.dtype,
-        "sizes_bytes": list(params.sizes_bytes),
+        "sizes_bytes": list(sizes),
         "n_values": list(n_values),
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
@@ -131,8 +134,9 @@ def _run_mode(*, ctx: ProbeContext, params: CollectiveParams, mode: str, axis_si
             implementation=None,
         )
     mesh = dispatched.value
-    points, checks = [], []
-    for size in params.sizes_bytes:
+    points: list[ProbePoint] = []
+    checks: list[Verification] = []
+    for size in sizes:
         if ctx.deadline.expired():
             break
         point, check = _measure_size(ctx=ctx, params=params, mode=mode, mesh=mesh, size=size, n_values=n_values)
@@ -144,8 +148,7 @@ def _run_mode(*, ctx: ProbeContext, params: CollectiveParams, mode: str, axis_si
         formula="scale_up.latency_s + wire_bytes / scale_up.bw_bytes_per_s",
         compute=lambda hw: (
             hw.scale_up.latency_s
-            + wire_bytes(op=params.op, message_bytes=params.sizes_bytes[0], axis_size=axis_size)
-            / hw.scale_up.bw_bytes_per_s
+            + wire_bytes(op=params.op, message_bytes=sizes[0], axis_size=axis_size) / hw.scale_up.bw_bytes_per_s
         ),
     )
     if expectation.value is not None:

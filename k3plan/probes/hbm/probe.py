@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from functools import partial
+from typing import Any, Callable, Optional
 
 from k3plan.errors import require
 from k3plan.probes.context import ProbeContext
@@ -46,12 +47,14 @@ def _order(impl: str, op: str) -> list[str]:
 
 def run(*, ctx: ProbeContext, params: HbmParams) -> list[ProbeRecord]:
     params.check()
-    if params.sizes_bytes is None:
-        params = replace(params, sizes_bytes=CPU_SIZES if ctx.is_cpu else FULL_SIZES)
+    sizes = params.sizes_bytes
+    if sizes is None:
+        sizes = CPU_SIZES if ctx.is_cpu else FULL_SIZES
+        params = replace(params, sizes_bytes=sizes)
         if ctx.is_cpu:
             ctx.notes.append("CPU run: quick sweep (16 and 64 MiB); --size for others")
-    ctx.plan(len(params.ops) * len(params.sizes_bytes))
-    return [_run_op(ctx=ctx, params=params, op=op) for op in params.ops]
+    ctx.plan(len(params.ops) * len(sizes))
+    return [_run_op(ctx=ctx, params=params, sizes=sizes, op=op) for op in params.ops]
 
 
 def _array(*, size: int, dtype: str, block_rows: int):
@@ -65,19 +68,21 @@ def _array(*, size: int, dtype: str, block_rows: int):
     return x, min(block_rows, rows)
 
 
-def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
+def _run_op(*, ctx: ProbeContext, params: HbmParams, sizes: tuple[int, ...], op: str) -> ProbeRecord:
+    """One op's sweep over `sizes` (params.sizes_bytes resolved to the backend's default by run)."""
     record_params = {
         "op": op,
         "impl": params.impl,
         "dtype": params.dtype,
-        "sizes_bytes": list(params.sizes_bytes),
+        "sizes_bytes": list(sizes),
         "block_rows": params.block_rows,
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
     }
-    points, checks, dispatched = [], [], None
+    points, dispatched = [], None
+    checks: list[Verification] = []
     small, small_br = _array(size=64 * 1024, dtype=params.dtype, block_rows=params.block_rows)
-    for size in params.sizes_bytes:
+    for size in sizes:
         if ctx.deadline.expired():
             break
         ctx.progress(f"hbm {op} {params.impl} {size} B")
@@ -85,7 +90,7 @@ def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
         factories = _factories(ctx=ctx, op=op, block_rows=br)
         try:
             d = dispatch(
-                implementations={k: (lambda f=f, x=x: f(x)) for k, f in factories.items()},
+                implementations={k: partial(f, x) for k, f in factories.items()},
                 order=_order(params.impl, op),
             )
         except NoImplementation as err:
@@ -132,7 +137,7 @@ def _run_op(*, ctx: ProbeContext, params: HbmParams, op: str) -> ProbeRecord:
     )
 
 
-def _factories(*, ctx: ProbeContext, op: str, block_rows: int) -> dict:
+def _factories(*, ctx: ProbeContext, op: str, block_rows: int) -> dict[str, Callable[[Any], Any]]:
     def pallas_reduce(x):
         raise NotImplementedError("the Pallas stream probe implements copy only")
 

@@ -88,7 +88,8 @@ def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
     }
-    points, checks, dispatched = [], [], None
+    points, dispatched = [], None
+    checks: list[Verification] = []
     for t in params.seq_lens:
         if ctx.deadline.expired():
             break

@@ -11,14 +11,15 @@ def _kda_fn() -> Callable[..., Any]:
         import tokamax
     except ImportError:
         raise NotImplementedError("tokamax is not installed") from None
-    fn = getattr(tokamax, "kimi_delta_attention", None)
+    fn: Callable[..., Any] | None = getattr(tokamax, "kimi_delta_attention", None)
     if fn is None:
         try:
-            from tokamax._src.ops.experimental.kda.api import kimi_delta_attention as fn
+            from tokamax._src.ops.experimental.kda.api import kimi_delta_attention
         except ImportError:
             raise NotImplementedError(
                 f"tokamax {getattr(tokamax, '__version__', '?')} has no kimi_delta_attention"
             ) from None
+        fn = kimi_delta_attention
     return fn
 
 

@@ -22,11 +22,15 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k3plan.errors import K3PlanError, require
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import stats
+
+if TYPE_CHECKING:
+    from k3plan.step.collective import Collective
 
 LAYOUT_HARDWARE = "tpu-v7x"  # the setup's layout (2 devices a chip); the devices timed are whatever runs
 CPU_NOTE = (
@@ -87,7 +91,8 @@ def _time_decode(setup, devices, *, batch: int, context: int, warmup: int, repea
     tok = inputs["tokens"]
     tokens = jax.device_put(jnp.zeros(tok.shape, jnp.int32), tok.sharding)
     positions = jax.device_put(jnp.full(tok.shape, context - 1, jnp.int32), inputs["positions"].sharding)
-    samples, nxt = [], None
+    samples: list[float] = []
+    nxt = None
     for i in range(max(warmup, 0) + max(repeats, 1)):
         if i > warmup and len(samples) >= 2 and deadline.expired():
             break
@@ -195,9 +200,9 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     ids = [int(t) for t in jax.device_get(nxt).ravel()]
     vocab = setup.model.spec.vocab_size
     ok_tokens = all(0 <= t < vocab for t in ids)
-    op_calls = {}
+    op_calls: dict[Collective, int] = {}
     for o in ops:
-        if o.kind == "collective":
+        if o.kind == "collective" and o.collective is not None:  # a collective op always names its collective
             op_calls[o.collective] = op_calls.get(o.collective, 0) + o.count * o.calls
     notes = [CPU_NOTE] if ctx.is_cpu else []
     measured = dict.fromkeys(o.efficiency.record_path for o in stage.ops if o.efficiency.measured)
