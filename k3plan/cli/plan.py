@@ -73,7 +73,10 @@ StrictOpt = Annotated[
     bool, typer.Option("--strict", help="Reject rows that miss a target (default: rank them last, with the miss).")
 ]
 PlotOpt = Annotated[
-    Optional[Path], typer.Option("--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG.")
+    Optional[Path],
+    typer.Option(
+        "--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG (or SVG: a .svg name)."
+    ),
 ]
 EmitOpt = Annotated[
     Optional[tuple[str, Path]],
@@ -205,6 +208,10 @@ def command(
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
     if plot is not None and (isl is None or osl is None):
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
+    if plot is not None:
+        from k3plan.deploy.chart import chart_format
+
+        chart_format(plot)  # .png or .svg, checked before the search
     session_note = None
     if turns is not None:
         from k3plan.workload.sessions import session_growth
