@@ -3,7 +3,7 @@
 matplotlib costs ~1.5 s to import, which alone would put `plan --plot` over its 2 s budget
 (issue 13); Pillow imports in ~0.03 s. One layout (axes, nice ticks, labels placed so they do not
 overlap) is computed once and drawn by either backend, so the PNG and the SVG show the same chart.
-The PNG is drawn at twice its size and scaled down (anti-aliased lines, points and text).
+The PNG is drawn at twice its size and box-averaged down (anti-aliased lines, points and text).
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class _Font:
         return self._fonts[px]
 
     def width(self, text: str, size: float) -> float:
-        return float(self.get(size).getlength(text))
+        """At the PNG's drawing size (hinting makes small sizes a little narrower than scaled ones)."""
+        return float(self.get(size * SUPERSAMPLE).getlength(text)) / SUPERSAMPLE
 
 
 def layout(chart: Chart, font: _Font) -> list[tuple]:
@@ -214,7 +215,9 @@ def render_png(ops: list[tuple], font: _Font) -> bytes:
             else:
                 draw.text((x * k, y * k), text, font=f, fill=color, anchor=anchor)
     out = io.BytesIO()
-    img.resize((WIDTH_PX, HEIGHT_PX), Image.Resampling.LANCZOS).save(out, format="PNG", optimize=False)
+    # reduce(): a box average of each k x k block, ~10x faster than a LANCZOS resize for the same
+    # anti-aliasing here; zlib level 1: ~12% larger, a third of the time of the default 6
+    img.reduce(k).save(out, format="PNG", compress_level=1)
     return out.getvalue()
 
 
