@@ -10,18 +10,28 @@ Each is timed in-process (plan(): cold = first call in a fresh interpreter, whic
 and the 14 hardware YAMLs; warm = median of later calls; eval = the search itself: space,
 evaluation, reasons, ranking) and as a whole process (`k3plan plan ... --json`).
 
-    python3 benchmarks/bench_plan.py [--runs 5]
+Then issue 13's done-when command, as a fresh process (bytecode cached, as installed), alternated
+with the import floor of fit's bench (numpy, yaml, typer, rich.console, pydantic.BaseModel):
+
+    k3plan plan --ttft-ms 2000 --tpot-ms 50 --isl 4000 --osl 500 --request-rate 2 --plot pareto.png
+
+min / median wall and CPU seconds of each, the ratio, and the goal (under 2 s, all bundled hardware).
+
+    python3 benchmarks/bench_plan.py [--runs 5] [--done-when-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+
+from timing import CHILD_ENV, k3plan_cmd, ratio_table, ratio_to_floor  # benchmarks/timing.py
 
 SEARCHES = {
     "default": {"args": [], "kw": {}},
@@ -44,16 +54,17 @@ print(json.dumps({"configs": r.configurations, "feasible": r.feasible, "import":
 """
 
 
-def k3plan_cmd() -> list[str]:
-    exe = shutil.which("k3plan")
-    return [exe] if exe else [sys.executable, "-m", "k3plan.cli.app"]
+DONE_WHEN = ["plan", "--ttft-ms", "2000", "--tpot-ms", "50", "--isl", "4000", "--osl", "500", "--request-rate", "2"]
+FLOOR = "import numpy, yaml, typer, rich.console; from pydantic import BaseModel"
+GOAL_S = 2.0
 
 
 def whole_process(args: list[str], runs: int) -> tuple[float, float, int]:
     times, configs = [], 0
     for _ in range(runs):
         t0 = time.perf_counter()
-        p = subprocess.run(k3plan_cmd() + ["plan", "--context", "131072", "--json", *args], capture_output=True, text=True)
+        p = subprocess.run(k3plan_cmd() + ["plan", "--context", "131072", "--json", *args], capture_output=True,
+                           text=True, env=CHILD_ENV)
         times.append(time.perf_counter() - t0)
         if p.returncode not in (0, 1):
             sys.exit(f"k3plan plan {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
@@ -61,20 +72,42 @@ def whole_process(args: list[str], runs: int) -> tuple[float, float, int]:
     return min(times), statistics.median(times), configs
 
 
+def done_when(runs: int) -> None:
+    """Issue 13's done-when command with --plot, fresh processes, against the import floor."""
+    with tempfile.TemporaryDirectory() as tmp:
+        png = os.path.join(tmp, "pareto.png")
+        cmd = k3plan_cmd() + [*DONE_WHEN, "--plot", png]
+        r = ratio_to_floor(cmd, [sys.executable, "-c", FLOOR], runs, ok=(0,))
+        size = os.path.getsize(png)
+    label = "k3plan " + " ".join(DONE_WHEN) + " --plot pareto.png"
+    print(f"\nissue 13 done-when, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
+    print(ratio_table(r, "import floor: numpy, yaml, typer, rich.console, pydantic.BaseModel", label))
+    med = statistics.median(r["wall"]["cmd"])
+    print(f"pareto.png: {size:,} bytes; goal < {GOAL_S} s wall: median {med:.2f} s, min {min(r['wall']['cmd']):.2f} s, "
+          f"CPU median {statistics.median(r['cpu']['cmd']):.2f} s: {'PASS' if med < GOAL_S else 'FAIL'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--done-when-only", action="store_true", help="skip the two searches; time issue 13's command")
     a = ap.parse_args()
+    if not a.done_when_only:
+        searches(a.runs)
+    done_when(a.runs)
+
+
+def searches(runs: int) -> None:
     rows, recs = [], {}
     for name, s in SEARCHES.items():
-        out = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(s["kw"]), str(a.runs)],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([sys.executable, "-c", IN_PROCESS, json.dumps(s["kw"]), str(runs)],
+                             capture_output=True, text=True, check=True, env=CHILD_ENV).stdout
         d = json.loads(out)
         recs[name] = d
         n = d["configs"]
         for what, sec in (("plan() eval", d["eval"]), ("plan() warm", d["warm"]), ("plan() cold", d["cold"])):
             rows.append((name, what, n, sec))
-        lo, med, n2 = whole_process(s["args"], a.runs)
+        lo, med, n2 = whole_process(s["args"], runs)
         assert n2 == n
         rows.append((name, "whole process (min)", n, lo))
         rows.append((name, "whole process (median)", n, med))

@@ -28,15 +28,20 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
     total = per_device = replicated = 0
     by_role: dict[str, int] = {}
     per_tensor: dict[str, int] = {}
+    many_devices = plan.mesh.size(tuple(plan.mesh.axes)) > 1
+    seen: dict[tuple, tuple[int, int]] = {}  # (role, format, shape, partition) -> (bytes, shards): layers repeat
     for t in inventory.text:
-        nbytes = runtime_bytes(t, stack)
-        shards = plan.specs[t.name].shards(plan.mesh)
+        partition = plan.specs[t.name].partition
+        key = (t.role, t.fmt, t.shape, partition)
+        if key not in seen:
+            seen[key] = (runtime_bytes(t, stack), plan.specs[t.name].shards(plan.mesh))
+        nbytes, shards = seen[key]
         dev = -(-nbytes // shards)  # exact when the shards divide; ceil otherwise
         total += nbytes
         per_device += dev
         per_tensor[t.name] = dev
         by_role[t.role] = by_role.get(t.role, 0) + dev
-        if shards == 1 and plan.mesh.size(tuple(plan.mesh.axes)) > 1:
+        if shards == 1 and many_devices:
             replicated += dev
     fallbacks = tuple(
         f.model_copy(update={"bytes_replicated": _extra_bytes(f, plan, per_tensor[f.tensor])}) for f in plan.fallbacks

@@ -75,7 +75,10 @@ StrictOpt = Annotated[
     bool, typer.Option("--strict", help="Reject rows that miss a target (default: rank them last, with the miss).")
 ]
 PlotOpt = Annotated[
-    Optional[Path], typer.Option("--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG.")
+    Optional[Path],
+    typer.Option(
+        "--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG (or SVG: a .svg name)."
+    ),
 ]
 EmitOpt = Annotated[
     Optional[tuple[str, Path]],
@@ -220,6 +223,10 @@ def command(
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
     if plot is not None and (isl is None or osl is None):
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
+    if plot is not None:
+        from k3plan.deploy.chart import chart_format
+
+        chart_format(plot)  # .png or .svg, checked before the search
     from k3plan.cli.fit import _check_prefix
 
     _check_prefix(prefix_hit, prefix_tier)

@@ -108,11 +108,22 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     compiler refused takes all of usable HBM (nothing else fits beside it). -> per configuration: 0
     analytic, 1 compiled, 2 measured."""
     from k3plan.budget.fit import calibrated_stage
-    from k3plan.evidence.calibrations import best_calibration
+    from k3plan.evidence.calibrations import best_calibration, registry
 
     c = space.cols
     kind_code = np.zeros(c["tp"].shape[0], dtype=np.int8)
-    key = np.stack([c["hw"], c["topo"], c["tp"], c["ep"], c["dp"], c["variant"]], axis=1)
+    # only (hardware, stack variant) pairs some shipped calibration names can match (best_calibration
+    # compares model, hardware, stack and KV dtype for equality): the rest are never looked up
+    shipped = {(ev.calibration.model, ev.calibration.hardware, ev.calibration.stack, ev.kv_dtype) for ev in registry()}
+    can = np.array(
+        [
+            [(model.name, hw.name, st.name, st.kv_cache.dtype) in shipped for st in space.variants]
+            for hw in space.hardware
+        ],
+        dtype=bool,
+    ).reshape(len(space.hardware), len(space.variants))
+    rows = np.flatnonzero(can[c["hw"], c["variant"]]) if c["hw"].size else np.zeros(0, dtype=np.int64)
+    key = np.stack([c[k][rows] for k in ("hw", "topo", "tp", "ep", "dp", "variant")], axis=1)
     if not key.size:
         return kind_code
     uniq, inverse = np.unique(key, axis=0, return_inverse=True)
@@ -132,7 +143,7 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
         if found is None:
             continue
         cal, kind = found
-        for i in np.flatnonzero(inverse == k):
+        for i in rows[inverse == k]:
             kind_code[i] = 2 if kind == "measured" else 1
             for stage, x in (("prefill", int(c["chunk"][i])), ("decode", context)):
                 col = f"{stage}_temp_bytes"
@@ -140,6 +151,16 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
                 if ev is not None:
                     cols[col][i] = cols["usable"][i] if ev.temp_bytes is None else ev.temp_bytes
     return kind_code
+
+
+def static_columns(
+    *, space: Space, model: Model, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
+) -> tuple[dict[str, np.ndarray], list[str], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """What does not depend on batch or context: (hardware columns, probe notes, weight columns,
+    fallback kinds). plan evaluates two batches over one space; it computes these once."""
+    hw_cols, notes = hardware_columns(space=space, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    weights, kinds = weight_columns(space=space, model=model)
+    return hw_cols, notes, weights, kinds
 
 
 def evaluate(
@@ -151,16 +172,20 @@ def evaluate(
     eff: Efficiency,
     probes: Path | None = None,
     allow_cpu_probes: bool = False,
+    static: tuple | None = None,
 ) -> tuple[dict, dict, list[str]]:
-    """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes)."""
+    """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes).
+    ``static``: static_columns() of the same space, model, eff and probes (computed here if None);
+    its arrays are shared, never written to."""
     spec = model.spec
     c = space.cols
     variants, v = space.variants, c["variant"]
     expert_fmt = next((t.fmt for t in model.inventory.text if t.role == "expert"), "bf16")
     cols = dict(c)
-    hw_cols, notes = hardware_columns(space=space, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    hw_cols, notes, weights, kinds = static or static_columns(
+        space=space, model=model, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+    )
     cols.update(hw_cols)
-    weights, kinds = weight_columns(space=space, model=model)
     cols.update(weights)
     cache = cache_terms(
         spec,

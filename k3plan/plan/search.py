@@ -18,7 +18,7 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
-from k3plan.plan.evaluate import evaluate
+from k3plan.plan.evaluate import evaluate, static_columns
 from k3plan.plan.reasons import CODE, families, reason_codes, reason_texts
 from k3plan.plan.rows import row
 from k3plan.plan.sla import SlaTargets, check_targets
@@ -224,6 +224,7 @@ def plan(
     space = build_space(
         hardware=hws, stacks=sts, kv_dtypes=kvs, chunks=chunk_list, max_chips=max_chips, stacks_given=bool(stacks)
     )
+    static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
     cols, kinds, latency_notes = evaluate(
         space=space,
         model=m,
@@ -232,6 +233,7 @@ def plan(
         eff=eff,
         probes=probes,
         allow_cpu_probes=allow_cpu_probes,
+        static=static,
     )
     cols["price"] = price_column([hws[h].name for h in cols["hw"]], {p.hardware: p for p in price_list})
     cols["cost_per_hour"] = cols["price"] * cols["chips"]
@@ -255,6 +257,7 @@ def plan(
             eff=eff,
             probes=probes,
             allow_cpu_probes=allow_cpu_probes,
+            static=static,
         )
         targets = SlaTargets(
             isl_tokens=isl,

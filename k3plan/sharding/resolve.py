@@ -155,11 +155,22 @@ def resolve(
     specs: dict[str, ShardSpec] = {}
     fallbacks: list[Fallback] = []
     role_overrides = role_overrides or {}
+    # the rules' answer depends on the tensor's role, kind, shapes and axes, not its name or layer:
+    # each layer repeats the same few dozen, so one answer per distinct tensor (a fallback names its
+    # tensor, so tensors that fall back are worked out one by one)
+    seen: dict[tuple, ShardSpec] = {}
     for t in tensors if tensors is not None else inventory.text:
         if user_specs and t.name in user_specs:
             spec, fb = spec_from_user(t, user_specs[t.name], mesh)
         else:
-            spec, fb = spec_from_rules(t, rules_for(t, rules, role_overrides), mesh)
+            key = (t.role, t.kind, t.shape, t.logical_shape, t.axes)
+            known = seen.get(key)
+            if known is None:
+                spec, fb = spec_from_rules(t, rules_for(t, rules, role_overrides), mesh)
+                if not fb:
+                    seen[key] = spec
+            else:
+                spec, fb = known, []
         specs[t.name] = spec
         fallbacks.extend(fb)
     return ShardingPlan(mesh=mesh, specs=specs, fallbacks=tuple(fallbacks), source=source)

@@ -63,11 +63,59 @@ def test_table_shows_labels_and_blanks_for_unpriced():
     assert row.count(" - ") >= 3  # $/hour, $/M out, tok/$ all blank for the unpriced row
 
 
-def test_plot_writes_a_png(tmp_path):
+def _dominated():
+    # beaten by the b200 point on both axes: drawn grey, off the front
+    return ParetoPoint(hardware="tpu-v6e", topology="4x4", chips=16, split="TP16", stack="vllm-tpu", batch=8,
+                       tokens_per_s_per_user=10.0, tokens_per_s_per_chip=40.0)
+
+
+def _near(img, color, tol=12):
+    """Pixels within `tol` of `color` on every channel."""
+    px = np.asarray(img.convert("RGB"), dtype=int)
+    return int((np.abs(px - np.array(color)).max(axis=2) <= tol).sum())
+
+
+def test_plot_writes_a_png_with_its_points(tmp_path):
+    from PIL import Image
+
     pts = _points()
-    out = plot_pareto(tmp_path / "pareto.png", pts, front=pts)
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    out2 = plot_pareto(tmp_path / "per_usd.png", pts, front=pts, y="tokens_per_usd")
-    assert out2.stat().st_size > 1000
+    out = plot_pareto(tmp_path / "pareto.png", [*pts, _dominated()], front=pts)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and 5_000 < len(data) < 2_000_000
+    img = Image.open(out)
+    img.load()  # decodes the whole image: a truncated file fails here
+    assert img.format == "PNG" and img.size == (960, 660)
+    # the front in matplotlib's tab:blue (31, 119, 180): two markers of radius 4.5 and the line
+    # between them cover far more than 50 pixels; the dominated point is grey (178, 178, 178)
+    assert _near(img, (31, 119, 180)) > 50
+    assert _near(img, (178, 178, 178), tol=6) > 10
+    # the points are where their values say: the b200 point (x lowest, y highest) is up-left of
+    # the v7x point, so the blue is found in both the left and the right half of the plot area
+    px = np.asarray(img.convert("RGB"), dtype=int)
+    blue = np.abs(px - np.array((31, 119, 180))).max(axis=2) <= 12
+    assert blue[:, : 960 // 2].any() and blue[:, 960 // 2 :].any()
+    assert blue[: 660 // 2].any() and blue[660 // 2 :].any()
+
+
+def test_plot_per_dollar_leaves_unpriced_points_out(tmp_path):
+    pts = _points()
+    out = plot_pareto(tmp_path / "per_usd.png", pts, front=pts, y="tokens_per_usd")
+    assert out.stat().st_size > 1000
     with pytest.raises(K3PlanError, match="tokens_per_usd"):
         plot_pareto(tmp_path / "x.png", pts, y="chips")
+
+
+def test_plot_as_svg_and_bad_suffix(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    pts = _points()
+    out = plot_pareto(tmp_path / "pareto.svg", [*pts, _dominated()], front=pts)
+    root = ET.fromstring(out.read_text())
+    ns = "{http://www.w3.org/2000/svg}"
+    fills = [c.get("fill") for c in root.iter(f"{ns}circle")]
+    # 3 searched (grey) + 2 on the front (blue) + one marker each in the legend
+    assert fills.count("#b2b2b2") == 4 and fills.count("#1f77b4") == 3
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    assert "nvidia-b200 2x8 TP8 DP2 EP16" in texts and "tokens/s per user" in texts
+    with pytest.raises(K3PlanError, match=r"\.png or \.svg"):
+        plot_pareto(tmp_path / "pareto.pdf", pts, front=pts)

@@ -202,6 +202,7 @@ def test_emit_launch_and_cold_start(cli, tmp_path):
     ["--load-gbps", "0"],
     ["--emit", "script", "x.sh"],
     ["--plot", "x.png"],  # the front needs --isl/--osl
+    ["--isl", "4000", "--osl", "500", "--plot", "x.pdf"],  # .png or .svg only
 ])
 def test_bad_sla_input_exits_2(cli, args):
     one_error_line(cli("plan", "-H", "nvidia-b200", "--max-chips", "8", *args))
