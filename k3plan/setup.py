@@ -15,6 +15,7 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, load_hardware, parse_topology
 from k3plan.models import Model, load_model
 from k3plan.sharding import Mesh, Parallel, ShardingPlan, Stack, load_stack, make_mesh, resolve
+from k3plan.sharding.stack import default_stack_for
 
 
 @dataclass(frozen=True)
@@ -115,13 +116,18 @@ def make_setup(
     tp: Optional[int] = None,
     ep: Optional[int] = None,
     dp: Optional[int] = None,
-    stack: str = "vllm-tpu",
+    stack: Optional[str] = None,
     kv_dtype: Optional[str] = None,
     shardspecs: Optional[str] = None,
+    pp: Optional[int] = None,
 ) -> Setup:
+    """``stack`` None: the hardware's default (``sharding.stack.default_stack_for``), named in the notes."""
     m = load_model(model)
     hw = load_hardware(hardware)
     notes = []
+    if stack is None:
+        stack, why = default_stack_for(hw)
+        notes.append(why)
     st = load_stack(stack).with_kv_dtype(kv_dtype)
     if topology is None:
         topo = default_topology(hw, m, st, tp, ep, dp)

@@ -77,9 +77,13 @@ DpOpt = Annotated[
     typer.Option("--dp", help="Data parallel groups (attention replicas; sequences split across them). Default 1."),
 ]
 StackOpt = Annotated[
-    str,
+    Optional[str],
     typer.Option(
-        "--stack", "-s", help="Serving stack: vllm-tpu, sglang, jax-native, dp-attention, or a stack YAML path."
+        "--stack",
+        "-s",
+        help="Serving stack: vllm-tpu, vllm, sglang, jax-native, dp-attention, or a stack YAML path "
+        "(NAME:option=value sets engine options). Default: the hardware's (vllm-tpu on TPU, vllm on the "
+        "GPUs of vLLM's K3 recipe, else sglang), named in the output.",
     ),
 ]
 KvDtypeOpt = Annotated[
@@ -168,7 +172,7 @@ _SETUP_OPTIONS = (
     ("tp", TpOpt, None),
     ("ep", EpOpt, None),
     ("dp", DpOpt, None),
-    ("stack", StackOpt, "vllm-tpu"),
+    ("stack", StackOpt, None),
     ("kv_dtype", KvDtypeOpt, None),
     ("shardspecs", ShardspecsOpt, None),
 )
