@@ -31,6 +31,7 @@ from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
 from k3plan.step.memory import budget_terms
+from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
 from k3plan.units import DEFAULT_CONTEXT_TOKENS
 
@@ -239,18 +240,38 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
-    b = budget_terms(
-        spec,
-        usable=usable,
-        reserve_fraction=stack.reserve.fraction_of_usable_hbm,
-        split_across_dp=stack.kv_cache.split_across_dp,
-        dp=par.dp,
-        weights=wb.weights_bytes,
-        temp=temp_bytes,
-        cache=layout.model_dump(),
-        context=workload.context_tokens,
-        batch=workload.batch,
-    )
+    per_stage = []
+    for stage, sw in zip(setup.stages, setup.stage_weights):  # one stage unless --pp (step/stages.py)
+        w = sw.weights_bytes + draft_bytes_per_device
+        terms = budget_terms(
+            spec,
+            usable=usable,
+            reserve_fraction=stack.reserve.fraction_of_usable_hbm,
+            split_across_dp=stack.kv_cache.split_across_dp,
+            dp=par.dp,
+            weights=w,
+            temp=temp_bytes,
+            cache=layout.model_dump(),
+            context=workload.context_tokens,
+            batch=workload.batch,
+            n_mla=stage.n_mla,
+            n_kda=stage.n_kda,
+        )
+        per_stage.append({**terms, "weights_bytes": w})
+    b = bind(per_stage)
+    if par.pp > 1:
+        binding = setup.stages[b["stage"]]
+        layout = layout.model_copy(update={"n_mla": binding.n_mla, "n_kda": binding.n_kda})
+        wb = setup.stage_weights[b["stage"]]
+        if draft_bytes_per_device:
+            wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
+        warnings_pp = [
+            f"pp {par.pp}: {st.describe()}: weights {t['weights_bytes'] / 2**30:.2f} GiB, free {t['free_bytes'] / 2**30:.2f} GiB"
+            f" a device" + (" (binds)" if st is binding else "")
+            for st, t in zip(setup.stages, per_stage)
+        ]
+    else:
+        warnings_pp = []
     seqs, room = int(b["sequences"]), int(b["room_bytes"])
     max_sequences = int(b["max_sequences"])
     max_context = layout.max_context(room / seqs) if room > 0 else 0
@@ -259,7 +280,7 @@ def fit(
     topo = setup.topology
     code = int(
         reject_code(
-            fallbacks=len(wb.fallbacks),
+            fallbacks=len(setup.plan.fallbacks),
             weights_bytes=wb.weights_bytes,
             usable=usable,
             room_bytes=room,
@@ -269,9 +290,9 @@ def fit(
         )
     )
     fits = code == 0 and not refused
-    if wb.fallbacks:
+    if setup.plan.fallbacks:
         warnings.append(
-            f"{len(wb.fallbacks)} tensor dimension(s) fell back to replication "
+            f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
             f"(+{sum(f.bytes_replicated for f in wb.fallbacks) / 2**30:.2f} GiB a device)"
         )
     if spec.max_context and workload.context_tokens > spec.max_context:
@@ -335,9 +356,9 @@ def fit(
         ),
         fits=fits,
         weights_fit=wb.weights_bytes <= usable,
-        replicated=list(wb.fallbacks),
+        replicated=[f for sw in setup.stage_weights for f in sw.fallbacks],  # every stage's (pp: a tensor is in one)
         warnings=warnings,
-        notes=list(setup.notes) + list(spec.notes),
+        notes=list(setup.notes) + warnings_pp + list(spec.notes),
         provenance=Provenance(
             weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
             + (
@@ -346,12 +367,12 @@ def fit(
                 else ""
             ),
             kv=(
-                f"analytic: {spec.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
+                f"analytic: {layout.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
             ),
             state=(
-                f"analytic: {spec.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
+                f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
                 f"{stack.state.conv_dtype}" + (", split by heads over TP" if stack.state.shard_by_heads else "")
             ),
             temp_prefill=temp_source["prefill"],

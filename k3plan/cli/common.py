@@ -76,6 +76,14 @@ DpOpt = Annotated[
     Optional[int],
     typer.Option("--dp", help="Data parallel groups (attention replicas; sequences split across them). Default 1."),
 ]
+PpOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--pp",
+        help="Pipeline stages: the decoder layers split over PP stages as the stack's engine splits them "
+        "(the embedding on the first, the LM head on the last); tp x dp is then a stage's split. Default 1.",
+    ),
+]
 StackOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -143,7 +151,7 @@ CalibrationOpt = Annotated[
 ]
 
 
-def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None):
+def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None, pp=None):
     """The one place a command turns its shared options into a Setup."""
     from k3plan.errors import K3PlanError
     from k3plan.setup import make_setup
@@ -162,6 +170,7 @@ def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, s
         stack=stack,
         kv_dtype=kv_dtype,
         shardspecs=shardspecs,
+        pp=pp,
     )
 
 
@@ -172,6 +181,7 @@ _SETUP_OPTIONS = (
     ("tp", TpOpt, None),
     ("ep", EpOpt, None),
     ("dp", DpOpt, None),
+    ("pp", PpOpt, None),
     ("stack", StackOpt, None),
     ("kv_dtype", KvDtypeOpt, None),
     ("shardspecs", ShardspecsOpt, None),

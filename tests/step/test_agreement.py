@@ -51,7 +51,7 @@ def test_every_h200_configuration_gets_fits_verdict_from_plan():
     cols, _, _ = evaluate(space=space, model=m, context=4500, batch=32, eff=Efficiency())
     codes = reason_codes(cols=cols, concurrency=32, target_tpot_s=None, need_price=False)
     for i in range(space.size):
-        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols["topo"][i]].text, tp=int(cols["tp"][i]),
+        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols["topo"][i]].text, tp=int(cols["tp"][i]), pp=int(cols["pp"][i]),
                        ep=int(cols["ep"][i]), dp=int(cols["dp"][i]), stack="sglang")
         r = fit(s, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
         assert r.reason == int(codes[i]) and r.fits == (codes[i] == 0), (s.topology.text, s.parallel)
