@@ -300,12 +300,20 @@ def fit(
             f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}"
         )
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
-        warnings.append(
-            f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
-            f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
-            if par.tp <= topo.devices_per_slice
-            else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
-        )
+        if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
+            warnings.append(
+                f"cross-node EP: the EP group ({par.ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "
+                f"{topo.devices_per_slice}; the experts' collectives run over {hw.scale_out.name} "
+                f"({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a GPU, {hw.scale_out.latency_s * 1e6:g} us a call, "
+                f"{hw.name} spec)"
+            )
+        else:
+            warnings.append(
+                f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
+                f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
+                if par.tp <= topo.devices_per_slice
+                else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
+            )
     crossover = kv_state_crossover_tokens(spec, stack)
     return FitResult(
         model=ModelFacts(

@@ -33,7 +33,8 @@ def test_fit_and_plan_agree_on_h200_sglang_2x8():
     setup = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, ep=16, stack=SGLANG_AR)
     r = fit(setup, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
     assert r.fits and r.reason == 0
-    assert any("spans 2 slices" in w for w in r.warnings)
+    assert any(w.startswith("cross-node EP: the EP group (16 devices) spans 2 NVLink domains of 8") and "InfiniBand" in w
+               for w in r.warnings)
     p = plan(hardware=["nvidia-h200"], stacks=[SGLANG_AR], max_chips=16, context=4500, concurrency=32, top=100)
     rows = [x for x in p.ranked if (x["topology"], x["tp"], x["ep"], x["dp"]) == ("2x8", 16, 16, 1)]
     assert len(rows) == 1
