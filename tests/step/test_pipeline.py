@@ -113,9 +113,8 @@ def test_the_tighter_stage_binds():
 
 
 def test_stage_to_stage_send_in_the_step():
-    from k3plan.roofline.bounds import decode_bound
-    from k3plan.roofline.bounds import Efficiency  # noqa: F401 (re-exported)
     from k3plan.roofline.bounds import Efficiency as Eff
+    from k3plan.roofline.bounds import decode_bound
 
     s = make_setup(hardware="nvidia-h200", topology="2x8", tp=8, pp=2, stack="vllm")
     d = decode_bound(s, batch=8, context_tokens=131072, eff=Eff())
