@@ -256,6 +256,7 @@ def fit(
             batch=workload.batch,
             n_mla=stage.n_mla,
             n_kda=stage.n_kda,
+            temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
         )
         per_stage.append({**terms, "weights_bytes": w})
     b = bind(per_stage)
@@ -385,7 +386,13 @@ def fit(
             ),
             temp_prefill=temp_source["prefill"],
             temp_decode=temp_source["decode"],
-            reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})",
+            reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
+            + (
+                "; the engine runs the temporaries out of it (kv_pool static_fraction), so only what they "
+                "leave of it is counted here"
+                if stack.kv_pool is not None and stack.kv_pool.temps_in_reserve
+                else ""
+            ),
             hbm=hw.sources().get("usable_hbm_per_device", hw.path),
             stack_sources=f"kv: {stack.kv_cache.source}; state: {stack.state.source}; paging: {stack.paging.source}",
         ),

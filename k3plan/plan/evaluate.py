@@ -252,6 +252,7 @@ def evaluate(
             batch=batch,
             n_mla=sc["n_mla"],
             n_kda=sc["n_kda"],
+            temp_in_reserve=_per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool),
         )
         per_stage.append(
             {

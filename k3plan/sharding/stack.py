@@ -95,12 +95,20 @@ class Reserve(_F):
 
 
 class KVPool(_F):
-    """How the engine sizes its cache pool (read by phase B of issue 18; described here)."""
+    """How the engine sizes its cache pool; ``step.memory.budget_terms`` applies it (temps_in_reserve)."""
 
     method: Literal["utilization_minus_profile", "static_fraction", "whole_free_hbm"]
     knob: str | None = Field(None, description="the stack option that sets the fraction, if any")
     describe: str
     source: str
+
+    @property
+    def temps_in_reserve(self) -> bool:
+        """static_fraction (SGLang profile_max_num_token: rest = free after load - total x (1 -
+        mem_fraction_static)): the activations live in the 1 - fraction left, so the temporaries
+        come out of the reserve; utilization_minus_profile (vLLM: utilization x total - weights -
+        profiled peak) subtracts them on top of it."""
+        return self.method == "static_fraction"
 
 
 class Sharding(_F):
