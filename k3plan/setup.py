@@ -15,6 +15,7 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, load_hardware, parse_topology
 from k3plan.models import Model, load_model
 from k3plan.sharding import Mesh, Parallel, ShardingPlan, Stack, load_stack, make_mesh, resolve
+from k3plan.sharding.stack import default_stack_for
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,33 @@ class Setup:
     notes: tuple[str, ...] = ()
 
     @cached_property
-    def weights(self):
-        """The per-device weight budget: it depends only on the inventory, plan and stack, so a
-        curve or report that fits one setup at many workloads computes it once."""
-        from k3plan.budget.weights import weight_budget
+    def stages(self):
+        """The pipeline stages (step/stages.py): one holding everything when pp = 1."""
+        from k3plan.step.stages import stages
 
-        return weight_budget(inventory=self.model.inventory, plan=self.plan, stack=self.stack)
+        remainder = self.stack.pipeline.remainder if self.stack.pipeline else "before_last"
+        return stages(self.model.spec, self.parallel.pp, remainder)
+
+    @cached_property
+    def stage_weights(self):
+        """The per-device weight budget of each stage's devices (its layers and end tensors)."""
+        from k3plan.budget.weights import weight_budget
+        from k3plan.step.stages import stage_tensors
+
+        inv = self.model.inventory
+        if self.parallel.pp == 1:
+            return (weight_budget(inventory=inv, plan=self.plan, stack=self.stack),)
+        return tuple(
+            weight_budget(inventory=inv, plan=self.plan, stack=self.stack, tensors=stage_tensors(inv, s))
+            for s in self.stages
+        )
+
+    @cached_property
+    def weights(self):
+        """The per-device weight budget (the heaviest stage's under pp): it depends only on the
+        inventory, plan and stack, so a curve or report that fits one setup at many workloads
+        computes it once."""
+        return max(self.stage_weights, key=lambda w: w.weights_bytes)
 
 
 def default_topology(
@@ -115,13 +137,18 @@ def make_setup(
     tp: Optional[int] = None,
     ep: Optional[int] = None,
     dp: Optional[int] = None,
-    stack: str = "vllm-tpu",
+    stack: Optional[str] = None,
     kv_dtype: Optional[str] = None,
     shardspecs: Optional[str] = None,
+    pp: Optional[int] = None,
 ) -> Setup:
+    """``stack`` None: the hardware's default (``sharding.stack.default_stack_for``), named in the notes."""
     m = load_model(model)
     hw = load_hardware(hardware)
     notes = []
+    if stack is None:
+        stack, why = default_stack_for(hw)
+        notes.append(why)
     st = load_stack(stack).with_kv_dtype(kv_dtype)
     if topology is None:
         topo = default_topology(hw, m, st, tp, ep, dp)
@@ -134,21 +161,37 @@ def make_setup(
     if not st.runs_on(hw):
         notes.append(f"stack {st.name} runs on {', '.join(st.platforms) or st.platform}, used here on {hw.name}")
     asked = (tp, dp)
-    tp, dp = default_split(st, topo.devices, tp, dp, attention_heads(m))
+    pp = pp or 1
+    if pp > 1 and st.pipeline is None:
+        raise K3PlanError(f"--pp {pp}: stack {st.name} has no pipeline parallelism; expected --pp 1")
+    if topo.devices % pp:
+        raise K3PlanError(f"--pp {pp} does not divide the {topo.devices} devices of {topo.text}")
+    per_stage = topo.devices // pp
+    tp, dp = default_split(st, per_stage, tp, dp, attention_heads(m))
     if (
         asked == (None, None)
         and st.default_parallel.tp == "all"
         and tp
-        and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < topo.devices
+        and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < per_stage
     ):
         notes.append(
-            f"tp {tp}: the largest that divides the attention heads; the other devices form dp {topo.devices // tp} groups"
+            f"tp {tp}: the largest that divides the attention heads; the other devices form dp {per_stage // tp} groups"
         )
     if dp is None:
-        if tp and topo.devices % tp:
-            raise K3PlanError(f"--tp {tp} does not divide the {topo.devices} devices of {topo.text}")
-        dp = topo.devices // (tp or 1)
-    mesh, parallel = make_mesh(devices=topo.devices, tp=tp, ep=ep, dp=dp)
+        if tp and per_stage % tp:
+            raise K3PlanError(f"--tp {tp} does not divide the {per_stage} devices of a stage of {topo.text}")
+        dp = per_stage // (tp or 1)
+    mesh, parallel = make_mesh(devices=topo.devices, tp=tp, ep=ep, dp=dp, pp=pp)
+    if pp > 1:
+        assert st.pipeline is not None  # a stack without pipeline rules refused --pp above
+        link = hw.scale_out.name if topo.spans_slices else hw.scale_up.name
+        notes.append(
+            f"pp {pp}: layers split as {st.pipeline.source.repo} {st.pipeline.source.symbol} splits them; a device "
+            f"holds its stage's weights, KV and state (the stage with the least free bytes binds). Decode assumes "
+            f"the batch runs as {pp} microbatches (every stage busy): TPOT = the sum over the stages at a "
+            f"microbatch + {pp - 1} stage-to-stage send(s) of {', '.join(st.pipeline.sends)} over {link}; "
+            f"with fewer sequences than stages the idle stages are the bubble"
+        )
     user = None
     if shardspecs:
         from k3plan.sharding.user import load_user_specs

@@ -39,6 +39,7 @@ def setup_options_for(model: str, row: dict[str, Any]) -> dict[str, Any]:
         "tp": row["tp"],
         "ep": row["ep"],
         "dp": row["dp"],
+        "pp": row.get("pp", 1),
         "stack": row["stack"],
         "kv_dtype": row.get("kv_dtype_override"),
         "shardspecs": None,
@@ -47,7 +48,9 @@ def setup_options_for(model: str, row: dict[str, Any]) -> dict[str, Any]:
 
 def _describe(row: dict[str, Any]) -> str:
     return (
-        f"{row['hardware']} {row['topology']} tp {row['tp']} ep {row['ep']} dp {row['dp']}, {row['stack']}, "
+        f"{row['hardware']} {row['topology']} tp {row['tp']} ep {row['ep']} dp {row['dp']}"
+        + (f" pp {row['pp']}" if row.get("pp", 1) > 1 else "")
+        + f", {row['stack']}, "
         f"KV {row['kv_dtype']}, chunk {row['chunk_tokens']:,}"
     )
 
@@ -55,7 +58,8 @@ def _describe(row: dict[str, Any]) -> str:
 def _fit_command(row: dict[str, Any], *, context: int, batch: int) -> str:
     return (
         f"k3plan fit -H {row['hardware']} -t {row['topology']} --tp {row['tp']} --ep {row['ep']} --dp {row['dp']} "
-        f"--stack {row['stack']} --kv-dtype {row['kv_dtype']} --context {context} --batch {batch} "
+        + (f"--pp {row['pp']} " if row.get("pp", 1) > 1 else "")
+        + f"--stack {row['stack']} --kv-dtype {row['kv_dtype']} --context {context} --batch {batch} "
         f"--chunk {row['chunk_tokens']}"
     )
 

@@ -31,6 +31,7 @@ from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
 from k3plan.step.memory import budget_terms
+from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
 from k3plan.units import DEFAULT_CONTEXT_TOKENS
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
@@ -242,18 +243,39 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
-    b = budget_terms(
-        spec,
-        usable=usable,
-        reserve_fraction=stack.reserve.fraction_of_usable_hbm,
-        split_across_dp=stack.kv_cache.split_across_dp,
-        dp=par.dp,
-        weights=wb.weights_bytes,
-        temp=temp_bytes,
-        cache=layout.model_dump(),
-        context=workload.context_tokens,
-        batch=workload.batch,
-    )
+    per_stage = []
+    for stage, sw in zip(setup.stages, setup.stage_weights):  # one stage unless --pp (step/stages.py)
+        w = sw.weights_bytes + draft_bytes_per_device
+        terms = budget_terms(
+            spec,
+            usable=usable,
+            reserve_fraction=stack.reserve.fraction_of_usable_hbm,
+            split_across_dp=stack.kv_cache.split_across_dp,
+            dp=par.dp,
+            weights=w,
+            temp=temp_bytes,
+            cache=layout.model_dump(),
+            context=workload.context_tokens,
+            batch=workload.batch,
+            n_mla=stage.n_mla,
+            n_kda=stage.n_kda,
+            temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
+        )
+        per_stage.append({**terms, "weights_bytes": w})
+    b = bind(per_stage)
+    if par.pp > 1:
+        binding = setup.stages[b["stage"]]
+        layout = layout.model_copy(update={"n_mla": binding.n_mla, "n_kda": binding.n_kda})
+        wb = setup.stage_weights[b["stage"]]
+        if draft_bytes_per_device:
+            wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
+        warnings_pp = [
+            f"pp {par.pp}: {st.describe()}: weights {t['weights_bytes'] / 2**30:.2f} GiB, free {t['free_bytes'] / 2**30:.2f} GiB"
+            f" a device" + (" (binds)" if st is binding else "")
+            for st, t in zip(setup.stages, per_stage)
+        ]
+    else:
+        warnings_pp = []
     if draft_kv is not None and draft_kv.bytes_per_token_per_device:
         b = add_draft_kv(
             b,
@@ -272,7 +294,7 @@ def fit(
     topo = setup.topology
     code = int(
         reject_code(
-            fallbacks=len(wb.fallbacks),
+            fallbacks=len(setup.plan.fallbacks),
             weights_bytes=wb.weights_bytes,
             usable=usable,
             room_bytes=room,
@@ -282,9 +304,9 @@ def fit(
         )
     )
     fits = code == 0 and not refused
-    if wb.fallbacks:
+    if setup.plan.fallbacks:
         warnings.append(
-            f"{len(wb.fallbacks)} tensor dimension(s) fell back to replication "
+            f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
             f"(+{sum(f.bytes_replicated for f in wb.fallbacks) / 2**30:.2f} GiB a device)"
         )
     if spec.max_context and workload.context_tokens > spec.max_context:
@@ -292,12 +314,20 @@ def fit(
             f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}"
         )
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
-        warnings.append(
-            f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
-            f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
-            if par.tp <= topo.devices_per_slice
-            else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
-        )
+        if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
+            warnings.append(
+                f"cross-node EP: the EP group ({par.ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "
+                f"{topo.devices_per_slice}; the experts' collectives run over {hw.scale_out.name} "
+                f"({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a GPU, {hw.scale_out.latency_s * 1e6:g} us a call, "
+                f"{hw.name} spec)"
+            )
+        else:
+            warnings.append(
+                f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
+                f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
+                if par.tp <= topo.devices_per_slice
+                else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
+            )
     crossover = kv_state_crossover_tokens(spec, stack)
     return FitResult(
         model=ModelFacts(
@@ -348,9 +378,9 @@ def fit(
         ),
         fits=fits,
         weights_fit=wb.weights_bytes <= usable,
-        replicated=list(wb.fallbacks),
+        replicated=[f for sw in setup.stage_weights for f in sw.fallbacks],  # every stage's (pp: a tensor is in one)
         warnings=warnings,
-        notes=list(setup.notes) + list(spec.notes),
+        notes=list(setup.notes) + warnings_pp + list(spec.notes),
         provenance=Provenance(
             weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
             + (
@@ -359,7 +389,7 @@ def fit(
                 else ""
             ),
             kv=(
-                f"analytic: {spec.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
+                f"analytic: {layout.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
                 + (
@@ -370,12 +400,18 @@ def fit(
                 )
             ),
             state=(
-                f"analytic: {spec.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
+                f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
                 f"{stack.state.conv_dtype}" + (", split by heads over TP" if stack.state.shard_by_heads else "")
             ),
             temp_prefill=temp_source["prefill"],
             temp_decode=temp_source["decode"],
-            reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})",
+            reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
+            + (
+                "; the engine runs the temporaries out of it (kv_pool static_fraction), so only what they "
+                "leave of it is counted here"
+                if stack.kv_pool is not None and stack.kv_pool.temps_in_reserve
+                else ""
+            ),
             hbm=hw.sources().get("usable_hbm_per_device", hw.path),
             stack_sources=f"kv: {stack.kv_cache.source}; state: {stack.state.source}; paging: {stack.paging.source}",
         ),

@@ -24,13 +24,14 @@ def runtime_bytes(t, stack: Stack) -> int:
     return get_format(stack.runtime_format(t.role, t.fmt)).nbytes(t.shape)
 
 
-def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack) -> WeightBudget:
+def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack, tensors=None) -> WeightBudget:
+    """``tensors``: the ones a device builds (a pipeline stage's, step/stages.py); default all text tensors."""
     total = per_device = replicated = 0
     by_role: dict[str, int] = {}
     per_tensor: dict[str, int] = {}
     many_devices = plan.mesh.size(tuple(plan.mesh.axes)) > 1
     seen: dict[tuple, tuple[int, int]] = {}  # (role, format, shape, partition) -> (bytes, shards): layers repeat
-    for t in inventory.text:
+    for t in inventory.text if tensors is None else tensors:
         partition = plan.specs[t.name].partition
         key = (t.role, t.fmt, t.shape, partition)
         if key not in seen:
@@ -44,7 +45,9 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
         if shards == 1 and many_devices:
             replicated += dev
     fallbacks = tuple(
-        f.model_copy(update={"bytes_replicated": _extra_bytes(f, plan, per_tensor[f.tensor])}) for f in plan.fallbacks
+        f.model_copy(update={"bytes_replicated": _extra_bytes(f, plan, per_tensor[f.tensor])})
+        for f in plan.fallbacks
+        if f.tensor in per_tensor
     )
     return WeightBudget(
         runtime_weight_bytes=total,

@@ -44,7 +44,7 @@ def measure(config: Config, *, shardspecs: Optional[str] = None) -> Measured:
     for f in r.replicated:
         fallbacks[f.tensor] = fallbacks.get(f.tensor, 0) + int(f.bytes_replicated)
     expected = Expected(
-        parallel=r.parallel.model_dump(),
+        parallel=r.parallel.model_dump(),  # pp only when > 1 (Parallel._dump)
         per_device={k: int(v) for k, v in r.per_device.model_dump().items()},
         kv_bytes_per_token=int(r.model_state.kv_bytes_per_token),
         state_bytes_per_sequence=int(r.model_state.state_bytes_per_sequence),

@@ -79,10 +79,22 @@ DpOpt = Annotated[
     Optional[int],
     typer.Option("--dp", help="Data parallel groups (attention replicas; sequences split across them). Default 1."),
 ]
-StackOpt = Annotated[
-    str,
+PpOpt = Annotated[
+    Optional[int],
     typer.Option(
-        "--stack", "-s", help="Serving stack: vllm-tpu, sglang, jax-native, dp-attention, or a stack YAML path."
+        "--pp",
+        help="Pipeline stages: the decoder layers split over PP stages as the stack's engine splits them "
+        "(the embedding on the first, the LM head on the last); tp x dp is then a stage's split. Default 1.",
+    ),
+]
+StackOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--stack",
+        "-s",
+        help="Serving stack: vllm-tpu, vllm, sglang, jax-native, dp-attention, or a stack YAML path "
+        "(NAME:option=value sets engine options). Default: the hardware's (vllm-tpu on TPU, vllm on the "
+        "GPUs of vLLM's K3 recipe, else sglang), named in the output.",
     ),
 ]
 KvDtypeOpt = Annotated[
@@ -189,7 +201,7 @@ CalibrationOpt = Annotated[
 ]
 
 
-def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None):
+def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None, pp=None):
     """The one place a command turns its shared options into a Setup."""
     from k3plan.errors import K3PlanError
     from k3plan.setup import make_setup
@@ -208,6 +220,7 @@ def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, s
         stack=stack,
         kv_dtype=kv_dtype,
         shardspecs=shardspecs,
+        pp=pp,
     )
 
 
@@ -218,7 +231,8 @@ _SETUP_OPTIONS = (
     ("tp", TpOpt, None),
     ("ep", EpOpt, None),
     ("dp", DpOpt, None),
-    ("stack", StackOpt, "vllm-tpu"),
+    ("pp", PpOpt, None),
+    ("stack", StackOpt, None),
     ("kv_dtype", KvDtypeOpt, None),
     ("shardspecs", ShardspecsOpt, None),
 )

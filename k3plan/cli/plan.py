@@ -47,6 +47,9 @@ StacksOpt = Annotated[
     ),
 ]
 MaxChipsOpt = Annotated[int, typer.Option("--max-chips", help="Largest topology to consider, in chips.")]
+MaxPpOpt = Annotated[
+    int, typer.Option("--max-pp", help="Largest pipeline (--pp) to search; stages are whole scale-up domains. 1: none.")
+]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="Sequences served at once (the decode batch).")]
 TargetOpt = Annotated[
     Optional[float],
@@ -162,6 +165,7 @@ def command(
     hardware: HardwareListOpt = None,
     stacks: StacksOpt = None,
     max_chips: MaxChipsOpt = 1024,
+    max_pp: MaxPpOpt = 8,
     context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     concurrency: ConcurrencyOpt = 1,
     target_tpot_ms: TargetOpt = None,
@@ -264,6 +268,7 @@ def command(
         hardware=hw_list,
         stacks=_csv("--stacks", stacks),
         max_chips=max_chips,
+        max_pp=max_pp,
         context=context,
         concurrency=concurrency,
         target_tpot_ms=target_tpot_ms,

@@ -101,7 +101,7 @@ def pareto_point(r: dict[str, Any], *, batch: int) -> ParetoPoint:
         hardware=r["hardware"],
         topology=r["topology"],
         chips=r["chips"],
-        split=f"TP{r['tp']} EP{r['ep']} DP{r['dp']}",
+        split=f"TP{r['tp']} EP{r['ep']} DP{r['dp']}" + (f" PP{r['pp']}" if r.get("pp", 1) > 1 else ""),
         stack=r["stack"],
         batch=batch,
         tokens_per_s_per_user=sla["output_tokens_per_s_per_user"],
@@ -191,7 +191,9 @@ def disaggregated(
     if tpot_ms is not None and base > tpot_ms / 1e3:
         notes.append(f"even one sequence misses --tpot-ms ({base * 1e3:.1f} ms a step)")
     return Disaggregated(
-        instance=f"{pick['hardware']} {pick['topology']} TP{pick['tp']} EP{pick['ep']} DP{pick['dp']} {pick['stack']}",
+        instance=f"{pick['hardware']} {pick['topology']} TP{pick['tp']} EP{pick['ep']} DP{pick['dp']}"
+        + (f" PP{pick['pp']}" if pick.get("pp", 1) > 1 else "")
+        + f" {pick['stack']}",
         chips_per_instance=chips,
         prefill_tokens_per_s_per_instance=prefill_rate,
         decode_batch=batch,
@@ -243,7 +245,7 @@ def launch_for(
             tp=pick["tp"],
             ep=pick["ep"],
             dp=pick["dp"],
-            pp=1,
+            pp=pick.get("pp", 1),
             hosts=topology.hosts,
             max_model_len=context,
             max_num_batched_tokens=pick["chunk_tokens"],

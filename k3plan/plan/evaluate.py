@@ -28,6 +28,7 @@ from k3plan.step.memory import (
     prefill_temp_terms,
     total,
 )
+from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
 from k3plan.step.weights import mesh_weights, tensor_classes
 
 
@@ -100,6 +101,53 @@ def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray]
             hit = mask[inverse] & (c["stack"] == i)
             kinds[k] = kinds[k] | hit if k in kinds else hit
     return out, kinds
+
+
+def stage_columns(*, space: Space, model: Model) -> list[dict[str, np.ndarray]]:
+    """One dict a pipeline stage s (0 .. largest pp - 1): per configuration, the weights a device
+    of stage s holds (``step.weights.mesh_weights`` over the stage's tensors, step/stages.py), its
+    MLA and KDA layer counts, and whether stage s exists (s < pp). With pp = 1 the one stage is the
+    whole model (= ``weight_columns``' weights_bytes)."""
+    from k3plan.step.stages import stage_tensors, stages
+
+    c = space.cols
+    n = c["tp"].shape[0]
+    spec = model.spec
+    top = int(c["pp"].max(initial=1))
+    out = [
+        {
+            "weights_bytes": np.zeros(n, dtype=np.int64),
+            "replicated_bytes": np.zeros(n, dtype=np.int64),
+            "n_mla": np.zeros(n, dtype=np.int64),
+            "n_kda": np.zeros(n, dtype=np.int64),
+            "start": np.zeros(n, dtype=np.int64),
+            "end": np.zeros(n, dtype=np.int64),
+            "valid": np.zeros(n, dtype=bool),
+        }
+        for _ in range(top)
+    ]
+    for si, st in enumerate(space.stacks):
+        remainder = st.pipeline.remainder if st.pipeline else "before_last"
+        for pp in np.unique(c["pp"][c["stack"] == si]):
+            rows = np.flatnonzero((c["stack"] == si) & (c["pp"] == pp))
+            key = (c["tp"][rows] * (c["dp"].max(initial=1) + 1) + c["dp"][rows]) * 2 + c["ep_all"][rows]
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            first = rows[first]
+            for stage in stages(spec, int(pp), remainder):
+                tensors = stage_tensors(model.inventory, stage) if pp > 1 else None
+                classes = tensor_classes(model.inventory, tensors)
+                w = mesh_weights(
+                    classes=classes, stack=st, tp=c["tp"][first], dp=c["dp"][first], ep_all=c["ep_all"][first]
+                )
+                o = out[stage.index]
+                o["weights_bytes"][rows] = w.weights_bytes[inverse]
+                o["replicated_bytes"][rows] = w.replicated_bytes[inverse]
+                o["n_mla"][rows] = stage.n_mla
+                o["n_kda"][rows] = stage.n_kda
+                o["start"][rows], o["end"][rows] = stage.start, stage.end
+                o["valid"][rows] = True
+    return out
 
 
 def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> np.ndarray:
@@ -212,21 +260,42 @@ def evaluate(
     )
     cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
     cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
-    cols.update(
-        budget_terms(
+    # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
+    # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
+    per_stage, valid = [], []
+    for sc in stage_columns(space=space, model=model):
+        terms = budget_terms(
             spec,
             usable=cols["usable"],
             reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v, float),
             split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool),
             dp=c["dp"],
-            weights=cols["weights_bytes"],
+            weights=sc["weights_bytes"],
             temp=cols["temp_bytes"],
             cache=cache,
             context=context,
             batch=batch,
+            n_mla=sc["n_mla"],
+            n_kda=sc["n_kda"],
+            temp_in_reserve=_per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool),
         )
-    )
+        per_stage.append(
+            {
+                **terms,
+                "weights_bytes": sc["weights_bytes"],
+                "replicated_bytes": sc["replicated_bytes"],
+                "stage_mla_layers": sc["n_mla"],
+                "stage_kda_layers": sc["n_kda"],
+                "stage_first_layer": sc["start"],
+                "stage_end_layer": sc["end"],
+            }
+        )
+        valid.append(sc["valid"])
+    bound = bind(per_stage, valid)
+    cols.update(bound)
+    cols["binding_stage"] = bound.pop("stage")
     spans = cols["spans_slices"]
+    micro = microbatch(batch, c["pp"])  # pp microbatches in flight (step.stages.microbatch)
     comm = comm_terms(
         spec,
         all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
@@ -237,26 +306,54 @@ def evaluate(
         ep=c["ep"],
         devices_per_chip=cols["devices_per_chip"],
         chips=cols["chips"],
-        tokens=batch,
+        tokens=micro,
     )
     lat_t, bw_t = comm_time(
         comm,
         latency_s=np.where(spans, cols["scale_out_latency"], cols["scale_up_latency"]),
         bw_bytes_per_s=np.where(spans, cols["scale_out_bw"], cols["scale_up_bw"]),
     )
-    cols.update({"comm_calls": comm["calls"], "comm_bytes_per_chip": comm["bytes_per_chip"], "comm_s": lat_t + bw_t})
+    p2p = p2p_terms(
+        spec,
+        pp=c["pp"],
+        tokens=-(-micro // c["dp"]),
+        act=act,
+        tp=c["tp"],
+        sends=_per(variants, lambda s: len(s.pipeline.sends) if s.pipeline else 2, v),
+        devices_per_chip=cols["devices_per_chip"],
+    )
+    # stage boundaries cross the scale-out link when the topology spans scale-up domains
+    multi = _per(space.topologies, lambda t: t.spans_slices, c["topo"], bool)
+    pipe_s = p2p_time(
+        p2p,
+        latency_s=np.where(
+            multi,
+            _per(space.hardware, lambda h: h.scale_out.latency_s, c["hw"], float),
+            _per(space.hardware, lambda h: h.scale_up.latency_s, c["hw"], float),
+        ),
+        bw_bytes_per_s=np.where(multi, cols["scale_out_bw"], cols["scale_up_bw"]),
+    )
+    cols.update(
+        {
+            "comm_calls": comm["calls"] + p2p["calls"],
+            "comm_bytes_per_chip": comm["bytes_per_chip"] + p2p["bytes_per_chip"],
+            "pipeline_s": pipe_s,
+            "comm_s": lat_t + bw_t + pipe_s,
+        }
+    )
     d = decode_terms(
         spec,
         dense_bytes=cols["dense_bytes"],
         expert_bytes=cols["expert_bytes"],
         dense_params=cols["dense_params"],
         expert_params=cols["expert_params"],
-        kv_bytes_per_token=cols["kv_bytes_per_token"],
-        state_bytes_per_sequence=cols["state_bytes_per_sequence"],
+        # decode walks every stage's layers: the whole model's KV and state a sequence on a stage's mesh
+        kv_bytes_per_token=spec.n_mla * cache["kv_bytes_per_token_layer"],
+        state_bytes_per_sequence=spec.n_kda * cache["state_bytes_per_layer"],
         tp=c["tp"],
         dp=c["dp"],
         ep=c["ep"],
-        batch=batch,
+        batch=micro,
         context=context,
         hbm_bw=cols["hbm_bw"],
         flops=cols["flops"],

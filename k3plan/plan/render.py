@@ -39,7 +39,7 @@ def _ranking(result: PlanResult) -> Table:
                 r["hardware"],
                 r["topology"],
                 str(r["chips"]),
-                f"{r['tp']}/{r['ep']}/{r['dp']}",
+                f"{r['tp']}/{r['ep']}/{r['dp']}" + (f" pp{r['pp']}" if r.get("pp", 1) > 1 else ""),
                 r["stack"],
             ]
             + ([r["kv_dtype"]] if kvs else [])
@@ -86,13 +86,21 @@ def render_plan(result: PlanResult, console: Console) -> None:
         assert r is not None  # the first ranked row whenever any is ranked
         console.print(
             f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
-            f"ep {r['ep']} dp {r['dp']}, stack {r['stack']}, KV {r['kv_dtype']}: "
+            f"ep {r['ep']} dp {r['dp']}"
+            + (f" pp {r['pp']}" if r.get("pp", 1) > 1 else "")
+            + f", stack {r['stack']}, KV {r['kv_dtype']}: "
             f"{r['free_gib_per_device']:.2f} GiB free a device, up to {r['max_sequences']:,} sequences, "
             f"TPOT {r['tpot_ms']:.2f} ms. Check it: k3plan fit -H {r['hardware']} -t {r['topology']} "
-            f"--tp {r['tp']} --ep {r['ep']} --dp {r['dp']} --stack {r['stack']} "
+            f"--tp {r['tp']} --ep {r['ep']} --dp {r['dp']} "
+            + (f"--pp {r['pp']} " if r.get("pp", 1) > 1 else "")
+            + f"--stack {r['stack']} "
             f"--kv-dtype {r['kv_dtype']} --context {result.workload['context_tokens']} "
             f"--batch {result.workload['concurrency']} --chunk {r['chunk_tokens']}"
         )
+        noted = [x for x in result.ranked if x.get("layout_notes")]
+        for x in noted:
+            for note in x["layout_notes"]:
+                console.print(f"  #{x['rank']} {x['topology']} {x['stack']}: {note}")
         if result.sla is not None:
             q = r["sla"]
             console.print(

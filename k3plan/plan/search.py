@@ -22,7 +22,7 @@ from k3plan.plan.evaluate import evaluate, static_columns
 from k3plan.plan.reasons import CODE, families, reason_codes, reason_texts
 from k3plan.plan.rows import row
 from k3plan.plan.sla import SlaTargets, check_targets
-from k3plan.plan.space import build_space
+from k3plan.plan.space import MAX_PP, build_space
 from k3plan.roofline.bounds import Efficiency
 from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
 
@@ -139,6 +139,7 @@ def plan(
     hardware: Optional[Sequence[str]] = None,
     stacks: Optional[Sequence[str]] = None,
     max_chips: int = DEFAULT_MAX_CHIPS,
+    max_pp: int = MAX_PP,
     context: int = 131072,
     concurrency: int = 1,
     target_tpot_ms: Optional[float] = None,
@@ -221,8 +222,15 @@ def plan(
             + "; --price HW=USD sets one"
         )
     start = time.perf_counter()
+    sla_mode = isl is not None
     space = build_space(
-        hardware=hws, stacks=sts, kv_dtypes=kvs, chunks=chunk_list, max_chips=max_chips, stacks_given=bool(stacks)
+        hardware=hws,
+        stacks=sts,
+        kv_dtypes=kvs,
+        chunks=chunk_list,
+        max_chips=max_chips,
+        stacks_given=bool(stacks),
+        max_pp=1 if sla_mode else max_pp,
     )
     static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
     cols, kinds, latency_notes = evaluate(
@@ -238,7 +246,6 @@ def plan(
     cols["price"] = price_column([hws[h].name for h in cols["hw"]], {p.hardware: p for p in price_list})
     cols["cost_per_hour"] = cols["price"] * cols["chips"]
     probe_notes = probe_notes + latency_notes
-    sla_mode = isl is not None
     target_s = None if target_tpot_ms is None or sla_mode else target_tpot_ms / 1e3
     codes = reason_codes(cols=cols, concurrency=concurrency, target_tpot_s=target_s, need_price=need_price)
     ranked = _order(cols, np.flatnonzero(codes == 0), objective)
@@ -364,6 +371,15 @@ def plan(
             f"{int((cols['temp_source'] > 0).sum()):,} configuration(s), row key temp_evidence, else the analytic "
             f"lower bound); a configuration must hold --concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
+            (
+                "pipeline: pp 1 only under --isl/--osl (the scheduler's linear step model has no microbatch "
+                "pipeline yet)"
+                if sla_mode
+                else f"pipeline: pp divides the topology's scale-up domains (a stage is whole domains), up to "
+                f"--max-pp {max_pp}, for stacks with a pipeline rule; the batch runs as pp microbatches (every stage busy), "
+                "TPOT = the sum over the stages at a microbatch + the stage-to-stage sends; fewer sequences than "
+                "stages leave stages idle (the bubble)"
+            ),
             "--maximize tokens-per-chip scores at batch = --concurrency (it ranks by latency); --maximize throughput "
             "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",
         ]

@@ -1,8 +1,11 @@
 """The search space as columns: one entry per configuration, no object per configuration.
 
-A configuration is (hardware, standard topology, tp, ep, stack, KV dtype, prefill chunk), with
-dp = devices / tp and ep either the TP group (ep = tp) or every device (ep = devices), as
-``sharding.mesh.make_mesh`` accepts. Python loops run over hardware and topologies (~150), the
+A configuration is (hardware, standard topology, pp, tp, ep, stack, KV dtype, prefill chunk), with
+dp = devices / (pp x tp) and ep either the TP group (ep = tp) or every device of a stage, as
+``sharding.mesh.make_mesh`` accepts. Pipeline stages are whole scale-up domains: pp divides the
+topology's slices (hosts of an HGX box, NVL72 racks), so a stage's TP/EP collectives stay on
+NVLink and only the stage-to-stage sends cross the scale-out network; pp > 1 only for stacks with
+a pipeline rule (``Stack.pipeline``). Python loops run over hardware and topologies (~150), the
 rest is numpy repeat/tile.
 """
 
@@ -24,7 +27,7 @@ class Space:
     kv_dtypes: list[Optional[str]]  # None: the stack's own
     variants: list[Stack]  # stack x KV dtype, index = stack * len(kv_dtypes) + kv
     topologies: list[Topology]
-    cols: dict[str, np.ndarray]  # hw, topo, tp, dp, ep, ep_all, stack, variant, chunk, family
+    cols: dict[str, np.ndarray]  # hw, topo, pp, tp, dp, ep, ep_all, stack, variant, chunk, family
     skipped: dict[int, str] = field(default_factory=dict)  # family -> why it has no configurations
 
     @property
@@ -43,6 +46,19 @@ def splits(devices: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([tp, inner]), np.concatenate([np.ones(tp.shape, bool), np.zeros(inner.shape, bool)])
 
 
+MAX_PP = 8  # the largest pipeline searched: K3's 93 layers at pp 8 are 11-12 a stage
+
+
+def pipeline_splits(topo: Topology, max_pp: int = MAX_PP) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pp, tp, ep_all) of every split of a topology: pp | slices (a stage is whole scale-up
+    domains), pp <= ``max_pp``, then ``splits`` of a stage's devices."""
+    out = []
+    for pp in (p for p in range(1, min(topo.slices, max_pp) + 1) if topo.slices % p == 0):
+        tp, ep_all = splits(topo.devices // pp)
+        out.append((np.full(tp.shape, pp, dtype=np.int64), tp, ep_all))
+    return tuple(np.concatenate(x) for x in zip(*out))  # type: ignore[return-value]
+
+
 def build_space(
     *,
     hardware: list[HardwareSpec],
@@ -52,8 +68,10 @@ def build_space(
     max_chips: int,
     stacks_given: bool,
     any_platform: bool = False,
+    max_pp: int = MAX_PP,
 ) -> Space:
-    """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit)."""
+    """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit);
+    ``max_pp``: the largest pipeline searched (1: none)."""
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
     topologies: list[Topology] = []
     parts: list[dict[str, np.ndarray]] = []
@@ -76,14 +94,15 @@ def build_space(
             continue
         if not allowed:
             continue
-        base_topo, base_tp, base_all = [], [], []
+        base_topo, base_pp, base_tp, base_all = [], [], [], []
         for topo in topos:
-            tp, ep_all = splits(topo.devices)
+            pp, tp, ep_all = pipeline_splits(topo, max_pp)
             base_topo.append(np.full(tp.shape, len(topologies)))
+            base_pp.append(pp)
             base_tp.append(tp)
             base_all.append(ep_all)
             topologies.append(topo)
-        topo_i, tp, ep_all = (np.concatenate(x) for x in (base_topo, base_tp, base_all))
+        topo_i, pp, tp, ep_all = (np.concatenate(x) for x in (base_topo, base_pp, base_tp, base_all))
         stack_i = np.repeat(np.array(allowed), nk * nc)
         kv_i = np.tile(np.repeat(np.arange(nk), nc), len(allowed))
         chunk = np.tile(np.array(chunks, dtype=np.int64), len(allowed) * nk)
@@ -92,9 +111,10 @@ def build_space(
         devices = np.array([t.devices for t in topologies])[topo_i]
         part = {
             "topo": np.repeat(topo_i, m),
+            "pp": np.repeat(pp, m),
             "tp": np.repeat(tp, m),
             "ep_all": np.repeat(ep_all, m),
-            "dp": np.repeat(devices // tp, m),
+            "dp": np.repeat(devices // (pp * tp), m),
             "stack": np.tile(stack_i, b),
             "variant": np.tile(stack_i * nk + kv_i, b),
             "chunk": np.tile(chunk, b),
@@ -102,13 +122,15 @@ def build_space(
         part["ep"] = np.where(part["ep_all"], part["tp"] * part["dp"], part["tp"])
         part["hw"] = np.full(b * m, h)
         part["family"] = h * len(stacks) + part["stack"]
-        parts.append(part)
+        piped = np.array([s.pipeline is not None for s in stacks], dtype=bool)
+        keep = (part["pp"] == 1) | piped[part["stack"]]  # no pipeline rule: pp 1 only
+        parts.append({k: v[keep] for k, v in part.items()})
     cols = (
         {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         if parts
         else {
             k: np.zeros(0, dtype=np.int64)
-            for k in ("topo", "tp", "ep_all", "dp", "stack", "variant", "chunk", "ep", "hw", "family")
+            for k in ("topo", "pp", "tp", "ep_all", "dp", "stack", "variant", "chunk", "ep", "hw", "family")
         }
     )
     return Space(

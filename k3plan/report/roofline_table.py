@@ -17,7 +17,9 @@ def render_roofline(r: dict, console: Console) -> None:
     d, p, par = r["decode"], r["prefill"], r["parallel"]
     console.print(
         f"[bold]{r['model']}[/] on [bold]{r['hardware']} {r['topology']}[/] ({r['chips']} chips), "
-        f"tp={par['tp']} ep={par['ep']} dp={par['dp']}, stack {r['stack']}, "
+        f"tp={par['tp']} ep={par['ep']} dp={par['dp']}"
+        + (f" pp={par['pp']}" if par.get("pp", 1) > 1 else "")
+        + f", stack {r['stack']}, "
         f"MFU {r['efficiency']['mfu']:.0%}, HBM efficiency {r['efficiency']['bw_efficiency']:.0%}"
     )
     t = Table(
@@ -51,6 +53,14 @@ def render_roofline(r: dict, console: Console) -> None:
         f"{c['calls_per_step']} calls ({c['expert_calls_per_step']} {c['op']}) x {c['latency_s_per_call'] * 1e6:.2f} us "
         f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / MiB:,.2f} MiB a chip over {c['link_name']}",
     )
+    if c.get("pipeline_calls_per_step"):
+        t.add_row(
+            "stage-to-stage sends",
+            _ms(c["pipeline_time_s"]) + " ms",
+            f"{c['pipeline_calls_per_step']} send(s) of {c['pipeline_bytes_per_chip_per_step'] / 1e3:,.1f} kB a chip "
+            f"in all over {c['pipeline_link']} (pp={par['pp']}: the batch as {par['pp']} microbatches, the step "
+            "summed over the stages)",
+        )
     t.add_row(
         "[bold]step (TPOT)[/]",
         f"[bold]{_ms(d['step_s'])} ms[/]",

@@ -93,6 +93,7 @@ def smallest_viable(
             tp=top["tp"],
             ep=top["ep"],
             dp=top["dp"],
+            pp=top.get("pp", 1),
             stack=stack,
         )
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))

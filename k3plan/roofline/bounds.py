@@ -138,14 +138,19 @@ def decode_bound(
     """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``."""
     from k3plan.step.decode import BINDING, decode_terms
     from k3plan.step.ops import weight_groups_of_setup
+    from k3plan.step.stages import microbatch
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     moe = spec.moe
     w = weight_sums(setup)
     layout = cache_layout(spec=spec, stack=st, parallel=par)
-    pre = comm_cost(setup, tokens=batch)
+    # under --pp the batch runs as pp microbatches (step.stages.microbatch); a microbatch's step is the
+    # sum over the stages of its layers (the whole model's per-device sums on a stage's mesh) plus
+    # the stage-to-stage sends, and the batch advances a token in that time
+    micro = microbatch(batch, par.pp)
+    pre = comm_cost(setup, tokens=micro)
     lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
-    comm = comm_cost(setup, tokens=batch, latency=lat) if lat else pre
+    comm = comm_cost(setup, tokens=micro, latency=lat) if lat else pre
     d = decode_terms(
         spec,
         dense_bytes=w["dense_bytes"],
@@ -157,7 +162,7 @@ def decode_bound(
         tp=par.tp,
         dp=par.dp,
         ep=par.ep,
-        batch=batch,
+        batch=micro,
         context=context_tokens,
         hbm_bw=hw.hbm_bw_bytes_per_s_per_device,
         flops=hw.flops_per_s_per_device(eff.compute_dtype),

@@ -38,10 +38,15 @@ class CommCost(BaseModel):
     latency_source: str
     latency_time_s: float
     bandwidth_time_s: float
+    # pipeline parallelism (step/stages.py p2p_terms): pp - 1 stage-to-stage sends a step
+    pipeline_calls_per_step: int = 0
+    pipeline_bytes_per_chip_per_step: float = 0.0
+    pipeline_link: str = ""
+    pipeline_time_s: float = 0.0
 
     @property
     def time_s(self) -> float:
-        return self.latency_time_s + self.bandwidth_time_s
+        return self.latency_time_s + self.bandwidth_time_s + self.pipeline_time_s
 
 
 def expert_bytes_per_token_layer(setup: Setup) -> int:
@@ -79,7 +84,28 @@ def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]]
         tokens=tokens,
     )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
+    pipe: dict = {}
+    if par.pp > 1:
+        from k3plan.step.stages import p2p_terms, p2p_time
+
+        p2p = p2p_terms(
+            spec,
+            pp=par.pp,
+            tokens=-(-tokens // par.dp),
+            act=BYTES[st.activation_dtype],
+            tp=par.tp,
+            sends=len(st.pipeline.sends) if st.pipeline else 2,
+            devices_per_chip=hw.devices_per_chip,
+        )
+        plink = hw.scale_out if topo.spans_slices else hw.scale_up
+        pipe = {
+            "pipeline_calls_per_step": int(p2p["calls"]),
+            "pipeline_bytes_per_chip_per_step": float(p2p["bytes_per_chip"]),
+            "pipeline_link": plink.name,
+            "pipeline_time_s": float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s)),
+        }
     return CommCost(
+        **pipe,
         pattern=st.collectives.experts,
         op=Collective.of_pattern(st.collectives.experts),
         calls_per_step=int(t["calls"]),

@@ -1,4 +1,7 @@
-"""The device mesh: named axes ``dp`` x ``tp`` over all devices, and the expert group ``ep``.
+"""The device mesh: named axes ``dp`` x ``tp`` over a pipeline stage's devices, and the expert group ``ep``.
+
+``pp`` pipeline stages each hold a share of the layers on devices / pp devices (step/stages.py says
+which); inside a stage the split is the one below, so the mesh (and every ShardSpec) is a stage's.
 
 ``tp`` splits attention heads and dense widths inside a data-parallel group; ``dp`` replicates
 attention and splits sequences; ``ep`` spreads the routed experts, either inside a DP group
@@ -18,10 +21,21 @@ class Parallel(BaseModel):
     tp: int
     ep: int
     dp: int
+    pp: int = 1
 
     @property
     def devices(self) -> int:
+        """Devices of one pipeline stage (the mesh the ShardSpecs cut)."""
         return self.tp * self.dp
+
+    @property
+    def total_devices(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @model_serializer
+    def _dump(self) -> dict:  # pp only when there is a pipeline: the JSON of pp = 1 is unchanged
+        out = {"tp": self.tp, "ep": self.ep, "dp": self.dp}
+        return {**out, "pp": self.pp} if self.pp > 1 else out
 
 
 class Mesh(BaseModel):
@@ -64,25 +78,27 @@ class Mesh(BaseModel):
 
 
 def make_mesh(
-    *, devices: int, tp: int | None = None, ep: int | None = None, dp: int | None = None
+    *, devices: int, tp: int | None = None, ep: int | None = None, dp: int | None = None, pp: int = 1
 ) -> tuple[Mesh, Parallel]:
-    """Complete and check a (tp, ep, dp) split over ``devices``. Defaults: tp = devices / dp,
-    dp = 1, ep = all devices."""
-    for flag, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)):
+    """Complete and check a (tp, ep, dp) split over a stage's devices (``devices`` / ``pp``).
+    Defaults: tp = stage devices / dp, dp = 1, ep = all of a stage's devices."""
+    for flag, v in (("--tp", tp), ("--ep", ep), ("--dp", dp), ("--pp", pp)):
         if v is not None and v < 1:
             raise K3PlanError(f"{flag} {v}: expected a positive integer")
+    if devices % pp:
+        raise K3PlanError(f"--pp {pp} does not divide the {devices} devices of the topology")
+    total, devices = devices, devices // pp
+    where = f"the {total} devices of the topology" + (f" / pp {pp}" if pp > 1 else "")
     if dp is None:
         dp = devices // tp if tp else 1
     if tp is None:
         if devices % dp:
-            raise K3PlanError(f"--dp {dp} does not divide the {devices} devices of the topology")
+            raise K3PlanError(f"--dp {dp} does not divide {where}")
         tp = devices // dp
     if tp * dp != devices:
-        raise K3PlanError(
-            f"--tp {tp} x --dp {dp} = {tp * dp}, but the topology has {devices} devices; expected tp x dp = {devices}"
-        )
+        raise K3PlanError(f"--tp {tp} x --dp {dp} = {tp * dp}, but {where} = {devices}; expected tp x dp = {devices}")
     ep = devices if ep is None else ep
     if ep not in (devices, tp):
-        raise K3PlanError(f"--ep {ep}: expected the TP group ({tp}) or all devices ({devices})")
-    parallel = Parallel(tp=tp, ep=ep, dp=dp)
+        raise K3PlanError(f"--ep {ep}: expected the TP group ({tp}) or all devices of a stage ({devices})")
+    parallel = Parallel(tp=tp, ep=ep, dp=dp, pp=pp)
     return Mesh(parallel=parallel), parallel

@@ -21,7 +21,12 @@ from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
 
 STACK_DIR = data_dir("sharding/stacks")
-DEFAULT_STACK = "vllm-tpu"
+DEFAULT_STACK = "vllm-tpu"  # load_stack()'s default name only; commands take default_stack_for(hardware)
+# The default stack of a machine: the first of these that runs on it (Stack.runs_on, the stack's
+# cited platforms). vLLM first (tpu-inference on TPU, vLLM's own on the GPUs of its K3 recipe), then
+# SGLang (kimi_k3.py's CUDA and HIP paths), so H100, H20, MI300X and MI325X -- outside the vLLM
+# recipe's list -- get sglang.
+DEFAULT_STACK_ORDER = ("vllm-tpu", "vllm", "sglang")
 KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
 KINDS = ("tpu", "gpu")
 
@@ -90,12 +95,20 @@ class Reserve(_F):
 
 
 class KVPool(_F):
-    """How the engine sizes its cache pool (read by phase B of issue 18; described here)."""
+    """How the engine sizes its cache pool; ``step.memory.budget_terms`` applies it (temps_in_reserve)."""
 
     method: Literal["utilization_minus_profile", "static_fraction", "whole_free_hbm"]
     knob: str | None = Field(None, description="the stack option that sets the fraction, if any")
     describe: str
     source: str
+
+    @property
+    def temps_in_reserve(self) -> bool:
+        """static_fraction (SGLang profile_max_num_token: rest = free after load - total x (1 -
+        mem_fraction_static)): the activations live in the 1 - fraction left, so the temporaries
+        come out of the reserve; utilization_minus_profile (vLLM: utilization x total - weights -
+        profiled peak) subtracts them on top of it."""
+        return self.method == "static_fraction"
 
 
 class Sharding(_F):
@@ -130,6 +143,21 @@ class Collectives(_F):
     experts: Literal["all_to_all", "all_reduce"]
     dispatch_dtype: Literal["fp8", "bf16", "f32"] = "bf16"  # all-to-all payload (dispatch and combine)
     source: str
+
+
+class Pipeline(_F):
+    """How the engine splits the decoder layers over ``--pipeline-parallel-size`` stages: each stage
+    holds floor(L / pp) layers and the L mod pp left over go one each to the stages before the last,
+    counting back from the second-to-last (``before_last``: vLLM get_pp_indices, which keeps the
+    last stage, with the LM head, and the first, with the embedding, light) or to the last ones
+    (``last``: SGLang get_pp_indices). Stages hold their layers only (PPMissingLayer elsewhere); the
+    embedding is built on the first stage, the final norm and LM head on the last."""
+
+    remainder: Literal["before_last", "last"]
+    sends: tuple[str, ...] = Field(
+        ("hidden_states", "residual"), description="the tensors a stage sends the next (IntermediateTensors)"
+    )
+    source: Source
 
 
 class DefaultParallel(_F):
@@ -223,6 +251,7 @@ class Stack(_F):
     sharding: Sharding
     collectives: Collectives
     default_parallel: DefaultParallel = DefaultParallel()
+    pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
     default_parallel_source: str = ""
     options: dict[str, Option] = {}
     chosen: dict[str, str] = Field({}, description="options applied to this stack (name -> value)")
@@ -339,6 +368,20 @@ def _kind_of(tag: str) -> str | None:
     if tag == "google" or tag.startswith("tpu-"):
         return "tpu"
     return None
+
+
+def default_stack_for(hw: Any) -> tuple[str, str]:
+    """(stack name, why) for a machine when no --stack is given: the first of DEFAULT_STACK_ORDER
+    that runs there (``Stack.runs_on``, from each stack's cited platforms). ``hw``: a HardwareSpec."""
+    for name in DEFAULT_STACK_ORDER:
+        st = load_stack(name)
+        if st.runs_on(hw):
+            where = ", ".join(st.platforms) or st.platform
+            return name, (
+                f"stack {name}: the default for {hw.name}, the first of {', '.join(DEFAULT_STACK_ORDER)} that runs "
+                f"there ({name} runs on {where}; cited in its YAML's platforms_source)"
+            )
+    raise K3PlanError(f"no bundled stack runs on {hw.name}; pass --stack NAME or a stack YAML path")
 
 
 def list_stacks() -> list[str]:

@@ -101,17 +101,39 @@ def total(terms: dict):
 
 
 def budget_terms(
-    spec: ModelSpec, *, usable, reserve_fraction, split_across_dp, dp, weights, temp, cache: dict, context, batch
+    spec: ModelSpec,
+    *,
+    usable,
+    reserve_fraction,
+    split_across_dp,
+    dp,
+    weights,
+    temp,
+    cache: dict,
+    context,
+    batch,
+    n_mla=None,
+    n_kda=None,
+    temp_in_reserve=False,
 ) -> dict:
     """The per-device budget at ``batch`` sequences of ``context`` tokens: what is used, what is
-    free, and how many sequences the room after weights, temporaries and reserve holds."""
+    free, and how many sequences the room after weights, temporaries and reserve holds. ``n_mla``,
+    ``n_kda``: the MLA and KDA layers a device holds (a pipeline stage's, step/stages.py; default
+    the model's). ``temp_in_reserve`` (the stack's ``KVPool.temps_in_reserve``): the engine sizes its
+    pool as fraction x HBM - weights and runs the activations out of the rest (SGLang's
+    mem_fraction_static), so the temporaries come out of the reserve, not on top of it: the reserve
+    counted is what the temporaries leave of it (0 when they exceed it). Otherwise (vLLM: utilization
+    x HBM - weights - profiled peak) the temporaries and the reserve add."""
+    n_mla = spec.n_mla if n_mla is None else n_mla
+    n_kda = spec.n_kda if n_kda is None else n_kda
     reserve = (
         (reserve_fraction * usable).astype("int64") if hasattr(usable, "shape") else int(reserve_fraction * usable)
     )
+    reserve = where(temp_in_reserve, maximum(reserve - temp, 0), reserve)
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache["block_tokens"]
-    kv_seq = spec.n_mla * cdiv(context, block) * block * cache["kv_bytes_per_token_layer"]
-    state_seq = spec.n_kda * cache["state_bytes_per_layer"]
+    kv_seq = n_mla * cdiv(context, block) * block * cache["kv_bytes_per_token_layer"]
+    state_seq = n_kda * cache["state_bytes_per_layer"]
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)
@@ -124,6 +146,6 @@ def budget_terms(
         "room_bytes": room,
         "sequence_bytes": per_seq,
         "max_sequences": where(per_seq > 0, groups, 0) * where(split_across_dp, dp, 1),
-        "kv_bytes_per_token": spec.n_mla * cache["kv_bytes_per_token_layer"],
+        "kv_bytes_per_token": n_mla * cache["kv_bytes_per_token_layer"],
         "state_bytes_per_sequence": state_seq,
     }

@@ -42,9 +42,10 @@ class MeshWeights:
     expert_params: np.ndarray  # float64, sum params/shards, routed experts
 
 
-def tensor_classes(inventory: TensorInventory) -> list[TensorClass]:
+def tensor_classes(inventory: TensorInventory, tensors: list[Tensor] | None = None) -> list[TensorClass]:
+    """``tensors``: a subset (a pipeline stage's, step/stages.py); default every text tensor."""
     groups: dict[tuple, list[Tensor]] = {}
-    for t in inventory.text:
+    for t in inventory.text if tensors is None else tensors:
         groups.setdefault((t.role, t.kind, t.fmt, t.shape, t.logical_shape, t.axes), []).append(t)
     return [TensorClass(rep=ts[0], count=len(ts)) for ts in groups.values()]
 

@@ -134,9 +134,11 @@ def test_deepseek_v3_drafts_with_its_own_mtp_head(cli):
 
 
 def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
-    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.launch.SGLANG_KV): only the topology is fitted
+    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.launch.SGLANG_KV): no KV dtype advice; the
+    # topology (and, 1.9 GiB short now that the reserve holds the temporaries, a shorter context) instead
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
-    assert [s["action"] for s in d["advice"]["rules"]["suggestions"]] == ["topology"]
+    actions = [s["action"] for s in d["advice"]["rules"]["suggestions"]]
+    assert "topology" in actions and set(actions) <= {"topology", "context"}
     assert not any("kv-dtype" in a for a in d["advice"]["alternatives"])
 
 

@@ -99,8 +99,8 @@ def test_step_coefficients_and_scheduler_figures(cli):
     steady_state called directly gives the row's TTFT and TPOT."""
     one = ["-H", "nvidia-b200", "--stacks", "vllm", "--max-chips", "16", "--context", "4500"]
     res = _plan(cli, *one, "--isl", "4000", "--osl", "500", "--concurrency", "1")
-    t1 = _plan(cli, *one)["recommended"]
-    t2 = _plan(cli, *one, "--concurrency", "2")["recommended"]
+    t1 = _plan(cli, *one, "--max-pp", "1")["recommended"]  # SLA mode searches pp 1 only
+    t2 = _plan(cli, *one, "--concurrency", "2", "--max-pp", "1")["recommended"]
     r = res["recommended"]
     assert (r["topology"], r["tp"], r["ep"]) == (t1["topology"], t1["tp"], t1["ep"]) == (t2["topology"], t2["tp"], t2["ep"])
     a = (t2["tpot_ms"] - t1["tpot_ms"]) / 1e3

@@ -80,7 +80,7 @@ def wide():
 def test_space_is_wide(wide):
     space, cols = wide
     assert space.size >= 100_000
-    assert np.all(cols["tp"] * cols["dp"] == np.array([t.devices for t in space.topologies])[cols["topo"]])
+    assert np.all(cols["pp"] * cols["tp"] * cols["dp"] == np.array([t.devices for t in space.topologies])[cols["topo"]])
     assert np.all((cols["ep"] == cols["tp"]) | (cols["ep"] == cols["tp"] * cols["dp"]))
 
 
@@ -101,7 +101,7 @@ def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
     for i in sample(cols, 30, seed=4):
         topo = space.topologies[cols["topo"][i]]
         kv = space.kv_dtypes[cols["variant"][i] % len(space.kv_dtypes)]
-        setup = make_setup(hardware=space.hardware[cols["hw"][i]].name, topology=topo.text, tp=int(cols["tp"][i]),
+        setup = make_setup(hardware=space.hardware[cols["hw"][i]].name, topology=topo.text, tp=int(cols["tp"][i]), pp=int(cols["pp"][i]),
                            ep=int(cols["ep"][i]), dp=int(cols["dp"][i]), stack=space.stacks[cols["stack"][i]].name,
                            kv_dtype=kv)
         where = f"{setup.hardware.name} {topo.text} {setup.parallel} {setup.stack.name} kv={kv} chunk={cols['chunk'][i]}"

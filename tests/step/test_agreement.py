@@ -33,7 +33,8 @@ def test_fit_and_plan_agree_on_h200_sglang_2x8():
     setup = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, ep=16, stack=SGLANG_AR)
     r = fit(setup, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
     assert r.fits and r.reason == 0
-    assert any("spans 2 slices" in w for w in r.warnings)
+    assert any(w.startswith("cross-node EP: the EP group (16 devices) spans 2 NVLink domains of 8") and "InfiniBand" in w
+               for w in r.warnings)
     p = plan(hardware=["nvidia-h200"], stacks=[SGLANG_AR], max_chips=16, context=4500, concurrency=32, top=100)
     rows = [x for x in p.ranked if (x["topology"], x["tp"], x["ep"], x["dp"]) == ("2x8", 16, 16, 1)]
     assert len(rows) == 1
@@ -51,7 +52,7 @@ def test_every_h200_configuration_gets_fits_verdict_from_plan():
     cols, _, _ = evaluate(space=space, model=m, context=4500, batch=32, eff=Efficiency())
     codes = reason_codes(cols=cols, concurrency=32, target_tpot_s=None, need_price=False)
     for i in range(space.size):
-        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols["topo"][i]].text, tp=int(cols["tp"][i]),
+        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols["topo"][i]].text, tp=int(cols["tp"][i]), pp=int(cols["pp"][i]),
                        ep=int(cols["ep"][i]), dp=int(cols["dp"][i]), stack="sglang")
         r = fit(s, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
         assert r.reason == int(codes[i]) and r.fits == (codes[i] == 0), (s.topology.text, s.parallel)

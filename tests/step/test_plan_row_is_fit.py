@@ -47,7 +47,7 @@ def test_plan_row_equals_fit_json(context, batch, pick):
     cols, codes = columns(context, batch)
     i = int(pick * sp.size)
     r = row(space=sp, cols=cols, i=i, rank=1)
-    setup = make_setup(hardware=r["hardware"], topology=r["topology"], tp=r["tp"], ep=r["ep"], dp=r["dp"],
+    setup = make_setup(hardware=r["hardware"], topology=r["topology"], tp=r["tp"], ep=r["ep"], dp=r["dp"], pp=r["pp"],
                        stack=r["stack"], kv_dtype=r["kv_dtype_override"])
     f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r["chunk_tokens"]))
     j = f.model_dump(mode="json")

@@ -1,0 +1,145 @@
+"""Pipeline stages: which decoder layers (and which global tensors) a ``--pp`` stage holds, and the
+activations one stage sends the next.
+
+- layers: the engine's ``get_pp_indices`` (``Stack.pipeline``): floor(L / pp) a stage, the L mod pp
+  left over one each to the stages before the last counting back from the second-to-last (vLLM) or
+  to the last stages (SGLang). K3's 93 layers at pp 2: vLLM [0, 47) + [47, 93), SGLang [0, 46) +
+  [46, 93).
+- globals: the embedding on the first stage; the final norm(s) and the LM head on the last (vLLM
+  and SGLang build them only where ``pp_group.is_first_rank`` / ``is_last_rank``, PPMissingLayer
+  elsewhere). With pp = 1 the one stage holds everything.
+- what a stage sends: the tensors of ``Pipeline.sends`` (hidden_states and residual: vLLM's
+  IntermediateTensors), ``tokens x hidden`` each in the activation dtype, for each of the pp - 1
+  stage boundaries. A TP rank sends its 1/tp slice and the receiving group all-gathers it
+  (vLLM ``send_tensor_dict(all_gather_group=tp_group)``), so a device puts 1/tp of it on the link.
+The per-device arithmetic of a stage is the step's own (memory.budget_terms with the stage's layer
+counts, weights from the stage's tensors); this module only says which layers and tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from k3plan.errors import K3PlanError
+from k3plan.models.inventory import Tensor, TensorInventory
+from k3plan.models.spec import ModelSpec
+from k3plan.step.columns import where
+
+
+def stage_bounds(num_layers: int, pp: int, remainder: str = "before_last") -> tuple[tuple[int, int], ...]:
+    """[start, end) of each stage's decoder layers, as the engine's get_pp_indices splits them."""
+    if pp < 1 or pp > num_layers:
+        raise K3PlanError(f"--pp {pp}: expected 1 to {num_layers} (the model's decoder layers)")
+    base, extra = divmod(num_layers, pp)
+    sizes = [base] * pp
+    if remainder == "before_last":  # vLLM: partitions[-i] += 1 for i in 2 .. extra + 1
+        for i in range(2, extra + 2):
+            sizes[-i] += 1
+    else:  # SGLang: the last ``extra`` partitions get one more
+        for i in range(pp - extra, pp):
+            sizes[i] += 1
+    out, start = [], 0
+    for n in sizes:
+        out.append((start, start + n))
+        start += n
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Stage:
+    index: int
+    pp: int
+    start: int  # first decoder layer
+    end: int  # one past the last
+    n_mla: int
+    n_kda: int
+    n_moe: int
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.pp - 1
+
+    def holds(self, t: Tensor) -> bool:
+        """Whether this stage builds tensor ``t``: its layers; the embedding on the first stage; the
+        other globals (final norms, LM head) on the last."""
+        if t.layer is not None:
+            return self.start <= t.layer < self.end
+        return self.first if t.role == "embed" else self.last
+
+    def describe(self) -> str:
+        ends = [x for x, on in (("embedding", self.first), ("final norm + LM head", self.last)) if on]
+        return (
+            f"stage {self.index + 1}/{self.pp}: layers {self.start}-{self.end - 1} ({self.end - self.start}: "
+            f"{self.n_mla} MLA, {self.n_kda} KDA)" + (f" + {' and '.join(ends)}" if ends else "")
+        )
+
+
+def stages(spec: ModelSpec, pp: int, remainder: str = "before_last") -> tuple[Stage, ...]:
+    out = []
+    for i, (a, b) in enumerate(stage_bounds(spec.num_layers, pp, remainder)):
+        mixers, mlps = spec.mixers[a:b], spec.mlps[a:b]
+        out.append(
+            Stage(
+                index=i,
+                pp=pp,
+                start=a,
+                end=b,
+                n_mla=mixers.count("mla"),
+                n_kda=mixers.count("kda"),
+                n_moe=mlps.count("moe"),
+            )
+        )
+    return tuple(out)
+
+
+def stage_tensors(inventory: TensorInventory, stage: Stage) -> list[Tensor]:
+    return [t for t in inventory.text if stage.holds(t)]
+
+
+def p2p_terms(spec: ModelSpec, *, pp, tokens, act, tp, sends=2, devices_per_chip=1) -> dict:
+    """The stage-to-stage sends of one step over ``tokens`` tokens (a DP group's): pp - 1 boundaries,
+    each ``sends`` tensors of tokens x hidden in ``act`` bytes; a device sends 1/tp of them (the
+    receiving TP group all-gathers). ``calls``: sends a step on a device's path; ``bytes_per_chip``:
+    what a chip puts on the link a boundary, summed over the boundaries a token crosses."""
+    boundary = sends * tokens * spec.hidden_size * act
+    per_device = boundary / tp
+    return {
+        "calls": where(pp > 1, pp - 1, 0),
+        "bytes_per_boundary": boundary,
+        "bytes_per_chip": where(pp > 1, (pp - 1) * per_device * devices_per_chip, 0.0),
+    }
+
+
+def p2p_time(terms: dict, *, latency_s, bw_bytes_per_s):
+    """Seconds of a step's stage-to-stage sends: a latency a boundary plus the bytes over the link
+    (the scale-out link where the stages sit in different scale-up domains)."""
+    return terms["calls"] * latency_s + terms["bytes_per_chip"] / bw_bytes_per_s
+
+
+def microbatch(batch, pp):
+    """Sequences in one microbatch: the batch split into pp microbatches so every stage is busy
+    (an assumption, stated in the output); fewer sequences than stages leave stages idle (the bubble)."""
+    return -(-batch // pp)
+
+
+def bind(per_stage: list[dict], valid=None) -> dict:
+    """One budget from each stage's ``memory.budget_terms``: the stage with the least free bytes
+    binds (its terms are the device's), except ``max_sequences``, the fewest any stage holds.
+    ``valid[s]``: whether stage s exists (plan's columns mix pp values); stage 0 always does. The
+    result's ``stage`` is the binding stage's index. fit and plan both call this."""
+    out = dict(per_stage[0])
+    out["stage"] = 0 if not hasattr(out["free_bytes"], "shape") else out["free_bytes"] * 0
+    for s, terms in enumerate(per_stage[1:], start=1):
+        ok = True if valid is None else valid[s]
+        worse = ok & (terms["free_bytes"] < out["free_bytes"])
+        fewer = ok & (terms["max_sequences"] < out["max_sequences"])
+        for k, v in terms.items():
+            if k != "max_sequences":
+                out[k] = where(worse, v, out[k])
+        out["max_sequences"] = where(fewer, terms["max_sequences"], out["max_sequences"])
+        out["stage"] = where(worse, s, out["stage"])
+    return out
