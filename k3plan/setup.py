@@ -63,9 +63,21 @@ def default_topology(
     hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int], dp: Optional[int]
 ) -> Topology:
     """The smallest standard topology whose per-device weights, with the stack's default split (or
-    the split asked for) and its reserve, leave room on a device: plan's space and weight columns
-    (``plan.evaluate.weight_columns``) filtered to that split, the first that passes (a quick screen;
-    `fit` then gives the full verdict)."""
+    the split asked for) and its reserve, leave room on a device: the first of default_topologies
+    (a quick screen; `fit` then gives the full verdict, and the CLI moves up the list while the
+    workload does not fit: cli.common.fitting_setup)."""
+    found = default_topologies(hw, model, stack, tp, ep, dp)
+    if not found:
+        raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
+    return found[0]
+
+
+def default_topologies(
+    hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int], dp: Optional[int]
+) -> list[Topology]:
+    """Every standard topology, smallest first, whose per-device weights with the stack's default
+    split (or the split asked for) and its reserve leave room on a device: plan's space and weight
+    columns (``plan.evaluate.weight_columns``) filtered to that split."""
     import numpy as np
 
     from k3plan.plan.evaluate import weight_columns
@@ -90,6 +102,7 @@ def default_topology(
                 f"expected a divisor of one of them, or pass --topology"
             )
     room = hw.usable_bytes_per_device * (1 - stack.reserve.fraction_of_usable_hbm)
+    found = []
     for i, topo in enumerate(space.topologies):
         if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:
             continue
@@ -101,8 +114,8 @@ def default_topology(
         e = topo.devices if ep is None else ep
         hit = np.flatnonzero((c["topo"] == i) & (c["tp"] == t) & (c["dp"] == d) & (c["ep"] == e))
         if hit.size and weights["weights_bytes"][hit[0]] < room:
-            return topo
-    raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
+            found.append(topo)
+    return found
 
 
 def default_split(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -222,6 +222,50 @@ def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, s
         shardspecs=shardspecs,
         pp=pp,
     )
+
+
+# how many larger standard topologies fit tries, past the first whose weights leave room, before it
+# reports the smallest one's failure: a fit is ~0.1 s, and a workload that fits none of the next
+# four fits only a much larger slice, which `k3plan plan` finds with its reasons
+MAX_DEFAULT_TOPOLOGY_TRIES = 5
+R = TypeVar("R")
+
+
+def fitting_setup(setup_options: dict, run_fit: Callable[[Any], R], fits: Callable[[R], bool]) -> tuple[dict, Any, R]:
+    """The Setup of the options and ``run_fit`` of it (``fits`` reads the verdict). Without --topology: the smallest standard
+    topology (of those whose weights leave room, setup.default_topologies) where the workload fits,
+    named in the notes with the smaller ones it does not fit; if none of the first
+    MAX_DEFAULT_TOPOLOGY_TRIES does, the smallest one and its failure. Returns (options with the
+    topology chosen, setup, result)."""
+    import dataclasses
+
+    from k3plan.errors import K3PlanError
+    from k3plan.setup import default_topologies
+
+    setup = setup_from(**setup_options)
+    result = run_fit(setup)
+    if setup_options.get("topology") is not None or fits(result):
+        return setup_options, setup, result
+    o = setup_options
+    hw = setup.hardware
+    candidates = default_topologies(hw, setup.model, setup.stack, o.get("tp"), o.get("ep"), o.get("dp"))
+    missed = [setup.topology.text]
+    for topo in candidates[1:MAX_DEFAULT_TOPOLOGY_TRIES]:
+        options = {**setup_options, "topology": topo.text}
+        try:
+            s = setup_from(**options)
+        except K3PlanError:  # a split the larger topology cannot take: not a candidate
+            continue
+        note = (
+            f"topology {topo.text}: default, the smallest standard {hw.name} topology where this workload fits "
+            f"({', '.join(missed)}: weights leave room, the workload does not fit)"
+        )
+        s = dataclasses.replace(s, notes=(note,) + s.notes)
+        r = run_fit(s)
+        if fits(r):
+            return options, s, r
+        missed.append(topo.text)
+    return setup_options, setup, result
 
 
 _SETUP_OPTIONS = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,11 +22,16 @@ from k3plan.cli.common import (
     ProbesOpt,
     SpecTokensOpt,
     console,
+    fitting_setup,
     print_json,
-    setup_from,
     spec_decode_from,
     with_setup_options,
 )
+
+if TYPE_CHECKING:
+    from k3plan.advice.wiring import Draft
+    from k3plan.budget.fit import FitResult
+    from k3plan.setup import Setup
 
 
 @with_setup_options
@@ -88,18 +93,22 @@ def command(
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
     _check_prefix(prefix_hit, prefix_tier)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
-    setup = setup_from(**setup_options)
     eff = Efficiency()
-    d = None
-    if spec is not None:
-        d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
-    result = fit(
-        setup,
-        workload,
-        calibration=cal,
-        draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
-        draft_kv=d.kv if d else None,
-    )
+
+    def run_fit(setup: Setup) -> tuple[FitResult, Draft | None]:
+        d = None
+        if spec is not None:
+            d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
+        result = fit(
+            setup,
+            workload,
+            calibration=cal,
+            draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
+            draft_kv=d.kv if d else None,
+        )
+        return result, d
+
+    setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits

@@ -22,6 +22,7 @@ from k3plan.cli.common import (
     ProbesOpt,
     SpecTokensOpt,
     console,
+    fitting_setup,
     print_json,
     setup_from,
     spec_decode_from,
@@ -90,9 +91,22 @@ def command(
     _check_prefix(prefix_hit, prefix_tier)
     import dataclasses
 
+    from k3plan.advice.wiring import draft_bytes_per_device, resolve_draft
+    from k3plan.budget.fit import fit
     from k3plan.roofline.latency import measured_hardware
 
-    setup = setup_from(**setup_options)
+    def verdict_of(s):
+        d = None
+        if spec is not None:
+            d = resolve_draft(s, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
+        return fit(
+            s, w, draft_bytes_per_device=draft_bytes_per_device(s, d.bytes) if d else 0, draft_kv=d.kv if d else None
+        )
+
+    if setup_options["topology"] is None:  # the topology fit would choose (cli.common.fitting_setup)
+        setup_options, setup, _ = fitting_setup(setup_options, verdict_of, lambda r: r.fits)
+    else:
+        setup = setup_from(**setup_options)
     spec_hardware = setup.hardware  # the expected time's peaks: the spec's, never a probe-substituted one
     hw, probe_notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     setup = dataclasses.replace(setup, hardware=hw)
@@ -101,8 +115,6 @@ def command(
     if router_histogram:
         moe = setup.model.spec.moe
         hist = load_histogram(router_histogram, num_experts=moe.num_experts, top_k=moe.top_k)
-    from k3plan.advice.wiring import draft_bytes_per_device, resolve_draft
-    from k3plan.budget.fit import fit
     from k3plan.step.verdict import reason_text
     from k3plan.units import fmt_gib
 

@@ -1,0 +1,48 @@
+"""Without --topology, fit (and roofline) take the smallest standard topology where the WORKLOAD fits,
+not only the weights: K3 on tpu-v7x (vllm-tpu) at 128K does not fit 2x2x4 once the compiled temp is
+counted, so the default moves up to the next topology whose weights leave room, and says why."""
+
+from __future__ import annotations
+
+import json
+
+from k3plan.cli.common import MAX_DEFAULT_TOPOLOGY_TRIES
+from k3plan.setup import default_topologies, make_setup
+
+
+def _fit(cli, *args):
+    r = cli("fit", *args, "--json")
+    return r, json.loads(r.stdout)
+
+
+def test_default_moves_past_a_topology_whose_weights_fit_but_the_workload_does_not(cli):
+    s = make_setup()  # the weights-only screen: the smallest candidate
+    candidates = [t.text for t in default_topologies(s.hardware, s.model, s.stack, None, None, None)]
+    assert candidates[0] == s.topology.text
+    r0, first = _fit(cli, "-t", candidates[0])
+    assert r0.exit_code == 1 and not first["fits"]  # the reason the default must move
+    r, got = _fit(cli)
+    assert r.exit_code == 0 and got["fits"]
+    chosen = got["hardware"]["topology"]
+    assert chosen in candidates[1:MAX_DEFAULT_TOPOLOGY_TRIES]
+    # every smaller candidate was tried and named as not fitting
+    note = next(n for n in got["notes"] if n.startswith(f"topology {chosen}: default"))
+    for smaller in candidates[: candidates.index(chosen)]:
+        assert smaller in note
+    # the chosen one is what an explicit --topology gives, term for term
+    _, explicit = _fit(cli, "-t", chosen)
+    assert explicit["per_device"] == got["per_device"]
+
+
+def test_default_stays_when_the_workload_fits_the_smallest(cli):
+    s = make_setup()
+    r, got = _fit(cli, "--context", "4096")
+    assert r.exit_code == 0 and got["hardware"]["topology"] == s.topology.text
+    assert any("whose weights and reserve leave room" in n for n in got["notes"])
+
+
+def test_roofline_takes_the_topology_fit_takes(cli):
+    _, f = _fit(cli)
+    r = cli("roofline", "--json")
+    assert r.exit_code == 0, r.output
+    assert f"topology {f['hardware']['topology']}: default" in r.stdout
