@@ -68,7 +68,7 @@ def _prepare_cpu(devices: int) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {flag}={devices}".strip()
 
 
-def compile_grid(target: str, only: int | None) -> dict:
+def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if target == "cpu":
         _prepare_cpu(32)
@@ -78,17 +78,32 @@ def compile_grid(target: str, only: int | None) -> dict:
 
     cfg = Path(tempfile.mkdtemp()) / "config.json"
     cfg.write_text(json.dumps(grid_config()))
-    points, env = [], None
+    points: list[dict] = []
+    env = None
     n = 0
+
+    def record() -> dict:
+        return {
+            "what": "compiled temp of a scaled-down K3 (bench_temp_grid.grid_config) over a grid, issue 15 item 3",
+            "model_config": grid_config()["text_config"],
+            "environment": env,
+            "backend_note": (
+                "CPU backend with fake devices: the CPU compiler's temp, not representative of TPU"
+                if target == "cpu"
+                else "deviceless TPU compile (libtpu)"
+            ),
+            "points": points,
+        }
+
     for stack in STACKS:
         for tp, topo in TOPOLOGY.items():
             setup = make_setup(model=str(cfg), hardware="tpu-v7x", topology=topo, tp=tp, stack=stack)
             tgt = parse_target("cpu" if target == "cpu" else f"{target}:{topo}")
             prepare(tgt, devices=setup.topology.devices)
             for stage, tokens, batch, context in POINTS:
-                if only is not None and n >= only:
-                    break
                 n += 1
+                if (only is not None and n > only) or (n - 1) % every:
+                    continue
                 t0 = time.perf_counter()
                 res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
                 r = res["results"][0]
@@ -99,22 +114,13 @@ def compile_grid(target: str, only: int | None) -> dict:
                     "stage": stage, "tokens": tokens, "batch": batch, "context": context,
                     "temp_bytes": temp, "compile_s": round(r["compile_s"], 2),
                 })  # fmt: skip
+                out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
                 print(
                     f"{n:2d} {stack:10} tp{tp} {stage:7} tokens {tokens:5} batch {batch:3} context {context:5}: "
                     f"temp {temp / 2**20:9.2f} MiB  ({time.perf_counter() - t0:.1f} s)",
                     flush=True,
                 )
-    return {
-        "what": "compiled temp of a scaled-down K3 (bench_temp_grid.grid_config) over a grid, issue 15 item 3",
-        "model_config": grid_config()["text_config"],
-        "environment": env,
-        "backend_note": (
-            "CPU backend with fake devices: the CPU compiler's temp, not representative of TPU"
-            if target == "cpu"
-            else "deviceless TPU compile (libtpu)"
-        ),
-        "points": points,
-    }
+    return record()
 
 
 def fit_and_print(record: dict, cfg_path: Path) -> dict:
@@ -149,6 +155,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="cpu", choices=("cpu", "tpu7x"))
     p.add_argument("--only", type=int, help="compile only the first N points (a quick look)")
+    p.add_argument("--every", type=int, default=1, help="compile every K-th point of the grid (1, 1+K, ...)")
     p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit and print")
     p.add_argument("--out", help="where to write the record (default reports/validation/temp-grid-<target>.json)")
     a = p.parse_args()
@@ -158,9 +165,8 @@ def main() -> None:
         cfg.write_text(json.dumps({**grid_config(), "text_config": record["model_config"]}))
         fit_and_print(record, cfg)
         return
-    record = compile_grid(a.target, a.only)
     out = Path(a.out) if a.out else OUT_DIR / f"temp-grid-{a.target}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n")  # the compiles are kept even if the fit fails
+    record = compile_grid(a.target, a.only, a.every, out)
     cfg.write_text(json.dumps(grid_config()))
     record["fit"] = fit_and_print(record, cfg)
     out.write_text(json.dumps(record, indent=1) + "\n")

@@ -87,10 +87,12 @@ def decode_temp(
 
 def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: int):
     """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (ops, resident)."""
+    from k3plan.budget.cache import cache_layout
     from k3plan.step.live import form_for, stage_live
 
     st = setup.stack
     act = BYTES[st.activation_dtype]
+    lay = cache_layout(spec=setup.model.spec, stack=st, parallel=setup.parallel)
     kv = st.kv_cache.dtype
     return stage_live(
         setup.model.spec,
@@ -104,4 +106,6 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
         batch=batch,
         tokens=tokens,
         context=context,
+        kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
+        state_bytes_per_layer=lay.state_bytes_per_layer_unpadded,
     )

@@ -18,7 +18,7 @@ depends on the formulation the stack compiles (k3plan.validate.experts.STACK_FOR
 
 Across ops stays the residual stream (two copies: x and the branch output). The stage's temp model
 (k3plan.budget.temp.model_temp) is ``c_peak x max over ops + c_rest x the other ops' sum +
-c_resident x residual + c_fixed``, its coefficients fitted on compiled points (k3plan.validate.temp_fit).
+c_resident x residual + c_cache x one layer's cache slice + c_fixed``, its coefficients fitted on compiled points (k3plan.validate.temp_fit).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def form_for(stack: str) -> str:
 
 
 F32 = 4
+RESIDUAL = "residual stream (2 copies)"
+CACHE_SLICE = "one layer's cache slice (copied where not updated in place)"
 
 
 @dataclass(frozen=True)
@@ -113,10 +115,26 @@ def kda_live(spec: ModelSpec, *, seqs, queries, tp, decode: bool) -> LiveOp:
 
 
 def stage_live(
-    spec: ModelSpec, *, stage: str, form: str, act, kv_decoded, tp, ep, dp, batch, tokens, context
+    spec: ModelSpec,
+    *,
+    stage: str,
+    form: str,
+    act,
+    kv_decoded,
+    tp,
+    ep,
+    dp,
+    batch,
+    tokens,
+    context,
+    kv_bytes_per_token_layer=0,
+    state_bytes_per_layer=0,
 ) -> tuple[list[LiveOp], dict[str, Col]]:
     """(ops, resident) for one prefill chunk (``tokens`` a sequence, ``batch`` sequences) or one decode
-    step (``batch`` sequences, ``tokens`` = 1) over a cache of ``context`` tokens, a DP group's share."""
+    step (``batch`` sequences, ``tokens`` = 1) over a cache of ``context`` tokens, a DP group's share.
+    ``resident``: the residual stream, and one layer's cache slice (the larger of an MLA layer's KV and
+    a KDA layer's state, a device): the copy a compiler makes where it does not update the donated
+    cache in place (the CPU backend does; the TPU compiler did not at full size, reports/validation)."""
     seqs = cdiv(batch, dp)
     queries = tokens if stage == "prefill" else 1
     rows = seqs * queries
@@ -141,7 +159,10 @@ def stage_live(
             buffers={"logits (f32) [seqs, vocab / tp]": seqs * cdiv(spec.vocab_size, tp) * F32},
         )
     )
-    resident = {"residual stream (2 copies)": 2 * rows * spec.hidden_size * act}
+    resident = {
+        RESIDUAL: 2 * rows * spec.hidden_size * act,
+        CACHE_SLICE: seqs * maximum(context * kv_bytes_per_token_layer, state_bytes_per_layer),
+    }
     return ops, resident
 
 

@@ -1,10 +1,12 @@
 """Setting the temp model's coefficients from compiled points, and its error on points it never saw.
 
-The model (k3plan.step.live): temp = c_peak x peak + c_rest x rest + c_resident x resident + c_fixed,
-where ``peak`` is the largest op's live bytes, ``rest`` the other ops' sum, ``resident`` the residual
-stream and ``c_fixed`` bytes the compiler holds whatever the point (program constants, small buffers).
-The coefficients are the non-negative least squares of the RELATIVE error on the fit half (every
-subset of the features solved and the best non-negative one kept: 4 features, 15 subsets); the held-out
+The model (k3plan.step.live): temp = c_peak x peak + c_rest x rest + c_resident x resident + c_cache x
+cache + c_fixed, where ``peak`` is the largest op's live bytes, ``rest`` the other ops' sum,
+``resident`` the residual stream, ``cache`` one layer's cache slice (what a compiler copies when it
+does not update the donated cache in place) and ``c_fixed`` bytes the compiler holds whatever the
+point (program constants, small buffers). The coefficients are the non-negative least squares of the
+RELATIVE error on the fit half (every subset of the features solved and the best non-negative one
+kept: 5 features, 31 subsets); the held-out
 half is only evaluated. ``split_half`` alternates within each (stack, tp, stage) group in grid order,
 so each half covers every stack, TP and stage. jax-free (numpy only).
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FEATURES = ("c_peak", "c_rest", "c_resident", "c_fixed")
+FEATURES = ("c_peak", "c_rest", "c_resident", "c_cache", "c_fixed")
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,17 @@ class GridPoint:
     peak: float
     rest: float
     resident: float
+    cache: float = 0.0
     peak_op: str = ""
 
     def features(self) -> np.ndarray:
-        return np.array([self.peak, self.rest, self.resident, 1.0])
+        return np.array([self.peak, self.rest, self.resident, self.cache, 1.0])
 
     @classmethod
     def from_record(cls, p: dict, setup) -> "GridPoint":
         """A grid record's point (bench_temp_grid) with its setup's live model."""
         from k3plan.budget.temp import stage_live_of_setup
-        from k3plan.step.live import peak_and_rest
+        from k3plan.step.live import CACHE_SLICE, RESIDUAL, peak_and_rest
 
         ops, resident = stage_live_of_setup(
             setup, stage=p["stage"], batch=p["batch"], tokens=p["tokens"], context=p["context"]
@@ -54,7 +57,8 @@ class GridPoint:
             compiled_bytes=int(p["temp_bytes"]),
             peak=float(peak),
             rest=float(rest),
-            resident=float(sum(resident.values())),
+            resident=float(resident[RESIDUAL]),
+            cache=float(resident[CACHE_SLICE]),
             peak_op=top,
         )
 

@@ -7,6 +7,7 @@ Tiny K3 on tpu-v7x 2x2x1, TP=8, vllm-tpu (bf16 activations and KV): 16 experts t
 from __future__ import annotations
 
 from k3plan.budget.temp import stage_live_of_setup
+from k3plan.step.live import CACHE_SLICE as CACHE
 from k3plan.step.live import peak_and_rest
 from k3plan.step.ops import attach_live_bytes, decode_ops, weight_groups_of_setup
 
@@ -24,7 +25,9 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     assert got["kda.recurrence"] == 4 * 1 * 32 * 32 * 4  # 16,384
     assert got["dense.mlp"] == 2 * 4 * 64 * 2  # 1,024
     assert got["lm_head"] == 4 * 128 * 4  # 2,048
-    assert resident == {"residual stream (2 copies)": 2 * 4 * 256 * 2}
+    # residual 2 x 4 x 256 x 2; cache slice: 4 sequences x max(256 tokens x (32 latent + 16 rope) x 2 B of
+    # bf16 KV = 24,576, KDA state 1 head x 32 x 32 x 4 B + conv 3 x 3 x 32 x 2 B = 4,672) = 4 x 24,576
+    assert resident == {"residual stream (2 copies)": 2 * 4 * 256 * 2, CACHE: 4 * 24_576}
     peak, rest = peak_and_rest(ops)
     assert (peak, rest) == (106_816, 6_144 + 16_384 + 1_024 + 2_048)
 
