@@ -7,12 +7,14 @@
 The model is K3's structure at toy size (``grid_config``): 4 layers (KDA x3 with layer 1 dense, MLA),
 hidden 1024, 32 MLA and KDA heads, 64 experts top-8 in a 512-wide latent, MXFP4 experts as in K3's
 quantization_config. The grid: stacks vllm-tpu and jax-native x TP 16 (tpu-v7x 2x2x2, 16 devices) and
-TP 32 (2x2x4, 32 devices) x 3 prefill points (chunk x context) and 3 decode points (batch x context) =
-24 compiles. Each compile's ``memory_analysis().temp_size_in_bytes`` is recorded with backend, device,
+TP 32 (2x2x4, 32 devices) x 4 prefill points (chunk x context) and 4 decode points (batch x context) =
+32 compiles (a stopped run resumes from its record). Each compile's ``memory_analysis().temp_size_in_bytes`` is recorded with backend, device,
 jax version and date in ``reports/validation/temp-grid-<backend>.json``; then the temp model's named
 coefficients (k3plan.validate.temp_fit) are set from the points of the ``fit`` half only and its
-error printed on the ``held-out`` half (median and worst). The split alternates within each
-(stack, tp, stage) group, so both halves span the grid.
+error printed on the ``held-out`` half (median and worst): one coefficient set a stack (the shared
+set is printed too). The split alternates within each (stack, tp, stage) group in POINTS order, so the
+held-out points lie between fitted ones (interpolation; a split that holds out the extremes is
+extrapolation and is reported in reports/validation/README.md).
 
 Backends: ``--target cpu`` (default) uses XLA's CPU backend with fake devices: seconds a point, but its
 temp is the CPU compiler's buffer assignment, not the TPU's (said in the record). ``--target tpu7x``
@@ -36,14 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "reports" / "validation"
 TOPOLOGY = {16: "2x2x2", 32: "2x2x4"}
 STACKS = ("vllm-tpu", "jax-native")
-# (stage, tokens, batch, context): prefill = one chunk of `tokens` into one sequence's cache of `context`
+# (stage, tokens, batch, context): prefill = one chunk of `tokens` into one sequence's cache of `context`.
+# Order matters to the split (temp_fit.split_half: even positions of a (stack, tp, stage) group fit, odd
+# ones are held out): each stage's smallest and largest point fit, the two between are held out.
 POINTS = (
     ("prefill", 256, 1, 1024),
     ("prefill", 1024, 1, 2048),
     ("prefill", 2048, 1, 4096),
+    ("prefill", 512, 1, 1024),
     ("decode", 1, 8, 1024),
     ("decode", 1, 32, 2048),
     ("decode", 1, 128, 4096),
+    ("decode", 1, 64, 2048),
 )
 
 
@@ -68,6 +74,10 @@ def _prepare_cpu(devices: int) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {flag}={devices}".strip()
 
 
+def _key(q: dict) -> tuple:
+    return (q["stack"], q["tp"], q["stage"], q["tokens"], q["batch"], q["context"])
+
+
 def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if target == "cpu":
@@ -80,6 +90,12 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
     cfg.write_text(json.dumps(grid_config()))
     points: list[dict] = []
     env = None
+    done: dict[tuple, dict] = {}
+    if out.exists():  # resume: a point already in the record (same model) is not compiled again
+        old = json.loads(out.read_text())
+        if old.get("model_config") == grid_config()["text_config"]:
+            env = old.get("environment")
+            done = {_key(q): q for q in old.get("points", [])}
     n = 0
 
     def record() -> dict:
@@ -104,10 +120,14 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
                 n += 1
                 if (only is not None and n > only) or (n - 1) % every:
                     continue
+                key = (stack, tp, stage, tokens, batch, context)
+                if key in done:
+                    points.append(done[key])
+                    continue
                 t0 = time.perf_counter()
                 res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
                 r = res["results"][0]
-                env = res["environment"]
+                env = res["environment"]  # the last compile's (date: when the grid was finished)
                 temp = (r["memory"] or {}).get("temp_bytes")
                 points.append({
                     "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
@@ -123,7 +143,7 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
     return record()
 
 
-def fit_and_print(record: dict, cfg_path: Path) -> dict:
+def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
     from k3plan.setup import make_setup
     from k3plan.validate.temp_fit import GridPoint, evaluate, split_half
 
@@ -138,7 +158,7 @@ def fit_and_print(record: dict, cfg_path: Path) -> dict:
 
     pts = [GridPoint.from_record(p, setup_of(p)) for p in record["points"] if p["temp_bytes"] is not None]
     train, held = split_half(pts)
-    ev = evaluate(train=train, held_out=held)
+    ev = evaluate(train=train, held_out=held, per_stack=per_stack)
     print(f"\ncoefficients (fit on {len(train)} points): " + ", ".join(f"{k} = {v:.4g}" for k, v in ev.coef.items()))
     print(f"{'':4}{'point':58} {'compiled MiB':>12} {'model MiB':>10} {'error':>7}")
     for row in ev.rows:
@@ -148,7 +168,7 @@ def fit_and_print(record: dict, cfg_path: Path) -> dict:
         )
     print(f"held-out ({len(held)} points): median |error| {ev.held_median:.1%}, worst {ev.held_worst:.1%}")
     print(f"fit half ({len(train)} points): median |error| {ev.train_median:.1%}, worst {ev.train_worst:.1%}")
-    return ev.to_dict()
+    return {"per_stack": per_stack, **ev.to_dict()}
 
 
 def main() -> None:
@@ -156,14 +176,17 @@ def main() -> None:
     p.add_argument("--target", default="cpu", choices=("cpu", "tpu7x"))
     p.add_argument("--only", type=int, help="compile only the first N points (a quick look)")
     p.add_argument("--every", type=int, default=1, help="compile every K-th point of the grid (1, 1+K, ...)")
-    p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit and print")
+    p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit, print and write the fit into it")
     p.add_argument("--out", help="where to write the record (default reports/validation/temp-grid-<target>.json)")
     a = p.parse_args()
     cfg = Path(tempfile.mkdtemp()) / "config.json"
     if a.fit_only:
-        record = json.loads(Path(a.fit_only).read_text())
+        src = Path(a.fit_only)
+        record = json.loads(src.read_text())
         cfg.write_text(json.dumps({**grid_config(), "text_config": record["model_config"]}))
-        fit_and_print(record, cfg)
+        record["fit_shared"] = fit_and_print(record, cfg, per_stack=False)
+        record["fit"] = fit_and_print(record, cfg)
+        (Path(a.out) if a.out else src).write_text(json.dumps(record, indent=1) + "\n")
         return
     out = Path(a.out) if a.out else OUT_DIR / f"temp-grid-{a.target}.json"
     record = compile_grid(a.target, a.only, a.every, out)

@@ -64,7 +64,8 @@ class GridPoint:
 
 
 def split_half(points: list[GridPoint]) -> tuple[list[GridPoint], list[GridPoint]]:
-    """(fit, held-out): within each group in order, even positions fit, odd ones are held out."""
+    """(fit, held-out): within each group in order, even positions fit, odd ones are held out (groups of
+    even size: half each)."""
     seen: dict[tuple, int] = {}
     fit, held = [], []
     for p in points:
@@ -158,13 +159,20 @@ class Evaluation:
         }
 
 
-def evaluate(*, train: list[GridPoint], held_out: list[GridPoint]) -> Evaluation:
-    """Fit on ``train`` only; every point's prediction and error (held-out ones never seen by the fit)."""
+def evaluate(*, train: list[GridPoint], held_out: list[GridPoint], per_stack: bool = False) -> Evaluation:
+    """Fit on ``train`` only; every point's prediction and error (held-out ones never seen by the fit).
+    ``per_stack``: one coefficient set a stack (``group[0]``), named ``<stack>.<coefficient>``."""
     if not held_out:
         raise ValueError("no held-out points")
-    coef = fit_coefficients(train)
-    rows = [
-        Row(p.label, t, p.compiled_bytes, predict(coef, p), p.peak_op)
-        for p, t in [*((q, True) for q in train), *((q, False) for q in held_out)]
-    ]
+    stacks = sorted({p.group[0] for p in train}) if per_stack else [None]
+    coef: dict[str, float] = {}
+    rows = []
+    for st in stacks:
+        mine = lambda ps: [p for p in ps if st is None or p.group[0] == st]  # noqa: E731
+        c = fit_coefficients(mine(train))
+        coef.update({(k if st is None else f"{st}.{k}"): v for k, v in c.items()})
+        rows += [
+            Row(p.label, t, p.compiled_bytes, predict(c, p), p.peak_op)
+            for p, t in [*((q, True) for q in mine(train)), *((q, False) for q in mine(held_out))]
+        ]
     return Evaluation(coef=coef, rows=rows)

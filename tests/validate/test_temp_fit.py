@@ -67,3 +67,18 @@ def test_needs_points():
         fit_coefficients([])
     with pytest.raises(ValueError):
         evaluate(train=_grid(lambda p, r, s: p), held_out=[])
+
+
+def test_per_stack_fits_each_stack_on_its_own_points():
+    # stack a: compiled = 2 peak; stack b: compiled = 0.5 peak + 1 MiB (by hand)
+    def as_stack(name, law):
+        return [GridPoint(**{**p.__dict__, "group": (name, *p.group[1:])}) for p in _grid(law)]
+
+    pts = as_stack("a", lambda p, r, s: 2 * p) + as_stack("b", lambda p, r, s: 0.5 * p + MIB)
+    fit, held = split_half(pts)
+    ev = evaluate(train=fit, held_out=held, per_stack=True)
+    assert ev.coef["a.c_peak"] == pytest.approx(2.0) and ev.coef["b.c_peak"] == pytest.approx(0.5)
+    assert ev.coef["b.c_fixed"] == pytest.approx(MIB) and ev.coef["a.c_fixed"] == pytest.approx(0.0, abs=1)
+    assert ev.held_worst < 1e-6
+    shared = evaluate(train=fit, held_out=held)  # one set for both stacks cannot fit both laws
+    assert shared.held_worst > 0.1
