@@ -1,7 +1,7 @@
 """Bytes live at each op's peak, a device, in the graph a stack runs (issue 15 item 3), over columns.
 
-Each op of the step (k3plan.step.ops) answers the buffers live while it runs, by name; which ones
-depends on the formulation the stack compiles (k3plan.validate.experts.STACK_FORMS):
+Each op of the step (k3plan.step.ops, ``attach_live_bytes``) answers the buffers live while it runs,
+by name; which ones depends on the formulation the stack compiles (``STACK_FORMS`` below):
 
 - MoE (the grouped matmuls): router logits (f32) and top-k; group_sort's gathered rows and the
   ragged_dot outputs are [tokens x top_k, *] (the tokens are replicated over the expert axes, so every
@@ -16,9 +16,12 @@ depends on the formulation the stack compiles (k3plan.validate.experts.STACK_FOR
 - dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
 - lm_head: the last token's logits (f32) [sequences, vocab / tp].
 
-Across ops stays the residual stream (two copies: x and the branch output). The stage's temp model
-(k3plan.budget.temp.model_temp) is ``c_peak x max over ops + c_rest x the other ops' sum +
-c_resident x residual + c_cache x one layer's cache slice + c_fixed``, its coefficients fitted on compiled points (k3plan.validate.temp_fit).
+Across ops stay the residual stream (two copies: x and the branch output) and, where a compiler copies
+the donated cache, one layer's cache slice. The stage's temp model is ``c_peak x max over ops + c_rest
+x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
+stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
+limits in reports/validation/README.md). Not yet in fit's evidence order: its coefficients so far come
+from the CPU backend, which does not transfer to the TPU compiler.
 """
 
 from __future__ import annotations
