@@ -1,11 +1,15 @@
 """Temporaries: what the prefill and decode graphs need beyond weights and cache, per device.
 
 The prefill graph and the decode graph are compiled separately, so the budget takes the larger of
-the two, never their sum (docs/k3-facts.md §6: temporaries are not additive). This is k3plan's
-*analytic* temp model; each term is named. It is an estimate of live buffers in one layer at a
-time (layers folded in a scan), and is replaced by measured points when a calibration file is
-given (see calibration.py). The terms are written once, in ``k3plan.step.memory`` (over columns);
-here they are evaluated at one Setup.
+the two, never their sum (docs/k3-facts.md §6: temporaries are not additive). Two models, each
+written once over columns:
+
+- ``prefill_temp`` / ``decode_temp``: the *analytic lower bound*, named terms of the buffers one
+  layer of an engine's kernels needs (``k3plan.step.memory``); what fit falls back to when no
+  compiled or measured calibration applies, labelled so.
+- ``stage_live_of_setup``: the *op-level live model* of the graph the stack compiles
+  (``k3plan.step.live``: each op's buffers at its peak, by formulation), whose coefficients are set
+  from compiled points by ``k3plan.validate.temp_fit`` (benchmarks/bench_temp_grid.py).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.stack import Stack
 from k3plan.step.memory import KDA_CHUNK_TOKENS, decode_temp_terms, prefill_temp_terms
 
-__all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "decode_temp", "prefill_temp"]
+__all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "decode_temp", "prefill_temp", "stage_live_of_setup"]
 DEQUANTIZED = "one layer's local experts dequantized"
 
 
@@ -78,4 +82,30 @@ def decode_temp(
             context=context_tokens,
         ),
         q,
+    )
+
+
+def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: int):
+    """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (ops, resident)."""
+    from k3plan.budget.cache import cache_layout
+    from k3plan.step.live import form_for, stage_live
+
+    st = setup.stack
+    act = BYTES[st.activation_dtype]
+    lay = cache_layout(spec=setup.model.spec, stack=st, parallel=setup.parallel)
+    kv = st.kv_cache.dtype
+    return stage_live(
+        setup.model.spec,
+        stage=stage,
+        form=form_for(st.name),
+        act=act,
+        kv_decoded=kv not in BYTES or BYTES[kv] != act,
+        tp=setup.parallel.tp,
+        ep=setup.parallel.ep,
+        dp=setup.parallel.dp if st.kv_cache.split_across_dp else 1,
+        batch=batch,
+        tokens=tokens,
+        context=context,
+        kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
+        state_bytes_per_layer=lay.state_bytes_per_layer_unpadded,
     )

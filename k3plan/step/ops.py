@@ -18,8 +18,10 @@ list (``by_category``): decode bytes and FLOPs (step/decode.py) and the collecti
 - kda_decode (the KDA recurrence, a layer): reads and writes b x state bytes a layer;
   3 x 2 x heads x d^2 FLOPs a sequence;
 - collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce).
-Activations and live bytes are not yet op-level (the temporaries of step/memory.py are being reworked
-by issue 15; ``live_bytes`` is 0 until then). ``to_op_costs`` maps the list onto speed.ops.OpCost.
+``live_bytes`` (the buffers live at the op's peak in the graph the stack compiles) is 0 as built and set
+by ``attach_live_bytes`` from the live model of k3plan.step.live (issue 15 item 3); the stage's temp
+model is the peak over the list (k3plan.validate.temp_fit). ``to_op_costs`` maps the list onto
+speed.ops.OpCost.
 """
 
 from __future__ import annotations
@@ -353,6 +355,29 @@ def collective_ops(
         )
     )
     return ops
+
+
+LIVE_ROLES = {"dense_mlp": "dense.mlp", "lm_head": "lm_head"}  # weight role -> the matmul LiveOp it runs in
+
+
+def attach_live_bytes(ops: list[Op], live: list) -> list[Op]:
+    """``ops`` with ``live_bytes`` from ``live`` (k3plan.step.live.LiveOp): the compute ops by kind
+    (grouped_matmul, attention, kda_*), the dense MLP and lm_head matmuls by their weight's role; every
+    other op (norms, projections, collectives) keeps 0: their buffers are not the stage's peak."""
+    import dataclasses
+
+    by_kind = {lo.kind: lo.bytes for lo in live if lo.kind != "matmul"}
+    by_name = {lo.name: lo.bytes for lo in live}
+    out = []
+    for op in ops:
+        role = op.tensor.role if op.tensor is not None else None
+        if op.kind in by_kind:
+            out.append(dataclasses.replace(op, live_bytes=by_kind[op.kind]))
+        elif role in LIVE_ROLES and LIVE_ROLES[role] in by_name:
+            out.append(dataclasses.replace(op, live_bytes=by_name[LIVE_ROLES[role]]))
+        else:
+            out.append(op)
+    return out
 
 
 def by_category(ops: list[Op], field: str, *, key: str = "category") -> dict:

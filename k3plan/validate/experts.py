@@ -27,18 +27,11 @@ import math
 import jax
 import jax.numpy as jnp
 
+from k3plan.step.live import STACK_FORMS, TILE_EXPERTS, form_for
 from k3plan.validate.quant import dequant
 
 FORMS = ("layer", "ragged", "tiled")
-TILE_EXPERTS = 4  # experts dequantized at once by ``tiled`` (K3 TP=32: 28 local = 7 tiles)
-# Stack -> formulation; a stack not named here runs ``layer``.
-# jax-native: the porting study's graph (issue 15: group_sort + ragged_dot, MXFP4 dequantized inside
-# the expert computation; the real v7x slice's calibration was measured on it).
-STACK_FORMS: dict[str, str] = {"jax-native": "ragged"}
-
-
-def form_for(stack: str) -> str:
-    return STACK_FORMS.get(stack, "layer")
+__all__ = ["FORMS", "STACK_FORMS", "TILE_EXPERTS", "form_for", "local_experts"]
 
 
 def _rhs(wp: dict, act) -> jax.Array:

@@ -1,0 +1,200 @@
+"""Compile a grid of SCALED-DOWN K3-shaped models and test the op-level temp model on it (issue 15 item 3).
+
+    python3 benchmarks/bench_temp_grid.py                          # compile the grid (CPU backend), fit, print
+    python3 benchmarks/bench_temp_grid.py --target tpu7x           # deviceless TPU compiles (minutes a point here)
+    python3 benchmarks/bench_temp_grid.py --fit-only reports/validation/temp-grid-cpu.json
+
+The model is K3's structure at toy size (``grid_config``): 4 layers (KDA x3 with layer 1 dense, MLA),
+hidden 1024, 32 MLA and KDA heads, 64 experts top-8 in a 512-wide latent, MXFP4 experts as in K3's
+quantization_config. The grid: stacks vllm-tpu and jax-native x TP 16 (tpu-v7x 2x2x2, 16 devices) and
+TP 32 (2x2x4, 32 devices) x 4 prefill points (chunk x context) and 4 decode points (batch x context) =
+32 compiles (a stopped run resumes from its record). Each compile's ``memory_analysis().temp_size_in_bytes`` is recorded with backend, device,
+jax version and date in ``reports/validation/temp-grid-<backend>.json``; then the temp model's named
+coefficients (k3plan.validate.temp_fit) are set from the points of the ``fit`` half only and its
+error printed on the ``held-out`` half (median and worst): one coefficient set a stack (the shared
+set is printed too). The split alternates within each (stack, tp, stage) group in POINTS order, so the
+held-out points lie between fitted ones (interpolation; a split that holds out the extremes is
+extrapolation and is reported in reports/validation/README.md).
+
+Backends: ``--target cpu`` (default) uses XLA's CPU backend with fake devices: seconds a point, but its
+temp is the CPU compiler's buffer assignment, not the TPU's (said in the record). ``--target tpu7x``
+compiles deviceless with libtpu for tpu7x:2x2x2 / tpu7x:2x2x4; on the shared 2-core machine one such
+toy compile took 7.6 min of wall time (2.7 min CPU), so the full grid there is a long job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT_DIR = ROOT / "reports" / "validation"
+TOPOLOGY = {16: "2x2x2", 32: "2x2x4"}
+STACKS = ("vllm-tpu", "jax-native")
+# (stage, tokens, batch, context): prefill = one chunk of `tokens` into one sequence's cache of `context`.
+# Order matters to the split (temp_fit.split_half: even positions of a (stack, tp, stage) group fit, odd
+# ones are held out): each stage's smallest and largest point fit, the two between are held out.
+POINTS = (
+    ("prefill", 256, 1, 1024),
+    ("prefill", 1024, 1, 2048),
+    ("prefill", 2048, 1, 4096),
+    ("prefill", 512, 1, 1024),
+    ("decode", 1, 8, 1024),
+    ("decode", 1, 32, 2048),
+    ("decode", 1, 128, 4096),
+    ("decode", 1, 64, 2048),
+)
+
+
+def grid_config() -> dict:
+    from k3plan.models.loader import BUNDLED_DIR
+
+    raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
+    raw.pop("vision_config", None)
+    t = raw["text_config"]
+    t.update(
+        hidden_size=1024, num_hidden_layers=4, num_attention_heads=32, num_key_value_heads=32, num_experts=64,
+        num_experts_per_token=8, routed_expert_hidden_size=512, moe_intermediate_size=256, intermediate_size=2048,
+        vocab_size=8192, q_lora_rank=256, kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64,
+    )  # fmt: skip
+    t["linear_attn_config"].update(kda_layers=[1, 2, 3], full_attn_layers=[4], num_heads=32, head_dim=64)
+    return raw
+
+
+def _prepare_cpu(devices: int) -> None:
+    flag = "--xla_force_host_platform_device_count"
+    flags = re.sub(flag + r"=\S*", "", os.environ.get("XLA_FLAGS", "")).strip()
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}={devices}".strip()
+
+
+def _key(q: dict) -> tuple:
+    return (q["stack"], q["tp"], q["stage"], q["tokens"], q["batch"], q["context"])
+
+
+def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    if target == "cpu":
+        _prepare_cpu(32)
+    from k3plan.setup import make_setup
+    from k3plan.validate.run import Job, validate
+    from k3plan.validate.targets import parse_target, prepare
+
+    cfg = Path(tempfile.mkdtemp()) / "config.json"
+    cfg.write_text(json.dumps(grid_config()))
+    points: list[dict] = []
+    env = None
+    done: dict[tuple, dict] = {}
+    if out.exists():  # resume: a point already in the record (same model) is not compiled again
+        old = json.loads(out.read_text())
+        if old.get("model_config") == grid_config()["text_config"]:
+            env = old.get("environment")
+            done = {_key(q): q for q in old.get("points", [])}
+    n = 0
+
+    def record() -> dict:
+        return {
+            "what": "compiled temp of a scaled-down K3 (bench_temp_grid.grid_config) over a grid, issue 15 item 3",
+            "model_config": grid_config()["text_config"],
+            "environment": env,
+            "backend_note": (
+                "CPU backend with fake devices: the CPU compiler's temp, not representative of TPU"
+                if target == "cpu"
+                else "deviceless TPU compile (libtpu)"
+            ),
+            "points": points,
+        }
+
+    for stack in STACKS:
+        for tp, topo in TOPOLOGY.items():
+            setup = make_setup(model=str(cfg), hardware="tpu-v7x", topology=topo, tp=tp, stack=stack)
+            tgt = parse_target("cpu" if target == "cpu" else f"{target}:{topo}")
+            prepare(tgt, devices=setup.topology.devices)
+            for stage, tokens, batch, context in POINTS:
+                n += 1
+                if (only is not None and n > only) or (n - 1) % every:
+                    continue
+                key = (stack, tp, stage, tokens, batch, context)
+                if key in done:
+                    points.append(done[key])
+                    continue
+                t0 = time.perf_counter()
+                res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
+                r = res["results"][0]
+                env = res["environment"]  # the last compile's (date: when the grid was finished)
+                temp = (r["memory"] or {}).get("temp_bytes")
+                points.append({
+                    "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
+                    "stage": stage, "tokens": tokens, "batch": batch, "context": context,
+                    "temp_bytes": temp, "compile_s": round(r["compile_s"], 2),
+                })  # fmt: skip
+                out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
+                print(
+                    f"{n:2d} {stack:10} tp{tp} {stage:7} tokens {tokens:5} batch {batch:3} context {context:5}: "
+                    f"temp {temp / 2**20:9.2f} MiB  ({time.perf_counter() - t0:.1f} s)",
+                    flush=True,
+                )
+    return record()
+
+
+def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
+    from k3plan.setup import make_setup
+    from k3plan.validate.temp_fit import GridPoint, evaluate, split_half
+
+    setups: dict = {}
+
+    def setup_of(p: dict):
+        key = (p["stack"], p["tp"])
+        if key not in setups:
+            setups[key] = make_setup(model=str(cfg_path), hardware="tpu-v7x", topology=p["topology"], tp=p["tp"],
+                                     stack=p["stack"])  # fmt: skip
+        return setups[key]
+
+    pts = [GridPoint.from_record(p, setup_of(p)) for p in record["points"] if p["temp_bytes"] is not None]
+    train, held = split_half(pts)
+    ev = evaluate(train=train, held_out=held, per_stack=per_stack)
+    print(f"\ncoefficients (fit on {len(train)} points): " + ", ".join(f"{k} = {v:.4g}" for k, v in ev.coef.items()))
+    print(f"{'':4}{'point':58} {'compiled MiB':>12} {'model MiB':>10} {'error':>7}")
+    for row in ev.rows:
+        print(
+            f"{'fit ' if row.train else 'HELD'}{row.label:58} {row.compiled_bytes / 2**20:12.2f} "
+            f"{row.predicted_bytes / 2**20:10.2f} {row.error:+7.1%}"
+        )
+    print(f"held-out ({len(held)} points): median |error| {ev.held_median:.1%}, worst {ev.held_worst:.1%}")
+    print(f"fit half ({len(train)} points): median |error| {ev.train_median:.1%}, worst {ev.train_worst:.1%}")
+    return {"per_stack": per_stack, **ev.to_dict()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="cpu", choices=("cpu", "tpu7x"))
+    p.add_argument("--only", type=int, help="compile only the first N points (a quick look)")
+    p.add_argument("--every", type=int, default=1, help="compile every K-th point of the grid (1, 1+K, ...)")
+    p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit, print and write the fit into it")
+    p.add_argument("--out", help="where to write the record (default reports/validation/temp-grid-<target>.json)")
+    a = p.parse_args()
+    cfg = Path(tempfile.mkdtemp()) / "config.json"
+    if a.fit_only:
+        src = Path(a.fit_only)
+        record = json.loads(src.read_text())
+        cfg.write_text(json.dumps({**grid_config(), "text_config": record["model_config"]}))
+        record["fit_shared"] = fit_and_print(record, cfg, per_stack=False)
+        record["fit"] = fit_and_print(record, cfg)
+        (Path(a.out) if a.out else src).write_text(json.dumps(record, indent=1) + "\n")
+        return
+    out = Path(a.out) if a.out else OUT_DIR / f"temp-grid-{a.target}.json"
+    record = compile_grid(a.target, a.only, a.every, out)
+    cfg.write_text(json.dumps(grid_config()))
+    record["fit"] = fit_and_print(record, cfg)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Bytes live at each op's peak, a device, in the graph a stack runs (issue 15 item 3), over columns.
+
+Each op of the step (k3plan.step.ops, ``attach_live_bytes``) answers the buffers live while it runs,
+by name; which ones depends on the formulation the stack compiles (``STACK_FORMS`` below):
+
+- MoE (the grouped matmuls): router logits (f32) and top-k; group_sort's gathered rows and the
+  ragged_dot outputs are [tokens x top_k, *] (the tokens are replicated over the expert axes, so every
+  device sorts all pairs): xs and the down output [tk, latent], gate / up / h [tk, inter] in the
+  activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
+  ``layer`` and ``ragged`` hold the device's local experts (w1, w3, w2) dequantized, ``tiled`` one
+  tile of ``TILE_EXPERTS`` experts.
+- MLA (absorbed, prefill and decode alike): scores (f32) and probabilities over the cache's
+  ``context`` keys for each query and local head, and the cache decoded to the activation dtype.
+- KDA: prefill's chunked scan holds q/k/v/g and the decayed k/q copies [tokens, heads, d] (f32) and
+  the per-chunk [64, 64] matrices (M, A, T and Aqk); decode's recurrence a new state beside the old.
+- dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
+- lm_head: the last token's logits (f32) [sequences, vocab / tp].
+
+Across ops stay the residual stream (two copies: x and the branch output) and, where a compiler copies
+the donated cache, one layer's cache slice. The stage's temp model is ``c_peak x max over ops + c_rest
+x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
+stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
+limits in reports/validation/README.md). Not yet in fit's evidence order: its coefficients so far come
+from the CPU backend, which does not transfer to the TPU compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from k3plan.models.spec import ModelSpec
+from k3plan.step.columns import maximum
+from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
+
+Col = Any
+TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32: 28 local = 7 tiles)
+# Stack -> expert formulation (k3plan.validate.experts reads these); a stack not named runs ``layer``.
+# jax-native: the porting study's graph (issue 15: group_sort + ragged_dot, MXFP4 dequantized inside
+# the expert computation; the real v7x slice's calibration was measured on it).
+STACK_FORMS: dict[str, str] = {"jax-native": "ragged"}
+
+
+def form_for(stack: str) -> str:
+    return STACK_FORMS.get(stack, "layer")
+
+
+F32 = 4
+RESIDUAL = "residual stream (2 copies)"
+CACHE_SLICE = "one layer's cache slice (copied where not updated in place)"
+
+
+@dataclass(frozen=True)
+class LiveOp:
+    """One op's buffers live at its peak: name -> bytes a device."""
+
+    name: str
+    kind: str  # the ops.Op kind it describes: grouped_matmul | attention | kda_chunked | kda_decode | matmul
+    buffers: dict[str, Col]
+
+    @property
+    def bytes(self):
+        return sum(self.buffers.values())
+
+
+def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
+    moe = spec.moe
+    tk = tokens * moe.top_k
+    local = cdiv(moe.num_experts, ep)
+    held = {"layer": local, "ragged": local, "tiled": TILE_EXPERTS}[form]
+    return LiveOp(
+        name="moe.experts",
+        kind="grouped_matmul",
+        buffers={
+            "router logits and top-k (f32)": tokens * (moe.num_experts * F32 + moe.top_k * 8),
+            "ragged_dot rows: xs and output [tokens x top_k, latent]": 2 * tk * moe.expert_in * act,
+            "ragged_dot rows: gate, up, h [tokens x top_k, inter]": 3 * tk * moe.expert_intermediate * act,
+            "combine [tokens, latent]": tokens * moe.expert_in * act,
+            f"dequantized experts ({form})": held * 3 * moe.expert_in * moe.expert_intermediate * act,
+        },
+    )
+
+
+def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act, kv_decoded) -> LiveOp:
+    mla = spec.mla
+    hl = heads_local(mla.heads, tp)
+    entry = mla.kv_lora_rank + mla.qk_rope_head_dim
+    return LiveOp(
+        name="mla.attention",
+        kind="attention",
+        buffers={
+            "scores (f32) [seqs, heads, queries, context]": seqs * hl * queries * context * F32,
+            "probabilities [seqs, heads, queries, context]": seqs * hl * queries * context * act,
+            "cache decoded to the activation dtype": seqs * context * entry * act * kv_decoded,
+        },
+    )
+
+
+def kda_live(spec: ModelSpec, *, seqs, queries, tp, decode: bool) -> LiveOp:
+    kda = spec.kda
+    assert kda is not None
+    hl, d = heads_local(kda.heads, tp), kda.head_dim
+    if decode:
+        return LiveOp(
+            name="kda.recurrence",
+            kind="kda_decode",
+            buffers={"new state beside the old (f32)": seqs * hl * d * d * F32},
+        )
+    n = seqs * cdiv(queries, KDA_CHUNK_TOKENS) * KDA_CHUNK_TOKENS
+    return LiveOp(
+        name="kda.chunked_scan",
+        kind="kda_chunked",
+        buffers={
+            "q, k, v, g and decayed k/q copies (f32) [tokens, heads, d]": 7 * n * hl * d * F32,
+            "per-chunk M, A, T, Aqk (f32) [tokens, heads, 64]": 4 * n * hl * KDA_CHUNK_TOKENS * F32,
+        },
+    )
+
+
+def stage_live(
+    spec: ModelSpec,
+    *,
+    stage: str,
+    form: str,
+    act,
+    kv_decoded,
+    tp,
+    ep,
+    dp,
+    batch,
+    tokens,
+    context,
+    kv_bytes_per_token_layer=0,
+    state_bytes_per_layer=0,
+) -> tuple[list[LiveOp], dict[str, Col]]:
+    """(ops, resident) for one prefill chunk (``tokens`` a sequence, ``batch`` sequences) or one decode
+    step (``batch`` sequences, ``tokens`` = 1) over a cache of ``context`` tokens, a DP group's share.
+    ``resident``: the residual stream, and one layer's cache slice (the larger of an MLA layer's KV and
+    a KDA layer's state, a device): the copy a compiler makes where it does not update the donated
+    cache in place (the CPU backend does; the TPU compiler did not at full size, reports/validation)."""
+    seqs = cdiv(batch, dp)
+    queries = tokens if stage == "prefill" else 1
+    rows = seqs * queries
+    ops: list[LiveOp] = []
+    if spec.n_moe:
+        ops.append(moe_live(spec, tokens=rows, ep=ep, act=act, form=form))
+    if spec.n_mla:
+        ops.append(mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=act, kv_decoded=kv_decoded))
+    if spec.kda is not None and spec.n_kda:
+        ops.append(kda_live(spec, seqs=seqs, queries=queries, tp=tp, decode=stage == "decode"))
+    if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:
+        inter = cdiv(spec.dense_intermediate, tp)
+        ops.append(
+            LiveOp(
+                name="dense.mlp", kind="matmul", buffers={"gate and up [tokens, inter / tp]": 2 * rows * inter * act}
+            )
+        )
+    ops.append(
+        LiveOp(
+            name="lm_head",
+            kind="matmul",
+            buffers={"logits (f32) [seqs, vocab / tp]": seqs * cdiv(spec.vocab_size, tp) * F32},
+        )
+    )
+    resident = {
+        RESIDUAL: 2 * rows * spec.hidden_size * act,
+        CACHE_SLICE: seqs * maximum(context * kv_bytes_per_token_layer, state_bytes_per_layer),
+    }
+    return ops, resident
+
+
+def peak_and_rest(ops: list[LiveOp]) -> tuple[Col, Col]:
+    """(max over ops, sum of the others) of the ops' live bytes."""
+    peak = 0
+    total = 0
+    for op in ops:
+        peak = maximum(peak, op.bytes)
+        total = total + op.bytes
+    return peak, total - peak

@@ -1,0 +1,178 @@
+"""Setting the temp model's coefficients from compiled points, and its error on points it never saw.
+
+The model (k3plan.step.live): temp = c_peak x peak + c_rest x rest + c_resident x resident + c_cache x
+cache + c_fixed, where ``peak`` is the largest op's live bytes, ``rest`` the other ops' sum,
+``resident`` the residual stream, ``cache`` one layer's cache slice (what a compiler copies when it
+does not update the donated cache in place) and ``c_fixed`` bytes the compiler holds whatever the
+point (program constants, small buffers). The coefficients are the non-negative least squares of the
+RELATIVE error on the fit half (every subset of the features solved and the best non-negative one
+kept: 5 features, 31 subsets); the held-out
+half is only evaluated. ``split_half`` alternates within each (stack, tp, stage) group in grid order,
+so each half covers every stack, TP and stage. jax-free (numpy only).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FEATURES = ("c_peak", "c_rest", "c_resident", "c_cache", "c_fixed")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    label: str
+    group: tuple  # (stack, tp, stage): the split alternates within it
+    compiled_bytes: int
+    peak: float
+    rest: float
+    resident: float
+    cache: float = 0.0
+    peak_op: str = ""
+
+    def features(self) -> np.ndarray:
+        return np.array([self.peak, self.rest, self.resident, self.cache, 1.0])
+
+    @classmethod
+    def from_record(cls, p: dict, setup) -> "GridPoint":
+        """A grid record's point (bench_temp_grid) with its setup's live model."""
+        from k3plan.budget.temp import stage_live_of_setup
+        from k3plan.step.live import CACHE_SLICE, RESIDUAL, peak_and_rest
+
+        ops, resident = stage_live_of_setup(
+            setup, stage=p["stage"], batch=p["batch"], tokens=p["tokens"], context=p["context"]
+        )
+        peak, rest = peak_and_rest(ops)
+        top = max(ops, key=lambda o: o.bytes).name
+        what = (
+            f"prefill {p['tokens']} ctx {p['context']}"
+            if p["stage"] == "prefill"
+            else f"decode b{p['batch']} ctx {p['context']}"
+        )
+        return cls(
+            label=f"{p['stack']} tp{p['tp']} {what}",
+            group=(p["stack"], p["tp"], p["stage"]),
+            compiled_bytes=int(p["temp_bytes"]),
+            peak=float(peak),
+            rest=float(rest),
+            resident=float(resident[RESIDUAL]),
+            cache=float(resident[CACHE_SLICE]),
+            peak_op=top,
+        )
+
+
+def split_half(points: list[GridPoint]) -> tuple[list[GridPoint], list[GridPoint]]:
+    """(fit, held-out): within each group in order, even positions fit, odd ones are held out (groups of
+    even size: half each)."""
+    seen: dict[tuple, int] = {}
+    fit, held = [], []
+    for p in points:
+        i = seen.get(p.group, 0)
+        seen[p.group] = i + 1
+        (fit if i % 2 == 0 else held).append(p)
+    return fit, held
+
+
+def fit_coefficients(points: list[GridPoint]) -> dict[str, float]:
+    """Non-negative coefficients minimising the sum of squared relative errors over ``points``."""
+    if not points:
+        raise ValueError("no points to fit")
+    X = np.array([p.features() for p in points])
+    y = np.array([p.compiled_bytes for p in points], dtype=float)
+    A, b = X / y[:, None], np.ones(len(points))
+    best: tuple[float, np.ndarray] | None = None
+    for r in range(1, len(FEATURES) + 1):
+        for cols in itertools.combinations(range(len(FEATURES)), r):
+            sol, *_ = np.linalg.lstsq(A[:, cols], b, rcond=None)
+            if np.any(sol < 0):
+                continue
+            c = np.zeros(len(FEATURES))
+            c[list(cols)] = sol
+            err = float(np.sum((A @ c - b) ** 2))
+            if best is None or err < best[0] - 1e-12:
+                best = (err, c)
+    assert best is not None  # a single non-negative feature always has a non-negative solution
+    return dict(zip(FEATURES, (float(v) for v in best[1])))
+
+
+def predict(coef: dict[str, float], p: GridPoint) -> float:
+    return float(np.dot([coef[k] for k in FEATURES], p.features()))
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    train: bool
+    compiled_bytes: int
+    predicted_bytes: float
+    peak_op: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted_bytes / self.compiled_bytes - 1.0
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    coef: dict[str, float]
+    rows: list[Row] = field(default_factory=list)
+
+    def _abs(self, train: bool) -> list[float]:
+        return [abs(r.error) for r in self.rows if r.train == train]
+
+    @property
+    def held_median(self) -> float:
+        return float(np.median(self._abs(False)))
+
+    @property
+    def held_worst(self) -> float:
+        return max(self._abs(False))
+
+    @property
+    def train_median(self) -> float:
+        return float(np.median(self._abs(True)))
+
+    @property
+    def train_worst(self) -> float:
+        return max(self._abs(True))
+
+    def to_dict(self) -> dict:
+        return {
+            "coefficients": self.coef,
+            "held_out_median_abs_error": round(self.held_median, 4),
+            "held_out_worst_abs_error": round(self.held_worst, 4),
+            "fit_median_abs_error": round(self.train_median, 4),
+            "fit_worst_abs_error": round(self.train_worst, 4),
+            "rows": [
+                {
+                    "point": r.label,
+                    "half": "fit" if r.train else "held-out",
+                    "compiled_bytes": r.compiled_bytes,
+                    "model_bytes": round(r.predicted_bytes),
+                    "error": round(r.error, 4),
+                    "peak_op": r.peak_op,
+                }
+                for r in self.rows
+            ],
+        }
+
+
+def evaluate(*, train: list[GridPoint], held_out: list[GridPoint], per_stack: bool = False) -> Evaluation:
+    """Fit on ``train`` only; every point's prediction and error (held-out ones never seen by the fit).
+    ``per_stack``: one coefficient set a stack (``group[0]``), named ``<stack>.<coefficient>``."""
+    if not held_out:
+        raise ValueError("no held-out points")
+    stacks = sorted({p.group[0] for p in train}) if per_stack else [None]
+    coef: dict[str, float] = {}
+    rows = []
+    for st in stacks:
+        mine = lambda ps: [p for p in ps if st is None or p.group[0] == st]  # noqa: E731
+        c = fit_coefficients(mine(train))
+        coef.update({(k if st is None else f"{st}.{k}"): v for k, v in c.items()})
+        rows += [
+            Row(p.label, t, p.compiled_bytes, predict(c, p), p.peak_op)
+            for p, t in [*((q, True) for q in mine(train)), *((q, False) for q in mine(held_out))]
+        ]
+    return Evaluation(coef=coef, rows=rows)

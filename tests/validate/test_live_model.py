@@ -1,0 +1,63 @@
+"""The op-level live model (k3plan.step.live) on the tiny K3 of conftest, by hand; jax-free.
+
+Tiny K3 on tpu-v7x 2x2x1, TP=8, vllm-tpu (bf16 activations and KV): 16 experts top-2 over EP=8 =
+2 local, latent 128, expert inter 64; MLA 8 heads (1 a device), kv_lora 32 + rope 16; KDA 8 heads
+(1 a device) of 32; dense inter 512 (64 a device); vocab 1024 (128 a device); hidden 256."""
+
+from __future__ import annotations
+
+from k3plan.budget.temp import stage_live_of_setup
+from k3plan.step.live import CACHE_SLICE as CACHE
+from k3plan.step.live import peak_and_rest
+from k3plan.step.ops import attach_live_bytes, decode_ops, weight_groups_of_setup
+
+
+def test_decode_live_bytes_by_hand(tiny_setup):
+    assert (tiny_setup.parallel.tp, tiny_setup.parallel.ep, tiny_setup.parallel.dp) == (8, 8, 1)
+    ops, resident = stage_live_of_setup(tiny_setup, stage="decode", batch=4, tokens=1, context=256)
+    got = {o.name: o.bytes for o in ops}
+    # MoE, 4 tokens x top-2 = 8 rows: router 4 x (16 x 4 + 2 x 8) = 320; xs + out 2 x 8 x 128 x 2 = 4,096;
+    # gate/up/h 3 x 8 x 64 x 2 = 3,072; combine 4 x 128 x 2 = 1,024; layer form: 2 local x 3 x 128 x 64 x 2
+    # = 98,304 -> 106,816
+    assert got["moe.experts"] == 106_816
+    # MLA: scores 4 x 1 x 1 x 256 x 4 = 4,096 + probabilities 4 x 1 x 256 x 2 = 2,048 (bf16 KV: no decode copy)
+    assert got["mla.attention"] == 6_144
+    assert got["kda.recurrence"] == 4 * 1 * 32 * 32 * 4  # 16,384
+    assert got["dense.mlp"] == 2 * 4 * 64 * 2  # 1,024
+    assert got["lm_head"] == 4 * 128 * 4  # 2,048
+    # residual 2 x 4 x 256 x 2; cache slice: 4 sequences x max(256 tokens x (32 latent + 16 rope) x 2 B of
+    # bf16 KV = 24,576, KDA state 1 head x 32 x 32 x 4 B + conv 3 x 3 x 32 x 2 B = 4,672) = 4 x 24,576
+    assert resident == {"residual stream (2 copies)": 2 * 4 * 256 * 2, CACHE: 4 * 24_576}
+    peak, rest = peak_and_rest(ops)
+    assert (peak, rest) == (106_816, 6_144 + 16_384 + 1_024 + 2_048)
+
+
+def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
+    from k3plan.step.live import moe_live
+
+    spec = tiny_setup.model.spec
+    a = moe_live(spec, tokens=100, ep=8, act=4, form="ragged").buffers
+    b = moe_live(spec, tokens=200, ep=8, act=4, form="ragged").buffers
+    rows = "ragged_dot rows: gate, up, h [tokens x top_k, inter]"
+    assert a[rows] == 3 * 100 * 2 * 64 * 4 and b[rows] == 2 * a[rows]
+    assert a["dequantized experts (ragged)"] == b["dequantized experts (ragged)"]  # weights: not the tokens
+    tiled = moe_live(spec, tokens=100, ep=1, act=2, form="tiled").buffers["dequantized experts (tiled)"]
+    assert tiled == 4 * 3 * 128 * 64 * 2  # one tile of 4 experts, not the 16 local ones
+
+
+def test_attach_puts_each_live_figure_on_its_op(tiny_setup):
+    from k3plan.budget.cache import cache_layout
+
+    s = tiny_setup
+    lay = cache_layout(spec=s.model.spec, stack=s.stack, parallel=s.parallel)
+    ops = decode_ops(
+        s.model.spec, weights=weight_groups_of_setup(s), kv_bytes_per_token=lay.kv_bytes_per_token,
+        state_bytes_per_sequence=lay.state_bytes_per_sequence, tp=8, seqs=4, ep_tokens=4, touched=2, context=256,
+    )  # fmt: skip
+    assert all(o.live_bytes == 0 for o in ops)
+    live, _ = stage_live_of_setup(s, stage="decode", batch=4, tokens=1, context=256)
+    out = attach_live_bytes(ops, live)
+    by_kind = {o.kind: o.live_bytes for o in out if o.live_bytes}
+    assert by_kind["grouped_matmul"] == 106_816 and by_kind["attention"] == 6_144 and by_kind["kda_decode"] == 16_384
+    assert max(o.live_bytes for o in out) == peak_and_rest(live)[0]
+    assert {o.tensor.role for o in out if o.kind == "matmul" and o.live_bytes} == {"dense_mlp", "lm_head"}
