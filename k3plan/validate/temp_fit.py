@@ -67,7 +67,8 @@ def split_half(points: list[GridPoint]) -> tuple[list[GridPoint], list[GridPoint
     """(fit, held-out): within each group in order, even positions fit, odd ones are held out (groups of
     even size: half each)."""
     seen: dict[tuple, int] = {}
-    fit, held = [], []
+    fit: list[GridPoint] = []
+    held: list[GridPoint] = []
     for p in points:
         i = seen.get(p.group, 0)
         seen[p.group] = i + 1
