@@ -22,6 +22,21 @@ TOLERANCE = 0.10  # the page's stated tolerance for (A) against aiconfigurator
 
 POINT = ["-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "-b", "32", "-c", "4000"]
 A_STACK, B_STACK = "sglang:moe_a2a_backend=none", "sglang"
+PLAN = [
+    "plan",
+    "-H",
+    "nvidia-h200",
+    "--stacks",
+    A_STACK,
+    "--max-chips",
+    "16",
+    "--isl",
+    "4000",
+    "--osl",
+    "500",
+    "--concurrency",
+    "32",
+]
 
 
 def said(pattern: str) -> re.Match:
@@ -77,6 +92,7 @@ def test_every_quoted_k3plan_command_is_one_this_test_runs():
         ["k3plan", "roofline", *POINT[:6], "-s", B_STACK, *POINT[6:], "--ignore-fit"],
         ["k3plan", "fit", *POINT[:6], "-s", A_STACK, *POINT[6:], "--json"],
         ["k3plan", "fit", *POINT[:6], "-s", B_STACK, *POINT[6:], "--json"],
+        ["k3plan", *PLAN, "--json"],
     ]
     assert quoted == expected, f"the page quotes {[shlex.join(q) for q in quoted]}"
 
@@ -157,6 +173,7 @@ def test_e8m0_scales_term():
         ms(without),
         f"{(without * 1e3 / AIC_SOL_MS - 1) * 100:.1f}",
     )
+    assert said(r"the remaining ~(\d+) ms cannot be attributed").group(1) == f"{without * 1e3 - AIC_SOL_MS:.0f}"
     c = dec["comm"]
     m = said(r"(\d+) calls make ([\d.]+) ms of \(A\)'s ([\d.]+) ms")
     assert m.groups() == (str(c["calls_per_step"]), ms(c["latency_time_s"]), ms(dec["step_s"]))
@@ -219,10 +236,6 @@ def test_expected_time_labels_and_breakdown():
         dec["expected_s"]
     )
     assert said(r"65 ms \(([\d.]+)x\)").group(1) == f"{65 / (dec['expected_s'] * 1e3):.1f}"
-    pre = a["prefill"]
-    assert said(
-        r"prefill of the 4,000-token prompt at ([\d.]+) ms of ceilings, ([\d.]+) ms of it all-reduce"
-    ).groups() == (ms(pre["ceiling_s"]), ms(pre["by_kind"]["collectives"]["ceiling_s"]))
 
 
 def test_assumptions_line_is_quoted_exactly():
@@ -234,3 +247,42 @@ def test_assumptions_line_is_quoted_exactly():
     line = " ".join(r.stdout.split()).split("assumptions: ", 1)[1]
     for part in re.findall(r"`([^`]+)`", said(r"and the assumptions line: (.*?)\. Note the first").group(1)):
         assert part in line, f"roofline no longer prints {part!r}"
+
+
+def test_section_3_is_plans_tp16_row():
+    d, code = _run(*PLAN)
+    assert code == 0
+    r = next(r for r in d["ranked"] if (r["topology"], r["tp"], r["dp"], r["pp"]) == ("2x8", 16, 1, 1))
+    sla, a = r["sla"], roofline(A_STACK)
+    assert said(
+        r"ISL \+ OSL = ([\d,]+) tokens, so the decode step is ([\d.]+) ms, not section 1's ([\d.]+) ms"
+    ).groups() == (f"{d['workload']['context_tokens']:,}", f"{r['tpot_ms']:.3f}", ms(a["decode"]["step_s"]))
+    assert row("decode alone (static batch), TPOT") == [f"{r['tpot_ms']:.3f} ms", "65 ms"]
+    assert row("continuous batching with chunked prefill, TPOT") == [f"{sla['tpot_ms']:.3f} ms", "125 ms"]
+    assert row("of which the slowdown") == [f"{sla['tpot_ms'] / r['tpot_ms']:.2f}x", f"{125 / 65:.2f}x"]
+    assert row("TTFT") == [f"{sla['ttft_ms']:.1f} ms", "—"]
+    assert row("output tokens/s (a GPU)") == [
+        f"{sla['output_tokens_per_s']:,.0f} ({sla['output_tokens_per_s_per_chip']:.1f})",
+        "—",
+    ]
+    m = said(
+        r"base ([\d.]+) ms, a ([\d.]+) ms a decode sequence, b ([\d.]+) us a prompt token; the token budget is "
+        r"the prefill chunk, ([\d,]+) tokens"
+    )
+    assert m.groups() == (
+        f"{sla['step_base_ms']:.3f}",
+        f"{sla['step_per_decode_seq_ms']:.3f}",
+        f"{sla['step_per_prefill_token_us']:.3f}",
+        f"{r['chunk_tokens']:,}",
+    )
+    assert f"`{d['sla']['method']}`" in FLAT
+    dec, pre = a["decode"], a["expected"]["prefill"]
+    mfu = a["efficiency"]["mfu"]
+    peak = sum(dec["flops_per_device"].values()) / dec["compute_s"] / mfu
+    m = said(r"compute ceiling at MFU ([\d.]+) only \((\d+) GFLOP a token over (\d+) GPUs\)")
+    flops_token = sla["step_per_prefill_token_us"] * 1e-6 * peak * mfu * r["devices"]
+    assert m.groups() == (f"{mfu}", f"{flops_token / 1e9:.0f}", str(r["devices"]))
+    assert said(r"at ([\d.]+) ms of \(A\)'s ([\d.]+) ms prefill ceiling").groups() == (
+        ms(pre["by_kind"]["collectives"]["ceiling_s"]),
+        ms(pre["ceiling_s"]),
+    )
