@@ -56,9 +56,12 @@ def ep_spans_slices(setup: Setup) -> bool:
     return topo.spans_slices and group_devices > topo.devices_per_slice
 
 
-def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]] = None) -> CommCost:
-    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk):
-    ``k3plan.step.comm`` at one Setup."""
+def comm_cost(
+    setup: Setup, *, tokens: int, sequences: int | None = None, latency: Optional[tuple[float, str]] = None
+) -> CommCost:
+    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
+    ``sequences`` sequences sampled (default ``tokens``; a prefill chunk: 1): ``k3plan.step.comm``
+    at one Setup."""
     from k3plan.step.comm import comm_terms, comm_time
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
@@ -77,6 +80,8 @@ def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]]
         devices_per_chip=hw.devices_per_chip,
         chips=topo.chips,
         tokens=tokens,
+        logits_all_gather=st.logits.gather == "all_gather",
+        sequences=sequences,
     )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     return CommCost(
