@@ -5,8 +5,10 @@ time = calls x per-call latency + bytes a chip / link bandwidth (one-way, a chip
   the ``expert_in``-wide activation of every token to its k experts (docs/k3-facts.md §5: fp8 latent,
   57.3 KB a token a layer each way), a chip sending its share of the tokens.
 - ``all_reduce`` (local experts + one all-reduce a MoE layer, as vLLM TPU does): no all-to-all;
-  the hidden states of the batch are all-reduced over the EP group (ring: 2 (n-1)/n of the
-  message a chip), plus one attention all-reduce a layer when TP > 1.
+  the hidden states of the batch (a LatentMoE: with the routed latent, one call) are all-reduced
+  over the EP group (ring: 2 (n-1)/n of the message a chip), plus one attention all-reduce a layer
+  when TP > 1, and the embedding's, the dense MLP's and the logits' collectives over TP
+  (``k3plan.step.ops.tp_edge_ops``).
 The link is ICI/NVLink while a group stays in one slice (scale-up domain), else DCN/scale-out.
 """
 

@@ -5,7 +5,8 @@
   the ``expert_in``-wide activation of every token to its k experts (docs/k3-facts.md §5: fp8 latent,
   57.3 KB a token a layer each way), a chip sending its share of the tokens;
 - all-reduce (local experts + one all-reduce a MoE layer, as vLLM TPU does): the hidden states of
-  the batch are all-reduced over the EP group (ring: 2 (n-1)/n of the message a device);
+  the batch (a LatentMoE: and the routed latent, ``ops.moe_reduced_width``) are all-reduced over the
+  EP group (ring: 2 (n-1)/n of the message a device);
 - attention: one all-reduce over the TP group a layer when TP > 1, on a DP group's tokens;
 - the embedding's and the dense MLP's all-reduce and the logits' gather over TP (``ops.tp_edge_ops``).
 time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
@@ -39,7 +40,7 @@ def comm_terms(
 ) -> dict:
     """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
     ``all_to_all``: the stack's expert pattern; ``logits_all_gather``: its logits gather."""
-    from k3plan.step.ops import by_category, collective_ops, step_sum
+    from k3plan.step.ops import by_category, collective_ops, moe_reduced_width, step_sum
 
     moe = spec.moe
     ops = collective_ops(
@@ -64,7 +65,7 @@ def comm_terms(
         "expert_calls": expert_calls,
         "calls": step_sum(ops, "calls"),  # attention + experts + the embedding, dense MLP and logits
         "bytes_per_token_per_layer": where(
-            all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, spec.hidden_size * act
+            all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, moe_reduced_width(spec) * act
         ),
         "bytes_per_chip": step_sum(ops, "wire_bytes"),
     }

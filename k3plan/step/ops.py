@@ -362,7 +362,7 @@ def collective_ops(
                 wire_bytes=where(all_to_all, a2a_msg / chips, 0),
             )
         )
-    ar_msg = tokens * spec.hidden_size * act
+    ar_msg = tokens * moe_reduced_width(spec) * act
     ops.append(
         Op(
             name="moe.all_reduce",
@@ -378,6 +378,16 @@ def collective_ops(
         )
     )
     return ops
+
+
+def moe_reduced_width(spec: ModelSpec) -> int:
+    """Elements a token the MoE layer's one all-reduce carries: the hidden state (routed + shared summed,
+    vLLM KimiMoE.forward), and for a LatentMoE also the routed experts' latent, reduced before its
+    norm and the replicated up-projection: one flat [latent | shared] buffer, one call (SGLang
+    kimi_k3.py KimiK3MoE's fused-front latent all-reduce; validate's compiled step: one all-reduce of
+    a (hidden, latent) tuple, tests/probes/test_probe_step.py)."""
+    moe = spec.moe
+    return spec.hidden_size + (moe.expert_in if moe.latent else 0)
 
 
 ARGMAX_PAIR_BYTES = 4  # partitioned argmax: a shard's max (f32) and its index (s32) a row, one call each

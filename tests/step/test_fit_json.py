@@ -5,7 +5,8 @@ another order), nothing else. The values were captured again once, on purpose, w
 changed the stacks' rules to the engines' (latent projections replicated, cited sources), and when
 issue 15 made the shipped calibrations the default temp evidence, and the two speed floats when
 issue 17 item 7 added the embedding, dense-MLP and logits collectives to the step (jax-native TP 32:
-4 more calls a step; deepseek-v3: its 3 dense layers' all-reduces too); the keys
+4 more calls a step and the routed latent in each MoE all-reduce; deepseek-v3: its 3 dense layers'
+all-reduces too); the keys
 and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations

@@ -118,13 +118,15 @@ def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
     r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192")
     assert r.exit_code == 0, r.output
     assert "189 calls (92 all-reduce)" in r.stdout
-    # a token's hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2 devices a chip
+    # a token's hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2 devices a chip; the MoE's
+    # also carries the routed latent (3,584 x 2 B) in the same call
     wire = 2 * 2 * 31 / 32 * 7168 * 2
-    assert wire == 55_552
+    moe_wire = 2 * 2 * 31 / 32 * (7168 + 3584) * 2
+    assert wire == 55_552 and moe_wire == 83_328
     # the argmax: 2 calls of a token's 4 B, ring all-gathered (each device sends 31 shards), 2 devices a chip
     argmax = 2 * 2 * 31 * 4
     assert argmax == 496
-    assert bound.comm.bytes_per_chip_per_step == pytest.approx(187 * wire + argmax, rel=1e-12)
+    assert bound.comm.bytes_per_chip_per_step == pytest.approx(95 * wire + 92 * moe_wire + argmax, rel=1e-12)
 
 
 def test_decode_terms_are_sums_over_the_ops(bound, ops):
@@ -144,7 +146,8 @@ def test_to_op_costs(ops, setup):
     # one token x 1,536 (q_lora, the input) x 18,432 / 32 = 576 outputs a device
     assert (q.kind, q.m, q.n, q.k, q.count, q.bytes) == ("matmul", 1, 576, 1536, 24, 1_769_472)
     ar = next(c for c in costs if c.name == "moe.all_reduce")
-    assert (ar.collective, ar.calls, ar.count, ar.group, ar.message_bytes) == ("all-reduce", 1, 92, 32, 14336)
+    # one token's hidden state and routed latent, bf16: (7,168 + 3,584) x 2
+    assert (ar.collective, ar.calls, ar.count, ar.group, ar.message_bytes) == ("all-reduce", 1, 92, 32, 21504)
     emb = next(c for c in costs if c.name == "embed.all_reduce")  # one token's 7,168 x bf16 hidden state
     assert (emb.collective, emb.calls, emb.count, emb.group, emb.message_bytes) == ("all-reduce", 1, 1, 32, 14336)
     lg = next(c for c in costs if c.name == "logits.gather")  # a token's max (f32) and its index (s32)
@@ -213,8 +216,9 @@ def reference_comm(spec, *, a2a, act, dispatch, tp, dp, ep, dpc, chips, tokens, 
     logit_calls = np.where(tp > 1, np.where(gather, 1, 2), 0)
     logit_bytes = logit_calls * dpc * (tp - 1) * shard
     exp_calls = np.where(a2a, 2 * spec.n_moe, np.where(ep > 1, spec.n_moe, 0))
+    # the MoE all-reduce: a token's hidden state and (K3's LatentMoE) its routed latent, one call
     exp_bytes = np.where(a2a, tokens * 2 * moe.top_k * moe.expert_in * dispatch * spec.n_moe / chips,
-                         spec.n_moe * ring_bytes_per_chip(ep, tokens * spec.hidden_size * act, dpc))
+                         spec.n_moe * ring_bytes_per_chip(ep, tokens * (spec.hidden_size + 3584) * act, dpc))
     return att_calls + edge_calls + logit_calls + exp_calls, att_bytes + edge_bytes + logit_bytes + exp_bytes
 
 
