@@ -307,6 +307,7 @@ def evaluate(
         devices_per_chip=cols["devices_per_chip"],
         chips=cols["chips"],
         tokens=micro,
+        logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
     )
     lat_t, bw_t = comm_time(
         comm,

@@ -246,9 +246,9 @@ def prefill_bound(
     rate = peak / (linear + attn)
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
-    pre = comm_cost(setup, tokens=chunk)
+    pre = comm_cost(setup, tokens=chunk, sequences=1)
     lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
-    comm = comm_cost(setup, tokens=chunk, latency=lat) if lat else pre
+    comm = comm_cost(setup, tokens=chunk, sequences=1, latency=lat) if lat else pre
     compute_s = prompt_tokens / rate
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
     share = need / comm.link_bw_bytes_per_s

@@ -5,8 +5,10 @@ time = calls x per-call latency + bytes a chip / link bandwidth (one-way, a chip
   the ``expert_in``-wide activation of every token to its k experts (docs/k3-facts.md §5: fp8 latent,
   57.3 KB a token a layer each way), a chip sending its share of the tokens.
 - ``all_reduce`` (local experts + one all-reduce a MoE layer, as vLLM TPU does): no all-to-all;
-  the hidden states of the batch are all-reduced over the EP group (ring: 2 (n-1)/n of the
-  message a chip), plus one attention all-reduce a layer when TP > 1.
+  the hidden states of the batch (a LatentMoE: with the routed latent, one call) are all-reduced
+  over the EP group (ring: 2 (n-1)/n of the message a chip), plus one attention all-reduce a layer
+  when TP > 1, and the embedding's, the dense MLP's and the logits' collectives over TP
+  (``k3plan.step.ops.tp_edge_ops``).
 The link is ICI/NVLink while a group stays in one slice (scale-up domain), else DCN/scale-out.
 """
 
@@ -61,9 +63,12 @@ def ep_spans_slices(setup: Setup) -> bool:
     return topo.spans_slices and group_devices > topo.devices_per_slice
 
 
-def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]] = None) -> CommCost:
-    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk):
-    ``k3plan.step.comm`` at one Setup."""
+def comm_cost(
+    setup: Setup, *, tokens: int, sequences: int | None = None, latency: Optional[tuple[float, str]] = None
+) -> CommCost:
+    """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
+    ``sequences`` sequences sampled (default ``tokens``; a prefill chunk: 1): ``k3plan.step.comm``
+    at one Setup."""
     from k3plan.step.comm import comm_terms, comm_time
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
@@ -82,6 +87,8 @@ def comm_cost(setup: Setup, *, tokens: int, latency: Optional[tuple[float, str]]
         devices_per_chip=hw.devices_per_chip,
         chips=topo.chips,
         tokens=tokens,
+        logits_all_gather=st.logits.gather == "all_gather",
+        sequences=sequences,
     )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     pipe: dict = {}

@@ -160,6 +160,18 @@ class Pipeline(_F):
     source: Source
 
 
+class Logits(_F):
+    """How the engine turns the vocabulary-split logits into tokens, and the collective that takes
+    (a step's op list: ``k3plan.step.ops.collective_ops``). ``all_gather``: the logits processor
+    all-gathers each device's [rows, vocab/TP] of logits over TP, then samples on whole rows.
+    ``partitioned_argmax``: the logits stay split; the greedy argmax is partitioned by XLA: each
+    shard's max and its index all-gathered (2 calls of a row's 4 bytes a device)."""
+
+    gather: Literal["all_gather", "partitioned_argmax"]
+    holds: str
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
 class DefaultParallel(_F):
     tp: int | Literal["all"] = "all"
     dp: int | Literal["all"] = 1
@@ -250,6 +262,7 @@ class Stack(_F):
     kv_pool: KVPool | None = None
     sharding: Sharding
     collectives: Collectives
+    logits: Logits
     default_parallel: DefaultParallel = DefaultParallel()
     pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
     default_parallel_source: str = ""

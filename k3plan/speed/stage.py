@@ -83,6 +83,7 @@ def _setup_args(setup) -> dict:
         "all_to_all": st.collectives.experts == "all_to_all",
         "act": BYTES[st.activation_dtype],
         "dispatch": BYTES[st.collectives.dispatch_dtype],
+        "logits_all_gather": st.logits.gather == "all_gather",
         "tp": par.tp,
         "dp": par.dp,
         "ep": par.ep,
@@ -153,7 +154,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
         context=context,
     )
-    coll = collective_ops(spec, **a, tokens=chunk)
+    coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
     return to_op_costs(ops + coll, link=_link(setup))
 
 

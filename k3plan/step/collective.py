@@ -16,11 +16,12 @@ from k3plan.errors import K3PlanError
 class Collective(str, Enum):
     ALL_TO_ALL = "all-to-all"
     ALL_REDUCE = "all-reduce"
+    ALL_GATHER = "all-gather"
 
     @property
     def probe_op(self) -> str:
         """The ``op`` a collectives probe record names (k3plan.probes.collectives)."""
-        return {"all-to-all": "a2a", "all-reduce": "allreduce"}[self.value]
+        return {"all-to-all": "a2a", "all-reduce": "allreduce", "all-gather": "allgather"}[self.value]
 
     @classmethod
     def of_pattern(cls, pattern: str) -> Collective:

@@ -5,8 +5,10 @@
   the ``expert_in``-wide activation of every token to its k experts (docs/k3-facts.md §5: fp8 latent,
   57.3 KB a token a layer each way), a chip sending its share of the tokens;
 - all-reduce (local experts + one all-reduce a MoE layer, as vLLM TPU does): the hidden states of
-  the batch are all-reduced over the EP group (ring: 2 (n-1)/n of the message a device);
-- attention: one all-reduce over the TP group a layer when TP > 1, on a DP group's tokens.
+  the batch (a LatentMoE: and the routed latent, ``ops.moe_reduced_width``) are all-reduced over the
+  EP group (ring: 2 (n-1)/n of the message a device);
+- attention: one all-reduce over the TP group a layer when TP > 1, on a DP group's tokens;
+- the embedding's and the dense MLP's all-reduce and the logits' gather over TP (``ops.tp_edge_ops``).
 time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
 """
 
@@ -21,10 +23,24 @@ def ring_bytes_per_chip(n, message, devices_per_chip):
     return where(n > 1, devices_per_chip * 2 * (n - 1) / maximum(n, 1) * message, 0.0)
 
 
-def comm_terms(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens) -> dict:
+def comm_terms(
+    spec: ModelSpec,
+    *,
+    all_to_all,
+    act,
+    dispatch,
+    tp,
+    dp,
+    ep,
+    devices_per_chip,
+    chips,
+    tokens,
+    logits_all_gather,
+    sequences=None,
+) -> dict:
     """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
-    ``all_to_all``: the stack's expert pattern."""
-    from k3plan.step.ops import by_category, collective_ops
+    ``all_to_all``: the stack's expert pattern; ``logits_all_gather``: its logits gather."""
+    from k3plan.step.ops import by_category, collective_ops, moe_reduced_width, step_sum
 
     moe = spec.moe
     ops = collective_ops(
@@ -38,19 +54,20 @@ def comm_terms(spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, device
         devices_per_chip=devices_per_chip,
         chips=chips,
         tokens=tokens,
+        logits_all_gather=logits_all_gather,
+        sequences=sequences,
     )
     calls = by_category(ops, "calls", key="layer_kind")
-    wire = by_category(ops, "wire_bytes", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
     return {
         "ops": ops,
         "attention_calls": attention_calls,
         "expert_calls": expert_calls,
-        "calls": expert_calls + attention_calls,
+        "calls": step_sum(ops, "calls"),  # attention + experts + the embedding, dense MLP and logits
         "bytes_per_token_per_layer": where(
-            all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, spec.hidden_size * act
+            all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, moe_reduced_width(spec) * act
         ),
-        "bytes_per_chip": wire.get("moe", 0) + wire["attention"],
+        "bytes_per_chip": step_sum(ops, "wire_bytes"),
     }
 
 

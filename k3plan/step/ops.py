@@ -17,7 +17,8 @@ list (``by_category``): decode bytes and FLOPs (step/decode.py) and the collecti
   2 x 2 x heads x kv_lora x context FLOPs a sequence, split over TP when TP divides the heads;
 - kda_decode (the KDA recurrence, a layer): reads and writes b x state bytes a layer;
   3 x 2 x heads x d^2 FLOPs a sequence;
-- collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce).
+- collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce; the
+  embedding, dense-MLP and logits collectives: ``tp_edge_ops``).
 ``live_bytes`` (the buffers live at the op's peak in the graph the stack compiles) is 0 as built and set
 by ``attach_live_bytes`` from the live model of k3plan.step.live (issue 15 item 3); the stage's temp
 model is the peak over the list (k3plan.validate.temp_fit). ``to_op_costs`` maps the list onto
@@ -297,10 +298,24 @@ def prefill_ops(
 
 
 def collective_ops(
-    spec: ModelSpec, *, all_to_all, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens
+    spec: ModelSpec,
+    *,
+    all_to_all,
+    act,
+    dispatch,
+    tp,
+    dp,
+    ep,
+    devices_per_chip,
+    chips,
+    tokens,
+    logits_all_gather,
+    sequences=None,
 ) -> list[Op]:
-    """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk).
-    Ops a stack does not issue have 0 calls and 0 bytes (so the list has one shape for columns)."""
+    """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
+    ``sequences`` sequences (the rows sampled; default ``tokens``). Ops a stack does not issue have 0
+    calls and 0 bytes (so the list has one shape for columns). ``logits_all_gather``: the stack's
+    ``logits.gather`` is all_gather (else partitioned_argmax): see ``tp_edge_ops``."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
@@ -321,6 +336,16 @@ def collective_ops(
             wire_bytes=ring_bytes_per_chip(tp, tp_msg, devices_per_chip),
         )
     ]
+    ops += tp_edge_ops(
+        spec,
+        act=act,
+        tp=tp,
+        dp=dp,
+        devices_per_chip=devices_per_chip,
+        tokens=tokens,
+        sequences=tokens if sequences is None else sequences,
+        logits_all_gather=logits_all_gather,
+    )
     if not spec.n_moe:
         return ops
     a2a_msg = tokens * moe.top_k * moe.expert_in * dispatch  # the step's tokens, each to its k experts
@@ -339,7 +364,7 @@ def collective_ops(
                 wire_bytes=where(all_to_all, a2a_msg / chips, 0),
             )
         )
-    ar_msg = tokens * spec.hidden_size * act
+    ar_msg = tokens * moe_reduced_width(spec) * act
     ops.append(
         Op(
             name="moe.all_reduce",
@@ -378,6 +403,75 @@ def attach_live_bytes(ops: list[Op], live: list) -> list[Op]:
         else:
             out.append(op)
     return out
+
+
+def moe_reduced_width(spec: ModelSpec) -> int:
+    """Elements a token the MoE layer's one all-reduce carries: the hidden state (routed + shared summed,
+    vLLM KimiMoE.forward), and for a LatentMoE also the routed experts' latent, reduced before its
+    norm and the replicated up-projection: one flat [latent | shared] buffer, one call (SGLang
+    kimi_k3.py KimiK3MoE's fused-front latent all-reduce; validate's compiled step: one all-reduce of
+    a (hidden, latent) tuple, tests/probes/test_probe_step.py)."""
+    moe = spec.moe
+    return spec.hidden_size + (moe.expert_in if moe.latent else 0)
+
+
+ARGMAX_PAIR_BYTES = 4  # partitioned argmax: a shard's max (f32) and its index (s32) a row, one call each
+
+
+def tp_edge_ops(spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, sequences, logits_all_gather) -> list[Op]:
+    """The TP collectives outside the attention and MoE blocks, a step (every bundled stack splits the
+    vocabulary and the dense MLP over TP; their ``logits`` and ``sharding.cite`` name the engine code):
+
+    - ``embed.all_reduce``: the vocabulary-split embedding's masked lookup, summed over TP
+      (VocabParallelEmbedding.forward), [tokens, hidden] once a step;
+    - ``dense_mlp.all_reduce``: the dense layers' row-parallel down_proj (KimiMLP reduce_results=True),
+      [tokens, hidden] once a dense layer;
+    - ``logits.gather``: all_gather: the LM head's [rows, vocab/TP] all-gathered once (vLLM / SGLang
+      LogitsProcessor); partitioned_argmax: the logits stay split, XLA's argmax all-gathers each shard's
+      max and its index (2 calls of a row's 4 bytes). Ring all-gather: a device sends (n-1) shards.
+    All on a DP group's rows, 0 calls when TP is 1."""
+    from k3plan.step.columns import where
+    from k3plan.step.comm import ring_bytes_per_chip
+    from k3plan.step.memory import cdiv
+
+    on = where(tp > 1, 1, 0)
+    msg = cdiv(tokens, dp) * spec.hidden_size * act
+    rows = cdiv(sequences, dp)
+    gather_msg = where(logits_all_gather, rows * cdiv(spec.vocab_size, tp) * act, rows * ARGMAX_PAIR_BYTES)
+    gather_calls = on * where(logits_all_gather, 1, 2)
+    common: dict[str, Any] = {"kind": "collective", "category": "collectives", "group": tp}
+    return [
+        Op(
+            name="embed.all_reduce",
+            layer_kind="global",
+            count=1,
+            collective=Collective.ALL_REDUCE,
+            calls=on,
+            message_bytes=msg,
+            wire_bytes=ring_bytes_per_chip(tp, msg, devices_per_chip),
+            **common,
+        ),
+        Op(
+            name="dense_mlp.all_reduce",
+            layer_kind="dense",
+            count=spec.mlps.count("dense"),
+            collective=Collective.ALL_REDUCE,
+            calls=on,
+            message_bytes=msg,
+            wire_bytes=ring_bytes_per_chip(tp, msg, devices_per_chip),
+            **common,
+        ),
+        Op(
+            name="logits.gather",
+            layer_kind="global",
+            count=1,
+            collective=Collective.ALL_GATHER,
+            calls=gather_calls,
+            message_bytes=gather_msg,
+            wire_bytes=gather_calls * devices_per_chip * (tp - 1) * gather_msg,
+            **common,
+        ),
+    ]
 
 
 def by_category(ops: list[Op], field: str, *, key: str = "category") -> dict:
@@ -431,7 +525,7 @@ def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scal
                     **common,
                     collective=op.collective.value,
                     message_bytes=max(1, int(op.message_bytes)),
-                    wire_bytes=round(float(op.wire_bytes)),
+                    wire_bytes=round(float(op.wire_bytes) / int(op.calls)),  # OpCost's is a call's
                     group=int(op.group),
                     calls=int(op.calls),
                     link=link,

@@ -331,6 +331,8 @@ def test_vllm_tpu_issues_no_all_to_all():
             assert c.op == "all-reduce" and c.pattern == "all_reduce"
             assert c.expert_calls_per_step == s.model.spec.n_moe == 92
             assert c.attention_calls_per_step == s.model.spec.num_layers  # TP > 1: one a layer
-            assert c.calls_per_step == 92 + 93
-            assert c.bytes_per_token_per_layer == s.model.spec.hidden_size * 2  # bf16 hidden state
+            # + the embedding's and the dense layer's all-reduce + the partitioned argmax's 2 all-gathers
+            assert c.calls_per_step == 92 + 93 + 1 + 1 + 2
+            # bf16 hidden state + the routed latent (LatentMoE), one all-reduce
+            assert c.bytes_per_token_per_layer == (s.model.spec.hidden_size + 3584) * 2
             assert math.isfinite(c.time_s)

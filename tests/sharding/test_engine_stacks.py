@@ -191,3 +191,17 @@ def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
         (h200 - 24 * 1024) / h200, 3)
     b200 = 183359
     assert auto.fraction(gpu_bytes=b200 * 2**20, parallel_size=16) == round((b200 - 32 * 1024) / b200, 3) == 0.821
+
+
+@pytest.mark.parametrize("name", list_stacks())
+def test_every_stack_names_its_tp_edge_collectives(name):
+    """step.ops.tp_edge_ops counts the embedding's and the dense MLP's all-reduce and the logits gather
+    over TP for every stack: it holds only while every stack splits the vocabulary and the dense MLP
+    over TP, and each stack says how its logits leave the vocabulary split, citing engine code."""
+    s = load_stack(name)
+    assert s.sharding.rules_for("embed")["vocab"] == s.sharding.rules_for("lm_head")["vocab"] == "tp"
+    assert s.sharding.rules_for("dense_mlp")["mlp"] == "tp"
+    assert s.logits.gather in ("all_gather", "partitioned_argmax") and s.logits.sources
+    # the engines that run the sampler in JAX on split logits partition the argmax; vLLM-GPU and SGLang gather
+    want = "partitioned_argmax" if name in ("vllm-tpu", "jax-native") else "all_gather"
+    assert s.logits.gather == want

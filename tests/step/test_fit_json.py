@@ -3,8 +3,11 @@ before the change (tests/step/data, from commit dd35d05): every key, in order, e
 decode bound's floats may differ in the last bits (the sum is now taken over tensor classes in
 another order), nothing else. The values were captured again once, on purpose, when issue 18
 changed the stacks' rules to the engines' (latent projections replicated, cited sources), and when
-issue 15 made the shipped calibrations the default temp evidence, and the notes once more
-when issue 18 made the default stack come from the hardware (a note names it); the keys
+issue 15 made the shipped calibrations the default temp evidence, the notes once more when issue 18
+made the default stack come from the hardware (a note names it), and the two speed floats when
+issue 17 item 7 added the embedding, dense-MLP and logits collectives to the step (jax-native TP 32:
+4 more calls a step and the routed latent in each MoE all-reduce; deepseek-v3: its 3 dense layers'
+all-reduces too); the keys
 and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations

@@ -104,8 +104,13 @@ def test_decode_collectives_and_attention(setup):
     assert c.expert_calls_per_step == 92  # one EP all-reduce a MoE layer (layers 2..93)
     dpc = 2  # tpu-v7x: two TensorCores (devices) a chip
     attention = 93 * dpc * 2 * (8 - 1) / 8 * (64 // 8) * 7168 * 2  # ring over TP on a DP group's 8 tokens
-    experts = 92 * dpc * 2 * (64 - 1) / 64 * 64 * 7168 * 2  # ring over EP on the whole batch
-    assert c.bytes_per_chip_per_step == pytest.approx(attention + experts, rel=1e-12)
+    # ring over EP on the whole batch: hidden state and routed latent (7,168 + 3,584) in one call
+    experts = 92 * dpc * 2 * (64 - 1) / 64 * 64 * (7168 + 3584) * 2
+    # the embedding's and the 1 dense layer's all-reduce over TP, as attention's; the partitioned argmax's
+    # 2 all-gathers of a token's 4 B (each device sends 7 shards) over a DP group's 8 tokens
+    edges = 2 * dpc * 2 * (8 - 1) / 8 * (64 // 8) * 7168 * 2 + 2 * dpc * (8 - 1) * (64 // 8) * 4
+    assert c.calls_per_step == 93 + 92 + 2 + 2
+    assert c.bytes_per_chip_per_step == pytest.approx(attention + experts + edges, rel=1e-12)
     # absorbed MLA 2 x 2 x heads x kv_lora x context a layer a token, KDA 3 x 2 x heads x d^2 a layer,
     # heads split 8 ways, 8 sequences a device
     attn = 8 * (2 * 2 * 24 * 96 * 512 * 131072 + 3 * 2 * 69 * 96 * 128 * 128) / 8

@@ -104,21 +104,29 @@ def test_golden_experts_and_attention(ops):
 
 def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
     ops = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                         devices_per_chip=2, chips=16, tokens=1)
+                         devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
     calls = {o.name: o.count * o.calls for o in ops}
     # vllm-tpu: one attention all-reduce a layer (93 layers, TP 32) + one expert all-reduce a MoE layer (92)
-    assert calls == {"attention.all_reduce": 93, "moe.dispatch": 0, "moe.combine": 0, "moe.all_reduce": 92}
-    assert {o.collective for o in ops if o.calls} == {Collective.ALL_REDUCE}
-    assert bound.comm.calls_per_step == 185 and bound.comm.expert_calls_per_step == 92
+    # + the embedding's all-reduce + the 1 dense layer's down_proj all-reduce + the partitioned argmax's
+    # 2 all-gathers (each shard's max and its index)
+    assert calls == {"attention.all_reduce": 93, "embed.all_reduce": 1, "dense_mlp.all_reduce": 1,
+                     "logits.gather": 2, "moe.dispatch": 0, "moe.combine": 0, "moe.all_reduce": 92}
+    assert {o.collective for o in ops if o.calls} == {Collective.ALL_REDUCE, Collective.ALL_GATHER}
+    assert bound.comm.calls_per_step == 93 + 92 + 1 + 1 + 2 == 189 and bound.comm.expert_calls_per_step == 92
     # at 8K context: 2x2x4 vllm-tpu no longer holds a 128K sequence beside its compiled temps, and
     # the collectives a decode step makes do not depend on the context
     r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192")
     assert r.exit_code == 0, r.output
-    assert "185 calls (92 all-reduce)" in r.stdout
-    # a token's hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2 devices a chip
+    assert "189 calls (92 all-reduce)" in r.stdout
+    # a token's hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2 devices a chip; the MoE's
+    # also carries the routed latent (3,584 x 2 B) in the same call
     wire = 2 * 2 * 31 / 32 * 7168 * 2
-    assert wire == 55_552
-    assert bound.comm.bytes_per_chip_per_step == pytest.approx(185 * wire, rel=1e-12)
+    moe_wire = 2 * 2 * 31 / 32 * (7168 + 3584) * 2
+    assert wire == 55_552 and moe_wire == 83_328
+    # the argmax: 2 calls of a token's 4 B, ring all-gathered (each device sends 31 shards), 2 devices a chip
+    argmax = 2 * 2 * 31 * 4
+    assert argmax == 496
+    assert bound.comm.bytes_per_chip_per_step == pytest.approx(95 * wire + 92 * moe_wire + argmax, rel=1e-12)
 
 
 def test_decode_terms_are_sums_over_the_ops(bound, ops):
@@ -130,15 +138,20 @@ def test_decode_terms_are_sums_over_the_ops(bound, ops):
 
 def test_to_op_costs(ops, setup):
     coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                         devices_per_chip=2, chips=16, tokens=1)
+                         devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
     costs = to_op_costs(list(ops.values()) + coll)
     assert all(isinstance(c, OpCost) for c in costs)
-    assert len(costs) == len(ops) + 2  # the two all-to-all ops vllm-tpu does not issue are left out
+    assert len(costs) == len(ops) + 5  # the two all-to-all ops vllm-tpu does not issue are left out
     q = next(c for c in costs if c.name == "mla.self_attn.q_b_proj")
     # one token x 1,536 (q_lora, the input) x 18,432 / 32 = 576 outputs a device
     assert (q.kind, q.m, q.n, q.k, q.count, q.bytes) == ("matmul", 1, 576, 1536, 24, 1_769_472)
     ar = next(c for c in costs if c.name == "moe.all_reduce")
-    assert (ar.collective, ar.calls, ar.count, ar.group, ar.message_bytes) == ("all-reduce", 1, 92, 32, 14336)
+    # one token's hidden state and routed latent, bf16: (7,168 + 3,584) x 2
+    assert (ar.collective, ar.calls, ar.count, ar.group, ar.message_bytes) == ("all-reduce", 1, 92, 32, 21504)
+    emb = next(c for c in costs if c.name == "embed.all_reduce")  # one token's 7,168 x bf16 hidden state
+    assert (emb.collective, emb.calls, emb.count, emb.group, emb.message_bytes) == ("all-reduce", 1, 1, 32, 14336)
+    lg = next(c for c in costs if c.name == "logits.gather")  # a token's max (f32) and its index (s32)
+    assert (lg.collective, lg.calls, lg.count, lg.group, lg.message_bytes) == ("all-gather", 2, 1, 32, 4)
 
 
 def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceiling(setup, bound):
@@ -146,7 +159,7 @@ def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceil
     from k3plan.speed.peaks import Peaks
 
     coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                          devices_per_chip=2, chips=16, tokens=1)
+                          devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
     t = expected_time(to_op_costs(coll), peaks=Peaks.from_hardware(setup.hardware), curves=None)
     assert t.by_kind["collectives"].ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
 
@@ -189,14 +202,24 @@ def reference_decode(spec, *, dense_bytes, expert_bytes, dense_params, expert_pa
     return nbytes, nflops
 
 
-def reference_comm(spec, *, a2a, act, dispatch, tp, dp, ep, dpc, chips, tokens):
+def reference_comm(spec, *, a2a, act, dispatch, tp, dp, ep, dpc, chips, tokens, gather):
     moe = spec.moe
+    # attention o_proj (93 layers) + the embedding + the dense layer's down_proj: all-reduces over TP
     att_calls = np.where(tp > 1, spec.num_layers, 0)
-    att_bytes = att_calls * ring_bytes_per_chip(tp, -(-tokens // dp) * spec.hidden_size * act, dpc)
+    hidden = -(-tokens // dp) * spec.hidden_size * act
+    att_bytes = att_calls * ring_bytes_per_chip(tp, hidden, dpc)
+    edge_calls = np.where(tp > 1, 1 + 1, 0)
+    edge_bytes = edge_calls * ring_bytes_per_chip(tp, hidden, dpc)
+    # logits: all-gather of a DP group's [tokens, vocab / TP] (1 call), or the argmax's 2 calls of 4 B a token;
+    # ring all-gather: a device sends tp - 1 shards
+    shard = np.where(gather, -(-tokens // dp) * -(-spec.vocab_size // tp) * act, -(-tokens // dp) * 4)
+    logit_calls = np.where(tp > 1, np.where(gather, 1, 2), 0)
+    logit_bytes = logit_calls * dpc * (tp - 1) * shard
     exp_calls = np.where(a2a, 2 * spec.n_moe, np.where(ep > 1, spec.n_moe, 0))
+    # the MoE all-reduce: a token's hidden state and (K3's LatentMoE) its routed latent, one call
     exp_bytes = np.where(a2a, tokens * 2 * moe.top_k * moe.expert_in * dispatch * spec.n_moe / chips,
-                         spec.n_moe * ring_bytes_per_chip(ep, tokens * spec.hidden_size * act, dpc))
-    return att_calls + exp_calls, att_bytes + exp_bytes
+                         spec.n_moe * ring_bytes_per_chip(ep, tokens * (spec.hidden_size + 3584) * act, dpc))
+    return att_calls + edge_calls + logit_calls + exp_calls, att_bytes + edge_bytes + logit_bytes + exp_bytes
 
 
 splits = st.lists(st.tuples(st.sampled_from([1, 2, 4, 8, 16, 32, 64]), st.sampled_from([1, 2, 4, 8]), st.booleans(),
@@ -231,10 +254,11 @@ def test_op_sums_equal_the_step_terms(splits, batch, context, stack):
             np.testing.assert_allclose(got["bytes"][k], want_b[k], rtol=1e-12)
         for k in want_f:
             np.testing.assert_allclose(got["flops"][k], want_f[k], rtol=1e-12)
+    gather = np.array([s.logits.gather == "all_gather"] * len(splits))
     c = comm_terms(spec, all_to_all=a2a, act=2, dispatch=1, tp=tp, dp=dp, ep=ep, devices_per_chip=2,
-                   chips=np.maximum(tp * dp // 2, 1), tokens=batch)
+                   chips=np.maximum(tp * dp // 2, 1), tokens=batch, logits_all_gather=gather)
     calls, nbytes = reference_comm(spec, a2a=a2a, act=2, dispatch=1, tp=tp, dp=dp, ep=ep, dpc=2,
-                                   chips=np.maximum(tp * dp // 2, 1), tokens=batch)
+                                   chips=np.maximum(tp * dp // 2, 1), tokens=batch, gather=gather)
     np.testing.assert_array_equal(c["calls"], calls)
     np.testing.assert_allclose(c["bytes_per_chip"], nbytes, rtol=1e-12)
 

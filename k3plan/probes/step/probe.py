@@ -201,9 +201,11 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     vocab = setup.model.spec.vocab_size
     ok_tokens = all(0 <= t < vocab for t in ids)
     op_calls: dict[Collective, int] = {}
+    op_bytes: dict[Collective, int] = {}  # a device's messages (all-gather: its shard), summed over the step's calls
     for o in ops:
         if o.kind == "collective" and o.collective is not None:  # a collective op always names its collective
             op_calls[o.collective] = op_calls.get(o.collective, 0) + o.count * o.calls
+            op_bytes[o.collective] = op_bytes.get(o.collective, 0) + o.count * o.calls * (o.message_bytes or 0)
     notes = [CPU_NOTE] if ctx.is_cpu else []
     measured = dict.fromkeys(o.efficiency.record_path for o in stage.ops if o.efficiency.measured)
     notes += [f"peaks: {peaks.hardware}"]
@@ -229,6 +231,8 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             "ceiling_by_kind_s": {k: v.ceiling_s for k, v in stage.by_kind.items()},
             "op_list_collective_calls": op_calls,
             "hlo_collectives": {k: v.executed for k, v in counts.ops.items()},
+            "op_list_collective_bytes": op_bytes,
+            "hlo_collective_bytes": {k: v.executed_bytes for k, v in counts.ops.items()},
         },
         samples_s={"step": samples},
         stats=st,
