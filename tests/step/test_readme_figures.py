@@ -60,6 +60,35 @@ def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
     assert (r["topology"], r["tp"], r["stack"], r["temp_evidence"]) == ("2x2x4", 32, "jax-native", "measured")
 
 
+def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
+    m = said(r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 128K fits, not only the "
+             r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences, "
+             r"with the note naming (\S+) as tried. Its temporaries are the analytic lower bound")
+    d, code = run_json(cli, "fit")
+    assert code == 0 and d["fits"]
+    topo, devices, tp, dp, free, seqs, tried = m.groups()
+    assert (d["hardware"]["topology"], d["hardware"]["devices"]) == (topo, int(devices))
+    assert (d["parallel"]["tp"], d["parallel"]["dp"]) == (int(tp), int(dp))
+    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == free and d["capacity"]["max_sequences"] == int(seqs)
+    assert any(n.startswith(f"topology {topo}: default") and tried in n for n in d["notes"])
+    assert d["provenance"]["temp_decode"].startswith("analytic")
+
+
+def test_h200_plan_picks_pipeline_parallel(cli):
+    m = said(r"`k3plan plan -H nvidia-h200 --context 131072` recommends two 8-GPU boxes as TP(\d+) x PP(\d+) on "
+             r"vLLM .*?: ([\d.]+) GiB free a device, (\d+) sequences, an ([\d.]+) ms TPOT ceiling; TP(\d+) with expert "
+             r"parallelism across both boxes comes next \(([\d.]+) GiB free, (\d+) sequences\)")
+    p, code = run_json(cli, "plan", "-H", "nvidia-h200", "--context", "131072")
+    assert code == 0
+    tp, pp, free, seqs, tpot, tp2, free2, seqs2 = m.groups()
+    r, nxt = p["ranked"][0], p["ranked"][1]
+    assert (r["topology"], r["chips"], r["stack"], r["tp"], r["pp"]) == ("2x8", 16, "vllm", int(tp), int(pp))
+    assert f"{r['free_gib_per_device']:.1f}" == free and r["max_sequences"] == int(seqs)
+    assert f"{r['tpot_ms']:.2f}" == tpot
+    assert (nxt["tp"], nxt["pp"], nxt["ep"]) == (int(tp2), 1, 16)  # experts over both boxes' 16 GPUs
+    assert f"{nxt['free_gib_per_device']:.1f}" == free2 and nxt["max_sequences"] == int(seqs2)
+
+
 def test_v7x_2x2x2_cannot_hold_the_weights(cli):
     m = said(r"2x2x2 \(TP=16\) cannot hold the weights \(([\d.]+) GiB of ([\d.]+)\)")
     d, code = run_json(cli, "fit", "-t", "2x2x2", "--tp", "16")
@@ -77,23 +106,25 @@ def test_jax_native_weights(cli):
 
 def test_batch_1_decode_collectives(cli):
     m = said(r"--context 4096 --probes reports/probes`\): (\d+) chained collectives a step \((\d+) all-to-all, (\d+) "
-             r"attention all-reduce\) x ([\d.]+) us = ([\d.]+) ms of latency alone, against the study's ideal HBM floor "
-             r"of ([\d.]+) ms \(one copy of the bytes over all (\d+) chips\); per device the step is ([\d.]+) ms, "
-             r"(\w+)-bound \(tp 8 leaves ([\d.]+) GB of weights")
+             r"attention all-reduce, (\d+) for the embedding, the dense MLP and the logits\) x ([\d.]+) us = ([\d.]+) ms "
+             r"of latency alone, against the study's ideal HBM floor of ([\d.]+) ms \(one copy of the bytes over all "
+             r"(\d+) chips\); per device the step is ([\d.]+) ms, (\w+)-bound \(tp 8 leaves ([\d.]+) GiB of weights")
     d, code = run_json(cli, "roofline", "-t", "2x4x4", "--stack", "dp-attention", "--tp", "8", "--context", "4096",
                        "--probes", "reports/probes")
     assert code == 0
     dec, c = d["decode"], d["decode"]["comm"]
-    calls, a2a, attn, us, lat_ms, ideal_ms, chips, step_ms, binding, weights_gb = m.groups()
+    calls, a2a, attn, edge, us, lat_ms, ideal_ms, chips, step_ms, binding, weights_gib = m.groups()
     assert (c["calls_per_step"], c["expert_calls_per_step"], c["attention_calls_per_step"]) == (
         int(calls), int(a2a), int(attn))
+    # the rest are the TP edge collectives (step.ops.tp_edge_ops): embedding + 1 dense layer + logits
+    assert c["calls_per_step"] - c["expert_calls_per_step"] - c["attention_calls_per_step"] == int(edge) == 1 + 1 + 1
     assert c["op"] == "all-to-all"
     assert f"{c['latency_s_per_call'] * 1e6:.2f}" == us
     assert f"{c['latency_time_s'] * 1e3:.2f}" == lat_ms
     assert f"{dec['ideal_step_s'] * 1e3:.2f}" == ideal_ms
     assert d["chips"] == int(chips)
     assert f"{dec['step_s'] * 1e3:.2f}" == step_ms and dec["binding"] == binding
-    assert f"{dec['bytes_per_device']['weights'] / 1e9:.1f}" == weights_gb
+    assert f"{dec['bytes_per_device']['weights'] / GiB:.1f}" == weights_gib
 
 
 @pytest.mark.parametrize("line", [ln for ln in README.splitlines() if ln.startswith("k3plan fit -t 2x2x2 --tp 16 ")])
