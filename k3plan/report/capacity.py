@@ -116,6 +116,7 @@ def _row(
             tp=s.parallel.tp,
             ep=s.parallel.ep,
             dp=s.parallel.dp,
+            pp=s.parallel.pp,
             stack=s.stack.name,
         ),
         per_device=RowTerms.model_validate(r.per_device.model_dump(include=set(RowTerms.model_fields))),

@@ -48,7 +48,7 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
         "context",
         "smallest viable",
         "chips",
-        "split (tp/ep/dp)",
+        "split (tp/ep/dp, pp)",
         "free GiB a device",
         "most sequences",
         "longest context",
@@ -72,7 +72,7 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
                     ctx(row.context_tokens),
                     s.topology,
                     str(s.chips),
-                    f"{s.tp}/{s.ep}/{s.dp}",
+                    s.split,
                     gib(v.terms.free_bytes),
                     f"{row.max_sequences:,}",
                     longest(row),
@@ -106,7 +106,9 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
             (
                 "p",
                 f"Smallest viable: **{s.topology}** ({s.chips} chips, {s.devices} devices, "
-                f"{s.hosts} hosts), tp={s.tp} ep={s.ep} dp={s.dp}. Longest context with "
+                f"{s.hosts} hosts), tp={s.tp} ep={s.ep} dp={s.dp}"
+                + (f" pp={s.pp}" if s.pp > 1 else "")
+                + ". Longest context with "
                 f"{concurrency} sequence(s): {longest(row)} tokens; most sequences of "
                 f"{row.context_tokens:,} tokens: {row.max_sequences:,}.",
             )

@@ -53,7 +53,7 @@ def findings(reports: Sequence[PlatformReport]) -> list[str]:
             r, v = min(ok, key=lambda x: (x[1].setup.chips, -x[1].terms.free_bytes))
             out.append(
                 f"At {_ctx(c)} context the fewest chips that hold K3 are **{v.setup.chips} {r.hardware}** "
-                f"({v.setup.topology}, tp={v.setup.tp}), with {v.terms.free_bytes / 2**30:,.1f} "
+                f"({v.setup.topology}, tp={v.setup.tp}{f' pp={v.setup.pp}' if v.setup.pp > 1 else ''}), with {v.terms.free_bytes / 2**30:,.1f} "
                 f"GiB a device free and room for {v.row.max_sequences:,} sequence(s)."
             )
             best, bv = max(ok, key=lambda x: x[1].most.tokens_per_s_per_chip)

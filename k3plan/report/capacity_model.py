@@ -27,6 +27,11 @@ class RowSetup(_Frozen):
     ep: int
     dp: int
     stack: str
+    pp: int = 1  # pipeline stages (issue 18): the split reads tp/ep/dp, then "pp N" when > 1
+
+    @property
+    def split(self) -> str:
+        return f"{self.tp}/{self.ep}/{self.dp}" + (f" pp{self.pp}" if self.pp > 1 else "")
 
 
 class RowTerms(_Frozen):

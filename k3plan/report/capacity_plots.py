@@ -40,7 +40,9 @@ def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
             labels.append(f"{r.hardware} @ {_ctx(row.context_tokens)}")
             ax.text(0.5, y, "does not fit at any allowed size", va="center", fontsize=8, color="#a00000")
             continue
-        labels.append(f"{r.hardware} {v.setup.topology} tp={v.setup.tp} @ {_ctx(row.context_tokens)}")
+        labels.append(
+            f"{r.hardware} {v.setup.topology} tp={v.setup.tp}{f' pp={v.setup.pp}' if v.setup.pp > 1 else ''} @ {_ctx(row.context_tokens)}"
+        )
         left = 0.0
         for key, nbytes in v.terms.items():
             name, color = TERM_COLORS[key]
