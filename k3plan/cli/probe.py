@@ -154,6 +154,74 @@ def with_probe_options(fn):
     return wrapper
 
 
+_PLAN_OPTIONS = (
+    (
+        "from_plan",
+        Annotated[
+            bool,
+            typer.Option(
+                "--from-plan",
+                help="Sweep the shapes the step's ops have on one device at the split the options below give "
+                "(decode at --batch, prefill at --chunk) instead of fixed sizes; scaled down on CPU (the record says by how much).",
+            ),
+        ],
+        False,
+    ),
+    ("model", Annotated[str, typer.Option("--model", "-m", help="--from-plan: the model.")], "kimi-k3"),
+    (
+        "plan_hardware",
+        Annotated[str, typer.Option("--plan-hardware", help="--from-plan: the hardware planned for.")],
+        "tpu-v7x",
+    ),
+    ("topology", Annotated[Optional[str], typer.Option("--topology", "-t", help="--from-plan: chip grid.")], None),
+    ("tp", Annotated[Optional[int], typer.Option("--tp", help="--from-plan: tensor parallel size.")], None),
+    (
+        "plan_ep",
+        Annotated[
+            Optional[int], typer.Option("--plan-ep", help="--from-plan: expert parallel size (the plan's --ep).")
+        ],
+        None,
+    ),
+    ("dp", Annotated[Optional[int], typer.Option("--dp", help="--from-plan: data parallel groups.")], None),
+    ("stack", Annotated[Optional[str], typer.Option("--stack", "-s", help="--from-plan: serving stack.")], None),
+    ("batch", Annotated[int, typer.Option("--batch", "-b", help="--from-plan: decode sequences.")], 1),
+    ("context", Annotated[int, typer.Option("--context", "-c", help="--from-plan: context tokens.")], 131072),
+    ("chunk", Annotated[int, typer.Option("--chunk", help="--from-plan: prefill chunk tokens.")], 8192),
+)
+
+
+def with_plan_options(fn):
+    """Give a probe the --from-plan options: ``fn`` takes ``plan`` (probes.op_shapes.PlanShapes, or
+    None without --from-plan) plus its own options."""
+    import functools
+    import inspect
+
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "plan"]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in _PLAN_OPTIONS
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        o = {name: kwargs.pop(name) for name, _, _ in _PLAN_OPTIONS}
+        plan = None
+        if o.pop("from_plan"):
+            from k3plan.cli.common import setup_from
+            from k3plan.probes.op_shapes import plan_shapes
+
+            batch, context, chunk = o.pop("batch"), o.pop("context"), o.pop("chunk")
+            setup = setup_from(hardware=o.pop("plan_hardware"), ep=o.pop("plan_ep"), **o)
+            plan = plan_shapes(setup, batch=batch, context=context, chunk=min(chunk, context))
+        return fn(plan=plan, **kwargs)
+
+    params = own + shared
+    wrapper.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
+    return wrapper
+
+
 @contextmanager
 def _sweep_bar():
     """-> (progress(text), plan(total)): a rich bar over sweep points on a terminal (each
@@ -341,8 +409,10 @@ def hbm(
 
 @app.command("matmul")
 @with_probe_options
+@with_plan_options
 def matmul(
     launch,
+    plan,
     size: Annotated[
         Optional[str],
         typer.Option("--size", help="Square sizes M=N=K. Default: 1024,4096,8192 on TPU/GPU; 256,1024 on CPU."),
@@ -355,12 +425,15 @@ def matmul(
 
     \b
     Example: k3plan probe matmul --dtype bfloat16,float8_e4m3fn --size 8192
+    Example: k3plan probe matmul --from-plan -t 2x2x4 --tp 32 --batch 1 --chunk 8192   (K3's own shapes)
     """
     from k3plan.probes.matmul import DTYPES, MatmulParams, run
 
+    require(plan is None or size is None, "--size and --from-plan: give one (--from-plan sweeps the step's shapes)")
     params = MatmulParams(
         sizes=_ints(size, what="--size", minimum=8) if size is not None else None,
         dtypes=_names(dtype, what="--dtype", allowed=DTYPES),
+        plan=plan,
     )
     launch(run, params)
 
@@ -430,8 +503,10 @@ def kda_decode(
 
 @app.command("ragged-dot")
 @with_probe_options
+@with_plan_options
 def ragged_dot(
     launch,
+    plan,
     tokens: Annotated[str, typer.Option("--tokens", help="Tokens routed per step.")] = "1,64,1024",
     experts: Annotated[int, typer.Option("--experts", help="Routed experts (K3: 896).")] = 896,
     top_k: Annotated[int, typer.Option("--top-k", help="Experts a token (K3: 16).")] = 16,
@@ -444,11 +519,19 @@ def ragged_dot(
 
     \b
     Example (CPU-sized): k3plan probe ragged-dot --experts 64 --top-k 4 --d-in 256 --d-out 192 --ep 4
+    Example: k3plan probe ragged-dot --from-plan -t 2x2x4 --tp 32 --batch 1 --chunk 8192   (K3's own shapes)
     """
     from k3plan.probes.ragged_dot import RaggedDotParams, run
 
     params = RaggedDotParams(
-        tokens=_ints(tokens, what="--tokens"), experts=experts, top_k=top_k, d_in=d_in, d_out=d_out, ep=ep, dtype=dtype
+        tokens=_ints(tokens, what="--tokens"),
+        experts=experts,
+        top_k=top_k,
+        d_in=d_in,
+        d_out=d_out,
+        ep=ep,
+        dtype=dtype,
+        plan=plan,
     )
     launch(run, params)
 

@@ -1,9 +1,13 @@
-"""Matmul probe: achieved dense FLOP/s a device by dtype ([M,K] x [K,N], fp32 accumulation)."""
+"""Matmul probe: achieved dense FLOP/s a device by dtype ([M,K] x [K,N], fp32 accumulation).
+
+Default: square sizes. ``shapes`` (``probe matmul --from-plan``, probes/op_shapes.py): the distinct
+(M, N, K) of a planned step's matmul ops, each point naming its ops and keyed for the curve by
+(M N K)^(1/3) (``size``), scaled down on CPU by a power of two the record's notes state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from k3plan.errors import require
 from k3plan.probes.context import ProbeContext
@@ -11,6 +15,9 @@ from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
 from k3plan.probes.record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import sample_s, stats
+
+if TYPE_CHECKING:
+    from k3plan.probes.op_shapes import PlanShapes
 
 DTYPES = ("bfloat16", "float32", "float16", "float8_e4m3fn", "float8_e5m2", "int8")
 BASELINE = "none: the whole matmul is timed (dispatch overhead is negligible at these sizes)"
@@ -24,22 +31,25 @@ CPU_SIZES = (256, 1024)  # a CPU run checks the probe; an 8192^3 f32 matmul take
 class MatmulParams:
     sizes: Optional[tuple[int, ...]] = None  # None: sized to the backend (FULL_SIZES, or CPU_SIZES)
     dtypes: tuple[str, ...] = ("bfloat16", "float32")
+    plan: Optional[PlanShapes] = None  # --from-plan: the step's shapes instead of square sizes
 
     def check(self) -> None:
         require(all(d in DTYPES for d in self.dtypes), f"--dtype: expected some of {', '.join(DTYPES)}")
         require(all(n >= 8 for n in self.sizes or FULL_SIZES), "--size: every size must be >= 8")
 
 
-def _xla_factory(*, n: int, dtype: str):
+def _xla_factory(*, m: int, n: int, k: int, dtype: str):
     def make():
         import jax
         import jax.numpy as jnp
         import numpy as np
 
         acc = jnp.int32 if dtype == "int8" else jnp.float32
-        a = jax.device_put((np.arange(n * n).reshape(n, n) % 7 - 3).astype(dtype), jax.local_devices()[0])
-        fn = jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=acc)).lower(a, a).compile()
-        return fn, a
+        dev = jax.local_devices()[0]
+        a = jax.device_put((np.arange(m * k).reshape(m, k) % 7 - 3).astype(dtype), dev)
+        b = jax.device_put((np.arange(k * n).reshape(k, n) % 5 - 2).astype(dtype), dev)
+        fn = jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=acc)).lower(a, b).compile()
+        return fn, a, b
 
     return make
 
@@ -55,37 +65,52 @@ def _peak(spec, dtype: str) -> float:
 def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
     params.check()
     sizes = params.sizes
-    if sizes is None:
-        sizes = CPU_SIZES if ctx.is_cpu else FULL_SIZES
-        params = replace(params, sizes=sizes)
-        if ctx.is_cpu:
-            ctx.notes.append(f"CPU run: quick sweep (sizes {','.join(map(str, CPU_SIZES))}); --size for others")
-    ctx.plan(len(params.dtypes) * len(sizes))
+    record_params: dict = {}
+    if params.plan is not None:
+        from k3plan.probes.op_shapes import cpu_factor, scaled
+
+        factor = cpu_factor(params.plan) if ctx.is_cpu else 1
+        plan = scaled(params.plan, factor)
+        shapes = [(s.m, s.n, s.k, s.size, list(s.ops)) for s in plan.matmuls]
+        sizes = ()
+        ctx.notes.append(f"shapes of the step's matmul ops: {plan.source}")
+        if factor > 1:
+            ctx.notes.append(f"CPU run: every M, N, K divided by {factor} (rounded up) so the sweep runs in seconds")
+        record_params = {"from_plan": plan.source, "cpu_scale_factor": factor, "shapes": [s[:3] for s in shapes]}
+    else:
+        if sizes is None:
+            sizes = CPU_SIZES if ctx.is_cpu else FULL_SIZES
+            params = replace(params, sizes=sizes)
+            if ctx.is_cpu:
+                ctx.notes.append(f"CPU run: quick sweep (sizes {','.join(map(str, CPU_SIZES))}); --size for others")
+        shapes = [(n, n, n, float(n), []) for n in sizes]
+    ctx.plan(len(params.dtypes) * len(shapes))
     points: list[ProbePoint] = []
     attempts: list[Attempt] = []
     checks: list[Verification] = []
     for dtype in params.dtypes:
-        for n in sizes:
+        for m, n, k, size, ops in shapes:
             if ctx.deadline.expired():
                 break
-            ctx.progress(f"matmul {dtype} {n}x{n}x{n}")
+            ctx.progress(f"matmul {dtype} {m}x{n}x{k}")
+            key: dict = {"dtype": dtype, "size": n} if not ops else {"dtype": dtype, "m": m, "n": n, "k": k}
             try:
-                d = dispatch(implementations={"xla-dot": _xla_factory(n=n, dtype=dtype)}, order=["xla-dot"])
+                d = dispatch(implementations={"xla-dot": _xla_factory(m=m, n=n, k=k, dtype=dtype)}, order=["xla-dot"])
             except NoImplementation as err:
                 attempts += [
                     Attempt(implementation=f"{a.implementation}[{dtype}]", ok=False, reason=a.reason)
                     for a in err.attempts
                 ]
-                points.append(
-                    ProbePoint(params={"dtype": dtype, "size": n}, notes=[f"{dtype} not runnable here: {err}"])
-                )
+                points.append(ProbePoint(params=key, notes=[f"{dtype} not runnable here: {err}"]))
                 break
-            fn, a = d.value
+            fn, a, b = d.value
             if not checks or (checks[-1].detail or "").split(":")[0] != dtype:
-                checks.append(_verify(fn, a, dtype))
-            samples = sample_s(fn, a, a, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
+                checks.append(_verify(fn, a, b, dtype))
+            samples = sample_s(fn, a, b, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
             st = stats(samples)
-            flops = 2.0 * n**3
+            flops = 2.0 * m * n * k
+            if ops:  # the curve's axis is (M N K)^(1/3): ``size``
+                key = {**key, "size": size, "ops": ops}
             expected = None
             if ctx.hardware.spec is not None:
                 try:
@@ -94,7 +119,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
                     expected = None
             points.append(
                 ProbePoint(
-                    params={"dtype": dtype, "size": n, "flops": flops},
+                    params={**key, "flops": flops},
                     samples_s={"op": samples},
                     stats=st,
                     value=flops / st.p50,
@@ -116,6 +141,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
             params={
                 "sizes": list(sizes),
                 "dtypes": list(params.dtypes),
+                **record_params,
                 "warmup": ctx.warmup,
                 "repeats": ctx.repeats,
             },
@@ -132,12 +158,11 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
     ]
 
 
-def _verify(fn, a, dtype: str) -> Verification:
+def _verify(fn, a, b, dtype: str) -> Verification:
     import numpy as np
 
-    got = np.asarray(fn(a, a), dtype=np.float64)[:8, :8]
-    x = np.asarray(a, dtype=np.float64)
-    want = x[:8] @ x[:, :8]
+    got = np.asarray(fn(a, b), dtype=np.float64)[:8, :8]
+    want = np.asarray(a, dtype=np.float64)[:8] @ np.asarray(b, dtype=np.float64)[:, :8]
     ok = bool(np.allclose(got, want, rtol=2e-2, atol=1e-2 * max(1.0, float(np.abs(want).max()))))
     return Verification(
         check="numerics", ok=ok, detail=f"{dtype}: 8x8 corner vs numpy {'matches' if ok else 'DIFFERS'} (rtol 2e-2)"

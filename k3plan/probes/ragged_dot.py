@@ -1,10 +1,16 @@
 """ragged_dot probe: jax.lax.ragged_dot grouped matmul at K3 expert shapes (896 experts, top-16,
 latent 3584 -> 3072) with real routing sparsity: tokens are routed top-k over all experts and one
-device keeps the rows that land on its experts/ep local experts (EP as K3 deploys it)."""
+device keeps the rows that land on its experts/ep local experts (EP as K3 deploys it).
+
+``plan`` (``probe ragged-dot --from-plan``, probes/op_shapes.py): instead, the grouped-matmul shapes
+of a planned step's routed-expert ops (experts a device, groups touched, rows a group, K, N), the
+rows spread evenly over the touched groups; each point names its ops; widths scaled down on CPU by a
+power of two the record's notes state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 from k3plan.errors import require
 from k3plan.probes.context import ProbeContext
@@ -12,6 +18,9 @@ from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
 from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import sample_s, stats
+
+if TYPE_CHECKING:
+    from k3plan.probes.op_shapes import PlanShapes
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,7 @@ class RaggedDotParams:
     ep: int = 32
     dtype: str = "bfloat16"
     seed: int = 0
+    plan: Optional[PlanShapes] = None  # --from-plan: the step's grouped-matmul shapes
 
     def check(self) -> None:
         require(min(self.experts, self.top_k, self.d_in, self.d_out, self.ep) >= 1, "sizes must be >= 1")
@@ -53,6 +63,37 @@ def route(*, tokens: int, params: RaggedDotParams):
     return sizes, int(sizes.sum()), int((sizes > 0).sum())
 
 
+def even_groups(*, local_experts: int, groups: int, rows: int):
+    """Group sizes [local_experts]: ``rows`` spread as evenly as can be over the first ``groups``."""
+    import numpy as np
+
+    sizes = np.zeros(local_experts, np.int32)
+    sizes[:groups] = rows // groups
+    sizes[: rows % groups] += 1
+    return sizes
+
+
+def _cases(ctx: ProbeContext, params: RaggedDotParams):
+    """(label, (experts a device, K, N), group sizes, point params) for each point of the sweep."""
+    if params.plan is None:
+        for t in params.tokens:
+            sizes = route(tokens=t, params=params)[0]
+            yield (f"tokens={t}", (params.local_experts, params.d_in, params.d_out), sizes, {"tokens": t}, t)
+        return
+    from k3plan.probes.op_shapes import cpu_factor, scaled
+
+    factor = cpu_factor(params.plan) if ctx.is_cpu else 1
+    plan = scaled(params.plan, factor)
+    ctx.notes.append(f"shapes of the step's routed-expert ops: {plan.source}")
+    if factor > 1:
+        ctx.notes.append(f"CPU run: every expert K, N divided by {factor} (rounded up); experts and rows kept")
+    for g in plan.grouped:
+        sizes = even_groups(local_experts=g.local_experts, groups=g.groups, rows=g.rows)
+        extra = {"tokens": g.tokens, "rows_per_group_planned": g.rows_per_group, "k": g.k, "n": g.n, "ops": list(g.ops)}
+        label = f"{g.local_experts} experts, {g.groups} x {g.rows_per_group:.3g} rows, {g.k}x{g.n}"
+        yield label, (g.local_experts, g.k, g.n), sizes, extra, g.tokens
+
+
 def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
     import jax
     import jax.numpy as jnp
@@ -60,32 +101,42 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
 
     params.check()
     dev = jax.local_devices()[0]
-    e, din, dout = params.local_experts, params.d_in, params.d_out
     rng = np.random.default_rng(params.seed)
-    with jax.default_device(dev):  # built on the device: no host copy of the expert weights
-        rhs = jax.jit(
-            lambda key: (jax.random.normal(key, (e, din, dout), jnp.float32) * din**-0.5).astype(params.dtype)
-        )(jax.random.key(params.seed))
+    weights: dict[tuple[int, int, int], object] = {}
+
+    def expert_weights(e: int, din: int, dout: int):
+        if (e, din, dout) not in weights:
+            weights.clear()  # one set of expert weights on the device at a time
+            with jax.default_device(dev):  # built on the device: no host copy of the expert weights
+                weights[(e, din, dout)] = jax.jit(
+                    lambda key: (jax.random.normal(key, (e, din, dout), jnp.float32) * din**-0.5).astype(params.dtype)
+                )(jax.random.key(params.seed))
+        return weights[(e, din, dout)]
+
     record_params = {
         "experts": params.experts,
         "top_k": params.top_k,
-        "d_in": din,
-        "d_out": dout,
+        "d_in": params.d_in,
+        "d_out": params.d_out,
         "ep": params.ep,
-        "local_experts": e,
+        "local_experts": params.local_experts,
         "dtype": params.dtype,
         "tokens": list(params.tokens),
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
     }
+    if params.plan is not None:
+        record_params = {"from_plan": params.plan.source, "dtype": params.dtype}
+        record_params.update(warmup=ctx.warmup, repeats=ctx.repeats)
     points, dispatched = [], None
     checks: list[Verification] = []
     itemsize = np.dtype(params.dtype).itemsize
-    for t in params.tokens:
+    for label, (e, din, dout), sizes, extra, t in _cases(ctx, params):
         if ctx.deadline.expired():
             break
-        ctx.progress(f"ragged-dot tokens={t}")
-        sizes, rows, touched = route(tokens=t, params=params)
+        ctx.progress(f"ragged-dot {label}")
+        rows, touched = int(sizes.sum()), int((sizes > 0).sum())
+        rhs = expert_weights(e, din, dout)
         m = max(rows, 1)  # ragged_dot needs >= 1 row; an empty device still pays the launch
         sizes_pad = sizes.copy()
         sizes_pad[0] += m - rows
@@ -112,7 +163,7 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         points.append(
             ProbePoint(
                 params={
-                    "tokens": t,
+                    **extra,
                     "rows": rows,
                     "experts_touched": touched,
                     "flops": flops,
