@@ -47,6 +47,46 @@ def test_matmul(run_probe_cli):
     assert all(p.unit == "flop/s" for p in rec.points)
 
 
+@pytest.fixture
+def tiny_plan(tmp_path):
+    """--from-plan options for tiny K3 (tests/k3_testing.py) at tp 2 on one tpu-v7x chip, 2 fake CPU devices."""
+    from k3_testing import tiny_kimi_raw
+
+    (tmp_path / "config.json").write_text(json.dumps(tiny_kimi_raw()))
+    return ["--from-plan", "-m", tmp_path / "config.json", "-t", "1x1x1", "--tp", "2", "--batch", "4",
+            "--context", "64", "--chunk", "16", "--cpu-devices", "2", "--dtype", "float32"]
+
+
+def test_matmul_and_ragged_dot_from_plan(run_probe_cli, tiny_plan):
+    from k3plan.speed.curves import _point_values
+    from k3plan.speed.peaks import LinkPeak, Peaks
+
+    result, _, out = run_probe_cli("matmul", *tiny_plan)
+    assert result.exit_code == 0, result.stderr
+    (mm,) = _valid(out, 1)
+    assert "tp 2 ep 2 dp 1" in mm.params["from_plan"] and mm.params["cpu_scale_factor"] == 1
+    assert any("shapes of the step's matmul ops" in n for n in mm.notes)
+    # tiny K3's decode lm_head at tp 2: 4 sequences x vocab 1024 / 2 x hidden 256 (test_op_shapes.py has them all)
+    head = next(p for p in mm.points if p.params["ops"] == ["decode:global.lm_head"])
+    assert (head.params["m"], head.params["n"], head.params["k"]) == (4, 512, 256)
+    assert head.params["flops"] == 2 * 4 * 512 * 256 and len(mm.points) == 28
+    # the efficiency curve keys a matmul by (M N K)^(1/3): every point lands on it at that size
+    link = LinkPeak(bw_bytes_per_s=1.0, latency_s=0.0)
+    peaks = Peaks(device_kind="cpu", hardware="hand-made", flops_per_s_by_dtype={"bf16": 1e12, "float32": 1e12},
+                  hbm_bw_bytes_per_s=1e11, scale_up=link, scale_out=link)
+    xs = sorted(x for _, x, _, _ in _point_values(mm, peaks))
+    assert xs[-1] == pytest.approx((16 * 512 * 256) ** (1 / 3)) and len(xs) == 28
+
+    result, _, out2 = run_probe_cli("ragged-dot", *tiny_plan[:-2], "--dtype", "float32", "--out", str(out) + "-rd")
+    assert result.exit_code == 0, result.stderr
+    (rd,) = _valid(out.parent / "records-rd", 1)
+    # decode: 3 of the 4 local experts touched, 4 rows; prefill chunk 16: 16 rows over all 4 (test_op_shapes.py)
+    got = sorted((p.params["tokens"], p.params["k"], p.params["experts_touched"], p.params["rows"]) for p in rd.points)
+    assert got == [(4, 64, 3, 4), (4, 128, 3, 4), (16, 64, 4, 16), (16, 128, 4, 16)]
+    assert all(p.params["ops"] and p.params["ops"][0].split(":")[0] in ("decode", "prefill") for p in rd.points)
+    assert sorted(x for _, x, _, _ in _point_values(rd, peaks)) == pytest.approx([4 / 3, 4 / 3, 4, 4])
+
+
 def test_kda_falls_back_to_reference_and_paths_agree(run_probe_cli):
     result, records, out = run_probe_cli("kda", "--heads", "2", "--head-dim", "16", "--chunk", "16", "--seq-lens", "32,64")
     assert result.exit_code == 0, result.stderr
@@ -105,6 +145,8 @@ def test_ragged_dot_scaled_down(run_probe_cli):
     (["kda-decode", "--heads", "6", "--heads-per-block", "4"], "must divide"),
     (["ragged-dot", "--ep", "5"], "--ep 5"),
     (["matmul", "--dtype", "float64"], "--dtype"),
+    (["matmul", "--from-plan", "--size", "64"], "--from-plan"),
+    (["matmul", "--from-plan", "--tp", "3"], "tp"),
 ])
 def test_bad_probe_options_exit_2(cli, args, needle):
     result = cli("probe", *args, "--no-write", "--timeout", "5")  # never write into the repo
