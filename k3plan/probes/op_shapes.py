@@ -119,8 +119,9 @@ def cpu_factor(shapes: PlanShapes) -> int:
 
 
 def scaled(shapes: PlanShapes, factor: int) -> PlanShapes:
-    """Every width divided by ``factor`` (rounded up); rows a group and experts kept (the grouped
-    curve's axis is rows a group), merging shapes that become equal."""
+    """Every width divided by ``factor`` (rounded up), and the experts and touched groups a device too
+    (XLA's CPU ragged_dot costs experts x rows); rows a group kept (the grouped curve's axis), merging
+    shapes that become equal."""
     if factor == 1:
         return shapes
     mm: dict[tuple, list[str]] = {}
@@ -128,7 +129,7 @@ def scaled(shapes: PlanShapes, factor: int) -> PlanShapes:
         mm.setdefault(_div((s.m, s.n, s.k), factor), []).extend(s.ops)
     gm: dict[tuple, list[str]] = {}
     for g in shapes.grouped:
-        key = (g.tokens, g.local_experts, g.groups, g.rows_per_group, *_div((g.k, g.n), factor))
+        key = (g.tokens, *_div((g.local_experts, g.groups), factor), g.rows_per_group, *_div((g.k, g.n), factor))
         gm.setdefault(key, []).extend(g.ops)
     return PlanShapes(
         source=shapes.source,

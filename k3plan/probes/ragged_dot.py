@@ -86,7 +86,9 @@ def _cases(ctx: ProbeContext, params: RaggedDotParams):
     plan = scaled(params.plan, factor)
     ctx.notes.append(f"shapes of the step's routed-expert ops: {plan.source}")
     if factor > 1:
-        ctx.notes.append(f"CPU run: every expert K, N divided by {factor} (rounded up); experts and rows kept")
+        ctx.notes.append(
+            f"CPU run: expert K, N, experts and touched groups a device divided by {factor} (rounded up); rows a group kept"
+        )
     for g in plan.grouped:
         sizes = even_groups(local_experts=g.local_experts, groups=g.groups, rows=g.rows)
         extra = {"tokens": g.tokens, "rows_per_group_planned": g.rows_per_group, "k": g.k, "n": g.n, "ops": list(g.ops)}

@@ -59,8 +59,14 @@ def render(console, record: ProbeRecord, path=None) -> None:
         }
         st = pt.stats
         unit_s = "s/call" if pt.unit == "s/call" else "s"
+        label = " ".join(f"{v}" if k in ("dtype", "path", "op") else f"{k}={v}" for k, v in shown.items())
+        if pt.params.get("ops"):  # --from-plan: the shape and the step's ops that have it
+            p, ops = pt.params, pt.params["ops"]
+            shape = f"{p['m']}x{p['n']}x{p['k']}" if "m" in p else f"{p['rows']} rows {p['k']}x{p['n']}"
+            more = f" +{len(ops) - 1}" if len(ops) > 1 else ""
+            label = f"{p.get('dtype', '')} {shape} {ops[0]}{more}".strip()
         table.add_row(
-            " ".join(f"{v}" if k in ("dtype", "path", "op") else f"{k}={v}" for k, v in shown.items()),
+            label,
             fmt_value(pt.value, pt.unit),
             fmt_value(st.p50 if st else None, unit_s),
             fmt_value(st.p90 if st else None, unit_s),

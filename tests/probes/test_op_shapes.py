@@ -7,7 +7,7 @@ import json
 import pytest
 from k3_testing import tiny_kimi_raw
 
-from k3plan.probes.op_shapes import MatmulShape, PlanShapes, cpu_factor, plan_shapes, scaled
+from k3plan.probes.op_shapes import GroupedShape, MatmulShape, PlanShapes, cpu_factor, plan_shapes, scaled
 from k3plan.setup import make_setup
 
 
@@ -103,4 +103,15 @@ def test_cpu_factor_and_scaling():
         grouped=(),
     )
     assert cpu_factor(merged) == 1 and scaled(merged, 1) is merged
+    experts = PlanShapes(
+        source="x",
+        matmuls=(),
+        grouped=(
+            GroupedShape(tokens=8192, local_experts=28, groups=28, rows_per_group=146.3, k=3584, n=3072, ops=("e",)),
+        ),
+    )
+    # 28 x 3584 x 3072 = 308281344 weights; budget 2^21: f^2 >= 147, 8^2 = 64 short, 16^2 = 256 fits
+    assert cpu_factor(experts) == 16
+    (g,) = scaled(experts, 16).grouped  # 28/16 -> 2 experts and groups, 3584/16 = 224, 3072/16 = 192
+    assert (g.local_experts, g.groups, g.rows_per_group, g.k, g.n, g.rows) == (2, 2, 146.3, 224, 192, 293)
     assert [(s.m, s.n, s.k, s.ops) for s in scaled(merged, 2).matmuls] == [(1, 32, 32, ("a", "b"))]  # 63/2 rounds up
