@@ -36,6 +36,7 @@ Examples:
   k3plan probe hbm --impl pallas                              Pallas streaming kernel vs XLA copy
   k3plan probe kda-decode --heads 8 --head-dim 64             Pallas decode step vs jnp reference
   k3plan probe step                                           a scaled K3 decode step: measured vs expected
+  k3plan probe matmul --from-plan -t 2x2x4 --tp 32            the (M, N, K) K3's matmul ops have at that split
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -206,6 +207,11 @@ def with_plan_options(fn):
     def wrapper(**kwargs):
         o = {name: kwargs.pop(name) for name, _, _ in _PLAN_OPTIONS}
         plan = None
+        stray = [n for n, _, default in _PLAN_OPTIONS if n != "from_plan" and o[n] != default]
+        require(
+            o["from_plan"] or not stray,
+            f"--{stray[0].replace('_', '-') if stray else ''}: a --from-plan option; add --from-plan or leave it out",
+        )
         if o.pop("from_plan"):
             from k3plan.cli.common import setup_from
             from k3plan.probes.op_shapes import plan_shapes

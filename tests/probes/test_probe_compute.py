@@ -147,6 +147,7 @@ def test_ragged_dot_scaled_down(run_probe_cli):
     (["matmul", "--dtype", "float64"], "--dtype"),
     (["matmul", "--from-plan", "--size", "64"], "--from-plan"),
     (["matmul", "--from-plan", "--tp", "3"], "tp"),
+    (["ragged-dot", "--plan-ep", "4"], "--plan-ep: a --from-plan option"),
 ])
 def test_bad_probe_options_exit_2(cli, args, needle):
     result = cli("probe", *args, "--no-write", "--timeout", "5")  # never write into the repo
