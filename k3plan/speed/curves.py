@@ -1,8 +1,8 @@
 """Efficiency curves from probe records: for one device kind, per op kind, efficiency = the
 ceiling time of the probed point / its measured time, against a size axis.
 
-    matmul:<dtype>             x = (M N K)^(1/3) (the probe's square size)     probe matmul
-    grouped_matmul:<dtype>     x = rows a touched expert group                  probe ragged-dot
+    matmul:<dtype>             x = (M N K)^(1/3) (the probe's size)             probe matmul [--from-plan]
+    grouped_matmul:<dtype>     x = rows a touched expert group                  probe ragged-dot [--from-plan]
     hbm                        x = bytes a transfer                              probe hbm
     kda_recurrent              x = heads (best over the record's lengths)        probe kda --path recurrent
     kda_chunked:<chunk>        x = heads                                         probe kda --path chunked
@@ -98,8 +98,14 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
             if _dtype(d) not in peaks.flops_per_s_by_dtype:
                 continue
             peak = peaks.flops_per_s(d)
+            shape = f"{p.params['m']}x{p.params['n']}x{p.params['k']} ({p.params['ops'][0]})" if "m" in p.params else ""
             out.append(
-                (curve_key("matmul", dtype=d), n, v / peak, f"{d} {n:g}^3: {v:.3g} FLOP/s measured / {peak:.3g} peak")
+                (
+                    curve_key("matmul", dtype=d),
+                    n,
+                    v / peak,
+                    f"{d} {shape or f'{n:g}^3'}: {v:.3g} FLOP/s measured / {peak:.3g} peak",
+                )
             )
     elif probe == "ragged-dot":
         d = str(record.params.get("dtype", "bf16"))

@@ -74,7 +74,9 @@ def test_matmul_and_ragged_dot_from_plan(run_probe_cli, tiny_plan):
     link = LinkPeak(bw_bytes_per_s=1.0, latency_s=0.0)
     peaks = Peaks(device_kind="cpu", hardware="hand-made", flops_per_s_by_dtype={"bf16": 1e12, "float32": 1e12},
                   hbm_bw_bytes_per_s=1e11, scale_up=link, scale_out=link)
-    xs = sorted(x for _, x, _, _ in _point_values(mm, peaks))
+    values = _point_values(mm, peaks)
+    assert any(d.startswith("float32 4x512x256 (decode:global.lm_head)") for _, _, _, d in values)
+    xs = sorted(x for _, x, _, _ in values)
     assert xs[-1] == pytest.approx((16 * 512 * 256) ** (1 / 3)) and len(xs) == 28
 
     result, _, out2 = run_probe_cli("ragged-dot", *tiny_plan[:-2], "--dtype", "float32", "--out", str(out) + "-rd")
