@@ -20,7 +20,7 @@ from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
 from k3plan.plan.evaluate import evaluate, static_columns
 from k3plan.plan.reasons import CODE, families, reason_codes, reason_texts
-from k3plan.plan.rows import row
+from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import MAX_PP, build_space
 from k3plan.roofline.bounds import Efficiency
@@ -50,8 +50,8 @@ class PlanResult(BaseModel):
     configurations: int
     feasible: int
     evaluate_s: float
-    recommended: Optional[dict[str, Any]]
-    ranked: list[dict[str, Any]]
+    recommended: Optional[PlanRow]
+    ranked: list[PlanRow]
     families: list[dict[str, Any]]
     rejected_families: list[dict[str, Any]]
     reasons: dict[str, str]
@@ -64,7 +64,7 @@ class PlanResult(BaseModel):
     launch: Optional[Launch] = None
     cold_start: Optional[ColdStart] = None
     # nothing passes: the configuration that came closest (k3plan.advice.plan applies the rules to it)
-    closest_miss: Optional[dict[str, Any]] = None
+    closest_miss: Optional[PlanRow] = None
 
 
 def check_inputs(

@@ -89,11 +89,11 @@ def smallest_viable(
         setup = make_setup(
             model=model,
             hardware=hardware,
-            topology=top["topology"],
-            tp=top["tp"],
-            ep=top["ep"],
-            dp=top["dp"],
-            pp=top.get("pp", 1),
+            topology=top.topology,
+            tp=top.tp,
+            ep=top.ep,
+            dp=top.dp,
+            pp=top.pp,
             stack=stack,
         )
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))
