@@ -73,12 +73,12 @@ def plan_advice(
     if row is None:
         return None
     eff = eff or Efficiency()
-    context, batch = int(result.workload["context_tokens"]), int(result.workload["concurrency"])
+    context, batch = int(result.workload.context_tokens), int(result.workload.concurrency)
     options = row.setup_options(result.model)
     setup = make_setup(**options)
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row.chunk_tokens)
     fitted, notes = with_plan_numbers(fit(setup, workload), row)
-    target = result.workload.get("target_tpot_ms")
+    target = result.workload.target_tpot_ms
     if result.recommended is None and target is not None and row.tpot_ms > target:
         notes += (
             f"misses --target-tpot-ms {target:g} at TPOT {row.tpot_ms:.2f} ms with every memory check passed; "

@@ -10,14 +10,14 @@ from k3plan.plan.search import OBJECTIVES, PlanResult
 
 
 def _ranking(result: PlanResult) -> Table:
-    chunks = len(result.search["chunks"]) > 1
-    kvs = len(result.search["kv_dtypes"]) > 1 or result.search["kv_dtypes"] != ["stack"]
+    chunks = len(result.search.chunks) > 1
+    kvs = len(result.search.kv_dtypes) > 1 or result.search.kv_dtypes != ["stack"]
     expected = any(r.expected_tpot_ms is not None for r in result.ranked)
     t = Table(
         title=f"{result.model}: {OBJECTIVES[result.objective]}"
-        + (" (ranked on expected TPOT)" if result.workload.get("rank_by") == "expected" else "")
-        + f", context {result.workload['context_tokens']:,}, "
-        f"{result.workload['concurrency']} sequence(s) at once",
+        + (" (ranked on expected TPOT)" if result.workload.rank_by == "expected" else "")
+        + f", context {result.workload.context_tokens:,}, "
+        f"{result.workload.concurrency} sequence(s) at once",
         title_justify="left",
     )
     cols = (
@@ -70,8 +70,8 @@ def _rejected(result: PlanResult) -> Table:
     for c in ("hardware", "stack", "configs", "reasons (count)", "closest"):
         t.add_column(c, justify="right" if c == "configs" else "left")
     for f in result.rejected_families:
-        reasons = "; ".join(f"{k} x{n}" for k, n in f["reasons"].items()) or "-"
-        t.add_row(f["hardware"], f["stack"], str(f["configurations"]), reasons, "; ".join(f["detail"]) or "-")
+        reasons = "; ".join(f"{k} x{n}" for k, n in f.reasons.items()) or "-"
+        t.add_row(f.hardware, f.stack, str(f.configurations), reasons, "; ".join(f.detail) or "-")
     return t
 
 
@@ -90,7 +90,7 @@ def render_plan(result: PlanResult, console: Console) -> None:
             f"stack {r.stack}, KV {r.kv_dtype}: "
             f"{r.free_gib_per_device:.2f} GiB free a device, up to {r.max_sequences:,} sequences, "
             f"TPOT {r.tpot_ms:.2f} ms. Check it: "
-            + r.fit_command(context=result.workload["context_tokens"], batch=result.workload["concurrency"])
+            + r.fit_command(context=result.workload.context_tokens, batch=result.workload.concurrency)
         )
         noted = [x for x in result.ranked if x.layout_notes]
         for x in noted:
@@ -113,7 +113,7 @@ def render_plan(result: PlanResult, console: Console) -> None:
     if result.rejected_families:
         console.print(_rejected(result))
     console.print("Reasons: " + "; ".join(f"{k}: {v}" for k, v in result.reasons.items() if k != "feasible"))
-    ok = [f"{f['hardware']}/{f['stack']} ({f['feasible']})" for f in result.families if f["feasible"]]
+    ok = [f"{f.hardware}/{f.stack} ({f.feasible})" for f in result.families if f.feasible]
     if ok:
         console.print(f"Families with feasible configurations: {', '.join(ok)}")
     console.print(

@@ -18,6 +18,7 @@ from k3plan.plan.deployment import (
     launch_for,
     pareto_point,
 )
+from k3plan.plan.reasons import Family
 from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import LABEL, SlaTargets, largest_batch, sla_row, step_coefficients
 from k3plan.plan.space import Space
@@ -35,27 +36,27 @@ def add_costs(rows: list[PlanRow], *, prices: dict[str, Price], concurrency: int
     return [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]
 
 
-def _strict_families(fams: list[dict], rows: list[PlanRow], missed: list[PlanRow]) -> list[dict]:
+def _strict_families(fams: list[Family], rows: list[PlanRow], missed: list[PlanRow]) -> list[Family]:
     by_family: dict[tuple[str, str], list[PlanRow]] = {}
     for r in missed:
         by_family.setdefault((r.hardware, r.stack), []).append(r)
     out = []
     for f in fams:
-        miss = by_family.get((f["hardware"], f["stack"]), [])
+        miss = by_family.get((f.hardware, f.stack), [])
         if not miss:
             out.append(f)
             continue
-        left = f["feasible"] - len(miss)
-        reasons = {k: v for k, v in f["reasons"].items() if k != "feasible"}
+        left = f.feasible - len(miss)
+        reasons = {k: v for k, v in f.reasons.items() if k != "feasible"}
         reasons["sla"] = len(miss)
         if left:
             reasons = {"feasible": left, **reasons}
         closest = miss[0]  # rows arrive in the objective's order: the best of the family first
-        detail = f["detail"] + [
+        detail = f.detail + [
             f"SLA (--strict): {len(miss)} miss; closest {closest.topology} {closest.split_text}: "
             + "; ".join(closest.sla_row().misses)
         ]
-        out.append({**f, "feasible": left, "reasons": reasons, "detail": detail})
+        out.append(f.model_copy(update={"feasible": left, "reasons": reasons, "detail": detail}))
     return out
 
 
@@ -67,7 +68,7 @@ def apply_sla(
     cols_k: dict,
     k: int,
     ranked: np.ndarray,
-    fams: list[dict],
+    fams: list[Family],
     targets: SlaTargets,
     model: Model,
     eff: Efficiency,
@@ -75,7 +76,7 @@ def apply_sla(
     context: int,
     load_gbps: float | None,
     objective: str = "chips",
-) -> tuple[np.ndarray, list[dict], list[PlanRow], dict[str, Any]]:
+) -> tuple[np.ndarray, list[Family], list[PlanRow], dict[str, Any]]:
     base, a, b = step_coefficients(model=model, cols_1=cols_1, cols_k=cols_k, k=k, isl=targets.isl_tokens, eff=eff)
     rows: list[PlanRow] = []
     for i in ranked:

@@ -95,7 +95,7 @@ def deployment_blocks(
         best.setdefault(ranked.hardware, ranked)
     price = {p.hardware: p for p in res.prices}
     rows = []
-    for hw in res.search["hardware"]:
+    for hw in res.search.hardware:
         p = price[hw]
         r = best.get(hw)
         source = p.source if p.usd_per_chip_hour is not None else f"n/a: {p.source}"
