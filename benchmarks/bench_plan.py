@@ -49,7 +49,7 @@ for _ in range(runs):
     t = time.perf_counter(); r = plan(context=131072, **kw); warm.append(time.perf_counter() - t); evals.append(r.evaluate_s)
 print(json.dumps({"configs": r.configurations, "feasible": r.feasible, "import": t1 - t0, "cold": cold,
                   "warm": statistics.median(warm), "eval": statistics.median(evals[1:]),
-                  "recommended": {k: v for k, v in r.recommended.items() if k != "per_device"},
+                  "recommended": r.recommended.model_dump(mode="json", exclude={"per_device"}),
                   "jax": "jax" in sys.modules, "pandas": "pandas" in sys.modules}))
 """
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.advice.wiring import FitAdvice
+
+if TYPE_CHECKING:
+    from k3plan.plan.rows import PlanRow
 
 PER_DEVICE_FROM_ROW = {"replicated_weights_bytes": "replicated_bytes"}  # PerDevice field -> plan row key
 
@@ -30,47 +33,20 @@ class PlanAdvice(BaseModel):
     notes: tuple[str, ...] = ()
 
 
-def setup_options_for(model: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A plan row as the options ``k3plan.setup.make_setup`` takes (fit's spelling)."""
-    return {
-        "model": model,
-        "hardware": row["hardware"],
-        "topology": row["topology"],
-        "tp": row["tp"],
-        "ep": row["ep"],
-        "dp": row["dp"],
-        "pp": row.get("pp", 1),
-        "stack": row["stack"],
-        "kv_dtype": row.get("kv_dtype_override"),
-        "shardspecs": None,
-    }
-
-
-def _describe(row: dict[str, Any]) -> str:
+def _describe(row: PlanRow) -> str:
     return (
-        f"{row['hardware']} {row['topology']} tp {row['tp']} ep {row['ep']} dp {row['dp']}"
-        + (f" pp {row['pp']}" if row.get("pp", 1) > 1 else "")
-        + f", {row['stack']}, "
-        f"KV {row['kv_dtype']}, chunk {row['chunk_tokens']:,}"
+        f"{row.hardware} {row.topology} {row.split_words}, {row.stack}, KV {row.kv_dtype}, chunk {row.chunk_tokens:,}"
     )
 
 
-def _fit_command(row: dict[str, Any], *, context: int, batch: int) -> str:
-    return (
-        f"k3plan fit -H {row['hardware']} -t {row['topology']} --tp {row['tp']} --ep {row['ep']} --dp {row['dp']} "
-        + (f"--pp {row['pp']} " if row.get("pp", 1) > 1 else "")
-        + f"--stack {row['stack']} --kv-dtype {row['kv_dtype']} --context {context} --batch {batch} "
-        f"--chunk {row['chunk_tokens']}"
-    )
-
-
-def with_plan_numbers(result, row: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+def with_plan_numbers(result, row: PlanRow) -> tuple[Any, tuple[str, ...]]:
     """``result`` (a FitResult of the row's configuration) carrying the plan row's per-device terms,
     and a note for each term where fit's figure differs from the plan's."""
     from k3plan.budget.result import PerDevice
 
     have = result.per_device.model_dump()
-    plan_pd = {k: int(row["per_device"][PER_DEVICE_FROM_ROW.get(k, k)]) for k in have}
+    pd = row.per_device.model_dump()
+    plan_pd = {k: int(pd[PER_DEVICE_FROM_ROW.get(k, k)]) for k in have}
     notes = tuple(
         f"per-device {k}: plan {plan_pd[k]:,} B, fit {have[k]:,} B; the advice uses the plan's"
         for k in have
@@ -97,20 +73,20 @@ def plan_advice(
     if row is None:
         return None
     eff = eff or Efficiency()
-    context, batch = int(result.workload["context_tokens"]), int(result.workload["concurrency"])
-    options = setup_options_for(result.model, row)
+    context, batch = int(result.workload.context_tokens), int(result.workload.concurrency)
+    options = row.setup_options(result.model)
     setup = make_setup(**options)
-    workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row["chunk_tokens"])
+    workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row.chunk_tokens)
     fitted, notes = with_plan_numbers(fit(setup, workload), row)
-    target = result.workload.get("target_tpot_ms")
-    if result.recommended is None and target is not None and row["tpot_ms"] > target:
+    target = result.workload.target_tpot_ms
+    if result.recommended is None and target is not None and row.tpot_ms > target:
         notes += (
-            f"misses --target-tpot-ms {target:g} at TPOT {row['tpot_ms']:.2f} ms with every memory check passed; "
+            f"misses --target-tpot-ms {target:g} at TPOT {row.tpot_ms:.2f} ms with every memory check passed; "
             "the rules below cover memory and throughput, not this target",
         )
     hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
-    binding, tpot_s = row["binding"], row["tpot_ms"] / 1e3
+    binding, tpot_s = row.binding, row.tpot_ms / 1e3
     parts = None
     if binding == "compute":
         dec = decode_bound(
@@ -133,7 +109,7 @@ def plan_advice(
     return PlanAdvice(
         subject="pick" if result.recommended else "closest_miss",
         configuration=_describe(row),
-        fit_command=_fit_command(row, context=context, batch=batch),
+        fit_command=row.fit_command(context=context, batch=batch),
         advice=advice,
         notes=notes,
     )
@@ -162,13 +138,13 @@ def pick_prefix_hit(result, *, hit_rate: float, tier: str, prompt_tokens: int, e
     row = result.recommended
     if row is None:
         return None
-    setup = make_setup(**setup_options_for(result.model, row))
+    setup = make_setup(**row.setup_options(result.model))
     hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=False)
     setup = dataclasses.replace(setup, hardware=hw)
     pre = prefill_bound(
         setup,
         prompt_tokens=prompt_tokens,
-        chunk_tokens=min(row["chunk_tokens"], prompt_tokens),
+        chunk_tokens=min(row.chunk_tokens, prompt_tokens),
         eff=eff or Efficiency(),
         probes=probes,
     )

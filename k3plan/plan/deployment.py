@@ -7,7 +7,7 @@ Every model here is typed and lands in PlanResult (JSON) as it is; the render sh
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,6 +27,9 @@ from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
 from k3plan.sharding.stack import Stack
+
+if TYPE_CHECKING:
+    from k3plan.plan.rows import PlanRow
 
 UNPRICED = "n/a"
 
@@ -88,26 +91,29 @@ def _note(price: Price) -> str:
     )
 
 
-def pareto_point(r: dict[str, Any], *, batch: int) -> ParetoPoint:
-    sla, cost = r["sla"], r["cost"]
+def pareto_point(r: PlanRow, *, batch: int) -> ParetoPoint:
+    sla, cost = r.sla_row(), r.cost_row()
+    user, chip = sla.output_tokens_per_s_per_user, sla.output_tokens_per_s_per_chip
+    if user is None or chip is None:
+        raise ValueError(f"plan row {r.rank}: a Pareto point needs its tokens/s a user and a chip")
     per_usd = None
-    if cost["usd_per_hour"] is not None and sla["output_tokens_per_s"] is not None:
+    if cost.usd_per_hour is not None and sla.output_tokens_per_s is not None:
         per_usd = _num(
             tokens_per_usd(
-                chips=r["chips"], usd_per_chip_hour=cost["usd_per_chip_hour"], tokens_per_s=sla["output_tokens_per_s"]
+                chips=r.chips, usd_per_chip_hour=cost.usd_per_chip_hour, tokens_per_s=sla.output_tokens_per_s
             )
         )
     return ParetoPoint(
-        hardware=r["hardware"],
-        topology=r["topology"],
-        chips=r["chips"],
-        split=f"TP{r['tp']} EP{r['ep']} DP{r['dp']}" + (f" PP{r['pp']}" if r.get("pp", 1) > 1 else ""),
-        stack=r["stack"],
+        hardware=r.hardware,
+        topology=r.topology,
+        chips=r.chips,
+        split=r.split_text,
+        stack=r.stack,
         batch=batch,
-        tokens_per_s_per_user=sla["output_tokens_per_s_per_user"],
-        tokens_per_s_per_chip=sla["output_tokens_per_s_per_chip"],
-        usd_per_hour=cost["usd_per_hour"],
-        usd_per_million_output_tokens=cost["usd_per_million_output_tokens"],
+        tokens_per_s_per_user=user,
+        tokens_per_s_per_chip=chip,
+        usd_per_hour=cost.usd_per_hour,
+        usd_per_million_output_tokens=cost.usd_per_million_output_tokens,
         tokens_per_usd=per_usd,
     )
 
@@ -140,7 +146,7 @@ class Disaggregated(BaseModel):
 
 def disaggregated(
     *,
-    pick: dict[str, Any],
+    pick: PlanRow,
     model: Model,
     hw: HardwareSpec,
     stack: Stack,
@@ -151,11 +157,11 @@ def disaggregated(
     ttft_ms: float | None,
     price: Price,
 ) -> Disaggregated:
-    s = pick["sla"]
-    base, a = s["step_base_ms"] / 1e3, s["step_per_decode_seq_ms"] / 1e3
-    b, chunk, chips = s["step_per_prefill_token_us"] / 1e6, pick["chunk_tokens"], pick["chips"]
+    s = pick.sla_row()
+    base, a = s.step_base_ms / 1e3, s.step_per_decode_seq_ms / 1e3
+    b, chunk, chips = s.step_per_prefill_token_us / 1e6, pick.chunk_tokens, pick.chips
     prefill_rate = chunk / (base + b * chunk)
-    batch = pick["max_sequences"]
+    batch = pick.max_sequences
     if tpot_ms is not None and a > 0:
         batch = min(batch, math.floor((tpot_ms / 1e3 - base) / a))
     batch = max(1, batch)
@@ -191,9 +197,7 @@ def disaggregated(
     if tpot_ms is not None and base > tpot_ms / 1e3:
         notes.append(f"even one sequence misses --tpot-ms ({base * 1e3:.1f} ms a step)")
     return Disaggregated(
-        instance=f"{pick['hardware']} {pick['topology']} TP{pick['tp']} EP{pick['ep']} DP{pick['dp']}"
-        + (f" PP{pick['pp']}" if pick.get("pp", 1) > 1 else "")
-        + f" {pick['stack']}",
+        instance=f"{pick.hardware} {pick.topology} {pick.split_text} {pick.stack}",
         chips_per_instance=chips,
         prefill_tokens_per_s_per_instance=prefill_rate,
         decode_batch=batch,
@@ -210,9 +214,9 @@ def disaggregated(
             usd_per_million_output_tokens(chips=total, usd_per_chip_hour=p, output_tokens_per_s=out_per_s)
         ),
         aggregated_chips=chips,
-        aggregated_ttft_ms=s["ttft_ms"],
-        aggregated_tpot_ms=s["tpot_ms"],
-        aggregated_usd_per_hour=pick["cost"]["usd_per_hour"],
+        aggregated_ttft_ms=s.ttft_ms,
+        aggregated_tpot_ms=s.tpot_ms,
+        aggregated_usd_per_hour=pick.cost_row().usd_per_hour,
         notes=notes,
     )
 
@@ -227,7 +231,7 @@ class Launch(BaseModel):
 
 def launch_for(
     *,
-    pick: dict[str, Any],
+    pick: PlanRow,
     hw: HardwareSpec,
     stack: Stack,
     topology: Topology,
@@ -242,15 +246,15 @@ def launch_for(
             stack=stack.name,
             engine=engine_for_stack(stack.name),
             model_path=model.name,
-            tp=pick["tp"],
-            ep=pick["ep"],
-            dp=pick["dp"],
-            pp=pick.get("pp", 1),
+            tp=pick.tp,
+            ep=pick.ep,
+            dp=pick.dp,
+            pp=pick.pp,
             hosts=topology.hosts,
             max_model_len=context,
-            max_num_batched_tokens=pick["chunk_tokens"],
+            max_num_batched_tokens=pick.chunk_tokens,
             max_num_seqs=max(1, max_num_seqs),
-            kv_dtype=pick["kv_dtype"],
+            kv_dtype=pick.kv_dtype,
             memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
             dp_attention=stack.name == "dp-attention",
         )
@@ -259,11 +263,9 @@ def launch_for(
         return Launch(config=None, text=None, error=str(err).splitlines()[0])
 
 
-def cold_start_for(
-    *, pick: dict[str, Any], hw: HardwareSpec, topology: Topology, load_gbps: float, model: Model
-) -> ColdStart:
+def cold_start_for(*, pick: PlanRow, hw: HardwareSpec, topology: Topology, load_gbps: float, model: Model) -> ColdStart:
     return cold_start(
-        weight_bytes_per_device=pick["per_device"]["weights_bytes"],
+        weight_bytes_per_device=pick.per_device.weights_bytes,
         topology=topology,
         hw=hw,
         load_gbps=load_gbps,

@@ -11,7 +11,10 @@ a pool of the best by ceiling (``POOL``) -- get one; the assumption line says so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from k3plan.plan.rows import PlanRow
 
 RANK_BY = ("ceiling", "expected")
 POOL_FACTOR, POOL_MIN = 4, 40  # --rank-by expected re-ranks the best max(4 x --top, 40) by ceiling
@@ -98,17 +101,18 @@ def rerank(indices: list[int], *, column: ExpectedColumn, cols, objective: str) 
 
 
 def add_expected(
-    rows: list[dict], indices: list[int], *, column: ExpectedColumn, known: dict[int, float]
-) -> list[dict]:
+    rows: list[PlanRow], indices: list[int], *, column: ExpectedColumn, known: dict[int, float]
+) -> list[PlanRow]:
     """Each row gains expected_tpot_ms (None without a record of its device kind) and its source line."""
     out = []
     for r, i in zip(rows, indices):
         t = known[i] if i in known else column.tpot_s(i)
         out.append(
-            {
-                **r,
-                "expected_tpot_ms": None if t is None else t * 1e3,
-                "expected_source": column.sources.get(r["hardware"]),
-            }
+            r.model_copy(
+                update={
+                    "expected_tpot_ms": None if t is None else t * 1e3,
+                    "expected_source": column.sources.get(r.hardware),
+                }
+            )
         )
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from k3plan.plan.space import Space
 from k3plan.step.verdict import REASONS, reject_code
@@ -40,6 +41,21 @@ def _best(values: np.ndarray, family: np.ndarray, mask: np.ndarray, size: int, f
     return out
 
 
+class Family(BaseModel):
+    """One (hardware, stack) family's account: configurations searched, how many pass, the count
+    of each reason the others fail on (reason code -> count, "feasible" first when any pass) and how
+    close the family came on the check that stopped it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hardware: str
+    stack: str
+    configurations: int
+    feasible: int
+    reasons: dict[str, int]
+    detail: list[str]
+
+
 def families(
     *,
     space: Space,
@@ -48,7 +64,7 @@ def families(
     kinds: dict[str, np.ndarray],
     concurrency: int,
     target_tpot_s: Optional[float],
-) -> list[dict]:
+) -> list[Family]:
     """One account per (hardware, stack): configurations, feasible ones, reasons with counts, and
     how close the family came on the check that stopped it."""
     size = len(space.hardware) * len(space.stacks)
@@ -83,14 +99,14 @@ def families(
         if "tpot" in reasons and target_tpot_s is not None:
             detail.append(f"best TPOT {tpot_best[f]:.2f} ms against a target of {target_tpot_s * 1e3:g} ms")
         out.append(
-            {
-                "hardware": hw,
-                "stack": stack,
-                "configurations": total,
-                "feasible": int(counts[f, 0]),
-                "reasons": {REASONS[0][0]: int(counts[f, 0]), **reasons} if counts[f, 0] else reasons,
-                "detail": detail,
-            }
+            Family(
+                hardware=hw,
+                stack=stack,
+                configurations=total,
+                feasible=int(counts[f, 0]),
+                reasons={REASONS[0][0]: int(counts[f, 0]), **reasons} if counts[f, 0] else reasons,
+                detail=detail,
+            )
         )
     return out
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from k3plan.plan.rows import PlanRow
 from k3plan.plan.search import OBJECTIVES, PlanResult
 
 
 def _ranking(result: PlanResult) -> Table:
-    chunks = len(result.search["chunks"]) > 1
-    kvs = len(result.search["kv_dtypes"]) > 1 or result.search["kv_dtypes"] != ["stack"]
-    expected = any(r.get("expected_tpot_ms") is not None for r in result.ranked)
+    chunks = len(result.search.chunks) > 1
+    kvs = len(result.search.kv_dtypes) > 1 or result.search.kv_dtypes != ["stack"]
+    expected = any(r.expected_tpot_ms is not None for r in result.ranked)
     t = Table(
         title=f"{result.model}: {OBJECTIVES[result.objective]}"
-        + (" (ranked on expected TPOT)" if result.workload.get("rank_by") == "expected" else "")
-        + f", context {result.workload['context_tokens']:,}, "
-        f"{result.workload['concurrency']} sequence(s) at once",
+        + (" (ranked on expected TPOT)" if result.workload.rank_by == "expected" else "")
+        + f", context {result.workload.context_tokens:,}, "
+        f"{result.workload.concurrency} sequence(s) at once",
         title_justify="left",
     )
     cols = (
@@ -32,36 +33,36 @@ def _ranking(result: PlanResult) -> Table:
             c, justify="left" if c in ("hardware", "topology", "stack", "kv", "bound", "tp/ep/dp") else "right"
         )
     for r in result.ranked:
-        cost = "-" if r["cost_usd_per_hour"] is None else f"{r['cost_usd_per_hour']:,.2f}"
+        cost = "-" if r.cost_usd_per_hour is None else f"{r.cost_usd_per_hour:,.2f}"
         cells = (
             [
-                str(r["rank"]),
-                r["hardware"],
-                r["topology"],
-                str(r["chips"]),
-                f"{r['tp']}/{r['ep']}/{r['dp']}" + (f" pp{r['pp']}" if r.get("pp", 1) > 1 else ""),
-                r["stack"],
+                str(r.rank),
+                r.hardware,
+                r.topology,
+                str(r.chips),
+                f"{r.tp}/{r.ep}/{r.dp}" + (f" pp{r.pp}" if r.pp > 1 else ""),
+                r.stack,
             ]
-            + ([r["kv_dtype"]] if kvs else [])
-            + ([f"{r['chunk_tokens']:,}"] if chunks else [])
+            + ([r.kv_dtype] if kvs else [])
+            + ([f"{r.chunk_tokens:,}"] if chunks else [])
             + [
-                f"{r['free_gib_per_device']:.2f}",
-                f"{r['max_sequences']:,}",
-                f"{r['tpot_ms']:.2f}",
+                f"{r.free_gib_per_device:.2f}",
+                f"{r.max_sequences:,}",
+                f"{r.tpot_ms:.2f}",
             ]
             + ([_expected(r)] if expected else [])
             + [
-                f"{r['tokens_per_s_per_chip']:.1f}",
-                r["binding"],
+                f"{r.tokens_per_s_per_chip:.1f}",
+                r.binding,
                 cost,
             ]
         )
-        t.add_row(*cells, style="bold green" if r["rank"] == 1 else None)
+        t.add_row(*cells, style="bold green" if r.rank == 1 else None)
     return t
 
 
-def _expected(r: dict) -> str:
-    return "-" if r.get("expected_tpot_ms") is None else f"{r['expected_tpot_ms']:.2f}"
+def _expected(r: PlanRow) -> str:
+    return "-" if r.expected_tpot_ms is None else f"{r.expected_tpot_ms:.2f}"
 
 
 def _rejected(result: PlanResult) -> Table:
@@ -69,8 +70,8 @@ def _rejected(result: PlanResult) -> Table:
     for c in ("hardware", "stack", "configs", "reasons (count)", "closest"):
         t.add_column(c, justify="right" if c == "configs" else "left")
     for f in result.rejected_families:
-        reasons = "; ".join(f"{k} x{n}" for k, n in f["reasons"].items()) or "-"
-        t.add_row(f["hardware"], f["stack"], str(f["configurations"]), reasons, "; ".join(f["detail"]) or "-")
+        reasons = "; ".join(f"{k} x{n}" for k, n in f.reasons.items()) or "-"
+        t.add_row(f.hardware, f.stack, str(f.configurations), reasons, "; ".join(f.detail) or "-")
     return t
 
 
@@ -85,40 +86,34 @@ def render_plan(result: PlanResult, console: Console) -> None:
         r = result.recommended
         assert r is not None  # the first ranked row whenever any is ranked
         console.print(
-            f"[bold]Recommended:[/] {r['hardware']} {r['topology']} ({r['chips']} chips), tp {r['tp']} "
-            f"ep {r['ep']} dp {r['dp']}"
-            + (f" pp {r['pp']}" if r.get("pp", 1) > 1 else "")
-            + f", stack {r['stack']}, KV {r['kv_dtype']}: "
-            f"{r['free_gib_per_device']:.2f} GiB free a device, up to {r['max_sequences']:,} sequences, "
-            f"TPOT {r['tpot_ms']:.2f} ms. Check it: k3plan fit -H {r['hardware']} -t {r['topology']} "
-            f"--tp {r['tp']} --ep {r['ep']} --dp {r['dp']} "
-            + (f"--pp {r['pp']} " if r.get("pp", 1) > 1 else "")
-            + f"--stack {r['stack']} "
-            f"--kv-dtype {r['kv_dtype']} --context {result.workload['context_tokens']} "
-            f"--batch {result.workload['concurrency']} --chunk {r['chunk_tokens']}"
+            f"[bold]Recommended:[/] {r.hardware} {r.topology} ({r.chips} chips), {r.split_words}, "
+            f"stack {r.stack}, KV {r.kv_dtype}: "
+            f"{r.free_gib_per_device:.2f} GiB free a device, up to {r.max_sequences:,} sequences, "
+            f"TPOT {r.tpot_ms:.2f} ms. Check it: "
+            + r.fit_command(context=result.workload.context_tokens, batch=result.workload.concurrency)
         )
-        noted = [x for x in result.ranked if x.get("layout_notes")]
+        noted = [x for x in result.ranked if x.layout_notes]
         for x in noted:
-            for note in x["layout_notes"]:
-                console.print(f"  #{x['rank']} {x['topology']} {x['stack']}: {note}")
+            for note in x.layout_notes:
+                console.print(f"  #{x.rank} {x.topology} {x.stack}: {note}")
         if result.sla is not None:
-            q = r["sla"]
+            q = r.sla_row()
             console.print(
                 "Under the load (ceilings-based): "
                 + (
-                    f"TTFT {q['ttft_ms']:,.0f} ms, TPOT {q['tpot_ms']:.2f} ms, request {q['request_latency_ms'] / 1e3:,.1f} s, "
-                    f"{q['in_flight_sequences']:,.1f} sequences in flight"
-                    if q["ttft_ms"] is not None
+                    f"TTFT {q.ttft_ms:,.0f} ms, TPOT {q.tpot_ms:.2f} ms, request {q.request_latency_ms / 1e3:,.1f} s, "
+                    f"{q.in_flight_sequences:,.1f} sequences in flight"
+                    if q.ttft_ms is not None and q.request_latency_ms is not None
                     else "not sustained"
                 )
-                + ("" if q["meets"] else " -- misses: " + "; ".join(q["misses"]))
+                + ("" if q.meets else " -- misses: " + "; ".join(q.misses))
             )
     else:
         console.print("[bold red]No configuration passes.[/] Every family's reasons are below.")
     if result.rejected_families:
         console.print(_rejected(result))
     console.print("Reasons: " + "; ".join(f"{k}: {v}" for k, v in result.reasons.items() if k != "feasible"))
-    ok = [f"{f['hardware']}/{f['stack']} ({f['feasible']})" for f in result.families if f["feasible"]]
+    ok = [f"{f.hardware}/{f.stack} ({f.feasible})" for f in result.families if f.feasible]
     if ok:
         console.print(f"Families with feasible configurations: {', '.join(ok)}")
     console.print(

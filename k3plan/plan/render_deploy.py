@@ -60,30 +60,30 @@ def sla_table(result: PlanResult) -> Table:
         t.add_column("max batch", justify="right")
         t.add_column("max tok/s/chip", justify="right")
     for r in result.ranked:
-        q, c = r["sla"], r["cost"]
+        q, cost = r.sla_row(), r.cost_row()
         t.add_row(
-            str(r["rank"]),
-            r["hardware"],
-            r["topology"],
-            str(r["chips"]),
-            f"{r['tp']}/{r['ep']}/{r['dp']}",
-            r["stack"],
-            _f(q["ttft_ms"], ",.0f"),
-            _f(q["tpot_ms"], ".2f"),
-            "-" if q["request_latency_ms"] is None else f"{q['request_latency_ms'] / 1e3:,.1f}",
-            _f(q["output_tokens_per_s_per_chip"]),
-            _f(c["usd_per_hour"], ",.2f", "n/a"),
-            _f(c["usd_per_million_output_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
-            _f(c["usd_per_million_input_tokens"], ",.2f", "n/a" if c["usd_per_hour"] is None else "-"),
-            "meets" if q["meets"] else escape(", ".join(short_miss(x) for x in q["misses"])),
-            *([_f(q["throughput_batch"], ","), _f(q["throughput_tokens_per_s_per_chip"])] if tput else []),
-            style="bold green" if r["rank"] == 1 and q["meets"] else None,
+            str(r.rank),
+            r.hardware,
+            r.topology,
+            str(r.chips),
+            f"{r.tp}/{r.ep}/{r.dp}",
+            r.stack,
+            _f(q.ttft_ms, ",.0f"),
+            _f(q.tpot_ms, ".2f"),
+            "-" if q.request_latency_ms is None else f"{q.request_latency_ms / 1e3:,.1f}",
+            _f(q.output_tokens_per_s_per_chip),
+            _f(cost.usd_per_hour, ",.2f", "n/a"),
+            _f(cost.usd_per_million_output_tokens, ",.2f", "n/a" if cost.usd_per_hour is None else "-"),
+            _f(cost.usd_per_million_input_tokens, ",.2f", "n/a" if cost.usd_per_hour is None else "-"),
+            "meets" if q.meets else escape(", ".join(short_miss(x) for x in q.misses)),
+            *([_f(q.throughput_batch, ","), _f(q.throughput_tokens_per_s_per_chip)] if tput else []),
+            style="bold green" if r.rank == 1 and q.meets else None,
         )
     return t
 
 
 def _unpriced(result: PlanResult) -> list[str]:
-    shown = {r["hardware"] for r in result.ranked}
+    shown = {r.hardware for r in result.ranked}
     return [f"{p.hardware}: {p.source}" for p in result.prices if p.usd_per_chip_hour is None and p.hardware in shown]
 
 

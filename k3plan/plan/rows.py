@@ -1,12 +1,19 @@
-"""One ranked configuration as a plain dict (table row and JSON), with fit's per-device terms."""
+"""One ranked configuration as a typed frozen PlanRow (table row and JSON), with fit's per-device terms.
+
+``PlanRow.model_dump(mode="json")`` is the row's JSON contract: the keys, their order and the absent
+extensions (``sla``, ``cost``, ``expected_*``: present only once the pass that fills them ran) are
+what the plan's dict rows were."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, Optional
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from k3plan.plan.deployment import CostRow
+from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.step.decode import BINDING
 
@@ -57,34 +64,149 @@ def layout_notes(*, space: Space, cols: dict[str, np.ndarray], i: int) -> list[s
     return out
 
 
-def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> dict[str, Any]:
+class RowPerDevice(BaseModel):
+    """fit's per-device terms of the row (bytes, ints), plus the KV a token and state a sequence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weights_bytes: int
+    replicated_bytes: int
+    kv_bytes: int
+    state_bytes: int
+    temp_bytes: int
+    reserve_bytes: int
+    free_bytes: int
+    kv_bytes_per_token: int
+    state_bytes_per_sequence: int
+    sequences: int
+
+
+assert tuple(RowPerDevice.model_fields) == PER_DEVICE  # one spelling: the column names are the fields
+
+KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
+EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source")  # absent from the JSON until set
+
+
+class PlanRow(BaseModel):
+    """One ranked (or closest-miss) configuration of plan."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int
+    hardware: str
+    topology: str
+    chips: int
+    devices: int
+    tp: int
+    ep: int
+    dp: int
+    pp: int
+    stack: str
+    kv_dtype: KvDtype
+    kv_dtype_override: Optional[str]  # --kv-dtypes (checked by plan): None where the stack's own
+    chunk_tokens: int
+    free_gib_per_device: float
+    weights_gib_per_device: float
+    max_sequences: int
+    tpot_ms: float
+    tokens_per_s_per_chip: float
+    binding: str
+    cost_usd_per_hour: Optional[float]
+    per_device: RowPerDevice
+    temp_evidence: str
+    layout_notes: list[str]
+    # the later passes (plan/wire.py, plan/expected.py) set these with model_copy(update=...)
+    sla: Optional[SlaRow] = None
+    cost: Optional[CostRow] = None
+    expected_tpot_ms: Optional[float] = None
+    expected_source: Optional[str] = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        for k in EXTENSIONS:
+            if k not in self.model_fields_set:
+                out.pop(k, None)
+        return out
+
+    def sla_row(self) -> SlaRow:
+        """The row's figures under the load (rows of an --isl/--osl plan carry them)."""
+        if self.sla is None:
+            raise ValueError(f"plan row {self.rank} ({self.hardware} {self.topology}) has no SLA figures")
+        return self.sla
+
+    def cost_row(self) -> CostRow:
+        """The row's cost columns (every ranked row carries them)."""
+        if self.cost is None:
+            raise ValueError(f"plan row {self.rank} ({self.hardware} {self.topology}) has no cost")
+        return self.cost
+
+    @property
+    def split_text(self) -> str:
+        """The parallel split, e.g. "TP8 EP8 DP1 PP2" (PP only when > 1)."""
+        return f"TP{self.tp} EP{self.ep} DP{self.dp}" + (f" PP{self.pp}" if self.pp > 1 else "")
+
+    @property
+    def split_words(self) -> str:
+        """The split in fit's words, e.g. "tp 8 ep 8 dp 1 pp 2" (pp only when > 1)."""
+        return f"tp {self.tp} ep {self.ep} dp {self.dp}" + (f" pp {self.pp}" if self.pp > 1 else "")
+
+    def fit_args(self) -> str:
+        """fit's flags for this configuration: -H, -t, --tp/--ep/--dp, --pp when > 1, --stack, --kv-dtype."""
+        return (
+            f"-H {self.hardware} -t {self.topology} --tp {self.tp} --ep {self.ep} --dp {self.dp} "
+            + (f"--pp {self.pp} " if self.pp > 1 else "")
+            + f"--stack {self.stack} --kv-dtype {self.kv_dtype}"
+        )
+
+    def fit_command(self, *, context: int, batch: int) -> str:
+        """The same configuration in `k3plan fit`, at the plan's context, batch and chunk."""
+        return f"k3plan fit {self.fit_args()} --context {context} --batch {batch} --chunk {self.chunk_tokens}"
+
+    def setup_options(self, model: str) -> dict[str, Any]:
+        """The row as the options ``k3plan.setup.make_setup`` takes (fit's spelling)."""
+        return {
+            "model": model,
+            "hardware": self.hardware,
+            "topology": self.topology,
+            "tp": self.tp,
+            "ep": self.ep,
+            "dp": self.dp,
+            "pp": self.pp,
+            "stack": self.stack,
+            "kv_dtype": self.kv_dtype_override,
+            "shardspecs": None,
+        }
+
+
+def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> PlanRow:
     hw = space.hardware[int(cols["hw"][i])]
     topo = space.topologies[int(cols["topo"][i])]
     variant = space.variants[int(cols["variant"][i])]
     kv = space.kv_dtypes[int(cols["variant"][i]) % len(space.kv_dtypes)]
     cost = float(cols["cost_per_hour"][i])
-    return {
-        "rank": rank,
-        "hardware": hw.name,
-        "topology": topo.text,
-        "chips": topo.chips,
-        "devices": topo.devices,
-        "tp": int(cols["tp"][i]),
-        "ep": int(cols["ep"][i]),
-        "dp": int(cols["dp"][i]),
-        "pp": int(cols["pp"][i]),
-        "stack": space.stacks[int(cols["stack"][i])].name,
-        "kv_dtype": variant.kv_cache.dtype,
-        "kv_dtype_override": kv,
-        "chunk_tokens": int(cols["chunk"][i]),
-        "free_gib_per_device": int(cols["free_bytes"][i]) / GiB,
-        "weights_gib_per_device": int(cols["weights_bytes"][i]) / GiB,
-        "max_sequences": int(cols["max_sequences"][i]),
-        "tpot_ms": float(cols["tpot_s"][i]) * 1e3,
-        "tokens_per_s_per_chip": float(cols["tokens_per_s_per_chip"][i]),
-        "binding": BINDING[int(cols["binding"][i])],
-        "cost_usd_per_hour": None if math.isnan(cost) else cost,
-        "per_device": {k: int(cols[k][i]) for k in PER_DEVICE},
-        "temp_evidence": TEMP_EVIDENCE[int(cols["temp_source"][i])],
-        "layout_notes": layout_notes(space=space, cols=cols, i=i),
-    }
+    return PlanRow(
+        rank=rank,
+        hardware=hw.name,
+        topology=topo.text,
+        chips=topo.chips,
+        devices=topo.devices,
+        tp=int(cols["tp"][i]),
+        ep=int(cols["ep"][i]),
+        dp=int(cols["dp"][i]),
+        pp=int(cols["pp"][i]),
+        stack=space.stacks[int(cols["stack"][i])].name,
+        kv_dtype=variant.kv_cache.dtype,
+        kv_dtype_override=kv,
+        chunk_tokens=int(cols["chunk"][i]),
+        free_gib_per_device=int(cols["free_bytes"][i]) / GiB,
+        weights_gib_per_device=int(cols["weights_bytes"][i]) / GiB,
+        max_sequences=int(cols["max_sequences"][i]),
+        tpot_ms=float(cols["tpot_s"][i]) * 1e3,
+        tokens_per_s_per_chip=float(cols["tokens_per_s_per_chip"][i]),
+        binding=BINDING[int(cols["binding"][i])],
+        cost_usd_per_hour=None if math.isnan(cost) else cost,
+        per_device=RowPerDevice(**{k: int(cols[k][i]) for k in PER_DEVICE}),
+        temp_evidence=TEMP_EVIDENCE[int(cols["temp_source"][i])],
+        layout_notes=layout_notes(space=space, cols=cols, i=i),
+    )

@@ -19,8 +19,8 @@ from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
 from k3plan.plan.evaluate import evaluate, static_columns
-from k3plan.plan.reasons import CODE, families, reason_codes, reason_texts
-from k3plan.plan.rows import row
+from k3plan.plan.reasons import CODE, Family, families, reason_codes, reason_texts
+from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import MAX_PP, build_space
 from k3plan.roofline.bounds import Efficiency
@@ -39,21 +39,44 @@ CONFIGURATION = (
 )
 
 
+class PlanWorkload(BaseModel):
+    """What plan was asked to serve."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_tokens: int
+    concurrency: int
+    target_tpot_ms: Optional[float]
+    rank_by: str
+
+
+class PlanSearch(BaseModel):
+    """What plan searched over ("stack" in kv_dtypes: the stack's own KV dtype)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hardware: list[str]
+    stacks: list[str]
+    kv_dtypes: list[str]
+    chunks: list[int]
+    max_chips: int
+
+
 class PlanResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str
-    workload: dict[str, Any]
+    workload: PlanWorkload
     objective: str
-    search: dict[str, Any]
+    search: PlanSearch
     configuration: str
     configurations: int
     feasible: int
     evaluate_s: float
-    recommended: Optional[dict[str, Any]]
-    ranked: list[dict[str, Any]]
-    families: list[dict[str, Any]]
-    rejected_families: list[dict[str, Any]]
+    recommended: Optional[PlanRow]
+    ranked: list[PlanRow]
+    families: list[Family]
+    rejected_families: list[Family]
     reasons: dict[str, str]
     assumptions: list[str]
     # issue 13: all None / empty unless --isl/--osl (SLA), --load-gbps are given
@@ -64,7 +87,7 @@ class PlanResult(BaseModel):
     launch: Optional[Launch] = None
     cold_start: Optional[ColdStart] = None
     # nothing passes: the configuration that came closest (k3plan.advice.plan applies the rules to it)
-    closest_miss: Optional[dict[str, Any]] = None
+    closest_miss: Optional[PlanRow] = None
 
 
 def check_inputs(
@@ -336,20 +359,17 @@ def plan(
     elapsed = time.perf_counter() - start
     return PlanResult(
         model=m.name,
-        workload={
-            "context_tokens": context,
-            "concurrency": concurrency,
-            "target_tpot_ms": target_tpot_ms,
-            "rank_by": rank_by,
-        },
+        workload=PlanWorkload(
+            context_tokens=context, concurrency=concurrency, target_tpot_ms=target_tpot_ms, rank_by=rank_by
+        ),
         objective=objective,
-        search={
-            "hardware": [h.name for h in hws],
-            "stacks": [s.name for s in sts],
-            "kv_dtypes": [k or "stack" for k in kvs],
-            "chunks": chunk_list,
-            "max_chips": max_chips,
-        },
+        search=PlanSearch(
+            hardware=[h.name for h in hws],
+            stacks=[s.name for s in sts],
+            kv_dtypes=[k or "stack" for k in kvs],
+            chunks=chunk_list,
+            max_chips=max_chips,
+        ),
         configuration=CONFIGURATION,
         configurations=space.size,
         feasible=int(ranked.size),
@@ -357,7 +377,7 @@ def plan(
         recommended=rows[0] if rows else None,
         ranked=rows,
         families=fams,
-        rejected_families=[f for f in fams if f["feasible"] == 0],
+        rejected_families=[f for f in fams if f.feasible == 0],
         reasons=reasons,
         assumptions=[
             f"decode batch = --concurrency ({concurrency}) sequences at --context {context:,} tokens; TPOT from "

@@ -18,46 +18,45 @@ from k3plan.plan.deployment import (
     launch_for,
     pareto_point,
 )
-from k3plan.plan.rows import row
+from k3plan.plan.reasons import Family
+from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import LABEL, SlaTargets, largest_batch, sla_row, step_coefficients
 from k3plan.plan.space import Space
 from k3plan.roofline.bounds import Efficiency
 
 
-def add_costs(rows: list[dict[str, Any]], *, prices: dict[str, Price], concurrency: int) -> list[dict[str, Any]]:
+def add_costs(rows: list[PlanRow], *, prices: dict[str, Price], concurrency: int) -> list[PlanRow]:
     """Without an SLA: cost from the decode roofline's rate (concurrency / TPOT), output tokens only."""
     costs = cost_rows(
-        prices=[prices[r["hardware"]] for r in rows],
-        chips=[r["chips"] for r in rows],
-        output_tokens_per_s=[r["tokens_per_s_per_chip"] * r["chips"] for r in rows],
+        prices=[prices[r.hardware] for r in rows],
+        chips=[r.chips for r in rows],
+        output_tokens_per_s=[r.tokens_per_s_per_chip * r.chips for r in rows],
         input_tokens_per_s=[None] * len(rows),
     )
-    for r, c in zip(rows, costs):
-        r["cost"] = c.model_dump()
-    return rows
+    return [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]
 
 
-def _strict_families(fams: list[dict], rows: list[dict], missed: list[dict]) -> list[dict]:
-    by_family: dict[tuple[str, str], list[dict]] = {}
+def _strict_families(fams: list[Family], rows: list[PlanRow], missed: list[PlanRow]) -> list[Family]:
+    by_family: dict[tuple[str, str], list[PlanRow]] = {}
     for r in missed:
-        by_family.setdefault((r["hardware"], r["stack"]), []).append(r)
+        by_family.setdefault((r.hardware, r.stack), []).append(r)
     out = []
     for f in fams:
-        miss = by_family.get((f["hardware"], f["stack"]), [])
+        miss = by_family.get((f.hardware, f.stack), [])
         if not miss:
             out.append(f)
             continue
-        left = f["feasible"] - len(miss)
-        reasons = {k: v for k, v in f["reasons"].items() if k != "feasible"}
+        left = f.feasible - len(miss)
+        reasons = {k: v for k, v in f.reasons.items() if k != "feasible"}
         reasons["sla"] = len(miss)
         if left:
             reasons = {"feasible": left, **reasons}
         closest = miss[0]  # rows arrive in the objective's order: the best of the family first
-        detail = f["detail"] + [
-            f"SLA (--strict): {len(miss)} miss; closest {closest['topology']} TP{closest['tp']} "
-            f"EP{closest['ep']} DP{closest['dp']}: " + "; ".join(closest["sla"]["misses"])
+        detail = f.detail + [
+            f"SLA (--strict): {len(miss)} miss; closest {closest.topology} {closest.split_text}: "
+            + "; ".join(closest.sla_row().misses)
         ]
-        out.append({**f, "feasible": left, "reasons": reasons, "detail": detail})
+        out.append(f.model_copy(update={"feasible": left, "reasons": reasons, "detail": detail}))
     return out
 
 
@@ -69,7 +68,7 @@ def apply_sla(
     cols_k: dict,
     k: int,
     ranked: np.ndarray,
-    fams: list[dict],
+    fams: list[Family],
     targets: SlaTargets,
     model: Model,
     eff: Efficiency,
@@ -77,9 +76,9 @@ def apply_sla(
     context: int,
     load_gbps: float | None,
     objective: str = "chips",
-) -> tuple[np.ndarray, list[dict], list[dict], dict[str, Any]]:
+) -> tuple[np.ndarray, list[Family], list[PlanRow], dict[str, Any]]:
     base, a, b = step_coefficients(model=model, cols_1=cols_1, cols_k=cols_k, k=k, isl=targets.isl_tokens, eff=eff)
-    rows = []
+    rows: list[PlanRow] = []
     for i in ranked:
         i = int(i)
         r = row(space=space, cols=cols, i=i, rank=0)
@@ -103,40 +102,38 @@ def apply_sla(
                 max_sequences=int(cols["max_sequences"][i]),
             )
             s = s.model_copy(update={"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput})
-        r["sla"] = s.model_dump()
-        rows.append(r)
+        rows.append(r.model_copy(update={"sla": s}))
     if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
-        keep = sorted(range(len(rows)), key=lambda j: -(rows[j]["sla"]["throughput_tokens_per_s_per_chip"] or -1.0))
+        keep = sorted(range(len(rows)), key=lambda j: -(rows[j].sla_row().throughput_tokens_per_s_per_chip or -1.0))
         rows, ranked = [rows[j] for j in keep], ranked[keep] if ranked.size else ranked
     costs = cost_rows(
-        prices=[prices[r["hardware"]] for r in rows],
-        chips=[r["chips"] for r in rows],
-        output_tokens_per_s=[r["sla"]["output_tokens_per_s"] for r in rows],
-        input_tokens_per_s=[r["sla"]["input_tokens_per_s"] for r in rows],
+        prices=[prices[r.hardware] for r in rows],
+        chips=[r.chips for r in rows],
+        output_tokens_per_s=[r.sla_row().output_tokens_per_s for r in rows],
+        input_tokens_per_s=[r.sla_row().input_tokens_per_s for r in rows],
     )
-    for r, c in zip(rows, costs):
-        r["cost"] = c.model_dump()
-    meets = np.array([r["sla"]["meets"] for r in rows], dtype=bool)
-    met = [r for r in rows if r["sla"]["meets"]]
-    missed = [r for r in rows if not r["sla"]["meets"]]
+    rows = [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]
+    meets = np.array([r.sla_row().meets for r in rows], dtype=bool)
+    met = [r for r in rows if r.sla_row().meets]
+    missed = [r for r in rows if not r.sla_row().meets]
     if targets.strict:
         fams = _strict_families(fams, rows, missed)
         ordered, ranked = met, ranked[meets] if ranked.size else ranked
     else:
         ordered = met + missed
         ranked = np.concatenate([ranked[meets], ranked[~meets]]) if ranked.size else ranked
-    for n, r in enumerate(ordered):
-        r["rank"] = n + 1
+    ordered = [r.model_copy(update={"rank": n + 1}) for n, r in enumerate(ordered)]
+    met = ordered[: len(met)]  # the met rows lead (--strict: they are all there is)
     batch = targets.concurrency or 1
-    pool = [r for r in (met or ordered) if r["sla"]["output_tokens_per_s_per_user"] is not None]
+    pool = [r for r in (met or ordered) if r.sla_row().output_tokens_per_s_per_user is not None]
     front = pareto_front(
-        [r["sla"]["output_tokens_per_s_per_user"] for r in pool],
-        [r["sla"]["output_tokens_per_s_per_chip"] for r in pool],
+        [r.sla_row().output_tokens_per_s_per_user for r in pool],
+        [r.sla_row().output_tokens_per_s_per_chip for r in pool],
     )
     extra: dict[str, Any] = {
         "sla": targets,
         "pareto": [
-            pareto_point(pool[j], batch=int(np.ceil(pool[j]["sla"]["in_flight_sequences"] or batch))) for j in front
+            pareto_point(pool[j], batch=int(np.ceil(pool[j].sla_row().in_flight_sequences or batch))) for j in front
         ],
     }
     extra["assumptions"] = [
@@ -159,11 +156,12 @@ def apply_sla(
     ]
     if ordered:
         pick = ordered[0]
-        hw = next(h for h in space.hardware if h.name == pick["hardware"])
-        stack = next(s for s in space.variants if s.name == pick["stack"] and s.kv_cache.dtype == pick["kv_dtype"])
+        hw = next(h for h in space.hardware if h.name == pick.hardware)
+        stack = next(s for s in space.variants if s.name == pick.stack and s.kv_cache.dtype == pick.kv_dtype)
         rate = targets.request_rate_per_s
-        if rate is None and pick["sla"]["output_tokens_per_s"]:
-            rate = pick["sla"]["output_tokens_per_s"] / targets.osl_tokens
+        out_per_s = pick.sla_row().output_tokens_per_s
+        if rate is None and out_per_s:
+            rate = out_per_s / targets.osl_tokens
         if rate:
             extra["disaggregated"] = disaggregated(
                 pick=pick,
@@ -177,7 +175,7 @@ def apply_sla(
                 ttft_ms=targets.ttft_ms,
                 price=prices[hw.name],
             )
-        seqs = pick["sla"]["in_flight_sequences"] or batch
+        seqs = pick.sla_row().in_flight_sequences or batch
         extra.update(
             pick_extras(
                 space=space,
@@ -192,12 +190,12 @@ def apply_sla(
 
 
 def pick_extras(
-    *, space: Space, pick: dict[str, Any], model: Model, context: int, max_num_seqs: int, load_gbps: float | None
+    *, space: Space, pick: PlanRow, model: Model, context: int, max_num_seqs: int, load_gbps: float | None
 ) -> dict[str, Any]:
     """The launch command and (given --load-gbps) the cold start of the chosen row."""
-    hw = next(h for h in space.hardware if h.name == pick["hardware"])
-    stack = next(s for s in space.stacks if s.name == pick["stack"])
-    topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick["topology"])
+    hw = next(h for h in space.hardware if h.name == pick.hardware)
+    stack = next(s for s in space.stacks if s.name == pick.stack)
+    topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick.topology)
     out: dict[str, Any] = {
         "launch": launch_for(
             pick=pick, hw=hw, stack=stack, topology=topo, model=model, context=context, max_num_seqs=max_num_seqs

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k3plan.report.doc import Block
+
+if TYPE_CHECKING:
+    from k3plan.plan.rows import PlanRow
 
 REQUEST_ISL = 4000  # prompt tokens a request (stated in the section; not a measured workload)
 REQUEST_OSL = 500  # output tokens a request
@@ -86,28 +90,28 @@ def deployment_blocks(
         )
     else:
         blocks.append(("p", "No configuration fits: no Pareto front."))
-    best: dict[str, dict] = {}  # hardware -> its first ranked row
+    best: dict[str, PlanRow] = {}  # hardware -> its first ranked row
     for ranked in res.ranked:  # ranked fewest chips first: the first row of each platform is its pick
-        best.setdefault(ranked["hardware"], ranked)
+        best.setdefault(ranked.hardware, ranked)
     price = {p.hardware: p for p in res.prices}
     rows = []
-    for hw in res.search["hardware"]:
+    for hw in res.search.hardware:
         p = price[hw]
         r = best.get(hw)
         source = p.source if p.usd_per_chip_hour is not None else f"n/a: {p.source}"
         if r is None:
             rows.append([hw, _usd(p.usd_per_chip_hour), "no fit", "-", "-", "-", "-", source])
             continue
-        c = r["cost"]
+        c = r.cost_row()
         rows.append(
             [
                 hw,
                 _usd(p.usd_per_chip_hour),
-                f"{r['topology']} TP{r['tp']} EP{r['ep']} DP{r['dp']} {r['stack']}",
-                str(r["chips"]),
-                _usd(c["usd_per_hour"]),
-                _usd(c["usd_per_million_output_tokens"]),
-                _usd(c["usd_per_million_input_tokens"]),
+                f"{r.topology} {r.split_text} {r.stack}",
+                str(r.chips),
+                _usd(c.usd_per_hour),
+                _usd(c.usd_per_million_output_tokens),
+                _usd(c.usd_per_million_input_tokens),
                 source,
             ]
         )

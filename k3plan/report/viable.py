@@ -75,7 +75,7 @@ def smallest_viable(
         top = p.recommended
         if top is None:
             limit = f"up to {max_chips:,} chips" if max_chips < hw.max_chips else "up to its largest standard size"
-            detail = "; ".join(d for f in p.families for d in f["detail"])
+            detail = "; ".join(d for f in p.families for d in f.detail)
             chosen[c] = Choice(
                 context_tokens=c,
                 setup=None,
@@ -89,11 +89,11 @@ def smallest_viable(
         setup = make_setup(
             model=model,
             hardware=hardware,
-            topology=top["topology"],
-            tp=top["tp"],
-            ep=top["ep"],
-            dp=top["dp"],
-            pp=top.get("pp", 1),
+            topology=top.topology,
+            tp=top.tp,
+            ep=top.ep,
+            dp=top.dp,
+            pp=top.pp,
             stack=stack,
         )
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))

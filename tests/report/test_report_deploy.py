@@ -35,11 +35,11 @@ def test_cost_table_has_every_platform_and_the_plans_figures(section):
     res = plan(hardware=HW, stacks=["vllm-tpu", "sglang"], max_chips=64, context=REQUEST_ISL + REQUEST_OSL,
                isl=REQUEST_ISL, osl=REQUEST_OSL, top=10**6)
     for hw in ("tpu-v7x", "nvidia-b200"):
-        r = next(x for x in res.ranked if x["hardware"] == hw)
+        r = next(x for x in res.ranked if x.hardware == hw)
         price = next(p for p in res.prices if p.hardware == hw).usd_per_chip_hour
         if price is None:
             assert rows[hw]["$/hour"] == "n/a" and "--price" in rows[hw]["price source"]
         else:
-            assert rows[hw]["$/hour"] == f"{r['chips'] * price:,.2f}"
-            out = r["sla"]["output_tokens_per_s"]  # per million output tokens, by hand
-            assert rows[hw]["$/M out"] == f"{r['chips'] * price * 1e6 / (out * 3600):,.2f}"
+            assert rows[hw]["$/hour"] == f"{r.chips * price:,.2f}"
+            out = r.sla.output_tokens_per_s  # per million output tokens, by hand
+            assert rows[hw]["$/M out"] == f"{r.chips * price * 1e6 / (out * 3600):,.2f}"

@@ -36,12 +36,12 @@ def test_fit_and_plan_agree_on_h200_sglang_2x8():
     assert any(w.startswith("cross-node EP: the EP group (16 devices) spans 2 NVLink domains of 8") and "InfiniBand" in w
                for w in r.warnings)
     p = plan(hardware=["nvidia-h200"], stacks=[SGLANG_AR], max_chips=16, context=4500, concurrency=32, top=100)
-    rows = [x for x in p.ranked if (x["topology"], x["tp"], x["ep"], x["dp"]) == ("2x8", 16, 16, 1)]
+    rows = [x for x in p.ranked if (x.topology, x.tp, x.ep, x.dp) == ("2x8", 16, 16, 1)]
     assert len(rows) == 1
-    assert rows[0]["per_device"]["free_bytes"] == r.per_device.free_bytes
+    assert rows[0].per_device.free_bytes == r.per_device.free_bytes
     d = decode_bound(setup, batch=32, context_tokens=4500, eff=Efficiency())
     assert d.comm.link == "scale_out"
-    assert rows[0]["tpot_ms"] == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
+    assert rows[0].tpot_ms == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
 
 
 def test_every_h200_configuration_gets_fits_verdict_from_plan():
@@ -67,11 +67,11 @@ def test_report_pick_is_plans_first_row():
     ch = chosen[131072]
     top = p.recommended
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top["topology"], top["tp"], top["ep"], top["dp"]) == ("2x4x4", 4, 64, 16)
+        top.topology, top.tp, top.ep, top.dp) == ("2x4x4", 4, 64, 16)
     assert ch.result.fits
-    assert ch.result.per_device.free_bytes == top["per_device"]["free_bytes"]
+    assert ch.result.per_device.free_bytes == top.per_device.free_bytes
     d = decode_bound(ch.setup, batch=64, context_tokens=131072, eff=Efficiency())
-    assert d.tpot_s * 1e3 == pytest.approx(top["tpot_ms"], rel=1e-9)
+    assert d.tpot_s * 1e3 == pytest.approx(top.tpot_ms, rel=1e-9)
 
 
 @pytest.fixture()
@@ -86,13 +86,13 @@ def test_an_all_to_all_record_is_not_the_latency_of_an_all_reduce_stack(a2a_only
     """Was: plan --probes substituted the a2a record as the ICI latency of every stack, fit used
     the spec for vllm-tpu (experts by all-reduce)."""
     p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=1, probes=a2a_only)
-    setup = make_setup(hardware="tpu-v7x", topology=p.recommended["topology"], tp=p.recommended["tp"],
-                       ep=p.recommended["ep"], stack="vllm-tpu")
+    setup = make_setup(hardware="tpu-v7x", topology=p.recommended.topology, tp=p.recommended.tp,
+                       ep=p.recommended.ep, stack="vllm-tpu")
     d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), probes=a2a_only)
     assert d.comm.op == "all-reduce" and d.comm.latency_source.startswith("tpu-v7x spec")
     said = [a for a in p.assumptions if "latency of vllm-tpu" in a]
     assert said and said[0].endswith(d.comm.latency_source)
-    assert p.recommended["tpot_ms"] == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
+    assert p.recommended.tpot_ms == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
 
 
 def test_an_all_to_all_stack_uses_the_all_to_all_record(a2a_only):
@@ -102,4 +102,4 @@ def test_an_all_to_all_stack_uses_the_all_to_all_record(a2a_only):
     assert d.comm.op == "all-to-all" and "a2a" in d.comm.latency_source
     p = plan(hardware=["tpu-v7x"], stacks=[st], context=131072, concurrency=1, probes=a2a_only)
     assert any(a.endswith(d.comm.latency_source) for a in p.assumptions)
-    assert np.isfinite(p.recommended["tpot_ms"])
+    assert np.isfinite(p.recommended.tpot_ms)

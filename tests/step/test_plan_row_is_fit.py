@@ -47,14 +47,14 @@ def test_plan_row_equals_fit_json(context, batch, pick):
     cols, codes = columns(context, batch)
     i = int(pick * sp.size)
     r = row(space=sp, cols=cols, i=i, rank=1)
-    setup = make_setup(hardware=r["hardware"], topology=r["topology"], tp=r["tp"], ep=r["ep"], dp=r["dp"], pp=r["pp"],
-                       stack=r["stack"], kv_dtype=r["kv_dtype_override"])
-    f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r["chunk_tokens"]))
+    setup = make_setup(hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
+                       stack=r.stack, kv_dtype=r.kv_dtype_override)
+    f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
     j = f.model_dump(mode="json")
     renamed = {"replicated_bytes": "replicated_weights_bytes"}
     for k in PER_DEVICE:
-        assert r["per_device"][k] == j["per_device"][renamed.get(k, k)], (k, r)
-    assert r["max_sequences"] == j["capacity"]["max_sequences"]
+        assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], (k, r)
+    assert r.max_sequences == j["capacity"]["max_sequences"]
     assert int(codes[i]) == f.reason and (codes[i] == 0) == j["fits"]
 
 
@@ -73,5 +73,5 @@ def test_report_pick_equals_plans_first_row(hw, context, concurrency):
         return
     top = p.recommended
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top["topology"], top["tp"], top["ep"], top["dp"])
-    assert ch.result.fits and ch.result.per_device.free_bytes == top["per_device"]["free_bytes"]
+        top.topology, top.tp, top.ep, top.dp)
+    assert ch.result.fits and ch.result.per_device.free_bytes == top.per_device.free_bytes
