@@ -146,8 +146,9 @@ def _problem(name: str, shape: tuple[int, ...], logical: tuple[int, ...], axes: 
         return f"{name}: {len(axes)} axes for logical shape {logical}"
     if math.prod(shape) != math.prod(logical):
         return f"{name}: shape {shape} != logical {logical}"
-    if any(type(d) is not int or d <= 0 for d in shape):
-        return f"{name}: non-positive or non-integer dimension in {shape}"
+    for d in shape:
+        if type(d) is not int or d <= 0:
+            return f"{name}: non-positive or non-integer dimension in {shape}"
     return ""
 
 
