@@ -172,9 +172,6 @@ def _new_app() -> typer.Typer:
     return new
 
 
-app = _new_app()
-
-
 def _register(target: typer.Typer, names) -> None:
     for name in names:
         module = importlib.import_module(f"k3plan.cli.{COMMANDS[name]}")
@@ -184,7 +181,21 @@ def _register(target: typer.Typer, names) -> None:
             target.command(name, short_help=_first_paragraph(module.command.__doc__))(module.command)
 
 
-_register(app, COMMANDS)
+def __getattr__(name: str) -> typer.Typer:
+    """``app``, the full group of every command, built on first use: importing this module for
+    ``main`` (the console script) must not import all eleven command modules when it runs one."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _full_app()
+
+
+def _full_app() -> typer.Typer:
+    full = globals().get("app")
+    if full is None:
+        full = _new_app()
+        _register(full, COMMANDS)
+        globals()["app"] = full
+    return full
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -198,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         _register(lean, [args[0]])
         lean(args, prog_name="k3plan")
     else:
-        app(args, prog_name="k3plan")
+        _full_app()(args, prog_name="k3plan")
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ def engine_for_stack(stack: str) -> Literal["vllm", "sglang", "jax"]:
 class LaunchConfig(BaseModel):
     """The chosen configuration, as the planner decided it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     hardware: str
     platform: Literal["gpu", "tpu"]

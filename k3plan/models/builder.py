@@ -7,7 +7,6 @@ checkpoint [12288, 7168] whose logical shape is (96, 128, 7168).
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 from k3plan.models.inventory import Tensor, TensorInventory
@@ -32,18 +31,24 @@ class InventoryBuilder:
         active: float = 1.0,
         lead: Optional[Axis] = None,
     ) -> None:
-        groups = [list(g) for g in dims]
-        if lead is not None:
-            groups.insert(0, [lead])
-        shape = tuple(math.prod(size for _, size in g) for g in groups)
-        axes = tuple(axis for g in groups for axis, _ in g)
-        logical = tuple(size for g in groups for _, size in g)
+        # one pass over the axes (fit builds ~3,000 tensors): a group's checkpoint dimension is the
+        # product of its sizes, as math.prod would give it
+        shape: list[int] = []
+        axes: list[str] = []
+        logical: list[int] = []
+        for g in ((lead,), *dims) if lead is not None else dims:
+            n = 1
+            for axis, size in g:
+                axes.append(axis)
+                logical.append(size)
+                n *= size
+            shape.append(n)
         self.tensors.append(
             Tensor.checked(
                 name=name,
-                shape=shape,
-                logical_shape=logical,
-                axes=axes,
+                shape=tuple(shape),
+                logical_shape=tuple(logical),
+                axes=tuple(axes),
                 fmt=fmt,
                 layer=layer,
                 kind=kind,

@@ -15,7 +15,7 @@ from typing import Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from k3plan.models.formats import get_format
+from k3plan.models.formats import FORMATS, get_format
 
 Kind = Literal["kda", "mla", "dense", "moe", "global", "vision", "mtp"]
 Role = Literal[
@@ -75,7 +75,8 @@ class Tensor(BaseModel):
     ) -> "Tensor":
         """A Tensor from values the caller built (ints, strs): the validator's checks plus the
         field types that matter, without pydantic's per-field pass (fit builds ~3,000 of these)."""
-        get_format(fmt)
+        if fmt not in FORMATS:
+            get_format(fmt)  # raises, naming the known formats
         problem = _problem(name, shape, logical_shape, axes)
         if kind not in KINDS or role not in ROLES:
             problem = f"{name}: kind {kind!r} / role {role!r} not one of {sorted(KINDS)} / {sorted(ROLES)}"
@@ -85,7 +86,7 @@ class Tensor(BaseModel):
             raise ValueError(problem)
         # what model_construct does for a model whose every field is given (pydantic 2's documented
         # instance attributes), at ~1/10 of its cost; tests/models check it equals model_construct
-        obj = object.__new__(cls)
+        obj = _new(cls)
         _set(
             obj,
             "__dict__",
@@ -138,6 +139,7 @@ class Tensor(BaseModel):
 
 
 _set = object.__setattr__
+_new = object.__new__
 _ALL_FIELDS = frozenset(Tensor.model_fields)
 
 
@@ -146,8 +148,9 @@ def _problem(name: str, shape: tuple[int, ...], logical: tuple[int, ...], axes: 
         return f"{name}: {len(axes)} axes for logical shape {logical}"
     if math.prod(shape) != math.prod(logical):
         return f"{name}: shape {shape} != logical {logical}"
-    if any(type(d) is not int or d <= 0 for d in shape):
-        return f"{name}: non-positive or non-integer dimension in {shape}"
+    for d in shape:
+        if type(d) is not int or d <= 0:
+            return f"{name}: non-positive or non-integer dimension in {shape}"
     return ""
 
 

@@ -50,7 +50,7 @@ def check_efficiency(*, mfu: float, bw_efficiency: float, compute_dtype: str = "
 
 
 class DecodeBound(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     batch: int
     context_tokens: int
@@ -71,7 +71,7 @@ class DecodeBound(BaseModel):
 
 
 class PrefillBound(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     prompt_tokens: int
     chunk_tokens: int

@@ -24,7 +24,7 @@ from k3plan.step.collective import Collective
 
 
 class CommCost(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     pattern: str
     op: Collective  # the collective that carries the experts (JSON: "all-to-all" | "all-reduce")

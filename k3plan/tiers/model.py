@@ -22,7 +22,7 @@ OFFLOAD_CHOICES = {"host": "host_dram", "ssd": "local_ssd", "remote": "remote"} 
 
 
 class Tier(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: TierName
     size_bytes_per_host: int | None  # None: no capacity limit known (remote storage)

@@ -23,7 +23,7 @@ PREFIX_TIERS = ("hbm", *OFFLOAD_CHOICES)  # --prefix-tier spelling
 
 
 class PrefixHit(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tier: str  # hbm, host_dram, local_ssd, remote
     effect: PrefixCacheEffect

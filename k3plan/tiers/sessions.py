@@ -41,6 +41,8 @@ def restore_s(tier: Tier, *, bytes_per_device: int, devices_per_host: int) -> fl
 
 
 class TierSessions(_Frozen):
+    model_config = ConfigDict(defer_build=True)  # not on fit's default path: built on first use
+
     tier: str
     capacity_bytes: int | None  # size a host x hosts
     sessions_held: int | None  # None: no capacity limit known
@@ -81,6 +83,8 @@ def suspended_sessions(
 
 
 class PrefixCacheEffect(_Frozen):
+    model_config = ConfigDict(defer_build=True)  # not on fit's default path: built on first use
+
     prompt_tokens: int
     hit_rate: float
     cached_tokens: int

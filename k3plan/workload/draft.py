@@ -17,7 +17,7 @@ from k3plan.models.loader import Model
 
 
 class DraftHead(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     model: str
     mtp_layers: int  # from the config (num_nextn_predict_layers)

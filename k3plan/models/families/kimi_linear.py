@@ -10,6 +10,8 @@ Tensor names and shapes follow the released checkpoints (k3-facts.md §2).
 
 from __future__ import annotations
 
+import re
+
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import CompressedTensorsQuant, ConfigReader, quantization
@@ -95,7 +97,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     pre = f"{top}model."
     h, kda, mla, moe = spec.hidden_size, spec.kda, spec.mla, spec.moe
     assert kda is not None  # a kimi_linear spec always carries KDA dims (spec() above)
-    quant_fmt, _ = _quant_rules(raw, spec.source)
+    quant_fmt, ignore = _quant_rules(raw, spec.source)
     expert_fmt = quant_fmt or "bf16"
     attn_res = c.has("attn_res_block_size")
     b = InventoryBuilder()
@@ -229,16 +231,17 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
         b.linear(M + "experts.{e}.w3.weight", F, lat, **ek)
 
     notes = list(add_vision(b, raw, spec))
-    notes += _quant_notes(b, raw, spec)
+    notes += _quant_notes(b, quant_fmt, ignore)
     return b.inventory(), tuple(notes)
 
 
-def _quant_notes(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> list[str]:
-    """Where the config's quantization rules and the checkpoint (only routed experts quantized)
-    disagree: Linears the rules would quantize but the checkpoint stores in BF16."""
-    fmt, ignore = _quant_rules(raw, spec.source)
+def _quant_notes(b: InventoryBuilder, fmt: str | None, ignore: list[re.Pattern]) -> list[str]:
+    """Where the config's quantization rules (``fmt`` and ``ignore``, from _quant_rules) and the
+    checkpoint (only routed experts quantized) disagree: Linears the rules would quantize but the
+    checkpoint stores in BF16."""
     if not fmt:
         return []
+    ignored = _any_match(ignore)
     linear_roles = {"attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head", "norm"}
     diverging = [
         t
@@ -247,7 +250,7 @@ def _quant_notes(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> list[str]:
         and t.role in linear_roles
         and t.fmt == "bf16"
         and len(t.shape) == 2
-        and not any(p.match(t.name) for p in ignore)
+        and not ignored(t.name)
     ]
     if not diverging:
         return []
@@ -258,3 +261,18 @@ def _quant_notes(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> list[str]:
         f"tensors ({', '.join(roles)}; {params:,} params) that the checkpoint stores in BF16; "
         f"the inventory follows the checkpoint (only routed experts are {fmt})"
     ]
+
+
+def _any_match(patterns: list[re.Pattern]):
+    """``name -> any(p.match(name) for p in patterns)`` as one regex (an alternation matches at the
+    start where any of its branches does); the patterns one by one where they do not combine
+    (a backreference would count the groups of the branches before it, flags must agree)."""
+    if any(re.search(r"\\[1-9]|\(\?P=", p.pattern) for p in patterns):
+        return lambda name: any(p.match(name) for p in patterns)
+    try:
+        one = re.compile("|".join(f"(?:{p.pattern})" for p in patterns)) if patterns else None
+    except re.error:
+        return lambda name: any(p.match(name) for p in patterns)
+    if one is None or any(p.flags != one.flags for p in patterns):
+        return lambda name: any(p.match(name) for p in patterns)
+    return lambda name: one.match(name) is not None
