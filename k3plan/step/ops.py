@@ -27,6 +27,7 @@ speed.ops.OpCost.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -81,13 +82,33 @@ class WeightGroup:
 
 def leaf_name(t: Tensor) -> str:
     """The tensor's name within its layer: 'self_attn.q_b_proj', 'block_sparse_moe.experts.w1'."""
-    name = re.sub(r"^.*?\.layers\.\d+\.", "", t.name)
-    name = re.sub(r"^(language_model\.)?(model\.)?", "", name)
-    return name.replace(".{e}", "").removesuffix(".weight")
+    return _leaf_of(t.name)
+
+
+# the layer prefix ('....layers.12.') if any, then a leading 'language_model.' and/or 'model.'
+_PREFIX = re.compile(r"^(?:.*?\.layers\.\d+\.)?(?:language_model\.)?(?:model\.)?")
+
+
+@functools.lru_cache(maxsize=None)
+def _leaf_of(name: str) -> str:  # one answer a tensor name: every decode/prefill bound groups the inventory again
+    return _PREFIX.sub("", name, count=1).replace(".{e}", "").removesuffix(".weight")
 
 
 def tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
-    """(name, representative, count) for every group of text tensors that is one op."""
+    """(name, representative, count) for every group of text tensors that is one op; worked out once
+    an inventory (a plan's advice bounds the same model's step at several batches and splits)."""
+    held = _GROUPS.get(id(inventory))
+    if held is not None and held[0] is inventory:
+        return held[1]
+    out = _tensor_groups(inventory)
+    _GROUPS[id(inventory)] = (inventory, out)  # the inventory held too, so its id cannot be reused
+    return out
+
+
+_GROUPS: dict[int, tuple[TensorInventory, list[tuple[str, Tensor, int]]]] = {}
+
+
+def _tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
     groups: dict[tuple, list[Tensor]] = {}
     for t in inventory.text:
         key = (t.role, t.kind, leaf_name(t), t.fmt, t.shape, t.logical_shape, t.axes)
