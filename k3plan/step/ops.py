@@ -462,25 +462,21 @@ def tp_edge_ops(spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, seque
     gather_calls = on * where(logits_all_gather, 1, 2)
     common: dict[str, Any] = {"kind": "collective", "category": "collectives", "group": tp}
     return [
-        Op(
-            name="embed.all_reduce",
-            layer_kind="global",
-            count=1,
-            collective=Collective.ALL_REDUCE,
-            calls=on,
-            message_bytes=msg,
-            wire_bytes=ring_bytes_per_chip(tp, msg, devices_per_chip),
-            **common,
-        ),
-        Op(
-            name="dense_mlp.all_reduce",
-            layer_kind="dense",
-            count=spec.mlps.count("dense"),
-            collective=Collective.ALL_REDUCE,
-            calls=on,
-            message_bytes=msg,
-            wire_bytes=ring_bytes_per_chip(tp, msg, devices_per_chip),
-            **common,
+        *(
+            Op(
+                name=name,
+                layer_kind=layer_kind,
+                count=count,
+                collective=Collective.ALL_REDUCE,
+                calls=on,
+                message_bytes=msg,
+                wire_bytes=ring_bytes_per_chip(tp, msg, devices_per_chip),
+                **common,
+            )
+            for name, layer_kind, count in (
+                ("embed.all_reduce", "global", 1),
+                ("dense_mlp.all_reduce", "dense", spec.mlps.count("dense")),
+            )
         ),
         Op(
             name="logits.gather",
