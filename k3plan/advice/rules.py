@@ -277,7 +277,7 @@ def advise(x: AdviceInputs) -> Advice:
     verdict: Literal["fails", "thin", "ok"]
     if x.refused:
         warnings.append(
-            f"refused by measured evidence: {x.refused}; no HBM left free can hold that graph -- "
+            f"refused by calibration evidence: {x.refused}; no HBM left free can hold that graph -- "
             "use a prefill chunk (--chunk) or batch at or below the largest measured size that fit"
         )
     if x.free_bytes < 0:
