@@ -401,6 +401,32 @@ def resolve_draft(setup, *, draft_bytes: str | None, draft_kv_bytes_per_token: i
     )
 
 
+def fit_with_draft(
+    setup,
+    workload,
+    *,
+    spec_decoding: bool,
+    draft_bytes: str | None,
+    draft_kv_bytes_per_token: int | None,
+    calibration=None,
+):
+    """The fit of ``setup`` with the speculative-decoding draft's weights and KV in the budget (none
+    without ``spec_decoding``): (FitResult, Draft or None). fit and roofline both judge a setup so."""
+    from k3plan.budget.fit import fit
+
+    d = None
+    if spec_decoding:
+        d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
+    result = fit(
+        setup,
+        workload,
+        calibration=calibration,
+        draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
+        draft_kv=d.kv if d else None,
+    )
+    return result, d
+
+
 def draft_kv_of(d: Draft) -> DraftKvOf:
     """The draft's KV at another setup (an alternative's tp and KV dtype), for fit_advice."""
     import functools

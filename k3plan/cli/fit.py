@@ -77,15 +77,14 @@ def command(
     import dataclasses
 
     from k3plan.advice.wiring import (
-        draft_bytes_per_device,
         draft_kv_of,
         fit_advice,
+        fit_with_draft,
         offload_report,
-        resolve_draft,
         spec_decode_report,
     )
     from k3plan.budget.calibration import load_calibration
-    from k3plan.budget.fit import check_workload, fit
+    from k3plan.budget.fit import check_workload
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
 
@@ -96,17 +95,14 @@ def command(
     eff = Efficiency()
 
     def run_fit(setup: Setup) -> tuple[FitResult, Draft | None]:
-        d = None
-        if spec is not None:
-            d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
-        result = fit(
+        return fit_with_draft(
             setup,
             workload,
+            spec_decoding=spec is not None,
+            draft_bytes=draft_bytes,
+            draft_kv_bytes_per_token=draft_kv_bytes_per_token,
             calibration=cal,
-            draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
-            draft_kv=d.kv if d else None,
         )
-        return result, d
 
     setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)

@@ -90,21 +90,20 @@ def command(
 
     _check_prefix(prefix_hit, prefix_tier)
     import dataclasses
+    import functools
 
-    from k3plan.advice.wiring import draft_bytes_per_device, resolve_draft
-    from k3plan.budget.fit import fit
+    from k3plan.advice.wiring import fit_with_draft
     from k3plan.roofline.latency import measured_hardware
 
-    def verdict_of(s):
-        d = None
-        if spec is not None:
-            d = resolve_draft(s, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
-        return fit(
-            s, w, draft_bytes_per_device=draft_bytes_per_device(s, d.bytes) if d else 0, draft_kv=d.kv if d else None
-        )
-
+    verdict_of = functools.partial(
+        fit_with_draft,
+        workload=w,
+        spec_decoding=spec is not None,
+        draft_bytes=draft_bytes,
+        draft_kv_bytes_per_token=draft_kv_bytes_per_token,
+    )
     if setup_options["topology"] is None:  # the topology fit would choose (cli.common.fitting_setup)
-        setup_options, setup, _ = fitting_setup(setup_options, verdict_of, lambda r: r.fits)
+        setup_options, setup, _ = fitting_setup(setup_options, verdict_of, lambda r: r[0].fits)
     else:
         setup = setup_from(**setup_options)
     spec_hardware = setup.hardware  # the expected time's peaks: the spec's, never a probe-substituted one
@@ -118,15 +117,7 @@ def command(
     from k3plan.step.verdict import reason_text
     from k3plan.units import fmt_gib
 
-    d = None
-    if spec is not None:
-        d = resolve_draft(setup, draft_bytes=draft_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token)
-    verdict = fit(
-        setup,
-        w,
-        draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
-        draft_kv=d.kv if d else None,
-    )
+    verdict, d = verdict_of(setup)  # on the probe-measured hardware, as the speed figures below
     why = ""
     if not verdict.fits:
         why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
