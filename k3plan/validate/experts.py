@@ -75,7 +75,15 @@ def local_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], act, for
     over the expert axes."""
     e_loc = next(iter(w1p.values())).shape[0]
     order, tok, valid, sizes = _group_sort(z, ids, e_loc, axes)
-    xs = z[tok]
+    y = expert_ffn(z[tok], sizes, w1p, w2p, w3p, act=act, form=form)
+    y = y * (wts.reshape(-1)[order] * valid.reshape(-1)[order]).astype(y.dtype)[:, None]
+    out = jnp.zeros_like(z).at[tok].add(y)
+    return jax.lax.psum(out, axes) if axes else out
+
+
+def expert_ffn(xs, sizes, w1p, w2p, w3p, *, act, form: str):
+    """gate/up/down of this device's experts over rows ``xs`` sorted by local expert (``sizes`` rows
+    each; rows past the groups come out zero), dequantized as ``form`` says."""
     if form == "layer":
         # tie the packed experts to this layer's tokens: dequantize here, not hoisted ahead of the layer
         xs, w1p, w2p, w3p = jax.lax.optimization_barrier((xs, w1p, w2p, w3p))
@@ -89,6 +97,4 @@ def local_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], act, for
         y = _tiled(xs, sizes, w1p, w2p, w3p, act=act, tile=TILE_EXPERTS)
     else:
         raise ValueError(f"expert formulation {form!r}: expected one of {FORMS}")
-    y = y * (wts.reshape(-1)[order] * valid.reshape(-1)[order]).astype(y.dtype)[:, None]
-    out = jnp.zeros_like(z).at[tok].add(y)
-    return jax.lax.psum(out, axes) if axes else out
+    return y

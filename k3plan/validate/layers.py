@@ -29,6 +29,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from k3plan.models.spec import ModelSpec
+from k3plan.validate.dispatch import a2a_experts
 from k3plan.validate.experts import local_experts
 from k3plan.validate.quant import dequant, ds_mla_decode, ds_mla_encode
 
@@ -45,6 +46,9 @@ class Ctx:
     expert_axes: tuple[str, ...]  # mesh axes the routed experts are split over
     latent_in_axes: tuple[str, ...] = ()  # how routed_expert_up_proj's input (latent) dim is split
     experts_form: str = "layer"  # where the experts are dequantized: k3plan.validate.experts.FORMS
+    expert_dispatch: str = "all_reduce"  # the stack's collectives.experts: all_reduce | all_to_all
+    dispatch_dtype: Any = None  # all_to_all: the payload dtype (the stack's collectives.dispatch_dtype)
+    logits_all_gather: bool = False  # the stack's logits.gather: all_gather (else XLA's partitioned argmax)
 
     def constrain(self, x, *spec):
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P(*spec)))
@@ -137,7 +141,8 @@ def kda_mixer(p: dict, x, cache: dict, ctx: Ctx, *, decode: bool):
     q, k, v = (y3[:, i].astype(jnp.float32).reshape(b, n, H, D) for i in range(3))
     q, k = l2norm(q) / math.sqrt(D), l2norm(k)
     f = lin(lin(x, W(p, f"{A}f_a_proj.weight", act)), W(p, f"{A}f_b_proj.weight", act)).astype(jnp.float32)
-    a_log = W(p, f"{A}A_log", jnp.float32).reshape(-1)[:H]
+    # replicated: a slice of the per-head decays propagated back the heads' split costs XLA collective-permutes
+    a_log = ctx.constrain(W(p, f"{A}A_log", jnp.float32).reshape(-1)[:H], None)
     dt_bias = W(p, f"{A}dt_bias", jnp.float32)
     g = -jnp.exp(a_log)[:, None] * jax.nn.softplus((f + dt_bias).reshape(b, n, H, D))
     beta = jax.nn.sigmoid(lin(x, W(p, f"{A}b_proj.weight", act)).astype(jnp.float32))
@@ -230,9 +235,6 @@ def moe(p: dict, x, ctx: Ctx):
     logits = lin(xt.astype(jnp.float32), W(p, f"{M}gate.weight", jnp.float32))
     scores = jax.nn.sigmoid(logits)
     bias = W(p, f"{M}gate.e_score_correction_bias", jnp.float32)
-    _, ids = jax.lax.top_k(scores + bias, m.top_k)
-    wts = jnp.take_along_axis(scores, ids, axis=-1)
-    wts = wts / (jnp.sum(wts, axis=-1, keepdims=True) + 1e-20)
     z = xt
     if m.latent:
         z = lin(xt, W(p, f"{M}routed_expert_down_proj.weight", act))
@@ -240,6 +242,30 @@ def moe(p: dict, x, ctx: Ctx):
             z = rmsnorm(z, W(p, f"{M}routed_expert_norm.weight", jnp.float32))
     ex = [p[f"{M}experts.{{e}}.w{i}.weight"] for i in (1, 2, 3)]
     espec = P(ctx.expert_axes or None, None, None)
+    if ctx.expert_dispatch == "all_to_all" and ctx.expert_axes:
+        y = _moe_a2a(z, scores, bias, ex, espec, ctx)
+    else:
+        ids, wts = route(scores, bias, m.top_k)
+        y = _moe_all_reduce(z, ids, wts.astype(act), ex, espec, ctx)
+    if m.latent:
+        if ctx.latent_in_axes:  # a free local slice of the replicated sum, so up_proj runs row-parallel
+            y = ctx.constrain(y, None, ctx.latent_in_axes)  # instead of all-gathering the weight
+        y = lin(y, W(p, f"{M}routed_expert_up_proj.weight", act))
+    if f"{M}shared_experts.gate_proj.weight" in p:
+        y = y + mlp(p, xt, f"{M}shared_experts.", act)
+    return y.reshape(b, n, hdim)
+
+
+def route(scores, bias, k: int):
+    """noaux_tc top-k on the biased scores, weights from the unbiased ones renormalised -> (ids, wts)."""
+    _, ids = jax.lax.top_k(scores + bias, k)
+    wts = jnp.take_along_axis(scores, ids, axis=-1)
+    return ids, wts / (jnp.sum(wts, axis=-1, keepdims=True) + 1e-20)
+
+
+def _moe_all_reduce(z, ids, wts, ex, espec, ctx: Ctx):
+    """Every device's local experts over all tokens, summed with one psum over the expert axes (vllm-tpu)."""
+    act = ctx.act
     fn = jax.shard_map(
         lambda z_, i_, w_, a, b_, c: local_experts(
             z_, i_, w_, a, b_, c, axes=ctx.expert_axes, act=act, form=ctx.experts_form
@@ -249,14 +275,49 @@ def moe(p: dict, x, ctx: Ctx):
         out_specs=P(),
         check_vma=False,
     )
-    y = fn(z, ids, wts.astype(act), *ex)
-    if m.latent:
-        if ctx.latent_in_axes:  # a free local slice of the replicated sum, so up_proj runs row-parallel
-            y = ctx.constrain(y, None, ctx.latent_in_axes)  # instead of all-gathering the weight
-        y = lin(y, W(p, f"{M}routed_expert_up_proj.weight", act))
-    if f"{M}shared_experts.gate_proj.weight" in p:
-        y = y + mlp(p, xt, f"{M}shared_experts.", act)
-    return y.reshape(b, n, hdim)
+    return fn(z, ids, wts, *ex)
+
+
+def _moe_a2a(z, scores, bias, ex, espec, ctx: Ctx):
+    """The tokens split over the expert axes, each device routing its own rows (top-k inside the
+    shard_map, as each engine rank routes its tokens: XLA does not split a top-k over its batch rows),
+    dispatched to their experts' devices and combined back with two all-to-alls
+    (k3plan.validate.dispatch); rows padded to a multiple of the EP group (id -1: dispatched nowhere)."""
+    ep = math.prod(ctx.mesh.shape[a] for a in ctx.expert_axes)
+    k = ctx.spec.moe.top_k
+    pad = -z.shape[0] % ep
+    real = jnp.arange(z.shape[0] + pad) < z.shape[0]
+    if pad:
+        z = jnp.pad(z, ((0, pad), (0, 0)))
+        scores = jnp.pad(scores, ((0, pad), (0, 0)))
+    rows = P(ctx.expert_axes, None)
+
+    def local(z_, s_, r_, b_, w1, w2, w3):
+        ids, wts = route(s_, b_, k)
+        ids = jnp.where(r_[:, None], ids, -1)
+        return a2a_experts(
+            z_,
+            ids,
+            wts.astype(ctx.act),
+            w1,
+            w2,
+            w3,
+            axes=ctx.expert_axes,
+            n=ep,
+            act=ctx.act,
+            form=ctx.experts_form,
+            wire=ctx.dispatch_dtype or ctx.act,
+        )
+
+    fn = jax.shard_map(
+        local,
+        mesh=ctx.mesh,
+        in_specs=(rows, rows, P(ctx.expert_axes), P(), *({k: espec for k in e} for e in ex)),
+        out_specs=rows,
+        check_vma=False,
+    )
+    y = fn(z, scores, real, bias, *ex)
+    return y[: y.shape[0] - pad] if pad else y
 
 
 # --- a decoder layer -------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from k3plan.validate.experts import form_for
 from k3plan.validate.layers import Ctx, W, decoder_layer, lin, rmsnorm
 from k3plan.validate.structure import LayerPlan
 
+_WIRE = {"fp8": jnp.float8_e4m3fn, "bf16": jnp.bfloat16, "f32": jnp.float32}  # collectives.dispatch_dtype
+
 
 def make_ctx(setup: Setup, mesh) -> Ctx:
     act = {"bf16": jnp.bfloat16, "f32": jnp.float32}[setup.stack.activation_dtype]
@@ -52,6 +54,9 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
         expert_axes=axes,
         latent_in_axes=latent_in,
         experts_form=form_for(setup.stack.name),
+        expert_dispatch=setup.stack.collectives.experts,
+        dispatch_dtype=_WIRE.get(setup.stack.collectives.dispatch_dtype),
+        logits_all_gather=setup.stack.logits.gather == "all_gather",
     )
 
 
@@ -92,6 +97,8 @@ def _head(params, x_last, ctx: Ctx):
     g = params["globals"]
     h = rmsnorm(x_last, W(g, "norm.weight", jnp.float32))
     logits = lin(h, W(g, "lm_head.weight", ctx.act)).astype(jnp.float32)
+    if ctx.logits_all_gather:  # the engine's LogitsProcessor gathers the vocabulary split, then samples
+        logits = ctx.constrain(logits, ctx.batch_axis, None)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 

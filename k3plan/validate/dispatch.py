@@ -1,0 +1,81 @@
+"""Routed experts dispatched by all-to-all (the stacks whose ``collectives.experts`` is all_to_all:
+SGLang with DeepEP, dp-attention), one device's part inside ``shard_map`` over the expert axes.
+
+The tokens are split over the EP group (a device holds ``T`` rows of the layer's tokens; dp-attention's
+are already its DP group's, TP-replicated tokens are a free slice); each device
+
+1. dispatch: writes each of its (token, expert) pairs into the send buffer of the expert's device,
+   the local expert's id riding in the row (4 bytes in the payload dtype, so the dispatch stays ONE
+   collective, as DeepEP's dispatch carries the top-k ids with the tokens), and exchanges the buffers
+   with one ``jax.lax.all_to_all``;
+2. runs its local experts over what it received (k3plan.validate.experts.expert_ffn: sorted by
+   local expert, three ``ragged_dot``, dequantized as the stack's formulation says);
+3. combine: sends each row's output back with a second ``all_to_all``, to the slot it came from,
+   and sums each token's k outputs with its routing weights (applied where the weights live, at the
+   source, so they need not travel).
+
+Payload dtype: the stack's ``collectives.dispatch_dtype`` both ways, as the op list counts them
+(k3plan.step.ops.collective_ops ``moe.dispatch`` / ``moe.combine``).
+
+Fixed capacity, not ``jax.lax.ragged_all_to_all``: jax 0.10.2's ragged all-to-all lowers, but XLA:CPU
+cannot compile it ("UNIMPLEMENTED: HLO opcode `ragged-all-to-all` is not supported by XLA:CPU
+ThunkEmitter"), and validate's census and tests run on the CPU backend. The buffers are dropless:
+each destination's holds all ``T x k`` pairs of a device (every pair may route to one device), so a
+call moves ``ep`` times the op list's mean share (named in the collective check,
+k3plan.validate.collective_check); the counts -- one dispatch and one combine a MoE layer -- are the
+engine's.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from k3plan.validate.experts import expert_ffn
+
+ID_BYTES = 4  # the local expert id of a dispatched row, int32, bitcast into the payload dtype
+
+
+def _encode_ids(ids, wire):
+    """int32 [R] -> [R, 4 / itemsize] in ``wire`` (bit-exact)."""
+    size = jnp.dtype(wire).itemsize
+    b = jax.lax.bitcast_convert_type(ids.astype(jnp.int32), jnp.uint8)  # [R, 4]
+    if size == 1:
+        return jax.lax.bitcast_convert_type(b, wire)
+    return jax.lax.bitcast_convert_type(b.reshape(ids.shape[0], ID_BYTES // size, size), wire)
+
+
+def _decode_ids(cols):
+    b = jax.lax.bitcast_convert_type(cols, jnp.uint8).reshape(cols.shape[0], ID_BYTES)
+    return jax.lax.bitcast_convert_type(b, jnp.int32)
+
+
+def id_columns(wire) -> int:
+    return ID_BYTES // jnp.dtype(wire).itemsize
+
+
+def a2a_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], n: int, act, form: str, wire):
+    """z [T, latent] this device's rows, ids / wts [T, k] (id -1: a padding row) -> [T, latent]."""
+    e_loc = next(iter(w1p.values())).shape[0]
+    t, k = ids.shape
+    cap = t * k  # dropless: a device's every pair fits one destination's buffer
+    flat = ids.reshape(-1)
+    valid = flat >= 0
+    dest = jnp.where(valid, flat // e_loc, 0)
+    onehot = (dest[:, None] == jnp.arange(n)[None, :]) & valid[:, None]
+    pos = jnp.take_along_axis(jnp.cumsum(onehot, axis=0) - 1, dest[:, None], axis=1)[:, 0]
+    slot = jnp.where(valid, dest * cap + pos, n * cap)  # past the end: dropped by the scatter
+    tok = jnp.arange(t * k) // k
+    rows = jnp.zeros((n * cap, z.shape[1]), wire).at[slot].set(z[tok].astype(wire), mode="drop")
+    lid = jnp.full((n * cap,), e_loc, jnp.int32).at[slot].set(flat - dest * e_loc, mode="drop")
+    send = jnp.concatenate([rows, _encode_ids(lid, wire)], axis=1)
+    recv = jax.lax.all_to_all(send, axes, 0, 0, tiled=True)  # dispatch: [n sources x cap, latent + id]
+    key = jnp.clip(_decode_ids(recv[:, z.shape[1] :]), 0, e_loc)  # e_loc: an empty slot, sorted last
+    order = jnp.argsort(key)
+    sizes = jnp.bincount(key, length=e_loc + 1)[:e_loc].astype(jnp.int32)
+    y = expert_ffn(recv[order, : z.shape[1]].astype(act), sizes, w1p, w2p, w3p, act=act, form=form)
+    back = jnp.zeros_like(y).at[order].set(y).astype(wire)
+    got = jax.lax.all_to_all(back, axes, 0, 0, tiled=True)  # combine: each row back to its slot
+    w = (wts.reshape(-1) * valid).astype(act)
+    out = got[jnp.minimum(slot, n * cap - 1)].astype(act) * w[:, None]
+    return out.reshape(t, k, -1).sum(axis=1)
