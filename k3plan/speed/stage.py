@@ -75,7 +75,7 @@ def _shown(folder: Path) -> str:
         return str(folder)
 
 
-def _setup_args(setup) -> dict:
+def collective_args(setup) -> dict:
     from k3plan.budget.dtypes import BYTES
 
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
@@ -105,7 +105,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     from k3plan.step.decode import decode_terms
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
 
-    a = _setup_args(setup)
+    a = collective_args(setup)
     spec, par = a.pop("spec"), setup.parallel
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
     d = decode_terms(
@@ -139,7 +139,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
     from k3plan.roofline.work import experts_touched
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
 
-    a = _setup_args(setup)
+    a = collective_args(setup)
     spec, par = a.pop("spec"), setup.parallel
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
     moe = spec.moe

@@ -76,10 +76,10 @@ class CollectiveCheck(_Frozen):
             "ok": self.ok,
             "findings": list(self.findings),
             "rows": [
-                {**r.model_dump(), "unexplained_calls": r.unexplained_calls, "bytes_ratio": r.bytes_ratio}
+                {**r.model_dump(mode="json"), "unexplained_calls": r.unexplained_calls, "bytes_ratio": r.bytes_ratio}
                 for r in self.rows
             ],
-            "exceptions": [e.model_dump() for e in self.exceptions],
+            "exceptions": [e.model_dump(mode="json") for e in self.exceptions],
         }
 
 
@@ -93,6 +93,76 @@ def op_list_collectives(ops: list) -> dict[str, tuple[int, int]]:
         c, b = out.get(o.collective.value, (0, 0))
         out[o.collective.value] = (c + calls, b + round(calls * float(o.message_bytes)))
     return out
+
+
+SGLANG_SCATTERED = (
+    "sgl-project/sglang python/sglang/srt/layers/communicator.py sparse_mlp_scatter_mode, "
+    "LayerScatterModes._compute_layer_output_mode, tp_reduce_scatter @0090b34ce0e68cd2dace8bb0aa2148938ad4c7db"
+)
+
+
+def _split(setup, suffix: str, dim: int) -> bool:
+    t = next((t for t in setup.model.inventory.text if t.name.endswith(suffix)), None)
+    return t is not None and bool(setup.plan.specs[t.name].partition[dim])
+
+
+def exceptions_for(setup) -> list[Exception_]:
+    """The named count differences of this setup's compiled step vs its op list, each a MoE layer."""
+    n_moe = setup.model.spec.n_moe
+    st, par = setup.stack, setup.parallel
+    out = []
+    if not n_moe:
+        return out
+    if st.collectives.experts == "all_to_all" and par.tp > 1:
+        out.append(
+            Exception_(
+                name="moe-output-gathered-over-tp",
+                kind="all-gather",
+                calls=n_moe,
+                why=(
+                    "under an all-to-all backend the MoE takes this rank's share of the TP-replicated tokens "
+                    "and its output is all-gathered back to the attention-TP group before the next layer, one "
+                    "all-gather a MoE layer; SGLang does the same (the sparse MLP's scatter mode is SCATTERED, "
+                    "the attention's sum a reduce-scatter, the next layer's input all-gathered). The op list "
+                    "counts the attention's sum as one all-reduce and no gather: the same ring bytes "
+                    "(reduce-scatter + all-gather = all-reduce) but one call's latency a MoE layer short"
+                ),
+                source=SGLANG_SCATTERED,
+            )
+        )
+    if st.collectives.experts == "all_reduce" and _split(setup, "block_sparse_moe.gate.weight", 0):
+        why = (
+            "the stack splits the router gate over the expert axis: the top-k over the split expert scores "
+            "all-gathers them and the chosen weights come back with an all-reduce, a MoE layer; the op list's "
+            "collectives do not see the router's split (k3plan.step.ops.collective_ops)"
+        )
+        src = f"the stack's sharding rules ({st.name}.yaml: expert -> ep, router not overridden); validate's graph"
+        out += [
+            Exception_(name="router-split-over-experts", kind=k, calls=n_moe, why=why, source=src)
+            for k in ("all-gather", "all-reduce")
+        ]
+    if st.collectives.experts == "all_reduce" and _split(setup, "routed_expert_down_proj.weight", 0):
+        why = (
+            "the stack splits the LatentMoE latent over TP: the down-projection's split latent is all-gathered "
+            "before the experts, and the row-parallel up-projection's partial sums are a second all-reduce beside "
+            "the experts' psum, a MoE layer; the op list counts one all-reduce of the latent and the hidden state together"
+        )
+        src = f"the stack's sharding rules ({st.name}.yaml: latent -> tp); validate's graph"
+        out += [
+            Exception_(name="latent-split-over-tp", kind=k, calls=n_moe, why=why, source=src)
+            for k in ("all-gather", "all-reduce")
+        ]
+    return out
+
+
+def step_ops(setup, *, stage: str, tokens: int, sequences: int) -> list:
+    """The collective ops of one compiled step: ``tokens`` tokens (all DP groups') of ``sequences``."""
+    from k3plan.speed.stage import collective_args
+    from k3plan.step.ops import collective_ops
+
+    a = collective_args(setup)
+    spec = a.pop("spec")
+    return collective_ops(spec, **a, tokens=tokens, sequences=sequences)
 
 
 def check(*, stack: str, stage: str, ops: list, hlo: Census, exceptions: list[Exception_]) -> CollectiveCheck:

@@ -89,6 +89,32 @@ def _census_table(c: dict) -> Table:
     return t
 
 
+def _collectives_table(c: dict) -> Table:
+    verdict = "[green]counts match[/]" if c["ok"] else "[bold red]counts differ[/]"
+    t = Table(title=f"collectives a step: op list vs compiled HLO ({verdict})", title_justify="left")
+    for col in ("op", "op list calls", "HLO calls", "named exceptions", "unexplained", "op list bytes", "HLO bytes"):
+        t.add_column(col, justify="left" if col in ("op", "named exceptions") else "right")
+    for r in c["rows"]:
+        u = r["unexplained_calls"]
+        t.add_row(
+            r["kind"],
+            str(r["op_list_calls"]),
+            str(r["hlo_calls"]),
+            ", ".join(f"{e['name']} ({e['calls']:+d})" for e in c["exceptions"] if e["kind"] == r["kind"]) or "-",
+            "0" if u == 0 else f"[bold red]{u:+d}[/]",
+            _b(r["op_list_bytes"]),
+            _b(r["hlo_bytes"]),
+        )
+    return t
+
+
+def _collective_notes(c: dict, console: Console) -> None:
+    for e in c["exceptions"]:
+        console.print(f"  {e['name']} ({e['kind']} {e['calls']:+d}): {e['why']} [dim]({e['source']})[/]")
+    for f in c["findings"]:
+        console.print(f"  [bold red]unexplained: {f}[/]")
+
+
 def render_validation(result: dict, console: Console) -> None:
     env = result["environment"]
     par = result["parallel"]
@@ -116,6 +142,9 @@ def render_validation(result: dict, console: Console) -> None:
         _reasons(r, console)
         if r.get("census"):
             console.print(_census_table(r["census"]))
+        if r.get("collectives"):
+            console.print(_collectives_table(r["collectives"]))
+            _collective_notes(r["collectives"], console)
         mark = "[green]fits[/]" if r["fits"] else "[bold red]does not fit[/]"
         console.print(f"{mark}: {r['verdict']}")
         if r.get("unexplained_bytes"):

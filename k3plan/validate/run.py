@@ -178,6 +178,9 @@ def run_job(
             else "CPU backend: memory_analysis() unavailable"
         )
     hlo_census = census(res.hlo_text) if res.hlo_text else None
+    out["collectives"] = (
+        None if hlo_census is None else _collective_check(setup, job, hlo_census, am.padded_batch(setup, job.batch))
+    )
     out.update(
         fits=fits,
         oom=None,
@@ -188,6 +191,17 @@ def run_job(
         verdict=verdict,
     )
     return out
+
+
+def _collective_check(setup: Setup, job: Job, hlo_census, batch: int) -> dict:
+    """The op list's collectives vs the compiled HLO's, kind by kind (k3plan.validate.collective_check)."""
+    from k3plan.validate.collective_check import check, exceptions_for, step_ops
+
+    tokens = job.tokens * batch if job.stage == "prefill" else batch
+    ops = step_ops(setup, stage=job.stage, tokens=tokens, sequences=batch)
+    return check(
+        stack=setup.stack.name, stage=job.stage, ops=ops, hlo=hlo_census, exceptions=exceptions_for(setup)
+    ).to_dict()
 
 
 def environment(target: Target, devices: list) -> dict:
@@ -241,8 +255,10 @@ def validate(
     notes = list(setup.notes)
     if setup.stack.collectives.experts == "all_to_all":
         notes.append(
-            f"stack {setup.stack.name} dispatches experts with all-to-all; the abstract model computes local "
-            "experts on every token and combines with one all-reduce (the vllm-tpu pattern)"
+            f"stack {setup.stack.name} dispatches experts with all-to-all: the step routes each device's share of "
+            "the tokens and dispatches / combines them with two fixed-capacity all_to_all a MoE layer (dropless "
+            "buffers, ep x the mean share a call); not ragged_all_to_all, which XLA:CPU cannot compile "
+            "(k3plan/validate/dispatch.py)"
         )
     notes.append(
         "AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact"

@@ -1,0 +1,173 @@
+"""Issue 17 item 7: the op list's collectives against the compiled HLO's, for every bundled stack, on the
+scaled K3 (probes/step/scaled.py: layer 0 KDA + dense MLP, layer 1 MLA + MoE, 8 experts top-2) decoding
+8 sequences on 4 fake CPU devices; and the all-to-all dispatch's arithmetic against the all-reduce one.
+
+Each stack's expected counts are written out by hand from its yaml (the op list is not called to make
+them), and every count difference is one of k3plan.validate.collective_check's named exceptions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from k3plan.validate.collective_check import Exception_, check, exceptions_for, op_list_collectives
+from k3plan.validate.hlo_census import Census, OpStats
+
+# stack -> (hardware, topology, tp): 4 devices each (tpu-v6e 2x2: 4 chips of one device)
+SETUPS = {
+    "vllm-tpu": ("tpu-v6e", "2x2", 4),
+    "jax-native": ("tpu-v6e", "2x2", 4),
+    "vllm": ("nvidia-h200", "4", 4),
+    "sglang": ("nvidia-h200", "4", 4),
+    "dp-attention": ("nvidia-h200", "4", 1),
+}
+
+# One step of the scaled K3 (2 layers: 1 dense, 1 MoE), by hand from each stack's yaml:
+#   TP > 1: an o_proj all-reduce in each of the 2 layers + the vocabulary-split embedding's + the dense
+#   MLP's down_proj = 4 all-reduces; experts all_reduce: + 1 (the MoE sum); all_to_all: 1 dispatch +
+#   1 combine; logits all_gather: 1 all-gather; partitioned_argmax: 2 (each shard's max and its index).
+#   dp-attention (TP 1): no TP collective at all, only the MoE layer's dispatch and combine.
+OP_LIST = {
+    "vllm-tpu": {"all-reduce": 4 + 1, "all-gather": 2},
+    "jax-native": {"all-reduce": 4 + 1, "all-gather": 2},
+    "vllm": {"all-reduce": 4 + 1, "all-gather": 1},
+    "sglang": {"all-reduce": 4, "all-to-all": 2, "all-gather": 1},
+    "dp-attention": {"all-to-all": 2},
+}
+# the named exceptions each stack's compiled step carries (one MoE layer: each +1)
+NAMED = {
+    "vllm-tpu": set(),
+    "vllm": set(),
+    "dp-attention": set(),
+    "sglang": {("moe-output-gathered-over-tp", "all-gather")},
+    "jax-native": {
+        ("router-split-over-experts", "all-gather"),
+        ("router-split-over-experts", "all-reduce"),
+        ("latent-split-over-tp", "all-gather"),
+        ("latent-split-over-tp", "all-reduce"),
+    },
+}
+
+
+def _setup(stack: str):
+    from k3plan.probes.step.scaled import scaled_config_path
+    from k3plan.setup import make_setup
+
+    hw, topo, tp = SETUPS[stack]
+    return make_setup(model=str(scaled_config_path()), hardware=hw, topology=topo, tp=tp, stack=stack)
+
+
+def test_every_bundled_stack_is_covered():
+    from k3plan.sharding.stack import list_stacks
+
+    assert set(list_stacks()) == set(SETUPS)
+
+
+@pytest.mark.parametrize("stack", sorted(SETUPS))
+def test_named_exceptions_follow_the_setup(stack):
+    got = {(e.name, e.kind) for e in exceptions_for(_setup(stack))}
+    assert got == NAMED[stack]
+    assert all(e.calls == 1 and e.why and e.source for e in exceptions_for(_setup(stack)))  # 1 MoE layer
+
+
+def test_a_count_difference_without_a_name_is_a_finding():
+    class Op:
+        kind, collective, count, calls, message_bytes = "collective", None, 3, 1, 10
+
+    import enum
+
+    class C(enum.Enum):
+        AR = "all-reduce"
+
+    op = Op()
+    op.collective = C.AR
+    hlo = Census(ops={"all-reduce": OpStats(count=2, bytes=80, executed=4, executed_bytes=160)})
+    assert op_list_collectives([op]) == {"all-reduce": (3, 30)}
+    bad = check(stack="s", stage="decode", ops=[op], hlo=hlo, exceptions=[])
+    assert not bad.ok and bad.findings == ("all-reduce: op list 3 call(s), HLO 4, +1 unexplained",)
+    (row,) = bad.rows
+    assert (row.op_list_bytes, row.hlo_bytes, row.bytes_ratio) == (30, 160, 160 / 30)
+    named = Exception_(name="x", kind="all-reduce", calls=1, why="because", source="here")
+    good = check(stack="s", stage="decode", ops=[op], hlo=hlo, exceptions=[named])
+    assert good.ok and good.to_dict()["rows"][0]["exceptions"] == ["x"]
+    # a kind only the HLO has is a finding too
+    extra = Census(ops={**hlo.ops, "collective-permute": OpStats(count=1, bytes=4, executed=1, executed_bytes=4)})
+    assert check(stack="s", stage="decode", ops=[op], hlo=extra, exceptions=[named]).findings == (
+        "collective-permute: op list 0 call(s), HLO 1, +1 unexplained",
+    )
+
+
+@pytest.fixture(scope="module", params=sorted(SETUPS))
+def compiled(request):
+    from k3plan.validate.run import plan_jobs, prepare_target, validate
+    from k3plan.validate.targets import parse_target
+
+    setup = _setup(request.param)
+    target = parse_target("cpu")
+    prepare_target(target, setup)
+    jobs = plan_jobs(setup=setup, stage="decode", tokens=[], batch=8, context=64)
+    (r,) = validate(setup=setup, target=target, jobs=jobs)["results"]
+    return request.param, r
+
+
+def test_census_equals_the_op_list_or_a_named_exception(compiled):
+    stack, r = compiled
+    c = r["collectives"]
+    assert c["ok"], c["findings"]
+    rows = {x["kind"]: x for x in c["rows"]}
+    assert {k: x["op_list_calls"] for k, x in rows.items() if x["op_list_calls"]} == OP_LIST[stack]
+    named = {(e["name"], e["kind"]) for e in c["exceptions"]}
+    assert named == NAMED[stack]
+    for kind, x in rows.items():
+        extra = sum(1 for _, k in named if k == kind)
+        assert x["hlo_calls"] == OP_LIST[stack].get(kind, 0) + extra
+        assert r["census"]["ops"][kind]["executed"] == x["hlo_calls"]
+    assert "collective-permute" not in rows  # the A_log slice is replicated: no partitioner reshuffle
+
+
+def test_all_to_all_stacks_dispatch_by_all_to_all(compiled):
+    stack, r = compiled
+    ops = r["census"]["ops"]
+    if stack not in ("sglang", "dp-attention"):
+        assert "all-to-all" not in ops
+        return
+    a2a = ops["all-to-all"]
+    assert a2a["executed"] == 2  # the one MoE layer's dispatch and combine
+    # bytes a device: fixed capacity, dropless: each of the 4 destinations' buffers holds all of a
+    # device's 8/4 tokens x top-2 = 4 rows: dispatch 4 x 4 rows x (128 latent + 4 id bytes / 1) of fp8,
+    # combine 4 x 4 x 128; XLA:CPU carries the fp8 payload as f16 (x 2)
+    assert a2a["executed_bytes"] == 2 * (4 * 4 * (128 + 4) + 4 * 4 * 128)
+    # the op list: 8 tokens x 2 x 128 latent x 1 B (fp8) / 4 devices a call, 2 calls
+    row = next(x for x in r["collectives"]["rows"] if x["kind"] == "all-to-all")
+    assert row["op_list_bytes"] == 2 * 8 * 2 * 128 // 4
+
+
+def test_all_to_all_dispatch_computes_what_the_all_reduce_does():
+    """The same MoE layer, same weights and tokens: dispatched by all-to-all (tokens split over the 4
+    devices) and by the vllm-tpu pattern (every device's experts over all tokens, one psum)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from k3plan.budget.cache import cache_layout
+    from k3plan.probes.step.scaled import concrete
+    from k3plan.validate import abstract_model as am
+    from k3plan.validate.layers import moe
+    from k3plan.validate.steps import make_ctx
+    from k3plan.validate.structure import layer_plan
+
+    setup = _setup("dp-attention")
+    spec = setup.model.spec
+    lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps, unroll=True)
+    layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
+    ab, _ = am.build(setup, jax.devices()[:4], lplan, stage="decode", batch=8, tokens=1, capacity=layout.block_tokens)
+    layers = [p for p in (*ab.params["prefix"], *ab.params["suffix"]) if "block_sparse_moe.gate.weight" in p]
+    params = concrete(layers[0], seed=1)
+    ctx = dataclasses.replace(make_ctx(setup, ab.mesh), dispatch_dtype=None, act=jnp.float32)
+    assert ctx.expert_dispatch == "all_to_all" and ctx.expert_axes == ("dp", "tp")
+    x = jax.random.normal(jax.random.key(0), (8, 1, spec.hidden_size), jnp.float32)
+    a2a = jax.jit(lambda p, v: moe(p, v, ctx))(params, x)
+    ar = jax.jit(lambda p, v: moe(p, v, dataclasses.replace(ctx, expert_dispatch="all_reduce")))(params, x)
+    assert float(jnp.abs(ar).max()) > 0
+    np.testing.assert_allclose(np.asarray(a2a), np.asarray(ar), rtol=2e-4, atol=1e-5)
