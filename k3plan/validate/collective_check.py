@@ -110,7 +110,7 @@ def exceptions_for(setup) -> list[Exception_]:
     """The named count differences of this setup's compiled step vs its op list, each a MoE layer."""
     n_moe = setup.model.spec.n_moe
     st, par = setup.stack, setup.parallel
-    out = []
+    out: list[Exception_] = []
     if not n_moe:
         return out
     if st.collectives.experts == "all_to_all" and par.tp > 1:
