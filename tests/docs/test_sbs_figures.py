@@ -253,6 +253,7 @@ def test_a_terms_attributed_and_the_remainder():
     assert m.groups() == (str(c["calls_per_step"]), ms(c["latency_time_s"]), ms(dec["step_s"]))
     assert said(r"Alone it is three times the ([\d.]+) ms").group(1) == f"{left:.3f}"
     assert 3 <= c["latency_time_s"] * 1e3 / left < 4
+    assert said(r"([\d.]+) ms of \(A\)'s collectives are a term only k3plan has").group(1) == ms(c["latency_time_s"])
     norms = fit(A_STACK)["weights_by_role"]["norm"]
     assert said(r"the norms are ([\d.]+) GB a device").group(1) == f"{norms / GB:.3f}"
     m = said(r"so the comparison above \(([\d.]+)%, or ([\d.]+)% with the two terms set aside\)")
