@@ -58,3 +58,43 @@ def test_census_finds_the_collectives(result):
         ops = r["census"]["ops"]
         assert ops.get("all-reduce", {}).get("count", 0) > 0  # TP row-parallel outputs + the expert psum
         assert all(s["bytes"] > 0 for op, s in ops.items() if op != "collective-permute")
+
+
+def test_collective_counts_match_the_op_list_on_eight_layers(result):
+    """Issue 17 item 7 on the 8-layer tiny K3 (vllm-tpu, TP 8, both stages): the compiled step's collectives
+    (each times its loop's trips) equal the op list's -- 8 o_proj all-reduces + 7 MoE sums + 1 dense MLP
+    + 1 embedding = 17 all-reduces; the partitioned argmax's 2 all-gathers -- with no named exception."""
+    for r in result["results"]:
+        c = r["collectives"]
+        assert c["ok"] and c["exceptions"] == [] and c["findings"] == []
+        rows = {x["kind"]: x for x in c["rows"]}
+        assert {k: (x["op_list_calls"], x["hlo_calls"]) for k, x in rows.items()} == {
+            "all-reduce": (8 + 7 + 1 + 1, 8 + 7 + 1 + 1),
+            "all-gather": (2, 2),
+        }
+
+
+def test_the_collectives_table_names_exceptions_and_findings():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from k3plan.validate.collective_check import CollectiveCheck, Exception_, KindRow
+    from k3plan.validate.render import _collective_notes, _collectives_table
+
+    exc = Exception_(name="moe-output-gathered-over-tp", kind="all-gather", calls=1, why="gathered", source="sglang")
+    rows = (
+        KindRow(kind="all-gather", op_list_calls=1, hlo_calls=2, explained_calls=1, op_list_bytes=8, hlo_bytes=64,
+                exceptions=(exc.name,)),
+        KindRow(kind="collective-permute", op_list_calls=0, hlo_calls=1, explained_calls=0, op_list_bytes=0,
+                hlo_bytes=4),
+    )
+    c = CollectiveCheck(stack="sglang", stage="decode", rows=rows, exceptions=(exc,)).to_dict()
+    assert not c["ok"]
+    out = StringIO()
+    con = Console(file=out, width=200)
+    con.print(_collectives_table(c))
+    _collective_notes(c, con)
+    text = out.getvalue()
+    assert "counts differ" in text and "moe-output-gathered-over-tp (+1)" in text
+    assert "unexplained: collective-permute: op list 0 call(s), HLO 1, +1 unexplained" in text
