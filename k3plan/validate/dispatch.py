@@ -17,13 +17,17 @@ are already its DP group's, TP-replicated tokens are a free slice); each device
 Payload dtype: the stack's ``collectives.dispatch_dtype`` both ways, as the op list counts them
 (k3plan.step.ops.collective_ops ``moe.dispatch`` / ``moe.combine``).
 
-Fixed capacity, not ``jax.lax.ragged_all_to_all``: jax 0.10.2's ragged all-to-all lowers, but XLA:CPU
-cannot compile it ("UNIMPLEMENTED: HLO opcode `ragged-all-to-all` is not supported by XLA:CPU
-ThunkEmitter"), and validate's census and tests run on the CPU backend. The buffers are dropless:
-each destination's holds all ``T x k`` pairs of a device (every pair may route to one device), so a
-call moves ``ep`` times the op list's mean share (named in the collective check,
-k3plan.validate.collective_check); the counts -- one dispatch and one combine a MoE layer -- are the
-engine's.
+Two exchanges, by the backend compiled for:
+
+- CPU (validate's census and tests): fixed-capacity ``jax.lax.all_to_all``. jax 0.10.2's
+  ``ragged_all_to_all`` lowers, but XLA:CPU cannot compile it ("UNIMPLEMENTED: HLO opcode
+  `ragged-all-to-all` is not supported by XLA:CPU ThunkEmitter"). The buffers are dropless: each
+  destination's holds all ``T x k`` pairs of a device (every pair may route to one device), so a call
+  moves ``ep`` times the op list's mean share; the counts -- one dispatch and one combine a MoE
+  layer -- are the engine's.
+- TPU targets (deviceless compile): ``jax.lax.ragged_all_to_all``, only the rows that exist, after a
+  small all_to_all of the per-destination counts (``_ragged``); the collective check names that
+  counts exchange (k3plan.validate.collective_check, ``dispatch-counts-exchange``).
 """
 
 from __future__ import annotations
@@ -54,8 +58,11 @@ def id_columns(wire) -> int:
     return ID_BYTES // jnp.dtype(wire).itemsize
 
 
-def a2a_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], n: int, act, form: str, wire):
-    """z [T, latent] this device's rows, ids / wts [T, k] (id -1: a padding row) -> [T, latent]."""
+def a2a_experts(
+    z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], n: int, act, form: str, wire, ragged: bool = False
+):
+    """z [T, latent] this device's rows, ids / wts [T, k] (id -1: a padding row) -> [T, latent].
+    ``ragged``: ``jax.lax.ragged_all_to_all`` (TPU targets) instead of the fixed-capacity all_to_all."""
     e_loc = next(iter(w1p.values())).shape[0]
     t, k = ids.shape
     cap = t * k  # dropless: a device's every pair fits one destination's buffer
@@ -69,13 +76,63 @@ def a2a_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], n: int, ac
     rows = jnp.zeros((n * cap, z.shape[1]), wire).at[slot].set(z[tok].astype(wire), mode="drop")
     lid = jnp.full((n * cap,), e_loc, jnp.int32).at[slot].set(flat - dest * e_loc, mode="drop")
     send = jnp.concatenate([rows, _encode_ids(lid, wire)], axis=1)
+    if ragged:
+        return _ragged(
+            send,
+            slot,
+            valid,
+            dest,
+            wts,
+            w1p,
+            w2p,
+            w3p,
+            axes=axes,
+            n=n,
+            cap=cap,
+            act=act,
+            form=form,
+            latent=z.shape[1],
+            wire=wire,
+            e_loc=e_loc,
+            k=k,
+        )
     recv = jax.lax.all_to_all(send, axes, 0, 0, tiled=True)  # dispatch: [n sources x cap, latent + id]
-    key = jnp.clip(_decode_ids(recv[:, z.shape[1] :]), 0, e_loc)  # e_loc: an empty slot, sorted last
-    order = jnp.argsort(key)
-    sizes = jnp.bincount(key, length=e_loc + 1)[:e_loc].astype(jnp.int32)
-    y = expert_ffn(recv[order, : z.shape[1]].astype(act), sizes, w1p, w2p, w3p, act=act, form=form)
-    back = jnp.zeros_like(y).at[order].set(y).astype(wire)
-    got = jax.lax.all_to_all(back, axes, 0, 0, tiled=True)  # combine: each row back to its slot
+    y = _local_ffn(recv, latent=z.shape[1], e_loc=e_loc, w1p=w1p, w2p=w2p, w3p=w3p, act=act, form=form)
+    got = jax.lax.all_to_all(y.astype(wire), axes, 0, 0, tiled=True)  # combine: each row back to its slot
     w = (wts.reshape(-1) * valid).astype(act)
     out = got[jnp.minimum(slot, n * cap - 1)].astype(act) * w[:, None]
     return out.reshape(t, k, -1).sum(axis=1)
+
+
+def _local_ffn(recv, *, latent: int, e_loc: int, w1p, w2p, w3p, act, form: str):
+    """The received rows through this device's experts, back in the received order."""
+    key = jnp.clip(_decode_ids(recv[:, latent:]), 0, e_loc)  # e_loc: an empty slot, sorted last
+    order = jnp.argsort(key)
+    sizes = jnp.bincount(key, length=e_loc + 1)[:e_loc].astype(jnp.int32)
+    y = expert_ffn(recv[order, :latent].astype(act), sizes, w1p, w2p, w3p, act=act, form=form)
+    return jnp.zeros_like(y).at[order].set(y)
+
+
+def _ragged(send, slot, valid, dest, wts, w1p, w2p, w3p, *, axes, n, cap, act, form, latent, wire, e_loc, k):
+    """The same exchange with ``ragged_all_to_all``: each destination's pairs sent contiguously, only
+    the rows that exist. Its receivers need the sizes first, so a small all_to_all of n int32 counts
+    goes ahead of the dispatch, as DeepEP's notify_dispatch exchanges the token counts per rank before
+    its dispatch. Each source's rows land in the region ``source x cap`` of the receiver (and the
+    combine's in ``expert device x cap`` of the source), so no offsets need exchanging."""
+    sizes = jnp.bincount(jnp.where(valid, dest, n), length=n + 1)[:n].astype(jnp.int32)
+    offsets = (jnp.cumsum(sizes) - sizes).astype(jnp.int32)
+    # the pairs by destination (slot = destination x cap + rank), contiguous: the valid slots sorted
+    packed = send[jnp.minimum(jnp.sort(jnp.where(valid, slot, n * cap)), n * cap - 1)]
+    recv_sizes = jax.lax.all_to_all(sizes, axes, 0, 0, tiled=True)  # the counts exchange
+    me = jax.lax.axis_index(axes).astype(jnp.int32)
+    region = jnp.full((n,), me * cap, jnp.int32)
+    starts = jnp.arange(n, dtype=jnp.int32) * cap
+    empty = jnp.concatenate(
+        [jnp.zeros((n * cap, latent), wire), _encode_ids(jnp.full((n * cap,), e_loc, jnp.int32), wire)], axis=1
+    )
+    recv = jax.lax.ragged_all_to_all(packed, empty, offsets, sizes, region, recv_sizes, axis_name=axes)
+    y = _local_ffn(recv, latent=latent, e_loc=e_loc, w1p=w1p, w2p=w2p, w3p=w3p, act=act, form=form).astype(wire)
+    got = jax.lax.ragged_all_to_all(y, jnp.zeros_like(y), starts, recv_sizes, region, sizes, axis_name=axes)
+    w = (wts.reshape(-1) * valid).astype(act)
+    out = got[jnp.minimum(slot, n * cap - 1)].astype(act) * w[:, None]
+    return out.reshape(-1, k, out.shape[-1]).sum(axis=1)

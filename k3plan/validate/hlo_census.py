@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-OPS = ("all-to-all", "all-reduce", "all-gather", "reduce-scatter", "collective-permute")
+OPS = ("all-to-all", "ragged-all-to-all", "all-reduce", "all-gather", "reduce-scatter", "collective-permute")
 _ITEM = {
     "pred": 1,
     "s8": 1,

@@ -49,6 +49,7 @@ class Ctx:
     expert_dispatch: str = "all_reduce"  # the stack's collectives.experts: all_reduce | all_to_all
     dispatch_dtype: Any = None  # all_to_all: the payload dtype (the stack's collectives.dispatch_dtype)
     logits_all_gather: bool = False  # the stack's logits.gather: all_gather (else XLA's partitioned argmax)
+    ragged_dispatch: bool = False  # all_to_all: ragged_all_to_all (TPU targets; XLA:CPU cannot compile it)
 
     def constrain(self, x, *spec):
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P(*spec)))
@@ -307,6 +308,7 @@ def _moe_a2a(z, scores, bias, ex, espec, ctx: Ctx):
             act=ctx.act,
             form=ctx.experts_form,
             wire=ctx.dispatch_dtype or ctx.act,
+            ragged=ctx.ragged_dispatch,
         )
 
     fn = jax.shard_map(

@@ -179,7 +179,11 @@ def run_job(
         )
     hlo_census = census(res.hlo_text) if res.hlo_text else None
     out["collectives"] = (
-        None if hlo_census is None else _collective_check(setup, job, hlo_census, am.padded_batch(setup, job.batch))
+        None
+        if hlo_census is None
+        else _collective_check(
+            setup, job, hlo_census, am.padded_batch(setup, job.batch), ragged=target.platform == "tpu"
+        )
     )
     out.update(
         fits=fits,
@@ -193,14 +197,18 @@ def run_job(
     return out
 
 
-def _collective_check(setup: Setup, job: Job, hlo_census, batch: int) -> dict:
+def _collective_check(setup: Setup, job: Job, hlo_census, batch: int, *, ragged: bool) -> dict:
     """The op list's collectives vs the compiled HLO's, kind by kind (k3plan.validate.collective_check)."""
     from k3plan.validate.collective_check import check, exceptions_for, step_ops
 
     tokens = job.tokens * batch if job.stage == "prefill" else batch
     ops = step_ops(setup, stage=job.stage, tokens=tokens, sequences=batch)
     return check(
-        stack=setup.stack.name, stage=job.stage, ops=ops, hlo=hlo_census, exceptions=exceptions_for(setup)
+        stack=setup.stack.name,
+        stage=job.stage,
+        ops=ops,
+        hlo=hlo_census,
+        exceptions=exceptions_for(setup, ragged=ragged),
     ).to_dict()
 
 
@@ -257,8 +265,8 @@ def validate(
         notes.append(
             f"stack {setup.stack.name} dispatches experts with all-to-all: the step routes each device's share of "
             "the tokens and dispatches / combines them with two fixed-capacity all_to_all a MoE layer (dropless "
-            "buffers, ep x the mean share a call); not ragged_all_to_all, which XLA:CPU cannot compile "
-            "(k3plan/validate/dispatch.py)"
+            "buffers, ep x the mean share a call) on CPU, where XLA cannot compile ragged_all_to_all; a TPU target "
+            "gets ragged_all_to_all after an all_to_all of the counts (k3plan/validate/dispatch.py)"
         )
     notes.append(
         "AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact"

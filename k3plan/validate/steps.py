@@ -57,6 +57,7 @@ def make_ctx(setup: Setup, mesh) -> Ctx:
         expert_dispatch=setup.stack.collectives.experts,
         dispatch_dtype=_WIRE.get(setup.stack.collectives.dispatch_dtype),
         logits_all_gather=setup.stack.logits.gather == "all_gather",
+        ragged_dispatch=mesh.devices.flat[0].platform == "tpu",
     )
 
 

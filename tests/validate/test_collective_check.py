@@ -14,6 +14,8 @@ import pytest
 from k3plan.validate.collective_check import Exception_, check, exceptions_for, op_list_collectives
 from k3plan.validate.hlo_census import Census, OpStats
 
+from .conftest import has_libtpu
+
 # stack -> (hardware, topology, tp): 4 devices each (tpu-v6e 2x2: 4 chips of one device)
 SETUPS = {
     "vllm-tpu": ("tpu-v6e", "2x2", 4),
@@ -146,6 +148,10 @@ def test_all_to_all_stacks_dispatch_by_all_to_all(compiled):
 def test_all_to_all_dispatch_computes_what_the_all_reduce_does():
     """The same MoE layer, same weights and tokens: dispatched by all-to-all (tokens split over the 4
     devices) and by the vllm-tpu pattern (every device's experts over all tokens, one psum)."""
+    _moe_against_all_reduce("dp-attention", ragged=False)
+
+
+def _moe_against_all_reduce(stack: str, *, ragged: bool) -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -157,17 +163,78 @@ def test_all_to_all_dispatch_computes_what_the_all_reduce_does():
     from k3plan.validate.steps import make_ctx
     from k3plan.validate.structure import layer_plan
 
-    setup = _setup("dp-attention")
+    setup = _setup(stack)
     spec = setup.model.spec
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps, unroll=True)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
     ab, _ = am.build(setup, jax.devices()[:4], lplan, stage="decode", batch=8, tokens=1, capacity=layout.block_tokens)
     layers = [p for p in (*ab.params["prefix"], *ab.params["suffix"]) if "block_sparse_moe.gate.weight" in p]
     params = concrete(layers[0], seed=1)
-    ctx = dataclasses.replace(make_ctx(setup, ab.mesh), dispatch_dtype=None, act=jnp.float32)
-    assert ctx.expert_dispatch == "all_to_all" and ctx.expert_axes == ("dp", "tp")
-    x = jax.random.normal(jax.random.key(0), (8, 1, spec.hidden_size), jnp.float32)
+    ctx = dataclasses.replace(make_ctx(setup, ab.mesh), dispatch_dtype=None, act=jnp.float32, ragged_dispatch=ragged)
+    assert ctx.expert_dispatch == "all_to_all" and len(ctx.expert_axes) >= 1
+    x = jax.random.normal(jax.random.key(0), (6, 1, spec.hidden_size), jnp.float32)  # 6 rows: 2 padded to 8
     a2a = jax.jit(lambda p, v: moe(p, v, ctx))(params, x)
     ar = jax.jit(lambda p, v: moe(p, v, dataclasses.replace(ctx, expert_dispatch="all_reduce")))(params, x)
     assert float(jnp.abs(ar).max()) > 0
     np.testing.assert_allclose(np.asarray(a2a), np.asarray(ar), rtol=2e-4, atol=1e-5)
+
+
+def _emulated_ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *, axis_name):
+    """jax.lax.ragged_all_to_all's documented semantics from all_gather + scatter (XLA:CPU cannot compile the
+    real one): source i's rows input_offsets_i[me] .. + send_sizes_i[me] land at output_offsets_i[me] here."""
+    import jax
+    import jax.numpy as jnp
+
+    me = jax.lax.axis_index(axis_name)
+    ops, ins, sends, outs = (
+        jax.lax.all_gather(a, axis_name) for a in (operand, input_offsets, send_sizes, output_offsets)
+    )
+    rows = jnp.arange(operand.shape[0])
+    for i in range(ops.shape[0]):
+        ok = rows < sends[i][me]
+        src = jnp.minimum(ins[i][me] + rows, operand.shape[0] - 1)
+        dst = jnp.where(ok, outs[i][me] + rows, output.shape[0])  # past the end: dropped
+        output = output.at[dst].set(ops[i][src], mode="drop")
+    return output
+
+
+@pytest.mark.parametrize("stack", ["dp-attention", "sglang"])
+def test_ragged_dispatch_computes_what_the_all_reduce_does(stack, monkeypatch):
+    """The TPU path (ragged_all_to_all after a counts exchange) on CPU, with the ragged collective emulated
+    from its documented semantics: the offsets, sizes and regions k3plan.validate.dispatch computes route
+    every pair to its expert and back."""
+    import jax
+
+    monkeypatch.setattr(jax.lax, "ragged_all_to_all", _emulated_ragged_all_to_all)
+    _moe_against_all_reduce(stack, ragged=True)
+
+
+def test_a_ragged_dispatch_names_its_counts_exchange():
+    names = {(e.name, e.kind) for e in exceptions_for(_setup("dp-attention"), ragged=True)}
+    assert names == {("dispatch-counts-exchange", "all-to-all")}
+    assert exceptions_for(_setup("vllm-tpu"), ragged=True) == []  # no all-to-all dispatch, nothing to exchange
+
+
+@pytest.mark.skipif(not has_libtpu(), reason='libtpu not installed: pip install -e ".[tpu]"')
+def test_tpu_target_dispatches_with_ragged_all_to_all():
+    """Deviceless compile for tpu7x:2x2x1 (8 devices): the dp-attention step's MoE layer is one counts
+    all_to_all + two ragged_all_to_all (dispatch, combine), the op list's two plus the named exchange."""
+    from k3plan.probes.step.scaled import scaled_config_path
+    from k3plan.setup import make_setup
+    from k3plan.validate.run import plan_jobs, prepare_target, validate
+    from k3plan.validate.targets import parse_target
+
+    setup = make_setup(
+        model=str(scaled_config_path()), hardware="tpu-v7x", topology="2x2x1", tp=1, stack="dp-attention"
+    )
+    target = parse_target("tpu7x:2x2x1")
+    prepare_target(target, setup)
+    (r,) = validate(
+        setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="decode", tokens=[], batch=8, context=64)
+    )["results"]
+    ops = r["census"]["ops"]
+    assert ops["ragged-all-to-all"]["executed"] == 2 and ops["all-to-all"]["executed"] == 1
+    c = r["collectives"]
+    assert c["ok"] and [e["name"] for e in c["exceptions"]] == ["dispatch-counts-exchange"]
+    (row,) = c["rows"]
+    assert (row["kind"], row["op_list_calls"], row["hlo_calls"]) == ("all-to-all", 2, 3)
