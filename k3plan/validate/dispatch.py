@@ -32,6 +32,8 @@ Two exchanges, by the backend compiled for:
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -54,10 +56,6 @@ def _decode_ids(cols):
     return jax.lax.bitcast_convert_type(b, jnp.int32)
 
 
-def id_columns(wire) -> int:
-    return ID_BYTES // jnp.dtype(wire).itemsize
-
-
 def a2a_experts(
     z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], n: int, act, form: str, wire, ragged: bool = False
 ):
@@ -76,29 +74,12 @@ def a2a_experts(
     rows = jnp.zeros((n * cap, z.shape[1]), wire).at[slot].set(z[tok].astype(wire), mode="drop")
     lid = jnp.full((n * cap,), e_loc, jnp.int32).at[slot].set(flat - dest * e_loc, mode="drop")
     send = jnp.concatenate([rows, _encode_ids(lid, wire)], axis=1)
+    ffn = functools.partial(_local_ffn, latent=z.shape[1], e_loc=e_loc, w1p=w1p, w2p=w2p, w3p=w3p, act=act, form=form)
     if ragged:
-        return _ragged(
-            send,
-            slot,
-            valid,
-            dest,
-            wts,
-            w1p,
-            w2p,
-            w3p,
-            axes=axes,
-            n=n,
-            cap=cap,
-            act=act,
-            form=form,
-            latent=z.shape[1],
-            wire=wire,
-            e_loc=e_loc,
-            k=k,
-        )
-    recv = jax.lax.all_to_all(send, axes, 0, 0, tiled=True)  # dispatch: [n sources x cap, latent + id]
-    y = _local_ffn(recv, latent=z.shape[1], e_loc=e_loc, w1p=w1p, w2p=w2p, w3p=w3p, act=act, form=form)
-    got = jax.lax.all_to_all(y.astype(wire), axes, 0, 0, tiled=True)  # combine: each row back to its slot
+        got = _ragged(send, slot, valid, dest, ffn=ffn, axes=axes, n=n, cap=cap, wire=wire, e_loc=e_loc)
+    else:
+        recv = jax.lax.all_to_all(send, axes, 0, 0, tiled=True)  # dispatch: [n sources x cap, latent + id]
+        got = jax.lax.all_to_all(ffn(recv).astype(wire), axes, 0, 0, tiled=True)  # combine: back to each slot
     w = (wts.reshape(-1) * valid).astype(act)
     out = got[jnp.minimum(slot, n * cap - 1)].astype(act) * w[:, None]
     return out.reshape(t, k, -1).sum(axis=1)
@@ -113,12 +94,14 @@ def _local_ffn(recv, *, latent: int, e_loc: int, w1p, w2p, w3p, act, form: str):
     return jnp.zeros_like(y).at[order].set(y)
 
 
-def _ragged(send, slot, valid, dest, wts, w1p, w2p, w3p, *, axes, n, cap, act, form, latent, wire, e_loc, k):
+def _ragged(send, slot, valid, dest, *, ffn, axes, n: int, cap: int, wire, e_loc: int):
     """The same exchange with ``ragged_all_to_all``: each destination's pairs sent contiguously, only
     the rows that exist. Its receivers need the sizes first, so a small all_to_all of n int32 counts
     goes ahead of the dispatch, as DeepEP's notify_dispatch exchanges the token counts per rank before
     its dispatch. Each source's rows land in the region ``source x cap`` of the receiver (and the
-    combine's in ``expert device x cap`` of the source), so no offsets need exchanging."""
+    combine's in ``expert device x cap`` of the source, i.e. at each pair's slot), so no offsets need
+    exchanging. Returns the combined rows by slot, as the fixed-capacity exchange does."""
+    latent = send.shape[1] - ID_BYTES // jnp.dtype(wire).itemsize
     sizes = jnp.bincount(jnp.where(valid, dest, n), length=n + 1)[:n].astype(jnp.int32)
     offsets = (jnp.cumsum(sizes) - sizes).astype(jnp.int32)
     # the pairs by destination (slot = destination x cap + rank), contiguous: the valid slots sorted
@@ -131,8 +114,5 @@ def _ragged(send, slot, valid, dest, wts, w1p, w2p, w3p, *, axes, n, cap, act, f
         [jnp.zeros((n * cap, latent), wire), _encode_ids(jnp.full((n * cap,), e_loc, jnp.int32), wire)], axis=1
     )
     recv = jax.lax.ragged_all_to_all(packed, empty, offsets, sizes, region, recv_sizes, axis_name=axes)
-    y = _local_ffn(recv, latent=latent, e_loc=e_loc, w1p=w1p, w2p=w2p, w3p=w3p, act=act, form=form).astype(wire)
-    got = jax.lax.ragged_all_to_all(y, jnp.zeros_like(y), starts, recv_sizes, region, sizes, axis_name=axes)
-    w = (wts.reshape(-1) * valid).astype(act)
-    out = got[jnp.minimum(slot, n * cap - 1)].astype(act) * w[:, None]
-    return out.reshape(-1, k, out.shape[-1]).sum(axis=1)
+    y = ffn(recv).astype(wire)
+    return jax.lax.ragged_all_to_all(y, jnp.zeros_like(y), starts, recv_sizes, region, sizes, axis_name=axes)
