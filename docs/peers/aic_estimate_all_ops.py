@@ -1,5 +1,6 @@
 """Run `aiconfigurator cli estimate` unchanged, except that the --detail time tables list every op
 (the CLI's formatter cuts them at 12 ops plus an "others" row; top_n_ops is its keyword argument)."""
+
 import functools
 import sys
 
