@@ -29,7 +29,7 @@ from k3plan.step.memory import (
     total,
 )
 from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
-from k3plan.step.weights import mesh_weights, tensor_classes
+from k3plan.step.weights import mesh_weights, stage_classes
 
 
 def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
@@ -80,7 +80,7 @@ def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray]
     c = space.cols
     key = (c["tp"] * (c["dp"].max(initial=1) + 1) + c["dp"]) * 2 + c["ep_all"]
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    classes = tensor_classes(model.inventory)
+    classes = stage_classes(model.inventory)
     per_stack = [
         mesh_weights(classes=classes, stack=s, tp=c["tp"][first], dp=c["dp"][first], ep_all=c["ep_all"][first])
         for s in space.stacks
@@ -108,7 +108,7 @@ def stage_columns(*, space: Space, model: Model) -> list[dict[str, np.ndarray]]:
     of stage s holds (``step.weights.mesh_weights`` over the stage's tensors, step/stages.py), its
     MLA and KDA layer counts, and whether stage s exists (s < pp). With pp = 1 the one stage is the
     whole model (= ``weight_columns``' weights_bytes)."""
-    from k3plan.step.stages import stage_tensors, stages
+    from k3plan.step.stages import stages
 
     c = space.cols
     n = c["tp"].shape[0]
@@ -135,8 +135,7 @@ def stage_columns(*, space: Space, model: Model) -> list[dict[str, np.ndarray]]:
             inverse = inverse.reshape(-1)
             first = rows[first]
             for stage in stages(spec, int(pp), remainder):
-                tensors = stage_tensors(model.inventory, stage) if pp > 1 else None
-                classes = tensor_classes(model.inventory, tensors)
+                classes = stage_classes(model.inventory, stage if pp > 1 else None)
                 w = mesh_weights(
                     classes=classes, stack=st, tp=c["tp"][first], dp=c["dp"][first], ep_all=c["ep_all"][first]
                 )
@@ -203,12 +202,13 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
 
 def static_columns(
     *, space: Space, model: Model, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
-) -> tuple[dict[str, np.ndarray], list[str], dict[str, np.ndarray], dict[str, np.ndarray]]:
+) -> tuple[dict[str, np.ndarray], list[str], dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
     """What does not depend on batch or context: (hardware columns, probe notes, weight columns,
-    fallback kinds). plan evaluates two batches over one space; it computes these once."""
+    fallback kinds, pipeline-stage columns). plan evaluates two batches over one space; it computes
+    these once."""
     hw_cols, notes = hardware_columns(space=space, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
     weights, kinds = weight_columns(space=space, model=model)
-    return hw_cols, notes, weights, kinds
+    return hw_cols, notes, weights, kinds, stage_columns(space=space, model=model)
 
 
 def evaluate(
@@ -230,7 +230,7 @@ def evaluate(
     variants, v = space.variants, c["variant"]
     expert_fmt = next((t.fmt for t in model.inventory.text if t.role == "expert"), "bf16")
     cols = dict(c)
-    hw_cols, notes, weights, kinds = static or static_columns(
+    hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
         space=space, model=model, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
     )
     cols.update(hw_cols)
@@ -263,7 +263,7 @@ def evaluate(
     # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
     # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
     per_stage, valid = [], []
-    for sc in stage_columns(space=space, model=model):
+    for sc in stage_cols:
         terms = budget_terms(
             spec,
             usable=cols["usable"],

@@ -20,6 +20,7 @@ from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.resolve import dim_groups
 from k3plan.sharding.stack import Stack
+from k3plan.step.stages import Stage
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,22 @@ class MeshWeights:
     expert_bytes: np.ndarray  # float64, same for routed experts
     dense_params: np.ndarray  # float64, sum params/shards, non-expert non-embedding
     expert_params: np.ndarray  # float64, sum params/shards, routed experts
+
+
+def stage_classes(inventory: TensorInventory, stage: Stage | None = None) -> list[TensorClass]:
+    """``tensor_classes`` of the tensors a pipeline stage builds (None: every text tensor), worked out
+    once an (inventory, stage): plan's weight and stage columns ask for the same classes per stack."""
+    key = (id(inventory), stage)
+    held = _CLASSES.get(key)
+    if held is not None and held[0] is inventory:
+        return held[1]
+    tensors = None if stage is None else [t for t in inventory.text if stage.holds(t)]
+    out = tensor_classes(inventory, tensors)
+    _CLASSES[key] = (inventory, out)  # the inventory held too, so its id cannot be reused
+    return out
+
+
+_CLASSES: dict[tuple[int, Stage | None], tuple[TensorInventory, list[TensorClass]]] = {}
 
 
 def tensor_classes(inventory: TensorInventory, tensors: list[Tensor] | None = None) -> list[TensorClass]:
