@@ -7,6 +7,7 @@ The project's own errors become one line on stderr and exit code 2 (see ``K3Grou
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -204,6 +205,10 @@ def main(argv: list[str] | None = None) -> None:
     group costs ~20 command signatures where fit needs one; help, --version and unknown commands
     get the full group."""
     args = sys.argv[1:] if argv is None else argv
+    # k3plan's models use no pydantic plugin (observability hooks); looking for one scans the entry
+    # points of every installed distribution on the first model built (~20 M instructions of a fit,
+    # more where jax and its wheels are installed). A PYDANTIC_DISABLE_PLUGINS the user set is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if args and args[0] in COMMANDS:
         lean = _new_app()
         _register(lean, [args[0]])
