@@ -86,9 +86,9 @@ def command(
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
-    from k3plan.cli.fit import _check_prefix, _print_prefix
+    from k3plan.tiers.prefix import check_prefix_options
 
-    _check_prefix(prefix_hit, prefix_tier)
+    check_prefix_options(prefix_hit, prefix_tier)
     import dataclasses
     import functools
 
@@ -239,7 +239,9 @@ def command(
     for line in spec_decode_lines(sd) if sd else []:
         console.print(escape(line))
     render_advice_rules(advice, console)
-    _print_prefix(result["prefix_hit"], prefix_hit, console)
+    from k3plan.report.prefix_table import render_prefix_hit
+
+    render_prefix_hit(result["prefix_hit"], prefix_hit, console)
     if dec.binding == "memory":
         console.print(escape("  " + bytes_share_line(dec)))
     if not verdict.fits:
