@@ -23,6 +23,7 @@ from k3plan.report.capacity_model import (
     Roof,
     RooflinePoint,
     RowDecode,
+    RowProvenance,
     RowSetup,
     RowTerms,
 )
@@ -96,14 +97,14 @@ def _row(
         usd_per_mtok=_usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
     )
     decode, prefill, records = _with_expected(s, decode=decode, prefill=prefill, context=c, probes=probes)
-    prov = r.provenance.model_dump()
-    prov["expected"] = records
     src = s.hardware.sources()
-    prov["hbm_bw"] = src.get("hbm_bw_per_device", s.hardware.path)
-    prov["flops"] = src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path))
-    prov["collective_latency"] = decode.concurrency.latency_source
-    prov["efficiency"] = (
-        f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)"
+    prov = RowProvenance(
+        **r.provenance.model_dump(),
+        expected=records,
+        hbm_bw=src.get("hbm_bw_per_device", s.hardware.path),
+        flops=src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path)),
+        collective_latency=decode.concurrency.latency_source,
+        efficiency=f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)",
     )
     return ContextRow(
         context_tokens=c,
