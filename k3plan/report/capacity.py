@@ -138,7 +138,7 @@ def _roofline_points(
     out, b = [], 1
     while b <= max(1, most):
         d = decode_bound(setup, batch=b, context_tokens=context, eff=eff, probes=probes)
-        nbytes, flops = sum(d.bytes_per_device.values()), sum(d.flops_per_device.values())
+        nbytes, flops = d.bytes_per_device.total(), d.flops_per_device.total()
         out.append(RooflinePoint(batch=b, intensity=flops / nbytes, flops_per_s=flops / d.step_s, binding=d.binding))
         b *= 2
     return out
