@@ -189,7 +189,7 @@ def command(
         verdict,
         binding=dec.binding,
         tpot_s=dec.tpot_s,
-        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else {},
+        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else (),
         spec_decode=sd,
     )
     advice = advise(x)
