@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from k3plan.budget.cache import cache_layout
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload, fit
+from k3plan.budget.result import term_map
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.validate.structure import LayerPlan, layer_plan, truncate_setup
@@ -124,7 +125,7 @@ def run_job(
             "kv_bytes": pd.kv_bytes,
             "state_bytes": pd.state_bytes,
             "temp_bytes": acc.budget_temp,
-            "temp_terms": budget.temp.prefill_terms if prefill else budget.temp.decode_terms,
+            "temp_terms": term_map(budget.temp.prefill_terms if prefill else budget.temp.decode_terms),
         },
         "abstract": {
             "weights_bytes": acc.abstract_weights,
