@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,6 +33,9 @@ from k3plan.roofline.work import (
     linear_flops_per_token,
 )
 from k3plan.setup import Setup
+
+if TYPE_CHECKING:
+    from k3plan.roofline.result import LongContext
 
 
 class Efficiency(BaseModel):
@@ -283,14 +286,19 @@ def prefill_bound(
     )
 
 
-def crossover(setup: Setup, contexts: Sequence[int]) -> dict:
+def crossover(setup: Setup, contexts: Sequence[int]) -> LongContext:
+    from k3plan.roofline.result import ContextRatio, LongContext
+
     spec, inv = setup.model.spec, setup.model.inventory
     linear = linear_flops_per_token(inv.active_params)
-    return {
-        "crossover_tokens": attention_linear_crossover_tokens(spec, inv.active_params),
-        "linear_flops_per_token": linear,
-        "ratio_by_context": {
-            c: (attention_decode_flops_per_token(spec, c) - attention_decode_flops_per_token(spec, 0)) / linear
+    return LongContext(
+        crossover_tokens=attention_linear_crossover_tokens(spec, inv.active_params),
+        linear_flops_per_token=linear,
+        ratio_by_context=tuple(
+            ContextRatio(
+                context_tokens=c,
+                ratio=(attention_decode_flops_per_token(spec, c) - attention_decode_flops_per_token(spec, 0)) / linear,
+            )
             for c in contexts
-        },
-    }
+        ),
+    )

@@ -217,13 +217,14 @@ def test_attention_to_linear_ratio_and_crossover():
     exact crossover 208.379 GFLOP / 4,718,592 FLOP a token of context = 44,161 tokens. "Near 45K"
     is the study's rounding; 44,161 is 1.9% below 45,000 (not within 0.5%, and not meant to be)."""
     c = crossover(setup(), [32768, 262144, 1048576])
-    ratios = c["ratio_by_context"]
+    ratios = {e.context_tokens: e.ratio for e in c.ratio_by_context}  # typed entries (roofline.result)
+    assert c.ratio(262144) == ratios[262144]
     assert ratios[32768] == pytest.approx(0.7420, abs=5e-4)
     assert ratios[262144] == pytest.approx(5.936, abs=5e-4)
     assert ratios[1048576] == pytest.approx(23.744, abs=5e-4)
     for ctx, published in ((32768, 0.7), (262144, 5.9), (1048576, 23.7)):
         assert round(ratios[ctx], 1) == published
-    x = c["crossover_tokens"]
+    x = c.crossover_tokens
     assert x == pytest.approx(208_379_229_696 / (2 * 2 * 24 * 96 * 512))
     assert round(x) == 44_161
     assert rel(x, 45_000) == pytest.approx(0.0186, abs=5e-4)

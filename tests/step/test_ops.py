@@ -161,7 +161,7 @@ def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceil
     coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
                           devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
     t = expected_time(to_op_costs(coll), peaks=Peaks.from_hardware(setup.hardware), curves=None)
-    assert t.by_kind["collectives"].ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
+    assert t.by_kind.collectives.ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
 
 
 def test_prefill_chunk_over_the_whole_prompt_is_the_roofline_per_token_work():
