@@ -154,7 +154,9 @@ def command(
             speed_setup, prompt_tokens=context, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
         )
     if json_out:
-        print_json({**result.model_dump(mode="json"), "advice": advice, "prefix_hit": ph})
+        from k3plan.advice.fit_output import FitOutput
+
+        print_json(FitOutput.of(result, advice=advice, prefix_hit=ph))
     else:
         from k3plan.report.advice_table import render_fit_advice
         from k3plan.report.fit_table import render_fit

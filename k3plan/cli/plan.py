@@ -316,7 +316,9 @@ def command(
 
         ph = pick_prefix_hit(result, hit_rate=prefix_hit, tier=prefix_tier, prompt_tokens=isl or context, probes=probes)
     if json_out:
-        print_json({**result.model_dump(mode="json"), "advice": advice, "prefix_hit": ph})
+        from k3plan.plan.output import PlanOutput
+
+        print_json(PlanOutput.of(result, advice=advice, prefix_hit=ph))
     else:
         from k3plan.advice.plan import render_plan_advice
         from k3plan.plan.render import render_plan

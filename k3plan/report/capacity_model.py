@@ -177,3 +177,10 @@ class PlatformReport(_Frozen):
     advice: list[ContextAdvice] = []  # per viable context
     tiers: list[TierSessions] = []  # suspended sessions per memory tier (specs with memory_tiers)
     tiers_setup: str = ""
+
+
+class ReportOutput(_Frozen):
+    """`report --json`: the files written (markdown, plots, HTML) and each platform's report."""
+
+    written: list[str]
+    platforms: list[PlatformReport]
