@@ -65,11 +65,13 @@ def _with_expected(
     x = row_expected(
         setup, batches=[d.batch for _, d in points], context=context, chunk=prefill.chunk_tokens, probes=probes
     )
-    at = {
-        label: d.model_copy(update={"expected_tpot_s": x.tpot_s[d.batch], "expected_measured": x.measured[d.batch]})
-        for label, d in points
-    }
-    decode = RowDecode(concurrency=at["concurrency"], full=at.get("full"))
+
+    def expect(d: DecodeAt) -> DecodeAt:
+        return d.model_copy(update={"expected_tpot_s": x.tpot_s[d.batch], "expected_measured": x.measured[d.batch]})
+
+    decode = RowDecode(
+        concurrency=expect(decode.concurrency), full=None if decode.full is None else expect(decode.full)
+    )
     prefill = prefill.model_copy(update={"expected_ttft_s": x.ttft_s, "expected_measured": x.ttft_measured})
     return decode, prefill, x.records
 
