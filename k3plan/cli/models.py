@@ -75,10 +75,10 @@ def show(
       k3plan models show deepseek-v3 --by kind --json
     """
     from k3plan.models import load_model
-    from k3plan.models.summary import breakdown_key, model_show
+    from k3plan.models.summary import breakdown_by, model_show
 
-    breakdown_key(by)  # a bad --by: one line, before loading the model
-    result = model_show(load_model(model), by=by)
+    checked = breakdown_by(by)  # a bad --by: one line, before loading the model
+    result = model_show(load_model(model), by=checked)
     if json_out:
         print_json(result)
         return

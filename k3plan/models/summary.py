@@ -9,14 +9,16 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer
 
 from k3plan.errors import K3PlanError
 
-BREAKDOWN_KEYS = {"role": "role", "kind": "kind", "format": "fmt"}  # --by -> the Tensor attribute
+Breakdown = Literal["role", "kind", "format"]
+BREAKDOWNS: dict[str, Breakdown] = {"role": "role", "kind": "kind", "format": "format"}
+TENSOR_KEY: dict[Breakdown, str] = {"role": "role", "kind": "kind", "format": "fmt"}  # the Tensor attribute
 
 
-def breakdown_key(by: str) -> str:
-    """The Tensor attribute of ``--by``; a one-line error for anything else."""
-    if by not in BREAKDOWN_KEYS:
+def breakdown_by(by: str) -> Breakdown:
+    """--by checked: role, kind or format; a one-line error for anything else."""
+    if by not in BREAKDOWNS:
         raise K3PlanError(f"--by {by!r}: expected one of role, kind, format")
-    return BREAKDOWN_KEYS[by]
+    return BREAKDOWNS[by]
 
 
 class _Frozen(BaseModel):
@@ -70,7 +72,7 @@ class ModelSummary(_Frozen):
 
 
 class ModelShow(ModelSummary):
-    breakdown_by: Literal["role", "kind", "format"]
+    breakdown_by: Breakdown
     # dumped as {group: {params, active_params, bytes, tensors}}
     breakdown: Annotated[tuple[GroupTotals, ...], PlainSerializer(_group_map, return_type=dict)]
 
@@ -109,13 +111,13 @@ def model_summary(model) -> ModelSummary:
     )
 
 
-def model_show(model, *, by: str) -> ModelShow:
+def model_show(model, *, by: Breakdown) -> ModelShow:
     """The totals and a breakdown; vision and MTP get their own rows by role/kind, by format only the
     text model (= checkpoint bytes)."""
-    key = breakdown_key(by)
+    key = TENSOR_KEY[by]
     totals = model_summary(model)
     return ModelShow(
         **{k: getattr(totals, k) for k in ModelSummary.model_fields},
-        breakdown_by=by,  # checked by breakdown_key
+        breakdown_by=by,
         breakdown=_groups(model.inventory, key, include_extra=key != "fmt"),
     )
