@@ -126,13 +126,13 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
                     continue
                 t0 = time.perf_counter()
                 res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
-                r = res["results"][0]
-                env = res["environment"]  # the last compile's (date: when the grid was finished)
-                temp = (r["memory"] or {}).get("temp_bytes")
+                r = res.results[0]
+                env = res.environment.model_dump(mode="json")  # the last compile's (date: when the grid was finished)
+                temp = None if r.memory is None else r.memory.temp_bytes
                 points.append({
                     "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
                     "stage": stage, "tokens": tokens, "batch": batch, "context": context,
-                    "temp_bytes": temp, "compile_s": round(r["compile_s"], 2),
+                    "temp_bytes": temp, "compile_s": round(r.compile_s, 2),
                 })  # fmt: skip
                 out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
                 print(

@@ -73,15 +73,16 @@ def compile_one(a) -> None:
     jobs = plan_jobs(setup=setup, stage=a.stage, tokens=[a.tokens], batch=a.batch, context=context)
     t0 = time.perf_counter()
     res = validate(setup=setup, target=tgt, jobs=jobs)
-    res["wall_s"] = round(time.perf_counter() - t0, 1)
+    wall_s = round(time.perf_counter() - t0, 1)
     name = f"{a.stack}-{a.stage}-" + (f"{a.tokens}" if a.stage == "prefill" else f"b{a.batch}-c{a.context}")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(res, indent=1) + "\n")
-    r = res["results"][0]
-    temp = (r["memory"] or {}).get("temp_bytes") if not r.get("oom") else r["oom"]["required_bytes"]
-    print(f"{name}: temp {temp / 2**30:.2f} GiB{' (OOM)' if r.get('oom') else ''}, compile {r['compile_s']:.0f} s, "
-          f"wall {res['wall_s']:.0f} s")
+    # the validate JSON, then this run's wall time (ValidationResult.from_json ignores it)
+    (out / f"{name}.json").write_text(json.dumps({**res.model_dump(mode="json"), "wall_s": wall_s}, indent=1) + "\n")
+    r = res.results[0]
+    temp = r.oom.required_bytes if r.oom else (None if r.memory is None else r.memory.temp_bytes)
+    print(f"{name}: temp {temp / 2**30:.2f} GiB{' (OOM)' if r.oom else ''}, compile {r.compile_s:.0f} s, "
+          f"wall {wall_s:.0f} s")
     if a.top and kept.get("r") is not None and kept["r"].hlo_text:
         print("\n".join(largest(kept["r"].hlo_text, a.top)))
 
@@ -94,9 +95,12 @@ def merge(a) -> None:
     )
 
     parts = []
+    from k3plan.validate.result import ValidationResult
+
     for f in sorted(Path(a.merge).glob("*.json")):
-        res = json.loads(f.read_text())
-        usable = int(res["results"][0]["oom"]["available_bytes"]) if res["results"][0].get("oom") else 94.75 * 2**30
+        res = ValidationResult.from_json(json.loads(f.read_text()))
+        oom = res.results[0].oom
+        usable = oom.available_bytes if oom is not None and oom.available_bytes else 94.75 * 2**30
         parts.append(calibration_dict(res, usable_bytes=int(usable)))
     write_calibration(Path(a.save_calibration), merge_calibrations(parts))
     print(f"wrote {a.save_calibration} from {len(parts)} runs")

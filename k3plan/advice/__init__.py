@@ -4,6 +4,7 @@ from k3plan.advice.inputs import (
     AdviceInputs,
     BatchOption,
     KvDtypeOption,
+    PartTime,
     SpecDecodeOption,
     TopologyOption,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "AdviceInputs",
     "BatchOption",
     "KvDtypeOption",
+    "PartTime",
     "SpecDecodeOption",
     "Suggestion",
     "TopologyOption",

@@ -1,5 +1,5 @@
 """What the advice rules read: one typed struct of per-device numbers plus alternatives the caller
-computed (other topologies, KV dtypes, batches), and builders from today's ``fit --json`` shape.
+computed (other topologies, KV dtypes, batches), and builders from a typed fit (k3plan.budget.fit.FitResult).
 
 Per device throughout; bytes are ints. The rules never evaluate a model themselves: an alternative
 they may suggest is passed in with its numbers, so the effect they print is k3plan's own figure.
@@ -7,12 +7,12 @@ they may suggest is passed in with its numbers, so the effect they print is k3pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
-from k3plan.errors import K3PlanError
+if TYPE_CHECKING:
+    from k3plan.budget.fit import FitResult
 
 
 class _Frozen(BaseModel):
@@ -55,6 +55,13 @@ class SpecDecodeOption(_Frozen):
     draft_weights_bytes: NonNegativeInt = 0  # per device
 
 
+class PartTime(_Frozen):
+    """One part of a compute-bound step (a FLOP kind of the decode bound) and the time it takes."""
+
+    part: str
+    seconds: float = Field(ge=0)
+
+
 class AdviceInputs(_Frozen):
     usable_bytes: PositiveInt
     weights_bytes: NonNegativeInt
@@ -78,7 +85,7 @@ class AdviceInputs(_Frozen):
     kv_dtype_options: tuple[KvDtypeOption, ...] = ()
     batch_options: tuple[BatchOption, ...] = ()
     spec_decode: SpecDecodeOption | None = None
-    time_by_part_s: dict[str, float] = Field(default_factory=dict)  # compute-bound: where a step's time goes
+    time_by_part_s: tuple[PartTime, ...] = ()  # compute-bound: where a step's time goes
     # DP groups the batch is split over (a device holds ceil(batch / groups) sequences; 1: every device
     # holds the whole batch), as k3plan.step.memory.budget_terms splits it; None: scale sequences / batch
     sequence_groups: PositiveInt | None = None
@@ -92,76 +99,69 @@ class AdviceInputs(_Frozen):
         return self.weights_bytes + self.temp_bytes + self.reserve_bytes
 
 
-def _get(d: Mapping[str, Any], *path: str) -> Any:
-    cur: Any = d
-    for k in path:
-        if not isinstance(cur, Mapping) or k not in cur:
-            raise K3PlanError(f"fit JSON: missing {'.'.join(path)}; expected the output of `k3plan fit --json`")
-        cur = cur[k]
-    return cur
-
-
-def _refused(temp: Mapping[str, Any]) -> str | None:
-    found = [
-        f"{stage} {temp[k]}"
-        for stage, k in (("prefill", "prefill_refused"), ("decode", "decode_refused"))
-        if temp.get(k)
-    ]
+def _refused(fit: FitResult) -> str | None:
+    t = fit.temp
+    found = [f"{stage} {why}" for stage, why in (("prefill", t.prefill_refused), ("decode", t.decode_refused)) if why]
     return "; ".join(found) or None
 
 
-def inputs_from_fit(fit: Mapping[str, Any], **alternatives: Any) -> AdviceInputs:
-    """AdviceInputs from a ``fit --json`` object (keys per_device, hardware, workload, model_state,
-    cache_layout, speed); ``alternatives``: topology_options, kv_dtype_options, batch_options,
-    spec_decode, time_by_part_s."""
-    pd = _get(fit, "per_device")
-    speed = fit.get("speed") or {}
-    layout = fit.get("cache_layout") or {}
+def _block_tokens(fit: FitResult) -> int:
+    return 1 if fit.cache_layout is None else fit.cache_layout.block_tokens
+
+
+def inputs_from_fit(
+    fit: FitResult, *, binding: str | None = None, tpot_s: float | None = None, **alternatives: Any
+) -> AdviceInputs:
+    """AdviceInputs from a typed fit; ``binding`` and ``tpot_s`` replace its speed line's when
+    ``binding`` is given (roofline passes its own decode bound); ``alternatives``: topology_options,
+    kv_dtype_options, batch_options, spec_decode, time_by_part_s, sequence_groups."""
+    pd, hw = fit.per_device, fit.hardware
+    if binding is None:
+        binding, tpot_s = (None, None) if fit.speed is None else (fit.speed.binding, fit.speed.tpot_s)
     return AdviceInputs(
-        usable_bytes=_get(fit, "hardware", "usable_bytes_per_device"),
-        weights_bytes=pd["weights_bytes"],
-        kv_bytes=pd["kv_bytes"],
-        state_bytes=pd["state_bytes"],
-        temp_bytes=pd["temp_bytes"],
-        reserve_bytes=pd["reserve_bytes"],
-        free_bytes=pd["free_bytes"],
-        topology=_get(fit, "hardware", "topology"),
-        devices=_get(fit, "hardware", "devices"),
-        batch=_get(fit, "workload", "batch"),
-        sequences=pd["sequences"],
-        context_tokens=_get(fit, "workload", "context_tokens"),
-        kv_dtype=_get(fit, "model_state", "kv_dtype"),
-        kv_bytes_per_token=pd["kv_bytes_per_token"],
-        block_tokens=layout.get("block_tokens", 1),
-        state_bytes_per_sequence=pd["state_bytes_per_sequence"],
-        binding=speed.get("binding"),
-        tpot_s=speed.get("tpot_s"),
-        refused=_refused(fit.get("temp") or {}),
+        usable_bytes=hw.usable_bytes_per_device,
+        weights_bytes=pd.weights_bytes,
+        kv_bytes=pd.kv_bytes,
+        state_bytes=pd.state_bytes,
+        temp_bytes=pd.temp_bytes,
+        reserve_bytes=pd.reserve_bytes,
+        free_bytes=pd.free_bytes,
+        topology=hw.topology,
+        devices=hw.devices,
+        batch=fit.workload.batch,
+        sequences=pd.sequences,
+        context_tokens=fit.workload.context_tokens,
+        kv_dtype=fit.model_state.kv_dtype,
+        kv_bytes_per_token=pd.kv_bytes_per_token,
+        block_tokens=_block_tokens(fit),
+        state_bytes_per_sequence=pd.state_bytes_per_sequence,
+        binding=binding,
+        tpot_s=tpot_s,
+        refused=_refused(fit),
         **alternatives,
     )
 
 
-def topology_option_from_fit(fit: Mapping[str, Any]) -> TopologyOption:
-    """The same model fitted at another topology (another ``fit --json``) as an option."""
-    pd = _get(fit, "per_device")
+def topology_option_from_fit(fit: FitResult) -> TopologyOption:
+    """The same model fitted at another topology (another fit) as an option."""
+    pd = fit.per_device
     return TopologyOption(
-        topology=_get(fit, "hardware", "topology"),
-        devices=_get(fit, "hardware", "devices"),
-        weights_bytes=pd["weights_bytes"],
-        kv_bytes=pd["kv_bytes"],
-        state_bytes=pd["state_bytes"],
-        temp_bytes=pd["temp_bytes"],
-        reserve_bytes=pd["reserve_bytes"],
-        usable_bytes=_get(fit, "hardware", "usable_bytes_per_device"),
+        topology=fit.hardware.topology,
+        devices=fit.hardware.devices,
+        weights_bytes=pd.weights_bytes,
+        kv_bytes=pd.kv_bytes,
+        state_bytes=pd.state_bytes,
+        temp_bytes=pd.temp_bytes,
+        reserve_bytes=pd.reserve_bytes,
+        usable_bytes=fit.hardware.usable_bytes_per_device,
     )
 
 
-def kv_dtype_option_from_fit(fit: Mapping[str, Any]) -> KvDtypeOption:
+def kv_dtype_option_from_fit(fit: FitResult) -> KvDtypeOption:
     """The same setup fitted with another --kv-dtype as an option."""
-    pd = _get(fit, "per_device")
     return KvDtypeOption(
-        kv_dtype=_get(fit, "model_state", "kv_dtype"),
-        kv_bytes_per_token=pd["kv_bytes_per_token"],
-        block_tokens=(fit.get("cache_layout") or {}).get("block_tokens", 1),
-        state_bytes_per_sequence=pd["state_bytes_per_sequence"],
+        kv_dtype=fit.model_state.kv_dtype,
+        kv_bytes_per_token=fit.per_device.kv_bytes_per_token,
+        block_tokens=_block_tokens(fit),
+        state_bytes_per_sequence=fit.per_device.state_bytes_per_sequence,
     )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from k3plan.advice.inputs import PartTime
 from k3plan.advice.wiring import FitAdvice
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def plan_advice(
     hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     binding, tpot_s = row.binding, row.tpot_ms / 1e3
-    parts = None
+    parts: tuple[PartTime, ...] = ()
     if binding == "compute":
         dec = decode_bound(
             speed_setup, batch=batch, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes

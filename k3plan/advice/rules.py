@@ -252,10 +252,10 @@ def _bandwidth(x: AdviceInputs) -> list[Suggestion]:
 
 
 def _compute(x: AdviceInputs) -> list[Suggestion]:
-    total = sum(x.time_by_part_s.values())
+    total = sum(p.seconds for p in x.time_by_part_s)
     if total <= 0:
         return []
-    ranked = sorted(x.time_by_part_s.items(), key=lambda kv: -kv[1])
+    ranked = [(p.part, p.seconds) for p in sorted(x.time_by_part_s, key=lambda p: -p.seconds)]
     part, t = ranked[0]
     rest = "".join(f", then {p} {v / total:.0%}" for p, v in ranked[1:3])
     return [

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from k3plan.advice.inputs import (
     AdviceInputs,
     BatchOption,
+    PartTime,
     SpecDecodeOption,
     inputs_from_fit,
     kv_dtype_option_from_fit,
@@ -291,11 +292,8 @@ def inputs_from_fit_result(
     tpot_s: float | None = None,
     **alternatives: Any,
 ) -> AdviceInputs:
-    """AdviceInputs from a typed FitResult (its JSON dump, which inputs_from_fit reads); ``binding``
-    and ``tpot_s`` override the fit's speed line (roofline passes its own decode bound)."""
-    d = result.model_dump(mode="json")
-    if binding is not None:
-        d["speed"] = {**(d.get("speed") or {}), "binding": binding, "tpot_s": tpot_s}
+    """AdviceInputs from a typed FitResult (k3plan.advice.inputs.inputs_from_fit); ``binding`` and
+    ``tpot_s`` override the fit's speed line (roofline passes its own decode bound)."""
     if spec_decode is not None:  # its draft is already in the fit's weights
         alternatives["spec_decode"] = SpecDecodeOption(
             draft_tokens=spec_decode.spec.draft_tokens,
@@ -303,7 +301,7 @@ def inputs_from_fit_result(
             step_s=spec_decode.speed.step_s,
             draft_weights_bytes=0,
         )
-    return inputs_from_fit(d, **alternatives)
+    return inputs_from_fit(result, binding=binding, tpot_s=tpot_s, **alternatives)
 
 
 def fit_advice(
@@ -319,7 +317,7 @@ def fit_advice(
     allow_cpu_probes=False,
     spec_decode: SpecDecodeReport | None = None,
     offload: OffloadCost | None = None,
-    time_by_part_s: dict[str, float] | None = None,
+    time_by_part_s: tuple[PartTime, ...] = (),
     binding: str | None = None,
     tpot_s: float | None = None,
     draft_bytes: int = 0,
@@ -338,14 +336,14 @@ def fit_advice(
     if headroom_short:
         alt = topology_alternative(setup_options, setup, workload, draft_bytes, draft_kv_of)
         if alt is not None:
-            topo_opts.append(topology_option_from_fit(alt.model_dump(mode="json")))
+            topo_opts.append(topology_option_from_fit(alt))
             done.append(
                 f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
                 f"{setup.hardware.name} topology up)"
             )
         kv = kv_alternative(setup, workload, calibration, draft_bytes, draft_kv_of)
         if kv is not None:
-            kv_opts.append(kv_dtype_option_from_fit(kv.model_dump(mode="json")))
+            kv_opts.append(kv_dtype_option_from_fit(kv))
             done.append(f"fit with --kv-dtype {SMALL_KV}")
     if binding is None and result.speed is not None:
         binding, tpot_s = result.speed.binding, result.speed.tpot_s
@@ -353,23 +351,25 @@ def fit_advice(
         batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
-    extra: dict[str, Any] = {
-        "topology_options": tuple(topo_opts),
-        "kv_dtype_options": tuple(kv_opts),
-        "batch_options": batch_opts,
-        "time_by_part_s": dict(time_by_part_s or {}),
-        "spec_decode": spec_decode,
-        "sequence_groups": setup.parallel.dp if setup.stack.kv_cache.split_across_dp else 1,
-    }
-    x = inputs_from_fit_result(result, binding=binding, tpot_s=tpot_s, **extra)
+    x = inputs_from_fit_result(
+        result,
+        binding=binding,
+        tpot_s=tpot_s,
+        topology_options=tuple(topo_opts),
+        kv_dtype_options=tuple(kv_opts),
+        batch_options=batch_opts,
+        time_by_part_s=time_by_part_s,
+        spec_decode=spec_decode,
+        sequence_groups=setup.parallel.dp if setup.stack.kv_cache.split_across_dp else 1,
+    )
     return FitAdvice(rules=advise(x), alternatives=tuple(done), spec_decode=spec_decode, offload=offload)
 
 
-def decode_time_by_part(dec, setup, eff) -> dict[str, float]:
+def decode_time_by_part(dec, setup, eff) -> tuple[PartTime, ...]:
     """A compute-bound decode step's time by part: each part's FLOPs a device at the roofline's
     attained FLOP/s (peak x MFU), from the decode bound's own ``flops_per_device``."""
     rate = setup.hardware.flops_per_s_per_device(eff.compute_dtype) * eff.mfu
-    return {k: v / rate for k, v in dec.flops_per_device.items() if v > 0}
+    return tuple(PartTime(part=k, seconds=v / rate) for k, v in dec.flops_per_device.items() if v > 0)
 
 
 class Draft(_Frozen):

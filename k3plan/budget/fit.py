@@ -22,6 +22,7 @@ from k3plan.budget.result import (
     Named,
     PerDevice,
     Provenance,
+    RolesBytes,
     Speed,
     Temp,
 )
@@ -78,7 +79,7 @@ class FitResult(BaseModel):
     notes: list[str]
     provenance: Provenance
     temp: Temp = Field(default_factory=Temp)
-    weights_by_role: dict[str, int] = Field(default_factory=dict)  # role -> bytes a device
+    weights_by_role: RolesBytes = ()  # bytes a device by tensor role
     cache_layout: Optional[CacheLayout] = None
     speed: Optional[Speed] = None  # filled by the CLI: decode bound at this workload
     reason: int = Field(default=0, exclude=True)  # k3plan.step.verdict code; 0 = feasible
@@ -157,33 +158,52 @@ def default_evidence(setup: Setup) -> Optional[tuple[Calibration, str]]:
     )
 
 
-def _temp(setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warnings: list[str], expert_fmt: str):
+class _StageTemp(BaseModel):
+    """One stage's temp bytes (None: the calibration refuses the graph), where they come from, and
+    the calibration's remarks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bytes: Optional[int]
+    source: str = ANALYTIC_TEMP
+    refused: Optional[str] = None
+    outside: Optional[str] = None
+
+
+def _stage_temp(
+    cal: Optional[Calibration], *, stage: str, x: int, analytic_bytes: int, kind: str, warnings: list[str]
+) -> _StageTemp:
+    ev = None if cal is None else calibrated_stage(cal, stage=stage, x=x, analytic_bytes=analytic_bytes, kind=kind)
+    if ev is None:
+        return _StageTemp(bytes=analytic_bytes)
+    if ev.warning:
+        warnings.append(ev.warning)
+    return _StageTemp(bytes=ev.temp_bytes, source=ev.source, refused=ev.refused or None, outside=ev.outside or None)
+
+
+def _temp(
+    setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warnings: list[str], expert_fmt: str
+) -> tuple[Temp, _StageTemp, _StageTemp]:
     kw: dict[str, Any] = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
     pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
-    info: dict[str, Any] = {
-        "prefill_terms": pre.terms,
-        "decode_terms": dec.terms,
-        "prefill_bytes": pre.total,
-        "decode_bytes": dec.total,
-    }
-    source = {"prefill": ANALYTIC_TEMP, "decode": ANALYTIC_TEMP}
-    if cal is not None:
-        if not kind:
-            check_calibration_matches(setup, cal, warnings)
-        for stage, x in (("prefill", w.prefill_chunk_tokens), ("decode", w.context_tokens)):
-            ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=info[f"{stage}_bytes"], kind=kind)
-            if ev is None:
-                continue
-            info[f"{stage}_bytes"] = ev.temp_bytes
-            source[stage] = ev.source
-            if ev.refused:
-                info[f"{stage}_refused"] = ev.refused
-            if ev.outside:
-                info[f"{stage}_outside"] = ev.outside
-            if ev.warning:
-                warnings.append(ev.warning)
-    return Temp(**info), source
+    if cal is not None and not kind:
+        check_calibration_matches(setup, cal, warnings)
+    p = _stage_temp(
+        cal, stage="prefill", x=w.prefill_chunk_tokens, analytic_bytes=pre.total, kind=kind, warnings=warnings
+    )
+    d = _stage_temp(cal, stage="decode", x=w.context_tokens, analytic_bytes=dec.total, kind=kind, warnings=warnings)
+    temp = Temp(
+        prefill_terms=pre.terms,
+        decode_terms=dec.terms,
+        prefill_bytes=p.bytes,
+        decode_bytes=d.bytes,
+        prefill_refused=p.refused,
+        prefill_outside=p.outside,
+        decode_refused=d.refused,
+        decode_outside=d.outside,
+    )
+    return temp, p, d
 
 
 def check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[str]) -> None:
@@ -234,7 +254,7 @@ def fit(
         found = default_evidence(setup)
         if found is not None:
             calibration, kind = found
-    temp, temp_source = _temp(setup, workload, calibration, kind, warnings, expert_fmt)
+    temp, temp_prefill, temp_decode = _temp(setup, workload, calibration, kind, warnings, expert_fmt)
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused = len(stages) < 2
     temp_bytes = max(stages) if stages else 0
@@ -403,8 +423,8 @@ def fit(
                 f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
                 f"{stack.state.conv_dtype}" + (", split by heads over TP" if stack.state.shard_by_heads else "")
             ),
-            temp_prefill=temp_source["prefill"],
-            temp_decode=temp_source["decode"],
+            temp_prefill=temp_prefill.source,
+            temp_decode=temp_decode.source,
             reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
             + (
                 "; the engine runs the temporaries out of it (kv_pool static_fraction), so only what they "

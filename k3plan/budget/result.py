@@ -5,11 +5,39 @@ attribute (``result.per_device.free_bytes``); the JSON is ``model_dump``.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from typing import Annotated, Iterable
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, model_serializer
+
+from k3plan.models.inventory import Role
 
 
 class Named(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TermBytes(Named):
+    """One named term of a stage's temporaries and its bytes a device."""
+
+    name: str
+    bytes: int
+
+
+class RoleBytes(Named):
+    """One tensor role's weight bytes a device."""
+
+    role: Role
+    bytes: int
+
+
+def term_map(entries: Iterable[TermBytes | RoleBytes]) -> dict[str, int]:
+    """Entries as the JSON has them: name (or role) -> bytes, in their order."""
+    return {(e.name if isinstance(e, TermBytes) else e.role): e.bytes for e in entries}
+
+
+# a tuple of entries, dumped as the {name: bytes} mapping of the JSON contract
+Terms = Annotated[tuple[TermBytes, ...], PlainSerializer(term_map, return_type=dict[str, int])]
+RolesBytes = Annotated[tuple[RoleBytes, ...], PlainSerializer(term_map, return_type=dict[str, int])]
 
 
 class ModelFacts(Named):
@@ -74,8 +102,8 @@ class Provenance(Named):
 class Temp(Named):
     """Analytic terms of both graphs; the bytes each stage counts (None: refused by calibration)."""
 
-    prefill_terms: dict[str, int] = {}
-    decode_terms: dict[str, int] = {}
+    prefill_terms: Terms = ()
+    decode_terms: Terms = ()
     prefill_bytes: int | None = None
     decode_bytes: int | None = None
     prefill_refused: str | None = None

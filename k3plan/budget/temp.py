@@ -17,6 +17,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
+from k3plan.budget.result import TermBytes
 from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
@@ -30,16 +31,18 @@ DEQUANTIZED = "one layer's local experts dequantized"
 class TempTerms(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    terms: dict[str, int]  # name -> bytes per device
+    terms: tuple[TermBytes, ...]  # bytes per device, by name
 
     @property
     def total(self) -> int:
-        return sum(self.terms.values())
+        return sum(t.bytes for t in self.terms)
 
 
 def _point(terms: dict, quantized: bool) -> TempTerms:
     """Ints of one configuration; the dequantization term only where the experts are quantized."""
-    return TempTerms(terms={k: int(v) for k, v in terms.items() if quantized or k != DEQUANTIZED})
+    return TempTerms(
+        terms=tuple(TermBytes(name=k, bytes=int(v)) for k, v in terms.items() if quantized or k != DEQUANTIZED)
+    )
 
 
 def _quantized(stack: Stack, expert_fmt: str) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from k3plan.budget.result import RoleBytes
 from k3plan.models.formats import get_format
-from k3plan.models.inventory import TensorInventory
+from k3plan.models.inventory import Role, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
 from k3plan.sharding.stack import Stack
 
@@ -16,8 +17,12 @@ class WeightBudget(BaseModel):
     runtime_weight_bytes: int  # whole model, one copy, runtime formats
     weights_bytes: int  # per device
     replicated_weights_bytes: int  # per device: tensors every device holds whole
-    by_role: dict[str, int]  # per device
+    by_role: tuple[RoleBytes, ...]  # per device, roles in the inventory's order
     fallbacks: tuple[Fallback, ...]  # with bytes_replicated filled in
+
+    def role_bytes(self, role: Role) -> int:
+        """A role's bytes a device (0 where the model has no tensor of that role)."""
+        return next((r.bytes for r in self.by_role if r.role == role), 0)
 
 
 def runtime_bytes(t, stack: Stack) -> int:
@@ -27,7 +32,7 @@ def runtime_bytes(t, stack: Stack) -> int:
 def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack, tensors=None) -> WeightBudget:
     """``tensors``: the ones a device builds (a pipeline stage's, step/stages.py); default all text tensors."""
     total = per_device = replicated = 0
-    by_role: dict[str, int] = {}
+    by_role: dict[Role, int] = {}
     per_tensor: dict[str, int] = {}
     many_devices = plan.mesh.size(tuple(plan.mesh.axes)) > 1
     seen: dict[tuple, tuple[int, int]] = {}  # (role, format, shape, partition) -> (bytes, shards): layers repeat
@@ -53,7 +58,7 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
         runtime_weight_bytes=total,
         weights_bytes=per_device,
         replicated_weights_bytes=replicated,
-        by_role=by_role,
+        by_role=tuple(RoleBytes(role=r, bytes=n) for r, n in by_role.items()),
         fallbacks=fallbacks,
     )
 

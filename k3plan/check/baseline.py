@@ -24,10 +24,13 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
     ValidationError,
-    field_validator,
+    model_serializer,
+    model_validator,
 )
 
 from k3plan import __version__
+from k3plan.budget.result import PerDevice
+from k3plan.check.names import FoldedGroup
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
 from k3plan.safeparse import parse_json, parse_yaml, read_text
@@ -58,22 +61,45 @@ class Config(_Frozen):
         return f"{self.hardware} {self.topology or 'default'} {split} {self.stack} {self.context_tokens // 1024}K x{self.batch}"
 
 
+class Split(_Frozen):
+    """The (tp, ep, dp) split fit chose; pp only when > 1 (as sharding.mesh.Parallel dumps it)."""
+
+    tp: PositiveInt
+    ep: PositiveInt
+    dp: PositiveInt
+    pp: PositiveInt = 1
+
+    @model_serializer
+    def _dump(self) -> dict[str, int]:
+        out = {"tp": self.tp, "ep": self.ep, "dp": self.dp}
+        return {**out, "pp": self.pp} if self.pp > 1 else out
+
+    def text(self) -> str:
+        return str(self.model_dump())
+
+
+class DeviceTerms(PerDevice):
+    """fit's per-device terms (bytes; budget.result.PerDevice), checked strictly; free_bytes (which may
+    be < 0) and sequences are for information."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> DeviceTerms:
+        bad = [(k, v) for k, v in self.model_dump().items() if v < 0 and not k.startswith("free")]
+        if bad:
+            raise ValueError(f"{bad[0][0]} is {bad[0][1]}; expected a byte count >= 0")
+        return self
+
+
 class Expected(_Frozen):
-    parallel: dict[str, PositiveInt]
-    per_device: dict[str, int]  # fit's per-device terms (bytes), free_bytes for information
+    parallel: Split
+    per_device: DeviceTerms
     kv_bytes_per_token: NonNegativeInt  # one copy of the model's KV, bytes a token
     state_bytes_per_sequence: NonNegativeInt  # one copy of the KDA state, bytes a sequence
     fits: bool
-    replicated: dict[str, dict[str, Any]]  # folded names (k3plan.check.names) of fully replicated tensors
-    fallbacks: dict[str, dict[str, Any]]  # folded names of tensors with a divisibility fallback
-
-    @field_validator("per_device")
-    @classmethod
-    def _sizes(cls, terms: dict[str, int]) -> dict[str, int]:
-        bad = [k for k, v in terms.items() if v < 0 and not k.startswith("free")]  # free space may be < 0
-        if bad:
-            raise ValueError(f"{bad[0]} is {terms[bad[0]]}; expected a byte count >= 0")
-        return terms
+    replicated: dict[str, FoldedGroup]  # name pattern -> group, of the fully replicated tensors
+    fallbacks: dict[str, FoldedGroup]  # name pattern -> group, of tensors with a divisibility fallback
 
 
 class Entry(_Frozen):

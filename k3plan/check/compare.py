@@ -12,7 +12,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.check.baseline import Expected
+from k3plan.check.baseline import DeviceTerms, Expected
 from k3plan.check.measure import NOT_COMPARED, Measured
 from k3plan.check.names import describe, unfold
 from k3plan.errors import K3PlanError
@@ -67,8 +67,8 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
                 configuration=name,
                 check="split",
                 what="the (tp, ep, dp) split changed",
-                baseline=str(base.parallel),
-                now=str(cur.parallel),
+                baseline=base.parallel.text(),
+                now=cur.parallel.text(),
             )
         )
     if base.fits != cur.fits:
@@ -82,8 +82,8 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
                 now=str(cur.fits),
             )
         )
-    exact = {**{k: base.per_device.get(k) for k in EXACT}, **{f"model {k}": getattr(base, k) for k in EXACT}}
-    now_exact = {**{k: cur.per_device.get(k) for k in EXACT}, **{f"model {k}": getattr(cur, k) for k in EXACT}}
+    exact = {**{k: getattr(base.per_device, k) for k in EXACT}, **{f"model {k}": getattr(base, k) for k in EXACT}}
+    now_exact = {**{k: getattr(cur.per_device, k) for k in EXACT}, **{f"model {k}": getattr(cur, k) for k in EXACT}}
     for key, b in exact.items():
         if b != now_exact[key]:
             out.append(
@@ -96,10 +96,10 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
                     delta_bytes=(now_exact[key] or 0) - (b or 0),
                 )
             )
-    for key in sorted(set(base.per_device) | set(cur.per_device)):
+    for key in sorted(DeviceTerms.model_fields):
         if key in NOT_COMPARED or key in EXACT:
             continue
-        b, c = base.per_device.get(key, 0), cur.per_device.get(key, 0)
+        b, c = getattr(base.per_device, key), getattr(cur.per_device, key)
         d = c - b
         grew = d > tolerance.allowed(b)  # a failure; a shrink is reported but passes
         if grew or d < 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from k3plan.check.baseline import Baseline, load_baseline, save_baseline
 from k3plan.check.compare import Finding, Tolerance, compare
@@ -27,6 +27,7 @@ class CheckResult(BaseModel):
     def failed(self) -> list[Finding]:
         return [f for f in self.findings if f.fail]
 
+    @computed_field  # type: ignore[prop-decorator]  # in the JSON, after the findings
     @property
     def passed(self) -> bool:
         return not self.failed

@@ -7,7 +7,7 @@ from typing import Optional
 
 from k3plan.budget.fit import check_workload, fit
 from k3plan.budget.weights import runtime_bytes
-from k3plan.check.baseline import Config, Expected
+from k3plan.check.baseline import Config, DeviceTerms, Expected, Split
 from k3plan.check.names import fold
 from k3plan.setup import make_setup
 
@@ -44,8 +44,8 @@ def measure(config: Config, *, shardspecs: Optional[str] = None) -> Measured:
     for f in r.replicated:
         fallbacks[f.tensor] = fallbacks.get(f.tensor, 0) + int(f.bytes_replicated)
     expected = Expected(
-        parallel=r.parallel.model_dump(),  # pp only when > 1 (Parallel._dump)
-        per_device={k: int(v) for k, v in r.per_device.model_dump().items()},
+        parallel=Split(tp=r.parallel.tp, ep=r.parallel.ep, dp=r.parallel.dp, pp=r.parallel.pp),
+        per_device=DeviceTerms(**r.per_device.model_dump()),
         kv_bytes_per_token=int(r.model_state.kv_bytes_per_token),
         state_bytes_per_sequence=int(r.model_state.state_bytes_per_sequence),
         fits=r.fits,

@@ -9,8 +9,23 @@ which expand back to the exact names, so a newly replicated tensor is still name
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
+
+
+class FoldedGroup(BaseModel):
+    """Tensors of one name pattern: their layers ("0-92"; None: not per layer), how many, their bytes together."""
+
+    # strict: a baseline holds these; a count written as "3" is a corrupt baseline, not a value
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    layers: Optional[str]
+    count: PositiveInt
+    bytes: NonNegativeInt
 
 
 def split_name(name: str) -> tuple[str, int | None]:
@@ -44,26 +59,29 @@ def parse_ranges(text: str) -> list[int]:
     return out
 
 
-def fold(by_name: dict[str, int]) -> dict[str, dict]:
-    """{tensor name: bytes} -> {pattern: {"layers": "0-92" or None, "count": n, "bytes": total}}."""
-    groups: dict[str, dict] = {}
-    for name, nbytes in sorted(by_name.items()):
+def fold(by_name: Mapping[str, int]) -> dict[str, FoldedGroup]:
+    """{tensor name: bytes} -> {pattern: FoldedGroup(layers "0-92" or None, count, bytes in all)}."""
+    layers: dict[str, list[int]] = {}
+    count: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    for name, n in sorted(by_name.items()):
         pattern, layer = split_name(name)
-        g = groups.setdefault(pattern, {"layers": [], "count": 0, "bytes": 0})
+        layers.setdefault(pattern, [])
         if layer is not None:
-            g["layers"].append(layer)
-        g["count"] += 1
-        g["bytes"] += nbytes
-    return {p: {**g, "layers": ranges(g["layers"]) if g["layers"] else None} for p, g in groups.items()}
+            layers[pattern].append(layer)
+        count[pattern] = count.get(pattern, 0) + 1
+        nbytes[pattern] = nbytes.get(pattern, 0) + n
+    return {
+        p: FoldedGroup(layers=ranges(ls) if ls else None, count=count[p], bytes=nbytes[p]) for p, ls in layers.items()
+    }
 
 
-def unfold(groups: dict[str, dict]) -> set[str]:
+def unfold(groups: Mapping[str, FoldedGroup]) -> set[str]:
     """The exact names a folded set stands for."""
     names: set[str] = set()
     for pattern, g in groups.items():
-        layers = g.get("layers")
-        if layers:
-            names.update(pattern.replace(".layers.*.", f".layers.{n}.") for n in parse_ranges(layers))
+        if g.layers:
+            names.update(pattern.replace(".layers.*.", f".layers.{n}.") for n in parse_ranges(g.layers))
         else:
             names.add(pattern)
     return names

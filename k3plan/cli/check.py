@@ -59,7 +59,7 @@ def command(
         return
     result = run_check(path=baseline, tolerance=tol, shardspecs=shardspecs)
     if json_out:
-        print_json({**result.model_dump(mode="json"), "passed": result.passed})
+        print_json(result)
     else:
         from k3plan.report.check_table import render_check
 

@@ -132,16 +132,18 @@ def command(
 
         plot_curve(points, title=title, path=plot)
     if json_out:
+        from k3plan.budget.curve_output import CurveOutput
+
         print_json(
-            {
-                "title": title,
-                "context_tokens": context,
-                "batch": batch,
-                "calibration": cal.path if cal else None,
-                "warnings": warnings,
-                "points": points,
-                "sessions": growth,
-            }
+            CurveOutput(
+                title=title,
+                context_tokens=context,
+                batch=batch,
+                calibration=cal.path if cal else None,
+                warnings=warnings,
+                points=points,
+                sessions=growth,
+            )
         )
         return
     from k3plan.report.curve_table import render_curve

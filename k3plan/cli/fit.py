@@ -90,7 +90,9 @@ def command(
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
-    _check_prefix(prefix_hit, prefix_tier)
+    from k3plan.tiers.prefix import check_prefix_options
+
+    check_prefix_options(prefix_hit, prefix_tier)
     cal = load_calibration(str(calibration)) if calibration else None  # a bad file fails before the setup
     eff = Efficiency()
 
@@ -152,7 +154,9 @@ def command(
             speed_setup, prompt_tokens=context, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
         )
     if json_out:
-        print_json({**result.model_dump(mode="json"), "advice": advice, "prefix_hit": ph})
+        from k3plan.advice.fit_output import FitOutput
+
+        print_json(FitOutput.of(result, advice=advice, prefix_hit=ph))
     else:
         from k3plan.report.advice_table import render_fit_advice
         from k3plan.report.fit_table import render_fit
@@ -161,31 +165,11 @@ def command(
         if spec is not None and not result.fits:
             console.print("no speculative-decoding speed for a workload that does not fit")
         render_fit_advice(advice, console)
-        _print_prefix(ph, prefix_hit, console)
+        from k3plan.report.prefix_table import render_prefix_hit
+
+        render_prefix_hit(ph, prefix_hit, console)
     if not result.fits:
         raise typer.Exit(1)
-
-
-def _check_prefix(hit, tier) -> None:
-    from k3plan.errors import K3PlanError
-    from k3plan.tiers.prefix import check_prefix_hit
-
-    if hit is None and tier != "hbm":
-        raise K3PlanError("--prefix-tier: only with --prefix-hit FRACTION")
-    if hit is not None:
-        check_prefix_hit(hit, tier)
-
-
-def _print_prefix(ph, hit, console) -> None:
-    from rich.markup import escape
-
-    from k3plan.tiers.prefix import prefix_hit_lines
-
-    if ph is not None:
-        for line in prefix_hit_lines(ph):
-            console.print(escape(line))
-    elif hit is not None:
-        console.print("no prefix-cache TTFT for a workload that does not fit")
 
 
 def _speed(setup, workload, notes, probes, allow_cpu_probes):

@@ -32,35 +32,14 @@ TopologyOpt = Annotated[
 ]
 
 
-def summary(hw) -> dict:
-    """The resolved figures of one spec (units in the key names)."""
-    return {
-        "name": hw.name,
-        "kind": hw.kind,
-        "vendor": hw.vendor,
-        "device_kind": hw.device_kind,
-        "devices_per_chip": hw.devices_per_chip,
-        "hbm_bytes_per_device": hw.hbm_bytes_per_device,
-        "usable_bytes_per_device": hw.usable_bytes_per_device,
-        "hbm_bw_bytes_per_s_per_device": hw.hbm_bw_bytes_per_s_per_device,
-        "flops_per_s_per_device": hw.flops_table(),
-        "scale_up": hw.scale_up.model_dump(),
-        "scale_out": hw.scale_out.model_dump(),
-        "chips_per_host": hw.chips_per_host,
-        "max_chips": hw.max_chips,
-        "wraparound_min": hw.wraparound_min,
-        "standard_topologies": list(hw.standard_topologies),
-        "price_usd_per_chip_hour": hw.price_usd_per_chip_hour,
-        "path": hw.path,
-    }
-
-
 def _do_list(json_out: bool) -> None:
     from k3plan.hardware import list_hardware, load_hardware
 
     specs = [load_hardware(n) for n in list_hardware()]
     if json_out:
-        print_json([summary(h) for h in specs])
+        from k3plan.hardware.summary import hardware_summary
+
+        print_json([hardware_summary(h) for h in specs])
         return
     from rich import box
     from rich.table import Table
@@ -139,11 +118,9 @@ def show(
     hw = load_hardware(hardware)
     topo = parse_topology(hw, topology) if topology is not None else None
     if json_out:
-        result = summary(hw)
-        result["sources"] = hw.sources()
-        result["file"] = hw.file.model_dump(mode="json", exclude_none=True)
-        result["topology"] = topo.model_dump() if topo else None
-        print_json(result)
+        from k3plan.hardware.summary import hardware_show
+
+        print_json(hardware_show(hw, topo))
         return
     _render(hw, topo)
 

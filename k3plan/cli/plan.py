@@ -231,9 +231,9 @@ def command(
         from k3plan.deploy.chart import chart_format
 
         chart_format(plot)  # .png or .svg, checked before the search
-    from k3plan.cli.fit import _check_prefix
+    from k3plan.tiers.prefix import check_prefix_options
 
-    _check_prefix(prefix_hit, prefix_tier)
+    check_prefix_options(prefix_hit, prefix_tier)
     session_note = None
     if turns is not None:
         from k3plan.workload.sessions import session_growth
@@ -316,7 +316,9 @@ def command(
 
         ph = pick_prefix_hit(result, hit_rate=prefix_hit, tier=prefix_tier, prompt_tokens=isl or context, probes=probes)
     if json_out:
-        print_json({**result.model_dump(mode="json"), "advice": advice, "prefix_hit": ph})
+        from k3plan.plan.output import PlanOutput
+
+        print_json(PlanOutput.of(result, advice=advice, prefix_hit=ph))
     else:
         from k3plan.advice.plan import render_plan_advice
         from k3plan.plan.render import render_plan
@@ -324,9 +326,9 @@ def command(
         render_plan(result, console)
         if advice is not None:
             render_plan_advice(advice, console)
-        from k3plan.cli.fit import _print_prefix
+        from k3plan.report.prefix_table import render_prefix_hit
 
-        _print_prefix(ph, prefix_hit, console)
+        render_prefix_hit(ph, prefix_hit, console)
         for w in written:
             console.print(f"wrote {w}")
         for w in skipped:

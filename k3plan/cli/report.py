@@ -148,6 +148,8 @@ def command(
         deploy=lambda path: deploy(plot_path=path),
     )
     if json_out:
-        print_json({"written": [str(p) for p in written], "platforms": reports})
+        from k3plan.report.capacity_model import ReportOutput
+
+        print_json(ReportOutput(written=[str(p) for p in written], platforms=reports))
         return
     say(f"wrote {', '.join(str(p) for p in written)} in {time.perf_counter() - t0:.1f} s")

@@ -86,9 +86,9 @@ def command(
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
-    from k3plan.cli.fit import _check_prefix, _print_prefix
+    from k3plan.tiers.prefix import check_prefix_options
 
-    _check_prefix(prefix_hit, prefix_tier)
+    check_prefix_options(prefix_hit, prefix_tier)
     import dataclasses
     import functools
 
@@ -123,17 +123,18 @@ def command(
         why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
     if not verdict.fits and not ignore_fit:  # a speed figure only for a workload that fits
         if json_out:
+            from k3plan.roofline.result import RooflineRefusal
+
             print_json(
-                {
-                    "model": setup.model.name,
-                    "hardware": setup.hardware.name,
-                    "topology": setup.topology.text,
-                    "parallel": setup.parallel.model_dump(),
-                    "stack": setup.stack.name,
-                    "fits": False,
-                    "reason": why,
-                    "free_bytes": verdict.per_device.free_bytes,
-                }
+                RooflineRefusal(
+                    model=setup.model.name,
+                    hardware=setup.hardware.name,
+                    topology=setup.topology.text,
+                    parallel=setup.parallel,
+                    stack=setup.stack.name,
+                    reason=why,
+                    free_bytes=verdict.per_device.free_bytes,
+                )
             )
         else:
             console.print(
@@ -189,36 +190,39 @@ def command(
         verdict,
         binding=dec.binding,
         tpot_s=dec.tpot_s,
-        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else {},
+        time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else (),
         spec_decode=sd,
     )
     advice = advise(x)
-    result = {
-        "model": setup.model.name,
-        "hardware": setup.hardware.name,
-        "topology": setup.topology.text,
-        "chips": setup.topology.chips,
-        "parallel": setup.parallel.model_dump(),
-        "stack": setup.stack.name,
-        "efficiency": eff.model_dump(),
-        "decode": dec.model_dump(),
-        "prefill": pre.model_dump(),
-        "expected": expected.model_dump(),
-        "long_context": cross,
-        "notes": list(setup.notes),
-        "probes": probe_notes,
-        "fits": verdict.fits,
-        "fit_reason": why,
-        "spec_decode": sd,
-        "advice": advice,
-        "prefix_hit": None,
-    }
+    ph = None
     if prefix_hit is not None:
         from k3plan.tiers.prefix import prefix_hit as prefix_hit_ttft
 
-        result["prefix_hit"] = prefix_hit_ttft(
+        ph = prefix_hit_ttft(
             setup, prompt_tokens=w.context_tokens, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
         )
+    from k3plan.roofline.result import RooflineResult
+
+    result = RooflineResult(
+        model=setup.model.name,
+        hardware=setup.hardware.name,
+        topology=setup.topology.text,
+        chips=setup.topology.chips,
+        parallel=setup.parallel,
+        stack=setup.stack.name,
+        efficiency=eff,
+        decode=dec,
+        prefill=pre,
+        expected=expected,
+        long_context=cross,
+        notes=list(setup.notes),
+        probes=probe_notes,
+        fits=verdict.fits,
+        fit_reason=why,
+        spec_decode=sd,
+        advice=advice,
+        prefix_hit=ph,
+    )
     if json_out:
         print_json(result)
         return
@@ -227,7 +231,7 @@ def command(
     render_roofline(result, console)
     from k3plan.report.expected_table import render_expected
 
-    render_expected(result["expected"], console)
+    render_expected(result.expected, console)
     from rich.markup import escape
 
     from k3plan.report.advice_table import (
@@ -239,7 +243,9 @@ def command(
     for line in spec_decode_lines(sd) if sd else []:
         console.print(escape(line))
     render_advice_rules(advice, console)
-    _print_prefix(result["prefix_hit"], prefix_hit, console)
+    from k3plan.report.prefix_table import render_prefix_hit
+
+    render_prefix_hit(result.prefix_hit, prefix_hit, console)
     if dec.binding == "memory":
         console.print(escape("  " + bytes_share_line(dec)))
     if not verdict.fits:

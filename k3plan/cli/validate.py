@@ -168,10 +168,10 @@ def command(
         write_calibration(
             save_calibration, calibration_dict(result, usable_bytes=setup.hardware.usable_bytes_per_device)
         )
-        result["calibration_file"] = str(save_calibration)
+        result = result.model_copy(update={"calibration_file": str(save_calibration)})
     if json_out:
         print_json(result)
     else:
         render_validation(result, console)
-    if not result["fits"]:
+    if not result.fits:
         raise typer.Exit(1)

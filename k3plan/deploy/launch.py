@@ -236,22 +236,41 @@ def sglang_command(cfg: LaunchConfig) -> str:
     return _join(args, engine="sglang")
 
 
-def jax_params(cfg: LaunchConfig) -> dict[str, int | str]:
+class JaxParams(BaseModel):
+    """MaxText's parameter names (FLAG_SOURCES["jax"] cites each), in the launch file's order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ici_tensor_parallelism: int
+    ici_expert_parallelism: int
+    ici_data_parallelism: int
+    ici_pipeline_parallelism: int
+    dcn_data_parallelism: int
+    max_target_length: int
+    max_prefill_predict_length: int
+    per_device_batch_size: int
+    kv_cache_dtype: str
+
+    def items(self) -> list[tuple[str, int | str]]:
+        return [(k, getattr(self, k)) for k in type(self).model_fields]
+
+
+def jax_params(cfg: LaunchConfig) -> JaxParams:
     """MaxText-style parameters for the JAX stack: parallel sizes over ICI within a slice, DP over
     DCN across slices (``hosts`` here counts slices when the stack runs multi-slice)."""
     if cfg.kv_dtype not in ("bf16", "fp8", "fp32"):
         raise K3PlanError(f"JAX stack: KV dtype {cfg.kv_dtype!r} is a vLLM layout; expected bf16, fp8 or fp32")
-    return {
-        "ici_tensor_parallelism": cfg.tp,
-        "ici_expert_parallelism": cfg.ep,
-        "ici_data_parallelism": cfg.dp,
-        "ici_pipeline_parallelism": cfg.pp,
-        "dcn_data_parallelism": 1,
-        "max_target_length": cfg.max_model_len,
-        "max_prefill_predict_length": cfg.max_num_batched_tokens,
-        "per_device_batch_size": max(1, cfg.max_num_seqs // (cfg.tp * cfg.dp * cfg.pp)),
-        "kv_cache_dtype": cfg.kv_dtype,
-    }
+    return JaxParams(
+        ici_tensor_parallelism=cfg.tp,
+        ici_expert_parallelism=cfg.ep,
+        ici_data_parallelism=cfg.dp,
+        ici_pipeline_parallelism=cfg.pp,
+        dcn_data_parallelism=1,
+        max_target_length=cfg.max_model_len,
+        max_prefill_predict_length=cfg.max_num_batched_tokens,
+        per_device_batch_size=max(1, cfg.max_num_seqs // (cfg.tp * cfg.dp * cfg.pp)),
+        kv_cache_dtype=cfg.kv_dtype,
+    )
 
 
 def launch_text(cfg: LaunchConfig) -> str:
@@ -265,7 +284,7 @@ def launch_text(cfg: LaunchConfig) -> str:
     if cfg.engine == "jax":
         params = jax_params(cfg)
         lines += [f"{k}: {v}" for k, v in params.items()]
-        sources = {FLAG_SOURCES["jax"][k] for k in params}
+        sources = {FLAG_SOURCES["jax"][k] for k, _ in params.items()}
     else:
         cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
         lines.append(cmd)

@@ -28,12 +28,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Annotated, NamedTuple, cast
+from typing import TYPE_CHECKING, Annotated, NamedTuple, cast
 
 import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory, checkpoint_table
+
+if TYPE_CHECKING:
+    from k3plan.models.census_result import CensusComparison, CensusResult
 
 MAX_HEADER_BYTES = 512 * 2**20  # a header larger than this is corrupt, not big (safetensors: 100 MB)
 READ_AHEAD_THREADS = 8
@@ -304,26 +307,28 @@ class _Scan:
         if list(map(_DTYPE_WANTED, found)) != dtypes:
             self.dtype_mismatch.extend((n, w[0], d) for n, w, d in zip(names, found, dtypes) if d != w[0])
 
-    def comparison(self, *, max_listed: int) -> dict:
+    def comparison(self, *, max_listed: int) -> CensusComparison:
+        from k3plan.models.census_result import CensusComparison, DtypeMismatch, ShapeMismatch
+
         # called only for a census against an inventory, which sets both
         assert self.remaining is not None and self.expected is not None
         missing = list(self.remaining)
         expected = len(self.expected)
-        return {
-            "expected_tensors": expected,
-            "matched": expected - len(missing),
-            "missing_count": len(missing),
-            "missing": missing[:max_listed],
-            "extra_count": len(self.extra),
-            "extra": self.extra[:max_listed],
-            "shape_mismatch_count": len(self.shape_mismatch),
-            "shape_mismatch": [
-                {"name": n, "expected": list(w), "found": list(g)} for n, w, g in self.shape_mismatch[:max_listed]
+        return CensusComparison(
+            expected_tensors=expected,
+            matched=expected - len(missing),
+            missing_count=len(missing),
+            missing=missing[:max_listed],
+            extra_count=len(self.extra),
+            extra=self.extra[:max_listed],
+            shape_mismatch_count=len(self.shape_mismatch),
+            shape_mismatch=[
+                ShapeMismatch(name=n, expected=list(w), found=list(g)) for n, w, g in self.shape_mismatch[:max_listed]
             ],
-            "dtype_mismatch_count": len(self.dtype_mismatch),
-            "dtype_mismatch": [{"name": n, "expected": w, "found": g} for n, w, g in self.dtype_mismatch[:max_listed]],
-            "ok": not (missing or self.extra or self.shape_mismatch or self.dtype_mismatch),
-        }
+            dtype_mismatch_count=len(self.dtype_mismatch),
+            dtype_mismatch=[DtypeMismatch(name=n, expected=w, found=g) for n, w, g in self.dtype_mismatch[:max_listed]],
+            ok=not (missing or self.extra or self.shape_mismatch or self.dtype_mismatch),
+        )
 
 
 def checkpoint_files(path: Path) -> list[Path]:
@@ -356,7 +361,7 @@ def census(
     *,
     max_listed: int = 20,
     progress: Callable[[int, int], None] | None = None,
-) -> dict:
+) -> CensusResult:
     """Tensors and bytes by dtype over every shard, each header checked against its file, and
     (with an inventory) what is missing, extra or mis-shaped. ``progress(done, total)`` per shard."""
     files = checkpoint_files(path)
@@ -376,7 +381,7 @@ def _census(
     *,
     max_listed: int,
     progress: Callable[[int, int], None] | None,
-) -> dict:
+) -> CensusResult:
     scan = _Scan(checkpoint_table(inventory) if inventory is not None else None)
     with ThreadPoolExecutor(max_workers=min(READ_AHEAD_THREADS, len(files))) as pool:
         blobs = pool.map(read_blob, files) if len(files) > 1 else map(read_blob, files)
@@ -384,13 +389,14 @@ def _census(
             scan.shard(f, decode(f, blob), data_bytes)
             if progress is not None:
                 progress(done, len(files))
-    result = {
-        "path": str(path),
-        "files": len(files),
-        "tensors": sum(t for t, _ in scan.totals.values()),
-        "bytes": sum(b for _, b in scan.totals.values()),
-        "by_dtype": {d: {"tensors": t, "bytes": b} for d, (t, b) in scan.totals.items()},
-    }
-    if inventory is not None:
-        result["comparison"] = scan.comparison(max_listed=max_listed)
+    from k3plan.models.census_result import CensusResult, DtypeCount
+
+    result = CensusResult(
+        path=str(path),
+        files=len(files),
+        tensors=sum(t for t, _ in scan.totals.values()),
+        bytes=sum(b for _, b in scan.totals.values()),
+        by_dtype=tuple(DtypeCount(dtype=d, tensors=t, bytes=b) for d, (t, b) in scan.totals.items()),
+        comparison=None if inventory is None else scan.comparison(max_listed=max_listed),
+    )
     return result

@@ -2,16 +2,63 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.plan.space import Space
 from k3plan.step.verdict import REASONS, reject_code
 
 GiB = 2**30
 CODE = {key: i for i, (key, _) in enumerate(REASONS)}
+# --strict under --isl/--osl: a row that passed every check of REASONS but misses a latency target (plan/wire.py)
+SLA_REASON = "misses a latency target or cannot hold the sequences in flight (--strict)"
+
+
+class _ByReason(BaseModel):
+    """One field per reason of k3plan.step.verdict.REASONS, in its order, then ``sla``; a field is
+    None where it says nothing and then absent from the JSON (the plan JSON contract)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    def items(self) -> list[tuple[str, Any]]:
+        """(reason key, value) of the reasons present, in REASONS order."""
+        return [(k, v) for k in type(self).model_fields if (v := getattr(self, k)) is not None]
+
+
+class ReasonCounts(_ByReason):
+    """How many of a family's configurations stop at each reason (the first check each fails);
+    ``feasible``: how many pass; ``sla``: passed, but miss a latency target under --strict."""
+
+    feasible: Optional[int] = None
+    fallback: Optional[int] = None
+    weights: Optional[int] = None
+    budget: Optional[int] = None
+    concurrency: Optional[int] = None
+    tpot: Optional[int] = None
+    unpriced: Optional[int] = None
+    sla: Optional[int] = None
+
+    def total(self) -> int:
+        return sum(n for _, n in self.items())
+
+
+class ReasonTexts(_ByReason):
+    """What each reason key of the families' counts means (``sla`` only under --strict)."""
+
+    feasible: str
+    fallback: str
+    weights: str
+    budget: str
+    concurrency: str
+    tpot: str
+    unpriced: str
+    sla: Optional[str] = None
 
 
 def reason_codes(
@@ -52,7 +99,7 @@ class Family(BaseModel):
     stack: str
     configurations: int
     feasible: int
-    reasons: dict[str, int]
+    reasons: ReasonCounts
     detail: list[str]
 
 
@@ -83,20 +130,20 @@ def families(
         total = int(counts[f].sum())
         if total == 0 and f not in space.skipped:
             continue  # not a family of this search (platform mismatch under the default stacks)
-        reasons = {REASONS[r][0]: int(counts[f, r]) for r in range(1, len(REASONS)) if counts[f, r]}
+        reasons = ReasonCounts(**{REASONS[r][0]: int(counts[f, r]) for r in range(len(REASONS)) if counts[f, r]})
         detail = []
         if f in space.skipped:
             detail.append(space.skipped[f])
-        if "fallback" in reasons:
+        if reasons.fallback:
             mine = fam == f
             detail.append("fallbacks: " + ", ".join(sorted(k for k, m in kinds.items() if (m & mine).any())))
-        if "weights" in reasons:
+        if reasons.weights:
             detail.append(f"weights alone: at best {weights_min[f]:.0%} of usable HBM a device")
-        if "budget" in reasons:
+        if reasons.budget:
             detail.append(f"one sequence at the context: short by {-room_best[f]:.2f} GiB a device at best")
-        if "concurrency" in reasons:
+        if reasons.concurrency:
             detail.append(f"at most {int(seqs_best[f])} sequences where {concurrency} are needed")
-        if "tpot" in reasons and target_tpot_s is not None:
+        if reasons.tpot and target_tpot_s is not None:
             detail.append(f"best TPOT {tpot_best[f]:.2f} ms against a target of {target_tpot_s * 1e3:g} ms")
         out.append(
             Family(
@@ -104,12 +151,13 @@ def families(
                 stack=stack,
                 configurations=total,
                 feasible=int(counts[f, 0]),
-                reasons={REASONS[0][0]: int(counts[f, 0]), **reasons} if counts[f, 0] else reasons,
+                reasons=reasons,
                 detail=detail,
             )
         )
     return out
 
 
-def reason_texts() -> dict[str, str]:
-    return {k: v for k, v in REASONS}
+def reason_texts(*, strict_sla: bool = False) -> ReasonTexts:
+    """The reasons' texts; with ``strict_sla`` (--strict under --isl/--osl) the SLA miss too."""
+    return ReasonTexts(**dict(REASONS), sla=SLA_REASON if strict_sla else None)

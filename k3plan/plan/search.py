@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -19,7 +19,8 @@ from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
 from k3plan.plan.evaluate import evaluate, static_columns
-from k3plan.plan.reasons import CODE, Family, families, reason_codes, reason_texts
+from k3plan.plan.extras import PlanExtras
+from k3plan.plan.reasons import CODE, Family, ReasonTexts, families, reason_codes, reason_texts
 from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import MAX_PP, build_space
@@ -77,7 +78,7 @@ class PlanResult(BaseModel):
     ranked: list[PlanRow]
     families: list[Family]
     rejected_families: list[Family]
-    reasons: dict[str, str]
+    reasons: ReasonTexts
     assumptions: list[str]
     # issue 13: all None / empty unless --isl/--osl (SLA), --load-gbps are given
     sla: Optional[SlaTargets] = None
@@ -273,8 +274,7 @@ def plan(
     codes = reason_codes(cols=cols, concurrency=concurrency, target_tpot_s=target_s, need_price=need_price)
     ranked = _order(cols, np.flatnonzero(codes == 0), objective)
     fams = families(space=space, cols=cols, codes=codes, kinds=kinds, concurrency=concurrency, target_tpot_s=target_s)
-    extra: dict[str, Any] = {}
-    reasons = reason_texts()
+    extra = PlanExtras()
     if isl is not None:  # sla_mode, spelled so the type checker narrows isl
         from k3plan.plan.wire import apply_sla
 
@@ -316,8 +316,6 @@ def plan(
             objective=objective,
         )
         rows = all_rows[:top]
-        if strict:
-            reasons["sla"] = "misses a latency target or cannot hold the sequences in flight (--strict)"
     else:
         from k3plan.plan.expected import ExpectedColumn, add_expected, pool_size, rerank
         from k3plan.plan.wire import add_costs, pick_extras
@@ -342,19 +340,19 @@ def plan(
             concurrency=concurrency,
         )
         rows = add_expected(rows, order, column=column, known=known)
-        if rank_by == "expected":
-            extra["assumptions"] = [
-                f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."
-                "expected_time of each row's decode ops against its device kind's efficiency records; the "
-                "ceiling TPOT where no record exists)"
-            ]
+        ranked_on = (
+            f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."
+            "expected_time of each row's decode ops against its device kind's efficiency records; the "
+            "ceiling TPOT where no record exists)"
+        )
+        extra = PlanExtras(assumptions=(ranked_on,) if rank_by == "expected" else ())
         if rows:
-            extra = {
-                **pick_extras(
+            extra = PlanExtras(
+                pick=pick_extras(
                     space=space, pick=rows[0], model=m, context=context, max_num_seqs=concurrency, load_gbps=load_gbps
                 ),
-                "assumptions": extra.get("assumptions", []) + [f"expected TPOT: {v}" for v in column.sources.values()],
-            }
+                assumptions=extra.assumptions + tuple(f"expected TPOT: {v}" for v in column.sources.values()),
+            )
     miss = closest_miss(cols, codes) if not rows else None
     elapsed = time.perf_counter() - start
     return PlanResult(
@@ -378,7 +376,7 @@ def plan(
         ranked=rows,
         families=fams,
         rejected_families=[f for f in fams if f.feasible == 0],
-        reasons=reasons,
+        reasons=reason_texts(strict_sla=sla_mode and strict),
         assumptions=[
             f"decode batch = --concurrency ({concurrency}) sequences at --context {context:,} tokens; TPOT from "
             f"the decode roofline at {eff.bw_efficiency:.0%} HBM bandwidth, {eff.mfu:.0%} MFU ({eff.compute_dtype}), "
@@ -403,13 +401,13 @@ def plan(
             "--maximize tokens-per-chip scores at batch = --concurrency (it ranks by latency); --maximize throughput "
             "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",
         ]
-        + extra.pop("assumptions", [])
+        + list(extra.assumptions)
         + probe_notes,
-        sla=extra.get("sla"),
+        sla=extra.sla,
         prices=price_list,
-        pareto=extra.get("pareto", []),
-        disaggregated=extra.get("disaggregated"),
-        launch=extra.get("launch"),
-        cold_start=extra.get("cold_start"),
+        pareto=list(extra.pareto),
+        disaggregated=extra.disaggregated,
+        launch=extra.launch,
+        cold_start=extra.cold_start,
         closest_miss=None if miss is None else row(space=space, cols=cols, i=miss, rank=0),
     )

@@ -4,8 +4,6 @@ plan/deployment.py do the work; this orders rows and amends the families' accoun
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from k3plan.deploy.pareto import pareto_front
@@ -18,6 +16,7 @@ from k3plan.plan.deployment import (
     launch_for,
     pareto_point,
 )
+from k3plan.plan.extras import PickExtras, PlanExtras
 from k3plan.plan.reasons import Family
 from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import LABEL, SlaTargets, largest_batch, sla_row, step_coefficients
@@ -47,10 +46,7 @@ def _strict_families(fams: list[Family], rows: list[PlanRow], missed: list[PlanR
             out.append(f)
             continue
         left = f.feasible - len(miss)
-        reasons = {k: v for k, v in f.reasons.items() if k != "feasible"}
-        reasons["sla"] = len(miss)
-        if left:
-            reasons = {"feasible": left, **reasons}
+        reasons = f.reasons.model_copy(update={"feasible": left or None, "sla": len(miss)})
         closest = miss[0]  # rows arrive in the objective's order: the best of the family first
         detail = f.detail + [
             f"SLA (--strict): {len(miss)} miss; closest {closest.topology} {closest.split_text}: "
@@ -76,7 +72,7 @@ def apply_sla(
     context: int,
     load_gbps: float | None,
     objective: str = "chips",
-) -> tuple[np.ndarray, list[Family], list[PlanRow], dict[str, Any]]:
+) -> tuple[np.ndarray, list[Family], list[PlanRow], PlanExtras]:
     base, a, b = step_coefficients(model=model, cols_1=cols_1, cols_k=cols_k, k=k, isl=targets.isl_tokens, eff=eff)
     rows: list[PlanRow] = []
     for i in ranked:
@@ -130,13 +126,10 @@ def apply_sla(
         [r.sla_row().output_tokens_per_s_per_user for r in pool],
         [r.sla_row().output_tokens_per_s_per_chip for r in pool],
     )
-    extra: dict[str, Any] = {
-        "sla": targets,
-        "pareto": [
-            pareto_point(pool[j], batch=int(np.ceil(pool[j].sla_row().in_flight_sequences or batch))) for j in front
-        ],
-    }
-    extra["assumptions"] = [
+    pareto = tuple(
+        pareto_point(pool[j], batch=int(np.ceil(pool[j].sla_row().in_flight_sequences or batch))) for j in front
+    )
+    assumptions = (
         f"latency: {LABEL}; ISL {targets.isl_tokens:,}, OSL {targets.osl_tokens:,}, "
         + (
             f"{targets.request_rate_per_s:g} requests/s (open loop)"
@@ -153,7 +146,8 @@ def apply_sla(
             f"Pareto front over {'the rows that meet the targets' if met else 'every feasible row (none meets)'}: "
             "tokens/s per user (1 / TPOT) vs output tokens/s per chip"
         ),
-    ]
+    )
+    dis, pick_x = None, None
     if ordered:
         pick = ordered[0]
         hw = next(h for h in space.hardware if h.name == pick.hardware)
@@ -163,7 +157,7 @@ def apply_sla(
         if rate is None and out_per_s:
             rate = out_per_s / targets.osl_tokens
         if rate:
-            extra["disaggregated"] = disaggregated(
+            dis = disaggregated(
                 pick=pick,
                 model=model,
                 hw=hw,
@@ -176,31 +170,25 @@ def apply_sla(
                 price=prices[hw.name],
             )
         seqs = pick.sla_row().in_flight_sequences or batch
-        extra.update(
-            pick_extras(
-                space=space,
-                pick=pick,
-                model=model,
-                context=context,
-                max_num_seqs=int(np.ceil(seqs)),
-                load_gbps=load_gbps,
-            )
+        pick_x = pick_extras(
+            space=space, pick=pick, model=model, context=context, max_num_seqs=int(np.ceil(seqs)), load_gbps=load_gbps
         )
+    extra = PlanExtras(sla=targets, pareto=pareto, disaggregated=dis, pick=pick_x, assumptions=assumptions)
     return ranked, fams, ordered, extra
 
 
 def pick_extras(
     *, space: Space, pick: PlanRow, model: Model, context: int, max_num_seqs: int, load_gbps: float | None
-) -> dict[str, Any]:
+) -> PickExtras:
     """The launch command and (given --load-gbps) the cold start of the chosen row."""
     hw = next(h for h in space.hardware if h.name == pick.hardware)
     stack = next(s for s in space.stacks if s.name == pick.stack)
     topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick.topology)
-    out: dict[str, Any] = {
-        "launch": launch_for(
+    return PickExtras(
+        launch=launch_for(
             pick=pick, hw=hw, stack=stack, topology=topo, model=model, context=context, max_num_seqs=max_num_seqs
-        )
-    }
-    if load_gbps is not None:
-        out["cold_start"] = cold_start_for(pick=pick, hw=hw, topology=topo, load_gbps=load_gbps, model=model)
-    return out
+        ),
+        cold_start=None
+        if load_gbps is None
+        else cold_start_for(pick=pick, hw=hw, topology=topo, load_gbps=load_gbps, model=model),
+    )

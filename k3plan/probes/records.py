@@ -51,10 +51,10 @@ def load_records(dir: PathLike, *, strict: bool = True) -> list[ProbeRecord]:
     """Every record in `dir` (recursively), oldest first. A file that is not a probe record
     (corrupt, binary, a list, the wrong keys) is a K3PlanError naming it; ``strict=False`` skips
     such files instead (for listing a folder of mixed files, never for planning)."""
-    return [rec for rec, _ in _load_with_paths(Path(dir), strict=strict)]
+    return [rec for rec, _ in load_with_paths(Path(dir), strict=strict)]
 
 
-def _load_with_paths(dir: Path, *, strict: bool = True) -> list[tuple[ProbeRecord, Path]]:
+def load_with_paths(dir: Path, *, strict: bool = True) -> list[tuple[ProbeRecord, Path]]:
     if not dir.is_dir():
         raise K3PlanError(f"--probes {dir}: not a folder of probe records")
     out = []
@@ -83,7 +83,7 @@ def _read_record(path: Path) -> ProbeRecord:
 
 
 def _matching(dir: PathLike, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, Path]]:
-    usable = [(r, p) for r, p in _load_with_paths(Path(dir)) if r.ok and r.verified is not False and want(r)]
+    usable = [(r, p) for r, p in load_with_paths(Path(dir)) if r.ok and r.verified is not False and want(r)]
     kind = device_kind.lower()
     exact = [(r, p) for r, p in usable if r.device_kind.lower() == kind and (not r.is_cpu or kind == "cpu")]
     if exact:

@@ -87,7 +87,7 @@ def render_advice_rules(a, console, *, alternatives=()) -> None:
 
 def bytes_share_line(dec) -> str:
     """A memory-bound step: which part of the bytes it reads dominates (the decode bound's own terms)."""
-    total = sum(dec.bytes_per_device.values())
+    total = dec.bytes_per_device.total()
     parts = sorted(dec.bytes_per_device.items(), key=lambda kv: -kv[1])
     return (
         f"{dec.binding}-bound decode: "

@@ -23,6 +23,7 @@ from k3plan.report.capacity_model import (
     Roof,
     RooflinePoint,
     RowDecode,
+    RowProvenance,
     RowSetup,
     RowTerms,
 )
@@ -64,11 +65,13 @@ def _with_expected(
     x = row_expected(
         setup, batches=[d.batch for _, d in points], context=context, chunk=prefill.chunk_tokens, probes=probes
     )
-    at = {
-        label: d.model_copy(update={"expected_tpot_s": x.tpot_s[d.batch], "expected_measured": x.measured[d.batch]})
-        for label, d in points
-    }
-    decode = RowDecode(concurrency=at["concurrency"], full=at.get("full"))
+
+    def expect(d: DecodeAt) -> DecodeAt:
+        return d.model_copy(update={"expected_tpot_s": x.tpot_s[d.batch], "expected_measured": x.measured[d.batch]})
+
+    decode = RowDecode(
+        concurrency=expect(decode.concurrency), full=None if decode.full is None else expect(decode.full)
+    )
     prefill = prefill.model_copy(update={"expected_ttft_s": x.ttft_s, "expected_measured": x.ttft_measured})
     return decode, prefill, x.records
 
@@ -96,14 +99,14 @@ def _row(
         usd_per_mtok=_usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
     )
     decode, prefill, records = _with_expected(s, decode=decode, prefill=prefill, context=c, probes=probes)
-    prov = r.provenance.model_dump()
-    prov["expected"] = records
     src = s.hardware.sources()
-    prov["hbm_bw"] = src.get("hbm_bw_per_device", s.hardware.path)
-    prov["flops"] = src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path))
-    prov["collective_latency"] = decode.concurrency.latency_source
-    prov["efficiency"] = (
-        f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)"
+    prov = RowProvenance(
+        **r.provenance.model_dump(),
+        expected=records,
+        hbm_bw=src.get("hbm_bw_per_device", s.hardware.path),
+        flops=src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path)),
+        collective_latency=decode.concurrency.latency_source,
+        efficiency=f"assumed: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%} (k3plan roofline defaults)",
     )
     return ContextRow(
         context_tokens=c,
@@ -137,7 +140,7 @@ def _roofline_points(
     out, b = [], 1
     while b <= max(1, most):
         d = decode_bound(setup, batch=b, context_tokens=context, eff=eff, probes=probes)
-        nbytes, flops = sum(d.bytes_per_device.values()), sum(d.flops_per_device.values())
+        nbytes, flops = d.bytes_per_device.total(), d.flops_per_device.total()
         out.append(RooflinePoint(batch=b, intensity=flops / nbytes, flops_per_s=flops / d.step_s, binding=d.binding))
         b *= 2
     return out

@@ -149,8 +149,8 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
         out.append(
             ("table", ["bound", "tokens/s", "time (ceiling)", "expected", "binding / note", "$ / M tokens"], rows)
         )
-        if "expected" in row.provenance:
-            out.append(("p", expected_note(row.provenance["expected"])))
+        if row.provenance is not None:
+            out.append(("p", expected_note(row.provenance.expected)))
         if row.warnings:
             out.append(("ul", [f"warning: {w}" for w in row.warnings]))
     if r.curve:
@@ -175,9 +175,9 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
 
     out += advice_blocks(r)
     first = next((row for row in r.rows if row.fits), None)
-    if first is not None:
+    if first is not None and first.provenance is not None:
         out.append(("h3", "Where these numbers come from"))
-        out.append(("ul", [f"{k}: {v}" for k, v in first.provenance.items()] + [f"price: {r.price_source}"]))
+        out.append(("ul", first.provenance.lines() + [f"price: {r.price_source}"]))
     return out
 
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, field_serializer, model_serializer
 
 from k3plan.budget.curve import CurvePoint
+from k3plan.budget.result import Provenance
 from k3plan.tiers.sessions import TierSessions
 
 
@@ -99,6 +100,20 @@ class PrefillAt(_Frozen):
     expected_measured: Optional[bool] = None
 
 
+class RowProvenance(Provenance):
+    """What each number of a row comes from: the fit's provenance, then what the report adds."""
+
+    expected: str  # the efficiency records the expected times use, or why none
+    hbm_bw: str
+    flops: str
+    collective_latency: str
+    efficiency: str
+
+    def lines(self) -> list[str]:
+        """``name: source`` for every field, in the JSON's order."""
+        return [f"{k}: {v}" for k, v in self.model_dump().items()]
+
+
 class ContextRow(_Frozen):
     context_tokens: int
     fits: bool
@@ -111,10 +126,10 @@ class ContextRow(_Frozen):
     model_max_context_tokens: int | None = None
     decode: Optional[RowDecode] = None
     prefill: Optional[PrefillAt] = None
-    provenance: dict[str, str] = {}  # what each number comes from, by name
+    provenance: Optional[RowProvenance] = None  # None: nothing fits at this context
     warnings: list[str] = []
 
-    @field_serializer("setup", "per_device", "decode", "prefill")
+    @field_serializer("setup", "per_device", "decode", "prefill", "provenance")
     def _empty(self, v: Optional[BaseModel]) -> dict[str, Any]:
         return {} if v is None else v.model_dump()
 
@@ -162,3 +177,10 @@ class PlatformReport(_Frozen):
     advice: list[ContextAdvice] = []  # per viable context
     tiers: list[TierSessions] = []  # suspended sessions per memory tier (specs with memory_tiers)
     tiers_setup: str = ""
+
+
+class ReportOutput(_Frozen):
+    """`report --json`: the files written (markdown, plots, HTML) and each platform's report."""
+
+    written: list[str]
+    platforms: list[PlatformReport]

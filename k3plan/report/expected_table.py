@@ -1,10 +1,16 @@
-"""Terminal rendering of the expected time beside the ceiling (speed.stage.ExpectedSpeed, as a dict)."""
+"""Terminal rendering of the expected time beside the ceiling (speed.stage.ExpectedSpeed)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from k3plan.speed.expected import OpTime, StageTime
+    from k3plan.speed.stage import ExpectedSpeed
 
 KIND_TITLES = {
     "attention": "attention",
@@ -20,27 +26,27 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:,.3f}"
 
 
-def source_lines(stage: dict) -> list[str]:
+def source_lines(stage: StageTime) -> list[str]:
     """One line for each record that set an op's efficiency (its largest op, the point used), then
     each ceiling label once."""
-    best: dict[str, dict] = {}
-    for op in stage["ops"]:
-        e = op["efficiency"]
-        if e["measured"] and (e["record_path"] not in best or op["expected_s"] > best[e["record_path"]]["expected_s"]):
-            best[e["record_path"]] = op
+    best: dict[str | None, OpTime] = {}  # record path -> its largest op
+    for op in stage.ops:
+        e = op.efficiency
+        if e.measured and (e.record_path not in best or op.expected_s > best[e.record_path].expected_s):
+            best[e.record_path] = op
     lines = [
-        f"expected (efficiency: {path}, {op['efficiency']['point_used']}) -- {op['name']} "
-        f"at {op['efficiency']['value']:.1%} of its ceiling"
+        f"expected (efficiency: {path}, {op.efficiency.point_used}) -- {op.name} "
+        f"at {op.efficiency.value:.1%} of its ceiling"
         for path, op in best.items()
     ]
-    return lines + [label for label in stage["labels"] if label.startswith("ceiling:")]
+    return lines + [label for label in stage.labels if label.startswith("ceiling:")]
 
 
-def render_expected(x: dict, console: Console) -> None:
+def render_expected(x: ExpectedSpeed, console: Console) -> None:
     t = Table(
         title=(
-            f"expected vs ceiling (a device; ops one after another): decode batch {x['batch']:,} at "
-            f"{x['context_tokens']:,}, prefill of the prompt in {x['prefill_chunks']} chunk(s)"
+            f"expected vs ceiling (a device; ops one after another): decode batch {x.batch:,} at "
+            f"{x.context_tokens:,}, prefill of the prompt in {x.prefill_chunks} chunk(s)"
         ),
         title_justify="left",
     )
@@ -49,18 +55,13 @@ def render_expected(x: dict, console: Console) -> None:
     t.add_column("total ms", justify="right")
     for title in KIND_TITLES.values():
         t.add_column(title, justify="right")
-    for name, key in (("decode step (TPOT)", "decode"), ("prefill (TTFT)", "prefill")):
-        s = x[key]
-        for which, field in (("ceiling", "ceiling_s"), ("expected", "expected_s")):
-            t.add_row(
-                name if which == "ceiling" else "",
-                which,
-                f"[bold]{_ms(s[field])}[/]" if which == "expected" else _ms(s[field]),
-                *(_ms(s["by_kind"][k][field]) for k in KIND_TITLES),
-            )
+    for name, s in (("decode step (TPOT)", x.decode), ("prefill (TTFT)", x.prefill)):
+        kinds = [getattr(s.by_kind, k) for k in KIND_TITLES]
+        t.add_row(name, "ceiling", _ms(s.ceiling_s), *(_ms(k.ceiling_s) for k in kinds))
+        t.add_row("", "expected", f"[bold]{_ms(s.expected_s)}[/]", *(_ms(k.expected_s) for k in kinds))
     console.print(t)
-    console.print(escape(f"records: {x['records']}"))
-    for key in ("decode", "prefill"):
-        for line in source_lines(x[key]):
+    console.print(escape(f"records: {x.records}"))
+    for key, stage in (("decode", x.decode), ("prefill", x.prefill)):
+        for line in source_lines(stage):
             console.print(escape(f"  {key}: {line}"), soft_wrap=True)
-    console.print(escape("assumptions: " + "; ".join(x["decode"]["assumptions"])), soft_wrap=True)
+    console.print(escape("assumptions: " + "; ".join(x.decode.assumptions)), soft_wrap=True)

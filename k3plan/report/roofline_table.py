@@ -2,79 +2,82 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from k3plan.units import GiB, MiB, fmt_gib
 
+if TYPE_CHECKING:
+    from k3plan.roofline.result import RooflineResult
+
 
 def _ms(s: float) -> str:
     return f"{s * 1e3:,.3f}"
 
 
-def render_roofline(r: dict, console: Console) -> None:
-    d, p, par = r["decode"], r["prefill"], r["parallel"]
+def render_roofline(r: RooflineResult, console: Console) -> None:
+    d, p, par = r.decode, r.prefill, r.parallel
     console.print(
-        f"[bold]{r['model']}[/] on [bold]{r['hardware']} {r['topology']}[/] ({r['chips']} chips), "
-        f"tp={par['tp']} ep={par['ep']} dp={par['dp']}"
-        + (f" pp={par['pp']}" if par.get("pp", 1) > 1 else "")
-        + f", stack {r['stack']}, "
-        f"MFU {r['efficiency']['mfu']:.0%}, HBM efficiency {r['efficiency']['bw_efficiency']:.0%}"
+        f"[bold]{r.model}[/] on [bold]{r.hardware} {r.topology}[/] ({r.chips} chips), "
+        f"tp={par.tp} ep={par.ep} dp={par.dp}" + (f" pp={par.pp}" if par.pp > 1 else "") + f", stack {r.stack}, "
+        f"MFU {r.efficiency.mfu:.0%}, HBM efficiency {r.efficiency.bw_efficiency:.0%}"
     )
     t = Table(
-        title=f"decode: batch {d['batch']:,} at context {d['context_tokens']:,} (per device, slowest device)",
+        title=f"decode: batch {d.batch:,} at context {d.context_tokens:,} (per device, slowest device)",
         title_justify="left",
     )
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("note", overflow="fold", max_width=60)
-    b = d["bytes_per_device"]
+    b = d.bytes_per_device
     t.add_row(
         "bytes a device a step",
-        fmt_gib(sum(b.values()), 3),
+        fmt_gib(b.total(), 3),
         ", ".join(f"{k} {v / GiB:,.3f}" for k, v in b.items()),
     )
     t.add_row(
         "experts touched a layer",
-        f"{d['experts_touched_per_layer']:,.1f}",
+        f"{d.experts_touched_per_layer:,.1f}",
         "E (1 - (1 - k/E)^B), uniform routing unless a histogram is given",
     )
-    t.add_row("memory time", _ms(d["memory_s"]) + " ms", "bytes / HBM bandwidth a device")
+    t.add_row("memory time", _ms(d.memory_s) + " ms", "bytes / HBM bandwidth a device")
     t.add_row(
         "compute time",
-        _ms(d["compute_s"]) + " ms",
-        f"FLOPs {sum(d['flops_per_device'].values()) / 1e12:,.3f} T a device",
+        _ms(d.compute_s) + " ms",
+        f"FLOPs {d.flops_per_device.total() / 1e12:,.3f} T a device",
     )
-    c = d["comm"]
+    c = d.comm
     t.add_row(
         "collectives",
-        _ms(c["latency_time_s"] + c["bandwidth_time_s"]) + " ms",
-        f"{c['calls_per_step']} calls ({c['expert_calls_per_step']} {c['op']}) x {c['latency_s_per_call'] * 1e6:.2f} us "
-        f"({escape(c['latency_source'])}) + {c['bytes_per_chip_per_step'] / MiB:,.2f} MiB a chip over {c['link_name']}",
+        _ms(c.latency_time_s + c.bandwidth_time_s) + " ms",
+        f"{c.calls_per_step} calls ({c.expert_calls_per_step} {c.op.value}) x {c.latency_s_per_call * 1e6:.2f} us "
+        f"({escape(c.latency_source)}) + {c.bytes_per_chip_per_step / MiB:,.2f} MiB a chip over {c.link_name}",
     )
-    if c.get("pipeline_calls_per_step"):
+    if c.pipeline_calls_per_step:
         t.add_row(
             "stage-to-stage sends",
-            _ms(c["pipeline_time_s"]) + " ms",
-            f"{c['pipeline_calls_per_step']} send(s) of {c['pipeline_bytes_per_chip_per_step'] / 1e3:,.1f} kB a chip "
-            f"in all over {c['pipeline_link']} (pp={par['pp']}: the batch as {par['pp']} microbatches, the step "
+            _ms(c.pipeline_time_s) + " ms",
+            f"{c.pipeline_calls_per_step} send(s) of {c.pipeline_bytes_per_chip_per_step / 1e3:,.1f} kB a chip "
+            f"in all over {c.pipeline_link} (pp={par.pp}: the batch as {par.pp} microbatches, the step "
             "summed over the stages)",
         )
     t.add_row(
         "[bold]step (TPOT)[/]",
-        f"[bold]{_ms(d['step_s'])} ms[/]",
-        f"binding: {d['binding']}; communication {d['comm_share']:.1%} of the step",
+        f"[bold]{_ms(d.step_s)} ms[/]",
+        f"binding: {d.binding}; communication {d.comm_share:.1%} of the step",
     )
-    t.add_row("throughput", f"{d['tokens_per_s']:,.0f} tok/s", f"{d['tokens_per_s_per_chip']:,.1f} tok/s a chip")
+    t.add_row("throughput", f"{d.tokens_per_s:,.0f} tok/s", f"{d.tokens_per_s_per_chip:,.1f} tok/s a chip")
     t.add_row(
         "study view (ideal)",
-        _ms(d["ideal_step_s"]) + " ms",
-        f"one copy of {fmt_gib(sum(d['ideal_bytes_per_step'].values()))} over all chips' bandwidth, no collectives",
+        _ms(d.ideal_step_s) + " ms",
+        f"one copy of {fmt_gib(d.ideal_bytes_per_step.total())} over all chips' bandwidth, no collectives",
     )
     console.print(t)
     t = Table(
-        title=f"prefill: prompt {p['prompt_tokens']:,} in {p['chunks']} chunk(s) of {p['chunk_tokens']:,}",
+        title=f"prefill: prompt {p.prompt_tokens:,} in {p.chunks} chunk(s) of {p.chunk_tokens:,}",
         title_justify="left",
     )
     t.add_column("quantity")
@@ -82,29 +85,27 @@ def render_roofline(r: dict, console: Console) -> None:
     t.add_column("note", overflow="fold", max_width=60)
     t.add_row(
         "FLOPs a token",
-        f"{(p['linear_flops_per_token'] + p['attention_flops_per_token']) / 1e9:,.1f} G",
-        f"linear {p['linear_flops_per_token'] / 1e9:,.1f} G + attention {p['attention_flops_per_token'] / 1e9:,.1f} G",
+        f"{(p.linear_flops_per_token + p.attention_flops_per_token) / 1e9:,.1f} G",
+        f"linear {p.linear_flops_per_token / 1e9:,.1f} G + attention {p.attention_flops_per_token / 1e9:,.1f} G",
     )
-    t.add_row(
-        "throughput", f"{p['tokens_per_s']:,.0f} tok/s", f"linear only: {p['tokens_per_s_linear_only']:,.0f} tok/s"
-    )
+    t.add_row("throughput", f"{p.tokens_per_s:,.0f} tok/s", f"linear only: {p.tokens_per_s_linear_only:,.0f} tok/s")
     t.add_row(
         "[bold]time to first token[/]",
-        f"[bold]{_ms(p['ttft_s'])} ms[/]",
+        f"[bold]{_ms(p.ttft_s)} ms[/]",
         "max(compute, link time) + collective latency of every chunk",
     )
     t.add_row(
         "collective traffic a chip",
-        f"{p['comm_bytes_per_s_per_chip'] / 1e9:,.2f} GB/s",
-        f"{p['link_share']:.1%} of {p['comm']['link_name']} one-way" + ("" if p["feasible"] else " — INFEASIBLE"),
+        f"{p.comm_bytes_per_s_per_chip / 1e9:,.2f} GB/s",
+        f"{p.link_share:.1%} of {p.comm.link_name} one-way" + ("" if p.feasible else " — INFEASIBLE"),
     )
     console.print(t)
-    lc = r["long_context"]
-    ratios = ", ".join(f"{k // 1024}K {v:.2f}x" for k, v in lc["ratio_by_context"].items())
+    lc = r.long_context
+    ratios = ", ".join(f"{e.context_tokens // 1024}K {e.ratio:.2f}x" for e in lc.ratio_by_context)
     console.print(
-        f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc['crossover_tokens']:,.0f} tokens ({ratios})"
+        f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc.crossover_tokens:,.0f} tokens ({ratios})"
     )
-    for note in r.get("probes", []):
+    for note in r.probes:
         console.print(f"[cyan]probe:[/] {note}", markup=True)
-    for note in r["notes"] + ([p["note"]] if p["note"] else []):
+    for note in r.notes + ([p.note] if p.note else []):
         console.print(f"[dim]note: {escape(note)}[/]")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +25,7 @@ from k3plan.budget.weights import runtime_bytes
 from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
+from k3plan.roofline.terms import StepBytes, StepFlops, WeightSums
 from k3plan.roofline.work import (
     attention_decode_flops_per_token,
     attention_linear_crossover_tokens,
@@ -32,6 +33,9 @@ from k3plan.roofline.work import (
     linear_flops_per_token,
 )
 from k3plan.setup import Setup
+
+if TYPE_CHECKING:
+    from k3plan.roofline.result import LongContext
 
 
 class Efficiency(BaseModel):
@@ -55,8 +59,8 @@ class DecodeBound(BaseModel):
     batch: int
     context_tokens: int
     experts_touched_per_layer: float
-    bytes_per_device: dict[str, float]
-    flops_per_device: dict[str, float]
+    bytes_per_device: StepBytes
+    flops_per_device: StepFlops
     memory_s: float
     compute_s: float
     comm: CommCost
@@ -66,7 +70,7 @@ class DecodeBound(BaseModel):
     tpot_s: float
     tokens_per_s_per_chip: float
     comm_share: float
-    ideal_bytes_per_step: dict[str, float]
+    ideal_bytes_per_step: StepBytes
     ideal_step_s: float
 
 
@@ -89,11 +93,11 @@ class PrefillBound(BaseModel):
     note: str = ""
 
 
-_SUMS: dict[tuple[int, int, int], tuple[Any, dict[str, float]]] = {}  # (inventory, stack, plan) ids -> sums
+_SUMS: dict[tuple[int, int, int], tuple[Any, WeightSums]] = {}  # (inventory, stack, plan) ids -> sums
 _SUMS_MAX = 64
 
 
-def weight_sums(setup: Setup) -> dict[str, float]:
+def weight_sums(setup: Setup) -> WeightSums:
     """Dense and routed-expert bytes and params a device (embeddings excluded: decode gathers rows),
     and the whole-model bytes of each, from the Setup's resolved ShardingPlan (``plan`` gets the
     same sums from its tensor classes, ``step.weights.mesh_weights``). Cached per (inventory, stack,
@@ -102,27 +106,33 @@ def weight_sums(setup: Setup) -> dict[str, float]:
     key = (id(setup.model.inventory), id(setup.stack), id(setup.plan))
     hit = _SUMS.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], (setup.model.inventory, setup.stack, setup.plan))):
-        return dict(hit[1])
+        return hit[1]
     out = _weight_sums(setup)
     if len(_SUMS) >= _SUMS_MAX:
         _SUMS.clear()
     _SUMS[key] = ((setup.model.inventory, setup.stack, setup.plan), out)  # holds the objects: ids stay valid
-    return dict(out)
+    return out
 
 
-def _weight_sums(setup: Setup) -> dict[str, float]:
-    out = dict.fromkeys(
-        ("dense_bytes", "expert_bytes", "dense_params", "expert_params", "dense_total_bytes", "expert_total_bytes"), 0.0
-    )
+def _weight_sums(setup: Setup) -> WeightSums:
+    # [bytes a device, params a device, whole-model bytes] of the dense tensors and of the routed experts
+    dense, expert = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
     for t in setup.model.inventory.text:
         if t.role == "embed":
             continue
-        kind = "expert" if t.role == "expert" else "dense"
+        acc = expert if t.role == "expert" else dense
         nbytes, share = runtime_bytes(t, setup.stack), setup.plan.shard_fraction(t)
-        out[f"{kind}_bytes"] += nbytes * share
-        out[f"{kind}_params"] += t.params * share
-        out[f"{kind}_total_bytes"] += nbytes
-    return out
+        acc[0] += nbytes * share
+        acc[1] += t.params * share
+        acc[2] += nbytes
+    return WeightSums(
+        dense_bytes=dense[0],
+        expert_bytes=expert[0],
+        dense_params=dense[1],
+        expert_params=expert[1],
+        dense_total_bytes=dense[2],
+        expert_total_bytes=expert[2],
+    )
 
 
 def decode_bound(
@@ -153,10 +163,10 @@ def decode_bound(
     comm = comm_cost(setup, tokens=micro, latency=lat) if lat else pre
     d = decode_terms(
         spec,
-        dense_bytes=w["dense_bytes"],
-        expert_bytes=w["expert_bytes"],
-        dense_params=w["dense_params"],
-        expert_params=w["expert_params"],
+        dense_bytes=w.dense_bytes,
+        expert_bytes=w.expert_bytes,
+        dense_params=w.dense_params,
+        expert_params=w.expert_params,
         kv_bytes_per_token=layout.kv_bytes_per_token,
         state_bytes_per_sequence=layout.state_bytes_per_sequence,
         tp=par.tp,
@@ -174,16 +184,16 @@ def decode_bound(
     )
     touched = float(d["experts_touched"])
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
-    bytes_dev = {k: float(v) for k, v in d["bytes"].items()}
-    flops_dev = {k: float(v) for k, v in d["flops"].items()}
+    bytes_dev = StepBytes(**{k: float(v) for k, v in d["bytes"].items()})
+    flops_dev = StepFlops(**{k: float(v) for k, v in d["flops"].items()})
     memory_s, compute_s, step = float(d["memory_s"]), float(d["compute_s"]), float(d["step_s"])
     binding = BINDING[int(d["binding"])]
-    ideal = {
-        "weights": w["dense_total_bytes"],
-        "experts": w["expert_total_bytes"] * touched_all / moe.num_experts,
-        "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
-        "state": 2 * batch * state_bytes_per_sequence(spec, st),
-    }
+    ideal = StepBytes(
+        weights=w.dense_total_bytes,
+        experts=w.expert_total_bytes * touched_all / moe.num_experts,
+        kv=batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
+        state=2 * batch * state_bytes_per_sequence(spec, st),
+    )
     chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency
     return DecodeBound(
         batch=batch,
@@ -201,7 +211,7 @@ def decode_bound(
         tokens_per_s_per_chip=batch / step / topo.chips,
         comm_share=comm.time_s / step,
         ideal_bytes_per_step=ideal,
-        ideal_step_s=sum(ideal.values()) / chip_bw,
+        ideal_step_s=ideal.total() / chip_bw,
     )
 
 
@@ -276,14 +286,19 @@ def prefill_bound(
     )
 
 
-def crossover(setup: Setup, contexts: Sequence[int]) -> dict:
+def crossover(setup: Setup, contexts: Sequence[int]) -> LongContext:
+    from k3plan.roofline.result import ContextRatio, LongContext
+
     spec, inv = setup.model.spec, setup.model.inventory
     linear = linear_flops_per_token(inv.active_params)
-    return {
-        "crossover_tokens": attention_linear_crossover_tokens(spec, inv.active_params),
-        "linear_flops_per_token": linear,
-        "ratio_by_context": {
-            c: (attention_decode_flops_per_token(spec, c) - attention_decode_flops_per_token(spec, 0)) / linear
+    return LongContext(
+        crossover_tokens=attention_linear_crossover_tokens(spec, inv.active_params),
+        linear_flops_per_token=linear,
+        ratio_by_context=tuple(
+            ContextRatio(
+                context_tokens=c,
+                ratio=(attention_decode_flops_per_token(spec, c) - attention_decode_flops_per_token(spec, 0)) / linear,
+            )
             for c in contexts
-        },
-    }
+        ),
+    )

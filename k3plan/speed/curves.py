@@ -22,9 +22,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.probes.kda.probe import _flops_per_token
+from k3plan.probes.kda.probe import kda_flops_per_token
 from k3plan.probes.record import ProbeRecord
-from k3plan.probes.records import _load_with_paths, canonical_op
+from k3plan.probes.records import canonical_op, load_with_paths
 from k3plan.speed.peaks import Peaks
 
 
@@ -137,7 +137,7 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
             )
     elif probe == "kda" and record.mode in ("recurrent", "chunked"):
         rp = record.params
-        fpt = _flops_per_token(
+        fpt = kda_flops_per_token(
             path=record.mode,
             heads=int(rp["heads"]),
             dk=int(rp["head_dim"]),
@@ -246,4 +246,4 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
 
 def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
     """Every record under `dir` (k3plan.probes.records' loader) -> curves for `peaks.device_kind`."""
-    return build_curves(_load_with_paths(Path(dir)), peaks=peaks)
+    return build_curves(load_with_paths(Path(dir)), peaks=peaks)

@@ -46,11 +46,38 @@ class KindTime(_Frozen):
     expected_s: float
 
 
+class KindTimes(_Frozen):
+    """A stage's ceiling and expected seconds by op category (speed.ops.CATEGORIES, in its order)."""
+
+    attention: KindTime
+    kda: KindTime
+    experts: KindTime
+    dense: KindTime
+    collectives: KindTime
+    overhead: KindTime
+
+    def items(self) -> list[tuple[str, KindTime]]:
+        return [(c, getattr(self, c)) for c in type(self).model_fields]
+
+
+def kind_times(times: tuple[OpTime, ...] | list[OpTime]) -> KindTimes:
+    """Each category's ceiling and expected seconds, summed over ``times`` in their order."""
+    return KindTimes(
+        **{
+            c: KindTime(
+                ceiling_s=sum(t.ceiling_s for t in times if t.category == c),
+                expected_s=sum(t.expected_s for t in times if t.category == c),
+            )
+            for c in CATEGORIES
+        }
+    )
+
+
 class StageTime(_Frozen):
     device_kind: str
     ceiling_s: float
     expected_s: float
-    by_kind: dict[str, KindTime]  # attention, kda, experts, dense, collectives, overhead
+    by_kind: KindTimes
     labels: tuple[str, ...]  # one per distinct source, ceiling labels first
     ops: tuple[OpTime, ...]
     assumptions: tuple[str, ...]
@@ -158,13 +185,7 @@ def expected_time(
             if op not in cache:
                 cache[op] = op_time(op, peaks=peaks, curves=curves)
         times = tuple(cache[op] for op in ops)
-    by_kind = {
-        c: KindTime(
-            ceiling_s=sum(t.ceiling_s for t in times if t.category == c),
-            expected_s=sum(t.expected_s for t in times if t.category == c),
-        )
-        for c in CATEGORIES
-    }
+    by_kind = kind_times(times)
     labels = list(dict.fromkeys(t.efficiency.label for t in times if not t.efficiency.measured))
     labels += list(dict.fromkeys(t.efficiency.label for t in times if t.efficiency.measured))
     return StageTime(

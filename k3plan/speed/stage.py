@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.speed.expected import KindTime, OpTime, StageTime, expected_time
+from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
 
 
@@ -161,13 +161,15 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
 def add_stages(stages: list[StageTime]) -> StageTime:
     """Several stages run one after another (a prompt's chunks): times summed, ops merged by name."""
     first = stages[0]
-    by_kind = {
-        k: KindTime(
-            ceiling_s=sum(s.by_kind[k].ceiling_s for s in stages),
-            expected_s=sum(s.by_kind[k].expected_s for s in stages),
-        )
-        for k in first.by_kind
-    }
+    by_kind = KindTimes(
+        **{
+            k: KindTime(
+                ceiling_s=sum(getattr(s.by_kind, k).ceiling_s for s in stages),
+                expected_s=sum(getattr(s.by_kind, k).expected_s for s in stages),
+            )
+            for k in KindTimes.model_fields
+        }
+    )
     ops: dict[str, OpTime] = {}
     for s in stages:
         for o in s.ops:

@@ -41,6 +41,14 @@ def check_prefix_hit(hit_rate: float, tier: str) -> None:
         raise K3PlanError(f"--prefix-tier {tier!r}: expected one of {', '.join(PREFIX_TIERS)}")
 
 
+def check_prefix_options(hit_rate: float | None, tier: str) -> None:
+    """--prefix-hit and --prefix-tier together (fit, roofline and plan share them): a tier only with a hit rate."""
+    if hit_rate is None and tier != "hbm":
+        raise K3PlanError("--prefix-tier: only with --prefix-hit FRACTION")
+    if hit_rate is not None:
+        check_prefix_hit(hit_rate, tier)
+
+
 def prefix_hit(setup: Any, *, prompt_tokens: int, hit_rate: float, tier: str, prefill_ttft_s: float) -> PrefixHit:
     """TTFT of a ``prompt_tokens`` prompt with ``hit_rate`` of it cached in ``tier`` (hbm or an
     --offload tier of ``setup.hardware``); ``prefill_ttft_s``: the roofline's TTFT of the whole prompt."""

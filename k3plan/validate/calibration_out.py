@@ -15,61 +15,63 @@ import yaml
 
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
+from k3plan.validate.result import JobResult, ValidationResult
 
 GIB = 2**30
 
 
-def _temp_gib(r: dict) -> Optional[float]:
-    if r.get("oom"):
-        need = r["oom"].get("required_bytes")
+def _temp_gib(r: JobResult) -> Optional[float]:
+    if r.oom:
+        need = r.oom.required_bytes
         return round(need / GIB, 4) if need is not None else None
-    mem = r.get("memory") or {}
-    return None if mem.get("temp_bytes") is None else round(mem["temp_bytes"] / GIB, 4)
+    temp = None if r.memory is None else r.memory.temp_bytes
+    return None if temp is None else round(temp / GIB, 4)
 
 
-def _weights_gib(results: list[dict]) -> Optional[float]:
+def _weights_gib(results: list[JobResult]) -> Optional[float]:
     for r in results:
-        for t in r.get("terms") or []:
-            if t["name"] == "weights" and t["compiled_bytes"] is not None:
-                return round(t["compiled_bytes"] / GIB, 4)
+        for t in r.terms:
+            if t.name == "weights" and t.compiled_bytes is not None:
+                return round(t.compiled_bytes / GIB, 4)
     return None
 
 
-def calibration_dict(result: dict, *, usable_bytes: int) -> dict:
-    env = result["environment"]
-    results = result["results"]
+def calibration_dict(result: ValidationResult, *, usable_bytes: int) -> dict:
+    """The calibration file's content (a YAML mapping, k3plan/budget/calibration.py's format)."""
+    env = result.environment
+    results = result.results
     available = next(
-        (r["oom"]["available_bytes"] for r in results if r.get("oom") and r["oom"].get("available_bytes")), usable_bytes
+        (r.oom.available_bytes for r in results if r.oom is not None and r.oom.available_bytes), usable_bytes
     )
     prefill, decode = [], []
     for r in results:
         temp = _temp_gib(r)
         if temp is None:
             continue
-        if r["stage"] == "prefill":
-            prefill.append({"tokens": r["tokens"], "temp_gib": temp, "fits": bool(r["fits"])})
+        if r.stage == "prefill":
+            prefill.append({"tokens": r.tokens, "temp_gib": temp, "fits": bool(r.fits)})
         else:
-            decode.append({"context": r["context"], "temp_gib": temp, "batch": r["batch"], "fits": bool(r["fits"])})
+            decode.append({"context": r.context, "temp_gib": temp, "batch": r.batch, "fits": bool(r.fits)})
     if not prefill and not decode:
         raise K3PlanError("--save-calibration: no compiled point to write (memory_analysis() gave no temp)")
-    notes = [f"k3plan validate --target {env['target']}: {result['layer_plan']}", *result["notes"]]
-    if env["backend"] == "cpu":
+    notes = [f"k3plan validate --target {env.target}: {result.layer_plan}", *result.notes]
+    if env.backend == "cpu":
         notes.insert(0, "CPU backend compile: temp is not representative of TPU")
     return {
-        "model": result["model"],
-        "hardware": result["hardware"],
-        "topology": result["topology"],
-        "tp": result["parallel"]["tp"],
-        "ep": result["parallel"]["ep"],
-        "dp": result["parallel"]["dp"],
-        "stack": result["stack"],
-        "backend": env["backend"],
-        "device_kind": env["devices"]["device_kind"],
-        "jax_version": env["jax_version"],
-        "libtpu_version": env["libtpu_version"],
-        "date": env["date"],
-        "source": f"k3plan validate ({'deviceless TPU compile' if env['backend'] == 'tpu' else 'fake CPU devices'}), "
-        f"{result['layers']} layers",
+        "model": result.model,
+        "hardware": result.hardware,
+        "topology": result.topology,
+        "tp": result.parallel.tp,
+        "ep": result.parallel.ep,
+        "dp": result.parallel.dp,
+        "stack": result.stack,
+        "backend": env.backend,
+        "device_kind": env.devices.device_kind,
+        "jax_version": env.jax_version,
+        "libtpu_version": env.libtpu_version,
+        "date": env.date,
+        "source": f"k3plan validate ({'deviceless TPU compile' if env.backend == 'tpu' else 'fake CPU devices'}), "
+        f"{result.layers} layers",
         "available_hbm_gib": round(available / GIB, 4),
         "argument_gib": _weights_gib(results),
         "prefill": prefill,

@@ -12,9 +12,9 @@ buffers are fixed-capacity, k3plan.validate.dispatch).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from k3plan.validate.hlo_census import OPS, Census
 
@@ -42,10 +42,12 @@ class KindRow(_Frozen):
     hlo_bytes: int  # the HLO results, a device, summed over the executed instructions
     exceptions: tuple[str, ...] = ()
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def unexplained_calls(self) -> int:
         return self.hlo_calls - self.op_list_calls - self.explained_calls
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def bytes_ratio(self) -> Optional[float]:
         return self.hlo_bytes / self.op_list_bytes if self.op_list_bytes else None
@@ -57,10 +59,12 @@ class CollectiveCheck(_Frozen):
     rows: tuple[KindRow, ...]
     exceptions: tuple[Exception_, ...]
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
         return all(r.unexplained_calls == 0 for r in self.rows)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def findings(self) -> tuple[str, ...]:
         return tuple(
@@ -68,19 +72,6 @@ class CollectiveCheck(_Frozen):
             for r in self.rows
             if r.unexplained_calls
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stack": self.stack,
-            "stage": self.stage,
-            "ok": self.ok,
-            "findings": list(self.findings),
-            "rows": [
-                {**r.model_dump(mode="json"), "unexplained_calls": r.unexplained_calls, "bytes_ratio": r.bytes_ratio}
-                for r in self.rows
-            ],
-            "exceptions": [e.model_dump(mode="json") for e in self.exceptions],
-        }
 
 
 def op_list_collectives(ops: list) -> dict[str, tuple[int, int]]:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from k3plan.validate.collective_check import CollectiveCheck
+    from k3plan.validate.result import CensusReport, JobResult, ValidationResult
 
 GIB = 2**30
 
@@ -48,108 +52,107 @@ def progress_callback(console: Console, *, total: int, enabled: bool) -> Iterato
         yield on_job
 
 
-def _terms_table(r: dict) -> Table:
+def _terms_table(r: JobResult) -> Table:
     t = Table(
-        title=f"{r['label']}: compiled in {r['compile_s']:.1f} s (lowered in {r['lower_s']:.1f} s), per device",
+        title=f"{r.label}: compiled in {r.compile_s:.1f} s (lowered in {r.lower_s:.1f} s), per device",
         title_justify="left",
     )
     for col in ("term", "predicted", "compiled", "delta", "delta %", "unexplained"):
         t.add_column(col, justify="left" if col == "term" else "right")
-    for term in r["terms"]:
-        u = term["unexplained_bytes"]
+    for term in r.terms:
+        u = term.unexplained_bytes
         t.add_row(
-            term["name"],
-            _b(term["predicted_bytes"]),
-            _b(term["compiled_bytes"]),
-            _b(term["delta_bytes"]),
-            _pct(term["delta_pct"]),
+            term.name,
+            _b(term.predicted_bytes),
+            _b(term.compiled_bytes),
+            _b(term.delta_bytes),
+            _pct(term.delta_pct),
             "-" if u is None else ("0" if u == 0 else f"[bold red]{_b(u)}[/]"),
         )
     return t
 
 
-def _reasons(r: dict, console: Console) -> None:
-    for term in r["terms"]:
-        if term["name"] == "arguments":  # the sum of the terms above
+def _reasons(r: JobResult, console: Console) -> None:
+    for term in r.terms:
+        if term.name == "arguments":  # the sum of the terms above
             continue
-        for x in term["reasons"]:
-            console.print(f"  {term['name']}: {x['bytes']:+,} B  {x['why']}")
-        if term["note"] and not term["must_match"]:
-            console.print(f"  [dim]{term['name']}: {term['note']}[/]")
+        for x in term.reasons:
+            console.print(f"  {term.name}: {x.bytes:+,} B  {x.why}")
+        if term.note and not term.must_match:
+            console.print(f"  [dim]{term.name}: {term.note}[/]")
 
 
-def _census_table(c: dict) -> Table:
-    t = Table(title=f"HLO collectives ({c['while_loops']} while loop(s))", title_justify="left")
+def _census_table(c: CensusReport) -> Table:
+    t = Table(title=f"HLO collectives ({c.while_loops} while loop(s))", title_justify="left")
     for col in ("op", "count", "bytes", "in a loop", "executed", "executed bytes"):
         t.add_column(col, justify="left" if col == "op" else "right")
-    for op, s in sorted(c["ops"].items()):
-        t.add_row(op, str(s["count"]), _b(s["bytes"]), str(s["in_loop"]), str(s["executed"]), _b(s["executed_bytes"]))
-    if not c["ops"]:
+    for s in sorted(c.ops, key=lambda o: o.op):
+        t.add_row(s.op, str(s.count), _b(s.bytes), str(s.in_loop), str(s.executed), _b(s.executed_bytes))
+    if not c.ops:
         t.add_row("(none)", "0", "-", "-", "-", "-")
     return t
 
 
-def _collectives_table(c: dict) -> Table:
-    verdict = "[green]counts match[/]" if c["ok"] else "[bold red]counts differ[/]"
+def _collectives_table(c: CollectiveCheck) -> Table:
+    verdict = "[green]counts match[/]" if c.ok else "[bold red]counts differ[/]"
     t = Table(title=f"collectives a step: op list vs compiled HLO ({verdict})", title_justify="left")
     for col in ("op", "op list calls", "HLO calls", "named exceptions", "unexplained", "op list bytes", "HLO bytes"):
         t.add_column(col, justify="left" if col in ("op", "named exceptions") else "right")
-    for r in c["rows"]:
-        u = r["unexplained_calls"]
+    for r in c.rows:
+        u = r.unexplained_calls
         t.add_row(
-            r["kind"],
-            str(r["op_list_calls"]),
-            str(r["hlo_calls"]),
-            ", ".join(f"{e['name']} ({e['calls']:+d})" for e in c["exceptions"] if e["kind"] == r["kind"]) or "-",
+            r.kind,
+            str(r.op_list_calls),
+            str(r.hlo_calls),
+            ", ".join(f"{e.name} ({e.calls:+d})" for e in c.exceptions if e.kind == r.kind) or "-",
             "0" if u == 0 else f"[bold red]{u:+d}[/]",
-            _b(r["op_list_bytes"]),
-            _b(r["hlo_bytes"]),
+            _b(r.op_list_bytes),
+            _b(r.hlo_bytes),
         )
     return t
 
 
-def _collective_notes(c: dict, console: Console) -> None:
-    for e in c["exceptions"]:
-        console.print(f"  {e['name']} ({e['kind']} {e['calls']:+d}): {e['why']} [dim]({e['source']})[/]")
-    for f in c["findings"]:
+def _collective_notes(c: CollectiveCheck, console: Console) -> None:
+    for e in c.exceptions:
+        console.print(f"  {e.name} ({e.kind} {e.calls:+d}): {e.why} [dim]({e.source})[/]")
+    for f in c.findings:
         console.print(f"  [bold red]unexplained: {f}[/]")
 
 
-def render_validation(result: dict, console: Console) -> None:
-    env = result["environment"]
-    par = result["parallel"]
+def render_validation(result: ValidationResult, console: Console) -> None:
+    env = result.environment
+    par = result.parallel
     console.print(
-        f"[bold]{result['model']}[/] on {result['hardware']} {result['topology']} "
-        f"(tp {par['tp']}, ep {par['ep']}, dp {par['dp']}), stack {result['stack']}, {result['layers']} layers: "
-        f"{result['layer_plan']}"
+        f"[bold]{result.model}[/] on {result.hardware} {result.topology} "
+        f"(tp {par.tp}, ep {par.ep}, dp {par.dp}), stack {result.stack}, {result.layers} layers: "
+        f"{result.layer_plan}"
     )
-    lib = f", libtpu {env['libtpu_version']}" if env.get("libtpu_version") else ""
+    lib = f", libtpu {env.libtpu_version}" if env.libtpu_version else ""
     console.print(
-        f"target {env['target']} ({env['devices']['count']} x {env['devices']['device_kind']}), "
-        f"jax {env['jax_version']}{lib}, {env['date']}"
+        f"target {env.target} ({env.devices.count} x {env.devices.device_kind}), jax {env.jax_version}{lib}, {env.date}"
     )
-    for r in result["results"]:
+    for r in result.results:
         console.print()
-        if r.get("oom"):
-            o = r["oom"]
-            console.print(f"[bold red]{r['label']}: does not fit[/] — the compiler: {o['message']}")
+        if r.oom:
+            o = r.oom
+            console.print(f"[bold red]{r.label}: does not fit[/] — the compiler: {o.message}")
             console.print(
-                f"  required {_b(o['required_bytes'])}, available {_b(o['available_bytes'])}; "
-                f"budget weights {_b(r['budget']['weights_bytes'])}, temp model {_b(r['budget']['temp_bytes'])}"
+                f"  required {_b(o.required_bytes)}, available {_b(o.available_bytes)}; "
+                f"budget weights {_b(r.budget.weights_bytes)}, temp model {_b(r.budget.temp_bytes)}"
             )
             continue
         console.print(_terms_table(r))
         _reasons(r, console)
-        if r.get("census"):
-            console.print(_census_table(r["census"]))
-        if r.get("collectives"):
-            console.print(_collectives_table(r["collectives"]))
-            _collective_notes(r["collectives"], console)
-        mark = "[green]fits[/]" if r["fits"] else "[bold red]does not fit[/]"
-        console.print(f"{mark}: {r['verdict']}")
-        if r.get("unexplained_bytes"):
-            console.print(f"[bold red]{r['unexplained_bytes']:,} bytes of argument/cache difference unexplained[/]")
-    for n in result["notes"]:
+        if r.census:
+            console.print(_census_table(r.census))
+        if r.collectives:
+            console.print(_collectives_table(r.collectives))
+            _collective_notes(r.collectives, console)
+        mark = "[green]fits[/]" if r.fits else "[bold red]does not fit[/]"
+        console.print(f"{mark}: {r.verdict}")
+        if r.unexplained_bytes:
+            console.print(f"[bold red]{r.unexplained_bytes:,} bytes of argument/cache difference unexplained[/]")
+    for n in result.notes:
         console.print(f"[dim]note: {n}[/]")
-    if result.get("calibration_file"):
-        console.print(f"calibration written to {result['calibration_file']}")
+    if result.calibration_file:
+        console.print(f"calibration written to {result.calibration_file}")

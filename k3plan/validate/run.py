@@ -16,6 +16,22 @@ from k3plan.budget.cache import cache_layout
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload, fit
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
+from k3plan.validate.collective_check import CollectiveCheck
+from k3plan.validate.result import (
+    CensusReport,
+    Devices,
+    Environment,
+    JobAbstract,
+    JobBudget,
+    JobResult,
+    MemoryReport,
+    OomReport,
+    OpCount,
+    Split,
+    TermReason,
+    TermReport,
+    ValidationResult,
+)
 from k3plan.validate.structure import LayerPlan, layer_plan, truncate_setup
 from k3plan.validate.targets import Target, describe_devices, devices_for, libtpu_version, prepare
 
@@ -69,7 +85,7 @@ def run_job(
     lplan: LayerPlan,
     job: Job,
     on_phase: Optional[Callable[[str], None]] = None,
-) -> dict:
+) -> JobResult:
     """``on_phase(name)`` as each phase starts: build (abstract model), lower, compile."""
     if on_phase:
         on_phase("build")
@@ -110,51 +126,68 @@ def run_job(
             "inputs": len(jax.tree.leaves(inputs)),
         }
         acc = dataclasses.replace(acc, padding=padding_by_group(res.hlo_text, counts))
-    out = {
-        "stage": job.stage,
-        "label": job.label,
-        "tokens": job.tokens,
-        "batch": job.batch,
-        "context": job.context,
-        "cache_capacity_tokens": capacity,
-        "lower_s": round(res.lower_s, 3),
-        "compile_s": round(res.compile_s, 3),
-        "budget": {
-            "weights_bytes": pd.weights_bytes,
-            "kv_bytes": pd.kv_bytes,
-            "state_bytes": pd.state_bytes,
-            "temp_bytes": acc.budget_temp,
-            "temp_terms": budget.temp.prefill_terms if prefill else budget.temp.decode_terms,
-        },
-        "abstract": {
-            "weights_bytes": acc.abstract_weights,
-            "cache_bytes": acc.abstract_cache,
-            "inputs_bytes": acc.abstract_inputs,
-        },
-    }
     usable = setup.hardware.usable_bytes_per_device
+    oom, memory, terms_out, census_out, unexplained_bytes = None, None, [], None, None
+    collectives = None
     if res.oom is not None:
-        out.update(
-            fits=False,
-            oom={
-                "required_bytes": res.oom.required_bytes,
-                "available_bytes": res.oom.available_bytes,
-                "message": res.oom.message,
-            },
-            memory=None,
-            terms=[],
-            census=None,
-            unexplained_bytes=None,
-            verdict=f"the compiler refused it: {res.oom.message}",
+        fits, verdict = False, f"the compiler refused it: {res.oom.message}"
+        oom = OomReport(
+            required_bytes=res.oom.required_bytes, available_bytes=res.oom.available_bytes, message=res.oom.message
         )
-        return out
-    terms = compare(
-        acc=acc,
-        argument=None if st is None else st.argument_bytes,
-        alias=None if st is None else st.alias_bytes,
-        output=None if st is None else st.output_bytes,
-        temp=None if st is None else st.temp_bytes,
+    else:
+        terms = compare(
+            acc=acc,
+            argument=None if st is None else st.argument_bytes,
+            alias=None if st is None else st.alias_bytes,
+            output=None if st is None else st.output_bytes,
+            temp=None if st is None else st.temp_bytes,
+        )
+        fits, verdict = _verdict(st, target=target, usable=usable, hardware=setup.hardware.name)
+        hlo_census = census(res.hlo_text) if res.hlo_text else None
+        memory = None if st is None else MemoryReport(**dataclasses.asdict(st))
+        terms_out = [_term_report(t) for t in terms]
+        census_out = None if hlo_census is None else _census_report(hlo_census)
+        collectives = (
+            None
+            if hlo_census is None
+            else _collective_check(
+                setup, job, hlo_census, am.padded_batch(setup, job.batch), ragged=target.platform == "tpu"
+            )
+        )
+        unexplained_bytes = unexplained(terms)
+    return JobResult(
+        stage=job.stage,
+        label=job.label,
+        tokens=job.tokens,
+        batch=job.batch,
+        context=job.context,
+        cache_capacity_tokens=capacity,
+        lower_s=round(res.lower_s, 3),
+        compile_s=round(res.compile_s, 3),
+        budget=JobBudget(
+            weights_bytes=pd.weights_bytes,
+            kv_bytes=pd.kv_bytes,
+            state_bytes=pd.state_bytes,
+            temp_bytes=acc.budget_temp,
+            temp_terms=budget.temp.prefill_terms if prefill else budget.temp.decode_terms,
+        ),
+        abstract=JobAbstract(
+            weights_bytes=acc.abstract_weights, cache_bytes=acc.abstract_cache, inputs_bytes=acc.abstract_inputs
+        ),
+        fits=fits,
+        oom=oom,
+        memory=memory,
+        terms=terms_out,
+        census=census_out,
+        unexplained_bytes=unexplained_bytes,
+        verdict=verdict,
+        collectives=collectives,
     )
+
+
+def _verdict(st, *, target: Target, usable: int, hardware: str) -> tuple[bool, str]:
+    """Whether the compiled step fits a device and the line that says so: on TPU arguments + outputs -
+    alias + temp; on CPU without temp (the CPU compiler's temp is not representative of TPU)."""
     resident = (
         None
         if st is None or st.argument_bytes is None
@@ -162,42 +195,23 @@ def run_job(
     )
     if target.platform == "tpu":
         total = None if resident is None or st is None else resident + (st.temp_bytes or 0)
-        fits = True if total is None else total <= usable
-        verdict = (
+        return (
+            True if total is None else total <= usable,
             f"compiled for {target.name}: arguments + outputs - alias + temp = "
             f"{total / 2**30:.2f} GiB of {usable / 2**30:.2f} GiB usable"
             if total is not None
-            else "compiled"
+            else "compiled",
         )
-    else:
-        fits = True if resident is None else resident <= usable
-        verdict = (
-            f"CPU backend: arguments + outputs - alias = {resident / 2**30:.3f} GiB of {usable / 2**30:.2f} GiB usable "
-            f"on {setup.hardware.name} (temp excluded: CPU temp is not representative of TPU)"
-            if resident is not None
-            else "CPU backend: memory_analysis() unavailable"
-        )
-    hlo_census = census(res.hlo_text) if res.hlo_text else None
-    out["collectives"] = (
-        None
-        if hlo_census is None
-        else _collective_check(
-            setup, job, hlo_census, am.padded_batch(setup, job.batch), ragged=target.platform == "tpu"
-        )
+    return (
+        True if resident is None else resident <= usable,
+        f"CPU backend: arguments + outputs - alias = {resident / 2**30:.3f} GiB of {usable / 2**30:.2f} GiB usable "
+        f"on {hardware} (temp excluded: CPU temp is not representative of TPU)"
+        if resident is not None
+        else "CPU backend: memory_analysis() unavailable",
     )
-    out.update(
-        fits=fits,
-        oom=None,
-        memory=st.to_dict() if st else None,
-        terms=[t.to_dict() for t in terms],
-        census=hlo_census.to_dict() if hlo_census else None,
-        unexplained_bytes=unexplained(terms),
-        verdict=verdict,
-    )
-    return out
 
 
-def _collective_check(setup: Setup, job: Job, hlo_census, batch: int, *, ragged: bool) -> dict:
+def _collective_check(setup: Setup, job: Job, hlo_census, batch: int, *, ragged: bool) -> CollectiveCheck:
     """The op list's collectives vs the compiled HLO's, kind by kind (k3plan.validate.collective_check)."""
     from k3plan.validate.collective_check import check, exceptions_for, step_ops
 
@@ -209,20 +223,46 @@ def _collective_check(setup: Setup, job: Job, hlo_census, batch: int, *, ragged:
         ops=ops,
         hlo=hlo_census,
         exceptions=exceptions_for(setup, ragged=ragged),
-    ).to_dict()
+    )
 
 
-def environment(target: Target, devices: list) -> dict:
+def _term_report(t) -> TermReport:
+    """A validate.compare.Term with its derived figures."""
+    return TermReport(
+        name=t.name,
+        predicted_bytes=t.predicted_bytes,
+        compiled_bytes=t.compiled_bytes,
+        reasons=[TermReason(why=r.why, bytes=r.bytes) for r in t.reasons],
+        note=t.note,
+        must_match=t.must_match,
+        delta_bytes=t.delta_bytes,
+        delta_pct=t.delta_pct,
+        unexplained_bytes=t.unexplained_bytes,
+    )
+
+
+def _census_report(c) -> CensusReport:
+    """A validate.hlo_census.Census: each collective kind's counts, and the while loops."""
+    ops = tuple(
+        OpCount(
+            op=k, count=v.count, bytes=v.bytes, in_loop=v.in_loop, executed=v.executed, executed_bytes=v.executed_bytes
+        )
+        for k, v in c.ops.items()
+    )
+    return CensusReport(ops=ops, while_loops=c.loops)
+
+
+def environment(target: Target, devices: list) -> Environment:
     import jax
 
-    return {
-        "target": target.name,
-        "backend": target.platform,
-        "jax_version": jax.__version__,
-        "libtpu_version": libtpu_version() if target.platform == "tpu" else None,
-        "devices": describe_devices(devices),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    return Environment(
+        target=target.name,
+        backend=target.platform,
+        jax_version=jax.__version__,
+        libtpu_version=libtpu_version() if target.platform == "tpu" else None,
+        devices=Devices(**describe_devices(devices)),
+        date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
 
 
 def validate(
@@ -232,9 +272,9 @@ def validate(
     jobs: list[Job],
     layers: Optional[int] = None,
     unroll: bool = False,
-    on_job: Optional[Callable[[Job, Optional[dict]], None]] = None,
+    on_job: Optional[Callable[[Job, Optional[JobResult]], None]] = None,
     on_phase: Optional[Callable[[Job, str], None]] = None,
-) -> dict:
+) -> ValidationResult:
     """Runs every job; ``on_job(job, None)`` before and ``on_job(job, result)`` after each;
     ``on_phase(job, phase)`` as each phase of a job starts ("devices" once, before the first job;
     then build, lower, compile)."""
@@ -275,19 +315,19 @@ def validate(
         notes.append(
             "CPU backend: argument/output/alias sizes are per device and exact; temp is not representative of TPU"
         )
-    return {
-        "model": spec.name,
-        "hardware": setup.hardware.name,
-        "topology": setup.topology.text,
-        "parallel": {"tp": setup.parallel.tp, "ep": setup.parallel.ep, "dp": setup.parallel.dp},
-        "stack": setup.stack.name,
-        "layers": spec.num_layers,
-        "layer_plan": lplan.describe(),
-        "environment": environment(target, devices),
-        "results": results,
-        "fits": all(r["fits"] for r in results),
-        "notes": notes,
-    }
+    return ValidationResult(
+        model=spec.name,
+        hardware=setup.hardware.name,
+        topology=setup.topology.text,
+        parallel=Split(tp=setup.parallel.tp, ep=setup.parallel.ep, dp=setup.parallel.dp),
+        stack=setup.stack.name,
+        layers=spec.num_layers,
+        layer_plan=lplan.describe(),
+        environment=environment(target, devices),
+        results=results,
+        fits=all(r.fits for r in results),
+        notes=notes,
+    )
 
 
 def ceil_div(a: int, b: int) -> int:

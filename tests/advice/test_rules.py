@@ -8,6 +8,7 @@ from k3plan.advice import (
     AdviceInputs,
     BatchOption,
     KvDtypeOption,
+    PartTime,
     SpecDecodeOption,
     TopologyOption,
     advise,
@@ -119,7 +120,8 @@ def test_batch_under_dp_counts_the_sequences_a_device_holds():
 
 def test_compute_bound_names_the_dominant_part():
     x = inputs(weights=60 * G, seqs=1, state_per_seq=G // 2, binding="compute", tpot_s=0.01,
-               time_by_part_s={"kda": 0.001, "experts": 0.006, "attention": 0.003})
+               time_by_part_s=(PartTime(part="kda", seconds=0.001), PartTime(part="experts", seconds=0.006),
+                               PartTime(part="attention", seconds=0.003)))
     (s,) = advise(x).suggestions
     assert s.text == ("compute-bound: experts takes 60% of the step (6.00 of 10.00 ms), then attention 30%, "
                       "then kda 10%; make it cheaper before adding compute")

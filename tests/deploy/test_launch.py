@@ -50,9 +50,9 @@ def test_vllm_tpu_command():
 def test_jax_params():
     p = jax_params(LaunchConfig(**{**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}))
     # 64 sequences over 32 TP x 1 DP devices -> 2 a device
-    assert p["ici_tensor_parallelism"] == 32 and p["ici_expert_parallelism"] == 32
-    assert p["per_device_batch_size"] == 2 and p["max_target_length"] == 131072 and p["kv_cache_dtype"] == "fp32"
-    assert set(p) == set(FLAG_SOURCES["jax"])
+    assert p.ici_tensor_parallelism == 32 and p.ici_expert_parallelism == 32
+    assert p.per_device_batch_size == 2 and p.max_target_length == 131072 and p.kv_cache_dtype == "fp32"
+    assert list(type(p).model_fields) == list(FLAG_SOURCES["jax"])  # every parameter cited, in the same order
 
 
 @pytest.mark.parametrize("cfg, build, engine", [(B200, sglang_command, "sglang"), (V7X, vllm_command, "vllm"),

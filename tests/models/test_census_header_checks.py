@@ -44,7 +44,7 @@ GOOD = {"a.weight": ("BF16", [4, 8]), "a.bias": ("F32", [8]), "b.scale": ("U8", 
 def test_the_good_header_passes(tmp_path):
     header, data = header_for(GOOD)
     out = census(write(tmp_path / "m.safetensors", header, data))
-    assert out["tensors"] == 3 and out["bytes"] == 64 + 32 + 15 == data
+    assert out.tensors == 3 and out.bytes == 64 + 32 + 15 == data
 
 
 def _mutated(tmp_path, mutate, *, data_delta: int = 0):
@@ -104,7 +104,7 @@ def test_sub_byte_dtype_must_fill_whole_bytes(tmp_path, cli):
     line = one_error_line(cli("census", f))
     assert "'x'" in line and "F4 x [3] is 1.5 B" in line
     ok = write(tmp_path / "f4ok.safetensors", {"x": {"dtype": "F4", "shape": [4], "data_offsets": [0, 2]}}, 2)
-    assert census(ok)["bytes"] == 2 and DTYPE_BITS["F4"] == 4
+    assert census(ok).bytes == 2 and DTYPE_BITS["F4"] == 4
 
 
 def test_tensor_in_two_shards(cli, tmp_path):
@@ -126,7 +126,7 @@ def test_a_name_with_a_newline_stays_on_one_line(cli, tmp_path):
 def test_metadata_keys_that_look_like_tensor_fields_are_fine(tmp_path):
     header, data = header_for(GOOD)
     header["__metadata__"] = {"shape": "not a shape", "dtype": "fine", "data_offsets": "x"}
-    assert census(write(tmp_path / "m.safetensors", header, data))["tensors"] == 3
+    assert census(write(tmp_path / "m.safetensors", header, data)).tensors == 3
 
 
 # --- hypothesis: valid headers pass with exact totals; any one corruption is exit 2, one line ------
@@ -143,9 +143,9 @@ def test_valid_headers_give_exact_totals(tensors):
     header, data = header_for(tensors)
     with tempfile.TemporaryDirectory() as tmp:
         out = census(write(Path(tmp) / "m.safetensors", header, data))
-    assert out["tensors"] == len(tensors) and out["bytes"] == data
+    assert out.tensors == len(tensors) and out.bytes == data
     for dtype in {d for d, _ in tensors.values()}:
-        assert out["by_dtype"][dtype]["tensors"] == sum(1 for d, _ in tensors.values() if d == dtype)
+        assert out.dtype(dtype).tensors == sum(1 for d, _ in tensors.values() if d == dtype)
 
 
 def _corrupt(header: dict, name: str, how: str, value) -> None:

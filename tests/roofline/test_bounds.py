@@ -63,7 +63,7 @@ def test_histogram_concentrated_on_16_experts_touches_16_at_any_batch(tmp_path, 
     s = setup()
     d = decode_bound(s, batch=batch, context_tokens=1024, eff=eff(), histogram=hist)
     assert d.experts_touched_per_layer == pytest.approx(16)
-    assert d.ideal_bytes_per_step["experts"] == pytest.approx(16 * 17_547_264 * 92)
+    assert d.ideal_bytes_per_step.experts == pytest.approx(16 * 17_547_264 * 92)
     # and {"counts": [...]} is read the same way
     hist2 = load_histogram(_write(tmp_path, "h2.json", {"counts": counts}), num_experts=E, top_k=K)
     assert hist2 == hist
@@ -118,7 +118,7 @@ def test_dp_attention_flops_are_conserved_across_devices():
     assert (s.parallel.tp, s.parallel.ep, s.parallel.dp) == (1, 32, 32)
     d = decode_bound(s, batch=256, context_tokens=4096, eff=eff())
     active = s.model.inventory.active_params
-    assert d.flops_per_device["linear"] * s.topology.devices == pytest.approx(2 * active * 256, rel=1e-12)
+    assert d.flops_per_device.linear * s.topology.devices == pytest.approx(2 * active * 256, rel=1e-12)
     assert d.binding == "memory"
 
 
@@ -128,7 +128,7 @@ def test_vllm_tpu_flops_cover_the_work_at_least_once():
     s = setup("2x2x4", "vllm-tpu", tp=32)
     d = decode_bound(s, batch=256, context_tokens=4096, eff=eff())
     work = 2 * s.model.inventory.active_params * 256
-    total = d.flops_per_device["linear"] * s.topology.devices
+    total = d.flops_per_device.linear * s.topology.devices
     replicated = sum(t.params * t.active for t in s.model.inventory.text
                      if t.role != "embed" and s.plan.shard_fraction(t) == 1.0)
     assert work <= total <= work + 2 * replicated * 256 * s.topology.devices * 1.000001
@@ -144,10 +144,10 @@ def test_ep_within_the_tp_group_routes_only_its_dp_groups_tokens():
     assert d_local.experts_touched_per_layer == pytest.approx(experts_touched(num_experts=E, top_k=K, batch=128))
     assert d_all.experts_touched_per_layer == pytest.approx(experts_touched(num_experts=E, top_k=K, batch=256))
     # the one-copy view still counts the whole batch
-    assert d_local.ideal_bytes_per_step["experts"] == pytest.approx(d_all.ideal_bytes_per_step["experts"])
+    assert d_local.ideal_bytes_per_step.experts == pytest.approx(d_all.ideal_bytes_per_step.experts)
     # expert FLOPs a device: 128 tokens over 16 devices = 256 tokens over 32
-    exp_local = d_local.flops_per_device["linear"]
-    exp_all = d_all.flops_per_device["linear"]
+    exp_local = d_local.flops_per_device.linear
+    exp_all = d_all.flops_per_device.linear
     assert exp_local == pytest.approx(exp_all)
 
 
@@ -163,8 +163,8 @@ def test_decode_step_arithmetic(cfg, b, ctx, mfu, bw):
     s = setup(topo, stack, tp=tp)
     hw = s.hardware
     d = decode_bound(s, batch=b, context_tokens=ctx, eff=eff(mfu, bw))
-    assert d.memory_s == pytest.approx(sum(d.bytes_per_device.values()) / (hw.hbm_bw_bytes_per_s_per_device * bw))
-    assert d.compute_s == pytest.approx(sum(d.flops_per_device.values()) / (hw.flops_per_s_per_device("bf16") * mfu))
+    assert d.memory_s == pytest.approx(d.bytes_per_device.total() / (hw.hbm_bw_bytes_per_s_per_device * bw))
+    assert d.compute_s == pytest.approx(d.flops_per_device.total() / (hw.flops_per_s_per_device("bf16") * mfu))
     assert d.step_s == pytest.approx(max(d.memory_s, d.compute_s) + d.comm.time_s)
     assert d.tpot_s == d.step_s
     assert d.tokens_per_s == pytest.approx(b / d.step_s)
@@ -177,7 +177,7 @@ def test_decode_step_arithmetic(cfg, b, ctx, mfu, bw):
     # more batch or context never makes a step faster
     d2 = decode_bound(s, batch=b + 1, context_tokens=ctx + 1, eff=eff(mfu, bw))
     assert d2.step_s >= d.step_s
-    assert all(d2.bytes_per_device[k] >= v for k, v in d.bytes_per_device.items())
+    assert all(getattr(d2.bytes_per_device, k) >= v for k, v in d.bytes_per_device.items())
 
 
 def test_efficiencies_scale_their_roof():

@@ -76,8 +76,8 @@ def test_touched_experts_batch1_match_the_study_exactly():
     assert d.experts_touched_per_layer == pytest.approx(16, rel=1e-12)
     per_expert = _role_bytes(s, "expert") / (s.model.spec.n_moe * s.model.spec.moe.num_experts)
     assert per_expert == EXPERT_BYTES
-    assert d.ideal_bytes_per_step["experts"] == pytest.approx(16 * EXPERT_BYTES * 92, rel=1e-12)
-    assert abs(d.ideal_bytes_per_step["experts"] - STUDY_EXPERT_BYTES) < 0.05 * GB
+    assert d.ideal_bytes_per_step.experts == pytest.approx(16 * EXPERT_BYTES * 92, rel=1e-12)
+    assert abs(d.ideal_bytes_per_step.experts - STUDY_EXPERT_BYTES) < 0.05 * GB
 
 
 def test_bytes_a_step_batch1_is_the_study_plus_its_missing_7_GB():
@@ -92,7 +92,7 @@ def test_bytes_a_step_batch1_is_the_study_plus_its_missing_7_GB():
     s = setup()
     d = decode_bound(s, batch=1, context_tokens=4096, eff=eff())
     ideal = d.ideal_bytes_per_step
-    we = ideal["weights"] + ideal["experts"]
+    we = ideal.weights + ideal.experts
     assert we == pytest.approx(136.99 * GB, rel=5e-4)
     missing = we - STUDY_BATCH1_BYTES
     assert missing == pytest.approx(6.99 * GB, abs=0.05 * GB)
@@ -101,8 +101,8 @@ def test_bytes_a_step_batch1_is_the_study_plus_its_missing_7_GB():
     assert abs((ckpt - STUDY_WEIGHT_TOTAL) - missing) < 0.1 * GB
     # one copy of every non-embedding, non-expert weight, plus 16 experts a layer
     non_expert = sum(runtime_bytes(t, s.stack) for t in s.model.inventory.text if t.role not in ("expert", "embed"))
-    assert ideal["weights"] == pytest.approx(non_expert, rel=1e-12)
-    assert set(ideal) == {"weights", "experts", "kv", "state"}
+    assert ideal.weights == pytest.approx(non_expert, rel=1e-12)
+    assert set(ideal.model_dump()) == {"weights", "experts", "kv", "state"}
 
 
 def test_v7x_x16_aggregate_bandwidth_and_the_study_step():
@@ -117,8 +117,8 @@ def test_v7x_x16_aggregate_bandwidth_and_the_study_step():
     assert rel(bw / STUDY_BATCH1_BYTES, STUDY_TOK_S_X16) < 5e-3
     d = decode_bound(s, batch=1, context_tokens=4096, eff=eff())
     ideal = d.ideal_bytes_per_step
-    assert d.ideal_step_s == pytest.approx(sum(ideal.values()) / bw, rel=1e-12)
-    code_step = (ideal["weights"] + ideal["experts"]) / bw
+    assert d.ideal_step_s == pytest.approx((ideal.weights + ideal.experts + ideal.kv + ideal.state) / bw, rel=1e-12)
+    code_step = (ideal.weights + ideal.experts) / bw
     assert code_step == pytest.approx(1.160 * MS, rel=5e-4)
     assert 1 / code_step == pytest.approx(862, rel=1e-3)
 
@@ -149,11 +149,11 @@ def test_batch_256_step():
     d = decode_bound(s, batch=256, context_tokens=4096, eff=eff())
     assert d.experts_touched_per_layer == pytest.approx(touched)
     ideal = d.ideal_bytes_per_step
-    we = ideal["weights"] + ideal["experts"]
+    we = ideal.weights + ideal.experts
     assert we == pytest.approx(1543.26 * GB, rel=5e-4)
     assert we / bw == pytest.approx(13.07 * MS, rel=1e-3)
     assert rel(we / bw, STUDY_STEP_B256_S) < 1e-2
-    all_experts = ideal["weights"] + _role_bytes(s, "expert")
+    all_experts = ideal.weights + _role_bytes(s, "expert")
     assert all_experts == pytest.approx(s.model.inventory.checkpoint_bytes - _role_bytes(s, "embed"))
     assert all_experts / bw == pytest.approx(13.19 * MS, rel=1e-3)
     assert rel(all_experts / bw, STUDY_STEP_B256_S) < 5e-3
@@ -217,13 +217,14 @@ def test_attention_to_linear_ratio_and_crossover():
     exact crossover 208.379 GFLOP / 4,718,592 FLOP a token of context = 44,161 tokens. "Near 45K"
     is the study's rounding; 44,161 is 1.9% below 45,000 (not within 0.5%, and not meant to be)."""
     c = crossover(setup(), [32768, 262144, 1048576])
-    ratios = c["ratio_by_context"]
+    ratios = {e.context_tokens: e.ratio for e in c.ratio_by_context}  # typed entries (roofline.result)
+    assert c.ratio(262144) == ratios[262144]
     assert ratios[32768] == pytest.approx(0.7420, abs=5e-4)
     assert ratios[262144] == pytest.approx(5.936, abs=5e-4)
     assert ratios[1048576] == pytest.approx(23.744, abs=5e-4)
     for ctx, published in ((32768, 0.7), (262144, 5.9), (1048576, 23.7)):
         assert round(ratios[ctx], 1) == published
-    x = c["crossover_tokens"]
+    x = c.crossover_tokens
     assert x == pytest.approx(208_379_229_696 / (2 * 2 * 24 * 96 * 512))
     assert round(x) == 44_161
     assert rel(x, 45_000) == pytest.approx(0.0186, abs=5e-4)

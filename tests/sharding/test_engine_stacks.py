@@ -64,9 +64,9 @@ def test_sglang_tp16_h200_deepep_replicates_latent_router_and_shared_experts():
     s = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang")
     assert s.stack.chosen["moe_a2a_backend"] == "deepep"
     assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16)
-    assert s.weights.by_role["latent_proj"] == N_MOE * LATENT
-    assert s.weights.by_role["shared_expert"] == N_MOE * SHARED
-    assert s.weights.by_role["router"] == N_MOE * ROUTER
+    assert s.weights.role_bytes("latent_proj") == N_MOE * LATENT
+    assert s.weights.role_bytes("shared_expert") == N_MOE * SHARED
+    assert s.weights.role_bytes("router") == N_MOE * ROUTER
 
 
 def test_sglang_tp16_h200_without_deepep_splits_the_shared_experts():
@@ -81,7 +81,7 @@ def test_sglang_tp16_h200_without_deepep_splits_the_shared_experts():
 def test_vllm_on_8_b300():
     s = make_setup(hardware="nvidia-b300", topology="8", tp=8, stack="vllm")
     assert s.weights.weights_bytes == k3_per_device(tp=8, devices=8, shared_split=8)
-    assert s.weights.by_role["latent_proj"] == N_MOE * LATENT  # ReplicatedLinear, whole on every GPU
+    assert s.weights.role_bytes("latent_proj") == N_MOE * LATENT  # ReplicatedLinear, whole on every GPU
     assert s.notes == ()  # the vllm stack runs on B300: no platform warning
 
 

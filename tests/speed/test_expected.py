@@ -28,14 +28,14 @@ def test_stage_time_by_kind(tmp_path):
     write(tmp_path, "mm.json", matmul_record())
     write(tmp_path, "a2a.json", a2a_record())
     stage = expected_time(OPS, peaks=PEAKS, curves=load_curves(tmp_path, peaks=PEAKS))
-    assert stage.by_kind["dense"].ceiling_s == pytest.approx(2.147483648e-6)
-    assert stage.by_kind["dense"].expected_s == pytest.approx(4.294967296e-6)
-    assert stage.by_kind["collectives"].ceiling_s == pytest.approx(33e-6)
-    assert stage.by_kind["collectives"].expected_s == pytest.approx(66e-6)
-    assert stage.by_kind["attention"].ceiling_s == pytest.approx(2e-6)
-    assert stage.by_kind["attention"].expected_s == pytest.approx(2e-6)
-    assert stage.by_kind["overhead"].expected_s == pytest.approx(5e-6)
-    assert stage.by_kind["experts"].expected_s == 0.0 and stage.by_kind["kda"].expected_s == 0.0
+    assert stage.by_kind.dense.ceiling_s == pytest.approx(2.147483648e-6)
+    assert stage.by_kind.dense.expected_s == pytest.approx(4.294967296e-6)
+    assert stage.by_kind.collectives.ceiling_s == pytest.approx(33e-6)
+    assert stage.by_kind.collectives.expected_s == pytest.approx(66e-6)
+    assert stage.by_kind.attention.ceiling_s == pytest.approx(2e-6)
+    assert stage.by_kind.attention.expected_s == pytest.approx(2e-6)
+    assert stage.by_kind.overhead.expected_s == pytest.approx(5e-6)
+    assert stage.by_kind.experts.expected_s == 0.0 and stage.by_kind.kda.expected_s == 0.0
     assert stage.ceiling_s == pytest.approx(2.147483648e-6 + 33e-6 + 2e-6 + 5e-6)
     assert stage.expected_s == pytest.approx(4.294967296e-6 + 66e-6 + 2e-6 + 5e-6)
     # the unmeasured op is named first, in the exact words of the issue

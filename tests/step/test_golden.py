@@ -68,7 +68,8 @@ def test_temp_prefill(result):
         "one layer's local experts dequantized": local * 3 * 3584 * 3072 * 2,  # mxfp4 experts, bf16 compute
     }
     assert rows == 2048
-    assert result.temp.prefill_terms == want
+    # typed entries (budget.result.TermBytes) in the order the JSON lists them, each under its own name
+    assert [(t.name, t.bytes) for t in result.temp.prefill_terms] == list(want.items())
     assert result.temp.prefill_bytes == sum(want.values())
 
 
@@ -84,7 +85,7 @@ def test_temp_decode(result):
         "combine buffer (f32, before the all-reduce / all-to-all)": b * 7168 * 4,
         "one layer's local experts dequantized": local * 3 * 3584 * 3072 * 2,
     }
-    assert result.temp.decode_terms == want
+    assert [(t.name, t.bytes) for t in result.temp.decode_terms] == list(want.items())
     # the budget takes the larger graph (k3-facts.md §6), never the sum
     assert result.per_device.temp_bytes == max(result.temp.prefill_bytes, result.temp.decode_bytes)
 
@@ -114,7 +115,7 @@ def test_decode_collectives_and_attention(setup):
     # absorbed MLA 2 x 2 x heads x kv_lora x context a layer a token, KDA 3 x 2 x heads x d^2 a layer,
     # heads split 8 ways, 8 sequences a device
     attn = 8 * (2 * 2 * 24 * 96 * 512 * 131072 + 3 * 2 * 69 * 96 * 128 * 128) / 8
-    assert d.flops_per_device["attention"] == pytest.approx(attn, rel=1e-12)
+    assert d.flops_per_device.attention == pytest.approx(attn, rel=1e-12)
     # bytes: KV read = 8 sequences x 131,072 tokens x 24 layers x 1,152 B; state read + written
-    assert d.bytes_per_device["kv"] == 8 * 131072 * 24 * 1152
-    assert d.bytes_per_device["state"] == 2 * 8 * 69 * 884_736
+    assert d.bytes_per_device.kv == 8 * 131072 * 24 * 1152
+    assert d.bytes_per_device.state == 2 * 8 * 69 * 884_736

@@ -65,6 +65,6 @@ def test_kimi_linear_48b_compiles_truncated():
     prepare_target(target, setup)
     jobs = plan_jobs(setup=setup, stage="decode", tokens=[64], batch=2, context=128)
     out = validate(setup=setup, target=target, jobs=jobs, layers=4)
-    (r,) = out["results"]
-    assert out["layers"] == 4 and r["unexplained_bytes"] == 0
-    assert next(t for t in r["terms"] if t["name"] == "weights")["delta_bytes"] == 0
+    (r,) = out.results
+    assert out.layers == 4 and r.unexplained_bytes == 0
+    assert next(t for t in r.terms if t.name == "weights").delta_bytes == 0

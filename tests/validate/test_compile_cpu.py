@@ -17,61 +17,66 @@ def result(tiny_setup):
     return validate(setup=tiny_setup, target=target, jobs=jobs)
 
 
-def _term(r: dict, name: str) -> dict:
-    return next(t for t in r["terms"] if t["name"] == name)
+def _term(r, name: str):
+    return next(t for t in r.terms if t.name == name)
 
 
 def test_both_stages_compile_and_fit(result):
-    assert [r["stage"] for r in result["results"]] == ["prefill", "decode"]
-    assert result["fits"]
-    assert result["environment"]["devices"]["count"] == 8
-    assert "scan over 1 x (KDA, KDA, KDA, MLA)" in result["layer_plan"]
+    assert [r.stage for r in result.results] == ["prefill", "decode"]
+    assert result.fits
+    assert result.environment.devices.count == 8
+    assert "scan over 1 x (KDA, KDA, KDA, MLA)" in result.layer_plan
 
 
 def test_weights_match_the_budget_to_the_byte(result):
-    for r in result["results"]:
+    for r in result.results:
         w = _term(r, "weights")
-        assert w["compiled_bytes"] == w["predicted_bytes"] == r["budget"]["weights_bytes"]
-        assert r["abstract"]["weights_bytes"] == r["budget"]["weights_bytes"]
+        assert w.compiled_bytes == w.predicted_bytes == r.budget.weights_bytes
+        assert r.abstract.weights_bytes == r.budget.weights_bytes
 
 
 def test_every_argument_byte_is_explained(result):
-    for r in result["results"]:
-        mem = r["memory"]
-        assert r["unexplained_bytes"] == 0
+    for r in result.results:
+        mem = r.memory
+        assert r.unexplained_bytes == 0
         args = _term(r, "arguments")
-        assert args["compiled_bytes"] == mem["argument_bytes"]
-        assert args["unexplained_bytes"] == 0
+        assert args.compiled_bytes == mem.argument_bytes
+        assert args.unexplained_bytes == 0
         # exactly: weights + kv + dense state + step inputs
-        b = r["budget"]
-        pad = [x["bytes"] for x in _term(r, "cache (KV + KDA state)")["reasons"] if "paging" in x["why"]]
-        assert mem["argument_bytes"] == b["weights_bytes"] + b["kv_bytes"] + b["state_bytes"] + sum(pad) + r["abstract"]["inputs_bytes"]
+        b = r.budget
+        pad = [x.bytes for x in _term(r, "cache (KV + KDA state)").reasons if "paging" in x.why]
+        assert mem.argument_bytes == b.weights_bytes + b.kv_bytes + b.state_bytes + sum(pad) + r.abstract.inputs_bytes
 
 
 def test_cache_is_donated_and_aliased(result):
-    for r in result["results"]:
-        assert r["memory"]["alias_bytes"] == r["abstract"]["cache_bytes"] > 0
+    for r in result.results:
+        assert r.memory.alias_bytes == r.abstract.cache_bytes > 0
 
 
 def test_census_finds_the_collectives(result):
-    for r in result["results"]:
-        ops = r["census"]["ops"]
-        assert ops.get("all-reduce", {}).get("count", 0) > 0  # TP row-parallel outputs + the expert psum
-        assert all(s["bytes"] > 0 for op, s in ops.items() if op != "collective-permute")
+    for r in result.results:
+        ops = {o.op: o for o in r.census.ops}
+        assert ops["all-reduce"].count > 0  # TP row-parallel outputs + the expert psum
+        assert all(s.bytes > 0 for op, s in ops.items() if op != "collective-permute")
+        # the JSON keeps its {op: {count, ...}} mapping
+        assert r.model_dump(mode="json")["census"]["ops"]["all-reduce"]["count"] == ops["all-reduce"].count
 
 
 def test_collective_counts_match_the_op_list_on_eight_layers(result):
     """Issue 17 item 7 on the 8-layer tiny K3 (vllm-tpu, TP 8, both stages): the compiled step's collectives
     (each times its loop's trips) equal the op list's -- 8 o_proj all-reduces + 7 MoE sums + 1 dense MLP
     + 1 embedding = 17 all-reduces; the partitioned argmax's 2 all-gathers -- with no named exception."""
-    for r in result["results"]:
-        c = r["collectives"]
-        assert c["ok"] and c["exceptions"] == [] and c["findings"] == []
-        rows = {x["kind"]: x for x in c["rows"]}
-        assert {k: (x["op_list_calls"], x["hlo_calls"]) for k, x in rows.items()} == {
+    for r in result.results:
+        c = r.collectives
+        assert c.ok and c.exceptions == () and c.findings == ()
+        rows = {x.kind: x for x in c.rows}
+        assert {k: (x.op_list_calls, x.hlo_calls) for k, x in rows.items()} == {
             "all-reduce": (8 + 7 + 1 + 1, 8 + 7 + 1 + 1),
             "all-gather": (2, 2),
         }
+        # the JSON carries the derived figures beside the counts
+        dumped = r.model_dump(mode="json")["collectives"]
+        assert dumped["ok"] is True and all(x["unexplained_calls"] == 0 for x in dumped["rows"])
 
 
 def test_the_collectives_table_names_exceptions_and_findings():
@@ -89,8 +94,8 @@ def test_the_collectives_table_names_exceptions_and_findings():
         KindRow(kind="collective-permute", op_list_calls=0, hlo_calls=1, explained_calls=0, op_list_bytes=0,
                 hlo_bytes=4),
     )
-    c = CollectiveCheck(stack="sglang", stage="decode", rows=rows, exceptions=(exc,)).to_dict()
-    assert not c["ok"]
+    c = CollectiveCheck(stack="sglang", stage="decode", rows=rows, exceptions=(exc,))
+    assert not c.ok
     out = StringIO()
     con = Console(file=out, width=200)
     con.print(_collectives_table(c))

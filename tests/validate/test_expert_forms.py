@@ -74,7 +74,7 @@ def test_jax_native_runs_the_ragged_form_and_compiles(tiny_config):
     prepare_target(target, setup)
     res = validate(setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="both", tokens=[128], batch=2,
                                                                context=256))
-    assert res["fits"] and res["stack"] == "jax-native"
-    for r in res["results"]:
-        w = next(t for t in r["terms"] if t["name"] == "weights")
-        assert w["compiled_bytes"] == r["budget"]["weights_bytes"]
+    assert res.fits and res.stack == "jax-native"
+    for r in res.results:
+        w = next(t for t in r.terms if t.name == "weights")
+        assert w.compiled_bytes == r.budget.weights_bytes

@@ -62,7 +62,7 @@ def _implementations(*, args: tuple, scale: float, chunk: int) -> dict:
     }
 
 
-def _flops_per_token(*, path: str, heads: int, dk: int, dv: int, chunk: int) -> float:
+def kda_flops_per_token(*, path: str, heads: int, dk: int, dv: int, chunk: int) -> float:
     if path == "recurrent":
         return heads * 8.0 * dk * dv  # decay, k^T S, rank-1 update, q^T S
     return heads * (4.0 * chunk * dk + 3.0 * chunk * dv + 6.0 * dk * dv)
@@ -121,7 +121,7 @@ def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord
                 unit="s/token",
             )
         )
-    fpt = _flops_per_token(path=path, heads=params.heads, dk=params.head_dim, dv=params.head_dim, chunk=params.chunk)
+    fpt = kda_flops_per_token(path=path, heads=params.heads, dk=params.head_dim, dv=params.head_dim, chunk=params.chunk)
     expectation = expect(
         ctx.hardware,
         unit="s/token",

@@ -1,0 +1,87 @@
+"""What `k3plan hardware list` and `hardware show` answer, typed: one spec's resolved figures (units
+in the field names), and for `show` every figure's source, the spec file as read and a topology.
+Field order is the JSON key order."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer
+
+from k3plan.hardware.schema import HardwareFile
+from k3plan.hardware.spec import HardwareSpec, Link
+from k3plan.hardware.topology import Topology
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DtypeFlops(_Frozen):
+    dtype: str
+    flops_per_s: Optional[float]  # None: the spec marks the dtype unsupported
+
+
+class FigureSource(_Frozen):
+    figure: str  # the spec file's field path ("hbm_per_device", "flops_per_device.bf16", ...)
+    source: str
+
+
+def _flops_map(entries: tuple[DtypeFlops, ...]) -> dict[str, Optional[float]]:
+    return {e.dtype: e.flops_per_s for e in entries}
+
+
+def _source_map(entries: tuple[FigureSource, ...]) -> dict[str, str]:
+    return {e.figure: e.source for e in entries}
+
+
+def _file(f: HardwareFile) -> dict:
+    return f.model_dump(mode="json", exclude_none=True)
+
+
+class HardwareSummary(_Frozen):
+    name: str
+    kind: str
+    vendor: str
+    device_kind: str
+    devices_per_chip: int
+    hbm_bytes_per_device: int
+    usable_bytes_per_device: int
+    hbm_bw_bytes_per_s_per_device: float
+    # dumped as {dtype: FLOP/s or None}
+    flops_per_s_per_device: Annotated[tuple[DtypeFlops, ...], PlainSerializer(_flops_map, return_type=dict)]
+    scale_up: Link
+    scale_out: Link
+    chips_per_host: int
+    max_chips: int
+    wraparound_min: Optional[tuple[int, ...]]
+    standard_topologies: list[str]
+    price_usd_per_chip_hour: Optional[float]
+    path: str
+
+
+class HardwareShow(HardwareSummary):
+    # dumped as {field path: source}
+    sources: Annotated[tuple[FigureSource, ...], PlainSerializer(_source_map, return_type=dict)]
+    file: Annotated[HardwareFile, PlainSerializer(_file, return_type=dict)]  # as read, absent keys left out
+    topology: Optional[Topology]
+
+
+def hardware_summary(hw: HardwareSpec) -> HardwareSummary:
+    return HardwareSummary(**_summary_fields(hw))
+
+
+def hardware_show(hw: HardwareSpec, topology: Optional[Topology]) -> HardwareShow:
+    return HardwareShow(
+        **_summary_fields(hw),
+        sources=tuple(FigureSource(figure=k, source=v) for k, v in hw.sources().items()),
+        file=hw.file,
+        topology=topology,
+    )
+
+
+def _summary_fields(hw: HardwareSpec) -> dict:
+    """HardwareSummary's fields from the spec (flops resolved per dtype)."""
+    s = {k: getattr(hw, k) for k in HardwareSummary.model_fields if k != "flops_per_s_per_device"}
+    flops = tuple(DtypeFlops(dtype=d, flops_per_s=v) for d, v in hw.flops_table().items())
+    return {**s, "flops_per_s_per_device": flops, "standard_topologies": list(hw.standard_topologies)}

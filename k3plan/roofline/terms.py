@@ -1,0 +1,46 @@
+"""A decode step's named terms a device: bytes by what is read (weights, routed experts, KV, KDA
+state) and FLOPs by kind (linear, attention). Field order is the roofline JSON's key order."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Terms(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def items(self) -> list[tuple[str, float]]:
+        """(term, value) in field order."""
+        return [(k, getattr(self, k)) for k in type(self).model_fields]
+
+    def total(self) -> float:
+        return sum(v for _, v in self.items())
+
+
+class StepBytes(_Terms):
+    """Bytes one decode step moves: dense weights, the routed experts touched, KV read, KDA state read+write."""
+
+    weights: float
+    experts: float
+    kv: float
+    state: float
+
+
+class StepFlops(_Terms):
+    """FLOPs one decode step does: linear (2 x params applied) and attention (absorbed MLA + KDA)."""
+
+    linear: float
+    attention: float
+
+
+class WeightSums(BaseModel):
+    """Dense and routed-expert bytes and params a device (embeddings excluded), and each one's whole-model bytes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dense_bytes: float = 0.0
+    expert_bytes: float = 0.0
+    dense_params: float = 0.0
+    expert_params: float = 0.0
+    dense_total_bytes: float = 0.0
+    expert_total_bytes: float = 0.0

@@ -1,0 +1,64 @@
+"""Issue 10 item 3: every command's --json is dumped from a typed model (no dict assembled in the
+CLI): fit's and plan's add advice and prefix_hit after their result's fields, check's `passed`
+follows the findings, curve and report are named models. Key order is the JSON contract."""
+
+from __future__ import annotations
+
+from k3plan.advice.fit_output import FitOutput
+from k3plan.budget.curve_output import CurveOutput
+from k3plan.budget.fit import FitResult
+from k3plan.check.compare import Finding
+from k3plan.check.gate import CheckResult
+from k3plan.plan.output import PlanOutput
+from k3plan.plan.search import PlanResult
+from k3plan.report.capacity_model import ReportOutput
+
+
+def test_fit_and_plan_outputs_append_advice_and_prefix_hit():
+    assert list(FitOutput.model_fields) == [*FitResult.model_fields, "advice", "prefix_hit"]
+    assert list(PlanOutput.model_fields) == [*PlanResult.model_fields, "advice", "prefix_hit"]
+
+
+def test_curve_and_report_keys():
+    keys = ["title", "context_tokens", "batch", "calibration", "warnings", "points", "sessions"]
+    assert list(CurveOutput.model_fields) == keys
+    assert list(ReportOutput.model_fields) == ["written", "platforms"]
+
+
+def test_check_passed_is_in_the_json_and_follows_the_findings():
+    def result(*findings: Finding) -> CheckResult:
+        return CheckResult(baseline="b.json", baseline_k3plan_version="0.1.0", tolerance="0.5%", shardspecs=None,
+                           configurations=["c"], findings=list(findings))
+
+    ok = result(Finding(configuration="c", check="kv_bytes", what="kv_bytes shrank", fail=False))
+    bad = result(Finding(configuration="c", check="split", what="the (tp, ep, dp) split changed"))
+    assert list(ok.model_dump())[-2:] == ["findings", "passed"]
+    assert ok.model_dump(mode="json")["passed"] is True and bad.model_dump(mode="json")["passed"] is False
+
+
+def test_models_show_breakdown_is_typed_and_sums_to_the_checkpoint():
+    from k3plan.models import load_model
+    from k3plan.models.summary import ModelShow, ModelSummary, model_show
+
+    assert list(ModelShow.model_fields) == [*ModelSummary.model_fields, "breakdown_by", "breakdown"]
+    r = model_show(load_model("kimi-k3"), by="format")
+    by_fmt = {g.group: g for g in r.breakdown}
+    assert sum(g.bytes for g in r.breakdown) == r.checkpoint_bytes == 1_559_965_606_912  # docs/k3-facts.md
+    assert [(e.fmt, e.bytes) for e in r.checkpoint_bytes_by_format] == [(g.group, g.bytes) for g in r.breakdown]
+    assert by_fmt["mxfp4"].bytes == max(g.bytes for g in r.breakdown)  # the routed experts
+    d = r.model_dump(mode="json")
+    assert list(d["breakdown"]["mxfp4"]) == ["params", "active_params", "bytes", "tensors"]
+
+
+def test_hardware_show_flops_and_sources_are_typed():
+    from k3plan.hardware import load_hardware
+    from k3plan.hardware.summary import HardwareShow, HardwareSummary, hardware_show
+
+    assert list(HardwareShow.model_fields) == [*HardwareSummary.model_fields, "sources", "file", "topology"]
+    r = hardware_show(load_hardware("tpu-v7x"), None)
+    flops = {e.dtype: e.flops_per_s for e in r.flops_per_s_per_device}
+    assert flops["fp8"] == 2 * flops["bf16"]  # v7x: fp8 at twice the bf16 rate (its spec's sources)
+    assert flops["int8"] is None  # marked unsupported, not a number
+    d = r.model_dump(mode="json")
+    assert d["flops_per_s_per_device"]["int8"] is None and d["topology"] is None
+    assert d["sources"] == {e.figure: e.source for e in r.sources} and "hbm_per_device" in d["sources"]
