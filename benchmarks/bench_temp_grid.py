@@ -78,7 +78,20 @@ def _key(q: dict) -> tuple:
     return (q["stack"], q["tp"], q["stage"], q["tokens"], q["batch"], q["context"])
 
 
-def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
+def parse_point(text: str) -> tuple:
+    """``stack:tp:stage:tokens:batch:context`` (e.g. ``jax-native:32:decode:1:16:2048``) -> a grid key."""
+    parts = text.split(":")
+    if len(parts) != 6 or parts[0] not in STACKS or parts[2] not in ("prefill", "decode"):
+        raise SystemExit(f"--point {text!r}: expected STACK:TP:STAGE:TOKENS:BATCH:CONTEXT, stack one of {STACKS}")
+    stack, tp, stage, tokens, batch, context = parts
+    if int(tp) not in TOPOLOGY:
+        raise SystemExit(f"--point {text!r}: tp must be one of {sorted(TOPOLOGY)}")
+    return (stack, int(tp), stage, int(tokens), int(batch), int(context))
+
+
+def compile_grid(target: str, only: int | None, every: int, out: Path, extra: list[tuple] | None = None) -> dict:
+    """Compile the grid's points (or only ``extra``, when given) not already in the record at ``out``; every
+    point already recorded (same model) is kept, compiled or not in this run."""
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if target == "cpu":
         _prepare_cpu(32)
@@ -88,15 +101,16 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
 
     cfg = Path(tempfile.mkdtemp()) / "config.json"
     cfg.write_text(json.dumps(grid_config()))
-    points: list[dict] = []
     env = None
     done: dict[tuple, dict] = {}
+    keep: dict = {}
     if out.exists():  # resume: a point already in the record (same model) is not compiled again
         old = json.loads(out.read_text())
         if old.get("model_config") == grid_config()["text_config"]:
             env = old.get("environment")
             done = {_key(q): q for q in old.get("points", [])}
-    n = 0
+            keep = {k: old[k] for k in ("what", "backend_note") if k in old}
+    points: list[dict] = list(done.values())
 
     def record() -> dict:
         return {
@@ -108,38 +122,51 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
                 if target == "cpu"
                 else "deviceless TPU compile (libtpu)"
             ),
+            **keep,
             "points": points,
         }
 
+    todo: list[tuple] = []
+    n = 0
     for stack in STACKS:
-        for tp, topo in TOPOLOGY.items():
-            setup = make_setup(model=str(cfg), hardware="tpu-v7x", topology=topo, tp=tp, stack=stack)
-            tgt = parse_target("cpu" if target == "cpu" else f"{target}:{topo}")
-            prepare(tgt, devices=setup.topology.devices)
+        for tp in TOPOLOGY:
             for stage, tokens, batch, context in POINTS:
                 n += 1
-                if (only is not None and n > only) or (n - 1) % every:
-                    continue
-                key = (stack, tp, stage, tokens, batch, context)
-                if key in done:
-                    points.append(done[key])
-                    continue
-                t0 = time.perf_counter()
-                res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
-                r = res["results"][0]
-                env = res["environment"]  # the last compile's (date: when the grid was finished)
-                temp = (r["memory"] or {}).get("temp_bytes")
-                points.append({
-                    "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
-                    "stage": stage, "tokens": tokens, "batch": batch, "context": context,
-                    "temp_bytes": temp, "compile_s": round(r["compile_s"], 2),
-                })  # fmt: skip
-                out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
-                print(
-                    f"{n:2d} {stack:10} tp{tp} {stage:7} tokens {tokens:5} batch {batch:3} context {context:5}: "
-                    f"temp {temp / 2**20:9.2f} MiB  ({time.perf_counter() - t0:.1f} s)",
-                    flush=True,
-                )
+                if extra is None and not ((only is not None and n > only) or (n - 1) % every):
+                    todo.append((stack, tp, stage, tokens, batch, context))
+    todo += extra or []
+    setups: dict = {}
+    for key in todo:
+        if key in done:
+            continue
+        stack, tp, stage, tokens, batch, context = key
+        topo = TOPOLOGY[tp]
+        if (stack, tp) not in setups:
+            setups[stack, tp] = make_setup(model=str(cfg), hardware="tpu-v7x", topology=topo, tp=tp, stack=stack)
+        setup = setups[stack, tp]
+        tgt = parse_target("cpu" if target == "cpu" else f"{target}:{topo}")
+        prepare(tgt, devices=setup.topology.devices)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
+        r = res["results"][0]
+        env = res["environment"]  # the last compile's (date: when the grid was last grown)
+        temp = (r["memory"] or {}).get("temp_bytes")
+        q = {
+            "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
+            "stage": stage, "tokens": tokens, "batch": batch, "context": context,
+            "temp_bytes": temp, "compile_s": round(r["compile_s"], 2),
+            "process_cpu_s": round(time.process_time() - c0, 1), "date": env.get("date"),
+            "target": env.get("target"),
+        }  # fmt: skip
+        points.append(q)
+        done[key] = q
+        out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
+        print(
+            f"{stack:10} tp{tp} {stage:7} tokens {tokens:5} batch {batch:3} context {context:5}: "
+            f"temp {temp / 2**20:9.2f} MiB  ({time.perf_counter() - t0:.1f} s wall, "
+            f"{q['process_cpu_s']} s CPU)",
+            flush=True,
+        )
     return record()
 
 
@@ -176,6 +203,12 @@ def main() -> None:
     p.add_argument("--target", default="cpu", choices=("cpu", "tpu7x"))
     p.add_argument("--only", type=int, help="compile only the first N points (a quick look)")
     p.add_argument("--every", type=int, default=1, help="compile every K-th point of the grid (1, 1+K, ...)")
+    p.add_argument(
+        "--point",
+        action="append",
+        type=parse_point,
+        help="compile this point instead of the grid's: STACK:TP:STAGE:TOKENS:BATCH:CONTEXT (repeatable)",
+    )
     p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit, print and write the fit into it")
     p.add_argument("--out", help="where to write the record (default reports/validation/temp-grid-<target>.json)")
     a = p.parse_args()
@@ -189,7 +222,7 @@ def main() -> None:
         (Path(a.out) if a.out else src).write_text(json.dumps(record, indent=1) + "\n")
         return
     out = Path(a.out) if a.out else OUT_DIR / f"temp-grid-{a.target}.json"
-    record = compile_grid(a.target, a.only, a.every, out)
+    record = compile_grid(a.target, a.only, a.every, out, a.point)
     cfg.write_text(json.dumps(grid_config()))
     record["fit"] = fit_and_print(record, cfg)
     out.write_text(json.dumps(record, indent=1) + "\n")
