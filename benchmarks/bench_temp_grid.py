@@ -183,7 +183,14 @@ def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
                                      stack=p["stack"])  # fmt: skip
         return setups[key]
 
-    pts = [GridPoint.from_record(p, setup_of(p)) for p in record["points"] if p["temp_bytes"] is not None]
+    # the split (even positions of a group fit) runs in POINTS order whatever order the points were compiled
+    # in; a point outside POINTS (an earlier spot check) comes after the group's grid points
+    def grid_order(p: dict) -> int:
+        q = (p["stage"], p["tokens"], p["batch"], p["context"])
+        return POINTS.index(q) if q in POINTS else len(POINTS)
+
+    ordered = sorted((p for p in record["points"] if p["temp_bytes"] is not None), key=grid_order)
+    pts = [GridPoint.from_record(p, setup_of(p)) for p in ordered]
     train, held = split_half(pts)
     ev = evaluate(train=train, held_out=held, per_stack=per_stack)
     print(f"\ncoefficients (fit on {len(train)} points): " + ", ".join(f"{k} = {v:.4g}" for k, v in ev.coef.items()))
