@@ -9,8 +9,10 @@ by name; which ones depends on the formulation the stack compiles (``STACK_FORMS
   activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
   ``layer`` and ``ragged`` hold the device's local experts (w1, w3, w2) dequantized, ``tiled`` one
   tile of ``TILE_EXPERTS`` experts.
-- MLA (absorbed, prefill and decode alike): scores (f32) and probabilities over the cache's
-  ``context`` keys for each query and local head, and the cache decoded to the activation dtype.
+- MLA (absorbed, prefill and decode alike): the scores (f32) over the cache's ``context`` keys for
+  each query and local head, which the fused softmax replaces by the probabilities (f32, one array
+  live, not two), the causal mask (1 B a query a key) and the cache as the dots read it (bf16, the
+  entry padded to 128 lanes: a copy whatever the cache's dtype).
 - KDA: prefill's chunked scan holds q/k/v/g and the decayed k/q copies [tokens, heads, d] (f32) and
   the per-chunk [64, 64] matrices (M, A, T and Aqk); decode's recurrence a new state beside the old.
 - dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
@@ -46,6 +48,8 @@ def form_for(stack: str) -> str:
 
 
 F32 = 4
+BF16 = 2
+TPU_LANES = 128  # the minor dim of a TPU memory tile (the dumps' T(8,128) / T(16,128) layouts)
 RESIDUAL = "residual stream (2 copies)"
 CACHE_SLICE = "one layer's cache slice (copied where not updated in place)"
 
@@ -81,17 +85,29 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
     )
 
 
-def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act, kv_decoded) -> LiveOp:
+def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
     mla = spec.mla
     hl = heads_local(mla.heads, tp)
     entry = mla.kv_lora_rank + mla.qk_rope_head_dim
+    sqc = seqs * queries * context
+    lanes = cdiv(entry, TPU_LANES) * TPU_LANES
     return LiveOp(
         name="mla.attention",
         kind="attention",
         buffers={
-            "scores (f32) [seqs, heads, queries, context]": seqs * hl * queries * context * F32,
-            "probabilities [seqs, heads, queries, context]": seqs * hl * queries * context * act,
-            "cache decoded to the activation dtype": seqs * context * entry * act * kv_decoded,
+            # one f32 [heads, queries, context] array: the TPU compiler fuses mask + max + exp into one
+            # fusion whose f32 output (the probabilities) is written as the scores die (deviceless tpu7x
+            # dump of the grid's vllm-tpu TP16 prefill 2048: scores f32[4096, 2048, 2] live 1143-1148,
+            # probabilities f32[1, 2, 2048, 4096] from 1148; no bf16 copy), so scores and probabilities
+            # are never live together
+            "scores, then probabilities in their place (f32) [seqs, heads, queries, context]": sqc * hl * F32,
+            "causal mask (1 B) [seqs, queries, context]": sqc,
+            # the cache as the attention's dots read it: bf16 (the TPU runs default-precision dots on bf16
+            # operands, so an f32 cache is converted too) with the entry minor, padded to whole 128-lane
+            # tiles (tpu7x dumps: bf16[128, 4096, 160]{2,1,0:T(16,128)} = 256 MiB for jax-native's f32 KV
+            # at batch 128, context 4,096, TP16; bf16[32, 2048, 160] = 32 MiB for vllm-tpu's bf16 KV at
+            # batch 32, context 2,048), whatever the cache's own dtype
+            "cache in the dots' layout (bf16, entry padded to 128 lanes)": seqs * context * lanes * BF16,
         },
     )
 
@@ -123,7 +139,6 @@ def stage_live(
     stage: str,
     form: str,
     act,
-    kv_decoded,
     tp,
     ep,
     dp,
@@ -145,7 +160,7 @@ def stage_live(
     if spec.n_moe:
         ops.append(moe_live(spec, tokens=rows, ep=ep, act=act, form=form))
     if spec.n_mla:
-        ops.append(mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=act, kv_decoded=kv_decoded))
+        ops.append(mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=act))
     if spec.kda is not None and spec.n_kda:
         ops.append(kda_live(spec, seqs=seqs, queries=queries, tp=tp, decode=stage == "decode"))
     if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:

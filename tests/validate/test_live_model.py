@@ -20,8 +20,10 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     # gate/up/h 3 x 8 x 64 x 2 = 3,072; combine 4 x 128 x 2 = 1,024; layer form: 2 local x 3 x 128 x 64 x 2
     # = 98,304 -> 106,816
     assert got["moe.experts"] == 106_816
-    # MLA: scores 4 x 1 x 1 x 256 x 4 = 4,096 + probabilities 4 x 1 x 256 x 2 = 2,048 (bf16 KV: no decode copy)
-    assert got["mla.attention"] == 6_144
+    # MLA: scores then probabilities in their place 4 x 1 head x 1 query x 256 x 4 = 4,096; mask 4 x 1 x 256 x 1
+    # = 1,024; the cache as the dots read it, bf16 with the 48-wide entry padded to 128 lanes: 4 x 256 x 128 x 2
+    # = 262,144 -> 267,264
+    assert got["mla.attention"] == 267_264
     assert got["kda.recurrence"] == 4 * 1 * 32 * 32 * 4  # 16,384
     assert got["dense.mlp"] == 2 * 4 * 64 * 2  # 1,024
     assert got["lm_head"] == 4 * 128 * 4  # 2,048
@@ -29,7 +31,7 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     # bf16 KV = 24,576, KDA state 1 head x 32 x 32 x 4 B + conv 3 x 3 x 32 x 2 B = 4,672) = 4 x 24,576
     assert resident == {"residual stream (2 copies)": 2 * 4 * 256 * 2, CACHE: 4 * 24_576}
     peak, rest = peak_and_rest(ops)
-    assert (peak, rest) == (106_816, 6_144 + 16_384 + 1_024 + 2_048)
+    assert (peak, rest) == (267_264, 106_816 + 16_384 + 1_024 + 2_048)
 
 
 def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
@@ -58,6 +60,6 @@ def test_attach_puts_each_live_figure_on_its_op(tiny_setup):
     live, _ = stage_live_of_setup(s, stage="decode", batch=4, tokens=1, context=256)
     out = attach_live_bytes(ops, live)
     by_kind = {o.kind: o.live_bytes for o in out if o.live_bytes}
-    assert by_kind["grouped_matmul"] == 106_816 and by_kind["attention"] == 6_144 and by_kind["kda_decode"] == 16_384
+    assert by_kind["grouped_matmul"] == 106_816 and by_kind["attention"] == 267_264 and by_kind["kda_decode"] == 16_384
     assert max(o.live_bytes for o in out) == peak_and_rest(live)[0]
     assert {o.tensor.role for o in out if o.kind == "matmul" and o.live_bytes} == {"dense_mlp", "lm_head"}
