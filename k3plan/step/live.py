@@ -5,8 +5,8 @@ by name; which ones depends on the formulation the stack compiles (``STACK_FORMS
 
 - MoE (the grouped matmuls): router logits (f32) and top-k; group_sort's gathered rows and the
   ragged_dot outputs are [tokens x top_k, *] (the tokens are replicated over the expert axes, so every
-  device sorts all pairs): xs and the down output [tk, latent], gate / up / h [tk, inter] in the
-  activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
+  device sorts all pairs): xs [tk, latent] (the down output takes its buffer), gate and up [tk, inter]
+  in the activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
   ``layer`` and ``ragged`` hold the device's local experts (w1, w3, w2) dequantized, ``tiled`` one
   tile of ``TILE_EXPERTS`` experts.
 - MLA (absorbed, prefill and decode alike): the scores (f32) over the cache's ``context`` keys for
@@ -77,8 +77,12 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
         kind="grouped_matmul",
         buffers={
             "router logits and top-k (f32)": tokens * (moe.num_experts * F32 + moe.top_k * 8),
-            "ragged_dot rows: xs and output [tokens x top_k, latent]": 2 * tk * moe.expert_in * act,
-            "ragged_dot rows: gate, up, h [tokens x top_k, inter]": 3 * tk * moe.expert_intermediate * act,
+            # xs and the down projection's output share one buffer (xs is dead once gate and up are computed;
+            # tpu7x dump, jax-native TP16 prefill 2048: ragged-dot-none.5 f32[16384, 512] at gather_fusion's
+            # offset), and h = silu(gate) x up is formed inside the down ragged_dot's operand fusion: one
+            # [tk, latent] and two [tk, inter] arrays live at once
+            "ragged_dot rows: xs, then the output in its place [tokens x top_k, latent]": tk * moe.expert_in * act,
+            "ragged_dot rows: gate, up [tokens x top_k, inter]": 2 * tk * moe.expert_intermediate * act,
             "combine [tokens, latent]": tokens * moe.expert_in * act,
             f"dequantized experts ({form})": held * 3 * moe.expert_in * moe.expert_intermediate * act,
         },
@@ -91,6 +95,7 @@ def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
     entry = mla.kv_lora_rank + mla.qk_rope_head_dim
     sqc = seqs * queries * context
     lanes = cdiv(entry, TPU_LANES) * TPU_LANES
+    copied = (hl * queries > 1) * 1
     return LiveOp(
         name="mla.attention",
         kind="attention",
@@ -106,8 +111,10 @@ def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
             # operands, so an f32 cache is converted too) with the entry minor, padded to whole 128-lane
             # tiles (tpu7x dumps: bf16[128, 4096, 160]{2,1,0:T(16,128)} = 256 MiB for jax-native's f32 KV
             # at batch 128, context 4,096, TP16; bf16[32, 2048, 160] = 32 MiB for vllm-tpu's bf16 KV at
-            # batch 32, context 2,048), whatever the cache's own dtype
-            "cache in the dots' layout (bf16, entry padded to 128 lanes)": seqs * context * lanes * BF16,
+            # batch 32, context 2,048), whatever the cache's own dtype; only where a sequence's dot has more
+            # than one row (local heads x queries): one decode query of one local head is a matrix-vector
+            # product the compiler runs on the cache as stored (vllm-tpu TP32 decode batch 64: no such copy)
+            "cache in the dots' layout (bf16, entry padded to 128 lanes)": seqs * context * lanes * BF16 * copied,
         },
     )
 
