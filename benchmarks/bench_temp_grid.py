@@ -3,6 +3,9 @@
     python3 benchmarks/bench_temp_grid.py                          # compile the grid (CPU backend), fit, print
     python3 benchmarks/bench_temp_grid.py --target tpu7x           # deviceless TPU compiles (minutes a point here)
     python3 benchmarks/bench_temp_grid.py --fit-only reports/validation/temp-grid-cpu.json
+    python3 benchmarks/bench_temp_grid.py --target tpu7x --point vllm-tpu:16:decode:1:32:2048   # one point
+    XLA_FLAGS=--xla_dump_to=/tmp/dump python3 benchmarks/bench_temp_grid.py --target tpu7x --point ...
+        # + the compiler's buffer assignment (*-buffer-assignment.txt: which buffers make the temp)
 
 The model is K3's structure at toy size (``grid_config``): 4 layers (KDA x3 with layer 1 dense, MLA),
 hidden 1024, 32 MLA and KDA heads, 64 experts top-8 in a 512-wide latent, MXFP4 experts as in K3's
@@ -18,8 +21,10 @@ extrapolation and is reported in reports/validation/README.md).
 
 Backends: ``--target cpu`` (default) uses XLA's CPU backend with fake devices: seconds a point, but its
 temp is the CPU compiler's buffer assignment, not the TPU's (said in the record). ``--target tpu7x``
-compiles deviceless with libtpu for tpu7x:2x2x2 / tpu7x:2x2x4; on the shared 2-core machine one such
-toy compile took 7.6 min of wall time (2.7 min CPU), so the full grid there is a long job.
+compiles deviceless with libtpu for tpu7x:2x2x2 / tpu7x:2x2x4; on the shared 2-core machine a toy point
+took 33-340 s of wall time (21-186 s CPU) on 2026-12-01, so the grid there is grown a few points at a time
+(``--point``, or ``--every``; a point already in the record is never compiled again, and every recorded point
+is kept).
 """
 
 from __future__ import annotations
