@@ -22,7 +22,7 @@ extrapolation and is reported in reports/validation/README.md).
 Backends: ``--target cpu`` (default) uses XLA's CPU backend with fake devices: seconds a point, but its
 temp is the CPU compiler's buffer assignment, not the TPU's (said in the record). ``--target tpu7x``
 compiles deviceless with libtpu for tpu7x:2x2x2 / tpu7x:2x2x4; on the shared 2-core machine a toy point
-took 33-340 s of wall time (21-186 s CPU) on 2026-12-01, so the grid there is grown a few points at a time
+took 28-338 s of compile wall time (21-266 s CPU) on 2026-12-01, so the grid there is grown a few points at a time
 (``--point``, or ``--every``; a point already in the record is never compiled again, and every recorded point
 is kept).
 """

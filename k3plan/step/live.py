@@ -22,8 +22,9 @@ Across ops stay the residual stream (two copies: x and the branch output) and, w
 the donated cache, one layer's cache slice. The stage's temp model is ``c_peak x max over ops + c_rest
 x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
 stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
-limits in reports/validation/README.md). Not yet in fit's evidence order: its coefficients so far come
-from the CPU backend, which does not transfer to the TPU compiler.
+limits in reports/validation/README.md). Not in fit's evidence order: fitted on deviceless tpu7x compiles
+of a toy K3 it misses the held-out goal, in-sample too (the compiler's lane padding of 1-2-wide dims,
+VMEM placement and copies after buffer assignment are not op buffers).
 """
 
 from __future__ import annotations
