@@ -3,6 +3,9 @@
     python3 benchmarks/bench_temp_grid.py                          # compile the grid (CPU backend), fit, print
     python3 benchmarks/bench_temp_grid.py --target tpu7x           # deviceless TPU compiles (minutes a point here)
     python3 benchmarks/bench_temp_grid.py --fit-only reports/validation/temp-grid-cpu.json
+    python3 benchmarks/bench_temp_grid.py --target tpu7x --point vllm-tpu:16:decode:1:32:2048   # one point
+    XLA_FLAGS=--xla_dump_to=/tmp/dump python3 benchmarks/bench_temp_grid.py --target tpu7x --point ...
+        # + the compiler's buffer assignment (*-buffer-assignment.txt: which buffers make the temp)
 
 The model is K3's structure at toy size (``grid_config``): 4 layers (KDA x3 with layer 1 dense, MLA),
 hidden 1024, 32 MLA and KDA heads, 64 experts top-8 in a 512-wide latent, MXFP4 experts as in K3's
@@ -18,8 +21,10 @@ extrapolation and is reported in reports/validation/README.md).
 
 Backends: ``--target cpu`` (default) uses XLA's CPU backend with fake devices: seconds a point, but its
 temp is the CPU compiler's buffer assignment, not the TPU's (said in the record). ``--target tpu7x``
-compiles deviceless with libtpu for tpu7x:2x2x2 / tpu7x:2x2x4; on the shared 2-core machine one such
-toy compile took 7.6 min of wall time (2.7 min CPU), so the full grid there is a long job.
+compiles deviceless with libtpu for tpu7x:2x2x2 / tpu7x:2x2x4; on the shared 2-core machine a toy point
+took 28-338 s of compile wall time (21-266 s CPU) on 2026-12-01, so the grid there is grown a few points at a time
+(``--point``, or ``--every``; a point already in the record is never compiled again, and every recorded point
+is kept).
 """
 
 from __future__ import annotations
@@ -78,7 +83,20 @@ def _key(q: dict) -> tuple:
     return (q["stack"], q["tp"], q["stage"], q["tokens"], q["batch"], q["context"])
 
 
-def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
+def parse_point(text: str) -> tuple:
+    """``stack:tp:stage:tokens:batch:context`` (e.g. ``jax-native:32:decode:1:16:2048``) -> a grid key."""
+    parts = text.split(":")
+    if len(parts) != 6 or parts[0] not in STACKS or parts[2] not in ("prefill", "decode"):
+        raise SystemExit(f"--point {text!r}: expected STACK:TP:STAGE:TOKENS:BATCH:CONTEXT, stack one of {STACKS}")
+    stack, tp, stage, tokens, batch, context = parts
+    if int(tp) not in TOPOLOGY:
+        raise SystemExit(f"--point {text!r}: tp must be one of {sorted(TOPOLOGY)}")
+    return (stack, int(tp), stage, int(tokens), int(batch), int(context))
+
+
+def compile_grid(target: str, only: int | None, every: int, out: Path, extra: list[tuple] | None = None) -> dict:
+    """Compile the grid's points (or only ``extra``, when given) not already in the record at ``out``; every
+    point already recorded (same model) is kept, compiled or not in this run."""
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if target == "cpu":
         _prepare_cpu(32)
@@ -88,15 +106,16 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
 
     cfg = Path(tempfile.mkdtemp()) / "config.json"
     cfg.write_text(json.dumps(grid_config()))
-    points: list[dict] = []
     env = None
     done: dict[tuple, dict] = {}
+    keep: dict = {}
     if out.exists():  # resume: a point already in the record (same model) is not compiled again
         old = json.loads(out.read_text())
         if old.get("model_config") == grid_config()["text_config"]:
             env = old.get("environment")
             done = {_key(q): q for q in old.get("points", [])}
-    n = 0
+            keep = {k: old[k] for k in ("what", "backend_note") if k in old}
+    points: list[dict] = list(done.values())
 
     def record() -> dict:
         return {
@@ -108,38 +127,51 @@ def compile_grid(target: str, only: int | None, every: int, out: Path) -> dict:
                 if target == "cpu"
                 else "deviceless TPU compile (libtpu)"
             ),
+            **keep,
             "points": points,
         }
 
+    todo: list[tuple] = []
+    n = 0
     for stack in STACKS:
-        for tp, topo in TOPOLOGY.items():
-            setup = make_setup(model=str(cfg), hardware="tpu-v7x", topology=topo, tp=tp, stack=stack)
-            tgt = parse_target("cpu" if target == "cpu" else f"{target}:{topo}")
-            prepare(tgt, devices=setup.topology.devices)
+        for tp in TOPOLOGY:
             for stage, tokens, batch, context in POINTS:
                 n += 1
-                if (only is not None and n > only) or (n - 1) % every:
-                    continue
-                key = (stack, tp, stage, tokens, batch, context)
-                if key in done:
-                    points.append(done[key])
-                    continue
-                t0 = time.perf_counter()
-                res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
-                r = res.results[0]
-                env = res.environment.model_dump(mode="json")  # the last compile's (date: when the grid was finished)
-                temp = None if r.memory is None else r.memory.temp_bytes
-                points.append({
-                    "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
-                    "stage": stage, "tokens": tokens, "batch": batch, "context": context,
-                    "temp_bytes": temp, "compile_s": round(r.compile_s, 2),
-                })  # fmt: skip
-                out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
-                print(
-                    f"{n:2d} {stack:10} tp{tp} {stage:7} tokens {tokens:5} batch {batch:3} context {context:5}: "
-                    f"temp {temp / 2**20:9.2f} MiB  ({time.perf_counter() - t0:.1f} s)",
-                    flush=True,
-                )
+                if extra is None and not ((only is not None and n > only) or (n - 1) % every):
+                    todo.append((stack, tp, stage, tokens, batch, context))
+    todo += extra or []
+    setups: dict = {}
+    for key in todo:
+        if key in done:
+            continue
+        stack, tp, stage, tokens, batch, context = key
+        topo = TOPOLOGY[tp]
+        if (stack, tp) not in setups:
+            setups[stack, tp] = make_setup(model=str(cfg), hardware="tpu-v7x", topology=topo, tp=tp, stack=stack)
+        setup = setups[stack, tp]
+        tgt = parse_target("cpu" if target == "cpu" else f"{target}:{topo}")
+        prepare(tgt, devices=setup.topology.devices)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
+        r = res.results[0]
+        env = res.environment.model_dump(mode="json")  # the last compile's (date: when the grid was last grown)
+        temp = None if r.memory is None else r.memory.temp_bytes
+        q = {
+            "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
+            "stage": stage, "tokens": tokens, "batch": batch, "context": context,
+            "temp_bytes": temp, "compile_s": round(r.compile_s, 2),
+            "process_cpu_s": round(time.process_time() - c0, 1), "date": env.get("date"),
+            "target": env.get("target"),
+        }  # fmt: skip
+        points.append(q)
+        done[key] = q
+        out.write_text(json.dumps(record(), indent=1) + "\n")  # after each point: a stopped run keeps its compiles
+        print(
+            f"{stack:10} tp{tp} {stage:7} tokens {tokens:5} batch {batch:3} context {context:5}: "
+            f"temp {temp / 2**20:9.2f} MiB  ({time.perf_counter() - t0:.1f} s wall, "
+            f"{q['process_cpu_s']} s CPU)",
+            flush=True,
+        )
     return record()
 
 
@@ -156,7 +188,14 @@ def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
                                      stack=p["stack"])  # fmt: skip
         return setups[key]
 
-    pts = [GridPoint.from_record(p, setup_of(p)) for p in record["points"] if p["temp_bytes"] is not None]
+    # the split (even positions of a group fit) runs in POINTS order whatever order the points were compiled
+    # in; a point outside POINTS (an earlier spot check) comes after the group's grid points
+    def grid_order(p: dict) -> int:
+        q = (p["stage"], p["tokens"], p["batch"], p["context"])
+        return POINTS.index(q) if q in POINTS else len(POINTS)
+
+    ordered = sorted((p for p in record["points"] if p["temp_bytes"] is not None), key=grid_order)
+    pts = [GridPoint.from_record(p, setup_of(p)) for p in ordered]
     train, held = split_half(pts)
     ev = evaluate(train=train, held_out=held, per_stack=per_stack)
     print(f"\ncoefficients (fit on {len(train)} points): " + ", ".join(f"{k} = {v:.4g}" for k, v in ev.coef.items()))
@@ -176,6 +215,12 @@ def main() -> None:
     p.add_argument("--target", default="cpu", choices=("cpu", "tpu7x"))
     p.add_argument("--only", type=int, help="compile only the first N points (a quick look)")
     p.add_argument("--every", type=int, default=1, help="compile every K-th point of the grid (1, 1+K, ...)")
+    p.add_argument(
+        "--point",
+        action="append",
+        type=parse_point,
+        help="compile this point instead of the grid's: STACK:TP:STAGE:TOKENS:BATCH:CONTEXT (repeatable)",
+    )
     p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit, print and write the fit into it")
     p.add_argument("--out", help="where to write the record (default reports/validation/temp-grid-<target>.json)")
     a = p.parse_args()
@@ -189,7 +234,7 @@ def main() -> None:
         (Path(a.out) if a.out else src).write_text(json.dumps(record, indent=1) + "\n")
         return
     out = Path(a.out) if a.out else OUT_DIR / f"temp-grid-{a.target}.json"
-    record = compile_grid(a.target, a.only, a.every, out)
+    record = compile_grid(a.target, a.only, a.every, out, a.point)
     cfg.write_text(json.dumps(grid_config()))
     record["fit"] = fit_and_print(record, cfg)
     out.write_text(json.dumps(record, indent=1) + "\n")

@@ -96,13 +96,11 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
     st = setup.stack
     act = BYTES[st.activation_dtype]
     lay = cache_layout(spec=setup.model.spec, stack=st, parallel=setup.parallel)
-    kv = st.kv_cache.dtype
     return stage_live(
         setup.model.spec,
         stage=stage,
         form=form_for(st.name),
         act=act,
-        kv_decoded=kv not in BYTES or BYTES[kv] != act,
         tp=setup.parallel.tp,
         ep=setup.parallel.ep,
         dp=setup.parallel.dp if st.kv_cache.split_across_dp else 1,

@@ -5,12 +5,14 @@ by name; which ones depends on the formulation the stack compiles (``STACK_FORMS
 
 - MoE (the grouped matmuls): router logits (f32) and top-k; group_sort's gathered rows and the
   ragged_dot outputs are [tokens x top_k, *] (the tokens are replicated over the expert axes, so every
-  device sorts all pairs): xs and the down output [tk, latent], gate / up / h [tk, inter] in the
-  activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
+  device sorts all pairs): xs [tk, latent] (the down output takes its buffer), gate and up [tk, inter]
+  in the activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
   ``layer`` and ``ragged`` hold the device's local experts (w1, w3, w2) dequantized, ``tiled`` one
   tile of ``TILE_EXPERTS`` experts.
-- MLA (absorbed, prefill and decode alike): scores (f32) and probabilities over the cache's
-  ``context`` keys for each query and local head, and the cache decoded to the activation dtype.
+- MLA (absorbed, prefill and decode alike): the scores (f32) over the cache's ``context`` keys for
+  each query and local head, which the fused softmax replaces by the probabilities (f32, one array
+  live, not two), the causal mask (1 B a query a key) and the cache as the dots read it (bf16, the
+  entry padded to 128 lanes: a copy whatever the cache's dtype).
 - KDA: prefill's chunked scan holds q/k/v/g and the decayed k/q copies [tokens, heads, d] (f32) and
   the per-chunk [64, 64] matrices (M, A, T and Aqk); decode's recurrence a new state beside the old.
 - dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
@@ -20,8 +22,9 @@ Across ops stay the residual stream (two copies: x and the branch output) and, w
 the donated cache, one layer's cache slice. The stage's temp model is ``c_peak x max over ops + c_rest
 x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
 stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
-limits in reports/validation/README.md). Not yet in fit's evidence order: its coefficients so far come
-from the CPU backend, which does not transfer to the TPU compiler.
+limits in reports/validation/README.md). Not in fit's evidence order: fitted on deviceless tpu7x compiles
+of a toy K3 it misses the held-out goal, in-sample too (the compiler's lane padding of 1-2-wide dims,
+VMEM placement and copies after buffer assignment are not op buffers).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def form_for(stack: str) -> str:
 
 
 F32 = 4
+BF16 = 2
+TPU_LANES = 128  # the minor dim of a TPU memory tile (the dumps' T(8,128) / T(16,128) layouts)
 RESIDUAL = "residual stream (2 copies)"
 CACHE_SLICE = "one layer's cache slice (copied where not updated in place)"
 
@@ -73,25 +78,44 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
         kind="grouped_matmul",
         buffers={
             "router logits and top-k (f32)": tokens * (moe.num_experts * F32 + moe.top_k * 8),
-            "ragged_dot rows: xs and output [tokens x top_k, latent]": 2 * tk * moe.expert_in * act,
-            "ragged_dot rows: gate, up, h [tokens x top_k, inter]": 3 * tk * moe.expert_intermediate * act,
+            # xs and the down projection's output share one buffer (xs is dead once gate and up are computed;
+            # tpu7x dump, jax-native TP16 prefill 2048: ragged-dot-none.5 f32[16384, 512] at gather_fusion's
+            # offset), and h = silu(gate) x up is formed inside the down ragged_dot's operand fusion: one
+            # [tk, latent] and two [tk, inter] arrays live at once
+            "ragged_dot rows: xs, then the output in its place [tokens x top_k, latent]": tk * moe.expert_in * act,
+            "ragged_dot rows: gate, up [tokens x top_k, inter]": 2 * tk * moe.expert_intermediate * act,
             "combine [tokens, latent]": tokens * moe.expert_in * act,
             f"dequantized experts ({form})": held * 3 * moe.expert_in * moe.expert_intermediate * act,
         },
     )
 
 
-def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act, kv_decoded) -> LiveOp:
+def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
     mla = spec.mla
     hl = heads_local(mla.heads, tp)
     entry = mla.kv_lora_rank + mla.qk_rope_head_dim
+    sqc = seqs * queries * context
+    lanes = cdiv(entry, TPU_LANES) * TPU_LANES
+    copied = (hl * queries > 1) * 1
     return LiveOp(
         name="mla.attention",
         kind="attention",
         buffers={
-            "scores (f32) [seqs, heads, queries, context]": seqs * hl * queries * context * F32,
-            "probabilities [seqs, heads, queries, context]": seqs * hl * queries * context * act,
-            "cache decoded to the activation dtype": seqs * context * entry * act * kv_decoded,
+            # one f32 [heads, queries, context] array: the TPU compiler fuses mask + max + exp into one
+            # fusion whose f32 output (the probabilities) is written as the scores die (deviceless tpu7x
+            # dump of the grid's vllm-tpu TP16 prefill 2048: scores f32[4096, 2048, 2] live 1143-1148,
+            # probabilities f32[1, 2, 2048, 4096] from 1148; no bf16 copy), so scores and probabilities
+            # are never live together
+            "scores, then probabilities in their place (f32) [seqs, heads, queries, context]": sqc * hl * F32,
+            "causal mask (1 B) [seqs, queries, context]": sqc,
+            # the cache as the attention's dots read it: bf16 (the TPU runs default-precision dots on bf16
+            # operands, so an f32 cache is converted too) with the entry minor, padded to whole 128-lane
+            # tiles (tpu7x dumps: bf16[128, 4096, 160]{2,1,0:T(16,128)} = 256 MiB for jax-native's f32 KV
+            # at batch 128, context 4,096, TP16; bf16[32, 2048, 160] = 32 MiB for vllm-tpu's bf16 KV at
+            # batch 32, context 2,048), whatever the cache's own dtype; only where a sequence's dot has more
+            # than one row (local heads x queries): one decode query of one local head is a matrix-vector
+            # product the compiler runs on the cache as stored (vllm-tpu TP32 decode batch 64: no such copy)
+            "cache in the dots' layout (bf16, entry padded to 128 lanes)": seqs * context * lanes * BF16 * copied,
         },
     )
 
@@ -123,7 +147,6 @@ def stage_live(
     stage: str,
     form: str,
     act,
-    kv_decoded,
     tp,
     ep,
     dp,
@@ -145,7 +168,7 @@ def stage_live(
     if spec.n_moe:
         ops.append(moe_live(spec, tokens=rows, ep=ep, act=act, form=form))
     if spec.n_mla:
-        ops.append(mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=act, kv_decoded=kv_decoded))
+        ops.append(mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=act))
     if spec.kda is not None and spec.n_kda:
         ops.append(kda_live(spec, seqs=seqs, queries=queries, tp=tp, decode=stage == "decode"))
     if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:

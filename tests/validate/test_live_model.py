@@ -16,12 +16,13 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     assert (tiny_setup.parallel.tp, tiny_setup.parallel.ep, tiny_setup.parallel.dp) == (8, 8, 1)
     ops, resident = stage_live_of_setup(tiny_setup, stage="decode", batch=4, tokens=1, context=256)
     got = {o.name: o.bytes for o in ops}
-    # MoE, 4 tokens x top-2 = 8 rows: router 4 x (16 x 4 + 2 x 8) = 320; xs + out 2 x 8 x 128 x 2 = 4,096;
-    # gate/up/h 3 x 8 x 64 x 2 = 3,072; combine 4 x 128 x 2 = 1,024; layer form: 2 local x 3 x 128 x 64 x 2
-    # = 98,304 -> 106,816
-    assert got["moe.experts"] == 106_816
-    # MLA: scores 4 x 1 x 1 x 256 x 4 = 4,096 + probabilities 4 x 1 x 256 x 2 = 2,048 (bf16 KV: no decode copy)
-    assert got["mla.attention"] == 6_144
+    # MoE, 4 tokens x top-2 = 8 rows: router 4 x (16 x 4 + 2 x 8) = 320; xs (the output in its place)
+    # 8 x 128 x 2 = 2,048; gate and up 2 x 8 x 64 x 2 = 2,048; combine 4 x 128 x 2 = 1,024; layer form:
+    # 2 local x 3 x 128 x 64 x 2 = 98,304 -> 103,744
+    assert got["moe.experts"] == 103_744
+    # MLA: scores then probabilities in their place 4 x 1 head x 1 query x 256 x 4 = 4,096; mask 4 x 1 x 256 x 1
+    # = 1,024; one local head decoding one query: a matrix-vector dot on the cache as stored, no copy -> 5,120
+    assert got["mla.attention"] == 5_120
     assert got["kda.recurrence"] == 4 * 1 * 32 * 32 * 4  # 16,384
     assert got["dense.mlp"] == 2 * 4 * 64 * 2  # 1,024
     assert got["lm_head"] == 4 * 128 * 4  # 2,048
@@ -29,7 +30,15 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     # bf16 KV = 24,576, KDA state 1 head x 32 x 32 x 4 B + conv 3 x 3 x 32 x 2 B = 4,672) = 4 x 24,576
     assert resident == {"residual stream (2 copies)": 2 * 4 * 256 * 2, CACHE: 4 * 24_576}
     peak, rest = peak_and_rest(ops)
-    assert (peak, rest) == (106_816, 6_144 + 16_384 + 1_024 + 2_048)
+    assert (peak, rest) == (103_744, 5_120 + 16_384 + 1_024 + 2_048)
+
+
+def test_mla_copies_the_cache_into_the_dots_layout_where_a_dot_has_rows(tiny_setup):
+    # prefill 4 tokens, 1 sequence, context 256, 1 local head: 4 rows a sequence -> the cache copied in bf16
+    # with the 48-wide entry padded to 128 lanes, 1 x 256 x 128 x 2 = 65,536; scores 1 x 1 x 4 x 256 x 4 = 4,096;
+    # mask 4 x 256 = 1,024 -> 70,656
+    ops, _ = stage_live_of_setup(tiny_setup, stage="prefill", batch=1, tokens=4, context=256)
+    assert {o.name: o.bytes for o in ops}["mla.attention"] == 70_656
 
 
 def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
@@ -38,8 +47,8 @@ def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
     spec = tiny_setup.model.spec
     a = moe_live(spec, tokens=100, ep=8, act=4, form="ragged").buffers
     b = moe_live(spec, tokens=200, ep=8, act=4, form="ragged").buffers
-    rows = "ragged_dot rows: gate, up, h [tokens x top_k, inter]"
-    assert a[rows] == 3 * 100 * 2 * 64 * 4 and b[rows] == 2 * a[rows]
+    rows = "ragged_dot rows: gate, up [tokens x top_k, inter]"
+    assert a[rows] == 2 * 100 * 2 * 64 * 4 and b[rows] == 2 * a[rows]
     assert a["dequantized experts (ragged)"] == b["dequantized experts (ragged)"]  # weights: not the tokens
     tiled = moe_live(spec, tokens=100, ep=1, act=2, form="tiled").buffers["dequantized experts (tiled)"]
     assert tiled == 4 * 3 * 128 * 64 * 2  # one tile of 4 experts, not the 16 local ones
@@ -58,6 +67,6 @@ def test_attach_puts_each_live_figure_on_its_op(tiny_setup):
     live, _ = stage_live_of_setup(s, stage="decode", batch=4, tokens=1, context=256)
     out = attach_live_bytes(ops, live)
     by_kind = {o.kind: o.live_bytes for o in out if o.live_bytes}
-    assert by_kind["grouped_matmul"] == 106_816 and by_kind["attention"] == 6_144 and by_kind["kda_decode"] == 16_384
+    assert by_kind["grouped_matmul"] == 103_744 and by_kind["attention"] == 5_120 and by_kind["kda_decode"] == 16_384
     assert max(o.live_bytes for o in out) == peak_and_rest(live)[0]
     assert {o.tensor.role for o in out if o.kind == "matmul" and o.live_bytes} == {"dense_mlp", "lm_head"}
