@@ -314,6 +314,7 @@ def plan(
             context=context,
             load_gbps=load_gbps,
             objective=objective,
+            keep=top,
         )
         rows = all_rows[:top]
     else:

@@ -4,6 +4,8 @@ plan/deployment.py do the work; this orders rows and amends the families' accoun
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from k3plan.deploy.pareto import pareto_front
@@ -19,7 +21,7 @@ from k3plan.plan.deployment import (
 from k3plan.plan.extras import PickExtras, PlanExtras
 from k3plan.plan.reasons import Family
 from k3plan.plan.rows import PlanRow, row
-from k3plan.plan.sla import LABEL, SlaTargets, largest_batch, sla_row, step_coefficients
+from k3plan.plan.sla import LABEL, SlaRow, SlaTargets, largest_batch, sla_row, step_coefficients
 from k3plan.plan.space import Space
 from k3plan.roofline.bounds import Efficiency
 
@@ -35,22 +37,25 @@ def add_costs(rows: list[PlanRow], *, prices: dict[str, Price], concurrency: int
     return [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]
 
 
-def _strict_families(fams: list[Family], rows: list[PlanRow], missed: list[PlanRow]) -> list[Family]:
-    by_family: dict[tuple[str, str], list[PlanRow]] = {}
-    for r in missed:
-        by_family.setdefault((r.hardware, r.stack), []).append(r)
+def _strict_families(
+    fams: list[Family], missed: list[tuple[str, str]], closest: dict[tuple[str, str], PlanRow]
+) -> list[Family]:
+    """``missed``: (hardware, stack) of each row that misses a target; ``closest``: each such family's
+    first (best) miss, typed."""
+    count: dict[tuple[str, str], int] = {}
+    for key in missed:
+        count[key] = count.get(key, 0) + 1
     out = []
     for f in fams:
-        miss = by_family.get((f.hardware, f.stack), [])
-        if not miss:
+        n = count.get((f.hardware, f.stack), 0)
+        if not n:
             out.append(f)
             continue
-        left = f.feasible - len(miss)
-        reasons = f.reasons.model_copy(update={"feasible": left or None, "sla": len(miss)})
-        closest = miss[0]  # rows arrive in the objective's order: the best of the family first
+        left = f.feasible - n
+        reasons = f.reasons.model_copy(update={"feasible": left or None, "sla": n})
+        best = closest[(f.hardware, f.stack)]  # rows arrive in the objective's order: the best of the family first
         detail = f.detail + [
-            f"SLA (--strict): {len(miss)} miss; closest {closest.topology} {closest.split_text}: "
-            + "; ".join(closest.sla_row().misses)
+            f"SLA (--strict): {n} miss; closest {best.topology} {best.split_text}: " + "; ".join(best.sla_row().misses)
         ]
         out.append(f.model_copy(update={"feasible": left, "reasons": reasons, "detail": detail}))
     return out
@@ -72,13 +77,17 @@ def apply_sla(
     context: int,
     load_gbps: float | None,
     objective: str = "chips",
+    keep: int | None = None,
 ) -> tuple[np.ndarray, list[Family], list[PlanRow], PlanExtras]:
+    """-> (ranked indices, families, the first ``keep`` rows in order (None: all), extras). Every
+    feasible row gets its SLA figures (they order the rows and choose the Pareto front); only the
+    rows returned or named (the Pareto front's, each --strict family's closest miss) are built as
+    typed PlanRows, with their cost and rank."""
     base, a, b = step_coefficients(model=model, cols_1=cols_1, cols_k=cols_k, k=k, isl=targets.isl_tokens, eff=eff)
-    rows: list[PlanRow] = []
-    for i in ranked:
-        i = int(i)
-        r = row(space=space, cols=cols, i=i, rank=0)
-        s = sla_row(
+    idx = [int(i) for i in ranked]
+    slas: list[SlaRow] = []
+    for i in idx:
+        kw: dict[str, Any] = dict(
             targets=targets,
             base=float(base[i]),
             a=float(a[i]),
@@ -87,47 +96,60 @@ def apply_sla(
             chips=int(cols["chips"][i]),
             max_sequences=int(cols["max_sequences"][i]),
         )
+        s = sla_row(**kw)
         if objective == "throughput":
-            tb, tput = largest_batch(
-                targets=targets,
-                base=float(base[i]),
-                a=float(a[i]),
-                b=float(b[i]),
-                token_budget=int(cols["chunk"][i]),
-                chips=int(cols["chips"][i]),
-                max_sequences=int(cols["max_sequences"][i]),
-            )
+            tb, tput = largest_batch(**kw)
             s = s.model_copy(update={"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput})
-        rows.append(r.model_copy(update={"sla": s}))
+        slas.append(s)
     if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
-        keep = sorted(range(len(rows)), key=lambda j: -(rows[j].sla_row().throughput_tokens_per_s_per_chip or -1.0))
-        rows, ranked = [rows[j] for j in keep], ranked[keep] if ranked.size else ranked
-    costs = cost_rows(
-        prices=[prices[r.hardware] for r in rows],
-        chips=[r.chips for r in rows],
-        output_tokens_per_s=[r.sla_row().output_tokens_per_s for r in rows],
-        input_tokens_per_s=[r.sla_row().input_tokens_per_s for r in rows],
-    )
-    rows = [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]
-    meets = np.array([r.sla_row().meets for r in rows], dtype=bool)
-    met = [r for r in rows if r.sla_row().meets]
-    missed = [r for r in rows if not r.sla_row().meets]
+        by = sorted(range(len(idx)), key=lambda j: -(slas[j].throughput_tokens_per_s_per_chip or -1.0))
+        idx, slas = [idx[j] for j in by], [slas[j] for j in by]
+        ranked = ranked[by] if ranked.size else ranked
+    meets = np.array([s.meets for s in slas], dtype=bool)
+    met_j = [j for j, s in enumerate(slas) if s.meets]
+    miss_j = [j for j, s in enumerate(slas) if not s.meets]
+
+    def typed(j: int, rank: int) -> PlanRow:
+        r = row(space=space, cols=cols, i=idx[j], rank=rank)
+        s = slas[j]
+        (c,) = cost_rows(
+            prices=[prices[r.hardware]],
+            chips=[r.chips],
+            output_tokens_per_s=[s.output_tokens_per_s],
+            input_tokens_per_s=[s.input_tokens_per_s],
+        )
+        return r.model_copy(update={"sla": s, "cost": c})
+
+    def family(j: int) -> tuple[str, str]:
+        i = idx[j]
+        return space.hardware[int(cols["hw"][i])].name, space.stacks[int(cols["stack"][i])].name
+
     if targets.strict:
-        fams = _strict_families(fams, rows, missed)
-        ordered, ranked = met, ranked[meets] if ranked.size else ranked
+        closest: dict[tuple[str, str], PlanRow] = {}
+        for j in miss_j:
+            closest.setdefault(family(j), typed(j, rank=0))  # the first miss of each family, the best
+        fams = _strict_families(fams, [family(j) for j in miss_j], closest)
+        order, ranked = met_j, ranked[meets] if ranked.size else ranked
     else:
-        ordered = met + missed
+        order = met_j + miss_j
         ranked = np.concatenate([ranked[meets], ranked[~meets]]) if ranked.size else ranked
-    ordered = [r.model_copy(update={"rank": n + 1}) for n, r in enumerate(ordered)]
-    met = ordered[: len(met)]  # the met rows lead (--strict: they are all there is)
+    built: dict[int, PlanRow] = {}
+
+    def at(pos: int) -> PlanRow:  # the row ranked pos + 1, typed once
+        if pos not in built:
+            built[pos] = typed(order[pos], rank=pos + 1)
+        return built[pos]
+
+    ordered = [at(pos) for pos in range(len(order) if keep is None else min(keep, len(order)))]
     batch = targets.concurrency or 1
-    pool = [r for r in (met or ordered) if r.sla_row().output_tokens_per_s_per_user is not None]
+    # the met rows lead (--strict: they are all there is); the front is over them, else over every row
+    pool = [pos for pos in range(len(met_j) or len(order)) if slas[order[pos]].output_tokens_per_s_per_user is not None]
     front = pareto_front(
-        [r.sla_row().output_tokens_per_s_per_user for r in pool],
-        [r.sla_row().output_tokens_per_s_per_chip for r in pool],
+        [slas[order[pos]].output_tokens_per_s_per_user for pos in pool],
+        [slas[order[pos]].output_tokens_per_s_per_chip for pos in pool],
     )
     pareto = tuple(
-        pareto_point(pool[j], batch=int(np.ceil(pool[j].sla_row().in_flight_sequences or batch))) for j in front
+        pareto_point(at(pool[j]), batch=int(np.ceil(slas[order[pool[j]]].in_flight_sequences or batch))) for j in front
     )
     assumptions = (
         f"latency: {LABEL}; ISL {targets.isl_tokens:,}, OSL {targets.osl_tokens:,}, "
@@ -143,7 +165,7 @@ def apply_sla(
             else "best-effort: rows that miss a target are ranked after those that meet, with the miss and by how much"
         ),
         (
-            f"Pareto front over {'the rows that meet the targets' if met else 'every feasible row (none meets)'}: "
+            f"Pareto front over {'the rows that meet the targets' if met_j else 'every feasible row (none meets)'}: "
             "tokens/s per user (1 / TPOT) vs output tokens/s per chip"
         ),
     )
