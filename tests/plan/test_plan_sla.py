@@ -240,3 +240,20 @@ def test_maximize_throughput_uses_the_largest_batch_that_meets_tpot(cli):
 
 def test_maximize_throughput_needs_the_request_shape(cli):
     one_error_line(cli("plan", "-H", "nvidia-b200", "--maximize", "throughput"))
+
+
+@pytest.mark.parametrize("extra", [[], ["--strict"], ["--maximize", "throughput"]])
+def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
+    """The SLA pass types only the rows it returns or names (plan/wire.py apply_sla): a short --top must
+    give the same leading rows, Pareto front, pick, families (--strict's closest misses) and reasons as a
+    --top that holds every feasible row."""
+    args = ["-H", "nvidia-b200,nvidia-h200", "--stacks", "vllm", "--max-chips", "16", "--isl", "4000",
+            "--osl", "500", "--concurrency", "8", "--ttft-ms", "150", *extra]
+    short = _plan(cli, *args, "--top", "2")
+    full = _plan(cli, *args, "--top", "500")
+    assert len(full["ranked"]) > 2 and len(short["ranked"]) == 2
+    assert short["ranked"] == full["ranked"][:2]
+    assert [r["rank"] for r in full["ranked"]] == list(range(1, len(full["ranked"]) + 1))
+    for key in ("pareto", "recommended", "families", "rejected_families", "reasons", "feasible", "disaggregated", "launch"):
+        assert key in full, key
+        assert short.get(key) == full.get(key), key
