@@ -127,7 +127,8 @@ def apply_sla(
     if targets.strict:
         closest: dict[tuple[str, str], PlanRow] = {}
         for j in miss_j:
-            closest.setdefault(family(j), typed(j, rank=0))  # the first miss of each family, the best
+            if family(j) not in closest:  # the first miss of each family, its best: typed once
+                closest[family(j)] = typed(j, rank=0)
         fams = _strict_families(fams, [family(j) for j in miss_j], closest)
         order, ranked = met_j, ranked[meets] if ranked.size else ranked
     else:
