@@ -282,27 +282,38 @@ _SETUP_OPTIONS = (
 )
 
 
+def with_options(fn, *, takes: str, options, build, shared_first: bool = False):
+    """Compose a command from its own options and a shared set declared once: ``options`` is
+    (name, annotation, default) triples; ``fn`` takes ``takes`` -- ``build({name: value})`` of the
+    shared options' values -- plus its own options, and typer sees them all (keyword-only; the shared
+    ones first if ``shared_first``, else after ``fn``'s own)."""
+    import functools
+    import inspect
+
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(fn, eval_str=True).parameters.values()
+        if p.name != takes
+    ]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in options
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        values = {name: kwargs.pop(name) for name, _, _ in options}
+        return fn(**{takes: build(values)}, **kwargs)
+
+    params = shared + own if shared_first else own + shared
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
+    return wrapper
+
+
 def with_setup_options(fn):
     """Give a command the options every planning command shares (model, hardware, topology, tp,
     ep, dp, stack, kv dtype, shardspecs) without repeating them: ``fn`` takes ``setup_options``
     (a dict for ``setup_from``) plus its own options, and typer sees them all."""
-    import functools
-    import inspect
-
-    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "setup_options"]
-    shared = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, annotation, default in _SETUP_OPTIONS
-    ]
-    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs):
-        options = {name: kwargs.pop(name) for name, _, _ in _SETUP_OPTIONS}
-        return fn(setup_options=options, **kwargs)
-
-    params = shared + own
-    wrapper.__signature__ = inspect.Signature(params)
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
-    return wrapper
+    return with_options(fn, takes="setup_options", options=_SETUP_OPTIONS, build=lambda v: v, shared_first=True)

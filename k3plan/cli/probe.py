@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from k3plan.cli.common import JsonOpt, console, err_console, print_json
+from k3plan.cli.common import JsonOpt, console, err_console, print_json, with_options
 from k3plan.errors import K3PlanError, require
 
 
@@ -124,35 +124,17 @@ def with_probe_options(fn):
     cpu devices, no-write, the distributed four, --json) after its own, declared once here: ``fn`` takes
     ``launch`` -- launch(run, params) checks the params, builds the RunSettings and runs the probe --
     plus its own options (as cli/common.py's with_setup_options does for the planning commands)."""
-    import functools
-    import inspect
 
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in inspect.signature(fn, eval_str=True).parameters.values()
-        if p.name != "launch"
-    ]
-    shared = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, annotation, default in _PROBE_OPTIONS
-    ]
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs):
-        c = {name: kwargs.pop(name) for name, _, _ in _PROBE_OPTIONS}
+    def build(c: dict):
         json_out = c.pop("json_out")
 
         def launch(run, params) -> None:
             params.check()
             _execute(_common(**c), partial(run, params=params), json_out)
 
-        return fn(launch=launch, **kwargs)
+        return launch
 
-    params = own + shared
-    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
-    return wrapper
+    return with_options(fn, takes="launch", options=_PROBE_OPTIONS, build=build)
 
 
 _PLAN_OPTIONS = (
@@ -194,38 +176,23 @@ _PLAN_OPTIONS = (
 def with_plan_options(fn):
     """Give a probe the --from-plan options: ``fn`` takes ``plan`` (probes.op_shapes.PlanShapes, or
     None without --from-plan) plus its own options."""
-    import functools
-    import inspect
 
-    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "plan"]
-    shared = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, annotation, default in _PLAN_OPTIONS
-    ]
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs):
-        o = {name: kwargs.pop(name) for name, _, _ in _PLAN_OPTIONS}
-        plan = None
+    def build(o: dict):
         stray = [n for n, _, default in _PLAN_OPTIONS if n != "from_plan" and o[n] != default]
         require(
             o["from_plan"] or not stray,
             f"--{stray[0].replace('_', '-') if stray else ''}: a --from-plan option; add --from-plan or leave it out",
         )
-        if o.pop("from_plan"):
-            from k3plan.cli.common import setup_from
-            from k3plan.probes.op_shapes import plan_shapes
+        if not o.pop("from_plan"):
+            return None
+        from k3plan.cli.common import setup_from
+        from k3plan.probes.op_shapes import plan_shapes
 
-            batch, context, chunk = o.pop("batch"), o.pop("context"), o.pop("chunk")
-            setup = setup_from(hardware=o.pop("plan_hardware"), ep=o.pop("plan_ep"), **o)
-            plan = plan_shapes(setup, batch=batch, context=context, chunk=min(chunk, context))
-        return fn(plan=plan, **kwargs)
+        batch, context, chunk = o.pop("batch"), o.pop("context"), o.pop("chunk")
+        setup = setup_from(hardware=o.pop("plan_hardware"), ep=o.pop("plan_ep"), **o)
+        return plan_shapes(setup, batch=batch, context=context, chunk=min(chunk, context))
 
-    params = own + shared
-    wrapper.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    del wrapper.__wrapped__  # typer must read the composed signature, not fn's
-    return wrapper
+    return with_options(fn, takes="plan", options=_PLAN_OPTIONS, build=build)
 
 
 @contextmanager
