@@ -19,6 +19,7 @@ from pydantic import (
 
 from k3plan.budget.result import TermBytes, term_map
 from k3plan.validate.collective_check import CollectiveCheck
+from k3plan.validate.compile import MemoryStats
 
 
 class _Frozen(BaseModel):
@@ -63,18 +64,6 @@ class OomReport(_Frozen):
     required_bytes: Optional[int]
     available_bytes: Optional[int]
     message: str
-
-
-class MemoryReport(_Frozen):
-    """The compiler's memory_analysis(), a device (validate.compile.MemoryStats)."""
-
-    argument_bytes: Optional[int] = None
-    output_bytes: Optional[int] = None
-    alias_bytes: Optional[int] = None
-    temp_bytes: Optional[int] = None
-    generated_code_bytes: Optional[int] = None
-    peak_bytes: Optional[int] = None
-    host_temp_bytes: Optional[int] = None
 
 
 class TermReason(_Frozen):
@@ -130,7 +119,7 @@ class JobResult(_Frozen):
     abstract: JobAbstract
     fits: bool
     oom: Optional[OomReport]  # the compiler refused the graph (then no memory, terms, census)
-    memory: Optional[MemoryReport]
+    memory: Optional[MemoryStats]  # the compiler's memory_analysis(), a device
     terms: list[TermReport]
     census: Optional[CensusReport]
     unexplained_bytes: Optional[int]

@@ -24,7 +24,6 @@ from k3plan.validate.result import (
     JobAbstract,
     JobBudget,
     JobResult,
-    MemoryReport,
     OomReport,
     OpCount,
     Split,
@@ -144,7 +143,7 @@ def run_job(
         )
         fits, verdict = _verdict(st, target=target, usable=usable, hardware=setup.hardware.name)
         hlo_census = census(res.hlo_text) if res.hlo_text else None
-        memory = None if st is None else MemoryReport(**dataclasses.asdict(st))
+        memory = st
         terms_out = [_term_report(t) for t in terms]
         census_out = None if hlo_census is None else _census_report(hlo_census)
         collectives = (
