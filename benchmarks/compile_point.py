@@ -102,7 +102,9 @@ def merge(a) -> None:
         oom = res.results[0].oom
         usable = oom.available_bytes if oom is not None and oom.available_bytes else 94.75 * 2**30
         parts.append(calibration_dict(res, usable_bytes=int(usable)))
-    write_calibration(Path(a.save_calibration), merge_calibrations(parts))
+    merged = merge_calibrations(parts)
+    merged["notes"] = list(dict.fromkeys([*merged["notes"], *(a.note or [])]))
+    write_calibration(Path(a.save_calibration), merged)
     print(f"wrote {a.save_calibration} from {len(parts)} runs")
 
 
@@ -122,6 +124,7 @@ def main() -> None:
     p.add_argument("--out", default="reports/validation/jax-native")
     p.add_argument("--merge", help="a folder of point JSONs to merge into --save-calibration")
     p.add_argument("--save-calibration")
+    p.add_argument("--note", action="append", help="a note to add to the merged calibration (repeatable)")
     a = p.parse_args()
     if a.merge:
         if not a.save_calibration:
