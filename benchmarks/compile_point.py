@@ -55,6 +55,10 @@ def compile_one(a) -> None:
     from k3plan.validate.run import plan_jobs, prepare_target, validate
     from k3plan.validate.targets import parse_target
 
+    if a.form:  # a control compile of another expert form for this stack (this process only)
+        from k3plan.step.live import STACK_FORMS
+
+        STACK_FORMS[a.stack] = a.form
     tgt = parse_target(a.target)
     setup = setup_from(model=a.model, hardware=tgt.hardware, topology=tgt.topology, tp=a.tp, ep=None, dp=None,
                        stack=a.stack)
@@ -120,6 +124,7 @@ def main() -> None:
     p.add_argument("--context", type=int, default=4096)
     p.add_argument("--prefill-context", type=int, default=None,
                    help="a prefill chunk's cache length if above --tokens (the vllm-tpu sweep used 8192)")
+    p.add_argument("--form", choices=("layer", "ragged", "tiled"), help="override the stack's expert form")
     p.add_argument("--top", type=int, default=0, help="list the N largest HLO results")
     p.add_argument("--out", default="reports/validation/jax-native")
     p.add_argument("--merge", help="a folder of point JSONs to merge into --save-calibration")
