@@ -10,7 +10,7 @@ HLO results, the first place to look when attributing a temp.
         --save-calibration reports/validation/k3-tpu7x-2x2x4-tp32-jax-native-compiled.yaml
 
 A prefill point is one chunk into an empty cache sized to the chunk (context = tokens), as the
-porting study measured it. Needs libtpu (pip install -e ".[tpu]").
+porting study measured it (``--prefill-context 8192``: the vllm-tpu sweep's max(8192, tokens)). Needs libtpu (pip install -e ".[tpu]").
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ def compile_one(a) -> None:
     from k3plan.validate.run import plan_jobs, prepare_target, validate
     from k3plan.validate.targets import parse_target
 
+    if a.form:  # a control compile of another expert form for this stack (this process only)
+        from k3plan.step.live import STACK_FORMS
+
+        STACK_FORMS[a.stack] = a.form
     tgt = parse_target(a.target)
     setup = setup_from(model=a.model, hardware=tgt.hardware, topology=tgt.topology, tp=a.tp, ep=None, dp=None,
                        stack=a.stack)
@@ -64,12 +68,12 @@ def compile_one(a) -> None:
     kept = {}
     step = compile_mod.compile_step
 
-    def keep(*args):
-        kept["r"] = step(*args)
+    def keep(*args, **kw):
+        kept["r"] = step(*args, **kw)
         return kept["r"]
 
     compile_mod.compile_step = keep
-    context = a.tokens if a.stage == "prefill" else a.context
+    context = max(a.tokens, a.prefill_context or 0) if a.stage == "prefill" else a.context
     jobs = plan_jobs(setup=setup, stage=a.stage, tokens=[a.tokens], batch=a.batch, context=context)
     t0 = time.perf_counter()
     res = validate(setup=setup, target=tgt, jobs=jobs)
@@ -102,7 +106,9 @@ def merge(a) -> None:
         oom = res.results[0].oom
         usable = oom.available_bytes if oom is not None and oom.available_bytes else 94.75 * 2**30
         parts.append(calibration_dict(res, usable_bytes=int(usable)))
-    write_calibration(Path(a.save_calibration), merge_calibrations(parts))
+    merged = merge_calibrations(parts)
+    merged["notes"] = list(dict.fromkeys([*merged["notes"], *(a.note or [])]))
+    write_calibration(Path(a.save_calibration), merged)
     print(f"wrote {a.save_calibration} from {len(parts)} runs")
 
 
@@ -116,10 +122,14 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=4096)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--context", type=int, default=4096)
+    p.add_argument("--prefill-context", type=int, default=None,
+                   help="a prefill chunk's cache length if above --tokens (the vllm-tpu sweep used 8192)")
+    p.add_argument("--form", choices=("layer", "ragged", "tiled"), help="override the stack's expert form")
     p.add_argument("--top", type=int, default=0, help="list the N largest HLO results")
     p.add_argument("--out", default="reports/validation/jax-native")
     p.add_argument("--merge", help="a folder of point JSONs to merge into --save-calibration")
     p.add_argument("--save-calibration")
+    p.add_argument("--note", action="append", help="a note to add to the merged calibration (repeatable)")
     a = p.parse_args()
     if a.merge:
         if not a.save_calibration:

@@ -23,7 +23,8 @@ from k3plan.resources import data_dir
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = {  # name -> arguments; run in an empty folder by each install
-    "fit": ["fit", "--topology", "2x2x4", "--tp", "32"],  # the README's main command: does not fit (exit 1)
+    "fit": ["fit", "--topology", "2x2x4", "--tp", "32"],  # the README's main command: fits (thin) on the shipped evidence
+    "fit 1m": ["fit", "--topology", "2x2x4", "--tp", "32", "--context", "1048576"],  # does not fit (exit 1)
     "fit jax-native": ["fit", "--topology", "2x2x4", "--tp", "32", "--stack", "jax-native"],  # fits
     "plan": ["plan", "--context", "131072"],
     "curve": ["curve", "-t", "2x2x4"],
@@ -59,7 +60,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "COLUMNS": "160", **extra}
 
 
-EXIT = {"fit": 1}  # a failed fit exits 1; every other command here exits 0
+EXIT = {"fit 1m": 1}  # a failed fit exits 1; every other command here exits 0
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], code: int = 0) -> str:
@@ -123,7 +124,8 @@ def test_wheel_installed_outside_the_checkout_matches_the_checkout(tmp_path):
         checkout = pool.submit(_outputs, [sys.executable, "-m", "k3plan"], tmp_path / "checkout",
                                _env(PYTHONPATH=str(REPO)))
         installed, checkout = installed.result(), checkout.result()
-    assert "does not fit" in installed["fit"].lower() and "fits" in installed["fit jax-native"].lower()
+    assert "does not fit" in installed["fit 1m"].lower() and "fits" in installed["fit jax-native"].lower()
+    assert "fits" in installed["fit"].lower()
     # the shipped evidence travels in the wheel and is named by its package path, never a checkout path
     assert "k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled" in installed["fit"]  # the table wraps the name's end
     assert "k3-tpu7x-2x2x4-tp32-jax-native-measured" in installed["fit jax-native"]

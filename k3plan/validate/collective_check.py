@@ -12,15 +12,23 @@ buffers are fixed-capacity, k3plan.validate.dispatch).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
 from k3plan.validate.hlo_census import OPS, Census
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """A dumped record carries the computed fields (ok, findings, ...): read back, they are recomputed."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+        return data
 
 
 class Exception_(_Frozen):

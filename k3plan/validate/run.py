@@ -16,6 +16,7 @@ from k3plan.budget.cache import cache_layout
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload, fit
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
+from k3plan.step.live import form_for
 from k3plan.validate.collective_check import CollectiveCheck
 from k3plan.validate.result import (
     CensusReport,
@@ -307,6 +308,9 @@ def validate(
             "buffers, ep x the mean share a call) on CPU, where XLA cannot compile ragged_all_to_all; a TPU target "
             "gets ragged_all_to_all after an all_to_all of the counts (k3plan/validate/dispatch.py)"
         )
+    notes.append(
+        f"routed experts: MXFP4 dequantized in form {form_for(setup.stack.name)!r} (k3plan/validate/experts.py)"
+    )
     notes.append(
         "AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact"
     )

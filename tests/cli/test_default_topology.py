@@ -1,6 +1,6 @@
 """Without --topology, fit (and roofline) take the smallest standard topology where the WORKLOAD fits,
-not only the weights: K3 on tpu-v7x (vllm-tpu) at 128K does not fit 2x2x4 once the compiled temp is
-counted, so the default moves up to the next topology whose weights leave room, and says why."""
+not only the weights: K3 on tpu-v7x (vllm-tpu) at 1M context does not fit 2x2x4 (its weights do), so
+the default moves up to the next topology whose weights leave room, and says why."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 
 from k3plan.cli.common import MAX_DEFAULT_TOPOLOGY_TRIES
 from k3plan.setup import default_topologies, make_setup
+
+LONG = ("--context", "1048576")
 
 
 def _fit(cli, *args):
@@ -19,9 +21,9 @@ def test_default_moves_past_a_topology_whose_weights_fit_but_the_workload_does_n
     s = make_setup()  # the weights-only screen: the smallest candidate
     candidates = [t.text for t in default_topologies(s.hardware, s.model, s.stack, None, None, None)]
     assert candidates[0] == s.topology.text
-    r0, first = _fit(cli, "-t", candidates[0])
-    assert r0.exit_code == 1 and not first["fits"]  # the reason the default must move
-    r, got = _fit(cli)
+    r0, first = _fit(cli, "-t", candidates[0], *LONG)
+    assert r0.exit_code == 1 and not first["fits"] and first["weights_fit"]  # the reason the default must move
+    r, got = _fit(cli, *LONG)
     assert r.exit_code == 0 and got["fits"]
     chosen = got["hardware"]["topology"]
     assert chosen in candidates[1:MAX_DEFAULT_TOPOLOGY_TRIES]
@@ -30,7 +32,7 @@ def test_default_moves_past_a_topology_whose_weights_fit_but_the_workload_does_n
     for smaller in candidates[: candidates.index(chosen)]:
         assert smaller in note
     # the chosen one is what an explicit --topology gives, term for term
-    _, explicit = _fit(cli, "-t", chosen)
+    _, explicit = _fit(cli, "-t", chosen, *LONG)
     assert explicit["per_device"] == got["per_device"]
 
 

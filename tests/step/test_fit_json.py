@@ -7,7 +7,8 @@ issue 15 made the shipped calibrations the default temp evidence, the notes once
 made the default stack come from the hardware (a note names it), and the two speed floats when
 issue 17 item 7 added the embedding, dense-MLP and logits collectives to the step (jax-native TP 32:
 4 more calls a step and the routed latent in each MoE all-reduce; deepseek-v3: its 3 dense layers'
-all-reduces too); the keys
+all-reduces too), and fit-2x2x4-tp32.json when issue 15 item 4 made the shipped vllm-tpu calibration
+the tiled expert form's (the slice now fits: a temp, free bytes, capacity and a speed figure); the keys
 and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
