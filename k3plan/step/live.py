@@ -29,6 +29,7 @@ VMEM placement and copies after buffer assignment are not op buffers).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32:
 # Stack -> expert formulation (k3plan.validate.experts reads these); a stack not named runs ``layer``.
 # jax-native: the porting study's graph (issue 15: group_sort + ragged_dot, MXFP4 dequantized inside
 # the expert computation; the real v7x slice's calibration was measured on it).
-STACK_FORMS: dict[str, str] = {"jax-native": "ragged"}
+STACK_FORMS: dict[str, str] = {"jax-native": "ragged", "vllm-tpu": "tiled"}
 
 
 def form_for(stack: str) -> str:
@@ -72,7 +73,8 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
     moe = spec.moe
     tk = tokens * moe.top_k
     local = cdiv(moe.num_experts, ep)
-    held = {"layer": local, "ragged": local, "tiled": TILE_EXPERTS}[form]
+    # tiled: k3plan.validate.experts._tiled dequantizes gcd(local, TILE_EXPERTS) experts a scan step
+    held = {"layer": local, "ragged": local, "tiled": math.gcd(local, TILE_EXPERTS)}[form]
     return LiveOp(
         name="moe.experts",
         kind="grouped_matmul",

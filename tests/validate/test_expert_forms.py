@@ -68,7 +68,7 @@ def test_jax_native_runs_the_ragged_form_and_compiles(tiny_config):
     from k3plan.validate.run import plan_jobs, prepare_target, validate
     from k3plan.validate.targets import parse_target
 
-    assert form_for("jax-native") == "ragged" and form_for("vllm-tpu") == "layer"
+    assert form_for("jax-native") == "ragged" and form_for("vllm-tpu") == "tiled"
     setup = make_setup(model=tiny_config, hardware="tpu-v7x", topology="2x2x1", tp=8, stack="jax-native")
     target = parse_target("cpu")
     prepare_target(target, setup)

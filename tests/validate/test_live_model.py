@@ -17,8 +17,8 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     ops, resident = stage_live_of_setup(tiny_setup, stage="decode", batch=4, tokens=1, context=256)
     got = {o.name: o.bytes for o in ops}
     # MoE, 4 tokens x top-2 = 8 rows: router 4 x (16 x 4 + 2 x 8) = 320; xs (the output in its place)
-    # 8 x 128 x 2 = 2,048; gate and up 2 x 8 x 64 x 2 = 2,048; combine 4 x 128 x 2 = 1,024; layer form:
-    # 2 local x 3 x 128 x 64 x 2 = 98,304 -> 103,744
+    # 8 x 128 x 2 = 2,048; gate and up 2 x 8 x 64 x 2 = 2,048; combine 4 x 128 x 2 = 1,024; vllm-tpu's tiled
+    # form: a tile of gcd(2 local, 4) = 2 experts x 3 x 128 x 64 x 2 = 98,304 -> 103,744
     assert got["moe.experts"] == 103_744
     # MLA: scores then probabilities in their place 4 x 1 head x 1 query x 256 x 4 = 4,096; mask 4 x 1 x 256 x 1
     # = 1,024; one local head decoding one query: a matrix-vector dot on the cache as stored, no copy -> 5,120
