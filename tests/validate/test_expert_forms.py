@@ -78,3 +78,34 @@ def test_jax_native_runs_the_ragged_form_and_compiles(tiny_config):
     for r in res.results:
         w = next(t for t in r.terms if t.name == "weights")
         assert w.compiled_bytes == r.budget.weights_bytes
+
+
+def _dequant_stacked(packed, scale, dtype):
+    """The MXFP4 dequantization k3plan compiled before issue 15's one-fusion form: nibbles stacked as
+    a trailing axis, reshaped, then the E8M0 multiplier per block of 32 through a reshape."""
+    from k3plan.validate.quant import e2m1
+
+    codes = jnp.stack([packed & 0xF, packed >> 4], axis=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+    vals = e2m1(codes, dtype)
+    mult = jnp.exp2(scale.astype(jnp.float32) - 127.0).astype(dtype)
+    return (vals.reshape(*scale.shape, 32) * mult[..., None]).reshape(vals.shape)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_one_fusion_dequant_equals_the_stacked_one_bit_for_bit(dtype):
+    """Every byte value and every E8M0 scale (0 -> 2^-127, 255 -> inf, so 0 x inf NaNs too): the same
+    bits in both dtypes, and low nibble first (byte 0x21 -> 0.5, 1.0 at scale 127)."""
+    rng = np.random.default_rng(1)
+    bits = {jnp.float32: jnp.uint32, jnp.bfloat16: jnp.uint16}[dtype]
+    packed = rng.integers(0, 256, (3, 5, 128), dtype=np.uint8)
+    packed[0, 0] = np.arange(128, dtype=np.uint8) * 2 + 1  # with the rest, every byte value occurs
+    scale = rng.integers(0, 256, (3, 5, 8), dtype=np.uint8)
+    scale[0, :] = np.arange(40, dtype=np.uint8).reshape(5, 8) + np.uint8(216)  # up to 255
+    scale[1, :] = np.arange(40, dtype=np.uint8).reshape(5, 8)  # down to 0
+    got = jax.jit(lambda p, s: dequant({"packed": p, "scale": s}, dtype))(packed, scale)
+    want = jax.jit(lambda p, s: _dequant_stacked(p, s, dtype))(packed, scale)
+    assert got.shape == (3, 5, 256) and got.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(jax.lax.bitcast_convert_type(got, bits)),
+                                  np.asarray(jax.lax.bitcast_convert_type(want, bits)))
+    one = dequant({"packed": jnp.full((1, 16), 0x21, jnp.uint8), "scale": jnp.full((1, 1), 127, jnp.uint8)}, dtype)
+    assert np.asarray(one, np.float32)[0, :4].tolist() == [0.5, 1.0, 0.5, 1.0]
