@@ -45,8 +45,10 @@ TOPOLOGY = {16: "2x2x2", 32: "2x2x4"}
 STACKS = ("vllm-tpu", "jax-native")
 # (stage, tokens, batch, context): prefill = one chunk of `tokens` into one sequence's cache of `context`.
 # Order matters to the split (temp_fit.split_half: even positions of a (stack, tp, stage) group fit, odd
-# ones are held out): each stage's smallest and largest point fit, the two between are held out.
-POINTS = (
+# ones are held out).
+# The first grid (2026-12-01, history: reports/validation/temp-grid-tpu7x.json / -cpu.json): each stage's
+# smallest and largest point fit, the two between are held out.
+TOY_POINTS = (
     ("prefill", 256, 1, 1024),
     ("prefill", 1024, 1, 2048),
     ("prefill", 2048, 1, 4096),
@@ -56,9 +58,25 @@ POINTS = (
     ("decode", 1, 128, 4096),
     ("decode", 1, 64, 2048),
 )
+# The K3-lanes grid (issue 15 item 3, second attempt), each point (tp, stage, tokens, batch, context) for each
+# stack; a prefill is one chunk into an empty cache of the chunk's size (as the real slice measured it). Fixed
+# before any model error was seen: a first plan of 6 points a (stack, TP) was cut to these 12 when its first
+# point took 458 s of compile (454 s CPU) on the shared machine. Held out: the odd positions of each (stack,
+# stage) group in this order -- each stack's TP32 8,192-token and TP16 2,048-token prefills and its TP16 decode
+# at batch 64, context 16,384; fitted: TP32 prefill 2,048, TP16 prefill 8,192, TP32 decode b16 c4096. So each
+# held-out point is a configuration (TP, size) the fit never saw.
+K3LANES_POINTS = (
+    (32, "prefill", 2048, 1, 2048),
+    (32, "prefill", 8192, 1, 8192),
+    (16, "prefill", 8192, 1, 8192),
+    (16, "prefill", 2048, 1, 2048),
+    (32, "decode", 1, 16, 4096),
+    (16, "decode", 1, 64, 16384),
+)
 
 
-def grid_config() -> dict:
+def toy_config() -> dict:
+    """The first grid's model: K3's structure at toy size (its dims are not K3's per device)."""
     from k3plan.models.loader import BUNDLED_DIR
 
     raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
@@ -71,6 +89,27 @@ def grid_config() -> dict:
     )  # fmt: skip
     t["linear_attn_config"].update(kda_layers=[1, 2, 3], full_attn_layers=[4], num_heads=32, head_dim=64)
     return raw
+
+
+def k3lanes_config() -> dict:
+    """K3 itself with 4 layers (KDA with the dense MLP, KDA, KDA, MLA) and 128 routed experts instead of
+    896: every per-device lane dim is K3's (hidden 7168; 96 MLA and KDA heads = 6 a device at TP16, 3 at
+    TP32; MLA entry 512 + 64 = 576, head dims 128; KDA head dim 128; expert latent 3584, intermediate 3072,
+    top-16; dense intermediate 33792; vocab 163840); local experts 8 (TP16) / 4 (TP32) instead of 56 / 28."""
+    from k3plan.models.loader import BUNDLED_DIR
+
+    raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
+    raw.pop("vision_config", None)
+    t = raw["text_config"]
+    t.update(num_hidden_layers=4, num_experts=128)
+    t["linear_attn_config"].update(kda_layers=[1, 2, 3], full_attn_layers=[4])
+    return raw
+
+
+GRIDS = {
+    "k3lanes": (k3lanes_config, K3LANES_POINTS),
+    "toy": (toy_config, tuple((tp, *q) for tp in TOPOLOGY for q in TOY_POINTS)),
+}
 
 
 def _prepare_cpu(devices: int) -> None:
@@ -94,16 +133,20 @@ def parse_point(text: str) -> tuple:
     return (stack, int(tp), stage, int(tokens), int(batch), int(context))
 
 
-def compile_grid(target: str, only: int | None, every: int, out: Path, extra: list[tuple] | None = None) -> dict:
+def compile_grid(
+    grid: str, target: str, only: int | None, every: int, out: Path, extra: list[tuple] | None = None
+) -> dict:
     """Compile the grid's points (or only ``extra``, when given) not already in the record at ``out``; every
     point already recorded (same model) is kept, compiled or not in this run."""
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if target == "cpu":
         _prepare_cpu(32)
     from k3plan.setup import make_setup
+    from k3plan.step.live import form_for
     from k3plan.validate.run import Job, validate
     from k3plan.validate.targets import parse_target, prepare
 
+    grid_config, grid_points = GRIDS[grid]
     cfg = Path(tempfile.mkdtemp()) / "config.json"
     cfg.write_text(json.dumps(grid_config()))
     env = None
@@ -119,7 +162,8 @@ def compile_grid(target: str, only: int | None, every: int, out: Path, extra: li
 
     def record() -> dict:
         return {
-            "what": "compiled temp of a scaled-down K3 (bench_temp_grid.grid_config) over a grid, issue 15 item 3",
+            "what": f"compiled temp of a scaled-down K3 (bench_temp_grid.{grid}_config) over a grid, issue 15 item 3",
+            "grid": grid,
             "model_config": grid_config()["text_config"],
             "environment": env,
             "backend_note": (
@@ -134,11 +178,10 @@ def compile_grid(target: str, only: int | None, every: int, out: Path, extra: li
     todo: list[tuple] = []
     n = 0
     for stack in STACKS:
-        for tp in TOPOLOGY:
-            for stage, tokens, batch, context in POINTS:
-                n += 1
-                if extra is None and not ((only is not None and n > only) or (n - 1) % every):
-                    todo.append((stack, tp, stage, tokens, batch, context))
+        for tp, stage, tokens, batch, context in grid_points:
+            n += 1
+            if extra is None and not ((only is not None and n > only) or (n - 1) % every):
+                todo.append((stack, tp, stage, tokens, batch, context))
     todo += extra or []
     setups: dict = {}
     for key in todo:
@@ -158,7 +201,7 @@ def compile_grid(target: str, only: int | None, every: int, out: Path, extra: li
         temp = None if r.memory is None else r.memory.temp_bytes
         q = {
             "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,
-            "stage": stage, "tokens": tokens, "batch": batch, "context": context,
+            "stage": stage, "tokens": tokens, "batch": batch, "context": context, "form": form_for(stack),
             "temp_bytes": temp, "compile_s": round(r.compile_s, 2),
             "process_cpu_s": round(time.process_time() - c0, 1), "date": env.get("date"),
             "target": env.get("target"),
@@ -176,6 +219,7 @@ def compile_grid(target: str, only: int | None, every: int, out: Path, extra: li
 
 
 def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
+    points_order = GRIDS[record.get("grid", "toy")][1]
     from k3plan.setup import make_setup
     from k3plan.validate.temp_fit import GridPoint, evaluate, split_half
 
@@ -188,14 +232,23 @@ def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
                                      stack=p["stack"])  # fmt: skip
         return setups[key]
 
-    # the split (even positions of a group fit) runs in POINTS order whatever order the points were compiled
-    # in; a point outside POINTS (an earlier spot check) comes after the group's grid points
+    # the split (even positions of a group fit) runs in the grid's order whatever order the points were compiled
+    # in; a point outside the grid (an earlier spot check) comes after the group's grid points
     def grid_order(p: dict) -> int:
-        q = (p["stage"], p["tokens"], p["batch"], p["context"])
-        return POINTS.index(q) if q in POINTS else len(POINTS)
+        q = (p["tp"], p["stage"], p["tokens"], p["batch"], p["context"])
+        return points_order.index(q) if q in points_order else len(points_order)
+
+    def position(p: dict) -> int | None:
+        """The point's place among its stage's grid points, any TP (None: outside the grid, after them)."""
+        stage = [q for q in points_order if q[1] == p["stage"]]
+        q = (p["tp"], p["stage"], p["tokens"], p["batch"], p["context"])
+        return stage.index(q) if q in stage else None
 
     ordered = sorted((p for p in record["points"] if p["temp_bytes"] is not None), key=grid_order)
-    pts = [GridPoint.from_record(p, setup_of(p)) for p in ordered]
+    # the first grid's records (no "grid" key) split by order of appearance, as published; the k3lanes grid
+    # by grid position, fixed before its points were compiled (a point not compiled moves no other)
+    by_position = "grid" in record
+    pts = [GridPoint.from_record(p, setup_of(p), position(p) if by_position else None) for p in ordered]
     train, held = split_half(pts)
     ev = evaluate(train=train, held_out=held, per_stack=per_stack)
     print(f"\ncoefficients (fit on {len(train)} points): " + ", ".join(f"{k} = {v:.4g}" for k, v in ev.coef.items()))
@@ -212,6 +265,7 @@ def fit_and_print(record: dict, cfg_path: Path, per_stack: bool = True) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--grid", default="k3lanes", choices=tuple(GRIDS), help="the model and points (toy: history)")
     p.add_argument("--target", default="cpu", choices=("cpu", "tpu7x"))
     p.add_argument("--only", type=int, help="compile only the first N points (a quick look)")
     p.add_argument("--every", type=int, default=1, help="compile every K-th point of the grid (1, 1+K, ...)")
@@ -228,14 +282,15 @@ def main() -> None:
     if a.fit_only:
         src = Path(a.fit_only)
         record = json.loads(src.read_text())
-        cfg.write_text(json.dumps({**grid_config(), "text_config": record["model_config"]}))
+        cfg.write_text(json.dumps({**GRIDS[record.get("grid", "toy")][0](), "text_config": record["model_config"]}))
         record["fit_shared"] = fit_and_print(record, cfg, per_stack=False)
         record["fit"] = fit_and_print(record, cfg)
         (Path(a.out) if a.out else src).write_text(json.dumps(record, indent=1) + "\n")
         return
-    out = Path(a.out) if a.out else OUT_DIR / f"temp-grid-{a.target}.json"
-    record = compile_grid(a.target, a.only, a.every, out, a.point)
-    cfg.write_text(json.dumps(grid_config()))
+    name = f"temp-grid-{a.target}.json" if a.grid == "toy" else f"temp-grid-{a.grid}-{a.target}.json"
+    out = Path(a.out) if a.out else OUT_DIR / name
+    record = compile_grid(a.grid, a.target, a.only, a.every, out, a.point)
+    cfg.write_text(json.dumps(GRIDS[a.grid][0]()))
     record["fit"] = fit_and_print(record, cfg)
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)

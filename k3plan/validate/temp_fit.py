@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FEATURES = ("c_peak", "c_rest", "c_resident", "c_cache", "c_fixed")
+# The expert formulation of grid points recorded before records named it (2026-12-01, temp-grid-tpu7x.json /
+# temp-grid-cpu.json): vllm-tpu then compiled the ``layer`` form, jax-native ``ragged``.
+LEGACY_FORMS = {"vllm-tpu": "layer", "jax-native": "ragged"}
 
 
 @dataclass(frozen=True)
@@ -31,18 +34,24 @@ class GridPoint:
     resident: float
     cache: float = 0.0
     peak_op: str = ""
+    position: int | None = None  # the point's place in its group's grid order (None: the order points come in)
 
     def features(self) -> np.ndarray:
         return np.array([self.peak, self.rest, self.resident, self.cache, 1.0])
 
     @classmethod
-    def from_record(cls, p: dict, setup) -> "GridPoint":
+    def from_record(cls, p: dict, setup, position: int | None = None) -> "GridPoint":
         """A grid record's point (bench_temp_grid) with its setup's live model."""
         from k3plan.budget.temp import stage_live_of_setup
-        from k3plan.step.live import CACHE_SLICE, RESIDUAL, peak_and_rest
+        from k3plan.step.live import AHEAD, CACHE_SLICE, RELAYOUT, RESIDUAL, peak_and_rest
 
         ops, resident = stage_live_of_setup(
-            setup, stage=p["stage"], batch=p["batch"], tokens=p["tokens"], context=p["context"]
+            setup,
+            stage=p["stage"],
+            batch=p["batch"],
+            tokens=p["tokens"],
+            context=p["context"],
+            form=p.get("form") or LEGACY_FORMS[p["stack"]],
         )
         peak, rest = peak_and_rest(ops)
         top = max(ops, key=lambda o: o.bytes).name
@@ -57,21 +66,23 @@ class GridPoint:
             compiled_bytes=int(p["temp_bytes"]),
             peak=float(peak),
             rest=float(rest),
-            resident=float(resident[RESIDUAL]),
+            resident=float(resident[RESIDUAL] + resident[RELAYOUT] + resident[AHEAD]),
             cache=float(resident[CACHE_SLICE]),
             peak_op=top,
+            position=position,
         )
 
 
 def split_half(points: list[GridPoint]) -> tuple[list[GridPoint], list[GridPoint]]:
     """(fit, held-out): within each group in order, even positions fit, odd ones are held out (groups of
-    even size: half each)."""
+    even size: half each). A point's ``position``, where given, is its place in the grid (so a point not
+    compiled does not move the others from one half to the other)."""
     seen: dict[tuple, int] = {}
     fit: list[GridPoint] = []
     held: list[GridPoint] = []
     for p in points:
-        i = seen.get(p.group, 0)
-        seen[p.group] = i + 1
+        i = seen.get(p.group, 0) if p.position is None else p.position
+        seen[p.group] = seen.get(p.group, 0) + 1
         (fit if i % 2 == 0 else held).append(p)
     return fit, held
 
