@@ -37,6 +37,7 @@ import copy
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -269,7 +270,7 @@ def choose_form(pts: list) -> tuple[tuple[str, bool], list[dict]]:
     rows = []
     for form, per_stack in CANDIDATES:
         loo = leave_one_out(train, per_stack=per_stack, form=form)
-        rows.append({"form": form, "per_stack": per_stack, "loo_median": float(sorted(loo)[len(loo) // 2]) if loo
+        rows.append({"form": form, "per_stack": per_stack, "loo_median": float(statistics.median(loo)) if loo
                      else None, "loo_worst": max(loo) if loo else None, "loo_n": len(loo)})  # fmt: skip
         print(f"fit-half leave-one-out, form {form:5} {'per stack' if per_stack else 'shared':9}: "
               f"median {rows[-1]['loo_median']:.1%}, worst {rows[-1]['loo_worst']:.1%} ({len(loo)} points)")  # fmt: skip
