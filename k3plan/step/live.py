@@ -18,13 +18,15 @@ by name; which ones depends on the formulation the stack compiles (``STACK_FORMS
 - dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
 - lm_head: the last token's logits (f32) [sequences, vocab / tp].
 
-Across ops stay the residual stream (two copies: x and the branch output) and, where a compiler copies
-the donated cache, one layer's cache slice. The stage's temp model is ``c_peak x max over ops + c_rest
+Across ops stay the residual stream (two copies: x and the branch output), where a compiler copies the
+donated cache one layer's cache slice, the scan's stacked bf16 weight matrices in the dots' tile layout and
+one more MoE layer's experts dequantized ahead of use. The stage's temp model is ``c_peak x max over ops + c_rest
 x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
 stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
-limits in reports/validation/README.md). Not in fit's evidence order: fitted on deviceless tpu7x compiles
-of a toy K3 it misses the held-out goal, in-sample too (the compiler's lane padding of 1-2-wide dims,
-VMEM placement and copies after buffer assignment are not op buffers).
+limits in reports/validation/README.md; k3plan.validate.temp_fit also fits ``c_live x (largest op +
+resident) + c_fixed``). Not in fit's evidence order: on a toy K3 (deviceless tpu7x) it missed the held-out
+goal, in-sample too (lane padding of 1-2-wide dims, VMEM placement, copies after buffer assignment); the
+grid with K3's own lane dims (``k3lanes``) was not finished on 2026-12-01.
 """
 
 from __future__ import annotations
