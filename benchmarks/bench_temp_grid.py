@@ -25,7 +25,7 @@ alone, the best is picked, fitted on the fit half and its error printed on the h
 the other candidates' held-out errors are printed and kept too, never used to pick.
 
 Backends: ``--target tpu7x`` compiles deviceless with libtpu for tpu7x:2x2x2 (TP16) / tpu7x:2x2x4 (TP32): on the
-shared 2-core machine a k3lanes point took 200-460 s of CPU on 2026-12-01, so the grid is grown a few points at a
+shared 2-core machine a k3lanes point took 140-480 s of CPU on 2026-12-01, so the grid is grown a few points at a
 time (``--point``; a point already in the record is never compiled again, and every recorded point is kept).
 ``--target cpu`` uses XLA's CPU backend with fake devices: its temp is the CPU compiler's, not the TPU's.
 """
