@@ -88,8 +88,9 @@ def decode_temp(
     )
 
 
-def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: int):
-    """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (ops, resident)."""
+def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: int, form: str | None = None):
+    """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (ops, resident); ``form``: the
+    expert formulation a compiled point ran (default: the one the stack compiles today, ``form_for``)."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.live import form_for, stage_live
 
@@ -99,7 +100,7 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
     return stage_live(
         setup.model.spec,
         stage=stage,
-        form=form_for(st.name),
+        form=form or form_for(st.name),
         act=act,
         tp=setup.parallel.tp,
         ep=setup.parallel.ep,
@@ -109,4 +110,25 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
         context=context,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         state_bytes_per_layer=lay.state_bytes_per_layer_unpadded,
+        scan_bf16_weight_bytes=scan_bf16_weight_bytes(setup),
     )
+
+
+def scan_bf16_weight_bytes(setup) -> int:
+    """The bf16 weight matrices (2-D or more, not routed experts) of the layers k3plan's graph scans over
+    (``k3plan.validate.structure.layer_plan``: the repeated block), a device, in the stack's runtime
+    formats: what the TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``)."""
+    from k3plan.budget.weights import runtime_bytes
+    from k3plan.validate.structure import layer_plan  # jax-free
+
+    spec = setup.model.spec
+    lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
+    scanned = {i for pos in range(len(lp.block)) for i in lp.block_layers(pos)}
+    total = 0
+    for t in setup.model.inventory.text:
+        if t.layer not in scanned or t.role == "expert" or len(t.shape) < 2:
+            continue
+        if setup.stack.runtime_format(t.role, t.fmt) != "bf16":
+            continue
+        total += -(-runtime_bytes(t, setup.stack) // setup.plan.specs[t.name].shards(setup.plan.mesh))
+    return total

@@ -18,13 +18,15 @@ by name; which ones depends on the formulation the stack compiles (``STACK_FORMS
 - dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
 - lm_head: the last token's logits (f32) [sequences, vocab / tp].
 
-Across ops stay the residual stream (two copies: x and the branch output) and, where a compiler copies
-the donated cache, one layer's cache slice. The stage's temp model is ``c_peak x max over ops + c_rest
+Across ops stay the residual stream (two copies: x and the branch output), where a compiler copies the
+donated cache one layer's cache slice, the scan's stacked bf16 weight matrices in the dots' tile layout and
+one more MoE layer's experts dequantized ahead of use. The stage's temp model is ``c_peak x max over ops + c_rest
 x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
 stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
-limits in reports/validation/README.md). Not in fit's evidence order: fitted on deviceless tpu7x compiles
-of a toy K3 it misses the held-out goal, in-sample too (the compiler's lane padding of 1-2-wide dims,
-VMEM placement and copies after buffer assignment are not op buffers).
+limits in reports/validation/README.md; k3plan.validate.temp_fit also fits ``c_live x (largest op +
+resident) + c_fixed``). Not in fit's evidence order: on a toy K3 (deviceless tpu7x) it missed the held-out
+goal, in-sample too (lane padding of 1-2-wide dims, VMEM placement, copies after buffer assignment); the
+grid with K3's own lane dims (``k3lanes``) was not finished on 2026-12-01.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ BF16 = 2
 TPU_LANES = 128  # the minor dim of a TPU memory tile (the dumps' T(8,128) / T(16,128) layouts)
 RESIDUAL = "residual stream (2 copies)"
 CACHE_SLICE = "one layer's cache slice (copied where not updated in place)"
+RELAYOUT = "the scan's stacked bf16 weight matrices, copied into the dots' (16,128) tile layout"
+AHEAD = "one more MoE layer's experts, dequantized ahead of use"
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,7 @@ class LiveOp:
 def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
     moe = spec.moe
     tk = tokens * moe.top_k
-    local = cdiv(moe.num_experts, ep)
-    # the tiled form's tile divides the local experts (k3plan.validate.experts: gcd(local, TILE_EXPERTS))
-    held = {"layer": local, "ragged": local, "tiled": math.gcd(local, TILE_EXPERTS)}[form]
+    held = experts_held(spec, ep=ep, form=form)
     return LiveOp(
         name="moe.experts",
         kind="grouped_matmul",
@@ -90,6 +92,16 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
             f"dequantized experts ({form})": held * 3 * moe.expert_in * moe.expert_intermediate * act,
         },
     )
+
+
+def experts_held(spec: ModelSpec, *, ep, form: str) -> Col:
+    """Experts a weight (w1, w3 or w2) that one MoE layer holds dequantized at once: ``layer`` / ``ragged``
+    the device's local experts; ``tiled`` one tile of gcd(local, TILE_EXPERTS) (what
+    k3plan.validate.experts._tiled dequantizes a scan step) plus the zero expert its rhs() puts in front
+    (tpu7x dumps of the k3lanes grid, vllm-tpu TP32: concatenate.111 bf16[5,3072,3584] for a 4-expert
+    tile in prefill, concatenate.75-98 the same in decode)."""
+    local = cdiv(spec.moe.num_experts, ep)
+    return {"layer": local, "ragged": local, "tiled": math.gcd(local, TILE_EXPERTS) + 1}[form]
 
 
 def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
@@ -157,12 +169,20 @@ def stage_live(
     context,
     kv_bytes_per_token_layer=0,
     state_bytes_per_layer=0,
+    scan_bf16_weight_bytes=0,
 ) -> tuple[list[LiveOp], dict[str, Col]]:
     """(ops, resident) for one prefill chunk (``tokens`` a sequence, ``batch`` sequences) or one decode
     step (``batch`` sequences, ``tokens`` = 1) over a cache of ``context`` tokens, a DP group's share.
     ``resident``: the residual stream, and one layer's cache slice (the larger of an MLA layer's KV and
     a KDA layer's state, a device): the copy a compiler makes where it does not update the donated
-    cache in place (the CPU backend does; the TPU compiler did not at full size, reports/validation)."""
+    cache in place (the CPU backend does; the TPU compiler did not at full size, reports/validation); and
+    ``scan_bf16_weight_bytes``, the bf16 weight matrices (not experts) of the layers the graph scans over,
+    a device: a bf16 argument is laid out in (8,128)(2,1) tiles and the dots read (16,128)(2,1), so the
+    compiler copies each stacked matrix whole, once, ahead of the loop (deviceless tpu7x dumps of the
+    k3lanes grid, vllm-tpu TP32 prefill 2,048 and decode b16 c4096: copy.972 / copy.974
+    bf16[2,3584,7168]{2,1,0:T(16,128)(2,1)} of the latent projections, 98 MiB each, and the q/k/v/g/o,
+    router, f_a and shared-expert matrices, 271 MiB in all, live at both peaks; an f32 argument's
+    (8,128) tile is the dots' own, so fp32 weights are not copied)."""
     seqs = cdiv(batch, dp)
     queries = tokens if stage == "prefill" else 1
     rows = seqs * queries
@@ -187,9 +207,18 @@ def stage_live(
             buffers={"logits (f32) [seqs, vocab / tp]": seqs * cdiv(spec.vocab_size, tp) * F32},
         )
     )
+    ahead = 0
+    if spec.n_moe > 1:
+        ahead = 3 * experts_held(spec, ep=ep, form=form) * spec.moe.expert_in * spec.moe.expert_intermediate * act
     resident = {
         RESIDUAL: 2 * rows * spec.hidden_size * act,
         CACHE_SLICE: seqs * maximum(context * kv_bytes_per_token_layer, state_bytes_per_layer),
+        RELAYOUT: scan_bf16_weight_bytes,
+        # the dequantization depends on the weights only, so the scheduler may run another layer's ahead of its
+        # use; tpu7x dumps of the k3lanes grid: jax-native TP32 prefill 2,048 holds two of the unrolled last
+        # layer's f32 weights (fusion.275 / fusion.277 f32[4,3584,3072], outside the loop) at the scan's peak,
+        # vllm-tpu TP32 decode b16 both scan steps' tiles (concatenate.75-78 and .96-98, 6 x 105 MiB)
+        AHEAD: ahead,
     }
     return ops, resident
 

@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FEATURES = ("c_peak", "c_rest", "c_resident", "c_cache", "c_fixed")
+# Model forms: ``named`` one coefficient a named part (FEATURES); ``total`` one for the live bytes the rules
+# count at the peak (the largest op + what stays resident across ops) and a fixed part: fewer coefficients
+# for a grid with few points a stack.
+FORMS: dict[str, tuple[str, ...]] = {"named": FEATURES, "total": ("c_live", "c_fixed")}
+# The expert formulation of grid points recorded before records named it (2026-12-01, temp-grid-tpu7x.json /
+# temp-grid-cpu.json): vllm-tpu then compiled the ``layer`` form, jax-native ``ragged``.
+LEGACY_FORMS = {"vllm-tpu": "layer", "jax-native": "ragged"}
 
 
 @dataclass(frozen=True)
@@ -31,18 +38,26 @@ class GridPoint:
     resident: float
     cache: float = 0.0
     peak_op: str = ""
+    position: int | None = None  # the point's place in its group's grid order (None: the order points come in)
 
-    def features(self) -> np.ndarray:
+    def features(self, form: str = "named") -> np.ndarray:
+        if form == "total":
+            return np.array([self.peak + self.resident, 1.0])
         return np.array([self.peak, self.rest, self.resident, self.cache, 1.0])
 
     @classmethod
-    def from_record(cls, p: dict, setup) -> "GridPoint":
+    def from_record(cls, p: dict, setup, position: int | None = None) -> "GridPoint":
         """A grid record's point (bench_temp_grid) with its setup's live model."""
         from k3plan.budget.temp import stage_live_of_setup
-        from k3plan.step.live import CACHE_SLICE, RESIDUAL, peak_and_rest
+        from k3plan.step.live import AHEAD, CACHE_SLICE, RELAYOUT, RESIDUAL, peak_and_rest
 
         ops, resident = stage_live_of_setup(
-            setup, stage=p["stage"], batch=p["batch"], tokens=p["tokens"], context=p["context"]
+            setup,
+            stage=p["stage"],
+            batch=p["batch"],
+            tokens=p["tokens"],
+            context=p["context"],
+            form=p.get("form") or LEGACY_FORMS[p["stack"]],
         )
         peak, rest = peak_and_rest(ops)
         top = max(ops, key=lambda o: o.bytes).name
@@ -57,49 +72,66 @@ class GridPoint:
             compiled_bytes=int(p["temp_bytes"]),
             peak=float(peak),
             rest=float(rest),
-            resident=float(resident[RESIDUAL]),
+            resident=float(resident[RESIDUAL] + resident[RELAYOUT] + resident[AHEAD]),
             cache=float(resident[CACHE_SLICE]),
             peak_op=top,
+            position=position,
         )
 
 
 def split_half(points: list[GridPoint]) -> tuple[list[GridPoint], list[GridPoint]]:
     """(fit, held-out): within each group in order, even positions fit, odd ones are held out (groups of
-    even size: half each)."""
+    even size: half each). A point's ``position``, where given, is its place in the grid (so a point not
+    compiled does not move the others from one half to the other)."""
     seen: dict[tuple, int] = {}
     fit: list[GridPoint] = []
     held: list[GridPoint] = []
     for p in points:
-        i = seen.get(p.group, 0)
-        seen[p.group] = i + 1
+        i = seen.get(p.group, 0) if p.position is None else p.position
+        seen[p.group] = seen.get(p.group, 0) + 1
         (fit if i % 2 == 0 else held).append(p)
     return fit, held
 
 
-def fit_coefficients(points: list[GridPoint]) -> dict[str, float]:
+def fit_coefficients(points: list[GridPoint], form: str = "named") -> dict[str, float]:
     """Non-negative coefficients minimising the sum of squared relative errors over ``points``."""
     if not points:
         raise ValueError("no points to fit")
-    X = np.array([p.features() for p in points])
+    names = FORMS[form]
+    X = np.array([p.features(form) for p in points])
     y = np.array([p.compiled_bytes for p in points], dtype=float)
     A, b = X / y[:, None], np.ones(len(points))
     best: tuple[float, np.ndarray] | None = None
-    for r in range(1, len(FEATURES) + 1):
-        for cols in itertools.combinations(range(len(FEATURES)), r):
+    for r in range(1, len(names) + 1):
+        for cols in itertools.combinations(range(len(names)), r):
             sol, *_ = np.linalg.lstsq(A[:, cols], b, rcond=None)
             if np.any(sol < 0):
                 continue
-            c = np.zeros(len(FEATURES))
+            c = np.zeros(len(names))
             c[list(cols)] = sol
             err = float(np.sum((A @ c - b) ** 2))
             if best is None or err < best[0] - 1e-12:
                 best = (err, c)
     assert best is not None  # a single non-negative feature always has a non-negative solution
-    return dict(zip(FEATURES, (float(v) for v in best[1])))
+    return dict(zip(names, (float(v) for v in best[1])))
 
 
 def predict(coef: dict[str, float], p: GridPoint) -> float:
-    return float(np.dot([coef[k] for k in FEATURES], p.features()))
+    form = next(f for f, names in FORMS.items() if set(names) == set(coef))
+    return float(np.dot([coef[k] for k in FORMS[form]], p.features(form)))
+
+
+def leave_one_out(points: list[GridPoint], *, per_stack: bool, form: str) -> list[float]:
+    """|relative error| of each point predicted by coefficients fitted on the others (of its stack where
+    ``per_stack``): how a form generalises, judged on the fit half alone (to choose a form without looking at
+    the held-out half)."""
+    out = []
+    for i, p in enumerate(points):
+        others = [q for j, q in enumerate(points) if j != i and (not per_stack or q.group[0] == p.group[0])]
+        if not others:
+            continue
+        out.append(abs(predict(fit_coefficients(others, form), p) / p.compiled_bytes - 1.0))
+    return out
 
 
 @dataclass(frozen=True)
@@ -160,7 +192,9 @@ class Evaluation:
         }
 
 
-def evaluate(*, train: list[GridPoint], held_out: list[GridPoint], per_stack: bool = False) -> Evaluation:
+def evaluate(
+    *, train: list[GridPoint], held_out: list[GridPoint], per_stack: bool = False, form: str = "named"
+) -> Evaluation:
     """Fit on ``train`` only; every point's prediction and error (held-out ones never seen by the fit).
     ``per_stack``: one coefficient set a stack (``group[0]``), named ``<stack>.<coefficient>``."""
     if not held_out:
@@ -170,7 +204,7 @@ def evaluate(*, train: list[GridPoint], held_out: list[GridPoint], per_stack: bo
     rows = []
     for st in stacks:
         mine = lambda ps: [p for p in ps if st is None or p.group[0] == st]  # noqa: E731
-        c = fit_coefficients(mine(train))
+        c = fit_coefficients(mine(train), form)
         coef.update({(k if st is None else f"{st}.{k}"): v for k, v in c.items()})
         rows += [
             Row(p.label, t, p.compiled_bytes, predict(c, p), p.peak_op)

@@ -7,8 +7,8 @@ Tiny K3 on tpu-v7x 2x2x1, TP=8, vllm-tpu (bf16 activations and KV): 16 experts t
 from __future__ import annotations
 
 from k3plan.budget.temp import stage_live_of_setup
+from k3plan.step.live import AHEAD, RELAYOUT, peak_and_rest
 from k3plan.step.live import CACHE_SLICE as CACHE
-from k3plan.step.live import peak_and_rest
 from k3plan.step.ops import attach_live_bytes, decode_ops, weight_groups_of_setup
 
 
@@ -18,8 +18,9 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     got = {o.name: o.bytes for o in ops}
     # MoE, 4 tokens x top-2 = 8 rows: router 4 x (16 x 4 + 2 x 8) = 320; xs (the output in its place)
     # 8 x 128 x 2 = 2,048; gate and up 2 x 8 x 64 x 2 = 2,048; combine 4 x 128 x 2 = 1,024; vllm-tpu's tiled
-    # form, a tile of gcd(2 local, 4) = 2 experts: 2 x 3 x 128 x 64 x 2 = 98,304 -> 103,744
-    assert got["moe.experts"] == 103_744
+    # form: a tile of gcd(2 local, 4) = 2 experts + the zero expert in front = 3 a weight, x 3 weights x 128 x 64
+    # x 2 B = 147,456 -> 152,896
+    assert got["moe.experts"] == 152_896
     # MLA: scores then probabilities in their place 4 x 1 head x 1 query x 256 x 4 = 4,096; mask 4 x 1 x 256 x 1
     # = 1,024; one local head decoding one query: a matrix-vector dot on the cache as stored, no copy -> 5,120
     assert got["mla.attention"] == 5_120
@@ -28,9 +29,11 @@ def test_decode_live_bytes_by_hand(tiny_setup):
     assert got["lm_head"] == 4 * 128 * 4  # 2,048
     # residual 2 x 4 x 256 x 2; cache slice: 4 sequences x max(256 tokens x (32 latent + 16 rope) x 2 B of
     # bf16 KV = 24,576, KDA state 1 head x 32 x 32 x 4 B + conv 3 x 3 x 32 x 2 B = 4,672) = 4 x 24,576
-    assert resident == {"residual stream (2 copies)": 2 * 4 * 256 * 2, CACHE: 4 * 24_576}
+    assert resident["residual stream (2 copies)"] == 2 * 4 * 256 * 2 and resident[CACHE] == 4 * 24_576
+    # three MoE layers: one more layer's experts dequantized ahead of use, the same 147,456
+    assert resident[AHEAD] == 147_456
     peak, rest = peak_and_rest(ops)
-    assert (peak, rest) == (103_744, 5_120 + 16_384 + 1_024 + 2_048)
+    assert (peak, rest) == (152_896, 5_120 + 16_384 + 1_024 + 2_048)
 
 
 def test_mla_copies_the_cache_into_the_dots_layout_where_a_dot_has_rows(tiny_setup):
@@ -51,11 +54,11 @@ def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
     assert a[rows] == 2 * 100 * 2 * 64 * 4 and b[rows] == 2 * a[rows]
     assert a["dequantized experts (ragged)"] == b["dequantized experts (ragged)"]  # weights: not the tokens
     tiled = moe_live(spec, tokens=100, ep=1, act=2, form="tiled").buffers["dequantized experts (tiled)"]
-    assert tiled == 4 * 3 * 128 * 64 * 2  # one tile of 4 experts, not the 16 local ones
+    assert tiled == (4 + 1) * 3 * 128 * 64 * 2  # one tile of 4 experts (+ the zero one), not the 16 local ones
     eight = moe_live(spec, tokens=100, ep=2, act=2, form="tiled").buffers["dequantized experts (tiled)"]
-    assert eight == 4 * 3 * 128 * 64 * 2  # 8 local: two tiles of 4
+    assert eight == (4 + 1) * 3 * 128 * 64 * 2  # 8 local: two tiles of 4
     two = moe_live(spec, tokens=100, ep=8, act=2, form="tiled").buffers["dequantized experts (tiled)"]
-    assert two == 2 * 3 * 128 * 64 * 2  # 2 local: the tile is the 2 (gcd), as the compiled graph's scan
+    assert two == (2 + 1) * 3 * 128 * 64 * 2  # 2 local: the tile is the 2 (gcd), as the compiled graph's scan
 
 
 def test_attach_puts_each_live_figure_on_its_op(tiny_setup):
@@ -71,6 +74,31 @@ def test_attach_puts_each_live_figure_on_its_op(tiny_setup):
     live, _ = stage_live_of_setup(s, stage="decode", batch=4, tokens=1, context=256)
     out = attach_live_bytes(ops, live)
     by_kind = {o.kind: o.live_bytes for o in out if o.live_bytes}
-    assert by_kind["grouped_matmul"] == 103_744 and by_kind["attention"] == 5_120 and by_kind["kda_decode"] == 16_384
+    assert by_kind["grouped_matmul"] == 152_896 and by_kind["attention"] == 5_120 and by_kind["kda_decode"] == 16_384
     assert max(o.live_bytes for o in out) == peak_and_rest(live)[0]
     assert {o.tensor.role for o in out if o.kind == "matmul" and o.live_bytes} == {"dense_mlp", "lm_head"}
+
+
+def test_the_scan_s_bf16_weight_matrices_are_copied_whole_fp32_ones_not(tiny_setup, tiny_config):
+    """The relayout copy (step.live.RELAYOUT): vllm-tpu's bf16 matrices of the scanned layers, a device; none for
+    jax-native, whose weights are fp32 (an f32 (8,128) tile is what the dots read)."""
+    from k3plan.budget.temp import scan_bf16_weight_bytes
+    from k3plan.setup import make_setup
+    from k3plan.validate.structure import layer_plan
+
+    spec = tiny_setup.model.spec
+    lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
+    assert {i for pos in range(len(lp.block)) for i in lp.block_layers(pos)} == {4, 5, 6, 7}  # KDA x3, MLA
+    # by hand, TP=8, 2 B an element, hidden 256; a scanned KDA layer: the two res_proj [1, 256] whole 1,024; q, k,
+    # v, g, o [256, 256] / 8: 5 x 16,384 = 81,920; f_a [32, 256] whole 16,384; f_b [256, 32] / 8 2,048; b_proj
+    # [8, 256] / 8 512; router [16, 256] whole 8,192; latent down + up [128, 256] whole 2 x 65,536 = 131,072;
+    # shared gate, up, down [128, 256] / 8: 3 x 8,192 = 24,576 -> 265,728 (not the f32 conv1d, not the experts)
+    kda = 1_024 + 81_920 + 16_384 + 2_048 + 512 + 8_192 + 131_072 + 24_576
+    # the MLA layer: res_proj 1,024; q_a [64, 256] whole 32,768; q_b [384, 64] / 8 6,144; kv_a [48, 256] whole
+    # 24,576; kv_b [512, 32] / 8 4,096; g, o 2 x 16,384; router 8,192; latent 131,072; shared 24,576 -> 265,216
+    mla = 1_024 + 32_768 + 6_144 + 24_576 + 4_096 + 32_768 + 8_192 + 131_072 + 24_576
+    assert scan_bf16_weight_bytes(tiny_setup) == 3 * kda + mla == 1_062_400
+    _, res = stage_live_of_setup(tiny_setup, stage="decode", batch=4, tokens=1, context=256)
+    assert res[RELAYOUT] == 1_062_400
+    native = make_setup(model=tiny_config, hardware="tpu-v7x", topology="2x2x1", tp=8, stack="jax-native")
+    assert scan_bf16_weight_bytes(native) == 0

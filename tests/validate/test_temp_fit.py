@@ -82,3 +82,31 @@ def test_per_stack_fits_each_stack_on_its_own_points():
     assert ev.held_worst < 1e-6
     shared = evaluate(train=fit, held_out=held)  # one set for both stacks cannot fit both laws
     assert shared.held_worst > 0.1
+
+
+def test_total_form_has_one_coefficient_for_the_live_bytes_and_a_fixed_part():
+    # compiled = 1.25 (peak + resident) + 2 MiB, by hand: the total form recovers both; rest plays no part
+    pts = _grid(lambda p, r, s: 1.25 * (p + s) + 2 * MIB)
+    fit, held = split_half(pts)
+    ev = evaluate(train=fit, held_out=held, form="total")
+    assert set(ev.coef) == {"c_live", "c_fixed"}
+    assert ev.coef["c_live"] == pytest.approx(1.25) and ev.coef["c_fixed"] == pytest.approx(2 * MIB)
+    assert ev.held_worst < 1e-6
+
+
+def test_a_grid_position_decides_the_half_not_the_order_points_come_in():
+    pts = _grid(lambda p, r, s: p)[:4]  # one group; positions 3, 0, 1 given out of order, position 2 missing
+    placed = [GridPoint(**{**p.__dict__, "position": i}) for p, i in zip(pts, (3, 0, 1))]
+    fit, held = split_half(placed)
+    assert [p.position for p in fit] == [0] and sorted(p.position for p in held) == [1, 3]
+
+
+def test_leave_one_out_predicts_each_point_from_the_others_only():
+    from k3plan.validate.temp_fit import leave_one_out
+
+    exact = _grid(lambda p, r, s: 1.25 * (p + s) + 2 * MIB)
+    assert max(leave_one_out(exact, per_stack=False, form="total")) < 1e-6
+    # one point off the law by +50%: predicted from the others, its own error is -1/3 (1 / 1.5 - 1), by hand
+    off = [GridPoint(**{**p.__dict__, "compiled_bytes": int(p.compiled_bytes * (1.5 if i == 5 else 1))})
+           for i, p in enumerate(exact)]  # fmt: skip
+    assert leave_one_out(off, per_stack=False, form="total")[5] == pytest.approx(1 / 3, rel=1e-3)
