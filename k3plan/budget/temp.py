@@ -118,17 +118,19 @@ def scan_bf16_weight_bytes(setup) -> int:
     """The bf16 weight matrices (2-D or more, not routed experts) of the layers k3plan's graph scans over
     (``k3plan.validate.structure.layer_plan``: the repeated block), a device, in the stack's runtime
     formats: what the TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``)."""
-    from k3plan.budget.weights import runtime_bytes
+    from k3plan.budget.weights import weight_budget
     from k3plan.validate.structure import layer_plan  # jax-free
 
     spec = setup.model.spec
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = {i for pos in range(len(lp.block)) for i in lp.block_layers(pos)}
-    total = 0
-    for t in setup.model.inventory.text:
-        if t.layer not in scanned or t.role == "expert" or len(t.shape) < 2:
-            continue
-        if setup.stack.runtime_format(t.role, t.fmt) != "bf16":
-            continue
-        total += -(-runtime_bytes(t, setup.stack) // setup.plan.specs[t.name].shards(setup.plan.mesh))
-    return total
+    inv, st = setup.model.inventory, setup.stack
+    tensors = [
+        t
+        for t in inv.text
+        if t.layer in scanned
+        and t.role != "expert"
+        and len(t.shape) >= 2
+        and st.runtime_format(t.role, t.fmt) == "bf16"
+    ]
+    return weight_budget(inventory=inv, plan=setup.plan, stack=st, tensors=tensors).weights_bytes
