@@ -330,6 +330,11 @@ def main() -> None:
         help="compile this point instead of the grid's: STACK:TP:STAGE:TOKENS:BATCH:CONTEXT (repeatable)",
     )
     p.add_argument("--fit-only", help="a grid record JSON: skip compiling, fit, print and write the fit into it")
+    p.add_argument(
+        "--ship",
+        action="store_true",
+        help="then write the record's fit and its error band as the shipped temp model (k3plan/evidence/temp_model.yaml)",
+    )
     p.add_argument("--out", help="where to write the record (default reports/validation/temp-grid-<target>.json)")
     a = p.parse_args()
     cfg = Path(tempfile.mkdtemp()) / "config.json"
@@ -338,7 +343,10 @@ def main() -> None:
         record = json.loads(src.read_text())
         cfg.write_text(json.dumps({**GRIDS[record.get("grid", "toy")][0](), "text_config": record["model_config"]}))
         fit_record(record, cfg)
-        (Path(a.out) if a.out else src).write_text(json.dumps(record, indent=1) + "\n")
+        dest = Path(a.out) if a.out else src
+        dest.write_text(json.dumps(record, indent=1) + "\n")
+        if a.ship:
+            ship(record, dest)
         return
     name = f"temp-grid-{a.target}.json" if a.grid == "toy" else f"temp-grid-{a.grid}-{a.target}.json"
     out = Path(a.out) if a.out else OUT_DIR / name
@@ -347,6 +355,24 @@ def main() -> None:
     fit_record(record, cfg)
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
+    if a.ship:
+        ship(record, out)
+
+
+def ship(record: dict, path: Path) -> None:
+    """The record's fit and its error band (k3plan.budget.temp_model.build_model) as the shipped temp model."""
+    import yaml
+
+    from k3plan.budget.temp_model import MODEL_FILE, build_model
+
+    rel = path.resolve().relative_to(ROOT).as_posix()
+    body = yaml.safe_dump(build_model(record, rel), sort_keys=False, width=1000)
+    MODEL_FILE.write_text(
+        "# The temp model fit / plan / curve / report / check use where no measured or compiled calibration\n"
+        "# matches (k3plan/budget/temp_model.py). Written by benchmarks/bench_temp_grid.py --ship; do not edit.\n" + body
+    )
+    band = ", ".join(f"{b['stack']} {b['low_error']:+.1%} .. {b['high_error']:+.1%}" for b in build_model(record, rel)["bands"])
+    print(f"wrote {MODEL_FILE} (bands: {band})", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -168,31 +168,75 @@ class _StageTemp(BaseModel):
     source: str = ANALYTIC_TEMP
     refused: Optional[str] = None
     outside: Optional[str] = None
+    band: Optional[tuple[int, int]] = None
+
+
+def modelled_stage(setup: Setup, w: Workload, *, stage: str, analytic_bytes: int) -> Optional[_StageTemp]:
+    """Tier (c): the shipped temp model's band for one stage (k3plan.budget.temp_model), counted at its
+    upper end and never under the analytic bound; None where the model was not checked on this model,
+    hardware kind and stack. A prefill chunk is read into a cache of the chunk's size, as the calibrations
+    are keyed."""
+    from k3plan.budget.temp_model import describe_model, load_temp_model, modelled
+
+    tm = load_temp_model()
+    if not tm.applies(model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name):
+        return None
+    if stage == "prefill":
+        at = dict(batch=1, tokens=w.prefill_chunk_tokens, context=w.prefill_chunk_tokens)
+    else:
+        at = dict(batch=w.batch, tokens=1, context=w.context_tokens)
+    _, lo, hi = modelled(tm, setup, stage=stage, **at)
+    lo, hi = max(lo, analytic_bytes), max(hi, analytic_bytes)
+    return _StageTemp(bytes=hi, source=describe_model(tm, setup.stack.name), band=(lo, hi))
 
 
 def _stage_temp(
-    cal: Optional[Calibration], *, stage: str, x: int, analytic_bytes: int, kind: str, warnings: list[str]
+    cal: Optional[Calibration],
+    *,
+    stage: str,
+    x: int,
+    analytic_bytes: int,
+    kind: str,
+    warnings: list[str],
+    model: Optional[tuple[Setup, Workload]] = None,
 ) -> _StageTemp:
+    """``model``: where no calibration answers the stage, try the temp model for this (setup, workload)."""
     ev = None if cal is None else calibrated_stage(cal, stage=stage, x=x, analytic_bytes=analytic_bytes, kind=kind)
     if ev is None:
-        return _StageTemp(bytes=analytic_bytes)
+        got = None if model is None else modelled_stage(*model, stage=stage, analytic_bytes=analytic_bytes)
+        return got or _StageTemp(bytes=analytic_bytes)
     if ev.warning:
         warnings.append(ev.warning)
     return _StageTemp(bytes=ev.temp_bytes, source=ev.source, refused=ev.refused or None, outside=ev.outside or None)
 
 
 def _temp(
-    setup: Setup, w: Workload, cal: Optional[Calibration], kind: str, warnings: list[str], expert_fmt: str
+    setup: Setup,
+    w: Workload,
+    cal: Optional[Calibration],
+    kind: str,
+    warnings: list[str],
+    expert_fmt: str,
+    evidence: bool = True,
 ) -> tuple[Temp, _StageTemp, _StageTemp]:
     kw: dict[str, Any] = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
     pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
     if cal is not None and not kind:
         check_calibration_matches(setup, cal, warnings)
+    model = (setup, w) if evidence and (cal is None or kind) else None  # an explicit --calibration is the user's
     p = _stage_temp(
-        cal, stage="prefill", x=w.prefill_chunk_tokens, analytic_bytes=pre.total, kind=kind, warnings=warnings
+        cal,
+        stage="prefill",
+        x=w.prefill_chunk_tokens,
+        analytic_bytes=pre.total,
+        kind=kind,
+        warnings=warnings,
+        model=model,
     )
-    d = _stage_temp(cal, stage="decode", x=w.context_tokens, analytic_bytes=dec.total, kind=kind, warnings=warnings)
+    d = _stage_temp(
+        cal, stage="decode", x=w.context_tokens, analytic_bytes=dec.total, kind=kind, warnings=warnings, model=model
+    )
     temp = Temp(
         prefill_terms=pre.terms,
         decode_terms=dec.terms,
@@ -202,6 +246,8 @@ def _temp(
         prefill_outside=p.outside,
         decode_refused=d.refused,
         decode_outside=d.outside,
+        prefill_band=p.band,
+        decode_band=d.band,
     )
     return temp, p, d
 
@@ -254,7 +300,7 @@ def fit(
         found = default_evidence(setup)
         if found is not None:
             calibration, kind = found
-    temp, temp_prefill, temp_decode = _temp(setup, workload, calibration, kind, warnings, expert_fmt)
+    temp, temp_prefill, temp_decode = _temp(setup, workload, calibration, kind, warnings, expert_fmt, evidence)
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused = len(stages) < 2
     temp_bytes = max(stages) if stages else 0
@@ -263,26 +309,52 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
-    per_stage = []
-    for stage, sw in zip(setup.stages, setup.stage_weights):  # one stage unless --pp (step/stages.py)
-        w = sw.weights_bytes + draft_bytes_per_device
-        terms = budget_terms(
-            spec,
-            usable=usable,
-            reserve_fraction=stack.reserve.fraction_of_usable_hbm,
-            split_across_dp=stack.kv_cache.split_across_dp,
-            dp=par.dp,
-            weights=w,
-            temp=temp_bytes,
-            cache=layout.model_dump(),
-            context=workload.context_tokens,
-            batch=workload.batch,
-            n_mla=stage.n_mla,
-            n_kda=stage.n_kda,
-            temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
-        )
-        per_stage.append({**terms, "weights_bytes": w})
-    b = bind(per_stage)
+
+    def budget_at(temp_b: int) -> tuple[list[dict], dict]:
+        """Every pipeline stage's budget terms with ``temp_b`` of temporaries, and the binding one's."""
+        per_stage = []
+        for stage, sw in zip(setup.stages, setup.stage_weights):  # one stage unless --pp (step/stages.py)
+            w = sw.weights_bytes + draft_bytes_per_device
+            terms = budget_terms(
+                spec,
+                usable=usable,
+                reserve_fraction=stack.reserve.fraction_of_usable_hbm,
+                split_across_dp=stack.kv_cache.split_across_dp,
+                dp=par.dp,
+                weights=w,
+                temp=temp_b,
+                cache=layout.model_dump(),
+                context=workload.context_tokens,
+                batch=workload.batch,
+                n_mla=stage.n_mla,
+                n_kda=stage.n_kda,
+                temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
+            )
+            per_stage.append({**terms, "weights_bytes": w})
+        b = bind(per_stage)
+        if draft_kv is not None and draft_kv.bytes_per_token_per_device:
+            b = add_draft_kv(
+                b,
+                kv=draft_kv,
+                context_tokens=workload.context_tokens,
+                split_across_dp=stack.kv_cache.split_across_dp,
+                dp=par.dp,
+            )
+        return per_stage, b
+
+    def capacity_of(b: dict) -> tuple[int, int]:
+        """(most sequences, longest context) of a binding stage's budget."""
+        lay = layout
+        if par.pp > 1:
+            st = setup.stages[b["stage"]]
+            lay = layout.model_copy(update={"n_mla": st.n_mla, "n_kda": st.n_kda})
+        seqs, room = int(b["sequences"]), int(b["room_bytes"])
+        ctx = lay.max_context(room / seqs) if room > 0 else 0
+        if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
+            ctx = max_context_with_draft(lay, room / seqs, draft_kv)
+        return (0, 0) if refused else (int(b["max_sequences"]), ctx)  # a refused graph serves nothing
+
+    per_stage, b = budget_at(temp_bytes)
     if par.pp > 1:
         binding = setup.stages[b["stage"]]
         layout = layout.model_copy(update={"n_mla": binding.n_mla, "n_kda": binding.n_kda})
@@ -296,21 +368,13 @@ def fit(
         ]
     else:
         warnings_pp = []
-    if draft_kv is not None and draft_kv.bytes_per_token_per_device:
-        b = add_draft_kv(
-            b,
-            kv=draft_kv,
-            context_tokens=workload.context_tokens,
-            split_across_dp=stack.kv_cache.split_across_dp,
-            dp=par.dp,
-        )
     seqs, room = int(b["sequences"]), int(b["room_bytes"])
-    max_sequences = int(b["max_sequences"])
-    max_context = layout.max_context(room / seqs) if room > 0 else 0
-    if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
-        max_context = max_context_with_draft(layout, room / seqs, draft_kv)
-    if refused:  # a graph the compiler could not fit serves nothing
-        max_sequences = max_context = 0
+    max_sequences, max_context = capacity_of(b)
+    low_temp = temp.band_low()
+    low_sequences: Optional[int] = None
+    low_context: Optional[int] = None
+    if low_temp is not None:  # tier (c): capacity at the band's lower end too (the verdict keeps the upper)
+        low_sequences, low_context = capacity_of(budget_at(low_temp)[1])
     topo = setup.topology
     code = int(
         reject_code(
@@ -395,6 +459,10 @@ def fit(
             max_sequences=max_sequences,
             kv_state_crossover_tokens=crossover,
             model_max_context_tokens=spec.max_context,
+            band_low_max_context_tokens=None
+            if low_context is None
+            else min(low_context, spec.max_context or low_context),
+            band_low_max_sequences=low_sequences,
         ),
         fits=fits,
         weights_fit=wb.weights_bytes <= usable,

@@ -86,6 +86,18 @@ class Capacity(Named):
     max_sequences: int
     kv_state_crossover_tokens: float | None
     model_max_context_tokens: int | None
+    # where the temp comes from the temp model (k3plan.budget.temp_model): the same at its band's lower end
+    band_low_max_context_tokens: int | None = None
+    band_low_max_sequences: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler):
+        """The band keys appear only where a stage's temp is modelled (the JSON contract)."""
+        out = handler(self)
+        for k in ("band_low_max_context_tokens", "band_low_max_sequences"):
+            if out.get(k) is None:
+                out.pop(k, None)
+        return out
 
 
 class Provenance(Named):
@@ -110,13 +122,31 @@ class Temp(Named):
     prefill_outside: str | None = None
     decode_refused: str | None = None
     decode_outside: str | None = None
+    # (low, high) bytes where the stage's temp comes from the temp model (k3plan.budget.temp_model); the
+    # stage counts the high end
+    prefill_band: tuple[int, int] | None = None
+    decode_band: tuple[int, int] | None = None
     binding: str = ""
+
+    def band_low(self) -> int | None:
+        """The temp at the band's lower end (a stage without a band at its own bytes); None: no band."""
+        stages = ((self.prefill_band, self.prefill_bytes), (self.decode_band, self.decode_bytes))
+        if all(band is None for band, _ in stages):
+            return None
+        return max(band[0] if band is not None else x for band, x in stages if x is not None)
 
     @model_serializer(mode="wrap")
     def _drop_absent(self, handler):
         """The calibration keys appear only when they say something (the JSON contract)."""
         out = handler(self)
-        for k in ("prefill_refused", "prefill_outside", "decode_refused", "decode_outside"):
+        for k in (
+            "prefill_refused",
+            "prefill_outside",
+            "decode_refused",
+            "decode_outside",
+            "prefill_band",
+            "decode_band",
+        ):
             if out.get(k) is None:
                 out.pop(k, None)
         return out

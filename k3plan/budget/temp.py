@@ -114,23 +114,29 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
     )
 
 
-def scan_bf16_weight_bytes(setup) -> int:
+def scan_bf16_tensors(inventory, spec, stack) -> list:
     """The bf16 weight matrices (2-D or more, not routed experts) of the layers k3plan's graph scans over
-    (``k3plan.validate.structure.layer_plan``: the repeated block), a device, in the stack's runtime
-    formats: what the TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``)."""
-    from k3plan.budget.weights import weight_budget
+    (``k3plan.validate.structure.layer_plan``: the repeated block), in the stack's runtime formats: what the
+    TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``)."""
     from k3plan.validate.structure import layer_plan  # jax-free
 
-    spec = setup.model.spec
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = {i for pos in range(len(lp.block)) for i in lp.block_layers(pos)}
-    inv, st = setup.model.inventory, setup.stack
-    tensors = [
+    return [
         t
-        for t in inv.text
+        for t in inventory.text
         if t.layer in scanned
         and t.role != "expert"
         and len(t.shape) >= 2
-        and st.runtime_format(t.role, t.fmt) == "bf16"
+        and stack.runtime_format(t.role, t.fmt) == "bf16"
     ]
+
+
+def scan_bf16_weight_bytes(setup) -> int:
+    """``scan_bf16_tensors``' bytes a device under the setup's sharding plan (plan's columns:
+    ``k3plan.step.weights.mesh_weights`` over the same tensors)."""
+    from k3plan.budget.weights import weight_budget
+
+    inv, st = setup.model.inventory, setup.stack
+    tensors = scan_bf16_tensors(inv, setup.model.spec, st)
     return weight_budget(inventory=inv, plan=setup.plan, stack=st, tensors=tensors).weights_bytes

@@ -122,7 +122,15 @@ def command(
         from k3plan.budget.fit import default_evidence
 
         found = default_evidence(setup)
-        evidence = f", {found[1]} calibration {Path(found[0].path).name}" if found else ", analytic temp"
+        if found:
+            evidence = f", {found[1]} calibration {Path(found[0].path).name}"
+        else:
+            from k3plan.budget.temp_model import load_temp_model
+
+            modelled = load_temp_model().applies(
+                model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name
+            )
+            evidence = ", temp model (upper end of its band)" if modelled else ", analytic temp"
     title = (
         f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
         f"stack {setup.stack.name}, batch {batch}" + evidence

@@ -9,6 +9,7 @@ Per-stack and per-hardware figures are looked up once and gathered by index.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from k3plan.step.memory import (
     total,
 )
 from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
-from k3plan.step.weights import mesh_weights, stage_classes
+from k3plan.step.weights import mesh_weights, stage_classes, tensor_classes
 
 
 def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
@@ -200,6 +201,61 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     return kind_code
 
 
+def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, context: int, batch: int) -> None:
+    """Tier (c), as fit's ``modelled_stage``: where no calibration answered a configuration (temp_source 0)
+    and the shipped temp model was checked on its model, hardware kind and stack, each stage's temp is the
+    model's band's upper end (never under the analytic bound), temp_source 3; the band's lower end goes to
+    ``<stage>_temp_low_bytes``. A prefill chunk is read into a cache of the chunk's size."""
+    from k3plan.budget.temp import scan_bf16_tensors
+    from k3plan.budget.temp_model import band, load_temp_model, model_bytes
+    from k3plan.step.live import form_for, live_features, stage_live
+
+    c = space.cols
+    for stage in ("prefill", "decode"):
+        cols[f"{stage}_temp_low_bytes"] = cols[f"{stage}_temp_bytes"].copy()
+    tm = load_temp_model()
+    for vi, st in enumerate(space.variants):
+        hw_ok = np.array(
+            [tm.applies(model=model.name, hardware_kind=hw.kind, stack=st.name) for hw in space.hardware], dtype=bool
+        )
+        if not hw_ok.any():
+            continue
+        rows = np.flatnonzero((c["variant"] == vi) & hw_ok[c["hw"]] & (cols["temp_source"] == 0))
+        if not rows.size:
+            continue
+        tp, ep, dp = c["tp"][rows], c["ep"][rows], c["dp"][rows]
+        scan = mesh_weights(
+            classes=tensor_classes(model.inventory, scan_bf16_tensors(model.inventory, model.spec, st)),
+            stack=st,
+            tp=tp,
+            dp=dp,
+            ep_all=c["ep_all"][rows],
+        ).weights_bytes
+        common = dict(
+            form=form_for(st.name),
+            act=BYTES[st.activation_dtype],
+            tp=tp,
+            ep=ep,
+            dp=dp if st.kv_cache.split_across_dp else 1,
+            kv_bytes_per_token_layer=cache["kv_bytes_per_token_layer"][rows],
+            state_bytes_per_layer=cache["state_bytes_per_layer_unpadded"][rows],
+            scan_bf16_weight_bytes=scan,
+        )
+        chunk = c["chunk"][rows]
+        at: dict[str, dict[str, Any]] = {
+            "prefill": dict(batch=1, tokens=chunk, context=chunk),
+            "decode": dict(batch=batch, tokens=1, context=context),
+        }
+        coef, b = tm.coef_for(st.name), tm.band_for(st.name)
+        for stage, where in at.items():
+            m = model_bytes(coef, live_features(*stage_live(model.spec, stage=stage, **common, **where)))
+            lo, hi = band(np.asarray(m, dtype=np.float64), b)
+            analytic = cols[f"{stage}_temp_bytes"][rows]
+            cols[f"{stage}_temp_bytes"][rows] = np.maximum(np.ceil(hi).astype(np.int64), analytic)
+            cols[f"{stage}_temp_low_bytes"][rows] = np.maximum(lo.astype(np.int64), analytic)
+        cols["temp_source"][rows] = 3
+
+
 def static_columns(
     *, space: Space, model: Model, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
 ) -> tuple[dict[str, np.ndarray], list[str], dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
@@ -259,6 +315,7 @@ def evaluate(
         )
     )
     cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
+    apply_temp_model(cols, cache, space=space, model=model, context=context, batch=batch)
     cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
     # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
     # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)

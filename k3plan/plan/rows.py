@@ -18,7 +18,12 @@ from k3plan.plan.space import Space
 from k3plan.step.decode import BINDING
 
 GiB = 2**30
-TEMP_EVIDENCE = ("analytic", "compiled", "measured")  # plan.evaluate.apply_evidence codes
+TEMP_EVIDENCE = (
+    "analytic",
+    "compiled",
+    "measured",
+    "temp model",
+)  # plan.evaluate.apply_evidence / apply_temp_model codes
 PER_DEVICE = (
     "weights_bytes",
     "replicated_bytes",

@@ -387,8 +387,9 @@ def plan(
                 else "collective latencies from the hardware specs"
             ),
             f"memory: fit's per-device terms (the stack's reserve; temporaries from a shipped calibration for "
-            f"{int((cols['temp_source'] > 0).sum()):,} configuration(s), row key temp_evidence, else the analytic "
-            f"lower bound); a configuration must hold --concurrency sequences",
+            f"{int(((cols['temp_source'] == 1) | (cols['temp_source'] == 2)).sum()):,} configuration(s), from the "
+            f"shipped temp model's upper end for {int((cols['temp_source'] == 3).sum()):,}, row key temp_evidence, "
+            f"else the analytic lower bound); a configuration must hold --concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
             (
                 "pipeline: pp 1 only under --isl/--osl (the scheduler's linear step model has no microbatch "

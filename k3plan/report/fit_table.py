@@ -65,6 +65,12 @@ def render_fit(r: FitResult, console: Console) -> None:
         f"most sequences at {w.context_tokens:,}: [bold]{cap.max_sequences:,}[/]"
         + (f"; KV overtakes KDA state at {cross:,.0f} tokens" if cross else "")
     )
+    if cap.band_low_max_context_tokens is not None:
+        console.print(
+            f"capacity at the temp model's lower end (temp {_gib(r.temp.band_low() or 0)} GiB instead of {_gib(dev.temp_bytes)}): longest "
+            f"context {cap.band_low_max_context_tokens:,} tokens; most sequences at {w.context_tokens:,}: "
+            f"{cap.band_low_max_sequences:,}; the verdict uses the upper end"
+        )
     console.print(
         f"model state (one copy): KV {r.model_state.kv_bytes_per_token:,} B a token ({r.model_state.kv_dtype}), "
         f"state {r.model_state.state_bytes_per_sequence:,} B a sequence"

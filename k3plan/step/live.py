@@ -31,9 +31,10 @@ grid with K3's own lane dims (``k3lanes``) was not finished on 2026-12-01.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from k3plan.models.spec import ModelSpec
 from k3plan.step.columns import maximum
@@ -101,7 +102,9 @@ def experts_held(spec: ModelSpec, *, ep, form: str) -> Col:
     (tpu7x dumps of the k3lanes grid, vllm-tpu TP32: concatenate.111 bf16[5,3072,3584] for a 4-expert
     tile in prefill, concatenate.75-98 the same in decode)."""
     local = cdiv(spec.moe.num_experts, ep)
-    return {"layer": local, "ragged": local, "tiled": math.gcd(local, TILE_EXPERTS) + 1}[form]
+    if form == "tiled":
+        return np.gcd(local, TILE_EXPERTS) + 1
+    return local
 
 
 def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
@@ -221,6 +224,20 @@ def stage_live(
         AHEAD: ahead,
     }
     return ops, resident
+
+
+def live_features(ops: list[LiveOp], resident: dict[str, Col]) -> dict[str, Col]:
+    """The temp model's features (k3plan.validate.temp_fit.FEATURES without the constant): ``peak`` the
+    largest op's live bytes, ``rest`` the other ops' sum, ``resident`` what stays live across ops (residual
+    stream, the scan's bf16 weight relayout, experts dequantized ahead of use) and ``cache`` one layer's
+    cache slice. The ``total`` form's live bytes are peak + resident."""
+    peak, rest = peak_and_rest(ops)
+    return {
+        "peak": peak,
+        "rest": rest,
+        "resident": resident[RESIDUAL] + resident[RELAYOUT] + resident[AHEAD],
+        "cache": resident[CACHE_SLICE],
+    }
 
 
 def peak_and_rest(ops: list[LiveOp]) -> tuple[Col, Col]:

@@ -49,7 +49,7 @@ class GridPoint:
     def from_record(cls, p: dict, setup, position: int | None = None) -> "GridPoint":
         """A grid record's point (bench_temp_grid) with its setup's live model."""
         from k3plan.budget.temp import stage_live_of_setup
-        from k3plan.step.live import AHEAD, CACHE_SLICE, RELAYOUT, RESIDUAL, peak_and_rest
+        from k3plan.step.live import live_features
 
         ops, resident = stage_live_of_setup(
             setup,
@@ -59,7 +59,7 @@ class GridPoint:
             context=p["context"],
             form=p.get("form") or LEGACY_FORMS[p["stack"]],
         )
-        peak, rest = peak_and_rest(ops)
+        f = live_features(ops, resident)
         top = max(ops, key=lambda o: o.bytes).name
         what = (
             f"prefill {p['tokens']} ctx {p['context']}"
@@ -70,10 +70,10 @@ class GridPoint:
             label=f"{p['stack']} tp{p['tp']} {what}",
             group=(p["stack"], p["tp"], p["stage"]),
             compiled_bytes=int(p["temp_bytes"]),
-            peak=float(peak),
-            rest=float(rest),
-            resident=float(resident[RESIDUAL] + resident[RELAYOUT] + resident[AHEAD]),
-            cache=float(resident[CACHE_SLICE]),
+            peak=float(f["peak"]),
+            rest=float(f["rest"]),
+            resident=float(f["resident"]),
+            cache=float(f["cache"]),
             peak_op=top,
             position=position,
         )

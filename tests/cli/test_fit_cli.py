@@ -184,7 +184,7 @@ def test_deepseek_v3_kv_bf16(cli):
 
 
 def test_k3_fp8_kv_crossover(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8")
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8", "--context", "4096")
     assert d["model_state"]["kv_bytes_per_token"] == 13_824
     assert d["model_state"]["state_bytes_per_sequence"] == 449_372_160
     assert abs(d["capacity"]["kv_state_crossover_tokens"] - 32_507) <= 1

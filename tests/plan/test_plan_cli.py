@@ -103,7 +103,7 @@ def test_tpot_target_and_concurrency_reject_with_reasons(cli):
     d = plan_json(cli, "-H", "tpu-v7x", "--target-tpot-ms", "0.001", code=1)
     assert d["recommended"] is None and d["ranked"] == []
     assert all("tpot" in f["reasons"] for f in d["rejected_families"])
-    d = plan_json(cli, "-H", "tpu-v7x", "--concurrency", "64", "--max-chips", "32")
+    d = plan_json(cli, "-H", "tpu-v7x", "--concurrency", "64", "--max-chips", "64")
     assert all(r["max_sequences"] >= 64 for r in d["ranked"])
     assert any("concurrency" in f["reasons"] for f in d["families"])
     jax = next(f for f in d["rejected_families"] if f["stack"] == "jax-native")

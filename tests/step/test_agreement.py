@@ -60,17 +60,23 @@ def test_every_h200_configuration_gets_fits_verdict_from_plan():
 
 def test_report_pick_is_plans_first_row():
     """Was: plan picked 2x4x4 tp=4 dp=16 (fewest chips, then TPOT) and report 2x4x4 tp=8 dp=8 (its own
-    search, most free HBM)."""
+    search, most free HBM). Since issue 15 item 1 the temp of a configuration no calibration matches is the
+    shipped temp model's upper end, not the analytic lower bound: 64 sequences of 131,072 tokens no longer fit
+    any v7x topology with vllm-tpu (both say so), 16 do, on the same pick in both."""
     p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=64, top=1)
     chosen, _ = smallest_viable(model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072],
                                 concurrency=64, max_chips=10**9)
+    assert p.recommended is None and chosen[131072].setup is None
+    p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=16, top=1)
+    chosen, _ = smallest_viable(model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072],
+                                concurrency=16, max_chips=10**9)
     ch = chosen[131072]
     top = p.recommended
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top.topology, top.tp, top.ep, top.dp) == ("2x4x4", 4, 64, 16)
-    assert ch.result.fits
+        top.topology, top.tp, top.ep, top.dp) == ("2x4x4", 16, 64, 4)
+    assert ch.result.fits and top.temp_evidence == "temp model"
     assert ch.result.per_device.free_bytes == top.per_device.free_bytes
-    d = decode_bound(ch.setup, batch=64, context_tokens=131072, eff=Efficiency())
+    d = decode_bound(ch.setup, batch=16, context_tokens=131072, eff=Efficiency())
     assert d.tpot_s * 1e3 == pytest.approx(top.tpot_ms, rel=1e-9)
 
 

@@ -8,8 +8,11 @@ made the default stack come from the hardware (a note names it), and the two spe
 issue 17 item 7 added the embedding, dense-MLP and logits collectives to the step (jax-native TP 32:
 4 more calls a step and the routed latent in each MoE all-reduce; deepseek-v3: its 3 dense layers'
 all-reduces too), and fit-2x2x4-tp32.json when issue 15 item 4 made the shipped vllm-tpu calibration
-the tiled expert form's (the slice now fits: a temp, free bytes, capacity and a speed figure); the keys
-and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
+the tiled expert form's (the slice now fits: a temp, free bytes, capacity and a speed figure), and
+fit-2x2x2-tp16-ctx1m.json when issue 15 item 1 made the shipped temp model tier (c) of the evidence (no
+calibration matches 2x2x2: the temp is the model's upper end, and the band keys temp.prefill_band /
+decode_band and capacity.band_low_* appear, only where a stage is modelled); the other keys and their order
+are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
 

@@ -83,8 +83,8 @@ def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
     m = said(r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 128K fits, not only the "
              r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences; at 1M "
              r"context \(`--context 1048576`\) it moves on to (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free "
-             r"a device and (\d+) sequences, with the note naming (\S+) as tried. There its temporaries are the analytic "
-             r"lower bound")
+             r"a device and (\d+) sequences, with the note naming (\S+) as tried. There its temporaries are the shipped "
+             r"temp model's upper end")
     groups = m.groups()
     for args, (topo, devices, tp, dp, free, seqs) in (((), groups[:6]), (("--context", "1048576"), groups[6:12])):
         d, code = run_json(cli, "fit", *args)
@@ -94,7 +94,8 @@ def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
         assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == free and d["capacity"]["max_sequences"] == int(seqs)
     tried = groups[12]
     assert any(n.startswith(f"topology {d['hardware']['topology']}: default") and tried in n for n in d["notes"])
-    assert d["provenance"]["temp_decode"].startswith("analytic")
+    assert d["provenance"]["temp_decode"].startswith("temp model k3plan/evidence/temp_model.yaml")
+    assert d["temp"]["decode_band"][1] == d["temp"]["decode_bytes"] and d["capacity"]["band_low_max_sequences"] >= 1
 
 
 def test_h200_plan_picks_pipeline_parallel(cli):
