@@ -201,12 +201,26 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     return kind_code
 
 
+def _scan_classes(model: Model, st) -> list:
+    """The tensor classes of ``scan_bf16_tensors`` (k3plan.budget.temp), once a (model, stack formats)."""
+    from k3plan.budget.temp import scan_bf16_tensors
+
+    key = (id(model.inventory), st.name, repr(st.runtime_formats))
+    held = _SCAN_CLASSES.get(key)
+    if held is None or held[0] is not model.inventory:
+        held = (model.inventory, tensor_classes(model.inventory, scan_bf16_tensors(model.inventory, model.spec, st)))
+        _SCAN_CLASSES[key] = held  # the inventory held too, so its id cannot be reused
+    return held[1]
+
+
+_SCAN_CLASSES: dict[tuple, tuple[Any, list]] = {}
+
+
 def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, context: int, batch: int) -> None:
     """Tier (c), as fit's ``modelled_stage``: where no calibration answered a configuration (temp_source 0)
     and the shipped temp model was checked on its model, hardware kind and stack, each stage's temp is the
     model's band's upper end (never under the analytic bound), temp_source 3; the band's lower end goes to
     ``<stage>_temp_low_bytes``. A prefill chunk is read into a cache of the chunk's size."""
-    from k3plan.budget.temp import scan_bf16_tensors
     from k3plan.budget.temp_model import band, load_temp_model, model_bytes
     from k3plan.step.live import form_for, live_features, stage_live
 
@@ -223,13 +237,21 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
         rows = np.flatnonzero((c["variant"] == vi) & hw_ok[c["hw"]] & (cols["temp_source"] == 0))
         if not rows.size:
             continue
-        tp, ep, dp = c["tp"][rows], c["ep"][rows], c["dp"][rows]
+        # the model depends on (tp, ep, dp, experts over all devices, chunk) within a variant: evaluate each
+        # distinct one once (a wide search repeats them over topologies and hardware)
+        key = np.zeros(rows.size, dtype=np.int64)
+        for k in ("tp", "ep", "dp", "ep_all", "chunk"):  # one int a distinct tuple: each column's codes, mixed
+            values, codes = np.unique(c[k][rows], return_inverse=True)
+            key = key * values.size + codes.reshape(-1)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        tp, ep, dp, ep_all, chunk = (c[k][rows[first]] for k in ("tp", "ep", "dp", "ep_all", "chunk"))
         scan = mesh_weights(
-            classes=tensor_classes(model.inventory, scan_bf16_tensors(model.inventory, model.spec, st)),
+            classes=_scan_classes(model, st),
             stack=st,
             tp=tp,
             dp=dp,
-            ep_all=c["ep_all"][rows],
+            ep_all=ep_all.astype(bool),
         ).weights_bytes
         common = dict(
             form=form_for(st.name),
@@ -237,11 +259,10 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
             tp=tp,
             ep=ep,
             dp=dp if st.kv_cache.split_across_dp else 1,
-            kv_bytes_per_token_layer=cache["kv_bytes_per_token_layer"][rows],
-            state_bytes_per_layer=cache["state_bytes_per_layer_unpadded"][rows],
+            kv_bytes_per_token_layer=cache["kv_bytes_per_token_layer"][rows[first]],
+            state_bytes_per_layer=cache["state_bytes_per_layer_unpadded"][rows[first]],
             scan_bf16_weight_bytes=scan,
         )
-        chunk = c["chunk"][rows]
         at: dict[str, dict[str, Any]] = {
             "prefill": dict(batch=1, tokens=chunk, context=chunk),
             "decode": dict(batch=batch, tokens=1, context=context),
@@ -251,8 +272,8 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
             m = model_bytes(coef, live_features(*stage_live(model.spec, stage=stage, **common, **where)))
             lo, hi = band(np.asarray(m, dtype=np.float64), b)
             analytic = cols[f"{stage}_temp_bytes"][rows]
-            cols[f"{stage}_temp_bytes"][rows] = np.maximum(np.ceil(hi).astype(np.int64), analytic)
-            cols[f"{stage}_temp_low_bytes"][rows] = np.maximum(lo.astype(np.int64), analytic)
+            cols[f"{stage}_temp_bytes"][rows] = np.maximum(np.ceil(hi).astype(np.int64)[inverse], analytic)
+            cols[f"{stage}_temp_low_bytes"][rows] = np.maximum(lo.astype(np.int64)[inverse], analytic)
         cols["temp_source"][rows] = 3
 
 
