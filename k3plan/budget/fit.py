@@ -309,6 +309,7 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
+    cache_cols = layout.model_dump()  # the whole model's layout (pp rebinds ``layout`` to a stage's below)
 
     def budget_at(temp_b: int) -> tuple[list[dict], dict]:
         """Every pipeline stage's budget terms with ``temp_b`` of temporaries, and the binding one's."""
@@ -323,7 +324,7 @@ def fit(
                 dp=par.dp,
                 weights=w,
                 temp=temp_b,
-                cache=layout.model_dump(),
+                cache=cache_cols,
                 context=workload.context_tokens,
                 batch=workload.batch,
                 n_mla=stage.n_mla,
