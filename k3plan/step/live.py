@@ -24,9 +24,10 @@ one more MoE layer's experts dequantized ahead of use. The stage's temp model is
 x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
 stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
 limits in reports/validation/README.md; k3plan.validate.temp_fit also fits ``c_live x (largest op +
-resident) + c_fixed``). Not in fit's evidence order: on a toy K3 (deviceless tpu7x) it missed the held-out
-goal, in-sample too (lane padding of 1-2-wide dims, VMEM placement, copies after buffer assignment); the
-grid with K3's own lane dims (``k3lanes``) was not finished on 2026-12-01.
+resident) + c_fixed``). In its shipped form (coefficients from the ``k3lanes`` grid's fit half and an error
+band, k3plan/evidence/temp_model.yaml) it is tier (c) of the temp evidence (k3plan.budget.temp_model): where no
+measured or compiled calibration matches, fit and plan count the band's upper end. Its held-out error on the
+grid (12 points, deviceless tpu7x) is median 15.5%, worst 32.4%: the goal of 10% / 25% is not met.
 """
 
 from __future__ import annotations
@@ -91,8 +92,23 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
             "ragged_dot rows: gate, up [tokens x top_k, inter]": 2 * tk * moe.expert_intermediate * act,
             "combine [tokens, latent]": tokens * moe.expert_in * act,
             f"dequantized experts ({form})": held * 3 * moe.expert_in * moe.expert_intermediate * act,
+            # the tiled form over more than one tile is a scan whose carry accumulates the tiles' outputs, and
+            # h = silu(gate) x up, the down ragged_dot's lhs, is its own array inside the loop: one more [tk,
+            # latent] and one more [tk, inter] (tpu7x dump of the k3lanes grid's vllm-tpu TP16 prefill 8,192, 8
+            # local experts = 2 tiles: at the peak xs gather_offload_custom_fusion.27 and the scan's carry
+            # wide.param.8{1} bf16[131072,3584], 896 MiB each, beside gate / up ragged-dot-none.3 / .4 and h
+            # fusion.723 bf16[131072,3072], 768 MiB each; at TP32 its 4 local experts are one tile, no loop)
+            "tiled scan: the tiles' accumulator [tk, latent] and h [tk, inter]": (
+                (form == "tiled") * (tiles(spec, ep=ep) > 1) * tk * (moe.expert_in + moe.expert_intermediate) * act
+            ),
         },
     )
+
+
+def tiles(spec: ModelSpec, *, ep) -> Col:
+    """Scan steps of the ``tiled`` form: the device's local experts over tiles of gcd(local, TILE_EXPERTS)."""
+    local = cdiv(spec.moe.num_experts, ep)
+    return local // np.gcd(local, TILE_EXPERTS)
 
 
 def experts_held(spec: ModelSpec, *, ep, form: str) -> Col:

@@ -73,7 +73,7 @@ def test_report_pick_is_plans_first_row():
     ch = chosen[131072]
     top = p.recommended
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top.topology, top.tp, top.ep, top.dp) == ("2x4x4", 16, 64, 4)
+        top.topology, top.tp, top.ep, top.dp) == ("4x4x4", 16, 128, 8)
     assert ch.result.fits and top.temp_evidence == "temp model"
     assert ch.result.per_device.free_bytes == top.per_device.free_bytes
     d = decode_bound(ch.setup, batch=16, context_tokens=131072, eff=Efficiency())

@@ -102,3 +102,17 @@ def test_the_scan_s_bf16_weight_matrices_are_copied_whole_fp32_ones_not(tiny_set
     assert res[RELAYOUT] == 1_062_400
     native = make_setup(model=tiny_config, hardware="tpu-v7x", topology="2x2x1", tp=8, stack="jax-native")
     assert scan_bf16_weight_bytes(native) == 0
+
+
+def test_the_tiled_scan_holds_an_accumulator_and_h_only_over_more_than_one_tile(tiny_setup):
+    """tpu7x dump, k3lanes vllm-tpu TP16 prefill 8,192 (2 tiles): xs and the scan's carry [tk, latent], gate,
+    up and h [tk, inter] at the peak; one tile (the grid's TP32) is no loop."""
+    from k3plan.step.live import moe_live
+
+    spec = tiny_setup.model.spec  # 16 experts, top-2, latent 128, inter 64 (test_ragged_form... above)
+    key = "tiled scan: the tiles' accumulator [tk, latent] and h [tk, inter]"
+    four_tiles = moe_live(spec, tokens=100, ep=1, act=2, form="tiled").buffers[key]  # 16 local = 4 tiles of 4
+    assert four_tiles == 100 * 2 * (128 + 64) * 2
+    assert moe_live(spec, tokens=100, ep=2, act=2, form="tiled").buffers[key] == four_tiles  # 8 local: 2 tiles
+    assert moe_live(spec, tokens=100, ep=4, act=2, form="tiled").buffers[key] == 0  # 4 local: one tile
+    assert moe_live(spec, tokens=100, ep=1, act=2, form="ragged").buffers[key] == 0  # no scan over tiles
