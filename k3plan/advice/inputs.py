@@ -38,6 +38,9 @@ class KvDtypeOption(_Frozen):
     kv_bytes_per_token: PositiveInt  # per device, all MLA layers
     block_tokens: PositiveInt = 1  # KV allocation granularity under that dtype
     state_bytes_per_sequence: NonNegativeInt | None = None  # per device, if paging pads it differently
+    # the temporaries a fit under that dtype counts (its temp evidence may differ: a calibration is matched on
+    # the KV dtype, k3plan.evidence); None: the same as now
+    temp_bytes: NonNegativeInt | None = None
 
 
 class BatchOption(_Frozen):
@@ -164,4 +167,5 @@ def kv_dtype_option_from_fit(fit: FitResult) -> KvDtypeOption:
         kv_bytes_per_token=fit.per_device.kv_bytes_per_token,
         block_tokens=_block_tokens(fit),
         state_bytes_per_sequence=fit.per_device.state_bytes_per_sequence,
+        temp_bytes=fit.per_device.temp_bytes,
     )

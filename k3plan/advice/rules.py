@@ -64,9 +64,10 @@ def _kv_bytes(x: AdviceInputs, bpt: int, block: int, context: int) -> int:
     return x.sequences * math.ceil(context / block) * block * bpt
 
 
-def max_context(x: AdviceInputs, *, bpt: int, block: int, state_per_seq: int) -> int:
-    """Longest context, whole blocks, at the current sequences a device."""
-    room = (x.usable_bytes - x.fixed_bytes) / x.sequences - state_per_seq
+def max_context(x: AdviceInputs, *, bpt: int, block: int, state_per_seq: int, freed_fixed: int = 0) -> int:
+    """Longest context, whole blocks, at the current sequences a device (``freed_fixed``: bytes of the weights,
+    temporaries or reserve an option frees)."""
+    room = (x.usable_bytes - x.fixed_bytes + freed_fixed) / x.sequences - state_per_seq
     return max(0, int(room // (bpt * block)) * block)
 
 
@@ -112,11 +113,14 @@ def _topology(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
 def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Suggestion | None:
     state = x.state_bytes_per_sequence if o.state_bytes_per_sequence is None else o.state_bytes_per_sequence
     new_kv = _kv_bytes(x, o.kv_bytes_per_token, o.block_tokens, x.context_tokens)
-    freed = x.kv_bytes - new_kv + x.state_bytes - x.sequences * state
+    # the temporaries too where the other dtype's fit counts other ones (its temp evidence is matched on the KV
+    # dtype): free after = that fit's free, so the advice and `fit --kv-dtype` agree
+    temp_delta = 0 if o.temp_bytes is None else x.temp_bytes - o.temp_bytes
+    freed = x.kv_bytes - new_kv + x.state_bytes - x.sequences * state + temp_delta
     if freed <= 0:
         return None
     now = max_context(x, bpt=x.kv_bytes_per_token, block=x.block_tokens, state_per_seq=x.state_bytes_per_sequence)
-    new = max_context(x, bpt=o.kv_bytes_per_token, block=o.block_tokens, state_per_seq=state)
+    new = max_context(x, bpt=o.kv_bytes_per_token, block=o.block_tokens, state_per_seq=state, freed_fixed=temp_delta)
     ctx = (
         f"; max context at {x.sequences} sequence(s) a device {now:,} -> {new:,} tokens ({new - now:+,})" if new else ""
     )
@@ -127,7 +131,8 @@ def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Sugges
         free_bytes_after=x.free_bytes + freed,
         context_tokens_gained=new - now,
         text=f"KV {x.kv_dtype} -> {o.kv_dtype} ({x.kv_bytes_per_token:,} -> {o.kv_bytes_per_token:,} B a token a "
-        f"device): frees {_gib(freed)} a device{ctx}",
+        f"device): frees {_gib(freed)} a device{ctx}"
+        + (f" (temporaries {_gib(o.temp_bytes or 0)} there, {_gib(x.temp_bytes)} now)" if temp_delta else ""),
         resolves=x.free_bytes + freed >= bar,
         score=freed / x.usable_bytes,
     )

@@ -42,12 +42,17 @@ def test_kv_suggestion_is_fp8_ds_mla_at_656_bytes_a_token_a_layer(cli):
     d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", code=1)
     kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
     assert f"{BF16_BPT:,} -> {FP8_DS_MLA_BPT:,} B a token" in kv["text"]
-    fp8 = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", "--kv-dtype", "fp8_ds_mla")
+    # no calibration matches fp8_ds_mla KV (they are matched on the KV dtype): that fit counts the temp model's
+    # upper end (issue 15 item 1), so it does not fit where bf16 with its compiled calibration nearly does
+    fp8 = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", "--kv-dtype", "fp8_ds_mla",
+                   code=1)  # fmt: skip
     assert fp8["per_device"]["kv_bytes_per_token"] == FP8_DS_MLA_BPT
-    # freed = (KV + state) at bf16 minus (KV + state) at fp8_ds_mla, the same 32 sequences
-    kv_state = lambda x: x["per_device"]["kv_bytes"] + x["per_device"]["state_bytes"]
-    assert kv["freed_bytes_per_device"] == kv_state(d) - kv_state(fp8)
-    assert kv["resolves"] == (d["per_device"]["free_bytes"] + kv["freed_bytes_per_device"] >= 0)
+    # freed = (KV + state + temp) at bf16 minus the same at fp8_ds_mla, the same 32 sequences: the advice's
+    # free after is that fit's free, to the byte
+    kv_state_temp = lambda x: sum(x["per_device"][k] for k in ("kv_bytes", "state_bytes", "temp_bytes"))  # noqa: E731
+    assert kv["freed_bytes_per_device"] == kv_state_temp(d) - kv_state_temp(fp8)
+    assert kv["free_bytes_after"] == fp8["per_device"]["free_bytes"]
+    assert kv["resolves"] is False and "temporaries" in kv["text"]
 
 
 def test_thin_headroom_warns_with_the_margin(cli):
