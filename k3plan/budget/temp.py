@@ -14,6 +14,8 @@ written once over columns:
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
@@ -117,12 +119,17 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
 def scan_bf16_tensors(inventory, spec, stack) -> list:
     """The bf16 weight matrices (2-D or more, not routed experts) of the layers k3plan's graph scans over
     (``k3plan.validate.structure.layer_plan``: the repeated block), in the stack's runtime formats: what the
-    TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``)."""
+    TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``). Worked out once an
+    (inventory, stack formats): fit's alternatives and plan's variants ask again."""
     from k3plan.validate.structure import layer_plan  # jax-free
 
+    key = (id(inventory), stack.name, repr(stack.runtime_formats))
+    held = _SCAN_TENSORS.get(key)
+    if held is not None and held[0] is inventory:
+        return held[1]
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = {i for pos in range(len(lp.block)) for i in lp.block_layers(pos)}
-    return [
+    out = [
         t
         for t in inventory.text
         if t.layer in scanned
@@ -130,13 +137,27 @@ def scan_bf16_tensors(inventory, spec, stack) -> list:
         and len(t.shape) >= 2
         and stack.runtime_format(t.role, t.fmt) == "bf16"
     ]
+    _SCAN_TENSORS[key] = (inventory, out)  # the inventory held too, so its id cannot be reused
+    return out
+
+
+_SCAN_TENSORS: dict[tuple, tuple[Any, list]] = {}
+_SCAN_BYTES: dict[tuple, tuple[Any, int]] = {}
 
 
 def scan_bf16_weight_bytes(setup) -> int:
     """``scan_bf16_tensors``' bytes a device under the setup's sharding plan (plan's columns:
-    ``k3plan.step.weights.mesh_weights`` over the same tensors)."""
+    ``k3plan.step.weights.mesh_weights`` over the same tensors); once a (sharding plan, stack formats)."""
     from k3plan.budget.weights import weight_budget
 
     inv, st = setup.model.inventory, setup.stack
+    key = (id(setup.plan), st.name, repr(st.runtime_formats))
+    held = _SCAN_BYTES.get(key)
+    if held is not None and held[0] is setup.plan:
+        return held[1]
     tensors = scan_bf16_tensors(inv, setup.model.spec, st)
-    return weight_budget(inventory=inv, plan=setup.plan, stack=st, tensors=tensors).weights_bytes
+    n = weight_budget(inventory=inv, plan=setup.plan, stack=st, tensors=tensors).weights_bytes
+    if len(_SCAN_BYTES) >= 16:  # the last few plans only (a prefill and a decode stage ask for the same one)
+        del _SCAN_BYTES[next(iter(_SCAN_BYTES))]
+    _SCAN_BYTES[key] = (setup.plan, n)
+    return n

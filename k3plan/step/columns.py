@@ -35,6 +35,16 @@ def minimum(a, b):
     return np.minimum(a, b)
 
 
+def gcd(a, b):
+    if _scalar(a, b):
+        import math
+
+        return math.gcd(a, b)
+    import numpy as np
+
+    return np.gcd(a, b)
+
+
 def first_true(checks: list, default: int = 0):
     """1 + the index of the first true check (element-wise for arrays), else ``default``."""
     if _scalar(*checks):

@@ -35,10 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import maximum
+from k3plan.step.columns import gcd, maximum
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
 
 Col = Any
@@ -108,7 +106,7 @@ def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
 def tiles(spec: ModelSpec, *, ep) -> Col:
     """Scan steps of the ``tiled`` form: the device's local experts over tiles of gcd(local, TILE_EXPERTS)."""
     local = cdiv(spec.moe.num_experts, ep)
-    return local // np.gcd(local, TILE_EXPERTS)
+    return local // gcd(local, TILE_EXPERTS)
 
 
 def experts_held(spec: ModelSpec, *, ep, form: str) -> Col:
@@ -119,7 +117,7 @@ def experts_held(spec: ModelSpec, *, ep, form: str) -> Col:
     tile in prefill, concatenate.75-98 the same in decode)."""
     local = cdiv(spec.moe.num_experts, ep)
     if form == "tiled":
-        return np.gcd(local, TILE_EXPERTS) + 1
+        return gcd(local, TILE_EXPERTS) + 1
     return local
 
 
