@@ -90,7 +90,9 @@ def write(
         "gives too), no dimension falls back to replication and the EP group stays in a slice. Decode and prefill "
         f"times are roofline bounds (`k3plan roofline`: MFU {eff.mfu:.0%}, HBM efficiency {eff.bw_efficiency:.0%}, "
         "collectives as calls x latency + bytes / link bandwidth). Every number is **analytic** unless its source "
-        "below says calibration (measured compile temporaries), compile or probe (measured on hardware); GiB = 2^30 B.",
+        "below says calibration (measured or compiled temporaries), temp model (temporaries: the shipped model's "
+        "upper end, k3plan/evidence/temp_model.yaml, where no calibration matches), compile or probe (measured on "
+        "hardware); GiB = 2^30 B.",
     ]
     blocks = document(
         reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots], concurrency=concurrency
