@@ -8,6 +8,13 @@ from rich.table import Table
 from k3plan.plan.rows import PlanRow
 from k3plan.plan.search import OBJECTIVES, PlanResult
 
+# the temp evidence a row's memory rests on (PlanRow.temp_evidence), short for the table; TEMP_LEGEND explains it
+TEMP_SHORT = {"measured": "meas.", "compiled": "comp.", "temp model": "model", "analytic": "lower"}
+TEMP_LEGEND = (
+    "temp: meas. / comp. = a shipped measured / compiled calibration, model = the shipped temp model's upper end, "
+    "lower = the analytic lower bound (no evidence for that graph)"
+)
+
 
 def _ranking(result: PlanResult) -> Table:
     chunks = len(result.search.chunks) > 1
@@ -24,7 +31,7 @@ def _ranking(result: PlanResult) -> Table:
         ["#", "hardware", "topology", "chips", "tp/ep/dp", "stack"]
         + (["kv"] if kvs else [])
         + (["chunk"] if chunks else [])
-        + ["free GiB/dev", "max seqs", "TPOT ms"]
+        + ["free GiB/dev", "temp", "max seqs", "TPOT ms"]
         + (["exp. TPOT ms"] if expected else [])
         + ["tok/s/chip", "bound", "$/hour"]
     )
@@ -47,6 +54,7 @@ def _ranking(result: PlanResult) -> Table:
             + ([f"{r.chunk_tokens:,}"] if chunks else [])
             + [
                 f"{r.free_gib_per_device:.2f}",
+                TEMP_SHORT.get(r.temp_evidence, r.temp_evidence),
                 f"{r.max_sequences:,}",
                 f"{r.tpot_ms:.2f}",
             ]
@@ -83,6 +91,7 @@ def render_plan(result: PlanResult, console: Console) -> None:
             console.print(sla_table(result))
         else:
             console.print(_ranking(result))
+            console.print(f"[dim]{TEMP_LEGEND}[/]")
         r = result.recommended
         assert r is not None  # the first ranked row whenever any is ranked
         console.print(
