@@ -31,6 +31,7 @@ class TopologyOption(_Frozen):
     temp_bytes: NonNegativeInt | None = None
     reserve_bytes: NonNegativeInt | None = None
     usable_bytes: NonNegativeInt | None = None  # another machine: its per-device usable HBM
+    refused: str | None = None  # the compiled or measured graph there ran out of memory (k3plan.evidence)
 
 
 class KvDtypeOption(_Frozen):
@@ -41,6 +42,7 @@ class KvDtypeOption(_Frozen):
     # the temporaries a fit under that dtype counts (its temp evidence may differ: a calibration is matched on
     # the KV dtype, k3plan.evidence); None: the same as now
     temp_bytes: NonNegativeInt | None = None
+    refused: str | None = None  # the compiled or measured graph under that dtype ran out of memory
 
 
 class BatchOption(_Frozen):
@@ -157,7 +159,15 @@ def topology_option_from_fit(fit: FitResult) -> TopologyOption:
         temp_bytes=pd.temp_bytes,
         reserve_bytes=pd.reserve_bytes,
         usable_bytes=fit.hardware.usable_bytes_per_device,
+        refused=refusal(fit),
     )
+
+
+def refusal(fit: FitResult) -> str | None:
+    """Why the calibration evidence refuses the fit's graph (its temp is then no number), else None."""
+    t = fit.temp
+    parts = [f"{stage} {why}" for stage, why in (("prefill", t.prefill_refused), ("decode", t.decode_refused)) if why]
+    return "; ".join(parts) or None
 
 
 def kv_dtype_option_from_fit(fit: FitResult) -> KvDtypeOption:
@@ -168,4 +178,5 @@ def kv_dtype_option_from_fit(fit: FitResult) -> KvDtypeOption:
         block_tokens=_block_tokens(fit),
         state_bytes_per_sequence=fit.per_device.state_bytes_per_sequence,
         temp_bytes=fit.per_device.temp_bytes,
+        refused=refusal(fit),
     )

@@ -92,6 +92,20 @@ def _topology(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
             + (x.reserve_bytes if o.reserve_bytes is None else o.reserve_bytes)
         )
         freed, new_free = _used(x) - used, usable - used
+        if o.refused:  # its temp is no number: the compiled graph there ran out of memory, nothing is freed
+            out.append(
+                Suggestion(
+                    rule=rule,
+                    action="topology",
+                    freed_bytes_per_device=0,
+                    free_bytes_after=x.free_bytes,
+                    text=f"{x.topology} -> {o.topology} ({x.devices} -> {o.devices} devices): does not help, the "
+                    f"calibration refuses the graph there ({o.refused})",
+                    resolves=False,
+                    score=0.0,
+                )
+            )
+            continue
         if new_free <= x.free_bytes:
             continue
         what = f"frees {_gib(freed)} a device" if freed > 0 else f"{_gib(usable - x.usable_bytes)} more usable a device"
@@ -115,6 +129,8 @@ def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Sugges
     new_kv = _kv_bytes(x, o.kv_bytes_per_token, o.block_tokens, x.context_tokens)
     # the temporaries too where the other dtype's fit counts other ones (its temp evidence is matched on the KV
     # dtype): free after = that fit's free, so the advice and `fit --kv-dtype` agree
+    if o.refused:  # the calibration refuses the graph under that dtype: not an option
+        return None
     temp_delta = 0 if o.temp_bytes is None else x.temp_bytes - o.temp_bytes
     freed = x.kv_bytes - new_kv + x.state_bytes - x.sequences * state + temp_delta
     if freed <= 0:

@@ -25,8 +25,9 @@ def _json(cli, *args, code):
 
 @pytest.fixture(scope="module")
 def miss(cli_module):
-    # nothing fits K3 on 8 v7x chips (weights alone exceed usable HBM on every split)
-    return _json(cli_module, "plan", "-H", "tpu-v7x", "--max-chips", "8", code=1)
+    # nothing fits K3 on 8 v7x chips (weights alone exceed usable HBM on every split); vllm-tpu, whose next
+    # topology up (2x2x4 TP32) fits on its shipped compiled calibration (dp-attention's is refused there)
+    return _json(cli_module, "plan", "-H", "tpu-v7x", "--stacks", "vllm-tpu", "--max-chips", "8", code=1)
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +126,14 @@ def test_a_tpot_miss_is_the_closest_and_the_advice_says_which_target_it_misses(c
     assert f"{min(best):.2f}" == f"{row['tpot_ms']:.2f}"
     assert adv["notes"][-1].startswith(f"misses --target-tpot-ms 1 at TPOT {row['tpot_ms']:.2f} ms")
     assert adv["advice"]["rules"]["free_bytes"] == row["per_device"]["free_bytes"] >= 0
+
+
+def test_a_topology_the_calibration_refuses_is_no_remedy(cli_module):
+    """dp-attention's closest miss (2x2x2): its next topology up, 2x2x4 TP32, is refused by the shipped compiled
+    calibration (both stages a compile OOM), so the advice says so and frees nothing there -- before, the refused
+    fit's zero temp read as 49 GiB freed."""
+    d = _json(cli_module, "plan", "-H", "tpu-v7x", "--stacks", "dp-attention", "--max-chips", "8", code=1)
+    topo = next(s for s in d["advice"]["advice"]["rules"]["suggestions"] if s["action"] == "topology")
+    assert "does not help, the calibration refuses the graph there" in topo["text"]
+    assert topo["resolves"] is False and topo["freed_bytes_per_device"] == 0
+    assert topo["free_bytes_after"] == d["closest_miss"]["per_device"]["free_bytes"]
