@@ -224,7 +224,9 @@ def _temp(
     dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
     if cal is not None and not kind:
         check_calibration_matches(setup, cal, warnings)
-    model = (setup, w) if evidence and (cal is None or kind) else None  # an explicit --calibration is the user's
+    # tier (c) only where no calibration applies at all (plan's apply_temp_model models the same rows): a
+    # calibration without points for a stage leaves that stage analytic in both
+    model = (setup, w) if evidence and cal is None else None
     p = _stage_temp(
         cal,
         stage="prefill",
