@@ -179,7 +179,7 @@ def modelled_stage(setup: Setup, w: Workload, *, stage: str, analytic_bytes: int
     from k3plan.budget.temp_model import describe_model, load_temp_model, modelled
 
     tm = load_temp_model()
-    if not tm.applies(model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name):
+    if not tm.applies_to(setup):
         return None
     if stage == "prefill":
         at = dict(batch=1, tokens=w.prefill_chunk_tokens, context=w.prefill_chunk_tokens)

@@ -116,20 +116,18 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
     )
 
 
-def scan_bf16_tensors(inventory, spec, stack) -> list:
-    """The bf16 weight matrices (2-D or more, not routed experts) of the layers k3plan's graph scans over
-    (``k3plan.validate.structure.layer_plan``: the repeated block), in the stack's runtime formats: what the
-    TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``). Worked out once an
-    (inventory, stack formats): fit's alternatives and plan's variants ask again."""
+def _scanned(inventory, spec, stack) -> list:
+    """The cache entry [inventory, tensors, classes or None] of an (inventory, stack formats): fit's alternatives
+    and plan's variants ask again; the inventory is held too, so its id cannot be reused."""
     from k3plan.validate.structure import layer_plan  # jax-free
 
     key = (id(inventory), stack.name, repr(stack.runtime_formats))
     held = _SCAN_TENSORS.get(key)
     if held is not None and held[0] is inventory:
-        return held[1]
+        return held
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = {i for pos in range(len(lp.block)) for i in lp.block_layers(pos)}
-    out = [
+    tensors = [
         t
         for t in inventory.text
         if t.layer in scanned
@@ -137,11 +135,28 @@ def scan_bf16_tensors(inventory, spec, stack) -> list:
         and len(t.shape) >= 2
         and stack.runtime_format(t.role, t.fmt) == "bf16"
     ]
-    _SCAN_TENSORS[key] = (inventory, out)  # the inventory held too, so its id cannot be reused
-    return out
+    _SCAN_TENSORS[key] = held = [inventory, tensors, None]
+    return held
 
 
-_SCAN_TENSORS: dict[tuple, tuple[Any, list]] = {}
+def scan_bf16_tensors(inventory, spec, stack) -> list:
+    """The bf16 weight matrices (2-D or more, not routed experts) of the layers k3plan's graph scans over
+    (``k3plan.validate.structure.layer_plan``: the repeated block), in the stack's runtime formats: what the
+    TPU compiler copies into the dots' tile layout (``k3plan.step.live.RELAYOUT``)."""
+    return _scanned(inventory, spec, stack)[1]
+
+
+def scan_bf16_classes(inventory, spec, stack) -> list:
+    """``scan_bf16_tensors`` as tensor classes (``k3plan.step.weights.tensor_classes``), for plan's columns."""
+    from k3plan.step.weights import tensor_classes
+
+    held = _scanned(inventory, spec, stack)
+    if held[2] is None:
+        held[2] = tensor_classes(inventory, held[1])
+    return held[2]
+
+
+_SCAN_TENSORS: dict[tuple, list] = {}
 _SCAN_BYTES: dict[tuple, tuple[Any, int]] = {}
 
 

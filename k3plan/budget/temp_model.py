@@ -75,6 +75,9 @@ class TempModel(_F):
     def applies(self, *, model: str, hardware_kind: str, stack: str) -> bool:
         return model == self.model and hardware_kind == self.hardware_kind and stack in self.stacks
 
+    def applies_to(self, setup) -> bool:
+        return self.applies(model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name)
+
     def coef_for(self, stack: str) -> dict[str, float]:
         if not self.per_stack:
             return self.coefficients

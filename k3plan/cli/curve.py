@@ -127,9 +127,7 @@ def command(
         else:
             from k3plan.budget.temp_model import load_temp_model
 
-            modelled = load_temp_model().applies(
-                model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name
-            )
+            modelled = load_temp_model().applies_to(setup)
             evidence = ", temp model (upper end of its band)" if modelled else ", analytic temp"
     title = (
         f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "

@@ -30,7 +30,7 @@ from k3plan.step.memory import (
     total,
 )
 from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
-from k3plan.step.weights import mesh_weights, stage_classes, tensor_classes
+from k3plan.step.weights import mesh_weights, stage_classes
 
 
 def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
@@ -201,26 +201,12 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     return kind_code
 
 
-def _scan_classes(model: Model, st) -> list:
-    """The tensor classes of ``scan_bf16_tensors`` (k3plan.budget.temp), once a (model, stack formats)."""
-    from k3plan.budget.temp import scan_bf16_tensors
-
-    key = (id(model.inventory), st.name, repr(st.runtime_formats))
-    held = _SCAN_CLASSES.get(key)
-    if held is None or held[0] is not model.inventory:
-        held = (model.inventory, tensor_classes(model.inventory, scan_bf16_tensors(model.inventory, model.spec, st)))
-        _SCAN_CLASSES[key] = held  # the inventory held too, so its id cannot be reused
-    return held[1]
-
-
-_SCAN_CLASSES: dict[tuple, tuple[Any, list]] = {}
-
-
 def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, context: int, batch: int) -> None:
     """Tier (c), as fit's ``modelled_stage``: where no calibration answered a configuration (temp_source 0)
     and the shipped temp model was checked on its model, hardware kind and stack, each stage's temp is the
     model's band's upper end (never under the analytic bound), temp_source 3; the band's lower end goes to
     ``<stage>_temp_low_bytes``. A prefill chunk is read into a cache of the chunk's size."""
+    from k3plan.budget.temp import scan_bf16_classes
     from k3plan.budget.temp_model import band, load_temp_model, model_bytes
     from k3plan.step.live import form_for, live_features, stage_live
 
@@ -247,7 +233,7 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
         inverse = inverse.reshape(-1)
         tp, ep, dp, ep_all, chunk = (c[k][rows[first]] for k in ("tp", "ep", "dp", "ep_all", "chunk"))
         scan = mesh_weights(
-            classes=_scan_classes(model, st),
+            classes=scan_bf16_classes(model.inventory, model.spec, st),
             stack=st,
             tp=tp,
             dp=dp,

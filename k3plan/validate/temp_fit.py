@@ -117,8 +117,10 @@ def fit_coefficients(points: list[GridPoint], form: str = "named") -> dict[str, 
 
 
 def predict(coef: dict[str, float], p: GridPoint) -> float:
-    form = next(f for f, names in FORMS.items() if set(names) == set(coef))
-    return float(np.dot([coef[k] for k in FORMS[form]], p.features(form)))
+    """The shipped model's formula (``k3plan.budget.temp_model.model_bytes``) at a grid point."""
+    from k3plan.budget.temp_model import model_bytes
+
+    return float(model_bytes(coef, {"peak": p.peak, "rest": p.rest, "resident": p.resident, "cache": p.cache}))
 
 
 def leave_one_out(points: list[GridPoint], *, per_stack: bool, form: str) -> list[float]:
