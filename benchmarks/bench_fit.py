@@ -20,6 +20,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from timing import ratio_table, ratio_to_floor, timed  # benchmarks/timing.py (the script folder is on sys.path)
 
@@ -37,6 +39,47 @@ MODULES_PROBE = (
 )
 FLOOR = "import numpy, yaml, typer, rich.console; from pydantic import BaseModel"
 RUN_MAIN = f"import sys; sys.argv = ['k3plan', *{ARGS!r}]; from k3plan.cli.app import main; main()"
+
+
+def typer_floor_source() -> str:
+    """A script holding the import floor plus a typer command that declares fit's options (same
+    names, types and defaults, read from fit's own typer command) and returns at once: what the
+    installed typer costs any CLI with these options (typer 0.29 builds a pydantic TypeAdapter per
+    parameter on each run), before k3plan does anything."""
+    import typer
+
+    from k3plan.cli.app import _new_app, _register
+
+    app = _new_app()
+    _register(app, [ARGS[0]])
+    group = typer.main.get_command(app)
+    command = group.commands[ARGS[0]] if isinstance(group, typer.core.TyperGroup) else group
+    params = []
+    for p in command.params:
+        ann = p.type_descriptor.annotation
+        kind = "Path" if ann is Path else ann.__name__
+        kind = kind if p.default is not None or ann is bool else f"{kind} | None"
+        params.append(f"    {p.name}: Annotated[{kind}, typer.Option(*{list(p.opts)!r})] = {p.default!r},")
+    return "\n".join([
+        "from pathlib import Path",
+        "from typing import Annotated",
+        FLOOR,
+        "",
+        "app = typer.Typer(add_completion=False)",
+        "",
+        "@app.command()",
+        "def fit(",
+        *params,
+        ") -> None:",
+        "    pass",
+        "",
+        "@app.command()",
+        "def other() -> None:",
+        "    pass",
+        "",
+        "app()",
+        "",
+    ])
 
 
 def k3plan_cmd() -> list[str]:
@@ -60,6 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--importtime", type=int, default=10, metavar="N", help="show the N slowest imports (0: skip)")
+    ap.add_argument("--typer-floor", action="store_true",
+                    help="also time a typer command with fit's options that does nothing, against the same floor")
     args = ap.parse_args()
 
     cmd = k3plan_cmd()
@@ -78,6 +123,15 @@ def main() -> None:
     print(ratio_table(r, "import floor: numpy, yaml, typer, rich.console, pydantic.BaseModel",
                       "k3plan " + " ".join(ARGS)))
     print(f"goal fit / floor <= 1.3: {'PASS' if min(r['wall_ratio'], r['cpu_ratio']) <= 1.3 else 'FAIL'}")
+    if args.typer_floor:
+        with tempfile.TemporaryDirectory() as tmp:
+            script = Path(tmp) / "typer_floor.py"
+            script.write_text(typer_floor_source())
+            t = ratio_to_floor([sys.executable, str(script), *ARGS], [sys.executable, "-c", FLOOR], args.runs)
+        print()
+        print("the same import floor vs a typer command declaring fit's options that returns at once (what typer")
+        print("costs any CLI with these options, before k3plan runs):")
+        print(ratio_table(t, "import floor", "import floor + typer command with fit's options"))
     if args.importtime:
         print("slowest cumulative imports (python -X importtime, one run):")
         for cum, name in importtime_top(args.importtime):

@@ -103,9 +103,9 @@ def topology_alternative(
 
 
 def stack_has_kv(stack, kv_dtype: str) -> bool:
-    """Whether the stack's engine offers ``kv_dtype`` (k3plan.deploy.launch's engine spellings, which
+    """Whether the stack's engine offers ``kv_dtype`` (k3plan.deploy.engines' engine spellings, which
     cite vLLM's CacheDType and SGLang's kv_cache_dtype choices); jax-native is k3plan's own."""
-    from k3plan.deploy.launch import SGLANG_KV, VLLM_KV, engine_for_stack
+    from k3plan.deploy.engines import SGLANG_KV, VLLM_KV, engine_for_stack
 
     try:
         engine = engine_for_stack(stack.name)
