@@ -1,4 +1,4 @@
-"""Issue 4 "Must show": the porting study's §5 tables (design/k3-facts.md) reproduced by roofline/.
+"""Issue 4 "Must show": the porting study's §5 tables (docs/k3-facts.md) reproduced by roofline/.
 
 Every published figure is checked within 0.5%, against the code. Where the project's exact
 inventory moves a published number, the test asserts the code's number and says why, with both.
