@@ -14,6 +14,9 @@ optional str) in each of the ways Python offers, as a ratio to the floor:
   pydantic, deferred     constrained, defer_build=True (the schema waits for the first validation)
   dataclass              @dataclass(frozen=True), the same plain fields
   __slots__ class        a hand-written class (no generated code): the floor of "a typed record"
+  msgspec.Struct         frozen, kw_only, forbid_unknown_fields, constraints as Meta (checked where
+                         msgspec.convert / decode validates, not in __init__); the import of msgspec
+                         is in its first class
 
 Each is one process of ``--classes`` definitions minus one of a single definition (so the first
 class's one-off costs are split out and printed apart), divided by the count: the cost a class.
@@ -62,6 +65,13 @@ KINDS = {
     "    model_config = ConfigDict(frozen=True, extra='forbid', defer_build=True)\n" + FIELDS_CONSTRAINED,
     "dataclass": "@dataclasses.dataclass(frozen=True)\nclass C{i}:\n" + FIELDS_PLAIN,
     "__slots__ class": SLOTS,
+    "msgspec.Struct": "import msgspec\nfrom typing import Annotated\n"
+    "class C{i}(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):\n"
+    "    topology: str\n    devices: Annotated[int, msgspec.Meta(gt=0)]\n"
+    "    weights_bytes: Annotated[int, msgspec.Meta(ge=0)]\n"
+    "    kv_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None\n"
+    "    state_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None\n"
+    "    temp_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0\n    name: str | None = None\n",
 }
 
 
