@@ -4,7 +4,7 @@ Params follow the inventory's CHECKPOINT shapes in the stack's RUNTIME formats (
 two uint8 arrays, ``packed`` [.., out, in/2] and ``scale`` [.., out, in/32], dequantized inside the
 forward), each with the NamedSharding of its resolved ShardSpec. Layers folded into the scan are
 stacked per block position AFTER their specs are resolved, with ``None`` prepended to the
-PartitionSpec: the stacked leading axis is never mistaken for a model dimension (k3-facts.md §6).
+PartitionSpec: the stacked leading axis is never mistaken for a model dimension (docs/k3-facts.md §6).
 
 The cache mirrors the budget's layout (k3plan.budget.cache): per MLA layer [b, capacity, 576] in
 the KV dtype (fp8_ds_mla: 656 raw bytes a token), capacity rounded up to whole blocks; per KDA layer

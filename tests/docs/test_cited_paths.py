@@ -14,9 +14,18 @@ REPO = Path(__file__).resolve().parents[2]
 # a repository path, not the tail of a longer one (shared/design/..., a URL's path) nor an --out target
 CITED = re.compile(r"(?<![\w/.-])(?<!--out )((?:docs|design|reports|benchmarks|k3plan|hardware_specs)/[\w./-]+\.(?:md|yaml|json|py))")
 SHIPPED = sorted(
-    [*REPO.glob("hardware_specs/*.yaml"), *REPO.glob("k3plan/**/*.yaml"), *REPO.glob("k3plan/**/*.py")],
+    [
+        *REPO.glob("hardware_specs/*.yaml"),
+        *REPO.glob("k3plan/**/*.yaml"),
+        *REPO.glob("k3plan/**/*.py"),
+        *REPO.glob("reports/probes/*.json"),  # probe records: plan and roofline print their label and source
+    ],
     key=str,
 )
+
+
+# a facts page named without its folder ("k3-facts.md §3") resolves nowhere in a clone
+BARE = re.compile(r"(?<![\w/])(?:k3|hardware)-facts\.md")
 
 
 def cited(path: Path) -> list[str]:
@@ -27,6 +36,7 @@ def test_the_scan_finds_the_citations_it_checks():
     hw = cited(REPO / "hardware_specs" / "tpu-v7x.yaml")
     assert "docs/k3-facts.md" in hw and "docs/hardware-facts.md" in hw
     assert cited(REPO / "k3plan" / "cli" / "app.py").count("reports/k3.md") == 0  # an --out target, not a source
+    assert BARE.findall("(k3-facts.md §3); docs/k3-facts.md §4; shared/design/hardware-facts.md") == ["k3-facts.md"]
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
@@ -34,6 +44,8 @@ def test_every_cited_file_is_in_the_repository(path):
     for ref in cited(path):
         assert not ref.startswith("design/"), f"{path.relative_to(REPO)} cites {ref}: a clone has no design/; cite docs/"
         assert (REPO / ref).exists(), f"{path.relative_to(REPO)} cites {ref}, which is not in the repository"
+    bare = BARE.findall(path.read_text())
+    assert not bare, f"{path.relative_to(REPO)} names {bare[0]} without its folder: cite docs/{bare[0]}"
 
 
 def headings(text: str) -> list[str]:

@@ -32,7 +32,7 @@ def test_parameter_totals(cli):
 
 
 def test_v7x_2x2x4_vllm_tpu_at_128k(cli):
-    m = said(r"2x2x4 \(16 chips, TP=32\) with the vllm-tpu stack (fits|does not fit) at 128K: ([\d.]+) GiB of weights "
+    m = said(r"2x2x4 \(16 chips, TP=32\) with the vllm-tpu stack (fits|does not fit) at 131,072 tokens: ([\d.]+) GiB of weights "
              r"a device \(([\d.]+) GiB of it held whole.*?plus ([\d.]+) GiB of temporaries \(the (prefill|decode) "
              r"step's\) from the shipped compiled calibration leave (?:it )?([\d.]+) GiB (free|short); its longest "
              r"context at batch 1 is ([\d,]+) tokens")
@@ -54,7 +54,7 @@ def test_compiled_temps_are_the_shipped_calibrations():
     import yaml
 
     m = said(r"The deviceless TPU compiler needs ([\d.]+) / ([\d.]+) / ([\d.]+) / ([\d.]+) GiB of temporaries for "
-             r"prefill chunks of 4K / 8K / 16K / 32K tokens and ([\d.]+) GiB for decode \(B=32\) in vllm-tpu's graph "
+             r"prefill chunks of 4,096 / 8,192 / 16,384 / 32,768 tokens and ([\d.]+) GiB for decode \(B=32\) in vllm-tpu's graph "
              r"\(tiled experts\); the earlier graph, which dequantized a whole MoE layer, needed ([\d.]+) GiB for decode")
     root = Path(__file__).resolve().parents[2]
     cal = yaml.safe_load((root / "k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml").read_text())
@@ -66,7 +66,7 @@ def test_compiled_temps_are_the_shipped_calibrations():
 
 
 def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
-    m = said(r"fits 128K with the real slice's measured temporaries \(([\d.]+) GiB, .*?\): ([\d.]+) GiB free a "
+    m = said(r"fits 131,072 tokens with the real slice's measured temporaries \(([\d.]+) GiB, .*?\): ([\d.]+) GiB free a "
              r"device, (\d+) sequences")
     d, code = run_json(cli, "fit", "-t", "2x2x4", "--stack", "jax-native")
     assert code == 0 and d["fits"]
@@ -80,9 +80,9 @@ def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
 
 
 def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
-    m = said(r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 128K fits, not only the "
-             r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences; at 1M "
-             r"context \(`--context 1048576`\) it moves on to (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free "
+    m = said(r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 131,072 tokens fit, not only the "
+             r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences; at 1,048,576 "
+             r"tokens \(`--context 1048576`\) it moves on to (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free "
              r"a device and (\d+) sequences, with the note naming (\S+) as tried. There its temporaries are the shipped "
              r"temp model's upper end")
     groups = m.groups()
@@ -155,3 +155,13 @@ def test_batch_1_decode_collectives(cli):
 def test_the_does_not_fit_example_exits_1(cli, line):
     assert "exit 1" in line
     assert cli("fit", "-t", "2x2x2", "--tp", "16").exit_code == 1
+
+
+def test_the_main_job_s_comment_says_what_it_prints(cli):
+    """The README's first command and its comment: the verdict, the free bytes and the exit code."""
+    m = said(r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at ([\d,]+) "
+             r"tokens: (yes|no), ([\d.]+) GiB free a device, exit (\d)")
+    d, code = run_json(cli, "fit", "--topology", "2x2x4", "--tp", "32")
+    assert d["workload"]["context_tokens"] == int(m[1].replace(",", ""))
+    assert d["fits"] == (m[2] == "yes") and code == int(m[4])
+    assert f"{d['per_device']['free_bytes'] / GiB:.2f}" == m[3]

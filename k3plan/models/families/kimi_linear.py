@@ -5,7 +5,7 @@ Hybrid of KDA (Kimi Delta Attention, linear attention) and MLA layers, an MoE on
 (``routed_expert_hidden_size``: experts work in a narrower latent, with down/up projections and a
 norm around them), AttnRes (per-layer residual norms + [1, hidden] projections), a full-rank KDA
 output gate, an MLA output gate, MXFP4 routed experts and a MoonViT vision tower.
-Tensor names and shapes follow the released checkpoints (k3-facts.md §2).
+Tensor names and shapes follow the released checkpoints (docs/k3-facts.md §2).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from k3plan.models.config import ConfigReader
 from k3plan.models.spec import ModelSpec
 
 # The trimmed K3 config says vt_hidden_size 1152 (the Kimi-VL / K2.5 MoonViT width); the released
-# K3 checkpoint's vision_tower tensors are 1024 wide (k3-facts.md §2: "27 blocks of width 1024").
+# K3 checkpoint's vision_tower tensors are 1024 wide (docs/k3-facts.md §2: "27 blocks of width 1024").
 # Checkpoint truth wins, and the difference is printed as a note.
 _VISION_CHECKPOINT_TRUTH = {"kimi_k3": {"vt_hidden_size": 1024}}
 # MoonViT-3D defaults (the K3 vision encoder): RMSNorm, no biases, 2x2 patch merge, PatchMergerV2.
