@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from k3plan.plan.reasons import reason_codes
 from k3plan.plan.rows import PER_DEVICE, row
 from k3plan.plan.space import build_space
 from k3plan.report.viable import smallest_viable
-from k3plan.roofline.bounds import Efficiency
+from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
 from k3plan.sharding import load_stack
 from k3plan.sharding.stack import list_stacks
@@ -56,6 +57,10 @@ def test_plan_row_equals_fit_json(context, batch, pick):
         assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], (k, r)
     assert r.max_sequences == j["capacity"]["max_sequences"]
     assert int(codes[i]) == f.reason and (codes[i] == 0) == j["fits"]
+    if j["fits"]:  # the speed figure: plan's TPOT column is fit's decode bound (k3plan fit's "speed")
+        d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())
+        assert r.tpot_ms == pytest.approx(d.step_s * 1e3, rel=1e-12), r
+        assert r.binding == d.binding
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)
