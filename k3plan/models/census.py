@@ -128,6 +128,16 @@ def read_blob(path: Path) -> tuple[bytes, int]:
 
 def decode(path: Path, blob: bytes) -> dict[str, _Entry]:
     """The header's entries (``__metadata__`` included, as an empty entry), types checked."""
+    try:
+        return _decode(path, blob)
+    except RecursionError:  # msgspec's decoder recurses a level a nested value
+        raise K3PlanError(
+            f"{path}: corrupt safetensors header: values nested too deep to decode; expected tensor entries of dtype, "
+            "shape and data_offsets"
+        ) from None
+
+
+def _decode(path: Path, blob: bytes) -> dict[str, _Entry]:
     bad = f"{path}: corrupt safetensors header"
     try:
         entries = _ENTRIES.decode(blob)
@@ -340,7 +350,7 @@ def checkpoint_files(path: Path) -> list[Path]:
     if index.is_file():
         try:
             weight_map = _INDEX.decode(index.read_bytes()).weight_map
-        except (msgspec.DecodeError, OSError):
+        except (msgspec.DecodeError, OSError, RecursionError):
             weight_map = None
         if weight_map is None:
             raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object of file names)")

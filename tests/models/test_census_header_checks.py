@@ -199,3 +199,20 @@ def test_a_second_metadata_key_is_checked_too(cli, tmp_path):
     f = write(tmp_path / "dup.safetensors", None, data, raw=blob.encode())
     line = one_error_line(cli("census", f))
     assert "__metadata__ must map strings to strings" in line
+
+
+@pytest.mark.parametrize("where", ["extra field", "metadata", "index"])
+def test_values_nested_past_the_decoder_s_depth_are_one_line_exit_2(cli, tmp_path, where):
+    """msgspec's decoder recurses a level a nested value: 100,000 levels raised RecursionError (a traceback, exit 1)."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    header, data = header_for(GOOD)
+    blob = json.dumps(header).encode()
+    if where == "extra field":
+        blob = blob[:-1] + b', "x": ' + deep + b"}"
+    elif where == "metadata":
+        blob = blob.replace(b'{"format": "pt"}', b'{"format": ' + deep + b"}")
+    f = write(tmp_path / "model-00001-of-00001.safetensors", header, data, raw=blob)
+    if where == "index":
+        (tmp_path / "model.safetensors.index.json").write_bytes(b'{"weight_map": {"a": ' + deep + b"}}")
+    line = one_error_line(cli("census", tmp_path if where == "index" else f))
+    assert ("nested too deep" in line) if where != "index" else ("invalid index" in line)
