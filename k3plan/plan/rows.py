@@ -113,9 +113,11 @@ class PlanRow(BaseModel):
     free_gib_per_device: float
     weights_gib_per_device: float
     max_sequences: int
-    tpot_ms: float
-    tokens_per_s_per_chip: float
-    binding: str
+    # the decode bound at --concurrency: None on a closest miss that does not fit memory (a speed
+    # figure only for a workload that fits, as fit's "decode bound: not computed")
+    tpot_ms: Optional[float]
+    tokens_per_s_per_chip: Optional[float]
+    binding: Optional[str]
     cost_usd_per_hour: Optional[float]
     per_device: RowPerDevice
     temp_evidence: str
@@ -184,7 +186,9 @@ class PlanRow(BaseModel):
         }
 
 
-def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> PlanRow:
+def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int, fits: bool = True) -> PlanRow:
+    """Configuration ``i`` as a typed row; ``fits`` False (a closest miss rejected on memory): no
+    speed figure (tpot_ms, tokens_per_s_per_chip and binding are None)."""
     hw = space.hardware[int(cols["hw"][i])]
     topo = space.topologies[int(cols["topo"][i])]
     variant = space.variants[int(cols["variant"][i])]
@@ -207,9 +211,9 @@ def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> Plan
         free_gib_per_device=int(cols["free_bytes"][i]) / GiB,
         weights_gib_per_device=int(cols["weights_bytes"][i]) / GiB,
         max_sequences=int(cols["max_sequences"][i]),
-        tpot_ms=float(cols["tpot_s"][i]) * 1e3,
-        tokens_per_s_per_chip=float(cols["tokens_per_s_per_chip"][i]),
-        binding=BINDING[int(cols["binding"][i])],
+        tpot_ms=float(cols["tpot_s"][i]) * 1e3 if fits else None,
+        tokens_per_s_per_chip=float(cols["tokens_per_s_per_chip"][i]) if fits else None,
+        binding=BINDING[int(cols["binding"][i])] if fits else None,
         cost_usd_per_hour=None if math.isnan(cost) else cost,
         per_device=RowPerDevice(**{k: int(cols[k][i]) for k in PER_DEVICE}),
         temp_evidence=TEMP_EVIDENCE[int(cols["temp_source"][i])],
