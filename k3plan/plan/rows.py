@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from k3plan.plan.deployment import CostRow
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
+from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.decode import BINDING
 
 GiB = 2**30
@@ -59,13 +60,7 @@ def layout_notes(*, space: Space, cols: dict[str, np.ndarray], i: int) -> list[s
             f"{float(cols['pipeline_s'][i]) * 1e3:.3f} ms of the TPOT)"
         )
     if bool(cols["spans_slices"][i]):
-        op = "all-to-all" if st.collectives.experts == "all_to_all" else "all-reduce"
-        out.append(
-            f"cross-node EP: the EP group ({ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "
-            f"{topo.devices_per_slice}; the experts' {op} runs over {hw.scale_out.name} "
-            f"({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a GPU, {hw.scale_out.latency_s * 1e6:g} us a call, "
-            f"{hw.name} spec)"
-        )
+        out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.of_pattern(st.collectives.experts)))
     return out
 
 
