@@ -80,14 +80,15 @@ def plan_advice(
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row.chunk_tokens)
     fitted, notes = with_plan_numbers(fit(setup, workload), row)
     target = result.workload.target_tpot_ms
-    if result.recommended is None and target is not None and row.tpot_ms > target:
+    if result.recommended is None and target is not None and row.tpot_ms is not None and row.tpot_ms > target:
         notes += (
             f"misses --target-tpot-ms {target:g} at TPOT {row.tpot_ms:.2f} ms with every memory check passed; "
             "the rules below cover memory and throughput, not this target",
         )
     hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
-    binding, tpot_s = row.binding, row.tpot_ms / 1e3
+    binding = row.binding  # None with tpot_ms on a closest miss that does not fit: no speed, as fit
+    tpot_s = None if row.tpot_ms is None else row.tpot_ms / 1e3
     parts: tuple[PartTime, ...] = ()
     if binding == "compute":
         dec = decode_bound(

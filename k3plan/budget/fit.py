@@ -31,6 +31,7 @@ from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
+from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.memory import budget_terms
 from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
@@ -402,12 +403,8 @@ def fit(
         )
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
-            warnings.append(
-                f"cross-node EP: the EP group ({par.ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "
-                f"{topo.devices_per_slice}; the experts' collectives run over {hw.scale_out.name} "
-                f"({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a GPU, {hw.scale_out.latency_s * 1e6:g} us a call, "
-                f"{hw.name} spec)"
-            )
+            op = Collective.of_pattern(stack.collectives.experts)
+            warnings.append(cross_node_ep_warning(hw, topo, ep=par.ep, op=op))
         else:
             warnings.append(
                 f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "

@@ -74,7 +74,8 @@ def command(
 ) -> None:
     """For each prefill chunk size: the temporaries it needs and the longest context (and most
     sequences at --context) that the rest of the budget leaves. Refuses chunk sizes whose measured
-    compile ran out of memory.
+    compile ran out of memory. Exit 0 if a chunk size leaves room for the workload, 1 if none does
+    (as fit: the workload does not fit), 2 on bad input.
 
     \b
     Examples:
@@ -116,6 +117,7 @@ def command(
             tool_tokens=tool_tokens,
             drop_reasoning=drop_reasoning,
         )
+    why_not = _why_not(points, context=context, batch=batch, turns=turns is not None and growth is None)
     if cal is not None:
         evidence = f", calibration {Path(cal.path).name}"
     else:  # fit takes the best shipped calibration by default: the title names it too
@@ -151,6 +153,9 @@ def command(
                 sessions=growth,
             )
         )
+        if why_not:
+            typer.echo(why_not, err=True)
+            raise typer.Exit(1)
         return
     from k3plan.report.curve_table import render_curve
 
@@ -163,3 +168,22 @@ def command(
         render_sessions(growth, console, batch=batch)
     if plot is not None:
         console.print(f"plot written to {plot}")
+    if why_not:
+        console.print(why_not)
+        raise typer.Exit(1)
+
+
+def _why_not(points, *, context: int, batch: int, turns: bool) -> str:
+    """One line saying why the workload does not fit (exit 1, as fit), or "" when a chunk size leaves
+    room: no chunk size leaves room for --batch sequences of --context tokens, or (--turns) no context
+    fits at all at the default chunk."""
+    if not any(p.status in ("ok", "outside calibration") for p in points):
+        counts = {s: sum(p.status == s for p in points) for s in ("no room", "refused")}
+        what = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        return (
+            f"DOES NOT FIT: no prefill chunk size leaves room for {batch:,} sequence(s) of {context:,} tokens "
+            f"({what}); see k3plan fit"
+        )
+    if turns:
+        return f"DOES NOT FIT: --turns: no context fits at batch {batch:,} on this setup; see k3plan fit"
+    return ""

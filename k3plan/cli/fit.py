@@ -126,6 +126,10 @@ def command(
             allow_cpu_probes=allow_cpu_probes,
         )
     if offload is not None:
+        from k3plan.tiers.model import offload_tier
+
+        offload_tier(setup.hardware, offload)  # a bad tier is bad input whether or not the workload fits
+    if offload is not None and result.fits:  # an offload cost (TTFT, prefill time) only for a workload that fits
         off = offload_report(speed_setup, workload, offload, eff=eff, probes=probes)
     advice = fit_advice(
         setup_options,
@@ -165,6 +169,8 @@ def command(
         if spec is not None and not result.fits:
             console.print("no speculative-decoding speed for a workload that does not fit")
         render_fit_advice(advice, console)
+        if offload is not None and not result.fits:
+            console.print(f"offload to {offload}: not computed, the workload does not fit")
         from k3plan.report.prefix_table import render_prefix_hit
 
         render_prefix_hit(ph, prefix_hit, console)

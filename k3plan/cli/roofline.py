@@ -68,11 +68,12 @@ def command(
     \b
     Examples:
       k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 128K context
-      k3plan roofline -t 2x2x4 --batch 64 --context 32768
-      k3plan roofline -t 2x4x4 --stack dp-attention --probes reports/probes
+      k3plan roofline -t 2x2x4 --tp 32 --batch 8 --context 32768
+      k3plan roofline -t 2x4x4 --stack dp-attention --tp 8 --probes reports/probes
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json
-      k3plan roofline -t 2x2x4 --batch 8 --spec-tokens 3 --acceptance 0.8 --draft-bytes 0
-      k3plan roofline -t 2x4x4 --tp 32 --prefix-hit 0.9 --prefix-tier ssd
+      k3plan roofline -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8 --draft-bytes 0
+      k3plan roofline -t 2x4x4 --tp 32 --prefix-hit 0.9 --prefix-tier host
+      k3plan roofline -t 2x2x2 --tp 16   does not fit: says why (exit 1)
     """
     from k3plan.budget.fit import check_workload
     from k3plan.roofline.bounds import (

@@ -78,14 +78,15 @@ def session_from(
 
 
 def session_growth_at(setup, workload, calibration, **options):
+    """The session's growth against fit's memory-allowed context; None when no context fits at all
+    (a workload that does not fit: the caller exits 1, it is not bad input). Bad options raise."""
     from k3plan.budget.fit import fit
-    from k3plan.errors import K3PlanError
     from k3plan.workload.sessions import session_growth
 
     session = session_from(**options)
     cap = fit(setup, workload, calibration=calibration).capacity.memory_context_tokens
     if cap < 1:
-        raise K3PlanError(f"--turns: no context fits at batch {workload.batch} on this setup (see k3plan fit)")
+        return None
     return session_growth(session, max_context_tokens=cap)
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from k3plan.plan.deployment import CostRow
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
+from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.decode import BINDING
 
 GiB = 2**30
@@ -59,13 +60,7 @@ def layout_notes(*, space: Space, cols: dict[str, np.ndarray], i: int) -> list[s
             f"{float(cols['pipeline_s'][i]) * 1e3:.3f} ms of the TPOT)"
         )
     if bool(cols["spans_slices"][i]):
-        op = "all-to-all" if st.collectives.experts == "all_to_all" else "all-reduce"
-        out.append(
-            f"cross-node EP: the EP group ({ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "
-            f"{topo.devices_per_slice}; the experts' {op} runs over {hw.scale_out.name} "
-            f"({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a GPU, {hw.scale_out.latency_s * 1e6:g} us a call, "
-            f"{hw.name} spec)"
-        )
+        out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.of_pattern(st.collectives.experts)))
     return out
 
 
@@ -113,9 +108,11 @@ class PlanRow(BaseModel):
     free_gib_per_device: float
     weights_gib_per_device: float
     max_sequences: int
-    tpot_ms: float
-    tokens_per_s_per_chip: float
-    binding: str
+    # the decode bound at --concurrency: None on a closest miss that does not fit memory (a speed
+    # figure only for a workload that fits, as fit's "decode bound: not computed")
+    tpot_ms: Optional[float]
+    tokens_per_s_per_chip: Optional[float]
+    binding: Optional[str]
     cost_usd_per_hour: Optional[float]
     per_device: RowPerDevice
     temp_evidence: str
@@ -184,7 +181,9 @@ class PlanRow(BaseModel):
         }
 
 
-def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> PlanRow:
+def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int, fits: bool = True) -> PlanRow:
+    """Configuration ``i`` as a typed row; ``fits`` False (a closest miss rejected on memory): no
+    speed figure (tpot_ms, tokens_per_s_per_chip and binding are None)."""
     hw = space.hardware[int(cols["hw"][i])]
     topo = space.topologies[int(cols["topo"][i])]
     variant = space.variants[int(cols["variant"][i])]
@@ -207,9 +206,9 @@ def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int) -> Plan
         free_gib_per_device=int(cols["free_bytes"][i]) / GiB,
         weights_gib_per_device=int(cols["weights_bytes"][i]) / GiB,
         max_sequences=int(cols["max_sequences"][i]),
-        tpot_ms=float(cols["tpot_s"][i]) * 1e3,
-        tokens_per_s_per_chip=float(cols["tokens_per_s_per_chip"][i]),
-        binding=BINDING[int(cols["binding"][i])],
+        tpot_ms=float(cols["tpot_s"][i]) * 1e3 if fits else None,
+        tokens_per_s_per_chip=float(cols["tokens_per_s_per_chip"][i]) if fits else None,
+        binding=BINDING[int(cols["binding"][i])] if fits else None,
         cost_usd_per_hour=None if math.isnan(cost) else cost,
         per_device=RowPerDevice(**{k: int(cols[k][i]) for k in PER_DEVICE}),
         temp_evidence=TEMP_EVIDENCE[int(cols["temp_source"][i])],

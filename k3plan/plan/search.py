@@ -411,5 +411,7 @@ def plan(
         disaggregated=extra.disaggregated,
         launch=extra.launch,
         cold_start=extra.cold_start,
-        closest_miss=None if miss is None else row(space=space, cols=cols, i=miss, rank=0),
+        closest_miss=None
+        if miss is None
+        else row(space=space, cols=cols, i=miss, rank=0, fits=bool(codes[miss] == CODE["tpot"])),
     )

@@ -31,7 +31,9 @@ def add_costs(rows: list[PlanRow], *, prices: dict[str, Price], concurrency: int
     costs = cost_rows(
         prices=[prices[r.hardware] for r in rows],
         chips=[r.chips for r in rows],
-        output_tokens_per_s=[r.tokens_per_s_per_chip * r.chips for r in rows],
+        output_tokens_per_s=[
+            None if r.tokens_per_s_per_chip is None else r.tokens_per_s_per_chip * r.chips for r in rows
+        ],
         input_tokens_per_s=[None] * len(rows),
     )
     return [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]

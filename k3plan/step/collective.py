@@ -32,6 +32,18 @@ class Collective(str, Enum):
         return self.value
 
 
+def cross_node_ep_warning(hw, topo, *, ep: int, op: Collective) -> str:
+    """The one wording, in fit's warnings and plan's layout notes, of an EP group wider than a scale-up
+    domain: its ``op`` (the stack's expert collective, ``Collective.of_pattern``) crosses the scale-out
+    link, with that link's bandwidth and latency from the hardware spec."""
+    return (
+        f"cross-node EP: the EP group ({ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "
+        f"{topo.devices_per_slice}; the experts' {op} runs over {hw.scale_out.name} "
+        f"({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a GPU, {hw.scale_out.latency_s * 1e6:g} us a call, "
+        f"{hw.name} spec)"
+    )
+
+
 def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bool = False) -> tuple[float, str]:
     """(seconds a call, source) of ``op`` on ``link`` ("scale_up" | "scale_out"). Probes run
     inside one slice, so they describe the scale-up link only."""

@@ -109,6 +109,18 @@ def test_offload_host_holds_sessions_and_adds_ttft(cli):
     assert o["cheaper_than_recompute"] is True
 
 
+def test_offload_of_a_workload_that_does_not_fit_prints_no_time(cli):
+    """issue 10 item 6: `fit -t 2x2x2 --tp 16 --offload host` said DOES NOT FIT, then "TTFT +114.4 ms to
+    bring one back; prefilling it again instead: 7.27 s". No time for a workload that does not fit."""
+    r = cli("fit", "-t", "2x2x2", "--tp", "16", "--offload", "host")
+    assert r.exit_code == 1, r.output
+    assert "DOES NOT FIT" in r.stdout and "TTFT +" not in r.stdout and "prefilling it again" not in r.stdout
+    assert "offload to host: not computed, the workload does not fit" in r.stdout
+    assert fit_json(cli, "-t", "2x2x2", "--tp", "16", "--offload", "host", code=1)["advice"]["offload"] is None
+    # a tier the spec lacks is still bad input when the workload does not fit
+    assert "--offload" in one_error_line(cli("fit", "-t", "2x2x2", "--tp", "16", "--offload", "tape"))
+
+
 def test_offload_to_a_tier_the_spec_lacks_is_one_error_line(cli):
     assert "--offload" in one_error_line(cli("fit", "-t", "2x2x4", "--tp", "32", "--offload", "tape"))
 

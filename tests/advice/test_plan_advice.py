@@ -85,6 +85,22 @@ def test_nothing_fits_advises_the_closest_miss_from_the_plans_numbers(cli_module
     assert rules["suggestions"][0] == topo  # it alone resolves the miss: ranked first
 
 
+def test_a_closest_miss_that_does_not_fit_memory_carries_no_speed_figure(cli_module, miss):
+    """issue 10 item 6: the audit's `plan -H tpu-v7x --stacks vllm-tpu --max-chips 8 --json` gave its
+    closest miss (2x2x2, free -56.28 GiB) TPOT 8.128 ms and 15.38 tokens/s a chip; a workload that does
+    not fit has no speed (fit prints "decode bound: not computed"), and the advice on it is fit's own."""
+    row = miss["closest_miss"]
+    assert row["per_device"]["free_bytes"] < 0
+    assert row["tpot_ms"] is None and row["tokens_per_s_per_chip"] is None and row["binding"] is None
+    fit = _json(cli_module, *row_fit_args(miss), code=1)
+    assert fit["speed"] == {}  # fit's JSON: no speed terms for a workload that does not fit
+    assert miss["advice"]["advice"]["rules"] == fit["advice"]["rules"]
+
+
+def row_fit_args(d: dict) -> list[str]:
+    return d["advice"]["fit_command"].split()[1:]
+
+
 def test_thin_pick_gets_the_headroom_warning_with_its_margin(thin):
     r, adv = thin["recommended"], thin["advice"]
     assert adv["subject"] == "pick" and adv["notes"] == []  # fit and plan agree on every per-device term

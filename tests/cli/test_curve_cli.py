@@ -109,10 +109,13 @@ def test_table_prints_the_context_each_chunk_leaves(cli):
 def test_calibration_for_another_stack_is_warned_about(cli):
     """The default stack is vllm-tpu; the file was measured on jax-native. `fit` warns; curve
     applied it silently before the fix."""
-    d = curve_json(cli, "-t", "2x2x4", "--tp", "32", "--calibration", CALIBRATION, "--chunks", "4096")
+    # jax-native's measured 29.83 GiB decode temp leaves vllm-tpu no room at 4,096: exit 1 (no fit), still warned
+    j = cli("curve", "-t", "2x2x4", "--tp", "32", "--calibration", CALIBRATION, "--chunks", "4096", "--json")
+    assert j.exit_code == 1, j.output
+    d = json.loads(j.stdout)
     assert any("different configuration" in w and "jax-native" in w for w in d["warnings"])
     r = cli("curve", "-t", "2x2x4", "--tp", "32", "--calibration", CALIBRATION, "--chunks", "4096")
-    assert r.exit_code == 0 and "warning:" in r.stdout
+    assert r.exit_code == 1 and "warning:" in r.stdout
 
 
 def test_modelled_curve_without_calibration(cli):
@@ -189,3 +192,28 @@ def test_chunks_beyond_the_calibration_are_marked_not_extrapolated(cli):
     assert points[32768]["status"] == "ok"
     assert points[65536]["status"] == "outside calibration"
     assert points[65536]["prefill_temp_bytes"] == points[32768]["prefill_temp_bytes"]
+
+
+def test_a_curve_with_no_room_at_any_chunk_exits_1_with_the_reason(cli):
+    """issue 10 item 6: `curve -t 2x2x2 --tp 16` printed "no room" on every row and exited 0; a
+    workload that fits at no chunk size does not fit: exit 1, as fit, with a one-line reason."""
+    r = cli("curve", "-t", "2x2x2", "--tp", "16")
+    assert r.exit_code == 1, r.output
+    assert "ok at chunk" not in r.stdout and "no room at chunk 8,192" in r.stdout
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("DOES NOT FIT: no prefill chunk size leaves room for 1 sequence(s) of 131,072 tokens")
+    j = cli("curve", "-t", "2x2x2", "--tp", "16", "--json")
+    assert j.exit_code == 1 and "DOES NOT FIT" in j.stderr
+    assert {p["status"] for p in json.loads(j.stdout)["points"]} == {"no room"}  # the JSON stays whole
+
+
+def test_sessions_on_a_workload_that_does_not_fit_are_not_bad_input(cli):
+    """issue 10 item 6: with --turns the same workload exited 2 ("bad input"); it does not fit: exit 1."""
+    r = cli("curve", "-t", "2x2x2", "--tp", "16", "--turns", "5", "--user-tokens", "800", "--answer-tokens", "1200")
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and "error:" not in r.output
+    assert r.stdout.strip().splitlines()[-1].startswith("DOES NOT FIT")
+
+
+def test_a_curve_with_room_exits_0(cli):
+    assert cli("curve", "-t", "2x2x4", "--tp", "32").exit_code == 0

@@ -39,6 +39,10 @@ def test_fit_and_plan_agree_on_h200_sglang_2x8():
     rows = [x for x in p.ranked if (x.topology, x.tp, x.ep, x.dp) == ("2x8", 16, 16, 1)]
     assert len(rows) == 1
     assert rows[0].per_device.free_bytes == r.per_device.free_bytes
+    # one wording of the cross-node warning (issue 10 item 6): plan's note is fit's warning, word for word;
+    # this stack's MoE collective is an all-reduce (moe_a2a_backend=none)
+    (cross,) = [w for w in r.warnings if w.startswith("cross-node EP")]
+    assert cross in rows[0].layout_notes and "the experts' all-reduce runs over InfiniBand" in cross
     d = decode_bound(setup, batch=32, context_tokens=4500, eff=Efficiency())
     assert d.comm.link == "scale_out"
     assert rows[0].tpot_ms == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
@@ -109,3 +113,21 @@ def test_an_all_to_all_stack_uses_the_all_to_all_record(a2a_only):
     p = plan(hardware=["tpu-v7x"], stacks=[st], context=131072, concurrency=1, probes=a2a_only)
     assert any(a.endswith(d.comm.latency_source) for a in p.assumptions)
     assert np.isfinite(p.recommended.tpot_ms)
+
+
+def test_the_cross_node_ep_warning_has_one_wording_in_fit_and_plan(cli):
+    """issue 10 item 6: for `-H nvidia-h200 -t 2x8 --tp 16 --ep 16 --stack sglang` fit warned "the experts'
+    collectives run over InfiniBand" and plan "the experts' all-to-all runs over InfiniBand". One
+    function (step.collective.cross_node_ep_warning) words it from the stack's Collective now."""
+    import json
+
+    r = cli("fit", "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--ep", "16", "--stack", "sglang", "--json")
+    (w,) = [x for x in json.loads(r.stdout)["warnings"] if x.startswith("cross-node EP")]
+    # H200 spec: InfiniBand 50 GB/s a GPU, 20 us a call; sglang's default MoE backend is DeepEP's all-to-all
+    assert w == (
+        "cross-node EP: the EP group (16 devices) spans 2 NVLink domains of 8; the experts' all-to-all runs over "
+        "InfiniBand (50 GB/s a GPU, 20 us a call, nvidia-h200 spec)"
+    )
+    p = plan(hardware=["nvidia-h200"], stacks=["sglang"], max_chips=16, context=4500, concurrency=1, top=1000)
+    notes = [n for x in p.ranked if (x.topology, x.tp, x.ep) == ("2x8", 16, 16) for n in x.layout_notes]
+    assert w in notes

@@ -1,0 +1,57 @@
+"""issue 10 item 6: every example in `k3plan --help` and `k3plan roofline --help` runs and shows what the
+command does: exit 0 (a roofline example prints a speed), or, for an example whose comment says "(exit 1)",
+exit 1 with the reason. The audit found `roofline -t 2x2x4 --batch 64` ("how fast?"), `--batch 64 --context
+32768`, `-t 2x4x4 --stack dp-attention --probes ...` and the --spec-tokens example all DOES NOT FIT (exit 1),
+and `--prefix-tier ssd` bad input (exit 2) on tpu-v7x. The examples are parsed from the help text itself."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+import typer.main
+
+from k3plan.cli.app import app
+
+
+def help_examples(command: str | None) -> list[tuple[str, int]]:
+    """(command line, expected exit) for each "k3plan ..." line after "Examples:" in the help of
+    ``command`` (None: the top level); a comment says "(exit N)" where the example shows a failure.
+    Continuation lines ("\\" at the end) join the next line; a comment follows two or more spaces."""
+    group = typer.main.get_command(app)
+    cmd = group if command is None else group.commands[command]  # type: ignore[attr-defined]
+    text = (cmd.help or "").split("Examples:", 1)[1].replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("k3plan "):
+            continue
+        call, comment = (re.split(r" {2,}", line, maxsplit=1) + [""])[:2]
+        m = re.search(r"\(exit (\d)\)", comment)
+        out.append((call.strip(), int(m.group(1)) if m else 0))
+    return out
+
+
+EXAMPLES = [pytest.param(c, code, id=c) for which in (None, "roofline") for c, code in help_examples(which)]
+
+
+def test_the_help_examples_are_found():
+    assert len(help_examples(None)) == 4 and len(help_examples("roofline")) >= 6
+    assert any(code == 1 for _, code in help_examples("roofline"))  # one shows the refusal
+
+
+@pytest.mark.parametrize(("line", "code"), EXAMPLES)
+def test_each_help_example_exits_as_documented(cli, tmp_path, line, code):
+    args = shlex.split(line)[1:]
+    if "--out" in args:  # report writes files: into a temporary folder, not the repository
+        i = args.index("--out") + 1
+        args[i] = str(tmp_path / args[i].rsplit("/", 1)[-1])
+    r = cli(*args)
+    assert r.exit_code == code, r.output
+    assert "Traceback" not in r.output
+    if args[0] == "roofline":
+        if code == 0:
+            assert "tok/s" in r.stdout or '"tokens_per_s' in r.stdout  # a speed figure
+        else:
+            assert "DOES NOT FIT" in r.stdout and "no speed figure" in " ".join(r.stdout.split())
