@@ -1,12 +1,15 @@
 """Units, decided in one place.
 
 Bytes are ints; rates are per second. GB = 1e9 B and GiB = 2**30 B: every printed figure says
-which. Spec files may write "96GiB", "7.38TB/s", "100Gb/s", "2307TFLOP/s"; they are parsed here
+which, and memory prints in GiB (fmt_gib). Token counts print exact, with thousands separators
+(fmt_tokens: 131,072); where space is short (a plot axis) they are shortened with K = 1,000, never
+1,024, and the axis says so (tokens_k, TOKENS_K_AXIS). Spec files may write "96GiB", "7.38TB/s", "100Gb/s", "2307TFLOP/s"; they are parsed here
 and nowhere else.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from k3plan.errors import K3PlanError
@@ -16,6 +19,8 @@ DEFAULT_CONTEXT_TOKENS = 131072
 
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+TOKENS_PER_K = 1_000  # a shortened token count: K = 1,000 (2**17 tokens plot at 131.072, never as "128K")
+TOKENS_K_AXIS = "thousand tokens (K = 1,000)"
 
 _BYTE_UNITS = {
     "B": 1,
@@ -90,6 +95,30 @@ def _non_negative(value, text, what):
 def fmt_gib(n_bytes: float, digits: int = 2) -> str:
     """Bytes as the house prints them: 59_893_973_504 -> '55.78 GiB'."""
     return f"{n_bytes / GiB:,.{digits}f} GiB"
+
+
+def fmt_gib_sig(n_bytes: float, sig: int = 3) -> str:
+    """Bytes in GiB with at least ``sig`` significant digits (at least 2 decimals), so a small
+    figure never prints as 0.00 GiB: 12_939_428 -> '0.0121 GiB', 3 * GiB -> '3.00 GiB'."""
+    gib = abs(n_bytes) / GiB
+    digits = 2 if gib == 0 else max(2, sig - 1 - math.floor(math.log10(gib)))
+    return fmt_gib(n_bytes, digits)
+
+
+def fmt_tokens(n: int) -> str:
+    """A token count as every text output prints it: exact, 131_072 -> '131,072' (never '128K').
+    Where space is short (a plot axis), plot tokens_k(n) under tokens_k_axis(...) instead."""
+    return f"{int(n):,}"
+
+
+def tokens_k(n: float) -> float:
+    """A token count on a K = 1,000 axis (label it with TOKENS_K_AXIS): 344_064 -> 344.064."""
+    return n / TOKENS_PER_K
+
+
+def tokens_k_axis(what: str) -> str:
+    """The label of an axis of tokens_k values: 'longest context, thousand tokens (K = 1,000)'."""
+    return f"{what}, {TOKENS_K_AXIS}"
 
 
 def fmt_count(n: float) -> str:

@@ -19,13 +19,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.advice.inputs import AdviceInputs, KvDtypeOption
+from k3plan.units import GiB, fmt_gib, fmt_gib_sig
 
 # "under 10% headroom is usually not a production configuration": the accelerator-requirements
 # analysis issue 14 quotes (rule 2); headroom is free HBM over usable HBM, a device.
 HEADROOM_MIN_FRACTION = 0.10
 MEMORY_BOUND = ("memory", "hbm", "bandwidth")
 COMPUTE_BOUND = ("compute", "flops", "mxu")
-GIB = 2**30
 
 Rule = Literal["capacity", "headroom", "bandwidth", "compute"]
 
@@ -56,8 +56,8 @@ class Advice(BaseModel):
 
 
 def _gib(n: float) -> str:
-    """GiB to one decimal; MiB under 1 GiB, so a small term never prints as 0.0 GiB."""
-    return f"{n / GIB:,.1f} GiB" if abs(n) >= GIB or n == 0 else f"{n / 2**20:,.0f} MiB"
+    """GiB to one decimal; three significant digits under 1 GiB, so a small term never prints as 0.0 GiB."""
+    return fmt_gib(n, 1) if abs(n) >= GiB or n == 0 else fmt_gib_sig(n)
 
 
 def _kv_bytes(x: AdviceInputs, bpt: int, block: int, context: int) -> int:

@@ -35,7 +35,7 @@ from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.memory import budget_terms
 from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
-from k3plan.units import DEFAULT_CONTEXT_TOKENS
+from k3plan.units import DEFAULT_CONTEXT_TOKENS, GiB, fmt_gib
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
 
 # vLLM V1's default max_num_batched_tokens for online serving: the prefill chunk when none is given.
@@ -133,7 +133,7 @@ def calibrated_stage(
             refused=env.detail,
             warning=f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail,
         )
-    measured_max = int(max(p[1] for p in points) * 2**30)
+    measured_max = int(max(p[1] for p in points) * GiB)
     return StageEvidence(
         temp_bytes=max(analytic_bytes, measured_max),
         outside=env.detail,
@@ -366,7 +366,7 @@ def fit(
         if draft_bytes_per_device:
             wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
         warnings_pp = [
-            f"pp {par.pp}: {st.describe()}: weights {t['weights_bytes'] / 2**30:.2f} GiB, free {t['free_bytes'] / 2**30:.2f} GiB"
+            f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t['weights_bytes'])}, free {fmt_gib(t['free_bytes'])}"
             f" a device" + (" (binds)" if st is binding else "")
             for st, t in zip(setup.stages, per_stage)
         ]
@@ -395,7 +395,7 @@ def fit(
     if setup.plan.fallbacks:
         warnings.append(
             f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
-            f"(+{sum(f.bytes_replicated for f in wb.fallbacks) / 2**30:.2f} GiB a device)"
+            f"(+{fmt_gib(sum(f.bytes_replicated for f in wb.fallbacks))} a device)"
         )
     if spec.max_context and workload.context_tokens > spec.max_context:
         warnings.append(

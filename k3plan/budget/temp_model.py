@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
 from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.units import GiB
 
 MODEL_FILE = Path(__file__).resolve().parent.parent / "evidence" / "temp_model.yaml"
 SHOWN = "k3plan/evidence/temp_model.yaml"  # the same name installed or not
@@ -178,7 +179,7 @@ def full_size_errors(
         ]
         for stage, b, tokens, context, gib, what in pts:
             feats = setup_features(setup, stage=stage, batch=b, tokens=tokens, context=context)
-            out.append((cal.stack, f"{where} {what}", float(model_bytes(coef, feats)) / (gib * 2**30) - 1.0))
+            out.append((cal.stack, f"{where} {what}", float(model_bytes(coef, feats)) / (gib * GiB) - 1.0))
     return out
 
 

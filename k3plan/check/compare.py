@@ -16,7 +16,7 @@ from k3plan.check.baseline import DeviceTerms, Expected
 from k3plan.check.measure import NOT_COMPARED, Measured
 from k3plan.check.names import describe, unfold
 from k3plan.errors import K3PlanError
-from k3plan.units import parse_bytes
+from k3plan.units import fmt_gib, parse_bytes
 
 EXACT = ("kv_bytes_per_token", "state_bytes_per_sequence")  # any change fails, either way
 
@@ -113,7 +113,7 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
                     fail=grew,
                     what=f"{key} grew beyond the tolerance {tolerance.text}"
                     if grew
-                    else f"{key} shrank by {-d / 2**30:,.3f} GiB (--update to lock it in)",
+                    else f"{key} shrank by {fmt_gib(-d, 3)} (--update to lock it in)",
                 )
             )
     out += _sets(name, "replicated", unfold(base.replicated), now.replicated_bytes, "newly replicated on every device")

@@ -204,7 +204,7 @@ def command(
 
     \b
     Examples:
-      k3plan plan --context 131072                          K3 at 128K, fewest chips
+      k3plan plan --context 131072                          K3 at 131,072 tokens, fewest chips
       k3plan plan --concurrency 64 --target-tpot-ms 50      64 sequences, 50 ms a token at most
       k3plan plan -H tpu-v7x,nvidia-b200 --maximize tokens-per-chip
       k3plan plan --minimize cost --json

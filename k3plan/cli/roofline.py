@@ -67,7 +67,7 @@ def command(
 
     \b
     Examples:
-      k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 128K context
+      k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 131,072-token context
       k3plan roofline -t 2x2x4 --tp 32 --batch 8 --context 32768
       k3plan roofline -t 2x4x4 --stack dp-attention --tp 8 --probes reports/probes
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json

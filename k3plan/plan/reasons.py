@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from k3plan.plan.space import Space
 from k3plan.step.verdict import REASONS, reject_code
+from k3plan.units import GiB
 
-GiB = 2**30
 CODE = {key: i for i, (key, _) in enumerate(REASONS)}
 # --strict under --isl/--osl: a row that passed every check of REASONS but misses a latency target (plan/wire.py)
 SLA_REASON = "misses a latency target or cannot hold the sequences in flight (--strict)"

@@ -17,8 +17,8 @@ from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.decode import BINDING
+from k3plan.units import GiB
 
-GiB = 2**30
 TEMP_EVIDENCE = (
     "analytic",
     "compiled",

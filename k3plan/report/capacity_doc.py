@@ -10,6 +10,7 @@ from k3plan.report.capacity_expected import note as expected_note
 from k3plan.report.capacity_findings import Viable, findings
 from k3plan.report.capacity_model import ContextRow, PlatformReport
 from k3plan.report.doc import Block
+from k3plan.units import GiB, fmt_tokens
 
 TERM_NAMES = {
     "weights_bytes": "weights",
@@ -21,12 +22,8 @@ TERM_NAMES = {
 }
 
 
-def ctx(c: int) -> str:
-    return f"{c // 1048576}M" if c % 1048576 == 0 else f"{c // 1024}K"
-
-
 def gib(n: float) -> str:
-    return f"{n / 2**30:,.1f}"
+    return f"{n / GiB:,.1f}"
 
 
 def usd(v: Optional[float]) -> str:
@@ -62,14 +59,14 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
         for row in r.rows:
             v = Viable.of(row)
             if v is None:
-                rows.append([r.hardware, r.stack, ctx(row.context_tokens), "does not fit"] + ["—"] * 9)
+                rows.append([r.hardware, r.stack, fmt_tokens(row.context_tokens), "does not fit"] + ["—"] * 9)
                 continue
             s, full = v.setup, v.most
             rows.append(
                 [
                     r.hardware,
                     r.stack,
-                    ctx(row.context_tokens),
+                    fmt_tokens(row.context_tokens),
                     s.topology,
                     str(s.chips),
                     s.split,
@@ -94,9 +91,7 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
     )
     out.append(("p", f"{r.candidates_tried} (topology, split) candidates evaluated; {price}."))
     for row in r.rows:
-        out.append(
-            ("h3", f"{ctx(row.context_tokens)} context ({row.context_tokens:,} tokens), {concurrency} sequence(s)")
-        )
+        out.append(("h3", f"{fmt_tokens(row.context_tokens)}-token context, {concurrency} sequence(s)"))
         v = Viable.of(row)
         if v is None:
             out.append(("p", f"**K3 cannot be served here at this context**: {row.reason}."))

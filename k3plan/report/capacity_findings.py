@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from k3plan.report.capacity_model import ContextRow, DecodeAt, PlatformReport, PrefillAt, RowSetup, RowTerms
-
-
-def _ctx(c: int) -> str:
-    return f"{c // 1048576}M" if c % 1048576 == 0 else f"{c // 1024}K"
+from k3plan.units import fmt_gib, fmt_tokens
 
 
 @dataclass(frozen=True)
@@ -52,28 +49,30 @@ def findings(reports: Sequence[PlatformReport]) -> list[str]:
         if ok:
             r, v = min(ok, key=lambda x: (x[1].setup.chips, -x[1].terms.free_bytes))
             out.append(
-                f"At {_ctx(c)} context the fewest chips that hold K3 are **{v.setup.chips} {r.hardware}** "
-                f"({v.setup.topology}, tp={v.setup.tp}{f' pp={v.setup.pp}' if v.setup.pp > 1 else ''}), with {v.terms.free_bytes / 2**30:,.1f} "
-                f"GiB a device free and room for {v.row.max_sequences:,} sequence(s)."
+                f"At a {fmt_tokens(c)}-token context the fewest chips that hold K3 are **{v.setup.chips} {r.hardware}** "
+                f"({v.setup.topology}, tp={v.setup.tp}{f' pp={v.setup.pp}' if v.setup.pp > 1 else ''}), with {fmt_gib(v.terms.free_bytes, 1)} "
+                f"a device free and room for {v.row.max_sequences:,} sequence(s)."
             )
             best, bv = max(ok, key=lambda x: x[1].most.tokens_per_s_per_chip)
             d = bv.most
             out.append(
-                f"At {_ctx(c)} the best decode throughput a chip is {best.hardware}'s: "
+                f"At {fmt_tokens(c)} tokens the best decode throughput a chip is {best.hardware}'s: "
                 f"{d.tokens_per_s_per_chip:,.1f} tokens/s a chip at batch {d.batch:,} ({d.binding}-bound)."
             )
         if bad:
             out.append(
-                f"At {_ctx(c)} context **{', '.join(bad)} cannot hold K3** at any allowed size "
+                f"At a {fmt_tokens(c)}-token context **{', '.join(bad)} cannot hold K3** at any allowed size "
                 "(see the platform sections for the closest miss)."
             )
     for r, v in every:
         where = f"{r.hardware} {v.setup.topology}"
         if not v.prefill.feasible:
-            out.append(f"{where}: prefill at {_ctx(v.row.context_tokens)} is infeasible — {v.prefill.note}.")
+            out.append(
+                f"{where}: prefill at {fmt_tokens(v.row.context_tokens)} tokens is infeasible — {v.prefill.note}."
+            )
         if v.decode.binding == "communication":
             out.append(
-                f"{where} at {_ctx(v.row.context_tokens)}: single-sequence decode is "
+                f"{where} at {fmt_tokens(v.row.context_tokens)} tokens: single-sequence decode is "
                 f"bound by collectives ({v.decode.comm_share:.0%} of the step)."
             )
     for r, v in every:
@@ -82,7 +81,7 @@ def findings(reports: Sequence[PlatformReport]) -> list[str]:
             continue
         d = v.most
         out.append(
-            f"{r.hardware} at {_ctx(v.row.context_tokens)}: ${d.usd_per_mtok:,.2f} a million decode tokens at "
+            f"{r.hardware} at {fmt_tokens(v.row.context_tokens)} tokens: ${d.usd_per_mtok:,.2f} a million decode tokens at "
             f"batch {d.batch:,}, ${v.prefill.usd_per_mtok:,.2f} a million prefill tokens "
             f"(${price:,.2f} a chip-hour)."
         )

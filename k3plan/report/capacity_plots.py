@@ -12,6 +12,7 @@ from k3plan.io_safe import save_figure
 from k3plan.report.capacity_findings import Viable
 from k3plan.report.capacity_model import PlatformReport
 from k3plan.report.plots import _pyplot
+from k3plan.units import GiB, fmt_tokens, tokens_k, tokens_k_axis
 
 TERM_COLORS = {
     "weights_bytes": ("weights", "#4c72b0"),
@@ -21,10 +22,6 @@ TERM_COLORS = {
     "reserve_bytes": ("engine reserve", "#8172b3"),
     "free_bytes": ("free", "#d9d9d9"),
 }
-
-
-def _ctx(c: int) -> str:
-    return f"{c // 1048576}M" if c % 1048576 == 0 else f"{c // 1024}K"
 
 
 def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
@@ -37,16 +34,16 @@ def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
         y = len(rows) - 1 - i
         v = Viable.of(row)
         if v is None:
-            labels.append(f"{r.hardware} @ {_ctx(row.context_tokens)}")
+            labels.append(f"{r.hardware} @ {fmt_tokens(row.context_tokens)} tokens")
             ax.text(0.5, y, "does not fit at any allowed size", va="center", fontsize=8, color="#a00000")
             continue
         labels.append(
-            f"{r.hardware} {v.setup.topology} tp={v.setup.tp}{f' pp={v.setup.pp}' if v.setup.pp > 1 else ''} @ {_ctx(row.context_tokens)}"
+            f"{r.hardware} {v.setup.topology} tp={v.setup.tp}{f' pp={v.setup.pp}' if v.setup.pp > 1 else ''} @ {fmt_tokens(row.context_tokens)} tokens"
         )
         left = 0.0
         for key, nbytes in v.terms.items():
             name, color = TERM_COLORS[key]
-            gib = max(0, nbytes) / 2**30
+            gib = max(0, nbytes) / GiB
             ax.barh(
                 y,
                 gib,
@@ -79,15 +76,17 @@ def plot_curves(reports: Sequence[PlatformReport], *, path: Path) -> None:
         if ok:
             ax.plot(
                 [p.chunk_tokens for p in ok],
-                [p.max_context_tokens / 1024 for p in ok],
+                [tokens_k(p.max_context_tokens) for p in ok],
                 "o-",
                 label=f"{r.hardware} ({r.curve_setup.split(',')[0]})",
             )
     ax.set_xscale("log", base=2)
-    ax.axhline(1024, color="grey", ls="--", lw=0.8)
-    ax.text(0.01, 1024, "1M tokens", transform=ax.get_yaxis_transform(), va="bottom", fontsize=8, color="grey")
+    one_m = tokens_k(2**20)  # the 1M-token context, 2^20 = 1,048,576 tokens, at its true height on the K = 1,000 axis
+    ax.axhline(one_m, color="grey", ls="--", lw=0.8)
+    label = f"{fmt_tokens(2**20)} tokens (1M context)"
+    ax.text(0.01, one_m, label, transform=ax.get_yaxis_transform(), va="bottom", fontsize=8, color="grey")
     ax.set_xlabel("prefill chunk (tokens)")
-    ax.set_ylabel("longest context, one sequence (K tokens)")
+    ax.set_ylabel(tokens_k_axis("longest context, one sequence"))
     ax.set_title("Prefill chunk vs the longest context the rest of the budget leaves", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

@@ -5,17 +5,19 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from k3plan.units import GiB, MiB, fmt_gib
+
 
 def _bytes(v) -> str:
     if isinstance(v, int):
-        return f"{v / 2**30:,.3f} GiB" if abs(v) >= 2**20 else f"{v:,} B"
+        return fmt_gib(v, 3) if abs(v) >= MiB else f"{v:,} B"
     return "—" if v is None else str(v)
 
 
 def _delta(d) -> str:
     if d is None:
         return "—"
-    return f"{d / 2**30:+,.3f} GiB\n{d:+,} B" if abs(d) >= 2**20 else f"{d:+,} B"
+    return f"{d / GiB:+,.3f} GiB\n{d:+,} B" if abs(d) >= MiB else f"{d:+,} B"
 
 
 def render_check(result, console: Console) -> None:

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from k3plan.units import GiB
+
 COLUMNS = (
     "prefill chunk",
     "prefill temp GiB",
@@ -17,7 +19,7 @@ COLUMNS = (
 
 
 def _gib(b) -> str:
-    return "—" if b is None else f"{b / 2**30:,.2f}"
+    return "—" if b is None else f"{b / GiB:,.2f}"
 
 
 def render_curve(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from k3plan.units import GiB
+from k3plan.units import GiB, fmt_gib_sig
 
 if TYPE_CHECKING:
     from k3plan.budget.fit import FitResult
@@ -88,7 +88,7 @@ def render_fit(r: FitResult, console: Console) -> None:
     for f in r.replicated[:12]:
         console.print(
             f"[yellow]fallback:[/] {f.tensor}: {f.axis}={f.size} not divisible by "
-            f"{f.mesh_axis}={f.mesh_size}, dim {f.dim} replicated (+{f.bytes_replicated / 2**20:,.1f} MiB a device)"
+            f"{f.mesh_axis}={f.mesh_size}, dim {f.dim} replicated (+{fmt_gib_sig(f.bytes_replicated)} a device)"
         )
     if len(r.replicated) > 12:
         console.print(f"[yellow]fallback:[/] ... and {len(r.replicated) - 12} more (see --json)")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import save_figure
+from k3plan.units import tokens_k, tokens_k_axis
 
 
 def _pyplot():
@@ -32,12 +33,12 @@ def plot_curve(points, *, title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ok = [p for p in points if p.status in ("ok", "outside calibration")]
     bad = [p for p in points if p not in ok]
-    ax.plot([p.chunk_tokens for p in ok], [p.max_context_tokens / 1024 for p in ok], "o-", label="longest context")
+    ax.plot([p.chunk_tokens for p in ok], [tokens_k(p.max_context_tokens) for p in ok], "o-", label="longest context")
     outside = [p for p in ok if p.status == "outside calibration"]
     if outside:
         ax.plot(
             [p.chunk_tokens for p in outside],
-            [p.max_context_tokens / 1024 for p in outside],
+            [tokens_k(p.max_context_tokens) for p in outside],
             "o",
             markerfacecolor="white",
             label="beyond the measured chunks (not extrapolated)",
@@ -46,7 +47,7 @@ def plot_curve(points, *, title: str, path: Path) -> None:
         ax.plot([p.chunk_tokens for p in bad], [0] * len(bad), "x", color="red", label="refused / no room")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("prefill chunk (tokens)")
-    ax.set_ylabel("longest context (K tokens)")
+    ax.set_ylabel(tokens_k_axis("longest context"))
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend()

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from k3plan.units import GiB, MiB, fmt_gib
+from k3plan.units import GiB, fmt_gib, fmt_gib_sig, fmt_tokens
 
 if TYPE_CHECKING:
     from k3plan.roofline.result import RooflineResult
@@ -54,13 +54,13 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
         "collectives",
         _ms(c.latency_time_s + c.bandwidth_time_s) + " ms",
         f"{c.calls_per_step} calls ({c.expert_calls_per_step} {c.op.value}) x {c.latency_s_per_call * 1e6:.2f} us "
-        f"({escape(c.latency_source)}) + {c.bytes_per_chip_per_step / MiB:,.2f} MiB a chip over {c.link_name}",
+        f"({escape(c.latency_source)}) + {fmt_gib_sig(c.bytes_per_chip_per_step)} a chip over {c.link_name}",
     )
     if c.pipeline_calls_per_step:
         t.add_row(
             "stage-to-stage sends",
             _ms(c.pipeline_time_s) + " ms",
-            f"{c.pipeline_calls_per_step} send(s) of {c.pipeline_bytes_per_chip_per_step / 1e3:,.1f} kB a chip "
+            f"{c.pipeline_calls_per_step} send(s) of {fmt_gib_sig(c.pipeline_bytes_per_chip_per_step)} a chip "
             f"in all over {c.pipeline_link} (pp={par.pp}: the batch as {par.pp} microbatches, the step "
             "summed over the stages)",
         )
@@ -101,7 +101,7 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
     )
     console.print(t)
     lc = r.long_context
-    ratios = ", ".join(f"{e.context_tokens // 1024}K {e.ratio:.2f}x" for e in lc.ratio_by_context)
+    ratios = ", ".join(f"{fmt_tokens(e.context_tokens)} tokens {e.ratio:.2f}x" for e in lc.ratio_by_context)
     console.print(
         f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc.crossover_tokens:,.0f} tokens ({ratios})"
     )

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from k3plan.errors import K3PlanError
 from k3plan.tiers.model import OFFLOAD_CHOICES, offload_tier
 from k3plan.tiers.sessions import PrefixCacheEffect, prefix_cache_ttft, restore_s
+from k3plan.units import fmt_gib
 
 PREFIX_TIERS = ("hbm", *OFFLOAD_CHOICES)  # --prefix-tier spelling
 
@@ -90,7 +91,7 @@ def prefix_hit_lines(p: PrefixHit) -> list[str]:
     load = (
         "no load (already in HBM)"
         if p.tier == "hbm"
-        else f"loaded from {p.tier}: {p.loaded_bytes_per_device / 2**30:,.2f} GiB a device in {p.load_s * 1e3:,.1f} ms"
+        else f"loaded from {p.tier}: {fmt_gib(p.loaded_bytes_per_device)} a device in {p.load_s * 1e3:,.1f} ms"
     )
     return [
         (

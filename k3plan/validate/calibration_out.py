@@ -15,24 +15,23 @@ import yaml
 
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
+from k3plan.units import GiB
 from k3plan.validate.result import JobResult, ValidationResult
-
-GIB = 2**30
 
 
 def _temp_gib(r: JobResult) -> Optional[float]:
     if r.oom:
         need = r.oom.required_bytes
-        return round(need / GIB, 4) if need is not None else None
+        return round(need / GiB, 4) if need is not None else None
     temp = None if r.memory is None else r.memory.temp_bytes
-    return None if temp is None else round(temp / GIB, 4)
+    return None if temp is None else round(temp / GiB, 4)
 
 
 def _weights_gib(results: list[JobResult]) -> Optional[float]:
     for r in results:
         for t in r.terms:
             if t.name == "weights" and t.compiled_bytes is not None:
-                return round(t.compiled_bytes / GIB, 4)
+                return round(t.compiled_bytes / GiB, 4)
     return None
 
 
@@ -72,7 +71,7 @@ def calibration_dict(result: ValidationResult, *, usable_bytes: int) -> dict:
         "date": env.date,
         "source": f"k3plan validate ({'deviceless TPU compile' if env.backend == 'tpu' else 'fake CPU devices'}), "
         f"{result.layers} layers",
-        "available_hbm_gib": round(available / GIB, 4),
+        "available_hbm_gib": round(available / GiB, 4),
         "argument_gib": _weights_gib(results),
         "prefill": prefill,
         "decode": decode,

@@ -14,7 +14,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
-_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+from k3plan.units import GiB, KiB, MiB, TiB
+
+_UNITS = {"": 1, "B": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
 _OOM_PATTERNS = (
     re.compile(r"HLO temporaries \(([\d.]+)\s*([KMGT]?)i?B?\) exceeds? available HBM \(([\d.]+)\s*([KMGT]?)i?B?\)"),
     re.compile(r"Used ([\d.]+)\s*([KMGT]?)i?B? of ([\d.]+)\s*([KMGT]?)i?B? hbm"),

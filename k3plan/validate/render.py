@@ -9,18 +9,18 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from k3plan.units import MiB, fmt_gib
+
 if TYPE_CHECKING:
     from k3plan.validate.collective_check import CollectiveCheck
     from k3plan.validate.result import CensusReport, JobResult, ValidationResult
-
-GIB = 2**30
 
 
 def _b(n: Optional[int]) -> str:
     if n is None:
         return "-"
-    if abs(n) >= 2**20:
-        return f"{n / GIB:,.4f} GiB"
+    if abs(n) >= MiB:
+        return fmt_gib(n, 4)
     return f"{n:,} B"
 
 

@@ -17,6 +17,7 @@ from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload,
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.step.live import form_for
+from k3plan.units import fmt_gib
 from k3plan.validate.collective_check import CollectiveCheck
 from k3plan.validate.result import (
     CensusReport,
@@ -198,13 +199,13 @@ def _verdict(st, *, target: Target, usable: int, hardware: str) -> tuple[bool, s
         return (
             True if total is None else total <= usable,
             f"compiled for {target.name}: arguments + outputs - alias + temp = "
-            f"{total / 2**30:.2f} GiB of {usable / 2**30:.2f} GiB usable"
+            f"{fmt_gib(total)} of {fmt_gib(usable)} usable"
             if total is not None
             else "compiled",
         )
     return (
         True if resident is None else resident <= usable,
-        f"CPU backend: arguments + outputs - alias = {resident / 2**30:.3f} GiB of {usable / 2**30:.2f} GiB usable "
+        f"CPU backend: arguments + outputs - alias = {fmt_gib(resident, 3)} of {fmt_gib(usable)} usable "
         f"on {hardware} (temp excluded: CPU temp is not representative of TPU)"
         if resident is not None
         else "CPU backend: memory_analysis() unavailable",

@@ -66,11 +66,12 @@ def test_capacity_fails_kv_dtype_batch_context_ranked():
     assert all(s.resolves for s in a.suggestions)
 
 
-def test_small_terms_print_in_mib():
-    # 93 + 5 + 2 = 100 GiB of fixed bytes leaves 0 < one sequence (64 MiB state + one 16 KiB block)
+def test_small_terms_print_in_gib_with_three_significant_digits():
+    # 93 + 5 + 2 = 100 GiB of fixed bytes leaves 0 < one sequence (64 MiB state + one 16 KiB block):
+    # (64 x 2^20 + 16 x 2^10) / 2^30 = 0.0625 + 0.0000153 = 0.0625 GiB to 3 significant digits, not "0.1 GiB"
     a = advise(inputs(weights=93 * G, seqs=1, state_per_seq=64 * 2**20, reserve=2 * G))
     assert "leave 0.0 GiB of 100.0 GiB a device" in a.warnings[0]
-    assert "(64 MiB)" in a.warnings[0]
+    assert "(0.0625 GiB)" in a.warnings[0] and "MiB" not in a.warnings[0]
 
 
 def test_thin_headroom_warns_with_margin():

@@ -4,6 +4,7 @@ exit 2 with one line and no traceback."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -189,5 +190,21 @@ def test_table_prints_byte_sizes_in_gib(cli):
     assert f"weights {b['weights'] / 2**30:,.3f}," in out
     assert f"of the {sum(b.values()) / 2**30:,.2f} GiB a device a step reads" in out  # the advice line
     assert f"one copy of {sum(dec['ideal_bytes_per_step'].values()) / 2**30:,.2f} GiB over" in out
-    assert f"{dec['comm']['bytes_per_chip_per_step'] / 2**20:,.2f} MiB a chip" in out
-    assert " GB " not in out and " MB " not in out and "GB/s" in out
+    # the collective traffic a chip is a few MiB: GiB with 3 significant digits, never MiB
+    comm = re.search(r"([0-9.]+) GiB a chip over", out)
+    assert comm and len(comm.group(1).split(".")[1].lstrip("0")) >= 3, out
+    assert float(comm.group(1)) == pytest.approx(dec["comm"]["bytes_per_chip_per_step"] / 2**30, rel=5e-3)
+    assert " GB " not in out and " MB " not in out and "MiB" not in out and "kB" not in out and "GB/s" in out
+
+
+def test_long_context_ratios_name_exact_token_counts(cli):
+    """The crossover line labels each context with its exact count (262,144 tokens), never "256K" (K = 1,024)."""
+    args = ("-t", "2x2x4", "--stack", "dp-attention")
+    lc = roofline_json(cli, *args)["long_context"]
+    r = cli("roofline", *study(*args))
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in " ".join(r.stdout.split()).split("long context:")[1:])
+    for c in (32768, 262144, 1048576):  # the contexts roofline reports: 2^15, 2^18, 2^20 tokens
+        assert str(c) in lc["ratio_by_context"]
+    assert "(32,768 tokens " in line and ", 262,144 tokens " in line and ", 1,048,576 tokens " in line
+    assert not re.search(r"\b\d+K\b", line)

@@ -51,6 +51,18 @@ def test_a_platform_that_cannot_fit_says_so(written):
     assert re.search(r"no standard tpu-v5e topology up to 64 chips holds kimi-k3", md)
 
 
+def test_report_prints_token_counts_exact_and_memory_in_gib(written):
+    """Issue 10 item 6: the summary, findings and headings say 131,072 (never "128K", K = 1,024) and the
+    checkpoint in GiB like `models show` (1,452.83 GiB, not "1.56 TB")."""
+    _, out, _ = written
+    md = out.read_text()
+    assert "| 131,072 |" in md  # the summary's context column
+    assert "At a 131,072-token context the fewest chips" in md
+    assert "### 131,072-token context" in md
+    assert not re.search(r"\b\d+K\b", md), re.findall(r".{30}\b\d+K\b.{10}", md)
+    assert re.search(r"checkpoint [\d,]+\.\d\d GiB\.", md) and " TB." not in md
+
+
 def test_report_does_not_import_jax(tmp_path):
     code = (
         "import sys\n"
