@@ -82,3 +82,13 @@ def ratio_table(r: dict, floor_label: str, cmd_label: str) -> str:
     rows.append(f"\nratio to the floor: wall medians {r['wall_ratio']:.2f}, wall minima {r['wall_min_ratio']:.2f}, "
                 f"CPU medians {r['cpu_ratio']:.2f} (load average {r['load']:.1f})")
     return "\n".join(rows)
+
+
+def verdicts(r: dict, goal: float) -> str:
+    """The goal checked on each measure apart (none stands in for another): wall medians, wall minima
+    (the least disturbed runs) and CPU medians (user + sys: load-steady, but it counts the floor's
+    numpy/OpenBLAS start-up threads, which a command that does not import numpy never pays)."""
+    parts = [f"{name} {r[key]:.2f} {'PASS' if r[key] <= goal else 'FAIL'}"
+             for name, key in (("wall medians", "wall_ratio"), ("wall minima", "wall_min_ratio"),
+                               ("CPU medians", "cpu_ratio"))]
+    return f"goal <= {goal}: " + ", ".join(parts)
