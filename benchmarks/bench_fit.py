@@ -2,7 +2,7 @@
 without importing jax; issue 12: within 1.3x the import floor of its own dependencies). Not a
 test: it prints a table and asserts nothing.
 
-    python3 benchmarks/bench_fit.py [--runs 10] [--importtime 10]
+    python3 benchmarks/bench_fit.py [--runs 10] [--importtime 10] [--typer-floor] [--parts]
 
 The import floor is a fresh `python -c` importing what fit cannot avoid: numpy, yaml, typer,
 rich.console and pydantic's BaseModel (`import pydantic` alone is lazy and loads nothing). It is
@@ -10,7 +10,10 @@ run alternately with fit, so machine load hits both alike; the ratio is fit / fl
 
 Reports min / median / max wall time of N fresh processes, whether jax, pandas, numpy or
 matplotlib end up in sys.modules on the same path (run in-process through the CLI app), and,
-with --importtime, the slowest cumulative imports (python -X importtime).
+with --importtime, the slowest cumulative imports (python -X importtime). --typer-floor also times,
+against the same floor, a typer command declaring fit's options that does nothing (what typer costs
+any CLI with these options); --parts counts with callgrind where fit's instructions go beyond the
+floor: k3plan's modules, the pydantic classes they build, and the run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from timing import (  # benchmarks/timing.py (the script folder is on sys.path)
+    CHILD_ENV,
     ratio_table,
     ratio_to_floor,
     timed,
@@ -87,6 +91,64 @@ def typer_floor_source() -> str:
     ])
 
 
+MODULES_OF_FIT = (
+    "import contextlib, io, sys\n"
+    f"base = set(sys.modules)\n{FLOOR}\nfloor = set(sys.modules)\n"
+    f"sys.argv = ['k3plan', *{ARGS!r}]\n"
+    "from k3plan.cli.app import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n"
+    "    try:\n        main()\n    except SystemExit:\n        pass\n"
+    "print(' '.join(m for m in sys.modules if m not in floor and m.startswith('k3plan')))\n"
+)
+# the same imports with pydantic's BaseModel a plain class (no schema, no validator): what the modules
+# cost without building their ~110 model classes (a measurement only; nothing runs on these classes)
+PLAIN_BASEMODEL = (
+    "import pydantic\n"
+    "class _Plain:\n"
+    "    model_fields: dict = {}\n"
+    "    def __init_subclass__(cls, **kw): pass\n"
+    "    def __class_getitem__(cls, item): return cls\n"
+    "def _same(*a, **k):\n"
+    "    return a[0] if a and callable(a[0]) and not k else (lambda f: f)\n"
+    "pydantic.BaseModel = _Plain\n"
+    "for _n in ('model_validator', 'field_validator', 'computed_field', 'model_serializer', 'field_serializer'):\n"
+    "    setattr(pydantic, _n, _same)\n"
+)
+
+
+def instructions(cmd: list[str]) -> float:
+    """Instructions of one fresh process (valgrind's callgrind): independent of machine load."""
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+                         capture_output=True, text=True, env=CHILD_ENV).stderr
+    return float(next(x for x in out.splitlines() if "refs:" in x).split()[-1].replace(",", ""))
+
+
+def parts(typer_script: Path) -> None:
+    """Where fit's instructions go beyond the floor, each a fresh process counted with callgrind."""
+    mods = subprocess.run([sys.executable, "-c", MODULES_OF_FIT], capture_output=True, text=True, env=CHILD_ENV,
+                          check=True).stdout.split()
+    imports = "import importlib, os\nos.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__')\n" + FLOOR + "\n"
+    imports += "from k3plan.cli.app import _no_plugin_loader\n_no_plugin_loader()\n"
+    load = f"for _m in {mods!r}:\n    importlib.import_module(_m)\n"
+    exe = shutil.which("k3plan")
+    rows = [
+        ("import floor", [sys.executable, "-c", FLOOR]),
+        ("+ a typer command with fit's options (does nothing)", [sys.executable, str(typer_script), *ARGS]),
+        (f"floor + fit's {len(mods)} k3plan modules, BaseModel a plain class", [sys.executable, "-c", imports + PLAIN_BASEMODEL + load]),
+        (f"floor + fit's {len(mods)} k3plan modules", [sys.executable, "-c", imports + load]),
+        ("k3plan " + " ".join(ARGS), [sys.executable, exe, *ARGS] if exe else [sys.executable, "-c", RUN_MAIN]),
+    ]
+    counts = [instructions(cmd) for _, cmd in rows]
+    floor = counts[0]
+    print(f"{'instructions (callgrind), fresh processes':62} {'G':>6} {'/ floor':>8}")
+    for (label, _), n in zip(rows, counts):
+        print(f"{label:62} {n / 1e9:6.3f} {n / floor:8.2f}")
+    typer_cost, plain, full, fit = counts[1] - floor, counts[2] - floor, counts[3] - floor, counts[4] - floor
+    print(f"fit beyond the floor: {fit / floor:.2f} of it = k3plan's modules without their classes "
+          f"{plain / floor:.2f} + building the pydantic classes {(full - plain) / floor:.2f} + the run, typer's "
+          f"runtime included {(fit - full) / floor:.2f} (typer alone, for fit's options: {typer_cost / floor:.2f})")
+
+
 def k3plan_cmd() -> list[str]:
     exe = shutil.which("k3plan")
     return [exe, *ARGS] if exe else [sys.executable, "-c", RUN_MAIN]
@@ -110,6 +172,8 @@ def main() -> None:
     ap.add_argument("--importtime", type=int, default=10, metavar="N", help="show the N slowest imports (0: skip)")
     ap.add_argument("--typer-floor", action="store_true",
                     help="also time a typer command with fit's options that does nothing, against the same floor")
+    ap.add_argument("--parts", action="store_true",
+                    help="also count where fit's instructions go (valgrind's callgrind; ~2 min)")
     args = ap.parse_args()
 
     cmd = k3plan_cmd()
@@ -128,15 +192,19 @@ def main() -> None:
     print(ratio_table(r, "import floor: numpy, yaml, typer, rich.console, pydantic.BaseModel",
                       "k3plan " + " ".join(ARGS)))
     print(f"fit / floor, {verdicts(r, 1.3)}")
-    if args.typer_floor:
+    if args.typer_floor or args.parts:
         with tempfile.TemporaryDirectory() as tmp:
             script = Path(tmp) / "typer_floor.py"
             script.write_text(typer_floor_source())
-            t = ratio_to_floor([sys.executable, str(script), *ARGS], [sys.executable, "-c", FLOOR], args.runs)
-        print()
-        print("the same import floor vs a typer command declaring fit's options that returns at once (what typer")
-        print("costs any CLI with these options, before k3plan runs):")
-        print(ratio_table(t, "import floor", "import floor + typer command with fit's options"))
+            if args.typer_floor:
+                t = ratio_to_floor([sys.executable, str(script), *ARGS], [sys.executable, "-c", FLOOR], args.runs)
+                print()
+                print("the same import floor vs a typer command declaring fit's options that returns at once (what")
+                print("typer costs any CLI with these options, before k3plan runs):")
+                print(ratio_table(t, "import floor", "import floor + typer command with fit's options"))
+            if args.parts:
+                print()
+                parts(script)
     if args.importtime:
         print("slowest cumulative imports (python -X importtime, one run):")
         for cum, name in importtime_top(args.importtime):
