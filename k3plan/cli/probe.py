@@ -419,7 +419,7 @@ def kda(
         Optional[str],
         typer.Option(
             "--seq-lens",
-            help="Sequence lengths (multiples of --chunk). Default: 1024,4096,16384 on TPU/GPU; 256,1024 on CPU.",
+            help="Sequence lengths (multiples of --chunk). Default: 1024,4096,16384 on TPU/GPU; 128,512 on CPU.",
         ),
     ] = None,
     heads: Annotated[

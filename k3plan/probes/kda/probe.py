@@ -28,8 +28,9 @@ FULL_SEQ_LENS = (1024, 4096, 16384)
 FULL_HEADS = 96  # K3: 96 heads x 128 (k3-facts §1)
 # The CPU backend's quick sweep: a CPU run checks the probe end to end (both paths, numerics, records)
 # and measures nothing a planner uses. The reference chunked path at 96 heads and T=1024 took 77 s on
-# 2 CPU cores (issue 12); 4 heads at 256 and 1024 tokens run both paths in ~15 s there.
-CPU_SEQ_LENS = (256, 1024)
+# 2 CPU cores (issue 12); at 4 heads the reference chunked path costs ~1-2 ms a token there (T=1024:
+# 1.8 s a call at load 6, 36 s for the run), so the quick sweep stops at 512 tokens (2 and 8 chunks).
+CPU_SEQ_LENS = (128, 512)
 CPU_HEADS = 4
 # Bytes an element of [batch, T, heads, head_dim] a point holds at its peak: the host's float64
 # draws of q, k, v, g (4 x 8 B) and their float32 copies (4 x 4 B), on the device the four inputs
