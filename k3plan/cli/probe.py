@@ -416,9 +416,15 @@ def matmul(
 def kda(
     launch,
     seq_lens: Annotated[
-        str, typer.Option("--seq-lens", help="Sequence lengths (multiples of --chunk).")
-    ] = "1024,4096,16384",
-    heads: Annotated[int, typer.Option("--heads", help="KDA heads (K3: 96).")] = 96,
+        Optional[str],
+        typer.Option(
+            "--seq-lens",
+            help="Sequence lengths (multiples of --chunk). Default: 1024,4096,16384 on TPU/GPU; 128,512 on CPU.",
+        ),
+    ] = None,
+    heads: Annotated[
+        Optional[int], typer.Option("--heads", help="KDA heads. Default: 96 (K3's) on TPU/GPU; 4 on CPU.")
+    ] = None,
     head_dim: Annotated[int, typer.Option("--head-dim", help="Head dim (K3: 128).")] = 128,
     batch: Annotated[int, typer.Option("--batch")] = 1,
     chunk: Annotated[int, typer.Option("--chunk", help="Chunk size of the chunked path.")] = 64,
@@ -430,7 +436,8 @@ def kda(
     """KDA per-token cost vs sequence length at K3 head shapes, chunked and recurrent paths.
 
     Uses tokamax's kimi_delta_attention when installed (the record says which implementation ran),
-    else the project's JAX reference of the gated delta rule.
+    else the project's JAX reference of the gated delta rule. The default sweep is sized to the
+    backend: K3's heads and lengths on TPU/GPU, a quick one on CPU (the record says so).
 
     \b
     Example (CPU-sized): k3plan probe kda --heads 8 --head-dim 64 --seq-lens 256,1024
@@ -441,7 +448,7 @@ def kda(
         ("chunked", "recurrent") if path == "both" else _names(path, what="--path", allowed=("chunked", "recurrent"))
     )
     params = KdaParams(
-        seq_lens=_ints(seq_lens, what="--seq-lens"),
+        seq_lens=_ints(seq_lens, what="--seq-lens") if seq_lens is not None else None,
         batch=batch,
         heads=heads,
         head_dim=head_dim,
@@ -483,12 +490,21 @@ def ragged_dot(
     tokens: Annotated[str, typer.Option("--tokens", help="Tokens routed per step.")] = "1,64,1024",
     experts: Annotated[int, typer.Option("--experts", help="Routed experts (K3: 896).")] = 896,
     top_k: Annotated[int, typer.Option("--top-k", help="Experts a token (K3: 16).")] = 16,
-    d_in: Annotated[int, typer.Option("--d-in", help="Expert input width (K3 latent: 3584).")] = 3584,
-    d_out: Annotated[int, typer.Option("--d-out", help="Expert output width (K3: 3072).")] = 3072,
+    d_in: Annotated[
+        Optional[int],
+        typer.Option("--d-in", help="Expert input width. Default: K3's latent 3584 on TPU/GPU; scaled down on CPU."),
+    ] = None,
+    d_out: Annotated[
+        Optional[int],
+        typer.Option("--d-out", help="Expert output width. Default: K3's 3072 on TPU/GPU; scaled down on CPU."),
+    ] = None,
     ep: Annotated[int, typer.Option("--ep", help="Expert parallelism: this device holds experts/ep.")] = 32,
     dtype: Annotated[str, typer.Option("--dtype")] = "bfloat16",
 ) -> None:
     """jax.lax.ragged_dot grouped matmul at K3 expert shapes with real top-k routing sparsity.
+
+    The default sweep is sized to the backend: K3's expert widths on TPU/GPU; on CPU a quick one
+    with the widths divided by a power of two (routing kept; the record names the factor).
 
     \b
     Example (CPU-sized): k3plan probe ragged-dot --experts 64 --top-k 4 --d-in 256 --d-out 192 --ep 4

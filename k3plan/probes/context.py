@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -48,10 +49,25 @@ class ProbeContext:
     progress: Callable[[str], None] = lambda text: None  # called as each sweep point starts
     plan: Callable[[int], None] = lambda total: None  # how many sweep points the probe will run
     notes: list[str] = field(default_factory=list)
+    memory_bytes: Optional[int] = None  # one device's memory (the host's on CPU); None: unknown
+    memory_source: str = "unknown"
 
     @property
     def is_cpu(self) -> bool:
         return self.backend == "cpu"
+
+    def require_fits(self, nbytes: float, *, what: str, devices: int = 1) -> None:
+        """Bad input before allocating: ``nbytes`` a device (``devices`` of them; CPU fake devices all
+        share the host's memory) must fit in ``memory_bytes``; ``what`` names the flag and its value."""
+        from k3plan.errors import K3PlanError
+        from k3plan.units import fmt_gib
+
+        need = nbytes * (devices if self.is_cpu else 1)
+        if self.memory_bytes is not None and need > self.memory_bytes:
+            raise K3PlanError(
+                f"{what}: needs {fmt_gib(need)} of memory, more than the {fmt_gib(self.memory_bytes)} of "
+                f"{self.memory_source}; expected a smaller size"
+            )
 
     def record(
         self,
@@ -135,7 +151,26 @@ def build_context(
         progress=progress,
         plan=plan,
         notes=notes,
+        **device_memory(devices[0], is_cpu=backend == "cpu"),
     )
+
+
+def device_memory(device: Any, *, is_cpu: bool) -> dict[str, Any]:
+    """-> memory_bytes, memory_source: jax's bytes_limit of the device, or on CPU the host's physical
+    memory (os.sysconf; every fake CPU device shares it); neither known: None."""
+    if is_cpu:
+        try:
+            host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return {"memory_bytes": None, "memory_source": "unknown"}
+        return {"memory_bytes": int(host), "memory_source": "the host's physical memory (CPU backend)"}
+    try:
+        limit = (device.memory_stats() or {}).get("bytes_limit")
+    except Exception:  # a backend without memory_stats
+        limit = None
+    if not limit:
+        return {"memory_bytes": None, "memory_source": "unknown"}
+    return {"memory_bytes": int(limit), "memory_source": f"{device.device_kind} device memory (jax bytes_limit)"}
 
 
 def _versions() -> dict[str, Optional[str]]:

@@ -33,6 +33,10 @@ class MatmulParams:
     dtypes: tuple[str, ...] = ("bfloat16", "float32")
     plan: Optional[PlanShapes] = None  # --from-plan: the step's shapes instead of square sizes
 
+    def points(self) -> int:
+        """Sweep points without --from-plan (a size in one dtype): what the progress bar counts."""
+        return len(self.dtypes) * len(self.sizes or FULL_SIZES)
+
     def check(self) -> None:
         require(all(d in DTYPES for d in self.dtypes), f"--dtype: expected some of {', '.join(DTYPES)}")
         require(all(n >= 8 for n in self.sizes or FULL_SIZES), "--size: every size must be >= 8")
@@ -62,6 +66,16 @@ def _peak(spec, dtype: str) -> float:
     return spec.flops_per_s_per_device(key)
 
 
+def _require_fits(ctx: ProbeContext, shapes: list, dtypes: tuple[str, ...], *, flag: str) -> None:
+    """Bad input before allocating: A [M,K], B [K,N] in the dtype, the [M,N] accumulator (4 B), and the
+    host's int64 ramps A and B are drawn from."""
+    import numpy as np
+
+    itemsize = max(np.dtype(d).itemsize for d in dtypes)
+    for m, n, k, _, _ in shapes:
+        ctx.require_fits((m * k + k * n) * (itemsize + 8) + m * n * 4, what=f"{flag} {m}x{n}x{k}")
+
+
 def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
     params.check()
     sizes = params.sizes
@@ -84,6 +98,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
             if ctx.is_cpu:
                 ctx.notes.append(f"CPU run: quick sweep (sizes {','.join(map(str, CPU_SIZES))}); --size for others")
         shapes = [(n, n, n, float(n), []) for n in sizes]
+    _require_fits(ctx, shapes, params.dtypes, flag="--size" if params.plan is None else "--from-plan shape")
     ctx.plan(len(params.dtypes) * len(shapes))
     points: list[ProbePoint] = []
     attempts: list[Attempt] = []

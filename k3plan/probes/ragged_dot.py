@@ -9,7 +9,7 @@ power of two the record's notes state."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 from k3plan.errors import require
@@ -23,20 +23,45 @@ if TYPE_CHECKING:
     from k3plan.probes.op_shapes import PlanShapes
 
 
+FULL_D_IN, FULL_D_OUT = 3584, 3072  # K3's expert latent -> output widths (k3-facts §1)
+
+
 @dataclass(frozen=True)
 class RaggedDotParams:
+    """Sweep settings; d_in and d_out left None are sized to the backend by ``for_backend``."""
+
     tokens: tuple[int, ...] = (1, 64, 1024)
     experts: int = 896  # k3-facts §1
     top_k: int = 16
-    d_in: int = 3584
-    d_out: int = 3072
+    d_in: Optional[int] = None
+    d_out: Optional[int] = None
     ep: int = 32
     dtype: str = "bfloat16"
     seed: int = 0
     plan: Optional[PlanShapes] = None  # --from-plan: the step's grouped-matmul shapes
+    cpu_scale_factor: int = 1  # set by for_backend: K3's widths divided by this on CPU
+
+    def for_backend(self, *, is_cpu: bool) -> tuple["RaggedDotParams", list[str]]:
+        """K3's expert widths on TPU/GPU; on CPU, with neither --d-in nor --d-out given, the quick sweep:
+        both divided by the power of two that brings a device's expert weights (local experts x K x N)
+        within op_shapes.GROUPED_CPU_BUDGET, as --from-plan scales on CPU (routing kept)."""
+        from k3plan.probes.op_shapes import GROUPED_CPU_BUDGET
+
+        if not (is_cpu and self.d_in is None and self.d_out is None) or self.plan is not None:
+            return replace(self, d_in=self.d_in or FULL_D_IN, d_out=self.d_out or FULL_D_OUT), []
+        f = 1
+        while self.local_experts * -(-FULL_D_IN // f) * -(-FULL_D_OUT // f) > GROUPED_CPU_BUDGET:
+            f *= 2
+        d_in, d_out = -(-FULL_D_IN // f), -(-FULL_D_OUT // f)
+        note = (
+            f"CPU run: quick sweep (expert widths scaled: K3's {FULL_D_IN}x{FULL_D_OUT} divided by {f} to "
+            f"{d_in}x{d_out}; routing at {self.experts} experts, top-{self.top_k}, ep {self.ep} kept); "
+            "K3's widths run on TPU/GPU or with --d-in/--d-out"
+        )
+        return replace(self, d_in=d_in, d_out=d_out, cpu_scale_factor=f), [note]
 
     def check(self) -> None:
-        require(min(self.experts, self.top_k, self.d_in, self.d_out, self.ep) >= 1, "sizes must be >= 1")
+        require(min(self.experts, self.top_k, self.d_in or 1, self.d_out or 1, self.ep) >= 1, "sizes must be >= 1")
         require(self.top_k <= self.experts, f"--top-k {self.top_k} exceeds --experts {self.experts}")
         require(self.experts % self.ep == 0, f"--ep {self.ep} must divide --experts {self.experts}")
         require(all(t >= 1 for t in self.tokens), "--tokens: every count must be >= 1")
@@ -74,12 +99,20 @@ def even_groups(*, local_experts: int, groups: int, rows: int):
 
 
 def _cases(ctx: ProbeContext, params: RaggedDotParams):
-    """(label, (experts a device, K, N), group sizes, point params) for each point of the sweep."""
+    """(label, (experts a device, K, N), group sizes, point params) for each point of the sweep
+    (params resolved to the backend by ``for_backend``); a list, so that its length is the plan."""
     if params.plan is None:
-        for t in params.tokens:
-            sizes = route(tokens=t, params=params)[0]
-            yield (f"tokens={t}", (params.local_experts, params.d_in, params.d_out), sizes, {"tokens": t}, t)
-        return
+        assert params.d_in is not None and params.d_out is not None, "RaggedDotParams not resolved"
+        return [
+            (
+                f"tokens={t}",
+                (params.local_experts, params.d_in, params.d_out),
+                route(tokens=t, params=params)[0],
+                {"tokens": t},
+                t,
+            )
+            for t in params.tokens
+        ]
     from k3plan.probes.op_shapes import cpu_factor, scaled
 
     factor = cpu_factor(params.plan) if ctx.is_cpu else 1
@@ -89,11 +122,34 @@ def _cases(ctx: ProbeContext, params: RaggedDotParams):
         ctx.notes.append(
             f"CPU run: expert K, N, experts and touched groups a device divided by {factor} (rounded up); rows a group kept"
         )
+    cases = []
     for g in plan.grouped:
         sizes = even_groups(local_experts=g.local_experts, groups=g.groups, rows=g.rows)
         extra = {"tokens": g.tokens, "rows_per_group_planned": g.rows_per_group, "k": g.k, "n": g.n, "ops": list(g.ops)}
         label = f"{g.local_experts} experts, {g.groups} x {g.rows_per_group:.3g} rows, {g.k}x{g.n}"
-        yield label, (g.local_experts, g.k, g.n), sizes, extra, g.tokens
+        cases.append((label, (g.local_experts, g.k, g.n), sizes, extra, g.tokens))
+    return cases
+
+
+# Host bytes an entry of [tokens, experts] routing holds: float64 logits and argpartition's int64 indices
+ROUTING_BYTES_AN_ENTRY = 8 + 8
+
+
+def _require_fits(ctx: ProbeContext, params: RaggedDotParams) -> None:
+    """Bad input before allocating: the routing draw on the host, a device's expert weights and rows."""
+    import numpy as np
+
+    t = max(params.tokens)
+    if params.plan is None:
+        ctx.require_fits(ROUTING_BYTES_AN_ENTRY * t * params.experts, what=f"--tokens {t} (--experts {params.experts})")
+        assert params.d_in is not None and params.d_out is not None, "RaggedDotParams not resolved"
+        rows = min(t * params.top_k, t * params.local_experts)
+        itemsize = np.dtype(params.dtype).itemsize
+        ctx.require_fits(
+            params.local_experts * params.d_in * params.d_out * itemsize
+            + rows * (params.d_in * itemsize + params.d_out * 4),
+            what=f"--tokens {t} at --experts {params.experts} / --ep {params.ep} x --d-in {params.d_in} x --d-out {params.d_out}",
+        )
 
 
 def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
@@ -102,6 +158,11 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
     import numpy as np
 
     params.check()
+    params, notes = params.for_backend(is_cpu=ctx.is_cpu)
+    ctx.notes.extend(notes)
+    _require_fits(ctx, params)
+    cases = _cases(ctx, params)
+    ctx.plan(len(cases))
     dev = jax.local_devices()[0]
     rng = np.random.default_rng(params.seed)
     weights: dict[tuple[int, int, int], object] = {}
@@ -123,6 +184,8 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         "ep": params.ep,
         "local_experts": params.local_experts,
         "dtype": params.dtype,
+        "cpu_scale_factor": params.cpu_scale_factor,
+        "shapes": "scaled for the CPU quick sweep" if params.cpu_scale_factor > 1 else "as given",
         "tokens": list(params.tokens),
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
@@ -133,7 +196,7 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
     points, dispatched = [], None
     checks: list[Verification] = []
     itemsize = np.dtype(params.dtype).itemsize
-    for label, (e, din, dout), sizes, extra, t in _cases(ctx, params):
+    for label, (e, din, dout), sizes, extra, t in cases:
         if ctx.deadline.expired():
             break
         ctx.progress(f"ragged-dot {label}")

@@ -46,6 +46,9 @@ def render(console, record: ProbeRecord, path=None) -> None:
     console.print(line, soft_wrap=True)
     if record.label:
         console.print(f"  [yellow]{record.label}[/]", soft_wrap=True)
+    for note in record.notes:  # what a CPU run changed: its quick sweep, its default timeout
+        if note.startswith("CPU run:"):
+            console.print(f"  [yellow]{note}[/]", soft_wrap=True)
     if not record.ok:
         console.print(f"  [bold red]failed:[/] {record.error}", soft_wrap=True)
         return

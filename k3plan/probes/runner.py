@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from k3plan.errors import K3PlanError
 from k3plan.probes.env import DistributedOptions, ensure_cpu_devices, init_distributed, stdout_to_stderr
 from k3plan.probes.record import ProbeRecord
 from k3plan.probes.store import DEFAULT_DIR, write_record
@@ -66,8 +67,25 @@ def _run(
     )
     if settings.distributed is not None:
         ctx.notes.append(f"distributed: {ctx.process_count} processes, coordinator {settings.distributed.coordinator}")
-    records = run(ctx=ctx)
+    try:
+        records = run(ctx=ctx)
+    except MemoryError as err:  # numpy's _ArrayMemoryError is one: a host array too large
+        raise K3PlanError(f"probe: out of memory: {_first_line(err)}; expected smaller sizes") from None
+    except Exception as err:
+        if not out_of_device_memory(err):
+            raise
+        raise K3PlanError(f"probe: out of device memory: {_first_line(err)}; expected smaller sizes") from None
     result = RunResult(records=records, process_index=ctx.process_index)
     if settings.write and ctx.process_index == 0:
         result.paths = [write_record(record=r, out_dir=settings.out_dir) for r in records]
     return result
+
+
+def out_of_device_memory(err: BaseException) -> bool:
+    """jax's allocation failure on a device: a runtime error whose status is RESOURCE_EXHAUSTED."""
+    return type(err).__name__ in ("XlaRuntimeError", "JaxRuntimeError") and "RESOURCE_EXHAUSTED" in str(err)
+
+
+def _first_line(err: BaseException, limit: int = 200) -> str:
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -6,11 +6,24 @@ XLA's CPU compile of even the 2-layer step takes 5-20 s."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
 
 
-def test_probe_step_measured_vs_expected_on_two_fake_devices(cli, tmp_path):
+def test_probe_step_measured_vs_expected_on_two_fake_devices(cli, tmp_path, monkeypatch):
+    import k3plan.cli.probe as cli_probe
+
+    bar: dict = {"plans": [], "started": 0}  # the CLI's progress bar, recorded
+
+    @contextmanager
+    def recording_bar():
+        def progress(text):
+            bar["started"] += 1
+
+        yield progress, bar["plans"].append
+
+    monkeypatch.setattr(cli_probe, "_sweep_bar", recording_bar)
     out = tmp_path / "records"
     r = cli("probe", "step", "--repeats", "2", "--warmup", "0", "--timeout", "120", "--topology", "1x1x1",
             "--tp", "2", "--batch", "2", "--context", "64", "--out", out)
@@ -20,6 +33,12 @@ def test_probe_step_measured_vs_expected_on_two_fake_devices(cli, tmp_path):
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     by_probe = {rec["probe"]: rec for rec in records}
     assert sorted(by_probe) == ["allreduce", "hbm", "matmul", "step"]  # the step's record and the three it used
+    # one bar over the whole run: planned once (the sub-probes' points + the step), ending n/n (issue 12:
+    # each sub-probe planned its own total while the count ran on, '10/4 points')
+    ar = by_probe["allreduce"]  # a point a size, timed at each N (the marginal between them)
+    sub_points = len(by_probe["matmul"]["points"]) + len(by_probe["hbm"]["points"])
+    sub_points += len(ar["points"]) * len(ar["params"]["n_values"])
+    assert bar["plans"] == [sub_points + 1] and bar["started"] == sub_points + 1
     step = by_probe["step"]
     assert step["label"].startswith("CPU backend") and "machinery" in step["label"]
     assert step["verified"] is True

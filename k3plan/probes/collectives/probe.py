@@ -75,6 +75,19 @@ class CollectiveParams:
         require(self.axis_size is None or self.axis_size >= 2, f"--axis-size {self.axis_size}: expected >= 2")
 
 
+def _require_fits(ctx: ProbeContext, params: CollectiveParams, axis_size: int) -> None:
+    """Bad input before allocating: the largest program's input, N messages a device (each of the
+    axis's devices; on CPU they share the host), its output (all-gather's gathered buffer) and the
+    host copy of the whole input it is sharded from."""
+    assert params.sizes_bytes is not None, "CollectiveParams not resolved by for_backend"
+    n = max(params.unchained_n or (1,)) if "unchained" in params.modes else 1  # chained: one message, looped
+    out = axis_size if params.op == "all-gather" else 1
+    for size in params.sizes_bytes:
+        ctx.require_fits(
+            n * size * (2 + out + 1), what=f"--bytes {size} (x {n} calls, {axis_size} devices)", devices=axis_size
+        )
+
+
 def _mesh_factory(ctx: ProbeContext, axis_size: int):
     def make():
         import jax
@@ -94,8 +107,9 @@ def run(*, ctx: ProbeContext, params: CollectiveParams) -> list[ProbeRecord]:
     params.check()
     params, notes = params.for_backend(is_cpu=ctx.is_cpu)
     ctx.notes.extend(notes)
-    ctx.plan(params.points())
     axis_size = params.axis_size or ctx.device_count
+    _require_fits(ctx, params, axis_size)
+    ctx.plan(params.points())
     if ctx.process_count > 1 and axis_size != ctx.device_count:
         raise K3PlanError(
             f"--axis-size {axis_size}: with several processes the mesh must span all {ctx.device_count} devices"

@@ -30,6 +30,10 @@ class HbmParams:
     dtype: str = "float32"
     block_rows: int = 512
 
+    def points(self) -> int:
+        """Sweep points (a size for one op): what the progress bar counts."""
+        return len(self.ops) * len(self.sizes_bytes or FULL_SIZES)
+
     def check(self) -> None:
         require(self.impl in ("xla", "pallas"), f"--impl {self.impl!r}: expected xla or pallas")
         require(set(self.ops) <= {"copy", "reduce"}, "--op: expected copy, reduce or both")
@@ -53,17 +57,33 @@ def run(*, ctx: ProbeContext, params: HbmParams) -> list[ProbeRecord]:
         params = replace(params, sizes_bytes=sizes)
         if ctx.is_cpu:
             ctx.notes.append("CPU run: quick sweep (16 and 64 MiB); --size for others")
-    ctx.plan(len(params.ops) * len(sizes))
+    from k3plan.units import fmt_gib
+
+    for size in sizes:  # the array and the copy's output, on one device
+        ctx.require_fits(2 * _padded_bytes(size, params), what=f"--size {fmt_gib(size)}")
+    ctx.plan(params.points())
     return [_run_op(ctx=ctx, params=params, sizes=sizes, op=op) for op in params.ops]
+
+
+def _rows(*, size: int, dtype: str, block_rows: int) -> int:
+    """Rows of COLS elements holding ``size`` bytes, padded to whole Pallas blocks (or to 8 rows)."""
+    import numpy as np
+
+    rows = max(-(-size // (COLS * np.dtype(dtype).itemsize)), 1)
+    return -(-rows // block_rows) * block_rows if rows > block_rows else max(8, -(-rows // 8) * 8)
+
+
+def _padded_bytes(size: int, params: HbmParams) -> int:
+    import numpy as np
+
+    return _rows(size=size, dtype=params.dtype, block_rows=params.block_rows) * COLS * np.dtype(params.dtype).itemsize
 
 
 def _array(*, size: int, dtype: str, block_rows: int):
     import jax
     import numpy as np
 
-    row_bytes = COLS * np.dtype(dtype).itemsize
-    rows = max(-(-size // row_bytes), 1)
-    rows = -(-rows // block_rows) * block_rows if rows > block_rows else max(8, -(-rows // 8) * 8)
+    rows = _rows(size=size, dtype=dtype, block_rows=block_rows)
     x = jax.device_put(np.ones((rows, COLS), dtype=dtype), jax.local_devices()[0])
     return x, min(block_rows, rows)
 

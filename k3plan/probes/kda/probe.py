@@ -3,7 +3,8 @@ each checked numerically against the other reference path."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from k3plan.errors import require
 from k3plan.probes.context import ProbeContext
@@ -23,15 +24,50 @@ ORDERS = {
 }
 
 
+FULL_SEQ_LENS = (1024, 4096, 16384)
+FULL_HEADS = 96  # K3: 96 heads x 128 (k3-facts §1)
+# The CPU backend's quick sweep: a CPU run checks the probe end to end (both paths, numerics, records)
+# and measures nothing a planner uses. The reference chunked path at 96 heads and T=1024 took 77 s on
+# 2 CPU cores (issue 12); at 4 heads the reference chunked path costs ~1-2 ms a token there (T=1024:
+# 1.8 s a call at load 6, 36 s for the run), so the quick sweep stops at 512 tokens (2 and 8 chunks).
+CPU_SEQ_LENS = (128, 512)
+CPU_HEADS = 4
+# Bytes an element of [batch, T, heads, head_dim] a point holds at its peak: the host's float64
+# draws of q, k, v, g (4 x 8 B) and their float32 copies (4 x 4 B), on the device the four inputs
+# and the output (5 x 4 B) -- chunked intermediates come on top; an allocation failure is caught.
+BYTES_AN_ELEMENT = 4 * 8 + 4 * 4 + 5 * 4
+
+
 @dataclass(frozen=True)
 class KdaParams:
-    seq_lens: tuple[int, ...] = (1024, 4096, 16384)
+    """Sweep settings; seq_lens and heads left None are sized to the backend by ``for_backend``."""
+
+    seq_lens: Optional[tuple[int, ...]] = None
     batch: int = 1
-    heads: int = 96  # K3: 96 heads x 128 (k3-facts §1)
+    heads: Optional[int] = None
     head_dim: int = 128
     chunk: int = 64
     paths: tuple[str, ...] = ("chunked", "recurrent")
     impl: str = "auto"
+    quick_sweep: bool = False  # set by for_backend: the CPU default, not K3's shapes
+
+    def for_backend(self, *, is_cpu: bool) -> tuple["KdaParams", list[str]]:
+        """Fill the fields left None: K3's shapes on TPU/GPU, the quick sweep on CPU (with a note)."""
+        seq_lens = self.seq_lens or (CPU_SEQ_LENS if is_cpu else FULL_SEQ_LENS)
+        heads = self.heads or (CPU_HEADS if is_cpu else FULL_HEADS)
+        notes = []
+        quick = is_cpu and (self.seq_lens is None or self.heads is None)
+        if quick:
+            notes.append(
+                f"CPU run: quick sweep ({heads} heads, T {','.join(map(str, seq_lens))}; K3 has {FULL_HEADS} heads "
+                f"and the full sweep T {','.join(map(str, FULL_SEQ_LENS))}); the full sweep runs on TPU/GPU or with "
+                "--heads/--seq-lens"
+            )
+        return replace(self, seq_lens=seq_lens, heads=heads, quick_sweep=quick), notes
+
+    def points(self) -> int:
+        """Sweep points (a length on one path): what the progress bar counts."""
+        return len(self.paths) * len(self.seq_lens or FULL_SEQ_LENS)
 
     def check(self) -> None:
         require(
@@ -39,11 +75,11 @@ class KdaParams:
         )
         require(set(self.paths) <= {"chunked", "recurrent"}, "--path: expected chunked, recurrent or both")
         require(
-            min(self.batch, self.heads, self.head_dim, self.chunk) >= 1,
+            min(self.batch, self.heads or 1, self.head_dim, self.chunk) >= 1,
             "--batch, --heads, --head-dim, --chunk must be >= 1",
         )
         require(
-            all(t >= self.chunk and t % self.chunk == 0 for t in self.seq_lens),
+            all(t >= self.chunk and t % self.chunk == 0 for t in self.seq_lens or FULL_SEQ_LENS),
             f"--seq-lens: every length must be a multiple of --chunk {self.chunk}",
         )
 
@@ -70,12 +106,23 @@ def kda_flops_per_token(*, path: str, heads: int, dk: int, dv: int, chunk: int) 
 
 def run(*, ctx: ProbeContext, params: KdaParams) -> list[ProbeRecord]:
     params.check()
+    params, notes = params.for_backend(is_cpu=ctx.is_cpu)
+    ctx.notes.extend(notes)
+    assert params.seq_lens is not None and params.heads is not None, "KdaParams not resolved by for_backend"
+    t = max(params.seq_lens)
+    ctx.require_fits(
+        BYTES_AN_ELEMENT * params.batch * t * params.heads * params.head_dim,
+        what=f"--seq-lens {t} (--batch {params.batch}, --heads {params.heads}, --head-dim {params.head_dim})",
+    )
+    ctx.plan(params.points())
     return [_run_path(ctx=ctx, params=params, path=p) for p in params.paths]
 
 
 def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord:
+    """One path's sweep (params resolved to the backend by run)."""
     import jax
 
+    assert params.seq_lens is not None and params.heads is not None, "KdaParams not resolved by for_backend"
     scale = params.head_dim**-0.5
     record_params = {
         "path": path,
@@ -85,6 +132,7 @@ def _run_path(*, ctx: ProbeContext, params: KdaParams, path: str) -> ProbeRecord
         "head_dim": params.head_dim,
         "chunk": params.chunk,
         "seq_lens": list(params.seq_lens),
+        "cpu_quick_sweep": params.quick_sweep,
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
     }

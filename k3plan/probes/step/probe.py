@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,8 +104,9 @@ def _time_decode(setup, devices, *, batch: int, context: int, warmup: int, repea
     return samples, nxt, compiled.as_text(), compile_s
 
 
-def _sub_records(ctx: ProbeContext, ops: list, tp: int) -> list[ProbeRecord]:
-    """matmul / hbm / allreduce records at the sizes the step's ops have (a small sweep)."""
+def _sub_probes(ops: list, tp: int) -> list[tuple]:
+    """(run, params, sweep points) of the matmul / hbm / allreduce probes at the sizes the step's ops
+    have (a small sweep)."""
     from k3plan.probes import matmul
     from k3plan.probes.collectives import probe as coll
     from k3plan.probes.hbm import probe as hbm
@@ -117,19 +118,21 @@ def _sub_records(ctx: ProbeContext, ops: list, tp: int) -> list[ProbeRecord]:
     lo, hi = max(min(nbytes), 1 << 18), max(max(nbytes), 1 << 19)  # the probe subtracts a 64 KiB baseline
     hbm_sizes = tuple(sorted({1 << int(math.log2(lo)), 1 << math.ceil(math.log2(hi))}))
     msgs = sorted({o.message_bytes for o in ops if o.kind == "collective" and o.collective == "all-reduce"})
-    out = matmul.run(ctx=ctx, params=matmul.MatmulParams(sizes=sizes, dtypes=("bfloat16",)))
-    out += hbm.run(ctx=ctx, params=hbm.HbmParams(sizes_bytes=hbm_sizes, ops=("copy",)))
+    mm_params = matmul.MatmulParams(sizes=sizes, dtypes=("bfloat16",))
+    hbm_params = hbm.HbmParams(sizes_bytes=hbm_sizes, ops=("copy",))
+    out = [(matmul.run, mm_params, mm_params.points()), (hbm.run, hbm_params, hbm_params.points())]
     if msgs and tp > 1:
-        out += coll.run(
-            ctx=ctx,
-            params=coll.CollectiveParams(
-                op="all-reduce",
-                sizes_bytes=tuple(max(64, m) for m in msgs[:2]),
-                modes=("chained",),
-                axis_size=tp,
-            ),
+        ar = coll.CollectiveParams(
+            op="all-reduce", sizes_bytes=tuple(max(64, m) for m in msgs[:2]), modes=("chained",), axis_size=tp
         )
+        out.append((coll.run, ar, ar.points()))
     return out
+
+
+def _sub_records(ctx: ProbeContext, subs: list[tuple]) -> list[ProbeRecord]:
+    """Run the sub-probes under the step's plan: each would plan its own total, the step planned the sum."""
+    quiet = replace(ctx, plan=lambda total: None)  # shares the deadline, notes and progress
+    return [r for run, params, _ in subs for r in run(ctx=quiet, params=params)]
 
 
 def measured_peaks(records: list[ProbeRecord], *, device_kind: str):
@@ -178,7 +181,9 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             f"(--cpu-devices {n} on CPU, or a smaller --topology/--tp)"
         )
     ops = decode_op_costs(setup, batch=params.batch, context=params.context)
-    sub = _sub_records(ctx, ops, setup.parallel.tp) if params.sub_probes else []
+    subs = _sub_probes(ops, setup.parallel.tp) if params.sub_probes else []
+    ctx.plan(sum(points for _, _, points in subs) + 1)  # the sub-probes' points and the step
+    sub = _sub_records(ctx, subs)
     ctx.progress(f"step: compile and time the scaled decode step on {n} devices")
     samples, nxt, hlo, compile_s = _time_decode(
         setup,
