@@ -16,6 +16,8 @@ from k3plan.errors import K3PlanError
 
 # The workload every command assumes when none is given (fit, roofline, curve, plan alike).
 DEFAULT_CONTEXT_TOKENS = 131072
+# vLLM V1's default max_num_batched_tokens for online serving: the prefill chunk when none is given.
+DEFAULT_PREFILL_CHUNK_TOKENS = 8192
 
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40

@@ -35,11 +35,9 @@ from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.memory import budget_terms
 from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
-from k3plan.units import DEFAULT_CONTEXT_TOKENS, GiB, fmt_gib
+from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, GiB, fmt_gib
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
 
-# vLLM V1's default max_num_batched_tokens for online serving: the prefill chunk when none is given.
-DEFAULT_PREFILL_CHUNK_TOKENS = 8192
 MAX_TOKENS = 1 << 30  # beyond a billion tokens a context or chunk is a typo, not a plan
 
 

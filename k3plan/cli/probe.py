@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from k3plan.cli.common import JsonOpt, console, err_console, print_json, with_options
 from k3plan.errors import K3PlanError, require
+from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS
 
 
 class ProbeGroup(TyperGroup):
@@ -168,8 +169,16 @@ _PLAN_OPTIONS = (
     ("dp", Annotated[Optional[int], typer.Option("--dp", help="--from-plan: data parallel groups.")], None),
     ("stack", Annotated[Optional[str], typer.Option("--stack", "-s", help="--from-plan: serving stack.")], None),
     ("batch", Annotated[int, typer.Option("--batch", "-b", help="--from-plan: decode sequences.")], 1),
-    ("context", Annotated[int, typer.Option("--context", "-c", help="--from-plan: context tokens.")], 131072),
-    ("chunk", Annotated[int, typer.Option("--chunk", help="--from-plan: prefill chunk tokens.")], 8192),
+    (
+        "context",
+        Annotated[int, typer.Option("--context", "-c", help="--from-plan: context tokens.")],
+        DEFAULT_CONTEXT_TOKENS,
+    ),
+    (
+        "chunk",
+        Annotated[int, typer.Option("--chunk", help="--from-plan: prefill chunk tokens.")],
+        DEFAULT_PREFILL_CHUNK_TOKENS,
+    ),
 )
 
 
