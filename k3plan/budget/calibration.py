@@ -39,7 +39,9 @@ _GIB_MAX = 2.0**20  # a sanity bound: a pebibyte a device is a typo, not a measu
 _BYTES_MAX = 2**50  # the same bound in bytes
 
 
-def _one_size(new: str, new_value: Optional[int], old: str, old_value: Optional[float], *, required: bool) -> Optional[int]:
+def _one_size(
+    new: str, new_value: Optional[int], old: str, old_value: Optional[float], *, required: bool
+) -> Optional[int]:
     """The size in bytes from whichever spelling the file used; both at once (or neither, when
     ``required``) is an error naming the two keys."""
     if new_value is not None and old_value is not None:
@@ -121,7 +123,9 @@ class Calibration(_F):
         return _one_size(*avail, required=False)
 
     def _argument(self) -> Optional[int]:
-        return _one_size("argument_bytes", self.argument_bytes_written, "argument_gib", self.argument_gib, required=False)
+        return _one_size(
+            "argument_bytes", self.argument_bytes_written, "argument_gib", self.argument_gib, required=False
+        )
 
     @property
     def available_hbm_bytes(self) -> Optional[int]:
