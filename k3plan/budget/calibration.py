@@ -1,8 +1,19 @@
 """Calibration files: temporaries measured by compiling the real graphs (validate, or a real slice).
 
-Format (see ../shared/data/calibration/*.yaml): model, hardware, topology, tp, stack, backend,
-available_hbm_gib, argument_gib, prefill [{tokens, temp_gib, fits?}], decode [{context, temp_gib}],
-notes. Sizes are per device in GiB. Points are combined as an upper envelope, never a fitted slope.
+Format (see k3plan/evidence/calibrations/*.yaml): model, hardware, topology, tp, ep, dp, stack,
+backend, device_kind, jax_version, libtpu_version, date, source, available_hbm_bytes,
+argument_bytes, prefill [{tokens, temp_bytes, fits?}], decode [{context, temp_bytes, batch?,
+fits?}], notes. Sizes are bytes a device, exact ints (what ``k3plan validate --save-calibration``
+writes since issue 10).
+
+Files written before that spell every size in GiB a device (2^30 B), a float rounded to 4
+decimals: available_hbm_gib, argument_gib, temp_gib. They are records of runs and are not
+rewritten (the shipped ones under k3plan/evidence/calibrations/ and ../shared/data/calibration
+among them): both spellings are read, exactly one a size (a point with temp_bytes and temp_gib,
+or neither, is refused), and an old size is taken as ``int(gib * GiB)`` bytes. Everything past
+this module reads the int-bytes properties (``temp_bytes``, ``available_hbm_bytes``,
+``argument_bytes``), never the spelling. Points are combined as an upper envelope, never a
+fitted slope.
 """
 
 from __future__ import annotations
@@ -11,7 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from k3plan.errors import K3PlanError
 from k3plan.specfile import describe, read_yaml_mapping
@@ -19,22 +31,59 @@ from k3plan.units import GiB
 
 
 class _F(BaseModel):
-    # strict: "64" is not a token count, 1 is not `true`; floats finite (no .nan/.inf)
+    # strict: "64" is not a token count, 1 is not `true`, 5.0 is not a byte count; floats finite
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 _GIB_MAX = 2.0**20  # a sanity bound: a pebibyte a device is a typo, not a measurement
+_BYTES_MAX = 2**50  # the same bound in bytes
 
 
-class PrefillPoint(_F):
+def _one_size(
+    new: str, new_value: Optional[int], old: str, old_value: Optional[float], *, required: bool
+) -> Optional[int]:
+    """The size in bytes from whichever spelling the file used; both at once (or neither, when
+    ``required``) is an error naming the two keys."""
+    if new_value is not None and old_value is not None:
+        raise PydanticCustomError(
+            "one_size", f"both {new} and {old}; expected one size ({new}: int bytes a device, or {old} in older files)"
+        )
+    if new_value is not None:
+        return new_value
+    if old_value is not None:
+        return int(old_value * GiB)  # as the envelope converted GiB before files stored bytes
+    if required:
+        raise PydanticCustomError(
+            "one_size", f"no size; expected {new} (int bytes a device) or, in older files, {old} (GiB a device)"
+        )
+    return None
+
+
+class _Point(_F):
+    # the size as the file spells it (exactly one of the two); read ``temp_bytes``
+    temp_bytes_written: Optional[int] = Field(None, alias="temp_bytes", ge=0, le=_BYTES_MAX)
+    temp_gib: Optional[float] = Field(None, ge=0, le=_GIB_MAX)  # files written before bytes
+
+    @model_validator(mode="after")
+    def _one_temp(self) -> _Point:
+        _one_size("temp_bytes", self.temp_bytes_written, "temp_gib", self.temp_gib, required=True)
+        return self
+
+    @property
+    def temp_bytes(self) -> int:
+        """The point's temporaries, bytes a device (``int(temp_gib * GiB)`` in an older file)."""
+        size = _one_size("temp_bytes", self.temp_bytes_written, "temp_gib", self.temp_gib, required=True)
+        assert size is not None  # required: the validator refused a point without one
+        return size
+
+
+class PrefillPoint(_Point):
     tokens: int = Field(gt=0)
-    temp_gib: float = Field(ge=0, le=_GIB_MAX)
     fits: bool = True
 
 
-class DecodePoint(_F):
+class DecodePoint(_Point):
     context: int = Field(gt=0)
-    temp_gib: float = Field(ge=0, le=_GIB_MAX)
     batch: Optional[int] = Field(None, gt=0)
     fits: bool = True
 
@@ -53,12 +102,40 @@ class Calibration(_F):
     libtpu_version: Optional[str] = None
     date: Optional[str] = None
     source: Optional[str] = None
-    available_hbm_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)
-    argument_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # the weights: never zero
+    # each size as the file spells it, at most one of the two; read ``available_hbm_bytes`` / ``argument_bytes``
+    available_hbm_bytes_written: Optional[int] = Field(None, alias="available_hbm_bytes", gt=0, le=_BYTES_MAX)
+    available_hbm_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # files written before bytes
+    argument_bytes_written: Optional[int] = Field(None, alias="argument_bytes", gt=0, le=_BYTES_MAX)  # the weights
+    argument_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # files written before bytes
     prefill: list[PrefillPoint] = Field(min_length=1)  # every calibration measures prefill
     decode: list[DecodePoint] = []
     notes: list[str] = []
     path: str = ""
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> Calibration:
+        self._available()
+        self._argument()
+        return self
+
+    def _available(self) -> Optional[int]:
+        avail = "available_hbm_bytes", self.available_hbm_bytes_written, "available_hbm_gib", self.available_hbm_gib
+        return _one_size(*avail, required=False)
+
+    def _argument(self) -> Optional[int]:
+        return _one_size(
+            "argument_bytes", self.argument_bytes_written, "argument_gib", self.argument_gib, required=False
+        )
+
+    @property
+    def available_hbm_bytes(self) -> Optional[int]:
+        """HBM the compiler said a device has, bytes (None: not recorded)."""
+        return self._available()
+
+    @property
+    def argument_bytes(self) -> Optional[int]:
+        """The compiled arguments (the weights), bytes a device (None: not recorded)."""
+        return self._argument()
 
 
 @lru_cache(maxsize=16)
@@ -85,8 +162,8 @@ class EnvelopeValue(BaseModel):
     detail: str
 
 
-def envelope(points: list[tuple[int, float, bool]], x: int, *, what: str) -> EnvelopeValue:
-    """Upper envelope of measured (size, temp GiB, fits) at ``x``: the largest temp among the
+def envelope(points: list[tuple[int, int, bool]], x: int, *, what: str) -> EnvelopeValue:
+    """Upper envelope of measured (size, temp bytes, fits) at ``x``: the largest temp among the
     measured points up to the first measured size >= x. A point that did not fit at or below that
     size refuses x; x beyond every measured size is 'outside' (never extrapolated)."""
     pts = sorted(points)
@@ -114,5 +191,5 @@ def envelope(points: list[tuple[int, float, bool]], x: int, *, what: str) -> Env
         )
     temp = max(p[1] for p in pts if p[0] <= upto)
     return EnvelopeValue(
-        temp_bytes=int(temp * GiB), status="measured", detail=f"envelope of measured points up to {what} {upto:,}"
+        temp_bytes=temp, status="measured", detail=f"envelope of measured points up to {what} {upto:,}"
     )

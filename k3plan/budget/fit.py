@@ -35,7 +35,7 @@ from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.memory import budget_terms
 from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
-from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, GiB, fmt_gib
+from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
 
 MAX_TOKENS = 1 << 30  # beyond a billion tokens a context or chunk is a typo, not a plan
@@ -114,9 +114,9 @@ def calibrated_stage(
     measured points (never a fitted slope); outside the measured range max(analytic, largest measured);
     None when the file has no point for the stage. fit and plan both call this, so they agree."""
     points = (
-        [(p.tokens, p.temp_gib, p.fits) for p in cal.prefill]
+        [(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill]
         if stage == "prefill"
-        else [(p.context, p.temp_gib, p.fits) for p in cal.decode]
+        else [(p.context, p.temp_bytes, p.fits) for p in cal.decode]
     )
     if not points:
         return None
@@ -131,7 +131,7 @@ def calibrated_stage(
             refused=env.detail,
             warning=f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail,
         )
-    measured_max = int(max(p[1] for p in points) * GiB)
+    measured_max = max(p[1] for p in points)
     return StageEvidence(
         temp_bytes=max(analytic_bytes, measured_max),
         outside=env.detail,

@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
 from k3plan.specfile import describe, read_yaml_mapping
-from k3plan.units import GiB
 
 MODEL_FILE = Path(__file__).resolve().parent.parent / "evidence" / "temp_model.yaml"
 SHOWN = "k3plan/evidence/temp_model.yaml"  # the same name installed or not
@@ -172,14 +171,14 @@ def full_size_errors(
             continue
         coef = coefficients[cal.stack]
         where = f"{cal.stack} {ev.kind} {cal.topology} tp{cal.tp}"
-        pts = [("prefill", 1, p.tokens, p.tokens, p.temp_gib, f"prefill {p.tokens}") for p in cal.prefill]
+        pts = [("prefill", 1, p.tokens, p.tokens, p.temp_bytes, f"prefill {p.tokens}") for p in cal.prefill]
         pts += [
-            ("decode", p.batch or 1, 1, p.context, p.temp_gib, f"decode b{p.batch or '?'} ctx {p.context}")
+            ("decode", p.batch or 1, 1, p.context, p.temp_bytes, f"decode b{p.batch or '?'} ctx {p.context}")
             for p in cal.decode
         ]
-        for stage, b, tokens, context, gib, what in pts:
+        for stage, b, tokens, context, temp_bytes, what in pts:
             feats = setup_features(setup, stage=stage, batch=b, tokens=tokens, context=context)
-            out.append((cal.stack, f"{where} {what}", float(model_bytes(coef, feats)) / (gib * GiB) - 1.0))
+            out.append((cal.stack, f"{where} {what}", float(model_bytes(coef, feats)) / temp_bytes - 1.0))
     return out
 
 

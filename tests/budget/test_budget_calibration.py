@@ -15,10 +15,8 @@ needs_cal = pytest.mark.skipif(not CALIBRATION.is_file(), reason=f"{CALIBRATION}
 # the measured prefill points of the v7x file, repeated so the unit tests do not need shared/
 PREFILL = [(64, 10.44, True), (4096, 8.55, True), (16384, 18.10, True), (32768, 35.30, True),
            (49152, 36.54, True), (53248, 39.51, True), (57344, 44.55, False)]
-
-
-def gib(env):
-    return None if env.temp_bytes is None else env.temp_bytes / GiB
+# the envelope works in bytes a device: the file's GiB converted as the reader does, int(gib * 2^30)
+PREFILL_BYTES = [(t, int(g * 2**30), f) for t, g, f in PREFILL]
 
 
 @pytest.mark.parametrize("x, want", [
@@ -30,26 +28,26 @@ def gib(env):
     (53248, 39.51),
 ])
 def test_envelope_takes_the_largest_measured_value_up_to_the_next_point(x, want):
-    env = envelope(PREFILL, x, what="chunk")
+    env = envelope(PREFILL_BYTES, x, what="chunk")
     assert env.status == "measured"
-    assert gib(env) == pytest.approx(want, abs=1e-6)
+    assert env.temp_bytes == int(want * 2**30)
 
 
 @pytest.mark.parametrize("x", [53249, 57344, 60000, 1 << 20])
 def test_envelope_refuses_at_and_above_an_out_of_memory_point(x):
-    env = envelope(PREFILL, x, what="chunk")
+    env = envelope(PREFILL_BYTES, x, what="chunk")
     assert env.status == "refused" and env.temp_bytes is None
     assert "57,344" in env.detail and "out of memory" in env.detail
 
 
 def test_envelope_outside_the_measured_range_is_not_extrapolated():
-    pts = [p for p in PREFILL if p[2]]
+    pts = [p for p in PREFILL_BYTES if p[2]]
     env = envelope(pts, 100_000, what="chunk")
     assert env.status == "outside" and env.temp_bytes is None
 
 
 def test_envelope_order_of_points_does_not_matter():
-    assert envelope(PREFILL[::-1], 20000, what="chunk") == envelope(PREFILL, 20000, what="chunk")
+    assert envelope(PREFILL_BYTES[::-1], 20000, what="chunk") == envelope(PREFILL_BYTES, 20000, what="chunk")
 
 
 @needs_cal
@@ -57,6 +55,7 @@ def test_calibration_file_loads():
     cal = load_calibration(str(CALIBRATION))
     assert (cal.model, cal.hardware, cal.topology, cal.tp, cal.stack) == ("kimi-k3", "tpu-v7x", "2x2x4", 32, "jax-native")
     assert [(p.tokens, p.temp_gib, p.fits) for p in cal.prefill] == PREFILL
+    assert [(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill] == PREFILL_BYTES
 
 
 @needs_cal

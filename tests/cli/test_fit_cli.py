@@ -222,6 +222,16 @@ def _unknown_key_calibration(tmp_path) -> str:
     return str(p)
 
 
+def _calibration_with(point: str, top: str = ""):
+    """A calibration whose one prefill point (and top-level sizes) read ``point`` (``top``)."""
+    def write(tmp_path) -> str:
+        p = tmp_path / "cal3.yaml"
+        p.write_text("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: vllm-tpu\nbackend: tpu\n"
+                     f"{top}prefill: [{{tokens: 64, {point}}}]\n")
+        return str(p)
+    return write
+
+
 @pytest.mark.parametrize("args, needles", [
     (["-H", "nosuch"], ["unknown hardware 'nosuch'", "tpu-v7x", "nvidia-h200"]),
     (["-s", "nosuch"], ["unknown stack 'nosuch'", "vllm-tpu", "sglang", "jax-native", "dp-attention"]),
@@ -241,6 +251,13 @@ def _unknown_key_calibration(tmp_path) -> str:
     (["-s", _bad_stack], ["unknown key 'kv_cache.layuot'"]),
     (["--calibration", _bad_calibration], ["invalid YAML at line"]),
     (["--calibration", _unknown_key_calibration], ["temp_gb"]),
+    # issue 10: a size is bytes (temp_bytes) or, in an older file, GiB (temp_gib): exactly one
+    (["--calibration", _calibration_with("temp_bytes: 1073741824, temp_gib: 1.0")],
+     ["prefill.0", "both temp_bytes and temp_gib", "expected one size"]),
+    (["--calibration", _calibration_with("fits: true")], ["prefill.0", "no size", "expected temp_bytes"]),
+    (["--calibration", _calibration_with("temp_bytes: 1.5")], ["prefill.0.temp_bytes", "integer"]),
+    (["--calibration", _calibration_with("temp_bytes: 1", "argument_bytes: 5\nargument_gib: 1.0\n")],
+     ["both argument_bytes and argument_gib"]),
     (["--calibration", "/no/such/cal.yaml"], ["no such file"]),
     (["--shardspecs", "/no/such/specs.yaml"], ["--shardspecs", "no such file"]),
     (["--shardspecs", "no_such_module_k3:fn"], ["cannot load"]),

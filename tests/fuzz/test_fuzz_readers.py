@@ -180,16 +180,16 @@ GOOD_CAL = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp"
             "prefill": [{"tokens": 8192, "temp_gib": 5.0}], "decode": [{"context": 131072, "temp_gib": 1.0}]}
 CAL_FIELDS = ["tp", "available_hbm_gib", "argument_gib", "prefill", "prefill.0.tokens", "prefill.0.temp_gib",
               "prefill.0.fits", "decode.0.context", "decode.0.temp_gib"]
+# the same file as validate writes it since issue 10: sizes in int bytes a device
+GOOD_CAL_BYTES = {**{k: v for k, v in GOOD_CAL.items() if not k.endswith("_gib")},
+                  "available_hbm_bytes": 101_737_037_824, "argument_bytes": 50_680_000_000,
+                  "prefill": [{"tokens": 8192, "temp_bytes": 5 * 2**30}],
+                  "decode": [{"context": 131072, "temp_bytes": 2**30}]}
+CAL_BYTES_FIELDS = ["available_hbm_bytes", "argument_bytes", "prefill.0.temp_bytes", "decode.0.temp_bytes"]
 
 
-@FUZZ
-@given(field=st.sampled_from(CAL_FIELDS), value=st.sampled_from(HOSTILE_YAML + ["0", "-0.5", "'5'"]))
-def test_calibration_hostile_value_is_one_error(field, value):
-    if field.endswith("temp_gib") and value == "0" or field == "prefill.0.fits" and value == "true":
-        value = "-1"  # a zero temporary, a fitting point: legitimate
-    if field.endswith("_gib") and "." not in field and value == "null":
-        value = "-1"  # available_hbm_gib / argument_gib are optional: null is "not recorded"
-    cal = copy.deepcopy(GOOD_CAL)
+def _hostile_calibration(good: dict, field: str, value: str) -> None:
+    cal = copy.deepcopy(good)
     node = cal
     *parents, last = field.split(".")
     for p in parents:
@@ -199,6 +199,28 @@ def test_calibration_hostile_value_is_one_error(field, value):
     path.write_text(substitute(yaml.safe_dump(cal, sort_keys=False), value))
     line = one_error_line(run("fit", "-t", "2x2x4", "--tp", "32", "--calibration", path))
     assert "cal.yaml" in line
+
+
+@FUZZ
+@given(field=st.sampled_from(CAL_FIELDS), value=st.sampled_from(HOSTILE_YAML + ["0", "-0.5", "'5'"]))
+def test_calibration_hostile_value_is_one_error(field, value):
+    if field.endswith("temp_gib") and value == "0" or field == "prefill.0.fits" and value == "true":
+        value = "-1"  # a zero temporary, a fitting point: legitimate
+    if field.endswith("_gib") and "." not in field and value == "null":
+        value = "-1"  # available_hbm_gib / argument_gib are optional: null is "not recorded"
+    _hostile_calibration(GOOD_CAL, field, value)
+
+
+@FUZZ
+@given(field=st.sampled_from(CAL_BYTES_FIELDS),
+       value=st.sampled_from(HOSTILE_YAML + ["0", "-0.5", "'5'", "5.0", str(2**50 + 1)]))
+def test_calibration_bytes_hostile_value_is_one_error(field, value):
+    """The bytes spelling: ints only (5.0 is not a byte count), within 2^50; a point's null is no size."""
+    if field.endswith("temp_bytes") and value == "0":
+        value = "-1"  # a zero temporary: legitimate
+    if "." not in field and value == "null":
+        value = "-1"  # available_hbm_bytes / argument_bytes are optional: null is "not recorded"
+    _hostile_calibration(GOOD_CAL_BYTES, field, value)
 
 
 # -- probe records ---------------------------------------------------------------------------------

@@ -72,9 +72,12 @@ def test_hardware_spec_numbers_that_are_not_numbers(cli, tmp_path, value, needle
 
 
 @pytest.mark.parametrize("field, value", [("available_hbm_gib", ".nan"), ("argument_gib", ".inf"),
-                                          ("available_hbm_gib", "1.0e+400"), ("tp", "9" * 5000)])
+                                          ("available_hbm_gib", "1.0e+400"), ("tp", "9" * 5000),
+                                          ("available_hbm_bytes", ".nan"), ("argument_bytes", ".inf"),
+                                          ("available_hbm_bytes", "9" * 5000), ("argument_bytes", "1.0e+400")])
 def test_calibration_numbers_that_are_not_numbers(cli, tmp_path, field, value):
-    text = yaml.safe_dump({**CAL, field: "__X__"}).replace("__X__", value)
+    base = {k: v for k, v in CAL.items() if not (field.endswith("_bytes") and k == field.replace("_bytes", "_gib"))}
+    text = yaml.safe_dump({**base, field: "__X__"}).replace("__X__", value)
     assert "cal.yaml" in one_error_line(cli(*FIT, "--calibration", _text(tmp_path / "cal.yaml", text)))
 
 
@@ -200,6 +203,16 @@ def test_bad_probe_record_is_an_error_not_skipped(cli, tmp_path, body):
     ({"available_hbm_gib": 0.0}, "available_hbm_gib"),
     ({"prefill": [{"tokens": 8192, "temp_gib": -2.0}]}, "prefill.0.temp_gib"),
     ({"prefill": [{"tokens": "8192", "temp_gib": 1.0}]}, "prefill.0.tokens"),
+    # issue 10: the int-bytes spelling, and exactly one spelling a size
+    ({"argument_gib": None, "argument_bytes": 0}, "argument_bytes"),
+    ({"argument_gib": None, "argument_bytes": 47.2}, "argument_bytes"),
+    ({"available_hbm_gib": None, "available_hbm_bytes": -1}, "available_hbm_bytes"),
+    ({"available_hbm_bytes": 2**36}, "both available_hbm_bytes and available_hbm_gib"),
+    ({"prefill": [{"tokens": 8192, "temp_bytes": -2}]}, "prefill.0.temp_bytes"),
+    ({"prefill": [{"tokens": 8192, "temp_bytes": 2**50 + 1}]}, "prefill.0.temp_bytes"),
+    ({"prefill": [{"tokens": 8192, "temp_bytes": "5"}]}, "prefill.0.temp_bytes"),
+    ({"prefill": [{"tokens": 8192, "temp_bytes": 5, "temp_gib": 1.0}]}, "both temp_bytes and temp_gib"),
+    ({"prefill": [{"tokens": 8192}]}, "prefill.0: no size"),
     ({"tp": True}, "tp"),
 ])
 def test_calibration_sections_and_sizes(cli, tmp_path, change, needle):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from k3plan.validate.calibration_out import calibration_dict
+from k3plan.budget.calibration import load_calibration
+from k3plan.validate.calibration_out import calibration_dict, write_calibration
 from k3plan.validate.result import ValidationResult
 
 RECORDS = Path(__file__).resolve().parents[2] / "reports" / "validation"
@@ -35,8 +36,34 @@ def test_the_oom_record_is_typed_and_calibrates():
     assert job.oom.required_bytes > job.oom.available_bytes  # why the compiler refused it
     cal = calibration_dict(r, usable_bytes=1)
     # the refused point is written with the temp it asked for and fits: false; HBM from the compiler's message
-    assert cal["prefill"] == [{"tokens": job.tokens, "temp_gib": round(job.oom.required_bytes / 2**30, 4), "fits": False}]
-    assert cal["available_hbm_gib"] == round(job.oom.available_bytes / 2**30, 4)
+    # (issue 10: sizes are exact int bytes a device, no longer GiB rounded to 4 decimals)
+    assert cal["prefill"] == [{"tokens": job.tokens, "temp_bytes": job.oom.required_bytes, "fits": False}]
+    assert cal["available_hbm_bytes"] == job.oom.available_bytes
+    assert type(cal["prefill"][0]["temp_bytes"]) is int and type(cal["available_hbm_bytes"]) is int
+    assert not any(k.endswith("_gib") for k in cal)
+
+
+def test_a_written_calibration_reads_back_to_the_byte(tmp_path):
+    """validate's record -> calibration_dict -> write_calibration -> load_calibration: every size the
+    record's own byte count (memory_analysis temp, the compiled weights, the hardware's usable bytes)."""
+    r = ValidationResult.from_json(json.loads((RECORDS / "k3-cpu32-2x2x4-tp32-vllm-tpu.json").read_text()))
+    usable = 94 * 2**30 + 3 * 2**28 + 1  # odd on purpose: no GiB rounding could keep it
+    path = tmp_path / "out" / "cal.yaml"
+    write_calibration(path, calibration_dict(r, usable_bytes=usable))
+    text = path.read_text()
+    assert text.startswith("# written by k3plan validate; sizes (*_bytes) are bytes a device")
+    assert "_gib" not in text
+    cal = load_calibration(str(path))
+    pre = [j for j in r.results if j.stage == "prefill"]
+    dec = [j for j in r.results if j.stage == "decode"]
+    assert pre and dec
+    assert [(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill] == [
+        (j.tokens, j.memory.temp_bytes, j.fits) for j in pre]
+    assert [(p.context, p.batch, p.temp_bytes) for p in cal.decode] == [
+        (j.context, j.batch, j.memory.temp_bytes) for j in dec]
+    assert cal.available_hbm_bytes == usable  # a CPU compile reports no HBM: the hardware's usable bytes
+    weights = next(t.compiled_bytes for t in r.results[0].terms if t.name == "weights")
+    assert weights is not None and cal.argument_bytes == weights
 
 
 def test_terms_and_census_are_named():
