@@ -58,6 +58,9 @@ class HardwareSpec(_Frozen):
     price_usd_per_chip_hour: Optional[float]
     path: str  # the YAML it came from
     file: HardwareFile
+    # (key, source) of the figures a probe record replaced (k3plan.roofline.latency.measured_hardware), so
+    # that sources() names the record, not the YAML, for them
+    measured_sources: tuple[tuple[str, str], ...] = ()
 
     def flops_per_s_per_device(self, dtype: str) -> float:
         """Dense FLOP/s a device for `dtype` (bf16, fp8, fp4, int8; bfloat16/float8/mxfp4 ok).
@@ -85,7 +88,7 @@ class HardwareSpec(_Frozen):
         }
 
     def sources(self) -> dict[str, str]:
-        return self.file.sources()
+        return {**self.file.sources(), **dict(self.measured_sources)}
 
     @property
     def devices_per_host(self) -> int:

@@ -8,12 +8,14 @@ chips, then the lowest TPOT, then the most free HBM; the report never runs a sea
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from k3plan.budget.fit import FitResult, check_workload, fit
 from k3plan.hardware import load_hardware
+from k3plan.roofline.latency import measured_hardware
 from k3plan.setup import Setup, make_setup
 
 OBJECTIVE = "chips"
@@ -96,5 +98,8 @@ def smallest_viable(
             pp=top.pp,
             stack=stack,
         )
+        # the probed HBM bandwidth, as plan evaluated the pick with it and fit --probes applies it: the
+        # report's speed figures for this setup are then fit's and plan's (memory does not depend on it)
+        setup = dataclasses.replace(setup, hardware=measured_hardware(setup.hardware, probes=probes)[0])
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))
     return chosen, tried

@@ -53,4 +53,5 @@ def measured_hardware(
     notes = [f"HBM bandwidth {bw[0] / 1e12:.3f} TB/s a device from {describe(bw[1], bw[2])}"]
     if allow_cpu:
         notes.append("--allow-cpu-probes: CPU-backend measurements may stand in for the accelerator's")
-    return hw.model_copy(update={"hbm_bw_bytes_per_s_per_device": bw[0]}), notes
+    measured = (*hw.measured_sources, ("hbm_bw_per_device", f"probe: {notes[0]}"))
+    return hw.model_copy(update={"hbm_bw_bytes_per_s_per_device": bw[0], "measured_sources": measured}), notes

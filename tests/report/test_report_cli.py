@@ -99,3 +99,25 @@ def test_json_lists_platforms(cli, tmp_path):
     d = json.loads(r.stdout)
     row = d["platforms"][0]["rows"][0]
     assert row["fits"] and row["setup"]["topology"] and row["decode"]["concurrency"]["tokens_per_s"] > 0
+
+
+def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
+    """One answer: with an HBM probe record for the device, fit's speed uses the probed bandwidth; the report's
+    row for the same pick must too (it used the spec's while the plan it takes its pick from used the probe's)."""
+    from k3plan.probes.record import ProbeRecord
+    from k3plan.probes.store import write_record
+
+    probes = tmp_path / "probes"
+    points = [{"params": {"bytes": 2**30}, "value": 3.0e12, "unit": "bytes/s"}]
+    write_record(record=ProbeRecord.model_validate(dict(
+        probe="hbm", op=None, mode=None, backend="tpu", device_kind="TPU7x", device_count=1, date="2030-01-01T00:00:00Z",
+        label="a test record", points=points)), out_dir=probes)
+    f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--probes", str(probes), "--json").stdout)
+    plain = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--json").stdout)
+    assert f["speed"]["tpot_s"] > plain["speed"]["tpot_s"]  # 3.0 TB/s is below the spec's bandwidth
+    r = cli("report", "-H", "tpu-v7x", "-c", "131072", "--concurrency", "1", "--probes", str(probes),
+            "--out", str(tmp_path / "r.md"), "--json")
+    row = json.loads(r.stdout)["platforms"][0]["rows"][0]
+    assert (row["setup"]["topology"], row["setup"]["tp"]) == ("2x2x4", 32)
+    assert row["decode"]["concurrency"]["tpot_s"] == f["speed"]["tpot_s"]
+    assert row["provenance"]["hbm_bw"].startswith("probe: HBM bandwidth 3.000 TB/s a device from probed on TPU7x")
