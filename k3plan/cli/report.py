@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import JsonOpt, ModelOpt, err_console, print_json
+from k3plan.cli.common import JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import check_target
 
@@ -72,10 +72,7 @@ def command(
         bool, typer.Option("--html", help="Also write STEM.html: one self-contained file, plots embedded.")
     ] = False,
     plot_format: Annotated[str, typer.Option("--plot-format", help="png or svg.")] = "png",
-    probes: Annotated[
-        Optional[Path],
-        typer.Option("--probes", help="Folder of probe records: measured collective latency replaces the spec's."),
-    ] = None,
+    probes: ProbesOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """A capacity report per platform: smallest viable topology and split at each context, headroom
