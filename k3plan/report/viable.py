@@ -60,6 +60,9 @@ def smallest_viable(
 ) -> tuple[dict[int, Choice], int]:
     """-> ({context: Choice}, configurations evaluated)."""
     hw = load_hardware(hardware)
+    # the probed HBM bandwidth, as plan evaluated the picks with it and fit --probes applies it: the report's
+    # speed figures for each pick are then fit's and plan's (memory does not depend on it); read once
+    measured, _ = measured_hardware(hw, probes=probes)
     chosen: dict[int, Choice] = {}
     tried = 0
     for c in contexts:
@@ -98,8 +101,6 @@ def smallest_viable(
             pp=top.pp,
             stack=stack,
         )
-        # the probed HBM bandwidth, as plan evaluated the pick with it and fit --probes applies it: the
-        # report's speed figures for this setup are then fit's and plan's (memory does not depend on it)
-        setup = dataclasses.replace(setup, hardware=measured_hardware(setup.hardware, probes=probes)[0])
+        setup = dataclasses.replace(setup, hardware=measured)
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))
     return chosen, tried
