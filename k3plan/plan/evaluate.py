@@ -8,6 +8,7 @@ Per-stack and per-hardware figures are looked up once and gathered by index.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,9 @@ from k3plan.roofline.bounds import Efficiency
 from k3plan.step.collective import Collective, latency
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
-from k3plan.step.memory import (
-    budget_terms,
-    cache_terms,
-    decode_temp_terms,
-    prefill_temp_terms,
-    total,
-)
+from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
 from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
+from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weights, stage_classes
 
 
@@ -201,7 +197,7 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     return kind_code
 
 
-def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, context: int, batch: int) -> None:
+def apply_temp_model(cols: dict, cache: CacheTerms, *, space: Space, model: Model, context: int, batch: int) -> None:
     """Tier (c), as fit's ``modelled_stage``: where no calibration answered a configuration (temp_source 0)
     and the shipped temp model was checked on its model, hardware kind and stack, each stage's temp is the
     model's band's upper end (never under the analytic bound), temp_source 3; the band's lower end goes to
@@ -245,8 +241,8 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
             tp=tp,
             ep=ep,
             dp=dp if st.kv_cache.split_across_dp else 1,
-            kv_bytes_per_token_layer=cache["kv_bytes_per_token_layer"][rows[first]],
-            state_bytes_per_layer=cache["state_bytes_per_layer_unpadded"][rows[first]],
+            kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer[rows[first]],
+            state_bytes_per_layer=cache.state_bytes_per_layer_unpadded[rows[first]],
             scan_bf16_weight_bytes=scan,
         )
         at: dict[str, dict[str, Any]] = {
@@ -308,19 +304,19 @@ def evaluate(
         hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
         tp=c["tp"],
     )
-    cols.update({k: cache[k] for k in ("kv_bytes_per_token_layer", "state_bytes_per_layer", "block_tokens")})
+    cols.update(
+        kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer,
+        state_bytes_per_layer=cache.state_bytes_per_layer,
+        block_tokens=cache.block_tokens,
+    )
     act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
     quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
-    cols["prefill_temp_bytes"] = total(
-        prefill_temp_terms(
-            spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], chunk=c["chunk"], context=context
-        )
-    )
-    cols["decode_temp_bytes"] = total(
-        decode_temp_terms(
-            spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], dp=c["dp"], batch=batch, context=context
-        )
-    )
+    cols["prefill_temp_bytes"] = prefill_temp_terms(
+        spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], chunk=c["chunk"], context=context
+    ).total_bytes
+    cols["decode_temp_bytes"] = decode_temp_terms(
+        spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], dp=c["dp"], batch=batch, context=context
+    ).total_bytes
     cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
     apply_temp_model(cols, cache, space=space, model=model, context=context, batch=batch)
     cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
@@ -343,21 +339,21 @@ def evaluate(
             n_kda=sc["n_kda"],
             temp_in_reserve=_per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool),
         )
-        per_stage.append(
-            {
-                **terms,
-                "weights_bytes": sc["weights_bytes"],
-                "replicated_bytes": sc["replicated_bytes"],
-                "stage_mla_layers": sc["n_mla"],
-                "stage_kda_layers": sc["n_kda"],
-                "stage_first_layer": sc["start"],
-                "stage_end_layer": sc["end"],
-            }
-        )
+        per_stage.append(terms)
         valid.append(sc["valid"])
     bound = bind(per_stage, valid)
-    cols.update(bound)
-    cols["binding_stage"] = bound.pop("stage")
+    cols.update({f.name: getattr(bound, f.name) for f in fields(bound) if f.name != "stage"})
+    cols["binding_stage"] = stage = np.asarray(bound.stage)
+    # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
+    at = (stage, np.arange(stage.shape[0]))
+    for name, key in (
+        ("replicated_bytes", "replicated_bytes"),
+        ("stage_mla_layers", "n_mla"),
+        ("stage_kda_layers", "n_kda"),
+        ("stage_first_layer", "start"),
+        ("stage_end_layer", "end"),
+    ):
+        cols[name] = np.stack([sc[key] for sc in stage_cols])[at]
     spans = cols["spans_slices"]
     micro = microbatch(batch, c["pp"])  # pp microbatches in flight (step.stages.microbatch)
     comm = comm_terms(
@@ -413,8 +409,8 @@ def evaluate(
         dense_params=cols["dense_params"],
         expert_params=cols["expert_params"],
         # decode walks every stage's layers: the whole model's KV and state a sequence on a stage's mesh
-        kv_bytes_per_token=spec.n_mla * cache["kv_bytes_per_token_layer"],
-        state_bytes_per_sequence=spec.n_kda * cache["state_bytes_per_layer"],
+        kv_bytes_per_token=spec.n_mla * cache.kv_bytes_per_token_layer,
+        state_bytes_per_sequence=spec.n_kda * cache.state_bytes_per_layer,
         tp=c["tp"],
         dp=c["dp"],
         ep=c["ep"],
