@@ -112,8 +112,8 @@ def default_topologies(
         d = d or (topo.devices // t if t else 1)
         t = t or topo.devices // d
         e = topo.devices if ep is None else ep
-        hit = np.flatnonzero((c["topo"] == i) & (c["tp"] == t) & (c["dp"] == d) & (c["ep"] == e))
-        if hit.size and weights["weights_bytes"][hit[0]] < room:
+        hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
+        if hit.size and weights.weights_bytes[hit[0]] < room:
             found.append(topo)
     return found
 

@@ -109,11 +109,11 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
         tp=parallel.tp,
     )
     return CacheLayout(
-        kv_bytes_per_token_layer=int(c["kv_bytes_per_token_layer"]),
-        state_bytes_per_layer=int(c["state_bytes_per_layer"]),
-        state_bytes_per_layer_unpadded=int(c["state_bytes_per_layer_unpadded"]),
-        block_tokens=int(c["block_tokens"]),
-        page_bytes=int(c["page_bytes"]) if c["hybrid"] else None,
+        kv_bytes_per_token_layer=int(c.kv_bytes_per_token_layer),
+        state_bytes_per_layer=int(c.state_bytes_per_layer),
+        state_bytes_per_layer_unpadded=int(c.state_bytes_per_layer_unpadded),
+        block_tokens=int(c.block_tokens),
+        page_bytes=int(c.page_bytes) if c.hybrid else None,
         n_mla=spec.n_mla,
         n_kda=spec.n_kda,
         paging=stack.paging.kind,

@@ -32,7 +32,7 @@ from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
 from k3plan.step.collective import Collective, cross_node_ep_warning
-from k3plan.step.memory import budget_terms
+from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
@@ -310,29 +310,29 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
-    cache_cols = layout.model_dump()  # the whole model's layout (pp rebinds ``layout`` to a stage's below)
+    whole_layout = layout  # the whole model's layout (pp rebinds ``layout`` to a stage's below)
 
-    def budget_at(temp_b: int) -> tuple[list[dict], dict]:
+    def budget_at(temp_b: int) -> tuple[list[BudgetTerms[int]], BudgetTerms[int]]:
         """Every pipeline stage's budget terms with ``temp_b`` of temporaries, and the binding one's."""
         per_stage = []
         for stage, sw in zip(setup.stages, setup.stage_weights):  # one stage unless --pp (step/stages.py)
-            w = sw.weights_bytes + draft_bytes_per_device
-            terms = budget_terms(
-                spec,
-                usable=usable,
-                reserve_fraction=stack.reserve.fraction_of_usable_hbm,
-                split_across_dp=stack.kv_cache.split_across_dp,
-                dp=par.dp,
-                weights=w,
-                temp=temp_b,
-                cache=cache_cols,
-                context=workload.context_tokens,
-                batch=workload.batch,
-                n_mla=stage.n_mla,
-                n_kda=stage.n_kda,
-                temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
+            per_stage.append(
+                budget_terms(
+                    spec,
+                    usable=usable,
+                    reserve_fraction=stack.reserve.fraction_of_usable_hbm,
+                    split_across_dp=stack.kv_cache.split_across_dp,
+                    dp=par.dp,
+                    weights=sw.weights_bytes + draft_bytes_per_device,
+                    temp=temp_b,
+                    cache=whole_layout,
+                    context=workload.context_tokens,
+                    batch=workload.batch,
+                    n_mla=stage.n_mla,
+                    n_kda=stage.n_kda,
+                    temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
+                )
             )
-            per_stage.append({**terms, "weights_bytes": w})
         b = bind(per_stage)
         if draft_kv is not None and draft_kv.bytes_per_token_per_device:
             b = add_draft_kv(
@@ -344,33 +344,33 @@ def fit(
             )
         return per_stage, b
 
-    def capacity_of(b: dict) -> tuple[int, int]:
+    def capacity_of(b: BudgetTerms[int]) -> tuple[int, int]:
         """(most sequences, longest context) of a binding stage's budget."""
         lay = layout
         if par.pp > 1:
-            st = setup.stages[b["stage"]]
+            st = setup.stages[int(b.stage)]
             lay = layout.model_copy(update={"n_mla": st.n_mla, "n_kda": st.n_kda})
-        seqs, room = int(b["sequences"]), int(b["room_bytes"])
+        seqs, room = int(b.sequences), int(b.room_bytes)
         ctx = lay.max_context(room / seqs) if room > 0 else 0
         if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
             ctx = max_context_with_draft(lay, room / seqs, draft_kv)
-        return (0, 0) if refused else (int(b["max_sequences"]), ctx)  # a refused graph serves nothing
+        return (0, 0) if refused else (int(b.max_sequences), ctx)  # a refused graph serves nothing
 
     per_stage, b = budget_at(temp_bytes)
     if par.pp > 1:
-        binding = setup.stages[b["stage"]]
+        binding = setup.stages[int(b.stage)]
         layout = layout.model_copy(update={"n_mla": binding.n_mla, "n_kda": binding.n_kda})
-        wb = setup.stage_weights[b["stage"]]
+        wb = setup.stage_weights[int(b.stage)]
         if draft_bytes_per_device:
             wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
         warnings_pp = [
-            f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t['weights_bytes'])}, free {fmt_gib(t['free_bytes'])}"
+            f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t.weights_bytes)}, free {fmt_gib(t.free_bytes)}"
             f" a device" + (" (binds)" if st is binding else "")
             for st, t in zip(setup.stages, per_stage)
         ]
     else:
         warnings_pp = []
-    seqs, room = int(b["sequences"]), int(b["room_bytes"])
+    seqs, room = int(b.sequences), int(b.room_bytes)
     max_sequences, max_context = capacity_of(b)
     low_temp = temp.band_low()
     low_sequences: Optional[int] = None
@@ -384,8 +384,8 @@ def fit(
             weights_bytes=wb.weights_bytes,
             usable=usable,
             room_bytes=room,
-            sequence_bytes=int(b["sequence_bytes"]),
-            max_sequences=int(b["max_sequences"]),
+            sequence_bytes=int(b.sequence_bytes),
+            max_sequences=int(b.max_sequences),
             concurrency=workload.batch,
         )
     )
@@ -442,13 +442,13 @@ def fit(
         per_device=PerDevice(
             weights_bytes=wb.weights_bytes,
             replicated_weights_bytes=wb.replicated_weights_bytes,
-            kv_bytes=int(b["kv_bytes"]),
-            state_bytes=int(b["state_bytes"]),
+            kv_bytes=int(b.kv_bytes),
+            state_bytes=int(b.state_bytes),
             temp_bytes=temp_bytes,
-            reserve_bytes=int(b["reserve_bytes"]),
-            free_bytes=int(b["free_bytes"]),
-            kv_bytes_per_token=int(b["kv_bytes_per_token"]),
-            state_bytes_per_sequence=int(b["state_bytes_per_sequence"]),
+            reserve_bytes=int(b.reserve_bytes),
+            free_bytes=int(b.free_bytes),
+            kv_bytes_per_token=int(b.kv_bytes_per_token),
+            state_bytes_per_sequence=int(b.state_bytes_per_sequence),
             sequences=seqs,
         ),
         capacity=Capacity(

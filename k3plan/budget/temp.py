@@ -5,7 +5,7 @@ the two, never their sum (docs/k3-facts.md §6: temporaries are not additive). T
 written once over columns:
 
 - ``prefill_temp`` / ``decode_temp``: the *analytic lower bound*, named terms of the buffers one
-  layer of an engine's kernels needs (``k3plan.step.memory``); what fit falls back to when no
+  layer of an engine's kernels needs (``k3plan.step.temporaries``); what fit falls back to when no
   compiled or measured calibration applies, labelled so.
 - ``stage_live_of_setup``: the *op-level live model* of the graph the stack compiles
   (``k3plan.step.live``: each op's buffers at its peak, by formulation), whose coefficients are set
@@ -24,10 +24,10 @@ from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.stack import Stack
-from k3plan.step.memory import KDA_CHUNK_TOKENS, decode_temp_terms, prefill_temp_terms
+from k3plan.step.memory import KDA_CHUNK_TOKENS
+from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
 
 __all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "decode_temp", "prefill_temp", "stage_live_of_setup"]
-DEQUANTIZED = "one layer's local experts dequantized"
 
 
 class TempTerms(BaseModel):
@@ -40,10 +40,14 @@ class TempTerms(BaseModel):
         return sum(t.bytes for t in self.terms)
 
 
-def _point(terms: dict, quantized: bool) -> TempTerms:
-    """Ints of one configuration; the dequantization term only where the experts are quantized."""
+def _point(terms: PrefillTemp[int] | DecodeTemp[int], quantized: bool) -> TempTerms:
+    """Ints of one configuration, under their labels; the dequantization term only where the experts are quantized."""
     return TempTerms(
-        terms=tuple(TermBytes(name=k, bytes=int(v)) for k, v in terms.items() if quantized or k != DEQUANTIZED)
+        terms=tuple(
+            TermBytes(name=t.label, bytes=int(t.bytes))
+            for t in terms.labelled()
+            if quantized or t.label != DEQUANTIZED_EXPERTS
+        )
     )
 
 

@@ -8,6 +8,7 @@ Per-stack and per-hardware figures are looked up once and gathered by index.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +18,14 @@ from k3plan.budget.cache import kv_bytes_per_token_layer, state_bytes_per_layer
 from k3plan.budget.dtypes import BYTES
 from k3plan.models import Model
 from k3plan.models.formats import get_format
-from k3plan.plan.space import Space
+from k3plan.plan.space import Space, columns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.step.collective import Collective, latency
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
-from k3plan.step.memory import (
-    budget_terms,
-    cache_terms,
-    decode_temp_terms,
-    prefill_temp_terms,
-    total,
-)
+from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
 from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
+from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weights, stage_classes
 
 
@@ -37,29 +33,65 @@ def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
     return np.array([fn(x) for x in items], dtype=dtype)[index]
 
 
+@dataclass(frozen=True, slots=True)
+class HardwareCols:
+    """Per configuration: the hardware and topology figures the formulas need (``hardware_columns``)."""
+
+    usable: np.ndarray  # int64, usable HBM bytes a device
+    hbm_bw: np.ndarray  # float, bytes/s a device
+    flops: np.ndarray  # float, FLOP/s a device in the compute dtype
+    devices_per_chip: np.ndarray
+    scale_up_bw: np.ndarray  # float, bytes/s
+    scale_out_bw: np.ndarray  # float, bytes/s
+    price: np.ndarray  # float, USD a chip-hour; NaN: no price
+    chips: np.ndarray
+    spans_slices: np.ndarray  # bool: the EP group spans slices (roofline.comm.ep_spans_slices)
+    scale_up_latency: np.ndarray  # float, s a call of the stack's expert collective
+    scale_out_latency: np.ndarray  # float, s
+
+
+@dataclass(frozen=True, slots=True)
+class WeightCols:
+    """Per configuration: the whole model's weights a device (``step.weights.mesh_weights``, ``weight_columns``)."""
+
+    weights_bytes: np.ndarray  # int64
+    replicated_bytes: np.ndarray  # int64
+    fallbacks: np.ndarray  # int64
+    dense_bytes: np.ndarray
+    expert_bytes: np.ndarray
+    dense_params: np.ndarray
+    expert_params: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class StageCols:
+    """Per configuration, for one pipeline stage s (``stage_columns``): the weights a device of stage s holds,
+    its MLA and KDA layers, its first and end layer, and whether stage s exists (s < pp). Its arrays are
+    filled in place while it is built."""
+
+    weights_bytes: np.ndarray  # int64
+    replicated_bytes: np.ndarray  # int64
+    n_mla: np.ndarray
+    n_kda: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    valid: np.ndarray  # bool
+
+    @classmethod
+    def zeros(cls, n: int) -> StageCols:
+        return cls(**{f.name: np.zeros(n, dtype=bool if f.name == "valid" else np.int64) for f in fields(cls)})
+
+
 def hardware_columns(
     *, space: Space, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
-) -> tuple[dict[str, np.ndarray], list[str]]:
+) -> tuple[HardwareCols, list[str]]:
     """Per configuration: the hardware and topology figures the formulas need, and the collective
     latency a call of the collective each (hardware, stack) issues (``step.collective.latency``)."""
     c = space.cols
     hws = space.hardware
     topo = space.topologies
-    out = {
-        "usable": _per(hws, lambda h: h.usable_bytes_per_device, c["hw"]),
-        "hbm_bw": _per(hws, lambda h: h.hbm_bw_bytes_per_s_per_device, c["hw"], float),
-        "flops": _per(hws, lambda h: h.flops_per_s_per_device(eff.compute_dtype), c["hw"], float),
-        "devices_per_chip": _per(hws, lambda h: h.devices_per_chip, c["hw"]),
-        "scale_up_bw": _per(hws, lambda h: h.scale_up.bw_bytes_per_s, c["hw"], float),
-        "scale_out_bw": _per(hws, lambda h: h.scale_out.bw_bytes_per_s, c["hw"], float),
-        "price": _per(
-            hws, lambda h: np.nan if h.price_usd_per_chip_hour is None else h.price_usd_per_chip_hour, c["hw"], float
-        ),
-        "chips": _per(topo, lambda t: t.chips, c["topo"]),
-    }
-    per_slice = _per(topo, lambda t: t.devices_per_slice, c["topo"])
-    multi = _per(topo, lambda t: t.spans_slices, c["topo"], bool)
-    out["spans_slices"] = multi & (c["ep"] > per_slice)  # roofline.comm.ep_spans_slices
+    per_slice = _per(topo, lambda t: t.devices_per_slice, c.topo)
+    multi = _per(topo, lambda t: t.spans_slices, c.topo, bool)
     notes: list[str] = []
     lat = {}
     for h, hw in enumerate(hws):
@@ -70,83 +102,81 @@ def hardware_columns(
             if probes is not None and st.runs_on(hw):
                 notes.append(f"{hw.name} {hw.scale_up.name} latency of {st.name}'s {op}: {lat[h, s, 'scale_up'][1]}")
     n_st = len(space.stacks)
-    for link in ("scale_up", "scale_out"):
+
+    def latency_col(link: str) -> np.ndarray:
         table = np.array([lat[h, s, link][0] for h in range(len(hws)) for s in range(n_st)], dtype=float)
-        out[f"{link}_latency"] = table[c["hw"] * n_st + c["stack"]] if c["hw"].size else np.zeros(0)
+        return table[c.hw * n_st + c.stack] if c.hw.size else np.zeros(0)
+
+    out = HardwareCols(
+        usable=_per(hws, lambda h: h.usable_bytes_per_device, c.hw),
+        hbm_bw=_per(hws, lambda h: h.hbm_bw_bytes_per_s_per_device, c.hw, float),
+        flops=_per(hws, lambda h: h.flops_per_s_per_device(eff.compute_dtype), c.hw, float),
+        devices_per_chip=_per(hws, lambda h: h.devices_per_chip, c.hw),
+        scale_up_bw=_per(hws, lambda h: h.scale_up.bw_bytes_per_s, c.hw, float),
+        scale_out_bw=_per(hws, lambda h: h.scale_out.bw_bytes_per_s, c.hw, float),
+        price=_per(
+            hws, lambda h: np.nan if h.price_usd_per_chip_hour is None else h.price_usd_per_chip_hour, c.hw, float
+        ),
+        chips=_per(topo, lambda t: t.chips, c.topo),
+        spans_slices=multi & (c.ep > per_slice),  # roofline.comm.ep_spans_slices
+        scale_up_latency=latency_col("scale_up"),
+        scale_out_latency=latency_col("scale_out"),
+    )
     return out, notes
 
 
-def weight_columns(*, space: Space, model: Model) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str, np.ndarray]]:
     """(per-configuration weight figures, fallback kind -> bool per configuration)."""
     c = space.cols
-    key = (c["tp"] * (c["dp"].max(initial=1) + 1) + c["dp"]) * 2 + c["ep_all"]
+    key = (c.tp * (c.dp.max(initial=1) + 1) + c.dp) * 2 + c.ep_all
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     classes = stage_classes(model.inventory)
     per_stack = [
-        mesh_weights(classes=classes, stack=s, tp=c["tp"][first], dp=c["dp"][first], ep_all=c["ep_all"][first])
+        mesh_weights(classes=classes, stack=s, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first])
         for s in space.stacks
     ]
-    names = (
-        "weights_bytes",
-        "replicated_bytes",
-        "fallbacks",
-        "dense_bytes",
-        "expert_bytes",
-        "dense_params",
-        "expert_params",
+    # MeshWeights' fields of the same names, gathered from (stack, unique mesh) to each configuration
+    out = WeightCols(
+        **{f.name: np.stack([getattr(w, f.name) for w in per_stack])[c.stack, inverse] for f in fields(WeightCols)}
     )
-    out = {n: np.stack([getattr(w, n) for w in per_stack])[c["stack"], inverse] for n in names}
     kinds: dict[str, np.ndarray] = {}
     for i, w in enumerate(per_stack):
         for k, mask in w.fallback_kinds.items():
-            hit = mask[inverse] & (c["stack"] == i)
+            hit = mask[inverse] & (c.stack == i)
             kinds[k] = kinds[k] | hit if k in kinds else hit
     return out, kinds
 
 
-def stage_columns(*, space: Space, model: Model) -> list[dict[str, np.ndarray]]:
-    """One dict a pipeline stage s (0 .. largest pp - 1): per configuration, the weights a device
+def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
+    """One ``StageCols`` a pipeline stage s (0 .. largest pp - 1): per configuration, the weights a device
     of stage s holds (``step.weights.mesh_weights`` over the stage's tensors, step/stages.py), its
     MLA and KDA layer counts, and whether stage s exists (s < pp). With pp = 1 the one stage is the
     whole model (= ``weight_columns``' weights_bytes)."""
     from k3plan.step.stages import stages
 
     c = space.cols
-    n = c["tp"].shape[0]
+    n = c.tp.shape[0]
     spec = model.spec
-    top = int(c["pp"].max(initial=1))
-    out = [
-        {
-            "weights_bytes": np.zeros(n, dtype=np.int64),
-            "replicated_bytes": np.zeros(n, dtype=np.int64),
-            "n_mla": np.zeros(n, dtype=np.int64),
-            "n_kda": np.zeros(n, dtype=np.int64),
-            "start": np.zeros(n, dtype=np.int64),
-            "end": np.zeros(n, dtype=np.int64),
-            "valid": np.zeros(n, dtype=bool),
-        }
-        for _ in range(top)
-    ]
+    top = int(c.pp.max(initial=1))
+    out = [StageCols.zeros(n) for _ in range(top)]
     for si, st in enumerate(space.stacks):
         remainder = st.pipeline.remainder if st.pipeline else "before_last"
-        for pp in np.unique(c["pp"][c["stack"] == si]):
-            rows = np.flatnonzero((c["stack"] == si) & (c["pp"] == pp))
-            key = (c["tp"][rows] * (c["dp"].max(initial=1) + 1) + c["dp"][rows]) * 2 + c["ep_all"][rows]
+        for pp in np.unique(c.pp[c.stack == si]):
+            rows = np.flatnonzero((c.stack == si) & (c.pp == pp))
+            key = (c.tp[rows] * (c.dp.max(initial=1) + 1) + c.dp[rows]) * 2 + c.ep_all[rows]
             _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
             inverse = inverse.reshape(-1)
             first = rows[first]
             for stage in stages(spec, int(pp), remainder):
                 classes = stage_classes(model.inventory, stage if pp > 1 else None)
-                w = mesh_weights(
-                    classes=classes, stack=st, tp=c["tp"][first], dp=c["dp"][first], ep_all=c["ep_all"][first]
-                )
+                w = mesh_weights(classes=classes, stack=st, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first])
                 o = out[stage.index]
-                o["weights_bytes"][rows] = w.weights_bytes[inverse]
-                o["replicated_bytes"][rows] = w.replicated_bytes[inverse]
-                o["n_mla"][rows] = stage.n_mla
-                o["n_kda"][rows] = stage.n_kda
-                o["start"][rows], o["end"][rows] = stage.start, stage.end
-                o["valid"][rows] = True
+                o.weights_bytes[rows] = w.weights_bytes[inverse]
+                o.replicated_bytes[rows] = w.replicated_bytes[inverse]
+                o.n_mla[rows] = stage.n_mla
+                o.n_kda[rows] = stage.n_kda
+                o.start[rows], o.end[rows] = stage.start, stage.end
+                o.valid[rows] = True
     return out
 
 
@@ -159,7 +189,7 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     from k3plan.evidence.calibrations import best_calibration, registry
 
     c = space.cols
-    kind_code = np.zeros(c["tp"].shape[0], dtype=np.int8)
+    kind_code = np.zeros(c.tp.shape[0], dtype=np.int8)
     # only (hardware, stack variant) pairs some shipped calibration names can match (best_calibration
     # compares model, hardware, stack and KV dtype for equality): the rest are never looked up
     shipped = {(ev.calibration.model, ev.calibration.hardware, ev.calibration.stack, ev.kv_dtype) for ev in registry()}
@@ -170,8 +200,8 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
         ],
         dtype=bool,
     ).reshape(len(space.hardware), len(space.variants))
-    rows = np.flatnonzero(can[c["hw"], c["variant"]]) if c["hw"].size else np.zeros(0, dtype=np.int64)
-    key = np.stack([c[k][rows] for k in ("hw", "topo", "tp", "ep", "dp", "variant")], axis=1)
+    rows = np.flatnonzero(can[c.hw, c.variant]) if c.hw.size else np.zeros(0, dtype=np.int64)
+    key = np.stack([col[rows] for col in (c.hw, c.topo, c.tp, c.ep, c.dp, c.variant)], axis=1)
     if not key.size:
         return kind_code
     uniq, inverse = np.unique(key, axis=0, return_inverse=True)
@@ -193,7 +223,7 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
         cal, kind = found
         for i in rows[inverse == k]:
             kind_code[i] = 2 if kind == "measured" else 1
-            for stage, x in (("prefill", int(c["chunk"][i])), ("decode", context)):
+            for stage, x in (("prefill", int(c.chunk[i])), ("decode", context)):
                 col = f"{stage}_temp_bytes"
                 ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(cols[col][i]), kind=kind)
                 if ev is not None:
@@ -201,7 +231,7 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
     return kind_code
 
 
-def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, context: int, batch: int) -> None:
+def apply_temp_model(cols: dict, cache: CacheTerms, *, space: Space, model: Model, context: int, batch: int) -> None:
     """Tier (c), as fit's ``modelled_stage``: where no calibration answered a configuration (temp_source 0)
     and the shipped temp model was checked on its model, hardware kind and stack, each stage's temp is the
     model's band's upper end (never under the analytic bound), temp_source 3; the band's lower end goes to
@@ -220,18 +250,18 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
         )
         if not hw_ok.any():
             continue
-        rows = np.flatnonzero((c["variant"] == vi) & hw_ok[c["hw"]] & (cols["temp_source"] == 0))
+        rows = np.flatnonzero((c.variant == vi) & hw_ok[c.hw] & (cols["temp_source"] == 0))
         if not rows.size:
             continue
         # the model depends on (tp, ep, dp, experts over all devices, chunk) within a variant: evaluate each
         # distinct one once (a wide search repeats them over topologies and hardware)
         key = np.zeros(rows.size, dtype=np.int64)
-        for k in ("tp", "ep", "dp", "ep_all", "chunk"):  # one int a distinct tuple: each column's codes, mixed
-            values, codes = np.unique(c[k][rows], return_inverse=True)
+        for col in (c.tp, c.ep, c.dp, c.ep_all, c.chunk):  # one int a distinct tuple: each column's codes, mixed
+            values, codes = np.unique(col[rows], return_inverse=True)
             key = key * values.size + codes.reshape(-1)
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
-        tp, ep, dp, ep_all, chunk = (c[k][rows[first]] for k in ("tp", "ep", "dp", "ep_all", "chunk"))
+        tp, ep, dp, ep_all, chunk = (col[rows[first]] for col in (c.tp, c.ep, c.dp, c.ep_all, c.chunk))
         scan = mesh_weights(
             classes=scan_bf16_classes(model.inventory, model.spec, st),
             stack=st,
@@ -245,8 +275,8 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
             tp=tp,
             ep=ep,
             dp=dp if st.kv_cache.split_across_dp else 1,
-            kv_bytes_per_token_layer=cache["kv_bytes_per_token_layer"][rows[first]],
-            state_bytes_per_layer=cache["state_bytes_per_layer_unpadded"][rows[first]],
+            kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer[rows[first]],
+            state_bytes_per_layer=cache.state_bytes_per_layer_unpadded[rows[first]],
             scan_bf16_weight_bytes=scan,
         )
         at: dict[str, dict[str, Any]] = {
@@ -263,9 +293,12 @@ def apply_temp_model(cols: dict, cache: dict, *, space: Space, model: Model, con
         cols["temp_source"][rows] = 3
 
 
+Static = tuple[HardwareCols, list[str], WeightCols, dict[str, np.ndarray], list[StageCols]]
+
+
 def static_columns(
     *, space: Space, model: Model, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
-) -> tuple[dict[str, np.ndarray], list[str], dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
+) -> Static:
     """What does not depend on batch or context: (hardware columns, probe notes, weight columns,
     fallback kinds, pipeline-stage columns). plan evaluates two batches over one space; it computes
     these once."""
@@ -283,21 +316,21 @@ def evaluate(
     eff: Efficiency,
     probes: Path | None = None,
     allow_cpu_probes: bool = False,
-    static: tuple | None = None,
+    static: Static | None = None,
 ) -> tuple[dict, dict, list[str]]:
     """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes).
     ``static``: static_columns() of the same space, model, eff and probes (computed here if None);
     its arrays are shared, never written to."""
     spec = model.spec
     c = space.cols
-    variants, v = space.variants, c["variant"]
+    variants, v = space.variants, c.variant
     expert_fmt = next((t.fmt for t in model.inventory.text if t.role == "expert"), "bf16")
-    cols = dict(c)
+    cols = columns(c)  # the output table: every input column under its field name, then the step's figures
     hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
         space=space, model=model, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
     )
-    cols.update(hw_cols)
-    cols.update(weights)
+    cols.update(columns(hw_cols))
+    cols.update(columns(weights))
     cache = cache_terms(
         spec,
         kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype), v),
@@ -306,21 +339,21 @@ def evaluate(
         shard_state_by_heads=_per(variants, lambda s: s.state.shard_by_heads, v, bool),
         align_tokens=_per(variants, lambda s: s.paging.align_tokens, v),
         hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
-        tp=c["tp"],
+        tp=c.tp,
     )
-    cols.update({k: cache[k] for k in ("kv_bytes_per_token_layer", "state_bytes_per_layer", "block_tokens")})
+    cols.update(
+        kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer,
+        state_bytes_per_layer=cache.state_bytes_per_layer,
+        block_tokens=cache.block_tokens,
+    )
     act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
     quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
-    cols["prefill_temp_bytes"] = total(
-        prefill_temp_terms(
-            spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], chunk=c["chunk"], context=context
-        )
-    )
-    cols["decode_temp_bytes"] = total(
-        decode_temp_terms(
-            spec, act=act, quantized=quantized, tp=c["tp"], ep=c["ep"], dp=c["dp"], batch=batch, context=context
-        )
-    )
+    cols["prefill_temp_bytes"] = prefill_temp_terms(
+        spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, chunk=c.chunk, context=context
+    ).total_bytes
+    cols["decode_temp_bytes"] = decode_temp_terms(
+        spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, dp=c.dp, batch=batch, context=context
+    ).total_bytes
     cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
     apply_temp_model(cols, cache, space=space, model=model, context=context, batch=batch)
     cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
@@ -330,73 +363,73 @@ def evaluate(
     for sc in stage_cols:
         terms = budget_terms(
             spec,
-            usable=cols["usable"],
+            usable=hw_cols.usable,
             reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v, float),
             split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool),
-            dp=c["dp"],
-            weights=sc["weights_bytes"],
+            dp=c.dp,
+            weights=sc.weights_bytes,
             temp=cols["temp_bytes"],
             cache=cache,
             context=context,
             batch=batch,
-            n_mla=sc["n_mla"],
-            n_kda=sc["n_kda"],
+            n_mla=sc.n_mla,
+            n_kda=sc.n_kda,
             temp_in_reserve=_per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool),
         )
-        per_stage.append(
-            {
-                **terms,
-                "weights_bytes": sc["weights_bytes"],
-                "replicated_bytes": sc["replicated_bytes"],
-                "stage_mla_layers": sc["n_mla"],
-                "stage_kda_layers": sc["n_kda"],
-                "stage_first_layer": sc["start"],
-                "stage_end_layer": sc["end"],
-            }
-        )
-        valid.append(sc["valid"])
+        per_stage.append(terms)
+        valid.append(sc.valid)
     bound = bind(per_stage, valid)
-    cols.update(bound)
-    cols["binding_stage"] = bound.pop("stage")
-    spans = cols["spans_slices"]
-    micro = microbatch(batch, c["pp"])  # pp microbatches in flight (step.stages.microbatch)
+    cols.update({f.name: getattr(bound, f.name) for f in fields(bound) if f.name != "stage"})
+    cols["binding_stage"] = stage = np.asarray(bound.stage)
+    # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
+    at = (stage, np.arange(stage.shape[0]))
+    for name, per in (
+        ("replicated_bytes", [sc.replicated_bytes for sc in stage_cols]),
+        ("stage_mla_layers", [sc.n_mla for sc in stage_cols]),
+        ("stage_kda_layers", [sc.n_kda for sc in stage_cols]),
+        ("stage_first_layer", [sc.start for sc in stage_cols]),
+        ("stage_end_layer", [sc.end for sc in stage_cols]),
+    ):
+        cols[name] = np.stack(per)[at]
+    spans = hw_cols.spans_slices
+    micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
     comm = comm_terms(
         spec,
         all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
         act=act,
         dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
-        tp=c["tp"],
-        dp=c["dp"],
-        ep=c["ep"],
-        devices_per_chip=cols["devices_per_chip"],
-        chips=cols["chips"],
+        tp=c.tp,
+        dp=c.dp,
+        ep=c.ep,
+        devices_per_chip=hw_cols.devices_per_chip,
+        chips=hw_cols.chips,
         tokens=micro,
         logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
     )
     lat_t, bw_t = comm_time(
         comm,
-        latency_s=np.where(spans, cols["scale_out_latency"], cols["scale_up_latency"]),
-        bw_bytes_per_s=np.where(spans, cols["scale_out_bw"], cols["scale_up_bw"]),
+        latency_s=np.where(spans, hw_cols.scale_out_latency, hw_cols.scale_up_latency),
+        bw_bytes_per_s=np.where(spans, hw_cols.scale_out_bw, hw_cols.scale_up_bw),
     )
     p2p = p2p_terms(
         spec,
-        pp=c["pp"],
-        tokens=-(-micro // c["dp"]),
+        pp=c.pp,
+        tokens=-(-micro // c.dp),
         act=act,
-        tp=c["tp"],
+        tp=c.tp,
         sends=_per(variants, lambda s: len(s.pipeline.sends) if s.pipeline else 2, v),
-        devices_per_chip=cols["devices_per_chip"],
+        devices_per_chip=hw_cols.devices_per_chip,
     )
     # stage boundaries cross the scale-out link when the topology spans scale-up domains
-    multi = _per(space.topologies, lambda t: t.spans_slices, c["topo"], bool)
+    multi = _per(space.topologies, lambda t: t.spans_slices, c.topo, bool)
     pipe_s = p2p_time(
         p2p,
         latency_s=np.where(
             multi,
-            _per(space.hardware, lambda h: h.scale_out.latency_s, c["hw"], float),
-            _per(space.hardware, lambda h: h.scale_up.latency_s, c["hw"], float),
+            _per(space.hardware, lambda h: h.scale_out.latency_s, c.hw, float),
+            _per(space.hardware, lambda h: h.scale_up.latency_s, c.hw, float),
         ),
-        bw_bytes_per_s=np.where(multi, cols["scale_out_bw"], cols["scale_up_bw"]),
+        bw_bytes_per_s=np.where(multi, hw_cols.scale_out_bw, hw_cols.scale_up_bw),
     )
     cols.update(
         {
@@ -408,20 +441,20 @@ def evaluate(
     )
     d = decode_terms(
         spec,
-        dense_bytes=cols["dense_bytes"],
-        expert_bytes=cols["expert_bytes"],
-        dense_params=cols["dense_params"],
-        expert_params=cols["expert_params"],
+        dense_bytes=weights.dense_bytes,
+        expert_bytes=weights.expert_bytes,
+        dense_params=weights.dense_params,
+        expert_params=weights.expert_params,
         # decode walks every stage's layers: the whole model's KV and state a sequence on a stage's mesh
-        kv_bytes_per_token=spec.n_mla * cache["kv_bytes_per_token_layer"],
-        state_bytes_per_sequence=spec.n_kda * cache["state_bytes_per_layer"],
-        tp=c["tp"],
-        dp=c["dp"],
-        ep=c["ep"],
+        kv_bytes_per_token=spec.n_mla * cache.kv_bytes_per_token_layer,
+        state_bytes_per_sequence=spec.n_kda * cache.state_bytes_per_layer,
+        tp=c.tp,
+        dp=c.dp,
+        ep=c.ep,
         batch=micro,
         context=context,
-        hbm_bw=cols["hbm_bw"],
-        flops=cols["flops"],
+        hbm_bw=hw_cols.hbm_bw,
+        flops=hw_cols.flops,
         bw_efficiency=eff.bw_efficiency,
         mfu=eff.mfu,
         comm_s=cols["comm_s"],
@@ -429,6 +462,6 @@ def evaluate(
     cols.update(
         {"memory_s": d["memory_s"], "compute_s": d["compute_s"], "tpot_s": d["step_s"], "binding": d["binding"]}
     )
-    cols["tokens_per_s_per_chip"] = batch / cols["tpot_s"] / cols["chips"]
-    cols["cost_per_hour"] = cols["price"] * cols["chips"]
+    cols["tokens_per_s_per_chip"] = batch / cols["tpot_s"] / hw_cols.chips
+    cols["cost_per_hour"] = hw_cols.price * hw_cols.chips
     return cols, kinds, notes

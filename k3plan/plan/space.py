@@ -11,13 +11,40 @@ rest is numpy repeat/tile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Optional
 
 import numpy as np
 
 from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
 from k3plan.sharding.stack import Stack
+
+
+def columns(cols) -> dict[str, np.ndarray]:
+    """A typed column container (``SpaceCols``, ``k3plan.plan.evaluate``'s ``HardwareCols`` ...) as the
+    name -> column mapping plan's output table is assembled from (its names are the table's keys)."""
+    return {f.name: getattr(cols, f.name) for f in fields(cols)}
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceCols:
+    """One entry a configuration of the search space (int64 unless said)."""
+
+    hw: np.ndarray  # index into Space.hardware
+    topo: np.ndarray  # index into Space.topologies
+    pp: np.ndarray
+    tp: np.ndarray
+    ep_all: np.ndarray  # bool: experts over every device of a stage (else over the TP group)
+    dp: np.ndarray
+    stack: np.ndarray  # index into Space.stacks
+    variant: np.ndarray  # index into Space.variants (stack x KV dtype)
+    chunk: np.ndarray  # prefill chunk, tokens
+    ep: np.ndarray
+    family: np.ndarray  # (hardware, stack): hw x len(stacks) + stack
+
+    @classmethod
+    def empty(cls) -> SpaceCols:
+        return cls(**{f.name: np.zeros(0, dtype=np.int64) for f in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -27,12 +54,12 @@ class Space:
     kv_dtypes: list[Optional[str]]  # None: the stack's own
     variants: list[Stack]  # stack x KV dtype, index = stack * len(kv_dtypes) + kv
     topologies: list[Topology]
-    cols: dict[str, np.ndarray]  # hw, topo, pp, tp, dp, ep, ep_all, stack, variant, chunk, family
+    cols: SpaceCols
     skipped: dict[int, str] = field(default_factory=dict)  # family -> why it has no configurations
 
     @property
     def size(self) -> int:
-        return int(self.cols["tp"].shape[0])
+        return int(self.cols.tp.shape[0])
 
     def family(self, index: int) -> tuple[str, str]:
         return self.hardware[index // len(self.stacks)].name, self.stacks[index % len(self.stacks)].name
@@ -125,14 +152,7 @@ def build_space(
         piped = np.array([s.pipeline is not None for s in stacks], dtype=bool)
         keep = (part["pp"] == 1) | piped[part["stack"]]  # no pipeline rule: pp 1 only
         parts.append({k: v[keep] for k, v in part.items()})
-    cols = (
-        {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        if parts
-        else {
-            k: np.zeros(0, dtype=np.int64)
-            for k in ("topo", "pp", "tp", "ep_all", "dp", "stack", "variant", "chunk", "ep", "hw", "family")
-        }
-    )
+    cols = SpaceCols(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else SpaceCols.empty()
     return Space(
         hardware=hardware,
         stacks=stacks,

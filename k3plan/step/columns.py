@@ -6,6 +6,19 @@ imported, so the fit path keeps its startup time; with arrays (``plan``) they ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:  # numpy is never imported on fit's path: the aliases are for the type checker only
+    import numpy as np
+
+    Col = int | np.ndarray  # one configuration's int, or one entry per configuration
+
+# The column type of one evaluation: ``int`` where fit evaluates one configuration, ``np.ndarray`` where plan
+# evaluates one entry per configuration. The step's results are generic in it (``BudgetTerms[int]``), so
+# neither caller narrows a union on every field.
+C = TypeVar("C", bound="Col")
+C_co = TypeVar("C_co", bound="Col", covariant=True)
+
 
 def _scalar(*xs) -> bool:
     return not any(hasattr(x, "shape") for x in xs)

@@ -18,12 +18,14 @@ counts, weights from the stage's tensors); this module only says which layers an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import where
+from k3plan.step.columns import C, where
+from k3plan.step.memory import BudgetTerms
 
 
 def stage_bounds(num_layers: int, pp: int, remainder: str = "before_last") -> tuple[tuple[int, int], ...]:
@@ -126,20 +128,24 @@ def microbatch(batch, pp):
     return -(-batch // pp)
 
 
-def bind(per_stage: list[dict], valid=None) -> dict:
+def bind(per_stage: list[BudgetTerms[C]], valid=None) -> BudgetTerms[C]:
     """One budget from each stage's ``memory.budget_terms``: the stage with the least free bytes
     binds (its terms are the device's), except ``max_sequences``, the fewest any stage holds.
     ``valid[s]``: whether stage s exists (plan's columns mix pp values); stage 0 always does. The
-    result's ``stage`` is the binding stage's index. fit and plan both call this."""
-    out = dict(per_stage[0])
-    out["stage"] = 0 if not hasattr(out["free_bytes"], "shape") else out["free_bytes"] * 0
+    result's ``stage`` is the binding stage's index, so a stage's other figures are that stage's entry
+    (every field but ``max_sequences`` is taken from it). fit and plan both call this."""
+    first: Any = per_stage[0]  # int or array fields alike (the element-wise helpers of step.columns)
+    out = replace(first, stage=first.free_bytes * 0)  # 0, or a 0 a configuration
+    names = [f.name for f in fields(BudgetTerms) if f.name not in ("max_sequences", "stage")]
+    terms: Any
     for s, terms in enumerate(per_stage[1:], start=1):
         ok = True if valid is None else valid[s]
-        worse = ok & (terms["free_bytes"] < out["free_bytes"])
-        fewer = ok & (terms["max_sequences"] < out["max_sequences"])
-        for k, v in terms.items():
-            if k != "max_sequences":
-                out[k] = where(worse, v, out[k])
-        out["max_sequences"] = where(fewer, terms["max_sequences"], out["max_sequences"])
-        out["stage"] = where(worse, s, out["stage"])
+        worse = ok & (terms.free_bytes < out.free_bytes)
+        fewer = ok & (terms.max_sequences < out.max_sequences)
+        out = replace(
+            out,
+            **{n: where(worse, getattr(terms, n), getattr(out, n)) for n in names},
+            max_sequences=where(fewer, terms.max_sequences, out.max_sequences),
+            stage=where(worse, s, out.stage),
+        )
     return out

@@ -8,12 +8,14 @@ MLA, plus embedding projection and a shared head), listed in the inventory with 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.cache import kv_bytes_per_token_layer
 from k3plan.models.loader import Model
+from k3plan.step.memory import BudgetTerms
 
 
 class DraftHead(BaseModel):
@@ -87,22 +89,22 @@ def given_draft_kv(bytes_per_token: int, *, tp: int) -> DraftKv:
 
 
 def add_draft_kv(
-    terms: dict[str, Any], *, kv: DraftKv, context_tokens: int, split_across_dp: bool, dp: int
-) -> dict[str, Any]:
+    terms: BudgetTerms[int], *, kv: DraftKv, context_tokens: int, split_across_dp: bool, dp: int
+) -> BudgetTerms[int]:
     """``k3plan.step.memory.budget_terms`` at one point with the draft's KV added to every sequence:
     its KV (batch on this device x context x bytes a token) joins the KV term, the free bytes, the
     bytes a sequence and therefore the sequences the room holds."""
     per_seq = context_tokens * kv.bytes_per_token_per_device
-    seq = int(terms["sequence_bytes"]) + per_seq
-    groups = max(int(terms["room_bytes"]) // seq, 0) if seq > 0 else 0
-    return {
-        **terms,
-        "kv_bytes": int(terms["kv_bytes"]) + int(terms["sequences"]) * per_seq,
-        "free_bytes": int(terms["free_bytes"]) - int(terms["sequences"]) * per_seq,
-        "sequence_bytes": seq,
-        "max_sequences": groups * (dp if split_across_dp else 1),
-        "kv_bytes_per_token": int(terms["kv_bytes_per_token"]) + kv.bytes_per_token_per_device,
-    }
+    seq = int(terms.sequence_bytes) + per_seq
+    groups = max(int(terms.room_bytes) // seq, 0) if seq > 0 else 0
+    return replace(
+        terms,
+        kv_bytes=int(terms.kv_bytes) + int(terms.sequences) * per_seq,
+        free_bytes=int(terms.free_bytes) - int(terms.sequences) * per_seq,
+        sequence_bytes=seq,
+        max_sequences=groups * (dp if split_across_dp else 1),
+        kv_bytes_per_token=int(terms.kv_bytes_per_token) + kv.bytes_per_token_per_device,
+    )
 
 
 def max_context_with_draft(layout: Any, bytes_per_sequence: float, kv: DraftKv) -> int:

@@ -9,6 +9,7 @@ import json
 import pytest
 from k3_testing import one_error_line
 
+from k3plan.step.memory import BudgetTerms
 from k3plan.workload.draft import DraftKv, add_draft_kv, given_draft_kv
 
 SPEC = ("--spec-tokens", "3", "--acceptance", "0.8")
@@ -33,19 +34,26 @@ def _json(cli, *args, code=0):
 def test_add_draft_kv_by_hand():
     kv = DraftKv(bytes_per_token_per_device=10, given=True, source="test")
     # 3 sequences a device of 100 tokens: 1,000 B a sequence of draft KV, 3,000 B in all
-    terms = {
-        "sequences": 3,
-        "kv_bytes": 6000,
-        "free_bytes": 20000,
-        "room_bytes": 30000,
-        "sequence_bytes": 2500,
-        "max_sequences": 24,
-        "kv_bytes_per_token": 20,
-    }
+    terms = BudgetTerms(
+        weights_bytes=50000,
+        reserve_bytes=4000,
+        sequences=3,
+        kv_bytes=6000,
+        state_bytes=1500,
+        free_bytes=20000,
+        room_bytes=30000,
+        sequence_bytes=2500,
+        max_sequences=24,
+        kv_bytes_per_token=20,
+        state_bytes_per_sequence=500,
+    )
     out = add_draft_kv(terms, kv=kv, context_tokens=100, split_across_dp=True, dp=2)
-    assert out["kv_bytes"] == 6000 + 3000 and out["free_bytes"] == 20000 - 3000
-    assert out["sequence_bytes"] == 3500 and out["kv_bytes_per_token"] == 30
-    assert out["max_sequences"] == (30000 // 3500) * 2  # 8 a DP group x 2 groups = 16
+    assert isinstance(out, BudgetTerms)
+    assert out.kv_bytes == 6000 + 3000 and out.free_bytes == 20000 - 3000
+    assert out.sequence_bytes == 3500 and out.kv_bytes_per_token == 30
+    assert out.max_sequences == (30000 // 3500) * 2  # 8 a DP group x 2 groups = 16
+    # what the draft does not touch stays as it was
+    assert (out.state_bytes, out.room_bytes, out.sequences, out.reserve_bytes) == (1500, 30000, 3, 4000)
 
 
 def test_given_draft_kv_is_split_over_tp_rounding_up_and_says_given():

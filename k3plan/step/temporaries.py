@@ -1,0 +1,152 @@
+"""Temporaries of a step, per device, written once over ``int | numpy array`` columns: the named live
+buffers of one prefill chunk and of one decode step, one layer at a time (docs/k3-facts.md §6: the two
+graphs are compiled apart, so the budget takes the larger). Each function returns a frozen typed result
+with a field a buffer (``PrefillTemp``, ``DecodeTemp``), generic in the column type like
+``k3plan.step.memory``'s; ``labelled()`` lists the buffers under the labels fit prints and its JSON keeps.
+``budget.temp`` calls these with the ints of one Setup, ``plan`` with one entry per configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Generic
+
+from k3plan.models.spec import ModelSpec
+from k3plan.step.columns import C, where
+from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
+
+
+@dataclass(frozen=True, slots=True)
+class TempTerm(Generic[C]):
+    """One named live buffer: its label (the text fit prints and its JSON lists) and its bytes a device."""
+
+    label: str
+    bytes: C
+
+
+class _Labelled(Generic[C]):
+    """The temporaries' results: named fields in the order fit lists them, each with its label (``LABELS``);
+    a field that is None is a buffer the model does not have (no KDA layers)."""
+
+    __slots__ = ()
+    LABELS: ClassVar[dict[str, str]]
+
+    def labelled(self) -> tuple[TempTerm[C], ...]:
+        """The terms in order, each under its label (fit's text and JSON); absent buffers left out."""
+        out = []
+        for f in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
+            v = getattr(self, f.name)
+            if v is not None:
+                out.append(TempTerm(self.LABELS[f.name], v))
+        return tuple(out)
+
+    @property
+    def total_bytes(self) -> C:
+        """The buffers' sum: an upper bound of one layer's live bytes (none are freed within the layer)."""
+        total: Any = 0
+        for t in self.labelled():
+            total = total + t.bytes
+        return total
+
+
+_MOE_LABELS = {
+    "router_bytes": "router logits and top-k (f32)",
+    "expert_io_bytes": "expert inputs, gate/up and outputs",
+    "combine_bytes": "combine buffer (f32, before the all-reduce / all-to-all)",
+    "dequantized_experts_bytes": "one layer's local experts dequantized",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillTemp(_Labelled[C]):
+    """The live buffers of one prefill chunk, one layer at a time, per device (``prefill_temp_terms``)."""
+
+    residual_bytes: C
+    kda_projection_bytes: C | None  # None: no KDA layers
+    kda_chunk_state_bytes: C | None
+    mla_kv_bytes: C
+    router_bytes: C
+    expert_io_bytes: C
+    combine_bytes: C
+    dequantized_experts_bytes: C  # 0 where the experts are not quantized
+
+    LABELS: ClassVar[dict[str, str]] = {
+        "residual_bytes": "residual stream (2 live copies)",
+        "kda_projection_bytes": "KDA q/k/v/gate projections",
+        "kda_chunk_state_bytes": "KDA chunk states (f32)",
+        "mla_kv_bytes": "MLA up-projected K/V over the context",
+        **_MOE_LABELS,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeTemp(_Labelled[C]):
+    """The live buffers of one decode step, one layer at a time, per device (``decode_temp_terms``)."""
+
+    residual_bytes: C
+    mla_scores_bytes: C
+    logits_bytes: C
+    kda_state_copy_bytes: C | None  # None: no KDA layers
+    router_bytes: C
+    expert_io_bytes: C
+    combine_bytes: C
+    dequantized_experts_bytes: C  # 0 where the experts are not quantized
+
+    LABELS: ClassVar[dict[str, str]] = {
+        "residual_bytes": "residual stream",
+        "mla_scores_bytes": "absorbed MLA scores (f32)",
+        "logits_bytes": "logits (f32)",
+        "kda_state_copy_bytes": "KDA state update copy (f32)",
+        **_MOE_LABELS,
+    }
+
+
+DEQUANTIZED_EXPERTS = _MOE_LABELS["dequantized_experts_bytes"]
+
+
+def _moe_terms(spec: ModelSpec, *, tokens, ep, act, quantized) -> dict[str, Any]:
+    """The MoE layer's buffers, as keyword arguments of ``PrefillTemp`` / ``DecodeTemp``."""
+    moe = spec.moe
+    local = cdiv(moe.num_experts, ep)
+    rows = cdiv(tokens * moe.top_k * local, moe.num_experts)  # token-expert pairs on this device
+    return dict(
+        router_bytes=tokens * (moe.num_experts * 4 + moe.top_k * 8),
+        expert_io_bytes=rows * (2 * moe.expert_in + 2 * moe.expert_intermediate) * act,
+        combine_bytes=tokens * spec.hidden_size * 4,
+        dequantized_experts_bytes=where(quantized, local * 3 * moe.expert_in * moe.expert_intermediate * act, 0),
+    )
+
+
+def prefill_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, chunk, context) -> PrefillTemp[C]:
+    """One prefill chunk of ``chunk`` tokens per DP group, attending over ``context`` tokens."""
+    mla = spec.mla
+    kda_proj = kda_states = None
+    if spec.kda is not None and spec.n_kda:
+        hk, d = heads_local(spec.kda.heads, tp), spec.kda.head_dim
+        kda_proj = 5 * chunk * hk * d * act
+        kda_states = cdiv(chunk, KDA_CHUNK_TOKENS) * hk * d * d * 4
+    return PrefillTemp(
+        residual_bytes=2 * chunk * spec.hidden_size * act,
+        kda_projection_bytes=kda_proj,
+        kda_chunk_state_bytes=kda_states,
+        mla_kv_bytes=context
+        * heads_local(mla.heads, tp)
+        * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+        * act,
+        **_moe_terms(spec, tokens=chunk, ep=ep, act=act, quantized=quantized),
+    )
+
+
+def decode_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, dp, batch, context) -> DecodeTemp[C]:
+    """One decode step for ``batch`` sequences at ``context`` tokens (a DP group's share)."""
+    b = cdiv(batch, dp)
+    kda_copy = None
+    if spec.kda is not None and spec.n_kda:
+        kda_copy = b * heads_local(spec.kda.heads, tp) * spec.kda.head_dim**2 * 4
+    return DecodeTemp(
+        residual_bytes=2 * b * spec.hidden_size * act,
+        mla_scores_bytes=b * heads_local(spec.mla.heads, tp) * context * 4,
+        logits_bytes=b * cdiv(spec.vocab_size, tp) * 4,
+        kda_state_copy_bytes=kda_copy,
+        **_moe_terms(spec, tokens=b, ep=ep, act=act, quantized=quantized),
+    )
