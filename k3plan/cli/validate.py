@@ -81,9 +81,11 @@ PHASES = {
 def phase_display(*, total: int):
     """-> (on_job, on_phase) for validate(): on a terminal, a bar over jobs whose line names the
     running phase with its elapsed time, and one line per finished phase (build, lower, compile
-    with seconds); nothing when stderr is not a terminal (logs and pipes stay clean)."""
+    with seconds). Off a terminal (a log, CI, a pipe), plain lines on stderr: one as each phase
+    starts and one with its seconds as it ends, so a log of a minutes-long compile shows where it
+    is; stdout (the table or the JSON) is untouched."""
     if not err_console.is_terminal:
-        yield None, None
+        yield _plain_phases()
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -121,6 +123,30 @@ def phase_display(*, total: int):
         finish_phase()
 
 
+def _plain_phases():
+    """(on_job, on_phase) for a log: '<job>: <phase> ...' as a phase starts and '<job>: <phase> 12.3 s'
+    as it ends (at the next phase's start, or the job's end)."""
+    current: dict = {}
+
+    def finish_phase() -> None:
+        if current:
+            done = time.perf_counter() - current["t0"]
+            err_console.print(f"{current['where']}{current['phase']} {done:.1f} s", highlight=False, soft_wrap=True)
+            current.clear()
+
+    def on_phase(job, phase: str) -> None:
+        finish_phase()
+        where = "" if phase == "devices" else f"{job.label}: "
+        current.update(where=where, phase=phase, t0=time.perf_counter())
+        err_console.print(f"{where}{PHASES.get(phase, phase)} ...", highlight=False, soft_wrap=True)
+
+    def on_job(job, result) -> None:
+        if result is not None:
+            finish_phase()
+
+    return on_job, on_phase
+
+
 @with_setup_options
 def command(
     setup_options: dict,
@@ -136,8 +162,8 @@ def command(
 ) -> None:
     """Compile the planned model for the target and compare every memory term with the budget.
     Nothing is allocated: parameters, cache and inputs are abstract arrays with the plan's
-    shardings. On a terminal each phase (build, lower, compile per stage) shows with its elapsed
-    time; off a TPU VM libtpu's environment warnings are silenced (not errors for a deviceless
+    shardings. Each phase (build, lower, compile per stage) shows on stderr with its elapsed time: a
+    live bar on a terminal, plain lines in a log; off a TPU VM libtpu's environment warnings are silenced (not errors for a deviceless
     compile). Exit 0 if it fits, 1 if the compiled configuration exceeds HBM, 2 on bad input.
 
     \b

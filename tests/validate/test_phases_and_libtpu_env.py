@@ -42,14 +42,31 @@ def test_phase_display_prints_each_phase_with_seconds(monkeypatch):
     assert "prefill 4,096 tokens (context 8,192): compile" in out and " s" in out
 
 
-def test_phase_display_is_silent_off_a_terminal(monkeypatch):
+def test_phase_display_off_a_terminal_prints_plain_phase_lines(monkeypatch):
+    """A log (CI, a pipe) gets one plain line as each phase starts and one with its seconds as it
+    ends: a minutes-long compile is not silent there (issue 12 item 4); no bar, no control codes."""
     from rich.console import Console
 
     import k3plan.cli.validate as cli_validate
+    from k3plan.validate.run import Job
 
-    monkeypatch.setattr(cli_validate, "err_console", Console(file=io.StringIO(), force_terminal=False))
-    with cli_validate.phase_display(total=2) as callbacks:
-        assert callbacks == (None, None)
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_validate, "err_console", Console(file=buf, force_terminal=False, width=80))
+    job = Job("decode", 256, 1, 8192)
+    with cli_validate.phase_display(total=1) as (on_job, on_phase):
+        on_job(job, None)
+        for phase in ("devices", "build", "lower", "compile"):
+            on_phase(job, phase)
+        on_job(job, {"fits": True})
+    lines = buf.getvalue().splitlines()
+    assert "\x1b" not in buf.getvalue()
+    assert lines[0] == "starting jax and the target's devices ..."
+    assert lines[-2] == f"{job.label}: compiling ..."
+    ends = [ln for ln in lines if ln.endswith(" s")]
+    assert [ln.rsplit(" ", 2)[0] for ln in ends] == [
+        "devices", f"{job.label}: build", f"{job.label}: lower", f"{job.label}: compile"
+    ]
+    assert len(lines) == 8
 
 
 def _pci(tmp_path, vendors):
