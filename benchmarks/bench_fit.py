@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from timing import (  # benchmarks/timing.py (the script folder is on sys.path)
+    CHILD_CWD,
     CHILD_ENV,
     ratio_table,
     ratio_to_floor,
@@ -119,7 +120,7 @@ PLAIN_BASEMODEL = (
 def instructions(cmd: list[str]) -> float:
     """Instructions of one fresh process (valgrind's callgrind): independent of machine load."""
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
-                         capture_output=True, text=True, env=CHILD_ENV).stderr
+                         capture_output=True, text=True, env=CHILD_ENV, cwd=CHILD_CWD).stderr
     return float(next(x for x in out.splitlines() if "refs:" in x).split()[-1].replace(",", ""))
 
 

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import CHILD_ENV, one  # benchmarks/timing.py
+from timing import CHILD_CWD, CHILD_ENV, one  # benchmarks/timing.py
 
 FLOOR = "import numpy, yaml, typer, rich.console; from pydantic import BaseModel\n"
 HEAD = FLOOR + (
@@ -86,7 +86,7 @@ def script(body: str, folder: Path, name: str) -> Path:
 def instructions(args: list[str]) -> float:
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
-        capture_output=True, text=True, env=CHILD_ENV, check=True,
+        capture_output=True, text=True, env=CHILD_ENV, check=True, cwd=CHILD_CWD,
     ).stderr
     line = next(x for x in out.splitlines() if "refs:" in x)
     return float(line.split()[-1].replace(",", ""))

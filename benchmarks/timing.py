@@ -14,9 +14,15 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+# Children run in an empty folder: `python -c` (the floors) puts the current folder first on sys.path,
+# and its first import lists that folder. Run from a folder of 14,000 entries (a busy /tmp), that one
+# listing counted ~0.28 G instructions, a third of the floor, and flattered every ratio; the console
+# script lists its own bin/ folder instead. Every command's paths are absolute.
+CHILD_CWD = tempfile.mkdtemp(prefix="k3plan-bench-cwd-")
 
 
 def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedProcess]:
@@ -24,7 +30,7 @@ def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedP
     times, proc = [], None
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=CHILD_ENV)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=CHILD_ENV, cwd=CHILD_CWD)
         times.append(time.perf_counter() - t0)
         if proc.returncode not in (0, 1):
             sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -41,7 +47,7 @@ def one(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, subpr
     """-> (wall s, CPU s = user + sys of the child, the finished process); exits if it failed."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=CHILD_ENV)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=CHILD_ENV, cwd=CHILD_CWD)
     dt = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in ok:
