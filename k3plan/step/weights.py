@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from k3plan.budget.weights import runtime_bytes, weight_terms
+from k3plan.budget.weights import weight_terms
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.replay import Sizes, Spans, replay, shards
 from k3plan.sharding.stack import Stack
@@ -132,12 +132,10 @@ def mesh_weight_groups(
 ) -> list:
     """The inventory's weight groups (step/ops.py) with one tensor's bytes and params a device per
     mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
-    from k3plan.step.ops import WeightGroup, tensor_groups
+    from k3plan.step.ops import weight_groups
 
-    out = []
-    for name, t, n in tensor_groups(inventory):
-        shards, _ = class_shards(tensor=t, rules=stack.sharding.rules_for(t.role, t.kind), tp=tp, dp=dp, ep_all=ep_all)
-        out.append(
-            WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack) / shards, params=t.params / shards)
-        )
-    return out
+    def shards_of(t: Tensor) -> np.ndarray:
+        rules = stack.sharding.rules_for(t.role, t.kind)
+        return class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all)[0]
+
+    return weight_groups(inventory, stack, shards_of)
