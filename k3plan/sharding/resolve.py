@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.mesh import Mesh
 from k3plan.sharding.replay import Spans, replay
+from k3plan.sharding.stack import merged_rules
 
 DimSpec = tuple[str, ...] | None  # mesh axes sharding one checkpoint dim, None = replicated
 
@@ -108,7 +109,7 @@ def rules_for(
     t: Tensor, rules: dict[str, str | None], role_overrides: dict[str, dict[str, str | None]]
 ) -> dict[str, str | None]:
     """The rules one tensor sees: global, then its role's override, then its role@kind override."""
-    return {**rules, **role_overrides.get(t.role, {}), **role_overrides.get(f"{t.role}@{t.kind}", {})}
+    return merged_rules(rules, role_overrides, t.role, t.kind)
 
 
 def resolve(
