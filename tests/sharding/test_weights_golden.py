@@ -60,70 +60,35 @@ def stack():
     return base.model_copy(update={"sharding": sharding})
 
 
-# Per device, by hand. (tp, dp, ep) -> weights, replicated, {tensor: bytes a device}, fallbacks
+NAMES = ("embed", "q_b_proj", "o_proj", "kv_a_proj", "l0.experts", "l1.experts", "router", "norm")
+
+
+def case(per_tensor, replicated, fallbacks=()):
+    """Bytes a device of each tensor, in NAMES' order."""
+    return dict(per_tensor=dict(zip(NAMES, per_tensor, strict=True)), replicated=replicated, fallbacks=list(fallbacks))
+
+
+# Per device, by hand. (tp, dp, ep) -> {tensor: bytes a device}, replicated bytes, fallbacks
 CASES = {
-    # A: tp 4 x dp 2, experts over all 8 devices (ep_all). 1024/4, 12 heads/4 = 3 a device, 16 experts/8.
-    (4, 2, 8): dict(
-        per_tensor={
-            "embed": 131_072 // 4,  # 32,768
-            "q_b_proj": 12_288 // 4,  # 3,072
-            "o_proj": 24_576 // 4,  # 6,144
-            "kv_a_proj": 5_120,  # kv_lora: no rule -> whole
-            "l0.experts": 65_536 // 8,  # 8,192; mlp wants tp, which the expert dim took: whole, no fallback
-            "l1.experts": 65_536 // 8,
-            "router": 2_048,  # override: whole
-            "norm": 128,
-        },
+    # A: tp 4 x dp 2, experts over all 8 devices (ep_all). vocab 1024/4, 12 heads/4 = 3 a device,
+    # kv_lora no rule (whole), 16 experts/8 (mlp wants tp, which the expert dim took: whole, no
+    # fallback), router override (whole), norm no rule (whole).
+    (4, 2, 8): case(
+        (131_072 // 4, 12_288 // 4, 24_576 // 4, 5_120, 65_536 // 8, 65_536 // 8, 2_048, 128),
         replicated=5_120 + 2_048 + 128,  # 7,296
-        fallbacks=[],
     ),
     # B: tp 8 x dp 1, experts over the 8 devices. 12 heads do not divide over 8: q_b_proj and o_proj
     # fall back to whole copies; their extra bytes = whole - whole / 8.
-    (8, 1, 8): dict(
-        per_tensor={
-            "embed": 131_072 // 8,  # 16,384
-            "q_b_proj": 12_288,
-            "o_proj": 24_576,
-            "kv_a_proj": 5_120,
-            "l0.experts": 65_536 // 8,
-            "l1.experts": 65_536 // 8,
-            "router": 2_048,
-            "norm": 128,
-        },
+    (8, 1, 8): case(
+        (131_072 // 8, 12_288, 24_576, 5_120, 65_536 // 8, 65_536 // 8, 2_048, 128),
         replicated=12_288 + 24_576 + 5_120 + 2_048 + 128,  # 44,160
         fallbacks=[("q_b_proj", 0, 12_288 - 12_288 // 8), ("o_proj", 1, 24_576 - 24_576 // 8)],  # 10,752, 21,504
     ),
-    # C: tp 4 x dp 2, experts over the TP group only (ep = 4): 16 experts / 4.
-    (4, 2, 4): dict(
-        per_tensor={
-            "embed": 32_768,
-            "q_b_proj": 3_072,
-            "o_proj": 6_144,
-            "kv_a_proj": 5_120,
-            "l0.experts": 65_536 // 4,  # 16,384
-            "l1.experts": 65_536 // 4,
-            "router": 2_048,
-            "norm": 128,
-        },
-        replicated=7_296,
-        fallbacks=[],
-    ),
+    # C: tp 4 x dp 2, experts over the TP group only (ep = 4): 16 experts / 4; the rest as A.
+    (4, 2, 4): case((32_768, 3_072, 6_144, 5_120, 65_536 // 4, 65_536 // 4, 2_048, 128), replicated=7_296),
     # D: one device holds the whole model: nothing is cut, and nothing counts as replicated (there is
     # no second device to hold a copy)
-    (1, 1, 1): dict(
-        per_tensor={
-            "embed": 131_072,
-            "q_b_proj": 12_288,
-            "o_proj": 24_576,
-            "kv_a_proj": 5_120,
-            "l0.experts": 65_536,
-            "l1.experts": 65_536,
-            "router": 2_048,
-            "norm": 128,
-        },
-        replicated=0,
-        fallbacks=[],
-    ),
+    (1, 1, 1): case((131_072, 12_288, 24_576, 5_120, 65_536, 65_536, 2_048, 128), replicated=0),
 }
 TOTALS = {(4, 2, 8): 65_664, (8, 1, 8): 76_928, (4, 2, 4): 82_048, (1, 1, 1): WHOLE}  # per_tensor's sums, by hand
 
