@@ -104,10 +104,14 @@ def mesh_weights(
     fallbacks = np.zeros(n, dtype=np.int64)
     kinds: dict[str, np.ndarray] = {}
     sharded = []
+    replayed: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # classes apart by format or kind may shard alike
     for c in classes:
         t = c.rep
         rules = stack.sharding.rules_for(t.role, t.kind)  # the same rules resolve() applies
-        cut, fb = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds)
+        key = (t.shape, t.logical_shape, t.axes, tuple(rules.items()))
+        if key not in replayed:
+            replayed[key] = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds)
+        cut, fb = replayed[key]
         fallbacks += c.count * fb
         sharded.append((t, c.count, cut))
     w = weight_terms(sharded, stack=stack, multi=tp * dp > 1)
