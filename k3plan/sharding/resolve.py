@@ -5,7 +5,8 @@ None. A tensor's checkpoint dimension may hold several logical axes (12288 = hea
 it is sharded by the first of them that has a rule, and divisibility is checked on THAT logical
 axis (96 heads over tp=64 does not divide although 12288 would). A mesh axis is used at most once
 per tensor (first dim wins). A dimension its mesh axes do not divide falls back to replication,
-and the fallback is recorded: never silent.
+and the fallback is recorded: never silent. The rules are replayed in one place, replay.py, which
+plan's columns (step/weights.py) read too.
 """
 
 from __future__ import annotations
