@@ -1,14 +1,24 @@
-"""Per-device weight bytes: the inventory in the stack's runtime formats, cut by the ShardSpecs."""
+"""Per-device weight bytes: the inventory in the stack's runtime formats, cut by the ShardSpecs.
+
+``weight_terms`` is the one sum, over ``int | numpy array`` shards: ``weight_budget`` reads it at one
+ShardingPlan (Python ints, numpy never imported), ``step.weights.mesh_weights`` over arrays of
+candidate meshes (plan), ``roofline.bounds.weight_sums`` for the decode step's dense/expert split.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.result import RoleBytes
 from k3plan.models.formats import get_format
-from k3plan.models.inventory import Role, TensorInventory
+from k3plan.models.inventory import Role, Tensor, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
 from k3plan.sharding.stack import Stack
+from k3plan.step.columns import where
 
 
 class WeightBudget(BaseModel):
@@ -25,41 +35,103 @@ class WeightBudget(BaseModel):
         return next((r.bytes for r in self.by_role if r.role == role), 0)
 
 
+@dataclass(frozen=True)
+class WeightTerms:
+    """The weights of a set of tensor classes a device: ints at one mesh, arrays over many."""
+
+    runtime_weight_bytes: int  # whole model, one copy, runtime formats
+    weights_bytes: Any  # per device: sum of count x ceil(runtime bytes / shards)
+    replicated_bytes: Any  # the part held whole (shards = 1) on a mesh of more than one device
+    by_role: dict[Role, Any]  # weights_bytes by tensor role, roles in the order the classes give them
+    # what a decode step streams (embeddings excluded: it gathers rows): floats, bytes / shards
+    dense_bytes: Any  # non-expert tensors, per device
+    expert_bytes: Any  # routed experts, per device
+    dense_params: Any
+    expert_params: Any
+    dense_total_bytes: int  # the same tensors, whole model
+    expert_total_bytes: int
+
+
+# (a member, how many tensors share its role, format, shape and sharding, its shards: int or array)
+WeightClass = tuple[Tensor, int, Any]
+
+
 def runtime_bytes(t, stack: Stack) -> int:
     return get_format(stack.runtime_format(t.role, t.fmt)).nbytes(t.shape)
 
 
-def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack, tensors=None) -> WeightBudget:
-    """``tensors``: the ones a device builds (a pipeline stage's, step/stages.py); default all text tensors."""
+def device_bytes(nbytes, shards):
+    """One tensor's bytes a device: exact when the shards divide it, the larger piece otherwise."""
+    return -(-nbytes // shards)
+
+
+def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> WeightTerms:
+    """``multi``: the mesh has more than one device (bool, or a bool array per mesh)."""
     total = per_device = replicated = 0
-    by_role: dict[Role, int] = {}
-    per_tensor: dict[str, int] = {}
-    many_devices = plan.mesh.size(tuple(plan.mesh.axes)) > 1
-    seen: dict[tuple, tuple[int, int]] = {}  # (role, format, shape, partition) -> (bytes, shards): layers repeat
-    for t in inventory.text if tensors is None else tensors:
-        partition = plan.specs[t.name].partition
-        key = (t.role, t.fmt, t.shape, partition)
-        if key not in seen:
-            seen[key] = (runtime_bytes(t, stack), plan.specs[t.name].shards(plan.mesh))
-        nbytes, shards = seen[key]
-        dev = -(-nbytes // shards)  # exact when the shards divide; ceil otherwise
-        total += nbytes
-        per_device += dev
-        per_tensor[t.name] = dev
+    by_role: dict[Role, Any] = {}
+    streamed = {k: 0.0 for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
+    whole = {"dense": 0, "expert": 0}
+    for t, count, shards in classes:
+        nbytes = runtime_bytes(t, stack)
+        dev = count * device_bytes(nbytes, shards)
+        total += count * nbytes
+        per_device = per_device + dev
+        replicated = replicated + where((shards == 1) & multi, dev, 0)
         by_role[t.role] = by_role.get(t.role, 0) + dev
-        if shards == 1 and many_devices:
-            replicated += dev
-    fallbacks = tuple(
-        f.model_copy(update={"bytes_replicated": _extra_bytes(f, plan, per_tensor[f.tensor])})
-        for f in plan.fallbacks
-        if f.tensor in per_tensor
-    )
-    return WeightBudget(
+        if t.role == "embed":
+            continue  # the decode step gathers embedding rows; it does not stream the table
+        kind = "expert" if t.role == "expert" else "dense"
+        streamed[f"{kind}_bytes"] += count * (nbytes / shards)
+        streamed[f"{kind}_params"] += count * (t.params / shards)
+        whole[kind] += count * nbytes
+    return WeightTerms(
         runtime_weight_bytes=total,
         weights_bytes=per_device,
-        replicated_weights_bytes=replicated,
-        by_role=tuple(RoleBytes(role=r, bytes=n) for r, n in by_role.items()),
-        fallbacks=fallbacks,
+        replicated_bytes=replicated,
+        by_role=by_role,
+        dense_total_bytes=whole["dense"],
+        expert_total_bytes=whole["expert"],
+        **streamed,
+    )
+
+
+def plan_classes(
+    *, inventory: TensorInventory, plan: ShardingPlan, tensors: Iterable[Tensor] | None = None
+) -> tuple[list[WeightClass], dict[str, WeightClass]]:
+    """The tensors (default every text tensor) grouped by what their bytes a device depend on (role,
+    format, shape, partition: layers repeat the same few dozen), each with its shards on the plan's
+    mesh; and the class of each tensor a fallback names."""
+    groups: dict[tuple, list] = {}
+    fallen = {f.tensor for f in plan.fallbacks}
+    of_fallback: dict[str, list] = {}
+    for t in inventory.text if tensors is None else tensors:
+        spec = plan.specs[t.name]
+        key = (t.role, t.fmt, t.shape, spec.partition)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [t, 0, spec.shards(plan.mesh)]
+        g[1] += 1
+        if t.name in fallen:
+            of_fallback[t.name] = g
+    return [(g[0], g[1], g[2]) for g in groups.values()], {n: (g[0], g[1], g[2]) for n, g in of_fallback.items()}
+
+
+def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack, tensors=None) -> WeightBudget:
+    """``tensors``: the ones a device builds (a pipeline stage's, step/stages.py); default all text tensors."""
+    classes, of_fallback = plan_classes(inventory=inventory, plan=plan, tensors=tensors)
+    w = weight_terms(classes, stack=stack, multi=plan.mesh.size(tuple(plan.mesh.axes)) > 1)
+    fallbacks = []
+    for f in plan.fallbacks:
+        if f.tensor in of_fallback:  # a tensor this device builds
+            t, _, shards = of_fallback[f.tensor]
+            extra = _extra_bytes(f, plan, device_bytes(runtime_bytes(t, stack), shards))
+            fallbacks.append(f.model_copy(update={"bytes_replicated": extra}))
+    return WeightBudget(
+        runtime_weight_bytes=w.runtime_weight_bytes,
+        weights_bytes=w.weights_bytes,
+        replicated_weights_bytes=w.replicated_bytes,
+        by_role=tuple(RoleBytes(role=r, bytes=n) for r, n in w.by_role.items()),
+        fallbacks=tuple(fallbacks),
     )
 
 

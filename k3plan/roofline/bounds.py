@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.cache import cache_layout, kv_bytes_per_token, state_bytes_per_sequence
-from k3plan.budget.weights import runtime_bytes
 from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
@@ -115,23 +114,19 @@ def weight_sums(setup: Setup) -> WeightSums:
 
 
 def _weight_sums(setup: Setup) -> WeightSums:
-    # [bytes a device, params a device, whole-model bytes] of the dense tensors and of the routed experts
-    dense, expert = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
-    for t in setup.model.inventory.text:
-        if t.role == "embed":
-            continue
-        acc = expert if t.role == "expert" else dense
-        nbytes, share = runtime_bytes(t, setup.stack), setup.plan.shard_fraction(t)
-        acc[0] += nbytes * share
-        acc[1] += t.params * share
-        acc[2] += nbytes
+    # budget.weights.weight_terms: the one sum of bytes a device (fit's weight_budget, plan's mesh_weights)
+    from k3plan.budget.weights import plan_classes, weight_terms
+
+    plan = setup.plan
+    classes, _ = plan_classes(inventory=setup.model.inventory, plan=plan)
+    w = weight_terms(classes, stack=setup.stack, multi=plan.mesh.size(tuple(plan.mesh.axes)) > 1)
     return WeightSums(
-        dense_bytes=dense[0],
-        expert_bytes=expert[0],
-        dense_params=dense[1],
-        expert_params=expert[1],
-        dense_total_bytes=dense[2],
-        expert_total_bytes=expert[2],
+        dense_bytes=w.dense_bytes,
+        expert_bytes=w.expert_bytes,
+        dense_params=w.dense_params,
+        expert_params=w.expert_params,
+        dense_total_bytes=w.dense_total_bytes,
+        expert_total_bytes=w.expert_total_bytes,
     )
 
 

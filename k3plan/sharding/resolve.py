@@ -5,7 +5,8 @@ None. A tensor's checkpoint dimension may hold several logical axes (12288 = hea
 it is sharded by the first of them that has a rule, and divisibility is checked on THAT logical
 axis (96 heads over tp=64 does not divide although 12288 would). A mesh axis is used at most once
 per tensor (first dim wins). A dimension its mesh axes do not divide falls back to replication,
-and the fallback is recorded: never silent.
+and the fallback is recorded: never silent. The rules are replayed in one place, replay.py, which
+plan's columns (step/weights.py) read too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.mesh import Mesh
+from k3plan.sharding.replay import Spans, replay
+from k3plan.sharding.stack import merged_rules
 
 DimSpec = tuple[str, ...] | None  # mesh axes sharding one checkpoint dim, None = replicated
 
@@ -75,60 +78,31 @@ class ShardingPlan(BaseModel):
         return self.specs[t.name].shards(self.mesh) == 1
 
 
-def dim_groups(t: Tensor) -> list[list[int]]:
-    """Indices of logical axes making up each checkpoint dim (greedy product match)."""
-    groups: list[list[int]] = []
-    i = 0
-    for d in t.shape:
-        group: list[int] = []
-        prod = 1
-        while i < len(t.logical_shape) and (prod < d or not group):
-            prod *= t.logical_shape[i]
-            group.append(i)
-            i += 1
-            if prod == d:
-                # absorb trailing unit axes only if the next checkpoint dim cannot use them
-                break
-        groups.append(group)
-    if i != len(t.logical_shape):
-        groups[-1].extend(range(i, len(t.logical_shape)))
-    return groups
+def mesh_spans(mesh: Mesh) -> Spans:
+    """The replay's view of a Mesh: each rule target (a mesh axis or an alias) -> the axes it spans."""
+    return {name: dict.fromkeys(mesh.expand(name), True) for name in (*mesh.axes, *mesh.aliases)}
 
 
 def spec_from_rules(t: Tensor, rules: dict[str, str | None], mesh: Mesh) -> tuple[ShardSpec, list[Fallback]]:
-    used: set[str] = set()
-    partition: list[DimSpec] = []
+    """The rules' ShardSpec for one tensor on one mesh, and the fallbacks it records
+    (``replay.replay`` at the mesh's sizes: the one replay plan's columns read too)."""
+    steps = replay(t, rules, sizes=mesh.axes, spans=mesh_spans(mesh))
+    partition: list[DimSpec] = [None] * len(t.shape)
     fallbacks: list[Fallback] = []
-    for dim, group in enumerate(dim_groups(t)):
-        chosen: DimSpec = None
-        for li in group:
-            target = rules.get(t.axes[li])
-            if target is None:
-                continue  # replicated along this axis (expand(None) is empty)
-            mesh_axes = mesh.expand(target)
-            if not mesh_axes:
-                continue
-            if used & set(mesh_axes):
-                continue  # mesh axis already shards another dim of this tensor
-            size = mesh.size(mesh_axes)
-            if size == 1:
-                break
-            if t.logical_shape[li] % size:
-                fallbacks.append(
-                    Fallback(
-                        tensor=t.name,
-                        dim=dim,
-                        axis=t.axes[li],
-                        size=t.logical_shape[li],
-                        mesh_axis=target,
-                        mesh_size=size,
-                    )
+    for s in steps:
+        if s.split:
+            partition[s.dim] = mesh.expand(s.target)
+        elif s.fallback:
+            fallbacks.append(
+                Fallback(
+                    tensor=t.name,
+                    dim=s.dim,
+                    axis=t.axes[s.axis],
+                    size=t.logical_shape[s.axis],
+                    mesh_axis=s.target,
+                    mesh_size=s.size,
                 )
-                break
-            chosen = mesh_axes
-            used.update(mesh_axes)
-            break
-        partition.append(chosen)
+            )
     return ShardSpec(partition=tuple(partition)), fallbacks
 
 
@@ -136,7 +110,7 @@ def rules_for(
     t: Tensor, rules: dict[str, str | None], role_overrides: dict[str, dict[str, str | None]]
 ) -> dict[str, str | None]:
     """The rules one tensor sees: global, then its role's override, then its role@kind override."""
-    return {**rules, **role_overrides.get(t.role, {}), **role_overrides.get(f"{t.role}@{t.kind}", {})}
+    return merged_rules(rules, role_overrides, t.role, t.kind)
 
 
 def resolve(

@@ -133,10 +133,17 @@ class Sharding(_F):
 
     def rules_for(self, role: str, kind: str | None = None) -> dict[str, str | None]:
         """The rules one tensor sees: global, then its role's override, then role@kind's."""
-        out = {**self.rules, **self.role_overrides.get(role, {})}
-        if kind is not None:
-            out.update(self.role_overrides.get(f"{role}@{kind}", {}))
-        return out
+        return merged_rules(self.rules, self.role_overrides, role, kind)
+
+
+def merged_rules(
+    rules: dict[str, str | None], role_overrides: dict[str, dict[str, str | None]], role: str, kind: str | None
+) -> dict[str, str | None]:
+    """Global rules, then ``role_overrides[role]``, then ``role_overrides["role@kind"]`` (kind None: none)."""
+    out = {**rules, **role_overrides.get(role, {})}
+    if kind is not None:
+        out.update(role_overrides.get(f"{role}@{kind}", {}))
+    return out
 
 
 class Collectives(_F):

@@ -25,7 +25,7 @@ def _scalar(*xs) -> bool:
 
 
 def where(cond, a, b):
-    if _scalar(cond, a, b):
+    if not (hasattr(cond, "shape") or hasattr(a, "shape") or hasattr(b, "shape")):  # _scalar, unrolled: hot
         return a if cond else b
     import numpy as np
 
@@ -70,3 +70,13 @@ def first_true(checks: list, default: int = 0):
         np.arange(1, len(checks) + 1),
         default=default,
     )
+
+
+def logical_not(x):
+    """``not x`` for a Python bool, ``~x`` for a bool array (``~True`` is -2 in Python)."""
+    return ~x if hasattr(x, "shape") else (not x)
+
+
+def all_true(x) -> bool:
+    """Whether a bool, or every entry of a bool array, is true."""
+    return bool(x.all()) if hasattr(x, "shape") else bool(x)

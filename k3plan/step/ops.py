@@ -116,17 +116,27 @@ def _tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
     return [(f"{ts[0].kind}.{leaf_name(ts[0])}", ts[0], len(ts)) for ts in groups.values()]
 
 
-def weight_groups_of_setup(setup) -> list[WeightGroup]:
-    """The groups with one Setup's per-device shares (its resolved ShardingPlan)."""
+def weight_groups(inventory: TensorInventory, stack, shards_of=None) -> list[WeightGroup]:
+    """The groups with ONE tensor's bytes and params a device: its runtime bytes / ``shards_of(t)``
+    (an int at one Setup, an array over plan's meshes: step.weights.mesh_weight_groups); None:
+    unsharded (one device holding the model)."""
     from k3plan.budget.weights import runtime_bytes
 
     out = []
-    for name, t, n in tensor_groups(setup.model.inventory):
-        share = setup.plan.shard_fraction(t)
-        out.append(
-            WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, setup.stack) * share, params=t.params * share)
-        )
+    for name, t, n in tensor_groups(inventory):
+        nbytes = runtime_bytes(t, stack)
+        if shards_of is None:
+            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params))
+        else:
+            k = shards_of(t)
+            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes / k, params=t.params / k))
     return out
+
+
+def weight_groups_of_setup(setup) -> list[WeightGroup]:
+    """The groups with one Setup's per-device shares (its resolved ShardingPlan)."""
+    plan = setup.plan
+    return weight_groups(setup.model.inventory, setup.stack, lambda t: plan.specs[t.name].shards(plan.mesh))
 
 
 def weight_op_kind(t: Tensor) -> str:
@@ -140,12 +150,7 @@ def weight_op_kind(t: Tensor) -> str:
 
 def whole_model_groups(inventory: TensorInventory, stack) -> list[WeightGroup]:
     """The groups unsharded (one device holding the model): the whole-model view of the step."""
-    from k3plan.budget.weights import runtime_bytes
-
-    return [
-        WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack), params=t.params)
-        for name, t, n in tensor_groups(inventory)
-    ]
+    return weight_groups(inventory, stack)
 
 
 def aggregate_groups(*, dense_bytes, expert_bytes, dense_params, expert_params) -> list[WeightGroup]:

@@ -2,11 +2,10 @@
 
 How a tensor is sharded depends only on its role, checkpoint shape, logical shape and axes, so the
 inventory collapses into a few tensor classes (29 for K3's 2,736 text tensors). For each class the
-logical-axis rules of ``k3plan.sharding.resolve.spec_from_rules`` are replayed over numpy arrays
-of candidate meshes, with the same semantics: a dim is sharded by the first of its logical axes
-with a rule, a mesh axis is used once per tensor (first dim wins), a logical axis its mesh axes do
-not divide falls back to replication (recorded), a size-1 mesh axis shards nothing. Bytes a
-device = sum over classes of count x ceil(runtime bytes / shards), as ``weight_budget`` does.
+one replay of the logical-axis rules (``k3plan.sharding.replay``, which ``resolve.spec_from_rules``
+reads at one Mesh) runs over numpy arrays of candidate meshes, and the one sum of bytes a device
+(``k3plan.budget.weights.weight_terms``, which ``weight_budget`` reads at one ShardingPlan) adds the
+classes up: nothing here restates a rule or a byte count, it only lays the meshes out as columns.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from k3plan.budget.weights import runtime_bytes
-from k3plan.errors import K3PlanError
+from k3plan.budget.weights import weight_terms
 from k3plan.models.inventory import Tensor, TensorInventory
-from k3plan.sharding.resolve import dim_groups
+from k3plan.sharding.replay import Sizes, Spans, replay, shards
 from k3plan.sharding.stack import Stack
 from k3plan.step.stages import Stage
 
@@ -67,6 +65,12 @@ def tensor_classes(inventory: TensorInventory, tensors: list[Tensor] | None = No
     return [TensorClass(rep=ts[0], count=len(ts)) for ts in groups.values()]
 
 
+def mesh_sizes(*, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray) -> tuple[Sizes, Spans]:
+    """The replay's view of candidate meshes: tp[i] x dp[i], experts (``ep``) over every device
+    where ep_all[i], else over the TP group (``Mesh.aliases``, one mesh at a time)."""
+    return {"tp": tp, "dp": dp}, {"tp": {"tp": True}, "dp": {"dp": True}, "ep": {"tp": True, "dp": ep_all}}
+
+
 def class_shards(
     *,
     tensor: Tensor,
@@ -76,65 +80,54 @@ def class_shards(
     ep_all: np.ndarray,
     kinds: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(shards, fallbacks) per mesh for one tensor under ``rules`` (role overrides merged)."""
-    n = tp.shape[0]
-    shards = np.ones(n, dtype=np.int64)
-    fallbacks = np.zeros(n, dtype=np.int64)
-    used_tp = np.zeros(n, dtype=bool)
-    used_dp = np.zeros(n, dtype=bool)
-    for group in dim_groups(tensor):
-        done = np.zeros(n, dtype=bool)
-        for li in group:
-            target = rules.get(tensor.axes[li])
-            if target is None:
-                continue  # no rule for this logical axis: try the next one of the dim
-            if target not in ("tp", "dp", "ep"):
-                raise K3PlanError(f"sharding rule names mesh axis {target!r}; known: tp, dp, ep")
-            uses_tp = np.full(n, target in ("tp", "ep"))
-            uses_dp = ep_all.copy() if target == "ep" else np.full(n, target == "dp")
-            size = np.where(uses_tp, tp, 1) * np.where(uses_dp, dp, 1)
-            cand = ~done & ~((uses_tp & used_tp) | (uses_dp & used_dp))
-            split = cand & (size > 1)
-            nodiv = split & (tensor.logical_shape[li] % size != 0)
-            ok = split & ~nodiv
-            shards = np.where(ok, shards * size, shards)
-            used_tp |= ok & uses_tp
-            used_dp |= ok & uses_dp
-            fallbacks += nodiv
-            if kinds is not None and nodiv.any():
-                key = f"{tensor.axes[li]}={tensor.logical_shape[li]} over {target}"
-                kinds[key] = kinds.get(key, np.zeros(n, dtype=bool)) | nodiv
-            done |= cand
-    return shards, fallbacks
+    """(shards, fallbacks) per mesh for one tensor under ``rules`` (role overrides merged): the
+    rules' one replay (``sharding.replay``) over the meshes' columns. ``kinds`` collects, per
+    fallback ("heads=96 over tp"), the meshes where it happens."""
+    sizes, spans = mesh_sizes(tp=tp, dp=dp, ep_all=ep_all)
+    steps = replay(tensor, rules, sizes=sizes, spans=spans)
+    fallbacks = np.zeros(tp.shape[0], dtype=np.int64)
+    for s in steps:
+        fallbacks += s.fallback
+        if kinds is not None and s.fallback.any():
+            key = f"{tensor.axes[s.axis]}={tensor.logical_shape[s.axis]} over {s.target}"
+            kinds[key] = kinds[key] | s.fallback if key in kinds else s.fallback
+    cut = shards(steps)
+    return (cut if isinstance(cut, np.ndarray) else np.full(tp.shape, cut, dtype=np.int64)), fallbacks
 
 
 def mesh_weights(
     *, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray
 ) -> MeshWeights:
-    """Per-device weights for every mesh (tp[i] x dp[i], experts over all devices if ep_all[i])."""
+    """Per-device weights for every mesh (tp[i] x dp[i], experts over all devices if ep_all[i]):
+    ``budget.weights.weight_terms``, the sum fit's ``weight_budget`` reads, over columns."""
     n = tp.shape[0]
-    total = np.zeros(n, dtype=np.int64)
-    replicated = np.zeros(n, dtype=np.int64)
     fallbacks = np.zeros(n, dtype=np.int64)
     kinds: dict[str, np.ndarray] = {}
-    floats = {k: np.zeros(n) for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
-    multi = tp * dp > 1
+    sharded = []
+    replayed: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # classes apart by format or kind may shard alike
     for c in classes:
         t = c.rep
         rules = stack.sharding.rules_for(t.role, t.kind)  # the same rules resolve() applies
-        shards, fb = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds)
-        nbytes = runtime_bytes(t, stack)
-        dev = -(-nbytes // shards)
-        total += c.count * dev
-        replicated += np.where((shards == 1) & multi, c.count * dev, 0)
+        key = (t.shape, t.logical_shape, t.axes, tuple(rules.items()))
+        if key not in replayed:
+            replayed[key] = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds)
+        cut, fb = replayed[key]
         fallbacks += c.count * fb
-        if t.role == "embed":
-            continue  # the decode step gathers embedding rows; it does not stream the table
-        kind = "expert" if t.role == "expert" else "dense"
-        floats[f"{kind}_bytes"] += c.count * (nbytes / shards)
-        floats[f"{kind}_params"] += c.count * (t.params / shards)
+        sharded.append((t, c.count, cut))
+    w = weight_terms(sharded, stack=stack, multi=tp * dp > 1)
+
+    def column(x, dtype) -> np.ndarray:  # a sum over no class is a plain 0
+        return x if isinstance(x, np.ndarray) else np.full(n, x, dtype=dtype)
+
     return MeshWeights(
-        weights_bytes=total, replicated_bytes=replicated, fallbacks=fallbacks, fallback_kinds=kinds, **floats
+        weights_bytes=column(w.weights_bytes, np.int64),
+        replicated_bytes=column(w.replicated_bytes, np.int64),
+        fallbacks=fallbacks,
+        fallback_kinds=kinds,
+        dense_bytes=column(w.dense_bytes, np.float64),
+        expert_bytes=column(w.expert_bytes, np.float64),
+        dense_params=column(w.dense_params, np.float64),
+        expert_params=column(w.expert_params, np.float64),
     )
 
 
@@ -143,12 +136,10 @@ def mesh_weight_groups(
 ) -> list:
     """The inventory's weight groups (step/ops.py) with one tensor's bytes and params a device per
     mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
-    from k3plan.step.ops import WeightGroup, tensor_groups
+    from k3plan.step.ops import weight_groups
 
-    out = []
-    for name, t, n in tensor_groups(inventory):
-        shards, _ = class_shards(tensor=t, rules=stack.sharding.rules_for(t.role, t.kind), tp=tp, dp=dp, ep_all=ep_all)
-        out.append(
-            WeightGroup(name=name, rep=t, count=n, bytes=runtime_bytes(t, stack) / shards, params=t.params / shards)
-        )
-    return out
+    def shards_of(t: Tensor) -> np.ndarray:
+        rules = stack.sharding.rules_for(t.role, t.kind)
+        return class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all)[0]
+
+    return weight_groups(inventory, stack, shards_of)
