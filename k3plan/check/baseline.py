@@ -58,7 +58,8 @@ class Config(_Frozen):
 
     def label(self) -> str:
         split = f"tp{self.tp}" if self.tp else "default split"
-        return f"{self.hardware} {self.topology or 'default'} {split} {self.stack} {self.context_tokens // 1024}K x{self.batch}"
+        where = f"{self.hardware} {self.topology or 'default'} {split} {self.stack}"
+        return f"{where} {self.context_tokens:,} tokens x{self.batch}"  # exact tokens, as every output prints them
 
 
 class Split(_Frozen):

@@ -62,3 +62,13 @@ def test_a_changed_split_and_term_are_findings_under_their_names(tmp_path):
     assert by["split"].baseline == "{'tp': 32, 'ep': 64, 'dp': 1}" and by["split"].now == "{'tp': 32, 'ep': 64, 'dp': 2}"
     assert by["kv_bytes"].delta_bytes == 2**30 and by["kv_bytes"].fail
     assert set(by) == {"split", "kv_bytes"}
+
+
+def test_an_unnamed_configuration_is_labelled_with_exact_tokens():
+    """A configuration without a name is called by its label in check's output: the context as the exact
+    count every other output prints (131,072), not "128K" with K = 1,024 (issue 10 item 6)."""
+    from k3plan.check.baseline import Config
+
+    label = Config(topology="2x2x4", tp=32, context_tokens=131072, batch=4).label()
+    assert label == "tpu-v7x 2x2x4 tp32 vllm-tpu 131,072 tokens x4"
+    assert Config(context_tokens=1_048_576).label().endswith(" 1,048,576 tokens x1")
