@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
+from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 
 if TYPE_CHECKING:
     from k3plan.workload.specdecode import SpecDecode
@@ -178,7 +179,10 @@ ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[
     Optional[int],
-    typer.Option("--chunk", help="Prefill chunk in tokens (default 8192, vLLM's max_num_batched_tokens)."),
+    typer.Option(
+        "--chunk",
+        help=f"Prefill chunk in tokens (default {DEFAULT_PREFILL_CHUNK_TOKENS:,}, vLLM's max_num_batched_tokens).",
+    ),
 ]
 ProbesOpt = Annotated[
     Optional[Path],

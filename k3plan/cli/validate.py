@@ -20,6 +20,7 @@ from k3plan.cli.common import (
     with_setup_options,
 )
 from k3plan.errors import K3PlanError
+from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS
 
 DEFAULT_HARDWARE = "tpu-v7x"  # the shared --hardware default (cli.common)
 
@@ -152,9 +153,9 @@ def command(
     setup_options: dict,
     target: TargetOpt = "cpu",
     stage: StageOpt = "both",
-    tokens: TokensOpt = "4096",
+    tokens: TokensOpt = str(DEFAULT_PREFILL_CHUNK_TOKENS),
     batch: BatchOpt = 1,
-    context: ContextOpt = 8192,
+    context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     layers: LayersOpt = None,
     unroll: UnrollOpt = False,
     save_calibration: SaveCalOpt = None,
@@ -162,9 +163,11 @@ def command(
 ) -> None:
     """Compile the planned model for the target and compare every memory term with the budget.
     Nothing is allocated: parameters, cache and inputs are abstract arrays with the plan's
-    shardings. Each phase (build, lower, compile per stage) shows on stderr with its elapsed time: a
-    live bar on a terminal, plain lines in a log; off a TPU VM libtpu's environment warnings are silenced (not errors for a deviceless
-    compile). Exit 0 if it fits, 1 if the compiled configuration exceeds HBM, 2 on bad input.
+    shardings. The workload defaults (prefill chunk, context) are fit's.
+    Each phase (build, lower, compile per stage) shows on stderr with its elapsed time: a live bar
+    on a terminal, plain lines in a log. Off a TPU VM libtpu's environment warnings are silenced
+    (not errors for a deviceless compile). Exit 0 if it fits, 1 if the compiled configuration
+    exceeds HBM, 2 on bad input.
 
     \b
     Examples:
@@ -180,6 +183,10 @@ def command(
     opts = dict(setup_options)
     opts["hardware"], opts["topology"] = _hardware_topology(tgt, opts["hardware"], opts["topology"])
     setup = setup_from(**opts)
+    if layers is not None:
+        from k3plan.validate.structure import check_layers
+
+        check_layers(setup, layers)  # bad input: one line, before the phases start printing
     jobs = plan_jobs(setup=setup, stage=stage, tokens=_tokens(tokens), batch=batch, context=context)
     prepare_target(tgt, setup)  # before jax is imported
     from k3plan.validate.render import render_validation

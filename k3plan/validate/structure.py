@@ -93,13 +93,19 @@ def layer_plan(*, mixers: tuple[str, ...], mlps: tuple[str, ...], unroll: bool =
     )
 
 
-def truncate_setup(setup: Setup, layers: int) -> Setup:
-    """The same setup with only the first ``layers`` decoder layers (globals kept): a scaled run."""
+def check_layers(setup: Setup, layers: int) -> None:
+    """--layers names a count of the model's decoder layers (checked before anything is compiled)."""
     spec = setup.model.spec
     if layers < 1 or layers > spec.num_layers:
         raise K3PlanError(
             f"--layers {layers}: expected 1..{spec.num_layers} ({spec.name} has {spec.num_layers} layers)"
         )
+
+
+def truncate_setup(setup: Setup, layers: int) -> Setup:
+    """The same setup with only the first ``layers`` decoder layers (globals kept): a scaled run."""
+    check_layers(setup, layers)
+    spec = setup.model.spec
     if layers == spec.num_layers:
         return setup
     new_spec = spec.model_copy(

@@ -91,3 +91,18 @@ def test_deviceless_tpu_compile(tiny_config):
 def test_unknown_tpu_topology_exits_2(tiny_config):
     r = invoke("--model", tiny_config, "--tp", 8, "--target", "tpu7x:3x3x3")
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_validate_shares_fits_workload_defaults():
+    """validate compiles the workload fit budgets unless told otherwise (issue 10 item 6: one set of
+    defaults): its --context is fit's, its --tokens fit's prefill chunk (131,072 and 8,192 tokens)."""
+    import inspect
+
+    import k3plan.cli.fit as cli_fit
+    import k3plan.cli.validate as cli_validate
+    from k3plan.budget.fit import Workload
+
+    v = inspect.signature(cli_validate.command).parameters
+    f = inspect.signature(cli_fit.command).parameters
+    assert v["context"].default == f["context"].default == 131072
+    assert int(v["tokens"].default) == Workload.model_fields["prefill_chunk_tokens"].default == 8192
