@@ -1,0 +1,136 @@
+"""Every terminal table k3plan prints is built here (issue 10 item 4): one box style, one header style,
+one title placement, one missing-value mark and the ASCII fallback, decided once.
+
+A caller describes its columns (``Column``) and hands over rows of already formatted cells; it never
+constructs ``rich.table.Table`` itself (tests/report/test_tables.py checks that). The house
+style is rich's heavy-headed box with the title on the left; ``compact=True`` is the one variant, for
+the lists meant to fit an 80-column terminal (``hardware list``, probe records): a rule under the
+header and no vertical rules.
+
+ASCII fallback: where the console's encoding cannot show box-drawing characters (PYTHONIOENCODING=ascii,
+a latin-1 pipe), rich asks the box for a substitute at render time; each house box names its own
+ASCII twin (rich's default swaps every box for its full ASCII grid, which drew the compact lists'
+blank edges as ``|`` and ``+--+``). Symbols inside the cells (x, -, ...) are the output streams' job:
+k3plan.cli.app.ensure_encodable_output. jax-, numpy- and pandas-free: fit imports this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Optional, Union
+
+from rich import box as rich_box
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import ConsoleOptions, RenderableType
+
+Justify = Literal["left", "right", "center"]
+Overflow = Literal["fold", "crop", "ellipsis"]
+
+MISSING = "-"  # the cell of a figure that does not exist (no price, no compiled number, not computed)
+TITLE_JUSTIFY: Justify = "left"
+HEADER_STYLE = "bold"
+
+
+class HouseBox(rich_box.Box):
+    """A rich Box that names what replaces it on an ASCII-only console and on a legacy Windows one."""
+
+    def __init__(self, box: str, *, ascii_twin: rich_box.Box, legacy_twin: Optional[rich_box.Box] = None):
+        super().__init__(box)
+        self.ascii_twin = ascii_twin
+        self.legacy_twin = legacy_twin
+
+    def substitute(self, options: ConsoleOptions, safe: bool = True) -> rich_box.Box:
+        if options.ascii_only:
+            return self.ascii_twin
+        if safe and options.legacy_windows and self.legacy_twin is not None:
+            return self.legacy_twin
+        return self
+
+
+# The house box: rich's HEAVY_HEAD; ASCII: rich's ASCII grid; legacy Windows: SQUARE (what rich itself
+# substitutes for HEAVY_HEAD there).
+BOX = HouseBox(
+    str(rich_box.HEAVY_HEAD),
+    ascii_twin=rich_box.ASCII,
+    legacy_twin=rich_box.SQUARE,
+)
+# The compact box: rich's SIMPLE_HEAD (a rule under the header, no vertical rules); ASCII: the same in '-'.
+COMPACT_BOX = HouseBox(
+    str(rich_box.SIMPLE_HEAD),
+    ascii_twin=rich_box.Box(str(rich_box.SIMPLE_HEAD).replace("\u2500", "-"), ascii=True),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: its header and how its cells sit. Figures are right-justified, words left."""
+
+    header: str
+    justify: Justify = "left"
+    no_wrap: bool = False
+    overflow: Overflow = "ellipsis"
+    min_width: Optional[int] = None
+    max_width: Optional[int] = None
+
+
+def figure(header: str, **kw) -> Column:
+    """A column of numbers: right-justified."""
+    return Column(header, "right", **kw)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A row with more than cells: a style for the whole row (the recommended pick) or a rule under it."""
+
+    cells: Sequence[Optional[RenderableType]]  # None: an empty cell, as rich takes it
+    style: Optional[str] = None
+    end_section: bool = False
+
+
+def cell(value: Optional[float], spec: str = ",.1f", missing: str = MISSING) -> str:
+    """``value`` in the format ``spec``, or the missing mark for None."""
+    return missing if value is None else format(value, spec)
+
+
+def build_table(
+    columns: Sequence[Column],
+    rows: Iterable[Union[Row, Sequence[Optional[RenderableType]]]] = (),
+    *,
+    title: Optional[str] = None,
+    caption: Optional[str] = None,
+    compact: bool = False,
+) -> Table:
+    """The rich Table of ``rows`` under ``columns`` in the house style. Every row has one cell a
+    column (rich would silently add a column or pad the row: a caller's mistake, raised here)."""
+    table = Table(
+        title=title,
+        caption=caption,
+        title_justify=TITLE_JUSTIFY,
+        caption_justify=TITLE_JUSTIFY,
+        header_style=HEADER_STYLE,
+        box=COMPACT_BOX if compact else BOX,
+        show_edge=not compact,
+        collapse_padding=compact,
+        safe_box=True,
+    )
+    for c in columns:
+        table.add_column(
+            c.header,
+            justify=c.justify,
+            no_wrap=c.no_wrap,
+            overflow=c.overflow,
+            min_width=c.min_width,
+            max_width=c.max_width,
+        )
+    for row in rows:
+        r = row if isinstance(row, Row) else Row(cells=row)
+        if len(r.cells) != len(columns):
+            raise ValueError(
+                f"table {title or ''!r}: a row of {len(r.cells)} cell(s) under {len(columns)} column(s): "
+                f"{[str(x) for x in r.cells]}"
+            )
+        table.add_row(*r.cells, style=r.style, end_section=r.end_section)
+    return table
