@@ -17,17 +17,16 @@ k3plan.cli.app.ensure_encodable_output. jax-, numpy- and pandas-free: fit import
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional, Union
 
 from rich import box as rich_box
 from rich.table import Table
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # names for annotations only: nothing here is built when fit imports this module
     from rich.console import ConsoleOptions, RenderableType
 
-Justify = Literal["left", "right", "center"]
-Overflow = Literal["fold", "crop", "ellipsis"]
+    Justify = Literal["left", "right", "center"]
+    Overflow = Literal["fold", "crop", "ellipsis"]
 
 MISSING = "-"  # the cell of a figure that does not exist (no price, no compiled number, not computed)
 TITLE_JUSTIFY: Justify = "left"
@@ -64,16 +63,54 @@ COMPACT_BOX = HouseBox(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class _Value:
+    """Immutable, compared and shown by its fields (``__slots__``). Not a dataclass or NamedTuple:
+    fit imports this module, and those cost ~1M instructions a class to create at import."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *values: object) -> None:
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name}")
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
+
+
+class Column(_Value):
     """One column: its header and how its cells sit. Figures are right-justified, words left."""
 
+    __slots__ = ("header", "justify", "no_wrap", "overflow", "min_width", "max_width")
     header: str
-    justify: Justify = "left"
-    no_wrap: bool = False
-    overflow: Overflow = "ellipsis"
-    min_width: Optional[int] = None
-    max_width: Optional[int] = None
+    justify: Justify
+    no_wrap: bool
+    overflow: Overflow
+    min_width: Optional[int]
+    max_width: Optional[int]
+
+    def __init__(
+        self,
+        header: str,
+        justify: Justify = "left",
+        *,
+        no_wrap: bool = False,
+        overflow: Overflow = "ellipsis",
+        min_width: Optional[int] = None,
+        max_width: Optional[int] = None,
+    ) -> None:
+        super().__init__(header, justify, no_wrap, overflow, min_width, max_width)
 
 
 def figure(header: str, **kw) -> Column:
@@ -81,13 +118,19 @@ def figure(header: str, **kw) -> Column:
     return Column(header, "right", **kw)
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A row with more than cells: a style for the whole row (the recommended pick) or a rule under it."""
+class Row(_Value):
+    """A row with more than cells: a style for the whole row (the recommended pick) or a rule under it.
+    A plain sequence of cells is a row too."""
 
+    __slots__ = ("cells", "style", "end_section")
     cells: Sequence[Optional[RenderableType]]  # None: an empty cell, as rich takes it
-    style: Optional[str] = None
-    end_section: bool = False
+    style: Optional[str]
+    end_section: bool
+
+    def __init__(
+        self, cells: Sequence[Optional[RenderableType]], style: Optional[str] = None, end_section: bool = False
+    ) -> None:
+        super().__init__(tuple(cells), style, end_section)
 
 
 def cell(value: Optional[float], spec: str = ",.1f", missing: str = MISSING) -> str:

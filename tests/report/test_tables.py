@@ -108,6 +108,21 @@ def test_columns_carry_header_justification_and_widths_to_rich():
     assert figure("x", no_wrap=True, min_width=7) == Column("x", "right", no_wrap=True, min_width=7)
 
 
+def test_column_and_row_are_immutable_values():
+    c = Column("GiB", "right", max_width=9)
+    with pytest.raises(AttributeError, match="immutable"):
+        c.header = "MiB"  # type: ignore[misc]
+    assert c == figure("GiB", max_width=9) and hash(c) == hash(figure("GiB", max_width=9))
+    assert c != figure("GiB") and c != Column("GiB", max_width=9)
+    assert repr(c) == (
+        "Column(header='GiB', justify='right', no_wrap=False, overflow='ellipsis', min_width=None, max_width=9)"
+    )
+    r = Row(["a", "b"], style="bold")
+    assert r.cells == ("a", "b") and r == Row(("a", "b"), "bold") and r != Row(("a", "b"))
+    with pytest.raises(AttributeError):
+        r.style = None  # type: ignore[misc]
+
+
 def test_the_house_style_title_left_heavy_head_bold_header():
     t = build_table(COLUMNS, ROWS, title="per device")
     assert (t.title_justify, t.header_style, t.box, t.show_edge) == ("left", "bold", BOX, True)
