@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from k3plan.cli.common import JsonOpt, console, err_console, print_json
-
-if TYPE_CHECKING:
-    from k3plan.models.census_result import CensusResult
 
 
 def command(
@@ -56,7 +53,9 @@ def command(
     if json_out:
         print_json(result)
     else:
-        _render(result)
+        from k3plan.report.catalog_tables import render_census
+
+        render_census(result, console)
     if result.comparison is not None and not result.comparison.ok:
         raise typer.Exit(1)
 
@@ -86,31 +85,3 @@ def shard_progress() -> Iterator[Callable[[int, int], None] | None]:
     ) as bar:
         task = bar.add_task("census", total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
-
-
-def _render(r: CensusResult) -> None:
-    from rich.table import Table
-
-    from k3plan.units import GiB, fmt_gib
-
-    table = Table(title=f"{r.path}: {r.files} file(s), {r.tensors:,} tensors, {fmt_gib(r.bytes, 3)}")
-    for col in ("dtype", "tensors", "bytes", "GiB"):
-        table.add_column(col, justify="left" if col == "dtype" else "right")
-    for row in sorted(r.by_dtype, key=lambda e: e.dtype):
-        table.add_row(row.dtype, f"{row.tensors:,}", f"{row.bytes:,}", f"{row.bytes / GiB:,.3f}")
-    console.print(table)
-    comp = r.comparison
-    if comp is None:
-        return
-    verdict = "[green]matches the inventory[/]" if comp.ok else "[red]differs from the inventory[/]"
-    console.print(f"{comp.matched:,} of {comp.expected_tensors:,} expected tensors found: {verdict}")
-    for key, count, names in (("missing", comp.missing_count, comp.missing), ("extra", comp.extra_count, comp.extra)):
-        if count:
-            console.print(f"  {key}: {count:,}, e.g. " + ", ".join(names[:5]))
-    mismatches: tuple[tuple[str, list], ...] = (
-        ("shape_mismatch", comp.shape_mismatch),
-        ("dtype_mismatch", comp.dtype_mismatch),
-    )
-    for key, rows in mismatches:
-        for row in rows[:10]:
-            console.print(f"  {key.replace('_', ' ')}: {row.name} expected {row.expected} found {row.found}")

@@ -163,7 +163,7 @@ def command(
         points, console, title=title, context=context, model_max=setup.model.spec.max_context, warnings=warnings
     )
     if growth is not None:
-        from k3plan.cli.sessions import render_sessions
+        from k3plan.report.curve_table import render_sessions
 
         render_sessions(growth, console, batch=batch)
     if plot is not None:

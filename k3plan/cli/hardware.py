@@ -41,43 +41,9 @@ def _do_list(json_out: bool) -> None:
 
         print_json([hardware_summary(h) for h in specs])
         return
-    from rich import box
-    from rich.table import Table
+    from k3plan.report.catalog_tables import render_hardware_list
 
-    from k3plan.units import GiB
-
-    table = Table(
-        title="Bundled hardware: dev = JAX devices a chip; per device: HBM and usable HBM in GiB, "
-        "HBM TB/s, bf16 dense TFLOP/s; scale-up: link, GB/s one-way a chip x domain chips",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1),
-        collapse_padding=True,
-    )
-    cols = ("name", "kind", "dev", "HBM", "usable", "TB/s", "bf16", "scale-up")
-    rows = [
-        (
-            h.name,
-            h.kind,
-            str(h.devices_per_chip),
-            f"{h.hbm_bytes_per_device / GiB:.1f}",
-            f"{h.usable_bytes_per_device / GiB:.2f}".rstrip("0").rstrip("."),
-            f"{h.hbm_bw_bytes_per_s_per_device / 1e12:.2f}",
-            f"{h.flops_per_s_per_device('bf16') / 1e12:g}",
-            f"{h.scale_up.name} {h.scale_up.bw_bytes_per_s / 1e9:.0f} x{h.scale_up.domain_chips}",
-        )
-        for h in specs
-    ]
-    for i, col in enumerate(cols):
-        table.add_column(
-            col,
-            justify="left" if col in ("name", "kind", "scale-up") else "right",
-            no_wrap=True,
-            min_width=max(len(col), *(len(r[i]) for r in rows)),
-        )
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    render_hardware_list(specs, console)
 
 
 @app.callback()

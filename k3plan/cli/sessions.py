@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 # The session options, declared once for curve and plan.
 TurnsOpt = Annotated[
@@ -88,33 +87,3 @@ def session_growth_at(setup, workload, calibration, **options):
     if cap < 1:
         return None
     return session_growth(session, max_context_tokens=cap)
-
-
-def render_sessions(g, console, *, batch: int) -> None:
-    from rich.table import Table
-
-    s = g.session
-    carried = "carried back" if s.carry_reasoning else "dropped (--drop-reasoning)"
-    t = Table(
-        title=(
-            f"sessions: {s.turns} turns, system {s.system_prompt_tokens:,}, a turn: user "
-            f"{s.user_tokens_per_turn:,} + answer {s.answer_tokens_per_turn:,} + tools "
-            f"{s.tool_tokens_per_turn:,} + reasoning {s.reasoning_tokens_per_turn:,} ({carried})"
-        ),
-        title_justify="left",
-    )
-    for col in ("turn", "prompt (prefill)", "peak context", "visible conversation", "fits"):
-        t.add_column(col, justify="right")
-    for i, (p, k, v) in enumerate(zip(g.prompt_tokens, g.peak_context_tokens, g.visible_context_tokens), start=1):
-        t.add_row(str(i), f"{p:,}", f"{k:,}", f"{v:,}", "yes" if k <= g.max_context_tokens else "no")
-    console.print(t)
-    where = (
-        f"turn {g.first_turn_not_fitting} no longer fits" if g.first_turn_not_fitting else f"all {s.turns} turns fit"
-    )
-    console.print(
-        escape(
-            f"context grows {s.carried_tokens_per_turn:,} tokens a turn; max context a sequence at batch "
-            f"{batch}: {g.max_context_tokens:,} tokens (fit's memory-allowed context): {where}; peak "
-            f"context by the last turn is {g.growth_over_visible:.2f}x the visible conversation"
-        )
-    )

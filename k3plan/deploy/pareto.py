@@ -64,10 +64,9 @@ class ParetoPoint(BaseModel):
 
 def render_pareto_table(points: Sequence[ParetoPoint], *, title: str = "Pareto front"):
     """A rich Table, one row a point, in the order given (pareto_front's order)."""
-    from rich.table import Table
+    from k3plan.report.tables import Column, build_table, cell
 
-    table = Table(title=title)
-    for name in (
+    headers = (
         "hardware",
         "topology",
         "split",
@@ -79,10 +78,10 @@ def render_pareto_table(points: Sequence[ParetoPoint], *, title: str = "Pareto f
         "$/hour",
         "$/M out",
         "tok/$",
-    ):
-        table.add_column(name, justify="left" if name in ("hardware", "topology", "split", "stack") else "right")
-    for p in points:
-        table.add_row(
+    )
+    columns = [Column(c, "left" if c in ("hardware", "topology", "split", "stack") else "right") for c in headers]
+    rows = [
+        (
             p.hardware,
             p.topology,
             p.split,
@@ -91,11 +90,13 @@ def render_pareto_table(points: Sequence[ParetoPoint], *, title: str = "Pareto f
             str(p.batch),
             f"{p.tokens_per_s_per_user:,.1f}",
             f"{p.tokens_per_s_per_chip:,.1f}",
-            _money(p.usd_per_hour),
-            _money(p.usd_per_million_output_tokens),
-            "-" if p.tokens_per_usd is None else f"{p.tokens_per_usd:,.0f}",
+            cell(p.usd_per_hour, ",.2f"),
+            cell(p.usd_per_million_output_tokens, ",.2f"),
+            cell(p.tokens_per_usd, ",.0f"),
         )
-    return table
+        for p in points
+    ]
+    return build_table(columns, rows, title=title)
 
 
 def plot_pareto(
@@ -132,7 +133,3 @@ def plot_pareto(
             series(kept, name="Pareto front", color=BLUE, radius=FRONT_R, joined=True, labels=[p.label for p in kept])
         )
     return write_chart(path, chart)
-
-
-def _money(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.2f}"

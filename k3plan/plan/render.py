@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
-from rich.table import Table
 
 from k3plan.plan.rows import PlanRow
 from k3plan.plan.search import OBJECTIVES, PlanResult
+from k3plan.report.tables import MISSING, Column, Row, build_table, cell
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # the temp evidence a row's memory rests on (PlanRow.temp_evidence), short for the table; TEMP_LEGEND explains it
 TEMP_SHORT = {"measured": "meas.", "compiled": "comp.", "temp model": "model", "analytic": "lower"}
@@ -20,12 +25,11 @@ def _ranking(result: PlanResult) -> Table:
     chunks = len(result.search.chunks) > 1
     kvs = len(result.search.kv_dtypes) > 1 or result.search.kv_dtypes != ["stack"]
     expected = any(r.expected_tpot_ms is not None for r in result.ranked)
-    t = Table(
-        title=f"{result.model}: {OBJECTIVES[result.objective]}"
+    title = (
+        f"{result.model}: {OBJECTIVES[result.objective]}"
         + (" (ranked on expected TPOT)" if result.workload.rank_by == "expected" else "")
         + f", context {result.workload.context_tokens:,}, "
-        f"{result.workload.concurrency} sequence(s) at once",
-        title_justify="left",
+        f"{result.workload.concurrency} sequence(s) at once"
     )
     cols = (
         ["#", "hardware", "topology", "chips", "tp/ep/dp", "stack"]
@@ -35,12 +39,12 @@ def _ranking(result: PlanResult) -> Table:
         + (["exp. TPOT ms"] if expected else [])
         + ["tok/s/chip", "bound", "$/hour"]
     )
-    for c in cols:
-        t.add_column(
-            c, justify="left" if c in ("hardware", "topology", "stack", "kv", "bound", "tp/ep/dp") else "right"
-        )
+    columns = [
+        Column(c, "left" if c in ("hardware", "topology", "stack", "kv", "bound", "tp/ep/dp") else "right")
+        for c in cols
+    ]
+    rows = []
     for r in result.ranked:
-        cost = "-" if r.cost_usd_per_hour is None else f"{r.cost_usd_per_hour:,.2f}"
         cells = (
             [
                 str(r.rank),
@@ -62,25 +66,33 @@ def _ranking(result: PlanResult) -> Table:
             + [
                 f"{r.tokens_per_s_per_chip:.1f}",
                 r.binding,
-                cost,
+                cell(r.cost_usd_per_hour, ",.2f"),
             ]
         )
-        t.add_row(*cells, style="bold green" if r.rank == 1 else None)
-    return t
+        rows.append(Row(cells, style="bold green" if r.rank == 1 else None))
+    return build_table(columns, rows, title=title)
 
 
 def _expected(r: PlanRow) -> str:
-    return "-" if r.expected_tpot_ms is None else f"{r.expected_tpot_ms:.2f}"
+    return cell(r.expected_tpot_ms, ".2f")
 
 
 def _rejected(result: PlanResult) -> Table:
-    t = Table(title="Rejected families (hardware x stack): no configuration passes", title_justify="left")
-    for c in ("hardware", "stack", "configs", "reasons (count)", "closest"):
-        t.add_column(c, justify="right" if c == "configs" else "left")
-    for f in result.rejected_families:
-        reasons = "; ".join(f"{k} x{n}" for k, n in f.reasons.items()) or "-"
-        t.add_row(f.hardware, f.stack, str(f.configurations), reasons, "; ".join(f.detail) or "-")
-    return t
+    columns = [
+        Column(c, "right" if c == "configs" else "left")
+        for c in ("hardware", "stack", "configs", "reasons (count)", "closest")
+    ]
+    rows = [
+        (
+            f.hardware,
+            f.stack,
+            str(f.configurations),
+            "; ".join(f"{k} x{n}" for k, n in f.reasons.items()) or MISSING,
+            "; ".join(f.detail) or MISSING,
+        )
+        for f in result.rejected_families
+    ]
+    return build_table(columns, rows, title="Rejected families (hardware x stack): no configuration passes")
 
 
 def render_plan(result: PlanResult, console: Console) -> None:

@@ -4,18 +4,18 @@ disaggregated alternative, the launch command and the cold start of the pick."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from k3plan.deploy.pareto import render_pareto_table
 from k3plan.plan.search import OBJECTIVES, PlanResult
+from k3plan.report.tables import MISSING, Column, Row, build_table, cell, figure
 from k3plan.units import GiB
 
-
-def _f(v, fmt: str = ",.1f", none: str = "-") -> str:
-    return none if v is None else format(v, fmt)
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def short_miss(text: str) -> str:
@@ -28,12 +28,11 @@ def sla_table(result: PlanResult) -> Table:
     s = result.sla
     assert s is not None
     load = f"{s.request_rate_per_s:g} requests/s" if s.request_rate_per_s else f"{s.concurrency} in flight"
-    t = Table(
-        title=f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
-        f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records)",
-        title_justify="left",
+    title = (
+        f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
+        f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records)"
     )
-    for c in (
+    headers = (
         "#",
         "hardware",
         "topo",
@@ -48,38 +47,41 @@ def sla_table(result: PlanResult) -> Table:
         "$/M out",
         "$/M in",
         "SLA",
-    ):
-        t.add_column(
+    )
+    columns = [
+        Column(
             c,
-            justify="left" if c in ("hardware", "topo", "stack", "tp/ep/dp", "SLA") else "right",
+            "left" if c in ("hardware", "topo", "stack", "tp/ep/dp", "SLA") else "right",
             no_wrap=c != "SLA",
             min_width=12 if c == "SLA" else None,
         )
+        for c in headers
+    ]
     tput = result.objective == "throughput"
     if tput:
-        t.add_column("max batch", justify="right")
-        t.add_column("max tok/s/chip", justify="right")
+        columns += [figure("max batch"), figure("max tok/s/chip")]
+    rows = []
     for r in result.ranked:
         q, cost = r.sla_row(), r.cost_row()
-        t.add_row(
+        cells = (
             str(r.rank),
             r.hardware,
             r.topology,
             str(r.chips),
             f"{r.tp}/{r.ep}/{r.dp}",
             r.stack,
-            _f(q.ttft_ms, ",.0f"),
-            _f(q.tpot_ms, ".2f"),
-            "-" if q.request_latency_ms is None else f"{q.request_latency_ms / 1e3:,.1f}",
-            _f(q.output_tokens_per_s_per_chip),
-            _f(cost.usd_per_hour, ",.2f", "n/a"),
-            _f(cost.usd_per_million_output_tokens, ",.2f", "n/a" if cost.usd_per_hour is None else "-"),
-            _f(cost.usd_per_million_input_tokens, ",.2f", "n/a" if cost.usd_per_hour is None else "-"),
+            cell(q.ttft_ms, ",.0f"),
+            cell(q.tpot_ms, ".2f"),
+            MISSING if q.request_latency_ms is None else f"{q.request_latency_ms / 1e3:,.1f}",
+            cell(q.output_tokens_per_s_per_chip),
+            cell(cost.usd_per_hour, ",.2f", "n/a"),
+            cell(cost.usd_per_million_output_tokens, ",.2f", "n/a" if cost.usd_per_hour is None else MISSING),
+            cell(cost.usd_per_million_input_tokens, ",.2f", "n/a" if cost.usd_per_hour is None else MISSING),
             "meets" if q.meets else escape(", ".join(short_miss(x) for x in q.misses)),
-            *([_f(q.throughput_batch, ","), _f(q.throughput_tokens_per_s_per_chip)] if tput else []),
-            style="bold green" if r.rank == 1 and q.meets else None,
+            *([cell(q.throughput_batch, ","), cell(q.throughput_tokens_per_s_per_chip)] if tput else []),
         )
-    return t
+        rows.append(Row(cells, style="bold green" if r.rank == 1 and q.meets else None))
+    return build_table(columns, rows, title=title)
 
 
 def _unpriced(result: PlanResult) -> list[str]:
@@ -102,30 +104,27 @@ def render_deploy(result: PlanResult, console: Console) -> None:
         )
     d = result.disaggregated
     if d is not None:
-        t = Table(
-            title=f"Disaggregated alternative ({d.instance} instances) vs the aggregated pick", title_justify="left"
-        )
-        for c in ("", "chips", "TTFT ms", "TPOT ms", "$/hour", "$/M out"):
-            t.add_column(c, justify="left" if not c else "right")
         p = d.pools
-        t.add_row(
+        columns = [Column(""), *(figure(c) for c in ("chips", "TTFT ms", "TPOT ms", "$/hour", "$/M out"))]
+        disagg = (
             f"disaggregated: {p.prefill_instances} prefill + {p.decode_instances} decode instance(s), "
             f"ratio {p.ratio_prefill_to_decode:.2f}, decode batch {d.decode_batch}",
             str(d.chips),
-            _f(d.ttft_ms),
-            _f(d.tpot_ms, ".2f"),
-            _f(d.usd_per_hour, ",.2f", "n/a"),
-            _f(d.usd_per_million_output_tokens, ",.2f", "n/a"),
+            cell(d.ttft_ms),
+            cell(d.tpot_ms, ".2f"),
+            cell(d.usd_per_hour, ",.2f", "n/a"),
+            cell(d.usd_per_million_output_tokens, ",.2f", "n/a"),
         )
-        t.add_row(
+        agg = (
             "aggregated (the pick)",
             str(d.aggregated_chips),
-            _f(d.aggregated_ttft_ms),
-            _f(d.aggregated_tpot_ms, ".2f"),
-            _f(d.aggregated_usd_per_hour, ",.2f", "n/a"),
+            cell(d.aggregated_ttft_ms),
+            cell(d.aggregated_tpot_ms, ".2f"),
+            cell(d.aggregated_usd_per_hour, ",.2f", "n/a"),
             "",
         )
-        console.print(t)
+        title = f"Disaggregated alternative ({d.instance} instances) vs the aggregated pick"
+        console.print(build_table(columns, (disagg, agg), title=title))
         x = d.transfer
         console.print(
             f"KV + KDA state a request: {x.bytes_per_request / GiB:.3f} GiB over {x.link} in "

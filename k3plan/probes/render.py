@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from k3plan.probes.record import ProbeRecord
+from k3plan.report.tables import MISSING, Column, build_table
 
 _SCALES = {
     "s/call": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")),
@@ -17,7 +18,7 @@ _SCALES = {
 
 def fmt_value(value: Optional[float], unit: Optional[str]) -> str:
     if value is None:
-        return "-"
+        return MISSING
     scales = _SCALES.get(unit or "")
     if not scales:
         return f"{value:.4g} {unit or ''}".strip()
@@ -29,8 +30,6 @@ def fmt_value(value: Optional[float], unit: Optional[str]) -> str:
 
 
 def render(console, record: ProbeRecord, path=None) -> None:
-    from rich.table import Table
-
     head = (
         f"[bold]{record.probe}[/]"
         + (f" {record.op}" if record.op and record.probe == "hbm" else "")
@@ -52,10 +51,12 @@ def render(console, record: ProbeRecord, path=None) -> None:
     if not record.ok:
         console.print(f"  [bold red]failed:[/] {record.error}", soft_wrap=True)
         return
-    table = Table(show_edge=False)
     per = {"s/call": " / call", "s/token": " / token"}.get((record.points[0].unit or "") if record.points else "", "")
-    for col in ("point", "value" + per, "raw p50", "raw p90", "baseline", "expected"):
-        table.add_column(col, justify="left" if col == "point" else "right", no_wrap=True)
+    columns = [
+        Column(col, "left" if col == "point" else "right", no_wrap=True)
+        for col in ("point", "value" + per, "raw p50", "raw p90", "baseline", "expected")
+    ]
+    rows = []
     for pt in record.points:
         shown = {
             k: v for k, v in pt.params.items() if k in ("bytes", "dtype", "size", "seq_len", "path", "op", "tokens")
@@ -68,15 +69,17 @@ def render(console, record: ProbeRecord, path=None) -> None:
             shape = f"{p['m']}x{p['n']}x{p['k']}" if "m" in p else f"{p['rows']} rows {p['k']}x{p['n']}"
             more = f" +{len(ops) - 1}" if len(ops) > 1 else ""
             label = f"{p.get('dtype', '')} {shape} {ops[0]}{more}".strip()
-        table.add_row(
-            label,
-            fmt_value(pt.value, pt.unit),
-            fmt_value(st.p50 if st else None, unit_s),
-            fmt_value(st.p90 if st else None, unit_s),
-            fmt_value(pt.baseline_s, unit_s),
-            fmt_value(pt.expected, pt.unit),
+        rows.append(
+            (
+                label,
+                fmt_value(pt.value, pt.unit),
+                fmt_value(st.p50 if st else None, unit_s),
+                fmt_value(st.p90 if st else None, unit_s),
+                fmt_value(pt.baseline_s, unit_s),
+                fmt_value(pt.expected, pt.unit),
+            )
         )
-    console.print(table)
+    console.print(build_table(columns, rows, compact=True))
     for note in dict.fromkeys(n for pt in record.points for n in pt.notes):
         console.print(f"  note: {note}", soft_wrap=True)
     for check in record.verification:

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
+from k3plan.report.tables import MISSING, Column, build_table
 from k3plan.units import GiB, MiB, fmt_gib
 
 
 def _bytes(v) -> str:
     if isinstance(v, int):
         return fmt_gib(v, 3) if abs(v) >= MiB else f"{v:,} B"
-    return "—" if v is None else str(v)
+    return MISSING if v is None else str(v)
 
 
 def _delta(d) -> str:
     if d is None:
-        return "—"
+        return MISSING
     return f"{d / GiB:+,.3f} GiB\n{d:+,} B" if abs(d) >= MiB else f"{d:+,} B"
 
 
@@ -30,14 +30,12 @@ def render_check(result, console: Console) -> None:
         head += f", shardspecs {result.shardspecs}"
     console.print(head)
     if failed:
-        table = Table(title="regressions", title_justify="left")
-        for col in ("configuration", "regression", "baseline", "now", "change a device"):
-            table.add_column(
-                col, overflow="fold", justify="left" if col in ("configuration", "regression") else "right"
-            )
-        for f in failed:
-            table.add_row(f.configuration, f.what, _bytes(f.baseline), _bytes(f.now), _delta(f.delta_bytes))
-        console.print(table)
+        columns = [
+            Column(col, "left" if col in ("configuration", "regression") else "right", overflow="fold")
+            for col in ("configuration", "regression", "baseline", "now", "change a device")
+        ]
+        rows = [(f.configuration, f.what, _bytes(f.baseline), _bytes(f.now), _delta(f.delta_bytes)) for f in failed]
+        console.print(build_table(columns, rows, title="regressions"))
     for f in info:
         console.print(f"[dim]note:[/] {f.configuration}: {f.what}")
     bad = sorted({f.configuration for f in failed})

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+
+from k3plan.report.tables import Column, build_table, figure
 
 if TYPE_CHECKING:
     from k3plan.speed.expected import OpTime, StageTime
@@ -43,23 +44,17 @@ def source_lines(stage: StageTime) -> list[str]:
 
 
 def render_expected(x: ExpectedSpeed, console: Console) -> None:
-    t = Table(
-        title=(
-            f"expected vs ceiling (a device; ops one after another): decode batch {x.batch:,} at "
-            f"{x.context_tokens:,}, prefill of the prompt in {x.prefill_chunks} chunk(s)"
-        ),
-        title_justify="left",
-    )
-    t.add_column("stage")
-    t.add_column("", justify="left")
-    t.add_column("total ms", justify="right")
-    for title in KIND_TITLES.values():
-        t.add_column(title, justify="right")
+    columns = [Column("stage"), Column(""), figure("total ms"), *(figure(t) for t in KIND_TITLES.values())]
+    rows = []
     for name, s in (("decode step (TPOT)", x.decode), ("prefill (TTFT)", x.prefill)):
         kinds = [getattr(s.by_kind, k) for k in KIND_TITLES]
-        t.add_row(name, "ceiling", _ms(s.ceiling_s), *(_ms(k.ceiling_s) for k in kinds))
-        t.add_row("", "expected", f"[bold]{_ms(s.expected_s)}[/]", *(_ms(k.expected_s) for k in kinds))
-    console.print(t)
+        rows.append((name, "ceiling", _ms(s.ceiling_s), *(_ms(k.ceiling_s) for k in kinds)))
+        rows.append(("", "expected", f"[bold]{_ms(s.expected_s)}[/]", *(_ms(k.expected_s) for k in kinds)))
+    title = (
+        f"expected vs ceiling (a device; ops one after another): decode batch {x.batch:,} at "
+        f"{x.context_tokens:,}, prefill of the prompt in {x.prefill_chunks} chunk(s)"
+    )
+    console.print(build_table(columns, rows, title=title))
     console.print(escape(f"records: {x.records}"))
     for key, stage in (("decode", x.decode), ("prefill", x.prefill)):
         for line in source_lines(stage):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 
+from k3plan.report.tables import Column, Row, build_table, figure
 from k3plan.units import GiB, fmt_gib_sig
 
 if TYPE_CHECKING:
@@ -25,11 +25,6 @@ def render_fit(r: FitResult, console: Console) -> None:
         f"{hw.devices} devices, {hw.hosts} hosts), tp={par.tp} ep={par.ep} dp={par.dp}, "
         f"stack {r.stack}; context {w.context_tokens:,} x batch {w.batch}, prefill chunk {w.prefill_chunk_tokens:,}"
     )
-    table = Table(title="per device (GiB = 2^30 B)", title_justify="left")
-    table.add_column("term")
-    table.add_column("GiB", justify="right")
-    table.add_column("% usable", justify="right")
-    table.add_column("source", overflow="fold", max_width=70)
     p = r.provenance
     rows = [
         ("weights", dev.weights_bytes, p.weights),
@@ -43,15 +38,16 @@ def render_fit(r: FitResult, console: Console) -> None:
         ),
         ("engine reserve", dev.reserve_bytes, p.reserve),
     ]
-    for name, value, source in rows:
-        table.add_row(name, _gib(value), f"{100 * value / usable:.1f}", source)
-    table.add_section()
-    table.add_row("usable HBM", _gib(usable), "100.0", p.hbm)
     color = "green" if r.fits else "red"
-    table.add_row(
-        f"[{color}]free[/]", f"[{color}]{_gib(dev.free_bytes)}[/]", f"{100 * dev.free_bytes / usable:.1f}", ""
-    )
-    console.print(table)
+    cells = [  # the terms, a rule, then what they are a share of and what is left
+        Row((name, _gib(value), f"{100 * value / usable:.1f}", source), end_section=i == len(rows) - 1)
+        for i, (name, value, source) in enumerate(rows)
+    ] + [
+        ("usable HBM", _gib(usable), "100.0", p.hbm),
+        (f"[{color}]free[/]", f"[{color}]{_gib(dev.free_bytes)}[/]", f"{100 * dev.free_bytes / usable:.1f}", ""),
+    ]
+    columns = (Column("term"), figure("GiB"), figure("% usable"), Column("source", overflow="fold", max_width=70))
+    console.print(build_table(columns, cells, title="per device (GiB = 2^30 B)"))
     cap = r.capacity
     cross = cap.kv_state_crossover_tokens
     console.print(

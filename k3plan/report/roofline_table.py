@@ -6,12 +6,15 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from k3plan.report.tables import Column, build_table, figure
 from k3plan.units import GiB, fmt_gib, fmt_gib_sig, fmt_tokens
 
 if TYPE_CHECKING:
     from k3plan.roofline.result import RooflineResult
+
+
+COLUMNS = (Column("quantity"), figure("value"), Column("note", overflow="fold", max_width=60))
 
 
 def _ms(s: float) -> str:
@@ -25,81 +28,68 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
         f"tp={par.tp} ep={par.ep} dp={par.dp}" + (f" pp={par.pp}" if par.pp > 1 else "") + f", stack {r.stack}, "
         f"MFU {r.efficiency.mfu:.0%}, HBM efficiency {r.efficiency.bw_efficiency:.0%}"
     )
-    t = Table(
-        title=f"decode: batch {d.batch:,} at context {d.context_tokens:,} (per device, slowest device)",
-        title_justify="left",
-    )
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
-    t.add_column("note", overflow="fold", max_width=60)
-    b = d.bytes_per_device
-    t.add_row(
-        "bytes a device a step",
-        fmt_gib(b.total(), 3),
-        ", ".join(f"{k} {v / GiB:,.3f}" for k, v in b.items()),
-    )
-    t.add_row(
-        "experts touched a layer",
-        f"{d.experts_touched_per_layer:,.1f}",
-        "E (1 - (1 - k/E)^B), uniform routing unless a histogram is given",
-    )
-    t.add_row("memory time", _ms(d.memory_s) + " ms", "bytes / HBM bandwidth a device")
-    t.add_row(
-        "compute time",
-        _ms(d.compute_s) + " ms",
-        f"FLOPs {d.flops_per_device.total() / 1e12:,.3f} T a device",
-    )
-    c = d.comm
-    t.add_row(
-        "collectives",
-        _ms(c.latency_time_s + c.bandwidth_time_s) + " ms",
-        f"{c.calls_per_step} calls ({c.expert_calls_per_step} {c.op.value}) x {c.latency_s_per_call * 1e6:.2f} us "
-        f"({escape(c.latency_source)}) + {fmt_gib_sig(c.bytes_per_chip_per_step)} a chip over {c.link_name}",
-    )
+    b, c = d.bytes_per_device, d.comm
+    rows = [
+        ("bytes a device a step", fmt_gib(b.total(), 3), ", ".join(f"{k} {v / GiB:,.3f}" for k, v in b.items())),
+        (
+            "experts touched a layer",
+            f"{d.experts_touched_per_layer:,.1f}",
+            "E (1 - (1 - k/E)^B), uniform routing unless a histogram is given",
+        ),
+        ("memory time", _ms(d.memory_s) + " ms", "bytes / HBM bandwidth a device"),
+        ("compute time", _ms(d.compute_s) + " ms", f"FLOPs {d.flops_per_device.total() / 1e12:,.3f} T a device"),
+        (
+            "collectives",
+            _ms(c.latency_time_s + c.bandwidth_time_s) + " ms",
+            f"{c.calls_per_step} calls ({c.expert_calls_per_step} {c.op.value}) x {c.latency_s_per_call * 1e6:.2f} us "
+            f"({escape(c.latency_source)}) + {fmt_gib_sig(c.bytes_per_chip_per_step)} a chip over {c.link_name}",
+        ),
+    ]
     if c.pipeline_calls_per_step:
-        t.add_row(
-            "stage-to-stage sends",
-            _ms(c.pipeline_time_s) + " ms",
-            f"{c.pipeline_calls_per_step} send(s) of {fmt_gib_sig(c.pipeline_bytes_per_chip_per_step)} a chip "
-            f"in all over {c.pipeline_link} (pp={par.pp}: the batch as {par.pp} microbatches, the step "
-            "summed over the stages)",
+        rows.append(
+            (
+                "stage-to-stage sends",
+                _ms(c.pipeline_time_s) + " ms",
+                f"{c.pipeline_calls_per_step} send(s) of {fmt_gib_sig(c.pipeline_bytes_per_chip_per_step)} a chip "
+                f"in all over {c.pipeline_link} (pp={par.pp}: the batch as {par.pp} microbatches, the step "
+                "summed over the stages)",
+            )
         )
-    t.add_row(
-        "[bold]step (TPOT)[/]",
-        f"[bold]{_ms(d.step_s)} ms[/]",
-        f"binding: {d.binding}; communication {d.comm_share:.1%} of the step",
-    )
-    t.add_row("throughput", f"{d.tokens_per_s:,.0f} tok/s", f"{d.tokens_per_s_per_chip:,.1f} tok/s a chip")
-    t.add_row(
-        "study view (ideal)",
-        _ms(d.ideal_step_s) + " ms",
-        f"one copy of {fmt_gib(d.ideal_bytes_per_step.total())} over all chips' bandwidth, no collectives",
-    )
-    console.print(t)
-    t = Table(
-        title=f"prefill: prompt {p.prompt_tokens:,} in {p.chunks} chunk(s) of {p.chunk_tokens:,}",
-        title_justify="left",
-    )
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
-    t.add_column("note", overflow="fold", max_width=60)
-    t.add_row(
-        "FLOPs a token",
-        f"{(p.linear_flops_per_token + p.attention_flops_per_token) / 1e9:,.1f} G",
-        f"linear {p.linear_flops_per_token / 1e9:,.1f} G + attention {p.attention_flops_per_token / 1e9:,.1f} G",
-    )
-    t.add_row("throughput", f"{p.tokens_per_s:,.0f} tok/s", f"linear only: {p.tokens_per_s_linear_only:,.0f} tok/s")
-    t.add_row(
-        "[bold]time to first token[/]",
-        f"[bold]{_ms(p.ttft_s)} ms[/]",
-        "max(compute, link time) + collective latency of every chunk",
-    )
-    t.add_row(
-        "collective traffic a chip",
-        f"{p.comm_bytes_per_s_per_chip / 1e9:,.2f} GB/s",
-        f"{p.link_share:.1%} of {p.comm.link_name} one-way" + ("" if p.feasible else " — INFEASIBLE"),
-    )
-    console.print(t)
+    rows += [
+        (
+            "[bold]step (TPOT)[/]",
+            f"[bold]{_ms(d.step_s)} ms[/]",
+            f"binding: {d.binding}; communication {d.comm_share:.1%} of the step",
+        ),
+        ("throughput", f"{d.tokens_per_s:,.0f} tok/s", f"{d.tokens_per_s_per_chip:,.1f} tok/s a chip"),
+        (
+            "study view (ideal)",
+            _ms(d.ideal_step_s) + " ms",
+            f"one copy of {fmt_gib(d.ideal_bytes_per_step.total())} over all chips' bandwidth, no collectives",
+        ),
+    ]
+    title = f"decode: batch {d.batch:,} at context {d.context_tokens:,} (per device, slowest device)"
+    console.print(build_table(COLUMNS, rows, title=title))
+    rows = [
+        (
+            "FLOPs a token",
+            f"{(p.linear_flops_per_token + p.attention_flops_per_token) / 1e9:,.1f} G",
+            f"linear {p.linear_flops_per_token / 1e9:,.1f} G + attention {p.attention_flops_per_token / 1e9:,.1f} G",
+        ),
+        ("throughput", f"{p.tokens_per_s:,.0f} tok/s", f"linear only: {p.tokens_per_s_linear_only:,.0f} tok/s"),
+        (
+            "[bold]time to first token[/]",
+            f"[bold]{_ms(p.ttft_s)} ms[/]",
+            "max(compute, link time) + collective latency of every chunk",
+        ),
+        (
+            "collective traffic a chip",
+            f"{p.comm_bytes_per_s_per_chip / 1e9:,.2f} GB/s",
+            f"{p.link_share:.1%} of {p.comm.link_name} one-way" + ("" if p.feasible else " — INFEASIBLE"),
+        ),
+    ]
+    title = f"prefill: prompt {p.prompt_tokens:,} in {p.chunks} chunk(s) of {p.chunk_tokens:,}"
+    console.print(build_table(COLUMNS, rows, title=title))
     lc = r.long_context
     ratios = ", ".join(f"{fmt_tokens(e.context_tokens)} tokens {e.ratio:.2f}x" for e in lc.ratio_by_context)
     console.print(

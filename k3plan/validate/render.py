@@ -7,25 +7,27 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from k3plan.report.tables import MISSING, Column, build_table
 from k3plan.units import MiB, fmt_gib
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from k3plan.validate.collective_check import CollectiveCheck
     from k3plan.validate.result import CensusReport, JobResult, ValidationResult
 
 
 def _b(n: Optional[int]) -> str:
     if n is None:
-        return "-"
+        return MISSING
     if abs(n) >= MiB:
         return fmt_gib(n, 4)
     return f"{n:,} B"
 
 
 def _pct(p: Optional[float]) -> str:
-    return "-" if p is None else f"{p:+.3f}%"
+    return MISSING if p is None else f"{p:+.3f}%"
 
 
 @contextmanager
@@ -52,24 +54,31 @@ def progress_callback(console: Console, *, total: int, enabled: bool) -> Iterato
         yield on_job
 
 
+def _columns(*headers: str, text: tuple[str, ...] = ("op",)) -> list[Column]:
+    return [Column(h, "left" if h in text else "right") for h in headers]
+
+
+def _unexplained(u: Optional[int]) -> str:
+    return MISSING if u is None else ("0" if u == 0 else f"[bold red]{_b(u)}[/]")
+
+
 def _terms_table(r: JobResult) -> Table:
-    t = Table(
-        title=f"{r.label}: compiled in {r.compile_s:.1f} s (lowered in {r.lower_s:.1f} s), per device",
-        title_justify="left",
-    )
-    for col in ("term", "predicted", "compiled", "delta", "delta %", "unexplained"):
-        t.add_column(col, justify="left" if col == "term" else "right")
-    for term in r.terms:
-        u = term.unexplained_bytes
-        t.add_row(
+    rows = [
+        (
             term.name,
             _b(term.predicted_bytes),
             _b(term.compiled_bytes),
             _b(term.delta_bytes),
             _pct(term.delta_pct),
-            "-" if u is None else ("0" if u == 0 else f"[bold red]{_b(u)}[/]"),
+            _unexplained(term.unexplained_bytes),
         )
-    return t
+        for term in r.terms
+    ]
+    return build_table(
+        _columns("term", "predicted", "compiled", "delta", "delta %", "unexplained", text=("term",)),
+        rows,
+        title=f"{r.label}: compiled in {r.compile_s:.1f} s (lowered in {r.lower_s:.1f} s), per device",
+    )
 
 
 def _reasons(r: JobResult, console: Console) -> None:
@@ -83,33 +92,37 @@ def _reasons(r: JobResult, console: Console) -> None:
 
 
 def _census_table(c: CensusReport) -> Table:
-    t = Table(title=f"HLO collectives ({c.while_loops} while loop(s))", title_justify="left")
-    for col in ("op", "count", "bytes", "in a loop", "executed", "executed bytes"):
-        t.add_column(col, justify="left" if col == "op" else "right")
-    for s in sorted(c.ops, key=lambda o: o.op):
-        t.add_row(s.op, str(s.count), _b(s.bytes), str(s.in_loop), str(s.executed), _b(s.executed_bytes))
-    if not c.ops:
-        t.add_row("(none)", "0", "-", "-", "-", "-")
-    return t
+    rows = [
+        (s.op, str(s.count), _b(s.bytes), str(s.in_loop), str(s.executed), _b(s.executed_bytes))
+        for s in sorted(c.ops, key=lambda o: o.op)
+    ] or [("(none)", "0", MISSING, MISSING, MISSING, MISSING)]
+    return build_table(
+        _columns("op", "count", "bytes", "in a loop", "executed", "executed bytes"),
+        rows,
+        title=f"HLO collectives ({c.while_loops} while loop(s))",
+    )
 
 
 def _collectives_table(c: CollectiveCheck) -> Table:
     verdict = "[green]counts match[/]" if c.ok else "[bold red]counts differ[/]"
-    t = Table(title=f"collectives a step: op list vs compiled HLO ({verdict})", title_justify="left")
-    for col in ("op", "op list calls", "HLO calls", "named exceptions", "unexplained", "op list bytes", "HLO bytes"):
-        t.add_column(col, justify="left" if col in ("op", "named exceptions") else "right")
-    for r in c.rows:
-        u = r.unexplained_calls
-        t.add_row(
+    rows = [
+        (
             r.kind,
             str(r.op_list_calls),
             str(r.hlo_calls),
-            ", ".join(f"{e.name} ({e.calls:+d})" for e in c.exceptions if e.kind == r.kind) or "-",
-            "0" if u == 0 else f"[bold red]{u:+d}[/]",
+            ", ".join(f"{e.name} ({e.calls:+d})" for e in c.exceptions if e.kind == r.kind) or MISSING,
+            "0" if r.unexplained_calls == 0 else f"[bold red]{r.unexplained_calls:+d}[/]",
             _b(r.op_list_bytes),
             _b(r.hlo_bytes),
         )
-    return t
+        for r in c.rows
+    ]
+    headers = ("op", "op list calls", "HLO calls", "named exceptions", "unexplained", "op list bytes", "HLO bytes")
+    return build_table(
+        _columns(*headers, text=("op", "named exceptions")),
+        rows,
+        title=f"collectives a step: op list vs compiled HLO ({verdict})",
+    )
 
 
 def _collective_notes(c: CollectiveCheck, console: Console) -> None:
