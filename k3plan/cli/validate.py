@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -124,7 +125,7 @@ def phase_display(*, total: int):
         finish_phase()
 
 
-def _plain_phases():
+def _plain_phases() -> tuple[Callable[[Any, Any], None], Callable[[Any, str], None]]:
     """(on_job, on_phase) for a log: '<job>: <phase> ...' as a phase starts and '<job>: <phase> 12.3 s'
     as it ends (at the next phase's start, or the job's end)."""
     current: dict = {}
