@@ -87,7 +87,11 @@ def phase_display(*, total: int):
     starts and one with its seconds as it ends, so a log of a minutes-long compile shows where it
     is; stdout (the table or the JSON) is untouched."""
     if not err_console.is_terminal:
-        yield _plain_phases()
+        on_job, on_phase, _ = _phase_callbacks(
+            started=lambda what: err_console.print(f"{what} ...", highlight=False, soft_wrap=True),
+            ended=lambda line: err_console.print(line, highlight=False, soft_wrap=True),
+        )
+        yield on_job, on_phase
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -101,52 +105,40 @@ def phase_display(*, total: int):
         transient=True,
     ) as bar:
         task = bar.add_task("starting", total=total)
-        current: dict = {}
-
-        def finish_phase() -> None:
-            if current:
-                job, phase, t0 = current["job"], current["phase"], current["t0"]
-                where = "" if phase == "devices" else f"{job.label}: "
-                bar.console.print(f"  {where}{phase} {time.perf_counter() - t0:.1f} s", highlight=False)
-                current.clear()
-
-        def on_phase(job, phase: str) -> None:
-            finish_phase()
-            current.update(job=job, phase=phase, t0=time.perf_counter())
-            where = "" if phase == "devices" else f"{job.label}: "
-            bar.update(task, description=f"{where}{PHASES.get(phase, phase)}")
-
-        def on_job(job, result) -> None:
-            if result is not None:
-                finish_phase()
-                bar.advance(task)
-
+        on_job, on_phase, finish = _phase_callbacks(
+            started=lambda what: bar.update(task, description=what),
+            ended=lambda line: bar.console.print(f"  {line}", highlight=False),
+            job_done=lambda: bar.advance(task),
+        )
         yield on_job, on_phase
-        finish_phase()
+        finish()
 
 
-def _plain_phases() -> tuple[Callable[[Any, Any], None], Callable[[Any, str], None]]:
-    """(on_job, on_phase) for a log: '<job>: <phase> ...' as a phase starts and '<job>: <phase> 12.3 s'
-    as it ends (at the next phase's start, or the job's end)."""
-    current: dict = {}
+def _phase_callbacks(
+    *, started: Callable[[str], None], ended: Callable[[str], None], job_done: Callable[[], None] = lambda: None
+) -> tuple[Callable[[Any, Any], None], Callable[[Any, str], None], Callable[[], None]]:
+    """(on_job, on_phase, finish) over one clock of the running phase: ``started`` gets what a phase
+    does as it starts ('<job>: compiling'), ``ended`` its line with seconds ('<job>: compile 12.3 s') at
+    the next phase's start, the job's end or ``finish``."""
+    running: list[tuple[str, float]] = []  # the phase under way: (its name, where it started)
 
-    def finish_phase() -> None:
-        if current:
-            done = time.perf_counter() - current["t0"]
-            err_console.print(f"{current['where']}{current['phase']} {done:.1f} s", highlight=False, soft_wrap=True)
-            current.clear()
+    def finish() -> None:
+        if running:
+            name, t0 = running.pop()
+            ended(f"{name} {time.perf_counter() - t0:.1f} s")
 
     def on_phase(job, phase: str) -> None:
-        finish_phase()
+        finish()
         where = "" if phase == "devices" else f"{job.label}: "
-        current.update(where=where, phase=phase, t0=time.perf_counter())
-        err_console.print(f"{where}{PHASES.get(phase, phase)} ...", highlight=False, soft_wrap=True)
+        running.append((f"{where}{phase}", time.perf_counter()))
+        started(f"{where}{PHASES.get(phase, phase)}")
 
     def on_job(job, result) -> None:
         if result is not None:
-            finish_phase()
+            finish()
+            job_done()
 
-    return on_job, on_phase
+    return on_job, on_phase, finish
 
 
 @with_setup_options
