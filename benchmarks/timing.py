@@ -8,6 +8,7 @@ the floor loads ready .pyc files. The first (warm-up) run writes the __pycache__
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
 import shutil
@@ -23,6 +24,7 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 # listing counted ~0.28 G instructions, a third of the floor, and flattered every ratio; the console
 # script lists its own bin/ folder instead. Every command's paths are absolute.
 CHILD_CWD = tempfile.mkdtemp(prefix="k3plan-bench-cwd-")
+atexit.register(shutil.rmtree, CHILD_CWD, ignore_errors=True)
 
 
 def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedProcess]:
