@@ -125,11 +125,19 @@ def hardware_columns(
     return out, notes
 
 
+def _unique_meshes(space: Space, rows: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) of the distinct (tp, dp, experts over all) meshes among ``rows``: the weights
+    depend on nothing else, so they are worked out once a mesh and gathered."""
+    c = space.cols
+    key = (c.tp[rows] * (c.dp.max(initial=1) + 1) + c.dp[rows]) * 2 + c.ep_all[rows]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
 def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str, np.ndarray]]:
     """(per-configuration weight figures, fallback kind -> bool per configuration)."""
     c = space.cols
-    key = (c.tp * (c.dp.max(initial=1) + 1) + c.dp) * 2 + c.ep_all
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    first, inverse = _unique_meshes(space)
     classes = stage_classes(model.inventory)
     per_stack = [
         mesh_weights(classes=classes, stack=s, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first])
@@ -163,9 +171,7 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
         remainder = st.pipeline.remainder if st.pipeline else "before_last"
         for pp in np.unique(c.pp[c.stack == si]):
             rows = np.flatnonzero((c.stack == si) & (c.pp == pp))
-            key = (c.tp[rows] * (c.dp.max(initial=1) + 1) + c.dp[rows]) * 2 + c.ep_all[rows]
-            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            inverse = inverse.reshape(-1)
+            first, inverse = _unique_meshes(space, rows)
             first = rows[first]
             for stage in stages(spec, int(pp), remainder):
                 classes = stage_classes(model.inventory, stage if pp > 1 else None)
