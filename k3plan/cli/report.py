@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
+from k3plan.cli.common import AllowCpuProbesOpt, JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import check_target
 
@@ -73,6 +73,7 @@ def command(
     ] = False,
     plot_format: Annotated[str, typer.Option("--plot-format", help="png or svg.")] = "png",
     probes: ProbesOpt = None,
+    allow_cpu_probes: AllowCpuProbesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """A capacity report per platform: smallest viable topology and split at each context, headroom
@@ -116,6 +117,7 @@ def command(
         max_chips=max_chips or 10**9,
         eff=eff,
         probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
         progress=say,
     )
     cmd = "k3plan report " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else "k3plan report"

@@ -40,9 +40,18 @@ def _usd_per_mtok(price: Optional[float], chips: int, tokens_per_s: float) -> Op
 
 
 def _decode(
-    setup: Setup, *, batch: int, context: int, eff: Efficiency, probes: Optional[Path], price: Optional[float]
+    setup: Setup,
+    *,
+    batch: int,
+    context: int,
+    eff: Efficiency,
+    probes: Optional[Path],
+    allow_cpu_probes: bool,
+    price: Optional[float],
 ) -> DecodeAt:
-    d = decode_bound(setup, batch=batch, context_tokens=context, eff=eff, probes=probes)
+    d = decode_bound(
+        setup, batch=batch, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+    )
     return DecodeAt(
         batch=batch,
         tokens_per_s=d.tokens_per_s,
@@ -77,17 +86,34 @@ def _with_expected(
 
 
 def _row(
-    ch: Choice, *, concurrency: int, eff: Efficiency, probes: Optional[Path], price: Optional[float]
+    ch: Choice,
+    *,
+    concurrency: int,
+    eff: Efficiency,
+    probes: Optional[Path],
+    allow_cpu_probes: bool,
+    price: Optional[float],
 ) -> ContextRow:
     c, r, s = ch.context_tokens, ch.result, ch.setup
     if s is None or r is None:
         return ContextRow(context_tokens=c, fits=False, reason=ch.reason)
     full = max(concurrency, r.capacity.max_sequences)
     decode = RowDecode(
-        concurrency=_decode(s, batch=concurrency, context=c, eff=eff, probes=probes, price=price),
-        full=_decode(s, batch=full, context=c, eff=eff, probes=probes, price=price) if full > concurrency else None,
+        concurrency=_decode(
+            s, batch=concurrency, context=c, price=price, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        ),
+        full=_decode(s, batch=full, context=c, price=price, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+        if full > concurrency
+        else None,
     )
-    p = prefill_bound(s, prompt_tokens=c, chunk_tokens=r.workload.prefill_chunk_tokens, eff=eff, probes=probes)
+    p = prefill_bound(
+        s,
+        prompt_tokens=c,
+        chunk_tokens=r.workload.prefill_chunk_tokens,
+        eff=eff,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+    )
     prefill = PrefillAt(
         prompt_tokens=c,
         chunk_tokens=p.chunk_tokens,
@@ -135,11 +161,13 @@ def _row(
 
 
 def _roofline_points(
-    setup: Setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path]
+    setup: Setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path], allow_cpu_probes: bool
 ) -> list[RooflinePoint]:
     out, b = [], 1
     while b <= max(1, most):
-        d = decode_bound(setup, batch=b, context_tokens=context, eff=eff, probes=probes)
+        d = decode_bound(
+            setup, batch=b, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        )
         nbytes, flops = d.bytes_per_device.total(), d.flops_per_device.total()
         out.append(RooflinePoint(batch=b, intensity=flops / nbytes, flops_per_s=flops / d.step_s, binding=d.binding))
         b *= 2
@@ -156,8 +184,12 @@ def platform_report(
     max_chips: int,
     eff: Efficiency,
     probes: Optional[Path] = None,
+    allow_cpu_probes: bool = False,
     chunks: Sequence[int] = DEFAULT_CHUNKS,
 ) -> PlatformReport:
+    """``allow_cpu_probes``: apply CPU-backend probe records to the roofline bounds (HBM bandwidth,
+    collective latency), as fit, plan and roofline do under --allow-cpu-probes; the expected times
+    (k3plan.speed) never apply them."""
     hw = load_hardware(hardware)
     choices, tried = smallest_viable(
         model=model,
@@ -167,9 +199,15 @@ def platform_report(
         concurrency=concurrency,
         max_chips=max_chips,
         probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
     )
     price = hw.price_usd_per_chip_hour
-    rows = [_row(choices[c], concurrency=concurrency, eff=eff, probes=probes, price=price) for c in contexts]
+    rows = [
+        _row(
+            choices[c], concurrency=concurrency, price=price, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        )
+        for c in contexts
+    ]
     from k3plan.report.capacity_advice import platform_advice, tier_rows
 
     picks: list[tuple[Choice, Setup, FitResult, RowDecode, PrefillAt]] = []
@@ -178,7 +216,16 @@ def platform_report(
         if ch.setup is not None and ch.result is not None and row.decode is not None and row.prefill is not None:
             picks.append((ch, ch.setup, ch.result, row.decode, row.prefill))
     advice = [
-        platform_advice(ch, model=model, hardware=hardware, stack=stack, eff=eff, probes=probes, decode=d.concurrency)
+        platform_advice(
+            ch,
+            model=model,
+            hardware=hardware,
+            stack=stack,
+            decode=d.concurrency,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
         for ch, _, _, d, _ in picks
     ]
     tiers: list[TierSessions] = []
@@ -195,7 +242,9 @@ def platform_report(
         curve_setup = (
             f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), context {c:,}"
         )
-        points = _roofline_points(s, context=c, most=r.capacity.max_sequences, eff=eff, probes=probes)
+        points = _roofline_points(
+            s, context=c, most=r.capacity.max_sequences, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        )
     return PlatformReport(
         hardware=hw.name,
         kind=hw.kind,

@@ -28,6 +28,7 @@ def platform_advice(
     decode: DecodeAt,
     eff: Efficiency,
     probes: Optional[Path] = None,
+    allow_cpu_probes: bool = False,
 ) -> ContextAdvice:
     """One viable context: the rules' verdict, warnings and suggestions (texts carry the effects)."""
     from k3plan.advice.wiring import fit_advice
@@ -53,6 +54,7 @@ def platform_advice(
         speed_setup=s,
         eff=eff,
         probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
         binding=decode.binding,
         tpot_s=decode.tpot_s,
     )

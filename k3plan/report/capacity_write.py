@@ -25,6 +25,7 @@ def collect(
     eff: Efficiency,
     probes: Optional[Path],
     progress: Callable[[str], None],
+    allow_cpu_probes: bool = False,
 ) -> list[PlatformReport]:
     from k3plan.hardware import load_hardware
 
@@ -41,6 +42,7 @@ def collect(
             max_chips=max_chips,
             eff=eff,
             probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
         )
         out.append(r)
         fits = ", ".join(

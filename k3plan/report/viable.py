@@ -30,7 +30,15 @@ class Choice:
 
 
 def pick(
-    *, model: str, hardware: str, stack: str, context: int, concurrency: int, max_chips: int, probes: Path | None = None
+    *,
+    model: str,
+    hardware: str,
+    stack: str,
+    context: int,
+    concurrency: int,
+    max_chips: int,
+    probes: Path | None = None,
+    allow_cpu_probes: bool = False,
 ):
     """Plan's result for one (hardware, stack) at one context: its first row is the pick."""
     from k3plan.plan import plan
@@ -45,6 +53,7 @@ def pick(
         objective=OBJECTIVE,
         top=1,
         probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
     )
 
 
@@ -57,12 +66,13 @@ def smallest_viable(
     concurrency: int,
     max_chips: int,
     probes: Path | None = None,
+    allow_cpu_probes: bool = False,
 ) -> tuple[dict[int, Choice], int]:
     """-> ({context: Choice}, configurations evaluated)."""
     hw = load_hardware(hardware)
     # the probed HBM bandwidth, as plan evaluated the picks with it and fit --probes applies it: the report's
     # speed figures for each pick are then fit's and plan's (memory does not depend on it); read once
-    measured, _ = measured_hardware(hw, probes=probes)
+    measured, _ = measured_hardware(hw, probes=probes, allow_cpu=allow_cpu_probes)
     chosen: dict[int, Choice] = {}
     tried = 0
     for c in contexts:
@@ -75,6 +85,7 @@ def smallest_viable(
             concurrency=concurrency,
             max_chips=max_chips,
             probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
         )
         tried = max(tried, p.configurations)
         top = p.recommended

@@ -121,3 +121,33 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
     assert (row["setup"]["topology"], row["setup"]["tp"]) == ("2x2x4", 32)
     assert row["decode"]["concurrency"]["tpot_s"] == f["speed"]["tpot_s"]
     assert row["provenance"]["hbm_bw"].startswith("probe: HBM bandwidth 3.000 TB/s a device from probed on TPU7x")
+
+
+def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli, tmp_path):
+    """The probe options are one set: a CPU-backend HBM record is refused by default and applied under
+    --allow-cpu-probes, by fit and by the report alike (the report had no --allow-cpu-probes)."""
+    from k3plan.probes.record import ProbeRecord
+    from k3plan.probes.store import write_record
+
+    probes = tmp_path / "probes"
+    points = [{"params": {"bytes": 2**30}, "value": 2.0e12, "unit": "bytes/s"}]
+    write_record(record=ProbeRecord.model_validate(dict(
+        probe="hbm", op=None, mode=None, backend="cpu", device_kind="cpu", device_count=1, date="2030-01-01T00:00:00Z",
+        label="a CPU test record", points=points)), out_dir=probes)
+    base = ["-t", "2x2x4", "--tp", "32", "--probes", str(probes), "--json"]
+    refused = json.loads(cli("fit", *base).stdout)["speed"]["tpot_s"]
+    allowed = json.loads(cli("fit", *base, "--allow-cpu-probes").stdout)["speed"]["tpot_s"]
+    assert allowed > refused  # 2.0 TB/s is below the spec's bandwidth
+
+    def report_row(*extra):
+        r = cli("report", "-H", "tpu-v7x", "-c", "131072", "--concurrency", "1", "--probes", str(probes),
+                "--out", str(tmp_path / "r.md"), "--json", *extra)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["platforms"][0]["rows"][0]
+
+    row = report_row()
+    assert (row["setup"]["topology"], row["setup"]["tp"]) == ("2x2x4", 32)
+    assert row["decode"]["concurrency"]["tpot_s"] == refused
+    row = report_row("--allow-cpu-probes")
+    assert row["decode"]["concurrency"]["tpot_s"] == allowed
+    assert row["provenance"]["hbm_bw"].startswith("probe: HBM bandwidth 2.000 TB/s a device")
