@@ -43,8 +43,10 @@ def curve(
     for c in chunks:
         r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
         refused = r.temp.prefill_refused
-        # room: a context for the batch, and at least one sequence of the workload's context
-        room = r.capacity.memory_context_tokens > 0 and r.capacity.max_sequences > 0
+        # room: a context for the batch, and the workload's --batch sequences of its context (fit's
+        # concurrency rule: one sequence is not room for a batch of 32)
+        held = r.capacity.max_sequences
+        room = r.capacity.memory_context_tokens > 0 and held >= workload.batch
         points.append(
             CurvePoint(
                 chunk_tokens=c,
@@ -56,8 +58,13 @@ def curve(
                 if refused
                 else ("no room" if not room else "outside calibration" if r.temp.prefill_outside else "ok"),
                 temp_source=r.provenance.temp_prefill,
-                detail=refused
-                or ("" if room else f"no sequence of {workload.context_tokens:,} tokens fits beside this chunk"),
+                detail=refused or ("" if room else _no_room(held, workload)),
             )
         )
     return points
+
+
+def _no_room(held: int, workload: Workload) -> str:
+    if held == 0:
+        return f"no sequence of {workload.context_tokens:,} tokens fits beside this chunk"
+    return f"only {held} of the {workload.batch} sequences of {workload.context_tokens:,} tokens fit beside this chunk"
