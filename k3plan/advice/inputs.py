@@ -97,6 +97,9 @@ class AdviceInputs(_Frozen):
     # a stage's graph the calibration refuses (a measured compile at or above this size ran out of
     # memory): the fit fails whatever HBM is left free
     refused: str | None = None
+    # tensor dimensions the mesh does not divide (they fall back to replication): fit and plan refuse the
+    # split whatever HBM is left free; None: every sharded dimension divides
+    fallback: str | None = None
 
     @property
     def fixed_bytes(self) -> int:
@@ -108,6 +111,14 @@ def _refused(fit: FitResult) -> str | None:
     t = fit.temp
     found = [f"{stage} {why}" for stage, why in (("prefill", t.prefill_refused), ("decode", t.decode_refused)) if why]
     return "; ".join(found) or None
+
+
+def fallback_summary(fit: FitResult) -> str | None:
+    """The dimensions that do not divide the mesh, each (axis, size, mesh axis, mesh size) once, or None."""
+    if not fit.replicated:
+        return None
+    seen = dict.fromkeys(f"{f.axis}={f.size} by {f.mesh_axis}={f.mesh_size}" for f in fit.replicated)
+    return f"{len(fit.replicated)} tensor dimension(s) do not divide the mesh ({'; '.join(seen)})"
 
 
 def _block_tokens(fit: FitResult) -> int:
@@ -143,6 +154,7 @@ def inputs_from_fit(
         binding=binding,
         tpot_s=tpot_s,
         refused=_refused(fit),
+        fallback=fallback_summary(fit),
         **alternatives,
     )
 

@@ -12,3 +12,16 @@ def test_pp_zero_is_bad_input_not_pp_one(cli, command):
     """Was: `--pp 0` read as `--pp 1` (`pp or 1`): the command answered for an unpipelined split, exit 0."""
     line = one_error_line(cli(command, "-t", "2x2x4", "--tp", "32", "--pp", "0"))
     assert "--pp 0" in line and "expected a positive integer" in line
+
+
+def test_fit_advice_on_a_replicated_split_does_not_say_ok(cli):
+    """Was: DOES NOT FIT (vocab 163,840 and 896 experts do not divide 24 GPUs) then "advice (ok: ...
+    nothing to suggest)": the verdict and the advice disagreed on one screen and in the JSON."""
+    import json
+
+    r = cli("fit", "-H", "nvidia-h200", "-t", "3x8", "--json")
+    assert r.exit_code == 1, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"] is False and d["replicated"]
+    assert d["advice"]["rules"]["verdict"] == "fails"
+    assert any("vocab=163840 by tp=24" in w and "expert=896 by ep=24" in w for w in d["advice"]["rules"]["warnings"])
