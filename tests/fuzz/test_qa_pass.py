@@ -25,3 +25,10 @@ def test_fit_advice_on_a_replicated_split_does_not_say_ok(cli):
     assert d["fits"] is False and d["replicated"]
     assert d["advice"]["rules"]["verdict"] == "fails"
     assert any("vocab=163840 by tp=24" in w and "expert=896 by ep=24" in w for w in d["advice"]["rules"]["warnings"])
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_plan_max_pp_below_one_is_bad_input_not_a_traceback(cli, value):
+    """Was: `plan --max-pp 0` crashed with "ValueError: not enough values to unpack" (exit 1, a traceback)."""
+    line = one_error_line(cli("plan", "--max-pp", value))
+    assert f"--max-pp {value}" in line and "expected a positive integer" in line
