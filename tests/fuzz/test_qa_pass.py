@@ -32,3 +32,16 @@ def test_plan_max_pp_below_one_is_bad_input_not_a_traceback(cli, value):
     """Was: `plan --max-pp 0` crashed with "ValueError: not enough values to unpack" (exit 1, a traceback)."""
     line = one_error_line(cli("plan", "--max-pp", value))
     assert f"--max-pp {value}" in line and "expected a positive integer" in line
+
+
+def test_roofline_refusal_reads_as_fits_does(cli):
+    """Was: roofline printed "DOES NOT FIT: does not fit: weights alone exceed usable HBM" (the reason
+    repeated its own prefix) while fit, for the same flags, printed "DOES NOT FIT: weights alone ..."."""
+    import json
+
+    args = ("-t", "2x2x2", "--tp", "16")
+    fit_line = next(x for x in cli("fit", *args).stdout.splitlines() if x.startswith("DOES NOT FIT"))
+    roof = " ".join(cli("roofline", *args).stdout.split())
+    assert fit_line == "DOES NOT FIT: weights alone exceed usable HBM"
+    assert roof.startswith(fit_line + " (free ") and "does not fit: does not fit" not in roof.lower()
+    assert json.loads(cli("roofline", *args, "--json").stdout)["reason"] == "weights alone exceed usable HBM"
