@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
+from k3plan.sharding.resolve import fallback_summary
+
 if TYPE_CHECKING:
     from k3plan.budget.fit import FitResult
 
@@ -113,14 +115,6 @@ def _refused(fit: FitResult) -> str | None:
     return "; ".join(found) or None
 
 
-def fallback_summary(fit: FitResult) -> str | None:
-    """The dimensions that do not divide the mesh, each (axis, size, mesh axis, mesh size) once, or None."""
-    if not fit.replicated:
-        return None
-    seen = dict.fromkeys(f"{f.axis}={f.size} by {f.mesh_axis}={f.mesh_size}" for f in fit.replicated)
-    return f"{len(fit.replicated)} tensor dimension(s) do not divide the mesh ({'; '.join(seen)})"
-
-
 def _block_tokens(fit: FitResult) -> int:
     return 1 if fit.cache_layout is None else fit.cache_layout.block_tokens
 
@@ -154,7 +148,7 @@ def inputs_from_fit(
         binding=binding,
         tpot_s=tpot_s,
         refused=_refused(fit),
-        fallback=fallback_summary(fit),
+        fallback=fallback_summary(fit.replicated),
         **alternatives,
     )
 

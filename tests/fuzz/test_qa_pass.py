@@ -45,3 +45,20 @@ def test_roofline_refusal_reads_as_fits_does(cli):
     assert fit_line == "DOES NOT FIT: weights alone exceed usable HBM"
     assert roof.startswith(fit_line + " (free ") and "does not fit: does not fit" not in roof.lower()
     assert json.loads(cli("roofline", *args, "--json").stdout)["reason"] == "weights alone exceed usable HBM"
+
+
+def test_curve_refuses_a_split_that_falls_back_to_replication_as_fit_does(cli):
+    """Was: `curve -H nvidia-h200 -t 3x8` printed "ok" at every chunk and exited 0 while fit and roofline
+    refuse that split (vocab 163,840 and 896 experts do not divide 24 GPUs): exit 1, each row says why."""
+    import json
+
+    args = ("-H", "nvidia-h200", "-t", "3x8")
+    assert cli("fit", *args).exit_code == 1 and cli("roofline", *args).exit_code == 1
+    r = cli("curve", *args, "--json")
+    assert r.exit_code == 1, r.output
+    pts = json.loads(r.stdout)["points"]
+    assert pts and all(p["max_sequences"] > 0 for p in pts)  # memory alone would hold a sequence
+    for p in pts:
+        assert p["status"] == "replicated", p
+        assert "vocab=163840 by tp=24" in p["detail"] and "expert=896 by ep=24" in p["detail"]
+    assert "DOES NOT FIT" in r.stderr and "8 replicated" in r.stderr
