@@ -395,10 +395,9 @@ def fit(
             f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
             f"(+{fmt_gib(sum(f.bytes_replicated for f in wb.fallbacks))} a device)"
         )
-    if spec.max_context and workload.context_tokens > spec.max_context:
-        warnings.append(
-            f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}"
-        )
+    beyond = spec.context_warning(workload.context_tokens)
+    if beyond:
+        warnings.append(beyond)
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
             op = Collective.of_pattern(stack.collectives.experts)

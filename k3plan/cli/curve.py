@@ -93,6 +93,9 @@ def command(
     setup = setup_from(**setup_options)
     cal = load_calibration(str(calibration)) if calibration else None
     warnings: list[str] = []
+    beyond = setup.model.spec.context_warning(context)
+    if beyond:  # what memory allows is printed, but the model serves no position past its max
+        warnings.append(beyond)
     if cal is not None:  # a calibration measured for another stack/TP/topology: say so, as `fit` does
         from k3plan.budget.fit import check_calibration_matches
 

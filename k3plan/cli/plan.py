@@ -290,6 +290,11 @@ def command(
     )
     if session_note is not None:
         result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})
+    from k3plan.models import load_model
+
+    beyond = load_model(model).spec.context_warning(context)
+    if beyond:  # plan ranks the memory and speed at that context; the model serves no position past its max
+        result = result.model_copy(update={"assumptions": [f"warning: {beyond}"] + result.assumptions})
     written, skipped = [], []
     if plot is not None:
         if result.pareto:

@@ -216,7 +216,8 @@ def command(
         prefill=pre,
         expected=expected,
         long_context=cross,
-        notes=list(setup.notes),
+        notes=[f"warning: {beyond}" for beyond in [setup.model.spec.context_warning(w.context_tokens)] if beyond]
+        + list(setup.notes),
         probes=probe_notes,
         fits=verdict.fits,
         fit_reason=why,

@@ -62,3 +62,24 @@ def test_curve_refuses_a_split_that_falls_back_to_replication_as_fit_does(cli):
         assert p["status"] == "replicated", p
         assert "vocab=163840 by tp=24" in p["detail"] and "expert=896 by ep=24" in p["detail"]
     assert "DOES NOT FIT" in r.stderr and "8 replicated" in r.stderr
+
+
+def test_every_command_warns_when_the_context_is_beyond_the_model(cli):
+    """Was: only fit warned that --context exceeds max_position_embeddings (1,048,576 for K3); plan
+    recommended a machine for 2,000,000 tokens, and roofline priced a step at 1,100,000, without a word."""
+    import json
+
+    want = "--context 1,100,000 exceeds the model's max_position_embeddings 1,048,576"
+    args = ("-t", "4x4x4", "--tp", "32", "--context", "1100000")
+    assert want in cli("fit", *args).stdout
+    roof = cli("roofline", *args)
+    assert roof.exit_code == 0 and f"warning: {want}" in " ".join(roof.stdout.split())
+    assert f"warning: {want}" in json.loads(cli("roofline", *args, "--json").stdout)["notes"]
+    assert want in json.loads(cli("curve", *args, "--json").stdout)["warnings"]
+    p = cli("plan", "-H", "tpu-v7x", "--context", "1100000", "--json")
+    assert f"warning: {want}" in json.loads(p.stdout)["assumptions"]
+    text = " ".join(cli("plan", "-H", "tpu-v7x", "--context", "1100000").stdout.split())
+    assert f"warning: {want}" in text and "assumption: warning" not in text
+    # at the model's max: no warning anywhere
+    at_max = cli("plan", "-H", "tpu-v7x", "--context", "1048576", "--json")
+    assert not any("max_position_embeddings" in a for a in json.loads(at_max.stdout)["assumptions"])
