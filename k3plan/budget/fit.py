@@ -47,8 +47,11 @@ class Workload(Named):
     prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS
 
 
-def check_workload(*, context_tokens: int, batch: int, prefill_chunk_tokens: Optional[int]) -> Workload:
-    for flag, v in (("--context", context_tokens), ("--batch", batch), ("--chunk", prefill_chunk_tokens)):
+def check_workload(
+    *, context_tokens: int, batch: int, prefill_chunk_tokens: Optional[int], batch_flag: str = "--batch"
+) -> Workload:
+    """``batch_flag``: the option the batch came from, named in the error (report's is --concurrency)."""
+    for flag, v in (("--context", context_tokens), (batch_flag, batch), ("--chunk", prefill_chunk_tokens)):
         if v is not None and v < 1:
             raise K3PlanError(f"{flag} {v}: expected a positive integer")
         if v is not None and v > MAX_TOKENS:

@@ -83,3 +83,10 @@ def test_every_command_warns_when_the_context_is_beyond_the_model(cli):
     # at the model's max: no warning anywhere
     at_max = cli("plan", "-H", "tpu-v7x", "--context", "1048576", "--json")
     assert not any("max_position_embeddings" in a for a in json.loads(at_max.stdout)["assumptions"])
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "99999999999"])
+def test_report_names_its_own_concurrency_option(cli, tmp_path, value):
+    """Was: `report --concurrency 0` answered "--batch 0: expected a positive integer": report has no --batch."""
+    line = one_error_line(cli("report", "-H", "tpu-v7x", "--concurrency", value, "--out", tmp_path / "r.md"))
+    assert line.startswith(f"error: --concurrency {value}:") and "--batch" not in line
