@@ -90,3 +90,22 @@ def test_report_names_its_own_concurrency_option(cli, tmp_path, value):
     """Was: `report --concurrency 0` answered "--batch 0: expected a positive integer": report has no --batch."""
     line = one_error_line(cli("report", "-H", "tpu-v7x", "--concurrency", value, "--out", tmp_path / "r.md"))
     assert line.startswith(f"error: --concurrency {value}:") and "--batch" not in line
+
+
+def test_report_where_nothing_fits_draws_its_plots_without_matplotlib_warnings(tmp_path):
+    """Was: `report -H tpu-v7x -c 2000000` printed two matplotlib "UserWarning: No artists with labels
+    found to put in legend" tracebacks-in-miniature (file, line, source) on stderr and drew empty legends."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.md"
+    code = "from k3plan.cli.app import main; main()"
+    r = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code, "report", "-H", "tpu-v7x", "-c", "2000000", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr and "legend" not in r.stderr, r.stderr
+    assert (tmp_path / "r-memory.png").stat().st_size > 0 and (tmp_path / "r-curve.png").stat().st_size > 0
