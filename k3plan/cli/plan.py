@@ -225,6 +225,10 @@ def command(
 
     if emit is not None and emit[0] != "launch":
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
+    if emit is not None:  # before the search: a folder or a missing folder is bad input now, not after it
+        from k3plan.io_safe import check_target
+
+        check_target(Path(emit[1]), label="--emit launch")
     if plot is not None and (isl is None or osl is None):
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
     if plot is not None:

@@ -109,3 +109,23 @@ def test_report_where_nothing_fits_draws_its_plots_without_matplotlib_warnings(t
     assert r.returncode == 0, r.stderr
     assert "Warning" not in r.stderr and "legend" not in r.stderr, r.stderr
     assert (tmp_path / "r-memory.png").stat().st_size > 0 and (tmp_path / "r-curve.png").stat().st_size > 0
+
+
+def test_emit_launch_writes_a_readable_script_and_refuses_a_folder_before_searching(cli, tmp_path):
+    """Was: `plan --emit launch run.sh` left run.sh with mode 0600 (mkstemp's; every other file k3plan
+    writes gets open()'s), and `--emit launch FOLDER` failed only after the search, naming a hidden
+    temp file ("[Errno 21] Is a directory: '.adir.r_q_sies.tmp' -> ...")."""
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        r = cli("plan", "-H", "tpu-v7x", "--emit", "launch", tmp_path / "run.sh")
+        assert r.exit_code == 0, r.output
+        assert stat.S_IMODE((tmp_path / "run.sh").stat().st_mode) == 0o644
+    finally:
+        os.umask(umask)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.sh"]  # no temp file left
+    (tmp_path / "adir").mkdir()
+    line = one_error_line(cli("plan", "-H", "tpu-v7x", "--emit", "launch", tmp_path / "adir"))
+    assert "--emit launch" in line and "is a folder; expected a file name" in line and ".tmp" not in line
