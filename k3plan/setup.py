@@ -174,7 +174,9 @@ def make_setup(
     if not st.runs_on(hw):
         notes.append(f"stack {st.name} runs on {', '.join(st.platforms) or st.platform}, used here on {hw.name}")
     asked = (tp, dp)
-    pp = pp or 1
+    if pp is not None and pp < 1:  # before defaulting: `pp or 1` read --pp 0 as 1 and went on
+        raise K3PlanError(f"--pp {pp}: expected a positive integer (1: no pipeline)")
+    pp = 1 if pp is None else pp
     if pp > 1 and st.pipeline is None:
         raise K3PlanError(f"--pp {pp}: stack {st.name} has no pipeline parallelism; expected --pp 1")
     if topo.devices % pp:

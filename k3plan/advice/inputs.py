@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
+from k3plan.sharding.resolve import fallback_summary
+
 if TYPE_CHECKING:
     from k3plan.budget.fit import FitResult
 
@@ -97,6 +99,9 @@ class AdviceInputs(_Frozen):
     # a stage's graph the calibration refuses (a measured compile at or above this size ran out of
     # memory): the fit fails whatever HBM is left free
     refused: str | None = None
+    # tensor dimensions the mesh does not divide (they fall back to replication): fit and plan refuse the
+    # split whatever HBM is left free; None: every sharded dimension divides
+    fallback: str | None = None
 
     @property
     def fixed_bytes(self) -> int:
@@ -143,6 +148,7 @@ def inputs_from_fit(
         binding=binding,
         tpot_s=tpot_s,
         refused=_refused(fit),
+        fallback=fallback_summary(fit.replicated),
         **alternatives,
     )
 

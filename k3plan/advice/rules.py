@@ -301,10 +301,15 @@ def advise(x: AdviceInputs) -> Advice:
             f"refused by calibration evidence: {x.refused}; no HBM left free can hold that graph -- "
             "use a prefill chunk (--chunk) or batch at or below the largest measured size that fit"
         )
+    if x.fallback:
+        warnings.append(
+            f"{x.fallback}: they fall back to replication, so the split fails whatever HBM is left free (plan "
+            "refuses it); expected a --tp / --ep (or a topology) whose sizes divide them"
+        )
     if x.free_bytes < 0:
         verdict = "fails"
         suggestions += _memory(x, "capacity", 0, warnings)
-    elif x.free_bytes < bar_thin and not x.refused:
+    elif x.free_bytes < bar_thin and not x.refused and not x.fallback:
         verdict = "thin"
         warnings.append(
             f"headroom {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM ({_gib(x.usable_bytes)}), "
@@ -313,7 +318,7 @@ def advise(x: AdviceInputs) -> Advice:
         )
         suggestions += _memory(x, "headroom", bar_thin, warnings)
     else:
-        verdict = "fails" if x.refused else "ok"
+        verdict = "fails" if x.refused or x.fallback else "ok"
     if x.binding in MEMORY_BOUND:
         suggestions += _bandwidth(x)
     elif x.binding in COMPUTE_BOUND:

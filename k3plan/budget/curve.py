@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from k3plan.budget.calibration import Calibration
 from k3plan.budget.fit import Workload, fit
 from k3plan.setup import Setup
+from k3plan.sharding.resolve import fallback_summary
 
 DEFAULT_CHUNKS = (1024, 2048, 4096, 8192, 16384, 32768, 49152, 65536)
 
@@ -22,7 +23,9 @@ class CurvePoint(BaseModel):
     decode_temp_bytes: Optional[int]
     max_context_tokens: int  # what memory allows; may exceed the model's max position
     max_sequences: int
-    status: str  # "ok", "outside calibration" (ok, not measured), "refused" (measured OOM), "no room"
+    # "ok", "outside calibration" (ok, not measured), "refused" (measured OOM), "replicated" (a dimension the
+    # mesh does not divide: fit refuses the split), "no room"
+    status: str
     temp_source: str
     detail: str = ""
 
@@ -43,8 +46,20 @@ def curve(
     for c in chunks:
         r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
         refused = r.temp.prefill_refused
-        # room: a context for the batch, and at least one sequence of the workload's context
-        room = r.capacity.memory_context_tokens > 0 and r.capacity.max_sequences > 0
+        # a dimension the mesh does not divide fails the fit at every chunk, as fit and plan refuse it
+        replicated = fallback_summary(r.replicated)
+        # room: a context for the batch, and the workload's --batch sequences of its context (fit's
+        # concurrency rule: one sequence is not room for a batch of 32)
+        held = r.capacity.max_sequences
+        room = r.capacity.memory_context_tokens > 0 and held >= workload.batch
+        if refused:
+            status, detail = "refused", refused
+        elif replicated:
+            status, detail = "replicated", f"{replicated}: the split falls back to replication; see k3plan fit"
+        elif not room:
+            status, detail = "no room", _no_room(held, workload)
+        else:
+            status, detail = ("outside calibration" if r.temp.prefill_outside else "ok"), ""
         points.append(
             CurvePoint(
                 chunk_tokens=c,
@@ -52,12 +67,15 @@ def curve(
                 decode_temp_bytes=r.temp.decode_bytes,
                 max_context_tokens=r.capacity.memory_context_tokens,
                 max_sequences=r.capacity.max_sequences,
-                status="refused"
-                if refused
-                else ("no room" if not room else "outside calibration" if r.temp.prefill_outside else "ok"),
+                status=status,
                 temp_source=r.provenance.temp_prefill,
-                detail=refused
-                or ("" if room else f"no sequence of {workload.context_tokens:,} tokens fits beside this chunk"),
+                detail=detail,
             )
         )
     return points
+
+
+def _no_room(held: int, workload: Workload) -> str:
+    if held == 0:
+        return f"no sequence of {workload.context_tokens:,} tokens fits beside this chunk"
+    return f"only {held} of the {workload.batch} sequences of {workload.context_tokens:,} tokens fit beside this chunk"

@@ -47,8 +47,11 @@ class Workload(Named):
     prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS
 
 
-def check_workload(*, context_tokens: int, batch: int, prefill_chunk_tokens: Optional[int]) -> Workload:
-    for flag, v in (("--context", context_tokens), ("--batch", batch), ("--chunk", prefill_chunk_tokens)):
+def check_workload(
+    *, context_tokens: int, batch: int, prefill_chunk_tokens: Optional[int], batch_flag: str = "--batch"
+) -> Workload:
+    """``batch_flag``: the option the batch came from, named in the error (report's is --concurrency)."""
+    for flag, v in (("--context", context_tokens), (batch_flag, batch), ("--chunk", prefill_chunk_tokens)):
         if v is not None and v < 1:
             raise K3PlanError(f"{flag} {v}: expected a positive integer")
         if v is not None and v > MAX_TOKENS:
@@ -395,10 +398,9 @@ def fit(
             f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
             f"(+{fmt_gib(sum(f.bytes_replicated for f in wb.fallbacks))} a device)"
         )
-    if spec.max_context and workload.context_tokens > spec.max_context:
-        warnings.append(
-            f"--context {workload.context_tokens:,} exceeds the model's max_position_embeddings {spec.max_context:,}"
-        )
+    beyond = spec.context_warning(workload.context_tokens)
+    if beyond:
+        warnings.append(beyond)
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
             op = Collective.of_pattern(stack.collectives.experts)

@@ -93,6 +93,9 @@ def command(
     setup = setup_from(**setup_options)
     cal = load_calibration(str(calibration)) if calibration else None
     warnings: list[str] = []
+    beyond = setup.model.spec.context_warning(context)
+    if beyond:  # what memory allows is printed, but the model serves no position past its max
+        warnings.append(beyond)
     if cal is not None:  # a calibration measured for another stack/TP/topology: say so, as `fit` does
         from k3plan.budget.fit import check_calibration_matches
 
@@ -178,7 +181,7 @@ def _why_not(points, *, context: int, batch: int, turns: bool) -> str:
     room: no chunk size leaves room for --batch sequences of --context tokens, or (--turns) no context
     fits at all at the default chunk."""
     if not any(p.status in ("ok", "outside calibration") for p in points):
-        counts = {s: sum(p.status == s for p in points) for s in ("no room", "refused")}
+        counts = {s: sum(p.status == s for p in points) for s in ("no room", "refused", "replicated")}
         what = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         return (
             f"DOES NOT FIT: no prefill chunk size leaves room for {batch:,} sequence(s) of {context:,} tokens "

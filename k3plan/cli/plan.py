@@ -225,6 +225,10 @@ def command(
 
     if emit is not None and emit[0] != "launch":
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
+    if emit is not None:  # before the search: a folder or a missing folder is bad input now, not after it
+        from k3plan.io_safe import check_target
+
+        check_target(Path(emit[1]), label="--emit launch")
     if plot is not None and (isl is None or osl is None):
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
     if plot is not None:
@@ -290,6 +294,11 @@ def command(
     )
     if session_note is not None:
         result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})
+    from k3plan.models import load_model
+
+    beyond = load_model(model).spec.context_warning(context)
+    if beyond:  # plan ranks the memory and speed at that context; the model serves no position past its max
+        result = result.model_copy(update={"assumptions": [f"warning: {beyond}"] + result.assumptions})
     written, skipped = [], []
     if plot is not None:
         if result.pareto:

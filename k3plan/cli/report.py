@@ -93,7 +93,7 @@ def command(
     t0 = time.perf_counter()
     contexts = _ints("--context", context)
     for c in contexts:
-        check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None)
+        check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None, batch_flag="--concurrency")
     platforms = [h.strip() for h in hardware.split(",") if h.strip()]
     if not platforms:
         raise K3PlanError("--hardware: expected at least one platform")

@@ -115,13 +115,13 @@ def command(
     if router_histogram:
         moe = setup.model.spec.moe
         hist = load_histogram(router_histogram, num_experts=moe.num_experts, top_k=moe.top_k)
-    from k3plan.step.verdict import reason_text
+    from k3plan.step.verdict import why_not
     from k3plan.units import fmt_gib
 
     verdict, d = verdict_of(setup)  # on the probe-measured hardware, as the speed figures below
     why = ""
     if not verdict.fits:
-        why = reason_text(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
+        why = why_not(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
     if not verdict.fits and not ignore_fit:  # a speed figure only for a workload that fits
         if json_out:
             from k3plan.roofline.result import RooflineRefusal
@@ -216,7 +216,8 @@ def command(
         prefill=pre,
         expected=expected,
         long_context=cross,
-        notes=list(setup.notes),
+        notes=[f"warning: {beyond}" for beyond in [setup.model.spec.context_warning(w.context_tokens)] if beyond]
+        + list(setup.notes),
         probes=probe_notes,
         fits=verdict.fits,
         fit_reason=why,

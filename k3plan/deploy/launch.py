@@ -16,9 +16,7 @@ from the engines' own argument definitions (tests fail if a flag is emitted with
 
 from __future__ import annotations
 
-import os
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -228,21 +226,11 @@ def launch_text(cfg: LaunchConfig) -> str:
 
 
 def write_launch(path: str | Path, cfg: LaunchConfig) -> Path:
-    """Write ``launch_text(cfg)`` atomically (a temp file in the same folder, then os.replace)."""
-    out = Path(path)
-    text = launch_text(cfg)
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise K3PlanError(f"--emit launch: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise K3PlanError(f"--emit launch: cannot write {out}: {err}") from None
-    return out
+    """Write ``launch_text(cfg)`` the one way k3plan writes files (k3plan.io_safe: atomic, a folder or a
+    missing folder is a one-line error, a new file gets the permissions open() would give it)."""
+    from k3plan.io_safe import write_text
+
+    return write_text(Path(path), launch_text(cfg), label="--emit launch")
 
 
 def _kv(cfg: LaunchConfig, table: dict[str, str | None], engine: str) -> str:

@@ -83,6 +83,12 @@ class ModelSpec(_Frozen):
     max_context: Optional[int] = None
     notes: tuple[str, ...] = ()  # where config rules and checkpoint truth differ, etc.
 
+    def context_warning(self, context_tokens: int) -> Optional[str]:
+        """One wording for every command whose --context is beyond what the model's positions serve."""
+        if self.max_context and context_tokens > self.max_context:
+            return f"--context {context_tokens:,} exceeds the model's max_position_embeddings {self.max_context:,}"
+        return None
+
     @property
     def n_mla(self) -> int:
         return self.mixers.count("mla")

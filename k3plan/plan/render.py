@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 
 from k3plan.plan.rows import PlanRow
 from k3plan.plan.search import OBJECTIVES, PlanResult
@@ -142,7 +143,10 @@ def render_plan(result: PlanResult, console: Console) -> None:
         f"{result.evaluate_s * 1e3:.0f} ms; {result.feasible:,} feasible."
     )
     for a in result.assumptions:
-        console.print(f"[dim]assumption: {a}[/]")
+        if a.startswith("warning: "):  # not an assumption of the search: the workload itself is suspect
+            console.print(f"[bold yellow]warning:[/] {escape(a.removeprefix('warning: '))}")
+        else:
+            console.print(f"[dim]assumption: {a}[/]")
     from k3plan.plan.render_deploy import render_deploy
 
     render_deploy(result, console)

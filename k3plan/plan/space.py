@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
 from k3plan.sharding.stack import Stack
 
@@ -99,6 +100,8 @@ def build_space(
 ) -> Space:
     """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit);
     ``max_pp``: the largest pipeline searched (1: none)."""
+    if max_pp < 1:  # else no split at all, and the unpacking below failed with a traceback
+        raise K3PlanError(f"--max-pp {max_pp}: expected a positive integer (1: no pipeline)")
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
     topologies: list[Topology] = []
     parts: list[dict[str, np.ndarray]] = []

@@ -11,7 +11,7 @@ from typing import Sequence
 from k3plan.io_safe import save_figure
 from k3plan.report.capacity_findings import Viable
 from k3plan.report.capacity_model import PlatformReport
-from k3plan.report.plots import _pyplot
+from k3plan.report.plots import _pyplot, legend_or_note
 from k3plan.units import GiB, fmt_tokens, tokens_k, tokens_k_axis
 
 TERM_COLORS = {
@@ -22,6 +22,9 @@ TERM_COLORS = {
     "reserve_bytes": ("engine reserve", "#8172b3"),
     "free_bytes": ("free", "#d9d9d9"),
 }
+
+
+NOTHING_FITS = "no platform holds the model at these contexts (see the report's tables)"
 
 
 def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
@@ -59,8 +62,14 @@ def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
     ax.set_xlabel("GiB a device (usable HBM = bar length)")
     ax.set_title("Memory a device, by term (smallest viable topology, the requested concurrency)", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(
-        fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))), frameon=False
+    legend_or_note(
+        ax,
+        NOTHING_FITS,
+        fontsize=8,
+        ncol=6,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))),
+        frameon=False,
     )
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
@@ -89,7 +98,7 @@ def plot_curves(reports: Sequence[PlatformReport], *, path: Path) -> None:
     ax.set_ylabel(tokens_k_axis("longest context, one sequence"))
     ax.set_title("Prefill chunk vs the longest context the rest of the budget leaves", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_or_note(ax, NOTHING_FITS, fontsize=8)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
@@ -135,7 +144,7 @@ def plot_roofline(reports: Sequence[PlatformReport], *, path: Path) -> None:
         fontsize=9,
     )
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left")
+    legend_or_note(ax, NOTHING_FITS, fontsize=7, loc="upper left")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -92,14 +92,11 @@ def render_fit(r: FitResult, console: Console) -> None:
         console.print(f"[yellow]warning:[/] {msg}")
     for msg in r.notes:
         console.print(f"[dim]note: {msg}[/]")
-    from k3plan.step.verdict import reason_text
+    from k3plan.step.verdict import why_not
 
     verdict = (
         "[bold green]FITS[/]"
         if r.fits
-        else (
-            "[bold red]DOES NOT FIT[/]"
-            + (": " + reason_text(r.reason).removeprefix("does not fit: ") if r.reason else "")
-        )
+        else ("[bold red]DOES NOT FIT[/]" + (": " + why_not(r.reason) if r.reason else ""))
     )
     console.print(verdict)

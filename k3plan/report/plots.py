@@ -20,6 +20,15 @@ def _pyplot():
     return plt
 
 
+def legend_or_note(ax, note: str, **legend_kw) -> None:
+    """A legend when something labelled was drawn; else ``note`` across the empty axes (matplotlib
+    would warn "No artists with labels found" on stderr and draw a blank box)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**legend_kw)
+    else:
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="grey")
+
+
 def _check_path(path: Path) -> None:
     if path.suffix.lower() not in (".png", ".svg"):
         raise K3PlanError(f"--plot {path}: expected a .png or .svg file name")

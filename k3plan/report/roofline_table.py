@@ -98,4 +98,7 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
     for note in r.probes:
         console.print(f"[cyan]probe:[/] {note}", markup=True)
     for note in r.notes + ([p.note] if p.note else []):
-        console.print(f"[dim]note: {escape(note)}[/]")
+        if note.startswith("warning: "):  # a note the workload should not pass unread (as fit's warnings)
+            console.print(f"[bold yellow]warning:[/] {escape(note.removeprefix('warning: '))}")
+        else:
+            console.print(f"[dim]note: {escape(note)}[/]")

@@ -56,6 +56,15 @@ class Fallback(BaseModel):
         )
 
 
+def fallback_summary(fallbacks: Iterable[Fallback]) -> str | None:
+    """The dimensions that do not divide the mesh, each (axis, size, mesh axis, mesh size) once, or None."""
+    found = list(fallbacks)
+    if not found:
+        return None
+    seen = dict.fromkeys(f"{f.axis}={f.size} by {f.mesh_axis}={f.mesh_size}" for f in found)
+    return f"{len(found)} tensor dimension(s) do not divide the mesh ({'; '.join(seen)})"
+
+
 class ShardingPlan(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

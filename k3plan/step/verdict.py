@@ -52,3 +52,8 @@ def reject_code(
 
 def reason_text(code: int) -> str:
     return REASONS[int(code)][1]
+
+
+def why_not(code: int) -> str:
+    """The reason as it follows "DOES NOT FIT: " (fit and roofline print the same line)."""
+    return reason_text(code).removeprefix("does not fit: ")

@@ -132,3 +132,18 @@ def test_compute_bound_names_the_dominant_part():
 def test_healthy_and_unknown_roof_say_nothing():
     a = advise(inputs(weights=40 * G, seqs=1, state_per_seq=G // 2))
     assert (a.verdict, a.warnings, a.suggestions) == ("ok", (), ())
+
+
+def test_a_split_that_falls_back_to_replication_fails_whatever_is_free():
+    """Was: `fit -H nvidia-h200 -t 3x8` said DOES NOT FIT (vocab and experts do not divide 24) and then
+    "advice (ok: free 44.65 GiB ...) nothing to suggest". A fallback fails the fit (plan refuses it), so
+    the advice says fails, names the dimensions, and says what is expected."""
+    # 40 + 2 (KV) + 0.5 (state) + 5 + 10 = 57.5 GiB of 100: 42.5 GiB free, well over the 10% bar
+    why = "2 tensor dimension(s) do not divide the mesh (vocab=163840 by tp=24)"
+    a = advise(inputs(weights=40 * G, seqs=1, state_per_seq=G // 2, fallback=why))
+    assert a.verdict == "fails" and a.free_bytes == 42.5 * G
+    (w,) = a.warnings
+    assert w.startswith(why) and "fall back to replication" in w and "expected a --tp / --ep" in w
+    assert advise(inputs(weights=40 * G, seqs=1, state_per_seq=G // 2)).verdict == "ok"  # the same numbers, divided
+    # thin headroom with a fallback: still fails (the fallback, not the headroom, is what is wrong)
+    assert advise(inputs(weights=78 * G, seqs=1, state_per_seq=G // 2, fallback=why)).verdict == "fails"

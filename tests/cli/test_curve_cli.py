@@ -218,3 +218,23 @@ def test_sessions_on_a_workload_that_does_not_fit_are_not_bad_input(cli):
 
 def test_a_curve_with_room_exits_0(cli):
     assert cli("curve", "-t", "2x2x4", "--tp", "32").exit_code == 0
+
+
+def test_a_batch_that_fits_at_no_chunk_is_no_room_and_exits_1_as_fit(cli):
+    """Was: `curve -t 2x2x4 --tp 32 --batch 32 --context 32768` marked chunks "ok" that hold 9 of the 32
+    sequences and exited 0, while `fit` with the same flags says DOES NOT FIT (exit 1). "Room for the
+    workload" is room for --batch sequences of --context tokens, fit's concurrency rule."""
+    args = ("-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768")
+    assert cli("fit", *args).exit_code == 1
+    r = cli("curve", *args, "--json")
+    assert r.exit_code == 1, r.output
+    pts = json.loads(r.stdout)["points"]
+    assert any(0 < p["max_sequences"] < 32 for p in pts)  # some sequences fit, not the batch
+    for p in pts:
+        assert p["status"] != "ok" and p["status"] in ("no room", "refused"), p
+        if p["status"] == "no room" and p["max_sequences"] > 0:
+            assert f"{p['max_sequences']} of the 32 sequences" in p["detail"], p
+    # batch 8 fits at the default chunk: that row stays ok and curve exits 0, as fit does
+    ok = cli("curve", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768", "--json")
+    assert ok.exit_code == 0 and cli("fit", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "32768").exit_code == 0
+    assert by_chunk(json.loads(ok.stdout))[8192]["status"] == "ok"
