@@ -439,8 +439,8 @@ def evaluate(
     )
     cols.update(
         {
-            "comm_calls": comm["calls"] + p2p["calls"],
-            "comm_bytes_per_chip": comm["bytes_per_chip"] + p2p["bytes_per_chip"],
+            "comm_calls": comm.calls + p2p.calls,
+            "comm_bytes_per_chip": comm.bytes_per_chip + p2p.bytes_per_chip,
             "pipeline_s": pipe_s,
             "comm_s": lat_t + bw_t + pipe_s,
         }
@@ -465,9 +465,7 @@ def evaluate(
         mfu=eff.mfu,
         comm_s=cols["comm_s"],
     )
-    cols.update(
-        {"memory_s": d["memory_s"], "compute_s": d["compute_s"], "tpot_s": d["step_s"], "binding": d["binding"]}
-    )
+    cols.update({"memory_s": d.memory_s, "compute_s": d.compute_s, "tpot_s": d.step_s, "binding": d.binding})
     cols["tokens_per_s_per_chip"] = batch / cols["tpot_s"] / hw_cols.chips
     cols["cost_per_hour"] = hw_cols.price * hw_cols.chips
     return cols, kinds, notes

@@ -177,12 +177,13 @@ def decode_bound(
         histogram=histogram,
         weights=weight_groups_of_setup(setup),
     )
-    touched = float(d["experts_touched"])
+    touched = float(d.experts_touched)
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
-    bytes_dev = StepBytes(**{k: float(v) for k, v in d["bytes"].items()})
-    flops_dev = StepFlops(**{k: float(v) for k, v in d["flops"].items()})
-    memory_s, compute_s, step = float(d["memory_s"]), float(d["compute_s"]), float(d["step_s"])
-    binding = BINDING[int(d["binding"])]
+    b = d.bytes
+    bytes_dev = StepBytes(weights=float(b.weights), experts=float(b.experts), kv=float(b.kv), state=float(b.state))
+    flops_dev = StepFlops(linear=float(d.flops.linear), attention=float(d.flops.attention))
+    memory_s, compute_s, step = float(d.memory_s), float(d.compute_s), float(d.step_s)
+    binding = BINDING[int(d.binding)]
     ideal = StepBytes(
         weights=w.dense_total_bytes,
         experts=w.expert_total_bytes * touched_all / moe.num_experts,

@@ -106,8 +106,8 @@ def comm_cost(
         )
         plink = hw.scale_out if topo.spans_slices else hw.scale_up
         pipe = {
-            "pipeline_calls_per_step": int(p2p["calls"]),
-            "pipeline_bytes_per_chip_per_step": float(p2p["bytes_per_chip"]),
+            "pipeline_calls_per_step": int(p2p.calls),
+            "pipeline_bytes_per_chip_per_step": float(p2p.bytes_per_chip),
             "pipeline_link": plink.name,
             "pipeline_time_s": float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s)),
         }
@@ -115,11 +115,11 @@ def comm_cost(
         **pipe,
         pattern=st.collectives.experts,
         op=Collective.of_pattern(st.collectives.experts),
-        calls_per_step=int(t["calls"]),
-        expert_calls_per_step=int(t["expert_calls"]),
-        attention_calls_per_step=int(t["attention_calls"]),
-        bytes_per_token_per_layer=int(t["bytes_per_token_per_layer"]),
-        bytes_per_chip_per_step=float(t["bytes_per_chip"]),
+        calls_per_step=int(t.calls),
+        expert_calls_per_step=int(t.expert_calls),
+        attention_calls_per_step=int(t.attention_calls),
+        bytes_per_token_per_layer=int(t.bytes_per_token_per_layer),
+        bytes_per_chip_per_step=float(t.bytes_per_chip),
         link="scale_out" if spans else "scale_up",
         link_name=link.name,
         link_bw_bytes_per_s=link.bw_bytes_per_s,

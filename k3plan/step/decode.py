@@ -11,13 +11,60 @@ columns: dense/expert bytes and params a device, embeddings excluded) gets one o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Generic
+
 from k3plan.models.spec import ModelSpec
 from k3plan.roofline.work import experts_touched
-from k3plan.step.columns import maximum, minimum, where
+from k3plan.step.columns import C, maximum, minimum, where
 from k3plan.step.memory import cdiv
-from k3plan.step.ops import aggregate_groups, by_category, decode_ops
+from k3plan.step.ops import Op, aggregate_groups, by_category, decode_ops
 
 BINDING = ("memory", "compute", "communication")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBytes(Generic[C]):
+    """Bytes one decode step moves a device, by what is read (``roofline.terms.StepBytes``' terms, in its
+    order); the routed experts' share is an expectation, so a float."""
+
+    weights: C  # dense weights (every one read once a step)
+    experts: C | float  # the routed experts touched: expert bytes x touched / experts
+    kv: C  # KV read: a DP group's sequences x context x KV bytes a token
+    state: C  # KDA state read and written
+
+    @property
+    def total(self) -> C | float:
+        w: Any = self.weights  # int or array alike (the element-wise sum of step.columns' types)
+        return w + self.experts + self.kv + self.state  # StepBytes.total()'s order: the same float
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFlops(Generic[C]):
+    """FLOPs one decode step does a device (``roofline.terms.StepFlops``' terms, in its order)."""
+
+    linear: C | float  # 2 x params applied (routed experts: k of E a token, an expectation)
+    attention: C | float  # absorbed MLA + KDA state products
+
+    @property
+    def total(self) -> C | float:
+        linear: Any = self.linear
+        return linear + self.attention
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeTerms(Generic[C]):
+    """One decode step a device (``decode_terms``); each figure one number (fit) or one entry a
+    configuration (plan). Times in seconds."""
+
+    ops: list[Op]  # the step's ops (``ops.decode_ops``), collectives not included
+    experts_touched: C | float  # distinct experts an EP group's tokens touch a MoE layer (expected)
+    bytes: DecodeBytes[C]
+    flops: DecodeFlops[C]
+    memory_s: C | float  # bytes / (HBM bandwidth x bw_efficiency)
+    compute_s: C | float  # FLOPs / (peak x mfu)
+    step_s: C | float  # max(memory_s, compute_s) + comm_s
+    binding: C  # index into BINDING: 0 memory, 1 compute, 2 communication
 
 
 def decode_terms(
@@ -29,7 +76,7 @@ def decode_terms(
     expert_params,
     kv_bytes_per_token,
     state_bytes_per_sequence,
-    tp,
+    tp: C,
     dp,
     ep,
     batch,
@@ -41,7 +88,7 @@ def decode_terms(
     comm_s,
     histogram=None,
     weights=None,
-) -> dict:
+) -> DecodeTerms[C]:
     moe = spec.moe
     seqs = cdiv(batch, dp)
     # tokens one EP group routes: its DP groups' sequences (ep = tp: one group; ep = all: the batch)
@@ -63,18 +110,20 @@ def decode_terms(
         context=context,
     )
     got = by_category(ops, "bytes")
-    nbytes = {k: got.get(k, 0) for k in ("weights", "experts", "kv", "state")}
+    nbytes = DecodeBytes(
+        weights=got.get("weights", 0), experts=got.get("experts", 0), kv=got.get("kv", 0), state=got.get("state", 0)
+    )
     got = by_category(ops, "flops", key="flops_category")
-    nflops = {k: got.get(k, 0) for k in ("linear", "attention")}
-    memory_s = sum(nbytes.values()) / (hbm_bw * bw_efficiency)
-    compute_s = sum(nflops.values()) / (flops * mfu)
-    return {
-        "ops": ops,
-        "experts_touched": touched,
-        "bytes": nbytes,
-        "flops": nflops,
-        "memory_s": memory_s,
-        "compute_s": compute_s,
-        "step_s": maximum(memory_s, compute_s) + comm_s,
-        "binding": where(comm_s > maximum(memory_s, compute_s), 2, where(memory_s >= compute_s, 0, 1)),
-    }
+    nflops = DecodeFlops(linear=got.get("linear", 0), attention=got.get("attention", 0))
+    memory_s = nbytes.total / (hbm_bw * bw_efficiency)
+    compute_s = nflops.total / (flops * mfu)
+    return DecodeTerms(
+        ops=ops,
+        experts_touched=touched,
+        bytes=nbytes,
+        flops=nflops,
+        memory_s=memory_s,
+        compute_s=compute_s,
+        step_s=maximum(memory_s, compute_s) + comm_s,
+        binding=where(comm_s > maximum(memory_s, compute_s), 2, where(memory_s >= compute_s, 0, 1)),
+    )
