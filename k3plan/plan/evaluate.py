@@ -25,7 +25,8 @@ from k3plan.step.collective import Collective, latency
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
-from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
+from k3plan.step.p2p import p2p_terms, p2p_time
+from k3plan.step.stages import bind, microbatch
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weights, stage_classes
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: numpy fields have no truth value
 class StepColumns:
     """Per configuration, every figure plan reads (int64 unless said)."""
 
@@ -94,7 +94,7 @@ class StepColumns:
         return replace(self, price=price, cost_per_hour=price * self.chips)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: numpy fields have no truth value
 class TempCols:
     """Per configuration, the temporaries a device as they are refined: the analytic bound, then a
     calibration's (``evaluate.apply_evidence``), then the temp model's band (``evaluate.apply_temp_model``);
@@ -107,7 +107,7 @@ class TempCols:
     decode_temp_low_bytes: np.ndarray
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: numpy fields have no truth value
 class Evaluated:
     """``evaluate()``'s answer: the table, the fallback kinds and the probe notes."""
 

@@ -179,9 +179,10 @@ def decode_bound(
     )
     touched = float(d.experts_touched)
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
-    b = d.bytes
-    bytes_dev = StepBytes(weights=float(b.weights), experts=float(b.experts), kv=float(b.kv), state=float(b.state))
-    flops_dev = StepFlops(linear=float(d.flops.linear), attention=float(d.flops.attention))
+    bytes_dev = StepBytes(
+        weights=float(d.weights_bytes), experts=float(d.experts_bytes), kv=float(d.kv_bytes), state=float(d.state_bytes)
+    )
+    flops_dev = StepFlops(linear=float(d.linear_flops), attention=float(d.attention_flops))
     memory_s, compute_s, step = float(d.memory_s), float(d.compute_s), float(d.step_s)
     binding = BINDING[int(d.binding)]
     ideal = StepBytes(

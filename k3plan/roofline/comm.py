@@ -40,7 +40,7 @@ class CommCost(BaseModel):
     latency_source: str
     latency_time_s: float
     bandwidth_time_s: float
-    # pipeline parallelism (step/stages.py p2p_terms): pp - 1 stage-to-stage sends a step
+    # pipeline parallelism (step/p2p.py p2p_terms): pp - 1 stage-to-stage sends a step
     pipeline_calls_per_step: int = 0
     pipeline_bytes_per_chip_per_step: float = 0.0
     pipeline_link: str = ""
@@ -93,7 +93,7 @@ def comm_cost(
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0.0, "", 0.0  # no pipeline: CommCost's defaults
     if par.pp > 1:
-        from k3plan.step.stages import p2p_terms, p2p_time
+        from k3plan.step.p2p import p2p_terms, p2p_time
 
         p2p = p2p_terms(
             spec,

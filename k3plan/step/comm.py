@@ -29,7 +29,7 @@ def ring_bytes_per_chip(n, message, devices_per_chip):
     return where(n > 1, devices_per_chip * 2 * (n - 1) / maximum(n, 1) * message, 0.0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class CommTerms(Generic[C]):
     """Calls and bytes of one step's collectives (``comm_terms``); each figure one int or float (fit) or
     one entry a configuration (plan)."""

@@ -23,44 +23,20 @@ from k3plan.step.ops import Op, aggregate_groups, by_category, decode_ops
 BINDING = ("memory", "compute", "communication")
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeBytes(Generic[C]):
-    """Bytes one decode step moves a device, by what is read (``roofline.terms.StepBytes``' terms, in its
-    order); the routed experts' share is an expectation, so a float."""
-
-    weights: C  # dense weights (every one read once a step)
-    experts: C | float  # the routed experts touched: expert bytes x touched / experts
-    kv: C  # KV read: a DP group's sequences x context x KV bytes a token
-    state: C  # KDA state read and written
-
-    @property
-    def total(self) -> C | float:
-        w: Any = self.weights  # int or array alike (the element-wise sum of step.columns' types)
-        return w + self.experts + self.kv + self.state  # StepBytes.total()'s order: the same float
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeFlops(Generic[C]):
-    """FLOPs one decode step does a device (``roofline.terms.StepFlops``' terms, in its order)."""
-
-    linear: C | float  # 2 x params applied (routed experts: k of E a token, an expectation)
-    attention: C | float  # absorbed MLA + KDA state products
-
-    @property
-    def total(self) -> C | float:
-        linear: Any = self.linear
-        return linear + self.attention
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value); fit's import stays cheap
 class DecodeTerms(Generic[C]):
     """One decode step a device (``decode_terms``); each figure one number (fit) or one entry a
-    configuration (plan). Times in seconds."""
+    configuration (plan). Bytes by what is read and FLOPs by kind are ``roofline.terms.StepBytes`` and
+    ``StepFlops``' terms, in their order; expectations (the routed experts touched) are floats."""
 
     ops: list[Op]  # the step's ops (``ops.decode_ops``), collectives not included
     experts_touched: C | float  # distinct experts an EP group's tokens touch a MoE layer (expected)
-    bytes: DecodeBytes[C]
-    flops: DecodeFlops[C]
+    weights_bytes: C  # dense weights, each read once a step
+    experts_bytes: C | float  # the routed experts touched: expert bytes x touched / experts
+    kv_bytes: C  # KV read: a DP group's sequences x context x KV bytes a token
+    state_bytes: C  # KDA state read and written
+    linear_flops: C | float  # 2 x params applied (routed experts: k of E a token)
+    attention_flops: C | float  # absorbed MLA + KDA state products
     memory_s: C | float  # bytes / (HBM bandwidth x bw_efficiency)
     compute_s: C | float  # FLOPs / (peak x mfu)
     step_s: C | float  # max(memory_s, compute_s) + comm_s
@@ -110,18 +86,22 @@ def decode_terms(
         context=context,
     )
     got = by_category(ops, "bytes")
-    nbytes = DecodeBytes(
-        weights=got.get("weights", 0), experts=got.get("experts", 0), kv=got.get("kv", 0), state=got.get("state", 0)
-    )
-    got = by_category(ops, "flops", key="flops_category")
-    nflops = DecodeFlops(linear=got.get("linear", 0), attention=got.get("attention", 0))
-    memory_s = nbytes.total / (hbm_bw * bw_efficiency)
-    compute_s = nflops.total / (flops * mfu)
+    nbytes: Any = got.get("weights", 0)  # StepBytes.total()'s order (weights, experts, kv, state): the same float
+    nbytes = nbytes + got.get("experts", 0) + got.get("kv", 0) + got.get("state", 0)
+    flops_by = by_category(ops, "flops", key="flops_category")
+    nflops: Any = flops_by.get("linear", 0)
+    nflops = nflops + flops_by.get("attention", 0)
+    memory_s = nbytes / (hbm_bw * bw_efficiency)
+    compute_s = nflops / (flops * mfu)
     return DecodeTerms(
         ops=ops,
         experts_touched=touched,
-        bytes=nbytes,
-        flops=nflops,
+        weights_bytes=got.get("weights", 0),
+        experts_bytes=got.get("experts", 0),
+        kv_bytes=got.get("kv", 0),
+        state_bytes=got.get("state", 0),
+        linear_flops=flops_by.get("linear", 0),
+        attention_flops=flops_by.get("attention", 0),
         memory_s=memory_s,
         compute_s=compute_s,
         step_s=maximum(memory_s, compute_s) + comm_s,

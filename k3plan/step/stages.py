@@ -8,10 +8,7 @@ activations one stage sends the next.
 - globals: the embedding on the first stage; the final norm(s) and the LM head on the last (vLLM
   and SGLang build them only where ``pp_group.is_first_rank`` / ``is_last_rank``, PPMissingLayer
   elsewhere). With pp = 1 the one stage holds everything.
-- what a stage sends: the tensors of ``Pipeline.sends`` (hidden_states and residual: vLLM's
-  IntermediateTensors), ``tokens x hidden`` each in the activation dtype, for each of the pp - 1
-  stage boundaries. A TP rank sends its 1/tp slice and the receiving group all-gathers it
-  (vLLM ``send_tensor_dict(all_gather_group=tp_group)``), so a device puts 1/tp of it on the link.
+- what a stage sends: k3plan/step/p2p.py.
 The per-device arithmetic of a stage is the step's own (memory.budget_terms with the stage's layer
 counts, weights from the stage's tensors); this module only says which layers and tensors.
 """
@@ -19,7 +16,7 @@ counts, weights from the stage's tensors); this module only says which layers an
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Generic
+from typing import Any
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor, TensorInventory
@@ -100,35 +97,6 @@ def stages(spec: ModelSpec, pp: int, remainder: str = "before_last") -> tuple[St
 
 def stage_tensors(inventory: TensorInventory, stage: Stage) -> list[Tensor]:
     return [t for t in inventory.text if stage.holds(t)]
-
-
-@dataclass(frozen=True, slots=True)
-class P2PTerms(Generic[C]):
-    """The stage-to-stage sends of one step (``p2p_terms``); each figure one int or float (fit) or one
-    entry a configuration (plan)."""
-
-    calls: C  # sends a step on a device's path: pp - 1 (0 without pipeline parallelism)
-    bytes_per_boundary: C  # what a stage sends the next: ``sends`` tensors of tokens x hidden
-    bytes_per_chip: C | float  # what a chip puts on the link, summed over the boundaries (1/tp a device: a float)
-
-
-def p2p_terms(spec: ModelSpec, *, pp: C, tokens, act, tp, sends=2, devices_per_chip=1) -> P2PTerms[C]:
-    """The stage-to-stage sends of one step over ``tokens`` tokens (a DP group's): pp - 1 boundaries,
-    each ``sends`` tensors of tokens x hidden in ``act`` bytes; a device sends 1/tp of them (the
-    receiving TP group all-gathers)."""
-    boundary = sends * tokens * spec.hidden_size * act
-    per_device = boundary / tp
-    return P2PTerms(
-        calls=where(pp > 1, pp - 1, 0),
-        bytes_per_boundary=boundary,
-        bytes_per_chip=where(pp > 1, (pp - 1) * per_device * devices_per_chip, 0.0),
-    )
-
-
-def p2p_time(terms: P2PTerms, *, latency_s, bw_bytes_per_s):
-    """Seconds of a step's stage-to-stage sends: a latency a boundary plus the bytes over the link
-    (the scale-out link where the stages sit in different scale-up domains)."""
-    return terms.calls * latency_s + terms.bytes_per_chip / bw_bytes_per_s
 
 
 def microbatch(batch, pp):
