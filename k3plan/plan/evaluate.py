@@ -18,13 +18,15 @@ from k3plan.budget.cache import kv_bytes_per_token_layer, state_bytes_per_layer
 from k3plan.budget.dtypes import BYTES
 from k3plan.models import Model
 from k3plan.models.formats import get_format
-from k3plan.plan.space import Space, columns
+from k3plan.plan.space import Space
+from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
 from k3plan.step.collective import Collective, latency
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
-from k3plan.step.stages import bind, microbatch, p2p_terms, p2p_time
+from k3plan.step.p2p import p2p_terms, p2p_time
+from k3plan.step.stages import bind, microbatch
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weights, stage_classes
 
@@ -186,11 +188,13 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
     return out
 
 
-def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> np.ndarray:
+def apply_evidence(
+    *, prefill: np.ndarray, decode: np.ndarray, usable: np.ndarray, space: Space, model: Model, context: int
+) -> np.ndarray:
     """Where a shipped calibration matches a configuration (k3plan.evidence, measured > compiled),
-    its temps replace the analytic ones, through the same ``calibrated_stage`` fit uses; a stage the
-    compiler refused takes all of usable HBM (nothing else fits beside it). -> per configuration: 0
-    analytic, 1 compiled, 2 measured."""
+    its temps replace the analytic ones in ``prefill`` and ``decode`` (bytes a device, in place), through
+    the same ``calibrated_stage`` fit uses; a stage the compiler refused takes all of ``usable`` HBM
+    (nothing else fits beside it). -> per configuration: 0 analytic, 1 compiled, 2 measured."""
     from k3plan.budget.fit import calibrated_stage
     from k3plan.evidence.calibrations import best_calibration, registry
 
@@ -229,26 +233,26 @@ def apply_evidence(cols: dict, *, space: Space, model: Model, context: int) -> n
         cal, kind = found
         for i in rows[inverse == k]:
             kind_code[i] = 2 if kind == "measured" else 1
-            for stage, x in (("prefill", int(c.chunk[i])), ("decode", context)):
-                col = f"{stage}_temp_bytes"
-                ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(cols[col][i]), kind=kind)
+            for stage, x, temp in (("prefill", int(c.chunk[i]), prefill), ("decode", context, decode)):
+                ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(temp[i]), kind=kind)
                 if ev is not None:
-                    cols[col][i] = cols["usable"][i] if ev.temp_bytes is None else ev.temp_bytes
+                    temp[i] = usable[i] if ev.temp_bytes is None else ev.temp_bytes
     return kind_code
 
 
-def apply_temp_model(cols: dict, cache: CacheTerms, *, space: Space, model: Model, context: int, batch: int) -> None:
+def apply_temp_model(
+    temps: TempCols, cache: CacheTerms, *, space: Space, model: Model, context: int, batch: int
+) -> None:
     """Tier (c), as fit's ``modelled_stage``: where no calibration answered a configuration (temp_source 0)
     and the shipped temp model was checked on its model, hardware kind and stack, each stage's temp is the
     model's band's upper end (never under the analytic bound), temp_source 3; the band's lower end goes to
-    ``<stage>_temp_low_bytes``. A prefill chunk is read into a cache of the chunk's size."""
+    ``<stage>_temp_low_bytes``. A prefill chunk is read into a cache of the chunk's size. ``temps`` is
+    written in place."""
     from k3plan.budget.temp import scan_bf16_classes
     from k3plan.budget.temp_model import band, load_temp_model, model_bytes
     from k3plan.step.live import form_for, live_features, stage_live
 
     c = space.cols
-    for stage in ("prefill", "decode"):
-        cols[f"{stage}_temp_low_bytes"] = cols[f"{stage}_temp_bytes"].copy()
     tm = load_temp_model()
     for vi, st in enumerate(space.variants):
         hw_ok = np.array(
@@ -256,7 +260,7 @@ def apply_temp_model(cols: dict, cache: CacheTerms, *, space: Space, model: Mode
         )
         if not hw_ok.any():
             continue
-        rows = np.flatnonzero((c.variant == vi) & hw_ok[c.hw] & (cols["temp_source"] == 0))
+        rows = np.flatnonzero((c.variant == vi) & hw_ok[c.hw] & (temps.temp_source == 0))
         if not rows.size:
             continue
         # the model depends on (tp, ep, dp, experts over all devices, chunk) within a variant: evaluate each
@@ -285,18 +289,28 @@ def apply_temp_model(cols: dict, cache: CacheTerms, *, space: Space, model: Mode
             state_bytes_per_layer=cache.state_bytes_per_layer_unpadded[rows[first]],
             scan_bf16_weight_bytes=scan,
         )
-        at: dict[str, dict[str, Any]] = {
-            "prefill": dict(batch=1, tokens=chunk, context=chunk),
-            "decode": dict(batch=batch, tokens=1, context=context),
-        }
+        at: list[tuple[str, dict[str, Any], np.ndarray, np.ndarray]] = [
+            (
+                "prefill",
+                dict(batch=1, tokens=chunk, context=chunk),
+                temps.prefill_temp_bytes,
+                temps.prefill_temp_low_bytes,
+            ),
+            (
+                "decode",
+                dict(batch=batch, tokens=1, context=context),
+                temps.decode_temp_bytes,
+                temps.decode_temp_low_bytes,
+            ),
+        ]
         coef, b = tm.coef_for(st.name), tm.band_for(st.name)
-        for stage, where in at.items():
+        for stage, where, high_col, low_col in at:
             m = model_bytes(coef, live_features(*stage_live(model.spec, stage=stage, **common, **where)))
             lo, hi = band(np.asarray(m, dtype=np.float64), b)
-            analytic = cols[f"{stage}_temp_bytes"][rows]
-            cols[f"{stage}_temp_bytes"][rows] = np.maximum(np.ceil(hi).astype(np.int64)[inverse], analytic)
-            cols[f"{stage}_temp_low_bytes"][rows] = np.maximum(lo.astype(np.int64)[inverse], analytic)
-        cols["temp_source"][rows] = 3
+            analytic = high_col[rows]
+            high_col[rows] = np.maximum(np.ceil(hi).astype(np.int64)[inverse], analytic)
+            low_col[rows] = np.maximum(lo.astype(np.int64)[inverse], analytic)
+        temps.temp_source[rows] = 3
 
 
 Static = tuple[HardwareCols, list[str], WeightCols, dict[str, np.ndarray], list[StageCols]]
@@ -323,20 +337,17 @@ def evaluate(
     probes: Path | None = None,
     allow_cpu_probes: bool = False,
     static: Static | None = None,
-) -> tuple[dict, dict, list[str]]:
-    """All columns for ``batch`` sequences at ``context`` tokens; (columns, fallback kinds, probe notes).
-    ``static``: static_columns() of the same space, model, eff and probes (computed here if None);
-    its arrays are shared, never written to."""
+) -> Evaluated:
+    """All columns for ``batch`` sequences at ``context`` tokens: the table (``StepColumns``), the
+    fallback kinds and the probe notes. ``static``: static_columns() of the same space, model, eff and
+    probes (computed here if None); its arrays are shared, never written to."""
     spec = model.spec
     c = space.cols
     variants, v = space.variants, c.variant
     expert_fmt = next((t.fmt for t in model.inventory.text if t.role == "expert"), "bf16")
-    cols = columns(c)  # the output table: every input column under its field name, then the step's figures
     hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
         space=space, model=model, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
     )
-    cols.update(columns(hw_cols))
-    cols.update(columns(weights))
     cache = cache_terms(
         spec,
         kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype), v),
@@ -347,22 +358,26 @@ def evaluate(
         hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
         tp=c.tp,
     )
-    cols.update(
-        kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer,
-        state_bytes_per_layer=cache.state_bytes_per_layer,
-        block_tokens=cache.block_tokens,
-    )
     act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
     quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
-    cols["prefill_temp_bytes"] = prefill_temp_terms(
+    prefill_temp = prefill_temp_terms(
         spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, chunk=c.chunk, context=context
     ).total_bytes
-    cols["decode_temp_bytes"] = decode_temp_terms(
+    decode_temp = decode_temp_terms(
         spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, dp=c.dp, batch=batch, context=context
     ).total_bytes
-    cols["temp_source"] = apply_evidence(cols, space=space, model=model, context=context)
-    apply_temp_model(cols, cache, space=space, model=model, context=context, batch=batch)
-    cols["temp_bytes"] = np.maximum(cols["prefill_temp_bytes"], cols["decode_temp_bytes"])
+    source = apply_evidence(
+        prefill=prefill_temp, decode=decode_temp, usable=hw_cols.usable, space=space, model=model, context=context
+    )
+    temps = TempCols(
+        prefill_temp_bytes=prefill_temp,
+        decode_temp_bytes=decode_temp,
+        temp_source=source,
+        prefill_temp_low_bytes=prefill_temp.copy(),  # the calibrated figure where no band refines it
+        decode_temp_low_bytes=decode_temp.copy(),
+    )
+    apply_temp_model(temps, cache, space=space, model=model, context=context, batch=batch)
+    temp = np.maximum(temps.prefill_temp_bytes, temps.decode_temp_bytes)
     # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
     # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
     per_stage, valid = [], []
@@ -374,7 +389,7 @@ def evaluate(
             split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool),
             dp=c.dp,
             weights=sc.weights_bytes,
-            temp=cols["temp_bytes"],
+            temp=temp,
             cache=cache,
             context=context,
             batch=batch,
@@ -385,18 +400,13 @@ def evaluate(
         per_stage.append(terms)
         valid.append(sc.valid)
     bound = bind(per_stage, valid)
-    cols.update({f.name: getattr(bound, f.name) for f in fields(bound) if f.name != "stage"})
-    cols["binding_stage"] = stage = np.asarray(bound.stage)
+    stage = np.asarray(bound.stage)
     # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
     at = (stage, np.arange(stage.shape[0]))
-    for name, per in (
-        ("replicated_bytes", [sc.replicated_bytes for sc in stage_cols]),
-        ("stage_mla_layers", [sc.n_mla for sc in stage_cols]),
-        ("stage_kda_layers", [sc.n_kda for sc in stage_cols]),
-        ("stage_first_layer", [sc.start for sc in stage_cols]),
-        ("stage_end_layer", [sc.end for sc in stage_cols]),
-    ):
-        cols[name] = np.stack(per)[at]
+
+    def binding_stages(per: list[np.ndarray]) -> np.ndarray:
+        return np.stack(per)[at]
+
     spans = hw_cols.spans_slices
     micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
     comm = comm_terms(
@@ -437,14 +447,7 @@ def evaluate(
         ),
         bw_bytes_per_s=np.where(multi, hw_cols.scale_out_bw, hw_cols.scale_up_bw),
     )
-    cols.update(
-        {
-            "comm_calls": comm["calls"] + p2p["calls"],
-            "comm_bytes_per_chip": comm["bytes_per_chip"] + p2p["bytes_per_chip"],
-            "pipeline_s": pipe_s,
-            "comm_s": lat_t + bw_t + pipe_s,
-        }
-    )
+    comm_s = lat_t + bw_t + pipe_s
     d = decode_terms(
         spec,
         dense_bytes=weights.dense_bytes,
@@ -463,11 +466,72 @@ def evaluate(
         flops=hw_cols.flops,
         bw_efficiency=eff.bw_efficiency,
         mfu=eff.mfu,
-        comm_s=cols["comm_s"],
+        comm_s=comm_s,
     )
-    cols.update(
-        {"memory_s": d["memory_s"], "compute_s": d["compute_s"], "tpot_s": d["step_s"], "binding": d["binding"]}
+    tpot = np.asarray(d.step_s)  # the step's float figures are arrays over columns (np.asarray: no copy)
+    cols = StepColumns(
+        hw=c.hw,
+        topo=c.topo,
+        pp=c.pp,
+        tp=c.tp,
+        ep_all=c.ep_all,
+        dp=c.dp,
+        stack=c.stack,
+        variant=c.variant,
+        chunk=c.chunk,
+        ep=c.ep,
+        family=c.family,
+        usable=hw_cols.usable,
+        hbm_bw=hw_cols.hbm_bw,
+        flops=hw_cols.flops,
+        devices_per_chip=hw_cols.devices_per_chip,
+        scale_up_bw=hw_cols.scale_up_bw,
+        scale_out_bw=hw_cols.scale_out_bw,
+        price=hw_cols.price,
+        chips=hw_cols.chips,
+        spans_slices=hw_cols.spans_slices,
+        scale_up_latency=hw_cols.scale_up_latency,
+        scale_out_latency=hw_cols.scale_out_latency,
+        fallbacks=weights.fallbacks,
+        dense_bytes=weights.dense_bytes,
+        expert_bytes=weights.expert_bytes,
+        dense_params=weights.dense_params,
+        expert_params=weights.expert_params,
+        kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer,
+        state_bytes_per_layer=cache.state_bytes_per_layer,
+        block_tokens=cache.block_tokens,
+        prefill_temp_bytes=temps.prefill_temp_bytes,
+        decode_temp_bytes=temps.decode_temp_bytes,
+        temp_source=temps.temp_source,
+        prefill_temp_low_bytes=temps.prefill_temp_low_bytes,
+        decode_temp_low_bytes=temps.decode_temp_low_bytes,
+        temp_bytes=temp,
+        weights_bytes=bound.weights_bytes,
+        reserve_bytes=bound.reserve_bytes,
+        sequences=bound.sequences,
+        kv_bytes=bound.kv_bytes,
+        state_bytes=bound.state_bytes,
+        free_bytes=bound.free_bytes,
+        room_bytes=bound.room_bytes,
+        sequence_bytes=bound.sequence_bytes,
+        max_sequences=bound.max_sequences,
+        kv_bytes_per_token=bound.kv_bytes_per_token,
+        state_bytes_per_sequence=bound.state_bytes_per_sequence,
+        binding_stage=stage,
+        replicated_bytes=binding_stages([sc.replicated_bytes for sc in stage_cols]),
+        stage_mla_layers=binding_stages([sc.n_mla for sc in stage_cols]),
+        stage_kda_layers=binding_stages([sc.n_kda for sc in stage_cols]),
+        stage_first_layer=binding_stages([sc.start for sc in stage_cols]),
+        stage_end_layer=binding_stages([sc.end for sc in stage_cols]),
+        comm_calls=comm.calls + p2p.calls,
+        comm_bytes_per_chip=np.asarray(comm.bytes_per_chip + p2p.bytes_per_chip),
+        pipeline_s=pipe_s,
+        comm_s=comm_s,
+        memory_s=np.asarray(d.memory_s),
+        compute_s=np.asarray(d.compute_s),
+        tpot_s=tpot,
+        binding=d.binding,
+        tokens_per_s_per_chip=batch / tpot / hw_cols.chips,
+        cost_per_hour=hw_cols.price * hw_cols.chips,
     )
-    cols["tokens_per_s_per_chip"] = batch / cols["tpot_s"] / hw_cols.chips
-    cols["cost_per_hour"] = hw_cols.price * hw_cols.chips
-    return cols, kinds, notes
+    return Evaluated(cols=cols, kinds=kinds, notes=notes)

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from k3plan.models import Model
     from k3plan.plan.rows import PlanRow
+    from k3plan.plan.space import Space
+    from k3plan.plan.table import StepColumns
 
 RANK_BY = ("ceiling", "expected")
 POOL_FACTOR, POOL_MIN = 4, 40  # --rank-by expected re-ranks the best max(4 x --top, 40) by ceiling
@@ -24,17 +27,15 @@ def pool_size(top: int) -> int:
     return max(POOL_FACTOR * top, POOL_MIN)
 
 
-def row_setup(*, space, cols, i: int, model):
+def row_setup(*, space: Space, cols: StepColumns, i: int, model: Model):
     """The Setup of feasible row ``i`` (built from the space's objects, as evaluate() saw them)."""
     from k3plan.setup import Setup
     from k3plan.sharding import make_mesh, resolve
 
-    hw = space.hardware[int(cols["hw"][i])]
-    topo = space.topologies[int(cols["topo"][i])]
-    st = space.variants[int(cols["variant"][i])]
-    mesh, parallel = make_mesh(
-        devices=topo.devices, tp=int(cols["tp"][i]), ep=int(cols["ep"][i]), dp=int(cols["dp"][i])
-    )
+    hw = space.hardware[int(cols.hw[i])]
+    topo = space.topologies[int(cols.topo[i])]
+    st = space.variants[int(cols.variant[i])]
+    mesh, parallel = make_mesh(devices=topo.devices, tp=int(cols.tp[i]), ep=int(cols.ep[i]), dp=int(cols.dp[i]))
     plan = resolve(
         model.inventory,
         mesh=mesh,
@@ -48,7 +49,17 @@ def row_setup(*, space, cols, i: int, model):
 class ExpectedColumn:
     """Expected TPOT a row, curves looked up once a hardware (spec peaks: ``spec_hardware`` by name)."""
 
-    def __init__(self, *, space, cols, model, context: int, batch: int, probes: Path | None, spec_hardware: dict):
+    def __init__(
+        self,
+        *,
+        space: Space,
+        cols: StepColumns,
+        model: Model,
+        context: int,
+        batch: int,
+        probes: Path | None,
+        spec_hardware: dict,
+    ):
         self.space, self.cols, self.model, self.context, self.batch = space, cols, model, context, batch
         self.probes, self.spec_hardware = probes, spec_hardware
         self._curves: dict[str, Any] = {}
@@ -70,7 +81,7 @@ class ExpectedColumn:
         from k3plan.speed.expected import expected_time
         from k3plan.speed.stage import decode_op_costs
 
-        name = self.space.hardware[int(self.cols["hw"][i])].name
+        name = self.space.hardware[int(self.cols.hw[i])].name
         peaks, curves = self.curves(name)
         if curves is None:
             return None
@@ -81,20 +92,22 @@ class ExpectedColumn:
         return stage.expected_s if any(o.efficiency.measured for o in stage.ops) else None
 
 
-def rerank(indices: list[int], *, column: ExpectedColumn, cols, objective: str) -> tuple[list[int], dict[int, float]]:
+def rerank(
+    indices: list[int], *, column: ExpectedColumn, cols: StepColumns, objective: str
+) -> tuple[list[int], dict[int, float]]:
     """The pool (in ceiling order) re-sorted on the objective with TPOT := expected where known
     (the ceiling TPOT elsewhere); ties keep the ceiling order's tie-breaks (a stable sort)."""
     exp = {i: column.tpot_s(i) for i in indices}
     tpot: dict[int, float] = {}
     for i in indices:
         e = exp[i]
-        tpot[i] = e if e is not None else float(cols["tpot_s"][i])
+        tpot[i] = e if e is not None else float(cols.tpot_s[i])
 
     def key(i: int):
-        chips = float(cols["chips"][i])
+        chips = float(cols.chips[i])
         if objective in ("tokens-per-chip", "throughput"):
             return (-column.batch / tpot[i] / chips, chips)
-        first = float(cols["cost_per_hour"][i]) if objective == "cost" else chips
+        first = float(cols.cost_per_hour[i]) if objective == "cost" else chips
         return (first, tpot[i])
 
     return sorted(indices, key=key), {i: v for i, v in exp.items() if v is not None}

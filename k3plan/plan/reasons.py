@@ -8,6 +8,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.plan.space import Space
+from k3plan.plan.table import StepColumns
 from k3plan.step.verdict import REASONS, reject_code
 from k3plan.units import GiB
 
@@ -62,19 +63,19 @@ class ReasonTexts(_ByReason):
 
 
 def reason_codes(
-    *, cols: dict[str, np.ndarray], concurrency: int, target_tpot_s: Optional[float], need_price: bool
+    *, cols: StepColumns, concurrency: int, target_tpot_s: Optional[float], need_price: bool
 ) -> np.ndarray:
     return reject_code(
-        fallbacks=cols["fallbacks"],
-        weights_bytes=cols["weights_bytes"],
-        usable=cols["usable"],
-        room_bytes=cols["room_bytes"],
-        sequence_bytes=cols["sequence_bytes"],
-        max_sequences=cols["max_sequences"],
+        fallbacks=cols.fallbacks,
+        weights_bytes=cols.weights_bytes,
+        usable=cols.usable,
+        room_bytes=cols.room_bytes,
+        sequence_bytes=cols.sequence_bytes,
+        max_sequences=cols.max_sequences,
         concurrency=concurrency,
-        tpot_s=cols["tpot_s"],
+        tpot_s=cols.tpot_s,
         target_tpot_s=target_tpot_s,
-        unpriced=np.isnan(cols["price"]) if need_price else None,
+        unpriced=np.isnan(cols.price) if need_price else None,
     )
 
 
@@ -106,7 +107,7 @@ class Family(BaseModel):
 def families(
     *,
     space: Space,
-    cols: dict[str, np.ndarray],
+    cols: StepColumns,
     codes: np.ndarray,
     kinds: dict[str, np.ndarray],
     concurrency: int,
@@ -115,15 +116,13 @@ def families(
     """One account per (hardware, stack): configurations, feasible ones, reasons with counts, and
     how close the family came on the check that stopped it."""
     size = len(space.hardware) * len(space.stacks)
-    fam = cols["family"]
+    fam = cols.family
     counts = np.bincount(fam * len(REASONS) + codes, minlength=size * len(REASONS)).reshape(size, len(REASONS))
     # the closest each family came on the check that stopped it
-    weights_min = _best(cols["weights_bytes"] / cols["usable"], fam, codes == CODE["weights"], size, np.minimum)
-    room_best = _best(
-        (cols["room_bytes"] - cols["sequence_bytes"]) / GiB, fam, codes == CODE["budget"], size, np.maximum
-    )
-    seqs_best = _best(cols["max_sequences"], fam, codes == CODE["concurrency"], size, np.maximum)
-    tpot_best = _best(cols["tpot_s"] * 1e3, fam, codes == CODE["tpot"], size, np.minimum)
+    weights_min = _best(cols.weights_bytes / cols.usable, fam, codes == CODE["weights"], size, np.minimum)
+    room_best = _best((cols.room_bytes - cols.sequence_bytes) / GiB, fam, codes == CODE["budget"], size, np.maximum)
+    seqs_best = _best(cols.max_sequences, fam, codes == CODE["concurrency"], size, np.maximum)
+    tpot_best = _best(cols.tpot_s * 1e3, fam, codes == CODE["tpot"], size, np.minimum)
     out = []
     for f in range(size):
         hw, stack = space.family(f)

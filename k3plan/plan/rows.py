@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, Optional
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.plan.deployment import CostRow
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
+from k3plan.plan.table import StepColumns
 from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.decode import BINDING
 from k3plan.units import GiB
@@ -39,27 +39,27 @@ PER_DEVICE = (
 )
 
 
-def layout_notes(*, space: Space, cols: dict[str, np.ndarray], i: int) -> list[str]:
+def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
     """Why a row crosses the scale-out network, in words: pipeline stages over hosts (the binding
     stage and the stage-to-stage sends) and an EP group wider than a scale-up domain (its
     collective over the scale-out link, bandwidth and latency from the hardware spec)."""
-    hw = space.hardware[int(cols["hw"][i])]
-    topo = space.topologies[int(cols["topo"][i])]
-    st = space.stacks[int(cols["stack"][i])]
-    pp, ep = int(cols["pp"][i]), int(cols["ep"][i])
+    hw = space.hardware[int(cols.hw[i])]
+    topo = space.topologies[int(cols.topo[i])]
+    st = space.stacks[int(cols.stack[i])]
+    pp, ep = int(cols.pp[i]), int(cols.ep[i])
     out = []
     if pp > 1 and st.pipeline is not None:
         link = hw.scale_out if topo.spans_slices else hw.scale_up
-        a, b = int(cols["stage_first_layer"][i]), int(cols["stage_end_layer"][i])
+        a, b = int(cols.stage_first_layer[i]), int(cols.stage_end_layer[i])
         out.append(
             f"pp {pp}: each stage is {topo.devices // pp} devices ({topo.slices // pp} {hw.scale_up.name} domain(s)); "
-            f"stage {int(cols['binding_stage'][i]) + 1}/{pp} binds (layers {a}-{b - 1}: "
-            f"{int(cols['stage_mla_layers'][i])} MLA, {int(cols['stage_kda_layers'][i])} KDA; weights "
-            f"{int(cols['weights_bytes'][i]) / GiB:.2f} GiB a device); {pp - 1} stage-to-stage send(s) a step over {link.name} "
+            f"stage {int(cols.binding_stage[i]) + 1}/{pp} binds (layers {a}-{b - 1}: "
+            f"{int(cols.stage_mla_layers[i])} MLA, {int(cols.stage_kda_layers[i])} KDA; weights "
+            f"{int(cols.weights_bytes[i]) / GiB:.2f} GiB a device); {pp - 1} stage-to-stage send(s) a step over {link.name} "
             f"({link.bw_bytes_per_s / 1e9:g} GB/s a GPU, {link.latency_s * 1e6:g} us: "
-            f"{float(cols['pipeline_s'][i]) * 1e3:.3f} ms of the TPOT)"
+            f"{float(cols.pipeline_s[i]) * 1e3:.3f} ms of the TPOT)"
         )
-    if bool(cols["spans_slices"][i]):
+    if bool(cols.spans_slices[i]):
         out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.of_pattern(st.collectives.experts)))
     return out
 
@@ -181,36 +181,47 @@ class PlanRow(BaseModel):
         }
 
 
-def row(*, space: Space, cols: dict[str, np.ndarray], i: int, rank: int, fits: bool = True) -> PlanRow:
+def row(*, space: Space, cols: StepColumns, i: int, rank: int, fits: bool = True) -> PlanRow:
     """Configuration ``i`` as a typed row; ``fits`` False (a closest miss rejected on memory): no
     speed figure (tpot_ms, tokens_per_s_per_chip and binding are None)."""
-    hw = space.hardware[int(cols["hw"][i])]
-    topo = space.topologies[int(cols["topo"][i])]
-    variant = space.variants[int(cols["variant"][i])]
-    kv = space.kv_dtypes[int(cols["variant"][i]) % len(space.kv_dtypes)]
-    cost = float(cols["cost_per_hour"][i])
+    hw = space.hardware[int(cols.hw[i])]
+    topo = space.topologies[int(cols.topo[i])]
+    variant = space.variants[int(cols.variant[i])]
+    kv = space.kv_dtypes[int(cols.variant[i]) % len(space.kv_dtypes)]
+    cost = float(cols.cost_per_hour[i])
     return PlanRow(
         rank=rank,
         hardware=hw.name,
         topology=topo.text,
         chips=topo.chips,
         devices=topo.devices,
-        tp=int(cols["tp"][i]),
-        ep=int(cols["ep"][i]),
-        dp=int(cols["dp"][i]),
-        pp=int(cols["pp"][i]),
-        stack=space.stacks[int(cols["stack"][i])].name,
+        tp=int(cols.tp[i]),
+        ep=int(cols.ep[i]),
+        dp=int(cols.dp[i]),
+        pp=int(cols.pp[i]),
+        stack=space.stacks[int(cols.stack[i])].name,
         kv_dtype=variant.kv_cache.dtype,
         kv_dtype_override=kv,
-        chunk_tokens=int(cols["chunk"][i]),
-        free_gib_per_device=int(cols["free_bytes"][i]) / GiB,
-        weights_gib_per_device=int(cols["weights_bytes"][i]) / GiB,
-        max_sequences=int(cols["max_sequences"][i]),
-        tpot_ms=float(cols["tpot_s"][i]) * 1e3 if fits else None,
-        tokens_per_s_per_chip=float(cols["tokens_per_s_per_chip"][i]) if fits else None,
-        binding=BINDING[int(cols["binding"][i])] if fits else None,
+        chunk_tokens=int(cols.chunk[i]),
+        free_gib_per_device=int(cols.free_bytes[i]) / GiB,
+        weights_gib_per_device=int(cols.weights_bytes[i]) / GiB,
+        max_sequences=int(cols.max_sequences[i]),
+        tpot_ms=float(cols.tpot_s[i]) * 1e3 if fits else None,
+        tokens_per_s_per_chip=float(cols.tokens_per_s_per_chip[i]) if fits else None,
+        binding=BINDING[int(cols.binding[i])] if fits else None,
         cost_usd_per_hour=None if math.isnan(cost) else cost,
-        per_device=RowPerDevice(**{k: int(cols[k][i]) for k in PER_DEVICE}),
-        temp_evidence=TEMP_EVIDENCE[int(cols["temp_source"][i])],
+        per_device=RowPerDevice(
+            weights_bytes=int(cols.weights_bytes[i]),
+            replicated_bytes=int(cols.replicated_bytes[i]),
+            kv_bytes=int(cols.kv_bytes[i]),
+            state_bytes=int(cols.state_bytes[i]),
+            temp_bytes=int(cols.temp_bytes[i]),
+            reserve_bytes=int(cols.reserve_bytes[i]),
+            free_bytes=int(cols.free_bytes[i]),
+            kv_bytes_per_token=int(cols.kv_bytes_per_token[i]),
+            state_bytes_per_sequence=int(cols.state_bytes_per_sequence[i]),
+            sequences=int(cols.sequences[i]),
+        ),
+        temp_evidence=TEMP_EVIDENCE[int(cols.temp_source[i])],
         layout_notes=layout_notes(space=space, cols=cols, i=i),
     )

@@ -24,6 +24,7 @@ from k3plan.plan.reasons import CODE, Family, ReasonTexts, families, reason_code
 from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import MAX_PP, build_space
+from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
 
@@ -129,31 +130,28 @@ def _chunks(chunks: Optional[Sequence[int]], context: int) -> list[int]:
     return sorted(set(int(c) for c in chunks))
 
 
-def _order(cols: dict[str, np.ndarray], idx: np.ndarray, objective: str) -> np.ndarray:
+def _order(cols: StepColumns, idx: np.ndarray, objective: str) -> np.ndarray:
     """Feasible configurations, best first: the objective, then the tie-breaks, most significant first."""
-    c = {
-        k: cols[k][idx]
-        for k in ("chips", "tpot_s", "cost_per_hour", "tokens_per_s_per_chip", "free_bytes", "chunk", "hw")
-    }
-    keys = {
-        "chips": [c["chips"], c["tpot_s"]],
-        "cost": [c["cost_per_hour"], c["tpot_s"]],
-        "tokens-per-chip": [-c["tokens_per_s_per_chip"], c["chips"]],
-        "throughput": [-c["tokens_per_s_per_chip"], c["chips"]],
-    }[objective]  # re-ranked by plan/wire.py
-    keys += [-c["free_bytes"], -c["chunk"], c["hw"]]
+    chips, tpot = cols.chips[idx], cols.tpot_s[idx]
+    if objective == "chips":
+        keys = [chips, tpot]
+    elif objective == "cost":
+        keys = [cols.cost_per_hour[idx], tpot]
+    else:  # tokens-per-chip, throughput (re-ranked by plan/wire.py)
+        keys = [-cols.tokens_per_s_per_chip[idx], chips]
+    keys += [-cols.free_bytes[idx], -cols.chunk[idx], cols.hw[idx]]
     return idx[np.lexsort(keys[::-1])]  # lexsort: the last key is the primary one
 
 
-def closest_miss(cols: dict[str, np.ndarray], codes: np.ndarray) -> Optional[int]:
+def closest_miss(cols: StepColumns, codes: np.ndarray) -> Optional[int]:
     """The index of the rejected configuration that came closest: the fastest TPOT miss (it passed
     every memory check), else the memory miss (weights, budget, concurrency) with the most free HBM a
     device; fewest chips on a tie."""
     for keys in (("tpot",), ("weights", "budget", "concurrency")):
         idx = np.flatnonzero(np.isin(codes, [CODE[k] for k in keys]))
         if idx.size:
-            first = cols["tpot_s"][idx] if keys == ("tpot",) else -cols["free_bytes"][idx]
-            return int(idx[np.lexsort([cols["chips"][idx], first])[0]])  # lexsort: the last key is the primary
+            first = cols.tpot_s[idx] if keys == ("tpot",) else -cols.free_bytes[idx]
+            return int(idx[np.lexsort([cols.chips[idx], first])[0]])  # lexsort: the last key is the primary
     return None
 
 
@@ -257,7 +255,7 @@ def plan(
         max_pp=1 if sla_mode else max_pp,
     )
     static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
-    cols, kinds, latency_notes = evaluate(
+    ev = evaluate(
         space=space,
         model=m,
         context=context,
@@ -267,19 +265,20 @@ def plan(
         allow_cpu_probes=allow_cpu_probes,
         static=static,
     )
-    cols["price"] = price_column([hws[h].name for h in cols["hw"]], {p.hardware: p for p in price_list})
-    cols["cost_per_hour"] = cols["price"] * cols["chips"]
-    probe_notes = probe_notes + latency_notes
+    cols = ev.cols.priced(price_column([hws[h].name for h in ev.cols.hw], {p.hardware: p for p in price_list}))
+    probe_notes = probe_notes + ev.notes
     target_s = None if target_tpot_ms is None or sla_mode else target_tpot_ms / 1e3
     codes = reason_codes(cols=cols, concurrency=concurrency, target_tpot_s=target_s, need_price=need_price)
     ranked = _order(cols, np.flatnonzero(codes == 0), objective)
-    fams = families(space=space, cols=cols, codes=codes, kinds=kinds, concurrency=concurrency, target_tpot_s=target_s)
+    fams = families(
+        space=space, cols=cols, codes=codes, kinds=ev.kinds, concurrency=concurrency, target_tpot_s=target_s
+    )
     extra = PlanExtras()
     if isl is not None:  # sla_mode, spelled so the type checker narrows isl
         from k3plan.plan.wire import apply_sla
 
         k = concurrency if concurrency > 1 else 2
-        other, _, _ = evaluate(
+        other = evaluate(
             space=space,
             model=m,
             context=context,
@@ -288,7 +287,7 @@ def plan(
             probes=probes,
             allow_cpu_probes=allow_cpu_probes,
             static=static,
-        )
+        ).cols
         targets = SlaTargets(
             isl_tokens=isl,
             osl_tokens=osl or 1,
@@ -387,8 +386,8 @@ def plan(
                 else "collective latencies from the hardware specs"
             ),
             f"memory: fit's per-device terms (the stack's reserve; temporaries from a shipped calibration for "
-            f"{int(((cols['temp_source'] == 1) | (cols['temp_source'] == 2)).sum()):,} configuration(s), from the "
-            f"shipped temp model's upper end for {int((cols['temp_source'] == 3).sum()):,}, row key temp_evidence, "
+            f"{int(((cols.temp_source == 1) | (cols.temp_source == 2)).sum()):,} configuration(s), from the "
+            f"shipped temp model's upper end for {int((cols.temp_source == 3).sum()):,}, row key temp_evidence, "
             f"else the analytic lower bound); a configuration must hold --concurrency sequences",
             "topologies: each hardware's standard single shapes (topologies_up_to); TPU multi-slice not enumerated",
             (

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError
 from k3plan.models import Model
+from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.roofline.work import (
     attention_prefill_flops_per_token,
@@ -90,17 +91,17 @@ def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rat
 
 
 def step_coefficients(
-    *, model: Model, cols_1: dict, cols_k: dict, k: int, isl: int, eff: Efficiency
+    *, model: Model, cols_1: StepColumns, cols_k: StepColumns, k: int, isl: int, eff: Efficiency
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(base_s, per_decode_seq_s, per_prefill_token_s) columns; cols_1 / cols_k: evaluate() at batch 1 and k > 1."""
-    t1, tk = cols_1["tpot_s"], cols_k["tpot_s"]
+    t1, tk = cols_1.tpot_s, cols_k.tpot_s
     a = np.maximum((tk - t1) / (k - 1), 0.0)
     base = np.maximum(t1 - a, 0.0)
     per_token = linear_flops_per_token(model.inventory.active_params) + attention_prefill_flops_per_token(
         model.spec, isl
     )
-    devices = cols_1["chips"] * cols_1["devices_per_chip"]
-    b = per_token / (cols_1["flops"] * devices * eff.mfu)
+    devices = cols_1.chips * cols_1.devices_per_chip
+    b = per_token / (cols_1.flops * devices * eff.mfu)
     return base, a, b
 
 

@@ -21,12 +21,6 @@ from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
 from k3plan.sharding.stack import Stack
 
 
-def columns(cols) -> dict[str, np.ndarray]:
-    """A typed column container (``SpaceCols``, ``k3plan.plan.evaluate``'s ``HardwareCols`` ...) as the
-    name -> column mapping plan's output table is assembled from (its names are the table's keys)."""
-    return {f.name: getattr(cols, f.name) for f in fields(cols)}
-
-
 @dataclass(frozen=True, slots=True)
 class SpaceCols:
     """One entry a configuration of the search space (int64 unless said)."""

@@ -23,6 +23,7 @@ from k3plan.plan.reasons import Family
 from k3plan.plan.rows import PlanRow, row
 from k3plan.plan.sla import LABEL, SlaRow, SlaTargets, largest_batch, sla_row, step_coefficients
 from k3plan.plan.space import Space
+from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 
 
@@ -66,9 +67,9 @@ def _strict_families(
 def apply_sla(
     *,
     space: Space,
-    cols: dict,
-    cols_1: dict,
-    cols_k: dict,
+    cols: StepColumns,
+    cols_1: StepColumns,
+    cols_k: StepColumns,
     k: int,
     ranked: np.ndarray,
     fams: list[Family],
@@ -94,9 +95,9 @@ def apply_sla(
             base=float(base[i]),
             a=float(a[i]),
             b=float(b[i]),
-            token_budget=int(cols["chunk"][i]),
-            chips=int(cols["chips"][i]),
-            max_sequences=int(cols["max_sequences"][i]),
+            token_budget=int(cols.chunk[i]),
+            chips=int(cols.chips[i]),
+            max_sequences=int(cols.max_sequences[i]),
         )
         s = sla_row(**kw)
         if objective == "throughput":
@@ -124,7 +125,7 @@ def apply_sla(
 
     def family(j: int) -> tuple[str, str]:
         i = idx[j]
-        return space.hardware[int(cols["hw"][i])].name, space.stacks[int(cols["stack"][i])].name
+        return space.hardware[int(cols.hw[i])].name, space.stacks[int(cols.stack[i])].name
 
     if targets.strict:
         closest: dict[tuple[str, str], PlanRow] = {}

@@ -177,12 +177,14 @@ def decode_bound(
         histogram=histogram,
         weights=weight_groups_of_setup(setup),
     )
-    touched = float(d["experts_touched"])
+    touched = float(d.experts_touched)
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
-    bytes_dev = StepBytes(**{k: float(v) for k, v in d["bytes"].items()})
-    flops_dev = StepFlops(**{k: float(v) for k, v in d["flops"].items()})
-    memory_s, compute_s, step = float(d["memory_s"]), float(d["compute_s"]), float(d["step_s"])
-    binding = BINDING[int(d["binding"])]
+    bytes_dev = StepBytes(
+        weights=float(d.weights_bytes), experts=float(d.experts_bytes), kv=float(d.kv_bytes), state=float(d.state_bytes)
+    )
+    flops_dev = StepFlops(linear=float(d.linear_flops), attention=float(d.attention_flops))
+    memory_s, compute_s, step = float(d.memory_s), float(d.compute_s), float(d.step_s)
+    binding = BINDING[int(d.binding)]
     ideal = StepBytes(
         weights=w.dense_total_bytes,
         experts=w.expert_total_bytes * touched_all / moe.num_experts,

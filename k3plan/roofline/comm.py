@@ -40,7 +40,7 @@ class CommCost(BaseModel):
     latency_source: str
     latency_time_s: float
     bandwidth_time_s: float
-    # pipeline parallelism (step/stages.py p2p_terms): pp - 1 stage-to-stage sends a step
+    # pipeline parallelism (step/p2p.py p2p_terms): pp - 1 stage-to-stage sends a step
     pipeline_calls_per_step: int = 0
     pipeline_bytes_per_chip_per_step: float = 0.0
     pipeline_link: str = ""
@@ -91,9 +91,9 @@ def comm_cost(
         sequences=sequences,
     )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
-    pipe: dict = {}
+    pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0.0, "", 0.0  # no pipeline: CommCost's defaults
     if par.pp > 1:
-        from k3plan.step.stages import p2p_terms, p2p_time
+        from k3plan.step.p2p import p2p_terms, p2p_time
 
         p2p = p2p_terms(
             spec,
@@ -105,21 +105,16 @@ def comm_cost(
             devices_per_chip=hw.devices_per_chip,
         )
         plink = hw.scale_out if topo.spans_slices else hw.scale_up
-        pipe = {
-            "pipeline_calls_per_step": int(p2p["calls"]),
-            "pipeline_bytes_per_chip_per_step": float(p2p["bytes_per_chip"]),
-            "pipeline_link": plink.name,
-            "pipeline_time_s": float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s)),
-        }
+        pipe_calls, pipe_bytes, pipe_link = int(p2p.calls), float(p2p.bytes_per_chip), plink.name
+        pipe_s = float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s))
     return CommCost(
-        **pipe,
         pattern=st.collectives.experts,
         op=Collective.of_pattern(st.collectives.experts),
-        calls_per_step=int(t["calls"]),
-        expert_calls_per_step=int(t["expert_calls"]),
-        attention_calls_per_step=int(t["attention_calls"]),
-        bytes_per_token_per_layer=int(t["bytes_per_token_per_layer"]),
-        bytes_per_chip_per_step=float(t["bytes_per_chip"]),
+        calls_per_step=int(t.calls),
+        expert_calls_per_step=int(t.expert_calls),
+        attention_calls_per_step=int(t.attention_calls),
+        bytes_per_token_per_layer=int(t.bytes_per_token_per_layer),
+        bytes_per_chip_per_step=float(t.bytes_per_chip),
         link="scale_out" if spans else "scale_up",
         link_name=link.name,
         link_bw_bytes_per_s=link.bw_bytes_per_s,
@@ -127,4 +122,8 @@ def comm_cost(
         latency_source=lat_src,
         latency_time_s=float(lat_t),
         bandwidth_time_s=float(bw_t),
+        pipeline_calls_per_step=pipe_calls,
+        pipeline_bytes_per_chip_per_step=pipe_bytes,
+        pipeline_link=pipe_link,
+        pipeline_time_s=pipe_s,
     )

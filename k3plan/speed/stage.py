@@ -130,7 +130,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         weights=weights if weights is not None else weight_groups_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=batch)
-    return to_op_costs(d["ops"] + coll, link=_link(setup))
+    return to_op_costs(d.ops + coll, link=_link(setup))
 
 
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:

@@ -14,13 +14,32 @@ time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic
+
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import maximum, where
+from k3plan.step.columns import C, maximum, where
+
+if TYPE_CHECKING:
+    from k3plan.step.ops import Op
 
 
 def ring_bytes_per_chip(n, message, devices_per_chip):
     """Ring all-reduce: each device sends 2 (n-1)/n of the message; a chip hosts dpc devices."""
     return where(n > 1, devices_per_chip * 2 * (n - 1) / maximum(n, 1) * message, 0.0)
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
+class CommTerms(Generic[C]):
+    """Calls and bytes of one step's collectives (``comm_terms``); each figure one int or float (fit) or
+    one entry a configuration (plan)."""
+
+    ops: list[Op]  # the collectives, as ``ops.collective_ops`` lists them
+    attention_calls: C  # calls of the attention layers' collectives
+    expert_calls: C  # calls of the MoE layers' (dispatch + combine, or the all-reduce)
+    calls: C  # every call a step: attention + experts + the embedding, dense MLP and logits
+    bytes_per_token_per_layer: C  # expert traffic a token a MoE layer (all-to-all: dispatch + combine)
+    bytes_per_chip: C | float  # what a chip puts on the link a step (a ring's 2 (n-1)/n share: a float)
 
 
 def comm_terms(
@@ -29,7 +48,7 @@ def comm_terms(
     all_to_all,
     act,
     dispatch,
-    tp,
+    tp: C,
     dp,
     ep,
     devices_per_chip,
@@ -37,7 +56,7 @@ def comm_terms(
     tokens,
     logits_all_gather,
     sequences=None,
-) -> dict:
+) -> CommTerms[C]:
     """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
     ``all_to_all``: the stack's expert pattern; ``logits_all_gather``: its logits gather."""
     from k3plan.step.ops import by_category, collective_ops, moe_reduced_width, step_sum
@@ -59,18 +78,18 @@ def comm_terms(
     )
     calls = by_category(ops, "calls", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
-    return {
-        "ops": ops,
-        "attention_calls": attention_calls,
-        "expert_calls": expert_calls,
-        "calls": step_sum(ops, "calls"),  # attention + experts + the embedding, dense MLP and logits
-        "bytes_per_token_per_layer": where(
+    return CommTerms(
+        ops=ops,
+        attention_calls=attention_calls,
+        expert_calls=expert_calls,
+        calls=step_sum(ops, "calls"),
+        bytes_per_token_per_layer=where(
             all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, moe_reduced_width(spec) * act
         ),
-        "bytes_per_chip": step_sum(ops, "wire_bytes"),
-    }
+        bytes_per_chip=step_sum(ops, "wire_bytes"),
+    )
 
 
-def comm_time(terms: dict, *, latency_s, bw_bytes_per_s) -> tuple:
+def comm_time(terms: CommTerms, *, latency_s, bw_bytes_per_s) -> tuple:
     """(latency time, bandwidth time) of one step's collectives."""
-    return terms["calls"] * latency_s, terms["bytes_per_chip"] / bw_bytes_per_s
+    return terms.calls * latency_s, terms.bytes_per_chip / bw_bytes_per_s

@@ -11,13 +11,36 @@ columns: dense/expert bytes and params a device, embeddings excluded) gets one o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Generic
+
 from k3plan.models.spec import ModelSpec
 from k3plan.roofline.work import experts_touched
-from k3plan.step.columns import maximum, minimum, where
+from k3plan.step.columns import C, maximum, minimum, where
 from k3plan.step.memory import cdiv
-from k3plan.step.ops import aggregate_groups, by_category, decode_ops
+from k3plan.step.ops import Op, aggregate_groups, by_category, decode_ops
 
 BINDING = ("memory", "compute", "communication")
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value); fit's import stays cheap
+class DecodeTerms(Generic[C]):
+    """One decode step a device (``decode_terms``); each figure one number (fit) or one entry a
+    configuration (plan). Bytes by what is read and FLOPs by kind are ``roofline.terms.StepBytes`` and
+    ``StepFlops``' terms, in their order; expectations (the routed experts touched) are floats."""
+
+    ops: list[Op]  # the step's ops (``ops.decode_ops``), collectives not included
+    experts_touched: C | float  # distinct experts an EP group's tokens touch a MoE layer (expected)
+    weights_bytes: C  # dense weights, each read once a step
+    experts_bytes: C | float  # the routed experts touched: expert bytes x touched / experts
+    kv_bytes: C  # KV read: a DP group's sequences x context x KV bytes a token
+    state_bytes: C  # KDA state read and written
+    linear_flops: C | float  # 2 x params applied (routed experts: k of E a token)
+    attention_flops: C | float  # absorbed MLA + KDA state products
+    memory_s: C | float  # bytes / (HBM bandwidth x bw_efficiency)
+    compute_s: C | float  # FLOPs / (peak x mfu)
+    step_s: C | float  # max(memory_s, compute_s) + comm_s
+    binding: C  # index into BINDING: 0 memory, 1 compute, 2 communication
 
 
 def decode_terms(
@@ -29,7 +52,7 @@ def decode_terms(
     expert_params,
     kv_bytes_per_token,
     state_bytes_per_sequence,
-    tp,
+    tp: C,
     dp,
     ep,
     batch,
@@ -41,7 +64,7 @@ def decode_terms(
     comm_s,
     histogram=None,
     weights=None,
-) -> dict:
+) -> DecodeTerms[C]:
     moe = spec.moe
     seqs = cdiv(batch, dp)
     # tokens one EP group routes: its DP groups' sequences (ep = tp: one group; ep = all: the batch)
@@ -63,18 +86,24 @@ def decode_terms(
         context=context,
     )
     got = by_category(ops, "bytes")
-    nbytes = {k: got.get(k, 0) for k in ("weights", "experts", "kv", "state")}
-    got = by_category(ops, "flops", key="flops_category")
-    nflops = {k: got.get(k, 0) for k in ("linear", "attention")}
-    memory_s = sum(nbytes.values()) / (hbm_bw * bw_efficiency)
-    compute_s = sum(nflops.values()) / (flops * mfu)
-    return {
-        "ops": ops,
-        "experts_touched": touched,
-        "bytes": nbytes,
-        "flops": nflops,
-        "memory_s": memory_s,
-        "compute_s": compute_s,
-        "step_s": maximum(memory_s, compute_s) + comm_s,
-        "binding": where(comm_s > maximum(memory_s, compute_s), 2, where(memory_s >= compute_s, 0, 1)),
-    }
+    nbytes: Any = got.get("weights", 0)  # StepBytes.total()'s order (weights, experts, kv, state): the same float
+    nbytes = nbytes + got.get("experts", 0) + got.get("kv", 0) + got.get("state", 0)
+    flops_by = by_category(ops, "flops", key="flops_category")
+    nflops: Any = flops_by.get("linear", 0)
+    nflops = nflops + flops_by.get("attention", 0)
+    memory_s = nbytes / (hbm_bw * bw_efficiency)
+    compute_s = nflops / (flops * mfu)
+    return DecodeTerms(
+        ops=ops,
+        experts_touched=touched,
+        weights_bytes=got.get("weights", 0),
+        experts_bytes=got.get("experts", 0),
+        kv_bytes=got.get("kv", 0),
+        state_bytes=got.get("state", 0),
+        linear_flops=flops_by.get("linear", 0),
+        attention_flops=flops_by.get("attention", 0),
+        memory_s=memory_s,
+        compute_s=compute_s,
+        step_s=maximum(memory_s, compute_s) + comm_s,
+        binding=where(comm_s > maximum(memory_s, compute_s), 2, where(memory_s >= compute_s, 0, 1)),
+    )

@@ -8,10 +8,7 @@ activations one stage sends the next.
 - globals: the embedding on the first stage; the final norm(s) and the LM head on the last (vLLM
   and SGLang build them only where ``pp_group.is_first_rank`` / ``is_last_rank``, PPMissingLayer
   elsewhere). With pp = 1 the one stage holds everything.
-- what a stage sends: the tensors of ``Pipeline.sends`` (hidden_states and residual: vLLM's
-  IntermediateTensors), ``tokens x hidden`` each in the activation dtype, for each of the pp - 1
-  stage boundaries. A TP rank sends its 1/tp slice and the receiving group all-gathers it
-  (vLLM ``send_tensor_dict(all_gather_group=tp_group)``), so a device puts 1/tp of it on the link.
+- what a stage sends: k3plan/step/p2p.py.
 The per-device arithmetic of a stage is the step's own (memory.budget_terms with the stage's layer
 counts, weights from the stage's tensors); this module only says which layers and tensors.
 """
@@ -100,26 +97,6 @@ def stages(spec: ModelSpec, pp: int, remainder: str = "before_last") -> tuple[St
 
 def stage_tensors(inventory: TensorInventory, stage: Stage) -> list[Tensor]:
     return [t for t in inventory.text if stage.holds(t)]
-
-
-def p2p_terms(spec: ModelSpec, *, pp, tokens, act, tp, sends=2, devices_per_chip=1) -> dict:
-    """The stage-to-stage sends of one step over ``tokens`` tokens (a DP group's): pp - 1 boundaries,
-    each ``sends`` tensors of tokens x hidden in ``act`` bytes; a device sends 1/tp of them (the
-    receiving TP group all-gathers). ``calls``: sends a step on a device's path; ``bytes_per_chip``:
-    what a chip puts on the link a boundary, summed over the boundaries a token crosses."""
-    boundary = sends * tokens * spec.hidden_size * act
-    per_device = boundary / tp
-    return {
-        "calls": where(pp > 1, pp - 1, 0),
-        "bytes_per_boundary": boundary,
-        "bytes_per_chip": where(pp > 1, (pp - 1) * per_device * devices_per_chip, 0.0),
-    }
-
-
-def p2p_time(terms: dict, *, latency_s, bw_bytes_per_s):
-    """Seconds of a step's stage-to-stage sends: a latency a boundary plus the bytes over the link
-    (the scale-out link where the stages sit in different scale-up domains)."""
-    return terms["calls"] * latency_s + terms["bytes_per_chip"] / bw_bytes_per_s
 
 
 def microbatch(batch, pp):

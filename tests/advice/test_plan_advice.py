@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,11 +48,11 @@ def cli_module():
 
 
 def test_closest_miss_prefers_the_fastest_tpot_miss_then_most_free_memory_then_fewest_chips():
-    cols = {
-        "free_bytes": np.array([50, -30, -5, -5, 10, 20]),
-        "chips": np.array([8, 16, 32, 16, 64, 8]),
-        "tpot_s": np.array([0.1, 0.1, 0.1, 0.1, 0.02, 0.03]),
-    }
+    cols: Any = SimpleNamespace(  # the columns of plan.table.StepColumns that closest_miss reads
+        free_bytes=np.array([50, -30, -5, -5, 10, 20]),
+        chips=np.array([8, 16, 32, 16, 64, 8]),
+        tpot_s=np.array([0.1, 0.1, 0.1, 0.1, 0.02, 0.03]),
+    )
     memory = np.array([CODE["fallback"], CODE["weights"], CODE["budget"], CODE["budget"], CODE["fallback"], 0])
     # a fallback is never the closest; -5 beats -30; of the two at -5, 16 chips beats 32
     assert closest_miss(cols, memory) == 3

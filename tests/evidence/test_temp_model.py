@@ -106,8 +106,8 @@ def test_plan_rows_equal_fit_where_the_temp_is_modelled():
     sp = build_space(hardware=[load_hardware("tpu-v7x")], stacks=[load_stack("vllm-tpu"), load_stack("jax-native")],
                      kv_dtypes=[None], chunks=[8192], max_chips=32, stacks_given=True)  # fmt: skip
     for context, batch in ((131072, 1), (32768, 8)):
-        cols, _, _ = evaluate(space=sp, model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency())
-        modelled = np.flatnonzero(cols["temp_source"] == 3)
+        cols = evaluate(space=sp, model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency()).cols
+        modelled = np.flatnonzero(cols.temp_source == 3)
         assert modelled.size >= 4
         for i in modelled[:: max(1, modelled.size // 6)]:
             r = row(space=sp, cols=cols, i=int(i), rank=1)
@@ -117,8 +117,8 @@ def test_plan_rows_equal_fit_where_the_temp_is_modelled():
             f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
             assert r.per_device.temp_bytes == f.per_device.temp_bytes, r
             assert r.per_device.free_bytes == f.per_device.free_bytes, r
-            assert int(cols["prefill_temp_low_bytes"][i]) == f.temp.prefill_band[0]
-            assert int(cols["decode_temp_low_bytes"][i]) == f.temp.decode_band[0]
+            assert int(cols.prefill_temp_low_bytes[i]) == f.temp.prefill_band[0]
+            assert int(cols.decode_temp_low_bytes[i]) == f.temp.decode_band[0]
 
 
 @pytest.mark.parametrize(

@@ -67,11 +67,11 @@ def test_hardware_weight_and_stage_columns_are_named_fields(small):
 
 def test_evaluate_table_keeps_every_input_column_under_its_name(small):
     _, space, model, static = small
-    cols, _, _ = evaluate(space=space, model=model, context=131072, batch=8, eff=Efficiency(), static=static)
+    cols = evaluate(space=space, model=model, context=131072, batch=8, eff=Efficiency(), static=static).cols
     hw_cols, _, weights, _, _ = static
     for container in (space.cols, hw_cols):
         for f in dataclasses.fields(container):
-            assert cols[f.name] is getattr(container, f.name), f.name
+            assert getattr(cols, f.name) is getattr(container, f.name), f.name
     # the weights become the binding stage's; dense and expert sums stay the whole path's
     for name in ("dense_bytes", "expert_bytes", "dense_params", "expert_params", "fallbacks"):
-        assert cols[name] is getattr(weights, name)
+        assert getattr(cols, name) is getattr(weights, name)

@@ -51,15 +51,15 @@ def test_families_count_each_configuration_under_its_reason():
     fam = np.array([0, 0, 0, 0, 1, 1, 1])
     codes = np.array([0, 0, CODE["fallback"], CODE["weights"], CODE["budget"], CODE["budget"], CODE["tpot"]])
     gib = 2**30
-    cols = {
-        "family": fam,
-        "weights_bytes": np.array([1, 1, 1, 3, 1, 1, 1]) * gib,
-        "usable": np.full(7, 2 * gib),
-        "room_bytes": np.array([9, 9, 9, 9, 1, 0.5, 9]) * gib,
-        "sequence_bytes": np.full(7, 2 * gib),
-        "max_sequences": np.full(7, 4),
-        "tpot_s": np.array([0.01] * 6 + [0.08]),
-    }
+    cols = SimpleNamespace(  # the columns of plan.table.StepColumns that families() reads
+        family=fam,
+        weights_bytes=np.array([1, 1, 1, 3, 1, 1, 1]) * gib,
+        usable=np.full(7, 2 * gib),
+        room_bytes=np.array([9, 9, 9, 9, 1, 0.5, 9]) * gib,
+        sequence_bytes=np.full(7, 2 * gib),
+        max_sequences=np.full(7, 4),
+        tpot_s=np.array([0.01] * 6 + [0.08]),
+    )
     kinds = {"heads=96 over tp": np.array([0, 0, 1, 0, 0, 0, 0], dtype=bool)}
     f0, f1 = families(space=space, cols=cols, codes=codes, kinds=kinds, concurrency=1, target_tpot_s=0.05)  # type: ignore[arg-type]
     assert f0.reasons == ReasonCounts(feasible=2, fallback=1, weights=1)

@@ -73,22 +73,22 @@ def wide():
     space = build_space(hardware=[load_hardware(h) for h in list_hardware()],
                         stacks=[load_stack(s) for s in list_stacks()], kv_dtypes=[None, "fp8", "fp8_ds_mla", "fp32"],
                         chunks=[2048, 4096, 8192, 16384, 32768], max_chips=100_000, stacks_given=False)
-    cols, _, _ = evaluate(space=space, model=m, context=131072, batch=8, eff=Efficiency())
+    cols = evaluate(space=space, model=m, context=131072, batch=8, eff=Efficiency()).cols
     return space, cols
 
 
 def test_space_is_wide(wide):
     space, cols = wide
     assert space.size >= 100_000
-    assert np.all(cols["pp"] * cols["tp"] * cols["dp"] == np.array([t.devices for t in space.topologies])[cols["topo"]])
-    assert np.all((cols["ep"] == cols["tp"]) | (cols["ep"] == cols["tp"] * cols["dp"]))
+    assert np.all(cols.pp * cols.tp * cols.dp == np.array([t.devices for t in space.topologies])[cols.topo])
+    assert np.all((cols.ep == cols.tp) | (cols.ep == cols.tp * cols.dp))
 
 
 def sample(cols, n: int, seed: int) -> list[int]:
     rng = random.Random(seed)
-    feasible = np.flatnonzero(cols["fallbacks"] == 0)
-    special = [int(np.flatnonzero(cols["spans_slices"])[0]), int(np.flatnonzero(cols["fallbacks"] > 0)[-1])]
-    return special + rng.sample(range(cols["tp"].shape[0]), n // 2) + rng.sample(list(feasible), n - n // 2)
+    feasible = np.flatnonzero(cols.fallbacks == 0)
+    special = [int(np.flatnonzero(cols.spans_slices)[0]), int(np.flatnonzero(cols.fallbacks > 0)[-1])]
+    return special + rng.sample(range(cols.tp.shape[0]), n // 2) + rng.sample(list(feasible), n - n // 2)
 
 
 TERMS = ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes", "free_bytes",
@@ -99,22 +99,22 @@ def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
     space, cols = wide
     codes = reason_codes(cols=cols, concurrency=8, target_tpot_s=None, need_price=False)
     for i in sample(cols, 30, seed=4):
-        topo = space.topologies[cols["topo"][i]]
-        kv = space.kv_dtypes[cols["variant"][i] % len(space.kv_dtypes)]
-        setup = make_setup(hardware=space.hardware[cols["hw"][i]].name, topology=topo.text, tp=int(cols["tp"][i]), pp=int(cols["pp"][i]),
-                           ep=int(cols["ep"][i]), dp=int(cols["dp"][i]), stack=space.stacks[cols["stack"][i]].name,
+        topo = space.topologies[cols.topo[i]]
+        kv = space.kv_dtypes[cols.variant[i] % len(space.kv_dtypes)]
+        setup = make_setup(hardware=space.hardware[cols.hw[i]].name, topology=topo.text, tp=int(cols.tp[i]), pp=int(cols.pp[i]),
+                           ep=int(cols.ep[i]), dp=int(cols.dp[i]), stack=space.stacks[cols.stack[i]].name,
                            kv_dtype=kv)
-        where = f"{setup.hardware.name} {topo.text} {setup.parallel} {setup.stack.name} kv={kv} chunk={cols['chunk'][i]}"
-        r = fit(setup, Workload(context_tokens=131072, batch=8, prefill_chunk_tokens=int(cols["chunk"][i])))
+        where = f"{setup.hardware.name} {topo.text} {setup.parallel} {setup.stack.name} kv={kv} chunk={cols.chunk[i]}"
+        r = fit(setup, Workload(context_tokens=131072, batch=8, prefill_chunk_tokens=int(cols.chunk[i])))
         for k in TERMS:
-            assert int(cols[k][i]) == getattr(r.per_device, k), (k, where)
-        assert int(cols["replicated_bytes"][i]) == r.per_device.replicated_weights_bytes, where
-        assert int(cols["max_sequences"][i]) == r.capacity.max_sequences, where
-        assert int(cols["fallbacks"][i]) == len(r.replicated), where
+            assert int(getattr(cols, k)[i]) == getattr(r.per_device, k), (k, where)
+        assert int(cols.replicated_bytes[i]) == r.per_device.replicated_weights_bytes, where
+        assert int(cols.max_sequences[i]) == r.capacity.max_sequences, where
+        assert int(cols.fallbacks[i]) == len(r.replicated), where
         assert int(codes[i]) == r.reason and (codes[i] == 0) == r.fits, where  # one verdict
         d = decode_bound(setup, batch=8, context_tokens=131072, eff=Efficiency())
-        assert cols["tpot_s"][i] == pytest.approx(d.tpot_s, rel=1e-9), where
-        assert cols["memory_s"][i] == pytest.approx(d.memory_s, rel=1e-9), where
-        assert cols["compute_s"][i] == pytest.approx(d.compute_s, rel=1e-9), where
-        assert cols["comm_s"][i] == pytest.approx(d.comm.time_s, rel=1e-9, abs=1e-15), where
-        assert bool(cols["spans_slices"][i]) == ep_spans_slices(setup), where
+        assert cols.tpot_s[i] == pytest.approx(d.tpot_s, rel=1e-9), where
+        assert cols.memory_s[i] == pytest.approx(d.memory_s, rel=1e-9), where
+        assert cols.compute_s[i] == pytest.approx(d.compute_s, rel=1e-9), where
+        assert cols.comm_s[i] == pytest.approx(d.comm.time_s, rel=1e-9, abs=1e-15), where
+        assert bool(cols.spans_slices[i]) == ep_spans_slices(setup), where

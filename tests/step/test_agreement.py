@@ -53,11 +53,11 @@ def test_every_h200_configuration_gets_fits_verdict_from_plan():
     m = load_model("kimi-k3")
     space = build_space(hardware=[load_hardware("nvidia-h200")], stacks=[load_stack("sglang")], kv_dtypes=[None],
                         chunks=[4500], max_chips=16, stacks_given=True)
-    cols, _, _ = evaluate(space=space, model=m, context=4500, batch=32, eff=Efficiency())
+    cols = evaluate(space=space, model=m, context=4500, batch=32, eff=Efficiency()).cols
     codes = reason_codes(cols=cols, concurrency=32, target_tpot_s=None, need_price=False)
     for i in range(space.size):
-        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols["topo"][i]].text, tp=int(cols["tp"][i]), pp=int(cols["pp"][i]),
-                       ep=int(cols["ep"][i]), dp=int(cols["dp"][i]), stack="sglang")
+        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols.topo[i]].text, tp=int(cols.tp[i]), pp=int(cols.pp[i]),
+                       ep=int(cols.ep[i]), dp=int(cols.dp[i]), stack="sglang")
         r = fit(s, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
         assert r.reason == int(codes[i]) and r.fits == (codes[i] == 0), (s.topology.text, s.parallel)
 

@@ -251,16 +251,16 @@ def test_op_sums_equal_the_step_terms(splits, batch, context, stack):
                                       context=context)
     for got in (by_group, by_sum):
         for k in want_b:
-            np.testing.assert_allclose(got["bytes"][k], want_b[k], rtol=1e-12)
+            np.testing.assert_allclose(getattr(got, f"{k}_bytes"), want_b[k], rtol=1e-12)
         for k in want_f:
-            np.testing.assert_allclose(got["flops"][k], want_f[k], rtol=1e-12)
+            np.testing.assert_allclose(getattr(got, f"{k}_flops"), want_f[k], rtol=1e-12)
     gather = np.array([s.logits.gather == "all_gather"] * len(splits))
     c = comm_terms(spec, all_to_all=a2a, act=2, dispatch=1, tp=tp, dp=dp, ep=ep, devices_per_chip=2,
                    chips=np.maximum(tp * dp // 2, 1), tokens=batch, logits_all_gather=gather)
     calls, nbytes = reference_comm(spec, a2a=a2a, act=2, dispatch=1, tp=tp, dp=dp, ep=ep, dpc=2,
                                    chips=np.maximum(tp * dp // 2, 1), tokens=batch, gather=gather)
-    np.testing.assert_array_equal(c["calls"], calls)
-    np.testing.assert_allclose(c["bytes_per_chip"], nbytes, rtol=1e-12)
+    np.testing.assert_array_equal(c.calls, calls)
+    np.testing.assert_allclose(c.bytes_per_chip, nbytes, rtol=1e-12)
 
 
 def test_tensor_groups_refine_the_classes():

@@ -36,7 +36,7 @@ def space():
 
 @functools.cache
 def columns(context: int, batch: int):
-    cols, _, _ = evaluate(space=space(), model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency())
+    cols = evaluate(space=space(), model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency()).cols
     return cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
 
 
