@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -92,9 +91,8 @@ class PlanResult(BaseModel):
     closest_miss: Optional[PlanRow] = None
 
 
-def check_inputs(
-    *, concurrency: int, max_chips: int, objective: str, target_tpot_ms: Optional[float], top: int, context: int
-) -> None:
+def check_inputs(*, concurrency: int, max_chips: int, objective: str, top: int, context: int) -> None:
+    """The search's own inputs; the latency and load targets are plan/sla.check_targets'."""
     if not 1 <= concurrency <= MAX_TOKENS:
         raise K3PlanError(f"--concurrency {concurrency}: expected a positive integer of at most {MAX_TOKENS:,}")
     if max_chips < 1:
@@ -103,8 +101,6 @@ def check_inputs(
         raise K3PlanError(
             f"objective {objective!r}: expected --minimize chips|cost or --maximize tokens-per-chip|throughput"
         )
-    if target_tpot_ms is not None and not (math.isfinite(target_tpot_ms) and target_tpot_ms > 0):
-        raise K3PlanError(f"--target-tpot-ms {target_tpot_ms}: expected a positive number of milliseconds")
     if top < 1:
         raise K3PlanError(f"--top {top}: expected a positive integer")
     check_workload(context_tokens=context, batch=1, prefill_chunk_tokens=None)
@@ -189,7 +185,6 @@ def plan(
         concurrency=concurrency,
         max_chips=max_chips,
         objective=objective,
-        target_tpot_ms=target_tpot_ms,
         top=top,
         context=context,
     )

@@ -72,15 +72,21 @@ class SlaRow(BaseModel):
     throughput_tokens_per_s_per_chip: float | None = None  # output tokens/s a chip at that batch (closed loop)
 
 
+# the range a latency target may take: a microsecond is below any accelerator's one kernel launch, a day above any
+# serving target; outside it a target is a typo (1e-300 printed a 300-digit miss percentage)
+TARGET_MS_RANGE = (1e-3, 86_400_000.0)
+MAX_REQUEST_RATE = 1e9  # requests a second: far above any one deployment's load
+
+
 def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rate, concurrency_given: bool) -> None:
-    for flag, v in (
-        ("--ttft-ms", ttft_ms),
-        ("--tpot-ms", tpot_ms),
-        ("--request-latency-ms", request_latency_ms),
-        ("--request-rate", request_rate),
-    ):
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise K3PlanError(f"{flag} {v}: expected a positive number")
+    lo, hi = TARGET_MS_RANGE
+    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--request-latency-ms", request_latency_ms)):
+        if v is not None and not (math.isfinite(v) and lo <= v <= hi):
+            raise K3PlanError(f"{flag} {v}: expected milliseconds from {lo:g} to {hi:,.0f} (one day)")
+    if request_rate is not None and not (math.isfinite(request_rate) and 0 < request_rate <= MAX_REQUEST_RATE):
+        raise K3PlanError(
+            f"--request-rate {request_rate}: expected requests a second above 0, at most {MAX_REQUEST_RATE:g}"
+        )
     for flag, v in (("--isl", isl), ("--osl", osl)):
         if v is not None and v < 1:
             raise K3PlanError(f"{flag} {v}: expected a whole number of tokens >= 1")

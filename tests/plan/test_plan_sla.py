@@ -197,6 +197,11 @@ def test_emit_launch_and_cold_start(cli, tmp_path):
     ["--isl", "4000"],  # --osl missing
     ["--isl", "4000", "--osl", "500", "--request-rate", "2", "--concurrency", "4"],
     ["--isl", "4000", "--osl", "500", "--ttft-ms", "-1"],
+    ["--isl", "4000", "--osl", "500", "--ttft-ms", "1e-300"],  # printed a 300-digit miss percentage
+    ["--tpot-ms", "0"],
+    ["--tpot-ms", "1e-300"],
+    ["--isl", "4000", "--osl", "500", "--request-latency-ms", "1e12"],
+    ["--isl", "4000", "--osl", "500", "--request-rate", "1e30"],
     ["--price", "nvidia-b200"],
     ["--price", "nope=3"],
     ["--load-gbps", "0"],
