@@ -80,7 +80,11 @@ MAX_REQUEST_RATE = 1e9  # requests a second: far above any one deployment's load
 
 def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rate, concurrency_given: bool) -> None:
     lo, hi = TARGET_MS_RANGE
-    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--request-latency-ms", request_latency_ms)):
+    for flag, v in (
+        ("--ttft-ms", ttft_ms),
+        ("--tpot-ms (--target-tpot-ms)", tpot_ms),
+        ("--request-latency-ms", request_latency_ms),
+    ):
         if v is not None and not (math.isfinite(v) and lo <= v <= hi):
             raise K3PlanError(f"{flag} {v}: expected milliseconds from {lo:g} to {hi:,.0f} (one day)")
     if request_rate is not None and not (math.isfinite(request_rate) and 0 < request_rate <= MAX_REQUEST_RATE):

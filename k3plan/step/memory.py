@@ -31,7 +31,7 @@ def heads_local(heads: int, tp):
     return where(heads % tp == 0, heads // tp, heads)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class CacheTerms(Generic[C]):
     """Per-device cache layout, per sequence (``cache_terms``); each field one int (fit) or one entry a
     configuration (plan)."""
@@ -84,7 +84,7 @@ def cache_terms(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class BudgetTerms(Generic[C]):
     """The per-device budget at a batch and context (``budget_terms``); each field one int or one entry a
     configuration. ``stage``: the pipeline stage whose terms these are (``k3plan.step.stages.bind`` sets the

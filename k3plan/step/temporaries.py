@@ -16,7 +16,7 @@ from k3plan.step.columns import C, where
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class TempTerm(Generic[C]):
     """One named live buffer: its label (the text fit prints and its JSON lists) and its bytes a device."""
 
@@ -57,7 +57,7 @@ _MOE_LABELS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class PrefillTemp(_Labelled[C]):
     """The live buffers of one prefill chunk, one layer at a time, per device (``prefill_temp_terms``)."""
 
@@ -79,7 +79,7 @@ class PrefillTemp(_Labelled[C]):
     }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class DecodeTemp(_Labelled[C]):
     """The live buffers of one decode step, one layer at a time, per device (``decode_temp_terms``)."""
 
