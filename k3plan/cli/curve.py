@@ -18,6 +18,7 @@ from k3plan.cli.common import (
     setup_from,
     with_setup_options,
 )
+from k3plan.cli.lists import whole_numbers
 from k3plan.cli.sessions import (
     AnswerTokensOpt,
     DropReasoningOpt,
@@ -30,19 +31,10 @@ from k3plan.cli.sessions import (
 
 
 def _parse_chunks(text: Optional[str]) -> Optional[list[int]]:
-    from k3plan.errors import K3PlanError
 
     if not text:
         return None
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise K3PlanError(
-            f"--chunks {text!r}: expected a comma-separated list of token counts, e.g. 4096,16384"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise K3PlanError(f"--chunks {text!r}: expected positive token counts")
-    return values
+    return whole_numbers("--chunks", text)
 
 
 @with_setup_options

@@ -19,6 +19,7 @@ from k3plan.cli.common import (
     console,
     print_json,
 )
+from k3plan.cli.lists import items, whole_numbers
 from k3plan.cli.sessions import (
     AnswerTokensOpt,
     DropReasoningOpt,
@@ -132,20 +133,11 @@ RankByOpt = Annotated[
 def _csv(flag: str, text: Optional[str]) -> Optional[list[str]]:
     if text is None:
         return None
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items:
-        raise K3PlanError(f"{flag} {text!r}: expected a comma-separated list")
-    return items
+    return items(flag, text)
 
 
 def _ints(flag: str, text: Optional[str]) -> Optional[list[int]]:
-    items = _csv(flag, text)
-    if items is None:
-        return None
-    try:
-        return [int(x) for x in items]
-    except ValueError:
-        raise K3PlanError(f"{flag} {text!r}: expected comma-separated whole numbers") from None
+    return None if text is None else whole_numbers(flag, text)
 
 
 def objective_from(minimize: Optional[str], maximize: Optional[str]) -> str:

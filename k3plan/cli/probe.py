@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from k3plan.cli.common import JsonOpt, console, err_console, print_json, with_options
+from k3plan.cli.lists import items, names, whole_numbers
 from k3plan.errors import K3PlanError, require
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS
 
@@ -262,29 +263,19 @@ def _execute(settings, run, json_out: bool) -> None:
 
 
 def _ints(text: str, *, what: str, minimum: int = 1) -> tuple[int, ...]:
-    try:
-        values = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise K3PlanError(f"{what} {text!r}: expected comma-separated whole numbers") from None
-    require(bool(values) and all(v >= minimum for v in values), f"{what} {text!r}: every value must be >= {minimum}")
-    return values
+    return tuple(whole_numbers(what, text, minimum=minimum, example="8,64"))
 
 
 def _sizes(text: str, *, what: str) -> tuple[int, ...]:
     from k3plan.units import parse_bytes
 
-    values = tuple(parse_bytes(t.strip(), what=what) for t in text.split(",") if t.strip())
-    require(bool(values) and all(v > 0 for v in values), f"{what} {text!r}: every size must be > 0")
+    values = tuple(parse_bytes(t, what=what) for t in items(what, text))
+    require(all(v > 0 for v in values), f"{what} {text!r}: every size must be > 0")
     return values
 
 
 def _names(text: str, *, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    values = tuple(t.strip() for t in text.split(",") if t.strip())
-    require(
-        bool(values) and all(v in allowed for v in values),
-        f"{what} {text!r}: expected one or more of {', '.join(allowed)}",
-    )
-    return values
+    return tuple(names(what, text, allowed=allowed))
 
 
 def _collective(name: str, op: str):

@@ -10,20 +10,11 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import AllowCpuProbesOpt, JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
+from k3plan.cli.lists import items, whole_numbers
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import check_target
 
 DEFAULT_HARDWARE = "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72"
-
-
-def _ints(flag: str, text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise K3PlanError(f"{flag} {text!r}: expected a comma-separated list of whole numbers") from None
-    if not values:
-        raise K3PlanError(f"{flag} {text!r}: expected at least one value")
-    return values
 
 
 def _stacks(text: str) -> dict[str, str]:
@@ -31,7 +22,7 @@ def _stacks(text: str) -> dict[str, str]:
     if "=" not in text:
         return {"tpu": text, "gpu": text}
     out = {"tpu": "vllm-tpu", "gpu": "sglang"}
-    for part in filter(None, text.split(",")):
+    for part in items("--stack", text):
         kind, _, name = part.partition("=")
         if kind.strip() not in out or not name.strip():
             raise K3PlanError(
@@ -91,12 +82,10 @@ def command(
     from k3plan.roofline.bounds import Efficiency
 
     t0 = time.perf_counter()
-    contexts = _ints("--context", context)
+    contexts = whole_numbers("--context", context, example="131072,1048576")
     for c in contexts:
         check_workload(context_tokens=c, batch=concurrency, prefill_chunk_tokens=None, batch_flag="--concurrency")
-    platforms = [h.strip() for h in hardware.split(",") if h.strip()]
-    if not platforms:
-        raise K3PlanError("--hardware: expected at least one platform")
+    platforms = items("--hardware", hardware)
     if max_chips is not None and max_chips < 1:
         raise K3PlanError(f"--max-chips {max_chips}: expected a positive integer")
     if out.suffix.lower() != ".md":

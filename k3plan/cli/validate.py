@@ -20,6 +20,7 @@ from k3plan.cli.common import (
     setup_from,
     with_setup_options,
 )
+from k3plan.cli.lists import whole_numbers
 from k3plan.errors import K3PlanError
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS
 
@@ -48,16 +49,6 @@ SaveCalOpt = Annotated[
         dir_okay=False,
     ),
 ]
-
-
-def _tokens(text: str) -> list[int]:
-    try:
-        out = [int(t) for t in text.replace(" ", "").split(",") if t]
-    except ValueError:
-        raise K3PlanError(f"--tokens {text!r}: expected whole numbers separated by commas, e.g. 4096,16384") from None
-    if not out:
-        raise K3PlanError("--tokens: expected at least one token count")
-    return out
 
 
 def _hardware_topology(target, hardware: str, topology: Optional[str]) -> tuple[str, Optional[str]]:
@@ -180,7 +171,7 @@ def command(
         from k3plan.validate.structure import check_layers
 
         check_layers(setup, layers)  # bad input: one line, before the phases start printing
-    jobs = plan_jobs(setup=setup, stage=stage, tokens=_tokens(tokens), batch=batch, context=context)
+    jobs = plan_jobs(setup=setup, stage=stage, tokens=whole_numbers("--tokens", tokens), batch=batch, context=context)
     prepare_target(tgt, setup)  # before jax is imported
     from k3plan.validate.render import render_validation
 
