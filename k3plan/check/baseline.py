@@ -134,7 +134,8 @@ def _read(path: Path) -> Any:
 def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
     """Read and validate; ``seed_ok`` lets entries lack ``expected`` (for --update)."""
     if not path.is_file():
-        raise K3PlanError(f"--baseline {path}: no such file")
+        what = "a folder; expected a baseline JSON file" if path.is_dir() else "no such file"
+        raise K3PlanError(f"--baseline {path}: {what}")
     raw = _read(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("configurations"), list):
         raise K3PlanError(f"--baseline {path}: not a k3plan baseline (expected a mapping with a 'configurations' list)")

@@ -31,6 +31,8 @@ def resolve_path(ref: str) -> tuple[str, Path]:
     path = Path(ref).expanduser()
     if path.is_file():
         return str(path), path
+    if path.is_dir():
+        raise K3PlanError(f"hardware {ref!r}: a folder; expected a hardware spec YAML file or a bundled name")
     if "/" in ref or ref.endswith((".yaml", ".yml")):
         raise K3PlanError(f"hardware {ref!r}: no such file")
     raise K3PlanError(f"unknown hardware {ref!r}; known: {', '.join(list_hardware())} (or a YAML path)")

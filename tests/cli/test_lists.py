@@ -1,4 +1,4 @@
-"""Comma-separated option values: one parser (k3plan.cli.lists) for every command; an empty item is bad input,
+"""Option values a user types: comma-separated lists have one parser (k3plan.cli.lists) for every command; an empty item is bad input,
 not silently dropped (`-H a,,b` and `--stacks vllm,` ran with one value fewer than typed)."""
 
 from __future__ import annotations
@@ -43,3 +43,13 @@ def test_whole_numbers_name_the_bad_item(text, why):
 ])
 def test_every_command_refuses_an_empty_item(cli, args):
     assert "empty item" in one_error_line(cli(*args))
+
+
+@pytest.mark.parametrize("args, said", [
+    (["check", "--baseline", "{d}"], "a folder; expected a baseline JSON file"),
+    (["hardware", "show", "{d}"], "a folder; expected a hardware spec YAML file"),
+    (["fit", "-H", "{d}", "-t", "2x2x4"], "a folder; expected a hardware spec YAML file"),
+])
+def test_a_folder_where_a_file_is_expected_is_named_as_one(cli, tmp_path, args, said):
+    """It said 'no such file' of a folder that exists."""
+    assert said in one_error_line(cli(*[a.format(d=tmp_path) for a in args]))
