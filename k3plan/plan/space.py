@@ -21,7 +21,7 @@ from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
 from k3plan.sharding.stack import Stack
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq: numpy fields have no truth value
 class SpaceCols:
     """One entry a configuration of the search space (int64 unless said)."""
 

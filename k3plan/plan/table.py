@@ -12,23 +12,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from k3plan.plan.space import SpaceCols
+
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: numpy fields have no truth value
-class StepColumns:
-    """Per configuration, every figure plan reads (int64 unless said)."""
+class StepColumns(SpaceCols):
+    """Per configuration, every figure plan reads (int64 unless said): the space's columns (what the
+    configuration is, inherited from ``SpaceCols``), then the step's."""
 
-    # the space (``SpaceCols``): what the configuration is
-    hw: np.ndarray  # index into Space.hardware
-    topo: np.ndarray  # index into Space.topologies
-    pp: np.ndarray
-    tp: np.ndarray
-    ep_all: np.ndarray  # bool: experts over every device of a stage (else over the TP group)
-    dp: np.ndarray
-    stack: np.ndarray  # index into Space.stacks
-    variant: np.ndarray  # index into Space.variants (stack x KV dtype)
-    chunk: np.ndarray  # prefill chunk, tokens
-    ep: np.ndarray
-    family: np.ndarray  # (hardware, stack): hw x len(stacks) + stack
     # the hardware and topology (``HardwareCols``)
     usable: np.ndarray  # usable HBM bytes a device
     hbm_bw: np.ndarray  # float, bytes/s a device
