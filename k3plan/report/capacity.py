@@ -93,10 +93,12 @@ def _row(
     probes: Optional[Path],
     allow_cpu_probes: bool,
     price: Optional[float],
+    usable: int,
 ) -> ContextRow:
+    """``usable``: the platform's usable HBM a device, stated in a row where nothing fits too."""
     c, r, s = ch.context_tokens, ch.result, ch.setup
     if s is None or r is None:
-        return ContextRow(context_tokens=c, fits=False, reason=ch.reason)
+        return ContextRow(context_tokens=c, fits=False, reason=ch.reason, usable_bytes_per_device=usable)
     full = max(concurrency, r.capacity.max_sequences)
     decode = RowDecode(
         concurrency=_decode(
@@ -204,7 +206,13 @@ def platform_report(
     price = hw.price_usd_per_chip_hour
     rows = [
         _row(
-            choices[c], concurrency=concurrency, price=price, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+            choices[c],
+            concurrency=concurrency,
+            price=price,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+            usable=hw.usable_bytes_per_device,
         )
         for c in contexts
     ]

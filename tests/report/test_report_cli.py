@@ -151,3 +151,13 @@ def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli,
     row = report_row("--allow-cpu-probes")
     assert row["decode"]["concurrency"]["tpot_s"] == allowed
     assert row["provenance"]["hbm_bw"].startswith("probe: HBM bandwidth 2.000 TB/s a device")
+
+
+def test_a_context_where_nothing_fits_still_states_the_platforms_usable_hbm(cli, tmp_path):
+    """The JSON said usable_bytes_per_device 0 for a context where nothing fits: the HBM did not vanish."""
+    r = cli("report", "-H", "tpu-v5e", "-c", "1048576", "--out", str(tmp_path / "r.md"), "--json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["platforms"][0]["rows"][0]
+    hw = json.loads(cli("hardware", "show", "tpu-v5e", "--json").stdout)
+    assert not row["fits"]
+    assert row["usable_bytes_per_device"] == hw["usable_bytes_per_device"] > 0
