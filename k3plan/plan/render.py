@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from k3plan.plan.rows import PlanRow
 from k3plan.plan.search import OBJECTIVES, PlanResult
-from k3plan.report.tables import MISSING, Column, Row, build_table, cell
+from k3plan.report.tables import MISSING, Column, Row, build_table, cell, print_whole
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -40,10 +40,6 @@ def _ranking(result: PlanResult) -> Table:
         + (["exp. TPOT ms"] if expected else [])
         + ["tok/s/chip", "bound", "$/hour"]
     )
-    columns = [
-        Column(c, "left" if c in ("hardware", "topology", "stack", "kv", "bound", "tp/ep/dp") else "right")
-        for c in cols
-    ]
     rows = []
     for r in result.ranked:
         cells = (
@@ -71,7 +67,18 @@ def _ranking(result: PlanResult) -> Table:
             ]
         )
         rows.append(Row(cells, style="bold green" if r.rank == 1 else None))
+    # the names are never cut ("nvidia-gb20..." named two machines): at their longest cell, unwrapped; on a
+    # narrow console the figures' headers wrap at their spaces instead
+    columns = [
+        Column(c, "left", no_wrap=True, min_width=max(len(c), *(len(str(row.cells[i])) for row in rows)))
+        if c in NAMES
+        else Column(c, "left" if c == "bound" else "right")
+        for i, c in enumerate(cols)
+    ]
     return build_table(columns, rows, title=title)
+
+
+NAMES = ("hardware", "topology", "stack", "kv", "tp/ep/dp")  # the ranking's columns that name a configuration
 
 
 def _expected(r: PlanRow) -> str:
@@ -101,9 +108,9 @@ def render_plan(result: PlanResult, console: Console) -> None:
         if result.sla is not None:
             from k3plan.plan.render_deploy import sla_table
 
-            console.print(sla_table(result))
+            print_whole(console, sla_table(result))
         else:
-            console.print(_ranking(result))
+            print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")
         r = result.recommended
         assert r is not None  # the first ranked row whenever any is ranked

@@ -23,7 +23,7 @@ from rich import box as rich_box
 from rich.table import Table
 
 if TYPE_CHECKING:  # names for annotations only: nothing here is built when fit imports this module
-    from rich.console import ConsoleOptions, RenderableType
+    from rich.console import Console, ConsoleOptions, RenderableType
 
     Justify = Literal["left", "right", "center"]
     Overflow = Literal["fold", "crop", "ellipsis"]
@@ -177,3 +177,22 @@ def build_table(
             )
         table.add_row(*r.cells, style=r.style, end_section=r.end_section)
     return table
+
+
+def print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` uncut where the output is not a terminal (a pipe, a log, CI): the console widens
+    to the table's natural width for it, since rich otherwise shrinks the widest columns to the console's
+    fixed width and cuts their cells ("nvidia-gb20..." named two machines, "72.6..." a price). A terminal
+    keeps its own width: there a table wider than the window is shrunk as rich does."""
+    from rich.measure import Measurement
+
+    need = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    if console.is_terminal or need <= console.width:
+        console.print(table)
+        return
+    width = console.width
+    console.width = need
+    try:
+        console.print(table)
+    finally:
+        console.width = width

@@ -204,3 +204,44 @@ def test_hardware_list_on_an_ascii_terminal_is_compact_ascii():
     out = r.stdout.decode("ascii")  # every byte ASCII
     assert "tpu-v7x" in out and "|" not in out and "+--" not in out
     assert any(set(x.strip()) == {"-"} for x in out.splitlines())  # the header rule, in '-'
+
+
+def _wide_table():
+    name = "nvidia-gb200-nvl72"
+    return build_table([Column("hardware"), figure("price $/hour")], [[name, "72.64"]] * 2, title="t")
+
+
+def test_print_whole_widens_a_pipe_to_the_table():
+    """Piped output (not a terminal) is never cut: a 30-column console prints the table at its natural width."""
+    from k3plan.report.tables import print_whole
+
+    out = io.StringIO()
+    console = Console(file=out, width=30, force_terminal=False)
+    print_whole(console, _wide_table())
+    text = out.getvalue()
+    assert text.count("nvidia-gb200-nvl72") == 2 and text.count("72.64") == 2
+    assert "\u2026" not in text
+    assert console.width == 30  # restored
+
+
+def test_print_whole_keeps_a_terminal_width():
+    """A terminal keeps its width: the same table on a 30-column terminal is shrunk, as rich does."""
+    from k3plan.report.tables import print_whole
+
+    out = io.StringIO()
+    console = Console(file=out, width=30, force_terminal=True, color_system=None)
+    print_whole(console, _wide_table())
+    assert max(len(line) for line in out.getvalue().splitlines()) <= 30
+
+
+def test_plan_ranking_piped_names_every_machine_whole(cli):
+    """plan's ranking with its optional kv and chunk columns, piped: every hardware name and every figure
+    whole (at a fixed 140 columns rich cut them to 'nvidia-gb20...', '72.6...')."""
+    r = cli(
+        "plan", "-H", "nvidia-gb200-nvl72,nvidia-h200", "--max-chips", "16",
+        "--kv-dtypes", "bf16,fp8_ds_mla", "--chunks", "4096,8192",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    rows = [line for line in r.stdout.splitlines() if line.startswith("\u2502")]
+    assert rows and all("\u2026" not in line for line in rows)
+    assert all(("nvidia-gb200-nvl72" in line) or ("nvidia-h200 " in line) for line in rows)
