@@ -35,7 +35,14 @@ def _stacks(text: str) -> dict[str, str]:
 def command(
     model: ModelOpt = "kimi-k3",
     hardware: Annotated[
-        str, typer.Option("--hardware", "-H", help="Comma-separated platforms (k3plan hardware list).")
+        str,
+        typer.Option(
+            "--hardware",
+            "-H",
+            help="Comma-separated platforms (k3plan hardware list).",
+            # shown with spaces so that --help wraps the list instead of cutting its last name
+            show_default=DEFAULT_HARDWARE.replace(",", ", "),
+        ),
     ] = DEFAULT_HARDWARE,
     context: Annotated[
         str, typer.Option("--context", "-c", help="Comma-separated context lengths in tokens.")
