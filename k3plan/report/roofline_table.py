@@ -88,7 +88,13 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
             f"{p.link_share:.1%} of {p.comm.link_name} one-way" + ("" if p.feasible else " — INFEASIBLE"),
         ),
     ]
-    title = f"prefill: prompt {p.prompt_tokens:,} in {p.chunks} chunk(s) of {p.chunk_tokens:,}"
+    # the study's method (docs/k3-facts.md §5): the whole model's FLOPs split evenly over every device at the
+    # MFU; the expected table below counts each op a device runs, so a stack's replicated work shows there only
+    title = (
+        f"prefill: prompt {p.prompt_tokens:,} in {p.chunks} chunk(s) of {p.chunk_tokens:,} (the model's FLOPs "
+        f"split evenly over all {r.parallel.total_devices:,} devices at MFU {r.efficiency.mfu:.0%}; work a stack "
+        "replicates on every device is in the expected table below)"
+    )
     console.print(build_table(COLUMNS, rows, title=title))
     lc = r.long_context
     ratios = ", ".join(f"{fmt_tokens(e.context_tokens)} tokens {e.ratio:.2f}x" for e in lc.ratio_by_context)
