@@ -8,7 +8,7 @@ Decode step for batch B at context C, per device (the slowest device sets the st
 ``ideal_*`` is the porting study's aggregate view: one copy of every byte over the summed HBM
 bandwidth of all chips (docs/k3-facts.md §5), kept for comparison.
 Prefill: FLOPs a token (linear + attention) over chips x peak x MFU; time to first token for a
-prompt, chunked, with the collectives of every chunk.
+prompt, chunked, with the collectives (and under --pp the stage-to-stage sends) of every chunk.
 """
 
 from __future__ import annotations
@@ -275,7 +275,9 @@ def prefill_bound(
         tokens_per_s_linear_only=peak / linear,
         compute_s=compute_s,
         comm=comm,
-        ttft_s=max(compute_s, chunks * comm.bandwidth_time_s) + chunks * comm.latency_time_s,
+        # the stage-to-stage sends (--pp) of every chunk on top, one after another like the latency (their
+        # link may not be the collectives'): what the expected table's collectives count (speed/stage.py)
+        ttft_s=max(compute_s, chunks * comm.bandwidth_time_s) + chunks * (comm.latency_time_s + comm.pipeline_time_s),
         comm_bytes_per_s_per_chip=need,
         link_share=share,
         feasible=feasible,

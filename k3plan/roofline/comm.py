@@ -14,13 +14,16 @@ The link is ICI/NVLink while a group stays in one slice (scale-up domain), else 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
 from k3plan.setup import Setup
 from k3plan.step.collective import Collective
+
+if TYPE_CHECKING:
+    from k3plan.step.p2p import P2PTerms
 
 
 class CommCost(BaseModel):
@@ -63,6 +66,31 @@ def ep_spans_slices(setup: Setup) -> bool:
     return topo.spans_slices and group_devices > topo.devices_per_slice
 
 
+def pipeline_link(setup: Setup) -> Literal["scale_up", "scale_out"]:
+    """Where the stage-to-stage sends run: the scale-out link when the topology spans scale-up domains
+    (plan's stages are whole domains: plan/space.py), else the scale-up link."""
+    return "scale_out" if setup.topology.spans_slices else "scale_up"
+
+
+def pipeline_sends(setup: Setup, *, tokens: int) -> P2PTerms | None:
+    """``step.p2p.p2p_terms`` of one step over ``tokens`` tokens (decode: a microbatch; prefill: the
+    chunk) at one Setup, a DP group's share of them; None without pipeline parallelism."""
+    par, st = setup.parallel, setup.stack
+    if par.pp == 1:
+        return None
+    from k3plan.step.p2p import p2p_terms
+
+    return p2p_terms(
+        setup.model.spec,
+        pp=par.pp,
+        tokens=-(-tokens // par.dp),
+        act=BYTES[st.activation_dtype],
+        tp=par.tp,
+        sends=len(st.pipeline.sends) if st.pipeline else 2,
+        devices_per_chip=setup.hardware.devices_per_chip,
+    )
+
+
 def comm_cost(
     setup: Setup, *, tokens: int, sequences: int | None = None, latency: Optional[tuple[float, str]] = None
 ) -> CommCost:
@@ -92,19 +120,11 @@ def comm_cost(
     )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0.0, "", 0.0  # no pipeline: CommCost's defaults
-    if par.pp > 1:
-        from k3plan.step.p2p import p2p_terms, p2p_time
+    p2p = pipeline_sends(setup, tokens=tokens)
+    if p2p is not None:
+        from k3plan.step.p2p import p2p_time
 
-        p2p = p2p_terms(
-            spec,
-            pp=par.pp,
-            tokens=-(-tokens // par.dp),
-            act=BYTES[st.activation_dtype],
-            tp=par.tp,
-            sends=len(st.pipeline.sends) if st.pipeline else 2,
-            devices_per_chip=hw.devices_per_chip,
-        )
-        plink = hw.scale_out if topo.spans_slices else hw.scale_up
+        plink = hw.scale_out if pipeline_link(setup) == "scale_out" else hw.scale_up
         pipe_calls, pipe_bytes, pipe_link = int(p2p.calls), float(p2p.bytes_per_chip), plink.name
         pipe_s = float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s))
     return CommCost(
