@@ -97,7 +97,9 @@ class LinkFile(_Frozen):
     kind: Literal["torus3d", "torus2d", "switch", "fullmesh", "network"]
     bw_per_chip: Sourced  # one-way, per chip
     latency: Sourced  # per collective call: a default; probes measure the real figure
-    domain: Optional[Sourced] = None  # chips reachable over this link (scale-up only)
+    # chips reachable over this link: scale-up, its domain (required); scale-out, the most chips a deployment
+    # joins over it (required for a TPU, whose N*slice topologies nothing else bounds)
+    domain: Optional[Sourced] = None
 
 
 class PriceFile(_HasSource):

@@ -36,7 +36,7 @@ class Link(_Frozen):
     kind: Literal["torus3d", "torus2d", "switch", "fullmesh", "network"]
     bw_bytes_per_s: float  # one-way, per chip
     latency_s: float  # per collective call (default; see the spec's source)
-    domain_chips: Optional[int] = None  # scale-up only
+    domain_chips: Optional[int] = None  # scale-up: its domain; scale-out: the most chips a deployment joins
 
 
 class HardwareSpec(_Frozen):
@@ -112,6 +112,11 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
         require(len(wrap) == rank, f"wraparound_min: expected {rank} dims like {'x'.join(['4'] * rank)}")
     scale_up = _link(file.scale_up, what="scale_up")
     require(scale_up.domain_chips is not None, "scale_up.domain (chips) is required")
+    scale_out = _link(file.scale_out, what="scale_out")
+    require(
+        scale_out.domain_chips is not None or not is_grid,
+        "scale_out.domain (the most chips a deployment joins over it) is required for a TPU: it bounds N*slice topologies",
+    )
     spec = HardwareSpec(
         name=file.name,
         kind=file.kind,
@@ -122,7 +127,7 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
         usable_bytes_per_device=usable,
         hbm_bw_bytes_per_s_per_device=parse_rate(file.hbm_bw_per_device.value, what="hbm_bw_per_device"),
         scale_up=scale_up,
-        scale_out=_link(file.scale_out, what="scale_out"),
+        scale_out=scale_out,
         chips_per_host=_count(file.chips_per_host.value, what="chips_per_host"),
         max_chips=_count(file.max_chips.value, what="max_chips"),
         wraparound_min=wrap,

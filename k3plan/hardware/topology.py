@@ -92,6 +92,14 @@ def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
     per_slice = math.prod(dims)
     if per_slice > hw.max_chips:
         raise _bad(hw, text, f"{per_slice} chips a slice exceeds the largest {hw.name} slice ({hw.max_chips} chips)")
+    reach = hw.scale_out.domain_chips  # required for a TPU (hardware.spec)
+    if reach is not None and slices * per_slice > reach:
+        raise _bad(
+            hw,
+            text,
+            f"{slices:,} slices of {per_slice:,} chips = {slices * per_slice:,} chips exceed the most a deployment joins "
+            f"over {hw.scale_out.name} ({reach:,} chips: scale_out.domain in {hw.name}'s spec, with its source)",
+        )
     grid = "x".join(map(str, dims))
     if grid not in hw.standard_topologies:  # a 3x3x3 would be planned as 27 chips on 7 hosts
         listed = [s for s in hw.standard_topologies if sorted(map(int, s.split("x"))) == sorted(dims)]

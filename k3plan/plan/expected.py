@@ -35,7 +35,9 @@ def row_setup(*, space: Space, cols: StepColumns, i: int, model: Model):
     hw = space.hardware[int(cols.hw[i])]
     topo = space.topologies[int(cols.topo[i])]
     st = space.variants[int(cols.variant[i])]
-    mesh, parallel = make_mesh(devices=topo.devices, tp=int(cols.tp[i]), ep=int(cols.ep[i]), dp=int(cols.dp[i]))
+    mesh, parallel = make_mesh(
+        devices=topo.devices, tp=int(cols.tp[i]), ep=int(cols.ep[i]), dp=int(cols.dp[i]), pp=int(cols.pp[i])
+    )
     plan = resolve(
         model.inventory,
         mesh=mesh,

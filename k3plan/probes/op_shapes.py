@@ -66,13 +66,16 @@ def plan_shapes(setup, *, batch: int, context: int, chunk: int) -> PlanShapes:
     from k3plan.speed.stage import decode_op_costs, prefill_op_costs
     from k3plan.step.memory import cdiv
     from k3plan.step.ops import weight_groups_of_setup
+    from k3plan.step.stages import microbatch
 
     require(batch >= 1 and context >= 1 and chunk >= 1, "--batch, --context and --chunk must be >= 1")
     require(chunk <= context, f"--chunk {chunk} exceeds --context {context}")
     spec, par = setup.model.spec, setup.parallel
     experts = {g.name: g for g in weight_groups_of_setup(setup) if g.rep.role == "expert"}
-    # tokens one EP group routes (step/decode.py decode_terms; a prefill chunk: the chunk)
-    ep_tokens = {"decode": min(batch, cdiv(batch, par.dp) * max(1, par.ep // par.tp)), "prefill": chunk}
+    # tokens one EP group routes (step/decode.py decode_terms, at a microbatch under --pp as decode_op_costs
+    # steps it; a prefill chunk: the chunk)
+    micro = microbatch(batch, par.pp)
+    ep_tokens = {"decode": min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp)), "prefill": chunk}
     mm: dict[tuple, list[str]] = {}
     gm: dict[tuple, list[str]] = {}
     phases = (

@@ -80,7 +80,9 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
         (
             "[bold]time to first token[/]",
             f"[bold]{_ms(p.ttft_s)} ms[/]",
-            "max(compute, link time) + collective latency of every chunk",
+            "max(compute, link time) + collective latency"
+            + (" and stage-to-stage sends" if p.comm.pipeline_calls_per_step else "")
+            + " of every chunk",
         ),
         (
             "collective traffic a chip",

@@ -8,7 +8,7 @@ Decode step for batch B at context C, per device (the slowest device sets the st
 ``ideal_*`` is the porting study's aggregate view: one copy of every byte over the summed HBM
 bandwidth of all chips (docs/k3-facts.md §5), kept for comparison.
 Prefill: FLOPs a token (linear + attention) over chips x peak x MFU; time to first token for a
-prompt, chunked, with the collectives of every chunk.
+prompt, chunked, with the collectives (and under --pp the stage-to-stage sends) of every chunk.
 """
 
 from __future__ import annotations
@@ -179,18 +179,19 @@ def decode_bound(
     )
     touched = float(d.experts_touched)
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
-    bytes_dev = StepBytes(
+    bytes_dev = StepBytes.of_step(
         weights=float(d.weights_bytes), experts=float(d.experts_bytes), kv=float(d.kv_bytes), state=float(d.state_bytes)
     )
     flops_dev = StepFlops(linear=float(d.linear_flops), attention=float(d.attention_flops))
     memory_s, compute_s, step = float(d.memory_s), float(d.compute_s), float(d.step_s)
     binding = BINDING[int(d.binding)]
-    ideal = StepBytes(
-        weights=w.dense_total_bytes,
-        experts=w.expert_total_bytes * touched_all / moe.num_experts,
-        kv=batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
-        state=2 * batch * state_bytes_per_sequence(spec, st),
-    )
+    ideal_terms = {
+        "weights": w.dense_total_bytes,
+        "experts": w.expert_total_bytes * touched_all / moe.num_experts,
+        "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
+        "state": 2 * batch * state_bytes_per_sequence(spec, st),
+    }
+    ideal = StepBytes.of_step(**ideal_terms)
     chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency
     return DecodeBound(
         batch=batch,
@@ -208,7 +209,7 @@ def decode_bound(
         tokens_per_s_per_chip=batch / step / topo.chips,
         comm_share=comm.time_s / step,
         ideal_bytes_per_step=ideal,
-        ideal_step_s=ideal.total() / chip_bw,
+        ideal_step_s=sum(ideal_terms.values()) / chip_bw,  # the unrounded sum: the time as before the ints
     )
 
 
@@ -275,7 +276,9 @@ def prefill_bound(
         tokens_per_s_linear_only=peak / linear,
         compute_s=compute_s,
         comm=comm,
-        ttft_s=max(compute_s, chunks * comm.bandwidth_time_s) + chunks * comm.latency_time_s,
+        # the stage-to-stage sends (--pp) of every chunk on top, one after another like the latency (their
+        # link may not be the collectives'): what the expected table's collectives count (speed/stage.py)
+        ttft_s=max(compute_s, chunks * comm.bandwidth_time_s) + chunks * (comm.latency_time_s + comm.pipeline_time_s),
         comm_bytes_per_s_per_chip=need,
         link_share=share,
         feasible=feasible,

@@ -14,13 +14,16 @@ The link is ICI/NVLink while a group stays in one slice (scale-up domain), else 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
 from k3plan.setup import Setup
 from k3plan.step.collective import Collective
+
+if TYPE_CHECKING:
+    from k3plan.step.p2p import P2PTerms
 
 
 class CommCost(BaseModel):
@@ -32,7 +35,7 @@ class CommCost(BaseModel):
     expert_calls_per_step: int
     attention_calls_per_step: int
     bytes_per_token_per_layer: int  # expert traffic a token a MoE layer (dispatch + combine)
-    bytes_per_chip_per_step: float
+    bytes_per_chip_per_step: int  # rounded to the byte: a ring's 2 (n-1)/n share of a message is a fraction
     link: str  # "scale_up" or "scale_out"
     link_name: str
     link_bw_bytes_per_s: float
@@ -42,7 +45,7 @@ class CommCost(BaseModel):
     bandwidth_time_s: float
     # pipeline parallelism (step/p2p.py p2p_terms): pp - 1 stage-to-stage sends a step
     pipeline_calls_per_step: int = 0
-    pipeline_bytes_per_chip_per_step: float = 0.0
+    pipeline_bytes_per_chip_per_step: int = 0  # rounded to the byte (a device's 1/tp of a boundary)
     pipeline_link: str = ""
     pipeline_time_s: float = 0.0
 
@@ -61,6 +64,31 @@ def ep_spans_slices(setup: Setup) -> bool:
     topo = setup.topology
     group_devices = setup.parallel.ep
     return topo.spans_slices and group_devices > topo.devices_per_slice
+
+
+def pipeline_link(setup: Setup) -> Literal["scale_up", "scale_out"]:
+    """Where the stage-to-stage sends run: the scale-out link when the topology spans scale-up domains
+    (plan's stages are whole domains: plan/space.py), else the scale-up link."""
+    return "scale_out" if setup.topology.spans_slices else "scale_up"
+
+
+def pipeline_sends(setup: Setup, *, tokens: int) -> P2PTerms | None:
+    """``step.p2p.p2p_terms`` of one step over ``tokens`` tokens (decode: a microbatch; prefill: the
+    chunk) at one Setup, a DP group's share of them; None without pipeline parallelism."""
+    par, st = setup.parallel, setup.stack
+    if par.pp == 1:
+        return None
+    from k3plan.step.p2p import p2p_terms
+
+    return p2p_terms(
+        setup.model.spec,
+        pp=par.pp,
+        tokens=-(-tokens // par.dp),
+        act=BYTES[st.activation_dtype],
+        tp=par.tp,
+        sends=len(st.pipeline.sends) if st.pipeline else 2,
+        devices_per_chip=setup.hardware.devices_per_chip,
+    )
 
 
 def comm_cost(
@@ -91,21 +119,13 @@ def comm_cost(
         sequences=sequences,
     )
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
-    pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0.0, "", 0.0  # no pipeline: CommCost's defaults
-    if par.pp > 1:
-        from k3plan.step.p2p import p2p_terms, p2p_time
+    pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0, "", 0.0  # no pipeline: CommCost's defaults
+    p2p = pipeline_sends(setup, tokens=tokens)
+    if p2p is not None:
+        from k3plan.step.p2p import p2p_time
 
-        p2p = p2p_terms(
-            spec,
-            pp=par.pp,
-            tokens=-(-tokens // par.dp),
-            act=BYTES[st.activation_dtype],
-            tp=par.tp,
-            sends=len(st.pipeline.sends) if st.pipeline else 2,
-            devices_per_chip=hw.devices_per_chip,
-        )
-        plink = hw.scale_out if topo.spans_slices else hw.scale_up
-        pipe_calls, pipe_bytes, pipe_link = int(p2p.calls), float(p2p.bytes_per_chip), plink.name
+        plink = hw.scale_out if pipeline_link(setup) == "scale_out" else hw.scale_up
+        pipe_calls, pipe_bytes, pipe_link = int(p2p.calls), round(float(p2p.bytes_per_chip)), plink.name
         pipe_s = float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s))
     return CommCost(
         pattern=st.collectives.experts,
@@ -114,7 +134,7 @@ def comm_cost(
         expert_calls_per_step=int(t.expert_calls),
         attention_calls_per_step=int(t.attention_calls),
         bytes_per_token_per_layer=int(t.bytes_per_token_per_layer),
-        bytes_per_chip_per_step=float(t.bytes_per_chip),
+        bytes_per_chip_per_step=round(float(t.bytes_per_chip)),  # the times above use the exact figure
         link="scale_out" if spans else "scale_up",
         link_name=link.name,
         link_bw_bytes_per_s=link.bw_bytes_per_s,

@@ -18,12 +18,20 @@ class _Terms(BaseModel):
 
 
 class StepBytes(_Terms):
-    """Bytes one decode step moves: dense weights, the routed experts touched, KV read, KDA state read+write."""
+    """Bytes one decode step moves: dense weights, the routed experts touched, KV read, KDA state read+write.
+    Ints, as every byte count (``of_step``)."""
 
-    weights: float
-    experts: float
-    kv: float
-    state: float
+    weights: int
+    experts: int
+    kv: int
+    state: int
+
+    @classmethod
+    def of_step(cls, *, weights, experts, kv, state) -> StepBytes:
+        """From the step's sums (floats: a tensor's share a device is bytes / shards): rounded to the nearest
+        byte. Weights, KV and state are whole bytes already; the routed experts touched are an expectation
+        (E (1 - (1 - k/E)^B) / E of their bytes), so the rounding is < 1 B of some 10^8."""
+        return cls(weights=round(weights), experts=round(experts), kv=round(kv), state=round(state))
 
 
 class StepFlops(_Terms):

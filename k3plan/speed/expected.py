@@ -1,7 +1,8 @@
 """Ceiling and expected time of a stage's ops, by op kind (issue 17 items 1-2).
 
 Per op (per execution; x `count`):
-    ceiling   collective: calls x (link latency + wire bytes / link bw); overhead: fixed_s;
+    ceiling   collective: calls x (link latency + wire bytes / link bw) (a pipeline send, which no probe
+              measures, always runs at it); overhead: fixed_s;
               otherwise max(flops / peak(dtype), bytes / HBM bw)
     expected  matmul, attention: max(compute / e_compute, memory / e_hbm(bytes))  (e_compute: the
               matmul curve at (M N K)^(1/3); attention has no probe, so its compute is the ceiling)
@@ -23,6 +24,7 @@ from k3plan.speed.curves import EfficiencyCurves, curve_key
 from k3plan.speed.efficiency import Efficiency, efficiency
 from k3plan.speed.ops import CATEGORIES, OpCost
 from k3plan.speed.peaks import Peaks
+from k3plan.step.collective import Collective
 
 T = TypeVar("T")
 
@@ -117,6 +119,9 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         message = _v(op.message_bytes)
         wire = message if op.wire_bytes is None else op.wire_bytes
         ceiling = op.calls * (link.latency_s + wire / link.bw_bytes_per_s)
+        if op.collective == Collective.SEND.value:  # no probe measures a send (Collective.probe_op): the ceiling
+            e = _eff(None, peaks, "", 1.0, f"{op.collective} over {op.group} devices")
+            return _done(op, ceiling, ceiling, e)
         name = canonical_op(_v(op.collective))
         key = curve_key("collective", collective=name, group=op.group)
         e = _eff(curves, peaks, key, float(message), f"{name} over {op.group} devices")

@@ -99,14 +99,31 @@ def _link(setup) -> Literal["scale_up", "scale_out"]:
     return "scale_out" if ep_spans_slices(setup) else "scale_up"
 
 
+def _send_ops(setup, *, tokens: int) -> list:
+    """Under ``--pp``: the stage-to-stage send of a step over ``tokens`` tokens as one op, on the link
+    the bound's ``comm_cost`` uses (``roofline.comm.pipeline_sends`` / ``pipeline_link``); else none."""
+    from k3plan.roofline.comm import pipeline_link, pipeline_sends
+
+    p2p = pipeline_sends(setup, tokens=tokens)
+    if p2p is None:
+        return []
+    from k3plan.step.p2p import send_op
+
+    return [send_op(p2p, tp=setup.parallel.tp, link=pipeline_link(setup))]
+
+
 def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None) -> list:
-    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops``) as OpCost."""
+    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops``, the
+    pipeline send) as OpCost. Under ``--pp`` the step is a microbatch's (``step.stages.microbatch``), as
+    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.decode import decode_terms
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
+    from k3plan.step.stages import microbatch
 
     a = collective_args(setup)
     spec, par = a.pop("spec"), setup.parallel
+    batch = microbatch(batch, par.pp)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
     d = decode_terms(
         spec,
@@ -130,11 +147,12 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         weights=weights if weights is not None else weight_groups_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=batch)
-    return to_op_costs(d.ops + coll, link=_link(setup))
+    return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), link=_link(setup))
 
 
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
-    """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost."""
+    """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
+    chunk's stage-to-stage send under ``--pp``)."""
     from k3plan.budget.cache import cache_layout
     from k3plan.roofline.work import experts_touched
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
@@ -155,7 +173,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         context=context,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
-    return to_op_costs(ops + coll, link=_link(setup))
+    return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), link=_link(setup))
 
 
 def add_stages(stages: list[StageTime]) -> StageTime:

@@ -3,6 +3,8 @@
 ``latency`` is the one place a per-call latency is chosen: a probe record of *this* collective on
 the scale-up link when one matches, else the hardware spec's link latency. ``fit``, ``roofline``,
 ``report`` and ``plan`` all call it, so a record of one collective never stands in for another.
+``SEND`` is the pipeline's stage-to-stage send (k3plan/step/p2p.py): no probe measures one, so it
+has no ``probe_op`` and always runs at the spec's link latency and bandwidth (its ceiling).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ class Collective(str, Enum):
     ALL_TO_ALL = "all-to-all"
     ALL_REDUCE = "all-reduce"
     ALL_GATHER = "all-gather"
+    SEND = "send"  # pipeline stage to stage (vLLM send_tensor_dict): point to point, no probe of it
 
     @property
-    def probe_op(self) -> str:
-        """The ``op`` a collectives probe record names (k3plan.probes.collectives)."""
-        return {"all-to-all": "a2a", "all-reduce": "allreduce", "all-gather": "allgather"}[self.value]
+    def probe_op(self) -> str | None:
+        """The ``op`` a collectives probe record names (k3plan.probes.collectives); None: no probe
+        measures this collective (its efficiency is the ceiling, labelled so)."""
+        return {"all-to-all": "a2a", "all-reduce": "allreduce", "all-gather": "allgather"}.get(self.value)
 
     @classmethod
     def of_pattern(cls, pattern: str) -> Collective:
@@ -49,7 +53,7 @@ def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bo
     inside one slice, so they describe the scale-up link only."""
     spec_link = hw.scale_out if link == "scale_out" else hw.scale_up
     default = (spec_link.latency_s, f"{hw.name} spec: {spec_link.name} latency a call")
-    if probes is None or link != "scale_up":
+    if probes is None or link != "scale_up" or op.probe_op is None:
         return default
     if not Path(probes).is_dir():
         raise K3PlanError(f"--probes {probes}: not a folder of probe records")

@@ -18,7 +18,8 @@ list (``by_category``): decode bytes and FLOPs (step/decode.py) and the collecti
 - kda_decode (the KDA recurrence, a layer): reads and writes b x state bytes a layer;
   3 x 2 x heads x d^2 FLOPs a sequence;
 - collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce; the
-  embedding, dense-MLP and logits collectives: ``tp_edge_ops``).
+  embedding, dense-MLP and logits collectives: ``tp_edge_ops``); under ``--pp`` the stage-to-stage
+  send (step/p2p.py ``send_op``), on its own link.
 ``live_bytes`` (the buffers live at the op's peak in the graph the stack compiles) is 0 as built and set
 by ``attach_live_bytes`` from the live model of k3plan.step.live (issue 15 item 3); the stage's temp
 model is the peak over the list (k3plan.validate.temp_fit). ``to_op_costs`` maps the list onto
@@ -63,6 +64,7 @@ class Op:
     params: Col = 0  # weight ops: one tensor's params a device
     heads: Col = 0  # attention / KDA: heads a device
     tensor: Tensor | None = None  # weight ops: one member of the group
+    link: Literal["scale_up", "scale_out"] | None = None  # collectives: None = the step's (``to_op_costs``'s)
 
     @property
     def bytes(self):
@@ -512,7 +514,8 @@ def step_sum(ops: list[Op], field: str):
 
 def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scale_up") -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); ``link``:
-    where the collectives run (``roofline.comm.ep_spans_slices``). Collectives a stack does not issue
+    where the collectives run (``roofline.comm.ep_spans_slices``) unless an op names its own (the
+    pipeline send: ``roofline.comm.pipeline_link``). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
     roofline's collective time as its ceiling (tests/step/test_ops.py)."""
     from k3plan.speed.ops import OpCost
@@ -550,7 +553,7 @@ def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scal
                     wire_bytes=round(float(op.wire_bytes) / int(op.calls)),  # OpCost's is a call's
                     group=int(op.group),
                     calls=int(op.calls),
-                    link=link,
+                    link=op.link or link,
                 )
             )
         elif op.kind == "matmul":

@@ -4,7 +4,9 @@ The tensors of ``Pipeline.sends`` (hidden_states and residual: vLLM's Intermedia
 ``tokens x hidden`` each in the activation dtype, for each of the pp - 1 stage boundaries. A TP rank
 sends its 1/tp slice and the receiving group all-gathers it (vLLM
 ``send_tensor_dict(all_gather_group=tp_group)``), so a device puts 1/tp of it on the link. Which layers
-a stage holds: k3plan/step/stages.py. A module of its own so that fit without --pp never imports it.
+a stage holds: k3plan/step/stages.py. ``send_op`` is the sends as one collective op of the step's op
+list (k3plan/step/ops.py), so the expected-time table counts what the bound counts. A module of its own
+so that fit without --pp never imports it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from dataclasses import dataclass
 from typing import Generic
 
 from k3plan.models.spec import ModelSpec
+from k3plan.step.collective import Collective
 from k3plan.step.columns import C, where
+from k3plan.step.ops import Op
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
@@ -43,3 +47,23 @@ def p2p_time(terms: P2PTerms, *, latency_s, bw_bytes_per_s):
     """Seconds of a step's stage-to-stage sends: a latency a boundary plus the bytes over the link
     (the scale-out link where the stages sit in different scale-up domains)."""
     return terms.calls * latency_s + terms.bytes_per_chip / bw_bytes_per_s
+
+
+def send_op(terms: P2PTerms, *, tp, link) -> Op:
+    """The sends of ``terms`` as one collective op of the step: ``calls`` = pp - 1 sends of a device's
+    1/tp of a boundary (``message_bytes``), ``wire_bytes`` the chip's sum over the boundaries (what
+    ``p2p_time`` divides by the link's bandwidth), between a device and its peer in the next stage
+    (group 2) over ``link`` ("scale_up" | "scale_out": ``roofline.comm.pipeline_link``)."""
+    return Op(
+        name="pipeline.send",
+        kind="collective",
+        layer_kind="global",
+        category="collectives",
+        count=1,
+        collective=Collective.SEND,
+        group=2,
+        calls=terms.calls,
+        message_bytes=terms.bytes_per_boundary / tp,
+        wire_bytes=terms.bytes_per_chip,
+        link=link,
+    )

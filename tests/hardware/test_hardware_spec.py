@@ -145,6 +145,13 @@ def test_missing_source_is_an_error(tmp_path):
         load_hardware(str(blank))
 
 
+def test_a_tpu_spec_without_a_scale_out_reach_is_refused(tmp_path):
+    """A TPU's N*slice topologies are bounded only by scale_out.domain: a spec without it is an error."""
+    path = _write(tmp_path, lambda r: r["scale_out"].pop("domain"))
+    with pytest.raises(K3PlanError, match=r"scale_out\.domain .* is required for a TPU"):
+        load_hardware(str(path))
+
+
 def test_bad_unit_names_field(tmp_path):
     path = _write(tmp_path, lambda r: r["hbm_per_device"].__setitem__("value", "96 gallons"))
     with pytest.raises(K3PlanError, match="hbm_per_device"):

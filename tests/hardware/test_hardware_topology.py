@@ -117,3 +117,27 @@ def test_gpu_properties(name, hosts, gpus):
     assert t.hosts == hosts
     assert t.chips_per_slice * t.slices == t.chips
     assert t.within_scale_up_domain == (t.slices == 1)
+
+
+@pytest.mark.parametrize("name", ["tpu-v7x", "tpu-v5p", "tpu-v6e", "tpu-v5e"])
+def test_multislice_is_bounded_by_the_scale_out_reach(name):
+    """N*slice has an upper bound: scale_out.domain (chips a deployment joins over DCN), sourced in the spec."""
+    hw = load_hardware(name)
+    reach = hw.scale_out.domain_chips
+    assert reach == 1_000_000 and "one million" in hw.sources()["scale_out.domain"]
+    # the smallest slice of more than one chip (a slice count is at most 6 digits: 1,000,000 x 1 chip is unreadable)
+    grid = next(g for g in hw.standard_topologies if math.prod(int(d) for d in g.split("x")) > 1)
+    per = math.prod(int(d) for d in grid.split("x"))
+    n = reach // per
+    assert parse_topology(hw, f"{n}*{grid}").chips == n * per <= reach  # at the bound: accepted
+    with pytest.raises(K3PlanError, match=f"{n + 1:,} slices of {per:,} chips .* exceed the most a deployment joins"):
+        parse_topology(hw, f"{n + 1}*{grid}")
+
+
+def test_a_million_and_a_half_chips_is_exit_2(cli):
+    from k3_testing import one_error_line
+
+    line = one_error_line(cli("fit", "-t", "99999*2x2x4", "--tp", "32"))
+    # 99,999 slices x 16 chips = 1,599,984 chips > 1,000,000 (tpu-v7x.yaml scale_out.domain)
+    assert "99,999 slices of 16 chips = 1,599,984 chips exceed" in line and "1,000,000 chips" in line
+    assert "scale_out.domain in tpu-v7x's spec" in line
