@@ -217,9 +217,25 @@ def make_setup(
         mesh=mesh,
         rules=st.sharding.rules,
         role_overrides=st.sharding.role_overrides,
+        uneven=st.sharding.uneven_axes,
         user_specs=user,
         source=f"shardspecs {shardspecs} + rules of stack {st.name}" if user else f"rules of stack {st.name}",
     )
+    notes += uneven_notes(plan, st)
     return Setup(
         model=m, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan, notes=tuple(notes)
     )
+
+
+def uneven_notes(plan: ShardingPlan, stack: Stack) -> list[str]:
+    """One note an axis the plan splits unevenly: how many devices hold how many, whose rule, and
+    that the fullest device is the one every per-device figure describes."""
+    placed = stack.sharding.expert_placement
+    if not plan.uneven or placed is None:
+        return []
+    src = placed.sources[0]
+    return [
+        f"{u.describe()} ({src.repo} {src.symbol}, {placed.placement} placement); the fullest binds: the "
+        f"weights, expert temporaries and expert bytes a step reads are a {u.fullest}-expert device's"
+        for u in plan.uneven
+    ]

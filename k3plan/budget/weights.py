@@ -52,17 +52,20 @@ class WeightTerms:
     expert_total_bytes: int
 
 
-# (a member, how many tensors share its role, format, shape and sharding, its shards: int or array)
-WeightClass = tuple[Tensor, int, Any]
+# (a member, how many tensors share its role, format, shape and sharding, its shards: int or array,
+# the fullest device's share (num, den): (1, shards) unless a split is uneven -- ``replay.share``)
+WeightClass = tuple[Tensor, int, Any, tuple[Any, Any]]
 
 
 def runtime_bytes(t, stack: Stack) -> int:
     return get_format(stack.runtime_format(t.role, t.fmt)).nbytes(t.shape)
 
 
-def device_bytes(nbytes, shards):
-    """One tensor's bytes a device: exact when the shards divide it, the larger piece otherwise."""
-    return -(-nbytes // shards)
+def device_bytes(nbytes, shards, num=1):
+    """One tensor's bytes a device: exact when the shards divide it, the larger piece otherwise;
+    ``num`` / ``shards`` the fullest device's share when a split is uneven (13 / 896 of an expert
+    tensor at ep 72)."""
+    return -(-(nbytes * num) // shards)
 
 
 def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> WeightTerms:
@@ -71,9 +74,9 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
     by_role: dict[Role, Any] = {}
     streamed = {k: 0.0 for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
     whole = {"dense": 0, "expert": 0}
-    for t, count, shards in classes:
+    for t, count, shards, (num, den) in classes:
         nbytes = runtime_bytes(t, stack)
-        dev = count * device_bytes(nbytes, shards)
+        dev = count * device_bytes(nbytes, den, num)
         total += count * nbytes
         per_device = per_device + dev
         replicated = replicated + where((shards == 1) & multi, dev, 0)
@@ -81,8 +84,8 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
         if t.role == "embed":
             continue  # the decode step gathers embedding rows; it does not stream the table
         kind = "expert" if t.role == "expert" else "dense"
-        streamed[f"{kind}_bytes"] += count * (nbytes / shards)
-        streamed[f"{kind}_params"] += count * (t.params / shards)
+        streamed[f"{kind}_bytes"] += count * (nbytes * num / den)  # the fullest device's
+        streamed[f"{kind}_params"] += count * (t.params * num / den)
         whole[kind] += count * nbytes
     return WeightTerms(
         runtime_weight_bytes=total,
@@ -106,14 +109,17 @@ def plan_classes(
     of_fallback: dict[str, list] = {}
     for t in inventory.text if tensors is None else tensors:
         spec = plan.specs[t.name]
-        key = (t.role, t.fmt, t.shape, spec.partition)
+        part = plan.share(t)
+        key = (t.role, t.fmt, t.shape, spec.partition, part)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = [t, 0, spec.shards(plan.mesh)]
+            g = groups[key] = [t, 0, spec.shards(plan.mesh), part]
         g[1] += 1
         if t.name in fallen:
             of_fallback[t.name] = g
-    return [(g[0], g[1], g[2]) for g in groups.values()], {n: (g[0], g[1], g[2]) for n, g in of_fallback.items()}
+    return [(g[0], g[1], g[2], g[3]) for g in groups.values()], {
+        n: (g[0], g[1], g[2], g[3]) for n, g in of_fallback.items()
+    }
 
 
 def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stack, tensors=None) -> WeightBudget:
@@ -123,8 +129,8 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
     fallbacks = []
     for f in plan.fallbacks:
         if f.tensor in of_fallback:  # a tensor this device builds
-            t, _, shards = of_fallback[f.tensor]
-            extra = _extra_bytes(f, plan, device_bytes(runtime_bytes(t, stack), shards))
+            t, _, _, (num, den) = of_fallback[f.tensor]
+            extra = _extra_bytes(f, plan, device_bytes(runtime_bytes(t, stack), den, num))
             fallbacks.append(f.model_copy(update={"bytes_replicated": extra}))
     return WeightBudget(
         runtime_weight_bytes=w.runtime_weight_bytes,

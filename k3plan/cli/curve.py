@@ -153,9 +153,16 @@ def command(
             raise typer.Exit(1)
         return
     from k3plan.report.curve_table import render_curve
+    from k3plan.setup import uneven_notes
 
     render_curve(
-        points, console, title=title, context=context, model_max=setup.model.spec.max_context, warnings=warnings
+        points,
+        console,
+        title=title,
+        context=context,
+        model_max=setup.model.spec.max_context,
+        warnings=warnings,
+        notes=uneven_notes(setup.plan, setup.stack),  # the weights every point holds are the fullest device's
     )
     if growth is not None:
         from k3plan.report.curve_table import render_sessions

@@ -43,6 +43,7 @@ def row_setup(*, space: Space, cols: StepColumns, i: int, model: Model):
         mesh=mesh,
         rules=st.sharding.rules,
         role_overrides=st.sharding.role_overrides,
+        uneven=st.sharding.uneven_axes,
         source=f"rules of stack {st.name}",
     )
     return Setup(model=model, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan)

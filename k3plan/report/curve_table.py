@@ -29,7 +29,14 @@ def _gib(b) -> str:
 
 
 def render_curve(
-    points, console: Console, *, title: str, context: int, model_max: int | None, warnings: list[str]
+    points,
+    console: Console,
+    *,
+    title: str,
+    context: int,
+    model_max: int | None,
+    warnings: list[str],
+    notes: tuple[str, ...] | list[str] = (),
 ) -> None:
     columns = [Column(c) if c == "status" else figure(c.format(context=context)) for c in COLUMNS]
     rows = [
@@ -49,6 +56,8 @@ def render_curve(
     for p in points:
         if p.detail:
             console.print(f"[yellow]{p.status} at chunk {p.chunk_tokens:,}:[/] {p.detail}")
+    for msg in notes:
+        console.print(f"[dim]note: {escape(msg)}[/]")
     for msg in warnings:
         console.print(f"[yellow]warning:[/] {escape(msg)}")
 

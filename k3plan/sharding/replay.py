@@ -6,7 +6,9 @@ shards and fallbacks of every mesh at once). The semantics are resolve.py's: a c
 sharded by the first of its logical axes with a rule; a mesh axis shards at most one dim of a
 tensor (first dim wins; a logical axis whose mesh axes are taken passes to the next one of its
 dim); a target of size 1 shards nothing; a logical axis its mesh size does not divide falls back
-to replication (the dim stays whole) and the step says so.
+to replication (the dim stays whole) and the step says so -- unless the stack places that axis
+unevenly (``uneven``: the expert axis of an engine that gives the first E mod ep ranks one expert
+more, ``Sharding.expert_placement``): then it splits, and ``share`` gives the fullest device's part.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class RuleStep(NamedTuple):
     size: Any  # devices the target spans
     split: Any  # this logical axis shards its dim over ``size``
     fallback: Any  # it asked (size > 1) and does not divide ``size``: its dim stays whole
+    uneven: Any = False  # it splits although ``size`` does not divide it: the fullest holds the ceiling
 
 
 def dim_groups(t: Tensor) -> tuple[tuple[int, ...], ...]:
@@ -67,8 +70,11 @@ def _dim_groups(shape: tuple[int, ...], logical_shape: tuple[int, ...]) -> list[
     return groups
 
 
-def replay(t: Tensor, rules: dict[str, str | None], *, sizes: Sizes, spans: Spans) -> list[RuleStep]:
-    """The rules (role overrides merged) on tensor ``t``, dim by dim, over the mesh ``sizes``."""
+def replay(
+    t: Tensor, rules: dict[str, str | None], *, sizes: Sizes, spans: Spans, uneven: frozenset[str] = frozenset()
+) -> list[RuleStep]:
+    """The rules (role overrides merged) on tensor ``t``, dim by dim, over the mesh ``sizes``;
+    ``uneven``: logical axes that split even where the size does not divide them."""
     used: dict[str, Any] = dict.fromkeys(sizes, False)  # mesh axis already shards a dim of t
     steps: list[RuleStep] = []
     for dim, group in enumerate(dim_groups(t)):
@@ -87,12 +93,24 @@ def replay(t: Tensor, rules: dict[str, str | None], *, sizes: Sizes, spans: Span
                 clash = clash | (used[axis] if on is True else used[axis] & on)
             meets = logical_not(done | clash)
             split = meets & (size > 1)
-            fallback = split & (t.logical_shape[li] % size != 0)
+            odd = split & (t.logical_shape[li] % size != 0)
+            placed = t.axes[li] in uneven
+            fallback = odd & (not placed)  # a bool, or a bool array per mesh
             split = split & logical_not(fallback)
             for axis, on in span.items():
                 used[axis] = used[axis] | (split if on is True else split & on)
             done = done | meets
-            steps.append(RuleStep(dim=dim, axis=li, target=target, size=size, split=split, fallback=fallback))
+            steps.append(
+                RuleStep(
+                    dim=dim,
+                    axis=li,
+                    target=target,
+                    size=size,
+                    split=split,
+                    fallback=fallback,
+                    uneven=odd & placed,
+                )
+            )
             if all_true(done):
                 break
     return steps
@@ -104,3 +122,20 @@ def shards(steps: list[RuleStep]) -> Any:
     for s in steps:
         out = out * (s.size if s.split is True else where(s.split, s.size, 1))
     return out
+
+
+def share(t: Tensor, steps: list[RuleStep]) -> tuple[Any, Any]:
+    """(num, den): the fullest device holds num / den of the tensor. An even split of size s gives
+    1 / s; an uneven one of a logical axis of L gives ceil(L / s) / L (vLLM determine_expert_map:
+    L // s a rank, one more on the first L mod s ranks). Without an uneven step it is
+    (1, ``shards(steps)``), so every even tensor's bytes stay ceil(bytes / shards)."""
+    if not any(s.uneven.any() if hasattr(s.uneven, "shape") else s.uneven for s in steps):
+        return 1, shards(steps)
+    num: Any = 1
+    den: Any = 1
+    for s in steps:
+        n = t.logical_shape[s.axis]
+        even = s.size if s.split is True else where(s.split, s.size, 1)
+        num = num * where(s.uneven, -(-n // s.size), 1)
+        den = den * where(s.uneven, n, even)
+    return num, den

@@ -5,7 +5,9 @@ None. A tensor's checkpoint dimension may hold several logical axes (12288 = hea
 it is sharded by the first of them that has a rule, and divisibility is checked on THAT logical
 axis (96 heads over tp=64 does not divide although 12288 would). A mesh axis is used at most once
 per tensor (first dim wins). A dimension its mesh axes do not divide falls back to replication,
-and the fallback is recorded: never silent. The rules are replayed in one place, replay.py, which
+and the fallback is recorded: never silent -- except the expert axis of a stack whose engine places
+experts unevenly (``Sharding.expert_placement``): it splits, the fullest device holds ceil(E / ep)
+experts, and the plan records that too (``UnevenSplit``, ``ShardingPlan.share``). The rules are replayed in one place, replay.py, which
 plan's columns (step/weights.py) read too.
 """
 
@@ -18,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.mesh import Mesh
-from k3plan.sharding.replay import Spans, replay
+from k3plan.sharding.replay import Spans, replay, share
 from k3plan.sharding.stack import merged_rules
 
 DimSpec = tuple[str, ...] | None  # mesh axes sharding one checkpoint dim, None = replicated
@@ -65,6 +67,37 @@ def fallback_summary(fallbacks: Iterable[Fallback]) -> str | None:
     return f"{len(found)} tensor dimension(s) do not divide the mesh ({'; '.join(seen)})"
 
 
+class UnevenSplit(BaseModel):
+    """A logical axis split over a mesh size that does not divide it, because the engine places it
+    unevenly: ``size // mesh_size`` a device and one more on the first ``size % mesh_size``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    axis: str  # logical axis ("expert")
+    size: int  # its size (896)
+    mesh_axis: str  # the rule's target ("ep")
+    mesh_size: int  # devices it spans (72)
+    tensors: int  # how many tensors split it
+
+    @property
+    def fullest(self) -> int:
+        return -(-self.size // self.mesh_size)
+
+    @property
+    def fuller_devices(self) -> int:
+        """Devices holding ``fullest`` (the others hold one fewer)."""
+        return self.size % self.mesh_size
+
+    def describe(self) -> str:
+        """'experts 896 over ep 72: 32 devices hold 13, 40 hold 12'."""
+        rest = self.mesh_size - self.fuller_devices
+        what = "experts" if self.axis == "expert" else self.axis
+        return (
+            f"{what} {self.size} over {self.mesh_axis} {self.mesh_size}: {self.fuller_devices} devices hold "
+            f"{self.fullest}, {rest} hold {self.fullest - 1}"
+        )
+
+
 class ShardingPlan(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,16 +105,24 @@ class ShardingPlan(BaseModel):
     specs: dict[str, ShardSpec]  # by inventory tensor name
     fallbacks: tuple[Fallback, ...]
     source: str  # "rules of stack X" / "shardspecs FILE"
+    uneven: tuple[UnevenSplit, ...] = ()  # axes split unevenly, each once (the engine places them so)
+    shares: dict[str, tuple[int, int]] = {}  # tensor name -> (num, den) where a split is uneven
 
     def spec(self, t: Tensor) -> ShardSpec:
         return self.specs[t.name]
 
+    def share(self, t: Tensor) -> tuple[int, int]:
+        """(num, den): the fullest device holds num / den of ``t`` ((1, shards) when every split is even)."""
+        return self.shares.get(t.name) or (1, self.specs[t.name].shards(self.mesh))
+
     def per_device_shape(self, t: Tensor) -> tuple[int, ...]:
+        """The fullest device's shape (a dim split unevenly: its ceiling)."""
         spec = self.specs[t.name]
-        return tuple(d // self.mesh.size(p) if p else d for d, p in zip(t.shape, spec.partition))
+        return tuple(-(-d // self.mesh.size(p)) if p else d for d, p in zip(t.shape, spec.partition))
 
     def shard_fraction(self, t: Tensor) -> float:
-        return 1.0 / self.specs[t.name].shards(self.mesh)
+        num, den = self.share(t)
+        return num / den
 
     def is_replicated(self, t: Tensor) -> bool:
         return self.specs[t.name].shards(self.mesh) == 1
@@ -92,12 +133,26 @@ def mesh_spans(mesh: Mesh) -> Spans:
     return {name: dict.fromkeys(mesh.expand(name), True) for name in (*mesh.axes, *mesh.aliases)}
 
 
-def spec_from_rules(t: Tensor, rules: dict[str, str | None], mesh: Mesh) -> tuple[ShardSpec, list[Fallback]]:
+def spec_from_rules(
+    t: Tensor, rules: dict[str, str | None], mesh: Mesh, uneven: frozenset[str] = frozenset()
+) -> tuple[ShardSpec, list[Fallback]]:
     """The rules' ShardSpec for one tensor on one mesh, and the fallbacks it records
     (``replay.replay`` at the mesh's sizes: the one replay plan's columns read too)."""
-    steps = replay(t, rules, sizes=mesh.axes, spans=mesh_spans(mesh))
+    return _from_rules(t, rules, mesh, uneven)[:2]
+
+
+def _from_rules(
+    t: Tensor, rules: dict[str, str | None], mesh: Mesh, uneven: frozenset[str]
+) -> tuple[ShardSpec, list[Fallback], list[UnevenSplit], tuple[int, int] | None]:
+    """``spec_from_rules`` and the uneven splits, with the fullest device's share where there is one."""
+    steps = replay(t, rules, sizes=mesh.axes, spans=mesh_spans(mesh), uneven=uneven)
     partition: list[DimSpec] = [None] * len(t.shape)
     fallbacks: list[Fallback] = []
+    odd = [
+        UnevenSplit(axis=t.axes[s.axis], size=t.logical_shape[s.axis], mesh_axis=s.target, mesh_size=s.size, tensors=1)
+        for s in steps
+        if s.uneven
+    ]
     for s in steps:
         if s.split:
             partition[s.dim] = mesh.expand(s.target)
@@ -112,7 +167,7 @@ def spec_from_rules(t: Tensor, rules: dict[str, str | None], mesh: Mesh) -> tupl
                     mesh_size=s.size,
                 )
             )
-    return ShardSpec(partition=tuple(partition)), fallbacks
+    return ShardSpec(partition=tuple(partition)), fallbacks, odd, share(t, steps) if odd else None
 
 
 def rules_for(
@@ -131,32 +186,45 @@ def resolve(
     user_specs: dict[str, tuple] | None = None,
     source: str,
     tensors: Iterable[Tensor] | None = None,
+    uneven: frozenset[str] = frozenset(),
 ) -> ShardingPlan:
     """A ShardSpec for every text tensor. ``role_overrides[role]`` replaces rules for that role and
     ``role_overrides["role@kind"]`` (e.g. "attn@kda") for that role in layers of that kind;
-    ``user_specs`` (tensor name -> partition) win over all and are checked for divisibility."""
+    ``user_specs`` (tensor name -> partition) win over all and are checked for divisibility;
+    ``uneven``: logical axes the stack splits unevenly (``Sharding.uneven_axes``)."""
     specs: dict[str, ShardSpec] = {}
     fallbacks: list[Fallback] = []
+    shares: dict[str, tuple[int, int]] = {}
+    odd: dict[tuple, UnevenSplit] = {}
     role_overrides = role_overrides or {}
     # the rules' answer depends on the tensor's role, kind, shapes and axes, not its name or layer:
     # each layer repeats the same few dozen, so one answer per distinct tensor (a fallback names its
     # tensor, so tensors that fall back are worked out one by one)
-    seen: dict[tuple, ShardSpec] = {}
+    seen: dict[tuple, tuple[ShardSpec, list[UnevenSplit], tuple[int, int] | None]] = {}
     for t in tensors if tensors is not None else inventory.text:
+        split: list[UnevenSplit] = []
+        part: tuple[int, int] | None = None
         if user_specs and t.name in user_specs:
             spec, fb = spec_from_user(t, user_specs[t.name], mesh)
         else:
             key = (t.role, t.kind, t.shape, t.logical_shape, t.axes)
             known = seen.get(key)
             if known is None:
-                spec, fb = spec_from_rules(t, rules_for(t, rules, role_overrides), mesh)
+                spec, fb, split, part = _from_rules(t, rules_for(t, rules, role_overrides), mesh, uneven)
                 if not fb:
-                    seen[key] = spec
+                    seen[key] = (spec, split, part)
             else:
-                spec, fb = known, []
+                (spec, split, part), fb = known, []
         specs[t.name] = spec
         fallbacks.extend(fb)
-    return ShardingPlan(mesh=mesh, specs=specs, fallbacks=tuple(fallbacks), source=source)
+        if part is not None:
+            shares[t.name] = part
+        for u in split:
+            k = (u.axis, u.size, u.mesh_axis, u.mesh_size)
+            odd[k] = u.model_copy(update={"tensors": odd[k].tensors + 1}) if k in odd else u
+    return ShardingPlan(
+        mesh=mesh, specs=specs, fallbacks=tuple(fallbacks), source=source, uneven=tuple(odd.values()), shares=shares
+    )
 
 
 def spec_from_user(t: Tensor, partition: tuple, mesh: Mesh) -> tuple[ShardSpec, list[Fallback]]:

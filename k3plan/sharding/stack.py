@@ -111,6 +111,26 @@ class KVPool(_F):
         return self.method == "static_fraction"
 
 
+class ExpertPlacement(_F):
+    """What the engine does when the expert group (EP) does not divide the routed experts.
+    ``uneven: true``: it places them anyway, ``E // ep`` a rank and one more on the first ``E % ep``
+    ranks (vLLM determine_expert_map), so the fullest device holds ceil(E / ep) and binds;
+    ``uneven: false``: the engine asserts divisibility, and k3plan refuses the split (a fallback)."""
+
+    uneven: bool
+    placement: Literal["linear", "round_robin"] | None = Field(
+        None, description="which experts a rank holds when uneven (the counts are the same either way)"
+    )
+    holds: str
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _placement_named(self) -> ExpertPlacement:
+        if self.uneven and self.placement is None:
+            raise ValueError("an uneven expert placement names its placement (linear or round_robin)")
+        return self
+
+
 class Sharding(_F):
     rules: dict[str, str | None]
     # role (or "role@kind", e.g. "attn@kda") -> rules that replace the global ones for those tensors
@@ -118,6 +138,8 @@ class Sharding(_F):
     source: str
     # one entry per rule: logical axis name, or "role:<override key>"
     cite: dict[str, Cite] = {}
+    # None (a stack that does not say): EP must divide the experts, as before the rule existed
+    expert_placement: ExpertPlacement | None = None
 
     @model_validator(mode="after")
     def _every_rule_cited(self) -> Sharding:
@@ -134,6 +156,12 @@ class Sharding(_F):
     def rules_for(self, role: str, kind: str | None = None) -> dict[str, str | None]:
         """The rules one tensor sees: global, then its role's override, then role@kind's."""
         return merged_rules(self.rules, self.role_overrides, role, kind)
+
+    @property
+    def uneven_axes(self) -> frozenset[str]:
+        """Logical axes a mesh size that does not divide them still splits (the fullest device
+        holding the ceiling): the expert axis where the engine places experts unevenly."""
+        return frozenset({"expert"}) if self.expert_placement and self.expert_placement.uneven else frozenset()
 
 
 def merged_rules(
@@ -367,6 +395,7 @@ class Stack(_F):
                 role_overrides=overrides,
                 source=sh.source,
                 cite={k: v for k, v in cite.items() if k in set(sh.rules) | {f"role:{r}" for r in overrides}},
+                expert_placement=sh.expert_placement,
             )
         if effect.collectives is not None:
             update["collectives"] = effect.collectives

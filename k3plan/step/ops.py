@@ -118,27 +118,27 @@ def _tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
     return [(f"{ts[0].kind}.{leaf_name(ts[0])}", ts[0], len(ts)) for ts in groups.values()]
 
 
-def weight_groups(inventory: TensorInventory, stack, shards_of=None) -> list[WeightGroup]:
-    """The groups with ONE tensor's bytes and params a device: its runtime bytes / ``shards_of(t)``
-    (an int at one Setup, an array over plan's meshes: step.weights.mesh_weight_groups); None:
-    unsharded (one device holding the model)."""
+def weight_groups(inventory: TensorInventory, stack, shares_of=None) -> list[WeightGroup]:
+    """The groups with ONE tensor's bytes and params on the fullest device: its runtime bytes x
+    num / den, ``shares_of(t)`` = (num, den) (1 / shards unless a split is uneven; ints at one
+    Setup, arrays over plan's meshes: step.weights.mesh_weight_groups); None: unsharded (one device
+    holding the model)."""
     from k3plan.budget.weights import runtime_bytes
 
     out = []
     for name, t, n in tensor_groups(inventory):
         nbytes = runtime_bytes(t, stack)
-        if shards_of is None:
+        if shares_of is None:
             out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params))
         else:
-            k = shards_of(t)
-            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes / k, params=t.params / k))
+            num, den = shares_of(t)
+            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes * num / den, params=t.params * num / den))
     return out
 
 
 def weight_groups_of_setup(setup) -> list[WeightGroup]:
     """The groups with one Setup's per-device shares (its resolved ShardingPlan)."""
-    plan = setup.plan
-    return weight_groups(setup.model.inventory, setup.stack, lambda t: plan.specs[t.name].shards(plan.mesh))
+    return weight_groups(setup.model.inventory, setup.stack, setup.plan.share)
 
 
 def weight_op_kind(t: Tensor) -> str:

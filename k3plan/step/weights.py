@@ -16,7 +16,7 @@ import numpy as np
 
 from k3plan.budget.weights import weight_terms
 from k3plan.models.inventory import Tensor, TensorInventory
-from k3plan.sharding.replay import Sizes, Spans, replay, shards
+from k3plan.sharding.replay import Sizes, Spans, replay, shards, share
 from k3plan.sharding.stack import Stack
 from k3plan.step.stages import Stage
 
@@ -79,20 +79,26 @@ def class_shards(
     dp: np.ndarray,
     ep_all: np.ndarray,
     kinds: dict[str, np.ndarray] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(shards, fallbacks) per mesh for one tensor under ``rules`` (role overrides merged): the
-    rules' one replay (``sharding.replay``) over the meshes' columns. ``kinds`` collects, per
-    fallback ("heads=96 over tp"), the meshes where it happens."""
+    uneven: frozenset[str] = frozenset(),
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """(shards, fallbacks, the fullest device's share (num, den)) per mesh for one tensor under
+    ``rules`` (role overrides merged): the rules' one replay (``sharding.replay``) over the meshes'
+    columns, ``uneven`` the stack's unevenly placed axes. ``kinds`` collects, per fallback
+    ("heads=96 over tp"), the meshes where it happens."""
     sizes, spans = mesh_sizes(tp=tp, dp=dp, ep_all=ep_all)
-    steps = replay(tensor, rules, sizes=sizes, spans=spans)
+    steps = replay(tensor, rules, sizes=sizes, spans=spans, uneven=uneven)
     fallbacks = np.zeros(tp.shape[0], dtype=np.int64)
     for s in steps:
         fallbacks += s.fallback
         if kinds is not None and s.fallback.any():
             key = f"{tensor.axes[s.axis]}={tensor.logical_shape[s.axis]} over {s.target}"
             kinds[key] = kinds[key] | s.fallback if key in kinds else s.fallback
-    cut = shards(steps)
-    return (cut if isinstance(cut, np.ndarray) else np.full(tp.shape, cut, dtype=np.int64)), fallbacks
+
+    def column(x) -> np.ndarray:
+        return x if isinstance(x, np.ndarray) else np.full(tp.shape, x, dtype=np.int64)
+
+    num, den = share(tensor, steps)
+    return column(shards(steps)), fallbacks, (column(num), column(den))
 
 
 def mesh_weights(
@@ -104,16 +110,17 @@ def mesh_weights(
     fallbacks = np.zeros(n, dtype=np.int64)
     kinds: dict[str, np.ndarray] = {}
     sharded = []
-    replayed: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # classes apart by format or kind may shard alike
+    replayed: dict[tuple, tuple] = {}  # classes apart by format or kind may shard alike
+    uneven = stack.sharding.uneven_axes
     for c in classes:
         t = c.rep
         rules = stack.sharding.rules_for(t.role, t.kind)  # the same rules resolve() applies
         key = (t.shape, t.logical_shape, t.axes, tuple(rules.items()))
         if key not in replayed:
-            replayed[key] = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds)
-        cut, fb = replayed[key]
+            replayed[key] = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, kinds=kinds, uneven=uneven)
+        cut, fb, part = replayed[key]
         fallbacks += c.count * fb
-        sharded.append((t, c.count, cut))
+        sharded.append((t, c.count, cut, part))
     w = weight_terms(sharded, stack=stack, multi=tp * dp > 1)
 
     def column(x, dtype) -> np.ndarray:  # a sum over no class is a plain 0
@@ -138,8 +145,8 @@ def mesh_weight_groups(
     mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
     from k3plan.step.ops import weight_groups
 
-    def shards_of(t: Tensor) -> np.ndarray:
+    def shares_of(t: Tensor) -> tuple[np.ndarray, np.ndarray]:
         rules = stack.sharding.rules_for(t.role, t.kind)
-        return class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all)[0]
+        return class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, uneven=stack.sharding.uneven_axes)[2]
 
-    return weight_groups(inventory, stack, shards_of)
+    return weight_groups(inventory, stack, shares_of)

@@ -63,6 +63,11 @@ def plan_jobs(*, setup: Setup, stage: str, tokens: list[int], batch: int, contex
     for flag, v in (("--batch", batch), ("--context", context), *(("--tokens", t) for t in tokens)):
         if v < 1:
             raise K3PlanError(f"{flag} {v}: expected a positive integer")
+    if setup.plan.uneven:  # JAX shardings split every dim evenly (jax/_src/sharding.py IndivisibleError)
+        raise K3PlanError(
+            f"validate: {setup.plan.uneven[0].describe()} is the engine's uneven placement, which a JAX "
+            f"sharding cannot express; expected an --ep that divides the experts"
+        )
     dp = setup.parallel.dp
     pf_batch = dp if setup.stack.kv_cache.split_across_dp else 1
     jobs = []

@@ -15,8 +15,10 @@ def test_pp_zero_is_bad_input_not_pp_one(cli, command):
 
 
 def test_fit_advice_on_a_replicated_split_does_not_say_ok(cli):
-    """Was: DOES NOT FIT (vocab 163,840 and 896 experts do not divide 24 GPUs) then "advice (ok: ...
-    nothing to suggest)": the verdict and the advice disagreed on one screen and in the JSON."""
+    """Was: DOES NOT FIT (vocab 163,840 does not divide 24 GPUs) then "advice (ok: ... nothing to
+    suggest)": the verdict and the advice disagreed on one screen and in the JSON. (The 896 experts
+    do not divide 24 either, but vLLM, this machine's default stack, places them unevenly: 8 GPUs
+    hold 38, 16 hold 37 -- not a fallback.)"""
     import json
 
     r = cli("fit", "-H", "nvidia-h200", "-t", "3x8", "--json")
@@ -24,7 +26,9 @@ def test_fit_advice_on_a_replicated_split_does_not_say_ok(cli):
     d = json.loads(r.stdout)
     assert d["fits"] is False and d["replicated"]
     assert d["advice"]["rules"]["verdict"] == "fails"
-    assert any("vocab=163840 by tp=24" in w and "expert=896 by ep=24" in w for w in d["advice"]["rules"]["warnings"])
+    assert any("vocab=163840 by tp=24" in w for w in d["advice"]["rules"]["warnings"])
+    assert not any("expert=896" in w for w in d["advice"]["rules"]["warnings"])
+    assert any(n.startswith("experts 896 over ep 24: 8 devices hold 38, 16 hold 37") for n in d["notes"])
 
 
 @pytest.mark.parametrize("value", ["0", "-1"])
@@ -49,7 +53,8 @@ def test_roofline_refusal_reads_as_fits_does(cli):
 
 def test_curve_refuses_a_split_that_falls_back_to_replication_as_fit_does(cli):
     """Was: `curve -H nvidia-h200 -t 3x8` printed "ok" at every chunk and exited 0 while fit and roofline
-    refuse that split (vocab 163,840 and 896 experts do not divide 24 GPUs): exit 1, each row says why."""
+    refuse that split (vocab 163,840 does not divide 24 GPUs; the 896 experts are placed unevenly by
+    vLLM, not replicated): exit 1, each row says why."""
     import json
 
     args = ("-H", "nvidia-h200", "-t", "3x8")
@@ -60,7 +65,7 @@ def test_curve_refuses_a_split_that_falls_back_to_replication_as_fit_does(cli):
     assert pts and all(p["max_sequences"] > 0 for p in pts)  # memory alone would hold a sequence
     for p in pts:
         assert p["status"] == "replicated", p
-        assert "vocab=163840 by tp=24" in p["detail"] and "expert=896 by ep=24" in p["detail"]
+        assert "vocab=163840 by tp=24" in p["detail"] and "expert=896" not in p["detail"]
     assert "DOES NOT FIT" in r.stderr and "8 replicated" in r.stderr
 
 

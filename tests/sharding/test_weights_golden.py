@@ -156,7 +156,7 @@ def test_the_first_logical_axis_with_a_rule_decides_and_a_mesh_axis_cuts_one_dim
     assert (spec.partition, fb, spec.shards(m_tp)) == ((("tp",), None, ("dp",)), [], 8)
     spec, fb = spec_from_rules(t, rules, m_all)
     assert (spec.partition, fb, spec.shards(m_all)) == ((("dp", "tp"), None, None), [], 8)
-    shards, fallbacks = class_shards(
+    shards, fallbacks, _ = class_shards(
         tensor=t, rules=rules, tp=np.array([4, 4]), dp=np.array([2, 2]), ep_all=np.array([False, True])
     )
     assert shards.tolist() == [8, 8] and fallbacks.tolist() == [0, 0]
@@ -176,7 +176,7 @@ def test_a_fallback_stops_its_dim_and_a_size_one_axis_shards_nothing():
     m1, _ = make_mesh(devices=2, tp=1, dp=2, ep=1)
     spec, fb = spec_from_rules(t, rules, m1)
     assert (spec.partition, fb) == ((None, None), [])
-    shards, fallbacks = class_shards(
+    shards, fallbacks, _ = class_shards(
         tensor=t, rules=rules, tp=np.array([8, 1]), dp=np.array([2, 2]), ep_all=np.array([False, False])
     )
     assert shards.tolist() == [1, 1] and fallbacks.tolist() == [1, 0]

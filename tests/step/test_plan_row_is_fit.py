@@ -80,3 +80,34 @@ def test_report_pick_equals_plans_first_row(hw, context, concurrency):
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
         top.topology, top.tp, top.ep, top.dp)
     assert ch.result.fits and ch.result.per_device.free_bytes == top.per_device.free_bytes
+
+
+@functools.cache
+def nvl72_columns(context: int, batch: int):
+    sp = build_space(hardware=[load_hardware("nvidia-gb200-nvl72")], stacks=[load_stack("vllm")], kv_dtypes=[None],
+                     chunks=[8192], max_chips=72, stacks_given=True)
+    cols = evaluate(space=sp, model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency()).cols
+    return sp, cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
+
+
+@pytest.mark.parametrize("context, batch", [(131072, 1), (32768, 64)])
+def test_plan_offers_uneven_ep_rows_on_nvl72_and_they_equal_fit(context, batch):
+    """vLLM places 896 experts over ep 72 (13 on 32 devices, 12 on 40): plan's vectorised rows at an
+    EP that does not divide the experts now fit, and each equals fit's JSON to the byte."""
+    sp, cols, codes = nvl72_columns(context, batch)
+    uneven = [i for i in range(sp.size) if 896 % int(cols.ep[i]) and int(cols.pp[i]) == 1]
+    assert {int(cols.ep[i]) for i in uneven} >= {72}
+    assert any(int(codes[i]) == 0 and int(cols.ep[i]) == 72 for i in uneven)  # offered: fits, no fallback
+    for i in uneven:
+        r = row(space=sp, cols=cols, i=i, rank=1)
+        setup = make_setup(hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp, stack=r.stack)
+        assert setup.plan.uneven  # (tp 3 rows also have vocab fallbacks: refused for those, as fit)
+        f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
+        j = f.model_dump(mode="json")
+        renamed = {"replicated_bytes": "replicated_weights_bytes"}
+        for k in PER_DEVICE:
+            assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], (k, r)
+        assert int(codes[i]) == f.reason and (codes[i] == 0) == j["fits"]
+        if j["fits"]:
+            d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())
+            assert r.tpot_ms == pytest.approx(d.step_s * 1e3, rel=1e-12), r
