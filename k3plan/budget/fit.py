@@ -403,7 +403,7 @@ def fit(
         warnings.append(beyond)
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
-            op = Collective.of_pattern(stack.collectives.experts)
+            op = Collective.pattern_text(stack.collectives.experts)
             warnings.append(cross_node_ep_warning(hw, topo, ep=par.ep, op=op))
         else:
             warnings.append(

@@ -412,6 +412,7 @@ def evaluate(
     comm = comm_terms(
         spec,
         all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
+        ag_rs=_per(variants, lambda s: s.collectives.experts == "allgather_reducescatter", v, bool),
         act=act,
         dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
         tp=c.tp,

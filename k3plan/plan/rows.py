@@ -60,7 +60,7 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
             f"{float(cols.pipeline_s[i]) * 1e3:.3f} ms of the TPOT)"
         )
     if bool(cols.spans_slices[i]):
-        out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.of_pattern(st.collectives.experts)))
+        out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.pattern_text(st.collectives.experts)))
     return out
 
 

@@ -41,7 +41,7 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
         (
             "collectives",
             _ms(c.latency_time_s + c.bandwidth_time_s) + " ms",
-            f"{c.calls_per_step} calls ({c.expert_calls_per_step} {c.op.value}) x {c.latency_s_per_call * 1e6:.2f} us "
+            f"{c.calls_per_step} calls ({c.expert_calls_per_step} {_expert_calls(c)}) x {c.latency_s_per_call * 1e6:.2f} us "
             f"({escape(c.latency_source)}) + {fmt_gib_sig(c.bytes_per_chip_per_step)} a chip over {c.link_name}",
         ),
     ]
@@ -110,3 +110,11 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
             console.print(f"[bold yellow]warning:[/] {escape(note.removeprefix('warning: '))}")
         else:
             console.print(f"[dim]note: {escape(note)}[/]")
+
+
+def _expert_calls(c) -> str:
+    """What the MoE layers' calls are: the pattern's one collective, or vLLM's all-gather +
+    reduce-scatter (DP group) and the TP all-reduce after them."""
+    if c.pattern == "allgather_reducescatter":
+        return "MoE: all-gather + reduce-scatter over DP, all-reduce over TP"
+    return c.op.value

@@ -9,6 +9,9 @@ time = calls x per-call latency + bytes a chip / link bandwidth (one-way, a chip
   over the EP group (ring: 2 (n-1)/n of the message a chip), plus one attention all-reduce a layer
   when TP > 1, and the embedding's, the dense MLP's and the logits' collectives over TP
   (``k3plan.step.ops.tp_edge_ops``).
+- ``allgather_reducescatter`` (vLLM's default all2all backend on GPUs): with DP > 1 one all-gather of
+  the expert inputs and one reduce-scatter of the outputs over the DP group a MoE layer, then the TP
+  all-reduce (``k3plan.step.ops.moe_ops``); a reduce-scatter has no probe: the spec's latency.
 The link is ICI/NVLink while a group stays in one slice (scale-up domain), else DCN/scale-out.
 """
 
@@ -30,7 +33,7 @@ class CommCost(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     pattern: str
-    op: Collective  # the collective that carries the experts (JSON: "all-to-all" | "all-reduce")
+    op: Collective  # the experts' collective whose latency the step takes (``Collective.of_pattern``)
     calls_per_step: int  # all collectives a step
     expert_calls_per_step: int
     attention_calls_per_step: int
@@ -107,6 +110,7 @@ def comm_cost(
     t = comm_terms(
         spec,
         all_to_all=a2a,
+        ag_rs=st.collectives.experts == "allgather_reducescatter",
         act=BYTES[st.activation_dtype],
         dispatch=BYTES[st.collectives.dispatch_dtype],
         tp=par.tp,

@@ -175,7 +175,13 @@ def merged_rules(
 
 
 class Collectives(_F):
-    experts: Literal["all_to_all", "all_reduce"]
+    """How the MoE layers exchange tokens (k3plan.step.ops.collective_ops): ``all_to_all`` (EP dispatch
+    and combine, ``dispatch_dtype`` on the wire), ``all_reduce`` (local experts, one all-reduce over the
+    expert group) or ``allgather_reducescatter`` (vLLM's default all2all backend, AgRsAll2AllManager:
+    with DP > 1 the DP group all-gathers its ranks' tokens and reduce-scatters the expert outputs, then
+    the attention-TP group all-reduces; with DP 1 only the TP all-reduce)."""
+
+    experts: Literal["all_to_all", "all_reduce", "allgather_reducescatter"]
     dispatch_dtype: Literal["fp8", "bf16", "f32"] = "bf16"  # all-to-all payload (dispatch and combine)
     source: str
 

@@ -1,8 +1,8 @@
 """Ceiling and expected time of a stage's ops, by op kind (issue 17 items 1-2).
 
 Per op (per execution; x `count`):
-    ceiling   collective: calls x (link latency + wire bytes / link bw) (a pipeline send, which no probe
-              measures, always runs at it); overhead: fixed_s;
+    ceiling   collective: calls x (link latency + wire bytes / link bw) (a pipeline send or a reduce-scatter,
+              which no probe measures, always runs at it); overhead: fixed_s;
               otherwise max(flops / peak(dtype), bytes / HBM bw)
     expected  matmul, attention: max(compute / e_compute, memory / e_hbm(bytes))  (e_compute: the
               matmul curve at (M N K)^(1/3); attention has no probe, so its compute is the ceiling)
@@ -109,6 +109,9 @@ def _v(value: T | None) -> T:
     return value
 
 
+UNPROBED = frozenset(c.value for c in Collective if c.probe_op is None)  # send, reduce-scatter
+
+
 def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpTime:
     if op.kind == "overhead":
         fixed = _v(op.fixed_s)
@@ -119,7 +122,7 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         message = _v(op.message_bytes)
         wire = message if op.wire_bytes is None else op.wire_bytes
         ceiling = op.calls * (link.latency_s + wire / link.bw_bytes_per_s)
-        if op.collective == Collective.SEND.value:  # no probe measures a send (Collective.probe_op): the ceiling
+        if op.collective in UNPROBED:  # no probe measures a send or a reduce-scatter (Collective.probe_op): the ceiling
             e = _eff(None, peaks, "", 1.0, f"{op.collective} over {op.group} devices")
             return _done(op, ceiling, ceiling, e)
         name = canonical_op(_v(op.collective))

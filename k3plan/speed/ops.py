@@ -55,7 +55,7 @@ class OpCost(BaseModel):
     tokens_per_group: float | None = Field(None, gt=0, description="grouped matmul: rows an expert group")
     heads: int | None = Field(None, ge=1, description="KDA heads a device")
     chunk: int | None = Field(None, ge=1, description="KDA chunk (chunked path)")
-    collective: str | None = Field(None, description="all-to-all, all-reduce, all-gather, send")
+    collective: str | None = Field(None, description="all-to-all, all-reduce, all-gather, reduce-scatter, send")
     message_bytes: int | None = Field(None, ge=1, description="a call, a device")
     wire_bytes: int | None = Field(None, ge=0, description="on the link a call, a device (default message_bytes)")
     group: int | None = Field(None, ge=1, description="devices in the collective's group")

@@ -81,6 +81,7 @@ def collective_args(setup) -> dict:
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     return {
         "all_to_all": st.collectives.experts == "all_to_all",
+        "ag_rs": st.collectives.experts == "allgather_reducescatter",
         "act": BYTES[st.activation_dtype],
         "dispatch": BYTES[st.collectives.dispatch_dtype],
         "logits_all_gather": st.logits.gather == "all_gather",

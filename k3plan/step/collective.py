@@ -5,6 +5,9 @@ the scale-up link when one matches, else the hardware spec's link latency. ``fit
 ``report`` and ``plan`` all call it, so a record of one collective never stands in for another.
 ``SEND`` is the pipeline's stage-to-stage send (k3plan/step/p2p.py): no probe measures one, so it
 has no ``probe_op`` and always runs at the spec's link latency and bandwidth (its ceiling).
+``REDUCE_SCATTER`` is the combine of vLLM's default all2all backend (allgather_reducescatter,
+``Collective.of_pattern``): no probe measures one either, so a step of that pattern runs at the spec's
+latency (an all-gather record does not stand in for it).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ class Collective(str, Enum):
     ALL_REDUCE = "all-reduce"
     ALL_GATHER = "all-gather"
     SEND = "send"  # pipeline stage to stage (vLLM send_tensor_dict): point to point, no probe of it
+    REDUCE_SCATTER = "reduce-scatter"  # vLLM AgRsAll2AllManager.combine (reduce_scatterv): no probe of it
 
     @property
     def probe_op(self) -> str | None:
@@ -29,16 +33,30 @@ class Collective(str, Enum):
 
     @classmethod
     def of_pattern(cls, pattern: str) -> Collective:
-        """The collective that carries a stack's expert traffic (``collectives.experts``)."""
-        return cls.ALL_TO_ALL if pattern == "all_to_all" else cls.ALL_REDUCE
+        """The collective whose latency a step of a stack's expert pattern (``collectives.experts``) is
+        costed at: all_to_all -> all-to-all, all_reduce -> all-reduce, allgather_reducescatter ->
+        reduce-scatter (no probe of it: the spec's latency, ``latency``)."""
+        return {"all_to_all": cls.ALL_TO_ALL, "allgather_reducescatter": cls.REDUCE_SCATTER}.get(
+            pattern, cls.ALL_REDUCE
+        )
+
+    @staticmethod
+    def pattern_text(pattern: str) -> str:
+        """The expert pattern's collectives in words (warnings): 'all-to-all', 'all-reduce' or
+        'all-gather + reduce-scatter'."""
+        return (
+            "all-gather + reduce-scatter"
+            if pattern == "allgather_reducescatter"
+            else str(Collective.of_pattern(pattern))
+        )
 
     def __str__(self) -> str:
         return self.value
 
 
-def cross_node_ep_warning(hw, topo, *, ep: int, op: Collective) -> str:
+def cross_node_ep_warning(hw, topo, *, ep: int, op: Collective | str) -> str:
     """The one wording, in fit's warnings and plan's layout notes, of an EP group wider than a scale-up
-    domain: its ``op`` (the stack's expert collective, ``Collective.of_pattern``) crosses the scale-out
+    domain: its ``op`` (the stack's expert collectives, ``Collective.pattern_text``) crosses the scale-out
     link, with that link's bandwidth and latency from the hardware spec."""
     return (
         f"cross-node EP: the EP group ({ep} devices) spans {topo.slices} {hw.scale_up.name} domains of "

@@ -7,6 +7,9 @@
 - all-reduce (local experts + one all-reduce a MoE layer, as vLLM TPU does): the hidden states of
   the batch (a LatentMoE: and the routed latent, ``ops.moe_reduced_width``) are all-reduced over the
   EP group (ring: 2 (n-1)/n of the message a device);
+- all-gather + reduce-scatter (vLLM's default all2all backend on GPUs, ``ops.moe_ops``): with DP > 1
+  the DP group all-gathers its ranks' expert inputs and reduce-scatters the outputs, then the TP group
+  all-reduces a DP group's rows (ring: a device sends dp - 1 of its shards in each);
 - attention: one all-reduce over the TP group a layer when TP > 1, on a DP group's tokens;
 - the embedding's and the dense MLP's all-reduce and the logits' gather over TP (``ops.tp_edge_ops``).
 time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
@@ -56,10 +59,12 @@ def comm_terms(
     tokens,
     logits_all_gather,
     sequences=None,
+    ag_rs=False,
 ) -> CommTerms[C]:
     """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
-    ``all_to_all``: the stack's expert pattern; ``logits_all_gather``: its logits gather."""
-    from k3plan.step.ops import by_category, collective_ops, moe_reduced_width, step_sum
+    ``all_to_all`` / ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter
+    (neither: all_reduce); ``logits_all_gather``: its logits gather."""
+    from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width, step_sum
 
     moe = spec.moe
     ops = collective_ops(
@@ -75,6 +80,7 @@ def comm_terms(
         tokens=tokens,
         logits_all_gather=logits_all_gather,
         sequences=sequences,
+        ag_rs=ag_rs,
     )
     calls = by_category(ops, "calls", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
@@ -84,7 +90,13 @@ def comm_terms(
         expert_calls=expert_calls,
         calls=step_sum(ops, "calls"),
         bytes_per_token_per_layer=where(
-            all_to_all, 2 * moe.top_k * moe.expert_in * dispatch, moe_reduced_width(spec) * act
+            all_to_all,
+            2 * moe.top_k * moe.expert_in * dispatch,
+            where(
+                ag_rs,  # a row all-gathered (input, top-k weights and ids) and one reduce-scattered
+                2 * moe.expert_in * act + moe.top_k * TOPK_BYTES_PER_EXPERT,
+                moe_reduced_width(spec) * act,
+            ),
         ),
         bytes_per_chip=step_sum(ops, "wire_bytes"),
     )

@@ -339,16 +339,18 @@ def collective_ops(
     tokens,
     logits_all_gather,
     sequences=None,
+    ag_rs=False,
 ) -> list[Op]:
     """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
     ``sequences`` sequences (the rows sampled; default ``tokens``). Ops a stack does not issue have 0
     calls and 0 bytes (so the list has one shape for columns). ``logits_all_gather``: the stack's
-    ``logits.gather`` is all_gather (else partitioned_argmax): see ``tp_edge_ops``."""
+    ``logits.gather`` is all_gather (else partitioned_argmax): see ``tp_edge_ops``. ``all_to_all`` /
+    ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter (neither: all_reduce);
+    the MoE ops: ``moe_ops``."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
-    moe = spec.moe
     tp_msg = cdiv(tokens, dp) * spec.hidden_size * act
     ops = [
         Op(
@@ -376,7 +378,53 @@ def collective_ops(
     )
     if not spec.n_moe:
         return ops
+    return ops + moe_ops(
+        spec,
+        all_to_all=all_to_all,
+        ag_rs=ag_rs,
+        act=act,
+        dispatch=dispatch,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        devices_per_chip=devices_per_chip,
+        chips=chips,
+        tokens=tokens,
+    )
+
+
+# vLLM's router output beside each dispatched token, all-gathered with it (AgRsAll2AllManager.dispatch
+# gathers [hidden_states, topk_weights, topk_ids]): top-k weights in f32, top-k ids in int32 (vLLM
+# fused_moe fused_topk_bias allocates them so, read in a public excerpt; the modular prepare/finalize path)
+TOPK_BYTES_PER_EXPERT = 4 + 4
+
+
+def moe_ops(
+    spec: ModelSpec, *, all_to_all, ag_rs, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens
+) -> list[Op]:
+    """The MoE layers' collectives, one op each, the same five for every pattern (0 calls where the
+    pattern does not issue it):
+
+    - all_to_all: ``moe.dispatch`` and ``moe.combine`` over the EP group, each the step's tokens to
+      their k experts, ``expert_in`` wide in ``dispatch`` bytes, a chip sending its share;
+    - all_reduce: ``moe.all_reduce`` over the EP group of the step's tokens, ``moe_reduced_width`` wide;
+    - allgather_reducescatter (vLLM AgRsAll2AllManager, the default ``--all2all-backend``), with DP > 1:
+      ``moe.all_gather`` over the DP group of each rank's cdiv(tokens, dp) rows, each the ``expert_in``-wide
+      expert input in the activation dtype and its top-k weights and ids (``TOPK_BYTES_PER_EXPERT``;
+      the naive DP/EP prepare quantizes the input only for an activation-quantized expert method, which
+      the stack's bf16 activations are not), then ``moe.reduce_scatter`` over the DP group of the
+      expert outputs (every DP rank's rows, ``expert_in`` wide) back to each rank's rows; ring: a device
+      sends dp - 1 shards of its own rows in each. Then, TP > 1, ``moe.all_reduce`` over the attention-TP
+      group of a DP group's rows (KimiMoE.forward's maybe_all_reduce_tensor_model_parallel: the routed
+      output of this rank's experts and the row-parallel shared experts). DP 1: the TP all-reduce only
+      (use_all2all_kernels needs DP > 1)."""
+    from k3plan.step.columns import where
+    from k3plan.step.comm import ring_bytes_per_chip
+    from k3plan.step.memory import cdiv
+
+    moe = spec.moe
     a2a_msg = tokens * moe.top_k * moe.expert_in * dispatch  # the step's tokens, each to its k experts
+    ops: list[Op] = []
     for name in ("moe.dispatch", "moe.combine"):
         ops.append(
             Op(
@@ -392,7 +440,29 @@ def collective_ops(
                 wire_bytes=where(all_to_all, a2a_msg / chips, 0),
             )
         )
-    ar_msg = tokens * moe_reduced_width(spec) * act
+    rows = cdiv(tokens, dp)  # a DP group's rows
+    gathers = where(ag_rs, where(dp > 1, 1, 0), 0)
+    for name, op, shard in (
+        ("moe.all_gather", Collective.ALL_GATHER, rows * (moe.expert_in * act + moe.top_k * TOPK_BYTES_PER_EXPERT)),
+        ("moe.reduce_scatter", Collective.REDUCE_SCATTER, rows * moe.expert_in * act),
+    ):
+        ops.append(
+            Op(
+                name=name,
+                kind="collective",
+                layer_kind="moe",
+                category="collectives",
+                count=spec.n_moe,
+                collective=op,
+                group=dp,
+                calls=gathers,
+                message_bytes=where(gathers > 0, shard, 0),  # a device's rows: what it contributes / keeps
+                wire_bytes=where(gathers > 0, devices_per_chip * (dp - 1) * shard, 0),
+            )
+        )
+    # all_reduce: over the EP group, the step's tokens; ag_rs: over TP, a DP group's rows
+    ar_group = where(ag_rs, tp, ep)
+    ar_msg = where(ag_rs, rows, tokens) * moe_reduced_width(spec) * act
     ops.append(
         Op(
             name="moe.all_reduce",
@@ -401,10 +471,10 @@ def collective_ops(
             category="collectives",
             count=spec.n_moe,
             collective=Collective.ALL_REDUCE,
-            group=ep,
-            calls=where(all_to_all, 0, where(ep > 1, 1, 0)),
+            group=ar_group,
+            calls=where(all_to_all, 0, where(ar_group > 1, 1, 0)),
             message_bytes=where(all_to_all, 0, ar_msg),
-            wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ep, ar_msg, devices_per_chip)),
+            wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ar_group, ar_msg, devices_per_chip)),
         )
     )
     return ops

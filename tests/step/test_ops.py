@@ -110,7 +110,8 @@ def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
     # + the embedding's all-reduce + the 1 dense layer's down_proj all-reduce + the partitioned argmax's
     # 2 all-gathers (each shard's max and its index)
     assert calls == {"attention.all_reduce": 93, "embed.all_reduce": 1, "dense_mlp.all_reduce": 1,
-                     "logits.gather": 2, "moe.dispatch": 0, "moe.combine": 0, "moe.all_reduce": 92}
+                     "logits.gather": 2, "moe.dispatch": 0, "moe.combine": 0, "moe.all_gather": 0,
+                     "moe.reduce_scatter": 0, "moe.all_reduce": 92}
     assert {o.collective for o in ops if o.calls} == {Collective.ALL_REDUCE, Collective.ALL_GATHER}
     assert bound.comm.calls_per_step == 93 + 92 + 1 + 1 + 2 == 189 and bound.comm.expert_calls_per_step == 92
     # at 8K context: 2x2x4 vllm-tpu no longer holds a 128K sequence beside its compiled temps, and

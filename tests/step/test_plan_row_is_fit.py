@@ -111,3 +111,32 @@ def test_plan_offers_uneven_ep_rows_on_nvl72_and_they_equal_fit(context, batch):
         if j["fits"]:
             d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())
             assert r.tpot_ms == pytest.approx(d.step_s * 1e3, rel=1e-12), r
+
+
+@functools.cache
+def vllm_columns(hw: str, context: int, batch: int):
+    sp = build_space(hardware=[load_hardware(hw)], stacks=[load_stack("vllm")], kv_dtypes=[None], chunks=[8192],
+                     max_chips=72, stacks_given=True)
+    cols = evaluate(space=sp, model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency()).cols
+    return sp, cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
+
+
+@pytest.mark.parametrize("hw, topology, tp, ep", [("nvidia-h200", "2x8", 8, 16), ("nvidia-gb200-nvl72", "72", 8, 72)])
+def test_plan_row_counts_vllm_ep_collectives_as_fit(hw, topology, tp, ep):
+    """vLLM EP on GPUs (all-gather + reduce-scatter over DP, then the TP all-reduce: tests/step/test_agrs.py):
+    plan's columns count the calls and bytes a chip that fit's roofline counts, and the same TPOT."""
+    context, batch = 32768, 64
+    sp, cols, codes = vllm_columns(hw, context, batch)
+    hit = [i for i in range(sp.size) if sp.topologies[int(sp.cols.topo[i])].text == topology
+           and (int(sp.cols.tp[i]), int(sp.cols.ep[i]), int(sp.cols.pp[i])) == (tp, ep, 1)]
+    assert hit
+    for i in hit:
+        r = row(space=sp, cols=cols, i=i, rank=1)
+        setup = make_setup(hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp, stack=r.stack)
+        d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())
+        assert int(cols.comm_calls[i]) == d.comm.calls_per_step and d.comm.expert_calls_per_step == 3 * 92
+        assert float(cols.comm_bytes_per_chip[i]) == pytest.approx(d.comm.bytes_per_chip_per_step, abs=0.5)
+        f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
+        assert int(codes[i]) == f.reason
+        if f.fits:
+            assert r.tpot_ms == pytest.approx(d.step_s * 1e3, rel=1e-12), r
