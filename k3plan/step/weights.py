@@ -138,8 +138,13 @@ def mesh_weight_groups(
     mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
     from k3plan.step.ops import weight_groups
 
+    replayed: dict[tuple, np.ndarray] = {}  # groups apart by name, format or kind may shard alike
+
     def shards_of(t: Tensor) -> np.ndarray:
         rules = stack.sharding.rules_for(t.role, t.kind)
-        return class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all)[0]
+        key = (t.shape, t.logical_shape, t.axes, tuple(rules.items()))
+        if key not in replayed:
+            replayed[key] = class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all)[0]
+        return replayed[key]
 
     return weight_groups(inventory, stack, shards_of)
