@@ -52,6 +52,14 @@ class Setup:
         )
 
     @cached_property
+    def weight_groups(self):
+        """The step's weight groups with this setup's per-device shares (``k3plan.step.ops.weight_groups``):
+        the decode, prefill and temp-model op lists of one setup read the same ones."""
+        from k3plan.step.ops import weight_groups
+
+        return weight_groups(self.model.inventory, self.stack, self.plan.share)
+
+    @cached_property
     def weights(self):
         """The per-device weight budget (the heaviest stage's under pp): it depends only on the
         inventory, plan and stack, so a curve or report that fits one setup at many workloads

@@ -7,9 +7,9 @@ written once over columns:
 - ``prefill_temp`` / ``decode_temp``: the *analytic lower bound*, named terms of the buffers one
   layer of an engine's kernels needs (``k3plan.step.temporaries``); what fit falls back to when no
   compiled or measured calibration applies, labelled so.
-- ``stage_live_of_setup``: the *op-level live model* of the graph the stack compiles
-  (``k3plan.step.live``: each op's buffers at its peak, by formulation), whose coefficients are set
-  from compiled points by ``k3plan.validate.temp_fit`` (benchmarks/bench_temp_grid.py).
+- ``stage_live_of_setup``: the *op-level live model* of the graph the stack compiles: the step's op
+  list at one point, each op with its buffers at its peak by formulation (``k3plan.step.live``), whose
+  coefficients are set from compiled points by ``k3plan.validate.temp_fit`` (benchmarks/bench_temp_grid.py).
 """
 
 from __future__ import annotations
@@ -95,10 +95,12 @@ def decode_temp(
 
 
 def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: int, form: str | None = None):
-    """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (ops, resident); ``form``: the
-    expert formulation a compiled point ran (default: the one the stack compiles today, ``form_for``)."""
+    """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (the step's ops with their live
+    buffers, resident); ``form``: the expert formulation a compiled point ran (default: the one the stack
+    compiles today, ``form_for``)."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.live import form_for, stage_live
+    from k3plan.step.ops import weight_groups_of_setup
 
     st = setup.stack
     act = BYTES[st.activation_dtype]
@@ -108,6 +110,7 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
         stage=stage,
         form=form or form_for(st.name),
         act=act,
+        weights=weight_groups_of_setup(setup),
         tp=setup.parallel.tp,
         ep=setup.parallel.ep,
         dp=setup.parallel.dp if st.kv_cache.split_across_dp else 1,

@@ -25,10 +25,11 @@ from k3plan.step.collective import Collective, latency
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
+from k3plan.step.ops import WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
 from k3plan.step.stages import bind, microbatch
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
-from k3plan.step.weights import mesh_weights, stage_classes
+from k3plan.step.weights import mesh_weight_groups, mesh_weights, stage_classes
 
 
 def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
@@ -254,40 +255,36 @@ def apply_temp_model(
 
     c = space.cols
     tm = load_temp_model()
-    for vi, st in enumerate(space.variants):
+    for si, st in enumerate(space.stacks):  # a stack's KV dtype variants share its form, weights and coefficients
         hw_ok = np.array(
             [tm.applies(model=model.name, hardware_kind=hw.kind, stack=st.name) for hw in space.hardware], dtype=bool
         )
         if not hw_ok.any():
             continue
-        rows = np.flatnonzero((c.variant == vi) & hw_ok[c.hw] & (temps.temp_source == 0))
+        rows = np.flatnonzero((c.stack == si) & hw_ok[c.hw] & (temps.temp_source == 0))
         if not rows.size:
             continue
-        # the model depends on (tp, ep, dp, experts over all devices, chunk) within a variant: evaluate each
-        # distinct one once (a wide search repeats them over topologies and hardware)
-        key = np.zeros(rows.size, dtype=np.int64)
-        for col in (c.tp, c.ep, c.dp, c.ep_all, c.chunk):  # one int a distinct tuple: each column's codes, mixed
-            values, codes = np.unique(col[rows], return_inverse=True)
-            key = key * values.size + codes.reshape(-1)
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        # the model depends on (KV dtype, tp, ep, dp, experts over all devices, chunk) within a stack: evaluate
+        # each distinct one once (a wide search repeats them over topologies and hardware)
+        first, inverse = _distinct([col[rows] for col in (c.variant, c.tp, c.ep, c.dp, c.ep_all, c.chunk)])
         tp, ep, dp, ep_all, chunk = (col[rows[first]] for col in (c.tp, c.ep, c.dp, c.ep_all, c.chunk))
-        scan = mesh_weights(
-            classes=scan_bf16_classes(model.inventory, model.spec, st),
-            stack=st,
-            tp=tp,
-            dp=dp,
-            ep_all=ep_all.astype(bool),
-        ).weights_bytes
+        # the weights a device depend on the mesh (tp, dp, experts over all devices) alone: each distinct one once
+        m_first, m_of = _distinct([tp, dp, ep_all])
+        mesh = dict(tp=tp[m_first], dp=dp[m_first], ep_all=ep_all[m_first].astype(bool))
+        scan = mesh_weights(classes=scan_bf16_classes(model.inventory, model.spec, st), stack=st, **mesh).weights_bytes
         common = dict(
             form=form_for(st.name),
             act=BYTES[st.activation_dtype],
+            weights=[
+                WeightGroup(name=g.name, rep=g.rep, count=g.count, bytes=g.bytes[m_of], params=g.params[m_of])
+                for g in mesh_weight_groups(inventory=model.inventory, stack=st, **mesh)
+            ],
             tp=tp,
             ep=ep,
             dp=dp if st.kv_cache.split_across_dp else 1,
             kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer[rows[first]],
             state_bytes_per_layer=cache.state_bytes_per_layer_unpadded[rows[first]],
-            scan_bf16_weight_bytes=scan,
+            scan_bf16_weight_bytes=scan[m_of],
         )
         at: list[tuple[str, dict[str, Any], np.ndarray, np.ndarray]] = [
             (
@@ -311,6 +308,17 @@ def apply_temp_model(
             high_col[rows] = np.maximum(np.ceil(hi).astype(np.int64)[inverse], analytic)
             low_col[rows] = np.maximum(lo.astype(np.int64)[inverse], analytic)
         temps.temp_source[rows] = 3
+
+
+def _distinct(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) of the distinct tuples over equal-length integer columns: the index of each one's first
+    row, and each row's tuple (``np.unique``'s return_index / return_inverse, a tuple a row)."""
+    key = np.zeros(cols[0].size, dtype=np.int64)
+    for col in cols:  # one int a distinct tuple: each column's codes, mixed
+        values, codes = np.unique(col, return_inverse=True)
+        key = key * values.size + codes.reshape(-1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 Static = tuple[HardwareCols, list[str], WeightCols, dict[str, np.ndarray], list[StageCols]]

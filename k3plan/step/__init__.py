@@ -5,7 +5,10 @@ Every memory and time term of a prefill chunk or a decode step is written here o
 over columns of configurations, ``report`` and the default topology are ``plan`` plus a filter.
 - ops.py: the step as a list of ops derived from the inventory's tensor groups (matmuls by role,
   absorbed MLA attention, KDA recurrence / chunked scan, grouped expert matmuls, norms, each
-  collective with its ``Collective``, group and calls); ``to_op_costs`` feeds speed.expected;
+  collective with its ``Collective``, group and calls), each op with its bytes, FLOPs, calls and,
+  built with the stack's formulation, the buffers live at its peak; ``to_op_costs`` feeds speed.expected;
+- live.py: those live buffers by op kind, what stays resident across ops, and the temp model's
+  features read off the op list (peak and rest over the ops' live bytes);
 - memory.py: KV/state layout, temporaries by named term, the per-device budget;
 - comm.py: the collectives' calls and bytes a chip (sums over ops.collective_ops) and their time;
 - decode.py: bytes, FLOPs (sums over ops.decode_ops) and time of one decode step;

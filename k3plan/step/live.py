@@ -1,27 +1,33 @@
 """Bytes live at each op's peak, a device, in the graph a stack runs (issue 15 item 3), over columns.
 
-Each op of the step (k3plan.step.ops, ``attach_live_bytes``) answers the buffers live while it runs,
-by name; which ones depends on the formulation the stack compiles (``STACK_FORMS`` below):
+Each op of the step's one list (k3plan.step.ops) answers the buffers live while it runs, by name (``Op.live``,
+a ``LiveBuffers``; ``Op.live_bytes`` their sum), where its builder is given ``LiveAt`` (the formulation the stack
+compiles, ``STACK_FORMS`` below, the activation bytes and EP); the op that holds them and what they are:
 
-- MoE (the grouped matmuls): router logits (f32) and top-k; group_sort's gathered rows and the
-  ragged_dot outputs are [tokens x top_k, *] (the tokens are replicated over the expert axes, so every
+- MoE, on the routed experts' down projection (the grouped matmul at which the block's buffers peak: see
+  the ragged_dot rows below; its other grouped matmuls hold none): router logits (f32) and top-k;
+  group_sort's gathered rows and the ragged_dot outputs are [tokens x top_k, *] (the tokens are replicated over the expert axes, so every
   device sorts all pairs): xs [tk, latent] (the down output takes its buffer), gate and up [tk, inter]
   in the activation dtype; the scatter-add combine [tokens, latent]; and the dequantized experts: form
   ``layer`` and ``ragged`` hold the device's local experts (w1, w3, w2) dequantized, ``tiled`` one
   tile of ``TILE_EXPERTS`` experts.
-- MLA (absorbed, prefill and decode alike): the scores (f32) over the cache's ``context`` keys for
-  each query and local head, which the fused softmax replaces by the probabilities (f32, one array
+- MLA (the attention op, absorbed, prefill and decode alike): the scores (f32) over the cache's ``context``
+  keys for each query and local head, which the fused softmax replaces by the probabilities (f32, one array
   live, not two), the causal mask (1 B a query a key) and the cache as the dots read it (bf16, the
   entry padded to 128 lanes: a copy whatever the cache's dtype).
-- KDA: prefill's chunked scan holds q/k/v/g and the decayed k/q copies [tokens, heads, d] (f32) and
+- KDA: prefill's chunked scan op holds q/k/v/g and the decayed k/q copies [tokens, heads, d] (f32) and
   the per-chunk [64, 64] matrices (M, A, T and Aqk); decode's recurrence a new state beside the old.
-- dense MLP (K3's layer 1): gate and up [tokens, intermediate / tp].
+- dense MLP (K3's layer 1), on its down projection: gate and up [tokens, intermediate / tp].
 - lm_head: the last token's logits (f32) [sequences, vocab / tp].
+Every other op (projections, norms, the shared experts, collectives) holds none: its buffers are not the
+stage's peak.
 
-Across ops stay the residual stream (two copies: x and the branch output), where a compiler copies the
-donated cache one layer's cache slice, the scan's stacked bf16 weight matrices in the dots' tile layout and
-one more MoE layer's experts dequantized ahead of use. The stage's temp model is ``c_peak x max over ops + c_rest
-x the other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
+Across ops (a step-level term, not one op's: ``resident_live``) stay the residual stream (two copies: x and
+the branch output), where a compiler copies the donated cache one layer's cache slice, the scan's stacked bf16 weight matrices in the dots' tile layout and
+one more MoE layer's experts dequantized ahead of use. ``stage_live`` builds the step's op list at one temp-model
+point (a prefill chunk or a decode step, with the live buffers) and the resident terms; ``live_features`` reads
+the features off that list. The stage's temp model is ``c_peak x max over the ops' live bytes + c_rest x the
+other ops' sum + c_resident x residual + c_cache x cache slice + c_fixed``, one coefficient set a
 stack, set on compiled points by k3plan.validate.temp_fit (benchmarks/bench_temp_grid.py; results and
 limits in reports/validation/README.md; k3plan.validate.temp_fit also fits ``c_live x (largest op +
 resident) + c_fixed``). In its shipped form (coefficients from the ``k3lanes`` grid's fit half and an error
@@ -33,11 +39,13 @@ grid (12 points, deviceless tpu7x) is median 15.5%, worst 32.4%: the goal of 10%
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from k3plan.models.inventory import Tensor
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import gcd, maximum
+from k3plan.step.columns import gcd, maximum, minimum
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
+from k3plan.step.ops import LiveBuffers, Op, WeightGroup, decode_ops, prefill_ops
 
 Col = Any
 TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32: 28 local = 7 tiles)
@@ -61,25 +69,44 @@ AHEAD = "one more MoE layer's experts, dequantized ahead of use"
 
 
 @dataclass(frozen=True)
-class LiveOp:
-    """One op's buffers live at its peak: name -> bytes a device."""
+class LiveAt:
+    """What the op builders (k3plan.step.ops ``decode_ops`` / ``prefill_ops``, ``live=``) need beyond the
+    step's own columns to answer each op's live buffers: the expert formulation (``form_for``), the
+    activation bytes and EP. Its methods are the rules below, one an op kind."""
 
-    name: str
-    kind: str  # the ops.Op kind it describes: grouped_matmul | attention | kda_chunked | kda_decode | matmul
-    buffers: dict[str, Col]
+    form: str
+    act: Col
+    ep: Col
+    WEIGHT_ROLES: ClassVar[frozenset[str]] = frozenset({"expert", "dense_mlp", "lm_head"})  # ``weight`` may answer
 
-    @property
-    def bytes(self):
-        return sum(self.buffers.values())
+    def weight(self, spec: ModelSpec, t: Tensor, *, rows, sequences, tp) -> LiveBuffers | None:
+        """A weight op's buffers (``rows`` rows, ``sequences`` of them sampled): a block's peak is at its down
+        projection (the weight that contracts the block's intermediate width, its last axis ``mlp``), where
+        the routed experts' down ragged_dot holds xs / its output, gate and up (``moe_live``) and the dense
+        MLP's down projection gate and up; the LM head its logits; None for every other weight."""
+        if t.role == "lm_head":
+            return lm_head_live(spec, seqs=sequences, tp=tp)
+        if not t.axes or t.axes[-1] != "mlp":
+            return None
+        if t.role == "expert":
+            return moe_live(spec, tokens=rows, ep=self.ep, act=self.act, form=self.form)
+        if t.role == "dense_mlp" and spec.dense_intermediate:
+            return dense_mlp_live(spec, rows=rows, tp=tp, act=self.act)
+        return None
+
+    def mla(self, spec: ModelSpec, *, seqs, queries, context, tp) -> LiveBuffers:
+        return mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=self.act)
+
+    def kda(self, spec: ModelSpec, *, seqs, queries, tp, decode: bool) -> LiveBuffers:
+        return kda_live(spec, seqs=seqs, queries=queries, tp=tp, decode=decode)
 
 
-def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveOp:
+def moe_live(spec: ModelSpec, *, tokens, ep, act, form: str) -> LiveBuffers:
     moe = spec.moe
     tk = tokens * moe.top_k
     held = experts_held(spec, ep=ep, form=form)
-    return LiveOp(
+    return LiveBuffers(
         name="moe.experts",
-        kind="grouped_matmul",
         buffers={
             "router logits and top-k (f32)": tokens * (moe.num_experts * F32 + moe.top_k * 8),
             # xs and the down projection's output share one buffer (xs is dead once gate and up are computed;
@@ -121,16 +148,15 @@ def experts_held(spec: ModelSpec, *, ep, form: str) -> Col:
     return local
 
 
-def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
+def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveBuffers:
     mla = spec.mla
     hl = heads_local(mla.heads, tp)
     entry = mla.kv_lora_rank + mla.qk_rope_head_dim
     sqc = seqs * queries * context
     lanes = cdiv(entry, TPU_LANES) * TPU_LANES
     copied = (hl * queries > 1) * 1
-    return LiveOp(
+    return LiveBuffers(
         name="mla.attention",
-        kind="attention",
         buffers={
             # one f32 [heads, queries, context] array: the TPU compiler fuses mask + max + exp into one
             # fusion whose f32 output (the probabilities) is written as the scores die (deviceless tpu7x
@@ -151,24 +177,33 @@ def mla_live(spec: ModelSpec, *, seqs, queries, context, tp, act) -> LiveOp:
     )
 
 
-def kda_live(spec: ModelSpec, *, seqs, queries, tp, decode: bool) -> LiveOp:
+def kda_live(spec: ModelSpec, *, seqs, queries, tp, decode: bool) -> LiveBuffers:
     kda = spec.kda
     assert kda is not None
     hl, d = heads_local(kda.heads, tp), kda.head_dim
     if decode:
-        return LiveOp(
+        return LiveBuffers(
             name="kda.recurrence",
-            kind="kda_decode",
             buffers={"new state beside the old (f32)": seqs * hl * d * d * F32},
         )
     n = seqs * cdiv(queries, KDA_CHUNK_TOKENS) * KDA_CHUNK_TOKENS
-    return LiveOp(
+    return LiveBuffers(
         name="kda.chunked_scan",
-        kind="kda_chunked",
         buffers={
             "q, k, v, g and decayed k/q copies (f32) [tokens, heads, d]": 7 * n * hl * d * F32,
             "per-chunk M, A, T, Aqk (f32) [tokens, heads, 64]": 4 * n * hl * KDA_CHUNK_TOKENS * F32,
         },
+    )
+
+
+def dense_mlp_live(spec: ModelSpec, *, rows, tp, act) -> LiveBuffers:
+    inter = cdiv(spec.dense_intermediate, tp)
+    return LiveBuffers(name="dense.mlp", buffers={"gate and up [tokens, inter / tp]": 2 * rows * inter * act})
+
+
+def lm_head_live(spec: ModelSpec, *, seqs, tp) -> LiveBuffers:
+    return LiveBuffers(
+        name="lm_head", buffers={"logits (f32) [seqs, vocab / tp]": seqs * cdiv(spec.vocab_size, tp) * F32}
     )
 
 
@@ -178,6 +213,7 @@ def stage_live(
     stage: str,
     form: str,
     act,
+    weights: list[WeightGroup],
     tp,
     ep,
     dp,
@@ -187,12 +223,94 @@ def stage_live(
     kv_bytes_per_token_layer=0,
     state_bytes_per_layer=0,
     scan_bf16_weight_bytes=0,
-) -> tuple[list[LiveOp], dict[str, Col]]:
-    """(ops, resident) for one prefill chunk (``tokens`` a sequence, ``batch`` sequences) or one decode
-    step (``batch`` sequences, ``tokens`` = 1) over a cache of ``context`` tokens, a DP group's share.
-    ``resident``: the residual stream, and one layer's cache slice (the larger of an MLA layer's KV and
-    a KDA layer's state, a device): the copy a compiler makes where it does not update the donated
-    cache in place (the CPU backend does; the TPU compiler did not at full size, reports/validation); and
+) -> tuple[list[Op], dict[str, Col]]:
+    """(ops, resident) for one prefill chunk (``tokens`` of one sequence: ``batch`` 1) or one decode step
+    (``batch`` sequences, ``tokens`` = 1) over a cache of ``context`` tokens, a DP group's share: the step's op
+    list (k3plan.step.ops ``prefill_ops`` / ``decode_ops`` over ``weights``, the groups with their shares a
+    device) with each op's live buffers, and the step-level ``resident_live``. The ops' bytes read the KV and
+    the KDA state of ``kv_bytes_per_token_layer`` / ``state_bytes_per_layer`` a layer."""
+    from k3plan.roofline.work import experts_touched
+
+    moe = spec.moe
+    at = LiveAt(form=form, act=act, ep=ep)
+    cache = dict(
+        kv_bytes_per_token=spec.n_mla * kv_bytes_per_token_layer,
+        state_bytes_per_sequence=spec.n_kda * state_bytes_per_layer,
+    )
+    if stage == "prefill":
+        if batch != 1:
+            raise ValueError(f"a prefill chunk is one sequence's (batch 1), not {batch}")
+        seqs, rows = 1, tokens
+        touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=tokens)
+        ops = prefill_ops(
+            spec,
+            weights=weights,
+            **cache,
+            tp=tp,
+            chunk=tokens,
+            ep_tokens=tokens,
+            touched=touched,
+            context=context,
+            live=at,
+        )
+    else:
+        seqs = rows = cdiv(batch, dp)
+        ep_tokens = minimum(batch, seqs * maximum(1, ep // tp))  # as step.decode.decode_terms
+        touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=ep_tokens)
+        ops = decode_ops(
+            spec,
+            weights=weights,
+            **cache,
+            tp=tp,
+            seqs=seqs,
+            ep_tokens=ep_tokens,
+            touched=touched,
+            context=context,
+            live=at,
+        )
+    held = {op.live.name for op in ops if op.live is not None}
+    blocks = _blocks(spec, stage)
+    if held != blocks:  # an inventory in which no op is a block's down projection (a fused expert weight): say so
+        raise ValueError(f"{spec.family}: no op of the {stage} step holds {', '.join(sorted(blocks - held))}")
+    resident = resident_live(
+        spec, form=form, act=act, ep=ep, seqs=seqs, rows=rows, context=context,
+        kv_bytes_per_token_layer=kv_bytes_per_token_layer, state_bytes_per_layer=state_bytes_per_layer,
+        scan_bf16_weight_bytes=scan_bf16_weight_bytes,
+    )  # fmt: skip
+    return ops, resident
+
+
+def _blocks(spec: ModelSpec, stage: str) -> set[str]:
+    """The live buffers a ``stage`` step of ``spec`` answers (each on one op)."""
+    out = {"lm_head"}
+    if spec.n_moe:
+        out.add("moe.experts")
+    if spec.n_mla:
+        out.add("mla.attention")
+    if spec.kda is not None and spec.n_kda:
+        out.add("kda.chunked_scan" if stage == "prefill" else "kda.recurrence")
+    if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:
+        out.add("dense.mlp")
+    return out
+
+
+def resident_live(
+    spec: ModelSpec,
+    *,
+    form: str,
+    act,
+    ep,
+    seqs,
+    rows,
+    context,
+    kv_bytes_per_token_layer=0,
+    state_bytes_per_layer=0,
+    scan_bf16_weight_bytes=0,
+) -> dict[str, Col]:
+    """What stays live across the step's ops (no one op's), by name, for ``seqs`` sequences of ``rows`` rows
+    in all: the residual stream, and one layer's cache slice (the larger of an MLA layer's KV and a KDA
+    layer's state, a device): the copy a compiler makes where it does not update the donated cache in place
+    (the CPU backend does; the TPU compiler did not at full size, reports/validation); and
     ``scan_bf16_weight_bytes``, the bf16 weight matrices (not experts) of the layers the graph scans over,
     a device: a bf16 argument is laid out in (8,128)(2,1) tiles and the dots read (16,128)(2,1), so the
     compiler copies each stacked matrix whole, once, ahead of the loop (deviceless tpu7x dumps of the
@@ -200,34 +318,10 @@ def stage_live(
     bf16[2,3584,7168]{2,1,0:T(16,128)(2,1)} of the latent projections, 98 MiB each, and the q/k/v/g/o,
     router, f_a and shared-expert matrices, 271 MiB in all, live at both peaks; an f32 argument's
     (8,128) tile is the dots' own, so fp32 weights are not copied)."""
-    seqs = cdiv(batch, dp)
-    queries = tokens if stage == "prefill" else 1
-    rows = seqs * queries
-    ops: list[LiveOp] = []
-    if spec.n_moe:
-        ops.append(moe_live(spec, tokens=rows, ep=ep, act=act, form=form))
-    if spec.n_mla:
-        ops.append(mla_live(spec, seqs=seqs, queries=queries, context=context, tp=tp, act=act))
-    if spec.kda is not None and spec.n_kda:
-        ops.append(kda_live(spec, seqs=seqs, queries=queries, tp=tp, decode=stage == "decode"))
-    if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:
-        inter = cdiv(spec.dense_intermediate, tp)
-        ops.append(
-            LiveOp(
-                name="dense.mlp", kind="matmul", buffers={"gate and up [tokens, inter / tp]": 2 * rows * inter * act}
-            )
-        )
-    ops.append(
-        LiveOp(
-            name="lm_head",
-            kind="matmul",
-            buffers={"logits (f32) [seqs, vocab / tp]": seqs * cdiv(spec.vocab_size, tp) * F32},
-        )
-    )
     ahead = 0
     if spec.n_moe > 1:
         ahead = 3 * experts_held(spec, ep=ep, form=form) * spec.moe.expert_in * spec.moe.expert_intermediate * act
-    resident = {
+    return {
         RESIDUAL: 2 * rows * spec.hidden_size * act,
         CACHE_SLICE: seqs * maximum(context * kv_bytes_per_token_layer, state_bytes_per_layer),
         RELAYOUT: scan_bf16_weight_bytes,
@@ -237,14 +331,13 @@ def stage_live(
         # vllm-tpu TP32 decode b16 both scan steps' tiles (concatenate.75-78 and .96-98, 6 x 105 MiB)
         AHEAD: ahead,
     }
-    return ops, resident
 
 
-def live_features(ops: list[LiveOp], resident: dict[str, Col]) -> dict[str, Col]:
-    """The temp model's features (k3plan.validate.temp_fit.FEATURES without the constant): ``peak`` the
-    largest op's live bytes, ``rest`` the other ops' sum, ``resident`` what stays live across ops (residual
-    stream, the scan's bf16 weight relayout, experts dequantized ahead of use) and ``cache`` one layer's
-    cache slice. The ``total`` form's live bytes are peak + resident."""
+def live_features(ops: list[Op], resident: dict[str, Col]) -> dict[str, Col]:
+    """The temp model's features (k3plan.validate.temp_fit.FEATURES without the constant) off the step's op
+    list: ``peak`` the largest op's live bytes, ``rest`` the other ops' sum, ``resident`` what stays live
+    across ops (residual stream, the scan's bf16 weight relayout, experts dequantized ahead of use) and
+    ``cache`` one layer's cache slice. The ``total`` form's live bytes are peak + resident."""
     peak, rest = peak_and_rest(ops)
     return {
         "peak": peak,
@@ -254,11 +347,18 @@ def live_features(ops: list[LiveOp], resident: dict[str, Col]) -> dict[str, Col]
     }
 
 
-def peak_and_rest(ops: list[LiveOp]) -> tuple[Col, Col]:
-    """(max over ops, sum of the others) of the ops' live bytes."""
+def peak_and_rest(ops: list[Op]) -> tuple[Col, Col]:
+    """(max over ops, sum of the others) of the ops' live bytes (ops holding none add nothing)."""
     peak = 0
     total = 0
     for op in ops:
-        peak = maximum(peak, op.bytes)
-        total = total + op.bytes
+        if op.live is not None:
+            b = op.live.bytes
+            peak = maximum(peak, b)
+            total = total + b
     return peak, total - peak
+
+
+def peak_op(ops: list[Op]) -> LiveBuffers:
+    """The live buffers of the op at the peak (the first, where two tie)."""
+    return max((op.live for op in ops if op.live is not None), key=lambda lb: lb.bytes)

@@ -20,9 +20,13 @@ list (``by_category``): decode bytes and FLOPs (step/decode.py) and the collecti
 - collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce; the
   embedding, dense-MLP and logits collectives: ``tp_edge_ops``); under ``--pp`` the stage-to-stage
   send (step/p2p.py ``send_op``), on its own link.
-``live_bytes`` (the buffers live at the op's peak in the graph the stack compiles) is 0 as built and set
-by ``attach_live_bytes`` from the live model of k3plan.step.live (issue 15 item 3); the stage's temp
-model is the peak over the list (k3plan.validate.temp_fit). ``to_op_costs`` maps the list onto
+Each op also answers the buffers live at its peak in the graph the stack compiles (``live``, named; ``live_bytes``
+their sum), where the builder is given the stack's formulation (``live=LiveAt(...)``, k3plan.step.live): the
+routed experts' down projection holds the MoE block's buffers, the dense MLP's down projection its gate and
+up, the LM head the logits, attention and the KDA ops their own; every other op (projections, norms,
+collectives) none. The time paths (fit's and plan's speed) build the list without them (``live`` None: no
+cost over plan's rows); the temp model builds it at its own points with them (``k3plan.step.live.stage_live``)
+and reads the peak and the rest over the list (``live_features``). ``to_op_costs`` maps the list onto
 speed.ops.OpCost.
 """
 
@@ -31,19 +35,37 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
+
+if TYPE_CHECKING:
+    from k3plan.step.live import LiveAt
 
 MATMUL_ROLES = ("attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head")
 Col = Any  # int | float | numpy array
 
 
 @dataclass(frozen=True)
+class LiveBuffers:
+    """One op's buffers live at its peak, by name (k3plan.step.live): bytes a device."""
+
+    name: str  # what the buffers are of: moe.experts | mla.attention | kda.recurrence | kda.chunked_scan | ...
+    buffers: dict[str, Col]
+
+    @property
+    def bytes(self):
+        return sum(self.buffers.values())
+
+
+@dataclass(slots=True)
 class Op:
-    """One operation of a step; values are a device, an execution (``count`` executions a step)."""
+    """One operation of a step; values are a device, an execution (``count`` executions a step). Built once
+    and never changed, but not ``frozen``: a frozen dataclass's __init__ sets each of these 19 fields through
+    object.__setattr__ (~25k instructions an op, 3.5 times a plain one, by callgrind), and one fit builds
+    ~280 ops (its speed's lists and the temp model's at four points)."""
 
     name: str
     kind: str  # matmul | norm | grouped_matmul | attention | kda_decode | kda_chunked | collective
@@ -54,7 +76,7 @@ class Op:
     bytes_written: Col = 0
     flops: Col = 0
     flops_category: str = "linear"  # linear | attention
-    live_bytes: Col = 0
+    live: LiveBuffers | None = None  # the buffers live at the op's peak (built with ``live=``; else not asked)
     collective: Collective | None = None
     group: Col = 1
     calls: Col = 0  # collective calls an execution
@@ -69,6 +91,10 @@ class Op:
     @property
     def bytes(self):
         return self.bytes_read + self.bytes_written
+
+    @property
+    def live_bytes(self):
+        return 0 if self.live is None else self.live.bytes
 
 
 @dataclass(frozen=True)
@@ -137,8 +163,9 @@ def weight_groups(inventory: TensorInventory, stack, shares_of=None) -> list[Wei
 
 
 def weight_groups_of_setup(setup) -> list[WeightGroup]:
-    """The groups with one Setup's per-device shares (its resolved ShardingPlan)."""
-    return weight_groups(setup.model.inventory, setup.stack, setup.plan.share)
+    """The groups with one Setup's per-device shares (its resolved ShardingPlan), once a Setup
+    (``Setup.weight_groups``)."""
+    return setup.weight_groups
 
 
 def weight_op_kind(t: Tensor) -> str:
@@ -176,46 +203,13 @@ def decode_ops(
     ep_tokens,
     touched,
     context,
+    live: LiveAt | None = None,
 ) -> list[Op]:
-    """The compute ops of one decode step (collectives: ``collective_ops``)."""
-    from k3plan.step.columns import maximum
-
-    moe = spec.moe
-    ops: list[Op] = []
-    for g in weights:
-        t = g.rep
-        if t.role == "embed":
-            continue  # a row gather, not a weight stream
-        if t.role == "expert":
-            ops.append(
-                Op(
-                    name=g.name,
-                    kind="grouped_matmul",
-                    layer_kind=t.kind,
-                    category="experts",
-                    count=g.count,
-                    bytes_read=g.bytes * (touched / moe.num_experts),
-                    flops=2 * (moe.top_k / moe.num_experts) * ep_tokens * g.params,
-                    tensor=t,
-                    params=g.params,
-                    tokens=ep_tokens * moe.top_k / maximum(touched, 1e-9),
-                )
-            )
-        else:
-            ops.append(
-                Op(
-                    name=g.name,
-                    kind=weight_op_kind(t),
-                    layer_kind=t.kind,
-                    category="weights",
-                    count=g.count,
-                    bytes_read=g.bytes,
-                    flops=2 * seqs * g.params,
-                    tensor=t,
-                    params=g.params,
-                    tokens=seqs,
-                )
-            )
+    """The compute ops of one decode step (collectives: ``collective_ops``); with ``live``, each op's
+    buffers live at its peak (k3plan.step.live) for ``seqs`` sequences of one query over ``context``."""
+    ops = weight_ops(
+        spec, weights=weights, rows=seqs, sequences=seqs, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
+    )
     mla_split = heads_split(spec.mla.heads, tp)
     if spec.n_mla:
         ops.append(
@@ -230,11 +224,77 @@ def decode_ops(
                 flops_category="attention",
                 tokens=seqs,
                 heads=spec.mla.heads // mla_split,
+                live=None if live is None else live.mla(spec, seqs=seqs, queries=1, context=context, tp=tp),
             )
         )
     if spec.kda is not None and spec.n_kda:
         state = seqs * (state_bytes_per_sequence // spec.n_kda)
-        ops.append(_kda_op(spec, tp=tp, tokens=seqs, state_bytes=state, name="kda.recurrence", kind="kda_decode"))
+        held = None if live is None else live.kda(spec, seqs=seqs, queries=1, tp=tp, decode=True)
+        ops.append(
+            _kda_op(spec, tp=tp, tokens=seqs, state_bytes=state, name="kda.recurrence", kind="kda_decode", live=held)
+        )
+    return ops
+
+
+def weight_ops(
+    spec: ModelSpec, *, weights: list[WeightGroup], rows, sequences, tp, ep_tokens, touched, live: LiveAt | None = None
+) -> list[Op]:
+    """One op a weight group (not the embedding: a row gather, not a weight stream) applied to ``rows``
+    rows (decode: the sequences; prefill: the chunk's tokens), of which ``sequences`` are sampled (the LM
+    head's logits). With ``live``, the weight op a block's buffers peak at holds them
+    (``LiveAt.weight``: the routed experts' and the dense MLP's down projections, the LM head)."""
+    from k3plan.step.columns import maximum
+
+    moe = spec.moe
+    share = touched / moe.num_experts  # of an expert group's bytes: the experts its EP group's tokens touch
+    expert_flops = 2 * (moe.top_k / moe.num_experts) * ep_tokens  # a routed-expert param
+    expert_tokens = ep_tokens * moe.top_k / maximum(touched, 1e-9)  # rows a touched expert
+    dense_flops = 2 * rows  # a dense param
+    ops: list[Op] = []
+    held: set[str] = set()  # a block's buffers on one op, even where its down projection is two groups
+    for g in weights:
+        t = g.rep
+        if t.role == "embed":
+            continue
+        buffers = None
+        if live is not None and t.role in live.WEIGHT_ROLES:
+            buffers = live.weight(spec, t, rows=rows, sequences=sequences, tp=tp)
+        if buffers is not None and buffers.name in held:
+            buffers = None
+        elif buffers is not None:
+            held.add(buffers.name)
+        if t.role == "expert":
+            ops.append(
+                Op(
+                    name=g.name,
+                    kind="grouped_matmul",
+                    layer_kind=t.kind,
+                    category="experts",
+                    count=g.count,
+                    bytes_read=g.bytes * share,
+                    flops=expert_flops * g.params,
+                    tensor=t,
+                    params=g.params,
+                    tokens=expert_tokens,
+                    live=buffers,
+                )
+            )
+        else:
+            ops.append(
+                Op(
+                    name=g.name,
+                    kind=weight_op_kind(t),
+                    layer_kind=t.kind,
+                    category="weights",
+                    count=g.count,
+                    bytes_read=g.bytes,
+                    flops=dense_flops * g.params,
+                    tensor=t,
+                    params=g.params,
+                    tokens=rows,
+                    live=buffers,
+                )
+            )
     return ops
 
 
@@ -245,7 +305,7 @@ def heads_split(heads: int, tp):
     return maximum(1, where(heads % tp == 0, tp, 1))
 
 
-def _kda_op(spec: ModelSpec, *, tp, tokens, state_bytes, name: str, kind: str) -> Op:
+def _kda_op(spec: ModelSpec, *, tp, tokens, state_bytes, name: str, kind: str, live: LiveBuffers | None) -> Op:
     """KDA's recurrent state read and written once a layer, 3 [d, d] products a token a head (decode:
     the recurrence over the batch; prefill: the chunked scan over the chunk). Split when TP divides
     the KDA heads."""
@@ -263,6 +323,7 @@ def _kda_op(spec: ModelSpec, *, tp, tokens, state_bytes, name: str, kind: str) -
         flops_category="attention",
         tokens=tokens,
         heads=spec.kda.heads // split,
+        live=live,
     )
 
 
@@ -277,29 +338,19 @@ def prefill_ops(
     ep_tokens,
     touched,
     context,
+    live: LiveAt | None = None,
 ) -> list[Op]:
     """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``
     tokens: weights as in decode with ``chunk`` rows; MLA attention with K/V materialised, causal (query
     i of the chunk attends to context - chunk + i keys); the KDA chunked scan reads and writes the
     state once and applies 3 [d, d] products a token a head. One chunk covering the prompt gives
-    ``roofline.work.attention_prefill_flops_per_token`` x the prompt (tests/step/test_ops.py)."""
+    ``roofline.work.attention_prefill_flops_per_token`` x the prompt (tests/step/test_ops.py). With
+    ``live``, each op's buffers live at its peak (k3plan.step.live), the chunk being one prompt's."""
 
     mla = spec.mla
-    ops = [
-        op
-        for op in decode_ops(
-            spec,
-            weights=weights,
-            kv_bytes_per_token=kv_bytes_per_token,
-            state_bytes_per_sequence=state_bytes_per_sequence,
-            tp=tp,
-            seqs=chunk,
-            ep_tokens=ep_tokens,
-            touched=touched,
-            context=0,
-        )
-        if op.kind not in ("attention", "kda_decode")
-    ]
+    ops = weight_ops(
+        spec, weights=weights, rows=chunk, sequences=1, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
+    )
     mla_split = heads_split(mla.heads, tp)
     if spec.n_mla:
         keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
@@ -317,11 +368,17 @@ def prefill_ops(
                 flops_category="attention",
                 tokens=chunk,
                 heads=mla.heads // mla_split,
+                live=None if live is None else live.mla(spec, seqs=1, queries=chunk, context=context, tp=tp),
             )
         )
     if spec.kda is not None and spec.n_kda:
         state = state_bytes_per_sequence // spec.n_kda
-        ops.append(_kda_op(spec, tp=tp, tokens=chunk, state_bytes=state, name="kda.chunked_scan", kind="kda_chunked"))
+        held = None if live is None else live.kda(spec, seqs=1, queries=chunk, tp=tp, decode=False)
+        ops.append(
+            _kda_op(
+                spec, tp=tp, tokens=chunk, state_bytes=state, name="kda.chunked_scan", kind="kda_chunked", live=held
+            )
+        )
     return ops
 
 
@@ -478,29 +535,6 @@ def moe_ops(
         )
     )
     return ops
-
-
-LIVE_ROLES = {"dense_mlp": "dense.mlp", "lm_head": "lm_head"}  # weight role -> the matmul LiveOp it runs in
-
-
-def attach_live_bytes(ops: list[Op], live: list) -> list[Op]:
-    """``ops`` with ``live_bytes`` from ``live`` (k3plan.step.live.LiveOp): the compute ops by kind
-    (grouped_matmul, attention, kda_*), the dense MLP and lm_head matmuls by their weight's role; every
-    other op (norms, projections, collectives) keeps 0: their buffers are not the stage's peak."""
-    import dataclasses
-
-    by_kind = {lo.kind: lo.bytes for lo in live if lo.kind != "matmul"}
-    by_name = {lo.name: lo.bytes for lo in live}
-    out = []
-    for op in ops:
-        role = op.tensor.role if op.tensor is not None else None
-        if op.kind in by_kind:
-            out.append(dataclasses.replace(op, live_bytes=by_kind[op.kind]))
-        elif role in LIVE_ROLES and LIVE_ROLES[role] in by_name:
-            out.append(dataclasses.replace(op, live_bytes=by_name[LIVE_ROLES[role]]))
-        else:
-            out.append(op)
-    return out
 
 
 def moe_reduced_width(spec: ModelSpec) -> int:

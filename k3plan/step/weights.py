@@ -145,8 +145,15 @@ def mesh_weight_groups(
     mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
     from k3plan.step.ops import weight_groups
 
+    replayed: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # groups apart by name, format or kind may shard alike
+
     def shares_of(t: Tensor) -> tuple[np.ndarray, np.ndarray]:
         rules = stack.sharding.rules_for(t.role, t.kind)
-        return class_shards(tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, uneven=stack.sharding.uneven_axes)[2]
+        key = (t.shape, t.logical_shape, t.axes, tuple(rules.items()))
+        if key not in replayed:
+            replayed[key] = class_shards(
+                tensor=t, rules=rules, tp=tp, dp=dp, ep_all=ep_all, uneven=stack.sharding.uneven_axes
+            )[2]
+        return replayed[key]
 
     return weight_groups(inventory, stack, shares_of)

@@ -1,7 +1,8 @@
 """Setting the temp model's coefficients from compiled points, and its error on points it never saw.
 
 The model (k3plan.step.live): temp = c_peak x peak + c_rest x rest + c_resident x resident + c_cache x
-cache + c_fixed, where ``peak`` is the largest op's live bytes, ``rest`` the other ops' sum,
+cache + c_fixed, where ``peak`` is the largest live bytes of the step's ops (the op list of k3plan.step.ops
+at the point, each op with its live buffers: ``k3plan.step.live.stage_live``), ``rest`` the other ops' sum,
 ``resident`` the residual stream, ``cache`` one layer's cache slice (what a compiler copies when it
 does not update the donated cache in place) and ``c_fixed`` bytes the compiler holds whatever the
 point (program constants, small buffers). The coefficients are the non-negative least squares of the
@@ -47,9 +48,9 @@ class GridPoint:
 
     @classmethod
     def from_record(cls, p: dict, setup, position: int | None = None) -> "GridPoint":
-        """A grid record's point (bench_temp_grid) with its setup's live model."""
+        """A grid record's point (bench_temp_grid) with its setup's live model (the step's op list at the point)."""
         from k3plan.budget.temp import stage_live_of_setup
-        from k3plan.step.live import live_features
+        from k3plan.step.live import live_features, peak_op
 
         ops, resident = stage_live_of_setup(
             setup,
@@ -60,7 +61,7 @@ class GridPoint:
             form=p.get("form") or LEGACY_FORMS[p["stack"]],
         )
         f = live_features(ops, resident)
-        top = max(ops, key=lambda o: o.bytes).name
+        top = peak_op(ops).name
         what = (
             f"prefill {p['tokens']} ctx {p['context']}"
             if p["stage"] == "prefill"

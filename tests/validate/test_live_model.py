@@ -6,16 +6,26 @@ Tiny K3 on tpu-v7x 2x2x1, TP=8, vllm-tpu (bf16 activations and KV): 16 experts t
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from k3plan.budget.temp import stage_live_of_setup
-from k3plan.step.live import AHEAD, RELAYOUT, peak_and_rest
+from k3plan.step.live import AHEAD, RELAYOUT, LiveAt, live_features, peak_and_rest, peak_op
 from k3plan.step.live import CACHE_SLICE as CACHE
-from k3plan.step.ops import attach_live_bytes, decode_ops, weight_groups_of_setup
+from k3plan.step.ops import decode_ops, prefill_ops, weight_groups_of_setup
+
+
+def _live(ops) -> dict:
+    """live buffers' name -> bytes, over the ops that hold some."""
+    return {o.live.name: o.live_bytes for o in ops if o.live is not None}
 
 
 def test_decode_live_bytes_by_hand(tiny_setup):
     assert (tiny_setup.parallel.tp, tiny_setup.parallel.ep, tiny_setup.parallel.dp) == (8, 8, 1)
     ops, resident = stage_live_of_setup(tiny_setup, stage="decode", batch=4, tokens=1, context=256)
-    got = {o.name: o.bytes for o in ops}
+    got = _live(ops)
+    assert len(got) == sum(o.live is not None for o in ops) == 5  # each block's buffers on one op
     # MoE, 4 tokens x top-2 = 8 rows: router 4 x (16 x 4 + 2 x 8) = 320; xs (the output in its place)
     # 8 x 128 x 2 = 2,048; gate and up 2 x 8 x 64 x 2 = 2,048; combine 4 x 128 x 2 = 1,024; vllm-tpu's tiled
     # form: a tile of gcd(2 local, 4) = 2 experts + the zero expert in front = 3 a weight, x 3 weights x 128 x 64
@@ -41,7 +51,7 @@ def test_mla_copies_the_cache_into_the_dots_layout_where_a_dot_has_rows(tiny_set
     # with the 48-wide entry padded to 128 lanes, 1 x 256 x 128 x 2 = 65,536; scores 1 x 1 x 4 x 256 x 4 = 4,096;
     # mask 4 x 256 = 1,024 -> 70,656
     ops, _ = stage_live_of_setup(tiny_setup, stage="prefill", batch=1, tokens=4, context=256)
-    assert {o.name: o.bytes for o in ops}["mla.attention"] == 70_656
+    assert _live(ops)["mla.attention"] == 70_656
 
 
 def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
@@ -61,22 +71,61 @@ def test_ragged_form_and_prefill_scale_with_tokens_times_top_k(tiny_setup):
     assert two == (2 + 1) * 3 * 128 * 64 * 2  # 2 local: the tile is the 2 (gcd), as the compiled graph's scan
 
 
-def test_attach_puts_each_live_figure_on_its_op(tiny_setup):
+def test_each_block_s_buffers_sit_on_the_op_they_peak_in(tiny_setup):
+    """The step's one list: the MoE block's buffers on the routed experts' down projection (w2: the ragged_dot
+    whose operands are gate and up), the dense MLP's on its down_proj, the logits on the LM head, attention's
+    and the recurrence's on their ops; no other op (w1, w3, the shared experts, projections, norms) holds any."""
+    ops, _ = stage_live_of_setup(tiny_setup, stage="decode", batch=4, tokens=1, context=256)
+    holders = {o.name: o.live.name for o in ops if o.live is not None}
+    assert holders == {
+        "moe.block_sparse_moe.experts.w2": "moe.experts",
+        "dense.mlp.down_proj": "dense.mlp",
+        "global.lm_head": "lm_head",
+        "mla.absorbed_attention": "mla.attention",
+        "kda.recurrence": "kda.recurrence",
+    }
+    assert peak_op(ops).name == "moe.experts"
+    assert all(o.live_bytes == 0 for o in ops if o.name not in holders)
+    pre, _ = stage_live_of_setup(tiny_setup, stage="prefill", batch=1, tokens=4, context=256)
+    assert {o.name: o.live.name for o in pre if o.live is not None} == {
+        **{k: v for k, v in holders.items() if k not in ("mla.absorbed_attention", "kda.recurrence")},
+        "mla.attention": "mla.attention",
+        "kda.chunked_scan": "kda.chunked_scan",
+    }
+    # the logits are the sampled rows': one prompt's chunk samples one, 1 x 128 (vocab a device) x 4 B
+    assert _live(pre)["lm_head"] == 1 * 128 * 4
+
+
+def test_the_live_buffers_are_the_step_s_op_list_with_its_time_terms_unchanged(tiny_setup):
+    """The temp model reads the same op list the time terms sum: built with ``live``, every op's bytes, FLOPs
+    and calls are those of the list built without it (what fit's and plan's speed read), and the features are
+    the peak and the rest over its ops' live bytes."""
     from k3plan.budget.cache import cache_layout
 
     s = tiny_setup
-    lay = cache_layout(spec=s.model.spec, stack=s.stack, parallel=s.parallel)
-    ops = decode_ops(
-        s.model.spec, weights=weight_groups_of_setup(s), kv_bytes_per_token=lay.kv_bytes_per_token,
-        state_bytes_per_sequence=lay.state_bytes_per_sequence, tp=8, seqs=4, ep_tokens=4, touched=2, context=256,
+    spec = s.model.spec
+    lay = cache_layout(spec=spec, stack=s.stack, parallel=s.parallel)
+    args = dict(
+        weights=weight_groups_of_setup(s), kv_bytes_per_token=spec.n_mla * lay.kv_bytes_per_token_layer,
+        state_bytes_per_sequence=spec.n_kda * lay.state_bytes_per_layer_unpadded, tp=8, ep_tokens=4, touched=2,
+        context=256,
     )  # fmt: skip
-    assert all(o.live_bytes == 0 for o in ops)
-    live, _ = stage_live_of_setup(s, stage="decode", batch=4, tokens=1, context=256)
-    out = attach_live_bytes(ops, live)
-    by_kind = {o.kind: o.live_bytes for o in out if o.live_bytes}
-    assert by_kind["grouped_matmul"] == 152_896 and by_kind["attention"] == 5_120 and by_kind["kda_decode"] == 16_384
-    assert max(o.live_bytes for o in out) == peak_and_rest(live)[0]
-    assert {o.tensor.role for o in out if o.kind == "matmul" and o.live_bytes} == {"dense_mlp", "lm_head"}
+    at = LiveAt(form="tiled", act=2, ep=8)
+    for build, rows in ((decode_ops, dict(seqs=4)), (prefill_ops, dict(chunk=4))):
+        bare = build(spec, **args, **rows)
+        live = build(spec, **args, **rows, live=at)
+        assert all(o.live is None for o in bare)
+        assert [dataclasses.replace(o, live=None) for o in live] == bare
+    ops, resident = stage_live_of_setup(s, stage="decode", batch=4, tokens=1, context=256)
+    assert [o.name for o in ops] == [o.name for o in decode_ops(spec, **args, seqs=4)]
+    f = live_features(ops, resident)
+    assert (f["peak"], f["rest"]) == peak_and_rest(ops) == (152_896, 5_120 + 16_384 + 1_024 + 2_048)
+    assert f["resident"] == resident["residual stream (2 copies)"] + resident[RELAYOUT] + resident[AHEAD]
+
+
+def test_a_prefill_chunk_is_one_sequence_s(tiny_setup):
+    with pytest.raises(ValueError, match="one sequence"):
+        stage_live_of_setup(tiny_setup, stage="prefill", batch=2, tokens=4, context=256)
 
 
 def test_the_scan_s_bf16_weight_matrices_are_copied_whole_fp32_ones_not(tiny_setup, tiny_config):
@@ -116,3 +165,15 @@ def test_the_tiled_scan_holds_an_accumulator_and_h_only_over_more_than_one_tile(
     assert moe_live(spec, tokens=100, ep=2, act=2, form="tiled").buffers[key] == four_tiles  # 8 local: 2 tiles
     assert moe_live(spec, tokens=100, ep=4, act=2, form="tiled").buffers[key] == 0  # 4 local: one tile
     assert moe_live(spec, tokens=100, ep=1, act=2, form="ragged").buffers[key] == 0  # no scan over tiles
+
+
+def test_a_step_whose_ops_miss_a_block_s_buffers_says_which(tiny_setup):
+    """Weights without the routed experts' down projection (as an inventory fusing them would give): the MoE
+    block's buffers have no op to sit on, an error naming them, not a smaller peak."""
+    from k3plan.step.live import stage_live
+
+    s = tiny_setup
+    weights = [g for g in weight_groups_of_setup(s) if not g.name.endswith("experts.w2")]
+    with pytest.raises(ValueError, match="no op of the decode step holds moe.experts"):
+        stage_live(s.model.spec, stage="decode", form="tiled", act=2, weights=weights, tp=8, ep=8, dp=1, batch=4,
+                   tokens=1, context=256)  # fmt: skip
