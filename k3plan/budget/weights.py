@@ -110,7 +110,7 @@ def plan_classes(
     uneven = plan.shares  # ``plan.share`` without its per-tensor shard count: fit groups ~2,900 tensors 6 times
     for t in inventory.text if tensors is None else tensors:
         spec = plan.specs[t.name]
-        part = uneven.get(t.name)  # None: every split even, so (1, shards) follows from the partition
+        part = uneven.get(t.name) if uneven else None  # None: every split even, (1, shards) from the partition
         key = (t.role, t.fmt, t.shape, spec.partition, part)
         g = groups.get(key)
         if g is None:
