@@ -227,6 +227,7 @@ class Effect(_F):
     state_slots_per_request: int | None = Field(None, ge=1)
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"] | None = None
     platforms: tuple[str, ...] | None = None
+    expert_placement: ExpertPlacement | None = None  # a backend whose kernels assert divisibility (DeepEP)
     description: str = ""
 
 
@@ -405,6 +406,9 @@ class Stack(_F):
             )
         if effect.collectives is not None:
             update["collectives"] = effect.collectives
+        if effect.expert_placement is not None:
+            sharding = update.get("sharding", self.sharding)
+            update["sharding"] = sharding.model_copy(update={"expert_placement": effect.expert_placement})
         if effect.state_slots_per_request is not None:
             update["state"] = self.state.model_copy(update={"slots_per_request": effect.state_slots_per_request})
         if effect.kv_dtype is not None:

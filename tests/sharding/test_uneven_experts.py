@@ -120,6 +120,22 @@ def test_a_stack_that_asserts_divisibility_still_refuses(cli):
     assert not any(n.startswith("experts 896 over ep") for n in j["notes"])
 
 
+@pytest.mark.parametrize("backend", ["deepep_high_throughput", "deepep_low_latency"])
+def test_vllm_with_a_deepep_backend_refuses_an_uneven_split(cli, backend):
+    """vLLM places experts unevenly, but DeepEP's dispatch asserts num_experts % num_ranks == 0: with
+    --all2all-backend deepep_* the split falls back (exit 1), as sglang's does; the default backend
+    (allgather_reducescatter) still splits 13 / 12."""
+    assert load_stack(f"vllm:all2all_backend={backend}").sharding.uneven_axes == frozenset()
+    assert load_stack("vllm").sharding.uneven_axes == frozenset({"expert"})
+    res = cli("fit", *NVL72, "--stack", f"vllm:all2all_backend={backend}", "--json")
+    assert res.exit_code == 1
+    j = json.loads(res.stdout)
+    assert {(f["axis"], f["size"], f["mesh_size"]) for f in j["replicated"]} == {("expert", 896, 72)}
+    even = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "64", "--tp", "8", "--ep", "64", "--stack", f"vllm:all2all_backend={backend}", "--json")  # fmt: skip
+    assert even.exit_code == 0, even.output
+    assert json.loads(even.stdout)["replicated"] == []  # 896 = 64 x 14: DeepEP runs
+
+
 def test_the_fullest_device_binds_the_decode_step_expert_bytes():
     """The decode step reads the fullest device's experts: its expert bytes are 13/896 of the
     whole, not 1/72 (roofline.bounds.weight_sums, the sum plan's speed columns read too)."""
