@@ -169,3 +169,13 @@ def test_the_main_job_s_comment_says_what_it_prints(cli):
     assert d["workload"]["context_tokens"] == int(m[1].replace(",", ""))
     assert d["fits"] == (m[2] == "yes") and code == int(m[4])
     assert f"{d['per_device']['free_bytes'] / GiB:.2f}" == m[3]
+
+
+def test_uneven_expert_placement_sentence(cli):
+    """'896 experts over EP 72 as 13 on 32 devices and 12 on 40' is what fit prints for vLLM on an NVL72."""
+    m = said(r"vLLM: ([\d,]+) experts over EP (\d+) as (\d+) on (\d+) devices and (\d+) on (\d+);")
+    experts, ep, big, n_big, small, n_small = (int(g.replace(",", "")) for g in m.groups())
+    d, code = run_json(cli, "fit", "-H", "nvidia-gb200-nvl72", "-t", str(ep), "--tp", "8", "--ep", str(ep), "--stack", "vllm")
+    assert code == 0 and d["fits"]
+    note = f"experts {experts} over ep {ep}: {n_big} devices hold {big}, {n_small} hold {small}"
+    assert any(n.startswith(note) for n in d["notes"]), d["notes"]
