@@ -94,6 +94,25 @@ def pipeline_sends(setup: Setup, *, tokens: int) -> P2PTerms | None:
     )
 
 
+def collective_args(setup) -> dict:
+    """The step collectives' arguments of one Setup (``k3plan.step.ops.collective_ops``, ``comm_terms``):
+    the stack's patterns and dtypes, the split, the chips; ``spec`` beside them."""
+    spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
+    return {
+        "all_to_all": st.collectives.experts == "all_to_all",
+        "ag_rs": st.collectives.experts == "allgather_reducescatter",
+        "act": BYTES[st.activation_dtype],
+        "dispatch": BYTES[st.collectives.dispatch_dtype],
+        "logits_all_gather": st.logits.gather == "all_gather",
+        "tp": par.tp,
+        "dp": par.dp,
+        "ep": par.ep,
+        "devices_per_chip": hw.devices_per_chip,
+        "chips": topo.chips,
+        "spec": spec,
+    }
+
+
 def comm_cost(
     setup: Setup, *, tokens: int, sequences: int | None = None, latency: Optional[tuple[float, str]] = None
 ) -> CommCost:
@@ -102,26 +121,12 @@ def comm_cost(
     at one Setup."""
     from k3plan.step.comm import comm_terms, comm_time
 
-    spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
+    a = collective_args(setup)
+    st, hw, spec = setup.stack, setup.hardware, a.pop("spec")
     spans = ep_spans_slices(setup)
     link = hw.scale_out if spans else hw.scale_up
     lat_s, lat_src = latency or (link.latency_s, f"{hw.name} spec: {link.name} latency a call")
-    a2a = st.collectives.experts == "all_to_all"
-    t = comm_terms(
-        spec,
-        all_to_all=a2a,
-        ag_rs=st.collectives.experts == "allgather_reducescatter",
-        act=BYTES[st.activation_dtype],
-        dispatch=BYTES[st.collectives.dispatch_dtype],
-        tp=par.tp,
-        dp=par.dp,
-        ep=par.ep,
-        devices_per_chip=hw.devices_per_chip,
-        chips=topo.chips,
-        tokens=tokens,
-        logits_all_gather=st.logits.gather == "all_gather",
-        sequences=sequences,
-    )
+    t = comm_terms(spec, **a, tokens=tokens, sequences=sequences)
     lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
     pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0, "", 0.0  # no pipeline: CommCost's defaults
     p2p = pipeline_sends(setup, tokens=tokens)

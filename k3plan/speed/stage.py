@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from k3plan.roofline.comm import collective_args
 from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
 
@@ -73,25 +74,6 @@ def _shown(folder: Path) -> str:
         return str(folder.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(folder)
-
-
-def collective_args(setup) -> dict:
-    from k3plan.budget.dtypes import BYTES
-
-    spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
-    return {
-        "all_to_all": st.collectives.experts == "all_to_all",
-        "ag_rs": st.collectives.experts == "allgather_reducescatter",
-        "act": BYTES[st.activation_dtype],
-        "dispatch": BYTES[st.collectives.dispatch_dtype],
-        "logits_all_gather": st.logits.gather == "all_gather",
-        "tp": par.tp,
-        "dp": par.dp,
-        "ep": par.ep,
-        "devices_per_chip": hw.devices_per_chip,
-        "chips": topo.chips,
-        "spec": spec,
-    }
 
 
 def _link(setup) -> Literal["scale_up", "scale_out"]:

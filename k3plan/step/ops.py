@@ -480,16 +480,19 @@ def moe_ops(
     from k3plan.step.memory import cdiv
 
     moe = spec.moe
+    moe_layer: dict[str, Any] = {
+        "kind": "collective",
+        "layer_kind": "moe",
+        "category": "collectives",
+        "count": spec.n_moe,
+    }
     a2a_msg = tokens * moe.top_k * moe.expert_in * dispatch  # the step's tokens, each to its k experts
     ops: list[Op] = []
     for name in ("moe.dispatch", "moe.combine"):
         ops.append(
             Op(
                 name=name,
-                kind="collective",
-                layer_kind="moe",
-                category="collectives",
-                count=spec.n_moe,
+                **moe_layer,
                 collective=Collective.ALL_TO_ALL,
                 group=ep,
                 calls=where(all_to_all, 1, 0),
@@ -506,10 +509,7 @@ def moe_ops(
         ops.append(
             Op(
                 name=name,
-                kind="collective",
-                layer_kind="moe",
-                category="collectives",
-                count=spec.n_moe,
+                **moe_layer,
                 collective=op,
                 group=dp,
                 calls=gathers,
@@ -523,10 +523,7 @@ def moe_ops(
     ops.append(
         Op(
             name="moe.all_reduce",
-            kind="collective",
-            layer_kind="moe",
-            category="collectives",
-            count=spec.n_moe,
+            **moe_layer,
             collective=Collective.ALL_REDUCE,
             group=ar_group,
             calls=where(all_to_all, 0, where(ar_group > 1, 1, 0)),

@@ -175,7 +175,7 @@ def exceptions_for(setup, *, ragged: bool = False) -> list[Exception_]:
 
 def step_ops(setup, *, stage: str, tokens: int, sequences: int) -> list:
     """The collective ops of one compiled step: ``tokens`` tokens (all DP groups') of ``sequences``."""
-    from k3plan.speed.stage import collective_args
+    from k3plan.roofline.comm import collective_args
     from k3plan.step.ops import collective_ops
 
     a = collective_args(setup)

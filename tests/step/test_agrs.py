@@ -20,7 +20,7 @@ MOE, LAYERS, HIDDEN, LATENT, TOP_K, VOCAB, BF16 = 92, 93, 7168, 3584, 16, 163840
 
 
 def _ops(setup, tokens):
-    from k3plan.speed.stage import collective_args
+    from k3plan.roofline.comm import collective_args
     from k3plan.step.ops import collective_ops
 
     a = collective_args(setup)
