@@ -70,15 +70,15 @@ def _tiled(xs, sizes, w1p, w2p, w3p, *, act, tile: int):
     return acc
 
 
-def local_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], act, form: str):
+def local_experts(z, ids, wts, w1p, w2p, w3p, *, axes: tuple[str, ...], act, form: str, reduce: bool = True):
     """This device's experts over all tokens' (token, expert) pairs -> [tokens, latent], summed
-    over the expert axes."""
+    over the expert axes (``reduce=False``: this device's partial sum, for the caller to reduce)."""
     e_loc = next(iter(w1p.values())).shape[0]
     order, tok, valid, sizes = _group_sort(z, ids, e_loc, axes)
     y = expert_ffn(z[tok], sizes, w1p, w2p, w3p, act=act, form=form)
     y = y * (wts.reshape(-1)[order] * valid.reshape(-1)[order]).astype(y.dtype)[:, None]
     out = jnp.zeros_like(z).at[tok].add(y)
-    return jax.lax.psum(out, axes) if axes else out
+    return jax.lax.psum(out, axes) if axes and reduce else out
 
 
 def expert_ffn(xs, sizes, w1p, w2p, w3p, *, act, form: str):

@@ -11,7 +11,9 @@ Structurally faithful where memory and collectives are decided; simplified where
 - MoE: sigmoid router + e_score_correction_bias top-k (noaux_tc, one group), renormalised weights,
   shared experts, LatentMoE down/norm/up around the experts; local experts under ``shard_map``
   (group_sort + three ``jax.lax.ragged_dot`` + scatter-add, dequantized there as the stack's
-  formulation says: k3plan.validate.experts) and one psum over the expert axes.
+  formulation says: k3plan.validate.experts) and one psum over the expert axes; an all-to-all stack
+  dispatches and combines instead (``_moe_a2a``), and vLLM's default EP backend with DP > 1 all-gathers
+  the routed rows over DP, reduce-scatters the outputs and all-reduces over TP (``_moe_agrs``).
 - Simplified: AttnRes is a per-layer sigmoid gate from the res_norm/res_proj weights on each
   residual branch (the real block-wise attention over earlier outputs is not modelled); SiTU is
   replaced by SiLU; gate_lower_bound is ignored. None of these changes a weight or cache byte.
@@ -46,7 +48,7 @@ class Ctx:
     expert_axes: tuple[str, ...]  # mesh axes the routed experts are split over
     latent_in_axes: tuple[str, ...] = ()  # how routed_expert_up_proj's input (latent) dim is split
     experts_form: str = "layer"  # where the experts are dequantized: k3plan.validate.experts.FORMS
-    expert_dispatch: str = "all_reduce"  # the stack's collectives.experts: all_reduce | all_to_all
+    expert_dispatch: str = "all_reduce"  # collectives.experts: all_reduce | all_to_all | allgather_reducescatter
     dispatch_dtype: Any = None  # all_to_all: the payload dtype (the stack's collectives.dispatch_dtype)
     logits_all_gather: bool = False  # the stack's logits.gather: all_gather (else XLA's partitioned argmax)
     ragged_dispatch: bool = False  # all_to_all: ragged_all_to_all (TPU targets; XLA:CPU cannot compile it)
@@ -245,6 +247,8 @@ def moe(p: dict, x, ctx: Ctx):
     espec = P(ctx.expert_axes or None, None, None)
     if ctx.expert_dispatch == "all_to_all" and ctx.expert_axes:
         y = _moe_a2a(z, scores, bias, ex, espec, ctx)
+    elif ctx.expert_dispatch == "allgather_reducescatter" and _agrs_axis(ctx):
+        y = _moe_agrs(z, scores, bias, ex, espec, ctx)
     else:
         ids, wts = route(scores, bias, m.top_k)
         y = _moe_all_reduce(z, ids, wts.astype(act), ex, espec, ctx)
@@ -277,6 +281,70 @@ def _moe_all_reduce(z, ids, wts, ex, espec, ctx: Ctx):
         check_vma=False,
     )
     return fn(z, ids, wts, *ex)
+
+
+def _agrs_axis(ctx: Ctx) -> str | None:
+    """The DP axis vLLM's all-gather / reduce-scatter backend runs over: the rows split over it and the
+    experts split over it too (EP spans the DP groups); None: DP 1 or no EP over DP, where the experts'
+    sum is the TP all-reduce alone (use_all2all_kernels needs DP > 1)."""
+    ax = ctx.batch_axis
+    return ax if ax is not None and ax in ctx.expert_axes and ctx.mesh.shape[ax] > 1 else None
+
+
+def _as_bytes(a):
+    """[rows, ...] of any dtype -> [rows, bytes a row] uint8 (a bitcast: the same bytes on the wire)."""
+    b = jax.lax.bitcast_convert_type(a, jnp.uint8)
+    return b.reshape(a.shape[0], -1)
+
+
+def _from_bytes(b, dtype, shape: tuple[int, ...]):
+    size = jnp.dtype(dtype).itemsize
+    b = b.reshape(b.shape[0], *shape, size) if size > 1 else b.reshape(b.shape[0], *shape)
+    return jax.lax.bitcast_convert_type(b, dtype)
+
+
+def _moe_agrs(z, scores, bias, ex, espec, ctx: Ctx):
+    """vLLM's default EP backend (AgRsAll2AllManager, ``--all2all-backend allgather_reducescatter``): each
+    DP rank routes its own rows (top-k inside the shard_map: XLA does not split a top-k over its rows, it
+    would all-gather the scores), all-gathers them over the DP group with their top-k weights (f32) and ids
+    (int32) -- one buffer, one call, as the op list counts it (k3plan.step.ops.moe_ops) --, runs its local
+    experts over every rank's rows, reduce-scatters the partial outputs back to each rank's rows, and the
+    TP group all-reduces them (KimiMoE.forward's maybe_all_reduce_tensor_model_parallel)."""
+    act, dp_ax = ctx.act, _agrs_axis(ctx)
+    assert dp_ax is not None
+    n = ctx.mesh.shape[dp_ax]
+    pad = -z.shape[0] % n
+    real = jnp.arange(z.shape[0] + pad) < z.shape[0]
+    if pad:
+        z, scores = (jnp.pad(a, ((0, pad), (0, 0))) for a in (z, scores))
+    k, width = ctx.spec.moe.top_k, z.shape[1]
+    tp_axes = tuple(a for a in ctx.expert_axes if a != dp_ax and ctx.mesh.shape[a] > 1)  # TP 1: no all-reduce
+
+    def local(z_, s_, r_, b_, w1, w2, w3):
+        i_, w_ = route(s_, b_, k)
+        w_ = jnp.where(r_[:, None], w_, 0.0).astype(jnp.float32)  # padded rows: weight 0
+        packed = jnp.concatenate([_as_bytes(z_), _as_bytes(w_), _as_bytes(i_)], axis=1)
+        g = jax.lax.all_gather(packed, dp_ax, axis=0, tiled=True)  # dispatch: every DP rank's rows
+        zb = width * jnp.dtype(z_.dtype).itemsize
+        zg = _from_bytes(g[:, :zb], z_.dtype, (width,))
+        wg = _from_bytes(g[:, zb : zb + 4 * k], jnp.float32, (k,))
+        ig = _from_bytes(g[:, zb + 4 * k :], jnp.int32, (k,))
+        out = local_experts(
+            zg, ig, wg.astype(act), w1, w2, w3, axes=ctx.expert_axes, act=act, form=ctx.experts_form, reduce=False
+        )
+        out = jax.lax.psum_scatter(out, dp_ax, scatter_dimension=0, tiled=True)  # combine: back to its rows
+        return jax.lax.psum(out, tp_axes) if tp_axes else out
+
+    rows = P(dp_ax, None)
+    fn = jax.shard_map(
+        local,
+        mesh=ctx.mesh,
+        in_specs=(rows, rows, P(dp_ax), P(), *({k_: espec for k_ in e} for e in ex)),
+        out_specs=rows,
+        check_vma=False,
+    )
+    y = fn(z, scores, real, bias, *ex)
+    return y[: y.shape[0] - pad] if pad else y
 
 
 def _moe_a2a(z, scores, bias, ex, espec, ctx: Ctx):

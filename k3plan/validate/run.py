@@ -314,6 +314,18 @@ def validate(
             "buffers, ep x the mean share a call) on CPU, where XLA cannot compile ragged_all_to_all; a TPU target "
             "gets ragged_all_to_all after an all_to_all of the counts (k3plan/validate/dispatch.py)"
         )
+    if setup.stack.collectives.experts == "allgather_reducescatter":
+        dp = setup.parallel.dp
+        notes.append(
+            f"stack {setup.stack.name} runs vLLM's all-gather / reduce-scatter EP backend: "
+            + (
+                f"each of the {dp} DP ranks routes its rows, all-gathers them with their top-k over DP (one buffer), "
+                "runs its experts on all rows, reduce-scatters the outputs back, then all-reduces over TP"
+                if dp > 1
+                else "with DP 1 the experts' sum is the TP all-reduce alone (use_all2all_kernels needs DP > 1)"
+            )
+            + " (k3plan/validate/layers.py _moe_agrs)"
+        )
     notes.append(
         f"routed experts: MXFP4 dequantized in form {form_for(setup.stack.name)!r} (k3plan/validate/experts.py)"
     )
