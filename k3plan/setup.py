@@ -241,9 +241,4 @@ def uneven_notes(plan: ShardingPlan, stack: Stack) -> list[str]:
     placed = stack.sharding.expert_placement
     if not plan.uneven or placed is None:
         return []
-    src = placed.sources[0]
-    return [
-        f"{u.describe()} ({src.repo} {src.symbol}, {placed.placement} placement); the fullest binds: the "
-        f"weights, expert temporaries and expert bytes a step reads are a {u.fullest}-expert device's"
-        for u in plan.uneven
-    ]
+    return [placed.note(u.describe(), u.fullest) for u in plan.uneven]

@@ -248,6 +248,7 @@ def plan(
         max_chips=max_chips,
         stacks_given=bool(stacks),
         max_pp=1 if sla_mode else max_pp,
+        experts=m.spec.moe.num_experts,
     )
     static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
     ev = evaluate(

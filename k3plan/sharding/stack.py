@@ -124,6 +124,15 @@ class ExpertPlacement(_F):
     holds: str
     sources: tuple[Source, ...] = Field(min_length=1)
 
+    def note(self, split: str, fullest: int) -> str:
+        """What every output says of an uneven split (``split``: ``UnevenSplit.describe``'s words): the
+        engine's rule, and that the fullest device (``fullest`` experts a layer) binds."""
+        src = self.sources[0]
+        return (
+            f"{split} ({src.repo} {src.symbol}, {self.placement} placement); the fullest binds: the "
+            f"weights, expert temporaries and expert bytes a step reads are a {fullest}-expert device's"
+        )
+
     @model_validator(mode="after")
     def _placement_named(self) -> ExpertPlacement:
         if self.uneven and self.placement is None:
