@@ -18,6 +18,14 @@ def _fit_note(cli) -> str:
     return note
 
 
+def test_curve_json_carries_the_placement_note(cli):
+    res = cli("curve", *NVL72, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["notes"] == [_fit_note(cli)]
+    even = cli("curve", "-H", "nvidia-gb200-nvl72", "-t", "64", "--tp", "8", "--ep", "64", "--stack", "vllm", "--json")
+    assert json.loads(even.stdout)["notes"] == []  # 896 / 64 = 14: nothing to say
+
+
 def test_plan_row_of_ep72_carries_the_placement_note_and_even_rows_do_not(cli):
     res = cli(*PLAN, "--json")
     assert res.exit_code == 0, res.stderr
