@@ -38,3 +38,19 @@ def test_plan_row_of_ep72_carries_the_placement_note_and_even_rows_do_not(cli):
     text = cli(*PLAN)
     flat = " ".join(text.stdout.split())
     assert "72 vllm: experts 896 over ep 72: 32 devices hold 13, 40 hold 12" in flat
+
+
+def test_report_pick_on_an_uneven_split_says_so(cli, tmp_path):
+    # 500 sequences of 131,072 tokens on GB200 NVL72 under vLLM: the smallest viable split is 72 devices,
+    # tp 2, experts over all 72 (896 / 72 uneven); the report's pick must say what fit says of it
+    out = tmp_path / "r.md"
+    args = ("report", "-H", "nvidia-gb200-nvl72", "--stack", "vllm", "-c", "131072", "--concurrency", "500")
+    res = cli(*args, "--out", out, "--json")
+    assert res.exit_code == 0, res.stderr
+    (row,) = json.loads(res.stdout)["platforms"][0]["rows"]
+    assert (row["setup"]["devices"], row["setup"]["ep"]) == (72, 72)
+    (note,) = row["notes"]
+    assert note.startswith(NOTE) and note.endswith("a 13-expert device's")
+    res = cli(*args, "--out", out)
+    assert res.exit_code == 0, res.stderr
+    assert f"note: {note}" in out.read_text()
