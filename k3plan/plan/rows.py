@@ -65,7 +65,9 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
         out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.pattern_text(st.collectives.experts)))
     placed, experts = st.sharding.expert_placement, space.experts
     if placed is not None and placed.uneven and experts % ep:
-        split = uneven_words(axis="expert", size=experts, mesh_axis=st.sharding.rules.get("expert") or "ep", mesh_size=ep)
+        split = uneven_words(
+            axis="expert", size=experts, mesh_axis=st.sharding.rules.get("expert") or "ep", mesh_size=ep
+        )
         out.append(placed.note(split, -(-experts // ep)))
     return out
 
