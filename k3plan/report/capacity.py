@@ -148,7 +148,7 @@ def _row(
             ep=s.parallel.ep,
             dp=s.parallel.dp,
             pp=s.parallel.pp,
-            stack=s.stack.name,
+            stack=s.stack.label,
         ),
         per_device=RowTerms.model_validate(r.per_device.model_dump(include=set(RowTerms.model_fields))),
         usable_bytes_per_device=r.hardware.usable_bytes_per_device,

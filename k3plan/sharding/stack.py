@@ -332,6 +332,21 @@ class Stack(_F):
         fmt = self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint"))
         return checkpoint_fmt if fmt == "checkpoint" else fmt
 
+    @property
+    def label(self) -> str:
+        """The stack as ``--stack`` takes it back: its name, then the options chosen away from their
+        defaults (``vllm:all2all_backend=deepep_low_latency``; '+' joins several, as plan --stacks reads
+        them). A bundled stack with no option given is its name."""
+        changed = []
+        for k, v in self.chosen.items():
+            opt = self.options.get(k)
+            if opt is None:
+                continue
+            same = float(v) == float(opt.default) if opt.sets == "reserve" else v == str(opt.default)
+            if not same:
+                changed.append(f"{k}={v}")
+        return self.name + (":" + "+".join(changed) if changed else "")
+
     def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:
             return self
