@@ -337,15 +337,20 @@ class Stack(_F):
         """The stack as ``--stack`` takes it back: its name, then the options chosen away from their
         defaults (``vllm:all2all_backend=deepep_low_latency``; '+' joins several, as plan --stacks reads
         them). A bundled stack with no option given is its name."""
-        changed = []
+        changed = [f"{k}={v}" for k, _, v in self.changed_options()]
+        return self.name + (":" + "+".join(changed) if changed else "")
+
+    def changed_options(self) -> list[tuple[str, Option, str]]:
+        """(name, option, value) of each option chosen away from its default, in the order chosen."""
+        out = []
         for k, v in self.chosen.items():
             opt = self.options.get(k)
             if opt is None:
                 continue
             same = float(v) == float(opt.default) if opt.sets == "reserve" else v == str(opt.default)
             if not same:
-                changed.append(f"{k}={v}")
-        return self.name + (":" + "+".join(changed) if changed else "")
+                out.append((k, opt, v))
+        return out
 
     def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:

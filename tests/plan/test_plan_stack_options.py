@@ -35,3 +35,17 @@ def test_a_stack_listed_twice_is_refused(cli):
     res = cli("plan", "-H", "nvidia-h200", "--stacks", "sglang,sglang", "--max-chips", "16")
     assert res.exit_code == 2
     assert "--stacks" in res.stderr and "sglang" in res.stderr and "twice" in res.stderr
+
+
+def test_the_launch_of_a_pick_with_an_option_passes_the_option_flag(cli):
+    # the plan priced DeepEP's all-to-all; a launch without --all2all-backend runs vLLM's default
+    # (allgather_reducescatter, vllm/config/parallel.py ParallelConfig.all2all_backend), not what was planned
+    res = cli("plan", "-H", "nvidia-gb200-nvl72", "--stacks", DEEPEP, "--max-chips", "16", "--json")
+    assert res.exit_code == 0, res.stderr
+    launch = json.loads(res.stdout)["launch"]
+    assert launch["config"]["stack"] == DEEPEP
+    text = launch["text"]
+    assert "--all2all-backend deepep_low_latency" in text
+    assert "vllm-project/vllm: vllm/config/parallel.py (ParallelConfig.all2all_backend" in text  # its source listed
+    plain = json.loads(cli("plan", "-H", "nvidia-gb200-nvl72", "--stacks", "vllm", "--max-chips", "16", "--json").stdout)
+    assert "--all2all-backend" not in plain["launch"]["text"]  # the default is not spelled out
