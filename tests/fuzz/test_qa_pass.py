@@ -18,10 +18,11 @@ def test_fit_advice_on_a_replicated_split_does_not_say_ok(cli):
     """Was: DOES NOT FIT (vocab 163,840 does not divide 24 GPUs) then "advice (ok: ... nothing to
     suggest)": the verdict and the advice disagreed on one screen and in the JSON. (The 896 experts
     do not divide 24 either, but vLLM, this machine's default stack, places them unevenly: 8 GPUs
-    hold 38, 16 hold 37 -- not a fallback.)"""
+    hold 38, 16 hold 37 -- not a fallback.) tp 24 is given: the default split now divides the vocabulary
+    too (tp 8 dp 3 on 24 GPUs, setup.tp_must_divide), so it no longer falls back by default."""
     import json
 
-    r = cli("fit", "-H", "nvidia-h200", "-t", "3x8", "--json")
+    r = cli("fit", "-H", "nvidia-h200", "-t", "3x8", "--tp", "24", "--json")
     assert r.exit_code == 1, r.output
     d = json.loads(r.stdout)
     assert d["fits"] is False and d["replicated"]
