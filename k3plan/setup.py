@@ -114,7 +114,7 @@ def default_topologies(
     for i, topo in enumerate(space.topologies):
         if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:
             continue
-        t, d = default_split(stack, topo.devices, tp, dp, attention_heads(model))
+        t, d = default_split(stack, topo.devices, tp, dp, tp_must_divide(model, stack))
         if t and topo.devices % t or d and topo.devices % d:
             continue
         d = d or (topo.devices // t if t else 1)
@@ -130,8 +130,8 @@ def default_split(
     stack: Stack, devices: int, tp: Optional[int], dp: Optional[int], heads: tuple[int, ...] = ()
 ) -> tuple[Optional[int], Optional[int]]:
     """The stack's default (tp, dp) when neither is given. ``tp: all`` means all devices, capped at
-    the largest TP that divides every head count (K3's 96 heads: 32 of 64 devices, dp 2), so the
-    default never silently replicates the attention."""
+    the largest TP that divides every size in ``heads`` (``tp_must_divide``: K3's 96 heads: 32 of 64
+    devices, dp 2), so the default never silently replicates the attention or the vocabulary."""
     if tp is not None or dp is not None:
         return tp, dp
     d = stack.default_parallel
@@ -142,6 +142,14 @@ def default_split(
     per_group = devices // d.dp if devices % d.dp == 0 else devices
     tp = max(t for t in range(1, per_group + 1) if per_group % t == 0 and all(h % t == 0 for h in heads))
     return tp, devices // tp
+
+
+def tp_must_divide(model: Model, stack: Stack) -> tuple[int, ...]:
+    """What a default TP must divide so that the split replicates nothing: the attention heads, and the
+    vocabulary where the stack's rules split it over TP (K3's 163,840 = 2^15 x 5: tp 24 of 72 GPUs
+    divides the 96 heads but not the vocabulary)."""
+    vocab = (model.spec.vocab_size,) if stack.sharding.rules.get("vocab") == "tp" else ()
+    return attention_heads(model) + vocab
 
 
 def attention_heads(model: Model) -> tuple[int, ...]:
@@ -190,7 +198,7 @@ def make_setup(
     if topo.devices % pp:
         raise K3PlanError(f"--pp {pp} does not divide the {topo.devices} devices of {topo.text}")
     per_stage = topo.devices // pp
-    tp, dp = default_split(st, per_stage, tp, dp, attention_heads(m))
+    tp, dp = default_split(st, per_stage, tp, dp, tp_must_divide(m, st))
     if (
         asked == (None, None)
         and st.default_parallel.tp == "all"
@@ -198,7 +206,8 @@ def make_setup(
         and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < per_stage
     ):
         notes.append(
-            f"tp {tp}: the largest that divides the attention heads; the other devices form dp {per_stage // tp} groups"
+            f"tp {tp}: the largest that divides the attention heads and the vocabulary; the other devices form "
+            f"dp {per_stage // tp} groups"
         )
     if dp is None:
         if tp and per_stage % tp:
@@ -241,9 +250,4 @@ def uneven_notes(plan: ShardingPlan, stack: Stack) -> list[str]:
     placed = stack.sharding.expert_placement
     if not plan.uneven or placed is None:
         return []
-    src = placed.sources[0]
-    return [
-        f"{u.describe()} ({src.repo} {src.symbol}, {placed.placement} placement); the fullest binds: the "
-        f"weights, expert temporaries and expert bytes a step reads are a {u.fullest}-expert device's"
-        for u in plan.uneven
-    ]
+    return [placed.note(u.describe(), u.fullest) for u in plan.uneven]

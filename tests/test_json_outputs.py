@@ -20,7 +20,7 @@ def test_fit_and_plan_outputs_append_advice_and_prefix_hit():
 
 
 def test_curve_and_report_keys():
-    keys = ["title", "context_tokens", "batch", "calibration", "warnings", "points", "sessions"]
+    keys = ["title", "context_tokens", "batch", "calibration", "warnings", "notes", "points", "sessions"]
     assert list(CurveOutput.model_fields) == keys
     assert list(ReportOutput.model_fields) == ["written", "platforms"]
 

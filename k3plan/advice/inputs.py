@@ -96,6 +96,10 @@ class AdviceInputs(_Frozen):
     # DP groups the batch is split over (a device holds ceil(batch / groups) sequences; 1: every device
     # holds the whole batch), as k3plan.step.memory.budget_terms splits it; None: scale sequences / batch
     sequence_groups: PositiveInt | None = None
+    # fit's most sequences at the context (over the DP groups that split the batch; under --pp the fewest
+    # any stage holds, k3plan.step.stages.bind): what the batch rule caps at. None: from this one
+    # budget's terms (one stage's, which under --pp may hold more than another stage)
+    fit_max_sequences: NonNegativeInt | None = None
     # a stage's graph the calibration refuses (a measured compile at or above this size ran out of
     # memory): the fit fails whatever HBM is left free
     refused: str | None = None
@@ -149,6 +153,7 @@ def inputs_from_fit(
         tpot_s=tpot_s,
         refused=_refused(fit),
         fallback=fallback_summary(fit.replicated),
+        fit_max_sequences=fit.capacity.max_sequences,
         **alternatives,
     )
 

@@ -72,6 +72,10 @@ def max_context(x: AdviceInputs, *, bpt: int, block: int, state_per_seq: int, fr
 
 
 def max_sequences(x: AdviceInputs) -> int:
+    """Most sequences a device holds at the context: fit's capacity (the fewest any pipeline stage
+    holds) over the DP groups when both are known, else from the inputs' one budget."""
+    if x.fit_max_sequences is not None and x.sequence_groups is not None:
+        return x.fit_max_sequences // x.sequence_groups
     per_seq = math.ceil(x.context_tokens / x.block_tokens) * x.block_tokens * x.kv_bytes_per_token
     return max(0, (x.usable_bytes - x.fixed_bytes) // (per_seq + x.state_bytes_per_sequence))
 

@@ -77,7 +77,7 @@ def topology_alternative(
     """The same model, stack and workload fitted at the next standard topology up; the split
     scaled with the devices when the heads still divide it, else the stack's default split."""
     from k3plan.budget.fit import fit
-    from k3plan.setup import attention_heads, make_setup
+    from k3plan.setup import make_setup, tp_must_divide
 
     nxt = next_topology_up(setup)
     if nxt is None:
@@ -86,7 +86,7 @@ def topology_alternative(
     if tp is not None:
         ratio, rem = divmod(nxt.devices, setup.topology.devices)
         scaled = tp * ratio
-        if rem or any(h % scaled for h in attention_heads(setup.model)):
+        if rem or any(h % scaled for h in tp_must_divide(setup.model, setup.stack)):
             tp = dp = None
         else:
             tp = scaled

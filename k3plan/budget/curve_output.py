@@ -19,5 +19,6 @@ class CurveOutput(BaseModel):
     batch: int
     calibration: Optional[str]  # the --calibration file, None: fit's default evidence
     warnings: list[str]
+    notes: list[str]  # what every point shares that a reader must know (an uneven expert placement: fit's note)
     points: list[CurvePoint]
     sessions: Optional[SessionGrowth]

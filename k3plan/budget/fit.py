@@ -432,7 +432,7 @@ def fit(
             usable_bytes_per_device=usable,
         ),
         parallel=par,
-        stack=stack.name,
+        stack=stack.label,  # with the options given (vllm:all2all_backend=...), as plan's rows name it
         workload=workload,
         model_state=ModelState(
             kv_bytes_per_token=kv_bytes_per_token(spec, stack.kv_cache.dtype),

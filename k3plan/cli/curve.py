@@ -73,7 +73,7 @@ def command(
     Examples:
       k3plan curve -t 2x2x4 --tp 32
       k3plan curve -t 2x2x4 --stack jax-native \\
-          --calibration ../shared/data/calibration/k3-tpu7x-2x2x4-tp32-jax-native.yaml --plot curve.png
+          --calibration k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml --plot curve.png
       k3plan curve -t 2x2x4 --tp 32 --batch 32 --context 32768 --turns 20 --system-tokens 4000 \\
           --user-tokens 800 --answer-tokens 1200 --tool-tokens 2000 --reasoning-tokens 6000
     """
@@ -134,6 +134,9 @@ def command(
         from k3plan.report.plots import plot_curve
 
         plot_curve(points, title=title, path=plot)
+    from k3plan.setup import uneven_notes
+
+    notes = uneven_notes(setup.plan, setup.stack)  # the weights every point holds are the fullest device's
     if json_out:
         from k3plan.budget.curve_output import CurveOutput
 
@@ -144,6 +147,7 @@ def command(
                 batch=batch,
                 calibration=cal.path if cal else None,
                 warnings=warnings,
+                notes=notes,
                 points=points,
                 sessions=growth,
             )
@@ -153,7 +157,6 @@ def command(
             raise typer.Exit(1)
         return
     from k3plan.report.curve_table import render_curve
-    from k3plan.setup import uneven_notes
 
     render_curve(
         points,
@@ -162,7 +165,7 @@ def command(
         context=context,
         model_max=setup.model.spec.max_context,
         warnings=warnings,
-        notes=uneven_notes(setup.plan, setup.stack),  # the weights every point holds are the fullest device's
+        notes=notes,
     )
     if growth is not None:
         from k3plan.report.curve_table import render_sessions

@@ -1,6 +1,7 @@
 """Comma-separated option values (``-H tpu-v7x,nvidia-b200``, ``--chunks 2048,8192``): one parser for every
 command. An empty item (``a,,b``, a trailing comma) is bad input, not silently dropped: it is most often a
-value the user meant to type."""
+value the user meant to type. An item given twice (``-c 131072,131072``) is bad input too: the command ran it
+twice (report wrote every section twice, plan ranked each configuration twice)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ def items(flag: str, text: str) -> list[str]:
         raise K3PlanError(
             f"{flag} {text!r}: an empty item (two commas or a comma at an end); expected values separated by single commas"
         )
+    twice = next((p for i, p in enumerate(parts) if p in parts[:i]), None)
+    if twice is not None:
+        raise K3PlanError(f"{flag} {text!r}: {twice!r} is listed twice; expected each value once")
     return parts
 
 
@@ -29,6 +33,8 @@ def whole_numbers(flag: str, text: str, *, minimum: int = 1, example: str = "409
             raise K3PlanError(f"{flag} {text!r}: {p!r} is not a whole number; expected e.g. {example}") from None
         if v < minimum:
             raise K3PlanError(f"{flag} {text!r}: {v:,} is below {minimum:,}; expected whole numbers >= {minimum:,}")
+        if v in out:  # 8192 and 8_192 or 08192: the same number spelt twice
+            raise K3PlanError(f"{flag} {text!r}: {v:,} is listed twice; expected each value once")
         out.append(v)
     return out
 

@@ -13,7 +13,7 @@ app = typer.Typer(
 
 \b
 Examples:
-  k3plan models                                 the bundled models
+  k3plan models                                 the bundled models (or: k3plan models list)
   k3plan models show kimi-k3 --by format        K3 bytes by storage format
   k3plan models show ./my-model/config.json --json
 """,
@@ -25,8 +25,23 @@ Examples:
 @app.callback()
 def _list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     """List the bundled models (name, family, total and active parameters)."""
-    if ctx.invoked_subcommand is not None:
-        return
+    if ctx.invoked_subcommand is None:
+        _do_list(json_out)
+
+
+@app.command("list")
+def list_(json_out: JsonOpt = False) -> None:
+    """Name, family, layers, total and active parameters, checkpoint GiB (same as `models`).
+
+    \b
+    Examples:
+      k3plan models list
+      k3plan models list --json
+    """
+    _do_list(json_out)
+
+
+def _do_list(json_out: bool) -> None:
     from k3plan.models import bundled_models, load_model
     from k3plan.models.summary import model_summary
 

@@ -18,8 +18,9 @@ DEFAULT_HARDWARE = "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72"
 
 
 def _stacks(text: str) -> dict[str, str]:
-    """'tpu=vllm-tpu,gpu=sglang' or one stack name for every platform."""
-    if "=" not in text:
+    """'tpu=vllm-tpu,gpu=sglang' or one stack for every platform, options and all
+    ('vllm:all2all_backend=deepep_low_latency': its '=' is an option's, not a kind's)."""
+    if "=" not in text or ":" in text.split("=", 1)[0]:  # a stack's options follow a ':' before any '='
         return {"tpu": text, "gpu": text}
     out = {"tpu": "vllm-tpu", "gpu": "sglang"}
     for part in items("--stack", text):

@@ -132,7 +132,7 @@ def command(
                     hardware=setup.hardware.name,
                     topology=setup.topology.text,
                     parallel=setup.parallel,
-                    stack=setup.stack.name,
+                    stack=setup.stack.label,
                     reason=why,
                     free_bytes=verdict.per_device.free_bytes,
                 )
@@ -210,7 +210,7 @@ def command(
         topology=setup.topology.text,
         chips=setup.topology.chips,
         parallel=setup.parallel,
-        stack=setup.stack.name,
+        stack=setup.stack.label,
         efficiency=eff,
         decode=dec,
         prefill=pre,

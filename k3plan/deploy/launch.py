@@ -57,6 +57,9 @@ class LaunchConfig(BaseModel):
     memory_fraction: float = Field(gt=0.0, le=1.0)
     dp_attention: bool = False
     trust_remote_code: bool = True
+    # the stack's options chosen away from their defaults that the command does not already write
+    # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it)
+    engine_options: tuple[tuple[str, str, tuple[str, str, str]], ...] = ()
 
     @model_validator(mode="after")
     def _ep_fits(self) -> LaunchConfig:
@@ -81,7 +84,7 @@ def vllm_command(cfg: LaunchConfig) -> str:
             f"vLLM: --enable-expert-parallel puts experts over all TP x DP = {cfg.tp * cfg.dp} "
             f"ranks; ep={cfg.ep} cannot be expressed"
         )
-    args = [
+    args = _env(cfg) + [
         "vllm",
         "serve",
         cfg.model_path,
@@ -109,9 +112,10 @@ def vllm_command(cfg: LaunchConfig) -> str:
     ]
     if cfg.hosts > 1 and cfg.tp * cfg.pp > 1:
         args += ["--distributed-executor-backend", "ray"]  # one engine over several hosts
+    args += _options(cfg)
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
-    return _join(args, engine="vllm")
+    return _join(args, engine="vllm", extra=_option_flags(cfg))
 
 
 def sglang_command(cfg: LaunchConfig) -> str:
@@ -132,7 +136,7 @@ def sglang_command(cfg: LaunchConfig) -> str:
             f"ep={cfg.ep} needs DP attention"
         )
     tp_size = cfg.tp * cfg.dp if cfg.dp_attention else cfg.tp
-    args = [
+    args = _env(cfg) + [
         "python",
         "-m",
         "sglang.launch_server",
@@ -163,9 +167,10 @@ def sglang_command(cfg: LaunchConfig) -> str:
     ]
     if cfg.hosts > 1:
         args += ["--nnodes", cfg.hosts, "--node-rank", "$NODE_RANK", "--dist-init-addr", "$HEAD_ADDR:5000"]
+    args += _options(cfg)
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
-    return _join(args, engine="sglang")
+    return _join(args, engine="sglang", extra=_option_flags(cfg))
 
 
 class JaxParams(BaseModel):
@@ -220,7 +225,9 @@ def launch_text(cfg: LaunchConfig) -> str:
     else:
         cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
         lines.append(cmd)
-        sources = {FLAG_SOURCES[cfg.engine][t] for t in shlex.split(cmd) if t.startswith("--")}
+        cited = {**FLAG_SOURCES[cfg.engine], **_option_flags(cfg)}
+        sources = {cited[t] for t in shlex.split(cmd) if t.startswith("--")}
+        sources |= {cited[t.split("=", 1)[0]] for t in shlex.split(cmd) if t.split("=", 1)[0] in cited}
     lines += ["", "# flags defined in:"] + [f"#   {r}: {f} ({c})" for r, f, c in sorted(sources)]
     return "\n".join(lines) + "\n"
 
@@ -241,8 +248,23 @@ def _kv(cfg: LaunchConfig, table: dict[str, str | None], engine: str) -> str:
     return kv
 
 
-def _join(args: list, *, engine: str) -> str:
+def _options(cfg: LaunchConfig) -> list[str]:
+    """The options' command-line flags (an option whose "flag" is an environment variable, as
+    vllm-tpu's MODEL_IMPL_TYPE, goes before the command: ``_env``)."""
+    return [x for flag, value, _ in cfg.engine_options if flag.startswith("--") for x in (flag, value)]
+
+
+def _env(cfg: LaunchConfig) -> list[str]:
+    return [f"{flag}={value}" for flag, value, _ in cfg.engine_options if not flag.startswith("--")]
+
+
+def _option_flags(cfg: LaunchConfig) -> dict[str, tuple[str, str, str]]:
+    """The stack options' flags, each with the engine code its stack YAML cites for it."""
+    return {flag: src for flag, _, src in cfg.engine_options}
+
+
+def _join(args: list, *, engine: str, extra: dict[str, tuple[str, str, str]] | None = None) -> str:
     for a in args:
-        if isinstance(a, str) and a.startswith("--") and a not in FLAG_SOURCES[engine]:
+        if isinstance(a, str) and a.startswith("--") and a not in FLAG_SOURCES[engine] and a not in (extra or {}):
             raise AssertionError(f"flag {a} has no cited source for this engine")  # a bug, not input
     return " ".join(a if isinstance(a, str) and a.startswith("$") else shlex.quote(str(a)) for a in args)

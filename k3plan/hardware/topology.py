@@ -73,6 +73,9 @@ def _bad(hw: HardwareSpec, text: str, why: str) -> K3PlanError:
         why = "dims must be positive whole numbers"
     if why == "cannot read it" and any(c.isdigit() and not c.isascii() for c in str(text)):
         why = "write the digits as ASCII 0-9"
+    if why == "cannot read it" and re.search(r"[0-9]{7}", str(text)):
+        per = "a slice" if hw.topology_form != "gpus" else "in all"
+        why = f"a number of more than 6 digits ({hw.name}: at most {hw.max_chips:,} chips {per})"
     shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + "...")
     return K3PlanError(f"topology {shown} on {hw.name}: {why}; expected {_expected(hw)}")
 
@@ -93,7 +96,8 @@ def _tpu(hw: HardwareSpec, norm: str, text: str) -> Topology:
     if per_slice > hw.max_chips:
         raise _bad(hw, text, f"{per_slice} chips a slice exceeds the largest {hw.name} slice ({hw.max_chips} chips)")
     reach = hw.scale_out.domain_chips  # required for a TPU (hardware.spec)
-    if reach is not None and slices * per_slice > reach:
+    # the chips joined over the scale-out network: one slice joins none (its chips are on ICI, max_chips bounds it)
+    if reach is not None and slices > 1 and slices * per_slice > reach:
         raise _bad(
             hw,
             text,

@@ -243,7 +243,7 @@ def launch_for(
         cfg = LaunchConfig(
             hardware=hw.name,
             platform=hw.kind,
-            stack=stack.name,
+            stack=stack.label,
             engine=engine_for_stack(stack.name),
             model_path=model.name,
             tp=pick.tp,
@@ -257,10 +257,24 @@ def launch_for(
             kv_dtype=pick.kv_dtype,
             memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
             dp_attention=stack.name == "dp-attention",
+            engine_options=engine_options(stack),
         )
         return Launch(config=cfg, text=launch_text(cfg), error=None)
     except (K3PlanError, ValueError) as err:
         return Launch(config=None, text=None, error=str(err).splitlines()[0])
+
+
+def engine_options(stack: Stack) -> tuple[tuple[str, str, tuple[str, str, str]], ...]:
+    """The stack's options chosen away from their defaults, as launch flags: the reserve and the KV
+    dtype are written by the command from the plan's numbers already (--gpu-memory-utilization /
+    --mem-fraction-static, --kv-cache-dtype), and vLLM's --enable-expert-parallel from the split."""
+    written = {"reserve"}
+    out = []
+    for _, opt, value in stack.changed_options():
+        if opt.sets in written or opt.flag in ("--kv-cache-dtype", "--enable-expert-parallel"):
+            continue
+        out.append((opt.flag, value, (opt.source.repo, opt.source.file, opt.source.symbol)))
+    return tuple(out)
 
 
 def cold_start_for(*, pick: PlanRow, hw: HardwareSpec, topology: Topology, load_gbps: float, model: Model) -> ColdStart:

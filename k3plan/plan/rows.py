@@ -15,6 +15,7 @@ from k3plan.plan.deployment import CostRow
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
+from k3plan.sharding.resolve import uneven_words
 from k3plan.step.collective import Collective, cross_node_ep_warning
 from k3plan.step.decode import BINDING
 from k3plan.units import GiB
@@ -41,8 +42,9 @@ PER_DEVICE = (
 
 def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
     """Why a row crosses the scale-out network, in words: pipeline stages over hosts (the binding
-    stage and the stage-to-stage sends) and an EP group wider than a scale-up domain (its
-    collective over the scale-out link, bandwidth and latency from the hardware spec)."""
+    stage and the stage-to-stage sends), an EP group wider than a scale-up domain (its
+    collective over the scale-out link, bandwidth and latency from the hardware spec), and an expert
+    group that does not divide the routed experts where the engine places them unevenly (fit's note)."""
     hw = space.hardware[int(cols.hw[i])]
     topo = space.topologies[int(cols.topo[i])]
     st = space.stacks[int(cols.stack[i])]
@@ -61,6 +63,12 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
         )
     if bool(cols.spans_slices[i]):
         out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.pattern_text(st.collectives.experts)))
+    placed, experts = st.sharding.expert_placement, space.experts
+    if placed is not None and placed.uneven and experts % ep:
+        split = uneven_words(
+            axis="expert", size=experts, mesh_axis=st.sharding.rules.get("expert") or "ep", mesh_size=ep
+        )
+        out.append(placed.note(split, -(-experts // ep)))
     return out
 
 
@@ -199,7 +207,7 @@ def row(*, space: Space, cols: StepColumns, i: int, rank: int, fits: bool = True
         ep=int(cols.ep[i]),
         dp=int(cols.dp[i]),
         pp=int(cols.pp[i]),
-        stack=space.stacks[int(cols.stack[i])].name,
+        stack=space.stacks[int(cols.stack[i])].label,  # with its options: two variants are two rows
         kv_dtype=variant.kv_cache.dtype,
         kv_dtype_override=kv,
         chunk_tokens=int(cols.chunk[i]),

@@ -229,6 +229,9 @@ def plan(
         raise K3PlanError("--hardware: a hardware is listed twice")
     price_list = [price_for(h, prices or {}) for h in hws]
     sts = [load_stack(s) for s in (stacks or list_stacks())]
+    twice = sorted({s.label for s in sts if sum(t.label == s.label for t in sts) > 1})
+    if twice:
+        raise K3PlanError(f"--stacks: {', '.join(twice)} listed twice; expected each stack (with its options) once")
     kvs, chunk_list = _kv_list(kv_dtypes), _chunks(chunks, context)
     need_price = objective == "cost"
     if need_price and all(p.usd_per_chip_hour is None for p in price_list):
@@ -248,6 +251,7 @@ def plan(
         max_chips=max_chips,
         stacks_given=bool(stacks),
         max_pp=1 if sla_mode else max_pp,
+        experts=m.spec.moe.num_experts,
     )
     static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
     ev = evaluate(

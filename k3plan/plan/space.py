@@ -51,6 +51,7 @@ class Space:
     topologies: list[Topology]
     cols: SpaceCols
     skipped: dict[int, str] = field(default_factory=dict)  # family -> why it has no configurations
+    experts: int = 0  # the model's routed experts (a row names an uneven placement of them); 0: not said
 
     @property
     def size(self) -> int:
@@ -91,9 +92,10 @@ def build_space(
     stacks_given: bool,
     any_platform: bool = False,
     max_pp: int = MAX_PP,
+    experts: int = 0,
 ) -> Space:
     """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit);
-    ``max_pp``: the largest pipeline searched (1: none)."""
+    ``max_pp``: the largest pipeline searched (1: none); ``experts``: the model's routed experts."""
     if max_pp < 1:  # else no split at all, and the unpacking below failed with a traceback
         raise K3PlanError(f"--max-pp {max_pp}: expected a positive integer (1: no pipeline)")
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
@@ -158,4 +160,5 @@ def build_space(
         topologies=topologies,
         cols=cols,
         skipped=skipped,
+        experts=experts,
     )

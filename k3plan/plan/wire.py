@@ -177,7 +177,7 @@ def apply_sla(
     if ordered:
         pick = ordered[0]
         hw = next(h for h in space.hardware if h.name == pick.hardware)
-        stack = next(s for s in space.variants if s.name == pick.stack and s.kv_cache.dtype == pick.kv_dtype)
+        stack = next(s for s in space.variants if s.label == pick.stack and s.kv_cache.dtype == pick.kv_dtype)
         rate = targets.request_rate_per_s
         out_per_s = pick.sla_row().output_tokens_per_s
         if rate is None and out_per_s:
@@ -208,7 +208,7 @@ def pick_extras(
 ) -> PickExtras:
     """The launch command and (given --load-gbps) the cold start of the chosen row."""
     hw = next(h for h in space.hardware if h.name == pick.hardware)
-    stack = next(s for s in space.stacks if s.name == pick.stack)
+    stack = next(s for s in space.stacks if s.label == pick.stack)
     topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick.topology)
     return PickExtras(
         launch=launch_for(

@@ -29,7 +29,7 @@ from k3plan.report.capacity_model import (
 )
 from k3plan.report.viable import Choice, smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound, prefill_bound
-from k3plan.setup import Setup
+from k3plan.setup import Setup, uneven_notes
 from k3plan.tiers.sessions import TierSessions
 
 __all__ = ["ContextRow", "PlatformReport", "platform_report"]
@@ -148,7 +148,7 @@ def _row(
             ep=s.parallel.ep,
             dp=s.parallel.dp,
             pp=s.parallel.pp,
-            stack=s.stack.name,
+            stack=s.stack.label,
         ),
         per_device=RowTerms.model_validate(r.per_device.model_dump(include=set(RowTerms.model_fields))),
         usable_bytes_per_device=r.hardware.usable_bytes_per_device,
@@ -159,6 +159,7 @@ def _row(
         prefill=prefill,
         provenance=prov,
         warnings=list(r.warnings),
+        notes=uneven_notes(s.plan, s.stack),
     )
 
 

@@ -146,8 +146,8 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
         )
         if row.provenance is not None:
             out.append(("p", expected_note(row.provenance.expected)))
-        if row.warnings:
-            out.append(("ul", [f"warning: {w}" for w in row.warnings]))
+        if row.warnings or row.notes:
+            out.append(("ul", [f"warning: {w}" for w in row.warnings] + [f"note: {n}" for n in row.notes]))
     if r.curve:
         out.append(("h3", f"Prefill chunk vs longest context ({r.curve_setup})"))
         out.append(

@@ -128,6 +128,7 @@ class ContextRow(_Frozen):
     prefill: Optional[PrefillAt] = None
     provenance: Optional[RowProvenance] = None  # None: nothing fits at this context
     warnings: list[str] = []
+    notes: list[str] = []  # what the pick's every figure rests on (an uneven expert placement: fit's note)
 
     @field_serializer("setup", "per_device", "decode", "prefill", "provenance")
     def _empty(self, v: Optional[BaseModel]) -> dict[str, Any]:

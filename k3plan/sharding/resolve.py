@@ -90,12 +90,17 @@ class UnevenSplit(BaseModel):
 
     def describe(self) -> str:
         """'experts 896 over ep 72: 32 devices hold 13, 40 hold 12'."""
-        rest = self.mesh_size - self.fuller_devices
-        what = "experts" if self.axis == "expert" else self.axis
-        return (
-            f"{what} {self.size} over {self.mesh_axis} {self.mesh_size}: {self.fuller_devices} devices hold "
-            f"{self.fullest}, {rest} hold {self.fullest - 1}"
-        )
+        return uneven_words(axis=self.axis, size=self.size, mesh_axis=self.mesh_axis, mesh_size=self.mesh_size)
+
+
+def uneven_words(*, axis: str, size: int, mesh_axis: str, mesh_size: int) -> str:
+    """An uneven split in words (``UnevenSplit.describe``; plan's rows say it from their columns)."""
+    fullest, fuller = -(-size // mesh_size), size % mesh_size
+    what = "experts" if axis == "expert" else axis
+    return (
+        f"{what} {size} over {mesh_axis} {mesh_size}: {fuller} devices hold {fullest}, "
+        f"{mesh_size - fuller} hold {fullest - 1}"
+    )
 
 
 class ShardingPlan(BaseModel):

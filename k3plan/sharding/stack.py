@@ -124,6 +124,15 @@ class ExpertPlacement(_F):
     holds: str
     sources: tuple[Source, ...] = Field(min_length=1)
 
+    def note(self, split: str, fullest: int) -> str:
+        """What every output says of an uneven split (``split``: ``UnevenSplit.describe``'s words): the
+        engine's rule, and that the fullest device (``fullest`` experts a layer) binds."""
+        src = self.sources[0]
+        return (
+            f"{split} ({src.repo} {src.symbol}, {self.placement} placement); the fullest binds: the "
+            f"weights, expert temporaries and expert bytes a step reads are a {fullest}-expert device's"
+        )
+
     @model_validator(mode="after")
     def _placement_named(self) -> ExpertPlacement:
         if self.uneven and self.placement is None:
@@ -322,6 +331,26 @@ class Stack(_F):
     def runtime_format(self, role: str, checkpoint_fmt: str) -> str:
         fmt = self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint"))
         return checkpoint_fmt if fmt == "checkpoint" else fmt
+
+    @property
+    def label(self) -> str:
+        """The stack as ``--stack`` takes it back: its name, then the options chosen away from their
+        defaults (``vllm:all2all_backend=deepep_low_latency``; '+' joins several, as plan --stacks reads
+        them). A bundled stack with no option given is its name."""
+        changed = [f"{k}={v}" for k, _, v in self.changed_options()]
+        return self.name + (":" + "+".join(changed) if changed else "")
+
+    def changed_options(self) -> list[tuple[str, Option, str]]:
+        """(name, option, value) of each option chosen away from its default, in the order chosen."""
+        out = []
+        for k, v in self.chosen.items():
+            opt = self.options.get(k)
+            if opt is None:
+                continue
+            same = float(v) == float(opt.default) if opt.sets == "reserve" else v == str(opt.default)
+            if not same:
+                out.append((k, opt, v))
+        return out
 
     def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:

@@ -164,3 +164,22 @@ def test_thin_headroom_does_not_advise_a_larger_batch(cli):
     assert d["advice"]["rules"]["verdict"] == "thin"
     assert d["speed"]["binding"] == "memory"
     assert not [s for s in d["advice"]["rules"]["suggestions"] if s["rule"] == "bandwidth"]
+
+
+def test_batch_advice_under_pp_caps_at_the_fewest_sequences_any_stage_holds(cli):
+    # H200 2x8 TP8 x PP2 on vLLM: stage 1 holds 11 MLA layers, stage 2 13 (vLLM get_pp_indices), so stage 1
+    # binds on free bytes at batch 1 while stage 2, with more KV a token, holds fewer sequences. fit's
+    # capacity is the fewest any stage holds; the batch advice must cap at that same number, not at the
+    # binding stage's own count.
+    d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "8", "--pp", "2", "--stack", "vllm")
+    cap = d["capacity"]["max_sequences"]
+    pd = d["per_device"]
+    assert pd["kv_bytes_per_token"] == 11 * 576 * 2  # the binding stage's (stage 1's) 11 MLA layers
+    # stage 1 alone would hold more: (its room) // (its KV + state a sequence), by hand
+    per_seq = pd["kv_bytes_per_token"] * 131072 + pd["state_bytes_per_sequence"]
+    own = (pd["free_bytes"] + pd["kv_bytes"] + pd["state_bytes"]) // per_seq
+    assert own > cap  # the case this test is about
+    batch = [s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "batch"]
+    assert batch
+    for s in batch:
+        assert s["text"].endswith(f"of the {cap} sequences a device memory holds"), s["text"]

@@ -48,3 +48,17 @@ def test_roofline_takes_the_topology_fit_takes(cli):
     r = cli("roofline", "--json")
     assert r.exit_code == 0, r.output
     assert f"topology {f['hardware']['topology']}: default" in r.stdout
+
+
+def test_the_default_tp_divides_the_vocabulary_too(cli):
+    # GB200 NVL72, 72 GPUs, vLLM (tp: all): 96 heads allow tp 24, but the TP-split vocabulary (163,840 =
+    # 2^15 x 5) does not divide by 24, so the default split fell back to replicating the embedding and the
+    # LM head and fit said DOES NOT FIT of a rack that holds K3 at tp 8 (72 = 8 x 9; 96 / 8, 163,840 / 8)
+    import json
+
+    res = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "72", "--stack", "vllm", "--json")
+    assert res.exit_code == 0, res.stdout[-500:]
+    d = json.loads(res.stdout)
+    assert (d["parallel"]["tp"], d["parallel"]["dp"]) == (8, 9)
+    assert d["replicated"] == [] and d["fits"]
+    assert any("divides the attention heads and the vocabulary" in n for n in d["notes"])

@@ -55,3 +55,36 @@ def test_each_help_example_exits_as_documented(cli, tmp_path, line, code):
             assert "tok/s" in r.stdout or '"tokens_per_s' in r.stdout  # a speed figure
         else:
             assert "DOES NOT FIT" in r.stdout and "no speed figure" in " ".join(r.stdout.split())
+
+
+def _every_help_example() -> list[str]:
+    """Every "k3plan ..." example line of every command's and group's --help (continuations joined)."""
+    out: list[str] = []
+
+    def walk(cmd) -> None:
+        text = cmd.help or ""
+        if "Examples:" in text:
+            for line in text.split("Examples:", 1)[1].replace("\\\n", " ").splitlines():
+                if line.strip().startswith("k3plan "):
+                    out.append(re.split(r" {2,}", line.strip(), maxsplit=1)[0])
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+
+    walk(typer.main.get_command(app))
+    return out
+
+
+def test_no_example_points_outside_the_checkout():
+    # a clone has no ../shared: an example (--help or README) must name files the repository ships
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = [ln for ln in (root / "README.md").read_text().replace("\\\n", " ").splitlines() if "k3plan " in ln]
+    lines = _every_help_example() + readme
+    assert len(_every_help_example()) > 40
+    for line in lines:
+        for arg in line.split():
+            if arg.startswith("../"):
+                raise AssertionError(f"example names a file outside the checkout: {arg} in {line!r}")
+            if arg.startswith("k3plan/evidence/"):
+                assert (root / arg).is_file(), arg

@@ -45,6 +45,19 @@ def test_every_command_refuses_an_empty_item(cli, args):
     assert "empty item" in one_error_line(cli(*args))
 
 
+@pytest.mark.parametrize("args", [
+    ["report", "-c", "131072,131072", "--out", "r.md"],  # wrote every section twice
+    ["report", "-H", "tpu-v7x,tpu-v7x", "--out", "r.md"],
+    ["plan", "--stacks", "sglang,sglang"],  # ranked each configuration twice
+    ["plan", "--chunks", "8192,8192"],
+    ["curve", "-t", "2x2x4", "--tp", "32", "--chunks", "4096,04096"],
+    ["validate", "--tokens", "4096,4096"],
+    ["probe", "a2a", "--bytes", "1KB,1KB"],
+])
+def test_every_command_refuses_an_item_given_twice(cli, args):
+    assert "listed twice" in one_error_line(cli(*args))
+
+
 @pytest.mark.parametrize("args, said", [
     (["check", "--baseline", "{d}"], "a folder; expected a baseline JSON file"),
     (["hardware", "show", "{d}"], "a folder; expected a hardware spec YAML file"),

@@ -88,6 +88,14 @@ def test_list_models(cli):
     assert "kimi-linear" in r.stdout and "…" not in r.stdout  # a long name folds, never truncates
 
 
+def test_models_list_is_models_as_hardware_list_is_hardware(cli):
+    # `k3plan hardware list` exists, so a new user types `k3plan models list` too: same answer as `models`
+    listed, plain = cli("models", "list", "--json"), cli("models", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout) == json.loads(plain.stdout)
+    assert cli("models", "list").stdout == cli("models").stdout
+
+
 def test_load_from_config_path_and_folder(cli, tmp_path, k3_raw):
     folder = tmp_path / "my-k3"
     folder.mkdir()

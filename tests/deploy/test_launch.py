@@ -104,3 +104,21 @@ def test_write_launch_is_atomic(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["launch.sh"] and "sglang" in out.read_text()
     with pytest.raises(K3PlanError, match="does not exist"):
         write_launch(tmp_path / "missing" / "launch.sh", LaunchConfig(**V7X))
+
+
+def test_stack_options_away_from_their_defaults_become_flags_or_environment():
+    from k3plan.plan.deployment import engine_options
+    from k3plan.sharding.stack import load_stack
+
+    st = load_stack("vllm-tpu:model_impl=flax_nnx")
+    opts = engine_options(st)
+    assert [(f, v) for f, v, _ in opts] == [("MODEL_IMPL_TYPE", "flax_nnx")]
+    text = launch_text(LaunchConfig(**{**V7X, "stack": st.label, "engine_options": opts}))
+    cmd = next(ln for ln in text.splitlines() if "vllm serve" in ln)
+    assert cmd.startswith("MODEL_IMPL_TYPE=flax_nnx vllm serve ")  # an environment variable, not a flag
+    src = st.options["model_impl"].source
+    assert f"#   {src.repo}: {src.file} ({src.symbol})" in text
+    # the defaults, the reserve and the KV dtype (written from the plan's numbers) add nothing
+    assert engine_options(load_stack("vllm-tpu")) == ()
+    assert engine_options(load_stack("vllm:gpu_memory_utilization=0.8+kv_cache_dtype=fp8")) == ()
+    assert engine_options(load_stack("vllm:enable_expert_parallel=true")) == ()  # written from the split

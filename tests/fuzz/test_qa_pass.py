@@ -18,10 +18,11 @@ def test_fit_advice_on_a_replicated_split_does_not_say_ok(cli):
     """Was: DOES NOT FIT (vocab 163,840 does not divide 24 GPUs) then "advice (ok: ... nothing to
     suggest)": the verdict and the advice disagreed on one screen and in the JSON. (The 896 experts
     do not divide 24 either, but vLLM, this machine's default stack, places them unevenly: 8 GPUs
-    hold 38, 16 hold 37 -- not a fallback.)"""
+    hold 38, 16 hold 37 -- not a fallback.) tp 24 is given: the default split now divides the vocabulary
+    too (tp 8 dp 3 on 24 GPUs, setup.tp_must_divide), so it no longer falls back by default."""
     import json
 
-    r = cli("fit", "-H", "nvidia-h200", "-t", "3x8", "--json")
+    r = cli("fit", "-H", "nvidia-h200", "-t", "3x8", "--tp", "24", "--json")
     assert r.exit_code == 1, r.output
     d = json.loads(r.stdout)
     assert d["fits"] is False and d["replicated"]
@@ -54,10 +55,11 @@ def test_roofline_refusal_reads_as_fits_does(cli):
 def test_curve_refuses_a_split_that_falls_back_to_replication_as_fit_does(cli):
     """Was: `curve -H nvidia-h200 -t 3x8` printed "ok" at every chunk and exited 0 while fit and roofline
     refuse that split (vocab 163,840 does not divide 24 GPUs; the 896 experts are placed unevenly by
-    vLLM, not replicated): exit 1, each row says why."""
+    vLLM, not replicated): exit 1, each row says why. tp 24 is given: the default split now divides the
+    vocabulary (tp 8 dp 3)."""
     import json
 
-    args = ("-H", "nvidia-h200", "-t", "3x8")
+    args = ("-H", "nvidia-h200", "-t", "3x8", "--tp", "24")
     assert cli("fit", *args).exit_code == 1 and cli("roofline", *args).exit_code == 1
     r = cli("curve", *args, "--json")
     assert r.exit_code == 1, r.output

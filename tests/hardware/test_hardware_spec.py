@@ -152,6 +152,18 @@ def test_a_tpu_spec_without_a_scale_out_reach_is_refused(tmp_path):
         load_hardware(str(path))
 
 
+def test_scale_out_reach_bounds_slices_joined_over_it_not_one_slice(tmp_path):
+    """scale_out.domain is the most chips a deployment joins over DCN: one slice joins nothing over it
+    (its chips are on ICI, bounded by max_chips), so only N*slice topologies are held to it."""
+    from k3plan.hardware import parse_topology
+
+    hw = load_hardware(str(_write(tmp_path, lambda r: r["scale_out"]["domain"].__setitem__("value", 16))))
+    assert parse_topology(hw, "2x4x4").chips == 32  # one slice of 32 chips: no DCN
+    assert parse_topology(hw, "2*2x2x2").chips == 16  # two slices of 8 over DCN: within 16
+    with pytest.raises(K3PlanError, match=r"2 slices of 16 chips = 32 chips exceed the most a deployment joins"):
+        parse_topology(hw, "2*2x2x4")
+
+
 def test_bad_unit_names_field(tmp_path):
     path = _write(tmp_path, lambda r: r["hbm_per_device"].__setitem__("value", "96 gallons"))
     with pytest.raises(K3PlanError, match="hbm_per_device"):

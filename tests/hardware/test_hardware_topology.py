@@ -141,3 +141,12 @@ def test_a_million_and_a_half_chips_is_exit_2(cli):
     # 99,999 slices x 16 chips = 1,599,984 chips > 1,000,000 (tpu-v7x.yaml scale_out.domain)
     assert "99,999 slices of 16 chips = 1,599,984 chips exceed" in line and "1,000,000 chips" in line
     assert "scale_out.domain in tpu-v7x's spec" in line
+
+
+@pytest.mark.parametrize("hw,text", [("tpu-v7x", "99999999999x2x4"), ("nvidia-h200", "99999999999"),
+                                     ("tpu-v7x", "1234567*2x2x4")])
+def test_a_number_too_long_to_be_a_chip_count_says_so(hw, text):
+    # it said "cannot read it" of a topology it read perfectly well: the number is what is wrong
+    with pytest.raises(K3PlanError, match="more than 6 digits") as err:
+        parse_topology(load_hardware(hw), text)
+    assert "cannot read" not in str(err.value)

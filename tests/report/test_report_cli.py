@@ -161,3 +161,20 @@ def test_a_context_where_nothing_fits_still_states_the_platforms_usable_hbm(cli,
     hw = json.loads(cli("hardware", "show", "tpu-v5e", "--json").stdout)
     assert not row["fits"]
     assert row["usable_bytes_per_device"] == hw["usable_bytes_per_device"] > 0
+
+
+def test_one_stack_with_an_option_is_one_stack_for_every_platform(cli, tmp_path):
+    # 'vllm:all2all_backend=deepep_low_latency' has an '=' of its own: it was read as a kind=stack pair
+    # and refused ("expected kind=stack pairs with kind tpu or gpu")
+    from k3plan.cli.report import _stacks
+
+    one = "vllm:all2all_backend=deepep_low_latency+gpu_memory_utilization=0.8"
+    assert _stacks(one) == {"tpu": one, "gpu": one}
+    assert _stacks("gpu=vllm:all2all_backend=deepep_low_latency") == {
+        "tpu": "vllm-tpu", "gpu": "vllm:all2all_backend=deepep_low_latency"}  # fmt: skip
+    res = cli("report", "-H", "nvidia-gb200-nvl72", "-s", one, "-c", "131072", "--out", tmp_path / "r.md", "--json")
+    assert res.exit_code == 0, res.stderr
+    import json
+
+    rows = json.loads(res.stdout)["platforms"][0]["rows"]
+    assert rows[0]["setup"]["stack"] == "vllm:all2all_backend=deepep_low_latency+gpu_memory_utilization=0.8"

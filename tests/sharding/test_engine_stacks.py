@@ -205,3 +205,16 @@ def test_every_stack_names_its_tp_edge_collectives(name):
     # the engines that run the sampler in JAX on split logits partition the argmax; vLLM-GPU and SGLang gather
     want = "partitioned_argmax" if name in ("vllm-tpu", "jax-native") else "all_gather"
     assert s.logits.gather == want
+
+
+def test_vllm_reserve_and_kv_dtype_defaults_cite_the_engine_code_read():
+    # every vLLM fit prints the reserve's source: it said "not found or not read ... not read this session"
+    # of vllm/config/cache.py, which the index holds (CacheConfig.gpu_memory_utilization Field(default=0.9))
+    from k3plan.sharding import load_stack
+
+    opts = load_stack("vllm").options
+    for name in ("gpu_memory_utilization", "kv_cache_dtype"):
+        src = opts[name].source
+        assert src.found and src.commit and src.file == "vllm/config/cache.py", name
+        assert "not read" not in src.text()
+    assert "default=0.9" in opts["gpu_memory_utilization"].source.symbol
