@@ -12,13 +12,15 @@
   all-reduces a DP group's rows (ring: a device sends dp - 1 of its shards in each);
 - attention: one all-reduce over the TP group a layer when TP > 1, on a DP group's tokens;
 - the embedding's and the dense MLP's all-reduce and the logits' gather over TP (``ops.tp_edge_ops``).
-time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
+Each op runs on its own link: the scale-out link where its group crosses a scale-up domain
+(``ops.Op.scale_out``), else the scale-up link, so the calls and bytes split by link and
+time = sum over the links of calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from k3plan.models.spec import ModelSpec
 from k3plan.step.columns import C, maximum, where
@@ -42,7 +44,39 @@ class CommTerms(Generic[C]):
     expert_calls: C  # calls of the MoE layers' (dispatch + combine, or the all-reduce)
     calls: C  # every call a step: attention + experts + the embedding, dense MLP and logits
     bytes_per_token_per_layer: C  # expert traffic a token a MoE layer (all-to-all: dispatch + combine)
-    bytes_per_chip: C | float  # what a chip puts on the link a step (a ring's 2 (n-1)/n share: a float)
+    bytes_per_chip: C | float  # what a chip puts on the links a step (a ring's 2 (n-1)/n share: a float)
+    scale_out_calls: C  # of ``calls``: those whose group crosses a scale-up domain (``Op.scale_out``)
+    scale_out_bytes_per_chip: C | float  # of ``bytes_per_chip``: on the scale-out link
+
+    @property
+    def scale_up_calls(self) -> C:
+        return self.calls - self.scale_out_calls
+
+    @property
+    def scale_up_bytes_per_chip(self) -> C | float:
+        return self.bytes_per_chip - self.scale_out_bytes_per_chip
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LinkTimes:
+    """The collectives' time a step by link (``comm_time``): calls x latency and bytes / bandwidth."""
+
+    scale_up_latency_s: Any
+    scale_up_bandwidth_s: Any
+    scale_out_latency_s: Any
+    scale_out_bandwidth_s: Any
+
+    @property
+    def latency_s(self):
+        return self.scale_up_latency_s + self.scale_out_latency_s
+
+    @property
+    def bandwidth_s(self):
+        return self.scale_up_bandwidth_s + self.scale_out_bandwidth_s
+
+    @property
+    def scale_out_s(self):
+        return self.scale_out_latency_s + self.scale_out_bandwidth_s
 
 
 def comm_terms(
@@ -60,8 +94,10 @@ def comm_terms(
     logits_all_gather,
     sequences=None,
     ag_rs=False,
+    domain_devices=None,
 ) -> CommTerms[C]:
-    """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
+    """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``), and the share of
+    each on the scale-out link (``domain_devices``: the devices of one scale-up domain, None: one domain);
     ``all_to_all`` / ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter
     (neither: all_reduce); ``logits_all_gather``: its logits gather."""
     from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width, step_sum
@@ -81,7 +117,14 @@ def comm_terms(
         logits_all_gather=logits_all_gather,
         sequences=sequences,
         ag_rs=ag_rs,
+        domain_devices=domain_devices,
     )
+    out_calls: Any = 0
+    out_bytes: Any = 0
+    if domain_devices is not None:  # one domain: nothing crosses (and fit's single-slice path adds nothing)
+        for op in ops:
+            out_calls = out_calls + op.count * op.calls * op.scale_out
+            out_bytes = out_bytes + op.count * op.wire_bytes * op.scale_out
     calls = by_category(ops, "calls", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
     return CommTerms(
@@ -99,9 +142,19 @@ def comm_terms(
             ),
         ),
         bytes_per_chip=step_sum(ops, "wire_bytes"),
+        scale_out_calls=out_calls,
+        scale_out_bytes_per_chip=out_bytes,
     )
 
 
-def comm_time(terms: CommTerms, *, latency_s, bw_bytes_per_s) -> tuple:
-    """(latency time, bandwidth time) of one step's collectives."""
-    return terms.calls * latency_s, terms.bytes_per_chip / bw_bytes_per_s
+def comm_time(
+    terms: CommTerms, *, latency_s, bw_bytes_per_s, scale_out_latency_s, scale_out_bw_bytes_per_s
+) -> LinkTimes:
+    """The step's collectives' time by link: on the scale-up link (``latency_s`` a call, ``bw_bytes_per_s``
+    a chip) the calls and bytes whose group stays in a domain, on the scale-out link the rest."""
+    return LinkTimes(
+        scale_up_latency_s=terms.scale_up_calls * latency_s,
+        scale_up_bandwidth_s=terms.scale_up_bytes_per_chip / bw_bytes_per_s,
+        scale_out_latency_s=terms.scale_out_calls * scale_out_latency_s,
+        scale_out_bandwidth_s=terms.scale_out_bytes_per_chip / scale_out_bw_bytes_per_s,
+    )
