@@ -263,9 +263,8 @@ def prefill_bound(
     out = comm.scale_out
     if out is not None:
         out_share = rate * out.bytes_per_chip_per_step / chunk / out.link_bw_bytes_per_s
-        note = (
-            f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}"
-            + ("" if out_share <= 1.0 else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill")
+        note = f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}" + (
+            "" if out_share <= 1.0 else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill"
         )
     return PrefillBound(
         prompt_tokens=prompt_tokens,

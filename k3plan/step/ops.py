@@ -499,7 +499,19 @@ TOPK_BYTES_PER_EXPERT = 4 + 4
 
 
 def moe_ops(
-    spec: ModelSpec, *, all_to_all, ag_rs, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens, domain_devices=None
+    spec: ModelSpec,
+    *,
+    all_to_all,
+    ag_rs,
+    act,
+    dispatch,
+    tp,
+    dp,
+    ep,
+    devices_per_chip,
+    chips,
+    tokens,
+    domain_devices=None,
 ) -> list[Op]:
     """The MoE layers' collectives, one op each, the same five for every pattern (0 calls where the
     pattern does not issue it):
