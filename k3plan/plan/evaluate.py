@@ -132,11 +132,11 @@ def hardware_columns(
 
 def scale_out_ops(ops: list[Op]) -> np.ndarray:
     """Per configuration, a bit each collective that issues calls over the scale-out link: bit k for
-    ``step.ops.COLLECTIVE_NAMES[k]`` (plan's layout notes name them)."""
+    ``step.ops.COLLECTIVE_NAMES[k]`` (plan's layout notes name them; uint16: 9 names)."""
     n = next(np.shape(x) for op in ops for x in (op.calls, op.scale_out) if hasattr(x, "shape"))
-    mask = np.zeros(n, dtype=np.int64)
+    mask = np.zeros(n, dtype=np.uint16)
     for op in ops:
-        mask |= np.where((op.calls > 0) & op.scale_out, 1 << COLLECTIVE_NAMES.index(op.name), 0)
+        mask |= (np.asarray((op.calls > 0) & op.scale_out)).astype(np.uint16) << COLLECTIVE_NAMES.index(op.name)
     return mask
 
 
@@ -548,8 +548,8 @@ def evaluate(
         stage_first_layer=binding_stages([sc.start for sc in stage_cols]),
         stage_end_layer=binding_stages([sc.end for sc in stage_cols]),
         scale_out_ops=scale_out_ops(comm.ops),
-        scale_out_calls=np.asarray(comm.scale_out_calls) + np.zeros(c.tp.shape[0], dtype=np.int64),
-        scale_out_s=np.asarray(link_t.scale_out_s) + np.zeros(c.tp.shape[0]),
+        scale_out_calls=np.asarray(comm.scale_out_calls),  # an array: the domain is a column
+        scale_out_s=np.asarray(link_t.scale_out_s),
         comm_calls=comm.calls + p2p.calls,
         comm_bytes_per_chip=np.asarray(comm.bytes_per_chip + p2p.bytes_per_chip),
         pipeline_s=pipe_s,

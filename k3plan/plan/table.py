@@ -70,7 +70,8 @@ class StepColumns(SpaceCols):
     stage_first_layer: np.ndarray
     stage_end_layer: np.ndarray  # one past its last layer
     # a decode step of a microbatch (``step.comm``, ``step.stages.p2p_terms``, ``step.decode``)
-    scale_out_ops: np.ndarray  # bit k: step.ops.COLLECTIVE_NAMES[k] crosses the scale-out link (evaluate.scale_out_ops)
+    scale_out_ops: np.ndarray  # uint16, bit k: step.ops.COLLECTIVE_NAMES[k] crosses the scale-out link
+    # (evaluate.scale_out_ops)
     scale_out_calls: np.ndarray  # of the collectives' calls, those over the scale-out link
     scale_out_s: np.ndarray  # float, the collectives' time on the scale-out link (in comm_s)
     comm_calls: np.ndarray  # collective calls + stage-to-stage sends

@@ -172,6 +172,7 @@ def comm_cost(
     spans = any(op.scale_out for op in experts)
     link = out if spans else up
     links = []
+    name: Literal["scale_up", "scale_out"]
     for name, spec_link, lat, src, calls, nbytes, lat_t, bw_t, crossing in (
         ("scale_up", up, up_lat, up_src, t.scale_up_calls, t.scale_up_bytes_per_chip, lt.scale_up_latency_s,
          lt.scale_up_bandwidth_s, False),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, maximum, where
+from k3plan.step.columns import C, add_into, maximum, mul_into, where
 
 if TYPE_CHECKING:
     from k3plan.step.ops import Op
@@ -49,12 +49,12 @@ class CommTerms(Generic[C]):
     scale_out_bytes_per_chip: C | float  # of ``bytes_per_chip``: on the scale-out link
 
     @property
-    def scale_up_calls(self) -> C:
-        return self.calls - self.scale_out_calls
+    def scale_up_calls(self) -> Any:  # C (int or a column): the difference of two
+        return self.calls - self.scale_out_calls  # type: ignore[operator]
 
     @property
-    def scale_up_bytes_per_chip(self) -> C | float:
-        return self.bytes_per_chip - self.scale_out_bytes_per_chip
+    def scale_up_bytes_per_chip(self) -> Any:
+        return self.bytes_per_chip - self.scale_out_bytes_per_chip  # type: ignore[operator]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -100,7 +100,7 @@ def comm_terms(
     each on the scale-out link (``domain_devices``: the devices of one scale-up domain, None: one domain);
     ``all_to_all`` / ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter
     (neither: all_reduce); ``logits_all_gather``: its logits gather."""
-    from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width, step_sum
+    from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width
 
     moe = spec.moe
     ops = collective_ops(
@@ -119,19 +119,32 @@ def comm_terms(
         ag_rs=ag_rs,
         domain_devices=domain_devices,
     )
+    # one pass: the totals (as step_sum adds them) and, where a group may cross a domain, the calls and bytes
+    # of each distinct scale_out column (the ops over one group share it), masked by it once; the products
+    # are this loop's own, so the group sums add into them (``add_into``: no new column a step in plan)
+    total_calls: Any = 0
+    total_bytes: Any = 0
+    by_mask: dict[int, list] = {}
+    for op in ops:
+        c, w = op.count * op.calls, op.count * op.wire_bytes
+        total_calls, total_bytes = total_calls + c, total_bytes + w
+        if domain_devices is not None:
+            held = by_mask.get(id(op.scale_out))
+            if held is None:
+                by_mask[id(op.scale_out)] = [op.scale_out, c, w]
+            else:
+                held[1], held[2] = add_into(held[1], c), add_into(held[2], w)
     out_calls: Any = 0
     out_bytes: Any = 0
-    if domain_devices is not None:  # one domain: nothing crosses (and fit's single-slice path adds nothing)
-        for op in ops:
-            out_calls = out_calls + op.count * op.calls * op.scale_out
-            out_bytes = out_bytes + op.count * op.wire_bytes * op.scale_out
+    for mask, c, w in by_mask.values():
+        out_calls, out_bytes = add_into(out_calls, mul_into(c, mask)), add_into(out_bytes, mul_into(w, mask))
     calls = by_category(ops, "calls", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
     return CommTerms(
         ops=ops,
         attention_calls=attention_calls,
         expert_calls=expert_calls,
-        calls=step_sum(ops, "calls"),
+        calls=total_calls,
         bytes_per_token_per_layer=where(
             all_to_all,
             2 * moe.top_k * moe.expert_in * dispatch,
@@ -141,7 +154,7 @@ def comm_terms(
                 moe_reduced_width(spec) * act,
             ),
         ),
-        bytes_per_chip=step_sum(ops, "wire_bytes"),
+        bytes_per_chip=total_bytes,
         scale_out_calls=out_calls,
         scale_out_bytes_per_chip=out_bytes,
     )
