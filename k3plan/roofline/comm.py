@@ -181,12 +181,12 @@ def comm_cost(
     ):  # fmt: skip
         if calls:
             links.append(
-                LinkComm(
+                LinkComm.model_construct(
                     link=name,
                     link_name=spec_link.name,
-                    link_bw_bytes_per_s=spec_link.bw_bytes_per_s,
-                    latency_s_per_call=lat,
-                    latency_source=src,
+                    link_bw_bytes_per_s=float(spec_link.bw_bytes_per_s),
+                    latency_s_per_call=float(lat),
+                    latency_source=str(src),
                     calls_per_step=int(calls),
                     bytes_per_chip_per_step=round(float(nbytes)),
                     latency_time_s=float(lat_t),
@@ -202,7 +202,10 @@ def comm_cost(
         plink = hw.scale_out if pipeline_link(setup) == "scale_out" else hw.scale_up
         pipe_calls, pipe_bytes, pipe_link = int(p2p.calls), round(float(p2p.bytes_per_chip)), plink.name
         pipe_s = float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s))
-    return CommCost(
+    # model_construct: every field given, each of its type (ints, floats, strs, a tuple of LinkComm), as
+    # validation would make it (tests/roofline/test_comm_links.py checks the two equal); fit's path then
+    # never builds the models' validators (~5 M instructions), only a command that dumps them does
+    return CommCost.model_construct(
         pattern=st.collectives.experts,
         op=Collective.of_pattern(st.collectives.experts),
         calls_per_step=int(t.calls),
@@ -212,9 +215,9 @@ def comm_cost(
         bytes_per_chip_per_step=round(float(t.bytes_per_chip)),  # the times above use the exact figure
         link="scale_out" if spans else "scale_up",
         link_name=link.name,
-        link_bw_bytes_per_s=link.bw_bytes_per_s,
-        latency_s_per_call=out_lat if spans else up_lat,
-        latency_source=out_src if spans else up_src,
+        link_bw_bytes_per_s=float(link.bw_bytes_per_s),
+        latency_s_per_call=float(out_lat if spans else up_lat),
+        latency_source=str(out_src if spans else up_src),
         latency_time_s=float(lt.latency_s),
         bandwidth_time_s=float(lt.bandwidth_s),
         pipeline_calls_per_step=pipe_calls,

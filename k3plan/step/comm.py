@@ -57,14 +57,18 @@ class CommTerms(Generic[C]):
         return self.bytes_per_chip - self.scale_out_bytes_per_chip  # type: ignore[operator]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class LinkTimes:
-    """The collectives' time a step by link (``comm_time``): calls x latency and bytes / bandwidth."""
+    """The collectives' time a step by link (``comm_time``): calls x latency and bytes / bandwidth, each an
+    int or float (fit) or a column (plan). A plain class: a dataclass's generated methods cost fit's start
+    ~1 ms to build."""
 
-    scale_up_latency_s: Any
-    scale_up_bandwidth_s: Any
-    scale_out_latency_s: Any
-    scale_out_bandwidth_s: Any
+    __slots__ = ("scale_up_latency_s", "scale_up_bandwidth_s", "scale_out_latency_s", "scale_out_bandwidth_s")
+
+    def __init__(self, scale_up_latency_s, scale_up_bandwidth_s, scale_out_latency_s, scale_out_bandwidth_s):
+        self.scale_up_latency_s = scale_up_latency_s
+        self.scale_up_bandwidth_s = scale_up_bandwidth_s
+        self.scale_out_latency_s = scale_out_latency_s
+        self.scale_out_bandwidth_s = scale_out_bandwidth_s
 
     @property
     def latency_s(self):

@@ -87,8 +87,7 @@ class Op:
     heads: Col = 0  # attention / KDA: heads a device
     tensor: Tensor | None = None  # weight ops: one member of the group
     link: Literal["scale_up", "scale_out"] | None = None  # the pipeline send's own link (else ``scale_out`` says)
-    span: Col = 1  # collectives: devices the group stretches over, TP innermost (``group_spans``)
-    scale_out: Col = False  # collectives: the group crosses a scale-up domain (``crosses``): runs over scale-out
+    scale_out: Col = False  # collectives: its group's span (``group_spans``) crosses a scale-up domain (``crosses``)
 
     @property
     def bytes(self):
@@ -407,8 +406,8 @@ def collective_ops(
     ``logits.gather`` is all_gather (else partitioned_argmax): see ``tp_edge_ops``. ``all_to_all`` /
     ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter (neither: all_reduce);
     the MoE ops: ``moe_ops``. ``domain_devices``: the devices of one scale-up domain
-    (``Topology.devices_per_slice``; None: the step runs inside one): each op's ``span`` and
-    ``scale_out`` (``group_spans``, ``crosses``)."""
+    (``Topology.devices_per_slice``; None: the step runs inside one): each op's ``scale_out``, whether
+    its group's span crosses one (``group_spans``, ``crosses``)."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
@@ -427,7 +426,6 @@ def collective_ops(
             calls=where(tp > 1, 1, 0),
             message_bytes=tp_msg,
             wire_bytes=ring_bytes_per_chip(tp, tp_msg, devices_per_chip),
-            span=spans["tp"],
             scale_out=crosses(spans["tp"], domain_devices),
         )
     ]
@@ -528,9 +526,9 @@ def moe_ops(
       sends dp - 1 shards of its own rows in each. Then, TP > 1, ``moe.all_reduce`` over the attention-TP
       group of a DP group's rows (KimiMoE.forward's maybe_all_reduce_tensor_model_parallel: the routed
       output of this rank's experts and the row-parallel shared experts). DP 1: the TP all-reduce only
-      (use_all2all_kernels needs DP > 1). Each op's ``span`` is its group's (``group_spans``: the DP
-      group's ranks are strided by tp, so it stretches over tp x dp devices) and ``scale_out`` whether
-      that crosses a scale-up domain of ``domain_devices`` (``crosses``)."""
+      (use_all2all_kernels needs DP > 1). Each op's ``scale_out``: whether its group's span
+      (``group_spans``: the DP group's ranks are strided by tp, so it stretches over tp x dp devices)
+      crosses a scale-up domain of ``domain_devices`` (``crosses``)."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
@@ -553,7 +551,6 @@ def moe_ops(
                 **moe_layer,
                 collective=Collective.ALL_TO_ALL,
                 group=ep,
-                span=spans["ep"],
                 scale_out=out["ep"],
                 calls=where(all_to_all, 1, 0),
                 message_bytes=where(all_to_all, a2a_msg / (chips * devices_per_chip), 0),
@@ -572,7 +569,6 @@ def moe_ops(
                 **moe_layer,
                 collective=op,
                 group=dp,
-                span=spans["dp"],
                 scale_out=out["dp"],
                 calls=gathers,
                 message_bytes=where(gathers > 0, shard, 0),  # a device's rows: what it contributes / keeps
@@ -588,7 +584,6 @@ def moe_ops(
             **moe_layer,
             collective=Collective.ALL_REDUCE,
             group=ar_group,
-            span=where(ag_rs, spans["tp"], spans["ep"]),
             scale_out=where(ag_rs, out["tp"], out["ep"]),
             calls=where(all_to_all, 0, where(ar_group > 1, 1, 0)),
             message_bytes=where(all_to_all, 0, ar_msg),
@@ -624,7 +619,7 @@ def tp_edge_ops(
     - ``logits.gather``: all_gather: the LM head's [rows, vocab/TP] all-gathered once (vLLM / SGLang
       LogitsProcessor); partitioned_argmax: the logits stay split, XLA's argmax all-gathers each shard's
       max and its index (2 calls of a row's 4 bytes). Ring all-gather: a device sends (n-1) shards.
-    All on a DP group's rows, 0 calls when TP is 1; over the TP group (``span`` tp: ``crosses`` a scale-up
+    All on a DP group's rows, 0 calls when TP is 1; over the TP group (span tp: ``crosses`` a scale-up
     domain of ``domain_devices`` only when TP is wider than one)."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
@@ -639,7 +634,6 @@ def tp_edge_ops(
         "kind": "collective",
         "category": "collectives",
         "group": tp,
-        "span": tp,
         "scale_out": crosses(tp, domain_devices),
     }
     return [
