@@ -45,8 +45,18 @@ class CommTerms(Generic[C]):
     calls: C  # every call a step: attention + experts + the embedding, dense MLP and logits
     bytes_per_token_per_layer: C  # expert traffic a token a MoE layer (all-to-all: dispatch + combine)
     bytes_per_chip: C | float  # what a chip puts on the links a step (a ring's 2 (n-1)/n share: a float)
-    scale_out_calls: C  # of ``calls``: those whose group crosses a scale-up domain (``Op.scale_out``)
-    scale_out_bytes_per_chip: C | float  # of ``bytes_per_chip``: on the scale-out link
+    # (calls, bytes a chip) of those on the scale-out link, whose group crosses a scale-up domain
+    # (``Op.scale_out``); one field, not two: each field of a frozen dataclass is compiled into its
+    # generated methods at import, on fit's path
+    scale_out: tuple
+
+    @property
+    def scale_out_calls(self) -> Any:
+        return self.scale_out[0]
+
+    @property
+    def scale_out_bytes_per_chip(self) -> Any:
+        return self.scale_out[1]
 
     @property
     def scale_up_calls(self) -> Any:  # C (int or a column): the difference of two
@@ -159,8 +169,7 @@ def comm_terms(
             ),
         ),
         bytes_per_chip=total_bytes,
-        scale_out_calls=out_calls,
-        scale_out_bytes_per_chip=out_bytes,
+        scale_out=(out_calls, out_bytes),
     )
 
 

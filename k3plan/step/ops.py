@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
@@ -86,8 +86,9 @@ class Op:
     params: Col = 0  # weight ops: one tensor's params a device
     heads: Col = 0  # attention / KDA: heads a device
     tensor: Tensor | None = None  # weight ops: one member of the group
-    link: Literal["scale_up", "scale_out"] | None = None  # the pipeline send's own link (else ``scale_out`` says)
-    scale_out: Col = False  # collectives: its group's span (``group_spans``) crosses a scale-up domain (``crosses``)
+    # collectives: on the scale-out link (its group's span, ``group_spans``, crosses a scale-up domain:
+    # ``crosses``; the pipeline send: ``roofline.comm.pipeline_link``), else on the scale-up link
+    scale_out: Col = False
 
     @property
     def bytes(self):
@@ -682,8 +683,8 @@ def step_sum(ops: list[Op], field: str):
 
 def to_op_costs(ops: list[Op]) -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); a collective
-    runs on its own link: the scale-out link where its group crosses a scale-up domain (``Op.scale_out``),
-    else the scale-up link; the pipeline send names its own (``roofline.comm.pipeline_link``). Collectives a stack does not issue
+    runs on its own link (``Op.scale_out``: where its group crosses a scale-up domain, and the pipeline send
+    where ``roofline.comm.pipeline_link`` says). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
     roofline's collective time as its ceiling (tests/step/test_ops.py)."""
     from k3plan.speed.ops import OpCost
@@ -721,7 +722,7 @@ def to_op_costs(ops: list[Op]) -> list:
                     wire_bytes=round(float(op.wire_bytes) / int(op.calls)),  # OpCost's is a call's
                     group=int(op.group),
                     calls=int(op.calls),
-                    link=op.link or ("scale_out" if op.scale_out else "scale_up"),
+                    link="scale_out" if op.scale_out else "scale_up",
                 )
             )
         elif op.kind == "matmul":
