@@ -181,7 +181,7 @@ def comm_cost(
     ):  # fmt: skip
         if calls:
             links.append(
-                LinkComm.model_construct(
+                LinkComm(
                     link=name,
                     link_name=spec_link.name,
                     link_bw_bytes_per_s=float(spec_link.bw_bytes_per_s),
@@ -202,10 +202,7 @@ def comm_cost(
         plink = hw.scale_out if pipeline_link(setup) == "scale_out" else hw.scale_up
         pipe_calls, pipe_bytes, pipe_link = int(p2p.calls), round(float(p2p.bytes_per_chip)), plink.name
         pipe_s = float(p2p_time(p2p, latency_s=plink.latency_s, bw_bytes_per_s=plink.bw_bytes_per_s))
-    # model_construct: every field given, each of its type (ints, floats, strs, a tuple of LinkComm), as
-    # validation would make it (tests/roofline/test_comm_links.py checks the two equal); fit's path then
-    # never builds the models' validators (~5 M instructions), only a command that dumps them does
-    return CommCost.model_construct(
+    return CommCost(
         pattern=st.collectives.experts,
         op=Collective.of_pattern(st.collectives.experts),
         calls_per_step=int(t.calls),
