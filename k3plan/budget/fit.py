@@ -31,7 +31,7 @@ from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
-from k3plan.step.collective import Collective, cross_node_ep_warning
+from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.step.stages import bind
 from k3plan.step.verdict import reject_code
@@ -412,6 +412,12 @@ def fit(
                 if par.tp <= topo.devices_per_slice
                 else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
             )
+    if topo.spans_slices:  # which collectives cross the scale-out link (each runs on its own: roofline.comm)
+        from k3plan.roofline.comm import scale_out_collectives
+
+        crossing, _ = scale_out_collectives(setup)
+        if crossing:
+            warnings.append(scale_out_note(hw, topo, crossing=crossing))
     crossover = kv_state_crossover_tokens(spec, stack)
     return FitResult(
         model=ModelFacts(

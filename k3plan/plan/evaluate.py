@@ -25,7 +25,7 @@ from k3plan.step.collective import Collective, latency
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
-from k3plan.step.ops import WeightGroup
+from k3plan.step.ops import COLLECTIVE_NAMES, Op, WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
 from k3plan.step.stages import bind, microbatch
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
@@ -49,6 +49,7 @@ class HardwareCols:
     price: np.ndarray  # float, USD a chip-hour; NaN: no price
     chips: np.ndarray
     spans_slices: np.ndarray  # bool: the EP group spans slices (roofline.comm.ep_spans_slices)
+    domain_devices: np.ndarray  # devices of one scale-up domain (a wider group crosses it: step.ops.crosses)
     scale_up_latency: np.ndarray  # float, s a call of the stack's expert collective
     scale_out_latency: np.ndarray  # float, s
 
@@ -122,10 +123,21 @@ def hardware_columns(
         ),
         chips=_per(topo, lambda t: t.chips, c.topo),
         spans_slices=multi & (c.ep > per_slice),  # roofline.comm.ep_spans_slices
+        domain_devices=per_slice,
         scale_up_latency=latency_col("scale_up"),
         scale_out_latency=latency_col("scale_out"),
     )
     return out, notes
+
+
+def scale_out_ops(ops: list[Op]) -> np.ndarray:
+    """Per configuration, a bit each collective that issues calls over the scale-out link: bit k for
+    ``step.ops.COLLECTIVE_NAMES[k]`` (plan's layout notes name them; uint16: 9 names)."""
+    n = next(np.shape(x) for op in ops for x in (op.calls, op.scale_out) if hasattr(x, "shape"))
+    mask = np.zeros(n, dtype=np.uint16)
+    for op in ops:
+        mask |= (np.asarray((op.calls > 0) & op.scale_out)).astype(np.uint16) << COLLECTIVE_NAMES.index(op.name)
+    return mask
 
 
 def _unique_meshes(space: Space, rows: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
@@ -415,7 +427,6 @@ def evaluate(
     def binding_stages(per: list[np.ndarray]) -> np.ndarray:
         return np.stack(per)[at]
 
-    spans = hw_cols.spans_slices
     micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
     comm = comm_terms(
         spec,
@@ -430,11 +441,14 @@ def evaluate(
         chips=hw_cols.chips,
         tokens=micro,
         logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
+        domain_devices=hw_cols.domain_devices,
     )
-    lat_t, bw_t = comm_time(
+    link_t = comm_time(  # each collective on its own link (step.ops.Op.scale_out)
         comm,
-        latency_s=np.where(spans, hw_cols.scale_out_latency, hw_cols.scale_up_latency),
-        bw_bytes_per_s=np.where(spans, hw_cols.scale_out_bw, hw_cols.scale_up_bw),
+        latency_s=hw_cols.scale_up_latency,
+        bw_bytes_per_s=hw_cols.scale_up_bw,
+        scale_out_latency_s=hw_cols.scale_out_latency,
+        scale_out_bw_bytes_per_s=hw_cols.scale_out_bw,
     )
     p2p = p2p_terms(
         spec,
@@ -456,7 +470,7 @@ def evaluate(
         ),
         bw_bytes_per_s=np.where(multi, hw_cols.scale_out_bw, hw_cols.scale_up_bw),
     )
-    comm_s = lat_t + bw_t + pipe_s
+    comm_s = link_t.latency_s + link_t.bandwidth_s + pipe_s
     d = decode_terms(
         spec,
         dense_bytes=weights.dense_bytes,
@@ -499,6 +513,7 @@ def evaluate(
         price=hw_cols.price,
         chips=hw_cols.chips,
         spans_slices=hw_cols.spans_slices,
+        domain_devices=hw_cols.domain_devices,
         scale_up_latency=hw_cols.scale_up_latency,
         scale_out_latency=hw_cols.scale_out_latency,
         fallbacks=weights.fallbacks,
@@ -532,6 +547,9 @@ def evaluate(
         stage_kda_layers=binding_stages([sc.n_kda for sc in stage_cols]),
         stage_first_layer=binding_stages([sc.start for sc in stage_cols]),
         stage_end_layer=binding_stages([sc.end for sc in stage_cols]),
+        scale_out_ops=scale_out_ops(comm.ops),
+        scale_out_calls=np.asarray(comm.scale_out_calls),  # an array: the domain is a column
+        scale_out_s=np.asarray(link_t.scale_out_s),
         comm_calls=comm.calls + p2p.calls,
         comm_bytes_per_chip=np.asarray(comm.bytes_per_chip + p2p.bytes_per_chip),
         pipeline_s=pipe_s,

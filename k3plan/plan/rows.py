@@ -16,8 +16,9 @@ from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
 from k3plan.sharding.resolve import uneven_words
-from k3plan.step.collective import Collective, cross_node_ep_warning
+from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.decode import BINDING
+from k3plan.step.ops import COLLECTIVE_NAMES
 from k3plan.units import GiB
 
 TEMP_EVIDENCE = (
@@ -43,8 +44,9 @@ PER_DEVICE = (
 def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
     """Why a row crosses the scale-out network, in words: pipeline stages over hosts (the binding
     stage and the stage-to-stage sends), an EP group wider than a scale-up domain (its
-    collective over the scale-out link, bandwidth and latency from the hardware spec), and an expert
-    group that does not divide the routed experts where the engine places them unevenly (fit's note)."""
+    collective over the scale-out link, bandwidth and latency from the hardware spec), which
+    collectives cross the scale-out link (``scale_out_ops``), in fit's words, and an expert group that
+    does not divide the routed experts where the engine places them unevenly (fit's note)."""
     hw = space.hardware[int(cols.hw[i])]
     topo = space.topologies[int(cols.topo[i])]
     st = space.stacks[int(cols.stack[i])]
@@ -63,6 +65,10 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
         )
     if bool(cols.spans_slices[i]):
         out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.pattern_text(st.collectives.experts)))
+    mask = int(cols.scale_out_ops[i])
+    if mask:
+        crossing = [name for k, name in enumerate(COLLECTIVE_NAMES) if mask >> k & 1]
+        out.append(scale_out_note(hw, topo, crossing=crossing))
     placed, experts = st.sharding.expert_placement, space.experts
     if placed is not None and placed.uneven and experts % ep:
         split = uneven_words(

@@ -30,6 +30,7 @@ class StepColumns(SpaceCols):
     price: np.ndarray  # float, USD a chip-hour; NaN: no price (plan: ``priced`` sets the --price list's)
     chips: np.ndarray
     spans_slices: np.ndarray  # bool: the EP group spans slices (roofline.comm.ep_spans_slices)
+    domain_devices: np.ndarray  # devices of one scale-up domain (a wider group crosses it: step.ops.crosses)
     scale_up_latency: np.ndarray  # float, s a call of the stack's expert collective
     scale_out_latency: np.ndarray  # float, s
     # the weights (``WeightCols``): the whole path's sums decode reads
@@ -69,6 +70,10 @@ class StepColumns(SpaceCols):
     stage_first_layer: np.ndarray
     stage_end_layer: np.ndarray  # one past its last layer
     # a decode step of a microbatch (``step.comm``, ``step.stages.p2p_terms``, ``step.decode``)
+    scale_out_ops: np.ndarray  # uint16, bit k: step.ops.COLLECTIVE_NAMES[k] crosses the scale-out link
+    # (evaluate.scale_out_ops)
+    scale_out_calls: np.ndarray  # of the collectives' calls, those over the scale-out link
+    scale_out_s: np.ndarray  # float, the collectives' time on the scale-out link (in comm_s)
     comm_calls: np.ndarray  # collective calls + stage-to-stage sends
     comm_bytes_per_chip: np.ndarray  # float, bytes a chip puts on the links
     pipeline_s: np.ndarray  # float, the stage-to-stage sends' share of comm_s

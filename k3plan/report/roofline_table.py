@@ -42,7 +42,14 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
             "collectives",
             _ms(c.latency_time_s + c.bandwidth_time_s) + " ms",
             f"{c.calls_per_step} calls ({c.expert_calls_per_step} {_expert_calls(c)}) x {c.latency_s_per_call * 1e6:.2f} us "
-            f"({escape(c.latency_source)}) + {fmt_gib_sig(c.bytes_per_chip_per_step)} a chip over {c.link_name}",
+            f"({escape(c.latency_source)}) + {fmt_gib_sig(c.bytes_per_chip_per_step)} a chip over {c.link_name}"
+            if len(c.links) < 2
+            else f"{c.calls_per_step} calls ({c.expert_calls_per_step} {_expert_calls(c)}), by link: "
+            + "; ".join(
+                f"{x.link_name}: {x.calls_per_step} x {x.latency_s_per_call * 1e6:.2f} us ({escape(x.latency_source)}) + "
+                f"{fmt_gib_sig(x.bytes_per_chip_per_step)} a chip ({', '.join(x.collectives)})"
+                for x in c.links
+            ),
         ),
     ]
     if c.pipeline_calls_per_step:

@@ -32,6 +32,7 @@ from k3plan.roofline.work import (
     linear_flops_per_token,
 )
 from k3plan.setup import Setup
+from k3plan.step.collective import Collective
 
 if TYPE_CHECKING:
     from k3plan.roofline.result import LongContext
@@ -153,9 +154,7 @@ def decode_bound(
     # sum over the stages of its layers (the whole model's per-device sums on a stage's mesh) plus
     # the stage-to-stage sends, and the batch advances a token in that time
     micro = microbatch(batch, par.pp)
-    pre = comm_cost(setup, tokens=micro)
-    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
-    comm = comm_cost(setup, tokens=micro, latency=lat) if lat else pre
+    comm = comm_cost(setup, tokens=micro, latency=_scale_up_latency(setup, probes, allow_cpu_probes))
     d = decode_terms(
         spec,
         dense_bytes=w.dense_bytes,
@@ -254,17 +253,18 @@ def prefill_bound(
     rate = peak / (linear + attn)
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
-    pre = comm_cost(setup, tokens=chunk, sequences=1)
-    lat = collective_latency(hw, op=pre.op, link=pre.link, probes=probes, allow_cpu=allow_cpu_probes)
-    comm = comm_cost(setup, tokens=chunk, sequences=1, latency=lat) if lat else pre
+    comm = comm_cost(setup, tokens=chunk, sequences=1, latency=_scale_up_latency(setup, probes, allow_cpu_probes))
     compute_s = prompt_tokens / rate
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
-    share = need / comm.link_bw_bytes_per_s
+    # each link carries its own collectives' bytes: the fullest link's share binds
+    share = max((rate * x.bytes_per_chip_per_step / chunk / x.link_bw_bytes_per_s for x in comm.links), default=0.0)
     feasible = share <= 1.0
     note = ""
-    if comm.link == "scale_out":
-        note = f"the EP group spans {topo.slices} slices: expert traffic crosses {comm.link_name}" + (
-            "" if feasible else f", needing {share:.0%} of its bandwidth: infeasible for prefill"
+    out = comm.scale_out
+    if out is not None:
+        out_share = rate * out.bytes_per_chip_per_step / chunk / out.link_bw_bytes_per_s
+        note = f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}" + (
+            "" if out_share <= 1.0 else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill"
         )
     return PrefillBound(
         prompt_tokens=prompt_tokens,
@@ -284,6 +284,15 @@ def prefill_bound(
         feasible=feasible,
         note=note,
     )
+
+
+def _scale_up_latency(setup: Setup, probes: Path | None, allow_cpu: bool) -> tuple[float, str] | None:
+    """A probe record's latency a call of the stack's expert collective on the scale-up link, or None (the
+    spec's): what ``comm_cost`` charges the calls that stay in a scale-up domain."""
+    if probes is None:
+        return None
+    op = Collective.of_pattern(setup.stack.collectives.experts)
+    return collective_latency(setup.hardware, op=op.value, link="scale_up", probes=probes, allow_cpu=allow_cpu)
 
 
 def crossover(setup: Setup, contexts: Sequence[int]) -> LongContext:

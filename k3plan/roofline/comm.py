@@ -12,7 +12,11 @@ time = calls x per-call latency + bytes a chip / link bandwidth (one-way, a chip
 - ``allgather_reducescatter`` (vLLM's default all2all backend on GPUs): with DP > 1 one all-gather of
   the expert inputs and one reduce-scatter of the outputs over the DP group a MoE layer, then the TP
   all-reduce (``k3plan.step.ops.moe_ops``); a reduce-scatter has no probe: the spec's latency.
-The link is ICI/NVLink while a group stays in one slice (scale-up domain), else DCN/scale-out.
+Each collective runs on its own link: ICI/NVLink while its group stays in one slice (scale-up domain),
+else DCN/scale-out (``k3plan.step.ops.group_spans``: a TP group is ``tp`` consecutive devices, an EP
+group ``ep``, the DP group strided by tp ``tp x dp``). So on two 8-GPU nodes with EP over both, the TP
+all-reduces stay on NVLink and only the expert collectives whose group spans the nodes cross InfiniBand;
+``CommCost.links`` is that split, one entry a link that carries calls.
 """
 
 from __future__ import annotations
@@ -29,28 +33,52 @@ if TYPE_CHECKING:
     from k3plan.step.p2p import P2PTerms
 
 
+class LinkComm(BaseModel):
+    """The step's collectives on one link (``CommCost.links``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    link: Literal["scale_up", "scale_out"]
+    link_name: str
+    link_bw_bytes_per_s: float
+    latency_s_per_call: float  # the experts' collective's on this link (``step.collective.latency``)
+    latency_source: str
+    calls_per_step: int
+    bytes_per_chip_per_step: int  # rounded to the byte (the times use the exact figure)
+    latency_time_s: float
+    bandwidth_time_s: float
+    collectives: tuple[str, ...]  # the ops on this link that issue calls (``k3plan.step.ops.collective_ops``)
+
+
 class CommCost(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     pattern: str
     op: Collective  # the experts' collective whose latency the step takes (``Collective.of_pattern``)
-    calls_per_step: int  # all collectives a step
+    calls_per_step: int  # all collectives a step, both links
     expert_calls_per_step: int
     attention_calls_per_step: int
     bytes_per_token_per_layer: int  # expert traffic a token a MoE layer (dispatch + combine)
     bytes_per_chip_per_step: int  # rounded to the byte: a ring's 2 (n-1)/n share of a message is a fraction
-    link: str  # "scale_up" or "scale_out"
+    # the experts' collectives' link ("scale_up" or "scale_out"), its bandwidth and latency a call
+    link: str
     link_name: str
     link_bw_bytes_per_s: float
     latency_s_per_call: float
     latency_source: str
-    latency_time_s: float
-    bandwidth_time_s: float
+    latency_time_s: float  # both links: the sum over ``links``
+    bandwidth_time_s: float  # both links
     # pipeline parallelism (step/p2p.py p2p_terms): pp - 1 stage-to-stage sends a step
     pipeline_calls_per_step: int = 0
     pipeline_bytes_per_chip_per_step: int = 0  # rounded to the byte (a device's 1/tp of a boundary)
     pipeline_link: str = ""
     pipeline_time_s: float = 0.0
+    links: tuple[LinkComm, ...] = ()  # the collectives by link, each link that carries calls
+
+    @property
+    def scale_out(self) -> LinkComm | None:
+        """The collectives that cross the scale-out link, if any."""
+        return next((x for x in self.links if x.link == "scale_out"), None)
 
     @property
     def time_s(self) -> float:
@@ -109,6 +137,8 @@ def collective_args(setup) -> dict:
         "ep": par.ep,
         "devices_per_chip": hw.devices_per_chip,
         "chips": topo.chips,
+        # a group wider than this crosses a scale-up domain (step.ops.crosses); None: one domain
+        "domain_devices": topo.devices_per_slice if topo.spans_slices else None,
         "spec": spec,
     }
 
@@ -118,16 +148,52 @@ def comm_cost(
 ) -> CommCost:
     """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
     ``sequences`` sequences sampled (default ``tokens``; a prefill chunk: 1): ``k3plan.step.comm``
-    at one Setup."""
+    at one Setup, each collective on its own link. ``latency``: (seconds, source) a call on the scale-up
+    link (a probe record: ``roofline.latency.collective_latency``), else the spec's; the scale-out link's
+    is always the spec's (probes run inside one slice)."""
     from k3plan.step.comm import comm_terms, comm_time
 
     a = collective_args(setup)
     st, hw, spec = setup.stack, setup.hardware, a.pop("spec")
-    spans = ep_spans_slices(setup)
-    link = hw.scale_out if spans else hw.scale_up
-    lat_s, lat_src = latency or (link.latency_s, f"{hw.name} spec: {link.name} latency a call")
+    up, out = hw.scale_up, hw.scale_out
+    up_lat, up_src = latency or (up.latency_s, f"{hw.name} spec: {up.name} latency a call")
+    out_lat, out_src = out.latency_s, f"{hw.name} spec: {out.name} latency a call"
     t = comm_terms(spec, **a, tokens=tokens, sequences=sequences)
-    lat_t, bw_t = comm_time(t, latency_s=lat_s, bw_bytes_per_s=link.bw_bytes_per_s)
+    lt = comm_time(
+        t,
+        latency_s=up_lat,
+        bw_bytes_per_s=up.bw_bytes_per_s,
+        scale_out_latency_s=out_lat,
+        scale_out_bw_bytes_per_s=out.bw_bytes_per_s,
+    )
+    issued = [op for op in t.ops if op.calls]
+    # the experts' link: where the MoE layers' collectives run (a model without them: any collective's)
+    experts = [op for op in issued if op.layer_kind == "moe"] or issued
+    spans = any(op.scale_out for op in experts)
+    link = out if spans else up
+    links = []
+    name: Literal["scale_up", "scale_out"]
+    for name, spec_link, lat, src, calls, nbytes, lat_t, bw_t, crossing in (
+        ("scale_up", up, up_lat, up_src, t.scale_up_calls, t.scale_up_bytes_per_chip, lt.scale_up_latency_s,
+         lt.scale_up_bandwidth_s, False),
+        ("scale_out", out, out_lat, out_src, t.scale_out_calls, t.scale_out_bytes_per_chip, lt.scale_out_latency_s,
+         lt.scale_out_bandwidth_s, True),
+    ):  # fmt: skip
+        if calls:
+            links.append(
+                LinkComm(
+                    link=name,
+                    link_name=spec_link.name,
+                    link_bw_bytes_per_s=float(spec_link.bw_bytes_per_s),
+                    latency_s_per_call=float(lat),
+                    latency_source=str(src),
+                    calls_per_step=int(calls),
+                    bytes_per_chip_per_step=round(float(nbytes)),
+                    latency_time_s=float(lat_t),
+                    bandwidth_time_s=float(bw_t),
+                    collectives=tuple(op.name for op in issued if bool(op.scale_out) == crossing),
+                )
+            )
     pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0, "", 0.0  # no pipeline: CommCost's defaults
     p2p = pipeline_sends(setup, tokens=tokens)
     if p2p is not None:
@@ -146,13 +212,24 @@ def comm_cost(
         bytes_per_chip_per_step=round(float(t.bytes_per_chip)),  # the times above use the exact figure
         link="scale_out" if spans else "scale_up",
         link_name=link.name,
-        link_bw_bytes_per_s=link.bw_bytes_per_s,
-        latency_s_per_call=lat_s,
-        latency_source=lat_src,
-        latency_time_s=float(lat_t),
-        bandwidth_time_s=float(bw_t),
+        link_bw_bytes_per_s=float(link.bw_bytes_per_s),
+        latency_s_per_call=float(out_lat if spans else up_lat),
+        latency_source=str(out_src if spans else up_src),
+        latency_time_s=float(lt.latency_s),
+        bandwidth_time_s=float(lt.bandwidth_s),
         pipeline_calls_per_step=pipe_calls,
         pipeline_bytes_per_chip_per_step=pipe_bytes,
         pipeline_link=pipe_link,
         pipeline_time_s=pipe_s,
+        links=tuple(links),
     )
+
+
+def scale_out_collectives(setup: Setup) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the collectives that cross the scale-out link, those that stay on the scale-up link) of one Setup's
+    step: the ops that issue calls (``collective_ops`` at one token: calls do not depend on the tokens)."""
+    from k3plan.step.ops import collective_ops
+
+    a = collective_args(setup)
+    ops = [op for op in collective_ops(a.pop("spec"), **a, tokens=1) if op.calls]
+    return tuple(op.name for op in ops if op.scale_out), tuple(op.name for op in ops if not op.scale_out)

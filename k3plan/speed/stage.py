@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -76,12 +75,6 @@ def _shown(folder: Path) -> str:
         return str(folder)
 
 
-def _link(setup) -> Literal["scale_up", "scale_out"]:
-    from k3plan.roofline.comm import ep_spans_slices
-
-    return "scale_out" if ep_spans_slices(setup) else "scale_up"
-
-
 def _send_ops(setup, *, tokens: int) -> list:
     """Under ``--pp``: the stage-to-stage send of a step over ``tokens`` tokens as one op, on the link
     the bound's ``comm_cost`` uses (``roofline.comm.pipeline_sends`` / ``pipeline_link``); else none."""
@@ -130,7 +123,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         weights=weights if weights is not None else weight_groups_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=batch)
-    return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), link=_link(setup))
+    return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch))
 
 
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
@@ -156,7 +149,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         context=context,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
-    return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), link=_link(setup))
+    return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk))
 
 
 def add_stages(stages: list[StageTime]) -> StageTime:

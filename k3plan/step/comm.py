@@ -12,16 +12,18 @@
   all-reduces a DP group's rows (ring: a device sends dp - 1 of its shards in each);
 - attention: one all-reduce over the TP group a layer when TP > 1, on a DP group's tokens;
 - the embedding's and the dense MLP's all-reduce and the logits' gather over TP (``ops.tp_edge_ops``).
-time = calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
+Each op runs on its own link: the scale-out link where its group crosses a scale-up domain
+(``ops.Op.scale_out``), else the scale-up link, so the calls and bytes split by link and
+time = sum over the links of calls x latency a call + bytes a chip / link bandwidth (one-way, a chip).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, maximum, where
+from k3plan.step.columns import C, add_into, maximum, mul_into, where
 
 if TYPE_CHECKING:
     from k3plan.step.ops import Op
@@ -42,7 +44,53 @@ class CommTerms(Generic[C]):
     expert_calls: C  # calls of the MoE layers' (dispatch + combine, or the all-reduce)
     calls: C  # every call a step: attention + experts + the embedding, dense MLP and logits
     bytes_per_token_per_layer: C  # expert traffic a token a MoE layer (all-to-all: dispatch + combine)
-    bytes_per_chip: C | float  # what a chip puts on the link a step (a ring's 2 (n-1)/n share: a float)
+    bytes_per_chip: C | float  # what a chip puts on the links a step (a ring's 2 (n-1)/n share: a float)
+    # (calls, bytes a chip) of those on the scale-out link, whose group crosses a scale-up domain
+    # (``Op.scale_out``); one field, not two: each field of a frozen dataclass is compiled into its
+    # generated methods at import, on fit's path
+    scale_out: tuple
+
+    @property
+    def scale_out_calls(self) -> Any:
+        return self.scale_out[0]
+
+    @property
+    def scale_out_bytes_per_chip(self) -> Any:
+        return self.scale_out[1]
+
+    @property
+    def scale_up_calls(self) -> Any:  # C (int or a column): the difference of two
+        return self.calls - self.scale_out_calls  # type: ignore[operator]
+
+    @property
+    def scale_up_bytes_per_chip(self) -> Any:
+        return self.bytes_per_chip - self.scale_out_bytes_per_chip  # type: ignore[operator]
+
+
+class LinkTimes:
+    """The collectives' time a step by link (``comm_time``): calls x latency and bytes / bandwidth, each an
+    int or float (fit) or a column (plan). A plain class: a dataclass's generated methods cost fit's start
+    ~1 ms to build."""
+
+    __slots__ = ("scale_up_latency_s", "scale_up_bandwidth_s", "scale_out_latency_s", "scale_out_bandwidth_s")
+
+    def __init__(self, scale_up_latency_s, scale_up_bandwidth_s, scale_out_latency_s, scale_out_bandwidth_s):
+        self.scale_up_latency_s = scale_up_latency_s
+        self.scale_up_bandwidth_s = scale_up_bandwidth_s
+        self.scale_out_latency_s = scale_out_latency_s
+        self.scale_out_bandwidth_s = scale_out_bandwidth_s
+
+    @property
+    def latency_s(self):
+        return self.scale_up_latency_s + self.scale_out_latency_s
+
+    @property
+    def bandwidth_s(self):
+        return self.scale_up_bandwidth_s + self.scale_out_bandwidth_s
+
+    @property
+    def scale_out_s(self):
+        return self.scale_out_latency_s + self.scale_out_bandwidth_s
 
 
 def comm_terms(
@@ -60,11 +108,13 @@ def comm_terms(
     logits_all_gather,
     sequences=None,
     ag_rs=False,
+    domain_devices=None,
 ) -> CommTerms[C]:
-    """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``);
+    """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``), and the share of
+    each on the scale-out link (``domain_devices``: the devices of one scale-up domain, None: one domain);
     ``all_to_all`` / ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter
     (neither: all_reduce); ``logits_all_gather``: its logits gather."""
-    from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width, step_sum
+    from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width
 
     moe = spec.moe
     ops = collective_ops(
@@ -81,14 +131,34 @@ def comm_terms(
         logits_all_gather=logits_all_gather,
         sequences=sequences,
         ag_rs=ag_rs,
+        domain_devices=domain_devices,
     )
+    # one pass: the totals (as step_sum adds them) and, where a group may cross a domain, the calls and bytes
+    # of each distinct scale_out column (the ops over one group share it), masked by it once; the products
+    # are this loop's own, so the group sums add into them (``add_into``: no new column a step in plan)
+    total_calls: Any = 0
+    total_bytes: Any = 0
+    by_mask: dict[int, list] = {}
+    for op in ops:
+        c, w = op.count * op.calls, op.count * op.wire_bytes
+        total_calls, total_bytes = total_calls + c, total_bytes + w
+        if domain_devices is not None:
+            held = by_mask.get(id(op.scale_out))
+            if held is None:
+                by_mask[id(op.scale_out)] = [op.scale_out, c, w]
+            else:
+                held[1], held[2] = add_into(held[1], c), add_into(held[2], w)
+    out_calls: Any = 0
+    out_bytes: Any = 0
+    for mask, c, w in by_mask.values():
+        out_calls, out_bytes = add_into(out_calls, mul_into(c, mask)), add_into(out_bytes, mul_into(w, mask))
     calls = by_category(ops, "calls", key="layer_kind")
     attention_calls, expert_calls = calls["attention"], calls.get("moe", 0)
     return CommTerms(
         ops=ops,
         attention_calls=attention_calls,
         expert_calls=expert_calls,
-        calls=step_sum(ops, "calls"),
+        calls=total_calls,
         bytes_per_token_per_layer=where(
             all_to_all,
             2 * moe.top_k * moe.expert_in * dispatch,
@@ -98,10 +168,19 @@ def comm_terms(
                 moe_reduced_width(spec) * act,
             ),
         ),
-        bytes_per_chip=step_sum(ops, "wire_bytes"),
+        bytes_per_chip=total_bytes,
+        scale_out=(out_calls, out_bytes),
     )
 
 
-def comm_time(terms: CommTerms, *, latency_s, bw_bytes_per_s) -> tuple:
-    """(latency time, bandwidth time) of one step's collectives."""
-    return terms.calls * latency_s, terms.bytes_per_chip / bw_bytes_per_s
+def comm_time(
+    terms: CommTerms, *, latency_s, bw_bytes_per_s, scale_out_latency_s, scale_out_bw_bytes_per_s
+) -> LinkTimes:
+    """The step's collectives' time by link: on the scale-up link (``latency_s`` a call, ``bw_bytes_per_s``
+    a chip) the calls and bytes whose group stays in a domain, on the scale-out link the rest."""
+    return LinkTimes(
+        scale_up_latency_s=terms.scale_up_calls * latency_s,
+        scale_up_bandwidth_s=terms.scale_up_bytes_per_chip / bw_bytes_per_s,
+        scale_out_latency_s=terms.scale_out_calls * scale_out_latency_s,
+        scale_out_bandwidth_s=terms.scale_out_bytes_per_chip / scale_out_bw_bytes_per_s,
+    )

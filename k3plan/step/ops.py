@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
@@ -86,7 +86,9 @@ class Op:
     params: Col = 0  # weight ops: one tensor's params a device
     heads: Col = 0  # attention / KDA: heads a device
     tensor: Tensor | None = None  # weight ops: one member of the group
-    link: Literal["scale_up", "scale_out"] | None = None  # collectives: None = the step's (``to_op_costs``'s)
+    # collectives: on the scale-out link (its group's span, ``group_spans``, crosses a scale-up domain:
+    # ``crosses``; the pipeline send: ``roofline.comm.pipeline_link``), else on the scale-up link
+    scale_out: Col = False
 
     @property
     def bytes(self):
@@ -397,17 +399,21 @@ def collective_ops(
     logits_all_gather,
     sequences=None,
     ag_rs=False,
+    domain_devices=None,
 ) -> list[Op]:
     """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
     ``sequences`` sequences (the rows sampled; default ``tokens``). Ops a stack does not issue have 0
     calls and 0 bytes (so the list has one shape for columns). ``logits_all_gather``: the stack's
     ``logits.gather`` is all_gather (else partitioned_argmax): see ``tp_edge_ops``. ``all_to_all`` /
     ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter (neither: all_reduce);
-    the MoE ops: ``moe_ops``."""
+    the MoE ops: ``moe_ops``. ``domain_devices``: the devices of one scale-up domain
+    (``Topology.devices_per_slice``; None: the step runs inside one): each op's ``scale_out``, whether
+    its group's span crosses one (``group_spans``, ``crosses``)."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
+    spans = group_spans(tp=tp, dp=dp, ep=ep)
     tp_msg = cdiv(tokens, dp) * spec.hidden_size * act
     ops = [
         Op(
@@ -421,10 +427,12 @@ def collective_ops(
             calls=where(tp > 1, 1, 0),
             message_bytes=tp_msg,
             wire_bytes=ring_bytes_per_chip(tp, tp_msg, devices_per_chip),
+            scale_out=crosses(spans["tp"], domain_devices),
         )
     ]
     ops += tp_edge_ops(
         spec,
+        domain_devices=domain_devices,
         act=act,
         tp=tp,
         dp=dp,
@@ -433,21 +441,54 @@ def collective_ops(
         sequences=tokens if sequences is None else sequences,
         logits_all_gather=logits_all_gather,
     )
-    if not spec.n_moe:
-        return ops
-    return ops + moe_ops(
-        spec,
-        all_to_all=all_to_all,
-        ag_rs=ag_rs,
-        act=act,
-        dispatch=dispatch,
-        tp=tp,
-        dp=dp,
-        ep=ep,
-        devices_per_chip=devices_per_chip,
-        chips=chips,
-        tokens=tokens,
-    )
+    if spec.n_moe:
+        ops += moe_ops(
+            spec,
+            all_to_all=all_to_all,
+            ag_rs=ag_rs,
+            act=act,
+            dispatch=dispatch,
+            tp=tp,
+            dp=dp,
+            ep=ep,
+            devices_per_chip=devices_per_chip,
+            chips=chips,
+            tokens=tokens,
+            domain_devices=domain_devices,
+        )
+    return ops
+
+
+def group_spans(*, tp, dp, ep) -> dict[str, Col]:
+    """Devices each kind of group stretches over in a stage's mesh, laid out TP innermost (``Mesh.axes``
+    is dp x tp; vLLM and SGLang give a TP group consecutive ranks inside a node, DP and EP across:
+    vLLM parallel_state.initialize_model_parallel, all_ranks.view(-1, dp, pp, tp)): a TP group ``tp``
+    consecutive devices, an EP group ``ep``, a DP group (one rank of each TP group, strided by tp)
+    ``tp x dp``."""
+    return {"tp": tp, "ep": ep, "dp": tp * dp}
+
+
+# the names ``collective_ops`` gives its ops (a MoE model: all, in this order); plan's ``scale_out_ops``
+# column is a bit an op of this tuple (tests/step/test_links.py checks the list against it)
+COLLECTIVE_NAMES = (
+    "attention.all_reduce",
+    "embed.all_reduce",
+    "dense_mlp.all_reduce",
+    "logits.gather",
+    "moe.dispatch",
+    "moe.combine",
+    "moe.all_gather",
+    "moe.reduce_scatter",
+    "moe.all_reduce",
+)
+
+
+def crosses(span, domain_devices):
+    """Whether a group of ``span`` devices crosses a scale-up domain of ``domain_devices`` (None: the
+    topology is one domain): it does when it stretches over more devices than one domain holds. On a
+    single-domain topology no group is wider than the topology, so a per-configuration column may pass
+    the topology's ``devices_per_slice`` throughout."""
+    return False if domain_devices is None else span > domain_devices
 
 
 # vLLM's router output beside each dispatched token, all-gathered with it (AgRsAll2AllManager.dispatch
@@ -457,7 +498,19 @@ TOPK_BYTES_PER_EXPERT = 4 + 4
 
 
 def moe_ops(
-    spec: ModelSpec, *, all_to_all, ag_rs, act, dispatch, tp, dp, ep, devices_per_chip, chips, tokens
+    spec: ModelSpec,
+    *,
+    all_to_all,
+    ag_rs,
+    act,
+    dispatch,
+    tp,
+    dp,
+    ep,
+    devices_per_chip,
+    chips,
+    tokens,
+    domain_devices=None,
 ) -> list[Op]:
     """The MoE layers' collectives, one op each, the same five for every pattern (0 calls where the
     pattern does not issue it):
@@ -474,11 +527,15 @@ def moe_ops(
       sends dp - 1 shards of its own rows in each. Then, TP > 1, ``moe.all_reduce`` over the attention-TP
       group of a DP group's rows (KimiMoE.forward's maybe_all_reduce_tensor_model_parallel: the routed
       output of this rank's experts and the row-parallel shared experts). DP 1: the TP all-reduce only
-      (use_all2all_kernels needs DP > 1)."""
+      (use_all2all_kernels needs DP > 1). Each op's ``scale_out``: whether its group's span
+      (``group_spans``: the DP group's ranks are strided by tp, so it stretches over tp x dp devices)
+      crosses a scale-up domain of ``domain_devices`` (``crosses``)."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
+    spans = group_spans(tp=tp, dp=dp, ep=ep)
+    out = {k: crosses(v, domain_devices) for k, v in spans.items()}
     moe = spec.moe
     moe_layer: dict[str, Any] = {
         "kind": "collective",
@@ -495,6 +552,7 @@ def moe_ops(
                 **moe_layer,
                 collective=Collective.ALL_TO_ALL,
                 group=ep,
+                scale_out=out["ep"],
                 calls=where(all_to_all, 1, 0),
                 message_bytes=where(all_to_all, a2a_msg / (chips * devices_per_chip), 0),
                 wire_bytes=where(all_to_all, a2a_msg / chips, 0),
@@ -512,6 +570,7 @@ def moe_ops(
                 **moe_layer,
                 collective=op,
                 group=dp,
+                scale_out=out["dp"],
                 calls=gathers,
                 message_bytes=where(gathers > 0, shard, 0),  # a device's rows: what it contributes / keeps
                 wire_bytes=where(gathers > 0, devices_per_chip * (dp - 1) * shard, 0),
@@ -526,6 +585,7 @@ def moe_ops(
             **moe_layer,
             collective=Collective.ALL_REDUCE,
             group=ar_group,
+            scale_out=where(ag_rs, out["tp"], out["ep"]),
             calls=where(all_to_all, 0, where(ar_group > 1, 1, 0)),
             message_bytes=where(all_to_all, 0, ar_msg),
             wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ar_group, ar_msg, devices_per_chip)),
@@ -547,7 +607,9 @@ def moe_reduced_width(spec: ModelSpec) -> int:
 ARGMAX_PAIR_BYTES = 4  # partitioned argmax: a shard's max (f32) and its index (s32) a row, one call each
 
 
-def tp_edge_ops(spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, sequences, logits_all_gather) -> list[Op]:
+def tp_edge_ops(
+    spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, sequences, logits_all_gather, domain_devices=None
+) -> list[Op]:
     """The TP collectives outside the attention and MoE blocks, a step (every bundled stack splits the
     vocabulary and the dense MLP over TP; their ``logits`` and ``sharding.cite`` name the engine code):
 
@@ -558,7 +620,8 @@ def tp_edge_ops(spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, seque
     - ``logits.gather``: all_gather: the LM head's [rows, vocab/TP] all-gathered once (vLLM / SGLang
       LogitsProcessor); partitioned_argmax: the logits stay split, XLA's argmax all-gathers each shard's
       max and its index (2 calls of a row's 4 bytes). Ring all-gather: a device sends (n-1) shards.
-    All on a DP group's rows, 0 calls when TP is 1."""
+    All on a DP group's rows, 0 calls when TP is 1; over the TP group (span tp: ``crosses`` a scale-up
+    domain of ``domain_devices`` only when TP is wider than one)."""
     from k3plan.step.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
@@ -568,7 +631,12 @@ def tp_edge_ops(spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, seque
     rows = cdiv(sequences, dp)
     gather_msg = where(logits_all_gather, rows * cdiv(spec.vocab_size, tp) * act, rows * ARGMAX_PAIR_BYTES)
     gather_calls = on * where(logits_all_gather, 1, 2)
-    common: dict[str, Any] = {"kind": "collective", "category": "collectives", "group": tp}
+    common: dict[str, Any] = {
+        "kind": "collective",
+        "category": "collectives",
+        "group": tp,
+        "scale_out": crosses(tp, domain_devices),
+    }
     return [
         *(
             Op(
@@ -613,10 +681,10 @@ def step_sum(ops: list[Op], field: str):
     return sum(op.count * getattr(op, field) for op in ops)
 
 
-def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scale_up") -> list:
-    """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); ``link``:
-    where the collectives run (``roofline.comm.ep_spans_slices``) unless an op names its own (the
-    pipeline send: ``roofline.comm.pipeline_link``). Collectives a stack does not issue
+def to_op_costs(ops: list[Op]) -> list:
+    """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); a collective
+    runs on its own link (``Op.scale_out``: where its group crosses a scale-up domain, and the pipeline send
+    where ``roofline.comm.pipeline_link`` says). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
     roofline's collective time as its ceiling (tests/step/test_ops.py)."""
     from k3plan.speed.ops import OpCost
@@ -654,7 +722,7 @@ def to_op_costs(ops: list[Op], *, link: Literal["scale_up", "scale_out"] = "scal
                     wire_bytes=round(float(op.wire_bytes) / int(op.calls)),  # OpCost's is a call's
                     group=int(op.group),
                     calls=int(op.calls),
-                    link=op.link or link,
+                    link="scale_out" if op.scale_out else "scale_up",
                 )
             )
         elif op.kind == "matmul":

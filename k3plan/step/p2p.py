@@ -65,5 +65,5 @@ def send_op(terms: P2PTerms, *, tp, link) -> Op:
         calls=terms.calls,
         message_bytes=terms.bytes_per_boundary / tp,
         wire_bytes=terms.bytes_per_chip,
-        link=link,
+        scale_out=link == "scale_out",
     )

@@ -63,6 +63,35 @@ def test_plan_row_equals_fit_json(context, batch, pick):
         assert r.binding == d.binding
 
 
+@pytest.mark.parametrize("stack", ["vllm", "sglang"])
+def test_plan_row_is_fit_by_link_on_two_h200_nodes(stack):
+    """2x8 H200, tp 8, ep 16: plan's columns carry fit's split by link (the scale-out calls and time, the
+    TPOT) and its layout note is fit's warning naming the collectives that cross InfiniBand."""
+    import numpy as np
+
+    sp = space()
+    cols, _ = columns(32768, 64)
+    topo = np.array([t.text for t in sp.topologies])[cols.topo]
+    hw = np.array([h.name for h in sp.hardware])[cols.hw]
+    st_ = np.array([s.name for s in sp.stacks])[cols.stack]
+    hit = np.flatnonzero((hw == "nvidia-h200") & (topo == "2x8") & (cols.tp == 8) & (cols.ep == 16) & (st_ == stack))
+    assert hit.size
+    i = int(hit[0])
+    r = row(space=sp, cols=cols, i=i, rank=1)
+    setup = make_setup(hardware="nvidia-h200", topology="2x8", tp=8, ep=16, stack=stack, kv_dtype=r.kv_dtype_override)
+    d = decode_bound(setup, batch=64, context_tokens=32768, eff=Efficiency())
+    out = d.comm.scale_out
+    assert out is not None and 0 < out.calls_per_step < d.comm.calls_per_step  # some cross, the TP ones stay
+    assert int(cols.scale_out_calls[i]) == out.calls_per_step
+    assert float(cols.scale_out_s[i]) == pytest.approx(out.latency_time_s + out.bandwidth_time_s, rel=1e-12)
+    assert float(cols.tpot_s[i]) == pytest.approx(d.step_s, rel=1e-12)
+    f = fit(setup, Workload(context_tokens=32768, batch=64, prefill_chunk_tokens=r.chunk_tokens))
+    said = [w for w in f.warnings if w.startswith("collectives over InfiniBand")]
+    assert len(said) == 1 and said[0] in r.layout_notes and ", ".join(out.collectives) in said[0]
+    # vLLM: the DP group's all-gather + reduce-scatter (2 ranks strided by 8); SGLang: the all-to-all over EP 16
+    assert out.collectives == {"vllm": ("moe.all_gather", "moe.reduce_scatter"), "sglang": ("moe.dispatch", "moe.combine")}[stack]
+
+
 @settings(max_examples=6, deadline=None, derandomize=True)
 @given(hw=st.sampled_from(["tpu-v7x", "nvidia-h200", "nvidia-b200"]), context=st.sampled_from([32768, 131072]),
        concurrency=st.sampled_from([1, 16, 64]))

@@ -64,8 +64,10 @@ def test_comm_terms_typed_at_a_point(k3):
     a2a = comm_terms(k3, all_to_all=True, act=2, dispatch=1, tp=32, dp=1, ep=32, devices_per_chip=2, chips=16,
                      tokens=1, logits_all_gather=False)  # fmt: skip
     assert (a2a.expert_calls, a2a.bytes_per_token_per_layer) == (2 * 92, 2 * 8 * HIDDEN * 1)
-    lat, bw = comm_time(c, latency_s=1e-6, bw_bytes_per_s=1e11)
-    assert (lat, bw) == (c.calls * 1e-6, c.bytes_per_chip / 1e11)
+    t = comm_time(c, latency_s=1e-6, bw_bytes_per_s=1e11, scale_out_latency_s=2e-5, scale_out_bw_bytes_per_s=5e10)
+    # one scale-up domain (no domain_devices): nothing on the scale-out link
+    assert (c.scale_out_calls, c.scale_out_bytes_per_chip) == (0, 0)
+    assert (t.latency_s, t.bandwidth_s, t.scale_out_s) == (c.calls * 1e-6, c.bytes_per_chip / 1e11, 0)
 
 
 def test_decode_terms_typed_and_the_times_follow_from_the_named_terms(k3):
