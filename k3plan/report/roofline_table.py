@@ -97,12 +97,18 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
             f"{p.link_share:.1%} of {p.comm.link_name} one-way" + ("" if p.feasible else " — INFEASIBLE"),
         ),
     ]
-    # the study's method (docs/k3-facts.md §5): the whole model's FLOPs split evenly over every device at the
-    # MFU; the expected table below counts each op a device runs, so a stack's replicated work shows there only
+    # the study's method (docs/k3-facts.md §5): the model's FLOPs split evenly at the MFU, over the devices that
+    # run one prompt (its DP group; the routed experts over the EP group); the expected table below counts each
+    # op a device runs, so a stack's replicated work shows there only
+    where = (
+        f"all {p.devices:,} devices"
+        if p.devices == p.expert_devices == r.parallel.total_devices
+        else f"its DP group's {p.devices:,} devices, the routed experts over {p.expert_devices:,}"
+    )
     title = (
         f"prefill: prompt {p.prompt_tokens:,} in {p.chunks} chunk(s) of {p.chunk_tokens:,} (the model's FLOPs "
-        f"split evenly over all {r.parallel.total_devices:,} devices at MFU {r.efficiency.mfu:.0%}; work a stack "
-        "replicates on every device is in the expected table below)"
+        f"split evenly over {where} at MFU {r.efficiency.mfu:.0%}; work a stack replicates on every device is in "
+        "the expected table below)"
     )
     console.print(build_table(COLUMNS, rows, title=title))
     lc = r.long_context

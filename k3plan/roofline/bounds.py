@@ -82,8 +82,12 @@ class PrefillBound(BaseModel):
     chunks: int
     linear_flops_per_token: float
     attention_flops_per_token: float
-    tokens_per_s: float
+    expert_flops_per_token: float  # the routed experts' share of the linear FLOPs
+    tokens_per_s: float  # the deployment's: every device busy (the porting study's method, docs/k3-facts.md §5)
     tokens_per_s_linear_only: float
+    devices: int  # a prompt's DP group: tp x pp devices run its attention and non-expert matmuls
+    expert_devices: int  # the EP group's ep x pp devices run its routed experts
+    prompt_tokens_per_s: float  # one prompt's, on those devices: what its TTFT takes (= tokens_per_s at DP 1)
     compute_s: float
     comm: CommCost  # one chunk
     ttft_s: float
@@ -223,7 +227,11 @@ def prefill_bound(
 ) -> PrefillBound:
     """FLOPs a token are sums over the whole model's prefill ops (k3plan/step/ops.py): the linear ops
     of one token (= 2 x active params) and the attention / KDA scan of one chunk spanning the prompt
-    (= ``roofline.work.attention_prefill_flops_per_token``), spread over every device at ``mfu``."""
+    (= ``roofline.work.attention_prefill_flops_per_token``), at ``mfu``: spread over every device, the
+    deployment's prefill rate (the porting study's tables). One prompt runs on one DP group: its attention
+    and non-expert matmuls are spread over the group's tp x pp devices, its routed experts over the EP
+    group's ep x pp (all devices when EP spans the DP groups; the other groups' prompts are not counted:
+    one prompt on an otherwise idle deployment, as the expected table's), and its TTFT takes that rate."""
     from k3plan.step.ops import by_category, prefill_ops, whole_model_groups
 
     spec, inv, hw, topo = setup.model.spec, setup.model.inventory, setup.hardware, setup.topology
@@ -233,8 +241,8 @@ def prefill_bound(
         state_bytes_per_sequence(spec, setup.stack),
     )
 
-    def flops(tokens: int) -> dict:
-        ops = prefill_ops(
+    def ops_at(tokens: int) -> list:
+        return prefill_ops(
             spec,
             weights=groups,
             kv_bytes_per_token=kv_tok,
@@ -245,16 +253,23 @@ def prefill_bound(
             touched=spec.moe.num_experts,
             context=tokens,
         )
-        return by_category(ops, "flops", key="flops_category")
 
-    linear = flops(1)["linear"]
-    attn = flops(prompt_tokens).get("attention", 0) / prompt_tokens
+    one = ops_at(1)
+    linear = by_category(one, "flops", key="flops_category")["linear"]
+    experts = by_category([op for op in one if op.flops_category == "linear"], "flops").get("experts", 0)
+    attn = by_category(ops_at(prompt_tokens), "flops", key="flops_category").get("attention", 0) / prompt_tokens
     peak = hw.flops_per_s_per_device(eff.compute_dtype) * topo.devices * eff.mfu
     rate = peak / (linear + attn)
+    par = setup.parallel
+    group, expert_group = topo.devices // par.dp, min(topo.devices, par.ep * par.pp)
+    # a prompt's token: (linear - experts + attn) / group peak + experts / expert-group peak, written over
+    # one denominator, so that the experts' term is exactly 0 where they share the group's devices (DP 1)
+    spread = experts * (group / expert_group - 1)
+    prompt_rate = hw.flops_per_s_per_device(eff.compute_dtype) * group * eff.mfu / (linear + attn + spread)
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
     comm = comm_cost(setup, tokens=chunk, sequences=1, latency=_scale_up_latency(setup, probes, allow_cpu_probes))
-    compute_s = prompt_tokens / rate
+    compute_s = prompt_tokens / prompt_rate
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
     # each link carries its own collectives' bytes: the fullest link's share binds
     share = max((rate * x.bytes_per_chip_per_step / chunk / x.link_bw_bytes_per_s for x in comm.links), default=0.0)
@@ -272,8 +287,12 @@ def prefill_bound(
         chunks=chunks,
         linear_flops_per_token=linear,
         attention_flops_per_token=attn,
+        expert_flops_per_token=experts,
         tokens_per_s=rate,
         tokens_per_s_linear_only=peak / linear,
+        devices=group,
+        expert_devices=expert_group,
+        prompt_tokens_per_s=prompt_rate,
         compute_s=compute_s,
         comm=comm,
         # the stage-to-stage sends (--pp) of every chunk on top, one after another like the latency (their

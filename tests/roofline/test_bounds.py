@@ -261,10 +261,37 @@ def test_prefill_chunking_and_ttft(prompt, chunk, chunks):
     s = setup()
     p = prefill_bound(s, prompt_tokens=prompt, chunk_tokens=chunk, eff=eff())
     assert p.chunks == chunks and p.chunk_tokens == min(prompt, chunk)
-    assert p.compute_s == pytest.approx(prompt / p.tokens_per_s)
+    assert p.compute_s == pytest.approx(prompt / p.prompt_tokens_per_s)  # one prompt, on its DP group
     assert p.ttft_s == pytest.approx(max(p.compute_s, chunks * p.comm.bandwidth_time_s)
                                      + chunks * p.comm.latency_time_s)
     assert p.comm == comm_cost(s, tokens=p.chunk_tokens)
+
+
+def test_a_prompt_runs_on_its_dp_group():
+    """dp-attention on 2x2x4 (32 devices, tp 1, dp 32, ep 32): a prompt's attention and non-expert matmuls
+    run on its one device, its routed experts over the 32 of the EP group -- not the whole model over all
+    32 (the deployment's rate, tokens_per_s, which the porting study tabulates). By hand: a token's time is
+    (linear - experts + attention) / (F x 1 x MFU) + experts / (F x 32 x MFU), the experts' FLOPs
+    2 x top-k x 3 matrices x latent x intermediate x MoE layers (K3: 2 x 16 x 3 x 3,584 x 3,072 x 92)."""
+    s = setup()
+    e = eff()
+    p = prefill_bound(s, prompt_tokens=8192, chunk_tokens=8192, eff=e)
+    moe = s.model.spec.moe
+    assert (moe.top_k, moe.expert_in, moe.expert_intermediate, s.model.spec.n_moe) == (16, 3584, 3072, 92)
+    assert p.expert_flops_per_token == 2 * 16 * 3 * 3584 * 3072 * 92
+    assert (p.devices, p.expert_devices) == (1, 32)
+    f = s.hardware.flops_per_s_per_device(e.compute_dtype) * e.mfu
+    lin, att, x = p.linear_flops_per_token, p.attention_flops_per_token, p.expert_flops_per_token
+    assert 1 / p.prompt_tokens_per_s == pytest.approx((lin - x + att) / f + x / (32 * f), rel=1e-12)
+    assert p.tokens_per_s == pytest.approx(32 * f / (lin + att), rel=1e-12)  # the deployment's: all 32 busy
+    assert p.ttft_s >= 8192 / p.prompt_tokens_per_s > 15 * 8192 / p.tokens_per_s  # ~18x: K3 is ~47% experts
+
+
+def test_at_dp_1_a_prompt_has_every_device():
+    s = setup(stack="vllm-tpu", tp=32)
+    p = prefill_bound(s, prompt_tokens=8192, chunk_tokens=8192, eff=eff())
+    assert (p.devices, p.expert_devices) == (32, 32)
+    assert p.prompt_tokens_per_s == p.tokens_per_s  # the same float: nothing moved for a DP-1 deployment
 
 
 def test_prefill_attention_grows_with_the_prompt():
