@@ -160,12 +160,14 @@ def disaggregated(
     s = pick.sla_row()
     base, a = s.step_base_ms / 1e3, s.step_per_decode_seq_ms / 1e3
     b, chunk, chips = s.step_per_prefill_token_us / 1e6, pick.chunk_tokens, pick.chips
-    prefill_rate = chunk / (base + b * chunk)
+    # the coefficients are a DP group's (plan/sla.py); an instance is dp groups stepping together
+    dp = pick.dp
+    prefill_rate = dp * chunk / (base + b * chunk)
     batch = pick.max_sequences
     if tpot_ms is not None and a > 0:
-        batch = min(batch, math.floor((tpot_ms / 1e3 - base) / a))
+        batch = min(batch, math.floor(dp * (tpot_ms / 1e3 - base) / a))
     batch = max(1, batch)
-    decode_rate = batch / (base + a * batch)
+    decode_rate = batch / (base + a * batch / dp)
     pools = size_pools(
         request_rate_per_s=rate,
         isl_tokens=isl,

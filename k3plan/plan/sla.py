@@ -1,14 +1,20 @@
 """Latency targets (TTFT, TPOT, request latency) for plan's rows, from the scheduler's closed form.
 
-Each row's step time is linear, T(d, p) = base + a d + b p (``speed.scheduler.StepCoefficients``):
-- base and a from the row's decode roofline step (plan's TPOT column, ``step.decode``) at two
-  batches: a = (T(k) - T(1)) / (k - 1), base = T(1) - a;
-- b from the prefill ceiling of ``roofline.bounds.prefill_bound``: (2 x active params + causal
-  attention FLOPs a token at the ISL) / (peak FLOP/s a device x devices x MFU).
+With DP > 1 each DP group is an engine of its own (its scheduler, its token budget: the launch's
+--max-num-batched-tokens is a DP rank's), and a request runs on one of them; the groups step together
+(the MoE layers' collectives join them). So the scheduler runs on ONE group with its share of the load,
+and the deployment's throughput is the groups' sum. A group's step time is linear, T(d, p) = base + a d + b p
+(``speed.scheduler.StepCoefficients``), d and p that group's:
+- base and a from the row's decode roofline step (plan's TPOT column, ``step.decode``, over all groups)
+  at two batches: a_all = (T(k) - T(1)) / (k - 1), base = T(1) - a_all; a group's sequence is dp of the
+  deployment's (k sequences are k / dp a group), so a = dp x a_all;
+- b from the prefill ceiling of ``roofline.bounds.prefill_bound``, one prompt on its group:
+  ``roofline.work.prompt_flops_per_token`` (2 x active params + causal attention FLOPs a token at the
+  ISL, the routed experts' spread over the EP group) / (peak FLOP/s a device x the group's devices x MFU).
 These are ceilings (spec peaks x the Efficiency's bandwidth and MFU), not efficiency records: every
 figure here is an analytic estimate and the output says so. ``steady_state`` (vLLM V1's rule,
 closed form) turns them into TTFT, TPOT, request latency and throughput at --concurrency or
---request-rate with the row's prefill chunk as the token budget.
+--request-rate with the row's prefill chunk as a group's token budget.
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.roofline.work import (
     attention_prefill_flops_per_token,
+    expert_flops_per_token,
     linear_flops_per_token,
+    prompt_devices,
+    prompt_flops_per_token,
 )
-from k3plan.speed.scheduler import StepCoefficients, steady_state
+from k3plan.speed.scheduler import SchedulerResult, StepCoefficients, steady_state
 
 LABEL = (
     "ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
@@ -63,7 +72,7 @@ class SlaRow(BaseModel):
     output_tokens_per_s_per_chip: float | None
     input_tokens_per_s: float | None
     in_flight_sequences: float | None  # Little's law: arrivals x request latency (closed loop: N)
-    step_base_ms: float
+    step_base_ms: float  # a DP group's step coefficients (module docstring)
     step_per_decode_seq_ms: float
     step_per_prefill_token_us: float
     meets: bool
@@ -103,16 +112,23 @@ def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rat
 def step_coefficients(
     *, model: Model, cols_1: StepColumns, cols_k: StepColumns, k: int, isl: int, eff: Efficiency
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(base_s, per_decode_seq_s, per_prefill_token_s) columns; cols_1 / cols_k: evaluate() at batch 1 and k > 1."""
+    """A DP group's (base_s, per_decode_seq_s, per_prefill_token_s) columns (module docstring); cols_1 / cols_k:
+    evaluate() at batch 1 and k > 1."""
     t1, tk = cols_1.tpot_s, cols_k.tpot_s
-    a = np.maximum((tk - t1) / (k - 1), 0.0)
-    base = np.maximum(t1 - a, 0.0)
-    per_token = linear_flops_per_token(model.inventory.active_params) + attention_prefill_flops_per_token(
-        model.spec, isl
+    a_all = np.maximum((tk - t1) / (k - 1), 0.0)
+    base = np.maximum(t1 - a_all, 0.0)
+    group, expert_group = prompt_devices(
+        devices=cols_1.chips * cols_1.devices_per_chip, dp=cols_1.dp, ep=cols_1.ep, pp=cols_1.pp
     )
-    devices = cols_1.chips * cols_1.devices_per_chip
-    b = per_token / (cols_1.flops * devices * eff.mfu)
-    return base, a, b
+    per_token = prompt_flops_per_token(
+        linear=linear_flops_per_token(model.inventory.active_params),
+        attention=attention_prefill_flops_per_token(model.spec, isl),
+        experts=expert_flops_per_token(model.inventory),
+        group=group,
+        expert_group=expert_group,
+    )
+    b = per_token / (cols_1.flops * group * eff.mfu)
+    return base, a_all * cols_1.dp, b
 
 
 def _miss(what: str, got_s: float, target_ms: float | None) -> str | None:
@@ -122,24 +138,49 @@ def _miss(what: str, got_s: float, target_ms: float | None) -> str | None:
     return f"{what} {got_s * 1e3:,.1f} ms > {target_ms:g} ms target (+{over:,.1f} ms, +{over / target_ms:.1%})"
 
 
+def _group_state(
+    *, step: StepCoefficients, targets: SlaTargets, token_budget: int, chips: int, dp: int, concurrency: int | None
+) -> tuple[SchedulerResult, int]:
+    """(one DP group's steady state, the groups serving): closed loop, the ``concurrency`` sequences spread
+    over min(dp, concurrency) groups; open loop, the requests over all dp. The deployment's throughput is
+    the groups' x the group's."""
+    if concurrency is None:
+        rate = targets.request_rate_per_s
+        assert rate is not None  # SlaTargets: a concurrency or a request rate
+        groups, kw = dp, {"request_rate_per_s": rate / dp}
+    else:
+        groups = min(dp, concurrency)
+        per = concurrency / groups
+        if per > token_budget:
+            raise K3PlanError(
+                f"{per:,.4g} sequences a DP group exceed its token budget of {token_budget} (the prefill chunk)"
+            )
+        kw = {"concurrency": per}
+    r = steady_state(
+        step=step, isl=targets.isl_tokens, osl=targets.osl_tokens, token_budget=token_budget, chips=chips, **kw
+    )
+    return r, groups
+
+
 def sla_row(
-    *, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int, max_sequences: int
+    *,
+    targets: SlaTargets,
+    base: float,
+    a: float,
+    b: float,
+    token_budget: int,
+    chips: int,
+    max_sequences: int,
+    dp: int = 1,
 ) -> SlaRow:
+    """The row's figures under the load; ``base``, ``a``, ``b``: a DP group's (``step_coefficients``)."""
     step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
     coef = {"step_base_ms": base * 1e3, "step_per_decode_seq_ms": a * 1e3, "step_per_prefill_token_us": b * 1e6}
     coef_kw: dict = coef  # typed loosely: SlaRow checks the values
     conc = None if targets.request_rate_per_s is not None else (targets.concurrency or 1)
     try:
-        if conc is not None and conc > token_budget:
-            raise K3PlanError(f"{conc} sequences exceed the token budget of {token_budget} (the prefill chunk)")
-        r = steady_state(
-            step=step,
-            isl=targets.isl_tokens,
-            osl=targets.osl_tokens,
-            token_budget=token_budget,
-            concurrency=conc,
-            request_rate_per_s=targets.request_rate_per_s,
-            chips=chips,
+        r, groups = _group_state(
+            step=step, targets=targets, token_budget=token_budget, chips=chips, dp=dp, concurrency=conc
         )
     except K3PlanError as err:
         return SlaRow(
@@ -155,7 +196,8 @@ def sla_row(
             misses=[f"load not sustained: {err}"],
             **coef_kw,
         )
-    in_flight = float(conc) if conc is not None else r.output_tokens_per_s / targets.osl_tokens * r.request_latency_s
+    out_per_s = groups * r.output_tokens_per_s
+    in_flight = float(conc) if conc is not None else out_per_s / targets.osl_tokens * r.request_latency_s
     misses = [
         m
         for m in (
@@ -171,10 +213,10 @@ def sla_row(
         ttft_ms=r.ttft_s * 1e3,
         tpot_ms=r.tpot_s * 1e3,
         request_latency_ms=r.request_latency_s * 1e3,
-        output_tokens_per_s=r.output_tokens_per_s,
+        output_tokens_per_s=out_per_s,
         output_tokens_per_s_per_user=r.output_tokens_per_s_per_user,
-        output_tokens_per_s_per_chip=r.output_tokens_per_s_per_chip,
-        input_tokens_per_s=r.output_tokens_per_s / targets.osl_tokens * targets.isl_tokens,
+        output_tokens_per_s_per_chip=out_per_s / chips,
+        input_tokens_per_s=out_per_s / targets.osl_tokens * targets.isl_tokens,
         in_flight_sequences=in_flight,
         meets=not misses,
         misses=misses,
@@ -183,27 +225,31 @@ def sla_row(
 
 
 def largest_batch(
-    *, targets: SlaTargets, base: float, a: float, b: float, token_budget: int, chips: int, max_sequences: int
+    *,
+    targets: SlaTargets,
+    base: float,
+    a: float,
+    b: float,
+    token_budget: int,
+    chips: int,
+    max_sequences: int,
+    dp: int = 1,
 ) -> tuple[int | None, float | None]:
-    """(batch, output tokens/s a chip): the most sequences that fit memory (``max_sequences``), the token
-    budget and --tpot-ms under the scheduler's steady state (closed loop); (None, None) if even one misses."""
-    batch = min(max_sequences, token_budget)
+    """(batch, output tokens/s a chip): the most sequences (all DP groups') that fit memory (``max_sequences``),
+    the groups' token budgets and --tpot-ms under the scheduler's steady state (closed loop); (None, None) if
+    even one misses. ``base``, ``a``, ``b``: a DP group's."""
+    batch = min(max_sequences, dp * token_budget)
     target = None if targets.tpot_ms is None else targets.tpot_ms / 1e3
-    if target is not None and a > 0:  # the decode-only step bounds the batch from above
-        batch = min(batch, math.floor((target - base) / a))
+    if target is not None and a > 0:  # the decode-only step bounds the batch from above (dp groups of a's)
+        batch = min(batch, math.floor(dp * (target - base) / a))
     step = StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source=LABEL)
     for _ in range(16):  # prefill riding along lengthens the step: shrink until the steady state meets TPOT
         if batch < 1:
             return None, None
-        r = steady_state(
-            step=step,
-            isl=targets.isl_tokens,
-            osl=targets.osl_tokens,
-            token_budget=token_budget,
-            concurrency=batch,
-            chips=chips,
+        r, groups = _group_state(
+            step=step, targets=targets, token_budget=token_budget, chips=chips, dp=dp, concurrency=batch
         )
         if target is None or r.tpot_s <= target:
-            return batch, r.output_tokens_per_s_per_chip
+            return batch, groups * r.output_tokens_per_s / chips
         batch = min(batch - 1, math.floor(batch * target / r.tpot_s))
     return None, None

@@ -98,6 +98,7 @@ def apply_sla(
             token_budget=int(cols.chunk[i]),
             chips=int(cols.chips[i]),
             max_sequences=int(cols.max_sequences[i]),
+            dp=int(cols.dp[i]),
         )
         s = sla_row(**kw)
         if objective == "throughput":

@@ -28,8 +28,11 @@ from k3plan.roofline.terms import StepBytes, StepFlops, WeightSums
 from k3plan.roofline.work import (
     attention_decode_flops_per_token,
     attention_linear_crossover_tokens,
+    expert_flops_per_token,
     experts_touched,
     linear_flops_per_token,
+    prompt_devices,
+    prompt_flops_per_token,
 )
 from k3plan.setup import Setup
 from k3plan.step.collective import Collective
@@ -254,18 +257,19 @@ def prefill_bound(
             context=tokens,
         )
 
-    one = ops_at(1)
-    linear = by_category(one, "flops", key="flops_category")["linear"]
-    experts = by_category([op for op in one if op.flops_category == "linear"], "flops").get("experts", 0)
+    linear = by_category(ops_at(1), "flops", key="flops_category")["linear"]
+    experts = expert_flops_per_token(inv)
     attn = by_category(ops_at(prompt_tokens), "flops", key="flops_category").get("attention", 0) / prompt_tokens
     peak = hw.flops_per_s_per_device(eff.compute_dtype) * topo.devices * eff.mfu
     rate = peak / (linear + attn)
     par = setup.parallel
-    group, expert_group = topo.devices // par.dp, min(topo.devices, par.ep * par.pp)
-    # a prompt's token: (linear - experts + attn) / group peak + experts / expert-group peak, written over
-    # one denominator, so that the experts' term is exactly 0 where they share the group's devices (DP 1)
-    spread = experts * (group / expert_group - 1)
-    prompt_rate = hw.flops_per_s_per_device(eff.compute_dtype) * group * eff.mfu / (linear + attn + spread)
+    group, expert_group = prompt_devices(devices=topo.devices, dp=par.dp, ep=par.ep, pp=par.pp)
+    prompt_rate = (
+        hw.flops_per_s_per_device(eff.compute_dtype)
+        * group
+        * eff.mfu
+        / prompt_flops_per_token(linear=linear, attention=attn, experts=experts, group=group, expert_group=expert_group)
+    )
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
     comm = comm_cost(setup, tokens=chunk, sequences=1, latency=_scale_up_latency(setup, probes, allow_cpu_probes))

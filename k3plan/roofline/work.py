@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from k3plan.errors import K3PlanError
 from k3plan.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from k3plan.models.inventory import TensorInventory
 
 
 def experts_touched(*, num_experts: int, top_k: int, batch: int, histogram: Optional[Sequence[float]] = None) -> float:
@@ -68,3 +71,26 @@ def attention_linear_crossover_tokens(spec: ModelSpec, active_params: float) -> 
     """Context at which absorbed-MLA decode attention FLOPs equal the linear part."""
     per_ctx = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank
     return math.inf if not per_ctx else linear_flops_per_token(active_params) / per_ctx
+
+
+def expert_flops_per_token(inventory: TensorInventory) -> float:
+    """The routed experts' share of ``linear_flops_per_token``: 2 x their active params (K3: 2 x 16 of 896
+    experts x 3 x 3,584 x 3,072 x 92 MoE layers = 97.24 GFLOP of 208.38)."""
+    return linear_flops_per_token(sum(t.active_params for t in inventory.text if t.role == "expert"))
+
+
+def prompt_devices(*, devices, dp, ep, pp):
+    """(devices that run one prompt's attention and non-expert matmuls, devices that run its routed experts),
+    over ``int | numpy array`` columns: its DP group's tp x pp = devices / dp, and the EP group's ep x pp
+    (all devices when EP spans the DP groups)."""
+    from k3plan.step.columns import minimum
+
+    return devices // dp, minimum(devices, ep * pp)
+
+
+def prompt_flops_per_token(*, linear, attention, experts, group, expert_group):
+    """A prompt's FLOPs a token as its DP group's ``group`` devices see them: the routed experts' run on
+    ``expert_group`` devices, so they count group / expert_group of theirs. Time a token = this / (peak a
+    device x group x MFU) = (linear - experts + attention) / (peak x group) + experts / (peak x expert_group);
+    the experts' term is exactly 0 where they share the group's devices (DP 1)."""
+    return linear + attention + experts * (group / expert_group - 1)

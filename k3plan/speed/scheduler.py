@@ -215,7 +215,7 @@ def steady_state(
     isl: int,
     osl: int,
     token_budget: int,
-    concurrency: int | None = None,
+    concurrency: float | None = None,  # a DP group's share may be fractional (plan/sla.py)
     request_rate_per_s: float | None = None,
     chips: int = 1,
 ) -> SchedulerResult:

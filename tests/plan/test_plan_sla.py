@@ -233,13 +233,15 @@ def test_maximize_throughput_uses_the_largest_batch_that_meets_tpot(cli):
     assert [g for g in got if g is not None] == sorted((g for g in got if g is not None), reverse=True)
     for r in res["ranked"][:5]:
         s, batch = r["sla"], r["sla"]["throughput_batch"]
-        assert 1 <= batch <= min(r["max_sequences"], r["chunk_tokens"])  # memory and the token budget
+        # memory, and each DP group's token budget (a group is an engine: plan/sla.py)
+        assert 1 <= batch <= min(r["max_sequences"], r["dp"] * r["chunk_tokens"])
         step = StepCoefficients(base_s=s["step_base_ms"] / 1e3, per_decode_seq_s=s["step_per_decode_seq_ms"] / 1e3,
                                 per_prefill_token_s=s["step_per_prefill_token_us"] / 1e6, source="test")
-        want = steady_state(step=step, isl=4000, osl=500, token_budget=r["chunk_tokens"], concurrency=batch,
-                            chips=r["chips"])
+        groups = min(r["dp"], batch)  # the batch spread over the DP groups, each its own scheduler
+        want = steady_state(step=step, isl=4000, osl=500, token_budget=r["chunk_tokens"],
+                            concurrency=batch / groups, chips=r["chips"])
         assert want.tpot_s <= 0.050 and s["throughput_tokens_per_s_per_chip"] == pytest.approx(
-            want.output_tokens_per_s_per_chip)
+            groups * want.output_tokens_per_s / r["chips"])
         assert batch > 1  # scored at its largest batch, not at --concurrency 1
 
 
@@ -253,7 +255,7 @@ def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
     give the same leading rows, Pareto front, pick, families (--strict's closest misses) and reasons as a
     --top that holds every feasible row."""
     args = ["-H", "nvidia-b200,nvidia-h200", "--stacks", "vllm", "--max-chips", "16", "--isl", "4000",
-            "--osl", "500", "--concurrency", "8", "--ttft-ms", "150", *extra]
+            "--osl", "500", "--concurrency", "8", "--ttft-ms", "300", *extra]
     short = _plan(cli, *args, "--top", "2")
     full = _plan(cli, *args, "--top", "500")
     assert len(full["ranked"]) > 2 and len(short["ranked"]) == 2
@@ -262,3 +264,24 @@ def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
     for key in ("pareto", "recommended", "families", "rejected_families", "reasons", "feasible", "disaggregated", "launch"):
         assert key in full, key
         assert short.get(key) == full.get(key), key
+
+
+def test_a_dp_row_prefills_a_prompt_on_its_group_as_roofline_does(cli):
+    """One answer per question: with DP > 1 a request runs on one DP group (an engine of its own), so
+    plan's prefill coefficient is roofline's one-prompt rate on that group (the experts over the EP group),
+    not the whole deployment's; the decode coefficient is a group's sequence, dp of the deployment's.
+    Before, an 8-GPU tp 2 dp 4 row prefilled 4,000 tokens as fast as tp 8 dp 1 (TTFT 89 vs 87 ms)."""
+    from k3plan.roofline.bounds import prefill_bound
+    from k3plan.setup import make_setup
+
+    res = _plan(cli, "-H", "nvidia-b200", "--stacks", "vllm", "--max-chips", "16", "--isl", "4000", "--osl",
+                "500", "--concurrency", "8", "--top", "500")
+    rows = [r for r in res["ranked"] if r["dp"] > 1 and r["pp"] == 1]
+    assert rows
+    for r in rows[:3]:
+        setup = make_setup(model="kimi-k3", hardware="nvidia-b200", topology=r["topology"], tp=r["tp"],
+                           ep=r["ep"], dp=r["dp"], stack="vllm")
+        p = prefill_bound(setup, prompt_tokens=4000, chunk_tokens=r["chunk_tokens"], eff=Efficiency())
+        assert p.devices == r["tp"] and p.devices < r["devices"]
+        assert r["sla"]["step_per_prefill_token_us"] == pytest.approx(1e6 / p.prompt_tokens_per_s, rel=1e-9)
+        assert r["sla"]["ttft_ms"] > 4000 / p.prompt_tokens_per_s * 1e3  # the prompt's own compute, at least
