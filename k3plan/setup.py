@@ -214,6 +214,13 @@ def make_setup(
             raise K3PlanError(f"--tp {tp} does not divide the {per_stage} devices of a stage of {topo.text}")
         dp = per_stage // (tp or 1)
     mesh, parallel = make_mesh(devices=topo.devices, tp=tp, ep=ep, dp=dp, pp=pp)
+    at_dp = st.for_dp(parallel.dp)
+    if at_dp is not st:
+        notes.append(
+            f"dp 1: stack {st.label}'s {st.collectives.experts} needs DP > 1; the engine runs "
+            f"{at_dp.collectives.experts} instead ({st.collectives.source})"
+        )
+        st = at_dp
     if pp > 1:
         assert st.pipeline is not None  # a stack without pipeline rules refused --pp above
         link = hw.scale_out.name if topo.spans_slices else hw.scale_up.name

@@ -36,6 +36,13 @@ def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
     return np.array([fn(x) for x in items], dtype=dtype)[index]
 
 
+def _pattern_col(stacks: list, index: np.ndarray, dp: np.ndarray, pattern: str) -> np.ndarray:
+    """Per configuration: whether its stack's experts run ``pattern`` at its DP (``Stack.for_dp``: a DP-1
+    row of a stack whose all-to-all needs DP > 1 runs its fallback)."""
+    at_dp1 = _per(stacks, lambda s: s.for_dp(1).collectives.experts == pattern, index, bool)
+    return np.where(dp == 1, at_dp1, _per(stacks, lambda s: s.collectives.experts == pattern, index, bool))
+
+
 @dataclass(frozen=True, slots=True)
 class HardwareCols:
     """Per configuration: the hardware and topology figures the formulas need (``hardware_columns``)."""
@@ -100,16 +107,24 @@ def hardware_columns(
     lat = {}
     for h, hw in enumerate(hws):
         for s, st in enumerate(space.stacks):
-            op = Collective.of_pattern(st.collectives.experts)
-            for link in ("scale_up", "scale_out"):
-                lat[h, s, link] = latency(hw, op=op, link=link, probes=probes, allow_cpu=allow_cpu_probes)
-            if probes is not None and st.runs_on(hw):
-                notes.append(f"{hw.name} {hw.scale_up.name} latency of {st.name}'s {op}: {lat[h, s, 'scale_up'][1]}")
+            for one in (False, True):  # the experts' op at DP > 1 and at DP 1 (``Stack.for_dp``)
+                op = Collective.of_pattern((st.for_dp(1) if one else st).collectives.experts)
+                for link in ("scale_up", "scale_out"):
+                    lat[h, s, link, one] = latency(hw, op=op, link=link, probes=probes, allow_cpu=allow_cpu_probes)
+                if probes is not None and st.runs_on(hw) and (not one or st.for_dp(1) is not st):
+                    at = lat[h, s, "scale_up", one][1]
+                    notes.append(f"{hw.name} {hw.scale_up.name} latency of {st.name}'s {op}{' at dp 1' * one}: {at}")
     n_st = len(space.stacks)
 
     def latency_col(link: str) -> np.ndarray:
-        table = np.array([lat[h, s, link][0] for h in range(len(hws)) for s in range(n_st)], dtype=float)
-        return table[c.hw * n_st + c.stack] if c.hw.size else np.zeros(0)
+        if not c.hw.size:
+            return np.zeros(0)
+
+        def table(one: bool) -> np.ndarray:
+            t = np.array([lat[h, s, link, one][0] for h in range(len(hws)) for s in range(n_st)], dtype=float)
+            return t[c.hw * n_st + c.stack]
+
+        return np.where(c.dp == 1, table(True), table(False))
 
     out = HardwareCols(
         usable=_per(hws, lambda h: h.usable_bytes_per_device, c.hw),
@@ -430,8 +445,8 @@ def evaluate(
     micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
     comm = comm_terms(
         spec,
-        all_to_all=_per(variants, lambda s: s.collectives.experts == "all_to_all", v, bool),
-        ag_rs=_per(variants, lambda s: s.collectives.experts == "allgather_reducescatter", v, bool),
+        all_to_all=_pattern_col(variants, v, c.dp, "all_to_all"),
+        ag_rs=_pattern_col(variants, v, c.dp, "allgather_reducescatter"),
         act=act,
         dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
         tp=c.tp,

@@ -64,7 +64,8 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
             f"{float(cols.pipeline_s[i]) * 1e3:.3f} ms of the TPOT)"
         )
     if bool(cols.spans_slices[i]):
-        out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.pattern_text(st.collectives.experts)))
+        pattern = st.for_dp(int(cols.dp[i])).collectives.experts  # the pattern the engine runs at this DP
+        out.append(cross_node_ep_warning(hw, topo, ep=ep, op=Collective.pattern_text(pattern)))
     mask = int(cols.scale_out_ops[i])
     if mask:
         crossing = [name for k, name in enumerate(COLLECTIVE_NAMES) if mask >> k & 1]

@@ -193,6 +193,8 @@ class Collectives(_F):
     experts: Literal["all_to_all", "all_reduce", "allgather_reducescatter"]
     dispatch_dtype: Literal["fp8", "bf16", "f32"] = "bf16"  # all-to-all payload (dispatch and combine)
     source: str
+    # the pattern the engine runs instead when DP is 1 (None: the same at any DP); ``source`` says why
+    dp1_experts: Literal["all_to_all", "all_reduce", "allgather_reducescatter"] | None = None
 
 
 class Pipeline(_F):
@@ -351,6 +353,14 @@ class Stack(_F):
             if not same:
                 out.append((k, opt, v))
         return out
+
+    def for_dp(self, dp: int) -> Stack:
+        """The stack as it runs at ``dp`` DP groups: at DP 1 a ``collectives.dp1_experts`` pattern replaces the
+        experts' (vLLM's DeepEP backends need DP > 1, else it runs allgather_reducescatter); else itself."""
+        c = self.collectives
+        if dp != 1 or c.dp1_experts is None:
+            return self
+        return self.model_copy(update={"collectives": c.model_copy(update={"experts": c.dp1_experts})})
 
     def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:

@@ -68,12 +68,13 @@ def cross_node_ep_warning(hw, topo, *, ep: int, op: Collective | str) -> str:
 
 def scale_out_note(hw, topo, *, crossing) -> str:
     """The one wording, in fit's warnings and plan's layout notes, of which collectives cross the scale-out
-    link: ``crossing``, the ops whose group is wider than a scale-up domain (``k3plan.step.ops.crosses``);
+    link: ``crossing``, the ops whose group is wider than a scale-up domain or straddles the edge of one
+    (``k3plan.step.ops.crosses``);
     every other collective stays on the scale-up link."""
     return (
         f"collectives over {hw.scale_out.name} ({hw.scale_out.bw_bytes_per_s / 1e9:g} GB/s a chip, "
         f"{hw.scale_out.latency_s * 1e6:g} us a call, {hw.name} spec): {', '.join(crossing)} (their group is wider "
-        f"than a {hw.scale_up.name} domain of {topo.devices_per_slice} devices); every other collective stays "
+        f"than a {hw.scale_up.name} domain of {topo.devices_per_slice} devices, or straddles the edge of one); every other collective stays "
         f"on {hw.scale_up.name}"
     )
 

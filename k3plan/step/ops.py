@@ -485,10 +485,12 @@ COLLECTIVE_NAMES = (
 
 def crosses(span, domain_devices):
     """Whether a group of ``span`` devices crosses a scale-up domain of ``domain_devices`` (None: the
-    topology is one domain): it does when it stretches over more devices than one domain holds. On a
-    single-domain topology no group is wider than the topology, so a per-configuration column may pass
-    the topology's ``devices_per_slice`` throughout."""
-    return False if domain_devices is None else span > domain_devices
+    topology is one domain): it does when it stretches over more devices than one domain holds, or when
+    its span does not divide the domain, for then the group that holds a domain's last device holds the
+    next one's first too (tp 16 over two 72-GPU NVL72 racks: GPUs 64-79), and a step waits for its
+    slowest group. On a single-domain topology every span divides the topology's devices, so a
+    per-configuration column may pass the topology's ``devices_per_slice`` throughout."""
+    return False if domain_devices is None else (span > domain_devices) | (domain_devices % span != 0)
 
 
 # vLLM's router output beside each dispatched token, all-gathered with it (AgRsAll2AllManager.dispatch

@@ -45,6 +45,19 @@ def test_spans_tp_innermost_and_a_strided_group_crosses_by_its_span_not_its_size
                                                          stack="vllm"), 32).values())  # fmt: skip
 
 
+def test_a_group_that_straddles_a_domain_edge_crosses():
+    """tp 16 over two 72-GPU NVL72 racks (144 GPUs): TP groups are GPUs 0-15, 16-31, ..., and 64-79 holds
+    rack 0's last 8 and rack 1's first 8, so that group's all-reduces run over InfiniBand and every step
+    waits for it; a span that divides the domain (8 of 72) never straddles."""
+    assert crosses(16, 72) is True and crosses(8, 72) is False and crosses(72, 72) is False
+    assert crosses(144, 72) is True and crosses(24, 72) is False
+    setup = make_setup(hardware="nvidia-gb200-nvl72", topology="144", tp=16, stack="vllm")
+    ops = _ops(setup, tokens=32)
+    assert (ops["attention.all_reduce"].group, ops["attention.all_reduce"].scale_out) == (16, True)
+    one_rack = _ops(make_setup(hardware="nvidia-gb200-nvl72", topology="144", tp=8, stack="vllm"), 32)
+    assert one_rack["attention.all_reduce"].scale_out is False
+
+
 def test_golden_h200_2x8_tp8_ep16_vllm_decode_batch_32_by_link():
     """2 DP groups of TP 8, one a node. NVLink: the TP all-reduces (93 attention, the embedding, the dense MLP,
     92 MoE) and the logits all-gather; InfiniBand: the DP group's all-gather + reduce-scatter, 92 each."""
