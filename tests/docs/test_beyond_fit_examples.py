@@ -26,3 +26,17 @@ def test_each_quoted_advice_is_what_the_command_prints(cli, command, quoted):
     r = cli(*shlex.split(command))
     assert r.exit_code in (0, 1) and "Traceback" not in r.output
     assert flat(quoted) in flat(r.stdout), command
+
+
+@pytest.mark.parametrize("tier, loaded", [("host", "host DRAM"), ("remote", "remote storage")])
+def test_the_prefix_hit_paragraph_quotes_what_fit_prints(cli, tier, loaded):
+    """The memory-tiers paragraph's TTFT figures (without and with a 60% hit) are fit's, read off its output."""
+    import re
+
+    r = cli("fit", "-t", "2x4x4", "--tp", "32", "--prefix-hit", "0.6", "--prefix-tier", tier)
+    assert r.exit_code == 0, r.output
+    m = re.search(r"TTFT \(one prompt's prefill, no queue\) ([\d,.]+) ms without the hit -> ([\d,.]+) ms", flat(r.stdout))
+    assert m, r.stdout
+    para = flat(PAGE.split("## Memory tiers", 1)[1].split("\n## ", 1)[0])
+    assert f"TTFT {m[1]} ms without the hit" in para
+    assert (f"-> {m[2]} ms with it" if tier == "host" else f"from {loaded} {m[2]} ms") in para
