@@ -260,16 +260,15 @@ def prefill_bound(
     linear = by_category(ops_at(1), "flops", key="flops_category")["linear"]
     experts = expert_flops_per_token(inv)
     attn = by_category(ops_at(prompt_tokens), "flops", key="flops_category").get("attention", 0) / prompt_tokens
-    peak = hw.flops_per_s_per_device(eff.compute_dtype) * topo.devices * eff.mfu
+    per_device = hw.flops_per_s_per_device(eff.compute_dtype)
+    peak = per_device * topo.devices * eff.mfu
     rate = peak / (linear + attn)
     par = setup.parallel
     group, expert_group = prompt_devices(devices=topo.devices, dp=par.dp, ep=par.ep, pp=par.pp)
-    prompt_rate = (
-        hw.flops_per_s_per_device(eff.compute_dtype)
-        * group
-        * eff.mfu
-        / prompt_flops_per_token(linear=linear, attention=attn, experts=experts, group=group, expert_group=expert_group)
+    flops = prompt_flops_per_token(
+        linear=linear, attention=attn, experts=experts, group=group, expert_group=expert_group
     )
+    prompt_rate = per_device * group * eff.mfu / flops
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
     comm = comm_cost(setup, tokens=chunk, sequences=1, latency=_scale_up_latency(setup, probes, allow_cpu_probes))
