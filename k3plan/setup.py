@@ -119,7 +119,7 @@ def default_topologies(
             continue
         d = d or (topo.devices // t if t else 1)
         t = t or topo.devices // d
-        e = topo.devices if ep is None else ep
+        e = ep if ep is not None else (stack.dp_experts.ep(tp=t, dp=d) or topo.devices)
         hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
         if hit.size and weights.weights_bytes[hit[0]] < room:
             found.append(topo)
@@ -214,6 +214,18 @@ def make_setup(
             raise K3PlanError(f"--tp {tp} does not divide the {per_stage} devices of a stage of {topo.text}")
         dp = per_stage // (tp or 1)
     mesh, parallel = make_mesh(devices=topo.devices, tp=tp, ep=ep, dp=dp, pp=pp)
+    engine_ep = st.dp_experts.ep(tp=parallel.tp, dp=parallel.dp)
+    if engine_ep is not None and parallel.ep != engine_ep:
+        if ep is not None:
+            raise K3PlanError(
+                f"--ep {ep}: at dp {parallel.dp} stack {st.name}: {st.dp_experts.summary}; expected --ep {engine_ep}"
+            )
+        mesh, parallel = make_mesh(devices=topo.devices, tp=parallel.tp, ep=engine_ep, dp=parallel.dp, pp=pp)
+        src = st.dp_experts.sources[0]
+        notes.append(
+            f"ep {engine_ep}: at dp {parallel.dp} stack {st.name}: {st.dp_experts.summary} ({src.repo} {src.file} "
+            f"{src.symbol.split(' (')[0]})"
+        )
     at_dp = st.for_dp(parallel.dp)
     if at_dp is not st:
         notes.append(

@@ -2,7 +2,9 @@
 
 A configuration is (hardware, standard topology, pp, tp, ep, stack, KV dtype, prefill chunk), with
 dp = devices / (pp x tp) and ep either the TP group (ep = tp) or every device of a stage, as
-``sharding.mesh.make_mesh`` accepts. Pipeline stages are whole scale-up domains: pp divides the
+``sharding.mesh.make_mesh`` accepts, less the one a stack's engine does not run at DP > 1
+(``Stack.dp_experts``: vLLM always spreads the experts over TP x DP, SGLang's DP replicas each hold
+them over their own TP group). Pipeline stages are whole scale-up domains: pp divides the
 topology's slices (hosts of an HGX box, NVL72 racks), so a stage's TP/EP collectives stay on
 NVLink and only the stage-to-stage sends cross the scale-out network; pp > 1 only for stacks with
 a pipeline rule (``Stack.pipeline``). Python loops run over hardware and topologies (~150), the
@@ -150,6 +152,9 @@ def build_space(
         part["family"] = h * len(stacks) + part["stack"]
         piped = np.array([s.pipeline is not None for s in stacks], dtype=bool)
         keep = (part["pp"] == 1) | piped[part["stack"]]  # no pipeline rule: pp 1 only
+        # at DP > 1 an engine may run one of ep = tp x dp and ep = tp only (Stack.dp_experts)
+        over = np.array([s.dp_experts.over for s in stacks])[part["stack"]]
+        keep &= (part["dp"] == 1) | (over == "either") | ((over == "tp_x_dp") == part["ep_all"])
         parts.append({k: v[keep] for k, v in part.items()})
     cols = SpaceCols(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else SpaceCols.empty()
     return Space(

@@ -229,6 +229,36 @@ class DefaultParallel(_F):
     dp: int | Literal["all"] = 1
 
 
+class DpExperts(_F):
+    """Where the engine puts the routed experts when DP > 1: ``tp_x_dp``, always over every device of
+    a stage (ep = tp x dp: vLLM's FusedMoE TP-splits them over TP x DP, or holds them whole over TP x DP
+    with --enable-expert-parallel); ``tp``, over one DP group's TP ranks (ep = tp: each DP group is an
+    independent replica holding every expert, SGLang without --enable-dp-attention); ``either``: the
+    split decides (both searched, fit defaults to every device)."""
+
+    over: Literal["tp_x_dp", "tp", "either"] = "either"
+    holds: str = ""
+    sources: tuple[Source, ...] = ()
+
+    @model_validator(mode="after")
+    def _cited(self) -> DpExperts:
+        if self.over != "either" and not self.sources:
+            raise ValueError(f"dp_experts over {self.over}: cite the engine code that places the experts")
+        return self
+
+    @property
+    def summary(self) -> str:
+        if self.over == "tp":
+            return "each DP group is an independent replica holding the experts over its own TP ranks"
+        return "the engine spreads the experts over every TP x DP rank" if self.over == "tp_x_dp" else ""
+
+    def ep(self, *, tp: int, dp: int) -> int | None:
+        """The one EP size the engine runs at ``tp`` x ``dp`` (None: either)."""
+        if dp == 1 or self.over == "either":
+            return None
+        return tp * dp if self.over == "tp_x_dp" else tp
+
+
 class Effect(_F):
     """What one choice of an engine option changes in the stack."""
 
@@ -317,6 +347,7 @@ class Stack(_F):
     collectives: Collectives
     logits: Logits
     default_parallel: DefaultParallel = DefaultParallel()
+    dp_experts: DpExperts = DpExperts()
     pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
     default_parallel_source: str = ""
     options: dict[str, Option] = {}

@@ -120,8 +120,9 @@ def test_search_dimensions_and_skipped_families(cli):
     assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "vllm-tpu")]["detail"])
     assert "no standard tpu-v5p topology" in " ".join(fams[("tpu-v5p", "vllm-tpu")]["detail"])
     assert fams[("tpu-v5p", "vllm-tpu")]["configurations"] == 0
-    # b300 "1" and "2": (tp, ep) splits 1 + 3, x 2 kv dtypes x 2 chunks, one stack
-    assert fams[("nvidia-b300", "vllm")]["configurations"] == d["configurations"] == 4 * 2 * 2
+    # b300 "1" and "2": (tp, ep) splits 1 + 2 (vLLM at tp 1 dp 2 spreads the experts over both GPUs:
+    # ep 1 is not a vLLM split, Stack.dp_experts), x 2 kv dtypes x 2 chunks, one stack
+    assert fams[("nvidia-b300", "vllm")]["configurations"] == d["configurations"] == 3 * 2 * 2
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -95,8 +95,9 @@ def test_fit_on_nvl72_with_vllm_ep72_holds_13_experts_a_layer_on_the_fullest_dev
         n.startswith("experts 896 over ep 72: 32 devices hold 13, 40 hold 12 (vllm-project/vllm determine_expert_map")
         for n in j["notes"]
     )
-    # the layout's other roles are the TP split's, as with the experts over the TP group (ep 8: 112 each)
-    even = json.loads(cli("fit", *NVL72[:6], "--ep", "8", "--stack", "vllm", "--json").stdout)
+    # the layout's other roles are the TP split's, as with the experts over the TP group (ep 8: 112 each);
+    # vLLM at dp 9 puts the experts over all 72 GPUs (--ep 8 there is refused), so 8 GPUs at tp 8 dp 1
+    even = json.loads(cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "8", "--tp", "8", "--stack", "vllm", "--json").stdout)
     assert even["weights_by_role"]["expert"] == MOE_LAYERS * 112 * EXPERT_BYTES
     assert {k: v for k, v in even["weights_by_role"].items() if k != "expert"} == {
         k: v for k, v in roles.items() if k != "expert"
@@ -112,7 +113,9 @@ def test_the_text_output_says_the_placement_is_uneven(cli):
 
 
 def test_a_stack_that_asserts_divisibility_still_refuses(cli):
-    res = cli("fit", *NVL72, "--stack", "sglang", "--json")
+    # SGLang with DP attention (the dp-attention stack): experts over all 72 GPUs, which DeepEP refuses;
+    # plain sglang at dp 9 holds them over each replica's 8 TP ranks, so --ep 72 is bad input there
+    res = cli("fit", *NVL72, "--stack", "dp-attention", "--json")
     assert res.exit_code == 1
     j = json.loads(res.stdout)
     assert not j["fits"] and len(j["replicated"]) == 3 * MOE_LAYERS

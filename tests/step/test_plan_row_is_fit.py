@@ -63,10 +63,12 @@ def test_plan_row_equals_fit_json(context, batch, pick):
         assert r.binding == d.binding
 
 
-@pytest.mark.parametrize("stack", ["vllm", "sglang"])
+@pytest.mark.parametrize("stack", ["vllm", "dp-attention"])
 def test_plan_row_is_fit_by_link_on_two_h200_nodes(stack):
     """2x8 H200, tp 8, ep 16: plan's columns carry fit's split by link (the scale-out calls and time, the
-    TPOT) and its layout note is fit's warning naming the collectives that cross InfiniBand."""
+    TPOT) and its layout note is fit's warning naming the collectives that cross InfiniBand. (SGLang's
+    all-to-all over EP 16 at dp 2 is its DP-attention deployment, the dp-attention stack: plain sglang's
+    DP groups are replicas holding the experts over their own TP ranks, Stack.dp_experts.)"""
     import numpy as np
 
     sp = space()
@@ -88,8 +90,9 @@ def test_plan_row_is_fit_by_link_on_two_h200_nodes(stack):
     f = fit(setup, Workload(context_tokens=32768, batch=64, prefill_chunk_tokens=r.chunk_tokens))
     said = [w for w in f.warnings if w.startswith("collectives over InfiniBand")]
     assert len(said) == 1 and said[0] in r.layout_notes and ", ".join(out.collectives) in said[0]
-    # vLLM: the DP group's all-gather + reduce-scatter (2 ranks strided by 8); SGLang: the all-to-all over EP 16
-    assert out.collectives == {"vllm": ("moe.all_gather", "moe.reduce_scatter"), "sglang": ("moe.dispatch", "moe.combine")}[stack]
+    # vLLM: the DP group's all-gather + reduce-scatter (2 ranks strided by 8); DP attention: the all-to-all over EP 16
+    assert out.collectives == {"vllm": ("moe.all_gather", "moe.reduce_scatter"),
+                               "dp-attention": ("moe.dispatch", "moe.combine")}[stack]
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)
