@@ -166,7 +166,7 @@ def sglang_command(cfg: LaunchConfig) -> str:
         "--kv-cache-dtype",
         kv,
         "--mem-fraction-static",
-        f"{cfg.memory_fraction:.2f}",
+        f"{cfg.memory_fraction:.3f}",  # SGLang rounds its own to 3 digits (memory_hook.py): the figure priced
     ]
     if cfg.state_slots_per_request is not None:
         args += ["--max-mamba-cache-size", sglang_mamba_cache_size(cfg)]

@@ -65,3 +65,15 @@ def test_plan_row_is_fit_for_the_extra_buffer_stack(cli):
     seqs = out["launch"]["config"]["max_num_seqs"]
     assert f"--max-mamba-cache-size {-(-seqs // pick['dp']) * 5}" in launch
     assert "--mamba-scheduler-strategy extra_buffer" in launch
+
+
+def test_the_sglang_launch_writes_the_derived_mem_fraction_static(cli):
+    from k3plan.hardware import load_hardware
+    from k3plan.sharding import load_stack
+
+    out = json.loads(cli("plan", "-H", "nvidia-h200", "--stacks", "sglang", "--max-chips", "16", "--context", "8192",
+                         "--concurrency", "4", "--json").stdout)  # fmt: skip
+    pick, hw = out["ranked"][0], load_hardware("nvidia-h200")
+    frac = 1 - load_stack("sglang").reserve_fraction(
+        usable_bytes=hw.usable_bytes_per_device, tp=pick["tp"], pp=pick["pp"], chunk=pick["chunk_tokens"], vendor="nvidia")
+    assert f"--mem-fraction-static {frac:.3f}" in out["launch"]["text"]
