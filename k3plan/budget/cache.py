@@ -6,6 +6,11 @@ Whole model, one copy, in the stack's dtypes (docs/k3-facts.md §3):
   for the short conv, a sequence a KDA layer, constant in context.
 Per device: the MLA latent is shared by all heads, so under TP every rank holds it whole (when the
 stack says so); KDA state splits by heads over TP when the heads divide.
+Two state figures, kept apart: one *slot* (``state_bytes_per_slot``) is one copy of a sequence's state,
+what a decode step reads and writes and what the temporaries are sized on; the state *pool* holds
+``state.slots_per_request`` slots a running sequence (SGLang: 3 with its radix cache, 5 with the
+extra-buffer strategy; sharding/stacks/sglang.yaml), what the memory budget counts
+(``CacheLayout.state_bytes_per_sequence`` = slots x slot).
 Paging ``hybrid`` (vLLM): every layer gets pages of one size; the attention block (tokens) is
 ``align * ceil(state_page / (align * mla_bytes_per_token))`` per layer per device, the state page
 is padded up to the attention page, and KV is allocated in whole blocks.
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from k3plan.budget.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
 from k3plan.models.spec import ModelSpec
@@ -43,15 +48,17 @@ def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
     )
 
 
-def state_bytes_per_sequence(spec: ModelSpec, stack: Stack) -> int:
-    """Whole model, one copy: constant in context length."""
+def state_bytes_per_slot(spec: ModelSpec, stack: Stack) -> int:
+    """Whole model, one slot (one copy of a sequence's state): constant in context length; what a step
+    reads, a prefill hands over, a parked session keeps. The pool holds ``stack.state.slots_per_request``
+    of them a sequence (``CacheLayout.state_bytes_per_sequence``)."""
     return spec.n_kda * state_bytes_per_layer(spec, stack)
 
 
 def kv_state_crossover_tokens(spec: ModelSpec, stack: Stack) -> float | None:
     """Context at which one sequence's KV equals its KDA state (docs/k3-facts.md §3: ~32,507 at fp8)."""
     kv = kv_bytes_per_token(spec, stack.kv_cache.dtype)
-    state = state_bytes_per_sequence(spec, stack)
+    state = state_bytes_per_slot(spec, stack)
     return state / kv if kv and state else None
 
 
@@ -68,14 +75,30 @@ class CacheLayout(BaseModel):
     n_mla: int
     n_kda: int
     paging: str
+    state_slots_per_sequence: int = Field(1, ge=1, description="state slots the pool holds a running sequence")
+
+    @model_serializer(mode="wrap")
+    def _drop_one_slot(self, handler):
+        """One slot a sequence is every stack but SGLang's: the key appears only where it is more (the JSON
+        contract of the other stacks' outputs is unchanged)."""
+        out = handler(self)
+        if out.get("state_slots_per_sequence") == 1:
+            out.pop("state_slots_per_sequence")
+        return out
 
     @property
     def kv_bytes_per_token(self) -> int:
         return self.n_mla * self.kv_bytes_per_token_layer
 
     @property
-    def state_bytes_per_sequence(self) -> int:
+    def state_bytes_per_slot(self) -> int:
+        """One slot: what a decode step reads and writes of a sequence's state, a device."""
         return self.n_kda * self.state_bytes_per_layer
+
+    @property
+    def state_bytes_per_sequence(self) -> int:
+        """What the state pool holds a running sequence, a device: ``state_slots_per_sequence`` slots."""
+        return self.state_bytes_per_slot * self.state_slots_per_sequence
 
     def kv_bytes(self, context_tokens: int) -> int:
         """One sequence's KV on a device, in whole blocks."""
@@ -117,4 +140,5 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
         n_mla=spec.n_mla,
         n_kda=spec.n_kda,
         paging=stack.paging.kind,
+        state_slots_per_sequence=stack.state.slots_per_request,
     )

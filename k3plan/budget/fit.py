@@ -11,7 +11,7 @@ from k3plan.budget.cache import (
     cache_layout,
     kv_bytes_per_token,
     kv_state_crossover_tokens,
-    state_bytes_per_sequence,
+    state_bytes_per_slot,
 )
 from k3plan.budget.calibration import Calibration, envelope
 from k3plan.budget.result import (
@@ -334,6 +334,7 @@ def fit(
                     n_mla=stage.n_mla,
                     n_kda=stage.n_kda,
                     temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
+                    state_slots=whole_layout.state_slots_per_sequence,
                 )
             )
         b = bind(per_stage)
@@ -442,7 +443,7 @@ def fit(
         workload=workload,
         model_state=ModelState(
             kv_bytes_per_token=kv_bytes_per_token(spec, stack.kv_cache.dtype),
-            state_bytes_per_sequence=state_bytes_per_sequence(spec, stack),
+            state_bytes_per_sequence=state_bytes_per_slot(spec, stack),
             kv_dtype=stack.kv_cache.dtype,
             recurrent_dtype=stack.state.recurrent_dtype,
             conv_dtype=stack.state.conv_dtype,
@@ -495,7 +496,14 @@ def fit(
             ),
             state=(
                 f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
-                f"{stack.state.conv_dtype}" + (", split by heads over TP" if stack.state.shard_by_heads else "")
+                f"{stack.state.conv_dtype}"
+                + (", split by heads over TP" if stack.state.shard_by_heads else "")
+                + (
+                    f"; the state pool holds {layout.state_slots_per_sequence} slots a running sequence "
+                    f"({layout.state_bytes_per_slot:,} B a slot a device; a decode step reads one)"
+                    if layout.state_slots_per_sequence > 1
+                    else ""
+                )
             ),
             temp_prefill=temp_prefill.source,
             temp_decode=temp_decode.source,

@@ -47,6 +47,7 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
             "--kv-cache-dtype",
             "--mem-fraction-static",
             "--max-running-requests",
+            "--max-mamba-cache-size",
             "--trust-remote-code",
             "--nnodes",
             "--node-rank",

@@ -57,6 +57,9 @@ class LaunchConfig(BaseModel):
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
     memory_fraction: float = Field(gt=0.0, le=1.0)
     dp_attention: bool = False
+    # KDA state slots the engine's state pool holds a running request (Stack.state.slots_per_request); None:
+    # the model has no recurrent state or the engine takes no pool size (SGLang: --max-mamba-cache-size)
+    state_slots_per_request: int | None = Field(None, ge=1)
     trust_remote_code: bool = True
     # the stack's options chosen away from their defaults that the command does not already write
     # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it)
@@ -168,12 +171,27 @@ def sglang_command(cfg: LaunchConfig) -> str:
         "--mem-fraction-static",
         f"{cfg.memory_fraction:.2f}",
     ]
+    if cfg.state_slots_per_request is not None:
+        args += ["--max-mamba-cache-size", sglang_mamba_cache_size(cfg)]
     if cfg.hosts > 1:
         args += ["--nnodes", cfg.hosts, "--node-rank", "$NODE_RANK", "--dist-init-addr", "$HEAD_ADDR:5000"]
     args += _options(cfg)
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
     return _join(args, engine="sglang", extra=_option_flags(cfg))
+
+
+def sglang_mamba_cache_size(cfg: LaunchConfig) -> int:
+    """``--max-mamba-cache-size``: the KDA state slots the priced configuration holds, so that SGLang sizes
+    its state (mamba) pool as k3plan priced it rather than by its default split (handle_max_mamba_cache:
+    without the flag and with the radix cache on, mamba_full_memory_ratio 0.9 / 1.9 of the memory after
+    the weights). A scheduler serves ceil(max_num_seqs / dp) of the sequences and holds
+    ``state_slots_per_request`` slots each (init_memory caps its running requests at the size //
+    calculate_mamba_ratio()); under DP attention SGLang divides the flag by dp_size, so it is given for all
+    DP ranks (sgl-project/sglang@001ccef0 model_runner_kv_cache_mixin.py handle_max_mamba_cache)."""
+    slots = cfg.state_slots_per_request or 1
+    per_scheduler = -(-cfg.max_num_seqs // cfg.dp) * slots
+    return per_scheduler * (cfg.dp if cfg.dp_attention else 1)
 
 
 class JaxParams(BaseModel):

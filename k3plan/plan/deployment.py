@@ -259,6 +259,9 @@ def launch_for(
             kv_dtype=pick.kv_dtype,
             memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
             dp_attention=stack.name == "dp-attention",
+            state_slots_per_request=stack.state.slots_per_request
+            if model.spec.kda is not None and engine_for_stack(stack.name) == "sglang"
+            else None,
             engine_options=engine_options(stack),
         )
         return Launch(config=cfg, text=launch_text(cfg), error=None)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.cache import cache_layout, kv_bytes_per_token, state_bytes_per_sequence
+from k3plan.budget.cache import cache_layout, kv_bytes_per_token, state_bytes_per_slot
 from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
@@ -169,7 +169,7 @@ def decode_bound(
         dense_params=w.dense_params,
         expert_params=w.expert_params,
         kv_bytes_per_token=layout.kv_bytes_per_token,
-        state_bytes_per_sequence=layout.state_bytes_per_sequence,
+        state_bytes_per_sequence=layout.state_bytes_per_slot,  # one slot: what the step reads
         tp=par.tp,
         dp=par.dp,
         ep=par.ep,
@@ -195,7 +195,7 @@ def decode_bound(
         "weights": w.dense_total_bytes,
         "experts": w.expert_total_bytes * touched_all / moe.num_experts,
         "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
-        "state": 2 * batch * state_bytes_per_sequence(spec, st),
+        "state": 2 * batch * state_bytes_per_slot(spec, st),
     }
     ideal = StepBytes.of_step(**ideal_terms)
     chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency
@@ -241,7 +241,7 @@ def prefill_bound(
     groups = whole_model_groups(inv, setup.stack)
     kv_tok, state_seq = (
         kv_bytes_per_token(spec, setup.stack.kv_cache.dtype),
-        state_bytes_per_sequence(spec, setup.stack),
+        state_bytes_per_slot(spec, setup.stack),
     )
 
     def ops_at(tokens: int) -> list:

@@ -108,7 +108,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         dense_params=0,
         expert_params=0,
         kv_bytes_per_token=layout.kv_bytes_per_token,
-        state_bytes_per_sequence=layout.state_bytes_per_sequence,
+        state_bytes_per_sequence=layout.state_bytes_per_slot,  # one slot: what the step reads
         tp=par.tp,
         dp=par.dp,
         ep=par.ep,
@@ -141,7 +141,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         spec,
         weights=weights if weights is not None else weight_groups_of_setup(setup),
         kv_bytes_per_token=layout.kv_bytes_per_token,
-        state_bytes_per_sequence=layout.state_bytes_per_sequence,
+        state_bytes_per_sequence=layout.state_bytes_per_slot,  # one slot: what the step reads
         tp=par.tp,
         chunk=chunk,
         ep_tokens=chunk,

@@ -100,7 +100,7 @@ class BudgetTerms(Generic[C]):
     sequence_bytes: C  # one sequence's KV and state
     max_sequences: C  # most sequences the room holds, over the DP groups that split the batch
     kv_bytes_per_token: C
-    state_bytes_per_sequence: C
+    state_bytes_per_sequence: C  # what the state pool holds a sequence: state_slots x one slot (the slot a step reads)
     stage: C | int = 0  # budget_terms: 0; bind: the binding stage, per configuration where the terms are columns
 
 
@@ -119,6 +119,7 @@ def budget_terms(
     n_mla=None,
     n_kda=None,
     temp_in_reserve=False,
+    state_slots=1,
 ) -> BudgetTerms[C]:
     """The per-device budget at ``batch`` sequences of ``context`` tokens: what is used, what is
     free, and how many sequences the room after weights, temporaries and reserve holds. ``n_mla``,
@@ -127,7 +128,10 @@ def budget_terms(
     pool as fraction x HBM - weights and runs the activations out of the rest (SGLang's
     mem_fraction_static), so the temporaries come out of the reserve, not on top of it: the reserve
     counted is what the temporaries leave of it (0 when they exceed it). Otherwise (vLLM: utilization
-    x HBM - weights - profiled peak) the temporaries and the reserve add."""
+    x HBM - weights - profiled peak) the temporaries and the reserve add. ``state_slots`` (the stack's
+    ``state.slots_per_request``): KDA state slots the engine's state pool holds a running sequence (SGLang
+    sizes it at 3 or 5 a request, sharding/stacks/sglang.yaml); the budget counts them all, a decode step
+    reads one (``cache.state_bytes_per_layer`` a KDA layer, what plan and roofline pass to decode_terms)."""
     n_mla = spec.n_mla if n_mla is None else n_mla
     n_kda = spec.n_kda if n_kda is None else n_kda
     reserve = (
@@ -137,7 +141,7 @@ def budget_terms(
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache.block_tokens
     kv_seq = n_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
-    state_seq = n_kda * cache.state_bytes_per_layer
+    state_seq = n_kda * cache.state_bytes_per_layer * state_slots
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)

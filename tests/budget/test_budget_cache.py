@@ -17,7 +17,7 @@ from k3plan.budget.cache import (
     kv_bytes_per_token_layer,
     kv_state_crossover_tokens,
     state_bytes_per_layer,
-    state_bytes_per_sequence,
+    state_bytes_per_slot,
 )
 from k3plan.models import load_model
 from k3plan.sharding import load_stack, make_mesh
@@ -47,7 +47,7 @@ def test_k3_state_and_kv_from_the_config():
     recurrent = 96 * 128 * 128 * 4  # [heads, head_dim, head_dim] fp32
     conv = 3 * (4 - 1) * 12288 * 2  # (kernel-1) past tokens of q, k, v, bf16
     assert state_bytes_per_layer(K3, st) == recurrent + conv
-    assert state_bytes_per_sequence(K3, st) == 69 * (recurrent + conv) == 449_372_160
+    assert state_bytes_per_slot(K3, st) == 69 * (recurrent + conv) == 449_372_160
     assert kv_bytes_per_token(K3, "fp8") == 24 * 576 == 13_824
     assert kv_bytes_per_token_layer(K3, "fp8_ds_mla") == 512 + 4 * 4 + 64 * 2 == 656
 
@@ -61,7 +61,7 @@ def test_k3_seed_table_per_sequence(context, mla_gb, total_gb):
     """k3-facts.md §3 seed table, GB = 1e9 B, exact to the published decimals."""
     st = fp8_stack()
     kv = context * kv_bytes_per_token(K3, st.kv_cache.dtype)
-    state = state_bytes_per_sequence(K3, st)
+    state = state_bytes_per_slot(K3, st)
     assert round(kv / 1e9, 3) == mla_gb
     assert round(state / 1e9, 3) == 0.449
     assert round((kv + state) / 1e9, 2) == total_gb

@@ -124,8 +124,8 @@ def test_option_values_and_errors():
     st = load_stack("sglang")
     assert st.with_options(mem_fraction_static=0.8).reserve.fraction_of_usable_hbm == pytest.approx(0.2)
     assert load_stack("vllm:gpu_memory_utilization=0.95").reserve.fraction_of_usable_hbm == pytest.approx(0.05)
-    assert st.with_options(**{"mamba-scheduler-strategy": "extra_buffer"}).state.slots_per_request == 3
-    assert st.state.slots_per_request == 1
+    assert st.with_options(**{"mamba-scheduler-strategy": "extra_buffer"}).state.slots_per_request == 5  # calculate_mamba_ratio: 3 + 2 (overlap)
+    assert st.state.slots_per_request == 3  # radix cache on: 3 slots a request
     assert load_stack("vllm:kv_cache_dtype=fp8_ds_mla").kv_cache.dtype == "fp8_ds_mla"
     both = load_stack("sglang:moe_a2a_backend=none+mem_fraction_static=0.8")  # '+' joins options in comma lists
     assert both.chosen["moe_a2a_backend"] == "none" and both.reserve.fraction_of_usable_hbm == pytest.approx(0.2)
