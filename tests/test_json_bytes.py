@@ -48,6 +48,15 @@ def byte_counts(value, path: str = ""):
             yield from byte_counts(v, f"{path}[{i}]")
 
 
+def strict(text: str):
+    """json.loads, refusing NaN and Infinity (Python's json reads and writes them; JSON has neither)."""
+
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in a --json output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
 def is_int(v) -> bool:
     return v is None or (isinstance(v, int) and not isinstance(v, bool))
 
@@ -61,7 +70,7 @@ def test_every_byte_count_in_every_json_output_is_an_int(cli, tmp_path):
     for args in runs:
         r = cli(*args)
         assert r.exit_code == 0, (args, r.output)
-        found = list(byte_counts(json.loads(r.stdout)))
+        found = list(byte_counts(strict(r.stdout)))  # no NaN / Infinity either: JSON has neither
         assert found, f"{args[0]}: no byte count in its JSON (the walk would check nothing)"
         seen.update(p for p, _ in found)
         bad += [f"{' '.join(map(str, args[:2]))}: {p} = {v!r}" for p, v in found if not is_int(v)]

@@ -38,7 +38,7 @@ class TopologyOption(_Frozen):
 
 class KvDtypeOption(_Frozen):
     kv_dtype: str
-    kv_bytes_per_token: PositiveInt  # per device, all MLA layers
+    kv_bytes_per_token: NonNegativeInt  # per device, all MLA layers (0: a model with none, all KDA)
     block_tokens: PositiveInt = 1  # KV allocation granularity under that dtype
     state_bytes_per_sequence: NonNegativeInt | None = None  # per device, if paging pads it differently
     # the temporaries a fit under that dtype counts (its temp evidence may differ: a calibration is matched on
@@ -83,7 +83,7 @@ class AdviceInputs(_Frozen):
     sequences: PositiveInt  # sequences a device holds (batch / dp under DP attention)
     context_tokens: PositiveInt
     kv_dtype: str
-    kv_bytes_per_token: PositiveInt  # per device, all MLA layers
+    kv_bytes_per_token: NonNegativeInt  # per device, all MLA layers (0: a model with none, all KDA)
     block_tokens: PositiveInt = 1
     state_bytes_per_sequence: NonNegativeInt = 0  # per device
     binding: str | None = None  # the decode step's binding roof: memory, compute, collective ...

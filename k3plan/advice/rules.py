@@ -129,6 +129,8 @@ def _topology(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
 
 
 def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Suggestion | None:
+    if not x.kv_bytes_per_token or not o.kv_bytes_per_token:
+        return None  # no MLA layer: no KV cache for a dtype to shrink
     state = x.state_bytes_per_sequence if o.state_bytes_per_sequence is None else o.state_bytes_per_sequence
     new_kv = _kv_bytes(x, o.kv_bytes_per_token, o.block_tokens, x.context_tokens)
     # the temporaries too where the other dtype's fit counts other ones (its temp evidence is matched on the KV
@@ -180,9 +182,11 @@ def _shrink(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
                 score=freed / x.usable_bytes,
             )
         )
-    ctx = (
+    ctx = (  # no KV (no MLA layer): a shorter context frees nothing
         max(0, int((room / x.sequences - x.state_bytes_per_sequence) // (x.kv_bytes_per_token * x.block_tokens)))
         * x.block_tokens
+        if x.kv_bytes_per_token
+        else 0
     )
     if 0 < ctx < x.context_tokens:
         freed = x.kv_bytes - _kv_bytes(x, x.kv_bytes_per_token, x.block_tokens, ctx)

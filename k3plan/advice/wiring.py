@@ -102,13 +102,14 @@ def topology_alternative(
         return None
 
 
-def stack_has_kv(stack, kv_dtype: str) -> bool:
-    """Whether the stack's engine offers ``kv_dtype`` (k3plan.deploy.engines' engine spellings, which
-    cite vLLM's CacheDType and SGLang's kv_cache_dtype choices); jax-native is k3plan's own."""
+def stack_has_kv(stack, kv_dtype: str, platform: str | None = None) -> bool:
+    """Whether the stack's engine on ``platform`` offers ``kv_dtype`` (k3plan.deploy.engines' engine
+    spellings, which cite vLLM's CacheDType and SGLang's kv_cache_dtype choices); jax-native is k3plan's
+    own. The engine is the one --emit launch writes for it there (dp-attention: SGLang on a GPU)."""
     from k3plan.deploy.engines import SGLANG_KV, VLLM_KV, engine_for_stack
 
     try:
-        engine = engine_for_stack(stack.name)
+        engine = engine_for_stack(stack.name, platform)
     except K3PlanError:
         return False
     table = {"vllm": VLLM_KV, "sglang": SGLANG_KV}.get(engine)
@@ -118,7 +119,7 @@ def stack_has_kv(stack, kv_dtype: str) -> bool:
 def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0, draft_kv_of: DraftKvOf | None = None):
     from k3plan.budget.fit import fit
 
-    if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV):
+    if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV, setup.hardware.kind):
         return None
     alt = dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV))
     return fit(

@@ -7,6 +7,7 @@ Options are declared once here as Annotated aliases so that `fit`, `roofline`, `
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
@@ -45,8 +46,8 @@ def to_jsonable(obj: Any) -> Any:
         return str(obj)
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
         return obj.item()
-    if isinstance(obj, float) and obj != obj:
-        return None
+    if isinstance(obj, float) and (obj != obj or obj in (math.inf, -math.inf)):
+        return None  # JSON has no NaN or Infinity (json.dumps would write them); a result should say None itself
     return obj
 
 

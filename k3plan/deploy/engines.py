@@ -52,6 +52,7 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
             "--nnodes",
             "--node-rank",
             "--dist-init-addr",
+            "--moe-a2a-backend",
         )
     },
     "jax": {
@@ -76,13 +77,21 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
 VLLM_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": "fp8_ds_mla", "fp32": None}  # CacheDType
 SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None}  # kv_cache_dtype choices
 
-# k3plan stack -> engine that runs it
+# k3plan stack -> engine that runs it (dp-attention: per platform, ENGINE_FOR_STACK_ON)
 ENGINE_FOR_STACK = {"vllm": "vllm", "vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}
+# dp-attention prices SGLang's --enable-dp-attention with DeepEP on GPUs (its YAML's description and
+# platforms_source: shared experts tp_size=1, latent projections and router replicated, all-to-all
+# dispatch); on TPUs tpu-inference (vllm serve) runs its attention data parallelism
+ENGINE_FOR_STACK_ON = {("dp-attention", "gpu"): "sglang"}
+# SGLang's moe_a2a_backend defaults to "none" (the all-reduce MoE; sgl-project/sglang
+# python/sglang/srt/server_args.py ServerArgs.moe_a2a_backend): an all-to-all stack writes "deepep"
+SGLANG_A2A = ("--moe-a2a-backend", "deepep")
 
 
-def engine_for_stack(stack: str) -> Literal["vllm", "sglang", "jax"]:
-    """The engine whose launch command a k3plan stack gets (dp-attention: vLLM DP + EP)."""
-    engine = ENGINE_FOR_STACK.get(stack)
+def engine_for_stack(stack: str, platform: str | None = None) -> Literal["vllm", "sglang", "jax"]:
+    """The engine whose launch command a k3plan stack gets on ``platform`` ("gpu" / "tpu"; None: the
+    stack's engine on a TPU, vLLM's for dp-attention)."""
+    engine = ENGINE_FOR_STACK_ON.get((stack, platform or ""), ENGINE_FOR_STACK.get(stack))
     if engine is None:
         raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(ENGINE_FOR_STACK)}")
     return engine  # type: ignore[return-value]

@@ -27,6 +27,7 @@ from k3plan.deploy.engines import (  # noqa: F401  # FLAG_SOURCES ... are this m
     FLAG_SOURCES,
     MAXTEXT,
     SGLANG,
+    SGLANG_A2A,
     SGLANG_KV,
     VLLM,
     VLLM_KV,
@@ -156,6 +157,8 @@ def sglang_command(cfg: LaunchConfig) -> str:
     ]
     if cfg.dp_attention:
         args.append("--enable-dp-attention")
+        if SGLANG_A2A[0] not in _option_flags(cfg):  # priced as an all-to-all dispatch; SGLang's own default is none
+            args += list(SGLANG_A2A)
     args += [
         "--context-length",
         cfg.max_model_len,

@@ -246,7 +246,7 @@ def launch_for(
             hardware=hw.name,
             platform=hw.kind,
             stack=stack.label,
-            engine=engine_for_stack(stack.name),
+            engine=engine_for_stack(stack.name, hw.kind),
             model_path=model.name,
             tp=pick.tp,
             ep=pick.ep,
@@ -277,14 +277,20 @@ def launch_for(
 
 
 def engine_options(stack: Stack) -> tuple[tuple[str, str, tuple[str, str, str]], ...]:
-    """The stack's options chosen away from their defaults, as launch flags: the reserve and the KV
-    dtype are written by the command from the plan's numbers already (--gpu-memory-utilization /
-    --mem-fraction-static, --kv-cache-dtype), and vLLM's --enable-expert-parallel from the split."""
-    written = {"reserve"}
+    """The stack's options as launch flags, each at the value the plan priced -- its default too: a
+    stack's default is its deployment, not always the engine's (vllm-tpu prices MODEL_IMPL_TYPE=vllm where
+    tpu-inference resolves to flax_nnx; sglang prices --moe-a2a-backend deepep where SGLang's default is
+    none), so a command that left it out would run another configuration. The reserve and the KV dtype
+    are written by the command from the plan's numbers already (--gpu-memory-utilization /
+    --mem-fraction-static, --kv-cache-dtype), and vLLM's --enable-expert-parallel from the split.
+    Options changed away from their defaults come first, in the order chosen, then the rest."""
+    changed = [k for k, _, _ in stack.changed_options()]
     out = []
-    for _, opt, value in stack.changed_options():
-        if opt.sets in written or opt.flag in ("--kv-cache-dtype", "--enable-expert-parallel"):
+    for name in [*changed, *(k for k in stack.options if k not in changed)]:
+        opt = stack.options[name]
+        if opt.sets == "reserve" or opt.flag in ("--kv-cache-dtype", "--enable-expert-parallel"):
             continue
+        value = stack.chosen.get(name, str(opt.default))
         out.append((opt.flag, value, (opt.source.repo, opt.source.file, opt.source.symbol)))
     return tuple(out)
 

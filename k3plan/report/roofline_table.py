@@ -113,9 +113,12 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
     console.print(build_table(COLUMNS, rows, title=title))
     lc = r.long_context
     ratios = ", ".join(f"{fmt_tokens(e.context_tokens)} tokens {e.ratio:.2f}x" for e in lc.ratio_by_context)
-    console.print(
-        f"long context: absorbed-MLA attention FLOPs overtake the linear part at {lc.crossover_tokens:,.0f} tokens ({ratios})"
+    at = (
+        f"overtake the linear part at {lc.crossover_tokens:,.0f} tokens"
+        if lc.crossover_tokens is not None
+        else "never overtake the linear part (no MLA layer)"
     )
+    console.print(f"long context: absorbed-MLA attention FLOPs {at} ({ratios})")
     for note in r.probes:
         console.print(f"[cyan]probe:[/] {note}", markup=True)
     for note in r.notes + ([p.note] if p.note else []):

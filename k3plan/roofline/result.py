@@ -32,7 +32,7 @@ def _by_context(entries: tuple[ContextRatio, ...]) -> dict[str, float]:
 
 
 class LongContext(_Frozen):
-    crossover_tokens: float  # the context where attention FLOPs overtake the linear part
+    crossover_tokens: float | None  # the context where attention FLOPs overtake the linear part (None: no MLA)
     linear_flops_per_token: int | float
     # dumped as {context: ratio}, the JSON contract
     ratio_by_context: Annotated[tuple[ContextRatio, ...], PlainSerializer(_by_context, return_type=dict[str, float])]

@@ -67,10 +67,11 @@ def linear_flops_per_token(active_params: float) -> float:
     return 2 * active_params
 
 
-def attention_linear_crossover_tokens(spec: ModelSpec, active_params: float) -> float:
-    """Context at which absorbed-MLA decode attention FLOPs equal the linear part."""
+def attention_linear_crossover_tokens(spec: ModelSpec, active_params: float) -> float | None:
+    """Context at which absorbed-MLA decode attention FLOPs equal the linear part; None for a model with no
+    MLA layer (its attention FLOPs do not grow with the context: no crossover, and JSON has no infinity)."""
     per_ctx = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank
-    return math.inf if not per_ctx else linear_flops_per_token(active_params) / per_ctx
+    return None if not per_ctx else linear_flops_per_token(active_params) / per_ctx
 
 
 def expert_flops_per_token(inventory: TensorInventory) -> float:

@@ -31,10 +31,11 @@ V7X = {"hardware": "tpu-v7x", "platform": "tpu", "stack": "vllm-tpu", "engine": 
 
 
 def test_sglang_dp_attention_command():
-    # DP attention: --tp-size counts all 64 GPUs, 8 attention groups, experts over all 64
+    # DP attention: --tp-size counts all 64 GPUs, 8 attention groups, experts over all 64, dispatched by
+    # DeepEP's all-to-all (SGLang's own moe_a2a_backend default is none: the all-reduce MoE)
     assert sglang_command(LaunchConfig(**B200)) == (
         "python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 64 --dp-size 8 --ep-size 64 "
-        "--pp-size 1 --enable-dp-attention --context-length 131072 --chunked-prefill-size 8192 "
+        "--pp-size 1 --enable-dp-attention --moe-a2a-backend deepep --context-length 131072 --chunked-prefill-size 8192 "
         "--max-running-requests 256 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 "
         "--nnodes 8 --node-rank $NODE_RANK --dist-init-addr $HEAD_ADDR:5000 --trust-remote-code")
 
@@ -93,6 +94,8 @@ def test_ep_must_be_a_rank_count():
 def test_every_bundled_stack_has_an_engine():
     assert set(list_stacks()) <= set(ENGINE_FOR_STACK)
     assert engine_for_stack("dp-attention") == "vllm" and engine_for_stack("jax-native") == "jax"
+    # dp-attention prices SGLang's --enable-dp-attention with DeepEP on GPUs; tpu-inference on TPUs
+    assert engine_for_stack("dp-attention", "gpu") == "sglang" and engine_for_stack("dp-attention", "tpu") == "vllm"
     with pytest.raises(K3PlanError, match="no engine known for stack 'trtllm'"):
         engine_for_stack("trtllm")
 
@@ -118,7 +121,29 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
     assert cmd.startswith("MODEL_IMPL_TYPE=flax_nnx vllm serve ")  # an environment variable, not a flag
     src = st.options["model_impl"].source
     assert f"#   {src.repo}: {src.file} ({src.symbol})" in text
-    # the defaults, the reserve and the KV dtype (written from the plan's numbers) add nothing
-    assert engine_options(load_stack("vllm-tpu")) == ()
-    assert engine_options(load_stack("vllm:gpu_memory_utilization=0.8+kv_cache_dtype=fp8")) == ()
-    assert engine_options(load_stack("vllm:enable_expert_parallel=true")) == ()  # written from the split
+    # the reserve, the KV dtype (written from the plan's numbers) and vLLM's EP switch (from the split) add
+    # nothing; the other options are written at the value priced, a default too (the next test)
+    assert [f for f, _, _ in engine_options(load_stack("vllm:gpu_memory_utilization=0.8+kv_cache_dtype=fp8"))] == [
+        "--all2all-backend"]
+    assert [f for f, _, _ in engine_options(load_stack("vllm:enable_expert_parallel=true"))] == ["--all2all-backend"]
+
+
+@pytest.mark.parametrize(("stack", "hardware", "written"), [
+    # tpu-inference resolves MODEL_IMPL_TYPE to its flax_nnx model when unset (model_loader.get_model), which
+    # replicates KDA; vllm-tpu prices vLLM's model code
+    ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm vllm serve "),
+    # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
+    ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
+    ("dp-attention", "nvidia-b200", " --enable-dp-attention --moe-a2a-backend deepep "),
+    ("vllm", "nvidia-b200", " --all2all-backend allgather_reducescatter "),
+])
+def test_the_launch_runs_the_configuration_priced_not_the_engine_s_defaults(cli, tmp_path, stack, hardware, written):
+    """plan --emit launch for a bundled stack at its defaults: `vllm serve kimi-k3 ...` left out MODEL_IMPL_TYPE=vllm
+    and `sglang.launch_server` --moe-a2a-backend deepep (engine_options wrote only options changed away from the
+    stack's defaults), so the engines ran their own defaults, not what plan priced; dp-attention on a GPU was a vLLM
+    command without an all-to-all backend (vLLM's default is allgather_reducescatter)."""
+    out = tmp_path / "launch.sh"
+    r = cli("plan", "-H", hardware, "--stacks", stack, "--emit", "launch", out)
+    assert r.exit_code == 0, r.output
+    cmd = next(ln for ln in out.read_text().splitlines() if "serve" in ln or "launch_server" in ln)
+    assert written in cmd, cmd

@@ -1,0 +1,64 @@
+"""One point, every command (brief qa-cmds item 2): K3 on TPU v7x 2x2x4 at TP 32, context 131,072, batch 1, under
+vllm-tpu and jax-native. fit, roofline, curve, plan and report give the same verdict, free bytes, sequences, longest
+context, TPOT and TTFT; report's pick is plan's first row (one stack, fewest chips) and its defaults are fit's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+GiB = 2**30
+POINT = ("-t", "2x2x4", "--tp", "32")
+
+
+def run(cli, *args) -> dict:
+    r = cli(*args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def plan_rows():
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    r = CliRunner().invoke(app, ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["ranked"]
+
+
+@pytest.mark.parametrize("stack", ["vllm-tpu", "jax-native"])
+def test_fit_roofline_curve_and_plan_agree(cli, plan_rows, stack):
+    f = run(cli, "fit", *POINT, "--stack", stack)
+    r = run(cli, "roofline", *POINT, "--stack", stack)
+    c = run(cli, "curve", *POINT, "--stack", stack)
+    assert (f["workload"]["context_tokens"], f["workload"]["batch"]) == (r["decode"]["context_tokens"], r["decode"]["batch"])
+    assert (c["context_tokens"], c["batch"]) == (131072, 1) == (f["workload"]["context_tokens"], f["workload"]["batch"])
+    assert f["fits"] and r["fits"]
+    assert f["speed"]["tpot_s"] == r["decode"]["tpot_s"]
+    point = next(p for p in c["points"] if p["chunk_tokens"] == f["workload"]["prefill_chunk_tokens"])
+    assert (point["max_context_tokens"], point["max_sequences"]) == (
+        f["capacity"]["max_context_tokens"], f["capacity"]["max_sequences"])
+    assert point["decode_temp_bytes"] == f["temp"]["decode_bytes"]
+    row = next(x for x in plan_rows if (x["topology"], x["tp"], x["stack"], x["pp"]) == ("2x2x4", 32, stack, 1))
+    assert row["tpot_ms"] == pytest.approx(f["speed"]["tpot_s"] * 1e3, rel=1e-12)
+    assert row["free_gib_per_device"] == pytest.approx(f["per_device"]["free_bytes"] / GiB, rel=1e-12)
+    assert row["max_sequences"] == f["capacity"]["max_sequences"]
+
+
+def test_report_pick_is_plan_s_first_row_and_fit_s_numbers(cli, tmp_path):
+    rep = run(cli, "report", "-H", "tpu-v7x", "-c", "131072", "--max-chips", "16", "--out", tmp_path / "r.md")
+    (platform,) = rep["platforms"]
+    (row,) = platform["rows"]
+    assert platform["stack"] == "vllm-tpu"  # report's default for a TPU is fit's
+    plan = run(cli, "plan", "-H", "tpu-v7x", "--stacks", "vllm-tpu", "--max-chips", "16")["ranked"][0]
+    s = row["setup"]
+    assert (s["topology"], s["tp"], s["ep"], s["dp"], s["pp"]) == (plan["topology"], plan["tp"], plan["ep"], plan["dp"], plan["pp"])
+    f = run(cli, "fit", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "vllm-tpu")
+    r = run(cli, "roofline", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "vllm-tpu")
+    assert row["per_device"] == {k: f["per_device"][k] for k in row["per_device"]}
+    assert (row["max_sequences"], row["max_context_tokens"]) == (f["capacity"]["max_sequences"], f["capacity"]["max_context_tokens"])
+    assert row["decode"]["concurrency"]["tpot_s"] == f["speed"]["tpot_s"] == r["decode"]["tpot_s"]
+    assert row["prefill"]["ttft_s"] == r["prefill"]["ttft_s"]
