@@ -120,19 +120,8 @@ def default_topologies(
         t = t or topo.devices // d
         e = ep if ep is not None else (stack.dp_experts.ep(tp=t, dp=d) or topo.devices)
         hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
-        auto = stack.reserve_auto()  # the engine's default chunk for this GPU where it derives its reserve
-        chunk = (
-            1
-            if auto is None
-            else next(
-                r.chunked_prefill_size
-                for r in auto.gpu_classes
-                if r.below_gib is None or hw.usable_bytes_per_device / 2**30 < r.below_gib
-            )
-        )
-        reserve = stack.reserve_fraction(
-            usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=chunk, vendor=hw.vendor
-        )
+        # no workload yet: the reserve at the engine's own default chunk for this GPU (chunk None)
+        reserve = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor)
         if hit.size and weights.weights_bytes[hit[0]] < hw.usable_bytes_per_device * (1 - reserve):
             found.append(topo)
     return found

@@ -313,6 +313,7 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
+    reserve_auto = stack.reserve_auto(vendor=hw.vendor)
     reserve_fraction = stack.reserve_fraction(
         usable_bytes=usable, tp=par.tp, pp=par.pp, chunk=workload.prefill_chunk_tokens, vendor=hw.vendor
     )
@@ -512,10 +513,11 @@ def fit(
             temp_decode=temp_decode.source,
             reserve=(
                 f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
-                if stack.reserve_auto() is None
+                if reserve_auto is None
                 else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
                 f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, tp {par.tp} x pp {par.pp}, chunk "
-                f"{workload.prefill_chunk_tokens} ({stack.reserve_auto().source.text()})"  # type: ignore[union-attr]
+                f"{workload.prefill_chunk_tokens} ({reserve_auto.source.text()}; prefill graph "
+                f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
             )
             + (
                 "; the engine runs the temporaries out of it (kv_pool static_fraction), so only what they "
