@@ -121,7 +121,9 @@ def default_topologies(
         e = ep if ep is not None else (stack.dp_experts.ep(tp=t, dp=d) or topo.devices)
         hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
         # no workload yet: the reserve at the engine's own default chunk for this GPU (chunk None)
-        reserve = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor)
+        reserve = stack.reserve_fraction(
+            usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor
+        )
         if hit.size and weights.weights_bytes[hit[0]] < hw.usable_bytes_per_device * (1 - reserve):
             found.append(topo)
     return found

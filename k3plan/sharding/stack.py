@@ -314,9 +314,7 @@ class AutoFraction(_F):
         """The engine's defaults for a GPU of ``gpu_mib`` (the first class it is below)."""
         return next(r for r in self.gpu_classes if r.below_gib is None or gpu_mib < r.below_gib * GiB / MiB)
 
-    def reserved_mib(
-        self, *, gpu_mib: float, tp: int, pp: int, chunk: int | None, deepep: bool, cuda: bool
-    ) -> float:
+    def reserved_mib(self, *, gpu_mib: float, tp: int, pp: int, chunk: int | None, deepep: bool, cuda: bool) -> float:
         """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` and a
         prefill chunk of ``chunk`` tokens (--chunked-prefill-size, which k3plan's launch line passes; None:
         the engine's default for the GPU)."""
@@ -429,9 +427,7 @@ class Stack(_F):
                 out.append((k, opt, v))
         return out
 
-    def reserve_fraction(
-        self, *, usable_bytes: int, tp: int, pp: int, chunk: int | None, vendor: str | None
-    ) -> float:
+    def reserve_fraction(self, *, usable_bytes: int, tp: int, pp: int, chunk: int | None, vendor: str | None) -> float:
         """The reserve (a fraction of usable HBM) the engine runs with at this point: where the reserve
         option derives its value when the flag is not given (``Option.auto``, SGLang's mem_fraction_static)
         and it was left at its default, 1 - the derived fraction (on a GPU: the rule reads a GPU's memory and
