@@ -109,7 +109,6 @@ def default_topologies(
                 f"{flag} {n} divides none of {hw.name}'s standard topologies (devices: {sizes}); "
                 f"expected a divisor of one of them, or pass --topology"
             )
-    room = hw.usable_bytes_per_device * (1 - stack.reserve.fraction_of_usable_hbm)
     found = []
     for i, topo in enumerate(space.topologies):
         if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:
@@ -121,7 +120,11 @@ def default_topologies(
         t = t or topo.devices // d
         e = ep if ep is not None else (stack.dp_experts.ep(tp=t, dp=d) or topo.devices)
         hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
-        if hit.size and weights.weights_bytes[hit[0]] < room:
+        # no workload yet: the reserve at the engine's own default chunk for this GPU (chunk None)
+        reserve = stack.reserve_fraction(
+            usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor
+        )
+        if hit.size and weights.weights_bytes[hit[0]] < hw.usable_bytes_per_device * (1 - reserve):
             found.append(topo)
     return found
 

@@ -313,6 +313,10 @@ def fit(
     )
 
     usable = hw.usable_bytes_per_device
+    reserve_auto = stack.reserve_auto(vendor=hw.vendor)
+    reserve_fraction = stack.reserve_fraction(
+        usable_bytes=usable, tp=par.tp, pp=par.pp, chunk=workload.prefill_chunk_tokens, vendor=hw.vendor
+    )
     whole_layout = layout  # the whole model's layout (pp rebinds ``layout`` to a stage's below)
 
     def budget_at(temp_b: int) -> tuple[list[BudgetTerms[int]], BudgetTerms[int]]:
@@ -323,7 +327,7 @@ def fit(
                 budget_terms(
                     spec,
                     usable=usable,
-                    reserve_fraction=stack.reserve.fraction_of_usable_hbm,
+                    reserve_fraction=reserve_fraction,
                     split_across_dp=stack.kv_cache.split_across_dp,
                     dp=par.dp,
                     weights=sw.weights_bytes + draft_bytes_per_device,
@@ -507,7 +511,14 @@ def fit(
             ),
             temp_prefill=temp_prefill.source,
             temp_decode=temp_decode.source,
-            reserve=f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
+            reserve=(
+                f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
+                if reserve_auto is None
+                else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
+                f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, tp {par.tp} x pp {par.pp}, chunk "
+                f"{workload.prefill_chunk_tokens} ({reserve_auto.source.text()}; prefill graph "
+                f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
+            )
             + (
                 "; the engine runs the temporaries out of it (kv_pool static_fraction), so only what they "
                 "leave of it is counted here"

@@ -257,7 +257,14 @@ def launch_for(
             max_num_batched_tokens=pick.chunk_tokens,
             max_num_seqs=max(1, max_num_seqs),
             kv_dtype=pick.kv_dtype,
-            memory_fraction=1.0 - stack.reserve.fraction_of_usable_hbm,
+            memory_fraction=1.0
+            - stack.reserve_fraction(
+                usable_bytes=hw.usable_bytes_per_device,
+                tp=pick.tp,
+                pp=pick.pp,
+                chunk=pick.chunk_tokens,
+                vendor=hw.vendor,
+            ),
             dp_attention=stack.name == "dp-attention",
             state_slots_per_request=stack.state.slots_per_request
             if model.spec.kda is not None and engine_for_stack(stack.name) == "sglang"

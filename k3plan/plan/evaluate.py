@@ -36,6 +36,28 @@ def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
     return np.array([fn(x) for x in items], dtype=dtype)[index]
 
 
+def reserve_columns(*, space) -> np.ndarray:
+    """Per configuration: the reserve its stack runs with (``Stack.reserve_fraction``: SGLang derives it
+    from the GPU, tp x pp and the chunk), each distinct (variant, hardware, tp, pp, chunk) computed once."""
+    c = space.cols
+    keys = np.stack([c.variant, c.hw, c.tp, c.pp, c.chunk])
+    uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
+    vals = np.array(
+        [
+            space.variants[v].reserve_fraction(
+                usable_bytes=space.hardware[h].usable_bytes_per_device,
+                tp=int(t),
+                pp=int(p),
+                chunk=int(ch),
+                vendor=space.hardware[h].vendor,
+            )
+            for v, h, t, p, ch in uniq.T
+        ],
+        dtype=float,
+    )
+    return vals[inverse.reshape(-1)]
+
+
 def _pattern_col(stacks: list, index: np.ndarray, dp: np.ndarray, pattern: str) -> np.ndarray:
     """Per configuration: whether its stack's experts run ``pattern`` at its DP (``Stack.for_dp``: a DP-1
     row of a stack whose all-to-all needs DP > 1 runs its fallback)."""
@@ -415,12 +437,13 @@ def evaluate(
     temp = np.maximum(temps.prefill_temp_bytes, temps.decode_temp_bytes)
     # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
     # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
+    reserve_fraction = reserve_columns(space=space)
     per_stage, valid = [], []
     for sc in stage_cols:
         terms = budget_terms(
             spec,
             usable=hw_cols.usable,
-            reserve_fraction=_per(variants, lambda s: s.reserve.fraction_of_usable_hbm, v, float),
+            reserve_fraction=reserve_fraction,
             split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool),
             dp=c.dp,
             weights=sc.weights_bytes,

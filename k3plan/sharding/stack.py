@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.units import GiB, MiB
 
 STACK_DIR = data_dir("sharding/stacks")
 DEFAULT_STACK = "vllm-tpu"  # load_stack()'s default name only; commands take default_stack_for(hardware)
@@ -272,33 +273,74 @@ class Effect(_F):
     description: str = ""
 
 
-class ReserveRow(_F):
+class GpuClass(_F):
+    """SGLang's defaults for a class of GPU memory (server_args' GPU-memory branch)."""
+
     below_gib: float | None = Field(description="applies when the GPU's memory is below this (None: any)")
-    reserved_gib: float = Field(ge=0)
-    per_parallel_gib: float = Field(0.0, ge=0, description="added per rank of tp x pp")
+    chunked_prefill_size: int = Field(ge=1, description="the engine's default chunk (k3plan writes its own)")
+    cuda_graph_max_bs: int = Field(ge=0)
+    cuda_graph_max_bs_small_tp: int | None = Field(None, ge=0, description="at tp < 4, where it differs")
 
 
 class AutoFraction(_F):
-    """How an engine derives a memory fraction when its flag is not given (SGLang: server_args
-    reserves GiB by GPU class and parallel size, mem_fraction_static = (mem - reserved) / mem)."""
+    """How SGLang derives --mem-fraction-static when it is not given (memory_hook.py
+    handle_gpu_memory_settings): reserved MiB = base + max(chunk, min_activation_tokens) x
+    per_activation_token + tp x pp x per_parallel_rank + the CUDA graphs' (reserve_for_graph_mb: decode
+    max_bs x per_decode_graph_bs; where the prefill graph is captured, its MLA term and DeepEP's
+    breakable-prefill delta on CUDA), at least ``floor_mib`` on a GPU above ``floor_above_gib``, then
+    DeepEP's all-to-all buffers on top; fraction = round((gpu MiB - reserved) / gpu MiB, 3). Every
+    figure in MiB, as the engine's."""
 
-    rows: tuple[ReserveRow, ...] = Field(min_length=1)
-    dp_attention_gib: float = Field(0.0, ge=0)
-    speculative_gib: float = Field(0.0, ge=0)
+    gpu_classes: tuple[GpuClass, ...] = Field(min_length=1)
+    base_mib: float = Field(ge=0)
+    per_activation_token_mib: float = Field(ge=0)
+    min_activation_tokens: int = Field(ge=0)
+    per_parallel_rank_mib: float = Field(ge=0)
+    per_decode_graph_bs_mib: float = Field(ge=0)
+    prefill_graph: bool = Field(
+        description="whether the engine captures a prefill CUDA graph for this model at its defaults (the two "
+        "prefill terms count only then)"
+    )
+    prefill_graph_source: Source
+    prefill_graph_mla_mib: float = Field(ge=0)
+    prefill_graph_deepep_cuda_mib: float = Field(ge=0)
+    floor_above_gib: float = Field(ge=0)
+    floor_mib: float = Field(ge=0)
+    deepep_mib: float = Field(ge=0)
     round_digits: int = 3
     source: Source
 
-    def fraction(
-        self, *, gpu_bytes: int, parallel_size: int, dp_attention: bool = False, speculative: bool = False
-    ) -> float:
-        mib = gpu_bytes / 2**20
-        row = next(r for r in self.rows if r.below_gib is None or mib < r.below_gib * 1024)
+    def gpu_class(self, *, gpu_mib: float) -> GpuClass:
+        """The engine's defaults for a GPU of ``gpu_mib`` (the first class it is below)."""
+        return next(r for r in self.gpu_classes if r.below_gib is None or gpu_mib < r.below_gib * GiB / MiB)
+
+    def reserved_mib(self, *, gpu_mib: float, tp: int, pp: int, chunk: int | None, deepep: bool, cuda: bool) -> float:
+        """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` and a
+        prefill chunk of ``chunk`` tokens (--chunked-prefill-size, which k3plan's launch line passes; None:
+        the engine's default for the GPU)."""
+        row = self.gpu_class(gpu_mib=gpu_mib)
+        bs = (
+            row.cuda_graph_max_bs_small_tp
+            if tp < 4 and row.cuda_graph_max_bs_small_tp is not None
+            else row.cuda_graph_max_bs
+        )
+        graphs = bs * self.per_decode_graph_bs_mib
+        if self.prefill_graph:
+            graphs += self.prefill_graph_mla_mib + (self.prefill_graph_deepep_cuda_mib if deepep and cuda else 0.0)
+        tokens = row.chunked_prefill_size if chunk is None else chunk
         reserved = (
-            row.reserved_gib
-            + parallel_size * row.per_parallel_gib
-            + (self.dp_attention_gib if dp_attention else 0)
-            + (self.speculative_gib if speculative else 0)
-        ) * 1024
+            self.base_mib
+            + max(tokens, self.min_activation_tokens) * self.per_activation_token_mib
+            + tp * pp * self.per_parallel_rank_mib
+            + graphs
+        )
+        if gpu_mib > self.floor_above_gib * GiB / MiB:
+            reserved = max(reserved, self.floor_mib)
+        return reserved + (self.deepep_mib if deepep else 0.0)
+
+    def fraction(self, *, gpu_bytes: int, tp: int, pp: int, chunk: int | None, deepep: bool, cuda: bool) -> float:
+        mib = gpu_bytes / MiB
+        reserved = self.reserved_mib(gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda)
         return round((mib - reserved) / mib, self.round_digits)
 
 
@@ -384,6 +426,31 @@ class Stack(_F):
             if not same:
                 out.append((k, opt, v))
         return out
+
+    def reserve_fraction(self, *, usable_bytes: int, tp: int, pp: int, chunk: int | None, vendor: str | None) -> float:
+        """The reserve (a fraction of usable HBM) the engine runs with at this point: where the reserve
+        option derives its value when the flag is not given (``Option.auto``, SGLang's mem_fraction_static)
+        and it was left at its default, 1 - the derived fraction (on a GPU: the rule reads a GPU's memory and
+        graphs); else the stack's reserve."""
+        auto = self.reserve_auto(vendor=vendor)
+        if auto is None:
+            return self.reserve.fraction_of_usable_hbm
+        deepep = self.chosen.get("moe_a2a_backend") == "deepep"
+        frac = auto.fraction(gpu_bytes=usable_bytes, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=vendor == "nvidia")
+        return round(1 - frac, 12)
+
+    def reserve_auto(self, *, vendor: str | None) -> AutoFraction | None:
+        """The reserve option's derivation when the stack runs at that option's default on a GPU of
+        ``vendor`` (the rule reads a GPU's memory and its CUDA/HIP graphs). None: a fixed reserve, the
+        option set away from its default (then the value given is the reserve), or no NVIDIA/AMD GPU."""
+        if vendor not in ("nvidia", "amd"):
+            return None
+        for name, opt in self.options.items():
+            if opt.sets == "reserve" and opt.auto is not None:
+                chosen = self.chosen.get(name)
+                if chosen is None or float(chosen) == float(opt.default):
+                    return opt.auto
+        return None
 
     def for_dp(self, dp: int) -> Stack:
         """The stack as it runs at ``dp`` DP groups: at DP 1 a ``collectives.dp1_experts`` pattern replaces the

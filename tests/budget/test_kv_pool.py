@@ -20,7 +20,9 @@ def _terms(stack):
 def test_sglang_reserve_holds_the_temporaries():
     pd, usable = _terms("sglang")
     assert pd.temp_bytes > 0
-    assert pd.reserve_bytes == int(0.12 * usable) - pd.temp_bytes  # 1 - mem_fraction_static 0.88, net of temps
+    # 1 - mem_fraction_static 0.875 as SGLang derives it for an H200 at tp16, chunk 8192 (17.5 GiB: memory_hook.py,
+    # tests/sharding/test_engine_stacks.py), net of temps
+    assert pd.reserve_bytes == int(0.125 * usable) - pd.temp_bytes
 
 
 def test_sglang_temporaries_beyond_the_reserve_take_it_all():

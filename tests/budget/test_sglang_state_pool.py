@@ -46,14 +46,16 @@ def test_extra_buffer_changes_the_state_figure_and_the_capacity_not_the_step():
 
 
 def test_plan_row_is_fit_for_the_extra_buffer_stack(cli):
+    # 2 sequences: at SGLang's derived reserve (17.5 GiB an H200 at tp16, memory_hook.py) 4 x 8,192 tokens
+    # leave tp16 x pp1 on 16 H200s 0.58 GiB short (fit above: max_sequences 2), so plan ranks it only at 2
     stack = "sglang:mamba_scheduler_strategy=extra_buffer"
     res = cli("plan", "-H", "nvidia-h200", "--stacks", stack, "--max-chips", "16", "--context", "8192",
-              "--concurrency", "4", "--top", "50", "--json")  # fmt: skip
+              "--concurrency", "2", "--top", "50", "--json")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     out = json.loads(res.stdout)
     r = next(x for x in out["ranked"] if x["tp"] == 16 and x["pp"] == 1)
     f = cli("fit", "-H", "nvidia-h200", "-t", r["topology"], "--tp", r["tp"], "--ep", r["ep"], "--stack", stack,
-            "--context", "8192", "--batch", "4", "--chunk", r["chunk_tokens"], "--json")  # fmt: skip
+            "--context", "8192", "--batch", "2", "--chunk", r["chunk_tokens"], "--json")  # fmt: skip
     assert f.exit_code == 0, f.stderr
     d = json.loads(f.stdout)
     for k in ("state_bytes", "state_bytes_per_sequence", "kv_bytes", "free_bytes", "reserve_bytes"):
@@ -65,3 +67,17 @@ def test_plan_row_is_fit_for_the_extra_buffer_stack(cli):
     seqs = out["launch"]["config"]["max_num_seqs"]
     assert f"--max-mamba-cache-size {-(-seqs // pick['dp']) * 5}" in launch
     assert "--mamba-scheduler-strategy extra_buffer" in launch
+
+
+def test_the_sglang_launch_writes_the_derived_mem_fraction_static(cli):
+    from k3plan.hardware import load_hardware
+    from k3plan.sharding import load_stack
+
+    out = json.loads(cli("plan", "-H", "nvidia-h200", "--stacks", "sglang", "--max-chips", "16", "--context", "8192",
+                         "--concurrency", "4", "--json").stdout)  # fmt: skip
+    pick, hw = out["ranked"][0], load_hardware("nvidia-h200")
+    frac = 1 - load_stack("sglang").reserve_fraction(
+        usable_bytes=hw.usable_bytes_per_device, tp=pick["tp"], pp=pick["pp"], chunk=pick["chunk_tokens"], vendor="nvidia")
+    assert f"--mem-fraction-static {frac:g}" in out["launch"]["text"]
+    # H200 at tp x pp 16, chunk 8192 (tests/sharding/test_engine_stacks.py, by hand): 0.875
+    assert pick["tp"] * pick["pp"] == 16 and pick["chunk_tokens"] == 8192 and frac == pytest.approx(0.875)

@@ -92,9 +92,10 @@ def test_k3_weights_fit_but_serving_budget_does_not(cli):
     assert d["weights_fit"] and not d["fits"]
     pd = d["per_device"]
     usable = d["hardware"]["usable_bytes_per_device"]
-    # SGLang runs the activations out of the 1 - mem_fraction_static (0.88) it leaves: the temporaries
-    # sit inside the 12% reserve, which is counted net of them (profile_max_num_token)
-    assert pd["reserve_bytes"] == int(0.12 * usable) - pd["temp_bytes"] > 0
+    # SGLang runs the activations out of the 1 - mem_fraction_static it leaves, 0.875 as it derives it for
+    # an H200 at tp16 and k3plan's 8192-token chunk (17,920 MiB: tests/sharding/test_engine_stacks.py): the
+    # temporaries sit inside the 12.5% reserve, which is counted net of them (profile_max_num_token)
+    assert pd["reserve_bytes"] == int(0.125 * usable) - pd["temp_bytes"] > 0
     one_seq = pd["kv_bytes"] + pd["state_bytes"]
     assert pd["weights_bytes"] + pd["reserve_bytes"] + pd["temp_bytes"] < usable
     assert usable < pd["weights_bytes"] + pd["reserve_bytes"] + pd["temp_bytes"] + one_seq

@@ -183,14 +183,57 @@ def test_bad_stack_citations_and_options(tmp_path, mutate, needle):
 
 
 def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
-    auto = load_stack("sglang").options["mem_fraction_static"].auto
-    # server_args: H200 (< 160 GiB) reserves 12 + (tp x pp) / 2 GiB; B200 and larger 32 GiB
-    h200 = 143771  # MiB, what the driver reports
-    assert auto.fraction(gpu_bytes=h200 * 2**20, parallel_size=16) == round((h200 - 20 * 1024) / h200, 3) == 0.858
-    assert auto.fraction(gpu_bytes=h200 * 2**20, parallel_size=16, dp_attention=True) == round(
-        (h200 - 24 * 1024) / h200, 3)
-    b200 = 183359
-    assert auto.fraction(gpu_bytes=b200 * 2**20, parallel_size=16) == round((b200 - 32 * 1024) / b200, 3) == 0.821
+    """memory_hook.py handle_gpu_memory_settings (sgl-project/sglang@031ed82d), by hand, in MiB:
+    512 + max(chunk, 2048) x 1.5 + tp x pp x 1024 / 8 + decode max_bs x 2, at least 10240 above 60 GiB,
+    + 2048 (DeepEP). The prefill graph's 1536 (MLA) and 1024 (breakable + DeepEP) do not count: the
+    cuda-graph cascade turns K3's prefill graph off (KDA on CUDA, tc_piecewise on HIP)."""
+    st = load_stack("sglang")
+    auto = st.options["mem_fraction_static"].auto
+    h200, b200, mi300x = 143771, 183359, 192 * 1024  # MiB: memory.total as the driver reports it
+    # H200 tp16, chunk 8192: 512 + 12288 + 2048 + 512 x 2 = 15872; + 2048 = 17920 MiB (17.5 GiB)
+    assert auto.reserved_mib(gpu_mib=h200, tp=16, pp=1, chunk=8192, deepep=True, cuda=True) == 17920
+    # (143771 - 17920) / 143771 = 0.87536
+    assert auto.fraction(gpu_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, deepep=True, cuda=True) == 0.875
+    # H200 tp2 (cuda_graph_max_bs 256 at tp < 4), no DeepEP: 512 + 12288 + 256 + 512 = 13568
+    assert auto.reserved_mib(gpu_mib=h200, tp=2, pp=1, chunk=8192, deepep=False, cuda=True) == 13568
+    # the 10 GiB floor: a 2048-token chunk on an H200 at tp1: 512 + 3072 + 128 + 512 = 4224 -> 10240
+    assert auto.reserved_mib(gpu_mib=h200, tp=1, pp=1, chunk=2048, deepep=False, cuda=True) == 10240
+    # ... and DeepEP's 2048 lands on top of the floor
+    assert auto.reserved_mib(gpu_mib=h200, tp=1, pp=1, chunk=2048, deepep=True, cuda=True) == 12288
+    # B200 tp8 x pp2 at its default chunk 16384 (chunk None): 512 + 24576 + 2048 + 1024 = 28160; + 2048 = 30208
+    assert auto.reserved_mib(gpu_mib=b200, tp=8, pp=2, chunk=None, deepep=True, cuda=True) == 30208
+    # (183359 - 30208) / 183359 = 0.83525
+    assert auto.fraction(gpu_bytes=b200 * 2**20, tp=8, pp=2, chunk=16384, deepep=True, cuda=True) == 0.835
+    # MI300X (192 GiB: the B200/MI300 class, max_bs 512) tp8, chunk 8192: 512 + 12288 + 1024 + 1024 = 14848;
+    # + 2048 = 16896; (196608 - 16896) / 196608 = 0.91406
+    assert auto.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896
+    assert auto.fraction(gpu_bytes=mi300x * 2**20, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 0.914
+    # the prefill terms, where a model's prefill graph is captured (not K3's): + 1536 (MLA), + 1024 (DeepEP, CUDA)
+    on = auto.model_copy(update={"prefill_graph": True})
+    assert on.reserved_mib(gpu_mib=h200, tp=16, pp=1, chunk=8192, deepep=True, cuda=True) == 17920 + 1536 + 1024
+    assert on.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896 + 1536
+    # the stack runs with it at its default; an explicit value pins the reserve
+    assert st.reserve_fraction(usable_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, vendor="nvidia") == pytest.approx(
+        0.125)
+    # moe_a2a_backend=none: no DeepEP buffers, 15872 MiB: (143771 - 15872) / 143771 = 0.88960 -> 0.890
+    none = load_stack("sglang:moe_a2a_backend=none")
+    assert none.reserve_fraction(usable_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, vendor="nvidia") == pytest.approx(
+        0.11)
+    pinned = st.with_options(mem_fraction_static=0.8)
+    assert pinned.reserve_fraction(usable_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, vendor="nvidia") == (
+        pytest.approx(0.2))
+
+
+def test_fit_plan_and_launch_use_the_derived_reserve(cli):
+    import json
+
+    f = cli("fit", "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", "--context", "8192",
+            "--batch", "4", "--chunk", "8192", "--json")  # fmt: skip
+    d = json.loads(f.stdout)
+    usable = 143771 * 2**20
+    # SGLang runs the temporaries out of the reserve (kv_pool static_fraction): what they leave of 12.5%
+    assert d["per_device"]["reserve_bytes"] == int(0.125 * usable) - d["per_device"]["temp_bytes"]
+    assert "mem_fraction_static 0.875" in d["provenance"]["reserve"]
 
 
 @pytest.mark.parametrize("name", list_stacks())
