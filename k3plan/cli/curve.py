@@ -127,7 +127,7 @@ def command(
             modelled = load_temp_model().applies_to(setup)
             evidence = ", temp model (upper end of its band)" if modelled else ", analytic temp"
     title = (
-        f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, tp={setup.parallel.tp}, "
+        f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, {setup.parallel.label}, "
         f"stack {setup.stack.name}, batch {batch}" + evidence
     )
     if plot is not None:

@@ -22,7 +22,7 @@ def render_fit(r: FitResult, console: Console) -> None:
     usable = hw.usable_bytes_per_device
     console.print(
         f"[bold]{r.model.name}[/] on [bold]{hw.name} {hw.topology}[/] ({hw.chips} chips, "
-        f"{hw.devices} devices, {hw.hosts} hosts), tp={par.tp} ep={par.ep} dp={par.dp}, "
+        f"{hw.devices} devices, {hw.hosts} hosts), {par.label}, "
         f"stack {r.stack}; context {w.context_tokens:,} x batch {w.batch}, prefill chunk {w.prefill_chunk_tokens:,}"
     )
     p = r.provenance

@@ -25,7 +25,7 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
     d, p, par = r.decode, r.prefill, r.parallel
     console.print(
         f"[bold]{r.model}[/] on [bold]{r.hardware} {r.topology}[/] ({r.chips} chips), "
-        f"tp={par.tp} ep={par.ep} dp={par.dp}" + (f" pp={par.pp}" if par.pp > 1 else "") + f", stack {r.stack}, "
+        f"{par.label}, stack {r.stack}, "
         f"MFU {r.efficiency.mfu:.0%}, HBM efficiency {r.efficiency.bw_efficiency:.0%}"
     )
     b, c = d.bytes_per_device, d.comm

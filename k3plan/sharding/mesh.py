@@ -32,6 +32,11 @@ class Parallel(BaseModel):
     def total_devices(self) -> int:
         return self.tp * self.dp * self.pp
 
+    @property
+    def label(self) -> str:
+        """The split as every title prints it: ``tp=8 ep=8 dp=1``, with `` pp=2`` when there is a pipeline."""
+        return f"tp={self.tp} ep={self.ep} dp={self.dp}" + (f" pp={self.pp}" if self.pp > 1 else "")
+
     @model_serializer
     def _dump(self) -> dict:  # pp only when there is a pipeline: the JSON of pp = 1 is unchanged
         out = {"tp": self.tp, "ep": self.ep, "dp": self.dp}

@@ -1,0 +1,20 @@
+"""fit, roofline and curve name the whole split in their titles, the pipeline included: at pp 2 the
+title said "tp=8 ep=8 dp=1" (fit, curve: "tp=8") for a deployment whose numbers were pp 2's."""
+
+import pytest
+
+POINT = ("-H", "nvidia-b200", "-t", "2x8", "--tp", "8", "--pp", "2", "--stack", "vllm", "--context", "32768")
+
+
+@pytest.mark.parametrize("command", ["fit", "roofline", "curve"])
+def test_title_names_the_pipeline(cli, command):
+    r = cli(command, *POINT)
+    assert r.exit_code == 0, r.output
+    title = r.stdout.splitlines()[0]
+    assert "tp=8 ep=8 dp=1 pp=2" in title, title
+
+
+def test_no_pipeline_no_pp(cli):
+    r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--tp", "8", "--stack", "vllm", "--context", "32768")
+    title = r.stdout.splitlines()[0]
+    assert "tp=8 ep=8 dp=1," in title and "pp=" not in title, title
