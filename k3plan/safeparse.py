@@ -157,7 +157,10 @@ def check_tree(label: str, data: Any) -> None:
             )
         if depth > MAX_DEPTH:
             raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels at {where or 'the top'}")
-        if isinstance(value, bool) or value is None or isinstance(value, str):
+        if isinstance(value, str):
+            _check_text(label, where, value)
+            continue
+        if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, float):
             if not math.isfinite(value):
@@ -169,10 +172,25 @@ def check_tree(label: str, data: Any) -> None:
                 )
         elif isinstance(value, dict):
             for k, v in value.items():
-                stack.append((v, f"{where}.{k}" if where else str(k), depth + 1))
+                key = f"{where}.{k}" if where else str(k)
+                if isinstance(k, str):
+                    _check_text(label, key, k)
+                stack.append((v, key, depth + 1))
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 stack.append((v, f"{where}[{i}]", depth + 1))
+
+
+# C0 controls but tab, newline and carriage return; DEL; C1 controls. No spec, config or record needs one,
+# and printed (a hardware name, a source) an ESC sequence would recolour, move or retitle the user's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _check_text(label: str, where: str, text: str) -> None:
+    """A string value, or a key (``where`` then ends with it), free of control characters."""
+    m = _CONTROL.search(text)
+    if m:
+        raise K3PlanError(f"{label}: {_key(where)} holds the control character {m.group()!r}; expected printable text")
 
 
 def _key(where: str) -> str:

@@ -1,0 +1,64 @@
+"""A hostile-input pass over every reader and option (the qa-input brief): each finding a named test that
+failed before its fix. Bad input: exit 2 and one line naming the file, key or flag and what was expected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from k3_testing import one_error_line, tiny_kimi_raw
+
+from k3plan.hardware.loader import SPECS_DIR
+
+FIT = ("fit", "-t", "2x2x4", "--tp", "32")
+
+
+def _spec(tmp_path: Path, old: str, new: str) -> Path:
+    text = (SPECS_DIR / "tpu-v7x.yaml").read_text()
+    assert old in text
+    path = tmp_path / "hw.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+# -- hardware spec figures that divide ---------------------------------------------------------------
+
+@pytest.mark.parametrize("old, new, needle", [
+    # were: a pydantic ValidationError traceback (AdviceInputs.usable_bytes > 0), exit 1
+    ('value: "94.75GiB"', 'value: "0GiB"', "usable_hbm_per_device: '0GiB' is 0 bytes"),
+    ('value: "94.75GiB"', 'value: "1e-300GiB"', "usable_hbm_per_device: '1e-300GiB' is 0 bytes"),
+    # were: ZeroDivisionError tracebacks, exit 1
+    ('value: "1153.5TFLOP/s"', 'value: "0TFLOP/s"', "flops_per_device.bf16 must be > 0"),
+    ('value: "600GB/s"', 'value: "0GB/s"', "scale_up.bw_per_chip must be > 0"),
+    ('value: "100Gb/s"', 'value: "0Gb/s"', "scale_out.bw_per_chip must be > 0"),
+    # was: accepted, a 309-digit byte count
+    ('value: "96GiB"', 'value: "1e299GiB"', "hbm_per_device: '1e299GiB' is 2^63 bytes or more"),
+])
+def test_hardware_figures_that_divide_must_be_positive(cli, tmp_path, old, new, needle):
+    line = one_error_line(cli(*FIT, "-H", _spec(tmp_path, old, new)))
+    assert needle in line and "hw.yaml" in line
+
+
+@pytest.mark.parametrize("name", ['""', '"  "', '" tpu-v7x"'])
+def test_hardware_name_blank_or_padded(cli, tmp_path, name):
+    """Was: accepted; fit printed "kimi-k3 on  2x2x4" (no hardware name)."""
+    line = one_error_line(cli("hardware", "show", _spec(tmp_path, "name: tpu-v7x", f"name: {name}")))
+    assert "name:" in line and "expected a name" in line
+
+
+# -- control characters in what a reader returns -------------------------------------------------------
+
+def test_control_characters_in_a_spec_are_refused(cli, tmp_path):
+    """Was: a hardware name "a\\e[31mred" was printed raw: the ESC sequence recoloured the user's terminal."""
+    line = one_error_line(cli("hardware", "show", _spec(tmp_path, "name: tpu-v7x", 'name: "a\\e[31mred"')))
+    assert "key 'name' holds the control character '\\x1b'" in line and "hw.yaml" in line
+
+
+def test_control_characters_in_a_config_key_are_refused(cli, tmp_path):
+    raw = tiny_kimi_raw()
+    raw["text_config"]["\x9bbad"] = 1
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    line = one_error_line(cli("models", "show", path))
+    assert "holds the control character '\\x9b'" in line and "config.json" in line
