@@ -7,6 +7,7 @@ Options are declared once here as Annotated aliases so that `fit`, `roofline`, `
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
@@ -45,13 +46,13 @@ def to_jsonable(obj: Any) -> Any:
         return str(obj)
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
         return obj.item()
-    if isinstance(obj, float) and obj != obj:
+    if isinstance(obj, float) and not math.isfinite(obj):  # JSON has no NaN or Infinity (RFC 8259)
         return None
     return obj
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
 
 
 # The options of every planning command (fit, roofline, curve, check, report, validate).

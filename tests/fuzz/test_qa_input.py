@@ -62,3 +62,34 @@ def test_control_characters_in_a_config_key_are_refused(cli, tmp_path):
     path.write_text(json.dumps(raw))
     line = one_error_line(cli("models", "show", path))
     assert "holds the control character '\\x9b'" in line and "config.json" in line
+
+
+# -- numbers that overflow the arithmetic --------------------------------------------------------------
+
+@pytest.mark.parametrize("flag, value", [("--bw-efficiency", "1e-320"), ("--mfu", "1e-300"), ("--mfu", "0.0009")])
+def test_roofline_efficiency_below_a_thousandth(cli, flag, value):
+    """Was: --bw-efficiency 1e-320 printed TPOT "inf ms" and --json wrote `"step_s": Infinity` (not JSON)."""
+    line = one_error_line(cli("roofline", "-t", "2x2x4", "--tp", "32", flag, value))
+    assert line.startswith(f"error: {flag} ") and "expected a fraction from 0.001 to 1" in line
+
+
+def test_json_output_has_no_infinity_or_nan(capsys):
+    """JSON (RFC 8259) has no Infinity: a non-finite figure (e.g. a crossover that never comes) is null."""
+    import math
+
+    from k3plan.cli.common import print_json
+
+    print_json({"a": math.inf, "b": [-math.inf, math.nan], "c": 1.5})
+    assert json.loads(capsys.readouterr().out) == {"a": None, "b": [None, None], "c": 1.5}
+
+
+def test_stack_fraction_option_that_rounds_to_no_memory(cli):
+    """Was: gpu_memory_utilization=1e-300 rounded to a reserve of 1.0: a pydantic ValidationError traceback."""
+    line = one_error_line(cli(*FIT, "--stack", "vllm-tpu:gpu_memory_utilization=1e-300"))
+    assert "gpu_memory_utilization" in line and "expected a number in (0, 1]" in line
+
+
+def test_stack_option_given_twice(cli):
+    """Was: vllm-tpu:gpu_memory_utilization=0.5+gpu-memory-utilization=0.9 took the last, exit 0."""
+    line = one_error_line(cli(*FIT, "--stack", "vllm-tpu:gpu_memory_utilization=0.5+gpu-memory-utilization=0.9"))
+    assert "option 'gpu-memory-utilization' is given twice" in line
