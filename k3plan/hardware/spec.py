@@ -144,7 +144,6 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
     return spec
 
 
-
 def _size(value: Scalar, *, what: str) -> int:
     """A capacity > 0 bytes and below 2^63, as every reader bounds a size (safeparse.MAX_INT): a device with no
     memory is a typo, and one past int64 would overflow the budget's arithmetic."""

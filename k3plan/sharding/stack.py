@@ -492,7 +492,7 @@ def parse_ref(ref: str) -> tuple[str, dict[str, str]]:
     base, sep, opts = ref.partition(":")
     if not sep or "=" not in opts:
         return ref, {}
-    values = {}
+    values: dict[str, str] = {}
     for part in opts.replace("+", ",").split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip() or not value.strip():
