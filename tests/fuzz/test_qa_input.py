@@ -93,3 +93,30 @@ def test_stack_option_given_twice(cli):
     """Was: vllm-tpu:gpu_memory_utilization=0.5+gpu-memory-utilization=0.9 took the last, exit 0."""
     line = one_error_line(cli(*FIT, "--stack", "vllm-tpu:gpu_memory_utilization=0.5+gpu-memory-utilization=0.9"))
     assert "option 'gpu-memory-utilization' is given twice" in line
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------------------
+
+def _ctrl_c(*_a, **_k):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_during_a_command_is_one_line_and_exit_130(cli, monkeypatch):
+    """Was: exit 130 and nothing on stderr (typer's own handler), the user left to guess what happened."""
+    import k3plan.plan
+
+    monkeypatch.setattr(k3plan.plan, "plan", _ctrl_c)  # the search, imported by the command when it runs
+    r = cli("plan", "-H", "tpu-v7x")
+    assert r.exit_code == 130
+    assert r.stderr.strip().splitlines() == ["interrupted (Ctrl-C); no file was left half-written"]
+
+
+def test_ctrl_c_while_the_command_modules_import_is_one_line(monkeypatch, capsys):
+    """Was: a KeyboardInterrupt traceback through importlib (Ctrl-C in the first ~0.3 s of a run)."""
+    from k3plan.cli import app
+
+    monkeypatch.setattr(app, "_register", _ctrl_c)
+    with pytest.raises(SystemExit) as exit_:
+        app.main(["fit"])
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C); no file was left half-written\n"
