@@ -120,3 +120,14 @@ def test_ctrl_c_while_the_command_modules_import_is_one_line(monkeypatch, capsys
         app.main(["fit"])
     assert exit_.value.code == 130
     assert capsys.readouterr().err == "interrupted (Ctrl-C); no file was left half-written\n"
+
+
+@pytest.mark.parametrize("args, needle", [
+    # were: exit 0 with numpy "RuntimeWarning: overflow encountered" (file, line, source) on stderr and inf
+    # in the table ($/hour inf, cold start "inf s", cost a million tokens inf)
+    (("--price", "tpu-v7x=1e308", "--minimize", "cost", "-H", "tpu-v7x"), "at most 1,000,000 US dollars"),
+    (("--load-gbps", "1e-308", "-H", "tpu-v7x"), "expected 0.001 to 1,000,000 gigabits"),
+    (("--isl", "100", "--osl", "100", "--request-rate", "1e-308", "-H", "nvidia-h200"), "(one a day)"),
+])
+def test_plan_figures_that_overflowed(cli, args, needle):
+    assert needle in one_error_line(cli("plan", *args))
