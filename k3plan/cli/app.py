@@ -120,6 +120,33 @@ def _interrupted() -> NoReturn:
     sys.exit(EXIT_INTERRUPTED)
 
 
+def _refuse_empty_values(cmd) -> None:
+    """Every option and argument of ``cmd`` (and of its subcommands) refuses an empty or blank value:
+    `--probes ""` was the current folder (Path("") is "."), read through as probe records, and
+    `-m ""` a folder without config.json. Checked on the text as given, before click converts it, so
+    each command needs nothing of its own."""
+    if getattr(cmd, "_k3_refuses_empty", False):
+        return
+    cmd._k3_refuses_empty = True
+    for sub in getattr(cmd, "commands", {}).values():
+        _refuse_empty_values(sub)
+    for param in cmd.params:
+        if not getattr(param, "is_flag", False):
+            param.process_value = _refusing_empty(param, param.process_value)
+
+
+def _refusing_empty(param, process_value):
+    def check(ctx, value):
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            if param.param_type_name == "option":
+                raise K3PlanError(f"{max(param.opts, key=len)} is empty; leave it out for the default, or give a value")
+            raise K3PlanError(f"{param.name.upper()} is empty; expected a value")
+        return process_value(ctx, value)
+
+    return check
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -138,6 +165,12 @@ class K3Group(TyperGroup):
             where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
             _print_error(" ".join(err.format_message().split()).rstrip(".") + where)
             raise typer.Exit(err.exit_code) from None
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:
+            _refuse_empty_values(cmd)
+        return name, cmd, rest
 
     def make_context(self, *args, **kwargs):
         try:  # parsing the command line: typer too would exit 130 without a word

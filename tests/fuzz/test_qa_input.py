@@ -131,3 +131,24 @@ def test_ctrl_c_while_the_command_modules_import_is_one_line(monkeypatch, capsys
 ])
 def test_plan_figures_that_overflowed(cli, args, needle):
     assert needle in one_error_line(cli("plan", *args))
+
+
+# -- empty values --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, flag", [
+    ((*FIT, "--probes", ""), "--probes"),  # was: the current folder, every JSON under it read as a probe record
+    ((*FIT, "--calibration", " "), "--calibration"),  # was: "--calibration .: a folder"
+    (("check", "--baseline", ""), "--baseline"),  # was: "--baseline .: a folder"
+    (("fit", "-m", ""), "--model"),  # was: "model '': folder has no config.json"
+    (("report", "--out", ""), "--out"),
+    (("plan", "--emit", "launch", ""), "--emit"),  # was: "--emit launch .: is a folder"
+    (("curve", "--plot="), "--plot"),
+])
+def test_empty_option_values_in_one_place(cli, args, flag):
+    assert one_error_line(cli(*args)) == f"error: {flag} is empty; leave it out for the default, or give a value"
+
+
+@pytest.mark.parametrize("args, name", [(("census", ""), "PATH"), (("models", "show", " "), "MODEL")])
+def test_empty_arguments(cli, args, name):
+    """Was: census "" read the current folder; models show "" said "folder has no config.json"."""
+    assert one_error_line(cli(*args)) == f"error: {name} is empty; expected a value"
