@@ -152,3 +152,23 @@ def test_empty_option_values_in_one_place(cli, args, flag):
 def test_empty_arguments(cli, args, name):
     """Was: census "" read the current folder; models show "" said "folder has no config.json"."""
     assert one_error_line(cli(*args)) == f"error: {name} is empty; expected a value"
+
+
+# -- options that were read by nothing ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, flag", [
+    (("plan", "-H", "tpu-v7x", "--user-tokens", "5"), "--user-tokens"),
+    (("curve", "-t", "2x2x4", "--tp", "32", "--reasoning-tokens", "6000"), "--reasoning-tokens"),
+    (("curve", "-t", "2x2x4", "--tp", "32", "--drop-reasoning"), "--drop-reasoning"),
+])
+def test_session_options_without_turns(cli, args, flag):
+    """Was: accepted and ignored (exit 0, the answer for no session at all)."""
+    assert one_error_line(cli(*args)).startswith(f"error: {flag}: only with --turns N")
+
+
+def test_plan_max_pp_beyond_the_layers_searches(cli):
+    """Was: plan -H nvidia-h200 --max-pp 99999 aborted the whole search with "--pp 128: expected 1 to 93" (a flag the user
+    never gave): a candidate pipeline deeper than the model's layers is not searched."""
+    r = cli("plan", "-H", "nvidia-h200", "--max-pp", "99999", "--json")  # 1,024 GPUs: 128 boxes
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["recommended"]
