@@ -172,3 +172,9 @@ def test_plan_max_pp_beyond_the_layers_searches(cli):
     r = cli("plan", "-H", "nvidia-h200", "--max-pp", "99999", "--json")  # 1,024 GPUs: 128 boxes
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["recommended"]
+
+
+def test_report_stack_kind_given_twice(cli, tmp_path):
+    """Was: report --stack tpu=vllm-tpu,tpu=sglang took sglang for the TPUs (every context 'no fit'), exit 0."""
+    line = one_error_line(cli("report", "--stack", "tpu=vllm-tpu,tpu=sglang", "--out", tmp_path / "r.md"))
+    assert "tpu is given twice; expected each kind once" in line
