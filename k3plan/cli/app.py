@@ -147,6 +147,22 @@ def _refusing_empty(param, process_value):
     return check
 
 
+# the shell's status for a process that SIGPIPE ended (128 + 13), as `yes | head -1` reports it: 1 is k3plan's
+# "does not fit" / "gate failed", which `check ... | head -1` under `set -o pipefail` must not claim
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_gone() -> NoReturn:
+    """stdout's reader closed the pipe: stop quietly with 141; stdout goes to /dev/null so that the
+    interpreter's final flush does not print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test runner's): nothing left to flush
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -159,6 +175,8 @@ class K3Group(TyperGroup):
             raise typer.Exit(err.exit_code) from None
         except KeyboardInterrupt:  # typer would exit 130 without a word
             _interrupted()
+        except BrokenPipeError:  # the reader left (`| head -1`): click would exit 1, which here means "does not fit"
+            _reader_gone()
         except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise

@@ -24,7 +24,14 @@ if TYPE_CHECKING:
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
 # emoji=False: a message naming "mod:x:" must not print an emoji for ":x:"
-console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich exits 1 here; k3plan's one handler (cli.app.K3Group.invoke) exits 141, as for a plain write."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, highlight=False, emoji=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]

@@ -178,3 +178,26 @@ def test_report_stack_kind_given_twice(cli, tmp_path):
     """Was: report --stack tpu=vllm-tpu,tpu=sglang took sglang for the TPUs (every context 'no fit'), exit 0."""
     line = one_error_line(cli("report", "--stack", "tpu=vllm-tpu,tpu=sglang", "--out", tmp_path / "r.md"))
     assert "tpu is given twice; expected each kind once" in line
+
+
+# -- the reader of stdout leaves ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [("check", "--baseline", "reports/baseline/k3.json"), ("models", "list", "--json")])
+def test_closed_pipe_exits_141_not_1(args):
+    """Was: `k3plan check ... | head -1` exited 1 (click's, and rich's, broken-pipe exit) -- k3plan's "gate failed"
+    / "does not fit" -- for a gate that passed. Now 141, as a process that SIGPIPE ends, and nothing on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    code = "from k3plan.cli.app import main; main()"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    try:
+        r = subprocess.run([sys.executable, "-c", code, *args], stdout=write, stderr=subprocess.PIPE, cwd=root,
+                           env=env, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (141, b"")
