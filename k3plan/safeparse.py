@@ -13,9 +13,11 @@ without recursion, checking depth, node count, finite floats and integer range. 
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from k3plan.errors import K3PlanError
 
@@ -25,17 +27,39 @@ MAX_NODES = 1_000_000  # values in one file after YAML aliases are expanded
 MAX_INT = 2**63 - 1  # every count and byte size fits an int64
 
 
-def read_text(label: str, path: Path) -> str:
-    """The file as UTF-8 text, at most MAX_BYTES; K3PlanError naming `label` otherwise."""
+def open_regular(label: str, path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (symlinks followed); K3PlanError naming
+    `label` otherwise. Opened without blocking and checked with fstat: a FIFO (``mkfifo x.json`` in a
+    --probes folder) blocked a plain open for ever, and a link to /dev/zero read until memory ran out."""
     try:
-        if path.is_dir():
-            raise K3PlanError(f"{label}: is a folder; expected a file")
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise K3PlanError(f"{label}: {size:,} bytes; expected a file of at most {MAX_BYTES:,} bytes")
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
         raise K3PlanError(f"{label}: cannot read: {err.strerror or err}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise K3PlanError(f"{label}: is a folder; expected a file")
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a regular file"
+        raise K3PlanError(f"{label}: {kind}; expected a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes(label: str, path: Path) -> bytes:
+    """The regular file's bytes, at most MAX_BYTES whatever its size claims (/proc files say 0)."""
+    with open_regular(label, path) as f:
+        try:
+            data = f.read(MAX_BYTES + 1)
+        except OSError as err:
+            raise K3PlanError(f"{label}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_BYTES:
+        raise K3PlanError(f"{label}: more than {MAX_BYTES:,} bytes; expected a file of at most {MAX_BYTES:,} bytes")
+    return data
+
+
+def read_text(label: str, path: Path) -> str:
+    """The file as UTF-8 text, at most MAX_BYTES; K3PlanError naming `label` otherwise."""
+    data = read_bytes(label, path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

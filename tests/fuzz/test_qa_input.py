@@ -201,3 +201,47 @@ def test_closed_pipe_exits_141_not_1(args):
     finally:
         os.close(write)
     assert (r.returncode, r.stderr) == (141, b"")
+
+
+# -- files that are not regular files --------------------------------------------------------------------------
+
+def _k3plan(*args, timeout=60):
+    """The CLI in a subprocess with a timeout: a reader that blocks must fail the test, not hang the suite."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    code = "from k3plan.cli.app import main; main()"
+    try:
+        r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
+                           timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"k3plan {' '.join(map(str, args))} blocked for {timeout} s")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_probe_folder_with_a_fifo_or_a_device(tmp_path, kind):
+    """Was: a FIFO named zz.json in a --probes folder blocked fit for ever (open() waits for a writer), and a
+    link to /dev/zero (its size 0, under the 64 MiB bound) read until memory ran out."""
+    import os
+
+    bad = tmp_path / "zz.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to("/dev/zero")
+    want = "a FIFO" if kind == "fifo" else "a device"
+    assert f"zz.json: {want}; expected a regular file" in _k3plan(*FIT, "--probes", tmp_path)
+
+
+def test_census_with_a_fifo_shard(tmp_path):
+    """Was: census of a folder holding a FIFO named model.safetensors blocked for ever."""
+    import os
+
+    os.mkfifo(tmp_path / "model.safetensors")
+    assert "model.safetensors: a FIFO; expected a regular file" in _k3plan("census", tmp_path)
