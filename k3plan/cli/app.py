@@ -135,6 +135,34 @@ def _refuse_empty_values(cmd) -> None:
             param.process_value = _refusing_empty(param, param.process_value)
 
 
+def _refuse_repeated_options(cmd, args: list[str]) -> None:
+    """An option that takes one value, given twice (`fit -t 2x2x4 -t 2x4x4`): click keeps the last and says
+    nothing; here it is a one-line error. Options meant to repeat (--price) and flags are left alone."""
+    commands = getattr(cmd, "commands", None)
+    if commands is not None:  # a group (models, hardware, probe): its subcommand's options
+        if args and args[0] in commands:
+            _refuse_repeated_options(commands[args[0]], args[1:])
+        return
+    by_opt = {o: p for p in cmd.params if p.param_type_name == "option" for o in (*p.opts, *p.secondary_opts)}
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(args) and args[i] != "--":
+        given, eq, attached = args[i].partition("=") if args[i].startswith("--") else (args[i], "", "")
+        param = by_opt.get(given)
+        i += 1
+        if param is None or param.is_flag or param.count:
+            continue
+        value = attached if eq else " ".join(args[i : i + param.nargs])
+        if not eq:
+            i += param.nargs  # its value(s), which may start with '-' (--context -5)
+        if param.multiple:
+            continue
+        if param.name in seen:
+            flag = max(param.opts, key=len)
+            raise K3PlanError(f"{flag} is given twice ({seen[param.name]!r}, then {value!r}); expected it once")
+        seen[param.name] = value
+
+
 def _refusing_empty(param, process_value):
     def check(ctx, value):
         values = value if isinstance(value, (tuple, list)) else (value,)
@@ -188,6 +216,7 @@ class K3Group(TyperGroup):
         name, cmd, rest = super().resolve_command(ctx, args)
         if cmd is not None:
             _refuse_empty_values(cmd)
+            _refuse_repeated_options(cmd, rest)
         return name, cmd, rest
 
     def make_context(self, *args, **kwargs):

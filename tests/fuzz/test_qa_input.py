@@ -245,3 +245,20 @@ def test_census_with_a_fifo_shard(tmp_path):
 
     os.mkfifo(tmp_path / "model.safetensors")
     assert "model.safetensors: a FIFO; expected a regular file" in _k3plan("census", tmp_path)
+
+
+# -- an option given twice ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, needle", [
+    (("fit", "-t", "2x2x4", "--tp", "32", "-t", "2x4x4"), "--topology is given twice ('2x2x4', then '2x4x4')"),
+    (("fit", "--context=131072", "--context", "-5"), "--context is given twice ('131072', then '-5')"),
+    (("hardware", "show", "tpu-v7x", "-t", "2x2x4", "--topology", "2x2x2"), "--topology is given twice"),
+])
+def test_an_option_given_twice(cli, args, needle):
+    """Was: the last one silently won (fit answered for 2x4x4, exit 0)."""
+    assert needle in one_error_line(cli(*args))
+
+
+def test_options_meant_to_repeat_still_do(cli):
+    r = cli("plan", "-H", "tpu-v7x", "--price", "tpu-v7x=4", "--price", "tpu-v6e=2", "--minimize", "cost", "--json")
+    assert r.exit_code == 0, r.output
