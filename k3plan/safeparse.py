@@ -27,6 +27,18 @@ MAX_NODES = 1_000_000  # values in one file after YAML aliases are expanded
 MAX_INT = 2**63 - 1  # every count and byte size fits an int64
 
 
+def not_a_file(path: Path) -> str:
+    """What ``path`` is when it is not a regular file, for a reader's one-line error: 'no such file', 'a
+    folder', 'a FIFO', 'a device' (/dev/null was 'no such file'), or 'not a regular file'."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "no such file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a regular file"
+
+
 def open_regular(label: str, path: Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file (symlinks followed); K3PlanError naming
     `label` otherwise. Opened without blocking and checked with fstat: a FIFO (``mkfifo x.json`` in a

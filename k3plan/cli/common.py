@@ -21,6 +21,7 @@ from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 if TYPE_CHECKING:
     from k3plan.workload.specdecode import SpecDecode
 
+
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
 # emoji=False: a message naming "mod:x:" must not print an emoji for ":x:"

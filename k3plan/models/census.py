@@ -34,7 +34,7 @@ import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory, checkpoint_table
-from k3plan.safeparse import open_regular, read_bytes
+from k3plan.safeparse import not_a_file, open_regular, read_bytes
 
 if TYPE_CHECKING:
     from k3plan.models.census_result import CensusComparison, CensusResult
@@ -346,7 +346,8 @@ def checkpoint_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise K3PlanError(f"census: {path}: no such file or folder")
+        what = not_a_file(path)
+        raise K3PlanError(f"census: {path}: {'no such file or folder' if what == 'no such file' else what}")
     index = path / "model.safetensors.index.json"
     if index.is_file():
         try:

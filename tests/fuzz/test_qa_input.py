@@ -262,3 +262,16 @@ def test_an_option_given_twice(cli, args, needle):
 def test_options_meant_to_repeat_still_do(cli):
     r = cli("plan", "-H", "tpu-v7x", "--price", "tpu-v7x=4", "--price", "tpu-v6e=2", "--minimize", "cost", "--json")
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    ((*FIT, "--calibration", "/dev/null"), "--calibration /dev/null: a device; expected a calibration YAML file"),
+    (("check", "--baseline", "/dev/null"), "--baseline /dev/null: a device; expected a baseline JSON file"),
+    (("fit", "-m", "/dev/null"), "model '/dev/null': a device"),
+    (("census", "/dev/null"), "census: /dev/null: a device"),
+    (("hardware", "show", "/dev/null"), "hardware '/dev/null': a device; expected a hardware spec YAML file"),
+    ((*FIT, "--shardspecs", "/dev/null"), "--shardspecs /dev/null: a device; expected FILE.yaml"),
+])
+def test_a_path_that_is_not_a_file_says_what_it_is(cli, args, needle):
+    """Was: "no such file" (or "no such file or folder") of /dev/null, which exists."""
+    assert needle in one_error_line(cli(*args))
