@@ -13,9 +13,11 @@ without recursion, checking depth, node count, finite floats and integer range. 
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from k3plan.errors import K3PlanError
 
@@ -25,17 +27,51 @@ MAX_NODES = 1_000_000  # values in one file after YAML aliases are expanded
 MAX_INT = 2**63 - 1  # every count and byte size fits an int64
 
 
-def read_text(label: str, path: Path) -> str:
-    """The file as UTF-8 text, at most MAX_BYTES; K3PlanError naming `label` otherwise."""
+def not_a_file(path: Path) -> str:
+    """What ``path`` is when it is not a regular file, for a reader's one-line error: 'no such file', 'a
+    folder', 'a FIFO', 'a device' (/dev/null was 'no such file'), or 'not a regular file'."""
     try:
-        if path.is_dir():
-            raise K3PlanError(f"{label}: is a folder; expected a file")
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise K3PlanError(f"{label}: {size:,} bytes; expected a file of at most {MAX_BYTES:,} bytes")
-        data = path.read_bytes()
+        mode = path.stat().st_mode
+    except OSError:
+        return "no such file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a regular file"
+
+
+def open_regular(label: str, path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (symlinks followed); K3PlanError naming
+    `label` otherwise. Opened without blocking and checked with fstat: a FIFO (``mkfifo x.json`` in a
+    --probes folder) blocked a plain open for ever, and a link to /dev/zero read until memory ran out."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
         raise K3PlanError(f"{label}: cannot read: {err.strerror or err}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise K3PlanError(f"{label}: is a folder; expected a file")
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a regular file"
+        raise K3PlanError(f"{label}: {kind}; expected a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes(label: str, path: Path) -> bytes:
+    """The regular file's bytes, at most MAX_BYTES whatever its size claims (/proc files say 0)."""
+    with open_regular(label, path) as f:
+        try:
+            data = f.read(MAX_BYTES + 1)
+        except OSError as err:
+            raise K3PlanError(f"{label}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_BYTES:
+        raise K3PlanError(f"{label}: more than {MAX_BYTES:,} bytes; expected a file of at most {MAX_BYTES:,} bytes")
+    return data
+
+
+def read_text(label: str, path: Path) -> str:
+    """The file as UTF-8 text, at most MAX_BYTES; K3PlanError naming `label` otherwise."""
+    data = read_bytes(label, path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -157,7 +193,10 @@ def check_tree(label: str, data: Any) -> None:
             )
         if depth > MAX_DEPTH:
             raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels at {where or 'the top'}")
-        if isinstance(value, bool) or value is None or isinstance(value, str):
+        if isinstance(value, str):
+            _check_text(label, where, value)
+            continue
+        if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, float):
             if not math.isfinite(value):
@@ -169,10 +208,25 @@ def check_tree(label: str, data: Any) -> None:
                 )
         elif isinstance(value, dict):
             for k, v in value.items():
-                stack.append((v, f"{where}.{k}" if where else str(k), depth + 1))
+                key = f"{where}.{k}" if where else str(k)
+                if isinstance(k, str):
+                    _check_text(label, key, k)
+                stack.append((v, key, depth + 1))
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 stack.append((v, f"{where}[{i}]", depth + 1))
+
+
+# C0 controls but tab, newline and carriage return; DEL; C1 controls. No spec, config or record needs one,
+# and printed (a hardware name, a source) an ESC sequence would recolour, move or retitle the user's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _check_text(label: str, where: str, text: str) -> None:
+    """A string value, or a key (``where`` then ends with it), free of control characters."""
+    m = _CONTROL.search(text)
+    if m:
+        raise K3PlanError(f"{label}: {_key(where)} holds the control character {m.group()!r}; expected printable text")
 
 
 def _key(where: str) -> str:

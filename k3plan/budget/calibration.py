@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from k3plan.errors import K3PlanError
+from k3plan.safeparse import not_a_file
 from k3plan.specfile import describe, read_yaml_mapping
 from k3plan.units import GiB
 
@@ -142,10 +143,7 @@ class Calibration(_F):
 def load_calibration(path_text: str) -> Calibration:
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise K3PlanError(
-            f"--calibration {path_text}: "
-            + ("a folder; expected a calibration YAML file" if path.is_dir() else "no such file")
-        )
+        raise K3PlanError(f"--calibration {path_text}: {not_a_file(path)}; expected a calibration YAML file")
     data = read_yaml_mapping(f"--calibration {path}", path)
     try:
         cal = Calibration.model_validate({**data, "path": str(path)})

@@ -33,7 +33,7 @@ from k3plan.budget.result import PerDevice
 from k3plan.check.names import FoldedGroup
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
-from k3plan.safeparse import parse_json, parse_yaml, read_text
+from k3plan.safeparse import not_a_file, parse_json, parse_yaml, read_text
 
 FORMAT = "k3plan-baseline"
 FORMAT_VERSION = 1
@@ -134,8 +134,7 @@ def _read(path: Path) -> Any:
 def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
     """Read and validate; ``seed_ok`` lets entries lack ``expected`` (for --update)."""
     if not path.is_file():
-        what = "a folder; expected a baseline JSON file" if path.is_dir() else "no such file"
-        raise K3PlanError(f"--baseline {path}: {what}")
+        raise K3PlanError(f"--baseline {path}: {not_a_file(path)}; expected a baseline JSON file")
     raw = _read(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("configurations"), list):
         raise K3PlanError(f"--baseline {path}: not a k3plan baseline (expected a mapping with a 'configurations' list)")

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 import types
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -109,6 +109,88 @@ def _print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+# the shell's status for a process that SIGINT ended (128 + 2); what k3plan exits with on Ctrl-C
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "interrupted (Ctrl-C); no file was left half-written\n"
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C: one line on stderr, exit 130, no traceback (every write is atomic: k3plan.io_safe)."""
+    sys.stderr.write(INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _refuse_empty_values(cmd) -> None:
+    """Every option and argument of ``cmd`` (and of its subcommands) refuses an empty or blank value:
+    `--probes ""` was the current folder (Path("") is "."), read through as probe records, and
+    `-m ""` a folder without config.json. Checked on the text as given, before click converts it, so
+    each command needs nothing of its own."""
+    if getattr(cmd, "_k3_refuses_empty", False):
+        return
+    cmd._k3_refuses_empty = True
+    for sub in getattr(cmd, "commands", {}).values():
+        _refuse_empty_values(sub)
+    for param in cmd.params:
+        if not getattr(param, "is_flag", False):
+            param.process_value = _refusing_empty(param, param.process_value)
+
+
+def _refuse_repeated_options(cmd, args: list[str]) -> None:
+    """An option that takes one value, given twice (`fit -t 2x2x4 -t 2x4x4`): click keeps the last and says
+    nothing; here it is a one-line error. Options meant to repeat (--price) and flags are left alone."""
+    commands = getattr(cmd, "commands", None)
+    if commands is not None:  # a group (models, hardware, probe): its subcommand's options
+        if args and args[0] in commands:
+            _refuse_repeated_options(commands[args[0]], args[1:])
+        return
+    by_opt = {o: p for p in cmd.params if p.param_type_name == "option" for o in (*p.opts, *p.secondary_opts)}
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(args) and args[i] != "--":
+        given, eq, attached = args[i].partition("=") if args[i].startswith("--") else (args[i], "", "")
+        param = by_opt.get(given)
+        i += 1
+        if param is None or param.is_flag or param.count:
+            continue
+        value = attached if eq else " ".join(args[i : i + param.nargs])
+        if not eq:
+            i += param.nargs  # its value(s), which may start with '-' (--context -5)
+        if param.multiple:
+            continue
+        if param.name in seen:
+            flag = max(param.opts, key=len)
+            raise K3PlanError(f"{flag} is given twice ({seen[param.name]!r}, then {value!r}); expected it once")
+        seen[param.name] = value
+
+
+def _refusing_empty(param, process_value):
+    def check(ctx, value):
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            if param.param_type_name == "option":
+                raise K3PlanError(f"{max(param.opts, key=len)} is empty; leave it out for the default, or give a value")
+            raise K3PlanError(f"{param.name.upper()} is empty; expected a value")
+        return process_value(ctx, value)
+
+    return check
+
+
+# the shell's status for a process that SIGPIPE ended (128 + 13), as `yes | head -1` reports it: 1 is k3plan's
+# "does not fit" / "gate failed", which `check ... | head -1` under `set -o pipefail` must not claim
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_gone() -> NoReturn:
+    """stdout's reader closed the pipe: stop quietly with 141; stdout goes to /dev/null so that the
+    interpreter's final flush does not print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test runner's): nothing left to flush
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -119,12 +201,29 @@ class K3Group(TyperGroup):
         except K3PlanError as err:
             _print_error(str(err))
             raise typer.Exit(err.exit_code) from None
+        except KeyboardInterrupt:  # typer would exit 130 without a word
+            _interrupted()
+        except BrokenPipeError:  # the reader left (`| head -1`): click would exit 1, which here means "does not fit"
+            _reader_gone()
         except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise
             where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
             _print_error(" ".join(err.format_message().split()).rstrip(".") + where)
             raise typer.Exit(err.exit_code) from None
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:
+            _refuse_empty_values(cmd)
+            _refuse_repeated_options(cmd, rest)
+        return name, cmd, rest
+
+    def make_context(self, *args, **kwargs):
+        try:  # parsing the command line: typer too would exit 130 without a word
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            _interrupted()
 
     def list_commands(self, ctx):  # keep the order of COMMANDS in --help
         return list(self.commands)
@@ -241,12 +340,15 @@ def main(argv: list[str] | None = None) -> None:
     # At 100,000 a fit runs 3.2% fewer instructions and issue 13's plan 2.0% (callgrind); cycles are
     # still collected, a collection per 100,000 net allocations.
     gc.set_threshold(100_000, *gc.get_threshold()[1:])
-    if args and args[0] in COMMANDS:
-        lean = _new_app()
-        _register(lean, [args[0]])
-        lean(args, prog_name="k3plan")
-    else:
-        _full_app()(args, prog_name="k3plan")
+    try:  # Ctrl-C while the command modules import (before K3Group.invoke runs) is one line too
+        if args and args[0] in COMMANDS:
+            lean = _new_app()
+            _register(lean, [args[0]])
+            lean(args, prog_name="k3plan")
+        else:
+            _full_app()(args, prog_name="k3plan")
+    except KeyboardInterrupt:
+        _interrupted()
 
 
 if __name__ == "__main__":

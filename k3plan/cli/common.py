@@ -21,10 +21,18 @@ from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 if TYPE_CHECKING:
     from k3plan.workload.specdecode import SpecDecode
 
+
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
 # emoji=False: a message naming "mod:x:" must not print an emoji for ":x:"
-console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich exits 1 here; k3plan's one handler (cli.app.K3Group.invoke) exits 141, as for a plain write."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, highlight=False, emoji=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
@@ -46,13 +54,13 @@ def to_jsonable(obj: Any) -> Any:
         return str(obj)
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
         return obj.item()
-    if isinstance(obj, float) and (obj != obj or obj in (math.inf, -math.inf)):
-        return None  # JSON has no NaN or Infinity (json.dumps would write them); a result should say None itself
+    if isinstance(obj, float) and not math.isfinite(obj):  # JSON has no NaN or Infinity (RFC 8259)
+        return None
     return obj
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
 
 
 # The options of every planning command (fit, roofline, curve, check, report, validate).

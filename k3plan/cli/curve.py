@@ -97,6 +97,17 @@ def command(
         check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
     points = curve(setup, workload=w, chunks=sizes, calibration=cal)
     growth = None
+    from k3plan.cli.sessions import refuse_without_turns
+
+    refuse_without_turns(
+        turns,
+        system_tokens=system_tokens,
+        user_tokens=user_tokens,
+        answer_tokens=answer_tokens,
+        reasoning_tokens=reasoning_tokens,
+        tool_tokens=tool_tokens,
+        drop_reasoning=drop_reasoning,
+    )
     if turns is not None:
         from k3plan.cli.sessions import session_growth_at
 

@@ -28,6 +28,7 @@ from k3plan.cli.sessions import (
     ToolTokensOpt,
     TurnsOpt,
     UserTokensOpt,
+    refuse_without_turns,
     session_from,
 )
 from k3plan.errors import K3PlanError
@@ -231,6 +232,15 @@ def command(
 
     check_prefix_options(prefix_hit, prefix_tier)
     session_note = None
+    refuse_without_turns(
+        turns,
+        system_tokens=system_tokens,
+        user_tokens=user_tokens,
+        answer_tokens=answer_tokens,
+        reasoning_tokens=reasoning_tokens,
+        tool_tokens=tool_tokens,
+        drop_reasoning=drop_reasoning,
+    )
     if turns is not None:
         from k3plan.workload.sessions import session_growth
 

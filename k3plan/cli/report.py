@@ -23,12 +23,16 @@ def _stacks(text: str) -> dict[str, str]:
     if "=" not in text or ":" in text.split("=", 1)[0]:  # a stack's options follow a ':' before any '='
         return {"tpu": text, "gpu": text}
     out = {"tpu": "vllm-tpu", "gpu": "sglang"}
+    given: set[str] = set()
     for part in items("--stack", text):
         kind, _, name = part.partition("=")
         if kind.strip() not in out or not name.strip():
             raise K3PlanError(
                 f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=vllm-tpu,gpu=sglang"
             )
+        if kind.strip() in given:  # was: the last pair won
+            raise K3PlanError(f"--stack {text!r}: {kind.strip()} is given twice; expected each kind once")
+        given.add(kind.strip())
         out[kind.strip()] = name.strip()
     return out
 

@@ -36,9 +36,9 @@ def command(
     batch: BatchOpt = 1,
     context: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     chunk: ChunkOpt = None,
-    mfu: Annotated[float, typer.Option("--mfu", help="Fraction of peak FLOP/s achieved, in (0, 1].")] = 0.3,
+    mfu: Annotated[float, typer.Option("--mfu", help="Fraction of peak FLOP/s achieved, 0.001 to 1.")] = 0.3,
     bw_efficiency: Annotated[
-        float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth achieved, in (0, 1].")
+        float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth achieved, 0.001 to 1.")
     ] = 1.0,
     dtype: Annotated[str, typer.Option("--dtype", help="Matmul dtype for the compute roof: bf16 or fp8.")] = "bf16",
     probes: ProbesOpt = None,

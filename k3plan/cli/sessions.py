@@ -32,6 +32,33 @@ DropReasoningOpt = Annotated[
 ]
 
 
+def refuse_without_turns(
+    turns: Optional[int],
+    *,
+    system_tokens: int,
+    user_tokens: int,
+    answer_tokens: int,
+    reasoning_tokens: int,
+    tool_tokens: int,
+    drop_reasoning: bool,
+) -> None:
+    """A session option without --turns describes no session: a one-line K3PlanError, not an option ignored."""
+    from k3plan.errors import K3PlanError
+
+    if turns is not None:
+        return
+    for flag, v in (
+        ("--system-tokens", system_tokens),
+        ("--user-tokens", user_tokens),
+        ("--answer-tokens", answer_tokens),
+        ("--reasoning-tokens", reasoning_tokens),
+        ("--tool-tokens", tool_tokens),
+        ("--drop-reasoning", drop_reasoning),
+    ):
+        if v:
+            raise K3PlanError(f"{flag}: only with --turns N (a multi-turn session); without it nothing reads it")
+
+
 def session_from(
     *,
     turns: int,

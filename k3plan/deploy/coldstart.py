@@ -22,12 +22,16 @@ from k3plan.hardware.topology import Topology
 
 BITS_PER_BYTE = 8
 GIGA = 1e9
+# a megabit a second (a checkpoint load of years) to a petabit (past any host's NICs and disks); outside it the
+# figure is a typo: 1e-308 overflowed the load time to "inf s" with numpy's RuntimeWarning on stderr
+LOAD_GBPS_RANGE = (1e-3, 1e6)
 
 
 def load_bytes_per_s(load_gbps: float) -> float:
     """Gigabits a second (decimal, as storage and NICs are quoted) -> bytes a second."""
-    if not math.isfinite(load_gbps) or load_gbps <= 0:
-        raise K3PlanError(f"--load-gbps {load_gbps!r}: expected a bandwidth > 0 gigabits a second a host")
+    lo, hi = LOAD_GBPS_RANGE
+    if not (math.isfinite(load_gbps) and lo <= load_gbps <= hi):
+        raise K3PlanError(f"--load-gbps {load_gbps!r}: expected {lo:g} to {hi:,.0f} gigabits a second a host")
     return load_gbps * GIGA / BITS_PER_BYTE
 
 

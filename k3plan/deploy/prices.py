@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 
+# list prices run to tens of dollars a chip-hour; a million is a typo (1e308 overflowed $/hour to "inf")
+MAX_USD_PER_CHIP_HOUR = 1e6
+
 
 class Price(BaseModel):
     """The price used for one accelerator, and where it came from."""
@@ -48,8 +51,10 @@ def parse_price_overrides(texts: Sequence[str], *, known: Iterable[str]) -> dict
             value = float(usd.removeprefix("$"))
         except ValueError:
             raise K3PlanError(f"--price {text!r}: {usd!r} is not a number of US dollars") from None
-        if not math.isfinite(value) or value <= 0:
-            raise K3PlanError(f"--price {text!r}: expected a price > 0 US dollars a chip-hour")
+        if not math.isfinite(value) or not 0 < value <= MAX_USD_PER_CHIP_HOUR:
+            raise K3PlanError(
+                f"--price {text!r}: expected a price > 0 and at most {MAX_USD_PER_CHIP_HOUR:,.0f} US dollars a chip-hour"
+            )
         if hw in out:
             raise K3PlanError(f"--price {text!r}: {hw} is priced twice")
         out[hw] = value

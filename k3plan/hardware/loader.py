@@ -12,6 +12,7 @@ from k3plan.hardware.schema import HardwareFile
 from k3plan.hardware.spec import HardwareSpec, resolve
 from k3plan.hardware.topology import parse_topology
 from k3plan.resources import data_dir
+from k3plan.safeparse import not_a_file
 from k3plan.specfile import describe, read_yaml_mapping
 
 SPECS_DIR = data_dir("hardware_specs")
@@ -34,7 +35,7 @@ def resolve_path(ref: str) -> tuple[str, Path]:
     if path.is_dir():
         raise K3PlanError(f"hardware {ref!r}: a folder; expected a hardware spec YAML file or a bundled name")
     if "/" in ref or ref.endswith((".yaml", ".yml")):
-        raise K3PlanError(f"hardware {ref!r}: no such file")
+        raise K3PlanError(f"hardware {ref!r}: {not_a_file(path)}; expected a hardware spec YAML file")
     raise K3PlanError(f"unknown hardware {ref!r}; known: {', '.join(list_hardware())} (or a YAML path)")
 
 

@@ -165,6 +165,14 @@ class HardwareFile(_Frozen):
     memory_tiers: Optional[MemoryTiersFile] = None
     notes: tuple[str, ...] = ()
 
+    @field_validator("name")
+    @classmethod
+    def _a_name(cls, text: str) -> str:
+        """Printed in every result's first line and matched by --hardware and --price: not blank or padded."""
+        if not text.strip() or text != text.strip():
+            raise ValueError(f"{text!r}: expected a name such as 'tpu-v7x', without leading or trailing spaces")
+        return text
+
     def sources(self) -> dict[str, str]:
         """field path -> source, for every sourced figure in the file."""
         out: dict[str, str] = {}

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError, require
 from k3plan.hardware.schema import HardwareFile, LinkFile, Scalar
+from k3plan.safeparse import MAX_INT
 from k3plan.units import parse_bytes, parse_duration_s, parse_flops, parse_rate
 
 DTYPE_ALIASES = {
@@ -97,8 +98,8 @@ class HardwareSpec(_Frozen):
 
 def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
     """Parse every unit string once; a bad unit or an inconsistency raises K3PlanError."""
-    hbm = parse_bytes(file.hbm_per_device.value, what="hbm_per_device")
-    usable = parse_bytes(file.usable_hbm_per_device.value, what="usable_hbm_per_device")
+    hbm = _size(file.hbm_per_device.value, what="hbm_per_device")
+    usable = _size(file.usable_hbm_per_device.value, what="usable_hbm_per_device")
     require(usable <= hbm, "usable_hbm_per_device exceeds hbm_per_device")
     require("bf16" in file.flops_per_device, "flops_per_device: a bf16 entry is required")
     is_grid = file.topology.form != "gpus"
@@ -138,15 +139,28 @@ def resolve(file: HardwareFile, *, path: str) -> HardwareSpec:
         file=file,
     )
     require(spec.hbm_bw_bytes_per_s_per_device > 0, "hbm_bw_per_device must be > 0")
-    spec.flops_table()  # every figure parses
+    for dtype, flops in spec.flops_table().items():  # every figure parses; a rate divides work
+        require(flops is None or flops > 0, f"flops_per_device.{dtype} must be > 0 (or unsupported: true)")
     return spec
 
 
+def _size(value: Scalar, *, what: str) -> int:
+    """A capacity > 0 bytes and below 2^63, as every reader bounds a size (safeparse.MAX_INT): a device with no
+    memory is a typo, and one past int64 would overflow the budget's arithmetic."""
+    n = parse_bytes(value, what=what)
+    if not 0 < n <= MAX_INT:
+        got = "0 bytes" if n <= 0 else "2^63 bytes or more"
+        raise K3PlanError(f"{what}: {value!r} is {got}; expected a size > 0 and below 2^63 bytes")
+    return n
+
+
 def _link(link: LinkFile, *, what: str) -> Link:
+    bw = parse_rate(link.bw_per_chip.value, what=f"{what}.bw_per_chip")
+    require(bw > 0, f"{what}.bw_per_chip must be > 0 (collectives divide their bytes by it)")
     return Link(
         name=link.name,
         kind=link.kind,
-        bw_bytes_per_s=parse_rate(link.bw_per_chip.value, what=f"{what}.bw_per_chip"),
+        bw_bytes_per_s=bw,
         latency_s=parse_duration_s(link.latency.value, what=f"{what}.latency"),
         domain_chips=None if link.domain is None else _count(link.domain.value, what=f"{what}.domain"),
     )

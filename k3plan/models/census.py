@@ -34,6 +34,7 @@ import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory, checkpoint_table
+from k3plan.safeparse import not_a_file, open_regular, read_bytes
 
 if TYPE_CHECKING:
     from k3plan.models.census_result import CensusComparison, CensusResult
@@ -112,7 +113,7 @@ def _oneline(text: str) -> str:
 def read_blob(path: Path) -> tuple[bytes, int]:
     """-> (header JSON bytes, data region bytes), checking the length prefix against the file."""
     try:
-        with path.open("rb") as f:
+        with open_regular(str(path), path) as f:  # a FIFO named *.safetensors blocked a plain open for ever
             head = f.read(8)
             if len(head) < 8:
                 raise K3PlanError(f"{path}: truncated safetensors file (no 8-byte header length)")
@@ -345,11 +346,12 @@ def checkpoint_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise K3PlanError(f"census: {path}: no such file or folder")
+        what = not_a_file(path)
+        raise K3PlanError(f"census: {path}: {'no such file or folder' if what == 'no such file' else what}")
     index = path / "model.safetensors.index.json"
     if index.is_file():
         try:
-            weight_map = _INDEX.decode(index.read_bytes()).weight_map
+            weight_map = _INDEX.decode(read_bytes(str(index), index)).weight_map
         except (msgspec.DecodeError, OSError, RecursionError):
             weight_map = None
         if weight_map is None:

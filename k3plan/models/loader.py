@@ -11,7 +11,7 @@ from k3plan.models.families import family_for, supported
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.resources import data_dir
-from k3plan.safeparse import parse_json, read_text
+from k3plan.safeparse import not_a_file, parse_json, read_text
 
 BUNDLED_DIR = data_dir("models/bundled")
 DEFAULT_MODEL = "kimi-k3"
@@ -47,7 +47,8 @@ def resolve_config_path(ref: str) -> tuple[str, Path]:
     if path.is_file():
         return path.parent.name if path.name == "config.json" else path.stem, path
     if "/" in ref or ref.endswith(".json"):
-        raise K3PlanError(f"model {ref!r}: no such file or folder")
+        what = not_a_file(path)
+        raise K3PlanError(f"model {ref!r}: {'no such file or folder' if what == 'no such file' else what}")
     raise K3PlanError(f"unknown model {ref!r}; known: {', '.join(bundled_models())} (or a config.json path)")
 
 

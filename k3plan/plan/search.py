@@ -250,7 +250,9 @@ def plan(
         chunks=chunk_list,
         max_chips=max_chips,
         stacks_given=bool(stacks),
-        max_pp=1 if sla_mode else max_pp,
+        # a stage holds a decoder layer at least: past the model's layers there is no pipeline to search
+        # (was: --max-pp 99999 reached pp 128 on 4x4x8 x 128 slices and stage_bounds aborted the search on it)
+        max_pp=1 if sla_mode else min(max_pp, m.spec.num_layers),
         experts=m.spec.moe.num_experts,
     )
     static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)

@@ -85,6 +85,8 @@ class SlaRow(BaseModel):
 # serving target; outside it a target is a typo (1e-300 printed a 300-digit miss percentage)
 TARGET_MS_RANGE = (1e-3, 86_400_000.0)
 MAX_REQUEST_RATE = 1e9  # requests a second: far above any one deployment's load
+# a request a day: below it there is no serving load to size (1e-308 overflowed the cost a token to inf)
+MIN_REQUEST_RATE = 1 / 86_400
 
 
 def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rate, concurrency_given: bool) -> None:
@@ -96,9 +98,12 @@ def check_targets(*, ttft_ms, tpot_ms, request_latency_ms, isl, osl, request_rat
     ):
         if v is not None and not (math.isfinite(v) and lo <= v <= hi):
             raise K3PlanError(f"{flag} {v}: expected milliseconds from {lo:g} to {hi:,.0f} (one day)")
-    if request_rate is not None and not (math.isfinite(request_rate) and 0 < request_rate <= MAX_REQUEST_RATE):
+    if request_rate is not None and not (
+        math.isfinite(request_rate) and MIN_REQUEST_RATE <= request_rate <= MAX_REQUEST_RATE
+    ):
         raise K3PlanError(
-            f"--request-rate {request_rate}: expected requests a second above 0, at most {MAX_REQUEST_RATE:g}"
+            f"--request-rate {request_rate:g}: expected requests a second from {MIN_REQUEST_RATE:.3g} (one a day) "
+            f"to {MAX_REQUEST_RATE:g}"
         )
     for flag, v in (("--isl", isl), ("--osl", osl)):
         if v is not None and v < 1:

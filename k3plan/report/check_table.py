@@ -22,7 +22,8 @@ def _delta(d) -> str:
 
 def render_check(result, console: Console) -> None:
     if not console.is_terminal:  # CI logs: do not fold tensor names at 80 columns
-        console = Console(highlight=False, width=160, no_color=console.no_color)
+        # the caller's class: k3plan's console turns a closed pipe into exit 141 (cli.common), rich's exits 1
+        console = type(console)(highlight=False, width=160, no_color=console.no_color)
     failed, info = result.failed, [f for f in result.findings if not f.fail]
     n = len(result.configurations)
     head = f"baseline {result.baseline} (k3plan {result.baseline_k3plan_version}), {n} configuration(s), tolerance {result.tolerance}"

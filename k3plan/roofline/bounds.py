@@ -49,10 +49,15 @@ class Efficiency(BaseModel):
     compute_dtype: str = "bf16"
 
 
+# the least fraction of a roof an efficiency may be: below a thousandth is a typo (a percent divided by 100
+# twice), not a rate any accelerator runs at; 1e-320 of the HBM roof made every decode step "inf ms"
+MIN_EFFICIENCY = 1e-3
+
+
 def check_efficiency(*, mfu: float, bw_efficiency: float, compute_dtype: str = "bf16") -> Efficiency:
     for flag, v in (("--mfu", mfu), ("--bw-efficiency", bw_efficiency)):
-        if not (0 < v <= 1):
-            raise K3PlanError(f"{flag} {v}: expected a fraction in (0, 1]")
+        if not (MIN_EFFICIENCY <= v <= 1):
+            raise K3PlanError(f"{flag} {v:g}: expected a fraction from {MIN_EFFICIENCY:g} to 1")
     return Efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=compute_dtype)
 
 

@@ -513,7 +513,7 @@ class Stack(_F):
                 raise K3PlanError(
                     f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]"
                 ) from None
-            if not 0 < frac <= 1:
+            if not 0 < frac <= 1 or round(1 - frac, 12) >= 1:  # 1e-300 rounds to a reserve of all HBM
                 raise K3PlanError(
                     f"stack {self.name}: option {name} ({opt.flag}) {value!r}: expected a number in (0, 1]"
                 )
@@ -590,11 +590,13 @@ def parse_ref(ref: str) -> tuple[str, dict[str, str]]:
     base, sep, opts = ref.partition(":")
     if not sep or "=" not in opts:
         return ref, {}
-    values = {}
+    values: dict[str, str] = {}
     for part in opts.replace("+", ",").split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip() or not value.strip():
             raise K3PlanError(f"stack {ref!r}: expected NAME:option=value[,option=value...]")
+        if key.strip().replace("-", "_") in {k.replace("-", "_") for k in values}:  # was: the last one won
+            raise K3PlanError(f"stack {ref!r}: option {key.strip()!r} is given twice; expected each option once")
         values[key.strip()] = value.strip()
     return base, values
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory
+from k3plan.safeparse import not_a_file
 from k3plan.specfile import read_yaml_mapping
 
 
@@ -99,7 +100,7 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
         return {n: _check_spec(f"--shardspecs {ref} [{n}]", s) for n, s in raw.items()}
     path = Path(ref).expanduser()
     if not path.is_file():
-        raise K3PlanError(f"--shardspecs {ref}: no such file (expected FILE.yaml or module:function)")
+        raise K3PlanError(f"--shardspecs {ref}: {not_a_file(path)}; expected FILE.yaml or module:function")
     data = read_yaml_mapping(f"--shardspecs {path}", path)
     if not isinstance(data.get("shardspecs"), dict):
         raise K3PlanError(f"--shardspecs {path}: expected a mapping with a 'shardspecs' key of pattern -> spec")

@@ -191,9 +191,10 @@ def test_efficiencies_scale_their_roof():
     assert fp8.compute_s == pytest.approx(full.compute_s / 2)
 
 
-@pytest.mark.parametrize("mfu,bw", [(0, 1), (-0.1, 1), (1.5, 1), (0.3, 0), (0.3, 1.01), (math.nan, 1), (0.3, math.inf)])
+@pytest.mark.parametrize("mfu,bw", [(0, 1), (-0.1, 1), (1.5, 1), (0.3, 0), (0.3, 1.01), (math.nan, 1), (0.3, math.inf),
+                                    (0.3, 1e-320), (0.0009, 1)])
 def test_check_efficiency_rejects_outside_0_1(mfu, bw):
-    with pytest.raises(K3PlanError, match=r"expected a fraction in \(0, 1\]"):
+    with pytest.raises(K3PlanError, match=r"expected a fraction from 0.001 to 1"):
         check_efficiency(mfu=mfu, bw_efficiency=bw)
 
 
