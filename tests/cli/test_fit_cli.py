@@ -265,6 +265,11 @@ def _calibration_with(point: str, top: str = ""):
     (["--spec-tokens", "3"], ["--spec-tokens and --acceptance go together"]),
     (["--acceptance", "0.8"], ["--spec-tokens and --acceptance go together"]),
     (["--draft-bytes", "30GB"], ["--draft-bytes: only with --spec-tokens"]),
+    # 0.5 B rounded to 0, n-gram drafting, silently: a count of bytes is whole, a size with a unit >= 1 B
+    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "0.5"],
+     ["--draft-bytes: '0.5' is not a whole number of bytes"]),
+    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "1e-12GB"],
+     ["--draft-bytes: '1e-12GB' is less than one byte"]),
     (["--spec-tokens", "3", "--acceptance", "1.5"], ["--acceptance '1.5'", "every rate must lie in [0, 1]"]),
 ])
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
