@@ -269,7 +269,13 @@ def _calibration_with(point: str, top: str = ""):
     (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "0.5"],
      ["--draft-bytes: '0.5' is not a whole number of bytes"]),
     (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "1e-12GB"],
-     ["--draft-bytes: '1e-12GB' is less than one byte"]),
+     ["--draft-bytes: '1e-12GB' is above 0 but less than one byte"]),
+    # were accepted: 99999 draft tokens (vLLM's rejection sampler asserts <= MAX_SPEC_LEN = 128) and a draft
+    # KV of 2^63-1 B a token (free printed as -140,737,488,355,323.92 GiB)
+    (["--spec-tokens", "99999", "--acceptance", "0.8", "--draft-bytes", "0"],
+     ["--spec-tokens 99999: expected 1 to 128", "MAX_SPEC_LEN"]),
+    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "30GB", "--draft-kv-bytes-per-token",
+      str(2**63 - 1)], ["--draft-kv-bytes-per-token 9,223,372,036,854,775,807: more than the draft's weights"]),
     (["--spec-tokens", "3", "--acceptance", "1.5"], ["--acceptance '1.5'", "every rate must lie in [0, 1]"]),
 ])
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
