@@ -26,7 +26,6 @@ from pydantic import (
 
 from k3plan.errors import K3PlanError, require
 
-
 # The most draft tokens a sequence a verify step that an engine k3plan launches takes: vLLM's rejection sampler
 # asserts metadata.max_spec_len <= MAX_SPEC_LEN = 128 ("the maximum number of speculative draft tokens allowed
 # per request in a single step"; vllm-project/vllm@7f6fc1c5ce8d02f473b1b923debbfef3fa0b7a6a

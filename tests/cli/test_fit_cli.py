@@ -283,3 +283,18 @@ def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
     line = one_error_line(cli("fit", *args))
     for needle in needles:
         assert needle in line, (needle, line)
+
+
+def test_calibration_by_its_shipped_name_from_any_folder(cli, tmp_path, monkeypatch):
+    """--calibration k3plan/evidence/calibrations/X.yaml exited 2 outside the checkout; the shipped file's bare
+    name (with or without .yaml) reads the package data, as -H takes a bundled hardware name."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    name = "k3-tpu7x-2x2x4-tp32-jax-native-measured"
+    outs = [cli("fit", "-t", "2x2x4", "--stack", "jax-native", "--calibration", n, "--json") for n in (name, name + ".yaml")]
+    assert [r.exit_code for r in outs] == [0, 0], outs[0].output
+    temp = json.loads(outs[0].stdout)["provenance"]["temp_decode"]
+    assert f"k3plan/evidence/calibrations/{name}.yaml" in temp and outs[0].stdout == outs[1].stdout
+    line = one_error_line(cli("fit", "-t", "2x2x4", "--calibration", "k3-nope"))
+    assert "--calibration k3-nope: no such file" in line and f"{name}.yaml" in line
