@@ -40,16 +40,30 @@ _NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
 def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
-    """'96GiB' -> 103079215104; a bare number is bytes."""
+    """'96GiB' -> 103079215104; a bare number is bytes, and a whole one: '0.5' (bytes) is refused, not
+    rounded to 0 (a figure where 0 means something else, --draft-bytes 0's n-gram drafting, would switch
+    silently). A size with a unit rounds to the nearest byte, unless it is under one byte ('1e-12GB')."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(_non_negative(text, text, what))
+        return _whole_bytes(_non_negative(text, text, what), text, what, unit=False)
     m = re.fullmatch(_NUM + r"\s*([KMGT]i?B|B)?", str(text).strip(), flags=re.IGNORECASE)
     if not m:
         raise K3PlanError(
             f"{what}: cannot read {text!r} as a size; expected e.g. '96GiB', '141GB' or a number of bytes"
         )
-    value = float(m.group(1)) * _BYTE_UNITS[(m.group(2) or "B").upper()]
-    return int(round(_non_negative(value, text, what)))
+    scale = _BYTE_UNITS[(m.group(2) or "B").upper()]
+    value = float(m.group(1)) * scale
+    return _whole_bytes(_non_negative(value, text, what), text, what, unit=scale > 1)
+
+
+def _whole_bytes(value: float, text, what: str, *, unit: bool) -> int:
+    """``value`` bytes as an int: a count of bytes must be whole, a size with a unit at least one byte (or 0)."""
+    if not unit and value != int(value):
+        raise K3PlanError(
+            f"{what}: {text!r} is not a whole number of bytes; expected an integer or a size with a unit (e.g. '30GB')"
+        )
+    if 0 < value < 1:
+        raise K3PlanError(f"{what}: {text!r} is above 0 but less than one byte; expected a whole number of bytes")
+    return int(round(value))
 
 
 def parse_rate(text: str | int | float, *, what: str = "bandwidth") -> float:
@@ -75,15 +89,22 @@ def parse_flops(text: str | int | float, *, what: str = "compute") -> float:
     return _non_negative(float(m.group(1)) * _PREFIX[m.group(2).upper()], text, what)
 
 
-def parse_duration_s(text: str | int | float, *, what: str = "latency") -> float:
-    """Seconds from '9.88us', '1.2ms', '3s' or a bare number of seconds."""
+def parse_duration_s(
+    text: str | int | float, *, what: str = "latency", at_most_s: float | None = None, why: str = ""
+) -> float:
+    """Seconds from '9.88us', '1.2ms', '3s' or a bare number of seconds; above ``at_most_s`` (when given) it
+    is refused, the message saying ``why`` that bound holds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(_non_negative(float(text), text, what))
-    m = re.fullmatch(_NUM + r"\s*(ns|us|µs|ms|s)", str(text).strip())
-    if not m:
-        raise K3PlanError(f"{what}: cannot read {text!r} as a duration; expected e.g. '9.88us' or '1.5ms'")
-    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
-    return _non_negative(float(m.group(1)) * scale, text, what)
+        value = float(_non_negative(float(text), text, what))
+    else:
+        m = re.fullmatch(_NUM + r"\s*(ns|us|µs|ms|s)", str(text).strip())
+        if not m:
+            raise K3PlanError(f"{what}: cannot read {text!r} as a duration; expected e.g. '9.88us' or '1.5ms'")
+        scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
+        value = _non_negative(float(m.group(1)) * scale, text, what)
+    if at_most_s is not None and value > at_most_s:
+        raise K3PlanError(f"{what}: {text!r} is above {at_most_s:g} s; expected at most {at_most_s:g} s ({why})")
+    return value
 
 
 def _non_negative(value, text, what):

@@ -75,3 +75,17 @@ def test_a_token_axis_is_in_thousands_and_says_k_is_1000():
 def test_small_memory_figures_keep_three_significant_digits_in_gib(n, text):
     assert fmt_gib_sig(n) == text
     assert GiB == 1_073_741_824
+
+
+def test_a_size_is_whole_bytes_never_rounded_to_zero():
+    """parse_bytes('0.5') was 0 (--draft-bytes 0.5 became n-gram drafting); a size with a unit still rounds."""
+    import pytest
+
+    from k3plan.errors import K3PlanError
+    from k3plan.units import parse_bytes
+
+    assert parse_bytes("1.5KiB") == 1536 and parse_bytes("30GB") == 30 * 10**9 and parse_bytes("0") == 0
+    assert parse_bytes("0.0015KB") == 2  # 1.5 B with a unit: the nearest byte
+    for bad in ("0.5", "1.5B", 0.5, "1e-12GB"):
+        with pytest.raises(K3PlanError):
+            parse_bytes(bad)

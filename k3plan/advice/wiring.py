@@ -390,6 +390,14 @@ def resolve_draft(setup, *, draft_bytes: str | None, draft_kv_bytes_per_token: i
 
     given = None if draft_bytes is None else parse_bytes(draft_bytes, what="--draft-bytes")
     nbytes, what = draft_bytes_for(setup, given)
+    if draft_kv_bytes_per_token is not None and draft_kv_bytes_per_token > nbytes:
+        # a layer's K and V projections hold kv_heads x head_dim x hidden parameters each, hidden (>= 8) times the
+        # kv_heads x head_dim values a token writes to each, so even 4-bit weights outweigh an fp32 KV a token
+        raise K3PlanError(
+            f"--draft-kv-bytes-per-token {draft_kv_bytes_per_token:,}: more than the draft's weights ({nbytes:,} B); "
+            "expected at most the weights (a layer's K and V projections alone hold hidden x the values a token "
+            "writes; an n-gram drafter, 0 B, has no KV)"
+        )
     kv = draft_kv_for(setup, external=given is not None, given_bytes_per_token=draft_kv_bytes_per_token)
     if kv is None and nbytes and given is not None:
         what += "; its KV cache is NOT in the budget (unknown): pass --draft-kv-bytes-per-token N"

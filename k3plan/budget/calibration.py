@@ -139,16 +139,43 @@ class Calibration(_F):
         return self._argument()
 
 
+BUNDLED_SHOWN = "k3plan/evidence/calibrations"  # how a shipped calibration's path prints, installed or not
+
+
+def bundled_calibrations() -> list[str]:
+    """The shipped calibrations' file names (package data, k3plan/evidence/calibrations/; not its index)."""
+    from k3plan.evidence.calibrations import FOLDER, INDEX
+
+    return sorted(p.name for p in FOLDER.glob("*.yaml") if p.name != INDEX)
+
+
+def resolve_calibration(path_text: str) -> tuple[Path, str]:
+    """``--calibration``: a YAML path, else a shipped calibration's bare name (with or without .yaml, as -H
+    takes a bundled hardware name), so that an example works from any folder and installed from the wheel
+    -> (the file, the path to print)."""
+    path = Path(path_text).expanduser()
+    if path.is_file():
+        return path, str(path)
+    names = bundled_calibrations()
+    name = path_text if path_text.endswith(".yaml") else f"{path_text}.yaml"
+    if "/" not in path_text and name in names:
+        from k3plan.evidence.calibrations import FOLDER
+
+        return FOLDER / name, f"{BUNDLED_SHOWN}/{name}"
+    raise K3PlanError(
+        f"--calibration {path_text}: {not_a_file(path)}; expected a calibration YAML file or a shipped "
+        f"calibration's name: {', '.join(names)}"
+    )
+
+
 @lru_cache(maxsize=16)
 def load_calibration(path_text: str) -> Calibration:
-    path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise K3PlanError(f"--calibration {path_text}: {not_a_file(path)}; expected a calibration YAML file")
-    data = read_yaml_mapping(f"--calibration {path}", path)
+    path, shown = resolve_calibration(path_text)
+    data = read_yaml_mapping(f"--calibration {shown}", path)
     try:
-        cal = Calibration.model_validate({**data, "path": str(path)})
+        cal = Calibration.model_validate({**data, "path": shown})
     except ValidationError as err:
-        raise K3PlanError(f"--calibration {path}: {describe(err)}") from None
+        raise K3PlanError(f"--calibration {shown}: {describe(err)}") from None
     return cal
 
 

@@ -209,7 +209,9 @@ AllowCpuProbesOpt = Annotated[
 CalibrationOpt = Annotated[
     Optional[Path],
     typer.Option(
-        "--calibration", help="Measured temporaries (YAML from `k3plan validate --save-calibration` or a real slice)."
+        "--calibration",
+        help="Measured temporaries: a YAML from `k3plan validate --save-calibration` or a real slice, or a shipped "
+        "calibration's name (k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml; an unknown name lists them).",
     ),
 ]
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from k3plan.budget.calibration import Calibration, load_calibration
+from k3plan.budget.calibration import BUNDLED_SHOWN, Calibration, load_calibration
 from k3plan.errors import K3PlanError
 from k3plan.specfile import describe
 
@@ -76,7 +76,7 @@ def registry(folder: str | None = None) -> tuple[Evidence, ...]:
         raise K3PlanError(
             f"calibration registry {where}: {', '.join(unlisted)} not in {INDEX} (kind and kv_dtype unknown)"
         )
-    shown = "k3plan/evidence/calibrations" if folder is None else str(where)  # the same name installed or not
+    shown = BUNDLED_SHOWN if folder is None else str(where)  # the same name installed or not
     return tuple(
         Evidence(
             calibration=load_calibration(str(where / e.file)).model_copy(update={"path": f"{shown}/{e.file}"}),

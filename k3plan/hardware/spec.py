@@ -154,6 +154,13 @@ def _size(value: Scalar, *, what: str) -> int:
     return n
 
 
+# A link's latency is the time of one collective call over it (the roofline adds it to every chained call of a
+# step: 280 a K3 decode step at tp 8). The figures it stands for are microseconds (ICI 9.88 us measured on
+# v7x; a data-center network's tens of us, the specs' sources) -- a second or more is no latency but a unit
+# typo ('50s' for '50us'), and would price a decode step in minutes.
+MAX_LINK_LATENCY_S = 1.0
+
+
 def _link(link: LinkFile, *, what: str) -> Link:
     bw = parse_rate(link.bw_per_chip.value, what=f"{what}.bw_per_chip")
     require(bw > 0, f"{what}.bw_per_chip must be > 0 (collectives divide their bytes by it)")
@@ -161,7 +168,12 @@ def _link(link: LinkFile, *, what: str) -> Link:
         name=link.name,
         kind=link.kind,
         bw_bytes_per_s=bw,
-        latency_s=parse_duration_s(link.latency.value, what=f"{what}.latency"),
+        latency_s=parse_duration_s(
+            link.latency.value,
+            what=f"{what}.latency",
+            at_most_s=MAX_LINK_LATENCY_S,
+            why="the time of one collective call over a link: microseconds, never seconds",
+        ),
         domain_chips=None if link.domain is None else _count(link.domain.value, what=f"{what}.domain"),
     )
 

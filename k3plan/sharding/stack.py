@@ -394,6 +394,11 @@ class Stack(_F):
     default_parallel_source: str = ""
     options: dict[str, Option] = {}
     chosen: dict[str, str] = Field({}, description="options applied to this stack (name -> value)")
+    given: tuple[str, ...] = Field(
+        (),
+        description="options given explicitly (NAME:option=value, with_options), even at their default value: "
+        "an option whose engine derives its value when the flag is absent (Option.auto) runs the value given",
+    )
 
     @model_validator(mode="after")
     def _platforms_agree(self) -> Stack:
@@ -411,18 +416,26 @@ class Stack(_F):
     def label(self) -> str:
         """The stack as ``--stack`` takes it back: its name, then the options chosen away from their
         defaults (``vllm:all2all_backend=deepep_low_latency``; '+' joins several, as plan --stacks reads
-        them). A bundled stack with no option given is its name."""
+        them) and any option given whose engine derives it when absent (``sglang:mem_fraction_static=0.88``:
+        not SGLang's derived fraction). A bundled stack with no option given is its name."""
         changed = [f"{k}={v}" for k, _, v in self.changed_options()]
         return self.name + (":" + "+".join(changed) if changed else "")
 
     def changed_options(self) -> list[tuple[str, Option, str]]:
-        """(name, option, value) of each option chosen away from its default, in the order chosen."""
+        """(name, option, value) of each option chosen away from its default, in the order chosen. An option
+        the engine derives when its flag is absent (``Option.auto``) is changed whenever it is given, at its
+        ``default`` too: that default is only k3plan's figure off a GPU, and the engine runs the value given."""
         out = []
         for k, v in self.chosen.items():
             opt = self.options.get(k)
             if opt is None:
                 continue
-            same = float(v) == float(opt.default) if opt.sets == "reserve" else v == str(opt.default)
+            if opt.auto is not None:
+                same = k not in self.given
+            elif opt.sets == "reserve":
+                same = float(v) == float(opt.default)
+            else:
+                same = v == str(opt.default)
             if not same:
                 out.append((k, opt, v))
         return out
@@ -442,14 +455,13 @@ class Stack(_F):
     def reserve_auto(self, *, vendor: str | None) -> AutoFraction | None:
         """The reserve option's derivation when the stack runs at that option's default on a GPU of
         ``vendor`` (the rule reads a GPU's memory and its CUDA/HIP graphs). None: a fixed reserve, the
-        option set away from its default (then the value given is the reserve), or no NVIDIA/AMD GPU."""
+        option given (then the value given is the reserve, its default value too: the engine runs the flag
+        as given), or no NVIDIA/AMD GPU."""
         if vendor not in ("nvidia", "amd"):
             return None
         for name, opt in self.options.items():
-            if opt.sets == "reserve" and opt.auto is not None:
-                chosen = self.chosen.get(name)
-                if chosen is None or float(chosen) == float(opt.default):
-                    return opt.auto
+            if opt.sets == "reserve" and opt.auto is not None and name not in self.given:
+                return opt.auto
         return None
 
     def for_dp(self, dp: int) -> Stack:
@@ -493,6 +505,7 @@ class Stack(_F):
                 known = ", ".join(self.options) or "none"
                 raise K3PlanError(f"stack {self.name}: unknown option {raw!r}; known: {known}")
             st = st._apply(name, opt, value)
+            st = st.model_copy(update={"given": (*(g for g in st.given if g != name), name)})
         return st
 
     def with_defaults(self) -> Stack:

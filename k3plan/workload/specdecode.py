@@ -26,6 +26,13 @@ from pydantic import (
 
 from k3plan.errors import K3PlanError, require
 
+# The most draft tokens a sequence a verify step that an engine k3plan launches takes: vLLM's rejection sampler
+# asserts metadata.max_spec_len <= MAX_SPEC_LEN = 128 ("the maximum number of speculative draft tokens allowed
+# per request in a single step"; vllm-project/vllm@7f6fc1c5ce8d02f473b1b923debbfef3fa0b7a6a
+# vllm/v1/sample/rejection_sampler.py, MAX_SPEC_LEN, RejectionSampler.forward; 32 in earlier versions). More
+# cannot be served; the bound is vLLM's, SGLang's own cap is not checked here.
+MAX_SPEC_TOKENS = 128
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -34,7 +41,7 @@ class _Frozen(BaseModel):
 class SpecDecode(_Frozen):
     """--spec-tokens k --acceptance a (one rate) or a1,a2,...,ak (per position)."""
 
-    draft_tokens: PositiveInt
+    draft_tokens: int = Field(ge=1, le=MAX_SPEC_TOKENS)
     acceptance: tuple[float, ...] = Field(description="one rate for every position, or one a position")
 
     @model_validator(mode="after")
@@ -78,7 +85,11 @@ def parse_spec_decode(*, spec_tokens: int, acceptance: str) -> SpecDecode:
         rates = tuple(float(x) for x in acceptance.split(","))
     except ValueError:
         raise K3PlanError(f"--acceptance {acceptance!r}: expected a rate in [0, 1] or comma-separated rates") from None
-    require(spec_tokens >= 1, f"--spec-tokens {spec_tokens}: expected a positive integer")
+    require(
+        1 <= spec_tokens <= MAX_SPEC_TOKENS,
+        f"--spec-tokens {spec_tokens}: expected 1 to {MAX_SPEC_TOKENS} (vLLM's rejection sampler takes at most "
+        f"MAX_SPEC_LEN = {MAX_SPEC_TOKENS} draft tokens a request a step)",
+    )
     require(
         len(rates) in (1, spec_tokens),
         f"--acceptance: {len(rates)} rates for --spec-tokens {spec_tokens}; expected 1 or {spec_tokens}",

@@ -265,6 +265,17 @@ def _calibration_with(point: str, top: str = ""):
     (["--spec-tokens", "3"], ["--spec-tokens and --acceptance go together"]),
     (["--acceptance", "0.8"], ["--spec-tokens and --acceptance go together"]),
     (["--draft-bytes", "30GB"], ["--draft-bytes: only with --spec-tokens"]),
+    # 0.5 B rounded to 0, n-gram drafting, silently: a count of bytes is whole, a size with a unit >= 1 B
+    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "0.5"],
+     ["--draft-bytes: '0.5' is not a whole number of bytes"]),
+    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "1e-12GB"],
+     ["--draft-bytes: '1e-12GB' is above 0 but less than one byte"]),
+    # were accepted: 99999 draft tokens (vLLM's rejection sampler asserts <= MAX_SPEC_LEN = 128) and a draft
+    # KV of 2^63-1 B a token (free printed as -140,737,488,355,323.92 GiB)
+    (["--spec-tokens", "99999", "--acceptance", "0.8", "--draft-bytes", "0"],
+     ["--spec-tokens 99999: expected 1 to 128", "MAX_SPEC_LEN"]),
+    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "30GB", "--draft-kv-bytes-per-token",
+      str(2**63 - 1)], ["--draft-kv-bytes-per-token 9,223,372,036,854,775,807: more than the draft's weights"]),
     (["--spec-tokens", "3", "--acceptance", "1.5"], ["--acceptance '1.5'", "every rate must lie in [0, 1]"]),
 ])
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
@@ -272,3 +283,18 @@ def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
     line = one_error_line(cli("fit", *args))
     for needle in needles:
         assert needle in line, (needle, line)
+
+
+def test_calibration_by_its_shipped_name_from_any_folder(cli, tmp_path, monkeypatch):
+    """--calibration k3plan/evidence/calibrations/X.yaml exited 2 outside the checkout; the shipped file's bare
+    name (with or without .yaml) reads the package data, as -H takes a bundled hardware name."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    name = "k3-tpu7x-2x2x4-tp32-jax-native-measured"
+    outs = [cli("fit", "-t", "2x2x4", "--stack", "jax-native", "--calibration", n, "--json") for n in (name, name + ".yaml")]
+    assert [r.exit_code for r in outs] == [0, 0], outs[0].output
+    temp = json.loads(outs[0].stdout)["provenance"]["temp_decode"]
+    assert f"k3plan/evidence/calibrations/{name}.yaml" in temp and outs[0].stdout == outs[1].stdout
+    line = one_error_line(cli("fit", "-t", "2x2x4", "--calibration", "k3-nope"))
+    assert "--calibration k3-nope: no such file" in line and f"{name}.yaml" in line

@@ -12,6 +12,7 @@ import shlex
 import pytest
 import typer.main
 
+from k3plan.budget.calibration import bundled_calibrations
 from k3plan.cli.app import app
 
 
@@ -83,11 +84,16 @@ def test_no_example_points_outside_the_checkout():
     lines = _every_help_example() + readme
     assert len(_every_help_example()) > 40
     for line in lines:
-        for arg in line.split():
+        args = line.split()
+        for i, arg in enumerate(args):
             if arg.startswith("../"):
                 raise AssertionError(f"example names a file outside the checkout: {arg} in {line!r}")
             if arg.startswith("k3plan/evidence/"):
                 assert (root / arg).is_file(), arg
+            # a shipped calibration by its name, which works from any folder and installed (was the checkout's
+            # path k3plan/evidence/calibrations/..., exit 2 elsewhere)
+            if arg == "--calibration" and args[i + 1] not in PLACEHOLDERS:
+                assert "/" not in args[i + 1] and args[i + 1] in bundled_calibrations(), line
 
 
 # the examples of the other planning and catalogue commands (validate and probe need jax, census a
@@ -133,9 +139,8 @@ def test_every_example_of_the_other_commands_exits_as_documented(cli, tmp_path, 
         (tmp_path / "reports" / "baseline").mkdir(parents=True)
         shutil.copy(root / "reports/baseline/k3.json", tmp_path / "reports/baseline/k3.json")
         shutil.copytree(root / "k3plan/evidence", tmp_path / "k3plan/evidence")
-    else:
+    else:  # reports/ (probe records, the baseline) is the checkout's; a calibration is named, not a path
         (tmp_path / "reports").symlink_to(root / "reports")
-        (tmp_path / "k3plan").symlink_to(root / "k3plan")
     monkeypatch.chdir(tmp_path)  # --plot curve.png lands here
     r = cli(*args)
     assert r.exit_code == code, r.output
@@ -148,5 +153,5 @@ def test_the_other_commands_examples_are_found():
     found = {m: every_example(m) for m in MORE}
     assert all(found.values()) and any(code == 1 for _, code in found["fit"])
     curve = [c for c, _ in found["curve"]]
-    assert any("--calibration k3plan/evidence/" in c and "--plot curve.png" in c for c in curve)  # joined, not a comment
+    assert any("--calibration k3-tpu7x-" in c and "--plot curve.png" in c for c in curve)  # joined, not a comment
     assert any("--reasoning-tokens 6000" in c for c in curve)

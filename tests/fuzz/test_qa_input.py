@@ -27,13 +27,16 @@ def _spec(tmp_path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize("old, new, needle", [
     # were: a pydantic ValidationError traceback (AdviceInputs.usable_bytes > 0), exit 1
     ('value: "94.75GiB"', 'value: "0GiB"', "usable_hbm_per_device: '0GiB' is 0 bytes"),
-    ('value: "94.75GiB"', 'value: "1e-300GiB"', "usable_hbm_per_device: '1e-300GiB' is 0 bytes"),
+    ('value: "94.75GiB"', 'value: "1e-300GiB"', "usable_hbm_per_device: '1e-300GiB' is above 0 but less than one byte"),
     # were: ZeroDivisionError tracebacks, exit 1
     ('value: "1153.5TFLOP/s"', 'value: "0TFLOP/s"', "flops_per_device.bf16 must be > 0"),
     ('value: "600GB/s"', 'value: "0GB/s"', "scale_up.bw_per_chip must be > 0"),
     ('value: "100Gb/s"', 'value: "0Gb/s"', "scale_out.bw_per_chip must be > 0"),
     # was: accepted, a 309-digit byte count
     ('value: "96GiB"', 'value: "1e299GiB"', "hbm_per_device: '1e299GiB' is 2^63 bytes or more"),
+    # were: accepted, a decode step of 280 chained calls priced at 1e302 s (the edges brief)
+    ('value: "9.88us"', 'value: "1e300s"', "scale_up.latency: '1e300s' is above 1 s"),
+    ('value: "50us"', 'value: "50s"', "scale_out.latency: '50s' is above 1 s"),
 ])
 def test_hardware_figures_that_divide_must_be_positive(cli, tmp_path, old, new, needle):
     line = one_error_line(cli(*FIT, "-H", _spec(tmp_path, old, new)))

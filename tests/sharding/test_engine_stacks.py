@@ -261,3 +261,23 @@ def test_vllm_reserve_and_kv_dtype_defaults_cite_the_engine_code_read():
         assert src.found and src.commit and src.file == "vllm/config/cache.py", name
         assert "not read" not in src.text()
     assert "default=0.9" in opts["gpu_memory_utilization"].source.symbol
+
+
+def test_sglang_reserve_given_at_its_default_value_is_pinned(cli):
+    """--mem-fraction-static 0.88 given explicitly is what SGLang runs (handle_gpu_memory_settings derives the
+    fraction only when the flag is absent): priced as 12% and written 0.88, not the derived 0.875 on H200 tp16."""
+    import json
+
+    h200 = 143771 * 2**20
+    pinned = load_stack("sglang:mem_fraction_static=0.88")
+    assert pinned.reserve_auto(vendor="nvidia") is None
+    assert pinned.reserve_fraction(usable_bytes=h200, tp=16, pp=1, chunk=8192, vendor="nvidia") == pytest.approx(0.12)
+    assert pinned.label == "sglang:mem_fraction_static=0.88" and load_stack("sglang").label == "sglang"
+    # an option without a derivation given at its default is still the bundled stack
+    assert load_stack("sglang:moe_a2a_backend=deepep").label == "sglang"
+    f = cli("fit", "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang:mem_fraction_static=0.88",
+            "--json")  # fmt: skip
+    d = json.loads(f.stdout)
+    assert d["stack"] == "sglang:mem_fraction_static=0.88" and "0.875" not in d["provenance"]["reserve"]
+    p = cli("plan", "-H", "nvidia-h200", "--stacks", "sglang:mem_fraction_static=0.88", "--context", "131072")
+    assert "--mem-fraction-static 0.88 " in p.stdout and "0.875" not in p.stdout
