@@ -148,7 +148,7 @@ def exceptions_for(setup, *, ragged: bool = False) -> list[Exception_]:
                 source=SGLANG_SCATTERED,
             )
         )
-    if st.collectives.experts == "all_reduce" and _split(setup, "block_sparse_moe.gate.weight", 0):
+    if st.collectives.experts == "all_reduce" and _split(setup, ".gate.weight", 0):
         why = (
             "the stack splits the router gate over the expert axis: the top-k over the split expert scores "
             "all-gathers them and the chosen weights come back with an all-reduce, a MoE layer; the op list's "

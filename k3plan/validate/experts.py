@@ -65,7 +65,8 @@ def _tiled(xs, sizes, w1p, w2p, w3p, *, act, tile: int):
         h = jax.nn.silu(jax.lax.ragged_dot(xs, rhs(w1p), g)) * jax.lax.ragged_dot(xs, rhs(w3p), g)
         return acc + jax.lax.ragged_dot(h, rhs(w2p), g), None
 
-    acc0 = jnp.zeros((xs.shape[0], next(iter(w2p.values())).shape[1]), act)  # w2 is [E, latent, ...]
+    out_rows = (w2p["w"] if "w" in w2p else w2p["packed"]).shape[1]  # w2 is [E, latent, ...]; never the scale's
+    acc0 = jnp.zeros((xs.shape[0], out_rows), act)
     acc, _ = jax.lax.scan(body, acc0, jnp.arange(e_loc // tile, dtype=jnp.int32))
     return acc
 

@@ -232,7 +232,7 @@ def mlp(p: dict, x, prefix: str, act):
 def moe(p: dict, x, ctx: Ctx):
     spec, act = ctx.spec, ctx.act
     m = spec.moe
-    M = "block_sparse_moe."
+    M, proj = moe_names(p)
     b, n, hdim = x.shape
     xt = x.reshape(b * n, hdim)
     logits = lin(xt.astype(jnp.float32), W(p, f"{M}gate.weight", jnp.float32))
@@ -243,7 +243,7 @@ def moe(p: dict, x, ctx: Ctx):
         z = lin(xt, W(p, f"{M}routed_expert_down_proj.weight", act))
         if f"{M}routed_expert_norm.weight" in p:
             z = rmsnorm(z, W(p, f"{M}routed_expert_norm.weight", jnp.float32))
-    ex = [p[f"{M}experts.{{e}}.w{i}.weight"] for i in (1, 2, 3)]
+    ex = [p[f"{M}experts.{{e}}.{w}.weight"] for w in proj]  # gate, down, up
     espec = P(ctx.expert_axes or None, None, None)
     if ctx.expert_dispatch == "all_to_all" and ctx.expert_axes:
         y = _moe_a2a(z, scores, bias, ex, espec, ctx)
@@ -259,6 +259,15 @@ def moe(p: dict, x, ctx: Ctx):
     if f"{M}shared_experts.gate_proj.weight" in p:
         y = y + mlp(p, xt, f"{M}shared_experts.", act)
     return y.reshape(b, n, hdim)
+
+
+def moe_names(p: dict) -> tuple[str, tuple[str, str, str]]:
+    """The MoE block's prefix and its experts' gate, down and up projections, as the family's checkpoint
+    names them: kimi_linear 'block_sparse_moe.experts.{e}.w1/w2/w3' (k3plan.models.families.kimi_linear),
+    deepseek_v3 'mlp.experts.{e}.gate_proj/down_proj/up_proj' (k3plan.models.families.deepseek_v3)."""
+    if "mlp.gate.weight" in p:
+        return "mlp.", ("gate_proj", "down_proj", "up_proj")
+    return "block_sparse_moe.", ("w1", "w2", "w3")
 
 
 def route(scores, bias, k: int):

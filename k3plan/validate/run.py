@@ -271,6 +271,24 @@ def environment(target: Target, devices: list) -> Environment:
     )
 
 
+def model_notes(setup: Setup) -> list[str]:
+    """What the abstract model runs for this model's experts and what it simplifies, from its inventory
+    and family (a DeepSeek-V3 checkpoint has FP8 experts and no AttnRes: naming K3's would mislead)."""
+    text = setup.model.inventory.text
+    fmts = sorted({setup.stack.runtime_format(t.role, t.fmt) for t in text if t.role == "expert"})
+    held = "/".join(f.upper() if f.startswith("mx") else f for f in fmts)
+    out = [f"routed experts: {held} dequantized in form {form_for(setup.stack.name)!r} (k3plan/validate/experts.py)"]
+    simplified = []
+    if any("attn_res" in t.name for t in text):
+        simplified.append("AttnRes simplified to a per-layer residual gate; SiTU as SiLU")
+    if setup.model.spec.family == "kimi_linear":
+        simplified.append("MLA NoPE (no rotary)")
+    else:
+        simplified.append("MLA rotary not applied; grouped top-k routing as one group")
+    out.append("; ".join(simplified) + ": weights and cache exact")
+    return out
+
+
 def validate(
     *,
     setup: Setup,
@@ -326,12 +344,7 @@ def validate(
             )
             + " (k3plan/validate/layers.py _moe_agrs)"
         )
-    notes.append(
-        f"routed experts: MXFP4 dequantized in form {form_for(setup.stack.name)!r} (k3plan/validate/experts.py)"
-    )
-    notes.append(
-        "AttnRes simplified to a per-layer residual gate; SiTU as SiLU; MLA NoPE (no rotary): weights and cache exact"
-    )
+    notes += model_notes(setup)
     if target.platform == "cpu":
         notes.append(
             "CPU backend: argument/output/alias sizes are per device and exact; temp is not representative of TPU"

@@ -1,0 +1,45 @@
+"""validate on a deepseek_v3-family model (DeepSeek-V3, Kimi K2) scaled down: the abstract MoE takes the
+family's names (mlp.gate, mlp.experts.{e}.gate_proj/down_proj/up_proj) and its FP8 block experts, whose
+scale arrays sort before the weights in a pytree. Before: a KeyError traceback ('block_sparse_moe.gate.weight'),
+then a shape error from reading the scale's width as the latent's; the notes named K3's MXFP4 and AttnRes."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from k3plan.cli.app import app
+from k3plan.models.loader import BUNDLED_DIR
+
+
+def _tiny_deepseek(tmp_path) -> str:
+    raw = json.loads((BUNDLED_DIR / "deepseek-v3" / "config.json").read_text())
+    raw.update(hidden_size=256, num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=8,
+               num_key_value_heads=8, n_routed_experts=16, num_experts_per_tok=2, moe_intermediate_size=64,
+               intermediate_size=512, vocab_size=1024, q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16,
+               qk_nope_head_dim=32, v_head_dim=32, n_group=1, topk_group=1, num_nextn_predict_layers=0)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+def test_validate_compiles_a_deepseek_family_model(tmp_path):
+    r = CliRunner().invoke(app, ["validate", "--model", _tiny_deepseek(tmp_path), "-t", "2x2x1", "--tp", "8",
+                                 "--stage", "decode", "--context", "128", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (res,) = out["results"]
+    assert res["stage"] == "decode" and res["unexplained_bytes"] == 0
+    notes = " | ".join(out["notes"])
+    assert "routed experts: fp8_block dequantized" in notes
+    assert "MXFP4" not in notes and "AttnRes" not in notes and "NoPE" not in notes
+    assert "grouped top-k routing as one group" in notes
+
+
+def test_k3_notes_still_name_mxfp4_and_attnres(tiny_setup):
+    from k3plan.validate.run import model_notes
+
+    notes = " | ".join(model_notes(tiny_setup))
+    assert "routed experts: MXFP4 dequantized" in notes
+    assert "AttnRes simplified" in notes and "MLA NoPE" in notes
