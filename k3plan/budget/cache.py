@@ -10,7 +10,9 @@ Two state figures, kept apart: one *slot* (``state_bytes_per_slot``) is one copy
 what a decode step reads and writes and what the temporaries are sized on; the state *pool* holds
 ``state.slots_per_request`` slots a running sequence (SGLang: 3 with its radix cache, 5 with the
 extra-buffer strategy; sharding/stacks/sglang.yaml), what the memory budget counts
-(``CacheLayout.state_bytes_per_sequence`` = slots x slot).
+(``CacheLayout.state_bytes_per_sequence`` = slots x slot). Under vLLM's hybrid manager
+(``state.layer_groups``) the pool pads the KDA layers to whole layer groups: a slot holds 72 layer pages
+for K3's 69 (``k3plan.step.memory.held_state_layers``), a step reads 69.
 Paging ``hybrid`` (vLLM): every layer gets pages of one size; the attention block (tokens) is
 ``align * ceil(state_page / (align * mla_bytes_per_token))`` per layer per device, the state page
 is padded up to the attention page, and KV is allocated in whole blocks.
@@ -76,6 +78,9 @@ class CacheLayout(BaseModel):
     n_kda: int
     paging: str
     state_slots_per_sequence: int = Field(1, ge=1, description="state slots the pool holds a running sequence")
+    state_layer_groups: bool = Field(
+        False, description="a slot holds whole layer groups (vLLM's hybrid manager: step.memory.held_state_layers)"
+    )
 
     @model_serializer(mode="wrap")
     def _drop_one_slot(self, handler):
@@ -84,6 +89,8 @@ class CacheLayout(BaseModel):
         out = handler(self)
         if out.get("state_slots_per_sequence") == 1:
             out.pop("state_slots_per_sequence")
+        if out.get("state_layer_groups") is False:  # likewise: the key appears only for vLLM's grouped pool
+            out.pop("state_layer_groups")
         return out
 
     @property
@@ -96,9 +103,18 @@ class CacheLayout(BaseModel):
         return self.n_kda * self.state_bytes_per_layer
 
     @property
+    def state_layers_held(self) -> int:
+        """KDA layer pages a slot holds: ``n_kda``, or whole layer groups under vLLM's hybrid manager (72 for
+        K3's 69; ``k3plan.step.memory.held_state_layers``)."""
+        from k3plan.step.memory import held_state_layers
+
+        return int(held_state_layers(self.n_mla, self.n_kda, self.state_layer_groups))
+
+    @property
     def state_bytes_per_sequence(self) -> int:
-        """What the state pool holds a running sequence, a device: ``state_slots_per_sequence`` slots."""
-        return self.state_bytes_per_slot * self.state_slots_per_sequence
+        """What the state pool holds a running sequence, a device: ``state_slots_per_sequence`` slots of
+        ``state_layers_held`` layer pages each (a step reads ``n_kda`` of them: ``state_bytes_per_slot``)."""
+        return self.state_layers_held * self.state_bytes_per_layer * self.state_slots_per_sequence
 
     def kv_bytes(self, context_tokens: int) -> int:
         """One sequence's KV on a device, in whole blocks."""
@@ -141,4 +157,5 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
         n_kda=spec.n_kda,
         paging=stack.paging.kind,
         state_slots_per_sequence=stack.state.slots_per_request,
+        state_layer_groups=stack.state.layer_groups,
     )

@@ -339,6 +339,7 @@ def fit(
                     n_kda=stage.n_kda,
                     temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
                     state_slots=whole_layout.state_slots_per_sequence,
+                    state_layer_groups=whole_layout.state_layer_groups,
                 )
             )
         b = bind(per_stage)
@@ -506,6 +507,12 @@ def fit(
                     f"; the state pool holds {layout.state_slots_per_sequence} slots a running sequence "
                     f"({layout.state_bytes_per_slot:,} B a slot a device; a decode step reads one)"
                     if layout.state_slots_per_sequence > 1
+                    else ""
+                )
+                + (
+                    f"; the pool pads the KDA layers to whole layer groups (vLLM's hybrid KV-cache manager): "
+                    f"{layout.state_layers_held} layer pages held a sequence, a decode step reads {layout.n_kda}"
+                    if layout.state_layers_held != layout.n_kda
                     else ""
                 )
             ),

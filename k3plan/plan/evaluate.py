@@ -455,6 +455,7 @@ def evaluate(
             n_kda=sc.n_kda,
             temp_in_reserve=_per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool),
             state_slots=_per(variants, lambda s: s.state.slots_per_request, v),
+            state_layer_groups=_per(variants, lambda s: s.state.layer_groups, v, bool),
         )
         per_stage.append(terms)
         valid.append(sc.valid)

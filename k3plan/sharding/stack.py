@@ -81,6 +81,11 @@ class State(_F):
     conv_dtype: Literal["f32", "bf16"]
     shard_by_heads: bool = True
     slots_per_request: int = Field(1, ge=1, description="KDA state slots one running request holds")
+    layer_groups: bool = Field(
+        False,
+        description="the state pool holds whole layer groups (vLLM's hybrid KV-cache manager: "
+        "step.memory.held_state_layers)",
+    )
     source: str
 
 

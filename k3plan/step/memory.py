@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol
 
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, C_co, maximum, where
+from k3plan.step.columns import C, C_co, maximum, minimum, where
 
 KDA_CHUNK_TOKENS = 64  # chunk of the chunked gated delta rule (fla / tokamax default)
 
@@ -84,6 +84,21 @@ def cache_terms(
     )
 
 
+def held_state_layers(n_mla, n_kda, layer_groups):
+    """KDA layer slots the state pool holds a sequence: ``n_kda``, or under vLLM's hybrid KV-cache manager
+    (``layer_groups``, a stack's ``state.layer_groups``) whole groups. vLLM splits each layer type into
+    groups of ``group_size`` layers -- the smaller type's count, or the larger's when it is under 1.5 x the
+    smaller -- pads the last group of a type, and backs the groups with ``group_size`` tensors each shared by
+    one layer of every group, so a block of any group costs ``group_size`` pages: K3's 69 KDA layers fill
+    3 groups of 24, 72 slots (3 padded), while a decode step reads 69 (vllm-project/vllm
+    vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups).
+    Over ``int | numpy`` columns; ``n_mla``/``n_kda`` the layers a device holds (a pipeline stage's)."""
+    lo, hi = minimum(n_mla, n_kda), maximum(n_mla, n_kda)
+    group = maximum(where(2 * hi < 3 * lo, hi, lo), 1)  # hi < 1.5 x lo, exactly, in integers
+    grouped = layer_groups & (n_mla > 0) & (n_kda > 0)
+    return where(grouped, cdiv(n_kda, group) * group, n_kda)
+
+
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class BudgetTerms(Generic[C]):
     """The per-device budget at a batch and context (``budget_terms``); each field one int or one entry a
@@ -120,6 +135,7 @@ def budget_terms(
     n_kda=None,
     temp_in_reserve=False,
     state_slots=1,
+    state_layer_groups=False,
 ) -> BudgetTerms[C]:
     """The per-device budget at ``batch`` sequences of ``context`` tokens: what is used, what is
     free, and how many sequences the room after weights, temporaries and reserve holds. ``n_mla``,
@@ -131,7 +147,9 @@ def budget_terms(
     x HBM - weights - profiled peak) the temporaries and the reserve add. ``state_slots`` (the stack's
     ``state.slots_per_request``): KDA state slots the engine's state pool holds a running sequence (SGLang
     sizes it at 3 or 5 a request, sharding/stacks/sglang.yaml); the budget counts them all, a decode step
-    reads one (``cache.state_bytes_per_layer`` a KDA layer, what plan and roofline pass to decode_terms)."""
+    reads one (``cache.state_bytes_per_layer`` a KDA layer, what plan and roofline pass to decode_terms).
+    ``state_layer_groups`` (the stack's ``state.layer_groups``): each slot holds ``held_state_layers`` KDA
+    layers' pages (vLLM: 72 for K3's 69), a decode step reads ``n_kda``."""
     n_mla = spec.n_mla if n_mla is None else n_mla
     n_kda = spec.n_kda if n_kda is None else n_kda
     reserve = (
@@ -141,7 +159,7 @@ def budget_terms(
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache.block_tokens
     kv_seq = n_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
-    state_seq = n_kda * cache.state_bytes_per_layer * state_slots
+    state_seq = held_state_layers(n_mla, n_kda, state_layer_groups) * cache.state_bytes_per_layer * state_slots
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)
