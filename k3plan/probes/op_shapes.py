@@ -91,7 +91,10 @@ def plan_shapes(setup, *, batch: int, context: int, chunk: int) -> PlanShapes:
             if op.kind == "matmul":
                 mm.setdefault((op.m, op.n, op.k), []).append(f"{phase}:{op.name}")
             elif op.kind == "grouped_matmul" and op.name in experts:
-                local, n, k = (int(d) for d in experts[op.name].shape)  # [experts, out, in] on the device
+                shape = experts[op.name].shape  # [experts, out, in] on the device (a Setup's groups carry it)
+                if shape is None:
+                    raise ValueError(f"{op.name}: no per-device shape (weight groups of one Setup carry it)")
+                local, n, k = (int(d) for d in shape)
                 e = spec.moe.num_experts
                 rows_group = float(op.tokens_per_group or 1.0)
                 touched_local = ep_tokens[phase] * spec.moe.top_k / rows_group * local / e
