@@ -57,7 +57,7 @@ class Setup:
         the decode, prefill and temp-model op lists of one setup read the same ones."""
         from k3plan.step.ops import weight_groups
 
-        return weight_groups(self.model.inventory, self.stack, self.plan.share)
+        return weight_groups(self.model.inventory, self.stack, self.plan.share, self.plan.per_device_shape)
 
     @cached_property
     def weights(self):

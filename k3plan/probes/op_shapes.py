@@ -5,11 +5,15 @@ the efficiency curves (speed/curves.py) are measured where the step's ops sit. T
 the step's op list as the speed model reads it (speed.stage.decode_op_costs / prefill_op_costs):
 
 - matmul: the OpCost's (M, N, K) -- M the rows (decode: a DP group's sequences; prefill: the chunk),
-  K the checkpoint's input width, N the device's share of the rest (N x K = the tensor's params a
-  device); the curve's axis is (M N K)^(1/3), so the geometric mean of each shape is what it keys on;
-- grouped matmul (routed experts): the experts a device holds (E x shard fraction), the rows a touched
-  expert group (the OpCost's ``tokens_per_group``, the curve's axis), the groups a device touches at
-  uniform routing (touched experts x local / E), and the expert tensor's K (input) and N (output).
+  N x K the weight's shape on the device (``step.ops.matmul_nk``: the ShardSpec's split dims divided, so
+  a column-parallel projection splits N and a row-parallel one -- o_proj, down_proj, whose partial sums
+  are all-reduced -- splits K); the curve's axis is (M N K)^(1/3), so the geometric mean of each shape is
+  what it keys on. (Before, the op list carried only a tensor's share a device, not its ShardSpec, so N
+  was that share over the checkpoint's K: the same product, but a row-parallel shape no device runs.)
+- grouped matmul (routed experts): the experts a device holds, the rows a touched expert group (the
+  OpCost's ``tokens_per_group``, the curve's axis), the groups a device touches at uniform routing
+  (touched experts x local / E), and the expert's K (input) and N (output), all from the expert tensor's
+  shape on the device ([experts, N, K]).
 
 Decode at ``batch`` sequences of ``context`` tokens, prefill at one ``chunk``; shapes seen in both are
 one entry naming every op (``decode:`` / ``prefill:`` prefixed) that has it.
@@ -87,13 +91,15 @@ def plan_shapes(setup, *, batch: int, context: int, chunk: int) -> PlanShapes:
             if op.kind == "matmul":
                 mm.setdefault((op.m, op.n, op.k), []).append(f"{phase}:{op.name}")
             elif op.kind == "grouped_matmul" and op.name in experts:
-                t = experts[op.name].rep
+                shape = experts[op.name].shape  # [experts, out, in] on the device (a Setup's groups carry it)
+                if shape is None:
+                    raise ValueError(f"{op.name}: no per-device shape (weight groups of one Setup carry it)")
+                local, n, k = (int(d) for d in shape)
                 e = spec.moe.num_experts
-                local = max(1, round(e * setup.plan.shard_fraction(t)))
                 rows_group = float(op.tokens_per_group or 1.0)
                 touched_local = ep_tokens[phase] * spec.moe.top_k / rows_group * local / e
                 groups = min(local, max(1, round(touched_local)))
-                key = (ep_tokens[phase], local, groups, round(rows_group, 6), int(t.shape[-1]), int(t.shape[-2]))
+                key = (ep_tokens[phase], local, groups, round(rows_group, 6), k, n)
                 gm.setdefault(key, []).append(f"{phase}:{op.name}")
     p = setup.parallel
     source = (

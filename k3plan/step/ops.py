@@ -86,6 +86,7 @@ class Op:
     params: Col = 0  # weight ops: one tensor's params a device
     heads: Col = 0  # attention / KDA: heads a device
     tensor: Tensor | None = None  # weight ops: one member of the group
+    shape: tuple[int, ...] | None = None  # weight ops: its shape on the device (``WeightGroup.shape``)
     # collectives: on the scale-out link (its group's span, ``group_spans``, crosses a scale-up domain:
     # ``crosses``; the pipeline send: ``roofline.comm.pipeline_link``), else on the scale-up link
     scale_out: Col = False
@@ -101,13 +102,16 @@ class Op:
 
 @dataclass(frozen=True)
 class WeightGroup:
-    """Tensors that shard alike: one op. ``bytes``/``params``: ONE tensor's share a device."""
+    """Tensors that shard alike: one op. ``bytes``/``params``: ONE tensor's share a device; ``shape``: its
+    checkpoint shape on the fullest device (``ShardingPlan.per_device_shape``: the dims its ShardSpec splits
+    divided), None over plan's columns (``step.weights.mesh_weight_groups``), which carry shares only."""
 
     name: str
     rep: Tensor
     count: int
     bytes: Col
     params: Col
+    shape: tuple[int, ...] | None = None
 
 
 def leaf_name(t: Tensor) -> str:
@@ -146,21 +150,27 @@ def _tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
     return [(f"{ts[0].kind}.{leaf_name(ts[0])}", ts[0], len(ts)) for ts in groups.values()]
 
 
-def weight_groups(inventory: TensorInventory, stack, shares_of=None) -> list[WeightGroup]:
+def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=None) -> list[WeightGroup]:
     """The groups with ONE tensor's bytes and params on the fullest device: its runtime bytes x
     num / den, ``shares_of(t)`` = (num, den) (1 / shards unless a split is uneven; ints at one
     Setup, arrays over plan's meshes: step.weights.mesh_weight_groups); None: unsharded (one device
-    holding the model)."""
+    holding the model). ``shape_of(t)``: its shape on that device (a Setup's ``ShardingPlan.per_device_shape``;
+    unsharded: the checkpoint's; else None)."""
     from k3plan.budget.weights import runtime_bytes
 
     out = []
     for name, t, n in tensor_groups(inventory):
         nbytes = runtime_bytes(t, stack)
         if shares_of is None:
-            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params))
+            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params, shape=t.shape))
         else:
             num, den = shares_of(t)
-            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes * num / den, params=t.params * num / den))
+            shape = None if shape_of is None else tuple(shape_of(t))
+            out.append(
+                WeightGroup(
+                    name=name, rep=t, count=n, bytes=nbytes * num / den, params=t.params * num / den, shape=shape
+                )
+            )
     return out
 
 
@@ -276,6 +286,7 @@ def weight_ops(
                     bytes_read=g.bytes * share,
                     flops=expert_flops * g.params,
                     tensor=t,
+                    shape=g.shape,
                     params=g.params,
                     tokens=expert_tokens,
                     live=buffers,
@@ -292,6 +303,7 @@ def weight_ops(
                     bytes_read=g.bytes,
                     flops=dense_flops * g.params,
                     tensor=t,
+                    shape=g.shape,
                     params=g.params,
                     tokens=rows,
                     live=buffers,
@@ -728,9 +740,8 @@ def to_op_costs(ops: list[Op]) -> list:
                 )
             )
         elif op.kind == "matmul":
-            # m tokens x k (the checkpoint's input dim) x n (the device's share of the rest): n x k = its params
-            k = op.tensor.shape[-1] if op.tensor is not None else 1
-            out.append(OpCost(**common, m=max(1, int(op.tokens)), n=max(1, round(float(op.params) / k)), k=k))
+            n, k = matmul_nk(op)
+            out.append(OpCost(**common, m=max(1, int(op.tokens)), n=n, k=k))
         elif op.kind == "grouped_matmul":
             out.append(OpCost(**common, tokens_per_group=max(float(op.tokens), 1e-9)))
         elif op.kind == "kda_decode":
@@ -742,3 +753,15 @@ def to_op_costs(ops: list[Op]) -> list:
         else:
             out.append(OpCost(**common))
     return out
+
+
+def matmul_nk(op: Op) -> tuple[int, int]:
+    """(N, K) of a weight matmul as the device runs it: its weight's shape on the device (HF ``[out, in]``:
+    N the rows, K the columns), from the ShardSpec's split dims. A column-parallel projection (q/kv_b,
+    gate/up, lm_head: ``[out/tp, in]``) splits N; a row-parallel one (o_proj, down_proj: ``[out, in/tp]``,
+    its partial sums all-reduced) splits K (vLLM ColumnParallelLinear / RowParallelLinear). N x K is the
+    device's params either way (the FLOPs); the shape is what a matmul probe keys its efficiency by."""
+    if op.shape is None or len(op.shape) != 2:
+        raise ValueError(f"op {op.name}: no per-device 2-D weight shape (weight groups of one Setup carry it)")
+    n, k = op.shape
+    return max(1, int(n)), max(1, int(k))

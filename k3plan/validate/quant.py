@@ -46,10 +46,21 @@ def dequant(parts: dict, dtype) -> jax.Array:
         return mxfp4_dequant(parts["packed"], parts["scale"], dtype)
     w = parts["w"]
     if "scale" in parts:  # fp8_block
-        s = parts["scale"]
-        full = jnp.repeat(jnp.repeat(s, 128, axis=-2), 128, axis=-1)[..., : w.shape[-2], : w.shape[-1]]
-        return (w.astype(jnp.float32) * full).astype(dtype)
+        return (w.astype(jnp.float32) * fp8_block_scales(parts["scale"], w.shape)).astype(dtype)
     return w.astype(dtype)
+
+
+def fp8_block_scales(scale: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """f32 ``scale`` [..., ceil(out/128), ceil(in/128)] -> [..., out, in]: element (i, j) reads block
+    (i // 128, j // 128), a gather of the (replicated) scale at the weight's own indices, so the array is
+    the weight's shape and shards as it does. The repeat-then-slice this replaces built the padded
+    [.., 128 x blocks, ..] array first; where a sharded dim is not a whole number of blocks (a toy
+    DeepSeek-V3's 64-wide shared expert: [128, 256] sliced to [64, 256], 8 rows a device at tp 8) XLA
+    sharded the padded array and resharded its slice: 2 collective-permutes a tensor, in no engine's step
+    (vLLM's block-FP8 GEMM reads a tile's scale where it runs). Equal bit for bit (tests/validate)."""
+    rows = jax.lax.broadcasted_iota(jnp.int32, shape[-2:], 0) // 128
+    cols = jax.lax.broadcasted_iota(jnp.int32, shape[-2:], 1) // 128
+    return scale[..., rows, cols]
 
 
 def ds_mla_encode(entry: jax.Array, latent: int) -> jax.Array:

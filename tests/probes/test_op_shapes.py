@@ -24,18 +24,18 @@ def test_tiny_k3_tp2_matmul_shapes(tiny_setup):
     assert "tp 2 ep 2 dp 1" in got.source and "decode batch 4 at context 64, prefill chunk 16" in got.source
     by_shape = {(s.m, s.n, s.k): s.ops for s in got.matmuls}
     # tiny K3: hidden 256, vocab 1024, 4 heads x 32 (KDA), MLA q_lora 64 / kv_lora 32 (+16 rope),
-    # dense MLP 512, shared expert 128, latent 128, 8 experts. K = the checkpoint's input width,
-    # N = the tensor's params a device / K. Split over tp 2: vocab, heads, mlp; replicated: the
-    # low-rank A projections, router and latent projections (shard fraction 1).
+    # dense MLP 512, shared expert 128, latent 128, 8 experts. N x K = the weight [out, in] on the
+    # device: split over tp 2 are vocab, heads, mlp -- on N for a column-parallel projection, on K for
+    # a row-parallel one (o_proj, down_proj); replicated: the low-rank A projections, router and latent
+    # projections.
     decode = {
         (4, 1024 // 2, 256),  # lm_head [vocab, hidden], vocab split
         (4, 128 // 2, 256),  # KDA q/k/v/g, MLA g_proj [4 x 32, 256]; shared gate/up [128, 256]; MLA q_a [64, 256] whole
         (4, 32, 256),  # KDA f_a_proj [32, 256], replicated
         (4, 128 // 2, 32),  # KDA f_b_proj [128, 32]
         (4, 4 // 2, 256),  # KDA b_proj [heads 4, 256]
-        (4, 256 * 128 // 2 // 128, 128),  # o_proj [256, 128] row-split: 16384 params / K 128; shared down
-        (4, 512 // 2, 256),  # dense gate/up [512, 256]
-        (4, 256 * 512 // 2 // 512, 512),  # dense down [256, 512]: 65536 params / K 512 = 128
+        (4, 256, 128 // 2),  # o_proj [256, 128] row-parallel: its input split; shared down [256, 128] too
+        (4, 512 // 2, 256),  # dense gate/up [512, 256]; dense down [256, 512] row-parallel: 256 x 256 too
         (4, 8, 256),  # router [8 experts, 256], replicated
         (4, 128, 256),  # latent down [128, 256], replicated
         (4, 256, 128),  # latent up [256, 128], replicated
@@ -44,7 +44,11 @@ def test_tiny_k3_tp2_matmul_shapes(tiny_setup):
         (4, 256 // 2, 32),  # MLA kv_b_proj [4 x 64, kv_lora 32]
     }
     prefill = {(16, n, k) for _, n, k in decode}  # the same weights at the chunk's 16 rows
-    assert set(by_shape) == decode | prefill and len(got.matmuls) == 28
+    assert set(by_shape) == decode | prefill and len(got.matmuls) == 26
+    assert set(by_shape[(4, 256, 64)]) == {
+        f"decode:{n}"
+        for n in ("kda.self_attn.o_proj", "mla.self_attn.o_proj", "moe.block_sparse_moe.shared_experts.down_proj")
+    }
     assert set(by_shape[(4, 64, 256)]) == {
         f"decode:{n}"
         for n in (
@@ -115,3 +119,85 @@ def test_cpu_factor_and_scaling():
     (g,) = scaled(experts, 16).grouped  # 28/16 -> 2 experts and groups, 3584/16 = 224, 3072/16 = 192
     assert (g.local_experts, g.groups, g.rows_per_group, g.k, g.n, g.rows) == (2, 2, 146.3, 224, 192, 293)
     assert [(s.m, s.n, s.k, s.ops) for s in scaled(merged, 2).matmuls] == [(1, 32, 32, ("a", "b"))]  # 63/2 rounds up
+
+
+def _decode_nk(setup) -> dict[str, tuple[int, int]]:
+    """Each decode matmul op -> its (N, K), and each routed-expert op -> (local experts, N, K)."""
+    got = plan_shapes(setup, batch=1, context=4096, chunk=4096)
+    out: dict = {}
+    for m in got.matmuls:
+        out |= {op.removeprefix("decode:"): (m.n, m.k) for op in m.ops if op.startswith("decode:") and m.m == 1}
+    for g in got.grouped:
+        out |= {op.removeprefix("decode:"): (g.local_experts, g.n, g.k) for op in g.ops if op.startswith("decode:")}
+    return out
+
+
+def test_deepseek_v3_tp16_shapes_are_the_device_s():
+    """DeepSeek-V3 (config.json: hidden 7168, 128 heads x (nope 128 + rope 64), v 128, q_lora 1536,
+    kv_lora 512, dense MLP 18432, 256 experts x 2048, one shared expert 2048, vocab 129280) at tp 16 = ep 16
+    (tpu-v7x 2x2x2: 8 chips of 2). vLLM: column-parallel (q_b, kv_b, gate/up, lm_head) split their output
+    N; row-parallel (o_proj, down_proj; their partial sums all-reduced) split their input K."""
+    s = make_setup(model="deepseek-v3", hardware="tpu-v7x", topology="2x2x2", tp=16, stack="vllm-tpu")
+    assert _decode_nk(s) == {
+        "mla.self_attn.q_a_proj": (1536, 7168),  # replicated
+        "mla.self_attn.q_b_proj": (128 * 192 // 16, 1536),  # 1536 x 1536
+        "mla.self_attn.kv_a_proj_with_mqa": (512 + 64, 7168),  # replicated
+        "mla.self_attn.kv_b_proj": (128 * (128 + 128) // 16, 512),  # 2048 x 512
+        "mla.self_attn.o_proj": (7168, 128 * 128 // 16),  # 7168 x 1024 (was 448 x 16384)
+        "dense.mlp.gate_proj": (18432 // 16, 7168),
+        "dense.mlp.up_proj": (18432 // 16, 7168),
+        "dense.mlp.down_proj": (7168, 18432 // 16),  # 7168 x 1152 (was 448 x 18432)
+        "moe.mlp.gate": (256, 7168),  # the router, replicated
+        "moe.mlp.shared_experts.gate_proj": (2048 // 16, 7168),
+        "moe.mlp.shared_experts.up_proj": (2048 // 16, 7168),
+        "moe.mlp.shared_experts.down_proj": (7168, 2048 // 16),  # 7168 x 128 (was 448 x 2048)
+        "global.lm_head": (129280 // 16, 7168),  # 8080 x 7168
+        "moe.mlp.experts.gate_proj": (256 // 16, 2048, 7168),  # 16 experts a device, each whole
+        "moe.mlp.experts.up_proj": (256 // 16, 2048, 7168),
+        "moe.mlp.experts.down_proj": (256 // 16, 7168, 2048),
+    }
+
+
+def test_k3_tp32_shapes_are_the_device_s():
+    """Kimi K3 (k3-facts.md: hidden 7168, 96 heads x 128 (MLA: nope 128 + rope 64, v 128), q_lora 1536,
+    kv_lora 512, dense MLP 33792, 896 experts x 3072 on a 3584 latent, shared expert 6144, vocab 163840)
+    at tp 32 = ep 32 (tpu-v7x 2x2x4)."""
+    s = make_setup(hardware="tpu-v7x", topology="2x2x4", tp=32, stack="vllm-tpu")
+    heads = 96 * 128 // 32  # 384: q/k/v/g and o_proj's head dim a device
+    assert _decode_nk(s) == {
+        **{f"kda.self_attn.{p}_proj": (heads, 7168) for p in "qkvg"},
+        "kda.self_attn.o_proj": (7168, heads),  # row-parallel: 7168 x 384 (was 224 x 12288)
+        "kda.self_attn.f_a_proj": (128, 7168),  # replicated low-rank A
+        "kda.self_attn.f_b_proj": (heads, 128),
+        "kda.self_attn.b_proj": (96 // 32, 7168),
+        "mla.self_attn.q_a_proj": (1536, 7168),
+        "mla.self_attn.q_b_proj": (96 * 192 // 32, 1536),  # 576 x 1536
+        "mla.self_attn.kv_a_proj_with_mqa": (512 + 64, 7168),
+        "mla.self_attn.kv_b_proj": (96 * (128 + 128) // 32, 512),  # 768 x 512
+        "mla.self_attn.g_proj": (heads, 7168),
+        "mla.self_attn.o_proj": (7168, heads),  # 7168 x 384 (was 224 x 12288)
+        "dense.mlp.gate_proj": (33792 // 32, 7168),
+        "dense.mlp.up_proj": (33792 // 32, 7168),
+        "dense.mlp.down_proj": (7168, 33792 // 32),  # 7168 x 1056 (was 224 x 33792)
+        "moe.block_sparse_moe.gate": (896, 7168),
+        "moe.block_sparse_moe.routed_expert_down_proj": (3584, 7168),  # the latent projections, replicated
+        "moe.block_sparse_moe.routed_expert_up_proj": (7168, 3584),
+        "moe.block_sparse_moe.shared_experts.gate_proj": (6144 // 32, 7168),
+        "moe.block_sparse_moe.shared_experts.up_proj": (6144 // 32, 7168),
+        "moe.block_sparse_moe.shared_experts.down_proj": (7168, 6144 // 32),  # 7168 x 192 (was 224 x 6144)
+        "global.lm_head": (163840 // 32, 7168),
+        "moe.block_sparse_moe.experts.w1": (896 // 32, 3072, 3584),  # 28 experts a device on the latent
+        "moe.block_sparse_moe.experts.w3": (896 // 32, 3072, 3584),
+        "moe.block_sparse_moe.experts.w2": (896 // 32, 3584, 3072),
+    }
+
+
+def test_a_device_s_shape_holds_its_params_and_flops():
+    """N x K is the device's params a tensor (the FLOPs are 2 x rows x that, whichever dim is split)."""
+    from k3plan.speed.stage import decode_op_costs
+    from k3plan.step.ops import weight_groups_of_setup
+
+    s = make_setup(model="deepseek-v3", hardware="tpu-v7x", topology="2x2x2", tp=16, stack="vllm-tpu")
+    params = {g.name: g.params for g in weight_groups_of_setup(s)}
+    mm = [c for c in decode_op_costs(s, batch=3, context=64) if c.kind == "matmul"]
+    assert len(mm) == 13 and all(c.n * c.k == params[c.name] and c.flops == 2 * 3 * c.n * c.k for c in mm)

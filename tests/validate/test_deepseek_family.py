@@ -31,6 +31,12 @@ def test_validate_compiles_a_deepseek_family_model(tmp_path):
     out = json.loads(r.stdout)
     (res,) = out["results"]
     assert res["stage"] == "decode" and res["unexplained_bytes"] == 0
+    # every collective of the compiled step is one the op list has: the FP8 block scales' expansion once
+    # left the 64-wide shared expert's [128, 256] repeat sharded before its slice to [64, 256], and XLA
+    # resharded the slice (2 collective-permutes a tensor, 6 a step: unexplained)
+    coll = res["collectives"]
+    assert coll["ok"] and all(r["unexplained_calls"] == 0 for r in coll["rows"]), coll["findings"]
+    assert "collective-permute" not in {r["kind"] for r in coll["rows"]}
     notes = " | ".join(out["notes"])
     assert "routed experts: fp8_block dequantized" in notes
     assert "MXFP4" not in notes and "AttnRes" not in notes and "NoPE" not in notes
@@ -43,3 +49,16 @@ def test_k3_notes_still_name_mxfp4_and_attnres(tiny_setup):
     notes = " | ".join(model_notes(tiny_setup))
     assert "routed experts: MXFP4 dequantized" in notes
     assert "AttnRes simplified" in notes and "MLA NoPE" in notes
+
+
+def test_fp8_block_scales_equal_the_repeat_and_slice():
+    """The scale expansion read at the weight's indices equals the blocks repeated 128 x 128 and cut to
+    the weight (out and in not whole blocks, with a leading expert dim)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from k3plan.validate.quant import fp8_block_scales
+
+    scale = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2) + 0.25  # [experts, ceil(300/128), ceil(200/128)]
+    want = np.repeat(np.repeat(scale, 128, axis=-2), 128, axis=-1)[..., :300, :200]
+    assert np.array_equal(np.asarray(fp8_block_scales(jnp.asarray(scale), (2, 300, 200))), want)
