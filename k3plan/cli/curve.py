@@ -97,10 +97,10 @@ def command(
         check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
     points = curve(setup, workload=w, chunks=sizes, calibration=cal)
     growth = None
-    from k3plan.cli.sessions import refuse_without_turns
+    from k3plan.cli.sessions import session_from
 
-    refuse_without_turns(
-        turns,
+    session = session_from(
+        turns=turns,
         system_tokens=system_tokens,
         user_tokens=user_tokens,
         answer_tokens=answer_tokens,
@@ -108,21 +108,10 @@ def command(
         tool_tokens=tool_tokens,
         drop_reasoning=drop_reasoning,
     )
-    if turns is not None:
+    if session is not None:
         from k3plan.cli.sessions import session_growth_at
 
-        growth = session_growth_at(
-            setup,
-            w,
-            cal,
-            turns=turns,
-            system_tokens=system_tokens,
-            user_tokens=user_tokens,
-            answer_tokens=answer_tokens,
-            reasoning_tokens=reasoning_tokens,
-            tool_tokens=tool_tokens,
-            drop_reasoning=drop_reasoning,
-        )
+        growth = session_growth_at(setup, w, cal, session)
     why_not = _why_not(points, context=context, batch=batch, turns=turns is not None and growth is None)
     if cal is not None:
         evidence = f", calibration {Path(cal.path).name}"

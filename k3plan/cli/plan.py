@@ -28,7 +28,6 @@ from k3plan.cli.sessions import (
     ToolTokensOpt,
     TurnsOpt,
     UserTokensOpt,
-    refuse_without_turns,
     session_from,
 )
 from k3plan.errors import K3PlanError
@@ -232,8 +231,8 @@ def command(
 
     check_prefix_options(prefix_hit, prefix_tier)
     session_note = None
-    refuse_without_turns(
-        turns,
+    session = session_from(
+        turns=turns,
         system_tokens=system_tokens,
         user_tokens=user_tokens,
         answer_tokens=answer_tokens,
@@ -241,24 +240,14 @@ def command(
         tool_tokens=tool_tokens,
         drop_reasoning=drop_reasoning,
     )
-    if turns is not None:
+    if session is not None:
         from k3plan.workload.sessions import session_growth
 
         if context != DEFAULT_CONTEXT_TOKENS or isl is not None:
             raise K3PlanError(
                 "--turns sets the context (the session's peak at its last turn): give it or --context / --isl, not both"
             )
-        g = session_growth(
-            session_from(
-                turns=turns,
-                system_tokens=system_tokens,
-                user_tokens=user_tokens,
-                answer_tokens=answer_tokens,
-                reasoning_tokens=reasoning_tokens,
-                tool_tokens=tool_tokens,
-                drop_reasoning=drop_reasoning,
-            )
-        )
+        g = session_growth(session)
         context = g.peak_context_tokens[-1]
         session_note = (
             f"context {context:,} tokens = a session's peak at turn {turns} ({g.session.carried_tokens_per_turn:,} "

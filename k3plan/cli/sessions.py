@@ -32,36 +32,9 @@ DropReasoningOpt = Annotated[
 ]
 
 
-def refuse_without_turns(
-    turns: Optional[int],
-    *,
-    system_tokens: int,
-    user_tokens: int,
-    answer_tokens: int,
-    reasoning_tokens: int,
-    tool_tokens: int,
-    drop_reasoning: bool,
-) -> None:
-    """A session option without --turns describes no session: a one-line K3PlanError, not an option ignored."""
-    from k3plan.errors import K3PlanError
-
-    if turns is not None:
-        return
-    for flag, v in (
-        ("--system-tokens", system_tokens),
-        ("--user-tokens", user_tokens),
-        ("--answer-tokens", answer_tokens),
-        ("--reasoning-tokens", reasoning_tokens),
-        ("--tool-tokens", tool_tokens),
-        ("--drop-reasoning", drop_reasoning),
-    ):
-        if v:
-            raise K3PlanError(f"{flag}: only with --turns N (a multi-turn session); without it nothing reads it")
-
-
 def session_from(
     *,
-    turns: int,
+    turns: Optional[int],
     system_tokens: int,
     user_tokens: int,
     answer_tokens: int,
@@ -69,12 +42,25 @@ def session_from(
     tool_tokens: int,
     drop_reasoning: bool,
 ):
-    """The Session the options describe, or a one-line K3PlanError naming the flag."""
+    """The Session the options describe; None without --turns, where any other session option is a one-line
+    K3PlanError (it describes no session: not an option ignored); bad values a K3PlanError naming the flag."""
     from pydantic import ValidationError
 
     from k3plan.errors import K3PlanError
     from k3plan.workload.sessions import Session
 
+    if turns is None:
+        for flag, given in (
+            ("--system-tokens", system_tokens),
+            ("--user-tokens", user_tokens),
+            ("--answer-tokens", answer_tokens),
+            ("--reasoning-tokens", reasoning_tokens),
+            ("--tool-tokens", tool_tokens),
+            ("--drop-reasoning", drop_reasoning),
+        ):
+            if given:
+                raise K3PlanError(f"{flag}: only with --turns N (a multi-turn session); without it nothing reads it")
+        return None
     for flag, v in (
         ("--turns", turns),
         ("--system-tokens", system_tokens),
@@ -103,13 +89,12 @@ def session_from(
         raise K3PlanError(f"session options: {e.errors()[0]['msg']}") from None
 
 
-def session_growth_at(setup, workload, calibration, **options):
+def session_growth_at(setup, workload, calibration, session):
     """The session's growth against fit's memory-allowed context; None when no context fits at all
-    (a workload that does not fit: the caller exits 1, it is not bad input). Bad options raise."""
+    (a workload that does not fit: the caller exits 1, it is not bad input)."""
     from k3plan.budget.fit import fit
     from k3plan.workload.sessions import session_growth
 
-    session = session_from(**options)
     cap = fit(setup, workload, calibration=calibration).capacity.memory_context_tokens
     if cap < 1:
         return None
