@@ -147,3 +147,18 @@ def test_the_launch_runs_the_configuration_priced_not_the_engine_s_defaults(cli,
     assert r.exit_code == 0, r.output
     cmd = next(ln for ln in out.read_text().splitlines() if "serve" in ln or "launch_server" in ln)
     assert written in cmd, cmd
+
+
+
+def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path):
+    """dp-attention on a GPU runs SGLang, and its stack prices KDA state slots (state.slots_per_request 1): the
+    launch left out --max-mamba-cache-size (launch_for asked engine_for_stack without the platform, got vLLM),
+    so SGLang sized its mamba pool by its default 0.9/1.9 split, not as planned. B200 2x8 TP8 DP1 at the
+    default 8 sequences: ceil(8 / 1) x 1 slot x dp 1 = 8."""
+    out = tmp_path / "launch.sh"
+    r = cli("plan", "-H", "nvidia-b200", "--stacks", "dp-attention", "--context", "131072", "--concurrency", "8",
+            "--emit", "launch", out)
+    assert r.exit_code == 0, r.output
+    cmd = next(ln for ln in out.read_text().splitlines() if "launch_server" in ln)
+    assert " --dp-size 1 " in cmd and " --max-running-requests 8 " in cmd, cmd
+    assert " --max-mamba-cache-size 8 " in cmd, cmd
