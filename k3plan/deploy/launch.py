@@ -208,7 +208,7 @@ class JaxParams(BaseModel):
     dcn_data_parallelism: int
     max_target_length: int
     max_prefill_predict_length: int
-    per_device_batch_size: int
+    per_device_batch_size: int | float  # MaxText takes a fraction: a global batch under one sequence a device
     kv_cache_dtype: str
 
     def items(self) -> list[tuple[str, int | str]]:
@@ -228,9 +228,17 @@ def jax_params(cfg: LaunchConfig) -> JaxParams:
         dcn_data_parallelism=1,
         max_target_length=cfg.max_model_len,
         max_prefill_predict_length=cfg.max_num_batched_tokens,
-        per_device_batch_size=max(1, cfg.max_num_seqs // (cfg.tp * cfg.dp * cfg.pp)),
+        per_device_batch_size=_per_device_batch(cfg.max_num_seqs, cfg.tp * cfg.dp * cfg.pp),
         kv_cache_dtype=cfg.kv_dtype,
     )
+
+
+def _per_device_batch(seqs: int, devices: int) -> int | float:
+    """MaxText's per_device_batch_size for ``seqs`` sequences in all: its global batch is
+    per_device_batch_size x the devices (AI-Hypercomputer/maxtext, src/MaxText/configs/base.yml; a
+    fraction under one, as its 1m_compile.sh's 0.0078125), so 8 sequences on 64 devices is 0.125 -- an
+    int floor of at least 1 ran 64, eight times the KV the plan priced. An int when it divides."""
+    return seqs // devices if seqs % devices == 0 else seqs / devices
 
 
 def launch_text(cfg: LaunchConfig) -> str:

@@ -162,3 +162,16 @@ def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path
     cmd = next(ln for ln in out.read_text().splitlines() if "launch_server" in ln)
     assert " --dp-size 1 " in cmd and " --max-running-requests 8 " in cmd, cmd
     assert " --max-mamba-cache-size 8 " in cmd, cmd
+
+
+
+def test_jax_batch_is_the_batch_priced_under_one_sequence_a_device():
+    """MaxText's global batch is per_device_batch_size x devices (a fraction allowed): the plan's pick on a
+    2x4x4 v7x slice (TP16 DP4, 64 devices) at 8 sequences wrote per_device_batch_size 1 (max(1, 8 // 64)),
+    a 64-sequence batch, 8x the KV priced; 8 / 64 = 0.125. 64 over TP32 stays the int 2."""
+    cfg = {**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}
+    p = jax_params(LaunchConfig(**{**cfg, "tp": 16, "dp": 4, "ep": 64, "max_num_seqs": 8}))
+    assert p.per_device_batch_size == 0.125 and p.per_device_batch_size * 64 == 8
+    assert "per_device_batch_size: 0.125" in launch_text(LaunchConfig(**{**cfg, "tp": 16, "dp": 4, "ep": 64, "max_num_seqs": 8}))
+    assert "per_device_batch_size: 2\n" in launch_text(LaunchConfig(**cfg))
+    assert jax_params(LaunchConfig(**{**cfg, "max_num_seqs": 48})).per_device_batch_size == 1.5
