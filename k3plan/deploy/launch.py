@@ -244,11 +244,21 @@ def _per_device_batch(seqs: int, devices: int) -> int | float:
 def launch_text(cfg: LaunchConfig) -> str:
     """The launch file's text: a header naming the plan, then the command (or parameters) for the
     stack's engine, each flag's source listed below it."""
-    lines = [
+    header = [
         f"# k3plan launch: {cfg.hardware}, stack {cfg.stack}, TP{cfg.tp} EP{cfg.ep} DP{cfg.dp} PP{cfg.pp}",
         "# derived from the plan; check it against your engine version before running",
         "",
     ]
+    # a command is a bash script (--emit launch run.sh; bash run.sh): it stops at the first failure and at an
+    # unset variable, and a multi-host one names the variables each host sets before it runs
+    script = ["#!/usr/bin/env bash", "set -euo pipefail"] if cfg.engine != "jax" else []
+    lines = script + header
+    if cfg.engine == "sglang" and cfg.hosts > 1:
+        lines += [
+            f"# run on each of the {cfg.hosts} hosts, NODE_RANK 0 .. {cfg.hosts - 1}; HEAD_ADDR the address of rank 0",
+            f': "${{NODE_RANK:?set NODE_RANK to the rank of this host, 0 .. {cfg.hosts - 1}}}"',
+            ': "${HEAD_ADDR:?set HEAD_ADDR to the address of the host with NODE_RANK 0}"',
+        ]
     if cfg.engine == "jax":
         params = jax_params(cfg)
         lines += [f"{k}: {v}" for k, v in params.items()]
@@ -298,4 +308,5 @@ def _join(args: list, *, engine: str, extra: dict[str, tuple[str, str, str]] | N
     for a in args:
         if isinstance(a, str) and a.startswith("--") and a not in FLAG_SOURCES[engine] and a not in (extra or {}):
             raise AssertionError(f"flag {a} has no cited source for this engine")  # a bug, not input
-    return " ".join(a if isinstance(a, str) and a.startswith("$") else shlex.quote(str(a)) for a in args)
+    # a variable is expanded by the shell, in double quotes (a value with a space stays one word)
+    return " ".join(f'"{a}"' if isinstance(a, str) and a.startswith("$") else shlex.quote(str(a)) for a in args)
