@@ -208,7 +208,7 @@ class JaxParams(BaseModel):
     dcn_data_parallelism: int
     max_target_length: int
     max_prefill_predict_length: int
-    per_device_batch_size: int
+    per_device_batch_size: int | float  # MaxText takes a fraction: a global batch under one sequence a device
     kv_cache_dtype: str
 
     def items(self) -> list[tuple[str, int | str]]:
@@ -228,19 +228,37 @@ def jax_params(cfg: LaunchConfig) -> JaxParams:
         dcn_data_parallelism=1,
         max_target_length=cfg.max_model_len,
         max_prefill_predict_length=cfg.max_num_batched_tokens,
-        per_device_batch_size=max(1, cfg.max_num_seqs // (cfg.tp * cfg.dp * cfg.pp)),
+        per_device_batch_size=_per_device_batch(cfg.max_num_seqs, cfg.tp * cfg.dp * cfg.pp),
         kv_cache_dtype=cfg.kv_dtype,
     )
+
+
+def _per_device_batch(seqs: int, devices: int) -> int | float:
+    """MaxText's per_device_batch_size for ``seqs`` sequences in all: its global batch is
+    per_device_batch_size x the devices (AI-Hypercomputer/maxtext, src/MaxText/configs/base.yml; a
+    fraction under one, as its 1m_compile.sh's 0.0078125), so 8 sequences on 64 devices is 0.125 -- an
+    int floor of at least 1 ran 64, eight times the KV the plan priced. An int when it divides."""
+    return seqs // devices if seqs % devices == 0 else seqs / devices
 
 
 def launch_text(cfg: LaunchConfig) -> str:
     """The launch file's text: a header naming the plan, then the command (or parameters) for the
     stack's engine, each flag's source listed below it."""
-    lines = [
+    header = [
         f"# k3plan launch: {cfg.hardware}, stack {cfg.stack}, TP{cfg.tp} EP{cfg.ep} DP{cfg.dp} PP{cfg.pp}",
         "# derived from the plan; check it against your engine version before running",
         "",
     ]
+    # a command is a bash script (--emit launch run.sh; bash run.sh): it stops at the first failure and at an
+    # unset variable, and a multi-host one names the variables each host sets before it runs
+    script = ["#!/usr/bin/env bash", "set -euo pipefail"] if cfg.engine != "jax" else []
+    lines = script + header
+    if cfg.engine == "sglang" and cfg.hosts > 1:
+        lines += [
+            f"# run on each of the {cfg.hosts} hosts, NODE_RANK 0 .. {cfg.hosts - 1}; HEAD_ADDR the address of rank 0",
+            f': "${{NODE_RANK:?set NODE_RANK to the rank of this host, 0 .. {cfg.hosts - 1}}}"',
+            ': "${HEAD_ADDR:?set HEAD_ADDR to the address of the host with NODE_RANK 0}"',
+        ]
     if cfg.engine == "jax":
         params = jax_params(cfg)
         lines += [f"{k}: {v}" for k, v in params.items()]
@@ -290,4 +308,5 @@ def _join(args: list, *, engine: str, extra: dict[str, tuple[str, str, str]] | N
     for a in args:
         if isinstance(a, str) and a.startswith("--") and a not in FLAG_SOURCES[engine] and a not in (extra or {}):
             raise AssertionError(f"flag {a} has no cited source for this engine")  # a bug, not input
-    return " ".join(a if isinstance(a, str) and a.startswith("$") else shlex.quote(str(a)) for a in args)
+    # a variable is expanded by the shell, in double quotes (a value with a space stays one word)
+    return " ".join(f'"{a}"' if isinstance(a, str) and a.startswith("$") else shlex.quote(str(a)) for a in args)

@@ -267,7 +267,7 @@ def launch_for(
             ),
             dp_attention=stack.name == "dp-attention",
             state_slots_per_request=stack.state.slots_per_request
-            if model.spec.kda is not None and engine_for_stack(stack.name) == "sglang"
+            if model.spec.kda is not None and engine_for_stack(stack.name, hw.kind) == "sglang"
             else None,
             engine_options=engine_options(stack),
         )

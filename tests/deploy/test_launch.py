@@ -37,7 +37,7 @@ def test_sglang_dp_attention_command():
         "python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 64 --dp-size 8 --ep-size 64 "
         "--pp-size 1 --enable-dp-attention --moe-a2a-backend deepep --context-length 131072 --chunked-prefill-size 8192 "
         "--max-running-requests 256 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 "
-        "--nnodes 8 --node-rank $NODE_RANK --dist-init-addr $HEAD_ADDR:5000 --trust-remote-code")
+        "--nnodes 8 --node-rank \"$NODE_RANK\" --dist-init-addr \"$HEAD_ADDR:5000\" --trust-remote-code")
 
 
 def test_vllm_tpu_command():
@@ -69,7 +69,7 @@ def test_every_flag_is_cited(cfg, build, engine):
 def test_launch_text_names_sources():
     text = launch_text(LaunchConfig(**B200))
     assert "sgl-project/sglang: python/sglang/srt/server_args.py (ServerArgs)" in text
-    assert text.splitlines()[0].startswith("# k3plan launch: nvidia-b200, stack sglang, TP8 EP64 DP8 PP1")
+    assert text.splitlines()[2].startswith("# k3plan launch: nvidia-b200, stack sglang, TP8 EP64 DP8 PP1")
 
 
 @pytest.mark.parametrize("cfg, build, says", [
@@ -147,3 +147,47 @@ def test_the_launch_runs_the_configuration_priced_not_the_engine_s_defaults(cli,
     assert r.exit_code == 0, r.output
     cmd = next(ln for ln in out.read_text().splitlines() if "serve" in ln or "launch_server" in ln)
     assert written in cmd, cmd
+
+
+def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path):
+    """dp-attention on a GPU runs SGLang, and its stack prices KDA state slots (state.slots_per_request 1): the
+    launch left out --max-mamba-cache-size (launch_for asked engine_for_stack without the platform, got vLLM),
+    so SGLang sized its mamba pool by its default 0.9/1.9 split, not as planned. B200 2x8 TP8 DP1 at the
+    default 8 sequences: ceil(8 / 1) x 1 slot x dp 1 = 8."""
+    out = tmp_path / "launch.sh"
+    r = cli("plan", "-H", "nvidia-b200", "--stacks", "dp-attention", "--context", "131072", "--concurrency", "8",
+            "--emit", "launch", out)
+    assert r.exit_code == 0, r.output
+    cmd = next(ln for ln in out.read_text().splitlines() if "launch_server" in ln)
+    assert " --dp-size 1 " in cmd and " --max-running-requests 8 " in cmd, cmd
+    assert " --max-mamba-cache-size 8 " in cmd, cmd
+
+
+def test_jax_batch_is_the_batch_priced_under_one_sequence_a_device():
+    """MaxText's global batch is per_device_batch_size x devices (a fraction allowed): the plan's pick on a
+    2x4x4 v7x slice (TP16 DP4, 64 devices) at 8 sequences wrote per_device_batch_size 1 (max(1, 8 // 64)),
+    a 64-sequence batch, 8x the KV priced; 8 / 64 = 0.125. 64 over TP32 stays the int 2."""
+    cfg = {**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}
+    p = jax_params(LaunchConfig(**{**cfg, "tp": 16, "dp": 4, "ep": 64, "max_num_seqs": 8}))
+    assert p.per_device_batch_size == 0.125 and p.per_device_batch_size * 64 == 8
+    assert "per_device_batch_size: 0.125" in launch_text(LaunchConfig(**{**cfg, "tp": 16, "dp": 4, "ep": 64, "max_num_seqs": 8}))
+    assert "per_device_batch_size: 2\n" in launch_text(LaunchConfig(**cfg))
+    assert jax_params(LaunchConfig(**{**cfg, "max_num_seqs": 48})).per_device_batch_size == 1.5
+
+
+@pytest.mark.parametrize("cfg", [B200, V7X])
+def test_launch_file_is_a_bash_script_that_stops_without_its_host_rank(cfg, tmp_path):
+    """--emit launch run.sh wrote comments and one command: no shebang, no `set -euo pipefail`, and a multi-host
+    SGLang command with $NODE_RANK / $HEAD_ADDR unquoted and unchecked, so a host without them launched with
+    `--node-rank  --dist-init-addr :5000` (an empty rank). Now: a bash script, the variables checked first."""
+    import subprocess
+
+    text = launch_text(LaunchConfig(**cfg))
+    assert text.splitlines()[:2] == ["#!/usr/bin/env bash", "set -euo pipefail"]
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    if cfg is B200:  # 8 hosts: each sets its rank; without it the script stops before the launch, saying why
+        r = subprocess.run(["bash", str(path)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+        assert r.returncode != 0 and "set NODE_RANK to the rank of this host, 0 .. 7" in r.stderr, r.stderr
+        assert ' --node-rank "$NODE_RANK" --dist-init-addr "$HEAD_ADDR:5000" ' in text
