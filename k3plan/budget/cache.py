@@ -114,7 +114,17 @@ class CacheLayout(BaseModel):
     def state_bytes_per_sequence(self) -> int:
         """What the state pool holds a running sequence, a device: ``state_slots_per_sequence`` slots of
         ``state_layers_held`` layer pages each (a step reads ``n_kda`` of them: ``state_bytes_per_slot``)."""
-        return self.state_layers_held * self.state_bytes_per_layer * self.state_slots_per_sequence
+        from k3plan.step.memory import state_pool_bytes
+
+        return int(
+            state_pool_bytes(
+                self.n_mla,
+                self.n_kda,
+                self.state_bytes_per_layer,
+                self.state_slots_per_sequence,
+                self.state_layer_groups,
+            )
+        )
 
     def kv_bytes(self, context_tokens: int) -> int:
         """One sequence's KV on a device, in whole blocks."""

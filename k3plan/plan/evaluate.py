@@ -448,13 +448,18 @@ def evaluate(
     # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
     # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
     reserve_fraction = reserve_columns(space=space)
+    # the stack's columns, the same for every stage
+    split_across_dp = _per(variants, lambda s: s.kv_cache.split_across_dp, v, bool)
+    temp_in_reserve = _per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool)
+    state_slots = _per(variants, lambda s: s.state.slots_per_request, v)
+    state_layer_groups = _per(variants, lambda s: s.state.layer_groups, v, bool)
     per_stage, valid = [], []
     for sc in stage_cols:
         terms = budget_terms(
             spec,
             usable=hw_cols.usable,
             reserve_fraction=reserve_fraction,
-            split_across_dp=_per(variants, lambda s: s.kv_cache.split_across_dp, v, bool),
+            split_across_dp=split_across_dp,
             dp=c.dp,
             weights=sc.weights_bytes,
             temp=temp,
@@ -463,9 +468,9 @@ def evaluate(
             batch=batch,
             n_mla=sc.n_mla,
             n_kda=sc.n_kda,
-            temp_in_reserve=_per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool),
-            state_slots=_per(variants, lambda s: s.state.slots_per_request, v),
-            state_layer_groups=_per(variants, lambda s: s.state.layer_groups, v, bool),
+            temp_in_reserve=temp_in_reserve,
+            state_slots=state_slots,
+            state_layer_groups=state_layer_groups,
         )
         per_stage.append(terms)
         valid.append(sc.valid)

@@ -31,6 +31,13 @@ def heads_local(heads: int, tp):
     return where(heads % tp == 0, heads // tp, heads)
 
 
+def state_pool_bytes(n_mla, n_kda, state_bytes_per_layer, slots, layer_groups):
+    """What the state pool holds a running sequence, a device: ``slots`` slots (the stack's
+    ``state.slots_per_request``) of ``held_state_layers`` KDA layer pages each; a decode step reads one slot
+    of ``n_kda`` pages. Over ``int | numpy`` columns (budget_terms; CacheLayout.state_bytes_per_sequence)."""
+    return held_state_layers(n_mla, n_kda, layer_groups) * state_bytes_per_layer * slots
+
+
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class CacheTerms(Generic[C]):
     """Per-device cache layout, per sequence (``cache_terms``); each field one int (fit) or one entry a
@@ -159,7 +166,7 @@ def budget_terms(
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache.block_tokens
     kv_seq = n_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
-    state_seq = held_state_layers(n_mla, n_kda, state_layer_groups) * cache.state_bytes_per_layer * state_slots
+    state_seq = state_pool_bytes(n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups)
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)
