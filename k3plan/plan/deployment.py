@@ -242,11 +242,12 @@ def launch_for(
     max_num_seqs: int,
 ) -> Launch:
     try:
+        engine = engine_for_stack(stack.name, hw.kind)
         cfg = LaunchConfig(
             hardware=hw.name,
             platform=hw.kind,
             stack=stack.label,
-            engine=engine_for_stack(stack.name, hw.kind),
+            engine=engine,
             model_path=model.name,
             tp=pick.tp,
             ep=pick.ep,
@@ -267,7 +268,7 @@ def launch_for(
             ),
             dp_attention=stack.name == "dp-attention",
             state_slots_per_request=stack.state.slots_per_request
-            if model.spec.kda is not None and engine_for_stack(stack.name, hw.kind) == "sglang"
+            if model.spec.kda is not None and engine == "sglang"
             else None,
             engine_options=engine_options(stack),
         )
