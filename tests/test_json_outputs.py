@@ -48,6 +48,9 @@ def test_models_show_breakdown_is_typed_and_sums_to_the_checkpoint():
     assert by_fmt["mxfp4"].bytes == max(g.bytes for g in r.breakdown)  # the routed experts
     d = r.model_dump(mode="json")
     assert list(d["breakdown"]["mxfp4"]) == ["params", "active_params", "bytes", "tensors"]
+    # counts are integers (the expert groups were 36190795008.0): 16 of 896 experts' params a token
+    assert all(type(v["active_params"]) is int for v in d["breakdown"].values())
+    assert d["breakdown"]["mxfp4"]["active_params"] * 896 == d["breakdown"]["mxfp4"]["params"] * 16
 
 
 def test_hardware_show_flops_and_sources_are_typed():

@@ -42,7 +42,7 @@ class GroupTotals(_Frozen):
 
     group: str
     params: int
-    active_params: float
+    active_params: int  # rounded as the model's total is (experts: params x top-k / experts)
     bytes: int
     tensors: int
 
@@ -82,7 +82,7 @@ def _groups(inventory, key: str, *, include_extra: bool) -> tuple[GroupTotals, .
         GroupTotals(
             group=g,
             params=int(v["params"]),
-            active_params=float(v["active_params"]),
+            active_params=round(v["active_params"]),
             bytes=int(v["bytes"]),
             tensors=int(v["tensors"]),
         )
