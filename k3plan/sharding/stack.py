@@ -265,6 +265,52 @@ class DpExperts(_F):
         return tp * dp if self.over == "tp_x_dp" else tp
 
 
+class FormatCompute(_F):
+    """The dtype the engine's matmul kernel computes in for weights held in one runtime format: the
+    activations' dtype at the tensor core / MXU (fp8 when the kernel quantizes them to fp8, W8A8; bf16
+    when it dequantizes the weights to bf16 or runs a weight-only w4a16 kernel). ``platforms``: where a
+    machine runs another kernel (a hardware name, then a vendor, then a kind, first match wins)."""
+
+    dtype: Literal["bf16", "fp8", "fp4", "int8"]
+    platforms: dict[str, Literal["bf16", "fp8", "fp4", "int8"]] = {}
+    holds: str = Field(description="which kernel runs and what it does with the activations")
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+    def on(self, hw: Any) -> tuple[str, str]:
+        """(dtype, the tag that chose it or 'default') on a HardwareSpec."""
+        for tag in (hw.name, getattr(hw, "vendor", None), hw.kind):
+            if tag in self.platforms:
+                return self.platforms[tag], tag
+        return self.dtype, "default"
+
+
+class ComputeDtype(_F):
+    """The matmul compute dtype by runtime weight format (``formats``: mxfp4, fp8_block, ...), each cited
+    to the engine kernel that runs it; a format not listed computes in ``default``."""
+
+    default: Literal["bf16", "fp8", "fp4", "int8"] = "bf16"
+    default_source: str = "not declared by the stack: k3plan assumes the activations' bf16"
+    formats: dict[str, FormatCompute] = {}
+
+    @model_validator(mode="after")
+    def _known_formats(self) -> ComputeDtype:
+        from k3plan.models.formats import FORMATS
+
+        unknown = [f for f in self.formats if f not in FORMATS]
+        if unknown:
+            raise ValueError(f"compute_dtype.formats: unknown storage format(s) {unknown}; known: {', '.join(FORMATS)}")
+        return self
+
+    def of(self, fmt: str, hw: Any) -> tuple[str, str]:
+        """(dtype, why) of a matmul over weights held in ``fmt`` on the HardwareSpec ``hw``."""
+        rule = self.formats.get(fmt)
+        if rule is None:
+            return self.default, f"{fmt}: {self.default} ({self.default_source})"
+        dtype, tag = rule.on(hw)
+        where = "" if tag == "default" else f" on {tag}"
+        return dtype, f"{fmt}{where}: {dtype} ({rule.holds})"
+
+
 class Effect(_F):
     """What one choice of an engine option changes in the stack."""
 
@@ -385,6 +431,9 @@ class Stack(_F):
     runtime_formats: dict[str, str]  # role (or "default") -> storage format or "checkpoint"
     runtime_formats_source: str
     activation_dtype: Literal["bf16", "f32"] = "bf16"
+    compute_dtype: ComputeDtype = Field(
+        ComputeDtype(), description="the dtype each weight format's matmuls compute in (the FLOP/s peak they run at)"
+    )
     kv_cache: KVCache
     state: State
     paging: Paging

@@ -139,7 +139,7 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
             e_c, t_c = None, compute
         elif op.kind == "matmul":
             x = float(_v(op.m) * _v(op.n) * _v(op.k)) ** (1.0 / 3.0)
-            e_c = _eff(curves, peaks, curve_key("matmul", dtype=op.dtype), x, f"{op.dtype} matmul")
+            e_c = _eff(curves, peaks, curve_key("matmul", dtype=op.dtype), x, _dtype_op(op, "matmul"))
             t_c = compute / e_c.value
         else:
             e_c = _eff(curves, peaks, "attention", 1.0, "attention compute")
@@ -154,7 +154,7 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
             peaks,
             curve_key("grouped_matmul", dtype=op.dtype),
             _v(op.tokens_per_group),
-            f"{op.dtype} grouped matmul",
+            _dtype_op(op, "grouped matmul"),
         )
     elif op.kind == "kda_chunked":
         e = _eff(
@@ -167,6 +167,11 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
     else:
         e = _eff(curves, peaks, op.kind, float(_v(op.heads)), op.kind.replace("_", " ").replace("kda", "KDA"))
     return _done(op, ceiling, ceiling / e.value, e)
+
+
+def _dtype_op(op: OpCost, what: str) -> str:
+    """'fp8 grouped matmul', with the fallback said where the stack's dtype has no peak on the hardware."""
+    return f"{op.dtype} {what}" + (f" ({op.dtype_note})" if op.dtype_note else "")
 
 
 def _done(op: OpCost, ceiling: float, expected: float, e: Efficiency) -> OpTime:

@@ -48,7 +48,10 @@ class OpCost(BaseModel):
     count: int = Field(1, ge=0, description="executions a step")
     flops: float = Field(0.0, ge=0, description="FLOPs an execution, a device")
     bytes: int = Field(0, ge=0, description="HBM bytes an execution, a device")
-    dtype: str = "bf16"
+    dtype: str = Field("bf16", description="the dtype its FLOPs run in: the peak and the efficiency curve it reads")
+    dtype_note: str | None = Field(
+        None, description="the stack's compute dtype has no FLOP/s figure on this hardware: which peak is used instead"
+    )
     m: int | None = Field(None, ge=1)
     n: int | None = Field(None, ge=1)
     k: int | None = Field(None, ge=1)

@@ -93,6 +93,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     pipeline send) as OpCost. Under ``--pp`` the step is a microbatch's (``step.stages.microbatch``), as
     ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time."""
     from k3plan.budget.cache import cache_layout
+    from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.stages import microbatch
@@ -123,7 +124,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         weights=weights if weights is not None else weight_groups_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=batch)
-    return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch))
+    return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
 
 
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
@@ -131,6 +132,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
     chunk's stage-to-stage send under ``--pp``)."""
     from k3plan.budget.cache import cache_layout
     from k3plan.roofline.work import experts_touched
+    from k3plan.step.compute import dtype_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
 
     a = collective_args(setup)
@@ -149,7 +151,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         context=context,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
-    return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk))
+    return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))
 
 
 def add_stages(stages: list[StageTime]) -> StageTime:

@@ -35,13 +35,14 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
 
 if TYPE_CHECKING:
+    from k3plan.step.compute import OpDtype
     from k3plan.step.live import LiveAt
 
 MATMUL_ROLES = ("attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head")
@@ -695,12 +696,14 @@ def step_sum(ops: list[Op], field: str):
     return sum(op.count * getattr(op, field) for op in ops)
 
 
-def to_op_costs(ops: list[Op]) -> list:
+def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor], OpDtype] | None = None) -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); a collective
     runs on its own link (``Op.scale_out``: where its group crosses a scale-up domain, and the pipeline send
     where ``roofline.comm.pipeline_link`` says). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
-    roofline's collective time as its ceiling (tests/step/test_ops.py)."""
+    roofline's collective time as its ceiling (tests/step/test_ops.py). ``dtype_of``: the compute dtype of a
+    weight matmul by its tensor (``step.compute.dtype_of_setup``: the stack's, by runtime format and
+    platform); None: every op at OpCost's default (bf16)."""
     from k3plan.speed.ops import OpCost
 
     kinds = {
@@ -725,6 +728,11 @@ def to_op_costs(ops: list[Op]) -> list:
             "flops": float(op.flops),
             "bytes": round(float(op.bytes)),
         }
+        if op.kind in ("matmul", "grouped_matmul") and dtype_of is not None and op.tensor is not None:
+            d = dtype_of(op.tensor)
+            common["dtype"] = d.dtype
+            if d.note:
+                common["dtype_note"] = d.note
         if op.kind == "collective":
             if not op.calls or op.collective is None:
                 continue

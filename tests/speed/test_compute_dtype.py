@@ -1,0 +1,88 @@
+"""The weight matmuls compute in the dtype the stack's engine kernel runs for their weight format
+(Stack.compute_dtype, cited in each stack YAML), so their FLOP time reads that dtype's peak: DeepSeek-V3's
+block-fp8 experts under vLLM on H200 are W8A8 (the fp8 peak), K3's MXFP4 experts stay bf16 (vLLM's default
+BF16-activation MXFP4 kernels; tpu-inference dequantizes before the MXU). A dtype the hardware has no
+figure for falls back to the bf16 peak and says so."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from k3plan.setup import make_setup
+from k3plan.sharding.stack import ComputeDtype, FormatCompute, Source, load_stack
+from k3plan.speed.expected import op_time
+from k3plan.speed.peaks import Peaks
+from k3plan.speed.stage import prefill_op_costs
+
+H200_BF16 = 989e12  # NVIDIA datasheet, dense (hardware_specs/nvidia-h200.yaml)
+H200_FP8 = 1979e12
+H200_HBM = 4.8e12
+
+
+def _experts(costs):
+    return [c for c in costs if c.kind == "grouped_matmul"]
+
+
+def test_deepseek_v3_experts_on_h200_vllm_run_at_the_fp8_peak():
+    s = make_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", tp=8, stack="vllm")
+    costs = prefill_op_costs(s, chunk=8192, context=8192)
+    experts = _experts(costs)
+    assert [c.name for c in experts] == ["moe.mlp.experts.gate_proj", "moe.mlp.experts.up_proj", "moe.mlp.experts.down_proj"]
+    assert {c.dtype for c in experts} == {"fp8"} and all(c.dtype_note is None for c in experts)
+    peaks = Peaks.from_hardware(s.hardware)
+    assert peaks.hbm_bw_bytes_per_s == H200_HBM
+    for c in experts:
+        assert c.flops / H200_FP8 > c.bytes / H200_HBM  # an 8,192-token chunk: compute-bound
+        t = op_time(c, peaks=peaks, curves=None)
+        assert t.ceiling_s == pytest.approx(c.count * c.flops / H200_FP8, rel=1e-12)  # was / H200_BF16: twice
+        assert "fp8 grouped matmul" in t.label
+    # the block-fp8 dense projections are W8A8 too; the bf16 router and LM head stay bf16
+    by_name = {c.name: c.dtype for c in costs if c.kind == "matmul"}
+    assert by_name["mla.self_attn.q_a_proj"] == "fp8" and by_name["moe.mlp.shared_experts.down_proj"] == "fp8"
+    assert by_name["global.lm_head"] == "bf16" and by_name["moe.mlp.gate"] == "bf16"
+
+
+def test_k3_mxfp4_experts_stay_bf16_on_tpu_v7x_vllm_tpu_and_on_b200_vllm():
+    for hw, topo, tp, stack in (("tpu-v7x", "2x2x4", 32, "vllm-tpu"), ("nvidia-b200", "2x8", 16, "vllm")):
+        st = load_stack(stack)
+        s = make_setup(hardware=hw, topology=topo, tp=tp, stack=stack)
+        dtype, why = st.compute_dtype.of("mxfp4", s.hardware)
+        assert dtype == "bf16" and why.startswith("mxfp4: bf16 (")
+        cited = " ".join(src.symbol for src in st.compute_dtype.formats["mxfp4"].sources)
+        assert ("CompressedTensorsMxfp4MoEMethod" if stack == "vllm-tpu" else "select_mxfp4_moe_backend") in cited
+        costs = prefill_op_costs(s, chunk=4096, context=4096)
+        assert {c.dtype for c in costs if c.kind in ("matmul", "grouped_matmul")} == {"bf16"}
+        assert all(c.dtype_note is None for c in costs)
+
+
+def _with_mxfp4(stack, **rule):
+    src = Source(repo="example/engine", file="moe.py", symbol="Fp4Method")
+    fmt = FormatCompute(holds="a hand-made rule", sources=(src,), **rule)
+    return stack.model_copy(update={"compute_dtype": ComputeDtype(formats={"mxfp4": fmt})})
+
+
+def test_a_dtype_the_hardware_lacks_falls_back_to_bf16_visibly_and_platforms_pick():
+    base = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="vllm")
+    st = _with_mxfp4(base.stack, dtype="fp4", platforms={"nvidia-b200": "fp8"})
+    s = dataclasses.replace(base, stack=st)
+    experts = _experts(prefill_op_costs(s, chunk=8192, context=8192))
+    assert {c.dtype for c in experts} == {"bf16"}
+    note = experts[0].dtype_note
+    assert note is not None and "mxfp4: fp4" in note and "nvidia-h200 has no fp4 FLOP/s figure (unsupported" in note
+    assert note.endswith("the bf16 peak used")
+    t = op_time(experts[0], peaks=Peaks.from_hardware(s.hardware), curves=None)
+    assert note in t.label
+    c = experts[0]
+    assert t.ceiling_s == pytest.approx(c.count * max(c.flops / H200_BF16, c.bytes / H200_HBM), rel=1e-12)
+    b200 = make_setup(hardware="nvidia-b200", topology="2x8", tp=16, stack="vllm")
+    on_b200 = _experts(prefill_op_costs(dataclasses.replace(b200, stack=st), chunk=8192, context=8192))
+    assert {c.dtype for c in on_b200} == {"fp8"}  # the platform's own rule
+    assert st.compute_dtype.of("mxfp4", b200.hardware) == ("fp8", "mxfp4 on nvidia-b200: fp8 (a hand-made rule)")
+
+
+def test_an_unknown_weight_format_in_a_stack_is_refused():
+    src = Source(repo="example/engine", file="moe.py", symbol="M")
+    with pytest.raises(ValueError, match="unknown storage format"):
+        ComputeDtype(formats={"mxfp5": FormatCompute(dtype="fp4", holds="h", sources=(src,))})
