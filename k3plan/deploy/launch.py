@@ -317,7 +317,10 @@ def maxtext_preamble(cfg: LaunchConfig) -> list[str]:
         f"tensor): 1/{cfg.tp} of every expert a device, the bytes priced for EP{cfg.ep}",
     ]
     if cfg.hosts > 1:
-        lines.append(f"# run on each of the {cfg.hosts} hosts (JAX multi-controller: every host runs this command)")
+        lines.append(
+            f"# {cfg.hosts} hosts: run it on each (JAX multi-controller) or once under Pathways"
+            " (MaxText's src/maxtext/inference/jetstream_pathways)"
+        )
     if cfg.model_path not in MAXTEXT_MODEL_NAMES:
         lines.append(
             f': "${{MAXTEXT_CONFIG:?set MAXTEXT_CONFIG to a MaxText config file (base_config: base.yml) that defines '
