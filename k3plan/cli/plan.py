@@ -87,7 +87,8 @@ PlotOpt = Annotated[
 EmitOpt = Annotated[
     Optional[tuple[str, Path]],
     typer.Option(
-        "--emit", help="'launch PATH': write the pick's launch command (vllm serve / sglang / JAX parameters) to PATH."
+        "--emit",
+        help="'launch PATH': write the pick's launch script (vllm serve / sglang / MaxText's JetStream server) to PATH.",
     ),
 ]
 PriceOpt = Annotated[

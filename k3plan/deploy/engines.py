@@ -12,7 +12,19 @@ from k3plan.errors import K3PlanError
 
 VLLM = ("vllm-project/vllm", "vllm/engine/arg_utils.py", "EngineArgs")
 SGLANG = ("sgl-project/sglang", "python/sglang/srt/server_args.py", "ServerArgs")
-MAXTEXT = ("AI-Hypercomputer/maxtext", "src/MaxText/configs/base.yml", "base config")
+# MaxText (AI-Hypercomputer/maxtext@e591f30c, src/maxtext/...; the src/MaxText/ paths are gone): the keys of
+# its config, which pyconfig refuses when unknown (configs/pyconfig.py: "'KEY' not in ..."), the serving entry
+# point that reads them from its command line, and the model names it ships
+MAXTEXT = ("AI-Hypercomputer/maxtext", "src/maxtext/configs/base.yml", "base config")
+MAXTEXT_SERVER = (
+    "AI-Hypercomputer/maxtext",
+    "src/maxtext/inference/maxengine/maxengine_server.py",
+    "__main__: pyconfig.initialize(sys.argv)",
+)
+MAXTEXT_MODELS = ("AI-Hypercomputer/maxtext", "src/maxtext/configs/types.py", "ModelName")
+# k3plan's bundled model -> MaxText's model_name for it (types.py ModelName; configs/models/<name>.yml); a model
+# not here (kimi-k3, kimi-linear-48b-a3b: MaxText has no KDA model) needs a MaxText config file of its own
+MAXTEXT_MODEL_NAMES = {"kimi-k2": "kimi-k2-1t", "deepseek-v3": "deepseek3-671b"}
 
 # engine -> flag (or parameter) -> (repository, file, class) that defines it
 FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
@@ -56,26 +68,33 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
         )
     },
     "jax": {
+        "model_name": MAXTEXT_MODELS,
         **{
             k: MAXTEXT
             for k in (
+                "ici_data_parallelism",
+                "ici_fsdp_parallelism",
                 "ici_tensor_parallelism",
                 "ici_expert_parallelism",
-                "ici_data_parallelism",
-                "ici_pipeline_parallelism",
                 "dcn_data_parallelism",
+                "dcn_tensor_parallelism",
+                "dcn_expert_parallelism",
                 "max_target_length",
                 "max_prefill_predict_length",
                 "per_device_batch_size",
+                "dtype",
             )
         },
-        "kv_cache_dtype": ("k3plan", "k3plan/sharding/stacks/jax-native.yaml", "Stack.kv_cache.dtype"),
     },
 }
 
 # k3plan KV dtype -> engine spelling (None: the engine has no such KV dtype)
 VLLM_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": "fp8_ds_mla", "fp32": None}  # CacheDType
 SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None}  # kv_cache_dtype choices
+# MaxText keeps its KV cache in the activation dtype, `dtype` (types.py DType: bfloat16, float32, float16): the
+# cache is made with the attention's dtype (layers/attentions.py -> inference/kvcache.py KVCache
+# _get_cached_kv_dtype) unless quantize_kvcache, whose kv_quant_dtype is int8 or int4 (types.py), so fp8 has none
+MAXTEXT_KV = {"bf16": "bfloat16", "fp8": None, "fp8_ds_mla": None, "fp32": "float32"}
 
 # k3plan stack -> engine that runs it (dp-attention: per platform, ENGINE_FOR_STACK_ON)
 ENGINE_FOR_STACK = {"vllm": "vllm", "vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}

@@ -1,5 +1,5 @@
 """Launch commands for a chosen configuration: ``vllm serve`` (GPU and TPU), SGLang's
-``python -m sglang.launch_server`` and the JAX stack's parameters.
+``python -m sglang.launch_server`` and, for the JAX stack, MaxText's JetStream server.
 
 Every flag written is in ``FLAG_SOURCES`` with the engine file and class that defines it, read
 from the engines' own argument definitions (tests fail if a flag is emitted without a citation):
@@ -9,9 +9,10 @@ from the engines' own argument definitions (tests fail if a flag is emitted with
 - SGLang: sgl-project/sglang, python/sglang/srt/server_args.py, ``ServerArgs`` (the flag is the
   field name with dashes: ``tp_size`` -> ``--tp-size``); KV dtypes from the ``kv_cache_dtype``
   field's choices.
-- JAX: AI-Hypercomputer/maxtext, src/MaxText/configs/base.yml (ici_*/dcn_* parallelism,
-  max_target_length, max_prefill_predict_length, per_device_batch_size); the KV dtype is
-  k3plan's own jax-native stack parameter (MaxText has no fp8 KV key).
+- JAX: MaxText's JetStream server (AI-Hypercomputer/maxtext@e591f30c,
+  src/maxtext/inference/maxengine/maxengine_server.py: ``pyconfig.initialize(sys.argv)``, a config file then
+  key=value overrides), keys from src/maxtext/configs/base.yml (ici_*/dcn_* parallelism, max_target_length,
+  max_prefill_predict_length, per_device_batch_size, dtype) and the model name from configs/types.py ModelName.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from k3plan.deploy.engines import (  # noqa: F401  # FLAG_SOURCES ... are this m
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
     MAXTEXT,
+    MAXTEXT_KV,
+    MAXTEXT_MODEL_NAMES,
+    MAXTEXT_SERVER,
     SGLANG,
     SGLANG_A2A,
     SGLANG_KV,
@@ -51,6 +55,7 @@ class LaunchConfig(BaseModel):
     dp: int = Field(1, ge=1)
     pp: int = Field(1, ge=1)
     hosts: int = Field(1, ge=1)
+    slices: int = Field(1, ge=1)  # TPU slices (GPU scale-up domains) the devices span: Topology.slices
     max_model_len: int = Field(ge=1)
     max_num_batched_tokens: int = Field(ge=1)  # vLLM token budget a step = SGLang chunked-prefill size
     max_num_seqs: int = Field(ge=1)  # the batch the plan sized memory for
@@ -60,6 +65,8 @@ class LaunchConfig(BaseModel):
     # KDA state slots the engine's state pool holds a running request (Stack.state.slots_per_request); None:
     # the model has no recurrent state or the engine takes no pool size (SGLang: --max-mamba-cache-size)
     state_slots_per_request: int | None = Field(None, ge=1)
+    # the routed experts' FFN width (ModelSpec.moe.expert_intermediate): MaxText splits it over its tensor axis
+    expert_width: int | None = Field(None, ge=1)
     trust_remote_code: bool = True
     # the stack's options chosen away from their defaults that the command does not already write
     # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it)
@@ -71,6 +78,11 @@ class LaunchConfig(BaseModel):
             raise ValueError(
                 f"ep={self.ep}: experts go over the TP ranks or every TP x DP rank; "
                 f"expected 1, {self.tp} or {self.tp * self.dp}"
+            )
+        if (self.tp * self.dp * self.pp) % self.slices:
+            raise ValueError(
+                f"slices={self.slices}: the {self.tp * self.dp * self.pp} devices (tp x dp x pp) do not split "
+                "evenly over them; expected a divisor"
             )
         return self
 
@@ -197,40 +209,124 @@ def sglang_mamba_cache_size(cfg: LaunchConfig) -> int:
 
 
 class JaxParams(BaseModel):
-    """MaxText's parameter names (FLAG_SOURCES["jax"] cites each), in the launch file's order."""
+    """MaxText's config keys the launch overrides (FLAG_SOURCES["jax"] cites each), in the command's order.
+
+    The mesh: MaxText multiplies the ici_* axes into the devices of one slice and the dcn_* axes into the slices
+    (src/maxtext/utils/maxtext_utils.py create_device_mesh -> max_utils.fill_unspecified_mesh_axes, which
+    asserts "Number of devices per slice N does not match the product of the ICI parallelism M" and the same of
+    the slices over DCN). base.yml leaves ici_fsdp_parallelism and dcn_data_parallelism at -1 (filled with what
+    the others leave): both are written, so the file holds the whole mesh; its other axes are 1 in base.yml."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    ici_data_parallelism: int
+    ici_fsdp_parallelism: int
     ici_tensor_parallelism: int
     ici_expert_parallelism: int
-    ici_data_parallelism: int
-    ici_pipeline_parallelism: int
     dcn_data_parallelism: int
+    dcn_tensor_parallelism: int
+    dcn_expert_parallelism: int
     max_target_length: int
     max_prefill_predict_length: int
     per_device_batch_size: int | float  # MaxText takes a fraction: a global batch under one sequence a device
-    kv_cache_dtype: str
+    dtype: str  # MaxText's activation dtype, which its KV cache is held in
 
     def items(self) -> list[tuple[str, int | str]]:
         return [(k, getattr(self, k)) for k in type(self).model_fields]
 
 
 def jax_params(cfg: LaunchConfig) -> JaxParams:
-    """MaxText-style parameters for the JAX stack: parallel sizes over ICI within a slice, DP over
-    DCN across slices (``hosts`` here counts slices when the stack runs multi-slice)."""
-    if cfg.kv_dtype not in ("bf16", "fp8", "fp32"):
-        raise K3PlanError(f"JAX stack: KV dtype {cfg.kv_dtype!r} is a vLLM layout; expected bf16, fp8 or fp32")
+    """The MaxText mesh and serving keys that run the priced split, or a one-line K3PlanError for a split
+    MaxText cannot run as priced (AI-Hypercomputer/maxtext@e591f30c):
+
+    - attention heads, dense MLP and vocabulary split over MaxText's ``tensor`` axis (base.yml logical_axis_rules:
+      heads, mlp, vocab -> tensor): tp is the tensor axis, over all the devices, ICI within a slice and DCN across
+      slices (dcn_tensor_parallelism, as the plan priced TP over the slices' link).
+    - experts: MaxText shards the expert dimension only over its ``expert`` axis ('exp' -> expert; layers/moe.py
+      RoutedMoE: wi/wo kernels ("exp", "embed_moe", "mlp_moe"), get_expert_parallelism_size reads the expert axis)
+      and each expert's FFN width over ``tensor`` (mlp_moe -> tensor). An expert axis beside tp would multiply
+      the devices (the old file's TP16 x EP64 x DP4 = 4,096 on 64); with expert 1 each device holds 1/tp of every
+      expert, the bytes the plan priced for ep = tp experts whole (the width must divide: refused if not).
+      MaxText's own Kimi K2 decode is this mesh (tests/end_to_end/tpu/kimi/Run_Kimi.md: ici_tensor_parallelism=128).
+    - dp > 1: refused. MaxText keeps every sequence's KV cache on each device (base.yml: cache_batch and, for MLA,
+      layers/attention_mla.py's (cache_batch, cache_sequence, cache_heads_none, cache_kv) map to no mesh axis),
+      where jax-native splits it over dp (kv_cache.split_across_dp); and its expert axis would also shard the
+      attention weights (embed -> ... expert), which jax-native holds whole on each DP group.
+    - pp > 1: refused. MaxText's pipeline (layers/pipeline.py) runs the training schedule of microbatches and
+      holds no KV cache.
+    """
+    kv = _kv(cfg, MAXTEXT_KV, "MaxText (its KV cache is in the activation dtype, or int8/int4)")
+    if cfg.pp > 1:
+        raise K3PlanError(
+            f"MaxText launch: pp {cfg.pp} cannot be expressed (MaxText's pipeline, layers/pipeline.py, is a "
+            "training schedule and holds no KV cache); expected pp 1"
+        )
+    if cfg.dp > 1:
+        raise K3PlanError(
+            f"MaxText launch: dp {cfg.dp} cannot be expressed (MaxText holds every sequence's KV cache on each "
+            "device, base.yml cache_batch -> no mesh axis, where the plan splits it over dp); expected dp 1"
+        )
+    if cfg.expert_width is not None and cfg.expert_width % cfg.tp:
+        raise K3PlanError(
+            f"MaxText launch: tp {cfg.tp} does not divide the experts' FFN width {cfg.expert_width} (MaxText splits "
+            "it over the tensor axis, mlp_moe -> tensor); expected a tp that divides it"
+        )
+    per_slice = cfg.tp // cfg.slices  # dp = pp = 1: tp is every device (LaunchConfig: slices divide them)
     return JaxParams(
-        ici_tensor_parallelism=cfg.tp,
-        ici_expert_parallelism=cfg.ep,
-        ici_data_parallelism=cfg.dp,
-        ici_pipeline_parallelism=cfg.pp,
+        ici_data_parallelism=1,
+        ici_fsdp_parallelism=1,
+        ici_tensor_parallelism=per_slice,
+        ici_expert_parallelism=1,
         dcn_data_parallelism=1,
+        dcn_tensor_parallelism=cfg.slices,
+        dcn_expert_parallelism=1,
         max_target_length=cfg.max_model_len,
         max_prefill_predict_length=cfg.max_num_batched_tokens,
         per_device_batch_size=_per_device_batch(cfg.max_num_seqs, cfg.tp * cfg.dp * cfg.pp),
-        kv_cache_dtype=cfg.kv_dtype,
+        dtype=kv,
     )
+
+
+def maxtext_command(cfg: LaunchConfig) -> str:
+    """``python3 -m maxtext.inference.maxengine.maxengine_server CONFIG key=value ...``, run from a MaxText
+    checkout (its maxengine_server_entrypoint.sh runs the same module on base.yml). A model MaxText ships is
+    named (model_name, on base.yml); another needs a MaxText config file that defines it, $MAXTEXT_CONFIG."""
+    params = jax_params(cfg)
+    name = MAXTEXT_MODEL_NAMES.get(cfg.model_path)
+    args: list = ["python3", "-m", "maxtext.inference.maxengine.maxengine_server"]
+    if name is None:
+        args.append("$MAXTEXT_CONFIG")
+    else:
+        args += ["${MAXTEXT_CONFIG:-src/maxtext/configs/base.yml}", f"model_name={name}"]
+    args += [f"{k}={v}" for k, v in params.items()]
+    for a in args[3:]:
+        key = a.split("=", 1)[0]
+        if not a.startswith("$") and key not in FLAG_SOURCES["jax"]:
+            raise AssertionError(f"key {key} has no cited source for MaxText")  # a bug, not input
+    return " ".join(f'"{a}"' if a.startswith("$") else shlex.quote(a) for a in args)
+
+
+def maxtext_preamble(cfg: LaunchConfig) -> list[str]:
+    """The comment lines that say what MaxText will build from the command, and the check that stops a model
+    MaxText does not ship before it runs without its config file."""
+    p = jax_params(cfg)
+    lines = [
+        f"# MaxText mesh: tensor {p.ici_tensor_parallelism} (ICI, the devices of a slice) x {p.dcn_tensor_parallelism}"
+        f" (DCN, the slices) = TP{cfg.tp}; every other ici_*/dcn_* axis 1",
+        f"# experts: MaxText's expert axis 1 ('exp' -> expert), each expert's FFN width over tensor (mlp_moe -> "
+        f"tensor): 1/{cfg.tp} of every expert a device, the bytes priced for EP{cfg.ep}",
+    ]
+    if cfg.hosts > 1:
+        lines.append(
+            f"# {cfg.hosts} hosts: run it on each (JAX multi-controller) or once under Pathways"
+            " (MaxText's src/maxtext/inference/jetstream_pathways)"
+        )
+    if cfg.model_path not in MAXTEXT_MODEL_NAMES:
+        lines.append(
+            f': "${{MAXTEXT_CONFIG:?set MAXTEXT_CONFIG to a MaxText config file (base_config: base.yml) that defines '
+            f'{cfg.model_path}: MaxText ships no model_name for it}}"'
+        )
+    return lines
 
 
 def _per_device_batch(seqs: int, devices: int) -> int | float:
@@ -251,8 +347,7 @@ def launch_text(cfg: LaunchConfig) -> str:
     ]
     # a command is a bash script (--emit launch run.sh; bash run.sh): it stops at the first failure and at an
     # unset variable, and a multi-host one names the variables each host sets before it runs
-    script = ["#!/usr/bin/env bash", "set -euo pipefail"] if cfg.engine != "jax" else []
-    lines = script + header
+    lines = ["#!/usr/bin/env bash", "set -euo pipefail", *header]
     if cfg.engine == "sglang" and cfg.hosts > 1:
         lines += [
             f"# run on each of the {cfg.hosts} hosts, NODE_RANK 0 .. {cfg.hosts - 1}; HEAD_ADDR the address of rank 0",
@@ -260,9 +355,10 @@ def launch_text(cfg: LaunchConfig) -> str:
             ': "${HEAD_ADDR:?set HEAD_ADDR to the address of the host with NODE_RANK 0}"',
         ]
     if cfg.engine == "jax":
-        params = jax_params(cfg)
-        lines += [f"{k}: {v}" for k, v in params.items()]
-        sources = {FLAG_SOURCES["jax"][k] for k, _ in params.items()}
+        cmd = maxtext_command(cfg)
+        lines += [*maxtext_preamble(cfg), cmd]
+        keys = {t.split("=", 1)[0] for t in shlex.split(cmd)[3:] if "=" in t}
+        sources = {MAXTEXT_SERVER} | {FLAG_SOURCES["jax"][k] for k in keys if k in FLAG_SOURCES["jax"]}
     else:
         cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
         lines.append(cmd)

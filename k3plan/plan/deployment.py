@@ -254,6 +254,7 @@ def launch_for(
             dp=pick.dp,
             pp=pick.pp,
             hosts=topology.hosts,
+            slices=topology.slices,
             max_model_len=context,
             max_num_batched_tokens=pick.chunk_tokens,
             max_num_seqs=max(1, max_num_seqs),
@@ -270,6 +271,7 @@ def launch_for(
             state_slots_per_request=stack.state.slots_per_request
             if model.spec.kda is not None and engine == "sglang"
             else None,
+            expert_width=model.spec.moe.expert_intermediate,
             engine_options=engine_options(stack),
         )
         return Launch(config=cfg, text=launch_text(cfg), error=None)

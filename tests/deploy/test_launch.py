@@ -50,10 +50,10 @@ def test_vllm_tpu_command():
 
 def test_jax_params():
     p = jax_params(LaunchConfig(**{**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}))
-    # 64 sequences over 32 TP x 1 DP devices -> 2 a device
-    assert p.ici_tensor_parallelism == 32 and p.ici_expert_parallelism == 32
-    assert p.per_device_batch_size == 2 and p.max_target_length == 131072 and p.kv_cache_dtype == "fp32"
-    assert list(type(p).model_fields) == list(FLAG_SOURCES["jax"])  # every parameter cited, in the same order
+    # 64 sequences over 32 TP devices -> 2 a device; MaxText holds the KV cache in its activation dtype
+    assert p.ici_tensor_parallelism == 32 and p.ici_expert_parallelism == 1
+    assert p.per_device_batch_size == 2 and p.max_target_length == 131072 and p.dtype == "float32"
+    assert list(type(p).model_fields) == [k for k in FLAG_SOURCES["jax"] if k != "model_name"]  # every key cited
 
 
 @pytest.mark.parametrize("cfg, build, engine", [(B200, sglang_command, "sglang"), (V7X, vllm_command, "vllm"),
@@ -78,7 +78,8 @@ def test_launch_text_names_sources():
     ({**V7X, "engine": "sglang"}, sglang_command, "SGLang serves on GPUs"),
     ({**V7X, "dp": 2, "ep": 32}, vllm_command, "cannot be expressed"),
     ({**B200, "dp_attention": False}, sglang_command, "needs DP attention"),
-    ({**V7X, "engine": "jax", "kv_dtype": "fp8_ds_mla"}, jax_params, "vLLM layout"),
+    ({**V7X, "engine": "jax", "kv_dtype": "fp8_ds_mla"}, jax_params, "not a MaxText"),
+    ({**V7X, "engine": "jax", "kv_dtype": "fp8"}, jax_params, "not a MaxText"),
 ])
 def test_combinations_an_engine_cannot_run_are_refused(cfg, build, says):
     with pytest.raises(K3PlanError, match=says) as err:
@@ -164,14 +165,15 @@ def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path
 
 
 def test_jax_batch_is_the_batch_priced_under_one_sequence_a_device():
-    """MaxText's global batch is per_device_batch_size x devices (a fraction allowed): the plan's pick on a
-    2x4x4 v7x slice (TP16 DP4, 64 devices) at 8 sequences wrote per_device_batch_size 1 (max(1, 8 // 64)),
-    a 64-sequence batch, 8x the KV priced; 8 / 64 = 0.125. 64 over TP32 stays the int 2."""
+    """MaxText's global batch is per_device_batch_size x devices (a fraction allowed; maxengine.py: int(
+    per_device_batch_size * mesh.size)): a pick on a 2x4x4 v7x slice (TP64, 64 devices) at 8 sequences wrote
+    per_device_batch_size 1 (max(1, 8 // 64)), a 64-sequence batch, 8x the KV priced; 8 / 64 = 0.125. 64 over
+    TP32 stays the int 2."""
     cfg = {**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}
-    p = jax_params(LaunchConfig(**{**cfg, "tp": 16, "dp": 4, "ep": 64, "max_num_seqs": 8}))
+    p = jax_params(LaunchConfig(**{**cfg, "tp": 64, "ep": 64, "max_num_seqs": 8}))
     assert p.per_device_batch_size == 0.125 and p.per_device_batch_size * 64 == 8
-    assert "per_device_batch_size: 0.125" in launch_text(LaunchConfig(**{**cfg, "tp": 16, "dp": 4, "ep": 64, "max_num_seqs": 8}))
-    assert "per_device_batch_size: 2\n" in launch_text(LaunchConfig(**cfg))
+    assert " per_device_batch_size=0.125 " in launch_text(LaunchConfig(**{**cfg, "tp": 64, "ep": 64, "max_num_seqs": 8}))
+    assert " per_device_batch_size=2 " in launch_text(LaunchConfig(**cfg))
     assert jax_params(LaunchConfig(**{**cfg, "max_num_seqs": 48})).per_device_batch_size == 1.5
 
 
@@ -191,3 +193,94 @@ def test_launch_file_is_a_bash_script_that_stops_without_its_host_rank(cfg, tmp_
         r = subprocess.run(["bash", str(path)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
         assert r.returncode != 0 and "set NODE_RANK to the rank of this host, 0 .. 7" in r.stderr, r.stderr
         assert ' --node-rank "$NODE_RANK" --dist-init-addr "$HEAD_ADDR:5000" ' in text
+
+
+# --- the MaxText launch: a mesh MaxText builds, experts as priced, splits it cannot run refused -------------------
+JAX = {**V7X, "stack": "jax-native", "engine": "jax", "kv_dtype": "fp32", "model_path": "kimi-k3", "expert_width": 3072}
+
+
+def _maxtext_keys(text: str) -> dict[str, str]:
+    cmd = next(ln for ln in text.splitlines() if "maxengine_server" in ln and not ln.startswith("#"))
+    return dict(t.split("=", 1) for t in shlex.split(cmd)[4:] if "=" in t)
+
+
+def _product(keys: dict[str, str], prefix: str) -> int:
+    n = 1
+    for k, v in keys.items():
+        n *= int(v) if k.startswith(prefix) and k.endswith("_parallelism") else 1
+    return n
+
+
+@pytest.mark.parametrize(("cfg", "slices", "per_slice"), [
+    ({**JAX, "tp": 32, "ep": 32, "hosts": 4}, 1, 32),  # the default pick: 2x2x4, 16 chips, 32 devices
+    ({**JAX, "tp": 64, "ep": 64, "hosts": 8, "slices": 2}, 2, 32),  # 2*2x2x4: two 32-device slices over DCN
+])
+def test_maxtext_mesh_multiplies_into_the_devices_of_a_slice_and_the_slices(cfg, slices, per_slice):
+    """MaxText multiplies the ici_* axes into the devices of a slice and the dcn_* into the slices, and asserts
+    both (maxtext_utils.create_device_mesh -> max_utils.fill_unspecified_mesh_axes). The file wrote ici_tensor
+    32 x ici_expert 32 = 1,024 on 32 devices (TP16 EP64 DP4: 4,096 on 64) and dcn_data 1 on any number of slices,
+    so a two-slice pick ran as one. base.yml's -1 axes (ici_fsdp, dcn_data) are written, so nothing is filled."""
+    keys = _maxtext_keys(launch_text(LaunchConfig(**cfg)))
+    assert _product(keys, "ici_") == per_slice and _product(keys, "dcn_") == slices
+    assert keys["ici_fsdp_parallelism"] == "1" and keys["dcn_data_parallelism"] == "1"
+    # experts as priced: MaxText splits the expert dimension over its expert axis only ('exp' -> expert) and each
+    # expert's FFN width over tensor (mlp_moe -> tensor): expert x tensor shards = the ep priced, 1/ep a device
+    expert = int(keys["ici_expert_parallelism"]) * int(keys["dcn_expert_parallelism"])
+    tensor = int(keys["ici_tensor_parallelism"]) * int(keys["dcn_tensor_parallelism"])
+    assert expert * tensor == cfg["ep"] and expert == 1 and 3072 % tensor == 0
+
+
+def test_maxtext_launch_is_a_script_that_names_the_model_or_asks_for_its_config(tmp_path):
+    """The file was key: value lines with no command; now the JetStream server's command, a bash script. MaxText
+    ships no kimi-k3 (configs/types.py ModelName): the script stops before running without a config file."""
+    import subprocess
+
+    path = tmp_path / "run.sh"
+    path.write_text(launch_text(LaunchConfig(**JAX)))
+    assert path.read_text().splitlines()[:2] == ["#!/usr/bin/env bash", "set -euo pipefail"]
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    r = subprocess.run(["bash", str(path)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode != 0 and "set MAXTEXT_CONFIG to a MaxText config file" in r.stderr, r.stderr
+    k2 = launch_text(LaunchConfig(**{**JAX, "model_path": "kimi-k2", "expert_width": 2048}))
+    assert " model_name=kimi-k2-1t " in k2 and "MAXTEXT_CONFIG:?" not in k2
+
+
+@pytest.mark.parametrize(("cfg", "says"), [
+    ({**JAX, "tp": 16, "dp": 4, "ep": 64}, "dp 4 cannot be expressed"),  # the QA's 4,096-device mesh
+    ({**JAX, "tp": 16, "dp": 4, "ep": 16}, "dp 4 cannot be expressed"),
+    ({**JAX, "tp": 16, "ep": 16, "pp": 2, "slices": 2}, "pp 2 cannot be expressed"),
+    ({**JAX, "tp": 7, "ep": 7}, "tp 7 does not divide the experts' FFN width 3072"),
+])
+def test_a_split_maxtext_cannot_run_as_priced_is_refused(cfg, says):
+    with pytest.raises(K3PlanError, match=says) as err:
+        launch_text(LaunchConfig(**cfg))
+    assert "\n" not in str(err.value)
+
+
+def test_plan_emit_launch_refuses_a_dp_pick_in_one_line(cli, tmp_path):
+    """plan's pick at 524,288 tokens x 4 is 4x4x4 TP32 EP128 DP4 on jax-native: the file said ici_tensor 32 x
+    ici_expert 128 x ici_data 4 = 16,384 on 128 devices. MaxText would hold all 4 DP groups' KV on every device."""
+    out = tmp_path / "run.sh"
+    r = cli("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "524288", "--concurrency", "4",
+            "--emit", "launch", out)
+    assert r.exit_code == 2 and "dp 4 cannot be expressed" in r.stderr and not out.exists(), r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_launch_for_passes_the_topology_s_slices():
+    """launch_for gave the launch topology.hosts only; a 2*2x2x4 pick (2 slices) ran as one slice."""
+    from types import SimpleNamespace
+
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.hardware.topology import parse_topology
+    from k3plan.models.loader import load_model
+    from k3plan.plan.deployment import launch_for
+    from k3plan.sharding.stack import load_stack
+
+    hw = load_hardware("tpu-v7x")
+    pick = SimpleNamespace(tp=64, ep=64, dp=1, pp=1, chunk_tokens=8192, kv_dtype="fp32")
+    launch = launch_for(pick=pick, hw=hw, stack=load_stack("jax-native"), topology=parse_topology(hw, "2*2x2x4"),
+                        model=load_model("kimi-k3"), context=131072, max_num_seqs=2)
+    assert launch.config is not None and launch.config.slices == 2 and launch.text is not None
+    keys = _maxtext_keys(launch.text)
+    assert keys["ici_tensor_parallelism"] == "32" and keys["dcn_tensor_parallelism"] == "2"
