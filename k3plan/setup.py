@@ -173,15 +173,18 @@ def make_setup(
     kv_dtype: Optional[str] = None,
     shardspecs: Optional[str] = None,
     pp: Optional[int] = None,
+    spec_verify_tokens: Optional[int] = None,
 ) -> Setup:
-    """``stack`` None: the hardware's default (``sharding.stack.default_stack_for``), named in the notes."""
+    """``stack`` None: the hardware's default (``sharding.stack.default_stack_for``), named in the notes.
+    ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
+    pool as the engine sizes it then: ``Stack.for_spec_decode``)."""
     m = load_model(model)
     hw = load_hardware(hardware)
     notes = []
     if stack is None:
         stack, why = default_stack_for(hw)
         notes.append(why)
-    st = load_stack(stack).with_kv_dtype(kv_dtype)
+    st = load_stack(stack).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens)
     if topology is None:
         topo = default_topology(hw, m, st, tp, ep, dp)
         notes.append(

@@ -216,8 +216,11 @@ CalibrationOpt = Annotated[
 ]
 
 
-def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None, pp=None):
-    """The one place a command turns its shared options into a Setup."""
+def setup_from(
+    *, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None, pp=None, spec_verify_tokens=None
+):
+    """The one place a command turns its shared options into a Setup (``spec_verify_tokens``: fit and
+    roofline with --spec-tokens put it in their options, make_setup)."""
     from k3plan.errors import K3PlanError
     from k3plan.setup import make_setup
 
@@ -236,6 +239,7 @@ def setup_from(*, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, s
         kv_dtype=kv_dtype,
         shardspecs=shardspecs,
         pp=pp,
+        spec_verify_tokens=spec_verify_tokens,
     )
 
 

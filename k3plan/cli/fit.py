@@ -90,6 +90,8 @@ def command(
 
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
+    if spec is not None:  # the engine's state pool with speculative decoding (Stack.for_spec_decode)
+        setup_options = {**setup_options, "spec_verify_tokens": spec.forward_tokens_per_step}
     from k3plan.tiers.prefix import check_prefix_options
 
     check_prefix_options(prefix_hit, prefix_tier)

@@ -86,6 +86,8 @@ def command(
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
+    if spec is not None:  # the engine's state pool with speculative decoding (Stack.for_spec_decode)
+        setup_options = {**setup_options, "spec_verify_tokens": spec.forward_tokens_per_step}
     eff = check_efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=dtype)
     from k3plan.tiers.prefix import check_prefix_options
 

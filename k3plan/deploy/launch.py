@@ -69,7 +69,8 @@ class LaunchConfig(BaseModel):
     expert_width: int | None = Field(None, ge=1)
     trust_remote_code: bool = True
     # the stack's options chosen away from their defaults that the command does not already write
-    # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it)
+    # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it); value ""
+    # for a flag that takes none (--disable-radix-cache)
     engine_options: tuple[tuple[str, str, tuple[str, str, str]], ...] = ()
 
     @model_validator(mode="after")
@@ -388,7 +389,7 @@ def _kv(cfg: LaunchConfig, table: dict[str, str | None], engine: str) -> str:
 def _options(cfg: LaunchConfig) -> list[str]:
     """The options' command-line flags (an option whose "flag" is an environment variable, as
     vllm-tpu's MODEL_IMPL_TYPE, goes before the command: ``_env``)."""
-    return [x for flag, value, _ in cfg.engine_options if flag.startswith("--") for x in (flag, value)]
+    return [x for flag, value, _ in cfg.engine_options if flag.startswith("--") for x in (flag, value) if x != ""]
 
 
 def _env(cfg: LaunchConfig) -> list[str]:

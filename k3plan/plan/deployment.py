@@ -294,6 +294,10 @@ def engine_options(stack: Stack) -> tuple[tuple[str, str, tuple[str, str, str]],
         if opt.sets == "reserve" or opt.flag in ("--kv-cache-dtype", "--enable-expert-parallel"):
             continue
         value = stack.chosen.get(name, str(opt.default))
+        if opt.switch is not None:  # a flag without a value, written alone at its choice (--disable-radix-cache)
+            if value != opt.switch:
+                continue
+            value = ""
         out.append((opt.flag, value, (opt.source.repo, opt.source.file, opt.source.symbol)))
     return tuple(out)
 

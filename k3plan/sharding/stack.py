@@ -80,13 +80,51 @@ class State(_F):
     recurrent_dtype: Literal["f32", "bf16"]
     conv_dtype: Literal["f32", "bf16"]
     shard_by_heads: bool = True
-    slots_per_request: int = Field(1, ge=1, description="KDA state slots one running request holds")
+    slots_per_request: int = Field(
+        1,
+        ge=1,
+        description="KDA state slots one running request holds (where ``ratio`` is given: derived from it, "
+        "``Stack.state_with``)",
+    )
+    ratio: int | None = Field(
+        None,
+        ge=1,
+        description="the slots a running request the engine's pool holds before a cap and speculative decoding "
+        "(SGLang calculate_mamba_ratio); None: ``slots_per_request`` is given as it is",
+    )
+    ratio_spec: int | None = Field(None, ge=1, description="``ratio`` with speculative decoding on (None: ratio)")
+    cap: int | None = Field(None, ge=1, description="an option that caps the ratio whatever the others say")
+    slots_per_verify_token: int = Field(
+        0,
+        ge=0,
+        description="with speculative decoding, the slots a running request more for each token a verify step "
+        "checks (SGLang's intermediate SSM and conv states a draft token)",
+    )
+    verify_tokens: int = Field(0, ge=0, description="tokens a verify step checks (0: no speculative decoding)")
     layer_groups: bool = Field(
         False,
         description="the state pool holds whole layer groups (vLLM's hybrid KV-cache manager: "
         "step.memory.held_state_layers)",
     )
     source: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, data: Any) -> Any:
+        """``slots_per_request`` from ``ratio`` where it is given: the ratio (with speculative decoding
+        ``ratio_spec``), at most ``cap``, plus ``slots_per_verify_token`` x ``verify_tokens``."""
+        if isinstance(data, dict) and data.get("ratio") is not None:
+            spec = int(data.get("verify_tokens") or 0)
+            r = data["ratio_spec"] if spec and data.get("ratio_spec") is not None else data["ratio"]
+            if data.get("cap") is not None:
+                r = min(r, data["cap"])
+            data = {**data, "slots_per_request": r + spec * int(data.get("slots_per_verify_token") or 0)}
+        return data
+
+    def with_(self, **changes: int | None) -> State:
+        """This state with fields changed and ``slots_per_request`` resolved again (model_copy does not
+        validate)."""
+        return State.model_validate({**self.model_dump(), **changes})
 
 
 class Paging(_F):
@@ -318,6 +356,12 @@ class Effect(_F):
     cite: dict[str, Cite] = {}  # citations for the override keys it adds ("role:<key>")
     collectives: Collectives | None = None
     state_slots_per_request: int | None = Field(None, ge=1)
+    state_slots_per_request_spec: int | None = Field(
+        None, ge=1, description="the slots a request with speculative decoding on (State.ratio_spec)"
+    )
+    state_cap: int | None = Field(
+        None, ge=1, description="caps the state slots a request whatever the other options (State.cap); null: no cap"
+    )
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"] | None = None
     platforms: tuple[str, ...] | None = None
     expert_placement: ExpertPlacement | None = None  # a backend whose kernels assert divisibility (DeepEP)
@@ -405,6 +449,11 @@ class Option(_F):
     choices: dict[str, Effect] = {}
     sets: Literal["reserve"] | None = None
     auto: AutoFraction | None = Field(None, description="what the engine derives when the flag is not given")
+    switch: str | None = Field(
+        None,
+        description="a flag that takes no value (argparse store_true): the choice at which the launch writes "
+        "the flag alone; at the other choices it writes nothing",
+    )
     source: Source
 
     @model_validator(mode="after")
@@ -417,6 +466,8 @@ class Option(_F):
             raise ValueError("a fraction option's default must be a number in (0, 1]")
         if self.auto and not self.sets:
             raise ValueError("auto applies to a fraction option (sets: reserve)")
+        if self.switch is not None and self.switch not in self.choices:
+            raise ValueError(f"switch {self.switch!r} is not one of {', '.join(self.choices)}")
         return self
 
 
@@ -518,6 +569,15 @@ class Stack(_F):
                 return opt.auto
         return None
 
+    def for_spec_decode(self, verify_tokens: int | None) -> Stack:
+        """The stack as it runs with speculative decoding checking ``verify_tokens`` tokens a verify step
+        (k3plan's --spec-tokens k: k + 1, SGLang's speculative_num_draft_tokens at topk 1): the state pool
+        holds the engine's ratio with speculative decoding and ``state.slots_per_verify_token`` more slots
+        for each token checked (``State``); itself where that changes nothing (None: no speculative decoding)."""
+        if not verify_tokens or (self.state.ratio is None and not self.state.slots_per_verify_token):
+            return self
+        return self.model_copy(update={"state": self.state.with_(verify_tokens=verify_tokens)})
+
     def for_dp(self, dp: int) -> Stack:
         """The stack as it runs at ``dp`` DP groups: at DP 1 a ``collectives.dp1_experts`` pattern replaces the
         experts' (vLLM's DeepEP backends need DP > 1, else it runs allgather_reducescatter); else itself."""
@@ -613,8 +673,15 @@ class Stack(_F):
         if effect.expert_placement is not None:
             sharding = update.get("sharding", self.sharding)
             update["sharding"] = sharding.model_copy(update={"expert_placement": effect.expert_placement})
+        state: dict[str, int | None] = {}
         if effect.state_slots_per_request is not None:
-            update["state"] = self.state.model_copy(update={"slots_per_request": effect.state_slots_per_request})
+            state["ratio" if self.state.ratio is not None else "slots_per_request"] = effect.state_slots_per_request
+            if self.state.ratio is not None:
+                state["ratio_spec"] = effect.state_slots_per_request_spec
+        if "state_cap" in effect.model_fields_set:  # an explicit null lifts a cap another choice set
+            state["cap"] = effect.state_cap
+        if state:
+            update["state"] = self.state.with_(**state)
         if effect.kv_dtype is not None:
             update["kv_cache"] = self.kv_cache.model_copy(update={"dtype": effect.kv_dtype})
         if effect.platforms is not None:

@@ -281,3 +281,18 @@ def test_sglang_reserve_given_at_its_default_value_is_pinned(cli):
     assert d["stack"] == "sglang:mem_fraction_static=0.88" and "0.875" not in d["provenance"]["reserve"]
     p = cli("plan", "-H", "nvidia-h200", "--stacks", "sglang:mem_fraction_static=0.88", "--context", "131072")
     assert "--mem-fraction-static 0.88 " in p.stdout and "0.875" not in p.stdout
+
+
+def test_sglang_mem_fraction_default_off_a_gpu_is_sglang_jax():
+    """Off an NVIDIA/AMD GPU the sglang stack prices --mem-fraction-static 0.88: SGLang's TPU engine's default
+    (sgl-project/sglang-jax python/sgl_jax/srt/server_args.py ServerArgs.__post_init__: 0.88 off CPU), not
+    memory_hook.py @031ed82d's 0.95, which applies only where get_device_memory_capacity reads no memory
+    (gpu_mem None: neither CUDA nor HIP nor hpu/npu/cpu/xpu/musa). Before, the figure cited 'an older
+    server_args fallback'."""
+    st = load_stack("sglang")
+    opt = st.options["mem_fraction_static"]
+    assert opt.default == 0.88
+    assert "sgl-project/sglang-jax" in opt.source.note and "00f0fbf5" in opt.source.note
+    assert st.reserve_auto(vendor="google") is None and st.reserve_auto(vendor="nvidia") is opt.auto
+    assert st.reserve_fraction(usable_bytes=96 * 2**30, tp=32, pp=1, chunk=8192, vendor="google") == pytest.approx(0.12)
+    assert "sglang-jax" in st.reserve.source  # what fit prints as the reserve's provenance on a TPU
