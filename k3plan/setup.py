@@ -239,6 +239,16 @@ def make_setup(
             f"{at_dp.collectives.experts} instead ({st.collectives.source})"
         )
         st = at_dp
+    at_mesh = st.for_mesh(family=m.spec.family, tp=parallel.tp, dp=parallel.dp, ep=parallel.ep)
+    if at_mesh is not st:
+        sp = st.sequence_parallel_moe
+        assert sp is not None  # for_mesh returns the stack itself without the rule
+        notes.append(
+            f"sequence-parallel MoE: at tp {parallel.tp} x dp {parallel.dp} with expert parallelism, "
+            f"{', '.join(sp.role_overrides)} whole on every device ({sp.sources[0].repo} {sp.sources[0].symbol}; "
+            f"{sp.sources[1].symbol.split(' (')[0]})"
+        )
+        st = at_mesh
     if pp > 1:
         assert st.pipeline is not None  # a stack without pipeline rules refused --pp above
         link = hw.scale_out.name if topo.spans_slices else hw.scale_up.name

@@ -13,7 +13,8 @@ extra-buffer strategy, 1 without the radix cache, and with speculative decoding 
 sharding/stacks/sglang.yaml, ``Stack.for_spec_decode``), what the memory budget counts
 (``CacheLayout.state_bytes_per_sequence`` = slots x slot). Under vLLM's hybrid manager
 (``state.layer_groups``) the pool pads the KDA layers to whole layer groups: a slot holds 72 layer pages
-for K3's 69 (``k3plan.step.memory.held_state_layers``), a step reads 69.
+for K3's 69 (``k3plan.step.memory.held_layers``), a step reads 69; under --pp a KV block may hold more
+MLA pages than the stage has MLA layers (the stage's largest layer group).
 Paging ``hybrid`` (vLLM): every layer gets pages of one size; the attention block (tokens) is
 ``align * ceil(state_page / (align * mla_bytes_per_token))`` per layer per device, the state page
 is padded up to the attention page, and KV is allocated in whole blocks.
@@ -80,7 +81,13 @@ class CacheLayout(BaseModel):
     paging: str
     state_slots_per_sequence: int = Field(1, ge=1, description="state slots the pool holds a running sequence")
     state_layer_groups: bool = Field(
-        False, description="a slot holds whole layer groups (vLLM's hybrid manager: step.memory.held_state_layers)"
+        False, description="a slot holds whole layer groups (vLLM's hybrid manager: step.memory.held_layers)"
+    )
+    model_n_mla: int | None = Field(
+        default=None, description="the whole model's MLA layers where n_mla is a pipeline stage's"
+    )
+    model_n_kda: int | None = Field(
+        default=None, description="the whole model's KDA layers where n_kda is a pipeline stage's"
     )
 
     @model_serializer(mode="wrap")
@@ -92,7 +99,30 @@ class CacheLayout(BaseModel):
             out.pop("state_slots_per_sequence")
         if out.get("state_layer_groups") is False:  # likewise: the key appears only for vLLM's grouped pool
             out.pop("state_layer_groups")
+        for k in ("model_n_mla", "model_n_kda"):  # only a pipeline stage's layout has them
+            if out.get(k) is None:
+                out.pop(k, None)
         return out
+
+    def for_stage(self, *, n_mla: int, n_kda: int) -> CacheLayout:
+        """This layout on a pipeline stage holding ``n_mla`` / ``n_kda`` layers (the whole model's kept)."""
+        return self.model_copy(
+            update={
+                "n_mla": n_mla,
+                "n_kda": n_kda,
+                "model_n_mla": self.n_mla if self.model_n_mla is None else self.model_n_mla,
+                "model_n_kda": self.n_kda if self.model_n_kda is None else self.model_n_kda,
+            }
+        )
+
+    @property
+    def layers_held(self) -> tuple[int, int]:
+        """(MLA pages a KV block, KDA pages a state slot) the pool holds a sequence: ``n_mla`` and ``n_kda``, or
+        whole layer groups under vLLM's hybrid manager (24 and 72 for K3 at pp 1; ``k3plan.step.memory.held_layers``)."""
+        from k3plan.step.memory import held_layers
+
+        mla, kda = held_layers(self.n_mla, self.n_kda, self.state_layer_groups, self.model_n_mla, self.model_n_kda)
+        return int(mla), int(kda)
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -106,10 +136,8 @@ class CacheLayout(BaseModel):
     @property
     def state_layers_held(self) -> int:
         """KDA layer pages a slot holds: ``n_kda``, or whole layer groups under vLLM's hybrid manager (72 for
-        K3's 69; ``k3plan.step.memory.held_state_layers``)."""
-        from k3plan.step.memory import held_state_layers
-
-        return int(held_state_layers(self.n_mla, self.n_kda, self.state_layer_groups))
+        K3's 69; ``k3plan.step.memory.held_layers``)."""
+        return self.layers_held[1]
 
     @property
     def state_bytes_per_sequence(self) -> int:
@@ -124,13 +152,15 @@ class CacheLayout(BaseModel):
                 self.state_bytes_per_layer,
                 self.state_slots_per_sequence,
                 self.state_layer_groups,
+                self.model_n_mla,
+                self.model_n_kda,
             )
         )
 
     def kv_bytes(self, context_tokens: int) -> int:
-        """One sequence's KV on a device, in whole blocks."""
+        """One sequence's KV the pool holds on a device, in whole blocks of ``layers_held[0]`` MLA pages."""
         blocks = math.ceil(context_tokens / self.block_tokens)
-        return self.n_mla * blocks * self.block_tokens * self.kv_bytes_per_token_layer
+        return self.layers_held[0] * blocks * self.block_tokens * self.kv_bytes_per_token_layer
 
     def sequence_bytes(self, context_tokens: int) -> int:
         return self.kv_bytes(context_tokens) + self.state_bytes_per_sequence
@@ -138,9 +168,9 @@ class CacheLayout(BaseModel):
     def max_context(self, bytes_per_sequence: float) -> int:
         """Longest context whose KV fits ``bytes_per_sequence`` after the state, in whole blocks."""
         room = bytes_per_sequence - self.state_bytes_per_sequence
-        if room <= 0 or not self.kv_bytes_per_token_layer or not self.n_mla:
+        if room <= 0 or not self.kv_bytes_per_token_layer or not self.layers_held[0]:
             return 0
-        blocks = int(room // (self.n_mla * self.block_tokens * self.kv_bytes_per_token_layer))
+        blocks = int(room // (self.layers_held[0] * self.block_tokens * self.kv_bytes_per_token_layer))
         return blocks * self.block_tokens
 
 

@@ -358,7 +358,7 @@ def fit(
         lay = layout
         if par.pp > 1:
             st = setup.stages[int(b.stage)]
-            lay = layout.model_copy(update={"n_mla": st.n_mla, "n_kda": st.n_kda})
+            lay = layout.for_stage(n_mla=st.n_mla, n_kda=st.n_kda)
         seqs, room = int(b.sequences), int(b.room_bytes)
         ctx = lay.max_context(room / seqs) if room > 0 else 0
         if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
@@ -368,7 +368,7 @@ def fit(
     per_stage, b = budget_at(temp_bytes)
     if par.pp > 1:
         binding = setup.stages[int(b.stage)]
-        layout = layout.model_copy(update={"n_mla": binding.n_mla, "n_kda": binding.n_kda})
+        layout = layout.for_stage(n_mla=binding.n_mla, n_kda=binding.n_kda)
         wb = setup.stage_weights[int(b.stage)]
         if draft_bytes_per_device:
             wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
@@ -492,6 +492,13 @@ def fit(
                 f"analytic: {layout.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
+                + (
+                    f"; a block holds {layout.layers_held[0]} MLA layer pages (vLLM's hybrid KV-cache manager groups "
+                    f"the whole model's layers; this stage's largest group has {layout.layers_held[0]} layers), a "
+                    f"decode step reads {layout.n_mla}"
+                    if layout.layers_held[0] != layout.n_mla
+                    else ""
+                )
                 + (
                     f"; + speculative-decoding draft KV {draft_kv.bytes_per_token_per_device:,} B a token a device "
                     f"({draft_kv.source})"

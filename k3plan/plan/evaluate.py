@@ -202,7 +202,9 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
     first, inverse = _unique_meshes(space)
     classes = stage_classes(model.inventory)
     per_stack = [
-        mesh_weights(classes=classes, stack=s, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first])
+        mesh_weights(
+            classes=classes, stack=s, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first], family=model.spec.family
+        )
         for s in space.stacks
     ]
     # MeshWeights' fields of the same names, gathered from (stack, unique mesh) to each configuration
@@ -237,7 +239,14 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
             first = rows[first]
             for stage in stages(spec, int(pp), remainder):
                 classes = stage_classes(model.inventory, stage if pp > 1 else None)
-                w = mesh_weights(classes=classes, stack=st, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first])
+                w = mesh_weights(
+                    classes=classes,
+                    stack=st,
+                    tp=c.tp[first],
+                    dp=c.dp[first],
+                    ep_all=c.ep_all[first],
+                    family=model.spec.family,
+                )
                 o = out[stage.index]
                 o.weights_bytes[rows] = w.weights_bytes[inverse]
                 o.replicated_bytes[rows] = w.replicated_bytes[inverse]
@@ -330,13 +339,15 @@ def apply_temp_model(
         # the weights a device depend on the mesh (tp, dp, experts over all devices) alone: each distinct one once
         m_first, m_of = _distinct([tp, dp, ep_all])
         mesh = dict(tp=tp[m_first], dp=dp[m_first], ep_all=ep_all[m_first].astype(bool))
-        scan = mesh_weights(classes=scan_bf16_classes(model.inventory, model.spec, st), stack=st, **mesh).weights_bytes
+        scan = mesh_weights(
+            classes=scan_bf16_classes(model.inventory, model.spec, st), stack=st, family=model.spec.family, **mesh
+        ).weights_bytes
         common = dict(
             form=form_for(st.name),
             act=BYTES[st.activation_dtype],
             weights=[
                 WeightGroup(name=g.name, rep=g.rep, count=g.count, bytes=g.bytes[m_of], params=g.params[m_of])
-                for g in mesh_weight_groups(inventory=model.inventory, stack=st, **mesh)
+                for g in mesh_weight_groups(inventory=model.inventory, stack=st, family=model.spec.family, **mesh)
             ],
             tp=tp,
             ep=ep,

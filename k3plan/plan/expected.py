@@ -38,6 +38,7 @@ def row_setup(*, space: Space, cols: StepColumns, i: int, model: Model):
     mesh, parallel = make_mesh(
         devices=topo.devices, tp=int(cols.tp[i]), ep=int(cols.ep[i]), dp=int(cols.dp[i]), pp=int(cols.pp[i])
     )
+    st = st.for_mesh(family=model.spec.family, tp=parallel.tp, dp=parallel.dp, ep=parallel.ep)
     plan = resolve(
         model.inventory,
         mesh=mesh,

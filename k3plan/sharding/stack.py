@@ -103,8 +103,7 @@ class State(_F):
     verify_tokens: int = Field(0, ge=0, description="tokens a verify step checks (0: no speculative decoding)")
     layer_groups: bool = Field(
         False,
-        description="the state pool holds whole layer groups (vLLM's hybrid KV-cache manager: "
-        "step.memory.held_state_layers)",
+        description="the state pool holds whole layer groups (vLLM's hybrid KV-cache manager: step.memory.held_layers)",
     )
     source: str
 
@@ -349,6 +348,22 @@ class ComputeDtype(_F):
         return dtype, f"{fmt}{where}: {dtype} ({rule.holds})"
 
 
+class SequenceParallelMoe(_F):
+    """The engine's sequence-parallel MoE (vLLM ParallelConfig.use_sequence_parallel_moe): on for a model
+    whose engine MoE block reads it (``families``: k3plan's model family, which config.json's architectures
+    decide), with the option ``option`` at one of ``values``, and TP > 1, DP > 1 and expert parallelism
+    (ep > 1: k3plan's launch passes --enable-expert-parallel whenever ep > 1). Then the MoE input is split
+    over the TP ranks by tokens and the block's ``role_overrides`` apply (vLLM DeepseekV2MoE: the shared
+    experts built with disable_tp, whole on every GPU)."""
+
+    families: tuple[str, ...] = Field(min_length=1)
+    option: str
+    values: tuple[str, ...] = Field(min_length=1)
+    role_overrides: dict[str, dict[str, str | None]]
+    holds: str
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
 class Effect(_F):
     """What one choice of an engine option changes in the stack."""
 
@@ -495,6 +510,7 @@ class Stack(_F):
     logits: Logits
     default_parallel: DefaultParallel = DefaultParallel()
     dp_experts: DpExperts = DpExperts()
+    sequence_parallel_moe: SequenceParallelMoe | None = None
     pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
     default_parallel_source: str = ""
     options: dict[str, Option] = {}
@@ -585,6 +601,34 @@ class Stack(_F):
         if dp != 1 or c.dp1_experts is None:
             return self
         return self.model_copy(update={"collectives": c.model_copy(update={"experts": c.dp1_experts})})
+
+    def sp_moe_on(self, *, family: str, tp: Any, dp: Any, ep: Any) -> Any:
+        """Whether the engine runs sequence-parallel MoE for a model of ``family`` at (tp, dp, ep): ints or
+        numpy columns alike (``SequenceParallelMoe``); False where the stack or the model has no such rule."""
+        sp = self.sequence_parallel_moe
+        if sp is None or family not in sp.families or self.chosen.get(sp.option) not in sp.values:
+            return False
+        return (tp > 1) & (dp > 1) & (ep > 1)
+
+    def for_mesh(self, *, family: str, tp: int, dp: int, ep: int) -> Stack:
+        """The stack as it runs for a model of ``family`` at one (tp, dp, ep): ``with_sp_moe`` where the engine
+        runs sequence-parallel MoE there (``sp_moe_on``), else itself. setup.make_setup and plan's row_setup
+        call it; plan's weight columns read ``sp_moe_on`` over columns (step.weights.sp_moe_rows)."""
+        return self.with_sp_moe() if self.sp_moe_on(family=family, tp=tp, dp=dp, ep=ep) else self
+
+    def with_sp_moe(self) -> Stack:
+        """The stack with its sequence-parallel MoE role overrides merged over the sharding's (and cited)."""
+        sp = self.sequence_parallel_moe
+        if sp is None:
+            return self
+        sh = self.sharding
+        overrides = dict(sh.role_overrides)
+        for role, rules in sp.role_overrides.items():
+            overrides[role] = {**overrides.get(role, {}), **rules}
+        cite = {**sh.cite, **{f"role:{r}": Cite(holds=sp.holds, sources=sp.sources) for r in sp.role_overrides}}
+        return self.model_copy(
+            update={"sharding": sh.model_copy(update={"role_overrides": overrides, "cite": cite if sh.cite else {}})}
+        )
 
     def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:

@@ -31,11 +31,11 @@ def heads_local(heads: int, tp):
     return where(heads % tp == 0, heads // tp, heads)
 
 
-def state_pool_bytes(n_mla, n_kda, state_bytes_per_layer, slots, layer_groups):
+def state_pool_bytes(n_mla, n_kda, state_bytes_per_layer, slots, layer_groups, total_mla=None, total_kda=None):
     """What the state pool holds a running sequence, a device: ``slots`` slots (the stack's
-    ``state.slots_per_request``) of ``held_state_layers`` KDA layer pages each; a decode step reads one slot
+    ``state.slots_per_request``) of ``held_layers`` KDA layer pages each; a decode step reads one slot
     of ``n_kda`` pages. Over ``int | numpy`` columns (budget_terms; CacheLayout.state_bytes_per_sequence)."""
-    return held_state_layers(n_mla, n_kda, layer_groups) * state_bytes_per_layer * slots
+    return held_layers(n_mla, n_kda, layer_groups, total_mla, total_kda)[1] * state_bytes_per_layer * slots
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
@@ -91,19 +91,39 @@ def cache_terms(
     )
 
 
-def held_state_layers(n_mla, n_kda, layer_groups):
-    """KDA layer slots the state pool holds a sequence: ``n_kda``, or under vLLM's hybrid KV-cache manager
-    (``layer_groups``, a stack's ``state.layer_groups``) whole groups. vLLM splits each layer type into
-    groups of ``group_size`` layers -- the smaller type's count, or the larger's when it is under 1.5 x the
-    smaller -- pads the last group of a type, and backs the groups with ``group_size`` tensors each shared by
-    one layer of every group, so a block of any group costs ``group_size`` pages: K3's 69 KDA layers fill
-    3 groups of 24, 72 slots (3 padded), while a decode step reads 69 (vllm-project/vllm
-    vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups).
-    Over ``int | numpy`` columns; ``n_mla``/``n_kda`` the layers a device holds (a pipeline stage's)."""
-    lo, hi = minimum(n_mla, n_kda), maximum(n_mla, n_kda)
-    group = maximum(where(2 * hi < 3 * lo, hi, lo), 1)  # hi < 1.5 x lo, exactly, in integers
-    grouped = layer_groups & (n_mla > 0) & (n_kda > 0)
-    return where(grouped, cdiv(n_kda, group) * group, n_kda)
+def held_layers(n_mla, n_kda, layer_groups, total_mla=None, total_kda=None):
+    """(MLA, KDA) layer pages the pool holds a sequence on a device: ``n_mla`` a KV block and ``n_kda`` a state
+    slot, or under vLLM's hybrid KV-cache manager (``layer_groups``, a stack's ``state.layer_groups``) whole
+    groups. ``n_mla``/``n_kda``: the layers the device holds (a pipeline stage's); ``total_mla``/``total_kda``:
+    the whole model's (default: the same, pp 1). Over ``int | numpy`` columns.
+
+    vLLM groups the whole model's layers, merged over every pipeline stage (get_kv_cache_configs), not a
+    stage's: each type splits into ``cdiv(total, g)`` groups, ``g`` the smaller type's count, or the larger's
+    when it is under 1.5 x the smaller, a group taking the type's layers ``[i::groups]`` (strided, so that
+    every stage gets about its share of each group); each worker keeps the global groups with its own layers
+    only (_project_kv_cache_groups_to_worker) and backs them with ``group_size`` = its largest group's layer
+    count tensors, each shared by one layer of every group, so a block of any group costs ``group_size``
+    pages on that worker; every worker runs the fewest blocks any has (min num_blocks). A sequence takes a
+    block of every group: ``groups x group_size`` pages a type. At pp 1, K3's 24 MLA + 69 KDA: g = 24, MLA 1
+    group, KDA 3 groups of 23, group_size 24: 24 KV pages a block, 72 state pages (3 padded), a step reads
+    69. At pp 2, stage 1 (11 MLA, KDA 0-35: 12 of each KDA group): group_size 12, 12 KV pages a block (one
+    padded) and 36 state pages; stage 2 (13 MLA, 11 of each KDA group): 13 and 39 (vllm-project/vllm@001cabc1
+    vllm/v1/core/kv_cache_utils.py get_kv_cache_configs, _get_kv_cache_groups_uniform_page_size,
+    _project_kv_cache_groups_to_worker, get_kv_cache_config_from_groups). A stage's layers of one type are
+    contiguous in that type's order, so a stage's largest share of one group is ``cdiv(stage's, groups)``."""
+    total_mla = n_mla if total_mla is None else total_mla
+    total_kda = n_kda if total_kda is None else total_kda
+    lo, hi = minimum(total_mla, total_kda), maximum(total_mla, total_kda)
+    g = maximum(where(2 * hi < 3 * lo, hi, lo), 1)  # hi < 1.5 x lo, exactly, in integers
+    groups_mla, groups_kda = cdiv(total_mla, g), cdiv(total_kda, g)
+    group_size = maximum(cdiv(n_mla, maximum(groups_mla, 1)), cdiv(n_kda, maximum(groups_kda, 1)))
+    grouped = layer_groups & (total_mla > 0) & (total_kda > 0)
+    return where(grouped, groups_mla * group_size, n_mla), where(grouped, groups_kda * group_size, n_kda)
+
+
+def held_state_layers(n_mla, n_kda, layer_groups, total_mla=None, total_kda=None):
+    """KDA layer pages a state slot holds (``held_layers``' second): 72 for K3's 69 under vLLM at pp 1."""
+    return held_layers(n_mla, n_kda, layer_groups, total_mla, total_kda)[1]
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
@@ -121,7 +141,7 @@ class BudgetTerms(Generic[C]):
     room_bytes: C  # usable - (weights + temp + reserve): what KV and state may take
     sequence_bytes: C  # one sequence's KV and state
     max_sequences: C  # most sequences the room holds, over the DP groups that split the batch
-    kv_bytes_per_token: C
+    kv_bytes_per_token: C  # KV the pool holds a token (held_layers' MLA pages; a step reads n_mla of them)
     state_bytes_per_sequence: C  # what the state pool holds a sequence: state_slots x one slot (the slot a step reads)
     stage: C | int = 0  # budget_terms: 0; bind: the binding stage, per configuration where the terms are columns
 
@@ -155,8 +175,9 @@ def budget_terms(
     ``state.slots_per_request``): KDA state slots the engine's state pool holds a running sequence (SGLang
     sizes it at 3 or 5 a request, sharding/stacks/sglang.yaml); the budget counts them all, a decode step
     reads one (``cache.state_bytes_per_layer`` a KDA layer, what plan and roofline pass to decode_terms).
-    ``state_layer_groups`` (the stack's ``state.layer_groups``): each slot holds ``held_state_layers`` KDA
-    layers' pages (vLLM: 72 for K3's 69), a decode step reads ``n_kda``."""
+    ``state_layer_groups`` (the stack's ``state.layer_groups``): each slot holds ``held_layers`` KDA layers'
+    pages (vLLM: 72 for K3's 69), a decode step reads ``n_kda``; under pipeline parallelism a KV block holds
+    ``held_layers`` MLA pages too (the stage's largest layer group, which can pass its MLA count)."""
     n_mla = spec.n_mla if n_mla is None else n_mla
     n_kda = spec.n_kda if n_kda is None else n_kda
     reserve = (
@@ -165,8 +186,11 @@ def budget_terms(
     reserve = where(temp_in_reserve, maximum(reserve - temp, 0), reserve)
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache.block_tokens
-    kv_seq = n_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
-    state_seq = state_pool_bytes(n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups)
+    held_mla, _ = held_layers(n_mla, n_kda, state_layer_groups, spec.n_mla, spec.n_kda)
+    kv_seq = held_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
+    state_seq = state_pool_bytes(
+        n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups, spec.n_mla, spec.n_kda
+    )
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)
@@ -180,6 +204,6 @@ def budget_terms(
         room_bytes=room,
         sequence_bytes=per_seq,
         max_sequences=where(per_seq > 0, groups, 0) * where(split_across_dp, dp, 1),
-        kv_bytes_per_token=n_mla * cache.kv_bytes_per_token_layer,
+        kv_bytes_per_token=held_mla * cache.kv_bytes_per_token_layer,
         state_bytes_per_sequence=state_seq,
     )

@@ -41,6 +41,17 @@ class MeshWeights:
     expert_params: np.ndarray  # float64, sum params/shards, routed experts
 
 
+_MESH_COLUMNS = (
+    "weights_bytes",
+    "replicated_bytes",
+    "fallbacks",
+    "dense_bytes",
+    "expert_bytes",
+    "dense_params",
+    "expert_params",
+)
+
+
 def stage_classes(inventory: TensorInventory, stage: Stage | None = None) -> list[TensorClass]:
     """``tensor_classes`` of the tensors a pipeline stage builds (None: every text tensor), worked out
     once an (inventory, stage): plan's weight and stage columns ask for the same classes per stack."""
@@ -101,11 +112,40 @@ def class_shards(
     return column(shards(steps)), fallbacks, (column(num), column(den))
 
 
+def sp_moe_rows(*, stack: Stack, family: str | None, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray) -> np.ndarray:
+    """Per mesh: whether the engine runs sequence-parallel MoE there (``Stack.sp_moe_on``; family None: no
+    model-keyed rule), so that ``Stack.with_sp_moe``'s rules hold its tensors (setup.make_setup at one mesh)."""
+    if family is None:
+        return np.zeros(tp.shape, dtype=bool)
+    ep = np.where(ep_all, tp * dp, tp)
+    return np.broadcast_to(np.asarray(stack.sp_moe_on(family=family, tp=tp, dp=dp, ep=ep), dtype=bool), tp.shape)
+
+
 def mesh_weights(
-    *, classes: list[TensorClass], stack: Stack, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray
+    *,
+    classes: list[TensorClass],
+    stack: Stack,
+    tp: np.ndarray,
+    dp: np.ndarray,
+    ep_all: np.ndarray,
+    family: str | None = None,
 ) -> MeshWeights:
     """Per-device weights for every mesh (tp[i] x dp[i], experts over all devices if ep_all[i]):
-    ``budget.weights.weight_terms``, the sum fit's ``weight_budget`` reads, over columns."""
+    ``budget.weights.weight_terms``, the sum fit's ``weight_budget`` reads, over columns. ``family``: the
+    model's (k3plan.models family), for the stack's model-keyed rules (sequence-parallel MoE, ``sp_moe_rows``)."""
+    on = sp_moe_rows(stack=stack, family=family, tp=tp, dp=dp, ep_all=ep_all)
+    if on.any():
+        sp = mesh_weights(classes=classes, stack=stack.with_sp_moe(), tp=tp, dp=dp, ep_all=ep_all)
+        if on.all():
+            return sp
+        base = mesh_weights(classes=classes, stack=stack, tp=tp, dp=dp, ep_all=ep_all)
+        either = {
+            k: (base.fallback_kinds.get(k, False) & ~on) | (sp.fallback_kinds.get(k, False) & on)
+            for k in {*base.fallback_kinds, *sp.fallback_kinds}
+        }
+        return MeshWeights(
+            **{f: np.where(on, getattr(sp, f), getattr(base, f)) for f in _MESH_COLUMNS}, fallback_kinds=either
+        )
     n = tp.shape[0]
     fallbacks = np.zeros(n, dtype=np.int64)
     kinds: dict[str, np.ndarray] = {}
@@ -139,11 +179,29 @@ def mesh_weights(
 
 
 def mesh_weight_groups(
-    *, inventory: TensorInventory, stack: Stack, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray
+    *,
+    inventory: TensorInventory,
+    stack: Stack,
+    tp: np.ndarray,
+    dp: np.ndarray,
+    ep_all: np.ndarray,
+    family: str | None = None,
 ) -> list:
     """The inventory's weight groups (step/ops.py) with one tensor's bytes and params a device per
-    mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns)."""
+    mesh: the op list's weights over columns (sums: ``mesh_weights``' dense/expert columns). ``family``:
+    as ``mesh_weights``."""
+    from dataclasses import replace
+
     from k3plan.step.ops import weight_groups
+
+    on = sp_moe_rows(stack=stack, family=family, tp=tp, dp=dp, ep_all=ep_all)
+    if on.any():
+        base = mesh_weight_groups(inventory=inventory, stack=stack, tp=tp, dp=dp, ep_all=ep_all)
+        sp = mesh_weight_groups(inventory=inventory, stack=stack.with_sp_moe(), tp=tp, dp=dp, ep_all=ep_all)
+        return [
+            replace(a, bytes=np.where(on, b.bytes, a.bytes), params=np.where(on, b.params, a.params))
+            for a, b in zip(base, sp, strict=True)
+        ]
 
     replayed: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # groups apart by name, format or kind may shard alike
 

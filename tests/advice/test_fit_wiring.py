@@ -174,7 +174,9 @@ def test_batch_advice_under_pp_caps_at_the_fewest_sequences_any_stage_holds(cli)
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "8", "--pp", "2", "--stack", "vllm")
     cap = d["capacity"]["max_sequences"]
     pd = d["per_device"]
-    assert pd["kv_bytes_per_token"] == 11 * 576 * 2  # the binding stage's (stage 1's) 11 MLA layers
+    # the binding stage's (stage 1's) 11 MLA layers, held as 12 pages a block: vLLM groups the whole model's
+    # layers and stage 1's largest group has 12 (12 of each KDA group; step.memory.held_layers)
+    assert pd["kv_bytes_per_token"] == 12 * 576 * 2
     # stage 1 alone would hold more: (its room) // (its KV + state a sequence), by hand
     per_seq = pd["kv_bytes_per_token"] * 131072 + pd["state_bytes_per_sequence"]
     own = (pd["free_bytes"] + pd["kv_bytes"] + pd["state_bytes"]) // per_seq

@@ -95,13 +95,15 @@ def test_k3_on_2x8_h200_tp8_pp2_per_device_bytes():
 def test_the_tighter_stage_binds():
     s = make_setup(hardware="nvidia-h200", topology="2x8", tp=8, pp=2, stack="vllm")
     kv_layer = 576 * BF16  # MLA latent + rope a token a layer, whole on every TP rank
-    # batch 1 at 128K: stage 1 holds 350 MB more weights but 2 fewer MLA layers (2 x 131,072 x 1,152 =
-    # 302 MB of KV) -> stage 1 has the least free bytes and binds
+    # batch 1 at 128K: stage 1 holds 350 MB more weights but 2 fewer MLA layers; vLLM groups the whole model's
+    # layers (MLA 1 group of 24, KDA 3 of 23), and stage 1's largest group has 12 layers (12 of each KDA group),
+    # so a block there holds 12 MLA pages (11 + 1 padded), stage 2's 13: 131,072 x 1,152 = 151 MB less KV
+    # -> stage 1 has the least free bytes and binds (step.memory.held_layers)
     r1 = fit(s, Workload(context_tokens=131072, batch=1))
     assert r1.per_device.weights_bytes == STAGE1
-    assert r1.per_device.kv_bytes_per_token == 11 * kv_layer
+    assert r1.per_device.kv_bytes_per_token == 12 * kv_layer
     assert any("stage 1/2: layers 0-46" in n and "(binds)" in n for n in r1.notes)
-    # batch 8: the 2 extra MLA layers' KV (8 x 302 MB) outweigh the 350 MB -> stage 2 binds
+    # batch 8: the extra MLA page's KV (8 x 151 MB) outweighs the 350 MB -> stage 2 binds
     r8 = fit(s, Workload(context_tokens=131072, batch=8))
     assert r8.per_device.weights_bytes == STAGE2
     assert r8.per_device.kv_bytes_per_token == 13 * kv_layer
