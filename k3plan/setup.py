@@ -245,8 +245,8 @@ def make_setup(
         assert sp is not None  # for_mesh returns the stack itself without the rule
         notes.append(
             f"sequence-parallel MoE: at tp {parallel.tp} x dp {parallel.dp} with expert parallelism, "
-            f"{', '.join(sp.role_overrides)} whole on every device ({sp.sources[0].repo} {sp.sources[0].symbol}; "
-            f"{sp.sources[1].symbol.split(' (')[0]})"
+            f"{', '.join(sp.role_overrides)} whole on every device ({sp.sources[0].repo} "
+            f"{'; '.join(s.symbol.split(' (')[0] for s in sp.sources[:2])})"
         )
         st = at_mesh
     if pp > 1:
