@@ -81,6 +81,8 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
                 "dcn_expert_parallelism",
                 "max_target_length",
                 "max_prefill_predict_length",
+                "use_chunked_prefill",
+                "prefill_chunk_size",
                 "per_device_batch_size",
                 "dtype",
             )

@@ -12,7 +12,7 @@ from the engines' own argument definitions (tests fail if a flag is emitted with
 - JAX: MaxText's JetStream server (AI-Hypercomputer/maxtext@e591f30c,
   src/maxtext/inference/maxengine/maxengine_server.py: ``pyconfig.initialize(sys.argv)``, a config file then
   key=value overrides), keys from src/maxtext/configs/base.yml (ici_*/dcn_* parallelism, max_target_length,
-  max_prefill_predict_length, per_device_batch_size, dtype) and the model name from configs/types.py ModelName.
+  max_prefill_predict_length, use_chunked_prefill, prefill_chunk_size, per_device_batch_size, dtype) and the model name from configs/types.py ModelName.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ class LaunchConfig(BaseModel):
     max_model_len: int = Field(ge=1)
     max_num_batched_tokens: int = Field(ge=1)  # vLLM token budget a step = SGLang chunked-prefill size
     max_num_seqs: int = Field(ge=1)  # the batch the plan sized memory for
+    # the tokens a request generates (plan's --osl; 1 when the workload names none, as plan's SLA targets take
+    # it): the prompt is what the context leaves (MaxText sizes its prefill cache for it, jax_params)
+    max_output_tokens: int = Field(1, ge=1)
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
     memory_fraction: float = Field(gt=0.0, le=1.0)
     dp_attention: bool = False
@@ -229,6 +232,8 @@ class JaxParams(BaseModel):
     dcn_expert_parallelism: int
     max_target_length: int
     max_prefill_predict_length: int
+    use_chunked_prefill: bool
+    prefill_chunk_size: int
     per_device_batch_size: int | float  # MaxText takes a fraction: a global batch under one sequence a device
     dtype: str  # MaxText's activation dtype, which its KV cache is held in
 
@@ -255,6 +260,17 @@ def jax_params(cfg: LaunchConfig) -> JaxParams:
       attention weights (embed -> ... expert), which jax-native holds whole on each DP group.
     - pp > 1: refused. MaxText's pipeline (layers/pipeline.py) runs the training schedule of microbatches and
       holds no KV cache.
+    - prompts: max_prefill_predict_length is the longest prompt, not a chunk: JetStream pads a prompt to it and
+      keeps only its last max_prefill_predict_length tokens (AI-Hypercomputer/JetStream@acd4f5ad
+      jetstream/core/orchestrator.py _process_prefill_content -> engine/token_utils.py pad_tokens), and MaxText's
+      KV cache holds it as a prefill part of that length plus an autoregressive part of max_target_length minus
+      it, refusing an empty one (inference/kvcache.py KVCache _initialize_prefill_caches /
+      _initialize_ar_cache_vars). So it is the context less the generated tokens; the priced chunk is MaxText's
+      prefill_chunk_size with use_chunked_prefill (types.py; JetStream's prefill thread splits a prompt of at least
+      a chunk into chunks padded to the chunk, engine/chunked_prefill.py, each a MaxEngine.prefill with
+      existing_prefix). A chunk is written whole into the prefill cache (kvcache.py kv_cache_chunked_prefill
+      asserts previous + chunk <= max_prefill_length), so a prompt of a chunk or more is rounded down to whole
+      chunks: the longest prompt MaxText then prefills without failing that assert.
     """
     kv = _kv(cfg, MAXTEXT_KV, "MaxText (its KV cache is in the activation dtype, or int8/int4)")
     if cfg.pp > 1:
@@ -272,6 +288,14 @@ def jax_params(cfg: LaunchConfig) -> JaxParams:
             f"MaxText launch: tp {cfg.tp} does not divide the experts' FFN width {cfg.expert_width} (MaxText splits "
             "it over the tensor axis, mlp_moe -> tensor); expected a tp that divides it"
         )
+    prompt = cfg.max_model_len - cfg.max_output_tokens
+    if prompt < 1:
+        raise K3PlanError(
+            f"MaxText launch: context {cfg.max_model_len} leaves no prompt after {cfg.max_output_tokens} generated "
+            "tokens (MaxText's KV cache is the prompt's part plus the generated part); expected a longer context"
+        )
+    chunk = cfg.max_num_batched_tokens
+    longest = prompt if prompt < chunk else prompt // chunk * chunk
     per_slice = cfg.tp // cfg.slices  # dp = pp = 1: tp is every device (LaunchConfig: slices divide them)
     return JaxParams(
         ici_data_parallelism=1,
@@ -282,7 +306,9 @@ def jax_params(cfg: LaunchConfig) -> JaxParams:
         dcn_tensor_parallelism=cfg.slices,
         dcn_expert_parallelism=1,
         max_target_length=cfg.max_model_len,
-        max_prefill_predict_length=cfg.max_num_batched_tokens,
+        max_prefill_predict_length=longest,
+        use_chunked_prefill=True,
+        prefill_chunk_size=chunk,
         per_device_batch_size=_per_device_batch(cfg.max_num_seqs, cfg.tp * cfg.dp * cfg.pp),
         dtype=kv,
     )
@@ -299,7 +325,7 @@ def maxtext_command(cfg: LaunchConfig) -> str:
         args.append("$MAXTEXT_CONFIG")
     else:
         args += ["${MAXTEXT_CONFIG:-src/maxtext/configs/base.yml}", f"model_name={name}"]
-    args += [f"{k}={v}" for k, v in params.items()]
+    args += [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()]
     for a in args[3:]:
         key = a.split("=", 1)[0]
         if not a.startswith("$") and key not in FLAG_SOURCES["jax"]:
@@ -311,11 +337,24 @@ def maxtext_preamble(cfg: LaunchConfig) -> list[str]:
     """The comment lines that say what MaxText will build from the command, and the check that stops a model
     MaxText does not ship before it runs without its config file."""
     p = jax_params(cfg)
+    whole = (
+        ", rounded down to whole chunks"
+        if p.max_prefill_predict_length != cfg.max_model_len - cfg.max_output_tokens
+        else ""
+    )
+    how = (
+        f"prefilled in chunks of {p.prefill_chunk_size:,} (the priced chunk)"
+        if p.max_prefill_predict_length >= p.prefill_chunk_size
+        else f"each prefilled whole (under the priced chunk of {p.prefill_chunk_size:,}, JetStream does not chunk it)"
+    )
     lines = [
         f"# MaxText mesh: tensor {p.ici_tensor_parallelism} (ICI, the devices of a slice) x {p.dcn_tensor_parallelism}"
         f" (DCN, the slices) = TP{cfg.tp}; every other ici_*/dcn_* axis 1",
         f"# experts: MaxText's expert axis 1 ('exp' -> expert), each expert's FFN width over tensor (mlp_moe -> "
         f"tensor): 1/{cfg.tp} of every expert a device, the bytes priced for EP{cfg.ep}",
+        f"# prompts up to {p.max_prefill_predict_length:,} tokens (the context {cfg.max_model_len:,} less "
+        f"{cfg.max_output_tokens:,} generated{whole}), {how}; JetStream keeps only the last "
+        f"{p.max_prefill_predict_length:,} tokens of a longer one",
     ]
     if cfg.hosts > 1:
         lines.append(

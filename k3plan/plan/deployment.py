@@ -240,6 +240,7 @@ def launch_for(
     model: Model,
     context: int,
     max_num_seqs: int,
+    output_tokens: int = 1,
 ) -> Launch:
     try:
         engine = engine_for_stack(stack.name, hw.kind)
@@ -258,6 +259,7 @@ def launch_for(
             max_model_len=context,
             max_num_batched_tokens=pick.chunk_tokens,
             max_num_seqs=max(1, max_num_seqs),
+            max_output_tokens=output_tokens,
             kv_dtype=pick.kv_dtype,
             memory_fraction=1.0
             - stack.reserve_fraction(

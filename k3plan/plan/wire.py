@@ -198,22 +198,44 @@ def apply_sla(
             )
         seqs = pick.sla_row().in_flight_sequences or batch
         pick_x = pick_extras(
-            space=space, pick=pick, model=model, context=context, max_num_seqs=int(np.ceil(seqs)), load_gbps=load_gbps
+            space=space,
+            pick=pick,
+            model=model,
+            context=context,
+            max_num_seqs=int(np.ceil(seqs)),
+            load_gbps=load_gbps,
+            output_tokens=targets.osl_tokens,
         )
     extra = PlanExtras(sla=targets, pareto=pareto, disaggregated=dis, pick=pick_x, assumptions=assumptions)
     return ranked, fams, ordered, extra
 
 
 def pick_extras(
-    *, space: Space, pick: PlanRow, model: Model, context: int, max_num_seqs: int, load_gbps: float | None
+    *,
+    space: Space,
+    pick: PlanRow,
+    model: Model,
+    context: int,
+    max_num_seqs: int,
+    load_gbps: float | None,
+    output_tokens: int = 1,
 ) -> PickExtras:
-    """The launch command and (given --load-gbps) the cold start of the chosen row."""
+    """The launch command and (given --load-gbps) the cold start of the chosen row; ``output_tokens`` a
+    request generates (--osl; 1 without it, as the SLA targets take it), which leaves the prompt its launch
+    accepts."""
     hw = next(h for h in space.hardware if h.name == pick.hardware)
     stack = next(s for s in space.stacks if s.label == pick.stack)
     topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick.topology)
     return PickExtras(
         launch=launch_for(
-            pick=pick, hw=hw, stack=stack, topology=topo, model=model, context=context, max_num_seqs=max_num_seqs
+            pick=pick,
+            hw=hw,
+            stack=stack,
+            topology=topo,
+            model=model,
+            context=context,
+            max_num_seqs=max_num_seqs,
+            output_tokens=output_tokens,
         ),
         cold_start=None
         if load_gbps is None

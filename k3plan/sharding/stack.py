@@ -321,13 +321,22 @@ class FormatCompute(_F):
         return self.dtype, "default"
 
 
+# ops whose weights the engine re-makes at load, so their matmuls need not run in the checkpoint format's dtype
+# (k3plan.step.ops tags them, Op.compute_role): decode's absorbed MLA runs kv_b_proj as the W_UK / W_UV
+# batched matmuls built from it
+COMPUTE_ROLES = ("mla_absorbed",)
+
+
 class ComputeDtype(_F):
     """The matmul compute dtype by runtime weight format (``formats``: mxfp4, fp8_block, ...), each cited
-    to the engine kernel that runs it; a format not listed computes in ``default``."""
+    to the engine kernel that runs it; a format not listed computes in ``default``. ``roles``: an op the
+    engine runs on weights it re-made at load (COMPUTE_ROLES), whatever the format; a role not listed
+    falls back to its weight's format."""
 
     default: Literal["bf16", "fp8", "fp4", "int8"] = "bf16"
     default_source: str = "not declared by the stack: k3plan assumes the activations' bf16"
     formats: dict[str, FormatCompute] = {}
+    roles: dict[Literal["mla_absorbed"], FormatCompute] = {}
 
     @model_validator(mode="after")
     def _known_formats(self) -> ComputeDtype:
@@ -338,8 +347,14 @@ class ComputeDtype(_F):
             raise ValueError(f"compute_dtype.formats: unknown storage format(s) {unknown}; known: {', '.join(FORMATS)}")
         return self
 
-    def of(self, fmt: str, hw: Any) -> tuple[str, str]:
-        """(dtype, why) of a matmul over weights held in ``fmt`` on the HardwareSpec ``hw``."""
+    def of(self, fmt: str, hw: Any, role: str | None = None) -> tuple[str, str]:
+        """(dtype, why) of a matmul over weights held in ``fmt`` on the HardwareSpec ``hw``; ``role``: the
+        op's compute role (Op.compute_role), which a rule in ``roles`` decides before the format."""
+        by_role = self.roles.get(role) if role is not None else None  # type: ignore[call-overload]
+        if by_role is not None:
+            dtype, tag = by_role.on(hw)
+            where = "" if tag == "default" else f" on {tag}"
+            return dtype, f"{role} ({fmt} weights){where}: {dtype} ({by_role.holds})"
         rule = self.formats.get(fmt)
         if rule is None:
             return self.default, f"{fmt}: {self.default} ({self.default_source})"

@@ -20,10 +20,11 @@ class OpDtype:
     note: str | None = None  # set where the declared dtype has no peak on this hardware
 
 
-def op_dtype(stack: Any, hw: Any, fmt: str) -> OpDtype:
+def op_dtype(stack: Any, hw: Any, fmt: str, role: str | None = None) -> OpDtype:
     """The compute dtype of a matmul over weights held in runtime format ``fmt`` (``stack``: a Stack,
-    ``hw``: a HardwareSpec)."""
-    declared, why = stack.compute_dtype.of(fmt, hw)
+    ``hw``: a HardwareSpec); ``role``: the op's compute role (``Op.compute_role``: mla_absorbed), which the
+    stack may declare apart from the format (``ComputeDtype.roles``)."""
+    declared, why = stack.compute_dtype.of(fmt, hw, role)
     key = DTYPE_ALIASES.get(declared, declared)
     entry = hw.file.flops_per_device.get(key)
     if entry is not None and not entry.unsupported:
@@ -35,16 +36,16 @@ def op_dtype(stack: Any, hw: Any, fmt: str) -> OpDtype:
     )
 
 
-def dtype_of_setup(setup: Any) -> Callable[[Tensor], OpDtype]:
-    """Tensor -> OpDtype for one Setup's stack and hardware (the runtime format from the tensor's checkpoint
-    format and role, ``Stack.runtime_format``), worked out once a format."""
-    held: dict[str, OpDtype] = {}
+def dtype_of_setup(setup: Any) -> Callable[[Tensor, str | None], OpDtype]:
+    """(Tensor, compute role) -> OpDtype for one Setup's stack and hardware (the runtime format from the
+    tensor's checkpoint format and role, ``Stack.runtime_format``), worked out once a format and role."""
+    held: dict[tuple[str, str | None], OpDtype] = {}
     stack, hw = setup.stack, setup.hardware
 
-    def of(t: Tensor) -> OpDtype:
-        fmt = stack.runtime_format(t.role, t.fmt)
-        if fmt not in held:
-            held[fmt] = op_dtype(stack, hw, fmt)
-        return held[fmt]
+    def of(t: Tensor, role: str | None = None) -> OpDtype:
+        key = (stack.runtime_format(t.role, t.fmt), role)
+        if key not in held:
+            held[key] = op_dtype(stack, hw, key[0], role)
+        return held[key]
 
     return of

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from k3plan.models.inventory import Tensor, TensorInventory
@@ -46,6 +46,11 @@ if TYPE_CHECKING:
     from k3plan.step.live import LiveAt
 
 MATMUL_ROLES = ("attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head")
+# decode's absorbed MLA: kv_b_proj's params run as the W_UK (query into the latent) and W_UV (latent out to the
+# values) batched matmuls the engine splits from it at load -- the same params and FLOPs a token, in the dtype
+# the stack declares for the role (sharding.stack.COMPUTE_ROLES; vllm.yaml / sglang.yaml compute_dtype.roles)
+MLA_ABSORBED = "mla_absorbed"
+ABSORBED_LEAF = "self_attn.kv_b_proj"
 Col = Any  # int | float | numpy array
 
 
@@ -91,6 +96,9 @@ class Op:
     # collectives: on the scale-out link (its group's span, ``group_spans``, crosses a scale-up domain:
     # ``crosses``; the pipeline send: ``roofline.comm.pipeline_link``), else on the scale-up link
     scale_out: Col = False
+    # weight ops the engine runs on weights it re-made at load (Stack.compute_dtype.roles decides their dtype):
+    # decode's kv_b_proj, run by vLLM and SGLang as the absorbed W_UK / W_UV batched matmuls (MLA_ABSORBED)
+    compute_role: str | None = None
 
     @property
     def bytes(self):
@@ -220,9 +228,14 @@ def decode_ops(
 ) -> list[Op]:
     """The compute ops of one decode step (collectives: ``collective_ops``); with ``live``, each op's
     buffers live at its peak (k3plan.step.live) for ``seqs`` sequences of one query over ``context``."""
-    ops = weight_ops(
-        spec, weights=weights, rows=seqs, sequences=seqs, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
-    )
+    ops = [
+        replace(op, compute_role=MLA_ABSORBED)
+        if op.tensor is not None and leaf_name(op.tensor) == ABSORBED_LEAF
+        else op
+        for op in weight_ops(
+            spec, weights=weights, rows=seqs, sequences=seqs, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
+        )
+    ]
     mla_split = heads_split(spec.mla.heads, tp)
     if spec.n_mla:
         ops.append(
@@ -696,14 +709,14 @@ def step_sum(ops: list[Op], field: str):
     return sum(op.count * getattr(op, field) for op in ops)
 
 
-def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor], OpDtype] | None = None) -> list:
+def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor, str | None], OpDtype] | None = None) -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); a collective
     runs on its own link (``Op.scale_out``: where its group crosses a scale-up domain, and the pipeline send
     where ``roofline.comm.pipeline_link`` says). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
     roofline's collective time as its ceiling (tests/step/test_ops.py). ``dtype_of``: the compute dtype of a
-    weight matmul by its tensor (``step.compute.dtype_of_setup``: the stack's, by runtime format and
-    platform); None: every op at OpCost's default (bf16)."""
+    weight matmul by its tensor and compute role (``step.compute.dtype_of_setup``: the stack's, by runtime format,
+    role and platform); None: every op at OpCost's default (bf16)."""
     from k3plan.speed.ops import OpCost
 
     kinds = {
@@ -729,7 +742,7 @@ def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor], OpDtype] | None = No
             "bytes": round(float(op.bytes)),
         }
         if op.kind in ("matmul", "grouped_matmul") and dtype_of is not None and op.tensor is not None:
-            d = dtype_of(op.tensor)
+            d = dtype_of(op.tensor, op.compute_role)
             common["dtype"] = d.dtype
             if d.note:
                 common["dtype_note"] = d.note

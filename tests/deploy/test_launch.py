@@ -284,3 +284,40 @@ def test_launch_for_passes_the_topology_s_slices():
     assert launch.config is not None and launch.config.slices == 2 and launch.text is not None
     keys = _maxtext_keys(launch.text)
     assert keys["ici_tensor_parallelism"] == "32" and keys["dcn_tensor_parallelism"] == "2"
+
+
+@pytest.mark.parametrize(("cfg", "longest", "chunk"), [
+    # the default pick: 131,072 - 1 generated = 131,071, in whole 8,192 chunks: 15 x 8,192 = 122,880
+    ({**JAX, "max_model_len": 131072, "max_num_batched_tokens": 8192}, 122880, 8192),
+    # --isl 100,000 --osl 2,048 in 102,048 tokens: 100,000 = 12 x 8,192 + 1,696 -> 98,304
+    ({**JAX, "max_model_len": 102048, "max_output_tokens": 2048, "max_num_batched_tokens": 8192}, 98304, 8192),
+    # a prompt under one chunk: JetStream prefills it whole (orchestrator: true_length >= prefill_chunk_size)
+    ({**JAX, "max_model_len": 4500, "max_output_tokens": 500, "max_num_batched_tokens": 8192}, 4000, 8192),
+])
+def test_maxtext_accepts_the_priced_prompt_and_prefills_it_in_the_priced_chunk(cfg, longest, chunk):
+    """max_prefill_predict_length was the chunk (8,192): JetStream keeps the last max_prefill_predict_length tokens
+    of a prompt (orchestrator._process_prefill_content -> token_utils.pad_tokens), so the 131,072-token row's
+    100k prompt lost 92k tokens. Now the prompt the context leaves, chunked by MaxText's use_chunked_prefill."""
+    keys = _maxtext_keys(launch_text(LaunchConfig(**cfg)))
+    assert keys["max_prefill_predict_length"] == str(longest)
+    assert keys["use_chunked_prefill"] == "true" and keys["prefill_chunk_size"] == str(chunk)
+    # MaxText's KV cache: a prefill part + a non-empty autoregressive part (kvcache.py); a whole number of chunks
+    # of a prompt of a chunk or more fits the prefill part (kv_cache_chunked_prefill's assert)
+    assert longest < int(keys["max_target_length"]) == cfg["max_model_len"]
+    assert longest < chunk or longest % chunk == 0
+
+
+def test_maxtext_refuses_a_context_that_leaves_no_prompt():
+    with pytest.raises(K3PlanError, match="leaves no prompt after 500 generated"):
+        launch_text(LaunchConfig(**{**JAX, "max_model_len": 500, "max_output_tokens": 500}))
+
+
+def test_plan_launch_takes_the_osl_off_the_context(cli, tmp_path):
+    out = tmp_path / "run.sh"
+    r = cli("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--isl", "100000", "--osl", "2048",
+            "--emit", "launch", out)
+    assert r.exit_code == 0, r.output
+    keys = _maxtext_keys(out.read_text())
+    chunk = int(keys["prefill_chunk_size"])
+    assert keys["max_target_length"] == "102048"
+    assert int(keys["max_prefill_predict_length"]) == 100000 // chunk * chunk

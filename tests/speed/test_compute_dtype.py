@@ -86,3 +86,33 @@ def test_an_unknown_weight_format_in_a_stack_is_refused():
     src = Source(repo="example/engine", file="moe.py", symbol="M")
     with pytest.raises(ValueError, match="unknown storage format"):
         ComputeDtype(formats={"mxfp5": FormatCompute(dtype="fp4", holds="h", sources=(src,))})
+
+
+def test_deepseek_v3_absorbed_mla_decode_runs_kv_b_in_bf16_on_vllm_and_prefill_keeps_fp8(cli):
+    """vLLM dequantizes the block-fp8 kv_b_proj to bf16 at load and decode runs it as the absorbed W_UK_T / W_UV
+    bf16 bmm (mla_attention.py process_weights_after_loading, _v_up_proj); prefill's MHA path calls the fp8
+    kv_b_proj itself. The decode op was timed at the fp8 peak. At batch 160 it is compute-bound in bf16
+    (2 x 160 = 320 FLOP a stored fp8 byte over 989/4.8 = 206) but memory-bound in fp8 (over 1979/4.8 = 412),
+    so its label said HBM traffic; now bf16 matmul."""
+    from k3plan.speed.stage import decode_op_costs
+
+    s = make_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", tp=8, stack="vllm")
+    kv_b = next(c for c in decode_op_costs(s, batch=160, context=4096) if c.name == "mla.self_attn.kv_b_proj")
+    assert kv_b.dtype == "bf16" and kv_b.dtype_note is None
+    pre = next(c for c in prefill_op_costs(s, chunk=8192, context=8192) if c.name == "mla.self_attn.kv_b_proj")
+    assert pre.dtype == "fp8"
+    r = cli("roofline", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--stack", "vllm",
+            "--batch", "160", "--context", "4096", "--json")
+    assert r.exit_code == 0, r.output
+    import json
+
+    op = next(o for o in json.loads(r.stdout)["expected"]["decode"]["ops"] if o["name"] == "mla.self_attn.kv_b_proj")
+    assert "bf16 matmul" in op["label"], op["label"]
+    # 61 MLA layers x 2 FLOPs x kv_b_proj's params a device (kv_lora 512 x 128 heads / TP 8 x (128 nope + 128 v))
+    # x 160 rows, at the bf16 peak
+    assert op["ceiling_s"] == pytest.approx(61 * 2 * (512 * 16 * 256) * 160 / H200_BF16, rel=1e-9)
+    # SGLang on CUDA: w_kc / w_vc dequantized to bf16 (deepseek_v2.py post_load_weights); on HIP per-tensor fp8
+    for stack in ("sglang", "dp-attention"):
+        st = load_stack(stack)
+        assert st.compute_dtype.of("fp8_block", s.hardware, "mla_absorbed")[0] == "bf16"
+        assert st.compute_dtype.of("fp8_block", s.hardware)[0] == "fp8"
