@@ -1,7 +1,8 @@
 """KV cache and KDA state: per token / per sequence, whole model and per device, with paging.
 
 Whole model, one copy, in the stack's dtypes (docs/k3-facts.md §3):
-- absorbed MLA caches kv_lora + rope dims (512 + 64 = 576 values) a token a MLA layer;
+- absorbed MLA caches kv_lora + rope dims (512 + 64 = 576 values) a token a MLA layer, or the engine's
+  padded entry where the stack has a ``kv_cache.layout`` (tpu-inference: 512 + 128 = 640);
 - KDA keeps a [heads, head_dim, head_dim] recurrent state and (kernel-1) past tokens of q, k, v
   for the short conv, a sequence a KDA layer, constant in context.
 Per device: the MLA latent is shared by all heads, so under TP every rank holds it whole (when the
@@ -29,18 +30,31 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from k3plan.budget.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
-from k3plan.sharding.stack import Stack
+from k3plan.sharding.stack import KVLayout, Stack
 
 
-def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str) -> int:
+def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None) -> int:
+    """One token, one MLA layer, one copy: the 576 values (kv_lora + rope), or the engine's padded entry
+    (``layout``, a stack's ``kv_cache.layout``: tpu-inference's 640), in ``kv_dtype``; fp8_ds_mla is its
+    own fixed 656-byte format."""
     if kv_dtype == "fp8_ds_mla":
         return FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
-    return spec.mla.cache_values_per_token * BYTES[kv_dtype]
+    values = (
+        spec.mla.cache_values_per_token
+        if layout is None
+        else layout.values_per_token(kv_lora_rank=spec.mla.kv_lora_rank, qk_rope_head_dim=spec.mla.qk_rope_head_dim)
+    )
+    return values * BYTES[kv_dtype]
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> int:
-    """Whole model, one copy: 24 MLA layers x 576 values for K3."""
-    return spec.n_mla * kv_bytes_per_token_layer(spec, kv_dtype)
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None) -> int:
+    """Whole model, one copy: 24 MLA layers x 576 values for K3 (x 640 in tpu-inference's padded layout)."""
+    return spec.n_mla * kv_bytes_per_token_layer(spec, kv_dtype, layout)
+
+
+def stack_kv_bytes_per_token(spec: ModelSpec, stack: Stack) -> int:
+    """Whole model, one copy, as ``stack`` stores it (its KV dtype and layout)."""
+    return kv_bytes_per_token(spec, stack.kv_cache.dtype, stack.kv_cache.layout)
 
 
 def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
@@ -61,7 +75,7 @@ def state_bytes_per_slot(spec: ModelSpec, stack: Stack) -> int:
 
 def kv_state_crossover_tokens(spec: ModelSpec, stack: Stack) -> float | None:
     """Context at which one sequence's KV equals its KDA state (docs/k3-facts.md §3: ~32,507 at fp8)."""
-    kv = kv_bytes_per_token(spec, stack.kv_cache.dtype)
+    kv = stack_kv_bytes_per_token(spec, stack)
     state = state_bytes_per_slot(spec, stack)
     return state / kv if kv and state else None
 
@@ -180,7 +194,7 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
 
     c = cache_terms(
         spec,
-        kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype),
+        kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
         replicate_across_tp=stack.kv_cache.replicate_across_tp,
         state_layer=state_bytes_per_layer(spec, stack),
         shard_state_by_heads=stack.state.shard_by_heads,

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from k3plan.budget.cache import (
     CacheLayout,
     cache_layout,
-    kv_bytes_per_token,
     kv_state_crossover_tokens,
+    stack_kv_bytes_per_token,
     state_bytes_per_slot,
 )
 from k3plan.budget.calibration import Calibration, envelope
@@ -28,9 +28,11 @@ from k3plan.budget.result import (
 )
 from k3plan.budget.temp import decode_temp, prefill_temp
 from k3plan.errors import K3PlanError
+from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
+from k3plan.sharding.stack import Stack
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.step.stages import bind
@@ -447,7 +449,7 @@ def fit(
         stack=stack.label,  # with the options given (vllm:all2all_backend=...), as plan's rows name it
         workload=workload,
         model_state=ModelState(
-            kv_bytes_per_token=kv_bytes_per_token(spec, stack.kv_cache.dtype),
+            kv_bytes_per_token=stack_kv_bytes_per_token(spec, stack),
             state_bytes_per_sequence=state_bytes_per_slot(spec, stack),
             kv_dtype=stack.kv_cache.dtype,
             recurrent_dtype=stack.state.recurrent_dtype,
@@ -489,7 +491,7 @@ def fit(
                 else ""
             ),
             kv=(
-                f"analytic: {layout.n_mla} MLA layers x {spec.mla.cache_values_per_token} values, {stack.kv_cache.dtype}"
+                f"analytic: {layout.n_mla} MLA layers x {_kv_values_text(spec, stack)}, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
                 + (
@@ -546,4 +548,17 @@ def fit(
         weights_by_role=wb.by_role,
         cache_layout=layout,
         reason=code,
+    )
+
+
+def _kv_values_text(spec: ModelSpec, stack: Stack) -> str:
+    """The values a token a MLA layer, as the stack lays them out (its padded entry named, with its source)."""
+    lay = stack.kv_cache.layout
+    if lay is None:
+        return f"{spec.mla.cache_values_per_token} values"
+    values = lay.values_per_token(kv_lora_rank=spec.mla.kv_lora_rank, qk_rope_head_dim=spec.mla.qk_rope_head_dim)
+    src = lay.sources[0]
+    return (
+        f"{values} values (kv_lora {spec.mla.kv_lora_rank} and rope {spec.mla.qk_rope_head_dim} padded to multiples "
+        f"of {lay.latent_align} and {lay.rope_align}: {src.repo} {src.file} {src.symbol.split(' (')[0]})"
     )

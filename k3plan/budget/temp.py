@@ -104,7 +104,11 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
 
     st = setup.stack
     act = BYTES[st.activation_dtype]
-    lay = cache_layout(spec=setup.model.spec, stack=st, parallel=setup.parallel)
+    # the graph k3plan compiles (validate's abstract model, on whose compiled points the temp model's coefficients
+    # were set) stores the dense MLA entry: an engine's padded layout (kv_cache.layout) is a budget term, not a
+    # temporary of that graph
+    dense = st.model_copy(update={"kv_cache": st.kv_cache.model_copy(update={"layout": None})})
+    lay = cache_layout(spec=setup.model.spec, stack=dense, parallel=setup.parallel)
     return stage_live(
         setup.model.spec,
         stage=stage,

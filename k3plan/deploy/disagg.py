@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.cache import kv_bytes_per_token, state_bytes_per_slot
+from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.models.spec import ModelSpec
@@ -31,7 +31,7 @@ def transfer_bytes_per_request(*, spec: ModelSpec, stack: Stack, isl_tokens, cop
     isl = np.asarray(isl_tokens)
     if np.any(isl < 0):
         raise K3PlanError("ISL: expected a number of prompt tokens >= 0")
-    kv = kv_bytes_per_token(spec, stack.kv_cache.dtype)
+    kv = stack_kv_bytes_per_token(spec, stack)
     state = state_bytes_per_slot(spec, stack)
     out = (isl.astype(np.int64) * kv + state) * copies
     return int(out) if out.ndim == 0 else out

@@ -428,7 +428,7 @@ def evaluate(
     )
     cache = cache_terms(
         spec,
-        kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype), v),
+        kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype, s.kv_cache.layout), v),
         replicate_across_tp=_per(variants, lambda s: s.kv_cache.replicate_across_tp, v, bool),
         state_layer=_per(variants, lambda s: state_bytes_per_layer(spec, s), v),
         shard_state_by_heads=_per(variants, lambda s: s.state.shard_by_heads, v, bool),

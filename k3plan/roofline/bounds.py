@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.cache import cache_layout, kv_bytes_per_token, state_bytes_per_slot
+from k3plan.budget.cache import cache_layout, stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
@@ -199,7 +199,7 @@ def decode_bound(
     ideal_terms = {
         "weights": w.dense_total_bytes,
         "experts": w.expert_total_bytes * touched_all / moe.num_experts,
-        "kv": batch * context_tokens * kv_bytes_per_token(spec, st.kv_cache.dtype),
+        "kv": batch * context_tokens * stack_kv_bytes_per_token(spec, st),
         "state": 2 * batch * state_bytes_per_slot(spec, st),
     }
     ideal = StepBytes.of_step(**ideal_terms)
@@ -245,7 +245,7 @@ def prefill_bound(
     spec, inv, hw, topo = setup.model.spec, setup.model.inventory, setup.hardware, setup.topology
     groups = whole_model_groups(inv, setup.stack)
     kv_tok, state_seq = (
-        kv_bytes_per_token(spec, setup.stack.kv_cache.dtype),
+        stack_kv_bytes_per_token(spec, setup.stack),
         state_bytes_per_slot(spec, setup.stack),
     )
 

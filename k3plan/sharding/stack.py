@@ -69,11 +69,30 @@ class Cite(_F):
     sources: tuple[Source, ...] = Field(min_length=1)
 
 
+class KVLayout(_F):
+    """How the engine lays one token's absorbed-MLA cache entry out, a layer: the latent (kv_lora_rank
+    values) and the rope part (qk_rope_head_dim values) each rounded up to a multiple, in the KV dtype
+    (tpu-inference pads both to the 128-lane tile unless MLA_TRANSPOSE_KV_CACHE: 512 + 128 = 640 values
+    for K3, not 576). A stack without one stores the 576 values as they are."""
+
+    latent_align: int = Field(1, ge=1)
+    rope_align: int = Field(1, ge=1)
+    holds: str = Field(min_length=1)
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+    def values_per_token(self, *, kv_lora_rank: int, qk_rope_head_dim: int) -> int:
+        def up(n: int, m: int) -> int:
+            return -(-n // m) * m
+
+        return up(kv_lora_rank, self.latent_align) + up(qk_rope_head_dim, self.rope_align)
+
+
 class KVCache(_F):
     dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
     replicate_across_tp: bool  # MLA latent is shared by all heads: every TP rank holds it
     split_across_dp: bool = True  # sequences (and their KV) split across DP groups
     source: str
+    layout: KVLayout | None = Field(None, description="the engine's padded entry (None: kv_lora + rope values)")
 
 
 class State(_F):
@@ -393,6 +412,7 @@ class Effect(_F):
         None, ge=1, description="caps the state slots a request whatever the other options (State.cap); null: no cap"
     )
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"] | None = None
+    kv_layout: KVLayout | None = None  # the MLA cache entry this choice lays out (tpu-inference MLA_TRANSPOSE_KV_CACHE)
     platforms: tuple[str, ...] | None = None
     expert_placement: ExpertPlacement | None = None  # a backend whose kernels assert divisibility (DeepEP)
     description: str = ""
@@ -743,6 +763,9 @@ class Stack(_F):
             update["state"] = self.state.with_(**state)
         if effect.kv_dtype is not None:
             update["kv_cache"] = self.kv_cache.model_copy(update={"dtype": effect.kv_dtype})
+        if effect.kv_layout is not None:
+            kv = update.get("kv_cache", self.kv_cache)
+            update["kv_cache"] = kv.model_copy(update={"layout": effect.kv_layout})
         if effect.platforms is not None:
             update["platforms"] = effect.platforms
         return self.model_copy(update=update)

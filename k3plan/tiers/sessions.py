@@ -17,7 +17,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.cache import kv_bytes_per_token, state_bytes_per_slot
+from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.errors import require
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.stack import Stack
@@ -31,7 +31,7 @@ class _Frozen(BaseModel):
 def stored_session_bytes(*, spec: ModelSpec, stack: Stack, context_tokens: int) -> int:
     """One session, whole model, one copy, in the stack's KV and state dtypes."""
     require(context_tokens >= 0, f"context {context_tokens}: expected >= 0 tokens")
-    return kv_bytes_per_token(spec, stack.kv_cache.dtype) * context_tokens + state_bytes_per_slot(spec, stack)
+    return stack_kv_bytes_per_token(spec, stack) * context_tokens + state_bytes_per_slot(spec, stack)
 
 
 def restore_s(tier: Tier, *, bytes_per_device: int, devices_per_host: int) -> float:

@@ -61,6 +61,7 @@ class Accounting:
 
     budget_weights: int
     budget_kv: int
+    budget_kv_dense: int  # the same KV with the dense MLA entry (the stack's kv_cache.layout pads it: budget only)
     budget_state: int
     budget_state_unpadded: int  # the same state without hybrid-paging padding
     budget_temp: Optional[int]
@@ -122,7 +123,15 @@ def compare(
                 -pad,
             )
         )
-    c_reasons_base = acc.budget_kv + acc.budget_state_unpadded
+    if acc.budget_kv != acc.budget_kv_dense:
+        c_reasons.append(
+            Reason(
+                "the stack's kv_cache.layout pads each MLA entry as its engine lays it out: budget only, the compiled "
+                "cache holds the dense entry",
+                acc.budget_kv_dense - acc.budget_kv,
+            )
+        )
+    c_reasons_base = acc.budget_kv_dense + acc.budget_state_unpadded
     if acc.abstract_cache != c_reasons_base:
         c_reasons.append(
             Reason("abstract cache arrays vs the budget's dense cache", acc.abstract_cache - c_reasons_base)

@@ -111,6 +111,7 @@ def run_job(
     acc = Accounting(
         budget_weights=pd.weights_bytes,
         budget_kv=pd.kv_bytes,
+        budget_kv_dense=_dense_kv_bytes(setup, pd.kv_bytes, layout.kv_bytes_per_token_layer),
         budget_state=pd.state_bytes,
         budget_state_unpadded=pd.sequences * layout.n_kda * layout.state_bytes_per_layer_unpadded,
         budget_temp=budget.temp.prefill_bytes if prefill else budget.temp.decode_bytes,
@@ -366,3 +367,16 @@ def validate(
 
 def ceil_div(a: int, b: int) -> int:
     return math.ceil(a / b)
+
+
+def _dense_kv_bytes(setup, kv_bytes: int, kv_layer: int) -> int:
+    """``kv_bytes`` (whole blocks of ``kv_layer`` bytes a token a layer) with the dense MLA entry in place of the
+    stack's padded one (kv_cache.layout): what the abstract model's cache holds."""
+    from k3plan.budget.cache import cache_layout
+
+    st = setup.stack
+    if st.kv_cache.layout is None or not kv_layer:
+        return kv_bytes
+    dense = st.model_copy(update={"kv_cache": st.kv_cache.model_copy(update={"layout": None})})
+    lay = cache_layout(spec=setup.model.spec, stack=dense, parallel=setup.parallel)
+    return kv_bytes // kv_layer * lay.kv_bytes_per_token_layer

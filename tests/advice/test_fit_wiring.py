@@ -8,9 +8,10 @@ import math
 
 from k3_testing import one_error_line
 
-# k3-facts.md §3: K3 has 24 MLA layers; a token a layer caches 576 values (bf16: 1,152 B) or
-# 656 B under fp8_ds_mla; the latent is whole on every TP rank under vllm-tpu.
-BF16_BPT = 24 * 576 * 2  # 27,648
+# k3-facts.md §3: K3 has 24 MLA layers; a token a layer caches 576 values or 656 B under fp8_ds_mla;
+# tpu-inference (vllm-tpu) pads the 512 + 64 values to 512 + 128 (bf16: 1,280 B); the latent is whole on
+# every TP rank under vllm-tpu.
+BF16_BPT = 24 * 640 * 2  # 30,720
 FP8_DS_MLA_BPT = 24 * 656  # 15,744
 
 

@@ -26,8 +26,10 @@ K3 = load_model("kimi-k3").spec
 
 
 def fp8_stack():
-    """vllm-tpu with fp8 KV (1 B a value); recurrent state fp32, conv state bf16 (the seed table's dtypes)."""
-    st = load_stack("vllm-tpu").with_kv_dtype("fp8")
+    """vllm-tpu with fp8 KV (1 B a value); recurrent state fp32, conv state bf16 (the seed table's dtypes); the
+    576 values a token a MLA layer as k3-facts.md §3 counts them (MLA_TRANSPOSE_KV_CACHE=1: tpu-inference's
+    default pads the rope part to 640, tests/budget/test_tpu_mla_cache_layout.py)."""
+    st = load_stack("vllm-tpu:mla_transpose_kv_cache=1").with_kv_dtype("fp8")
     assert (st.state.recurrent_dtype, st.state.conv_dtype) == ("f32", "bf16")
     return st
 
@@ -35,9 +37,13 @@ def fp8_stack():
 def test_deepseek_v3_kv_bf16_is_70272_bytes_a_token():
     ds = load_model("deepseek-v3").spec
     assert kv_bytes_per_token(ds, "bf16") == 61 * (512 + 64) * 2 == 70_272
-    r = run_fit(cached_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", kv_dtype="bf16"))
+    # vLLM on the GPU stores the 576 values as they are
+    r = run_fit(cached_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", stack="vllm", kv_dtype="bf16"))
     assert r.model_state.kv_bytes_per_token == 70_272
     assert r.model_state.state_bytes_per_sequence == 0
+    # tpu-inference pads the rope part to 128 lanes (its kv_cache.layout): 61 x (512 + 128) x 2
+    r = run_fit(cached_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", kv_dtype="bf16"))
+    assert r.model_state.kv_bytes_per_token == 61 * (512 + 128) * 2 == 78_080
 
 
 def test_k3_state_and_kv_from_the_config():
@@ -73,20 +79,24 @@ def test_k3_crossover_fp8_is_32507_tokens():
     # where KV really overtakes: the first whole token count whose KV exceeds the state
     n = math.ceil(x)
     assert n * 13_824 >= 449_372_160 > (n - 1) * 13_824
-    r = run_fit(cached_setup(topology="2x2x4", tp=32, kv_dtype="fp8"))
+    r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="vllm-tpu:mla_transpose_kv_cache=1", kv_dtype="fp8"))
     assert abs(r.capacity.kv_state_crossover_tokens - 32_507) <= 1
+    # tpu-inference's default entry, 640 values: 449,372,160 / (24 x 640 x 1 B)
+    r = run_fit(cached_setup(topology="2x2x4", tp=32, kv_dtype="fp8"))
+    assert r.capacity.kv_state_crossover_tokens == 449_372_160 / (24 * 640) == 29_256
 
 
 def test_hybrid_paging_at_tp32():
     """vLLM hybrid allocator at tp=32: block = 64 * ceil(state_page / (64 * mla_bytes_per_token)),
-    per layer per device; the state page is padded up to the attention page."""
+    per layer per device; the state page is padded up to the attention page. tpu-inference stores the MLA
+    entry padded to 512 + 128 values (the stack's kv_cache.layout)."""
     st = load_stack("vllm-tpu")
     _, par = make_mesh(devices=32, tp=32)
     lay = cache_layout(spec=K3, stack=st, parallel=par)
-    mla_tok = K3.mla.cache_values_per_token * 2  # bf16, whole latent on every TP rank
+    mla_tok = (512 + 128) * 2  # bf16, whole latent on every TP rank
     state_page = (K3.kda.recurrent_values * 4 + K3.kda.conv_values * 2) // 32  # split by heads
     block = 64 * math.ceil(state_page / (64 * mla_tok))
-    assert (mla_tok, state_page, block, block * mla_tok) == (1_152, 203_520, 192, 221_184)
+    assert (mla_tok, state_page, block, block * mla_tok) == (1_280, 203_520, 192, 245_760)
     assert lay.kv_bytes_per_token_layer == mla_tok
     assert lay.state_bytes_per_layer_unpadded == state_page
     assert lay.block_tokens == block
@@ -95,8 +105,8 @@ def test_hybrid_paging_at_tp32():
     # KV allocated in whole blocks: 131,072 tokens -> 683 blocks of 192
     assert lay.kv_bytes(131_072) == 24 * math.ceil(131_072 / block) * block * mla_tok
     r = run_fit(cached_setup(topology="2x2x4", tp=32))
-    assert r.cache_layout.block_tokens == 192 and r.cache_layout.page_bytes == 221_184
-    assert r.per_device.state_bytes == 69 * 221_184
+    assert r.cache_layout.block_tokens == 192 and r.cache_layout.page_bytes == 245_760
+    assert r.per_device.state_bytes == 69 * 245_760
     assert r.per_device.kv_bytes == lay.kv_bytes(131_072)
     assert r.capacity.memory_context_tokens % block == 0  # max_context_tokens is capped at the model max
 

@@ -62,13 +62,13 @@ def test_k3_fits_v7x_2x2x4_tp32(cli):
     assert pd["temp_bytes"] == d["temp"]["decode_bytes"] == _shipped_decode_temp_bytes(VLLM_COMPILED.name)
     assert pd["reserve_bytes"] == int(0.10 * usable)  # --gpu-memory-utilization 0.9
     assert pd["free_bytes"] >= 0
-    # the longest context one sequence gets: KV 24 MLA layers x 576 x 2 B = 27,648 B a token, paged in
-    # blocks of 64 * ceil(KDA state page / (64 x 1,152 B a token a layer)) tokens
-    assert pd["kv_bytes_per_token"] == 24 * 576 * 2
-    block = 64 * -(-d["cache_layout"]["state_bytes_per_layer_unpadded"] // (64 * 576 * 2))
+    # the longest context one sequence gets: KV 24 MLA layers x 640 x 2 B = 30,720 B a token (tpu-inference pads
+    # the 512 + 64 values to 512 + 128), paged in blocks of 64 * ceil(KDA state page / (64 x 1,280 B)) tokens
+    assert pd["kv_bytes_per_token"] == 24 * 640 * 2
+    block = 64 * -(-d["cache_layout"]["state_bytes_per_layer_unpadded"] // (64 * 640 * 2))
     assert d["cache_layout"]["block_tokens"] == block
     room = usable - pd["weights_bytes"] - pd["temp_bytes"] - pd["reserve_bytes"] - pd["state_bytes"]
-    assert d["capacity"]["max_context_tokens"] == room // (block * 27_648) * block >= 131072
+    assert d["capacity"]["max_context_tokens"] == room // (block * 30_720) * block >= 131072
     # jax-native: fits, on the measured calibration, named with its kind
     d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native")
     _check_v7x_2x2x4_tp32(d, "jax-native")
@@ -134,18 +134,22 @@ def test_defaults(cli):
     smallest standard one where the workload fits. 2x2x2 (TP=16) does not hold the weights (over
     94.75 GiB a device once the router, MLA down-projections and latent projections are whole on
     every device); 2x2x4 holds them and, with the shipped compiled decode temp of the tiled expert
-    form, one 128K sequence beside them: the default. At 1M context 2x2x4 does not fit, so the default
-    moves on and its note names 2x2x4 as tried (tests/cli/test_default_topology.py checks the rule)."""
+    form, one 128K sequence beside them: the default. At 786,432 tokens 2x2x4 does not fit, so the default
+    moves on and its note names 2x2x4 as tried (tests/cli/test_default_topology.py checks the rule); at 1M no
+    standard topology fits (vllm-tpu stores tpu-inference's 640-value MLA entry): fit falls back to 2x2x4, exit 1."""
     d = fit_json(cli)
     assert d["model"]["name"] == "kimi-k3" and d["hardware"]["name"] == "tpu-v7x" and d["stack"] == "vllm-tpu"
     assert d["workload"]["context_tokens"] == 131072 and d["workload"]["batch"] == 1
     assert d["hardware"]["topology"] == "2x2x4" and d["fits"]
     assert d["parallel"]["dp"] == 1 and d["parallel"]["ep"] == d["hardware"]["devices"]
     assert "vllm-tpu-compiled.yaml" in d["provenance"]["temp_decode"]
-    long = fit_json(cli, "--context", "1048576")
+    long = fit_json(cli, "--context", "786432")
     assert long["hardware"]["topology"] != "2x2x4" and long["fits"]
     assert any(n.startswith(f"topology {long['hardware']['topology']}: default") and "2x2x4" in n
                for n in long["notes"])
+    none = fit_json(cli, "--context", "1048576", code=1)
+    assert none["hardware"]["topology"] == "2x2x4" and not none["fits"]
+    assert any("whose weights and reserve leave room" in n for n in none["notes"])
     tried = fit_json(cli, "-t", "2x2x4", "--context", "1048576", code=1)
     assert tried["weights_fit"] and not tried["fits"]
     pd = tried["per_device"]
@@ -185,10 +189,16 @@ def test_deepseek_v3_kv_bf16(cli):
 
 
 def test_k3_fp8_kv_crossover(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8", "--context", "4096")
+    # the 576 values a token a MLA layer as k3-facts.md §3 counts them: tpu-inference with MLA_TRANSPOSE_KV_CACHE=1
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8", "--context", "4096",
+                 "--stack", "vllm-tpu:mla_transpose_kv_cache=1")
     assert d["model_state"]["kv_bytes_per_token"] == 13_824
     assert d["model_state"]["state_bytes_per_sequence"] == 449_372_160
     assert abs(d["capacity"]["kv_state_crossover_tokens"] - 32_507) <= 1
+    # its default pads the rope part to 128 lanes: 24 x 640 x 1 B, crossover 449,372,160 / 15,360 = 29,256
+    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8", "--context", "4096")
+    assert d["model_state"]["kv_bytes_per_token"] == 24 * 640 == 15_360
+    assert d["capacity"]["kv_state_crossover_tokens"] == 29_256
 
 
 @pytest.mark.skipif(not CALIBRATION.is_file(), reason="shared/ calibration file absent")

@@ -116,10 +116,11 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
 
     st = load_stack("vllm-tpu:model_impl=flax_nnx")
     opts = engine_options(st)
-    assert [(f, v) for f, v, _ in opts] == [("MODEL_IMPL_TYPE", "flax_nnx")]
+    # the option changed comes first, then the others at the value priced (MLA_TRANSPOSE_KV_CACHE: its default)
+    assert [(f, v) for f, v, _ in opts] == [("MODEL_IMPL_TYPE", "flax_nnx"), ("MLA_TRANSPOSE_KV_CACHE", "0")]
     text = launch_text(LaunchConfig(**{**V7X, "stack": st.label, "engine_options": opts}))
     cmd = next(ln for ln in text.splitlines() if "vllm serve" in ln)
-    assert cmd.startswith("MODEL_IMPL_TYPE=flax_nnx vllm serve ")  # an environment variable, not a flag
+    assert cmd.startswith("MODEL_IMPL_TYPE=flax_nnx MLA_TRANSPOSE_KV_CACHE=0 vllm serve ")  # environment, not flags
     src = st.options["model_impl"].source
     assert f"#   {src.repo}: {src.file} ({src.symbol})" in text
     # the reserve, the KV dtype (written from the plan's numbers) and vLLM's EP switch (from the split) add
@@ -131,8 +132,8 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
 
 @pytest.mark.parametrize(("stack", "hardware", "written"), [
     # tpu-inference resolves MODEL_IMPL_TYPE to its flax_nnx model when unset (model_loader.get_model), which
-    # replicates KDA; vllm-tpu prices vLLM's model code
-    ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm vllm serve "),
+    # replicates KDA; vllm-tpu prices vLLM's model code, and the MLA cache entry tpu-inference pads to 640 values
+    ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm MLA_TRANSPOSE_KV_CACHE=0 vllm serve "),
     # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
     ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
     ("dp-attention", "nvidia-b200", " --enable-dp-attention --moe-a2a-backend deepep "),

@@ -72,7 +72,8 @@ SESSION = ("curve", "-t", "2x4x4", "--tp", "32", "--batch", "32", "--context", "
 
 def test_the_sessions_paragraph_is_what_curve_prints(cli):
     """The page had 118,464 tokens allowed, turn 12 and 'all 20 turns fit' dropping the reasoning, from before the
-    shipped temp model's upper end (curve at 2x4x4 batch 32 allows 44,352: turn 5, and turn 9 dropping it)."""
+    shipped temp model's upper end (curve at 2x4x4 batch 32 allowed 44,352: turn 5, and turn 9 dropping it; 39,744,
+    turns 4 and 8, once vllm-tpu stored tpu-inference's 640-value MLA entry)."""
     text = section("Sessions")
     m = said(text, r"against the ([\d,]+) tokens `fit -t 2x4x4 --tp 32 --batch 32 --context 32768` allows a sequence .*? "
                    r"the peaks run ([\d,]+), ([\d,]+), \.\.\. ([\d,]+), ([\d,]+) and turn (\d+) no longer fits \(([\d.]+)x the "

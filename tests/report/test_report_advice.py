@@ -47,9 +47,10 @@ def test_memory_tier_table_for_a_spec_with_tiers(report):
     # tpu-v7x spec: 960 GB a 4-chip host; the smallest viable topology here is 2x2x4: 16 chips = 4 hosts
     assert p["rows"][0]["setup"]["hosts"] == 4
     assert host["capacity_bytes"] == 4 * 960 * 10**9
-    # one 131,072-token K3 session, one copy: 27,648 B a token of bf16 KV + 449,372,160 B of KDA state
-    assert host["sessions_held"] == 4 * 960 * 10**9 // (27_648 * 131_072 + 449_372_160) == 942
+    # one 131,072-token K3 session, one copy: 30,720 B a token of bf16 KV (vllm-tpu: tpu-inference's 640-value
+    # MLA entry) + 449,372,160 B of KDA state
+    assert host["sessions_held"] == 4 * 960 * 10**9 // (30_720 * 131_072 + 449_372_160) == 857
     assert tiers["remote"]["sessions_held"] is None
     # bytes print in GiB like every other figure: 4 x 960e9 B / 2^30 = 3,576 GiB
     assert f"{4 * 960 * 10**9 / 2**30:,.0f}" == "3,576"
-    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 3,576 GiB | 942 |" in md
+    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 3,576 GiB | 857 |" in md

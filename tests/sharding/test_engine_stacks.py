@@ -118,6 +118,12 @@ def test_every_rule_of_every_bundled_stack_is_cited():
             for choice in opt.choices.values():
                 for key in choice.role_overrides or {}:
                     assert f"role:{key}" in choice.cite, (name, key)
+        # a padded MLA cache entry (the stack's or an option's) cites the engine code and commit it was read at
+        layouts = [st.kv_cache.layout, *(c.kv_layout for o in st.options.values() for c in o.choices.values())]
+        for lay in filter(None, layouts):
+            assert lay.holds.strip(), name
+            for src in lay.sources:
+                assert src.repo and src.file and src.symbol and src.found and src.commit, (name, src)
 
 
 def test_option_values_and_errors():

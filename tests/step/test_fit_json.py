@@ -11,8 +11,11 @@ all-reduces too), and fit-2x2x4-tp32.json when issue 15 item 4 made the shipped 
 the tiled expert form's (the slice now fits: a temp, free bytes, capacity and a speed figure), and
 fit-2x2x2-tp16-ctx1m.json when issue 15 item 1 made the shipped temp model tier (c) of the evidence (no
 calibration matches 2x2x2: the temp is the model's upper end, and the band keys temp.prefill_band /
-decode_band and capacity.band_low_* appear, only where a stage is modelled); the other keys and their order
-are the dd35d05 ones. Any other change to a value here must be deliberate."""
+decode_band and capacity.band_low_* appear, only where a stage is modelled), and the three vllm-tpu files when
+the stack took tpu-inference's MLA cache entry (512 + 128 = 640 values a token a MLA layer, not 576: the KV
+bytes a token, the hybrid page and the padded state, free bytes, capacity, crossover, the KV provenance and
+the speed floats); the other keys and their order are the dd35d05 ones. Any other change to a value here must
+be deliberate."""
 
 from __future__ import annotations
 

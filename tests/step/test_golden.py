@@ -35,24 +35,25 @@ def test_split(setup):
 
 
 def test_kv_and_state_per_device(result):
-    # MLA latent 512 + 64 rope dims = 576 values x 2 B, whole on every TP rank
-    kv_layer = 576 * 2
+    # MLA latent 512 + 64 rope dims, each padded to 128 lanes by tpu-inference (the vllm-tpu stack's
+    # kv_cache.layout): 512 + 128 = 640 values x 2 B, whole on every TP rank
+    kv_layer = 640 * 2
     # KDA state a layer: 96 heads x 128 x 128 f32 + conv 3 x 12288 x (4 - 1) bf16, split 8 ways by heads
     state_layer = (96 * 128 * 128 * 4 + 3 * 12288 * 3 * 2) // 8
     assert state_layer == 814_080
-    # hybrid paging: block = 64 x ceil(814,080 / (64 x 1,152)) = 64 x 12 = 768 tokens; page 884,736 B
-    block = 64 * math.ceil(814_080 / (64 * 1152))
-    assert block == 768
+    # hybrid paging: block = 64 x ceil(814,080 / (64 x 1,280)) = 64 x 10 = 640 tokens; page 819,200 B
+    block = 64 * math.ceil(814_080 / (64 * 1280))
+    assert block == 640
     page = block * kv_layer
     seqs = 64 // 8  # sequences split over the 8 DP groups
-    kv = seqs * 24 * 171 * 768 * kv_layer  # 131,072 tokens -> 171 whole blocks of 768, 24 MLA layers
+    kv = seqs * 24 * 205 * 640 * kv_layer  # 131,072 tokens -> 205 whole blocks of 640, 24 MLA layers
     state = seqs * 69 * max(page, state_layer)  # 69 KDA layers, state padded up to the page
     d = result.per_device
     assert d.sequences == 8
-    assert d.kv_bytes == kv == 29_047_652_352
-    assert d.state_bytes == state == 488_374_272
-    assert d.kv_bytes_per_token == 24 * 1152
-    assert result.cache_layout.block_tokens == 768
+    assert d.kv_bytes == kv == 32_243_712_000
+    assert d.state_bytes == state == 452_198_400
+    assert d.kv_bytes_per_token == 24 * 1280
+    assert result.cache_layout.block_tokens == 640
 
 
 def test_temp_prefill(result):
@@ -118,6 +119,6 @@ def test_decode_collectives_and_attention(setup):
     # heads split 8 ways, 8 sequences a device
     attn = 8 * (2 * 2 * 24 * 96 * 512 * 131072 + 3 * 2 * 69 * 96 * 128 * 128) / 8
     assert d.flops_per_device.attention == pytest.approx(attn, rel=1e-12)
-    # bytes: KV read = 8 sequences x 131,072 tokens x 24 layers x 1,152 B; state read + written
-    assert d.bytes_per_device.kv == 8 * 131072 * 24 * 1152
-    assert d.bytes_per_device.state == 2 * 8 * 69 * 884_736
+    # bytes: KV read = 8 sequences x 131,072 tokens x 24 layers x 1,280 B (the padded entry); state read + written
+    assert d.bytes_per_device.kv == 8 * 131072 * 24 * 1280
+    assert d.bytes_per_device.state == 2 * 8 * 69 * 819_200

@@ -92,13 +92,14 @@ def test_golden_experts_and_attention(ops):
     assert w1.bytes_read == pytest.approx(params * 17 / 32 * 16 / 896, rel=1e-12)
     assert w1.flops == pytest.approx(2 * 16 / 896 * params, rel=1e-12)
     mla = ops["mla.absorbed_attention"]
-    assert mla.count == 24 and mla.bytes_read == CONTEXT * (512 + 64) * 2  # latent + rope, bf16, whole a rank
+    # latent + rope, each padded to 128 lanes (tpu-inference's entry, vllm-tpu kv_cache.layout), bf16, whole a rank
+    assert mla.count == 24 and mla.bytes_read == CONTEXT * (512 + 128) * 2
     assert mla.flops == 2 * 2 * 96 * 512 * CONTEXT / 32
     kda = ops["kda.recurrence"]
     # state 96 x 128 x 128 f32 + conv 3 x 12288 x 3 bf16 over 32 = 203,520 B, padded to the hybrid page:
-    # 64 x ceil(203,520 / (64 x 1,152)) = 192 tokens x 1,152 B = 221,184 B (read and written)
+    # 64 x ceil(203,520 / (64 x 1,280)) = 192 tokens x 1,280 B = 245,760 B (read and written)
     assert (96 * 128 * 128 * 4 + 3 * 12288 * 3 * 2) // 32 == 203_520
-    assert kda.count == 69 and kda.bytes_read == kda.bytes_written == 192 * 1152
+    assert kda.count == 69 and kda.bytes_read == kda.bytes_written == 192 * 1280
     assert kda.flops == 3 * 2 * 96 * 128 * 128 / 32
 
 

@@ -81,21 +81,28 @@ def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
 
 def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
     m = said(r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 131,072 tokens fit, not only the "
-             r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences; at 1,048,576 "
-             r"tokens \(`--context 1048576`\) it moves on to (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free "
-             r"a device and (\d+) sequences, with the note naming (\S+) as tried. There its temporaries are the shipped "
-             r"temp model's upper end")
-    groups = m.groups()
-    for args, (topo, devices, tp, dp, free, seqs) in (((), groups[:6]), (("--context", "1048576"), groups[6:12])):
-        d, code = run_json(cli, "fit", *args)
-        assert code == 0 and d["fits"]
-        assert (d["hardware"]["topology"], d["hardware"]["devices"]) == (topo, int(devices))
-        assert (d["parallel"]["tp"], d["parallel"]["dp"]) == (int(tp), int(dp))
-        assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == free and d["capacity"]["max_sequences"] == int(seqs)
-    tried = groups[12]
-    assert any(n.startswith(f"topology {d['hardware']['topology']}: default") and tried in n for n in d["notes"])
+             r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences\. At "
+             r"1,048,576 tokens \(`--context 1048576`\) no standard v7x topology fits: it falls back to (\S+), the smallest "
+             r"whose weights leave room, and exits 1; `-t (\S+)` \((\d+) devices, tp (\d+), dp (\d+)\) is ([\d.]+) GiB short a "
+             r"device\. There its temporaries are the shipped temp model's upper end.*?with the capacity at the band's lower "
+             r"end beside it: (\d+) sequences")
+    topo, devices, tp, dp, free, seqs = m.groups()[:6]
+    d, code = run_json(cli, "fit")
+    assert code == 0 and d["fits"]
+    assert (d["hardware"]["topology"], d["hardware"]["devices"]) == (topo, int(devices))
+    assert (d["parallel"]["tp"], d["parallel"]["dp"]) == (int(tp), int(dp))
+    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == free and d["capacity"]["max_sequences"] == int(seqs)
+    d, code = run_json(cli, "fit", "--context", "1048576")
+    assert code == 1 and not d["fits"] and d["hardware"]["topology"] == m[7]
+    assert any(n.startswith(f"topology {m[7]}: default") and "weights and reserve leave room" in n for n in d["notes"])
+    topo, devices, tp, dp, short, low_seqs = m.groups()[7:13]
+    d, code = run_json(cli, "fit", "-t", topo, "--context", "1048576")
+    assert code == 1 and (d["hardware"]["devices"], d["parallel"]["tp"], d["parallel"]["dp"]) == (
+        int(devices), int(tp), int(dp))
+    assert f"{-d['per_device']['free_bytes'] / GiB:.2f}" == short
     assert d["provenance"]["temp_decode"].startswith("temp model k3plan/evidence/temp_model.yaml")
-    assert d["temp"]["decode_band"][1] == d["temp"]["decode_bytes"] and d["capacity"]["band_low_max_sequences"] >= 1
+    assert d["temp"]["decode_band"][1] == d["temp"]["decode_bytes"]
+    assert d["capacity"]["band_low_max_sequences"] == int(low_seqs)
 
 
 def test_h200_plan_picks_pipeline_parallel(cli):

@@ -10,8 +10,9 @@ import math
 import pytest
 from k3_testing import one_error_line
 
-# k3-facts.md §3: 24 MLA layers x 576 values x 2 B (bf16), the whole latent on every TP rank (vllm-tpu)
-KV_BPT_PER_DEVICE = 24 * 576 * 2  # 27,648
+# k3-facts.md §3: 24 MLA layers x 576 values, which tpu-inference pads to 512 + 128 = 640 (the vllm-tpu stack's
+# kv_cache.layout), x 2 B (bf16), the whole latent on every TP rank (vllm-tpu)
+KV_BPT_PER_DEVICE = 24 * 640 * 2  # 30,720
 # hardware_specs/tpu-v7x.yaml memory_tiers.host_dram: 4 chips a host x 64 GB/s (PCIe Gen5 x16) = 256 GB/s
 HOST_BW = 256e9
 # 2x4x4 = 32 chips, 2 devices a chip, 4 chips a host: 8 hosts of 8 devices

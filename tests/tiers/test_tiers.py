@@ -53,19 +53,20 @@ def test_offload_choice():
 
 def test_k3_on_v7x_2x2x4_by_hand():
     s = make_setup(topology="2x2x4", tp=32)  # vllm-tpu: bf16 KV, f32 recurrent + bf16 conv state
-    # stored: 24 MLA layers x 576 values x 2 B = 27,648 B a token x 131,072 = 3,623,878,656
-    #   + state 69 KDA layers x (96x128x128 x 4 B + 3x3x12288 x 2 B) = 69 x 6,512,640 = 449,372,160
+    # stored: 24 MLA layers x 640 values (tpu-inference pads 512 + 64 to 512 + 128) x 2 B = 30,720 B a token
+    #   x 131,072 = 4,026,531,840 + state 69 KDA layers x (96x128x128 x 4 B + 3x3x12288 x 2 B) = 69 x 6,512,640
+    #   = 449,372,160
     stored = stored_session_bytes(spec=s.model.spec, stack=s.stack, context_tokens=131072)
-    assert stored == 27648 * 131072 + 69 * (96 * 128 * 128 * 4 + 9 * 12288 * 2) == 4_073_250_816
+    assert stored == 30720 * 131072 + 69 * (96 * 128 * 128 * 4 + 9 * 12288 * 2) == 4_475_904_000
     rows = {r.tier: r for r in session_tiers(s, context_tokens=131072, prefill_s_per_token=1e-5)}
-    # host DRAM: 960 GB x 4 hosts = 3.84e12 B / 4,073,250,816 = 942.7 -> 942 sessions
-    assert rows["host_dram"].sessions_held == 942
-    # per device (hybrid paging, blocks of 192 tokens, latent whole on every TP rank):
-    #   KV 24 x ceil(131072/192)=683 x 192 x 1,152 B = 3,625,648,128; state 69 x 221,184 (page) = 15,261,696
-    #   8 devices a host x 3,640,909,824 = 29,127,278,592 B / 256e9 B/s = 0.11378 s
-    assert rows["host_dram"].restore_s == pytest.approx(8 * (3_625_648_128 + 15_261_696) / 256e9)
+    # host DRAM: 960 GB x 4 hosts = 3.84e12 B / 4,475,904,000 = 857.9 -> 857 sessions
+    assert rows["host_dram"].sessions_held == 857
+    # per device (hybrid paging, blocks of 64 x ceil(203,520 / (64 x 1,280)) = 192 tokens, latent whole on every
+    # TP rank): KV 24 x ceil(131072/192)=683 x 192 x 1,280 B = 4,028,497,920; state 69 x 245,760 (page) = 16,957,440
+    #   8 devices a host x 4,045,455,360 = 32,363,642,880 B / 256e9 B/s = 0.12642 s
+    assert rows["host_dram"].restore_s == pytest.approx(8 * (4_028_497_920 + 16_957_440) / 256e9)
     assert rows["remote"].sessions_held is None
-    assert rows["remote"].restore_s == pytest.approx(8 * 3_640_909_824 / 50e9)  # 0.5825 s
+    assert rows["remote"].restore_s == pytest.approx(8 * 4_045_455_360 / 50e9)  # 0.6473 s
     assert rows["host_dram"].recompute_s == pytest.approx(1.31072)  # 131,072 tokens x 10 us
 
 

@@ -102,10 +102,11 @@ def test_deepseek_v3_mtp_head_kv_is_derived(cli_m):
     args = ("fit", "-m", "deepseek-v3", "-t", "2x2x4", "--context", "32768")
     base = _json(cli_m, *args)
     d = _json(cli_m, *args, "--spec-tokens", "1", "--acceptance", "0.8")
-    # one MTP layer with MLA: 576 values x 2 B (bf16), the whole latent on every TP rank (vllm-tpu)
-    assert d["per_device"]["kv_bytes"] - base["per_device"]["kv_bytes"] == 1 * 32768 * 576 * 2
+    # one MTP layer with MLA laid out like the target's: tpu-inference's 512 + 128 = 640 values x 2 B (bf16), the whole
+    # latent on every TP rank (vllm-tpu)
+    assert d["per_device"]["kv_bytes"] - base["per_device"]["kv_bytes"] == 1 * 32768 * 640 * 2
     kv = d["advice"]["spec_decode"]["draft_kv"]
-    assert kv["given"] is False and kv["source"].startswith("derived: ") and kv["bytes_per_token_per_device"] == 1152
+    assert kv["given"] is False and kv["source"].startswith("derived: ") and kv["bytes_per_token_per_device"] == 1280
 
 
 def test_k3_has_no_mtp_head_so_no_derived_draft_kv():

@@ -1,0 +1,61 @@
+"""tpu-inference's MLA cache entry (vllm-tpu stack, kv_cache.layout): KVCacheManager.get_kv_cache_spec pads
+the latent (kv_lora_rank 512) and the rope part (qk_rope_head_dim 64) each to a multiple of 128 unless
+MLA_TRANSPOSE_KV_CACHE is set, and the MLA kernel's get_kv_cache_shape keeps that width: 640 values a token a
+MLA layer, not 576 (tpu-inference @811f8e20 and @b8692ff0 alike). The figures below are hand arithmetic from
+K3's config (24 MLA layers, 69 KDA layers of 96 heads x 128 x 128 f32 recurrent state and 3 past tokens of
+q, k, v (3 x 12288) bf16 for the short conv) at 2x2x4, TP 32, 131,072 tokens."""
+
+from __future__ import annotations
+
+import pytest
+from fit_helpers import cached_setup, run_fit
+
+from k3plan.errors import K3PlanError
+from k3plan.sharding import load_stack
+
+# one MLA layer, one token, bf16, whole latent on every TP rank: (512 + 128) x 2 B
+KV_LAYER = (512 + 128) * 2  # 1,280 B
+KV_TOKEN = 24 * KV_LAYER  # 30,720 B a token a device (576 values: 27,648 B)
+# one KDA layer's state, a device: (96 x 128 x 128 x 4 B + 3 x 3 x 12288 x 2 B) / 32 heads-split
+STATE_LAYER = (96 * 128 * 128 * 4 + 3 * 3 * 12288 * 2) // 32  # 203,520 B
+# k3plan's hybrid paging (the vllm-tpu stack's paging, unchanged here): block = 64 x ceil(state / (64 x kv))
+BLOCK = 64 * -(-STATE_LAYER // (64 * KV_LAYER))  # 64 x ceil(2.484) = 192 tokens
+PAGE = BLOCK * KV_LAYER  # 245,760 B: the state page padded up to it
+KV_131K = -(-131072 // BLOCK) * BLOCK * KV_TOKEN  # 683 blocks = 131,136 tokens x 30,720 B
+STATE_SEQ = 69 * PAGE  # one slot, 69 KDA layer pages
+
+
+def test_vllm_tpu_2x2x4_tp32_kv_and_state_at_131072_tokens_by_hand():
+    assert (KV_TOKEN, BLOCK, PAGE) == (30_720, 192, 245_760)
+    assert (KV_131K, STATE_SEQ) == (4_028_497_920, 16_957_440)
+    r = run_fit(cached_setup(topology="2x2x4", tp=32))
+    lay = r.cache_layout
+    assert (lay.kv_bytes_per_token_layer, lay.block_tokens, lay.page_bytes) == (KV_LAYER, BLOCK, PAGE)
+    assert r.per_device.kv_bytes_per_token == r.model_state.kv_bytes_per_token == KV_TOKEN
+    assert r.per_device.kv_bytes == KV_131K
+    assert r.per_device.state_bytes == r.per_device.state_bytes_per_sequence == STATE_SEQ
+    assert "24 MLA layers x 640 values" in r.provenance.kv
+
+
+def test_mla_transpose_kv_cache_stores_576_values():
+    st = load_stack("vllm-tpu:mla_transpose_kv_cache=1")
+    s = cached_setup(topology="2x2x4", tp=32, stack="vllm-tpu:mla_transpose_kv_cache=1")
+    r = run_fit(s)
+    assert st.kv_cache.layout is not None and st.kv_cache.layout.rope_align == 1
+    assert r.model_state.kv_bytes_per_token == 24 * (512 + 64) * 2 == 27_648
+    # block 64 x ceil(203,520 / (64 x 1,152)) = 192 again; page 192 x 1,152 = 221,184
+    assert r.per_device.kv_bytes == 683 * 192 * 27_648
+    assert r.per_device.state_bytes == 69 * 192 * 1_152
+    # the engine's default is the padded one, and the option says so
+    opt = load_stack("vllm-tpu").options["mla_transpose_kv_cache"]
+    assert (opt.flag, opt.default) == ("MLA_TRANSPOSE_KV_CACHE", "0")
+    assert load_stack("vllm-tpu:mla_transpose_kv_cache=0").kv_cache == load_stack("vllm-tpu").kv_cache
+    # a choice replaces the other's layout
+    assert st.with_options(mla_transpose_kv_cache="0").kv_cache == load_stack("vllm-tpu").kv_cache
+    with pytest.raises(K3PlanError, match=r"\(MLA_TRANSPOSE_KV_CACHE\) 'yes': expected one of 0, 1"):
+        load_stack("vllm-tpu:mla_transpose_kv_cache=yes")
+
+
+def test_only_vllm_tpu_pads_the_mla_entry():
+    for name in ("vllm", "sglang", "jax-native", "dp-attention"):
+        assert load_stack(name).kv_cache.layout is None, name
