@@ -238,7 +238,9 @@ def spec_decode_report(
     state_how = (
         f"KDA state {slots[0]} slot(s) read and {slots[1]} written a sequence a layer"
         + (
-            f" ({rule.sources[0].repo} {rule.sources[0].file.rsplit('/', 1)[-1]})"
+            f" ({rule.sources[0].repo} {rule.sources[0].file.rsplit('/', 1)[-1]}"
+            + (f"; {rule.caveat}" if rule.caveat else "")
+            + ")"
             if rule is not None
             else f": stack {speed_setup.stack.name} has no verify rule, each token checked priced as a sequence"
         )

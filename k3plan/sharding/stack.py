@@ -85,6 +85,7 @@ class VerifyState(_F):
     reads: int = Field(ge=1, description="slots read: the last accepted state (and a copy's source, if any)")
     writes_per_verify_token: int = Field(ge=0, description="slots written for each token a verify step checks")
     writes: int = Field(0, ge=0, description="slots written once a step on top (a copy back into the pool)")
+    caveat: str = Field("", description="what the rule assumes of K3's KDA layers; printed with the verify step")
     sources: tuple[Source, ...] = Field(min_length=1)
 
 

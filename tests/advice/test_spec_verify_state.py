@@ -45,6 +45,7 @@ def test_vllm_verify_reads_the_accepted_block_and_writes_one_a_token_and_the_poo
     assert PAGE == 221_184
     assert sd["verify_state_slots"] == [1, 4]
     assert sd["verify_state_bytes"] == 8 * (1 + 4) * 69 * PAGE == 610_467_840  # 976,748,544 before
+    assert "refuses speculative decoding" in sd["pricing"]  # K3's KDA: an assumption, shown
     assert d["per_device"]["state_bytes_per_sequence"] == (1 + 3) * 72 * PAGE
     assert d["per_device"]["state_bytes"] == 8 * 4 * 72 * PAGE == 509_607_936  # 127,401,984 before
 
