@@ -52,6 +52,10 @@ class SpecDecodeReport(_Frozen):
     draft_kv: DraftKv | None = None  # its KV cache a token, in the budget; None: none known (see draft)
     draft_s_per_token: float  # one drafted position: the draft's weights read once at HBM bandwidth
     plain_step_s: float  # the decode step without speculation, same batch
+    # KDA state slots the verify step reads and writes a sequence a KDA layer (Stack.verify_state_slots) and
+    # the state bytes it moves a device (read + written, its DP group's sequences, every KDA layer)
+    verify_state_slots: tuple[int, int] = (1, 1)
+    verify_state_bytes: int = 0
     speed: SpecDecodeSpeed
     pricing: str
 
@@ -227,7 +231,22 @@ def spec_decode_report(
 
     kw = {"context_tokens": context_tokens, "eff": eff, "probes": probes, "allow_cpu_probes": allow_cpu_probes}
     plain = decode_bound(speed_setup, batch=batch, **kw)
-    verify = decode_bound(speed_setup, batch=batch * spec.forward_tokens_per_step, **kw)
+    k1 = spec.forward_tokens_per_step
+    verify = decode_bound(speed_setup, batch=batch * k1, verify_tokens=k1, **kw)
+    slots = speed_setup.stack.verify_state_slots(k1)
+    rule = speed_setup.stack.state.verify
+    state_how = (
+        f"KDA state {slots[0]} slot(s) read and {slots[1]} written a sequence a layer"
+        + (
+            f" ({rule.sources[0].repo} {rule.sources[0].file.rsplit('/', 1)[-1]}"
+            + (f"; {rule.caveat}" if rule.caveat else "")
+            + ")"
+            if rule is not None
+            else f": stack {speed_setup.stack.name} has no verify rule, each token checked priced as a sequence"
+        )
+        if speed_setup.model.spec.n_kda
+        else ""
+    )
     per_dev = draft_bytes_per_device(speed_setup, draft_bytes)
     bw = speed_setup.hardware.hbm_bw_bytes_per_s_per_device * eff.bw_efficiency
     par = speed_setup.parallel
@@ -246,10 +265,14 @@ def spec_decode_report(
         draft_kv=draft_kv,
         draft_s_per_token=draft_s,
         plain_step_s=plain.step_s,
+        verify_state_slots=slots,
+        verify_state_bytes=verify.bytes_per_device.state,
         speed=speed,
         pricing=(
-            f"verify step = k3plan decode roofline at batch {batch} x {spec.forward_tokens_per_step} tokens "
-            f"({verify.binding}-bound, KV read a token: an upper bound); drafting = draft weights "
+            f"verify step = k3plan decode roofline at batch {batch} x {k1} tokens "
+            f"({verify.binding}-bound, KV read a token: an upper bound"
+            + (f"; {state_how}" if state_how else "")
+            + "); drafting = draft weights "
             f"{per_dev:,} B a device"
             + (
                 f" + its KV {kv_read:,} B ({seqs} sequence(s) x {context_tokens:,} tokens x "

@@ -152,8 +152,11 @@ def decode_bound(
     probes: Path | None = None,
     histogram: Sequence[float] | None = None,
     allow_cpu_probes: bool = False,
+    verify_tokens: int = 1,
 ) -> DecodeBound:
-    """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``."""
+    """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``.
+    ``verify_tokens`` > 1: a speculative verify step, ``batch`` rows being batch / verify_tokens sequences of
+    that many tokens each; its KDA state traffic is the stack's (``Stack.verify_state_slots``)."""
     from k3plan.step.decode import BINDING, decode_terms
     from k3plan.step.ops import weight_groups_of_setup
     from k3plan.step.stages import microbatch
@@ -187,6 +190,8 @@ def decode_bound(
         comm_s=comm.time_s,
         histogram=histogram,
         weights=weight_groups_of_setup(setup),
+        verify_tokens=verify_tokens,
+        verify_state_slots=st.verify_state_slots(verify_tokens),
     )
     touched = float(d.experts_touched)
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
@@ -196,11 +201,13 @@ def decode_bound(
     flops_dev = StepFlops(linear=float(d.linear_flops), attention=float(d.attention_flops))
     memory_s, compute_s, step = float(d.memory_s), float(d.compute_s), float(d.step_s)
     binding = BINDING[int(d.binding)]
+    state_slot = state_bytes_per_slot(spec, st)
     ideal_terms = {
         "weights": w.dense_total_bytes,
         "experts": w.expert_total_bytes * touched_all / moe.num_experts,
         "kv": batch * context_tokens * stack_kv_bytes_per_token(spec, st),
-        "state": 2 * batch * state_bytes_per_slot(spec, st),
+        # a step's sequences (batch / verify_tokens rows each) x the slots each reads and writes
+        "state": sum(st.verify_state_slots(verify_tokens)) * math.ceil(batch / verify_tokens) * state_slot,
     }
     ideal = StepBytes.of_step(**ideal_terms)
     chip_bw = hw.hbm_bw_bytes_per_s_per_device * hw.devices_per_chip * topo.chips * eff.bw_efficiency

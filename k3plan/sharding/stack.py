@@ -95,6 +95,19 @@ class KVCache(_F):
     layout: KVLayout | None = Field(None, description="the engine's padded entry (None: kv_lora + rope values)")
 
 
+class VerifyState(_F):
+    """KDA state slots a verify step of T tokens (k3plan's --spec-tokens k: T = k + 1) moves a sequence a KDA
+    layer: the engine reads ``reads`` slots and writes ``writes + writes_per_verify_token`` x T (one state a
+    token checked, so it can roll back to the accepted one; ``Stack.verify_state_slots``). A plain decode step
+    (T = 1) reads and writes one slot in place, whatever the rule."""
+
+    reads: int = Field(ge=1, description="slots read: the last accepted state (and a copy's source, if any)")
+    writes_per_verify_token: int = Field(ge=0, description="slots written for each token a verify step checks")
+    writes: int = Field(0, ge=0, description="slots written once a step on top (a copy back into the pool)")
+    caveat: str = Field("", description="what the rule assumes of K3's KDA layers; printed with the verify step")
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
 class State(_F):
     recurrent_dtype: Literal["f32", "bf16"]
     conv_dtype: Literal["f32", "bf16"]
@@ -119,6 +132,15 @@ class State(_F):
         description="with speculative decoding, the slots a running request more for each token a verify step "
         "checks (SGLang's intermediate SSM and conv states a draft token)",
     )
+    slots_per_draft_token: int = Field(
+        0,
+        ge=0,
+        description="with speculative decoding, the slots a running request more for each draft token, verify "
+        "tokens - 1 (vLLM's MambaSpec.num_speculative_blocks: num_speculative_tokens)",
+    )
+    verify: VerifyState | None = Field(
+        None, description="the state a verify step moves (None: each token checked priced as a sequence of its own)"
+    )
     verify_tokens: int = Field(0, ge=0, description="tokens a verify step checks (0: no speculative decoding)")
     layer_groups: bool = Field(
         False,
@@ -130,13 +152,15 @@ class State(_F):
     @classmethod
     def _resolve(cls, data: Any) -> Any:
         """``slots_per_request`` from ``ratio`` where it is given: the ratio (with speculative decoding
-        ``ratio_spec``), at most ``cap``, plus ``slots_per_verify_token`` x ``verify_tokens``."""
+        ``ratio_spec``), at most ``cap``, plus ``slots_per_verify_token`` x ``verify_tokens`` and
+        ``slots_per_draft_token`` x (``verify_tokens`` - 1)."""
         if isinstance(data, dict) and data.get("ratio") is not None:
             spec = int(data.get("verify_tokens") or 0)
             r = data["ratio_spec"] if spec and data.get("ratio_spec") is not None else data["ratio"]
             if data.get("cap") is not None:
                 r = min(r, data["cap"])
-            data = {**data, "slots_per_request": r + spec * int(data.get("slots_per_verify_token") or 0)}
+            drafts = max(spec - 1, 0) * int(data.get("slots_per_draft_token") or 0)
+            data = {**data, "slots_per_request": r + spec * int(data.get("slots_per_verify_token") or 0) + drafts}
         return data
 
     def with_(self, **changes: int | None) -> State:
@@ -625,9 +649,24 @@ class Stack(_F):
         (k3plan's --spec-tokens k: k + 1, SGLang's speculative_num_draft_tokens at topk 1): the state pool
         holds the engine's ratio with speculative decoding and ``state.slots_per_verify_token`` more slots
         for each token checked (``State``); itself where that changes nothing (None: no speculative decoding)."""
-        if not verify_tokens or (self.state.ratio is None and not self.state.slots_per_verify_token):
+        st = self.state
+        if not verify_tokens or (
+            st.ratio is None and not st.slots_per_verify_token and not st.slots_per_draft_token and st.verify is None
+        ):
             return self
         return self.model_copy(update={"state": self.state.with_(verify_tokens=verify_tokens)})
+
+    def verify_state_slots(self, verify_tokens: int) -> tuple[int, int]:
+        """(read, written) KDA state slots a step checking ``verify_tokens`` tokens moves a sequence a KDA layer:
+        one each at plain decode (1: the state updated in place); with speculative decoding the stack's
+        ``state.verify`` rule, or, where a stack has none, each token checked priced as a sequence of its own
+        (``verify_tokens`` read and written: what the decode roofline at batch x tokens counts)."""
+        rule = self.state.verify
+        if verify_tokens <= 1:
+            return 1, 1
+        if rule is None:
+            return verify_tokens, verify_tokens
+        return rule.reads, rule.writes + rule.writes_per_verify_token * verify_tokens
 
     def for_dp(self, dp: int) -> Stack:
         """The stack as it runs at ``dp`` DP groups: at DP 1 a ``collectives.dp1_experts`` pattern replaces the

@@ -64,9 +64,20 @@ def decode_terms(
     comm_s,
     histogram=None,
     weights=None,
+    verify_tokens: int = 1,
+    verify_state_slots: tuple[int, int] = (1, 1),
 ) -> DecodeTerms[C]:
+    """``batch``: the rows a step runs (a verify step's: sequences x ``verify_tokens``, each sequence's
+    tokens checked in one step); ``verify_state_slots``: (read, written) KDA state slots such a step moves a
+    sequence a KDA layer (``Stack.verify_state_slots``): the KDA op's bytes count the DP group's
+    cdiv(cdiv(batch, verify_tokens), dp) sequences so, where a plain step (``verify_tokens`` 1) reads and
+    writes each row's one slot."""
     moe = spec.moe
     seqs = cdiv(batch, dp)
+    state_slots = None
+    if verify_tokens > 1:
+        sequences = cdiv(cdiv(batch, verify_tokens), dp)
+        state_slots = (sequences * verify_state_slots[0], sequences * verify_state_slots[1])
     # tokens one EP group routes: its DP groups' sequences (ep = tp: one group; ep = all: the batch)
     ep_tokens = minimum(batch, seqs * maximum(1, ep // tp))
     touched = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=ep_tokens, histogram=histogram)
@@ -84,6 +95,7 @@ def decode_terms(
         ep_tokens=ep_tokens,
         touched=touched,
         context=context,
+        state_slots=state_slots,
     )
     got = by_category(ops, "bytes")
     nbytes: Any = got.get("weights", 0)  # StepBytes.total()'s order (weights, experts, kv, state): the same float

@@ -15,8 +15,9 @@ list (``by_category``): decode bytes and FLOPs (step/decode.py) and the collecti
   for the T tokens its EP group routes; 2 x (k/E) x T x params a device FLOPs;
 - attention (absorbed MLA, a layer): reads b x context x KV bytes a token a layer;
   2 x 2 x heads x kv_lora x context FLOPs a sequence, split over TP when TP divides the heads;
-- kda_decode (the KDA recurrence, a layer): reads and writes b x state bytes a layer;
-  3 x 2 x heads x d^2 FLOPs a sequence;
+- kda_decode (the KDA recurrence, a layer): reads and writes b x state bytes a layer (a speculative verify
+  step: the slots the stack's ``state.verify`` rule moves a sequence, ``Stack.verify_state_slots``);
+  3 x 2 x heads x d^2 FLOPs a token;
 - collective: see step/comm.py (attention all-reduce over TP, expert all-to-all or all-reduce; the
   embedding, dense-MLP and logits collectives: ``tp_edge_ops``); under ``--pp`` the stage-to-stage
   send (step/p2p.py ``send_op``), on its own link.
@@ -225,9 +226,13 @@ def decode_ops(
     touched,
     context,
     live: LiveAt | None = None,
+    state_slots=None,
 ) -> list[Op]:
     """The compute ops of one decode step (collectives: ``collective_ops``); with ``live``, each op's
-    buffers live at its peak (k3plan.step.live) for ``seqs`` sequences of one query over ``context``."""
+    buffers live at its peak (k3plan.step.live) for ``seqs`` sequences of one query over ``context``.
+    ``state_slots``: (read, written) KDA state slots the step moves a KDA layer, a DP group's (a verify
+    step's: ``Stack.verify_state_slots`` x its sequences, ``step.decode.decode_terms``); None: ``seqs`` each,
+    a plain step updating each sequence's state in place."""
     ops = [
         replace(op, compute_role=MLA_ABSORBED)
         if op.tensor is not None and leaf_name(op.tensor) == ABSORBED_LEAF
@@ -254,10 +259,20 @@ def decode_ops(
             )
         )
     if spec.kda is not None and spec.n_kda:
-        state = seqs * (state_bytes_per_sequence // spec.n_kda)
+        slot = state_bytes_per_sequence // spec.n_kda
+        read, written = (seqs, seqs) if state_slots is None else state_slots
         held = None if live is None else live.kda(spec, seqs=seqs, queries=1, tp=tp, decode=True)
         ops.append(
-            _kda_op(spec, tp=tp, tokens=seqs, state_bytes=state, name="kda.recurrence", kind="kda_decode", live=held)
+            _kda_op(
+                spec,
+                tp=tp,
+                tokens=seqs,
+                state_bytes=read * slot,
+                state_bytes_written=written * slot,
+                name="kda.recurrence",
+                kind="kda_decode",
+                live=held,
+            )
         )
     return ops
 
@@ -333,10 +348,20 @@ def heads_split(heads: int, tp):
     return maximum(1, where(heads % tp == 0, tp, 1))
 
 
-def _kda_op(spec: ModelSpec, *, tp, tokens, state_bytes, name: str, kind: str, live: LiveBuffers | None) -> Op:
-    """KDA's recurrent state read and written once a layer, 3 [d, d] products a token a head (decode:
-    the recurrence over the batch; prefill: the chunked scan over the chunk). Split when TP divides
-    the KDA heads."""
+def _kda_op(
+    spec: ModelSpec,
+    *,
+    tp,
+    tokens,
+    state_bytes,
+    name: str,
+    kind: str,
+    live: LiveBuffers | None,
+    state_bytes_written=None,
+) -> Op:
+    """KDA's recurrent state read (``state_bytes``) and written (``state_bytes_written``; None: as much as read)
+    a layer, 3 [d, d] products a token a head (decode: the recurrence over the batch; prefill: the chunked scan
+    over the chunk). Split when TP divides the KDA heads."""
     assert spec.kda is not None
     split = heads_split(spec.kda.heads, tp)
     return Op(
@@ -346,7 +371,7 @@ def _kda_op(spec: ModelSpec, *, tp, tokens, state_bytes, name: str, kind: str, l
         category="state",
         count=spec.n_kda,
         bytes_read=state_bytes,
-        bytes_written=state_bytes,
+        bytes_written=state_bytes if state_bytes_written is None else state_bytes_written,
         flops=tokens * (3 * 2 * spec.kda.heads * spec.kda.head_dim**2) / split,
         flops_category="attention",
         tokens=tokens,

@@ -50,7 +50,7 @@ def test_the_option_is_applied_once_whatever_the_order_and_lifted_again():
     off_on = st.with_options(disable_radix_cache="true").with_options(disable_radix_cache="false")
     assert off_on.state.slots_per_request == 3
     assert load_stack("sglang:disable_radix_cache=false").state.slots_per_request == 3
-    assert load_stack("vllm").for_spec_decode(4) is load_stack("vllm")  # a stack that prices no spec state
+    assert load_stack("jax-native").for_spec_decode(4) is load_stack("jax-native")  # prices no spec state
     with pytest.raises(K3PlanError, match=r"\(--disable-radix-cache\) 'yes': expected one of false, true"):
         load_stack("sglang:disable_radix_cache=yes")
 
