@@ -439,7 +439,16 @@ class Effect(_F):
     kv_layout: KVLayout | None = None  # the MLA cache entry this choice lays out (tpu-inference MLA_TRANSPOSE_KV_CACHE)
     platforms: tuple[str, ...] | None = None
     expert_placement: ExpertPlacement | None = None  # a backend whose kernels assert divisibility (DeepEP)
+    compute_formats: dict[str, FormatCompute] | None = Field(
+        None, description="compute-dtype rules by runtime weight format, set over the stack's compute_dtype.formats"
+    )
     description: str = ""
+
+    @model_validator(mode="after")
+    def _known_compute_formats(self) -> Effect:
+        if self.compute_formats:
+            ComputeDtype(formats=self.compute_formats)  # refuses a format k3plan does not know
+        return self
 
 
 class GpuClass(_F):
@@ -542,6 +551,9 @@ class Option(_F):
             raise ValueError("auto applies to a fraction option (sets: reserve)")
         if self.switch is not None and self.switch not in self.choices:
             raise ValueError(f"switch {self.switch!r} is not one of {', '.join(self.choices)}")
+        set_by = {c: set(e.compute_formats or ()) for c, e in self.choices.items()}
+        if any(set_by.values()) and len({frozenset(v) for v in set_by.values()}) > 1:
+            raise ValueError(f"every choice sets the same compute_formats (a later choice replaces them): {set_by}")
         return self
 
 
@@ -807,6 +819,11 @@ class Stack(_F):
             update["kv_cache"] = kv.model_copy(update={"layout": effect.kv_layout})
         if effect.platforms is not None:
             update["platforms"] = effect.platforms
+        if effect.compute_formats is not None:
+            # the choice's rules replace the stack's for those formats (each choice of an option sets the same ones)
+            cd = self.compute_dtype
+            formats = {**cd.formats, **effect.compute_formats}
+            update["compute_dtype"] = cd.model_copy(update={"formats": formats})
         return self.model_copy(update=update)
 
 

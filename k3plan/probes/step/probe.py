@@ -56,8 +56,13 @@ class StepParams:
 def _setup(params: StepParams):
     from k3plan.probes.step.scaled import scaled_config_path
     from k3plan.setup import make_setup
+    from k3plan.sharding.stack import ComputeDtype
 
-    return make_setup(model=str(scaled_config_path()), hardware=LAYOUT_HARDWARE, topology=params.topology, tp=params.tp)
+    s = make_setup(model=str(scaled_config_path()), hardware=LAYOUT_HARDWARE, topology=params.topology, tp=params.tp)
+    # the step timed is validate's (validate/steps.py), which runs every matmul in the activations' dtype, not in
+    # the engine kernel's the stack declares (vllm-tpu's W4A8 experts: fp8 on v7x): its op list is priced so
+    cd = ComputeDtype(default="bf16", default_source="k3plan validate's step: every matmul on the bf16 activations")
+    return replace(s, stack=s.stack.model_copy(update={"compute_dtype": cd}))
 
 
 def _time_decode(setup, devices, *, batch: int, context: int, warmup: int, repeats: int, deadline):
