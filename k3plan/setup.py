@@ -279,6 +279,16 @@ def make_setup(
     )
 
 
+def engine_refusals(model: Model, stack: Stack) -> list[str]:
+    """What the stack's engine, as its code reads, refuses or cannot run for this model (Stack.refusals):
+    one line each, for fit's warnings, plan's assumptions and the launch file."""
+    if not stack.refusals:
+        return []
+    spec = model.spec
+    layers = frozenset(k for k, n in (("mla", spec.n_mla), ("kda", spec.n_kda)) if n)
+    return stack.refused(layers=layers, formats=frozenset(t.fmt for t in model.inventory.tensors))
+
+
 def uneven_notes(plan: ShardingPlan, stack: Stack) -> list[str]:
     """One note an axis the plan splits unevenly: how many devices hold how many, whose rule, and
     that the fullest device is the one every per-device figure describes."""

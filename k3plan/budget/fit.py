@@ -29,7 +29,7 @@ from k3plan.budget.result import (
 from k3plan.budget.temp import decode_temp, prefill_temp
 from k3plan.errors import K3PlanError
 from k3plan.models.spec import ModelSpec
-from k3plan.setup import Setup
+from k3plan.setup import Setup, engine_refusals
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
 from k3plan.sharding.stack import Stack
@@ -409,6 +409,7 @@ def fit(
     beyond = spec.context_warning(workload.context_tokens)
     if beyond:
         warnings.append(beyond)
+    warnings += engine_refusals(setup.model, stack)
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
             op = Collective.pattern_text(stack.collectives.experts)

@@ -75,6 +75,9 @@ class LaunchConfig(BaseModel):
     # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it); value ""
     # for a flag that takes none (--disable-radix-cache)
     engine_options: tuple[tuple[str, str, tuple[str, str, str]], ...] = ()
+    # what the engine's code refuses or cannot run for this model as priced (setup.engine_refusals): written
+    # at the top of the file, so nobody runs it without reading them
+    refusals: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _ep_fits(self) -> LaunchConfig:
@@ -383,6 +386,7 @@ def launch_text(cfg: LaunchConfig) -> str:
     header = [
         f"# k3plan launch: {cfg.hardware}, stack {cfg.stack}, TP{cfg.tp} EP{cfg.ep} DP{cfg.dp} PP{cfg.pp}",
         "# derived from the plan; check it against your engine version before running",
+        *(f"# WARNING: {r}" for r in cfg.refusals),
         "",
     ]
     # a command is a bash script (--emit launch run.sh; bash run.sh): it stops at the first failure and at an

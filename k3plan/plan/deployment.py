@@ -26,6 +26,7 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
+from k3plan.setup import engine_refusals
 from k3plan.sharding.stack import Stack
 
 if TYPE_CHECKING:
@@ -275,6 +276,7 @@ def launch_for(
             else None,
             expert_width=model.spec.moe.expert_intermediate,
             engine_options=engine_options(stack),
+            refusals=tuple(engine_refusals(model, stack)),
         )
         return Launch(config=cfg, text=launch_text(cfg), error=None)
     except (K3PlanError, ValueError) as err:

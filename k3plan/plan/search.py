@@ -25,6 +25,7 @@ from k3plan.plan.sla import SlaTargets, check_targets
 from k3plan.plan.space import MAX_PP, build_space
 from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
+from k3plan.setup import engine_refusals
 from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
 
 OBJECTIVES = {
@@ -404,6 +405,7 @@ def plan(
             "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",
         ]
         + list(extra.assumptions)
+        + [r for st in space.stacks for r in engine_refusals(m, st)]
         + probe_notes,
         sla=extra.sla,
         prices=price_list,

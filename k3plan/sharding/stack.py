@@ -406,6 +406,33 @@ class ComputeDtype(_F):
         return dtype, f"{fmt}{where}: {dtype} ({rule.holds})"
 
 
+class Refusal(_F):
+    """A deployment the engine's own code refuses or cannot run, at the commits read: k3plan still prices
+    the stack's layout (what a device would hold if the engine ran it) and every output that names the stack
+    for such a model says so. It applies to a model with layers of every kind in ``layers`` (mla, kda), a
+    checkpoint holding a tensor in one of ``formats`` (any, when empty), at the option values ``options``
+    (name -> the values it applies at; any, when empty)."""
+
+    layers: tuple[Literal["mla", "kda"], ...] = ()
+    formats: tuple[str, ...] = ()
+    options: dict[str, tuple[str, ...]] = {}
+    says: str = Field(description="what the engine does, in one clause: the check that raises, the op that is missing")
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+    def applies(self, *, layers: frozenset[str], formats: frozenset[str], chosen: dict[str, str]) -> bool:
+        return (
+            set(self.layers) <= layers
+            and (not self.formats or bool(set(self.formats) & formats))
+            and all(chosen.get(k) in v for k, v in self.options.items())
+        )
+
+    @property
+    def cited(self) -> str:
+        src = self.sources[0]
+        at = f" @{src.commit[:8]}" if src.commit else ""
+        return f"{self.says} ({src.repo} {src.file} {src.symbol.split(' (')[0]}{at})"
+
+
 class SequenceParallelMoe(_F):
     """The engine's sequence-parallel MoE (vLLM ParallelConfig.use_sequence_parallel_moe): on for a model
     whose engine MoE block reads it (``families``: k3plan's model family, which config.json's architectures
@@ -585,12 +612,27 @@ class Stack(_F):
     pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
     default_parallel_source: str = ""
     options: dict[str, Option] = {}
+    refusals: tuple[Refusal, ...] = Field(
+        (), description="deployments the engine's code refuses or cannot run for some models (Refusal)"
+    )
     chosen: dict[str, str] = Field({}, description="options applied to this stack (name -> value)")
     given: tuple[str, ...] = Field(
         (),
         description="options given explicitly (NAME:option=value, with_options), even at their default value: "
         "an option whose engine derives its value when the flag is absent (Option.auto) runs the value given",
     )
+
+    @model_validator(mode="after")
+    def _refusals_known(self) -> Stack:
+        for r in self.refusals:
+            for name, values in r.options.items():
+                opt = self.options.get(name)
+                if opt is None:
+                    raise ValueError(f"refusals: unknown option {name!r}; known: {', '.join(self.options) or 'none'}")
+                bad = [v for v in values if opt.choices and v not in opt.choices]
+                if bad:
+                    raise ValueError(f"refusals: option {name} has no choice {bad}; choices: {', '.join(opt.choices)}")
+        return self
 
     @model_validator(mode="after")
     def _platforms_agree(self) -> Stack:
@@ -603,6 +645,15 @@ class Stack(_F):
     def runtime_format(self, role: str, checkpoint_fmt: str) -> str:
         fmt = self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint"))
         return checkpoint_fmt if fmt == "checkpoint" else fmt
+
+    def refused(self, *, layers: frozenset[str], formats: frozenset[str]) -> list[str]:
+        """One line a Refusal that applies to a model with layers of these kinds and tensors in these
+        checkpoint formats at this stack's options: the engine, as cited, does not run what is priced."""
+        return [
+            f"stack {self.label}: the engine does not run this as priced: {r.cited}"
+            for r in self.refusals
+            if r.applies(layers=layers, formats=formats, chosen=self.chosen)
+        ]
 
     @property
     def label(self) -> str:

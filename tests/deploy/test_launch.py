@@ -22,12 +22,38 @@ from k3plan.deploy.launch import (
 from k3plan.errors import K3PlanError
 from k3plan.sharding.stack import list_stacks
 
-B200 = {"hardware": "nvidia-b200", "platform": "gpu", "stack": "sglang", "engine": "sglang", "model_path": "moonshotai/Kimi-K3",
-            "tp": 8, "dp": 8, "ep": 64, "hosts": 8, "max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
-            "kv_dtype": "fp8", "memory_fraction": 0.88, "dp_attention": True}
-V7X = {"hardware": "tpu-v7x", "platform": "tpu", "stack": "vllm-tpu", "engine": "vllm", "model_path": "moonshotai/Kimi-K3",
-           "tp": 32, "ep": 32, "hosts": 4, "max_model_len": 131072, "max_num_batched_tokens": 8192, "max_num_seqs": 64,
-           "kv_dtype": "bf16", "memory_fraction": 0.9}
+B200 = {
+    "hardware": "nvidia-b200",
+    "platform": "gpu",
+    "stack": "sglang",
+    "engine": "sglang",
+    "model_path": "moonshotai/Kimi-K3",
+    "tp": 8,
+    "dp": 8,
+    "ep": 64,
+    "hosts": 8,
+    "max_model_len": 131072,
+    "max_num_batched_tokens": 8192,
+    "max_num_seqs": 256,
+    "kv_dtype": "fp8",
+    "memory_fraction": 0.88,
+    "dp_attention": True,
+}
+V7X = {
+    "hardware": "tpu-v7x",
+    "platform": "tpu",
+    "stack": "vllm-tpu",
+    "engine": "vllm",
+    "model_path": "moonshotai/Kimi-K3",
+    "tp": 32,
+    "ep": 32,
+    "hosts": 4,
+    "max_model_len": 131072,
+    "max_num_batched_tokens": 8192,
+    "max_num_seqs": 64,
+    "kv_dtype": "bf16",
+    "memory_fraction": 0.9,
+}
 
 
 def test_sglang_dp_attention_command():
@@ -37,7 +63,8 @@ def test_sglang_dp_attention_command():
         "python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 64 --dp-size 8 --ep-size 64 "
         "--pp-size 1 --enable-dp-attention --moe-a2a-backend deepep --context-length 131072 --chunked-prefill-size 8192 "
         "--max-running-requests 256 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 "
-        "--nnodes 8 --node-rank \"$NODE_RANK\" --dist-init-addr \"$HEAD_ADDR:5000\" --trust-remote-code")
+        '--nnodes 8 --node-rank "$NODE_RANK" --dist-init-addr "$HEAD_ADDR:5000" --trust-remote-code'
+    )
 
 
 def test_vllm_tpu_command():
@@ -45,7 +72,8 @@ def test_vllm_tpu_command():
         "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --pipeline-parallel-size 1 "
         "--data-parallel-size 1 --enable-expert-parallel --max-model-len 131072 --max-num-batched-tokens 8192 "
         "--max-num-seqs 64 --enable-chunked-prefill --kv-cache-dtype bfloat16 --gpu-memory-utilization 0.90 "
-        "--distributed-executor-backend ray --trust-remote-code")
+        "--distributed-executor-backend ray --trust-remote-code"
+    )
 
 
 def test_jax_params():
@@ -56,9 +84,14 @@ def test_jax_params():
     assert list(type(p).model_fields) == [k for k in FLAG_SOURCES["jax"] if k != "model_name"]  # every key cited
 
 
-@pytest.mark.parametrize("cfg, build, engine", [(B200, sglang_command, "sglang"), (V7X, vllm_command, "vllm"),
-                                                 ({**B200, "dp_attention": False, "ep": 8, "hosts": 1},
-                                                  sglang_command, "sglang")])
+@pytest.mark.parametrize(
+    "cfg, build, engine",
+    [
+        (B200, sglang_command, "sglang"),
+        (V7X, vllm_command, "vllm"),
+        ({**B200, "dp_attention": False, "ep": 8, "hosts": 1}, sglang_command, "sglang"),
+    ],
+)
 def test_every_flag_is_cited(cfg, build, engine):
     flags = [t for t in shlex.split(build(LaunchConfig(**cfg))) if t.startswith("--")]
     assert flags and all(f in FLAG_SOURCES[engine] for f in flags)
@@ -72,15 +105,18 @@ def test_launch_text_names_sources():
     assert text.splitlines()[2].startswith("# k3plan launch: nvidia-b200, stack sglang, TP8 EP64 DP8 PP1")
 
 
-@pytest.mark.parametrize("cfg, build, says", [
-    ({**V7X, "kv_dtype": "fp32"}, vllm_command, "not a vLLM"),
-    ({**B200, "kv_dtype": "fp8_ds_mla"}, sglang_command, "not a SGLang"),
-    ({**V7X, "engine": "sglang"}, sglang_command, "SGLang serves on GPUs"),
-    ({**V7X, "dp": 2, "ep": 32}, vllm_command, "cannot be expressed"),
-    ({**B200, "dp_attention": False}, sglang_command, "needs DP attention"),
-    ({**V7X, "engine": "jax", "kv_dtype": "fp8_ds_mla"}, jax_params, "not a MaxText"),
-    ({**V7X, "engine": "jax", "kv_dtype": "fp8"}, jax_params, "not a MaxText"),
-])
+@pytest.mark.parametrize(
+    "cfg, build, says",
+    [
+        ({**V7X, "kv_dtype": "fp32"}, vllm_command, "not a vLLM"),
+        ({**B200, "kv_dtype": "fp8_ds_mla"}, sglang_command, "not a SGLang"),
+        ({**V7X, "engine": "sglang"}, sglang_command, "SGLang serves on GPUs"),
+        ({**V7X, "dp": 2, "ep": 32}, vllm_command, "cannot be expressed"),
+        ({**B200, "dp_attention": False}, sglang_command, "needs DP attention"),
+        ({**V7X, "engine": "jax", "kv_dtype": "fp8_ds_mla"}, jax_params, "not a MaxText"),
+        ({**V7X, "engine": "jax", "kv_dtype": "fp8"}, jax_params, "not a MaxText"),
+    ],
+)
 def test_combinations_an_engine_cannot_run_are_refused(cfg, build, says):
     with pytest.raises(K3PlanError, match=says) as err:
         build(LaunchConfig(**cfg))
@@ -126,19 +162,23 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
     # the reserve, the KV dtype (written from the plan's numbers) and vLLM's EP switch (from the split) add
     # nothing; the other options are written at the value priced, a default too (the next test)
     assert [f for f, _, _ in engine_options(load_stack("vllm:gpu_memory_utilization=0.8+kv_cache_dtype=fp8"))] == [
-        "--all2all-backend"]
+        "--all2all-backend"
+    ]
     assert [f for f, _, _ in engine_options(load_stack("vllm:enable_expert_parallel=true"))] == ["--all2all-backend"]
 
 
-@pytest.mark.parametrize(("stack", "hardware", "written"), [
-    # tpu-inference resolves MODEL_IMPL_TYPE to its flax_nnx model when unset (model_loader.get_model), which
-    # replicates KDA; vllm-tpu prices vLLM's model code, and the MLA cache entry tpu-inference pads to 640 values
-    ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm MLA_TRANSPOSE_KV_CACHE=0 vllm serve "),
-    # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
-    ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
-    ("dp-attention", "nvidia-b200", " --enable-dp-attention --moe-a2a-backend deepep "),
-    ("vllm", "nvidia-b200", " --all2all-backend allgather_reducescatter "),
-])
+@pytest.mark.parametrize(
+    ("stack", "hardware", "written"),
+    [
+        # tpu-inference resolves MODEL_IMPL_TYPE to its flax_nnx model when unset (model_loader.get_model), which
+        # replicates KDA; vllm-tpu prices vLLM's model code, and the MLA cache entry tpu-inference pads to 640 values
+        ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm MLA_TRANSPOSE_KV_CACHE=0 vllm serve "),
+        # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
+        ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
+        ("dp-attention", "nvidia-b200", " --enable-dp-attention --moe-a2a-backend deepep "),
+        ("vllm", "nvidia-b200", " --all2all-backend allgather_reducescatter "),
+    ],
+)
 def test_the_launch_runs_the_configuration_priced_not_the_engine_s_defaults(cli, tmp_path, stack, hardware, written):
     """plan --emit launch for a bundled stack at its defaults: `vllm serve kimi-k3 ...` left out MODEL_IMPL_TYPE=vllm
     and `sglang.launch_server` --moe-a2a-backend deepep (engine_options wrote only options changed away from the
@@ -147,7 +187,9 @@ def test_the_launch_runs_the_configuration_priced_not_the_engine_s_defaults(cli,
     out = tmp_path / "launch.sh"
     r = cli("plan", "-H", hardware, "--stacks", stack, "--emit", "launch", out)
     assert r.exit_code == 0, r.output
-    cmd = next(ln for ln in out.read_text().splitlines() if "serve" in ln or "launch_server" in ln)
+    cmd = next(
+        ln for ln in out.read_text().splitlines() if not ln.startswith("#") and ("serve" in ln or "launch_server" in ln)
+    )
     assert written in cmd, cmd
 
 
@@ -157,8 +199,20 @@ def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path
     so SGLang sized its mamba pool by its default 0.9/1.9 split, not as planned. B200 2x8 TP8 DP1 at the
     default 8 sequences: ceil(8 / 1) x 1 slot x dp 1 = 8."""
     out = tmp_path / "launch.sh"
-    r = cli("plan", "-H", "nvidia-b200", "--stacks", "dp-attention", "--context", "131072", "--concurrency", "8",
-            "--emit", "launch", out)
+    r = cli(
+        "plan",
+        "-H",
+        "nvidia-b200",
+        "--stacks",
+        "dp-attention",
+        "--context",
+        "131072",
+        "--concurrency",
+        "8",
+        "--emit",
+        "launch",
+        out,
+    )
     assert r.exit_code == 0, r.output
     cmd = next(ln for ln in out.read_text().splitlines() if "launch_server" in ln)
     assert " --dp-size 1 " in cmd and " --max-running-requests 8 " in cmd, cmd
@@ -173,7 +227,9 @@ def test_jax_batch_is_the_batch_priced_under_one_sequence_a_device():
     cfg = {**V7X, "engine": "jax", "stack": "jax-native", "kv_dtype": "fp32"}
     p = jax_params(LaunchConfig(**{**cfg, "tp": 64, "ep": 64, "max_num_seqs": 8}))
     assert p.per_device_batch_size == 0.125 and p.per_device_batch_size * 64 == 8
-    assert " per_device_batch_size=0.125 " in launch_text(LaunchConfig(**{**cfg, "tp": 64, "ep": 64, "max_num_seqs": 8}))
+    assert " per_device_batch_size=0.125 " in launch_text(
+        LaunchConfig(**{**cfg, "tp": 64, "ep": 64, "max_num_seqs": 8})
+    )
     assert " per_device_batch_size=2 " in launch_text(LaunchConfig(**cfg))
     assert jax_params(LaunchConfig(**{**cfg, "max_num_seqs": 48})).per_device_batch_size == 1.5
 
@@ -212,10 +268,13 @@ def _product(keys: dict[str, str], prefix: str) -> int:
     return n
 
 
-@pytest.mark.parametrize(("cfg", "slices", "per_slice"), [
-    ({**JAX, "tp": 32, "ep": 32, "hosts": 4}, 1, 32),  # the default pick: 2x2x4, 16 chips, 32 devices
-    ({**JAX, "tp": 64, "ep": 64, "hosts": 8, "slices": 2}, 2, 32),  # 2*2x2x4: two 32-device slices over DCN
-])
+@pytest.mark.parametrize(
+    ("cfg", "slices", "per_slice"),
+    [
+        ({**JAX, "tp": 32, "ep": 32, "hosts": 4}, 1, 32),  # the default pick: 2x2x4, 16 chips, 32 devices
+        ({**JAX, "tp": 64, "ep": 64, "hosts": 8, "slices": 2}, 2, 32),  # 2*2x2x4: two 32-device slices over DCN
+    ],
+)
 def test_maxtext_mesh_multiplies_into_the_devices_of_a_slice_and_the_slices(cfg, slices, per_slice):
     """MaxText multiplies the ici_* axes into the devices of a slice and the dcn_* into the slices, and asserts
     both (maxtext_utils.create_device_mesh -> max_utils.fill_unspecified_mesh_axes). The file wrote ici_tensor
@@ -246,12 +305,15 @@ def test_maxtext_launch_is_a_script_that_names_the_model_or_asks_for_its_config(
     assert " model_name=kimi-k2-1t " in k2 and "MAXTEXT_CONFIG:?" not in k2
 
 
-@pytest.mark.parametrize(("cfg", "says"), [
-    ({**JAX, "tp": 16, "dp": 4, "ep": 64}, "dp 4 cannot be expressed"),  # the QA's 4,096-device mesh
-    ({**JAX, "tp": 16, "dp": 4, "ep": 16}, "dp 4 cannot be expressed"),
-    ({**JAX, "tp": 16, "ep": 16, "pp": 2, "slices": 2}, "pp 2 cannot be expressed"),
-    ({**JAX, "tp": 7, "ep": 7}, "tp 7 does not divide the experts' FFN width 3072"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "says"),
+    [
+        ({**JAX, "tp": 16, "dp": 4, "ep": 64}, "dp 4 cannot be expressed"),  # the QA's 4,096-device mesh
+        ({**JAX, "tp": 16, "dp": 4, "ep": 16}, "dp 4 cannot be expressed"),
+        ({**JAX, "tp": 16, "ep": 16, "pp": 2, "slices": 2}, "pp 2 cannot be expressed"),
+        ({**JAX, "tp": 7, "ep": 7}, "tp 7 does not divide the experts' FFN width 3072"),
+    ],
+)
 def test_a_split_maxtext_cannot_run_as_priced_is_refused(cfg, says):
     with pytest.raises(K3PlanError, match=says) as err:
         launch_text(LaunchConfig(**cfg))
@@ -262,8 +324,20 @@ def test_plan_emit_launch_refuses_a_dp_pick_in_one_line(cli, tmp_path):
     """plan's pick at 524,288 tokens x 4 is 4x4x4 TP32 EP128 DP4 on jax-native: the file said ici_tensor 32 x
     ici_expert 128 x ici_data 4 = 16,384 on 128 devices. MaxText would hold all 4 DP groups' KV on every device."""
     out = tmp_path / "run.sh"
-    r = cli("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "524288", "--concurrency", "4",
-            "--emit", "launch", out)
+    r = cli(
+        "plan",
+        "-H",
+        "tpu-v7x",
+        "--stacks",
+        "jax-native",
+        "--context",
+        "524288",
+        "--concurrency",
+        "4",
+        "--emit",
+        "launch",
+        out,
+    )
     assert r.exit_code == 2 and "dp 4 cannot be expressed" in r.stderr and not out.exists(), r.output
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -280,21 +354,31 @@ def test_launch_for_passes_the_topology_s_slices():
 
     hw = load_hardware("tpu-v7x")
     pick = SimpleNamespace(tp=64, ep=64, dp=1, pp=1, chunk_tokens=8192, kv_dtype="fp32")
-    launch = launch_for(pick=pick, hw=hw, stack=load_stack("jax-native"), topology=parse_topology(hw, "2*2x2x4"),
-                        model=load_model("kimi-k3"), context=131072, max_num_seqs=2)
+    launch = launch_for(
+        pick=pick,
+        hw=hw,
+        stack=load_stack("jax-native"),
+        topology=parse_topology(hw, "2*2x2x4"),
+        model=load_model("kimi-k3"),
+        context=131072,
+        max_num_seqs=2,
+    )
     assert launch.config is not None and launch.config.slices == 2 and launch.text is not None
     keys = _maxtext_keys(launch.text)
     assert keys["ici_tensor_parallelism"] == "32" and keys["dcn_tensor_parallelism"] == "2"
 
 
-@pytest.mark.parametrize(("cfg", "longest", "chunk"), [
-    # the default pick: 131,072 - 1 generated = 131,071, in whole 8,192 chunks: 15 x 8,192 = 122,880
-    ({**JAX, "max_model_len": 131072, "max_num_batched_tokens": 8192}, 122880, 8192),
-    # --isl 100,000 --osl 2,048 in 102,048 tokens: 100,000 = 12 x 8,192 + 1,696 -> 98,304
-    ({**JAX, "max_model_len": 102048, "max_output_tokens": 2048, "max_num_batched_tokens": 8192}, 98304, 8192),
-    # a prompt under one chunk: JetStream prefills it whole (orchestrator: true_length >= prefill_chunk_size)
-    ({**JAX, "max_model_len": 4500, "max_output_tokens": 500, "max_num_batched_tokens": 8192}, 4000, 8192),
-])
+@pytest.mark.parametrize(
+    ("cfg", "longest", "chunk"),
+    [
+        # the default pick: 131,072 - 1 generated = 131,071, in whole 8,192 chunks: 15 x 8,192 = 122,880
+        ({**JAX, "max_model_len": 131072, "max_num_batched_tokens": 8192}, 122880, 8192),
+        # --isl 100,000 --osl 2,048 in 102,048 tokens: 100,000 = 12 x 8,192 + 1,696 -> 98,304
+        ({**JAX, "max_model_len": 102048, "max_output_tokens": 2048, "max_num_batched_tokens": 8192}, 98304, 8192),
+        # a prompt under one chunk: JetStream prefills it whole (orchestrator: true_length >= prefill_chunk_size)
+        ({**JAX, "max_model_len": 4500, "max_output_tokens": 500, "max_num_batched_tokens": 8192}, 4000, 8192),
+    ],
+)
 def test_maxtext_accepts_the_priced_prompt_and_prefills_it_in_the_priced_chunk(cfg, longest, chunk):
     """max_prefill_predict_length was the chunk (8,192): JetStream keeps the last max_prefill_predict_length tokens
     of a prompt (orchestrator._process_prefill_content -> token_utils.pad_tokens), so the 131,072-token row's
@@ -315,8 +399,9 @@ def test_maxtext_refuses_a_context_that_leaves_no_prompt():
 
 def test_plan_launch_takes_the_osl_off_the_context(cli, tmp_path):
     out = tmp_path / "run.sh"
-    r = cli("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--isl", "100000", "--osl", "2048",
-            "--emit", "launch", out)
+    r = cli(
+        "plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--isl", "100000", "--osl", "2048", "--emit", "launch", out
+    )
     assert r.exit_code == 0, r.output
     keys = _maxtext_keys(out.read_text())
     chunk = int(keys["prefill_chunk_size"])

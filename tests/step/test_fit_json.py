@@ -14,7 +14,8 @@ calibration matches 2x2x2: the temp is the model's upper end, and the band keys 
 decode_band and capacity.band_low_* appear, only where a stage is modelled), and the three vllm-tpu files when
 the stack took tpu-inference's MLA cache entry (512 + 128 = 640 values a token a MLA layer, not 576: the KV
 bytes a token, the hybrid page and the padded state, free bytes, capacity, crossover, the KV provenance and
-the speed floats); the other keys and their order are the dd35d05 ones. Any other change to a value here must
+the speed floats), and their warnings when the vllm-tpu stack took the refusals tpu-inference's code makes (an MLA
+model without DP attention; K3's KDA on MODEL_IMPL_TYPE=vllm); the other keys and their order are the dd35d05 ones. Any other change to a value here must
 be deliberate."""
 
 from __future__ import annotations
