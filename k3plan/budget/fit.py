@@ -428,6 +428,15 @@ def fit(
         if crossing:
             warnings.append(scale_out_note(hw, topo, crossing=crossing))
     crossover = kv_state_crossover_tokens(spec, stack)
+    copies = wb.role_bytes("mla_absorbed")
+    notes_copies = []
+    if copies and stack.absorbed_copies is not None:
+        src = stack.absorbed_copies.sources[0]
+        notes_copies.append(
+            f"absorbed MLA: stack {stack.name} splits W_UK / W_UV out of each kv_b_proj at load "
+            f"and keeps kv_b_proj for prefill: {copies:,} B a device more "
+            f"(weights, mla_absorbed), which decode reads instead of kv_b_proj ({src.text()})"
+        )
     return FitResult(
         model=ModelFacts(
             name=spec.name,
@@ -483,7 +492,7 @@ def fit(
         weights_fit=wb.weights_bytes <= usable,
         replicated=[f for sw in setup.stage_weights for f in sw.fallbacks],  # every stage's (pp: a tensor is in one)
         warnings=warnings,
-        notes=list(setup.notes) + warnings_pp + list(spec.notes),
+        notes=list(setup.notes) + warnings_pp + list(spec.notes) + notes_copies,
         provenance=Provenance(
             weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
             + (

@@ -5,11 +5,14 @@ attribute (``result.per_device.free_bytes``); the JSON is ``model_dump``.
 
 from __future__ import annotations
 
-from typing import Annotated, Iterable
+from typing import Annotated, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, model_serializer
 
 from k3plan.models.inventory import Role
+
+# a weight role a device holds: a tensor role, or the absorbed-MLA copies made of kv_b_proj at load
+HeldRole = Role | Literal["mla_absorbed"]
 
 
 class Named(BaseModel):
@@ -24,9 +27,10 @@ class TermBytes(Named):
 
 
 class RoleBytes(Named):
-    """One tensor role's weight bytes a device."""
+    """One tensor role's weight bytes a device (``mla_absorbed``: the absorbed-MLA copies the engine holds beside
+    kv_b_proj, budget.weights.absorbed_copy_bytes)."""
 
-    role: Role
+    role: HeldRole
     bytes: int
 
 

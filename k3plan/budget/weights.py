@@ -13,12 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.result import RoleBytes
+from k3plan.budget.result import HeldRole, RoleBytes
 from k3plan.models.formats import get_format
-from k3plan.models.inventory import Role, Tensor, TensorInventory
+from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
 from k3plan.sharding.stack import Stack
 from k3plan.step.columns import where
+from k3plan.step.ops import ABSORBED_LEAF, leaf_name
 
 
 class WeightBudget(BaseModel):
@@ -27,10 +28,10 @@ class WeightBudget(BaseModel):
     runtime_weight_bytes: int  # whole model, one copy, runtime formats
     weights_bytes: int  # per device
     replicated_weights_bytes: int  # per device: tensors every device holds whole
-    by_role: tuple[RoleBytes, ...]  # per device, roles in the inventory's order
+    by_role: tuple[RoleBytes, ...]  # per device, roles in the inventory's order (then mla_absorbed, if held)
     fallbacks: tuple[Fallback, ...]  # with bytes_replicated filled in
 
-    def role_bytes(self, role: Role) -> int:
+    def role_bytes(self, role: HeldRole) -> int:
         """A role's bytes a device (0 where the model has no tensor of that role)."""
         return next((r.bytes for r in self.by_role if r.role == role), 0)
 
@@ -42,7 +43,9 @@ class WeightTerms:
     runtime_weight_bytes: int  # whole model, one copy, runtime formats
     weights_bytes: Any  # per device: sum of count x ceil(runtime bytes / shards)
     replicated_bytes: Any  # the part held whole (shards = 1) on a mesh of more than one device
-    by_role: dict[Role, Any]  # weights_bytes by tensor role, roles in the order the classes give them
+    # weights_bytes by tensor role, roles in the order the classes give them; then "mla_absorbed": the absorbed-MLA
+    # copies the engine holds beside kv_b_proj (``absorbed_copy_bytes``), where it holds any
+    by_role: dict[HeldRole, Any]
     # what a decode step streams (embeddings excluded: it gathers rows): floats, bytes / shards
     dense_bytes: Any  # non-expert tensors, per device
     expert_bytes: Any  # routed experts, per device
@@ -61,6 +64,17 @@ def runtime_bytes(t, stack: Stack) -> int:
     return get_format(stack.runtime_format(t.role, t.fmt)).nbytes(t.shape)
 
 
+def absorbed_copy_bytes(t, stack: Stack) -> int:
+    """The bytes of the absorbed-MLA copies (W_UK / W_UV) the engine makes of ``t`` at load and holds beside it,
+    whole tensor (``Stack.absorbed_copy_format``): 0 unless ``t`` is an MLA layer's kv_b_proj and the engine
+    holds copies apart from it. Same params as ``t``, split as ``t`` is (by heads over TP); decode reads them
+    instead of ``t`` (``step.ops.weight_ops``), prefill's MHA path reads ``t``."""
+    if leaf_name(t) != ABSORBED_LEAF:
+        return 0
+    fmt = stack.absorbed_copy_format(t.role, t.fmt)
+    return 0 if fmt is None else get_format(fmt).nbytes(t.shape)
+
+
 def device_bytes(nbytes, shards, num=1):
     """One tensor's bytes a device: exact when the shards divide it, the larger piece otherwise;
     ``num`` / ``shards`` the fullest device's share when a split is uneven (13 / 896 of an expert
@@ -71,7 +85,8 @@ def device_bytes(nbytes, shards, num=1):
 def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> WeightTerms:
     """``multi``: the mesh has more than one device (bool, or a bool array per mesh)."""
     total = per_device = replicated = 0
-    by_role: dict[Role, Any] = {}
+    by_role: dict[HeldRole, Any] = {}
+    copies: Any = None  # the absorbed-MLA copies a device, where the engine holds any
     streamed = {k: 0.0 for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
     whole = {"dense": 0, "expert": 0}
     for t, count, shards, (num, den) in classes:
@@ -81,12 +96,21 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
         per_device = per_device + dev
         replicated = replicated + where((shards == 1) & multi, dev, 0)
         by_role[t.role] = by_role.get(t.role, 0) + dev
+        copy = absorbed_copy_bytes(t, stack)
+        if copy:
+            held = count * device_bytes(copy, den, num)
+            per_device = per_device + held
+            replicated = replicated + where((shards == 1) & multi, held, 0)
+            copies = held if copies is None else copies + held
         if t.role == "embed":
             continue  # the decode step gathers embedding rows; it does not stream the table
         kind = "expert" if t.role == "expert" else "dense"
-        streamed[f"{kind}_bytes"] += count * (nbytes * num / den)  # the fullest device's
+        # the fullest device's; decode reads the absorbed copies where the engine holds them
+        streamed[f"{kind}_bytes"] += count * ((copy or nbytes) * num / den)
         streamed[f"{kind}_params"] += count * (t.params * num / den)
         whole[kind] += count * nbytes
+    if copies is not None:
+        by_role["mla_absorbed"] = copies  # step.ops.MLA_ABSORBED, the role it runs as
     return WeightTerms(
         runtime_weight_bytes=total,
         weights_bytes=per_device,

@@ -346,7 +346,14 @@ def apply_temp_model(
             form=form_for(st.name),
             act=BYTES[st.activation_dtype],
             weights=[
-                WeightGroup(name=g.name, rep=g.rep, count=g.count, bytes=g.bytes[m_of], params=g.params[m_of])
+                WeightGroup(
+                    name=g.name,
+                    rep=g.rep,
+                    count=g.count,
+                    bytes=g.bytes[m_of],
+                    params=g.params[m_of],
+                    decode_bytes=None if g.decode_bytes is None else g.decode_bytes[m_of],
+                )
                 for g in mesh_weight_groups(inventory=model.inventory, stack=st, family=model.spec.family, **mesh)
             ],
             tp=tp,

@@ -29,6 +29,11 @@ def render_fit(r: FitResult, console: Console) -> None:
     rows = [
         ("weights", dev.weights_bytes, p.weights),
         ("  of which replicated", dev.replicated_weights_bytes, "tensors every device holds whole"),
+        *(
+            [("  of which absorbed MLA", copies, "W_UK / W_UV split from kv_b_proj at load, held beside it (note)")]
+            if (copies := next((x.bytes for x in r.weights_by_role if x.role == "mla_absorbed"), 0))
+            else []
+        ),
         ("KV cache", dev.kv_bytes, p.kv),
         ("KDA state", dev.state_bytes, p.state),
         (

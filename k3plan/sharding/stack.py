@@ -433,6 +433,19 @@ class Refusal(_F):
         return f"{self.says} ({src.repo} {src.file} {src.symbol.split(' (')[0]}{at})"
 
 
+class AbsorbedCopies(_F):
+    """The absorbed MLA's W_UK / W_UV: the engine splits them out of each MLA layer's kv_b_proj at load (its
+    own TP shard: split by heads as kv_b_proj is) for decode, in the dtype ``compute_dtype.roles.mla_absorbed``
+    declares, and keeps kv_b_proj beside them for prefill's MHA path. A device then holds both, and decode
+    reads the copies, not kv_b_proj. ``views_when_same_format``: the copies are views of kv_b_proj's own
+    weight when its runtime format already is that dtype (nothing more held, decode reads kv_b_proj's bytes);
+    false: always new tensors."""
+
+    views_when_same_format: bool
+    holds: str
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
 class SequenceParallelMoe(_F):
     """The engine's sequence-parallel MoE (vLLM ParallelConfig.use_sequence_parallel_moe): on for a model
     whose engine MoE block reads it (``families``: k3plan's model family, which config.json's architectures
@@ -609,6 +622,9 @@ class Stack(_F):
     default_parallel: DefaultParallel = DefaultParallel()
     dp_experts: DpExperts = DpExperts()
     sequence_parallel_moe: SequenceParallelMoe | None = None
+    absorbed_copies: AbsorbedCopies | None = Field(
+        None, description="None: the engine holds no absorbed-MLA copy beside kv_b_proj (it holds one or the other)"
+    )
     pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
     default_parallel_source: str = ""
     options: dict[str, Option] = {}
@@ -633,6 +649,32 @@ class Stack(_F):
                 if bad:
                     raise ValueError(f"refusals: option {name} has no choice {bad}; choices: {', '.join(opt.choices)}")
         return self
+
+    @model_validator(mode="after")
+    def _copies_typed(self) -> Stack:
+        from k3plan.models.formats import FORMATS
+
+        role = self.compute_dtype.roles.get("mla_absorbed")
+        if self.absorbed_copies is not None and (role is None or role.dtype not in FORMATS):
+            raise ValueError(
+                "absorbed_copies: declare compute_dtype.roles.mla_absorbed with a storage dtype (bf16 or fp8), "
+                "the dtype the copies are held and run in"
+            )
+        return self
+
+    def absorbed_copy_format(self, role: str, checkpoint_fmt: str) -> str | None:
+        """The storage format of the absorbed-MLA copies (W_UK / W_UV) the engine holds beside one kv_b_proj of
+        ``role`` and checkpoint format ``checkpoint_fmt`` (``absorbed_copies``): the mla_absorbed role's dtype (else
+        the stack's default compute dtype).
+        None: no copy apart from kv_b_proj (no such rule, or the copies are views of its own weight)."""
+        ac = self.absorbed_copies
+        if ac is None:
+            return None
+        rule = self.compute_dtype.roles.get("mla_absorbed")  # a stack built without validation may lack it
+        fmt = rule.dtype if rule is not None else self.compute_dtype.default
+        if ac.views_when_same_format and self.runtime_format(role, checkpoint_fmt) == fmt:
+            return None
+        return fmt
 
     @model_validator(mode="after")
     def _platforms_agree(self) -> Stack:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from k3plan.models.inventory import Tensor, TensorInventory
@@ -122,6 +122,9 @@ class WeightGroup:
     bytes: Col
     params: Col
     shape: tuple[int, ...] | None = None
+    # ONE tensor's absorbed-MLA copies a device, which decode reads instead of ``bytes`` (kv_b_proj where the
+    # engine holds W_UK / W_UV apart from it: budget.weights.absorbed_copy_bytes); None: decode reads ``bytes``
+    decode_bytes: Col | None = None
 
 
 def leaf_name(t: Tensor) -> str:
@@ -166,19 +169,28 @@ def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=No
     Setup, arrays over plan's meshes: step.weights.mesh_weight_groups); None: unsharded (one device
     holding the model). ``shape_of(t)``: its shape on that device (a Setup's ``ShardingPlan.per_device_shape``;
     unsharded: the checkpoint's; else None)."""
-    from k3plan.budget.weights import runtime_bytes
+    from k3plan.budget.weights import absorbed_copy_bytes, runtime_bytes
 
     out = []
     for name, t, n in tensor_groups(inventory):
         nbytes = runtime_bytes(t, stack)
+        copy = absorbed_copy_bytes(t, stack) or None
         if shares_of is None:
-            out.append(WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params, shape=t.shape))
+            out.append(
+                WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params, shape=t.shape, decode_bytes=copy)
+            )
         else:
             num, den = shares_of(t)
             shape = None if shape_of is None else tuple(shape_of(t))
             out.append(
                 WeightGroup(
-                    name=name, rep=t, count=n, bytes=nbytes * num / den, params=t.params * num / den, shape=shape
+                    name=name,
+                    rep=t,
+                    count=n,
+                    bytes=nbytes * num / den,
+                    params=t.params * num / den,
+                    shape=shape,
+                    decode_bytes=None if copy is None else copy * num / den,
                 )
             )
     return out
@@ -233,14 +245,17 @@ def decode_ops(
     ``state_slots``: (read, written) KDA state slots the step moves a KDA layer, a DP group's (a verify
     step's: ``Stack.verify_state_slots`` x its sequences, ``step.decode.decode_terms``); None: ``seqs`` each,
     a plain step updating each sequence's state in place."""
-    ops = [
-        replace(op, compute_role=MLA_ABSORBED)
-        if op.tensor is not None and leaf_name(op.tensor) == ABSORBED_LEAF
-        else op
-        for op in weight_ops(
-            spec, weights=weights, rows=seqs, sequences=seqs, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
-        )
-    ]
+    ops = weight_ops(
+        spec,
+        weights=weights,
+        rows=seqs,
+        sequences=seqs,
+        tp=tp,
+        ep_tokens=ep_tokens,
+        touched=touched,
+        live=live,
+        absorbed=True,
+    )
     mla_split = heads_split(spec.mla.heads, tp)
     if spec.n_mla:
         ops.append(
@@ -278,12 +293,23 @@ def decode_ops(
 
 
 def weight_ops(
-    spec: ModelSpec, *, weights: list[WeightGroup], rows, sequences, tp, ep_tokens, touched, live: LiveAt | None = None
+    spec: ModelSpec,
+    *,
+    weights: list[WeightGroup],
+    rows,
+    sequences,
+    tp,
+    ep_tokens,
+    touched,
+    live: LiveAt | None = None,
+    absorbed: bool = False,
 ) -> list[Op]:
     """One op a weight group (not the embedding: a row gather, not a weight stream) applied to ``rows``
     rows (decode: the sequences; prefill: the chunk's tokens), of which ``sequences`` are sampled (the LM
     head's logits). With ``live``, the weight op a block's buffers peak at holds them
-    (``LiveAt.weight``: the routed experts' and the dense MLP's down projections, the LM head)."""
+    (``LiveAt.weight``: the routed experts' and the dense MLP's down projections, the LM head). ``absorbed``
+    (decode): kv_b_proj runs as the absorbed MLA's W_UK / W_UV (``Op.compute_role`` MLA_ABSORBED), reading the
+    copies' bytes where the engine holds them apart from it (``WeightGroup.decode_bytes``)."""
     from k3plan.step.columns import maximum
 
     moe = spec.moe
@@ -322,6 +348,7 @@ def weight_ops(
                 )
             )
         else:
+            role = MLA_ABSORBED if absorbed and leaf_name(t) == ABSORBED_LEAF else None
             ops.append(
                 Op(
                     name=g.name,
@@ -329,13 +356,14 @@ def weight_ops(
                     layer_kind=t.kind,
                     category="weights",
                     count=g.count,
-                    bytes_read=g.bytes,
+                    bytes_read=g.decode_bytes if role is not None and g.decode_bytes is not None else g.bytes,
                     flops=dense_flops * g.params,
                     tensor=t,
                     shape=g.shape,
                     params=g.params,
                     tokens=rows,
                     live=buffers,
+                    compute_role=role,
                 )
             )
     return ops

@@ -199,7 +199,12 @@ def mesh_weight_groups(
         base = mesh_weight_groups(inventory=inventory, stack=stack, tp=tp, dp=dp, ep_all=ep_all)
         sp = mesh_weight_groups(inventory=inventory, stack=stack.with_sp_moe(), tp=tp, dp=dp, ep_all=ep_all)
         return [
-            replace(a, bytes=np.where(on, b.bytes, a.bytes), params=np.where(on, b.params, a.params))
+            replace(
+                a,
+                bytes=np.where(on, b.bytes, a.bytes),
+                params=np.where(on, b.params, a.params),
+                decode_bytes=None if a.decode_bytes is None else np.where(on, b.decode_bytes, a.decode_bytes),
+            )
             for a, b in zip(base, sp, strict=True)
         ]
 

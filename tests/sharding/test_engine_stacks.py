@@ -34,6 +34,9 @@ KDA_WHOLE = 128 * 7168 * BF16 + 128 * F32 + 128 * F32
 MLA_BY_HEADS = (18432 * 1536 + 24576 * 512 + 2 * 12288 * 7168) * BF16
 # q_a [1536, 7168] + q_a_layernorm [1536], kv_a_proj_with_mqa [576, 7168] + kv_a_layernorm [512]: whole
 MLA_WHOLE = (1536 * 7168 + 1536 + 576 * 7168 + 512) * BF16
+# SGLang holds w_kc / w_vc, .contiguous() bf16 copies of kv_b [24576, 512], beside it (kimi_k3.py
+# post_load_weights; Stack.absorbed_copies); vLLM's W_UK_T / W_UV are views of the bf16 kv_b_proj
+KV_B_COPIES = 24576 * 512 * BF16
 DENSE_MLP = 3 * 33792 * 7168 * BF16  # layer 1: gate/up [33792, 7168], down [7168, 33792]
 ROUTER = 896 * 7168 * BF16 + 896 * F32  # gate [896, 7168] + e_score_correction_bias [896] F32
 LATENT = 2 * 3584 * 7168 * BF16 + 3584 * BF16  # routed_expert_down/up + routed_expert_norm
@@ -41,12 +44,13 @@ SHARED = 3 * 6144 * 7168 * BF16  # two shared experts: gate/up [6144, 7168], dow
 N_KDA, N_MLA, N_MOE = 69, 24, 92
 
 
-def k3_per_device(*, tp: int, devices: int, latent_split: int = 1, shared_split: int = 1) -> int:
+def k3_per_device(*, tp: int, devices: int, latent_split: int = 1, shared_split: int = 1, copies: bool = False) -> int:
     """Per-device bytes when heads, the dense MLP and the vocabulary split tp ways, experts over
-    every device, the router whole, the latent projections and shared experts split as given."""
+    every device, the router whole, the latent projections and shared experts split as given;
+    ``copies``: the absorbed-MLA copies of kv_b held beside it, split by heads (SGLang)."""
     return (2 * VOCAB_TABLE // tp + GLOBAL_WHOLE + 93 * LAYER_WHOLE
             + N_KDA * (KDA_BY_HEADS // tp + KDA_WHOLE)
-            + N_MLA * (MLA_BY_HEADS // tp + MLA_WHOLE)
+            + N_MLA * (MLA_BY_HEADS // tp + MLA_WHOLE + (KV_B_COPIES // tp if copies else 0))
             + DENSE_MLP // tp
             + N_MOE * (ROUTER + LATENT // latent_split + SHARED // shared_split + 896 * EXPERT_BYTES // devices))
 
@@ -63,7 +67,8 @@ def test_hand_constants_match_the_published_parameter_counts():
 def test_sglang_tp16_h200_deepep_replicates_latent_router_and_shared_experts():
     s = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang")
     assert s.stack.chosen["moe_a2a_backend"] == "deepep"
-    assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16)
+    assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16, copies=True)
+    assert s.weights.role_bytes("mla_absorbed") == N_MLA * KV_B_COPIES // 16
     assert s.weights.role_bytes("latent_proj") == N_MOE * LATENT
     assert s.weights.role_bytes("shared_expert") == N_MOE * SHARED
     assert s.weights.role_bytes("router") == N_MOE * ROUTER
@@ -71,7 +76,7 @@ def test_sglang_tp16_h200_deepep_replicates_latent_router_and_shared_experts():
 
 def test_sglang_tp16_h200_without_deepep_splits_the_shared_experts():
     s = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang:moe_a2a_backend=none")
-    assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16, shared_split=16)
+    assert s.weights.weights_bytes == k3_per_device(tp=16, devices=16, shared_split=16, copies=True)
     assert s.stack.collectives.experts == "all_reduce"
     deepep = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, stack="sglang")
     # DeepEP costs each GPU 15/16 of the shared experts: 92 x 264,241,152 x 15/16 B

@@ -174,7 +174,9 @@ def test_deepseek_v3_absorbed_mla_decode_runs_kv_b_in_bf16_on_vllm_and_prefill_k
     bf16 bmm (mla_attention.py process_weights_after_loading, _v_up_proj); prefill's MHA path calls the fp8
     kv_b_proj itself. The decode op was timed at the fp8 peak. At batch 160 it is compute-bound in bf16
     (2 x 160 = 320 FLOP a stored fp8 byte over 989/4.8 = 206) but memory-bound in fp8 (over 1979/4.8 = 412),
-    so its label said HBM traffic; now bf16 matmul."""
+    so its label said HBM traffic; then bf16 matmul. Decode reads the bf16 copies vLLM holds beside kv_b_proj
+    (2 B an element, Stack.absorbed_copies, tests/budget/test_absorbed_mla_copies.py): 2 x 160 / 2 = 160 FLOP a
+    byte, under 206, so at batch 160 it is HBM traffic of the copies again; at 512 (512 FLOP a byte) bf16 matmul."""
     from k3plan.speed.stage import decode_op_costs
 
     s = make_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", tp=8, stack="vllm")
@@ -188,10 +190,16 @@ def test_deepseek_v3_absorbed_mla_decode_runs_kv_b_in_bf16_on_vllm_and_prefill_k
     import json
 
     op = next(o for o in json.loads(r.stdout)["expected"]["decode"]["ops"] if o["name"] == "mla.self_attn.kv_b_proj")
+    assert "HBM traffic" in op["label"], op["label"]
+    # 61 MLA layers x the bf16 copies a device (kv_lora 512 x 128 heads / TP 8 x (128 nope + 128 v) x 2 B)
+    assert op["ceiling_s"] == pytest.approx(61 * (512 * 16 * 256) * 2 / H200_HBM, rel=1e-9)
+    r = cli("roofline", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--stack", "vllm",
+            "--batch", "512", "--context", "512", "--json")  # 512 x 512 tokens of KV fit (x 4,096 do not)
+    assert r.exit_code == 0, r.output
+    op = next(o for o in json.loads(r.stdout)["expected"]["decode"]["ops"] if o["name"] == "mla.self_attn.kv_b_proj")
     assert "bf16 matmul" in op["label"], op["label"]
-    # 61 MLA layers x 2 FLOPs x kv_b_proj's params a device (kv_lora 512 x 128 heads / TP 8 x (128 nope + 128 v))
-    # x 160 rows, at the bf16 peak
-    assert op["ceiling_s"] == pytest.approx(61 * 2 * (512 * 16 * 256) * 160 / H200_BF16, rel=1e-9)
+    # 61 MLA layers x 2 FLOPs x kv_b_proj's params a device x 512 rows, at the bf16 peak
+    assert op["ceiling_s"] == pytest.approx(61 * 2 * (512 * 16 * 256) * 512 / H200_BF16, rel=1e-9)
     # SGLang on CUDA: w_kc / w_vc dequantized to bf16 (deepseek_v2.py post_load_weights); on HIP per-tensor fp8
     for stack in ("sglang", "dp-attention"):
         st = load_stack(stack)
