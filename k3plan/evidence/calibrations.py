@@ -66,8 +66,8 @@ def _read_index(folder: Path) -> list[Entry]:
 
 
 @lru_cache(maxsize=4)
-def registry(folder: str | None = None) -> tuple[Evidence, ...]:
-    """Every calibration in the registry folder (default: the packaged one), as indexed."""
+def _index(folder: str | None) -> tuple[Entry, ...]:
+    """The registry folder's index entries, every calibration file in it listed."""
     where = Path(folder) if folder else FOLDER
     entries = _read_index(where)
     listed = {e.file for e in entries}
@@ -76,15 +76,24 @@ def registry(folder: str | None = None) -> tuple[Evidence, ...]:
         raise K3PlanError(
             f"calibration registry {where}: {', '.join(unlisted)} not in {INDEX} (kind and kv_dtype unknown)"
         )
+    return tuple(entries)
+
+
+@lru_cache(maxsize=64)
+def _evidence(folder: str | None, entry: Entry) -> Evidence:
+    """One indexed calibration, read and validated once a process."""
+    where = Path(folder) if folder else FOLDER
     shown = BUNDLED_SHOWN if folder is None else str(where)  # the same name installed or not
-    return tuple(
-        Evidence(
-            calibration=load_calibration(str(where / e.file)).model_copy(update={"path": f"{shown}/{e.file}"}),
-            kind=e.kind,
-            kv_dtype=e.kv_dtype,
-        )
-        for e in entries
+    return Evidence(
+        calibration=load_calibration(str(where / entry.file)).model_copy(update={"path": f"{shown}/{entry.file}"}),
+        kind=entry.kind,
+        kv_dtype=entry.kv_dtype,
     )
+
+
+def registry(folder: str | None = None) -> tuple[Evidence, ...]:
+    """Every calibration in the registry folder (default: the packaged one), as indexed."""
+    return tuple(_evidence(folder, e) for e in _index(folder))
 
 
 def _matches(
@@ -116,13 +125,11 @@ def best_calibration(
     """The best shipped evidence for this configuration, or None: measured > compiled, then the
     file with more points, then the newer date. ``kv_dtype`` is the effective KV-cache dtype (the
     stack's default or the --kv-dtype override)."""
+    candidates = (_evidence(folder, e) for e in _index(folder) if e.kv_dtype == kv_dtype)  # read only these
     found = [
         ev
-        for ev in registry(folder)
-        if ev.kv_dtype == kv_dtype
-        and _matches(
-            ev.calibration, model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack
-        )
+        for ev in candidates
+        if _matches(ev.calibration, model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack)
     ]
     if not found:
         return None
