@@ -33,7 +33,7 @@ from k3plan.workload.specdecode import SpecDecode, SpecDecodeSpeed
 
 DraftKvOf = Callable[[Any], Optional[DraftKv]]  # a setup -> the draft's KV there (its tp, its KV dtype)
 
-SMALL_KV = "fp8_ds_mla"
+SMALL_KVS = ("fp8_ds_mla", "fp8")  # the smaller KV caches the advice prices, the first the engine offers
 BATCH_STEPS = 3  # larger batches priced for the bandwidth rule: x2, x4, x8 (and the most that fit)
 
 
@@ -108,24 +108,32 @@ def topology_alternative(
 
 def stack_has_kv(stack, kv_dtype: str, platform: str | None = None) -> bool:
     """Whether the stack's engine on ``platform`` offers ``kv_dtype`` (k3plan.deploy.engines' engine
-    spellings, which cite vLLM's CacheDType and SGLang's kv_cache_dtype choices); jax-native is k3plan's
-    own. The engine is the one --emit launch writes for it there (dp-attention: SGLang on a GPU)."""
-    from k3plan.deploy.engines import SGLANG_KV, VLLM_KV, engine_for_stack
+    spellings, which cite vLLM's CacheDType, tpu-inference's to_jax_dtype and SGLang's kv_cache_dtype
+    choices); jax-native is k3plan's own. The engine is the one --emit launch writes for it there
+    (dp-attention: SGLang on a GPU)."""
+    from k3plan.deploy.engines import engine_for_stack, engine_offers_kv
 
     try:
-        engine = engine_for_stack(stack.name, platform)
+        engine_for_stack(stack.name, platform)
     except K3PlanError:
-        return False
-    table = {"vllm": VLLM_KV, "sglang": SGLANG_KV}.get(engine)
-    return True if table is None else table.get(kv_dtype) is not None
+        return False  # no engine known: the advice prices no KV dtype it cannot launch
+    return engine_offers_kv(stack.name, kv_dtype, platform)
+
+
+def small_kv(setup) -> str | None:
+    """The smaller KV cache the advice prices for this setup: the first of SMALL_KVS its stack's engine offers on
+    the machine (vLLM on a GPU: fp8_ds_mla; tpu-inference: fp8); None when it already runs it."""
+    kv = next((d for d in SMALL_KVS if stack_has_kv(setup.stack, d, setup.hardware.kind)), None)
+    return None if kv == setup.stack.kv_cache.dtype else kv
 
 
 def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0, draft_kv_of: DraftKvOf | None = None):
     from k3plan.budget.fit import fit
 
-    if setup.stack.kv_cache.dtype == SMALL_KV or not stack_has_kv(setup.stack, SMALL_KV, setup.hardware.kind):
+    kv = small_kv(setup)
+    if kv is None:
         return None
-    alt = dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(SMALL_KV))
+    alt = dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(kv))
     return fit(
         alt,
         workload,
@@ -368,7 +376,7 @@ def fit_advice(
         kv = kv_alternative(setup, workload, calibration, draft_bytes, draft_kv_of)
         if kv is not None:
             kv_opts.append(kv_dtype_option_from_fit(kv))
-            done.append(f"fit with --kv-dtype {SMALL_KV}")
+            done.append(f"fit with --kv-dtype {small_kv(setup)}")
     if binding is None and result.speed is not None:
         binding, tpot_s = result.speed.binding, result.speed.tpot_s
     if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch

@@ -93,6 +93,10 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
 # k3plan KV dtype -> engine spelling (None: the engine has no such KV dtype)
 VLLM_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": "fp8_ds_mla", "fp32": None}  # CacheDType
 SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None}  # kv_cache_dtype choices
+# tpu-inference (vLLM on TPU) turns the KV-cache dtype string into a JAX dtype (vllm-project/tpu-inference
+# tpu_inference/utils.py to_jax_dtype @811f8e20: its fp8 aliases -> float8_e4m3fn, else jnp.dtype(name)), so
+# vLLM's CUDA layout fp8_ds_mla is no dtype there; "fp8" is e4m3
+TPU_INFERENCE_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": None, "fp32": None}
 # MaxText keeps its KV cache in the activation dtype, `dtype` (types.py DType: bfloat16, float32, float16): the
 # cache is made with the attention's dtype (layers/attentions.py -> inference/kvcache.py KVCache
 # _get_cached_kv_dtype) unless quantize_kvcache, whose kv_quant_dtype is int8 or int4 (types.py), so fp8 has none
@@ -107,6 +111,22 @@ ENGINE_FOR_STACK_ON = {("dp-attention", "gpu"): "sglang"}
 # SGLang's moe_a2a_backend defaults to "none" (the all-reduce MoE; sgl-project/sglang
 # python/sglang/srt/server_args.py ServerArgs.moe_a2a_backend): an all-to-all stack writes "deepep"
 SGLANG_A2A = ("--moe-a2a-backend", "deepep")
+
+
+def kv_table(engine: str, platform: str | None) -> dict[str, str | None] | None:
+    """The KV-cache dtypes the engine takes on ``platform`` (k3plan dtype -> the engine's spelling; None: not
+    offered); None for jax-native, k3plan's own stack (its launch checks MAXTEXT_KV itself)."""
+    if engine == "vllm":
+        return TPU_INFERENCE_KV if platform == "tpu" else VLLM_KV
+    return SGLANG_KV if engine == "sglang" else None
+
+
+def engine_offers_kv(stack: str, kv_dtype: str, platform: str | None) -> bool:
+    """Whether the engine that runs ``stack`` on ``platform`` takes the KV-cache dtype ``kv_dtype`` (kv_table);
+    a stack with no launch engine, or jax-native (k3plan's own), takes any."""
+    engine = ENGINE_FOR_STACK_ON.get((stack, platform or ""), ENGINE_FOR_STACK.get(stack))
+    table = None if engine is None else kv_table(engine, platform)
+    return True if table is None else table.get(kv_dtype) is not None
 
 
 def engine_for_stack(stack: str, platform: str | None = None) -> Literal["vllm", "sglang", "jax"]:

@@ -33,6 +33,7 @@ from k3plan.deploy.engines import (  # noqa: F401  # FLAG_SOURCES ... are this m
     SGLANG,
     SGLANG_A2A,
     SGLANG_KV,
+    TPU_INFERENCE_KV,
     VLLM,
     VLLM_KV,
     engine_for_stack,
@@ -101,7 +102,11 @@ def vllm_command(cfg: LaunchConfig) -> str:
     is DP > 1 with expert parallelism on. ``--gpu-memory-utilization`` is the fraction of each
     device's memory the engine may take (CacheConfig); on TPU it is read the same way.
     """
-    kv = _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
+    kv = (
+        _kv(cfg, TPU_INFERENCE_KV, "tpu-inference (tpu_inference/utils.py to_jax_dtype)")
+        if cfg.platform == "tpu"
+        else _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
+    )
     if cfg.ep > 1 and cfg.ep != cfg.tp * cfg.dp:
         raise K3PlanError(
             f"vLLM: --enable-expert-parallel puts experts over all TP x DP = {cfg.tp * cfg.dp} "

@@ -18,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 
+from k3plan.deploy.engines import engine_offers_kv
 from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
 from k3plan.sharding.stack import Stack
@@ -155,6 +156,9 @@ def build_space(
         # at DP > 1 an engine may run one of ep = tp x dp and ep = tp only (Stack.dp_experts)
         over = np.array([s.dp_experts.over for s in stacks])[part["stack"]]
         keep &= (part["dp"] == 1) | (over == "either") | ((over == "tp_x_dp") == part["ep_all"])
+        # a KV dtype the stack's engine does not take on this machine (tpu-inference has no fp8_ds_mla)
+        kv_ok = np.array([engine_offers_kv(v.name, v.kv_cache.dtype, hw.kind) for v in variants], dtype=bool)
+        keep &= kv_ok[part["variant"]]
         parts.append({k: v[keep] for k, v in part.items()})
     cols = SpaceCols(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else SpaceCols.empty()
     return Space(

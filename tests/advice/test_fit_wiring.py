@@ -13,6 +13,9 @@ from k3_testing import one_error_line
 # every TP rank under vllm-tpu.
 BF16_BPT = 24 * 640 * 2  # 30,720
 FP8_DS_MLA_BPT = 24 * 656  # 15,744
+# tpu-inference takes no fp8_ds_mla (tpu_inference/utils.py to_jax_dtype: fp8 is float8_e4m3fn, no CUDA layout):
+# its smaller cache is fp8, 1 B a value of the padded entry
+FP8_TPU_BPT = 24 * 640  # 15,360
 
 
 def fit_json(cli, *args, code=0) -> dict:
@@ -39,21 +42,36 @@ def test_failing_fit_advises_the_next_standard_topology_with_its_fitted_bytes(cl
     assert "2x2x2 -> 2x2x4 (16 -> 32 devices)" in topo["text"]
 
 
-def test_kv_suggestion_is_fp8_ds_mla_at_656_bytes_a_token_a_layer(cli):
+def test_kv_suggestion_on_tpu_inference_is_fp8_at_640_bytes_a_token_a_layer(cli):
+    """The advice priced fp8_ds_mla on v7x (vllm-tpu): a vLLM CUDA layout tpu-inference does not take."""
     d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", code=1)
     kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
-    assert f"{BF16_BPT:,} -> {FP8_DS_MLA_BPT:,} B a token" in kv["text"]
-    # no calibration matches fp8_ds_mla KV (they are matched on the KV dtype): that fit counts the temp model's
+    assert f"KV bf16 -> fp8 ({BF16_BPT:,} -> {FP8_TPU_BPT:,} B a token" in kv["text"]
+    # no calibration matches fp8 KV (they are matched on the KV dtype): that fit counts the temp model's
     # upper end (issue 15 item 1), so it does not fit where bf16 with its compiled calibration nearly does
-    fp8 = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", "--kv-dtype", "fp8_ds_mla",
+    fp8 = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--batch", "32", "--context", "32768", "--kv-dtype", "fp8",
                    code=1)  # fmt: skip
-    assert fp8["per_device"]["kv_bytes_per_token"] == FP8_DS_MLA_BPT
-    # freed = (KV + state + temp) at bf16 minus the same at fp8_ds_mla, the same 32 sequences: the advice's
+    assert fp8["per_device"]["kv_bytes_per_token"] == FP8_TPU_BPT
+    # freed = (KV + state + temp) at bf16 minus the same at fp8, the same 32 sequences: the advice's
     # free after is that fit's free, to the byte
     kv_state_temp = lambda x: sum(x["per_device"][k] for k in ("kv_bytes", "state_bytes", "temp_bytes"))  # noqa: E731
     assert kv["freed_bytes_per_device"] == kv_state_temp(d) - kv_state_temp(fp8)
     assert kv["free_bytes_after"] == fp8["per_device"]["free_bytes"]
     assert kv["resolves"] is False and "temporaries" in kv["text"]
+
+
+def test_kv_suggestion_on_a_vllm_gpu_is_fp8_ds_mla_at_656_bytes_a_token_a_layer(cli):
+    d = fit_json(cli, "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--stack", "vllm", code=1)
+    kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
+    assert "KV bf16 -> fp8_ds_mla (" in kv["text"] and f" -> {FP8_DS_MLA_BPT:,} B a token" in kv["text"]
+
+
+def test_plan_searches_no_kv_dtype_the_engine_does_not_take(cli):
+    r = cli("plan", "-H", "tpu-v7x", "--kv-dtypes", "all", "--json")
+    rows = json.loads(r.stdout)["ranked"]
+    assert rows and not [
+        (x["stack"], x["kv_dtype"]) for x in rows if x["stack"] != "jax-native" and x["kv_dtype"] == "fp8_ds_mla"
+    ]
 
 
 def test_thin_headroom_warns_with_the_margin(cli):
@@ -72,8 +90,7 @@ def test_spec_decode_puts_the_draft_in_the_budget_and_prices_batch_x_k_plus_1(cl
     # jax-native: fits 8 x 32K with the 0.87 GiB draft (vllm-tpu's compiled temp does not, issue 15)
     cfg = ["-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768"]
     base = fit_json(cli, *cfg)
-    d = fit_json(cli, *cfg,
-                 "--spec-tokens", "3", "--acceptance", "0.8,0.6,0.4", "--draft-bytes", "30GB")
+    d = fit_json(cli, *cfg, "--spec-tokens", "3", "--acceptance", "0.8,0.6,0.4", "--draft-bytes", "30GB")
     per_dev = 30_000_000_000 // 32  # sharded over tp 32: 937,500,000 B
     assert d["per_device"]["weights_bytes"] == base["per_device"]["weights_bytes"] + per_dev
     assert d["per_device"]["free_bytes"] == base["per_device"]["free_bytes"] - per_dev
@@ -81,7 +98,9 @@ def test_spec_decode_puts_the_draft_in_the_budget_and_prices_batch_x_k_plus_1(cl
     sp = sd["speed"]
     assert sp["forward_tokens_per_step"] == 8 * 4 and sp["drafted_tokens_per_step"] == 8 * 3
     tokens = 0.8 + 0.8 * 0.6 + 0.8 * 0.6 * 0.4 + 1  # 2.472 a sequence a step
-    assert sp["emitted_tokens_per_step"] == sp["batch"] * tokens or abs(sp["emitted_tokens_per_step"] - 8 * tokens) < 1e-9
+    assert (
+        sp["emitted_tokens_per_step"] == sp["batch"] * tokens or abs(sp["emitted_tokens_per_step"] - 8 * tokens) < 1e-9
+    )
     assert abs(sp["emitted_tokens_per_s"] - 8 * tokens / sp["step_s"]) < 1e-6
     assert abs(sp["accepted_tokens_per_s"] - 8 * (tokens - 1) / sp["step_s"]) < 1e-6
     assert abs(sp["speedup"] - sd["plain_step_s"] * tokens / sp["step_s"]) < 1e-9
@@ -97,8 +116,21 @@ def test_k3_has_no_draft_head_so_spec_decode_asks_for_draft_bytes(cli):
 
 
 def test_offload_host_holds_sessions_and_adds_ttft(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768",
-                 "--offload", "host")
+    d = fit_json(
+        cli,
+        "-t",
+        "2x2x4",
+        "--tp",
+        "32",
+        "--stack",
+        "jax-native",
+        "--batch",
+        "8",
+        "--context",
+        "32768",
+        "--offload",
+        "host",
+    )
     o, ms, pd = d["advice"]["offload"], d["model_state"], d["per_device"]
     assert d["hardware"]["hosts"] == 4 and d["hardware"]["devices"] == 32
     # tpu-v7x spec: 960 GB host DRAM a 4-chip host; 4 chips x 64 GB/s (PCIe Gen5 x16) to HBM a host
@@ -152,12 +184,15 @@ def test_deepseek_v3_drafts_with_its_own_mtp_head(cli):
 
 
 def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
-    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.launch.SGLANG_KV): no KV dtype advice; the
-    # topology (and, 1.9 GiB short now that the reserve holds the temporaries, a shorter context) instead
+    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.engines.SGLANG_KV) but has fp8_e4m3: the KV advice
+    # prices fp8, 1 B a value of the 576 (24 x 576 = 13,824 B a token); before, no KV advice at all
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
     actions = [s["action"] for s in d["advice"]["rules"]["suggestions"]]
-    assert "topology" in actions and set(actions) <= {"topology", "context"}
-    assert not any("kv-dtype" in a for a in d["advice"]["alternatives"])
+    assert "topology" in actions and set(actions) <= {"topology", "context", "kv_dtype"}
+    kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
+    assert f"KV bf16 -> fp8 ({24 * 576 * 2:,} -> {24 * 576:,} B a token" in kv["text"]
+    assert "fit with --kv-dtype fp8" in d["advice"]["alternatives"]
+    assert not any("fp8_ds_mla" in a for a in d["advice"]["alternatives"])
 
 
 def test_thin_headroom_does_not_advise_a_larger_batch(cli):

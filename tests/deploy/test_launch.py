@@ -108,7 +108,8 @@ def test_launch_text_names_sources():
 @pytest.mark.parametrize(
     "cfg, build, says",
     [
-        ({**V7X, "kv_dtype": "fp32"}, vllm_command, "not a vLLM"),
+        ({**V7X, "kv_dtype": "fp32"}, vllm_command, "not a tpu-inference"),
+        ({**V7X, "kv_dtype": "fp8_ds_mla"}, vllm_command, "not a tpu-inference"),  # vLLM's CUDA layout
         ({**B200, "kv_dtype": "fp8_ds_mla"}, sglang_command, "not a SGLang"),
         ({**V7X, "engine": "sglang"}, sglang_command, "SGLang serves on GPUs"),
         ({**V7X, "dp": 2, "ep": 32}, vllm_command, "cannot be expressed"),
