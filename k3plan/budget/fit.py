@@ -27,6 +27,7 @@ from k3plan.budget.result import (
     Temp,
 )
 from k3plan.budget.temp import decode_temp, prefill_temp
+from k3plan.deploy.engines import engine_offers_kv
 from k3plan.errors import K3PlanError
 from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup, engine_refusals
@@ -410,6 +411,11 @@ def fit(
     if beyond:
         warnings.append(beyond)
     warnings += engine_refusals(setup.model, stack)
+    if not engine_offers_kv(stack.name, stack.kv_cache.dtype, hw.kind):
+        warnings.append(
+            f"KV dtype {stack.kv_cache.dtype}: stack {stack.name}'s engine on {hw.kind} does not take it "
+            f"(k3plan.deploy.engines.kv_table); priced as asked, but --emit launch refuses it"
+        )
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
             op = Collective.pattern_text(stack.collectives.experts)

@@ -39,7 +39,9 @@ def test_refusals_follow_the_model_s_layers_and_the_stack_s_options(model, stack
     lines = engine_refusals(load_model(model), load_stack(stack))
     assert _cites(lines) == want
     assert len(lines) == len(want)
-    assert all(ln.startswith(f"stack {load_stack(stack).label}: the engine does not run this as priced: ") for ln in lines)
+    assert all(
+        ln.startswith(f"stack {load_stack(stack).label}: the engine does not run this as priced: ") for ln in lines
+    )
 
 
 def test_fit_warns_that_tpu_inference_refuses_the_default_deployment(cli):
@@ -67,3 +69,17 @@ def test_a_refusal_names_options_the_stack_has():
     raw["refusals"] = [{**raw["refusals"][0], "options": {"no_such_option": ["x"]}}]
     with pytest.raises(ValidationError, match="unknown option 'no_such_option'"):
         Stack.model_validate(raw)
+
+
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        (["-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8_ds_mla"], True),  # tpu-inference: no such JAX dtype
+        (["-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8"], False),
+        (["-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", "--kv-dtype", "fp8_ds_mla"], True),
+        (["-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "vllm", "--kv-dtype", "fp8_ds_mla"], False),
+    ],
+)
+def test_fit_warns_of_a_kv_dtype_the_engine_does_not_take(cli, args, warned):
+    d = json.loads(cli("fit", *args, "--json").stdout)
+    assert any("does not take it" in w for w in d["warnings"]) is warned
