@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from k3plan.report.capacity_model import ContextRow, DecodeAt, PlatformReport, PrefillAt, RowSetup, RowTerms
+from k3plan.sharding.stack import REFUSED
 from k3plan.units import fmt_gib, fmt_tokens
 
 
@@ -39,6 +40,11 @@ def viable(reports: Sequence[PlatformReport]) -> list[tuple[PlatformReport, Viab
     return out
 
 
+def refuses(warnings: Sequence[str]) -> bool:
+    """Whether a row's warnings hold a stack refusal (Stack.refused)."""
+    return any(f": {REFUSED}: " in w for w in warnings)
+
+
 def findings(reports: Sequence[PlatformReport]) -> list[str]:
     out: list[str] = []
     contexts = sorted({row.context_tokens for r in reports for row in r.rows})
@@ -64,6 +70,12 @@ def findings(reports: Sequence[PlatformReport]) -> list[str]:
                 f"At a {fmt_tokens(c)}-token context **{', '.join(bad)} cannot hold K3** at any allowed size "
                 "(see the platform sections for the closest miss)."
             )
+    refused = sorted({(r.hardware, r.stack) for r in reports for row in r.rows if row.fits and refuses(row.warnings)})
+    for hw, stack in refused:
+        out.append(
+            f"**{hw} with {stack}: {REFUSED}** -- its engine's code refuses or cannot run the deployment this "
+            "report prices (the cited checks are in the platform section's warnings)."
+        )
     for r, v in every:
         where = f"{r.hardware} {v.setup.topology}"
         if not v.prefill.feasible:

@@ -406,6 +406,9 @@ class ComputeDtype(_F):
         return dtype, f"{fmt}{where}: {dtype} ({rule.holds})"
 
 
+REFUSED = "the engine does not run this as priced"  # how a Refusal's line reads (report's findings match it)
+
+
 class Refusal(_F):
     """A deployment the engine's own code refuses or cannot run, at the commits read: k3plan still prices
     the stack's layout (what a device would hold if the engine ran it) and every output that names the stack
@@ -692,7 +695,7 @@ class Stack(_F):
         """One line a Refusal that applies to a model with layers of these kinds and tensors in these
         checkpoint formats at this stack's options: the engine, as cited, does not run what is priced."""
         return [
-            f"stack {self.label}: the engine does not run this as priced: {r.cited}"
+            f"stack {self.label}: {REFUSED}: {r.cited}"
             for r in self.refusals
             if r.applies(layers=layers, formats=formats, chosen=self.chosen)
         ]

@@ -83,3 +83,14 @@ def test_a_refusal_names_options_the_stack_has():
 def test_fit_warns_of_a_kv_dtype_the_engine_does_not_take(cli, args, warned):
     d = json.loads(cli("fit", *args, "--json").stdout)
     assert any("does not take it" in w for w in d["warnings"]) is warned
+
+
+def test_the_report_s_findings_name_the_refused_deployment():
+    """reports/k3-capacity.md is what `report` prints (tests/docs/test_committed_report.py): its findings say
+    that the tpu-v7x pick is one tpu-inference does not run as priced, and no GPU stack is named so."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "reports" / "k3-capacity.md").read_text()
+    findings = text.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    named = [ln for ln in findings.splitlines() if "the engine does not run this as priced" in ln]
+    assert len(named) == 1 and named[0].startswith("- **tpu-v7x with vllm-tpu: ")
