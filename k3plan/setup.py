@@ -220,16 +220,20 @@ def make_setup(
             raise K3PlanError(f"--tp {tp} does not divide the {per_stage} devices of a stage of {topo.text}")
         dp = per_stage // (tp or 1)
     mesh, parallel = make_mesh(devices=topo.devices, tp=tp, ep=ep, dp=dp, pp=pp)
+    width = m.spec.moe.expert_intermediate if m.spec.n_moe else 0
+    refused = st.splits.refusal(tp=parallel.tp, dp=parallel.dp, expert_width=width) if st.splits else None
+    if refused:
+        raise K3PlanError(f"stack {st.name}: {refused}")
     engine_ep = st.dp_experts.ep(tp=parallel.tp, dp=parallel.dp)
     if engine_ep is not None and parallel.ep != engine_ep:
         if ep is not None:
             raise K3PlanError(
-                f"--ep {ep}: at dp {parallel.dp} stack {st.name}: {st.dp_experts.summary}; expected --ep {engine_ep}"
+                f"--ep {ep}: at dp {parallel.dp} stack {st.name}: {st.dp_experts.summary_at(parallel.tp)}; expected --ep {engine_ep}"
             )
         mesh, parallel = make_mesh(devices=topo.devices, tp=parallel.tp, ep=engine_ep, dp=parallel.dp, pp=pp)
         src = st.dp_experts.sources[0]
         notes.append(
-            f"ep {engine_ep}: at dp {parallel.dp} stack {st.name}: {st.dp_experts.summary} ({src.repo} {src.file} "
+            f"ep {engine_ep}: at dp {parallel.dp} stack {st.name}: {st.dp_experts.summary_at(parallel.tp)} ({src.repo} {src.file} "
             f"{src.symbol.split(' (')[0]})"
         )
     at_dp = st.for_dp(parallel.dp)

@@ -43,6 +43,7 @@ FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
             "--enable-chunked-prefill",
             "--trust-remote-code",
             "--distributed-executor-backend",
+            "--additional-config",
         )
     },
     "sglang": {
@@ -103,7 +104,17 @@ TPU_INFERENCE_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": None, "fp32"
 MAXTEXT_KV = {"bf16": "bfloat16", "fp8": None, "fp8_ds_mla": None, "fp32": "float32"}
 
 # k3plan stack -> engine that runs it (dp-attention: per platform, ENGINE_FOR_STACK_ON)
-ENGINE_FOR_STACK = {"vllm": "vllm", "vllm-tpu": "vllm", "dp-attention": "vllm", "sglang": "sglang", "jax-native": "jax"}
+ENGINE_FOR_STACK = {
+    "vllm": "vllm",
+    "vllm-tpu": "vllm",
+    "tpu-inference": "vllm",
+    "dp-attention": "vllm",
+    "sglang": "sglang",
+    "jax-native": "jax",
+}
+# stacks tpu-inference runs under its own DP attention (``vllm serve`` over every device, the split in
+# --additional-config's sharding_strategy: k3plan.deploy.launch.tpu_sharding_strategy)
+TPU_DP_ATTENTION_STACKS = ("tpu-inference",)
 # dp-attention prices SGLang's --enable-dp-attention with DeepEP on GPUs (its YAML's description and
 # platforms_source: shared experts tp_size=1, latent projections and router replicated, all-to-all
 # dispatch); on TPUs tpu-inference (vllm serve) runs its attention data parallelism

@@ -33,6 +33,7 @@ from k3plan.deploy.engines import (  # noqa: F401  # FLAG_SOURCES ... are this m
     SGLANG,
     SGLANG_A2A,
     SGLANG_KV,
+    TPU_DP_ATTENTION_STACKS,
     TPU_INFERENCE_KV,
     VLLM,
     VLLM_KV,
@@ -66,6 +67,9 @@ class LaunchConfig(BaseModel):
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
     memory_fraction: float = Field(gt=0.0, le=1.0)
     dp_attention: bool = False
+    # tpu-inference's DP attention (TPU_DP_ATTENTION_STACKS): one vllm serve over every device, the split written
+    # as --additional-config's sharding_strategy (tpu_sharding_strategy), no --data-parallel-size
+    tpu_dp_attention: bool = False
     # KDA state slots the engine's state pool holds a running request (Stack.state.slots_per_request); None:
     # the model has no recurrent state or the engine takes no pool size (SGLang: --max-mamba-cache-size)
     state_slots_per_request: int | None = Field(None, ge=1)
@@ -107,6 +111,9 @@ def vllm_command(cfg: LaunchConfig) -> str:
         if cfg.platform == "tpu"
         else _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
     )
+    kv = _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
+    if cfg.tpu_dp_attention:
+        return _tpu_dp_attention_command(cfg, kv)
     if cfg.ep > 1 and cfg.ep != cfg.tp * cfg.dp:
         raise K3PlanError(
             f"vLLM: --enable-expert-parallel puts experts over all TP x DP = {cfg.tp * cfg.dp} "
@@ -139,6 +146,65 @@ def vllm_command(cfg: LaunchConfig) -> str:
         f"{cfg.memory_fraction:.2f}",
     ]
     if cfg.hosts > 1 and cfg.tp * cfg.pp > 1:
+        args += ["--distributed-executor-backend", "ray"]  # one engine over several hosts
+    args += _options(cfg)
+    if cfg.trust_remote_code:
+        args.append("--trust-remote-code")
+    return _join(args, engine="vllm", extra=_option_flags(cfg))
+
+
+def tpu_sharding_strategy(cfg: LaunchConfig) -> dict[str, bool | int]:
+    """tpu-inference's additional_config sharding_strategy for k3plan's (tp, dp, ep) under DP attention
+    (vllm-project/tpu-inference@811f8e20 tpu_inference/layers/common/sharding.py
+    ShardingConfigManager.from_vllm_config; the mesh (data, attn_dp, attn_dp_expert, expert, model, dcp, pcp),
+    tpu_runner.py _create_single_slice_mesh). tp 1 with the experts over every device: tensor_parallelism 1
+    and expert_parallelism = the devices (attn_dp 1, attn_dp_expert = every device, model 1); tp > 1 with the
+    experts over TP: attn_dp_size = dp of --tensor-parallel-size = the devices (attn_dp = dp, model = tp, the
+    expert axis 1). Anything else (pp > 1, another ep) has no such launch: a one-line error."""
+    devices = cfg.tp * cfg.dp
+    if cfg.pp != 1:
+        raise K3PlanError(f"tpu-inference DP attention: pp={cfg.pp}: k3plan writes no pipeline for it; expected pp 1")
+    if cfg.tp == 1 and cfg.ep == devices:
+        return {"enable_dp_attention": True, "tensor_parallelism": 1, "expert_parallelism": devices}
+    if cfg.tp > 1 and cfg.dp > 1 and cfg.ep == cfg.tp:
+        return {"enable_dp_attention": True, "attn_dp_size": cfg.dp}
+    raise K3PlanError(
+        f"tpu-inference DP attention: tp={cfg.tp} ep={cfg.ep} dp={cfg.dp}: expected tp 1 with ep {devices} "
+        "(the experts over every device) or tp > 1, dp > 1 with ep = tp"
+    )
+
+
+def _tpu_dp_attention_command(cfg: LaunchConfig, kv: str) -> str:
+    """``vllm serve`` for tpu-inference's DP attention: --tensor-parallel-size counts every device (the
+    worker takes sharding_config.total_devices of them) and the split goes in --additional-config
+    (tpu_sharding_strategy); --max-num-seqs and --max-num-batched-tokens are a DP rank's (tpu_runner.py: the
+    total number of requests is dp_size x max_num_seqs; DPScheduler: per-rank limits), so the plan's sequences
+    are divided over the DP groups."""
+    import json
+
+    devices = cfg.tp * cfg.dp
+    strategy = json.dumps({"sharding": {"sharding_strategy": tpu_sharding_strategy(cfg)}})
+    args = _env(cfg) + [
+        "vllm",
+        "serve",
+        cfg.model_path,
+        "--tensor-parallel-size",
+        devices,
+        "--additional-config",
+        strategy,
+        "--max-model-len",
+        cfg.max_model_len,
+        "--max-num-batched-tokens",
+        cfg.max_num_batched_tokens,
+        "--max-num-seqs",
+        -(-cfg.max_num_seqs // cfg.dp),
+        "--enable-chunked-prefill",
+        "--kv-cache-dtype",
+        kv,
+        "--gpu-memory-utilization",
+        f"{cfg.memory_fraction:.2f}",
+    ]
+    if cfg.hosts > 1:
         args += ["--distributed-executor-backend", "ray"]  # one engine over several hosts
     args += _options(cfg)
     if cfg.trust_remote_code:

@@ -19,7 +19,7 @@ from k3plan.deploy.cost import (
     usd_per_million_output_tokens,
 )
 from k3plan.deploy.disagg import PoolSizing, Transfer, request_transfer, size_pools
-from k3plan.deploy.launch import LaunchConfig, engine_for_stack, launch_text
+from k3plan.deploy.launch import TPU_DP_ATTENTION_STACKS, LaunchConfig, engine_for_stack, launch_text
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price
 from k3plan.errors import K3PlanError
@@ -271,6 +271,7 @@ def launch_for(
                 vendor=hw.vendor,
             ),
             dp_attention=stack.name == "dp-attention",
+            tpu_dp_attention=stack.name in TPU_DP_ATTENTION_STACKS,
             state_slots_per_request=stack.state.slots_per_request
             if model.spec.kda is not None and engine == "sglang"
             else None,

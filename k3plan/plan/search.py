@@ -255,6 +255,7 @@ def plan(
         # (was: --max-pp 99999 reached pp 128 on 4x4x8 x 128 slices and stage_bounds aborted the search on it)
         max_pp=1 if sla_mode else min(max_pp, m.spec.num_layers),
         experts=m.spec.moe.num_experts,
+        expert_width=m.spec.moe.expert_intermediate if m.spec.n_moe else 0,
     )
     static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
     ev = evaluate(

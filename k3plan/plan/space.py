@@ -96,9 +96,11 @@ def build_space(
     any_platform: bool = False,
     max_pp: int = MAX_PP,
     experts: int = 0,
+    expert_width: int = 0,
 ) -> Space:
     """``any_platform``: keep a stack on hardware of another kind (an explicit --stack in fit);
-    ``max_pp``: the largest pipeline searched (1: none); ``experts``: the model's routed experts."""
+    ``max_pp``: the largest pipeline searched (1: none); ``experts``: the model's routed experts;
+    ``expert_width``: their FFN width (a stack's ``splits`` rule reads it; 0: not said)."""
     if max_pp < 1:  # else no split at all, and the unpacking below failed with a traceback
         raise K3PlanError(f"--max-pp {max_pp}: expected a positive integer (1: no pipeline)")
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
@@ -153,12 +155,24 @@ def build_space(
         part["family"] = h * len(stacks) + part["stack"]
         piped = np.array([s.pipeline is not None for s in stacks], dtype=bool)
         keep = (part["pp"] == 1) | piped[part["stack"]]  # no pipeline rule: pp 1 only
-        # at DP > 1 an engine may run one of ep = tp x dp and ep = tp only (Stack.dp_experts)
+        # at DP > 1 an engine may run one of ep = tp x dp and ep = tp only (Stack.dp_experts; at TP 1 its tp1_over)
         over = np.array([s.dp_experts.over for s in stacks])[part["stack"]]
+        tp1 = np.array([s.dp_experts.over_at(1) for s in stacks])[part["stack"]]
+        over = np.where(part["tp"] == 1, tp1, over)
         keep &= (part["dp"] == 1) | (over == "either") | ((over == "tp_x_dp") == part["ep_all"])
         # a KV dtype the stack's engine does not take on this machine (tpu-inference has no fp8_ds_mla)
         kv_ok = np.array([engine_offers_kv(v.name, v.kv_cache.dtype, hw.kind) for v in variants], dtype=bool)
         keep &= kv_ok[part["variant"]]
+        # the splits a stack's engine refuses (Stack.splits): fit names why, plan leaves them out
+        for i, s in enumerate(stacks):
+            if s.splits is not None:
+                rows = np.flatnonzero(keep & (part["stack"] == i))
+                bad = [
+                    r
+                    for r in rows
+                    if s.splits.refusal(tp=int(part["tp"][r]), dp=int(part["dp"][r]), expert_width=expert_width)
+                ]
+                keep[bad] = False
         parts.append({k: v[keep] for k, v in part.items()})
     cols = SpaceCols(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else SpaceCols.empty()
     return Space(

@@ -323,26 +323,78 @@ class DpExperts(_F):
     split decides (both searched, fit defaults to every device)."""
 
     over: Literal["tp_x_dp", "tp", "either"] = "either"
+    tp1_over: Literal["tp_x_dp", "tp"] | None = Field(
+        default=None,
+        description="where the engine puts them instead when TP is 1 (tpu-inference's DP attention: the experts over "
+        "its expert axis, every device, at attention TP 1; over the tensor axis alone above it); None: ``over``",
+    )
     holds: str = ""
     sources: tuple[Source, ...] = ()
 
     @model_validator(mode="after")
     def _cited(self) -> DpExperts:
-        if self.over != "either" and not self.sources:
+        if (self.over != "either" or self.tp1_over is not None) and not self.sources:
             raise ValueError(f"dp_experts over {self.over}: cite the engine code that places the experts")
+        if self.tp1_over is not None and self.over == "either":
+            raise ValueError("dp_experts: tp1_over names the TP-1 exception to a fixed over (tp_x_dp or tp)")
         return self
 
-    @property
-    def summary(self) -> str:
-        if self.over == "tp":
+    def over_at(self, tp: int) -> str:
+        """``over`` at this TP (``tp1_over`` at TP 1 where the stack gives one)."""
+        return self.tp1_over if tp == 1 and self.tp1_over is not None else self.over
+
+    def summary_at(self, tp: int) -> str:
+        """The placement in words, at this TP."""
+        over = self.over_at(tp)
+        if over == "tp":
             return "each DP group is an independent replica holding the experts over its own TP ranks"
-        return "the engine spreads the experts over every TP x DP rank" if self.over == "tp_x_dp" else ""
+        return "the engine spreads the experts over every TP x DP rank" if over == "tp_x_dp" else ""
 
     def ep(self, *, tp: int, dp: int) -> int | None:
         """The one EP size the engine runs at ``tp`` x ``dp`` (None: either)."""
-        if dp == 1 or self.over == "either":
+        over = self.over_at(tp)
+        if dp == 1 or over == "either":
             return None
-        return tp * dp if self.over == "tp_x_dp" else tp
+        return tp * dp if over == "tp_x_dp" else tp
+
+
+class Splits(_F):
+    """The (tp, dp) splits the engine's code runs the stack's layout at, where it refuses some: k3plan refuses
+    the others in one line (exit 2) naming the rule and its source. ``dp_for_tp``: attention TP above 1 runs only
+    with more than one DP group (where the engine holds that); ``expert_width_multiple``: TP splits each routed
+    expert's FFN width and must leave a multiple of it a device (0: no such rule; ``expert_width_source``)."""
+
+    dp_for_tp: Source | None = None
+    expert_width_multiple: int = Field(0, ge=0)
+    expert_width_source: Source | None = None
+    holds: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _cited(self) -> Splits:
+        if self.expert_width_multiple and self.expert_width_source is None:
+            raise ValueError("splits: expert_width_multiple needs expert_width_source (the engine code that refuses)")
+        return self
+
+    def refusal(self, *, tp: int, dp: int, expert_width: int) -> str | None:
+        """Why the engine does not run ``tp`` x ``dp`` for a model whose routed experts are ``expert_width``
+        wide (0: no MoE), or None."""
+
+        def cite(src: Source) -> str:
+            return f"{src.repo} {src.file} {src.symbol.split(' (')[0]}"
+
+        if self.dp_for_tp is not None and tp > 1 and dp == 1:
+            return (
+                f"tp {tp} x dp 1: the engine runs attention TP > 1 only with more than one DP group "
+                f"({cite(self.dp_for_tp)}); expected --dp > 1 or --tp 1"
+            )
+        m, src = self.expert_width_multiple, self.expert_width_source
+        if m and src is not None and expert_width and tp > 1 and (expert_width % tp or (expert_width // tp) % m):
+            ok = [t for t in range(1, expert_width + 1) if expert_width % t == 0 and (expert_width // t) % m == 0]
+            return (
+                f"tp {tp}: the engine splits each routed expert's {expert_width}-wide FFN over TP and needs a multiple "
+                f"of {m} a device ({cite(src)}); expected --tp one of {', '.join(map(str, ok))}"
+            )
+        return None
 
 
 class FormatCompute(_F):
@@ -624,6 +676,7 @@ class Stack(_F):
     logits: Logits
     default_parallel: DefaultParallel = DefaultParallel()
     dp_experts: DpExperts = DpExperts()
+    splits: Splits | None = Field(None, description="splits the engine refuses for this layout (None: any)")
     sequence_parallel_moe: SequenceParallelMoe | None = None
     absorbed_copies: AbsorbedCopies | None = Field(
         None, description="None: the engine holds no absorbed-MLA copy beside kv_b_proj (it holds one or the other)"

@@ -114,6 +114,21 @@ def exceptions_for(setup, *, ragged: bool = False) -> list[Exception_]:
     n_moe = setup.model.spec.n_moe
     st, par = setup.stack, setup.parallel
     out: list[Exception_] = []
+    if st.sharding.rules_for("embed")["vocab"] == "ep" and par.dp > 1 and par.ep == par.tp * par.dp:
+        # the vocabulary over every device while the tokens are split over DP (tpu-inference's MLP_TENSOR): the
+        # op list counts the TP-edge collectives over TP only (k3plan.step.ops.tp_edge_ops), so these are extra
+        why = (
+            "the stack splits the embedding and the LM head's vocabulary over every device while the tokens are "
+            "split over DP: the lookup all-gathers the token ids and all-reduces the masked rows of the whole "
+            "batch; the LM head all-gathers the final hidden rows; the split argmax reshuffles its index iota "
+            "with an all-to-all and all-gathers each shard's max and index. The op list counts the TP-edge "
+            "collectives over TP (k3plan.step.ops.tp_edge_ops), none of these: the stack says so"
+        )
+        src = f"the stack's sharding rules ({st.name}.yaml: vocab -> ep, every device); validate's graph"
+        out += [
+            Exception_(name="vocab-split-over-every-device", kind=k, calls=n, why=why, source=src)
+            for k, n in (("all-gather", 4), ("all-reduce", 1), ("all-to-all", 1))
+        ]
     if not n_moe:
         return out
     if ragged and st.collectives.experts == "all_to_all":

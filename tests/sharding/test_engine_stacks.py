@@ -129,6 +129,11 @@ def test_every_rule_of_every_bundled_stack_is_cited():
             assert lay.holds.strip(), name
             for src in lay.sources:
                 assert src.repo and src.file and src.symbol and src.found and src.commit, (name, src)
+        # the splits an engine refuses and where it puts the experts at DP > 1 cite the code read, at its commit
+        sp = st.splits
+        split_srcs = [sp.dp_for_tp, sp.expert_width_source] if sp is not None else []
+        for src in [*filter(None, split_srcs), *(st.dp_experts.sources if st.dp_experts.tp1_over else ())]:
+            assert src.repo and src.file and src.symbol and src.found and src.commit, (name, src)
 
 
 def test_option_values_and_errors():
@@ -158,6 +163,7 @@ def test_option_values_and_errors():
 @pytest.mark.parametrize("stack, yes, no", [
     ("vllm", ["gpu", "nvidia-b300", "nvidia-h200", "amd-mi355x"], ["tpu", "tpu-v7x", "nvidia-h100-sxm"]),
     ("vllm-tpu", ["tpu", "tpu-v7x"], ["gpu", "nvidia-gb300-nvl72", "amd-mi355x"]),
+    ("tpu-inference", ["tpu", "tpu-v7x"], ["gpu", "nvidia-h200"]),
     ("sglang", ["gpu", "nvidia-h200", "amd-mi300x"], ["tpu", "tpu-v7x"]),
     ("jax-native", ["tpu", "tpu-v6e"], ["gpu", "nvidia-b200"]),
     ("dp-attention", ["tpu", "gpu", "tpu-v7x", "nvidia-h200"], []),
@@ -253,11 +259,16 @@ def test_every_stack_names_its_tp_edge_collectives(name):
     over TP for every stack: it holds only while every stack splits the vocabulary and the dense MLP
     over TP, and each stack says how its logits leave the vocabulary split, citing engine code."""
     s = load_stack(name)
-    assert s.sharding.rules_for("embed")["vocab"] == s.sharding.rules_for("lm_head")["vocab"] == "tp"
+    vocab = s.sharding.rules_for("embed")["vocab"]
+    assert vocab == s.sharding.rules_for("lm_head")["vocab"]
+    if vocab == "ep":  # tpu-inference's MLP_TENSOR: every device; the stack says those collectives are not counted
+        assert name == "tpu-inference" and "not counted" in s.logits.holds and "not counted" in s.description
+    else:
+        assert vocab == "tp"
     assert s.sharding.rules_for("dense_mlp")["mlp"] == "tp"
     assert s.logits.gather in ("all_gather", "partitioned_argmax") and s.logits.sources
     # the engines that run the sampler in JAX on split logits partition the argmax; vLLM-GPU and SGLang gather
-    want = "partitioned_argmax" if name in ("vllm-tpu", "jax-native") else "all_gather"
+    want = "partitioned_argmax" if name in ("vllm-tpu", "tpu-inference", "jax-native") else "all_gather"
     assert s.logits.gather == want
 
 

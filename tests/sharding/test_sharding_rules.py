@@ -143,7 +143,7 @@ def test_bad_user_specs(tmp_path, text, needle):
 def test_every_bundled_stack_loads():
     from k3plan.sharding import list_stacks
 
-    assert list_stacks() == ["dp-attention", "jax-native", "sglang", "vllm", "vllm-tpu"]
+    assert list_stacks() == ["dp-attention", "jax-native", "sglang", "tpu-inference", "vllm", "vllm-tpu"]
     for name in list_stacks():
         assert load_stack(name).name == name
 
