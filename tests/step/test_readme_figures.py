@@ -186,3 +186,16 @@ def test_uneven_expert_placement_sentence(cli):
     assert code == 0 and d["fits"]
     note = f"experts {experts} over ep {ep}: {n_big} devices hold {big}, {n_small} hold {small}"
     assert any(n.startswith(note) for n in d["notes"]), d["notes"]
+
+
+def test_tpu_inference_holds_k3_nowhere_on_v7x(cli):
+    """The README's tpu-inference sentence: the bytes every device holds whole and the 4x4x4 shortfall."""
+    m = said(r"\(commit 811f8e20: .*?\): ([\d.]+) GiB a device held whole, so no v7x topology holds K3 that way "
+             r"\(`k3plan fit -t 4x4x4 --stack tpu-inference`: ([\d.]+) GiB short a device\)")
+    whole, short = (float(g) for g in m.groups())
+    d, code = run_json(cli, "fit", "-t", "4x4x4", "--stack", "tpu-inference")
+    assert code == 1 and not d["fits"]
+    assert round(d["per_device"]["replicated_weights_bytes"] / GiB, 2) == whole
+    assert round(-d["per_device"]["free_bytes"] / GiB, 2) == short
+    d2, _ = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
+    assert sum("the engine does not run this as priced" in w for w in d2["warnings"]) == 2  # "warns so twice"
