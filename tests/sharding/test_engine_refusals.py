@@ -94,3 +94,9 @@ def test_the_report_s_findings_name_the_refused_deployment():
     findings = text.split("## Findings", 1)[1].split("\n## ", 1)[0]
     named = [ln for ln in findings.splitlines() if "the engine does not run this as priced" in ln]
     assert len(named) == 1 and named[0].startswith("- **tpu-v7x with vllm-tpu: ")
+
+
+def test_plan_lists_refusals_only_for_stacks_it_searched(cli):
+    """A GPU-only plan searches no vllm-tpu row: it listed vllm-tpu's TPU refusals among its assumptions anyway."""
+    d = json.loads(cli("plan", "-H", "nvidia-h200", "--json").stdout)
+    assert not [a for a in d["assumptions"] if "the engine does not run this as priced" in a]
