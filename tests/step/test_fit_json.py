@@ -15,7 +15,8 @@ decode_band and capacity.band_low_* appear, only where a stage is modelled), and
 the stack took tpu-inference's MLA cache entry (512 + 128 = 640 values a token a MLA layer, not 576: the KV
 bytes a token, the hybrid page and the padded state, free bytes, capacity, crossover, the KV provenance and
 the speed floats), and their warnings when the vllm-tpu stack took the refusals tpu-inference's code makes (an MLA
-model without DP attention; K3's KDA on MODEL_IMPL_TYPE=vllm); the other keys and their order are the dd35d05 ones. Any other change to a value here must
+model without DP attention; K3's KDA on MODEL_IMPL_TYPE=vllm) and their reserve's source when vLLM's
+default and tpu-inference's use of it were read; the other keys and their order are the dd35d05 ones. Any other change to a value here must
 be deliberate."""
 
 from __future__ import annotations
