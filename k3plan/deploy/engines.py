@@ -135,15 +135,19 @@ def kv_table(engine: str, platform: str | None) -> dict[str, str | None] | None:
 def engine_offers_kv(stack: str, kv_dtype: str, platform: str | None) -> bool:
     """Whether the engine that runs ``stack`` on ``platform`` takes the KV-cache dtype ``kv_dtype`` (kv_table);
     a stack with no launch engine, or jax-native (k3plan's own), takes any."""
-    engine = ENGINE_FOR_STACK_ON.get((stack, platform or ""), ENGINE_FOR_STACK.get(stack))
+    engine = _engine(stack, platform)
     table = None if engine is None else kv_table(engine, platform)
     return True if table is None else table.get(kv_dtype) is not None
+
+
+def _engine(stack: str, platform: str | None) -> str | None:
+    return ENGINE_FOR_STACK_ON.get((stack, platform or ""), ENGINE_FOR_STACK.get(stack))
 
 
 def engine_for_stack(stack: str, platform: str | None = None) -> Literal["vllm", "sglang", "jax"]:
     """The engine whose launch command a k3plan stack gets on ``platform`` ("gpu" / "tpu"; None: the
     stack's engine on a TPU, vLLM's for dp-attention)."""
-    engine = ENGINE_FOR_STACK_ON.get((stack, platform or ""), ENGINE_FOR_STACK.get(stack))
+    engine = _engine(stack, platform)
     if engine is None:
         raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(ENGINE_FOR_STACK)}")
     return engine  # type: ignore[return-value]
