@@ -290,7 +290,7 @@ def engine_refusals(model: Model, stack: Stack) -> list[str]:
         return []
     spec = model.spec
     layers = frozenset(k for k, n in (("mla", spec.n_mla), ("kda", spec.n_kda)) if n)
-    return stack.refused(layers=layers, formats=frozenset(t.fmt for t in model.inventory.tensors))
+    return stack.refused(layers=layers)
 
 
 def uneven_notes(plan: ShardingPlan, stack: Stack) -> list[str]:

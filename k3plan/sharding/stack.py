@@ -464,22 +464,16 @@ REFUSED = "the engine does not run this as priced"  # how a Refusal's line reads
 class Refusal(_F):
     """A deployment the engine's own code refuses or cannot run, at the commits read: k3plan still prices
     the stack's layout (what a device would hold if the engine ran it) and every output that names the stack
-    for such a model says so. It applies to a model with layers of every kind in ``layers`` (mla, kda), a
-    checkpoint holding a tensor in one of ``formats`` (any, when empty), at the option values ``options``
-    (name -> the values it applies at; any, when empty)."""
+    for such a model says so. It applies to a model with layers of every kind in ``layers`` (mla, kda), at
+    the option values ``options`` (name -> the values it applies at; any, when empty)."""
 
     layers: tuple[Literal["mla", "kda"], ...] = ()
-    formats: tuple[str, ...] = ()
     options: dict[str, tuple[str, ...]] = {}
     says: str = Field(description="what the engine does, in one clause: the check that raises, the op that is missing")
     sources: tuple[Source, ...] = Field(min_length=1)
 
-    def applies(self, *, layers: frozenset[str], formats: frozenset[str], chosen: dict[str, str]) -> bool:
-        return (
-            set(self.layers) <= layers
-            and (not self.formats or bool(set(self.formats) & formats))
-            and all(chosen.get(k) in v for k, v in self.options.items())
-        )
+    def applies(self, *, layers: frozenset[str], chosen: dict[str, str]) -> bool:
+        return set(self.layers) <= layers and all(chosen.get(k) in v for k, v in self.options.items())
 
     @property
     def cited(self) -> str:
@@ -744,13 +738,13 @@ class Stack(_F):
         fmt = self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint"))
         return checkpoint_fmt if fmt == "checkpoint" else fmt
 
-    def refused(self, *, layers: frozenset[str], formats: frozenset[str]) -> list[str]:
-        """One line a Refusal that applies to a model with layers of these kinds and tensors in these
-        checkpoint formats at this stack's options: the engine, as cited, does not run what is priced."""
+    def refused(self, *, layers: frozenset[str]) -> list[str]:
+        """One line a Refusal that applies to a model with layers of these kinds at this stack's options: the
+        engine, as cited, does not run what is priced."""
         return [
             f"stack {self.label}: {REFUSED}: {r.cited}"
             for r in self.refusals
-            if r.applies(layers=layers, formats=formats, chosen=self.chosen)
+            if r.applies(layers=layers, chosen=self.chosen)
         ]
 
     @property
