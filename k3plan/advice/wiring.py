@@ -127,12 +127,12 @@ def small_kv(setup) -> str | None:
     return None if kv == setup.stack.kv_cache.dtype else kv
 
 
-def kv_alternative(setup, workload, calibration=None, draft_bytes: int = 0, draft_kv_of: DraftKvOf | None = None):
+def kv_alternative(
+    setup, workload, kv: str, calibration=None, draft_bytes: int = 0, draft_kv_of: DraftKvOf | None = None
+):
+    """fit at the KV dtype ``kv`` (small_kv), the rest as ``setup``."""
     from k3plan.budget.fit import fit
 
-    kv = small_kv(setup)
-    if kv is None:
-        return None
     alt = dataclasses.replace(setup, stack=setup.stack.with_kv_dtype(kv))
     return fit(
         alt,
@@ -373,10 +373,14 @@ def fit_advice(
                 f"fit at {alt.hardware.topology} tp={alt.parallel.tp} dp={alt.parallel.dp} (next standard "
                 f"{setup.hardware.name} topology up)"
             )
-        kv = kv_alternative(setup, workload, calibration, draft_bytes, draft_kv_of)
-        if kv is not None:
-            kv_opts.append(kv_dtype_option_from_fit(kv))
-            done.append(f"fit with --kv-dtype {small_kv(setup)}")
+        kv_dtype = small_kv(setup)
+        if kv_dtype is not None:
+            kv_opts.append(
+                kv_dtype_option_from_fit(
+                    kv_alternative(setup, workload, kv_dtype, calibration, draft_bytes, draft_kv_of)
+                )
+            )
+            done.append(f"fit with --kv-dtype {kv_dtype}")
     if binding is None and result.speed is not None:
         binding, tpot_s = result.speed.binding, result.speed.tpot_s
     if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch
