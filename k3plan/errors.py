@@ -6,6 +6,14 @@ the CLI prints its message as one line on stderr and exits 2. Everything else is
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import NoReturn
+
+# the shell's status for a process that SIGINT ended (128 + 2); what k3plan exits with on Ctrl-C
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "interrupted (Ctrl-C); no file was left half-written\n"
+
 
 class K3PlanError(Exception):
     """Bad input: printed as one line, exit code 2."""
@@ -17,3 +25,25 @@ def require(cond: bool, message: str) -> None:
     """Raise K3PlanError(message) unless cond holds."""
     if not cond:
         raise K3PlanError(message)
+
+
+def interrupted() -> NoReturn:
+    """Ctrl-C: one line on stderr, exit 130, no traceback (every write is atomic: k3plan.io_safe)."""
+    sys.stderr.write(INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+# the shell's status for a process that SIGPIPE ended (128 + 13), as `yes | head -1` reports it: 1 is k3plan's
+# "does not fit" / "gate failed", which `check ... | head -1` under `set -o pipefail` must not claim
+EXIT_BROKEN_PIPE = 141
+
+
+def reader_gone() -> NoReturn:
+    """stdout's reader closed the pipe: stop quietly with 141; stdout goes to /dev/null so that the
+    interpreter's final flush does not print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test runner's): nothing left to flush
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)

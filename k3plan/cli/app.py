@@ -11,13 +11,13 @@ import importlib
 import os
 import sys
 import types
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperGroup
 
 from k3plan import __version__
-from k3plan.errors import K3PlanError
+from k3plan.errors import K3PlanError, interrupted, reader_gone
 
 try:  # typer >= 0.22 carries its own copy of click; older typer uses click itself
     from typer._click import exceptions as click_exceptions
@@ -109,17 +109,6 @@ def _print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
-# the shell's status for a process that SIGINT ended (128 + 2); what k3plan exits with on Ctrl-C
-EXIT_INTERRUPTED = 130
-INTERRUPTED = "interrupted (Ctrl-C); no file was left half-written\n"
-
-
-def _interrupted() -> NoReturn:
-    """Ctrl-C: one line on stderr, exit 130, no traceback (every write is atomic: k3plan.io_safe)."""
-    sys.stderr.write(INTERRUPTED)
-    sys.exit(EXIT_INTERRUPTED)
-
-
 def _refuse_empty_values(cmd) -> None:
     """Every option and argument of ``cmd`` (and of its subcommands) refuses an empty or blank value:
     `--probes ""` was the current folder (Path("") is "."), read through as probe records, and
@@ -175,22 +164,6 @@ def _refusing_empty(param, process_value):
     return check
 
 
-# the shell's status for a process that SIGPIPE ended (128 + 13), as `yes | head -1` reports it: 1 is k3plan's
-# "does not fit" / "gate failed", which `check ... | head -1` under `set -o pipefail` must not claim
-EXIT_BROKEN_PIPE = 141
-
-
-def _reader_gone() -> NoReturn:
-    """stdout's reader closed the pipe: stop quietly with 141; stdout goes to /dev/null so that the
-    interpreter's final flush does not print "Exception ignored ... BrokenPipeError"."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real stdout (a test runner's): nothing left to flush
-        pass
-    sys.exit(EXIT_BROKEN_PIPE)
-
-
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -202,9 +175,9 @@ class K3Group(TyperGroup):
             _print_error(str(err))
             raise typer.Exit(err.exit_code) from None
         except KeyboardInterrupt:  # typer would exit 130 without a word
-            _interrupted()
+            interrupted()
         except BrokenPipeError:  # the reader left (`| head -1`): click would exit 1, which here means "does not fit"
-            _reader_gone()
+            reader_gone()
         except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise
@@ -223,7 +196,7 @@ class K3Group(TyperGroup):
         try:  # parsing the command line: typer too would exit 130 without a word
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
-            _interrupted()
+            interrupted()
 
     def list_commands(self, ctx):  # keep the order of COMMANDS in --help
         return list(self.commands)
@@ -348,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             _full_app()(args, prog_name="k3plan")
     except KeyboardInterrupt:
-        _interrupted()
+        interrupted()
 
 
 if __name__ == "__main__":
