@@ -137,7 +137,7 @@ def parts(typer_script: Path) -> None:
         ("+ a typer command with fit's options (does nothing)", [sys.executable, str(typer_script), *ARGS]),
         (f"floor + fit's {len(mods)} k3plan modules, BaseModel a plain class", [sys.executable, "-c", imports + PLAIN_BASEMODEL + load]),
         (f"floor + fit's {len(mods)} k3plan modules", [sys.executable, "-c", imports + load]),
-        ("k3plan " + " ".join(ARGS), [sys.executable, exe, *ARGS] if exe else [sys.executable, "-c", RUN_MAIN]),
+        ("k3plan " + " ".join(ARGS) + " --no-cache", [sys.executable, exe, *ARGS, "--no-cache"] if exe else [sys.executable, "-c", RUN_MAIN]),
     ]
     counts = [instructions(cmd) for _, cmd in rows]
     floor = counts[0]
@@ -155,7 +155,7 @@ def parts(typer_script: Path) -> None:
 
 def k3plan_cmd() -> list[str]:
     exe = shutil.which("k3plan")
-    return [exe, *ARGS] if exe else [sys.executable, "-c", RUN_MAIN]
+    return [exe, *ARGS] if exe else [sys.executable, "-m", "k3plan", *ARGS]
 
 
 def importtime_top(n: int) -> list[tuple[int, str]]:
@@ -180,7 +180,10 @@ def main() -> None:
                     help="also count where fit's instructions go (valgrind's callgrind; ~2 min)")
     args = ap.parse_args()
 
-    cmd = k3plan_cmd()
+    # a new question (--no-cache: worked out, as every first fit of a configuration is) and the same
+    # question asked again (answered from the answer cache, k3plan.answers, kept in a folder of its own)
+    CHILD_ENV["K3PLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="k3plan-bench-answers-")
+    cmd, cached = k3plan_cmd() + ["--no-cache"], k3plan_cmd()
     timed(cmd, 1)  # warm the page cache and __pycache__
     times, _ = timed(cmd, args.runs)
     base, _ = timed([sys.executable, "-c", "pass"], args.runs)
@@ -188,14 +191,21 @@ def main() -> None:
 
     print(f"python {sys.version.split()[0]}; {cmd[0]} {' '.join(ARGS)}; {args.runs} runs")
     print(f"{'what':42} {'min s':>7} {'median s':>9} {'max s':>7}")
-    print(f"{'k3plan ' + ' '.join(ARGS):42} {min(times):7.3f} {statistics.median(times):9.3f} {max(times):7.3f}")
+    print(f"{'k3plan ' + ' '.join(ARGS) + ' --no-cache':42} {min(times):7.3f} {statistics.median(times):9.3f} {max(times):7.3f}")
     print(f"{'python -c pass (interpreter floor)':42} {min(base):7.3f} {statistics.median(base):9.3f} {max(base):7.3f}")
     print(f"heavy modules imported on the fit path: {heavy}")
-    r = ratio_to_floor(cmd, [sys.executable, "-c", FLOOR], args.runs, ok=(0, 1))
+    floor = [sys.executable, "-c", FLOOR]
+    label = "import floor: numpy, yaml, typer, rich.console, pydantic.BaseModel"
+    r = ratio_to_floor(cmd, floor, args.runs, ok=(0, 1))
     print()
-    print(ratio_table(r, "import floor: numpy, yaml, typer, rich.console, pydantic.BaseModel",
-                      "k3plan " + " ".join(ARGS)))
-    print(f"fit / floor, {verdicts(r, 1.3)}")
+    print(ratio_table(r, label, "k3plan " + " ".join(ARGS) + " --no-cache (a new question)"))
+    print(f"fit, a new question / floor, {verdicts(r, 1.3)}")
+    same = subprocess.run(cached, capture_output=True, text=True, env=CHILD_ENV, cwd=CHILD_CWD).stdout
+    c = ratio_to_floor(cached, floor, args.runs, ok=(0, 1))  # its warm-up run records the answer
+    assert c["proc"].stdout == same == r["proc"].stdout, "the cached answer differs from the worked-out one"
+    print()
+    print(ratio_table(c, label, "k3plan " + " ".join(ARGS) + " (asked again: the answer cache)"))
+    print(f"fit, asked again / floor, {verdicts(c, 1.3)} (the same bytes as the worked-out answer)")
     if args.typer_floor or args.parts:
         with tempfile.TemporaryDirectory() as tmp:
             script = Path(tmp) / "typer_floor.py"

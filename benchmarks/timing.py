@@ -42,7 +42,7 @@ def timed(cmd: list[str], runs: int) -> tuple[list[float], subprocess.CompletedP
 def k3plan_cmd() -> list[str]:
     """This worktree's k3plan as a fresh process (the installed script may point at another tree)."""
     exe = shutil.which("k3plan")
-    return [exe] if exe and not os.environ.get("PYTHONPATH") else [sys.executable, "-m", "k3plan.cli.app"]
+    return [exe] if exe and not os.environ.get("PYTHONPATH") else [sys.executable, "-m", "k3plan"]
 
 
 def one(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, subprocess.CompletedProcess]:

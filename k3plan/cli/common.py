@@ -36,6 +36,17 @@ console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty
 err_console = Console(stderr=True, highlight=False, emoji=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+# read by k3plan.answers before typer runs (a cached answer is given without importing typer); declared
+# here so that the command accepts it and --help lists it
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Work the answer out afresh: neither read nor write the answer cache (also K3PLAN_NO_CACHE=1). "
+        "A repeated question is otherwise answered from ~/.cache/k3plan (K3PLAN_CACHE_DIR) when nothing "
+        "it read has changed.",
+    ),
+]
 ModelOpt = Annotated[
     str,
     typer.Option("--model", "-m", help="Bundled model name, a config.json path, or a folder holding one."),

@@ -1,0 +1,333 @@
+"""A repeated question answered from the answer cache, before typer and pydantic are imported.
+
+`k3plan fit` is a pure function of its command line, its environment, the terminal it writes to and
+the files it reads. The first run of a question records, beside its output and exit code, what it
+read: every file it opened (content hash), every folder it listed (the names in it), every path it
+looked at (stat: there or not, file or folder), and every module it imported (size, mtime). A later
+run with the same command line, folder, environment, terminal and Python answers from that record
+when every one of those paths still looks the same; else it runs the command afresh and records the
+new answer. Modelled on build tools' caches (ninja's, mypy's): a stale answer needs a read that
+Python's audit events and ``os.stat`` do not see, and no command cached here makes one (no network,
+no clock, no standard input; a run that writes a file, starts a process, reads standard input or
+writes bytes past the text streams is not cached at all).
+
+Where: ``$K3PLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/k3plan``, else ``~/.cache/k3plan``; the answers
+are in its ``answers/`` folder (at most ``KEEP`` of them; delete it any time). ``--no-cache`` or
+``K3PLAN_NO_CACHE=1`` neither reads nor writes it. Only exit codes 0 and 1 (a verdict) are kept.
+
+This module imports only the standard library: the whole of a cache hit is Python's start, this file
+and the stats it checks (benchmarks/bench_fit.py times both).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+CACHED_COMMANDS = frozenset({"fit"})
+NO_CACHE_FLAG = "--no-cache"
+NO_CACHE_ENV = "K3PLAN_NO_CACHE"
+CACHE_DIR_ENV = "K3PLAN_CACHE_DIR"
+RANK = {"stat": 0, "module": 0, "read": 1, "list": 1}  # a path read or listed is checked as such
+KEEP = 256  # answers kept; the oldest go first
+FORMAT = 2  # bump when a record's layout changes
+MAX_READ_BYTES = 64 << 20  # a run that reads more than this is not cached (hashing it would cost more)
+# module files: checked by size and mtime (there are ~600 of them; the interpreter's own check is the same)
+MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+# audit events after which a run's answer is not a function of what was recorded
+TAINTS = (
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.fork",
+    "socket.connect",
+    "socket.getaddrinfo",
+    "os.chdir",
+)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get(CACHE_DIR_ENV)
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg) / "k3plan" if xdg else Path.home() / ".cache" / "k3plan"
+
+
+def enabled(args: list[str]) -> bool:
+    """The command is one whose answer is cached, and the user did not turn the cache off."""
+    if not args or args[0] not in CACHED_COMMANDS or os.environ.get(NO_CACHE_ENV, "") not in ("", "0"):
+        return False
+    return NO_CACHE_FLAG not in args and "--help" not in args and "-h" not in args
+
+
+def key(args: list[str]) -> str:
+    """Everything a run's answer depends on besides the files it reads."""
+    from k3plan import __version__
+
+    def terminal(stream: Any) -> list[Any]:
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return [None]
+        if not os.isatty(fd):
+            return [False]
+        try:
+            return [True, *os.get_terminal_size(fd)]
+        except OSError:
+            return [True]
+
+    parts = [
+        FORMAT,
+        __version__,
+        sys.version,
+        sys.executable,
+        sys.path,
+        args,
+        os.getcwd(),
+        sorted(os.environ.items()),
+        terminal(sys.stdout),
+        terminal(sys.stderr),
+    ]
+    return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+
+
+def fingerprint(path: str, how: str) -> list[Any]:
+    """What a path looks like now: ``how`` is 'read' (a file's content hash), 'list' (the names in a
+    folder), 'stat' or 'module' (there or not; a file's size and mtime)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ["missing"]
+    if stat.S_ISDIR(st.st_mode):
+        if how != "list":
+            return ["dir"]
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            return ["dir", None]
+        return ["dir", hashlib.blake2b("\0".join(names).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()]
+    if how == "read" and not path.endswith(MODULE_SUFFIXES) and stat.S_ISREG(st.st_mode):
+        try:
+            with open(path, "rb") as f:
+                return ["file", st.st_size, hashlib.blake2b(f.read(), digest_size=16).hexdigest()]
+        except OSError:
+            return ["unreadable"]
+    return ["file", st.st_size, st.st_mtime_ns]
+
+
+_HOOKED = False
+_RUNNING: list[Recorder] = []
+
+
+class Recorder:
+    """What one run reads, from Python's audit events and ``os.stat``/``os.lstat`` (existence checks
+    raise no audit event), and whether it did anything that makes its answer not worth keeping."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
+        self.tainted = ""
+        self.active = False
+        self.read_bytes = 0
+        self._stat: Callable[..., Any] = os.stat
+        self._lstat: Callable[..., Any] = os.lstat
+
+    def _see(self, path: Any, how: str) -> None:
+        if isinstance(path, int) or path is None:
+            return
+        try:
+            p = os.path.abspath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return
+        old = self.paths.get(p)
+        if old is None or RANK[how] > RANK[old]:
+            self.paths[p] = how
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.active:
+            return
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None))[:3]
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+            )
+            if writes and not isinstance(path, int):
+                self.tainted = f"wrote {path}"
+            self._see(path, "read")
+        elif event in ("os.listdir", "os.scandir"):
+            self._see(args[0] if args and args[0] not in (None, "") else ".", "list")
+        elif event.startswith(TAINTS):
+            self.tainted = event
+
+    def start(self) -> None:
+        global _HOOKED
+        if not _HOOKED:  # a hook stays for the process: one, handing events to the recorder running
+            sys.addaudithook(lambda event, args: _RUNNING[-1]._audit(event, args) if _RUNNING else None)
+            _HOOKED = True
+        _RUNNING.append(self)
+        recorder = self
+
+        def stat_(path: Any, *a: Any, **k: Any) -> Any:
+            if recorder.active:
+                recorder._see(path, "stat")
+            return recorder._stat(path, *a, **k)
+
+        def lstat_(path: Any, *a: Any, **k: Any) -> Any:
+            if recorder.active:
+                recorder._see(path, "stat")
+            return recorder._lstat(path, *a, **k)
+
+        os.stat, os.lstat = stat_, lstat_  # type: ignore[assignment]
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+        _RUNNING.remove(self)
+        os.stat, os.lstat = self._stat, self._lstat  # type: ignore[assignment]
+
+    def prints(self) -> list[list[Any]]:
+        """Every path seen, and every imported module's file, with what it looks like now."""
+        seen = dict(self.paths)
+        for mod in list(sys.modules.values()):
+            f = getattr(mod, "__file__", None)
+            if isinstance(f, str):
+                seen.setdefault(os.path.abspath(f), "module")
+        out = []
+        for p, how in sorted(seen.items()):
+            if how == "read" and not p.endswith(MODULE_SUFFIXES):
+                try:
+                    self.read_bytes += os.stat(p).st_size
+                except OSError:
+                    pass
+            out.append([p, how, fingerprint(p, how)])
+        return out
+
+
+class Tee:
+    """A text stream that keeps a copy of what is written through it, in ``chunks`` shared with the
+    other stream (so that stdout and stderr replay in the order they were written)."""
+
+    def __init__(self, stream: Any, recorder: Recorder, chunks: list[tuple[Tee, str]]) -> None:
+        self._stream, self._recorder, self._chunks = stream, recorder, chunks
+
+    def write(self, s: str) -> int:
+        self._chunks.append((self, s))
+        return int(self._stream.write(s))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "buffer":  # bytes past the text layer: not in the copy
+            self._recorder.tainted = "wrote bytes"
+        return getattr(self._stream, name)
+
+    def encode(self, text: str) -> str:
+        """``text`` as the bytes it reached the stream as (its encoding and error handler at the end of
+        the run, as the CLI set them for an ASCII terminal), held as Latin-1 text: one character a byte."""
+        encoding = getattr(self._stream, "encoding", None) or "utf-8"
+        errors = getattr(self._stream, "errors", None) or "strict"
+        return text.encode(encoding, errors).decode("latin-1")
+
+
+def _replay(stream: Any, data: str) -> None:
+    """Write recorded bytes (Tee.encode) to ``stream``."""
+    raw = data.encode("latin-1")
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        stream.write(raw.decode(getattr(stream, "encoding", None) or "utf-8", "replace"))
+    else:
+        stream.flush()
+        buffer.write(raw)
+    stream.flush()
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """The record at ``path`` if every path it names still looks as it did; else None."""
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if rec.get("format") != FORMAT or not isinstance(rec.get("rc"), int):
+            return None
+        for p, how, fp in rec["prints"]:
+            if fingerprint(p, how) != fp:
+                return None
+        if not all(fd in (1, 2) and isinstance(data, str) for fd, data in rec["output"]):
+            return None
+        return rec  # type: ignore[no-any-return]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _save(path: Path, rec: dict[str, Any]) -> None:
+    """Written to a temporary file and renamed (a reader never sees half a record); the oldest
+    records beyond KEEP are removed. A cache that cannot be written is no error: the answer was given."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(rec), encoding="utf-8")
+        os.replace(tmp, path)
+        records = [e for e in os.scandir(path.parent) if e.name.endswith(".json")]
+        if len(records) > KEEP:
+            records.sort(key=lambda e: e.stat().st_mtime_ns)
+            for e in records[: len(records) - KEEP]:
+                os.unlink(e.path)
+    except OSError:
+        pass
+
+
+def _exit_code(err: SystemExit) -> int | None:
+    code = err.code
+    return 0 if code is None else code if isinstance(code, int) else None
+
+
+def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
+    """Answer ``k3plan ARGS``: from the cache where it holds this question's answer and nothing it
+    read has changed, else by ``cli(args)`` (recorded when the command is a cached one)."""
+    if not enabled(args):
+        cli(args)
+        sys.exit(0)
+    where = cache_dir() / "answers" / f"{key(args)}.json"
+    rec = _load(where)
+    if rec is not None:
+        try:
+            for fd, data in rec["output"]:
+                _replay(sys.stdout if fd == 1 else sys.stderr, data)
+        except BrokenPipeError:  # `k3plan fit | head -1`: as the CLI does
+            from k3plan.errors import reader_gone
+
+            reader_gone()
+        sys.exit(rec["rc"])
+    recorder = Recorder()
+    real_out, real_err = sys.stdout, sys.stderr
+    chunks: list[tuple[Tee, str]] = []
+    out, err = Tee(real_out, recorder, chunks), Tee(real_err, recorder, chunks)
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    recorder.start()
+    code: int | None = None
+    try:
+        cli(args)
+        code = 0
+    except SystemExit as done:
+        code = _exit_code(done)
+        raise
+    finally:
+        recorder.stop()
+        sys.stdout, sys.stderr = real_out, real_err
+        if code in (0, 1) and not recorder.tainted:
+            prints = recorder.prints()
+            output: list[list[Any]] | None
+            try:
+                output = [[1 if tee is out else 2, tee.encode(text)] for tee, text in chunks]
+            except UnicodeError:  # it could not have been printed either
+                output = None
+            if output is not None and recorder.read_bytes <= MAX_READ_BYTES:
+                _save(where, {"format": FORMAT, "args": args, "rc": code, "output": output, "prints": prints})
+    sys.exit(0)

@@ -1,0 +1,198 @@
+"""The answer cache (k3plan.answers): a repeated question is answered from the record of its first
+run only while nothing that run read has changed; anything it cannot vouch for is worked out afresh."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k3plan import answers
+
+FIT = ["fit", "-t", "2x2x4", "--tp", "32", "--json"]
+
+
+class Cli:
+    """A stand-in command: reads what ``reads`` names, prints what it found, exits ``rc``."""
+
+    def __init__(self, tmp: Path, rc: int = 0) -> None:
+        self.calls, self.tmp, self.rc = 0, tmp, rc
+        self.write_to: Path | None = None
+
+    def __call__(self, args: list[str]) -> None:
+        self.calls += 1
+        data = (self.tmp / "input.txt").read_text()
+        extra = (self.tmp / "optional.txt").exists()
+        listed = sorted(os.listdir(self.tmp / "folder"))
+        print(f"{data} optional={extra} folder={listed}")
+        sys.stderr.write("a warning\n")
+        if self.write_to is not None:
+            self.write_to.write_text("side effect")
+        raise SystemExit(self.rc)
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("K3PLAN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("K3PLAN_NO_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "input.txt").write_text("one")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "a").write_text("")
+    return tmp_path
+
+
+def ask(cli: Cli, capsys: pytest.CaptureFixture[str], args: list[str] | None = None) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        answers.run(args or ["fit", "-t", "2x2x4"], cli)
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out, out.err
+
+
+def records(world: Path) -> list[Path]:
+    return sorted((world / "cache" / "answers").glob("*.json"))
+
+
+def test_a_repeated_question_is_answered_from_its_record_with_the_same_output_and_exit_code(world, capsys):
+    cli = Cli(world, rc=1)
+    first = ask(cli, capsys)
+    assert first == (1, "one optional=False folder=['a']\n", "a warning\n")
+    assert ask(cli, capsys) == first and cli.calls == 1
+    assert len(records(world)) == 1
+
+
+def test_a_changed_file_is_read_again_even_at_the_same_size_and_mtime(world, capsys):
+    cli = Cli(world)
+    ask(cli, capsys)
+    st = (world / "input.txt").stat()
+    (world / "input.txt").write_text("two")  # same size; the mtime put back: only the content tells
+    os.utime(world / "input.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert ask(cli, capsys)[1].startswith("two") and cli.calls == 2
+    assert ask(cli, capsys)[1].startswith("two") and cli.calls == 2  # the new answer is the record now
+
+
+def test_a_file_that_was_missing_and_a_new_name_in_a_listed_folder_each_count(world, capsys):
+    cli = Cli(world)
+    ask(cli, capsys)
+    (world / "optional.txt").write_text("")  # it only checked that this was there (os.stat)
+    assert "optional=True" in ask(cli, capsys)[1] and cli.calls == 2
+    (world / "folder" / "b").write_text("")
+    assert "['a', 'b']" in ask(cli, capsys)[1] and cli.calls == 3
+    ask(cli, capsys)
+    assert cli.calls == 3
+
+
+def test_other_arguments_folder_or_environment_are_another_question(world, capsys, monkeypatch):
+    cli = Cli(world)
+    ask(cli, capsys)
+    ask(cli, capsys, ["fit", "-t", "2x2x2"])
+    monkeypatch.setenv("COLUMNS", "200")
+    ask(cli, capsys)
+    assert cli.calls == 3
+
+
+def test_bad_input_side_effects_and_no_cache_are_never_recorded(world, capsys, monkeypatch):
+    bad = Cli(world, rc=2)
+    ask(bad, capsys), ask(bad, capsys)
+    assert bad.calls == 2 and not records(world)
+    writer = Cli(world)
+    writer.write_to = world / "out.txt"
+    ask(writer, capsys), ask(writer, capsys)
+    assert writer.calls == 2 and not records(world)
+    plain = Cli(world)
+    ask(plain, capsys, ["fit", "--no-cache"]), ask(plain, capsys, ["fit", "--no-cache"])
+    monkeypatch.setenv("K3PLAN_NO_CACHE", "1")
+    ask(plain, capsys), ask(plain, capsys)
+    assert plain.calls == 4 and not records(world)
+
+
+def test_only_the_cached_commands_are_recorded(world, capsys):
+    cli = Cli(world)
+    ask(cli, capsys, ["plan"]), ask(cli, capsys, ["plan"])
+    assert cli.calls == 2 and not records(world)
+
+
+def test_a_damaged_record_or_a_cache_that_cannot_be_written_is_no_error(world, capsys, monkeypatch):
+    cli = Cli(world)
+    ask(cli, capsys)
+    records(world)[0].write_text('{"format": 1, "rc": 0, "prints": [["x"')
+    assert ask(cli, capsys)[1].startswith("one") and cli.calls == 2
+    (world / "blocked").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("K3PLAN_CACHE_DIR", str(world / "blocked"))
+    assert ask(cli, capsys)[0] == 0 and ask(cli, capsys)[1].startswith("one") and cli.calls == 4
+
+
+def test_the_oldest_records_go_beyond_keep(world, capsys, monkeypatch):
+    monkeypatch.setattr(answers, "KEEP", 2)
+    cli = Cli(world)
+    for topology in ("2x2x1", "2x2x2", "2x2x4"):
+        ask(cli, capsys, ["fit", "-t", topology])
+    assert len(records(world)) == 2
+
+
+def _fit_process(env: dict[str, str], cwd: Path) -> dict:
+    """A fresh `python -m k3plan fit ...`: its stdout, exit code and whether typer or pydantic was imported."""
+    code = (
+        "import json, os, sys\n"
+        f"sys.argv = ['k3plan', *{FIT!r}]\n"
+        "from k3plan.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"
+        "with open(os.environ['MARK'], 'w') as f:\n"
+        "    json.dump({'rc': rc, 'typer': 'typer' in sys.modules, 'pydantic': 'pydantic' in sys.modules}, f)\n"
+    )
+    mark = cwd / "mark.json"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
+                         env=env | {"MARK": str(mark)}, check=True).stdout
+    return json.loads(mark.read_text()) | {"out": out}
+
+
+def test_a_second_fit_gives_the_same_bytes_without_importing_typer_or_pydantic(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "K3PLAN_NO_CACHE"} | {"K3PLAN_CACHE_DIR": str(tmp_path / "c")}
+    first, second = _fit_process(env, tmp_path), _fit_process(env, tmp_path)
+    assert first["rc"] == second["rc"] == 0 and first["typer"] and first["pydantic"]
+    assert second["out"] == first["out"] and json.loads(second["out"])["fits"] is True
+    assert not second["typer"] and not second["pydantic"]
+    fresh = _fit_process(env | {"K3PLAN_NO_CACHE": "1"}, tmp_path)
+    assert fresh["typer"] and fresh["out"] == first["out"]
+
+
+def _k3plan(args: list[str], env: dict[str, str], cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k3plan", *args], stdout=stdout, stderr=subprocess.PIPE, cwd=cwd,
+                          env=env, check=False, timeout=120)
+
+
+def test_an_ascii_stream_gets_the_same_bytes_and_a_closed_pipe_still_exits_141(tmp_path):
+    """The tables' box rules reach an ASCII stream as the CLI's ASCII fallback makes them, from the
+    cache too (what was recorded is bytes); a reader gone before a cached answer is exit 141, as before."""
+    env = {k: v for k, v in os.environ.items() if k != "K3PLAN_NO_CACHE"}
+    env |= {"K3PLAN_CACHE_DIR": str(tmp_path / "c"), "PYTHONIOENCODING": "ascii", "COLUMNS": "120"}
+    args = ["fit", "-t", "2x2x4", "--tp", "32"]
+    first, second = _k3plan(args, env, tmp_path), _k3plan(args, env, tmp_path)
+    assert first.returncode == second.returncode == 0 and first.stderr == second.stderr == b""
+    assert second.stdout == first.stdout and first.stdout.isascii() and b"FITS" in first.stdout
+    assert len(list((tmp_path / "c" / "answers").glob("*.json"))) == 1
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        gone = _k3plan(args, env, tmp_path, stdout=write)
+    finally:
+        os.close(write)
+    assert (gone.returncode, gone.stderr) == (141, b"")
+
+
+def test_stdout_and_stderr_replay_in_the_order_they_were_written(world):
+    code = (
+        "import sys\n"
+        "from k3plan import answers\n"
+        "def cli(args):\n"
+        "    print('first', flush=True); sys.stderr.write('second\\n'); sys.stderr.flush(); print('third', flush=True)\n"
+        "answers.run(['fit'], cli)\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True,
+                           env=dict(os.environ), cwd=world).stdout for _ in range(2)]
+    assert runs[0] == runs[1] == b"first\nsecond\nthird\n"
+    assert len(records(world)) == 1
