@@ -155,6 +155,8 @@ class Recorder:
             return
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None))[:3]
+            if isinstance(path, str) and path.endswith(".pyc"):  # an import's: its module's file is checked
+                return
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
             )
