@@ -53,12 +53,18 @@ TAINTS = (
 )
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """Where the answers are kept; None where there is no home folder to keep them in."""
     root = os.environ.get(CACHE_DIR_ENV)
     if root:
         return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg) / "k3plan" if xdg else Path.home() / ".cache" / "k3plan"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):  # the XDG spec: a relative path is to be ignored
+        return Path(xdg) / "k3plan"
+    try:
+        return Path.home() / ".cache" / "k3plan"
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry
+        return None
 
 
 def enabled(args: list[str]) -> bool:
@@ -114,7 +120,9 @@ def fingerprint(path: str, how: str) -> list[Any]:
         except OSError:
             return ["dir", None]
         return ["dir", hashlib.blake2b("\0".join(names).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()]
-    if how == "read" and not path.endswith(MODULE_SUFFIXES) and stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):  # a pipe, a device (/dev/stdin): what it gave cannot be checked again
+        return ["special"]
+    if how == "read" and not path.endswith(MODULE_SUFFIXES):
         try:
             with open(path, "rb") as f:
                 return ["file", st.st_size, hashlib.blake2b(f.read(), digest_size=16).hexdigest()]
@@ -293,10 +301,11 @@ def _exit_code(err: SystemExit) -> int | None:
 def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
     """Answer ``k3plan ARGS``: from the cache where it holds this question's answer and nothing it
     read has changed, else by ``cli(args)`` (recorded when the command is a cached one)."""
-    if not enabled(args):
+    root = cache_dir() if enabled(args) else None
+    if root is None:
         cli(args)
         sys.exit(0)
-    where = cache_dir() / "answers" / f"{key(args)}.json"
+    where = root / "answers" / f"{key(args)}.json"
     rec = _load(where)
     if rec is not None:
         try:
@@ -330,6 +339,7 @@ def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
                 output = [[1 if tee is out else 2, tee.encode(text)] for tee, text in chunks]
             except UnicodeError:  # it could not have been printed either
                 output = None
-            if output is not None and recorder.read_bytes <= MAX_READ_BYTES:
+            special = any(fp == ["special"] for _, how, fp in prints if how == "read")
+            if output is not None and not special and recorder.read_bytes <= MAX_READ_BYTES:
                 _save(where, {"format": FORMAT, "args": args, "rc": code, "output": output, "prints": prints})
     sys.exit(0)

@@ -196,3 +196,19 @@ def test_stdout_and_stderr_replay_in_the_order_they_were_written(world):
                            env=dict(os.environ), cwd=world).stdout for _ in range(2)]
     assert runs[0] == runs[1] == b"first\nsecond\nthird\n"
     assert len(records(world)) == 1
+
+
+def test_what_came_from_a_pipe_is_not_recorded(world, capsys):
+    """A run that read a pipe (`-m /dev/stdin`) cannot be checked again: it is worked out every time."""
+    read, write = os.pipe()
+    os.write(write, b"piped")
+    os.close(write)
+
+    def cli(args: list[str]) -> None:
+        with open(f"/dev/fd/{read}") as f:
+            print(f.read())
+
+    with pytest.raises(SystemExit):
+        answers.run(["fit"], cli)
+    os.close(read)
+    assert capsys.readouterr().out == "piped\n" and not records(world)
