@@ -1041,8 +1041,9 @@ class Stack(_F):
                 st = st.model_copy(update={"pending": {**st.pending, name: str(value)}})  # applied by bind
                 continue
             if opt is None:
-                known = [*self.options, *(o for r in self.on_platform.values() for o in r.options)]
-                raise K3PlanError(f"stack {self.name}: unknown option {raw!r}; known: {', '.join(known) or 'none'}")
+                known = ", ".join(self.options) or "none"
+                known += "".join(f"; on {k} ({r.stack}'s): {', '.join(r.options)}" for k, r in self.on_platform.items())
+                raise K3PlanError(f"stack {self.name}: unknown option {raw!r}; known: {known}")
             st = st._apply(name, opt, value)
             st = st.model_copy(update={"given": (*(g for g in st.given if g != name), name)})
         return st
