@@ -122,7 +122,7 @@ def default_topologies(
         hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
         # no workload yet: the reserve at the engine's own default chunk for this GPU (chunk None)
         reserve = stack.reserve_fraction(
-            usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor
+            usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor, dp=d
         )
         if hit.size and weights.weights_bytes[hit[0]] < hw.usable_bytes_per_device * (1 - reserve):
             found.append(topo)
@@ -184,7 +184,8 @@ def make_setup(
     if stack is None:
         stack, why = default_stack_for(hw)
         notes.append(why)
-    st = load_stack(stack).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens)
+    # bound to the machine first: its engine's state pool is what speculative decoding grows (Stack.bind)
+    st = load_stack(stack).bind(hw).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens)
     if topology is None:
         topo = default_topology(hw, m, st, tp, ep, dp)
         notes.append(

@@ -318,7 +318,12 @@ def fit(
     usable = hw.usable_bytes_per_device
     reserve_auto = stack.reserve_auto(vendor=hw.vendor)
     reserve_fraction = stack.reserve_fraction(
-        usable_bytes=usable, tp=par.tp, pp=par.pp, chunk=workload.prefill_chunk_tokens, vendor=hw.vendor
+        usable_bytes=usable,
+        tp=par.tp,
+        pp=par.pp,
+        chunk=workload.prefill_chunk_tokens,
+        vendor=hw.vendor,
+        dp=par.dp,
     )
     whole_layout = layout  # the whole model's layout (pp rebinds ``layout`` to a stage's below)
 
@@ -547,8 +552,23 @@ def fit(
                 f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
                 if reserve_auto is None
                 else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
-                f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, tp {par.tp} x pp {par.pp}, chunk "
-                f"{workload.prefill_chunk_tokens} ({reserve_auto.source.text()}; prefill graph "
+                f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, "
+                + (
+                    f"DP attention: tp_size {par.tp * par.dp} (tp {par.tp} x dp {par.dp}) x pp {par.pp}, the decode "
+                    f"graphs padded for dp_size {par.dp}, chunk {stack.engine_chunk(workload.prefill_chunk_tokens, dp=par.dp)} "
+                    f"(the flag, {workload.prefill_chunk_tokens} a DP group"
+                    + (f": {stack.dp_attention_chunk.sources[0].text()}" if stack.dp_attention_chunk else "")
+                    + ") "
+                    if stack.dp_attention
+                    else f"tp {par.tp} x pp {par.pp}, chunk {workload.prefill_chunk_tokens} "
+                )
+                + (
+                    "-- a fraction <= 0: the MiB it reserves exceed the GPU's, no room for the weights (a smaller "
+                    "--chunk or mem_fraction_static leaves some) "
+                    if reserve_fraction >= 1
+                    else ""
+                )
+                + f"({reserve_auto.source.text()}; prefill graph "
                 f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
             )
             + (

@@ -59,7 +59,9 @@ class LaunchConfig(BaseModel):
     hosts: int = Field(1, ge=1)
     slices: int = Field(1, ge=1)  # TPU slices (GPU scale-up domains) the devices span: Topology.slices
     max_model_len: int = Field(ge=1)
-    max_num_batched_tokens: int = Field(ge=1)  # vLLM token budget a step = SGLang chunked-prefill size
+    # vLLM token budget a step = SGLang chunked-prefill size, as the flag reads (SGLang DP attention: every DP
+    # group's chunk, Stack.engine_chunk)
+    max_num_batched_tokens: int = Field(ge=1)
     max_num_seqs: int = Field(ge=1)  # the batch the plan sized memory for
     # the tokens a request generates (plan's --osl; 1 when the workload names none, as plan's SLA targets take
     # it): the prompt is what the context leaves (MaxText sizes its prefill cache for it, jax_params)

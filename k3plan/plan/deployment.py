@@ -258,7 +258,7 @@ def launch_for(
             hosts=topology.hosts,
             slices=topology.slices,
             max_model_len=context,
-            max_num_batched_tokens=pick.chunk_tokens,
+            max_num_batched_tokens=stack.engine_chunk(pick.chunk_tokens, dp=pick.dp),  # the engine's flag
             max_num_seqs=max(1, max_num_seqs),
             max_output_tokens=output_tokens,
             kv_dtype=pick.kv_dtype,
@@ -269,8 +269,9 @@ def launch_for(
                 pp=pick.pp,
                 chunk=pick.chunk_tokens,
                 vendor=hw.vendor,
+                dp=pick.dp,
             ),
-            dp_attention=stack.name == "dp-attention",
+            dp_attention=stack.dp_attention,
             tpu_dp_attention=stack.name in TPU_DP_ATTENTION_STACKS,
             state_slots_per_request=stack.state.slots_per_request
             if model.spec.kda is not None and engine == "sglang"

@@ -38,7 +38,7 @@ def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
 
 def reserve_columns(*, space) -> np.ndarray:
     """Per configuration: the reserve its stack runs with (``Stack.reserve_fraction``: SGLang derives it
-    from the GPU, tp x pp and the chunk), each distinct point computed once. A fixed reserve
+    from the GPU, tp x pp, the chunk and, under DP attention, dp), each distinct point computed once. A fixed reserve
     (``Stack.reserve_auto`` None) does not depend on the split or the chunk, so its rows share one point a
     (variant, hardware); the points are one int64 key, so finding them is a 1-D sort (a 5-row
     ``np.unique(axis=1)`` over the whole space took ~0.4 s of a 1.2 s wide search)."""
@@ -48,7 +48,8 @@ def reserve_columns(*, space) -> np.ndarray:
         [[v.reserve_auto(vendor=h.vendor) is not None for h in space.hardware] for v in space.variants], dtype=bool
     )[c.variant, c.hw]
     key = c.variant.astype(np.int64) * n_hw + c.hw
-    for col in (c.tp, c.pp, c.chunk):
+    dp_attention = np.array([v.dp_attention for v in space.variants], dtype=bool)[c.variant]
+    for col in (c.tp, c.pp, c.chunk, np.where(dp_attention, c.dp, 0)):  # dp counts under DP attention only
         part = np.where(auto, col, 0).astype(np.int64)
         key = key * (int(part.max(initial=0)) + 1) + part
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
@@ -60,6 +61,7 @@ def reserve_columns(*, space) -> np.ndarray:
                 pp=int(c.pp[i]),
                 chunk=int(c.chunk[i]),
                 vendor=space.hardware[c.hw[i]].vendor,
+                dp=int(c.dp[i]),
             )
             for i in first
         ],

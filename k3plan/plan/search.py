@@ -406,7 +406,11 @@ def plan(
             "(with --isl/--osl) scores each row at the largest batch that fits memory and --tpot-ms",
         ]
         + list(extra.assumptions)
-        + [r for i in sorted(set(space.cols.stack.tolist())) for r in engine_refusals(m, space.stacks[i])]
+        + list(  # a stack bound to two kinds of machine says its refusals once
+            dict.fromkeys(
+                r for i in sorted(set(space.cols.stack.tolist())) for r in engine_refusals(m, space.stacks[i])
+            )
+        )
         + probe_notes,
         sla=extra.sla,
         prices=price_list,

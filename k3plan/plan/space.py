@@ -48,7 +48,7 @@ class SpaceCols:
 @dataclass(frozen=True)
 class Space:
     hardware: list[HardwareSpec]
-    stacks: list[Stack]  # base stacks: a family is (hardware, stack)
+    stacks: list[Stack]  # each bound to a kind of machine (Stack.bindings); a family is (hardware, stack)
     kv_dtypes: list[Optional[str]]  # None: the stack's own
     variants: list[Stack]  # stack x KV dtype, index = stack * len(kv_dtypes) + kv
     topologies: list[Topology]
@@ -85,6 +85,16 @@ def pipeline_splits(topo: Topology, max_pp: int = MAX_PP) -> tuple[np.ndarray, n
     return tuple(np.concatenate(x) for x in zip(*out))  # type: ignore[return-value]
 
 
+def _unbound(stack: Stack, hw: HardwareSpec) -> str:
+    """Why a stack that runs on ``hw`` has no binding there: an option given that only another kind's engine has
+    (``Stack.bind`` says which)."""
+    try:
+        stack.bind(hw)
+    except K3PlanError as err:
+        return str(err)
+    return f"stack {stack.label}: no binding for {hw.name}"
+
+
 def build_space(
     *,
     hardware: list[HardwareSpec],
@@ -103,6 +113,10 @@ def build_space(
     ``expert_width``: their FFN width (a stack's ``splits`` rule reads it; 0: not said)."""
     if max_pp < 1:  # else no split at all, and the unpacking below failed with a traceback
         raise K3PlanError(f"--max-pp {max_pp}: expected a positive integer (1: no pipeline)")
+    # a stack whose engine differs by kind of machine is one stack a kind, bound to it (Stack.bindings): its
+    # rows price what that kind's engine runs (dp-attention: SGLang's pools on GPUs, tpu-inference's on TPUs)
+    origin = [s for s in stacks for _ in s.bindings()]
+    stacks = [b for s in stacks for b in s.bindings()]
     variants = [s.with_kv_dtype(k) for s in stacks for k in kv_dtypes]
     topologies: list[Topology] = []
     parts: list[dict[str, np.ndarray]] = []
@@ -110,10 +124,15 @@ def build_space(
     nk, nc = len(kv_dtypes), len(chunks)
     for h, hw in enumerate(hardware):
         allowed = [i for i, s in enumerate(stacks) if any_platform or s.runs_on(hw)]
+        told = {origin[i].label for i in allowed}  # a stack one of whose bindings runs here is not skipped
         for i, s in enumerate(stacks):
-            if i not in allowed and stacks_given:
+            if i not in allowed and stacks_given and origin[i].label not in told:
+                told.add(origin[i].label)
+                o = origin[i]
                 skipped[h * len(stacks) + i] = (
-                    f"stack {s.name} runs on {', '.join(s.platforms) or s.platform}, not {hw.name}"
+                    _unbound(o, hw)
+                    if o.runs_on(hw)  # only an option given keeps it off (Stack.bindings)
+                    else f"stack {o.name} runs on {', '.join(o.platforms) or o.platform}, not {hw.name}"
                 )
         topos = topologies_up_to(hw, max_chips)
         if not topos:

@@ -178,7 +178,9 @@ def apply_sla(
     if ordered:
         pick = ordered[0]
         hw = next(h for h in space.hardware if h.name == pick.hardware)
-        stack = next(s for s in space.variants if s.label == pick.stack and s.kv_cache.dtype == pick.kv_dtype)
+        stack = next(  # the pick's machine's binding (Stack.bindings: one stack a kind)
+            s for s in space.variants if s.label == pick.stack and s.kv_cache.dtype == pick.kv_dtype and s.runs_on(hw)
+        )
         rate = targets.request_rate_per_s
         out_per_s = pick.sla_row().output_tokens_per_s
         if rate is None and out_per_s:
@@ -224,7 +226,7 @@ def pick_extras(
     request generates (--osl; 1 without it, as the SLA targets take it), which leaves the prompt its launch
     accepts."""
     hw = next(h for h in space.hardware if h.name == pick.hardware)
-    stack = next(s for s in space.stacks if s.label == pick.stack)
+    stack = next(s for s in space.stacks if s.label == pick.stack and s.runs_on(hw))  # its machine's binding
     topo = next(t for t in space.topologies if t.hardware == hw.name and t.text == pick.topology)
     return PickExtras(
         launch=launch_for(

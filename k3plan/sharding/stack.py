@@ -574,6 +574,13 @@ class AutoFraction(_F):
     floor_above_gib: float = Field(ge=0)
     floor_mib: float = Field(ge=0)
     deepep_mib: float = Field(ge=0)
+    dp_attention_per_graph_bs_dp_mib: float = Field(
+        0.0, ge=0, description="reserve_for_graph_mb under DP attention: decode max_bs x dp_size x this"
+    )
+    dp_attention_large_bs_above: int = Field(
+        0, ge=0, description="a decode max_bs above this adds ``dp_attention_large_bs_mib`` x max_bs x dp_size more"
+    )
+    dp_attention_large_bs_mib: float = Field(0.0, ge=0)
     round_digits: int = 3
     source: Source
 
@@ -581,10 +588,22 @@ class AutoFraction(_F):
         """The engine's defaults for a GPU of ``gpu_mib`` (the first class it is below)."""
         return next(r for r in self.gpu_classes if r.below_gib is None or gpu_mib < r.below_gib * GiB / MiB)
 
-    def reserved_mib(self, *, gpu_mib: float, tp: int, pp: int, chunk: int | None, deepep: bool, cuda: bool) -> float:
-        """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` and a
-        prefill chunk of ``chunk`` tokens (--chunked-prefill-size, which k3plan's launch line passes; None:
-        the engine's default for the GPU)."""
+    def reserved_mib(
+        self,
+        *,
+        gpu_mib: float,
+        tp: int,
+        pp: int,
+        chunk: int | None,
+        deepep: bool,
+        cuda: bool,
+        dp_attention_dp: int | None = None,
+    ) -> float:
+        """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` (its
+        tp_size: every GPU of a stage under DP attention) and a prefill chunk of ``chunk`` tokens
+        (--chunked-prefill-size, which k3plan's launch line passes; None: the engine's default for the GPU);
+        ``dp_attention_dp``: the dp_size under --enable-dp-attention (None: no DP attention), whose decode
+        graphs pad max_bs x dp_size."""
         row = self.gpu_class(gpu_mib=gpu_mib)
         bs = (
             row.cuda_graph_max_bs_small_tp
@@ -592,6 +611,10 @@ class AutoFraction(_F):
             else row.cuda_graph_max_bs
         )
         graphs = bs * self.per_decode_graph_bs_mib
+        if dp_attention_dp is not None:
+            graphs += bs * dp_attention_dp * self.dp_attention_per_graph_bs_dp_mib
+            if bs > self.dp_attention_large_bs_above:
+                graphs += bs * dp_attention_dp * self.dp_attention_large_bs_mib
         if self.prefill_graph:
             graphs += self.prefill_graph_mla_mib + (self.prefill_graph_deepep_cuda_mib if deepep and cuda else 0.0)
         tokens = row.chunked_prefill_size if chunk is None else chunk
@@ -605,9 +628,21 @@ class AutoFraction(_F):
             reserved = max(reserved, self.floor_mib)
         return reserved + (self.deepep_mib if deepep else 0.0)
 
-    def fraction(self, *, gpu_bytes: int, tp: int, pp: int, chunk: int | None, deepep: bool, cuda: bool) -> float:
+    def fraction(
+        self,
+        *,
+        gpu_bytes: int,
+        tp: int,
+        pp: int,
+        chunk: int | None,
+        deepep: bool,
+        cuda: bool,
+        dp_attention_dp: int | None = None,
+    ) -> float:
         mib = gpu_bytes / MiB
-        reserved = self.reserved_mib(gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda)
+        reserved = self.reserved_mib(
+            gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda, dp_attention_dp=dp_attention_dp
+        )
         return round((mib - reserved) / mib, self.round_digits)
 
 
@@ -644,6 +679,30 @@ class Option(_F):
         if any(set_by.values()) and len({frozenset(v) for v in set_by.values()}) > 1:
             raise ValueError(f"every choice sets the same compute_formats (a later choice replaces them): {set_by}")
         return self
+
+
+class DpAttentionChunk(_F):
+    """How the engine reads its prefill-chunk flag under DP attention: it divides it by dp_size, so the flag
+    carries every DP group's chunk (``Stack.engine_chunk``); k3plan's chunk is one DP group's."""
+
+    holds: str
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
+BindableSection = Literal["state", "paging", "reserve", "kv_pool", "absorbed_copies", "dp_attention_chunk"]
+
+
+class PlatformRule(_F):
+    """Where a stack launches another engine on one kind of machine (dp-attention: SGLang
+    --enable-dp-attention on GPUs, tpu-inference's attention DP on TPUs, k3plan.deploy.engines
+    ENGINE_FOR_STACK_ON): there the ``sections`` and ``options`` that engine decides are taken from its own
+    stack YAML (``stack``), with the citations they have there -- each quantity written once, in the
+    engine's file (``Stack.bind``)."""
+
+    stack: str = Field(description="the bundled stack whose sections and options apply on this kind")
+    sections: tuple[BindableSection, ...] = Field(min_length=1)
+    options: tuple[str, ...] = Field((), description="that stack's options (flags) that apply here too")
+    holds: str = Field(min_length=1, description="why this engine's rules apply on this kind")
 
 
 class Stack(_F):
@@ -686,6 +745,26 @@ class Stack(_F):
         (),
         description="options given explicitly (NAME:option=value, with_options), even at their default value: "
         "an option whose engine derives its value when the flag is absent (Option.auto) runs the value given",
+    )
+    dp_attention: bool = Field(
+        False,
+        description="the engine runs attention data parallelism inside one server (SGLang --enable-dp-attention): "
+        "its tp_size counts every device of a stage (tp x dp), and a rule that reads DP attention applies "
+        "(AutoFraction's DP-attention terms)",
+    )
+    dp_attention_chunk: DpAttentionChunk | None = Field(
+        None, description="None: the engine takes its chunk flag as one DP group's (DpAttentionChunk)"
+    )
+    on_platform: dict[Literal["tpu", "gpu"], PlatformRule] = Field(
+        {}, description="kind -> the engine whose memory rules apply there (PlatformRule; Stack.bind)"
+    )
+    bound: Literal["tpu", "gpu"] | None = Field(
+        None, description="the kind whose ``on_platform`` rule this stack was bound with (Stack.bind); None: unbound"
+    )
+    pending: dict[str, str] = Field(
+        {},
+        description="options given (NAME:option=value) that only an ``on_platform`` rule's engine has: applied "
+        "when the stack is bound to that kind",
     )
 
     @model_validator(mode="after")
@@ -753,7 +832,7 @@ class Stack(_F):
         defaults (``vllm:all2all_backend=deepep_low_latency``; '+' joins several, as plan --stacks reads
         them) and any option given whose engine derives it when absent (``sglang:mem_fraction_static=0.88``:
         not SGLang's derived fraction). A bundled stack with no option given is its name."""
-        changed = [f"{k}={v}" for k, _, v in self.changed_options()]
+        changed = [f"{k}={v}" for k, _, v in self.changed_options()] + [f"{k}={v}" for k, v in self.pending.items()]
         return self.name + (":" + "+".join(changed) if changed else "")
 
     def changed_options(self) -> list[tuple[str, Option, str]]:
@@ -775,17 +854,39 @@ class Stack(_F):
                 out.append((k, opt, v))
         return out
 
-    def reserve_fraction(self, *, usable_bytes: int, tp: int, pp: int, chunk: int | None, vendor: str | None) -> float:
+    def reserve_fraction(
+        self, *, usable_bytes: int, tp: int, pp: int, chunk: int | None, vendor: str | None, dp: int = 1
+    ) -> float:
         """The reserve (a fraction of usable HBM) the engine runs with at this point: where the reserve
         option derives its value when the flag is not given (``Option.auto``, SGLang's mem_fraction_static)
         and it was left at its default, 1 - the derived fraction (on a GPU: the rule reads a GPU's memory and
-        graphs); else the stack's reserve."""
+        graphs); else the stack's reserve. ``chunk``: the prefill chunk of one DP group (None: the engine's
+        default for the GPU); ``dp``: the DP groups of a stage, which a DP-attention engine (``dp_attention``)
+        counts in its tp_size and its graph padding, and whose chunk it is given for all of them
+        (``engine_chunk``)."""
         auto = self.reserve_auto(vendor=vendor)
         if auto is None:
             return self.reserve.fraction_of_usable_hbm
         deepep = self.chosen.get("moe_a2a_backend") == "deepep"
-        frac = auto.fraction(gpu_bytes=usable_bytes, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=vendor == "nvidia")
-        return round(1 - frac, 12)
+        frac = auto.fraction(
+            gpu_bytes=usable_bytes,
+            tp=tp * dp if self.dp_attention else tp,
+            pp=pp,
+            chunk=None if chunk is None else self.engine_chunk(chunk, dp=dp),
+            deepep=deepep,
+            cuda=vendor == "nvidia",
+            dp_attention_dp=dp if self.dp_attention else None,
+        )
+        # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
+        # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
+        return min(round(1 - frac, 12), 1.0)
+
+    def engine_chunk(self, chunk: int, *, dp: int) -> int:
+        """The prefill chunk the engine's flag is given for a chunk of ``chunk`` tokens a DP group (the launch's,
+        and what a derived reserve reads): where the engine divides the flag by dp_size under DP attention (the
+        stack's ``dp_attention_chunk`` rule: SGLang, after it derived its memory fraction from the flag), every
+        DP group's chunk, chunk x dp; else the chunk."""
+        return chunk * dp if self.dp_attention and self.dp_attention_chunk is not None else chunk
 
     def reserve_auto(self, *, vendor: str | None) -> AutoFraction | None:
         """The reserve option's derivation when the stack runs at that option's default on a GPU of
@@ -798,6 +899,54 @@ class Stack(_F):
             if opt.sets == "reserve" and opt.auto is not None and name not in self.given:
                 return opt.auto
         return None
+
+    def bind(self, hw: Any) -> Stack:
+        """The stack as it runs on the HardwareSpec ``hw``: where ``on_platform`` names another engine for
+        hw's kind, that engine's sections and options (``PlatformRule``); else itself. make_setup binds the
+        stack it loads; plan's space binds one per kind (``bindings``)."""
+        if hw.kind in self.on_platform:
+            return self._bound(hw.kind)
+        if self.pending:
+            kinds = ", ".join(k for k, r in self.on_platform.items() if set(self.pending) <= set(r.options))
+            raise K3PlanError(
+                f"stack {self.label}: option(s) {', '.join(self.pending)} apply on {kinds or 'no machine'} "
+                f"({', '.join(f'{k}: {r.stack}' for k, r in self.on_platform.items())}), not on {hw.name}; "
+                f"expected a {kinds or 'matching'} machine or the stack without them"
+            )
+        return self
+
+    def bindings(self) -> list[Stack]:
+        """The stack bound to each kind of machine it runs on (``bind``), its platforms narrowed to that kind so
+        that ``runs_on`` keeps each to its own machines: what a search over machines of several kinds holds
+        (plan's space). [itself] where no ``on_platform`` rule applies; a kind whose engine lacks an option
+        given is left out."""
+        if not self.on_platform:
+            return [self]
+        allowed = self.platforms or ((self.platform,) if self.platform != "any" else KINDS)
+        out = []
+        for kind in KINDS:
+            mine = tuple(p for p in allowed if p == kind or _kind_of(p) == kind)
+            if not mine or (kind not in self.on_platform and self.pending):
+                continue
+            st = self._bound(kind) if kind in self.on_platform else self
+            out.append(st.model_copy(update={"platforms": mine, "bound": kind}))
+        return out
+
+    def _bound(self, kind: Literal["tpu", "gpu"]) -> Stack:
+        """This stack with ``on_platform[kind]``'s sections and options taken from that engine's stack YAML,
+        the options given for them applied and the others at their defaults."""
+        rule = self.on_platform[kind]
+        src = parse_stack(rule.stack)
+        missing = [o for o in rule.options if o not in src.options]
+        if missing:
+            raise K3PlanError(
+                f"stack {self.name}: on_platform {kind} takes option(s) {', '.join(missing)} that stack {rule.stack} "
+                f"does not have; known: {', '.join(src.options) or 'none'}"
+            )
+        update: dict[str, Any] = {sec: getattr(src, sec) for sec in rule.sections}
+        options = {**self.options, **{k: o for k, o in src.options.items() if k in rule.options}}
+        base = self.model_copy(update={**update, "options": options, "on_platform": {}, "pending": {}, "bound": kind})
+        return base.with_options(**self.pending).with_defaults()
 
     def for_spec_decode(self, verify_tokens: int | None) -> Stack:
         """The stack as it runs with speculative decoding checking ``verify_tokens`` tokens a verify step
@@ -888,8 +1037,12 @@ class Stack(_F):
         for raw, value in values.items():
             name = raw.replace("-", "_")
             opt = self.options.get(name)
+            if opt is None and any(name in r.options for r in self.on_platform.values()):
+                st = st.model_copy(update={"pending": {**st.pending, name: str(value)}})  # applied by bind
+                continue
             if opt is None:
                 known = ", ".join(self.options) or "none"
+                known += "".join(f"; on {k} ({r.stack}'s): {', '.join(r.options)}" for k, r in self.on_platform.items())
                 raise K3PlanError(f"stack {self.name}: unknown option {raw!r}; known: {known}")
             st = st._apply(name, opt, value)
             st = st.model_copy(update={"given": (*(g for g in st.given if g != name), name)})
@@ -1019,6 +1172,12 @@ def parse_ref(ref: str) -> tuple[str, dict[str, str]]:
 @lru_cache(maxsize=64)
 def load_stack(ref: str = DEFAULT_STACK) -> Stack:
     base, values = parse_ref(ref)
+    return parse_stack(base).with_options(**values).with_defaults()
+
+
+@lru_cache(maxsize=16)
+def parse_stack(base: str) -> Stack:
+    """A stack YAML (a bundled name or a path) as written: no option applied (``load_stack`` applies them)."""
     path = STACK_DIR / f"{base}.yaml"
     if not path.is_file():
         path = Path(base).expanduser()
@@ -1029,4 +1188,4 @@ def load_stack(ref: str = DEFAULT_STACK) -> Stack:
         stack = Stack(**data)
     except ValidationError as err:
         raise K3PlanError(f"{path}: {describe(err)}") from None
-    return stack.with_options(**values).with_defaults()
+    return stack

@@ -176,7 +176,8 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
         ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm MLA_TRANSPOSE_KV_CACHE=0 vllm serve "),
         # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
         ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
-        ("dp-attention", "nvidia-b200", " --enable-dp-attention --moe-a2a-backend deepep "),
+        # on a GPU dp-attention launches SGLang with the sglang stack's flags, as it prices them (Stack.bind)
+        ("dp-attention", "nvidia-b200", " --moe-a2a-backend deepep --mamba-scheduler-strategy no_buffer "),
         ("vllm", "nvidia-b200", " --all2all-backend allgather_reducescatter "),
     ],
 )
@@ -198,7 +199,9 @@ def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path
     """dp-attention on a GPU runs SGLang, and its stack prices KDA state slots (state.slots_per_request 1): the
     launch left out --max-mamba-cache-size (launch_for asked engine_for_stack without the platform, got vLLM),
     so SGLang sized its mamba pool by its default 0.9/1.9 split, not as planned. B200 2x8 TP8 DP1 at the
-    default 8 sequences: ceil(8 / 1) x 1 slot x dp 1 = 8."""
+    default 8 sequences: ceil(8 / 1) x 3 slots x dp 1 = 24 -- 3, SGLang's own slots a running request with the radix
+    cache on (sglang.yaml state, which dp-attention takes on GPUs: Stack.bind); the 1 slot it priced before, vLLM's,
+    wrote 8, and the engine, which caps its running requests at the size // 3, would have run 2."""
     out = tmp_path / "launch.sh"
     r = cli(
         "plan",
@@ -217,7 +220,7 @@ def test_dp_attention_on_a_gpu_sizes_sglang_s_mamba_pool_as_priced(cli, tmp_path
     assert r.exit_code == 0, r.output
     cmd = next(ln for ln in out.read_text().splitlines() if "launch_server" in ln)
     assert " --dp-size 1 " in cmd and " --max-running-requests 8 " in cmd, cmd
-    assert " --max-mamba-cache-size 8 " in cmd, cmd
+    assert " --max-mamba-cache-size 24 " in cmd, cmd
 
 
 def test_jax_batch_is_the_batch_priced_under_one_sequence_a_device():

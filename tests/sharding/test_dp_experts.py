@@ -44,7 +44,7 @@ def test_plan_searches_only_the_expert_split_each_engine_runs():
         max_chips=32, stacks_given=True,
     )
     c = space.cols
-    names = np.array([s.name for s in stacks])[c.stack]
+    names = np.array([s.name for s in space.stacks])[c.stack]  # space.stacks: each bound to a kind
     multi = c.dp > 1
     assert multi.any()
     assert (c.ep[multi & (names == "sglang")] == c.tp[multi & (names == "sglang")]).all()
