@@ -53,20 +53,20 @@ def reserve_columns(*, space) -> np.ndarray:
         part = np.where(auto, col, 0).astype(np.int64)
         key = key * (int(part.max(initial=0)) + 1) + part
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    vals = np.array(
-        [
-            space.variants[c.variant[i]].reserve_fraction(
-                usable_bytes=space.hardware[c.hw[i]].usable_bytes_per_device,
-                tp=int(c.tp[i]),
-                pp=int(c.pp[i]),
-                chunk=int(c.chunk[i]),
-                vendor=space.hardware[c.hw[i]].vendor,
-                dp=int(c.dp[i]),
-            )
-            for i in first
-        ],
-        dtype=float,
-    )
+    vals = np.empty(first.shape[0], dtype=float)
+    group = c.variant[first].astype(np.int64) * n_hw + c.hw[first]  # one call a (variant, hardware), over its points
+    for g in np.unique(group):
+        at = np.flatnonzero(group == g)
+        i = first[at]
+        hw = space.hardware[int(c.hw[i[0]])]
+        vals[at] = space.variants[int(c.variant[i[0]])].reserve_fraction(
+            usable_bytes=hw.usable_bytes_per_device,
+            tp=c.tp[i].astype(np.int64),
+            pp=c.pp[i].astype(np.int64),
+            chunk=c.chunk[i].astype(np.int64),
+            vendor=hw.vendor,
+            dp=c.dp[i].astype(np.int64),
+        )
     return vals[inverse.reshape(-1)]
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.step.columns import maximum, where
 from k3plan.units import GiB, MiB
 
 STACK_DIR = data_dir("sharding/stacks")
@@ -358,6 +359,13 @@ class DpExperts(_F):
         return tp * dp if over == "tp_x_dp" else tp
 
 
+@lru_cache(maxsize=64)
+def _tp_choices(width: int, multiple: int) -> tuple[int, ...]:
+    """The TP sizes that leave each device a multiple of ``multiple`` of a ``width``-wide FFN (plan asks it for
+    every refused row of a search: one list a model)."""
+    return tuple(t for t in range(1, width + 1) if width % t == 0 and (width // t) % multiple == 0)
+
+
 class Splits(_F):
     """The (tp, dp) splits the engine's code runs the stack's layout at, where it refuses some: k3plan refuses
     the others in one line (exit 2) naming the rule and its source. ``dp_for_tp``: attention TP above 1 runs only
@@ -389,7 +397,7 @@ class Splits(_F):
             )
         m, src = self.expert_width_multiple, self.expert_width_source
         if m and src is not None and expert_width and tp > 1 and (expert_width % tp or (expert_width // tp) % m):
-            ok = [t for t in range(1, expert_width + 1) if expert_width % t == 0 and (expert_width // t) % m == 0]
+            ok = _tp_choices(expert_width, m)
             return (
                 f"tp {tp}: the engine splits each routed expert's {expert_width}-wide FFN over TP and needs a multiple "
                 f"of {m} a device ({cite(src)}); expected --tp one of {', '.join(map(str, ok))}"
@@ -592,58 +600,70 @@ class AutoFraction(_F):
         self,
         *,
         gpu_mib: float,
-        tp: int,
-        pp: int,
-        chunk: int | None,
+        tp: Any,
+        pp: Any,
+        chunk: Any,
         deepep: bool,
         cuda: bool,
-        dp_attention_dp: int | None = None,
-    ) -> float:
+        dp_attention_dp: Any = None,
+    ) -> Any:
         """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` (its
         tp_size: every GPU of a stage under DP attention) and a prefill chunk of ``chunk`` tokens
         (--chunked-prefill-size, which k3plan's launch line passes; None: the engine's default for the GPU);
         ``dp_attention_dp``: the dp_size under --enable-dp-attention (None: no DP attention), whose decode
-        graphs pad max_bs x dp_size."""
+        graphs pad max_bs x dp_size. ``tp``, ``pp``, ``chunk`` and ``dp_attention_dp`` are ints (fit: one
+        configuration) or numpy columns of one GPU's configurations (plan), the same arithmetic in the same
+        order (k3plan.step.columns), so a plan row's value is fit's to the bit."""
         row = self.gpu_class(gpu_mib=gpu_mib)
-        bs = (
-            row.cuda_graph_max_bs_small_tp
-            if tp < 4 and row.cuda_graph_max_bs_small_tp is not None
-            else row.cuda_graph_max_bs
-        )
+        small = row.cuda_graph_max_bs_small_tp
+        bs = row.cuda_graph_max_bs if small is None else where(tp < 4, small, row.cuda_graph_max_bs)
         graphs = bs * self.per_decode_graph_bs_mib
         if dp_attention_dp is not None:
-            graphs += bs * dp_attention_dp * self.dp_attention_per_graph_bs_dp_mib
-            if bs > self.dp_attention_large_bs_above:
-                graphs += bs * dp_attention_dp * self.dp_attention_large_bs_mib
+            graphs = graphs + bs * dp_attention_dp * self.dp_attention_per_graph_bs_dp_mib
+            graphs = where(
+                bs > self.dp_attention_large_bs_above,
+                graphs + bs * dp_attention_dp * self.dp_attention_large_bs_mib,
+                graphs,
+            )
         if self.prefill_graph:
-            graphs += self.prefill_graph_mla_mib + (self.prefill_graph_deepep_cuda_mib if deepep and cuda else 0.0)
+            graphs = graphs + (
+                self.prefill_graph_mla_mib + (self.prefill_graph_deepep_cuda_mib if deepep and cuda else 0.0)
+            )
         tokens = row.chunked_prefill_size if chunk is None else chunk
         reserved = (
             self.base_mib
-            + max(tokens, self.min_activation_tokens) * self.per_activation_token_mib
+            + maximum(tokens, self.min_activation_tokens) * self.per_activation_token_mib
             + tp * pp * self.per_parallel_rank_mib
             + graphs
         )
         if gpu_mib > self.floor_above_gib * GiB / MiB:
-            reserved = max(reserved, self.floor_mib)
+            reserved = maximum(reserved, self.floor_mib)
         return reserved + (self.deepep_mib if deepep else 0.0)
 
     def fraction(
         self,
         *,
         gpu_bytes: int,
-        tp: int,
-        pp: int,
-        chunk: int | None,
+        tp: Any,
+        pp: Any,
+        chunk: Any,
         deepep: bool,
         cuda: bool,
-        dp_attention_dp: int | None = None,
-    ) -> float:
+        dp_attention_dp: Any = None,
+    ) -> Any:
+        """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round (half to even on the exact
+        decimal value) of each value: numpy's round scales by 10^digits first and can differ on a tie."""
         mib = gpu_bytes / MiB
         reserved = self.reserved_mib(
             gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda, dp_attention_dp=dp_attention_dp
         )
-        return round((mib - reserved) / mib, self.round_digits)
+        frac = (mib - reserved) / mib
+        if not hasattr(frac, "shape"):
+            return round(float(frac), self.round_digits)
+        import numpy as np
+
+        values, inverse = np.unique(frac, return_inverse=True)
+        return np.array([round(float(v), self.round_digits) for v in values])[inverse.reshape(frac.shape)]
 
 
 class Option(_F):
@@ -703,7 +723,6 @@ class PlatformRule(_F):
     sections: tuple[BindableSection, ...] = Field(min_length=1)
     options: tuple[str, ...] = Field((), description="that stack's options (flags) that apply here too")
     holds: str = Field(min_length=1, description="why this engine's rules apply on this kind")
-
 
 class Stack(_F):
     name: str
@@ -855,15 +874,16 @@ class Stack(_F):
         return out
 
     def reserve_fraction(
-        self, *, usable_bytes: int, tp: int, pp: int, chunk: int | None, vendor: str | None, dp: int = 1
-    ) -> float:
+        self, *, usable_bytes: int, tp: Any, pp: Any, chunk: Any, vendor: str | None, dp: Any = 1
+    ) -> Any:
         """The reserve (a fraction of usable HBM) the engine runs with at this point: where the reserve
         option derives its value when the flag is not given (``Option.auto``, SGLang's mem_fraction_static)
         and it was left at its default, 1 - the derived fraction (on a GPU: the rule reads a GPU's memory and
         graphs); else the stack's reserve. ``chunk``: the prefill chunk of one DP group (None: the engine's
         default for the GPU); ``dp``: the DP groups of a stage, which a DP-attention engine (``dp_attention``)
         counts in its tp_size and its graph padding, and whose chunk it is given for all of them
-        (``engine_chunk``)."""
+        (``engine_chunk``). ``tp``, ``pp``, ``chunk`` and ``dp``: ints (fit) or numpy columns of one machine's
+        configurations (plan's evaluate), the same value to the bit."""
         auto = self.reserve_auto(vendor=vendor)
         if auto is None:
             return self.reserve.fraction_of_usable_hbm
@@ -879,7 +899,12 @@ class Stack(_F):
         )
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
-        return min(round(1 - frac, 12), 1.0)
+        if not hasattr(frac, "shape"):
+            return min(round(1 - frac, 12), 1.0)
+        import numpy as np
+
+        values, inverse = np.unique(frac, return_inverse=True)
+        return np.array([min(round(1 - float(v), 12), 1.0) for v in values])[inverse.reshape(frac.shape)]
 
     def engine_chunk(self, chunk: int, *, dp: int) -> int:
         """The prefill chunk the engine's flag is given for a chunk of ``chunk`` tokens a DP group (the launch's,

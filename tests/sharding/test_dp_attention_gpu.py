@@ -154,3 +154,25 @@ def test_plan_row_and_launch_equal_fit_for_a_dp_attention_gpu_point():
     fraction = 1 - setup.stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=8, pp=1, chunk=2048,
                                                 vendor="nvidia", dp=4)
     assert f" --mem-fraction-static {fraction:g} " in cmd
+
+
+def test_the_derived_reserve_over_columns_equals_it_point_by_point():
+    """Stack.reserve_fraction over numpy columns (plan's evaluate: one call a machine) is the scalar value (fit)
+    of each point to the bit: tp below and above 4 (the small-tp graph batch), pp, chunks either side of the
+    activation floor, DP attention's dp and its chunk flag x dp, a fraction driven to <= 0 (the whole device)."""
+    import itertools
+
+    import numpy as np
+
+    for name in ("sglang", "dp-attention"):
+        st = load_stack(name).bind(load_hardware("nvidia-h200"))
+        for hw_name in ("nvidia-h200", "nvidia-b200", "amd-mi300x"):
+            hw = load_hardware(hw_name)
+            pts = list(itertools.product((1, 2, 4, 8, 16), (1, 2), (1024, 2048, 8192, 65536), (1, 2, 4, 16)))
+            tp, pp, chunk, dp = (np.array(col, dtype=np.int64) for col in zip(*pts))
+            kw = dict(usable_bytes=hw.usable_bytes_per_device, vendor=hw.vendor)
+            cols = st.reserve_fraction(tp=tp, pp=pp, chunk=chunk, dp=dp, **kw)
+            one = [st.reserve_fraction(tp=a, pp=b, chunk=c, dp=d, **kw) for a, b, c, d in pts]
+            assert all(type(x) is float for x in one)
+            assert cols.tolist() == one, (name, hw_name)
+            assert max(one) == 1.0 or name == "sglang"

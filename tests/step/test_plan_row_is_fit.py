@@ -30,8 +30,10 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 
 @functools.cache
 def space():
+    moe = load_model("kimi-k3").spec.moe  # as plan() builds it: a stack's splits rule reads the experts' width
     return build_space(hardware=[load_hardware(h) for h in HARDWARE], stacks=[load_stack(s) for s in list_stacks()],
-                       kv_dtypes=[None, "fp8"], chunks=[4096, 8192], max_chips=64, stacks_given=False)
+                       kv_dtypes=[None, "fp8"], chunks=[4096, 8192], max_chips=64, stacks_given=False,
+                       experts=moe.num_experts, expert_width=moe.expert_intermediate)
 
 
 @functools.cache
