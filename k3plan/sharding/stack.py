@@ -723,6 +723,13 @@ class PlatformRule(_F):
     sections: tuple[BindableSection, ...] = Field(min_length=1)
     options: tuple[str, ...] = Field((), description="that stack's options (flags) that apply here too")
     holds: str = Field(min_length=1, description="why this engine's rules apply on this kind")
+    dp_experts: DpExperts | None = Field(
+        None,
+        description="where that engine puts the experts at DP > 1 as this stack launches it (its own stack's rule is "
+        "for a launch without this stack's flags: SGLang's sglang.yaml prices --dp-size without DP attention); "
+        "None: this stack's own",
+    )
+
 
 class Stack(_F):
     name: str
@@ -969,6 +976,8 @@ class Stack(_F):
                 f"does not have; known: {', '.join(src.options) or 'none'}"
             )
         update: dict[str, Any] = {sec: getattr(src, sec) for sec in rule.sections}
+        if rule.dp_experts is not None:
+            update["dp_experts"] = rule.dp_experts
         options = {**self.options, **{k: o for k, o in src.options.items() if k in rule.options}}
         base = self.model_copy(update={**update, "options": options, "on_platform": {}, "pending": {}, "bound": kind})
         return base.with_options(**self.pending).with_defaults()

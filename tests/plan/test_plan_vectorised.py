@@ -67,12 +67,14 @@ def test_vectorised_weights_equal_weight_budget(model, stacks, split_list):
 
 @pytest.fixture(scope="module")
 def wide():
-    """The benchmark's space (every bundled hardware, all standard topologies, every KV dtype, five
-    chunks) at 128K context and 8 sequences at once."""
+    """The benchmark's space (every bundled hardware, all standard topologies, every KV dtype, seven
+    chunks: benchmarks/bench_plan.py WIDE_CHUNKS) at 128K context and 8 sequences at once."""
     m = load_model("kimi-k3")
     space = build_space(hardware=[load_hardware(h) for h in list_hardware()],
                         stacks=[load_stack(s) for s in list_stacks()], kv_dtypes=[None, "fp8", "fp8_ds_mla", "fp32"],
-                        chunks=[2048, 4096, 8192, 16384, 32768], max_chips=100_000, stacks_given=False)
+                        chunks=[1024, 2048, 4096, 8192, 16384, 32768, 65536], max_chips=100_000, stacks_given=False,
+                        # as plan() builds it: a stack's splits rule reads the experts' width (tpu-inference's tp)
+                        experts=m.spec.moe.num_experts, expert_width=m.spec.moe.expert_intermediate)
     cols = evaluate(space=space, model=m, context=131072, batch=8, eff=Efficiency()).cols
     return space, cols
 

@@ -49,6 +49,23 @@ def test_plan_searches_only_the_expert_split_each_engine_runs():
     assert multi.any()
     assert (c.ep[multi & (names == "sglang")] == c.tp[multi & (names == "sglang")]).all()
     assert (c.ep[multi & (names == "vllm")] == (c.tp * c.dp)[multi & (names == "vllm")]).all()
-    # a stack that says nothing keeps both
+    # dp-attention on GPUs is SGLang --enable-dp-attention: its MoE spans every GPU of the server (--tp-size tp x dp;
+    # DeepEP sets ep_size = tp_size, other backends split each expert over the rest): ep = tp x dp only
     dpa = multi & (names == "dp-attention")
-    assert {bool(x) for x in c.ep_all[dpa]} == {True, False}
+    assert dpa.any() and c.ep_all[dpa].all()
+    with pytest.raises(K3PlanError, match=r"--ep 8: at dp 4 stack dp-attention: the engine spreads the experts over every "
+                                          r"TP x DP rank; expected --ep 32"):
+        make_setup(hardware="nvidia-h200", topology="4x8", tp=8, dp=4, ep=8, stack="dp-attention")
+
+
+def test_a_stack_that_says_nothing_keeps_both_expert_splits():
+    """dp-attention on TPU (tpu-inference's attention DP, no dp_experts rule): ep = tp and ep = tp x dp both searched."""
+    space = build_space(
+        hardware=[load_hardware("tpu-v7x")], stacks=[load_stack("dp-attention")], kv_dtypes=[None], chunks=[8192],
+        max_chips=64, stacks_given=True,
+    )
+    c = space.cols
+    multi = c.dp > 1
+    assert {bool(x) for x in c.ep_all[multi]} == {True, False}
+    s = make_setup(hardware="tpu-v7x", topology="2x2x4", tp=8, dp=4, ep=8, stack="dp-attention")
+    assert (s.parallel.tp, s.parallel.ep, s.parallel.dp) == (8, 8, 4)
