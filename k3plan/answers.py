@@ -79,16 +79,19 @@ def key(args: list[str]) -> str:
     from k3plan import __version__
 
     def terminal(stream: Any) -> list[Any]:
+        # the bytes a text reaches the stream as: `python -X utf8=0` under LC_ALL=C gets an ASCII stdout
+        # from the same environment that gives `python` a UTF-8 one (PEP 540)
+        coding = [getattr(stream, "encoding", None), getattr(stream, "errors", None)]
         try:
             fd = stream.fileno()
         except (AttributeError, OSError, ValueError):
-            return [None]
+            return [*coding, None]
         if not os.isatty(fd):
-            return [False]
+            return [*coding, False]
         try:
-            return [True, *os.get_terminal_size(fd)]
+            return [*coding, True, *os.get_terminal_size(fd)]
         except OSError:
-            return [True]
+            return [*coding, True]
 
     parts = [
         FORMAT,
@@ -96,6 +99,10 @@ def key(args: list[str]) -> str:
         sys.version,
         sys.executable,
         sys.path,
+        # the interpreter's options (-O, -X, -W, -E ...): none is in the environment
+        list(sys.flags),
+        sys.warnoptions,
+        sys._xoptions,
         args,
         os.getcwd(),
         sorted(os.environ.items()),

@@ -212,3 +212,28 @@ def test_what_came_from_a_pipe_is_not_recorded(world, capsys):
         answers.run(["fit"], cli)
     os.close(read)
     assert capsys.readouterr().out == "piped\n" and not records(world)
+
+
+def _stand_in(world: Path, body: str, *, options: tuple[str, ...] = (), env: dict[str, str] | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess:
+    """A fresh `python OPTIONS -c` asking `fit` through answers.run, with a stand-in command whose body
+    (a line of Python: sys and os are imported) is ``body``; run in the world folder."""
+    code = (
+        "import os, sys\n"
+        "from k3plan import answers\n"
+        f"def cli(args):\n    {body}\n"
+        "answers.run(['fit'], cli)\n"
+    )
+    return subprocess.run([sys.executable, *options, "-c", code], capture_output=True, cwd=world, check=False,
+                          env=dict(os.environ) if env is None else env, timeout=timeout)
+
+
+def test_the_interpreters_options_are_part_of_the_question(world):
+    """Under LC_ALL=C, `python -X utf8` writes UTF-8 and `python -X utf8=0` ASCII (PEP 540): the same
+    argv, folder and environment, other bytes. The cache replayed the UTF-8 answer to the ASCII run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "PYTHONUTF8")} | {"LC_ALL": "C"}
+    body = "sys.stdout.reconfigure(errors='replace'); print('\\u2500')"
+    utf8 = _stand_in(world, body, options=("-X", "utf8"), env=env)
+    ascii_ = _stand_in(world, body, options=("-X", "utf8=0"), env=env)
+    assert (utf8.returncode, utf8.stdout) == (0, "\u2500\n".encode())
+    assert (ascii_.returncode, ascii_.stdout) == (0, b"?\n")
