@@ -138,6 +138,12 @@ def fingerprint(path: str, how: str) -> list[Any]:
     return ["file", st.st_size, st.st_mtime_ns]
 
 
+def _absolute(path: str) -> str:
+    """``path`` from the root, its ``..`` kept: the system resolves ``link/..`` to the link target's
+    parent, where os.path.abspath would drop both (and check another file)."""
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
 _HOOKED = False
 _RUNNING: list[Recorder] = []
 
@@ -158,7 +164,7 @@ class Recorder:
         if isinstance(path, int) or path is None:
             return
         try:
-            p = os.path.abspath(os.fsdecode(path))
+            p = _absolute(os.fsdecode(path))
         except (TypeError, ValueError):
             return
         old = self.paths.get(p)
@@ -215,7 +221,7 @@ class Recorder:
         for mod in list(sys.modules.values()):
             f = getattr(mod, "__file__", None)
             if isinstance(f, str):
-                seen.setdefault(os.path.abspath(f), "module")
+                seen.setdefault(_absolute(f), "module")
         out = []
         for p, how in sorted(seen.items()):
             if how == "read" and not p.endswith(MODULE_SUFFIXES):

@@ -237,3 +237,19 @@ def test_the_interpreters_options_are_part_of_the_question(world):
     ascii_ = _stand_in(world, body, options=("-X", "utf8=0"), env=env)
     assert (utf8.returncode, utf8.stdout) == (0, "\u2500\n".encode())
     assert (ascii_.returncode, ascii_.stdout) == (0, b"?\n")
+
+
+def test_a_path_through_a_symlink_and_up_is_checked_where_the_system_found_it(world, capsys):
+    """`link/../x` is x beside the link's target, not beside the link: the file read there is the one
+    checked (os.path.abspath made it ./x, which is not there, and the answer stayed as the target changed)."""
+    (world / "elsewhere" / "deep").mkdir(parents=True)
+    (world / "elsewhere" / "x.txt").write_text("one")
+    (world / "sub").mkdir()
+    (world / "sub" / "link").symlink_to(world / "elsewhere" / "deep")
+
+    def cli(args: list[str]) -> None:
+        print(Path("sub/link/../x.txt").read_text())
+
+    assert ask(cli, capsys)[1] == "one\n"
+    (world / "elsewhere" / "x.txt").write_text("two")
+    assert ask(cli, capsys)[1] == "two\n"
