@@ -167,6 +167,9 @@ class Recorder:
             p = _absolute(os.fsdecode(path))
         except (TypeError, ValueError):
             return
+        except OSError:  # a relative path with the working folder gone: nothing to check it by
+            self.tainted = "no working folder"
+            return
         old = self.paths.get(p)
         if old is None or RANK[how] > RANK[old]:
             self.paths[p] = how
@@ -318,7 +321,11 @@ def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
     if root is None:
         cli(args)
         sys.exit(0)
-    where = root / "answers" / f"{key(args)}.json"
+    try:
+        where = root / "answers" / f"{key(args)}.json"
+    except OSError:  # no working folder (removed under the shell): worked out, as without a cache
+        cli(args)
+        sys.exit(0)
     rec = _load(where)
     if rec is not None:
         try:
@@ -346,13 +353,20 @@ def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
         recorder.stop()
         sys.stdout, sys.stderr = real_out, real_err
         if code in (0, 1) and not recorder.tainted:
-            prints = recorder.prints()
-            output: list[list[Any]] | None
-            try:
-                output = [[1 if tee is out else 2, tee.encode(text)] for tee, text in chunks]
-            except UnicodeError:  # it could not have been printed either
-                output = None
-            special = any(fp == ["special"] for _, how, fp in prints if how == "read")
-            if output is not None and not special and recorder.read_bytes <= MAX_READ_BYTES:
-                _save(where, {"format": FORMAT, "args": args, "rc": code, "output": output, "prints": prints})
+            _keep(where, args, code, recorder, out, chunks)
     sys.exit(0)
+
+
+def _keep(where: Path, args: list[str], code: int, recorder: Recorder, out: Tee, chunks: list[tuple[Tee, str]]) -> None:
+    """Save the record of a run that gave ``code``; a run whose reads cannot be checked is not kept."""
+    try:
+        prints = recorder.prints()
+    except OSError:  # the working folder went away during the run
+        return
+    try:
+        output = [[1 if tee is out else 2, tee.encode(text)] for tee, text in chunks]
+    except UnicodeError:  # it could not have been printed either
+        return
+    special = any(fp == ["special"] for _, how, fp in prints if how == "read")
+    if not special and recorder.read_bytes <= MAX_READ_BYTES:
+        _save(where, {"format": FORMAT, "args": args, "rc": code, "output": output, "prints": prints})

@@ -253,3 +253,14 @@ def test_a_path_through_a_symlink_and_up_is_checked_where_the_system_found_it(wo
     assert ask(cli, capsys)[1] == "one\n"
     (world / "elsewhere" / "x.txt").write_text("two")
     assert ask(cli, capsys)[1] == "two\n"
+
+
+def test_a_working_folder_removed_under_the_shell_is_worked_out_not_a_traceback(world, capsys, monkeypatch):
+    """`cd x; rm -r ../x; k3plan fit`: os.getcwd() fails; the key needed it (FileNotFoundError, exit 1)."""
+    gone = world / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    cli = Cli(world)
+    assert ask(cli, capsys) == (0, "one optional=False folder=['a']\n", "a warning\n")
+    assert ask(cli, capsys)[0] == 0 and cli.calls == 2 and not records(world)
