@@ -38,6 +38,7 @@ RANK = {"stat": 0, "module": 0, "read": 1, "list": 1}  # a path read or listed i
 KEEP = 256  # answers kept; the oldest go first
 FORMAT = 2  # bump when a record's layout changes
 MAX_READ_BYTES = 64 << 20  # a run that reads more than this is not cached (hashing it would cost more)
+MAX_RECORD_BYTES = MAX_READ_BYTES  # a record is read whole on each ask: no larger than what a run may read
 # module files: checked by size and mtime (there are ~600 of them; the interpreter's own check is the same)
 MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 # audit events after which a run's answer is not a function of what was recorded
@@ -112,9 +113,10 @@ def key(args: list[str]) -> str:
     return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
 
 
-def fingerprint(path: str, how: str) -> list[Any]:
+def fingerprint(path: str, how: str, was: Any = None) -> list[Any]:
     """What a path looks like now: ``how`` is 'read' (a file's content hash), 'list' (the names in a
-    folder), 'stat' or 'module' (there or not; a file's size and mtime)."""
+    folder), 'stat' or 'module' (there or not; a file's size and mtime). ``was``, what it looked like
+    when recorded: a file of another size is not read again."""
     try:
         st = os.stat(path)
     except OSError:
@@ -130,12 +132,36 @@ def fingerprint(path: str, how: str) -> list[Any]:
     if not stat.S_ISREG(st.st_mode):  # a pipe, a device (/dev/stdin): what it gave cannot be checked again
         return ["special"]
     if how == "read" and not path.endswith(MODULE_SUFFIXES):
+        if was is not None and was[:2] != ["file", st.st_size]:
+            return ["file", st.st_size]
         try:
-            with open(path, "rb") as f:
-                return ["file", st.st_size, hashlib.blake2b(f.read(), digest_size=16).hexdigest()]
+            digest = _content_hash(path)
         except OSError:
             return ["unreadable"]
+        return ["special"] if digest is None else ["file", st.st_size, digest]
     return ["file", st.st_size, st.st_mtime_ns]
+
+
+def _regular(path: str | Path) -> Any:
+    """``path`` opened for reading (binary) where it is a regular file, else None. O_NONBLOCK: a FIFO put
+    in its place since it was looked at does not block the open (and is not read)."""
+    f = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")
+    if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        return f
+    f.close()
+    return None
+
+
+def _content_hash(path: str) -> str | None:
+    """The hash of a regular file's content, read a MiB at a time; None where ``path`` is no such file."""
+    f = _regular(path)
+    if f is None:
+        return None
+    with f:
+        h = hashlib.blake2b(digest_size=16)
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+        return h.hexdigest()
 
 
 def _absolute(path: str) -> str:
@@ -232,6 +258,8 @@ class Recorder:
                     self.read_bytes += os.stat(p).st_size
                 except OSError:
                     pass
+                if self.read_bytes > MAX_READ_BYTES:  # not kept: no need to hash the rest
+                    return out
             out.append([p, how, fingerprint(p, how)])
         return out
 
@@ -277,18 +305,28 @@ def _replay(stream: Any, data: str) -> None:
 
 
 def _load(path: Path) -> dict[str, Any] | None:
-    """The record at ``path`` if every path it names still looks as it did; else None."""
+    """The record at ``path`` if it is one this module wrote and every path it names still looks as it
+    did; else None. Whatever is there, it is read no further than MAX_RECORD_BYTES and never waited on."""
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-        if rec.get("format") != FORMAT or not isinstance(rec.get("rc"), int):
+        f = _regular(path)
+        if f is None:
             return None
-        for p, how, fp in rec["prints"]:
-            if fingerprint(p, how) != fp:
+        with f:
+            text = f.read(MAX_RECORD_BYTES + 1)
+        if len(text) > MAX_RECORD_BYTES:
+            return None
+        rec = json.loads(text.decode("utf-8"))
+        if rec.get("format") != FORMAT or type(rec.get("rc")) is not int or rec["rc"] not in (0, 1):
+            return None
+        for fd, data in rec["output"]:
+            if type(fd) is not int or fd not in (1, 2) or not isinstance(data, str):
                 return None
-        if not all(fd in (1, 2) and isinstance(data, str) for fd, data in rec["output"]):
-            return None
+            data.encode("latin-1")  # what Tee.encode wrote: a byte a character (UnicodeEncodeError else)
+        for p, how, fp in rec["prints"]:
+            if not isinstance(p, str) or fingerprint(p, how, fp) != fp:
+                return None
         return rec  # type: ignore[no-any-return]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):  # RecursionError: [[[[...
         return None
 
 
@@ -297,8 +335,11 @@ def _save(path: Path, rec: dict[str, Any]) -> None:
     records beyond KEEP are removed. A cache that cannot be written is no error: the answer was given."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(rec)
+        if len(text) > MAX_RECORD_BYTES:  # _load would not read it
+            return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(rec), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
         records = [e for e in os.scandir(path.parent) if e.name.endswith(".json")]
         if len(records) > KEEP:

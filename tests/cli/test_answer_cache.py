@@ -264,3 +264,53 @@ def test_a_working_folder_removed_under_the_shell_is_worked_out_not_a_traceback(
     cli = Cli(world)
     assert ask(cli, capsys) == (0, "one optional=False folder=['a']\n", "a warning\n")
     assert ask(cli, capsys)[0] == 0 and cli.calls == 2 and not records(world)
+
+
+def _damage(record: Path, how: str) -> None:
+    rec = json.loads(record.read_text())
+    record.unlink()
+    if how == "a FIFO":
+        os.mkfifo(record)
+    elif how == "a link to /dev/zero":
+        record.symlink_to("/dev/zero")
+    elif how == "nested 100,000 deep":
+        record.write_text("[" * 100_000)
+    elif how == "exit code 2":
+        record.write_text(json.dumps(rec | {"rc": 2}))
+    elif how == "output past Latin-1":
+        record.write_text(json.dumps(rec | {"output": [[1, "\u2500"]]}))
+
+
+def _one_gib() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def _asked(world: Path, code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`python -c CODE` in the world folder, in 1 GiB of address space."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=world, check=False, timeout=timeout,
+                          preexec_fn=_one_gib)
+
+
+@pytest.mark.parametrize("how", ["a FIFO", "a link to /dev/zero", "nested 100,000 deep", "exit code 2",
+                                 "output past Latin-1"])
+def test_a_record_that_is_not_one_is_worked_out_afresh_never_waited_on_nor_a_traceback(world, how):
+    """Whatever is found where a record should be: it was a hang (a FIFO), all memory (/dev/zero), a
+    RecursionError or a UnicodeEncodeError traceback, or an exit code no run is recorded with."""
+    code = "from k3plan import answers\nanswers.run(['fit'], lambda args: print('worked out'))\n"
+    assert _asked(world, code).stdout == b"worked out\n"
+    _damage(records(world)[0], how)
+    again = _asked(world, code, timeout=10)
+    assert (again.returncode, again.stdout, again.stderr) == (0, b"worked out\n", b"")
+
+
+def test_a_file_read_that_grew_past_memory_is_not_read_to_check_it(world):
+    """The check read a whole file into memory to hash it: a file grown to 2 GiB was a MemoryError
+    traceback. Another size is another file without reading it; a hash is taken a MiB at a time."""
+    code = "from k3plan import answers\nanswers.run(['fit'], lambda args: print(repr(open('input.txt').read(3))))\n"
+    assert _asked(world, code).stdout == b"'one'\n"
+    with open(world / "input.txt", "r+b") as f:
+        f.truncate(2 << 30)  # sparse: no disk taken
+    again = _asked(world, code)
+    assert (again.returncode, again.stdout, again.stderr) == (0, b"'one'\n", b"")
