@@ -251,7 +251,7 @@ class Recorder:
             f = getattr(mod, "__file__", None)
             if isinstance(f, str):
                 seen.setdefault(_absolute(f), "module")
-        out = []
+        out: list[list[Any]] = []
         for p, how in sorted(seen.items()):
             if how == "read" and not p.endswith(MODULE_SUFFIXES):
                 try:
