@@ -185,6 +185,7 @@ class Recorder:
         self.read_bytes = 0
         self._stat: Callable[..., Any] = os.stat
         self._lstat: Callable[..., Any] = os.lstat
+        self._sigint = False  # our SIGINT handler is installed
 
     def _see(self, path: Any, how: str) -> None:
         if isinstance(path, int) or path is None:
@@ -237,12 +238,35 @@ class Recorder:
             return recorder._lstat(path, *a, **k)
 
         os.stat, os.lstat = stat_, lstat_  # type: ignore[assignment]
+        self._catch_interrupts()
         self.active = True
+
+    def _catch_interrupts(self) -> None:
+        """A Ctrl-C during the run taints it, whatever becomes of the KeyboardInterrupt: click's main
+        turns one into "Aborted!" and exit 1 (typer 0.29's copy of it: exit 130), kept as a verdict."""
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:  # ignored, or someone else's
+            return
+
+        def interrupted(signum: int, frame: Any) -> None:
+            self.tainted = "interrupted"
+            signal.default_int_handler(signum, frame)
+
+        try:
+            signal.signal(signal.SIGINT, interrupted)
+            self._sigint = True
+        except ValueError:  # not the main thread
+            pass
 
     def stop(self) -> None:
         self.active = False
         _RUNNING.remove(self)
         os.stat, os.lstat = self._stat, self._lstat  # type: ignore[assignment]
+        if self._sigint:
+            import signal
+
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def prints(self) -> list[list[Any]]:
         """Every path seen, and every imported module's file, with what it looks like now."""

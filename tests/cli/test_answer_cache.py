@@ -314,3 +314,14 @@ def test_a_file_read_that_grew_past_memory_is_not_read_to_check_it(world):
         f.truncate(2 << 30)  # sparse: no disk taken
     again = _asked(world, code)
     assert (again.returncode, again.stdout, again.stderr) == (0, b"'one'\n", b"")
+
+
+def test_a_run_interrupted_by_ctrl_c_is_not_kept_whatever_exit_code_it_ended_with(world):
+    """Click's main turns a Ctrl-C into "Aborted!" and exit 1 (typer 0.29's copy: exit 130): kept, that
+    was a "does not fit" verdict given from then on, though nothing was worked out to the end."""
+    aborted = ("import signal\n    try:\n        os.kill(os.getpid(), signal.SIGINT)\n"
+               "    except KeyboardInterrupt:\n        print('Aborted!')\n        raise SystemExit(1)")
+    first = _stand_in(world, aborted)
+    assert (first.returncode, first.stdout) == (1, b"Aborted!\n")
+    again = _stand_in(world, "print('worked out')")
+    assert (again.returncode, again.stdout) == (0, b"worked out\n")
