@@ -26,6 +26,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -41,6 +42,10 @@ MAX_READ_BYTES = 64 << 20  # a run that reads more than this is not cached (hash
 MAX_RECORD_BYTES = MAX_READ_BYTES  # a record is read whole on each ask: no larger than what a run may read
 # module files: checked by size and mtime (there are ~600 of them; the interpreter's own check is the same)
 MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+# A file's mtime is the kernel's coarse clock (Linux current_time -> ktime_get_coarse_real_ts64), behind
+# time.time_ns() by up to a tick (1/HZ, HZ >= 100): a file written after a run started has an mtime past
+# its start less this.
+FILE_CLOCK_TICK_NS = 10_000_000
 # audit events after which a run's answer is not a function of what was recorded
 TAINTS = (
     "subprocess.Popen",
@@ -186,9 +191,11 @@ class Recorder:
         self._stat: Callable[..., Any] = os.stat
         self._lstat: Callable[..., Any] = os.lstat
         self._sigint = False  # our SIGINT handler is installed
+        self.first: dict[str, list[Any]] = {}  # path -> its fingerprint when the run first came to it
+        self.started_ns = 0
 
     def _see(self, path: Any, how: str) -> None:
-        if isinstance(path, int) or path is None:
+        if isinstance(path, int) or path is None or self.tainted:  # a tainted run is not kept: no need to look
             return
         try:
             p = _absolute(os.fsdecode(path))
@@ -200,6 +207,11 @@ class Recorder:
         old = self.paths.get(p)
         if old is None or RANK[how] > RANK[old]:
             self.paths[p] = how
+            self.active = False  # what it looks like as the run comes to it (this look is not the run's)
+            try:
+                self.first[p] = fingerprint(p, how)
+            finally:
+                self.active = True
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.active:
@@ -225,6 +237,7 @@ class Recorder:
             sys.addaudithook(lambda event, args: _RUNNING[-1]._audit(event, args) if _RUNNING else None)
             _HOOKED = True
         _RUNNING.append(self)
+        self.started_ns = time.time_ns()
         recorder = self
 
         def stat_(path: Any, *a: Any, **k: Any) -> Any:
@@ -284,7 +297,12 @@ class Recorder:
                     pass
                 if self.read_bytes > MAX_READ_BYTES:  # not kept: no need to hash the rest
                     return out
-            out.append([p, how, fingerprint(p, how)])
+            fp = fingerprint(p, how)
+            if self.first.get(p, fp) != fp:
+                self.tainted = f"{p} changed during the run"
+            elif how == "module" and fp[0] == "file" and fp[2] >= self.started_ns - FILE_CLOCK_TICK_NS:
+                self.tainted = f"{p} written during the run"  # a module loaded from its .pyc is not opened
+            out.append([p, how, fp])
         return out
 
 
@@ -427,6 +445,8 @@ def _keep(where: Path, args: list[str], code: int, recorder: Recorder, out: Tee,
     try:
         prints = recorder.prints()
     except OSError:  # the working folder went away during the run
+        return
+    if recorder.tainted:  # something it read changed while it ran: what it printed may be of either
         return
     try:
         output = [[1 if tee is out else 2, tee.encode(text)] for tee, text in chunks]

@@ -325,3 +325,42 @@ def test_a_run_interrupted_by_ctrl_c_is_not_kept_whatever_exit_code_it_ended_wit
     assert (first.returncode, first.stdout) == (1, b"Aborted!\n")
     again = _stand_in(world, "print('worked out')")
     assert (again.returncode, again.stdout) == (0, b"worked out\n")
+
+
+def test_a_file_changed_while_the_first_run_read_it_is_not_kept(world, capsys, monkeypatch):
+    """What a run read was fingerprinted at its end: an edit landing between the read and the end was
+    recorded as what the run had seen, and its answer (from the old content) replayed from then on.
+    The same for a module loaded from its .pyc (its source is never opened) and rewritten meanwhile."""
+    editor = os.open(world / "input.txt", os.O_WRONLY)  # someone else's: opened before the run
+
+    def cli(args: list[str]) -> None:
+        print((world / "input.txt").read_text())
+        os.pwrite(editor, b"two", 0)
+
+    try:
+        assert ask(cli, capsys)[1] == "one\n"
+        assert ask(cli, capsys)[1] == "two\n"
+    finally:
+        os.close(editor)
+    import py_compile
+
+    (world / "modq.py").write_text("VALUE = 'one'\n")
+    st = (world / "modq.py").stat()
+    os.utime(world / "modq.py", ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))  # written well before the run
+    py_compile.compile(str(world / "modq.py"))
+    monkeypatch.syspath_prepend(str(world))
+    source = os.open(world / "modq.py", os.O_WRONLY)
+
+    def imports(args: list[str]) -> None:
+        sys.modules.pop("modq", None)
+        import modq  # type: ignore[import-not-found]
+
+        print(modq.VALUE)
+        os.pwrite(source, b"VALUE = 'two'\n", 0)
+
+    try:
+        assert ask(imports, capsys)[1] == "one\n"
+        assert ask(imports, capsys)[1] == "two\n"
+    finally:
+        os.close(source)
+        sys.modules.pop("modq", None)
