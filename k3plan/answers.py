@@ -175,6 +175,12 @@ def _absolute(path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
+def _bytecode(path: str) -> bool:
+    """A module's compiled code: ``x.pyc``, or ``x.pyc.<id>`` as the import system writes it
+    (importlib._bootstrap_external._write_atomic, then renamed to ``x.pyc``)."""
+    return path.endswith(".pyc") or (".pyc." in path and path.rpartition(".pyc.")[2].isdigit())
+
+
 _HOOKED = False
 _RUNNING: list[Recorder] = []
 
@@ -218,7 +224,7 @@ class Recorder:
             return
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None))[:3]
-            if isinstance(path, str) and path.endswith(".pyc"):  # an import's: its module's file is checked
+            if isinstance(path, str) and _bytecode(path):  # an import's: its module's file is checked
                 return
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)

@@ -364,3 +364,14 @@ def test_a_file_changed_while_the_first_run_read_it_is_not_kept(world, capsys, m
     finally:
         os.close(source)
         sys.modules.pop("modq", None)
+
+
+def test_a_run_that_compiles_a_module_is_kept(world):
+    """The import system writes a module's .pyc as ``x.pyc.<id>`` and renames it: that open for writing
+    counted as the run writing a file, so the first fit after a checkout or an edit was never kept (and
+    test_a_second_fit... failed in a fresh clone without PYTHONDONTWRITEBYTECODE)."""
+    (world / "modp.py").write_text("VALUE = 'compiled'\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    first = _stand_in(world, "import modp; print(modp.VALUE)", env=env)
+    assert (first.returncode, first.stdout) == (0, b"compiled\n")
+    assert list((world / "__pycache__").glob("modp.*.pyc")) and len(records(world)) == 1
