@@ -36,8 +36,10 @@ NO_CACHE_FLAG = "--no-cache"
 NO_CACHE_ENV = "K3PLAN_NO_CACHE"
 CACHE_DIR_ENV = "K3PLAN_CACHE_DIR"
 RANK = {"stat": 0, "module": 0, "read": 1, "list": 1}  # a path read or listed is checked as such
+# a folder on sys.path checked for the names an import of these modules would find there
+IMPORTABLE = "importable"
 KEEP = 256  # answers kept; the oldest go first
-FORMAT = 2  # bump when a record's layout changes
+FORMAT = 3  # bump when a record's layout or what it checks changes (an older record is not trusted)
 MAX_READ_BYTES = 64 << 20  # a run that reads more than this is not cached (hashing it would cost more)
 MAX_RECORD_BYTES = MAX_READ_BYTES  # a record is read whole on each ask: no larger than what a run may read
 # module files: checked by size and mtime (there are ~600 of them; the interpreter's own check is the same)
@@ -127,12 +129,16 @@ def fingerprint(path: str, how: str, was: Any = None) -> list[Any]:
     except OSError:
         return ["missing"]
     if stat.S_ISDIR(st.st_mode):
-        if how != "list":
+        if how != "list" and not how.startswith(IMPORTABLE):
             return ["dir"]
         try:
-            names = sorted(os.listdir(path))
+            names = os.listdir(path)
         except OSError:
             return ["dir", None]
+        if how != "list":  # only the names an import of one of these would find
+            stems = set(how.split()[1:])
+            names = [n for n in names if n.partition(".")[0] in stems]
+        names = sorted(n for n in names if n != "__pycache__")  # the import system's, as it compiles
         return ["dir", hashlib.blake2b("\0".join(names).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()]
     if not stat.S_ISREG(st.st_mode):  # a pipe, a device (/dev/stdin): what it gave cannot be checked again
         return ["special"]
@@ -199,6 +205,7 @@ class Recorder:
         self._sigint = False  # our SIGINT handler is installed
         self.first: dict[str, list[Any]] = {}  # path -> its fingerprint when the run first came to it
         self.started_ns = 0
+        self.imported: set[str] = set()  # top-level names the run imported (or tried to)
 
     def _see(self, path: Any, how: str) -> None:
         if isinstance(path, int) or path is None or self.tainted:  # a tainted run is not kept: no need to look
@@ -232,6 +239,8 @@ class Recorder:
             if writes and not isinstance(path, int):
                 self.tainted = f"wrote {path}"
             self._see(path, "read")
+        elif event == "import" and args and isinstance(args[0], str):  # found or not: see prints()
+            self.imported.add(args[0].partition(".")[0])
         elif event in ("os.listdir", "os.scandir"):
             self._see(args[0] if args and args[0] not in (None, "") else ".", "list")
         elif event.startswith(TAINTS):
@@ -288,12 +297,24 @@ class Recorder:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def prints(self) -> list[list[Any]]:
-        """Every path seen, and every imported module's file, with what it looks like now."""
+        """Every path seen, every imported module's file, and every folder an import looks in (a module
+        put in one ahead of where it was found would be imported instead), with what it looks like now:
+        the folders on sys.path and those of the modules by their names; the working folder, where files
+        come and go, by the names of the modules imported."""
         seen = dict(self.paths)
-        for mod in list(sys.modules.values()):
+        cwd = os.getcwd()
+        tops = set(self.imported)
+        folders = {cwd if p in ("", ".") else _absolute(p) for p in sys.path if isinstance(p, str)}
+        for name, mod in list(sys.modules.items()):
             f = getattr(mod, "__file__", None)
             if isinstance(f, str):
-                seen.setdefault(_absolute(f), "module")
+                f = _absolute(f)
+                seen.setdefault(f, "module")
+                folders.add(os.path.dirname(f))
+                tops.add(name.partition(".")[0])
+        for d in folders:
+            if RANK.get(seen.get(d, ""), -1) < RANK["list"]:
+                seen[d] = "list" if d != cwd else " ".join([IMPORTABLE, *sorted(tops)])
         out: list[list[Any]] = []
         for p, how in sorted(seen.items()):
             if how == "read" and not p.endswith(MODULE_SUFFIXES):
@@ -304,7 +325,7 @@ class Recorder:
                 if self.read_bytes > MAX_READ_BYTES:  # not kept: no need to hash the rest
                     return out
             fp = fingerprint(p, how)
-            if self.first.get(p, fp) != fp:
+            if self.paths.get(p) == how and self.first[p] != fp:  # looked at as the run did, at its start
                 self.tainted = f"{p} changed during the run"
             elif how == "module" and fp[0] == "file" and fp[2] >= self.started_ns - FILE_CLOCK_TICK_NS:
                 self.tainted = f"{p} written during the run"  # a module loaded from its .pyc is not opened

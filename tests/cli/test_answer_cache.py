@@ -375,3 +375,23 @@ def test_a_run_that_compiles_a_module_is_kept(world):
     first = _stand_in(world, "import modp; print(modp.VALUE)", env=env)
     assert (first.returncode, first.stdout) == (0, b"compiled\n")
     assert list((world / "__pycache__").glob("modp.*.pyc")) and len(records(world)) == 1
+
+
+def test_a_module_put_ahead_of_one_imported_is_a_new_question(world):
+    """A colorsys.py put in the working folder (sys.path[0] of `python -c`/`-m`) or in a PYTHONPATH folder
+    is the colorsys the next run imports: the record checked colorsys' own file only. Other files coming
+    and going in the working folder (outputs, notes) still get the recorded answer."""
+    body = "import colorsys; print(getattr(colorsys, 'WHO', 'stdlib'), os.getpid())"
+    first = _stand_in(world, body)
+    assert first.stdout.startswith(b"stdlib ")
+    (world / "notes.txt").write_text("")
+    assert _stand_in(world, body).stdout == first.stdout  # answered from the record: the same pid
+    (world / "colorsys.py").write_text("WHO = 'the working folder'\n")
+    assert _stand_in(world, body).stdout.startswith(b"the working folder ")
+    (world / "colorsys.py").unlink()
+    extra = world / "extra"
+    extra.mkdir()
+    env = dict(os.environ) | {"PYTHONPATH": os.pathsep.join([str(extra), *sys.path[1:]])}
+    assert _stand_in(world, body, env=env).stdout.startswith(b"stdlib ")
+    (extra / "colorsys.py").write_text("WHO = 'a PYTHONPATH folder'\n")
+    assert _stand_in(world, body, env=env).stdout.startswith(b"a PYTHONPATH folder ")
