@@ -188,6 +188,7 @@ def _bytecode(path: str) -> bool:
 
 
 _HOOKED = False
+_ACCESSOR: Any = getattr(sys.modules["pathlib"], "_NormalAccessor", None)  # pathlib's file operations, to 3.10
 _RUNNING: list[Recorder] = []
 
 
@@ -266,6 +267,8 @@ class Recorder:
             return recorder._lstat(path, *a, **k)
 
         os.stat, os.lstat = stat_, lstat_  # type: ignore[assignment]
+        if _ACCESSOR is not None:  # Python 3.10: Path.stat calls the os.stat this class took when imported
+            _ACCESSOR.stat = staticmethod(stat_)
         self._catch_interrupts()
         self.active = True
 
@@ -291,6 +294,8 @@ class Recorder:
         self.active = False
         _RUNNING.remove(self)
         os.stat, os.lstat = self._stat, self._lstat  # type: ignore[assignment]
+        if _ACCESSOR is not None:
+            _ACCESSOR.stat = self._stat
         if self._sigint:
             import signal
 

@@ -395,3 +395,31 @@ def test_a_module_put_ahead_of_one_imported_is_a_new_question(world):
     assert _stand_in(world, body, env=env).stdout.startswith(b"stdlib ")
     (extra / "colorsys.py").write_text("WHO = 'a PYTHONPATH folder'\n")
     assert _stand_in(world, body, env=env).stdout.startswith(b"a PYTHONPATH folder ")
+
+
+def _oldest_python() -> str | None:
+    """A python3.10 on PATH that runs (the oldest Python pyproject.toml allows), else None."""
+    import shutil
+
+    exe = shutil.which("python3.10")
+    if exe is None or subprocess.run([exe, "-c", "pass"], capture_output=True, check=False).returncode != 0:
+        return None
+    return exe
+
+
+def test_on_python_3_10_a_path_looked_for_through_pathlib_is_recorded(world):
+    """pathlib 3.10 calls the os.stat its _NormalAccessor took at import, not os.stat: `Path.exists()`
+    was not recorded there, and a file that appeared kept the answer given without it."""
+    exe = _oldest_python()
+    if exe is None:
+        pytest.skip("no python3.10 that runs")
+    code = ("import pathlib\nfrom k3plan import answers\n"
+            "answers.run(['fit'], lambda args: print(pathlib.Path('optional.txt').exists()))\n")
+    env = dict(os.environ) | {"PYTHONPATH": str(Path(answers.__file__).parent.parent)}
+
+    def ask310() -> bytes:
+        return subprocess.run([exe, "-c", code], capture_output=True, cwd=world, env=env, check=True).stdout
+
+    assert ask310() == b"False\n"
+    (world / "optional.txt").write_text("")
+    assert ask310() == b"True\n"
