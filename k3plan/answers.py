@@ -338,6 +338,13 @@ class Recorder:
         return out
 
 
+def not_kept(reason: str) -> None:
+    """Called before code whose reads the recorder cannot see (a user's ``module:function`` may read
+    through C, SQLite, a GPU library...): the answer of the run in progress, if recorded, is not kept."""
+    if _RUNNING:
+        _RUNNING[-1].tainted = reason
+
+
 class Tee:
     """A text stream that keeps a copy of what is written through it, in ``chunks`` shared with the
     other stream (so that stdout and stderr replay in the order they were written)."""
