@@ -116,6 +116,7 @@ def key(args: list[str]) -> str:
         sorted(os.environ.items()),
         terminal(sys.stdout),
         terminal(sys.stderr),
+        terminal(sys.stdin),  # rich takes a terminal's size from stdin first (rich.console.Console.size)
     ]
     return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
 

@@ -453,3 +453,25 @@ def test_a_fit_that_runs_the_users_shardspecs_function_is_not_kept(world, capsys
     con.close()
     again = json.loads(ask(cli_main, capsys, args)[1])["per_device"]["free_bytes"]
     assert again < first and not records(world)
+
+
+def test_the_size_of_the_terminal_on_stdin_is_part_of_the_question(monkeypatch):
+    """rich.console.Console.size asks stdin's terminal first, then stdout's: a table on a terminal is
+    drawn to stdin's width, which the key did not hold (widest line 166 bytes replayed where 213 is drawn)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    try:
+        with open(follower, closefd=False) as stdin:
+            monkeypatch.setattr(sys, "stdin", stdin)
+            keys = []
+            for columns in (70, 200):
+                fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+                keys.append(answers.key(["fit"]))
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert keys[0] != keys[1]
