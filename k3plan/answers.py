@@ -208,9 +208,13 @@ class Recorder:
         self.first: dict[str, list[Any]] = {}  # path -> its fingerprint when the run first came to it
         self.started_ns = 0
         self.imported: set[str] = set()  # top-level names the run imported (or tried to)
+        import threading  # the record path only: typer imports it anyway
+
+        self._looking = threading.local()  # per thread: a run's other threads are seen while one looks
 
     def _see(self, path: Any, how: str) -> None:
-        if isinstance(path, int) or path is None or self.tainted:  # a tainted run is not kept: no need to look
+        # a tainted run is not kept: no need to look; what this thread does while looking is not the run's
+        if isinstance(path, int) or path is None or self.tainted or getattr(self._looking, "now", False):
             return
         try:
             p = _absolute(os.fsdecode(path))
@@ -222,11 +226,11 @@ class Recorder:
         old = self.paths.get(p)
         if old is None or RANK[how] > RANK[old]:
             self.paths[p] = how
-            self.active = False  # what it looks like as the run comes to it (this look is not the run's)
+            self._looking.now = True  # what it looks like as the run comes to it
             try:
                 self.first[p] = fingerprint(p, how)
             finally:
-                self.active = True
+                self._looking.now = False
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.active:
@@ -244,6 +248,8 @@ class Recorder:
         elif event == "import" and args and isinstance(args[0], str):  # found or not: see prints()
             self.imported.add(args[0].partition(".")[0])
         elif event in ("os.listdir", "os.scandir"):
+            if args and isinstance(args[0], int):  # a folder by its descriptor (os.fwalk): no path to check
+                self.tainted = f"{event} of a descriptor"
             self._see(args[0] if args and args[0] not in (None, "") else ".", "list")
         elif event.startswith(TAINTS):
             self.tainted = event

@@ -475,3 +475,47 @@ def test_the_size_of_the_terminal_on_stdin_is_part_of_the_question(monkeypatch):
         os.close(leader)
         os.close(follower)
     assert keys[0] != keys[1]
+
+
+def test_a_folder_listed_by_its_descriptor_is_not_kept(world, capsys):
+    """os.listdir(fd) (as os.fwalk does) names no path: its names were not checked, and a name added to
+    the folder kept the answer given without it."""
+
+    def cli(args: list[str]) -> None:
+        fd = os.open(world / "folder", os.O_RDONLY)
+        try:
+            print(sorted(os.listdir(fd)))
+        finally:
+            os.close(fd)
+
+    assert ask(cli, capsys)[1] == "['a']\n"
+    (world / "folder" / "b").write_text("")
+    assert ask(cli, capsys)[1] == "['a', 'b']\n"
+
+
+def test_a_read_in_another_thread_while_the_recorder_looks_at_a_path_is_seen(world, capsys, monkeypatch):
+    """The recorder looks at each path as the run comes to it; that look turned the recorder off for
+    every thread, so a file another thread read meanwhile was not recorded."""
+    import threading
+
+    (world / "other.txt").write_text("one")
+    look = answers.fingerprint
+    read: list[str] = []
+
+    def fingerprint(path: str, how: str, was: object = None) -> list:
+        if path.endswith("input.txt") and not read:  # while looking at input.txt, another thread reads
+            reader = threading.Thread(target=lambda: read.append((world / "other.txt").read_text()))
+            reader.start()
+            reader.join()
+        return look(path, how, was)
+
+    monkeypatch.setattr(answers, "fingerprint", fingerprint)
+
+    def cli(args: list[str]) -> None:
+        (world / "input.txt").read_text()
+        print(read[-1])
+
+    assert ask(cli, capsys)[1] == "one\n"
+    (world / "other.txt").write_text("two")
+    read.clear()
+    assert ask(cli, capsys)[1] == "two\n"
