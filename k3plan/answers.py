@@ -245,8 +245,6 @@ class Recorder:
             if writes and not isinstance(path, int):
                 self.tainted = f"wrote {path}"
             self._see(path, "read")
-        elif event == "import" and args and isinstance(args[0], str):  # found or not: see prints()
-            self.imported.add(args[0].partition(".")[0])
         elif event in ("os.listdir", "os.scandir"):
             if args and isinstance(args[0], int):  # a folder by its descriptor (os.fwalk): no path to check
                 self.tainted = f"{event} of a descriptor"
@@ -274,10 +272,16 @@ class Recorder:
             return recorder._lstat(path, *a, **k)
 
         os.stat, os.lstat = stat_, lstat_  # type: ignore[assignment]
+        sys.meta_path.insert(0, self)  # asked first of every import (importlib.import_module's too): find_spec
         if _ACCESSOR is not None:  # Python 3.10: Path.stat calls the os.stat this class took when imported
             _ACCESSOR.stat = staticmethod(stat_)
         self._catch_interrupts()
         self.active = True
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        """A top-level module the run imports, found or not (see prints()); the finders after this one find it."""
+        if path is None and self.active:
+            self.imported.add(name)
 
     def _catch_interrupts(self) -> None:
         """A Ctrl-C during the run taints it, whatever becomes of the KeyboardInterrupt: click's main
@@ -301,6 +305,8 @@ class Recorder:
         self.active = False
         _RUNNING.remove(self)
         os.stat, os.lstat = self._stat, self._lstat  # type: ignore[assignment]
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
         if _ACCESSOR is not None:
             _ACCESSOR.stat = self._stat
         if self._sigint:

@@ -519,3 +519,14 @@ def test_a_read_in_another_thread_while_the_recorder_looks_at_a_path_is_seen(wor
     (world / "other.txt").write_text("two")
     read.clear()
     assert ask(cli, capsys)[1] == "two\n"
+
+
+def test_a_module_that_was_not_there_is_looked_for_again_in_the_working_folder(world):
+    """An optional import that failed (importlib.import_module raises no "import" audit event) named no
+    module to look for: the module put in the working folder later was not seen, and the answer given
+    without it stayed."""
+    body = ("import importlib\n    try:\n        importlib.import_module('k3qa_optional')\n"
+            "    except ImportError:\n        print('without it')\n    else:\n        print('with it')")
+    assert _stand_in(world, body).stdout == b"without it\n"
+    (world / "k3qa_optional.py").write_text("")
+    assert _stand_in(world, body).stdout == b"with it\n"
