@@ -3,13 +3,15 @@
 `k3plan fit` is a pure function of its command line, its environment, the terminal it writes to and
 the files it reads. The first run of a question records, beside its output and exit code, what it
 read: every file it opened (content hash), every folder it listed (the names in it), every path it
-looked at (stat: there or not, file or folder), and every module it imported (size, mtime). A later
-run with the same command line, folder, environment, terminal and Python answers from that record
-when every one of those paths still looks the same; else it runs the command afresh and records the
-new answer. Modelled on build tools' caches (ninja's, mypy's): a stale answer needs a read that
-Python's audit events and ``os.stat`` do not see, and no command cached here makes one (no network,
-no clock, no standard input; a run that writes a file, starts a process, reads standard input or
-writes bytes past the text streams is not cached at all).
+looked at (stat: there or not, file or folder), every module it imported (size, mtime) and the
+folders an import looks in (their names). A later run with the same command line, folder,
+environment, terminal and interpreter options answers from that record when every one of those paths
+still looks the same; else it runs the command afresh and records the new answer. Modelled on build
+tools' caches (ninja's, mypy's): a stale answer needs a read that Python's audit events and
+``os.stat`` do not see, and no command cached here makes one (no network, no clock, no standard
+input; a run that writes a file, starts a process, reads standard input, writes bytes past the text
+streams, runs the user's code (``not_kept``), gets a Ctrl-C or sees a file it read change while it
+runs is not kept at all).
 
 Where: ``$K3PLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/k3plan``, else ``~/.cache/k3plan``; the answers
 are in its ``answers/`` folder (at most ``KEEP`` of them; delete it any time). ``--no-cache`` or
