@@ -368,8 +368,9 @@ class Tee:
         self._stream, self._recorder, self._chunks = stream, recorder, chunks
 
     def write(self, s: str) -> int:
+        n = int(self._stream.write(s))  # what the stream refused is no output (click writes b"" to probe it)
         self._chunks.append((self, s))
-        return int(self._stream.write(s))
+        return n
 
     def writelines(self, lines: Any) -> None:
         for line in lines:

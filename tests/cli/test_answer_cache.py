@@ -530,3 +530,18 @@ def test_a_module_that_was_not_there_is_looked_for_again_in_the_working_folder(w
     assert _stand_in(world, body).stdout == b"without it\n"
     (world / "k3qa_optional.py").write_text("")
     assert _stand_in(world, body).stdout == b"with it\n"
+
+
+def test_a_write_the_stream_refuses_is_no_output(world, capsys):
+    """click.echo (typer.echo) first writes b"" to tell a text stream from a binary one; the copy kept it,
+    and the end of a run that had answered turned into an AttributeError traceback, exit 1."""
+
+    def cli(args: list[str]) -> None:
+        try:
+            sys.stdout.write(b"")  # type: ignore[arg-type]  # click.utils._is_binary_writer
+        except TypeError:
+            pass
+        print("answered")
+
+    assert ask(cli, capsys) == (0, "answered\n", "")
+    assert ask(cli, capsys) == (0, "answered\n", "") and len(records(world)) == 1
