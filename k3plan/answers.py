@@ -230,6 +230,14 @@ class Recorder:
             self.paths[p] = how
             self._looking.now = True  # what it looks like as the run comes to it
             try:
+                if how == "read" and not p.endswith(MODULE_SUFFIXES):
+                    try:
+                        self.read_bytes += os.stat(p).st_size
+                    except OSError:
+                        pass
+                    if self.read_bytes > MAX_READ_BYTES:  # not kept: not hashed either
+                        self.tainted = f"read more than {MAX_READ_BYTES} bytes"
+                        return
                 self.first[p] = fingerprint(p, how)
             finally:
                 self._looking.now = False
@@ -337,15 +345,8 @@ class Recorder:
                 seen[d] = "list" if d != cwd else " ".join([IMPORTABLE, *sorted(tops)])
         out: list[list[Any]] = []
         for p, how in sorted(seen.items()):
-            if how == "read" and not p.endswith(MODULE_SUFFIXES):
-                try:
-                    self.read_bytes += os.stat(p).st_size
-                except OSError:
-                    pass
-                if self.read_bytes > MAX_READ_BYTES:  # not kept: no need to hash the rest
-                    return out
             fp = fingerprint(p, how)
-            if self.paths.get(p) == how and self.first[p] != fp:  # looked at as the run did, at its start
+            if self.paths.get(p) == how and self.first.get(p) != fp:  # looked at as the run did, at its start
                 self.tainted = f"{p} changed during the run"
             elif how == "module" and fp[0] == "file" and fp[2] >= self.started_ns - FILE_CLOCK_TICK_NS:
                 self.tainted = f"{p} written during the run"  # a module loaded from its .pyc is not opened
@@ -508,5 +509,5 @@ def _keep(where: Path, args: list[str], code: int, recorder: Recorder, out: Tee,
     except UnicodeError:  # it could not have been printed either
         return
     special = any(fp == ["special"] for _, how, fp in prints if how == "read")
-    if not special and recorder.read_bytes <= MAX_READ_BYTES:
+    if not special:
         _save(where, {"format": FORMAT, "args": args, "rc": code, "output": output, "prints": prints})
