@@ -410,7 +410,12 @@ def _load(path: Path) -> dict[str, Any] | None:
         if f is None:
             return None
         with f:
+            owner = os.fstat(f.fileno()).st_uid
             text = f.read(MAX_RECORD_BYTES + 1)
+        if (
+            hasattr(os, "geteuid") and owner != os.geteuid()
+        ):  # another user's (a shared cache folder): not ours to trust
+            return None
         if len(text) > MAX_RECORD_BYTES:
             return None
         rec = json.loads(text.decode("utf-8"))

@@ -547,3 +547,12 @@ def test_a_write_the_stream_refuses_is_no_output(world, capsys):
 
     assert ask(cli, capsys) == (0, "answered\n", "")
     assert ask(cli, capsys) == (0, "answered\n", "") and len(records(world)) == 1
+
+
+def test_a_record_another_user_wrote_is_not_trusted(world, capsys, monkeypatch):
+    """In a cache folder others can write (K3PLAN_CACHE_DIR=/tmp/team-cache), a record written by someone
+    else, well-formed and naming files as they are, was replayed: any verdict they put in it."""
+    cli = Cli(world)
+    ask(cli, capsys)
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # the record is now another user's
+    assert ask(cli, capsys)[1].startswith("one") and cli.calls == 2
