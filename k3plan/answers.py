@@ -412,9 +412,7 @@ def _load(path: Path) -> dict[str, Any] | None:
         with f:
             owner = os.fstat(f.fileno()).st_uid
             text = f.read(MAX_RECORD_BYTES + 1)
-        if (
-            hasattr(os, "geteuid") and owner != os.geteuid()
-        ):  # another user's (a shared cache folder): not ours to trust
+        if hasattr(os, "geteuid") and owner != os.geteuid():  # another user's, in a shared folder: untrusted
             return None
         if len(text) > MAX_RECORD_BYTES:
             return None
