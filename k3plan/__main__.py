@@ -4,6 +4,7 @@ run goes to the typer app (k3plan.cli.app.main)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -14,14 +15,30 @@ def _cli(args: list[str]) -> None:
 
 
 def main() -> None:
-    try:  # Ctrl-C while the CLI imports: one line and exit 130, as during a command
-        from k3plan import answers
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # closed by the shell (`>&-`): the answer goes nowhere, the exit code tells
+            setattr(sys, name, open(os.devnull, "w"))  # the process's stream, closed at its exit
+    try:
+        try:  # Ctrl-C while the CLI imports: one line and exit 130, as during a command
+            from k3plan import answers
 
-        answers.run(sys.argv[1:], _cli)
+            answers.run(sys.argv[1:], _cli)
+        finally:  # a write error at the end (buffered output) here, not in the interpreter's exit
+            sys.stdout.flush()
     except KeyboardInterrupt:
         from k3plan.errors import interrupted
 
         interrupted()
+    except BrokenPipeError:  # the reader left (`| head -1`) before or while the answer was written
+        from k3plan.errors import reader_gone
+
+        reader_gone()
+    except OSError as err:  # the stream refused the answer (`> /dev/full`): one line, exit 74, not 1
+        from k3plan.errors import WRITE_ERRNOS, output_unwritable
+
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        output_unwritable(err)
 
 
 if __name__ == "__main__":

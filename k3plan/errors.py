@@ -6,6 +6,7 @@ the CLI prints its message as one line on stderr and exits 2. Everything else is
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import NoReturn
@@ -47,3 +48,26 @@ def reader_gone() -> NoReturn:
     except (OSError, ValueError):  # no real stdout (a test runner's): nothing left to flush
         pass
     sys.exit(EXIT_BROKEN_PIPE)
+
+
+# sysexits.h EX_IOERR: the answer could not be written (a full disk, /dev/full, a quota, an I/O error). Not 1,
+# which is k3plan's "does not fit" / "gate failed", nor 2, bad input
+EXIT_UNWRITABLE = 74
+# what writing the answer to a stream can fail with (BrokenPipeError, the reader gone, is reader_gone's)
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EBADF})
+
+
+def output_unwritable(err: OSError) -> NoReturn:
+    """stdout (or stderr) refused the answer: one line on stderr where it can take it, exit 74; stdout goes to
+    /dev/null so that the interpreter's final flush does not print "Exception ignored ... OSError"."""
+    try:
+        sys.stderr.write(f"error: cannot write the output: {err.strerror or err}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(EXIT_UNWRITABLE)

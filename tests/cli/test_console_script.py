@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 RUN_FIT = (
     "import contextlib, io, sys\n"
     "sys.argv = ['k3plan', 'fit', '-t', '2x2x4', '--tp', '32', '--json']\n"
@@ -48,3 +50,24 @@ def test_the_stand_in_loader_hands_any_other_name_to_the_real_one():
         " 'importlib.metadata' in sys.modules, sys.modules['pydantic.plugin._loader'].__file__.endswith('_loader.py'))\n"
     )
     assert _run(code).split() == ["()", "False", "None", "True", "True"]
+
+
+def _shell(redirect: str, *args: str) -> subprocess.CompletedProcess:
+    environ = dict(os.environ) | {"K3PLAN_NO_CACHE": "1"}
+    cmd = " ".join([sys.executable, "-m", "k3plan", *args]) + " " + redirect
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=environ, timeout=120, check=False)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_an_output_the_system_refuses_is_one_line_and_exit_74_not_a_traceback_and_1():
+    """Was: `k3plan fit ... > /dev/full` printed rich's OSError traceback and exited 1 ("does not fit")."""
+    r = _shell("> /dev/full", "fit", "-t", "2x2x4", "--tp", "32")
+    assert r.returncode == 74
+    assert r.stderr == "error: cannot write the output: No space left on device\n"
+
+
+def test_a_closed_stdout_still_answers_by_the_exit_code():
+    """Was: `k3plan fit ... >&-` died importing the CLI (sys.stdout None: an AttributeError traceback, exit 1)."""
+    fits, does_not = _shell(">&-", "fit", "-t", "2x2x4", "--tp", "32"), _shell(">&-", "fit", "-t", "2x2x2", "--tp", "16")
+    assert (fits.returncode, fits.stderr) == (0, "")
+    assert (does_not.returncode, does_not.stderr) == (1, "")
