@@ -440,8 +440,12 @@ def _save(path: Path, rec: dict[str, Any]) -> None:
         if len(text) > MAX_RECORD_BYTES:  # _load would not read it
             return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        finally:  # a full disk or a Ctrl-C mid-write leaves no temporary file behind
+            if tmp.exists():
+                tmp.unlink()
         records = [e for e in os.scandir(path.parent) if e.name.endswith(".json")]
         if len(records) > KEEP:
             records.sort(key=lambda e: e.stat().st_mtime_ns)

@@ -556,3 +556,17 @@ def test_a_record_another_user_wrote_is_not_trusted(world, capsys, monkeypatch):
     ask(cli, capsys)
     monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # the record is now another user's
     assert ask(cli, capsys)[1].startswith("one") and cli.calls == 2
+
+
+def test_a_save_cut_short_leaves_no_temporary_file(world, capsys, monkeypatch):
+    """Was: a Ctrl-C (or a full disk) while the record was written left `.<key>.json.<pid>.tmp` in answers/."""
+    real = Path.write_text
+
+    def cut(self: Path, *a, **k):
+        real(self, "half a rec", encoding="utf-8")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", cut)
+    with pytest.raises(KeyboardInterrupt):
+        ask(Cli(world), capsys)
+    assert list((world / "cache" / "answers").iterdir()) == []
