@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
-from k3plan.step.columns import maximum, where
+from k3plan.step.columns import each, maximum, where
 from k3plan.units import GiB, MiB
 
 STACK_DIR = data_dir("sharding/stacks")
@@ -651,19 +651,12 @@ class AutoFraction(_F):
         cuda: bool,
         dp_attention_dp: Any = None,
     ) -> Any:
-        """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round (half to even on the exact
-        decimal value) of each value: numpy's round scales by 10^digits first and can differ on a tie."""
+        """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round of each value (columns.each)."""
         mib = gpu_bytes / MiB
         reserved = self.reserved_mib(
             gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda, dp_attention_dp=dp_attention_dp
         )
-        frac = (mib - reserved) / mib
-        if not hasattr(frac, "shape"):
-            return round(float(frac), self.round_digits)
-        import numpy as np
-
-        values, inverse = np.unique(frac, return_inverse=True)
-        return np.array([round(float(v), self.round_digits) for v in values])[inverse.reshape(frac.shape)]
+        return each(lambda v: round(float(v), self.round_digits), (mib - reserved) / mib)
 
 
 class Option(_F):
@@ -906,12 +899,7 @@ class Stack(_F):
         )
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
-        if not hasattr(frac, "shape"):
-            return min(round(1 - frac, 12), 1.0)
-        import numpy as np
-
-        values, inverse = np.unique(frac, return_inverse=True)
-        return np.array([min(round(1 - float(v), 12), 1.0) for v in values])[inverse.reshape(frac.shape)]
+        return each(lambda v: min(round(1 - v, 12), 1.0), frac)
 
     def engine_chunk(self, chunk: int, *, dp: int) -> int:
         """The prefill chunk the engine's flag is given for a chunk of ``chunk`` tokens a DP group (the launch's,

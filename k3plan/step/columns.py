@@ -103,3 +103,15 @@ def logical_not(x):
 def all_true(x) -> bool:
     """Whether a bool, or every entry of a bool array, is true."""
     return bool(x.all()) if hasattr(x, "shape") else bool(x)
+
+
+def each(fn, x):
+    """``fn`` (a Python function of one float) of each value: of ``x`` itself for a number, of each distinct
+    value of a column, spread back (where numpy's own version would differ: Python's ``round`` rounds the
+    exact decimal value, ``np.round`` scales by 10^digits first and can differ on a tie)."""
+    if not hasattr(x, "shape"):
+        return fn(x)
+    import numpy as np
+
+    values, inverse = np.unique(x, return_inverse=True)
+    return np.array([fn(float(v)) for v in values])[inverse.reshape(x.shape)]
