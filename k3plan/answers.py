@@ -474,13 +474,9 @@ def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
         sys.exit(0)
     rec = _load(where)
     if rec is not None:
-        try:
-            for fd, data in rec["output"]:
-                _replay(sys.stdout if fd == 1 else sys.stderr, data)
-        except BrokenPipeError:  # `k3plan fit | head -1`: as the CLI does
-            from k3plan.errors import reader_gone
-
-            reader_gone()
+        # a reader gone (`| head -1`) or a stream that refuses the bytes: k3plan.__main__ answers it, as for a run
+        for fd, data in rec["output"]:
+            _replay(sys.stdout if fd == 1 else sys.stderr, data)
         sys.exit(rec["rc"])
     recorder = Recorder()
     real_out, real_err = sys.stdout, sys.stderr

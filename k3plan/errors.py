@@ -42,11 +42,7 @@ EXIT_BROKEN_PIPE = 141
 def reader_gone() -> NoReturn:
     """stdout's reader closed the pipe: stop quietly with 141; stdout goes to /dev/null so that the
     interpreter's final flush does not print "Exception ignored ... BrokenPipeError"."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real stdout (a test runner's): nothing left to flush
-        pass
+    _stdout_to_devnull()
     sys.exit(EXIT_BROKEN_PIPE)
 
 
@@ -65,9 +61,15 @@ def output_unwritable(err: OSError) -> NoReturn:
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):
         pass
+    _stdout_to_devnull()
+    sys.exit(EXIT_UNWRITABLE)
+
+
+def _stdout_to_devnull() -> None:
+    """fd 1 onto /dev/null: what is left in stdout's buffer goes nowhere at the interpreter's exit instead of
+    failing there ("Exception ignored ... BrokenPipeError / OSError")."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test runner's): nothing left to flush
         pass
-    sys.exit(EXIT_UNWRITABLE)
