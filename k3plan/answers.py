@@ -271,17 +271,16 @@ class Recorder:
         self.started_ns = time.time_ns()
         recorder = self
 
-        def stat_(path: Any, *a: Any, **k: Any) -> Any:
-            if recorder.active:
-                recorder._see(path, "stat")
-            return recorder._stat(path, *a, **k)
+        def watched(real: Callable[..., Any]) -> Callable[..., Any]:
+            def look(path: Any, *a: Any, **k: Any) -> Any:
+                if recorder.active:
+                    recorder._see(path, "stat")
+                return real(path, *a, **k)
 
-        def lstat_(path: Any, *a: Any, **k: Any) -> Any:
-            if recorder.active:
-                recorder._see(path, "stat")
-            return recorder._lstat(path, *a, **k)
+            return look
 
-        os.stat, os.lstat = stat_, lstat_  # type: ignore[assignment]
+        stat_ = watched(self._stat)
+        os.stat, os.lstat = stat_, watched(self._lstat)  # type: ignore[assignment]
         sys.meta_path.insert(0, self)  # asked first of every import (importlib.import_module's too): find_spec
         if _ACCESSOR is not None:  # Python 3.10: Path.stat calls the os.stat this class took when imported
             _ACCESSOR.stat = staticmethod(stat_)
