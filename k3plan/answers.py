@@ -324,24 +324,8 @@ class Recorder:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def prints(self) -> list[list[Any]]:
-        """Every path seen, every imported module's file, and every folder an import looks in (a module
-        put in one ahead of where it was found would be imported instead), with what it looks like now:
-        the folders on sys.path and those of the modules by their names; the working folder, where files
-        come and go, by the names of the modules imported."""
-        seen = dict(self.paths)
-        cwd = os.getcwd()
-        tops = set(self.imported)
-        folders = {cwd if p in ("", ".") else _absolute(p) for p in sys.path if isinstance(p, str)}
-        for name, mod in list(sys.modules.items()):
-            f = getattr(mod, "__file__", None)
-            if isinstance(f, str):
-                f = _absolute(f)
-                seen.setdefault(f, "module")
-                folders.add(os.path.dirname(f))
-                tops.add(name.partition(".")[0])
-        for d in folders:
-            if RANK.get(seen.get(d, ""), -1) < RANK["list"]:
-                seen[d] = "list" if d != cwd else " ".join([IMPORTABLE, *sorted(tops)])
+        """Every path seen and every path of the imports (import_paths), with what it looks like now."""
+        seen = import_paths(dict(self.paths), set(self.imported))
         out: list[list[Any]] = []
         for p, how in sorted(seen.items()):
             fp = fingerprint(p, how)
@@ -353,9 +337,34 @@ class Recorder:
         return out
 
 
+def import_paths(seen: dict[str, str], tops: set[str]) -> dict[str, str]:
+    """``seen`` (path -> how it is checked) with every imported module's file and every folder an import
+    looks in (a module put in one ahead of where it was found would be imported instead): the folders on
+    sys.path and those of the modules by their names; the working folder, where files come and go, by
+    the names of the modules imported (``tops`` and those in sys.modules)."""
+    cwd = os.getcwd()
+    folders = {cwd if p in ("", ".") else _absolute(p) for p in sys.path if isinstance(p, str)}
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str):
+            f = _absolute(f)
+            seen.setdefault(f, "module")
+            folders.add(os.path.dirname(f))
+            tops.add(name.partition(".")[0])
+    for d in folders:
+        if RANK.get(seen.get(d, ""), -1) < RANK["list"]:
+            seen[d] = "list" if d != cwd else " ".join([IMPORTABLE, *sorted(tops)])
+    return seen
+
+
+USER_CODE_RAN = False  # not_kept was called in this process (k3plan.warm starts no server after it)
+
+
 def not_kept(reason: str) -> None:
     """Called before code whose reads the recorder cannot see (a user's ``module:function`` may read
     through C, SQLite, a GPU library...): the answer of the run in progress, if recorded, is not kept."""
+    global USER_CODE_RAN
+    USER_CODE_RAN = True
     if _RUNNING:
         _RUNNING[-1].tainted = reason
 
@@ -459,24 +468,41 @@ def _exit_code(err: SystemExit) -> int | None:
     return 0 if code is None else code if isinstance(code, int) else None
 
 
-def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
-    """Answer ``k3plan ARGS``: from the cache where it holds this question's answer and nothing it
-    read has changed, else by ``cli(args)`` (recorded when the command is a cached one)."""
+def _where(args: list[str]) -> Path | None:
+    """The record of this question's answer, where the command is a cached one and a cache is kept."""
     root = cache_dir() if enabled(args) else None
     if root is None:
-        cli(args)
-        sys.exit(0)
+        return None
     try:
-        where = root / "answers" / f"{key(args)}.json"
+        return root / "answers" / f"{key(args)}.json"
     except OSError:  # no working folder (removed under the shell): worked out, as without a cache
-        cli(args)
-        sys.exit(0)
-    rec = _load(where)
+        return None
+
+
+def replay(args: list[str]) -> None:
+    """Answer ``k3plan ARGS`` from the cache and exit, where it holds this question's answer and nothing
+    it read has changed; else return."""
+    where = _where(args)
+    rec = None if where is None else _load(where)
     if rec is not None:
         # a reader gone (`| head -1`) or a stream that refuses the bytes: k3plan.__main__ answers it, as for a run
         for fd, data in rec["output"]:
             _replay(sys.stdout if fd == 1 else sys.stderr, data)
         sys.exit(rec["rc"])
+
+
+def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
+    """Answer ``k3plan ARGS``: from the cache (replay), else by ``cli(args)`` (record)."""
+    replay(args)
+    record(args, cli)
+
+
+def record(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
+    """Answer ``k3plan ARGS`` by ``cli(args)``, recorded when the command is a cached one."""
+    where = _where(args)
+    if where is None:
+        cli(args)
+        sys.exit(0)
     recorder = Recorder()
     real_out, real_err = sys.stdout, sys.stderr
     chunks: list[tuple[Tee, str]] = []

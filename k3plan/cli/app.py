@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate",
     "check": "check",
     "report": "report",
+    "server": "server",
 }
 
 

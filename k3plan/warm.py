@@ -1,0 +1,310 @@
+"""A new question answered by a warm k3plan: the client side of the warm server (k3plan.warm_server).
+
+Most of a fresh `k3plan fit` is Python importing k3plan, typer and pydantic and pydantic building
+k3plan's model classes (benchmarks/README.md: ~0.35 s of a 0.44 s fit); the answer itself takes
+~0.08 s. So, as mypy's daemon, Gradle's and nailgun do, the first run of a fast command starts, when
+it is done, a server in the background that imports what the run imported and then waits; a later
+run of the same interpreter, options and environment hands it its command line, folder, environment
+and its own stdin, stdout and stderr (the descriptors themselves: a terminal stays a terminal), and
+the server forks a worker that runs the command there as a fresh process would, from the same code.
+The client imports only the standard library.
+
+A run is its own answer whichever way it goes: the worker starts from the server's imports only (no
+command has run in the server, so no cache of a previous answer is in it); a server whose modules or
+import folders changed (an upgrade, an edit) answers no more and stops; one that hears nothing for
+``IDLE_S`` seconds (``K3PLAN_SERVER_IDLE``) stops. ``K3PLAN_NO_SERVER=1`` neither uses nor starts
+one; `k3plan server status` lists them and `k3plan server stop` stops them. Linux only (descriptors
+passed over a Unix socket, the peer's user checked by SO_PEERCRED).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+# the fast paths (README): a command that writes a report or gates CI gains as much as fit
+SERVED_COMMANDS = frozenset({"fit", "plan", "curve", "roofline", "check", "report", "models", "hardware"})
+NO_SERVER_ENV = "K3PLAN_NO_SERVER"
+IDLE_ENV = "K3PLAN_SERVER_IDLE"
+IDLE_S = 600.0
+FORMAT = 1  # bump when the protocol or what a server checks changes
+# variables a shell changes as it moves about, which no module reads at import: not part of a server's identity
+VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "_", "SHLVL"})
+# where modules that start threads, or take seconds to import, would be imported by a server (fork after threads)
+NOT_PRELOADED = frozenset({"jax", "jaxlib", "torch", "tensorflow", "libtpu"})
+SOCKET_PATH_MAX = 107  # sockaddr_un.sun_path less its terminating NUL (Linux)
+# the server's exit code for a worker it lost track of (sysexits' EX_SOFTWARE)
+EXIT_LOST = 70
+WORKER = False  # set in a server's worker: it neither asks a server nor starts one
+# this process as it started (ask): its identity, environment and import path, which the run changes (k3plan.cli.app.main
+# sets PYDANTIC_DISABLE_PLUGINS); the server start_server starts is that of the process that asked
+_ASKED: dict[str, Any] = {}
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def enabled(args: list[str]) -> bool:
+    """This run may be answered by (and may start) a warm server."""
+    if not args or args[0] not in SERVED_COMMANDS or WORKER:
+        return False
+    if os.environ.get(NO_SERVER_ENV, "") not in ("", "0") or not sys.platform.startswith("linux"):
+        return False
+    if not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open"):
+        return False
+    # a relative folder on the import path is one of the folder a process runs in: a server's would differ
+    # (a name that is no folder, as an editable install's path hook, means the same anywhere)
+    if any(
+        not isinstance(p, str) or (not os.path.isabs(p) and (p in ("", ".") or os.path.exists(p))) for p in sys.path
+    ):
+        return False
+    return all(s is not None for s in (sys.__stdin__, sys.__stdout__, sys.__stderr__))
+
+
+def identity() -> str:
+    """What a server's imports depend on: the interpreter, its options and import path, k3plan's
+    version, the user and the environment (less the variables a shell changes as it moves about)."""
+    from k3plan import __version__
+
+    env = sorted((k, v) for k, v in os.environ.items() if k not in VOLATILE_ENV)
+    parts = [
+        FORMAT,
+        __version__,
+        sys.version,
+        sys.executable,
+        sys.path,
+        list(sys.flags),
+        sys.warnoptions,
+        sys._xoptions,
+        os.geteuid(),
+        env,
+    ]
+    return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
+
+
+def folder() -> Path | None:
+    """Where the servers' sockets are: the answer cache's folder (k3plan.answers.cache_dir), ``warm/``."""
+    from k3plan.answers import cache_dir
+
+    root = cache_dir()
+    return None if root is None else root / "warm"
+
+
+def socket_path(ident: str) -> Path | None:
+    where = folder()
+    if where is None:
+        return None
+    path = where / f"{ident}.sock"
+    return path if len(os.fsencode(path)) <= SOCKET_PATH_MAX else None
+
+
+def connect(path: Path) -> socket.socket | None:
+    """A connection to the server at ``path``, run by this user; None where there is none."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(os.fspath(path))
+        _, uid, _ = _PEERCRED.unpack(s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+        if uid == os.geteuid():
+            return s
+    except OSError:
+        pass
+    s.close()
+    return None
+
+
+def send(s: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    """A message: its length (4 bytes) and its JSON; ``fds`` travel with its first bytes."""
+    data = json.dumps(message).encode("utf-8", "surrogateescape")
+    data = struct.pack("!I", len(data)) + data
+    sent = socket.send_fds(s, [data], fds) if fds else s.send(data)
+    s.sendall(data[sent:])
+
+
+def _stream(stream: Any) -> dict[str, Any]:
+    """How a standard stream turns text into bytes, to be built the same in the worker."""
+    return {
+        "encoding": stream.encoding,
+        "errors": stream.errors,
+        "line_buffering": stream.line_buffering,
+        "write_through": getattr(stream, "write_through", False),
+    }
+
+
+def _lines(s: socket.socket) -> Any:
+    """The server's replies, a line each: ``P<pid>`` (the worker started), ``R<code>`` (it ended),
+    ``S`` (this server answers no more: work it out here)."""
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            try:
+                chunk = s.recv(64)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                continue
+            if not chunk:
+                return
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        yield line.decode("ascii", "replace")
+
+
+def ask(args: list[str]) -> int | None:
+    """The exit code of ``k3plan ARGS`` run by a warm server's worker on this process's streams; None
+    where no server took it (there is none, it is stale, or this run may not use one)."""
+    if not enabled(args):
+        return None
+    try:
+        ident = identity()
+        path = socket_path(ident)
+        cwd = os.getcwd()
+    except OSError:  # no working folder (removed under the shell)
+        return None
+    _ASKED.update(identity=ident, env=dict(os.environ), path=list(sys.path))
+    if path is None:
+        return None
+    s = connect(path)
+    if s is None:
+        return None
+    with s:
+        request = {
+            "op": "run",
+            "argv": [sys.argv[0], *args],
+            "cwd": cwd,
+            "env": dict(os.environ),
+            "umask": _umask(),
+            "streams": [_stream(x) for x in (sys.__stdin__, sys.__stdout__, sys.__stderr__)],
+        }
+        try:
+            send(s, request, [0, 1, 2])
+        except OSError:
+            return None
+        replies = _lines(s)
+        first = next(replies, "S")
+        if not first.startswith("P"):  # stale, or gone before it began: nothing was written yet
+            return None
+        worker = int(first[1:])
+        previous = _forward_signals(worker)
+        try:
+            last = next(replies, "")
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    if last.startswith("R"):
+        return int(last[1:])
+    sys.stderr.write(
+        f"error: the warm k3plan server stopped before its worker (pid {worker}) said how it ended; "
+        f"run again, or set {NO_SERVER_ENV}=1 to run without it\n"
+    )
+    return EXIT_LOST
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _forward_signals(pid: int) -> dict[int, Any]:
+    """Ctrl-C (and a terminate or a hang-up) sent to this process go to the worker, which answers
+    them as a run of its own would (one line, exit 130); this process waits for its exit code."""
+    previous: dict[int, Any] = {}
+
+    def forward(signum: int, frame: Any) -> None:
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        try:
+            previous[sig] = signal.signal(sig, forward)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread
+            pass
+    return previous
+
+
+def preloadable(names: list[str]) -> list[str]:
+    """The modules a server imports: those of a run's, in the order it imported them, that come from
+    the standard library, an installed distribution or k3plan itself (never the user's own code, nor
+    the modules that start threads)."""
+    import site
+    import sysconfig
+
+    import k3plan
+
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    roots.add(os.path.dirname(os.path.abspath(k3plan.__file__)))
+    roots = {os.path.join(os.path.abspath(r), "") for r in roots if r}
+    keep = []
+    for name in names:
+        mod = sys.modules.get(name)
+        f = getattr(mod, "__file__", None)
+        if name == "__main__" or not isinstance(f, str) or name.partition(".")[0] in NOT_PRELOADED:
+            continue
+        if any(os.path.abspath(f).startswith(r) for r in roots):
+            keep.append(name)
+    return keep
+
+
+def start_server(args: list[str]) -> None:
+    """After a run no server answered: start one in the background for the next, importing what this
+    run imported. Nothing is started for a run that ran the user's code, and no error is the run's."""
+    from k3plan import answers
+
+    if not enabled(args) or answers.USER_CODE_RAN or not _ASKED:
+        return
+    try:
+        path = socket_path(_ASKED["identity"])
+        if path is None:
+            return
+        import subprocess
+
+        spec = {
+            "identity": _ASKED["identity"],
+            "path": _ASKED["path"],
+            "socket": os.fspath(path),
+            "k3plan": os.path.abspath(sys.modules["k3plan"].__file__ or ""),
+            "modules": preloadable(list(sys.modules)),
+        }
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # multiprocessing's
+        log = open(os.fspath(path) + ".log", "wb")  # noqa: SIM115 - the server's: what went wrong, if anything
+        with log:
+            proc = subprocess.Popen(
+                [sys.executable, *flags, "-m", "k3plan.warm_server"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,  # not in the terminal's process group: a Ctrl-C of this shell is not its
+                close_fds=True,
+                env=_ASKED["env"],
+                cwd=os.path.dirname(os.path.dirname(spec["k3plan"])),  # `-m` finds this k3plan first
+            )
+        assert proc.stdin is not None
+        with proc.stdin:
+            proc.stdin.write(json.dumps(spec).encode("utf-8", "surrogateescape"))
+        proc.returncode = 0  # not waited for: it outlives this process (no ResourceWarning at exit)
+    except (OSError, ValueError, RuntimeError, KeyError):
+        pass
+
+
+def control(path: Path, op: str) -> dict[str, Any] | None:
+    """Ask the server at ``path`` for its status or to stop; its reply, or None where none answers."""
+    s = connect(path)
+    if s is None:
+        return None
+    with s:
+        try:
+            send(s, {"op": op})
+            line = next(_lines(s), "")
+            reply = json.loads(line) if line else None
+        except (OSError, ValueError):
+            return None
+    return reply if isinstance(reply, dict) else None

@@ -1,0 +1,125 @@
+"""The warm server (k3plan.warm, k3plan.warm_server): a new question it answers is byte for byte what a
+fresh process prints, with the same exit code; it steps aside when an import folder changes; it
+stops when idle; nothing starts one where it is turned off or after the user's code ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm server is Linux only")
+
+QUESTIONS = [
+    ["fit", "-t", "2x2x4", "--tp", "32", "--json"],  # fits: exit 0
+    ["fit", "-t", "2x2x4", "--tp", "16"],  # does not fit: exit 1, rich tables
+    ["fit", "-t", "2x2x4", "--tp", "7"],  # bad input: one line, exit 2
+    ["models", "show", "kimi-k3", "--json"],
+]
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[Path, dict[str, str]]]:
+    """A folder to run in and an environment whose servers live in a short temporary folder (a socket
+    path is at most 107 bytes); every server started there is stopped at the end."""
+    root = Path(tempfile.mkdtemp(prefix="k3w-", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if k != "K3PLAN_NO_SERVER"}
+    env.update(K3PLAN_CACHE_DIR=str(root / "c"), K3PLAN_NO_CACHE="1", COLUMNS="120")
+    (root / "run").mkdir()
+    (root / "pp").mkdir()
+    env["PYTHONPATH"] = str(root / "pp")  # an import folder of the server's (test_stale)
+    try:
+        yield root / "run", env
+    finally:
+        _k3plan(["server", "stop"], env, root / "run")
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def _k3plan(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k3plan", *args], capture_output=True, cwd=cwd, env=env,
+                          check=False, timeout=120)
+
+
+def _servers(env: dict[str, str], cwd: Path) -> list[dict]:
+    done = _k3plan(["server", "status", "--json"], env, cwd)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _wait_for_server(env: dict[str, str], cwd: Path, timeout: float = 60) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = _servers(env, cwd)
+        if found:
+            return found[0]
+        time.sleep(0.3)
+    raise AssertionError("no warm server started")
+
+
+def test_served_answers_are_the_worked_out_ones(world):
+    cwd, env = world
+    cold_env = {**env, "K3PLAN_NO_SERVER": "1"}
+    cold = [_k3plan(q, cold_env, cwd) for q in QUESTIONS]
+    assert [c.returncode for c in cold] == [0, 1, 2, 0]
+    assert _servers(env, cwd) == []  # K3PLAN_NO_SERVER=1 started none
+
+    _k3plan(QUESTIONS[0], env, cwd)  # no server yet: worked out here, then one starts
+    first = _wait_for_server(env, cwd)
+    warm = [_k3plan(q, env, cwd) for q in QUESTIONS]
+    for c, w, q in zip(cold, warm, QUESTIONS):
+        assert (w.returncode, w.stdout, w.stderr) == (c.returncode, c.stdout, c.stderr), q
+    after = _servers(env, cwd)
+    assert [s["pid"] for s in after] == [first["pid"]]
+    assert after[0]["served"] == first["served"] + len(QUESTIONS)  # each was the server's worker's
+
+
+def test_another_environment_is_not_served(world):
+    cwd, env = world
+    _k3plan(QUESTIONS[0], env, cwd)
+    first = _wait_for_server(env, cwd)
+    other = {**env, "K3PLAN_TEST_OTHER": "1"}  # a variable a module could read at import: another server's
+    _k3plan(QUESTIONS[0], other, cwd)
+    assert _servers(env, cwd)[0]["served"] == first["served"]
+
+
+def test_a_changed_import_folder_stops_the_server(world):
+    cwd, env = world
+    _k3plan(QUESTIONS[0], env, cwd)
+    first = _wait_for_server(env, cwd)
+    (Path(env["PYTHONPATH"]) / "newmodule.py").write_text("")  # an import could now find it: the server is stale
+    again = _k3plan(QUESTIONS[0], env, cwd)
+    assert again.returncode == 0 and json.loads(again.stdout)  # worked out by the run itself
+    time.sleep(0.5)
+    assert all(s["pid"] != first["pid"] for s in _servers(env, cwd))
+
+
+def test_an_idle_server_stops(world):
+    cwd, env = world
+    env = {**env, "K3PLAN_SERVER_IDLE": "1"}
+    _k3plan(QUESTIONS[0], env, cwd)
+    end = time.monotonic() + 60
+    sockets = Path(env["K3PLAN_CACHE_DIR"]) / "warm"
+    while time.monotonic() < end and not list(sockets.glob("*.sock")):
+        time.sleep(0.2)
+    assert list(sockets.glob("*.sock")), "no warm server started"
+    while time.monotonic() < end and list(sockets.glob("*.sock")):
+        time.sleep(0.2)
+    assert not list(sockets.glob("*.sock"))
+
+
+def test_no_server_after_the_users_code(world):
+    cwd, env = world
+    (Path(env["PYTHONPATH"]) / "myspecs.py").write_text(
+        "def specs(model, parallel):\n    raise RuntimeError('boom')\n"
+    )
+    done = _k3plan(["fit", "-t", "2x2x4", "--tp", "32", "--shardspecs", "myspecs:specs"], env, cwd)
+    assert done.returncode == 2
+    time.sleep(1.0)
+    assert not list((Path(env["K3PLAN_CACHE_DIR"]) / "warm").glob("*.sock"))
