@@ -38,6 +38,7 @@ class Server:
         self.started = time.time()
         self.last = time.monotonic()
         self.served = 0
+        self.workers_cpu_s = 0.0  # user + system seconds of the workers that ended (benchmarks/bench_fit.py)
         self.listening = True
         self.prints = self._prints()
 
@@ -125,6 +126,7 @@ class Server:
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.started)),
             "served": self.served,
             "running": len(self.workers),
+            "workers_cpu_s": round(self.workers_cpu_s, 6),
             "idle_s": round(time.monotonic() - self.last, 1),
             "stops_after_idle_s": _idle_s(),
         }
@@ -147,7 +149,8 @@ class Server:
         self.selector.unregister(pidfd)
         conn, _ = self.workers.pop(pidfd)
         os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
+        self.workers_cpu_s += usage.ru_utime + usage.ru_stime
         code = os.waitstatus_to_exitcode(status)
         try:
             conn.sendall(b"R%d\n" % (code if code >= 0 else 128 - code))  # killed by signal N: 128 + N, as shells say

@@ -41,6 +41,7 @@ class ServerStatus(BaseModel):
     started: str
     served: int
     running: int
+    workers_cpu_s: float
     idle_s: float
     stops_after_idle_s: float
 
