@@ -26,6 +26,7 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,10 @@ SOCKET_PATH_MAX = 107  # sockaddr_un.sun_path less its terminating NUL (Linux)
 # the server's exit code for a worker it lost track of (sysexits' EX_SOFTWARE)
 EXIT_LOST = 70
 WORKER = False  # set in a server's worker: it neither asks a server nor starts one
+# What a module built at import from the process's streams or terminal (not from the environment, which is
+# the server's identity) builds again in a worker, once it has the asking run's streams: k3plan.cli.common's
+# consoles (rich decides width and colours from the stream it is built on)
+AT_WORKER_START: list[Callable[[], None]] = []
 # this process as it started (ask): its identity, environment and import path, which the run changes (k3plan.cli.app.main
 # sets PYDANTIC_DISABLE_PLUGINS); the server start_server starts is that of the process that asked
 _ASKED: dict[str, Any] = {}
@@ -123,7 +128,8 @@ def send(s: socket.socket, message: dict[str, Any], fds: list[int] | None = None
     data = json.dumps(message).encode("utf-8", "surrogateescape")
     data = struct.pack("!I", len(data)) + data
     sent = socket.send_fds(s, [data], fds) if fds else s.send(data)
-    s.sendall(data[sent:])
+    if sent < len(data):  # (an empty send to a server that already answered and closed: EPIPE)
+        s.sendall(data[sent:])
 
 
 def _stream(stream: Any) -> dict[str, Any]:

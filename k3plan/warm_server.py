@@ -239,6 +239,8 @@ def _work(message: dict[str, Any], fds: list[int], server_files: list[Any], serv
             code = 2
             return
         warm.WORKER = True  # (the server's imports stay frozen: a worker's collections skip them, as they'd survive)
+        for renew in warm.AT_WORKER_START:
+            renew()
         from k3plan.__main__ import main
 
         try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 import typer
 from rich.console import Console
 
+from k3plan import warm
 from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
 from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 
@@ -32,8 +33,22 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+def _console_options() -> dict[str, Any]:
+    return {"highlight": False, "emoji": False, "width": None if sys.stdout.isatty() else 140}
+
+
+console = _Console(**_console_options())
 err_console = Console(stderr=True, highlight=False, emoji=False)
+
+
+def _renew_consoles() -> None:
+    """Both consoles built again, in place (every module holds them), for this process's streams and
+    environment: a warm server's worker (k3plan.warm) inherits them built in the server, on /dev/null."""
+    console.__init__(**_console_options())  # type: ignore[misc]
+    err_console.__init__(stderr=True, highlight=False, emoji=False)  # type: ignore[misc]
+
+
+warm.AT_WORKER_START.append(_renew_consoles)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 # read by k3plan.answers before typer runs (a cached answer is given without importing typer); declared

@@ -69,13 +69,16 @@ def _show(rows: list[ServerStatus], json_out: bool, verb: str) -> None:
     if not rows:
         console.print("no warm k3plan server is running" if verb == "running" else "no warm k3plan server was running")
         return
-    from rich.table import Table
+    from k3plan.report.tables import Column, build_table, figure
 
-    table = Table(title=f"warm k3plan servers {verb}")
-    for col in ("pid", "started", "served", "running", "idle s", "stops after idle s", "modules", "python"):
-        table.add_column(col, justify="right" if col not in ("started", "python") else "left")
-    for r in rows:
-        table.add_row(
+    columns = [
+        figure("pid"),
+        Column("started"),
+        *(figure(c) for c in ("served", "running", "idle s", "stops after idle s", "modules")),
+        Column("python", overflow="fold"),
+    ]
+    cells = [
+        (
             str(r.pid),
             r.started,
             str(r.served),
@@ -85,6 +88,9 @@ def _show(rows: list[ServerStatus], json_out: bool, verb: str) -> None:
             str(r.modules),
             r.python,
         )
+        for r in rows
+    ]
+    table = build_table(columns, cells, title=f"warm k3plan servers {verb}")
     console.print(table)
 
 

@@ -47,6 +47,31 @@ def _k3plan(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
                           check=False, timeout=120)
 
 
+def _in_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, bytes]:
+    """``k3plan ARGS`` with stdin, stdout and stderr a terminal of 100 x 30: its exit code and what it showed."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "k3plan", *args], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=cwd, env=env)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's last writer closed it
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.wait(timeout=120), shown
+
+
 def _servers(env: dict[str, str], cwd: Path) -> list[dict]:
     done = _k3plan(["server", "status", "--json"], env, cwd)
     assert done.returncode == 0, done.stderr
@@ -78,6 +103,20 @@ def test_served_answers_are_the_worked_out_ones(world):
     after = _servers(env, cwd)
     assert [s["pid"] for s in after] == [first["pid"]]
     assert after[0]["served"] == first["served"] + len(QUESTIONS)  # each was the server's worker's
+
+
+def test_a_terminal_sees_what_a_fresh_process_shows(world):
+    """rich decides colours and width from the stream it is built on: the consoles a worker inherits
+    were built in the server, on /dev/null (k3plan.cli.common._renew_consoles builds them again)."""
+    cwd, env = world
+    env = {**{k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}, "TERM": "xterm-256color"}
+    question = ["fit", "-t", "2x2x4", "--tp", "16"]
+    cold = _in_terminal(question, {**env, "K3PLAN_NO_SERVER": "1"}, cwd)
+    assert cold[0] == 1 and b"\x1b[" in cold[1]  # colours, on a terminal
+    _in_terminal(QUESTIONS[0], env, cwd)
+    first = _wait_for_server(env, cwd)
+    assert _in_terminal(question, env, cwd) == cold
+    assert _servers(env, cwd)[0]["served"] == first["served"] + 1
 
 
 def test_another_environment_is_not_served(world):
