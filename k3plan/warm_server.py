@@ -299,6 +299,10 @@ def main() -> None:
 
     if warm.identity() != spec["identity"] or os.path.abspath(k3plan.__file__ or "") != spec["k3plan"]:
         return  # another interpreter, import path or k3plan than the run that started it: no server
+    try:  # the worker's end is watched through a pidfd (Linux 5.3+): without one, no server
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return
     import fcntl
 
     lock = open(spec["socket"] + ".lock", "a")  # noqa: SIM115 - held for the server's life
