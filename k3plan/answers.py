@@ -86,7 +86,6 @@ def enabled(args: list[str]) -> bool:
 
 def key(args: list[str]) -> str:
     """Everything a run's answer depends on besides the files it reads."""
-    from k3plan import __version__
 
     def terminal(stream: Any) -> list[Any]:
         # the bytes a text reaches the stream as: `python -X utf8=0` under LC_ALL=C gets an ASCII stdout
@@ -105,14 +104,7 @@ def key(args: list[str]) -> str:
 
     parts = [
         FORMAT,
-        __version__,
-        sys.version,
-        sys.executable,
-        sys.path,
-        # the interpreter's options (-O, -X, -W, -E ...): none is in the environment
-        list(sys.flags),
-        sys.warnoptions,
-        sys._xoptions,
+        *interpreter(),
         args,
         os.getcwd(),
         sorted(os.environ.items()),
@@ -120,7 +112,20 @@ def key(args: list[str]) -> str:
         terminal(sys.stderr),
         terminal(sys.stdin),  # rich takes a terminal's size from stdin first (rich.console.Console.size)
     ]
-    return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+    return digest(parts, 20)
+
+
+def interpreter() -> list[Any]:
+    """k3plan's version and the interpreter that runs it: its build, path, import path and options
+    (-O, -X, -W, -E ...: none of them is in the environment)."""
+    from k3plan import __version__
+
+    return [__version__, sys.version, sys.executable, sys.path, list(sys.flags), sys.warnoptions, sys._xoptions]
+
+
+def digest(parts: list[Any], size: int) -> str:
+    """A hash of JSON-able ``parts`` (names in any encoding the system gave them), ``size`` bytes as hex."""
+    return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=size).hexdigest()
 
 
 def fingerprint(path: str, how: str, was: Any = None) -> list[Any]:

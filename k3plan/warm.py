@@ -19,7 +19,6 @@ passed over a Unix socket, the peer's user checked by SO_PEERCRED).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -75,22 +74,10 @@ def enabled(args: list[str]) -> bool:
 def identity() -> str:
     """What a server's imports depend on: the interpreter, its options and import path, k3plan's
     version, the user and the environment (less the variables a shell changes as it moves about)."""
-    from k3plan import __version__
+    from k3plan.answers import digest, interpreter
 
     env = sorted((k, v) for k, v in os.environ.items() if k not in VOLATILE_ENV)
-    parts = [
-        FORMAT,
-        __version__,
-        sys.version,
-        sys.executable,
-        sys.path,
-        list(sys.flags),
-        sys.warnoptions,
-        sys._xoptions,
-        os.geteuid(),
-        env,
-    ]
-    return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
+    return digest([FORMAT, *interpreter(), os.geteuid(), env], 12)
 
 
 def folder() -> Path | None:
