@@ -34,7 +34,8 @@ def world() -> Iterator[tuple[Path, dict[str, str]]]:
     env.update(K3PLAN_CACHE_DIR=str(root / "c"), K3PLAN_NO_CACHE="1", COLUMNS="120")
     (root / "run").mkdir()
     (root / "pp").mkdir()
-    env["PYTHONPATH"] = str(root / "pp")  # an import folder of the server's (test_stale)
+    # an import folder of the server's (test_stale), after this checkout's k3plan (not an installed one elsewhere)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(root / "pp")])
     try:
         yield root / "run", env
     finally:
@@ -93,7 +94,7 @@ def test_a_changed_import_folder_stops_the_server(world):
     cwd, env = world
     _k3plan(QUESTIONS[0], env, cwd)
     first = _wait_for_server(env, cwd)
-    (Path(env["PYTHONPATH"]) / "newmodule.py").write_text("")  # an import could now find it: the server is stale
+    (Path(env["PYTHONPATH"].split(os.pathsep)[-1]) / "newmodule.py").write_text("")  # an import could now find it: the server is stale
     again = _k3plan(QUESTIONS[0], env, cwd)
     assert again.returncode == 0 and json.loads(again.stdout)  # worked out by the run itself
     time.sleep(0.5)
@@ -116,7 +117,7 @@ def test_an_idle_server_stops(world):
 
 def test_no_server_after_the_users_code(world):
     cwd, env = world
-    (Path(env["PYTHONPATH"]) / "myspecs.py").write_text(
+    (Path(env["PYTHONPATH"].split(os.pathsep)[-1]) / "myspecs.py").write_text(
         "def specs(model, parallel):\n    raise RuntimeError('boom')\n"
     )
     done = _k3plan(["fit", "-t", "2x2x4", "--tp", "32", "--shardspecs", "myspecs:specs"], env, cwd)
