@@ -27,7 +27,7 @@ import socket
 import struct
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # the fast paths (README): a command that writes a report or gates CI gains as much as fit
 SERVED_COMMANDS = frozenset({"fit", "plan", "curve", "roofline", "check", "report", "models", "hardware"})
@@ -48,6 +48,20 @@ WORKER = False  # set in a server's worker: it neither asks a server nor starts 
 _ASKED: dict[str, Any] = {}
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# what a worker calls once the asking run's streams, environment and folder are its own (k3plan.warm_server): the
+# objects a module built at import from the process's streams (k3plan.cli.common's consoles) built again for the run's
+_ON_NEW_STREAMS: list[Callable[[], None]] = []
+
+
+def on_new_streams(build: Callable[[], None]) -> None:
+    """Have a warm server's worker call ``build`` once its streams are those of the run it answers."""
+    _ON_NEW_STREAMS.append(build)
+
+
+def new_streams() -> None:
+    """In a worker: rebuild what was built from the server's streams (on_new_streams)."""
+    for build in _ON_NEW_STREAMS:
+        build()
 
 
 def enabled(args: list[str]) -> bool:

@@ -236,6 +236,7 @@ def _work(message: dict[str, Any], fds: list[int], server_files: list[Any], serv
             code = 2
             return
         warm.WORKER = True  # (the server's imports stay frozen: a worker's collections skip them, as they'd survive)
+        warm.new_streams()
         from k3plan.__main__ import main
 
         try:

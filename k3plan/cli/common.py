@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 import typer
 from rich.console import Console
 
+from k3plan import warm
 from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
 from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 
@@ -32,8 +33,18 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True, highlight=False, emoji=False)
+def _build_consoles() -> None:
+    """Build ``console`` and ``err_console`` for this process's stdout and stderr (a terminal's width and
+    colours are read here); a warm server's worker builds them again once the asking run's streams are its
+    own (k3plan.warm.on_new_streams), as the server imported this module with its stdout on /dev/null."""
+    Console.__init__(console, highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+    Console.__init__(err_console, stderr=True, highlight=False, emoji=False)
+
+
+console = _Console.__new__(_Console)
+err_console = Console.__new__(Console)
+_build_consoles()
+warm.on_new_streams(_build_consoles)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 # read by k3plan.answers before typer runs (a cached answer is given without importing typer); declared

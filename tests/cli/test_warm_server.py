@@ -124,3 +124,46 @@ def test_no_server_after_the_users_code(world):
     assert done.returncode == 2
     time.sleep(1.0)
     assert not list((Path(env["K3PLAN_CACHE_DIR"]) / "warm").glob("*.sock"))
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path, columns: int) -> bytes:
+    """What ``k3plan ARGS`` writes to a terminal ``columns`` wide (stdout and stderr both on it)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("4H", 24, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "k3plan", *args], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=cwd, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # EIO: the terminal's last writer closed it
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) in (0, 1, 2)
+    return out
+
+
+def test_a_terminal_gets_its_own_width_and_colours(world):
+    """The server imported k3plan.cli.common with its stdout on /dev/null: its consoles were 140 columns and
+    colourless, and a served run on a 60-column terminal printed them so (its worker builds them again)."""
+    cwd, env = world
+    env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
+    env["TERM"] = "xterm-256color"
+    questions = [["hardware"], ["fit", "-t", "2x2x4", "--tp", "7"]]  # a table on stdout; a red error on stderr
+    cold = [_on_a_terminal(q, {**env, "K3PLAN_NO_SERVER": "1"}, cwd, 60) for q in questions]
+    assert b"\x1b[" in cold[1]
+    _k3plan(QUESTIONS[0], env, cwd)
+    first = _wait_for_server(env, cwd)
+    warm = [_on_a_terminal(q, env, cwd, 60) for q in questions]
+    assert warm == cold
+    assert _servers(env, cwd)[0]["served"] == first["served"] + len(questions)
+
