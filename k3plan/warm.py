@@ -137,7 +137,8 @@ def send(s: socket.socket, message: dict[str, Any], fds: list[int] | None = None
     data = json.dumps(message).encode("utf-8", "surrogateescape")
     data = struct.pack("!I", len(data)) + data
     sent = socket.send_fds(s, [data], fds) if fds else s.send(data)
-    s.sendall(data[sent:])
+    if sent < len(data):  # (a sendall of nothing fails where the server has answered and closed already)
+        s.sendall(data[sent:])
 
 
 def _stream(stream: Any) -> dict[str, Any]:

@@ -167,3 +167,18 @@ def test_a_terminal_gets_its_own_width_and_colours(world):
     assert warm == cold
     assert _servers(env, cwd)[0]["served"] == first["served"] + len(questions)
 
+
+def test_a_message_sent_whole_is_not_sent_again():
+    """A status or stop that the server had answered (and closed) before the client's trailing sendall(b"") failed
+    with EPIPE: `k3plan server status` then missed a running server, one run in a few."""
+    from k3plan import warm
+
+    class Answered:  # the server read it all, answered and closed
+        def send(self, data: bytes) -> int:
+            return len(data)
+
+        def sendall(self, data: bytes) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    warm.send(Answered(), {"op": "status"})  # type: ignore[arg-type]
+
