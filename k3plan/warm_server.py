@@ -73,6 +73,8 @@ class Server:
                 what, data = key.data
                 if what == "accept":
                     self.accept()
+                elif what == "asker":
+                    self.asker_gone(key.fileobj, data)  # type: ignore[arg-type]
                 else:
                     self.reap(key.fileobj, data)  # type: ignore[arg-type]
             if self.listening and not self.workers:
@@ -90,20 +92,24 @@ class Server:
             if uid != os.geteuid():
                 conn.close()
                 return
-            message, fds = _receive(conn)
+            message = _receive(conn)
         except (OSError, ValueError):
             conn.close()
             return
+        fds: list[int] = []
         try:
             op = message.get("op")
-            if op == "run" and len(fds) == 3 and isinstance(message, dict):
+            if op == "run":
                 if self.stale():  # the asking run works it out itself; this server is done
                     conn.sendall(b"S\n")
                     self.stop_listening()
-                else:
-                    self.last = time.monotonic()
-                    self.fork(conn, message, fds)
-                    return
+                else:  # the run's streams come once it knows this server answers (k3plan.warm.REPLY_S)
+                    conn.sendall(b"A\n")
+                    _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+                    if len(fds) == 3:
+                        self.last = time.monotonic()
+                        self.fork(conn, message, fds)
+                        return
             elif op in ("status", "stop"):
                 conn.sendall(json.dumps(self.status()).encode() + b"\n")
                 if op == "stop":
@@ -140,7 +146,17 @@ class Server:
         self.selector.register(pidfd, selectors.EVENT_READ, ("worker", pid))
         try:
             conn.sendall(b"P%d\n" % pid)
-        except OSError:  # the asking run is gone; the worker runs on (its streams are the run's)
+        except OSError:  # the asking run is gone: asker_gone ends its worker
+            pass
+        # the asking run says nothing more: its end of the connection readable is the run gone (SIGKILL), whose
+        # worker a fresh process's end would have ended too
+        self.selector.register(conn, selectors.EVENT_READ, ("asker", pidfd))
+
+    def asker_gone(self, conn: socket.socket, pidfd: int) -> None:
+        self.selector.unregister(conn)
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:  # it ended already (reap closes its pidfd once the selector says so)
             pass
 
     def reap(self, pidfd: int, pid: int) -> None:
@@ -148,10 +164,13 @@ class Server:
         conn, _ = self.workers.pop(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        try:
-            conn.sendall(b"R%d\n" % (code if code >= 0 else 128 - code))  # killed by signal N: 128 + N, as shells say
+        try:  # killed by signal N: R-N (the asking run then ends by N too)
+            conn.sendall(b"R%d\n" % os.waitstatus_to_exitcode(status))
         except OSError:
+            pass
+        try:
+            self.selector.unregister(conn)
+        except KeyError:  # asker_gone unregistered it
             pass
         conn.close()
         self.last = time.monotonic()
@@ -165,8 +184,8 @@ def _idle_s() -> float:
     return idle if 0 < idle < 1e7 else warm.IDLE_S
 
 
-def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    head, fds, _, _ = socket.recv_fds(conn, 4, 3)
+def _receive(conn: socket.socket) -> dict[str, Any]:
+    head = b""
     while len(head) < 4:
         more = conn.recv(4 - len(head))
         if not more:
@@ -184,7 +203,7 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     message = json.loads(body.decode("utf-8", "surrogateescape"))
     if not isinstance(message, dict):
         raise ValueError("not a message")
-    return message, list(fds)
+    return message
 
 
 def _stdio(fd: int, info: dict[str, Any], writes: bool) -> io.TextIOWrapper:

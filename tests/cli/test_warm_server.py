@@ -182,3 +182,71 @@ def test_a_message_sent_whole_is_not_sent_again():
 
     warm.send(Answered(), {"op": "status"})  # type: ignore[arg-type]
 
+
+def test_a_server_that_does_not_answer_is_not_waited_for(world, tmp_path):
+    """A process at the socket that never answers (a stopped or hung server): the run works it out itself, and its
+    streams were never handed over (an in-flight descriptor would hold a pipe open, its reader waiting for ever)."""
+    import socket
+
+    cwd, env = world
+    helper = tmp_path / "helper.py"
+    helper.write_text(
+        "import sys\nfrom k3plan import warm\n"
+        "if sys.argv[1] == 'path':\n    print(warm.socket_path(warm.identity()))\n"
+        "else:\n    warm.REPLY_S = 0.3\n    from k3plan.__main__ import main\n    sys.argv[1:] = sys.argv[2:]\n    main()\n"
+    )
+    run_env = env
+    path = subprocess.run([sys.executable, str(helper), "path"], capture_output=True, text=True, cwd=cwd, env=run_env,
+                          check=True).stdout.strip()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(path)
+    mute.listen(4)  # never accepts
+    try:
+        cold = _k3plan(QUESTIONS[0], {**env, "K3PLAN_NO_SERVER": "1"}, cwd)
+        done = subprocess.run([sys.executable, str(helper), "run", *QUESTIONS[0]], capture_output=True, cwd=cwd,
+                              env=run_env, check=False, timeout=20)
+        assert (done.returncode, done.stdout, done.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    finally:
+        mute.close()
+        os.unlink(path)
+
+
+def _slow(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen, int]:
+    """A served run whose worker is busy: 3.8 MB of plan to a pipe nobody reads (its read end returned)."""
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "k3plan", "plan", "--max-chips", "4096", "--top", "100000",
+                             "--json"], stdout=w, stderr=subprocess.PIPE, cwd=cwd, env=env)
+    os.close(w)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not any(s["running"] for s in _servers(env, cwd)):
+        time.sleep(0.1)
+    assert any(s["running"] for s in _servers(env, cwd)), "no worker ran it"
+    return proc, r
+
+
+def test_the_run_ends_as_its_worker_and_its_worker_as_the_run(world):
+    """SIGTERM: a fresh run dies of it (-15), a served one exited 143. SIGKILL: a fresh run's streams close, a
+    served one's worker wrote on (its reader waited for ever). The server killed: exit 70, its worker gone."""
+    import signal
+
+    cwd, env = world
+    _k3plan(QUESTIONS[0], env, cwd)
+    server = _wait_for_server(env, cwd)["pid"]
+
+    proc, r = _slow(env, cwd)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == -signal.SIGTERM
+    os.close(r)
+
+    proc, r = _slow(env, cwd)
+    proc.kill()
+    _, err = proc.communicate(timeout=10)  # the worker held stderr open: this waited until the test's timeout
+    assert (proc.returncode, err) == (-signal.SIGKILL, b"")
+    os.close(r)
+
+    proc, r = _slow(env, cwd)
+    os.kill(server, signal.SIGKILL)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 70 and err.count(b"\n") == 1, err
+    os.close(r)
