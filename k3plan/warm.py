@@ -256,16 +256,24 @@ def _die_of(signum: int) -> None:
 
 def _forward_signals(pidfd: int) -> dict[int, Any]:
     """Ctrl-C (and a terminate or a hang-up) sent to this process go to the worker, which answers
-    them as a run of its own would (one line, exit 130); this process waits for its exit code."""
+    them as a run of its own would (one line, exit 130); this process waits for its exit code. Ctrl-Z
+    stops the worker with this process, and `fg` or `bg` (SIGCONT) continues both."""
     previous: dict[int, Any] = {}
 
     def forward(signum: int, frame: Any) -> None:
         try:
-            signal.pidfd_send_signal(pidfd, signum)
+            if signum != signal.SIGTSTP:
+                signal.pidfd_send_signal(pidfd, signum)
+                return
+            signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+            signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTSTP)  # this process stops here, until a SIGCONT
+            signal.signal(signal.SIGTSTP, forward)
+            signal.pidfd_send_signal(pidfd, signal.SIGCONT)
         except OSError:
             pass
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP):
         try:
             previous[sig] = signal.signal(sig, forward)
         except (ValueError, OSError):  # pragma: no cover - not the main thread

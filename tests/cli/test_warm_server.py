@@ -222,12 +222,14 @@ def _slow(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen, int]:
     while time.monotonic() < end and not any(s["running"] for s in _servers(env, cwd)):
         time.sleep(0.1)
     assert any(s["running"] for s in _servers(env, cwd)), "no worker ran it"
+    time.sleep(0.2)  # the run has heard the worker's pid (P) and forwards signals
     return proc, r
 
 
 def test_the_run_ends_as_its_worker_and_its_worker_as_the_run(world):
     """SIGTERM: a fresh run dies of it (-15), a served one exited 143. SIGKILL: a fresh run's streams close, a
-    served one's worker wrote on (its reader waited for ever). The server killed: exit 70, its worker gone."""
+    served one's worker wrote on (its reader waited for ever). SIGTSTP: the worker stops too. The server killed:
+    exit 70, its worker gone."""
     import signal
 
     cwd, env = world
@@ -244,6 +246,20 @@ def test_the_run_ends_as_its_worker_and_its_worker_as_the_run(world):
     _, err = proc.communicate(timeout=10)  # the worker held stderr open: this waited until the test's timeout
     assert (proc.returncode, err) == (-signal.SIGKILL, b"")
     os.close(r)
+
+    proc, r = _slow(env, cwd)  # Ctrl-Z: the worker stopped with the run (it wrote on while the shell said Stopped)
+    proc.send_signal(signal.SIGTSTP)
+    worker = int(Path(f"/proc/{server}/task/{server}/children").read_text().split()[0])
+    states = []
+    for _ in range(50):
+        states = [Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()[0] for p in (proc.pid, worker)]
+        if states == ["T", "T"]:
+            break
+        time.sleep(0.02)
+    assert states == ["T", "T"]
+    proc.send_signal(signal.SIGCONT)
+    os.close(r)  # the worker goes on: it meets the closed pipe and ends as a fresh run would (141)
+    assert proc.wait(timeout=20) == 141
 
     proc, r = _slow(env, cwd)
     os.kill(server, signal.SIGKILL)
