@@ -184,7 +184,7 @@ def ask(args: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:  # no working folder (removed under the shell)
         return None
-    _ASKED.update(identity=ident, env=dict(os.environ), path=list(sys.path))
+    _ASKED.update(identity=ident, env=dict(os.environ), path=list(sys.path), cwd=cwd)
     if path is None:
         return None
     s = connect(path)
@@ -325,6 +325,7 @@ def start_server(args: list[str]) -> None:
             "socket": os.fspath(path),
             "k3plan": os.path.abspath(sys.modules["k3plan"].__file__ or ""),
             "modules": preloadable(list(sys.modules)),
+            "cwd": _ASKED["cwd"],  # the working folder (on sys.path with `-m`), checked as the run checks it
         }
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # multiprocessing's

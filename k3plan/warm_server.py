@@ -39,11 +39,14 @@ class Server:
         self.last = time.monotonic()
         self.served = 0
         self.listening = True
-        self.prints = self._prints()
+        self.prints = self._prints(spec["cwd"])
 
     @staticmethod
-    def _prints() -> list[list[Any]]:
-        return [[p, how, answers.fingerprint(p, how)] for p, how in sorted(answers.import_paths({}, set()).items())]
+    def _prints(cwd: str) -> list[list[Any]]:
+        """What stale() checks: the import folders as the starting run saw them, its working folder by the names
+        of the modules imported (not every file: a report written there does not make this server stale)."""
+        paths = answers.import_paths({}, set(), cwd)
+        return [[p, how, answers.fingerprint(p, how)] for p, how in sorted(paths.items())]
 
     def stale(self) -> bool:
         """A module file or an import folder is not what it was when this server imported it."""

@@ -266,3 +266,20 @@ def test_the_run_ends_as_its_worker_and_its_worker_as_the_run(world):
     _, err = proc.communicate(timeout=10)
     assert proc.returncode == 70 and err.count(b"\n") == 1, err
     os.close(r)
+
+
+def test_a_file_written_in_the_working_folder_leaves_the_server(world):
+    """With `python -m`, the working folder is on sys.path: the server listed every file in it (its own working
+    folder is elsewhere), so a report written there, or any file, made it stale; now only a file that an import
+    would find first does, as for the answer cache."""
+    cwd, env = world
+    _k3plan(QUESTIONS[0], env, cwd)
+    first = _wait_for_server(env, cwd)
+    (cwd / "notes.md").write_text("")
+    _k3plan(QUESTIONS[0], env, cwd)
+    assert [(s["pid"], s["served"]) for s in _servers(env, cwd)] == [(first["pid"], first["served"] + 1)]
+    (cwd / "rich.py").write_text("")  # rich, imported by the server, would now be imported from here
+    _k3plan(QUESTIONS[0], env, cwd)
+    (cwd / "rich.py").unlink()
+    time.sleep(0.5)
+    assert all(s["pid"] != first["pid"] for s in _servers(env, cwd))
