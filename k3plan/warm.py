@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -216,7 +217,10 @@ def ask(args: list[str]) -> int | None:
         s.settimeout(None)
         with os.fdopen(pidfd, "rb", buffering=0):
             previous = _forward_signals(pidfd)
-            try:
+            try:  # the server's word, or the worker's end, whichever comes first: a worker that ended has its
+                # exit code said at once, by a server that is not stopped or hung (else: exit 70, not a wait for ever)
+                if s not in select.select([s, pidfd], [], [])[0]:
+                    s.settimeout(REPLY_S)
                 last = next(replies, "")
             finally:
                 for sig, handler in previous.items():

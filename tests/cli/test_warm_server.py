@@ -283,3 +283,29 @@ def test_a_file_written_in_the_working_folder_leaves_the_server(world):
     (cwd / "rich.py").unlink()
     time.sleep(0.5)
     assert all(s["pid"] != first["pid"] for s in _servers(env, cwd))
+
+
+def test_a_stopped_server_does_not_hold_a_run_whose_worker_ended(world, tmp_path):
+    """The server stopped (SIGSTOP) while its worker ran: the worker ended, nobody said its exit code, and the run
+    waited for ever; it now says so and exits 70 once REPLY_S has passed after the worker's end."""
+    import signal
+
+    cwd, env = world
+    helper = tmp_path / "helper.py"
+    helper.write_text(
+        "import sys\nfrom k3plan import warm\nwarm.REPLY_S = 0.3\nfrom k3plan.__main__ import main\nmain()\n"
+    )
+    subprocess.run([sys.executable, str(helper), *QUESTIONS[0]], capture_output=True, cwd=cwd, env=env, check=True)
+    server = _wait_for_server(env, cwd)["pid"]  # the helper's (its folder on sys.path: its own identity)
+    proc = subprocess.Popen([sys.executable, str(helper), "plan", "--max-chips", "4096", "--top", "100000", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not Path(f"/proc/{server}/task/{server}/children").read_text().split():
+        time.sleep(0.05)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    assert proc.returncode == 70 and err.count(b"\n") == 1, err
+    assert json.loads(out)  # the worker's answer, whole
