@@ -68,23 +68,16 @@ def _show(rows: list[ServerStatus], json_out: bool, verb: str) -> None:
     if not rows:
         console.print("no warm k3plan server is running" if verb == "running" else "no warm k3plan server was running")
         return
-    from rich.table import Table
+    from k3plan.report.tables import Column, build_table, figure, print_whole
 
-    table = Table(title=f"warm k3plan servers {verb}")
-    for col in ("pid", "started", "served", "running", "idle s", "stops after idle s", "modules", "python"):
-        table.add_column(col, justify="right" if col not in ("started", "python") else "left")
-    for r in rows:
-        table.add_row(
-            str(r.pid),
-            r.started,
-            str(r.served),
-            str(r.running),
-            f"{r.idle_s:.0f}",
-            f"{r.stops_after_idle_s:.0f}",
-            str(r.modules),
-            r.python,
-        )
-    console.print(table)
+    columns = [figure("pid"), Column("started"), figure("served"), figure("running"), figure("idle s")]
+    columns += [figure("stops after idle s"), figure("modules"), Column("python")]
+    cells = [
+        (str(r.pid), r.started, str(r.served), str(r.running), f"{r.idle_s:.0f}", f"{r.stops_after_idle_s:.0f}")
+        + (str(r.modules), r.python)
+        for r in rows
+    ]
+    print_whole(console, build_table(columns, cells, title=f"warm k3plan servers {verb}"))
 
 
 @app.callback()
