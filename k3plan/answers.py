@@ -342,12 +342,13 @@ class Recorder:
         return out
 
 
-def import_paths(seen: dict[str, str], tops: set[str]) -> dict[str, str]:
+def import_paths(seen: dict[str, str], tops: set[str], cwd: str | None = None) -> dict[str, str]:
     """``seen`` (path -> how it is checked) with every imported module's file and every folder an import
     looks in (a module put in one ahead of where it was found would be imported instead): the folders on
-    sys.path and those of the modules by their names; the working folder, where files come and go, by
-    the names of the modules imported (``tops`` and those in sys.modules)."""
-    cwd = os.getcwd()
+    sys.path and those of the modules by their names; the working folder (``cwd``, this process's unless
+    given: a warm server's is that of the run that started it), where files come and go, by the names of
+    the modules imported (``tops`` and those in sys.modules)."""
+    cwd = os.getcwd() if cwd is None else cwd
     folders = {cwd if p in ("", ".") else _absolute(p) for p in sys.path if isinstance(p, str)}
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)

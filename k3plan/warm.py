@@ -21,20 +21,20 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import struct
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # the fast paths (README): a command that writes a report or gates CI gains as much as fit
 SERVED_COMMANDS = frozenset({"fit", "plan", "curve", "roofline", "check", "report", "models", "hardware"})
 NO_SERVER_ENV = "K3PLAN_NO_SERVER"
 IDLE_ENV = "K3PLAN_SERVER_IDLE"
 IDLE_S = 600.0
-FORMAT = 1  # bump when the protocol or what a server checks changes
+FORMAT = 2  # bump when the protocol or what a server checks changes
 # variables a shell changes as it moves about, which no module reads at import: not part of a server's identity
 VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "_", "SHLVL"})
 # where modules that start threads, or take seconds to import, would be imported by a server (fork after threads)
@@ -42,16 +42,29 @@ NOT_PRELOADED = frozenset({"jax", "jaxlib", "torch", "tensorflow", "libtpu"})
 SOCKET_PATH_MAX = 107  # sockaddr_un.sun_path less its terminating NUL (Linux)
 # the server's exit code for a worker it lost track of (sysexits' EX_SOFTWARE)
 EXIT_LOST = 70
+# how long a run waits for a server's first reply (it answers in milliseconds): one stopped (SIGSTOP), hung or not
+# k3plan's at the socket is given up on, and the run worked out here; the run's streams go only to one that replied
+REPLY_S = 5.0
 WORKER = False  # set in a server's worker: it neither asks a server nor starts one
-# What a module built at import from the process's streams or terminal (not from the environment, which is
-# the server's identity) builds again in a worker, once it has the asking run's streams: k3plan.cli.common's
-# consoles (rich decides width and colours from the stream it is built on)
-AT_WORKER_START: list[Callable[[], None]] = []
 # this process as it started (ask): its identity, environment and import path, which the run changes (k3plan.cli.app.main
 # sets PYDANTIC_DISABLE_PLUGINS); the server start_server starts is that of the process that asked
 _ASKED: dict[str, Any] = {}
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# what a worker calls once the asking run's streams, environment and folder are its own (k3plan.warm_server): the
+# objects a module built at import from the process's streams (k3plan.cli.common's consoles) built again for the run's
+_ON_NEW_STREAMS: list[Callable[[], None]] = []
+
+
+def on_new_streams(build: Callable[[], None]) -> None:
+    """Have a warm server's worker call ``build`` once its streams are those of the run it answers."""
+    _ON_NEW_STREAMS.append(build)
+
+
+def new_streams() -> None:
+    """In a worker: rebuild what was built from the server's streams (on_new_streams)."""
+    for build in _ON_NEW_STREAMS:
+        build()
 
 
 def enabled(args: list[str]) -> bool:
@@ -60,7 +73,7 @@ def enabled(args: list[str]) -> bool:
         return False
     if os.environ.get(NO_SERVER_ENV, "") not in ("", "0") or not sys.platform.startswith("linux"):
         return False
-    if not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open"):
+    if not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open") or not hasattr(signal, "pidfd_send_signal"):
         return False
     # a relative folder on the import path is one of the folder a process runs in: a server's would differ
     # (a name that is no folder, as an editable install's path hook, means the same anywhere)
@@ -115,7 +128,7 @@ def send(s: socket.socket, message: dict[str, Any], fds: list[int] | None = None
     data = json.dumps(message).encode("utf-8", "surrogateescape")
     data = struct.pack("!I", len(data)) + data
     sent = socket.send_fds(s, [data], fds) if fds else s.send(data)
-    if sent < len(data):  # (an empty send to a server that already answered and closed: EPIPE)
+    if sent < len(data):  # (a sendall of nothing fails where the server has answered and closed already)
         s.sendall(data[sent:])
 
 
@@ -130,8 +143,8 @@ def _stream(stream: Any) -> dict[str, Any]:
 
 
 def _lines(s: socket.socket) -> Any:
-    """The server's replies, a line each: ``P<pid>`` (the worker started), ``R<code>`` (it ended),
-    ``S`` (this server answers no more: work it out here)."""
+    """The server's replies, a line each: ``A`` (send the streams), ``P<pid>`` (the worker started), ``R<code>``
+    (it ended; ``R-N``: killed by signal N), ``S`` (this server answers no more: work it out here)."""
     buf = b""
     while True:
         while b"\n" not in buf:
@@ -139,6 +152,8 @@ def _lines(s: socket.socket) -> Any:
                 chunk = s.recv(64)
             except InterruptedError:  # pragma: no cover - PEP 475 retries
                 continue
+            except OSError:  # a reply that did not come in time (REPLY_S), or a connection reset
+                return
             if not chunk:
                 return
             buf += chunk
@@ -157,7 +172,7 @@ def ask(args: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:  # no working folder (removed under the shell)
         return None
-    _ASKED.update(identity=ident, env=dict(os.environ), path=list(sys.path))
+    _ASKED.update(identity=ident, env=dict(os.environ), path=list(sys.path), cwd=cwd)
     if path is None:
         return None
     s = connect(path)
@@ -172,21 +187,38 @@ def ask(args: list[str]) -> int | None:
             "umask": _umask(),
             "streams": [_stream(x) for x in (sys.__stdin__, sys.__stdout__, sys.__stderr__)],
         }
-        try:
-            send(s, request, [0, 1, 2])
-        except OSError:
-            return None
         replies = _lines(s)
-        first = next(replies, "S")
-        if not first.startswith("P"):  # stale, or gone before it began: nothing was written yet
+        try:  # the streams go to a server that replied in time only (one that hangs would hold them open)
+            s.settimeout(REPLY_S)
+            send(s, request)
+            if next(replies, "S") != "A":  # stale, or not a k3plan server of this format
+                return None
+            socket.send_fds(s, [b"F"], [0, 1, 2])
+            first = next(replies, "S")
+            worker = int(first[1:]) if first.startswith("P") else 0
+            pidfd = os.pidfd_open(worker) if worker > 0 else -1
+        except (OSError, ValueError):
             return None
-        worker = int(first[1:])
-        previous = _forward_signals(worker)
-        try:
-            last = next(replies, "")
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        if pidfd < 0:  # gone before it began: nothing was written yet
+            return None
+        s.settimeout(None)
+        with os.fdopen(pidfd, "rb", buffering=0):
+            previous = _forward_signals(pidfd)
+            try:  # the server's word, or the worker's end, whichever comes first: a worker that ended has its
+                # exit code said at once, by a server that is not stopped or hung (else: exit 70, not a wait for ever)
+                if s not in select.select([s, pidfd], [], [])[0]:
+                    s.settimeout(REPLY_S)
+                last = next(replies, "")
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+            if not last.startswith("R"):  # the server died: its worker writes on this run's streams no more
+                try:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
+    if last.startswith("R-"):  # the worker was killed by a signal: so is this process, as a fresh one would be
+        _die_of(int(last[2:]))
     if last.startswith("R"):
         return int(last[1:])
     sys.stderr.write(
@@ -202,18 +234,37 @@ def _umask() -> int:
     return mask
 
 
-def _forward_signals(pid: int) -> dict[int, Any]:
+def _die_of(signum: int) -> None:
+    """End this process by signal ``signum`` (its parent sees what a fresh run's would); a signal that does not
+    end a process is an exit code of 128 + N, as shells say."""
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    except (OSError, ValueError):
+        pass
+    sys.exit(128 + signum)
+
+
+def _forward_signals(pidfd: int) -> dict[int, Any]:
     """Ctrl-C (and a terminate or a hang-up) sent to this process go to the worker, which answers
-    them as a run of its own would (one line, exit 130); this process waits for its exit code."""
+    them as a run of its own would (one line, exit 130); this process waits for its exit code. Ctrl-Z
+    stops the worker with this process, and `fg` or `bg` (SIGCONT) continues both."""
     previous: dict[int, Any] = {}
 
     def forward(signum: int, frame: Any) -> None:
         try:
-            os.kill(pid, signum)
+            if signum != signal.SIGTSTP:
+                signal.pidfd_send_signal(pidfd, signum)
+                return
+            signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+            signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTSTP)  # this process stops here, until a SIGCONT
+            signal.signal(signal.SIGTSTP, forward)
+            signal.pidfd_send_signal(pidfd, signal.SIGCONT)
         except OSError:
             pass
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP):
         try:
             previous[sig] = signal.signal(sig, forward)
         except (ValueError, OSError):  # pragma: no cover - not the main thread
@@ -265,6 +316,7 @@ def start_server(args: list[str]) -> None:
             "socket": os.fspath(path),
             "k3plan": os.path.abspath(sys.modules["k3plan"].__file__ or ""),
             "modules": preloadable(list(sys.modules)),
+            "cwd": _ASKED["cwd"],  # the working folder (on sys.path with `-m`), checked as the run checks it
         }
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # multiprocessing's
@@ -295,6 +347,7 @@ def control(path: Path, op: str) -> dict[str, Any] | None:
         return None
     with s:
         try:
+            s.settimeout(REPLY_S)
             send(s, {"op": op})
             line = next(_lines(s), "")
             reply = json.loads(line) if line else None

@@ -40,11 +40,14 @@ class Server:
         self.served = 0
         self.workers_cpu_s = 0.0  # user + system seconds of the workers that ended (benchmarks/bench_fit.py)
         self.listening = True
-        self.prints = self._prints()
+        self.prints = self._prints(spec["cwd"])
 
     @staticmethod
-    def _prints() -> list[list[Any]]:
-        return [[p, how, answers.fingerprint(p, how)] for p, how in sorted(answers.import_paths({}, set()).items())]
+    def _prints(cwd: str) -> list[list[Any]]:
+        """What stale() checks: the import folders as the starting run saw them, its working folder by the names
+        of the modules imported (not every file: a report written there does not make this server stale)."""
+        paths = answers.import_paths({}, set(), cwd)
+        return [[p, how, answers.fingerprint(p, how)] for p, how in sorted(paths.items())]
 
     def stale(self) -> bool:
         """A module file or an import folder is not what it was when this server imported it."""
@@ -74,6 +77,8 @@ class Server:
                 what, data = key.data
                 if what == "accept":
                     self.accept()
+                elif what == "asker":
+                    self.asker_gone(key.fileobj, data)  # type: ignore[arg-type]
                 else:
                     self.reap(key.fileobj, data)  # type: ignore[arg-type]
             if self.listening and not self.workers:
@@ -91,20 +96,24 @@ class Server:
             if uid != os.geteuid():
                 conn.close()
                 return
-            message, fds = _receive(conn)
+            message = _receive(conn)
         except (OSError, ValueError):
             conn.close()
             return
+        fds: list[int] = []
         try:
             op = message.get("op")
-            if op == "run" and len(fds) == 3 and isinstance(message, dict):
+            if op == "run":
                 if self.stale():  # the asking run works it out itself; this server is done
                     conn.sendall(b"S\n")
                     self.stop_listening()
-                else:
-                    self.last = time.monotonic()
-                    self.fork(conn, message, fds)
-                    return
+                else:  # the run's streams come once it knows this server answers (k3plan.warm.REPLY_S)
+                    conn.sendall(b"A\n")
+                    _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+                    if len(fds) == 3:
+                        self.last = time.monotonic()
+                        self.fork(conn, message, fds)
+                        return
             elif op in ("status", "stop"):
                 conn.sendall(json.dumps(self.status()).encode() + b"\n")
                 if op == "stop":
@@ -142,7 +151,17 @@ class Server:
         self.selector.register(pidfd, selectors.EVENT_READ, ("worker", pid))
         try:
             conn.sendall(b"P%d\n" % pid)
-        except OSError:  # the asking run is gone; the worker runs on (its streams are the run's)
+        except OSError:  # the asking run is gone: asker_gone ends its worker
+            pass
+        # the asking run says nothing more: its end of the connection readable is the run gone (SIGKILL), whose
+        # worker a fresh process's end would have ended too
+        self.selector.register(conn, selectors.EVENT_READ, ("asker", pidfd))
+
+    def asker_gone(self, conn: socket.socket, pidfd: int) -> None:
+        self.selector.unregister(conn)
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:  # it ended already (reap closes its pidfd once the selector says so)
             pass
 
     def reap(self, pidfd: int, pid: int) -> None:
@@ -151,10 +170,13 @@ class Server:
         os.close(pidfd)
         _, status, usage = os.wait4(pid, 0)
         self.workers_cpu_s += usage.ru_utime + usage.ru_stime
-        code = os.waitstatus_to_exitcode(status)
-        try:
-            conn.sendall(b"R%d\n" % (code if code >= 0 else 128 - code))  # killed by signal N: 128 + N, as shells say
+        try:  # killed by signal N: R-N (the asking run then ends by N too)
+            conn.sendall(b"R%d\n" % os.waitstatus_to_exitcode(status))
         except OSError:
+            pass
+        try:
+            self.selector.unregister(conn)
+        except KeyError:  # asker_gone unregistered it
             pass
         conn.close()
         self.last = time.monotonic()
@@ -168,8 +190,8 @@ def _idle_s() -> float:
     return idle if 0 < idle < 1e7 else warm.IDLE_S
 
 
-def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    head, fds, _, _ = socket.recv_fds(conn, 4, 3)
+def _receive(conn: socket.socket) -> dict[str, Any]:
+    head = b""
     while len(head) < 4:
         more = conn.recv(4 - len(head))
         if not more:
@@ -187,7 +209,7 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     message = json.loads(body.decode("utf-8", "surrogateescape"))
     if not isinstance(message, dict):
         raise ValueError("not a message")
-    return message, list(fds)
+    return message
 
 
 def _stdio(fd: int, info: dict[str, Any], writes: bool) -> io.TextIOWrapper:
@@ -239,8 +261,7 @@ def _work(message: dict[str, Any], fds: list[int], server_files: list[Any], serv
             code = 2
             return
         warm.WORKER = True  # (the server's imports stay frozen: a worker's collections skip them, as they'd survive)
-        for renew in warm.AT_WORKER_START:
-            renew()
+        warm.new_streams()
         from k3plan.__main__ import main
 
         try:

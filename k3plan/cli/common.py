@@ -33,22 +33,18 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-def _console_options() -> dict[str, Any]:
-    return {"highlight": False, "emoji": False, "width": None if sys.stdout.isatty() else 140}
+def _build_consoles() -> None:
+    """Build ``console`` and ``err_console`` for this process's stdout and stderr (a terminal's width and
+    colours are read here); a warm server's worker builds them again once the asking run's streams are its
+    own (k3plan.warm.on_new_streams), as the server imported this module with its stdout on /dev/null."""
+    Console.__init__(console, highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+    Console.__init__(err_console, stderr=True, highlight=False, emoji=False)
 
 
-console = _Console(**_console_options())
-err_console = Console(stderr=True, highlight=False, emoji=False)
-
-
-def _renew_consoles() -> None:
-    """Both consoles built again, in place (every module holds them), for this process's streams and
-    environment: a warm server's worker (k3plan.warm) inherits them built in the server, on /dev/null."""
-    console.__init__(**_console_options())  # type: ignore[misc]
-    err_console.__init__(stderr=True, highlight=False, emoji=False)  # type: ignore[misc]
-
-
-warm.AT_WORKER_START.append(_renew_consoles)
+console = _Console.__new__(_Console)
+err_console = Console.__new__(Console)
+_build_consoles()
+warm.on_new_streams(_build_consoles)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 # read by k3plan.answers before typer runs (a cached answer is given without importing typer); declared

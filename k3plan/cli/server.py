@@ -69,29 +69,16 @@ def _show(rows: list[ServerStatus], json_out: bool, verb: str) -> None:
     if not rows:
         console.print("no warm k3plan server is running" if verb == "running" else "no warm k3plan server was running")
         return
-    from k3plan.report.tables import Column, build_table, figure
+    from k3plan.report.tables import Column, build_table, figure, print_whole
 
-    columns = [
-        figure("pid"),
-        Column("started"),
-        *(figure(c) for c in ("served", "running", "idle s", "stops after idle s", "modules")),
-        Column("python", overflow="fold"),
-    ]
+    columns = [figure("pid"), Column("started"), figure("served"), figure("running"), figure("idle s")]
+    columns += [figure("stops after idle s"), figure("modules"), Column("python")]
     cells = [
-        (
-            str(r.pid),
-            r.started,
-            str(r.served),
-            str(r.running),
-            f"{r.idle_s:.0f}",
-            f"{r.stops_after_idle_s:.0f}",
-            str(r.modules),
-            r.python,
-        )
+        (str(r.pid), r.started, str(r.served), str(r.running), f"{r.idle_s:.0f}", f"{r.stops_after_idle_s:.0f}")
+        + (str(r.modules), r.python)
         for r in rows
     ]
-    table = build_table(columns, cells, title=f"warm k3plan servers {verb}")
-    console.print(table)
+    print_whole(console, build_table(columns, cells, title=f"warm k3plan servers {verb}"))
 
 
 @app.callback()
