@@ -24,6 +24,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import struct
 import sys
 from pathlib import Path
@@ -102,11 +103,38 @@ def folder() -> Path | None:
 
 
 def socket_path(ident: str) -> Path | None:
+    """The socket of the server of ``ident``; None where the folder is not this user's alone (a cache folder
+    shared with others: their links there could point the server's log or lock at the user's files)."""
     where = folder()
     if where is None:
         return None
+    try:
+        st = os.lstat(where)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None
+    except FileNotFoundError:  # start_server makes it
+        pass
+    except OSError:
+        return None
     path = where / f"{ident}.sock"
     return path if len(os.fsencode(path)) <= SOCKET_PATH_MAX else None
+
+
+def idle_s() -> float:
+    """Seconds a server waits for a question before it stops (``K3PLAN_SERVER_IDLE``, default ``IDLE_S``)."""
+    text = os.environ.get(IDLE_ENV, "")
+    if not text:
+        return IDLE_S
+    try:
+        idle = float(text)
+    except ValueError:
+        idle = float("nan")
+    if not 0 < idle < 1e7:
+        raise ValueError(
+            f"{IDLE_ENV} is {text!r}; expected the seconds a warm server waits for a question, "
+            f"a number > 0 and < 10000000 (default {IDLE_S:.0f})"
+        )
+    return idle
 
 
 def connect(path: Path) -> socket.socket | None:
@@ -166,6 +194,11 @@ def ask(args: list[str]) -> int | None:
     where no server took it (there is none, it is stale, or this run may not use one)."""
     if not enabled(args):
         return None
+    try:
+        idle_s()
+    except ValueError as err:  # bad input: one line, exit 2, as for a bad option
+        sys.stderr.write(f"error: {err}\n")
+        sys.exit(2)
     try:
         ident = identity()
         path = socket_path(ident)
@@ -319,8 +352,13 @@ def start_server(args: list[str]) -> None:
             "cwd": _ASKED["cwd"],  # the working folder (on sys.path with `-m`), checked as the run checks it
         }
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if socket_path(_ASKED["identity"]) != path:  # made by another user, or open to others
+            return
         flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # multiprocessing's
-        log = open(os.fspath(path) + ".log", "wb")  # noqa: SIM115 - the server's: what went wrong, if anything
+        # the server's stderr: what went wrong, if anything (a link put there is not followed)
+        log = open(
+            os.open(os.fspath(path) + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb"
+        )
         with log:
             proc = subprocess.Popen(
                 [sys.executable, *flags, "-m", "k3plan.warm_server"],

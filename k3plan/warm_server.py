@@ -184,10 +184,9 @@ class Server:
 
 def _idle_s() -> float:
     try:
-        idle = float(os.environ.get(warm.IDLE_ENV, warm.IDLE_S))
-    except ValueError:
+        return warm.idle_s()
+    except ValueError:  # the run that started it said so and stopped: not reached
         return warm.IDLE_S
-    return idle if 0 < idle < 1e7 else warm.IDLE_S
 
 
 def _receive(conn: socket.socket) -> dict[str, Any]:

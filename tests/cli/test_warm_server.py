@@ -309,3 +309,25 @@ def test_a_stopped_server_does_not_hold_a_run_whose_worker_ended(world, tmp_path
         os.kill(server, signal.SIGCONT)
     assert proc.returncode == 70 and err.count(b"\n") == 1, err
     assert json.loads(out)  # the worker's answer, whole
+
+
+@pytest.mark.parametrize("idle", ["abc", "-1", "0", "nan", "1e309"])
+def test_a_bad_idle_time_is_refused(world, idle):
+    cwd, env = world
+    done = _k3plan(QUESTIONS[0], {**env, "K3PLAN_SERVER_IDLE": idle}, cwd)
+    assert done.returncode == 2 and done.stdout == b""
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and "K3PLAN_SERVER_IDLE" in lines[0] and repr(idle) in lines[0]
+
+
+def test_a_socket_folder_open_to_others_is_not_used(world):
+    """In a cache folder shared with others, their links could point the server's log at the user's files."""
+    cwd, env = world
+    warm = Path(env["K3PLAN_CACHE_DIR"]) / "warm"
+    warm.mkdir(parents=True)
+    warm.chmod(0o777)
+    (warm / "planted").symlink_to(cwd / "victim.txt")
+    done = _k3plan(QUESTIONS[0], env, cwd)
+    assert done.returncode == 0
+    time.sleep(1.0)
+    assert sorted(p.name for p in warm.iterdir()) == ["planted"] and not (cwd / "victim.txt").exists()
