@@ -8,6 +8,10 @@ The import floor is a fresh `python -c` importing what fit cannot avoid: numpy, 
 rich.console and pydantic's BaseModel (`import pydantic` alone is lazy and loads nothing). It is
 run alternately with fit, so machine load hits both alike; the ratio is fit / floor.
 
+Three ways a fit is answered, each against the floor: a new question worked out by a fresh process
+(``--no-cache``, ``K3PLAN_NO_SERVER=1``), the same question asked again (the answer cache), and a new question
+answered by a warm server's worker (k3plan.warm; the workers' CPU is added from the server's count).
+
 Reports min / median / max wall time of N fresh processes, whether jax, pandas, numpy or
 matplotlib end up in sys.modules on the same path (run in-process through the CLI app), and,
 with --importtime, the slowest cumulative imports (python -X importtime). --typer-floor also times,
