@@ -224,9 +224,8 @@ def main() -> None:
 
     # a new question (--no-cache: worked out, as every first fit of a configuration is) and the same
     # question asked again (answered from the answer cache, k3plan.answers, kept in a folder of its own);
-    # both without a warm server (K3PLAN_NO_SERVER=1), measured apart below
+    # both without a warm server (timing.CHILD_ENV: K3PLAN_NO_SERVER=1), measured apart below
     CHILD_ENV["K3PLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="k3b-", dir="/tmp")  # short: the server's socket is in it
-    CHILD_ENV["K3PLAN_NO_SERVER"] = "1"
     cmd, cached = k3plan_cmd() + ["--no-cache"], k3plan_cmd()
     timed(cmd, 1)  # warm the page cache and __pycache__
     times, _ = timed(cmd, args.runs)
