@@ -68,11 +68,14 @@ def new_streams() -> None:
         build()
 
 
+def allowed() -> bool:
+    """The user did not turn warm servers off, and this is a system they run on."""
+    return os.environ.get(NO_SERVER_ENV, "") in ("", "0") and sys.platform.startswith("linux")
+
+
 def enabled(args: list[str]) -> bool:
     """This run may be answered by (and may start) a warm server."""
-    if not args or args[0] not in SERVED_COMMANDS or WORKER:
-        return False
-    if os.environ.get(NO_SERVER_ENV, "") not in ("", "0") or not sys.platform.startswith("linux"):
+    if not args or args[0] not in SERVED_COMMANDS or WORKER or not allowed():
         return False
     if not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open") or not hasattr(signal, "pidfd_send_signal"):
         return False

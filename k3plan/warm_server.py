@@ -136,6 +136,7 @@ class Server:
             "served": self.served,
             "running": len(self.workers),
             "workers_cpu_s": round(self.workers_cpu_s, 6),
+            "stale": self.stale(),  # it steps aside at the next question
             "idle_s": round(time.monotonic() - self.last, 1),
             "stops_after_idle_s": _idle_s(),
         }

@@ -5,17 +5,15 @@ from __future__ import annotations
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from k3plan import warm
 from k3plan.cli.common import JsonOpt, console, print_json
 
 app = typer.Typer(
-    help="""The warm servers: list them, or stop them.
+    help=f"""The warm servers: list them, or stop them.
 
-A run of fit, plan, curve, roofline, check, report, models or hardware that no server answered
-starts one in the background for the next (one an interpreter, import path and environment); it
-imports what that run imported and answers later runs by forking a worker onto their own stdin,
-stdout and stderr (~0.2 s a new fit instead of ~0.45 s). It stops after K3PLAN_SERVER_IDLE seconds
-(default 600) without a question, and when k3plan or a module it imported changes.
-K3PLAN_NO_SERVER=1 neither uses nor starts one.
+A run of fit, plan, curve, roofline, check, report, models or hardware that no server answered starts one in the background for the next, one an interpreter, import path and environment. It imports what that run imported and answers later runs by forking a worker onto their own stdin, stdout and stderr: the same bytes as a fresh process, without the imports (benchmarks/README.md has the times).
+
+It stops after K3PLAN_SERVER_IDLE seconds (default {warm.IDLE_S:.0f}) without a question, and steps aside when k3plan or a module it imported changes. K3PLAN_NO_SERVER=1 neither uses nor starts one.
 
 \b
 Examples:
@@ -42,13 +40,12 @@ class ServerStatus(BaseModel):
     served: int
     running: int
     workers_cpu_s: float
+    stale: bool
     idle_s: float
     stops_after_idle_s: float
 
 
 def _statuses(op: str) -> list[ServerStatus]:
-    from k3plan import warm
-
     where = warm.folder()
     if where is None or not where.is_dir():
         return []
@@ -67,15 +64,16 @@ def _show(rows: list[ServerStatus], json_out: bool, verb: str) -> None:
         print_json([r.model_dump() for r in rows])
         return
     if not rows:
-        console.print("no warm k3plan server is running" if verb == "running" else "no warm k3plan server was running")
+        off = f" ({warm.NO_SERVER_ENV}=1: none is used or started)" if not warm.allowed() else ""
+        console.print(f"no warm k3plan server {'is' if verb == 'running' else 'was'} running{off}")
         return
     from k3plan.report.tables import Column, build_table, figure, print_whole
 
     columns = [figure("pid"), Column("started"), figure("served"), figure("running"), figure("idle s")]
-    columns += [figure("stops after idle s"), figure("modules"), Column("python")]
+    columns += [figure("stops after idle s"), figure("modules"), Column("k3plan since"), Column("python")]
     cells = [
         (str(r.pid), r.started, str(r.served), str(r.running), f"{r.idle_s:.0f}", f"{r.stops_after_idle_s:.0f}")
-        + (str(r.modules), r.python)
+        + (str(r.modules), "changed: steps aside" if r.stale else "unchanged", r.python)
         for r in rows
     ]
     print_whole(console, build_table(columns, cells, title=f"warm k3plan servers {verb}"))

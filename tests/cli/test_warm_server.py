@@ -94,7 +94,9 @@ def test_a_changed_import_folder_stops_the_server(world):
     cwd, env = world
     _k3plan(QUESTIONS[0], env, cwd)
     first = _wait_for_server(env, cwd)
+    assert first["stale"] is False
     (Path(env["PYTHONPATH"].split(os.pathsep)[-1]) / "newmodule.py").write_text("")  # an import could now find it: the server is stale
+    assert [s["stale"] for s in _servers(env, cwd)] == [True]  # status says so before a run meets it
     again = _k3plan(QUESTIONS[0], env, cwd)
     assert again.returncode == 0 and json.loads(again.stdout)  # worked out by the run itself
     time.sleep(0.5)
