@@ -37,7 +37,8 @@ IDLE_ENV = "K3PLAN_SERVER_IDLE"
 IDLE_S = 600.0
 FORMAT = 2  # bump when the protocol or what a server checks changes
 # variables a shell changes as it moves about, which no module reads at import: not part of a server's identity
-VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "_", "SHLVL"})
+# (PYENV_DIR: pyenv exports the working folder in it on every run of a shim, pyenv/pyenv libexec/pyenv)
+VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "_", "SHLVL", "PYENV_DIR"})
 # where modules that start threads, or take seconds to import, would be imported by a server (fork after threads)
 NOT_PRELOADED = frozenset({"jax", "jaxlib", "torch", "tensorflow", "libtpu"})
 SOCKET_PATH_MAX = 107  # sockaddr_un.sun_path less its terminating NUL (Linux)

@@ -81,6 +81,15 @@ def test_served_answers_are_the_worked_out_ones(world):
     assert after[0]["served"] == first["served"] + len(QUESTIONS)  # each was the server's worker's
 
 
+def test_pyenvs_working_folder_variable_is_not_another_environment(world):
+    """pyenv's shims export PYENV_DIR, the working folder, on every run: a server a folder was no server at all."""
+    cwd, env = world
+    _k3plan(QUESTIONS[0], {**env, "PYENV_DIR": str(cwd)}, cwd)
+    first = _wait_for_server(env, cwd)
+    _k3plan(QUESTIONS[0], {**env, "PYENV_DIR": str(cwd.parent)}, cwd)
+    assert _servers(env, cwd)[0]["served"] == first["served"] + 1
+
+
 def test_another_environment_is_not_served(world):
     cwd, env = world
     _k3plan(QUESTIONS[0], env, cwd)
