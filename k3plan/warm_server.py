@@ -143,17 +143,21 @@ class Server:
 
     def fork(self, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
         pid = os.fork()
-        if pid == 0:  # the worker: never returns
-            others = [c for c, _ in self.workers.values()]
-            _work(message, fds, [self.listener, conn, self.lock, self.selector, *others], list(self.workers))
+        if pid == 0:  # the worker: never returns (never back into the server's loop, whatever is raised)
+            try:
+                try:  # its pid, said by the worker itself: a run that hears it knows a worker holds its streams, one
+                    # that does not (a server stopped or killed right after the fork) may work its answer out itself
+                    conn.sendall(b"P%d\n" % os.getpid())
+                except OSError:  # the asking run is gone: asker_gone ends this worker
+                    pass
+                others = [c for c, _ in self.workers.values()]
+                _work(message, fds, [self.listener, conn, self.lock, self.selector, *others], list(self.workers))
+            finally:
+                os._exit(1)
         self.served += 1
         pidfd = os.pidfd_open(pid)
         self.workers[pidfd] = (conn, pid)
         self.selector.register(pidfd, selectors.EVENT_READ, ("worker", pid))
-        try:
-            conn.sendall(b"P%d\n" % pid)
-        except OSError:  # the asking run is gone: asker_gone ends its worker
-            pass
         # the asking run says nothing more: its end of the connection readable is the run gone (SIGKILL), whose
         # worker a fresh process's end would have ended too
         self.selector.register(conn, selectors.EVENT_READ, ("asker", pidfd))

@@ -313,6 +313,7 @@ def test_a_stopped_server_does_not_hold_a_run_whose_worker_ended(world, tmp_path
     end = time.monotonic() + 30
     while time.monotonic() < end and not Path(f"/proc/{server}/task/{server}/children").read_text().split():
         time.sleep(0.05)
+    time.sleep(0.2)  # the worker is writing its answer
     os.kill(server, signal.SIGSTOP)
     try:
         out, err = proc.communicate(timeout=30)
