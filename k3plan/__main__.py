@@ -47,12 +47,12 @@ def main() -> None:
             from k3plan import answers, warm
 
             args = sys.argv[1:]
-            answers.replay(args)  # returns where the cache does not hold this answer
+            where = answers.replay(args)  # returns where the cache does not hold this answer
             code = warm.ask(args)
             if code is not None:
                 sys.exit(code)
             try:
-                answers.record(args, _cli)
+                answers.record(args, _cli, where)
             except SystemExit:  # it answered (not a Ctrl-C): a warm server for the next question
                 warm.start_server(args)
                 raise

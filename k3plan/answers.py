@@ -485,9 +485,9 @@ def _where(args: list[str]) -> Path | None:
         return None
 
 
-def replay(args: list[str]) -> None:
+def replay(args: list[str]) -> Path | None:
     """Answer ``k3plan ARGS`` from the cache and exit, where it holds this question's answer and nothing
-    it read has changed; else return."""
+    it read has changed; else return where its record goes (None: not kept), for record."""
     where = _where(args)
     rec = None if where is None else _load(where)
     if rec is not None:
@@ -495,17 +495,16 @@ def replay(args: list[str]) -> None:
         for fd, data in rec["output"]:
             _replay(sys.stdout if fd == 1 else sys.stderr, data)
         sys.exit(rec["rc"])
+    return where
 
 
 def run(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
     """Answer ``k3plan ARGS``: from the cache (replay), else by ``cli(args)`` (record)."""
-    replay(args)
-    record(args, cli)
+    record(args, cli, replay(args))
 
 
-def record(args: list[str], cli: Callable[[list[str]], object]) -> NoReturn:
-    """Answer ``k3plan ARGS`` by ``cli(args)``, recorded when the command is a cached one."""
-    where = _where(args)
+def record(args: list[str], cli: Callable[[list[str]], object], where: Path | None) -> NoReturn:
+    """Answer ``k3plan ARGS`` by ``cli(args)``, recorded at ``where`` (replay's; None: not kept)."""
     if where is None:
         cli(args)
         sys.exit(0)

@@ -141,13 +141,18 @@ def idle_s() -> float:
     return idle
 
 
+def peer_uid(s: socket.socket) -> int:
+    """The user of the process at the other end of the Unix socket ``s`` (SO_PEERCRED)."""
+    _, uid, _ = _PEERCRED.unpack(s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return int(uid)
+
+
 def connect(path: Path) -> socket.socket | None:
     """A connection to the server at ``path``, run by this user; None where there is none."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(os.fspath(path))
-        _, uid, _ = _PEERCRED.unpack(s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-        if uid == os.geteuid():
+        if peer_uid(s) == os.geteuid():
             return s
     except OSError:
         pass

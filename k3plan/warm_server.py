@@ -92,8 +92,7 @@ class Server:
             return
         try:
             conn.settimeout(5.0)  # a client that connects and says nothing does not hold the server
-            _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-            if uid != os.geteuid():
+            if warm.peer_uid(conn) != os.geteuid():
                 conn.close()
                 return
             message = _receive(conn)
