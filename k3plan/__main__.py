@@ -1,7 +1,5 @@
-"""The `k3plan` command (its console script and `python -m k3plan`): a question already answered
-is answered from the answer cache (k3plan.answers) before typer and pydantic are imported; a new one
-by a warm server's worker where one is running (k3plan.warm); any other run goes to the typer app
-(k3plan.cli.app.main), and then starts a warm server for the next."""
+"""The `k3plan` command (its console script and `python -m k3plan`): every run is a fresh process that
+goes to the typer app (k3plan.cli.app.main); no background process, no cache of answers."""
 
 from __future__ import annotations
 
@@ -44,18 +42,7 @@ def main() -> None:
             setattr(sys, name, open(os.devnull, "w"))  # the process's stream, closed at its exit
     try:
         try:  # Ctrl-C while the CLI imports: one line and exit 130, as during a command
-            from k3plan import answers, warm
-
-            args = sys.argv[1:]
-            where = answers.replay(args)  # returns where the cache does not hold this answer
-            code = warm.ask(args)
-            if code is not None:
-                sys.exit(code)
-            try:
-                answers.record(args, _cli, where)
-            except SystemExit:  # it answered (not a Ctrl-C): a warm server for the next question
-                warm.start_server(args)
-                raise
+            _cli(sys.argv[1:])
         finally:  # a write error at the end (buffered output) here, not in the interpreter's exit
             sys.stdout.flush()
     except KeyboardInterrupt:

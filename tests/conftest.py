@@ -3,13 +3,10 @@ safetensors header writer (no dependency on the safetensors package)."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import math
 import os
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,11 +22,6 @@ settings.register_profile("k3plan", derandomize=True, database=None, print_blob=
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "k3plan"))
 
-# `k3plan` run as a process by a test keeps its answer cache (k3plan.answers) here, not under the home folder
-os.environ["K3PLAN_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="k3plan-test-answers-")
-atexit.register(shutil.rmtree, _CACHE, True)
-# nor starts a warm server (k3plan.warm) that would outlive the test; tests/cli/test_warm_server.py starts its own
-os.environ["K3PLAN_NO_SERVER"] = "1"
 
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1, "I32": 4, "I64": 8, "F64": 8}
 

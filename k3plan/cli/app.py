@@ -37,7 +37,6 @@ COMMANDS: dict[str, str] = {
     "validate": "validate",
     "check": "check",
     "report": "report",
-    "server": "server",
 }
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 import typer
 from rich.console import Console
 
-from k3plan import warm
 from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
 from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 
@@ -35,8 +34,7 @@ class _Console(Console):
 
 def _build_consoles() -> None:
     """Build ``console`` and ``err_console`` for this process's stdout and stderr (a terminal's width and
-    colours are read here); a warm server's worker builds them again once the asking run's streams are its
-    own (k3plan.warm.on_new_streams), as the server imported this module with its stdout on /dev/null."""
+    colours are read here)."""
     Console.__init__(console, highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
     Console.__init__(err_console, stderr=True, highlight=False, emoji=False)
 
@@ -44,20 +42,8 @@ def _build_consoles() -> None:
 console = _Console.__new__(_Console)
 err_console = Console.__new__(Console)
 _build_consoles()
-warm.on_new_streams(_build_consoles)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
-# read by k3plan.answers before typer runs (a cached answer is given without importing typer); declared
-# here so that the command accepts it and --help lists it
-NoCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-cache",
-        help="Work the answer out afresh: neither read nor write the answer cache (also K3PLAN_NO_CACHE=1). "
-        "A repeated question is otherwise answered from ~/.cache/k3plan (K3PLAN_CACHE_DIR) when nothing "
-        "it read has changed.",
-    ),
-]
 ModelOpt = Annotated[
     str,
     typer.Option("--model", "-m", help="Bundled model name, a config.json path, or a folder holding one."),

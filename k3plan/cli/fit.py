@@ -17,7 +17,6 @@ from k3plan.cli.common import (
     DraftBytesOpt,
     DraftKvOpt,
     JsonOpt,
-    NoCacheOpt,
     PrefixHitOpt,
     PrefixTierOpt,
     ProbesOpt,
@@ -58,7 +57,6 @@ def command(
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
-    no_cache: NoCacheOpt = False,  # handled before the command runs (k3plan.answers)
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
     sequences? Exit 0 if it fits, 1 if not, 2 on bad input.
@@ -76,8 +74,6 @@ def command(
     After the verdict, advice: the rules of docs/beyond-fit.md applied to these numbers (the next
     standard topology up, fp8_ds_mla KV, larger batches), each with its computed effect.
 
-    The same question asked again is answered from the answer cache when none of the files the
-    first answer read has changed (--no-cache works it out afresh).
     """
     import dataclasses
 
