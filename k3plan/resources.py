@@ -1,7 +1,7 @@
 """Where k3plan's shipped data lives; every loader of bundled files asks here, nowhere else.
 
 Installed (a wheel, ``pip install .``, pipx) every data folder is inside the package, read through
-``importlib.resources``: ``k3plan/models/bundled``, ``k3plan/sharding/stacks`` and
+``importlib.resources``: ``k3plan/models/bundled``, ``k3plan/engines/stacks`` and
 ``k3plan/hardware_specs`` (the build maps the repository's top-level ``hardware_specs/`` there, see
 ``setup.py``). Run from a checkout (editable install, ``PYTHONPATH``) a folder the build maps in
 from the top of the repository is found there instead.

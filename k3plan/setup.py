@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
+from k3plan.engines.stack import Stack, default_stack_for, load_stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, load_hardware, parse_topology
 from k3plan.models import Model, load_model
-from k3plan.sharding import Mesh, Parallel, ShardingPlan, Stack, load_stack, make_mesh, resolve
-from k3plan.sharding.stack import default_stack_for
+from k3plan.sharding import Mesh, Parallel, ShardingPlan, make_mesh, resolve
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def _outputs(k3plan_cmd: list[str], cwd: Path, env: dict[str, str]) -> dict[str,
 
 def test_checkout_finds_the_top_level_hardware_specs():
     assert SPECS_DIR == data_dir("hardware_specs") == REPO / "hardware_specs"
-    assert data_dir("sharding/stacks") == REPO / "k3plan" / "sharding" / "stacks"
+    assert data_dir("engines/stacks") == REPO / "k3plan" / "engines" / "stacks"
 
 
 @pytest.mark.packaging

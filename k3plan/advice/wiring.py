@@ -107,11 +107,11 @@ def topology_alternative(
 
 
 def stack_has_kv(stack, kv_dtype: str, platform: str | None = None) -> bool:
-    """Whether the stack's engine on ``platform`` offers ``kv_dtype`` (k3plan.deploy.engines' engine
+    """Whether the stack's engine on ``platform`` offers ``kv_dtype`` (k3plan.engines.flags' engine
     spellings, which cite vLLM's CacheDType, tpu-inference's to_jax_dtype and SGLang's kv_cache_dtype
     choices); jax-native is k3plan's own. The engine is the one --emit launch writes for it there
     (dp-attention: SGLang on a GPU)."""
-    from k3plan.deploy.engines import engine_for_stack, engine_offers_kv
+    from k3plan.engines.flags import engine_for_stack, engine_offers_kv
 
     try:
         engine_for_stack(stack.name, platform)

@@ -27,13 +27,13 @@ from k3plan.budget.result import (
     Temp,
 )
 from k3plan.budget.temp import decode_temp, prefill_temp
-from k3plan.deploy.engines import engine_offers_kv
+from k3plan.engines.flags import engine_offers_kv
+from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup, engine_refusals
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
-from k3plan.sharding.stack import Stack
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.step.stages import bind
@@ -419,7 +419,7 @@ def fit(
     if not engine_offers_kv(stack.name, stack.kv_cache.dtype, hw.kind):
         warnings.append(
             f"KV dtype {stack.kv_cache.dtype}: stack {stack.name}'s engine on {hw.kind} does not take it "
-            f"(k3plan.deploy.engines.kv_table); priced as asked, but --emit launch refuses it"
+            f"(k3plan.engines.flags.kv_table); priced as asked, but --emit launch refuses it"
         )
     if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
         if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)

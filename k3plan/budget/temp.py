@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
 from k3plan.budget.result import TermBytes
+from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
-from k3plan.sharding.stack import Stack
 from k3plan.step.memory import KDA_CHUNK_TOKENS
 from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
 

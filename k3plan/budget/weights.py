@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.result import HeldRole, RoleBytes
+from k3plan.columns import where
+from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
-from k3plan.sharding.stack import Stack
-from k3plan.step.columns import where
 from k3plan.step.ops import ABSORBED_LEAF, leaf_name
 
 

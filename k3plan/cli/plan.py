@@ -301,7 +301,7 @@ def command(
             skipped.append(f"--plot {plot}: not written, no configuration passes")
     if emit is not None:
         if result.launch is not None and result.launch.config is not None:
-            from k3plan.deploy.launch import write_launch
+            from k3plan.engines.launch import write_launch
 
             written.append(str(write_launch(emit[1], result.launch.config)))
         elif result.launch is not None:

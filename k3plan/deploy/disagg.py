@@ -18,10 +18,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
+from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.models.spec import ModelSpec
-from k3plan.sharding.stack import Stack
 
 
 def transfer_bytes_per_request(*, spec: ModelSpec, stack: Stack, isl_tokens, copies: int = 1):

@@ -19,15 +19,15 @@ from k3plan.deploy.cost import (
     usd_per_million_output_tokens,
 )
 from k3plan.deploy.disagg import PoolSizing, Transfer, request_transfer, size_pools
-from k3plan.deploy.launch import TPU_DP_ATTENTION_STACKS, LaunchConfig, engine_for_stack, launch_text
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price
+from k3plan.engines.launch import TPU_DP_ATTENTION_STACKS, LaunchConfig, engine_for_stack, launch_text
+from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
 from k3plan.setup import engine_refusals
-from k3plan.sharding.stack import Stack
 
 if TYPE_CHECKING:
     from k3plan.plan.rows import PlanRow

@@ -13,6 +13,7 @@ from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_TOKENS, check_wo
 from k3plan.deploy.coldstart import ColdStart
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price, price_column, price_for
+from k3plan.engines.stack import KV_DTYPES, list_stacks, load_stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
@@ -26,7 +27,6 @@ from k3plan.plan.space import MAX_PP, build_space
 from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.setup import engine_refusals
-from k3plan.sharding.stack import KV_DTYPES, list_stacks, load_stack
 
 OBJECTIVES = {
     "chips": "minimize chips",

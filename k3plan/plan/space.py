@@ -18,10 +18,10 @@ from typing import Optional
 
 import numpy as np
 
-from k3plan.deploy.engines import engine_offers_kv
+from k3plan.engines.flags import engine_offers_kv
+from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, topologies_up_to
-from k3plan.sharding.stack import Stack
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: numpy fields have no truth value

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from k3plan.engines.stack import REFUSED
 from k3plan.report.capacity_model import ContextRow, DecodeAt, PlatformReport, PrefillAt, RowSetup, RowTerms
-from k3plan.sharding.stack import REFUSED
 from k3plan.units import fmt_gib, fmt_tokens
 
 

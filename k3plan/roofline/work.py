@@ -84,7 +84,7 @@ def prompt_devices(*, devices, dp, ep, pp):
     """(devices that run one prompt's attention and non-expert matmuls, devices that run its routed experts),
     over ``int | numpy array`` columns: its DP group's tp x pp = devices / dp, and the EP group's ep x pp
     (all devices when EP spans the DP groups)."""
-    from k3plan.step.columns import minimum
+    from k3plan.columns import minimum
 
     return devices // dp, minimum(devices, ep * pp)
 

@@ -1,8 +1,7 @@
-"""Sharding: mesh, logical-axis rules -> a ShardSpec per tensor, stacks, user ShardSpecs."""
+"""Sharding: mesh, a stack's logical-axis rules -> a ShardSpec per tensor, user ShardSpecs."""
 
 from k3plan.sharding.mesh import Mesh, Parallel, make_mesh
 from k3plan.sharding.resolve import Fallback, ShardingPlan, ShardSpec, resolve
-from k3plan.sharding.stack import Stack, list_stacks, load_stack
 
 __all__ = [
     "Mesh",
@@ -12,7 +11,4 @@ __all__ = [
     "ShardSpec",
     "ShardingPlan",
     "resolve",
-    "Stack",
-    "list_stacks",
-    "load_stack",
 ]

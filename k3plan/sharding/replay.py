@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from k3plan.columns import all_true, logical_not, where
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor
-from k3plan.step.columns import all_true, logical_not, where
 
 # mesh axis -> its size (an int, or an int array: one entry a candidate mesh)
 Sizes = dict[str, Any]

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
+from k3plan.engines.stack import merged_rules
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.mesh import Mesh
 from k3plan.sharding.replay import Spans, replay, share
-from k3plan.sharding.stack import merged_rules
 
 DimSpec = tuple[str, ...] | None  # mesh axes sharding one checkpoint dim, None = replicated
 

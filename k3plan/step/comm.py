@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
+from k3plan.columns import C, add_into, maximum, mul_into, where
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, add_into, maximum, mul_into, where
 
 if TYPE_CHECKING:
     from k3plan.step.ops import Op

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from k3plan.columns import C, maximum, minimum, where
 from k3plan.models.spec import ModelSpec
 from k3plan.roofline.work import experts_touched
-from k3plan.step.columns import C, maximum, minimum, where
 from k3plan.step.memory import cdiv
 from k3plan.step.ops import Op, aggregate_groups, by_category, decode_ops
 

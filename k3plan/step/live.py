@@ -41,9 +41,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from k3plan.columns import gcd, maximum, minimum
 from k3plan.models.inventory import Tensor
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import gcd, maximum, minimum
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
 from k3plan.step.ops import LiveBuffers, Op, WeightGroup, decode_ops, prefill_ops
 

@@ -6,7 +6,7 @@
 - budget: reserve, sequences a device holds, KV and state, free bytes, room and capacity.
 ``budget.fit`` calls these with the ints of one Setup, ``plan`` with one entry per configuration.
 Each returns a frozen typed result with named terms (``CacheTerms``, ``BudgetTerms``), generic in the
-column type (``k3plan.step.columns.C``: ``BudgetTerms[int]`` in fit, ``BudgetTerms[np.ndarray]`` in
+column type (``k3plan.columns.C``: ``BudgetTerms[int]`` in fit, ``BudgetTerms[np.ndarray]`` in
 plan). Dataclasses, not pydantic: their fields hold numpy columns, and fit's path builds them without
 validation cost.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Protocol
 
+from k3plan.columns import C, C_co, maximum, minimum, where
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, C_co, maximum, minimum, where
 
 KDA_CHUNK_TOKENS = 64  # chunk of the chunked gated delta rule (fla / tokamax default)
 
@@ -173,7 +173,7 @@ def budget_terms(
     counted is what the temporaries leave of it (0 when they exceed it). Otherwise (vLLM: utilization
     x HBM - weights - profiled peak) the temporaries and the reserve add. ``state_slots`` (the stack's
     ``state.slots_per_request``): KDA state slots the engine's state pool holds a running sequence (SGLang
-    sizes it at 3 or 5 a request, sharding/stacks/sglang.yaml); the budget counts them all, a decode step
+    sizes it at 3 or 5 a request, engines/stacks/sglang.yaml); the budget counts them all, a decode step
     reads one (``cache.state_bytes_per_layer`` a KDA layer, what plan and roofline pass to decode_terms).
     ``state_layer_groups`` (the stack's ``state.layer_groups``): each slot holds ``held_layers`` KDA layers'
     pages (vLLM: 72 for K3's 69), a decode step reads ``n_kda``; under pipeline parallelism a KV block holds

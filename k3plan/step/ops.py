@@ -310,7 +310,7 @@ def weight_ops(
     (``LiveAt.weight``: the routed experts' and the dense MLP's down projections, the LM head). ``absorbed``
     (decode): kv_b_proj runs as the absorbed MLA's W_UK / W_UV (``Op.compute_role`` MLA_ABSORBED), reading the
     copies' bytes where the engine holds them apart from it (``WeightGroup.decode_bytes``)."""
-    from k3plan.step.columns import maximum
+    from k3plan.columns import maximum
 
     moe = spec.moe
     share = touched / moe.num_experts  # of an expert group's bytes: the experts its EP group's tokens touch
@@ -371,7 +371,7 @@ def weight_ops(
 
 def heads_split(heads: int, tp):
     """The TP ranks a head-parallel op splits over: tp when it divides the heads, else 1 (replicated)."""
-    from k3plan.step.columns import maximum, where
+    from k3plan.columns import maximum, where
 
     return maximum(1, where(heads % tp == 0, tp, 1))
 
@@ -488,7 +488,7 @@ def collective_ops(
     the MoE ops: ``moe_ops``. ``domain_devices``: the devices of one scale-up domain
     (``Topology.devices_per_slice``; None: the step runs inside one): each op's ``scale_out``, whether
     its group's span crosses one (``group_spans``, ``crosses``)."""
-    from k3plan.step.columns import where
+    from k3plan.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
@@ -611,7 +611,7 @@ def moe_ops(
       (use_all2all_kernels needs DP > 1). Each op's ``scale_out``: whether its group's span
       (``group_spans``: the DP group's ranks are strided by tp, so it stretches over tp x dp devices)
       crosses a scale-up domain of ``domain_devices`` (``crosses``)."""
-    from k3plan.step.columns import where
+    from k3plan.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
@@ -703,7 +703,7 @@ def tp_edge_ops(
       max and its index (2 calls of a row's 4 bytes). Ring all-gather: a device sends (n-1) shards.
     All on a DP group's rows, 0 calls when TP is 1; over the TP group (span tp: ``crosses`` a scale-up
     domain of ``domain_devices`` only when TP is wider than one)."""
-    from k3plan.step.columns import where
+    from k3plan.columns import where
     from k3plan.step.comm import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic
 
+from k3plan.columns import C, where
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
-from k3plan.step.columns import C, where
 from k3plan.step.ops import Op
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from k3plan.columns import C, where
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, where
 from k3plan.step.memory import BudgetTerms
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic
 
+from k3plan.columns import C, where
 from k3plan.models.spec import ModelSpec
-from k3plan.step.columns import C, where
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
 
 

@@ -10,7 +10,7 @@ only ever hit GPU hosts over InfiniBand, where docs/k3-facts.md §4 (DCN, 12x le
 
 from __future__ import annotations
 
-from k3plan.step.columns import first_true
+from k3plan.columns import first_true
 
 # code -> (key, text); a configuration gets the first that applies, 0 = feasible
 REASONS = (

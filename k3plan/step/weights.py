@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from k3plan.budget.weights import weight_terms
+from k3plan.engines.stack import Stack
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.replay import Sizes, Spans, replay, shards, share
-from k3plan.sharding.stack import Stack
 from k3plan.step.stages import Stage
 
 

@@ -18,9 +18,9 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
+from k3plan.engines.stack import Stack
 from k3plan.errors import require
 from k3plan.models.spec import ModelSpec
-from k3plan.sharding.stack import Stack
 from k3plan.tiers.model import Tier
 
 

@@ -184,7 +184,7 @@ def test_deepseek_v3_drafts_with_its_own_mtp_head(cli):
 
 
 def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
-    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.deploy.engines.SGLANG_KV) but has fp8_e4m3: the KV advice
+    # SGLang's kv_cache_dtype has no fp8_ds_mla (k3plan.engines.flags.SGLANG_KV) but has fp8_e4m3: the KV advice
     # prices fp8, 1 B a value of the 576 (24 x 576 = 13,824 B a token); before, no KV advice at all
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
     actions = [s["action"] for s in d["advice"]["rules"]["suggestions"]]

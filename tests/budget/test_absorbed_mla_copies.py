@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import load_stack
 from k3plan.models import load_model
 from k3plan.setup import make_setup
-from k3plan.sharding.stack import load_stack
 from k3plan.speed.stage import decode_op_costs, prefill_op_costs
 from k3plan.step.weights import mesh_weights, stage_classes
 
@@ -77,7 +77,7 @@ def test_tpu_stacks_hold_one_or_the_other():
 
 
 def test_copies_need_the_role_dtype():
-    from k3plan.sharding.stack import AbsorbedCopies, Source, Stack
+    from k3plan.engines.stack import AbsorbedCopies, Source, Stack
 
     st = load_stack("vllm")
     data = st.model_dump()

@@ -19,8 +19,9 @@ from k3plan.budget.cache import (
     state_bytes_per_layer,
     state_bytes_per_slot,
 )
+from k3plan.engines.stack import load_stack
 from k3plan.models import load_model
-from k3plan.sharding import load_stack, make_mesh
+from k3plan.sharding import make_mesh
 
 K3 = load_model("kimi-k3").spec
 

@@ -13,9 +13,9 @@ import shlex
 import pytest
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import load_stack
 from k3plan.errors import K3PlanError
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack
 
 # K3 at tp16: 96 KDA heads / 16 = 6 a GPU; a KDA layer's slot = recurrent 6 x 128 x 128 f32
 # + conv (kernel 4 - 1) x (q, k, v: 3 x 6 x 128) bf16; 69 KDA layers

@@ -70,8 +70,8 @@ def test_plan_row_is_fit_for_the_extra_buffer_stack(cli):
 
 
 def test_the_sglang_launch_writes_the_derived_mem_fraction_static(cli):
+    from k3plan.engines.stack import load_stack
     from k3plan.hardware import load_hardware
-    from k3plan.sharding import load_stack
 
     out = json.loads(cli("plan", "-H", "nvidia-h200", "--stacks", "sglang", "--max-chips", "16", "--context", "8192",
                          "--concurrency", "4", "--json").stdout)  # fmt: skip

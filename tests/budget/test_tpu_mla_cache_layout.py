@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from fit_helpers import cached_setup, run_fit
 
+from k3plan.engines.stack import load_stack
 from k3plan.errors import K3PlanError
-from k3plan.sharding import load_stack
 
 # one MLA layer, one token, bf16, whole latent on every TP rank: (512 + 128) x 2 B
 KV_LAYER = (512 + 128) * 2  # 1,280 B

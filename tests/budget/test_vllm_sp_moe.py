@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import load_stack
 from k3plan.models import load_model
 from k3plan.setup import make_setup
-from k3plan.sharding.stack import load_stack
 from k3plan.step.weights import mesh_weights, stage_classes
 
 # DeepSeek-V3: 58 MoE layers, one shared expert of gate, up [2048, 7168] and down [7168, 2048] in fp8_block

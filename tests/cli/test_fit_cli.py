@@ -9,7 +9,7 @@ import pytest
 import yaml
 from k3_testing import one_error_line
 
-from k3plan.sharding.stack import STACK_DIR
+from k3plan.engines.stack import STACK_DIR
 
 GiB = 2**30
 CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \

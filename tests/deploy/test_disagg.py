@@ -14,10 +14,10 @@ from k3plan.deploy.disagg import (
     transfer_bytes_per_request,
     transfer_time_s,
 )
+from k3plan.engines.stack import load_stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.loader import load_hardware
 from k3plan.models.loader import load_model
-from k3plan.sharding.stack import load_stack
 
 # k3-facts.md §3: 24 MLA layers x 576 values a token; 69 KDA layers, each [96,128,128] fp32 recurrent
 # + 3 x 3 x 12288 bf16 conv values a sequence.

@@ -95,13 +95,13 @@ def test_no_model_where_it_was_not_checked():
 
 
 def test_plan_rows_equal_fit_where_the_temp_is_modelled():
+    from k3plan.engines.stack import load_stack
     from k3plan.hardware import load_hardware
     from k3plan.models import load_model
     from k3plan.plan.evaluate import evaluate
     from k3plan.plan.rows import row
     from k3plan.plan.space import build_space
     from k3plan.roofline.bounds import Efficiency
-    from k3plan.sharding import load_stack
 
     sp = build_space(hardware=[load_hardware("tpu-v7x")], stacks=[load_stack("vllm-tpu"), load_stack("jax-native")],
                      kv_dtypes=[None], chunks=[8192], max_chips=32, stacks_given=True)  # fmt: skip

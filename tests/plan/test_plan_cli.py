@@ -11,10 +11,10 @@ import pytest
 from k3_testing import one_error_line
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import list_stacks, load_stack
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.plan.reasons import REASONS
 from k3plan.setup import make_setup
-from k3plan.sharding.stack import list_stacks, load_stack
 
 
 def plan_json(cli, *args, code=0) -> dict:

@@ -10,12 +10,12 @@ import dataclasses
 import numpy as np
 import pytest
 
+from k3plan.engines.stack import load_stack
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
 from k3plan.plan.evaluate import HardwareCols, StageCols, WeightCols, evaluate, static_columns
 from k3plan.plan.space import SpaceCols, build_space
 from k3plan.roofline.bounds import Efficiency
-from k3plan.sharding import load_stack
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@ with pipeline stages or cross-node EP, saying why (issue 18: 'Done when')."""
 
 import pytest
 
+from k3plan.engines.stack import load_stack
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.plan import plan
-from k3plan.sharding.stack import load_stack
 
 
 @pytest.fixture(scope="module")

@@ -137,8 +137,8 @@ def test_disaggregated_pools_and_transfer(cli):
     assert d["decode_batch"] == batch and d["tpot_ms"] <= 50
     assert d["pools"] == json.loads(want.model_dump_json())
     assert d["chips"] == (want.prefill_instances + want.decode_instances) * r["chips"]
+    from k3plan.engines.stack import load_stack
     from k3plan.hardware import load_hardware
-    from k3plan.sharding.stack import load_stack
 
     hw = load_hardware("nvidia-b200")
     nbytes = transfer_bytes_per_request(spec=load_model("kimi-k3").spec, stack=load_stack("vllm"), isl_tokens=4000)

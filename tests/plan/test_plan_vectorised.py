@@ -10,6 +10,7 @@ import pytest
 
 from k3plan.budget.fit import Workload, fit
 from k3plan.budget.weights import weight_budget
+from k3plan.engines.stack import list_stacks, load_stack
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.evaluate import evaluate
@@ -18,8 +19,7 @@ from k3plan.plan.space import build_space, splits
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.roofline.comm import ep_spans_slices
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack, make_mesh, resolve
-from k3plan.sharding.stack import list_stacks
+from k3plan.sharding import make_mesh, resolve
 from k3plan.step.weights import mesh_weights, tensor_classes
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from k3plan.engines.stack import default_stack_for, load_stack
 from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
-from k3plan.sharding.stack import default_stack_for, load_stack
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import Stack, load_stack
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
 from k3plan.plan.deployment import launch_for
@@ -19,7 +20,6 @@ from k3plan.plan.rows import PER_DEVICE, row
 from k3plan.plan.space import build_space
 from k3plan.roofline.bounds import Efficiency
 from k3plan.setup import make_setup
-from k3plan.sharding.stack import Stack, load_stack
 
 H200_MIB = 143771  # nvidia-h200.yaml usable HBM: nvidia-smi memory.total 143771MiB
 MIB = 2**20

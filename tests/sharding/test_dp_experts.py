@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from k3plan.engines.stack import load_stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware
 from k3plan.plan.space import build_space
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack
 
 EXPERT_BYTES = 17_547_264  # one MXFP4 expert with its E8M0 scales (k3-facts.md §2)
 N_MOE, N_EXPERTS = 92, 896

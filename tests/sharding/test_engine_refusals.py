@@ -12,9 +12,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from k3plan.engines.stack import Stack, load_stack
 from k3plan.models import load_model
 from k3plan.setup import engine_refusals
-from k3plan.sharding.stack import Stack, load_stack
 
 MLA = "tpu_inference/platforms/tpu_platform.py TpuPlatform.check_and_update_config @811f8e20"
 KDA = "tpu_inference/models/vllm/experimental/__init__.py _TPU_VLLM_MODELS['KimiK3ForConditionalGeneration'] @811f8e20"

@@ -11,10 +11,10 @@ import yaml
 
 from k3plan.budget.fit import check_workload, fit
 from k3plan.budget.weights import runtime_bytes
+from k3plan.engines.stack import STACK_DIR, load_stack
 from k3plan.errors import K3PlanError
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack, make_mesh
-from k3plan.sharding.stack import STACK_DIR
+from k3plan.sharding import make_mesh
 
 W = check_workload(context_tokens=131072, batch=1, prefill_chunk_tokens=None)
 LM_HEAD = "language_model.lm_head.weight"
@@ -141,7 +141,7 @@ def test_bad_user_specs(tmp_path, text, needle):
 
 
 def test_every_bundled_stack_loads():
-    from k3plan.sharding import list_stacks
+    from k3plan.engines.stack import list_stacks
 
     assert list_stacks() == ["dp-attention", "jax-native", "sglang", "tpu-inference", "vllm", "vllm-tpu"]
     for name in list_stacks():

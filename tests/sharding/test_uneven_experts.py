@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import list_stacks, load_stack
 from k3plan.models import load_model
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack, make_mesh, resolve
+from k3plan.sharding import make_mesh, resolve
 from k3plan.sharding.replay import replay, share
 from k3plan.sharding.resolve import UnevenSplit, mesh_spans
-from k3plan.sharding.stack import list_stacks
 
 EXPERT_BYTES = 17_547_264  # one routed expert, w1 + w2 + w3 MXFP4 (k3-facts.md §2)
 MOE_LAYERS = 92  # 93 layers, first_k_dense_replace 1

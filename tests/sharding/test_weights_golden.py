@@ -26,8 +26,9 @@ import numpy as np
 import pytest
 
 from k3plan.budget.weights import weight_budget
+from k3plan.engines.stack import load_stack
 from k3plan.models.inventory import Tensor, TensorInventory
-from k3plan.sharding import load_stack, make_mesh, resolve
+from k3plan.sharding import make_mesh, resolve
 from k3plan.sharding.resolve import rules_for, spec_from_rules
 from k3plan.step.weights import class_shards, mesh_weights, tensor_classes
 

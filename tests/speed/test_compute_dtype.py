@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
+from k3plan.engines.stack import ComputeDtype, FormatCompute, Source, load_stack
 from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
-from k3plan.sharding.stack import ComputeDtype, FormatCompute, Source, load_stack
 from k3plan.speed.expected import op_time
 from k3plan.speed.peaks import Peaks
 from k3plan.speed.stage import prefill_op_costs
@@ -128,7 +128,7 @@ def test_deepseek_v3_fp8_block_on_tpu_v7x_vllm_tpu_is_w8a8_on_both_paths_and_abs
 
 
 def test_a_stack_option_choice_sets_compute_rules_and_every_choice_sets_the_same_formats():
-    from k3plan.sharding.stack import Effect, Option
+    from k3plan.engines.stack import Effect, Option
 
     src = Source(repo="example/engine", file="moe.py", symbol="M")
     fmt = FormatCompute(dtype="fp8", holds="h", sources=(src,))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import load_stack
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
 from k3plan.plan import plan
@@ -19,7 +20,6 @@ from k3plan.plan.space import build_space
 from k3plan.report.viable import smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 SGLANG_AR = "sglang:moe_a2a_backend=none"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from k3plan.engines.stack import load_stack
 from k3plan.hardware import load_hardware
 from k3plan.roofline.bounds import Efficiency, decode_bound, prefill_bound
 from k3plan.roofline.comm import comm_cost
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms
 

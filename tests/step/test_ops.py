@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from k3plan.engines.stack import load_stack
 from k3plan.models import load_model
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.roofline.work import (
@@ -19,7 +20,6 @@ from k3plan.roofline.work import (
     attention_prefill_flops_per_token,
 )
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack
 from k3plan.speed.ops import OpCost
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, ring_bytes_per_chip

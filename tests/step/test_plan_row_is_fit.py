@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from k3plan.budget.fit import Workload, fit
+from k3plan.engines.stack import list_stacks, load_stack
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
 from k3plan.plan import plan
@@ -21,8 +22,6 @@ from k3plan.plan.space import build_space
 from k3plan.report.viable import smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
-from k3plan.sharding import load_stack
-from k3plan.sharding.stack import list_stacks
 
 HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

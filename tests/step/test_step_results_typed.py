@@ -10,13 +10,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from k3plan.engines.stack import load_stack
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
 from k3plan.plan.evaluate import evaluate
 from k3plan.plan.space import build_space
 from k3plan.plan.table import Evaluated, StepColumns
 from k3plan.roofline.bounds import Efficiency
-from k3plan.sharding import load_stack
 from k3plan.step.comm import CommTerms, comm_terms, comm_time
 from k3plan.step.decode import BINDING, DecodeTerms, decode_terms
 from k3plan.step.p2p import P2PTerms, p2p_terms, p2p_time

@@ -78,7 +78,7 @@ def _setup(stack: str):
 
 
 def test_every_bundled_stack_is_covered():
-    from k3plan.sharding.stack import list_stacks
+    from k3plan.engines.stack import list_stacks
 
     assert set(list_stacks()) == {k.split()[0] for k in SETUPS}
 

@@ -54,9 +54,9 @@ class StepParams:
 
 
 def _setup(params: StepParams):
+    from k3plan.engines.stack import ComputeDtype
     from k3plan.probes.step.scaled import scaled_config_path
     from k3plan.setup import make_setup
-    from k3plan.sharding.stack import ComputeDtype
 
     s = make_setup(model=str(scaled_config_path()), hardware=LAYOUT_HARDWARE, topology=params.topology, tp=params.tp)
     # the step timed is validate's (validate/steps.py), which runs every matmul in the activations' dtype, not in

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from k3plan.deploy.engines import (  # noqa: F401  # FLAG_SOURCES ... are this module's names too
+from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this module's names too
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
     MAXTEXT,

@@ -1,6 +1,6 @@
 """Serving stacks: what a runtime does with the weights, the cache and the memory.
 
-A stack is a YAML file (bundled in ``k3plan/sharding/stacks/`` or a user path) fixing the runtime
+A stack is a YAML file (bundled in ``k3plan/engines/stacks/`` or a user path) fixing the runtime
 format of each weight role, the KV-cache dtype and layout, the KDA state dtypes and slots, the
 sharding rules (each cited to the engine code that holds it), paging, how the engine sizes its
 cache pool, the engine's memory reserve, the expert collective pattern and the platforms it runs
@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from k3plan.columns import each, maximum, where
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
 from k3plan.specfile import describe, read_yaml_mapping
-from k3plan.step.columns import each, maximum, where
 from k3plan.units import GiB, MiB
 
-STACK_DIR = data_dir("sharding/stacks")
+STACK_DIR = data_dir("engines/stacks")
 DEFAULT_STACK = "vllm-tpu"  # load_stack()'s default name only; commands take default_stack_for(hardware)
 # The default stack of a machine: the first of these that runs on it (Stack.runs_on, the stack's
 # cited platforms). vLLM first (tpu-inference on TPU, vLLM's own on the GPUs of its K3 recipe), then
@@ -613,7 +613,7 @@ class AutoFraction(_F):
         ``dp_attention_dp``: the dp_size under --enable-dp-attention (None: no DP attention), whose decode
         graphs pad max_bs x dp_size. ``tp``, ``pp``, ``chunk`` and ``dp_attention_dp`` are ints (fit: one
         configuration) or numpy columns of one GPU's configurations (plan), the same arithmetic in the same
-        order (k3plan.step.columns), so a plan row's value is fit's to the bit."""
+        order (k3plan.columns), so a plan row's value is fit's to the bit."""
         row = self.gpu_class(gpu_mib=gpu_mib)
         small = row.cuda_graph_max_bs_small_tp
         bs = row.cuda_graph_max_bs if small is None else where(tp < 4, small, row.cuda_graph_max_bs)
@@ -707,7 +707,7 @@ BindableSection = Literal["state", "paging", "reserve", "kv_pool", "absorbed_cop
 
 class PlatformRule(_F):
     """Where a stack launches another engine on one kind of machine (dp-attention: SGLang
-    --enable-dp-attention on GPUs, tpu-inference's attention DP on TPUs, k3plan.deploy.engines
+    --enable-dp-attention on GPUs, tpu-inference's attention DP on TPUs, k3plan.engines.flags
     ENGINE_FOR_STACK_ON): there the ``sections`` and ``options`` that engine decides are taken from its own
     stack YAML (``stack``), with the citations they have there -- each quantity written once, in the
     engine's file (``Stack.bind``)."""

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from k3plan.deploy.launch import LaunchConfig, launch_text, tpu_sharding_strategy
+from k3plan.engines.launch import LaunchConfig, launch_text, tpu_sharding_strategy
+from k3plan.engines.stack import load_stack
 from k3plan.errors import K3PlanError
-from k3plan.sharding import load_stack
 
 # K3 (config.json): hidden 7168, vocabulary 163,840; 896 routed experts in a latent MoE of width 3,584, FFN 3,072,
 # 92 MoE layers; 24 MLA layers (kv_lora 512, rope 64), 69 KDA layers (96 heads of 128, conv kernel 4)

@@ -9,11 +9,10 @@ import re
 import pytest
 import yaml
 
+from k3plan.engines.stack import STACK_DIR, list_stacks, load_stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
-from k3plan.sharding import list_stacks, load_stack
-from k3plan.sharding.stack import STACK_DIR
 
 BF16, F32 = 2, 4
 EXPERT_BYTES = 17_547_264  # one MXFP4 expert, w1 + w2 + w3 with their E8M0 scales (k3-facts.md §2)
@@ -275,7 +274,7 @@ def test_every_stack_names_its_tp_edge_collectives(name):
 def test_vllm_reserve_and_kv_dtype_defaults_cite_the_engine_code_read():
     # every vLLM fit prints the reserve's source: it said "not found or not read ... not read this session"
     # of vllm/config/cache.py, which the index holds (CacheConfig.gpu_memory_utilization Field(default=0.9))
-    from k3plan.sharding import load_stack
+    from k3plan.engines.stack import load_stack
 
     opts = load_stack("vllm").options
     for name in ("gpu_memory_utilization", "kv_cache_dtype"):

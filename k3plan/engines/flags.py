@@ -1,7 +1,7 @@
 """The engines k3plan writes launch commands for: which engine runs a stack, the flags k3plan writes
 with the engine code that defines each (``FLAG_SOURCES``), and each engine's spelling of the KV
 dtypes. Plain tables, no model classes: fit's advice asks ``stack_has_kv`` of them on every run
-(k3plan.deploy.launch builds the commands from them). Sources: see k3plan/deploy/launch.py.
+(k3plan.engines.launch builds the commands from them). Sources: see k3plan/engines/launch.py.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ ENGINE_FOR_STACK = {
     "jax-native": "jax",
 }
 # stacks tpu-inference runs under its own DP attention (``vllm serve`` over every device, the split in
-# --additional-config's sharding_strategy: k3plan.deploy.launch.tpu_sharding_strategy)
+# --additional-config's sharding_strategy: k3plan.engines.launch.tpu_sharding_strategy)
 TPU_DP_ATTENTION_STACKS = ("tpu-inference",)
 # dp-attention prices SGLang's --enable-dp-attention with DeepEP on GPUs (its YAML's description and
 # platforms_source: shared experts tp_size=1, latent projections and router replicated, all-to-all

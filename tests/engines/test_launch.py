@@ -8,7 +8,7 @@ import shlex
 import pytest
 from pydantic import ValidationError
 
-from k3plan.deploy.launch import (
+from k3plan.engines.launch import (
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
     LaunchConfig,
@@ -19,8 +19,8 @@ from k3plan.deploy.launch import (
     vllm_command,
     write_launch,
 )
+from k3plan.engines.stack import list_stacks
 from k3plan.errors import K3PlanError
-from k3plan.sharding.stack import list_stacks
 
 B200 = {
     "hardware": "nvidia-b200",
@@ -148,8 +148,8 @@ def test_write_launch_is_atomic(tmp_path):
 
 
 def test_stack_options_away_from_their_defaults_become_flags_or_environment():
+    from k3plan.engines.stack import load_stack
     from k3plan.plan.deployment import engine_options
-    from k3plan.sharding.stack import load_stack
 
     st = load_stack("vllm-tpu:model_impl=flax_nnx")
     opts = engine_options(st)
@@ -350,11 +350,11 @@ def test_launch_for_passes_the_topology_s_slices():
     """launch_for gave the launch topology.hosts only; a 2*2x2x4 pick (2 slices) ran as one slice."""
     from types import SimpleNamespace
 
+    from k3plan.engines.stack import load_stack
     from k3plan.hardware.loader import load_hardware
     from k3plan.hardware.topology import parse_topology
     from k3plan.models.loader import load_model
     from k3plan.plan.deployment import launch_for
-    from k3plan.sharding.stack import load_stack
 
     hw = load_hardware("tpu-v7x")
     pick = SimpleNamespace(tp=64, ep=64, dp=1, pp=1, chunk_tokens=8192, kv_dtype="fp32")
