@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Callable, Optional
 
 from k3plan.engines.stack import Stack, default_stack_for, load_stack
 from k3plan.errors import K3PlanError
@@ -40,8 +40,8 @@ class Setup:
     @cached_property
     def stage_weights(self):
         """The per-device weight budget of each stage's devices (its layers and end tensors)."""
-        from k3plan.budget.weights import weight_budget
         from k3plan.step.stages import stage_tensors
+        from k3plan.step.weight_budget import weight_budget
 
         inv = self.model.inventory
         if self.parallel.pp == 1:
@@ -65,68 +65,6 @@ class Setup:
         inventory, plan and stack, so a curve or report that fits one setup at many workloads
         computes it once."""
         return max(self.stage_weights, key=lambda w: w.weights_bytes)
-
-
-def default_topology(
-    hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int], dp: Optional[int]
-) -> Topology:
-    """The smallest standard topology whose per-device weights, with the stack's default split (or
-    the split asked for) and its reserve, leave room on a device: the first of default_topologies
-    (a quick screen; `fit` then gives the full verdict, and the CLI moves up the list while the
-    workload does not fit: cli.common.fitting_setup)."""
-    found = default_topologies(hw, model, stack, tp, ep, dp)
-    if not found:
-        raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")
-    return found[0]
-
-
-def default_topologies(
-    hw: HardwareSpec, model: Model, stack: Stack, tp: Optional[int], ep: Optional[int], dp: Optional[int]
-) -> list[Topology]:
-    """Every standard topology, smallest first, whose per-device weights with the stack's default
-    split (or the split asked for) and its reserve leave room on a device: plan's space and weight
-    columns (``plan.evaluate.weight_columns``) filtered to that split."""
-    import numpy as np
-
-    from k3plan.plan.evaluate import weight_columns
-    from k3plan.plan.space import build_space
-
-    space = build_space(
-        hardware=[hw],
-        stacks=[stack],
-        kv_dtypes=[None],
-        chunks=[1],
-        max_chips=hw.max_chips,
-        stacks_given=False,
-        any_platform=True,
-    )
-    weights, _ = weight_columns(space=space, model=model)
-    c = space.cols
-    for flag, n in (("--tp", tp), ("--ep", ep), ("--dp", dp)):
-        if n and not any(t.devices % n == 0 for t in space.topologies):
-            sizes = ", ".join(str(t.devices) for t in space.topologies)
-            raise K3PlanError(
-                f"{flag} {n} divides none of {hw.name}'s standard topologies (devices: {sizes}); "
-                f"expected a divisor of one of them, or pass --topology"
-            )
-    found = []
-    for i, topo in enumerate(space.topologies):
-        if topo.devices * hw.usable_bytes_per_device < model.inventory.checkpoint_bytes:
-            continue
-        t, d = default_split(stack, topo.devices, tp, dp, tp_must_divide(model, stack))
-        if t and topo.devices % t or d and topo.devices % d:
-            continue
-        d = d or (topo.devices // t if t else 1)
-        t = t or topo.devices // d
-        e = ep if ep is not None else (stack.dp_experts.ep(tp=t, dp=d) or topo.devices)
-        hit = np.flatnonzero((c.topo == i) & (c.tp == t) & (c.dp == d) & (c.ep == e))
-        # no workload yet: the reserve at the engine's own default chunk for this GPU (chunk None)
-        reserve = stack.reserve_fraction(
-            usable_bytes=hw.usable_bytes_per_device, tp=t, pp=1, chunk=None, vendor=hw.vendor, dp=d
-        )
-        if hit.size and weights.weights_bytes[hit[0]] < hw.usable_bytes_per_device * (1 - reserve):
-            found.append(topo)
-    return found
 
 
 def default_split(
@@ -174,8 +112,11 @@ def make_setup(
     shardspecs: Optional[str] = None,
     pp: Optional[int] = None,
     spec_verify_tokens: Optional[int] = None,
+    pick_topology: Optional[Callable[..., Topology]] = None,
 ) -> Setup:
-    """``stack`` None: the hardware's default (``sharding.stack.default_stack_for``), named in the notes.
+    """``stack`` None: the hardware's default (``engines.stack.default_stack_for``), named in the notes.
+    ``topology`` None: ``pick_topology(hw, model, stack, tp, ep, dp)`` picks it (the one default rule,
+    ``k3plan.plan.defaults.default_topology``, passed by ``plan.defaults.make_default_setup``).
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
     pool as the engine sizes it then: ``Stack.for_spec_decode``)."""
     m = load_model(model)
@@ -187,7 +128,11 @@ def make_setup(
     # bound to the machine first: its engine's state pool is what speculative decoding grows (Stack.bind)
     st = load_stack(stack).bind(hw).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens)
     if topology is None:
-        topo = default_topology(hw, m, st, tp, ep, dp)
+        if pick_topology is None:
+            raise K3PlanError(
+                f"{hw.name}: no topology given; expected --topology (e.g. {hw.name}'s smallest standard one)"
+            )
+        topo = pick_topology(hw, m, st, tp, ep, dp)
         notes.append(
             f"topology {topo.text}: default, the smallest standard {hw.name} topology whose weights and "
             f"reserve leave room on a device"

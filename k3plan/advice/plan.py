@@ -66,9 +66,9 @@ def plan_advice(
     """The rules on ``result.recommended``, else on ``result.closest_miss``; None when neither exists."""
     from k3plan.advice.wiring import decode_time_by_part, fit_advice
     from k3plan.budget.fit import check_workload, fit
+    from k3plan.plan.defaults import make_default_setup as make_setup
     from k3plan.roofline.bounds import Efficiency, decode_bound
     from k3plan.roofline.latency import measured_hardware
-    from k3plan.setup import make_setup
 
     row = result.recommended or result.closest_miss
     if row is None:
@@ -120,7 +120,7 @@ def plan_advice(
 def render_plan_advice(pa: PlanAdvice, console) -> None:
     from rich.markup import escape
 
-    from k3plan.report.advice_table import render_fit_advice
+    from k3plan.advice.render import render_fit_advice
 
     what = "the pick" if pa.subject == "pick" else "the closest miss (nothing passes)"
     console.print(f"[bold]advice for {what}[/]: {escape(pa.configuration)}")

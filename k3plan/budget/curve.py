@@ -7,8 +7,8 @@ from typing import Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.calibration import Calibration
 from k3plan.budget.fit import Workload, fit
+from k3plan.evidence.calibration import Calibration
 from k3plan.setup import Setup
 from k3plan.sharding.resolve import fallback_summary
 

@@ -13,23 +13,12 @@ from k3plan.budget.cache import (
     stack_kv_bytes_per_token,
     state_bytes_per_slot,
 )
-from k3plan.budget.calibration import Calibration, envelope
-from k3plan.budget.result import (
-    Capacity,
-    HardwareFacts,
-    ModelFacts,
-    ModelState,
-    Named,
-    PerDevice,
-    Provenance,
-    RolesBytes,
-    Speed,
-    Temp,
-)
+from k3plan.budget.result import Capacity, HardwareFacts, ModelFacts, ModelState, PerDevice, Provenance, Speed, Temp
 from k3plan.budget.temp import decode_temp, prefill_temp
 from k3plan.engines.flags import engine_offers_kv
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
+from k3plan.evidence.calibration import Calibration, envelope
 from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup, engine_refusals
 from k3plan.sharding.mesh import Parallel
@@ -37,6 +26,7 @@ from k3plan.sharding.resolve import Fallback
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.step.stages import bind
+from k3plan.step.terms import Named, RolesBytes
 from k3plan.step.verdict import reject_code
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft

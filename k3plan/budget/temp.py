@@ -19,13 +19,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.dtypes import BYTES
-from k3plan.budget.result import TermBytes
 from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
 from k3plan.step.memory import KDA_CHUNK_TOKENS
 from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
+from k3plan.step.terms import TermBytes
 
 __all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "decode_temp", "prefill_temp", "stage_live_of_setup"]
 
@@ -130,7 +130,7 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
 def _scanned(inventory, spec, stack) -> list:
     """The cache entry [inventory, tensors, classes or None] of an (inventory, stack formats): fit's alternatives
     and plan's variants ask again; the inventory is held too, so its id cannot be reused."""
-    from k3plan.validate.structure import layer_plan  # jax-free
+    from k3plan.step.structure import layer_plan  # jax-free
 
     key = (id(inventory), stack.name, repr(stack.runtime_formats))
     held = _SCAN_TENSORS.get(key)
@@ -174,7 +174,7 @@ _SCAN_BYTES: dict[tuple, tuple[Any, int]] = {}
 def scan_bf16_weight_bytes(setup) -> int:
     """``scan_bf16_tensors``' bytes a device under the setup's sharding plan (plan's columns:
     ``k3plan.step.weights.mesh_weights`` over the same tensors); once a (sharding plan, stack formats)."""
-    from k3plan.budget.weights import weight_budget
+    from k3plan.step.weight_budget import weight_budget
 
     inv, st = setup.model.inventory, setup.stack
     key = (id(setup.plan), st.name, repr(st.runtime_formats))

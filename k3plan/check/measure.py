@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from k3plan.budget.fit import check_workload, fit
-from k3plan.budget.weights import runtime_bytes
 from k3plan.check.baseline import Config, DeviceTerms, Expected, Split
 from k3plan.check.names import fold
-from k3plan.setup import make_setup
+from k3plan.plan.defaults import make_default_setup as make_setup
+from k3plan.step.weight_budget import runtime_bytes
 
 NOT_COMPARED = ("free_bytes", "sequences")  # derived from the others / from the workload
 

@@ -230,7 +230,7 @@ def setup_from(
     """The one place a command turns its shared options into a Setup (``spec_verify_tokens``: fit and
     roofline with --spec-tokens put it in their options, make_setup)."""
     from k3plan.errors import K3PlanError
-    from k3plan.setup import make_setup
+    from k3plan.plan.defaults import make_default_setup as make_setup
 
     for flag, value in (("--topology", topology), ("--shardspecs", shardspecs), ("--kv-dtype", kv_dtype)):
         if value is not None and not str(value).strip():  # `--shardspecs=` is not "no shardspecs"
@@ -267,7 +267,7 @@ def fitting_setup(setup_options: dict, run_fit: Callable[[Any], R], fits: Callab
     import dataclasses
 
     from k3plan.errors import K3PlanError
-    from k3plan.setup import default_topologies
+    from k3plan.plan.defaults import default_topologies
 
     setup = setup_from(**setup_options)
     result = run_fit(setup)

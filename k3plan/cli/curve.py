@@ -77,9 +77,9 @@ def command(
       k3plan curve -t 2x4x4 --tp 32 --batch 32 --context 32768 --turns 20 --system-tokens 4000 \\
           --user-tokens 800 --answer-tokens 1200 --tool-tokens 2000 --reasoning-tokens 6000
     """
-    from k3plan.budget.calibration import load_calibration
     from k3plan.budget.curve import chunk_sizes, curve
     from k3plan.budget.fit import check_workload
+    from k3plan.evidence.calibration import load_calibration
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=None)
     setup = setup_from(**setup_options)

@@ -84,8 +84,8 @@ def command(
         offload_report,
         spec_decode_report,
     )
-    from k3plan.budget.calibration import load_calibration
     from k3plan.budget.fit import check_workload
+    from k3plan.evidence.calibration import load_calibration
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
 
@@ -165,7 +165,7 @@ def command(
 
         print_json(FitOutput.of(result, advice=advice, prefix_hit=ph))
     else:
-        from k3plan.report.advice_table import render_fit_advice
+        from k3plan.advice.render import render_fit_advice
         from k3plan.report.fit_table import render_fit
 
         render_fit(result, console)

@@ -18,23 +18,40 @@ DEFAULT_HARDWARE = "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72"
 
 
 def _stacks(text: str) -> dict[str, str]:
-    """'tpu=vllm-tpu,gpu=sglang' or one stack for every platform, options and all
-    ('vllm:all2all_backend=deepep_low_latency': its '=' is an option's, not a kind's)."""
+    """The stacks asked for, by platform kind: {} for 'auto' (every machine's default stack, as fit and plan pick it:
+    ``engines.stack.default_stack_for``), 'tpu=torchtpu-vllm,gpu=sglang' (a kind not named keeps its machines'
+    defaults) or one stack for every platform, options and all ('vllm:all2all_backend=deepep_low_latency': its
+    '=' is an option's, not a kind's)."""
+    if text.strip() == "auto":
+        return {}
     if "=" not in text or ":" in text.split("=", 1)[0]:  # a stack's options follow a ':' before any '='
         return {"tpu": text, "gpu": text}
-    out = {"tpu": "vllm-tpu", "gpu": "sglang"}
-    given: set[str] = set()
+    out: dict[str, str] = {}
     for part in items("--stack", text):
         kind, _, name = part.partition("=")
-        if kind.strip() not in out or not name.strip():
+        if kind.strip() not in ("tpu", "gpu") or not name.strip():
             raise K3PlanError(
-                f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=vllm-tpu,gpu=sglang"
+                f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=tpu-inference,gpu=sglang"
             )
-        if kind.strip() in given:  # was: the last pair won
+        if kind.strip() in out:  # was: the last pair won
             raise K3PlanError(f"--stack {text!r}: {kind.strip()} is given twice; expected each kind once")
-        given.add(kind.strip())
         out[kind.strip()] = name.strip()
     return out
+
+
+def _deploy_stacks(platforms: list[str], asked: dict[str, str]) -> list[str] | None:
+    """The deployment section's stacks: None where none was asked (plan's default a machine), else the ones
+    asked and, for a kind not named, its machines' defaults."""
+    if not asked:
+        return None
+    from k3plan.engines.stack import default_stack_for
+    from k3plan.hardware import load_hardware
+
+    out = []
+    for name in platforms:
+        hw = load_hardware(name)
+        out.append(asked.get(hw.kind) or default_stack_for(hw)[0])
+    return list(dict.fromkeys(out))
 
 
 def command(
@@ -58,9 +75,12 @@ def command(
     stack: Annotated[
         str,
         typer.Option(
-            "--stack", "-s", help="Serving stack per platform kind ('tpu=vllm-tpu,gpu=sglang') or one stack for all."
+            "--stack",
+            "-s",
+            help="Serving stack per platform kind ('tpu=tpu-inference,gpu=sglang') or one stack for all. "
+            "auto: each machine's default stack, the one fit and plan pick.",
         ),
-    ] = "tpu=vllm-tpu,gpu=sglang",
+    ] = "auto",
     max_chips: Annotated[
         Optional[int],
         typer.Option("--max-chips", help="Largest topology to consider (chips). Default: every standard topology."),
@@ -131,7 +151,7 @@ def command(
         deployment_blocks,
         model=model,
         hardware=platforms,
-        stacks=list(_stacks(stack).values()),
+        stacks=_deploy_stacks(platforms, _stacks(stack)),
         concurrency=concurrency,
         max_chips=max_chips or 10**9,
     )

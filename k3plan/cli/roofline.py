@@ -82,7 +82,7 @@ def command(
         decode_bound,
         prefill_bound,
     )
-    from k3plan.roofline.work import load_histogram
+    from k3plan.step.work import load_histogram
 
     w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token)
@@ -126,7 +126,7 @@ def command(
         why = why_not(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
     if not verdict.fits and not ignore_fit:  # a speed figure only for a workload that fits
         if json_out:
-            from k3plan.roofline.result import RooflineRefusal
+            from k3plan.app.roofline import RooflineRefusal
 
             print_json(
                 RooflineRefusal(
@@ -204,7 +204,7 @@ def command(
         ph = prefix_hit_ttft(
             setup, prompt_tokens=w.context_tokens, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
         )
-    from k3plan.roofline.result import RooflineResult
+    from k3plan.app.roofline import RooflineResult
 
     result = RooflineResult(
         model=setup.model.name,
@@ -238,7 +238,7 @@ def command(
     render_expected(result.expected, console)
     from rich.markup import escape
 
-    from k3plan.report.advice_table import (
+    from k3plan.advice.render import (
         bytes_share_line,
         render_advice_rules,
         spec_decode_lines,

@@ -64,7 +64,7 @@ class ParetoPoint(BaseModel):
 
 def render_pareto_table(points: Sequence[ParetoPoint], *, title: str = "Pareto front"):
     """A rich Table, one row a point, in the order given (pareto_front's order)."""
-    from k3plan.report.tables import Column, build_table, cell
+    from k3plan.tables import Column, build_table, cell
 
     headers = (
         "hardware",

@@ -1,7 +1,7 @@
 """The one registry of shipped temp calibrations, and the rule that picks the best one.
 
 The files live in ``k3plan/evidence/calibrations/`` (package data) and are read with
-``k3plan.budget.calibration.load_calibration``; ``index.yaml`` there adds what a file does not say
+``k3plan.evidence.calibration.load_calibration``; ``index.yaml`` there adds what a file does not say
 itself: its kind (``measured`` on a real device, or ``compiled`` deviceless by ``k3plan validate``)
 and the KV-cache dtype it was taken with. A configuration matches a file when model, hardware,
 topology, tp, dp, stack and KV dtype are equal and ep is equal or unrecorded (the file was taken
@@ -19,12 +19,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from k3plan.budget.calibration import BUNDLED_SHOWN, Calibration, load_calibration
 from k3plan.errors import K3PlanError
+from k3plan.evidence.calibration import BUNDLED_SHOWN, FOLDER, INDEX, Calibration, load_calibration
 from k3plan.specfile import describe
 
-FOLDER = Path(__file__).parent / "calibrations"
-INDEX = "index.yaml"
 Kind = Literal["measured", "compiled"]
 RANK: dict[str, int] = {"measured": 0, "compiled": 1}  # lower is better evidence
 

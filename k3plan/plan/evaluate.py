@@ -21,7 +21,8 @@ from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
 from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
-from k3plan.step.collective import Collective, latency
+from k3plan.roofline.latency import latency
+from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms

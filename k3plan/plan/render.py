@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from k3plan.plan.rows import PlanRow
 from k3plan.plan.search import OBJECTIVES, PlanResult
-from k3plan.report.tables import MISSING, Column, Row, build_table, cell, print_whole
+from k3plan.tables import MISSING, Column, Row, build_table, cell, print_whole
 
 if TYPE_CHECKING:
     from rich.table import Table

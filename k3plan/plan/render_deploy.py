@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from k3plan.deploy.pareto import render_pareto_table
 from k3plan.plan.search import OBJECTIVES, PlanResult
-from k3plan.report.tables import MISSING, Column, Row, build_table, cell, figure
+from k3plan.tables import MISSING, Column, Row, build_table, cell, figure
 from k3plan.units import GiB
 
 if TYPE_CHECKING:

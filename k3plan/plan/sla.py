@@ -28,14 +28,14 @@ from k3plan.errors import K3PlanError
 from k3plan.models import Model
 from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
-from k3plan.roofline.work import (
+from k3plan.speed.scheduler import SchedulerResult, StepCoefficients, steady_state
+from k3plan.step.work import (
     attention_prefill_flops_per_token,
     expert_flops_per_token,
     linear_flops_per_token,
     prompt_devices,
     prompt_flops_per_token,
 )
-from k3plan.speed.scheduler import SchedulerResult, StepCoefficients, steady_state
 
 LABEL = (
     "ceilings-based (no efficiency records): step time from the decode roofline and the prefill "

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable, Optional
 
+from k3plan.evidence.probe_record import CPU_LABEL, ProbeRecord
 from k3plan.probes.dispatch import Dispatched
 from k3plan.probes.expect import HardwareRef
-from k3plan.probes.record import CPU_LABEL, ProbeRecord
 from k3plan.probes.store import utc_now_iso
 
 # A CPU run is a correctness check; without --timeout it stops here so that a probe run as

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
-from k3plan.probes.record import Attempt
+from k3plan.evidence.probe_record import Attempt
 
 T = TypeVar("T")
 

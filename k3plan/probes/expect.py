@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from k3plan.errors import K3PlanError
-from k3plan.probes.record import Expectation
+from k3plan.evidence.probe_record import Expectation
 
 
 @dataclass(frozen=True)

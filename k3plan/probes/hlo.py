@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from typing import Optional
 
-from k3plan.probes.record import Verification
+from k3plan.evidence.probe_record import Verification
 
 COLLECTIVES = (
     "ragged-all-to-all",

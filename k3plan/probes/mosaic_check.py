@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError
-from k3plan.probes.record import Verification
+from k3plan.evidence.probe_record import Verification
 from k3plan.validate.targets import libtpu_version, parse_target
 
 KERNELS = ("hbm", "kda-decode")

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 from k3plan.errors import require
+from k3plan.evidence.probe_record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
-from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import sample_s, stats
 
 if TYPE_CHECKING:

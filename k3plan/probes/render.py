@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from k3plan.probes.record import ProbeRecord
-from k3plan.report.tables import MISSING, Column, build_table
+from k3plan.evidence.probe_record import ProbeRecord
+from k3plan.tables import MISSING, Column, build_table
 
 _SCALES = {
     "s/call": ((1e-6, "us"), (1e-3, "ms"), (1.0, "s")),

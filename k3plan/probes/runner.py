@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from k3plan.errors import K3PlanError
+from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.probes.env import DistributedOptions, ensure_cpu_devices, init_distributed, stdout_to_stderr
-from k3plan.probes.record import ProbeRecord
 from k3plan.probes.store import DEFAULT_DIR, write_record
 
 

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from k3plan.errors import K3PlanError
+from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.io_safe import write_new_text
-from k3plan.probes.record import ProbeRecord
 
 DEFAULT_DIR = Path("reports/probes")
 

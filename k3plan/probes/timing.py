@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
-from k3plan.probes.record import Stats
+from k3plan.evidence.probe_record import Stats
 
 
 def block(tree: Any) -> Any:

@@ -30,7 +30,7 @@ def deployment_blocks(
     *,
     model: str,
     hardware: Sequence[str],
-    stacks: Sequence[str],
+    stacks: Sequence[str] | None,
     concurrency: int,
     max_chips: int,
     plot_path: Path,
@@ -43,7 +43,7 @@ def deployment_blocks(
     res = plan(
         model=model,
         hardware=list(hardware),
-        stacks=list(dict.fromkeys(stacks)),
+        stacks=list(dict.fromkeys(stacks)) if stacks else None,
         max_chips=max_chips,
         context=REQUEST_ISL + REQUEST_OSL,
         concurrency=concurrency,

@@ -27,6 +27,7 @@ def collect(
     progress: Callable[[str], None],
     allow_cpu_probes: bool = False,
 ) -> list[PlatformReport]:
+    from k3plan.engines.stack import default_stack_for
     from k3plan.hardware import load_hardware
 
     out = []
@@ -36,7 +37,7 @@ def collect(
         r = platform_report(
             model=model,
             hardware=name,
-            stack=stacks[hw.kind],
+            stack=stacks.get(hw.kind) or default_stack_for(hw)[0],
             contexts=contexts,
             concurrency=concurrency,
             max_chips=max_chips,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from k3plan.report.tables import Column, build_table, figure
+from k3plan.tables import Column, build_table, figure
 from k3plan.units import GiB, fmt_count, fmt_gib
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from k3plan.report.tables import MISSING, Column, build_table
+from k3plan.tables import MISSING, Column, build_table
 from k3plan.units import GiB, MiB, fmt_gib
 
 

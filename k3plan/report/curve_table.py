@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from k3plan.report.tables import MISSING, Column, build_table, figure
+from k3plan.tables import MISSING, Column, build_table, figure
 from k3plan.units import GiB
 
 if TYPE_CHECKING:

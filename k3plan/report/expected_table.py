@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from k3plan.report.tables import Column, build_table, figure
+from k3plan.tables import Column, build_table, figure
 
 if TYPE_CHECKING:
     from k3plan.speed.expected import OpTime, StageTime

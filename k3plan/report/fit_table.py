@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from k3plan.report.tables import Column, Row, build_table, figure
+from k3plan.tables import Column, Row, build_table, figure
 from k3plan.units import GiB, fmt_gib_sig
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from k3plan.report.tables import Column, build_table, figure
+from k3plan.tables import Column, build_table, figure
 from k3plan.units import GiB, fmt_gib, fmt_gib_sig, fmt_tokens
 
 if TYPE_CHECKING:
-    from k3plan.roofline.result import RooflineResult
+    from k3plan.app.roofline import RooflineResult
 
 
 COLUMNS = (Column("quantity"), figure("value"), Column("note", overflow="fold", max_width=60))

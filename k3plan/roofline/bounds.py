@@ -25,7 +25,9 @@ from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
 from k3plan.roofline.terms import StepBytes, StepFlops, WeightSums
-from k3plan.roofline.work import (
+from k3plan.setup import Setup
+from k3plan.step.collective import Collective
+from k3plan.step.work import (
     attention_decode_flops_per_token,
     attention_linear_crossover_tokens,
     expert_flops_per_token,
@@ -34,8 +36,6 @@ from k3plan.roofline.work import (
     prompt_devices,
     prompt_flops_per_token,
 )
-from k3plan.setup import Setup
-from k3plan.step.collective import Collective
 
 if TYPE_CHECKING:
     from k3plan.roofline.result import LongContext
@@ -128,7 +128,7 @@ def weight_sums(setup: Setup) -> WeightSums:
 
 def _weight_sums(setup: Setup) -> WeightSums:
     # budget.weights.weight_terms: the one sum of bytes a device (fit's weight_budget, plan's mesh_weights)
-    from k3plan.budget.weights import plan_classes, weight_terms
+    from k3plan.step.weight_budget import plan_classes, weight_terms
 
     plan = setup.plan
     classes, _ = plan_classes(inventory=setup.model.inventory, plan=plan)

@@ -41,7 +41,7 @@ class LinkComm(BaseModel):
     link: Literal["scale_up", "scale_out"]
     link_name: str
     link_bw_bytes_per_s: float
-    latency_s_per_call: float  # the experts' collective's on this link (``step.collective.latency``)
+    latency_s_per_call: float  # the experts' collective's on this link (``roofline.latency.latency``)
     latency_source: str
     calls_per_step: int
     bytes_per_chip_per_step: int  # rounded to the byte (the times use the exact figure)

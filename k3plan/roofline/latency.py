@@ -2,7 +2,7 @@
 
 ``measured_hardware``: the spec with the probed HBM bandwidth substituted, and a line naming the
 record used (or why none was). The per-call latency of a collective is not substituted here: it
-depends on which collective the stack issues, and ``k3plan.step.collective.latency`` is the one
+depends on which collective the stack issues, and ``latency`` below is the one
 place that picks it (so a record of one collective never stands in for another). Records from the
 CPU backend are never applied to an accelerator unless ``allow_cpu`` (and then it is said).
 """
@@ -13,7 +13,25 @@ from pathlib import Path
 
 from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec
-from k3plan.step.collective import Collective, latency
+from k3plan.step.collective import Collective
+
+
+def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bool = False) -> tuple[float, str]:
+    """(seconds a call, source) of ``op`` on ``link`` ("scale_up" | "scale_out"). Probes run
+    inside one slice, so they describe the scale-up link only."""
+    spec_link = hw.scale_out if link == "scale_out" else hw.scale_up
+    default = (spec_link.latency_s, f"{hw.name} spec: {spec_link.name} latency a call")
+    if probes is None or link != "scale_up" or op.probe_op is None:
+        return default
+    if not Path(probes).is_dir():
+        raise K3PlanError(f"--probes {probes}: not a folder of probe records")
+    from k3plan.evidence.probe_records import describe, latest_latency
+
+    found = latest_latency(probes, device_kind=hw.device_kind, op=op.probe_op, mode="chained", allow_cpu=allow_cpu)
+    if found is None:
+        return default
+    seconds, record, path = found
+    return seconds, describe(record, path)
 
 
 def collective_latency(
@@ -34,7 +52,7 @@ def measured_hardware(
         return hw, []
     if not probes.is_dir():
         raise K3PlanError(f"--probes {probes}: not a folder of probe records")
-    from k3plan.probes.records import describe, effective_bandwidth, load_records
+    from k3plan.evidence.probe_records import describe, effective_bandwidth, load_records
 
     bw = effective_bandwidth(probes, device_kind=hw.device_kind, probe="hbm", allow_cpu=allow_cpu)
     if bw is None:

@@ -1,19 +1,11 @@
-"""What `k3plan roofline` answers, typed: the decode and prefill bounds of one setup, the expected
-time beside them, the long-context crossover, advice and the prefix-cache TTFT. Field order is the
-`roofline --json` key order."""
+"""The long-context part of a roofline answer (``k3plan.app.roofline.RooflineResult``): where absorbed-MLA
+decode attention overtakes the linear part."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
-
-from k3plan.advice.rules import Advice
-from k3plan.advice.wiring import SpecDecodeReport
-from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
-from k3plan.sharding.mesh import Parallel
-from k3plan.speed.stage import ExpectedSpeed
-from k3plan.tiers.prefix import PrefixHit
 
 
 class _Frozen(BaseModel):
@@ -39,37 +31,3 @@ class LongContext(_Frozen):
 
     def ratio(self, context_tokens: int) -> float:
         return next(e.ratio for e in self.ratio_by_context if e.context_tokens == context_tokens)
-
-
-class RooflineRefusal(_Frozen):
-    """A workload that does not fit gets no speed figure: what was asked and why it does not fit."""
-
-    model: str
-    hardware: str
-    topology: str
-    parallel: Parallel
-    stack: str
-    fits: bool = False
-    reason: str
-    free_bytes: int
-
-
-class RooflineResult(_Frozen):
-    model: str
-    hardware: str
-    topology: str
-    chips: int
-    parallel: Parallel
-    stack: str
-    efficiency: Efficiency
-    decode: DecodeBound
-    prefill: PrefillBound
-    expected: ExpectedSpeed
-    long_context: LongContext
-    notes: list[str]
-    probes: list[str]
-    fits: bool
-    fit_reason: str
-    spec_decode: Optional[SpecDecodeReport]
-    advice: Advice
-    prefix_hit: Optional[PrefixHit] = None

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.probes.kda.probe import kda_flops_per_token
-from k3plan.probes.record import ProbeRecord
-from k3plan.probes.records import canonical_op, load_with_paths
+from k3plan.evidence.probe_record import ProbeRecord
+from k3plan.evidence.probe_records import canonical_op, load_with_paths
 from k3plan.speed.peaks import Peaks
+from k3plan.step.kda import kda_flops_per_token
 
 
 class _Frozen(BaseModel):
@@ -245,5 +245,5 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
 
 
 def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
-    """Every record under `dir` (k3plan.probes.records' loader) -> curves for `peaks.device_kind`."""
+    """Every record under `dir` (k3plan.evidence.probe_records' loader) -> curves for `peaks.device_kind`."""
     return build_curves(load_with_paths(Path(dir)), peaks=peaks)

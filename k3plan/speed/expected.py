@@ -19,12 +19,12 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.probes.records import canonical_op
+from k3plan.evidence.probe_records import canonical_op
 from k3plan.speed.curves import EfficiencyCurves, curve_key
 from k3plan.speed.efficiency import Efficiency, efficiency
-from k3plan.speed.ops import CATEGORIES, OpCost
 from k3plan.speed.peaks import Peaks
 from k3plan.step.collective import Collective
+from k3plan.step.opcost import CATEGORIES, OpCost
 
 T = TypeVar("T")
 

@@ -131,9 +131,9 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
     """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
     chunk's stage-to-stage send under ``--pp``)."""
     from k3plan.budget.cache import cache_layout
-    from k3plan.roofline.work import experts_touched
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
+    from k3plan.step.work import experts_touched
 
     a = collective_args(setup)
     spec, par = a.pop("spec"), setup.parallel

@@ -13,9 +13,8 @@ latency (an all-gather record does not stand in for it).
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 
-from k3plan.errors import K3PlanError
+from k3plan.columns import maximum, where
 
 
 class Collective(str, Enum):
@@ -79,19 +78,6 @@ def scale_out_note(hw, topo, *, crossing) -> str:
     )
 
 
-def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bool = False) -> tuple[float, str]:
-    """(seconds a call, source) of ``op`` on ``link`` ("scale_up" | "scale_out"). Probes run
-    inside one slice, so they describe the scale-up link only."""
-    spec_link = hw.scale_out if link == "scale_out" else hw.scale_up
-    default = (spec_link.latency_s, f"{hw.name} spec: {spec_link.name} latency a call")
-    if probes is None or link != "scale_up" or op.probe_op is None:
-        return default
-    if not Path(probes).is_dir():
-        raise K3PlanError(f"--probes {probes}: not a folder of probe records")
-    from k3plan.probes.records import describe, latest_latency
-
-    found = latest_latency(probes, device_kind=hw.device_kind, op=op.probe_op, mode="chained", allow_cpu=allow_cpu)
-    if found is None:
-        return default
-    seconds, record, path = found
-    return seconds, describe(record, path)
+def ring_bytes_per_chip(n, message, devices_per_chip):
+    """Ring all-reduce: each device sends 2 (n-1)/n of the message; a chip hosts dpc devices."""
+    return where(n > 1, devices_per_chip * 2 * (n - 1) / maximum(n, 1) * message, 0.0)

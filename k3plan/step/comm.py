@@ -22,16 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
-from k3plan.columns import C, add_into, maximum, mul_into, where
+from k3plan.columns import C, add_into, mul_into, where
 from k3plan.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from k3plan.step.ops import Op
-
-
-def ring_bytes_per_chip(n, message, devices_per_chip):
-    """Ring all-reduce: each device sends 2 (n-1)/n of the message; a chip hosts dpc devices."""
-    return where(n > 1, devices_per_chip * 2 * (n - 1) / maximum(n, 1) * message, 0.0)
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)

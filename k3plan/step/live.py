@@ -229,7 +229,7 @@ def stage_live(
     list (k3plan.step.ops ``prefill_ops`` / ``decode_ops`` over ``weights``, the groups with their shares a
     device) with each op's live buffers, and the step-level ``resident_live``. The ops' bytes read the KV and
     the KDA state of ``kv_bytes_per_token_layer`` / ``state_bytes_per_layer`` a layer."""
-    from k3plan.roofline.work import experts_touched
+    from k3plan.step.work import experts_touched
 
     moe = spec.moe
     at = LiveAt(form=form, act=act, ep=ep)

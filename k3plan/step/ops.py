@@ -33,14 +33,13 @@ speed.ops.OpCost.
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
+from k3plan.step.names import ABSORBED_LEAF, leaf_name
 
 if TYPE_CHECKING:
     from k3plan.step.compute import OpDtype
@@ -51,7 +50,6 @@ MATMUL_ROLES = ("attn", "router", "latent_proj", "shared_expert", "dense_mlp", "
 # values) batched matmuls the engine splits from it at load -- the same params and FLOPs a token, in the dtype
 # the stack declares for the role (sharding.stack.COMPUTE_ROLES; vllm.yaml / sglang.yaml compute_dtype.roles)
 MLA_ABSORBED = "mla_absorbed"
-ABSORBED_LEAF = "self_attn.kv_b_proj"
 Col = Any  # int | float | numpy array
 
 
@@ -127,20 +125,6 @@ class WeightGroup:
     decode_bytes: Col | None = None
 
 
-def leaf_name(t: Tensor) -> str:
-    """The tensor's name within its layer: 'self_attn.q_b_proj', 'block_sparse_moe.experts.w1'."""
-    return _leaf_of(t.name)
-
-
-# the layer prefix ('....layers.12.') if any, then a leading 'language_model.' and/or 'model.'
-_PREFIX = re.compile(r"^(?:.*?\.layers\.\d+\.)?(?:language_model\.)?(?:model\.)?")
-
-
-@functools.lru_cache(maxsize=None)
-def _leaf_of(name: str) -> str:  # one answer a tensor name: every decode/prefill bound groups the inventory again
-    return _PREFIX.sub("", name, count=1).replace(".{e}", "").removesuffix(".weight")
-
-
 def tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
     """(name, representative, count) for every group of text tensors that is one op; worked out once
     an inventory (a plan's advice bounds the same model's step at several batches and splits)."""
@@ -169,7 +153,7 @@ def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=No
     Setup, arrays over plan's meshes: step.weights.mesh_weight_groups); None: unsharded (one device
     holding the model). ``shape_of(t)``: its shape on that device (a Setup's ``ShardingPlan.per_device_shape``;
     unsharded: the checkpoint's; else None)."""
-    from k3plan.budget.weights import absorbed_copy_bytes, runtime_bytes
+    from k3plan.step.weight_budget import absorbed_copy_bytes, runtime_bytes
 
     out = []
     for name, t, n in tensor_groups(inventory):
@@ -489,7 +473,7 @@ def collective_ops(
     (``Topology.devices_per_slice``; None: the step runs inside one): each op's ``scale_out``, whether
     its group's span crosses one (``group_spans``, ``crosses``)."""
     from k3plan.columns import where
-    from k3plan.step.comm import ring_bytes_per_chip
+    from k3plan.step.collective import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
     spans = group_spans(tp=tp, dp=dp, ep=ep)
@@ -612,7 +596,7 @@ def moe_ops(
       (``group_spans``: the DP group's ranks are strided by tp, so it stretches over tp x dp devices)
       crosses a scale-up domain of ``domain_devices`` (``crosses``)."""
     from k3plan.columns import where
-    from k3plan.step.comm import ring_bytes_per_chip
+    from k3plan.step.collective import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
     spans = group_spans(tp=tp, dp=dp, ep=ep)
@@ -704,7 +688,7 @@ def tp_edge_ops(
     All on a DP group's rows, 0 calls when TP is 1; over the TP group (span tp: ``crosses`` a scale-up
     domain of ``domain_devices`` only when TP is wider than one)."""
     from k3plan.columns import where
-    from k3plan.step.comm import ring_bytes_per_chip
+    from k3plan.step.collective import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
 
     on = where(tp > 1, 1, 0)
@@ -770,7 +754,7 @@ def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor, str | None], OpDtype]
     roofline's collective time as its ceiling (tests/step/test_ops.py). ``dtype_of``: the compute dtype of a
     weight matmul by its tensor and compute role (``step.compute.dtype_of_setup``: the stack's, by runtime format,
     role and platform); None: every op at OpCost's default (bf16)."""
-    from k3plan.speed.ops import OpCost
+    from k3plan.step.opcost import OpCost
 
     kinds = {
         "norm": "hbm",

@@ -4,7 +4,7 @@ How a tensor is sharded depends only on its role, checkpoint shape, logical shap
 inventory collapses into a few tensor classes (29 for K3's 2,736 text tensors). For each class the
 one replay of the logical-axis rules (``k3plan.sharding.replay``, which ``resolve.spec_from_rules``
 reads at one Mesh) runs over numpy arrays of candidate meshes, and the one sum of bytes a device
-(``k3plan.budget.weights.weight_terms``, which ``weight_budget`` reads at one ShardingPlan) adds the
+(``k3plan.step.weight_budget.weight_terms``, which ``weight_budget`` reads at one ShardingPlan) adds the
 classes up: nothing here restates a rule or a byte count, it only lays the meshes out as columns.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from k3plan.budget.weights import weight_terms
 from k3plan.engines.stack import Stack
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.replay import Sizes, Spans, replay, shards, share
 from k3plan.step.stages import Stage
+from k3plan.step.weight_budget import weight_terms
 
 
 @dataclass(frozen=True)

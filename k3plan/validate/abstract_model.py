@@ -28,7 +28,7 @@ from k3plan.budget.cache import CacheLayout
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor
 from k3plan.setup import Setup
-from k3plan.validate.structure import LayerPlan
+from k3plan.step.structure import LayerPlan
 
 DTYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32, "fp32": jnp.float32, "fp8": jnp.float8_e4m3fn}
 FP8_DS_MLA_BYTES = 656

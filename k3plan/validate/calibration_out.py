@@ -1,6 +1,6 @@
 """Write a validation sweep as a calibration file that ``fit --calibration`` reads.
 
-Format: k3plan/budget/calibration.py (model, hardware, topology, tp, ep, dp, stack, backend,
+Format: k3plan/evidence/calibration.py (model, hardware, topology, tp, ep, dp, stack, backend,
 device_kind, jax_version, libtpu_version, date, source, available_hbm_bytes, argument_bytes,
 prefill [{tokens, temp_bytes, fits}], decode [{context, temp_bytes, batch, fits}], notes). Sizes
 are bytes a device, exact ints: temp_bytes is memory_analysis()'s temp (or, for a point the
@@ -39,7 +39,7 @@ def _weights_bytes(results: list[JobResult]) -> Optional[int]:
 
 
 def calibration_dict(result: ValidationResult, *, usable_bytes: int) -> dict:
-    """The calibration file's content (a YAML mapping, k3plan/budget/calibration.py's format)."""
+    """The calibration file's content (a YAML mapping, k3plan/evidence/calibration.py's format)."""
     env = result.environment
     results = result.results
     available = next(

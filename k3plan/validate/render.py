@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from k3plan.report.tables import MISSING, Column, build_table
+from k3plan.tables import MISSING, Column, build_table
 from k3plan.units import MiB, fmt_gib
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from pydantic import (
     model_serializer,
 )
 
-from k3plan.budget.result import TermBytes, term_map
+from k3plan.step.terms import TermBytes, term_map
 from k3plan.validate.collective_check import CollectiveCheck
 from k3plan.validate.compile import MemoryStats
 

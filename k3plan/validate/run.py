@@ -17,6 +17,7 @@ from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload,
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.step.live import form_for
+from k3plan.step.structure import LayerPlan, layer_plan
 from k3plan.units import fmt_gib
 from k3plan.validate.collective_check import CollectiveCheck
 from k3plan.validate.result import (
@@ -33,7 +34,7 @@ from k3plan.validate.result import (
     TermReport,
     ValidationResult,
 )
-from k3plan.validate.structure import LayerPlan, layer_plan, truncate_setup
+from k3plan.validate.structure import truncate_setup
 from k3plan.validate.targets import Target, describe_devices, devices_for, libtpu_version, prepare
 
 STAGES = ("prefill", "decode")

@@ -19,10 +19,10 @@ from jax.sharding import PartitionSpec as P
 
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
+from k3plan.step.structure import LayerPlan
 from k3plan.validate.abstract_model import Abstract, _batch_axis
 from k3plan.validate.experts import form_for
 from k3plan.validate.layers import Ctx, W, decoder_layer, lin, rmsnorm
-from k3plan.validate.structure import LayerPlan
 
 _WIRE = {"fp8": jnp.float8_e4m3fn, "bf16": jnp.bfloat16, "f32": jnp.float32}  # collectives.dispatch_dtype
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from fit_helpers import CALIBRATION, GiB, cached_setup, run_fit
 
-from k3plan.budget.calibration import envelope, load_calibration
 from k3plan.errors import K3PlanError
+from k3plan.evidence.calibration import envelope, load_calibration
 
 needs_cal = pytest.mark.skipif(not CALIBRATION.is_file(), reason=f"{CALIBRATION} absent")
 

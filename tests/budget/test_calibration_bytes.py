@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k3plan.budget.calibration import load_calibration
 from k3plan.errors import K3PlanError
+from k3plan.evidence.calibration import load_calibration
 
 SHIPPED = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "calibrations"
 HEAD = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32, "ep": 32, "dp": 1,

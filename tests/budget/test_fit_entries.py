@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from k3plan.budget.fit import check_workload, fit
-from k3plan.budget.result import RoleBytes, TermBytes, term_map
 from k3plan.setup import make_setup
+from k3plan.step.terms import RoleBytes, TermBytes, term_map
 
 VOCAB, HIDDEN = 163_840, 7_168  # docs/k3-facts.md: untied embedding and lm_head, bf16
 

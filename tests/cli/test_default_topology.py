@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 from k3plan.cli.common import MAX_DEFAULT_TOPOLOGY_TRIES
-from k3plan.setup import default_topologies, make_setup
+from k3plan.plan.defaults import default_topologies
+from k3plan.plan.defaults import make_default_setup as make_setup
 
 LONG = ("--context", "786432")
 

@@ -12,8 +12,8 @@ import shlex
 import pytest
 import typer.main
 
-from k3plan.budget.calibration import bundled_calibrations
 from k3plan.cli.app import app
+from k3plan.evidence.calibration import bundled_calibrations
 
 
 def help_examples(command: str | None) -> list[tuple[str, int]]:

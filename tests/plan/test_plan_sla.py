@@ -14,8 +14,8 @@ from k3_testing import one_error_line
 from k3plan.deploy.disagg import size_pools, transfer_bytes_per_request
 from k3plan.models import load_model
 from k3plan.roofline.bounds import Efficiency
-from k3plan.roofline.work import attention_prefill_flops_per_token
 from k3plan.speed.scheduler import StepCoefficients, steady_state
+from k3plan.step.work import attention_prefill_flops_per_token
 
 DONE_WHEN = ["--ttft-ms", "2000", "--tpot-ms", "50", "--isl", "4000", "--osl", "500", "--request-rate", "2"]
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from k3plan.budget.fit import Workload, fit
-from k3plan.budget.weights import weight_budget
 from k3plan.engines.stack import list_stacks, load_stack
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
@@ -20,6 +19,7 @@ from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.roofline.comm import ep_spans_slices
 from k3plan.setup import make_setup
 from k3plan.sharding import make_mesh, resolve
+from k3plan.step.weight_budget import weight_budget
 from k3plan.step.weights import mesh_weights, tensor_classes
 
 

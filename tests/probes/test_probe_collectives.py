@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from k3plan.probes.record import CPU_LABEL, ProbeRecord
-from k3plan.probes.records import latest_latency
+from k3plan.evidence.probe_record import CPU_LABEL, ProbeRecord
+from k3plan.evidence.probe_records import latest_latency
 
 OPS = {"a2a": "all-to-all", "allreduce": "all-reduce", "allgather": "all-gather"}
 

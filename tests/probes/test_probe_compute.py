@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from k3plan.probes.record import CPU_LABEL, ProbeRecord
+from k3plan.evidence.probe_record import CPU_LABEL, ProbeRecord
 
 
 def _valid(out, n):

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from k3plan.probes.record import ProbeRecord
+from k3plan.evidence.probe_record import ProbeRecord
 
 
 def _free_port() -> int:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from k3plan.errors import K3PlanError
-from k3plan.probes.record import ProbeRecord
-from k3plan.probes.records import describe, effective_bandwidth, latest_latency, load_records
+from k3plan.evidence.probe_record import ProbeRecord
+from k3plan.evidence.probe_records import describe, effective_bandwidth, latest_latency, load_records
 from k3plan.probes.store import write_record
 
 FIXTURE = Path(__file__).resolve().parents[2] / "reports" / "probes" / "tpu7x-a2a-chained-porting-study.json"
@@ -88,6 +88,6 @@ def test_bad_folder_and_bad_file(tmp_path):
 
 
 def test_fast_path_does_not_import_jax():
-    code = ("import sys; import k3plan.probes.records, k3plan.probes.hlo, k3plan.cli.app; "
+    code = ("import sys; import k3plan.evidence.probe_records, k3plan.probes.hlo, k3plan.cli.app; "
             "from k3plan.cli.app import app; sys.exit(1 if 'jax' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

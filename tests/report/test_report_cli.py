@@ -104,7 +104,7 @@ def test_json_lists_platforms(cli, tmp_path):
 def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
     """One answer: with an HBM probe record for the device, fit's speed uses the probed bandwidth; the report's
     row for the same pick must too (it used the spec's while the plan it takes its pick from used the probe's)."""
-    from k3plan.probes.record import ProbeRecord
+    from k3plan.evidence.probe_record import ProbeRecord
     from k3plan.probes.store import write_record
 
     probes = tmp_path / "probes"
@@ -126,7 +126,7 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
 def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli, tmp_path):
     """The probe options are one set: a CPU-backend HBM record is refused by default and applied under
     --allow-cpu-probes, by fit and by the report alike (the report had no --allow-cpu-probes)."""
-    from k3plan.probes.record import ProbeRecord
+    from k3plan.evidence.probe_record import ProbeRecord
     from k3plan.probes.store import write_record
 
     probes = tmp_path / "probes"
@@ -170,8 +170,9 @@ def test_one_stack_with_an_option_is_one_stack_for_every_platform(cli, tmp_path)
 
     one = "vllm:all2all_backend=deepep_low_latency+gpu_memory_utilization=0.8"
     assert _stacks(one) == {"tpu": one, "gpu": one}
-    assert _stacks("gpu=vllm:all2all_backend=deepep_low_latency") == {
-        "tpu": "vllm-tpu", "gpu": "vllm:all2all_backend=deepep_low_latency"}  # fmt: skip
+    # a kind not named keeps its machines' default stacks (the ones fit and plan pick)
+    assert _stacks("gpu=vllm:all2all_backend=deepep_low_latency") == {"gpu": "vllm:all2all_backend=deepep_low_latency"}
+    assert _stacks("auto") == {}
     res = cli("report", "-H", "nvidia-gb200-nvl72", "-s", one, "-c", "131072", "--out", tmp_path / "r.md", "--json")
     assert res.exit_code == 0, res.stderr
     import json

@@ -16,7 +16,7 @@ from k3plan.errors import K3PlanError
 from k3plan.roofline.bounds import check_efficiency, decode_bound, prefill_bound
 from k3plan.roofline.comm import comm_cost
 from k3plan.roofline.latency import collective_latency
-from k3plan.roofline.work import experts_touched, load_histogram
+from k3plan.step.work import experts_touched, load_histogram
 
 E, K = 896, 16
 

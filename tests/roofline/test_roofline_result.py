@@ -8,11 +8,12 @@ import json
 import pytest
 from roofline_helpers import setup
 
+from k3plan.app.roofline import RooflineRefusal, RooflineResult
 from k3plan.roofline.bounds import crossover
-from k3plan.roofline.result import LongContext, RooflineRefusal, RooflineResult
+from k3plan.roofline.result import LongContext
 from k3plan.speed.efficiency import Efficiency
 from k3plan.speed.expected import KindTimes, OpTime, kind_times
-from k3plan.speed.ops import CATEGORIES
+from k3plan.step.opcost import CATEGORIES
 
 KEYS = ["model", "hardware", "topology", "chips", "parallel", "stack", "efficiency", "decode", "prefill",
         "expected", "long_context", "notes", "probes", "fits", "fit_reason", "spec_decode", "advice", "prefix_hit"]

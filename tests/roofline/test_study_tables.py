@@ -30,10 +30,10 @@ from roofline_helpers import (
     setup,
 )
 
-from k3plan.budget.weights import runtime_bytes
 from k3plan.roofline.bounds import crossover, decode_bound, prefill_bound
 from k3plan.roofline.comm import expert_bytes_per_token_layer
-from k3plan.roofline.work import attention_decode_flops_per_token, experts_touched, linear_flops_per_token
+from k3plan.step.weight_budget import runtime_bytes
+from k3plan.step.work import attention_decode_flops_per_token, experts_touched, linear_flops_per_token
 
 X16, X32 = "2x2x4", "2x4x4"  # v7x x16 and x32 (chips)
 KDA_ATTN_PARAMS_A_LAYER = 443_740_416

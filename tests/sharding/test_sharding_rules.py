@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from k3plan.budget.fit import check_workload, fit
-from k3plan.budget.weights import runtime_bytes
 from k3plan.engines.stack import STACK_DIR, load_stack
 from k3plan.errors import K3PlanError
 from k3plan.setup import make_setup
 from k3plan.sharding import make_mesh
+from k3plan.step.weight_budget import runtime_bytes
 
 W = check_workload(context_tokens=131072, batch=1, prefill_chunk_tokens=None)
 LM_HEAD = "language_model.lm_head.weight"

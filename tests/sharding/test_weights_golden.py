@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from k3plan.budget.weights import weight_budget
 from k3plan.engines.stack import load_stack
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding import make_mesh, resolve
 from k3plan.sharding.resolve import rules_for, spec_from_rules
+from k3plan.step.weight_budget import weight_budget
 from k3plan.step.weights import class_shards, mesh_weights, tensor_classes
 
 RULES = {"vocab": "tp", "heads": "tp", "mlp": "tp", "expert": "ep", "q_lora": None, "kv_lora": None}

@@ -9,8 +9,8 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware
 from k3plan.speed.curves import load_curves
 from k3plan.speed.expected import expected_time
-from k3plan.speed.ops import OpCost
 from k3plan.speed.peaks import Peaks
+from k3plan.step.opcost import OpCost
 
 N = 1024
 OPS = [

@@ -15,15 +15,11 @@ from hypothesis import strategies as st
 from k3plan.engines.stack import load_stack
 from k3plan.models import load_model
 from k3plan.roofline.bounds import Efficiency, decode_bound
-from k3plan.roofline.work import (
-    attention_decode_flops_per_token,
-    attention_prefill_flops_per_token,
-)
 from k3plan.setup import make_setup
-from k3plan.speed.ops import OpCost
-from k3plan.step.collective import Collective
-from k3plan.step.comm import comm_terms, ring_bytes_per_chip
+from k3plan.step.collective import Collective, ring_bytes_per_chip
+from k3plan.step.comm import comm_terms
 from k3plan.step.decode import decode_terms
+from k3plan.step.opcost import OpCost
 from k3plan.step.ops import (
     by_category,
     collective_ops,
@@ -34,6 +30,10 @@ from k3plan.step.ops import (
     weight_groups_of_setup,
 )
 from k3plan.step.weights import mesh_weight_groups, mesh_weights, tensor_classes
+from k3plan.step.work import (
+    attention_decode_flops_per_token,
+    attention_prefill_flops_per_token,
+)
 
 CONTEXT = 131072
 

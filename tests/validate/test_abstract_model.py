@@ -7,7 +7,7 @@ import pytest
 
 from k3plan.budget.fit import Workload, fit
 from k3plan.setup import make_setup
-from k3plan.validate.structure import layer_plan
+from k3plan.step.structure import layer_plan
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from k3plan.budget.calibration import load_calibration
 from k3plan.errors import K3PlanError
+from k3plan.evidence.calibration import load_calibration
 from k3plan.validate.calibration_out import merge_calibrations, write_calibration
 
 HBM = 94 * 2**30 + 3 * 2**28  # 94.75 GiB

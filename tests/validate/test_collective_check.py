@@ -191,10 +191,10 @@ def _moe_against_all_reduce(stack: str, *, ragged: bool, dispatch: str = "all_to
 
     from k3plan.budget.cache import cache_layout
     from k3plan.probes.step.scaled import concrete
+    from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
     from k3plan.validate.layers import moe
     from k3plan.validate.steps import make_ctx
-    from k3plan.validate.structure import layer_plan
 
     setup = _setup(stack)
     spec = setup.model.spec

@@ -133,7 +133,7 @@ def test_the_scan_s_bf16_weight_matrices_are_copied_whole_fp32_ones_not(tiny_set
     jax-native, whose weights are fp32 (an f32 (8,128) tile is what the dots read)."""
     from k3plan.budget.temp import scan_bf16_weight_bytes
     from k3plan.setup import make_setup
-    from k3plan.validate.structure import layer_plan
+    from k3plan.step.structure import layer_plan
 
     spec = tiny_setup.model.spec
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from k3plan.budget.calibration import load_calibration
+from k3plan.evidence.calibration import load_calibration
 from k3plan.validate.calibration_out import calibration_dict, write_calibration
 from k3plan.validate.result import ValidationResult
 

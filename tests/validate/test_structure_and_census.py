@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from k3plan.setup import make_setup
+from k3plan.step.structure import layer_plan
 from k3plan.validate.compile import parse_oom
 from k3plan.validate.hlo_census import census
 from k3plan.validate.layouts import array_bytes
-from k3plan.validate.structure import layer_plan, truncate_setup
+from k3plan.validate.structure import truncate_setup
 
 
 def test_k3_folds_into_22_blocks_of_kda_kda_kda_mla():

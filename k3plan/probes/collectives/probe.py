@@ -7,12 +7,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from k3plan.errors import K3PlanError, require
+from k3plan.evidence.probe_record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.collectives.ops import AXIS, OPS, expected_once, programs, wire_bytes
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
 from k3plan.probes.hlo import verify_collective
-from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import marginal_s, sample_s, stats
 
 # 1792 B: K3's batch-1 dispatch a call a chip at EP=32 (k3-facts §5)

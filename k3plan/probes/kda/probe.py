@@ -7,12 +7,13 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from k3plan.errors import require
+from k3plan.evidence.probe_record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
 from k3plan.probes.kda import base, tokamax_impl
-from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import sample_s, stats
+from k3plan.step.kda import kda_flops_per_token
 
 ORDERS = {
     ("chunked", "auto"): ["tokamax-mosaic", "tokamax-xla", "reference-chunked"],
@@ -96,12 +97,6 @@ def _implementations(*, args: tuple, scale: float, chunk: int) -> dict:
         "reference-chunked": ref(base.chunked, chunk=chunk),
         "reference-recurrent": ref(base.recurrent),
     }
-
-
-def kda_flops_per_token(*, path: str, heads: int, dk: int, dv: int, chunk: int) -> float:
-    if path == "recurrent":
-        return heads * 8.0 * dk * dv  # decay, k^T S, rank-1 update, q^T S
-    return heads * (4.0 * chunk * dk + 3.0 * chunk * dv + 6.0 * dk * dv)
 
 
 def run(*, ctx: ProbeContext, params: KdaParams) -> list[ProbeRecord]:

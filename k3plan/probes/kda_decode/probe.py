@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from k3plan.errors import require
+from k3plan.evidence.probe_record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
 from k3plan.probes.hbm.pallas import kernel_in_hlo
 from k3plan.probes.kda import base
 from k3plan.probes.kda_decode import pallas
-from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import sample_s, stats
 
 ATOL = RTOL = 1e-4  # fp32 throughout; the kernel and the reference do the same ops in the same order

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from k3plan.errors import K3PlanError, require
+from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
-from k3plan.probes.record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import stats
 
 if TYPE_CHECKING:
@@ -72,9 +72,9 @@ def _time_decode(setup, devices, *, batch: int, context: int, warmup: int, repea
 
     from k3plan.budget.cache import cache_layout
     from k3plan.probes.step.scaled import concrete, zeros
+    from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
     from k3plan.validate.steps import jitted
-    from k3plan.validate.structure import layer_plan
 
     spec = setup.model.spec
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)

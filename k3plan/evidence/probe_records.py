@@ -19,7 +19,7 @@ from typing import Optional, Union
 from pydantic import ValidationError
 
 from k3plan.errors import K3PlanError
-from k3plan.probes.record import ProbePoint, ProbeRecord
+from k3plan.evidence.probe_record import ProbePoint, ProbeRecord
 from k3plan.safeparse import parse_json, read_text
 from k3plan.specfile import describe as describe_error
 

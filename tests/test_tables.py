@@ -1,4 +1,4 @@
-"""Issue 10 item 4: the rendering of tables in one place. k3plan.report.tables builds every terminal
+"""Issue 10 item 4: the rendering of tables in one place. k3plan.tables builds every terminal
 table (one box style and its compact variant, the title on the left, one missing-value mark, the
 ASCII fallback); no other module constructs rich.table.Table or picks a rich box."""
 
@@ -13,10 +13,10 @@ import pytest
 from rich.console import Console
 
 import k3plan
-from k3plan.report.tables import BOX, COMPACT_BOX, MISSING, Column, Row, build_table, cell, figure
+from k3plan.tables import BOX, COMPACT_BOX, MISSING, Column, Row, build_table, cell, figure
 
 ROOT = Path(k3plan.__file__).parent
-HOME = "report/tables.py"
+HOME = "tables.py"
 
 
 def _type_checking_only(tree: ast.AST) -> set[int]:
@@ -30,7 +30,7 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
 
 def _table_builders(root: Path = ROOT):
     """(module, what) for every construction of a rich Table, import of rich.table at run time, or
-    import of rich.box outside report/tables.py."""
+    import of rich.box outside k3plan/tables.py."""
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if rel == HOME:
@@ -57,8 +57,7 @@ def _table_builders(root: Path = ROOT):
 
 
 def test_the_scanner_finds_a_table_built_elsewhere(tmp_path):
-    (tmp_path / "report").mkdir()
-    (tmp_path / "report" / "tables.py").write_text("from rich.table import Table\nt = Table()\n")
+    (tmp_path / "tables.py").write_text("from rich.table import Table\nt = Table()\n")
     (tmp_path / "a.py").write_text("from rich.table import Table\nt = Table(title='x')\n")
     (tmp_path / "b.py").write_text("import rich.table\nfrom rich import box\nt = rich.table.Table(box=box.ASCII)\n")
     (tmp_path / "c.py").write_text(
@@ -73,7 +72,7 @@ def test_the_scanner_finds_a_table_built_elsewhere(tmp_path):
     ]
 
 
-def test_no_module_but_report_tables_builds_a_table():
+def test_no_module_but_k3plan_tables_builds_a_table():
     found = sorted(_table_builders())
     assert not found, found
 
@@ -213,7 +212,7 @@ def _wide_table():
 
 def test_print_whole_widens_a_pipe_to_the_table():
     """Piped output (not a terminal) is never cut: a 30-column console prints the table at its natural width."""
-    from k3plan.report.tables import print_whole
+    from k3plan.tables import print_whole
 
     out = io.StringIO()
     console = Console(file=out, width=30, force_terminal=False)
@@ -226,7 +225,7 @@ def test_print_whole_widens_a_pipe_to_the_table():
 
 def test_print_whole_keeps_a_terminal_width():
     """A terminal keeps its width: the same table on a 30-column terminal is shrunk, as rich does."""
-    from k3plan.report.tables import print_whole
+    from k3plan.tables import print_whole
 
     out = io.StringIO()
     console = Console(file=out, width=30, force_terminal=True, color_system=None)

@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.budget.result import HeldRole, RoleBytes
 from k3plan.columns import where
 from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
-from k3plan.step.ops import ABSORBED_LEAF, leaf_name
+from k3plan.step.names import ABSORBED_LEAF, leaf_name
+from k3plan.step.terms import HeldRole, RoleBytes
 
 
 class WeightBudget(BaseModel):

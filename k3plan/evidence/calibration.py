@@ -139,13 +139,13 @@ class Calibration(_F):
         return self._argument()
 
 
+FOLDER = Path(__file__).parent / "calibrations"  # the shipped calibrations (package data)
+INDEX = "index.yaml"
 BUNDLED_SHOWN = "k3plan/evidence/calibrations"  # how a shipped calibration's path prints, installed or not
 
 
 def bundled_calibrations() -> list[str]:
     """The shipped calibrations' file names (package data, k3plan/evidence/calibrations/; not its index)."""
-    from k3plan.evidence.calibrations import FOLDER, INDEX
-
     return sorted(p.name for p in FOLDER.glob("*.yaml") if p.name != INDEX)
 
 
@@ -159,8 +159,6 @@ def resolve_calibration(path_text: str) -> tuple[Path, str]:
     names = bundled_calibrations()
     name = path_text if path_text.endswith(".yaml") else f"{path_text}.yaml"
     if "/" not in path_text and name in names:
-        from k3plan.evidence.calibrations import FOLDER
-
         return FOLDER / name, f"{BUNDLED_SHOWN}/{name}"
     raise K3PlanError(
         f"--calibration {path_text}: {not_a_file(path)}; expected a calibration YAML file or a shipped "
