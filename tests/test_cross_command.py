@@ -62,3 +62,30 @@ def test_report_pick_is_plan_s_first_row_and_fit_s_numbers(cli, tmp_path):
     assert (row["max_sequences"], row["max_context_tokens"]) == (f["capacity"]["max_sequences"], f["capacity"]["max_context_tokens"])
     assert row["decode"]["concurrency"]["tpot_s"] == f["speed"]["tpot_s"] == r["decode"]["tpot_s"]
     assert row["prefill"]["ttft_s"] == r["prefill"]["ttft_s"]
+
+
+@pytest.mark.parametrize("hardware", ["tpu-v7x", "nvidia-h200", "nvidia-b300"])
+def test_report_plan_fit_and_roofline_agree_at_131k_by_8(cli, tmp_path, hardware):
+    """Issue 33: the same pick, free bytes, sequences, TPOT and TTFT from every command at 131,072 tokens x 8
+    sequences, each command on its own defaults (report priced sglang on GPUs where fit and plan price vllm:
+    its H200 row had 0.1 GiB free and 8 sequences where plan's had 7.2 GiB and 11)."""
+    work = ("--context", "131072")
+    plan = run(cli, "plan", "-H", hardware, *work, "--concurrency", "8")["recommended"]
+    rep = run(cli, "report", "-H", hardware, "-c", "131072", "--concurrency", "8", "--out", tmp_path / "r.md")
+    (platform,) = rep["platforms"]
+    (row,) = platform["rows"]
+    s = row["setup"]
+    assert platform["stack"] == plan["stack"] == s["stack"]
+    pick = (plan["topology"], plan["tp"], plan["ep"], plan["dp"], plan["pp"])
+    assert (s["topology"], s["tp"], s["ep"], s["dp"], s["pp"]) == pick
+    split = ("-H", hardware, "-t", plan["topology"], "--tp", str(plan["tp"]), "--dp", str(plan["dp"]))
+    split += ("--ep", str(plan["ep"]), "--pp", str(plan["pp"]), *work, "--batch", "8")
+    f = run(cli, "fit", *split)
+    r = run(cli, "roofline", *split)
+    free = plan["per_device"]["free_bytes"]
+    assert row["per_device"]["free_bytes"] == f["per_device"]["free_bytes"] == free
+    assert row["max_sequences"] == f["capacity"]["max_sequences"] == plan["max_sequences"]
+    tpot = plan["tpot_ms"] / 1e3
+    assert row["decode"]["concurrency"]["tpot_s"] == pytest.approx(tpot, rel=1e-12)
+    assert f["speed"]["tpot_s"] == pytest.approx(tpot, rel=1e-12) and r["decode"]["tpot_s"] == pytest.approx(tpot, rel=1e-12)
+    assert row["prefill"]["ttft_s"] == pytest.approx(r["prefill"]["ttft_s"], rel=1e-12)

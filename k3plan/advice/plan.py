@@ -2,16 +2,16 @@
 passes, to its closest miss (PlanResult.closest_miss), with the alternatives k3plan.advice.wiring
 computes for ``fit`` (next standard topology up, fp8_ds_mla KV, larger batches).
 
-The numbers the rules read are the plan's own (the row's per-device terms, its TPOT and binding
-roof); the fit of the same configuration supplies what a plan row does not carry (cache layout,
-the alternatives' fits). Where fit and plan disagree on a per-device term the output says so.
+The numbers the rules read are the fit of the row's configuration, which is the row at one point
+(tests/step/test_plan_row_is_fit.py holds that they agree term by term), and the row's TPOT and binding
+roof; the fit also supplies what a plan row does not carry (cache layout, the alternatives' fits).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,8 +20,6 @@ from k3plan.advice.wiring import FitAdvice
 
 if TYPE_CHECKING:
     from k3plan.plan.rows import PlanRow
-
-PER_DEVICE_FROM_ROW = {"replicated_weights_bytes": "replicated_bytes"}  # PerDevice field -> plan row key
 
 
 class PlanAdvice(BaseModel):
@@ -38,22 +36,6 @@ def _describe(row: PlanRow) -> str:
     return (
         f"{row.hardware} {row.topology} {row.split_words}, {row.stack}, KV {row.kv_dtype}, chunk {row.chunk_tokens:,}"
     )
-
-
-def with_plan_numbers(result, row: PlanRow) -> tuple[Any, tuple[str, ...]]:
-    """``result`` (a FitResult of the row's configuration) carrying the plan row's per-device terms,
-    and a note for each term where fit's figure differs from the plan's."""
-    from k3plan.budget.result import PerDevice
-
-    have = result.per_device.model_dump()
-    pd = row.per_device.model_dump()
-    plan_pd = {k: int(pd[PER_DEVICE_FROM_ROW.get(k, k)]) for k in have}
-    notes = tuple(
-        f"per-device {k}: plan {plan_pd[k]:,} B, fit {have[k]:,} B; the advice uses the plan's"
-        for k in have
-        if plan_pd[k] != have[k]
-    )
-    return result.model_copy(update={"per_device": PerDevice(**plan_pd)}), notes
 
 
 def plan_advice(
@@ -78,7 +60,7 @@ def plan_advice(
     options = row.setup_options(result.model)
     setup = make_setup(**options)
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row.chunk_tokens)
-    fitted, notes = with_plan_numbers(fit(setup, workload), row)
+    fitted, notes = fit(setup, workload), ()  # the row's configuration at one point: plan's numbers (a test holds it)
     target = result.workload.target_tpot_ms
     if result.recommended is None and target is not None and row.tpot_ms is not None and row.tpot_ms > target:
         notes += (
