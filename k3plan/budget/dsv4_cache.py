@@ -318,3 +318,28 @@ def per_layer_kv_bytes_ceil(spec: ModelSpec, layout: Dsv4Layout = VLLM) -> int:
     n = len(_dims(spec).compress_ratios)
     q = exact / n
     return -(-q.numerator // q.denominator)
+
+
+def kv_source_text(spec: ModelSpec, stack_name: str) -> str:
+    """fit's provenance of the KV line for a V4 model: the exact figure and how the per-layer path carries it."""
+    d, lay = _dims(spec), layout_for_stack(stack_name)
+    e, i = lay.entry_bytes(d), lay.index_bytes(d)
+    exact = kv_bytes_per_token(spec, lay)
+    src = lay.sources[0]
+    return (
+        f"analytic: DeepSeek-V4 compressed cache (budget/dsv4_cache), {d.n_csa} CSA layers x ({e} + {i} B) / 4 + "
+        f"{d.n_hca} HCA x {e} B / 128 = {float(exact):,.2f} B a token, carried as {per_layer_kv_bytes_ceil(spec, lay)}"
+        f" B a token x {len(d.compress_ratios)} layers (rounded up); {lay.engine}'s layout ({src.repo} {src.file} "
+        f"{src.symbol.split(' (')[0]}{'' if src.found else ', not found: ' + src.note}), whatever --kv-dtype says"
+    )
+
+
+def state_source_text(spec: ModelSpec, stack_name: str) -> str:
+    lay = layout_for_stack(stack_name)
+    t = state_terms(spec, lay)
+    d = _dims(spec)
+    return (
+        f"analytic: DeepSeek-V4 fixed state (budget/dsv4_cache): {d.sliding_window}-entry window x "
+        f"{len(d.compress_ratios)} layers {t.window_bytes:,} B + compressor tails {t.compressor_bytes:,} B + indexer "
+        f"compressor tails {t.indexer_compressor_bytes:,} B (f32), {lay.engine}'s layout; whole on every TP rank"
+    )
