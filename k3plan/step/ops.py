@@ -257,7 +257,11 @@ def decode_ops(
         absorbed=True,
     )
     mla_split = heads_split(spec.mla.heads, tp)
-    if spec.n_mla:
+    if spec.dsv4 is not None:  # DeepSeek-V4: indexer, sparse / compressed / window attention, mHC (step/dsv4_ops.py)
+        from k3plan.step import dsv4_ops
+
+        ops.extend(dsv4_ops.decode_ops(spec, seqs=seqs, context=context, tp=tp, live=live))
+    elif spec.n_mla:
         ops.append(
             Op(
                 name="mla.absorbed_attention",
@@ -321,7 +325,7 @@ def weight_ops(
     held: set[str] = set()  # a block's buffers on one op, even where its down projection is two groups
     for g in weights:
         t = g.rep
-        if t.role == "embed":
+        if t.role == "embed" or t.fmt == "i64":  # row gathers: the embedding, DeepSeek-V4's tid2eid (dsv4_ops)
             continue
         buffers = None
         if live is not None and t.role in live.WEIGHT_ROLES:
@@ -433,7 +437,11 @@ def prefill_ops(
         spec, weights=weights, rows=chunk, sequences=1, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
     )
     mla_split = heads_split(mla.heads, tp)
-    if spec.n_mla:
+    if spec.dsv4 is not None:  # DeepSeek-V4 (step/dsv4_ops.py)
+        from k3plan.step import dsv4_ops
+
+        ops.extend(dsv4_ops.prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live))
+    elif spec.n_mla:
         keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
         kv_layer = kv_bytes_per_token // spec.n_mla
         ops.append(
