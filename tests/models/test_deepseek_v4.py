@@ -40,6 +40,9 @@ def test_published_sizes(flash, pro):
     assert round(flash.inventory.active_params / 1e9) == 13
     assert round(pro.inventory.total_params / 1e12, 1) == 1.6
     assert round(pro.inventory.active_params / 1e9) == 49
+    # the V4-Pro verification note's "true parameter count (sum of tensor element counts, excl. scale
+    # tensors)", FP4 unpacked, MTP included: 1,598.84 B
+    assert round(sum(t.params for t in pro.inventory.tensors) / 1e7) == 159_884
 
 
 def test_checkpoint_index_total_size_and_count_exact(flash, pro):

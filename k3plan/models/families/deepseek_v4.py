@@ -204,8 +204,15 @@ def _layer(
     X_ = [("expert", moe.num_experts)]
     b.linear(f"{F}gate.weight", X_, E, fmt="bf16", role=role("router"), **kw)
     if raw_hash:
+        # a lookup table, one row a token (as the embedding): in the checkpoint's totals, not in the active ones
         b.linear(
-            f"{F}gate.tid2eid", [("vocab", spec.vocab_size)], [("top_k", moe.top_k)], fmt="i64", role="router", **kw
+            f"{F}gate.tid2eid",
+            [("vocab", spec.vocab_size)],
+            [("top_k", moe.top_k)],
+            fmt="i64",
+            role="router",
+            active=0.0,
+            **kw,
         )
     else:
         b.vector(f"{F}gate.bias", X_, fmt="f32", role=role("router"), **kw)
