@@ -74,12 +74,13 @@ def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
 
 def fixed_state_bytes(spec: ModelSpec, stack: Stack) -> int:
     """DeepSeek-V4's fixed-size state a sequence, whole model, one copy: the window entries and the
-    compressors' tails in the layout of ``stack``'s engine (budget/dsv4_cache); 0 for every other model."""
+    compressors' tails in the layout of ``stack``'s engine (budget/dsv4_cache), with the longer tail ring
+    an engine keeps under speculative decoding (``state.verify_tokens``, SGLang); 0 for every other model."""
     if spec.dsv4 is None:
         return 0
     from k3plan.budget.dsv4_cache import layout_for_stack, state_bytes
 
-    return state_bytes(spec, layout_for_stack(stack.name))
+    return state_bytes(spec, layout_for_stack(stack.name), speculative=stack.state.verify_tokens > 1)
 
 
 def state_bytes_per_slot(spec: ModelSpec, stack: Stack) -> int:

@@ -334,12 +334,14 @@ def kv_source_text(spec: ModelSpec, stack_name: str) -> str:
     )
 
 
-def state_source_text(spec: ModelSpec, stack_name: str) -> str:
+def state_source_text(spec: ModelSpec, stack_name: str, *, speculative: bool = False) -> str:
     lay = layout_for_stack(stack_name)
-    t = state_terms(spec, lay)
+    t = state_terms(spec, lay, speculative=speculative)
     d = _dims(spec)
     return (
         f"analytic: DeepSeek-V4 fixed state (budget/dsv4_cache): {d.sliding_window}-entry window x "
         f"{len(d.compress_ratios)} layers {t.window_bytes:,} B + compressor tails {t.compressor_bytes:,} B + indexer "
-        f"compressor tails {t.indexer_compressor_bytes:,} B (f32), {lay.engine}'s layout; whole on every TP rank"
+        f"compressor tails {t.indexer_compressor_bytes:,} B (f32), {lay.engine}'s layout"
+        + (" (its speculative-decoding ring)" if speculative and lay.ring_hca_spec else "")
+        + "; whole on every TP rank"
     )

@@ -595,7 +595,9 @@ def _dsv4_text(spec: ModelSpec, stack: Stack, what: str) -> str:
     """DeepSeek-V4's KV and state provenance (budget/dsv4_cache)."""
     from k3plan.budget import dsv4_cache
 
-    return (dsv4_cache.kv_source_text if what == "kv" else dsv4_cache.state_source_text)(spec, stack.name)
+    if what == "kv":
+        return dsv4_cache.kv_source_text(spec, stack.name)
+    return dsv4_cache.state_source_text(spec, stack.name, speculative=stack.state.verify_tokens > 1)
 
 
 def _kv_values_text(spec: ModelSpec, stack: Stack) -> str:

@@ -108,3 +108,15 @@ def test_engine_layouts_cited():
 def test_not_v4_raises():
     with pytest.raises(ValueError):
         c.kv_bytes_per_token(load_model("deepseek-v3").spec)
+
+
+def test_stack_state_follows_the_engine_and_speculation(flash):
+    from k3plan.budget.cache import fixed_state_bytes
+    from k3plan.sharding.stack import load_stack
+
+    sglang = load_stack("sglang")
+    assert fixed_state_bytes(flash, sglang) == c.state_bytes(flash, c.SGLANG)
+    spec_stack = sglang.for_spec_decode(2)
+    assert spec_stack.state.verify_tokens == 2
+    assert fixed_state_bytes(flash, spec_stack) == c.state_bytes(flash, c.SGLANG, speculative=True)
+    assert fixed_state_bytes(load_model("deepseek-v3").spec, sglang) == 0
