@@ -17,9 +17,13 @@ ones read (vLLM, SGLang, torchtpu-vllm), each cited (``Dsv4Layout.sources``: rep
 commit). All three store an entry as vLLM's/FlashMLA's ``fp8_ds_mla`` for V4: the 448 no-rope values in
 fp8 e4m3, the 64 rope values in bf16, one UE8M0 scale byte a 64 no-rope values and one pad byte
 (448 + 128 + 7 + 1 = 584 B), and an indexer key as 128 fp8 values + one f32 scale a 128 (132 B); the state
-in f32. Neither engine stores the main KV in FP4: where the architecture description says FP4 (E2M1 with
-an E4M3 scale a 16 channels) for the main KV, no engine code read here does (vLLM's only FP4 option,
-``use_fp4_indexer_cache``, is the indexer's MXFP4, and it allocates the fp8 size anyway).
+in f32. No engine read stores V4's main KV in FP4. What the public reference ports of DeepSeek's
+``inference/model.py`` show (read through the code index; repositories not pinned, found: false): V4 quantizes
+the compressed and window KV to fp8 in blocks of 64 (UE8M0 scales, rope left in bf16: the 584 B above), and
+only the indexer's keys to FP4 (E2M1 with an E8M0 scale a 32, after a Hadamard rotation); the FP4 with an E4M3
+scale a 16 channels for the compressed KV is DeepSeek-V4.1's compressor (``fp4_act_quant(scale_dtype=e4m3)``,
+block 16), not these checkpoints'. vLLM's one FP4 option, ``use_fp4_indexer_cache``, is the indexer's MXFP4,
+and it allocates the fp8 size anyway, so the figures below hold with it too.
 
 Figures are derived from the spec and the layout: ``kv_bytes_per_token`` (exact, a Fraction),
 ``classical_bytes(context)`` (complete blocks only), ``state_bytes`` (fixed) and ``decode_read_bytes``
