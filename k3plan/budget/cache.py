@@ -36,7 +36,13 @@ from k3plan.sharding.mesh import Parallel
 def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None) -> int:
     """One token, one MLA layer, one copy: the 576 values (kv_lora + rope), or the engine's padded entry
     (``layout``, a stack's ``kv_cache.layout``: tpu-inference's 640), in ``kv_dtype``; fp8_ds_mla is its
-    own fixed 656-byte format."""
+    own fixed 656-byte format. DeepSeek-V4 (``spec.dsv4``): its compressed cache spread over the layers
+    (step/dsv4_cache.per_layer_kv_bytes_ceil), in the one format every engine stores it in, whatever
+    ``kv_dtype`` says."""
+    if spec.dsv4 is not None:
+        from k3plan.step.dsv4_cache import per_layer_kv_bytes_ceil
+
+        return per_layer_kv_bytes_ceil(spec)
     if kv_dtype == "fp8_ds_mla":
         return FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
     values = (
@@ -66,11 +72,22 @@ def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
     )
 
 
+def fixed_state_bytes(spec: ModelSpec, stack: Stack) -> int:
+    """DeepSeek-V4's fixed-size state a sequence, whole model, one copy: the window entries and the
+    compressors' tails in the layout of ``stack``'s engine (step/dsv4_cache), with the longer tail ring
+    an engine keeps under speculative decoding (``state.verify_tokens``, SGLang); 0 for every other model."""
+    if spec.dsv4 is None:
+        return 0
+    from k3plan.step.dsv4_cache import layout_for_stack, state_bytes
+
+    return state_bytes(spec, layout_for_stack(stack.name), speculative=stack.state.verify_tokens > 1)
+
+
 def state_bytes_per_slot(spec: ModelSpec, stack: Stack) -> int:
     """Whole model, one slot (one copy of a sequence's state): constant in context length; what a step
     reads, a prefill hands over, a parked session keeps. The pool holds ``stack.state.slots_per_request``
-    of them a sequence (``CacheLayout.state_bytes_per_sequence``)."""
-    return spec.n_kda * state_bytes_per_layer(spec, stack)
+    of them a sequence (``CacheLayout.state_bytes_per_sequence``). DeepSeek-V4: its fixed state."""
+    return spec.n_kda * state_bytes_per_layer(spec, stack) + fixed_state_bytes(spec, stack)
 
 
 def kv_state_crossover_tokens(spec: ModelSpec, stack: Stack) -> float | None:
@@ -103,6 +120,9 @@ class CacheLayout(BaseModel):
     model_n_kda: int | None = Field(
         default=None, description="the whole model's KDA layers where n_kda is a pipeline stage's"
     )
+    fixed_state_bytes: int = Field(
+        0, description="DeepSeek-V4's fixed state a sequence, a device, the whole model's (step/dsv4_cache)"
+    )
 
     @model_serializer(mode="wrap")
     def _drop_one_slot(self, handler):
@@ -116,6 +136,8 @@ class CacheLayout(BaseModel):
         for k in ("model_n_mla", "model_n_kda"):  # only a pipeline stage's layout has them
             if out.get(k) is None:
                 out.pop(k, None)
+        if not out.get("fixed_state_bytes"):  # only DeepSeek-V4's layout has it
+            out.pop("fixed_state_bytes", None)
         return out
 
     def for_stage(self, *, n_mla: int, n_kda: int) -> CacheLayout:
@@ -143,9 +165,16 @@ class CacheLayout(BaseModel):
         return self.n_mla * self.kv_bytes_per_token_layer
 
     @property
+    def fixed_state_bytes_held(self) -> int:
+        """DeepSeek-V4's fixed state of the layers this layout holds (a pipeline stage's share)."""
+        from k3plan.step.memory import fixed_state_share
+
+        return int(fixed_state_share(self.fixed_state_bytes, self.n_mla, self.model_n_mla or self.n_mla))
+
+    @property
     def state_bytes_per_slot(self) -> int:
         """One slot: what a decode step reads and writes of a sequence's state, a device."""
-        return self.n_kda * self.state_bytes_per_layer
+        return self.n_kda * self.state_bytes_per_layer + self.fixed_state_bytes_held
 
     @property
     def state_layers_held(self) -> int:
@@ -159,16 +188,19 @@ class CacheLayout(BaseModel):
         ``state_layers_held`` layer pages each (a step reads ``n_kda`` of them: ``state_bytes_per_slot``)."""
         from k3plan.step.memory import state_pool_bytes
 
-        return int(
-            state_pool_bytes(
-                self.n_mla,
-                self.n_kda,
-                self.state_bytes_per_layer,
-                self.state_slots_per_sequence,
-                self.state_layer_groups,
-                self.model_n_mla,
-                self.model_n_kda,
+        return (
+            int(
+                state_pool_bytes(
+                    self.n_mla,
+                    self.n_kda,
+                    self.state_bytes_per_layer,
+                    self.state_slots_per_sequence,
+                    self.state_layer_groups,
+                    self.model_n_mla,
+                    self.model_n_kda,
+                )
             )
+            + self.fixed_state_bytes_held
         )
 
     def kv_bytes(self, context_tokens: int) -> int:
@@ -201,6 +233,7 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
         align_tokens=stack.paging.align_tokens,
         hybrid_paging=stack.paging.kind == "hybrid",
         tp=parallel.tp,
+        fixed_state=fixed_state_bytes(spec, stack),
     )
     return CacheLayout(
         kv_bytes_per_token_layer=int(c.kv_bytes_per_token_layer),
@@ -213,4 +246,5 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
         paging=stack.paging.kind,
         state_slots_per_sequence=stack.state.slots_per_request,
         state_layer_groups=stack.state.layer_groups,
+        fixed_state_bytes=int(c.fixed_state_bytes),
     )

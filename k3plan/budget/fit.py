@@ -462,7 +462,7 @@ def fit(
         model_state=ModelState(
             kv_bytes_per_token=stack_kv_bytes_per_token(spec, stack),
             state_bytes_per_sequence=state_bytes_per_slot(spec, stack),
-            kv_dtype=stack.kv_cache.dtype,
+            kv_dtype=stack.kv_cache.dtype if spec.dsv4 is None else "fp8_ds_mla",  # V4: the engines' one format
             recurrent_dtype=stack.state.recurrent_dtype,
             conv_dtype=stack.state.conv_dtype,
         ),
@@ -502,7 +502,9 @@ def fit(
                 else ""
             ),
             kv=(
-                f"analytic: {layout.n_mla} MLA layers x {_kv_values_text(spec, stack)}, {stack.kv_cache.dtype}"
+                _dsv4_text(spec, stack, "kv")
+                if spec.dsv4 is not None
+                else f"analytic: {layout.n_mla} MLA layers x {_kv_values_text(spec, stack)}, {stack.kv_cache.dtype}"
                 + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
                 + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
                 + (
@@ -520,7 +522,9 @@ def fit(
                 )
             ),
             state=(
-                f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
+                _dsv4_text(spec, stack, "state")
+                if spec.dsv4 is not None
+                else f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
                 f"{stack.state.conv_dtype}"
                 + (", split by heads over TP" if stack.state.shard_by_heads else "")
                 + (
@@ -575,6 +579,15 @@ def fit(
         cache_layout=layout,
         reason=code,
     )
+
+
+def _dsv4_text(spec: ModelSpec, stack: Stack, what: str) -> str:
+    """DeepSeek-V4's KV and state provenance (step/dsv4_cache)."""
+    from k3plan.step import dsv4_cache
+
+    if what == "kv":
+        return dsv4_cache.kv_source_text(spec, stack.name)
+    return dsv4_cache.state_source_text(spec, stack.name, speculative=stack.state.verify_tokens > 1)
 
 
 def _kv_values_text(spec: ModelSpec, stack: Stack) -> str:

@@ -7,6 +7,9 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   parameter.
 - fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
   block of each matrix.
+- ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
+  E8M0 (1 B) scale per [128, 128] block; and FP4 E2M1 packed two a byte (safetensors ``I8``) with one E8M0
+  scale per 32 inputs of a row (4.25 bits a parameter, as mxfp4). i64: V4's hash-routing table.
 The last two dims of a shape are [out, in]; any leading dims (an expert axis) multiply.
 """
 
@@ -60,6 +63,11 @@ def _fp8_block_bytes(shape: tuple[int, ...]) -> int:
     return math.prod(shape) + _lead(shape) * 4 * math.ceil(out / 128) * math.ceil(inp / 128)
 
 
+def _ds_fp8_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    return math.prod(shape) + _lead(shape) * math.ceil(out / 128) * math.ceil(inp / 128)
+
+
 FORMATS: dict[str, Format] = {
     "bf16": _plain(2, "BF16", "bf16"),
     "f32": _plain(4, "F32", "f32"),
@@ -84,6 +92,28 @@ FORMATS: dict[str, Format] = {
         ),
         quantized=True,
     ),
+    # DeepSeek-V4 (k3plan.models.families.deepseek_v4): the tensor's name is the checkpoint's base name
+    "ds_fp8": Format(
+        name="ds_fp8",
+        bits_per_param=8,
+        nbytes=_ds_fp8_bytes,
+        parts=(
+            (".weight", "F8_E4M3", lambda s: tuple(s)),
+            (".scale", "F8_E8M0", lambda s: (*s[:-2], math.ceil(s[-2] / 128), math.ceil(s[-1] / 128))),
+        ),
+        quantized=True,
+    ),
+    "ds_fp4": Format(
+        name="ds_fp4",
+        bits_per_param=4.25,
+        nbytes=_mxfp4_bytes,
+        parts=(
+            (".weight", "I8", lambda s: (*s[:-1], s[-1] // 2)),
+            (".scale", "F8_E8M0", lambda s: (*s[:-1], s[-1] // 32)),
+        ),
+        quantized=True,
+    ),
+    "i64": _plain(8, "I64", "i64"),
 }
 
 

@@ -55,6 +55,46 @@ class KDADims(_Frozen):
         return 3 * (self.conv_kernel - 1) * self.width
 
 
+class DSV4Dims(_Frozen):
+    """DeepSeek-V4's attention and routing numbers (k3plan.models.families.deepseek_v4), config.json's keys.
+
+    Every layer attends with one shared-KV head of ``head_dim`` values (rope on the last ``rope_dim``) over
+    its last ``sliding_window`` tokens plus, where ``compress_ratios[i]`` is non-zero, entries each of which
+    compresses ``ratio`` tokens: CSA (ratio 4, an indexer picks ``index_topk`` of them) or HCA (ratio 128,
+    all of them). mHC keeps ``hc_mult`` residual streams; the first ``num_hash_layers`` route by token id."""
+
+    head_dim: int
+    rope_dim: int
+    sliding_window: int
+    compress_ratios: tuple[int, ...]  # the decoder layers' only (config.json lists the MTP layers' after them)
+    mtp_compress_ratios: tuple[int, ...] = ()
+    index_n_heads: int
+    index_head_dim: int
+    index_topk: int
+    o_groups: int
+    o_lora_rank: int
+    hc_mult: int
+    hc_sinkhorn_iters: int
+    num_hash_layers: int
+
+    def kind(self, layer: int) -> str:
+        """'swa' (window only), 'csa' (ratio 4, with the indexer) or 'hca' (any other ratio)."""
+        r = self.compress_ratios[layer]
+        return "swa" if r == 0 else "csa" if r == 4 else "hca"
+
+    @property
+    def n_csa(self) -> int:
+        return sum(1 for r in self.compress_ratios if r == 4)
+
+    @property
+    def n_hca(self) -> int:
+        return sum(1 for r in self.compress_ratios if r not in (0, 4))
+
+    @property
+    def n_swa(self) -> int:
+        return sum(1 for r in self.compress_ratios if r == 0)
+
+
 class MoEDims(_Frozen):
     num_experts: int
     top_k: int
@@ -78,6 +118,7 @@ class ModelSpec(_Frozen):
     dense_intermediate: int
     mla: MLADims
     kda: Optional[KDADims] = None
+    dsv4: Optional[DSV4Dims] = None  # DeepSeek-V4's compressed attention; its layers are "mla" in ``mixers``
     moe: MoEDims
     mtp_layers: int = 0
     max_context: Optional[int] = None

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from k3plan.budget.cache import kv_bytes_per_token_layer, state_bytes_per_layer
+from k3plan.budget.cache import fixed_state_bytes, kv_bytes_per_token_layer, state_bytes_per_layer
 from k3plan.budget.dtypes import BYTES
 from k3plan.models import Model
 from k3plan.models.formats import get_format
@@ -26,7 +26,8 @@ from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
-from k3plan.step.ops import COLLECTIVE_NAMES, Op, WeightGroup
+from k3plan.step.op import Op
+from k3plan.step.ops import COLLECTIVE_NAMES, WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
 from k3plan.step.stages import bind, microbatch
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
@@ -445,6 +446,7 @@ def evaluate(
         align_tokens=_per(variants, lambda s: s.paging.align_tokens, v),
         hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
         tp=c.tp,
+        fixed_state=_per(variants, lambda s: fixed_state_bytes(spec, s), v),  # DeepSeek-V4's; else 0
     )
     act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
     quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)

@@ -26,7 +26,7 @@ from k3plan.columns import C, add_into, mul_into, where
 from k3plan.models.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from k3plan.step.ops import Op
+    from k3plan.step.op import Op
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)

@@ -17,7 +17,8 @@ from typing import Any, Generic
 from k3plan.columns import C, maximum, minimum, where
 from k3plan.models.spec import ModelSpec
 from k3plan.step.memory import cdiv
-from k3plan.step.ops import Op, aggregate_groups, by_category, decode_ops
+from k3plan.step.op import Op
+from k3plan.step.ops import aggregate_groups, by_category, decode_ops
 from k3plan.step.work import experts_touched
 
 BINDING = ("memory", "compute", "communication")

@@ -45,7 +45,8 @@ from k3plan.columns import gcd, maximum, minimum
 from k3plan.models.inventory import Tensor
 from k3plan.models.spec import ModelSpec
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
-from k3plan.step.ops import LiveBuffers, Op, WeightGroup, decode_ops, prefill_ops
+from k3plan.step.op import LiveBuffers, Op
+from k3plan.step.ops import WeightGroup, decode_ops, prefill_ops
 
 Col = Any
 TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32: 28 local = 7 tiles)

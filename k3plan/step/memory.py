@@ -38,6 +38,12 @@ def state_pool_bytes(n_mla, n_kda, state_bytes_per_layer, slots, layer_groups, t
     return held_layers(n_mla, n_kda, layer_groups, total_mla, total_kda)[1] * state_bytes_per_layer * slots
 
 
+def fixed_state_share(fixed, n_mla, total_mla):
+    """DeepSeek-V4's fixed state a sequence (``CacheTerms.fixed_state_bytes``) held by ``n_mla`` of the model's
+    ``total_mla`` layers (a pipeline stage's share, rounded up); over ``int | numpy`` columns."""
+    return cdiv(fixed * n_mla, maximum(total_mla, 1))
+
+
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class CacheTerms(Generic[C]):
     """Per-device cache layout, per sequence (``cache_terms``); each field one int (fit) or one entry a
@@ -49,6 +55,7 @@ class CacheTerms(Generic[C]):
     block_tokens: C  # KV allocation granularity
     page_bytes: C  # one page, every layer (meaningful where ``hybrid``)
     hybrid: C  # bool (an int to the type checker): hybrid paging applies (the stack pages hybrid, the model has both)
+    fixed_state_bytes: C | int = 0  # DeepSeek-V4's fixed state a sequence, a device (step/dsv4_cache); else 0
 
 
 class CacheCols(Protocol[C_co]):
@@ -61,6 +68,8 @@ class CacheCols(Protocol[C_co]):
     def state_bytes_per_layer(self) -> C_co: ...
     @property
     def block_tokens(self) -> C_co: ...
+    @property
+    def fixed_state_bytes(self) -> C_co | int: ...
 
 
 def cache_terms(
@@ -73,8 +82,11 @@ def cache_terms(
     align_tokens,
     hybrid_paging,
     tp,
+    fixed_state=0,
 ) -> CacheTerms[C]:
-    """Per-device cache layout from the whole-model figures a layer (``kv_layer``, ``state_layer``)."""
+    """Per-device cache layout from the whole-model figures a layer (``kv_layer``, ``state_layer``);
+    ``fixed_state``: DeepSeek-V4's fixed state a sequence, whole model (held as its KV is: whole on every TP
+    rank where the stack replicates the latent, else split)."""
     kv = where(replicate_across_tp, kv_layer, cdiv(kv_layer, tp))
     kda_heads = spec.kda.heads if spec.kda is not None else 1  # no KDA: the state is 0 bytes anyway
     state = where(shard_state_by_heads & (kda_heads % tp == 0), state_layer // tp, state_layer)
@@ -88,6 +100,7 @@ def cache_terms(
         block_tokens=block,
         page_bytes=page,
         hybrid=hybrid,
+        fixed_state_bytes=where(replicate_across_tp, fixed_state, cdiv(fixed_state, tp)),
     )
 
 
@@ -190,7 +203,7 @@ def budget_terms(
     kv_seq = held_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
     state_seq = state_pool_bytes(
         n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups, spec.n_mla, spec.n_kda
-    )
+    ) + fixed_state_share(cache.fixed_state_bytes, n_mla, spec.n_mla)
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)
     groups = maximum(room // maximum(per_seq, 1), 0)

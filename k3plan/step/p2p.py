@@ -17,7 +17,7 @@ from typing import Generic
 from k3plan.columns import C, where
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
-from k3plan.step.ops import Op
+from k3plan.step.op import Op
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)

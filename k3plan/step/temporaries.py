@@ -117,6 +117,12 @@ def _moe_terms(spec: ModelSpec, *, tokens, ep, act, quantized) -> dict[str, Any]
     )
 
 
+def _dsv4():
+    from k3plan.step import dsv4_ops
+
+    return dsv4_ops
+
+
 def prefill_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, chunk, context) -> PrefillTemp[C]:
     """One prefill chunk of ``chunk`` tokens per DP group, attending over ``context`` tokens."""
     mla = spec.mla
@@ -129,9 +135,11 @@ def prefill_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, chunk, con
         residual_bytes=2 * chunk * spec.hidden_size * act,
         kda_projection_bytes=kda_proj,
         kda_chunk_state_bytes=kda_states,
-        mla_kv_bytes=context
-        * heads_local(mla.heads, tp)
-        * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+        mla_kv_bytes=(
+            context * heads_local(mla.heads, tp) * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+            if spec.dsv4 is None
+            else _dsv4().prefill_gather_values(spec, chunk=chunk, context=context)  # DeepSeek-V4: no per-head K/V
+        )
         * act,
         **_moe_terms(spec, tokens=chunk, ep=ep, act=act, quantized=quantized),
     )
@@ -145,7 +153,13 @@ def decode_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, dp, batch, 
         kda_copy = b * heads_local(spec.kda.heads, tp) * spec.kda.head_dim**2 * 4
     return DecodeTemp(
         residual_bytes=2 * b * spec.hidden_size * act,
-        mla_scores_bytes=b * heads_local(spec.mla.heads, tp) * context * 4,
+        mla_scores_bytes=b
+        * (
+            heads_local(spec.mla.heads, tp) * context
+            if spec.dsv4 is None
+            else _dsv4().decode_score_values(spec, context=context, tp=tp)  # DeepSeek-V4: the keys it attends
+        )
+        * 4,
         logits_bytes=b * cdiv(spec.vocab_size, tp) * 4,
         kda_state_copy_bytes=kda_copy,
         **_moe_terms(spec, tokens=b, ep=ep, act=act, quantized=quantized),

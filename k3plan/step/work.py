@@ -47,14 +47,24 @@ def load_histogram(path: Path, *, num_experts: int, top_k: int) -> list[float]:
 
 
 def attention_decode_flops_per_token(spec: ModelSpec, context_tokens: int) -> float:
-    """Absorbed MLA over the latent: scores and values over kv_lora, 2 FLOPs a MAC (docs/k3-facts.md §5)."""
+    """Absorbed MLA over the latent: scores and values over kv_lora, 2 FLOPs a MAC (docs/k3-facts.md §5).
+    DeepSeek-V4: its indexer and sparse / compressed / window attention (step/dsv4_ops.py)."""
+    if spec.dsv4 is not None:
+        from k3plan.step.dsv4_ops import attention_flops_at
+
+        return attention_flops_at(spec, context_tokens)
     mla = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank * context_tokens
     kda = 0 if spec.kda is None else 3 * 2 * spec.n_kda * spec.kda.heads * spec.kda.head_dim**2
     return mla + kda
 
 
 def attention_prefill_flops_per_token(spec: ModelSpec, prompt_tokens: int) -> float:
-    """Causal MLA (materialised K/V in prefill) averaged over a prompt + chunked KDA."""
+    """Causal MLA (materialised K/V in prefill) averaged over a prompt + chunked KDA. DeepSeek-V4: its
+    attention at the prompt's mean position (step/dsv4_ops.py; linear in the context past the top-k)."""
+    if spec.dsv4 is not None:
+        from k3plan.step.dsv4_ops import attention_flops_at
+
+        return attention_flops_at(spec, (prompt_tokens + 1) / 2)
     mla = spec.mla
     avg_ctx = (prompt_tokens + 1) / 2
     per_layer = 2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * avg_ctx
@@ -70,6 +80,11 @@ def linear_flops_per_token(active_params: float) -> float:
 def attention_linear_crossover_tokens(spec: ModelSpec, active_params: float) -> float | None:
     """Context at which absorbed-MLA decode attention FLOPs equal the linear part; None for a model with no
     MLA layer (its attention FLOPs do not grow with the context: no crossover, and JSON has no infinity)."""
+    if spec.dsv4 is not None:  # DeepSeek-V4: constant (top-k, windows) + slope (indexer, HCA) x context
+        from k3plan.step.dsv4_ops import attention_flops_per_token
+
+        const, slope = attention_flops_per_token(spec, 0)
+        return None if not slope else max(0.0, linear_flops_per_token(active_params) - const) / slope
     per_ctx = 2 * 2 * spec.n_mla * spec.mla.heads * spec.mla.kv_lora_rank
     return None if not per_ctx else linear_flops_per_token(active_params) / per_ctx
 

@@ -61,6 +61,11 @@ def prepare_target(target: Target, setup: Setup) -> None:
 def plan_jobs(*, setup: Setup, stage: str, tokens: list[int], batch: int, context: int) -> list[Job]:
     if stage not in (*STAGES, "both"):
         raise K3PlanError(f"--stage {stage!r}: expected prefill, decode or both")
+    if setup.model.spec.dsv4 is not None:  # issue #37 item 4: not built yet; refused rather than compiled as MLA
+        raise K3PlanError(
+            "validate: DeepSeek-V4's compressed attention (CSA/HCA, indexer, mHC) has no abstract model yet; "
+            "fit, plan and roofline price it analytically (k3plan/step/dsv4_cache.py, k3plan/step/dsv4_ops.py)"
+        )
     for flag, v in (("--batch", batch), ("--context", context), *(("--tokens", t) for t in tokens)):
         if v < 1:
             raise K3PlanError(f"{flag} {v}: expected a positive integer")

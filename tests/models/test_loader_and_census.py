@@ -13,7 +13,14 @@ from k3plan.models.census import census, read_header
 
 
 def test_bundled_models():
-    assert bundled_models() == ["deepseek-v3", "kimi-k2", "kimi-k3", "kimi-linear-48b-a3b"]
+    assert bundled_models() == [
+        "deepseek-v3",
+        "deepseek-v4-flash",
+        "deepseek-v4-pro",
+        "kimi-k2",
+        "kimi-k3",
+        "kimi-linear-48b-a3b",
+    ]
     assert load_model().name == "kimi-k3"
 
 
@@ -44,7 +51,10 @@ def test_census_reads_headers_only(tmp_path, write_st):
     assert time.perf_counter() - t0 < 1.0
     assert out.tensors == 2 and out.bytes == size
     assert [(e.dtype, e.tensors, e.bytes) for e in out.by_dtype] == [("BF16", 1, 2**36), ("U8", 1, 16)]
-    assert out.model_dump(mode="json")["by_dtype"] == {"BF16": {"tensors": 1, "bytes": 2**36}, "U8": {"tensors": 1, "bytes": 16}}
+    assert out.model_dump(mode="json")["by_dtype"] == {
+        "BF16": {"tensors": 1, "bytes": 2**36},
+        "U8": {"tensors": 1, "bytes": 16},
+    }
     assert "comparison" not in out.model_dump(mode="json")  # no model: no comparison key
     assert {t.name: t.shape for t in read_header(f)} == {"w": (2**17, 2**18), "s": (4, 4)}
 

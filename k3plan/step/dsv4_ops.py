@@ -1,0 +1,372 @@
+"""DeepSeek-V4's attention ops in the step's op list (k3plan.step.ops calls these for ``spec.dsv4``).
+
+Where an MLA layer reads its whole cache, a V4 layer (``ModelSpec.dsv4``; the cache's bytes from
+``k3plan.step.dsv4_cache``) runs, a decode step, for a DP group's ``seqs`` sequences at ``context`` tokens:
+
+- ``dsv4.indexer`` (CSA layers): the lightning indexer scores the query's ``index_n_heads`` heads of
+  ``index_head_dim`` against every indexer key (one a 4 tokens): reads them all; 2 x heads x dim FLOPs a
+  key; the top-k (``index_topk``) picks the entries to read (the engines replicate the indexer over TP);
+- ``dsv4.csa_attention``: one shared K = V head of ``head_dim`` over the top-k compressed entries plus the
+  ``sliding_window`` last entries (the sparse gather reads only those): 2 x 2 x heads x head_dim FLOPs a key;
+- ``dsv4.hca_attention`` (ratio 128): every compressed entry (context / 128) plus the window;
+- ``dsv4.window_attention`` (ratio 0): the window alone;
+- ``dsv4.compressor`` (CSA and HCA layers, its indexer's on CSA): each token's projected kv and gate scores
+  written into the block's tail (f32) and, a complete block, the tail read back and one entry written:
+  one state row each way a token, amortized;
+- ``dsv4.mhc``: mHC's mixing of ``hc_mult`` residual streams around each attention and MoE block (the
+  ``hc_*_fn`` projections are weight ops from the inventory; this op counts the streams' pre / post / residual
+  mixing and the Sinkhorn iterations on the m x m matrix: FLOPs only, no HBM traffic beyond the weights);
+- ``dsv4.hash_route`` (the first ``num_hash_layers`` MoE layers): the experts come from ``tid2eid``, a row
+  gather of top-k ids a token (i64), not a matmul over the table (k3plan.step.ops skips the table as a
+  weight op, as the embedding).
+Prefill of a chunk of ``chunk`` tokens ending at ``context``: the same ops, the keys a query attends summed
+over the chunk's queries (causal), every existing compressed entry gathered once (vLLM's prefill gathers
+the sequence's compressed entries into a bf16 workspace: ``dequantize_and_gather_k_cache``), and the
+chunk's new entries written.
+With ``live`` (the temp model's points) the attention ops hold the scores and cache copy of
+``k3plan.step.live.mla_live`` over the keys a query attends (not the context) and prefill's gather workspace.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from k3plan.columns import minimum
+from k3plan.models.spec import ModelSpec
+from k3plan.step import dsv4_cache
+from k3plan.step.op import LiveBuffers, Op, heads_split
+
+if TYPE_CHECKING:
+    from k3plan.step.live import LiveAt
+
+CSA = dsv4_cache.CSA
+F32 = 4
+BF16 = 2
+
+
+def _ratios(spec: ModelSpec) -> tuple[int, int, int, int]:
+    """(CSA layers, HCA layers, window-only layers, the HCA ratio) of the decoder layers."""
+    d = spec.dsv4
+    assert d is not None
+    hca = {r for r in d.compress_ratios if r not in (0, CSA)}
+    if len(hca) > 1:
+        raise ValueError(f"{spec.name}: more than one HCA ratio {sorted(hca)}; one is modelled")
+    return d.n_csa, d.n_hca, d.n_swa, (hca.pop() if hca else 128)
+
+
+def _attn_live(live, spec, *, seqs, queries, keys, tp, workspace=0) -> LiveBuffers | None:
+    if live is None:
+        return None
+    base = live.mla(spec, seqs=seqs, queries=queries, context=keys, tp=tp)
+    buffers = dict(base.buffers)
+    if workspace is not None and not (isinstance(workspace, int) and workspace == 0):
+        buffers["gathered compressed entries, bf16 [keys, head_dim] (vLLM prefill workspace)"] = workspace
+    return LiveBuffers(name="mla.attention", buffers=buffers)
+
+
+def _mhc_flops(spec: ModelSpec, rows):
+    """mHC a block (attention or MoE), ``rows`` tokens: pre (m streams -> 1), post (1 -> m) and the m x m
+    residual mix over the hidden width, and the Sinkhorn normalisation of the m x m matrix."""
+    d = spec.dsv4
+    assert d is not None
+    m, h = d.hc_mult, spec.hidden_size
+    return rows * (2 * (m * h + m * h + m * m * h) + d.hc_sinkhorn_iters * 4 * m * m)
+
+
+def _common(spec: ModelSpec, *, rows, layout) -> list[Op]:
+    d = spec.dsv4
+    assert d is not None
+    n_csa, n_hca, _, _ = _ratios(spec)
+    row_csa = 2 * 2 * d.head_dim * F32 + 2 * 2 * d.index_head_dim * F32  # kv + score rows, coff 2, with indexer
+    row_hca = 2 * d.head_dim * F32
+    ops = [
+        Op(
+            name="dsv4.mhc",
+            kind="elementwise",
+            layer_kind="mla",
+            category="state",
+            count=2 * spec.num_layers,
+            flops=_mhc_flops(spec, rows),
+            tokens=rows,
+        ),
+    ]
+    if n_csa:
+        ops.append(
+            Op(
+                name="dsv4.csa_compressor",
+                kind="elementwise",
+                layer_kind="mla",
+                category="state",
+                count=n_csa,
+                bytes_read=rows * row_csa,
+                bytes_written=rows * row_csa,
+                tokens=rows,
+            )
+        )
+    if n_hca:
+        ops.append(
+            Op(
+                name="dsv4.hca_compressor",
+                kind="elementwise",
+                layer_kind="mla",
+                category="state",
+                count=n_hca,
+                bytes_read=rows * row_hca,
+                bytes_written=rows * row_hca,
+                tokens=rows,
+            )
+        )
+    if d.num_hash_layers:
+        ops.append(
+            Op(
+                name="dsv4.hash_route",
+                kind="elementwise",
+                layer_kind="moe",
+                category="weights",
+                count=min(d.num_hash_layers, spec.num_layers),
+                bytes_read=rows * spec.moe.top_k * 8,  # one i64 row of tid2eid a token
+                tokens=rows,
+            )
+        )
+    return ops
+
+
+def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None, layout=None) -> list[Op]:
+    """V4's attention-side ops of one decode step (``seqs`` sequences, one query each, at ``context``)."""
+    d = spec.dsv4
+    assert d is not None
+    lay = layout or dsv4_cache.VLLM
+    e, ib = lay.entry_bytes(d), lay.index_bytes(d)
+    n_csa, n_hca, n_swa, r_hca = _ratios(spec)
+    split = heads_split(spec.mla.heads, tp)
+    heads = spec.mla.heads // split
+    w = minimum(d.sliding_window, context)
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim  # QK and PV over one shared K = V head
+    ops: list[Op] = []
+    if n_csa:
+        keys4 = context // CSA
+        picked = minimum(d.index_topk, keys4) + w
+        ops.append(
+            Op(
+                name="dsv4.indexer",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_csa,
+                bytes_read=seqs * keys4 * ib,
+                flops=seqs * 2 * d.index_n_heads * d.index_head_dim * keys4,
+                flops_category="attention",
+                tokens=seqs,
+                heads=d.index_n_heads,
+            )
+        )
+        ops.append(
+            Op(
+                name="dsv4.csa_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_csa,
+                bytes_read=seqs * picked * e,
+                flops=seqs * per_key * picked / split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=picked, tp=tp),
+            )
+        )
+    if n_hca:
+        keys = context // r_hca + w
+        ops.append(
+            Op(
+                name="dsv4.hca_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_hca,
+                bytes_read=seqs * keys * e,
+                flops=seqs * per_key * keys / split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=keys, tp=tp),
+            )
+        )
+    if n_swa:
+        ops.append(
+            Op(
+                name="dsv4.window_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_swa,
+                bytes_read=seqs * w * e,
+                flops=seqs * per_key * w / split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=w, tp=tp),
+            )
+        )
+    return ops + _common(spec, rows=seqs, layout=lay)
+
+
+def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = None, layout=None) -> list[Op]:
+    """V4's attention-side ops of one prefill chunk of ``chunk`` tokens ending at ``context`` (one prompt)."""
+    d = spec.dsv4
+    assert d is not None
+    lay = layout or dsv4_cache.VLLM
+    e, ib = lay.entry_bytes(d), lay.index_bytes(d)
+    n_csa, n_hca, n_swa, r_hca = _ratios(spec)
+    split = heads_split(spec.mla.heads, tp)
+    heads = spec.mla.heads // split
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    start = context - chunk
+    w = minimum(d.sliding_window, context)
+    # keys summed over the chunk's queries: query at position p sees p // ratio entries (causal), the window
+    mean_pos = start + (chunk + 1) / 2
+    window_pairs = chunk * w
+    ops: list[Op] = []
+    if n_csa:
+        keys4 = mean_pos / CSA
+        pairs_idx = chunk * keys4
+        pairs = chunk * minimum(d.index_topk, keys4) + window_pairs
+        gathered = context // CSA + w + chunk
+        ops.append(
+            Op(
+                name="dsv4.indexer",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_csa,
+                bytes_read=(start // CSA) * ib,
+                bytes_written=(chunk // CSA) * ib,
+                flops=2 * d.index_n_heads * d.index_head_dim * pairs_idx,
+                flops_category="attention",
+                tokens=chunk,
+                heads=d.index_n_heads,
+            )
+        )
+        ops.append(
+            Op(
+                name="dsv4.csa_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_csa,
+                bytes_read=(start // CSA + minimum(start, w)) * e,
+                bytes_written=(chunk // CSA + chunk) * e,
+                flops=per_key * pairs / split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=heads,
+                live=_attn_live(
+                    live,
+                    spec,
+                    seqs=1,
+                    queries=chunk,
+                    keys=minimum(d.index_topk, context // CSA) + w,
+                    tp=tp,
+                    workspace=gathered * d.head_dim * BF16,
+                ),
+            )
+        )
+    if n_hca:
+        pairs = chunk * (mean_pos / r_hca) + window_pairs
+        keys = context // r_hca + w
+        ops.append(
+            Op(
+                name="dsv4.hca_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_hca,
+                bytes_read=(start // r_hca + minimum(start, w)) * e,
+                bytes_written=(chunk // r_hca + chunk) * e,
+                flops=per_key * pairs / split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=heads,
+                live=_attn_live(
+                    live, spec, seqs=1, queries=chunk, keys=keys, tp=tp, workspace=(keys + chunk) * d.head_dim * BF16
+                ),
+            )
+        )
+    if n_swa:
+        ops.append(
+            Op(
+                name="dsv4.window_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=n_swa,
+                bytes_read=minimum(start, w) * e,
+                bytes_written=chunk * e,
+                flops=per_key * window_pairs / split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=1, queries=chunk, keys=w, tp=tp),
+            )
+        )
+    return ops + _common(spec, rows=chunk, layout=lay)
+
+
+def prefill_gather_values(spec: ModelSpec, *, chunk, context):
+    """Values a prefill holds gathered for one prompt's attention (step/temporaries' ``mla_kv_bytes`` for V4,
+    in place of MLA's per-head K/V): vLLM's bf16 workspace of the compressed entries, the window and the
+    chunk, [context / 4 + window + chunk, head_dim] (``_forward_prefill``: M = N + window_size +
+    max_num_batched_tokens, N the densest ratio's entries; vllm-project/vllm
+    vllm/model_executor/layers/deepseek_v4_attention.py @b92a330e); one prompt, not its 4-prompt chunking."""
+    d = spec.dsv4
+    assert d is not None
+    densest = min((r for r in d.compress_ratios if r), default=0)
+    n = context // densest if densest else 0
+    return (n + minimum(d.sliding_window, context) + chunk) * d.head_dim
+
+
+def decode_score_values(spec: ModelSpec, *, context, tp):
+    """f32 scores a decode query holds (step/temporaries' ``mla_scores_bytes`` / 4 for V4): the local heads
+    over the most keys a layer attends (HCA's context / 128 + window, or CSA's top-k + window) and the
+    indexer's head-reduced logits over context / 4 keys."""
+    d = spec.dsv4
+    assert d is not None
+    _, n_hca, _, r_hca = _ratios(spec)
+    w = minimum(d.sliding_window, context)
+    keys = minimum(d.index_topk, context // CSA) + w
+    if n_hca:
+        from k3plan.columns import maximum
+
+        keys = maximum(keys, context // r_hca + w)
+    heads = spec.mla.heads // heads_split(spec.mla.heads, tp)
+    return heads * keys + (context // CSA if d.n_csa else 0)
+
+
+def attention_flops_per_token(spec: ModelSpec, context) -> tuple[float, float]:
+    """(constant, slope): one token's attention FLOPs at ``context`` tokens, whole model, no TP split, are
+    constant + slope x context once context / 4 passes the top-k (roofline/work.py): the indexer over every
+    key (2 x index heads x index dim a key, one key a 4 tokens), CSA's top-k + window, HCA's context / 128 +
+    window and the window-only layers' window, 2 x 2 x heads x head_dim a key (one shared K = V head)."""
+    d = spec.dsv4
+    assert d is not None
+    n_csa, n_hca, n_swa, r_hca = _ratios(spec)
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    w = d.sliding_window
+    const = per_key * (n_csa * (d.index_topk + w) + n_hca * w + n_swa * w)
+    slope = n_csa * 2 * d.index_n_heads * d.index_head_dim / CSA + n_hca * per_key / r_hca
+    return float(const), float(slope)
+
+
+def attention_flops_at(spec: ModelSpec, context: float) -> float:
+    """One token's attention FLOPs at ``context`` (exact in the top-k and window below their sizes)."""
+    d = spec.dsv4
+    assert d is not None
+    n_csa, n_hca, n_swa, r_hca = _ratios(spec)
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    w = min(d.sliding_window, context)
+    keys4 = context / CSA
+    return (
+        n_csa * (2 * d.index_n_heads * d.index_head_dim * keys4 + per_key * (min(d.index_topk, keys4) + w))
+        + n_hca * per_key * (context / r_hca + w)
+        + n_swa * per_key * w
+    )

@@ -1,0 +1,41 @@
+"""fit, plan and roofline answer for DeepSeek-V4-Flash and -Pro at 1M tokens (issue #37)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+M = 1 << 20
+
+
+@pytest.mark.parametrize(
+    "model,hardware,topology",
+    [
+        ("deepseek-v4-flash", "nvidia-h200", "2"),
+        ("deepseek-v4-flash", "tpu-v7x", "2x2x1"),
+        ("deepseek-v4-pro", "nvidia-b200", "8"),
+        ("deepseek-v4-pro", "nvidia-b300", "4"),
+        ("deepseek-v4-pro", "nvidia-h200", "8"),
+        ("deepseek-v4-pro", "tpu-v7x", "2x2x2"),
+    ],
+)
+def test_fit_at_1m(cli, model, hardware, topology):
+    r = cli("fit", "-m", model, "-H", hardware, "-t", topology, "--context", M, "--json", "--no-cache")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"]
+    per_layer = 90 if model.endswith("flash") else 91  # 3,850.25 / 43 and 5,511.44 / 61, rounded up
+    layers = 43 if model.endswith("flash") else 61
+    assert d["model_state"]["kv_bytes_per_token"] == per_layer * layers
+    assert d["model_state"]["state_bytes_per_sequence"] == (15_420_416 if model.endswith("flash") else 23_270_400)
+    assert "DeepSeek-V4 compressed cache" in d["provenance"]["kv"]
+
+
+def test_plan_and_roofline_at_1m(cli):
+    r = cli("plan", "-m", "deepseek-v4-pro", "-H", "nvidia-b200", "--context", M, "--json")
+    assert r.exit_code == 0, r.output
+    r = cli("roofline", "-m", "deepseek-v4-flash", "-H", "tpu-v7x", "--context", M, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert "Traceback" not in r.output and d
