@@ -21,7 +21,7 @@ M = 1 << 20
     ],
 )
 def test_fit_at_1m(cli, model, hardware, topology):
-    r = cli("fit", "-m", model, "-H", hardware, "-t", topology, "--context", M, "--json", "--no-cache")
+    r = cli("fit", "-m", model, "-H", hardware, "-t", topology, "--context", M, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["fits"]
