@@ -288,13 +288,24 @@ def prefill_bound(
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
     # each link carries its own collectives' bytes: the fullest link's share binds
     share = max((rate * x.bytes_per_chip_per_step / chunk / x.link_bw_bytes_per_s for x in comm.links), default=0.0)
-    feasible = share <= 1.0
+    # issue 38: a share above 1 inside a scale-up domain does not stop a prefill, it slows it: the link
+    # sets the pace (ttft_s below is max(compute, link time)). The nightly prefill of K3 at TP 32 runs at
+    # "111% of ICI". Only collectives that cross the scale-out link beyond its bandwidth are infeasible
+    # (docs/k3-facts.md §5: EP over DCN fails prefill), and the note says so.
+    feasible = True
     note = ""
+    if share > 1.0:
+        note = (
+            f"link-bound: at the compute rate the collectives need {share:.0%} of the one-way link, so the "
+            "link sets the pace (TTFT = the link time)"
+        )
     out = comm.scale_out
     if out is not None:
         out_share = rate * out.bytes_per_chip_per_step / chunk / out.link_bw_bytes_per_s
-        note = f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}" + (
-            "" if out_share <= 1.0 else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill"
+        feasible = out_share <= 1.0
+        note = (note + "; " if note else "") + (
+            f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}"
+            + ("" if feasible else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill")
         )
     return PrefillBound(
         prompt_tokens=prompt_tokens,
