@@ -38,7 +38,7 @@ ENGINE_FAMILY: dict[str, frozenset[str]] = {
     "torchtpu-vllm": frozenset({"torchtpu-vllm", "vllm-tpu"}),
 }
 
-Source = Literal["measured", "transferred", "model"]
+Source = Literal["measured", "transferred", "model", "ceiling"]
 
 
 class _In(BaseModel):

@@ -80,6 +80,10 @@ class DecodeBound(BaseModel):
     comm_share: float
     ideal_bytes_per_step: StepBytes
     ideal_step_s: float
+    # issue 38: tpot_s is the figure k3plan stands behind (k3plan.speed.serving): the ceiling (step_s) unless a
+    # serving benchmark of the configuration measured it ("measured") or one near it does ("transferred")
+    tpot_source: str = "ceiling"
+    tpot_label: str = ""
 
 
 class PrefillBound(BaseModel):
@@ -103,6 +107,10 @@ class PrefillBound(BaseModel):
     link_share: float  # of one-way link bandwidth
     feasible: bool
     note: str = ""
+    # issue 38: ttft_s is the figure stood behind (k3plan.speed.serving); ceiling_ttft_s the bound's own
+    ttft_source: str = "ceiling"
+    ttft_label: str = ""
+    ceiling_ttft_s: float | None = None
 
 
 _SUMS: dict[tuple[int, int, int], tuple[Any, WeightSums]] = {}  # (inventory, stack, plan) ids -> sums

@@ -12,6 +12,7 @@ from k3plan.advice.rules import Advice
 from k3plan.advice.wiring import SpecDecodeReport
 from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
 from k3plan.sharding.mesh import Parallel
+from k3plan.speed.serving import ServingComparison
 from k3plan.speed.stage import ExpectedSpeed
 from k3plan.tiers.prefix import PrefixHit
 
@@ -73,3 +74,4 @@ class RooflineResult(_Frozen):
     spec_decode: Optional[SpecDecodeReport]
     advice: Advice
     prefix_hit: Optional[PrefixHit] = None
+    serving: Optional[ServingComparison] = None  # ceiling / model / measured, the gap named (issue 38)
