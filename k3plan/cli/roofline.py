@@ -174,7 +174,15 @@ def command(
         expected=expected, ceiling_tpot_s=dec.tpot_s, ceiling_ttft_s=pre.ttft_s, probes=probes,
     )
     assert ttft_fig is not None
-    dec = dec.model_copy(update={"tpot_s": tpot_fig.value_s, "tpot_source": tpot_fig.source, "tpot_label": tpot_fig.label})
+    dec = dec.model_copy(
+        update={
+            "tpot_s": tpot_fig.value_s,
+            "tpot_source": tpot_fig.source,
+            "tpot_label": tpot_fig.label,
+            "tokens_per_s": dec.batch / tpot_fig.value_s,
+            "tokens_per_s_per_chip": dec.batch / tpot_fig.value_s / setup.topology.chips,
+        }
+    )
     pre = pre.model_copy(
         update={"ceiling_ttft_s": pre.ttft_s, "ttft_s": ttft_fig.value_s, "ttft_source": ttft_fig.source, "ttft_label": ttft_fig.label}
     )
@@ -252,6 +260,9 @@ def command(
     from k3plan.report.expected_table import render_expected
 
     render_expected(result.expected, console)
+    from k3plan.report.serving_table import render_serving
+
+    render_serving(result.serving, console)
     from rich.markup import escape
 
     from k3plan.report.advice_table import (

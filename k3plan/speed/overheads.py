@@ -71,7 +71,7 @@ def engine_terms(ops: list[OpCost], *, stage: str) -> tuple[EngineTerm, ...]:
                 name="host round trip (synchronous step)",
                 seconds=rec.host_sync.s_host_round_trip,
                 source=(
-                    f"{rec.host_sync.s_host_round_trip * 1e3:.3f} ms a step, one host, {rec.label}; transferred "
+                    f"{rec.host_sync.s_host_round_trip * 1e3:.3f} ms a step (each prefill chunk is one), one host, {rec.label}; transferred "
                     "as measured (a host-side cost); the engine schedules synchronously (nightly config "
                     "ASYNC_SCHEDULING=false)"
                 ),
@@ -83,7 +83,10 @@ def engine_terms(ops: list[OpCost], *, stage: str) -> tuple[EngineTerm, ...]:
             EngineTerm(
                 name="fixed cost of the step's ops",
                 seconds=n * per,
-                source=f"{n:,} op executions of the step description x {per * 1e6:.2f} us a dependent fusion, {rec.label}",
+                source=(
+                    f"{n:,} op executions a step (each prefill chunk is one) of the step description x "
+                    f"{per * 1e6:.2f} us a dependent fusion, {rec.label}"
+                ),
             )
         )
     if any(op.kind == "grouped_matmul" for op in ops):
