@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -80,3 +81,32 @@ def load_step_overheads(path: Path) -> StepOverheads:
 @lru_cache(maxsize=2)
 def shipped_step_overheads(folder: Path = FOLDER) -> tuple[StepOverheads, ...]:
     return tuple(load_step_overheads(p) for p in sorted(folder.glob("*.yaml")))
+
+
+class EngineStepOverhead(_In):
+    """An engine's host time a synchronous step, as published (``k3plan/evidence/engine_step_overheads.yaml``)."""
+
+    engine_family: str
+    seconds: float = Field(gt=0, lt=1)
+    scheduling: Literal["sync"]
+    measured_on: str
+    quote: str
+    source: str = Field(pattern=r"^https://")
+
+
+ENGINE_FILE = Path(__file__).parent / "engine_step_overheads.yaml"
+
+
+@lru_cache(maxsize=2)
+def engine_step_overheads(path: Path = ENGINE_FILE) -> tuple[EngineStepOverhead, ...]:
+    from k3plan.safeparse import parse_yaml, read_text
+
+    label = f"engine step overheads {path}"
+    raw = parse_yaml(label, read_text(label, path))
+    if not isinstance(raw, list):
+        raise K3PlanError(f"{label}: expected a list of entries")
+    try:
+        return tuple(EngineStepOverhead.model_validate(x) for x in raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise K3PlanError(f"{label}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None

@@ -2,9 +2,11 @@
 roofline sees (issue 38 item 2). Each is a fixed time an engine step (a decode step, or one prefill
 chunk: every chunk is a step of its own and reads the weights again), named and sourced:
 
-    host round trip   the host's dispatch of the step and the sampled token back before the next
-                      step is scheduled (synchronous scheduling, the nightly's ASYNC_SCHEDULING=false):
-                      measured on a TPU (k3plan/evidence/hosts/), transferred as measured (a host cost)
+    host time         the engine loop's host time a synchronous step (scheduler, input preparation,
+                      dispatch, the sampled token back, output processing; the nightly's
+                      ASYNC_SCHEDULING=false): the engine's published figure where one is shipped
+                      (k3plan/evidence/engine_step_overheads.yaml), else the host round trip measured on
+                      a TPU (k3plan/evidence/hosts/); transferred as measured (a host cost)
     op fixed cost     every op of the step description is at least one dependent fusion; the fixed
                       cost of one, measured on a TPU, x the ops' executions a step
     MXFP4 dequant     0 s of HBM: the engine unpacks MXFP4 to native fp4 once at load and its grouped
@@ -61,22 +63,49 @@ def _op_executions(ops: list[OpCost]) -> int:
     return sum(op.count for op in ops if op.kind != "overhead" and not (op.kind == "collective" and op.calls == 0))
 
 
-def engine_terms(ops: list[OpCost], *, stage: str) -> tuple[EngineTerm, ...]:
-    """The fixed terms of one engine step whose ops are ``ops``; ``stage`` "decode" or "prefill"."""
+# stacks that run vLLM's engine loop (scheduler, input preparation, output processing a step); torchtpu-vllm
+# is vllm-tpu's successor (k3plan.evidence.benchmarks.ENGINE_FAMILY)
+ENGINE_FAMILY = {"vllm": "vllm", "vllm-tpu": "vllm", "torchtpu-vllm": "vllm", "tpu-inference": "vllm"}
+
+
+def _engine_host(stack: str | None):
+    from k3plan.evidence.hosts import engine_step_overheads
+
+    family = ENGINE_FAMILY.get((stack or "").split(":")[0])
+    return next((e for e in engine_step_overheads() if e.engine_family == family), None)
+
+
+def engine_terms(ops: list[OpCost], *, stage: str, stack: str | None = None) -> tuple[EngineTerm, ...]:
+    """The fixed terms of one engine step whose ops are ``ops``; ``stage`` "decode" or "prefill"; ``stack``
+    the stack's name (its engine's published host time a step, where one is shipped)."""
     rec = _record()
+    eng = _engine_host(stack)
     terms: list[EngineTerm] = []
-    if rec is not None:
+    if eng is not None:  # the engine's whole host time a step: it holds the dispatch and read-back measured below
+        floor = f"; one host's dispatch and read-back alone: {rec.host_sync.s_host_round_trip * 1e3:.3f} ms, {rec.label}" if rec else ""
+        terms.append(
+            EngineTerm(
+                name="host and scheduler time a synchronous step",
+                seconds=eng.seconds,
+                source=(
+                    f"{eng.seconds * 1e3:.2f} ms a step (each prefill chunk is one): {eng.engine_family}'s engine loop, "
+                    f'"{eng.quote}" ({eng.measured_on}; {eng.source}), transferred as measured (a host-side cost of '
+                    f"the same engine loop; the nightly schedules synchronously, ASYNC_SCHEDULING=false){floor}"
+                ),
+            )
+        )
+    elif rec is not None:
         terms.append(
             EngineTerm(
                 name="host round trip (synchronous step)",
                 seconds=rec.host_sync.s_host_round_trip,
                 source=(
-                    f"{rec.host_sync.s_host_round_trip * 1e3:.3f} ms a step (each prefill chunk is one), one host, {rec.label}; transferred "
-                    "as measured (a host-side cost); the engine schedules synchronously (nightly config "
-                    "ASYNC_SCHEDULING=false)"
+                    f"{rec.host_sync.s_host_round_trip * 1e3:.3f} ms a step (each prefill chunk is one), one host, "
+                    f"{rec.label}; transferred as measured (a host-side cost); no engine figure for stack {stack}"
                 ),
             )
         )
+    if rec is not None:
         n = _op_executions(ops)
         per = rec.fusion_chain.s_per_dependent_op
         terms.append(

@@ -55,7 +55,7 @@ def test_every_term_of_the_gap_is_named_and_they_sum_to_it(nightly):
         assert sum(t["seconds"] for t in s["gap_terms"]) == pytest.approx(s["measured_s"] - s["model_s"], rel=1e-9)
         assert all(t["name"] and t["source"] for t in s["model_terms"] + s["gap_terms"])
     names = [t["name"] for t in nightly["serving"]["decode"]["model_terms"]]
-    for term in ("host round trip (synchronous step)", "fixed cost of the step's ops", "MXFP4 expert dequantisation",
+    for term in ("host and scheduler time a synchronous step", "fixed cost of the step's ops", "MXFP4 expert dequantisation",
                  "MoE gather and combine", "decode padding to the compiled bucket", "sampling and logits"):
         assert term in names
     gap = [t["name"] for t in nightly["serving"]["prefill"]["gap_terms"]]
