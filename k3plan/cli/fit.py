@@ -114,7 +114,9 @@ def command(
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
         result = result.model_copy(
-            update={"speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)}
+            update={
+                "speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
+            }
         )
     sd = off = None
     if spec is not None and d is not None and result.fits:  # d is set only with a spec
@@ -200,8 +202,15 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
     from k3plan.speed.serving import stands_behind  # issue 38: roofline's TPOT, measured where a benchmark is
 
     tpot, _, _, _ = stands_behind(
-        setup, spec_hardware, batch=workload.batch, context=workload.context_tokens,
-        chunk=workload.prefill_chunk_tokens, expected=None, ceiling_tpot_s=d.step_s, ceiling_ttft_s=None, probes=probes,
+        setup,
+        spec_hardware,
+        batch=workload.batch,
+        context=workload.context_tokens,
+        chunk=workload.prefill_chunk_tokens,
+        expected=None,
+        ceiling_tpot_s=d.step_s,
+        ceiling_ttft_s=None,
+        probes=probes,
     )
     return Speed(
         tpot_s=tpot.value_s,

@@ -121,8 +121,10 @@ class ServingBenchmark(_In):
 def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
     f, s = b.flags, b.split
     if (f.tensor_parallel_size, f.data_parallel_size) != (s.tp, s.dp):
-        raise K3PlanError(f"serving benchmark {path.name}: flags say tp {f.tensor_parallel_size} dp "
-                          f"{f.data_parallel_size}, split says tp {s.tp} dp {s.dp}")
+        raise K3PlanError(
+            f"serving benchmark {path.name}: flags say tp {f.tensor_parallel_size} dp "
+            f"{f.data_parallel_size}, split says tp {s.tp} dp {s.dp}"
+        )
     if b.workload.completed > b.workload.num_prompts:
         raise K3PlanError(f"serving benchmark {path.name}: completed {b.workload.completed} > prompts")
     return b
@@ -155,7 +157,14 @@ def engine_accepts(engine: str, stack: str) -> bool:
 
 
 def matching(
-    *, model: str, hardware: str, topology: str, tp: int, dp: int, ep: int, stack: str,
+    *,
+    model: str,
+    hardware: str,
+    topology: str,
+    tp: int,
+    dp: int,
+    ep: int,
+    stack: str,
     benchmarks: tuple[ServingBenchmark, ...] | None = None,
 ) -> tuple[ServingBenchmark, ...]:
     """The benchmarks that speak for this configuration (see the module's doc)."""
@@ -221,20 +230,29 @@ def serving_figure(
     benchmark's workload (same setup)."""
     b = nearest(cands, batch=batch, context=context, chunk=chunk, need_ttft=what == "ttft")
     if b is None:
-        return ServingFigure(value_s=model_s, source="model", label="model (no serving benchmark of this configuration)")
+        return ServingFigure(
+            value_s=model_s, source="model", label="model (no serving benchmark of this configuration)"
+        )
     ms = b.measured.median_tpot_ms if what == "tpot" else b.measured.median_ttft_ms
     assert ms is not None
     measured = ms / 1e3
     name = "TPOT" if what == "tpot" else "TTFT"
     if at_workload(b, batch=batch, context=context, chunk=chunk):
         return ServingFigure(
-            value_s=measured, source="measured", benchmark=b.label, measured_s=measured,
+            value_s=measured,
+            source="measured",
+            benchmark=b.label,
+            measured_s=measured,
             label=f"measured: median {name} of {b.name}",
         )
     ref = model_at(b)
     ratio = model_s / ref
     return ServingFigure(
-        value_s=measured * ratio, source="transferred", benchmark=b.label, measured_s=measured, model_ratio=ratio,
+        value_s=measured * ratio,
+        source="transferred",
+        benchmark=b.label,
+        measured_s=measured,
+        model_ratio=ratio,
         label=(
             f"transferred: median {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
             f"(batch {b.workload.concurrency}->{batch}, context {b.workload.isl:,}->{context:,}, "

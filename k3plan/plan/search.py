@@ -346,7 +346,14 @@ def plan(
         from k3plan.plan.serving import add_serving  # issue 38: a serving benchmark's TPOT where one matches
 
         rows = add_serving(
-            rows, order, space=space, cols=cols, model=m, context=context, batch=concurrency, probes=probes,
+            rows,
+            order,
+            space=space,
+            cols=cols,
+            model=m,
+            context=context,
+            batch=concurrency,
+            probes=probes,
             spec_hardware=spec_hardware,
         )
         ranked_on = (

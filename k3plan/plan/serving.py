@@ -36,19 +36,31 @@ def add_serving(
     for r, i in zip(rows, indices):
         cands = (
             matching(
-                model=model.name, hardware=r.hardware, topology=r.topology, tp=r.tp, dp=r.dp, ep=r.ep,
+                model=model.name,
+                hardware=r.hardware,
+                topology=r.topology,
+                tp=r.tp,
+                dp=r.dp,
+                ep=r.ep,
                 stack=r.stack.split(":")[0],
             )
             if r.pp == 1 and r.tpot_ms is not None
             else ()
         )
-        if not cands:
+        if not cands or r.tpot_ms is None:
             out.append(r)
             continue
         setup = row_setup(space=space, cols=cols, i=i, model=model)
         tpot, _, _, _ = stands_behind(
-            setup, spec_hardware[r.hardware], batch=batch, context=context, chunk=r.chunk_tokens, expected=None,
-            ceiling_tpot_s=r.tpot_ms / 1e3, ceiling_ttft_s=None, probes=probes,
+            setup,
+            spec_hardware[r.hardware],
+            batch=batch,
+            context=context,
+            chunk=r.chunk_tokens,
+            expected=None,
+            ceiling_tpot_s=r.tpot_ms / 1e3,
+            ceiling_ttft_s=None,
+            probes=probes,
         )
         out.append(
             r.model_copy(

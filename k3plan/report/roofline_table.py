@@ -98,7 +98,9 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
         (
             "collective traffic a chip",
             f"{p.comm_bytes_per_s_per_chip / 1e9:,.2f} GB/s",
-            f"{p.link_share:.1%} of {p.comm.link_name} one-way" + ("" if p.feasible else " — INFEASIBLE: " + p.note) + (" — link-bound" if p.feasible and p.link_share > 1 else ""),
+            f"{p.link_share:.1%} of {p.comm.link_name} one-way"
+            + ("" if p.feasible else " — INFEASIBLE: " + p.note)
+            + (" — link-bound" if p.feasible and p.link_share > 1 else ""),
         ),
     ]
     # the study's method (docs/k3-facts.md §5): the model's FLOPs split evenly at the MFU, over the devices that

@@ -21,13 +21,21 @@ def _ms(s: float | None) -> str:
 def render_serving(c: ServingComparison | None, console: Console) -> None:
     if c is None:
         return
-    columns = [Column("stage"), figure("ceiling ms"), figure("model ms"), figure("measured ms"), figure("model / measured")]
+    columns = [
+        Column("stage"),
+        figure("ceiling ms"),
+        figure("model ms"),
+        figure("measured ms"),
+        figure("model / measured"),
+    ]
     rows = []
     for name, s in (("decode step (TPOT)", c.decode), ("prefill (TTFT)", c.prefill)):
         ratio = "—" if s.model_over_measured is None else f"{s.model_over_measured:.2f}x"
         rows.append((name, _ms(s.ceiling_s), _ms(s.model_s), _ms(s.measured_s), ratio))
     bench = c.decode.benchmark or c.prefill.benchmark
-    title = "ceiling / model / measured" + (f" (measured: {bench})" if bench else " (no serving benchmark at this workload)")
+    title = "ceiling / model / measured" + (
+        f" (measured: {bench})" if bench else " (no serving benchmark at this workload)"
+    )
     console.print(build_table(columns, rows, title=title))
     console.print(escape(f"TPOT stood behind: {c.tpot.value_s * 1e3:,.2f} ms, {c.tpot.label}"), soft_wrap=True)
     console.print(escape(f"TTFT stood behind: {c.ttft.value_s * 1e3:,.2f} ms, {c.ttft.label}"), soft_wrap=True)

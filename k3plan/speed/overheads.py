@@ -75,14 +75,23 @@ def _engine_host(stack: str | None):
     return next((e for e in engine_step_overheads() if e.engine_family == family), None)
 
 
-def engine_terms(ops: list[OpCost], *, stage: str, stack: str | None = None) -> tuple[EngineTerm, ...]:
+def engine_terms(
+    ops: list[OpCost], *, stage: str, stack: str | None = None, device_kind: str | None = None
+) -> tuple[EngineTerm, ...]:
     """The fixed terms of one engine step whose ops are ``ops``; ``stage`` "decode" or "prefill"; ``stack``
-    the stack's name (its engine's published host time a step, where one is shipped)."""
+    the stack's name (its engine's published host time a step, where one is shipped); ``device_kind`` the
+    target's: the TPU record's device-side terms apply to a TPU only (never a GPU's kernel launches)."""
     rec = _record()
+    if rec is not None and not (device_kind or "").upper().startswith("TPU"):
+        rec = None
     eng = _engine_host(stack)
     terms: list[EngineTerm] = []
     if eng is not None:  # the engine's whole host time a step: it holds the dispatch and read-back measured below
-        floor = f"; one host's dispatch and read-back alone: {rec.host_sync.s_host_round_trip * 1e3:.3f} ms, {rec.label}" if rec else ""
+        floor = (
+            f"; one host's dispatch and read-back alone: {rec.host_sync.s_host_round_trip * 1e3:.3f} ms, {rec.label}"
+            if rec
+            else ""
+        )
         terms.append(
             EngineTerm(
                 name="host and scheduler time a synchronous step",

@@ -109,35 +109,90 @@ class _ModelAt:
     def of(self, b: ServingBenchmark):
         return self.speed(b.workload.concurrency, b.workload.isl, b.chunk_tokens)
 
+    def decode_s(self, batch: int, context: int) -> float:
+        """The model's decode step alone (fit needs no prefill): ``expected_speed``'s decode, op for op."""
+        for (b, c, _), x in self.cache.items():
+            if (b, c) == (batch, context):
+                return x.decode.expected_s
+        key = ("decode", batch, context)
+        if key not in self.cache:
+            from k3plan.speed.expected import expected_time
+            from k3plan.speed.overheads import add_terms, engine_terms
+            from k3plan.speed.peaks import Peaks
+            from k3plan.speed.stage import curves_for, decode_op_costs
+
+            peaks = Peaks.from_hardware(self.spec_hardware)
+            curves, _ = curves_for(peaks, self.probes)
+            ops = decode_op_costs(self.setup, batch=batch, context=context)
+            self.cache[key] = add_terms(
+                expected_time(ops, peaks=peaks, curves=curves),
+                engine_terms(ops, stage="decode", stack=self.setup.stack.name, device_kind=peaks.device_kind),
+            )
+        return self.cache[key].expected_s
+
 
 def stands_behind(
-    setup, spec_hardware, *, batch: int, context: int, chunk: int, expected, ceiling_tpot_s: float,
-    ceiling_ttft_s: float | None, probes=None,
+    setup,
+    spec_hardware,
+    *,
+    batch: int,
+    context: int,
+    chunk: int,
+    expected,
+    ceiling_tpot_s: float,
+    ceiling_ttft_s: float | None,
+    probes=None,
 ) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
     cands = candidates(setup)
     if not cands:
-        tpot = ServingFigure(value_s=ceiling_tpot_s, source="ceiling", label="ceiling: roofline's decode bound (no serving benchmark of this configuration)")
+        tpot = ServingFigure(
+            value_s=ceiling_tpot_s,
+            source="ceiling",
+            label="ceiling: roofline's decode bound (no serving benchmark of this configuration)",
+        )
         ttft = None
         if ceiling_ttft_s is not None:
             if expected is not None and expected.records_used:
                 ttft = ServingFigure(
-                    value_s=expected.prefill.expected_s, source="model",
+                    value_s=expected.prefill.expected_s,
+                    source="model",
                     label=f"model: expected TTFT, efficiencies from {', '.join(expected.records_used)}",
                 )
             else:
-                ttft = ServingFigure(value_s=ceiling_ttft_s, source="ceiling", label="ceiling: roofline's prefill bound (no serving benchmark, no probe record of this device kind)")
+                ttft = ServingFigure(
+                    value_s=ceiling_ttft_s,
+                    source="ceiling",
+                    label="ceiling: roofline's prefill bound (no serving benchmark, no probe record of this device kind)",
+                )
         return tpot, ttft, cands, None
     model = _ModelAt(setup, spec_hardware, probes=probes)
-    if expected is None:
-        expected = model.speed(batch, context, chunk)
-    model.cache[(batch, context, min(chunk, context))] = expected
-    common = dict(cands=cands, batch=batch, context=context, chunk=chunk)
-    tpot = serving_figure("tpot", model_s=expected.decode.expected_s, model_at=lambda b: model.of(b).decode.expected_s, **common)
+    if expected is not None:
+        model.cache[(batch, context, min(chunk, context))] = expected
+
+    tpot = serving_figure(
+        "tpot",
+        model_s=model.decode_s(batch, context),
+        model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
+        cands=cands,
+        batch=batch,
+        context=context,
+        chunk=chunk,
+    )
     ttft = None
     if ceiling_ttft_s is not None:
-        ttft = serving_figure("ttft", model_s=expected.prefill.expected_s, model_at=lambda b: model.of(b).prefill.expected_s, **common)
+        if expected is None:
+            expected = model.speed(batch, context, chunk)
+        ttft = serving_figure(
+            "ttft",
+            model_s=expected.prefill.expected_s,
+            model_at=lambda b: model.of(b).prefill.expected_s,
+            cands=cands,
+            batch=batch,
+            context=context,
+            chunk=chunk,
+        )
     return tpot, ttft, cands, model
 
 
@@ -146,14 +201,24 @@ def _model_terms(stage) -> tuple[Term, ...]:
     ceiling = sum(o.ceiling_s for o in ops)
     eff = sum(o.expected_s for o in ops) - ceiling
     out = [
-        Term(name="ops at their ceilings", seconds=ceiling, source="the step description's ops at the hardware spec's peaks, one after another"),
+        Term(
+            name="ops at their ceilings",
+            seconds=ceiling,
+            source="the step description's ops at the hardware spec's peaks, one after another",
+        ),
         Term(
             name="ops below their ceilings",
             seconds=eff,
-            source="probe records of the device kind (efficiency curves)" if eff else "no probe record of the device kind covers an op: 0",
+            source="probe records of the device kind (efficiency curves)"
+            if eff
+            else "no probe record of the device kind covers an op: 0",
         ),
     ]
-    out += [Term(name=o.name, seconds=o.expected_s, source=o.label.split(": ", 1)[1]) for o in stage.ops if o.kind == "overhead"]
+    out += [
+        Term(name=o.name, seconds=o.expected_s, source=o.label.split(": ", 1)[1])
+        for o in stage.ops
+        if o.kind == "overhead"
+    ]
     return tuple(out)
 
 
@@ -162,18 +227,32 @@ def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
     return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
 
 
-def _stage(stage: str, b: ServingBenchmark | None, st, others, model: _ModelAt | None) -> StageComparison:
+def _stage(
+    stage: Literal["decode", "prefill"], b: ServingBenchmark | None, st, others, model: _ModelAt | None
+) -> StageComparison:
     terms = _model_terms(st)
     if b is None:
         return StageComparison(
-            stage=stage, ceiling_s=st.ceiling_s, model_s=st.expected_s, measured_s=None, benchmark=None,
-            model_over_measured=None, model_terms=terms, gap_terms=(),
+            stage=stage,
+            ceiling_s=st.ceiling_s,
+            model_s=st.expected_s,
+            measured_s=None,
+            benchmark=None,
+            model_over_measured=None,
+            model_terms=terms,
+            gap_terms=(),
         )
     ms = b.measured.median_tpot_ms if stage == "decode" else b.measured.median_ttft_ms
     if ms is None:
         return StageComparison(
-            stage=stage, ceiling_s=st.ceiling_s, model_s=st.expected_s, measured_s=None, benchmark=b.label,
-            model_over_measured=None, model_terms=terms, gap_terms=(),
+            stage=stage,
+            ceiling_s=st.ceiling_s,
+            model_s=st.expected_s,
+            measured_s=None,
+            benchmark=b.label,
+            model_over_measured=None,
+            model_terms=terms,
+            gap_terms=(),
         )
     measured = ms / 1e3
     gap = measured - st.expected_s
@@ -238,14 +317,27 @@ def _stage(stage: str, b: ServingBenchmark | None, st, others, model: _ModelAt |
     if rest:
         gaps.append(Term(name="not explained by any term above", seconds=rest, source=UNMEASURED[stage]))
     return StageComparison(
-        stage=stage, ceiling_s=st.ceiling_s, model_s=st.expected_s, measured_s=measured, benchmark=b.label,
-        model_over_measured=st.expected_s / measured, model_terms=terms, gap_terms=tuple(gaps),
+        stage=stage,
+        ceiling_s=st.ceiling_s,
+        model_s=st.expected_s,
+        measured_s=measured,
+        benchmark=b.label,
+        model_over_measured=st.expected_s / measured,
+        model_terms=terms,
+        gap_terms=tuple(gaps),
     )
 
 
 def compare(
-    *, tpot: ServingFigure, ttft: ServingFigure, expected, cands: tuple[ServingBenchmark, ...], model: _ModelAt | None,
-    batch: int, context: int, chunk: int,
+    *,
+    tpot: ServingFigure,
+    ttft: ServingFigure,
+    expected,
+    cands: tuple[ServingBenchmark, ...],
+    model: _ModelAt | None,
+    batch: int,
+    context: int,
+    chunk: int,
 ) -> ServingComparison:
     """The three-way comparison at the asked workload: measured only from a benchmark at that workload."""
     at = [b for b in cands if at_workload(b, batch=batch, context=context, chunk=chunk)]
