@@ -12,10 +12,12 @@ family (``ENGINE_FAMILY``). Files of a model k3plan does not bundle yet say ``wa
 and match nothing.
 
 Transfer (``serving_figure``): at the benchmark's own workload (batch = concurrency, context = ISL,
-chunk = max-num-batched-tokens) the figure is the measured median ("measured"). Anywhere else the
-nearest benchmark (smallest log distance over batch, context and chunk) is scaled by the model's
-own ratio, model(asked) / model(benchmark's workload) ("transferred"): the measurement carries what
-the model misses, the model carries how the workload moves it. Never the max of several points.
+chunk = max-num-batched-tokens) the figure is the measured median ("measured"). Near it (batch,
+context and chunk each within a factor of ``NEARBY_FACTOR`` = 16: the nightly's 8,192 tokens reach a
+131,072-token context, not a 1M one) the nearest benchmark (smallest log distance over the three) is
+scaled by the model's own ratio, model(asked) / model(benchmark's workload) ("transferred"): the
+measurement carries what the model misses, the model carries how the workload moves it. Farther, no
+benchmark speaks. Never the max of several points.
 """
 
 from __future__ import annotations
@@ -202,10 +204,24 @@ class ServingFigure(BaseModel):
     label: str
 
 
+NEARBY_FACTOR = 16  # a transfer reaches batch, context and chunk each within this factor of the benchmark's
+
+
+def _nearby(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> bool:
+    pairs = ((b.workload.concurrency, batch), (b.workload.isl, context), (b.chunk_tokens, min(chunk, context)))
+    return all(max(x, y) <= NEARBY_FACTOR * min(x, y) for x, y in pairs)
+
+
 def nearest(
     cands: tuple[ServingBenchmark, ...], *, batch: int, context: int, chunk: int, need_ttft: bool
 ) -> ServingBenchmark | None:
-    usable = [b for b in cands if not need_ttft or b.measured.median_ttft_ms is not None]
+    """The benchmark closest in log distance among those nearby (``NEARBY_FACTOR``), or None."""
+    usable = [
+        b
+        for b in cands
+        if (not need_ttft or b.measured.median_ttft_ms is not None)
+        and _nearby(b, batch=batch, context=context, chunk=chunk)
+    ]
     if not usable:
         return None
     return min(usable, key=lambda b: (_distance(b, batch=batch, context=context, chunk=chunk), b.path))

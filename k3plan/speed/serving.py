@@ -20,11 +20,20 @@ here measures.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from k3plan.evidence.benchmarks import ServingBenchmark, ServingFigure, at_workload, matching, serving_figure
+from k3plan.evidence.benchmarks import (
+    NEARBY_FACTOR,
+    ServingBenchmark,
+    ServingFigure,
+    at_workload,
+    matching,
+    nearest,
+    serving_figure,
+)
 
 UNMEASURED = {
     "decode": (
@@ -131,46 +140,56 @@ class _ModelAt:
         return self.cache[key].expected_s
 
 
+def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
+    """The figures where no serving benchmark speaks: TPOT the ceiling; TTFT the model where a probe record set
+    an op's efficiency, else the ceiling."""
+    tpot = ServingFigure(value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})")
+    if ceiling_ttft_s is None:
+        return tpot, None
+    if expected is not None and expected.records_used:
+        return tpot, ServingFigure(
+            value_s=expected.prefill.expected_s,
+            source="model",
+            label=f"model: expected TTFT ({why}), efficiencies from {', '.join(expected.records_used)}",
+        )
+    return tpot, ServingFigure(
+        value_s=ceiling_ttft_s,
+        source="ceiling",
+        label=f"ceiling: roofline's prefill bound ({why}; no probe record of this device kind)",
+    )
+
+
 def stands_behind(
-    setup,
-    spec_hardware,
+    setup: Any,
+    spec_hardware: Any,
     *,
     batch: int,
     context: int,
     chunk: int,
-    expected,
+    expected: Any,
     ceiling_tpot_s: float,
     ceiling_ttft_s: float | None,
-    probes=None,
+    probes: Path | None = None,
 ) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
     cands = candidates(setup)
-    if not cands:
-        tpot = ServingFigure(
-            value_s=ceiling_tpot_s,
-            source="ceiling",
-            label="ceiling: roofline's decode bound (no serving benchmark of this configuration)",
+    near = {
+        w: nearest(cands, batch=batch, context=context, chunk=chunk, need_ttft=w == "ttft") for w in ("tpot", "ttft")
+    }
+    if not cands or near["tpot"] is None:
+        why = (
+            "no serving benchmark of this configuration"
+            if not cands
+            else f"no serving benchmark of this configuration within {NEARBY_FACTOR}x of this workload"
         )
-        ttft = None
-        if ceiling_ttft_s is not None:
-            if expected is not None and expected.records_used:
-                ttft = ServingFigure(
-                    value_s=expected.prefill.expected_s,
-                    source="model",
-                    label=f"model: expected TTFT, efficiencies from {', '.join(expected.records_used)}",
-                )
-            else:
-                ttft = ServingFigure(
-                    value_s=ceiling_ttft_s,
-                    source="ceiling",
-                    label="ceiling: roofline's prefill bound (no serving benchmark, no probe record of this device kind)",
-                )
+        tpot, ttft = _no_benchmark(
+            ceiling_tpot_s=ceiling_tpot_s, ceiling_ttft_s=ceiling_ttft_s, expected=expected, why=why
+        )
         return tpot, ttft, cands, None
     model = _ModelAt(setup, spec_hardware, probes=probes)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
-
     tpot = serving_figure(
         "tpot",
         model_s=model.decode_s(batch, context),
@@ -182,17 +201,25 @@ def stands_behind(
     )
     ttft = None
     if ceiling_ttft_s is not None:
-        if expected is None:
-            expected = model.speed(batch, context, chunk)
-        ttft = serving_figure(
-            "ttft",
-            model_s=expected.prefill.expected_s,
-            model_at=lambda b: model.of(b).prefill.expected_s,
-            cands=cands,
-            batch=batch,
-            context=context,
-            chunk=chunk,
-        )
+        if near["ttft"] is None:
+            _, ttft = _no_benchmark(
+                ceiling_tpot_s=ceiling_tpot_s,
+                ceiling_ttft_s=ceiling_ttft_s,
+                expected=expected,
+                why="no serving benchmark with a TTFT near this workload",
+            )
+        else:
+            if expected is None:
+                expected = model.speed(batch, context, chunk)
+            ttft = serving_figure(
+                "ttft",
+                model_s=expected.prefill.expected_s,
+                model_at=lambda b: model.of(b).prefill.expected_s,
+                cands=cands,
+                batch=batch,
+                context=context,
+                chunk=chunk,
+            )
     return tpot, ttft, cands, model
 
 

@@ -75,3 +75,11 @@ def test_bad_file_is_one_line(tmp_path):
     p.write_text(src.replace("median_tpot_ms: 30.899158045435588", "median_tpot_ms: -1"))
     with pytest.raises(K3PlanError, match="measured.median_tpot_ms"):
         load_benchmark(p)
+
+
+def test_a_workload_far_from_every_benchmark_gets_no_transfer():
+    cands = matching(**K3, stack="vllm-tpu")
+    far = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=1048576, chunk=8192, model_at=None)
+    assert far.source == "model" and far.value_s == 0.02
+    near = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=131072, chunk=8192, model_at=lambda b: 0.01)
+    assert near.source == "transferred"  # 16x the nightly's 8,192 tokens: the edge of "nearby"
