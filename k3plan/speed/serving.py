@@ -96,7 +96,8 @@ class _ModelAt:
 
     def __init__(self, setup, spec_hardware, *, probes):
         self.setup, self.spec_hardware, self.probes = setup, spec_hardware, probes
-        self.cache: dict = {}
+        self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
+        self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
 
     def speed(self, batch: int, context: int, chunk: int):
         key = (batch, context, min(chunk, context))
@@ -123,8 +124,7 @@ class _ModelAt:
         for (b, c, _), x in self.cache.items():
             if (b, c) == (batch, context):
                 return x.decode.expected_s
-        key = ("decode", batch, context)
-        if key not in self.cache:
+        if (batch, context) not in self.decodes:
             from k3plan.speed.expected import expected_time
             from k3plan.speed.overheads import add_terms, engine_terms
             from k3plan.speed.peaks import Peaks
@@ -133,11 +133,12 @@ class _ModelAt:
             peaks = Peaks.from_hardware(self.spec_hardware)
             curves, _ = curves_for(peaks, self.probes)
             ops = decode_op_costs(self.setup, batch=batch, context=context)
-            self.cache[key] = add_terms(
+            stage = add_terms(
                 expected_time(ops, peaks=peaks, curves=curves),
                 engine_terms(ops, stage="decode", stack=self.setup.stack.name, device_kind=peaks.device_kind),
             )
-        return self.cache[key].expected_s
+            self.decodes[(batch, context)] = stage.expected_s
+        return self.decodes[(batch, context)]
 
 
 def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
