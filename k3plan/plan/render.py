@@ -126,6 +126,10 @@ def render_plan(result: PlanResult, console: Console) -> None:
             from k3plan.plan.render_deploy import sla_table
 
             print_whole(console, sla_table(result))
+            from k3plan.plan.serving import sla_measured_lines  # issue 38: a serving benchmark's medians, labelled
+
+            for line in sla_measured_lines(result):
+                console.print(escape(line), soft_wrap=True)
         else:
             print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")

@@ -72,3 +72,40 @@ def add_serving(
             )
         )
     return out
+
+
+def sla_measured_lines(result) -> list[str]:
+    """Under --isl/--osl the table is the scheduler's, from ceilings; a row whose configuration and load a
+    serving benchmark measured gets a line with that benchmark's medians beside it (issue 38), labelled."""
+    from k3plan.evidence.benchmarks import matching
+
+    s = result.sla
+    if s is None or s.request_rate_per_s:
+        return []
+    lines = []
+    for r in result.ranked:
+        if r.pp != 1:
+            continue
+        for b in matching(
+            model=result.model,
+            hardware=r.hardware,
+            topology=r.topology,
+            tp=r.tp,
+            dp=r.dp,
+            ep=r.ep,
+            stack=r.stack.split(":")[0],
+        ):
+            w = b.workload
+            if (w.isl, w.osl, w.concurrency, b.chunk_tokens) == (
+                s.isl_tokens,
+                s.osl_tokens,
+                s.concurrency,
+                r.chunk_tokens,
+            ):
+                ttft = b.measured.median_ttft_ms
+                lines.append(
+                    f"#{r.rank} measured: median TPOT {b.measured.median_tpot_ms:,.2f} ms"
+                    + (f", median TTFT {ttft:,.0f} ms" if ttft is not None else "")
+                    + f" ({b.label}); the table's TTFT and TPOT are the scheduler's from ceilings"
+                )
+    return lines

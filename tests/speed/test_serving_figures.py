@@ -84,3 +84,14 @@ def test_fit_and_plan_take_the_same_tpot(nightly):
     rows = run("plan", "-H", "tpu-v7x", "--max-chips", "16", "--context", "8192", "--chunks", "512", "--stacks", "vllm-tpu")["ranked"]
     row = next(x for x in rows if (x["topology"], x["tp"], x["ep"], x["dp"], x["pp"]) == ("2x2x4", 32, 32, 1, 1))
     assert row["tpot_ms"] == pytest.approx(TPOT_S * 1e3, rel=1e-12) and row["tpot_source"].startswith("measured")
+
+
+def test_plan_under_the_nightly_s_load_prints_its_medians_beside_the_scheduler_s():
+    r = CliRunner().invoke(
+        app,
+        ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--isl", "8192", "--osl", "1024", "--concurrency", "1",
+         "--chunks", "512", "--stacks", "vllm-tpu"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stdout.split())
+    assert "#1 measured: median TPOT 30.90 ms, median TTFT 4,038 ms (kimi-k3-tp32-ep nightly" in flat
