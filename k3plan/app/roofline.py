@@ -13,6 +13,7 @@ from k3plan.advice.wiring import SpecDecodeReport
 from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
 from k3plan.roofline.result import LongContext
 from k3plan.sharding.mesh import Parallel
+from k3plan.speed.serving import ServingComparison
 from k3plan.speed.stage import ExpectedSpeed
 from k3plan.tiers.prefix import PrefixHit
 
@@ -53,3 +54,4 @@ class RooflineResult(_Frozen):
     spec_decode: Optional[SpecDecodeReport]
     advice: Advice
     prefix_hit: Optional[PrefixHit] = None
+    serving: Optional[ServingComparison] = None  # ceiling / model / measured, the gap named (issue 38)

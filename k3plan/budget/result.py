@@ -131,3 +131,6 @@ class Speed(Named):
     collective_latency_source: str
     probes: list[str]
     source: str
+    tpot_source: str = "ceiling"  # issue 38: measured / transferred (a serving benchmark) or the ceiling
+    tpot_label: str = ""
+    ceiling_tpot_s: float | None = None  # the decode bound's step (= tpot_s when the source is the ceiling)

@@ -113,7 +113,11 @@ def command(
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
-        result = result.model_copy(update={"speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes)})
+        result = result.model_copy(
+            update={
+                "speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
+            }
+        )
     sd = off = None
     if spec is not None and d is not None and result.fits:  # d is set only with a spec
         sd = spec_decode_report(
@@ -181,7 +185,7 @@ def command(
         raise typer.Exit(1)
 
 
-def _speed(setup, workload, notes, probes, allow_cpu_probes):
+def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
     """The decode bound at this workload (k3plan roofline's defaults), with probe records applied
     (``setup`` already carries the measured hardware, ``notes`` name the records)."""
     from k3plan.budget.result import Speed
@@ -195,9 +199,25 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes):
         probes=probes,
         allow_cpu_probes=allow_cpu_probes,
     )
+    from k3plan.speed.serving import stands_behind  # issue 38: roofline's TPOT, measured where a benchmark is
+
+    tpot, _, _, _ = stands_behind(
+        setup,
+        spec_hardware,
+        batch=workload.batch,
+        context=workload.context_tokens,
+        chunk=workload.prefill_chunk_tokens,
+        expected=None,
+        ceiling_tpot_s=d.step_s,
+        ceiling_ttft_s=None,
+        probes=probes,
+    )
     return Speed(
-        tpot_s=d.step_s,
-        tokens_per_s=d.tokens_per_s,
+        tpot_s=tpot.value_s,
+        tpot_source=tpot.source,
+        tpot_label=tpot.label,
+        ceiling_tpot_s=d.step_s,
+        tokens_per_s=workload.batch / tpot.value_s,
         binding=d.binding,
         collective_latency_source=d.comm.latency_source,
         probes=notes,

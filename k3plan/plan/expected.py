@@ -90,8 +90,12 @@ class ExpectedColumn:
         if curves is None:
             return None
         setup = row_setup(space=self.space, cols=self.cols, i=i, model=self.model)
-        stage = expected_time(
-            decode_op_costs(setup, batch=self.batch, context=self.context), peaks=peaks, curves=curves
+        from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: roofline's model, term for term
+
+        ops = decode_op_costs(setup, batch=self.batch, context=self.context)
+        stage = add_terms(
+            expected_time(ops, peaks=peaks, curves=curves),
+            engine_terms(ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind),
         )
         return stage.expected_s if any(o.efficiency.measured for o in stage.ops) else None
 

@@ -57,7 +57,7 @@ def _ranking(result: PlanResult) -> Table:
                 f"{r.free_gib_per_device:.2f}",
                 TEMP_SHORT.get(r.temp_evidence, r.temp_evidence),
                 f"{r.max_sequences:,}",
-                f"{r.tpot_ms:.2f}",
+                f"{r.tpot_ms:.2f}" + _tpot_mark(r),
             ]
             + ([_expected(r)] if expected else [])
             + [
@@ -79,6 +79,23 @@ def _ranking(result: PlanResult) -> Table:
 
 
 NAMES = ("hardware", "topology", "stack", "kv", "tp/ep/dp")  # the ranking's columns that name a configuration
+
+
+def _tpot_mark(r: PlanRow) -> str:
+    """issue 38: a TPOT a serving benchmark gave (plan/serving.py) is marked m (measured) or t (transferred)."""
+    if not r.tpot_source:
+        return ""
+    return " m" if r.tpot_source.startswith("measured") else " t"
+
+
+def tpot_source_lines(result: PlanResult) -> list[str]:
+    """One line a row whose TPOT a serving benchmark gave; every other TPOT is the ceiling (the decode bound)."""
+    marked = [r for r in result.ranked if r.tpot_source]
+    if not marked:
+        return []
+    return [f"TPOT #{r.rank}: {r.tpot_source}" for r in marked] + [
+        "TPOT of the other rows: the ceiling (the decode bound); m = measured, t = transferred from a serving benchmark"
+    ]
 
 
 def _expected(r: PlanRow) -> str:
@@ -109,9 +126,15 @@ def render_plan(result: PlanResult, console: Console) -> None:
             from k3plan.plan.render_deploy import sla_table
 
             print_whole(console, sla_table(result))
+            from k3plan.plan.serving import sla_measured_lines  # issue 38: a serving benchmark's medians, labelled
+
+            for line in sla_measured_lines(result):
+                console.print(escape(line), soft_wrap=True)
         else:
             print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")
+            for line in tpot_source_lines(result):
+                console.print(escape(line), soft_wrap=True)
         r = result.recommended
         assert r is not None  # the first ranked row whenever any is ranked
         console.print(

@@ -99,7 +99,7 @@ class RowPerDevice(BaseModel):
 assert tuple(RowPerDevice.model_fields) == PER_DEVICE  # one spelling: the column names are the fields
 
 KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
-EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source")  # absent from the JSON until set
+EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source")  # absent from the JSON until set
 
 
 class PlanRow(BaseModel):
@@ -137,6 +137,7 @@ class PlanRow(BaseModel):
     cost: Optional[CostRow] = None
     expected_tpot_ms: Optional[float] = None
     expected_source: Optional[str] = None
+    tpot_source: Optional[str] = None  # issue 38: set where a serving benchmark gives tpot_ms (plan/serving.py)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -343,6 +343,19 @@ def plan(
             concurrency=concurrency,
         )
         rows = add_expected(rows, order, column=column, known=known)
+        from k3plan.plan.serving import add_serving  # issue 38: a serving benchmark's TPOT where one matches
+
+        rows = add_serving(
+            rows,
+            order,
+            space=space,
+            cols=cols,
+            model=m,
+            context=context,
+            batch=concurrency,
+            probes=probes,
+            spec_hardware=spec_hardware,
+        )
         ranked_on = (
             f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."
             "expected_time of each row's decode ops against its device kind's efficiency records; the "

@@ -35,8 +35,14 @@ def row_expected(setup, *, batches: list[int], context: int, chunk: int, probes:
     peaks = Peaks.from_hardware(setup.hardware)
     curves = curves_for(peaks, probes)[0]
     stages = {batches[0]: x.decode}
+    from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: as expected_speed's decode step
+
     for b in batches[1:]:
-        stages[b] = expected_time(decode_op_costs(setup, batch=b, context=context), peaks=peaks, curves=curves)
+        ops = decode_op_costs(setup, batch=b, context=context)
+        stages[b] = add_terms(
+            expected_time(ops, peaks=peaks, curves=curves),
+            engine_terms(ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind),
+        )
     return RowExpected(
         tpot_s={b: s.expected_s for b, s in stages.items()},
         measured={b: any(o.efficiency.measured for o in s.ops) for b, s in stages.items()},
@@ -47,15 +53,16 @@ def row_expected(setup, *, batches: list[int], context: int, chunk: int, probes:
 
 
 def cell(s: Optional[float], measured: Optional[bool], *, seconds: bool = False) -> str:
-    """A table cell: the expected time, '(ops at ceiling)' where no record applied; '-' where none."""
+    """A table cell: the expected time, '(ops at ceiling + engine terms)' where no record applied; '-' where none."""
     if s is None:
         return "-"
     shown = f"{s:,.2f} s" if seconds else f"{s * 1e3:,.2f} ms"
-    return shown + ("" if measured else " (ops at ceiling)")
+    return shown + ("" if measured else " (no probe record: ops at ceiling)")
 
 
 def note(records: str) -> str:
     return (
         "Expected: the step's ops one after another, each at its measured efficiency where a probe record "
-        f"covers it, else at its ceiling ({records})."
+        f"covers it, else at its ceiling ({records}), plus the engine's fixed terms a step (host time of a "
+        "synchronous step, the ops' fixed cost: k3plan/speed/overheads.py)."
     )

@@ -46,7 +46,7 @@ def source_lines(stage: StageTime) -> list[str]:
 def render_expected(x: ExpectedSpeed, console: Console) -> None:
     columns = [Column("stage"), Column(""), figure("total ms"), *(figure(t) for t in KIND_TITLES.values())]
     rows = []
-    for name, s in (("decode step (TPOT)", x.decode), ("prefill (TTFT)", x.prefill)):
+    for name, s in (("decode step (model)", x.decode), ("prefill (model)", x.prefill)):
         kinds = [getattr(s.by_kind, k) for k in KIND_TITLES]
         rows.append((name, "ceiling", _ms(s.ceiling_s), *(_ms(k.ceiling_s) for k in kinds)))
         rows.append(("", "expected", f"[bold]{_ms(s.expected_s)}[/]", *(_ms(k.expected_s) for k in kinds)))

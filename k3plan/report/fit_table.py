@@ -79,9 +79,14 @@ def render_fit(r: FitResult, console: Console) -> None:
     if r.speed:
         sp = r.speed
         console.print(
-            f"decode bound at this workload: TPOT {sp.tpot_s * 1e3:,.2f} ms, {sp.tokens_per_s:,.0f} tok/s, "
+            ("decode" if sp.tpot_source != "ceiling" else "decode bound")
+            + f" at this workload: TPOT {sp.tpot_s * 1e3:,.2f} ms, {sp.tokens_per_s:,.0f} tok/s, "
             f"{sp.binding}-bound (collective latency: {sp.collective_latency_source}); see k3plan roofline"
         )
+        if sp.tpot_source != "ceiling" and sp.ceiling_tpot_s is not None:  # issue 38: a serving benchmark's TPOT
+            console.print(
+                f"  TPOT {sp.tpot_s * 1e3:,.2f} ms is {sp.tpot_label}; the bound: {sp.ceiling_tpot_s * 1e3:,.2f} ms"
+            )
         for note in sp.probes:
             console.print(f"[cyan]probe:[/] {note}")
     else:

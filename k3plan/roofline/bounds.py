@@ -80,6 +80,10 @@ class DecodeBound(BaseModel):
     comm_share: float
     ideal_bytes_per_step: StepBytes
     ideal_step_s: float
+    # issue 38: tpot_s is the figure k3plan stands behind (k3plan.speed.serving): the ceiling (step_s) unless a
+    # serving benchmark of the configuration measured it ("measured") or one near it does ("transferred")
+    tpot_source: str = "ceiling"
+    tpot_label: str = ""
 
 
 class PrefillBound(BaseModel):
@@ -103,6 +107,10 @@ class PrefillBound(BaseModel):
     link_share: float  # of one-way link bandwidth
     feasible: bool
     note: str = ""
+    # issue 38: ttft_s is the figure stood behind (k3plan.speed.serving); ceiling_ttft_s the bound's own
+    ttft_source: str = "ceiling"
+    ttft_label: str = ""
+    ceiling_ttft_s: float | None = None
 
 
 _SUMS: dict[tuple[int, int, int], tuple[Any, WeightSums]] = {}  # (inventory, stack, plan) ids -> sums
@@ -288,13 +296,24 @@ def prefill_bound(
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
     # each link carries its own collectives' bytes: the fullest link's share binds
     share = max((rate * x.bytes_per_chip_per_step / chunk / x.link_bw_bytes_per_s for x in comm.links), default=0.0)
-    feasible = share <= 1.0
+    # issue 38: a share above 1 inside a scale-up domain does not stop a prefill, it slows it: the link
+    # sets the pace (ttft_s below is max(compute, link time)). The nightly prefill of K3 at TP 32 runs at
+    # "111% of ICI". Only collectives that cross the scale-out link beyond its bandwidth are infeasible
+    # (docs/k3-facts.md §5: EP over DCN fails prefill), and the note says so.
+    feasible = True
     note = ""
+    if share > 1.0:
+        note = (
+            f"link-bound: at the compute rate the collectives need {share:.0%} of the one-way link, so the "
+            "link sets the pace (TTFT = the link time)"
+        )
     out = comm.scale_out
     if out is not None:
         out_share = rate * out.bytes_per_chip_per_step / chunk / out.link_bw_bytes_per_s
-        note = f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}" + (
-            "" if out_share <= 1.0 else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill"
+        feasible = out_share <= 1.0
+        note = (note + "; " if note else "") + (
+            f"the step spans {topo.slices} slices: {', '.join(out.collectives)} cross {out.link_name}"
+            + ("" if feasible else f", needing {out_share:.0%} of its bandwidth: infeasible for prefill")
         )
     return PrefillBound(
         prompt_tokens=prompt_tokens,

@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict
 from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.evidence.probe_records import canonical_op, load_with_paths
 from k3plan.speed.peaks import Peaks
-from k3plan.step.kda import kda_flops_per_token
 
 
 class _Frozen(BaseModel):
@@ -136,6 +135,10 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                 )
             )
     elif probe == "kda" and record.mode in ("recurrent", "chunked"):
+        # here, not at the top: the KDA probe module pulls the probe context (importlib.metadata), which fit's
+        # start must not pay now that fit computes the model for a serving benchmark's transfer (issue 38)
+        from k3plan.step.kda import kda_flops_per_token
+
         rp = record.params
         fpt = kda_flops_per_token(
             path=record.mode,

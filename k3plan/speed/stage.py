@@ -205,28 +205,28 @@ def expected_speed(
     peaks = peaks or Peaks.from_hardware(setup.hardware)
     curves, records = curves_for(peaks, probes)
     weights = weight_groups_of_setup(setup)
-    dec = expected_time(
-        decode_op_costs(setup, batch=batch, context=context_tokens, histogram=histogram, weights=weights),
-        peaks=peaks,
-        curves=curves,
+    from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: the engine's fixed terms a step
+
+    dec_ops = decode_op_costs(setup, batch=batch, context=context_tokens, histogram=histogram, weights=weights)
+    dec = add_terms(
+        expected_time(dec_ops, peaks=peaks, curves=curves),
+        engine_terms(dec_ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind),
     )
     chunk = min(chunk_tokens, prompt_tokens)
     n = math.ceil(prompt_tokens / chunk)
     cache: dict = {}
-    chunks = [
-        expected_time(
-            prefill_op_costs(
-                setup,
-                chunk=min(chunk, prompt_tokens - i * chunk),
-                context=min((i + 1) * chunk, prompt_tokens),
-                weights=weights,
-            ),
-            peaks=peaks,
-            curves=curves,
-            cache=cache,
+    chunks = []
+    for i in range(n):
+        ops = prefill_op_costs(
+            setup,
+            chunk=min(chunk, prompt_tokens - i * chunk),
+            context=min((i + 1) * chunk, prompt_tokens),
+            weights=weights,
         )
-        for i in range(n)
-    ]
+        st = expected_time(ops, peaks=peaks, curves=curves, cache=cache)
+        chunks.append(
+            add_terms(st, engine_terms(ops, stage="prefill", stack=setup.stack.name, device_kind=peaks.device_kind))
+        )  # every chunk is an engine step
     pre = add_stages(chunks)
     used = tuple(
         dict.fromkeys(

@@ -16,7 +16,8 @@ from k3plan.speed.expected import KindTimes, OpTime, kind_times
 from k3plan.step.opcost import CATEGORIES
 
 KEYS = ["model", "hardware", "topology", "chips", "parallel", "stack", "efficiency", "decode", "prefill",
-        "expected", "long_context", "notes", "probes", "fits", "fit_reason", "spec_decode", "advice", "prefix_hit"]
+        "expected", "long_context", "notes", "probes", "fits", "fit_reason", "spec_decode", "advice", "prefix_hit",
+        "serving"]
 
 
 def test_the_json_keys_are_the_fields():

@@ -39,7 +39,7 @@ def cli_m():
 
 def test_fit_prefix_hit_from_host_dram_by_hand(cli_m):
     d = _json(cli_m, "fit", *SETUP, "--prefix-hit", "0.6", "--prefix-tier", "host")
-    ttft_cold = _json(cli_m, "roofline", *SETUP)["prefill"]["ttft_s"]  # the whole prompt, no cache
+    ttft_cold = _json(cli_m, "roofline", *SETUP)["prefill"]["ceiling_ttft_s"]  # the whole prompt, no cache (the bound)
     p = d["prefix_hit"]
     cached = math.floor(0.6 * CONTEXT)  # 78,643
     block = d["cache_layout"]["block_tokens"]
@@ -57,7 +57,7 @@ def test_fit_prefix_hit_from_host_dram_by_hand(cli_m):
 
 def test_roofline_prefix_hit_from_hbm_has_no_load_and_prints_both_ttfts(cli_m):
     d = _json(cli_m, "roofline", *SETUP, "--prefix-hit", "0.9")
-    cold = d["prefill"]["ttft_s"]
+    cold = d["prefill"]["ceiling_ttft_s"]
     p = d["prefix_hit"]
     assert p["tier"] == "hbm" and p["load_s"] == 0 and p["loaded_bytes_per_device"] == 0
     # 10% of the prompt left to prefill: 131,072 - floor(0.9 x 131,072) = 13,108 tokens
@@ -94,7 +94,7 @@ def test_plan_prefix_hit_prices_the_picks_prompt_of_isl_tokens(cli_m):
         cli_m, "roofline", "-H", r["hardware"], "-t", r["topology"], "--tp", r["tp"], "--ep", r["ep"], "--dp", r["dp"],
         "--stack", r["stack"], "--kv-dtype", r["kv_dtype"], "--context", "32000", "--chunk", r["chunk_tokens"],
     )  # fmt: skip
-    cold = roof["prefill"]["ttft_s"]
+    cold = roof["prefill"]["ceiling_ttft_s"]  # the prefill bound: what plan and roofline price a hit on
     cached = math.floor(0.8 * 32000)  # 25,600 tokens
     assert p["effect"]["prompt_tokens"] == 32000 and p["effect"]["cached_tokens"] == cached
     assert math.isclose(p["effect"]["ttft_cold_s"], cold, rel_tol=1e-12)

@@ -1,0 +1,277 @@
+"""Measured serving benchmarks: an engine's own published TPOT and TTFT for one configuration (issue 38).
+
+Each file in ``k3plan/evidence/benchmarks/`` (package data) is one benchmark cell as its engine's
+nightly publishes it: the engine (name, repo, commit, version where published) and every flag it was
+served with; the hardware, topology and split; ISL, OSL and concurrency; the median TPOT and TTFT and
+the throughputs; and the URLs of the baseline and of the config that produced it. The figures are
+transcribed, never computed.
+
+Matching (``matching``): a benchmark speaks for a configuration when model, hardware, topology and
+the split (tp, dp, ep) are equal and the configuration's stack belongs to the benchmark engine's
+family (``ENGINE_FAMILY``). Files of a model k3plan does not bundle yet say ``waiting_for_model``
+and match nothing.
+
+Transfer (``serving_figure``): at the benchmark's own workload (batch = concurrency, context = ISL,
+chunk = max-num-batched-tokens) the figure is the measured median ("measured"). Near it (batch,
+context and chunk each within a factor of ``NEARBY_FACTOR`` = 16: the nightly's 8,192 tokens reach a
+131,072-token context, not a 1M one) the nearest benchmark (smallest log distance over the three) is
+scaled by the model's own ratio, model(asked) / model(benchmark's workload) ("transferred"): the
+measurement carries what the model misses, the model carries how the workload moves it. Farther, no
+benchmark speaks. Never the max of several points.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from k3plan.errors import K3PlanError
+
+FOLDER = Path(__file__).parent / "benchmarks"
+
+# The stacks k3plan models that run a benchmark engine's code. ``vllm-tpu`` is accepted as the
+# torchtpu-vllm family until the ``torchtpu-vllm`` stack lands (it is to become the default TPU stack,
+# with ``vllm-tpu`` an alias of the engine's successor): tighten this at that merge.
+ENGINE_FAMILY: dict[str, frozenset[str]] = {
+    "torchtpu-vllm": frozenset({"torchtpu-vllm", "vllm-tpu"}),
+}
+
+Source = Literal["measured", "transferred", "model", "ceiling"]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Engine(_In):
+    name: str
+    repo: str
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    version: str | None = None
+
+
+class Flags(_In):
+    tensor_parallel_size: int = Field(ge=1)
+    data_parallel_size: int = Field(ge=1)
+    enable_expert_parallel: bool
+    max_num_batched_tokens: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+    max_model_len: int = Field(ge=1)
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    kv_cache_dtype: str
+    async_scheduling: bool | None
+    quantization: str
+    compile_sizes: list[int] | None
+    extra: str
+    client: str
+
+
+class Split(_In):
+    tp: int = Field(ge=1)
+    dp: int = Field(ge=1)
+    ep: int = Field(ge=1)
+
+
+class Workload(_In):
+    isl: int = Field(ge=1)
+    osl: int = Field(ge=1)
+    concurrency: int = Field(ge=1)
+    num_prompts: int = Field(ge=1)
+    completed: int = Field(ge=0)
+
+
+class Measured(_In):
+    median_tpot_ms: float = Field(gt=0)
+    median_ttft_ms: float | None = Field(gt=0)
+    output_token_throughput: float = Field(gt=0)
+    total_token_throughput: float = Field(gt=0)
+
+
+class Sources(_In):
+    baseline: str = Field(pattern=r"^https://")
+    config: str = Field(pattern=r"^https://")
+
+
+class ServingBenchmark(_In):
+    name: str
+    model: str
+    waiting_for_model: bool = False
+    engine: Engine
+    flags: Flags
+    hardware: str
+    topology: str
+    split: Split
+    workload: Workload
+    measured: Measured
+    sources: Sources
+    path: str = ""  # the file, set by the loader
+
+    @property
+    def chunk_tokens(self) -> int:
+        """The prefill chunk: vLLM chunks a prompt at --max-num-batched-tokens."""
+        return min(self.flags.max_num_batched_tokens, self.workload.isl)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.engine.name} @ {self.engine.commit[:8]}; {self.sources.baseline})"
+
+
+def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
+    f, s = b.flags, b.split
+    if (f.tensor_parallel_size, f.data_parallel_size) != (s.tp, s.dp):
+        raise K3PlanError(
+            f"serving benchmark {path.name}: flags say tp {f.tensor_parallel_size} dp "
+            f"{f.data_parallel_size}, split says tp {s.tp} dp {s.dp}"
+        )
+    if b.workload.completed > b.workload.num_prompts:
+        raise K3PlanError(f"serving benchmark {path.name}: completed {b.workload.completed} > prompts")
+    return b
+
+
+def load_benchmark(path: Path) -> ServingBenchmark:
+    """One benchmark file, validated; bad input is one line naming the file and the field."""
+    from k3plan.safeparse import parse_yaml, read_text
+
+    label = f"serving benchmark {path}"
+    raw = parse_yaml(label, read_text(label, path))
+    if not isinstance(raw, dict):
+        raise K3PlanError(f"{label}: expected a mapping")
+    try:
+        b = ServingBenchmark.model_validate({**raw, "path": f"k3plan/evidence/benchmarks/{path.name}"})
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise K3PlanError(f"{label}: {where}: {err['msg']}") from None
+    return _check(b, path)
+
+
+@lru_cache(maxsize=4)
+def load_benchmarks(folder: Path = FOLDER) -> tuple[ServingBenchmark, ...]:
+    return tuple(load_benchmark(p) for p in sorted(folder.glob("*.yaml")))
+
+
+def engine_accepts(engine: str, stack: str) -> bool:
+    return stack in ENGINE_FAMILY.get(engine, frozenset({engine}))
+
+
+def matching(
+    *,
+    model: str,
+    hardware: str,
+    topology: str,
+    tp: int,
+    dp: int,
+    ep: int,
+    stack: str,
+    benchmarks: tuple[ServingBenchmark, ...] | None = None,
+) -> tuple[ServingBenchmark, ...]:
+    """The benchmarks that speak for this configuration (see the module's doc)."""
+    bs = load_benchmarks() if benchmarks is None else benchmarks
+    return tuple(
+        b
+        for b in bs
+        if not b.waiting_for_model
+        and b.model == model
+        and b.hardware == hardware
+        and b.topology == topology
+        and (b.split.tp, b.split.dp, b.split.ep) == (tp, dp, ep)
+        and engine_accepts(b.engine.name, stack)
+    )
+
+
+def _distance(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> float:
+    return (
+        abs(math.log(b.workload.concurrency / batch))
+        + abs(math.log(b.workload.isl / context))
+        + abs(math.log(b.chunk_tokens / min(chunk, context)))
+    )
+
+
+class ServingFigure(BaseModel):
+    """A TPOT or TTFT that roofline / plan stand behind, and where it came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value_s: float
+    source: Source
+    benchmark: str | None = None  # the benchmark's label (name, engine @ commit, URL)
+    measured_s: float | None = None  # the benchmark's median
+    model_ratio: float | None = None  # model(asked) / model(benchmark's workload), when transferred
+    label: str
+
+
+NEARBY_FACTOR = 16  # a transfer reaches batch, context and chunk each within this factor of the benchmark's
+
+
+def _nearby(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> bool:
+    pairs = ((b.workload.concurrency, batch), (b.workload.isl, context), (b.chunk_tokens, min(chunk, context)))
+    return all(max(x, y) <= NEARBY_FACTOR * min(x, y) for x, y in pairs)
+
+
+def nearest(
+    cands: tuple[ServingBenchmark, ...], *, batch: int, context: int, chunk: int, need_ttft: bool
+) -> ServingBenchmark | None:
+    """The benchmark closest in log distance among those nearby (``NEARBY_FACTOR``), or None."""
+    usable = [
+        b
+        for b in cands
+        if (not need_ttft or b.measured.median_ttft_ms is not None)
+        and _nearby(b, batch=batch, context=context, chunk=chunk)
+    ]
+    if not usable:
+        return None
+    return min(usable, key=lambda b: (_distance(b, batch=batch, context=context, chunk=chunk), b.path))
+
+
+def at_workload(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> bool:
+    return (b.workload.concurrency, b.workload.isl, b.chunk_tokens) == (batch, context, min(chunk, context))
+
+
+def serving_figure(
+    what: Literal["tpot", "ttft"],
+    *,
+    model_s: float,
+    cands: tuple[ServingBenchmark, ...],
+    batch: int,
+    context: int,
+    chunk: int,
+    model_at,
+) -> ServingFigure:
+    """The figure to stand behind: measured at the benchmark's workload, transferred by the model's ratio
+    near it, else the model's own (``model_s``). ``model_at(benchmark)`` is the model's figure at that
+    benchmark's workload (same setup)."""
+    b = nearest(cands, batch=batch, context=context, chunk=chunk, need_ttft=what == "ttft")
+    if b is None:
+        return ServingFigure(
+            value_s=model_s, source="model", label="model (no serving benchmark of this configuration)"
+        )
+    ms = b.measured.median_tpot_ms if what == "tpot" else b.measured.median_ttft_ms
+    assert ms is not None
+    measured = ms / 1e3
+    name = "TPOT" if what == "tpot" else "TTFT"
+    if at_workload(b, batch=batch, context=context, chunk=chunk):
+        return ServingFigure(
+            value_s=measured,
+            source="measured",
+            benchmark=b.label,
+            measured_s=measured,
+            label=f"measured: median {name} of {b.name}",
+        )
+    ref = model_at(b)
+    ratio = model_s / ref
+    return ServingFigure(
+        value_s=measured * ratio,
+        source="transferred",
+        benchmark=b.label,
+        measured_s=measured,
+        model_ratio=ratio,
+        label=(
+            f"transferred: median {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
+            f"(batch {b.workload.concurrency}->{batch}, context {b.workload.isl:,}->{context:,}, "
+            f"chunk {b.chunk_tokens}->{min(chunk, context)})"
+        ),
+    )

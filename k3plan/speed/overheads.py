@@ -1,0 +1,164 @@
+"""The step-time model's terms beyond the ops' ceilings: what a serving engine's step costs that no
+roofline sees (issue 38 item 2). Each is a fixed time an engine step (a decode step, or one prefill
+chunk: every chunk is a step of its own and reads the weights again), named and sourced:
+
+    host time         the engine loop's host time a synchronous step (scheduler, input preparation,
+                      dispatch, the sampled token back, output processing; the nightly's
+                      ASYNC_SCHEDULING=false): the engine's published figure where one is shipped
+                      (k3plan/evidence/engine_step_overheads.yaml), else the host round trip measured on
+                      a TPU (k3plan/evidence/hosts/); transferred as measured (a host cost)
+    op fixed cost     every op of the step description is at least one dependent fusion; the fixed
+                      cost of one, measured on a TPU, x the ops' executions a step
+    MXFP4 dequant     0 s of HBM: the engine unpacks MXFP4 to native fp4 once at load and its grouped
+                      matmul kernel reads fp4 weights with their scales (engine code, cited)
+    padding bucket    0 s: decode pads 1 row to the compiled 16, padded rows get zero routing weights
+                      and are skipped by the MoE kernel; the dense matmuls read the same weights
+    MoE gather/combine, sampling and logits: already ops of the step (collectives, LM head): 0 s more
+
+The terms join a StageTime as ops of category "overhead" with a ceiling of 0 (no roofline holds
+them) and their time as expected, each labelled with its source. Only records measured on a TPU
+backend are used; none shipped: the terms that need one are left out and the output says so.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.speed.efficiency import Efficiency
+from k3plan.speed.expected import OpTime, StageTime, kind_times
+from k3plan.step.opcost import OpCost
+
+ENGINE_REPO = "kowalski-4831/vllm-torchtpu"
+ENGINE_COMMIT = "0095cdcbda2a44e2b3cd5975d2954765e2e95629"
+MXFP4_SOURCE = (
+    f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} src/vllm_torchtpu/layers/adapter/quantization/"
+    "compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4an_mxfp4.py (unpacks MXFP4 to native fp4 "
+    "once at load; the GMM kernel reads fp4 weights and scales): no HBM traffic beyond the packed weights"
+)
+PADDING_SOURCE = (
+    f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} (same file: token_padding.zero_routing_weights_for_padding, "
+    "skip_padded_tokens=True) and the nightly config's compile_sizes [16, 512] (decode pads to 16 rows): padded "
+    "rows touch no expert; the dense matmuls read the same weights at 16 rows"
+)
+IN_STEP_SOURCE = "already ops of the step description (k3plan/step/ops.py): their time is in their own columns"
+
+
+class EngineTerm(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    seconds: float  # an engine step (a decode step or one prefill chunk)
+    source: str
+
+
+def _record():
+    from k3plan.evidence.hosts import shipped_step_overheads
+
+    recs = shipped_step_overheads()
+    return recs[0] if recs else None
+
+
+def _op_executions(ops: list[OpCost]) -> int:
+    """Executions a step of the step description's ops (a collective with no calls issues nothing)."""
+    return sum(op.count for op in ops if op.kind != "overhead" and not (op.kind == "collective" and op.calls == 0))
+
+
+# stacks that run vLLM's engine loop (scheduler, input preparation, output processing a step); torchtpu-vllm
+# is vllm-tpu's successor (k3plan.evidence.benchmarks.ENGINE_FAMILY)
+ENGINE_FAMILY = {"vllm": "vllm", "vllm-tpu": "vllm", "torchtpu-vllm": "vllm", "tpu-inference": "vllm"}
+
+
+def _engine_host(stack: str | None):
+    from k3plan.evidence.hosts import engine_step_overheads
+
+    family = ENGINE_FAMILY.get((stack or "").split(":")[0])
+    return next((e for e in engine_step_overheads() if e.engine_family == family), None)
+
+
+def engine_terms(
+    ops: list[OpCost], *, stage: str, stack: str | None = None, device_kind: str | None = None
+) -> tuple[EngineTerm, ...]:
+    """The fixed terms of one engine step whose ops are ``ops``; ``stage`` "decode" or "prefill"; ``stack``
+    the stack's name (its engine's published host time a step, where one is shipped); ``device_kind`` the
+    target's: the TPU record's device-side terms apply to a TPU only (never a GPU's kernel launches)."""
+    rec = _record()
+    if rec is not None and not (device_kind or "").upper().startswith("TPU"):
+        rec = None
+    eng = _engine_host(stack)
+    terms: list[EngineTerm] = []
+    if eng is not None:  # the engine's whole host time a step: it holds the dispatch and read-back measured below
+        floor = (
+            f"; one host's dispatch and read-back alone: {rec.host_sync.s_host_round_trip * 1e3:.3f} ms, {rec.label}"
+            if rec
+            else ""
+        )
+        terms.append(
+            EngineTerm(
+                name="host and scheduler time a synchronous step",
+                seconds=eng.seconds,
+                source=(
+                    f"{eng.seconds * 1e3:.2f} ms a step (each prefill chunk is one): {eng.engine_family}'s engine loop, "
+                    f'"{eng.quote}" ({eng.measured_on}; {eng.source}), transferred as measured (a host-side cost of '
+                    f"the same engine loop; the nightly schedules synchronously, ASYNC_SCHEDULING=false){floor}"
+                ),
+            )
+        )
+    elif rec is not None:
+        terms.append(
+            EngineTerm(
+                name="host round trip (synchronous step)",
+                seconds=rec.host_sync.s_host_round_trip,
+                source=(
+                    f"{rec.host_sync.s_host_round_trip * 1e3:.3f} ms a step (each prefill chunk is one), one host, "
+                    f"{rec.label}; transferred as measured (a host-side cost); no engine figure for stack {stack}"
+                ),
+            )
+        )
+    if rec is not None:
+        n = _op_executions(ops)
+        per = rec.fusion_chain.s_per_dependent_op
+        terms.append(
+            EngineTerm(
+                name="fixed cost of the step's ops",
+                seconds=n * per,
+                source=(
+                    f"{n:,} op executions a step (each prefill chunk is one) of the step description x "
+                    f"{per * 1e6:.2f} us a dependent fusion, {rec.label}"
+                ),
+            )
+        )
+    if any(op.kind == "grouped_matmul" for op in ops):
+        terms.append(EngineTerm(name="MXFP4 expert dequantisation", seconds=0.0, source=MXFP4_SOURCE))
+        terms.append(EngineTerm(name="MoE gather and combine", seconds=0.0, source=IN_STEP_SOURCE))
+    if stage == "decode":
+        terms.append(EngineTerm(name="decode padding to the compiled bucket", seconds=0.0, source=PADDING_SOURCE))
+        terms.append(EngineTerm(name="sampling and logits", seconds=0.0, source=IN_STEP_SOURCE))
+    return tuple(terms)
+
+
+def missing_record_note() -> str | None:
+    return None if _record() is not None else "no step-overhead record shipped: host and op fixed costs left out"
+
+
+def add_terms(stage: StageTime, terms: tuple[EngineTerm, ...]) -> StageTime:
+    """``stage`` with each term as an op of category "overhead": ceiling 0, expected its seconds."""
+    extra = tuple(
+        OpTime(
+            name=t.name,
+            kind="overhead",
+            category="overhead",
+            ceiling_s=0.0,
+            expected_s=t.seconds,
+            efficiency=Efficiency(value=1.0, measured=False, label=f"engine term {t.name}: {t.source}"),
+            label=f"{t.name}: {t.source}",
+        )
+        for t in terms
+    )
+    times = stage.ops + extra
+    return stage.model_copy(
+        update={
+            "expected_s": stage.expected_s + sum(t.seconds for t in terms),
+            "by_kind": kind_times(times),
+            "ops": times,
+        }
+    )

@@ -1,0 +1,380 @@
+"""The TPOT and TTFT k3plan stands behind, and the three-way comparison ceiling / model / measured
+(issue 38 items 1-3).
+
+Figures stood behind (``stands_behind``):
+    TPOT  a serving benchmark of this configuration: measured at its workload, transferred near it
+          by the model's ratio (``evidence.benchmarks``); else the ceiling (roofline's decode bound),
+          labelled: fit, plan and roofline print the same TPOT.
+    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record set an
+          op's efficiency; else the ceiling (roofline's prefill bound). One TTFT, labelled.
+The model (``expected.*.expected_s``) is always computed without any serving benchmark.
+
+Comparison (``compare``), for a benchmark at the asked workload: the model's own terms (ops at
+their ceilings, efficiency below them from probe records, the engine's fixed terms of
+``speed.overheads``) and the gap measured - model, split into named terms: what another published
+recipe of the same configuration changes (its flags listed), for prefill the per-chunk and per-token
+parts solved from two recipes with different chunk counts, and the remainder with what no source
+here measures.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from k3plan.evidence.benchmarks import (
+    NEARBY_FACTOR,
+    ServingBenchmark,
+    ServingFigure,
+    at_workload,
+    matching,
+    nearest,
+    serving_figure,
+)
+
+UNMEASURED = {
+    "decode": (
+        "device time beyond the ceiling that no source here measures: HBM, grouped-matmul, KDA and attention "
+        "efficiency on TPU7x (no probe record of TPU7x), collective latency over 4 hosts beyond the spec's 9.88 us "
+        "chained call, the step's broadcast to and gather from 4 hosts beyond one host's round trip; a profile of "
+        "the engine's step on the slice (the repository's phased profiler) would split it"
+    ),
+    "prefill": (
+        "not measured by any source here: the chunk's kernels below their ceilings on TPU7x (no probe record), "
+        "the engine's per-chunk work beyond one host's round trip; a profile of one chunk would split it"
+    ),
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Term(_Frozen):
+    name: str
+    seconds: float
+    source: str
+
+
+class StageComparison(_Frozen):
+    stage: Literal["decode", "prefill"]
+    ceiling_s: float  # the model's op list at the peaks, ops one after another (the expected table's ceiling)
+    model_s: float  # expected.<stage>.expected_s: no serving benchmark in it
+    measured_s: float | None
+    benchmark: str | None
+    model_over_measured: float | None
+    model_terms: tuple[Term, ...]
+    gap_terms: tuple[Term, ...]  # sum to measured - model
+
+
+class ServingComparison(_Frozen):
+    tpot: ServingFigure
+    ttft: ServingFigure
+    decode: StageComparison
+    prefill: StageComparison
+    benchmarks: tuple[str, ...]  # every benchmark that matched the configuration
+
+
+def candidates(setup) -> tuple[ServingBenchmark, ...]:
+    p = setup.parallel
+    return matching(
+        model=setup.model.name,
+        hardware=setup.hardware.name,
+        topology=setup.topology.text,
+        tp=p.tp,
+        dp=p.dp,
+        ep=p.ep,
+        stack=setup.stack.name,
+    )
+
+
+class _ModelAt:
+    """The model's expected speed at a benchmark's workload (same setup), computed once a workload."""
+
+    def __init__(self, setup, spec_hardware, *, probes):
+        self.setup, self.spec_hardware, self.probes = setup, spec_hardware, probes
+        self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
+        self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
+
+    def speed(self, batch: int, context: int, chunk: int):
+        key = (batch, context, min(chunk, context))
+        if key not in self.cache:
+            from k3plan.speed.peaks import Peaks
+            from k3plan.speed.stage import expected_speed
+
+            self.cache[key] = expected_speed(
+                self.setup,
+                batch=batch,
+                context_tokens=context,
+                prompt_tokens=context,
+                chunk_tokens=chunk,
+                probes=self.probes,
+                peaks=Peaks.from_hardware(self.spec_hardware),
+            )
+        return self.cache[key]
+
+    def of(self, b: ServingBenchmark):
+        return self.speed(b.workload.concurrency, b.workload.isl, b.chunk_tokens)
+
+    def decode_s(self, batch: int, context: int) -> float:
+        """The model's decode step alone (fit needs no prefill): ``expected_speed``'s decode, op for op."""
+        for (b, c, _), x in self.cache.items():
+            if (b, c) == (batch, context):
+                return x.decode.expected_s
+        if (batch, context) not in self.decodes:
+            from k3plan.speed.expected import expected_time
+            from k3plan.speed.overheads import add_terms, engine_terms
+            from k3plan.speed.peaks import Peaks
+            from k3plan.speed.stage import curves_for, decode_op_costs
+
+            peaks = Peaks.from_hardware(self.spec_hardware)
+            curves, _ = curves_for(peaks, self.probes)
+            ops = decode_op_costs(self.setup, batch=batch, context=context)
+            stage = add_terms(
+                expected_time(ops, peaks=peaks, curves=curves),
+                engine_terms(ops, stage="decode", stack=self.setup.stack.name, device_kind=peaks.device_kind),
+            )
+            self.decodes[(batch, context)] = stage.expected_s
+        return self.decodes[(batch, context)]
+
+
+def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
+    """The figures where no serving benchmark speaks: TPOT the ceiling; TTFT the model where a probe record set
+    an op's efficiency, else the ceiling."""
+    tpot = ServingFigure(value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})")
+    if ceiling_ttft_s is None:
+        return tpot, None
+    if expected is not None and expected.records_used:
+        return tpot, ServingFigure(
+            value_s=expected.prefill.expected_s,
+            source="model",
+            label=f"model: expected TTFT ({why}), efficiencies from {', '.join(expected.records_used)}",
+        )
+    return tpot, ServingFigure(
+        value_s=ceiling_ttft_s,
+        source="ceiling",
+        label=f"ceiling: roofline's prefill bound ({why}; no probe record of this device kind)",
+    )
+
+
+def stands_behind(
+    setup: Any,
+    spec_hardware: Any,
+    *,
+    batch: int,
+    context: int,
+    chunk: int,
+    expected: Any,
+    ceiling_tpot_s: float,
+    ceiling_ttft_s: float | None,
+    probes: Path | None = None,
+) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
+    """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
+    ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
+    cands = candidates(setup)
+    near = {
+        w: nearest(cands, batch=batch, context=context, chunk=chunk, need_ttft=w == "ttft") for w in ("tpot", "ttft")
+    }
+    if not cands or near["tpot"] is None:
+        why = (
+            "no serving benchmark of this configuration"
+            if not cands
+            else f"no serving benchmark of this configuration within {NEARBY_FACTOR}x of this workload"
+        )
+        tpot, ttft = _no_benchmark(
+            ceiling_tpot_s=ceiling_tpot_s, ceiling_ttft_s=ceiling_ttft_s, expected=expected, why=why
+        )
+        return tpot, ttft, cands, None
+    model = _ModelAt(setup, spec_hardware, probes=probes)
+    if expected is not None:
+        model.cache[(batch, context, min(chunk, context))] = expected
+    tpot = serving_figure(
+        "tpot",
+        model_s=model.decode_s(batch, context),
+        model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
+        cands=cands,
+        batch=batch,
+        context=context,
+        chunk=chunk,
+    )
+    ttft = None
+    if ceiling_ttft_s is not None:
+        if near["ttft"] is None:
+            _, ttft = _no_benchmark(
+                ceiling_tpot_s=ceiling_tpot_s,
+                ceiling_ttft_s=ceiling_ttft_s,
+                expected=expected,
+                why="no serving benchmark with a TTFT near this workload",
+            )
+        else:
+            if expected is None:
+                expected = model.speed(batch, context, chunk)
+            ttft = serving_figure(
+                "ttft",
+                model_s=expected.prefill.expected_s,
+                model_at=lambda b: model.of(b).prefill.expected_s,
+                cands=cands,
+                batch=batch,
+                context=context,
+                chunk=chunk,
+            )
+    return tpot, ttft, cands, model
+
+
+def _model_terms(stage) -> tuple[Term, ...]:
+    ops = [o for o in stage.ops if o.kind != "overhead"]
+    ceiling = sum(o.ceiling_s for o in ops)
+    eff = sum(o.expected_s for o in ops) - ceiling
+    out = [
+        Term(
+            name="ops at their ceilings",
+            seconds=ceiling,
+            source="the step description's ops at the hardware spec's peaks, one after another",
+        ),
+        Term(
+            name="ops below their ceilings",
+            seconds=eff,
+            source="probe records of the device kind (efficiency curves)"
+            if eff
+            else "no probe record of the device kind covers an op: 0",
+        ),
+    ]
+    out += [
+        Term(name=o.name, seconds=o.expected_s, source=o.label.split(": ", 1)[1])
+        for o in stage.ops
+        if o.kind == "overhead"
+    ]
+    return tuple(out)
+
+
+def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
+    fa, fb = a.flags.model_dump(exclude={"extra", "client"}), b.flags.model_dump(exclude={"extra", "client"})
+    return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
+
+
+def _stage(
+    stage: Literal["decode", "prefill"], b: ServingBenchmark | None, st, others, model: _ModelAt | None
+) -> StageComparison:
+    terms = _model_terms(st)
+    if b is None:
+        return StageComparison(
+            stage=stage,
+            ceiling_s=st.ceiling_s,
+            model_s=st.expected_s,
+            measured_s=None,
+            benchmark=None,
+            model_over_measured=None,
+            model_terms=terms,
+            gap_terms=(),
+        )
+    ms = b.measured.median_tpot_ms if stage == "decode" else b.measured.median_ttft_ms
+    if ms is None:
+        return StageComparison(
+            stage=stage,
+            ceiling_s=st.ceiling_s,
+            model_s=st.expected_s,
+            measured_s=None,
+            benchmark=b.label,
+            model_over_measured=None,
+            model_terms=terms,
+            gap_terms=(),
+        )
+    measured = ms / 1e3
+    gap = measured - st.expected_s
+    gaps: list[Term] = []
+    rest = gap
+    same = [o for o in others if o.workload.isl == b.workload.isl and o.workload.concurrency == b.workload.concurrency]
+    o = same[0] if same else None
+    if o is not None and stage == "decode" and o.measured.median_tpot_ms < ms:
+        diff = (ms - o.measured.median_tpot_ms) / 1e3
+        # the model already holds the synchronous host time an asynchronous recipe hides: not gap
+        hidden = (
+            sum(t.expected_s for t in st.ops if t.kind == "overhead" and "synchronous step" in t.name)
+            if b.flags.async_scheduling is False and o.flags.async_scheduling is True
+            else 0.0
+        )
+        part = min(rest, max(0.0, diff - hidden))
+        gaps.append(
+            Term(
+                name="what the other published recipe's flags change",
+                seconds=part,
+                source=(
+                    f"{o.name} measured {o.measured.median_tpot_ms:,.2f} ms ({diff * 1e3:,.2f} ms less, of which the model "
+                    f"holds {hidden * 1e3:,.2f} ms: the synchronous host time its asynchronous scheduling hides) with "
+                    f"{_flag_diff(b, o)} ({o.sources.baseline}); one pair does not separate the flags"
+                ),
+            )
+        )
+        rest -= part
+    if o is not None and stage == "prefill" and o.measured.median_ttft_ms is not None and model is not None:
+        n1 = math.ceil(b.workload.isl / b.chunk_tokens)
+        n2 = math.ceil(o.workload.isl / o.chunk_tokens)
+        if n1 != n2:
+            t1, t2 = measured, o.measured.median_ttft_ms / 1e3
+            f_meas = (t1 - t2) / (n1 - n2)  # a chunk's fixed cost, both recipes' per-token cost equal
+            m2 = model.of(o).prefill.expected_s
+            f_model = (st.expected_s - m2) / (n1 - n2)
+            part = n1 * (f_meas - f_model)
+            gaps.append(
+                Term(
+                    name="per-chunk fixed cost beyond the model's",
+                    seconds=part,
+                    source=(
+                        f"{n1} chunks x ({f_meas * 1e3:,.1f} - {f_model * 1e3:,.1f}) ms: measured {f_meas * 1e3:,.1f} ms a "
+                        f"chunk, solved from {b.name} ({t1 * 1e3:,.0f} ms, {n1} chunks) and {o.name} "
+                        f"({t2 * 1e3:,.0f} ms, {n2} chunk(s)) with equal per-token cost (flags also differ: "
+                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk"
+                    ),
+                )
+            )
+            rest -= part
+            gaps.append(
+                Term(
+                    name="per-token cost beyond the model's",
+                    seconds=rest,
+                    source=(
+                        f"the rest: {(t1 - n1 * f_meas) * 1e3 / b.workload.isl:.4f} ms a token measured against the model's "
+                        f"{(st.expected_s - n1 * f_model) * 1e3 / b.workload.isl:.4f}; " + UNMEASURED[stage]
+                    ),
+                )
+            )
+            rest = 0.0
+    if rest:
+        gaps.append(Term(name="not explained by any term above", seconds=rest, source=UNMEASURED[stage]))
+    return StageComparison(
+        stage=stage,
+        ceiling_s=st.ceiling_s,
+        model_s=st.expected_s,
+        measured_s=measured,
+        benchmark=b.label,
+        model_over_measured=st.expected_s / measured,
+        model_terms=terms,
+        gap_terms=tuple(gaps),
+    )
+
+
+def compare(
+    *,
+    tpot: ServingFigure,
+    ttft: ServingFigure,
+    expected,
+    cands: tuple[ServingBenchmark, ...],
+    model: _ModelAt | None,
+    batch: int,
+    context: int,
+    chunk: int,
+) -> ServingComparison:
+    """The three-way comparison at the asked workload: measured only from a benchmark at that workload."""
+    at = [b for b in cands if at_workload(b, batch=batch, context=context, chunk=chunk)]
+    b = at[0] if at else None
+    others = [o for o in cands if o is not b]
+    return ServingComparison(
+        tpot=tpot,
+        ttft=ttft,
+        decode=_stage("decode", b, expected.decode, others, model),
+        prefill=_stage("prefill", b, expected.prefill, others, model),
+        benchmarks=tuple(c.label for c in cands),
+    )

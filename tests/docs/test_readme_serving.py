@@ -1,0 +1,30 @@
+"""README's ceiling / model / measured table for the main job (issue 38) is what roofline prints now."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from k3plan.cli.app import app
+
+README = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+
+
+def test_the_main_job_table_is_roofline_s():
+    r = CliRunner().invoke(
+        app, ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)["serving"]
+    for row, st in (("TPOT", "decode"), (r"TTFT \(16 chunks of 512\)", "prefill")):
+        m = re.search(rf"\| {row} \| ([\d,.]+) ms \| ([\d,.]+) ms \| ([\d,.]+) ms \| ([\d.]+)x \|", README)
+        assert m, row
+        c = s[st]
+        now = [f"{c[k] * 1e3:,.2f}" for k in ("ceiling_s", "model_s", "measured_s")] + [f"{c['model_over_measured']:.2f}"]
+        assert list(m.groups()) == now, row
+    gap = {t["name"]: t["seconds"] for t in s["decode"]["gap_terms"]}
+    assert f"{gap['what the other published recipe' + chr(39) + 's flags change'] * 1e3:.2f} ms moves with the flags" in README
+    assert f"{gap['not explained by any term above'] * 1e3:.2f} ms is device time" in README

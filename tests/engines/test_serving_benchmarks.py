@@ -1,0 +1,85 @@
+"""Serving benchmarks as evidence (issue 38): the shipped files carry the published figures, match
+the configurations they were measured on, and transfer to nearby workloads by the model's ratio."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from k3plan.errors import K3PlanError
+from k3plan.evidence.benchmarks import (
+    FOLDER,
+    load_benchmark,
+    load_benchmarks,
+    matching,
+    serving_figure,
+)
+
+CASES = yaml.safe_load((Path(__file__).parent / "benchmarks" / "torchtpu-vllm-nightly.yaml").read_text())
+K3 = dict(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, dp=1, ep=32)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
+def test_file_carries_the_published_figures(case):
+    b = load_benchmark(FOLDER / case["file"])
+    assert b.sources.baseline == case["source"]
+    assert b.measured.median_tpot_ms == case["median_tpot_ms"]
+    assert b.measured.median_ttft_ms == case["median_ttft_ms"]
+    assert b.waiting_for_model is (not case["bundled"])
+    assert b.engine.name == "torchtpu-vllm"
+
+
+def test_every_shipped_file_is_a_case():
+    assert {Path(b.path).name for b in load_benchmarks()} == {c["file"] for c in CASES}
+
+
+def test_k3_nightly_matches_the_default_tpu_stack_and_nothing_else():
+    got = matching(**K3, stack="vllm-tpu")
+    assert {b.flags.max_num_batched_tokens for b in got} == {512, 8192}
+    assert matching(**K3, stack="torchtpu-vllm")  # the engine's own stack, once it lands
+    assert not matching(**K3, stack="sglang")
+    assert not matching(**{**K3, "tp": 16}, stack="vllm-tpu")
+    assert not matching(**{**K3, "topology": "2x4x4"}, stack="vllm-tpu")
+
+
+def test_waiting_models_match_nothing():
+    for name in ("deepseek-v4-flash", "deepseek-v4-pro"):
+        b = next(b for b in load_benchmarks() if b.model == name)
+        assert not matching(
+            model=name, hardware=b.hardware, topology=b.topology, tp=b.split.tp, dp=b.split.dp, ep=b.split.ep,
+            stack="vllm-tpu",
+        )
+
+
+def test_measured_at_the_benchmark_workload_and_transferred_elsewhere():
+    cands = matching(**K3, stack="vllm-tpu")
+    at = serving_figure("tpot", model_s=0.010, cands=cands, batch=1, context=8192, chunk=512, model_at=lambda b: 0.010)
+    assert at.source == "measured" and at.value_s == pytest.approx(0.030899158045435588)
+    assert "chunk 512" in at.label
+    near = serving_figure("tpot", model_s=0.012, cands=cands, batch=2, context=8192, chunk=512, model_at=lambda b: 0.010)
+    assert near.source == "transferred" and near.value_s == pytest.approx(0.030899158045435588 * 1.2)
+    big = serving_figure("ttft", model_s=1.0, cands=cands, batch=1, context=8192, chunk=8192, model_at=lambda b: 1.0)
+    assert big.source == "measured" and big.value_s == pytest.approx(0.9951696610078216)
+    none = serving_figure("ttft", model_s=0.5, cands=(), batch=1, context=8192, chunk=512, model_at=None)
+    assert none.source == "model" and none.value_s == 0.5
+
+
+def test_bad_file_is_one_line(tmp_path):
+    src = (FOLDER / CASES[0]["file"]).read_text().replace("tp: 32, dp: 1", "tp: 16, dp: 1")
+    p = tmp_path / "bad.yaml"
+    p.write_text(src)
+    with pytest.raises(K3PlanError, match="flags say tp 32"):
+        load_benchmark(p)
+    p.write_text(src.replace("median_tpot_ms: 30.899158045435588", "median_tpot_ms: -1"))
+    with pytest.raises(K3PlanError, match="measured.median_tpot_ms"):
+        load_benchmark(p)
+
+
+def test_a_workload_far_from_every_benchmark_gets_no_transfer():
+    cands = matching(**K3, stack="vllm-tpu")
+    far = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=1048576, chunk=8192, model_at=None)
+    assert far.source == "model" and far.value_s == 0.02
+    near = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=131072, chunk=8192, model_at=lambda b: 0.01)
+    assert near.source == "transferred"  # 16x the nightly's 8,192 tokens: the edge of "nearby"

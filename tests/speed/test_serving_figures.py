@@ -1,0 +1,97 @@
+"""Issue 38: roofline, fit and plan stand behind the nightly's measured TPOT and TTFT for its
+configuration, name the benchmark, transfer it nearby by the model's ratio, and keep the model's own
+figures (expected.*) free of any serving benchmark; the three-way comparison names every term of the gap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from k3plan.cli.app import app
+
+NIGHTLY = ["-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512"]
+TPOT_S, TTFT_S = 30.899158045435588e-3, 4038.0769618204795e-3  # the published medians (tests/engines/benchmarks)
+
+
+def run(*args) -> dict:
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def nightly() -> dict:
+    return run("roofline", *NIGHTLY)
+
+
+def test_roofline_reports_the_nightly_within_ten_percent_and_names_it(nightly):
+    d, p = nightly["decode"], nightly["prefill"]
+    assert d["tpot_s"] == pytest.approx(TPOT_S, rel=0.10) and d["tpot_source"] == "measured"
+    assert p["ttft_s"] == pytest.approx(TTFT_S, rel=0.10) and p["ttft_source"] == "measured"
+    assert "kimi-k3-tp32-ep nightly" in d["tpot_label"] and "kimi-k3-tp32-ep nightly" in p["ttft_label"]
+    assert d["step_s"] < d["tpot_s"] and p["ceiling_ttft_s"] < p["ttft_s"]  # the bounds stay beside them
+    assert "kimi-k3-tp32-ep.baseline.json" in nightly["serving"]["decode"]["benchmark"]
+
+
+def test_the_model_is_computed_without_any_serving_benchmark(nightly, monkeypatch):
+    import k3plan.evidence.benchmarks as b
+
+    monkeypatch.setattr(b, "load_benchmarks", lambda folder=b.FOLDER: ())
+    alone = run("roofline", *NIGHTLY)
+    assert alone["expected"]["decode"]["expected_s"] == nightly["expected"]["decode"]["expected_s"]
+    assert alone["expected"]["prefill"]["expected_s"] == nightly["expected"]["prefill"]["expected_s"]
+    assert alone["decode"]["tpot_source"] == "ceiling" and alone["decode"]["tpot_s"] == alone["decode"]["step_s"]
+    assert alone["serving"]["decode"]["measured_s"] is None
+
+
+def test_every_term_of_the_gap_is_named_and_they_sum_to_it(nightly):
+    for stage in ("decode", "prefill"):
+        s = nightly["serving"][stage]
+        assert s["model_s"] == nightly["expected"][stage]["expected_s"]
+        assert s["model_over_measured"] == pytest.approx(s["model_s"] / s["measured_s"])
+        assert sum(t["seconds"] for t in s["model_terms"]) == pytest.approx(s["model_s"], rel=1e-9)
+        assert sum(t["seconds"] for t in s["gap_terms"]) == pytest.approx(s["measured_s"] - s["model_s"], rel=1e-9)
+        assert all(t["name"] and t["source"] for t in s["model_terms"] + s["gap_terms"])
+    names = [t["name"] for t in nightly["serving"]["decode"]["model_terms"]]
+    for term in ("host and scheduler time a synchronous step", "fixed cost of the step's ops", "MXFP4 expert dequantisation",
+                 "MoE gather and combine", "decode padding to the compiled bucket", "sampling and logits"):
+        assert term in names
+    gap = [t["name"] for t in nightly["serving"]["prefill"]["gap_terms"]]
+    assert gap[:2] == ["per-chunk fixed cost beyond the model's", "per-token cost beyond the model's"]
+
+
+def test_nearby_workloads_are_transferred_by_the_model_ratio(nightly):
+    r = run("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "16384", "--chunk", "512")
+    d = r["decode"]
+    assert d["tpot_source"] == "transferred" and "ratio" in d["tpot_label"]
+    ratio = r["expected"]["decode"]["expected_s"] / nightly["expected"]["decode"]["expected_s"]
+    assert d["tpot_s"] == pytest.approx(TPOT_S * ratio, rel=1e-9)
+    assert r["serving"]["decode"]["measured_s"] is None  # measured only at the benchmark's own workload
+
+
+def test_a_configuration_no_benchmark_speaks_for_keeps_the_ceiling():
+    r = run("roofline", "-t", "2x4x4", "--tp", "32", "--batch", "1", "--context", "8192")
+    assert r["decode"]["tpot_source"] == "ceiling" and r["decode"]["tpot_s"] == r["decode"]["step_s"]
+    assert r["prefill"]["ttft_source"] in ("model", "ceiling") and r["prefill"]["ttft_label"]
+
+
+def test_fit_and_plan_take_the_same_tpot(nightly):
+    f = run("fit", *NIGHTLY)
+    assert f["speed"]["tpot_s"] == nightly["decode"]["tpot_s"] and f["speed"]["tpot_source"] == "measured"
+    assert f["speed"]["ceiling_tpot_s"] == nightly["decode"]["step_s"]
+    rows = run("plan", "-H", "tpu-v7x", "--max-chips", "16", "--context", "8192", "--chunks", "512", "--stacks", "vllm-tpu")["ranked"]
+    row = next(x for x in rows if (x["topology"], x["tp"], x["ep"], x["dp"], x["pp"]) == ("2x2x4", 32, 32, 1, 1))
+    assert row["tpot_ms"] == pytest.approx(TPOT_S * 1e3, rel=1e-12) and row["tpot_source"].startswith("measured")
+
+
+def test_plan_under_the_nightly_s_load_prints_its_medians_beside_the_scheduler_s():
+    r = CliRunner().invoke(
+        app,
+        ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--isl", "8192", "--osl", "1024", "--concurrency", "1",
+         "--chunks", "512", "--stacks", "vllm-tpu"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stdout.split())
+    assert "#1 measured: median TPOT 30.90 ms, median TTFT 4,038 ms (kimi-k3-tp32-ep nightly" in flat
