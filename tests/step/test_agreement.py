@@ -102,7 +102,12 @@ def test_an_all_to_all_record_is_not_the_latency_of_an_all_reduce_stack(a2a_only
     assert d.comm.op == "all-reduce" and d.comm.latency_source.startswith("tpu-v7x spec")
     said = [a for a in p.assumptions if "latency of vllm-tpu" in a]
     assert said and said[0].endswith(d.comm.latency_source)
-    assert p.recommended.tpot_ms == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
+    # the row's TPOT is the decode bound's, unless a serving benchmark stands behind it (issue 38: the nightly
+    # of 2x2x4 TP 32 transfers to 131,072 tokens), which the row then names
+    if p.recommended.tpot_source is None:
+        assert p.recommended.tpot_ms == pytest.approx(d.tpot_s * 1e3, rel=1e-9)
+    else:
+        assert "nightly" in p.recommended.tpot_source and p.recommended.tpot_ms > d.tpot_s * 1e3
 
 
 def test_an_all_to_all_stack_uses_the_all_to_all_record(a2a_only):
