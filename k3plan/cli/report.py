@@ -18,17 +18,17 @@ DEFAULT_HARDWARE = "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72"
 
 
 def _stacks(text: str) -> dict[str, str]:
-    """'tpu=vllm-tpu,gpu=sglang' or one stack for every platform, options and all
+    """'tpu=torchtpu-vllm,gpu=sglang' or one stack for every platform, options and all
     ('vllm:all2all_backend=deepep_low_latency': its '=' is an option's, not a kind's)."""
     if "=" not in text or ":" in text.split("=", 1)[0]:  # a stack's options follow a ':' before any '='
         return {"tpu": text, "gpu": text}
-    out = {"tpu": "vllm-tpu", "gpu": "sglang"}
+    out = {"tpu": "torchtpu-vllm", "gpu": "sglang"}
     given: set[str] = set()
     for part in items("--stack", text):
         kind, _, name = part.partition("=")
         if kind.strip() not in out or not name.strip():
             raise K3PlanError(
-                f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=vllm-tpu,gpu=sglang"
+                f"--stack {text!r}: expected kind=stack pairs with kind tpu or gpu, e.g. tpu=torchtpu-vllm,gpu=sglang"
             )
         if kind.strip() in given:  # was: the last pair won
             raise K3PlanError(f"--stack {text!r}: {kind.strip()} is given twice; expected each kind once")
@@ -58,9 +58,9 @@ def command(
     stack: Annotated[
         str,
         typer.Option(
-            "--stack", "-s", help="Serving stack per platform kind ('tpu=vllm-tpu,gpu=sglang') or one stack for all."
+            "--stack", "-s", help="Serving stack per platform kind ('tpu=torchtpu-vllm,gpu=sglang') or one stack for all."
         ),
-    ] = "tpu=vllm-tpu,gpu=sglang",
+    ] = "tpu=torchtpu-vllm,gpu=sglang",
     max_chips: Annotated[
         Optional[int],
         typer.Option("--max-chips", help="Largest topology to consider (chips). Default: every standard topology."),

@@ -223,7 +223,7 @@ def sglang_command(cfg: LaunchConfig) -> str:
     """
     if cfg.platform != "gpu":
         raise K3PlanError(
-            f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack vllm-tpu or jax-native on a TPU"
+            f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack torchtpu-vllm or jax-native on a TPU"
         )
     kv = _kv(cfg, SGLANG_KV, "SGLang (ServerArgs.kv_cache_dtype choices)")
     if not cfg.dp_attention and cfg.ep > cfg.tp:
@@ -504,7 +504,7 @@ def _kv(cfg: LaunchConfig, table: dict[str, str | None], engine: str) -> str:
 
 def _options(cfg: LaunchConfig) -> list[str]:
     """The options' command-line flags (an option whose "flag" is an environment variable, as
-    vllm-tpu's MODEL_IMPL_TYPE, goes before the command: ``_env``)."""
+    tpu-inference's MODEL_IMPL_TYPE, goes before the command: ``_env``)."""
     return [x for flag, value, _ in cfg.engine_options if flag.startswith("--") for x in (flag, value) if x != ""]
 
 

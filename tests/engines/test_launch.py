@@ -42,7 +42,7 @@ B200 = {
 V7X = {
     "hardware": "tpu-v7x",
     "platform": "tpu",
-    "stack": "vllm-tpu",
+    "stack": "torchtpu-vllm",
     "engine": "vllm",
     "model_path": "moonshotai/Kimi-K3",
     "tp": 32,
@@ -151,14 +151,15 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
     from k3plan.engines.stack import load_stack
     from k3plan.plan.deployment import engine_options
 
-    st = load_stack("vllm-tpu:model_impl=flax_nnx")
+    st = load_stack("tpu-inference:mla_transpose_kv_cache=1")
     opts = engine_options(st)
-    # the option changed comes first, then the others at the value priced (MLA_TRANSPOSE_KV_CACHE: its default)
-    assert [(f, v) for f, v, _ in opts] == [("MODEL_IMPL_TYPE", "flax_nnx"), ("MLA_TRANSPOSE_KV_CACHE", "0")]
+    # the option changed comes first, then the others at the value priced (their defaults)
+    assert [(f, v) for f, v, _ in opts][0] == ("MLA_TRANSPOSE_KV_CACHE", "1")
+    assert ("MODEL_IMPL_TYPE", "flax_nnx") in [(f, v) for f, v, _ in opts]
     text = launch_text(LaunchConfig(**{**V7X, "stack": st.label, "engine_options": opts}))
     cmd = next(ln for ln in text.splitlines() if "vllm serve" in ln)
-    assert cmd.startswith("MODEL_IMPL_TYPE=flax_nnx MLA_TRANSPOSE_KV_CACHE=0 vllm serve ")  # environment, not flags
-    src = st.options["model_impl"].source
+    assert cmd.startswith("MLA_TRANSPOSE_KV_CACHE=1 ")  # environment, not flags
+    src = st.options["mla_transpose_kv_cache"].source
     assert f"#   {src.repo}: {src.file} ({src.symbol})" in text
     # the reserve, the KV dtype (written from the plan's numbers) and vLLM's EP switch (from the split) add
     # nothing; the other options are written at the value priced, a default too (the next test)
@@ -171,9 +172,8 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
 @pytest.mark.parametrize(
     ("stack", "hardware", "written"),
     [
-        # tpu-inference resolves MODEL_IMPL_TYPE to its flax_nnx model when unset (model_loader.get_model), which
-        # replicates KDA; vllm-tpu prices vLLM's model code, and the MLA cache entry tpu-inference pads to 640 values
-        ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm MLA_TRANSPOSE_KV_CACHE=0 vllm serve "),
+        # torchtpu-vllm (the plugin over vLLM's model code) needs no environment: a plain vllm serve
+        ("torchtpu-vllm", "tpu-v7x", "vllm serve "),
         # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
         ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
         # on a GPU dp-attention launches SGLang with the sglang stack's flags, as it prices them (Stack.bind)
