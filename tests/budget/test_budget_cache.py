@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from fit_helpers import transposed_torchtpu_stack, cached_setup, run_fit
+from fit_helpers import cached_setup, run_fit, transposed_torchtpu_stack
 
 from k3plan.budget.cache import (
     cache_layout,
