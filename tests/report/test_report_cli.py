@@ -171,7 +171,7 @@ def test_one_stack_with_an_option_is_one_stack_for_every_platform(cli, tmp_path)
     one = "vllm:all2all_backend=deepep_low_latency+gpu_memory_utilization=0.8"
     assert _stacks(one) == {"tpu": one, "gpu": one}
     assert _stacks("gpu=vllm:all2all_backend=deepep_low_latency") == {
-        "tpu": "vllm-tpu", "gpu": "vllm:all2all_backend=deepep_low_latency"}  # fmt: skip
+        "tpu": "torchtpu-vllm", "gpu": "vllm:all2all_backend=deepep_low_latency"}  # fmt: skip
     res = cli("report", "-H", "nvidia-gb200-nvl72", "-s", one, "-c", "131072", "--out", tmp_path / "r.md", "--json")
     assert res.exit_code == 0, res.stderr
     import json
