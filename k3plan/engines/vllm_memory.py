@@ -23,7 +23,9 @@ numbers passed in, so fit, plan and the tests/engines referee share one formula.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from k3plan.units import GiB
 
 VLLM_REPORT = (
     "vllm-project/vllm vllm/v1/core/kv_cache_utils.py _report_kv_cache_config (num_blocks // len(kv_cache_groups) "
@@ -66,8 +68,24 @@ class EngineSizing:
     starts: bool
     message: str
 
+    FIGURES = (
+        ("kv_pool_bytes", "kv_pool"),
+        ("kv_pool_tokens", "kv_pool_tokens"),
+        ("block_tokens", "block_tokens"),
+        ("num_blocks", "num_blocks"),
+        ("max_concurrency", "max_concurrency"),
+        ("activation_bytes", "activation"),
+        ("non_torch_bytes", "non_torch"),
+    )
+
     def as_json(self) -> dict[str, object]:
-        return asdict(self)
+        """Each figure as a number under its own key, its source under ``sources`` (keyed without the unit, so a
+        byte count's key holds an int, as every byte count in k3plan's JSON does)."""
+        out: dict[str, object] = {"engine": self.engine}
+        out.update({key: getattr(self, key).value for key, _ in self.FIGURES})
+        out.update(starts=self.starts, message=self.message)
+        out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
+        return out
 
 
 def kv_groups(*, n_attention: int, n_state: int) -> tuple[int, int, int]:
@@ -107,7 +125,7 @@ def vllm_kv_pool(
     tokens = blocks // groups * block_tokens if groups else 0
     per_request = cdiv(max_model_len, block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
-    gib = 2**30
+    gib = GiB
     if available <= 0:
         starts = False
         message = (

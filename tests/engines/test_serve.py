@@ -77,10 +77,10 @@ def test_the_nightly_fits_through_serve_with_its_engine_figures(cli):
     assert eng["starts"] is True and eng["serve"]["ignored"][0] == "--trust-remote-code"
     # int(0.7 x usable) - weights: the whole pool, in whole blocks of 24 layers' 192-token pages
     usable, weights = d["hardware"]["usable_bytes_per_device"], d["per_device"]["weights_bytes"]
-    assert eng["kv_pool_bytes"]["value"] == int(usable * 0.7) - weights
-    assert eng["num_blocks"]["value"] == eng["kv_pool_bytes"]["value"] // (192 * 1280 * 24)
-    assert eng["kv_pool_tokens"]["value"] == eng["num_blocks"]["value"] // 4 * 192
-    assert eng["max_concurrency"]["value"] == round(eng["num_blocks"]["value"] / (48 + 3), 2)
+    assert eng["kv_pool_bytes"] == int(usable * 0.7) - weights
+    assert eng["num_blocks"] == eng["kv_pool_bytes"] // (192 * 1280 * 24)
+    assert eng["kv_pool_tokens"] == eng["num_blocks"] // 4 * 192
+    assert eng["max_concurrency"] == round(eng["num_blocks"] / (48 + 3), 2)
 
 
 def test_serve_refuses_a_split_given_beside_it(cli):
