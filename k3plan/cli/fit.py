@@ -195,7 +195,7 @@ def command(
         eng = _engine_json(setup, result, served)
         if not json_out:
             _render_serve(served, eng, console)
-        if not result.fits or (eng is not None and not eng["starts"]):
+        if not _serve_fits(result) or (eng is not None and not eng["starts"]):
             raise typer.Exit(1)
         return
     if not result.fits:
@@ -230,28 +230,44 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     return opts, q.context or context, 1, q.chunk or chunk, q
 
 
+def _serve_fits(result: FitResult) -> bool:
+    """With --serve the verdict is the engine's start check, and k3plan's own budget only where it is certain:
+    a configuration whose temporaries come from the temp model fails here only if the band's lower end fails too
+    (issue 34: the band's upper end alone must not refuse what the engine runs)."""
+    low = result.capacity.band_low_max_sequences
+    return result.fits or (low is not None and low >= 1)
+
+
 def _render_serve(served, eng: dict | None, console) -> None:
     console.print(f"serve: {served.engine} -> stack {served.stack_ref}, max_num_seqs {served.batch}")
     if served.ignored:
         console.print(f"serve flags ignored (nothing k3plan prices changes): {' '.join(served.ignored)}")
     if eng is not None:
         console.print(f"engine ({eng['engine']}): {eng['message']}")
+        if eng.get("band_note"):
+            console.print(f"note: {eng['band_note']}")
 
 
 def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm_memory)."""
     from k3plan.engines.vllm_memory import engine_sizing
 
-    lay, st, hw = result.cache_layout, setup.stack, setup.hardware
+    lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
         return None
     got = engine_sizing(
         stack_name=st.name,
         kv_pool_method=st.kv_pool.method if st.kv_pool else None,
         reserve_fraction=st.reserve.fraction_of_usable_hbm,
+        hardware=hw.name,
         visible_bytes=hw.usable_bytes_per_device,
         visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
         weights_bytes=result.per_device.weights_bytes,
+        expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
+        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm_memory.moe_shard_padding)
+        moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
+        tp=setup.parallel.tp,
+        expert_parallel=True if served is None else served.expert_parallel,
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",
         page_bytes=lay.page_bytes,
@@ -265,6 +281,11 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if got is None:
         return None
     out = got.as_json()
+    if served is not None and not result.fits and _serve_fits(result):
+        out["band_note"] = (
+            "k3plan's budget at the temp model's upper end does not fit, at the band's lower end it does "
+            f"({result.capacity.band_low_max_sequences} sequences): the engine's start check decides"
+        )
     if served is not None:
         out["serve"] = {
             "engine": served.engine,

@@ -71,6 +71,8 @@ class ServeQuestion:
     stack_options: dict[str, str]
     kv_dtype: str | None
     ignored: tuple[str, ...] = field(default=())
+    expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
+    moe_backend: str | None = None
 
     @property
     def stack_ref(self) -> str:
@@ -150,13 +152,17 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
     dp = _int("--data-parallel-size", get("--data-parallel-size", get("--dp-size", "1")))
     ep_flag = get("--enable-expert-parallel", None)
     ep_size = get("--ep-size", None)
+    expert_parallel = True
     if engine == "vllm":
-        if ep_flag is None:
+        if ep_flag is None and platform == "tpu":
             raise K3PlanError(
-                "--serve: without --enable-expert-parallel vLLM splits every expert's intermediate over TP (padded "
-                "per shard); k3plan prices experts over an EP group only; add --enable-expert-parallel"
+                "--serve: vllm serve on a TPU without --enable-expert-parallel: the plugin's expert placement without "
+                "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
             )
-        ep = tp * dp
+        # without EP vLLM splits each expert's intermediate over TP: the same bytes a device as EP over the TP
+        # group, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm_memory.moe_shard_padding)
+        expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
+        ep = tp * dp if expert_parallel else tp
     else:
         ep = _int("--ep-size", ep_size) if ep_size else None
     context = get("--max-model-len", get("--context-length", None))
@@ -169,6 +175,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
     frac = get("--mem-fraction-static", None)
     if frac is not None:
         options["mem_fraction_static"] = frac
+    moe_backend = get("--moe-backend", None)  # vLLM: marlin, deep_gemm_mega_moe, ...; the K3 floor applies to all
     a2a = get("--moe-a2a-backend", None)
     if a2a is not None:
         options["moe_a2a_backend"] = a2a
@@ -206,4 +213,6 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         stack_options=options,
         kv_dtype=KV[kv_raw],
         ignored=tuple(ignored),
+        expert_parallel=expert_parallel,
+        moe_backend=moe_backend,
     )

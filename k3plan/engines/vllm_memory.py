@@ -58,6 +58,7 @@ class EngineSizing:
     """vLLM's KV pool for one device, in the engine's own logged conventions."""
 
     engine: str
+    weights_bytes: Figure
     kv_pool_bytes: Figure
     kv_pool_tokens: Figure
     block_tokens: Figure
@@ -69,6 +70,7 @@ class EngineSizing:
     message: str
 
     FIGURES = (
+        ("weights_bytes", "weights"),
         ("kv_pool_bytes", "kv_pool"),
         ("kv_pool_tokens", "kv_pool_tokens"),
         ("block_tokens", "block_tokens"),
@@ -103,6 +105,7 @@ def vllm_kv_pool(
     utilization: float,
     visible_bytes: int,
     weights_bytes: int,
+    weights_source: str = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)",
     activation_bytes: Figure,
     non_torch_bytes: Figure,
     visible_source: str,
@@ -126,7 +129,14 @@ def vllm_kv_pool(
     per_request = cdiv(max_model_len, block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
     gib = GiB
-    if available <= 0:
+    if weights_bytes > visible_bytes:
+        starts = False
+        message = (
+            f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / gib:.2f} GiB a "
+            f"device of the {visible_bytes / gib:.2f} GiB the engine sees (the engine fails in create_weights / "
+            "weight loading, before any KV cache is sized)"
+        )
+    elif available <= 0:
         starts = False
         message = (
             f"the weights and activation take {(weights_bytes + int(activation_bytes.value)) / gib:.2f} GiB of the "
@@ -150,6 +160,7 @@ def vllm_kv_pool(
     )
     return EngineSizing(
         engine=engine,
+        weights_bytes=Figure(weights_bytes, weights_source),
         kv_pool_bytes=Figure(max(available, 0), pool_src),
         kv_pool_tokens=Figure(tokens, f"num_blocks // {groups} KV groups x block {block_tokens}: {VLLM_REPORT}"),
         block_tokens=Figure(block_tokens, block_source),
@@ -171,9 +182,14 @@ def engine_sizing(
     stack_name: str,
     kv_pool_method: str | None,
     reserve_fraction: float,
+    hardware: str,
     visible_bytes: int,
     visible_source: str,
     weights_bytes: int,
+    expert_bytes: int = 0,
+    moe_intermediate: int = 0,
+    tp: int = 1,
+    expert_parallel: bool = True,
     temp_bytes: int,
     temp_source: str,
     page_bytes: int | None,
@@ -189,6 +205,18 @@ def engine_sizing(
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
+    visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
+    weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
+    factor = 1.0
+    if kv_pool_method == "utilization_minus_profile" and moe_intermediate:
+        factor = moe_shard_padding(intermediate=moe_intermediate, tp=tp, expert_parallel=expert_parallel)
+    if factor != 1.0:
+        extra = round(expert_bytes * (factor - 1.0))
+        weights_bytes += extra
+        weights_src += (
+            f", + {extra:,} B: the experts TP-split without expert parallelism, {moe_intermediate} / {tp} padded x "
+            f"{factor:.3f} a shard ({K3_MOE_PAD_SOURCE})"
+        )
     if kv_pool_method == "utilization_minus_resident":
         act = Figure(
             0, f"the worker reads the bytes in use after profile_run, when no temporary is live: {TORCHTPU_WORKER}"
@@ -208,11 +236,12 @@ def engine_sizing(
     return vllm_kv_pool(
         engine=stack_name,
         utilization=round(1 - reserve_fraction, 12),
-        visible_bytes=visible_bytes,
+        visible_bytes=visible,
         weights_bytes=weights_bytes,
+        weights_source=weights_src,
         activation_bytes=act,
         non_torch_bytes=non_torch,
-        visible_source=visible_source,
+        visible_source=visible_src,
         page_bytes=page,
         block_tokens=block_tokens,
         block_source=paging_source,
@@ -221,3 +250,44 @@ def engine_sizing(
         max_model_len=max_model_len,
         worker_source=worker,
     )
+
+
+# Engine-visible HBM a device where an engine's own log prints it (the driver's total is not what torch can
+# allocate): hardware name -> (bytes, source). Elsewhere the hardware spec's usable HBM stands, said so.
+ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
+    "nvidia-h100-sxm": (
+        round(79.18 * GiB),
+        "torch's total capacity as vLLM's CUDA OOM prints it: 'GPU 0 has a total capacity of 79.18 GiB' "
+        "(vllm-project/vllm#51124, an H100 80GB; the log rounds to 0.01 GiB)",
+    ),
+}
+
+# vLLM's Kimi-K3 NVIDIA model pads the MoE intermediate each TP shard holds up to a floor when the experts are
+# TP-split (no expert parallelism): vllm-project/vllm#51124 (closed): at TP 16 and 32 3,072 / TP (192, 96) is
+# raised to 256 a shard (a padded global of 4,096 / 8,192), so the experts take 120.5 GB a GPU at TP >= 16 and
+# 180.8 GB at TP 8; #51131 (merged) skips the padding when expert parallelism is on (each rank holds whole
+# experts). #50583 (open) would leave the padding to the MoE backend (marlin MXFP4: 128 a shard): not merged, not
+# applied here.
+K3_MOE_SHARD_FLOOR = 256
+K3_MOE_PAD_SOURCE = (
+    "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
+    "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
+)
+
+
+def moe_shard_padding(*, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR) -> float:
+    """The factor vLLM's K3 model multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1,
+    else max(intermediate / tp, floor) / (intermediate / tp) (module constants: the cited rule)."""
+    if expert_parallel or tp <= 1:
+        return 1.0
+    local = intermediate / tp
+    return max(local, floor) / local
+
+
+def visible_hbm(hardware: str, spec_bytes: int, spec_source: str) -> tuple[int, str]:
+    """The HBM an engine can allocate a device: its own logged figure where one is cited, else the hardware
+    spec's usable HBM (named as such)."""
+    got = ENGINE_VISIBLE_HBM.get(hardware)
+    if got is not None:
+        return got
+    return spec_bytes, f"hardware spec's usable HBM (no engine-logged figure for {hardware}): {spec_source}"
