@@ -75,7 +75,11 @@ class TempModel(_F):
     def applies(self, *, model: str, hardware_kind: str, stack: str) -> bool:
         from k3plan.evidence.calibrations import same_stack
 
-        return model == self.model and hardware_kind == self.hardware_kind and any(same_stack(stack, s) for s in self.stacks)
+        return (
+            model == self.model
+            and hardware_kind == self.hardware_kind
+            and any(same_stack(stack, s) for s in self.stacks)
+        )
 
     def applies_to(self, setup) -> bool:
         return self.applies(model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name)

@@ -58,7 +58,9 @@ def command(
     stack: Annotated[
         str,
         typer.Option(
-            "--stack", "-s", help="Serving stack per platform kind ('tpu=torchtpu-vllm,gpu=sglang') or one stack for all."
+            "--stack",
+            "-s",
+            help="Serving stack per platform kind ('tpu=torchtpu-vllm,gpu=sglang') or one stack for all.",
         ),
     ] = "tpu=torchtpu-vllm,gpu=sglang",
     max_chips: Annotated[

@@ -128,14 +128,14 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
     i = 0
     while i < len(rest):
         tok = rest[i]
-        if not tok.startswith("--"):
+        if not tok.startswith("-") or tok in ("-", "--"):
             raise K3PlanError(f"--serve: unexpected argument {tok!r}; expected --flag [value]")
         name, eq, val = tok.partition("=")
         takes = IGNORED.get(name)
         if eq:
             value = val
             i += 1
-        elif i + 1 < len(rest) and not rest[i + 1].startswith("--") and takes != 0:
+        elif i + 1 < len(rest) and not rest[i + 1].startswith("-") and takes != 0:
             value = rest[i + 1]
             i += 2
         else:
@@ -153,6 +153,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
     ep_flag = get("--enable-expert-parallel", None)
     ep_size = get("--ep-size", None)
     expert_parallel = True
+    ep: int | None
     if engine == "vllm":
         if ep_flag is None and platform == "tpu":
             raise K3PlanError(

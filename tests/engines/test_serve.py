@@ -100,3 +100,27 @@ def test_plan_s_launch_line_round_trips_through_serve(cli, tmp_path):
     assert (d["parallel"]["tp"], d["parallel"]["ep"], d["parallel"]["dp"]) == (row["tp"], row["ep"], row["dp"])
     for key in ("weights_bytes", "kv_bytes", "state_bytes", "kv_bytes_per_token", "temp_bytes", "reserve_bytes"):
         assert d["per_device"][key] == row["per_device"][key], key
+
+
+def test_vllm_s_short_flags_are_read():
+    q = parse_serve("vllm serve moonshotai/Kimi-K3 -tp 32 --enable-expert-parallel --max-model-len=9216", platform="tpu")
+    assert (q.tp, q.context) == (32, 9216)
+
+
+def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
+    """vllm#51124: K3 at TP 32 without EP on H100 80GB ran out of memory loading the experts; k3plan's own budget
+    (EP over the TP group) fits, the engine's padded shards do not."""
+    cmd = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --moe-backend marlin"
+    q = parse_serve(cmd, platform="gpu")
+    assert (q.expert_parallel, q.ep, q.moe_backend) == (False, 32, "marlin")
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd, "--json")
+    assert r.exit_code == 1
+    d = json.loads(r.stdout)
+    eng = d["engine"]
+    expert = next(x for x in d["weights_by_role"] if x == "expert") if isinstance(d["weights_by_role"], list) else None
+    experts = d["weights_by_role"]["expert"] if expert is None else expert
+    # 3,072 / 32 = 96 a shard padded to 256: the experts x 8/3
+    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + round(experts * (256 / 96 - 1))
+    assert eng["starts"] is False and "CUDA out of memory while loading the weights" in eng["message"]
+    with_ep = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd + " --enable-expert-parallel", "--json")
+    assert json.loads(with_ep.stdout)["engine"]["weights_bytes"] == d["per_device"]["weights_bytes"]  # #51131
