@@ -17,6 +17,8 @@ HF_MODELS = {
     "deepseek-ai/deepseek-r1-0528": "deepseek-v3",
     "deepseek-ai/deepseek-v3": "deepseek-v3",
     "deepseek-ai/deepseek-v3-0324": "deepseek-v3",
+    "moonshotai/kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b",
+    "moonshotai/kimi-linear-48b-a3b-base": "kimi-linear-48b-a3b",
 }
 HF_PREFIXES = {"moonshotai/kimi-k2": "kimi-k2"}
 
