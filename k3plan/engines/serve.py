@@ -180,8 +180,12 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         options["mem_fraction_static"] = frac
     moe_backend = get("--moe-backend", None)  # vLLM: marlin, deep_gemm_mega_moe, ...; the K3 floor applies to all
     a2a = get("--moe-a2a-backend", None)
-    if a2a is not None:
-        options["moe_a2a_backend"] = a2a
+    if engine == "sglang":
+        # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
+        # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
+        options["moe_a2a_backend"] = a2a if a2a is not None else "none"
+    elif a2a is not None:
+        raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
     kv_raw = get("--kv-cache-dtype", "auto")
     if kv_raw not in KV:
         raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")

@@ -47,7 +47,12 @@ def test_sglang_launch_server_reads_its_own_flags():
         platform="gpu",
     )
     assert (q.stack, q.tp, q.context, q.chunk, q.batch) == ("sglang", 16, 65536, 4096, 8)
-    assert q.stack_options == {"mem_fraction_static": "0.85"}
+    # SGLang's default all-to-all backend is none (the sglang stack prices DeepEP unless told)
+    assert q.stack_options == {"mem_fraction_static": "0.85", "moe_a2a_backend": "none"}
+    deepep = parse_serve(
+        "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --moe-a2a-backend deepep", platform="gpu"
+    )
+    assert deepep.stack_options == {"moe_a2a_backend": "deepep"}
 
 
 @pytest.mark.parametrize(
@@ -103,7 +108,9 @@ def test_plan_s_launch_line_round_trips_through_serve(cli, tmp_path):
 
 
 def test_vllm_s_short_flags_are_read():
-    q = parse_serve("vllm serve moonshotai/Kimi-K3 -tp 32 --enable-expert-parallel --max-model-len=9216", platform="tpu")
+    q = parse_serve(
+        "vllm serve moonshotai/Kimi-K3 -tp 32 --enable-expert-parallel --max-model-len=9216", platform="tpu"
+    )
     assert (q.tp, q.context) == (32, 9216)
 
 
