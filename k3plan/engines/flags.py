@@ -26,6 +26,16 @@ MAXTEXT_MODELS = ("AI-Hypercomputer/maxtext", "src/maxtext/configs/types.py", "M
 # not here (kimi-k3, kimi-linear-48b-a3b: MaxText has no KDA model) needs a MaxText config file of its own
 MAXTEXT_MODEL_NAMES = {"kimi-k2": "kimi-k2-1t", "deepseek-v3": "deepseek3-671b"}
 
+# the torch_tpu vLLM plugin's serve flags its K3 CI passes (a stack of these names launches with them): the cited
+# config, whose comments say what each does (--enable-ep-weight-filter: model_loader_patches.py, the plugin's #373)
+TORCHTPU_STACKS = ("torchtpu-vllm", "vllm-tpu")
+TORCHTPU_CI = (
+    "kowalski-4831/vllm-torchtpu",
+    "scripts/vllm/benchmarking/configs/kimi-k3-tp32-ep.sh @7a17c15d",
+    "EXTRA_SERVE_ARGS (the K3 nightly's serve flags)",
+)
+TORCHTPU_FLAGS = {"--language-model-only": TORCHTPU_CI, "--enable-ep-weight-filter": TORCHTPU_CI}
+
 # engine -> flag (or parameter) -> (repository, file, class) that defines it
 FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
     "vllm": {

@@ -24,6 +24,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this module's names too
+    TORCHTPU_FLAGS,
+    TORCHTPU_STACKS,
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
     MAXTEXT,
@@ -152,7 +154,15 @@ def vllm_command(cfg: LaunchConfig) -> str:
     args += _options(cfg)
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
-    return _join(args, engine="vllm", extra=_option_flags(cfg))
+    extra = _option_flags(cfg)
+    if cfg.stack.split(":")[0] in TORCHTPU_STACKS:
+        # the plugin's K3 CI passes these: the vision tower is not loaded (k3plan prices the text model), and with
+        # EP each rank streams only its experts' bytes from the checkpoint (host RAM at load, not HBM)
+        args.append("--language-model-only")
+        if cfg.ep > 1:
+            args.append("--enable-ep-weight-filter")
+        extra = {**extra, **TORCHTPU_FLAGS}
+    return _join(args, engine="vllm", extra=extra)
 
 
 def tpu_sharding_strategy(cfg: LaunchConfig) -> dict[str, bool | int]:
@@ -480,6 +490,8 @@ def launch_text(cfg: LaunchConfig) -> str:
         cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
         lines.append(cmd)
         cited = {**FLAG_SOURCES[cfg.engine], **_option_flags(cfg)}
+        if cfg.stack.split(":")[0] in TORCHTPU_STACKS:
+            cited.update(TORCHTPU_FLAGS)
         sources = {cited[t] for t in shlex.split(cmd) if t.startswith("--")}
         sources |= {cited[t.split("=", 1)[0]] for t in shlex.split(cmd) if t.split("=", 1)[0] in cited}
     lines += ["", "# flags defined in:"] + [f"#   {r}: {f} ({c})" for r, f, c in sorted(sources)]
