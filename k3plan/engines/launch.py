@@ -24,8 +24,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this module's names too
-    TORCHTPU_FLAGS,
-    TORCHTPU_STACKS,
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
     MAXTEXT,
@@ -35,6 +33,8 @@ from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this mo
     SGLANG,
     SGLANG_A2A,
     SGLANG_KV,
+    TORCHTPU_FLAGS,
+    TORCHTPU_STACKS,
     TPU_DP_ATTENTION_STACKS,
     TPU_INFERENCE_KV,
     VLLM,
