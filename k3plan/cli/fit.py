@@ -268,6 +268,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
         tp=setup.parallel.tp,
         expert_parallel=True if served is None else served.expert_parallel,
+        # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM)
+        vision_bytes=0
+        if served is None or served.language_model_only or served.engine != "vllm"
+        else sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",
         page_bytes=lay.page_bytes,

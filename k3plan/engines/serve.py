@@ -26,7 +26,7 @@ HF_PREFIXES = {"moonshotai/kimi-k2": "kimi-k2"}
 IGNORED = {
     "--trust-remote-code": 0,
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
-    "--language-model-only": 0,  # the vision tower is not loaded; k3plan prices the text model
+    "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm_memory adds the tower)
     "--limit-mm-per-prompt": 1,
     "--model-loader-extra-config": 1,
     "--load-format": 1,
@@ -74,6 +74,7 @@ class ServeQuestion:
     kv_dtype: str | None
     ignored: tuple[str, ...] = field(default=())
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
+    language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
     moe_backend: str | None = None
 
     @property
@@ -197,6 +198,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
             raise K3PlanError(
                 f"--serve: {spec}: speculative decoding through --serve is not read; use fit's --spec-tokens"
             )
+    lm_only = flags.get("--language-model-only", "false").lower() not in ("false", "0")
     for name in list(flags):
         if name in IGNORED:
             ignored.append(name)
@@ -222,4 +224,5 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         ignored=tuple(ignored),
         expert_parallel=expert_parallel,
         moe_backend=moe_backend,
+        language_model_only=lm_only,
     )

@@ -190,6 +190,7 @@ def engine_sizing(
     moe_intermediate: int = 0,
     tp: int = 1,
     expert_parallel: bool = True,
+    vision_bytes: int = 0,
     temp_bytes: int,
     temp_source: str,
     page_bytes: int | None,
@@ -210,6 +211,12 @@ def engine_sizing(
     factor = 1.0
     if kv_pool_method == "utilization_minus_profile" and moe_intermediate:
         factor = moe_shard_padding(intermediate=moe_intermediate, tp=tp, expert_parallel=expert_parallel)
+    if vision_bytes:
+        weights_bytes += vision_bytes
+        weights_src += (
+            f", + {vision_bytes:,} B: the vision tower, loaded without --language-model-only (counted whole on every "
+            "device: its split in the engine was not read)"
+        )
     if factor != 1.0:
         extra = round(expert_bytes * (factor - 1.0))
         weights_bytes += extra

@@ -131,3 +131,16 @@ def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
     assert eng["starts"] is False and "CUDA out of memory while loading the weights" in eng["message"]
     with_ep = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd + " --enable-expert-parallel", "--json")
     assert json.loads(with_ep.stdout)["engine"]["weights_bytes"] == d["per_device"]["weights_bytes"]  # #51131
+
+
+def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
+    """K3 is image-text-to-text: without --language-model-only vLLM builds the vision tower too (447,358,976 bf16
+    params, k3-facts.md §2), which the text-model budget leaves out; the engine's weights and pool say so."""
+    with_flag = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)["engine"]
+    without = json.loads(
+        cli("fit", "-t", "2x2x4", "--serve", NIGHTLY.replace(" --language-model-only", ""), "--json").stdout
+    )
+    eng = without["engine"]
+    assert eng["weights_bytes"] - with_flag["weights_bytes"] == 447_358_976 * 2
+    assert with_flag["kv_pool_bytes"] - eng["kv_pool_bytes"] == 447_358_976 * 2
+    assert "the vision tower" in eng["sources"]["weights"]
