@@ -126,11 +126,12 @@ def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
     eng = d["engine"]
     expert = next(x for x in d["weights_by_role"] if x == "expert") if isinstance(d["weights_by_role"], list) else None
     experts = d["weights_by_role"]["expert"] if expert is None else expert
-    # 3,072 / 32 = 96 a shard padded to 256: the experts x 8/3
-    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + round(experts * (256 / 96 - 1))
+    # 3,072 / 32 = 96 a shard padded to 256: the experts x 8/3; no --language-model-only: the vision tower too
+    vision = 447_358_976 * 2
+    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + round(experts * (256 / 96 - 1)) + vision
     assert eng["starts"] is False and "CUDA out of memory while loading the weights" in eng["message"]
     with_ep = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd + " --enable-expert-parallel", "--json")
-    assert json.loads(with_ep.stdout)["engine"]["weights_bytes"] == d["per_device"]["weights_bytes"]  # #51131
+    assert json.loads(with_ep.stdout)["engine"]["weights_bytes"] == d["per_device"]["weights_bytes"] + vision  # #51131
 
 
 def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
