@@ -145,3 +145,21 @@ def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
     assert eng["weights_bytes"] - with_flag["weights_bytes"] == 447_358_976 * 2
     assert with_flag["kv_pool_bytes"] - eng["kv_pool_bytes"] == 447_358_976 * 2
     assert "the vision tower" in eng["sources"]["weights"]
+
+
+def test_the_readme_s_serve_example_says_what_fit_prints(cli):
+    """The README's torchtpu-vllm --serve example: its comment's pool and tokens are what the command prints."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    i = next(n for n, ln in enumerate(readme) if ln.startswith("# torchtpu-vllm (vllm serve on a TPU)"))
+    m = re.search(r"KV pool ([\d.]+) GiB a device, \"GPU KV cache size: ([\d,]+) tokens\"", readme[i])
+    assert m, readme[i]
+    args = shlex.split(readme[i + 1])
+    assert args[:2] == ["k3plan", "fit"]
+    r = cli(*args[1:], "--json")
+    assert r.exit_code == 0, r.output
+    eng = json.loads(r.stdout)["engine"]
+    assert f"{eng['kv_pool_bytes'] / 2**30:.2f}" == m[1] and f"{eng['kv_pool_tokens']:,}" == m[2]
