@@ -47,3 +47,25 @@ def tiny_kimi_raw() -> dict:
     )
     t["linear_attn_config"].update(kda_layers=[1, 2, 3], full_attn_layers=[4], num_heads=4, head_dim=32)
     return raw
+
+
+def transposed_torchtpu_stack() -> str:
+    """A stack YAML path: torchtpu-vllm with tpu-inference's MLA_TRANSPOSE_KV_CACHE=1 entry (576 values a token a
+    MLA layer, the rope part unpadded), for the hand arithmetic of k3-facts.md §3's 576-value tables on a
+    head-parallel TP deployment (tpu-inference itself runs attention TP only under DP attention)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from k3plan.engines.stack import STACK_DIR, load_stack
+
+    data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
+    data["name"] = "torchtpu-vllm-transposed"
+    layout = load_stack("tpu-inference:mla_transpose_kv_cache=1").kv_cache.layout
+    assert layout is not None
+    data["kv_cache"]["layout"] = layout.model_dump()
+    path = Path(tempfile.gettempdir()) / f"k3plan-test-{os.getpid()}-torchtpu-transposed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)

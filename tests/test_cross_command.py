@@ -1,5 +1,5 @@
 """One point, every command (brief qa-cmds item 2): K3 on TPU v7x 2x2x4 at TP 32, context 131,072, batch 1, under
-vllm-tpu and jax-native. fit, roofline, curve, plan and report give the same verdict, free bytes, sequences, longest
+torchtpu-vllm and jax-native. fit, roofline, curve, plan and report give the same verdict, free bytes, sequences, longest
 context, TPOT and TTFT; report's pick is plan's first row (one stack, fewest chips) and its defaults are fit's."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def plan_rows():
     return json.loads(r.stdout)["ranked"]
 
 
-@pytest.mark.parametrize("stack", ["vllm-tpu", "jax-native"])
+@pytest.mark.parametrize("stack", ["torchtpu-vllm", "jax-native"])
 def test_fit_roofline_curve_and_plan_agree(cli, plan_rows, stack):
     f = run(cli, "fit", *POINT, "--stack", stack)
     r = run(cli, "roofline", *POINT, "--stack", stack)
@@ -52,12 +52,12 @@ def test_report_pick_is_plan_s_first_row_and_fit_s_numbers(cli, tmp_path):
     rep = run(cli, "report", "-H", "tpu-v7x", "-c", "131072", "--max-chips", "16", "--out", tmp_path / "r.md")
     (platform,) = rep["platforms"]
     (row,) = platform["rows"]
-    assert platform["stack"] == "vllm-tpu"  # report's default for a TPU is fit's
-    plan = run(cli, "plan", "-H", "tpu-v7x", "--stacks", "vllm-tpu", "--max-chips", "16")["ranked"][0]
+    assert platform["stack"] == "torchtpu-vllm"  # report's default for a TPU is fit's
+    plan = run(cli, "plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "16")["ranked"][0]
     s = row["setup"]
     assert (s["topology"], s["tp"], s["ep"], s["dp"], s["pp"]) == (plan["topology"], plan["tp"], plan["ep"], plan["dp"], plan["pp"])
-    f = run(cli, "fit", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "vllm-tpu")
-    r = run(cli, "roofline", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "vllm-tpu")
+    f = run(cli, "fit", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "torchtpu-vllm")
+    r = run(cli, "roofline", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "torchtpu-vllm")
     assert row["per_device"] == {k: f["per_device"][k] for k in row["per_device"]}
     assert (row["max_sequences"], row["max_context_tokens"]) == (f["capacity"]["max_sequences"], f["capacity"]["max_context_tokens"])
     # issue 38: fit and roofline stand behind a serving benchmark's TPOT/TTFT where one matches; report still

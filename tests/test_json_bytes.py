@@ -11,7 +11,7 @@ RUNS = (
     ("fit", "-t", "2x4x4", "--tp", "32", "--pp", "2", "--json"),
     ("roofline", "-t", "2x2x4", "--tp", "32", "--json"),
     ("roofline", "-t", "2x4x4", "--tp", "32", "--pp", "2", "--context", "16384", "--json"),
-    ("plan", "-H", "tpu-v7x", "--stacks", "vllm-tpu", "--max-chips", "16", "--json"),
+    ("plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "16", "--json"),
     ("curve", "-t", "2x2x4", "--tp", "32", "--json"),
     ("models", "show", "kimi-k3", "--json"),
     ("hardware", "show", "tpu-v7x", "--topology", "2x2x4", "--json"),

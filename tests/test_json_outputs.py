@@ -15,7 +15,7 @@ from k3plan.report.capacity_model import ReportOutput
 
 
 def test_fit_and_plan_outputs_append_advice_and_prefix_hit():
-    assert list(FitOutput.model_fields) == [*FitResult.model_fields, "advice", "prefix_hit"]
+    assert list(FitOutput.model_fields) == [*FitResult.model_fields, "advice", "prefix_hit", "engine"]  # issue 34
     assert list(PlanOutput.model_fields) == [*PlanResult.model_fields, "advice", "prefix_hit"]
 
 

@@ -15,7 +15,17 @@ class FitOutput(FitResult):
 
     advice: FitAdvice
     prefix_hit: Optional[PrefixHit] = None
+    # the engine's own KV-pool sizing (k3plan.engines.vllm_memory.EngineSizing.as_json); None where the stack's
+    # engine sizes its pool some other way
+    engine: Optional[dict] = None
 
     @classmethod
-    def of(cls, result: FitResult, *, advice: FitAdvice, prefix_hit: Optional[PrefixHit]) -> FitOutput:
-        return cls(**{k: getattr(result, k) for k in FitResult.model_fields}, advice=advice, prefix_hit=prefix_hit)
+    def of(
+        cls, result: FitResult, *, advice: FitAdvice, prefix_hit: Optional[PrefixHit], engine: Optional[dict] = None
+    ) -> FitOutput:
+        return cls(
+            **{k: getattr(result, k) for k in FitResult.model_fields},
+            advice=advice,
+            prefix_hit=prefix_hit,
+            engine=engine,
+        )

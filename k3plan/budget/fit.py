@@ -566,7 +566,7 @@ def fit(
                 f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
             )
             + (
-                "; the engine runs the temporaries out of it (kv_pool static_fraction), so only what they "
+                f"; the engine runs the temporaries out of it (kv_pool {stack.kv_pool.method}), so only what they "
                 "leave of it is counted here"
                 if stack.kv_pool is not None and stack.kv_pool.temps_in_reserve
                 else ""

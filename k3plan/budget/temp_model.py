@@ -73,7 +73,13 @@ class TempModel(_F):
     path: str = ""
 
     def applies(self, *, model: str, hardware_kind: str, stack: str) -> bool:
-        return model == self.model and hardware_kind == self.hardware_kind and stack in self.stacks
+        from k3plan.evidence.calibrations import same_stack
+
+        return (
+            model == self.model
+            and hardware_kind == self.hardware_kind
+            and any(same_stack(stack, s) for s in self.stacks)
+        )
 
     def applies_to(self, setup) -> bool:
         return self.applies(model=setup.model.name, hardware_kind=setup.hardware.kind, stack=setup.stack.name)
@@ -81,11 +87,15 @@ class TempModel(_F):
     def coef_for(self, stack: str) -> dict[str, float]:
         if not self.per_stack:
             return self.coefficients
-        pre = f"{stack}."
+        from k3plan.engines.stack import STACK_ALIASES
+
+        pre = f"{next((s for s in self.stacks if STACK_ALIASES.get(s, s) == STACK_ALIASES.get(stack, stack)), stack)}."
         return {k[len(pre) :]: v for k, v in self.coefficients.items() if k.startswith(pre)}
 
     def band_for(self, stack: str) -> StackBand:
-        return next(b for b in self.bands if b.stack == stack)
+        from k3plan.evidence.calibrations import same_stack
+
+        return next(b for b in self.bands if same_stack(b.stack, stack))
 
 
 def model_bytes(coef: dict[str, float], features: dict[str, Col]) -> Col:

@@ -51,7 +51,7 @@ class Config(_Frozen):
     tp: Optional[PositiveInt] = None
     ep: Optional[PositiveInt] = None
     dp: Optional[PositiveInt] = None
-    stack: str = "vllm-tpu"
+    stack: str = "torchtpu-vllm"
     kv_dtype: Optional[str] = None
     context_tokens: PositiveInt = 131072
     batch: PositiveInt = 1

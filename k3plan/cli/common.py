@@ -87,7 +87,7 @@ TpOpt = Annotated[
     Optional[int],
     typer.Option(
         "--tp",
-        help="Tensor parallel size (attention heads, dense widths). Default: from the stack (vllm-tpu: all devices / dp).",
+        help="Tensor parallel size (attention heads, dense widths). Default: from the stack (torchtpu-vllm: all devices / dp).",
     ),
 ]
 EpOpt = Annotated[
@@ -110,8 +110,8 @@ StackOpt = Annotated[
     typer.Option(
         "--stack",
         "-s",
-        help="Serving stack: vllm-tpu, vllm, sglang, jax-native, dp-attention, or a stack YAML path "
-        "(NAME:option=value sets engine options). Default: the hardware's (vllm-tpu on TPU, vllm on the "
+        help="Serving stack: torchtpu-vllm, tpu-inference, vllm, sglang, jax-native, dp-attention, or a stack YAML path "
+        "(NAME:option=value sets engine options). Default: the hardware's (torchtpu-vllm on TPU, vllm on the "
         "GPUs of vLLM's K3 recipe, else sglang), named in the output.",
     ),
 ]

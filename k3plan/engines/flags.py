@@ -26,6 +26,16 @@ MAXTEXT_MODELS = ("AI-Hypercomputer/maxtext", "src/maxtext/configs/types.py", "M
 # not here (kimi-k3, kimi-linear-48b-a3b: MaxText has no KDA model) needs a MaxText config file of its own
 MAXTEXT_MODEL_NAMES = {"kimi-k2": "kimi-k2-1t", "deepseek-v3": "deepseek3-671b"}
 
+# the torch_tpu vLLM plugin's serve flags its K3 CI passes (a stack of these names launches with them): the cited
+# config, whose comments say what each does (--enable-ep-weight-filter: model_loader_patches.py, the plugin's #373)
+TORCHTPU_STACKS = ("torchtpu-vllm", "vllm-tpu")
+TORCHTPU_CI = (
+    "kowalski-4831/vllm-torchtpu",
+    "scripts/vllm/benchmarking/configs/kimi-k3-tp32-ep.sh @7a17c15d",
+    "EXTRA_SERVE_ARGS (the K3 nightly's serve flags)",
+)
+TORCHTPU_FLAGS = {"--language-model-only": TORCHTPU_CI, "--enable-ep-weight-filter": TORCHTPU_CI}
+
 # engine -> flag (or parameter) -> (repository, file, class) that defines it
 FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
     "vllm": {
@@ -96,7 +106,10 @@ VLLM_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": "fp8_ds_mla", "fp32":
 SGLANG_KV = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_ds_mla": None, "fp32": None}  # kv_cache_dtype choices
 # tpu-inference (vLLM on TPU) turns the KV-cache dtype string into a JAX dtype (vllm-project/tpu-inference
 # tpu_inference/utils.py to_jax_dtype @811f8e20: its fp8 aliases -> float8_e4m3fn, else jnp.dtype(name)), so
-# vLLM's CUDA layout fp8_ds_mla is no dtype there; "fp8" is e4m3
+# vLLM's CUDA layout fp8_ds_mla is no dtype there; "fp8" is e4m3. The torch_tpu plugin (torchtpu-vllm) takes
+# the same two (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/platforms/tpu_block_size_utils.py
+# _TPU_CACHE_DTYPE_TO_TORCH_DTYPE @1b4d7d61: "fp8" float8_e4m3fn; its "fp8_ds_mla" is a uint8 row of the padded
+# MLA cache, not vLLM's 656 B layout that k3plan's fp8_ds_mla prices)
 TPU_INFERENCE_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": None, "fp32": None}
 # MaxText keeps its KV cache in the activation dtype, `dtype` (types.py DType: bfloat16, float32, float16): the
 # cache is made with the attention's dtype (layers/attentions.py -> inference/kvcache.py KVCache
@@ -106,7 +119,8 @@ MAXTEXT_KV = {"bf16": "bfloat16", "fp8": None, "fp8_ds_mla": None, "fp32": "floa
 # k3plan stack -> engine that runs it (dp-attention: per platform, ENGINE_FOR_STACK_ON)
 ENGINE_FOR_STACK = {
     "vllm": "vllm",
-    "vllm-tpu": "vllm",
+    "torchtpu-vllm": "vllm",
+    "vllm-tpu": "vllm",  # the old name of torchtpu-vllm (k3plan.engines.stack.STACK_ALIASES)
     "tpu-inference": "vllm",
     "dp-attention": "vllm",
     "sglang": "sglang",

@@ -33,6 +33,8 @@ from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this mo
     SGLANG,
     SGLANG_A2A,
     SGLANG_KV,
+    TORCHTPU_FLAGS,
+    TORCHTPU_STACKS,
     TPU_DP_ATTENTION_STACKS,
     TPU_INFERENCE_KV,
     VLLM,
@@ -152,7 +154,15 @@ def vllm_command(cfg: LaunchConfig) -> str:
     args += _options(cfg)
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
-    return _join(args, engine="vllm", extra=_option_flags(cfg))
+    extra = _option_flags(cfg)
+    if cfg.stack.split(":")[0] in TORCHTPU_STACKS:
+        # the plugin's K3 CI passes these: the vision tower is not loaded (k3plan prices the text model), and with
+        # EP each rank streams only its experts' bytes from the checkpoint (host RAM at load, not HBM)
+        args.append("--language-model-only")
+        if cfg.ep > 1:
+            args.append("--enable-ep-weight-filter")
+        extra = {**extra, **TORCHTPU_FLAGS}
+    return _join(args, engine="vllm", extra=extra)
 
 
 def tpu_sharding_strategy(cfg: LaunchConfig) -> dict[str, bool | int]:
@@ -223,7 +233,7 @@ def sglang_command(cfg: LaunchConfig) -> str:
     """
     if cfg.platform != "gpu":
         raise K3PlanError(
-            f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack vllm-tpu or jax-native on a TPU"
+            f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack torchtpu-vllm or jax-native on a TPU"
         )
     kv = _kv(cfg, SGLANG_KV, "SGLang (ServerArgs.kv_cache_dtype choices)")
     if not cfg.dp_attention and cfg.ep > cfg.tp:
@@ -480,6 +490,8 @@ def launch_text(cfg: LaunchConfig) -> str:
         cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
         lines.append(cmd)
         cited = {**FLAG_SOURCES[cfg.engine], **_option_flags(cfg)}
+        if cfg.stack.split(":")[0] in TORCHTPU_STACKS:
+            cited.update(TORCHTPU_FLAGS)
         sources = {cited[t] for t in shlex.split(cmd) if t.startswith("--")}
         sources |= {cited[t.split("=", 1)[0]] for t in shlex.split(cmd) if t.split("=", 1)[0] in cited}
     lines += ["", "# flags defined in:"] + [f"#   {r}: {f} ({c})" for r, f, c in sorted(sources)]
@@ -504,7 +516,7 @@ def _kv(cfg: LaunchConfig, table: dict[str, str | None], engine: str) -> str:
 
 def _options(cfg: LaunchConfig) -> list[str]:
     """The options' command-line flags (an option whose "flag" is an environment variable, as
-    vllm-tpu's MODEL_IMPL_TYPE, goes before the command: ``_env``)."""
+    tpu-inference's MODEL_IMPL_TYPE, goes before the command: ``_env``)."""
     return [x for flag, value, _ in cfg.engine_options if flag.startswith("--") for x in (flag, value) if x != ""]
 
 

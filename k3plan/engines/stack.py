@@ -23,12 +23,16 @@ from k3plan.specfile import describe, read_yaml_mapping
 from k3plan.units import GiB, MiB
 
 STACK_DIR = data_dir("engines/stacks")
-DEFAULT_STACK = "vllm-tpu"  # load_stack()'s default name only; commands take default_stack_for(hardware)
+DEFAULT_STACK = "torchtpu-vllm"  # load_stack()'s default name only; commands take default_stack_for(hardware)
+# Names a stack had once -> the stack that prices what it meant (issue 34): "vllm-tpu" priced vLLM's model code
+# on TPU through tpu-inference, which does not run K3 that way; the engine that does is the torch_tpu plugin.
+STACK_ALIASES = {"vllm-tpu": "torchtpu-vllm"}
 # The default stack of a machine: the first of these that runs on it (Stack.runs_on, the stack's
-# cited platforms). vLLM first (tpu-inference on TPU, vLLM's own on the GPUs of its K3 recipe), then
+# cited platforms). vLLM first (the torch_tpu plugin on TPU, whose K3 CI serves the model nightly;
+# vLLM's own on the GPUs of its K3 recipe), then
 # SGLang (kimi_k3.py's CUDA and HIP paths), so H100, H20, MI300X and MI325X -- outside the vLLM
 # recipe's list -- get sglang.
-DEFAULT_STACK_ORDER = ("vllm-tpu", "vllm", "sglang")
+DEFAULT_STACK_ORDER = ("torchtpu-vllm", "vllm", "sglang")
 KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
 KINDS = ("tpu", "gpu")
 
@@ -184,7 +188,7 @@ class Reserve(_F):
 class KVPool(_F):
     """How the engine sizes its cache pool; ``step.memory.budget_terms`` applies it (temps_in_reserve)."""
 
-    method: Literal["utilization_minus_profile", "static_fraction", "whole_free_hbm"]
+    method: Literal["utilization_minus_profile", "utilization_minus_resident", "static_fraction", "whole_free_hbm"]
     knob: str | None = Field(None, description="the stack option that sets the fraction, if any")
     describe: str
     source: str
@@ -194,8 +198,10 @@ class KVPool(_F):
         """static_fraction (SGLang profile_max_num_token: rest = free after load - total x (1 -
         mem_fraction_static)): the activations live in the 1 - fraction left, so the temporaries
         come out of the reserve; utilization_minus_profile (vLLM: utilization x total - weights -
-        profiled peak) subtracts them on top of it."""
-        return self.method == "static_fraction"
+        profiled peak) subtracts them on top of it. utilization_minus_resident (the torch_tpu vLLM plugin:
+        utilization x limit - the bytes still in use after the profile run, engines/vllm_memory.py): a compiled
+        step's temporaries are freed when it returns, so they too run in the 1 - utilization left over."""
+        return self.method in ("static_fraction", "utilization_minus_resident")
 
 
 class ExpertPlacement(_F):
@@ -833,7 +839,13 @@ class Stack(_F):
         return self
 
     def runtime_format(self, role: str, checkpoint_fmt: str) -> str:
-        fmt = self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint"))
+        """The format a tensor of ``role`` stored as ``checkpoint_fmt`` is resident in: ``role@fmt`` (a
+        conversion the engine makes only of that checkpoint format: torchtpu-vllm's fp32 MXFP4 scales),
+        then ``role``, then ``default``; "checkpoint" keeps the stored format."""
+        fmt = self.runtime_formats.get(
+            f"{role}@{checkpoint_fmt}",
+            self.runtime_formats.get(role, self.runtime_formats.get("default", "checkpoint")),
+        )
         return checkpoint_fmt if fmt == "checkpoint" else fmt
 
     def refused(self, *, layers: frozenset[str]) -> list[str]:
@@ -1199,7 +1211,9 @@ def load_stack(ref: str = DEFAULT_STACK) -> Stack:
 
 @lru_cache(maxsize=16)
 def parse_stack(base: str) -> Stack:
-    """A stack YAML (a bundled name or a path) as written: no option applied (``load_stack`` applies them)."""
+    """A stack YAML (a bundled name or a path) as written: no option applied (``load_stack`` applies them).
+    An old name (STACK_ALIASES) loads the stack it maps to; the stack's name says which."""
+    base = STACK_ALIASES.get(base, base)
     path = STACK_DIR / f"{base}.yaml"
     if not path.is_file():
         path = Path(base).expanduser()

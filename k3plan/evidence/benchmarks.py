@@ -7,8 +7,7 @@ the throughputs; and the URLs of the baseline and of the config that produced it
 transcribed, never computed.
 
 Matching (``matching``): a benchmark speaks for a configuration when model, hardware, topology and
-the split (tp, dp, ep) are equal and the configuration's stack belongs to the benchmark engine's
-family (``ENGINE_FAMILY``). Files of a model k3plan does not bundle yet say ``waiting_for_model``
+the split (tp, dp, ep) are equal and the configuration's stack is the benchmark's engine. Files of a model k3plan does not bundle yet say ``waiting_for_model``
 and match nothing.
 
 Transfer (``serving_figure``): at the benchmark's own workload (batch = concurrency, context = ISL,
@@ -33,12 +32,6 @@ from k3plan.errors import K3PlanError
 
 FOLDER = Path(__file__).parent / "benchmarks"
 
-# The stacks k3plan models that run a benchmark engine's code. ``vllm-tpu`` is accepted as the
-# torchtpu-vllm family until the ``torchtpu-vllm`` stack lands (it is to become the default TPU stack,
-# with ``vllm-tpu`` an alias of the engine's successor): tighten this at that merge.
-ENGINE_FAMILY: dict[str, frozenset[str]] = {
-    "torchtpu-vllm": frozenset({"torchtpu-vllm", "vllm-tpu"}),
-}
 
 Source = Literal["measured", "transferred", "model", "ceiling"]
 
@@ -155,7 +148,9 @@ def load_benchmarks(folder: Path = FOLDER) -> tuple[ServingBenchmark, ...]:
 
 
 def engine_accepts(engine: str, stack: str) -> bool:
-    return stack in ENGINE_FAMILY.get(engine, frozenset({engine}))
+    """A benchmark of ``engine`` speaks for the stack of that name only (``vllm-tpu``, the old name, loads the
+    ``torchtpu-vllm`` stack: engines.stack.STACK_ALIASES)."""
+    return stack == engine
 
 
 def matching(

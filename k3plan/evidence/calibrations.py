@@ -94,6 +94,14 @@ def registry(folder: str | None = None) -> tuple[Evidence, ...]:
     return tuple(_evidence(folder, e) for e in _index(folder))
 
 
+def same_stack(a: str, b: str) -> bool:
+    """Two stack names for one stack: a calibration taken under an old name (STACK_ALIASES: vllm-tpu's files,
+    compiled with vLLM's model-code ShardSpecs) is evidence for the stack that name now loads (torchtpu-vllm)."""
+    from k3plan.engines.stack import STACK_ALIASES
+
+    return STACK_ALIASES.get(a, a) == STACK_ALIASES.get(b, b)
+
+
 def _matches(
     cal: Calibration, *, model: str, hardware: str, topology: str, tp: int, ep: int | None, dp: int, stack: str
 ) -> bool:
@@ -103,7 +111,7 @@ def _matches(
         and cal.topology == topology
         and cal.tp == tp
         and cal.dp == dp
-        and cal.stack == stack
+        and same_stack(cal.stack, stack)
         and (cal.ep is None or ep is None or cal.ep == ep)
     )
 

@@ -5,6 +5,8 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
 - mxfp4 (OCP microscaling, compressed-tensors "mxfp4-pack-quantized"): uint8 ``weight_packed``
   [out, in/2] (two E2M1 values a byte) + uint8 E8M0 ``weight_scale`` [out, in/32]: 4.25 bits a
   parameter.
+- mxfp4_f32scale: MXFP4 codes (0.5 B a parameter) with each 32-block's E8M0 scale widened to fp32 (4 B),
+  as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/stacks/torchtpu-vllm.yaml): 5 bits.
 - fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
   block of each matrix.
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
@@ -58,6 +60,13 @@ def _mxfp4_bytes(shape: tuple[int, ...]) -> int:
     return _lead(shape) * (out * inp // 2 + out * inp // 32)
 
 
+def _mxfp4_f32scale_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    if inp % 32:
+        raise K3PlanError(f"mxfp4 needs the input dim divisible by 32, got shape {list(shape)}")
+    return _lead(shape) * (out * inp // 2 + 4 * (out * inp // 32))
+
+
 def _fp8_block_bytes(shape: tuple[int, ...]) -> int:
     out, inp = _out_in(shape)
     return math.prod(shape) + _lead(shape) * 4 * math.ceil(out / 128) * math.ceil(inp / 128)
@@ -79,6 +88,16 @@ FORMATS: dict[str, Format] = {
         parts=(
             ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
             ("_scale", "U8", lambda s: (*s[:-1], s[-1] // 32)),
+        ),
+        quantized=True,
+    ),
+    "mxfp4_f32scale": Format(
+        name="mxfp4_f32scale",
+        bits_per_param=5.0,
+        nbytes=_mxfp4_f32scale_bytes,
+        parts=(
+            ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            ("_scale", "F32", lambda s: (*s[:-1], s[-1] // 32)),
         ),
         quantized=True,
     ),

@@ -275,10 +275,24 @@ def apply_evidence(
     kind_code = np.zeros(c.tp.shape[0], dtype=np.int8)
     # only (hardware, stack variant) pairs some shipped calibration names can match (best_calibration
     # compares model, hardware, stack and KV dtype for equality): the rest are never looked up
-    shipped = {(ev.calibration.model, ev.calibration.hardware, ev.calibration.stack, ev.kv_dtype) for ev in registry()}
+    from k3plan.engines.stack import STACK_ALIASES
+
+    # a calibration taken under a stack's old name counts for the stack that name loads (same_stack)
+    shipped = {
+        (
+            ev.calibration.model,
+            ev.calibration.hardware,
+            STACK_ALIASES.get(ev.calibration.stack, ev.calibration.stack),
+            ev.kv_dtype,
+        )
+        for ev in registry()
+    }
     can = np.array(
         [
-            [(model.name, hw.name, st.name, st.kv_cache.dtype) in shipped for st in space.variants]
+            [
+                (model.name, hw.name, STACK_ALIASES.get(st.name, st.name), st.kv_cache.dtype) in shipped
+                for st in space.variants
+            ]
             for hw in space.hardware
         ],
         dtype=bool,

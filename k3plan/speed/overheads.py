@@ -64,7 +64,7 @@ def _op_executions(ops: list[OpCost]) -> int:
 
 
 # stacks that run vLLM's engine loop (scheduler, input preparation, output processing a step); torchtpu-vllm
-# is vllm-tpu's successor (k3plan.evidence.benchmarks.ENGINE_FAMILY)
+# is vllm-tpu's successor (engines.stack.STACK_ALIASES)
 ENGINE_FAMILY = {"vllm": "vllm", "vllm-tpu": "vllm", "torchtpu-vllm": "vllm", "tpu-inference": "vllm"}
 
 

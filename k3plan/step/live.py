@@ -53,7 +53,7 @@ TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32:
 # Stack -> expert formulation (k3plan.validate.experts reads these); a stack not named runs ``layer``.
 # jax-native: the porting study's graph (issue 15: group_sort + ragged_dot, MXFP4 dequantized inside
 # the expert computation; the real v7x slice's calibration was measured on it).
-STACK_FORMS: dict[str, str] = {"jax-native": "ragged", "vllm-tpu": "tiled"}
+STACK_FORMS: dict[str, str] = {"jax-native": "ragged", "vllm-tpu": "tiled", "torchtpu-vllm": "tiled"}
 
 
 def form_for(stack: str) -> str:

@@ -58,6 +58,11 @@ def runtime_parts(shape: tuple[int, ...], fmt: str) -> dict[str, tuple[tuple[int
             "packed": ((*shape[:-1], shape[-1] // 2), jnp.uint8),
             "scale": ((*shape[:-1], shape[-1] // 32), jnp.uint8),
         }
+    if fmt == "mxfp4_f32scale":  # torchtpu-vllm: the E8M0 scales widened to fp32 at load (models/formats.py)
+        return {
+            "packed": ((*shape[:-1], shape[-1] // 2), jnp.uint8),
+            "scale": ((*shape[:-1], shape[-1] // 32), jnp.float32),
+        }
     if fmt == "fp8_block":
         return {
             "w": (shape, jnp.float8_e4m3fn),

@@ -38,6 +38,8 @@ def mxfp4_dequant(packed: jax.Array, scale: jax.Array, dtype) -> jax.Array:
     codes = (jnp.repeat(packed, 2, axis=-1) >> ((lane & 1) * 4)) & 0xF
     scales = jnp.repeat(scale, 32, axis=-1)
     codes, scales = jax.lax.optimization_barrier((codes, scales))
+    if scales.dtype == jnp.float32:  # mxfp4_f32scale: the multiplier itself (torchtpu-vllm's e8m0_to_fp32 at load)
+        return e2m1(codes, dtype) * scales.astype(dtype)
     return e2m1(codes, dtype) * jnp.exp2(scales.astype(jnp.float32) - 127.0).astype(dtype)
 
 

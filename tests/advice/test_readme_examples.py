@@ -16,15 +16,15 @@ MARKS = (
     "--spec-tokens",
     "--turns",
     "--prefix-hit",
-    "plan -H tpu-v7x --stacks vllm-tpu --max-chips 8",
+    "plan -H tpu-v7x --stacks torchtpu-vllm --max-chips 8",
 )
 # what each later example must print (the advice for plan with the README's figure, the prefix-cache
 # TTFTs, the draft's KV: 131,072 B a token over tp 32)
 SHOWS = {
-    "plan -H tpu-v7x --stacks vllm-tpu --max-chips 8": (
+    "plan -H tpu-v7x --stacks torchtpu-vllm --max-chips 8": (
         "advice for the closest miss (nothing passes)",
         "2x2x2 -> 2x2x4",
-        "frees 61.0 GiB a device",
+        "frees 68.5 GiB a device",
     ),
     "--prefix-hit": ("ms without the hit ->", "cached in host_dram"),
     "--draft-kv-bytes-per-token": ("draft KV: 4,096 B a token a device", "given, not derived"),

@@ -19,12 +19,34 @@ def setup(**kw):
     return make_setup(**kw)
 
 
-def cached_setup(model="kimi-k3", hardware="tpu-v7x", topology=None, tp=None, ep=None, dp=None,
-                 stack="vllm-tpu", kv_dtype=None, shardspecs=None):
-    return setup(model=model, hardware=hardware, topology=topology, tp=tp, ep=ep, dp=dp, stack=stack,
-                 kv_dtype=kv_dtype, shardspecs=shardspecs)
+def cached_setup(
+    model="kimi-k3",
+    hardware="tpu-v7x",
+    topology=None,
+    tp=None,
+    ep=None,
+    dp=None,
+    stack="vllm-tpu",
+    kv_dtype=None,
+    shardspecs=None,
+):
+    return setup(
+        model=model,
+        hardware=hardware,
+        topology=topology,
+        tp=tp,
+        ep=ep,
+        dp=dp,
+        stack=stack,
+        kv_dtype=kv_dtype,
+        shardspecs=shardspecs,
+    )
 
 
 def run_fit(s, context=131072, batch=1, chunk=None, calibration=None):
-    return fit(s, check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk),
-               calibration=calibration)
+    return fit(
+        s, check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk), calibration=calibration
+    )
+
+
+from k3_testing import transposed_torchtpu_stack  # noqa: E402,F401  (re-exported for tests/budget)

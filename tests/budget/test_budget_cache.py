@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from fit_helpers import cached_setup, run_fit
+from fit_helpers import cached_setup, run_fit, transposed_torchtpu_stack
 
 from k3plan.budget.cache import (
     cache_layout,
@@ -27,10 +27,10 @@ K3 = load_model("kimi-k3").spec
 
 
 def fp8_stack():
-    """vllm-tpu with fp8 KV (1 B a value); recurrent state fp32, conv state bf16 (the seed table's dtypes); the
+    """tpu-inference with fp8 KV (1 B a value); recurrent state fp32, conv state bf16 (the seed table's dtypes); the
     576 values a token a MLA layer as k3-facts.md §3 counts them (MLA_TRANSPOSE_KV_CACHE=1: tpu-inference's
     default pads the rope part to 640, tests/budget/test_tpu_mla_cache_layout.py)."""
-    st = load_stack("vllm-tpu:mla_transpose_kv_cache=1").with_kv_dtype("fp8")
+    st = load_stack("tpu-inference:mla_transpose_kv_cache=1").with_kv_dtype("fp8")
     assert (st.state.recurrent_dtype, st.state.conv_dtype) == ("f32", "bf16")
     return st
 
@@ -80,9 +80,9 @@ def test_k3_crossover_fp8_is_32507_tokens():
     # where KV really overtakes: the first whole token count whose KV exceeds the state
     n = math.ceil(x)
     assert n * 13_824 >= 449_372_160 > (n - 1) * 13_824
-    r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="vllm-tpu:mla_transpose_kv_cache=1", kv_dtype="fp8"))
+    r = run_fit(cached_setup(topology="2x2x4", tp=32, stack=transposed_torchtpu_stack(), kv_dtype="fp8"))
     assert abs(r.capacity.kv_state_crossover_tokens - 32_507) <= 1
-    # tpu-inference's default entry, 640 values: 449,372,160 / (24 x 640 x 1 B)
+    # the padded MLA v2 entry (torchtpu-vllm's default), 640 values: 449,372,160 / (24 x 640 x 1 B)
     r = run_fit(cached_setup(topology="2x2x4", tp=32, kv_dtype="fp8"))
     assert r.capacity.kv_state_crossover_tokens == 449_372_160 / (24 * 640) == 29_256
 

@@ -16,7 +16,7 @@ from k3plan.check.names import FoldedGroup
 from k3plan.errors import K3PlanError
 
 BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baseline" / "k3.json"
-ONE = "v7x-2x4x4-tp32-dp2-vllm-tpu"
+ONE = "v7x-2x4x4-tp32-dp2-torchtpu-vllm"
 
 
 def _write(tmp_path, edit) -> Path:
@@ -70,5 +70,5 @@ def test_an_unnamed_configuration_is_labelled_with_exact_tokens():
     from k3plan.check.baseline import Config
 
     label = Config(topology="2x2x4", tp=32, context_tokens=131072, batch=4).label()
-    assert label == "tpu-v7x 2x2x4 tp32 vllm-tpu 131,072 tokens x4"
+    assert label == "tpu-v7x 2x2x4 tp32 torchtpu-vllm 131,072 tokens x4"
     assert Config(context_tokens=1_048_576).label().endswith(" 1,048,576 tokens x1")

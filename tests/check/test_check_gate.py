@@ -24,7 +24,7 @@ def small_baseline(tmp_path) -> Path:
     to spare, so that only the perturbed term fails); v7x 2x2x4 TP=32 vllm-tpu fits at 128K with a few
     GiB to spare only (the shipped compiled decode temp, issue 15), and jax-native upcasts lm_head to fp32."""
     data = json.loads(BASELINE.read_text())
-    data["configurations"] = [c for c in data["configurations"] if c["name"] == "v7x-2x4x4-tp32-dp2-vllm-tpu"]
+    data["configurations"] = [c for c in data["configurations"] if c["name"] == "v7x-2x4x4-tp32-dp2-torchtpu-vllm"]
     assert len(data["configurations"]) == 1 and data["configurations"][0]["expected"]["fits"]
     path = tmp_path / "k3.json"
     path.write_text(json.dumps(data))
@@ -37,7 +37,7 @@ def test_the_shipped_baseline_passes(cli):
     assert r.exit_code == 0, r.output
     assert "PASS" in r.stdout
     names = [e["name"] for e in json.loads(BASELINE.read_text())["configurations"]]
-    for stack in ("vllm-tpu", "sglang", "jax-native", "dp-attention"):
+    for stack in ("torchtpu-vllm", "sglang", "jax-native", "dp-attention"):
         assert f"v7x-2x2x4-tp32-{stack}" in names
     assert any("2x4x4" in n for n in names) and any("b200" in n for n in names)
 

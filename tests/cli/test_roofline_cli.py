@@ -53,14 +53,14 @@ def test_without_probes_the_spec_latency_is_named(cli):
     assert d["decode"]["comm"]["latency_source"] == "tpu-v7x spec: ICI latency a call"
 
 
-def test_vllm_tpu_issues_no_all_to_all(cli):
+def test_torchtpu_vllm_issues_no_all_to_all(cli):
     d = roofline_json(cli, "-t", "2x4x4", "--probes", PROBES)
-    assert d["stack"] == "vllm-tpu"
+    assert d["stack"] == "torchtpu-vllm"
     c = d["decode"]["comm"]
     assert c["op"] == "all-reduce" and c["pattern"] == "all_reduce"
     assert c["expert_calls_per_step"] == 92  # one all-reduce a MoE layer, no all-to-all
-    # + the embedding's and the dense layer's all-reduce over TP + the partitioned argmax's 2 all-gathers
-    assert c["calls_per_step"] == 92 + c["attention_calls_per_step"] + 1 + 1 + 2
+    # + the embedding's and the dense layer's all-reduce over TP + vLLM's logits all-gather
+    assert c["calls_per_step"] == 92 + c["attention_calls_per_step"] + 1 + 1 + 1
     assert "all-to-all" not in json.dumps(d["decode"]["comm"]) and "all-to-all" not in json.dumps(d["prefill"]["comm"])
     assert RECORD not in c["latency_source"]  # an a2a record never prices an all-reduce
 

@@ -28,11 +28,11 @@ STATE_PER_SEQ = 69 * (96 * 128 * 128 * 4 + 3 * 3 * 12288 * 2)  # 69 x 6,512,640 
 
 def test_k3_handoff_bytes_by_hand():
     # bf16 KV, fp32 recurrent, bf16 conv; the 576 values a token as k3-facts.md counts them (MLA_TRANSPOSE_KV_CACHE=1)
-    spec, stack = load_model().spec, load_stack("vllm-tpu:mla_transpose_kv_cache=1")
+    spec, stack = load_model().spec, load_stack("tpu-inference:mla_transpose_kv_cache=1")
     assert transfer_bytes_per_request(spec=spec, stack=stack, isl_tokens=4000) == 4000 * KV_BF16_PER_TOKEN + STATE_PER_SEQ
     assert 4000 * KV_BF16_PER_TOKEN + STATE_PER_SEQ == 559_964_160
-    # tpu-inference's default entry pads the rope part to 128 lanes: 24 x 640 x 2 = 30,720 B a token
-    padded = transfer_bytes_per_request(spec=spec, stack=load_stack("vllm-tpu"), isl_tokens=4000)
+    # the MLA v2 entry (torchtpu-vllm, as tpu-inference's default) pads the rope part to 128 lanes: 24 x 640 x 2 B
+    padded = transfer_bytes_per_request(spec=spec, stack=load_stack("torchtpu-vllm"), isl_tokens=4000)
     assert padded == 4000 * 24 * 640 * 2 + STATE_PER_SEQ == 572_252_160
     fp8 = stack.model_copy(update={"kv_cache": stack.kv_cache.model_copy(update={"dtype": "fp8"})})
     col = transfer_bytes_per_request(spec=spec, stack=fp8, isl_tokens=np.array([0, 1000]), copies=2)
@@ -58,7 +58,7 @@ def test_transfer_time_over_dcn_and_ici_by_hand():
     assert float(transfer_time_s(transfer_bytes=nbytes, link=hw.scale_out, sending_chips=16)) == pytest.approx(
         50e-6 + nbytes / 200e9)
     # ICI: 600 GB/s one-way a chip, 9.88 us
-    t = request_transfer(spec=load_model().spec, stack=load_stack("vllm-tpu:mla_transpose_kv_cache=1"), hw=hw,
+    t = request_transfer(spec=load_model().spec, stack=load_stack("tpu-inference:mla_transpose_kv_cache=1"), hw=hw,
                          isl_tokens=4000, link="ICI", ttft_target_s=2.0)
     assert t.bytes_per_request == nbytes and t.link == "ICI"
     assert t.transfer_s == pytest.approx(9.88e-6 + nbytes / 600e9)

@@ -16,6 +16,10 @@ from k3plan.setup import make_setup
 
 BF16, F32 = 2, 4
 EXPERT_BYTES = 17_547_264  # one MXFP4 expert, w1 + w2 + w3 with their E8M0 scales (k3-facts.md §2)
+EXPERT_PARAMS = 33_030_144  # one expert's parameters (k3-facts.md §2)
+# torchtpu-vllm holds an MXFP4 expert as fp4 codes + one fp32 scale a 32-block (its
+# VllmCompressedTensorsW4ANMxfp4MoEMethod.process_weights_after_loading: e8m0_to_fp32)
+TORCHTPU_EXPERT_BYTES = EXPERT_PARAMS // 2 + 4 * (EXPERT_PARAMS // 32)
 
 # globals: embed_tokens, lm_head [163840, 7168] split over the vocabulary; norm, output AttnRes norm
 # [7168] and proj [1, 7168] whole
@@ -25,8 +29,7 @@ GLOBAL_WHOLE = 3 * 7168 * BF16
 LAYER_WHOLE = 6 * 7168 * BF16
 # KDA layer: q/k/v, g_proj [12288, 7168], o_proj [7168, 12288]; the q/k/v convs [12288, 1, 4] F32;
 # f_b_proj [12288, 128]; dt_bias [12288] F32; b_proj [96, 7168] -- all split by heads
-KDA_BY_HEADS = (5 * 12288 * 7168 * BF16 + 3 * 12288 * 4 * F32 + 12288 * 128 * BF16 + 12288 * F32
-                + 96 * 7168 * BF16)
+KDA_BY_HEADS = 5 * 12288 * 7168 * BF16 + 3 * 12288 * 4 * F32 + 12288 * 128 * BF16 + 12288 * F32 + 96 * 7168 * BF16
 # f_a_proj [128, 7168] (ReplicatedLinear), A_log [128] F32 and o_norm [128] F32: whole
 KDA_WHOLE = 128 * 7168 * BF16 + 128 * F32 + 128 * F32
 # MLA layer: q_b [18432, 1536], kv_b [24576, 512], g_proj [12288, 7168], o_proj [7168, 12288] by heads
@@ -43,21 +46,34 @@ SHARED = 3 * 6144 * 7168 * BF16  # two shared experts: gate/up [6144, 7168], dow
 N_KDA, N_MLA, N_MOE = 69, 24, 92
 
 
-def k3_per_device(*, tp: int, devices: int, latent_split: int = 1, shared_split: int = 1, copies: bool = False) -> int:
+def k3_per_device(
+    *,
+    tp: int,
+    devices: int,
+    latent_split: int = 1,
+    shared_split: int = 1,
+    copies: bool = False,
+    expert_bytes: int = EXPERT_BYTES,
+) -> int:
     """Per-device bytes when heads, the dense MLP and the vocabulary split tp ways, experts over
     every device, the router whole, the latent projections and shared experts split as given;
     ``copies``: the absorbed-MLA copies of kv_b held beside it, split by heads (SGLang)."""
-    return (2 * VOCAB_TABLE // tp + GLOBAL_WHOLE + 93 * LAYER_WHOLE
-            + N_KDA * (KDA_BY_HEADS // tp + KDA_WHOLE)
-            + N_MLA * (MLA_BY_HEADS // tp + MLA_WHOLE + (KV_B_COPIES // tp if copies else 0))
-            + DENSE_MLP // tp
-            + N_MOE * (ROUTER + LATENT // latent_split + SHARED // shared_split + 896 * EXPERT_BYTES // devices))
+    return (
+        2 * VOCAB_TABLE // tp
+        + GLOBAL_WHOLE
+        + 93 * LAYER_WHOLE
+        + N_KDA * (KDA_BY_HEADS // tp + KDA_WHOLE)
+        + N_MLA * (MLA_BY_HEADS // tp + MLA_WHOLE + (KV_B_COPIES // tp if copies else 0))
+        + DENSE_MLP // tp
+        + N_MOE * (ROUTER + LATENT // latent_split + SHARED // shared_split + 896 * expert_bytes // devices)
+    )
 
 
 def test_hand_constants_match_the_published_parameter_counts():
     # KDA mixer 443,740,416 params, MLA mixer 232,196,096 (k3-facts.md §2); F32 entries count 4 B
-    kda_params = (KDA_BY_HEADS + KDA_WHOLE - 3 * 12288 * 4 * F32 - 12288 * F32 - 256 * F32) // BF16 \
-        + 3 * 12288 * 4 + 12288 + 256
+    kda_params = (
+        (KDA_BY_HEADS + KDA_WHOLE - 3 * 12288 * 4 * F32 - 12288 * F32 - 256 * F32) // BF16 + 3 * 12288 * 4 + 12288 + 256
+    )
     assert kda_params == 443_740_416
     assert (MLA_BY_HEADS + MLA_WHOLE) // BF16 == 232_196_096
     assert LAYER_WHOLE // BF16 == 43_008
@@ -89,23 +105,20 @@ def test_vllm_on_8_b300():
     assert s.notes == ()  # the vllm stack runs on B300: no platform warning
 
 
-def test_vllm_tpu_v7x_tp32_holds_the_latent_projections_whole():
-    s = make_setup(topology="2x2x4", tp=32)  # the main job: vllm-tpu, 16 v7x chips = 32 devices
-    assert s.weights.weights_bytes == k3_per_device(tp=32, devices=32, shared_split=32)
+def test_torchtpu_vllm_v7x_tp32_holds_the_latent_projections_whole():
+    s = make_setup(topology="2x2x4", tp=32)  # the main job: torchtpu-vllm (the TPU default), 32 devices
+    assert s.stack.name == "torchtpu-vllm"
+    tt = dict(tp=32, devices=32, shared_split=32, expert_bytes=TORCHTPU_EXPERT_BYTES)
+    assert s.weights.weights_bytes == k3_per_device(**tt)
     # issue 18: 2 x 4.73 GB of latent projections were split 32 ways; every device holds them whole
-    split = k3_per_device(tp=32, devices=32, shared_split=32, latent_split=32)
+    split = k3_per_device(**tt, latent_split=32)
     assert s.weights.weights_bytes - split == N_MOE * (LATENT - LATENT // 32) == 9_159_163_776
 
 
-def test_vllm_tpu_flax_nnx_replicates_every_kda_weight():
-    s = make_setup(topology="2x2x4", tp=32, stack="vllm-tpu:model_impl=flax_nnx")
-    vllm = make_setup(topology="2x2x4", tp=32)
-    kda_extra = N_KDA * (KDA_BY_HEADS - KDA_BY_HEADS // 32)
-    # the MLA down-projections split over ATTN_HEAD instead (576 and 1536 divide by 32)
-    mla_saved = N_MLA * (MLA_WHOLE - MLA_WHOLE // 32)
-    assert s.weights.weights_bytes - vllm.weights.weights_bytes == kda_extra - mla_saved
-    assert s.weights.weights_bytes > s.hardware.usable_bytes_per_device  # does not fit 16 v7x chips
-    assert not s.plan.fallbacks
+def test_vllm_tpu_is_an_alias_of_torchtpu_vllm():
+    # issue 34: the name vllm-tpu (tpu-inference running vLLM's model code, which it does not do for K3)
+    # loads the stack that runs it; the stack's name says which
+    assert make_setup(topology="2x2x4", tp=32, stack="vllm-tpu").stack.name == "torchtpu-vllm"
 
 
 def test_every_rule_of_every_bundled_stack_is_cited():
@@ -139,19 +152,26 @@ def test_option_values_and_errors():
     st = load_stack("sglang")
     assert st.with_options(mem_fraction_static=0.8).reserve.fraction_of_usable_hbm == pytest.approx(0.2)
     assert load_stack("vllm:gpu_memory_utilization=0.95").reserve.fraction_of_usable_hbm == pytest.approx(0.05)
-    assert st.with_options(**{"mamba-scheduler-strategy": "extra_buffer"}).state.slots_per_request == 5  # calculate_mamba_ratio: 3 + 2 (overlap)
+    assert (
+        st.with_options(**{"mamba-scheduler-strategy": "extra_buffer"}).state.slots_per_request == 5
+    )  # calculate_mamba_ratio: 3 + 2 (overlap)
     assert st.state.slots_per_request == 3  # radix cache on: 3 slots a request
     assert load_stack("vllm:kv_cache_dtype=fp8_ds_mla").kv_cache.dtype == "fp8_ds_mla"
     both = load_stack("sglang:moe_a2a_backend=none+mem_fraction_static=0.8")  # '+' joins options in comma lists
     assert both.chosen["moe_a2a_backend"] == "none" and both.reserve.fraction_of_usable_hbm == pytest.approx(0.2)
     assert both == load_stack("sglang:moe_a2a_backend=none,mem_fraction_static=0.8")
     # a choice replaces what another choice of the same option added
-    back = st.with_options(moe_a2a_backend="none").with_options(moe_a2a_backend="deepep").with_options(
-        moe_a2a_backend="none")
+    back = (
+        st.with_options(moe_a2a_backend="none")
+        .with_options(moe_a2a_backend="deepep")
+        .with_options(moe_a2a_backend="none")
+    )
     assert "shared_expert" not in back.sharding.role_overrides
     with pytest.raises(K3PlanError, match="unknown option 'moe'; known: moe_a2a_backend"):
         st.with_options(moe="x")
-    with pytest.raises(K3PlanError, match=re.escape("(--moe-a2a-backend) 'pplx': expected one of deepep, megamoe, none")):
+    with pytest.raises(
+        K3PlanError, match=re.escape("(--moe-a2a-backend) 'pplx': expected one of deepep, megamoe, none")
+    ):
         load_stack("sglang:moe_a2a_backend=pplx")
     with pytest.raises(K3PlanError, match="expected a number in"):
         st.with_options(mem_fraction_static=1.5)
@@ -159,14 +179,17 @@ def test_option_values_and_errors():
         load_stack("sglang:moe_a2a_backend=")
 
 
-@pytest.mark.parametrize("stack, yes, no", [
-    ("vllm", ["gpu", "nvidia-b300", "nvidia-h200", "amd-mi355x"], ["tpu", "tpu-v7x", "nvidia-h100-sxm"]),
-    ("vllm-tpu", ["tpu", "tpu-v7x"], ["gpu", "nvidia-gb300-nvl72", "amd-mi355x"]),
-    ("tpu-inference", ["tpu", "tpu-v7x"], ["gpu", "nvidia-h200"]),
-    ("sglang", ["gpu", "nvidia-h200", "amd-mi300x"], ["tpu", "tpu-v7x"]),
-    ("jax-native", ["tpu", "tpu-v6e"], ["gpu", "nvidia-b200"]),
-    ("dp-attention", ["tpu", "gpu", "tpu-v7x", "nvidia-h200"], []),
-])
+@pytest.mark.parametrize(
+    "stack, yes, no",
+    [
+        ("vllm", ["gpu", "nvidia-b300", "nvidia-h200", "amd-mi355x"], ["tpu", "tpu-v7x", "nvidia-h100-sxm"]),
+        ("vllm-tpu", ["tpu", "tpu-v7x"], ["gpu", "nvidia-gb300-nvl72", "amd-mi355x"]),
+        ("tpu-inference", ["tpu", "tpu-v7x"], ["gpu", "nvidia-h200"]),
+        ("sglang", ["gpu", "nvidia-h200", "amd-mi300x"], ["tpu", "tpu-v7x"]),
+        ("jax-native", ["tpu", "tpu-v6e"], ["gpu", "nvidia-b200"]),
+        ("dp-attention", ["tpu", "gpu", "tpu-v7x", "nvidia-h200"], []),
+    ],
+)
 def test_runs_on(stack, yes, no):
     st = load_stack(stack)
     for hw in yes:
@@ -186,13 +209,16 @@ def _stack_file(tmp_path, name, mutate):
     return str(p)
 
 
-@pytest.mark.parametrize("mutate, needle", [
-    (lambda d: d["sharding"]["cite"].pop("latent"), "rules without a citation: latent"),
-    (lambda d: d["sharding"]["cite"].update(bogus=d["sharding"]["cite"]["vocab"]), "citations for no rule: bogus"),
-    (lambda d: d["sharding"]["cite"]["latent"]["sources"][0].update(found=False, note=""), "must say in note"),
-    (lambda d: d["options"]["moe_a2a_backend"].update(default="pplx"), "default 'pplx' is not one of"),
-    (lambda d: d.update(platforms=["tpu"]), "disagrees with platforms"),
-])
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d["sharding"]["cite"].pop("latent"), "rules without a citation: latent"),
+        (lambda d: d["sharding"]["cite"].update(bogus=d["sharding"]["cite"]["vocab"]), "citations for no rule: bogus"),
+        (lambda d: d["sharding"]["cite"]["latent"]["sources"][0].update(found=False, note=""), "must say in note"),
+        (lambda d: d["options"]["moe_a2a_backend"].update(default="pplx"), "default 'pplx' is not one of"),
+        (lambda d: d.update(platforms=["tpu"]), "disagrees with platforms"),
+    ],
+)
 def test_bad_stack_citations_and_options(tmp_path, mutate, needle):
     with pytest.raises(K3PlanError, match=re.escape(needle)):
         load_stack(_stack_file(tmp_path, "sglang", mutate))
@@ -230,14 +256,17 @@ def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
     assert on.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896 + 1536
     # the stack runs with it at its default; an explicit value pins the reserve
     assert st.reserve_fraction(usable_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, vendor="nvidia") == pytest.approx(
-        0.125)
+        0.125
+    )
     # moe_a2a_backend=none: no DeepEP buffers, 15872 MiB: (143771 - 15872) / 143771 = 0.88960 -> 0.890
     none = load_stack("sglang:moe_a2a_backend=none")
     assert none.reserve_fraction(usable_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, vendor="nvidia") == pytest.approx(
-        0.11)
+        0.11
+    )
     pinned = st.with_options(mem_fraction_static=0.8)
     assert pinned.reserve_fraction(usable_bytes=h200 * 2**20, tp=16, pp=1, chunk=8192, vendor="nvidia") == (
-        pytest.approx(0.2))
+        pytest.approx(0.2)
+    )
 
 
 def test_fit_plan_and_launch_use_the_derived_reserve(cli):
@@ -267,7 +296,7 @@ def test_every_stack_names_its_tp_edge_collectives(name):
     assert s.sharding.rules_for("dense_mlp")["mlp"] == "tp"
     assert s.logits.gather in ("all_gather", "partitioned_argmax") and s.logits.sources
     # the engines that run the sampler in JAX on split logits partition the argmax; vLLM-GPU and SGLang gather
-    want = "partitioned_argmax" if name in ("vllm-tpu", "tpu-inference", "jax-native") else "all_gather"
+    want = "partitioned_argmax" if name in ("tpu-inference", "jax-native") else "all_gather"
     assert s.logits.gather == want
 
 

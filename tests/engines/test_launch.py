@@ -42,7 +42,7 @@ B200 = {
 V7X = {
     "hardware": "tpu-v7x",
     "platform": "tpu",
-    "stack": "vllm-tpu",
+    "stack": "torchtpu-vllm",
     "engine": "vllm",
     "model_path": "moonshotai/Kimi-K3",
     "tp": 32,
@@ -67,12 +67,14 @@ def test_sglang_dp_attention_command():
     )
 
 
-def test_vllm_tpu_command():
+def test_torchtpu_vllm_command():
+    # the plugin's K3 CI flags close the line: the vision tower not loaded (k3plan prices the text model), each
+    # rank streaming only its experts' bytes (configs/kimi-k3-tp32-ep.sh)
     assert vllm_command(LaunchConfig(**V7X)) == (
         "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --pipeline-parallel-size 1 "
         "--data-parallel-size 1 --enable-expert-parallel --max-model-len 131072 --max-num-batched-tokens 8192 "
         "--max-num-seqs 64 --enable-chunked-prefill --kv-cache-dtype bfloat16 --gpu-memory-utilization 0.90 "
-        "--distributed-executor-backend ray --trust-remote-code"
+        "--distributed-executor-backend ray --trust-remote-code --language-model-only --enable-ep-weight-filter"
     )
 
 
@@ -93,8 +95,11 @@ def test_jax_params():
     ],
 )
 def test_every_flag_is_cited(cfg, build, engine):
+    from k3plan.engines.flags import TORCHTPU_FLAGS, TORCHTPU_STACKS
+
+    cited = {**FLAG_SOURCES[engine], **(TORCHTPU_FLAGS if cfg["stack"] in TORCHTPU_STACKS else {})}
     flags = [t for t in shlex.split(build(LaunchConfig(**cfg))) if t.startswith("--")]
-    assert flags and all(f in FLAG_SOURCES[engine] for f in flags)
+    assert flags and all(f in cited for f in flags)
     repo, path, cls = FLAG_SOURCES[engine][flags[0]]
     assert repo and path.endswith((".py", ".yml", ".yaml")) and cls
 
@@ -151,14 +156,15 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
     from k3plan.engines.stack import load_stack
     from k3plan.plan.deployment import engine_options
 
-    st = load_stack("vllm-tpu:model_impl=flax_nnx")
+    st = load_stack("tpu-inference:mla_transpose_kv_cache=1")
     opts = engine_options(st)
-    # the option changed comes first, then the others at the value priced (MLA_TRANSPOSE_KV_CACHE: its default)
-    assert [(f, v) for f, v, _ in opts] == [("MODEL_IMPL_TYPE", "flax_nnx"), ("MLA_TRANSPOSE_KV_CACHE", "0")]
+    # the option changed comes first, then the others at the value priced (their defaults)
+    assert [(f, v) for f, v, _ in opts][0] == ("MLA_TRANSPOSE_KV_CACHE", "1")
+    assert ("MODEL_IMPL_TYPE", "flax_nnx") in [(f, v) for f, v, _ in opts]
     text = launch_text(LaunchConfig(**{**V7X, "stack": st.label, "engine_options": opts}))
     cmd = next(ln for ln in text.splitlines() if "vllm serve" in ln)
-    assert cmd.startswith("MODEL_IMPL_TYPE=flax_nnx MLA_TRANSPOSE_KV_CACHE=0 vllm serve ")  # environment, not flags
-    src = st.options["model_impl"].source
+    assert cmd.startswith("MLA_TRANSPOSE_KV_CACHE=1 ")  # environment, not flags
+    src = st.options["mla_transpose_kv_cache"].source
     assert f"#   {src.repo}: {src.file} ({src.symbol})" in text
     # the reserve, the KV dtype (written from the plan's numbers) and vLLM's EP switch (from the split) add
     # nothing; the other options are written at the value priced, a default too (the next test)
@@ -171,9 +177,8 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
 @pytest.mark.parametrize(
     ("stack", "hardware", "written"),
     [
-        # tpu-inference resolves MODEL_IMPL_TYPE to its flax_nnx model when unset (model_loader.get_model), which
-        # replicates KDA; vllm-tpu prices vLLM's model code, and the MLA cache entry tpu-inference pads to 640 values
-        ("vllm-tpu", "tpu-v7x", "MODEL_IMPL_TYPE=vllm MLA_TRANSPOSE_KV_CACHE=0 vllm serve "),
+        # torchtpu-vllm (the plugin over vLLM's model code) needs no environment: a plain vllm serve
+        ("torchtpu-vllm", "tpu-v7x", "vllm serve "),
         # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
         ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
         # on a GPU dp-attention launches SGLang with the sglang stack's flags, as it prices them (Stack.bind)

@@ -36,12 +36,11 @@ def test_every_shipped_file_is_a_case():
 
 
 def test_k3_nightly_matches_the_default_tpu_stack_and_nothing_else():
-    got = matching(**K3, stack="vllm-tpu")
+    got = matching(**K3, stack="torchtpu-vllm")  # the engine's own stack (vllm-tpu, its old name, loads it)
     assert {b.flags.max_num_batched_tokens for b in got} == {512, 8192}
-    assert matching(**K3, stack="torchtpu-vllm")  # the engine's own stack, once it lands
-    assert not matching(**K3, stack="sglang")
-    assert not matching(**{**K3, "tp": 16}, stack="vllm-tpu")
-    assert not matching(**{**K3, "topology": "2x4x4"}, stack="vllm-tpu")
+    assert not matching(**K3, stack="tpu-inference") and not matching(**K3, stack="sglang")
+    assert not matching(**{**K3, "tp": 16}, stack="torchtpu-vllm")
+    assert not matching(**{**K3, "topology": "2x4x4"}, stack="torchtpu-vllm")
 
 
 def test_waiting_models_match_nothing():
@@ -49,12 +48,12 @@ def test_waiting_models_match_nothing():
         b = next(b for b in load_benchmarks() if b.model == name)
         assert not matching(
             model=name, hardware=b.hardware, topology=b.topology, tp=b.split.tp, dp=b.split.dp, ep=b.split.ep,
-            stack="vllm-tpu",
+            stack="torchtpu-vllm",
         )
 
 
 def test_measured_at_the_benchmark_workload_and_transferred_elsewhere():
-    cands = matching(**K3, stack="vllm-tpu")
+    cands = matching(**K3, stack="torchtpu-vllm")
     at = serving_figure("tpot", model_s=0.010, cands=cands, batch=1, context=8192, chunk=512, model_at=lambda b: 0.010)
     assert at.source == "measured" and at.value_s == pytest.approx(0.030899158045435588)
     assert "chunk 512" in at.label
@@ -78,7 +77,7 @@ def test_bad_file_is_one_line(tmp_path):
 
 
 def test_a_workload_far_from_every_benchmark_gets_no_transfer():
-    cands = matching(**K3, stack="vllm-tpu")
+    cands = matching(**K3, stack="torchtpu-vllm")
     far = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=1048576, chunk=8192, model_at=None)
     assert far.source == "model" and far.value_s == 0.02
     near = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=131072, chunk=8192, model_at=lambda b: 0.01)

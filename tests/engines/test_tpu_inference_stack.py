@@ -113,7 +113,11 @@ def test_launch_writes_the_sharding_strategy_of_the_mesh_priced():
     cmd = next(line for line in text.splitlines() if "vllm serve" in line)
     assert cmd.startswith("NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=flax_nnx vllm serve moonshotai/Kimi-K3 ")
     assert "--tensor-parallel-size 32 " in cmd and "--data-parallel-size" not in cmd
-    want = {"sharding": {"sharding_strategy": {"enable_dp_attention": True, "tensor_parallelism": 1, "expert_parallelism": 32}}}
+    want = {
+        "sharding": {
+            "sharding_strategy": {"enable_dp_attention": True, "tensor_parallelism": 1, "expert_parallelism": 32}
+        }
+    }
     assert f"--additional-config '{json.dumps(want)}'" in cmd
     assert "--max-num-seqs 2 " in cmd  # a DP rank's: 64 sequences over 32 ranks
     assert "--distributed-executor-backend ray" in cmd

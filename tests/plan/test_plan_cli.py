@@ -117,13 +117,13 @@ def test_tpot_target_and_concurrency_reject_with_reasons(cli):
 
 
 def test_search_dimensions_and_skipped_families(cli):
-    d = plan_json(cli, "-H", "nvidia-b300,tpu-v5p", "--stacks", "jax-native,vllm-tpu,vllm", "--max-chips", "2",
+    d = plan_json(cli, "-H", "nvidia-b300,tpu-v5p", "--stacks", "jax-native,torchtpu-vllm,vllm", "--max-chips", "2",
                   "--kv-dtypes", "bf16,fp8", "--chunks", "4096,8192", code=1)
     fams = {(f["hardware"], f["stack"]): f for f in d["families"]}
     assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "jax-native")]["detail"])
-    assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "vllm-tpu")]["detail"])
-    assert "no standard tpu-v5p topology" in " ".join(fams[("tpu-v5p", "vllm-tpu")]["detail"])
-    assert fams[("tpu-v5p", "vllm-tpu")]["configurations"] == 0
+    assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "torchtpu-vllm")]["detail"])
+    assert "no standard tpu-v5p topology" in " ".join(fams[("tpu-v5p", "torchtpu-vllm")]["detail"])
+    assert fams[("tpu-v5p", "torchtpu-vllm")]["configurations"] == 0
     # b300 "1" and "2": (tp, ep) splits 1 + 2 (vLLM at tp 1 dp 2 spreads the experts over both GPUs:
     # ep 1 is not a vLLM split, Stack.dp_experts), x 2 kv dtypes x 2 chunks, one stack
     assert fams[("nvidia-b300", "vllm")]["configurations"] == d["configurations"] == 3 * 2 * 2

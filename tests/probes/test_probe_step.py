@@ -57,20 +57,21 @@ def test_probe_step_measured_vs_expected_on_two_fake_devices(cli, tmp_path, monk
     assert "checks the machinery" in notes
     assert "efficiency of this run: matmul" in notes and "efficiency of this run: hbm copy" in notes
     assert "ceiling: no measured efficiency for bf16 grouped matmul on cpu" in notes  # no ragged-dot in the run
-    # item 7's count check, on the step just compiled (scaled K3: layer 0 dense MLP, layer 1 MoE; vllm-tpu, TP 2):
+    # item 7's count check, on the step just compiled (scaled K3: layer 0 dense MLP, layer 1 MoE; torchtpu-vllm, TP 2):
     # all-reduces: an attention o_proj in each of the 2 layers + the expert sum of the 1 MoE layer + the dense
     # MLP's down_proj of the 1 dense layer + the vocabulary-split embedding's lookup = 2 + 1 + 1 + 1;
-    # all-gathers: the partitioned greedy argmax of the vocabulary-split logits, each shard's max and its index = 2
-    assert p["op_list_collective_calls"] == {"all-reduce": 2 + 1 + 1 + 1, "all-gather": 2}
+    # all-gathers: vLLM's LogitsProcessor gathers the vocabulary-split logits once = 1
+    assert p["op_list_collective_calls"] == {"all-reduce": 2 + 1 + 1 + 1, "all-gather": 1}
     hlo = p["hlo_collectives"]
     assert {k: hlo[k] for k in ("all-reduce", "all-gather")} == p["op_list_collective_calls"]
     # bytes a device: validate's step reduces in f32 where the op list counts the stack's bf16 activations (x 2):
     # o_proj x 2, embedding, dense down_proj: [2 tokens, 256 hidden]; the MoE: [2, 256 hidden + 128 latent]
     assert p["op_list_collective_bytes"]["all-reduce"] == 4 * 2 * 256 * 2 + 2 * (256 + 128) * 2 == 5632
     assert p["hlo_collective_bytes"]["all-reduce"] == 2 * 5632
-    # the argmax: a device sends its [2 tokens] max and index (4 B each); XLA's result is the gathered [2, TP 2]
-    assert p["op_list_collective_bytes"]["all-gather"] == 2 * 2 * 4
-    assert p["hlo_collective_bytes"]["all-gather"] == 2 * p["op_list_collective_bytes"]["all-gather"]
+    # the logits: a device sends its [2 tokens, vocab 1,024 / TP 2] bf16 shard (vLLM's LogitsProcessor all-gather)
+    assert p["op_list_collective_bytes"]["all-gather"] == 2 * (1024 // 2) * 2 == 2048
+    # XLA's census counts the gathered result, [2, 1,024] in validate's f32: x TP 2 (whole vs shard) x 2 (f32 vs bf16)
+    assert p["hlo_collective_bytes"]["all-gather"] == 2 * 1024 * 4 == 2 * 2 * p["op_list_collective_bytes"]["all-gather"]
     # nothing else: validate's graph keeps KDA's per-head A_log slice replicated, so XLA no longer reshards it
     # with a collective-permute (a partitioner artefact, not a call the engine code makes)
     assert set(hlo) == {"all-reduce", "all-gather"}

@@ -160,8 +160,8 @@ def test_batch_256_step():
 
 
 def test_decode_is_bandwidth_bound_at_batch_1_and_256():
-    """§5: "Decode is bandwidth bound" (on v7x x16, dp-attention and vllm-tpu tp=32)."""
-    for s in (setup(X16), setup(X16, "vllm-tpu", tp=32)):
+    """§5: "Decode is bandwidth bound" (on v7x x16, dp-attention and torchtpu-vllm tp=32)."""
+    for s in (setup(X16), setup(X16, "torchtpu-vllm", tp=32)):
         for b in (1, 256):
             d = decode_bound(s, batch=b, context_tokens=4096, eff=eff())
             assert d.memory_s > d.compute_s, (s.stack.name, b)
@@ -323,17 +323,17 @@ def test_batch1_a2a_count_and_latency_share():
     assert c.bandwidth_time_s < 0.001 * c.latency_time_s
 
 
-def test_vllm_tpu_issues_no_all_to_all():
+def test_torchtpu_vllm_issues_no_all_to_all():
     """Local experts + one all-reduce a MoE layer (vLLM TPU): no all-to-all at all."""
     for topo, tp in ((X16, 32), (X32, 64)):
-        s = setup(topo, "vllm-tpu", tp=tp)
+        s = setup(topo, "torchtpu-vllm", tp=tp)
         for b in (1, 256):
             c = decode_bound(s, batch=b, context_tokens=4096, eff=eff()).comm
             assert c.op == "all-reduce" and c.pattern == "all_reduce"
             assert c.expert_calls_per_step == s.model.spec.n_moe == 92
             assert c.attention_calls_per_step == s.model.spec.num_layers  # TP > 1: one a layer
-            # + the embedding's and the dense layer's all-reduce + the partitioned argmax's 2 all-gathers
-            assert c.calls_per_step == 92 + 93 + 1 + 1 + 2
+            # + the embedding's and the dense layer's all-reduce + vLLM's logits all-gather
+            assert c.calls_per_step == 92 + 93 + 1 + 1 + 1
             # bf16 hidden state + the routed latent (LatentMoE), one all-reduce
             assert c.bytes_per_token_per_layer == (s.model.spec.hidden_size + 3584) * 2
             assert math.isfinite(c.time_s)

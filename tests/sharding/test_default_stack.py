@@ -10,8 +10,8 @@ from k3plan.setup import make_setup
 @pytest.mark.parametrize(
     ("hw", "stack"),
     [
-        ("tpu-v7x", "vllm-tpu"),
-        ("tpu-v5e", "vllm-tpu"),
+        ("tpu-v7x", "torchtpu-vllm"),
+        ("tpu-v5e", "torchtpu-vllm"),
         ("nvidia-h200", "vllm"),  # in the vLLM K3 recipe's list (vllm.yaml platforms)
         ("nvidia-b300", "vllm"),
         ("amd-mi355x", "vllm"),
@@ -29,7 +29,7 @@ def test_fit_without_stack_names_the_choice():
     s = make_setup(hardware="nvidia-h200", topology="2x8")
     assert s.stack.name == "vllm"
     assert any(n.startswith("stack vllm: the default for nvidia-h200") for n in s.notes)
-    assert make_setup(hardware="tpu-v7x", topology="2x2x4", tp=32).stack.name == "vllm-tpu"
+    assert make_setup(hardware="tpu-v7x", topology="2x2x4", tp=32).stack.name == "torchtpu-vllm"
     # an explicit stack is kept and not announced as a default
     s = make_setup(hardware="nvidia-h200", topology="2x8", stack="sglang")
     assert s.stack.name == "sglang" and not any("the default for" in n for n in s.notes)

@@ -143,13 +143,13 @@ def test_bad_user_specs(tmp_path, text, needle):
 def test_every_bundled_stack_loads():
     from k3plan.engines.stack import list_stacks
 
-    assert list_stacks() == ["dp-attention", "jax-native", "sglang", "tpu-inference", "vllm", "vllm-tpu"]
+    assert list_stacks() == ["dp-attention", "jax-native", "sglang", "torchtpu-vllm", "tpu-inference", "vllm"]
     for name in list_stacks():
         assert load_stack(name).name == name
 
 
 def _stack_yaml(tmp_path, mutate):
-    data = yaml.safe_load((STACK_DIR / "vllm-tpu.yaml").read_text())
+    data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
     mutate(data)
     p = tmp_path / "mystack.yaml"
     p.write_text(yaml.safe_dump(data))

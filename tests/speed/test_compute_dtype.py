@@ -12,7 +12,6 @@ import dataclasses
 import pytest
 
 from k3plan.engines.stack import ComputeDtype, FormatCompute, Source, load_stack
-from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
 from k3plan.speed.expected import op_time
 from k3plan.speed.peaks import Peaks
@@ -62,69 +61,28 @@ V7X_FP8 = 2307e12
 V7X_HBM = 3.69e12
 
 
-def _v7x(model, model_impl):
-    s = make_setup(model=model, hardware="tpu-v7x", topology="2x2x4", tp=32, stack="vllm-tpu")
-    return dataclasses.replace(s, stack=s.stack.with_options(model_impl=model_impl))
-
-
-def test_k3_mxfp4_experts_on_tpu_v7x_vllm_tpu_run_w4a8_fp8_on_the_vllm_path_and_bf16_on_flax_nnx():
-    """tpu-inference's model_impl=vllm path sends every 4-bit compressed-tensors MoE (K3's mxfp4-pack-quantized)
-    to VllmCompressedTensorsW4A8MoEMethod, re-quantized to int4 a channel, and gmm_v2 quantizes the activations
-    to fp8 on v7x; flax_nnx's CompressedTensorsMxfp4MoEMethod keeps the 32-blocks and megablox gmm runs bf16.
-    The experts were bf16 on both (the prefill experts of the default deployment: 345.3 -> 196.0 ms)."""
-    prefill = {}
-    for impl, dtype, peak in (("vllm", "fp8", V7X_FP8), ("flax_nnx", "bf16", V7X_BF16)):
-        s = _v7x("kimi-k3", impl)
-        rule = s.stack.compute_dtype.formats["mxfp4"]
-        cited = " ".join(src.symbol for src in rule.sources)
-        assert ("VllmCompressedTensorsW4A8MoEMethod" if impl == "vllm" else "CompressedTensorsMxfp4MoEMethod") in cited
-        assert s.stack.compute_dtype.of("mxfp4", s.hardware)[0] == dtype
-        costs = prefill_op_costs(s, chunk=16384, context=16384)
-        experts = _experts(costs)
-        assert [c.name for c in experts] == [f"moe.block_sparse_moe.experts.w{i}" for i in (1, 2, 3)]
-        assert {c.dtype for c in experts} == {dtype} and all(c.dtype_note is None for c in experts)
-        # the rest of K3 is bf16 (ignored by the quantization_config) on either path
-        assert {c.dtype for c in costs if c.kind == "matmul"} == {"bf16"}
-        w1 = experts[0]
-        # 16,384 tokens x 16 experts a token x 2 x 3,584 (latent) x 3,072 (moe_intermediate) over 32 devices
-        assert w1.flops == 16384 * 16 * 2 * 3584 * 3072 / 32
-        # 896 / 32 = 28 experts a device of 3,584 x 3,072 mxfp4 (half a byte + one E8M0 byte a 32)
-        assert w1.bytes == 28 * 3584 * 3072 * (0.5 + 1 / 32)
-        assert w1.flops / V7X_FP8 > w1.bytes / V7X_HBM  # compute-bound at the fp8 peak too
-        t = op_time(w1, peaks=Peaks.from_hardware(s.hardware), curves=None)
-        # 92 MoE layers x 180.4 GFLOP: 7.19 ms at fp8, 14.39 ms at bf16
-        assert t.ceiling_s == pytest.approx(92 * 16384 * 16 * 2 * 3584 * 3072 / 32 / peak, rel=1e-12)
-        assert f"{dtype} grouped matmul" in t.label
-        prefill[impl] = t.ceiling_s
-    assert prefill["flax_nnx"] == pytest.approx(2 * prefill["vllm"], rel=1e-12)  # v7x fp8 = 2 x bf16
-
-
-def test_deepseek_v3_fp8_block_on_tpu_v7x_vllm_tpu_is_w8a8_on_both_paths_and_absorbed_mla_stays_bf16():
-    """With its defaults tpu-inference re-quantizes fp8 block weights to fp8 a channel: linear layers run
-    xla_quantized_matmul (activations quantized to fp8), the experts gmm_v2 (lhs fp8 where the TPU has an fp8
-    rate). They were bf16 ("assumed"). Decode's absorbed kv_b (W_UK_T / W_UV, dequantized by vLLM's MLA) stays
-    bf16; on v5e (no fp8 rate) the experts stay bf16."""
-    for impl in ("vllm", "flax_nnx"):
-        s = _v7x("deepseek-v3", impl)
-        costs = prefill_op_costs(s, chunk=16384, context=16384)
-        experts = _experts(costs)
-        assert {c.dtype for c in experts} == {"fp8"} and all(c.dtype_note is None for c in experts)
-        by_name = {c.name: c.dtype for c in costs if c.kind == "matmul"}
-        assert by_name["mla.self_attn.q_a_proj"] == "fp8" and by_name["moe.mlp.shared_experts.down_proj"] == "fp8"
-        assert by_name["global.lm_head"] == "bf16" and by_name["moe.mlp.gate"] == "bf16"
-        gate = experts[0]
-        # 16,384 tokens x 8 experts a token x 2 x 7,168 x 2,048 over 32 devices, 58 MoE layers, at the fp8 peak
-        assert gate.flops == 16384 * 8 * 2 * 7168 * 2048 / 32
-        assert gate.flops / V7X_FP8 > gate.bytes / V7X_HBM
-        t = op_time(gate, peaks=Peaks.from_hardware(s.hardware), curves=None)
-        assert t.ceiling_s == pytest.approx(58 * 16384 * 8 * 2 * 7168 * 2048 / 32 / V7X_FP8, rel=1e-12)
-        from k3plan.speed.stage import decode_op_costs
-
-        kv_b = next(c for c in decode_op_costs(s, batch=64, context=4096) if c.name == "mla.self_attn.kv_b_proj")
-        assert kv_b.dtype == "bf16" and kv_b.dtype_note is None
-    v5e = load_hardware("tpu-v5e")
-    assert load_stack("vllm-tpu").compute_dtype.of("fp8_block", v5e)[0] == "bf16"
-    assert load_stack("vllm-tpu").compute_dtype.of("mxfp4", v5e)[0] == "int8"  # gmm_v2: int8 lhs for an int4 rhs
+def test_k3_mxfp4_experts_on_tpu_v7x_torchtpu_vllm_run_bf16_on_fp4_with_fp32_scales():
+    """torchtpu-vllm (the TPU default since issue 34) holds K3's MXFP4 experts as fp4 codes with fp32 scales
+    (VllmCompressedTensorsW4ANMxfp4MoEMethod.process_weights_after_loading: e8m0_to_fp32, load_kmajor_fp4) and runs
+    fused_moe_gmm with rhs_quant_dtype=None on the bf16 activations: no activation quantization, priced at bf16.
+    (The W4A8 / W8A8 rules of tpu-inference's model_impl=vllm path left with the vllm-tpu stack.)"""
+    s = make_setup(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, stack="torchtpu-vllm")
+    rule = s.stack.compute_dtype.formats["mxfp4"]
+    assert "VllmCompressedTensorsW4ANMxfp4MoEMethod" in " ".join(src.symbol for src in rule.sources)
+    assert s.stack.compute_dtype.of("mxfp4", s.hardware)[0] == "bf16"
+    costs = prefill_op_costs(s, chunk=16384, context=16384)
+    experts = _experts(costs)
+    assert [c.name for c in experts] == [f"moe.block_sparse_moe.experts.w{i}" for i in (1, 2, 3)]
+    assert {c.dtype for c in experts} == {"bf16"} and all(c.dtype_note is None for c in experts)
+    assert {c.dtype for c in costs if c.kind == "matmul"} == {"bf16"}
+    w1 = experts[0]
+    # 16,384 tokens x 16 experts a token x 2 x 3,584 (latent) x 3,072 (moe_intermediate) over 32 devices
+    assert w1.flops == 16384 * 16 * 2 * 3584 * 3072 / 32
+    # 896 / 32 = 28 experts a device of 3,584 x 3,072: half a byte + one fp32 scale (4 B) a 32
+    assert w1.bytes == 28 * 3584 * 3072 * (0.5 + 4 / 32)
+    t = op_time(w1, peaks=Peaks.from_hardware(s.hardware), curves=None)
+    assert t.ceiling_s == pytest.approx(92 * 16384 * 16 * 2 * 3584 * 3072 / 32 / V7X_BF16, rel=1e-12)
+    assert "bf16 grouped matmul" in t.label
 
 
 def test_a_stack_option_choice_sets_compute_rules_and_every_choice_sets_the_same_formats():

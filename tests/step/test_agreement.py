@@ -66,7 +66,8 @@ def test_report_pick_is_plans_first_row():
     """Was: plan picked 2x4x4 tp=4 dp=16 (fewest chips, then TPOT) and report 2x4x4 tp=8 dp=8 (its own
     search, most free HBM). Since issue 15 item 1 the temp of a configuration no calibration matches is the
     shipped temp model's upper end, not the analytic lower bound: 64 sequences of 131,072 tokens no longer fit
-    any v7x topology with vllm-tpu (both say so), 16 do, on the same pick in both."""
+    any v7x topology with vllm-tpu (both say so), 16 do, on the same pick in both. Since issue 34 the stack is
+    torchtpu-vllm (vllm-tpu its old name), whose temporaries run in the 1 - utilization share: 16 fit on 2x4x4."""
     p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=64, top=1)
     chosen, _ = smallest_viable(model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072],
                                 concurrency=64, max_chips=10**9)
@@ -77,7 +78,7 @@ def test_report_pick_is_plans_first_row():
     ch = chosen[131072]
     top = p.recommended
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top.topology, top.tp, top.ep, top.dp) == ("4x4x4", 16, 128, 8)
+        top.topology, top.tp, top.ep, top.dp) == ("2x4x4", 16, 64, 4)
     assert ch.result.fits and top.temp_evidence == "temp model"
     assert ch.result.per_device.free_bytes == top.per_device.free_bytes
     d = decode_bound(ch.setup, batch=16, context_tokens=131072, eff=Efficiency())
@@ -100,7 +101,7 @@ def test_an_all_to_all_record_is_not_the_latency_of_an_all_reduce_stack(a2a_only
                        ep=p.recommended.ep, stack="vllm-tpu")
     d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), probes=a2a_only)
     assert d.comm.op == "all-reduce" and d.comm.latency_source.startswith("tpu-v7x spec")
-    said = [a for a in p.assumptions if "latency of vllm-tpu" in a]
+    said = [a for a in p.assumptions if "latency of torchtpu-vllm" in a]
     assert said and said[0].endswith(d.comm.latency_source)
     # the row's TPOT is the decode bound's, unless a serving benchmark stands behind it (issue 38: the nightly
     # of 2x2x4 TP 32 transfers to 131,072 tokens), which the row then names

@@ -16,8 +16,11 @@ the stack took tpu-inference's MLA cache entry (512 + 128 = 640 values a token a
 bytes a token, the hybrid page and the padded state, free bytes, capacity, crossover, the KV provenance and
 the speed floats), and their warnings when the vllm-tpu stack took the refusals tpu-inference's code makes (an MLA
 model without DP attention; K3's KDA on MODEL_IMPL_TYPE=vllm) and their reserve's source when vLLM's
-default and tpu-inference's use of it were read; the other keys and their order are the dd35d05 ones. Any other change to a value here must
-be deliberate."""
+default and tpu-inference's use of it were read, and all four when issue 34 made torchtpu-vllm (the torch_tpu vLLM
+plugin, from its code) the TPU stack: the stack name and sources, the MXFP4 experts' fp32 scales in the weights, the
+temporaries run in the 1 - utilization share (reserve, free bytes, capacity), the logits one all-gather (the speed
+floats) and no refusal warnings; fit --json then appends the engine's own sizing (``engine``) after the advice. The
+other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
 
@@ -57,9 +60,10 @@ def test_fit_json_is_unchanged(cli, name):
     if not want["fits"]:
         want["speed"] = {}  # on purpose (issue 10 item 6): no speed figure for a workload that does not fit
     got = json.loads(r.stdout)
-    # issue 14 adds the advice and the prefix-cache TTFT (None without --prefix-hit), last
-    assert list(got)[-2:] == ["advice", "prefix_hit"] and "rules" in got.pop("advice")
+    # issue 14 adds the advice and the prefix-cache TTFT (None without --prefix-hit), issue 34 the engine's sizing
+    assert list(got)[-3:] == ["advice", "prefix_hit", "engine"] and "rules" in got.pop("advice")
     assert got.pop("prefix_hit") is None
+    got.pop("engine")
     _compare(got, want)
     assert r.exit_code == (0 if want["fits"] else 1)
 
@@ -68,7 +72,7 @@ def test_fit_json_bytes_outside_the_speed_floats(cli):
     """Byte for byte once the two speed floats are masked."""
     r = cli("fit", *CASES["fit-2x2x4-tp32.json"], "--json")
     got, want = json.loads(r.stdout), json.loads((DATA / "fit-2x2x4-tp32.json").read_text())
-    got.pop("advice"), got.pop("prefix_hit")  # issue 14's additions; everything before them is unchanged
+    got.pop("advice"), got.pop("prefix_hit"), got.pop("engine")  # issues 14 and 34 add them; the rest is unchanged
     for d in (got, want):
         d["speed"]["tpot_s"] = d["speed"]["tokens_per_s"] = 0.0
     assert json.dumps(got, indent=2) == json.dumps(want, indent=2)

@@ -1,6 +1,7 @@
 """Golden figures per term, from arithmetic written out by hand (K3 facts: k3-facts.md §1-§3, the
-vllm-tpu stack: bf16 activations and KV, f32 recurrent / bf16 conv state, hybrid paging aligned to
-64 tokens, 10% reserve, experts by local all-reduce). Never from the code under test.
+torchtpu-vllm stack (was vllm-tpu): bf16 activations and KV, f32 recurrent / bf16 conv state, hybrid paging
+aligned to 64 tokens, 10% reserve that the temporaries run in, experts by local all-reduce, the logits
+all-gathered by vLLM's LogitsProcessor). Never from the code under test.
 
 Point: tpu-v7x 2x4x4 (32 chips, 64 devices), tp 8, ep 64, dp 8; context 131,072; batch 64; chunk 8,192.
 """
@@ -20,7 +21,7 @@ CONTEXT, BATCH, CHUNK = 131072, 64, 8192
 
 @pytest.fixture(scope="module")
 def setup():
-    return make_setup(hardware="tpu-v7x", topology="2x4x4", tp=8, stack="vllm-tpu")
+    return make_setup(hardware="tpu-v7x", topology="2x4x4", tp=8, stack="torchtpu-vllm")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,9 @@ def test_temp_decode(result):
 def test_reserve_and_free(setup, result):
     usable = setup.hardware.usable_bytes_per_device  # an input (hardware spec), not a formula
     d = result.per_device
-    assert d.reserve_bytes == int(0.1 * usable)
+    # the plugin sizes its pool as 0.9 x HBM - what is resident after the profile run: the temporaries run in the
+    # 10% left (kowalski-4831/vllm-torchtpu TPUWorker.determine_available_memory), so that is what is counted
+    assert d.reserve_bytes == max(int(0.1 * usable) - d.temp_bytes, 0)
     assert d.free_bytes == usable - (d.weights_bytes + d.kv_bytes + d.state_bytes + d.temp_bytes + d.reserve_bytes)
 
 
@@ -110,10 +113,10 @@ def test_decode_collectives_and_attention(setup):
     attention = 93 * dpc * 2 * (8 - 1) / 8 * (64 // 8) * 7168 * 2  # ring over TP on a DP group's 8 tokens
     # ring over EP on the whole batch: hidden state and routed latent (7,168 + 3,584) in one call
     experts = 92 * dpc * 2 * (64 - 1) / 64 * 64 * (7168 + 3584) * 2
-    # the embedding's and the 1 dense layer's all-reduce over TP, as attention's; the partitioned argmax's
-    # 2 all-gathers of a token's 4 B (each device sends 7 shards) over a DP group's 8 tokens
-    edges = 2 * dpc * 2 * (8 - 1) / 8 * (64 // 8) * 7168 * 2 + 2 * dpc * (8 - 1) * (64 // 8) * 4
-    assert c.calls_per_step == 93 + 92 + 2 + 2
+    # the embedding's and the 1 dense layer's all-reduce over TP, as attention's; vLLM's LogitsProcessor
+    # all-gathers the LM head's [8 rows, vocab / 8] bf16 once (each device sends 7 shards)
+    edges = 2 * dpc * 2 * (8 - 1) / 8 * (64 // 8) * 7168 * 2 + dpc * (8 - 1) * (64 // 8) * (163840 // 8) * 2
+    assert c.calls_per_step == 93 + 92 + 2 + 1
     assert c.bytes_per_chip_per_step == pytest.approx(attention + experts + edges, rel=1e-12)
     # absorbed MLA 2 x 2 x heads x kv_lora x context a layer a token, KDA 3 x 2 x heads x d^2 a layer,
     # heads split 8 ways, 8 sequences a device

@@ -85,14 +85,15 @@ def test_golden_q_b_proj(ops):
 
 def test_golden_experts_and_attention(ops):
     w1 = ops["moe.block_sparse_moe.experts.w1"]
-    # mxfp4: 4 bits + one 8-bit scale per 32 values = 17/32 B a param; 896 x 3072 x 3584 over 32 devices
+    # torchtpu-vllm holds MXFP4 as 4 bits + one fp32 scale per 32 values (its W4AN MXFP4 method widens the
+    # E8M0 scales at load) = 20/32 B a param; 896 x 3072 x 3584 over 32 devices
     params = 896 * 3072 * 3584 // 32
     assert w1.count == 92 and w1.params == params == 308_281_344
     # one token touches k = 16 of 896 experts
-    assert w1.bytes_read == pytest.approx(params * 17 / 32 * 16 / 896, rel=1e-12)
+    assert w1.bytes_read == pytest.approx(params * 20 / 32 * 16 / 896, rel=1e-12)
     assert w1.flops == pytest.approx(2 * 16 / 896 * params, rel=1e-12)
     mla = ops["mla.absorbed_attention"]
-    # latent + rope, each padded to 128 lanes (tpu-inference's entry, vllm-tpu kv_cache.layout), bf16, whole a rank
+    # latent + rope, each padded to 128 lanes (the MLA v2 entry, torchtpu-vllm kv_cache.layout), bf16, whole a rank
     assert mla.count == 24 and mla.bytes_read == CONTEXT * (512 + 128) * 2
     assert mla.flops == 2 * 2 * 96 * 512 * CONTEXT / 32
     kda = ops["kda.recurrence"]
@@ -105,30 +106,31 @@ def test_golden_experts_and_attention(ops):
 
 def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
     ops = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                         devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
+                         devices_per_chip=2, chips=16, tokens=1, logits_all_gather=True)
     calls = {o.name: o.count * o.calls for o in ops}
-    # vllm-tpu: one attention all-reduce a layer (93 layers, TP 32) + one expert all-reduce a MoE layer (92)
-    # + the embedding's all-reduce + the 1 dense layer's down_proj all-reduce + the partitioned argmax's
-    # 2 all-gathers (each shard's max and its index)
+    # torchtpu-vllm: one attention all-reduce a layer (93 layers, TP 32) + one expert all-reduce a MoE layer (92)
+    # + the embedding's all-reduce + the 1 dense layer's down_proj all-reduce + vLLM's LogitsProcessor
+    # all-gather of the LM head's [1, vocab / 32]
     assert calls == {"attention.all_reduce": 93, "embed.all_reduce": 1, "dense_mlp.all_reduce": 1,
-                     "logits.gather": 2, "moe.dispatch": 0, "moe.combine": 0, "moe.all_gather": 0,
+                     "logits.gather": 1, "moe.dispatch": 0, "moe.combine": 0, "moe.all_gather": 0,
                      "moe.reduce_scatter": 0, "moe.all_reduce": 92}
     assert {o.collective for o in ops if o.calls} == {Collective.ALL_REDUCE, Collective.ALL_GATHER}
-    assert bound.comm.calls_per_step == 93 + 92 + 1 + 1 + 2 == 189 and bound.comm.expert_calls_per_step == 92
-    # at 8K context: 2x2x4 vllm-tpu no longer holds a 128K sequence beside its compiled temps, and
+    assert bound.comm.calls_per_step == 93 + 92 + 1 + 1 + 1 == 188 and bound.comm.expert_calls_per_step == 92
+    # at 8K context: 2x2x4 torchtpu-vllm (was vllm-tpu) no longer holds a 128K sequence beside its compiled temps, and
     # the collectives a decode step makes do not depend on the context
     r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192")
     assert r.exit_code == 0, r.output
-    assert "189 calls (92 all-reduce)" in r.stdout
+    assert "188 calls (92 all-reduce)" in r.stdout
     # a token's hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2 devices a chip; the MoE's
     # also carries the routed latent (3,584 x 2 B) in the same call
     wire = 2 * 2 * 31 / 32 * 7168 * 2
     moe_wire = 2 * 2 * 31 / 32 * (7168 + 3584) * 2
     assert wire == 55_552 and moe_wire == 83_328
-    # the argmax: 2 calls of a token's 4 B, ring all-gathered (each device sends 31 shards), 2 devices a chip
-    argmax = 2 * 2 * 31 * 4
-    assert argmax == 496
-    assert bound.comm.bytes_per_chip_per_step == pytest.approx(95 * wire + 92 * moe_wire + argmax, rel=1e-12)
+    # the logits: 1 call of a token's [vocab / 32] bf16, ring all-gathered (each device sends 31 shards), 2 devices
+    # a chip
+    logits = 2 * 31 * (163840 // 32) * 2
+    assert logits == 634_880
+    assert bound.comm.bytes_per_chip_per_step == pytest.approx(95 * wire + 92 * moe_wire + logits, rel=1e-12)
 
 
 def test_decode_terms_are_sums_over_the_ops(bound, ops):
@@ -143,7 +145,7 @@ def test_to_op_costs(ops, setup):
                          devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
     costs = to_op_costs(list(ops.values()) + coll)
     assert all(isinstance(c, OpCost) for c in costs)
-    assert len(costs) == len(ops) + 5  # the two all-to-all ops vllm-tpu does not issue are left out
+    assert len(costs) == len(ops) + 5  # the two all-to-all ops an all-reduce stack does not issue are left out
     q = next(c for c in costs if c.name == "mla.self_attn.q_b_proj")
     # one token x 1,536 (q_lora, the input) x 18,432 / 32 = 576 outputs a device
     assert (q.kind, q.m, q.n, q.k, q.count, q.bytes) == ("matmul", 1, 576, 1536, 24, 1_769_472)
@@ -161,7 +163,7 @@ def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceil
     from k3plan.speed.peaks import Peaks
 
     coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                          devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
+                          devices_per_chip=2, chips=16, tokens=1, logits_all_gather=True)
     t = expected_time(to_op_costs(coll), peaks=Peaks.from_hardware(setup.hardware), curves=None)
     assert t.by_kind.collectives.ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
 
@@ -170,7 +172,7 @@ def test_prefill_chunk_over_the_whole_prompt_is_the_roofline_per_token_work():
     model = load_model("kimi-k3")
     spec, prompt = model.spec, 8192
     one = np.array([1])
-    groups = mesh_weight_groups(inventory=model.inventory, stack=load_stack("vllm-tpu"), tp=one, dp=one,
+    groups = mesh_weight_groups(inventory=model.inventory, stack=load_stack("torchtpu-vllm"), tp=one, dp=one,
                                 ep_all=np.array([False]))
     ops = prefill_ops(spec, weights=groups, kv_bytes_per_token=24 * 1152, state_bytes_per_sequence=69 * 7,
                       tp=1, chunk=prompt, ep_tokens=prompt, touched=896.0, context=prompt)

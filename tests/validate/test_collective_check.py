@@ -18,7 +18,7 @@ from .conftest import has_libtpu
 
 # stack [+ " dpN"] -> (hardware, topology, tp): 4 devices each (tpu-v6e 2x2: 4 chips of one device)
 SETUPS = {
-    "vllm-tpu": ("tpu-v6e", "2x2", 4),
+    "torchtpu-vllm": ("tpu-v6e", "2x2", 4),
     "jax-native": ("tpu-v6e", "2x2", 4),
     "vllm": ("nvidia-h200", "4", 4),
     "vllm dp2": ("nvidia-h200", "4", 2),  # TP 2 x DP 2, EP 4: vLLM's all-gather / reduce-scatter backend
@@ -37,7 +37,7 @@ SETUPS = {
 #   vllm dp2: the 4 TP all-reduces; the MoE layer all-gathers its rows (with their top-k) over the DP
 #   group, reduce-scatters the outputs back over it, then all-reduces over TP (+ 1); logits: 1 all-gather.
 OP_LIST = {
-    "vllm-tpu": {"all-reduce": 4 + 1, "all-gather": 2},
+    "torchtpu-vllm": {"all-reduce": 4 + 1, "all-gather": 1},  # vLLM's LogitsProcessor: one logits all-gather
     "jax-native": {"all-reduce": 4 + 1, "all-gather": 2},
     "vllm": {"all-reduce": 4 + 1, "all-gather": 1},
     "vllm dp2": {"all-reduce": 4 + 1, "all-gather": 1 + 1, "reduce-scatter": 1},
@@ -47,7 +47,7 @@ OP_LIST = {
 }
 # the named exceptions each stack's compiled step carries (one MoE layer: each +1)
 NAMED = {
-    "vllm-tpu": set(),
+    "torchtpu-vllm": set(),
     "vllm": set(),
     "vllm dp2": set(),
     "dp-attention": set(),
@@ -252,7 +252,7 @@ def test_ragged_dispatch_computes_what_the_all_reduce_does(stack, monkeypatch):
 def test_a_ragged_dispatch_names_its_counts_exchange():
     names = {(e.name, e.kind) for e in exceptions_for(_setup("dp-attention"), ragged=True)}
     assert names == {("dispatch-counts-exchange", "all-to-all")}
-    assert exceptions_for(_setup("vllm-tpu"), ragged=True) == []  # no all-to-all dispatch, nothing to exchange
+    assert exceptions_for(_setup("torchtpu-vllm"), ragged=True) == []  # no all-to-all dispatch, nothing to exchange
 
 
 @pytest.mark.skipif(not has_libtpu(), reason='libtpu not installed: pip install -e ".[tpu]"')

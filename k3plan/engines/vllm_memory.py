@@ -1,0 +1,300 @@
+"""vLLM's own memory sizing, as its code does it (GPU vLLM and the torch_tpu plugin): pure functions over
+numbers passed in, so fit, plan and the tests/engines referee share one formula.
+
+    available  = int(utilization x engine-visible HBM) - weights - activation - non-torch
+    num_blocks = available // (page_bytes x group_size)
+    "GPU KV cache size" tokens = num_blocks // kv_groups x block_tokens
+    "Maximum concurrency"      = num_blocks / (cdiv(max_model_len, block) x attention groups + state groups)
+
+- GPU vLLM: ``activation`` is the peak its profile run measured at max_num_batched_tokens and ``non_torch``
+  the CUDA context, NCCL and cuBLAS buffers outside torch's allocator (vllm/v1/worker/gpu_worker.py
+  Worker.determine_available_memory, vllm/utils/mem_utils.py memory_profiling).
+- torchtpu-vllm: the worker subtracts the bytes in use after its profile run (limit - free), so a compiled
+  step's temporaries (freed when it returns) and non-torch memory count 0 here
+  (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory
+  @0095cdcb, utils.compute_hbm_budget).
+- Hybrid models (KDA + MLA): vLLM groups the layers so every group holds as many layers (K3: 24 MLA, 69 KDA
+  -> 1 attention group of 24 and 3 state groups of 24), one tensor a group slot shared by the groups, so a
+  block id costs page_bytes x group_size; a request holds cdiv(max_model_len, block) blocks of the attention
+  group and 1 of each state group (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config,
+  get_max_concurrency_for_kv_cache_config, _get_kv_cache_groups_uniform_page_size; read in stored copies,
+  commit not pinned; newer versions log tokens as max_concurrency x max_model_len).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from k3plan.units import GiB
+
+VLLM_REPORT = (
+    "vllm-project/vllm vllm/v1/core/kv_cache_utils.py _report_kv_cache_config (num_blocks // len(kv_cache_groups) "
+    "x min block_size) / get_max_concurrency_for_kv_cache_config (read in stored copies, commit not pinned)"
+)
+TORCHTPU_WORKER = (
+    "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
+    "(utils.compute_hbm_budget: cap = int(limit x utilization), available = cap - (limit - free) after profile_run)"
+)
+VLLM_GPU_WORKER = (
+    "vllm-project/vllm vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (requested memory = "
+    "utilization x total - non_kv_cache_memory: weights + torch peak increase + non-torch; read in stored copies)"
+)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One engine figure and where it comes from."""
+
+    value: int | float
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineSizing:
+    """vLLM's KV pool for one device, in the engine's own logged conventions."""
+
+    engine: str
+    weights_bytes: Figure
+    kv_pool_bytes: Figure
+    kv_pool_tokens: Figure
+    block_tokens: Figure
+    num_blocks: Figure
+    max_concurrency: Figure
+    activation_bytes: Figure
+    non_torch_bytes: Figure
+    starts: bool
+    message: str
+
+    FIGURES = (
+        ("weights_bytes", "weights"),
+        ("kv_pool_bytes", "kv_pool"),
+        ("kv_pool_tokens", "kv_pool_tokens"),
+        ("block_tokens", "block_tokens"),
+        ("num_blocks", "num_blocks"),
+        ("max_concurrency", "max_concurrency"),
+        ("activation_bytes", "activation"),
+        ("non_torch_bytes", "non_torch"),
+    )
+
+    def as_json(self) -> dict[str, object]:
+        """Each figure as a number under its own key, its source under ``sources`` (keyed without the unit, so a
+        byte count's key holds an int, as every byte count in k3plan's JSON does)."""
+        out: dict[str, object] = {"engine": self.engine}
+        out.update({key: getattr(self, key).value for key, _ in self.FIGURES})
+        out.update(starts=self.starts, message=self.message)
+        out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
+        return out
+
+
+def kv_groups(*, n_attention: int, n_state: int) -> tuple[int, int, int]:
+    """(group_size, attention groups, state groups) of vLLM's uniform-page grouping: groups of the smallest
+    layer count (vLLM _get_kv_cache_groups_uniform_page_size: group_size = min layers of a type, each type
+    split into cdiv(layers, group_size) groups)."""
+    counts = [n for n in (n_attention, n_state) if n > 0]
+    size = min(counts) if counts else 1
+    return size, cdiv(n_attention, size) if n_attention else 0, cdiv(n_state, size) if n_state else 0
+
+
+def vllm_kv_pool(
+    *,
+    engine: str,
+    utilization: float,
+    visible_bytes: int,
+    weights_bytes: int,
+    weights_source: str = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)",
+    activation_bytes: Figure,
+    non_torch_bytes: Figure,
+    visible_source: str,
+    page_bytes: int,
+    block_tokens: int,
+    block_source: str,
+    n_attention: int,
+    n_state: int,
+    max_model_len: int,
+    worker_source: str,
+) -> EngineSizing:
+    """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
+    checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory)."""
+    cap = int(visible_bytes * utilization)
+    available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
+    size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
+    per_block = page_bytes * size
+    blocks = max(available, 0) // per_block if per_block > 0 else 0
+    groups = att + st
+    tokens = blocks // groups * block_tokens if groups else 0
+    per_request = cdiv(max_model_len, block_tokens) * att + st
+    conc = blocks / per_request if per_request else 0.0
+    gib = GiB
+    if weights_bytes > visible_bytes:
+        starts = False
+        message = (
+            f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / gib:.2f} GiB a "
+            f"device of the {visible_bytes / gib:.2f} GiB the engine sees (the engine fails in create_weights / "
+            "weight loading, before any KV cache is sized)"
+        )
+    elif available <= 0:
+        starts = False
+        message = (
+            f"the weights and activation take {(weights_bytes + int(activation_bytes.value)) / gib:.2f} GiB of the "
+            f"{cap / gib:.2f} GiB that --gpu-memory-utilization {utilization} allows: no room for the KV cache "
+            f"(the engine raises: memory in use exceeds the utilization cap; raise --gpu-memory-utilization)"
+        )
+    elif conc < 1:
+        starts = False
+        need = per_request * per_block
+        message = (
+            f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({need / gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({available / gib:.2f} GiB). (vLLM's own message, _check_enough_kv_cache_memory)"
+        )
+    else:
+        starts = True
+        message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
+    pool_src = (
+        f"int({utilization} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
+        f"activation - non-torch: {worker_source}"
+    )
+    return EngineSizing(
+        engine=engine,
+        weights_bytes=Figure(weights_bytes, weights_source),
+        kv_pool_bytes=Figure(max(available, 0), pool_src),
+        kv_pool_tokens=Figure(tokens, f"num_blocks // {groups} KV groups x block {block_tokens}: {VLLM_REPORT}"),
+        block_tokens=Figure(block_tokens, block_source),
+        num_blocks=Figure(
+            blocks, f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
+        ),
+        max_concurrency=Figure(
+            round(conc, 2), f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
+        ),
+        activation_bytes=activation_bytes,
+        non_torch_bytes=non_torch_bytes,
+        starts=starts,
+        message=message,
+    )
+
+
+def engine_sizing(
+    *,
+    stack_name: str,
+    kv_pool_method: str | None,
+    reserve_fraction: float,
+    hardware: str,
+    visible_bytes: int,
+    visible_source: str,
+    weights_bytes: int,
+    expert_bytes: int = 0,
+    moe_intermediate: int = 0,
+    tp: int = 1,
+    expert_parallel: bool = True,
+    vision_bytes: int = 0,
+    temp_bytes: int,
+    temp_source: str,
+    page_bytes: int | None,
+    kv_bytes_per_token_layer: int,
+    block_tokens: int,
+    paging_source: str,
+    n_mla: int,
+    n_kda: int,
+    max_model_len: int,
+) -> EngineSizing | None:
+    """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
+    (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
+    if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
+        return None
+    page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
+    visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
+    weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
+    factor = 1.0
+    if kv_pool_method == "utilization_minus_profile" and moe_intermediate:
+        factor = moe_shard_padding(intermediate=moe_intermediate, tp=tp, expert_parallel=expert_parallel)
+    if vision_bytes:
+        weights_bytes += vision_bytes
+        weights_src += (
+            f", + {vision_bytes:,} B: the vision tower, loaded without --language-model-only (counted whole on every "
+            "device: its split in the engine was not read)"
+        )
+    if factor != 1.0:
+        extra = round(expert_bytes * (factor - 1.0))
+        weights_bytes += extra
+        weights_src += (
+            f", + {extra:,} B: the experts TP-split without expert parallelism, {moe_intermediate} / {tp} padded x "
+            f"{factor:.3f} a shard ({K3_MOE_PAD_SOURCE})"
+        )
+    if kv_pool_method == "utilization_minus_resident":
+        act = Figure(
+            0, f"the worker reads the bytes in use after profile_run, when no temporary is live: {TORCHTPU_WORKER}"
+        )
+        non_torch = Figure(0, "none subtracted: the plugin counts limit - free, torch_tpu's whole device view")
+        worker = TORCHTPU_WORKER
+    else:
+        act = Figure(
+            temp_bytes,
+            "k3plan's temporaries stand for vLLM's profiled activation peak at max_num_batched_tokens "
+            f"(no logged peak for this point): {temp_source}",
+        )
+        non_torch = Figure(
+            0, "not found: no cited non-torch figure (CUDA context, NCCL, cuBLAS workspaces) for this GPU; 0 assumed"
+        )
+        worker = VLLM_GPU_WORKER
+    return vllm_kv_pool(
+        engine=stack_name,
+        utilization=round(1 - reserve_fraction, 12),
+        visible_bytes=visible,
+        weights_bytes=weights_bytes,
+        weights_source=weights_src,
+        activation_bytes=act,
+        non_torch_bytes=non_torch,
+        visible_source=visible_src,
+        page_bytes=page,
+        block_tokens=block_tokens,
+        block_source=paging_source,
+        n_attention=n_mla,
+        n_state=n_kda,
+        max_model_len=max_model_len,
+        worker_source=worker,
+    )
+
+
+# Engine-visible HBM a device where an engine's own log prints it (the driver's total is not what torch can
+# allocate): hardware name -> (bytes, source). Elsewhere the hardware spec's usable HBM stands, said so.
+ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
+    "nvidia-h100-sxm": (
+        round(79.18 * GiB),
+        "torch's total capacity as vLLM's CUDA OOM prints it: 'GPU 0 has a total capacity of 79.18 GiB' "
+        "(vllm-project/vllm#51124, an H100 80GB; the log rounds to 0.01 GiB)",
+    ),
+}
+
+# vLLM's Kimi-K3 NVIDIA model pads the MoE intermediate each TP shard holds up to a floor when the experts are
+# TP-split (no expert parallelism): vllm-project/vllm#51124 (closed): at TP 16 and 32 3,072 / TP (192, 96) is
+# raised to 256 a shard (a padded global of 4,096 / 8,192), so the experts take 120.5 GB a GPU at TP >= 16 and
+# 180.8 GB at TP 8; #51131 (merged) skips the padding when expert parallelism is on (each rank holds whole
+# experts). #50583 (open) would leave the padding to the MoE backend (marlin MXFP4: 128 a shard): not merged, not
+# applied here.
+K3_MOE_SHARD_FLOOR = 256
+K3_MOE_PAD_SOURCE = (
+    "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
+    "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
+)
+
+
+def moe_shard_padding(*, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR) -> float:
+    """The factor vLLM's K3 model multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1,
+    else max(intermediate / tp, floor) / (intermediate / tp) (module constants: the cited rule)."""
+    if expert_parallel or tp <= 1:
+        return 1.0
+    local = intermediate / tp
+    return max(local, floor) / local
+
+
+def visible_hbm(hardware: str, spec_bytes: int, spec_source: str) -> tuple[int, str]:
+    """The HBM an engine can allocate a device: its own logged figure where one is cited, else the hardware
+    spec's usable HBM (named as such)."""
+    got = ENGINE_VISIBLE_HBM.get(hardware)
+    if got is not None:
+        return got
+    return spec_bytes, f"hardware spec's usable HBM (no engine-logged figure for {hardware}): {spec_source}"

@@ -1,0 +1,165 @@
+"""fit --serve (issue 34): a serve command read as the engine would run it (k3plan.engines.serve)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.errors import K3PlanError
+
+NIGHTLY = (
+    "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-model-len 9216 "
+    "--max-num-batched-tokens 512 --max-num-seqs 1 --gpu-memory-utilization 0.7 --kv-cache-dtype auto "
+    "--trust-remote-code --enable-ep-weight-filter --language-model-only"
+)
+
+
+def test_vllm_serve_on_a_tpu_is_torchtpu_vllm_and_on_a_gpu_vllm():
+    tpu = parse_serve(NIGHTLY, platform="tpu")
+    assert (tpu.stack, tpu.model, tpu.tp, tpu.ep, tpu.dp) == ("torchtpu-vllm", "kimi-k3", 32, 32, 1)
+    assert (tpu.context, tpu.chunk, tpu.batch, tpu.kv_dtype) == (9216, 512, 1, None)
+    assert tpu.stack_ref == "torchtpu-vllm:gpu_memory_utilization=0.7"
+    assert tpu.ignored == ("--trust-remote-code", "--enable-ep-weight-filter", "--language-model-only")
+    assert parse_serve(NIGHTLY, platform="gpu").stack == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("hf", "model"),
+    [
+        ("moonshotai/Kimi-K3", "kimi-k3"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
+        ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
+        ("moonshotai/Kimi-K2-Thinking", "kimi-k2"),
+        ("kimi-k3", "kimi-k3"),  # plan's launch lines name the bundled model
+    ],
+)
+def test_hugging_face_ids_map_to_bundled_models(hf, model):
+    assert parse_serve(f"vllm serve {hf} --enable-expert-parallel", platform="gpu").model == model
+
+
+def test_sglang_launch_server_reads_its_own_flags():
+    q = parse_serve(
+        "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 16 --context-length 65536 "
+        "--chunked-prefill-size 4096 --max-running-requests 8 --mem-fraction-static 0.85 --trust-remote-code",
+        platform="gpu",
+    )
+    assert (q.stack, q.tp, q.context, q.chunk, q.batch) == ("sglang", 16, 65536, 4096, 8)
+    # SGLang's default all-to-all backend is none (the sglang stack prices DeepEP unless told)
+    assert q.stack_options == {"mem_fraction_static": "0.85", "moe_a2a_backend": "none"}
+    deepep = parse_serve(
+        "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --moe-a2a-backend deepep", platform="gpu"
+    )
+    assert deepep.stack_options == {"moe_a2a_backend": "deepep"}
+
+
+@pytest.mark.parametrize(
+    ("cmd", "says"),
+    [
+        ("vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32", "without --enable-expert-parallel"),
+        ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --speculative-config {}", "speculative"),
+        ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --frobnicate 3", "--frobnicate"),
+        ("vllm serve meta-llama/Llama-3-8B --enable-expert-parallel", "not a bundled model"),
+        ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --max-model-len lots", "whole number"),
+        ("trtllm-serve moonshotai/Kimi-K3", "expected 'vllm serve MODEL"),
+        ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --kv-cache-dtype int3", "--kv-cache-dtype"),
+    ],
+)
+def test_a_flag_k3plan_cannot_honour_is_refused_in_one_line(cmd, says):
+    with pytest.raises(K3PlanError, match=says) as err:
+        parse_serve(cmd, platform="tpu")
+    assert "\n" not in str(err.value)
+
+
+def test_the_nightly_fits_through_serve_with_its_engine_figures(cli):
+    r = cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"] is True and d["stack"] == "torchtpu-vllm:gpu_memory_utilization=0.7"
+    eng = d["engine"]
+    assert eng["starts"] is True and eng["serve"]["ignored"][0] == "--trust-remote-code"
+    # int(0.7 x usable) - weights: the whole pool, in whole blocks of 24 layers' 192-token pages
+    usable, weights = d["hardware"]["usable_bytes_per_device"], d["per_device"]["weights_bytes"]
+    assert eng["kv_pool_bytes"] == int(usable * 0.7) - weights
+    assert eng["num_blocks"] == eng["kv_pool_bytes"] // (192 * 1280 * 24)
+    assert eng["kv_pool_tokens"] == eng["num_blocks"] // 4 * 192
+    assert eng["max_concurrency"] == round(eng["num_blocks"] / (48 + 3), 2)
+
+
+def test_serve_refuses_a_split_given_beside_it(cli):
+    r = cli("fit", "-t", "2x2x4", "--tp", "16", "--serve", NIGHTLY)
+    assert r.exit_code == 2 and "--serve sets the split" in r.output
+
+
+def test_plan_s_launch_line_round_trips_through_serve(cli, tmp_path):
+    out = tmp_path / "launch.sh"
+    r = cli("plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--emit", "launch", out, "--json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["recommended"]
+    line = next(ln for ln in out.read_text().splitlines() if ln.startswith("vllm serve "))
+    f = cli("fit", "-H", row["hardware"], "-t", row["topology"], "--serve", line, "--json")
+    assert f.exit_code == 0, f.output
+    d = json.loads(f.stdout)
+    assert (d["parallel"]["tp"], d["parallel"]["ep"], d["parallel"]["dp"]) == (row["tp"], row["ep"], row["dp"])
+    for key in ("weights_bytes", "kv_bytes", "state_bytes", "kv_bytes_per_token", "temp_bytes", "reserve_bytes"):
+        assert d["per_device"][key] == row["per_device"][key], key
+
+
+def test_vllm_s_short_flags_are_read():
+    q = parse_serve(
+        "vllm serve moonshotai/Kimi-K3 -tp 32 --enable-expert-parallel --max-model-len=9216", platform="tpu"
+    )
+    assert (q.tp, q.context) == (32, 9216)
+
+
+def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
+    """vllm#51124: K3 at TP 32 without EP on H100 80GB ran out of memory loading the experts; k3plan's own budget
+    (EP over the TP group) fits, the engine's padded shards do not."""
+    cmd = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --moe-backend marlin"
+    q = parse_serve(cmd, platform="gpu")
+    assert (q.expert_parallel, q.ep, q.moe_backend) == (False, 32, "marlin")
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd, "--json")
+    assert r.exit_code == 1
+    d = json.loads(r.stdout)
+    eng = d["engine"]
+    expert = next(x for x in d["weights_by_role"] if x == "expert") if isinstance(d["weights_by_role"], list) else None
+    experts = d["weights_by_role"]["expert"] if expert is None else expert
+    # 3,072 / 32 = 96 a shard padded to 256: the experts x 8/3; no --language-model-only: the vision tower too
+    vision = 447_358_976 * 2
+    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + round(experts * (256 / 96 - 1)) + vision
+    assert eng["starts"] is False and "CUDA out of memory while loading the weights" in eng["message"]
+    with_ep = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd + " --enable-expert-parallel", "--json")
+    assert json.loads(with_ep.stdout)["engine"]["weights_bytes"] == d["per_device"]["weights_bytes"] + vision  # #51131
+
+
+def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
+    """K3 is image-text-to-text: without --language-model-only vLLM builds the vision tower too (447,358,976 bf16
+    params, k3-facts.md §2), which the text-model budget leaves out; the engine's weights and pool say so."""
+    with_flag = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)["engine"]
+    without = json.loads(
+        cli("fit", "-t", "2x2x4", "--serve", NIGHTLY.replace(" --language-model-only", ""), "--json").stdout
+    )
+    eng = without["engine"]
+    assert eng["weights_bytes"] - with_flag["weights_bytes"] == 447_358_976 * 2
+    assert with_flag["kv_pool_bytes"] - eng["kv_pool_bytes"] == 447_358_976 * 2
+    assert "the vision tower" in eng["sources"]["weights"]
+
+
+def test_the_readme_s_serve_example_says_what_fit_prints(cli):
+    """The README's torchtpu-vllm --serve example: its comment's pool and tokens are what the command prints."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    i = next(n for n, ln in enumerate(readme) if ln.startswith("# torchtpu-vllm (vllm serve on a TPU)"))
+    m = re.search(r"KV pool ([\d.]+) GiB a device, \"GPU KV cache size: ([\d,]+) tokens\"", readme[i])
+    assert m, readme[i]
+    args = shlex.split(readme[i + 1])
+    assert args[:2] == ["k3plan", "fit"]
+    r = cli(*args[1:], "--json")
+    assert r.exit_code == 0, r.output
+    eng = json.loads(r.stdout)["engine"]
+    assert f"{eng['kv_pool_bytes'] / 2**30:.2f}" == m[1] and f"{eng['kv_pool_tokens']:,}" == m[2]
