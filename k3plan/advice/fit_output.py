@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.advice.wiring import FitAdvice
 from k3plan.budget.fit import FitResult
+from k3plan.step.verdict import fit_reason
 from k3plan.tiers.prefix import PrefixHit
 
 
 class FitOutput(FitResult):
-    """FitResult's fields (same order, same JSON), then ``advice`` and ``prefix_hit`` (None without
-    --prefix-hit, or for a workload that does not fit)."""
+    """FitResult's fields (same order, same JSON), with ``reason`` and ``reason_code`` after ``fits``
+    (issue 36: a CI job reads why without parsing the text), then ``advice`` and ``prefix_hit`` (None
+    without --prefix-hit, or for a workload that does not fit)."""
 
     advice: FitAdvice
     prefix_hit: Optional[PrefixHit] = None
 
+    @model_serializer(mode="wrap")
+    def _with_reason(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        code, text = fit_reason(fits=self.fits, code=self.reason)
+        return _after(out, "fits", {"reason": text, "reason_code": code.value})
+
     @classmethod
     def of(cls, result: FitResult, *, advice: FitAdvice, prefix_hit: Optional[PrefixHit]) -> FitOutput:
         return cls(**{k: getattr(result, k) for k in FitResult.model_fields}, advice=advice, prefix_hit=prefix_hit)
+
+
+def _after(out: dict[str, Any], key: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with ``extra``'s keys inserted right after ``key``."""
+    res: dict[str, Any] = {}
+    for k, v in out.items():
+        res[k] = v
+        if k == key:
+            res.update(extra)
+    return res

@@ -320,9 +320,9 @@ def advise(x: AdviceInputs) -> Advice:
     elif x.free_bytes < bar_thin and not x.refused and not x.fallback:
         verdict = "thin"
         warnings.append(
-            f"headroom {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM ({_gib(x.usable_bytes)}), "
-            f"under {HEADROOM_MIN_FRACTION:.0%}: {_gib(bar_thin - x.free_bytes)} short of leaving room "
-            "for a real workload's KV peak and the graph buckets"
+            f"it fits, with thin headroom: {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM "
+            f"({_gib(x.usable_bytes)}), under the {HEADROOM_MIN_FRACTION:.0%} margin; {_gib(bar_thin - x.free_bytes)} "
+            "more free would leave room for a real workload's KV peak and the graph buckets"
         )
         suggestions += _memory(x, "headroom", bar_thin, warnings)
     else:

@@ -83,7 +83,7 @@ def test_thin_headroom_warns_with_the_margin(cli):
     assert rules["verdict"] == "thin"
     short = math.ceil(usable / 10) - free
     (w,) = rules["warnings"]
-    assert f"{free / usable:.1%} of usable HBM" in w and f"{short / 2**30:,.1f} GiB short" in w
+    assert f"{free / usable:.1%} of usable HBM" in w and f"{short / 2**30:,.1f} GiB more free" in w
 
 
 def test_spec_decode_puts_the_draft_in_the_budget_and_prices_batch_x_k_plus_1(cli):
