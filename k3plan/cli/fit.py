@@ -148,6 +148,7 @@ def command(
         offload=off,
         draft_bytes=d.bytes if d else 0,
         draft_kv_of=draft_kv_of(d) if d else None,
+        splits=True,  # issue 36: other splits of the same chips first (k3plan.advice.splits)
     )
     ph = None
     if prefix_hit is not None and result.fits:  # a TTFT only for a workload that fits

@@ -188,7 +188,7 @@ def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
     # prices fp8, 1 B a value of the 576 (24 x 576 = 13,824 B a token); before, no KV advice at all
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
     actions = [s["action"] for s in d["advice"]["rules"]["suggestions"]]
-    assert "topology" in actions and set(actions) <= {"topology", "context", "kv_dtype"}
+    assert "topology" in actions and set(actions) <= {"split", "topology", "context", "kv_dtype"}  # split: issue 36
     kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
     assert f"KV bf16 -> fp8 ({24 * 576 * 2:,} -> {24 * 576:,} B a token" in kv["text"]
     assert "fit with --kv-dtype fp8" in d["advice"]["alternatives"]

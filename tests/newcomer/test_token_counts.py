@@ -12,8 +12,17 @@ from k3plan.tokencount import parse_tokens
 
 @pytest.mark.parametrize(
     "text, tokens",
-    [("131072", 131072), ("128k", 131072), ("128K", 131072), ("1M", 1048576), ("1m", 1048576), ("8_192", 8192),
-     ("1.5k", 1536), ("0.5M", 524288), ("-5", -5)],
+    [
+        ("131072", 131072),
+        ("128k", 131072),
+        ("128K", 131072),
+        ("1M", 1048576),
+        ("1m", 1048576),
+        ("8_192", 8192),
+        ("1.5k", 1536),
+        ("0.5M", 524288),
+        ("-5", -5),
+    ],
 )
 def test_parse(text, tokens):
     assert parse_tokens(text) == tokens
@@ -37,8 +46,21 @@ def test_fit_128k_is_131072(cli):
         ("plan", "-H", "tpu-v7x", "--max-chips", "32", "--isl", "4k", "--osl", "1k", "--context", "32k"),
         ("curve", "-t", "2x2x4", "--tp", "32", "--chunks", "4k,8k", "--context", "64k"),
         ("roofline", "-t", "2x2x4", "--tp", "32", "--context", "1M"),
-        ("curve", "-t", "2x4x4", "--tp", "32", "--context", "32k", "--turns", "2", "--user-tokens", "1k",
-         "--answer-tokens", "2k"),
+        (
+            "curve",
+            "-t",
+            "2x4x4",
+            "--tp",
+            "32",
+            "--context",
+            "32k",
+            "--turns",
+            "2",
+            "--user-tokens",
+            "1k",
+            "--answer-tokens",
+            "2k",
+        ),
     ],
 )
 def test_every_token_flag_takes_suffixes(cli, args):
@@ -49,8 +71,12 @@ def test_every_token_flag_takes_suffixes(cli, args):
 
 @pytest.mark.parametrize(
     "args, flag",
-    [(("fit", "--context", "12x"), "--context"), (("fit", "--chunk", "1.1"), "--chunk"),
-     (("plan", "--isl", "4q", "--osl", "1k"), "--isl"), (("report", "--context", "128k,1x"), "--context")],
+    [
+        (("fit", "--context", "12x"), "--context"),
+        (("fit", "--chunk", "1.1"), "--chunk"),
+        (("plan", "--isl", "4q", "--osl", "1k"), "--isl"),
+        (("report", "--context", "128k,1x"), "--context"),
+    ],
 )
 def test_bad_counts_are_one_line_exit_2(cli, args, flag):
     r = cli(*args)
