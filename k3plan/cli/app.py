@@ -178,6 +178,14 @@ class K3Group(TyperGroup):
             interrupted()
         except BrokenPipeError:  # the reader left (`| head -1`): click would exit 1, which here means "does not fit"
             reader_gone()
+        except ModuleNotFoundError as err:  # an optional extra (jax, matplotlib) not installed: one line, exit 2
+            from k3plan.extras import missing_extra_line
+
+            line = missing_extra_line(err, ctx.invoked_subcommand or ctx.command_path)
+            if line is None:
+                raise
+            _print_error(line)
+            raise typer.Exit(2) from None
         except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise

@@ -52,7 +52,7 @@ def command(
     plot: Annotated[
         Optional[Path],
         typer.Option(
-            "--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]')."
+            "--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install 'k3plan[plot]')."
         ),
     ] = None,
     turns: TurnsOpt = None,

@@ -167,6 +167,14 @@ def command(
         eff=eff,
         deploy=lambda path: deploy(plot_path=path),
     )
+    from k3plan.extras import have, install_command
+
+    if not have("matplotlib"):  # issue 36: the Markdown is written without the plots; say so
+        err_console.print(
+            f"[yellow]warning:[/] plots not drawn: matplotlib is not installed ({install_command('plot')}); "
+            "the report's tables carry every figure",
+            highlight=False,
+        )
     if json_out:
         from k3plan.report.capacity_model import ReportOutput
 

@@ -16,7 +16,9 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise K3PlanError("plots need matplotlib: pip install -e '.[plot]'") from None
+        from k3plan.extras import install_command
+
+        raise K3PlanError(f"plots need matplotlib (the 'plot' extra): {install_command('plot')}") from None
     return plt
 
 
