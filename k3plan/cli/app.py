@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate",
     "check": "check",
     "report": "report",
+    "explain": "explain",  # issue 36: the terms the output uses
 }
 
 
@@ -218,6 +219,9 @@ Examples:
   k3plan plan --context 131072                which machine and split?
   k3plan roofline -t 2x4x4 --tp 32 --batch 8  how fast?
   k3plan report --out reports/k3.md --html    a capacity report
+  k3plan explain KDA                          what a term in the output means (k3plan explain: all of them)
+
+Token counts take k = 1,024 and M = 1,048,576 (128k = 131,072), as model cards count contexts.
 """
 
 
