@@ -386,7 +386,9 @@ def fit_advice(
     from k3plan.advice.splits import dividing_tp
 
     split_opts: tuple = ()
-    if splits and (headroom_short or not result.fits):  # issue 36: the same chips before more chips
+    # issue 36: the same chips before more chips, for a fit that fails; a fit that fits (thin or not) stays
+    # numpy-free and fast (tests/budget/test_fit_numpy_free.py): plan's search is numpy
+    if splits and not result.fits:
         from k3plan.advice.splits import split_options
 
         split_opts, how = split_options(
