@@ -91,3 +91,9 @@ def test_a_plan_with_a_pick_and_a_fitting_curve_carry_no_reason(cli):
     assert d["recommended"] is not None and "reason" not in d and "reason_code" not in d
     c = json.loads(cli("curve", "-t", "2x2x4", "--tp", "32", "--json").stdout)
     assert "reason" not in c and "reason_code" not in c
+
+
+def test_plan_text_says_why_nothing_passes_first(cli):
+    r = cli("plan", "-H", "tpu-v7x", "--max-chips", "8")
+    first = r.stdout.splitlines()[0]
+    assert r.exit_code == 1 and first.startswith("No configuration passes: the closest (tpu-v7x 2x2x2 ")
