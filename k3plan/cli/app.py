@@ -165,6 +165,9 @@ def _refusing_empty(param, process_value):
     return check
 
 
+NEEDS_JAX = ("probe", "validate")  # the commands that run JAX (the 'jax' extra; 'tpu' on a TPU host)
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -196,6 +199,11 @@ class K3Group(TyperGroup):
 
     def resolve_command(self, ctx, args):
         name, cmd, rest = super().resolve_command(ctx, args)
+        if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):  # before any progress line (issue 36)
+            from k3plan.extras import have, missing_extra_line
+
+            if not have("jax"):
+                raise K3PlanError(missing_extra_line(ModuleNotFoundError(name="jax"), name) or "jax is missing")
         if cmd is not None:
             _refuse_empty_values(cmd)
             _refuse_repeated_options(cmd, rest)

@@ -12,10 +12,6 @@ import pytest
 from k3plan import extras
 
 
-def _lines(r) -> list[str]:
-    return [x for x in r.output.splitlines() if x.strip().startswith("error:") or "Traceback" in x]
-
-
 @pytest.mark.parametrize(
     "args", [("probe", "hbm"), ("probe", "a2a"), ("validate", "-t", "2x2x4", "--tp", "32")], ids=lambda a: a[0]
 )
@@ -25,9 +21,16 @@ def test_no_jax_is_one_line_exit_2(cli, monkeypatch, args):
     monkeypatch.setitem(sys.modules, "jax", None)
     r = cli(*args)
     assert r.exit_code == 2, r.output[-500:]
-    (line,) = _lines(r)
+    (line,) = r.output.strip().splitlines()  # the whole output: no progress line before it
     assert f"k3plan {args[0]} needs the optional extra 'jax'" in line
     assert "pip install 'k3plan[jax]'" in line and "-e" not in line.split(":", 2)[-1].split()
+
+
+@pytest.mark.parametrize("args", [("probe", "--help"), ("probe", "hbm", "--help"), ("validate", "--help")])
+def test_help_needs_no_jax(cli, monkeypatch, args):
+    monkeypatch.setitem(sys.modules, "jax", None)
+    r = cli(*args)
+    assert r.exit_code == 0 and "Usage:" in r.output
 
 
 def test_the_install_command_follows_the_install(monkeypatch):
