@@ -67,7 +67,10 @@ def command(
         ),
     ] = DEFAULT_HARDWARE,
     context: Annotated[
-        str, typer.Option("--context", "-c", help="Comma-separated context lengths in tokens.")
+        str,
+        typer.Option(
+            "--context", "-c", help="Comma-separated context lengths in tokens: 131072,1M (k = 1,024, M = 1,048,576)."
+        ),
     ] = "131072,1048576",
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="Sequences that must fit at each context for a topology to be viable.")
