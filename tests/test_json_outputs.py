@@ -21,6 +21,7 @@ def test_fit_and_plan_outputs_append_advice_and_prefix_hit():
 
 def test_curve_and_report_keys():
     keys = ["title", "context_tokens", "batch", "calibration", "warnings", "notes", "points", "sessions"]
+    keys += ["reason", "reason_code"]  # issue 36: only in the JSON when the workload does not fit
     assert list(CurveOutput.model_fields) == keys
     assert list(ReportOutput.model_fields) == ["written", "platforms"]
 

@@ -37,6 +37,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "k3plan.libtpu_env",
             "k3plan.columns",
             "k3plan.tables",
+            "k3plan.tokencount",
+            "k3plan.extras",
+            "k3plan.glossary",
         ),
     ),
 )

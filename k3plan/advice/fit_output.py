@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.advice.wiring import FitAdvice
 from k3plan.budget.fit import FitResult
+from k3plan.step.verdict import fit_reason
 from k3plan.tiers.prefix import PrefixHit
 
 
 class FitOutput(FitResult):
-    """FitResult's fields (same order, same JSON), then ``advice`` and ``prefix_hit`` (None without
-    --prefix-hit, or for a workload that does not fit)."""
+    """FitResult's fields (same order, same JSON), with ``reason`` and ``reason_code`` after ``fits``
+    (issue 36: a CI job reads why without parsing the text), then ``advice`` and ``prefix_hit`` (None
+    without --prefix-hit, or for a workload that does not fit)."""
 
     advice: FitAdvice
     prefix_hit: Optional[PrefixHit] = None
     # the engine's own KV-pool sizing (k3plan.engines.vllm_memory.EngineSizing.as_json); None where the stack's
     # engine sizes its pool some other way
     engine: Optional[dict] = None
+
+    @model_serializer(mode="wrap")
+    def _with_reason(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        code, text = fit_reason(fits=self.fits, code=self.reason)
+        return _after(out, "fits", {"reason": text, "reason_code": code.value})
 
     @classmethod
     def of(
@@ -29,3 +39,13 @@ class FitOutput(FitResult):
             prefix_hit=prefix_hit,
             engine=engine,
         )
+
+
+def _after(out: dict[str, Any], key: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with ``extra``'s keys inserted right after ``key``."""
+    res: dict[str, Any] = {}
+    for k, v in out.items():
+        res[k] = v
+        if k == key:
+            res.update(extra)
+    return res

@@ -36,6 +36,18 @@ class TopologyOption(_Frozen):
     refused: str | None = None  # the compiled or measured graph there ran out of memory (k3plan.evidence)
 
 
+class SplitOption(_Frozen):
+    """Another split (tp, ep, dp, pp) of the same chips that plan's search finds fitting (issue 36): its
+    free HBM a device, sequences at the context and TPOT, as plan's row prices them (a row is fit at one
+    point), and the fit command that applies it."""
+
+    split: str  # fit's words, e.g. "tp 8 ep 8 dp 1 pp 2"
+    free_bytes: int
+    max_sequences: NonNegativeInt
+    tpot_s: float | None = None
+    command: str
+
+
 class KvDtypeOption(_Frozen):
     kv_dtype: str
     kv_bytes_per_token: NonNegativeInt  # per device, all MLA layers (0: a model with none, all KDA)
@@ -89,6 +101,9 @@ class AdviceInputs(_Frozen):
     binding: str | None = None  # the decode step's binding roof: memory, compute, collective ...
     tpot_s: float | None = None
     topology_options: tuple[TopologyOption, ...] = ()
+    split_options: tuple[SplitOption, ...] = ()  # other splits of the same chips (k3plan.advice.splits)
+    split: str | None = None  # the current split in fit's words, to name what the split options change
+    dividing_tp: PositiveInt | None = None  # under a fallback: the TP nearest the current one that divides the heads
     kv_dtype_options: tuple[KvDtypeOption, ...] = ()
     batch_options: tuple[BatchOption, ...] = ()
     spec_decode: SpecDecodeOption | None = None

@@ -60,7 +60,8 @@ def plan_advice(
     options = row.setup_options(result.model)
     setup = make_setup(**options)
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=row.chunk_tokens)
-    fitted, notes = fit(setup, workload), ()  # the row's configuration at one point: plan's numbers (a test holds it)
+    fitted = fit(setup, workload)  # the row's configuration at one point: plan's numbers (a test holds it)
+    notes: tuple[str, ...] = ()
     target = result.workload.target_tpot_ms
     if result.recommended is None and target is not None and row.tpot_ms is not None and row.tpot_ms > target:
         notes += (

@@ -14,9 +14,9 @@ over usable HBM, or the fractional speed gain).
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.advice.inputs import AdviceInputs, KvDtypeOption
 from k3plan.units import GiB, fmt_gib, fmt_gib_sig
@@ -34,8 +34,9 @@ class Suggestion(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     rule: Rule
-    action: Literal["topology", "kv_dtype", "batch", "context", "spec_decode", "dominant_part"]
+    action: Literal["topology", "split", "kv_dtype", "batch", "context", "spec_decode", "dominant_part"]
     text: str
+    command: str | None = None  # the command that applies it (a split: the fit command); absent from JSON when None
     freed_bytes_per_device: int | None = None
     free_bytes_after: int | None = None
     context_tokens_gained: int | None = None
@@ -43,6 +44,13 @@ class Suggestion(BaseModel):
     resolves: bool = False  # fits again (capacity), restores the headroom bar (headroom), or flips the roof
     shrinks_workload: bool = False
     score: float = 0.0
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if self.command is None:
+            out.pop("command", None)
+        return out
 
 
 class Advice(BaseModel):
@@ -128,6 +136,31 @@ def _topology(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
     return out
 
 
+def _split(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
+    """Other splits of the same chips that plan's search finds fitting (issue 36: the same chips before
+    more chips); each with its free HBM, sequences and the fit command that applies it."""
+    out = []
+    for o in x.split_options:
+        if o.free_bytes <= x.free_bytes and not x.fallback and not x.refused:
+            continue
+        tpot = f", TPOT {o.tpot_s * 1e3:.2f} ms" if o.tpot_s is not None else ""
+        out.append(
+            Suggestion(
+                rule=rule,
+                action="split",
+                freed_bytes_per_device=o.free_bytes - x.free_bytes,
+                free_bytes_after=o.free_bytes,
+                text=f"split {x.split or 'now'} -> {o.split} on the same {x.devices} devices: free "
+                f"{_gib(x.free_bytes)} -> {_gib(o.free_bytes)} a device, {o.max_sequences:,} sequence(s) at "
+                f"{x.context_tokens:,} tokens{tpot} (plan's search): {o.command}",
+                command=o.command,
+                resolves=o.free_bytes >= bar,
+                score=(o.free_bytes - x.free_bytes) / x.usable_bytes,
+            )
+        )
+    return out
+
+
 def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Suggestion | None:
     if not x.kv_bytes_per_token or not o.kv_bytes_per_token:
         return None  # no MLA layer: no KV cache for a dtype to shrink
@@ -207,7 +240,7 @@ def _shrink(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
 
 
 def _memory(x: AdviceInputs, rule: Rule, bar: int, warnings: list[str]) -> list[Suggestion]:
-    out = _topology(x, rule, bar)
+    out = _split(x, rule, bar) + _topology(x, rule, bar)
     out += [s for o in x.kv_dtype_options if (s := _kv_dtype(x, o, rule, bar)) is not None]
     one_seq = x.state_bytes_per_sequence + x.block_tokens * x.kv_bytes_per_token
     if x.usable_bytes - x.fixed_bytes < one_seq:
@@ -220,7 +253,9 @@ def _memory(x: AdviceInputs, rule: Rule, bar: int, warnings: list[str]) -> list[
         warnings.append(
             f"weights {_gib(x.weights_bytes)} + temp {_gib(x.temp_bytes)} + reserve "
             f"{_gib(x.reserve_bytes)} {how} a device, less than one sequence's state and first KV "
-            f"block ({_gib(one_seq)}): no batch or context fits here; change the topology or the machine"
+            f"block ({_gib(one_seq)}): no batch or context fits here; change the "
+            + ("split, the " if x.split_options else "")
+            + "topology or the machine"
         )
     else:
         out += _shrink(x, rule, bar)
@@ -313,6 +348,7 @@ def advise(x: AdviceInputs) -> Advice:
         warnings.append(
             f"{x.fallback}: they fall back to replication, so the split fails whatever HBM is left free (plan "
             "refuses it); expected a --tp / --ep (or a topology) whose sizes divide them"
+            + (f" (--tp {x.dividing_tp} divides the heads)" if x.dividing_tp else "")
         )
     if x.free_bytes < 0:
         verdict = "fails"
@@ -320,18 +356,21 @@ def advise(x: AdviceInputs) -> Advice:
     elif x.free_bytes < bar_thin and not x.refused and not x.fallback:
         verdict = "thin"
         warnings.append(
-            f"headroom {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM ({_gib(x.usable_bytes)}), "
-            f"under {HEADROOM_MIN_FRACTION:.0%}: {_gib(bar_thin - x.free_bytes)} short of leaving room "
-            "for a real workload's KV peak and the graph buckets"
+            f"it fits, with thin headroom: {_gib(x.free_bytes)} = {headroom:.1%} of usable HBM "
+            f"({_gib(x.usable_bytes)}), under the {HEADROOM_MIN_FRACTION:.0%} margin; {_gib(bar_thin - x.free_bytes)} "
+            "more free would leave room for a real workload's KV peak and the graph buckets"
         )
         suggestions += _memory(x, "headroom", bar_thin, warnings)
     else:
         verdict = "fails" if x.refused or x.fallback else "ok"
+        if verdict == "fails":  # a split that divides (or whose graph is not refused) on the same chips
+            suggestions += _split(x, "capacity", 0)
     if x.binding in MEMORY_BOUND:
         suggestions += _bandwidth(x)
     elif x.binding in COMPUTE_BOUND:
         suggestions += _compute(x)
-    suggestions.sort(key=lambda s: (not s.resolves, s.shrinks_workload, -s.score))
+    # what resolves first, then what keeps the workload, then the same chips before more (issue 36), then effect
+    suggestions.sort(key=lambda s: (not s.resolves, s.shrinks_workload, s.action != "split", -s.score))
     return Advice(
         verdict=verdict,
         free_bytes=x.free_bytes,

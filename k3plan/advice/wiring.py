@@ -354,10 +354,12 @@ def fit_advice(
     tpot_s: float | None = None,
     draft_bytes: int = 0,
     draft_kv_of: DraftKvOf | None = None,
+    splits: bool = False,
 ) -> FitAdvice:
     """The rules applied to ``result`` (a FitResult) with the alternatives computed here; ``binding``
     and ``tpot_s``: the decode bound when the result carries no speed line (report); ``draft_bytes``:
-    a speculative-decoding draft (whole), in every alternative's budget as in ``result``'s."""
+    a speculative-decoding draft (whole), in every alternative's budget as in ``result``'s; ``splits``:
+    also run plan's search for other splits of the same chips (k3plan.advice.splits; fit asks for it)."""
     from k3plan.roofline.bounds import Efficiency
 
     eff = eff or Efficiency()
@@ -381,6 +383,19 @@ def fit_advice(
                 )
             )
             done.append(f"fit with --kv-dtype {kv_dtype}")
+    from k3plan.advice.splits import dividing_tp
+
+    split_opts: tuple = ()
+    # issue 36: the same chips before more chips, for a fit that fails; a fit that fits (thin or not) stays
+    # numpy-free and fast (tests/budget/test_fit_numpy_free.py): plan's search is numpy
+    if splits and not result.fits:
+        from k3plan.advice.splits import split_options
+
+        split_opts, how = split_options(
+            setup_options, setup, workload, calibration=calibration, draft_bytes=draft_bytes
+        )
+        if how:
+            done.insert(0, how)
     if binding is None and result.speed is not None:
         binding, tpot_s = result.speed.binding, result.speed.tpot_s
     if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch
@@ -392,6 +407,9 @@ def fit_advice(
         binding=binding,
         tpot_s=tpot_s,
         topology_options=tuple(topo_opts),
+        split_options=split_opts,
+        dividing_tp=dividing_tp(setup) if result.replicated else None,
+        split=setup.parallel.label.replace("=", " ").replace(",", ""),
         kv_dtype_options=tuple(kv_opts),
         batch_options=batch_opts,
         time_by_part_s=time_by_part_s,

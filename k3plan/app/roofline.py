@@ -32,6 +32,7 @@ class RooflineRefusal(_Frozen):
     stack: str
     fits: bool = False
     reason: str
+    reason_code: str  # k3plan.step.verdict.ReasonCode (issue 36)
     free_bytes: int
 
 

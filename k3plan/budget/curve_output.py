@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.budget.curve import CurvePoint
 from k3plan.workload.sessions import SessionGrowth
@@ -22,3 +22,15 @@ class CurveOutput(BaseModel):
     notes: list[str]  # what every point shares that a reader must know (an uneven expert placement: fit's note)
     points: list[CurvePoint]
     sessions: Optional[SessionGrowth]
+    # issue 36: why the workload does not fit (the line curve prints, exit 1) and its
+    # k3plan.step.verdict.ReasonCode; absent from the JSON when it fits
+    reason: Optional[str] = None
+    reason_code: Optional[str] = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if self.reason is None:
+            out.pop("reason", None)
+            out.pop("reason_code", None)
+        return out

@@ -38,6 +38,12 @@ def parse_tolerance(text: str) -> Tolerance:
     m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*%", t)
     if m:
         return Tolerance(text=t, percent=float(m.group(1)))
+    bare = re.fullmatch(r"[0-9]*\.?[0-9]+", t)
+    if bare and float(t) != 0:  # issue 36: '5' had no unit (it was read as 5 bytes); 0 is exact either way
+        raise K3PlanError(
+            f"--tolerance {text!r}: no unit; expected '{t}%' (a percent of each recorded term) or a size such as "
+            f"'{t}MiB' or '{t}B'"
+        )
     try:
         return Tolerance(text=t, bytes=parse_bytes(t, what="--tolerance"))
     except K3PlanError:

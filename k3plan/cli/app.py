@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate",
     "check": "check",
     "report": "report",
+    "explain": "explain",  # issue 36: the terms the output uses
 }
 
 
@@ -164,6 +165,9 @@ def _refusing_empty(param, process_value):
     return check
 
 
+NEEDS_JAX = ("probe", "validate")  # the commands that run JAX (the 'jax' extra; 'tpu' on a TPU host)
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -178,6 +182,14 @@ class K3Group(TyperGroup):
             interrupted()
         except BrokenPipeError:  # the reader left (`| head -1`): click would exit 1, which here means "does not fit"
             reader_gone()
+        except ModuleNotFoundError as err:  # an optional extra (jax, matplotlib) not installed: one line, exit 2
+            from k3plan.extras import missing_extra_line
+
+            line = missing_extra_line(err, ctx.invoked_subcommand or ctx.command_path)
+            if line is None:
+                raise
+            _print_error(line)
+            raise typer.Exit(2) from None
         except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise
@@ -187,6 +199,11 @@ class K3Group(TyperGroup):
 
     def resolve_command(self, ctx, args):
         name, cmd, rest = super().resolve_command(ctx, args)
+        if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):  # before any progress line (issue 36)
+            from k3plan.extras import have, missing_extra_line
+
+            if not have("jax"):
+                raise K3PlanError(missing_extra_line(ModuleNotFoundError(name="jax"), name) or "jax is missing")
         if cmd is not None:
             _refuse_empty_values(cmd)
             _refuse_repeated_options(cmd, rest)
@@ -210,6 +227,9 @@ Examples:
   k3plan plan --context 131072                which machine and split?
   k3plan roofline -t 2x4x4 --tp 32 --batch 8  how fast?
   k3plan report --out reports/k3.md --html    a capacity report
+  k3plan explain KDA                          what a term in the output means (k3plan explain: all of them)
+
+Token counts take k = 1,024 and M = 1,048,576 (128k = 131,072), as model cards count contexts.
 """
 
 

@@ -22,7 +22,8 @@ def command(
         str,
         typer.Option(
             "--tolerance",
-            help="How much a per-device term may grow: a size ('512MiB') or a percent of the recorded term ('1%').",
+            help="How much a per-device term may grow, with its unit: a percent of the recorded term ('1%') or a "
+            "size ('512MiB', '1GB', '4096B'); a bare number other than 0 is refused.",
         ),
     ] = "0.5%",
     update: Annotated[

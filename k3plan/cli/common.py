@@ -192,13 +192,34 @@ def spec_decode_from(
     return parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance)
 
 
-ContextOpt = Annotated[int, typer.Option("--context", "-c", help="Context length in tokens a sequence.")]
+def tokens(value: Any) -> int:
+    """A token count as people write it: 131072, 128k, 1M (k3plan.tokencount; issue 36); typer's parser."""
+    if isinstance(value, int):
+        return value
+    from k3plan.tokencount import UNIT_RULE, parse_tokens
+
+    try:
+        return parse_tokens(str(value))
+    except ValueError as err:
+        raise typer.BadParameter(f"{err}; expected e.g. 131072, 128k or 1M ({UNIT_RULE})") from None
+
+
+TOKENS = tokens
+TOKENS_HELP = "131072, 128k or 1M (k = 1,024 tokens, as model cards count contexts)."
+ContextOpt = Annotated[
+    int,
+    typer.Option(
+        "--context", "-c", parser=TOKENS, metavar="TOKENS", help="Context length a sequence, in tokens: " + TOKENS_HELP
+    ),
+]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")]
 ChunkOpt = Annotated[
     Optional[int],
     typer.Option(
         "--chunk",
-        help=f"Prefill chunk in tokens (default {DEFAULT_PREFILL_CHUNK_TOKENS:,}, vLLM's max_num_batched_tokens).",
+        parser=TOKENS,
+        metavar="TOKENS",
+        help=f"Prefill chunk in tokens (default {DEFAULT_PREFILL_CHUNK_TOKENS:,}, vLLM's max_num_batched_tokens); 32k = 32,768.",
     ),
 ]
 ProbesOpt = Annotated[

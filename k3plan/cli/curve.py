@@ -52,7 +52,7 @@ def command(
     plot: Annotated[
         Optional[Path],
         typer.Option(
-            "--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install -e '.[plot]')."
+            "--plot", help="Write the curve as FILE.png or FILE.svg (needs matplotlib: pip install 'k3plan[plot]')."
         ),
     ] = None,
     turns: TurnsOpt = None,
@@ -150,6 +150,8 @@ def command(
                 notes=notes,
                 points=points,
                 sessions=growth,
+                reason=why_not.removeprefix("DOES NOT FIT: ") or None,
+                reason_code=_reason_code(why_not, turns=turns is not None and growth is None),
             )
         )
         if why_not:
@@ -192,3 +194,12 @@ def _why_not(points, *, context: int, batch: int, turns: bool) -> str:
     if turns:
         return f"DOES NOT FIT: --turns: no context fits at batch {batch:,} on this setup; see k3plan fit"
     return ""
+
+
+def _reason_code(why_not: str, *, turns: bool) -> str | None:
+    """The k3plan.step.verdict.ReasonCode of ``_why_not``'s line (None: it fits)."""
+    from k3plan.step.verdict import ReasonCode
+
+    if not why_not:
+        return None
+    return (ReasonCode.NO_CONTEXT if turns and "--turns" in why_not else ReasonCode.NO_CHUNK).value

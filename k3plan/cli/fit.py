@@ -75,7 +75,7 @@ def command(
     Examples:
       k3plan fit --topology 2x2x4 --tp 32
       k3plan fit -t 2x2x2 --tp 16 --context 1048576   the weights alone exceed a device (exit 1)
-      k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8_ds_mla
+      k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8
       k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
       k3plan fit -t 2x4x4 --tp 32 --offload host              sessions parked in host DRAM
       k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
@@ -166,6 +166,7 @@ def command(
         offload=off,
         draft_bytes=d.bytes if d else 0,
         draft_kv_of=draft_kv_of(d) if d else None,
+        splits=True,  # issue 36: other splits of the same chips first (k3plan.advice.splits)
     )
     ph = None
     if prefix_hit is not None and result.fits:  # a TTFT only for a workload that fits

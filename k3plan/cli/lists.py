@@ -6,6 +6,7 @@ twice (report wrote every section twice, plan ranked each configuration twice)."
 from __future__ import annotations
 
 from k3plan.errors import K3PlanError
+from k3plan.tokencount import parse_tokens
 
 
 def items(flag: str, text: str) -> list[str]:
@@ -28,9 +29,11 @@ def whole_numbers(flag: str, text: str, *, minimum: int = 1, example: str = "409
     out = []
     for p in items(flag, text):
         try:
-            v = int(p)
+            v = parse_tokens(p)  # 131072, 128k, 1M (issue 36: counts as people write them)
         except ValueError:
-            raise K3PlanError(f"{flag} {text!r}: {p!r} is not a whole number; expected e.g. {example}") from None
+            raise K3PlanError(
+                f"{flag} {text!r}: {p!r} is not a whole number; expected e.g. {example} (k = 1,024, M = 1,048,576)"
+            ) from None
         if v < minimum:
             raise K3PlanError(f"{flag} {text!r}: {v:,} is below {minimum:,}; expected whole numbers >= {minimum:,}")
         if v in out:  # 8192 and 8_192 or 08192: the same number spelt twice

@@ -9,6 +9,7 @@ import typer
 
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
+    TOKENS,
     AllowCpuProbesOpt,
     ContextOpt,
     JsonOpt,
@@ -68,10 +69,15 @@ LatencyOpt = Annotated[Optional[float], typer.Option("--request-latency-ms", hel
 IslOpt = Annotated[
     Optional[int],
     typer.Option(
-        "--isl", help="Prompt tokens a request (with --osl: the SLA search; --context defaults to ISL + OSL)."
+        "--isl",
+        parser=TOKENS,
+        metavar="TOKENS",
+        help="Prompt tokens a request (with --osl: the SLA search; --context defaults to ISL + OSL); 4k = 4,096.",
     ),
 ]
-OslOpt = Annotated[Optional[int], typer.Option("--osl", help="Output tokens a request.")]
+OslOpt = Annotated[
+    Optional[int], typer.Option("--osl", parser=TOKENS, metavar="TOKENS", help="Output tokens a request; 1k = 1,024.")
+]
 RateOpt = Annotated[
     Optional[float], typer.Option("--request-rate", help="Requests a second (open loop) instead of --concurrency.")
 ]

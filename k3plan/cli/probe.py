@@ -53,7 +53,14 @@ TimeoutOpt = Annotated[
         help="Stop after this many seconds (checked between compiles and timed calls, so within one sweep point). Default: none on TPU/GPU, 40 s on CPU.",
     ),
 ]
-OutOpt = Annotated[Path, typer.Option("--out", help="Folder for the records.")]
+# issue 36: a user folder by default, not the checkout's committed reports/probes (--out reports/probes adds to them)
+USER_OUT = Path("k3plan-probes")
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out", help="Folder for the records (default ./k3plan-probes); other commands read them with --probes DIR."
+    ),
+]
 HardwareOpt = Annotated[
     Optional[str],
     typer.Option("--hardware", help="Spec for the expectation (default: the one matching the device kind)."),
@@ -74,7 +81,7 @@ PidOpt = Annotated[Optional[int], typer.Option("--process-id", help="This proces
 
 def _common(
     timeout=None,
-    out=Path("reports/probes"),
+    out=USER_OUT,
     hardware=None,
     repeats=5,
     warmup=1,
@@ -107,7 +114,7 @@ def _common(
 
 _PROBE_OPTIONS = (
     ("timeout", TimeoutOpt, None),
-    ("out", OutOpt, Path("reports/probes")),
+    ("out", OutOpt, USER_OUT),
     ("hardware", HardwareOpt, None),
     ("repeats", RepeatsOpt, 5),
     ("warmup", WarmupOpt, 1),
@@ -251,6 +258,16 @@ def _execute(settings, run, json_out: bool) -> None:
     else:
         for record, path in zip(result.records, paths):
             render(console, record, path)
+    if result.paths:  # issue 36: how to use what was written
+        folder = Path(result.paths[0]).parent
+        flag = f"--probes {folder}" + (
+            " --allow-cpu-probes" if any(r.device_kind.lower() == "cpu" for r in result.records) else ""
+        )
+        (err_console if json_out else console).print(
+            f"use these records: {flag} (e.g. k3plan roofline {flag}; k3plan plan --rank-by expected {flag})",
+            highlight=False,
+            soft_wrap=True,
+        )
     bad = [r for r in result.records if not r.ok or r.verified is False]
     if bad:
         for r in bad:

@@ -67,7 +67,10 @@ def command(
         ),
     ] = DEFAULT_HARDWARE,
     context: Annotated[
-        str, typer.Option("--context", "-c", help="Comma-separated context lengths in tokens.")
+        str,
+        typer.Option(
+            "--context", "-c", help="Comma-separated context lengths in tokens: 131072,1M (k = 1,024, M = 1,048,576)."
+        ),
     ] = "131072,1048576",
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="Sequences that must fit at each context for a topology to be viable.")
@@ -167,6 +170,14 @@ def command(
         eff=eff,
         deploy=lambda path: deploy(plot_path=path),
     )
+    from k3plan.extras import have, install_command
+
+    if not have("matplotlib"):  # issue 36: the Markdown is written without the plots; say so
+        err_console.print(
+            f"[yellow]warning:[/] plots not drawn: matplotlib is not installed ({install_command('plot')}); "
+            "the report's tables carry every figure",
+            highlight=False,
+        )
     if json_out:
         from k3plan.report.capacity_model import ReportOutput
 

@@ -117,13 +117,14 @@ def command(
     if router_histogram:
         moe = setup.model.spec.moe
         hist = load_histogram(router_histogram, num_experts=moe.num_experts, top_k=moe.top_k)
-    from k3plan.step.verdict import why_not
+    from k3plan.step.verdict import fit_reason
     from k3plan.units import fmt_gib
 
     verdict, d = verdict_of(setup)  # on the probe-measured hardware, as the speed figures below
     why = ""
+    code, text = fit_reason(fits=verdict.fits, code=verdict.reason)
     if not verdict.fits:
-        why = why_not(verdict.reason) if verdict.reason else "a compiled graph was refused by calibration"
+        why = text
     if not verdict.fits and not ignore_fit:  # a speed figure only for a workload that fits
         if json_out:
             from k3plan.app.roofline import RooflineRefusal
@@ -136,6 +137,7 @@ def command(
                     parallel=setup.parallel,
                     stack=setup.stack.label,
                     reason=why,
+                    reason_code=code.value,
                     free_bytes=verdict.per_device.free_bytes,
                 )
             )

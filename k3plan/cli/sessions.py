@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from k3plan.cli.common import TOKENS
+
 # The session options, declared once for curve and plan.
 TurnsOpt = Annotated[
     Optional[int],
@@ -15,15 +17,34 @@ TurnsOpt = Annotated[
         help="Sessions: turns in a multi-turn conversation; prints context growth a turn and the first turn that no longer fits.",
     ),
 ]
-UserTokensOpt = Annotated[int, typer.Option("--user-tokens", help="Sessions: tokens the user sends a turn.")]
-AnswerTokensOpt = Annotated[int, typer.Option("--answer-tokens", help="Sessions: visible answer tokens a turn.")]
+UserTokensOpt = Annotated[
+    int, typer.Option("--user-tokens", parser=TOKENS, metavar="TOKENS", help="Sessions: tokens the user sends a turn.")
+]
+AnswerTokensOpt = Annotated[
+    int,
+    typer.Option("--answer-tokens", parser=TOKENS, metavar="TOKENS", help="Sessions: visible answer tokens a turn."),
+]
 ReasoningTokensOpt = Annotated[
-    int, typer.Option("--reasoning-tokens", help="Sessions: reasoning tokens a turn (K3 carries them back).")
+    int,
+    typer.Option(
+        "--reasoning-tokens",
+        parser=TOKENS,
+        metavar="TOKENS",
+        help="Sessions: reasoning tokens a turn (K3 carries them back).",
+    ),
 ]
 ToolTokensOpt = Annotated[
-    int, typer.Option("--tool-tokens", help="Sessions: tool calls and results a turn (always carried).")
+    int,
+    typer.Option(
+        "--tool-tokens",
+        parser=TOKENS,
+        metavar="TOKENS",
+        help="Sessions: tool calls and results a turn (always carried).",
+    ),
 ]
-SystemTokensOpt = Annotated[int, typer.Option("--system-tokens", help="Sessions: system prompt tokens.")]
+SystemTokensOpt = Annotated[
+    int, typer.Option("--system-tokens", parser=TOKENS, metavar="TOKENS", help="Sessions: system prompt tokens.")
+]
 DropReasoningOpt = Annotated[
     bool,
     typer.Option(

@@ -121,11 +121,15 @@ def plot_pareto(
         kept = [p for p in ps if getattr(p, y) is not None]
         return Series(xs=[p.tokens_per_s_per_user for p in kept], ys=[getattr(p, y) for p in kept], **kw)
 
+    # the points off the front only: a point on it is drawn by the front, and a grey series all of whose points
+    # hide under the front's was a legend entry with nothing to see (issue 36: hidden series)
+    on_front = {(p.label, p.tokens_per_s_per_user, getattr(p, y)) for p in front}
+    off = [p for p in points if (p.label, p.tokens_per_s_per_user, getattr(p, y)) not in on_front]
     chart = Chart(
         title=title,
         x_label="tokens/s per user",
         y_label="tokens/s per chip" if y == "tokens_per_s_per_chip" else "tokens per US dollar",
-        series=[series(points, name="searched", color=GREY, radius=POINT_R)],
+        series=[series(off, name="searched, off the front", color=GREY, radius=POINT_R)] if off else [],
     )
     if front:
         kept = [p for p in front if getattr(p, y) is not None]

@@ -161,7 +161,11 @@ def render_plan(result: PlanResult, console: Console) -> None:
                 + ("" if q.meets else " -- misses: " + "; ".join(q.misses))
             )
     else:
-        console.print("[bold red]No configuration passes.[/] Every family's reasons are below.")
+        from k3plan.plan.output import plan_reason
+
+        why = plan_reason(result)[1]  # issue 36: the reason plan --json gives, first
+        why = why.removeprefix("no configuration passes; ").removeprefix("no configuration passes: ")
+        console.print(f"[bold red]No configuration passes[/]: {escape(why)}. Every family's reasons are below.")
     if result.rejected_families:
         console.print(_rejected(result))
     console.print("Reasons: " + "; ".join(f"{k}: {v}" for k, v in result.reasons.items() if k != "feasible"))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_TOKENS, check_workload
 from k3plan.deploy.coldstart import ColdStart
@@ -90,6 +90,8 @@ class PlanResult(BaseModel):
     cold_start: Optional[ColdStart] = None
     # nothing passes: the configuration that came closest (k3plan.advice.plan applies the rules to it)
     closest_miss: Optional[PlanRow] = None
+    # the k3plan.step.verdict.REASONS index that rejected closest_miss (-1: none); plan/output.py names it
+    closest_miss_code: int = Field(default=-1, exclude=True)
 
 
 def check_inputs(*, concurrency: int, max_chips: int, objective: str, top: int, context: int) -> None:
@@ -434,4 +436,5 @@ def plan(
         closest_miss=None
         if miss is None
         else row(space=space, cols=cols, i=miss, rank=0, fits=bool(codes[miss] == CODE["tpot"])),
+        closest_miss_code=-1 if miss is None else int(codes[miss]),
     )

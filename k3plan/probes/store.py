@@ -12,7 +12,7 @@ from k3plan.errors import K3PlanError
 from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.io_safe import write_new_text
 
-DEFAULT_DIR = Path("reports/probes")
+DEFAULT_DIR = Path("k3plan-probes")  # a user folder (issue 36); the checkout's records: --out reports/probes
 
 
 def utc_now_iso() -> str:

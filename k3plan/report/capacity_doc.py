@@ -177,11 +177,20 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
 
 
 def document(
-    reports: Sequence[PlatformReport], *, title: str, intro: list[str], plots: list[tuple[Path, str]], concurrency: int
+    reports: Sequence[PlatformReport],
+    *,
+    title: str,
+    intro: list[str],
+    plots: list[tuple[Path, str]],
+    concurrency: int,
+    plots_note: str | None = None,
 ) -> list[Block]:
+    """``plots_note``: said under "Plots" where they were not drawn (matplotlib missing)."""
     blocks: list[Block] = [("h1", title)] + [("p", t) for t in intro]
     blocks += [("h2", "Summary"), summary_table(reports), ("h2", "Findings"), ("ul", findings(reports))]
     blocks += [("h2", "Plots")] + [("img", path, alt) for path, alt in plots]
+    if plots_note:
+        blocks.append(("p", plots_note))
     for r in reports:
         blocks += platform_blocks(r, concurrency=concurrency)
     return blocks

@@ -33,6 +33,11 @@ def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
     rows = [(r, row) for r in reports for row in r.rows]
     fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 1.8))
     labels = []
+    # a term too thin to see beside the widest bar says its largest value in the legend (issue 36: KDA state,
+    # 0.02 GiB beside 277 GiB, was a legend entry with no visible bar)
+    fitted = [v for _, row in rows if (v := Viable.of(row)) is not None]
+    widest = max((sum(max(0, b) for _, b in v.terms.items()) for v in fitted), default=0)
+    largest = {k: max((max(0, getattr(v.terms, k)) for v in fitted), default=0) for k in TERM_COLORS}
     for i, (r, row) in enumerate(rows):
         y = len(rows) - 1 - i
         v = Viable.of(row)
@@ -54,7 +59,15 @@ def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
                 color=color,
                 edgecolor="white",
                 linewidth=0.5,
-                label=name if i == next(j for j, (_, rr) in enumerate(rows) if rr.fits) else None,
+                label=(
+                    (
+                        f"{name} (at most {largest[key] / GiB:.2g} GiB: too thin to see)"
+                        if largest[key] < 0.01 * widest
+                        else name
+                    )
+                    if i == next(j for j, (_, rr) in enumerate(rows) if rr.fits)
+                    else None
+                ),
             )
             left += gib
     ax.set_yticks(range(len(rows)))
@@ -66,7 +79,7 @@ def plot_memory(reports: Sequence[PlatformReport], *, path: Path) -> None:
         ax,
         NOTHING_FITS,
         fontsize=8,
-        ncol=6,
+        ncol=3,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.12 - 0.25 / max(1, len(rows))),
         frameon=False,
@@ -109,29 +122,38 @@ def plot_roofline(reports: Sequence[PlatformReport], *, path: Path) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = "osD^v<>"  # issue 36: two platforms' points at the same spot hid one another; shapes and sizes differ
     lo, hi = 0.5, 2000.0
     for i, r in enumerate(reports):
         color = colors[i % len(colors)]
         peak, bw = r.roof.flops_per_s, r.roof.hbm_bytes_per_s
         xs = [lo, peak / bw, hi]
+        pts = r.roofline_points
         ax.plot(
             xs,
             [min(peak, bw * x) / 1e12 for x in xs],
             "-",
             color=color,
             lw=1.2,
-            label=f"{r.hardware} roof (MFU-scaled peak, HBM)",
+            label=f"{r.hardware} roof (MFU-scaled peak, HBM)" + ("" if pts else "; no point: nothing fits"),
         )
-        pts = r.roofline_points
         if pts:
-            ax.plot([p.intensity for p in pts], [p.flops_per_s / 1e12 for p in pts], "o", color=color, ms=4)
+            ax.plot(
+                [p.intensity for p in pts],
+                [p.flops_per_s / 1e12 for p in pts],
+                markers[i % len(markers)],
+                color=color,
+                ms=7 - i % 3,
+                markerfacecolor="none" if i % 2 else color,
+                markeredgewidth=1.2,
+            )
             last = pts[-1]
-            ax.annotate(
-                f"B={last.batch}",
+            ax.annotate(  # each platform's label on its own line under the point, so two never overprint
+                f"B={last.batch} ({r.hardware})",
                 (last.intensity, last.flops_per_s / 1e12),
                 fontsize=7,
                 color=color,
-                xytext=(4, -8),
+                xytext=(6, -10 - 9 * i),
                 textcoords="offset points",
             )
     ax.set_xscale("log")

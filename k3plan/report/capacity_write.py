@@ -78,8 +78,18 @@ def write(
         (Path(f"{stem}-curve.{plot_format}"), "prefill chunk vs longest context", plot_curves),
         (Path(f"{stem}-roofline.{plot_format}"), "decode roofline", plot_roofline),
     ]
-    for path, _, fn in plots:
-        fn(reports, path=path)
+    from k3plan.extras import have, install_command
+
+    plots_note = None
+    if have("matplotlib"):
+        for path, _, fn in plots:
+            fn(reports, path=path)
+    else:  # issue 36: the Markdown without the matplotlib plots, saying so (the Pareto plot is Pillow's)
+        plots_note = (
+            f"Plots not drawn: matplotlib is not installed (the 'plot' extra: {install_command('plot')}); "
+            "the tables below carry every figure."
+        )
+        plots = []
     m = load_model(model)
     inv = m.inventory
     title = f"{m.name} capacity report"
@@ -99,7 +109,12 @@ def write(
         "hardware); GiB = 2^30 B.",
     ]
     blocks = document(
-        reports, title=title, intro=intro, plots=[(p, alt) for p, alt, _ in plots], concurrency=concurrency
+        reports,
+        title=title,
+        intro=intro,
+        plots=[(p, alt) for p, alt, _ in plots],
+        concurrency=concurrency,
+        plots_note=plots_note,
     )
     extra: list[Path] = []
     if deploy is not None:

@@ -20,6 +20,7 @@ def _gib(n: float) -> str:
 def render_fit(r: FitResult, console: Console) -> None:
     hw, par, w, dev = r.hardware, r.parallel, r.workload, r.per_device
     usable = hw.usable_bytes_per_device
+    console.print(verdict_line(r))  # issue 36: the verdict first, then the table, then warnings
     console.print(
         f"[bold]{r.model.name}[/] on [bold]{hw.name} {hw.topology}[/] ({hw.chips} chips, "
         f"{hw.devices} devices, {hw.hosts} hosts), {par.label}, "
@@ -102,11 +103,23 @@ def render_fit(r: FitResult, console: Console) -> None:
         console.print(f"[yellow]warning:[/] {msg}")
     for msg in r.notes:
         console.print(f"[dim]note: {msg}[/]")
-    from k3plan.step.verdict import why_not
 
-    verdict = (
-        "[bold green]FITS[/]"
-        if r.fits
-        else ("[bold red]DOES NOT FIT[/]" + (": " + why_not(r.reason) if r.reason else ""))
+
+def verdict_line(r: FitResult) -> str:
+    """One line: FITS or DOES NOT FIT, and why (the ``reason`` of fit --json), with the free HBM it rests on."""
+    from k3plan.step.verdict import fit_reason
+
+    w, dev, cap = r.workload, r.per_device, r.capacity
+    usable = r.hardware.usable_bytes_per_device
+    free = (
+        f"free {_gib(dev.free_bytes)} GiB a device = {100 * dev.free_bytes / usable:.1f}% of usable HBM"
+        if dev.free_bytes >= 0
+        else f"{_gib(-dev.free_bytes)} GiB a device over usable HBM"
     )
-    console.print(verdict)
+    if r.fits:
+        return (
+            f"[bold green]FITS[/]: batch {w.batch:,} x context {w.context_tokens:,} tokens, {free}; "
+            f"room for {cap.max_sequences:,} sequence(s) at this context"
+        )
+    _, why = fit_reason(fits=False, code=r.reason)
+    return f"[bold red]DOES NOT FIT[/]: {why} ({free} at batch {w.batch:,} x context {w.context_tokens:,})"

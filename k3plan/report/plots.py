@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import save_figure
 from k3plan.units import tokens_k, tokens_k_axis
+
+TITLE_CHARS = 95  # characters a line of a plot title at fontsize 9 on an 8-inch figure
 
 
 def _pyplot():
@@ -16,7 +19,9 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise K3PlanError("plots need matplotlib: pip install -e '.[plot]'") from None
+        from k3plan.extras import install_command
+
+        raise K3PlanError(f"plots need matplotlib (the 'plot' extra): {install_command('plot')}") from None
     return plt
 
 
@@ -57,7 +62,8 @@ def plot_curve(points, *, title: str, path: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("prefill chunk (tokens)")
     ax.set_ylabel(tokens_k_axis("longest context"))
-    ax.set_title(title, fontsize=9)
+    # issue 36: the title (model, hardware, split, stack, evidence file) ran past both edges; wrapped, it is whole
+    ax.set_title(textwrap.fill(title, TITLE_CHARS), fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -56,17 +56,14 @@ def measured_hardware(
 
     bw = effective_bandwidth(probes, device_kind=hw.device_kind, probe="hbm", allow_cpu=allow_cpu)
     if bw is None:
-        records = load_records(probes)
+        records = [r for r in load_records(probes) if r.probe == "hbm"]  # issue 36: the HBM records, not all
         kinds = sorted({r.device_kind for r in records})
         cpu = any(r.backend == "cpu" for r in records)
         return hw, [
-            f"no HBM probe record in {probes} matches {hw.name} (device kind {hw.device_kind!r}; found: "
-            f"{', '.join(kinds) or 'none'})"
-            + (
-                "; CPU records are not applied to an accelerator unless --allow-cpu-probes"
-                if cpu and not allow_cpu
-                else ""
-            )
+            f"HBM bandwidth: the {hw.name} spec's ({probes} holds no HBM record of device kind "
+            f"{hw.device_kind!r}; its HBM records: {', '.join(kinds) or 'none'}"
+            + (", CPU ones applied to an accelerator only with --allow-cpu-probes" if cpu and not allow_cpu else "")
+            + ")"
         ]
     notes = [f"HBM bandwidth {bw[0] / 1e12:.3f} TB/s a device from {describe(bw[1], bw[2])}"]
     if allow_cpu:

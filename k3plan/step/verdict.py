@@ -10,18 +10,54 @@ only ever hit GPU hosts over InfiniBand, where docs/k3-facts.md §4 (DCN, 12x le
 
 from __future__ import annotations
 
+from enum import Enum
+
 from k3plan.columns import first_true
+
+
+class ReasonCode(str, Enum):
+    """The stable ``reason_code`` of every verdict in JSON (fit, roofline, plan, curve), defined once.
+
+    The first seven are the checks of REASONS, in order (plan's ``reasons`` counts use the same keys);
+    the others are verdicts outside that ladder. A CI job reads the code, a person the ``reason`` text.
+    """
+
+    FEASIBLE = "feasible"
+    FALLBACK = "fallback"
+    WEIGHTS = "weights"
+    BUDGET = "budget"
+    CONCURRENCY = "concurrency"
+    TPOT = "tpot"
+    UNPRICED = "unpriced"
+    # a calibration's compiled graph ran out of memory at this chunk or context (fit, roofline)
+    CALIBRATION = "calibration"
+    # plan --strict: every configuration passed the memory checks but misses a latency target
+    SLA = "sla"
+    # curve: no prefill chunk size leaves room for the batch at the context
+    NO_CHUNK = "no_chunk"
+    # curve --turns: no context fits at the batch
+    NO_CONTEXT = "no_context"
+    # plan: the search found no configuration at all (no hardware, stack or topology to try)
+    NO_CONFIGURATION = "no_configuration"
+
 
 # code -> (key, text); a configuration gets the first that applies, 0 = feasible
 REASONS = (
-    ("feasible", "feasible"),
-    ("fallback", "heads or experts do not divide: a dimension falls back to replication"),
-    ("weights", "does not fit: weights alone exceed usable HBM"),
-    ("budget", "does not fit: weights + temporaries + reserve + one sequence at the context exceed usable HBM"),
-    ("concurrency", "does not fit: not enough room for the batch of sequences (--batch in fit, --concurrency in plan)"),
-    ("tpot", "misses the TPOT target"),
-    ("unpriced", "no price in the hardware spec (--minimize cost)"),
+    (ReasonCode.FEASIBLE.value, "feasible"),
+    (ReasonCode.FALLBACK.value, "heads or experts do not divide: a dimension falls back to replication"),
+    (ReasonCode.WEIGHTS.value, "does not fit: weights alone exceed usable HBM"),
+    (
+        ReasonCode.BUDGET.value,
+        "does not fit: weights + temporaries + reserve + one sequence at the context exceed usable HBM",
+    ),
+    (
+        ReasonCode.CONCURRENCY.value,
+        "does not fit: not enough room for the batch of sequences (--batch in fit, --concurrency in plan)",
+    ),
+    (ReasonCode.TPOT.value, "misses the TPOT target"),
+    (ReasonCode.UNPRICED.value, "no price in the hardware spec (--minimize cost)"),
 )
+CALIBRATION_REFUSED = "a compiled graph was refused by calibration"
 
 
 def reject_code(
@@ -57,3 +93,13 @@ def reason_text(code: int) -> str:
 def why_not(code: int) -> str:
     """The reason as it follows "DOES NOT FIT: " (fit and roofline print the same line)."""
     return reason_text(code).removeprefix("does not fit: ")
+
+
+def fit_reason(*, fits: bool, code: int) -> tuple[ReasonCode, str]:
+    """(reason_code, reason) of one configuration's verdict: the text after "DOES NOT FIT: ", or
+    "fits"; a configuration that passes every check but is refused by its calibration is CALIBRATION."""
+    if fits:
+        return ReasonCode.FEASIBLE, "fits"
+    if code:
+        return ReasonCode(REASONS[int(code)][0]), why_not(code)
+    return ReasonCode.CALIBRATION, CALIBRATION_REFUSED

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from k3plan.errors import K3PlanError
+from k3plan.extras import install_command
 
 _FLAG = "--xla_force_host_platform_device_count"
 # TPU generation as the compiler spells it -> k3plan hardware spec name
 TPU_GENERATIONS: dict[str, str] = {"tpu7x": "tpu-v7x", "v6e": "tpu-v6e", "v5p": "tpu-v5p", "v5e": "tpu-v5e"}
-INSTALL_HINT = 'pip install -e ".[tpu]" (libtpu, from jax[tpu]==0.10.2)'
+INSTALL_HINT = f"{install_command('tpu')} (libtpu, from jax[tpu]==0.10.2)"  # this install's pip/pipx (issue 36)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def test_thin_headroom_warns_with_the_margin(cli):
     assert rules["verdict"] == "thin"
     short = math.ceil(usable / 10) - free
     (w,) = rules["warnings"]
-    assert f"{free / usable:.1%} of usable HBM" in w and f"{short / 2**30:,.1f} GiB short" in w
+    assert f"{free / usable:.1%} of usable HBM" in w and f"{short / 2**30:,.1f} GiB more free" in w
 
 
 def test_spec_decode_puts_the_draft_in_the_budget_and_prices_batch_x_k_plus_1(cli):
@@ -188,7 +188,7 @@ def test_no_fp8_ds_mla_advice_where_the_engine_lacks_it(cli):
     # prices fp8, 1 B a value of the 576 (24 x 576 = 13,824 B a token); before, no KV advice at all
     d = fit_json(cli, "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "--stack", "sglang", code=1)
     actions = [s["action"] for s in d["advice"]["rules"]["suggestions"]]
-    assert "topology" in actions and set(actions) <= {"topology", "context", "kv_dtype"}
+    assert "topology" in actions and set(actions) <= {"split", "topology", "context", "kv_dtype"}  # split: issue 36
     kv = next(s for s in d["advice"]["rules"]["suggestions"] if s["action"] == "kv_dtype")
     assert f"KV bf16 -> fp8 ({24 * 576 * 2:,} -> {24 * 576:,} B a token" in kv["text"]
     assert "fit with --kv-dtype fp8" in d["advice"]["alternatives"]

@@ -112,7 +112,7 @@ def test_thin_pick_gets_the_headroom_warning_with_its_margin(thin):
     rules = adv["advice"]["rules"]
     assert 0 < pd["free_bytes"] < bar and rules["verdict"] == "thin"
     short = bar - pd["free_bytes"]
-    assert any(f"{short / GIB:,.1f} GiB short" in w for w in rules["warnings"])
+    assert any(f"{short / GIB:,.1f} GiB more free" in w for w in rules["warnings"])
     assert f"= {pd['free_bytes'] / usable:.1%} of usable HBM" in rules["warnings"][0]
     # the context rule: the longest context (whole blocks) that leaves the 10% bar free at this batch
     fixed = pd["weights_bytes"] + pd["temp_bytes"] + pd["reserve_bytes"]

@@ -79,7 +79,9 @@ def test_thin_headroom_warns_with_margin():
     x = inputs(weights=60 * G, seqs=8, state_per_seq=3 * G // 8)
     a = advise(x)
     assert a.verdict == "thin" and a.headroom_fraction == pytest.approx(0.06)
-    assert a.warnings[0].startswith("headroom 6.0 GiB = 6.0% of usable HBM (100.0 GiB), under 10%: 4.0 GiB short")
+    assert a.warnings[0].startswith(
+        "it fits, with thin headroom: 6.0 GiB = 6.0% of usable HBM (100.0 GiB), under the 10% margin; 4.0 GiB more"
+    )
     # bar 10 GiB free: room 25 - 10 = 15 GiB / 2.375 = 6.3 -> 6 sequences; frees 2 x 2.375 = 4.75 GiB
     (s,) = [s for s in a.suggestions if s.action == "batch"]
     assert s.freed_bytes_per_device == 4.75 * G and s.free_bytes_after == 10.75 * G and s.resolves

@@ -38,7 +38,7 @@ EXAMPLES = [pytest.param(c, code, id=c) for which in (None, "roofline") for c, c
 
 
 def test_the_help_examples_are_found():
-    assert len(help_examples(None)) == 4 and len(help_examples("roofline")) >= 6
+    assert len(help_examples(None)) == 5 and len(help_examples("roofline")) >= 6  # 5: explain (issue 36)
     assert any(code == 1 for _, code in help_examples("roofline"))  # one shows the refusal
 
 

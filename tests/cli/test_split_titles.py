@@ -6,15 +6,20 @@ import pytest
 POINT = ("-H", "nvidia-b200", "-t", "2x8", "--tp", "8", "--pp", "2", "--stack", "vllm", "--context", "32768")
 
 
+def _title(out: str) -> str:
+    """The first line after fit's verdict line (issue 36: fit says FITS / DOES NOT FIT first)."""
+    return next(x for x in out.splitlines() if not x.startswith(("FITS", "DOES NOT FIT")))
+
+
 @pytest.mark.parametrize("command", ["fit", "roofline", "curve"])
 def test_title_names_the_pipeline(cli, command):
     r = cli(command, *POINT)
     assert r.exit_code == 0, r.output
-    title = r.stdout.splitlines()[0]
+    title = _title(r.stdout)
     assert "tp=8 ep=8 dp=1 pp=2" in title, title
 
 
 def test_no_pipeline_no_pp(cli):
     r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--tp", "8", "--stack", "vllm", "--context", "32768")
-    title = r.stdout.splitlines()[0]
+    title = _title(r.stdout)
     assert "tp=8 ep=8 dp=1," in title and "pp=" not in title, title

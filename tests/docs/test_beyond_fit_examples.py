@@ -18,7 +18,7 @@ def flat(text: str) -> str:
 
 
 def test_the_page_quotes_fit_and_plan_examples():
-    assert len(EXAMPLES) == 5 and all(quoted.strip() for _, _, quoted in EXAMPLES)
+    assert len(EXAMPLES) == 6 and all(quoted.strip() for _, _, quoted in EXAMPLES)
 
 
 @pytest.mark.parametrize("command, quoted", [(c, q) for c, _, q in EXAMPLES], ids=[c for c, _, _ in EXAMPLES])

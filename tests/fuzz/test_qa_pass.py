@@ -47,8 +47,10 @@ def test_roofline_refusal_reads_as_fits_does(cli):
     args = ("-t", "2x2x2", "--tp", "16")
     fit_line = next(x for x in cli("fit", *args).stdout.splitlines() if x.startswith("DOES NOT FIT"))
     roof = " ".join(cli("roofline", *args).stdout.split())
-    assert fit_line == "DOES NOT FIT: weights alone exceed usable HBM"
-    assert roof.startswith(fit_line + " (free ") and "does not fit: does not fit" not in roof.lower()
+    # issue 36: fit's verdict line (now first) goes on with the free HBM it rests on, in parentheses
+    head = "DOES NOT FIT: weights alone exceed usable HBM"
+    assert fit_line.startswith(head + " (") and "does not fit: does not fit" not in fit_line.lower()
+    assert roof.startswith(head + " (free ") and "does not fit: does not fit" not in roof.lower()
     assert json.loads(cli("roofline", *args, "--json").stdout)["reason"] == "weights alone exceed usable HBM"
 
 

@@ -23,7 +23,7 @@ KEYS = ["model", "hardware", "topology", "chips", "parallel", "stack", "efficien
 def test_the_json_keys_are_the_fields():
     assert list(RooflineResult.model_fields) == KEYS
     assert list(RooflineRefusal.model_fields) == [
-        "model", "hardware", "topology", "parallel", "stack", "fits", "reason", "free_bytes"]
+        "model", "hardware", "topology", "parallel", "stack", "fits", "reason", "reason_code", "free_bytes"]  # reason_code: issue 36
     assert list(KindTimes.model_fields) == list(CATEGORIES)
 
 

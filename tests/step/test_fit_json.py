@@ -64,6 +64,10 @@ def test_fit_json_is_unchanged(cli, name):
     assert list(got)[-3:] == ["advice", "prefix_hit", "engine"] and "rules" in got.pop("advice")
     assert got.pop("prefix_hit") is None
     got.pop("engine")
+    # issue 36 adds why (reason, reason_code) right after fits
+    keys = list(got)
+    assert keys[keys.index("fits") + 1 : keys.index("fits") + 3] == ["reason", "reason_code"]
+    got.pop("reason"), got.pop("reason_code")
     _compare(got, want)
     assert r.exit_code == (0 if want["fits"] else 1)
 
@@ -73,6 +77,7 @@ def test_fit_json_bytes_outside_the_speed_floats(cli):
     r = cli("fit", *CASES["fit-2x2x4-tp32.json"], "--json")
     got, want = json.loads(r.stdout), json.loads((DATA / "fit-2x2x4-tp32.json").read_text())
     got.pop("advice"), got.pop("prefix_hit"), got.pop("engine")  # issues 14 and 34 add them; the rest is unchanged
+    got.pop("reason"), got.pop("reason_code")  # issue 36's, after fits
     for d in (got, want):
         d["speed"]["tpot_s"] = d["speed"]["tokens_per_s"] = 0.0
     assert json.dumps(got, indent=2) == json.dumps(want, indent=2)

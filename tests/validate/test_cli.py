@@ -41,7 +41,7 @@ def test_exceeding_hbm_exits_1(tiny_config):
     (("--target", "tpu9x:2x2x1"), "unknown TPU generation"),
     (("-t", "2x2x1", "--tp", 3), "--tp 3"),
     (("--stage", "train"), "--stage"),
-    (("--tokens", "4k"), "--tokens"),
+    (("--tokens", "4q"), "--tokens"),  # 4k is 4,096 tokens since issue 36
     (("--layers", 99), "--layers"),
 ])
 def test_bad_input_exits_2_with_one_line(tiny_config, args, words):
@@ -57,7 +57,7 @@ def test_libtpu_missing_says_how_to_install(tiny_config, monkeypatch):
     monkeypatch.setattr(targets, "libtpu_version", lambda: None)
     r = invoke("--model", tiny_config, "--tp", 8, "--target", "tpu7x:2x2x1")
     assert r.exit_code == 2
-    assert 'pip install -e ".[tpu]"' in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "install 'k3plan[tpu]'" in r.stderr and len(r.stderr.strip().splitlines()) == 1  # pip or pipx (issue 36)
 
 
 def test_fit_does_not_import_jax():

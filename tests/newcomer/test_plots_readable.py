@@ -1,0 +1,105 @@
+"""Issue 36 point 8: every plot the tool writes has readable titles (inside the figure, not clipped) and no
+hidden series (a legend entry with nothing visible, two platforms' points drawn over one another)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+
+def _inside(fig) -> list[str]:
+    """Texts (titles, legend entries) that run past the figure's edges."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = fig.bbox
+    out = []
+    for ax in fig.axes:
+        texts = [ax.title] + (ax.get_legend().get_texts() if ax.get_legend() else [])
+        for t in texts:
+            if not t.get_text():
+                continue
+            e = t.get_window_extent(r)
+            if e.x0 < box.x0 - 1 or e.x1 > box.x1 + 1 or e.y1 > box.y1 + 1 or e.y0 < box.y0 - 1:
+                out.append(t.get_text())
+    return out
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    seen: dict[str, dict] = {}
+
+    def capture(module):
+        def save(fig, path, **kw):
+            legend = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+            markers = [ln.get_marker() for ax in fig.axes for ln in ax.get_lines() if ln.get_linestyle() == "None"]
+            seen[str(path).rsplit("-", 1)[-1] if module == "capacity" else "curve"] = {
+                "clipped": _inside(fig),
+                "legend": legend,
+                "markers": markers,
+                "title": fig.axes[0].get_title(),
+            }
+
+        return save
+
+    monkeypatch.setattr("k3plan.report.capacity_plots.save_figure", capture("capacity"))
+    monkeypatch.setattr("k3plan.report.plots.save_figure", capture("plots"))
+    return seen
+
+
+def test_report_plots(cli, tmp_path, figures):
+    r = cli(
+        "report", "-H", "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72", "-c", "128k,1M", "--out", tmp_path / "k.md"
+    )
+    assert r.exit_code == 0, r.output[-500:]
+    assert set(figures) == {"memory.png", "curve.png", "roofline.png"}
+    assert all(not f["clipped"] for f in figures.values()), {k: f["clipped"] for k, f in figures.items()}
+    # KDA state (0.06 GiB at most beside 277 GiB bars) says so rather than show a swatch with nothing drawn
+    assert any(t.startswith("KDA state (at most ") and "too thin to see" in t for t in figures["memory.png"]["legend"])
+    # platforms whose decode points coincide (B200 and GB300) are told apart by their markers
+    marks = figures["roofline.png"]["markers"]
+    assert len(marks) == len(set(marks)) >= 2
+    assert any("no point: nothing fits" in t for t in figures["roofline.png"]["legend"])  # tpu-v6e
+
+
+def test_curve_plot_title_is_whole(cli, tmp_path, figures):
+    r = cli(
+        "curve",
+        "-t",
+        "2x2x4",
+        "--stack",
+        "jax-native",
+        "--calibration",
+        "k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml",
+        "--plot",
+        tmp_path / "c.png",
+    )
+    assert r.exit_code == 0, r.output[-500:]
+    f = figures["curve"]
+    assert not f["clipped"] and "\n" in f["title"]  # was one line running past both edges
+
+
+def test_pareto_shows_no_empty_searched_series(monkeypatch, tmp_path):
+    """report's Pareto plot passes the front as the points too: 'searched' was a legend entry whose grey
+    points all hid under the front's."""
+    from k3plan.deploy import chart as chart_mod
+    from k3plan.deploy.pareto import ParetoPoint, plot_pareto
+
+    got = {}
+
+    def write(path, chart):
+        got["c"] = chart
+        return path
+
+    monkeypatch.setattr(chart_mod, "write_chart", write)
+    fields = ParetoPoint.model_fields
+    pts = []
+    for i in range(3):
+        kw = {k: None for k, f in fields.items() if not f.is_required()}
+        kw.update({k: (f"p{i}" if f.annotation is str else i + 1) for k, f in fields.items() if f.is_required()})
+        kw.update(tokens_per_s_per_user=10.0 * (i + 1), tokens_per_s_per_chip=30.0 - i)
+        pts.append(ParetoPoint(**kw))
+    plot_pareto(tmp_path / "p.png", pts, front=pts)
+    assert [s.name for s in got["c"].series] == ["Pareto front"]
+    plot_pareto(tmp_path / "p.png", pts + [pts[0].model_copy(update={"tokens_per_s_per_chip": 1.0})], front=pts)
+    assert [s.name for s in got["c"].series][0] == "searched, off the front"
