@@ -532,29 +532,61 @@ def step(
     batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 2,
     context: Annotated[int, typer.Option("--context", help="Tokens each sequence attends to.")] = 256,
     topology: Annotated[
-        str, typer.Option("--topology", "-t", help="tpu-v7x chips the scaled step is laid out on (2 devices a chip).")
-    ] = "2x2x1",
-    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the scaled step.")] = 8,
+        Optional[str],
+        typer.Option(
+            "--topology",
+            "-t",
+            help="Chips the step is laid out on. Default: 2x2x1 of tpu-v7x (toy width); one chip of the device's spec (k3 width).",
+        ),
+    ] = None,
+    tp: Annotated[
+        Optional[int], typer.Option("--tp", help="Tensor parallel size. Default: 8 (toy width), 1 (k3 width).")
+    ] = None,
+    width: Annotated[
+        str,
+        typer.Option(
+            "--width",
+            help="toy: 2 layers at toy widths (CPU-sized); k3: K3's hidden/latent/head widths, layers and experts cut to fit one chip.",
+        ),
+    ] = "toy",
+    stage: Annotated[str, typer.Option("--stage", help="decode, prefill or both.")] = "decode",
+    prefill_tokens: Annotated[int, typer.Option("--prefill-tokens", help="Tokens of the prefill step.")] = 1024,
+    layers: Annotated[Optional[int], typer.Option("--layers", help="k3 width: layers (default 4).")] = None,
+    experts: Annotated[Optional[int], typer.Option("--experts", help="k3 width: routed experts (default 32).")] = None,
     no_sub_probes: Annotated[
         bool,
-        typer.Option(
-            "--no-sub-probes", help="Skip the matmul/hbm/allreduce records of this run (every op then at its ceiling)."
-        ),
+        typer.Option("--no-sub-probes", help="Skip the efficiency records of this run (every op then at its ceiling)."),
     ] = False,
 ) -> None:
-    """A scaled-down K3 decode step (2 layers, 8 experts) timed end to end, beside its expected time.
+    """A scaled K3 step timed end to end with real arrays, beside its expected time.
 
     The expected time is the step's op list (the one `roofline` uses) against efficiency records
-    measured in the same run (matmul, hbm, allreduce at the sizes its ops have; written beside the
-    step's record); measured vs expected and the error are printed. On CPU the fake devices share
-    the host's cores: the run checks the machinery, not a calibration, and says so. On a TPU or GPU
-    it is the calibration of the expected time.
+    measured in the same run (matmul, hbm, allreduce at the sizes its ops have; at --width k3 also
+    ragged-dot, kda and kda-decode; written beside the step's record); measured vs expected, the
+    compiler's memory_analysis and (TPU/GPU) the profiler's per-op device time are in the record. On
+    CPU the fake devices share the host's cores: the run checks the machinery, not a calibration.
 
     \b
     Examples:
       k3plan probe step                                  8 fake CPU devices, batch 2 at 256 tokens
       k3plan probe step --topology 1x1x1 --tp 2 --cpu-devices 2 --no-write
+      k3plan probe step --width k3 --stage both --batch 16 --context 8192 --prefill-tokens 1024   (one TPU chip)
     """
     from k3plan.probes.step.probe import StepParams, run
 
-    launch(run, StepParams(batch=batch, context=context, topology=topology, tp=tp, sub_probes=not no_sub_probes))
+    stages = ("decode", "prefill") if stage == "both" else _names(stage, what="--stage", allowed=("decode", "prefill"))
+    launch(
+        run,
+        StepParams(
+            batch=batch,
+            context=context,
+            topology=topology,
+            tp=tp,
+            sub_probes=not no_sub_probes,
+            width=width,
+            stages=stages,
+            prefill_tokens=prefill_tokens,
+            layers=layers,
+            experts=experts,
+        ),
+    )

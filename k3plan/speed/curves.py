@@ -53,6 +53,8 @@ class EfficiencyCurves(_Frozen):
     skipped: tuple[str, ...] = ()  # records seen but not used, and why
 
 
+MAX_EFFICIENCY = 1.0  # a point above its ceiling is refused, never applied
+
 AXES = {
     "matmul": "(M N K)^(1/3)",
     "grouped_matmul": "rows a touched expert group",
@@ -225,6 +227,9 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
             skipped.append(f"{path}: {why}")
             continue
         for key, x, eff, detail in _point_values(record, peaks):
+            if eff > MAX_EFFICIENCY:  # faster than the peak: the timing was wrong; never applied (issue 35)
+                skipped.append(f"{path}: {key} at {x:.4g}: efficiency {eff:.0%} of the peak, above 1: refused")
+                continue
             point = EfficiencyPoint(
                 x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail
             )

@@ -79,3 +79,34 @@ def zeros(tree):
     import jax.numpy as jnp
 
     return jax.tree.map(lambda s: jax.device_put(jnp.zeros(s.shape, s.dtype), s.sharding), tree)
+
+
+# K3's widths on one accelerator (issue 35): hidden 7168, latent 3584, 96 heads of 128, MLA ranks as K3's;
+# the layers, the experts and the vocabulary cut so that the weights fit one 16 GiB chip. Layers keep K3's
+# pattern (three KDA, then one MLA; the first MLP dense); top-16 routing is K3's.
+K3_WIDTH_LAYERS = 4
+K3_WIDTH_EXPERTS = 32
+K3_WIDTH_VOCAB = 16384
+
+
+def k3_width_raw(
+    *, layers: int = K3_WIDTH_LAYERS, experts: int = K3_WIDTH_EXPERTS, vocab: int = K3_WIDTH_VOCAB
+) -> dict:
+    raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
+    raw.pop("vision_config", None)
+    t = raw["text_config"]
+    top_k = int(t["num_experts_per_token"])
+    t.update({"num_hidden_layers": layers, "num_experts": max(experts, top_k), "vocab_size": vocab})
+    t["linear_attn_config"].update(
+        {
+            "kda_layers": [i for i in range(1, layers + 1) if i % 4],
+            "full_attn_layers": [i for i in range(1, layers + 1) if i % 4 == 0],
+        }
+    )
+    return raw
+
+
+def k3_width_config_path(**kw) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="k3plan-k3-width-"))
+    (folder / "config.json").write_text(json.dumps(k3_width_raw(**kw)))
+    return folder / "config.json"
