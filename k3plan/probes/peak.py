@@ -37,3 +37,22 @@ def refuse_above_peak(points: list[ProbePoint], *, what: str) -> Optional[str]:
 def _where(pt: ProbePoint) -> str:
     keys = ("dtype", "size", "m", "n", "k", "bytes", "tokens")
     return " ".join(f"{k}={pt.params[k]}" for k in keys if k in pt.params) or "point"
+
+
+def refuse_below_bound(points: list[ProbePoint], *, what: str) -> list[str]:
+    """For points whose ``value`` is seconds and ``expected`` the spec's lower bound (bytes / HBM peak): drop
+    the value of each point faster than the bound (the same refusal, in time); return the refusals' lines."""
+    out = []
+    for pt in points:
+        if pt.value is None or pt.expected is None or pt.expected <= 0 or pt.unit != "s":
+            continue
+        if pt.value * TOLERANCE < pt.expected:
+            reason = (
+                f"refused: {what} {pt.params.get('path', 'point')} measured {pt.value:.4g} s, below the spec's bound "
+                f"{pt.expected:.4g} s (HBM peak): data stayed on chip between iterations, or the timing is wrong"
+            )
+            pt.notes.append(reason)
+            pt.params = {**pt.params, "refused_value": pt.value}
+            pt.value = None
+            out.append(reason)
+    return out

@@ -115,7 +115,8 @@ def rotating(op: str, k: int):
             x = lax.dynamic_index_in_dim(xs, j, 0, keepdims=False)
             if op == "copy":
                 return lax.dynamic_update_index_in_dim(xs, x * 1.0001, j, 0), acc
-            return xs, acc + jnp.sum(x, dtype=jnp.float32)
+            # the carry in the summand: with k = 1 (i mod 1 = 0) the sum is otherwise loop-invariant, hoisted
+            return xs, acc + jnp.sum(x + acc * 1e-30, dtype=jnp.float32)
 
         return lax.fori_loop(0, n, body, (xs, jnp.float32(0)))
 

@@ -13,6 +13,7 @@ from k3plan.probes.hbm.pallas import kernel_in_hlo
 from k3plan.probes.kda import base
 from k3plan.probes.kda_decode import pallas
 from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, time_loop
+from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import stats
 
@@ -143,6 +144,10 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
                 notes=[f"achieved {state_bytes / st.p50 / 1e9:.3g} GB/s of state traffic"],
             )
         )
+    # a 6 MiB state threaded through the loop can stay in VMEM: a point faster than the HBM bound is refused
+    # (the record stays usable while any point is within it; the curves refuse efficiency > 1 as well)
+    refused = refuse_below_bound(points, what="kda-decode")
+    all_refused = bool(points) and all(p.value is None for p in points)
     interp = d.name == "pallas-interpret"
     return [
         ctx.record(
@@ -153,7 +158,9 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
             baseline=BASELINE,
             verification=checks,
             verified=all(c.ok for c in checks if c.check != "numerics-info"),
-            notes=_speed_notes(points),
+            notes=_speed_notes(points) + refused,
+            ok=not all_refused,
+            error=refused[0] if all_refused else None,
             expectation=expectation,
             extra_label="Pallas interpret mode: correctness only" if interp else None,
         )
@@ -162,7 +169,8 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
 
 def _speed_notes(points: list[ProbePoint]) -> list[str]:
     """Whether the kernel is at least as fast as the jnp reference, said in the record."""
-    by = {p.params["path"]: p.value for p in points if p.value}
+    by = {p.params["path"]: p.value or p.params.get("refused_value") for p in points}
+    by = {k: v for k, v in by.items() if v}
     kernel = next((k for k in by if k != "reference"), None)
     if kernel is None or "reference" not in by:
         return []
