@@ -469,16 +469,53 @@ def kda_decode(
     impl: Annotated[
         str, typer.Option("--impl", help="pallas (native, else interpret, else reference) or reference.")
     ] = "pallas",
+    target: Annotated[
+        Optional[str],
+        typer.Option(
+            "--target",
+            help="A TPU topology (tpu7x:2x2x4, v6e:4x4): compile the kernel through Mosaic for it, deviceless "
+            "(libtpu), and print what the compiler made of it (JSON) instead of running it here.",
+        ),
+    ] = None,
 ) -> None:
     """Pallas single-step KDA decode (fp32 state in and out, no chunk padding) vs the jnp reference.
 
+    On a TPU or GPU: timed in a loop of dependent steps and checked against the jnp step at HIGHEST
+    precision. With --target: the compile-only Mosaic check (probes/mosaic_check.py) for that TPU.
+
     \b
     Example: k3plan probe kda-decode --heads 96 --head-dim 128
+    Example: k3plan probe kda-decode --target tpu7x:2x2x4      (compiled for v7x, not run; needs libtpu)
     """
     from k3plan.probes.kda_decode.probe import KdaDecodeParams, run
 
     params = KdaDecodeParams(heads=heads, head_dim=head_dim, heads_per_block=heads_per_block, impl=impl)
+    if target is not None:
+        _mosaic(target, params)
+        return
     launch(run, params)
+
+
+def _mosaic(target: str, params) -> None:
+    """`probe kda-decode --target <tpu>`: the deviceless Mosaic compile of the kernel at these shapes."""
+    from k3plan.validate.targets import parse_target, prepare
+
+    params.check()
+    tgt = parse_target(target)
+    require(tgt.platform == "tpu" and not tgt.local, f"--target {target}: expected a TPU topology such as tpu7x:2x2x4")
+    prepare(tgt, devices=1)  # libtpu present and quiet, before jax is imported
+    from k3plan.probes.mosaic_check import check_kernels
+
+    result = check_kernels(
+        target=tgt.name,
+        kernels=("kda-decode",),
+        heads=params.heads,
+        head_dim=params.head_dim,
+        heads_per_block=params.heads_per_block,
+    )
+    print_json(result.model_dump(mode="json"))
+    if not all(k.ok for k in result.kernels):
+        raise typer.Exit(1)
 
 
 @app.command("ragged-dot")

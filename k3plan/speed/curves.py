@@ -53,7 +53,9 @@ class EfficiencyCurves(_Frozen):
     skipped: tuple[str, ...] = ()  # records seen but not used, and why
 
 
-MAX_EFFICIENCY = 1.0  # a point above its ceiling is refused, never applied
+# A point above its ceiling is never applied: within 2% (the rounding of a ceiling built on the same
+# measurement, e.g. a latency taken from the record itself) it is clamped to 1; beyond, refused.
+MAX_EFFICIENCY = 1.02
 
 AXES = {
     "matmul": "(M N K)^(1/3)",
@@ -231,7 +233,7 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
                 skipped.append(f"{path}: {key} at {x:.4g}: efficiency {eff:.0%} of the peak, above 1: refused")
                 continue
             point = EfficiencyPoint(
-                x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail
+                x=x, efficiency=min(eff, 1.0), record_path=str(path), record_label=record.label, detail=detail
             )
             newest[(key, x, record.probe, record.op, record.mode, record.implementation)] = point  # newest wins
     best: dict[tuple[str, float], EfficiencyPoint] = {}
