@@ -61,8 +61,8 @@ def oom_boundary(run: Callable[..., Any], job: Any, *, fits: bool) -> OomBoundar
         return OomBoundary(
             axis=axis, fits_at=None, refused_at=getattr(job, axis), verdict="the job itself does not fit"
         )
-    last: Optional[int] = getattr(job, axis)
-    size = last
+    last: Optional[int] = int(getattr(job, axis))
+    size = int(getattr(job, axis))
     for _ in range(MAX_DOUBLINGS):
         size = 2 * size
         bigger = dataclasses.replace(

@@ -169,8 +169,11 @@ def run(*, ctx: ProbeContext, params: KdaDecodeParams) -> list[ProbeRecord]:
 
 def _speed_notes(points: list[ProbePoint]) -> list[str]:
     """Whether the kernel is at least as fast as the jnp reference, said in the record."""
-    by = {p.params["path"]: p.value or p.params.get("refused_value") for p in points}
-    by = {k: v for k, v in by.items() if v}
+    by: dict[str, float] = {}
+    for p in points:
+        v = p.value if p.value is not None else p.params.get("refused_value")
+        if v:
+            by[str(p.params["path"])] = float(v)
     kernel = next((k for k in by if k != "reference"), None)
     if kernel is None or "reference" not in by:
         return []

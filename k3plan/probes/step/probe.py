@@ -30,6 +30,7 @@ from k3plan.probes.record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.timing import stats
 
 if TYPE_CHECKING:
+    from k3plan.setup import Setup
     from k3plan.step.collective import Collective
 
 LAYOUT_HARDWARE = "tpu-v7x"  # the setup's layout (2 devices a chip); the devices timed are whatever runs
@@ -96,18 +97,18 @@ def _setup(params: StepParams, *, hardware: Optional[str] = None):
     if hardware is None:
         raise K3PlanError("probe step --width k3: no hardware spec for this device kind; pass --hardware NAME")
     path = k3_width_config_path(layers=params.layers or K3_WIDTH_LAYERS, experts=params.experts or K3_WIDTH_EXPERTS)
-    s = None
+    k3: Optional[Setup] = None
     for topo in [params.topology] if params.topology else ["1x1", "1x1x1", "1"]:
         try:
-            s = make_setup(model=str(path), hardware=hardware, topology=topo, tp=params.tp or 1)
+            k3 = make_setup(model=str(path), hardware=hardware, topology=topo, tp=params.tp or 1)
             break
         except K3PlanError:
             if params.topology:
                 raise
-    if s is None:
+    if k3 is None:
         raise K3PlanError(f"probe step --width k3: no one-chip topology of {hardware}; pass --topology")
-    formats = {**s.stack.runtime_formats, "expert": "bf16"}
-    return replace(s, stack=s.stack.model_copy(update={"compute_dtype": cd, "runtime_formats": formats}))
+    formats = {**k3.stack.runtime_formats, "expert": "bf16"}
+    return replace(k3, stack=k3.stack.model_copy(update={"compute_dtype": cd, "runtime_formats": formats}))
 
 
 def _jit(stage: str, setup, ab, inputs, *, form: Optional[str]):
