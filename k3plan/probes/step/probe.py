@@ -356,6 +356,8 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     subs = _sub_probes(all_ops, setup.parallel.tp, k3=k3, setup=setup, tokens=tokens) if params.sub_probes else []
     ctx.plan(sum(points for _, _, points in subs) + len(stages))  # the sub-probes' points and the steps
     sub = _sub_records(ctx, subs)
+    for r in sub:
+        ctx.emit(r)  # written now: the steps' compiles and runs come after
     spec_hw = ctx.hardware.spec
     peaks = Peaks.from_hardware(spec_hw) if spec_hw is not None and not ctx.is_cpu else None
     peaks = peaks or measured_peaks(sub, device_kind=ctx.device_kind)
@@ -377,7 +379,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             profile=not ctx.is_cpu,
         )
         out.append(
-            _step_record(
+            rec := _step_record(
                 ctx,
                 params,
                 setup,
@@ -390,6 +392,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
                 chunk=chunk,
             )
         )
+        ctx.emit(rec)
     return out
 
 
