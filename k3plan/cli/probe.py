@@ -583,9 +583,10 @@ def step(
         str,
         typer.Option(
             "--width",
-            help="toy: 2 layers at toy widths (CPU-sized); k3: K3's hidden/latent/head widths, layers and experts cut to fit one chip.",
+            help="toy: 2 layers at toy widths (CPU-sized); k3: K3's hidden/latent/head widths, layers and experts cut "
+            "to fit one chip; auto: toy on CPU, k3 on an accelerator.",
         ),
-    ] = "toy",
+    ] = "auto",
     stage: Annotated[str, typer.Option("--stage", help="decode, prefill or both.")] = "decode",
     prefill_tokens: Annotated[int, typer.Option("--prefill-tokens", help="Tokens of the prefill step.")] = 1024,
     layers: Annotated[Optional[int], typer.Option("--layers", help="k3 width: layers (default 4).")] = None,

@@ -140,3 +140,15 @@ def test_kda_decode_target_is_the_mosaic_check(cli):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["target"] == "tpu7x:2x2x4" and out["kernels"][0]["kernel"] == "kda-decode" and out["kernels"][0]["ok"]
+
+
+def test_step_width_is_sized_to_the_backend():
+    from k3plan.errors import K3PlanError
+    from k3plan.probes.step.probe import StepParams
+
+    StepParams().check()  # auto: toy on CPU, k3 on an accelerator
+    StepParams(width="k3", layers=2, experts=16).check()
+    with pytest.raises(K3PlanError, match="--width k3 only"):
+        StepParams(width="toy", layers=2).check()
+    with pytest.raises(K3PlanError, match="expected auto, toy or k3"):
+        StepParams(width="huge").check()

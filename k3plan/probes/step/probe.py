@@ -40,7 +40,7 @@ CPU_NOTE = (
 )
 
 
-WIDTHS = ("toy", "k3")
+WIDTHS = ("auto", "toy", "k3")
 K3_EXPERTS_NOTE = (
     "routed experts held in bf16 (the stack's runtime format overridden) and run as three ragged_dots on the "
     "weights (validate's 'ragged' form): validate's step dequantizes MXFP4 in XLA ops, which on a v5e ran at "
@@ -56,14 +56,15 @@ class StepParams:
     topology: Optional[str] = None  # None: 2x2x1 of tpu-v7x (toy), the smallest grid of one chip (k3)
     tp: Optional[int] = None  # None: 8 (toy), 1 (k3)
     sub_probes: bool = True  # matmul, hbm, allreduce (and, k3 width, ragged-dot, kda) records in the same run
-    width: str = "toy"  # toy: 2 layers at toy widths, laid out as tpu-v7x; k3: K3's widths on the device present
+    width: str = "auto"  # toy: 2 layers at toy widths, laid out as tpu-v7x; k3: K3's widths on the device present;
+    # auto: toy on the CPU backend, k3 on an accelerator (whatever devices are present, one chip included)
     stages: tuple[str, ...] = ("decode",)
     prefill_tokens: int = 1024
     layers: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_LAYERS
     experts: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_EXPERTS
 
     def check(self) -> None:
-        require(self.width in WIDTHS, f"--width {self.width!r}: expected toy or k3")
+        require(self.width in WIDTHS, f"--width {self.width!r}: expected auto, toy or k3")
         require(self.batch >= 1, f"--batch {self.batch}: expected >= 1")
         require(self.context >= 2, f"--context {self.context}: expected >= 2 tokens")
         require(self.tp is None or self.tp >= 1, f"--tp {self.tp}: expected >= 1")
@@ -74,7 +75,7 @@ class StepParams:
         require(self.prefill_tokens >= 1, f"--prefill-tokens {self.prefill_tokens}: expected >= 1")
         require(self.layers is None or self.layers >= 1, f"--layers {self.layers}: expected >= 1")
         require(
-            self.width == "k3" or (self.layers is None and self.experts is None), "--layers/--experts: --width k3 only"
+            self.width != "toy" or (self.layers is None and self.experts is None), "--layers/--experts: --width k3 only"
         )
 
 
@@ -337,6 +338,8 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     from k3plan.speed.stage import decode_op_costs, prefill_op_costs
 
     params.check()
+    if params.width == "auto":
+        params = replace(params, width="toy" if ctx.is_cpu else "k3")
     k3 = params.width == "k3"
     setup = _setup(params, hardware=ctx.hardware.name)
     n = setup.topology.devices
