@@ -1,17 +1,26 @@
-"""`k3plan probe step`: a scaled-down K3 decode step timed end to end, beside the expected time of the
-same step from its op list and efficiency records measured in the same run (issue 17 item 4).
+"""`k3plan probe step`: a scaled-down K3 step (decode, prefill or both) timed end to end with real arrays,
+beside the expected time of the same step from its op list and efficiency records measured in the same
+run (issue 17 item 4; issue 35 for one real chip).
 
-1. The step: ``validate``'s decode step (validate/steps.py) of the scaled K3 (probes/step/scaled.py)
-   on the first ``devices`` devices (tpu-v7x layout: 2 devices a chip), concrete random weights and a
-   zero cache, batch b at ``context`` tokens; timed call after call (the cache is donated: each call
-   takes the last one's), the compiled HLO's collectives counted (validate/hlo_census.py).
+Widths (``--width``; ``auto``: toy on the CPU backend, k3 on an accelerator):
+  toy  2 layers at toy widths (probes/step/scaled.py), laid out as tpu-v7x (8 fake CPU devices by default).
+  k3   K3's hidden 7168, latent 3584, 96 heads of 128 and MLA ranks; layers, experts and vocabulary cut to
+       fit one chip (scaled.k3_width_raw); the hardware is the device's own spec; the routed experts are
+       held in bf16 and run as plain ragged_dots (K3_EXPERTS_NOTE says why).
+
+1. The step: ``validate``'s step (validate/steps.py) on the first ``devices`` devices, weights drawn on the
+   device and a zero cache; decode: batch b at ``context`` tokens; prefill: one chunk of
+   ``prefill_tokens``; timed call after call (the cache is donated: each call takes the last one's), the
+   compiled HLO's collectives counted (validate/hlo_census.py), its memory_analysis() kept and, on an
+   accelerator, the profiler's device time by HLO op (probes/step/profile.py).
 2. Efficiency records in the same run: ``probe matmul`` (bf16, sizes the step's matmuls span),
-   ``probe hbm`` (copy, sizes its ops move) and ``probe allreduce`` (chained, over the TP group, its
-   messages) -- written as ordinary records beside the step's.
-3. Expected: ``speed.expected_time`` of the same step's op list (``speed.stage.decode_op_costs``) against
-   those records. Peaks: the hardware spec of the device kind when one exists; otherwise (CPU) the best
-   rates measured in this run (there is no CPU spec), so every op's expected time is its bytes or FLOPs
-   at the rate the run measured for its size.
+   ``probe hbm`` (sizes its ops move) and ``probe allreduce`` (chained, over the TP group, its messages);
+   at K3 width also ragged-dot, kda (chunked) and kda-decode -- written as ordinary records, as soon as
+   they exist, beside the step's.
+3. Expected: ``speed.expected_time`` of the same step's op list (``speed.stage.decode_op_costs`` /
+   ``prefill_op_costs``) against those records. Peaks: the hardware spec of the device kind when one
+   exists; otherwise (CPU) the best rates measured in this run (there is no CPU spec). Each record point
+   carries ``value`` (measured s) and ``expected`` (s), and the expected time by op.
 On CPU the fake devices share the host's cores and the run checks the machinery (probes -> records ->
 expected -> measured vs expected), not a calibration; the record and the output say so.
 """
