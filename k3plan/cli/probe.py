@@ -486,16 +486,53 @@ def kda_decode(
     impl: Annotated[
         str, typer.Option("--impl", help="pallas (native, else interpret, else reference) or reference.")
     ] = "pallas",
+    target: Annotated[
+        Optional[str],
+        typer.Option(
+            "--target",
+            help="A TPU topology (tpu7x:2x2x4, v6e:4x4): compile the kernel through Mosaic for it, deviceless "
+            "(libtpu), and print what the compiler made of it (JSON) instead of running it here.",
+        ),
+    ] = None,
 ) -> None:
     """Pallas single-step KDA decode (fp32 state in and out, no chunk padding) vs the jnp reference.
 
+    On a TPU or GPU: timed in a loop of dependent steps and checked against the jnp step at HIGHEST
+    precision. With --target: the compile-only Mosaic check (probes/mosaic_check.py) for that TPU.
+
     \b
     Example: k3plan probe kda-decode --heads 96 --head-dim 128
+    Example: k3plan probe kda-decode --target tpu7x:2x2x4      (compiled for v7x, not run; needs libtpu)
     """
     from k3plan.probes.kda_decode.probe import KdaDecodeParams, run
 
     params = KdaDecodeParams(heads=heads, head_dim=head_dim, heads_per_block=heads_per_block, impl=impl)
+    if target is not None:
+        _mosaic(target, params)
+        return
     launch(run, params)
+
+
+def _mosaic(target: str, params) -> None:
+    """`probe kda-decode --target <tpu>`: the deviceless Mosaic compile of the kernel at these shapes."""
+    from k3plan.validate.targets import parse_target, prepare
+
+    params.check()
+    tgt = parse_target(target)
+    require(tgt.platform == "tpu" and not tgt.local, f"--target {target}: expected a TPU topology such as tpu7x:2x2x4")
+    prepare(tgt, devices=1)  # libtpu present and quiet, before jax is imported
+    from k3plan.probes.mosaic_check import check_kernels
+
+    result = check_kernels(
+        target=tgt.name,
+        kernels=("kda-decode",),
+        heads=params.heads,
+        head_dim=params.head_dim,
+        heads_per_block=params.heads_per_block,
+    )
+    print_json(result.model_dump(mode="json"))
+    if not all(k.ok for k in result.kernels):
+        raise typer.Exit(1)
 
 
 @app.command("ragged-dot")
@@ -549,29 +586,62 @@ def step(
     batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 2,
     context: Annotated[int, typer.Option("--context", help="Tokens each sequence attends to.")] = 256,
     topology: Annotated[
-        str, typer.Option("--topology", "-t", help="tpu-v7x chips the scaled step is laid out on (2 devices a chip).")
-    ] = "2x2x1",
-    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the scaled step.")] = 8,
+        Optional[str],
+        typer.Option(
+            "--topology",
+            "-t",
+            help="Chips the step is laid out on. Default: 2x2x1 of tpu-v7x (toy width); one chip of the device's spec (k3 width).",
+        ),
+    ] = None,
+    tp: Annotated[
+        Optional[int], typer.Option("--tp", help="Tensor parallel size. Default: 8 (toy width), 1 (k3 width).")
+    ] = None,
+    width: Annotated[
+        str,
+        typer.Option(
+            "--width",
+            help="toy: 2 layers at toy widths (CPU-sized); k3: K3's hidden/latent/head widths, layers and experts cut "
+            "to fit one chip; auto: toy on CPU, k3 on an accelerator.",
+        ),
+    ] = "auto",
+    stage: Annotated[str, typer.Option("--stage", help="decode, prefill or both.")] = "decode",
+    prefill_tokens: Annotated[int, typer.Option("--prefill-tokens", help="Tokens of the prefill step.")] = 1024,
+    layers: Annotated[Optional[int], typer.Option("--layers", help="k3 width: layers (default 4).")] = None,
+    experts: Annotated[Optional[int], typer.Option("--experts", help="k3 width: routed experts (default 32).")] = None,
     no_sub_probes: Annotated[
         bool,
-        typer.Option(
-            "--no-sub-probes", help="Skip the matmul/hbm/allreduce records of this run (every op then at its ceiling)."
-        ),
+        typer.Option("--no-sub-probes", help="Skip the efficiency records of this run (every op then at its ceiling)."),
     ] = False,
 ) -> None:
-    """A scaled-down K3 decode step (2 layers, 8 experts) timed end to end, beside its expected time.
+    """A scaled K3 step timed end to end with real arrays, beside its expected time.
 
     The expected time is the step's op list (the one `roofline` uses) against efficiency records
-    measured in the same run (matmul, hbm, allreduce at the sizes its ops have; written beside the
-    step's record); measured vs expected and the error are printed. On CPU the fake devices share
-    the host's cores: the run checks the machinery, not a calibration, and says so. On a TPU or GPU
-    it is the calibration of the expected time.
+    measured in the same run (matmul, hbm, allreduce at the sizes its ops have; at --width k3 also
+    ragged-dot, kda and kda-decode; written beside the step's record); measured vs expected, the
+    compiler's memory_analysis and (TPU/GPU) the profiler's per-op device time are in the record. On
+    CPU the fake devices share the host's cores: the run checks the machinery, not a calibration.
 
     \b
     Examples:
       k3plan probe step                                  8 fake CPU devices, batch 2 at 256 tokens
       k3plan probe step --topology 1x1x1 --tp 2 --cpu-devices 2 --no-write
+      k3plan probe step --width k3 --stage both --batch 16 --context 8192 --prefill-tokens 1024   (one TPU chip)
     """
     from k3plan.probes.step.probe import StepParams, run
 
-    launch(run, StepParams(batch=batch, context=context, topology=topology, tp=tp, sub_probes=not no_sub_probes))
+    stages = ("decode", "prefill") if stage == "both" else _names(stage, what="--stage", allowed=("decode", "prefill"))
+    launch(
+        run,
+        StepParams(
+            batch=batch,
+            context=context,
+            topology=topology,
+            tp=tp,
+            sub_probes=not no_sub_probes,
+            width=width,
+            stages=stages,
+            prefill_tokens=prefill_tokens,
+            layers=layers,
+            experts=experts,
+        ),
+    )

@@ -30,7 +30,8 @@ TargetOpt = Annotated[
     str,
     typer.Option(
         "--target",
-        help="cpu (fake CPU devices) or a TPU topology for a deviceless compile: tpu7x:2x2x4, v6e:4x4, v5p:2x2x2.",
+        help="cpu (fake CPU devices), a TPU topology for a deviceless compile (tpu7x:2x2x4, v6e:4x4, v5p:2x2x2), "
+        "or local: the attached accelerator (compiled, run once with real arrays when it fits, OOM boundary searched).",
     ),
 ]
 StageOpt = Annotated[str, typer.Option("--stage", help="prefill, decode or both.")]
@@ -165,6 +166,10 @@ def command(
 
     tgt = parse_target(target)
     opts = dict(setup_options)
+    if tgt.local:  # the attached accelerator: its backend and hardware spec read from jax
+        from k3plan.validate.targets import local_target
+
+        tgt = local_target(opts["topology"])
     opts["hardware"], opts["topology"] = _hardware_topology(tgt, opts["hardware"], opts["topology"])
     setup = setup_from(**opts)
     if layers is not None:

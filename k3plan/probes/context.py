@@ -51,6 +51,8 @@ class ProbeContext:
     notes: list[str] = field(default_factory=list)
     memory_bytes: Optional[int] = None  # one device's memory (the host's on CPU); None: unknown
     memory_source: str = "unknown"
+    # write a record now (the runner's store), so that a long run killed from outside keeps what it measured
+    emit: Callable[[ProbeRecord], None] = lambda record: None
 
     @property
     def is_cpu(self) -> bool:

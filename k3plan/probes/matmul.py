@@ -10,20 +10,25 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 from k3plan.errors import require
-from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
+from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Stats, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
-from k3plan.probes.timing import sample_s, stats
+from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, dispatch_floor_s, time_loop
+from k3plan.probes.peak import refuse_above_peak
+from k3plan.probes.timing import stats
 
 if TYPE_CHECKING:
     from k3plan.probes.op_shapes import PlanShapes
 
 DTYPES = ("bfloat16", "float32", "float16", "float8_e4m3fn", "float8_e5m2", "int8")
-BASELINE = "none: the whole matmul is timed (dispatch overhead is negligible at these sizes)"
+BASELINE = (
+    "none needed: N dependent matmuls in one compiled program (probes/loop.py), the marginal cost between "
+    "two N; the dispatch floor and the program's fixed cost are params.floor_s"
+)
 
 
-FULL_SIZES = (1024, 4096, 8192)
+FULL_SIZES = (256, 512, 1024, 2048, 4096, 8192)  # K3's decode matmuls are small, its prefill ones large
 CPU_SIZES = (256, 1024)  # a CPU run checks the probe; an 8192^3 f32 matmul takes ~10 s a call there
 
 
@@ -100,6 +105,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
         shapes = [(n, n, n, float(n), []) for n in sizes]
     _require_fits(ctx, shapes, params.dtypes, flag="--size" if params.plan is None else "--from-plan shape")
     ctx.plan(len(params.dtypes) * len(shapes))
+    floor = stats(dispatch_floor_s())
     points: list[ProbePoint] = []
     attempts: list[Attempt] = []
     checks: list[Verification] = []
@@ -121,8 +127,17 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
             fn, a, b = d.value
             if not checks or (checks[-1].detail or "").split(":")[0] != dtype:
                 checks.append(_verify(fn, a, b, dtype))
-            samples = sample_s(fn, a, b, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
-            st = stats(samples)
+            acc = jnp_acc(dtype)
+            program = chained(lambda x, y, acc=acc: _dot(x, y, acc))
+            lt = time_loop(
+                program,
+                (a, b),
+                warmup=ctx.warmup,
+                repeats=ctx.repeats,
+                deadline=ctx.deadline,
+                target_s=CPU_TARGET_S if ctx.is_cpu else TARGET_S,
+            )
+            st = stats(lt.per_iter_s)
             flops = 2.0 * m * n * k
             if ops:  # the curve's axis is (M N K)^(1/3): ``size``
                 key = {**key, "size": size, "ops": ops}
@@ -134,8 +149,8 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
                     expected = None
             points.append(
                 ProbePoint(
-                    params={**key, "flops": flops},
-                    samples_s={"op": samples},
+                    params={**key, "flops": flops, **lt.params()},
+                    samples_s={"per_iter": lt.per_iter_s, **lt.samples()},
                     stats=st,
                     value=flops / st.p50,
                     unit="flop/s",
@@ -149,7 +164,8 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
         formula="flops_per_s_per_device(dtype) (first dtype shown)",
         compute=lambda hw: _peak(hw, params.dtypes[0]),
     )
-    ok = any(pt.value is not None for pt in points) or not points
+    refused = refuse_above_peak(points, what="matmul")
+    ok = (any(pt.value is not None for pt in points) or not points) and refused is None
     return [
         ctx.record(
             probe="matmul",
@@ -159,6 +175,7 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
                 **record_params,
                 "warmup": ctx.warmup,
                 "repeats": ctx.repeats,
+                "dispatch_floor_s": floor.p50,
             },
             implementation="xla-dot",
             attempts=attempts,
@@ -168,9 +185,29 @@ def run(*, ctx: ProbeContext, params: MatmulParams) -> list[ProbeRecord]:
             verified=all(c.ok for c in checks) if checks else None,
             expectation=expectation,
             ok=ok,
-            error=None if ok else "no dtype could run",
+            error=refused or (None if ok else "no dtype could run"),
+            notes=[_floor_note(floor)],
         )
     ]
+
+
+def jnp_acc(dtype: str):
+    import jax.numpy as jnp
+
+    return jnp.int32 if dtype == "int8" else jnp.float32
+
+
+def _dot(x, y, acc):
+    import jax.numpy as jnp
+
+    return jnp.dot(x, y, preferred_element_type=acc)
+
+
+def _floor_note(floor: Stats) -> str:
+    return (
+        f"dispatch floor (an empty jitted call, dispatch to result on the host): p50 {floor.p50 * 1e6:.0f} us, "
+        f"min {floor.min * 1e6:.0f} us over {floor.n} calls; not in the values, which are device time a matmul"
+    )
 
 
 def _verify(fn, a, b, dtype: str) -> Verification:

@@ -17,7 +17,9 @@ from k3plan.evidence.probe_record import ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.dispatch import NoImplementation, dispatch
 from k3plan.probes.expect import expect
-from k3plan.probes.timing import sample_s, stats
+from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, time_loop
+from k3plan.probes.peak import refuse_above_peak
+from k3plan.probes.timing import stats
 
 if TYPE_CHECKING:
     from k3plan.probes.op_shapes import PlanShapes
@@ -221,8 +223,16 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
         dispatched = dispatched or d
         if not checks:
             checks.append(_verify(d.value, lhs, rhs, gs, sizes_pad))
-        samples = sample_s(d.value, lhs, rhs, gs, warmup=ctx.warmup, repeats=ctx.repeats, deadline=ctx.deadline)
-        st = stats(samples)
+        op = lambda a, b, g: jax.lax.ragged_dot(a, b, g, preferred_element_type=jnp.float32)  # noqa: E731
+        lt = time_loop(
+            chained(op),
+            (lhs, rhs, gs),
+            warmup=ctx.warmup,
+            repeats=ctx.repeats,
+            deadline=ctx.deadline,
+            target_s=CPU_TARGET_S if ctx.is_cpu else TARGET_S,
+        )
+        st = stats(lt.per_iter_s)
         flops = 2.0 * rows * din * dout
         weight_bytes = touched * din * dout * itemsize
         points.append(
@@ -233,8 +243,9 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
                     "experts_touched": touched,
                     "flops": flops,
                     "weight_bytes_touched": weight_bytes,
+                    **lt.params(),
                 },
-                samples_s={"op": samples},
+                samples_s={"per_iter": lt.per_iter_s, **lt.samples()},
                 stats=st,
                 value=flops / st.p50,
                 unit="flop/s",
@@ -242,6 +253,7 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
                 notes=[f"{st.p50 / t * 1e6:.3g} us a token on this device; {touched}/{e} local experts touched"],
             )
         )
+    refused = refuse_above_peak(points, what="ragged-dot")
     first = points[0].params if points else {"flops": 0.0, "weight_bytes_touched": 0}
     expectation = expect(
         ctx.hardware,
@@ -261,7 +273,12 @@ def run(*, ctx: ProbeContext, params: RaggedDotParams) -> list[ProbeRecord]:
             params=record_params,
             dispatched=dispatched,
             points=points,
-            baseline="none: the whole grouped matmul is timed",
+            baseline=(
+                "none needed: N dependent grouped matmuls in one compiled program (probes/loop.py), the marginal "
+                "cost between two N; the dispatch floor and fixed cost are each point's params.floor_s"
+            ),
+            ok=refused is None,
+            error=refused,
             verification=checks,
             verified=all(c.ok for c in checks) if checks else None,
             expectation=expectation,

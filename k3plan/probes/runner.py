@@ -65,6 +65,14 @@ def _run(
         plan=plan,
         notes=notes,
     )
+    written: dict[int, Path] = {}
+    if settings.write and ctx.process_index == 0:
+
+        def emit(record: ProbeRecord) -> None:
+            if id(record) not in written:
+                written[id(record)] = write_record(record=record, out_dir=settings.out_dir)
+
+        ctx.emit = emit
     if settings.distributed is not None:
         ctx.notes.append(f"distributed: {ctx.process_count} processes, coordinator {settings.distributed.coordinator}")
     try:
@@ -77,7 +85,7 @@ def _run(
         raise K3PlanError(f"probe: out of device memory: {_first_line(err)}; expected smaller sizes") from None
     result = RunResult(records=records, process_index=ctx.process_index)
     if settings.write and ctx.process_index == 0:
-        result.paths = [write_record(record=r, out_dir=settings.out_dir) for r in records]
+        result.paths = [written.get(id(r)) or write_record(record=r, out_dir=settings.out_dir) for r in records]
     return result
 
 

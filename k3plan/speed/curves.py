@@ -52,6 +52,10 @@ class EfficiencyCurves(_Frozen):
     skipped: tuple[str, ...] = ()  # records seen but not used, and why
 
 
+# A point above its ceiling is never applied: within 2% (the rounding of a ceiling built on the same
+# measurement, e.g. a latency taken from the record itself) it is clamped to 1; beyond, refused.
+MAX_EFFICIENCY = 1.02
+
 AXES = {
     "matmul": "(M N K)^(1/3)",
     "grouped_matmul": "rows a touched expert group",
@@ -228,8 +232,11 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
             skipped.append(f"{path}: {why}")
             continue
         for key, x, eff, detail in _point_values(record, peaks):
+            if eff > MAX_EFFICIENCY:  # faster than the peak: the timing was wrong; never applied (issue 35)
+                skipped.append(f"{path}: {key} at {x:.4g}: efficiency {eff:.0%} of the peak, above 1: refused")
+                continue
             point = EfficiencyPoint(
-                x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail
+                x=x, efficiency=min(eff, 1.0), record_path=str(path), record_label=record.label, detail=detail
             )
             newest[(key, x, record.probe, record.op, record.mode, record.implementation)] = point  # newest wins
     best: dict[tuple[str, float], EfficiencyPoint] = {}

@@ -51,7 +51,7 @@ def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str
     if curve is None or not curve.points:
         return Efficiency(value=1.0, measured=False, label=ceiling_label(op, device_kind))
     pts = curve.points
-    value = float(interpolate(curve, x))
+    value = min(float(interpolate(curve, x)), 1.0)  # never above the ceiling, whatever the curve holds
     nearest = min(pts, key=lambda p: abs(math.log(p.x / x)))
     where = f"{curve.axis} = {x:.4g}"
     if x < pts[0].x or x > pts[-1].x:

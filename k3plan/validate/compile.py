@@ -53,6 +53,7 @@ class CompileResult:
     compile_s: float
     hlo_text: str = ""
     oom: Optional[Oom] = None
+    compiled: Any = None  # the executable (--target local runs it once)
 
 
 def _field(raw: Any, *names: str) -> Optional[int]:
@@ -121,4 +122,6 @@ def compile_step(jitted: Any, args: tuple, on_phase: Optional[Callable[[str], No
         text = compiled.as_text() or ""
     except Exception:
         text = ""
-    return CompileResult(stats=memory_stats(compiled), lower_s=t1 - t0, compile_s=t2 - t1, hlo_text=text)
+    return CompileResult(
+        stats=memory_stats(compiled), lower_s=t1 - t0, compile_s=t2 - t1, hlo_text=text, compiled=compiled
+    )

@@ -132,6 +132,18 @@ def _collective_notes(c: CollectiveCheck, console: Console) -> None:
         console.print(f"  [bold red]unexplained: {f}[/]")
 
 
+def _local(r: JobResult, console: Console) -> None:
+    """--target local: the run on the chip, fit's agreement and the OOM boundary."""
+    if r.local_run is not None:
+        lr = r.local_run
+        ran = f"measured {lr.measured_step_s * 1e3:.2f} ms a step" if lr.measured_step_s is not None else lr.note
+        agree = "agrees" if lr.agrees else "[bold red]DISAGREES[/]"
+        console.print(f"on the chip: {ran}; fit says {'fits' if lr.fit_fits else 'does not fit'} ({agree})")
+    if r.oom_boundary is not None:
+        b = r.oom_boundary
+        console.print(f"OOM boundary ({b.axis}): fits at {b.fits_at}, refused at {b.refused_at}: {b.verdict}")
+
+
 def render_validation(result: ValidationResult, console: Console) -> None:
     env = result.environment
     par = result.parallel
@@ -165,6 +177,7 @@ def render_validation(result: ValidationResult, console: Console) -> None:
         console.print(f"{mark}: {r.verdict}")
         if r.unexplained_bytes:
             console.print(f"[bold red]{r.unexplained_bytes:,} bytes of argument/cache difference unexplained[/]")
+        _local(r, console)
     for n in result.notes:
         console.print(f"[dim]note: {n}[/]")
     if result.calibration_file:

@@ -106,6 +106,26 @@ class CensusReport(_Frozen):
     while_loops: int
 
 
+class LocalRun(_Frozen):
+    """--target local: the compiled step run once on the attached chip with real arrays (when it fits)."""
+
+    measured_step_s: Optional[float]  # p50 of the timed calls (None: not run, ``note`` says why)
+    samples_s: list[float]
+    fit_fits: bool  # fit's verdict for the same configuration
+    agrees: bool  # fit's verdict == the compiled verdict
+    note: str
+
+
+class OomBoundary(_Frozen):
+    """--target local: the workload doubled (decode: batch; prefill: tokens) until the compiled step no
+    longer fits the chip: the last size that fits, the first that does not, and why."""
+
+    axis: str  # "batch" or "tokens"
+    fits_at: Optional[int]
+    refused_at: Optional[int]
+    verdict: str  # the refusing compile's verdict line (or why the search stopped)
+
+
 class JobResult(_Frozen):
     stage: str
     label: str
@@ -127,12 +147,15 @@ class JobResult(_Frozen):
     # the op list's collectives vs the compiled HLO's, kind by kind (None: no HLO text, or a record
     # written before the check existed: then the key is left out, so such records read back unchanged)
     collectives: Optional[CollectiveCheck] = None
+    local_run: Optional[LocalRun] = None  # --target local only
+    oom_boundary: Optional[OomBoundary] = None  # --target local only
 
     @model_serializer(mode="wrap")
     def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out = handler(self)
-        if self.collectives is None:
-            out.pop("collectives", None)
+        for key in ("collectives", "local_run", "oom_boundary"):
+            if getattr(self, key) is None:
+                out.pop(key, None)
         return out
 
 

@@ -168,7 +168,13 @@ def run_job(
             )
         )
         unexplained_bytes = unexplained(terms)
+    local_run = None
+    if target.local:
+        from k3plan.validate.local import run_once
+
+        local_run = run_once(res.compiled if fits else None, ab, inputs, job=job, fit_fits=bool(budget.fits), fits=fits)
     return JobResult(
+        local_run=local_run,
         stage=job.stage,
         label=job.label,
         tokens=job.tokens,
@@ -328,6 +334,11 @@ def validate(
             job=job,
             on_phase=functools.partial(on_phase, job) if on_phase else None,
         )
+        if target.local:
+            from k3plan.validate.local import oom_boundary
+
+            run = functools.partial(run_job, setup=setup, target=target, devices=devices, lplan=lplan)
+            r = r.model_copy(update={"oom_boundary": oom_boundary(run, job, fits=r.fits)})
         results.append(r)
         if on_job:
             on_job(job, r)

@@ -35,13 +35,21 @@ class Target:
 
     @property
     def label(self) -> str:
+        if self.local:
+            return f"the attached {self.hardware or self.platform} devices (compiled, and run when it fits)"
         return "CPU backend (fake devices)" if self.platform == "cpu" else f"deviceless TPU compile for {self.name}"
+
+    @property
+    def local(self) -> bool:
+        return self.name == "local"
 
 
 def parse_target(text: str) -> Target:
     norm = str(text).strip().lower()
     if norm == "cpu":
         return Target(name="cpu", platform="cpu")
+    if norm == "local":  # the attached accelerator: platform and hardware read from jax (local_target)
+        return Target(name="local", platform="local")
     m = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)+)", norm)
     if not m:
         raise K3PlanError(f"--target {text!r}: expected cpu or a TPU topology such as tpu7x:2x2x4, v6e:4x4, v5p:2x2x2")
@@ -49,6 +57,23 @@ def parse_target(text: str) -> Target:
     if gen not in TPU_GENERATIONS:
         raise K3PlanError(f"--target {text!r}: unknown TPU generation {gen!r}; known: {', '.join(TPU_GENERATIONS)}")
     return Target(name=norm, platform="tpu", hardware=TPU_GENERATIONS[gen], topology=grid)
+
+
+def local_target(topology: Optional[str]) -> Target:
+    """--target local resolved (imports jax): the attached backend, the hardware spec whose device_kind
+    is the devices', and the grid (--topology, else one chip)."""
+    import jax
+
+    from k3plan.probes.expect import find_hardware
+
+    backend = jax.default_backend()
+    if backend == "cpu":
+        raise K3PlanError("--target local: no accelerator is attached (jax's backend is cpu); use --target cpu")
+    kind = jax.devices()[0].device_kind
+    ref = find_hardware(name=None, device_kind=kind)
+    if ref.name is None:
+        raise K3PlanError(f"--target local: no hardware spec has device_kind {kind!r}")
+    return Target(name="local", platform=backend, hardware=ref.name, topology=topology)
 
 
 def libtpu_version() -> Optional[str]:
@@ -71,6 +96,8 @@ def prepare(target: Target, *, devices: int) -> None:
         from k3plan.libtpu_env import quiet_libtpu
 
         quiet_libtpu()
+    if target.local:
+        return
     if target.platform == "tpu":
         if libtpu_version() is None:
             raise K3PlanError(
@@ -90,6 +117,11 @@ def devices_for(target: Target, *, count: int) -> list[Any]:
     """``count`` devices of the target (imports jax)."""
     import jax
 
+    if target.local:
+        devs = jax.devices()
+        if len(devs) < count:
+            raise K3PlanError(f"--target local: the plan has {count} devices, {len(devs)} are attached")
+        return list(devs[:count])
     if target.platform == "cpu":
         devs = jax.devices("cpu")
         if len(devs) < count:

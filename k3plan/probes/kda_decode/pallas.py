@@ -13,14 +13,15 @@ from typing import Any
 
 def _kernel(s_ref, q_ref, k_ref, kcol_ref, v_ref, gcol_ref, b_ref, o_ref, s_out_ref, *, scale: float):
     import jax.numpy as jnp
+    from jax.lax import Precision
 
-    f32 = jnp.float32
+    f32, hi = jnp.float32, Precision.HIGHEST  # fp32 state: the mat-vecs in full fp32 (not one bf16 pass)
     s = s_ref[...] * jnp.exp(gcol_ref[...])  # [hb, Dk, Dv] * [hb, Dk, 1]
-    pred = jnp.einsum("hqk,hkv->hqv", k_ref[...], s, preferred_element_type=f32)  # [hb, 1, Dv]
+    pred = jnp.einsum("hqk,hkv->hqv", k_ref[...], s, preferred_element_type=f32, precision=hi)  # [hb, 1, Dv]
     u = b_ref[...] * (v_ref[...] - pred)  # [hb, 1, 1] * [hb, 1, Dv]
     s = s + kcol_ref[...] * u  # rank-1 update
     s_out_ref[...] = s
-    o_ref[...] = scale * jnp.einsum("hqk,hkv->hqv", q_ref[...], s, preferred_element_type=f32)
+    o_ref[...] = scale * jnp.einsum("hqk,hkv->hqv", q_ref[...], s, preferred_element_type=f32, precision=hi)
 
 
 def decode_step(state, q, k, v, g, beta, *, scale: float, heads_per_block: int, interpret: bool):
@@ -53,9 +54,10 @@ def decode_step(state, q, k, v, g, beta, *, scale: float, heads_per_block: int, 
 
 
 def build(*, args: tuple, scale: float, heads_per_block: int, interpret: bool, backend: str) -> Any:
+    """(compiled single step, the traced step for probes/loop.py's program)."""
     import jax
 
     if not interpret and backend not in ("tpu", "gpu"):
         raise NotImplementedError(f"native Pallas lowering needs a TPU or GPU; backend is {backend}")
     fn = lambda *a: decode_step(*a, scale=scale, heads_per_block=heads_per_block, interpret=interpret)  # noqa: E731
-    return jax.jit(fn).lower(*args).compile()
+    return jax.jit(fn).lower(*args).compile(), fn

@@ -1,17 +1,26 @@
-"""`k3plan probe step`: a scaled-down K3 decode step timed end to end, beside the expected time of the
-same step from its op list and efficiency records measured in the same run (issue 17 item 4).
+"""`k3plan probe step`: a scaled-down K3 step (decode, prefill or both) timed end to end with real arrays,
+beside the expected time of the same step from its op list and efficiency records measured in the same
+run (issue 17 item 4; issue 35 for one real chip).
 
-1. The step: ``validate``'s decode step (validate/steps.py) of the scaled K3 (probes/step/scaled.py)
-   on the first ``devices`` devices (tpu-v7x layout: 2 devices a chip), concrete random weights and a
-   zero cache, batch b at ``context`` tokens; timed call after call (the cache is donated: each call
-   takes the last one's), the compiled HLO's collectives counted (validate/hlo_census.py).
+Widths (``--width``; ``auto``: toy on the CPU backend, k3 on an accelerator):
+  toy  2 layers at toy widths (probes/step/scaled.py), laid out as tpu-v7x (8 fake CPU devices by default).
+  k3   K3's hidden 7168, latent 3584, 96 heads of 128 and MLA ranks; layers, experts and vocabulary cut to
+       fit one chip (scaled.k3_width_raw); the hardware is the device's own spec; the routed experts are
+       held in bf16 and run as plain ragged_dots (K3_EXPERTS_NOTE says why).
+
+1. The step: ``validate``'s step (validate/steps.py) on the first ``devices`` devices, weights drawn on the
+   device and a zero cache; decode: batch b at ``context`` tokens; prefill: one chunk of
+   ``prefill_tokens``; timed call after call (the cache is donated: each call takes the last one's), the
+   compiled HLO's collectives counted (validate/hlo_census.py), its memory_analysis() kept and, on an
+   accelerator, the profiler's device time by HLO op (probes/step/profile.py).
 2. Efficiency records in the same run: ``probe matmul`` (bf16, sizes the step's matmuls span),
-   ``probe hbm`` (copy, sizes its ops move) and ``probe allreduce`` (chained, over the TP group, its
-   messages) -- written as ordinary records beside the step's.
-3. Expected: ``speed.expected_time`` of the same step's op list (``speed.stage.decode_op_costs``) against
-   those records. Peaks: the hardware spec of the device kind when one exists; otherwise (CPU) the best
-   rates measured in this run (there is no CPU spec), so every op's expected time is its bytes or FLOPs
-   at the rate the run measured for its size.
+   ``probe hbm`` (sizes its ops move) and ``probe allreduce`` (chained, over the TP group, its messages);
+   at K3 width also ragged-dot, kda (chunked) and kda-decode -- written as ordinary records, as soon as
+   they exist, beside the step's.
+3. Expected: ``speed.expected_time`` of the same step's op list (``speed.stage.decode_op_costs`` /
+   ``prefill_op_costs``) against those records. Peaks: the hardware spec of the device kind when one
+   exists; otherwise (CPU) the best rates measured in this run (there is no CPU spec). Each record point
+   carries ``value`` (measured s) and ``expected`` (s), and the expected time by op.
 On CPU the fake devices share the host's cores and the run checks the machinery (probes -> records ->
 expected -> measured vs expected), not a calibration; the record and the output say so.
 """
@@ -22,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from k3plan.errors import K3PlanError, require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
@@ -30,6 +39,7 @@ from k3plan.probes.context import ProbeContext
 from k3plan.probes.timing import stats
 
 if TYPE_CHECKING:
+    from k3plan.setup import Setup
     from k3plan.step.collective import Collective
 
 LAYOUT_HARDWARE = "tpu-v7x"  # the setup's layout (2 devices a chip); the devices timed are whatever runs
@@ -39,34 +49,137 @@ CPU_NOTE = (
 )
 
 
+WIDTHS = ("auto", "toy", "k3")
+K3_EXPERTS_NOTE = (
+    "routed experts held in bf16 (the stack's runtime format overridden) and run as three ragged_dots on the "
+    "weights (validate's 'ragged' form): validate's step dequantizes MXFP4 in XLA ops, which on a v5e ran at "
+    "~8-16 GB/s (profile of 2026-12-04) -- not what an engine's fused MoE kernel does, and not what the op "
+    "list prices; bf16 experts are a step the op list describes as it runs"
+)
+
+
 @dataclass(frozen=True)
 class StepParams:
     batch: int = 2
     context: int = 256
-    topology: str = "2x2x1"  # tpu-v7x chips: 8 devices
-    tp: int = 8
-    sub_probes: bool = True  # matmul, hbm, allreduce records in the same run
+    topology: Optional[str] = None  # None: 2x2x1 of tpu-v7x (toy), the smallest grid of one chip (k3)
+    tp: Optional[int] = None  # None: 8 (toy), 1 (k3)
+    sub_probes: bool = True  # matmul, hbm, allreduce (and, k3 width, ragged-dot, kda) records in the same run
+    width: str = "auto"  # toy: 2 layers at toy widths, laid out as tpu-v7x; k3: K3's widths on the device present;
+    # auto: toy on the CPU backend, k3 on an accelerator (whatever devices are present, one chip included)
+    stages: tuple[str, ...] = ("decode",)
+    prefill_tokens: int = 1024
+    layers: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_LAYERS
+    experts: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_EXPERTS
 
     def check(self) -> None:
+        require(self.width in WIDTHS, f"--width {self.width!r}: expected auto, toy or k3")
         require(self.batch >= 1, f"--batch {self.batch}: expected >= 1")
         require(self.context >= 2, f"--context {self.context}: expected >= 2 tokens")
-        require(self.tp >= 1, f"--tp {self.tp}: expected >= 1")
+        require(self.tp is None or self.tp >= 1, f"--tp {self.tp}: expected >= 1")
+        require(
+            bool(self.stages) and set(self.stages) <= {"decode", "prefill"},
+            "--stage: expected decode, prefill or both",
+        )
+        require(self.prefill_tokens >= 1, f"--prefill-tokens {self.prefill_tokens}: expected >= 1")
+        require(self.layers is None or self.layers >= 1, f"--layers {self.layers}: expected >= 1")
+        require(
+            self.width != "toy" or (self.layers is None and self.experts is None), "--layers/--experts: --width k3 only"
+        )
 
 
-def _setup(params: StepParams):
+def _setup(params: StepParams, *, hardware: Optional[str] = None):
     from k3plan.engines.stack import ComputeDtype
-    from k3plan.probes.step.scaled import scaled_config_path
+    from k3plan.probes.step.scaled import K3_WIDTH_EXPERTS, K3_WIDTH_LAYERS, k3_width_config_path, scaled_config_path
     from k3plan.setup import make_setup
 
-    s = make_setup(model=str(scaled_config_path()), hardware=LAYOUT_HARDWARE, topology=params.topology, tp=params.tp)
     # the step timed is validate's (validate/steps.py), which runs every matmul in the activations' dtype, not in
     # the engine kernel's the stack declares (vllm-tpu's W4A8 experts: fp8 on v7x): its op list is priced so
     cd = ComputeDtype(default="bf16", default_source="k3plan validate's step: every matmul on the bf16 activations")
-    return replace(s, stack=s.stack.model_copy(update={"compute_dtype": cd}))
+    if params.width == "toy":
+        s = make_setup(
+            model=str(scaled_config_path()),
+            hardware=LAYOUT_HARDWARE,
+            topology=params.topology or "2x2x1",
+            tp=params.tp or 8,
+        )
+        return replace(s, stack=s.stack.model_copy(update={"compute_dtype": cd}))
+    if hardware is None:
+        raise K3PlanError("probe step --width k3: no hardware spec for this device kind; pass --hardware NAME")
+    path = k3_width_config_path(layers=params.layers or K3_WIDTH_LAYERS, experts=params.experts or K3_WIDTH_EXPERTS)
+    k3: Optional[Setup] = None
+    for topo in [params.topology] if params.topology else ["1x1", "1x1x1", "1"]:
+        try:
+            k3 = make_setup(model=str(path), hardware=hardware, topology=topo, tp=params.tp or 1)
+            break
+        except K3PlanError:
+            if params.topology:
+                raise
+    if k3 is None:
+        raise K3PlanError(f"probe step --width k3: no one-chip topology of {hardware}; pass --topology")
+    formats = {**k3.stack.runtime_formats, "expert": "bf16"}
+    return replace(k3, stack=k3.stack.model_copy(update={"compute_dtype": cd, "runtime_formats": formats}))
 
 
-def _time_decode(setup, devices, *, batch: int, context: int, warmup: int, repeats: int, deadline):
-    """(samples s, next tokens, compiled HLO text, compile s) of the scaled decode step."""
+def _jit(stage: str, setup, ab, inputs, *, form: Optional[str]):
+    """validate.steps.jitted, with the experts' form chosen (None: the stack's)."""
+    import dataclasses
+
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from k3plan.validate.steps import jitted, make_ctx, make_step
+
+    if form is None:
+        return jitted(stage, setup, ab, inputs)
+    ctx = dataclasses.replace(make_ctx(setup, ab.mesh), experts_form=form)
+    fn = make_step(stage, ctx=ctx, lplan=ab.lplan)
+    shard = lambda t: jax.tree.map(lambda s: s.sharding, t)  # noqa: E731
+    in_sh = (shard(ab.params), shard(ab.cache), *(shard(inputs[k]) for k in inputs))
+    out_sh = (NamedSharding(ab.mesh, P(ctx.batch_axis)), shard(ab.cache))
+    jf = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh, donate_argnums=(1,), keep_unused=True)
+    return jf, (ab.params, ab.cache, *(inputs[k] for k in inputs))
+
+
+@dataclass
+class Timed:
+    samples: list
+    next_tokens: object
+    hlo: str
+    compile_s: float
+    memory: dict
+    profile: Optional[dict]
+
+
+def _memory(compiled) -> dict:
+    """The compiler's memory_analysis (on TPU the allocator's peak leaves XLA's temporaries out)."""
+    try:
+        m = compiled.memory_analysis()
+    except Exception:
+        return {}
+    fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
+    out = {f.replace("_size_in", ""): int(getattr(m, f, 0) or 0) for f in fields}
+    out["total_bytes"] = out["argument_bytes"] + out["output_bytes"] - out["alias_bytes"] + out["temp_bytes"]
+    return out
+
+
+def _time_stage(
+    setup,
+    devices,
+    *,
+    stage: str,
+    batch: int,
+    context: int,
+    tokens: int,
+    warmup: int,
+    repeats: int,
+    deadline,
+    form: Optional[str] = None,
+    profile: bool = False,
+) -> Timed:
+    """The scaled step of ``stage`` compiled, run with real arrays, timed call after call (the cache donated
+    and threaded), optionally profiled."""
     import jax
     import jax.numpy as jnp
 
@@ -74,64 +187,122 @@ def _time_decode(setup, devices, *, batch: int, context: int, warmup: int, repea
     from k3plan.probes.step.scaled import concrete, zeros
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
-    from k3plan.validate.steps import jitted
 
     spec = setup.model.spec
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
+    decode = stage == "decode"
     ab, inputs = am.build(
         setup,
         devices,
         lplan,
-        stage="decode",
+        stage=stage,
         batch=batch,
-        tokens=1,
+        tokens=1 if decode else tokens,
         capacity=am.capacity_tokens(layout, context),
     )
-    fn, args = jitted("decode", setup, ab, inputs)
+    fn, args = _jit(stage, setup, ab, inputs, form=form)
     t0 = time.perf_counter()
     compiled = fn.lower(*args).compile()
     compile_s = time.perf_counter() - t0
     weights, cache = concrete(ab.params), zeros(ab.cache)
     tok = inputs["tokens"]
-    tokens = jax.device_put(jnp.zeros(tok.shape, jnp.int32), tok.sharding)
-    positions = jax.device_put(jnp.full(tok.shape, context - 1, jnp.int32), inputs["positions"].sharding)
+    toks = jax.device_put(jnp.zeros(tok.shape, jnp.int32), tok.sharding)
+    if decode:
+        where = jax.device_put(jnp.full(tok.shape, context - 1, jnp.int32), inputs["positions"].sharding)
+    else:
+        start = inputs["start"]
+        where = jax.device_put(jnp.zeros(start.shape, start.dtype), start.sharding)
+    state = {"cache": cache, "next": None}
+
+    def call() -> None:
+        state["next"], state["cache"] = compiled(weights, state["cache"], toks, where)
+        jax.block_until_ready((state["next"], state["cache"]))
+
     samples: list[float] = []
-    nxt = None
     for i in range(max(warmup, 0) + max(repeats, 1)):
         if i > warmup and len(samples) >= 2 and deadline.expired():
             break
         t = time.perf_counter()
-        nxt, cache = compiled(weights, cache, tokens, positions)
-        jax.block_until_ready((nxt, cache))
+        call()
         if i >= warmup:
             samples.append(time.perf_counter() - t)
-    return samples, nxt, compiled.as_text(), compile_s
+    breakdown = None
+    if profile:
+        from k3plan.probes.step.profile import device_ops
+
+        breakdown = device_ops(call)
+    return Timed(samples, state["next"], compiled.as_text(), compile_s, _memory(compiled), breakdown)
 
 
-def _sub_probes(ops: list, tp: int) -> list[tuple]:
+def _pow2_span(lo: float, hi: float, *, floor: int, cap: int) -> tuple[int, ...]:
+    """Powers of two from below ``lo`` to above ``hi``, within [floor, cap]: a sweep over the ops' range."""
+    a = max(floor, 1 << max(0, int(math.floor(math.log2(max(lo, 1))))))
+    b = min(cap, 1 << int(math.ceil(math.log2(max(hi, 1)))))
+    out, x = [], a
+    while x <= max(a, b):
+        out.append(x)
+        x *= 2
+    return tuple(out)
+
+
+def _sub_probes(ops: list, tp: int, *, k3: bool = False, setup=None, tokens: tuple[int, ...] = ()) -> list[tuple]:
     """(run, params, sweep points) of the matmul / hbm / allreduce probes at the sizes the step's ops
-    have (a small sweep)."""
+    have (a small sweep); at K3 width also ragged-dot (the step's experts at its token counts), kda
+    (chunked, K3's heads) and kda-decode, so that every op kind has a record of this run."""
     from k3plan.probes import matmul
     from k3plan.probes.collectives import probe as coll
     from k3plan.probes.hbm import probe as hbm
 
     mm = [o for o in ops if o.kind == "matmul"]
     sides = sorted({max(8, round((o.m * o.n * o.k) ** (1 / 3))) for o in mm})
-    sizes = tuple(sorted({sides[0], sides[len(sides) // 2], sides[-1]})) if sides else (64,)
     nbytes = [o.bytes for o in ops if o.bytes > 0]
-    lo, hi = max(min(nbytes), 1 << 18), max(max(nbytes), 1 << 19)  # the probe subtracts a 64 KiB baseline
-    hbm_sizes = tuple(sorted({1 << int(math.log2(lo)), 1 << math.ceil(math.log2(hi))}))
+    if k3:
+        sizes = _pow2_span(sides[0], sides[-1], floor=128, cap=8192) if sides else (1024,)
+        hbm_sizes = _pow2_span(min(nbytes), max(nbytes), floor=1 << 20, cap=1 << 30)
+        hbm_params = hbm.HbmParams(sizes_bytes=hbm_sizes, ops=("copy", "reduce"))
+    else:
+        sizes = tuple(sorted({sides[0], sides[len(sides) // 2], sides[-1]})) if sides else (64,)
+        lo, hi = max(min(nbytes), 1 << 18), max(max(nbytes), 1 << 19)  # the probe subtracted a 64 KiB baseline
+        hbm_sizes = tuple(sorted({1 << int(math.log2(lo)), 1 << math.ceil(math.log2(hi))}))
+        hbm_params = hbm.HbmParams(sizes_bytes=hbm_sizes, ops=("copy",))
     msgs = sorted({o.message_bytes for o in ops if o.kind == "collective" and o.collective == "all-reduce"})
     mm_params = matmul.MatmulParams(sizes=sizes, dtypes=("bfloat16",))
-    hbm_params = hbm.HbmParams(sizes_bytes=hbm_sizes, ops=("copy",))
     out = [(matmul.run, mm_params, mm_params.points()), (hbm.run, hbm_params, hbm_params.points())]
     if msgs and tp > 1:
         ar = coll.CollectiveParams(
             op="all-reduce", sizes_bytes=tuple(max(64, m) for m in msgs[:2]), modes=("chained",), axis_size=tp
         )
         out.append((coll.run, ar, ar.points()))
+    if k3 and setup is not None:
+        from k3plan.probes import ragged_dot
+        from k3plan.probes.kda import probe as kda
+        from k3plan.probes.kda_decode import probe as kdd
+
+        spec = setup.model.spec
+        moe = spec.moe
+        rd = ragged_dot.RaggedDotParams(
+            tokens=tokens,
+            experts=moe.num_experts,
+            top_k=moe.top_k,
+            d_in=_latent(setup),
+            d_out=_expert_width(setup),
+            ep=1,
+        )
+        out.append((ragged_dot.run, rd, len(tokens)))
+        kd = kdd.KdaDecodeParams(heads=96, head_dim=128)
+        out.append((kdd.run, kd, 3))
+        kc = kda.KdaParams(seq_lens=(max(64, max(tokens) // 64 * 64),), heads=96, head_dim=128, paths=("chunked",))
+        out.append((kda.run, kc, 1))
     return out
+
+
+def _latent(setup) -> int:
+    return int(setup.model.spec.moe.expert_in)  # the latent a routed expert reads (K3: 3584)
+
+
+def _expert_width(setup) -> int:
+    return int(setup.model.spec.moe.expert_intermediate)  # K3: 3072
 
 
 def _sub_records(ctx: ProbeContext, subs: list[tuple]) -> list[ProbeRecord]:
@@ -172,42 +343,84 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     import jax
 
     from k3plan.speed.curves import build_curves
-    from k3plan.speed.expected import expected_time
     from k3plan.speed.peaks import Peaks
-    from k3plan.speed.stage import decode_op_costs
-    from k3plan.validate.hlo_census import census
+    from k3plan.speed.stage import decode_op_costs, prefill_op_costs
 
     params.check()
-    setup = _setup(params)
+    if params.width == "auto":
+        params = replace(params, width="toy" if ctx.is_cpu else "k3")
+    k3 = params.width == "k3"
+    setup = _setup(params, hardware=ctx.hardware.name)
     n = setup.topology.devices
     if ctx.device_count < n:
         raise K3PlanError(
-            f"probe step: {params.topology} ({LAYOUT_HARDWARE}) is {n} devices, {ctx.device_count} present "
+            f"probe step: {setup.topology.text} ({setup.hardware.name}) is {n} devices, {ctx.device_count} present "
             f"(--cpu-devices {n} on CPU, or a smaller --topology/--tp)"
         )
-    ops = decode_op_costs(setup, batch=params.batch, context=params.context)
-    subs = _sub_probes(ops, setup.parallel.tp) if params.sub_probes else []
-    ctx.plan(sum(points for _, _, points in subs) + 1)  # the sub-probes' points and the step
+    chunk = min(params.prefill_tokens, params.context)
+    stage_ops = {
+        "decode": decode_op_costs(setup, batch=params.batch, context=params.context),
+        "prefill": prefill_op_costs(setup, chunk=chunk, context=chunk),
+    }
+    stages = [st for st in ("decode", "prefill") if st in params.stages]
+    all_ops = [o for st in stages for o in stage_ops[st]]
+    tokens = tuple(sorted({params.batch if st == "decode" else chunk for st in stages}))
+    subs = _sub_probes(all_ops, setup.parallel.tp, k3=k3, setup=setup, tokens=tokens) if params.sub_probes else []
+    ctx.plan(sum(points for _, _, points in subs) + len(stages))  # the sub-probes' points and the steps
     sub = _sub_records(ctx, subs)
-    ctx.progress(f"step: compile and time the scaled decode step on {n} devices")
-    samples, nxt, hlo, compile_s = _time_decode(
-        setup,
-        jax.devices()[:n],
-        batch=params.batch,
-        context=params.context,
-        warmup=ctx.warmup,
-        repeats=ctx.repeats,
-        deadline=ctx.deadline,
-    )
+    for r in sub:
+        ctx.emit(r)  # written now: the steps' compiles and runs come after
     spec_hw = ctx.hardware.spec
     peaks = Peaks.from_hardware(spec_hw) if spec_hw is not None and not ctx.is_cpu else None
     peaks = peaks or measured_peaks(sub, device_kind=ctx.device_kind)
     curves = build_curves([(r, Path(f"this run: {r.probe} {r.mode or r.op or ''}".strip())) for r in sub], peaks=peaks)
-    stage = expected_time(ops, peaks=peaks, curves=curves)
-    st = stats(samples)
-    error = st.p50 / stage.expected_s - 1.0
-    counts = census(hlo)
-    ids = [int(t) for t in jax.device_get(nxt).ravel()]
+    out = list(sub)
+    for stage in stages:
+        ctx.progress(f"step: compile and time the {'K3-width' if k3 else 'scaled'} {stage} step on {n} devices")
+        timed = _time_stage(
+            setup,
+            jax.devices()[:n],
+            stage=stage,
+            batch=params.batch if stage == "decode" else 1,
+            context=params.context if stage == "decode" else chunk,
+            tokens=chunk,
+            warmup=ctx.warmup,
+            repeats=ctx.repeats,
+            deadline=ctx.deadline,
+            form="ragged" if k3 else None,
+            profile=not ctx.is_cpu,
+        )
+        out.append(
+            rec := _step_record(
+                ctx,
+                params,
+                setup,
+                stage=stage,
+                ops=stage_ops[stage],
+                timed=timed,
+                peaks=peaks,
+                curves=curves,
+                sub=sub,
+                chunk=chunk,
+            )
+        )
+        ctx.emit(rec)
+    return out
+
+
+def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Timed, peaks, curves, sub, chunk: int):
+    import jax
+
+    from k3plan.speed.expected import expected_time
+    from k3plan.validate.hlo_census import census
+
+    k3 = params.width == "k3"
+    n = setup.topology.devices
+    stage_t = expected_time(ops, peaks=peaks, curves=curves)
+    st = stats(timed.samples)
+    error = st.p50 / stage_t.expected_s - 1.0
+    counts = census(timed.hlo)
+    ids = [int(t) for t in jax.device_get(timed.next_tokens).ravel()]
     vocab = setup.model.spec.vocab_size
     ok_tokens = all(0 <= t < vocab for t in ids)
     op_calls: dict[Collective, int] = {}
@@ -217,55 +430,73 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             op_calls[o.collective] = op_calls.get(o.collective, 0) + o.count * o.calls
             op_bytes[o.collective] = op_bytes.get(o.collective, 0) + o.count * o.calls * (o.message_bytes or 0)
     notes = [CPU_NOTE] if ctx.is_cpu else []
-    measured = dict.fromkeys(o.efficiency.record_path for o in stage.ops if o.efficiency.measured)
+    if k3:
+        notes.append(K3_EXPERTS_NOTE)
+    measured = dict.fromkeys(o.efficiency.record_path for o in stage_t.ops if o.efficiency.measured)
     notes += [f"peaks: {peaks.hardware}"]
-    notes += [label for label in stage.labels if label.startswith("ceiling:")]
+    notes += [label for label in stage_t.labels if label.startswith("ceiling:")]
     notes += [
-        f"expected: {sum(o.efficiency.record_path == r for o in stage.ops)} op(s) at the efficiency of {r}"
+        f"expected: {sum(o.efficiency.record_path == r for o in stage_t.ops)} op(s) at the efficiency of {r}"
         for r in measured
     ]
+    decode = stage == "decode"
+    spec = setup.model.spec
     point = ProbePoint(
         params={
-            "stage": "decode",
-            "batch": params.batch,
-            "context": params.context,
+            "stage": stage,
+            "batch": params.batch if decode else 1,
+            "context": params.context if decode else chunk,
+            "tokens": 1 if decode else chunk,
             "devices": n,
             "tp": setup.parallel.tp,
-            "layers": setup.model.spec.num_layers,
-            "experts": setup.model.spec.moe.num_experts,
-            "compile_s": round(compile_s, 3),
-            "expected_s": stage.expected_s,
-            "ceiling_s": stage.ceiling_s,
+            "layers": spec.num_layers,
+            "experts": spec.moe.num_experts,
+            "hidden": spec.hidden_size,
+            "compile_s": round(timed.compile_s, 3),
+            "expected_s": stage_t.expected_s,
+            "ceiling_s": stage_t.ceiling_s,
             "error": error,
-            "expected_by_kind_s": {k: v.expected_s for k, v in stage.by_kind.items()},
-            "ceiling_by_kind_s": {k: v.ceiling_s for k, v in stage.by_kind.items()},
+            "measured_over_expected": st.p50 / stage_t.expected_s,
+            "expected_by_kind_s": {k: v.expected_s for k, v in stage_t.by_kind.items()},
+            "ceiling_by_kind_s": {k: v.ceiling_s for k, v in stage_t.by_kind.items()},
+            "expected_by_op_s": {o.name: o.expected_s for o in stage_t.ops},
+            "memory_analysis": timed.memory,
+            "device_profile": timed.profile,
             "op_list_collective_calls": op_calls,
             "hlo_collectives": {k: v.executed for k, v in counts.ops.items()},
             "op_list_collective_bytes": op_bytes,
             "hlo_collective_bytes": {k: v.executed_bytes for k, v in counts.ops.items()},
         },
-        samples_s={"step": samples},
+        samples_s={"step": timed.samples},
         stats=st,
         value=st.p50,
         unit="s",
-        expected=stage.expected_s,
+        expected=stage_t.expected_s,
         notes=notes,
     )
-    rec = ctx.record(
+    model = (
+        f"kimi-k3 at K3's widths, {spec.num_layers} layers, {spec.moe.num_experts} experts, vocab {spec.vocab_size} "
+        "(probes/step/scaled.py k3_width_raw)"
+        if k3
+        else "scaled kimi-k3 (probes/step/scaled.py)"
+    )
+    return ctx.record(
         probe="step",
-        mode="decode",
+        mode=stage,
         params={
-            "model": "scaled kimi-k3 (probes/step/scaled.py)",
-            "layout": f"{LAYOUT_HARDWARE} {params.topology} tp={setup.parallel.tp} ep={setup.parallel.ep}",
+            "model": model,
+            "width": params.width,
+            "layout": f"{setup.hardware.name} {setup.topology.text} tp={setup.parallel.tp} ep={setup.parallel.ep}",
             "stack": setup.stack.name,
-            "batch": params.batch,
-            "context": params.context,
+            "batch": params.batch if decode else 1,
+            "context": params.context if decode else chunk,
+            "prefill_tokens": None if decode else chunk,
             "warmup": ctx.warmup,
             "repeats": ctx.repeats,
             "efficiency_records": [f"{r.probe} {r.mode or r.op or ''}".strip() for r in sub],
         },
-        implementation="xla: validate.steps decode",
-        attempts=[Attempt(implementation="xla: validate.steps decode", ok=True)],
+        implementation=f"xla: validate.steps {stage}" + (" (experts: ragged form, bf16)" if k3 else ""),
+        attempts=[Attempt(implementation=f"xla: validate.steps {stage}", ok=True)],
         points=[point],
         baseline="none: the whole step is timed, one call after another (the cache donated and threaded)",
         verification=[
@@ -278,4 +509,3 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
         verified=ok_tokens,
         extra_label="measured vs expected checks the machinery only" if ctx.is_cpu else None,
     )
-    return [*sub, rec]

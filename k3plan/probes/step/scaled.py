@@ -54,23 +54,27 @@ def scaled_config_path() -> Path:
 
 def concrete(tree, *, seed: int = 0):
     """Arrays for a pytree of sharded ShapeDtypeStructs: floats ~ N(0, 0.02), MXFP4 ``scale`` bytes 2^-7
-    (E8M0 120), other bytes random; placed with each leaf's sharding."""
+    (E8M0 120), other bytes random; drawn ON the device, each leaf jitted with its sharding as the output's
+    (a host-side draw of a K3-width step's ~12 GiB took minutes and a 4 GiB fp32 temporary a leaf)."""
     import jax
+    import jax.numpy as jnp
     import numpy as np
 
-    rng = np.random.default_rng(seed)
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
     out = []
-    for path, sds in leaves:
+    for i, (path, sds) in enumerate(leaves):
         name = jax.tree_util.keystr(path)
         dt = np.dtype(sds.dtype)
-        if dt == np.uint8:
-            host = np.full(sds.shape, 120, np.uint8) if "scale" in name else rng.integers(0, 256, sds.shape, np.uint8)
+        key = jax.random.fold_in(jax.random.key(seed), i)
+        if dt == np.uint8 and "scale" in name:
+            make = lambda k, s=sds: jnp.full(s.shape, 120, jnp.uint8)  # noqa: E731
+        elif dt == np.uint8:
+            make = lambda k, s=sds: jax.random.randint(k, s.shape, 0, 256, jnp.int32).astype(jnp.uint8)  # noqa: E731
         elif dt.kind in "iu":
-            host = np.zeros(sds.shape, dt)
+            make = lambda k, s=sds: jnp.zeros(s.shape, s.dtype)  # noqa: E731
         else:
-            host = (rng.standard_normal(sds.shape, np.float32) * 0.02).astype(dt)
-        out.append(jax.device_put(host, sds.sharding))
+            make = lambda k, s=sds: (jax.random.normal(k, s.shape, jnp.float32) * 0.02).astype(s.dtype)  # noqa: E731
+        out.append(jax.jit(make, out_shardings=sds.sharding)(key))
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
@@ -79,3 +83,34 @@ def zeros(tree):
     import jax.numpy as jnp
 
     return jax.tree.map(lambda s: jax.device_put(jnp.zeros(s.shape, s.dtype), s.sharding), tree)
+
+
+# K3's widths on one accelerator (issue 35): hidden 7168, latent 3584, 96 heads of 128, MLA ranks as K3's;
+# the layers, the experts and the vocabulary cut so that the weights fit one 16 GiB chip. Layers keep K3's
+# pattern (three KDA, then one MLA; the first MLP dense); top-16 routing is K3's.
+K3_WIDTH_LAYERS = 4
+K3_WIDTH_EXPERTS = 32
+K3_WIDTH_VOCAB = 16384
+
+
+def k3_width_raw(
+    *, layers: int = K3_WIDTH_LAYERS, experts: int = K3_WIDTH_EXPERTS, vocab: int = K3_WIDTH_VOCAB
+) -> dict:
+    raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
+    raw.pop("vision_config", None)
+    t = raw["text_config"]
+    top_k = int(t["num_experts_per_token"])
+    t.update({"num_hidden_layers": layers, "num_experts": max(experts, top_k), "vocab_size": vocab})
+    t["linear_attn_config"].update(
+        {
+            "kda_layers": [i for i in range(1, layers + 1) if i % 4],
+            "full_attn_layers": [i for i in range(1, layers + 1) if i % 4 == 0],
+        }
+    )
+    return raw
+
+
+def k3_width_config_path(**kw) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="k3plan-k3-width-"))
+    (folder / "config.json").write_text(json.dumps(k3_width_raw(**kw)))
+    return folder / "config.json"

@@ -1,0 +1,84 @@
+"""--target local: the compiled step run once on the attached chip with real arrays, and the OOM boundary
+found by compiling the workload doubled until the compiler's verdict (arguments + outputs - alias + temp
+against the chip's usable HBM, or its own refusal) says it no longer fits (issue 35 item 4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional
+
+from k3plan.validate.result import LocalRun, OomBoundary
+
+TIMED_CALLS = 3
+MAX_DOUBLINGS = 3
+
+
+def run_once(compiled: Any, ab: Any, inputs: dict, *, job: Any, fit_fits: bool, fits: bool) -> LocalRun:
+    """One warm-up call, then TIMED_CALLS timed ones, with random weights and a zero cache (the cache donated
+    and threaded); none when the compiled step does not fit."""
+    agrees = fit_fits == fits
+    if compiled is None:
+        return LocalRun(
+            measured_step_s=None,
+            samples_s=[],
+            fit_fits=fit_fits,
+            agrees=agrees,
+            note="not run: the compiled step does not fit the chip" if not fits else "not run: no executable",
+        )
+    import jax
+    import jax.numpy as jnp
+
+    from k3plan.probes.step.scaled import concrete, zeros
+
+    weights, cache = concrete(ab.params), zeros(ab.cache)
+    args = []
+    for name, sds in inputs.items():
+        fill = job.context - 1 if name == "positions" else 0
+        args.append(jax.device_put(jnp.full(sds.shape, fill, sds.dtype), sds.sharding))
+    samples = []
+    for i in range(1 + TIMED_CALLS):
+        t0 = time.perf_counter()
+        nxt, cache = compiled(weights, cache, *args)
+        jax.block_until_ready((nxt, cache))
+        if i:
+            samples.append(time.perf_counter() - t0)
+    del weights, cache
+    p50 = sorted(samples)[len(samples) // 2]
+    return LocalRun(
+        measured_step_s=p50,
+        samples_s=samples,
+        fit_fits=fit_fits,
+        agrees=agrees,
+        note=f"ran with real arrays (random weights, zero cache): p50 of {TIMED_CALLS} calls after one warm-up",
+    )
+
+
+def oom_boundary(run: Callable[..., Any], job: Any, *, fits: bool) -> OomBoundary:
+    """Compile (never run) the job with its batch (decode) or tokens (prefill) doubled until it does not fit."""
+    axis = "tokens" if job.stage == "prefill" else "batch"
+    if not fits:
+        return OomBoundary(
+            axis=axis, fits_at=None, refused_at=getattr(job, axis), verdict="the job itself does not fit"
+        )
+    last: Optional[int] = int(getattr(job, axis))
+    size = int(getattr(job, axis))
+    for _ in range(MAX_DOUBLINGS):
+        size = 2 * size
+        bigger = dataclasses.replace(
+            job, **{axis: size, "context": max(job.context, size) if axis == "tokens" else job.context}
+        )
+        try:
+            r = run(job=bigger)
+        except Exception as err:  # a compile that fails otherwise than by memory: the search stops there
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            return OomBoundary(axis=axis, fits_at=last, refused_at=None, verdict=f"stopped at {axis} {size}: {first}")
+        if not r.fits:
+            return OomBoundary(axis=axis, fits_at=last, refused_at=size, verdict=r.verdict)
+        last = size
+    return OomBoundary(
+        axis=axis,
+        fits_at=last,
+        refused_at=None,
+        verdict=f"still fits after {MAX_DOUBLINGS} doublings (not searched further)",
+    )
