@@ -37,6 +37,7 @@ from k3plan.errors import K3PlanError, require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.timing import stats
+from k3plan.units import GiB, MiB
 
 if TYPE_CHECKING:
     from k3plan.setup import Setup
@@ -259,7 +260,7 @@ def _sub_probes(ops: list, tp: int, *, k3: bool = False, setup=None, tokens: tup
     nbytes = [o.bytes for o in ops if o.bytes > 0]
     if k3:
         sizes = _pow2_span(sides[0], sides[-1], floor=128, cap=8192) if sides else (1024,)
-        hbm_sizes = _pow2_span(min(nbytes), max(nbytes), floor=1 << 20, cap=1 << 30)
+        hbm_sizes = _pow2_span(min(nbytes), max(nbytes), floor=MiB, cap=GiB)
         hbm_params = hbm.HbmParams(sizes_bytes=hbm_sizes, ops=("copy", "reduce"))
     else:
         sizes = tuple(sorted({sides[0], sides[len(sides) // 2], sides[-1]})) if sides else (64,)
