@@ -142,6 +142,23 @@ def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None
     heads = spec.mla.heads // split
     w = minimum(d.sliding_window, context)
     per_key = 2 * 2 * spec.mla.heads * d.head_dim  # QK and PV over one shared K = V head
+
+    def attend(name: str, count, keys) -> Op:
+        """One query a sequence over ``keys`` cached entries of ``count`` layers (CSA's picked, HCA's, the window)."""
+        return Op(
+            name=name,
+            kind="attention",
+            layer_kind="mla",
+            category="kv",
+            count=count,
+            bytes_read=seqs * keys * e,
+            flops=seqs * per_key * keys / split,
+            flops_category="attention",
+            tokens=seqs,
+            heads=heads,
+            live=_attn_live(live, spec, seqs=seqs, queries=1, keys=keys, tp=tp),
+        )
+
     ops: list[Op] = []
     if n_csa:
         keys4 = context // CSA
@@ -160,54 +177,11 @@ def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None
                 heads=d.index_n_heads,
             )
         )
-        ops.append(
-            Op(
-                name="dsv4.csa_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_csa,
-                bytes_read=seqs * picked * e,
-                flops=seqs * per_key * picked / split,
-                flops_category="attention",
-                tokens=seqs,
-                heads=heads,
-                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=picked, tp=tp),
-            )
-        )
+        ops.append(attend("dsv4.csa_attention", n_csa, picked))
     if n_hca:
-        keys = context // r_hca + w
-        ops.append(
-            Op(
-                name="dsv4.hca_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_hca,
-                bytes_read=seqs * keys * e,
-                flops=seqs * per_key * keys / split,
-                flops_category="attention",
-                tokens=seqs,
-                heads=heads,
-                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=keys, tp=tp),
-            )
-        )
+        ops.append(attend("dsv4.hca_attention", n_hca, context // r_hca + w))
     if n_swa:
-        ops.append(
-            Op(
-                name="dsv4.window_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_swa,
-                bytes_read=seqs * w * e,
-                flops=seqs * per_key * w / split,
-                flops_category="attention",
-                tokens=seqs,
-                heads=heads,
-                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=w, tp=tp),
-            )
-        )
+        ops.append(attend("dsv4.window_attention", n_swa, w))
     return ops + _common(spec, rows=seqs, layout=lay)
 
 
