@@ -26,20 +26,8 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     c = ConfigReader(raw, source=source)
     n_layers = c.int("num_hidden_layers")
     mlps = mlp_schedule(c, n_layers)
-    n_shared = c.int("n_shared_experts", 0, minimum=0)
-    moe_inter = c.int("moe_intermediate_size")
     hidden = c.int("hidden_size")
-    moe = MoEDims(
-        num_experts=c.int("n_routed_experts"),
-        top_k=c.int("num_experts_per_tok"),
-        expert_in=hidden,
-        expert_intermediate=moe_inter,
-        num_shared=n_shared,
-        shared_intermediate=moe_inter * n_shared,
-        latent=False,
-    )
-    if moe.top_k > moe.num_experts:
-        raise K3PlanError(f"{source}: num_experts_per_tok {moe.top_k} exceeds n_routed_experts {moe.num_experts}")
+    moe = deepseek_moe(c, source, hidden=hidden)
     return ModelSpec(
         name=name,
         family="deepseek_v3",
@@ -163,3 +151,21 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     if spec.mtp_layers:
         notes = (f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals",)
     return b.inventory(), notes
+
+
+def deepseek_moe(c: ConfigReader, source: str, *, hidden: int) -> MoEDims:
+    """The routed and shared experts of a DeepSeek-style config (V3, Kimi K2, V4): each expert on the full hidden."""
+    n_shared = c.int("n_shared_experts", 0, minimum=0)
+    moe_inter = c.int("moe_intermediate_size")
+    moe = MoEDims(
+        num_experts=c.int("n_routed_experts"),
+        top_k=c.int("num_experts_per_tok"),
+        expert_in=hidden,
+        expert_intermediate=moe_inter,
+        num_shared=n_shared,
+        shared_intermediate=moe_inter * n_shared,
+        latent=False,
+    )
+    if moe.top_k > moe.num_experts:
+        raise K3PlanError(f"{source}: num_experts_per_tok {moe.top_k} exceeds n_routed_experts {moe.num_experts}")
+    return moe

@@ -37,8 +37,9 @@ from typing import Any
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import ConfigReader
+from k3plan.models.families.deepseek_v3 import deepseek_moe
 from k3plan.models.inventory import TensorInventory
-from k3plan.models.spec import DSV4Dims, MLADims, ModelSpec, MoEDims
+from k3plan.models.spec import DSV4Dims, MLADims, ModelSpec
 
 ARCHITECTURES = ("DeepseekV4ForCausalLM",)
 MODEL_TYPES = ("deepseek_v4",)
@@ -80,19 +81,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         hc_sinkhorn_iters=c.int("hc_sinkhorn_iters", 0, minimum=0),
         num_hash_layers=c.int("num_hash_layers", 0, minimum=0),
     )
-    moe_inter = c.int("moe_intermediate_size")
-    n_shared = c.int("n_shared_experts", 0, minimum=0)
-    moe = MoEDims(
-        num_experts=c.int("n_routed_experts"),
-        top_k=c.int("num_experts_per_tok"),
-        expert_in=hidden,
-        expert_intermediate=moe_inter,
-        num_shared=n_shared,
-        shared_intermediate=moe_inter * n_shared,
-        latent=False,
-    )
-    if moe.top_k > moe.num_experts:
-        raise K3PlanError(f"{source}: num_experts_per_tok {moe.top_k} exceeds n_routed_experts {moe.num_experts}")
+    moe = deepseek_moe(c, source, hidden=hidden)
     mla = MLADims(
         heads=heads,
         q_lora_rank=c.int("q_lora_rank"),
@@ -111,7 +100,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         num_layers=n_layers,
         mixers=tuple("mla" for _ in range(n_layers)),
         mlps=tuple("moe" for _ in range(n_layers)),
-        dense_intermediate=moe_inter * max(n_shared, 1),  # no dense layers; the field is required
+        dense_intermediate=moe.expert_intermediate * max(moe.num_shared, 1),  # no dense layers; the field is required
         mla=mla,
         dsv4=dsv4,
         moe=moe,
