@@ -32,7 +32,7 @@ Figures are derived from the spec and the layout: ``kv_bytes_per_token`` (exact,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from k3plan.models.spec import DSV4Dims, ModelSpec
@@ -158,16 +158,11 @@ SGLANG = Dsv4Layout(
     ),
 )
 
-TORCHTPU_VLLM = Dsv4Layout(
+# its configs run vLLM's DeepSeek-V4 model code (MODEL_IMPL_TYPE=vllm): vLLM's layout, assumed where its TPU
+# backend was not read (the last source says so)
+TORCHTPU_VLLM = replace(
+    VLLM,
     engine="torchtpu-vllm",
-    scale_block=64,
-    scale_pad=1,
-    index_quant_block=128,
-    page_align=576,
-    ring_csa=2 * CSA,
-    ring_hca=128,
-    ring_csa_spec=0,
-    ring_hca_spec=0,
     sources=(
         Source(
             "kowalski-4831/vllm-torchtpu",
