@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
+from k3plan.specfile import describe, read_yaml_mapping
 
 FOLDER = Path(__file__).parent / "benchmarks"
 
@@ -127,18 +128,12 @@ def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
 
 def load_benchmark(path: Path) -> ServingBenchmark:
     """One benchmark file, validated; bad input is one line naming the file and the field."""
-    from k3plan.safeparse import parse_yaml, read_text
-
     label = f"serving benchmark {path}"
-    raw = parse_yaml(label, read_text(label, path))
-    if not isinstance(raw, dict):
-        raise K3PlanError(f"{label}: expected a mapping")
+    raw = read_yaml_mapping(label, path)
     try:
         b = ServingBenchmark.model_validate({**raw, "path": f"k3plan/evidence/benchmarks/{path.name}"})
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise K3PlanError(f"{label}: {where}: {err['msg']}") from None
+        raise K3PlanError(f"{label}: {describe(e)}") from None
     return _check(b, path)
 
 

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
+from k3plan.specfile import describe, read_yaml_mapping
 
 FOLDER = Path(__file__).parent / "hosts"
 
@@ -62,17 +63,12 @@ class StepOverheads(_In):
 
 
 def load_step_overheads(path: Path) -> StepOverheads:
-    from k3plan.safeparse import parse_yaml, read_text
-
     label = f"step-overhead record {path}"
-    raw = parse_yaml(label, read_text(label, path))
-    if not isinstance(raw, dict):
-        raise K3PlanError(f"{label}: expected a mapping")
+    raw = read_yaml_mapping(label, path)
     try:
         rec = StepOverheads.model_validate({**raw, "path": f"k3plan/evidence/hosts/{path.name}"})
     except ValidationError as e:
-        err = e.errors()[0]
-        raise K3PlanError(f"{label}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
+        raise K3PlanError(f"{label}: {describe(e)}") from None
     if rec.backend != "tpu":
         raise K3PlanError(f"{label}: backend {rec.backend!r}: only a record measured on a TPU is used")
     return rec
