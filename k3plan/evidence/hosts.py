@@ -104,5 +104,4 @@ def engine_step_overheads(path: Path = ENGINE_FILE) -> tuple[EngineStepOverhead,
     try:
         return tuple(EngineStepOverhead.model_validate(x) for x in raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise K3PlanError(f"{label}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
+        raise K3PlanError(f"{label}: {describe(e)}") from None
