@@ -60,11 +60,14 @@ def test_report_pick_is_plan_s_first_row_and_fit_s_numbers(cli, tmp_path):
     r = run(cli, "roofline", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "torchtpu-vllm")
     assert row["per_device"] == {k: f["per_device"][k] for k in row["per_device"]}
     assert (row["max_sequences"], row["max_context_tokens"]) == (f["capacity"]["max_sequences"], f["capacity"]["max_context_tokens"])
-    # issue 38: fit and roofline stand behind a serving benchmark's TPOT/TTFT where one matches; report still
-    # prints the bounds (not wired yet): it agrees with their ceilings
-    assert row["decode"]["concurrency"]["tpot_s"] == f["speed"]["ceiling_tpot_s"] == r["decode"]["step_s"]
-    assert f["speed"]["tpot_s"] == r["decode"]["tpot_s"]
-    assert row["prefill"]["ttft_s"] == r["prefill"]["ceiling_ttft_s"]
+    # issue 38: report, fit and roofline stand behind the same TPOT and TTFT (a serving benchmark's where one
+    # speaks for the configuration), and print the same ceilings beside them
+    d = row["decode"]["concurrency"]
+    assert d["tpot_s"] == f["speed"]["tpot_s"] == r["decode"]["tpot_s"]
+    assert d["tpot_source"] == f["speed"]["tpot_source"] == r["decode"]["tpot_source"]
+    assert d["ceiling_tpot_s"] == f["speed"]["ceiling_tpot_s"] == r["decode"]["step_s"]
+    assert row["prefill"]["ttft_s"] == r["prefill"]["ttft_s"]
+    assert row["prefill"]["ceiling_ttft_s"] == r["prefill"]["ceiling_ttft_s"]
 
 
 @pytest.mark.parametrize("hardware", ["tpu-v7x", "nvidia-h200", "nvidia-b300"])

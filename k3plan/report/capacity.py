@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from k3plan.budget.curve import DEFAULT_CHUNKS, CurvePoint, curve
 from k3plan.budget.fit import FitResult, check_workload
-from k3plan.hardware import load_hardware
+from k3plan.hardware import HardwareSpec, load_hardware
 from k3plan.report.capacity_model import (
     ContextRow,
     DecodeAt,
@@ -45,22 +45,43 @@ def _decode(
     batch: int,
     context: int,
     eff: Efficiency,
+    chunk: int,
+    spec: HardwareSpec,
     probes: Optional[Path],
     allow_cpu_probes: bool,
     price: Optional[float],
 ) -> DecodeAt:
+    """``setup`` carries the probed HBM bandwidth (report.viable); ``spec`` is the hardware spec's own, as fit
+    hands the serving figures' model both."""
+    from k3plan.speed.serving import stands_behind  # issue 38: the TPOT fit, plan and roofline stand behind
+
     d = decode_bound(
         setup, batch=batch, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
     )
+    tpot, _, _, _ = stands_behind(
+        setup,
+        spec,
+        batch=batch,
+        context=context,
+        chunk=chunk,
+        expected=None,
+        ceiling_tpot_s=d.tpot_s,
+        ceiling_ttft_s=None,
+        probes=probes,
+    )
+    tokens_per_s = batch / tpot.value_s
     return DecodeAt(
         batch=batch,
-        tokens_per_s=d.tokens_per_s,
-        tokens_per_s_per_chip=d.tokens_per_s_per_chip,
-        tpot_s=d.tpot_s,
+        tokens_per_s=tokens_per_s,
+        tokens_per_s_per_chip=tokens_per_s / setup.topology.chips,
+        tpot_s=tpot.value_s,
         binding=d.binding,
         comm_share=d.comm_share,
         latency_source=d.comm.latency_source,
-        usd_per_mtok=_usd_per_mtok(price, setup.topology.chips, d.tokens_per_s),
+        usd_per_mtok=_usd_per_mtok(price, setup.topology.chips, tokens_per_s),
+        tpot_source=tpot.source,
+        tpot_label=tpot.label,
+        ceiling_tpot_s=d.tpot_s,
     )
 
 
@@ -93,20 +114,19 @@ def _row(
     probes: Optional[Path],
     allow_cpu_probes: bool,
     price: Optional[float],
-    usable: int,
+    spec: HardwareSpec,
 ) -> ContextRow:
-    """``usable``: the platform's usable HBM a device, stated in a row where nothing fits too."""
+    """``spec``: the platform's hardware spec (its usable HBM a device is stated in a row where nothing fits too)."""
     c, r, s = ch.context_tokens, ch.result, ch.setup
     if s is None or r is None:
-        return ContextRow(context_tokens=c, fits=False, reason=ch.reason, usable_bytes_per_device=usable)
+        return ContextRow(
+            context_tokens=c, fits=False, reason=ch.reason, usable_bytes_per_device=spec.usable_bytes_per_device
+        )
     full = max(concurrency, r.capacity.max_sequences)
+    at = dict(context=c, chunk=r.workload.prefill_chunk_tokens, spec=spec, price=price, eff=eff, probes=probes)
     decode = RowDecode(
-        concurrency=_decode(
-            s, batch=concurrency, context=c, price=price, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
-        ),
-        full=_decode(s, batch=full, context=c, price=price, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
-        if full > concurrency
-        else None,
+        concurrency=_decode(s, batch=concurrency, allow_cpu_probes=allow_cpu_probes, **at),
+        full=_decode(s, batch=full, allow_cpu_probes=allow_cpu_probes, **at) if full > concurrency else None,
     )
     p = prefill_bound(
         s,
@@ -116,10 +136,27 @@ def _row(
         probes=probes,
         allow_cpu_probes=allow_cpu_probes,
     )
+    from k3plan.speed.serving import stands_behind  # issue 38: the TTFT fit, plan and roofline stand behind
+
+    _, ttft, _, _ = stands_behind(
+        s,
+        spec,
+        batch=concurrency,
+        context=c,
+        chunk=p.chunk_tokens,
+        expected=None,
+        ceiling_tpot_s=decode.concurrency.ceiling_tpot_s or decode.concurrency.tpot_s,
+        ceiling_ttft_s=p.ttft_s,
+        probes=probes,
+    )
+    assert ttft is not None
     prefill = PrefillAt(
         prompt_tokens=c,
         chunk_tokens=p.chunk_tokens,
-        ttft_s=p.ttft_s,
+        ttft_s=ttft.value_s,
+        ttft_source=ttft.source,
+        ttft_label=ttft.label,
+        ceiling_ttft_s=p.ttft_s,
         tokens_per_s=p.tokens_per_s,
         feasible=p.feasible,
         note=p.note,
@@ -213,7 +250,7 @@ def platform_report(
             eff=eff,
             probes=probes,
             allow_cpu_probes=allow_cpu_probes,
-            usable=hw.usable_bytes_per_device,
+            spec=hw,
         )
         for c in contexts
     ]

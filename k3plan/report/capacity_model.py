@@ -63,6 +63,11 @@ class DecodeAt(_Frozen):
     usd_per_mtok: Optional[float]
     expected_tpot_s: Optional[float] = None  # issue 17: the step's ops at measured efficiency (else ceiling)
     expected_measured: Optional[bool] = None  # did any op use a probe record
+    # issue 38: tpot_s is the figure fit, plan and roofline stand behind (a serving benchmark's, measured or
+    # transferred, where one speaks for the configuration; else the bound), ceiling_tpot_s the bound
+    tpot_source: str = "ceiling"
+    tpot_label: str = ""
+    ceiling_tpot_s: Optional[float] = None
 
 
 class RowDecode(_Frozen):
@@ -98,6 +103,9 @@ class PrefillAt(_Frozen):
     usd_per_mtok: Optional[float]
     expected_ttft_s: Optional[float] = None  # issue 17, as DecodeAt's
     expected_measured: Optional[bool] = None
+    ttft_source: str = "ceiling"  # issue 38, as DecodeAt's tpot_source
+    ttft_label: str = ""
+    ceiling_ttft_s: Optional[float] = None
 
 
 class RowProvenance(Provenance):

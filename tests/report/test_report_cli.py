@@ -120,7 +120,8 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
             "--out", str(tmp_path / "r.md"), "--json")
     row = json.loads(r.stdout)["platforms"][0]["rows"][0]
     assert (row["setup"]["topology"], row["setup"]["tp"]) == ("2x2x4", 32)
-    assert row["decode"]["concurrency"]["tpot_s"] == f["speed"]["ceiling_tpot_s"]
+    d = row["decode"]["concurrency"]
+    assert d["ceiling_tpot_s"] == f["speed"]["ceiling_tpot_s"] and d["tpot_s"] == f["speed"]["tpot_s"]
     assert row["provenance"]["hbm_bw"].startswith("probe: HBM bandwidth 3.000 TB/s a device from probed on TPU7x")
 
 
@@ -148,9 +149,9 @@ def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli,
 
     row = report_row()
     assert (row["setup"]["topology"], row["setup"]["tp"]) == ("2x2x4", 32)
-    assert row["decode"]["concurrency"]["tpot_s"] == refused
+    assert row["decode"]["concurrency"]["ceiling_tpot_s"] == refused  # the bound, beside the TPOT stood behind
     row = report_row("--allow-cpu-probes")
-    assert row["decode"]["concurrency"]["tpot_s"] == allowed
+    assert row["decode"]["concurrency"]["ceiling_tpot_s"] == allowed
     assert row["provenance"]["hbm_bw"].startswith("probe: HBM bandwidth 2.000 TB/s a device")
 
 

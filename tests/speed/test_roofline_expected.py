@@ -83,10 +83,12 @@ def test_report_shows_expected_beside_the_ceiling(cli, tmp_path):
     d = row["decode"]["concurrency"]
     # the report's TPOT already takes the probed bandwidth (issue 34); the expected time adds the engine's fixed
     # terms a step on top of the ops (issue 38: speed/overheads.py), so it is slower, and at most twice
-    assert d["expected_measured"] and d["tpot_s"] < d["expected_tpot_s"] <= 2 * d["tpot_s"]
+    # (the bound is ceiling_tpot_s: tpot_s is the serving benchmark's where the nightly speaks for 2x2x4)
+    bound = d["ceiling_tpot_s"]
+    assert d["expected_measured"] and bound < d["expected_tpot_s"] <= 2 * bound
     plain = cli("report", "-H", "tpu-v7x", "-c", "32768", "--max-chips", "16", "--out", tmp_path / "p.md", "--json")
     base = json.loads(plain.stdout)["platforms"][0]["rows"][0]["decode"]["concurrency"]
-    assert base["tpot_s"] < d["tpot_s"]
+    assert base["ceiling_tpot_s"] < bound
     assert row["prefill"]["expected_measured"]
     assert row["provenance"]["expected"].startswith("efficiency records of TPU7x in ")
     assert "| expected |" in (tmp_path / "r.md").read_text()
