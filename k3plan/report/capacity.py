@@ -123,11 +123,21 @@ def _row(
             context_tokens=c, fits=False, reason=ch.reason, usable_bytes_per_device=spec.usable_bytes_per_device
         )
     full = max(concurrency, r.capacity.max_sequences)
-    at = dict(context=c, chunk=r.workload.prefill_chunk_tokens, spec=spec, price=price, eff=eff, probes=probes)
-    decode = RowDecode(
-        concurrency=_decode(s, batch=concurrency, allow_cpu_probes=allow_cpu_probes, **at),
-        full=_decode(s, batch=full, allow_cpu_probes=allow_cpu_probes, **at) if full > concurrency else None,
-    )
+
+    def at(batch: int) -> DecodeAt:
+        return _decode(
+            s,
+            batch=batch,
+            context=c,
+            chunk=r.workload.prefill_chunk_tokens,
+            spec=spec,
+            price=price,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
+
+    decode = RowDecode(concurrency=at(concurrency), full=at(full) if full > concurrency else None)
     p = prefill_bound(
         s,
         prompt_tokens=c,
