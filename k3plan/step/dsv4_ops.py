@@ -200,6 +200,25 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = No
     # keys summed over the chunk's queries: query at position p sees p // ratio entries (causal), the window
     mean_pos = start + (chunk + 1) / 2
     window_pairs = chunk * w
+
+    def attend(name: str, count, *, read, written, pairs, keys, workspace) -> Op:
+        """The chunk's queries over ``pairs`` (query, key) pairs of ``count`` layers: ``read`` cached entries in,
+        ``written`` new ones out (CSA's, HCA's, the window's)."""
+        return Op(
+            name=name,
+            kind="attention",
+            layer_kind="mla",
+            category="kv",
+            count=count,
+            bytes_read=read * e,
+            bytes_written=written * e,
+            flops=per_key * pairs / split,
+            flops_category="attention",
+            tokens=chunk,
+            heads=heads,
+            live=_attn_live(live, spec, seqs=1, queries=chunk, keys=keys, tp=tp, workspace=workspace),
+        )
+
     ops: list[Op] = []
     if n_csa:
         keys4 = mean_pos / CSA
@@ -222,65 +241,39 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = No
             )
         )
         ops.append(
-            Op(
-                name="dsv4.csa_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_csa,
-                bytes_read=(start // CSA + minimum(start, w)) * e,
-                bytes_written=(chunk // CSA + chunk) * e,
-                flops=per_key * pairs / split,
-                flops_category="attention",
-                tokens=chunk,
-                heads=heads,
-                live=_attn_live(
-                    live,
-                    spec,
-                    seqs=1,
-                    queries=chunk,
-                    keys=minimum(d.index_topk, context // CSA) + w,
-                    tp=tp,
-                    workspace=gathered * d.head_dim * BF16,
-                ),
+            attend(
+                "dsv4.csa_attention",
+                n_csa,
+                read=start // CSA + minimum(start, w),
+                written=chunk // CSA + chunk,
+                pairs=pairs,
+                keys=minimum(d.index_topk, context // CSA) + w,
+                workspace=gathered * d.head_dim * BF16,
             )
         )
     if n_hca:
-        pairs = chunk * (mean_pos / r_hca) + window_pairs
         keys = context // r_hca + w
         ops.append(
-            Op(
-                name="dsv4.hca_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_hca,
-                bytes_read=(start // r_hca + minimum(start, w)) * e,
-                bytes_written=(chunk // r_hca + chunk) * e,
-                flops=per_key * pairs / split,
-                flops_category="attention",
-                tokens=chunk,
-                heads=heads,
-                live=_attn_live(
-                    live, spec, seqs=1, queries=chunk, keys=keys, tp=tp, workspace=(keys + chunk) * d.head_dim * BF16
-                ),
+            attend(
+                "dsv4.hca_attention",
+                n_hca,
+                read=start // r_hca + minimum(start, w),
+                written=chunk // r_hca + chunk,
+                pairs=chunk * (mean_pos / r_hca) + window_pairs,
+                keys=keys,
+                workspace=(keys + chunk) * d.head_dim * BF16,
             )
         )
     if n_swa:
         ops.append(
-            Op(
-                name="dsv4.window_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_swa,
-                bytes_read=minimum(start, w) * e,
-                bytes_written=chunk * e,
-                flops=per_key * window_pairs / split,
-                flops_category="attention",
-                tokens=chunk,
-                heads=heads,
-                live=_attn_live(live, spec, seqs=1, queries=chunk, keys=w, tp=tp),
+            attend(
+                "dsv4.window_attention",
+                n_swa,
+                read=minimum(start, w),
+                written=chunk,
+                pairs=window_pairs,
+                keys=w,
+                workspace=0,
             )
         )
     return ops + _common(spec, rows=chunk, layout=lay)
