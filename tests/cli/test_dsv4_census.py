@@ -4,12 +4,8 @@ dtypes (F8_E4M3 + F8_E8M0 scales, I8-packed FP4 experts, I64 tid2eid) and shapes
 from __future__ import annotations
 
 import json
-import math
-import struct
 
 from k3plan.models import load_model
-
-SIZE = {"BF16": 2, "F32": 4, "I8": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I64": 8}
 
 TINY_V4 = {
     "architectures": ["DeepseekV4ForCausalLM"],
@@ -48,27 +44,14 @@ TINY_V4 = {
 }
 
 
-def _write(path, tensors) -> None:
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = SIZE[dtype] * math.prod(shape)
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
-
-
-def test_tiny_v4_checkpoint_censuses_clean(cli, tmp_path):
+def test_tiny_v4_checkpoint_censuses_clean(cli, tmp_path, write_st):
     folder = tmp_path / "tiny-v4"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(TINY_V4))
     inv = load_model(str(folder / "config.json")).inventory
     tensors = {n: (d, tuple(s)) for t in inv.tensors for n, d, s in t.checkpoint_tensors()}
     assert "layers.0.ffn.gate.tid2eid" in tensors and "layers.1.attn.indexer.wq_b.scale" in tensors
-    _write(folder / "model-00001-of-00001.safetensors", tensors)
+    write_st(folder / "model-00001-of-00001.safetensors", tensors)
     weight_map = {n: "model-00001-of-00001.safetensors" for n in tensors}
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     r = cli("census", folder, "--json")
