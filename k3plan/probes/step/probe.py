@@ -118,7 +118,10 @@ def _setup(params: StepParams, *, hardware: Optional[str] = None):
                 raise
     if k3 is None:
         raise K3PlanError(f"probe step --width k3: no one-chip topology of {hardware}; pass --topology")
-    formats = {**k3.stack.runtime_formats, "expert": "bf16"}
+    # every expert key overridden: a ``role@format`` key (torchtpu-vllm's "expert@mxfp4") outranks "expert" in
+    # Stack.runtime_format, and with it kept the step held MXFP4 experts dequantized in XLA ops (the v5e run of
+    # 2026-12-04 05:41Z: 80.7 ms a decode step, the profile's top ops u8 unpacking and scale broadcasts)
+    formats = {k: v for k, v in k3.stack.runtime_formats.items() if not k.startswith("expert@")} | {"expert": "bf16"}
     return replace(k3, stack=k3.stack.model_copy(update={"compute_dtype": cd, "runtime_formats": formats}))
 
 
@@ -151,6 +154,7 @@ class Timed:
     compile_s: float
     memory: dict
     profile: Optional[dict]
+    phases_s: dict  # wall seconds of the stage's phases on the host (compile, draw, time, profile)
 
 
 def _memory(compiled) -> dict:
@@ -178,9 +182,11 @@ def _time_stage(
     deadline,
     form: Optional[str] = None,
     profile: bool = False,
+    drawn: Optional[dict] = None,
 ) -> Timed:
     """The scaled step of ``stage`` compiled, run with real arrays, timed call after call (the cache donated
-    and threaded), optionally profiled."""
+    and threaded), optionally profiled. ``drawn`` keeps the weights between stages (decode and prefill take
+    the same params: drawn once)."""
     import jax
     import jax.numpy as jnp
 
@@ -206,7 +212,14 @@ def _time_stage(
     t0 = time.perf_counter()
     compiled = fn.lower(*args).compile()
     compile_s = time.perf_counter() - t0
-    weights, cache = concrete(ab.params), zeros(ab.cache)
+    t0 = time.perf_counter()
+    same = drawn is not None and "weights" in drawn and _same_tree(drawn["weights"], ab.params)
+    weights = drawn["weights"] if same and drawn is not None else concrete(ab.params)
+    if drawn is not None:
+        drawn["weights"] = weights
+    cache = zeros(ab.cache)
+    jax.block_until_ready((weights, cache))
+    draw_s = time.perf_counter() - t0
     tok = inputs["tokens"]
     toks = jax.device_put(jnp.zeros(tok.shape, jnp.int32), tok.sharding)
     if decode:
@@ -221,6 +234,7 @@ def _time_stage(
         jax.block_until_ready((state["next"], state["cache"]))
 
     samples: list[float] = []
+    t0 = time.perf_counter()
     for i in range(max(warmup, 0) + max(repeats, 1)):
         if i > warmup and len(samples) >= 2 and deadline.expired():
             break
@@ -228,12 +242,33 @@ def _time_stage(
         call()
         if i >= warmup:
             samples.append(time.perf_counter() - t)
+    time_s = time.perf_counter() - t0
     breakdown = None
+    t0 = time.perf_counter()
     if profile:
         from k3plan.probes.step.profile import device_ops
 
         breakdown = device_ops(call)
-    return Timed(samples, state["next"], compiled.as_text(), compile_s, _memory(compiled), breakdown)
+    phases = {
+        "compile": round(compile_s, 3),
+        "draw": round(draw_s, 3),
+        "draw_reused": bool(same),
+        "time": round(time_s, 3),
+        "profile": round(time.perf_counter() - t0, 3),
+    }
+    return Timed(samples, state["next"], compiled.as_text(), compile_s, _memory(compiled), breakdown, phases)
+
+
+def _same_tree(a, b) -> bool:
+    """Whether concrete arrays ``a`` stand for the abstract tree ``b`` (structure, shapes, dtypes, shardings)."""
+    import jax
+
+    if jax.tree.structure(a) != jax.tree.structure(b):
+        return False
+    return all(
+        x.shape == y.shape and x.dtype == y.dtype and x.sharding == y.sharding
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+    )
 
 
 def _pow2_span(lo: float, hi: float, *, floor: int, cap: int) -> tuple[int, ...]:
@@ -376,6 +411,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     peaks = peaks or measured_peaks(sub, device_kind=ctx.device_kind)
     curves = build_curves([(r, Path(f"this run: {r.probe} {r.mode or r.op or ''}".strip())) for r in sub], peaks=peaks)
     out = list(sub)
+    drawn: dict = {}
     for stage in stages:
         ctx.progress(f"step: compile and time the {'K3-width' if k3 else 'scaled'} {stage} step on {n} devices")
         timed = _time_stage(
@@ -390,6 +426,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             deadline=ctx.deadline,
             form="ragged" if k3 else None,
             profile=not ctx.is_cpu,
+            drawn=drawn,
         )
         out.append(
             rec := _step_record(
@@ -454,6 +491,7 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
             "experts": spec.moe.num_experts,
             "hidden": spec.hidden_size,
             "compile_s": round(timed.compile_s, 3),
+            "phases_s": timed.phases_s,
             "expected_s": stage_t.expected_s,
             "ceiling_s": stage_t.ceiling_s,
             "error": error,

@@ -54,28 +54,43 @@ def scaled_config_path() -> Path:
 
 def concrete(tree, *, seed: int = 0):
     """Arrays for a pytree of sharded ShapeDtypeStructs: floats ~ N(0, 0.02), MXFP4 ``scale`` bytes 2^-7
-    (E8M0 120), other bytes random; drawn ON the device, each leaf jitted with its sharding as the output's
-    (a host-side draw of a K3-width step's ~12 GiB took minutes and a 4 GiB fp32 temporary a leaf)."""
+    (E8M0 120), other bytes random; drawn ON the device (a host-side draw of a K3-width step's ~12 GiB took
+    minutes and a 4 GiB fp32 temporary a leaf), one compiled drawer for each distinct (kind, shape, dtype,
+    sharding): the leaves of a layer stack share theirs (a jit a leaf compiled ~100 programs a step)."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    drawers: dict = {}
     out = []
     for i, (path, sds) in enumerate(leaves):
-        name = jax.tree_util.keystr(path)
         dt = np.dtype(sds.dtype)
-        key = jax.random.fold_in(jax.random.key(seed), i)
-        if dt == np.uint8 and "scale" in name:
-            make = lambda k, s=sds: jnp.full(s.shape, 120, jnp.uint8)  # noqa: E731
+        if dt == np.uint8 and "scale" in jax.tree_util.keystr(path):
+            kind = "scale"
         elif dt == np.uint8:
-            make = lambda k, s=sds: jax.random.randint(k, s.shape, 0, 256, jnp.int32).astype(jnp.uint8)  # noqa: E731
+            kind = "bytes"
         elif dt.kind in "iu":
-            make = lambda k, s=sds: jnp.zeros(s.shape, s.dtype)  # noqa: E731
+            kind = "zeros"
         else:
-            make = lambda k, s=sds: (jax.random.normal(k, s.shape, jnp.float32) * 0.02).astype(s.dtype)  # noqa: E731
-        out.append(jax.jit(make, out_shardings=sds.sharding)(key))
+            kind = "normal"
+        key = (kind, tuple(sds.shape), str(dt), sds.sharding)
+        if key not in drawers:
+            drawers[key] = jax.jit(_drawer(kind, tuple(sds.shape), sds.dtype), out_shardings=sds.sharding)
+        out.append(drawers[key](jax.random.fold_in(jax.random.key(seed), i)))
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _drawer(kind: str, shape: tuple, dtype):
+    import jax
+    import jax.numpy as jnp
+
+    if kind == "scale":
+        return lambda k: jnp.full(shape, 120, jnp.uint8)
+    if kind == "bytes":
+        return lambda k: jax.random.randint(k, shape, 0, 256, jnp.int32).astype(jnp.uint8)
+    if kind == "zeros":
+        return lambda k: jnp.zeros(shape, dtype)
+    return lambda k: (jax.random.normal(k, shape, jnp.float32) * 0.02).astype(dtype)
 
 
 def zeros(tree):
