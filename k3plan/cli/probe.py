@@ -612,6 +612,14 @@ def step(
         bool,
         typer.Option("--no-sub-probes", help="Skip the efficiency records of this run (every op then at its ceiling)."),
     ] = False,
+    records: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--records",
+            help="Take the efficiency records (this device kind's, ok) from this folder instead of measuring them in "
+            "this run.",
+        ),
+    ] = None,
 ) -> None:
     """A scaled K3 step timed end to end with real arrays, beside its expected time.
 
@@ -643,5 +651,6 @@ def step(
             prefill_tokens=prefill_tokens,
             layers=layers,
             experts=experts,
+            records=records,
         ),
     )

@@ -72,6 +72,7 @@ class StepParams:
     prefill_tokens: int = 1024
     layers: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_LAYERS
     experts: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_EXPERTS
+    records: Optional[Path] = None  # efficiency records of this device kind from this folder, not measured in this run
 
     def check(self) -> None:
         require(self.width in WIDTHS, f"--width {self.width!r}: expected auto, toy or k3")
@@ -333,6 +334,20 @@ def _sub_probes(ops: list, tp: int, *, k3: bool = False, setup=None, tokens: tup
     return out
 
 
+def _given_records(folder: Path, *, device_kind: str) -> list[tuple[ProbeRecord, Path]]:
+    """--records DIR: the ok records of this device kind in DIR (oldest first, with their paths), which set
+    the expected time instead of sub-probes run now (a step re-run on the chip without re-measuring them)."""
+    from k3plan.evidence.probe_records import load_with_paths
+
+    got = [
+        (r, p)
+        for r, p in load_with_paths(Path(folder))
+        if r.ok and r.probe != "step" and r.device_kind.lower() == device_kind.lower()
+    ]
+    require(bool(got), f"--records {folder}: no ok probe record of {device_kind} there")
+    return got
+
+
 def _latent(setup) -> int:
     return int(setup.model.spec.moe.expert_in)  # the latent a routed expert reads (K3: 3584)
 
@@ -401,16 +416,28 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     stages = [st for st in ("decode", "prefill") if st in params.stages]
     all_ops = [o for st in stages for o in stage_ops[st]]
     tokens = tuple(sorted({params.batch if st == "decode" else chunk for st in stages}))
-    subs = _sub_probes(all_ops, setup.parallel.tp, k3=k3, setup=setup, tokens=tokens) if params.sub_probes else []
+    given = _given_records(params.records, device_kind=ctx.device_kind) if params.records is not None else None
+    subs = (
+        _sub_probes(all_ops, setup.parallel.tp, k3=k3, setup=setup, tokens=tokens)
+        if params.sub_probes and given is None
+        else []
+    )
     ctx.plan(sum(points for _, _, points in subs) + len(stages))  # the sub-probes' points and the steps
     sub = _sub_records(ctx, subs)
     for r in sub:
         ctx.emit(r)  # written now: the steps' compiles and runs come after
     spec_hw = ctx.hardware.spec
     peaks = Peaks.from_hardware(spec_hw) if spec_hw is not None and not ctx.is_cpu else None
-    peaks = peaks or measured_peaks(sub, device_kind=ctx.device_kind)
-    curves = build_curves([(r, Path(f"this run: {r.probe} {r.mode or r.op or ''}".strip())) for r in sub], peaks=peaks)
-    out = list(sub)
+    if given is not None:
+        sub = [r for r, _ in given]
+        peaks = peaks or measured_peaks(sub, device_kind=ctx.device_kind)
+        curves = build_curves(given, peaks=peaks)
+    else:
+        peaks = peaks or measured_peaks(sub, device_kind=ctx.device_kind)
+        curves = build_curves(
+            [(r, Path(f"this run: {r.probe} {r.mode or r.op or ''}".strip())) for r in sub], peaks=peaks
+        )
+    out = list(sub) if given is None else []  # given records are not this run's: not written again
     drawn: dict = {}
     for stage in stages:
         ctx.progress(f"step: compile and time the {'K3-width' if k3 else 'scaled'} {stage} step on {n} devices")
@@ -533,6 +560,9 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
             "warmup": ctx.warmup,
             "repeats": ctx.repeats,
             "efficiency_records": [f"{r.probe} {r.mode or r.op or ''}".strip() for r in sub],
+            "efficiency_records_from": (
+                "measured in this run" if params.records is None else f"--records {params.records}: {len(sub)} records"
+            ),
         },
         implementation=f"xla: validate.steps {stage}" + (" (experts: ragged form, bf16)" if k3 else ""),
         attempts=[Attempt(implementation=f"xla: validate.steps {stage}", ok=True)],
