@@ -56,10 +56,15 @@ class EfficiencyCurves(_Frozen):
 # measurement, e.g. a latency taken from the record itself) it is clamped to 1; beyond, refused.
 MAX_EFFICIENCY = 1.02
 
+# curves that are another curve's records seen apart (hbm_copy: the hbm curve's copy records), not counted as
+# curves of their own where a line says how many curves a folder gave
+VIEWS = frozenset({"hbm_copy"})
+
 AXES = {
     "matmul": "(M N K)^(1/3)",
     "grouped_matmul": "rows a touched expert group",
     "hbm": "bytes a transfer",
+    "hbm_copy": "bytes a copy (read + write)",
     "kda_recurrent": "heads",
     "kda_chunked": "heads",
     "kda_decode": "heads",
@@ -129,15 +134,22 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                     )
                 )
     elif probe == "hbm":
+        # every record on "hbm" (the envelope: norms, weight streams); the copies also on "hbm_copy", for ops that
+        # read and write the same bytes (step.graph's relayout and slice copies: OpCost.hbm_curve)
+        keys = ("hbm", "hbm_copy") if record.op == "copy" else ("hbm",)
         for p, v in pts:
-            out.append(
-                (
-                    "hbm",
-                    float(p.params["bytes"]),
-                    v / peaks.hbm_bw_bytes_per_s,
-                    (f"{record.op} {p.params['bytes']} B: {v:.3g} B/s measured / {peaks.hbm_bw_bytes_per_s:.3g} peak"),
+            for key in keys:
+                out.append(
+                    (
+                        key,
+                        float(p.params["bytes"]),
+                        v / peaks.hbm_bw_bytes_per_s,
+                        (
+                            f"{record.op} {p.params['bytes']} B: {v:.3g} B/s measured / "
+                            f"{peaks.hbm_bw_bytes_per_s:.3g} peak"
+                        ),
+                    )
                 )
-            )
     elif probe == "kda" and record.mode in ("recurrent", "chunked"):
         # here, not at the top: the KDA probe module pulls the probe context (importlib.metadata), which fit's
         # start must not pay now that fit computes the model for a serving benchmark's transfer (issue 38)

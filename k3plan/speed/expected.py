@@ -133,7 +133,12 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
     memory = op.bytes / peaks.hbm_bw_bytes_per_s
     ceiling = max(compute, memory)
     if op.kind in ("matmul", "attention", "hbm"):
-        e_mem = _eff(curves, peaks, "hbm", float(op.bytes), "HBM traffic") if op.bytes else None
+        key = op.hbm_curve if curves is not None and op.hbm_curve in curves.curves else "hbm"
+        e_mem = (
+            _eff(curves, peaks, key, float(op.bytes), "HBM copy" if key == "hbm_copy" else "HBM traffic")
+            if op.bytes
+            else None
+        )
         t_m = memory / e_mem.value if e_mem else 0.0
         if op.kind == "hbm":  # norms, convolutions: no compute curve, their FLOPs at the ceiling
             e_c, t_c = None, compute

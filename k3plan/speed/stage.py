@@ -64,7 +64,10 @@ def curves_for(peaks: Peaks, probes: Path | None):
     curves = load_curves(folder, peaks=peaks)
     if not curves.curves:
         return None, f"ceilings: no usable probe record of {peaks.device_kind} in {_shown(folder)}"
-    return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({len(curves.curves)} curves)"
+    from k3plan.speed.curves import VIEWS
+
+    n = sum(1 for k in curves.curves if k not in VIEWS)  # a view re-reads records another curve counts
+    return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({n} curves)"
 
 
 def _shown(folder: Path) -> str:
@@ -88,10 +91,12 @@ def _send_ops(setup, *, tokens: int) -> list:
     return [send_op(p2p, tp=setup.parallel.tp, link=pipeline_link(setup))]
 
 
-def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None) -> list:
+def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None, graph=None) -> list:
     """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops``, the
     pipeline send) as OpCost. Under ``--pp`` the step is a microbatch's (``step.stages.microbatch``), as
-    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time."""
+    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time. ``graph``
+    (step.graph.ValidateGraph): the step timed is k3plan validate's own graph, whose extra HBM ops are added;
+    None (every engine's step): none."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
@@ -124,12 +129,13 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         weights=weights if weights is not None else weight_groups_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=batch)
-    return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
+    out = to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
+    return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights)
 
 
-def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
+def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None) -> list:
     """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
-    chunk's stage-to-stage send under ``--pp``)."""
+    chunk's stage-to-stage send under ``--pp``; ``graph`` as decode_op_costs')."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
@@ -151,7 +157,18 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         context=context,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
-    return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))
+    out = to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))
+    return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
+
+
+def _graph_ops(setup, graph, *, stage: str, rows: int, weights=None) -> list:
+    if graph is None:
+        return []
+    from k3plan.step.graph import graph_ops
+    from k3plan.step.ops import weight_groups_of_setup
+
+    groups = weights if weights is not None else weight_groups_of_setup(setup)
+    return graph_ops(setup.model.spec, weights=groups, graph=graph, stage=stage, rows=rows, tp=setup.parallel.tp)
 
 
 def add_stages(stages: list[StageTime]) -> StageTime:

@@ -64,6 +64,11 @@ class OpCost(BaseModel):
     group: int | None = Field(None, ge=1, description="devices in the collective's group")
     calls: int = Field(1, ge=0, description="collective calls an execution")
     link: Literal["scale_up", "scale_out"] = "scale_up"
+    hbm_curve: Literal["hbm_copy"] | None = Field(
+        None,
+        description="hbm op: hbm_copy = a read and a write of the same bytes, priced on the hbm probe's copy "
+        "records where the curves have them; None: every hbm record's envelope",
+    )
     fixed_s: float | None = Field(None, ge=0, description="overhead: seconds an execution")
     source: str | None = Field(None, description="overhead: where fixed_s comes from (required)")
 

@@ -264,7 +264,7 @@ def _same_tree(a, b) -> bool:
     """Whether concrete arrays ``a`` stand for the abstract tree ``b`` (structure, shapes, dtypes, shardings)."""
     import jax
 
-    if jax.tree.structure(a) != jax.tree.structure(b):
+    if str(jax.tree.structure(a)) != str(jax.tree.structure(b)):  # PyTreeDef's == is untyped
         return False
     return all(
         x.shape == y.shape and x.dtype == y.dtype and x.sharding == y.sharding
@@ -356,6 +356,45 @@ def _expert_width(setup) -> int:
     return int(setup.model.spec.moe.expert_intermediate)  # K3: 3072
 
 
+IDENTICAL_ROWS = (
+    "decode inputs: every sequence token id 0 at the same position over a zero cache (_time_stage), so every row "
+    "routes to the same top_k experts: the op list's expert histogram is top_k experts at full load"
+)
+
+
+def step_op_costs(setup, params: StepParams, *, stage: str) -> list:
+    """The op list of the step this probe times (speed.stage's, the one roofline prices). At K3 width the step
+    is validate's own graph (step.graph: its expert relayout and scan-slice copies, prefill scores over the
+    cache's capacity) and decode's rows are identical (IDENTICAL_ROWS); the toy step is priced as the
+    engine's op list."""
+    from k3plan.speed.stage import decode_op_costs, prefill_op_costs
+
+    chunk = min(params.prefill_tokens, params.context)
+    graph = histogram = None
+    if _k3(params):
+        from k3plan.budget.cache import cache_layout
+        from k3plan.step.graph import validate_graph
+
+        spec = setup.model.spec
+        layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
+        blocks = math.ceil((params.context if stage == "decode" else chunk) / layout.block_tokens)
+        expert = next(t for t in setup.model.inventory.text if t.role == "expert")
+        graph = validate_graph(
+            spec,
+            expert_format=setup.stack.runtime_format("expert", expert.fmt),
+            capacity_tokens=blocks * layout.block_tokens,  # validate.abstract_model.capacity_tokens
+        )
+        k, e = spec.moe.top_k, spec.moe.num_experts
+        histogram = [1.0] * k + [0.0] * (e - k)
+    if stage == "decode":
+        return decode_op_costs(setup, batch=params.batch, context=params.context, histogram=histogram, graph=graph)
+    return prefill_op_costs(setup, chunk=chunk, context=chunk, graph=graph)
+
+
+def _k3(params: StepParams) -> bool:
+    return params.width == "k3"
+
+
 def _sub_records(ctx: ProbeContext, subs: list[tuple]) -> list[ProbeRecord]:
     """Run the sub-probes under the step's plan: each would plan its own total, the step planned the sum."""
     quiet = replace(ctx, plan=lambda total: None)  # shares the deadline, notes and progress
@@ -395,7 +434,6 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
 
     from k3plan.speed.curves import build_curves
     from k3plan.speed.peaks import Peaks
-    from k3plan.speed.stage import decode_op_costs, prefill_op_costs
 
     params.check()
     if params.width == "auto":
@@ -409,10 +447,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             f"(--cpu-devices {n} on CPU, or a smaller --topology/--tp)"
         )
     chunk = min(params.prefill_tokens, params.context)
-    stage_ops = {
-        "decode": decode_op_costs(setup, batch=params.batch, context=params.context),
-        "prefill": prefill_op_costs(setup, chunk=chunk, context=chunk),
-    }
+    stage_ops = {st: step_op_costs(setup, params, stage=st) for st in ("decode", "prefill")}
     stages = [st for st in ("decode", "prefill") if st in params.stages]
     all_ops = [o for st in stages for o in stage_ops[st]]
     tokens = tuple(sorted({params.batch if st == "decode" else chunk for st in stages}))
@@ -496,7 +531,11 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
             op_bytes[o.collective] = op_bytes.get(o.collective, 0) + o.count * o.calls * (o.message_bytes or 0)
     notes = [CPU_NOTE] if ctx.is_cpu else []
     if k3:
-        notes.append(K3_EXPERTS_NOTE)
+        from k3plan.step.graph import validate_graph_note
+
+        notes += [K3_EXPERTS_NOTE, validate_graph_note()]
+        if stage == "decode":
+            notes.append(IDENTICAL_ROWS)
     measured = dict.fromkeys(o.efficiency.record_path for o in stage_t.ops if o.efficiency.measured)
     notes += [f"peaks: {peaks.hardware}"]
     notes += [label for label in stage_t.labels if label.startswith("ceiling:")]
@@ -578,3 +617,31 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
         verified=ok_tokens,
         extra_label="measured vs expected checks the machinery only" if ctx.is_cpu else None,
     )
+
+
+def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], hardware: str):
+    """The expected time of a K3-width step record's point, from today's model (step_op_costs) and the given
+    efficiency records (with their paths): how a committed measurement is held against a model changed since
+    (benchmarks/step_expected.py; tests/probes/test_step_record.py). -> speed.expected.StageTime."""
+    from k3plan.hardware import load_hardware
+    from k3plan.speed.curves import build_curves
+    from k3plan.speed.expected import expected_time
+    from k3plan.speed.peaks import Peaks
+
+    require(record.probe == "step" and record.mode in ("decode", "prefill"), "reprice: a step record of one stage")
+    pt = record.points[0].params
+    stage = str(record.mode)
+    params = StepParams(
+        width="k3",
+        batch=int(pt["batch"]) if stage == "decode" else 1,
+        context=int(pt["context"]),
+        prefill_tokens=int(pt["tokens"]) if stage == "prefill" else 1024,
+        layers=int(pt["layers"]),
+        experts=int(pt["experts"]),
+        stages=(stage,),
+    )
+    require(str(record.params.get("width")) == "k3", "reprice: a --width k3 step record")
+    setup = _setup(params, hardware=hardware)
+    peaks = Peaks.from_hardware(load_hardware(hardware))
+    curves = build_curves(efficiency, peaks=peaks)
+    return expected_time(step_op_costs(setup, params, stage=stage), peaks=peaks, curves=curves)
