@@ -126,6 +126,11 @@ def k3_width_raw(
 
 
 def k3_width_config_path(**kw) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="k3plan-k3-width-"))
-    (folder / "config.json").write_text(json.dumps(k3_width_raw(**kw)))
+    """The config written to a fresh temporary folder named ``k3-width-<L>l-<E>e`` (the model's name, which a
+    calibration of it is matched by: k3plan/evidence/calibrations/k3-width-4l-32e-v5e-*.yaml)."""
+    raw = k3_width_raw(**kw)
+    t = raw["text_config"]
+    folder = Path(tempfile.mkdtemp(prefix="k3plan-")) / f"k3-width-{t['num_hidden_layers']}l-{t['num_experts']}e"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(raw))
     return folder / "config.json"
