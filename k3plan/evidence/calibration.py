@@ -108,13 +108,18 @@ class Calibration(_F):
     available_hbm_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # files written before bytes
     argument_bytes_written: Optional[int] = Field(None, alias="argument_bytes", gt=0, le=_BYTES_MAX)  # the weights
     argument_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # files written before bytes
-    prefill: list[PrefillPoint] = Field(min_length=1)  # every calibration measures prefill
+    # a calibration measures at least one stage: validate --save-calibration of one --stage writes the other's
+    # list empty (the v5e decode calibration, issue 35); a stage without points has no calibrated temp
+    # (budget.fit.calibrated_stage: None, the analytic model stands)
+    prefill: list[PrefillPoint] = []
     decode: list[DecodePoint] = []
     notes: list[str] = []
     path: str = ""
 
     @model_validator(mode="after")
     def _one_spelling(self) -> Calibration:
+        if not self.prefill and not self.decode:
+            raise PydanticCustomError("no_points", "no prefill and no decode point: nothing was measured")
         self._available()
         self._argument()
         return self

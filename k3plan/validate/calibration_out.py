@@ -72,8 +72,7 @@ def calibration_dict(result: ValidationResult, *, usable_bytes: int) -> dict:
         "jax_version": env.jax_version,
         "libtpu_version": env.libtpu_version,
         "date": env.date,
-        "source": f"k3plan validate ({'deviceless TPU compile' if env.backend == 'tpu' else 'fake CPU devices'}), "
-        f"{result.layers} layers",
+        "source": f"k3plan validate ({_how(env)}), {result.layers} layers",
         "available_hbm_bytes": int(available),
         "argument_bytes": _weights_bytes(results),
         "prefill": prefill,
@@ -169,3 +168,10 @@ def merge_calibrations(parts: list[dict]) -> dict:
     )
     out["notes"] = list(dict.fromkeys(n for p in parts for n in p["notes"]))
     return out
+
+
+def _how(env) -> str:
+    """How the temps were taken: on the attached chip (--target local), a deviceless TPU compile, or CPU."""
+    if env.target == "local":
+        return f"compiled on the attached {env.devices.device_kind} (--target local)"
+    return "deviceless TPU compile" if env.backend == "tpu" else "fake CPU devices"

@@ -120,7 +120,9 @@ def test_calibration_for_another_configuration_warns(tmp_path):
     ("- 1\n- 2\n", "expected a mapping"),
     ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\nbogus: 1\n"
      "prefill: [{tokens: 64, temp_gib: 1}]\n", "bogus"),
-    ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n", "missing key 'prefill'"),
+    # a calibration needs a point of one stage at least (decode-only since the v5e calibration, issue 35)
+    ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n",
+     "no prefill and no decode point"),
     ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n"
      "prefill: [{tokens: -1, temp_gib: 1}]\n", "prefill.0.tokens"),
 ])

@@ -60,3 +60,21 @@ def test_engine_op_lists_do_not_get_the_validate_graph():
     ops = decode_op_costs(s, batch=16, context=8192) + prefill_op_costs(s, chunk=4096, context=4096)
     assert not any(o.name.endswith((".relayout", ".scan_slice")) or o.name == "mla.prefill_scores" for o in ops)
     assert all(o.hbm_curve is None for o in ops)
+
+
+def test_fit_takes_the_v5e_decode_calibration_and_agrees_with_the_chip(cli):
+    """The calibration measured by validate --target local on the v5e (k3plan/evidence/calibrations/
+    k3-width-4l-32e-v5e-...-measured.yaml) is fit's decode temp for the same configuration; fit's verdict then
+    agrees with the compiled one (batch 8 fits) and its room lies inside the compiled OOM boundary (32 fits, 64
+    refused)."""
+    import json
+
+    from k3plan.probes.step.scaled import k3_width_config_path
+
+    stack = REPO / "reports" / "validation" / "v5e" / "stack-torchtpu-vllm-bf16-experts.yaml"
+    r = cli("fit", "--model", str(k3_width_config_path()), "-H", "tpu-v5e", "-t", "1x1", "--tp", "1",
+            "--stack", str(stack), "--batch", "8", "--context", "8192", "--chunk", "1024", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"] and d["temp"]["decode_bytes"] == 2_825_405_952 and d["temp"]["binding"] == "decode"
+    assert 32 <= d["capacity"]["max_sequences"] < 64
