@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from k3plan.errors import K3PlanError, require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
@@ -362,11 +362,22 @@ IDENTICAL_ROWS = (
 )
 
 
-def step_op_costs(setup, params: StepParams, *, stage: str) -> list:
+def dispatch_floor(records: list[ProbeRecord]) -> Optional[tuple[float, str]]:
+    """(seconds, source) of an empty jitted call, dispatch to result, as the newest matmul record of these measured
+    it (``params.dispatch_floor_s``, probes/loop.py); None where none did."""
+    got = [r for r in records if r.probe == "matmul" and r.params.get("dispatch_floor_s")]
+    if not got:
+        return None
+    r = max(got, key=lambda r: r.date)
+    return float(r.params["dispatch_floor_s"]), f"probe matmul's dispatch floor on {r.device_kind}, {r.date}"
+
+
+def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tuple[float, str]] = None) -> list:
     """The op list of the step this probe times (speed.stage's, the one roofline prices). At K3 width the step
     is validate's own graph (step.graph: its expert relayout and scan-slice copies, prefill scores over the
     cache's capacity) and decode's rows are identical (IDENTICAL_ROWS); the toy step is priced as the
-    engine's op list."""
+    engine's op list. ``floor`` (dispatch_floor): each timed sample is one jitted call from the host, waited
+    for, so it holds one dispatch floor, added as an overhead op (K3 width)."""
     from k3plan.speed.stage import decode_op_costs, prefill_op_costs
 
     chunk = min(params.prefill_tokens, params.context)
@@ -387,8 +398,15 @@ def step_op_costs(setup, params: StepParams, *, stage: str) -> list:
         k, e = spec.moe.top_k, spec.moe.num_experts
         histogram = [1.0] * k + [0.0] * (e - k)
     if stage == "decode":
-        return decode_op_costs(setup, batch=params.batch, context=params.context, histogram=histogram, graph=graph)
-    return prefill_op_costs(setup, chunk=chunk, context=chunk, graph=graph)
+        ops = decode_op_costs(setup, batch=params.batch, context=params.context, histogram=histogram, graph=graph)
+    else:
+        ops = prefill_op_costs(setup, chunk=chunk, context=chunk, graph=graph)
+    if floor is not None and _k3(params):
+        from k3plan.step.opcost import OpCost
+
+        over: dict[str, Any] = {"name": "host.dispatch_floor", "kind": "overhead", "fixed_s": floor[0]}
+        ops.append(OpCost(**over, source=floor[1]))  # a dict: OpCost's optional fields stay unnamed
+    return ops
 
 
 def _k3(params: StepParams) -> bool:
@@ -449,7 +467,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     chunk = min(params.prefill_tokens, params.context)
     stage_ops = {st: step_op_costs(setup, params, stage=st) for st in ("decode", "prefill")}
     stages = [st for st in ("decode", "prefill") if st in params.stages]
-    all_ops = [o for st in stages for o in stage_ops[st]]
+    all_ops = [o for st in stages for o in stage_ops[st]]  # the sub-probes' sizes (the dispatch floor is no size)
     tokens = tuple(sorted({params.batch if st == "decode" else chunk for st in stages}))
     given = _given_records(params.records, device_kind=ctx.device_kind) if params.records is not None else None
     subs = (
@@ -472,6 +490,8 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
         curves = build_curves(
             [(r, Path(f"this run: {r.probe} {r.mode or r.op or ''}".strip())) for r in sub], peaks=peaks
         )
+    floor = dispatch_floor(sub)
+    stage_ops = {st: step_op_costs(setup, params, stage=st, floor=floor) for st in stages}
     out = list(sub) if given is None else []  # given records are not this run's: not written again
     drawn: dict = {}
     for stage in stages:
@@ -644,4 +664,5 @@ def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], 
     setup = _setup(params, hardware=hardware)
     peaks = Peaks.from_hardware(load_hardware(hardware))
     curves = build_curves(efficiency, peaks=peaks)
-    return expected_time(step_op_costs(setup, params, stage=stage), peaks=peaks, curves=curves)
+    floor = dispatch_floor([r for r, _ in efficiency])
+    return expected_time(step_op_costs(setup, params, stage=stage, floor=floor), peaks=peaks, curves=curves)
