@@ -78,3 +78,11 @@ def test_fit_takes_the_v5e_decode_calibration_and_agrees_with_the_chip(cli):
     d = json.loads(r.stdout)
     assert d["fits"] and d["temp"]["decode_bytes"] == 2_825_405_952 and d["temp"]["binding"] == "decode"
     assert 32 <= d["capacity"]["max_sequences"] < 64
+
+
+def test_records_folder_is_checked_in_one_line(cli, tmp_path):
+    r = cli("probe", "step", "--records", str(tmp_path / "none"), "--no-write")
+    assert r.exit_code == 2 and "--records" in r.output and "not a folder of probe records" in r.output
+    (tmp_path / "other.json").write_text('{"architectures": []}')
+    r = cli("probe", "step", "--records", str(tmp_path), "--no-write")
+    assert r.exit_code == 2 and "no ok probe record of" in r.output

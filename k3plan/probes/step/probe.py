@@ -339,9 +339,10 @@ def _given_records(folder: Path, *, device_kind: str) -> list[tuple[ProbeRecord,
     the expected time instead of sub-probes run now (a step re-run on the chip without re-measuring them)."""
     from k3plan.evidence.probe_records import load_with_paths
 
+    require(Path(folder).is_dir(), f"--records {folder}: not a folder of probe records")
     got = [
         (r, p)
-        for r, p in load_with_paths(Path(folder))
+        for r, p in load_with_paths(Path(folder), strict=False)  # other files in the folder: not records, skipped
         if r.ok and r.probe != "step" and r.device_kind.lower() == device_kind.lower()
     ]
     require(bool(got), f"--records {folder}: no ok probe record of {device_kind} there")
