@@ -68,7 +68,14 @@ def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str
             f"{where}: interpolated (log size) between {lo.x:.4g} (eff {lo.efficiency:.3g}) "
             f"and {hi.x:.4g} (eff {hi.efficiency:.3g})"
         )
-    label = f"{value:.1%} of ceiling, {op} probed on {device_kind}: {nearest.record_path}"
+    if nearest.transferred_from:  # issue 38: another TPU's measurement, said so
+        used = f"transferred from {nearest.transferred_from}: {used}"
+        label = (
+            f"{value:.1%} of ceiling, {op} probed on {nearest.transferred_from}, transferred to {device_kind}: "
+            f"{nearest.record_path}"
+        )
+    else:
+        label = f"{value:.1%} of ceiling, {op} probed on {device_kind}: {nearest.record_path}"
     if nearest.record_label:
         label += f" [{nearest.record_label}]"
     return Efficiency(value=value, measured=True, record_path=nearest.record_path, point_used=used, label=label)

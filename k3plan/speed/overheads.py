@@ -14,6 +14,9 @@ chunk: every chunk is a step of its own and reads the weights again), named and 
     padding bucket    0 s: decode pads 1 row to the compiled 16, padded rows get zero routing weights
                       and are skipped by the MoE kernel; the dense matmuls read the same weights
     MoE gather/combine, sampling and logits: already ops of the step (collectives, LM head): 0 s more
+    empty expert groups  0 s (torchtpu-vllm): its gmm_v2 kernel visits the touched groups only (engine code,
+                      cited), unlike XLA's ragged_dot that the v5e record timed (all 28 local experts at 1 token)
+    device programs   0 s (torchtpu-vllm): splitting_ops = [], the forward is one compiled program a bucket
 
 The terms join a StageTime as ops of category "overhead" with a ceiling of 0 (no roofline holds
 them) and their time as expected, each labelled with its source. Only records measured on a TPU
@@ -39,6 +42,20 @@ PADDING_SOURCE = (
     f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} (same file: token_padding.zero_routing_weights_for_padding, "
     "skip_padded_tokens=True) and the nightly config's compile_sizes [16, 512] (decode pads to 16 rows): padded "
     "rows touch no expert; the dense matmuls read the same weights at 16 rows"
+)
+GMM_SOURCE = (
+    f"engine code: {ENGINE_REPO} src/vllm_torchtpu/layers/common/fused_moe_gmm.py (moe_gmm -> gmm_wrapper -> gmm_v2, "
+    "@0b0ff9bd) and src/vllm_torchtpu/kernels/megablox/gmm_v2.py (fill_metadata: should_process = group_size > 0; "
+    "the pipeline's grid (num_n, num_gm, num_k) spans the touched groups' tiles only, @15e5264a): each touched "
+    "expert's weights are read once, an empty group's never -- unlike XLA's ragged_dot, which on a TPU v5e read all "
+    "28 local experts at 1 token (reports/probes/ragged-dot-tpu-v5-lite-20261204T035616Z-3c63bd.json, docs/device.md); "
+    "that record does not transfer to this engine: 0 s beyond the touched experts' bytes"
+)
+GRAPH_SOURCE = (
+    f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} src/vllm_torchtpu/platforms/tpu_platform.py "
+    '(TpuPlatform.check_and_update_config: splitting_ops = [] -- "No graph splitting -- TPU handles the full '
+    'graph"; compile_sizes the padding buckets): the forward is one compiled program a bucket, its ops fusions '
+    "inside it (their fixed cost is the term above), not programs dispatched one by one: 0 s more"
 )
 IN_STEP_SOURCE = "already ops of the step description (k3plan/step/ops.py): their time is in their own columns"
 
@@ -130,6 +147,10 @@ def engine_terms(
     if any(op.kind == "grouped_matmul" for op in ops):
         terms.append(EngineTerm(name="MXFP4 expert dequantisation", seconds=0.0, source=MXFP4_SOURCE))
         terms.append(EngineTerm(name="MoE gather and combine", seconds=0.0, source=IN_STEP_SOURCE))
+        if (stack or "").split(":")[0] in ("torchtpu-vllm",):
+            terms.append(EngineTerm(name="grouped matmul over empty expert groups", seconds=0.0, source=GMM_SOURCE))
+    if (stack or "").split(":")[0] in ("torchtpu-vllm",):
+        terms.append(EngineTerm(name="device programs a step", seconds=0.0, source=GRAPH_SOURCE))
     if stage == "decode":
         terms.append(EngineTerm(name="decode padding to the compiled bucket", seconds=0.0, source=PADDING_SOURCE))
         terms.append(EngineTerm(name="sampling and logits", seconds=0.0, source=IN_STEP_SOURCE))

@@ -35,6 +35,7 @@ class ExpectedSpeed(_Frozen):
     device_kind: str
     records: str  # where the efficiency records came from, or why none were used
     records_used: tuple[str, ...]  # record files that set at least one op's efficiency
+    records_transferred: tuple[str, ...] = ()  # of those, another TPU's (issue 38: transferred, labelled)
     decode: StageTime  # one decode step (TPOT)
     prefill: StageTime  # the whole prompt, its chunks summed (TTFT)
     prefill_chunks: int
@@ -64,6 +65,16 @@ def curves_for(peaks: Peaks, probes: Path | None):
     curves = load_curves(folder, peaks=peaks)
     if not curves.curves:
         return None, f"ceilings: no usable probe record of {peaks.device_kind} in {_shown(folder)}"
+    moved = sorted(
+        {p.transferred_from for c in curves.curves.values() for p in c.points if p.transferred_from is not None}
+    )
+    own = sum(1 for c in curves.curves.values() if not any(p.transferred_from for p in c.points))
+    if moved:  # issue 38: another TPU's matmul and HBM efficiency, labelled
+        n = len(curves.curves) - own
+        return curves, (
+            f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({own} curves) and {n} curves transferred "
+            f"from {', '.join(moved)} (matmul and HBM only: the engine runs them as the probe did)"
+        )
     return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({len(curves.curves)} curves)"
 
 
@@ -236,10 +247,19 @@ def expected_speed(
             if o.efficiency.measured and o.efficiency.record_path
         )
     )
+    moved = tuple(
+        dict.fromkeys(
+            o.efficiency.record_path
+            for s in (dec, pre)
+            for o in s.ops
+            if o.efficiency.measured and o.efficiency.record_path and "transferred to" in o.efficiency.label
+        )
+    )
     return ExpectedSpeed(
         device_kind=peaks.device_kind,
         records=records,
         records_used=used,
+        records_transferred=moved,
         decode=dec,
         prefill=pre,
         prefill_chunks=n,

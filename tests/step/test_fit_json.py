@@ -19,7 +19,9 @@ model without DP attention; K3's KDA on MODEL_IMPL_TYPE=vllm) and their reserve'
 default and tpu-inference's use of it were read, and all four when issue 34 made torchtpu-vllm (the torch_tpu vLLM
 plugin, from its code) the TPU stack: the stack name and sources, the MXFP4 experts' fp32 scales in the weights, the
 temporaries run in the 1 - utilization share (reserve, free bytes, capacity), the logits one all-gather (the speed
-floats) and no refusal warnings; fit --json then appends the engine's own sizing (``engine``) after the advice. The
+floats) and no refusal warnings; fit --json then appends the engine's own sizing (``engine``) after the advice, and fit-2x2x4-tp32.json's
+transferred TPOT (speed.tpot_s, tokens_per_s, the ratio in tpot_label: 1.08 -> 1.09) when issue 38 transferred TPU v5e's
+measured matmul and HBM efficiencies to TPU7x, labelled (the model's ratio between 131,072 and 8,192 moved). The
 other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
