@@ -79,6 +79,12 @@ class SlaRow(BaseModel):
     misses: list[str]  # "TTFT 2,310 ms > 2,000 ms target (+310 ms, +15.5%)"
     throughput_batch: int | None = None  # --maximize throughput: the largest batch that fits memory and --tpot-ms
     throughput_tokens_per_s_per_chip: float | None = None  # output tokens/s a chip at that batch (closed loop)
+    # issue 38: where each of TTFT and TPOT came from -- "ceiling" (the scheduler's, from the decode bound and the
+    # prefill compute ceiling) unless a serving benchmark of the row's configuration speaks for it ("measured" at its
+    # workload, "transferred" near it: the figure roofline and fit stand behind, speed.serving.stands_behind)
+    ttft_source: str = "ceiling"
+    tpot_source: str = "ceiling"
+    serving_labels: list[str] = []  # the stood-behind figures' labels (the benchmark named), where any
 
 
 # the range a latency target may take: a microsecond is below any accelerator's one kernel launch, a day above any
