@@ -137,14 +137,14 @@ def serve_sla(
         tpot_s = tpot.value_s if tpot in served else s.tpot_ms / 1e3
         lat = ttft_s + (targets.osl_tokens - 1) * tpot_s
         scale = (s.request_latency_ms or lat * 1e3) / (lat * 1e3)  # closed loop: throughput ~ 1 / latency
-        from k3plan.plan.sla import _miss
+        from k3plan.plan.sla import target_miss
 
         misses = [
             m
             for m in (
-                _miss("TTFT", ttft_s, targets.ttft_ms),
-                _miss("TPOT", tpot_s, targets.tpot_ms),
-                _miss("request latency", lat, targets.request_latency_ms),
+                target_miss("TTFT", ttft_s, targets.ttft_ms),
+                target_miss("TPOT", tpot_s, targets.tpot_ms),
+                target_miss("request latency", lat, targets.request_latency_ms),
             )
             if m
         ] + [m for m in s.misses if m.startswith("memory")]

@@ -142,7 +142,7 @@ def step_coefficients(
     return base, a_all * cols_1.dp, b
 
 
-def _miss(what: str, got_s: float, target_ms: float | None) -> str | None:
+def target_miss(what: str, got_s: float, target_ms: float | None) -> str | None:
     if target_ms is None or got_s * 1e3 <= target_ms:
         return None
     over = got_s * 1e3 - target_ms
@@ -212,9 +212,9 @@ def sla_row(
     misses = [
         m
         for m in (
-            _miss("TTFT", r.ttft_s, targets.ttft_ms),
-            _miss("TPOT", r.tpot_s, targets.tpot_ms),
-            _miss("request latency", r.request_latency_s, targets.request_latency_ms),
+            target_miss("TTFT", r.ttft_s, targets.ttft_ms),
+            target_miss("TPOT", r.tpot_s, targets.tpot_ms),
+            target_miss("request latency", r.request_latency_s, targets.request_latency_ms),
         )
         if m
     ]

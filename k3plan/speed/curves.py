@@ -9,7 +9,8 @@ ceiling time of the probed point / its measured time, against a size axis.
     kda_decode                 x = heads                                         probe kda-decode
     collective:<op>:<group>    x = message bytes a device                        probe a2a|allreduce|allgather
 
-Rules (architecture.md): a record of another device kind is never used, a CPU record never for a
+Rules (architecture.md): a record of another device kind is never used (one exception, issue 38: a TPU's
+missing matmul and HBM curves transferred from another TPU's, labelled: ``transfer_curves``), a CPU record never for a
 TPU/GPU; failed or unverified records and Pallas interpret-mode timings are skipped; at one point
 the newest record of an implementation wins and across implementations the best (the envelope).
 Chained collective records are preferred to unchained ones (a step's collectives depend on each
