@@ -17,6 +17,7 @@ chunk: every chunk is a step of its own and reads the weights again), named and 
     empty expert groups  0 s (torchtpu-vllm): its gmm_v2 kernel visits the touched groups only (engine code,
                       cited), unlike XLA's ragged_dot that the v5e record timed (all 28 local experts at 1 token)
     device programs   0 s (torchtpu-vllm): splitting_ops = [], the forward is one compiled program a bucket
+    MLA prefill form  0 s (torchtpu-vllm): a chunk attends absorbed (W_UK_T, W_UV), as the op list prices it
 
 The terms join a StageTime as ops of category "overhead" with a ceiling of 0 (no roofline holds
 them) and their time as expected, each labelled with its source. Only records measured on a TPU
@@ -56,6 +57,13 @@ GRAPH_SOURCE = (
     '(TpuPlatform.check_and_update_config: splitting_ops = [] -- "No graph splitting -- TPU handles the full '
     'graph"; compile_sizes the padding buckets): the forward is one compiled program a bucket, its ops fusions '
     "inside it (their fixed cost is the term above), not programs dispatched one by one: 0 s more"
+)
+MLA_SOURCE = (
+    f"engine code: {ENGINE_REPO} src/vllm_torchtpu/layers/vllm/custom_ops/mla_attention_op.py (VllmTPUMLAAttention: "
+    "upstream's MLA prefill backend replaced by TPUDummyMLAPrefillBackend; process_weights_after_loading keeps the "
+    "absorbed W_UK_T and W_UV, kv_b_proj's weights dropped, @08c31383): a prefill chunk attends in the latent space as "
+    "decode does, with no up-projection of the cached context a chunk -- the step description's absorbed MLA "
+    "attention: 0 s more"
 )
 IN_STEP_SOURCE = "already ops of the step description (k3plan/step/ops.py): their time is in their own columns"
 
@@ -151,6 +159,8 @@ def engine_terms(
             terms.append(EngineTerm(name="grouped matmul over empty expert groups", seconds=0.0, source=GMM_SOURCE))
     if (stack or "").split(":")[0] in ("torchtpu-vllm",):
         terms.append(EngineTerm(name="device programs a step", seconds=0.0, source=GRAPH_SOURCE))
+        if stage == "prefill" and any(op.name.startswith("mla.") and op.kind == "attention" for op in ops):
+            terms.append(EngineTerm(name="MLA prefill form", seconds=0.0, source=MLA_SOURCE))
     if stage == "decode":
         terms.append(EngineTerm(name="decode padding to the compiled bucket", seconds=0.0, source=PADDING_SOURCE))
         terms.append(EngineTerm(name="sampling and logits", seconds=0.0, source=IN_STEP_SOURCE))
