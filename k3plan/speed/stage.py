@@ -106,6 +106,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
+    from k3plan.step.gmm import expert_rows_of_setup
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.stages import microbatch
 
@@ -133,6 +134,7 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         comm_s=0.0,
         histogram=histogram,
         weights=weights if weights is not None else weight_groups_of_setup(setup),
+        expert_rows=expert_rows_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=batch)
     return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
@@ -143,6 +145,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
     chunk's stage-to-stage send under ``--pp``)."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
+    from k3plan.step.gmm import expert_rows_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.work import experts_touched
 
@@ -160,6 +163,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         ep_tokens=chunk,
         touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
         context=context,
+        expert_rows=expert_rows_of_setup(setup),
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
     return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))
