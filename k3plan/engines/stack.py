@@ -747,6 +747,17 @@ class Experts(_F):
     gmm_tile: GmmTile | None = None
 
 
+class TokenBuckets(_F):
+    """The engine compiles its forward for a ladder of token counts and pads every step's tokens up to the
+    smallest that holds them (``k3plan.step.comm.padded_tokens``): by default ``min_tokens`` doubling, the last
+    one the scheduler's token budget itself. Tensors the padded rows flow through (the TP collectives' messages) carry
+    them; the rows' zero routing weights keep them out of the experts (``Experts``)."""
+
+    min_tokens: int = Field(ge=1)
+    holds: str = Field(min_length=1)
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
 class Stack(_F):
     name: str
     description: str
@@ -772,6 +783,9 @@ class Stack(_F):
     default_parallel: DefaultParallel = DefaultParallel()
     dp_experts: DpExperts = DpExperts()
     experts: Experts = Field(Experts(), description="the routed-expert kernel's row tiling (Experts)")
+    token_buckets: TokenBuckets | None = Field(
+        None, description="the compiled token counts a step pads to (None: a step runs at its own tokens)"
+    )
     splits: Splits | None = Field(None, description="splits the engine refuses for this layout (None: any)")
     sequence_parallel_moe: SequenceParallelMoe | None = None
     absorbed_copies: AbsorbedCopies | None = Field(

@@ -12,7 +12,8 @@ chunk: every chunk is a step of its own and reads the weights again), named and 
     MXFP4 dequant     0 s of HBM: the engine unpacks MXFP4 to native fp4 once at load and its grouped
                       matmul kernel reads fp4 weights with their scales (engine code, cited)
     padding bucket    0 s: decode pads 1 row to the compiled 16, padded rows get zero routing weights
-                      and are skipped by the MoE kernel; the dense matmuls read the same weights
+                      and are skipped by the MoE kernel; the dense matmuls read the same weights; the
+                      collectives' padded rows are priced in their ops (Stack.token_buckets)
     MoE gather/combine, sampling and logits: already ops of the step (collectives, LM head): 0 s more
     empty expert groups  0 s (torchtpu-vllm): its gmm_v2 kernel visits the touched groups only (engine code,
                       cited), unlike XLA's ragged_dot that the v5e record timed (all 28 local experts at 1 token)
@@ -42,7 +43,9 @@ MXFP4_SOURCE = (
 PADDING_SOURCE = (
     f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} (same file: token_padding.zero_routing_weights_for_padding, "
     "skip_padded_tokens=True) and the nightly config's compile_sizes [16, 512] (decode pads to 16 rows): padded "
-    "rows touch no expert; the dense matmuls read the same weights at 16 rows"
+    "rows touch no expert; the dense matmuls read the same weights at 16 rows; the TP collectives' 16 rows are in "
+    "their own column where the stack declares its compiled sizes (torchtpu-vllm's token_buckets: "
+    "src/vllm_torchtpu/platforms/tpu_platform.py _get_token_paddings, min 16): 0 s more"
 )
 GMM_SOURCE = (
     f"engine code: {ENGINE_REPO} src/vllm_torchtpu/layers/common/fused_moe_gmm.py (moe_gmm -> gmm_wrapper -> gmm_v2, "

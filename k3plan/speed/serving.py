@@ -54,6 +54,15 @@ UNMEASURED = {
     ),
 }
 
+# what a chunk costs whatever its tokens that the model does not price (issue 38): read in the engine's code
+PER_CHUNK_UNPRICED = (
+    "not priced here: the engine's grouped matmul dequantizes a visited expert's whole fp4 weight tile (w13 and w2) "
+    "to bf16 in VMEM at every visit, before the MXU (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/"
+    "gmm_v2.py inner_kernel, should_dequantize_before_matmul: quant block 32 < the MXU's 256 columns, @15e5264a), "
+    "so a chunk's VPU work scales with the local experts it touches (at 512 tokens all 28 a device, 92 layers), not "
+    "its rows; no VPU rate in the hardware spec and no probe record prices it"
+)
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -333,7 +342,7 @@ def _stage(
                         f"{n1} chunks x ({f_meas * 1e3:,.1f} - {f_model * 1e3:,.1f}) ms: measured {f_meas * 1e3:,.1f} ms a "
                         f"chunk, solved from {b.name} ({t1 * 1e3:,.0f} ms, {n1} chunks) and {o.name} "
                         f"({t2 * 1e3:,.0f} ms, {n2} chunk(s)) with equal per-token cost (flags also differ: "
-                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk"
+                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk; " + PER_CHUNK_UNPRICED
                     ),
                 )
             )

@@ -100,7 +100,8 @@ def _send_ops(setup, *, tokens: int) -> list:
 
 
 def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None) -> list:
-    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops``, the
+    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops`` over the rows
+    the engine pads the step to where the stack declares its compiled sizes (``Stack.token_buckets``), the
     pipeline send) as OpCost. Under ``--pp`` the step is a microbatch's (``step.stages.microbatch``), as
     ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time."""
     from k3plan.budget.cache import cache_layout
@@ -114,6 +115,18 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     spec, par = a.pop("spec"), setup.parallel
     batch = microbatch(batch, par.pp)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
+    # the compiled size the engine pads the step to (Stack.token_buckets: each DP group's rows), which its TP
+    # collectives carry and its grouped matmul's lhs holds; the padded rows touch no expert and sample nothing
+    from k3plan.step.comm import padded_tokens
+
+    buckets = setup.stack.token_buckets
+    rows = padded_tokens(batch, par.dp, buckets.min_tokens if buckets else None)
+    routed = expert_rows_of_setup(setup)
+    expert_rows = (
+        routed
+        if routed is None or rows == batch
+        else lambda r, t, size_m: routed(r, t, rows * spec.moe.top_k)  # gmm_v2's lhs: the padded rows x top-k
+    )
     d = decode_terms(
         spec,
         dense_bytes=0,
@@ -134,9 +147,9 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         comm_s=0.0,
         histogram=histogram,
         weights=weights if weights is not None else weight_groups_of_setup(setup),
-        expert_rows=expert_rows_of_setup(setup),
+        expert_rows=expert_rows,
     )
-    coll = collective_ops(spec, **a, tokens=batch)
+    coll = collective_ops(spec, **a, tokens=rows, sequences=batch)
     return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
 
 
