@@ -99,11 +99,12 @@ def _send_ops(setup, *, tokens: int) -> list:
     return [send_op(p2p, tp=setup.parallel.tp, link=pipeline_link(setup))]
 
 
-def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None) -> list:
+def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None, engine: bool = True) -> list:
     """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops`` over the rows
     the engine pads the step to where the stack declares its compiled sizes (``Stack.token_buckets``), the
     pipeline send) as OpCost. Under ``--pp`` the step is a microbatch's (``step.stages.microbatch``), as
-    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time."""
+    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time. ``engine`` False: the
+    step as a graph of its own rows runs it (``probe step``'s compiled step: no bucket padding, no kernel tiling)."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
@@ -119,9 +120,9 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     # collectives carry and its grouped matmul's lhs holds; the padded rows touch no expert and sample nothing
     from k3plan.step.comm import padded_tokens
 
-    buckets = setup.stack.token_buckets
+    buckets = setup.stack.token_buckets if engine else None
     rows = padded_tokens(batch, par.dp, buckets.min_tokens if buckets else None)
-    routed = expert_rows_of_setup(setup)
+    routed = expert_rows_of_setup(setup) if engine else None
     expert_rows = (
         routed
         if routed is None or rows == batch
@@ -153,9 +154,9 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     return to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
 
 
-def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
+def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, engine: bool = True) -> list:
     """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
-    chunk's stage-to-stage send under ``--pp``)."""
+    chunk's stage-to-stage send under ``--pp``); ``engine`` as ``decode_op_costs``'."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.gmm import expert_rows_of_setup
@@ -176,7 +177,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None) -> list:
         ep_tokens=chunk,
         touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
         context=context,
-        expert_rows=expert_rows_of_setup(setup),
+        expert_rows=expert_rows_of_setup(setup) if engine else None,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
     return to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))

@@ -359,9 +359,9 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             f"(--cpu-devices {n} on CPU, or a smaller --topology/--tp)"
         )
     chunk = min(params.prefill_tokens, params.context)
-    stage_ops = {
-        "decode": decode_op_costs(setup, batch=params.batch, context=params.context),
-        "prefill": prefill_op_costs(setup, chunk=chunk, context=chunk),
+    stage_ops = {  # validate's compiled step runs its own rows: no engine bucket padding or kernel tiling
+        "decode": decode_op_costs(setup, batch=params.batch, context=params.context, engine=False),
+        "prefill": prefill_op_costs(setup, chunk=chunk, context=chunk, engine=False),
     }
     stages = [st for st in ("decode", "prefill") if st in params.stages]
     all_ops = [o for st in stages for o in stage_ops[st]]
