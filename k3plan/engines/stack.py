@@ -730,6 +730,34 @@ class PlatformRule(_F):
     )
 
 
+class GmmTile(_F):
+    """How the stack's routed-expert kernel tiles each expert group's rows: every visit of a (group, row tile)
+    runs the MXU over a bucket of rows, masking the rows not the group's after the matmul, so a touched expert
+    costs the bucket's rows of MXU work, not its routed rows (k3plan.step.gmm, where each rule is worked out;
+    ``gmm_v2``: torchtpu-vllm's kernel, its default ``calculate_tiling``)."""
+
+    rule: Literal["gmm_v2"]
+    holds: str = Field(min_length=1)
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
+class Experts(_F):
+    """What the stack's routed-expert kernel computes beyond the routed rows (None: the rows as routed)."""
+
+    gmm_tile: GmmTile | None = None
+
+
+class TokenBuckets(_F):
+    """The engine compiles its forward for a ladder of token counts and pads every step's tokens up to the
+    smallest that holds them (``k3plan.step.comm.padded_tokens``): by default ``min_tokens`` doubling, the last
+    one the scheduler's token budget itself. Tensors the padded rows flow through (the TP collectives' messages) carry
+    them; the rows' zero routing weights keep them out of the experts (``Experts``)."""
+
+    min_tokens: int = Field(ge=1)
+    holds: str = Field(min_length=1)
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+
 class Stack(_F):
     name: str
     description: str
@@ -754,6 +782,10 @@ class Stack(_F):
     logits: Logits
     default_parallel: DefaultParallel = DefaultParallel()
     dp_experts: DpExperts = DpExperts()
+    experts: Experts = Field(Experts(), description="the routed-expert kernel's row tiling (Experts)")
+    token_buckets: TokenBuckets | None = Field(
+        None, description="the compiled token counts a step pads to (None: a step runs at its own tokens)"
+    )
     splits: Splits | None = Field(None, description="splits the engine refuses for this layout (None: any)")
     sequence_parallel_moe: SequenceParallelMoe | None = None
     absorbed_copies: AbsorbedCopies | None = Field(

@@ -7,8 +7,9 @@ the throughputs; and the URLs of the baseline and of the config that produced it
 transcribed, never computed.
 
 Matching (``matching``): a benchmark speaks for a configuration when model, hardware, topology and
-the split (tp, dp, ep) are equal and the configuration's stack is the benchmark's engine. Files of a model k3plan does not bundle yet say ``waiting_for_model``
-and match nothing.
+the split (tp, dp, ep) are equal and the configuration's stack is the benchmark's engine. Files of a
+model k3plan does not bundle yet say ``waiting_for_model`` and match nothing (none now: the DeepSeek-V4
+Flash and Pro files speak for their configurations).
 
 Transfer (``serving_figure``): at the benchmark's own workload (batch = concurrency, context = ISL,
 chunk = max-num-batched-tokens) the figure is the measured median ("measured"). Near it (batch,

@@ -23,7 +23,7 @@ from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
 from k3plan.roofline.latency import latency
 from k3plan.step.collective import Collective
-from k3plan.step.comm import comm_terms, comm_time
+from k3plan.step.comm import comm_terms, comm_time, padded_tokens
 from k3plan.step.decode import decode_terms
 from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
 from k3plan.step.op import Op
@@ -520,6 +520,8 @@ def evaluate(
         return np.stack(per)[at]
 
     micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
+    # the collectives carry the rows each stack's engine pads the step to (Stack.token_buckets), logits the real
+    rows = padded_tokens(micro, c.dp, _per(variants, lambda s: s.token_buckets.min_tokens if s.token_buckets else 0, v))
     comm = comm_terms(
         spec,
         all_to_all=_pattern_col(variants, v, c.dp, "all_to_all"),
@@ -531,7 +533,8 @@ def evaluate(
         ep=c.ep,
         devices_per_chip=hw_cols.devices_per_chip,
         chips=hw_cols.chips,
-        tokens=micro,
+        tokens=rows,
+        sequences=micro,
         logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
         domain_devices=hw_cols.domain_devices,
     )

@@ -151,7 +151,13 @@ def render_plan(result: PlanResult, console: Console) -> None:
         if result.sla is not None:
             q = r.sla_row()
             console.print(
-                "Under the load (ceilings-based): "
+                "Under the load ("
+                + (
+                    "ceilings-based"
+                    if (q.ttft_source, q.tpot_source) == ("ceiling", "ceiling")
+                    else f"TTFT {q.ttft_source}, TPOT {q.tpot_source}"
+                )
+                + "): "
                 + (
                     f"TTFT {q.ttft_ms:,.0f} ms, TPOT {q.tpot_ms:.2f} ms, request {q.request_latency_ms / 1e3:,.1f} s, "
                     f"{q.in_flight_sequences:,.1f} sequences in flight"

@@ -30,7 +30,12 @@ def sla_table(result: PlanResult) -> Table:
     load = f"{s.request_rate_per_s:g} requests/s" if s.request_rate_per_s else f"{s.concurrency} in flight"
     title = (
         f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
-        f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records)"
+        f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records"
+        + (
+            "; m / t: a serving benchmark's, measured / transferred)"
+            if any(r.sla is not None and r.sla.serving_labels for r in result.ranked)
+            else ")"
+        )
     )
     headers = (
         "#",
@@ -70,8 +75,8 @@ def sla_table(result: PlanResult) -> Table:
             str(r.chips),
             f"{r.tp}/{r.ep}/{r.dp}",
             r.stack,
-            cell(q.ttft_ms, ",.0f"),
-            cell(q.tpot_ms, ".2f"),
+            cell(q.ttft_ms, ",.0f") + _mark(q.ttft_source),
+            cell(q.tpot_ms, ".2f") + _mark(q.tpot_source),
             MISSING if q.request_latency_ms is None else f"{q.request_latency_ms / 1e3:,.1f}",
             cell(q.output_tokens_per_s_per_chip),
             cell(cost.usd_per_hour, ",.2f", "n/a"),
@@ -82,6 +87,11 @@ def sla_table(result: PlanResult) -> Table:
         )
         rows.append(Row(cells, style="bold green" if r.rank == 1 and q.meets else None))
     return build_table(columns, rows, title=title)
+
+
+def _mark(source: str) -> str:
+    """issue 38: a figure a serving benchmark gave is marked m (measured) or t (transferred); the scheduler's none."""
+    return {"measured": " m", "transferred": " t"}.get(source, "")
 
 
 def _unpriced(result: PlanResult) -> list[str]:

@@ -319,6 +319,8 @@ def plan(
             load_gbps=load_gbps,
             objective=objective,
             keep=top,
+            probes=probes,
+            spec_hardware=spec_hardware,
         )
         rows = all_rows[:top]
     else:

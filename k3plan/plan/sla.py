@@ -79,6 +79,12 @@ class SlaRow(BaseModel):
     misses: list[str]  # "TTFT 2,310 ms > 2,000 ms target (+310 ms, +15.5%)"
     throughput_batch: int | None = None  # --maximize throughput: the largest batch that fits memory and --tpot-ms
     throughput_tokens_per_s_per_chip: float | None = None  # output tokens/s a chip at that batch (closed loop)
+    # issue 38: where each of TTFT and TPOT came from -- "ceiling" (the scheduler's, from the decode bound and the
+    # prefill compute ceiling) unless a serving benchmark of the row's configuration speaks for it ("measured" at its
+    # workload, "transferred" near it: the figure roofline and fit stand behind, speed.serving.stands_behind)
+    ttft_source: str = "ceiling"
+    tpot_source: str = "ceiling"
+    serving_labels: list[str] = []  # the stood-behind figures' labels (the benchmark named), where any
 
 
 # the range a latency target may take: a microsecond is below any accelerator's one kernel launch, a day above any
@@ -136,7 +142,7 @@ def step_coefficients(
     return base, a_all * cols_1.dp, b
 
 
-def _miss(what: str, got_s: float, target_ms: float | None) -> str | None:
+def target_miss(what: str, got_s: float, target_ms: float | None) -> str | None:
     if target_ms is None or got_s * 1e3 <= target_ms:
         return None
     over = got_s * 1e3 - target_ms
@@ -206,9 +212,9 @@ def sla_row(
     misses = [
         m
         for m in (
-            _miss("TTFT", r.ttft_s, targets.ttft_ms),
-            _miss("TPOT", r.tpot_s, targets.tpot_ms),
-            _miss("request latency", r.request_latency_s, targets.request_latency_ms),
+            target_miss("TTFT", r.ttft_s, targets.ttft_ms),
+            target_miss("TPOT", r.tpot_s, targets.tpot_ms),
+            target_miss("request latency", r.request_latency_s, targets.request_latency_ms),
         )
         if m
     ]

@@ -4,6 +4,7 @@ plan/deployment.py do the work; this orders rows and amends the families' accoun
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,8 @@ def apply_sla(
     load_gbps: float | None,
     objective: str = "chips",
     keep: int | None = None,
+    probes: Path | None = None,
+    spec_hardware: dict | None = None,
 ) -> tuple[np.ndarray, list[Family], list[PlanRow], PlanExtras]:
     """-> (ranked indices, families, the first ``keep`` rows in order (None: all), extras). Every
     feasible row gets its SLA figures (they order the rows and choose the Pareto front); only the
@@ -105,6 +108,11 @@ def apply_sla(
             tb, tput = largest_batch(**kw)
             s = s.model_copy(update={"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput})
         slas.append(s)
+    from k3plan.plan.serving import serve_sla  # issue 38: a serving benchmark's TTFT and TPOT where one speaks
+
+    slas = serve_sla(
+        slas, idx, space=space, cols=cols, model=model, targets=targets, probes=probes, spec_hardware=spec_hardware
+    )
     if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
         by = sorted(range(len(idx)), key=lambda j: -(slas[j].throughput_tokens_per_s_per_chip or -1.0))
         idx, slas = [idx[j] for j in by], [slas[j] for j in by]

@@ -165,6 +165,7 @@ def decode_bound(
     """``k3plan.step.decode.decode_terms`` at one Setup, with the collectives of ``comm_cost``.
     ``verify_tokens`` > 1: a speculative verify step, ``batch`` rows being batch / verify_tokens sequences of
     that many tokens each; its KDA state traffic is the stack's (``Stack.verify_state_slots``)."""
+    from k3plan.step.comm import padded_tokens
     from k3plan.step.decode import BINDING, decode_terms
     from k3plan.step.ops import weight_groups_of_setup
     from k3plan.step.stages import microbatch
@@ -177,7 +178,16 @@ def decode_bound(
     # sum over the stages of its layers (the whole model's per-device sums on a stage's mesh) plus
     # the stage-to-stage sends, and the batch advances a token in that time
     micro = microbatch(batch, par.pp)
-    comm = comm_cost(setup, tokens=micro, latency=_scale_up_latency(setup, probes, allow_cpu_probes))
+    # the collectives carry the rows the engine pads the step to (Stack.token_buckets), logits the real ones
+    buckets = st.token_buckets
+    rows = padded_tokens(micro, par.dp, buckets.min_tokens if buckets else None)
+    comm = comm_cost(
+        setup,
+        tokens=rows,
+        sequences=micro,
+        latency=_scale_up_latency(setup, probes, allow_cpu_probes),
+        send_tokens=micro,
+    )
     d = decode_terms(
         spec,
         dense_bytes=w.dense_bytes,

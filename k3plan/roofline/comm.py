@@ -144,13 +144,20 @@ def collective_args(setup) -> dict:
 
 
 def comm_cost(
-    setup: Setup, *, tokens: int, sequences: int | None = None, latency: Optional[tuple[float, str]] = None
+    setup: Setup,
+    *,
+    tokens: int,
+    sequences: int | None = None,
+    latency: Optional[tuple[float, str]] = None,
+    send_tokens: int | None = None,
 ) -> CommCost:
     """Collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
     ``sequences`` sequences sampled (default ``tokens``; a prefill chunk: 1): ``k3plan.step.comm``
     at one Setup, each collective on its own link. ``latency``: (seconds, source) a call on the scale-up
     link (a probe record: ``roofline.latency.collective_latency``), else the spec's; the scale-out link's
-    is always the spec's (probes run inside one slice)."""
+    is always the spec's (probes run inside one slice). ``send_tokens``: the tokens the stage-to-stage sends
+    carry (default ``tokens``; a decode step's real rows where ``tokens`` are the engine's padded ones: the
+    padding of a pipeline's intermediate tensors was not read)."""
     from k3plan.step.comm import comm_terms, comm_time
 
     a = collective_args(setup)
@@ -195,7 +202,7 @@ def comm_cost(
                 )
             )
     pipe_calls, pipe_bytes, pipe_link, pipe_s = 0, 0, "", 0.0  # no pipeline: CommCost's defaults
-    p2p = pipeline_sends(setup, tokens=tokens)
+    p2p = pipeline_sends(setup, tokens=tokens if send_tokens is None else send_tokens)
     if p2p is not None:
         from k3plan.step.p2p import p2p_time
 

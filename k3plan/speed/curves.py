@@ -9,7 +9,8 @@ ceiling time of the probed point / its measured time, against a size axis.
     kda_decode                 x = heads                                         probe kda-decode
     collective:<op>:<group>    x = message bytes a device                        probe a2a|allreduce|allgather
 
-Rules (architecture.md): a record of another device kind is never used, a CPU record never for a
+Rules (architecture.md): a record of another device kind is never used (one exception, issue 38: a TPU's
+missing matmul and HBM curves transferred from another TPU's, labelled: ``transfer_curves``), a CPU record never for a
 TPU/GPU; failed or unverified records and Pallas interpret-mode timings are skipped; at one point
 the newest record of an implementation wins and across implementations the best (the envelope).
 Chained collective records are preferred to unchained ones (a step's collectives depend on each
@@ -37,6 +38,7 @@ class EfficiencyPoint(_Frozen):
     record_path: str
     record_label: str | None = None
     detail: str
+    transferred_from: str | None = None  # another device kind's measurement, transferred (``transfer_curves``)
 
 
 class EfficiencyCurve(_Frozen):
@@ -267,5 +269,71 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
 
 
 def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
-    """Every record under `dir` (k3plan.evidence.probe_records' loader) -> curves for `peaks.device_kind`."""
-    return build_curves(load_with_paths(Path(dir)), peaks=peaks)
+    """Every record under `dir` (k3plan.evidence.probe_records' loader) -> curves for `peaks.device_kind`,
+    with the curves no record of that kind holds transferred from another TPU's (``transfer_curves``)."""
+    records = load_with_paths(Path(dir))
+    return transfer_curves(build_curves(records, peaks=peaks), records, peaks=peaks)
+
+
+# Issue 38: an efficiency measured on one TPU may stand for another TPU's, labelled "transferred", never above 1.
+# Only the op kinds the engine runs as the probe ran them transfer: XLA matmuls and HBM streams. Not transferred:
+NOT_TRANSFERRED = {
+    "grouped_matmul": (
+        "the records time XLA's ragged_dot, which reads every local expert's weights even for an empty group; the "
+        "engine's grouped matmul is gmm_v2 (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/gmm_v2.py "
+        "fill_metadata @15e5264a: should_process = group_size > 0), which visits only the touched groups"
+    ),
+    "kda_decode": "a different kernel on each chip (the v5e record's jnp point was refused, its Pallas point is slower)",
+    "kda_chunked": "no engine kernel of the record's form",
+    "kda_recurrent": "no engine kernel of the record's form",
+    "collective": "a collective's record is of its group and link, not of a chip",
+}
+
+
+def transfer_source_kinds(peaks: Peaks) -> list[Peaks]:
+    """The peaks of every bundled TPU hardware spec other than ``peaks``' device kind (empty for a non-TPU)."""
+    if not peaks.device_kind.upper().startswith("TPU"):
+        return []
+    from k3plan.hardware.loader import list_hardware, load_hardware
+
+    out = []
+    for name in list_hardware():
+        hw = load_hardware(name)
+        if hw.device_kind.upper().startswith("TPU") and hw.device_kind.lower() != peaks.device_kind.lower():
+            out.append(Peaks.from_hardware(hw))
+    return out
+
+
+def transfer_curves(
+    curves: EfficiencyCurves, records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks
+) -> EfficiencyCurves:
+    """``curves`` plus, for each matmul and HBM curve no record of ``peaks.device_kind`` holds, another TPU's
+    (measured against that TPU's own peaks, so the efficiency is its own), each point labelled transferred.
+    Several source TPUs: the first bundled spec's wins (one source a curve, never a max over them)."""
+    kinds = {r.device_kind.lower() for r, _ in records if not r.is_cpu}
+    added: dict[str, EfficiencyCurve] = {}
+    for src in transfer_source_kinds(peaks):
+        if src.device_kind.lower() not in kinds:
+            continue
+        theirs = build_curves(records, peaks=src)
+        for key, curve in theirs.curves.items():
+            if key.split(":")[0] not in ("matmul", "hbm") or key in curves.curves or key in added:
+                continue
+            if key.startswith("matmul:") and key.split(":")[1] not in peaks.flops_per_s_by_dtype:
+                continue
+            added[key] = curve.model_copy(
+                update={
+                    "points": tuple(
+                        p.model_copy(
+                            update={
+                                "transferred_from": f"{src.device_kind} ({src.hardware})",
+                                "efficiency": min(p.efficiency, 1.0),
+                            }
+                        )
+                        for p in curve.points
+                    )
+                }
+            )
+    if not added:
+        return curves
+    return curves.model_copy(update={"curves": {**curves.curves, **added}})

@@ -41,6 +41,22 @@ def interpolate(curve: EfficiencyCurve, x) -> np.ndarray:
     return np.interp(np.log(np.asarray(x, dtype=float)), xs, ys)
 
 
+def _interp_log(curve: EfficiencyCurve, x: float) -> float:
+    """``interpolate`` at one size in plain Python (fit takes transferred curves now and stays numpy-free):
+    linear in log size between the points, clamped to the end points."""
+    pts = curve.points
+    lx = math.log(x)
+    if lx <= math.log(pts[0].x):
+        return pts[0].efficiency
+    if lx >= math.log(pts[-1].x):
+        return pts[-1].efficiency
+    for lo, hi in zip(pts, pts[1:]):
+        a, b = math.log(lo.x), math.log(hi.x)
+        if a <= lx <= b:
+            return lo.efficiency + (hi.efficiency - lo.efficiency) * (lx - a) / (b - a)
+    return pts[-1].efficiency  # unreachable: the points are sorted by x
+
+
 def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str, op: str) -> Efficiency:
     """Efficiency for curve `key` at size `x` on `device_kind` (must be the curves' own kind)."""
     if device_kind.lower() != curves.device_kind.lower():
@@ -51,7 +67,7 @@ def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str
     if curve is None or not curve.points:
         return Efficiency(value=1.0, measured=False, label=ceiling_label(op, device_kind))
     pts = curve.points
-    value = min(float(interpolate(curve, x)), 1.0)  # never above the ceiling, whatever the curve holds
+    value = min(_interp_log(curve, x), 1.0)  # never above the ceiling, whatever the curve holds
     nearest = min(pts, key=lambda p: abs(math.log(p.x / x)))
     where = f"{curve.axis} = {x:.4g}"
     if x < pts[0].x or x > pts[-1].x:
@@ -68,7 +84,14 @@ def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str
             f"{where}: interpolated (log size) between {lo.x:.4g} (eff {lo.efficiency:.3g}) "
             f"and {hi.x:.4g} (eff {hi.efficiency:.3g})"
         )
-    label = f"{value:.1%} of ceiling, {op} probed on {device_kind}: {nearest.record_path}"
+    if nearest.transferred_from:  # issue 38: another TPU's measurement, said so
+        used = f"transferred from {nearest.transferred_from}: {used}"
+        label = (
+            f"{value:.1%} of ceiling, {op} probed on {nearest.transferred_from}, transferred to {device_kind}: "
+            f"{nearest.record_path}"
+        )
+    else:
+        label = f"{value:.1%} of ceiling, {op} probed on {device_kind}: {nearest.record_path}"
     if nearest.record_label:
         label += f" [{nearest.record_label}]"
     return Efficiency(value=value, measured=True, record_path=nearest.record_path, point_used=used, label=label)

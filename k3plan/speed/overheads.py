@@ -12,8 +12,13 @@ chunk: every chunk is a step of its own and reads the weights again), named and 
     MXFP4 dequant     0 s of HBM: the engine unpacks MXFP4 to native fp4 once at load and its grouped
                       matmul kernel reads fp4 weights with their scales (engine code, cited)
     padding bucket    0 s: decode pads 1 row to the compiled 16, padded rows get zero routing weights
-                      and are skipped by the MoE kernel; the dense matmuls read the same weights
+                      and are skipped by the MoE kernel; the dense matmuls read the same weights; the
+                      collectives' padded rows are priced in their ops (Stack.token_buckets)
     MoE gather/combine, sampling and logits: already ops of the step (collectives, LM head): 0 s more
+    empty expert groups  0 s (torchtpu-vllm): its gmm_v2 kernel visits the touched groups only (engine code,
+                      cited), unlike XLA's ragged_dot that the v5e record timed (all 28 local experts at 1 token)
+    device programs   0 s (torchtpu-vllm): splitting_ops = [], the forward is one compiled program a bucket
+    MLA prefill form  0 s (torchtpu-vllm): a chunk attends absorbed (W_UK_T, W_UV), as the op list prices it
 
 The terms join a StageTime as ops of category "overhead" with a ceiling of 0 (no roofline holds
 them) and their time as expected, each labelled with its source. Only records measured on a TPU
@@ -38,7 +43,30 @@ MXFP4_SOURCE = (
 PADDING_SOURCE = (
     f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} (same file: token_padding.zero_routing_weights_for_padding, "
     "skip_padded_tokens=True) and the nightly config's compile_sizes [16, 512] (decode pads to 16 rows): padded "
-    "rows touch no expert; the dense matmuls read the same weights at 16 rows"
+    "rows touch no expert; the dense matmuls read the same weights at 16 rows; the TP collectives' 16 rows are in "
+    "their own column where the stack declares its compiled sizes (torchtpu-vllm's token_buckets: "
+    "src/vllm_torchtpu/platforms/tpu_platform.py _get_token_paddings, min 16): 0 s more"
+)
+GMM_SOURCE = (
+    f"engine code: {ENGINE_REPO} src/vllm_torchtpu/layers/common/fused_moe_gmm.py (moe_gmm -> gmm_wrapper -> gmm_v2, "
+    "@0b0ff9bd) and src/vllm_torchtpu/kernels/megablox/gmm_v2.py (fill_metadata: should_process = group_size > 0; "
+    "the pipeline's grid (num_n, num_gm, num_k) spans the touched groups' tiles only, @15e5264a): each touched "
+    "expert's weights are read once, an empty group's never -- unlike XLA's ragged_dot, which on a TPU v5e read all "
+    "28 local experts at 1 token (reports/probes/ragged-dot-tpu-v5-lite-20261204T035616Z-3c63bd.json, docs/device.md); "
+    "that record does not transfer to this engine: 0 s beyond the touched experts' bytes"
+)
+GRAPH_SOURCE = (
+    f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} src/vllm_torchtpu/platforms/tpu_platform.py "
+    '(TpuPlatform.check_and_update_config: splitting_ops = [] -- "No graph splitting -- TPU handles the full '
+    'graph"; compile_sizes the padding buckets): the forward is one compiled program a bucket, its ops fusions '
+    "inside it (their fixed cost is the term above), not programs dispatched one by one: 0 s more"
+)
+MLA_SOURCE = (
+    f"engine code: {ENGINE_REPO} src/vllm_torchtpu/layers/vllm/custom_ops/mla_attention_op.py (VllmTPUMLAAttention: "
+    "upstream's MLA prefill backend replaced by TPUDummyMLAPrefillBackend; process_weights_after_loading keeps the "
+    "absorbed W_UK_T and W_UV, kv_b_proj's weights dropped, @08c31383): a prefill chunk attends in the latent space as "
+    "decode does, with no up-projection of the cached context a chunk -- the step description's absorbed MLA "
+    "attention: 0 s more"
 )
 IN_STEP_SOURCE = "already ops of the step description (k3plan/step/ops.py): their time is in their own columns"
 
@@ -130,6 +158,12 @@ def engine_terms(
     if any(op.kind == "grouped_matmul" for op in ops):
         terms.append(EngineTerm(name="MXFP4 expert dequantisation", seconds=0.0, source=MXFP4_SOURCE))
         terms.append(EngineTerm(name="MoE gather and combine", seconds=0.0, source=IN_STEP_SOURCE))
+        if (stack or "").split(":")[0] in ("torchtpu-vllm",):
+            terms.append(EngineTerm(name="grouped matmul over empty expert groups", seconds=0.0, source=GMM_SOURCE))
+    if (stack or "").split(":")[0] in ("torchtpu-vllm",):
+        terms.append(EngineTerm(name="device programs a step", seconds=0.0, source=GRAPH_SOURCE))
+        if stage == "prefill" and any(op.name.startswith("mla.") and op.kind == "attention" for op in ops):
+            terms.append(EngineTerm(name="MLA prefill form", seconds=0.0, source=MLA_SOURCE))
     if stage == "decode":
         terms.append(EngineTerm(name="decode padding to the compiled bucket", seconds=0.0, source=PADDING_SOURCE))
         terms.append(EngineTerm(name="sampling and logits", seconds=0.0, source=IN_STEP_SOURCE))

@@ -37,16 +37,31 @@ from k3plan.evidence.benchmarks import (
 
 UNMEASURED = {
     "decode": (
-        "device time beyond the ceiling that no source here measures: HBM, grouped-matmul, KDA and attention "
-        "efficiency on TPU7x (no probe record of TPU7x), collective latency over 4 hosts beyond the spec's 9.88 us "
-        "chained call, the step's broadcast to and gather from 4 hosts beyond one host's round trip; a profile of "
-        "the engine's step on the slice (the repository's phased profiler) would split it"
+        "device time beyond the model that no source here measures: the engine's grouped matmul (gmm_v2, its fp4 "
+        "tiles dequantized in VMEM), its attention and linear-attention (KDA) kernels on TPU7x (no probe record "
+        "of TPU7x; the v5e records transfer for XLA matmuls and HBM streams only), HBM and matmul efficiency on "
+        "TPU7x beyond v5e's, collective latency beyond the spec's chained call, the step's broadcast to and "
+        "gather from every host (a multi-host executor) beyond one host's round trip; under a load (concurrency "
+        "above 1) the prefill chunks of arriving requests that share the decode steps (plan --isl/--osl's "
+        "scheduler prices them; one decode step does not); a profile of the engine's step on the slice (the "
+        "repository's phased profiler, USE_PHASED_PROFILER) would split it"
     ),
     "prefill": (
-        "not measured by any source here: the chunk's kernels below their ceilings on TPU7x (no probe record), "
-        "the engine's per-chunk work beyond one host's round trip; a profile of one chunk would split it"
+        "not measured by any source here: the chunk's kernels below their ceilings on TPU7x (the engine's gmm_v2 "
+        "with fp4 tiles dequantized to bf16 in VMEM before the MXU at the chunk's rows, its attention and "
+        "linear-attention kernels: no probe record), the engine's per-chunk work beyond one host's round trip; a "
+        "profile of one chunk would split it"
     ),
 }
+
+# what a chunk costs whatever its tokens that the model does not price (issue 38): read in the engine's code
+PER_CHUNK_UNPRICED = (
+    "not priced here: the engine's grouped matmul dequantizes a visited expert's whole fp4 weight tile (w13 and w2) "
+    "to bf16 in VMEM at every visit, before the MXU (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/"
+    "gmm_v2.py inner_kernel, should_dequantize_before_matmul: quant block 32 < the MXU's 256 columns, @15e5264a), "
+    "so a chunk's VPU work scales with the local experts it touches (at 512 tokens all 28 a device, 92 layers), not "
+    "its rows; no VPU rate in the hardware spec and no probe record prices it"
+)
 
 
 class _Frozen(BaseModel):
@@ -147,7 +162,8 @@ def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expect
     tpot = ServingFigure(value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})")
     if ceiling_ttft_s is None:
         return tpot, None
-    if expected is not None and expected.records_used:
+    own = () if expected is None else tuple(r for r in expected.records_used if r not in expected.records_transferred)
+    if own:  # a record of this device kind: another TPU's transferred efficiency alone keeps the ceiling
         return tpot, ServingFigure(
             value_s=expected.prefill.expected_s,
             source="model",
@@ -237,7 +253,7 @@ def _model_terms(stage) -> tuple[Term, ...]:
         Term(
             name="ops below their ceilings",
             seconds=eff,
-            source="probe records of the device kind (efficiency curves)"
+            source="probe records of the device kind, or another TPU's transferred for matmul and HBM (efficiency curves)"
             if eff
             else "no probe record of the device kind covers an op: 0",
         ),
@@ -326,7 +342,7 @@ def _stage(
                         f"{n1} chunks x ({f_meas * 1e3:,.1f} - {f_model * 1e3:,.1f}) ms: measured {f_meas * 1e3:,.1f} ms a "
                         f"chunk, solved from {b.name} ({t1 * 1e3:,.0f} ms, {n1} chunks) and {o.name} "
                         f"({t2 * 1e3:,.0f} ms, {n2} chunk(s)) with equal per-token cost (flags also differ: "
-                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk"
+                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk; " + PER_CHUNK_UNPRICED
                     ),
                 )
             )

@@ -35,6 +35,7 @@ class ExpectedSpeed(_Frozen):
     device_kind: str
     records: str  # where the efficiency records came from, or why none were used
     records_used: tuple[str, ...]  # record files that set at least one op's efficiency
+    records_transferred: tuple[str, ...] = ()  # of those, another TPU's (issue 38: transferred, labelled)
     decode: StageTime  # one decode step (TPOT)
     prefill: StageTime  # the whole prompt, its chunks summed (TTFT)
     prefill_chunks: int
@@ -66,8 +67,16 @@ def curves_for(peaks: Peaks, probes: Path | None):
         return None, f"ceilings: no usable probe record of {peaks.device_kind} in {_shown(folder)}"
     from k3plan.speed.curves import VIEWS
 
-    n = sum(1 for k in curves.curves if k not in VIEWS)  # a view re-reads records another curve counts
-    return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({n} curves)"
+    counted = [c for k, c in curves.curves.items() if k not in VIEWS]  # a view re-reads records another curve counts
+    moved = sorted({p.transferred_from for c in counted for p in c.points if p.transferred_from is not None})
+    own = sum(1 for c in counted if not any(p.transferred_from for p in c.points))
+    if moved:  # issue 38: another TPU's matmul and HBM efficiency, labelled
+        n = len(counted) - own
+        return curves, (
+            f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({own} curves) and {n} curves transferred "
+            f"from {', '.join(moved)} (matmul and HBM only: the engine runs them as the probe did)"
+        )
+    return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({len(counted)} curves)"
 
 
 def _shown(folder: Path) -> str:
@@ -91,15 +100,20 @@ def _send_ops(setup, *, tokens: int) -> list:
     return [send_op(p2p, tp=setup.parallel.tp, link=pipeline_link(setup))]
 
 
-def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=None, graph=None) -> list:
-    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops``, the
+def decode_op_costs(
+    setup, *, batch: int, context: int, histogram=None, weights=None, graph=None, engine: bool = True
+) -> list:
+    """One decode step's ops (compute from ``decode_terms``, collectives from ``collective_ops`` over the rows
+    the engine pads the step to where the stack declares its compiled sizes (``Stack.token_buckets``), the
     pipeline send) as OpCost. Under ``--pp`` the step is a microbatch's (``step.stages.microbatch``), as
-    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time. ``graph``
-    (step.graph.ValidateGraph): the step timed is k3plan validate's own graph, whose extra HBM ops are added;
-    None (every engine's step): none."""
+    ``roofline.bounds.decode_bound`` counts it: the batch advances a token in that time. ``engine`` False: the
+    step as a graph of its own rows runs it (``probe step``'s compiled step: no bucket padding, no kernel tiling).
+    ``graph`` (step.graph.ValidateGraph): the step timed is k3plan validate's own graph, whose extra HBM ops are
+    added; None (every engine's step): none."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
+    from k3plan.step.gmm import expert_rows_of_setup
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.stages import microbatch
 
@@ -107,6 +121,18 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
     spec, par = a.pop("spec"), setup.parallel
     batch = microbatch(batch, par.pp)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
+    # the compiled size the engine pads the step to (Stack.token_buckets: each DP group's rows), which its TP
+    # collectives carry and its grouped matmul's lhs holds; the padded rows touch no expert and sample nothing
+    from k3plan.step.comm import padded_tokens
+
+    buckets = setup.stack.token_buckets if engine else None
+    rows = padded_tokens(batch, par.dp, buckets.min_tokens if buckets else None)
+    routed = expert_rows_of_setup(setup) if engine else None
+    expert_rows = (
+        routed
+        if routed is None or rows == batch
+        else lambda r, t, size_m: routed(r, t, rows * spec.moe.top_k)  # gmm_v2's lhs: the padded rows x top-k
+    )
     d = decode_terms(
         spec,
         dense_bytes=0,
@@ -127,17 +153,19 @@ def decode_op_costs(setup, *, batch: int, context: int, histogram=None, weights=
         comm_s=0.0,
         histogram=histogram,
         weights=weights if weights is not None else weight_groups_of_setup(setup),
+        expert_rows=expert_rows,
     )
-    coll = collective_ops(spec, **a, tokens=batch)
+    coll = collective_ops(spec, **a, tokens=rows, sequences=batch)
     out = to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
     return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights)
 
 
-def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None) -> list:
+def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None, engine: bool = True) -> list:
     """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
-    chunk's stage-to-stage send under ``--pp``; ``graph`` as decode_op_costs')."""
+    chunk's stage-to-stage send under ``--pp``); ``engine`` and ``graph`` as ``decode_op_costs``'."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
+    from k3plan.step.gmm import expert_rows_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.work import experts_touched
 
@@ -155,6 +183,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         ep_tokens=chunk,
         touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
         context=context,
+        expert_rows=expert_rows_of_setup(setup) if engine else None,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
     out = to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))
@@ -253,10 +282,19 @@ def expected_speed(
             if o.efficiency.measured and o.efficiency.record_path
         )
     )
+    moved = tuple(
+        dict.fromkeys(
+            o.efficiency.record_path
+            for s in (dec, pre)
+            for o in s.ops
+            if o.efficiency.measured and o.efficiency.record_path and "transferred to" in o.efficiency.label
+        )
+    )
     return ExpectedSpeed(
         device_kind=peaks.device_kind,
         records=records,
         records_used=used,
+        records_transferred=moved,
         decode=dec,
         prefill=pre,
         prefill_chunks=n,

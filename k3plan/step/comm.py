@@ -29,6 +29,27 @@ if TYPE_CHECKING:
     from k3plan.step.op import Op
 
 
+def padded_tokens(tokens, dp, min_tokens):
+    """The tokens a step runs at where its engine pads each DP group's rows to a compiled size (a stack's
+    ``token_buckets``: ``min_tokens`` doubling until it holds them; 0 or None: no padding), over ``int | numpy
+    array`` columns (``min_tokens`` a column where the stacks differ). Below the token budget's own bucket only:
+    a decode step's."""
+    rows = -(-tokens // dp)
+    if not hasattr(rows, "shape") and not hasattr(min_tokens, "shape"):
+        if not min_tokens:
+            return tokens
+        size = min_tokens
+        while size < rows:
+            size *= 2
+        return size * dp
+    import numpy as np
+
+    m = np.asarray(min_tokens if min_tokens is not None else 0)
+    base = np.maximum(m, 1)
+    size = base * np.exp2(np.ceil(np.log2(np.maximum(rows / base, 1)))).astype(np.int64)
+    return np.where(m > 0, size * dp, tokens)
+
+
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class CommTerms(Generic[C]):
     """Calls and bytes of one step's collectives (``comm_terms``); each figure one int or float (fit) or

@@ -67,12 +67,13 @@ def decode_terms(
     weights=None,
     verify_tokens: int = 1,
     verify_state_slots: tuple[int, int] = (1, 1),
+    expert_rows=None,
 ) -> DecodeTerms[C]:
     """``batch``: the rows a step runs (a verify step's: sequences x ``verify_tokens``, each sequence's
     tokens checked in one step); ``verify_state_slots``: (read, written) KDA state slots such a step moves a
     sequence a KDA layer (``Stack.verify_state_slots``): the KDA op's bytes count the DP group's
     cdiv(cdiv(batch, verify_tokens), dp) sequences so, where a plain step (``verify_tokens`` 1) reads and
-    writes each row's one slot."""
+    writes each row's one slot. ``expert_rows``: the stack's grouped-matmul row tiling (``ops.weight_ops``)."""
     moe = spec.moe
     seqs = cdiv(batch, dp)
     state_slots = None
@@ -97,6 +98,7 @@ def decode_terms(
         touched=touched,
         context=context,
         state_slots=state_slots,
+        expert_rows=expert_rows,
     )
     got = by_category(ops, "bytes")
     nbytes: Any = got.get("weights", 0)  # StepBytes.total()'s order (weights, experts, kv, state): the same float

@@ -168,6 +168,7 @@ def decode_ops(
     context,
     live: LiveAt | None = None,
     state_slots=None,
+    expert_rows=None,
 ) -> list[Op]:
     """The compute ops of one decode step (collectives: ``collective_ops``); with ``live``, each op's
     buffers live at its peak (k3plan.step.live) for ``seqs`` sequences of one query over ``context``.
@@ -184,6 +185,7 @@ def decode_ops(
         touched=touched,
         live=live,
         absorbed=True,
+        expert_rows=expert_rows,
     )
     mla_split = heads_split(spec.mla.heads, tp)
     if spec.dsv4 is not None:  # DeepSeek-V4: indexer, sparse / compressed / window attention, mHC (step/dsv4_ops.py)
@@ -236,13 +238,17 @@ def weight_ops(
     touched,
     live: LiveAt | None = None,
     absorbed: bool = False,
+    expert_rows=None,
 ) -> list[Op]:
     """One op a weight group (not the embedding: a row gather, not a weight stream) applied to ``rows``
     rows (decode: the sequences; prefill: the chunk's tokens), of which ``sequences`` are sampled (the LM
     head's logits). With ``live``, the weight op a block's buffers peak at holds them
     (``LiveAt.weight``: the routed experts' and the dense MLP's down projections, the LM head). ``absorbed``
     (decode): kv_b_proj runs as the absorbed MLA's W_UK / W_UV (``Op.compute_role`` MLA_ABSORBED), reading the
-    copies' bytes where the engine holds them apart from it (``WeightGroup.decode_bytes``)."""
+    copies' bytes where the engine holds them apart from it (``WeightGroup.decode_bytes``). ``expert_rows``: the
+    stack's grouped-matmul row tiling (``step.gmm.expert_rows_of``: (rows a touched expert, its tensor, the rows
+    routed in all) -> the MXU rows its kernel computes), whose FLOPs the routed experts' ops count: the touched
+    experts' share of the params x 2 x those rows; None: the rows as routed."""
     from k3plan.columns import maximum
 
     moe = spec.moe
@@ -264,6 +270,9 @@ def weight_ops(
         elif buffers is not None:
             held.add(buffers.name)
         if t.role == "expert":
+            flops = expert_flops * g.params
+            if expert_rows is not None:  # MXU work the kernel does: each touched expert's rows padded to its tiles
+                flops = 2 * expert_rows(expert_tokens, t, ep_tokens * moe.top_k) * share * g.params
             ops.append(
                 Op(
                     name=g.name,
@@ -272,7 +281,7 @@ def weight_ops(
                     category="experts",
                     count=g.count,
                     bytes_read=g.bytes * share,
-                    flops=expert_flops * g.params,
+                    flops=flops,
                     tensor=t,
                     shape=g.shape,
                     params=g.params,
@@ -346,6 +355,7 @@ def prefill_ops(
     touched,
     context,
     live: LiveAt | None = None,
+    expert_rows=None,
 ) -> list[Op]:
     """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``
     tokens: weights as in decode with ``chunk`` rows; MLA attention with K/V materialised, causal (query
@@ -356,7 +366,15 @@ def prefill_ops(
 
     mla = spec.mla
     ops = weight_ops(
-        spec, weights=weights, rows=chunk, sequences=1, tp=tp, ep_tokens=ep_tokens, touched=touched, live=live
+        spec,
+        weights=weights,
+        rows=chunk,
+        sequences=1,
+        tp=tp,
+        ep_tokens=ep_tokens,
+        touched=touched,
+        live=live,
+        expert_rows=expert_rows,
     )
     mla_split = heads_split(mla.heads, tp)
     if spec.dsv4 is not None:  # DeepSeek-V4 (step/dsv4_ops.py)

@@ -55,8 +55,14 @@ def test_every_term_of_the_gap_is_named_and_they_sum_to_it(nightly):
         assert sum(t["seconds"] for t in s["gap_terms"]) == pytest.approx(s["measured_s"] - s["model_s"], rel=1e-9)
         assert all(t["name"] and t["source"] for t in s["model_terms"] + s["gap_terms"])
     names = [t["name"] for t in nightly["serving"]["decode"]["model_terms"]]
-    for term in ("host and scheduler time a synchronous step", "fixed cost of the step's ops", "MXFP4 expert dequantisation",
-                 "MoE gather and combine", "decode padding to the compiled bucket", "sampling and logits"):
+    for term in (
+        "host and scheduler time a synchronous step",
+        "fixed cost of the step's ops",
+        "MXFP4 expert dequantisation",
+        "MoE gather and combine",
+        "decode padding to the compiled bucket",
+        "sampling and logits",
+    ):
         assert term in names
     gap = [t["name"] for t in nightly["serving"]["prefill"]["gap_terms"]]
     assert gap[:2] == ["per-chunk fixed cost beyond the model's", "per-token cost beyond the model's"]
@@ -81,17 +87,33 @@ def test_fit_and_plan_take_the_same_tpot(nightly):
     f = run("fit", *NIGHTLY)
     assert f["speed"]["tpot_s"] == nightly["decode"]["tpot_s"] and f["speed"]["tpot_source"] == "measured"
     assert f["speed"]["ceiling_tpot_s"] == nightly["decode"]["step_s"]
-    rows = run("plan", "-H", "tpu-v7x", "--max-chips", "16", "--context", "8192", "--chunks", "512", "--stacks", "vllm-tpu")["ranked"]
+    rows = run(
+        "plan", "-H", "tpu-v7x", "--max-chips", "16", "--context", "8192", "--chunks", "512", "--stacks", "vllm-tpu"
+    )["ranked"]
     row = next(x for x in rows if (x["topology"], x["tp"], x["ep"], x["dp"], x["pp"]) == ("2x2x4", 32, 32, 1, 1))
     assert row["tpot_ms"] == pytest.approx(TPOT_S * 1e3, rel=1e-12) and row["tpot_source"].startswith("measured")
 
 
-def test_plan_under_the_nightly_s_load_prints_its_medians_beside_the_scheduler_s():
-    r = CliRunner().invoke(
-        app,
-        ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--isl", "8192", "--osl", "1024", "--concurrency", "1",
-         "--chunks", "512", "--stacks", "vllm-tpu"],
-    )  # fmt: skip
+def test_plan_under_the_nightly_s_load_stands_behind_its_medians_in_the_columns():
+    """plan --isl/--osl at the nightly's load: the row of its configuration takes the measured medians in its TTFT
+    and TPOT columns (the figures roofline and fit stand behind), marked m and named; the JSON says each one's source;
+    the other rows keep the scheduler's from ceilings, labelled "ceiling" (issue 38 item 2)."""
+    args = ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--isl", "8192", "--osl", "1024", "--concurrency", "1",
+            "--chunks", "512", "--stacks", "vllm-tpu"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     flat = " ".join(r.stdout.split())
-    assert "#1 measured: median TPOT 30.90 ms, median TTFT 4,038 ms (kimi-k3-tp32-ep nightly" in flat
+    assert "4,038 m" in flat and "30.90 m" in flat
+    assert (
+        "TTFT: measured: median TTFT of kimi-k3-tp32-ep nightly (ISL 8192, OSL 1024, concurrency 1, chunk 512)" in flat
+    )
+    assert "the scheduler's from ceilings" in flat
+    rows = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)["ranked"]
+    row = next(x for x in rows if (x["topology"], x["tp"], x["ep"], x["dp"], x["pp"]) == ("2x2x4", 32, 32, 1, 1))
+    q = row["sla"]
+    assert (q["ttft_source"], q["tpot_source"]) == ("measured", "measured")
+    assert q["ttft_ms"] == pytest.approx(TTFT_S * 1e3, rel=1e-12) and q["tpot_ms"] == pytest.approx(
+        TPOT_S * 1e3, rel=1e-12
+    )
+    assert q["request_latency_ms"] == pytest.approx((TTFT_S + 1023 * TPOT_S) * 1e3, rel=1e-12)
+    assert all(x["sla"]["tpot_source"] == "ceiling" for x in rows if x is not row)

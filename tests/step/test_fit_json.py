@@ -19,7 +19,14 @@ model without DP attention; K3's KDA on MODEL_IMPL_TYPE=vllm) and their reserve'
 default and tpu-inference's use of it were read, and all four when issue 34 made torchtpu-vllm (the torch_tpu vLLM
 plugin, from its code) the TPU stack: the stack name and sources, the MXFP4 experts' fp32 scales in the weights, the
 temporaries run in the 1 - utilization share (reserve, free bytes, capacity), the logits one all-gather (the speed
-floats) and no refusal warnings; fit --json then appends the engine's own sizing (``engine``) after the advice. The
+floats) and no refusal warnings; fit --json then appends the engine's own sizing (``engine``) after the advice, and fit-2x2x4-tp32.json's
+transferred TPOT (speed.tpot_s, tokens_per_s, the ratio in tpot_label: 1.08 -> 1.09) when issue 38 transferred TPU v5e's
+measured matmul and HBM efficiencies to TPU7x, labelled (the model's ratio between 131,072 and 8,192 moved), and
+fit-2x2x4-tp32.json's and fit-deepseek-v3-2x2x2.json's speed floats (tpot_s, tokens_per_s, ceiling_tpot_s; the
+former's transferred ratio in tpot_label 1.09 -> 1.08) when issue 38 made torchtpu-vllm's decode collectives carry
+the 16 rows the engine pads a step to (Stack.token_buckets: tpu_platform.py _get_token_paddings), and
+fit-2x2x4-tp32.json's transferred TPOT (speed.tpot_s, tokens_per_s) again when issue 35's K3-width run committed
+more TPU v5e efficiency records (matmul and HBM copy/reduce points at the step's sizes) that the transfer reads. The
 other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations

@@ -121,12 +121,13 @@ def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
     r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192")
     assert r.exit_code == 0, r.output
     assert "188 calls (92 all-reduce)" in r.stdout
-    # a token's hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2 devices a chip; the MoE's
-    # also carries the routed latent (3,584 x 2 B) in the same call
-    wire = 2 * 2 * 31 / 32 * 7168 * 2
-    moe_wire = 2 * 2 * 31 / 32 * (7168 + 3584) * 2
-    assert wire == 55_552 and moe_wire == 83_328
-    # the logits: 1 call of a token's [vocab / 32] bf16, ring all-gathered (each device sends 31 shards), 2 devices
+    # torchtpu-vllm pads the step's 1 token to its compiled 16 (Stack.token_buckets: tpu_platform.py
+    # _get_token_paddings, min 16): 16 rows' hidden state, 7,168 x 2 B, ring all-reduced over 32 devices, 2
+    # devices a chip; the MoE's also carries the routed latent (3,584 x 2 B) in the same call
+    wire = 16 * 2 * 2 * 31 / 32 * 7168 * 2
+    moe_wire = 16 * 2 * 2 * 31 / 32 * (7168 + 3584) * 2
+    assert wire == 16 * 55_552 and moe_wire == 16 * 83_328
+    # the logits: 1 call of the one real token's [vocab / 32] bf16 (sampled at the real rows), ring all-gathered (each device sends 31 shards), 2 devices
     # a chip
     logits = 2 * 31 * (163840 // 32) * 2
     assert logits == 634_880
@@ -163,7 +164,7 @@ def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceil
     from k3plan.speed.peaks import Peaks
 
     coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                          devices_per_chip=2, chips=16, tokens=1, logits_all_gather=True)
+                          devices_per_chip=2, chips=16, tokens=16, sequences=1, logits_all_gather=True)  # 16: padded
     t = expected_time(to_op_costs(coll), peaks=Peaks.from_hardware(setup.hardware), curves=None)
     assert t.by_kind.collectives.ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
 

@@ -399,9 +399,11 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
         k, e = spec.moe.top_k, spec.moe.num_experts
         histogram = [1.0] * k + [0.0] * (e - k)
     if stage == "decode":
-        ops = decode_op_costs(setup, batch=params.batch, context=params.context, histogram=histogram, graph=graph)
-    else:
-        ops = prefill_op_costs(setup, chunk=chunk, context=chunk, graph=graph)
+        ops = decode_op_costs(
+            setup, batch=params.batch, context=params.context, histogram=histogram, graph=graph, engine=False
+        )
+    else:  # validate's compiled step runs its own rows: no engine bucket padding or kernel tiling
+        ops = prefill_op_costs(setup, chunk=chunk, context=chunk, graph=graph, engine=False)
     if floor is not None and _k3(params):
         from k3plan.step.opcost import OpCost
 
