@@ -21,7 +21,6 @@ from k3plan.cli.common import (
     PrefixTierOpt,
     ProbesOpt,
     SpecTokensOpt,
-    console,
     fitting_setup,
     print_json,
     spec_decode_from,
@@ -185,6 +184,7 @@ def command(
         print_json(FitOutput.of(result, advice=advice, prefix_hit=ph, engine=_engine_json(setup, result, served)))
     else:
         from k3plan.advice.render import render_fit_advice
+        from k3plan.cli.common import console
         from k3plan.report.fit_table import render_fit
 
         render_fit(result, console)
@@ -199,6 +199,8 @@ def command(
     if served is not None:
         eng = _engine_json(setup, result, served)
         if not json_out:
+            from k3plan.cli.common import console
+
             _render_serve(served, eng, console)
         if not _serve_fits(result) or (eng is not None and not eng["starts"]):
             raise typer.Exit(1)
