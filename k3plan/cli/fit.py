@@ -126,10 +126,10 @@ def command(
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
-        result = result.model_copy(
-            update={
-                "speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
-            }
+        from k3plan.structs import replace
+
+        result = replace(
+            result, speed=_speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
         )
     sd = off = None
     if spec is not None and d is not None and result.fits:  # d is set only with a spec
