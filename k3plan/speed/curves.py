@@ -20,15 +20,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.evidence.probe_records import canonical_op, load_with_paths
 from k3plan.speed.peaks import Peaks
+from k3plan.structs import Frozen
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class EfficiencyPoint(_Frozen):
