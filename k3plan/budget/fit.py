@@ -289,7 +289,7 @@ def fit(
     if draft_bytes_per_device < 0:
         raise K3PlanError(f"draft bytes a device {draft_bytes_per_device}: expected >= 0")
     if draft_bytes_per_device:
-        wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
+        wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
     layout = cache_layout(spec=spec, stack=stack, parallel=par)
     expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
     kind = ""
@@ -367,7 +367,7 @@ def fit(
         layout = layout.for_stage(n_mla=binding.n_mla, n_kda=binding.n_kda)
         wb = setup.stage_weights[int(b.stage)]
         if draft_bytes_per_device:
-            wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
+            wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
         warnings_pp = [
             f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t.weights_bytes)}, free {fmt_gib(t.free_bytes)}"
             f" a device" + (" (binds)" if st is binding else "")

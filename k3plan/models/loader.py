@@ -12,6 +12,7 @@ from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.resources import data_dir
 from k3plan.safeparse import not_a_file, parse_json, read_text
+from k3plan.structs import replace
 
 BUNDLED_DIR = data_dir("models/bundled")
 DEFAULT_MODEL = "kimi-k3"
@@ -74,5 +75,5 @@ def load_model(ref: str = DEFAULT_MODEL) -> Model:
             f"{path}: the weights would take {inventory.checkpoint_bytes:.3g} bytes; expected at most "
             f"{MAX_CHECKPOINT_BYTES:.3g} (check hidden_size, num_experts and the intermediate sizes)"
         )
-    spec = spec.model_copy(update={"notes": notes})
+    spec = replace(spec, notes=notes)
     return Model(spec=spec, inventory=inventory, notes=notes)

@@ -11,8 +11,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.columns import where
 from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
@@ -20,11 +18,10 @@ from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
 from k3plan.step.names import ABSORBED_LEAF, leaf_name
 from k3plan.step.terms import HeldRole, RoleBytes
+from k3plan.structs import Frozen, replace
 
 
-class WeightBudget(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class WeightBudget(Frozen):
     runtime_weight_bytes: int  # whole model, one copy, runtime formats
     weights_bytes: int  # per device
     replicated_weights_bytes: int  # per device: tensors every device holds whole
@@ -157,7 +154,7 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
         if f.tensor in of_fallback:  # a tensor this device builds
             t, _, _, (num, den) = of_fallback[f.tensor]
             extra = _extra_bytes(f, plan, device_bytes(runtime_bytes(t, stack), den, num))
-            fallbacks.append(f.model_copy(update={"bytes_replicated": extra}))
+            fallbacks.append(replace(f, bytes_replicated=extra))
     return WeightBudget(
         runtime_weight_bytes=w.runtime_weight_bytes,
         weights_bytes=w.weights_bytes,
