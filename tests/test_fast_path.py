@@ -34,7 +34,6 @@ _LATER = "not converted yet: a result or internal value (issue 33)"
 _PLAN = "plan's search, which the advice runs for other splits only where the fit fails (issue 36)"
 NOT_CONVERTED_YET: dict[str, str] = {
     "k3plan.models.inventory": _LATER,
-    "k3plan.step.opcost": _LATER,
     "k3plan.deploy.coldstart": _PLAN,
     "k3plan.deploy.disagg": _PLAN,
     "k3plan.deploy.pareto": _PLAN,

@@ -19,11 +19,14 @@ other).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.evidence.probe_records import canonical_op, load_with_paths
 from k3plan.speed.peaks import Peaks
 from k3plan.structs import Frozen
+
+if TYPE_CHECKING:  # only annotations here: a fit without --probes does not build the record schema
+    from k3plan.evidence.probe_record import ProbeRecord
 
 _Frozen = Frozen
 
