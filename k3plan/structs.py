@@ -15,6 +15,7 @@ What the pydantic results did that a Struct does not, kept here so the JSON stay
 - ``__exclude__``: fields left out of the dump (``Field(exclude=True)``);
 - ``__dump_with__``: a field's value dumped through a function (an ``Annotated`` ``PlainSerializer``);
 - ``_dump_extra(out)``: a hook that edits the dumped dict (a ``model_serializer(mode="wrap")``);
+- ``__coerce__ = False``: no coercion (a converted frozen dataclass, which kept values as given);
 - a Struct inside a pydantic model validates as an instance (or from a dict) and dumps as its dict.
 
 :func:`dump` is ``model_dump``: ``mode="json"`` gives what ``model_dump(mode="json")`` gave (tuples as
@@ -58,6 +59,7 @@ class Frozen(_Base, metaclass=_Meta, frozen=True, forbid_unknown_fields=True):
     __computed__: ClassVar[tuple[str, ...]] = ()
     __exclude__: ClassVar[tuple[str, ...]] = ()
     __dump_with__: ClassVar[dict[str, Any]] = {}  # field -> the function its value dumps through (PlainSerializer)
+    __coerce__: ClassVar[bool] = True  # False: values kept as given (what a frozen dataclass did)
 
     def __post_init__(self) -> None:
         for name, coerce in _coercers(type(self)):
@@ -225,6 +227,8 @@ def _coercer(text: str) -> Any:
 
 def _coercers(cls: type) -> tuple[tuple[str, Any], ...]:
     plan = _PLANS.get(cls)
+    if plan is None and not getattr(cls, "__coerce__", True):
+        plan = _PLANS[cls] = ()
     if plan is None:
         texts: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):

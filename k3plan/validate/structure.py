@@ -43,6 +43,6 @@ def truncate_setup(setup: Setup, layers: int) -> Setup:
         fallbacks=tuple(f for f in setup.plan.fallbacks if f.tensor in names),
         source=setup.plan.source,
     )
-    model = dataclasses.replace(setup.model, spec=new_spec, inventory=inv)
+    model = replace(setup.model, spec=new_spec, inventory=inv)
     note = f"truncated to the first {layers} of {spec.num_layers} layers (--layers)"
     return dataclasses.replace(setup, model=model, plan=plan, notes=setup.notes + (note,))
