@@ -19,7 +19,6 @@ floor: k3plan's modules, the pydantic classes they build, and the run.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from timing import (  # benchmarks/timing.py (the script folder is on sys.path)
     timed,
     verdicts,
 )
+from timing import k3plan_cmd as timing_k3plan_cmd
 
 ARGS = ["fit", "--topology", "2x2x4", "--tp", "32", "--json"]
 HEAVY = ("jax", "jaxlib", "pandas", "numpy", "matplotlib", "scipy", "torch")
@@ -101,8 +101,8 @@ MODULES_OF_FIT = (
     "    try:\n        main()\n    except SystemExit:\n        pass\n"
     "print(' '.join(m for m in sys.modules if m not in floor and m.startswith('k3plan')))\n"
 )
-# the same imports with pydantic's BaseModel a plain class (no schema, no validator): what the modules
-# cost without building their ~110 model classes (a measurement only; nothing runs on these classes)
+# the same imports with pydantic's BaseModel a plain class (no schema, no validator): what the modules cost
+# without building their pydantic model classes (the input schemas', ~70; a measurement only: nothing runs on them)
 PLAIN_BASEMODEL = (
     "import pydantic\n"
     "class _Plain:\n"
@@ -131,13 +131,12 @@ def parts(typer_script: Path) -> None:
     imports = "import importlib, os\nos.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__')\n" + FLOOR + "\n"
     imports += "from k3plan.cli.app import _no_plugin_loader\n_no_plugin_loader()\n"
     load = f"for _m in {mods!r}:\n    importlib.import_module(_m)\n"
-    exe = shutil.which("k3plan")
     rows = [
         ("import floor", [sys.executable, "-c", FLOOR]),
         ("+ a typer command with fit's options (does nothing)", [sys.executable, str(typer_script), *ARGS]),
         (f"floor + fit's {len(mods)} k3plan modules, BaseModel a plain class", [sys.executable, "-c", imports + PLAIN_BASEMODEL + load]),
         (f"floor + fit's {len(mods)} k3plan modules", [sys.executable, "-c", imports + load]),
-        ("k3plan " + " ".join(ARGS) + " --no-cache", [sys.executable, exe, *ARGS, "--no-cache"] if exe else [sys.executable, "-c", RUN_MAIN]),
+        ("k3plan " + " ".join(ARGS), python_cmd(k3plan_cmd())),
     ]
     counts = [instructions(cmd) for _, cmd in rows]
     floor = counts[0]
@@ -154,8 +153,14 @@ def parts(typer_script: Path) -> None:
 
 
 def k3plan_cmd() -> list[str]:
-    exe = shutil.which("k3plan")
-    return [exe, *ARGS] if exe else [sys.executable, "-m", "k3plan", *ARGS]
+    """fit as a fresh process: the installed console script, or with PYTHONPATH set (to time a worktree,
+    PYTHONPATH=$PWD python3 benchmarks/bench_fit.py) ``python -m k3plan`` from that path."""
+    return [*timing_k3plan_cmd(), *ARGS]
+
+
+def python_cmd(cmd: list[str]) -> list[str]:
+    """``cmd`` with the interpreter first (callgrind counts the Python process, not a script's shebang)."""
+    return cmd if cmd[0] == sys.executable else [sys.executable, *cmd]
 
 
 def importtime_top(n: int) -> list[tuple[int, str]]:

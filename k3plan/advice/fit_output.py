@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
-
 from k3plan.advice.wiring import FitAdvice
 from k3plan.budget.fit import FitResult
 from k3plan.step.verdict import fit_reason
+from k3plan.structs import fields
 from k3plan.tiers.prefix import PrefixHit
 
 
@@ -23,9 +22,8 @@ class FitOutput(FitResult):
     # engine sizes its pool some other way
     engine: Optional[dict] = None
 
-    @model_serializer(mode="wrap")
-    def _with_reason(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
+        out = super()._dump_extra(out)
         code, text = fit_reason(fits=self.fits, code=self.reason)
         return _after(out, "fits", {"reason": text, "reason_code": code.value})
 
@@ -34,7 +32,7 @@ class FitOutput(FitResult):
         cls, result: FitResult, *, advice: FitAdvice, prefix_hit: Optional[PrefixHit], engine: Optional[dict] = None
     ) -> FitOutput:
         return cls(
-            **{k: getattr(result, k) for k in FitResult.model_fields},
+            **{k: getattr(result, k) for k in fields(FitResult)},
             advice=advice,
             prefix_hit=prefix_hit,
             engine=engine,

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
-
 from k3plan.sharding.resolve import fallback_summary
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     from k3plan.budget.fit import FitResult
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class TopologyOption(_Frozen):
@@ -26,13 +24,13 @@ class TopologyOption(_Frozen):
     when they change (None: the same as now)."""
 
     topology: str
-    devices: PositiveInt
-    weights_bytes: NonNegativeInt
-    kv_bytes: NonNegativeInt | None = None
-    state_bytes: NonNegativeInt | None = None
-    temp_bytes: NonNegativeInt | None = None
-    reserve_bytes: NonNegativeInt | None = None
-    usable_bytes: NonNegativeInt | None = None  # another machine: its per-device usable HBM
+    devices: int
+    weights_bytes: int
+    kv_bytes: int | None = None
+    state_bytes: int | None = None
+    temp_bytes: int | None = None
+    reserve_bytes: int | None = None
+    usable_bytes: int | None = None  # another machine: its per-device usable HBM
     refused: str | None = None  # the compiled or measured graph there ran out of memory (k3plan.evidence)
 
 
@@ -43,78 +41,78 @@ class SplitOption(_Frozen):
 
     split: str  # fit's words, e.g. "tp 8 ep 8 dp 1 pp 2"
     free_bytes: int
-    max_sequences: NonNegativeInt
+    max_sequences: int
     tpot_s: float | None = None
     command: str
 
 
 class KvDtypeOption(_Frozen):
     kv_dtype: str
-    kv_bytes_per_token: NonNegativeInt  # per device, all MLA layers (0: a model with none, all KDA)
-    block_tokens: PositiveInt = 1  # KV allocation granularity under that dtype
-    state_bytes_per_sequence: NonNegativeInt | None = None  # per device, if paging pads it differently
+    kv_bytes_per_token: int  # per device, all MLA layers (0: a model with none, all KDA)
+    block_tokens: int = 1  # KV allocation granularity under that dtype
+    state_bytes_per_sequence: int | None = None  # per device, if paging pads it differently
     # the temporaries a fit under that dtype counts (its temp evidence may differ: a calibration is matched on
     # the KV dtype, k3plan.evidence); None: the same as now
-    temp_bytes: NonNegativeInt | None = None
+    temp_bytes: int | None = None
     refused: str | None = None  # the compiled or measured graph under that dtype ran out of memory
 
 
 class BatchOption(_Frozen):
     """The roofline at another decode batch: TPOT and the binding roof there."""
 
-    batch: PositiveInt
-    tpot_s: float = Field(gt=0)
+    batch: int
+    tpot_s: float
     binding: str
 
 
 class SpecDecodeOption(_Frozen):
-    draft_tokens: PositiveInt
-    tokens_per_step: float = Field(gt=0)  # expected tokens a verify step emits (k3plan.workload.specdecode)
-    step_s: float = Field(gt=0)  # verify + draft, at the current batch
-    draft_weights_bytes: NonNegativeInt = 0  # per device
+    draft_tokens: int
+    tokens_per_step: float  # expected tokens a verify step emits (k3plan.workload.specdecode)
+    step_s: float  # verify + draft, at the current batch
+    draft_weights_bytes: int = 0  # per device
 
 
 class PartTime(_Frozen):
     """One part of a compute-bound step (a FLOP kind of the decode bound) and the time it takes."""
 
     part: str
-    seconds: float = Field(ge=0)
+    seconds: float
 
 
 class AdviceInputs(_Frozen):
-    usable_bytes: PositiveInt
-    weights_bytes: NonNegativeInt
-    kv_bytes: NonNegativeInt
-    state_bytes: NonNegativeInt
-    temp_bytes: NonNegativeInt
-    reserve_bytes: NonNegativeInt
+    usable_bytes: int
+    weights_bytes: int
+    kv_bytes: int
+    state_bytes: int
+    temp_bytes: int
+    reserve_bytes: int
     free_bytes: int
     topology: str
-    devices: PositiveInt
-    batch: PositiveInt
-    sequences: PositiveInt  # sequences a device holds (batch / dp under DP attention)
-    context_tokens: PositiveInt
+    devices: int
+    batch: int
+    sequences: int  # sequences a device holds (batch / dp under DP attention)
+    context_tokens: int
     kv_dtype: str
-    kv_bytes_per_token: NonNegativeInt  # per device, all MLA layers (0: a model with none, all KDA)
-    block_tokens: PositiveInt = 1
-    state_bytes_per_sequence: NonNegativeInt = 0  # per device
+    kv_bytes_per_token: int  # per device, all MLA layers (0: a model with none, all KDA)
+    block_tokens: int = 1
+    state_bytes_per_sequence: int = 0  # per device
     binding: str | None = None  # the decode step's binding roof: memory, compute, collective ...
     tpot_s: float | None = None
     topology_options: tuple[TopologyOption, ...] = ()
     split_options: tuple[SplitOption, ...] = ()  # other splits of the same chips (k3plan.advice.splits)
     split: str | None = None  # the current split in fit's words, to name what the split options change
-    dividing_tp: PositiveInt | None = None  # under a fallback: the TP nearest the current one that divides the heads
+    dividing_tp: int | None = None  # under a fallback: the TP nearest the current one that divides the heads
     kv_dtype_options: tuple[KvDtypeOption, ...] = ()
     batch_options: tuple[BatchOption, ...] = ()
     spec_decode: SpecDecodeOption | None = None
     time_by_part_s: tuple[PartTime, ...] = ()  # compute-bound: where a step's time goes
     # DP groups the batch is split over (a device holds ceil(batch / groups) sequences; 1: every device
     # holds the whole batch), as k3plan.step.memory.budget_terms splits it; None: scale sequences / batch
-    sequence_groups: PositiveInt | None = None
+    sequence_groups: int | None = None
     # fit's most sequences at the context (over the DP groups that split the batch; under --pp the fewest
     # any stage holds, k3plan.step.stages.bind): what the batch rule caps at. None: from this one
     # budget's terms (one stage's, which under --pp may hold more than another stage)
-    fit_max_sequences: NonNegativeInt | None = None
+    fit_max_sequences: int | None = None
     # a stage's graph the calibration refuses (a measured compile at or above this size ran out of
     # memory): the fit fails whatever HBM is left free
     refused: str | None = None

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
-
 from k3plan.advice.inputs import AdviceInputs, KvDtypeOption
+from k3plan.structs import Frozen
 from k3plan.units import GiB, fmt_gib, fmt_gib_sig
 
 # "under 10% headroom is usually not a production configuration": the accelerator-requirements
@@ -30,9 +29,7 @@ COMPUTE_BOUND = ("compute", "flops", "mxu")
 Rule = Literal["capacity", "headroom", "bandwidth", "compute"]
 
 
-class Suggestion(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Suggestion(Frozen):
     rule: Rule
     action: Literal["topology", "split", "kv_dtype", "batch", "context", "spec_decode", "dominant_part"]
     text: str
@@ -45,17 +42,13 @@ class Suggestion(BaseModel):
     shrinks_workload: bool = False
     score: float = 0.0
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.command is None:
             out.pop("command", None)
         return out
 
 
-class Advice(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Advice(Frozen):
     verdict: Literal["fails", "thin", "ok"]
     free_bytes: int
     headroom_fraction: float

@@ -14,8 +14,6 @@ import math
 from collections.abc import Callable
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.advice.inputs import (
     AdviceInputs,
     BatchOption,
@@ -27,6 +25,7 @@ from k3plan.advice.inputs import (
 )
 from k3plan.advice.rules import HEADROOM_MIN_FRACTION, MEMORY_BOUND, Advice, advise
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
 from k3plan.tiers.sessions import OffloadCost
 from k3plan.workload.draft import DraftKv
 from k3plan.workload.specdecode import SpecDecode, SpecDecodeSpeed
@@ -37,8 +36,7 @@ SMALL_KVS = ("fp8_ds_mla", "fp8")  # the smaller KV caches the advice prices, th
 BATCH_STEPS = 3  # larger batches priced for the bandwidth rule: x2, x4, x8 (and the most that fit)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class SpecDecodeReport(_Frozen):

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
-
 from k3plan.budget.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
 from k3plan.engines.stack import KVLayout, Stack
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
+from k3plan.structs import Frozen, replace
 
 
 def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None) -> int:
@@ -97,10 +96,8 @@ def kv_state_crossover_tokens(spec: ModelSpec, stack: Stack) -> float | None:
     return state / kv if kv and state else None
 
 
-class CacheLayout(BaseModel):
+class CacheLayout(Frozen):
     """Per device, per sequence."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kv_bytes_per_token_layer: int  # one MLA layer, per device
     state_bytes_per_layer: int  # one KDA layer, per device, padded to the page when paged
@@ -110,25 +107,15 @@ class CacheLayout(BaseModel):
     n_mla: int
     n_kda: int
     paging: str
-    state_slots_per_sequence: int = Field(1, ge=1, description="state slots the pool holds a running sequence")
-    state_layer_groups: bool = Field(
-        False, description="a slot holds whole layer groups (vLLM's hybrid manager: step.memory.held_layers)"
-    )
-    model_n_mla: int | None = Field(
-        default=None, description="the whole model's MLA layers where n_mla is a pipeline stage's"
-    )
-    model_n_kda: int | None = Field(
-        default=None, description="the whole model's KDA layers where n_kda is a pipeline stage's"
-    )
-    fixed_state_bytes: int = Field(
-        0, description="DeepSeek-V4's fixed state a sequence, a device, the whole model's (step/dsv4_cache)"
-    )
+    state_slots_per_sequence: int = 1
+    state_layer_groups: bool = False  # a slot holds whole layer groups (vLLM's hybrid manager: step.memory.held_layers)
+    model_n_mla: int | None = None
+    model_n_kda: int | None = None
+    fixed_state_bytes: int = 0  # DeepSeek-V4's fixed state a sequence, a device, the whole model's (step/dsv4_cache)
 
-    @model_serializer(mode="wrap")
-    def _drop_one_slot(self, handler):
+    def _dump_extra(self, out):
         """One slot a sequence is every stack but SGLang's: the key appears only where it is more (the JSON
         contract of the other stacks' outputs is unchanged)."""
-        out = handler(self)
         if out.get("state_slots_per_sequence") == 1:
             out.pop("state_slots_per_sequence")
         if out.get("state_layer_groups") is False:  # likewise: the key appears only for vLLM's grouped pool
@@ -142,13 +129,12 @@ class CacheLayout(BaseModel):
 
     def for_stage(self, *, n_mla: int, n_kda: int) -> CacheLayout:
         """This layout on a pipeline stage holding ``n_mla`` / ``n_kda`` layers (the whole model's kept)."""
-        return self.model_copy(
-            update={
-                "n_mla": n_mla,
-                "n_kda": n_kda,
-                "model_n_mla": self.n_mla if self.model_n_mla is None else self.model_n_mla,
-                "model_n_kda": self.n_kda if self.model_n_kda is None else self.model_n_kda,
-            }
+        return replace(
+            self,
+            n_mla=n_mla,
+            n_kda=n_kda,
+            model_n_mla=self.n_mla if self.model_n_mla is None else self.model_n_mla,
+            model_n_kda=self.n_kda if self.model_n_kda is None else self.model_n_kda,
         )
 
     @property

@@ -11,6 +11,7 @@ from k3plan.budget.fit import Workload, fit
 from k3plan.evidence.calibration import Calibration
 from k3plan.setup import Setup
 from k3plan.sharding.resolve import fallback_summary
+from k3plan.structs import replace
 
 DEFAULT_CHUNKS = (1024, 2048, 4096, 8192, 16384, 32768, 49152, 65536)
 
@@ -44,7 +45,7 @@ def curve(
 ) -> list[CurvePoint]:
     points = []
     for c in chunks:
-        r = fit(setup, workload.model_copy(update={"prefill_chunk_tokens": c}), calibration=calibration)
+        r = fit(setup, replace(workload, prefill_chunk_tokens=c), calibration=calibration)
         refused = r.temp.prefill_refused
         # a dimension the mesh does not divide fails the fit at every chunk, as fit and plan refuse it
         replicated = fallback_summary(r.replicated)

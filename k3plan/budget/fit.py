@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+import msgspec
 
 from k3plan.budget.cache import (
     CacheLayout,
@@ -26,8 +26,9 @@ from k3plan.sharding.resolve import Fallback
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.step.stages import bind
-from k3plan.step.terms import Named, RolesBytes
+from k3plan.step.terms import Named, RolesBytes, term_map
 from k3plan.step.verdict import reject_code
+from k3plan.structs import Frozen, replace
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
 
@@ -56,9 +57,7 @@ def check_workload(
     )
 
 
-class FitResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FitResult(Frozen):
     model: ModelFacts
     hardware: HardwareFacts
     parallel: Parallel
@@ -73,15 +72,20 @@ class FitResult(BaseModel):
     warnings: list[str]
     notes: list[str]
     provenance: Provenance
-    temp: Temp = Field(default_factory=Temp)
+    temp: Temp = msgspec.field(default_factory=Temp)
     weights_by_role: RolesBytes = ()  # bytes a device by tensor role
     cache_layout: Optional[CacheLayout] = None
     speed: Optional[Speed] = None  # filled by the CLI: decode bound at this workload
-    reason: int = Field(default=0, exclude=True)  # k3plan.step.verdict code; 0 = feasible
+    reason: int = 0  # k3plan.step.verdict code; 0 = feasible; not in the JSON
 
-    @field_serializer("speed", "cache_layout")
-    def _empty(self, v, info):
-        return {} if v is None else v.model_dump()
+    __exclude__ = ("reason",)
+    __dump_with__ = {"weights_by_role": term_map}
+
+    def _dump_extra(self, out):
+        for k in ("speed", "cache_layout"):  # absent: {}
+            if out[k] is None:
+                out[k] = {}
+        return out
 
 
 ANALYTIC_TEMP = (
@@ -91,10 +95,8 @@ ANALYTIC_TEMP = (
 )
 
 
-class StageEvidence(BaseModel):
+class StageEvidence(Frozen):
     """One stage's temp from a calibration at one chunk (prefill) or context (decode)."""
-
-    model_config = ConfigDict(frozen=True)
 
     temp_bytes: Optional[int]  # None: the measured/compiled graph ran out of memory here
     source: str
@@ -153,11 +155,9 @@ def default_evidence(setup: Setup) -> Optional[tuple[Calibration, str]]:
     )
 
 
-class _StageTemp(BaseModel):
+class _StageTemp(Frozen):
     """One stage's temp bytes (None: the calibration refuses the graph), where they come from, and
     the calibration's remarks."""
-
-    model_config = ConfigDict(frozen=True)
 
     bytes: Optional[int]
     source: str = ANALYTIC_TEMP
@@ -289,7 +289,7 @@ def fit(
     if draft_bytes_per_device < 0:
         raise K3PlanError(f"draft bytes a device {draft_bytes_per_device}: expected >= 0")
     if draft_bytes_per_device:
-        wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
+        wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
     layout = cache_layout(spec=spec, stack=stack, parallel=par)
     expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
     kind = ""
@@ -301,9 +301,7 @@ def fit(
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused = len(stages) < 2
     temp_bytes = max(stages) if stages else 0
-    temp = temp.model_copy(
-        update={"binding": "prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode"}
-    )
+    temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
 
     usable = hw.usable_bytes_per_device
     reserve_auto = stack.reserve_auto(vendor=hw.vendor)
@@ -369,7 +367,7 @@ def fit(
         layout = layout.for_stage(n_mla=binding.n_mla, n_kda=binding.n_kda)
         wb = setup.stage_weights[int(b.stage)]
         if draft_bytes_per_device:
-            wb = wb.model_copy(update={"weights_bytes": wb.weights_bytes + draft_bytes_per_device})
+            wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
         warnings_pp = [
             f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t.weights_bytes)}, free {fmt_gib(t.free_bytes)}"
             f" a device" + (" (binds)" if st is binding else "")

@@ -1,13 +1,11 @@
 """The typed parts of a fit: named frozen models whose JSON dump is the fit's JSON contract
 (field order = key order; reports/baseline and `fit --json` consumers rely on it). Read them by
-attribute (``result.per_device.free_bytes``); the JSON is ``model_dump``.
+attribute (``result.per_device.free_bytes``); the JSON is ``k3plan.structs.dump``.
 """
 
 from __future__ import annotations
 
-from pydantic import model_serializer
-
-from k3plan.step.terms import Named, Terms
+from k3plan.step.terms import Named, Terms, term_map
 
 
 class ModelFacts(Named):
@@ -60,10 +58,8 @@ class Capacity(Named):
     band_low_max_context_tokens: int | None = None
     band_low_max_sequences: int | None = None
 
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler):
+    def _dump_extra(self, out):
         """The band keys appear only where a stage's temp is modelled (the JSON contract)."""
-        out = handler(self)
         for k in ("band_low_max_context_tokens", "band_low_max_sequences"):
             if out.get(k) is None:
                 out.pop(k, None)
@@ -83,6 +79,8 @@ class Provenance(Named):
 
 class Temp(Named):
     """Analytic terms of both graphs; the bytes each stage counts (None: refused by calibration)."""
+
+    __dump_with__ = {"prefill_terms": term_map, "decode_terms": term_map}
 
     prefill_terms: Terms = ()
     decode_terms: Terms = ()
@@ -105,10 +103,8 @@ class Temp(Named):
             return None
         return max(band[0] if band is not None else x for band, x in stages if x is not None)
 
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler):
+    def _dump_extra(self, out):
         """The calibration keys appear only when they say something (the JSON contract)."""
-        out = handler(self)
         for k in (
             "prefill_refused",
             "prefill_outside",

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.budget.dtypes import BYTES
 from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
@@ -26,13 +24,12 @@ from k3plan.sharding.mesh import Parallel
 from k3plan.step.memory import KDA_CHUNK_TOKENS
 from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
 from k3plan.step.terms import TermBytes
+from k3plan.structs import Frozen
 
 __all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "decode_temp", "prefill_temp", "stage_live_of_setup"]
 
 
-class TempTerms(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TempTerms(Frozen):
     terms: tuple[TermBytes, ...]  # bytes per device, by name
 
     @property

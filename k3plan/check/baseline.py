@@ -29,7 +29,6 @@ from pydantic import (
 )
 
 from k3plan import __version__
-from k3plan.budget.result import PerDevice
 from k3plan.check.names import FoldedGroup
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
@@ -79,11 +78,20 @@ class Split(_Frozen):
         return str(self.model_dump())
 
 
-class DeviceTerms(PerDevice):
-    """fit's per-device terms (bytes; budget.result.PerDevice), checked strictly; free_bytes (which may
-    be < 0) and sequences are for information."""
+class DeviceTerms(_Frozen):
+    """fit's per-device terms (bytes; budget.result.PerDevice, the same fields in its order: a baseline is an
+    input, validated here), checked strictly; free_bytes (which may be < 0) and sequences are for information."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    weights_bytes: int
+    replicated_weights_bytes: int
+    kv_bytes: int
+    state_bytes: int
+    temp_bytes: int
+    reserve_bytes: int
+    free_bytes: int
+    kv_bytes_per_token: int
+    state_bytes_per_sequence: int
+    sequences: int
 
     @model_validator(mode="after")
     def _sizes(self) -> DeviceTerms:

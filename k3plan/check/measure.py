@@ -10,6 +10,7 @@ from k3plan.check.baseline import Config, DeviceTerms, Expected, Split
 from k3plan.check.names import fold
 from k3plan.plan.defaults import make_default_setup as make_setup
 from k3plan.step.weight_budget import runtime_bytes
+from k3plan.structs import dump
 
 NOT_COMPARED = ("free_bytes", "sequences")  # derived from the others / from the workload
 
@@ -45,7 +46,7 @@ def measure(config: Config, *, shardspecs: Optional[str] = None) -> Measured:
         fallbacks[f.tensor] = fallbacks.get(f.tensor, 0) + int(f.bytes_replicated)
     expected = Expected(
         parallel=Split(tp=r.parallel.tp, ep=r.parallel.ep, dp=r.parallel.dp, pp=r.parallel.pp),
-        per_device=DeviceTerms(**r.per_device.model_dump()),
+        per_device=DeviceTerms(**dump(r.per_device, "python")),
         kv_bytes_per_token=int(r.model_state.kv_bytes_per_token),
         state_bytes_per_sequence=int(r.model_state.state_bytes_per_sequence),
         fits=r.fits,

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 
 import typer
-from rich.console import Console
 
 from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-exported: every command's default
 from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
@@ -25,23 +24,38 @@ if TYPE_CHECKING:
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
 # wide tables (plan, fit sources) stay readable; a terminal uses its own width.
 # emoji=False: a message naming "mod:x:" must not print an emoji for ":x:"
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """rich exits 1 here; k3plan's one handler (cli.app.K3Group.invoke) exits 141, as for a plain write."""
-        self.quiet = True
-        raise BrokenPipeError
+# The consoles are built on first use (module __getattr__): a command printing JSON never imports rich.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    console: Console
+    err_console: Console
 
 
-def _build_consoles() -> None:
-    """Build ``console`` and ``err_console`` for this process's stdout and stderr (a terminal's width and
-    colours are read here)."""
-    Console.__init__(console, highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
-    Console.__init__(err_console, stderr=True, highlight=False, emoji=False)
+def _build_console(name: str) -> Console:
+    """Build ``console`` (stdout) or ``err_console`` (stderr) for this process (a terminal's width and
+    colours are read here), once."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """rich exits 1 here; k3plan's one handler (cli.app.K3Group.invoke) exits 141, as for a plain write."""
+            self.quiet = True
+            raise BrokenPipeError
+
+    if name == "console":
+        built: Console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 140)
+    else:
+        built = Console(stderr=True, highlight=False, emoji=False)
+    globals()[name] = built
+    return built
 
 
-console = _Console.__new__(_Console)
-err_console = Console.__new__(Console)
-_build_consoles()
+def __getattr__(name: str) -> Any:
+    if name in ("console", "err_console"):
+        return _build_console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 ModelOpt = Annotated[
@@ -51,7 +65,11 @@ ModelOpt = Annotated[
 
 
 def to_jsonable(obj: Any) -> Any:
-    """pydantic models, dataclasses, numpy scalars, paths -> plain JSON types."""
+    """k3plan's Structs, pydantic models, dataclasses, numpy scalars, paths -> plain JSON types."""
+    from k3plan.structs import Frozen, dump
+
+    if isinstance(obj, Frozen):
+        return to_jsonable(dump(obj))
     if hasattr(obj, "model_dump"):
         return to_jsonable(obj.model_dump(mode="json"))
     if isinstance(obj, dict):

@@ -21,7 +21,6 @@ from k3plan.cli.common import (
     PrefixTierOpt,
     ProbesOpt,
     SpecTokensOpt,
-    console,
     fitting_setup,
     print_json,
     spec_decode_from,
@@ -127,10 +126,10 @@ def command(
     hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
-        result = result.model_copy(
-            update={
-                "speed": _speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
-            }
+        from k3plan.structs import replace
+
+        result = replace(
+            result, speed=_speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
         )
     sd = off = None
     if spec is not None and d is not None and result.fits:  # d is set only with a spec
@@ -185,6 +184,7 @@ def command(
         print_json(FitOutput.of(result, advice=advice, prefix_hit=ph, engine=_engine_json(setup, result, served)))
     else:
         from k3plan.advice.render import render_fit_advice
+        from k3plan.cli.common import console
         from k3plan.report.fit_table import render_fit
 
         render_fit(result, console)
@@ -199,6 +199,8 @@ def command(
     if served is not None:
         eng = _engine_json(setup, result, served)
         if not json_out:
+            from k3plan.cli.common import console
+
             _render_serve(served, eng, console)
         if not _serve_fits(result) or (eng is not None and not eng["starts"]):
             raise typer.Exit(1)

@@ -170,6 +170,7 @@ def command(
 
     expected = expected_time_of(setup, spec_hardware, w, probes=probes, histogram=hist)
     from k3plan.speed.serving import compare, stands_behind  # issue 38: the figures stood behind, labelled
+    from k3plan.structs import replace
 
     tpot_fig, ttft_fig, cands, model_at = stands_behind(
         setup,
@@ -183,22 +184,20 @@ def command(
         probes=probes,
     )
     assert ttft_fig is not None
-    dec = dec.model_copy(
-        update={
-            "tpot_s": tpot_fig.value_s,
-            "tpot_source": tpot_fig.source,
-            "tpot_label": tpot_fig.label,
-            "tokens_per_s": dec.batch / tpot_fig.value_s,
-            "tokens_per_s_per_chip": dec.batch / tpot_fig.value_s / setup.topology.chips,
-        }
+    dec = replace(
+        dec,
+        tpot_s=tpot_fig.value_s,
+        tpot_source=tpot_fig.source,
+        tpot_label=tpot_fig.label,
+        tokens_per_s=dec.batch / tpot_fig.value_s,
+        tokens_per_s_per_chip=dec.batch / tpot_fig.value_s / setup.topology.chips,
     )
-    pre = pre.model_copy(
-        update={
-            "ceiling_ttft_s": pre.ttft_s,
-            "ttft_s": ttft_fig.value_s,
-            "ttft_source": ttft_fig.source,
-            "ttft_label": ttft_fig.label,
-        }
+    pre = replace(
+        pre,
+        ceiling_ttft_s=pre.ttft_s,
+        ttft_s=ttft_fig.value_s,
+        ttft_source=ttft_fig.source,
+        ttft_label=ttft_fig.label,
     )
     serving = compare(
         tpot=tpot_fig,

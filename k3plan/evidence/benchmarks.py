@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from k3plan.errors import K3PlanError
 from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.structs import Frozen
 
 FOLDER = Path(__file__).parent / "benchmarks"
 
@@ -182,10 +183,8 @@ def _distance(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> f
     )
 
 
-class ServingFigure(BaseModel):
-    """A TPOT or TTFT that roofline / plan stand behind, and where it came from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class ServingFigure(Frozen):
+    """A TPOT or TTFT that roofline / plan stand behind, and where it came from (computed: a Struct)."""
 
     value_s: float
     source: Source

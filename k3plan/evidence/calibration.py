@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import not_a_file
 from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.structs import Frozen
 from k3plan.units import GiB
 
 
@@ -182,9 +183,7 @@ def load_calibration(path_text: str) -> Calibration:
     return cal
 
 
-class EnvelopeValue(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class EnvelopeValue(Frozen):  # computed from a calibration's points: a Struct
     temp_bytes: Optional[int]  # None: refused or not covered
     status: str  # "measured", "refused", "outside"
     detail: str

@@ -14,14 +14,16 @@ record of the device kind itself exists).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from pydantic import ValidationError
 
 from k3plan.errors import K3PlanError
-from k3plan.evidence.probe_record import ProbePoint, ProbeRecord
 from k3plan.safeparse import parse_json, read_text
 from k3plan.specfile import describe as describe_error
+
+if TYPE_CHECKING:  # the schema is imported where a record is read: a fit without --probes builds none of it
+    from k3plan.evidence.probe_record import ProbePoint, ProbeRecord
 
 OP_ALIASES = {
     "a2a": "all-to-all",
@@ -77,6 +79,8 @@ def _read_record(path: Path) -> ProbeRecord:
             "written by `k3plan probe` (move other files out of the folder)"
         )
     try:
+        from k3plan.evidence.probe_record import ProbeRecord
+
         return ProbeRecord.model_validate(raw)
     except ValidationError as err:
         raise K3PlanError(f"{label}: not a probe record: {describe_error(err)}") from None

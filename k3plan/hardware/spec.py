@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.errors import K3PlanError, require
 from k3plan.hardware.schema import HardwareFile, LinkFile, Scalar
 from k3plan.safeparse import MAX_INT
+from k3plan.structs import Frozen
 from k3plan.units import parse_bytes, parse_duration_s, parse_flops, parse_rate
 
 DTYPE_ALIASES = {
@@ -28,8 +27,7 @@ DTYPE_ALIASES = {
 }
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class Link(_Frozen):

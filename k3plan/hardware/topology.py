@@ -15,15 +15,12 @@ from __future__ import annotations
 import math
 import re
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
+from k3plan.structs import Frozen
 
 
-class Topology(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Topology(Frozen):
     text: str  # normalised, e.g. "2x2x4" or "2*2x2x4"
     hardware: str
     dims: tuple[int, ...]  # TPU: chip grid of one slice; GPU: (hosts, GPUs a host)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.resources import data_dir
 from k3plan.safeparse import not_a_file, parse_json, read_text
+from k3plan.structs import Frozen, replace
 
 BUNDLED_DIR = data_dir("models/bundled")
 DEFAULT_MODEL = "kimi-k3"
@@ -20,8 +20,9 @@ DEFAULT_MODEL = "kimi-k3"
 MAX_CHECKPOINT_BYTES = 2**50
 
 
-@dataclass(frozen=True)
-class Model:
+class Model(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-creation cost (issue 33)
+    __coerce__ = False
+
     spec: ModelSpec
     inventory: TensorInventory
     notes: tuple[str, ...]
@@ -74,5 +75,5 @@ def load_model(ref: str = DEFAULT_MODEL) -> Model:
             f"{path}: the weights would take {inventory.checkpoint_bytes:.3g} bytes; expected at most "
             f"{MAX_CHECKPOINT_BYTES:.3g} (check hidden_size, num_experts and the intermediate sizes)"
         )
-    spec = spec.model_copy(update={"notes": notes})
+    spec = replace(spec, notes=notes)
     return Model(spec=spec, inventory=inventory, notes=notes)

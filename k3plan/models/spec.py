@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from k3plan.structs import Frozen
 
 Mixer = Literal["kda", "mla"]  # a layer's token mixer
 Mlp = Literal["dense", "moe"]  # a layer's MLP
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class MLADims(_Frozen):

@@ -30,6 +30,7 @@ from k3plan.report.capacity_model import (
 from k3plan.report.viable import Choice, smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound, prefill_bound
 from k3plan.setup import Setup, uneven_notes
+from k3plan.structs import dump
 from k3plan.tiers.sessions import TierSessions
 
 __all__ = ["ContextRow", "PlatformReport", "platform_report"]
@@ -176,7 +177,7 @@ def _row(
     decode, prefill, records = _with_expected(s, decode=decode, prefill=prefill, context=c, probes=probes)
     src = s.hardware.sources()
     prov = RowProvenance(
-        **r.provenance.model_dump(),
+        **dump(r.provenance, "python"),
         expected=records,
         hbm_bw=src.get("hbm_bw_per_device", s.hardware.path),
         flops=src.get(f"flops_per_device.{eff.compute_dtype}", src.get("flops_per_device", s.hardware.path)),
@@ -197,7 +198,7 @@ def _row(
             pp=s.parallel.pp,
             stack=s.stack.label,
         ),
-        per_device=RowTerms.model_validate(r.per_device.model_dump(include=set(RowTerms.model_fields))),
+        per_device=RowTerms.model_validate({k: getattr(r.per_device, k) for k in RowTerms.model_fields}),
         usable_bytes_per_device=r.hardware.usable_bytes_per_device,
         max_context_tokens=r.capacity.memory_context_tokens,
         max_sequences=r.capacity.max_sequences,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer, model_serializer
 
 from k3plan.budget.curve import CurvePoint
 from k3plan.budget.result import Provenance
+from k3plan.structs import dump
 from k3plan.tiers.sessions import TierSessions
 
 
@@ -119,7 +120,7 @@ class RowProvenance(Provenance):
 
     def lines(self) -> list[str]:
         """``name: source`` for every field, in the JSON's order."""
-        return [f"{k}: {v}" for k, v in self.model_dump().items()]
+        return [f"{k}: {v}" for k, v in dump(self, "python").items()]
 
 
 class ContextRow(_Frozen):
@@ -139,8 +140,8 @@ class ContextRow(_Frozen):
     notes: list[str] = []  # what the pick's every figure rests on (an uneven expert placement: fit's note)
 
     @field_serializer("setup", "per_device", "decode", "prefill", "provenance")
-    def _empty(self, v: Optional[BaseModel]) -> dict[str, Any]:
-        return {} if v is None else v.model_dump()
+    def _empty(self, v: Optional[BaseModel | RowProvenance]) -> dict[str, Any]:
+        return {} if v is None else dump(v, "python")
 
 
 class RooflinePoint(_Frozen):

@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.budget.cache import cache_layout, stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
@@ -36,14 +34,13 @@ from k3plan.step.work import (
     prompt_devices,
     prompt_flops_per_token,
 )
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     from k3plan.roofline.result import LongContext
 
 
-class Efficiency(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Efficiency(Frozen):
     mfu: float = 0.3  # the porting study's prefill figure (docs/k3-facts.md §5: 30% and 45%)
     bw_efficiency: float = 1.0  # "at 100%" in the study
     compute_dtype: str = "bf16"
@@ -61,9 +58,7 @@ def check_efficiency(*, mfu: float, bw_efficiency: float, compute_dtype: str = "
     return Efficiency(mfu=mfu, bw_efficiency=bw_efficiency, compute_dtype=compute_dtype)
 
 
-class DecodeBound(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class DecodeBound(Frozen):
     batch: int
     context_tokens: int
     experts_touched_per_layer: float
@@ -86,9 +81,7 @@ class DecodeBound(BaseModel):
     tpot_label: str = ""
 
 
-class PrefillBound(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class PrefillBound(Frozen):
     prompt_tokens: int
     chunk_tokens: int
     chunks: int

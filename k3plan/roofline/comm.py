@@ -23,20 +23,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.budget.dtypes import BYTES
 from k3plan.setup import Setup
 from k3plan.step.collective import Collective
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     from k3plan.step.p2p import P2PTerms
 
 
-class LinkComm(BaseModel):
+class LinkComm(Frozen):
     """The step's collectives on one link (``CommCost.links``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     link: Literal["scale_up", "scale_out"]
     link_name: str
@@ -50,9 +47,7 @@ class LinkComm(BaseModel):
     collectives: tuple[str, ...]  # the ops on this link that issue calls (``k3plan.step.ops.collective_ops``)
 
 
-class CommCost(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class CommCost(Frozen):
     pattern: str
     op: Collective  # the experts' collective whose latency the step takes (``Collective.of_pattern``)
     calls_per_step: int  # all collectives a step, both links

@@ -14,6 +14,7 @@ from pathlib import Path
 from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec
 from k3plan.step.collective import Collective
+from k3plan.structs import replace
 
 
 def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bool = False) -> tuple[float, str]:
@@ -69,4 +70,4 @@ def measured_hardware(
     if allow_cpu:
         notes.append("--allow-cpu-probes: CPU-backend measurements may stand in for the accelerator's")
     measured = (*hw.measured_sources, ("hbm_bw_per_device", f"probe: {notes[0]}"))
-    return hw.model_copy(update={"hbm_bw_bytes_per_s_per_device": bw[0], "measured_sources": measured}), notes
+    return replace(hw, hbm_bw_bytes_per_s_per_device=bw[0], measured_sources=measured), notes

@@ -3,15 +3,13 @@ state) and FLOPs by kind (linear, attention). Field order is the roofline JSON's
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from k3plan.structs import Frozen, fields
 
 
-class _Terms(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class _Terms(Frozen):
     def items(self) -> list[tuple[str, float]]:
         """(term, value) in field order."""
-        return [(k, getattr(self, k)) for k in type(self).model_fields]
+        return [(k, getattr(self, k)) for k in fields(self)]
 
     def total(self) -> float:
         return sum(v for _, v in self.items())
@@ -41,10 +39,8 @@ class StepFlops(_Terms):
     attention: float
 
 
-class WeightSums(BaseModel):
+class WeightSums(Frozen):
     """Dense and routed-expert bytes and params a device (embeddings excluded), and each one's whole-model bytes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     dense_bytes: float = 0.0
     expert_bytes: float = 0.0

@@ -10,14 +10,11 @@ attention and splits sequences; ``ep`` spreads the routed experts, either inside
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, model_serializer
-
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
 
 
-class Parallel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Parallel(Frozen):
     tp: int
     ep: int
     dp: int
@@ -37,18 +34,16 @@ class Parallel(BaseModel):
         """The split as every title prints it: ``tp=8 ep=8 dp=1``, with `` pp=2`` when there is a pipeline."""
         return f"tp={self.tp} ep={self.ep} dp={self.dp}" + (f" pp={self.pp}" if self.pp > 1 else "")
 
-    @model_serializer
-    def _dump(self) -> dict:  # pp only when there is a pipeline: the JSON of pp = 1 is unchanged
-        out = {"tp": self.tp, "ep": self.ep, "dp": self.dp}
-        return {**out, "pp": self.pp} if self.pp > 1 else out
+    def _dump_extra(self, out: dict) -> dict:  # pp only when there is a pipeline: the JSON of pp = 1 is unchanged
+        if self.pp <= 1:
+            out.pop("pp")
+        return out
 
 
-class Mesh(BaseModel):
+class Mesh(Frozen):
     """The named mesh axes of one ``Parallel``: ``dp`` x ``tp`` over all devices, and the alias
     ``ep`` for the mesh axes the experts span. It holds no number of its own (the split lives in
     ``Parallel`` only); its JSON stays {"axes": ..., "aliases": ...}."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     parallel: Parallel
 
@@ -61,9 +56,8 @@ class Mesh(BaseModel):
         p = self.parallel
         return {"ep": ("dp", "tp") if p.ep == p.devices else ("tp",)}
 
-    @model_serializer
-    def _dump(self) -> dict:
-        return {"axes": self.axes, "aliases": self.aliases}
+    def _dump_extra(self, out: dict) -> dict:
+        return {"axes": self.axes, "aliases": {k: list(v) for k, v in self.aliases.items()}}
 
     def size(self, axes: tuple[str, ...]) -> int:
         n = 1

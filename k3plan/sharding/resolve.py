@@ -16,20 +16,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.engines.stack import merged_rules
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.mesh import Mesh
 from k3plan.sharding.replay import Spans, replay, share
+from k3plan.structs import Frozen, replace
 
 DimSpec = tuple[str, ...] | None  # mesh axes sharding one checkpoint dim, None = replicated
 
 
-class ShardSpec(BaseModel):
+class ShardSpec(Frozen):
     """PartitionSpec-like: one entry per checkpoint dimension of the tensor."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     partition: tuple[DimSpec, ...]
 
@@ -40,9 +37,7 @@ class ShardSpec(BaseModel):
         return {a for p in self.partition if p for a in p}
 
 
-class Fallback(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Fallback(Frozen):
     tensor: str
     dim: int  # checkpoint dim
     axis: str  # logical axis that asked to be sharded
@@ -67,11 +62,9 @@ def fallback_summary(fallbacks: Iterable[Fallback]) -> str | None:
     return f"{len(found)} tensor dimension(s) do not divide the mesh ({'; '.join(seen)})"
 
 
-class UnevenSplit(BaseModel):
+class UnevenSplit(Frozen):
     """A logical axis split over a mesh size that does not divide it, because the engine places it
     unevenly: ``size // mesh_size`` a device and one more on the first ``size % mesh_size``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     axis: str  # logical axis ("expert")
     size: int  # its size (896)
@@ -103,9 +96,7 @@ def uneven_words(*, axis: str, size: int, mesh_axis: str, mesh_size: int) -> str
     )
 
 
-class ShardingPlan(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ShardingPlan(Frozen):
     mesh: Mesh
     specs: dict[str, ShardSpec]  # by inventory tensor name
     fallbacks: tuple[Fallback, ...]
@@ -226,7 +217,7 @@ def resolve(
             shares[t.name] = part
         for u in split:
             k = (u.axis, u.size, u.mesh_axis, u.mesh_size)
-            odd[k] = u.model_copy(update={"tensors": odd[k].tensors + 1}) if k in odd else u
+            odd[k] = replace(u, tensors=odd[k].tensors + 1) if k in odd else u
     return ShardingPlan(
         mesh=mesh, specs=specs, fallbacks=tuple(fallbacks), source=source, uneven=tuple(odd.values()), shares=shares
     )

@@ -20,16 +20,16 @@ other).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
-
-from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.evidence.probe_records import canonical_op, load_with_paths
 from k3plan.speed.peaks import Peaks
+from k3plan.structs import Frozen, replace
 
+if TYPE_CHECKING:  # only annotations here: a fit without --probes does not build the record schema
+    from k3plan.evidence.probe_record import ProbeRecord
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class EfficiencyPoint(_Frozen):
@@ -321,19 +321,17 @@ def transfer_curves(
                 continue
             if key.startswith("matmul:") and key.split(":")[1] not in peaks.flops_per_s_by_dtype:
                 continue
-            added[key] = curve.model_copy(
-                update={
-                    "points": tuple(
-                        p.model_copy(
-                            update={
-                                "transferred_from": f"{src.device_kind} ({src.hardware})",
-                                "efficiency": min(p.efficiency, 1.0),
-                            }
-                        )
-                        for p in curve.points
+            added[key] = replace(
+                curve,
+                points=tuple(
+                    replace(
+                        p,
+                        transferred_from=f"{src.device_kind} ({src.hardware})",
+                        efficiency=min(p.efficiency, 1.0),
                     )
-                }
+                    for p in curve.points
+                ),
             )
     if not added:
         return curves
-    return curves.model_copy(update={"curves": {**curves.curves, **added}})
+    return replace(curves, curves={**curves.curves, **added})

@@ -8,18 +8,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.errors import K3PlanError
 from k3plan.speed.curves import EfficiencyCurve, EfficiencyCurves
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-class Efficiency(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Efficiency(Frozen):
     value: float  # ceiling time / expected time; 1.0 = the ceiling
     measured: bool
     record_path: str | None = None  # the record of the nearest point used

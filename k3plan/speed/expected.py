@@ -17,20 +17,18 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.evidence.probe_records import canonical_op
 from k3plan.speed.curves import EfficiencyCurves, curve_key
 from k3plan.speed.efficiency import Efficiency, efficiency
 from k3plan.speed.peaks import Peaks
 from k3plan.step.collective import Collective
 from k3plan.step.opcost import CATEGORIES, OpCost
+from k3plan.structs import Frozen, fields
 
 T = TypeVar("T")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class OpTime(_Frozen):
@@ -59,7 +57,7 @@ class KindTimes(_Frozen):
     overhead: KindTime
 
     def items(self) -> list[tuple[str, KindTime]]:
-        return [(c, getattr(self, c)) for c in type(self).model_fields]
+        return [(c, getattr(self, c)) for c in fields(self)]
 
 
 def kind_times(times: tuple[OpTime, ...] | list[OpTime]) -> KindTimes:

@@ -27,11 +27,10 @@ backend are used; none shipped: the terms that need one are left out and the out
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.speed.efficiency import Efficiency
 from k3plan.speed.expected import OpTime, StageTime, kind_times
 from k3plan.step.opcost import OpCost
+from k3plan.structs import Frozen, replace
 
 ENGINE_REPO = "kowalski-4831/vllm-torchtpu"
 ENGINE_COMMIT = "0095cdcbda2a44e2b3cd5975d2954765e2e95629"
@@ -71,9 +70,7 @@ MLA_SOURCE = (
 IN_STEP_SOURCE = "already ops of the step description (k3plan/step/ops.py): their time is in their own columns"
 
 
-class EngineTerm(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class EngineTerm(Frozen):
     name: str
     seconds: float  # an engine step (a decode step or one prefill chunk)
     source: str
@@ -189,10 +186,6 @@ def add_terms(stage: StageTime, terms: tuple[EngineTerm, ...]) -> StageTime:
         for t in terms
     )
     times = stage.ops + extra
-    return stage.model_copy(
-        update={
-            "expected_s": stage.expected_s + sum(t.seconds for t in terms),
-            "by_kind": kind_times(times),
-            "ops": times,
-        }
+    return replace(
+        stage, expected_s=stage.expected_s + sum(t.seconds for t in terms), by_kind=kind_times(times), ops=times
     )

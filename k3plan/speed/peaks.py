@@ -6,28 +6,33 @@ record into an efficiency must be the same ones the ceiling of an op uses; both 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import DTYPE_ALIASES
+from k3plan.structs import Frozen
 
 
-class LinkPeak(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class LinkPeak(Frozen):
+    bw_bytes_per_s: float  # one-way, per chip; > 0
+    latency_s: float  # per collective call; >= 0
 
-    bw_bytes_per_s: float = Field(gt=0, description="one-way, per chip")
-    latency_s: float = Field(ge=0, description="per collective call")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.bw_bytes_per_s > 0 and self.latency_s >= 0):
+            raise ValueError(f"link peak: bandwidth {self.bw_bytes_per_s} must be > 0, latency {self.latency_s} >= 0")
 
 
-class Peaks(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    device_kind: str = Field(description="as JAX reports it (TPU7x, NVIDIA H200, cpu)")
-    hardware: str = Field(description="the hardware spec name these came from (or 'hand-made' in tests)")
-    flops_per_s_by_dtype: dict[str, float] = Field(description="dense FLOP/s a device; bf16 required")
-    hbm_bw_bytes_per_s: float = Field(gt=0)
+class Peaks(Frozen):
+    device_kind: str  # "as JAX reports it (TPU7x, NVIDIA H200, cpu)"
+    hardware: str  # "the hardware spec name these came from (or 'hand-made' in tests)"
+    flops_per_s_by_dtype: dict[str, float]
+    hbm_bw_bytes_per_s: float  # > 0
     scale_up: LinkPeak
     scale_out: LinkPeak
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.hbm_bw_bytes_per_s > 0:
+            raise ValueError(f"peaks: HBM bandwidth {self.hbm_bw_bytes_per_s} must be > 0")
 
     def flops_per_s(self, dtype: str) -> float:
         key = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())

@@ -23,8 +23,6 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.evidence.benchmarks import (
     NEARBY_FACTOR,
     ServingBenchmark,
@@ -34,6 +32,7 @@ from k3plan.evidence.benchmarks import (
     nearest,
     serving_figure,
 )
+from k3plan.structs import Frozen
 
 UNMEASURED = {
     "decode": (
@@ -64,8 +63,7 @@ PER_CHUNK_UNPRICED = (
 )
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class Term(_Frozen):

@@ -20,15 +20,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.roofline.comm import collective_args
 from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
+from k3plan.structs import Frozen, fields, replace
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class ExpectedSpeed(_Frozen):
@@ -209,7 +206,7 @@ def add_stages(stages: list[StageTime]) -> StageTime:
                 ceiling_s=sum(getattr(s.by_kind, k).ceiling_s for s in stages),
                 expected_s=sum(getattr(s.by_kind, k).expected_s for s in stages),
             )
-            for k in KindTimes.model_fields
+            for k in fields(KindTimes)
         }
     )
     ops: dict[str, OpTime] = {}
@@ -219,9 +216,7 @@ def add_stages(stages: list[StageTime]) -> StageTime:
             ops[o.name] = (
                 o
                 if prev is None
-                else prev.model_copy(
-                    update={"ceiling_s": prev.ceiling_s + o.ceiling_s, "expected_s": prev.expected_s + o.expected_s}
-                )
+                else replace(prev, ceiling_s=prev.ceiling_s + o.ceiling_s, expected_s=prev.expected_s + o.expected_s)
             )
     return StageTime(
         device_kind=first.device_kind,

@@ -38,7 +38,6 @@ grid (12 points, deviceless tpu7x) is median 15.5%, worst 32.4%: the goal of 10%
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from k3plan.columns import gcd, maximum, minimum
@@ -47,6 +46,7 @@ from k3plan.models.spec import ModelSpec
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
 from k3plan.step.op import LiveBuffers, Op
 from k3plan.step.ops import WeightGroup, decode_ops, prefill_ops
+from k3plan.structs import Frozen
 
 Col = Any
 TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32: 28 local = 7 tiles)
@@ -69,11 +69,12 @@ RELAYOUT = "the scan's stacked bf16 weight matrices, copied into the dots' (16,1
 AHEAD = "one more MoE layer's experts, dequantized ahead of use"
 
 
-@dataclass(frozen=True)
-class LiveAt:
+class LiveAt(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-creation cost (issue 33)
     """What the op builders (k3plan.step.ops ``decode_ops`` / ``prefill_ops``, ``live=``) need beyond the
     step's own columns to answer each op's live buffers: the expert formulation (``form_for``), the
     activation bytes and EP. Its methods are the rules below, one an op kind."""
+
+    __coerce__ = False
 
     form: str
     act: Col

@@ -3,18 +3,17 @@ bytes a device), dumped as the {name: bytes} mappings of the JSON contract."""
 
 from __future__ import annotations
 
-from typing import Annotated, Iterable, Literal
-
-from pydantic import BaseModel, ConfigDict, PlainSerializer
+from typing import Iterable, Literal, get_args
 
 from k3plan.models.inventory import Role
+from k3plan.structs import Frozen
 
 # a weight role a device holds: a tensor role, or the absorbed-MLA copies made of kv_b_proj at load
 HeldRole = Role | Literal["mla_absorbed"]
+_HELD_ROLES = frozenset((*get_args(Role), "mla_absorbed"))
 
 
-class Named(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+Named = Frozen  # the base of the named entries and of the fit's parts (k3plan.budget.result)
 
 
 class TermBytes(Named):
@@ -31,12 +30,17 @@ class RoleBytes(Named):
     role: HeldRole
     bytes: int
 
+    def __post_init__(self) -> None:
+        if self.role not in _HELD_ROLES:  # a typo ("experts") is a bug, refused where it is made
+            raise ValueError(f"role {self.role!r}: expected one of {', '.join(sorted(_HELD_ROLES))}")
+
 
 def term_map(entries: Iterable[TermBytes | RoleBytes]) -> dict[str, int]:
     """Entries as the JSON has them: name (or role) -> bytes, in their order."""
     return {(e.name if isinstance(e, TermBytes) else e.role): e.bytes for e in entries}
 
 
-# a tuple of entries, dumped as the {name: bytes} mapping of the JSON contract
-Terms = Annotated[tuple[TermBytes, ...], PlainSerializer(term_map, return_type=dict[str, int])]
-RolesBytes = Annotated[tuple[RoleBytes, ...], PlainSerializer(term_map, return_type=dict[str, int])]
+# a tuple of entries, dumped as the {name: bytes} mapping of the JSON contract (a Struct holding one names
+# term_map in its __dump_with__)
+Terms = tuple[TermBytes, ...]
+RolesBytes = tuple[RoleBytes, ...]

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.errors import K3PlanError, require
 from k3plan.hardware.schema import TierFile
 from k3plan.hardware.spec import HardwareSpec
+from k3plan.structs import Frozen
 from k3plan.units import parse_bytes, parse_duration_s, parse_rate
 
 TierName = Literal["host_dram", "local_ssd", "remote"]
@@ -21,9 +20,7 @@ TIER_ORDER: tuple[TierName, ...] = ("host_dram", "local_ssd", "remote")
 OFFLOAD_CHOICES = {"host": "host_dram", "ssd": "local_ssd", "remote": "remote"}  # --offload spelling
 
 
-class Tier(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class Tier(Frozen):
     name: TierName
     size_bytes_per_host: int | None  # None: no capacity limit known (remote storage)
     bw_bytes_per_s_per_host: float

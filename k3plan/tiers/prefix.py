@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
 from k3plan.tiers.model import OFFLOAD_CHOICES, offload_tier
 from k3plan.tiers.sessions import PrefixCacheEffect, prefix_cache_ttft, restore_s
 from k3plan.units import fmt_gib
@@ -23,9 +22,7 @@ from k3plan.units import fmt_gib
 PREFIX_TIERS = ("hbm", *OFFLOAD_CHOICES)  # --prefix-tier spelling
 
 
-class PrefixHit(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class PrefixHit(Frozen):
     tier: str  # hbm, host_dram, local_ssd, remote
     effect: PrefixCacheEffect
     prefill_s_per_token: float

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.engines.stack import Stack
 from k3plan.errors import require
 from k3plan.models.spec import ModelSpec
+from k3plan.structs import Frozen
 from k3plan.tiers.model import Tier
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 def stored_session_bytes(*, spec: ModelSpec, stack: Stack, context_tokens: int) -> int:
@@ -41,8 +38,6 @@ def restore_s(tier: Tier, *, bytes_per_device: int, devices_per_host: int) -> fl
 
 
 class TierSessions(_Frozen):
-    model_config = ConfigDict(defer_build=True)  # not on fit's default path: built on first use
-
     tier: str
     capacity_bytes: int | None  # size a host x hosts
     sessions_held: int | None  # None: no capacity limit known
@@ -83,8 +78,6 @@ def suspended_sessions(
 
 
 class PrefixCacheEffect(_Frozen):
-    model_config = ConfigDict(defer_build=True)  # not on fit's default path: built on first use
-
     prompt_tokens: int
     hit_rate: float
     cached_tokens: int

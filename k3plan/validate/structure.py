@@ -15,6 +15,7 @@ from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory
 from k3plan.setup import Setup
 from k3plan.sharding.resolve import ShardingPlan
+from k3plan.structs import replace
 
 
 def check_layers(setup: Setup, layers: int) -> None:
@@ -32,9 +33,7 @@ def truncate_setup(setup: Setup, layers: int) -> Setup:
     spec = setup.model.spec
     if layers == spec.num_layers:
         return setup
-    new_spec = spec.model_copy(
-        update={"num_layers": layers, "mixers": spec.mixers[:layers], "mlps": spec.mlps[:layers]}
-    )
+    new_spec = replace(spec, num_layers=layers, mixers=spec.mixers[:layers], mlps=spec.mlps[:layers])
     keep = tuple(t for t in setup.model.inventory.tensors if t.layer is None or t.layer < layers)
     inv = TensorInventory(tensors=keep)
     names = {t.name for t in keep}
@@ -44,6 +43,6 @@ def truncate_setup(setup: Setup, layers: int) -> Setup:
         fallbacks=tuple(f for f in setup.plan.fallbacks if f.tensor in names),
         source=setup.plan.source,
     )
-    model = dataclasses.replace(setup.model, spec=new_spec, inventory=inv)
+    model = replace(setup.model, spec=new_spec, inventory=inv)
     note = f"truncated to the first {layers} of {spec.num_layers} layers (--layers)"
     return dataclasses.replace(setup, model=model, plan=plan, notes=setup.notes + (note,))

@@ -11,16 +11,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.budget.cache import kv_bytes_per_token_layer
 from k3plan.models.loader import Model
 from k3plan.step.memory import BudgetTerms
+from k3plan.structs import Frozen
 
 
-class DraftHead(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class DraftHead(Frozen):
     model: str
     mtp_layers: int  # from the config (num_nextn_predict_layers)
     params: int  # every tensor of kind "mtp" in the inventory
@@ -53,13 +50,11 @@ def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
     )
 
 
-class DraftKv(BaseModel):
+class DraftKv(Frozen):
     """The draft's KV cache a token, per device, and where the figure comes from: derived from the
     model's MTP head (its MLA layers laid out like the target's by the stack), or given by the user
     for an external draft model (--draft-kv-bytes-per-token, whole draft, split over TP like its
     weights: an assumption printed with it). Recurrent draft state, if any, is the user's to add."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     bytes_per_token_per_device: int
     given: bool  # True: the user's figure, not derived

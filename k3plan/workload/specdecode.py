@@ -15,16 +15,8 @@ from __future__ import annotations
 
 import math
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    PositiveInt,
-    model_validator,
-)
-
 from k3plan.errors import K3PlanError, require
+from k3plan.structs import Frozen
 
 # The most draft tokens a sequence a verify step that an engine k3plan launches takes: vLLM's rejection sampler
 # asserts metadata.max_spec_len <= MAX_SPEC_LEN = 128 ("the maximum number of speculative draft tokens allowed
@@ -34,18 +26,19 @@ from k3plan.errors import K3PlanError, require
 MAX_SPEC_TOKENS = 128
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Frozen
 
 
 class SpecDecode(_Frozen):
     """--spec-tokens k --acceptance a (one rate) or a1,a2,...,ak (per position)."""
 
-    draft_tokens: int = Field(ge=1, le=MAX_SPEC_TOKENS)
-    acceptance: tuple[float, ...] = Field(description="one rate for every position, or one a position")
+    draft_tokens: int  # 1 to MAX_SPEC_TOKENS
+    acceptance: tuple[float, ...]  # one rate for every position, or one a position
 
-    @model_validator(mode="after")
-    def _check(self) -> SpecDecode:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 1 <= self.draft_tokens <= MAX_SPEC_TOKENS:
+            raise ValueError(f"draft_tokens {self.draft_tokens}: expected 1 to {MAX_SPEC_TOKENS}")
         n = len(self.acceptance)
         if n not in (1, self.draft_tokens):
             raise ValueError(
@@ -53,7 +46,6 @@ class SpecDecode(_Frozen):
             )
         if any(not (0.0 <= a <= 1.0) or math.isnan(a) for a in self.acceptance):
             raise ValueError(f"acceptance {self.acceptance}: every rate must lie in [0, 1]")
-        return self
 
     @property
     def position_rates(self) -> tuple[float, ...]:
@@ -102,7 +94,7 @@ class SpecDecodeSpeed(_Frozen):
     """One verify step at a batch, every rate per second; '_per_s' counts the whole batch."""
 
     spec: SpecDecode
-    batch: PositiveInt
+    batch: int
     step_s: float  # verify step + drafting
     verify_step_s: float
     draft_s: float
@@ -125,7 +117,7 @@ def spec_decode_speed(
     spec: SpecDecode,
     batch: int,
     verify_step_s: float,
-    draft_s_per_token: NonNegativeFloat = 0.0,
+    draft_s_per_token: float = 0.0,
     baseline_step_s: float | None = None,
 ) -> SpecDecodeSpeed:
     """``verify_step_s``: the target model's step over batch x (k+1) tokens (the roofline prices it);

@@ -13,6 +13,7 @@ from k3plan.advice.inputs import (
 from k3plan.budget.fit import check_workload, fit
 from k3plan.budget.result import Speed
 from k3plan.setup import make_setup
+from k3plan.structs import replace
 
 
 def _fit(topology: str, tp: int, kv_dtype: str | None = None):
@@ -38,16 +39,16 @@ def test_each_input_is_read_from_its_own_field(small):
     assert x.block_tokens == small.cache_layout.block_tokens
     # no speed line on a library fit: no binding; the CLI's speed line, or an override, sets it
     assert (x.binding, x.tpot_s) == (None, None)
-    sped = small.model_copy(update={"speed": Speed(tpot_s=0.02, tokens_per_s=50.0, binding="memory",
-                                                   collective_latency_source="spec", probes=[], source="test")})
+    sped = replace(small, speed=Speed(tpot_s=0.02, tokens_per_s=50.0, binding="memory",
+                                      collective_latency_source="spec", probes=[], source="test"))
     assert (inputs_from_fit(sped).binding, inputs_from_fit(sped).tpot_s) == ("memory", 0.02)
     over = inputs_from_fit(sped, binding="compute", tpot_s=0.03)
     assert (over.binding, over.tpot_s) == ("compute", 0.03)
 
 
 def test_a_refused_stage_is_named(small):
-    t = small.temp.model_copy(update={"decode_refused": "OOM at 8,192 (compiled)"})
-    x = inputs_from_fit(small.model_copy(update={"temp": t}))
+    t = replace(small.temp, decode_refused="OOM at 8,192 (compiled)")
+    x = inputs_from_fit(replace(small, temp=t))
     assert x.refused == "decode OOM at 8,192 (compiled)"
     assert inputs_from_fit(small).refused is None
 

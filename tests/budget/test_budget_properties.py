@@ -10,6 +10,8 @@ from fit_helpers import GiB, cached_setup, run_fit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from k3plan.structs import replace
+
 # (model, hardware, topology, tp, ep, stack): every stack, TPUs and GPUs, TP/EP/DP splits, fallbacks.
 CONFIGS = [
     ("kimi-k3", "tpu-v7x", "2x2x4", 32, None, "vllm-tpu"),
@@ -38,8 +40,8 @@ def make(cfg, **kw):
 
 
 def with_usable(s, usable: int):
-    hw = s.hardware.model_copy(update={"usable_bytes_per_device": usable,
-                                       "hbm_bytes_per_device": max(usable, s.hardware.hbm_bytes_per_device)})
+    hw = replace(s.hardware, usable_bytes_per_device=usable,
+                 hbm_bytes_per_device=max(usable, s.hardware.hbm_bytes_per_device))
     return dataclasses.replace(s, hardware=hw)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from pydantic import ValidationError
 
 from k3plan.budget.fit import check_workload, fit
 from k3plan.setup import make_setup
 from k3plan.step.terms import RoleBytes, TermBytes, term_map
+from k3plan.structs import dump
 
 VOCAB, HIDDEN = 163_840, 7_168  # docs/k3-facts.md: untied embedding and lm_head, bf16
 
@@ -30,7 +30,7 @@ def test_roles_carry_their_own_bytes(result):
 
 
 def test_the_json_is_the_mapping_in_the_same_order(result):
-    d = json.loads(result.model_dump_json())
+    d = json.loads(json.dumps(dump(result)))
     assert list(d["weights_by_role"].items()) == [(e.role, e.bytes) for e in result.weights_by_role]
     for stage in ("prefill", "decode"):
         terms = getattr(result.temp, f"{stage}_terms")
@@ -40,5 +40,5 @@ def test_the_json_is_the_mapping_in_the_same_order(result):
 
 
 def test_a_role_outside_the_inventorys_is_refused():
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValueError, match="experts"):
         RoleBytes(role="experts", bytes=1)  # the inventory's role is "expert"

@@ -14,6 +14,7 @@ from k3plan.check.compare import compare, parse_tolerance
 from k3plan.check.measure import measure
 from k3plan.check.names import FoldedGroup
 from k3plan.errors import K3PlanError
+from k3plan.structs import fields
 
 BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baseline" / "k3.json"
 ONE = "v7x-2x4x4-tp32-dp2-torchtpu-vllm"
@@ -32,7 +33,7 @@ def test_the_shipped_baseline_reads_as_typed_fields():
     e = next(c for c in load_baseline(BASELINE).configurations if c.name == ONE).expected
     assert e is not None
     assert e.parallel == Split(tp=32, ep=64, dp=2) and e.parallel.text() == "{'tp': 32, 'ep': 64, 'dp': 2}"
-    assert list(DeviceTerms.model_fields) == list(PerDevice.model_fields)
+    assert tuple(DeviceTerms.model_fields) == fields(PerDevice)
     assert all(isinstance(g, FoldedGroup) for g in (*e.replicated.values(), *e.fallbacks.values()))
     norm = e.replicated["language_model.model.layers.*.input_layernorm.weight"]
     assert (norm.layers, norm.count) == ("0-92", 93)  # one norm a layer, 93 layers

@@ -23,6 +23,7 @@ from k3plan.budget.fit import Workload, fit
 from k3plan.budget.temp_model import MODEL_FILE, StackBand, band, build_model, load_temp_model, model_bytes
 from k3plan.errors import K3PlanError
 from k3plan.setup import make_setup
+from k3plan.structs import dump
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +63,7 @@ def test_fit_models_the_temp_only_where_no_calibration_matches():
     main = fit(make_setup(topology="2x2x4", tp=32), Workload())
     assert main.temp.prefill_band is None and main.capacity.band_low_max_context_tokens is None
     assert main.provenance.temp_prefill.startswith("compiled calibration")
-    assert "prefill_band" not in main.model_dump(mode="json")["temp"]
+    assert "prefill_band" not in dump(main)["temp"]
 
     r = fit(make_setup(topology="2x4x4", tp=32, stack="vllm-tpu"), Workload())
     b = tm.band_for("vllm-tpu")
@@ -76,7 +77,7 @@ def test_fit_models_the_temp_only_where_no_calibration_matches():
     # capacity at the lower end is at least the verdict's
     assert r.capacity.band_low_max_sequences >= r.capacity.max_sequences
     assert r.capacity.band_low_max_context_tokens >= r.capacity.max_context_tokens
-    j = r.model_dump(mode="json")
+    j = dump(r)
     assert j["temp"]["prefill_band"] == list(r.temp.prefill_band)
     assert j["capacity"]["band_low_max_sequences"] == r.capacity.band_low_max_sequences
 

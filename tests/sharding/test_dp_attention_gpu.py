@@ -20,6 +20,7 @@ from k3plan.plan.rows import PER_DEVICE, row
 from k3plan.plan.space import build_space
 from k3plan.roofline.bounds import Efficiency
 from k3plan.setup import make_setup
+from k3plan.structs import dump
 
 H200_MIB = 143771  # nvidia-h200.yaml usable HBM: nvidia-smi memory.total 143771MiB
 MIB = 2**20
@@ -139,7 +140,7 @@ def test_plan_row_and_launch_equal_fit_for_a_dp_attention_gpu_point():
     r = row(space=sp, cols=cols, i=int(hit[0]), rank=1)
     setup = make_setup(hardware="nvidia-h200", topology="4x8", tp=8, ep=32, dp=4, stack="dp-attention")
     f = fit(setup, Workload(context_tokens=32768, batch=16, prefill_chunk_tokens=2048))
-    j = f.model_dump(mode="json")
+    j = dump(f)
     renamed = {"replicated_bytes": "replicated_weights_bytes"}
     for k in PER_DEVICE:
         assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], k

@@ -34,6 +34,7 @@ from k3plan.step.work import (
     attention_decode_flops_per_token,
     attention_prefill_flops_per_token,
 )
+from k3plan.structs import replace
 
 CONTEXT = 131072
 
@@ -276,7 +277,7 @@ def test_tensor_groups_refine_the_classes():
 def test_kda_recurrence_splits_by_its_own_heads():
     """KDA heads 64, MLA heads 96 at TP 64: the KDA state splits 64 ways, MLA attention stays whole."""
     spec = k3().spec
-    spec = spec.model_copy(update={"kda": spec.kda.model_copy(update={"heads": 64})})
+    spec = replace(spec, kda=replace(spec.kda, heads=64))
     ops = {o.name: o for o in decode_ops(spec, weights=[], kv_bytes_per_token=24 * 1152,
                                          state_bytes_per_sequence=69 * 1000, tp=64, seqs=1, ep_tokens=1,
                                          touched=16.0, context=1000)}

@@ -22,6 +22,7 @@ from k3plan.plan.space import build_space
 from k3plan.report.viable import smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
+from k3plan.structs import dump
 
 HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
@@ -52,7 +53,7 @@ def test_plan_row_equals_fit_json(context, batch, pick):
     setup = make_setup(hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
                        stack=r.stack, kv_dtype=r.kv_dtype_override)
     f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
-    j = f.model_dump(mode="json")
+    j = dump(f)
     renamed = {"replicated_bytes": "replicated_weights_bytes"}
     for k in PER_DEVICE:
         assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], (k, r)
@@ -136,7 +137,7 @@ def test_plan_offers_uneven_ep_rows_on_nvl72_and_they_equal_fit(context, batch):
         setup = make_setup(hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp, stack=r.stack)
         assert setup.plan.uneven  # (tp 3 rows also have vocab fallbacks: refused for those, as fit)
         f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
-        j = f.model_dump(mode="json")
+        j = dump(f)
         renamed = {"replicated_bytes": "replicated_weights_bytes"}
         for k in PER_DEVICE:
             assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], (k, r)
