@@ -290,18 +290,27 @@ NOT_TRANSFERRED = {
 }
 
 
-def transfer_source_kinds(peaks: Peaks) -> list[Peaks]:
-    """The peaks of every bundled TPU hardware spec other than ``peaks``' device kind (empty for a non-TPU)."""
+def transfer_source_kinds(peaks: Peaks, kinds: set[str] | None = None) -> list[Peaks]:
+    """The peaks of every bundled TPU hardware spec other than ``peaks``' device kind (empty for a non-TPU), in
+    list_hardware's order. ``kinds`` (lower-case device kinds the records hold): only the specs of those kinds,
+    and the specs are read until each is found -- the tpu-* files first, so a fit reads one or two of the
+    fourteen bundled specs, not all (each is a YAML parse and a validation)."""
     if not peaks.device_kind.upper().startswith("TPU"):
         return []
     from k3plan.hardware.loader import list_hardware, load_hardware
 
-    out = []
-    for name in list_hardware():
-        hw = load_hardware(name)
-        if hw.device_kind.upper().startswith("TPU") and hw.device_kind.lower() != peaks.device_kind.lower():
-            out.append(Peaks.from_hardware(hw))
-    return out
+    names = list_hardware()
+    target = peaks.device_kind.lower()
+    wanted = None if kinds is None else {k for k in kinds if k != target}
+    found: dict[int, Peaks] = {}
+    for i in sorted(range(len(names)), key=lambda i: not names[i].startswith("tpu")):  # stable: tpu-* first
+        if wanted is not None and wanted <= {p.device_kind.lower() for p in found.values()}:
+            break
+        hw = load_hardware(names[i])
+        kind = hw.device_kind.lower()
+        if hw.device_kind.upper().startswith("TPU") and kind != target and (wanted is None or kind in wanted):
+            found[i] = Peaks.from_hardware(hw)
+    return [found[i] for i in sorted(found)]
 
 
 def transfer_curves(
@@ -312,7 +321,7 @@ def transfer_curves(
     Several source TPUs: the first bundled spec's wins (one source a curve, never a max over them)."""
     kinds = {r.device_kind.lower() for r, _ in records if not r.is_cpu}
     added: dict[str, EfficiencyCurve] = {}
-    for src in transfer_source_kinds(peaks):
+    for src in transfer_source_kinds(peaks, kinds):
         if src.device_kind.lower() not in kinds:
             continue
         theirs = build_curves(records, peaks=src)

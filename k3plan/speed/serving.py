@@ -111,6 +111,8 @@ class _ModelAt:
         self.setup, self.spec_hardware, self.probes = setup, spec_hardware, probes
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
+        self.curves: Any = None  # the efficiency curves of this question's records, read once (curves_for)
+        self.curves_read = False
 
     def speed(self, batch: int, context: int, chunk: int):
         key = (batch, context, min(chunk, context))
@@ -144,10 +146,12 @@ class _ModelAt:
             from k3plan.speed.stage import curves_for, decode_op_costs
 
             peaks = Peaks.from_hardware(self.spec_hardware)
-            curves, _ = curves_for(peaks, self.probes)
+            if not self.curves_read:  # every decode point of one question reads the same records: once
+                self.curves, _ = curves_for(peaks, self.probes)
+                self.curves_read = True
             ops = decode_op_costs(self.setup, batch=batch, context=context)
             stage = add_terms(
-                expected_time(ops, peaks=peaks, curves=curves),
+                expected_time(ops, peaks=peaks, curves=self.curves),
                 engine_terms(ops, stage="decode", stack=self.setup.stack.name, device_kind=peaks.device_kind),
             )
             self.decodes[(batch, context)] = stage.expected_s
