@@ -11,6 +11,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from k3plan.budget.result import PerDevice
 from k3plan.plan.deployment import CostRow
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
@@ -19,6 +20,7 @@ from k3plan.sharding.resolve import uneven_words
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.decode import BINDING
 from k3plan.step.ops import COLLECTIVE_NAMES
+from k3plan.structs import fields
 from k3plan.units import GiB
 
 TEMP_EVIDENCE = (
@@ -27,18 +29,10 @@ TEMP_EVIDENCE = (
     "measured",
     "temp model",
 )  # plan.evaluate.apply_evidence / apply_temp_model codes
-PER_DEVICE = (
-    "weights_bytes",
-    "replicated_bytes",
-    "kv_bytes",
-    "state_bytes",
-    "temp_bytes",
-    "reserve_bytes",
-    "free_bytes",
-    "kv_bytes_per_token",
-    "state_bytes_per_sequence",
-    "sequences",
-)
+# fit's per-device terms, one class for fit and plan (budget.result.PerDevice): a row's are the columns at its index
+PER_DEVICE = fields(PerDevice)
+# the column each field is read from, where the column's name differs (plan.table.StepColumns)
+COLUMN_OF = {"replicated_weights_bytes": "replicated_bytes"}
 
 
 def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
@@ -79,25 +73,6 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
     return out
 
 
-class RowPerDevice(BaseModel):
-    """fit's per-device terms of the row (bytes, ints), plus the KV a token and state a sequence."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    weights_bytes: int
-    replicated_bytes: int
-    kv_bytes: int
-    state_bytes: int
-    temp_bytes: int
-    reserve_bytes: int
-    free_bytes: int
-    kv_bytes_per_token: int
-    state_bytes_per_sequence: int
-    sequences: int
-
-
-assert tuple(RowPerDevice.model_fields) == PER_DEVICE  # one spelling: the column names are the fields
-
 KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
 EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source")  # absent from the JSON until set
 
@@ -129,7 +104,7 @@ class PlanRow(BaseModel):
     tokens_per_s_per_chip: Optional[float]
     binding: Optional[str]
     cost_usd_per_hour: Optional[float]
-    per_device: RowPerDevice
+    per_device: PerDevice
     temp_evidence: str
     layout_notes: list[str]
     # the later passes (plan/wire.py, plan/expected.py) set these with model_copy(update=...)
@@ -226,18 +201,7 @@ def row(*, space: Space, cols: StepColumns, i: int, rank: int, fits: bool = True
         tokens_per_s_per_chip=float(cols.tokens_per_s_per_chip[i]) if fits else None,
         binding=BINDING[int(cols.binding[i])] if fits else None,
         cost_usd_per_hour=None if math.isnan(cost) else cost,
-        per_device=RowPerDevice(
-            weights_bytes=int(cols.weights_bytes[i]),
-            replicated_bytes=int(cols.replicated_bytes[i]),
-            kv_bytes=int(cols.kv_bytes[i]),
-            state_bytes=int(cols.state_bytes[i]),
-            temp_bytes=int(cols.temp_bytes[i]),
-            reserve_bytes=int(cols.reserve_bytes[i]),
-            free_bytes=int(cols.free_bytes[i]),
-            kv_bytes_per_token=int(cols.kv_bytes_per_token[i]),
-            state_bytes_per_sequence=int(cols.state_bytes_per_sequence[i]),
-            sequences=int(cols.sequences[i]),
-        ),
+        per_device=PerDevice(**{k: int(getattr(cols, COLUMN_OF.get(k, k))[i]) for k in PER_DEVICE}),
         temp_evidence=TEMP_EVIDENCE[int(cols.temp_source[i])],
         layout_notes=layout_notes(space=space, cols=cols, i=i),
     )

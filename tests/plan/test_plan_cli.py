@@ -43,8 +43,7 @@ def test_recommendation_is_confirmed_by_fit(k3_128k):
     r = fit(setup, Workload(context_tokens=131072, batch=1, prefill_chunk_tokens=rec["chunk_tokens"]))
     assert r.fits and r.weights_fit and not r.replicated
     for k, v in rec["per_device"].items():  # exact bytes, not within a tolerance
-        want = getattr(r.per_device, "replicated_weights_bytes" if k == "replicated_bytes" else k)
-        assert v == want, k
+        assert v == getattr(r.per_device, k), k
     assert rec["max_sequences"] == r.capacity.max_sequences >= 1
     assert rec["free_gib_per_device"] == pytest.approx(r.per_device.free_bytes / 2**30)
 

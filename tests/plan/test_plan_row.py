@@ -1,8 +1,9 @@
 """PlanRow: the typed plan row dumps to the dict rows' JSON (keys, order, absent extensions) and
 spells its split, fit flags and setup options once."""
 
+from k3plan.budget.result import PerDevice
 from k3plan.plan.deployment import CostRow
-from k3plan.plan.rows import PER_DEVICE, PlanRow, RowPerDevice
+from k3plan.plan.rows import PER_DEVICE, PlanRow
 
 KEYS = ["rank", "hardware", "topology", "chips", "devices", "tp", "ep", "dp", "pp", "stack", "kv_dtype",
         "kv_dtype_override", "chunk_tokens", "free_gib_per_device", "weights_gib_per_device", "max_sequences",
@@ -15,7 +16,7 @@ def _row(pp: int = 1) -> PlanRow:
                    stack="sglang", kv_dtype="fp8_ds_mla", kv_dtype_override=None, chunk_tokens=8192,
                    free_gib_per_device=1.5, weights_gib_per_device=60.25, max_sequences=3, tpot_ms=40.0,
                    tokens_per_s_per_chip=2.5, binding="memory", cost_usd_per_hour=None,
-                   per_device=RowPerDevice(**{k: i for i, k in enumerate(PER_DEVICE)}), temp_evidence="analytic",
+                   per_device=PerDevice(**{k: i for i, k in enumerate(PER_DEVICE)}), temp_evidence="analytic",
                    layout_notes=[])
 
 

@@ -141,9 +141,8 @@ def test_plan_row_and_launch_equal_fit_for_a_dp_attention_gpu_point():
     setup = make_setup(hardware="nvidia-h200", topology="4x8", tp=8, ep=32, dp=4, stack="dp-attention")
     f = fit(setup, Workload(context_tokens=32768, batch=16, prefill_chunk_tokens=2048))
     j = dump(f)
-    renamed = {"replicated_bytes": "replicated_weights_bytes"}
     for k in PER_DEVICE:
-        assert getattr(r.per_device, k) == j["per_device"][renamed.get(k, k)], k
+        assert getattr(r.per_device, k) == j["per_device"][k], k
     assert j["cache_layout"]["state_slots_per_sequence"] == 3
     stack = next(s for s in sp.stacks if s.runs_on(hw))
     launch = launch_for(pick=r, hw=hw, stack=stack, topology=sp.topologies[int(cols.topo[hit[0]])], model=m,
