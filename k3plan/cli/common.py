@@ -10,7 +10,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -18,7 +18,7 @@ from k3plan.units import DEFAULT_CONTEXT_TOKENS as DEFAULT_CONTEXT_TOKENS  # re-
 from k3plan.units import DEFAULT_PREFILL_CHUNK_TOKENS
 
 if TYPE_CHECKING:
-    from k3plan.workload.specdecode import SpecDecode
+    pass
 
 
 # Piped or captured output (CI logs, `| less`) gets 140 columns rather than rich's 80, so that the
@@ -189,27 +189,6 @@ PrefixTierOpt = Annotated[
 ]
 
 
-def spec_decode_from(
-    spec_tokens: Optional[int],
-    acceptance: Optional[str],
-    draft_bytes: Optional[str],
-    draft_kv_bytes_per_token: Optional[int] = None,
-) -> Optional[SpecDecode]:
-    """The speculative-decoding options above checked together: a SpecDecode, or None without
-    speculative decoding (then no draft option may be given)."""
-    from k3plan.errors import K3PlanError
-    from k3plan.workload.specdecode import parse_spec_decode
-
-    if (spec_tokens is None) != (acceptance is None):
-        raise K3PlanError("--spec-tokens and --acceptance go together: e.g. --spec-tokens 3 --acceptance 0.8")
-    for flag, v in (("--draft-bytes", draft_bytes), ("--draft-kv-bytes-per-token", draft_kv_bytes_per_token)):
-        if v is not None and spec_tokens is None:
-            raise K3PlanError(f"{flag}: only with --spec-tokens K --acceptance A")
-    if spec_tokens is None or acceptance is None:
-        return None
-    return parse_spec_decode(spec_tokens=spec_tokens, acceptance=acceptance)
-
-
 def tokens(value: Any) -> int:
     """A token count as people write it: 131072, 128k, 1M (k3plan.tokencount; issue 36); typer's parser."""
     if isinstance(value, int):
@@ -263,77 +242,6 @@ CalibrationOpt = Annotated[
 ]
 
 
-def setup_from(
-    *, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None, pp=None, spec_verify_tokens=None
-):
-    """The one place a command turns its shared options into a Setup (``spec_verify_tokens``: fit and
-    roofline with --spec-tokens put it in their options, make_setup)."""
-    from k3plan.errors import K3PlanError
-    from k3plan.plan.defaults import make_default_setup as make_setup
-
-    for flag, value in (("--topology", topology), ("--shardspecs", shardspecs), ("--kv-dtype", kv_dtype)):
-        if value is not None and not str(value).strip():  # `--shardspecs=` is not "no shardspecs"
-            raise K3PlanError(f"{flag} is empty; leave it out for the default, or give a value")
-
-    return make_setup(
-        model=model,
-        hardware=hardware,
-        topology=topology,
-        tp=tp,
-        ep=ep,
-        dp=dp,
-        stack=stack,
-        kv_dtype=kv_dtype,
-        shardspecs=shardspecs,
-        pp=pp,
-        spec_verify_tokens=spec_verify_tokens,
-    )
-
-
-# how many larger standard topologies fit tries, past the first whose weights leave room, before it
-# reports the smallest one's failure: a fit is ~0.1 s, and a workload that fits none of the next
-# four fits only a much larger slice, which `k3plan plan` finds with its reasons
-MAX_DEFAULT_TOPOLOGY_TRIES = 5
-R = TypeVar("R")
-
-
-def fitting_setup(setup_options: dict, run_fit: Callable[[Any], R], fits: Callable[[R], bool]) -> tuple[dict, Any, R]:
-    """The Setup of the options and ``run_fit`` of it (``fits`` reads the verdict). Without --topology: the smallest standard
-    topology (of those whose weights leave room, setup.default_topologies) where the workload fits,
-    named in the notes with the smaller ones it does not fit; if none of the first
-    MAX_DEFAULT_TOPOLOGY_TRIES does, the smallest one and its failure. Returns (options with the
-    topology chosen, setup, result)."""
-    import dataclasses
-
-    from k3plan.errors import K3PlanError
-    from k3plan.plan.defaults import default_topologies
-
-    setup = setup_from(**setup_options)
-    result = run_fit(setup)
-    if setup_options.get("topology") is not None or fits(result):
-        return setup_options, setup, result
-    o = setup_options
-    hw = setup.hardware
-    candidates = default_topologies(hw, setup.model, setup.stack, o.get("tp"), o.get("ep"), o.get("dp"))
-    missed = [setup.topology.text]
-    for topo in candidates[1:MAX_DEFAULT_TOPOLOGY_TRIES]:
-        options = {**setup_options, "topology": topo.text}
-        try:
-            s = setup_from(**options)
-        except K3PlanError:  # a split the larger topology cannot take: not a candidate
-            continue
-        note = (
-            f"topology {topo.text}: default, the smallest standard {hw.name} topology where this workload fits "
-            f"({', '.join(missed)}: weights leave room, the workload does not fit)"
-        )
-        s = dataclasses.replace(s, notes=(note,) + s.notes)
-        r = run_fit(s)
-        if fits(r):
-            return options, s, r
-        missed.append(topo.text)
-    return setup_options, setup, result
-
-
 _SETUP_OPTIONS = (
     ("model", ModelOpt, "kimi-k3"),
     ("hardware", HardwareOpt, "tpu-v7x"),
@@ -381,5 +289,5 @@ def with_options(fn, *, takes: str, options, build, shared_first: bool = False):
 def with_setup_options(fn):
     """Give a command the options every planning command shares (model, hardware, topology, tp,
     ep, dp, stack, kv dtype, shardspecs) without repeating them: ``fn`` takes ``setup_options``
-    (a dict for ``setup_from``) plus its own options, and typer sees them all."""
+    (a dict for ``k3plan.app.setup.setup_from``) plus its own options, and typer sees them all."""
     return with_options(fn, takes="setup_options", options=_SETUP_OPTIONS, build=lambda v: v, shared_first=True)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from k3plan.app.setup import setup_from
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
     BatchOpt,
@@ -15,7 +16,6 @@ from k3plan.cli.common import (
     JsonOpt,
     console,
     print_json,
-    setup_from,
     with_setup_options,
 )
 from k3plan.cli.lists import whole_numbers

@@ -202,7 +202,7 @@ def with_plan_options(fn):
         )
         if not o.pop("from_plan"):
             return None
-        from k3plan.cli.common import setup_from
+        from k3plan.app.setup import setup_from
         from k3plan.probes.op_shapes import plan_shapes
 
         batch, context, chunk = o.pop("batch"), o.pop("context"), o.pop("chunk")

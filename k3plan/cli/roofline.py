@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from k3plan.app.setup import fitting_setup, setup_from, spec_decode_from
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
     AcceptanceOpt,
@@ -22,10 +23,7 @@ from k3plan.cli.common import (
     ProbesOpt,
     SpecTokensOpt,
     console,
-    fitting_setup,
     print_json,
-    setup_from,
-    spec_decode_from,
     with_setup_options,
 )
 
@@ -105,7 +103,7 @@ def command(
         draft_bytes=draft_bytes,
         draft_kv_bytes_per_token=draft_kv_bytes_per_token,
     )
-    if setup_options["topology"] is None:  # the topology fit would choose (cli.common.fitting_setup)
+    if setup_options["topology"] is None:  # the topology fit would choose (app.setup.fitting_setup)
         setup_options, setup, _ = fitting_setup(setup_options, verdict_of, lambda r: r[0].fits)
     else:
         setup = setup_from(**setup_options)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from k3plan.app.setup import setup_from
 from k3plan.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -17,7 +18,6 @@ from k3plan.cli.common import (
     console,
     err_console,
     print_json,
-    setup_from,
     with_setup_options,
 )
 from k3plan.cli.lists import whole_numbers

@@ -23,7 +23,7 @@ def default_topology(
     """The smallest standard topology whose per-device weights, with the stack's default split (or
     the split asked for) and its reserve, leave room on a device: the first of default_topologies
     (a quick screen; `fit` then gives the full verdict, and the CLI moves up the list while the
-    workload does not fit: cli.common.fitting_setup)."""
+    workload does not fit: app.setup.fitting_setup)."""
     found = default_topologies(hw, model, stack, tp, ep, dp)
     if not found:
         raise K3PlanError(f"{hw.name}: no standard topology leaves room for {model.name}'s weights; pass --topology")

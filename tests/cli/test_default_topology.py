@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from k3plan.cli.common import MAX_DEFAULT_TOPOLOGY_TRIES
+from k3plan.app.setup import MAX_DEFAULT_TOPOLOGY_TRIES
 from k3plan.plan.defaults import default_topologies
 from k3plan.plan.defaults import make_default_setup as make_setup
 

@@ -1,0 +1,301 @@
+"""What `k3plan fit` answers, typed: a FitQuestion (the options cli/fit.py parsed) to a FitAnswer (the budget,
+its speed, advice, prefix-cache TTFT and the engine's own sizing). cli/fit.py only parses, asks and renders
+(issue 33: one typed question and one typed answer a command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from k3plan.structs import Frozen
+
+if TYPE_CHECKING:
+    from k3plan.advice.wiring import Draft
+    from k3plan.budget.fit import FitResult
+    from k3plan.setup import Setup
+
+
+class FitQuestion(Frozen):
+    """fit's options as parsed: the setup options (k3plan.app.setup.setup_from's keywords), the workload, the
+    evidence, and the extensions (speculative decoding, offload, prefix cache, a serve command)."""
+
+    __coerce__ = False  # the options as given
+
+    setup_options: dict[str, Any]
+    context: int
+    batch: int = 1
+    chunk: Optional[int] = None
+    calibration: Optional[Path] = None
+    probes: Optional[Path] = None
+    allow_cpu_probes: bool = False
+    offload: Optional[str] = None
+    spec_tokens: Optional[int] = None
+    acceptance: Optional[str] = None
+    draft_bytes: Optional[str] = None
+    draft_kv_bytes_per_token: Optional[int] = None
+    prefix_hit: Optional[float] = None
+    prefix_tier: str = "hbm"
+    serve: Optional[str] = None
+
+
+class FitAnswer(Frozen):
+    """What fit found: the budget (its speed set where it fits), the advice, the prefix-cache TTFT, the engine's
+    own sizing (fit --json's ``engine``) and, with --serve, the command read and the engine's start verdict."""
+
+    __coerce__ = False
+
+    result: FitResult
+    setup: Setup
+    advice: Any  # k3plan.advice.wiring's FitAdvice
+    prefix_hit: Any = None  # k3plan.tiers.prefix.PrefixHit
+    engine: Optional[dict[str, Any]] = None
+    served: Any = None  # k3plan.engines.serve's reading of --serve
+    spec_asked: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """0 when it fits (with --serve: when the engine would start), else 1."""
+        if self.served is not None:
+            starts = self.engine is None or self.engine["starts"]
+            return 0 if _serve_fits(self.result) and starts else 1
+        return 0 if self.result.fits else 1
+
+
+def answer(q: FitQuestion) -> FitAnswer:
+    """The budget of the question's configuration, at the default topology where none is given
+    (k3plan.app.setup.fitting_setup), with its speed, advice, extensions and the engine's sizing."""
+    import dataclasses
+
+    from k3plan.advice.wiring import (
+        draft_kv_of,
+        fit_advice,
+        fit_with_draft,
+        offload_report,
+        spec_decode_report,
+    )
+    from k3plan.app.setup import fitting_setup, spec_decode_from
+    from k3plan.budget.fit import check_workload
+    from k3plan.evidence.calibration import load_calibration
+    from k3plan.roofline.bounds import Efficiency
+    from k3plan.roofline.latency import measured_hardware
+
+    setup_options, context, batch, chunk = q.setup_options, q.context, q.batch, q.chunk
+    probes, allow_cpu_probes, offload = q.probes, q.allow_cpu_probes, q.offload
+    draft_bytes, draft_kv_bytes_per_token = q.draft_bytes, q.draft_kv_bytes_per_token
+    prefix_hit, prefix_tier = q.prefix_hit, q.prefix_tier
+    served = None
+    if q.serve is not None:
+        setup_options, context, batch, chunk, served = _from_serve(q.serve, setup_options, context, chunk)
+    workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
+    spec = spec_decode_from(q.spec_tokens, q.acceptance, draft_bytes, draft_kv_bytes_per_token)
+    if spec is not None:  # the engine's state pool with speculative decoding (Stack.for_spec_decode)
+        setup_options = {**setup_options, "spec_verify_tokens": spec.forward_tokens_per_step}
+    from k3plan.tiers.prefix import check_prefix_options
+
+    check_prefix_options(prefix_hit, prefix_tier)
+    cal = load_calibration(str(q.calibration)) if q.calibration else None  # a bad file fails before the setup
+    eff = Efficiency()
+
+    def run_fit(setup: Setup) -> tuple[FitResult, Draft | None]:
+        return fit_with_draft(
+            setup,
+            workload,
+            spec_decoding=spec is not None,
+            draft_bytes=draft_bytes,
+            draft_kv_bytes_per_token=draft_kv_bytes_per_token,
+            calibration=cal,
+        )
+
+    setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
+    hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
+    speed_setup = dataclasses.replace(setup, hardware=hw)
+    if result.fits:  # a speed figure only for a workload that fits
+        from k3plan.structs import replace
+
+        result = replace(
+            result, speed=_speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
+        )
+    sd = off = None
+    if spec is not None and d is not None and result.fits:  # d is set only with a spec
+        sd = spec_decode_report(
+            speed_setup,
+            spec=spec,
+            batch=batch,
+            context_tokens=context,
+            draft_bytes=d.bytes,
+            draft_what=d.what,
+            draft_kv=d.kv,
+            eff=eff,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+        )
+    if offload is not None:
+        from k3plan.tiers.model import offload_tier
+
+        offload_tier(setup.hardware, offload)  # a bad tier is bad input whether or not the workload fits
+    if offload is not None and result.fits:  # an offload cost (TTFT, prefill time) only for a workload that fits
+        off = offload_report(speed_setup, workload, offload, eff=eff, probes=probes)
+    advice = fit_advice(
+        setup_options,
+        setup,
+        workload,
+        result,
+        calibration=cal,
+        speed_setup=speed_setup,
+        eff=eff,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+        spec_decode=sd,
+        offload=off,
+        draft_bytes=d.bytes if d else 0,
+        draft_kv_of=draft_kv_of(d) if d else None,
+        splits=True,  # issue 36: other splits of the same chips first (k3plan.advice.splits)
+    )
+    ph = None
+    if prefix_hit is not None and result.fits:  # a TTFT only for a workload that fits
+        from k3plan.roofline.bounds import prefill_bound
+        from k3plan.tiers.prefix import prefix_hit as prefix_hit_ttft
+
+        pre = prefill_bound(
+            speed_setup, prompt_tokens=context, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, probes=probes
+        )
+        ph = prefix_hit_ttft(
+            speed_setup, prompt_tokens=context, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
+        )
+    return FitAnswer(
+        result=result,
+        setup=setup,
+        advice=advice,
+        prefix_hit=ph,
+        engine=_engine_json(setup, result, served),
+        served=served,
+        spec_asked=spec is not None,
+    )
+
+
+def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None):
+    """fit's setup options and workload from a serve command (k3plan.engines.serve): the command's flags win;
+    a split or stack given beside it is bad input. The verdict is the engine's start check: one sequence of
+    max_model_len (the engine does not hold max_num_seqs at full length to start)."""
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+    from k3plan.hardware import load_hardware
+
+    clash = [f"--{k.replace('_', '-')}" for k in ("tp", "ep", "dp", "pp", "stack", "kv_dtype") if setup_options.get(k)]
+    if clash:
+        raise K3PlanError(f"--serve sets the split, stack and KV dtype itself; drop {', '.join(clash)}")
+    kind = load_hardware(setup_options["hardware"]).kind
+    q = parse_serve(serve, platform=kind)
+    if setup_options.get("model") not in (None, "kimi-k3", q.model):
+        raise K3PlanError(f"--serve serves {q.model}; drop --model {setup_options['model']}")
+    opts = {
+        **setup_options,
+        "model": q.model,
+        "tp": q.tp,
+        "ep": q.ep,
+        "dp": q.dp,
+        "pp": q.pp,
+        "stack": q.stack_ref,
+        "kv_dtype": q.kv_dtype,
+    }
+    return opts, q.context or context, 1, q.chunk or chunk, q
+
+
+def _serve_fits(result: FitResult) -> bool:
+    """With --serve the verdict is the engine's start check, and k3plan's own budget only where it is certain:
+    a configuration whose temporaries come from the temp model fails here only if the band's lower end fails too
+    (issue 34: the band's upper end alone must not refuse what the engine runs)."""
+    low = result.capacity.band_low_max_sequences
+    return result.fits or (low is not None and low >= 1)
+
+
+def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
+    """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm_memory)."""
+    from k3plan.engines.vllm_memory import engine_sizing
+
+    lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
+    if lay is None:
+        return None
+    got = engine_sizing(
+        stack_name=st.name,
+        kv_pool_method=st.kv_pool.method if st.kv_pool else None,
+        reserve_fraction=st.reserve.fraction_of_usable_hbm,
+        hardware=hw.name,
+        visible_bytes=hw.usable_bytes_per_device,
+        visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
+        weights_bytes=result.per_device.weights_bytes,
+        expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
+        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm_memory.moe_shard_padding)
+        moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
+        tp=setup.parallel.tp,
+        expert_parallel=True if served is None else served.expert_parallel,
+        # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM)
+        vision_bytes=0
+        if served is None or served.language_model_only or served.engine != "vllm"
+        else sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
+        temp_bytes=result.per_device.temp_bytes,
+        temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",
+        page_bytes=lay.page_bytes,
+        kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
+        block_tokens=lay.block_tokens,
+        paging_source=st.paging.source,
+        n_mla=lay.n_mla,
+        n_kda=lay.n_kda,
+        max_model_len=result.workload.context_tokens,
+    )
+    if got is None:
+        return None
+    out = got.as_json()
+    if served is not None and not result.fits and _serve_fits(result):
+        out["band_note"] = (
+            "k3plan's budget at the temp model's upper end does not fit, at the band's lower end it does "
+            f"({result.capacity.band_low_max_sequences} sequences): the engine's start check decides"
+        )
+    if served is not None:
+        out["serve"] = {
+            "engine": served.engine,
+            "stack": served.stack_ref,
+            "max_num_seqs": served.batch,
+            "ignored": list(served.ignored),
+        }
+    return out
+
+
+def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
+    """The decode bound at this workload (k3plan roofline's defaults), with probe records applied
+    (``setup`` already carries the measured hardware, ``notes`` name the records)."""
+    from k3plan.budget.result import Speed
+    from k3plan.roofline.bounds import Efficiency, decode_bound
+
+    d = decode_bound(
+        setup,
+        batch=workload.batch,
+        context_tokens=workload.context_tokens,
+        eff=Efficiency(),
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+    )
+    from k3plan.speed.serving import stands_behind  # issue 38: roofline's TPOT, measured where a benchmark is
+
+    tpot, _, _, _ = stands_behind(
+        setup,
+        spec_hardware,
+        batch=workload.batch,
+        context=workload.context_tokens,
+        chunk=workload.prefill_chunk_tokens,
+        expected=None,
+        ceiling_tpot_s=d.step_s,
+        ceiling_ttft_s=None,
+        probes=probes,
+    )
+    return Speed(
+        tpot_s=tpot.value_s,
+        tpot_source=tpot.source,
+        tpot_label=tpot.label,
+        ceiling_tpot_s=d.step_s,
+        tokens_per_s=workload.batch / tpot.value_s,
+        binding=d.binding,
+        collective_latency_source=d.comm.latency_source,
+        probes=notes,
+        source="k3plan roofline at 30% MFU, 100% HBM bandwidth",
+    )
