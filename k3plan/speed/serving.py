@@ -111,15 +111,24 @@ class _ModelAt:
         self.setup, self.spec_hardware, self.probes = setup, spec_hardware, probes
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
-        self.curves: Any = None  # the efficiency curves of this question's records, read once (curves_for)
-        self.curves_read = False
+        self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
+
+    def peaks_and_curves(self):
+        """(the spec's peaks, curves_for's answer): every workload of one question reads the same records, once."""
+        from k3plan.speed.peaks import Peaks
+        from k3plan.speed.stage import curves_for
+
+        peaks = Peaks.from_hardware(self.spec_hardware)
+        if self.read is None:
+            self.read = curves_for(peaks, self.probes)
+        return peaks, self.read
 
     def speed(self, batch: int, context: int, chunk: int):
         key = (batch, context, min(chunk, context))
         if key not in self.cache:
-            from k3plan.speed.peaks import Peaks
             from k3plan.speed.stage import expected_speed
 
+            peaks, read = self.peaks_and_curves()
             self.cache[key] = expected_speed(
                 self.setup,
                 batch=batch,
@@ -127,7 +136,8 @@ class _ModelAt:
                 prompt_tokens=context,
                 chunk_tokens=chunk,
                 probes=self.probes,
-                peaks=Peaks.from_hardware(self.spec_hardware),
+                peaks=peaks,
+                read=read,
             )
         return self.cache[key]
 
@@ -142,16 +152,12 @@ class _ModelAt:
         if (batch, context) not in self.decodes:
             from k3plan.speed.expected import expected_time
             from k3plan.speed.overheads import add_terms, engine_terms
-            from k3plan.speed.peaks import Peaks
-            from k3plan.speed.stage import curves_for, decode_op_costs
+            from k3plan.speed.stage import decode_op_costs
 
-            peaks = Peaks.from_hardware(self.spec_hardware)
-            if not self.curves_read:  # every decode point of one question reads the same records: once
-                self.curves, _ = curves_for(peaks, self.probes)
-                self.curves_read = True
+            peaks, (curves, _) = self.peaks_and_curves()
             ops = decode_op_costs(self.setup, batch=batch, context=context)
             stage = add_terms(
-                expected_time(ops, peaks=peaks, curves=self.curves),
+                expected_time(ops, peaks=peaks, curves=curves),
                 engine_terms(ops, stage="decode", stack=self.setup.stack.name, device_kind=peaks.device_kind),
             )
             self.decodes[(batch, context)] = stage.expected_s

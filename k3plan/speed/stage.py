@@ -239,12 +239,15 @@ def expected_speed(
     probes: Path | None = None,
     histogram=None,
     peaks: Peaks | None = None,
+    read: tuple | None = None,
 ) -> ExpectedSpeed:
-    """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled."""
+    """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled. ``read``: what
+    ``curves_for(peaks, probes)`` answered, where the caller has read the records already (a question asks the
+    model at several workloads: speed.serving's _ModelAt)."""
     from k3plan.step.ops import weight_groups_of_setup
 
     peaks = peaks or Peaks.from_hardware(setup.hardware)
-    curves, records = curves_for(peaks, probes)
+    curves, records = read if read is not None else curves_for(peaks, probes)
     weights = weight_groups_of_setup(setup)
     from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: the engine's fixed terms a step
 
