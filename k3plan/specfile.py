@@ -1,15 +1,115 @@
-"""Spec files (hardware, stacks, calibration, shardspecs): one way to read YAML and one way to turn
-pydantic's validation errors into a one-line message naming the file and the key."""
+"""Spec files (hardware, stacks, calibrations, serving benchmarks, config.json): one way to read YAML, one
+base for the schemas a file is checked against, and one way to turn a validation error into a one-line
+message naming the file and the key.
+
+The schemas every command reads (fit's path) are msgspec Structs (:class:`Spec`), checked by
+:func:`convert`: a pydantic model class costs a fit ~0.85 ms to build and its first model ~60 ms of
+pydantic's machinery to import (issue 33: a fresh ``k3plan fit`` within 1.5x the import floor), a Struct
+~0.14 ms and nothing. pydantic stays for the schemas only other commands read (probe records, check's
+baseline, sessions); :func:`describe` words its errors the same way.
+"""
 
 from __future__ import annotations
 
 import difflib
+import re
+import typing
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import ValidationError
+import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import parse_yaml, read_text
+from k3plan.structs import Frozen
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+T = TypeVar("T")
+
+
+class Spec(Frozen, forbid_unknown_fields=True):
+    """The base of a schema a spec file is checked against: frozen, keyword-only, unknown keys refused.
+    A rule goes in ``__post_init__`` (call the base's first) and raises ValueError, which :func:`convert`
+    reports at the key of the object that broke it, or at a field's key where the message starts with the
+    field's name and a colon (``"name: ' x': expected ..."``). Values are kept as msgspec converted
+    them (no Frozen coercion: the types are already checked)."""
+
+    __coerce__ = False
+
+
+def convert(cls: type[T], data: Any, label: str, *, strict: bool = True) -> T:
+    """``data`` (a YAML mapping) checked against ``cls`` (a :class:`Spec`); K3PlanError naming ``label``
+    and the key if it does not hold. ``strict=False`` also reads a number or a bool from a string."""
+    try:
+        return msgspec.convert(data, cls, strict=strict)
+    except msgspec.ValidationError as err:
+        raise K3PlanError(f"{label}: {describe_spec(err, cls)}") from None
+
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<key>[^`]*)`$")
+_FIELD = re.compile(r"^(?P<key>[a-z_][a-z0-9_]*): ")
+
+
+def _keys(path: str) -> list[str]:
+    """msgspec's ``$.a.b[0].c`` / ``$.d[...].e`` -> ["a", "b", "0", "c"] / ["d", "*", "e"]."""
+    out: list[str] = []
+    for part in re.findall(r"\.([^.\[]+)|\[([^\]]*)\]", path):
+        out.append(part[0] or ("*" if part[1] == "..." else part[1]))
+    return out
+
+
+def _struct_at(cls: Any, keys: list[str]) -> Any:
+    """The Struct type at ``keys`` below ``cls`` (through Optional, tuples, lists and dicts), or None."""
+    t: Any = cls
+    for key in [*keys, None]:
+        while True:  # unwrap containers and unions down to a Struct
+            origin, args = typing.get_origin(t), typing.get_args(t)
+            if origin is None:
+                break
+            structs = [a for a in args if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+            if origin in (list, tuple, dict) or structs:
+                t = (args[-1] if origin is dict else structs[0] if structs else args[0]) if args else None
+            else:
+                break
+        if key is None:
+            return t if isinstance(t, type) and issubclass(t, msgspec.Struct) else None
+        if key == "*" or key.isdigit():
+            continue
+        if not (isinstance(t, type) and issubclass(t, msgspec.Struct)):
+            return None
+        try:
+            t = typing.get_type_hints(t, include_extras=True).get(key)
+        except Exception:  # noqa: BLE001 - a hint that does not resolve: no suggestion, the message stands
+            return None
+    return None
+
+
+def describe_spec(err: msgspec.ValidationError, cls: Any = None) -> str:
+    """msgspec's error as one line in pydantic's words above: ``unknown key 'a.b'`` (with a did-you-mean
+    from the schema's keys there), ``missing key 'a.b'``, or ``a.b: what was expected``. msgspec stops at
+    the first problem, so one is named."""
+    m = _AT.match(str(err))
+    msg, path = (m["msg"], m["path"] or "") if m else (str(err), "")
+    keys = _keys(path)
+    where = ".".join(keys)
+    unknown, missing = _UNKNOWN.match(msg), _MISSING.match(msg)
+    if unknown or missing:
+        key = (unknown or missing)["key"]  # type: ignore[index]
+        full = ".".join([*keys, key])
+        if missing:
+            return f"missing key {full!r}"
+        at = _struct_at(cls, keys) if cls is not None else None
+        known = [f for f in getattr(at, "__struct_fields__", ()) if f != key]
+        near = difflib.get_close_matches(key, known, n=1)
+        return f"unknown key {full!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+    field = _FIELD.match(msg)  # a rule of one field (``__post_init__``'s "name: ..."): named at its key
+    if field and field["key"] in getattr(_struct_at(cls, keys) if cls is not None else None, "__struct_fields__", ()):
+        return ".".join([*keys, field["key"]]) + msg[len(field["key"]) :]
+    return f"{where or 'top level'}: {msg}"
 
 
 def read_yaml_mapping(label: str, path: Path) -> dict:
@@ -20,7 +120,7 @@ def read_yaml_mapping(label: str, path: Path) -> dict:
     return raw
 
 
-def describe(err: ValidationError) -> str:
+def describe(err: ValidationError) -> str:  # pydantic's
     """pydantic's errors as one line: unknown keys first (with a did-you-mean), then the rest."""
     errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
     missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}

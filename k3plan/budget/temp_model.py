@@ -39,7 +39,7 @@ FEATURE_OF = {"c_peak": "peak", "c_rest": "rest", "c_resident": "resident", "c_c
 
 
 class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True, allow_inf_nan=False)
 
 
 class StackBand(_F):

@@ -38,7 +38,7 @@ KINDS = ("tpu", "gpu")
 
 
 class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Source(_F):

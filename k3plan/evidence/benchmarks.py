@@ -40,7 +40,7 @@ Source = Literal["measured", "transferred", "model", "ceiling"]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Engine(_In):

@@ -34,7 +34,7 @@ from k3plan.units import GiB
 
 class _F(BaseModel):
     # strict: "64" is not a token count, 1 is not `true`, 5.0 is not a byte count; floats finite
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True, allow_inf_nan=False)
 
 
 _GIB_MAX = 2.0**20  # a sanity bound: a pebibyte a device is a typo, not a measurement

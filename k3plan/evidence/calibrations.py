@@ -28,7 +28,7 @@ RANK: dict[str, int] = {"measured": 0, "compiled": 1}  # lower is better evidenc
 
 
 class Entry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     file: str
     kind: Kind
@@ -39,7 +39,7 @@ class Entry(BaseModel):
 class Evidence(BaseModel):
     """One shipped calibration with its index entry."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     calibration: Calibration
     kind: Kind

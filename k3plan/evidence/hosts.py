@@ -22,7 +22,7 @@ FOLDER = Path(__file__).parent / "hosts"
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class FusionChain(_In):

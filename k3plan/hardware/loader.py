@@ -5,15 +5,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from k3plan.errors import K3PlanError
 from k3plan.hardware.schema import HardwareFile
 from k3plan.hardware.spec import HardwareSpec, resolve
 from k3plan.hardware.topology import parse_topology
 from k3plan.resources import data_dir
 from k3plan.safeparse import not_a_file
-from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.specfile import convert, read_yaml_mapping
 
 SPECS_DIR = data_dir("hardware_specs")
 DEFAULT_HARDWARE = "tpu-v7x"
@@ -48,10 +46,7 @@ def load_hardware(ref: str = DEFAULT_HARDWARE) -> HardwareSpec:
 @lru_cache(maxsize=64)
 def _load(label: str, path: Path, mtime_ns: int) -> HardwareSpec:  # mtime: an edited file reloads
     raw = read_yaml_mapping(label, path)
-    try:
-        file = HardwareFile.model_validate(raw)
-    except ValidationError as err:
-        raise K3PlanError(f"{label}: {describe(err)}") from None
+    file = convert(HardwareFile, raw, label)
     try:
         spec = resolve(file, path=str(path))
         for shape in spec.standard_topologies:  # a bad standard shape fails at load, not in a search

@@ -11,51 +11,35 @@ link bandwidths are one-way per chip; ``domain`` counts chips.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    StrictBool,
-    field_validator,
-    model_validator,
-)
+import msgspec
+
+from k3plan.specfile import Spec
+
+# A figure as written: a number or a string with its unit; finite, within int64, short, and not a bool
+# (``true`` is not 1), which _check_scalar refuses in words. Units are parsed later, by k3plan.units.
+Scalar = Union[bool, int, float, Annotated[str, msgspec.Meta(max_length=200)]]
 
 
-def _scalar(value: object) -> int | float | str:
-    """A figure as written: exact types (``true`` is not 1), finite floats (no .nan/.inf), integers
-    that fit int64, short strings (units are parsed later, by k3plan.units)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(  # noqa: TRY004 - pydantic turns ValueError, not TypeError, into a validation error
-            f"{value!r} is not a figure; expected a number or a string with its unit like '96GiB'"
-        )
+def _check_scalar(value: object) -> None:
+    if isinstance(value, bool):
+        raise ValueError(f"value: {value!r} is not a figure; expected a number or a string with its unit like '96GiB'")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value!r}: expected a finite number")
+        raise ValueError(f"value: {value!r}: expected a finite number")
     if isinstance(value, int) and abs(value) > 2**63 - 1:
-        raise ValueError("an integer of more than 19 digits; expected one below 2^63")
-    if isinstance(value, str) and len(value) > 200:
-        raise ValueError(f"a string of {len(value)} characters; expected a figure like '96GiB'")
-    return value
+        raise ValueError("value: an integer of more than 19 digits; expected one below 2^63")
 
 
-Scalar = Annotated[int | float | str, PlainValidator(_scalar)]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _HasSource(_Frozen):
+class _HasSource(Spec):
     source: str
 
-    @field_validator("source")
-    @classmethod
-    def _non_blank(cls, text: str) -> str:
-        if not text.strip():
-            raise ValueError("must not be empty: every number needs a source")
-        return text
+    def __post_init__(self) -> None:
+        if not self.source.strip():
+            raise ValueError("source: must not be empty: every number needs a source")
+        value = getattr(self, "value", None)
+        if value is not None:
+            _check_scalar(value)
 
 
 class Alternative(_HasSource):
@@ -78,19 +62,18 @@ class FlopsEntry(_HasSource):
     so a planner may use bf16's figure), or `unsupported: true` (no matmul path for it)."""
 
     value: Optional[Scalar] = None
-    no_gain: StrictBool = False
-    unsupported: StrictBool = False
+    no_gain: bool = False
+    unsupported: bool = False
     note: Optional[str] = None
     alternatives: tuple[Alternative, ...] = ()
 
-    @model_validator(mode="after")
-    def _one_meaning(self) -> "FlopsEntry":
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if sum([self.value is not None, self.no_gain, self.unsupported]) != 1:
             raise ValueError("give exactly one of value, no_gain: true, unsupported: true")
-        return self
 
 
-class LinkFile(_Frozen):
+class LinkFile(Spec):
     """A scale-up (ICI, NVLink, xGMI) or scale-out (DCN, InfiniBand/RoCE) link as written."""
 
     name: str
@@ -106,19 +89,20 @@ class PriceFile(_HasSource):
     """On-demand list price a chip-hour, dated; ``usd_per_chip_hour: null`` records that no public
     figure was found, and then ``note`` must say why (the planner treats it as unpriced)."""
 
-    usd_per_chip_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    usd_per_chip_hour: Optional[Annotated[float, msgspec.Meta(gt=0)]] = None
     date: str
     note: str | None = None
     alternatives: tuple[Alternative, ...] = ()
 
-    @model_validator(mode="after")
-    def _null_says_why(self) -> PriceFile:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.usd_per_chip_hour is not None and not math.isfinite(self.usd_per_chip_hour):
+            raise ValueError(f"usd_per_chip_hour: {self.usd_per_chip_hour!r}: expected a finite number")
         if self.usd_per_chip_hour is None and not (self.note or "").strip():
             raise ValueError("usd_per_chip_hour: null needs a note saying why no price is given")
-        return self
 
 
-class TierFile(_Frozen):
+class TierFile(Spec):
     """A memory tier below HBM (host DRAM, local SSD, remote storage), per host as written.
     ``size_per_host`` may be omitted for remote storage (no capacity limit the planner knows)."""
 
@@ -127,7 +111,7 @@ class TierFile(_Frozen):
     latency: Optional[Sourced] = None  # first byte, per restore
 
 
-class MemoryTiersFile(_Frozen):
+class MemoryTiersFile(Spec):
     """Optional: the tiers below HBM that hold suspended sessions' KV and state (issue 14)."""
 
     host_dram: Optional[TierFile] = None
@@ -142,7 +126,7 @@ class TopologyRules(_HasSource):
     standard: tuple[str, ...]
 
 
-class HardwareFile(_Frozen):
+class HardwareFile(Spec):
     """One hardware_specs/*.yaml, key for key."""
 
     name: str
@@ -165,13 +149,13 @@ class HardwareFile(_Frozen):
     memory_tiers: Optional[MemoryTiersFile] = None
     notes: tuple[str, ...] = ()
 
-    @field_validator("name")
-    @classmethod
-    def _a_name(cls, text: str) -> str:
-        """Printed in every result's first line and matched by --hardware and --price: not blank or padded."""
-        if not text.strip() or text != text.strip():
-            raise ValueError(f"{text!r}: expected a name such as 'tpu-v7x', without leading or trailing spaces")
-        return text
+    def __post_init__(self) -> None:
+        """The name is printed in every result's first line and matched by --hardware and --price: not blank
+        or padded."""
+        if not self.name.strip() or self.name != self.name.strip():
+            raise ValueError(
+                f"name: {self.name!r}: expected a name such as 'tpu-v7x', without leading or trailing spaces"
+            )
 
     def sources(self) -> dict[str, str]:
         """field path -> source, for every sourced figure in the file."""

@@ -4,13 +4,14 @@ Field order is the JSON key order."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
 from k3plan.hardware.schema import HardwareFile
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.hardware.topology import Topology
+from k3plan.structs import dump
 
 
 class _Frozen(BaseModel):
@@ -35,8 +36,17 @@ def _source_map(entries: tuple[FigureSource, ...]) -> dict[str, str]:
     return {e.figure: e.source for e in entries}
 
 
+def _no_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _no_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_none(v) for v in value]
+    return value
+
+
 def _file(f: HardwareFile) -> dict:
-    return f.model_dump(mode="json", exclude_none=True)
+    """The spec file as read, absent (None) keys left out."""
+    return _no_none(dump(f))
 
 
 class HardwareSummary(_Frozen):

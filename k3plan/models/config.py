@@ -95,7 +95,7 @@ class ConfigReader:
 class _Quant(BaseModel):
     # extra keys (activation_scheme, config_groups, ...) are the engines' business; the keys k3plan
     # reads are checked exactly (strict: "128" or 128.0 is not a block size)
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True, defer_build=True)
 
 
 class Fp8BlockQuant(_Quant):
