@@ -55,7 +55,7 @@ def typer_floor_source() -> str:
     """A script holding the import floor plus a typer command that declares fit's options (same
     names, types and defaults, read from fit's own typer command) and returns at once: what the
     installed typer costs any CLI with these options (typer 0.29 builds a pydantic TypeAdapter per
-    parameter on each run), before k3plan does anything."""
+    parameter on each run, which is why pyproject.toml keeps typer below 0.29), before k3plan does anything."""
     import typer
 
     from k3plan.cli.app import _new_app, _register
@@ -65,9 +65,14 @@ def typer_floor_source() -> str:
     group = typer.main.get_command(app)
     command = group.commands[ARGS[0]] if isinstance(group, typer.core.TyperGroup) else group
     params = []
+    click_kinds = {"integer": "int", "float": "float", "boolean": "bool", "text": "str", "path": "Path"}
     for p in command.params:
-        ann = p.type_descriptor.annotation
-        kind = "Path" if ann is Path else ann.__name__
+        if hasattr(p, "type_descriptor"):  # typer 0.29
+            ann = p.type_descriptor.annotation
+            kind = "Path" if ann is Path else ann.__name__
+        else:  # typer <= 0.28: the click type it made from the annotation
+            kind = click_kinds.get(p.type.name, "str")
+            ann = bool if kind == "bool" else None
         kind = kind if p.default is not None or ann is bool else f"{kind} | None"
         params.append(f"    {p.name}: Annotated[{kind}, typer.Option(*{list(p.opts)!r})] = {p.default!r},")
     return "\n".join([
