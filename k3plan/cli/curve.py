@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.app.setup import setup_from
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
     BatchOpt,
@@ -77,129 +76,66 @@ def command(
       k3plan curve -t 2x4x4 --tp 32 --batch 32 --context 32768 --turns 20 --system-tokens 4000 \\
           --user-tokens 800 --answer-tokens 1200 --tool-tokens 2000 --reasoning-tokens 6000
     """
-    from k3plan.budget.curve import chunk_sizes, curve
-    from k3plan.budget.fit import check_workload
-    from k3plan.evidence.calibration import load_calibration
+    from k3plan.app.curve import CurveQuestion, answer
 
-    w = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=None)
-    setup = setup_from(**setup_options)
-    cal = load_calibration(str(calibration)) if calibration else None
-    warnings: list[str] = []
-    beyond = setup.model.spec.context_warning(context)
-    if beyond:  # what memory allows is printed, but the model serves no position past its max
-        warnings.append(beyond)
-    if cal is not None:  # a calibration measured for another stack/TP/topology: say so, as `fit` does
-        from k3plan.budget.fit import check_calibration_matches
-
-        check_calibration_matches(setup, cal, warnings)
-    sizes = chunk_sizes(_parse_chunks(chunks), cal)
-    for c in sizes:
-        check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
-    points = curve(setup, workload=w, chunks=sizes, calibration=cal)
-    growth = None
-    from k3plan.cli.sessions import session_from
-
-    session = session_from(
-        turns=turns,
-        system_tokens=system_tokens,
-        user_tokens=user_tokens,
-        answer_tokens=answer_tokens,
-        reasoning_tokens=reasoning_tokens,
-        tool_tokens=tool_tokens,
-        drop_reasoning=drop_reasoning,
-    )
-    if session is not None:
-        from k3plan.cli.sessions import session_growth_at
-
-        growth = session_growth_at(setup, w, cal, session)
-    why_not = _why_not(points, context=context, batch=batch, turns=turns is not None and growth is None)
-    if cal is not None:
-        evidence = f", calibration {Path(cal.path).name}"
-    else:  # fit takes the best shipped calibration by default: the title names it too
-        from k3plan.budget.fit import default_evidence
-
-        found = default_evidence(setup)
-        if found:
-            evidence = f", {found[1]} calibration {Path(found[0].path).name}"
-        else:
-            from k3plan.budget.temp_model import load_temp_model
-
-            modelled = load_temp_model().applies_to(setup)
-            evidence = ", temp model (upper end of its band)" if modelled else ", analytic temp"
-    title = (
-        f"{setup.model.name} on {setup.hardware.name} {setup.topology.text}, {setup.parallel.label}, "
-        f"stack {setup.stack.name}, batch {batch}" + evidence
+    a = answer(
+        CurveQuestion(
+            setup_options=setup_options,
+            context=context,
+            batch=batch,
+            chunks=_parse_chunks(chunks),
+            calibration=calibration,
+            turns=turns,
+            user_tokens=user_tokens,
+            answer_tokens=answer_tokens,
+            reasoning_tokens=reasoning_tokens,
+            tool_tokens=tool_tokens,
+            system_tokens=system_tokens,
+            drop_reasoning=drop_reasoning,
+        )
     )
     if plot is not None:
         from k3plan.report.plots import plot_curve
 
-        plot_curve(points, title=title, path=plot)
-    from k3plan.setup import uneven_notes
-
-    notes = uneven_notes(setup.plan, setup.stack)  # the weights every point holds are the fullest device's
+        plot_curve(a.points, title=a.title, path=plot)
     if json_out:
         from k3plan.budget.curve_output import CurveOutput
 
         print_json(
             CurveOutput(
-                title=title,
-                context_tokens=context,
-                batch=batch,
-                calibration=cal.path if cal else None,
-                warnings=warnings,
-                notes=notes,
-                points=points,
-                sessions=growth,
-                reason=why_not.removeprefix("DOES NOT FIT: ") or None,
-                reason_code=_reason_code(why_not, turns=turns is not None and growth is None),
+                title=a.title,
+                context_tokens=a.context,
+                batch=a.batch,
+                calibration=a.calibration,
+                warnings=a.warnings,
+                notes=a.notes,
+                points=a.points,
+                sessions=a.growth,
+                reason=a.why_not.removeprefix("DOES NOT FIT: ") or None,
+                reason_code=a.reason_code,
             )
         )
-        if why_not:
-            typer.echo(why_not, err=True)
-            raise typer.Exit(1)
+        if a.why_not:
+            typer.echo(a.why_not, err=True)
+            raise typer.Exit(a.exit_code)
         return
     from k3plan.report.curve_table import render_curve
 
     render_curve(
-        points,
+        a.points,
         console,
-        title=title,
-        context=context,
-        model_max=setup.model.spec.max_context,
-        warnings=warnings,
-        notes=notes,
+        title=a.title,
+        context=a.context,
+        model_max=a.model_max_context,
+        warnings=a.warnings,
+        notes=a.notes,
     )
-    if growth is not None:
+    if a.growth is not None:
         from k3plan.report.curve_table import render_sessions
 
-        render_sessions(growth, console, batch=batch)
+        render_sessions(a.growth, console, batch=a.batch)
     if plot is not None:
         console.print(f"plot written to {plot}")
-    if why_not:
-        console.print(why_not)
-        raise typer.Exit(1)
-
-
-def _why_not(points, *, context: int, batch: int, turns: bool) -> str:
-    """One line saying why the workload does not fit (exit 1, as fit), or "" when a chunk size leaves
-    room: no chunk size leaves room for --batch sequences of --context tokens, or (--turns) no context
-    fits at all at the default chunk."""
-    if not any(p.status in ("ok", "outside calibration") for p in points):
-        counts = {s: sum(p.status == s for p in points) for s in ("no room", "refused", "replicated")}
-        what = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        return (
-            f"DOES NOT FIT: no prefill chunk size leaves room for {batch:,} sequence(s) of {context:,} tokens "
-            f"({what}); see k3plan fit"
-        )
-    if turns:
-        return f"DOES NOT FIT: --turns: no context fits at batch {batch:,} on this setup; see k3plan fit"
-    return ""
-
-
-def _reason_code(why_not: str, *, turns: bool) -> str | None:
-    """The k3plan.step.verdict.ReasonCode of ``_why_not``'s line (None: it fits)."""
-    from k3plan.step.verdict import ReasonCode
-
-    if not why_not:
-        return None
-    return (ReasonCode.NO_CONTEXT if turns and "--turns" in why_not else ReasonCode.NO_CHUNK).value
+    if a.why_not:
+        console.print(a.why_not)
+        raise typer.Exit(a.exit_code)

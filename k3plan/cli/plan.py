@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from k3plan.app.sessions import session_from
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
     TOKENS,
@@ -29,7 +30,6 @@ from k3plan.cli.sessions import (
     ToolTokensOpt,
     TurnsOpt,
     UserTokensOpt,
-    session_from,
 )
 from k3plan.errors import K3PlanError
 

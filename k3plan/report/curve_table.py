@@ -65,7 +65,7 @@ def render_curve(
 def render_sessions(g: SessionGrowth, console: Console, *, batch: int) -> None:
     """A multi-turn session's context a turn against the longest context the fit leaves a sequence."""
     s, cap = g.session, g.max_context_tokens
-    assert cap is not None  # cli.sessions.session_growth_at gives it fit's memory-allowed context
+    assert cap is not None  # app.sessions.session_growth_at gives it fit's memory-allowed context
     carried = "carried back" if s.carry_reasoning else "dropped (--drop-reasoning)"
     title = (
         f"sessions: {s.turns} turns, system {s.system_prompt_tokens:,}, a turn: user "
