@@ -64,7 +64,7 @@ def test_each_code_is_produced(cli, code):
 
 
 def test_curve_turns_code():
-    from k3plan.cli.curve import _reason_code
+    from k3plan.app.curve import _reason_code
 
     line = "DOES NOT FIT: --turns: no context fits at batch 4 on this setup; see k3plan fit"
     assert _reason_code(line, turns=True) == ReasonCode.NO_CONTEXT.value
