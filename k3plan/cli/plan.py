@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.app.sessions import session_from
 from k3plan.cli.common import (
     DEFAULT_CONTEXT_TOKENS,
     TOKENS,
@@ -218,10 +217,6 @@ def command(
     context at its last turn: K3 carries earlier reasoning back, so it grows faster than the
     visible conversation (--drop-reasoning to compare).
     """
-    from k3plan.deploy.prices import parse_price_overrides
-    from k3plan.hardware import list_hardware
-    from k3plan.plan import plan
-
     if emit is not None and emit[0] != "launch":
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
     if emit is not None:  # before the search: a folder or a missing folder is bad input now, not after it
@@ -234,69 +229,46 @@ def command(
         from k3plan.deploy.chart import chart_format
 
         chart_format(plot)  # .png or .svg, checked before the search
-    from k3plan.tiers.prefix import check_prefix_options
+    from k3plan.app.plan import PlanQuestion, answer
 
-    check_prefix_options(prefix_hit, prefix_tier)
-    session_note = None
-    session = session_from(
-        turns=turns,
-        system_tokens=system_tokens,
-        user_tokens=user_tokens,
-        answer_tokens=answer_tokens,
-        reasoning_tokens=reasoning_tokens,
-        tool_tokens=tool_tokens,
-        drop_reasoning=drop_reasoning,
-    )
-    if session is not None:
-        from k3plan.workload.sessions import session_growth
-
-        if context != DEFAULT_CONTEXT_TOKENS or isl is not None:
-            raise K3PlanError(
-                "--turns sets the context (the session's peak at its last turn): give it or --context / --isl, not both"
-            )
-        g = session_growth(session)
-        context = g.peak_context_tokens[-1]
-        session_note = (
-            f"context {context:,} tokens = a session's peak at turn {turns} ({g.session.carried_tokens_per_turn:,} "
-            f"tokens carried a turn, reasoning {'carried back' if not drop_reasoning else 'dropped'}; "
-            f"{g.growth_over_visible:.2f}x the visible conversation)"
+    a = answer(
+        PlanQuestion(
+            model=model,
+            hardware=_csv("--hardware", hardware),
+            stacks=_csv("--stacks", stacks),
+            max_chips=max_chips,
+            max_pp=max_pp,
+            context=context,
+            context_given=context != DEFAULT_CONTEXT_TOKENS,
+            concurrency=concurrency,
+            target_tpot_ms=target_tpot_ms,
+            objective=objective_from(minimize, maximize),
+            kv_dtypes=_csv("--kv-dtypes", kv_dtypes),
+            chunks=_ints("--chunks", chunks),
+            top=top,
+            ttft_ms=ttft_ms,
+            request_latency_ms=request_latency_ms,
+            isl=isl,
+            osl=osl,
+            request_rate=request_rate,
+            strict=strict,
+            price=list(price or []),
+            load_gbps=load_gbps,
+            turns=turns,
+            user_tokens=user_tokens,
+            answer_tokens=answer_tokens,
+            reasoning_tokens=reasoning_tokens,
+            tool_tokens=tool_tokens,
+            system_tokens=system_tokens,
+            drop_reasoning=drop_reasoning,
+            probes=probes,
+            allow_cpu_probes=allow_cpu_probes,
+            prefix_hit=prefix_hit,
+            prefix_tier=prefix_tier,
+            rank_by=rank_by,
         )
-    if isl is not None and osl is not None and context == DEFAULT_CONTEXT_TOKENS:
-        context = isl + osl  # a request's whole length; --context given explicitly wins
-    hw_list = _csv("--hardware", hardware)
-    overrides = parse_price_overrides(price or [], known=list(list_hardware()) + list(hw_list or []))
-    result = plan(
-        model=model,
-        hardware=hw_list,
-        stacks=_csv("--stacks", stacks),
-        max_chips=max_chips,
-        max_pp=max_pp,
-        context=context,
-        concurrency=concurrency,
-        target_tpot_ms=target_tpot_ms,
-        objective=objective_from(minimize, maximize),
-        kv_dtypes=_csv("--kv-dtypes", kv_dtypes),
-        chunks=_ints("--chunks", chunks),
-        top=top,
-        probes=probes,
-        allow_cpu_probes=allow_cpu_probes,
-        ttft_ms=ttft_ms,
-        request_latency_ms=request_latency_ms,
-        isl=isl,
-        osl=osl,
-        request_rate=request_rate,
-        strict=strict,
-        prices=overrides,
-        load_gbps=load_gbps,
-        rank_by=rank_by,
     )
-    if session_note is not None:
-        result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})
-    from k3plan.models import load_model
-
-    beyond = load_model(model).spec.context_warning(context)
-    if beyond:  # plan ranks the memory and speed at that context; the model serves no position past its max
-        result = result.model_copy(update={"assumptions": [f"warning: {beyond}"] + result.assumptions})
+    result, advice, ph = a.result, a.advice, a.prefix_hit
     written, skipped = [], []
     if plot is not None:
         if result.pareto:
@@ -314,14 +286,6 @@ def command(
             raise K3PlanError(f"--emit launch: {result.launch.error}")
         else:
             skipped.append(f"--emit launch {emit[1]}: not written, no configuration passes")
-    from k3plan.advice.plan import plan_advice
-
-    advice = plan_advice(result, probes=probes, allow_cpu_probes=allow_cpu_probes)
-    ph = None
-    if prefix_hit is not None:
-        from k3plan.advice.plan import pick_prefix_hit
-
-        ph = pick_prefix_hit(result, hit_rate=prefix_hit, tier=prefix_tier, prompt_tokens=isl or context, probes=probes)
     if json_out:
         from k3plan.plan.output import PlanOutput
 
@@ -340,5 +304,5 @@ def command(
             console.print(f"wrote {w}")
         for w in skipped:
             console.print(f"[yellow]{w}[/]")
-    if result.recommended is None:
-        raise typer.Exit(1)
+    if a.exit_code:
+        raise typer.Exit(a.exit_code)
