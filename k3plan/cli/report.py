@@ -39,21 +39,6 @@ def _stacks(text: str) -> dict[str, str]:
     return out
 
 
-def _deploy_stacks(platforms: list[str], asked: dict[str, str]) -> list[str] | None:
-    """The deployment section's stacks: None where none was asked (plan's default a machine), else the ones
-    asked and, for a kind not named, its machines' defaults."""
-    if not asked:
-        return None
-    from k3plan.engines.stack import default_stack_for
-    from k3plan.hardware import load_hardware
-
-    out = []
-    for name in platforms:
-        hw = load_hardware(name)
-        out.append(asked.get(hw.kind) or default_stack_for(hw)[0])
-    return list(dict.fromkeys(out))
-
-
 def command(
     model: ModelOpt = "kimi-k3",
     hardware: Annotated[
@@ -112,9 +97,9 @@ def command(
       k3plan report --out reports/k3-capacity.md --html
       k3plan report -H tpu-v7x,nvidia-b200 -c 131072 --concurrency 8 --out /tmp/r.md
     """
+    from k3plan.app.report import ReportQuestion, answer
     from k3plan.budget.fit import check_workload
-    from k3plan.report.capacity_write import collect, write
-    from k3plan.roofline.bounds import Efficiency
+    from k3plan.report.capacity_write import write
 
     t0 = time.perf_counter()
     contexts = whole_numbers("--context", context, example="131072,1048576")
@@ -131,19 +116,18 @@ def command(
     if plot_format not in ("png", "svg"):
         raise K3PlanError(f"--plot-format {plot_format!r}: expected png or svg")
     say = (lambda m: None) if json_out else (lambda m: err_console.print(m, highlight=False))
-    eff = Efficiency()
-    reports = collect(
+    q = ReportQuestion(
         model=model,
-        hardware=platforms,
+        platforms=platforms,
         stacks=_stacks(stack),
         contexts=contexts,
         concurrency=concurrency,
-        max_chips=max_chips or 10**9,
-        eff=eff,
+        max_chips=max_chips,
         probes=probes,
         allow_cpu_probes=allow_cpu_probes,
-        progress=say,
     )
+    a = answer(q, progress=say)
+    reports, eff = a.reports, a.eff
     cmd = "k3plan report " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else "k3plan report"
     from functools import partial
 
@@ -154,7 +138,7 @@ def command(
         deployment_blocks,
         model=model,
         hardware=platforms,
-        stacks=_deploy_stacks(platforms, _stacks(stack)),
+        stacks=a.deploy_stacks,
         concurrency=concurrency,
         max_chips=max_chips or 10**9,
     )
