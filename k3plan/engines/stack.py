@@ -530,7 +530,8 @@ class Effect(Spec):
     # a cap another choice set); absent (UNSET): the cap as it is
     state_cap: Union[Pos, None, UnsetType] = UNSET
     kv_dtype: Optional[Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]] = None
-    kv_layout: Optional[KVLayout] = None  # the MLA cache entry this choice lays out (tpu-inference MLA_TRANSPOSE_KV_CACHE)
+    # the MLA cache entry this choice lays out (tpu-inference MLA_TRANSPOSE_KV_CACHE)
+    kv_layout: Optional[KVLayout] = None
     platforms: Optional[tuple[str, ...]] = None
     expert_placement: Optional[ExpertPlacement] = None  # a backend whose kernels assert divisibility (DeepEP)
     # compute-dtype rules by runtime weight format, set over the stack's compute_dtype.formats

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from k3plan.engines.stack import STACK_DIR, list_stacks, load_stack
+from k3plan.engines.stack import STACK_DIR, list_stacks, load_stack, updated
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
@@ -251,7 +251,7 @@ def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
     assert auto.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896
     assert auto.fraction(gpu_bytes=mi300x * 2**20, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 0.914
     # the prefill terms, where a model's prefill graph is captured (not K3's): + 1536 (MLA), + 1024 (DeepEP, CUDA)
-    on = auto.model_copy(update={"prefill_graph": True})
+    on = updated(auto, prefill_graph=True)
     assert on.reserved_mib(gpu_mib=h200, tp=16, pp=1, chunk=8192, deepep=True, cuda=True) == 17920 + 1536 + 1024
     assert on.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896 + 1536
     # the stack runs with it at its default; an explicit value pins the reserve
