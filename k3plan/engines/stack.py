@@ -23,6 +23,7 @@ from k3plan.columns import each, maximum, where
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
 from k3plan.specfile import Spec, convert, read_yaml_mapping
+from k3plan.structs import replace
 from k3plan.units import GiB, MiB
 
 STACK_DIR = data_dir("engines/stacks")
@@ -55,7 +56,7 @@ def updated(obj: _S, **update: Any) -> _S:
     """``obj`` with ``update`` set and no rule checked again (pydantic's ``model_copy(update=...)``, which the
     stack's derivations -- with_options, bind, for_dp, ... -- and their callers relied on: a value built from
     checked parts, e.g. a stack whose compute_dtype a probe swaps). structs.replace re-runs ``__post_init__``."""
-    out = copy.copy(obj)
+    out: Any = copy.copy(obj)  # a Struct (mypy sees Spec as a dataclass-like base)
     for name, value in update.items():
         if name not in obj.__struct_fields__:
             raise TypeError(f"{type(obj).__name__} has no field {name!r}")
@@ -171,11 +172,12 @@ class State(Spec):
             if self.cap is not None:
                 r = min(r, self.cap)
             drafts = max(spec - 1, 0) * self.slots_per_draft_token
-            force_setattr(self, "slots_per_request", r + spec * self.slots_per_verify_token + drafts)
+            me: Any = self  # a Struct (mypy sees Spec as a dataclass-like base)
+            force_setattr(me, "slots_per_request", r + spec * self.slots_per_verify_token + drafts)
 
     def with_(self, **changes: int | None) -> State:
         """This state with fields changed and ``slots_per_request`` resolved again (``__post_init__``)."""
-        return msgspec.structs.replace(self, **changes)
+        return replace(self, **changes)
 
 
 class Paging(Spec):

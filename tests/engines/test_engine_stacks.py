@@ -217,6 +217,21 @@ def _stack_file(tmp_path, name, mutate):
         (lambda d: d["sharding"]["cite"]["latent"]["sources"][0].update(found=False, note=""), "must say in note"),
         (lambda d: d["options"]["moe_a2a_backend"].update(default="pplx"), "default 'pplx' is not one of"),
         (lambda d: d.update(platforms=["tpu"]), "disagrees with platforms"),
+        # a dict's entry is named by its key (msgspec says only "[...]"), and a refused key too
+        (
+            lambda d: d["options"]["moe_a2a_backend"]["source"].update(found=False, note=""),
+            "s.yaml: options.moe_a2a_backend.source: a source with found: false must say in note",
+        ),
+        (
+            lambda d: d["options"]["mem_fraction_static"]["auto"]["gpu_classes"][0].update(cuda_graph_max_bs=-1),
+            "options.mem_fraction_static.auto.gpu_classes.0.cuda_graph_max_bs: Expected `int` >= 0",
+        ),
+        (lambda d: d.update(on_platform={"cpu": {}}), "on_platform: key 'cpu': Invalid enum value 'cpu'"),
+        (lambda d: d["paging"].update(align_tokenz=1), "unknown key 'paging.align_tokenz' (did you mean 'align_tokens'?)"),
+        # strict: a number written as a string is refused (pydantic's lax mode read "64" as 64)
+        (lambda d: d["paging"].update(align_tokens="64"), "paging.align_tokens: Expected `int`, got `str`"),
+        # was a traceback: the ratio resolution added to a string before the schema checked it
+        (lambda d: d["state"].update(ratio="2"), "state.ratio: Expected `int | null`, got `str`"),
     ],
 )
 def test_bad_stack_citations_and_options(tmp_path, mutate, needle):
