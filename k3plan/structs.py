@@ -111,7 +111,7 @@ def dump(obj: Any, mode: str = "json") -> Any:
         out = {
             name: dump(using[name](getattr(obj, name)) if name in using else getattr(obj, name), mode)
             for name in cls.__struct_fields__
-            if name not in skip
+            if name not in skip and getattr(obj, name) is not msgspec.UNSET  # unset: absent, as msgspec encodes it
         }
         for name in cls.__computed__:
             out[name] = dump(getattr(obj, name), mode)

@@ -60,12 +60,13 @@ def transposed_torchtpu_stack() -> str:
     import yaml
 
     from k3plan.engines.stack import STACK_DIR, load_stack
+    from k3plan.structs import dump
 
     data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
     data["name"] = "torchtpu-vllm-transposed"
     layout = load_stack("tpu-inference:mla_transpose_kv_cache=1").kv_cache.layout
     assert layout is not None
-    data["kv_cache"]["layout"] = layout.model_dump()
+    data["kv_cache"]["layout"] = dump(layout)
     path = Path(tempfile.gettempdir()) / f"k3plan-test-{os.getpid()}-torchtpu-transposed.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)

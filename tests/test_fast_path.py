@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # the modules whose pydantic classes fit may build: input schemas, validated where they enter
 INPUT_SCHEMAS = {
     "pydantic.main",  # BaseModel itself
-    "k3plan.engines.stack",  # stack YAML (k3plan/engines/stacks)
     "k3plan.hardware.schema",  # hardware spec YAML
     "k3plan.evidence.calibration",  # calibration YAML
     "k3plan.evidence.calibrations",  # the shipped calibrations' index

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from k3plan.budget.dtypes import BYTES
-from k3plan.engines.stack import Stack
+from k3plan.engines.stack import Stack, updated
 from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
@@ -104,7 +104,7 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
     # the graph k3plan compiles (validate's abstract model, on whose compiled points the temp model's coefficients
     # were set) stores the dense MLA entry: an engine's padded layout (kv_cache.layout) is a budget term, not a
     # temporary of that graph
-    dense = st.model_copy(update={"kv_cache": st.kv_cache.model_copy(update={"layout": None})})
+    dense = updated(st, kv_cache=updated(st.kv_cache, layout=None))
     lay = cache_layout(spec=setup.model.spec, stack=dense, parallel=setup.parallel)
     return stage_live(
         setup.model.spec,

@@ -10,16 +10,20 @@ moe_a2a_backend=none,mem_fraction_static=0.85")`` or ``Stack.with_options``.
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Optional, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import msgspec
+from msgspec import UNSET, UnsetType
+from msgspec.structs import force_setattr
 
 from k3plan.columns import each, maximum, where
 from k3plan.errors import K3PlanError
 from k3plan.resources import data_dir
-from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.specfile import Spec, convert, read_yaml_mapping
+from k3plan.structs import replace
 from k3plan.units import GiB, MiB
 
 STACK_DIR = data_dir("engines/stacks")
@@ -37,27 +41,45 @@ KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
 KINDS = ("tpu", "gpu")
 
 
-class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+# The stack YAML's schema: msgspec Structs (k3plan.specfile.Spec: frozen, keyword-only, unknown keys refused),
+# checked by parse_stack through specfile.convert (issue 33: a fresh fit builds no pydantic model). A rule of a
+# class is its ``__post_init__`` (a ValueError, which convert words at the object's key).
+Pos = Annotated[int, msgspec.Meta(ge=1)]
+NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
+Text = Annotated[str, msgspec.Meta(min_length=1)]  # a string that must not be empty
+
+_S = TypeVar("_S", bound=Spec)
 
 
-class Source(_F):
+def updated(obj: _S, **update: Any) -> _S:
+    """``obj`` with ``update`` set and no rule checked again (pydantic's ``model_copy(update=...)``, which the
+    stack's derivations -- with_options, bind, for_dp, ... -- and their callers relied on: a value built from
+    checked parts, e.g. a stack whose compute_dtype a probe swaps). structs.replace re-runs ``__post_init__``."""
+    out: Any = copy.copy(obj)  # a Struct (mypy sees Spec as a dataclass-like base)
+    for name, value in update.items():
+        if name not in obj.__struct_fields__:
+            raise TypeError(f"{type(obj).__name__} has no field {name!r}")
+        force_setattr(out, name, value)
+    return out
+
+
+class Source(Spec):
     """Where an engine holds a rule: repository, file, class (or function), optionally the commit
     read. ``found: false`` says the code was not in the stored snapshot and ``note`` says what is
     assumed instead, never silently invented."""
 
     repo: str
     file: str
-    symbol: str = Field(description="class or function that holds the rule")
-    commit: str | None = None
+    symbol: str  # class or function that holds the rule
+    commit: Optional[str] = None
     found: bool = True
     note: str = ""
 
-    @model_validator(mode="after")
-    def _assumption_named(self) -> Source:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.found and not self.note.strip():
             raise ValueError("a source with found: false must say in note what is assumed")
-        return self
 
     def text(self) -> str:
         at = f"@{self.commit[:8]}" if self.commit else ""
@@ -67,23 +89,26 @@ class Source(_F):
         return head + (f" ({self.note})" if self.note else "")
 
 
-class Cite(_F):
+Sources = Annotated[tuple[Source, ...], msgspec.Meta(min_length=1)]  # at least one
+
+
+class Cite(Spec):
     """One rule in words and the engine code it comes from."""
 
-    holds: str = Field(description="what the engine does with these tensors")
-    sources: tuple[Source, ...] = Field(min_length=1)
+    holds: str  # what the engine does with these tensors
+    sources: Sources
 
 
-class KVLayout(_F):
+class KVLayout(Spec):
     """How the engine lays one token's absorbed-MLA cache entry out, a layer: the latent (kv_lora_rank
     values) and the rope part (qk_rope_head_dim values) each rounded up to a multiple, in the KV dtype
     (tpu-inference pads both to the 128-lane tile unless MLA_TRANSPOSE_KV_CACHE: 512 + 128 = 640 values
     for K3, not 576). A stack without one stores the 576 values as they are."""
 
-    latent_align: int = Field(1, ge=1)
-    rope_align: int = Field(1, ge=1)
-    holds: str = Field(min_length=1)
-    sources: tuple[Source, ...] = Field(min_length=1)
+    latent_align: Pos = 1
+    rope_align: Pos = 1
+    holds: Text
+    sources: Sources
 
     def values_per_token(self, *, kv_lora_rank: int, qk_rope_head_dim: int) -> int:
         def up(n: int, m: int) -> int:
@@ -92,104 +117,85 @@ class KVLayout(_F):
         return up(kv_lora_rank, self.latent_align) + up(qk_rope_head_dim, self.rope_align)
 
 
-class KVCache(_F):
+class KVCache(Spec):
     dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
     replicate_across_tp: bool  # MLA latent is shared by all heads: every TP rank holds it
     split_across_dp: bool = True  # sequences (and their KV) split across DP groups
     source: str
-    layout: KVLayout | None = Field(None, description="the engine's padded entry (None: kv_lora + rope values)")
+    layout: Optional[KVLayout] = None  # the engine's padded entry (None: kv_lora + rope values)
 
 
-class VerifyState(_F):
+class VerifyState(Spec):
     """KDA state slots a verify step of T tokens (k3plan's --spec-tokens k: T = k + 1) moves a sequence a KDA
     layer: the engine reads ``reads`` slots and writes ``writes + writes_per_verify_token`` x T (one state a
     token checked, so it can roll back to the accepted one; ``Stack.verify_state_slots``). A plain decode step
     (T = 1) reads and writes one slot in place, whatever the rule."""
 
-    reads: int = Field(ge=1, description="slots read: the last accepted state (and a copy's source, if any)")
-    writes_per_verify_token: int = Field(ge=0, description="slots written for each token a verify step checks")
-    writes: int = Field(0, ge=0, description="slots written once a step on top (a copy back into the pool)")
-    caveat: str = Field("", description="what the rule assumes of K3's KDA layers; printed with the verify step")
-    sources: tuple[Source, ...] = Field(min_length=1)
+    reads: Pos  # slots read: the last accepted state (and a copy's source, if any)
+    writes_per_verify_token: NonNeg  # slots written for each token a verify step checks
+    writes: NonNeg = 0  # slots written once a step on top (a copy back into the pool)
+    caveat: str = ""  # what the rule assumes of K3's KDA layers; printed with the verify step
+    sources: Sources
 
 
-class State(_F):
+class State(Spec):
     recurrent_dtype: Literal["f32", "bf16"]
     conv_dtype: Literal["f32", "bf16"]
     shard_by_heads: bool = True
-    slots_per_request: int = Field(
-        1,
-        ge=1,
-        description="KDA state slots one running request holds (where ``ratio`` is given: derived from it, "
-        "``Stack.state_with``)",
-    )
-    ratio: int | None = Field(
-        None,
-        ge=1,
-        description="the slots a running request the engine's pool holds before a cap and speculative decoding "
-        "(SGLang calculate_mamba_ratio); None: ``slots_per_request`` is given as it is",
-    )
-    ratio_spec: int | None = Field(None, ge=1, description="``ratio`` with speculative decoding on (None: ratio)")
-    cap: int | None = Field(None, ge=1, description="an option that caps the ratio whatever the others say")
-    slots_per_verify_token: int = Field(
-        0,
-        ge=0,
-        description="with speculative decoding, the slots a running request more for each token a verify step "
-        "checks (SGLang's intermediate SSM and conv states a draft token)",
-    )
-    slots_per_draft_token: int = Field(
-        0,
-        ge=0,
-        description="with speculative decoding, the slots a running request more for each draft token, verify "
-        "tokens - 1 (vLLM's MambaSpec.num_speculative_blocks: num_speculative_tokens)",
-    )
-    verify: VerifyState | None = Field(
-        None, description="the state a verify step moves (None: each token checked priced as a sequence of its own)"
-    )
-    verify_tokens: int = Field(0, ge=0, description="tokens a verify step checks (0: no speculative decoding)")
-    layer_groups: bool = Field(
-        False,
-        description="the state pool holds whole layer groups (vLLM's hybrid KV-cache manager: step.memory.held_layers)",
-    )
+    # KDA state slots one running request holds (where ``ratio`` is given: derived from it, ``__post_init__``)
+    slots_per_request: Pos = 1
+    # the slots a running request the engine's pool holds before a cap and speculative decoding (SGLang
+    # calculate_mamba_ratio); None: ``slots_per_request`` is given as it is
+    ratio: Optional[Pos] = None
+    ratio_spec: Optional[Pos] = None  # ``ratio`` with speculative decoding on (None: ratio)
+    cap: Optional[Pos] = None  # an option that caps the ratio whatever the others say
+    # with speculative decoding, the slots a running request more for each token a verify step checks (SGLang's
+    # intermediate SSM and conv states a draft token)
+    slots_per_verify_token: NonNeg = 0
+    # with speculative decoding, the slots a running request more for each draft token, verify tokens - 1
+    # (vLLM's MambaSpec.num_speculative_blocks: num_speculative_tokens)
+    slots_per_draft_token: NonNeg = 0
+    verify: Optional[VerifyState] = None  # the state a verify step moves (None: each token checked as a sequence)
+    verify_tokens: NonNeg = 0  # tokens a verify step checks (0: no speculative decoding)
+    # the state pool holds whole layer groups (vLLM's hybrid KV-cache manager: step.memory.held_layers)
+    layer_groups: bool = False
     source: str
 
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve(cls, data: Any) -> Any:
+    def __post_init__(self) -> None:
         """``slots_per_request`` from ``ratio`` where it is given: the ratio (with speculative decoding
         ``ratio_spec``), at most ``cap``, plus ``slots_per_verify_token`` x ``verify_tokens`` and
         ``slots_per_draft_token`` x (``verify_tokens`` - 1)."""
-        if isinstance(data, dict) and data.get("ratio") is not None:
-            spec = int(data.get("verify_tokens") or 0)
-            r = data["ratio_spec"] if spec and data.get("ratio_spec") is not None else data["ratio"]
-            if data.get("cap") is not None:
-                r = min(r, data["cap"])
-            drafts = max(spec - 1, 0) * int(data.get("slots_per_draft_token") or 0)
-            data = {**data, "slots_per_request": r + spec * int(data.get("slots_per_verify_token") or 0) + drafts}
-        return data
+        super().__post_init__()
+        if self.ratio is not None:
+            spec = self.verify_tokens
+            r = self.ratio_spec if spec and self.ratio_spec is not None else self.ratio
+            if self.cap is not None:
+                r = min(r, self.cap)
+            drafts = max(spec - 1, 0) * self.slots_per_draft_token
+            me: Any = self  # a Struct (mypy sees Spec as a dataclass-like base)
+            force_setattr(me, "slots_per_request", r + spec * self.slots_per_verify_token + drafts)
 
     def with_(self, **changes: int | None) -> State:
-        """This state with fields changed and ``slots_per_request`` resolved again (model_copy does not
-        validate)."""
-        return State.model_validate({**self.model_dump(), **changes})
+        """This state with fields changed and ``slots_per_request`` resolved again (``__post_init__``)."""
+        return replace(self, **changes)
 
 
-class Paging(_F):
+class Paging(Spec):
     kind: Literal["hybrid", "separate", "none"]
-    align_tokens: int = Field(64, ge=1)
+    align_tokens: Pos = 64
     source: str
 
 
-class Reserve(_F):
-    fraction_of_usable_hbm: float = Field(ge=0.0, lt=1.0)
+class Reserve(Spec):
+    fraction_of_usable_hbm: Annotated[float, msgspec.Meta(ge=0.0, lt=1.0)]
     source: str
 
 
-class KVPool(_F):
+class KVPool(Spec):
     """How the engine sizes its cache pool; ``step.memory.budget_terms`` applies it (temps_in_reserve)."""
 
     method: Literal["utilization_minus_profile", "utilization_minus_resident", "static_fraction", "whole_free_hbm"]
-    knob: str | None = Field(None, description="the stack option that sets the fraction, if any")
+    knob: Optional[str] = None  # the stack option that sets the fraction, if any
     describe: str
     source: str
 
@@ -204,18 +210,21 @@ class KVPool(_F):
         return self.method in ("static_fraction", "utilization_minus_resident")
 
 
-class ExpertPlacement(_F):
+class ExpertPlacement(Spec):
     """What the engine does when the expert group (EP) does not divide the routed experts.
     ``uneven: true``: it places them anyway, ``E // ep`` a rank and one more on the first ``E % ep``
     ranks (vLLM determine_expert_map), so the fullest device holds ceil(E / ep) and binds;
     ``uneven: false``: the engine asserts divisibility, and k3plan refuses the split (a fallback)."""
 
     uneven: bool
-    placement: Literal["linear", "round_robin"] | None = Field(
-        None, description="which experts a rank holds when uneven (the counts are the same either way)"
-    )
+    placement: Optional[Literal["linear", "round_robin"]] = None  # which experts a rank holds when uneven
     holds: str
-    sources: tuple[Source, ...] = Field(min_length=1)
+    sources: Sources
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.uneven and self.placement is None:
+            raise ValueError("an uneven expert placement names its placement (linear or round_robin)")
 
     def note(self, split: str, fullest: int) -> str:
         """What every output says of an uneven split (``split``: ``UnevenSplit.describe``'s words): the
@@ -226,14 +235,8 @@ class ExpertPlacement(_F):
             f"weights, expert temporaries and expert bytes a step reads are a {fullest}-expert device's"
         )
 
-    @model_validator(mode="after")
-    def _placement_named(self) -> ExpertPlacement:
-        if self.uneven and self.placement is None:
-            raise ValueError("an uneven expert placement names its placement (linear or round_robin)")
-        return self
 
-
-class Sharding(_F):
+class Sharding(Spec):
     rules: dict[str, str | None]
     # role (or "role@kind", e.g. "attn@kda") -> rules that replace the global ones for those tensors
     role_overrides: dict[str, dict[str, str | None]] = {}
@@ -241,19 +244,18 @@ class Sharding(_F):
     # one entry per rule: logical axis name, or "role:<override key>"
     cite: dict[str, Cite] = {}
     # None (a stack that does not say): EP must divide the experts, as before the rule existed
-    expert_placement: ExpertPlacement | None = None
+    expert_placement: Optional[ExpertPlacement] = None
 
-    @model_validator(mode="after")
-    def _every_rule_cited(self) -> Sharding:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.cite:
-            return self
+            return
         keys = set(self.rules) | {f"role:{r}" for r in self.role_overrides}
         missing, stray = sorted(keys - set(self.cite)), sorted(set(self.cite) - keys)
         if missing:
             raise ValueError(f"rules without a citation: {', '.join(missing)}")
         if stray:
             raise ValueError(f"citations for no rule: {', '.join(stray)}")
-        return self
 
     def rules_for(self, role: str, kind: str | None = None) -> dict[str, str | None]:
         """The rules one tensor sees: global, then its role's override, then role@kind's."""
@@ -276,7 +278,7 @@ def merged_rules(
     return out
 
 
-class Collectives(_F):
+class Collectives(Spec):
     """How the MoE layers exchange tokens (k3plan.step.ops.collective_ops): ``all_to_all`` (EP dispatch
     and combine, ``dispatch_dtype`` on the wire), ``all_reduce`` (local experts, one all-reduce over the
     expert group) or ``allgather_reducescatter`` (vLLM's default all2all backend, AgRsAll2AllManager:
@@ -287,10 +289,10 @@ class Collectives(_F):
     dispatch_dtype: Literal["fp8", "bf16", "f32"] = "bf16"  # all-to-all payload (dispatch and combine)
     source: str
     # the pattern the engine runs instead when DP is 1 (None: the same at any DP); ``source`` says why
-    dp1_experts: Literal["all_to_all", "all_reduce", "allgather_reducescatter"] | None = None
+    dp1_experts: Optional[Literal["all_to_all", "all_reduce", "allgather_reducescatter"]] = None
 
 
-class Pipeline(_F):
+class Pipeline(Spec):
     """How the engine splits the decoder layers over ``--pipeline-parallel-size`` stages: each stage
     holds floor(L / pp) layers and the L mod pp left over go one each to the stages before the last,
     counting back from the second-to-last (``before_last``: vLLM get_pp_indices, which keeps the
@@ -299,13 +301,11 @@ class Pipeline(_F):
     embedding is built on the first stage, the final norm and LM head on the last."""
 
     remainder: Literal["before_last", "last"]
-    sends: tuple[str, ...] = Field(
-        ("hidden_states", "residual"), description="the tensors a stage sends the next (IntermediateTensors)"
-    )
+    sends: tuple[str, ...] = ("hidden_states", "residual")  # the tensors a stage sends the next (IntermediateTensors)
     source: Source
 
 
-class Logits(_F):
+class Logits(Spec):
     """How the engine turns the vocabulary-split logits into tokens, and the collective that takes
     (a step's op list: ``k3plan.step.ops.collective_ops``). ``all_gather``: the logits processor
     all-gathers each device's [rows, vocab/TP] of logits over TP, then samples on whole rows.
@@ -314,15 +314,15 @@ class Logits(_F):
 
     gather: Literal["all_gather", "partitioned_argmax"]
     holds: str
-    sources: tuple[Source, ...] = Field(min_length=1)
+    sources: Sources
 
 
-class DefaultParallel(_F):
-    tp: int | Literal["all"] = "all"
-    dp: int | Literal["all"] = 1
+class DefaultParallel(Spec):
+    tp: Union[int, Literal["all"]] = "all"
+    dp: Union[int, Literal["all"]] = 1
 
 
-class DpExperts(_F):
+class DpExperts(Spec):
     """Where the engine puts the routed experts when DP > 1: ``tp_x_dp``, always over every device of
     a stage (ep = tp x dp: vLLM's FusedMoE TP-splits them over TP x DP, or holds them whole over TP x DP
     with --enable-expert-parallel); ``tp``, over one DP group's TP ranks (ep = tp: each DP group is an
@@ -330,21 +330,18 @@ class DpExperts(_F):
     split decides (both searched, fit defaults to every device)."""
 
     over: Literal["tp_x_dp", "tp", "either"] = "either"
-    tp1_over: Literal["tp_x_dp", "tp"] | None = Field(
-        default=None,
-        description="where the engine puts them instead when TP is 1 (tpu-inference's DP attention: the experts over "
-        "its expert axis, every device, at attention TP 1; over the tensor axis alone above it); None: ``over``",
-    )
+    # where the engine puts them instead when TP is 1 (tpu-inference's DP attention: the experts over its expert
+    # axis, every device, at attention TP 1; over the tensor axis alone above it); None: ``over``
+    tp1_over: Optional[Literal["tp_x_dp", "tp"]] = None
     holds: str = ""
     sources: tuple[Source, ...] = ()
 
-    @model_validator(mode="after")
-    def _cited(self) -> DpExperts:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if (self.over != "either" or self.tp1_over is not None) and not self.sources:
             raise ValueError(f"dp_experts over {self.over}: cite the engine code that places the experts")
         if self.tp1_over is not None and self.over == "either":
             raise ValueError("dp_experts: tp1_over names the TP-1 exception to a fixed over (tp_x_dp or tp)")
-        return self
 
     def over_at(self, tp: int) -> str:
         """``over`` at this TP (``tp1_over`` at TP 1 where the stack gives one)."""
@@ -372,22 +369,21 @@ def _tp_choices(width: int, multiple: int) -> tuple[int, ...]:
     return tuple(t for t in range(1, width + 1) if width % t == 0 and (width // t) % multiple == 0)
 
 
-class Splits(_F):
+class Splits(Spec):
     """The (tp, dp) splits the engine's code runs the stack's layout at, where it refuses some: k3plan refuses
     the others in one line (exit 2) naming the rule and its source. ``dp_for_tp``: attention TP above 1 runs only
     with more than one DP group (where the engine holds that); ``expert_width_multiple``: TP splits each routed
     expert's FFN width and must leave a multiple of it a device (0: no such rule; ``expert_width_source``)."""
 
-    dp_for_tp: Source | None = None
-    expert_width_multiple: int = Field(0, ge=0)
-    expert_width_source: Source | None = None
-    holds: str = Field(min_length=1)
+    dp_for_tp: Optional[Source] = None
+    expert_width_multiple: NonNeg = 0
+    expert_width_source: Optional[Source] = None
+    holds: Text
 
-    @model_validator(mode="after")
-    def _cited(self) -> Splits:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.expert_width_multiple and self.expert_width_source is None:
             raise ValueError("splits: expert_width_multiple needs expert_width_source (the engine code that refuses)")
-        return self
 
     def refusal(self, *, tp: int, dp: int, expert_width: int) -> str | None:
         """Why the engine does not run ``tp`` x ``dp`` for a model whose routed experts are ``expert_width``
@@ -411,7 +407,7 @@ class Splits(_F):
         return None
 
 
-class FormatCompute(_F):
+class FormatCompute(Spec):
     """The dtype the engine's matmul kernel computes in for weights held in one runtime format: the
     activations' dtype at the tensor core / MXU (fp8 when the kernel quantizes them to fp8, W8A8; bf16
     when it dequantizes the weights to bf16 or runs a weight-only w4a16 kernel). ``platforms``: where a
@@ -419,8 +415,8 @@ class FormatCompute(_F):
 
     dtype: Literal["bf16", "fp8", "fp4", "int8"]
     platforms: dict[str, Literal["bf16", "fp8", "fp4", "int8"]] = {}
-    holds: str = Field(description="which kernel runs and what it does with the activations")
-    sources: tuple[Source, ...] = Field(min_length=1)
+    holds: str  # which kernel runs and what it does with the activations
+    sources: Sources
 
     def on(self, hw: Any) -> tuple[str, str]:
         """(dtype, the tag that chose it or 'default') on a HardwareSpec."""
@@ -436,7 +432,7 @@ class FormatCompute(_F):
 COMPUTE_ROLES = ("mla_absorbed",)
 
 
-class ComputeDtype(_F):
+class ComputeDtype(Spec):
     """The matmul compute dtype by runtime weight format (``formats``: mxfp4, fp8_block, ...), each cited
     to the engine kernel that runs it; a format not listed computes in ``default``. ``roles``: an op the
     engine runs on weights it re-made at load (COMPUTE_ROLES), whatever the format; a role not listed
@@ -447,14 +443,13 @@ class ComputeDtype(_F):
     formats: dict[str, FormatCompute] = {}
     roles: dict[Literal["mla_absorbed"], FormatCompute] = {}
 
-    @model_validator(mode="after")
-    def _known_formats(self) -> ComputeDtype:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         from k3plan.models.formats import FORMATS
 
         unknown = [f for f in self.formats if f not in FORMATS]
         if unknown:
             raise ValueError(f"compute_dtype.formats: unknown storage format(s) {unknown}; known: {', '.join(FORMATS)}")
-        return self
 
     def of(self, fmt: str, hw: Any, role: str | None = None) -> tuple[str, str]:
         """(dtype, why) of a matmul over weights held in ``fmt`` on the HardwareSpec ``hw``; ``role``: the
@@ -475,7 +470,7 @@ class ComputeDtype(_F):
 REFUSED = "the engine does not run this as priced"  # how a Refusal's line reads (report's findings match it)
 
 
-class Refusal(_F):
+class Refusal(Spec):
     """A deployment the engine's own code refuses or cannot run, at the commits read: k3plan still prices
     the stack's layout (what a device would hold if the engine ran it) and every output that names the stack
     for such a model says so. It applies to a model with layers of every kind in ``layers`` (mla, kda), at
@@ -483,8 +478,8 @@ class Refusal(_F):
 
     layers: tuple[Literal["mla", "kda"], ...] = ()
     options: dict[str, tuple[str, ...]] = {}
-    says: str = Field(description="what the engine does, in one clause: the check that raises, the op that is missing")
-    sources: tuple[Source, ...] = Field(min_length=1)
+    says: str  # what the engine does, in one clause: the check that raises, the op that is missing
+    sources: Sources
 
     def applies(self, *, layers: frozenset[str], chosen: dict[str, str]) -> bool:
         return set(self.layers) <= layers and all(chosen.get(k) in v for k, v in self.options.items())
@@ -496,7 +491,7 @@ class Refusal(_F):
         return f"{self.says} ({src.repo} {src.file} {src.symbol.split(' (')[0]}{at})"
 
 
-class AbsorbedCopies(_F):
+class AbsorbedCopies(Spec):
     """The absorbed MLA's W_UK / W_UV: the engine splits them out of each MLA layer's kv_b_proj at load (its
     own TP shard: split by heads as kv_b_proj is) for decode, in the dtype ``compute_dtype.roles.mla_absorbed``
     declares, and keeps kv_b_proj beside them for prefill's MHA path. A device then holds both, and decode
@@ -506,10 +501,10 @@ class AbsorbedCopies(_F):
 
     views_when_same_format: bool
     holds: str
-    sources: tuple[Source, ...] = Field(min_length=1)
+    sources: Sources
 
 
-class SequenceParallelMoe(_F):
+class SequenceParallelMoe(Spec):
     """The engine's sequence-parallel MoE (vLLM ParallelConfig.use_sequence_parallel_moe): on for a model
     whose engine MoE block reads it (``families``: k3plan's model family, which config.json's architectures
     decide), with the option ``option`` at one of ``values``, and TP > 1, DP > 1 and expert parallelism
@@ -517,53 +512,50 @@ class SequenceParallelMoe(_F):
     over the TP ranks by tokens and the block's ``role_overrides`` apply (vLLM DeepseekV2MoE: the shared
     experts built with disable_tp, whole on every GPU)."""
 
-    families: tuple[str, ...] = Field(min_length=1)
+    families: Annotated[tuple[str, ...], msgspec.Meta(min_length=1)]
     option: str
-    values: tuple[str, ...] = Field(min_length=1)
-    role_overrides: dict[str, dict[str, str | None]]
+    values: Annotated[tuple[str, ...], msgspec.Meta(min_length=1)]
+    role_overrides: dict[str, dict[str, Optional[str]]]
     holds: str
-    sources: tuple[Source, ...] = Field(min_length=1)
+    sources: Sources
 
 
-class Effect(_F):
+class Effect(Spec):
     """What one choice of an engine option changes in the stack."""
 
-    role_overrides: dict[str, dict[str, str | None]] | None = None  # merged over the stack's
+    role_overrides: Optional[dict[str, dict[str, Optional[str]]]] = None  # merged over the stack's
     cite: dict[str, Cite] = {}  # citations for the override keys it adds ("role:<key>")
-    collectives: Collectives | None = None
-    state_slots_per_request: int | None = Field(None, ge=1)
-    state_slots_per_request_spec: int | None = Field(
-        None, ge=1, description="the slots a request with speculative decoding on (State.ratio_spec)"
-    )
-    state_cap: int | None = Field(
-        None, ge=1, description="caps the state slots a request whatever the other options (State.cap); null: no cap"
-    )
-    kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"] | None = None
-    kv_layout: KVLayout | None = None  # the MLA cache entry this choice lays out (tpu-inference MLA_TRANSPOSE_KV_CACHE)
-    platforms: tuple[str, ...] | None = None
-    expert_placement: ExpertPlacement | None = None  # a backend whose kernels assert divisibility (DeepEP)
-    compute_formats: dict[str, FormatCompute] | None = Field(
-        None, description="compute-dtype rules by runtime weight format, set over the stack's compute_dtype.formats"
-    )
+    collectives: Optional[Collectives] = None
+    state_slots_per_request: Optional[Pos] = None
+    state_slots_per_request_spec: Optional[Pos] = None  # the slots a request with speculative decoding on
+    # caps the state slots a request whatever the other options (State.cap); null: no cap (an explicit null lifts
+    # a cap another choice set); absent (UNSET): the cap as it is
+    state_cap: Union[Pos, None, UnsetType] = UNSET
+    kv_dtype: Optional[Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]] = None
+    # the MLA cache entry this choice lays out (tpu-inference MLA_TRANSPOSE_KV_CACHE)
+    kv_layout: Optional[KVLayout] = None
+    platforms: Optional[tuple[str, ...]] = None
+    expert_placement: Optional[ExpertPlacement] = None  # a backend whose kernels assert divisibility (DeepEP)
+    # compute-dtype rules by runtime weight format, set over the stack's compute_dtype.formats
+    compute_formats: Optional[dict[str, FormatCompute]] = None
     description: str = ""
 
-    @model_validator(mode="after")
-    def _known_compute_formats(self) -> Effect:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.compute_formats:
             ComputeDtype(formats=self.compute_formats)  # refuses a format k3plan does not know
-        return self
 
 
-class GpuClass(_F):
+class GpuClass(Spec):
     """SGLang's defaults for a class of GPU memory (server_args' GPU-memory branch)."""
 
-    below_gib: float | None = Field(description="applies when the GPU's memory is below this (None: any)")
-    chunked_prefill_size: int = Field(ge=1, description="the engine's default chunk (k3plan writes its own)")
-    cuda_graph_max_bs: int = Field(ge=0)
-    cuda_graph_max_bs_small_tp: int | None = Field(None, ge=0, description="at tp < 4, where it differs")
+    below_gib: Optional[float]  # applies when the GPU's memory is below this (None: any)
+    chunked_prefill_size: Pos  # the engine's default chunk (k3plan writes its own)
+    cuda_graph_max_bs: NonNeg
+    cuda_graph_max_bs_small_tp: Optional[NonNeg] = None  # at tp < 4, where it differs
 
 
-class AutoFraction(_F):
+class AutoFraction(Spec):
     """How SGLang derives --mem-fraction-static when it is not given (memory_hook.py
     handle_gpu_memory_settings): reserved MiB = base + max(chunk, min_activation_tokens) x
     per_activation_token + tp x pp x per_parallel_rank + the CUDA graphs' (reserve_for_graph_mb: decode
@@ -572,29 +564,25 @@ class AutoFraction(_F):
     DeepEP's all-to-all buffers on top; fraction = round((gpu MiB - reserved) / gpu MiB, 3). Every
     figure in MiB, as the engine's."""
 
-    gpu_classes: tuple[GpuClass, ...] = Field(min_length=1)
-    base_mib: float = Field(ge=0)
-    per_activation_token_mib: float = Field(ge=0)
-    min_activation_tokens: int = Field(ge=0)
-    per_parallel_rank_mib: float = Field(ge=0)
-    per_decode_graph_bs_mib: float = Field(ge=0)
-    prefill_graph: bool = Field(
-        description="whether the engine captures a prefill CUDA graph for this model at its defaults (the two "
-        "prefill terms count only then)"
-    )
+    gpu_classes: Annotated[tuple[GpuClass, ...], msgspec.Meta(min_length=1)]
+    base_mib: NonNegFloat
+    per_activation_token_mib: NonNegFloat
+    min_activation_tokens: NonNeg
+    per_parallel_rank_mib: NonNegFloat
+    per_decode_graph_bs_mib: NonNegFloat
+    # whether the engine captures a prefill CUDA graph for this model at its defaults (the two prefill terms
+    # count only then)
+    prefill_graph: bool
     prefill_graph_source: Source
-    prefill_graph_mla_mib: float = Field(ge=0)
-    prefill_graph_deepep_cuda_mib: float = Field(ge=0)
-    floor_above_gib: float = Field(ge=0)
-    floor_mib: float = Field(ge=0)
-    deepep_mib: float = Field(ge=0)
-    dp_attention_per_graph_bs_dp_mib: float = Field(
-        0.0, ge=0, description="reserve_for_graph_mb under DP attention: decode max_bs x dp_size x this"
-    )
-    dp_attention_large_bs_above: int = Field(
-        0, ge=0, description="a decode max_bs above this adds ``dp_attention_large_bs_mib`` x max_bs x dp_size more"
-    )
-    dp_attention_large_bs_mib: float = Field(0.0, ge=0)
+    prefill_graph_mla_mib: NonNegFloat
+    prefill_graph_deepep_cuda_mib: NonNegFloat
+    floor_above_gib: NonNegFloat
+    floor_mib: NonNegFloat
+    deepep_mib: NonNegFloat
+    dp_attention_per_graph_bs_dp_mib: NonNegFloat = 0.0  # reserve_for_graph_mb under DP attention: max_bs x dp x this
+    # a decode max_bs above this adds ``dp_attention_large_bs_mib`` x max_bs x dp_size more
+    dp_attention_large_bs_above: NonNeg = 0
+    dp_attention_large_bs_mib: NonNegFloat = 0.0
     round_digits: int = 3
     source: Source
 
@@ -665,25 +653,23 @@ class AutoFraction(_F):
         return each(lambda v: round(float(v), self.round_digits), (mib - reserved) / mib)
 
 
-class Option(_F):
+class Option(Spec):
     """An engine flag as a stack option: a closed set of choices (each an Effect) or a fraction of
     HBM that sets the reserve (``sets: reserve``: reserve = 1 - value, as vLLM's
     --gpu-memory-utilization and SGLang's --mem-fraction-static leave the rest)."""
 
     flag: str
-    default: str | float
+    default: Union[str, float]
     choices: dict[str, Effect] = {}
-    sets: Literal["reserve"] | None = None
-    auto: AutoFraction | None = Field(None, description="what the engine derives when the flag is not given")
-    switch: str | None = Field(
-        None,
-        description="a flag that takes no value (argparse store_true): the choice at which the launch writes "
-        "the flag alone; at the other choices it writes nothing",
-    )
+    sets: Optional[Literal["reserve"]] = None
+    auto: Optional[AutoFraction] = None  # what the engine derives when the flag is not given
+    # a flag that takes no value (argparse store_true): the choice at which the launch writes the flag alone; at
+    # the other choices it writes nothing
+    switch: Optional[str] = None
     source: Source
 
-    @model_validator(mode="after")
-    def _one_kind(self) -> Option:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if bool(self.choices) == bool(self.sets):
             raise ValueError("an option has either choices or sets: reserve")
         if self.choices and str(self.default) not in self.choices:
@@ -697,68 +683,64 @@ class Option(_F):
         set_by = {c: set(e.compute_formats or ()) for c, e in self.choices.items()}
         if any(set_by.values()) and len({frozenset(v) for v in set_by.values()}) > 1:
             raise ValueError(f"every choice sets the same compute_formats (a later choice replaces them): {set_by}")
-        return self
 
 
-class DpAttentionChunk(_F):
+class DpAttentionChunk(Spec):
     """How the engine reads its prefill-chunk flag under DP attention: it divides it by dp_size, so the flag
     carries every DP group's chunk (``Stack.engine_chunk``); k3plan's chunk is one DP group's."""
 
     holds: str
-    sources: tuple[Source, ...] = Field(min_length=1)
+    sources: Sources
 
 
 BindableSection = Literal["state", "paging", "reserve", "kv_pool", "absorbed_copies", "dp_attention_chunk"]
 
 
-class PlatformRule(_F):
+class PlatformRule(Spec):
     """Where a stack launches another engine on one kind of machine (dp-attention: SGLang
     --enable-dp-attention on GPUs, tpu-inference's attention DP on TPUs, k3plan.engines.flags
     ENGINE_FOR_STACK_ON): there the ``sections`` and ``options`` that engine decides are taken from its own
     stack YAML (``stack``), with the citations they have there -- each quantity written once, in the
     engine's file (``Stack.bind``)."""
 
-    stack: str = Field(description="the bundled stack whose sections and options apply on this kind")
-    sections: tuple[BindableSection, ...] = Field(min_length=1)
-    options: tuple[str, ...] = Field((), description="that stack's options (flags) that apply here too")
-    holds: str = Field(min_length=1, description="why this engine's rules apply on this kind")
-    dp_experts: DpExperts | None = Field(
-        None,
-        description="where that engine puts the experts at DP > 1 as this stack launches it (its own stack's rule is "
-        "for a launch without this stack's flags: SGLang's sglang.yaml prices --dp-size without DP attention); "
-        "None: this stack's own",
-    )
+    stack: str  # the bundled stack whose sections and options apply on this kind
+    sections: Annotated[tuple[BindableSection, ...], msgspec.Meta(min_length=1)]
+    options: tuple[str, ...] = ()  # that stack's options (flags) that apply here too
+    holds: Text  # why this engine's rules apply on this kind
+    # where that engine puts the experts at DP > 1 as this stack launches it (its own stack's rule is for a launch
+    # without this stack's flags: SGLang's sglang.yaml prices --dp-size without DP attention); None: this stack's own
+    dp_experts: Optional[DpExperts] = None
 
 
-class GmmTile(_F):
+class GmmTile(Spec):
     """How the stack's routed-expert kernel tiles each expert group's rows: every visit of a (group, row tile)
     runs the MXU over a bucket of rows, masking the rows not the group's after the matmul, so a touched expert
     costs the bucket's rows of MXU work, not its routed rows (k3plan.step.gmm, where each rule is worked out;
     ``gmm_v2``: torchtpu-vllm's kernel, its default ``calculate_tiling``)."""
 
     rule: Literal["gmm_v2"]
-    holds: str = Field(min_length=1)
-    sources: tuple[Source, ...] = Field(min_length=1)
+    holds: Text
+    sources: Sources
 
 
-class Experts(_F):
+class Experts(Spec):
     """What the stack's routed-expert kernel computes beyond the routed rows (None: the rows as routed)."""
 
-    gmm_tile: GmmTile | None = None
+    gmm_tile: Optional[GmmTile] = None
 
 
-class TokenBuckets(_F):
+class TokenBuckets(Spec):
     """The engine compiles its forward for a ladder of token counts and pads every step's tokens up to the
     smallest that holds them (``k3plan.step.comm.padded_tokens``): by default ``min_tokens`` doubling, the last
     one the scheduler's token budget itself. Tensors the padded rows flow through (the TP collectives' messages) carry
     them; the rows' zero routing weights keep them out of the experts (``Experts``)."""
 
-    min_tokens: int = Field(ge=1)
-    holds: str = Field(min_length=1)
-    sources: tuple[Source, ...] = Field(min_length=1)
+    min_tokens: Pos
+    holds: Text
+    sources: Sources
 
 
-class Stack(_F):
+class Stack(Spec):
     name: str
     description: str
     platform: Literal["tpu", "gpu", "any"] = "any"
@@ -769,63 +751,54 @@ class Stack(_F):
     runtime_formats: dict[str, str]  # role (or "default") -> storage format or "checkpoint"
     runtime_formats_source: str
     activation_dtype: Literal["bf16", "f32"] = "bf16"
-    compute_dtype: ComputeDtype = Field(
-        ComputeDtype(), description="the dtype each weight format's matmuls compute in (the FLOP/s peak they run at)"
-    )
+    # the dtype each weight format's matmuls compute in (the FLOP/s peak they run at)
+    compute_dtype: ComputeDtype = msgspec.field(default_factory=ComputeDtype)
     kv_cache: KVCache
     state: State
     paging: Paging
     reserve: Reserve
-    kv_pool: KVPool | None = None
+    kv_pool: Optional[KVPool] = None
     sharding: Sharding
     collectives: Collectives
     logits: Logits
-    default_parallel: DefaultParallel = DefaultParallel()
-    dp_experts: DpExperts = DpExperts()
-    experts: Experts = Field(Experts(), description="the routed-expert kernel's row tiling (Experts)")
-    token_buckets: TokenBuckets | None = Field(
-        None, description="the compiled token counts a step pads to (None: a step runs at its own tokens)"
-    )
-    splits: Splits | None = Field(None, description="splits the engine refuses for this layout (None: any)")
-    sequence_parallel_moe: SequenceParallelMoe | None = None
-    absorbed_copies: AbsorbedCopies | None = Field(
-        None, description="None: the engine holds no absorbed-MLA copy beside kv_b_proj (it holds one or the other)"
-    )
-    pipeline: Pipeline | None = Field(None, description="None: the stack has no pipeline parallelism (--pp 1 only)")
+    default_parallel: DefaultParallel = msgspec.field(default_factory=DefaultParallel)
+    dp_experts: DpExperts = msgspec.field(default_factory=DpExperts)
+    experts: Experts = msgspec.field(default_factory=Experts)  # the routed-expert kernel's row tiling (Experts)
+    # the compiled token counts a step pads to (None: a step runs at its own tokens)
+    token_buckets: Optional[TokenBuckets] = None
+    splits: Optional[Splits] = None  # splits the engine refuses for this layout (None: any)
+    sequence_parallel_moe: Optional[SequenceParallelMoe] = None
+    # None: the engine holds no absorbed-MLA copy beside kv_b_proj (it holds one or the other)
+    absorbed_copies: Optional[AbsorbedCopies] = None
+    pipeline: Optional[Pipeline] = None  # None: the stack has no pipeline parallelism (--pp 1 only)
     default_parallel_source: str = ""
     options: dict[str, Option] = {}
-    refusals: tuple[Refusal, ...] = Field(
-        (), description="deployments the engine's code refuses or cannot run for some models (Refusal)"
-    )
-    chosen: dict[str, str] = Field({}, description="options applied to this stack (name -> value)")
-    given: tuple[str, ...] = Field(
-        (),
-        description="options given explicitly (NAME:option=value, with_options), even at their default value: "
-        "an option whose engine derives its value when the flag is absent (Option.auto) runs the value given",
-    )
-    dp_attention: bool = Field(
-        False,
-        description="the engine runs attention data parallelism inside one server (SGLang --enable-dp-attention): "
-        "its tp_size counts every device of a stage (tp x dp), and a rule that reads DP attention applies "
-        "(AutoFraction's DP-attention terms)",
-    )
-    dp_attention_chunk: DpAttentionChunk | None = Field(
-        None, description="None: the engine takes its chunk flag as one DP group's (DpAttentionChunk)"
-    )
-    on_platform: dict[Literal["tpu", "gpu"], PlatformRule] = Field(
-        {}, description="kind -> the engine whose memory rules apply there (PlatformRule; Stack.bind)"
-    )
-    bound: Literal["tpu", "gpu"] | None = Field(
-        None, description="the kind whose ``on_platform`` rule this stack was bound with (Stack.bind); None: unbound"
-    )
-    pending: dict[str, str] = Field(
-        {},
-        description="options given (NAME:option=value) that only an ``on_platform`` rule's engine has: applied "
-        "when the stack is bound to that kind",
-    )
+    refusals: tuple[Refusal, ...] = ()  # deployments the engine's code refuses or cannot run for some models
+    chosen: dict[str, str] = {}  # options applied to this stack (name -> value)
+    # options given explicitly (NAME:option=value, with_options), even at their default value: an option whose
+    # engine derives its value when the flag is absent (Option.auto) runs the value given
+    given: tuple[str, ...] = ()
+    # the engine runs attention data parallelism inside one server (SGLang --enable-dp-attention): its tp_size
+    # counts every device of a stage (tp x dp), and a rule that reads DP attention applies (AutoFraction's
+    # DP-attention terms)
+    dp_attention: bool = False
+    # None: the engine takes its chunk flag as one DP group's (DpAttentionChunk)
+    dp_attention_chunk: Optional[DpAttentionChunk] = None
+    # kind -> the engine whose memory rules apply there (PlatformRule; Stack.bind)
+    on_platform: dict[Literal["tpu", "gpu"], PlatformRule] = {}
+    # the kind whose ``on_platform`` rule this stack was bound with (Stack.bind); None: unbound
+    bound: Optional[Literal["tpu", "gpu"]] = None
+    # options given (NAME:option=value) that only an ``on_platform`` rule's engine has: applied when the stack is
+    # bound to that kind
+    pending: dict[str, str] = {}
 
-    @model_validator(mode="after")
-    def _refusals_known(self) -> Stack:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._refusals_known()
+        self._copies_typed()
+        self._platforms_agree()
+
+    def _refusals_known(self) -> None:
         for r in self.refusals:
             for name, values in r.options.items():
                 opt = self.options.get(name)
@@ -834,10 +807,8 @@ class Stack(_F):
                 bad = [v for v in values if opt.choices and v not in opt.choices]
                 if bad:
                     raise ValueError(f"refusals: option {name} has no choice {bad}; choices: {', '.join(opt.choices)}")
-        return self
 
-    @model_validator(mode="after")
-    def _copies_typed(self) -> Stack:
+    def _copies_typed(self) -> None:
         from k3plan.models.formats import FORMATS
 
         role = self.compute_dtype.roles.get("mla_absorbed")
@@ -846,7 +817,6 @@ class Stack(_F):
                 "absorbed_copies: declare compute_dtype.roles.mla_absorbed with a storage dtype (bf16 or fp8), "
                 "the dtype the copies are held and run in"
             )
-        return self
 
     def absorbed_copy_format(self, role: str, checkpoint_fmt: str) -> str | None:
         """The storage format of the absorbed-MLA copies (W_UK / W_UV) the engine holds beside one kv_b_proj of
@@ -862,13 +832,11 @@ class Stack(_F):
             return None
         return fmt
 
-    @model_validator(mode="after")
-    def _platforms_agree(self) -> Stack:
+    def _platforms_agree(self) -> None:
         if self.platforms and self.platform != "any":
             kinds = {p for p in self.platforms if p in KINDS}
             if kinds and kinds != {self.platform}:
                 raise ValueError(f"platform {self.platform!r} disagrees with platforms {list(self.platforms)}")
-        return self
 
     def runtime_format(self, role: str, checkpoint_fmt: str) -> str:
         """The format a tensor of ``role`` stored as ``checkpoint_fmt`` is resident in: ``role@fmt`` (a
@@ -993,7 +961,7 @@ class Stack(_F):
             if not mine or (kind not in self.on_platform and self.pending):
                 continue
             st = self._bound(kind) if kind in self.on_platform else self
-            out.append(st.model_copy(update={"platforms": mine, "bound": kind}))
+            out.append(updated(st, platforms=mine, bound=kind))
         return out
 
     def _bound(self, kind: Literal["tpu", "gpu"]) -> Stack:
@@ -1011,7 +979,7 @@ class Stack(_F):
         if rule.dp_experts is not None:
             update["dp_experts"] = rule.dp_experts
         options = {**self.options, **{k: o for k, o in src.options.items() if k in rule.options}}
-        base = self.model_copy(update={**update, "options": options, "on_platform": {}, "pending": {}, "bound": kind})
+        base = updated(self, **update, options=options, on_platform={}, pending={}, bound=kind)
         return base.with_options(**self.pending).with_defaults()
 
     def for_spec_decode(self, verify_tokens: int | None) -> Stack:
@@ -1024,7 +992,7 @@ class Stack(_F):
             st.ratio is None and not st.slots_per_verify_token and not st.slots_per_draft_token and st.verify is None
         ):
             return self
-        return self.model_copy(update={"state": self.state.with_(verify_tokens=verify_tokens)})
+        return updated(self, state=self.state.with_(verify_tokens=verify_tokens))
 
     def verify_state_slots(self, verify_tokens: int) -> tuple[int, int]:
         """(read, written) KDA state slots a step checking ``verify_tokens`` tokens moves a sequence a KDA layer:
@@ -1044,7 +1012,7 @@ class Stack(_F):
         c = self.collectives
         if dp != 1 or c.dp1_experts is None:
             return self
-        return self.model_copy(update={"collectives": c.model_copy(update={"experts": c.dp1_experts})})
+        return updated(self, collectives=updated(c, experts=c.dp1_experts))
 
     def sp_moe_on(self, *, family: str, tp: Any, dp: Any, ep: Any) -> Any:
         """Whether the engine runs sequence-parallel MoE for a model of ``family`` at (tp, dp, ep): ints or
@@ -1070,16 +1038,14 @@ class Stack(_F):
         for role, rules in sp.role_overrides.items():
             overrides[role] = {**overrides.get(role, {}), **rules}
         cite = {**sh.cite, **{f"role:{r}": Cite(holds=sp.holds, sources=sp.sources) for r in sp.role_overrides}}
-        return self.model_copy(
-            update={"sharding": sh.model_copy(update={"role_overrides": overrides, "cite": cite if sh.cite else {}})}
-        )
+        return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cite if sh.cite else {}))
 
     def with_kv_dtype(self, kv_dtype: str | None) -> Stack:
         if kv_dtype is None:
             return self
         if kv_dtype not in KV_DTYPES:
             raise K3PlanError(f"--kv-dtype {kv_dtype!r}: expected one of {', '.join(KV_DTYPES)}")
-        return self.model_copy(update={"kv_cache": self.kv_cache.model_copy(update={"dtype": kv_dtype})})
+        return updated(self, kv_cache=updated(self.kv_cache, dtype=kv_dtype))
 
     def runs_on(self, hw: Any) -> bool:
         """Whether this stack runs on a machine: ``hw`` is a HardwareSpec, a hardware kind ("tpu",
@@ -1104,14 +1070,14 @@ class Stack(_F):
             name = raw.replace("-", "_")
             opt = self.options.get(name)
             if opt is None and any(name in r.options for r in self.on_platform.values()):
-                st = st.model_copy(update={"pending": {**st.pending, name: str(value)}})  # applied by bind
+                st = updated(st, pending={**st.pending, name: str(value)})  # applied by bind
                 continue
             if opt is None:
                 known = ", ".join(self.options) or "none"
                 known += "".join(f"; on {k} ({r.stack}'s): {', '.join(r.options)}" for k, r in self.on_platform.items())
                 raise K3PlanError(f"stack {self.name}: unknown option {raw!r}; known: {known}")
             st = st._apply(name, opt, value)
-            st = st.model_copy(update={"given": (*(g for g in st.given if g != name), name)})
+            st = updated(st, given=(*(g for g in st.given if g != name), name))
         return st
 
     def with_defaults(self) -> Stack:
@@ -1140,7 +1106,7 @@ class Stack(_F):
                 fraction_of_usable_hbm=round(1 - frac, 12),
                 source=f"{opt.flag} {frac:g}: the engine leaves {1 - frac:.0%} of HBM ({opt.source.text()})",
             )
-            return self.model_copy(update={"reserve": reserve, "chosen": chosen})
+            return updated(self, reserve=reserve, chosen=chosen)
         effect = opt.choices.get(str(value))
         if effect is None:
             raise K3PlanError(
@@ -1164,29 +1130,29 @@ class Stack(_F):
             update["collectives"] = effect.collectives
         if effect.expert_placement is not None:
             sharding = update.get("sharding", self.sharding)
-            update["sharding"] = sharding.model_copy(update={"expert_placement": effect.expert_placement})
+            update["sharding"] = updated(sharding, expert_placement=effect.expert_placement)
         state: dict[str, int | None] = {}
         if effect.state_slots_per_request is not None:
             state["ratio" if self.state.ratio is not None else "slots_per_request"] = effect.state_slots_per_request
             if self.state.ratio is not None:
                 state["ratio_spec"] = effect.state_slots_per_request_spec
-        if "state_cap" in effect.model_fields_set:  # an explicit null lifts a cap another choice set
+        if not isinstance(effect.state_cap, UnsetType):  # an explicit null lifts a cap another choice set
             state["cap"] = effect.state_cap
         if state:
             update["state"] = self.state.with_(**state)
         if effect.kv_dtype is not None:
-            update["kv_cache"] = self.kv_cache.model_copy(update={"dtype": effect.kv_dtype})
+            update["kv_cache"] = updated(self.kv_cache, dtype=effect.kv_dtype)
         if effect.kv_layout is not None:
             kv = update.get("kv_cache", self.kv_cache)
-            update["kv_cache"] = kv.model_copy(update={"layout": effect.kv_layout})
+            update["kv_cache"] = updated(kv, layout=effect.kv_layout)
         if effect.platforms is not None:
             update["platforms"] = effect.platforms
         if effect.compute_formats is not None:
             # the choice's rules replace the stack's for those formats (each choice of an option sets the same ones)
             cd = self.compute_dtype
             formats = {**cd.formats, **effect.compute_formats}
-            update["compute_dtype"] = cd.model_copy(update={"formats": formats})
-        return self.model_copy(update=update)
+            update["compute_dtype"] = updated(cd, formats=formats)
+        return updated(self, **update)
 
 
 def _kind_of(tag: str) -> str | None:
@@ -1251,9 +1217,4 @@ def parse_stack(base: str) -> Stack:
         path = Path(base).expanduser()
         if not (path.suffix in (".yaml", ".yml") and path.is_file()):
             raise K3PlanError(f"unknown stack {base!r}; known: {', '.join(list_stacks())} (or a stack YAML path)")
-    data = read_yaml_mapping(str(path), path)
-    try:
-        stack = Stack(**data)
-    except ValidationError as err:
-        raise K3PlanError(f"{path}: {describe(err)}") from None
-    return stack
+    return convert(Stack, read_yaml_mapping(str(path), path), str(path))

@@ -390,10 +390,11 @@ def _dense_kv_bytes(setup, kv_bytes: int, kv_layer: int) -> int:
     """``kv_bytes`` (whole blocks of ``kv_layer`` bytes a token a layer) with the dense MLA entry in place of the
     stack's padded one (kv_cache.layout): what the abstract model's cache holds."""
     from k3plan.budget.cache import cache_layout
+    from k3plan.engines.stack import updated
 
     st = setup.stack
     if st.kv_cache.layout is None or not kv_layer:
         return kv_bytes
-    dense = st.model_copy(update={"kv_cache": st.kv_cache.model_copy(update={"layout": None})})
+    dense = updated(st, kv_cache=updated(st.kv_cache, layout=None))
     lay = cache_layout(spec=setup.model.spec, stack=dense, parallel=setup.parallel)
     return kv_bytes // kv_layer * lay.kv_bytes_per_token_layer

@@ -77,11 +77,14 @@ def test_tpu_stacks_hold_one_or_the_other():
 
 
 def test_copies_need_the_role_dtype():
+    import msgspec
+
     from k3plan.engines.stack import AbsorbedCopies, Source, Stack
+    from k3plan.structs import dump
 
     st = load_stack("vllm")
-    data = st.model_dump()
+    data = dump(st, mode="python")
     data["compute_dtype"]["roles"] = {}
     with pytest.raises(ValueError, match="absorbed_copies: declare compute_dtype.roles.mla_absorbed"):
-        Stack(**data)
+        msgspec.convert(data, Stack)
     assert isinstance(st.absorbed_copies, AbsorbedCopies) and isinstance(st.absorbed_copies.sources[0], Source)

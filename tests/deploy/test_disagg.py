@@ -14,7 +14,7 @@ from k3plan.deploy.disagg import (
     transfer_bytes_per_request,
     transfer_time_s,
 )
-from k3plan.engines.stack import load_stack
+from k3plan.engines.stack import load_stack, updated
 from k3plan.errors import K3PlanError
 from k3plan.hardware.loader import load_hardware
 from k3plan.models.loader import load_model
@@ -34,7 +34,7 @@ def test_k3_handoff_bytes_by_hand():
     # the MLA v2 entry (torchtpu-vllm, as tpu-inference's default) pads the rope part to 128 lanes: 24 x 640 x 2 B
     padded = transfer_bytes_per_request(spec=spec, stack=load_stack("torchtpu-vllm"), isl_tokens=4000)
     assert padded == 4000 * 24 * 640 * 2 + STATE_PER_SEQ == 572_252_160
-    fp8 = stack.model_copy(update={"kv_cache": stack.kv_cache.model_copy(update={"dtype": "fp8"})})
+    fp8 = updated(stack, kv_cache=updated(stack.kv_cache, dtype="fp8"))
     col = transfer_bytes_per_request(spec=spec, stack=fp8, isl_tokens=np.array([0, 1000]), copies=2)
     assert col.tolist() == [2 * STATE_PER_SEQ, 2 * (1000 * KV_FP8_PER_TOKEN + STATE_PER_SEQ)]
     with pytest.raises(K3PlanError, match="copies"):

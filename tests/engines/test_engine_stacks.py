@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from k3plan.engines.stack import STACK_DIR, list_stacks, load_stack
+from k3plan.engines.stack import STACK_DIR, list_stacks, load_stack, updated
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
@@ -217,6 +217,21 @@ def _stack_file(tmp_path, name, mutate):
         (lambda d: d["sharding"]["cite"]["latent"]["sources"][0].update(found=False, note=""), "must say in note"),
         (lambda d: d["options"]["moe_a2a_backend"].update(default="pplx"), "default 'pplx' is not one of"),
         (lambda d: d.update(platforms=["tpu"]), "disagrees with platforms"),
+        # a dict's entry is named by its key (msgspec says only "[...]"), and a refused key too
+        (
+            lambda d: d["options"]["moe_a2a_backend"]["source"].update(found=False, note=""),
+            "s.yaml: options.moe_a2a_backend.source: a source with found: false must say in note",
+        ),
+        (
+            lambda d: d["options"]["mem_fraction_static"]["auto"]["gpu_classes"][0].update(cuda_graph_max_bs=-1),
+            "options.mem_fraction_static.auto.gpu_classes.0.cuda_graph_max_bs: Expected `int` >= 0",
+        ),
+        (lambda d: d.update(on_platform={"cpu": {}}), "on_platform: key 'cpu': Invalid enum value 'cpu'"),
+        (lambda d: d["paging"].update(align_tokenz=1), "unknown key 'paging.align_tokenz' (did you mean 'align_tokens'?)"),
+        # strict: a number written as a string is refused (pydantic's lax mode read "64" as 64)
+        (lambda d: d["paging"].update(align_tokens="64"), "paging.align_tokens: Expected `int`, got `str`"),
+        # was a traceback: the ratio resolution added to a string before the schema checked it
+        (lambda d: d["state"].update(ratio="2"), "state.ratio: Expected `int | null`, got `str`"),
     ],
 )
 def test_bad_stack_citations_and_options(tmp_path, mutate, needle):
@@ -251,7 +266,7 @@ def test_sglang_derives_mem_fraction_static_from_the_gpu_and_parallel_size():
     assert auto.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896
     assert auto.fraction(gpu_bytes=mi300x * 2**20, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 0.914
     # the prefill terms, where a model's prefill graph is captured (not K3's): + 1536 (MLA), + 1024 (DeepEP, CUDA)
-    on = auto.model_copy(update={"prefill_graph": True})
+    on = updated(auto, prefill_graph=True)
     assert on.reserved_mib(gpu_mib=h200, tp=16, pp=1, chunk=8192, deepep=True, cuda=True) == 17920 + 1536 + 1024
     assert on.reserved_mib(gpu_mib=mi300x, tp=8, pp=1, chunk=8192, deepep=True, cuda=False) == 16896 + 1536
     # the stack runs with it at its default; an explicit value pins the reserve

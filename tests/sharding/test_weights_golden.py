@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from k3plan.engines.stack import load_stack
+from k3plan.engines.stack import load_stack, updated
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding import make_mesh, resolve
 from k3plan.sharding.resolve import rules_for, spec_from_rules
@@ -57,8 +57,8 @@ WHOLE = 131_072 + 12_288 + 24_576 + 5_120 + 131_072 + 2_048 + 128  # 306,304
 
 def stack():
     base = load_stack("vllm-tpu")  # runtime formats: checkpoint (bf16 stays 2 bytes)
-    sharding = base.sharding.model_copy(update={"rules": RULES, "role_overrides": OVERRIDES, "cite": {}})
-    return base.model_copy(update={"sharding": sharding})
+    sharding = updated(base.sharding, rules=RULES, role_overrides=OVERRIDES, cite={})
+    return updated(base, sharding=sharding)
 
 
 NAMES = ("embed", "q_b_proj", "o_proj", "kv_a_proj", "l0.experts", "l1.experts", "router", "norm")

@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from k3plan.engines.stack import ComputeDtype, FormatCompute, Source, load_stack
+from k3plan.engines.stack import ComputeDtype, FormatCompute, Source, load_stack, updated
 from k3plan.setup import make_setup
 from k3plan.speed.expected import op_time
 from k3plan.speed.peaks import Peaks
@@ -101,7 +101,7 @@ def test_a_stack_option_choice_sets_compute_rules_and_every_choice_sets_the_same
 def _with_mxfp4(stack, **rule):
     src = Source(repo="example/engine", file="moe.py", symbol="Fp4Method")
     fmt = FormatCompute(holds="a hand-made rule", sources=(src,), **rule)
-    return stack.model_copy(update={"compute_dtype": ComputeDtype(formats={"mxfp4": fmt})})
+    return updated(stack, compute_dtype=ComputeDtype(formats={"mxfp4": fmt}))
 
 
 def test_a_dtype_the_hardware_lacks_falls_back_to_bf16_visibly_and_platforms_pick():

@@ -91,7 +91,7 @@ class StepParams:
 
 
 def _setup(params: StepParams, *, hardware: Optional[str] = None):
-    from k3plan.engines.stack import ComputeDtype
+    from k3plan.engines.stack import ComputeDtype, updated
     from k3plan.probes.step.scaled import K3_WIDTH_EXPERTS, K3_WIDTH_LAYERS, k3_width_config_path, scaled_config_path
     from k3plan.setup import make_setup
 
@@ -105,7 +105,7 @@ def _setup(params: StepParams, *, hardware: Optional[str] = None):
             topology=params.topology or "2x2x1",
             tp=params.tp or 8,
         )
-        return replace(s, stack=s.stack.model_copy(update={"compute_dtype": cd}))
+        return replace(s, stack=updated(s.stack, compute_dtype=cd))
     if hardware is None:
         raise K3PlanError("probe step --width k3: no hardware spec for this device kind; pass --hardware NAME")
     path = k3_width_config_path(layers=params.layers or K3_WIDTH_LAYERS, experts=params.experts or K3_WIDTH_EXPERTS)
@@ -123,7 +123,7 @@ def _setup(params: StepParams, *, hardware: Optional[str] = None):
     # Stack.runtime_format, and with it kept the step held MXFP4 experts dequantized in XLA ops (the v5e run of
     # 2026-12-04 05:41Z: 80.7 ms a decode step, the profile's top ops u8 unpacking and scale broadcasts)
     formats = {k: v for k, v in k3.stack.runtime_formats.items() if not k.startswith("expert@")} | {"expert": "bf16"}
-    return replace(k3, stack=k3.stack.model_copy(update={"compute_dtype": cd, "runtime_formats": formats}))
+    return replace(k3, stack=updated(k3.stack, compute_dtype=cd, runtime_formats=formats))
 
 
 def _jit(stage: str, setup, ab, inputs, *, form: Optional[str]):
