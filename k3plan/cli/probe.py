@@ -611,8 +611,9 @@ def gmm(
     """An engine's grouped-matmul kernel (gmm_v2) at K3's routed-expert shapes: seconds a call, bytes, FLOPs.
 
     The kernel is imported from --kernel at run time and called as the engine's gmm_wrapper calls it
-    (MXFP4: float4_e2m1fn [experts, K, N] with fp32 block-32 scales [experts, K/32, 1, N]); bf16 weights
-    in the same run are the control. Each point is timed as N dependent calls in one program.
+    (MXFP4: float4_e2m1fn weights, experts x K x N, with fp32 block-32 scales, experts x K/32 x 1 x N); bf16
+    weights in the same run are the control. Each point is timed as N dependent calls in one program. Where
+    the compiler refuses fp4 (Mosaic on TPU v5e), int4 weights with the same scales stand in, labelled.
 
     \b
     Examples:
