@@ -39,6 +39,7 @@ Examples:
   k3plan probe kda-decode --heads 8 --head-dim 64             Pallas decode step vs jnp reference
   k3plan probe step                                           a scaled K3 decode step: measured vs expected
   k3plan probe matmul --from-plan -t 2x2x4 --tp 32            the (M, N, K) K3's matmul ops have at that split
+  k3plan probe gmm --kernel ext/gmm_v2.py                      an engine's grouped-matmul kernel at K3's expert shapes
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -575,6 +576,69 @@ def ragged_dot(
         ep=ep,
         dtype=dtype,
         plan=plan,
+    )
+    launch(run, params)
+
+
+@app.command("gmm")
+@with_probe_options
+def gmm(
+    launch,
+    kernel: Annotated[
+        Path,
+        typer.Option(
+            "--kernel",
+            help="A Python file defining gmm_v2 with the engine kernel's call signature (e.g. a local copy of "
+            "vllm-torchtpu's kernels/megablox/gmm_v2.py; never part of k3plan). Its SOURCE and LOCAL_EDITS, if "
+            "defined, go into the record.",
+        ),
+    ],
+    points: Annotated[
+        str,
+        typer.Option("--points", help="ROWSxGROUPS: routed rows over that many touched local experts."),
+    ] = "256x28,16x2,64x28,1024x28",
+    weights: Annotated[
+        str, typer.Option("--weights", help="Weight formats: float4_e2m1fn, int4, bfloat16 (the control).")
+    ] = "float4_e2m1fn,bfloat16",
+    proj: Annotated[str, typer.Option("--proj", help="w13 (gate+up fused, silu), w2, or both.")] = "w13,w2",
+    stand_in: Annotated[
+        str, typer.Option("--stand-in", help="int4 (tried where fp4 does not compile, labelled) or none.")
+    ] = "int4",
+    experts: Annotated[int, typer.Option("--experts", help="Local experts a device (K3 at EP 32: 28).")] = 28,
+    d_in: Annotated[int, typer.Option("--d-in", help="Expert input width (K3's latent: 3584).")] = 3584,
+    intermediate: Annotated[int, typer.Option("--intermediate", help="Expert intermediate (K3: 3072).")] = 3072,
+) -> None:
+    """An engine's grouped-matmul kernel (gmm_v2) at K3's routed-expert shapes: seconds a call, bytes, FLOPs.
+
+    The kernel is imported from --kernel at run time and called as the engine's gmm_wrapper calls it
+    (MXFP4: float4_e2m1fn weights, experts x K x N, with fp32 block-32 scales, experts x K/32 x 1 x N); bf16
+    weights in the same run are the control. Each point is timed as N dependent calls in one program. Where
+    the compiler refuses fp4 (Mosaic on TPU v5e), int4 weights with the same scales stand in, labelled.
+
+    \b
+    Examples:
+      k3plan probe gmm --kernel ext/gmm_v2.py                          K3's shapes: w13 and w2, fp4 and bf16
+      k3plan probe gmm --kernel ext/gmm_v2.py --points 256x28 --proj w13 --weights float4_e2m1fn
+      k3plan probe gmm --kernel tests/probes/gmm_standin.py --experts 4 --d-in 128 --intermediate 128 --points 8x2
+    """
+    from k3plan.probes.gmm import GmmParams, run
+
+    pts = []
+    for item in items("--points", points):
+        rows, sep, groups = item.lower().partition("x")
+        require(
+            sep == "x" and rows.isdigit() and groups.isdigit(), f"--points {item!r}: expected ROWSxGROUPS, e.g. 256x28"
+        )
+        pts.append((int(rows), int(groups)))
+    params = GmmParams(
+        kernel=kernel,
+        points=tuple(pts),
+        weights=_names(weights, what="--weights", allowed=("float4_e2m1fn", "int4", "bfloat16")),
+        projections=_names(proj, what="--proj", allowed=("w13", "w2")),
+        stand_in=None if stand_in == "none" else stand_in,
+        experts=experts,
+        d_in=d_in,
+        intermediate=intermediate,
     )
     launch(run, params)
 

@@ -11,5 +11,6 @@ PROBES: dict[str, tuple[str, str]] = {
     "kda": ("k3plan.probes.kda.probe", "KDA per-token cost vs sequence length, chunked and recurrent"),
     "kda-decode": ("k3plan.probes.kda_decode.probe", "Pallas single-step KDA decode kernel vs jnp reference"),
     "ragged-dot": ("k3plan.probes.ragged_dot", "jax.lax.ragged_dot grouped matmul at K3 expert shapes"),
+    "gmm": ("k3plan.probes.gmm", "an engine's grouped-matmul kernel (gmm_v2, from --kernel) at K3's expert shapes"),
     "step": ("k3plan.probes.step.probe", "a scaled K3 decode step, measured vs expected from its op list"),
 }

@@ -3,6 +3,7 @@ ceiling time of the probed point / its measured time, against a size axis.
 
     matmul:<dtype>             x = (M N K)^(1/3) (the probe's size)             probe matmul [--from-plan]
     grouped_matmul:<dtype>     x = rows a touched expert group                  probe ragged-dot [--from-plan]
+    gmm_v2:<format>:<call>     x = rows a touched expert group                  probe gmm (the engine's kernel)
     hbm                        x = bytes a transfer                              probe hbm
     kda_recurrent              x = heads (best over the record's lengths)        probe kda --path recurrent
     kda_chunked:<chunk>        x = heads                                         probe kda --path chunked
@@ -65,6 +66,7 @@ VIEWS = frozenset({"hbm_copy"})
 AXES = {
     "matmul": "(M N K)^(1/3)",
     "grouped_matmul": "rows a touched expert group",
+    "gmm_v2": "rows a touched expert group",
     "hbm": "bytes a transfer",
     "hbm_copy": "bytes a copy (read + write)",
     "kda_recurrent": "heads",
@@ -135,6 +137,8 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                         ),
                     )
                 )
+    elif probe == "gmm":
+        out.extend(_gmm_points(record, peaks, pts))
     elif probe == "hbm":
         # every record on "hbm" (the envelope: norms, weight streams); the copies also on "hbm_copy", for ops that
         # read and write the same bytes (step.graph's relayout and slice copies: OpCost.hbm_curve)
@@ -217,6 +221,57 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
     return out
 
 
+def _gmm_points(record: ProbeRecord, peaks: Peaks, pts: list) -> list[tuple[str, float, float, str]]:
+    """probe gmm (issue 38): the engine's grouped-matmul kernel, efficiency = its ceiling / the seconds a call,
+    the ceiling as the model prices a routed-expert op: max(the touched bytes / HBM peak, the MXU rows the
+    kernel computes (k3plan.step.gmm: calculate_tiling, fill_metadata's visits, bucket_m) x 2 K N / bf16 peak).
+    Keyed by the weight format (MXFP4: float4_e2m1fn, or int4 with the same block-32 scales as its stand-in where
+    the compiler refused fp4: the same dequantize-before-matmul path, labelled) and the call (w13, w2)."""
+    from k3plan.step.gmm import VMEM_BYTES, VMEM_SHARE, gmm_curve_key, gmm_v2_tiles, visit_mxu_rows
+
+    fmt = str(record.params.get("weight_dtype", ""))
+    curve_fmt = {"float4_e2m1fn": "mxfp4", "int4": "mxfp4", "bfloat16": "bf16"}.get(fmt)
+    vmem = VMEM_BYTES.get(record.device_kind)
+    if curve_fmt is None or vmem is None:
+        return []
+    stand_in = (
+        f" (int4 stand-in for MXFP4: {record.label or 'the same block-32 scales, dequantized before the matmul'})"
+        if fmt == "int4"
+        else ""
+    )
+    quant = record.params.get("quant_block")
+    out = []
+    for p, v in pts:
+        q = p.params
+        rows, groups, k, n = int(q["rows"]), int(q["groups"]), int(q["k"]), int(q["n"])
+        fused = q.get("projection") == "w13"
+        tiles = gmm_v2_tiles(
+            size_m=rows,
+            size_k=k,
+            size_n=n,
+            rhs_bits=16 if curve_fmt == "bf16" else 4,
+            quant_block=None if curve_fmt == "bf16" else int(quant or 32),
+            fused=fused,
+            vmem_limit=int(vmem * VMEM_SHARE),
+        )
+        sizes = [rows // groups + (1 if g < rows % groups else 0) for g in range(groups)]
+        mxu_flops = 2.0 * visit_mxu_rows(sizes, tiles) * k * n
+        ceiling = max(float(q["touched_bytes"]) / peaks.hbm_bw_bytes_per_s, mxu_flops / peaks.flops_per_s("bf16"))
+        x = rows / groups
+        out.append(
+            (
+                gmm_curve_key(curve_fmt, fused=fused),
+                x,
+                ceiling / v,
+                (
+                    f"gmm_v2 {q['projection']} {fmt}{stand_in}, {rows} rows over {groups} experts ({x:.3g} a group): "
+                    f"{v:.3g} s a call measured / {ceiling:.3g} s ceiling"
+                ),
+            )
+        )
+    return out
+
+
 def _skip_reason(record: ProbeRecord, device_kind: str) -> str | None:
     kind = device_kind.lower()
     if not record.ok or record.verified is False:
@@ -276,12 +331,16 @@ def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
 
 
 # Issue 38: an efficiency measured on one TPU may stand for another TPU's, labelled "transferred", never above 1.
-# Only the op kinds the engine runs as the probe ran them transfer: XLA matmuls and HBM streams. Not transferred:
+# Only the op kinds the engine runs as the probe ran them transfer: XLA matmuls and HBM streams, and the engine's
+# own grouped-matmul kernel where ``probe gmm`` timed it (gmm_v2, loaded from the engine's source: the same
+# kernel, the same call as the engine's gmm_wrapper). Not transferred:
+TRANSFERRED = ("matmul", "hbm", "gmm_v2")
 NOT_TRANSFERRED = {
     "grouped_matmul": (
         "the records time XLA's ragged_dot, which reads every local expert's weights even for an empty group; the "
         "engine's grouped matmul is gmm_v2 (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/gmm_v2.py "
-        "fill_metadata @15e5264a: should_process = group_size > 0), which visits only the touched groups"
+        "fill_metadata @15e5264a: should_process = group_size > 0), which visits only the touched groups; that "
+        "kernel's own records (probe gmm) are the gmm_v2 curves, which do transfer"
     ),
     "kda_decode": "a different kernel on each chip (the v5e record's jnp point was refused, its Pallas point is slower)",
     "kda_chunked": "no engine kernel of the record's form",
@@ -316,7 +375,8 @@ def transfer_source_kinds(peaks: Peaks, kinds: set[str] | None = None) -> list[P
 def transfer_curves(
     curves: EfficiencyCurves, records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks
 ) -> EfficiencyCurves:
-    """``curves`` plus, for each matmul and HBM curve no record of ``peaks.device_kind`` holds, another TPU's
+    """``curves`` plus, for each matmul, HBM and gmm_v2 curve (``TRANSFERRED``) no record of ``peaks.device_kind``
+    holds, another TPU's
     (measured against that TPU's own peaks, so the efficiency is its own), each point labelled transferred.
     Several source TPUs: the first bundled spec's wins (one source a curve, never a max over them)."""
     kinds = {r.device_kind.lower() for r, _ in records if not r.is_cpu}
@@ -326,7 +386,7 @@ def transfer_curves(
             continue
         theirs = build_curves(records, peaks=src)
         for key, curve in theirs.curves.items():
-            if key.split(":")[0] not in ("matmul", "hbm") or key in curves.curves or key in added:
+            if key.split(":")[0] not in TRANSFERRED or key in curves.curves or key in added:
                 continue
             if key.startswith("matmul:") and key.split(":")[1] not in peaks.flops_per_s_by_dtype:
                 continue

@@ -7,6 +7,7 @@ Per op (per execution; x `count`):
     expected  matmul, attention: max(compute / e_compute, memory / e_hbm(bytes))  (e_compute: the
               matmul curve at (M N K)^(1/3); attention has no probe, so its compute is the ceiling)
               hbm: max(compute, memory / e_hbm(bytes)); grouped_matmul, kda_*, collective: ceiling / e(op's curve)
+              (a grouped matmul the engine runs with a kernel probe gmm measured: that kernel's curve, OpCost.curve)
 Assumptions: the ops of a stage run one after another (no overlap of compute, memory and
 collectives), so the stage's ceiling here is the sum of its ops' ceilings -- at least
 `roofline`'s step-level max(total bytes time, total FLOP time) + collectives. Each op's label
@@ -151,7 +152,10 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         if binding is None:  # an hbm op of 0 bytes
             binding = Efficiency(value=1.0, measured=False, label=f"{op.name}: no HBM bytes; its FLOPs at the ceiling")
         return _done(op, ceiling, max(t_c, t_m), binding)
-    if op.kind == "grouped_matmul":
+    if op.kind == "grouped_matmul" and op.curve is not None and curves is not None and op.curve in curves.curves:
+        # the engine's own kernel, measured (probe gmm): its curve, not the dtype's XLA grouped matmul
+        e = _eff(curves, peaks, op.curve, _v(op.tokens_per_group), f"{op.curve} (the engine's grouped-matmul kernel)")
+    elif op.kind == "grouped_matmul":
         e = _eff(
             curves,
             peaks,

@@ -37,7 +37,9 @@ ENGINE_COMMIT = "0095cdcbda2a44e2b3cd5975d2954765e2e95629"
 MXFP4_SOURCE = (
     f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} src/vllm_torchtpu/layers/adapter/quantization/"
     "compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4an_mxfp4.py (unpacks MXFP4 to native fp4 "
-    "once at load; the GMM kernel reads fp4 weights and scales): no HBM traffic beyond the packed weights"
+    "once at load; the GMM kernel reads fp4 weights and scales): no HBM traffic beyond the packed weights; the "
+    "kernel's dequantization to bf16 in VMEM (gmm_v2 inner_kernel, should_dequantize_before_matmul) is in the experts' "
+    "expected time where a probe gmm record prices it (the gmm_v2 curves)"
 )
 PADDING_SOURCE = (
     f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} (same file: token_padding.zero_routing_weights_for_padding, "

@@ -36,9 +36,10 @@ from k3plan.structs import Frozen
 
 UNMEASURED = {
     "decode": (
-        "device time beyond the model that no source here measures: the engine's grouped matmul (gmm_v2, its fp4 "
-        "tiles dequantized in VMEM), its attention and linear-attention (KDA) kernels on TPU7x (no probe record "
-        "of TPU7x; the v5e records transfer for XLA matmuls and HBM streams only), HBM and matmul efficiency on "
+        "device time beyond the model that no source here measures: the engine's grouped matmul (gmm_v2) on TPU7x "
+        "beyond its TPU v5 lite record (probe gmm, int4 weights standing in for fp4, transferred), its attention "
+        "and linear-attention (KDA) kernels on TPU7x (no probe record of TPU7x; the v5e records transfer for XLA "
+        "matmuls, HBM streams and the engine's gmm_v2 only), HBM and matmul efficiency on "
         "TPU7x beyond v5e's, collective latency beyond the spec's chained call, the step's broadcast to and "
         "gather from every host (a multi-host executor) beyond one host's round trip; under a load (concurrency "
         "above 1) the prefill chunks of arriving requests that share the decode steps (plan --isl/--osl's "
@@ -46,8 +47,8 @@ UNMEASURED = {
         "repository's phased profiler, USE_PHASED_PROFILER) would split it"
     ),
     "prefill": (
-        "not measured by any source here: the chunk's kernels below their ceilings on TPU7x (the engine's gmm_v2 "
-        "with fp4 tiles dequantized to bf16 in VMEM before the MXU at the chunk's rows, its attention and "
+        "not measured by any source here: the chunk's kernels below their ceilings on TPU7x beyond the v5e records "
+        "(the engine's gmm_v2 at the chunk's rows on TPU7x beyond its TPU v5 lite record, its attention and "
         "linear-attention kernels: no probe record), the engine's per-chunk work beyond one host's round trip; a "
         "profile of one chunk would split it"
     ),
@@ -55,11 +56,14 @@ UNMEASURED = {
 
 # what a chunk costs whatever its tokens that the model does not price (issue 38): read in the engine's code
 PER_CHUNK_UNPRICED = (
-    "not priced here: the engine's grouped matmul dequantizes a visited expert's whole fp4 weight tile (w13 and w2) "
-    "to bf16 in VMEM at every visit, before the MXU (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/"
-    "gmm_v2.py inner_kernel, should_dequantize_before_matmul: quant block 32 < the MXU's 256 columns, @15e5264a), "
-    "so a chunk's VPU work scales with the local experts it touches (at 512 tokens all 28 a device, 92 layers), not "
-    "its rows; no VPU rate in the hardware spec and no probe record prices it"
+    "priced in the model's own time a chunk where the records hold it: the engine's grouped matmul dequantizes a "
+    "visited expert's whole fp4 weight tile (w13 and w2) to bf16 in VMEM at every visit, before the MXU "
+    "(kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/gmm_v2.py inner_kernel, "
+    "should_dequantize_before_matmul: quant block 32 < the MXU's 256 columns, @15e5264a), so a chunk's VPU work "
+    "scales with the local experts it touches (at 512 tokens all 28 a device), not its rows: the kernel itself timed "
+    "on TPU v5 lite (probe gmm, int4 weights with the same block-32 scales standing in for fp4, which Mosaic there "
+    "refuses) and transferred as an efficiency against its ceiling (the experts' column); what remains is "
+    "not priced by any source here"
 )
 
 

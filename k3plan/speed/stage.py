@@ -67,11 +67,11 @@ def curves_for(peaks: Peaks, probes: Path | None):
     counted = [c for k, c in curves.curves.items() if k not in VIEWS]  # a view re-reads records another curve counts
     moved = sorted({p.transferred_from for c in counted for p in c.points if p.transferred_from is not None})
     own = sum(1 for c in counted if not any(p.transferred_from for p in c.points))
-    if moved:  # issue 38: another TPU's matmul and HBM efficiency, labelled
+    if moved:  # issue 38: another TPU's matmul, HBM and engine-kernel (gmm_v2) efficiency, labelled
         n = len(counted) - own
         return curves, (
             f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({own} curves) and {n} curves transferred "
-            f"from {', '.join(moved)} (matmul and HBM only: the engine runs them as the probe did)"
+            f"from {', '.join(moved)} (matmul, HBM and the engine's gmm_v2 only: the engine runs them as the probe did)"
         )
     return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({len(counted)} curves)"
 
@@ -110,7 +110,7 @@ def decode_op_costs(
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
-    from k3plan.step.gmm import expert_rows_of_setup
+    from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.stages import microbatch
 
@@ -153,7 +153,11 @@ def decode_op_costs(
         expert_rows=expert_rows,
     )
     coll = collective_ops(spec, **a, tokens=rows, sequences=batch)
-    out = to_op_costs(d.ops + coll + _send_ops(setup, tokens=batch), dtype_of=dtype_of_setup(setup))
+    out = to_op_costs(
+        d.ops + coll + _send_ops(setup, tokens=batch),
+        dtype_of=dtype_of_setup(setup),
+        curve_of=kernel_curve_of_setup(setup) if engine else None,
+    )
     return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights)
 
 
@@ -162,7 +166,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
     chunk's stage-to-stage send under ``--pp``); ``engine`` and ``graph`` as ``decode_op_costs``'."""
     from k3plan.budget.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
-    from k3plan.step.gmm import expert_rows_of_setup
+    from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.work import experts_touched
 
@@ -183,7 +187,11 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         expert_rows=expert_rows_of_setup(setup) if engine else None,
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
-    out = to_op_costs(ops + coll + _send_ops(setup, tokens=chunk), dtype_of=dtype_of_setup(setup))
+    out = to_op_costs(
+        ops + coll + _send_ops(setup, tokens=chunk),
+        dtype_of=dtype_of_setup(setup),
+        curve_of=kernel_curve_of_setup(setup) if engine else None,
+    )
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
 
 

@@ -191,3 +191,52 @@ def expert_rows_of(stack: Any, hardware: Any, spec: Any) -> Callable[..., Any] |
 def expert_rows_of_setup(setup: Any) -> Callable[..., Any] | None:
     """``expert_rows_of`` for one Setup's stack, hardware and model."""
     return expert_rows_of(setup.stack, setup.hardware, setup.model.spec)
+
+
+# Issue 38: the efficiency curve of the engine's own grouped-matmul kernel (``probe gmm``'s records), by the
+# runtime weight format it dequantizes and the call (w13: gate and up fused with the activation; w2 alone)
+GMM_CURVE = "gmm_v2"
+CURVE_FORMATS = {"mxfp4_f32scale": "mxfp4", "mxfp4": "mxfp4"}
+
+
+def gmm_curve_key(fmt: str, *, fused: bool) -> str:
+    """'gmm_v2:mxfp4:w13': the curve of gmm_v2 with ``fmt`` weights, the fused first call or the second."""
+    return f"{GMM_CURVE}:{fmt}:{'w13' if fused else 'w2'}"
+
+
+def kernel_curve_of(stack: Any) -> Callable[[Any], str | None] | None:
+    """Tensor -> the efficiency curve of the kernel the stack runs a routed expert's matmul with (``gmm_curve_key``),
+    or None: a stack whose ``experts.gmm_tile`` rule is gmm_v2 (its kernel measured by ``probe gmm``) and an expert
+    tensor whose runtime format the kernel dequantizes (``CURVE_FORMATS``). None for any other stack."""
+    rule = getattr(getattr(stack, "experts", None), "gmm_tile", None)
+    if rule is None or getattr(rule, "rule", None) != "gmm_v2":
+        return None
+    from k3plan.step.names import leaf_name
+
+    def curve_of(tensor: Any) -> str | None:
+        fmt = CURVE_FORMATS.get(stack.runtime_format(tensor.role, tensor.fmt))
+        return None if fmt is None else gmm_curve_key(fmt, fused=_fused_rhs(leaf_name(tensor)))
+
+    return curve_of
+
+
+def kernel_curve_of_setup(setup: Any) -> Callable[[Any], str | None] | None:
+    """``kernel_curve_of`` for one Setup's stack."""
+    return kernel_curve_of(setup.stack)
+
+
+def visit_mxu_rows(sizes: list[int], tiles: Tiles, *, sublane: int = BF16_SUBLANE_ROWS) -> int:
+    """The MXU rows one gmm_v2 call computes for these group sizes (in order, laid out one after another):
+    ``fill_metadata``'s visits (a touched group's rows from its start's sublane-aligned offset, cut into tiles
+    of at most tile_m rows) and each visit's ``bucket_m`` (inner_kernel) -- exact, where ``group_rows`` takes
+    the mean over the offsets."""
+    total, start = 0, 0
+    for size in sizes:
+        end, cur = start + size, start
+        while size > 0 and cur < end:
+            local = cur % sublane
+            step = min(tiles.tile_m - local, end - cur)
+            total += int(_visit_rows(local + step, tiles))  # m_end_local: the visit's end past its aligned start
+            cur += step
+        start = end
+    return total

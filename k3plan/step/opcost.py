@@ -81,6 +81,9 @@ class OpCost(Frozen):
     n: int | None = None  # >= 1
     k: int | None = None  # >= 1
     tokens_per_group: float | None = None  # grouped matmul: rows an expert group (> 0)
+    # grouped matmul: the efficiency curve of the engine's own kernel (step.gmm.kernel_curve_of: 'gmm_v2:mxfp4:w13'),
+    # read where the curves hold it; otherwise (and None) the dtype's grouped_matmul curve
+    curve: str | None = None
     heads: int | None = None  # KDA heads a device (>= 1)
     chunk: int | None = None  # KDA chunk (chunked path) (>= 1)
     collective: str | None = None  # all-to-all, all-reduce, all-gather, reduce-scatter, send

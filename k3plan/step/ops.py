@@ -711,14 +711,19 @@ def step_sum(ops: list[Op], field: str):
     return sum(op.count * getattr(op, field) for op in ops)
 
 
-def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor, str | None], OpDtype] | None = None) -> list:
+def to_op_costs(
+    ops: list[Op],
+    dtype_of: Callable[[Tensor, str | None], OpDtype] | None = None,
+    curve_of: Callable[[Tensor], str | None] | None = None,
+) -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); a collective
     runs on its own link (``Op.scale_out``: where its group crosses a scale-up domain, and the pipeline send
     where ``roofline.comm.pipeline_link`` says). Collectives a stack does not issue
     (0 calls) are left out. ``speed.expected.expected_time`` of the collectives' OpCosts has the
     roofline's collective time as its ceiling (tests/step/test_ops.py). ``dtype_of``: the compute dtype of a
     weight matmul by its tensor and compute role (``step.compute.dtype_of_setup``: the stack's, by runtime format,
-    role and platform); None: every op at OpCost's default (bf16)."""
+    role and platform); None: every op at OpCost's default (bf16). ``curve_of``: a routed-expert op's tensor -> the
+    efficiency curve of the kernel the engine runs it with (``step.gmm.kernel_curve_of``); None: none named."""
     from k3plan.step.opcost import OpCost
 
     kinds = {
@@ -766,7 +771,8 @@ def to_op_costs(ops: list[Op], dtype_of: Callable[[Tensor, str | None], OpDtype]
             n, k = matmul_nk(op)
             out.append(OpCost(**common, m=max(1, int(op.tokens)), n=n, k=k))
         elif op.kind == "grouped_matmul":
-            out.append(OpCost(**common, tokens_per_group=max(float(op.tokens), 1e-9)))
+            curve = curve_of(op.tensor) if curve_of is not None and op.tensor is not None else None
+            out.append(OpCost(**common, tokens_per_group=max(float(op.tokens), 1e-9), curve=curve))
         elif op.kind == "kda_decode":
             out.append(OpCost(**common, heads=max(1, int(op.heads))))
         elif op.kind == "kda_chunked":

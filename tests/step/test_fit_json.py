@@ -26,8 +26,10 @@ fit-2x2x4-tp32.json's and fit-deepseek-v3-2x2x2.json's speed floats (tpot_s, tok
 former's transferred ratio in tpot_label 1.09 -> 1.08) when issue 38 made torchtpu-vllm's decode collectives carry
 the 16 rows the engine pads a step to (Stack.token_buckets: tpu_platform.py _get_token_paddings), and
 fit-2x2x4-tp32.json's transferred TPOT (speed.tpot_s, tokens_per_s) again when issue 35's K3-width run committed
-more TPU v5e efficiency records (matmul and HBM copy/reduce points at the step's sizes) that the transfer reads. The
-other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
+more TPU v5e efficiency records (matmul and HBM copy/reduce points at the step's sizes) that the transfer reads, and
+once more (speed.tpot_s 20.535 -> 20.495 ms, tokens_per_s) when issue 38's probe gmm records of the engine's own gmm_v2
+(TPU v5e, int4 standing in for MXFP4) priced the routed experts below their ceiling, transferred to TPU7x: the model's
+ratio between 131,072 and 8,192 tokens of context moved. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
 
