@@ -81,8 +81,9 @@ def _struct_at(cls: Any, keys: list[str]) -> Any:
             continue
         if not (isinstance(t, type) and issubclass(t, msgspec.Struct)):
             return None
+        names = dict(zip(t.__struct_encode_fields__, t.__struct_fields__))  # a key as written -> its field
         try:
-            t = typing.get_type_hints(t, include_extras=True).get(key)
+            t = typing.get_type_hints(t, include_extras=True).get(names.get(key, key))
         except Exception:  # noqa: BLE001 - a hint that does not resolve: no suggestion, the message stands
             return None
     return None
@@ -103,11 +104,12 @@ def describe_spec(err: msgspec.ValidationError, cls: Any = None) -> str:
         if missing:
             return f"missing key {full!r}"
         at = _struct_at(cls, keys) if cls is not None else None
-        known = [f for f in getattr(at, "__struct_fields__", ()) if f != key]
+        known = [f for f in getattr(at, "__struct_encode_fields__", ()) if f != key]  # keys as written
         near = difflib.get_close_matches(key, known, n=1)
         return f"unknown key {full!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
     field = _FIELD.match(msg)  # a rule of one field (``__post_init__``'s "name: ..."): named at its key
-    if field and field["key"] in getattr(_struct_at(cls, keys) if cls is not None else None, "__struct_fields__", ()):
+    at = _struct_at(cls, keys) if cls is not None else None
+    if field and field["key"] in getattr(at, "__struct_encode_fields__", ()):
         return ".".join([*keys, field["key"]]) + msg[len(field["key"]) :]
     return f"{where or 'top level'}: {msg}"
 
