@@ -114,6 +114,23 @@ def describe_spec(err: msgspec.ValidationError, cls: Any = None) -> str:
     return f"{where or 'top level'}: {msg}"
 
 
+def error_at(err: msgspec.ValidationError, cls: Any = None) -> tuple[list[str], str]:
+    """msgspec's error as (the keys of the value it is about, what is wrong with it), for a reader that words
+    its own line (config.json's quantization_config): a missing or unknown key's own key last, with
+    ``"missing key"`` / ``"unknown key"``; a ``__post_init__`` rule ``"name: ..."`` at that field."""
+    m = _AT.match(str(err))
+    msg, path = (m["msg"], m["path"] or "") if m else (str(err), "")
+    keys = _keys(path)
+    unknown, missing = _UNKNOWN.match(msg), _MISSING.match(msg)
+    if unknown or missing:
+        return [*keys, (unknown or missing)["key"]], "missing key" if missing else "unknown key"  # type: ignore[index]
+    field = _FIELD.match(msg)
+    at = _struct_at(cls, keys) if cls is not None else None
+    if field and field["key"] in getattr(at, "__struct_encode_fields__", ()):
+        return [*keys, field["key"]], msg[len(field["key"]) + 2 :]
+    return keys, msg
+
+
 def read_yaml_mapping(label: str, path: Path) -> dict:
     """A YAML file that must be a mapping, read through the one guard (k3plan.safeparse)."""
     raw = parse_yaml(label, read_text(label, path))

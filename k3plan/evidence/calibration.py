@@ -63,7 +63,9 @@ def _one_size(
     """The size in bytes from whichever spelling the file used; both at once (or neither, when
     ``required``) is an error naming the two keys."""
     if new_value is not None and old_value is not None:
-        raise ValueError(f"both {new} and {old}; expected one size ({new}: int bytes a device, or {old} in older files)")
+        raise ValueError(
+            f"both {new} and {old}; expected one size ({new}: int bytes a device, or {old} in older files)"
+        )
     if new_value is not None:
         return new_value
     if old_value is not None:
