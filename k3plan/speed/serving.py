@@ -275,9 +275,7 @@ def _model_terms(stage) -> tuple[Term, ...]:
 
 
 def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
-    fa, fb = (
-        {k: v for k, v in dump(f.flags, mode="python").items() if k not in ("extra", "client")} for f in (a, b)
-    )
+    fa, fb = ({k: v for k, v in dump(f.flags, mode="python").items() if k not in ("extra", "client")} for f in (a, b))
     return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
 
 
