@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Union
 
 import msgspec
 
@@ -36,8 +36,9 @@ _BYTES_MAX = 2**50  # the same bound in bytes
 
 # input schemas (msgspec Structs, k3plan.specfile.Spec), converted strictly: "64" is not a token count, 1 is not
 # `true`, 5.0 is not a byte count; floats finite (the bounds refuse .inf; _F refuses .nan)
-Bytes = Annotated[int, msgspec.Meta(ge=0, le=_BYTES_MAX)]
-SomeBytes = Annotated[int, msgspec.Meta(gt=0, le=_BYTES_MAX)]
+# a byte count also reads a float, which _F refuses in words ("expected an integer"): 5.0 is not a byte count
+Bytes = Union[Annotated[int, msgspec.Meta(ge=0, le=_BYTES_MAX)], float]
+SomeBytes = Union[Annotated[int, msgspec.Meta(gt=0, le=_BYTES_MAX)], float]
 Gib = Annotated[float, msgspec.Meta(ge=0, le=_GIB_MAX)]
 SomeGib = Annotated[float, msgspec.Meta(gt=0, le=_GIB_MAX)]
 Positive = Annotated[int, msgspec.Meta(gt=0)]
@@ -46,9 +47,11 @@ Positive = Annotated[int, msgspec.Meta(gt=0)]
 class _F(Spec):
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in self.__struct_fields__:  # allow_inf_nan=False, as the pydantic schema had it
+        for name in self.__struct_fields__:
             value = getattr(self, name)
-            if isinstance(value, float) and not math.isfinite(value):
+            if isinstance(value, float) and name.endswith("_written"):  # a size in bytes (see Bytes)
+                raise ValueError(f"{_key(type(self), name)}: {value!r}: expected an integer, bytes a device")
+            if isinstance(value, float) and not math.isfinite(value):  # allow_inf_nan=False, as pydantic had it
                 raise ValueError(f"{_key(type(self), name)}: {value!r}: expected a finite number")
 
 
@@ -58,16 +61,17 @@ def _key(cls: type, name: str) -> str:
 
 
 def _one_size(
-    new: str, new_value: Optional[int], old: str, old_value: Optional[float], *, required: bool
+    new: str, new_value: Optional[float], old: str, old_value: Optional[float], *, required: bool
 ) -> Optional[int]:
     """The size in bytes from whichever spelling the file used; both at once (or neither, when
-    ``required``) is an error naming the two keys."""
+    ``required``) is an error naming the two keys. ``new_value`` is an int (typed as the
+    schema reads it: a float there is refused in words)."""
     if new_value is not None and old_value is not None:
         raise ValueError(
             f"both {new} and {old}; expected one size ({new}: int bytes a device, or {old} in older files)"
         )
     if new_value is not None:
-        return new_value
+        return int(new_value)  # an int: _F refused a float
     if old_value is not None:
         return int(old_value * GiB)  # as the envelope converted GiB before files stored bytes
     if required:
