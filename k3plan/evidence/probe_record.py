@@ -7,7 +7,7 @@ collective, bytes/s for hbm, FLOP/s for matmul, seconds a token for kda), its un
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import msgspec
 
@@ -17,11 +17,20 @@ SCHEMA_VERSION = 1
 CPU_LABEL = "CPU backend: correctness only, not representative"
 
 
-class _Model(Frozen, frozen=False):
-    """A msgspec Struct (issue 33: a fit from a checkout reads ./reports/probes and builds no pydantic class),
-    mutable as the pydantic model was (a probe fills a point in as it measures); unknown keys refused, values
-    coerced at construction as pydantic's lax mode did (k3plan.structs.Frozen: an int given a float field holds a
-    float). Read with k3plan.specfile.convert, written with k3plan.structs.dump."""
+if TYPE_CHECKING:  # what mypy sees: a mutable, keyword-only dataclass-like base (Frozen, frozen=False, below)
+    from typing_extensions import dataclass_transform
+
+    @dataclass_transform(kw_only_default=True, field_specifiers=(msgspec.field,))
+    class _Model:
+        __struct_fields__: ClassVar[tuple[str, ...]]
+
+else:
+
+    class _Model(Frozen, frozen=False):
+        """A msgspec Struct (issue 33: a fit from a checkout reads ./reports/probes and builds no pydantic class),
+        mutable as the pydantic model was (a probe fills a point in as it measures); unknown keys refused, values
+        coerced at construction as pydantic's lax mode did (k3plan.structs.Frozen: an int given a float field holds a
+        float). Read with k3plan.specfile.convert, written with k3plan.structs.dump."""
 
 
 class Stats(_Model):
