@@ -5,8 +5,9 @@ message naming the file and the key.
 The schemas every command reads (fit's path) are msgspec Structs (:class:`Spec`), checked by
 :func:`convert`: a pydantic model class costs a fit ~0.85 ms to build and its first model ~60 ms of
 pydantic's machinery to import (issue 33: a fresh ``k3plan fit`` within 1.5x the import floor), a Struct
-~0.14 ms and nothing. pydantic stays for the schemas only other commands read (probe records, check's
-baseline, sessions); :func:`describe` words its errors the same way.
+~0.14 ms and nothing (probe records too: a fit from a checkout reads ./reports/probes). pydantic stays for
+the schemas only other commands read (check's baseline, sessions); :func:`describe` words its errors the same
+way.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def _struct_at(cls: Any, keys: list[str]) -> Any:
             continue
         if not (isinstance(t, type) and issubclass(t, msgspec.Struct)):
             return None
+        names = dict(zip(t.__struct_encode_fields__, t.__struct_fields__))  # a key as written -> its field
         try:
-            t = typing.get_type_hints(t, include_extras=True).get(key)
+            t = typing.get_type_hints(t, include_extras=True).get(names.get(key, key))
         except Exception:  # noqa: BLE001 - a hint that does not resolve: no suggestion, the message stands
             return None
     return None
@@ -185,13 +187,31 @@ def describe_spec(err: msgspec.ValidationError, cls: Any = None, data: Any = _NO
         if missing:
             return f"missing key {full!r}"
         at = _struct_at(cls, shape) if cls is not None else None
-        known = [f for f in getattr(at, "__struct_fields__", ()) if f != key]
+        known = [f for f in getattr(at, "__struct_encode_fields__", ()) if f != key]  # keys as written
         near = difflib.get_close_matches(key, known, n=1)
         return f"unknown key {full!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
     field = _FIELD.match(msg)  # a rule of one field (``__post_init__``'s "name: ..."): named at its key
-    if field and field["key"] in getattr(_struct_at(cls, shape) if cls is not None else None, "__struct_fields__", ()):
+    at = _struct_at(cls, shape) if cls is not None else None
+    if field and field["key"] in getattr(at, "__struct_encode_fields__", ()):
         return ".".join([*keys, field["key"]]) + msg[len(field["key"]) :]
     return f"{where or 'top level'}: {msg}"
+
+
+def error_at(err: msgspec.ValidationError, cls: Any = None) -> tuple[list[str], str]:
+    """msgspec's error as (the keys of the value it is about, what is wrong with it), for a reader that words
+    its own line (config.json's quantization_config): a missing or unknown key's own key last, with
+    ``"missing key"`` / ``"unknown key"``; a ``__post_init__`` rule ``"name: ..."`` at that field."""
+    m = _AT.match(str(err))
+    msg, path = (m["msg"], m["path"] or "") if m else (str(err), "")
+    keys = _keys(path)
+    unknown, missing = _UNKNOWN.match(msg), _MISSING.match(msg)
+    if unknown or missing:
+        return [*keys, (unknown or missing)["key"]], "missing key" if missing else "unknown key"  # type: ignore[index]
+    field = _FIELD.match(msg)
+    at = _struct_at(cls, keys) if cls is not None else None
+    if field and field["key"] in getattr(at, "__struct_encode_fields__", ()):
+        return [*keys, field["key"]], msg[len(field["key"]) + 2 :]
+    return keys, msg
 
 
 def read_yaml_mapping(label: str, path: Path) -> dict:

@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
 
 from k3plan.errors import K3PlanError
-from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.specfile import Spec, convert, read_yaml_mapping
 
 MODEL_FILE = Path(__file__).resolve().parent.parent / "evidence" / "temp_model.yaml"
 SHOWN = "k3plan/evidence/temp_model.yaml"  # the same name installed or not
@@ -38,17 +38,36 @@ Col = Any
 FEATURE_OF = {"c_peak": "peak", "c_rest": "rest", "c_resident": "resident", "c_cache": "cache"}
 
 
-class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True, allow_inf_nan=False)
+def _not_finite(value: Any) -> str | None:
+    """How a value breaks allow_inf_nan=False (``"nan"``, ``"c_live: inf"``), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return next((f"{k}: {v!r}" for k, v in value.items() if isinstance(v, float) and not math.isfinite(v)), None)
+    return None
+
+
+class _F(Spec):
+    """An input schema (a msgspec Struct), converted strictly; floats finite (allow_inf_nan=False)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in self.__struct_fields__:
+            bad = _not_finite(getattr(self, name))
+            if bad is not None:
+                raise ValueError(f"{name}: {bad}: expected a finite number")
+
+
+Error = Annotated[float, msgspec.Meta(gt=-1)]
 
 
 class StackBand(_F):
     """A stack's error band: relative errors (model / compiled - 1) on points the fit never saw."""
 
     stack: str
-    low_error: float = Field(gt=-1)  # the most negative error: where the model under-predicted most
-    high_error: float = Field(gt=-1)
-    points: int = Field(gt=0)
+    low_error: Error  # the most negative error: where the model under-predicted most
+    high_error: Error
+    points: Annotated[int, msgspec.Meta(gt=0)]
     low_point: str  # the point that set low_error
     high_point: str
 
@@ -62,8 +81,8 @@ class TempModel(_F):
     coefficients: dict[str, float]
     bands: list[StackBand]
     grid_record: str
-    grid_fit_points: int = Field(gt=0)
-    grid_held_out_points: int = Field(ge=0)
+    grid_fit_points: Annotated[int, msgspec.Meta(gt=0)]
+    grid_held_out_points: Annotated[int, msgspec.Meta(ge=0)]
     backend: str
     device_kind: Optional[str] = None
     jax_version: Optional[str] = None
@@ -118,12 +137,9 @@ def band(m: Col, b: StackBand) -> tuple[Col, Col]:
 def load_temp_model(path_text: str | None = None) -> TempModel:
     path = Path(path_text) if path_text else MODEL_FILE
     label = f"temp model {path}"
-    try:
-        tm = TempModel.model_validate(
-            {**read_yaml_mapping(label, path), "path": SHOWN if path_text is None else str(path)}
-        )
-    except ValidationError as err:
-        raise K3PlanError(f"{label}: {describe(err)}") from None
+    tm = convert(
+        TempModel, {**read_yaml_mapping(label, path), "path": SHOWN if path_text is None else str(path)}, label
+    )
     missing = sorted(set(tm.stacks) - {b.stack for b in tm.bands})
     if missing:
         raise K3PlanError(f"{label}: no band for stack(s) {', '.join(missing)}")

@@ -253,7 +253,7 @@ def _execute(settings, run, json_out: bool) -> None:
         return
     paths: list[Path | None] = list(result.paths) or [None] * len(result.records)  # no store: nothing written
     if json_out:
-        print_json([r.model_dump(mode="json") for r in result.records])
+        print_json(list(result.records))  # Structs: print_json dumps them
         for p in result.paths:
             err_console.print(f"wrote {p}")
     else:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
 
 from k3plan.errors import K3PlanError
-from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.specfile import Spec, convert, read_yaml_mapping
 from k3plan.structs import Frozen
 
 FOLDER = Path(__file__).parent / "benchmarks"
@@ -39,60 +39,62 @@ FOLDER = Path(__file__).parent / "benchmarks"
 Source = Literal["measured", "transferred", "model", "ceiling"]
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+# input schemas (msgspec Structs, k3plan.specfile.Spec): fit reads the benchmarks of its configuration
+Count = Annotated[int, msgspec.Meta(ge=1)]
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+Url = Annotated[str, msgspec.Meta(pattern=r"^https://")]
 
 
-class Engine(_In):
+class Engine(Spec):
     name: str
     repo: str
-    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
-    version: str | None = None
+    commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")]
+    version: Optional[str] = None
 
 
-class Flags(_In):
-    tensor_parallel_size: int = Field(ge=1)
-    data_parallel_size: int = Field(ge=1)
+class Flags(Spec):
+    tensor_parallel_size: Count
+    data_parallel_size: Count
     enable_expert_parallel: bool
-    max_num_batched_tokens: int = Field(ge=1)
-    max_num_seqs: int = Field(ge=1)
-    max_model_len: int = Field(ge=1)
-    gpu_memory_utilization: float = Field(gt=0, le=1)
+    max_num_batched_tokens: Count
+    max_num_seqs: Count
+    max_model_len: Count
+    gpu_memory_utilization: Annotated[float, msgspec.Meta(gt=0, le=1)]
     kv_cache_dtype: str
-    async_scheduling: bool | None
+    async_scheduling: Optional[bool]
     quantization: str
-    compile_sizes: list[int] | None
+    compile_sizes: Optional[list[int]]
     extra: str
     client: str
 
 
-class Split(_In):
-    tp: int = Field(ge=1)
-    dp: int = Field(ge=1)
-    ep: int = Field(ge=1)
+class Split(Spec):
+    tp: Count
+    dp: Count
+    ep: Count
 
 
-class Workload(_In):
-    isl: int = Field(ge=1)
-    osl: int = Field(ge=1)
-    concurrency: int = Field(ge=1)
-    num_prompts: int = Field(ge=1)
-    completed: int = Field(ge=0)
+class Workload(Spec):
+    isl: Count
+    osl: Count
+    concurrency: Count
+    num_prompts: Count
+    completed: Annotated[int, msgspec.Meta(ge=0)]
 
 
-class Measured(_In):
-    median_tpot_ms: float = Field(gt=0)
-    median_ttft_ms: float | None = Field(gt=0)
-    output_token_throughput: float = Field(gt=0)
-    total_token_throughput: float = Field(gt=0)
+class Measured(Spec):
+    median_tpot_ms: Positive
+    median_ttft_ms: Optional[Positive]
+    output_token_throughput: Positive
+    total_token_throughput: Positive
 
 
-class Sources(_In):
-    baseline: str = Field(pattern=r"^https://")
-    config: str = Field(pattern=r"^https://")
+class Sources(Spec):
+    baseline: Url
+    config: Url
 
 
-class ServingBenchmark(_In):
+class ServingBenchmark(Spec):
     name: str
     model: str
     waiting_for_model: bool = False
@@ -132,10 +134,8 @@ def load_benchmark(path: Path) -> ServingBenchmark:
     """One benchmark file, validated; bad input is one line naming the file and the field."""
     label = f"serving benchmark {path}"
     raw = read_yaml_mapping(label, path)
-    try:
-        b = ServingBenchmark.model_validate({**raw, "path": f"k3plan/evidence/benchmarks/{path.name}"})
-    except ValidationError as e:
-        raise K3PlanError(f"{label}: {describe(e)}") from None
+    # not strict: as pydantic's lax mode read them, "8" is 8 and 8.0 is 8
+    b = convert(ServingBenchmark, {**raw, "path": f"k3plan/evidence/benchmarks/{path.name}"}, label, strict=False)
     return _check(b, path)
 
 

@@ -18,58 +18,75 @@ fitted slope.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import not_a_file
-from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.specfile import Spec, convert, read_yaml_mapping
 from k3plan.structs import Frozen
 from k3plan.units import GiB
-
-
-class _F(BaseModel):
-    # strict: "64" is not a token count, 1 is not `true`, 5.0 is not a byte count; floats finite
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, strict=True, allow_inf_nan=False)
-
 
 _GIB_MAX = 2.0**20  # a sanity bound: a pebibyte a device is a typo, not a measurement
 _BYTES_MAX = 2**50  # the same bound in bytes
 
+# input schemas (msgspec Structs, k3plan.specfile.Spec), converted strictly: "64" is not a token count, 1 is not
+# `true`, 5.0 is not a byte count; floats finite (the bounds refuse .inf; _F refuses .nan)
+# a byte count also reads a float, which _F refuses in words ("expected an integer"): 5.0 is not a byte count
+Bytes = Union[Annotated[int, msgspec.Meta(ge=0, le=_BYTES_MAX)], float]
+SomeBytes = Union[Annotated[int, msgspec.Meta(gt=0, le=_BYTES_MAX)], float]
+Gib = Annotated[float, msgspec.Meta(ge=0, le=_GIB_MAX)]
+SomeGib = Annotated[float, msgspec.Meta(gt=0, le=_GIB_MAX)]
+Positive = Annotated[int, msgspec.Meta(gt=0)]
+
+
+class _F(Spec):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            if isinstance(value, float) and name.endswith("_written"):  # a size in bytes (see Bytes)
+                raise ValueError(f"{_key(type(self), name)}: {value!r}: expected an integer, bytes a device")
+            if isinstance(value, float) and not math.isfinite(value):  # allow_inf_nan=False, as pydantic had it
+                raise ValueError(f"{_key(type(self), name)}: {value!r}: expected a finite number")
+
+
+def _key(cls: type, name: str) -> str:
+    """A field's key in the file (its alias, where it has one)."""
+    return cls.__struct_encode_fields__[cls.__struct_fields__.index(name)]  # type: ignore[attr-defined]
+
 
 def _one_size(
-    new: str, new_value: Optional[int], old: str, old_value: Optional[float], *, required: bool
+    new: str, new_value: Optional[float], old: str, old_value: Optional[float], *, required: bool
 ) -> Optional[int]:
     """The size in bytes from whichever spelling the file used; both at once (or neither, when
-    ``required``) is an error naming the two keys."""
+    ``required``) is an error naming the two keys. ``new_value`` is an int (typed as the
+    schema reads it: a float there is refused in words)."""
     if new_value is not None and old_value is not None:
-        raise PydanticCustomError(
-            "one_size", f"both {new} and {old}; expected one size ({new}: int bytes a device, or {old} in older files)"
+        raise ValueError(
+            f"both {new} and {old}; expected one size ({new}: int bytes a device, or {old} in older files)"
         )
     if new_value is not None:
-        return new_value
+        return int(new_value)  # an int: _F refused a float
     if old_value is not None:
         return int(old_value * GiB)  # as the envelope converted GiB before files stored bytes
     if required:
-        raise PydanticCustomError(
-            "one_size", f"no size; expected {new} (int bytes a device) or, in older files, {old} (GiB a device)"
-        )
+        raise ValueError(f"no size; expected {new} (int bytes a device) or, in older files, {old} (GiB a device)")
     return None
 
 
 class _Point(_F):
     # the size as the file spells it (exactly one of the two); read ``temp_bytes``
-    temp_bytes_written: Optional[int] = Field(None, alias="temp_bytes", ge=0, le=_BYTES_MAX)
-    temp_gib: Optional[float] = Field(None, ge=0, le=_GIB_MAX)  # files written before bytes
+    temp_bytes_written: Optional[Bytes] = msgspec.field(default=None, name="temp_bytes")
+    temp_gib: Optional[Gib] = None  # files written before bytes
 
-    @model_validator(mode="after")
-    def _one_temp(self) -> _Point:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         _one_size("temp_bytes", self.temp_bytes_written, "temp_gib", self.temp_gib, required=True)
-        return self
 
     @property
     def temp_bytes(self) -> int:
@@ -80,13 +97,13 @@ class _Point(_F):
 
 
 class PrefillPoint(_Point):
-    tokens: int = Field(gt=0)
+    tokens: Positive
     fits: bool = True
 
 
 class DecodePoint(_Point):
-    context: int = Field(gt=0)
-    batch: Optional[int] = Field(None, gt=0)
+    context: Positive
+    batch: Optional[Positive] = None
     fits: bool = True
 
 
@@ -94,9 +111,9 @@ class Calibration(_F):
     model: str
     hardware: str
     topology: str
-    tp: int = Field(gt=0)
-    ep: Optional[int] = Field(None, gt=0)
-    dp: int = Field(1, gt=0)
+    tp: Positive
+    ep: Optional[Positive] = None
+    dp: Positive = 1
     stack: str
     backend: str
     device_kind: Optional[str] = None
@@ -105,10 +122,10 @@ class Calibration(_F):
     date: Optional[str] = None
     source: Optional[str] = None
     # each size as the file spells it, at most one of the two; read ``available_hbm_bytes`` / ``argument_bytes``
-    available_hbm_bytes_written: Optional[int] = Field(None, alias="available_hbm_bytes", gt=0, le=_BYTES_MAX)
-    available_hbm_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # files written before bytes
-    argument_bytes_written: Optional[int] = Field(None, alias="argument_bytes", gt=0, le=_BYTES_MAX)  # the weights
-    argument_gib: Optional[float] = Field(None, gt=0, le=_GIB_MAX)  # files written before bytes
+    available_hbm_bytes_written: Optional[SomeBytes] = msgspec.field(default=None, name="available_hbm_bytes")
+    available_hbm_gib: Optional[SomeGib] = None  # files written before bytes
+    argument_bytes_written: Optional[SomeBytes] = msgspec.field(default=None, name="argument_bytes")  # the weights
+    argument_gib: Optional[SomeGib] = None  # files written before bytes
     # a calibration measures at least one stage: validate --save-calibration of one --stage writes the other's
     # list empty (the v5e decode calibration, issue 35); a stage without points has no calibrated temp
     # (budget.fit.calibrated_stage: None, the analytic model stands)
@@ -117,13 +134,12 @@ class Calibration(_F):
     notes: list[str] = []
     path: str = ""
 
-    @model_validator(mode="after")
-    def _one_spelling(self) -> Calibration:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.prefill and not self.decode:
-            raise PydanticCustomError("no_points", "no prefill and no decode point: nothing was measured")
+            raise ValueError("no prefill and no decode point: nothing was measured")
         self._available()
         self._argument()
-        return self
 
     def _available(self) -> Optional[int]:
         avail = "available_hbm_bytes", self.available_hbm_bytes_written, "available_hbm_gib", self.available_hbm_gib
@@ -176,11 +192,7 @@ def resolve_calibration(path_text: str) -> tuple[Path, str]:
 def load_calibration(path_text: str) -> Calibration:
     path, shown = resolve_calibration(path_text)
     data = read_yaml_mapping(f"--calibration {shown}", path)
-    try:
-        cal = Calibration.model_validate({**data, "path": shown})
-    except ValidationError as err:
-        raise K3PlanError(f"--calibration {shown}: {describe(err)}") from None
-    return cal
+    return convert(Calibration, {**data, "path": shown}, f"--calibration {shown}")
 
 
 class EnvelopeValue(Frozen):  # computed from a calibration's points: a Struct

@@ -17,29 +17,24 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import BUNDLED_SHOWN, FOLDER, INDEX, Calibration, load_calibration
-from k3plan.specfile import describe
+from k3plan.specfile import Spec, convert
+from k3plan.structs import replace
 
 Kind = Literal["measured", "compiled"]
 RANK: dict[str, int] = {"measured": 0, "compiled": 1}  # lower is better evidence
 
 
-class Entry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class Entry(Spec):  # an index.yaml entry (a msgspec Struct, read not strictly, as pydantic's lax mode did)
     file: str
     kind: Kind
     kv_dtype: str
     origin: str = ""
 
 
-class Evidence(BaseModel):
+class Evidence(Spec):
     """One shipped calibration with its index entry."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     calibration: Calibration
     kind: Kind
@@ -54,13 +49,9 @@ def _read_index(folder: Path) -> list[Entry]:
     raw = parse_yaml(label, read_text(label, path))
     if not isinstance(raw, list):
         raise K3PlanError(f"calibration registry {path}: expected a list of {{file, kind, kv_dtype}} entries")
-    out = []
-    for i, item in enumerate(raw):
-        try:
-            out.append(Entry.model_validate(item))
-        except ValidationError as err:
-            raise K3PlanError(f"calibration registry {path}: entry {i + 1}: {describe(err)}") from None
-    return out
+    return [
+        convert(Entry, item, f"calibration registry {path}: entry {i + 1}", strict=False) for i, item in enumerate(raw)
+    ]
 
 
 @lru_cache(maxsize=4)
@@ -83,7 +74,7 @@ def _evidence(folder: str | None, entry: Entry) -> Evidence:
     where = Path(folder) if folder else FOLDER
     shown = BUNDLED_SHOWN if folder is None else str(where)  # the same name installed or not
     return Evidence(
-        calibration=load_calibration(str(where / entry.file)).model_copy(update={"path": f"{shown}/{entry.file}"}),
+        calibration=replace(load_calibration(str(where / entry.file)), path=f"{shown}/{entry.file}"),
         kind=entry.kind,
         kv_dtype=entry.kv_dtype,
     )

@@ -11,41 +11,40 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
 
 from k3plan.errors import K3PlanError
-from k3plan.specfile import describe, read_yaml_mapping
+from k3plan.specfile import Spec, convert, read_yaml_mapping
 
 FOLDER = Path(__file__).parent / "hosts"
 
+# input schemas (msgspec Structs, k3plan.specfile.Spec), read not strictly (as pydantic's lax mode did)
+Positive = Annotated[float, msgspec.Meta(gt=0)]
 
-class _In(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-
-class FusionChain(_In):
+class FusionChain(Spec):
     n_ops: list[int]
     seconds: list[float]
-    s_per_dependent_op: float = Field(gt=0)
+    s_per_dependent_op: Positive
 
 
-class HostSync(_In):
-    s_per_step_sync: float = Field(gt=0)
-    s_per_step_queued: float = Field(gt=0)
-    s_host_round_trip: float = Field(gt=0)
+class HostSync(Spec):
+    s_per_step_sync: Positive
+    s_per_step_queued: Positive
+    s_host_round_trip: Positive
 
 
-class LayerScan(_In):
+class LayerScan(Spec):
     layers: list[int]
     seconds: list[float]
-    bytes_per_layer: int = Field(gt=0)
-    s_per_layer: float = Field(gt=0)
-    hbm_bytes_per_s_measured: float = Field(gt=0)
+    bytes_per_layer: Annotated[int, msgspec.Meta(gt=0)]
+    s_per_layer: Positive
+    hbm_bytes_per_s_measured: Positive
 
 
-class StepOverheads(_In):
+class StepOverheads(Spec):
     device_kind: str
     backend: str
     jax_version: str
@@ -65,10 +64,7 @@ class StepOverheads(_In):
 def load_step_overheads(path: Path) -> StepOverheads:
     label = f"step-overhead record {path}"
     raw = read_yaml_mapping(label, path)
-    try:
-        rec = StepOverheads.model_validate({**raw, "path": f"k3plan/evidence/hosts/{path.name}"})
-    except ValidationError as e:
-        raise K3PlanError(f"{label}: {describe(e)}") from None
+    rec = convert(StepOverheads, {**raw, "path": f"k3plan/evidence/hosts/{path.name}"}, label, strict=False)
     if rec.backend != "tpu":
         raise K3PlanError(f"{label}: backend {rec.backend!r}: only a record measured on a TPU is used")
     return rec
@@ -79,15 +75,15 @@ def shipped_step_overheads(folder: Path = FOLDER) -> tuple[StepOverheads, ...]:
     return tuple(load_step_overheads(p) for p in sorted(folder.glob("*.yaml")))
 
 
-class EngineStepOverhead(_In):
+class EngineStepOverhead(Spec):
     """An engine's host time a synchronous step, as published (``k3plan/evidence/engine_step_overheads.yaml``)."""
 
     engine_family: str
-    seconds: float = Field(gt=0, lt=1)
+    seconds: Annotated[float, msgspec.Meta(gt=0, lt=1)]
     scheduling: Literal["sync"]
     measured_on: str
     quote: str
-    source: str = Field(pattern=r"^https://")
+    source: Annotated[str, msgspec.Meta(pattern=r"^https://")]
 
 
 ENGINE_FILE = Path(__file__).parent / "engine_step_overheads.yaml"
@@ -101,7 +97,4 @@ def engine_step_overheads(path: Path = ENGINE_FILE) -> tuple[EngineStepOverhead,
     raw = parse_yaml(label, read_text(label, path))
     if not isinstance(raw, list):
         raise K3PlanError(f"{label}: expected a list of entries")
-    try:
-        return tuple(EngineStepOverhead.model_validate(x) for x in raw)
-    except ValidationError as e:
-        raise K3PlanError(f"{label}: {describe(e)}") from None
+    return tuple(convert(EngineStepOverhead, x, label, strict=False) for x in raw)

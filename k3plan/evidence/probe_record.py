@@ -7,16 +7,30 @@ collective, bytes/s for hbm, FLOP/s for matmul, seconds a token for kda), its un
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+
+from k3plan.structs import Frozen
 
 SCHEMA_VERSION = 1
 CPU_LABEL = "CPU backend: correctness only, not representative"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+if TYPE_CHECKING:  # what mypy sees: a mutable, keyword-only dataclass-like base (Frozen, frozen=False, below)
+    from typing_extensions import dataclass_transform
+
+    @dataclass_transform(kw_only_default=True, field_specifiers=(msgspec.field,))
+    class _Model:
+        __struct_fields__: ClassVar[tuple[str, ...]]
+
+else:
+
+    class _Model(Frozen, frozen=False):
+        """A msgspec Struct (issue 33: a fit from a checkout reads ./reports/probes and builds no pydantic class),
+        mutable as the pydantic model was (a probe fills a point in as it measures); unknown keys refused, values
+        coerced at construction as pydantic's lax mode did (k3plan.structs.Frozen: an int given a float field holds a
+        float). Read with k3plan.specfile.convert, written with k3plan.structs.dump."""
 
 
 class Stats(_Model):
@@ -42,7 +56,7 @@ class Verification(_Model):
     check: str
     ok: bool
     expected_op: Optional[str] = None
-    found_ops: dict[str, int] = Field(default_factory=dict)
+    found_ops: dict[str, int] = msgspec.field(default_factory=dict)
     replaced_by: Optional[str] = None
     detail: Optional[str] = None
 
@@ -61,13 +75,13 @@ class ProbePoint(_Model):
     """One sweep point: its parameters, raw samples, stats, baseline and the derived value."""
 
     params: dict[str, Any]
-    samples_s: dict[str, list[float]] = Field(default_factory=dict)
+    samples_s: dict[str, list[float]] = msgspec.field(default_factory=dict)
     stats: Optional[Stats] = None
     baseline_s: Optional[float] = None
     value: Optional[float] = None
     unit: Optional[str] = None
     expected: Optional[float] = None
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 class ProbeRecord(_Model):
@@ -75,7 +89,7 @@ class ProbeRecord(_Model):
     probe: str
     op: Optional[str] = None
     mode: Optional[str] = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
     backend: str
     device_kind: str
     device_count: int
@@ -86,22 +100,22 @@ class ProbeRecord(_Model):
     libtpu_version: Optional[str] = None
     date: str
     implementation: Optional[str] = None
-    attempts: list[Attempt] = Field(default_factory=list)
+    attempts: list[Attempt] = msgspec.field(default_factory=list)
     fallback: bool = False
-    fallback_reasons: list[str] = Field(default_factory=list)
+    fallback_reasons: list[str] = msgspec.field(default_factory=list)
     label: Optional[str] = None
     ok: bool = True
     error: Optional[str] = None
-    points: list[ProbePoint] = Field(default_factory=list)
+    points: list[ProbePoint] = msgspec.field(default_factory=list)
     baseline: Optional[str] = None
-    verification: list[Verification] = Field(default_factory=list)
+    verification: list[Verification] = msgspec.field(default_factory=list)
     verified: Optional[bool] = None
     expectation: Optional[Expectation] = None
     cut_short: bool = False
     cut_short_reason: Optional[str] = None
     elapsed_s: Optional[float] = None
     source: Optional[str] = None
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     @property
     def is_cpu(self) -> bool:

@@ -16,11 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from pydantic import ValidationError
-
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import parse_json, read_text
-from k3plan.specfile import describe as describe_error
+from k3plan.specfile import convert
 
 if TYPE_CHECKING:  # the schema is imported where a record is read: a fit without --probes builds none of it
     from k3plan.evidence.probe_record import ProbePoint, ProbeRecord
@@ -78,12 +76,10 @@ def _read_record(path: Path) -> ProbeRecord:
             f"{label}: a JSON {type(raw).__name__}, not a probe record; expected an object "
             "written by `k3plan probe` (move other files out of the folder)"
         )
-    try:
-        from k3plan.evidence.probe_record import ProbeRecord
+    from k3plan.evidence.probe_record import ProbeRecord
 
-        return ProbeRecord.model_validate(raw)
-    except ValidationError as err:
-        raise K3PlanError(f"{label}: not a probe record: {describe_error(err)}") from None
+    # not strict: as pydantic's lax mode read a record ("8" is 8)
+    return convert(ProbeRecord, raw, f"{label}: not a probe record", strict=False)
 
 
 def _matching(dir: PathLike, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, Path]]:

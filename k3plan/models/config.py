@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveInt,
-    StrictStr,
-    ValidationError,
-    model_validator,
-)
+import msgspec
 
 from k3plan.errors import K3PlanError
+from k3plan.specfile import Spec, error_at
 
 _MISSING = object()
 
@@ -92,47 +85,51 @@ class ConfigReader:
         return ConfigReader(self.get(key), source=self.source, prefix=f"{self.prefix}{key}.")
 
 
-class _Quant(BaseModel):
-    # extra keys (activation_scheme, config_groups, ...) are the engines' business; the keys k3plan
-    # reads are checked exactly (strict: "128" or 128.0 is not a block size)
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True, defer_build=True)
+class _Quant(Spec, forbid_unknown_fields=False):
+    """A quantization_config as read (a msgspec Struct, converted strictly: "128" or 128.0 is not a block size).
+    Keys it does not declare (activation_scheme, config_groups, ...) are the engines' business: ignored, as
+    nothing in k3plan reads them."""
+
+    METHOD: ClassVar[str]  # the quant_method this scheme is
 
 
 class Fp8BlockQuant(_Quant):
     """DeepSeek-V3 style: e4m3 weights, an f32 scale per [128, 128] block (formats.fp8_block)."""
 
+    METHOD = "fp8"
     quant_method: Literal["fp8"]
     fmt: Literal["e4m3"] = "e4m3"
-    weight_block_size: list[PositiveInt] = Field(default=[128, 128], min_length=2, max_length=2)
+    weight_block_size: Annotated[list[Annotated[int, msgspec.Meta(gt=0)]], msgspec.Meta(min_length=2, max_length=2)] = (
+        msgspec.field(default_factory=lambda: [128, 128])
+    )
     storage: Literal["fp8_block"] = "fp8_block"
 
-    @model_validator(mode="after")
-    def _modelled(self) -> Fp8BlockQuant:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.weight_block_size != [128, 128]:  # the one block shape formats.fp8_block stores
-            raise ValueError(f"weight_block_size {self.weight_block_size}: only [128, 128] blocks are modelled")
-        return self
+            raise ValueError("weight_block_size: only [128, 128] blocks are modelled")
 
 
 class CompressedTensorsQuant(_Quant):
     """compressed-tensors MXFP4 (Kimi K3's routed experts; formats.mxfp4)."""
 
+    METHOD = "compressed-tensors"
     quant_method: Literal["compressed-tensors"]
     format: Literal["mxfp4-pack-quantized"]
-    ignore: list[StrictStr] = []
+    ignore: list[str] = []
     storage: Literal["mxfp4"] = "mxfp4"
 
     def ignore_patterns(self) -> list[re.Pattern]:
         return [re.compile(p[3:]) for p in self.ignore if p.startswith("re:")]
 
-    @model_validator(mode="after")
-    def _patterns_compile(self) -> CompressedTensorsQuant:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         for p in self.ignore:
             if p.startswith("re:"):
                 try:
                     re.compile(p[3:])
                 except re.error as err:
-                    raise ValueError(f"ignore pattern {p!r}: {err}") from None
-        return self
+                    raise ValueError(f"ignore: pattern {p!r}: {err}") from None
 
 
 Quantization = Fp8BlockQuant | CompressedTensorsQuant
@@ -150,20 +147,30 @@ def quantization(c: ConfigReader, *, accepted: tuple[type[Q], ...]) -> Q | None:
     where = f"{c.source}: field '{c.prefix}quantization_config"
     if not isinstance(raw, dict):
         raise K3PlanError(f"{where}' is {_short(raw)}; expected a JSON object")
-    methods = {get_args(m.model_fields["quant_method"].annotation)[0]: m for m in accepted}
+    methods = {m.METHOD: m for m in accepted}
     method = raw.get("quant_method")
     model = methods.get(method) if isinstance(method, str) else None
     if model is None:
         raise K3PlanError(
             f"{where}.quant_method' is {_short(method)}; expected one of {', '.join(repr(m) for m in methods)}"
         )
+    data = {k: v for k, v in raw.items() if k != "storage"}
     try:
-        return model.model_validate({k: v for k, v in raw.items() if k != "storage"})
-    except ValidationError as err:
-        e = err.errors()[0]
-        key = ".".join(str(p) for p in e["loc"])
-        got = f" is {_short(e['input'])}" if key else ""
-        raise K3PlanError(f"{where}{'.' + key if key else ''}'{got}: {e['msg']}") from None
+        return msgspec.convert(data, model, strict=True)
+    except msgspec.ValidationError as err:
+        keys, msg = error_at(err, model)
+        key = ".".join(keys)
+        if msg == "missing key":
+            raise K3PlanError(f"{where}.{key}' is missing") from None
+        got = f" is {_short(_at(data, keys))}" if key else ""
+        raise K3PlanError(f"{where}{'.' + key if key else ''}'{got}: {msg}") from None
+
+
+def _at(data: Any, keys: list[str]) -> Any:
+    """The value at ``keys`` (as error_at gives them) in ``data``."""
+    for k in keys:
+        data = data[int(k)] if isinstance(data, list) else data.get(k) if isinstance(data, dict) else None
+    return data
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -13,9 +13,8 @@ from collections import defaultdict
 from functools import cached_property
 from typing import Iterator, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, model_validator
-
 from k3plan.models.formats import FORMATS, get_format
+from k3plan.structs import Frozen
 
 Kind = Literal["kda", "mla", "dense", "moe", "global", "vision", "mtp"]
 Role = Literal[
@@ -37,10 +36,10 @@ KINDS: frozenset[str] = frozenset(Kind.__args__)  # type: ignore[attr-defined]
 ROLES: frozenset[str] = frozenset(Role.__args__)  # type: ignore[attr-defined]
 
 
-class Tensor(BaseModel):
-    # defer_build: the schema is built on first validation, not at import; families build their
-    # ~3,000 tensors through ``Tensor.checked`` (the same checks, no per-tensor pydantic pass)
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+class Tensor(Frozen):
+    # a msgspec Struct (issue 33: no pydantic class on fit's path); families build their ~3,000 tensors through
+    # ``Tensor.checked``, which is this constructor: its checks run once, in __post_init__
+    __coerce__ = False  # values kept as given (the families pass ints and strs)
 
     name: str
     shape: tuple[int, ...]
@@ -52,12 +51,19 @@ class Tensor(BaseModel):
     role: Role
     active: float = 1.0  # fraction of this tensor one token activates (experts: k / E)
 
-    @model_validator(mode="after")
-    def _check(self) -> "Tensor":
-        problem = _problem(self.name, self.shape, self.logical_shape, self.axes)
+    def __post_init__(self) -> None:
+        """The shapes agree, the format is known, kind and role are one of KINDS / ROLES, ``active`` is in
+        [0, 1]: a ValueError naming the tensor otherwise."""
+        if self.fmt not in FORMATS:
+            get_format(self.fmt)  # raises, naming the known formats
+        name, kind, role, active = self.name, self.kind, self.role, self.active
+        problem = _problem(name, self.shape, self.logical_shape, self.axes)
+        if kind not in KINDS or role not in ROLES:
+            problem = f"{name}: kind {kind!r} / role {role!r} not one of {sorted(KINDS)} / {sorted(ROLES)}"
+        if not 0.0 <= active <= 1.0:
+            problem = f"{name}: active fraction {active} outside [0, 1]"
         if problem:
             raise ValueError(problem)
-        return self
 
     @classmethod
     def checked(
@@ -73,39 +79,18 @@ class Tensor(BaseModel):
         layer: int | None = None,
         active: float = 1.0,
     ) -> "Tensor":
-        """A Tensor from values the caller built (ints, strs): the validator's checks plus the
-        field types that matter, without pydantic's per-field pass (fit builds ~3,000 of these)."""
-        if fmt not in FORMATS:
-            get_format(fmt)  # raises, naming the known formats
-        problem = _problem(name, shape, logical_shape, axes)
-        if kind not in KINDS or role not in ROLES:
-            problem = f"{name}: kind {kind!r} / role {role!r} not one of {sorted(KINDS)} / {sorted(ROLES)}"
-        if not 0.0 <= active <= 1.0:
-            problem = f"{name}: active fraction {active} outside [0, 1]"
-        if problem:
-            raise ValueError(problem)
-        # what model_construct does for a model whose every field is given (pydantic 2's documented
-        # instance attributes), at ~1/10 of its cost; tests/models check it equals model_construct
-        obj = _new(cls)
-        _set(
-            obj,
-            "__dict__",
-            {
-                "name": name,
-                "shape": shape,
-                "logical_shape": logical_shape,
-                "axes": axes,
-                "fmt": fmt,
-                "layer": layer,
-                "kind": kind,
-                "role": role,
-                "active": float(active),
-            },
+        """A Tensor from values the caller built (ints, strs), checked (``__post_init__``); ``active`` a float."""
+        return cls(
+            name=name,
+            shape=shape,
+            logical_shape=logical_shape,
+            axes=axes,
+            fmt=fmt,
+            layer=layer,
+            kind=kind,  # type: ignore[arg-type]  # checked in __post_init__
+            role=role,  # type: ignore[arg-type]
+            active=float(active),
         )
-        _set(obj, "__pydantic_fields_set__", set(_ALL_FIELDS))
-        _set(obj, "__pydantic_extra__", None)
-        _set(obj, "__pydantic_private__", None)
-        return obj
 
     @property
     def params(self) -> int:
@@ -138,11 +123,6 @@ class Tensor(BaseModel):
                 yield self.name + suffix, dtype, shape_fn(self.shape)
 
 
-_set = object.__setattr__
-_new = object.__new__
-_ALL_FIELDS = frozenset(Tensor.model_fields)
-
-
 def _problem(name: str, shape: tuple[int, ...], logical: tuple[int, ...], axes: tuple[str, ...]) -> str:
     if len(axes) != len(logical):
         return f"{name}: {len(axes)} axes for logical shape {logical}"
@@ -166,17 +146,17 @@ def by_key(tensors, key: str) -> dict[str, dict[str, float]]:
     return dict(out)
 
 
-class TensorInventory(BaseModel):
+class TensorInventory(Frozen, dict=True):  # dict: room for the cached properties below
     """All tensors of a model. ``text`` excludes vision and MTP; totals are over ``text``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    __coerce__ = False
 
     @classmethod
     def of(cls, tensors: tuple[Tensor, ...]) -> "TensorInventory":
         """From Tensors already checked (``Tensor.checked``): no second pass over them."""
         if not all(type(t) is Tensor for t in tensors):
             raise TypeError("TensorInventory.of takes Tensor instances")
-        return cls.model_construct(tensors=tuple(tensors))
+        return cls(tensors=tuple(tensors))
 
     tensors: tuple[Tensor, ...]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from k3plan.errors import K3PlanError
 from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.io_safe import write_new_text
+from k3plan.structs import dump
 
 DEFAULT_DIR = Path("k3plan-probes")  # a user folder (issue 36); the checkout's records: --out reports/probes
 
@@ -39,7 +40,7 @@ def write_record(*, record: ProbeRecord, out_dir: Path) -> Path:
     for _ in range(5):
         path = out_dir / record_filename(record)
         try:
-            return write_new_text(path, json.dumps(record.model_dump(mode="json"), indent=2) + "\n", label="--out")
+            return write_new_text(path, json.dumps(dump(record), indent=2) + "\n", label="--out")
         except FileExistsError:
             continue
         except OSError as err:

@@ -32,7 +32,7 @@ from k3plan.evidence.benchmarks import (
     nearest,
     serving_figure,
 )
-from k3plan.structs import Frozen
+from k3plan.structs import Frozen, dump
 
 UNMEASURED = {
     "decode": (
@@ -279,7 +279,7 @@ def _model_terms(stage) -> tuple[Term, ...]:
 
 
 def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
-    fa, fb = a.flags.model_dump(exclude={"extra", "client"}), b.flags.model_dump(exclude={"extra", "client"})
+    fa, fb = ({k: v for k, v in dump(f.flags, mode="python").items() if k not in ("extra", "client")} for f in (a, b))
     return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
 
 

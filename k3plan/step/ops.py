@@ -40,7 +40,7 @@ from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
 from k3plan.step.names import ABSORBED_LEAF, leaf_name
 from k3plan.step.op import Col, LiveBuffers, Op, heads_split
-from k3plan.structs import Frozen
+from k3plan.structs import Frozen, replace
 
 if TYPE_CHECKING:
     from k3plan.step.compute import OpDtype
@@ -149,7 +149,7 @@ def whole_model_groups(inventory: TensorInventory, stack) -> list[WeightGroup]:
 def aggregate_groups(*, dense_bytes, expert_bytes, dense_params, expert_params) -> list[WeightGroup]:
     """Two pseudo-groups from whole-step sums, for callers that hold only the sums (plan's columns)."""
     dense = Tensor(name="dense", shape=(1,), logical_shape=(1,), axes=("x",), fmt="bf16", kind="global", role="attn")
-    expert = dense.model_copy(update={"name": "experts", "kind": "moe", "role": "expert"})
+    expert = replace(dense, name="experts", kind="moe", role="expert")
     return [
         WeightGroup(name="dense weights", rep=dense, count=1, bytes=dense_bytes, params=dense_params),
         WeightGroup(name="routed experts", rep=expert, count=1, bytes=expert_bytes, params=expert_params),

@@ -8,6 +8,7 @@ import pytest
 
 from k3plan.evidence.probe_record import CPU_LABEL, ProbeRecord
 from k3plan.evidence.probe_records import latest_latency
+from k3plan.specfile import convert
 
 OPS = {"a2a": "all-to-all", "allreduce": "all-reduce", "allgather": "all-gather"}
 
@@ -20,7 +21,7 @@ def test_collective_probe_writes_valid_records(name, run_probe_cli):
     files = sorted(out.glob("*.json"))
     assert len(files) == 2
     for path in files:
-        rec = ProbeRecord.model_validate(json.loads(path.read_text()))
+        rec = convert(ProbeRecord, json.loads(path.read_text()), "a probe record")
         assert rec.op == OPS[name] and rec.backend == "cpu" and rec.device_count == 8
         assert rec.label.startswith(CPU_LABEL) and rec.verified is True and rec.implementation == "xla-shard-map"
         assert rec.jax_version and rec.date.endswith("Z") and rec.baseline

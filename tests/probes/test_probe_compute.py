@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from k3plan.evidence.probe_record import CPU_LABEL, ProbeRecord
+from k3plan.specfile import convert
 
 
 def _valid(out, n):
     files = sorted(out.glob("*.json"))
     assert len(files) == n
-    recs = [ProbeRecord.model_validate(json.loads(p.read_text())) for p in files]
+    recs = [convert(ProbeRecord, json.loads(p.read_text()), "a probe record") for p in files]
     for rec in recs:
         assert rec.backend == "cpu" and rec.label.startswith(CPU_LABEL) and rec.ok and rec.verified is True
         assert rec.points and all(pt.value is not None and pt.stats.n == 2 for pt in rec.points)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from k3plan.evidence.probe_record import ProbeRecord
+from k3plan.specfile import convert
 
 
 def _free_port() -> int:
@@ -45,7 +46,7 @@ def test_two_process_a2a(tmp_path):
     files = sorted(out.glob("*.json"))
     assert len(files) == 2 == len(records)
     for path in files:
-        rec = ProbeRecord.model_validate(json.loads(path.read_text()))
+        rec = convert(ProbeRecord, json.loads(path.read_text()), "a probe record")
         assert rec.process_count == 2 and rec.device_count == 4 and rec.local_device_count == 2
         assert rec.verified is True
         assert {v.check for v in rec.verification} == {"numerics", "hlo-collective"}

@@ -14,6 +14,7 @@ from k3plan.errors import K3PlanError
 from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.evidence.probe_records import describe, effective_bandwidth, latest_latency, load_records
 from k3plan.probes.store import write_record
+from k3plan.specfile import convert
 
 FIXTURE = Path(__file__).resolve().parents[2] / "reports" / "probes" / "tpu7x-a2a-chained-porting-study.json"
 
@@ -23,7 +24,7 @@ def _cpu_record(**kw) -> ProbeRecord:
                 date="2030-01-01T00:00:00Z", label="CPU backend: correctness only, not representative",
                 points=[{"params": {"bytes": 1792}, "value": 1e-4, "unit": "s/call"}])
     base.update(kw)
-    return ProbeRecord.model_validate(base)
+    return convert(ProbeRecord, base, "a probe record")
 
 
 def test_fixture_gives_the_porting_study_latency():

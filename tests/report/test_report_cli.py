@@ -106,12 +106,13 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
     row for the same pick must too (it used the spec's while the plan it takes its pick from used the probe's)."""
     from k3plan.evidence.probe_record import ProbeRecord
     from k3plan.probes.store import write_record
+    from k3plan.specfile import convert
 
     probes = tmp_path / "probes"
     points = [{"params": {"bytes": 2**30}, "value": 3.0e12, "unit": "bytes/s"}]
-    write_record(record=ProbeRecord.model_validate(dict(
+    write_record(record=convert(ProbeRecord, dict(
         probe="hbm", op=None, mode=None, backend="tpu", device_kind="TPU7x", device_count=1, date="2030-01-01T00:00:00Z",
-        label="a test record", points=points)), out_dir=probes)
+        label="a test record", points=points), "a probe record"), out_dir=probes)
     f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--probes", str(probes), "--json").stdout)
     plain = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--json").stdout)
     # the decode bound (issue 38: speed.tpot_s is a serving benchmark's here, the bound is ceiling_tpot_s)
@@ -130,12 +131,13 @@ def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli,
     --allow-cpu-probes, by fit and by the report alike (the report had no --allow-cpu-probes)."""
     from k3plan.evidence.probe_record import ProbeRecord
     from k3plan.probes.store import write_record
+    from k3plan.specfile import convert
 
     probes = tmp_path / "probes"
     points = [{"params": {"bytes": 2**30}, "value": 2.0e12, "unit": "bytes/s"}]
-    write_record(record=ProbeRecord.model_validate(dict(
+    write_record(record=convert(ProbeRecord, dict(
         probe="hbm", op=None, mode=None, backend="cpu", device_kind="cpu", device_count=1, date="2030-01-01T00:00:00Z",
-        label="a CPU test record", points=points)), out_dir=probes)
+        label="a CPU test record", points=points), "a probe record"), out_dir=probes)
     base = ["-t", "2x2x4", "--tp", "32", "--probes", str(probes), "--json"]
     refused = json.loads(cli("fit", *base).stdout)["speed"]["ceiling_tpot_s"]  # the bound (issue 38)
     allowed = json.loads(cli("fit", *base, "--allow-cpu-probes").stdout)["speed"]["ceiling_tpot_s"]
