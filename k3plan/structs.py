@@ -1,9 +1,11 @@
 """Frozen values that k3plan computes (results, internal figures): msgspec Structs, dumped once.
 
-pydantic stays at the input edge (hardware and stack YAML, calibrations, probe records, serving
-benchmarks, config.json), where validation earns its cost. A value k3plan computes itself needs no
-validation, and a pydantic model class costs ~0.85 ms to build at import (its schema and validator),
-a Struct class ~0.14 ms (issue 33: a fresh ``k3plan fit`` within 1.5x the import floor).
+The files k3plan reads (hardware and stack YAML, calibrations, probe records, serving benchmarks,
+config.json) are checked against Structs too (k3plan.specfile.Spec, through msgspec.convert). A pydantic
+model class costs ~0.85 ms to build at import (its schema and validator) and the first one ~60 ms of
+pydantic's machinery, a Struct class ~0.14 ms (issue 33: a fresh ``k3plan fit`` within 1.5x the import
+floor; a fit that fits imports no pydantic). pydantic remains in results other commands print (plan,
+report, check, validate), not yet converted.
 
 What the pydantic results did that a Struct does not, kept here so the JSON stays byte-identical:
 
