@@ -37,10 +37,24 @@ def test_fit_runs_without_importing_importlib_metadata_and_its_answer_is_unchang
     )
     lean = json.loads(_run(code))
     assert lean["metadata"] is False and lean["email"] is False
-    # a user's own PYDANTIC_DISABLE_PLUGINS naming one plugin is kept, and then the real loader runs
+    # a user's own PYDANTIC_DISABLE_PLUGINS naming one plugin is kept; a fit builds no pydantic model (issue
+    # 33: its schemas are msgspec Specs), so not even the real loader imports importlib.metadata
     real = json.loads(_run(code, PYDANTIC_DISABLE_PLUGINS="logfire"))
-    assert real["metadata"] is True
+    assert real["metadata"] is False
     assert lean["fit"] == real["fit"]
+
+
+def test_a_command_that_builds_pydantic_models_keeps_the_users_plugin_setting():
+    """roofline's result is a pydantic model: with plugins disabled the stand-in loader answers (no
+    importlib.metadata); with the user's own PYDANTIC_DISABLE_PLUGINS naming one plugin the real loader runs."""
+    code = RUN_FIT.replace("'fit', ", "'roofline', ") + (
+        "import json\n"
+        "print(json.dumps({'metadata': 'importlib.metadata' in sys.modules, 'out': out.getvalue()}))\n"
+    )
+    lean = json.loads(_run(code))
+    real = json.loads(_run(code, PYDANTIC_DISABLE_PLUGINS="logfire"))
+    assert lean["metadata"] is False and real["metadata"] is True
+    assert lean["out"] == real["out"] and json.loads(lean["out"])["fits"] is True
 
 
 def test_the_stand_in_loader_hands_any_other_name_to_the_real_one():
