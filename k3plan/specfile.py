@@ -68,28 +68,12 @@ def _keys(path: str) -> list[str]:
 def _struct_at(cls: Any, keys: list[str]) -> Any:
     """The Struct type at ``keys`` below ``cls`` (through Optional, tuples, lists and dicts), or None."""
     t: Any = cls
-    for key in [*keys, None]:
-        while True:  # unwrap containers and unions down to a Struct
-            origin, args = typing.get_origin(t), typing.get_args(t)
-            if origin is None:
-                break
-            structs = [a for a in args if isinstance(a, type) and issubclass(a, msgspec.Struct)]
-            if origin in (list, tuple, dict) or structs:
-                t = (args[-1] if origin is dict else structs[0] if structs else args[0]) if args else None
-            else:
-                break
-        if key is None:
-            return t if isinstance(t, type) and issubclass(t, msgspec.Struct) else None
-        if key == "*" or key.isdigit():
-            continue
-        if not (isinstance(t, type) and issubclass(t, msgspec.Struct)):
+    for key in keys:
+        t = _below(t, key)
+        if t is None:
             return None
-        names = dict(zip(t.__struct_encode_fields__, t.__struct_fields__))  # a key as written -> its field
-        try:
-            t = typing.get_type_hints(t, include_extras=True).get(names.get(key, key))
-        except Exception:  # noqa: BLE001 - a hint that does not resolve: no suggestion, the message stands
-            return None
-    return None
+    t = _unwrap(t)
+    return t if isinstance(t, type) and issubclass(t, msgspec.Struct) else None
 
 
 def _unwrap(t: Any) -> Any:
@@ -124,8 +108,9 @@ def _below(t: Any, key: str) -> Any:
     if origin in (list, tuple) and args:
         return args[0] if key.isdigit() else None
     if isinstance(t, type) and issubclass(t, msgspec.Struct) and key != "*":
+        names = dict(zip(t.__struct_encode_fields__, t.__struct_fields__))  # a key as written -> its field
         try:
-            return typing.get_type_hints(t, include_extras=True).get(key)
+            return typing.get_type_hints(t, include_extras=True).get(names.get(key, key))
         except Exception:  # noqa: BLE001 - a hint that does not resolve: the key stays unnamed
             return None
     return None
