@@ -24,8 +24,8 @@ from k3plan.setup import Setup, engine_refusals
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
-from k3plan.step.memory import BudgetTerms, budget_terms
-from k3plan.step.stages import bind
+from k3plan.step.memory import BudgetTerms
+from k3plan.step.stages import stage_budgets
 from k3plan.step.terms import Named, RolesBytes, term_map
 from k3plan.step.verdict import reject_code
 from k3plan.structs import Frozen, replace
@@ -276,7 +276,7 @@ def fit(
     evidence: bool = True,
     draft_kv: Optional[DraftKv] = None,
 ) -> FitResult:
-    """The per-device budget of one Setup: ``k3plan.step.memory.budget_terms`` at one point, the
+    """The per-device budget of one Setup: ``k3plan.step.stages.stage_budgets`` at one point, the
     verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column).
     ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft),
     counted with the weights, so the verdict and the free bytes include them; ``draft_kv``: the draft's
@@ -317,28 +317,24 @@ def fit(
 
     def budget_at(temp_b: int) -> tuple[list[BudgetTerms[int]], BudgetTerms[int]]:
         """Every pipeline stage's budget terms with ``temp_b`` of temporaries, and the binding one's."""
-        per_stage = []
-        for stage, sw in zip(setup.stages, setup.stage_weights):  # one stage unless --pp (step/stages.py)
-            per_stage.append(
-                budget_terms(
-                    spec,
-                    usable=usable,
-                    reserve_fraction=reserve_fraction,
-                    split_across_dp=stack.kv_cache.split_across_dp,
-                    dp=par.dp,
-                    weights=sw.weights_bytes + draft_bytes_per_device,
-                    temp=temp_b,
-                    cache=whole_layout,
-                    context=workload.context_tokens,
-                    batch=workload.batch,
-                    n_mla=stage.n_mla,
-                    n_kda=stage.n_kda,
-                    temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
-                    state_slots=whole_layout.state_slots_per_sequence,
-                    state_layer_groups=whole_layout.state_layer_groups,
-                )
-            )
-        b = bind(per_stage)
+        per_stage, b = stage_budgets(
+            spec,
+            stages=[
+                (sw.weights_bytes + draft_bytes_per_device, stage.n_mla, stage.n_kda)
+                for stage, sw in zip(setup.stages, setup.stage_weights)  # one stage unless --pp (step/stages.py)
+            ],
+            usable=usable,
+            reserve_fraction=reserve_fraction,
+            split_across_dp=stack.kv_cache.split_across_dp,
+            dp=par.dp,
+            temp=temp_b,
+            cache=whole_layout,
+            context=workload.context_tokens,
+            batch=workload.batch,
+            temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
+            state_slots=whole_layout.state_slots_per_sequence,
+            state_layer_groups=whole_layout.state_layer_groups,
+        )
         if draft_kv is not None and draft_kv.bytes_per_token_per_device:
             b = add_draft_kv(
                 b,

@@ -25,11 +25,11 @@ from k3plan.roofline.latency import latency
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
 from k3plan.step.decode import decode_terms
-from k3plan.step.memory import CacheTerms, budget_terms, cache_terms
+from k3plan.step.memory import CacheTerms, cache_terms
 from k3plan.step.op import Op
 from k3plan.step.ops import COLLECTIVE_NAMES, WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
-from k3plan.step.stages import bind, microbatch
+from k3plan.step.stages import microbatch, stage_budgets
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weight_groups, mesh_weights, stage_classes
 
@@ -490,28 +490,22 @@ def evaluate(
     temp_in_reserve = _per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool)
     state_slots = _per(variants, lambda s: s.state.slots_per_request, v)
     state_layer_groups = _per(variants, lambda s: s.state.layer_groups, v, bool)
-    per_stage, valid = [], []
-    for sc in stage_cols:
-        terms = budget_terms(
-            spec,
-            usable=hw_cols.usable,
-            reserve_fraction=reserve_fraction,
-            split_across_dp=split_across_dp,
-            dp=c.dp,
-            weights=sc.weights_bytes,
-            temp=temp,
-            cache=cache,
-            context=context,
-            batch=batch,
-            n_mla=sc.n_mla,
-            n_kda=sc.n_kda,
-            temp_in_reserve=temp_in_reserve,
-            state_slots=state_slots,
-            state_layer_groups=state_layer_groups,
-        )
-        per_stage.append(terms)
-        valid.append(sc.valid)
-    bound = bind(per_stage, valid)
+    _, bound = stage_budgets(
+        spec,
+        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
+        valid=[sc.valid for sc in stage_cols],
+        usable=hw_cols.usable,
+        reserve_fraction=reserve_fraction,
+        split_across_dp=split_across_dp,
+        dp=c.dp,
+        temp=temp,
+        cache=cache,
+        context=context,
+        batch=batch,
+        temp_in_reserve=temp_in_reserve,
+        state_slots=state_slots,
+        state_layer_groups=state_layer_groups,
+    )
     stage = np.asarray(bound.stage)
     # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
     at = (stage, np.arange(stage.shape[0]))

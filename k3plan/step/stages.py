@@ -22,7 +22,7 @@ from k3plan.columns import C, where
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
-from k3plan.step.memory import BudgetTerms
+from k3plan.step.memory import BudgetTerms, budget_terms
 from k3plan.structs import Frozen
 
 
@@ -128,3 +128,14 @@ def bind(per_stage: list[BudgetTerms[C]], valid=None) -> BudgetTerms[C]:
             stage=where(worse, s, out.stage),
         )
     return out
+
+
+def stage_budgets(
+    spec: ModelSpec, *, stages: list[tuple[Any, Any, Any]], usable: C, valid: Any = None, **common: Any
+) -> tuple[list[BudgetTerms[C]], BudgetTerms[C]]:
+    """The one assembly of a device's memory terms, which fit (one configuration, ints) and plan (numpy
+    columns) both call: each pipeline stage's ``memory.budget_terms`` with that stage's (weights bytes, MLA
+    layers, KDA layers), ``usable`` and every other keyword ``common`` to all stages, and the binding stage's (``bind``;
+    ``valid``: which stages exist, plan's columns mixing pp values). -> (every stage's terms, the binding)."""
+    per_stage = [budget_terms(spec, usable=usable, weights=w, n_mla=m, n_kda=k, **common) for w, m, k in stages]
+    return per_stage, bind(per_stage, valid)
