@@ -13,18 +13,15 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.advice.inputs import PartTime
 from k3plan.advice.wiring import FitAdvice
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     from k3plan.plan.rows import PlanRow
 
 
-class PlanAdvice(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PlanAdvice(Frozen):
     subject: Literal["pick", "closest_miss"]
     configuration: str
     fit_command: str  # the same configuration in `k3plan fit`

@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
+from k3plan.structs import Frozen
 
 BITS_PER_BYTE = 8
 GIGA = 1e9
@@ -46,10 +46,8 @@ def devices_per_busiest_host(topology: Topology) -> int:
     return math.ceil(topology.devices / topology.hosts)
 
 
-class ColdStart(BaseModel):
+class ColdStart(Frozen):
     """Per host: what it reads, how long that takes, and the RAM it stages."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hosts: int
     devices_per_host: int

@@ -15,13 +15,13 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.models.spec import ModelSpec
+from k3plan.structs import Frozen
 
 
 def transfer_bytes_per_request(*, spec: ModelSpec, stack: Stack, isl_tokens, copies: int = 1):
@@ -64,9 +64,7 @@ def transfer_time_s(*, transfer_bytes, link: Link, sending_chips: int = 1):
     return link.latency_s + np.divide(transfer_bytes, link.bw_bytes_per_s * sending_chips, dtype=float)
 
 
-class Transfer(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Transfer(Frozen):
     bytes_per_request: int
     link: str
     link_kind: Literal["torus3d", "torus2d", "switch", "fullmesh", "network"]
@@ -118,9 +116,7 @@ def pool_loads(
     return p, d
 
 
-class PoolSizing(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PoolSizing(Frozen):
     request_rate_per_s: float
     isl_tokens: int
     osl_tokens: int

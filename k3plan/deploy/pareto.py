@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
 
 
 def pareto_front(x, y) -> np.ndarray:
@@ -40,10 +40,8 @@ def pareto_front(x, y) -> np.ndarray:
     return np.array(front[::-1], dtype=np.int64)
 
 
-class ParetoPoint(BaseModel):
+class ParetoPoint(Frozen):
     """One configuration on (or off) the front, as the table, JSON and plot show it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hardware: str
     topology: str

@@ -12,19 +12,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
+from k3plan.structs import Frozen
 
 # list prices run to tens of dollars a chip-hour; a million is a typo (1e308 overflowed $/hour to "inf")
 MAX_USD_PER_CHIP_HOUR = 1e6
 
 
-class Price(BaseModel):
+class Price(Frozen):
     """The price used for one accelerator, and where it came from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hardware: str
     usd_per_chip_hour: float | None  # None: unpriced (no public figure and no override)

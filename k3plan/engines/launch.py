@@ -21,8 +21,6 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this module's names too
     ENGINE_FOR_STACK,
     FLAG_SOURCES,
@@ -42,43 +40,58 @@ from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this mo
     engine_for_stack,
 )
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen, fields
+
+# the fields pydantic's Field(ge=1) checked (a ValueError here, as its ValidationError was one)
+_AT_LEAST_ONE = (
+    "tp",
+    "ep",
+    "dp",
+    "pp",
+    "hosts",
+    "slices",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "max_output_tokens",
+    "state_slots_per_request",
+    "expert_width",
+)
 
 
-class LaunchConfig(BaseModel):
+class LaunchConfig(Frozen):
     """The chosen configuration, as the planner decided it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     hardware: str
     platform: Literal["gpu", "tpu"]
     stack: str
     engine: Literal["vllm", "sglang", "jax"]
     model_path: str
-    tp: int = Field(ge=1)
-    ep: int = Field(1, ge=1)  # 1: experts not split over an EP axis
-    dp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    hosts: int = Field(1, ge=1)
-    slices: int = Field(1, ge=1)  # TPU slices (GPU scale-up domains) the devices span: Topology.slices
-    max_model_len: int = Field(ge=1)
+    tp: int
+    ep: int = 1  # 1: experts not split over an EP axis
+    dp: int = 1
+    pp: int = 1
+    hosts: int = 1
+    slices: int = 1  # TPU slices (GPU scale-up domains) the devices span: Topology.slices
+    max_model_len: int
     # vLLM token budget a step = SGLang chunked-prefill size, as the flag reads (SGLang DP attention: every DP
     # group's chunk, Stack.engine_chunk)
-    max_num_batched_tokens: int = Field(ge=1)
-    max_num_seqs: int = Field(ge=1)  # the batch the plan sized memory for
+    max_num_batched_tokens: int
+    max_num_seqs: int  # the batch the plan sized memory for
     # the tokens a request generates (plan's --osl; 1 when the workload names none, as plan's SLA targets take
     # it): the prompt is what the context leaves (MaxText sizes its prefill cache for it, jax_params)
-    max_output_tokens: int = Field(1, ge=1)
+    max_output_tokens: int = 1
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
-    memory_fraction: float = Field(gt=0.0, le=1.0)
+    memory_fraction: float
     dp_attention: bool = False
     # tpu-inference's DP attention (TPU_DP_ATTENTION_STACKS): one vllm serve over every device, the split written
     # as --additional-config's sharding_strategy (tpu_sharding_strategy), no --data-parallel-size
     tpu_dp_attention: bool = False
     # KDA state slots the engine's state pool holds a running request (Stack.state.slots_per_request); None:
     # the model has no recurrent state or the engine takes no pool size (SGLang: --max-mamba-cache-size)
-    state_slots_per_request: int | None = Field(None, ge=1)
+    state_slots_per_request: int | None = None
     # the routed experts' FFN width (ModelSpec.moe.expert_intermediate): MaxText splits it over its tensor axis
-    expert_width: int | None = Field(None, ge=1)
+    expert_width: int | None = None
     trust_remote_code: bool = True
     # the stack's options chosen away from their defaults that the command does not already write
     # (--all2all-backend deepep_low_latency): (flag, value, (repository, file, symbol) that defines it); value ""
@@ -88,8 +101,14 @@ class LaunchConfig(BaseModel):
     # at the top of the file, so nobody runs it without reading them
     refusals: tuple[str, ...] = ()
 
-    @model_validator(mode="after")
-    def _ep_fits(self) -> LaunchConfig:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in _AT_LEAST_ONE:
+            value = getattr(self, name)
+            if value is not None and not value >= 1:
+                raise ValueError(f"{name}={value}: expected an integer >= 1")
+        if not 0.0 < self.memory_fraction <= 1.0:
+            raise ValueError(f"memory_fraction={self.memory_fraction}: expected > 0 and <= 1")
         if self.ep not in (1, self.tp, self.tp * self.dp):
             raise ValueError(
                 f"ep={self.ep}: experts go over the TP ranks or every TP x DP rank; "
@@ -100,7 +119,6 @@ class LaunchConfig(BaseModel):
                 f"slices={self.slices}: the {self.tp * self.dp * self.pp} devices (tp x dp x pp) do not split "
                 "evenly over them; expected a divisor"
             )
-        return self
 
 
 def vllm_command(cfg: LaunchConfig) -> str:
@@ -298,7 +316,7 @@ def sglang_mamba_cache_size(cfg: LaunchConfig) -> int:
     return per_scheduler * (cfg.dp if cfg.dp_attention else 1)
 
 
-class JaxParams(BaseModel):
+class JaxParams(Frozen):
     """MaxText's config keys the launch overrides (FLAG_SOURCES["jax"] cites each), in the command's order.
 
     The mesh: MaxText multiplies the ici_* axes into the devices of one slice and the dcn_* axes into the slices
@@ -306,8 +324,6 @@ class JaxParams(BaseModel):
     asserts "Number of devices per slice N does not match the product of the ICI parallelism M" and the same of
     the slices over DCN). base.yml leaves ici_fsdp_parallelism and dcn_data_parallelism at -1 (filled with what
     the others leave): both are written, so the file holds the whole mesh; its other axes are 1 in base.yml."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     ici_data_parallelism: int
     ici_fsdp_parallelism: int
@@ -324,7 +340,7 @@ class JaxParams(BaseModel):
     dtype: str  # MaxText's activation dtype, which its KV cache is held in
 
     def items(self) -> list[tuple[str, int | str]]:
-        return [(k, getattr(self, k)) for k in type(self).model_fields]
+        return [(k, getattr(self, k)) for k in fields(self)]
 
 
 def jax_params(cfg: LaunchConfig) -> JaxParams:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.deploy.coldstart import ColdStart, cold_start
 from k3plan.deploy.cost import (
     tokens_per_usd,
@@ -28,6 +26,7 @@ from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
 from k3plan.setup import engine_refusals
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     from k3plan.plan.rows import PlanRow
@@ -35,9 +34,7 @@ if TYPE_CHECKING:
 UNPRICED = "n/a"
 
 
-class CostRow(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CostRow(Frozen):
     usd_per_chip_hour: float | None
     price_origin: str  # override | spec | none
     usd_per_hour: float | None
@@ -119,10 +116,8 @@ def pareto_point(r: PlanRow, *, batch: int) -> ParetoPoint:
     )
 
 
-class Disaggregated(BaseModel):
+class Disaggregated(Frozen):
     """Prefill and decode pools of the pick's instance shape, against the aggregated pick."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     instance: str  # hardware topology split stack, both pools
     chips_per_instance: int
@@ -224,9 +219,7 @@ def disaggregated(
     )
 
 
-class Launch(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Launch(Frozen):
     config: LaunchConfig | None
     text: str | None  # the launch file's text
     error: str | None  # why the pick cannot be written for its engine

@@ -129,11 +129,9 @@ def add_expected(
     for r, i in zip(rows, indices):
         t = known[i] if i in known else column.tpot_s(i)
         out.append(
-            r.model_copy(
-                update={
-                    "expected_tpot_ms": None if t is None else t * 1e3,
-                    "expected_source": column.sources.get(r.hardware),
-                }
+            r.extended(
+                expected_tpot_ms=None if t is None else t * 1e3,
+                expected_source=column.sources.get(r.hardware),
             )
         )
     return out

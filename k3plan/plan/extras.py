@@ -5,28 +5,23 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.deploy.coldstart import ColdStart
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.plan.deployment import Disaggregated, Launch
 from k3plan.plan.sla import SlaTargets
+from k3plan.structs import Frozen
 
 
-class PickExtras(BaseModel):
+class PickExtras(Frozen):
     """The chosen row's launch command and (given --load-gbps) its cold start."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     launch: Launch
     cold_start: Optional[ColdStart] = None
 
 
-class PlanExtras(BaseModel):
+class PlanExtras(Frozen):
     """The passes' results (each None / empty when its pass did not run) and their assumptions,
     which plan() appends to its own."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     sla: Optional[SlaTargets] = None
     pareto: tuple[ParetoPoint, ...] = ()

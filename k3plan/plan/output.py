@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
-
 from k3plan.advice.plan import PlanAdvice
 from k3plan.plan.search import PlanResult
 from k3plan.step.verdict import REASONS, ReasonCode
+from k3plan.structs import fields
 from k3plan.tiers.prefix import PrefixHit
 
 
@@ -21,9 +20,7 @@ class PlanOutput(PlanResult):
     advice: Optional[PlanAdvice]
     prefix_hit: Optional[PrefixHit] = None
 
-    @model_serializer(mode="wrap")
-    def _with_reason(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.recommended is None:
             code, text = plan_reason(self)
             out["reason"] = text
@@ -32,7 +29,7 @@ class PlanOutput(PlanResult):
 
     @classmethod
     def of(cls, result: PlanResult, *, advice: Optional[PlanAdvice], prefix_hit: Optional[PrefixHit]) -> PlanOutput:
-        return cls(**{k: getattr(result, k) for k in PlanResult.model_fields}, advice=advice, prefix_hit=prefix_hit)
+        return cls(**{k: getattr(result, k) for k in fields(PlanResult)}, advice=advice, prefix_hit=prefix_hit)
 
 
 def plan_reason(result: PlanResult) -> tuple[ReasonCode, str]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
 from k3plan.step.verdict import REASONS, reject_code
+from k3plan.structs import Frozen, fields
 from k3plan.units import GiB
 
 CODE = {key: i for i, (key, _) in enumerate(REASONS)}
@@ -17,19 +17,16 @@ CODE = {key: i for i, (key, _) in enumerate(REASONS)}
 SLA_REASON = "misses a latency target or cannot hold the sequences in flight (--strict)"
 
 
-class _ByReason(BaseModel):
+class _ByReason(Frozen):
     """One field per reason of k3plan.step.verdict.REASONS, in its order, then ``sla``; a field is
     None where it says nothing and then absent from the JSON (the plan JSON contract)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return {k: v for k, v in handler(self).items() if v is not None}
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in out.items() if v is not None}
 
     def items(self) -> list[tuple[str, Any]]:
         """(reason key, value) of the reasons present, in REASONS order."""
-        return [(k, v) for k in type(self).model_fields if (v := getattr(self, k)) is not None]
+        return [(k, v) for k in fields(self) if (v := getattr(self, k)) is not None]
 
 
 class ReasonCounts(_ByReason):
@@ -89,12 +86,10 @@ def _best(values: np.ndarray, family: np.ndarray, mask: np.ndarray, size: int, f
     return out
 
 
-class Family(BaseModel):
+class Family(Frozen):
     """One (hardware, stack) family's account: configurations searched, how many pass, the count
     of each reason the others fail on (reason code -> count, "feasible" first when any pass) and how
     close the family came on the check that stopped it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hardware: str
     stack: str

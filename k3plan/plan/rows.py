@@ -1,6 +1,6 @@
 """One ranked configuration as a typed frozen PlanRow (table row and JSON), with fit's per-device terms.
 
-``PlanRow.model_dump(mode="json")`` is the row's JSON contract: the keys, their order and the absent
+``structs.dump(row)`` is the row's JSON contract: the keys, their order and the absent
 extensions (``sla``, ``cost``, ``expected_*``: present only once the pass that fills them ran) are
 what the plan's dict rows were."""
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 from typing import Any, Literal, Optional
-
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from k3plan.budget.result import PerDevice
 from k3plan.plan.deployment import CostRow
@@ -20,7 +18,7 @@ from k3plan.sharding.resolve import uneven_words
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.decode import BINDING
 from k3plan.step.ops import COLLECTIVE_NAMES
-from k3plan.structs import fields
+from k3plan.structs import Frozen, fields, replace
 from k3plan.units import GiB
 
 TEMP_EVIDENCE = (
@@ -77,10 +75,8 @@ KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache
 EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source")  # absent from the JSON until set
 
 
-class PlanRow(BaseModel):
+class PlanRow(Frozen):
     """One ranked (or closest-miss) configuration of plan."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rank: int
     hardware: str
@@ -107,20 +103,29 @@ class PlanRow(BaseModel):
     per_device: PerDevice
     temp_evidence: str
     layout_notes: list[str]
-    # the later passes (plan/wire.py, plan/expected.py) set these with model_copy(update=...)
+    # the later passes (plan/wire.py, plan/expected.py, plan/serving.py) set these with extended(...): a key is
+    # dumped once set, None included (pydantic's model_fields_set did this)
     sla: Optional[SlaRow] = None
     cost: Optional[CostRow] = None
     expected_tpot_ms: Optional[float] = None
     expected_source: Optional[str] = None
     tpot_source: Optional[str] = None  # issue 38: set where a serving benchmark gives tpot_ms (plan/serving.py)
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    # the extensions set to None that are dumped still (a value other than None is always dumped)
+    shown: tuple[str, ...] = ()
+
+    __exclude__ = ("shown",)
+
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         for k in EXTENSIONS:
-            if k not in self.model_fields_set:
+            if out.get(k) is None and k not in self.shown:
                 out.pop(k, None)
         return out
+
+    def extended(self, **update: Any) -> PlanRow:
+        """The row with ``update`` set (structs.replace), each extension named in it dumped from now on, None too."""
+        shown = tuple(dict.fromkeys([*self.shown, *(k for k in update if k in EXTENSIONS)]))
+        return replace(self, **update, shown=shown)
 
     def sla_row(self) -> SlaRow:
         """The row's figures under the load (rows of an --isl/--osl plan carry them)."""

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_TOKENS, check_workload
 from k3plan.deploy.coldstart import ColdStart
@@ -27,6 +26,7 @@ from k3plan.plan.space import MAX_PP, build_space
 from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.setup import engine_refusals
+from k3plan.structs import Frozen, replace
 
 OBJECTIVES = {
     "chips": "minimize chips",
@@ -41,10 +41,8 @@ CONFIGURATION = (
 )
 
 
-class PlanWorkload(BaseModel):
+class PlanWorkload(Frozen):
     """What plan was asked to serve."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     context_tokens: int
     concurrency: int
@@ -52,10 +50,8 @@ class PlanWorkload(BaseModel):
     rank_by: str
 
 
-class PlanSearch(BaseModel):
+class PlanSearch(Frozen):
     """What plan searched over ("stack" in kv_dtypes: the stack's own KV dtype)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hardware: list[str]
     stacks: list[str]
@@ -64,9 +60,7 @@ class PlanSearch(BaseModel):
     max_chips: int
 
 
-class PlanResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PlanResult(Frozen):
     model: str
     workload: PlanWorkload
     objective: str
@@ -91,7 +85,14 @@ class PlanResult(BaseModel):
     # nothing passes: the configuration that came closest (k3plan.advice.plan applies the rules to it)
     closest_miss: Optional[PlanRow] = None
     # the k3plan.step.verdict.REASONS index that rejected closest_miss (-1: none); plan/output.py names it
-    closest_miss_code: int = Field(default=-1, exclude=True)
+    closest_miss_code: int = -1
+
+    __exclude__ = ("closest_miss_code",)
+
+    def model_copy(self, *, update: dict[str, Any]) -> PlanResult:
+        """structs.replace under pydantic's name, for app/plan.py's two calls until they call replace (app/ is
+        converted on its own branch); remove with them."""
+        return replace(self, **update)
 
 
 def check_inputs(*, concurrency: int, max_chips: int, objective: str, top: int, context: int) -> None:

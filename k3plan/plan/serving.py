@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from k3plan.structs import replace
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -64,12 +66,10 @@ def add_serving(
             probes=probes,
         )
         out.append(
-            r.model_copy(
-                update={
-                    "tpot_ms": tpot.value_s * 1e3,
-                    "tokens_per_s_per_chip": batch / tpot.value_s / r.chips,
-                    "tpot_source": tpot.label,
-                }
+            r.extended(
+                tpot_ms=tpot.value_s * 1e3,
+                tokens_per_s_per_chip=batch / tpot.value_s / r.chips,
+                tpot_source=tpot.label,
             )
         )
     return out
@@ -148,23 +148,22 @@ def serve_sla(
             )
             if m
         ] + [m for m in s.misses if m.startswith("memory")]
-        out[j] = s.model_copy(
-            update={
-                "ttft_ms": ttft_s * 1e3,
-                "tpot_ms": tpot_s * 1e3,
-                "request_latency_ms": lat * 1e3,
-                "output_tokens_per_s": None if s.output_tokens_per_s is None else s.output_tokens_per_s * scale,
-                "output_tokens_per_s_per_user": 1.0 / tpot_s,
-                "output_tokens_per_s_per_chip": (
-                    None if s.output_tokens_per_s_per_chip is None else s.output_tokens_per_s_per_chip * scale
-                ),
-                "input_tokens_per_s": None if s.input_tokens_per_s is None else s.input_tokens_per_s * scale,
-                "meets": not misses,
-                "misses": misses,
-                "ttft_source": ttft.source if ttft is not None and ttft in served else "ceiling",
-                "tpot_source": tpot.source if tpot in served else "ceiling",
-                "serving_labels": [f"{w}: {f.label}" for w, f in (("TTFT", ttft), ("TPOT", tpot)) if f in served],
-            }
+        out[j] = replace(
+            s,
+            ttft_ms=ttft_s * 1e3,
+            tpot_ms=tpot_s * 1e3,
+            request_latency_ms=lat * 1e3,
+            output_tokens_per_s=None if s.output_tokens_per_s is None else s.output_tokens_per_s * scale,
+            output_tokens_per_s_per_user=1.0 / tpot_s,
+            output_tokens_per_s_per_chip=(
+                None if s.output_tokens_per_s_per_chip is None else s.output_tokens_per_s_per_chip * scale
+            ),
+            input_tokens_per_s=None if s.input_tokens_per_s is None else s.input_tokens_per_s * scale,
+            meets=not misses,
+            misses=misses,
+            ttft_source=ttft.source if ttft is not None and ttft in served else "ceiling",
+            tpot_source=tpot.source if tpot in served else "ceiling",
+            serving_labels=[f"{w}: {f.label}" for w, f in (("TTFT", ttft), ("TPOT", tpot)) if f in served],
         )
     return out
 

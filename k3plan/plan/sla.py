@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from k3plan.errors import K3PlanError
 from k3plan.models import Model
@@ -36,6 +35,7 @@ from k3plan.step.work import (
     prompt_devices,
     prompt_flops_per_token,
 )
+from k3plan.structs import Frozen
 
 LABEL = (
     "ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
@@ -43,10 +43,8 @@ LABEL = (
 )
 
 
-class SlaTargets(BaseModel):
+class SlaTargets(Frozen):
     """The request: workload shape, load and the targets (None: not asked)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     isl_tokens: int
     osl_tokens: int
@@ -59,10 +57,8 @@ class SlaTargets(BaseModel):
     method: str = LABEL
 
 
-class SlaRow(BaseModel):
+class SlaRow(Frozen):
     """One configuration under the load: the scheduler's figures and which targets it misses."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     ttft_ms: float | None  # None: the load is beyond what the configuration sustains
     tpot_ms: float | None

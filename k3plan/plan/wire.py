@@ -26,6 +26,7 @@ from k3plan.plan.sla import LABEL, SlaRow, SlaTargets, largest_batch, sla_row, s
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
+from k3plan.structs import replace
 
 
 def add_costs(rows: list[PlanRow], *, prices: dict[str, Price], concurrency: int) -> list[PlanRow]:
@@ -38,7 +39,7 @@ def add_costs(rows: list[PlanRow], *, prices: dict[str, Price], concurrency: int
         ],
         input_tokens_per_s=[None] * len(rows),
     )
-    return [r.model_copy(update={"cost": c}) for r, c in zip(rows, costs)]
+    return [r.extended(cost=c) for r, c in zip(rows, costs)]
 
 
 def _strict_families(
@@ -56,12 +57,12 @@ def _strict_families(
             out.append(f)
             continue
         left = f.feasible - n
-        reasons = f.reasons.model_copy(update={"feasible": left or None, "sla": n})
+        reasons = replace(f.reasons, feasible=left or None, sla=n)
         best = closest[(f.hardware, f.stack)]  # rows arrive in the objective's order: the best of the family first
         detail = f.detail + [
             f"SLA (--strict): {n} miss; closest {best.topology} {best.split_text}: " + "; ".join(best.sla_row().misses)
         ]
-        out.append(f.model_copy(update={"feasible": left, "reasons": reasons, "detail": detail}))
+        out.append(replace(f, feasible=left, reasons=reasons, detail=detail))
     return out
 
 
@@ -106,7 +107,7 @@ def apply_sla(
         s = sla_row(**kw)
         if objective == "throughput":
             tb, tput = largest_batch(**kw)
-            s = s.model_copy(update={"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput})
+            s = replace(s, throughput_batch=tb, throughput_tokens_per_s_per_chip=tput)
         slas.append(s)
     from k3plan.plan.serving import serve_sla  # issue 38: a serving benchmark's TTFT and TPOT where one speaks
 
@@ -130,7 +131,7 @@ def apply_sla(
             output_tokens_per_s=[s.output_tokens_per_s],
             input_tokens_per_s=[s.input_tokens_per_s],
         )
-        return r.model_copy(update={"sla": s, "cost": c})
+        return r.extended(sla=s, cost=c)
 
     def family(j: int) -> tuple[str, str]:
         i = idx[j]

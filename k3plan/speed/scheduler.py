@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from k3plan.errors import K3PlanError, require
+from k3plan.structs import Frozen
 
 RULE = (
     "vLLM V1 Scheduler.schedule() (vllm/v1/core/sched/scheduler.py): running requests first "
@@ -31,15 +31,19 @@ RULE = (
 )
 
 
-class StepCoefficients(BaseModel):
+class StepCoefficients(Frozen):
     """T(d, p) = base_s + per_decode_seq_s d + per_prefill_token_s p (each from expected_time)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    base_s: float  # a step with no sequences: weights streamed, fixed collectives
+    per_decode_seq_s: float
+    per_prefill_token_s: float
+    source: str  # where the coefficients come from
 
-    base_s: float = Field(ge=0, description="a step with no sequences: weights streamed, fixed collectives")
-    per_decode_seq_s: float = Field(ge=0)
-    per_prefill_token_s: float = Field(ge=0)
-    source: str = Field(description="where the coefficients come from")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("base_s", "per_decode_seq_s", "per_prefill_token_s"):
+            if not getattr(self, name) >= 0:  # NaN refused too, as pydantic's ge=0 did
+                raise ValueError(f"{name} {getattr(self, name)}: expected >= 0")
 
     def __call__(self, decode_seqs, prefill_tokens):
         return (
@@ -52,9 +56,7 @@ class StepCoefficients(BaseModel):
 StepTime = Callable[[int, int], float]
 
 
-class SchedulerResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SchedulerResult(Frozen):
     method: Literal["simulation", "steady-state"]
     ttft_s: float
     tpot_s: float
