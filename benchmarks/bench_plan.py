@@ -45,6 +45,7 @@ IN_PROCESS = """
 import json, statistics, sys, time
 t0 = time.perf_counter()
 from k3plan.plan import plan
+from k3plan.structs import dump
 kw = json.loads(sys.argv[1]); runs = int(sys.argv[2])
 t1 = time.perf_counter(); r = plan(context=131072, **kw); cold = time.perf_counter() - t1
 warm, evals = [], [r.evaluate_s]
@@ -52,7 +53,7 @@ for _ in range(runs):
     t = time.perf_counter(); r = plan(context=131072, **kw); warm.append(time.perf_counter() - t); evals.append(r.evaluate_s)
 print(json.dumps({"configs": r.configurations, "feasible": r.feasible, "import": t1 - t0, "cold": cold,
                   "warm": statistics.median(warm), "eval": statistics.median(evals[1:]),
-                  "recommended": r.recommended.model_dump(mode="json", exclude={"per_device"}),
+                  "recommended": {k: v for k, v in dump(r.recommended).items() if k != "per_device"},
                   "jax": "jax" in sys.modules, "pandas": "pandas" in sys.modules}))
 """
 

@@ -23,20 +23,7 @@ INPUT_SCHEMAS = {
 }
 # computed values still pydantic on fit's path, each with why; the goal is none (shrink it, never grow it)
 _PLAN = "plan's search, which the advice runs for other splits only where the fit fails (issue 36)"
-NOT_CONVERTED_YET: dict[str, str] = {
-    "k3plan.deploy.coldstart": _PLAN,
-    "k3plan.deploy.disagg": _PLAN,
-    "k3plan.deploy.pareto": _PLAN,
-    "k3plan.deploy.prices": _PLAN,
-    "k3plan.engines.launch": _PLAN,
-    "k3plan.plan.deployment": _PLAN,
-    "k3plan.plan.extras": _PLAN,
-    "k3plan.plan.reasons": _PLAN,
-    "k3plan.plan.rows": _PLAN,
-    "k3plan.plan.search": _PLAN,
-    "k3plan.plan.sla": _PLAN,
-    "k3plan.speed.scheduler": _PLAN,
-}
+NOT_CONVERTED_YET: dict[str, str] = {}
 
 PROBE = """
 import contextlib, io, json, sys

@@ -82,8 +82,11 @@ def test_curve_plot_title_is_whole(cli, tmp_path, figures):
 def test_pareto_shows_no_empty_searched_series(monkeypatch, tmp_path):
     """report's Pareto plot passes the front as the points too: 'searched' was a legend entry whose grey
     points all hid under the front's."""
+    import msgspec
+
     from k3plan.deploy import chart as chart_mod
     from k3plan.deploy.pareto import ParetoPoint, plot_pareto
+    from k3plan.structs import replace
 
     got = {}
 
@@ -92,14 +95,14 @@ def test_pareto_shows_no_empty_searched_series(monkeypatch, tmp_path):
         return path
 
     monkeypatch.setattr(chart_mod, "write_chart", write)
-    fields = ParetoPoint.model_fields
+    fields = msgspec.structs.fields(ParetoPoint)
     pts = []
     for i in range(3):
-        kw = {k: None for k, f in fields.items() if not f.is_required()}
-        kw.update({k: (f"p{i}" if f.annotation is str else i + 1) for k, f in fields.items() if f.is_required()})
+        kw = {f.name: None for f in fields if not f.required}
+        kw.update({f.name: (f"p{i}" if f.type is str else i + 1) for f in fields if f.required})
         kw.update(tokens_per_s_per_user=10.0 * (i + 1), tokens_per_s_per_chip=30.0 - i)
         pts.append(ParetoPoint(**kw))
     plot_pareto(tmp_path / "p.png", pts, front=pts)
     assert [s.name for s in got["c"].series] == ["Pareto front"]
-    plot_pareto(tmp_path / "p.png", pts + [pts[0].model_copy(update={"tokens_per_s_per_chip": 1.0})], front=pts)
+    plot_pareto(tmp_path / "p.png", pts + [replace(pts[0], tokens_per_s_per_chip=1.0)], front=pts)
     assert [s.name for s in got["c"].series][0] == "searched, off the front"

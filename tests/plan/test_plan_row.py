@@ -4,6 +4,7 @@ spells its split, fit flags and setup options once."""
 from k3plan.budget.result import PerDevice
 from k3plan.plan.deployment import CostRow
 from k3plan.plan.rows import PER_DEVICE, PlanRow
+from k3plan.structs import dump
 
 KEYS = ["rank", "hardware", "topology", "chips", "devices", "tp", "ep", "dp", "pp", "stack", "kv_dtype",
         "kv_dtype_override", "chunk_tokens", "free_gib_per_device", "weights_gib_per_device", "max_sequences",
@@ -22,13 +23,13 @@ def _row(pp: int = 1) -> PlanRow:
 
 def test_json_keys_order_and_absent_extensions():
     r = _row()
-    d = r.model_dump(mode="json")
+    d = dump(r)
     assert list(d) == KEYS  # sla / cost / expected_* absent until a pass sets them
     assert list(d["per_device"]) == list(PER_DEVICE) and d["per_device"]["sequences"] == 9
     cost = CostRow(usd_per_chip_hour=None, price_origin="none", usd_per_hour=None, usd_per_million_output_tokens=None,
                    usd_per_million_input_tokens=None, note="no price")
-    e = r.model_copy(update={"cost": cost}).model_copy(update={"expected_tpot_ms": None, "expected_source": None})
-    d = e.model_dump(mode="json")
+    e = r.extended(cost=cost).extended(expected_tpot_ms=None, expected_source=None)
+    d = dump(e)
     assert list(d) == KEYS + ["cost", "expected_tpot_ms", "expected_source"]
     assert d["expected_tpot_ms"] is None and d["cost"]["note"] == "no price"  # set to None: present, null
 
