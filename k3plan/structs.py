@@ -4,8 +4,9 @@ The files k3plan reads (hardware and stack YAML, calibrations, probe records, se
 config.json) are checked against Structs too (k3plan.specfile.Spec, through msgspec.convert). A pydantic
 model class costs ~0.85 ms to build at import (its schema and validator) and the first one ~60 ms of
 pydantic's machinery, a Struct class ~0.14 ms (issue 33: a fresh ``k3plan fit`` within 1.5x the import
-floor; a fit that fits imports no pydantic). pydantic remains in results other commands print (plan,
-report, check, validate), not yet converted.
+floor; a fit that fits imports no pydantic). plan's results are Structs too (a PlanRow's extensions are
+dumped once set: PlanRow.extended); pydantic remains in results other commands print (report, check,
+validate), not yet converted.
 
 What the pydantic results did that a Struct does not, kept here so the JSON stays byte-identical:
 
