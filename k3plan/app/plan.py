@@ -76,6 +76,7 @@ def answer(q: PlanQuestion) -> PlanAnswer:
     from k3plan.errors import K3PlanError
     from k3plan.hardware import list_hardware
     from k3plan.plan import plan
+    from k3plan.structs import replace
     from k3plan.tiers.prefix import check_prefix_options
 
     check_prefix_options(q.prefix_hit, q.prefix_tier)
@@ -133,12 +134,12 @@ def answer(q: PlanQuestion) -> PlanAnswer:
         rank_by=q.rank_by,
     )
     if session_note is not None:
-        result = result.model_copy(update={"assumptions": [session_note] + result.assumptions})
+        result = replace(result, assumptions=[session_note] + result.assumptions)
     from k3plan.models import load_model
 
     beyond = load_model(q.model).spec.context_warning(context)
     if beyond:  # plan ranks the memory and speed at that context; the model serves no position past its max
-        result = result.model_copy(update={"assumptions": [f"warning: {beyond}"] + result.assumptions})
+        result = replace(result, assumptions=[f"warning: {beyond}"] + result.assumptions)
     from k3plan.advice.plan import plan_advice
 
     advice = plan_advice(result, probes=q.probes, allow_cpu_probes=q.allow_cpu_probes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from k3plan.plan.space import MAX_PP, build_space
 from k3plan.plan.table import StepColumns
 from k3plan.roofline.bounds import Efficiency
 from k3plan.setup import engine_refusals
-from k3plan.structs import Frozen, replace
+from k3plan.structs import Frozen
 
 OBJECTIVES = {
     "chips": "minimize chips",
@@ -88,11 +88,6 @@ class PlanResult(Frozen):
     closest_miss_code: int = -1
 
     __exclude__ = ("closest_miss_code",)
-
-    def model_copy(self, *, update: dict[str, Any]) -> PlanResult:
-        """structs.replace under pydantic's name, for app/plan.py's two calls until they call replace (app/ is
-        converted on its own branch); remove with them."""
-        return replace(self, **update)
 
 
 def check_inputs(*, concurrency: int, max_chips: int, objective: str, top: int, context: int) -> None:
