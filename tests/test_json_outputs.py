@@ -12,7 +12,7 @@ from k3plan.check.gate import CheckResult
 from k3plan.plan.output import PlanOutput
 from k3plan.plan.search import PlanResult
 from k3plan.report.capacity_model import ReportOutput
-from k3plan.structs import fields
+from k3plan.structs import dump, fields
 
 
 def test_fit_and_plan_outputs_append_advice_and_prefix_hit():
@@ -23,8 +23,8 @@ def test_fit_and_plan_outputs_append_advice_and_prefix_hit():
 def test_curve_and_report_keys():
     keys = ["title", "context_tokens", "batch", "calibration", "warnings", "notes", "points", "sessions"]
     keys += ["reason", "reason_code"]  # issue 36: only in the JSON when the workload does not fit
-    assert list(CurveOutput.model_fields) == keys
-    assert list(ReportOutput.model_fields) == ["written", "platforms"]
+    assert list(fields(CurveOutput)) == keys
+    assert list(fields(ReportOutput)) == ["written", "platforms"]
 
 
 def test_check_passed_is_in_the_json_and_follows_the_findings():
@@ -42,13 +42,13 @@ def test_models_show_breakdown_is_typed_and_sums_to_the_checkpoint():
     from k3plan.models import load_model
     from k3plan.models.summary import ModelShow, ModelSummary, model_show
 
-    assert list(ModelShow.model_fields) == [*ModelSummary.model_fields, "breakdown_by", "breakdown"]
+    assert list(fields(ModelShow)) == [*fields(ModelSummary), "breakdown_by", "breakdown"]
     r = model_show(load_model("kimi-k3"), by="format")
     by_fmt = {g.group: g for g in r.breakdown}
     assert sum(g.bytes for g in r.breakdown) == r.checkpoint_bytes == 1_559_965_606_912  # docs/k3-facts.md
     assert [(e.fmt, e.bytes) for e in r.checkpoint_bytes_by_format] == [(g.group, g.bytes) for g in r.breakdown]
     assert by_fmt["mxfp4"].bytes == max(g.bytes for g in r.breakdown)  # the routed experts
-    d = r.model_dump(mode="json")
+    d = dump(r)
     assert list(d["breakdown"]["mxfp4"]) == ["params", "active_params", "bytes", "tensors"]
     # counts are integers (the expert groups were 36190795008.0): 16 of 896 experts' params a token
     assert all(type(v["active_params"]) is int for v in d["breakdown"].values())
@@ -59,11 +59,11 @@ def test_hardware_show_flops_and_sources_are_typed():
     from k3plan.hardware import load_hardware
     from k3plan.hardware.summary import HardwareShow, HardwareSummary, hardware_show
 
-    assert list(HardwareShow.model_fields) == [*HardwareSummary.model_fields, "sources", "file", "topology"]
+    assert list(fields(HardwareShow)) == [*fields(HardwareSummary), "sources", "file", "topology"]
     r = hardware_show(load_hardware("tpu-v7x"), None)
     flops = {e.dtype: e.flops_per_s for e in r.flops_per_s_per_device}
     assert flops["fp8"] == 2 * flops["bf16"]  # v7x: fp8 at twice the bf16 rate (its spec's sources)
     assert flops["int8"] is None  # marked unsupported, not a number
-    d = r.model_dump(mode="json")
+    d = dump(r)
     assert d["flops_per_s_per_device"]["int8"] is None and d["topology"] is None
     assert d["sources"] == {e.figure: e.source for e in r.sources} and "hbm_per_device" in d["sources"]

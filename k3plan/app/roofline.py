@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.advice.rules import Advice
 from k3plan.advice.wiring import SpecDecodeReport
 from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
@@ -22,11 +20,7 @@ from k3plan.structs import Frozen
 from k3plan.tiers.prefix import PrefixHit
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RooflineRefusal(_Frozen):
+class RooflineRefusal(Frozen):
     """A workload that does not fit gets no speed figure: what was asked and why it does not fit."""
 
     model: str
@@ -40,7 +34,7 @@ class RooflineRefusal(_Frozen):
     free_bytes: int
 
 
-class RooflineResult(_Frozen):
+class RooflineResult(Frozen):
     model: str
     hardware: str
     topology: str

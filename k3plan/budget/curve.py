@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.budget.fit import Workload, fit
 from k3plan.evidence.calibration import Calibration
 from k3plan.setup import Setup
 from k3plan.sharding.resolve import fallback_summary
-from k3plan.structs import replace
+from k3plan.structs import Frozen, replace
 
 DEFAULT_CHUNKS = (1024, 2048, 4096, 8192, 16384, 32768, 49152, 65536)
 
 
-class CurvePoint(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CurvePoint(Frozen):
     chunk_tokens: int
     prefill_temp_bytes: Optional[int]
     decode_temp_bytes: Optional[int]

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
-
 from k3plan.budget.curve import CurvePoint
+from k3plan.structs import Frozen
 from k3plan.workload.sessions import SessionGrowth
 
 
-class CurveOutput(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CurveOutput(Frozen):
     title: str  # model, hardware, topology, split, stack, batch and the temp evidence
     context_tokens: int
     batch: int
@@ -27,9 +24,7 @@ class CurveOutput(BaseModel):
     reason: Optional[str] = None
     reason_code: Optional[str] = None
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.reason is None:
             out.pop("reason", None)
             out.pop("reason_code", None)

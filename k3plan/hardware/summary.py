@@ -4,26 +4,20 @@ Field order is the JSON key order."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
-
-from pydantic import BaseModel, ConfigDict, PlainSerializer
+from typing import Any, Optional
 
 from k3plan.hardware.schema import HardwareFile
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.hardware.topology import Topology
-from k3plan.structs import dump
+from k3plan.structs import Frozen, dump, fields
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class DtypeFlops(_Frozen):
+class DtypeFlops(Frozen):
     dtype: str
     flops_per_s: Optional[float]  # None: the spec marks the dtype unsupported
 
 
-class FigureSource(_Frozen):
+class FigureSource(Frozen):
     figure: str  # the spec file's field path ("hbm_per_device", "flops_per_device.bf16", ...)
     source: str
 
@@ -49,7 +43,9 @@ def _file(f: HardwareFile) -> dict:
     return _no_none(dump(f))
 
 
-class HardwareSummary(_Frozen):
+class HardwareSummary(Frozen):
+    __dump_with__ = {"flops_per_s_per_device": _flops_map}  # dumped as {dtype: FLOP/s or None}
+
     name: str
     kind: str
     vendor: str
@@ -58,8 +54,7 @@ class HardwareSummary(_Frozen):
     hbm_bytes_per_device: int
     usable_bytes_per_device: int
     hbm_bw_bytes_per_s_per_device: float
-    # dumped as {dtype: FLOP/s or None}
-    flops_per_s_per_device: Annotated[tuple[DtypeFlops, ...], PlainSerializer(_flops_map, return_type=dict)]
+    flops_per_s_per_device: tuple[DtypeFlops, ...]
     scale_up: Link
     scale_out: Link
     chips_per_host: int
@@ -71,9 +66,11 @@ class HardwareSummary(_Frozen):
 
 
 class HardwareShow(HardwareSummary):
-    # dumped as {field path: source}
-    sources: Annotated[tuple[FigureSource, ...], PlainSerializer(_source_map, return_type=dict)]
-    file: Annotated[HardwareFile, PlainSerializer(_file, return_type=dict)]  # as read, absent keys left out
+    # sources dumped as {field path: source}; the file as read, absent keys left out
+    __dump_with__ = {**HardwareSummary.__dump_with__, "sources": _source_map, "file": _file}
+
+    sources: tuple[FigureSource, ...]
+    file: HardwareFile
     topology: Optional[Topology]
 
 
@@ -92,6 +89,6 @@ def hardware_show(hw: HardwareSpec, topology: Optional[Topology]) -> HardwareSho
 
 def _summary_fields(hw: HardwareSpec) -> dict:
     """HardwareSummary's fields from the spec (flops resolved per dtype)."""
-    s = {k: getattr(hw, k) for k in HardwareSummary.model_fields if k != "flops_per_s_per_device"}
+    s = {k: getattr(hw, k) for k in fields(HardwareSummary) if k != "flops_per_s_per_device"}
     flops = tuple(DtypeFlops(dtype=d, flops_per_s=v) for d, v in hw.flops_table().items())
     return {**s, "flops_per_s_per_device": flops, "standard_topologies": list(hw.standard_topologies)}

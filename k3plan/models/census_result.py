@@ -1,19 +1,15 @@
 """What `k3plan census` answers, typed: a checkpoint's tensors and bytes by dtype and (with a model)
 how its headers compare with the tensor inventory. Field order is the JSON key order.
-(k3plan.models.census builds it; kept apart so the header scan itself imports no pydantic.)"""
+(k3plan.models.census builds it; kept apart from the header scan.)"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, SerializerFunctionWrapHandler, model_serializer
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+from k3plan.structs import Frozen
 
 
-class DtypeCount(_Frozen):
+class DtypeCount(Frozen):
     dtype: str  # safetensors dtype (BF16, F32, U8, ...)
     tensors: int
     bytes: int
@@ -23,19 +19,19 @@ def _dtype_map(entries: tuple[DtypeCount, ...]) -> dict[str, dict[str, int]]:
     return {e.dtype: {"tensors": e.tensors, "bytes": e.bytes} for e in entries}
 
 
-class ShapeMismatch(_Frozen):
+class ShapeMismatch(Frozen):
     name: str
     expected: list[int]
     found: list[int]
 
 
-class DtypeMismatch(_Frozen):
+class DtypeMismatch(Frozen):
     name: str
     expected: str
     found: str
 
 
-class CensusComparison(_Frozen):
+class CensusComparison(Frozen):
     """Headers vs the inventory: counts in full, names listed up to ``max_listed``."""
 
     expected_tensors: int
@@ -51,18 +47,17 @@ class CensusComparison(_Frozen):
     ok: bool
 
 
-class CensusResult(_Frozen):
+class CensusResult(Frozen):
+    __dump_with__ = {"by_dtype": _dtype_map}  # dumped as {dtype: {tensors, bytes}}
+
     path: str
     files: int
     tensors: int
     bytes: int
-    # dumped as {dtype: {tensors, bytes}}
-    by_dtype: Annotated[tuple[DtypeCount, ...], PlainSerializer(_dtype_map, return_type=dict)]
+    by_dtype: tuple[DtypeCount, ...]
     comparison: Optional[CensusComparison] = None  # without a model: absent from the JSON
 
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.comparison is None:
             out.pop("comparison", None)
         return out

@@ -3,11 +3,10 @@ and a breakdown by role, kind or storage format. Field order is the JSON key ord
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import BaseModel, ConfigDict, PlainSerializer
+from typing import Literal
 
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen, dump, fields
 
 Breakdown = Literal["role", "kind", "format"]
 BREAKDOWNS: dict[str, Breakdown] = {"role": "role", "kind": "kind", "format": "format"}
@@ -21,23 +20,19 @@ def breakdown_by(by: str) -> Breakdown:
     return BREAKDOWNS[by]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LayerCounts(_Frozen):
+class LayerCounts(Frozen):
     total: int
     kda: int
     mla: int
     moe: int
 
 
-class FormatBytes(_Frozen):
+class FormatBytes(Frozen):
     fmt: str  # storage format (bf16, mxfp4, ...)
     bytes: int
 
 
-class GroupTotals(_Frozen):
+class GroupTotals(Frozen):
     """Tensors sharing one role, kind or format: parameters, active parameters a token, bytes, count."""
 
     group: str
@@ -52,10 +47,12 @@ def _fmt_map(entries: tuple[FormatBytes, ...]) -> dict[str, int]:
 
 
 def _group_map(entries: tuple[GroupTotals, ...]) -> dict[str, dict[str, float]]:
-    return {e.group: e.model_dump(exclude={"group"}) for e in entries}
+    return {e.group: {k: v for k, v in dump(e).items() if k != "group"} for e in entries}
 
 
-class ModelSummary(_Frozen):
+class ModelSummary(Frozen):
+    __dump_with__ = {"checkpoint_bytes_by_format": _fmt_map}  # dumped as {format: bytes}
+
     name: str
     family: str
     architecture: str
@@ -66,15 +63,16 @@ class ModelSummary(_Frozen):
     vision_params: int
     mtp_params: int
     checkpoint_bytes: int
-    # dumped as {format: bytes}
-    checkpoint_bytes_by_format: Annotated[tuple[FormatBytes, ...], PlainSerializer(_fmt_map, return_type=dict)]
+    checkpoint_bytes_by_format: tuple[FormatBytes, ...]
     notes: list[str]
 
 
 class ModelShow(ModelSummary):
+    # breakdown dumped as {group: {params, active_params, bytes, tensors}}
+    __dump_with__ = {**ModelSummary.__dump_with__, "breakdown": _group_map}
+
     breakdown_by: Breakdown
-    # dumped as {group: {params, active_params, bytes, tensors}}
-    breakdown: Annotated[tuple[GroupTotals, ...], PlainSerializer(_group_map, return_type=dict)]
+    breakdown: tuple[GroupTotals, ...]
 
 
 def _groups(inventory, key: str, *, include_extra: bool) -> tuple[GroupTotals, ...]:
@@ -117,7 +115,7 @@ def model_show(model, *, by: Breakdown) -> ModelShow:
     key = TENSOR_KEY[by]
     totals = model_summary(model)
     return ModelShow(
-        **{k: getattr(totals, k) for k in ModelSummary.model_fields},
+        **{k: getattr(totals, k) for k in fields(ModelSummary)},
         breakdown_by=by,
         breakdown=_groups(model.inventory, key, include_extra=key != "fmt"),
     )

@@ -30,7 +30,7 @@ from k3plan.report.capacity_model import (
 from k3plan.report.viable import Choice, smallest_viable
 from k3plan.roofline.bounds import Efficiency, decode_bound, prefill_bound
 from k3plan.setup import Setup, uneven_notes
-from k3plan.structs import dump
+from k3plan.structs import dump, fields, replace
 from k3plan.tiers.sessions import TierSessions
 
 __all__ = ["ContextRow", "PlatformReport", "platform_report"]
@@ -98,12 +98,12 @@ def _with_expected(
     )
 
     def expect(d: DecodeAt) -> DecodeAt:
-        return d.model_copy(update={"expected_tpot_s": x.tpot_s[d.batch], "expected_measured": x.measured[d.batch]})
+        return replace(d, expected_tpot_s=x.tpot_s[d.batch], expected_measured=x.measured[d.batch])
 
     decode = RowDecode(
         concurrency=expect(decode.concurrency), full=None if decode.full is None else expect(decode.full)
     )
-    prefill = prefill.model_copy(update={"expected_ttft_s": x.ttft_s, "expected_measured": x.ttft_measured})
+    prefill = replace(prefill, expected_ttft_s=x.ttft_s, expected_measured=x.ttft_measured)
     return decode, prefill, x.records
 
 
@@ -198,7 +198,7 @@ def _row(
             pp=s.parallel.pp,
             stack=s.stack.label,
         ),
-        per_device=RowTerms.model_validate({k: getattr(r.per_device, k) for k in RowTerms.model_fields}),
+        per_device=RowTerms(**{k: getattr(r.per_device, k) for k in fields(RowTerms)}),
         usable_bytes_per_device=r.hardware.usable_bytes_per_device,
         max_context_tokens=r.capacity.memory_context_tokens,
         max_sequences=r.capacity.max_sequences,

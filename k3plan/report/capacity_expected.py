@@ -11,12 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from k3plan.structs import Frozen
 
 
-class RowExpected(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RowExpected(Frozen):
     tpot_s: dict[int, float]  # by decode batch
     measured: dict[int, bool]  # by decode batch: did any op use a record (else: the ops' ceiling)
     ttft_s: float

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, field_serializer, model_serializer
-
 from k3plan.budget.curve import CurvePoint
 from k3plan.budget.result import Provenance
-from k3plan.structs import dump
+from k3plan.structs import Frozen, dump, fields
 from k3plan.tiers.sessions import TierSessions
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RowSetup(_Frozen):
+class RowSetup(Frozen):
     """The smallest viable (topology, split) at one context."""
 
     topology: str
@@ -36,7 +30,7 @@ class RowSetup(_Frozen):
         return f"{self.tp}/{self.ep}/{self.dp}" + (f" pp{self.pp}" if self.pp > 1 else "")
 
 
-class RowTerms(_Frozen):
+class RowTerms(Frozen):
     """Bytes a device by term, from the pick's fit (the memory plot's bars, in this order)."""
 
     weights_bytes: int
@@ -48,10 +42,10 @@ class RowTerms(_Frozen):
 
     def items(self) -> list[tuple[str, int]]:
         """(term, bytes) in field order: the rows of a table, the segments of a bar."""
-        return [(k, getattr(self, k)) for k in type(self).model_fields]
+        return [(k, getattr(self, k)) for k in fields(self)]
 
 
-class DecodeAt(_Frozen):
+class DecodeAt(Frozen):
     """The decode roofline bound at one batch."""
 
     batch: int
@@ -71,13 +65,11 @@ class DecodeAt(_Frozen):
     ceiling_tpot_s: Optional[float] = None
 
 
-class RowDecode(_Frozen):
+class RowDecode(Frozen):
     concurrency: DecodeAt  # at the requested concurrency
     full: Optional[DecodeAt] = None  # at the most sequences that fit, when that is more
 
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: Any) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         if out.get("full") is None:
             out.pop("full", None)
         return out
@@ -91,7 +83,7 @@ class RowDecode(_Frozen):
         return [("concurrency", self.concurrency)] + ([("full", self.full)] if self.full is not None else [])
 
 
-class PrefillAt(_Frozen):
+class PrefillAt(Frozen):
     """The prefill roofline bound of one prompt of the row's context."""
 
     prompt_tokens: int
@@ -123,7 +115,14 @@ class RowProvenance(Provenance):
         return [f"{k}: {v}" for k, v in dump(self, "python").items()]
 
 
-class ContextRow(_Frozen):
+def _empty(v: Optional[Frozen]) -> Any:
+    """A part of a row that nothing fitting leaves out dumps as {} (as the dict fields did)."""
+    return {} if v is None else v
+
+
+class ContextRow(Frozen):
+    __dump_with__ = {name: _empty for name in ("setup", "per_device", "decode", "prefill", "provenance")}
+
     context_tokens: int
     fits: bool
     reason: str = ""
@@ -139,12 +138,8 @@ class ContextRow(_Frozen):
     warnings: list[str] = []
     notes: list[str] = []  # what the pick's every figure rests on (an uneven expert placement: fit's note)
 
-    @field_serializer("setup", "per_device", "decode", "prefill", "provenance")
-    def _empty(self, v: Optional[BaseModel | RowProvenance]) -> dict[str, Any]:
-        return {} if v is None else dump(v, "python")
 
-
-class RooflinePoint(_Frozen):
+class RooflinePoint(Frozen):
     """One decode step on the roofline plot."""
 
     batch: int
@@ -153,7 +148,7 @@ class RooflinePoint(_Frozen):
     binding: str
 
 
-class Roof(_Frozen):
+class Roof(Frozen):
     """A device's roof: MFU-scaled and peak FLOP/s, efficiency-scaled HBM bytes/s."""
 
     flops_per_s: float
@@ -161,7 +156,7 @@ class Roof(_Frozen):
     hbm_bytes_per_s: float
 
 
-class ContextAdvice(_Frozen):
+class ContextAdvice(Frozen):
     """k3plan.advice's rules at one viable context (report/capacity_advice.py)."""
 
     context_tokens: int
@@ -172,7 +167,7 @@ class ContextAdvice(_Frozen):
     alternatives: list[str]
 
 
-class PlatformReport(_Frozen):
+class PlatformReport(Frozen):
     hardware: str
     kind: str
     stack: str
@@ -189,7 +184,7 @@ class PlatformReport(_Frozen):
     tiers_setup: str = ""
 
 
-class ReportOutput(_Frozen):
+class ReportOutput(Frozen):
     """`report --json`: the files written (markdown, plots, HTML) and each platform's report."""
 
     written: list[str]

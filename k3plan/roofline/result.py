@@ -3,16 +3,10 @@ decode attention overtakes the linear part."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, PlainSerializer
+from k3plan.structs import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ContextRatio(_Frozen):
+class ContextRatio(Frozen):
     """Absorbed-MLA decode attention FLOPs over the linear part's, a token at this context."""
 
     context_tokens: int
@@ -23,11 +17,12 @@ def _by_context(entries: tuple[ContextRatio, ...]) -> dict[str, float]:
     return {str(e.context_tokens): e.ratio for e in entries}
 
 
-class LongContext(_Frozen):
+class LongContext(Frozen):
+    __dump_with__ = {"ratio_by_context": _by_context}  # dumped as {context: ratio}, the JSON contract
+
     crossover_tokens: float | None  # the context where attention FLOPs overtake the linear part (None: no MLA)
     linear_flops_per_token: int | float
-    # dumped as {context: ratio}, the JSON contract
-    ratio_by_context: Annotated[tuple[ContextRatio, ...], PlainSerializer(_by_context, return_type=dict[str, float])]
+    ratio_by_context: tuple[ContextRatio, ...]
 
     def ratio(self, context_tokens: int) -> float:
         return next(e.ratio for e in self.ratio_by_context if e.context_tokens == context_tokens)

@@ -11,7 +11,7 @@ from k3plan.hardware import load_hardware
 from k3plan.report.capacity import platform_report
 from k3plan.report.capacity_model import RowProvenance
 from k3plan.roofline.bounds import Efficiency
-from k3plan.structs import fields
+from k3plan.structs import dump, fields
 
 
 def test_fields_are_the_fits_then_the_reports():
@@ -46,4 +46,4 @@ def test_nothing_fits_has_no_provenance():
     )
     row = r.rows[0]
     assert not row.fits and row.provenance is None
-    assert row.model_dump(mode="json")["provenance"] == {}
+    assert dump(row)["provenance"] == {}
