@@ -34,8 +34,8 @@ def test_check_passed_is_in_the_json_and_follows_the_findings():
 
     ok = result(Finding(configuration="c", check="kv_bytes", what="kv_bytes shrank", fail=False))
     bad = result(Finding(configuration="c", check="split", what="the (tp, ep, dp) split changed"))
-    assert list(ok.model_dump())[-2:] == ["findings", "passed"]
-    assert ok.model_dump(mode="json")["passed"] is True and bad.model_dump(mode="json")["passed"] is False
+    assert list(dump(ok))[-2:] == ["findings", "passed"]
+    assert dump(ok)["passed"] is True and dump(bad)["passed"] is False
 
 
 def test_models_show_breakdown_is_typed_and_sums_to_the_checkpoint():

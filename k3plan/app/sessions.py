@@ -19,8 +19,6 @@ def session_from(
 ):
     """The Session the options describe; None without --turns, where any other session option is a one-line
     K3PlanError (it describes no session: not an option ignored); bad values a K3PlanError naming the flag."""
-    from pydantic import ValidationError
-
     from k3plan.errors import K3PlanError
     from k3plan.workload.sessions import Session
 
@@ -60,8 +58,8 @@ def session_from(
             tool_tokens_per_turn=tool_tokens,
             carry_reasoning=not drop_reasoning,
         )
-    except ValidationError as e:
-        raise K3PlanError(f"session options: {e.errors()[0]['msg']}") from None
+    except ValueError as e:
+        raise K3PlanError(f"session options: {e}") from None
 
 
 def session_growth_at(setup, workload, calibration, session):

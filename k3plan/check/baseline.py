@@ -14,36 +14,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
+import msgspec
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeInt,
-    PositiveInt,
-    ValidationError,
-    model_serializer,
-    model_validator,
-)
 
 from k3plan import __version__
-from k3plan.check.names import FoldedGroup
+from k3plan.check.names import FoldedGroup, NonNegativeInt, PositiveInt
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
 from k3plan.safeparse import not_a_file, parse_json, parse_yaml, read_text
+from k3plan.specfile import Spec, convert
+from k3plan.structs import dump, fields, replace
 
 FORMAT = "k3plan-baseline"
 FORMAT_VERSION = 1
 
-
-class _Frozen(BaseModel):
-    # strict: a byte count written as "123" or 1.5, or `fits: 1`, is a corrupt baseline, not a value
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+# A baseline is read strictly (specfile.convert): a byte count written as "123" or 1.5, or `fits: 1`, is a
+# corrupt baseline, not a value.
 
 
-class Config(_Frozen):
+class Config(Spec):
     model: str = "kimi-k3"
     hardware: str = "tpu-v7x"
     topology: Optional[str] = None
@@ -61,7 +52,7 @@ class Config(_Frozen):
         return f"{where} {self.context_tokens:,} tokens x{self.batch}"  # exact tokens, as every output prints them
 
 
-class Split(_Frozen):
+class Split(Spec):
     """The (tp, ep, dp) split fit chose; pp only when > 1 (as sharding.mesh.Parallel dumps it)."""
 
     tp: PositiveInt
@@ -69,16 +60,16 @@ class Split(_Frozen):
     dp: PositiveInt
     pp: PositiveInt = 1
 
-    @model_serializer
-    def _dump(self) -> dict[str, int]:
-        out = {"tp": self.tp, "ep": self.ep, "dp": self.dp}
-        return {**out, "pp": self.pp} if self.pp > 1 else out
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
+        if self.pp <= 1:
+            out.pop("pp", None)
+        return out
 
     def text(self) -> str:
-        return str(self.model_dump())
+        return str(dump(self, "python"))
 
 
-class DeviceTerms(_Frozen):
+class DeviceTerms(Spec):
     """fit's per-device terms (bytes; budget.result.PerDevice, the same fields in its order: a baseline is an
     input, validated here), checked strictly; free_bytes (which may be < 0) and sequences are for information."""
 
@@ -93,15 +84,14 @@ class DeviceTerms(_Frozen):
     state_bytes_per_sequence: int
     sequences: int
 
-    @model_validator(mode="after")
-    def _sizes(self) -> DeviceTerms:
-        bad = [(k, v) for k, v in self.model_dump().items() if v < 0 and not k.startswith("free")]
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = [(k, getattr(self, k)) for k in fields(self) if getattr(self, k) < 0 and not k.startswith("free")]
         if bad:
             raise ValueError(f"{bad[0][0]} is {bad[0][1]}; expected a byte count >= 0")
-        return self
 
 
-class Expected(_Frozen):
+class Expected(Spec):
     parallel: Split
     per_device: DeviceTerms
     kv_bytes_per_token: NonNegativeInt  # one copy of the model's KV, bytes a token
@@ -111,18 +101,19 @@ class Expected(_Frozen):
     fallbacks: dict[str, FoldedGroup]  # name pattern -> group, of tensors with a divisibility fallback
 
 
-class Entry(_Frozen):
+class Entry(Spec):
     name: str = ""  # default: the configuration's label
     config: Config
     expected: Optional[Expected] = None
 
 
-class Baseline(_Frozen):
+class Baseline(Spec):
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
     k3plan_version: str = __version__
     description: str = ""
-    configurations: list[Entry] = Field(min_length=1)  # an empty baseline would pass while checking nothing
+    # an empty baseline would pass while checking nothing
+    configurations: Annotated[list[Entry], msgspec.Meta(min_length=1)]
 
 
 def _read(path: Path) -> Any:
@@ -157,18 +148,9 @@ def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
             f"{raw.get('k3plan_version', '?')}) is incompatible with k3plan {__version__}, which reads "
             f"format_version {FORMAT_VERSION}; regenerate it with this k3plan's --update"
         )
-    try:
-        base = Baseline.model_validate(raw)
-    except ValidationError as err:
-        e = err.errors()[0]
-        where = ".".join(str(p) for p in e["loc"])
-        raise K3PlanError(f"--baseline {path}: {where}: {e['msg']}") from None
-    base = base.model_copy(
-        update={
-            "configurations": [
-                e if e.name else e.model_copy(update={"name": e.config.label()}) for e in base.configurations
-            ]
-        }
+    base = convert(Baseline, raw, f"--baseline {path}")
+    base = replace(
+        base, configurations=[e if e.name else replace(e, name=e.config.label()) for e in base.configurations]
     )
     names = [e.name for e in base.configurations]
     if len(set(names)) != len(names):
@@ -180,9 +162,7 @@ def load_baseline(path: Path, *, seed_ok: bool = False) -> Baseline:
 
 
 def save_baseline(path: Path, base: Baseline) -> None:
-    data = base.model_copy(update={"k3plan_version": __version__, "format_version": FORMAT_VERSION}).model_dump(
-        mode="json"
-    )
+    data = dump(replace(base, k3plan_version=__version__, format_version=FORMAT_VERSION))
     if path.suffix.lower() == ".json":
         text = json.dumps(data, indent=1) + "\n"
     else:

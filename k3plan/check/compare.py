@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.check.baseline import DeviceTerms, Expected
 from k3plan.check.measure import NOT_COMPARED, Measured
 from k3plan.check.names import describe, unfold
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen, fields
 from k3plan.units import fmt_gib, parse_bytes
 
 EXACT = ("kv_bytes_per_token", "state_bytes_per_sequence")  # any change fails, either way
 
 
-class Tolerance(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Tolerance(Frozen):
     text: str
     percent: float | None = None
     bytes: int | None = None
@@ -52,9 +49,7 @@ def parse_tolerance(text: str) -> Tolerance:
         ) from None
 
 
-class Finding(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Finding(Frozen):
     configuration: str
     check: str  # term name, "replicated", "fallback", "fits", "split", "error"
     what: str  # one readable line
@@ -102,7 +97,7 @@ def compare(name: str, base: Expected, now: Measured, *, tolerance: Tolerance) -
                     delta_bytes=(now_exact[key] or 0) - (b or 0),
                 )
             )
-    for key in sorted(DeviceTerms.model_fields):
+    for key in sorted(fields(DeviceTerms)):
         if key in NOT_COMPARED or key in EXACT:
             continue
         b, c = getattr(base.per_device, key), getattr(cur.per_device, key)

@@ -5,16 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, computed_field
-
 from k3plan.check.baseline import Baseline, load_baseline, save_baseline
 from k3plan.check.compare import Finding, Tolerance, compare
 from k3plan.check.measure import Measured, measure
 from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen, replace
 
 
-class CheckResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class CheckResult(Frozen):
+    __computed__ = ("passed",)  # in the JSON, after the findings
 
     baseline: str
     baseline_k3plan_version: str
@@ -27,7 +26,6 @@ class CheckResult(BaseModel):
     def failed(self) -> list[Finding]:
         return [f for f in self.findings if f.fail]
 
-    @computed_field  # type: ignore[prop-decorator]  # in the JSON, after the findings
     @property
     def passed(self) -> bool:
         return not self.failed
@@ -60,9 +58,7 @@ def run_check(*, path: Path, tolerance: Tolerance, shardspecs: Optional[str] = N
 def update(*, path: Path, shardspecs: Optional[str] = None) -> Baseline:
     """Recompute every configuration and rewrite the file (a seed without values is filled in)."""
     base = load_baseline(path, seed_ok=True)
-    entries = [
-        e.model_copy(update={"expected": _measure(e.name, e.config, shardspecs).expected}) for e in base.configurations
-    ]
-    new = base.model_copy(update={"configurations": entries})
+    entries = [replace(e, expected=_measure(e.name, e.config, shardspecs).expected) for e in base.configurations]
+    new = replace(base, configurations=entries)
     save_baseline(path, new)
     return new

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
+import msgspec
+
+from k3plan.specfile import Spec
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
+PositiveInt = Annotated[int, msgspec.Meta(gt=0)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 
-class FoldedGroup(BaseModel):
-    """Tensors of one name pattern: their layers ("0-92"; None: not per layer), how many, their bytes together."""
 
-    # strict: a baseline holds these; a count written as "3" is a corrupt baseline, not a value
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+class FoldedGroup(Spec):
+    """Tensors of one name pattern: their layers ("0-92"; None: not per layer), how many, their bytes together.
+    A baseline holds these (check.baseline reads it strictly: a count written as "3" is corrupt, not a value)."""
 
     layers: Optional[str]
     count: PositiveInt

@@ -531,7 +531,7 @@ def _mosaic(target: str, params) -> None:
         head_dim=params.head_dim,
         heads_per_block=params.heads_per_block,
     )
-    print_json(result.model_dump(mode="json"))
+    print_json(result)
     if not all(k.ok for k in result.kernels):
         raise typer.Exit(1)
 

@@ -22,6 +22,7 @@ from k3plan.cli.common import (
 )
 from k3plan.cli.lists import whole_numbers
 from k3plan.errors import K3PlanError
+from k3plan.structs import replace
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS
 
 DEFAULT_HARDWARE = "tpu-v7x"  # the shared --hardware default (cli.common)
@@ -190,7 +191,7 @@ def command(
         write_calibration(
             save_calibration, calibration_dict(result, usable_bytes=setup.hardware.usable_bytes_per_device)
         )
-        result = result.model_copy(update={"calibration_file": str(save_calibration)})
+        result = replace(result, calibration_file=str(save_calibration))
     if json_out:
         print_json(result)
     else:

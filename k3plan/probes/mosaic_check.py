@@ -18,28 +18,23 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from k3plan.errors import K3PlanError
 from k3plan.evidence.probe_record import Verification
+from k3plan.structs import Frozen
 from k3plan.validate.targets import libtpu_version, parse_target
 
 KERNELS = ("hbm", "kda-decode")
 TPU_CUSTOM_CALL = "tpu_custom_call"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CustomCall(_Frozen):
+class CustomCall(Frozen):
     target: str  # custom_call_target
     op_name: str | None  # from the HLO metadata
     scoped_memory_limit_bytes: int | None  # scoped_memory_configs: what the kernel may use
     scoped_memory_used_bytes: int | None  # used_scoped_memory_configs: what the compiler says it uses
 
 
-class KernelCheck(_Frozen):
+class KernelCheck(Frozen):
     kernel: str
     shape: dict[str, Any]
     ok: bool  # at least one tpu_custom_call in the compiled HLO
@@ -59,7 +54,7 @@ class KernelCheck(_Frozen):
         )
 
 
-class MosaicCheck(_Frozen):
+class MosaicCheck(Frozen):
     target: str
     device_kind: str
     device_count: int

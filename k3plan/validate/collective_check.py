@@ -12,26 +12,14 @@ buffers are fixed-capacity, k3plan.validate.dispatch).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, computed_field, model_validator
-
+from k3plan.structs import Frozen
 from k3plan.validate.hlo_census import OPS, Census
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_computed(cls, data: Any) -> Any:
-        """A dumped record carries the computed fields (ok, findings, ...): read back, they are recomputed."""
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if k not in cls.model_computed_fields}
-        return data
-
-
-class Exception_(_Frozen):
+class Exception_(Frozen):
     """A named, explained count difference: ``calls`` more (or fewer, negative) of ``kind`` in the HLO."""
 
     name: str
@@ -41,7 +29,7 @@ class Exception_(_Frozen):
     source: str
 
 
-class KindRow(_Frozen):
+class KindRow(Frozen):
     kind: str
     op_list_calls: int
     hlo_calls: int
@@ -50,29 +38,39 @@ class KindRow(_Frozen):
     hlo_bytes: int  # the HLO results, a device, summed over the executed instructions
     exceptions: tuple[str, ...] = ()
 
-    @computed_field  # type: ignore[prop-decorator]
+    __computed__ = ("unexplained_calls", "bytes_ratio")
+
     @property
     def unexplained_calls(self) -> int:
         return self.hlo_calls - self.op_list_calls - self.explained_calls
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def bytes_ratio(self) -> Optional[float]:
         return self.hlo_bytes / self.op_list_bytes if self.op_list_bytes else None
 
 
-class CollectiveCheck(_Frozen):
+class CollectiveCheck(Frozen):
     stack: str
     stage: str
     rows: tuple[KindRow, ...]
     exceptions: tuple[Exception_, ...]
 
-    @computed_field  # type: ignore[prop-decorator]
+    __computed__ = ("ok", "findings")
+
+    @staticmethod
+    def read(data: Mapping[str, Any]) -> dict[str, Any]:
+        """A dumped check as its fields: the computed keys (ok, findings, a row's unexplained_calls and
+        bytes_ratio) dropped, as they are recomputed."""
+        rows = [
+            {k: v for k, v in r.items() if k not in KindRow.__computed__} if isinstance(r, Mapping) else r
+            for r in data.get("rows", ())
+        ]
+        return {**{k: v for k, v in data.items() if k not in CollectiveCheck.__computed__}, "rows": rows}
+
     @property
     def ok(self) -> bool:
         return all(r.unexplained_calls == 0 for r in self.rows)
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def findings(self) -> tuple[str, ...]:
         return tuple(

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from k3plan.structs import Frozen, fields
 from k3plan.units import GiB, KiB, MiB, TiB
 
 _UNITS = {"": 1, "B": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
@@ -23,9 +24,9 @@ _OOM_PATTERNS = (
 )
 
 
-@dataclass(frozen=True)
-class MemoryStats:
-    """Per device, bytes. On CPU ``peak_bytes`` excludes temp; on TPU it is the compiler's peak."""
+class MemoryStats(Frozen):
+    """Per device, bytes. On CPU ``peak_bytes`` excludes temp; on TPU it is the compiler's peak. A Struct
+    (not a dataclass): validate's JobResult holds it, dumped through k3plan.structs.dump."""
 
     argument_bytes: Optional[int] = None
     output_bytes: Optional[int] = None
@@ -36,7 +37,7 @@ class MemoryStats:
     host_temp_bytes: Optional[int] = None
 
     def to_dict(self) -> dict[str, Optional[int]]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in fields(self)}
 
 
 @dataclass(frozen=True)

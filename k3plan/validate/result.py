@@ -6,53 +6,36 @@ reports/validation/ are this JSON); ``from_json`` reads one back (benchmarks/com
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    PlainSerializer,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
+import msgspec
 
 from k3plan.step.terms import TermBytes, term_map
+from k3plan.structs import Frozen, dump
 from k3plan.validate.collective_check import CollectiveCheck
 from k3plan.validate.compile import MemoryStats
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-def _entries(key: str):
+def _entries(v: Any, key: str) -> Any:
     """A {name: value} mapping (the JSON's form) -> entries with the name under ``key``."""
-
-    def read(v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return tuple({key: k, **x} if isinstance(x, Mapping) else {key: k, "bytes": x} for k, x in v.items())
-        return v
-
-    return read
+    if isinstance(v, Mapping):
+        return [{key: k, **x} if isinstance(x, Mapping) else {key: k, "bytes": x} for k, x in v.items()]
+    return v
 
 
-class JobBudget(_Frozen):
+class JobBudget(Frozen):
     """fit's per-device figures for the job's workload (the prediction)."""
+
+    __dump_with__ = {"temp_terms": term_map}  # the stage's analytic temp terms, dumped as {name: bytes}
 
     weights_bytes: int
     kv_bytes: int
     state_bytes: int
     temp_bytes: Optional[int]  # the stage's temp (None: the calibration refuses the graph)
-    # the stage's analytic temp terms, dumped as {name: bytes}
-    temp_terms: Annotated[
-        tuple[TermBytes, ...],
-        BeforeValidator(_entries("name")),
-        PlainSerializer(term_map, return_type=dict[str, int]),
-    ]
+    temp_terms: tuple[TermBytes, ...]
 
 
-class JobAbstract(_Frozen):
+class JobAbstract(Frozen):
     """Bytes of the abstract model's arrays, a device."""
 
     weights_bytes: int
@@ -60,18 +43,18 @@ class JobAbstract(_Frozen):
     inputs_bytes: int
 
 
-class OomReport(_Frozen):
+class OomReport(Frozen):
     required_bytes: Optional[int]
     available_bytes: Optional[int]
     message: str
 
 
-class TermReason(_Frozen):
+class TermReason(Frozen):
     why: str
     bytes: int
 
 
-class TermReport(_Frozen):
+class TermReport(Frozen):
     """One term, predicted vs compiled (validate.compare.Term with its derived figures)."""
 
     name: str
@@ -85,7 +68,7 @@ class TermReport(_Frozen):
     unexplained_bytes: Optional[int]
 
 
-class OpCount(_Frozen):
+class OpCount(Frozen):
     """One collective kind in the compiled HLO (validate.hlo_census.OpStats)."""
 
     op: str
@@ -97,16 +80,17 @@ class OpCount(_Frozen):
 
 
 def _ops_map(entries: tuple[OpCount, ...]) -> dict[str, dict[str, int]]:
-    return {e.op: e.model_dump(exclude={"op"}) for e in entries}
+    return {e.op: {k: v for k, v in dump(e).items() if k != "op"} for e in entries}
 
 
-class CensusReport(_Frozen):
-    # dumped as {op: {count, bytes, in_loop, executed, executed_bytes}}
-    ops: Annotated[tuple[OpCount, ...], BeforeValidator(_entries("op")), PlainSerializer(_ops_map, return_type=dict)]
+class CensusReport(Frozen):
+    __dump_with__ = {"ops": _ops_map}  # dumped as {op: {count, bytes, in_loop, executed, executed_bytes}}
+
+    ops: tuple[OpCount, ...]
     while_loops: int
 
 
-class LocalRun(_Frozen):
+class LocalRun(Frozen):
     """--target local: the compiled step run once on the attached chip with real arrays (when it fits)."""
 
     measured_step_s: Optional[float]  # p50 of the timed calls (None: not run, ``note`` says why)
@@ -116,7 +100,7 @@ class LocalRun(_Frozen):
     note: str
 
 
-class OomBoundary(_Frozen):
+class OomBoundary(Frozen):
     """--target local: the workload doubled (decode: batch; prefill: tokens) until the compiled step no
     longer fits the chip: the last size that fits, the first that does not, and why."""
 
@@ -126,7 +110,7 @@ class OomBoundary(_Frozen):
     verdict: str  # the refusing compile's verdict line (or why the search stopped)
 
 
-class JobResult(_Frozen):
+class JobResult(Frozen):
     stage: str
     label: str
     tokens: int
@@ -150,28 +134,26 @@ class JobResult(_Frozen):
     local_run: Optional[LocalRun] = None  # --target local only
     oom_boundary: Optional[OomBoundary] = None  # --target local only
 
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         for key in ("collectives", "local_run", "oom_boundary"):
             if getattr(self, key) is None:
                 out.pop(key, None)
         return out
 
 
-class Split(_Frozen):
+class Split(Frozen):
     tp: int
     ep: int
     dp: int
 
 
-class Devices(_Frozen):
+class Devices(Frozen):
     count: int
     platform: str
     device_kind: str
 
 
-class Environment(_Frozen):
+class Environment(Frozen):
     target: str
     backend: str
     jax_version: str
@@ -180,7 +162,7 @@ class Environment(_Frozen):
     date: str  # UTC, ISO 8601
 
 
-class ValidationResult(_Frozen):
+class ValidationResult(Frozen):
     model: str
     hardware: str
     topology: str
@@ -194,14 +176,31 @@ class ValidationResult(_Frozen):
     notes: list[str]
     calibration_file: Optional[str] = None  # --save-calibration: absent from the JSON otherwise
 
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+    def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.calibration_file is None:
             out.pop("calibration_file", None)
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ValidationResult:
-        """A saved `validate --json` (keys the model does not know, e.g. a benchmark's wall_s, ignored)."""
-        return cls.model_validate({k: v for k, v in data.items() if k in cls.model_fields})
+        """A saved `validate --json` (keys the model does not know, e.g. a benchmark's wall_s, ignored): the
+        mappings the JSON dumps (temp terms, census ops) read back as entries, the collective check's computed
+        keys dropped (recomputed)."""
+        known = set(cls.__struct_fields__)
+        out = {k: v for k, v in data.items() if k in known}
+        out["results"] = [_job(j) for j in out.get("results", [])]
+        return msgspec.convert(out, cls)
+
+
+def _job(job: Any) -> Any:
+    """One dumped JobResult as the Structs read it."""
+    if not isinstance(job, Mapping):
+        return job
+    job = dict(job)
+    if isinstance(job.get("budget"), Mapping):
+        job["budget"] = {**job["budget"], "temp_terms": _entries(job["budget"].get("temp_terms"), "name")}
+    if isinstance(job.get("census"), Mapping):
+        job["census"] = {**job["census"], "ops": _entries(job["census"].get("ops"), "op")}
+    if isinstance(job.get("collectives"), Mapping):
+        job["collectives"] = CollectiveCheck.read(job["collectives"])
+    return job

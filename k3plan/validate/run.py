@@ -18,6 +18,7 @@ from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
 from k3plan.step.live import form_for
 from k3plan.step.structure import LayerPlan, layer_plan
+from k3plan.structs import replace
 from k3plan.units import fmt_gib
 from k3plan.validate.collective_check import CollectiveCheck
 from k3plan.validate.result import (
@@ -338,7 +339,7 @@ def validate(
             from k3plan.validate.local import oom_boundary
 
             run = functools.partial(run_job, setup=setup, target=target, devices=devices, lplan=lplan)
-            r = r.model_copy(update={"oom_boundary": oom_boundary(run, job, fits=r.fits)})
+            r = replace(r, oom_boundary=oom_boundary(run, job, fits=r.fits))
         results.append(r)
         if on_job:
             on_job(job, r)

@@ -15,25 +15,32 @@ Arrays first: every turn at once over numpy columns; ``turns_that_fit`` is the c
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from k3plan.errors import require
+from k3plan.structs import Frozen, fields
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Session(Frozen):
+    """One multi-turn conversation, the same shape every turn. Checked when built: ``turns`` a positive
+    integer, the token counts non-negative integers (ValueError, one line naming the field)."""
 
+    turns: int  # turns in the session (--turns)
+    system_prompt_tokens: int = 0
+    user_tokens_per_turn: int  # visible: what the user sends a turn
+    answer_tokens_per_turn: int  # visible: the assistant's answer a turn
+    reasoning_tokens_per_turn: int = 0
+    tool_tokens_per_turn: int = 0  # tool calls and their results a turn (always carried)
+    carry_reasoning: bool = True  # K3 requires earlier reasoning carried back
 
-class Session(_Frozen):
-    """One multi-turn conversation, the same shape every turn."""
-
-    turns: PositiveInt = Field(description="turns in the session (--turns)")
-    system_prompt_tokens: NonNegativeInt = 0
-    user_tokens_per_turn: NonNegativeInt = Field(description="visible: what the user sends a turn")
-    answer_tokens_per_turn: NonNegativeInt = Field(description="visible: the assistant's answer a turn")
-    reasoning_tokens_per_turn: NonNegativeInt = 0
-    tool_tokens_per_turn: NonNegativeInt = Field(0, description="tool calls and their results a turn (always carried)")
-    carry_reasoning: bool = Field(True, description="K3 requires earlier reasoning carried back")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in fields(self):
+            v, least = getattr(self, name), 1 if name == "turns" else 0
+            if name == "carry_reasoning":
+                if not isinstance(v, bool):
+                    raise ValueError(f"{name} {v!r}: expected true or false")
+            elif not isinstance(v, int) or isinstance(v, bool) or v < least:
+                raise ValueError(f"{name} {v!r}: expected a {'positive' if least else 'non-negative'} integer")
 
     @property
     def visible_tokens_per_turn(self) -> int:
@@ -49,7 +56,7 @@ class Session(_Frozen):
         )
 
 
-class SessionGrowth(_Frozen):
+class SessionGrowth(Frozen):
     session: Session
     prompt_tokens: tuple[int, ...]  # prefill at each turn, turn 1 first
     peak_context_tokens: tuple[int, ...]  # context at the end of each turn's generation

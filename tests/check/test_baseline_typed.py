@@ -33,7 +33,7 @@ def test_the_shipped_baseline_reads_as_typed_fields():
     e = next(c for c in load_baseline(BASELINE).configurations if c.name == ONE).expected
     assert e is not None
     assert e.parallel == Split(tp=32, ep=64, dp=2) and e.parallel.text() == "{'tp': 32, 'ep': 64, 'dp': 2}"
-    assert tuple(DeviceTerms.model_fields) == fields(PerDevice)
+    assert fields(DeviceTerms) == fields(PerDevice)
     assert all(isinstance(g, FoldedGroup) for g in (*e.replicated.values(), *e.fallbacks.values()))
     norm = e.replicated["language_model.model.layers.*.input_layernorm.weight"]
     assert (norm.layers, norm.count) == ("0-92", 93)  # one norm a layer, 93 layers
@@ -41,10 +41,10 @@ def test_the_shipped_baseline_reads_as_typed_fields():
 
 
 @pytest.mark.parametrize("edit, words", [
-    (lambda e: e["per_device"].update(kv_bytes=-5), "per_device: Value error, kv_bytes is -5; expected a byte count"),
-    (lambda e: e["per_device"].update(temp_bytes="123"), "per_device.temp_bytes: Input should be a valid integer"),
-    (lambda e: next(iter(e["replicated"].values())).update(count="3"), ".count: Input should be a valid integer"),
-    (lambda e: e["parallel"].update(tp=0), "parallel.tp: Input should be greater than 0"),
+    (lambda e: e["per_device"].update(kv_bytes=-5), "per_device: kv_bytes is -5; expected a byte count"),
+    (lambda e: e["per_device"].update(temp_bytes="123"), "per_device.temp_bytes: Expected `int`, got `str`"),
+    (lambda e: next(iter(e["replicated"].values())).update(count="3"), ".count: Expected `int`, got `str`"),
+    (lambda e: e["parallel"].update(tp=0), "parallel.tp: Expected `int` >= 1"),
 ])
 def test_a_corrupt_field_is_named(tmp_path, edit, words):
     with pytest.raises(K3PlanError, match="configurations.0.expected.") as err:

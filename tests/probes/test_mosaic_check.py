@@ -36,8 +36,8 @@ def test_custom_call_parsing():
 
 @pytest.mark.skipif(libtpu_version() is None, reason="libtpu is not installed: the deviceless Mosaic compile needs it")
 def test_pallas_kernels_compile_for_tpu7x():
-    code = ("import json; from k3plan.probes.mosaic_check import check_kernels; "
-            "print('RESULT', json.dumps(check_kernels(target='tpu7x:2x2x4').model_dump()))")
+    code = ("import json; from k3plan.probes.mosaic_check import check_kernels; from k3plan.structs import dump; "
+            "print('RESULT', json.dumps(dump(check_kernels(target='tpu7x:2x2x4'), 'python')))")
     env = {**os.environ, "PYTHONPATH": str(REPO), "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
     env.pop("XLA_FLAGS", None)
     done = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=180)

@@ -11,6 +11,7 @@ import dataclasses
 
 import pytest
 
+from k3plan.structs import dump
 from k3plan.validate.collective_check import Exception_, check, exceptions_for, op_list_collectives
 from k3plan.validate.hlo_census import Census, OpStats
 
@@ -114,7 +115,7 @@ def test_a_count_difference_without_a_name_is_a_finding():
     assert (row.op_list_bytes, row.hlo_bytes, row.bytes_ratio) == (30, 160, 160 / 30)
     named = Exception_(name="x", kind="all-reduce", calls=1, why="because", source="here")
     good = check(stack="s", stage="decode", ops=[op], hlo=hlo, exceptions=[named])
-    assert good.ok and good.model_dump(mode="json")["rows"][0]["exceptions"] == ["x"]
+    assert good.ok and dump(good)["rows"][0]["exceptions"] == ["x"]
     # a kind only the HLO has is a finding too
     extra = Census(ops={**hlo.ops, "collective-permute": OpStats(count=1, bytes=4, executed=1, executed_bytes=4)})
     assert check(stack="s", stage="decode", ops=[op], hlo=extra, exceptions=[named]).findings == (
@@ -131,7 +132,7 @@ def compiled(request):
     target = parse_target("cpu")
     prepare_target(target, setup)
     jobs = plan_jobs(setup=setup, stage="decode", tokens=[], batch=8, context=64)
-    (r,) = validate(setup=setup, target=target, jobs=jobs).model_dump(mode="json")["results"]
+    (r,) = dump(validate(setup=setup, target=target, jobs=jobs))["results"]
     return request.param, r
 
 
@@ -269,9 +270,11 @@ def test_tpu_target_dispatches_with_ragged_all_to_all():
     )
     target = parse_target("tpu7x:2x2x1")
     prepare_target(target, setup)
-    (r,) = validate(
-        setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="decode", tokens=[], batch=8, context=64)
-    ).model_dump(mode="json")["results"]
+    (r,) = dump(
+        validate(
+            setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="decode", tokens=[], batch=8, context=64)
+        )
+    )["results"]
     ops = r["census"]["ops"]
     assert ops["ragged-all-to-all"]["executed"] == 2 and ops["all-to-all"]["executed"] == 1
     c = r["collectives"]

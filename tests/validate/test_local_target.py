@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from k3plan.errors import K3PlanError
+from k3plan.structs import dump
 from k3plan.validate import local
 from k3plan.validate.run import plan_jobs, validate
 from k3plan.validate.targets import Target, parse_target
@@ -47,7 +48,7 @@ def test_the_oom_boundary_is_searched(result):
     b = r.oom_boundary
     assert b is not None and b.axis == "batch" and b.fits_at == 4
     assert "still fits after 1 doublings" in b.verdict
-    dumped = r.model_dump(mode="json")
+    dumped = dump(r)
     assert "local_run" in dumped and "oom_boundary" in dumped
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from k3plan.evidence.calibration import load_calibration
+from k3plan.structs import dump, fields
 from k3plan.validate.calibration_out import calibration_dict, write_calibration
 from k3plan.validate.result import ValidationResult
 
@@ -26,8 +27,8 @@ def test_there_are_records():
 def test_a_record_round_trips_to_the_same_json(path):
     raw = json.loads(path.read_text())
     r = ValidationResult.from_json(raw)
-    known = {k: v for k, v in raw.items() if k in ValidationResult.model_fields}
-    assert json.dumps(r.model_dump(mode="json")) == json.dumps(known)
+    known = {k: v for k, v in raw.items() if k in fields(ValidationResult)}
+    assert json.dumps(dump(r)) == json.dumps(known)
 
 
 def test_the_oom_record_is_typed_and_calibrates():
