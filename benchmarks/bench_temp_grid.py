@@ -147,6 +147,7 @@ def compile_grid(
         _prepare_cpu(32)
     from k3plan.setup import make_setup
     from k3plan.step.live import form_for
+    from k3plan.structs import dump
     from k3plan.validate.run import Job, validate
     from k3plan.validate.targets import parse_target, prepare
 
@@ -201,7 +202,7 @@ def compile_grid(
         t0, c0 = time.perf_counter(), time.process_time()
         res = validate(setup=setup, target=tgt, jobs=[Job(stage, tokens, batch, context)])
         r = res.results[0]
-        env = res.environment.model_dump(mode="json")  # the last compile's (date: when the grid was last grown)
+        env = dump(res.environment)  # the last compile's (date: when the grid was last grown)
         temp = None if r.memory is None else r.memory.temp_bytes
         q = {
             "stack": stack, "tp": tp, "topology": topo, "ep": setup.parallel.ep, "dp": setup.parallel.dp,

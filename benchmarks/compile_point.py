@@ -52,6 +52,7 @@ def largest(hlo: str, top: int) -> list[str]:
 def compile_one(a) -> None:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from k3plan.cli.common import setup_from
+    from k3plan.structs import dump
     from k3plan.validate.run import plan_jobs, prepare_target, validate
     from k3plan.validate.targets import parse_target
 
@@ -82,7 +83,7 @@ def compile_one(a) -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     # the validate JSON, then this run's wall time (ValidationResult.from_json ignores it)
-    (out / f"{name}.json").write_text(json.dumps({**res.model_dump(mode="json"), "wall_s": wall_s}, indent=1) + "\n")
+    (out / f"{name}.json").write_text(json.dumps({**dump(res), "wall_s": wall_s}, indent=1) + "\n")
     r = res.results[0]
     temp = r.oom.required_bytes if r.oom else (None if r.memory is None else r.memory.temp_bytes)
     print(f"{name}: temp {temp / 2**30:.2f} GiB{' (OOM)' if r.oom else ''}, compile {r.compile_s:.0f} s, "

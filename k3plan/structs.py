@@ -5,8 +5,7 @@ config.json) are checked against Structs too (k3plan.specfile.Spec, through msgs
 model class costs ~0.85 ms to build at import (its schema and validator) and the first one ~60 ms of
 pydantic's machinery, a Struct class ~0.14 ms (issue 33: a fresh ``k3plan fit`` within 1.5x the import
 floor; a fit that fits imports no pydantic). plan's results are Structs too (a PlanRow's extensions are
-dumped once set: PlanRow.extended); pydantic remains in results other commands print (report, check,
-validate), not yet converted.
+dumped once set: PlanRow.extended), as are every other command's; k3plan's results import no pydantic.
 
 What the pydantic results did that a Struct does not, kept here so the JSON stays byte-identical:
 
