@@ -6,7 +6,7 @@ The schemas every command reads (fit's path) are msgspec Structs (:class:`Spec`)
 :func:`convert`: a pydantic model class costs a fit ~0.85 ms to build and its first model ~60 ms of
 pydantic's machinery to import (issue 33: a fresh ``k3plan fit`` within 1.5x the import floor), a Struct
 ~0.14 ms and nothing (probe records too: a fit from a checkout reads ./reports/probes; check's baseline
-too). :func:`describe` words a pydantic model's errors the same way, for the models not converted yet.
+too).
 """
 
 from __future__ import annotations
@@ -16,16 +16,13 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import parse_yaml, read_text
 from k3plan.structs import Frozen
-
-if TYPE_CHECKING:
-    from pydantic import ValidationError
 
 T = TypeVar("T")
 _NONE: Any = object()  # describe_spec without the data converted
@@ -148,7 +145,7 @@ def _named(keys: list[str], cls: Any, data: Any, strict: bool) -> tuple[list[str
 
 
 def describe_spec(err: msgspec.ValidationError, cls: Any = None, data: Any = _NONE, *, strict: bool = True) -> str:
-    """msgspec's error as one line in pydantic's words above: ``unknown key 'a.b'`` (with a did-you-mean
+    """msgspec's error as one line: ``unknown key 'a.b'`` (with a did-you-mean
     from the schema's keys there), ``missing key 'a.b'``, or ``a.b: what was expected``. msgspec stops at
     the first problem, so one is named. With ``data`` (what was converted, with ``strict`` as it was) a dict's
     key msgspec leaves unnamed (``a[...].b``) is named: the first whose value is refused alone."""
@@ -204,26 +201,3 @@ def read_yaml_mapping(label: str, path: Path) -> dict:
     if not isinstance(raw, dict):
         raise K3PlanError(f"{label}: expected a mapping of keys at the top level")
     return raw
-
-
-def describe(err: ValidationError) -> str:  # pydantic's
-    """pydantic's errors as one line: unknown keys first (with a did-you-mean), then the rest."""
-    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
-    parts: list[str] = []
-    named: set[tuple[int | str, ...]] = set()
-    for e in errors:
-        loc = tuple(e["loc"])
-        key = ".".join(str(p) for p in loc)
-        if e["type"] == "extra_forbidden":
-            near = difflib.get_close_matches(str(loc[-1]), [str(m[-1]) for m in missing if m[:-1] == loc[:-1]], n=1)
-            parts.append(f"unknown key {key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
-            named.update(loc[:-1] + (n,) for n in near)
-        elif e["type"] == "missing" and tuple(e["loc"]) in named:
-            continue
-        elif e["type"] == "missing":
-            parts.append(f"missing key {key!r}")
-        else:
-            parts.append(f"{key or 'top level'}: {e['msg']}")
-    first, rest = parts[0], len(parts) - 1
-    return first + (f" (and {rest} more problem{'s' if rest > 1 else ''}: {'; '.join(parts[1:3])})" if rest else "")
