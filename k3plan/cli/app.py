@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import gc
 import importlib
-import os
 import sys
-import types
 from typing import Annotated, Optional
 
 import typer
@@ -293,42 +291,13 @@ def _full_app() -> typer.Typer:
     return full
 
 
-_PLUGIN_LOADER = "pydantic.plugin._loader"
-
-
-def _no_plugin_loader() -> None:
-    """With every plugin disabled, pydantic's loader answers ``get_plugins() -> ()`` without looking
-    at a distribution; importing it still imports importlib.metadata (with email and csv, ~20 ms a
-    run, measured in benchmarks/README.md). Where PYDANTIC_DISABLE_PLUGINS disables them all
-    (pydantic.plugin._loader.get_plugins: "__all__", "1" or "true"), this stands in for the loader
-    until anything but get_plugins is asked of it, which loads the real module."""
-    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in ("__all__", "1", "true") or _PLUGIN_LOADER in sys.modules:
-        return
-    stub = types.ModuleType(_PLUGIN_LOADER)
-
-    def real(attr: str) -> object:
-        if attr.startswith("__"):  # the import system's probes (__path__ ...): a plain module has none
-            raise AttributeError(attr)
-        del sys.modules[_PLUGIN_LOADER]
-        return getattr(importlib.import_module(_PLUGIN_LOADER), attr)
-
-    stub.get_plugins = lambda: ()  # type: ignore[attr-defined]
-    stub.__getattr__ = real  # type: ignore[method-assign]  # PEP 562: any other name, from the real loader
-    sys.modules[_PLUGIN_LOADER] = stub
-
-
 def main(argv: list[str] | None = None) -> None:
     """The console script. ``k3plan CMD ...`` builds a group holding CMD alone: typer inspects the
     signature of every registered command (and builds its parameters) on each run, so the full
     group costs ~20 command signatures where fit needs one; help, --version and unknown commands
     get the full group."""
     args = sys.argv[1:] if argv is None else argv
-    # k3plan's models use no pydantic plugin (observability hooks); looking for one scans the entry
-    # points of every installed distribution on the first model built (~20 M instructions of a fit,
-    # more where jax and its wheels are installed). A PYDANTIC_DISABLE_PLUGINS the user set is kept.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    _no_plugin_loader()
-    # A command run allocates ~10^6 objects building pydantic schemas and tables and frees few of them
+    # A command run allocates ~10^6 objects building its values and tables and frees few of them
     # in cycles: the default first-generation threshold (700) collects ~1,500 times for little garbage.
     # At 100,000 a fit runs 3.2% fewer instructions and issue 13's plan 2.0% (callgrind); cycles are
     # still collected, a collection per 100,000 net allocations.
