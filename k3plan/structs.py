@@ -18,7 +18,6 @@ What the pydantic results did that a Struct does not, kept here so the JSON stay
 - ``__dump_with__``: a field's value dumped through a function (an ``Annotated`` ``PlainSerializer``);
 - ``_dump_extra(out)``: a hook that edits the dumped dict (a ``model_serializer(mode="wrap")``);
 - ``__coerce__ = False``: no coercion (a converted frozen dataclass, which kept values as given);
-- a Struct inside a pydantic model validates as an instance (or from a dict) and dumps as its dict.
 
 :func:`dump` is ``model_dump``: ``mode="json"`` gives what ``model_dump(mode="json")`` gave (tuples as
 lists, enums as their values, paths as text; non-finite floats stay floats, as pydantic left them);
@@ -74,22 +73,6 @@ class Frozen(_Base, metaclass=_Meta, frozen=True, forbid_unknown_fields=True):
         """Edit the dumped fields (a subclass's model_serializer(mode="wrap")); ``out`` is this dump's own."""
         return out
 
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        """Inside a pydantic model (an input schema, or a result not converted yet): an instance of this
-        class, or a dict converted to one; dumped as :func:`dump` dumps it."""
-        from pydantic_core import core_schema
-
-        def validate(value: Any) -> Any:
-            return value if isinstance(value, cls) else msgspec.convert(value, cls, from_attributes=True)
-
-        def serialize(value: Any, info: Any) -> Any:
-            return dump(value, mode="json" if info.mode_is_json() else "python")
-
-        return core_schema.no_info_plain_validator_function(
-            validate, serialization=core_schema.plain_serializer_function_ser_schema(serialize, info_arg=True)
-        )
-
 
 def fields(obj: Frozen | type[Frozen]) -> tuple[str, ...]:
     """The field names in declared order (a base's first), as pydantic's ``model_fields`` keys."""
@@ -104,7 +87,7 @@ def replace(obj: Frozen, **update: Any) -> Any:
 
 def dump(obj: Any, mode: str = "json") -> Any:
     """``obj`` as plain values: a Struct as a dict of its fields (``__exclude__`` left out) then its
-    ``__computed__`` properties, through its ``_dump_extra``; pydantic models through ``model_dump``; with
+    ``__computed__`` properties, through its ``_dump_extra``; with
     ``mode="json"`` tuples and sets as lists, enums as values, paths as text, numpy scalars as Python ones."""
     json = mode == "json"
     if isinstance(obj, Frozen):
@@ -127,8 +110,6 @@ def dump(obj: Any, mode: str = "json") -> Any:
     if isinstance(obj, (list, tuple)):
         items = [dump(v, mode) for v in obj]
         return items if json or isinstance(obj, list) else tuple(items)
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode=mode)
     if json:
         if isinstance(obj, (set, frozenset)):
             return [dump(v, mode) for v in obj]

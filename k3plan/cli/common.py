@@ -65,13 +65,11 @@ ModelOpt = Annotated[
 
 
 def to_jsonable(obj: Any) -> Any:
-    """k3plan's Structs, pydantic models, dataclasses, numpy scalars, paths -> plain JSON types."""
+    """k3plan's Structs, dataclasses, numpy scalars, paths -> plain JSON types."""
     from k3plan.structs import Frozen, dump
 
     if isinstance(obj, Frozen):
         return to_jsonable(dump(obj))
-    if hasattr(obj, "model_dump"):
-        return to_jsonable(obj.model_dump(mode="json"))
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set)):
