@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from k3plan.app.setup import PointQuestion
 from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
@@ -15,26 +16,12 @@ if TYPE_CHECKING:
     from k3plan.setup import Setup
 
 
-class FitQuestion(Frozen):
-    """fit's options as parsed: the setup options (k3plan.app.setup.setup_from's keywords), the workload, the
-    evidence, and the extensions (speculative decoding, offload, prefix cache, a serve command)."""
+class FitQuestion(PointQuestion):
+    """fit's options as parsed: PointQuestion's (setup options, workload, probes, speculative decoding, prefix
+    cache) and fit's own: a calibration, offload and a serve command."""
 
-    __coerce__ = False  # the options as given
-
-    setup_options: dict[str, Any]
-    context: int
-    batch: int = 1
-    chunk: Optional[int] = None
     calibration: Optional[Path] = None
-    probes: Optional[Path] = None
-    allow_cpu_probes: bool = False
     offload: Optional[str] = None
-    spec_tokens: Optional[int] = None
-    acceptance: Optional[str] = None
-    draft_bytes: Optional[str] = None
-    draft_kv_bytes_per_token: Optional[int] = None
-    prefix_hit: Optional[float] = None
-    prefix_tier: str = "hbm"
     serve: Optional[str] = None
 
 

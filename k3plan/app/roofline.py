@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from k3plan.advice.rules import Advice
 from k3plan.advice.wiring import SpecDecodeReport
+from k3plan.app.setup import PointQuestion
 from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
 from k3plan.roofline.result import LongContext
 from k3plan.sharding.mesh import Parallel
@@ -56,29 +57,15 @@ class RooflineResult(Frozen):
     serving: Optional[ServingComparison] = None  # ceiling / model / measured, the gap named (issue 38)
 
 
-class RooflineQuestion(Frozen):
-    """roofline's options as parsed: the setup options (k3plan.app.setup.setup_from's keywords), the workload,
-    the efficiencies of the ceiling, the evidence and the extensions (speculative decoding, prefix cache)."""
+class RooflineQuestion(PointQuestion):
+    """roofline's options as parsed: PointQuestion's (setup options, workload, probes, speculative decoding,
+    prefix cache) and roofline's own: the ceiling's efficiencies and dtype, --ignore-fit, a router histogram."""
 
-    __coerce__ = False  # the options as given
-
-    setup_options: dict[str, Any]
-    context: int
-    batch: int = 1
-    chunk: Optional[int] = None
     mfu: float = 0.3
     bw_efficiency: float = 1.0
     dtype: str = "bf16"
-    probes: Optional[Path] = None
-    allow_cpu_probes: bool = False
     ignore_fit: bool = False
     router_histogram: Optional[Path] = None
-    spec_tokens: Optional[int] = None
-    acceptance: Optional[str] = None
-    draft_bytes: Optional[str] = None
-    draft_kv_bytes_per_token: Optional[int] = None
-    prefix_hit: Optional[float] = None
-    prefix_tier: str = "hbm"
 
 
 class RooflineAnswer(Frozen):

@@ -4,10 +4,34 @@ command asks here (cli/ only parses), so they pick alike (issue 33: one rule pic
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+
+from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
     from k3plan.workload.specdecode import SpecDecode
+
+
+class PointQuestion(Frozen):
+    """What fit and roofline are both asked: the setup options (``setup_from``'s keywords), a workload at one
+    point (context, batch, chunk), the probe records, and the extensions both price (speculative decoding, the
+    prefix cache). Each command's question adds its own options."""
+
+    __coerce__ = False  # the options as given
+
+    setup_options: dict[str, Any]
+    context: int
+    batch: int = 1
+    chunk: Optional[int] = None
+    probes: Optional[Path] = None
+    allow_cpu_probes: bool = False
+    spec_tokens: Optional[int] = None
+    acceptance: Optional[str] = None
+    draft_bytes: Optional[str] = None
+    draft_kv_bytes_per_token: Optional[int] = None
+    prefix_hit: Optional[float] = None
+    prefix_tier: str = "hbm"
 
 
 def setup_from(
