@@ -57,7 +57,9 @@ class CurveAnswer(Frozen):
 
 
 def answer(q: CurveQuestion) -> CurveAnswer:
-    """The chunk-size curve of the question's configuration (its topology as given: curve picks none)."""
+    """The chunk-size curve of the question's configuration. Without a topology: the smallest standard one whose
+    weights leave room (plan.defaults), not fit's rule of moving up while the workload does not fit (a curve
+    shows where it stops fitting)."""
     from k3plan.app.sessions import session_from, session_growth_at
     from k3plan.app.setup import setup_from
     from k3plan.budget.curve import chunk_sizes, curve
