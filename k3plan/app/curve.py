@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from k3plan.app.sessions import SessionOptions
 from k3plan.structs import Frozen
 
 
-class CurveQuestion(Frozen):
+class CurveQuestion(SessionOptions):
     """curve's options as parsed: the setup options (k3plan.app.setup.setup_from's keywords), the workload, the
     chunk sizes asked (None: the default sizes), the evidence and the session options."""
 
@@ -23,13 +24,6 @@ class CurveQuestion(Frozen):
     batch: int = 1
     chunks: Optional[list[int]] = None
     calibration: Optional[Path] = None
-    turns: Optional[int] = None
-    user_tokens: int = 0
-    answer_tokens: int = 0
-    reasoning_tokens: int = 0
-    tool_tokens: int = 0
-    system_tokens: int = 0
-    drop_reasoning: bool = False
 
 
 class CurveAnswer(Frozen):
@@ -60,7 +54,7 @@ def answer(q: CurveQuestion) -> CurveAnswer:
     """The chunk-size curve of the question's configuration. Without a topology: the smallest standard one whose
     weights leave room (plan.defaults), not fit's rule of moving up while the workload does not fit (a curve
     shows where it stops fitting)."""
-    from k3plan.app.sessions import session_from, session_growth_at
+    from k3plan.app.sessions import session_growth_at
     from k3plan.app.setup import setup_from
     from k3plan.budget.curve import chunk_sizes, curve
     from k3plan.budget.fit import check_workload
@@ -83,15 +77,7 @@ def answer(q: CurveQuestion) -> CurveAnswer:
         check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=c)
     points = curve(setup, workload=w, chunks=sizes, calibration=cal)
     growth = None
-    session = session_from(
-        turns=q.turns,
-        system_tokens=q.system_tokens,
-        user_tokens=q.user_tokens,
-        answer_tokens=q.answer_tokens,
-        reasoning_tokens=q.reasoning_tokens,
-        tool_tokens=q.tool_tokens,
-        drop_reasoning=q.drop_reasoning,
-    )
+    session = q.session()
     if session is not None:
         growth = session_growth_at(setup, w, cal, session)
     no_context = q.turns is not None and growth is None

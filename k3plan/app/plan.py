@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from k3plan.app.sessions import SessionOptions
 from k3plan.structs import Frozen
 
 
-class PlanQuestion(Frozen):
+class PlanQuestion(SessionOptions):
     """plan's options as parsed (lists split, the objective resolved); ``context_given``: whether --context was
     given (a session or --isl/--osl sets the context only where it was not)."""
 
@@ -39,13 +40,6 @@ class PlanQuestion(Frozen):
     strict: bool
     price: list[str]
     load_gbps: Optional[float]
-    turns: Optional[int]
-    user_tokens: int
-    answer_tokens: int
-    reasoning_tokens: int
-    tool_tokens: int
-    system_tokens: int
-    drop_reasoning: bool
     probes: Optional[Path]
     allow_cpu_probes: bool
     prefix_hit: Optional[float]
@@ -71,7 +65,6 @@ class PlanAnswer(Frozen):
 def answer(q: PlanQuestion) -> PlanAnswer:
     """plan's search for the question's workload: the context a session peaks at (--turns) or a request's whole
     length (--isl + --osl) where --context was not given; the ranking, its advice and the pick's prefix hit."""
-    from k3plan.app.sessions import session_from
     from k3plan.deploy.prices import parse_price_overrides
     from k3plan.errors import K3PlanError
     from k3plan.hardware import list_hardware
@@ -82,15 +75,7 @@ def answer(q: PlanQuestion) -> PlanAnswer:
     check_prefix_options(q.prefix_hit, q.prefix_tier)
     context = q.context
     session_note = None
-    session = session_from(
-        turns=q.turns,
-        system_tokens=q.system_tokens,
-        user_tokens=q.user_tokens,
-        answer_tokens=q.answer_tokens,
-        reasoning_tokens=q.reasoning_tokens,
-        tool_tokens=q.tool_tokens,
-        drop_reasoning=q.drop_reasoning,
-    )
+    session = q.session()
     if session is not None:
         from k3plan.workload.sessions import session_growth
 

@@ -6,6 +6,34 @@ from __future__ import annotations
 
 from typing import Optional
 
+from k3plan.structs import Frozen
+
+
+class SessionOptions(Frozen):
+    """curve's and plan's session options as parsed (their questions' base): the turns and the tokens a turn
+    adds. ``session()`` is the Session they describe (``session_from``)."""
+
+    __coerce__ = False  # the options as given
+
+    turns: Optional[int] = None
+    system_tokens: int = 0
+    user_tokens: int = 0
+    answer_tokens: int = 0
+    reasoning_tokens: int = 0
+    tool_tokens: int = 0
+    drop_reasoning: bool = False
+
+    def session(self):  # -> Optional[k3plan.workload.sessions.Session]
+        return session_from(
+            turns=self.turns,
+            system_tokens=self.system_tokens,
+            user_tokens=self.user_tokens,
+            answer_tokens=self.answer_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            tool_tokens=self.tool_tokens,
+            drop_reasoning=self.drop_reasoning,
+        )
+
 
 def session_from(
     *,
