@@ -40,6 +40,7 @@ Examples:
   k3plan probe step                                           a scaled K3 decode step: measured vs expected
   k3plan probe matmul --from-plan -t 2x2x4 --tp 32            the (M, N, K) K3's matmul ops have at that split
   k3plan probe gmm --kernel ext/gmm_v2.py                      an engine's grouped-matmul kernel at K3's expert shapes
+  k3plan probe kda-engine --kernel ext/kda_chunk.py --decode-kernel ext/kda_decode_engine.py   an engine's KDA kernels
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -639,6 +640,85 @@ def gmm(
         experts=experts,
         d_in=d_in,
         intermediate=intermediate,
+    )
+    launch(run, params)
+
+
+def _pairs(text: str, *, what: str, example: str) -> tuple[tuple[int, int], ...]:
+    out = []
+    for item in items(what, text):
+        a, sep, b = item.lower().partition("x")
+        require(sep == "x" and a.isdigit() and b.isdigit(), f"{what} {item!r}: expected AxB, e.g. {example}")
+        out.append((int(a), int(b)))
+    return tuple(out)
+
+
+@app.command("kda-engine")
+@with_probe_options
+def kda_engine(
+    launch,
+    kernel: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--kernel",
+            help="A Python file defining chunk_kda with the engine kernel's call signature (e.g. a local copy of "
+            "vllm-torchtpu's kernels/kimi_k3/chunk_kda.py; never part of k3plan). Its SOURCE, LOCAL_EDITS and "
+            "DEPENDENCIES, if defined, go into the record.",
+        ),
+    ] = None,
+    decode_kernel: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--decode-kernel",
+            help="A Python file defining decode_kda with the engine kernel's call signature (kernels/kimi_k3/"
+            "decode_kda.py); the same file as --kernel if it defines both.",
+        ),
+    ] = None,
+    prefill: Annotated[
+        str,
+        typer.Option("--prefill", help="TOKENSxHEADS: one sequence of that many tokens, that many KDA heads."),
+    ] = "512x3,2048x3,8192x3,512x6,512x12",
+    decode: Annotated[
+        str,
+        typer.Option("--decode", help="ROWSxHEADS: the decode call's request rows (the engine pads to 16), heads."),
+    ] = "16x3,1x3",
+    decode_real: Annotated[
+        int, typer.Option("--decode-real", help="Real sequences among a decode call's rows; the rest are padding.")
+    ] = 1,
+    head_dim: Annotated[int, typer.Option("--head-dim", help="KDA head dim (K3: 128).")] = 128,
+    lower_bound: Annotated[
+        str, typer.Option("--lower-bound", help="The gate's lower bound (K3: -5.0), or none (softplus gate).")
+    ] = "-5.0",
+) -> None:
+    """An engine's own KDA kernels (chunked prefill, fused decode) at K3's per-device shapes: seconds a call.
+
+    The kernels are imported from --kernel / --decode-kernel at run time and called as the engine's Kimi KDA
+    op calls them (bf16 activations, f32 state, the raw gate activated in the kernel with K3's lower bound).
+    Each point is timed as N dependent calls in one program (a prefill call continues from the last one's
+    final state); bytes, FLOPs and the spec's ceiling are in the record, a point faster than it is refused.
+
+    \b
+    Examples:
+      k3plan probe kda-engine --kernel ext/kda_chunk.py --decode-kernel ext/kda_decode_engine.py   K3 at TP 32
+      k3plan probe kda-engine --kernel ext/kda_chunk.py --prefill 512x3,512x6 --head-dim 128
+      k3plan probe kda-engine --kernel tests/probes/kda_engine_standin.py --decode-kernel tests/probes/kda_engine_standin.py --prefill 64x2 --decode 4x2 --head-dim 16
+    """
+    from k3plan.probes.kda_engine import KdaEngineParams, run
+
+    lb: Optional[float] = None
+    if lower_bound.strip().lower() != "none":
+        try:
+            lb = float(lower_bound)
+        except ValueError:
+            require(False, f"--lower-bound {lower_bound!r}: expected a negative number or none")
+    params = KdaEngineParams(
+        kernel=kernel,
+        decode_kernel=decode_kernel,
+        prefill=_pairs(prefill, what="--prefill", example="512x3"),
+        decode=_pairs(decode, what="--decode", example="16x3"),
+        decode_real=decode_real,
+        head_dim=head_dim,
+        lower_bound=lb,
     )
     launch(run, params)
 

@@ -12,5 +12,9 @@ PROBES: dict[str, tuple[str, str]] = {
     "kda-decode": ("k3plan.probes.kda_decode.probe", "Pallas single-step KDA decode kernel vs jnp reference"),
     "ragged-dot": ("k3plan.probes.ragged_dot", "jax.lax.ragged_dot grouped matmul at K3 expert shapes"),
     "gmm": ("k3plan.probes.gmm", "an engine's grouped-matmul kernel (gmm_v2, from --kernel) at K3's expert shapes"),
+    "kda-engine": (
+        "k3plan.probes.kda_engine",
+        "an engine's own KDA kernels (chunk_kda, decode_kda, from --kernel files) at K3's per-device shapes",
+    ),
     "step": ("k3plan.probes.step.probe", "a scaled K3 decode step, measured vs expected from its op list"),
 }
