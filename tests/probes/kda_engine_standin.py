@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 SOURCE = {"repo": "k3plan", "path": "tests/probes/kda_engine_standin.py", "commit": "test"}
 LOCAL_EDITS = ["a jnp stand-in for the CPU test: lax.scan over tokens, no Pallas"]
+# a sibling file named as a dependency, so the test sees the probe hash it (any sibling would do)
 DEPENDENCIES = {"gmm_standin.py": {"repo": "k3plan", "path": "tests/probes/gmm_standin.py", "commit": "test"}}
 
 
