@@ -41,6 +41,7 @@ Examples:
   k3plan probe matmul --from-plan -t 2x2x4 --tp 32            the (M, N, K) K3's matmul ops have at that split
   k3plan probe gmm --kernel ext/gmm_v2.py                      an engine's grouped-matmul kernel at K3's expert shapes
   k3plan probe kda-engine --kernel ext/kda_chunk.py --decode-kernel ext/kda_decode_engine.py   an engine's KDA kernels
+  k3plan probe attnres --kernel ext/attention_residual.py     an engine's Attention Residual kernel, K = 1..8
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -719,6 +720,58 @@ def kda_engine(
         decode_real=decode_real,
         head_dim=head_dim,
         lower_bound=lb,
+    )
+    launch(run, params)
+
+
+@app.command("attnres")
+@with_probe_options
+def attnres(
+    launch,
+    kernel: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--kernel",
+            help="A Python file defining attention_residual with the engine kernel's call signature (e.g. a local "
+            "copy of vllm-torchtpu's kernels/kimi_k3/attention_residual.py; never part of k3plan). Its SOURCE, "
+            "LOCAL_EDITS and DEPENDENCIES, if defined, go into the record.",
+        ),
+    ] = None,
+    tokens: Annotated[
+        str, typer.Option("--tokens", help="Rows a call (multiples of 16): decode's 16 padded rows, a prefill chunk.")
+    ] = "16,512",
+    blocks: Annotated[
+        str, typer.Option("--blocks", help="Saved blocks K in the history (K3's calls see 1..8).")
+    ] = "1,2,3,4,5,6,7,8",
+    hidden: Annotated[int, typer.Option("--hidden", help="Hidden width (K3: 7168, replicated over TP).")] = 7168,
+    layers: Annotated[int, typer.Option("--layers", help="Decoder layers, for the per-step sum (K3: 93).")] = 93,
+    block_size: Annotated[
+        int, typer.Option("--block-size", help="attn_res_block_size, for the per-step sum (K3: 12).")
+    ] = 12,
+) -> None:
+    """An engine's own Attention Residual kernel at K3's per-device shapes: seconds a call, and a forward's sum.
+
+    The kernel is imported from --kernel at run time and called as the engine's AttentionResidual.forward calls
+    it (prefix [T, hidden] bf16, history [T, K, hidden] bf16, the folded weight [hidden] f32). Each point is
+    timed as N dependent calls in one program (the output the next call's prefix); bytes, FLOPs and the spec's
+    ceiling are in the record, a point faster than it is refused. The record's params.per_step sums a forward's
+    calls (93 layers: 92 + 93 + 1, K from the block schedule) for each T.
+
+    \b
+    Examples:
+      k3plan probe attnres --kernel ext/attention_residual.py                      K3 at TP 32: T 16, 512; K 1..8
+      k3plan probe attnres --kernel ext/attention_residual.py --tokens 16 --blocks 1,8
+      k3plan probe attnres --kernel tests/probes/attnres_standin.py --tokens 16,32 --blocks 1,2 --hidden 256 --layers 3 --block-size 2
+    """
+    from k3plan.probes.attnres_engine import AttnResParams, run
+
+    params = AttnResParams(
+        kernel=kernel,
+        tokens=_ints(tokens, what="--tokens"),
+        blocks=_ints(blocks, what="--blocks"),
+        hidden=hidden,
+        layers=layers,
+        block_size=block_size,
     )
     launch(run, params)
 

@@ -16,5 +16,9 @@ PROBES: dict[str, tuple[str, str]] = {
         "k3plan.probes.kda_engine",
         "an engine's own KDA kernels (chunk_kda, decode_kda, from --kernel files) at K3's per-device shapes",
     ),
+    "attnres": (
+        "k3plan.probes.attnres_engine",
+        "an engine's Attention Residual kernel (attention_residual, from --kernel) at K3's per-device shapes",
+    ),
     "step": ("k3plan.probes.step.probe", "a scaled K3 decode step, measured vs expected from its op list"),
 }
