@@ -42,6 +42,7 @@ Examples:
   k3plan probe gmm --kernel ext/gmm_v2.py                      an engine's grouped-matmul kernel at K3's expert shapes
   k3plan probe kda-engine --kernel ext/kda_chunk.py --decode-kernel ext/kda_decode_engine.py   an engine's KDA kernels
   k3plan probe attnres --kernel ext/attention_residual.py     an engine's Attention Residual kernel, K = 1..8
+  k3plan probe moe-glue --kernel ext/moe_glue_engine.py       the MoE's routing/permute/combine glue at decode
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -772,6 +773,55 @@ def attnres(
         hidden=hidden,
         layers=layers,
         block_size=block_size,
+    )
+    launch(run, params)
+
+
+@app.command("moe-glue")
+@with_probe_options
+def moe_glue(
+    launch,
+    kernel: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--kernel",
+            help="A Python file defining moe_glue (e.g. a local copy of vllm-torchtpu's layers/core/fused_moe_gmm.py "
+            "glue with its two gmm_v2 calls taken out; never part of k3plan). Its SOURCE and LOCAL_EDITS go into "
+            "the record.",
+        ),
+    ] = None,
+    tokens: Annotated[str, typer.Option("--tokens", help="Token rows a call (decode pads to 16).")] = "16",
+    experts: Annotated[int, typer.Option("--experts", help="Routed experts (K3: 896).")] = 896,
+    topk: Annotated[int, typer.Option("--topk", help="Experts a token (K3: 16).")] = 16,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel ranks (K3 at TP 32: 32, so 28 local).")] = 32,
+    hidden: Annotated[int, typer.Option("--hidden", help="Width the experts see (K3's latent MoE: 3584).")] = 3584,
+    threshold: Annotated[
+        int, typer.Option("--threshold", help="The engine's one-hot permute threshold in routed rows (auto: 511).")
+    ] = 511,
+) -> None:
+    """The XLA glue around an engine's two routed-expert matmuls at decode: seconds a call (issue 38).
+
+    The glue is imported from --kernel at run time: the EP remap, the routing sort, the one-hot permute and the
+    one-hot combine of the engine's fused MoE, the branch it takes when tokens x topk routed rows are at most its
+    one-hot threshold; the grouped matmuls themselves are probe gmm's. Each point is timed as N dependent calls
+    in one program; bytes, FLOPs and the spec's ceiling are in the record, a point faster than it is refused.
+
+    \b
+    Examples:
+      k3plan probe moe-glue --kernel ext/moe_glue_engine.py                     K3 at TP/EP 32: 16 rows, top-16 of 896
+      k3plan probe moe-glue --kernel ext/moe_glue_engine.py --tokens 16,32
+      k3plan probe moe-glue --kernel tests/probes/moe_glue_standin.py --hidden 256 --experts 64 --topk 4 --ep 4
+    """
+    from k3plan.probes.moe_glue import MoeGlueParams, run
+
+    params = MoeGlueParams(
+        kernel=kernel,
+        tokens=_ints(tokens, what="--tokens"),
+        experts=experts,
+        topk=topk,
+        ep=ep,
+        hidden=hidden,
+        threshold=threshold,
     )
     launch(run, params)
 

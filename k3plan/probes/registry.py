@@ -20,5 +20,9 @@ PROBES: dict[str, tuple[str, str]] = {
         "k3plan.probes.attnres_engine",
         "an engine's Attention Residual kernel (attention_residual, from --kernel) at K3's per-device shapes",
     ),
+    "moe-glue": (
+        "k3plan.probes.moe_glue",
+        "the XLA routing/permute/combine glue around an engine's expert matmuls at decode (moe_glue, from --kernel)",
+    ),
     "step": ("k3plan.probes.step.probe", "a scaled K3 decode step, measured vs expected from its op list"),
 }
