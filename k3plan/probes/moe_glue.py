@@ -209,6 +209,10 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
             verification=checks,
             verified=all(c.ok for c in checks) if checks else None,
             source=_source_line(info),
+            extra_label=(
+                f"glue only, from {info['file']}: a standalone copy of the engine's MoE routing/permute/combine with "
+                "its two grouped matmuls taken out (params.kernel.local_edits say what differs)"
+            ),
         )
     ]
 

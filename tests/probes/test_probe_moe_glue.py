@@ -29,6 +29,7 @@ def test_moe_glue_probe_times_the_file_and_checks_it(run_probe_cli):
     assert result.exit_code == 0, result.stderr
     (rec,) = _records(out)
     assert rec.probe == "moe-glue" and rec.backend == "cpu" and rec.label.startswith(CPU_LABEL)
+    assert "glue only, from moe_glue_standin.py" in rec.label
     assert rec.ok and rec.verified is True and len(rec.verification) == 2
     assert "group sizes sum right: True" in rec.verification[0].detail
     assert rec.params["kernel"]["source"]["path"] == "tests/probes/moe_glue_standin.py"
@@ -72,8 +73,10 @@ def test_a_point_faster_than_its_ceiling_is_refused():
 
 
 def test_committed_tpu_record_is_k3s_decode_glue():
-    (f,) = sorted(PROBES.glob("moe-glue-tpu-v5-lite-*.json"))
-    rec = json.loads(f.read_text())
+    recs = [json.loads(f.read_text()) for f in sorted(PROBES.glob("moe-glue-tpu-v5-lite-*.json"))]
+    assert recs, "no committed moe-glue TPU record"
+    rec = recs[-1]  # the newest: its label says it is the glue alone
+    assert "glue only" in rec["label"]
     assert rec["ok"] and rec["verified"] and rec["params"]["kernel"]["source"]["commit"].startswith("15e5264a")
     (p,) = rec["points"]
     assert (p["params"]["tokens"], p["params"]["topk"], p["params"]["local_experts"], p["params"]["hidden"]) == (
