@@ -290,6 +290,16 @@ class Collectives(Spec):
     source: str
     # the pattern the engine runs instead when DP is 1 (None: the same at any DP); ``source`` says why
     dp1_experts: Optional[Literal["all_to_all", "all_reduce", "allgather_reducescatter"]] = None
+    # a LatentMoE's all-reduce (``all_reduce`` / ``allgather_reducescatter``'s TP all-reduce): ``fused``, the
+    # routed latent and the hidden-wide output in one call (SGLang's fused-front buffer); ``apart``, two calls of
+    # the same bytes -- the routed latent before its norm and up-projection, then the shared expert's output
+    # (vLLM MoERunner._maybe_reduce_routed_output_before_transform / _maybe_reduce_shared_expert_output)
+    latent_reduce: Literal["fused", "apart"] = "fused"
+    latent_reduce_sources: tuple[Source, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.latent_reduce == "apart" and not self.latent_reduce_sources:
+            raise ValueError("latent_reduce: 'apart' needs latent_reduce_sources (the engine code that reduces twice)")
 
 
 class Pipeline(Spec):

@@ -21,6 +21,7 @@ from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
 from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
+from k3plan.roofline.comm import latent_reduce_calls
 from k3plan.roofline.latency import latency
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
@@ -531,6 +532,7 @@ def evaluate(
         sequences=micro,
         logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
         domain_devices=hw_cols.domain_devices,
+        latent_calls=_per(variants, lambda s: latent_reduce_calls(s, spec), v),
     )
     link_t = comm_time(  # each collective on its own link (step.ops.Op.scale_out)
         comm,

@@ -117,6 +117,13 @@ def pipeline_sends(setup: Setup, *, tokens: int) -> P2PTerms | None:
     )
 
 
+def latent_reduce_calls(stack, spec) -> int:
+    """Calls of a MoE layer's all-reduce: 2 where the stack reduces a LatentMoE's routed latent apart from its
+    hidden-wide output (``Collectives.latent_reduce``), else 1."""
+    latent = spec.moe is not None and bool(spec.moe.latent)
+    return 2 if latent and stack.collectives.latent_reduce == "apart" else 1
+
+
 def collective_args(setup) -> dict:
     """The step collectives' arguments of one Setup (``k3plan.step.ops.collective_ops``, ``comm_terms``):
     the stack's patterns and dtypes, the split, the chips; ``spec`` beside them."""
@@ -127,6 +134,7 @@ def collective_args(setup) -> dict:
         "act": BYTES[st.activation_dtype],
         "dispatch": BYTES[st.collectives.dispatch_dtype],
         "logits_all_gather": st.logits.gather == "all_gather",
+        "latent_calls": latent_reduce_calls(st, spec),
         "tp": par.tp,
         "dp": par.dp,
         "ep": par.ep,

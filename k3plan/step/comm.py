@@ -125,6 +125,7 @@ def comm_terms(
     sequences=None,
     ag_rs=False,
     domain_devices=None,
+    latent_calls=1,
 ) -> CommTerms[C]:
     """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``), and the share of
     each on the scale-out link (``domain_devices``: the devices of one scale-up domain, None: one domain);
@@ -148,6 +149,7 @@ def comm_terms(
         sequences=sequences,
         ag_rs=ag_rs,
         domain_devices=domain_devices,
+        latent_calls=latent_calls,
     )
     # one pass: the totals (as step_sum adds them) and, where a group may cross a domain, the calls and bytes
     # of each distinct scale_out column (the ops over one group share it), masked by it once; the products

@@ -428,6 +428,7 @@ def collective_ops(
     sequences=None,
     ag_rs=False,
     domain_devices=None,
+    latent_calls=1,
 ) -> list[Op]:
     """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
     ``sequences`` sequences (the rows sampled; default ``tokens``). Ops a stack does not issue have 0
@@ -483,6 +484,7 @@ def collective_ops(
             chips=chips,
             tokens=tokens,
             domain_devices=domain_devices,
+            latent_calls=latent_calls,
         )
     return ops
 
@@ -541,6 +543,7 @@ def moe_ops(
     chips,
     tokens,
     domain_devices=None,
+    latent_calls=1,
 ) -> list[Op]:
     """The MoE layers' collectives, one op each, the same five for every pattern (0 calls where the
     pattern does not issue it):
@@ -559,7 +562,9 @@ def moe_ops(
       output of this rank's experts and the row-parallel shared experts). DP 1: the TP all-reduce only
       (use_all2all_kernels needs DP > 1). Each op's ``scale_out``: whether its group's span
       (``group_spans``: the DP group's ranks are strided by tp, so it stretches over tp x dp devices)
-      crosses a scale-up domain of ``domain_devices`` (``crosses``)."""
+      crosses a scale-up domain of ``domain_devices`` (``crosses``). ``latent_calls``: the calls that all-reduce
+      takes (2: a LatentMoE's routed latent and its hidden-wide output reduced apart, the same bytes in all:
+      ``roofline.comm.latent_reduce_calls``); its ``message_bytes`` is then a call's mean."""
     from k3plan.columns import where
     from k3plan.step.collective import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
@@ -616,8 +621,8 @@ def moe_ops(
             collective=Collective.ALL_REDUCE,
             group=ar_group,
             scale_out=where(ag_rs, out["tp"], out["ep"]),
-            calls=where(all_to_all, 0, where(ar_group > 1, 1, 0)),
-            message_bytes=where(all_to_all, 0, ar_msg),
+            calls=where(all_to_all, 0, where(ar_group > 1, latent_calls, 0)),
+            message_bytes=where(all_to_all, 0, ar_msg / latent_calls),
             wire_bytes=where(all_to_all, 0, ring_bytes_per_chip(ar_group, ar_msg, devices_per_chip)),
         )
     )

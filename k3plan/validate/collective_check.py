@@ -172,6 +172,24 @@ def exceptions_for(setup, *, ragged: bool = False) -> list[Exception_]:
             Exception_(name="router-split-over-experts", kind=k, calls=n_moe, why=why, source=src)
             for k in ("all-gather", "all-reduce")
         ]
+    if (
+        setup.model.spec.moe.latent
+        and st.collectives.latent_reduce == "apart"
+        and st.collectives.experts != "all_to_all"
+    ):
+        out.append(
+            Exception_(
+                name="latent-reduced-apart-in-the-engine",
+                kind="all-reduce",
+                calls=-n_moe,
+                why=(
+                    "the engine reduces a LatentMoE's routed latent before its norm and up-projection and the shared "
+                    "expert's output apart, two all-reduces a MoE layer (the stack's collectives.latent_reduce); "
+                    "validate's graph reduces the (hidden, latent) pair in one: one call a MoE layer fewer, the same bytes"
+                ),
+                source=f"{st.name}.yaml collectives.latent_reduce_sources; validate's graph",
+            )
+        )
     if st.collectives.experts == "all_reduce" and _split(setup, "routed_expert_down_proj.weight", 0):
         why = (
             "the stack splits the LatentMoE latent over TP: the down-projection's split latent is all-gathered "

@@ -325,16 +325,17 @@ def test_batch1_a2a_count_and_latency_share():
 
 
 def test_torchtpu_vllm_issues_no_all_to_all():
-    """Local experts + one all-reduce a MoE layer (vLLM TPU): no all-to-all at all."""
+    """Local experts + two all-reduces a MoE layer (the routed latent, then the shared expert: vLLM's
+    MoERunner on torch_tpu): no all-to-all at all."""
     for topo, tp in ((X16, 32), (X32, 64)):
         s = setup(topo, "torchtpu-vllm", tp=tp)
         for b in (1, 256):
             c = decode_bound(s, batch=b, context_tokens=4096, eff=eff()).comm
             assert c.op == "all-reduce" and c.pattern == "all_reduce"
-            assert c.expert_calls_per_step == s.model.spec.n_moe == 92
+            assert c.expert_calls_per_step == 2 * s.model.spec.n_moe == 184
             assert c.attention_calls_per_step == s.model.spec.num_layers  # TP > 1: one a layer
             # + the embedding's and the dense layer's all-reduce + vLLM's logits all-gather
-            assert c.calls_per_step == 92 + 93 + 1 + 1 + 1
-            # bf16 hidden state + the routed latent (LatentMoE), one all-reduce
+            assert c.calls_per_step == 2 * 92 + 93 + 1 + 1 + 1
+            # bf16 hidden state + the routed latent (LatentMoE), the same bytes in two all-reduces
             assert c.bytes_per_token_per_layer == (s.model.spec.hidden_size + 3584) * 2
             assert math.isfinite(c.time_s)

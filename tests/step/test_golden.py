@@ -108,17 +108,17 @@ def test_decode_collectives_and_attention(setup):
     c = d.comm
     assert c.op == "all-reduce"
     assert c.attention_calls_per_step == 93  # one TP all-reduce a layer
-    assert c.expert_calls_per_step == 92  # one EP all-reduce a MoE layer (layers 2..93)
+    assert c.expert_calls_per_step == 2 * 92  # two EP all-reduces a MoE layer (layers 2..93): latent, then hidden
     dpc = 2  # tpu-v7x: two TensorCores (devices) a chip
     # torchtpu-vllm pads each DP group's 8 tokens to its compiled 16 (Stack.token_buckets), which the collectives
     # carry: 16 rows a DP group, 128 over the 8 groups
     attention = 93 * dpc * 2 * (8 - 1) / 8 * 16 * 7168 * 2  # ring over TP on a DP group's 16 padded rows
-    # ring over EP on the whole (padded) batch: hidden state and routed latent (7,168 + 3,584) in one call
+    # ring over EP on the whole (padded) batch: hidden state and routed latent (7,168 + 3,584), in two calls
     experts = 92 * dpc * 2 * (64 - 1) / 64 * 128 * (7168 + 3584) * 2
     # the embedding's and the 1 dense layer's all-reduce over TP, as attention's; vLLM's LogitsProcessor
     # all-gathers the LM head's [8 rows, vocab / 8] bf16 once (each device sends 7 shards): the real rows
     edges = 2 * dpc * 2 * (8 - 1) / 8 * 16 * 7168 * 2 + dpc * (8 - 1) * (64 // 8) * (163840 // 8) * 2
-    assert c.calls_per_step == 93 + 92 + 2 + 1
+    assert c.calls_per_step == 93 + 2 * 92 + 2 + 1
     assert c.bytes_per_chip_per_step == pytest.approx(attention + experts + edges, rel=1e-12)
     # absorbed MLA 2 x 2 x heads x kv_lora x context a layer a token, KDA 3 x 2 x heads x d^2 a layer,
     # heads split 8 ways, 8 sequences a device

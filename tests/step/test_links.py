@@ -111,21 +111,22 @@ def test_golden_h200_2x8_tp8_ep16_vllm_decode_batch_32_by_link():
 
 
 def test_tpu_single_slice_is_all_ici_as_before():
-    """2x2x4 (one slice, 32 devices), tp 32: everything on ICI; the latency term is 188 calls x 9.88 us (the
-    logits one all-gather: torchtpu-vllm runs vLLM's LogitsProcessor)."""
+    """2x2x4 (one slice, 32 devices), tp 32: everything on ICI; the latency term is 280 calls x 9.88 us (the
+    logits one all-gather: torchtpu-vllm runs vLLM's LogitsProcessor; two all-reduces a MoE layer: its MoERunner
+    reduces the routed latent and the shared expert's output apart)."""
     setup = make_setup(hardware="tpu-v7x", topology="2x2x4", tp=32)
     c = comm_cost(setup, tokens=1)
     assert [x.link for x in c.links] == ["scale_up"] and c.scale_out is None
-    assert (c.link, c.calls_per_step) == ("scale_up", LAYERS + 1 + DENSE + 1 + MOE)
-    assert c.latency_time_s == 188 * ICI_LAT  # the same float as one link's calls x latency
+    assert (c.link, c.calls_per_step) == ("scale_up", LAYERS + 1 + DENSE + 1 + 2 * MOE)
+    assert c.latency_time_s == 280 * ICI_LAT  # the same float as one link's calls x latency
     assert c.bandwidth_time_s == c.bytes_per_chip_per_step / ICI_BW
     assert not any(o.scale_out for o in _ops(setup, 1).values())
 
 
 def test_golden_tpu_two_slices_tp_inside_a_slice():
     """2*2x2x4: two slices of 16 chips (32 devices), tp 32 inside a slice, EP over all 64 devices, torchtpu-vllm
-    (one MoE all-reduce over EP, vLLM's logits all-gather). Decode batch 32: 16 rows a DP group. ICI: the TP
-    collectives; DCN: the 92 MoE all-reduces of the whole batch over EP 64."""
+    (two MoE all-reduces over EP, latent then hidden, vLLM's logits all-gather). Decode batch 32: 16 rows a DP
+    group. ICI: the TP collectives; DCN: the 2 x 92 MoE all-reduces of the whole batch over EP 64."""
     setup = make_setup(hardware="tpu-v7x", topology="2*2x2x4", tp=32)
     hw = load_hardware("tpu-v7x")
     assert (setup.parallel.tp, setup.parallel.dp, setup.parallel.ep, setup.topology.devices_per_slice) == (32, 2, 64, 32)
@@ -139,9 +140,9 @@ def test_golden_tpu_two_slices_tp_inside_a_slice():
     c = comm_cost(setup, tokens=32)
     up, out = c.links
     assert (up.link_name, up.calls_per_step, up.bytes_per_chip_per_step) == ("ICI", 96, 94_597_120)
-    assert (out.link_name, out.calls_per_step, out.bytes_per_chip_per_step) == ("DCN", MOE, 249_274_368)
+    assert (out.link_name, out.calls_per_step, out.bytes_per_chip_per_step) == ("DCN", 2 * MOE, 249_274_368)
     assert out.collectives == ("moe.all_reduce",) and c.link == "scale_out"
-    step = 96 * ICI_LAT + 94_597_120 / ICI_BW + MOE * DCN_LAT + 249_274_368 / DCN_BW
+    step = 96 * ICI_LAT + 94_597_120 / ICI_BW + 2 * MOE * DCN_LAT + 249_274_368 / DCN_BW
     assert c.time_s == pytest.approx(step, rel=1e-12)
     # fit names the collective that crosses
     f = fit(setup, Workload(context_tokens=32768, batch=32))

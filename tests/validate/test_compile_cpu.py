@@ -68,13 +68,16 @@ def test_census_finds_the_collectives(result):
 def test_collective_counts_match_the_op_list_on_eight_layers(result):
     """Issue 17 item 7 on the 8-layer tiny K3 (torchtpu-vllm, was vllm-tpu, TP 8, both stages): the compiled step's
     collectives (each times its loop's trips) equal the op list's -- 8 o_proj all-reduces + 7 MoE sums + 1 dense
-    MLP + 1 embedding = 17 all-reduces; vLLM's logits all-gather, 1 -- with no named exception."""
+    MLP + 1 embedding = 17 all-reduces; vLLM's logits all-gather, 1 -- but for one named exception (issue 38): the
+    engine reduces each MoE layer's latent and hidden outputs apart (7 more calls in the op list), validate's graph
+    in one call."""
     for r in result.results:
         c = r.collectives
-        assert c.ok and c.exceptions == () and c.findings == ()
+        assert c.ok and c.findings == ()
+        assert [(e.name, e.calls) for e in c.exceptions] == [("latent-reduced-apart-in-the-engine", -7)]
         rows = {x.kind: x for x in c.rows}
         assert {k: (x.op_list_calls, x.hlo_calls) for k, x in rows.items()} == {
-            "all-reduce": (8 + 7 + 1 + 1, 8 + 7 + 1 + 1),
+            "all-reduce": (8 + 2 * 7 + 1 + 1, 8 + 7 + 1 + 1),
             "all-gather": (1, 1),
         }
         # the JSON carries the derived figures beside the counts
