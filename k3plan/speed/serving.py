@@ -154,16 +154,10 @@ class _ModelAt:
             if (b, c) == (batch, context):
                 return x.decode.expected_s
         if (batch, context) not in self.decodes:
-            from k3plan.speed.expected import expected_time
-            from k3plan.speed.overheads import add_terms, engine_terms
-            from k3plan.speed.stage import decode_op_costs
+            from k3plan.speed.stage import decode_stage
 
             peaks, (curves, _) = self.peaks_and_curves()
-            ops = decode_op_costs(self.setup, batch=batch, context=context)
-            stage = add_terms(
-                expected_time(ops, peaks=peaks, curves=curves),
-                engine_terms(ops, stage="decode", stack=self.setup.stack.name, device_kind=peaks.device_kind),
-            )
+            stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves)
             self.decodes[(batch, context)] = stage.expected_s
         return self.decodes[(batch, context)]
 
@@ -212,6 +206,8 @@ def stands_behind(
             if not cands
             else f"no serving benchmark of this configuration within {NEARBY_FACTOR}x of this workload"
         )
+        if expected is None and ceiling_ttft_s is not None:  # the TTFT is the model's where a record sets an op
+            expected = _ModelAt(setup, spec_hardware, probes=probes).speed(batch, context, chunk)
         tpot, ttft = _no_benchmark(
             ceiling_tpot_s=ceiling_tpot_s, ceiling_ttft_s=ceiling_ttft_s, expected=expected, why=why
         )
@@ -283,8 +279,131 @@ def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
     return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
 
 
+def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
+    """Where the routed experts' efficiency was transferred from another TPU (the engine's gmm_v2 records): their
+    time a step were the kernel to run at that TPU's own speed -- the expected time x the two chips' HBM and
+    bf16 peak ratios -- since its dequantization is vector-unit work the other ratios need not carry."""
+    import re
+
+    gm = [t for t in st.ops if t.kind == "grouped_matmul" and t.efficiency.measured]
+    pattern = r"transferred from ([^()]+) \((tpu-[\w-]+)\)"
+    found = next((m for t in gm if (m := re.search(pattern, t.efficiency.point_used or ""))), None)
+    if found is None or model is None:
+        return ""
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.speed.peaks import Peaks
+
+    src, (tgt, _) = Peaks.from_hardware(load_hardware(found.group(2))), model.peaks_and_curves()
+    z = sum(t.expected_s for t in gm) / n_steps
+    lo, hi = sorted(
+        (tgt.hbm_bw_bytes_per_s / src.hbm_bw_bytes_per_s, tgt.flops_per_s("bf16") / src.flops_per_s("bf16"))
+    )
+    name = found.group(1).strip()
+    return (
+        f"; the routed experts' {z * 1e3:,.2f} ms a step carry gmm_v2's efficiency measured on {name}, where its "
+        f"4-bit weights take as long as bf16 ones: the dequantization is vector-unit work, which the transfer speeds "
+        f"up by the chips' HBM and MXU ratios (x{lo:.2f}-x{hi:.2f}); at {name}'s own speed they would take "
+        f"{z * lo * 1e3:,.1f}-{z * hi * 1e3:,.1f} ms a step ({st.device_kind}'s vector rate is not published)"
+    )
+
+
+HOST_TERM = "synchronous step"
+HOST_GAP = "host time between steps beyond the model's"  # the name of speed.overheads' host-side term (the rest are device time)
+
+UNMEASURED_DEVICE = (
+    "device time the profile implies beyond the model's, that no source here measures: the engine's kernels on "
+    "TPU7x (its MLA and attention-residual Pallas kernels; its KDA kernels, of which probe kda-engine timed the "
+    "non-default pair on TPU v5 lite at under a twentieth of this gap, docs/device.md; gmm_v2 beyond its TPU v5 lite "
+    "record; the MoE's routing, sort and one-hot permute), the latency of the step's all-reduces over 32 devices "
+    "beyond the spec's chained all-to-all call, HBM efficiency of the other weight reads beyond the profile's own rate"
+)
+UNMEASURED_HOST = (
+    "host time between steps no source here measures: the synchronous engine loop (scheduler, the step's "
+    "broadcast to 32 worker processes on 4 hosts and the sampled token's return: kowalski-4831/vllm-torchtpu "
+    "src/vllm_torchtpu/executors/ray_distributed_executor_v2.py RayDistributedExecutorV2 @012e4f24, shared memory "
+    "on the driver's host and TCP to the others; each worker's input preparation and its blocking device-to-host "
+    "copy of the sampled token: src/vllm_torchtpu/runner/tpu_runner.py execute_model / sample_tokens @0095cdcb)"
+)
+
+
+def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: _ModelAt | None, measured: float):
+    """The decode gap split by an engine profile of this configuration (``evidence.profiles``): the device time it
+    implies minus the model's device terms, and the rest of the measured TPOT minus the model's host term."""
+    if model is None:
+        return None
+    from k3plan.evidence.profiles import implied_device_s, matching_profiles
+
+    setup = model.setup
+    p = setup.parallel
+    profs = matching_profiles(
+        model=setup.model.name,
+        hardware=setup.hardware.name,
+        topology=setup.topology.text,
+        tp=p.tp,
+        dp=p.dp,
+        ep=p.ep,
+        stack=setup.stack.name,
+        stage="decode",
+    )
+    if not profs:
+        return None
+    prof = profs[0]
+    peaks, _ = model.peaks_and_curves()
+    device = implied_device_s(prof, {t.name: t.ceiling_s for t in st.ops}, hbm_bytes_per_s=peaks.hbm_bw_bytes_per_s)
+    if device is None:
+        return None
+    host = sum(t.expected_s for t in st.ops if t.kind == "overhead" and HOST_TERM in t.name)
+    model_device = st.expected_s - host
+    pair_s = device * prof.share_of_device_time
+    config = "" if prof.config_published else " (which serving flags it ran with is not published)"
+    recipe = ""
+    if o is not None and o.flags.async_scheduling and not b.flags.async_scheduling:
+        recipe = (
+            f"; the other published recipe, whose asynchronous scheduling overlaps the host's work with the device's "
+            f"({o.name}: {_flag_diff(b, o)}), measured {o.measured.median_tpot_ms:,.2f} ms against the profile's "
+            f"{device * 1e3:,.2f} ms of device time ({o.sources.baseline})"
+        )
+    return [
+        Term(
+            name="device time beyond the model's (the engine's profile)",
+            seconds=device - model_device,
+            source=(
+                f"{prof.label}{config}: {' and '.join(prof.ops)} at {prof.op_bytes_per_s / 1e12:.3g} TB/s take "
+                f"{pair_s * 1e3:,.2f} ms, {prof.share_of_device_time:.0%} of a decode step's device time -> "
+                f"{device * 1e3:,.2f} ms; the model's device time {model_device * 1e3:,.2f} ms (its ops and their "
+                f"fixed costs); {UNMEASURED_DEVICE}{_source_speed(st, model)}"
+            ),
+        ),
+        Term(
+            name=HOST_GAP,
+            seconds=measured - device - host,
+            source=(
+                f"the measured TPOT less the profile's device time: {(measured - device) * 1e3:,.2f} ms, of which the "
+                f"model holds {host * 1e3:,.2f} ms{recipe}; {UNMEASURED_HOST}"
+            ),
+        ),
+    ]
+
+
+def _host_per_step(decode: StageComparison | None) -> str:
+    """The decode split's host time beyond the model's, said again for a prefill chunk (each chunk is an engine
+    step of the same synchronous loop)."""
+    host = next((t for t in (decode.gap_terms if decode else ()) if t.name == HOST_GAP), None)
+    if host is None:
+        return ""
+    return (
+        f"; each chunk is a synchronous engine step too: were its host time the decode step's (the profile leaves "
+        f"{host.seconds * 1e3:,.2f} ms of host time a step beyond the model's), a chunk would carry that much more"
+    )
+
+
 def _stage(
-    stage: Literal["decode", "prefill"], b: ServingBenchmark | None, st, others, model: _ModelAt | None
+    stage: Literal["decode", "prefill"],
+    b: ServingBenchmark | None,
+    st,
+    others,
+    model: _ModelAt | None,
+    decode: StageComparison | None = None,
 ) -> StageComparison:
     terms = _model_terms(st)
     if b is None:
@@ -316,7 +435,11 @@ def _stage(
     rest = gap
     same = [o for o in others if o.workload.isl == b.workload.isl and o.workload.concurrency == b.workload.concurrency]
     o = same[0] if same else None
-    if o is not None and stage == "decode" and o.measured.median_tpot_ms < ms:
+    split = _profile_split(st, b, o, model, measured) if stage == "decode" else None
+    if split is not None:
+        gaps.extend(split)
+        rest = 0.0
+    elif o is not None and stage == "decode" and o.measured.median_tpot_ms < ms:
         diff = (ms - o.measured.median_tpot_ms) / 1e3
         # the model already holds the synchronous host time an asynchronous recipe hides: not gap
         hidden = (
@@ -354,7 +477,10 @@ def _stage(
                         f"{n1} chunks x ({f_meas * 1e3:,.1f} - {f_model * 1e3:,.1f}) ms: measured {f_meas * 1e3:,.1f} ms a "
                         f"chunk, solved from {b.name} ({t1 * 1e3:,.0f} ms, {n1} chunks) and {o.name} "
                         f"({t2 * 1e3:,.0f} ms, {n2} chunk(s)) with equal per-token cost (flags also differ: "
-                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk; " + PER_CHUNK_UNPRICED
+                        f"{_flag_diff(b, o)}); the model's own {f_model * 1e3:,.1f} ms a chunk; "
+                        + PER_CHUNK_UNPRICED
+                        + _source_speed(st, model, n1)
+                        + _host_per_step(decode)
                     ),
                 )
             )
@@ -402,7 +528,7 @@ def compare(
     return ServingComparison(
         tpot=tpot,
         ttft=ttft,
-        decode=_stage("decode", b, expected.decode, others, model),
-        prefill=_stage("prefill", b, expected.prefill, others, model),
+        decode=(dec := _stage("decode", b, expected.decode, others, model)),
+        prefill=_stage("prefill", b, expected.prefill, others, model, decode=dec),
         benchmarks=tuple(c.label for c in cands),
     )
