@@ -66,7 +66,7 @@ def command(
             "--stack",
             "-s",
             help="Serving stack per platform kind ('tpu=tpu-inference,gpu=sglang') or one stack for all. "
-            "auto: each machine's default stack, the one fit and plan pick.",
+            "auto: each machine's default stack, the one fit prices (plan ranks every stack that runs there).",
         ),
     ] = "auto",
     max_chips: Annotated[

@@ -122,6 +122,7 @@ class ModelSpec(_Frozen):
     mtp_layers: int = 0
     max_context: Optional[int] = None
     notes: tuple[str, ...] = ()  # where config rules and checkpoint truth differ, etc.
+    attn_res_block_size: Optional[int] = None  # Attention Residuals: a block of the history every this many layers
 
     def context_warning(self, context_tokens: int) -> Optional[str]:
         """One wording for every command whose --context is beyond what the model's positions serve."""

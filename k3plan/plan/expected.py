@@ -82,21 +82,15 @@ class ExpectedColumn:
 
     def tpot_s(self, i: int) -> float | None:
         """Expected decode step of row ``i``, or None where no record of its device kind covers any of its ops."""
-        from k3plan.speed.expected import expected_time
-        from k3plan.speed.stage import decode_op_costs
+        from k3plan.speed.stage import decode_stage
 
         name = self.space.hardware[int(self.cols.hw[i])].name
         peaks, curves = self.curves(name)
         if curves is None:
             return None
         setup = row_setup(space=self.space, cols=self.cols, i=i, model=self.model)
-        from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: roofline's model, term for term
-
-        ops = decode_op_costs(setup, batch=self.batch, context=self.context)
-        stage = add_terms(
-            expected_time(ops, peaks=peaks, curves=curves),
-            engine_terms(ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind),
-        )
+        # issue 38: roofline's model, term for term
+        stage = decode_stage(setup, batch=self.batch, context=self.context, peaks=peaks, curves=curves)
         return stage.expected_s if any(o.efficiency.measured for o in stage.ops) else None
 
 

@@ -64,22 +64,12 @@ BASELINE = (
 
 
 def k3_call_blocks(layers: int = K3_LAYERS, block_size: int = K3_BLOCK_SIZE) -> list[int]:
-    """The history's block count K at each Attention Residual call of one forward, in order.
-
-    KimiDecoderLayer.forward (model.py @589f3946): ``if block_residuals.shape[-2] > 0: self_attention_res(...)``;
-    ``if self.layer_idx % self.attn_res_block_size == 0: block_residuals = cat((block_residuals, prefix_sum))``;
-    ``mlp_res(prefix_sum, block_residuals)`` (AttentionResidual.forward returns the prefix when K is 0);
-    KimiModel.forward: ``output_attn_res(hidden_states, block_residuals)`` after the last layer."""
+    """The history's block count K at each Attention Residual call of one forward, in order
+    (k3plan.step.attnres.attnres_call_blocks, which the speed model prices the same calls with)."""
     require(layers >= 1 and block_size >= 1, "layers and block size must be >= 1")
-    k, out = 0, []
-    for i in range(layers):
-        if k > 0:
-            out.append(k)  # self_attention_res
-        if i % block_size == 0:
-            k += 1
-        out.append(k)  # mlp_res
-    out.append(k)  # output_attn_res
-    return out
+    from k3plan.step.attnres import attnres_call_blocks
+
+    return attnres_call_blocks(layers, block_size)
 
 
 @dataclass(frozen=True)

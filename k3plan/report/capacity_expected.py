@@ -23,9 +23,8 @@ class RowExpected(Frozen):
 
 
 def row_expected(setup, *, batches: list[int], context: int, chunk: int, probes: Optional[Path]) -> RowExpected:
-    from k3plan.speed.expected import expected_time
     from k3plan.speed.peaks import Peaks
-    from k3plan.speed.stage import curves_for, decode_op_costs, expected_speed
+    from k3plan.speed.stage import curves_for, decode_stage, expected_speed
 
     x = expected_speed(
         setup, batch=batches[0], context_tokens=context, prompt_tokens=context, chunk_tokens=chunk, probes=probes
@@ -33,14 +32,8 @@ def row_expected(setup, *, batches: list[int], context: int, chunk: int, probes:
     peaks = Peaks.from_hardware(setup.hardware)
     curves = curves_for(peaks, probes)[0]
     stages = {batches[0]: x.decode}
-    from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: as expected_speed's decode step
-
-    for b in batches[1:]:
-        ops = decode_op_costs(setup, batch=b, context=context)
-        stages[b] = add_terms(
-            expected_time(ops, peaks=peaks, curves=curves),
-            engine_terms(ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind),
-        )
+    for b in batches[1:]:  # issue 38: as expected_speed's decode step
+        stages[b] = decode_stage(setup, batch=b, context=context, peaks=peaks, curves=curves)
     return RowExpected(
         tpot_s={b: s.expected_s for b, s in stages.items()},
         measured={b: any(o.efficiency.measured for o in s.ops) for b, s in stages.items()},

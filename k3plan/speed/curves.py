@@ -48,11 +48,68 @@ class EfficiencyCurve(_Frozen):
     points: tuple[EfficiencyPoint, ...]  # sorted by x, one per x
 
 
+class KernelTime(_Frozen):
+    """One measured call of an engine's small kernel whose time is a fixed cost (issue 38): seconds a call at its
+    shape, from a TPU record, used on any TPU as measured (``kernel_times``)."""
+
+    tokens: int  # the rows a call runs
+    blocks: int  # attnres: the history's blocks (K); else 0
+    seconds: float
+    record_path: str
+    device_kind: str
+
+
 class EfficiencyCurves(_Frozen):
     device_kind: str
     hardware: str
     curves: dict[str, EfficiencyCurve]
     skipped: tuple[str, ...] = ()  # records seen but not used, and why
+    # probe attnres / moe-glue: the engine's small kernels, seconds a call (kernel_times)
+    kernel_times: dict[str, tuple[KernelTime, ...]] = {}
+
+
+# Issue 38: the engine's Attention Residual kernel and its MoE decode glue (probe attnres, probe moe-glue) cost a
+# fixed time a 16-row tile: their time does not grow with the bytes they move (attnres at 16 rows, K 1 to 7: 4.5-6.9
+# us while the history grows 4x; every point 17-58% of its HBM ceiling), so no HBM or MXU ratio carries them to
+# another chip; they apply to a TPU as measured on the TPU that ran them, labelled (as the ops' fixed cost a
+# fusion does, k3plan/evidence/hosts/)
+KERNEL_TIME_PROBES = ("attnres", "moe-glue")
+
+
+def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -> dict[str, tuple[KernelTime, ...]]:
+    """The newest verified TPU record of each probe of ``KERNEL_TIME_PROBES``, this device kind's first, as
+    KernelTime points by (tokens, blocks)."""
+    if not device_kind.upper().startswith("TPU"):
+        return {}
+    out: dict[str, tuple[KernelTime, ...]] = {}
+    for probe in KERNEL_TIME_PROBES:
+        found = [
+            (r, path)
+            for r, path in records
+            if r.probe == probe
+            and r.ok
+            and r.verified is not False
+            and not r.is_cpu
+            and r.device_kind.upper().startswith("TPU")
+        ]
+        if not found:
+            continue
+        found.sort(key=lambda rp: (rp[0].device_kind.lower() == device_kind.lower(), rp[0].date))
+        record, path = found[-1]
+        pts: dict[tuple[int, int], KernelTime] = {}
+        for p in record.points:
+            if p.value is None or p.value <= 0:
+                continue
+            key = (int(p.params["tokens"]), int(p.params.get("blocks", 0)))
+            pts[key] = KernelTime(
+                tokens=key[0],
+                blocks=key[1],
+                seconds=float(p.value),
+                record_path=str(path),
+                device_kind=record.device_kind,
+            )
+        out[probe] = tuple(pts[k] for k in sorted(pts))
+    return out
 
 
 # A point above its ceiling is never applied: within 2% (the rounding of a ceiling built on the same
@@ -156,6 +213,22 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                         ),
                     )
                 )
+    elif probe == "engine-profile" and record.op == "weight-read":
+        # a weight read an engine's own profile timed (transcribed, issue 38): the HBM side of a matmul that streams
+        # its weights, an efficiency against the peak at its bytes -- not the chip's stream bandwidth, so never the
+        # roofline's measured bandwidth (roofline.latency.measured_hardware reads probe "hbm" records only)
+        for p, v in pts:
+            out.append(
+                (
+                    "hbm",
+                    float(p.params["bytes"]),
+                    v / peaks.hbm_bw_bytes_per_s,
+                    (
+                        f"weight read {p.params['bytes']} B (the engine's profile): {v:.3g} B/s / "
+                        f"{peaks.hbm_bw_bytes_per_s:.3g} peak"
+                    ),
+                )
+            )
     elif probe == "kda" and record.mode in ("recurrent", "chunked"):
         # here, not at the top: the KDA probe module pulls the probe context (importlib.metadata), which fit's
         # start must not pay now that fit computes the model for a serving benchmark's transfer (issue 38)
@@ -327,7 +400,9 @@ def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
     """Every record under `dir` (k3plan.evidence.probe_records' loader) -> curves for `peaks.device_kind`,
     with the curves no record of that kind holds transferred from another TPU's (``transfer_curves``)."""
     records = load_with_paths(Path(dir))
-    return transfer_curves(build_curves(records, peaks=peaks), records, peaks=peaks)
+    curves = transfer_curves(build_curves(records, peaks=peaks), records, peaks=peaks)
+    times = kernel_times(records, device_kind=peaks.device_kind)
+    return replace(curves, kernel_times=times) if times else curves
 
 
 # Issue 38: an efficiency measured on one TPU may stand for another TPU's, labelled "transferred", never above 1.

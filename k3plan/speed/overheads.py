@@ -169,6 +169,101 @@ def engine_terms(
     return tuple(terms)
 
 
+IMBALANCE_SOURCE = (
+    "a MoE layer ends in a collective every rank of the EP group waits on (its combine: the all-reduce, or the "
+    "all-to-all), so the layer takes as long as the rank with the most touched experts; expected from the routing "
+    "(step.work.busiest_rank_experts: top-k of E, uniform or the router histogram, vLLM's linear expert placement)"
+)
+IMBALANCE_ENGINE = (
+    f"; the engine says so: {ENGINE_REPO} src/vllm_torchtpu/envs.py TPU_MOE_HIERARCHICAL_EP (@589f3946): the MoE "
+    '"is weight-bandwidth bound and the per-device expert load is badly imbalanced" at low concurrency'
+)
+
+
+def expert_imbalance_term(stage: StageTime, *, busiest: float, mean: float, stack: str | None) -> EngineTerm | None:
+    """The routed experts' extra time on the busiest EP rank (``step.work.busiest_rank_experts``): the routed-expert
+    ops' expected time is the mean rank's (its touched experts), each visit costing alike, so the busiest rank's
+    takes busiest / mean times as long. None where every rank touches as many (a wide batch, or no EP)."""
+    routed = sum(t.expected_s for t in stage.ops if t.kind == "grouped_matmul")
+    if routed <= 0 or mean <= 0 or busiest <= mean * (1 + 1e-9):
+        return None
+    engine = IMBALANCE_ENGINE if (stack or "").split(":")[0] == "torchtpu-vllm" else ""
+    return EngineTerm(
+        name="routed experts of the busiest EP rank",
+        seconds=routed * (busiest / mean - 1),
+        source=(
+            f"{busiest:.2f} experts touched on the busiest rank against {mean:.2f} on the mean one a MoE layer: the "
+            f"routed experts' {routed * 1e3:.3f} ms x {busiest / mean - 1:.2f} more; {IMBALANCE_SOURCE}{engine}"
+        ),
+    )
+
+
+KERNEL_TIME_SOURCE = (
+    "a fixed cost a 16-row tile: the time does not grow with the bytes (k3plan.speed.curves.KERNEL_TIME_PROBES), so "
+    "it applies to this TPU as measured on the one that ran it"
+)
+
+
+def _per_call(points, *, tokens: int, blocks: int) -> tuple[float, str]:
+    """Seconds one call of ``tokens`` rows at ``blocks`` takes: the measured point of the nearest row count (and the
+    nearest K) scaled by the 16-row tiles (the kernels' grid), with the point used."""
+    import math
+
+    t = max(16, -(-tokens // 16) * 16)
+    near_t = min({p.tokens for p in points}, key=lambda x: abs(math.log(x / t)))
+    at_t = [p for p in points if p.tokens == near_t]
+    p = min(at_t, key=lambda q: (abs(q.blocks - blocks), -q.blocks))
+    return p.seconds * t / near_t, f"{p.seconds * 1e6:.2f} us at {near_t} rows" + (f", K {p.blocks}" if blocks else "")
+
+
+def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None) -> tuple[EngineTerm, ...]:
+    """torchtpu-vllm's small kernels measured on a TPU (``curves.kernel_times``: probe attnres, probe moe-glue), a
+    step of ``rows`` rows (a decode step's padded rows; a prefill chunk's tokens): the Attention Residual kernel at
+    each call of the forward (``step.attnres.attnres_call_blocks``: K3 186 a forward), and at decode the MoE's
+    routing, sort and one-hot permute and combine (the glue around gmm_v2, measured at 16 rows: priced there only)."""
+    times = getattr(curves, "kernel_times", None) or {}
+    if (stack or "").split(":")[0] != "torchtpu-vllm" or not times:
+        return ()
+    from k3plan.step.attnres import attnres_call_blocks
+
+    out: list[EngineTerm] = []
+    if spec.attn_res_block_size and "attnres" in times:
+        from collections import Counter
+
+        calls = Counter(attnres_call_blocks(spec.num_layers, spec.attn_res_block_size))
+        used = {k: _per_call(times["attnres"], tokens=rows, blocks=k) for k in calls}
+        seconds = sum(n * used[k][0] for k, n in calls.items())
+        pt = times["attnres"][0]
+        out.append(
+            EngineTerm(
+                name="the engine's Attention Residual kernel",
+                seconds=seconds,
+                source=(
+                    f"{sum(calls.values())} calls a forward at {rows} rows (K 1-{max(calls)}: the history's blocks, "
+                    f"kowalski-4831/vllm-torchtpu models/vllm/kimi_k3/model.py KimiDecoderLayer.forward @589f3946; the "
+                    f"kernel kernels/kimi_k3/attention_residual.py kimi_attnres_compact_m16), each as probe attnres "
+                    f"timed it on {pt.device_kind} ({pt.record_path}; e.g. {used[max(calls)][1]}): {KERNEL_TIME_SOURCE}"
+                ),
+            )
+        )
+    glue = [p for p in times.get("moe-glue", ()) if p.tokens >= rows]
+    if stage == "decode" and spec.moe is not None and spec.n_moe and glue:
+        p = min(glue, key=lambda q: q.tokens)
+        out.append(
+            EngineTerm(
+                name="the engine's MoE routing and one-hot permute at decode",
+                seconds=spec.n_moe * p.seconds,
+                source=(
+                    f"{spec.n_moe} MoE layers x {p.seconds * 1e6:.2f} us: fused_moe_gmm's routing, sort, one-hot permute "
+                    f"and combine around its two gmm_v2 calls (layers/core/fused_moe_gmm.py @15e5264a; the one-hot "
+                    f"branch below the SparseCore threshold), as probe moe-glue timed a copy of it at {p.tokens} rows on "
+                    f"{p.device_kind} ({p.record_path}): {KERNEL_TIME_SOURCE}"
+                ),
+            )
+        )
+    return tuple(out)
+
+
 def missing_record_note() -> str | None:
     return None if _record() is not None else "no step-overhead record shipped: host and op fixed costs left out"
 

@@ -97,6 +97,36 @@ def _send_ops(setup, *, tokens: int) -> list:
     return [send_op(p2p, tp=setup.parallel.tp, link=pipeline_link(setup))]
 
 
+def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=None, weights=None):
+    """One decode step's expected time (a StageTime): its ops (``decode_op_costs``) below their ceilings, the
+    engine's fixed terms a step (``speed.overheads.engine_terms``) and the routed experts of the busiest EP rank
+    (``expert_imbalance_term``) -- the one assembly roofline, fit, plan and report price a decode step with."""
+    from k3plan.speed.overheads import add_terms, engine_terms, expert_imbalance_term
+    from k3plan.step.memory import cdiv
+    from k3plan.step.stages import microbatch
+    from k3plan.step.work import busiest_rank_experts
+
+    ops = decode_op_costs(setup, batch=batch, context=context, histogram=histogram, weights=weights)
+    stage = expected_time(ops, peaks=peaks, curves=curves)
+    terms = engine_terms(ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind)
+    spec, par = setup.model.spec, setup.parallel
+    from k3plan.speed.overheads import kernel_time_terms
+    from k3plan.step.comm import padded_tokens
+
+    buckets = setup.stack.token_buckets
+    rows = padded_tokens(microbatch(batch, par.pp), par.dp, buckets.min_tokens if buckets else None)
+    terms = terms + kernel_time_terms(curves, spec, stage="decode", rows=int(rows), stack=setup.stack.name)
+    if spec.moe is not None and par.ep > 1:
+        rows = microbatch(batch, par.pp)
+        ep_tokens = min(rows, cdiv(rows, par.dp) * max(1, par.ep // par.tp))  # as step.decode.decode_terms routes
+        busiest, mean = busiest_rank_experts(
+            num_experts=spec.moe.num_experts, top_k=spec.moe.top_k, batch=ep_tokens, ep=par.ep, histogram=histogram
+        )
+        extra = expert_imbalance_term(stage, busiest=busiest, mean=mean, stack=setup.stack.name)
+        terms = terms + ((extra,) if extra is not None else ())
+    return add_terms(stage, terms)
+
+
 def decode_op_costs(
     setup, *, batch: int, context: int, histogram=None, weights=None, graph=None, engine: bool = True
 ) -> list:
@@ -115,6 +145,8 @@ def decode_op_costs(
     from k3plan.step.stages import microbatch
 
     a = collective_args(setup)
+    if not engine:  # validate's own graph reduces a LatentMoE's latent and hidden outputs in one all-reduce
+        a["latent_calls"] = 1
     spec, par = a.pop("spec"), setup.parallel
     batch = microbatch(batch, par.pp)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
@@ -171,6 +203,8 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
     from k3plan.step.work import experts_touched
 
     a = collective_args(setup)
+    if not engine:  # validate's own graph reduces a LatentMoE's latent and hidden outputs in one all-reduce
+        a["latent_calls"] = 1
     spec, par = a.pop("spec"), setup.parallel
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
     moe = spec.moe
@@ -257,12 +291,14 @@ def expected_speed(
     peaks = peaks or Peaks.from_hardware(setup.hardware)
     curves, records = read if read is not None else curves_for(peaks, probes)
     weights = weight_groups_of_setup(setup)
-    from k3plan.speed.overheads import add_terms, engine_terms  # issue 38: the engine's fixed terms a step
+    from k3plan.speed.overheads import (  # issue 38: the engine's fixed terms a step
+        add_terms,
+        engine_terms,
+        kernel_time_terms,
+    )
 
-    dec_ops = decode_op_costs(setup, batch=batch, context=context_tokens, histogram=histogram, weights=weights)
-    dec = add_terms(
-        expected_time(dec_ops, peaks=peaks, curves=curves),
-        engine_terms(dec_ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind),
+    dec = decode_stage(
+        setup, batch=batch, context=context_tokens, peaks=peaks, curves=curves, histogram=histogram, weights=weights
     )
     chunk = min(chunk_tokens, prompt_tokens)
     n = math.ceil(prompt_tokens / chunk)
@@ -276,9 +312,10 @@ def expected_speed(
             weights=weights,
         )
         st = expected_time(ops, peaks=peaks, curves=curves, cache=cache)
-        chunks.append(
-            add_terms(st, engine_terms(ops, stage="prefill", stack=setup.stack.name, device_kind=peaks.device_kind))
-        )  # every chunk is an engine step
+        rows = min(chunk, prompt_tokens - i * chunk)
+        terms = engine_terms(ops, stage="prefill", stack=setup.stack.name, device_kind=peaks.device_kind)
+        terms += kernel_time_terms(curves, setup.model.spec, stage="prefill", rows=rows, stack=setup.stack.name)
+        chunks.append(add_terms(st, terms))  # every chunk is an engine step
     pre = add_stages(chunks)
     used = tuple(
         dict.fromkeys(

@@ -81,6 +81,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         moe=moe,
         mtp_layers=c.int("num_nextn_predict_layers", 0, minimum=0),
         max_context=c.opt_int("max_position_embeddings") or c.opt_int("model_max_length"),
+        attn_res_block_size=c.opt_int("attn_res_block_size"),
     )
 
 

@@ -1,0 +1,185 @@
+"""Issue 38, session 18: the terms added to the model of torchtpu-vllm's step and to the naming of its gap --
+the routed experts of the busiest EP rank, the LatentMoE's two all-reduces, the engine's own profile of a decode
+step (a weight-read rate and the share of device time it implies) -- each checked against what could fail."""
+
+from __future__ import annotations
+
+import json
+from math import comb
+
+import pytest
+from typer.testing import CliRunner
+
+from k3plan.cli.app import app
+from k3plan.step.work import busiest_rank_experts
+
+NIGHTLY = ["-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512"]
+
+
+def run(*args) -> dict:
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def nightly() -> dict:
+    return run("roofline", *NIGHTLY)
+
+
+def _exact_busiest(num_experts: int, top_k: int, ranks: int) -> float:
+    """E[max over ranks] of one token's top_k distinct experts drawn uniformly: counted exactly."""
+    per = num_experts // ranks
+
+    def ways_at_most(m: int) -> int:
+        res = [1] + [0] * top_k
+        for _ in range(ranks):
+            new = [0] * (top_k + 1)
+            for i, a in enumerate(res):
+                for j in range(min(m, per) + 1):
+                    if a and i + j <= top_k:
+                        new[i + j] += a * comb(per, j)
+            res = new
+        return res[top_k]
+
+    total = comb(num_experts, top_k)
+    return sum(1 - ways_at_most(m) / total for m in range(top_k))
+
+
+def test_the_busiest_rank_at_one_token_is_the_exact_draw_s():
+    busiest, mean = busiest_rank_experts(num_experts=896, top_k=16, batch=1, ep=32)
+    assert mean == pytest.approx(0.5)
+    assert busiest == pytest.approx(_exact_busiest(896, 16, 32), rel=0.01)  # 2.349 vs 2.360
+    assert 2.3 < busiest < 2.4
+
+
+def test_the_busiest_rank_evens_out_with_the_batch_and_without_ep():
+    ratios = [
+        (lambda b_m: b_m[0] / b_m[1])(busiest_rank_experts(num_experts=896, top_k=16, batch=b, ep=32))
+        for b in (1, 8, 64, 256)
+    ]
+    assert ratios == sorted(ratios, reverse=True) and ratios[0] > 4.5 and ratios[-1] == pytest.approx(1.0, abs=0.02)
+    assert busiest_rank_experts(num_experts=896, top_k=16, batch=1, ep=1) == pytest.approx((16.0, 16.0))
+
+
+def test_a_skewed_router_histogram_makes_one_rank_the_busiest():
+    hist = [16 / 28] * 28 + [0.0] * (896 - 28)  # every token's 16 experts on rank 0
+    busiest, mean = busiest_rank_experts(num_experts=896, top_k=16, batch=4, ep=32, histogram=hist)
+    assert mean == pytest.approx(busiest / 32) and busiest > 15
+
+
+def test_the_decode_step_prices_the_busiest_rank(nightly):
+    ops = {o["name"]: o for o in nightly["expected"]["decode"]["ops"]}
+    routed = sum(o["expected_s"] for o in ops.values() if o["kind"] == "grouped_matmul")
+    busiest, mean = busiest_rank_experts(num_experts=896, top_k=16, batch=1, ep=32)
+    term = ops["routed experts of the busiest EP rank"]
+    assert term["expected_s"] == pytest.approx(routed * (busiest / mean - 1), rel=1e-12)
+    assert "TPU_MOE_HIERARCHICAL_EP" in term["label"]  # the engine's own words, cited
+    assert "routed experts of the busiest EP rank" not in {o["name"] for o in nightly["expected"]["prefill"]["ops"]}
+
+
+def test_the_latent_moe_reduces_twice_a_layer_in_torchtpu_vllm_once_in_the_porting_study_s_graph():
+    tt = run("roofline", "-t", "2x2x4", "--tp", "32")["decode"]["comm"]
+    jn = run("roofline", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native")["decode"]["comm"]
+    assert tt["pattern"] == jn["pattern"] == "all_reduce"
+    assert (tt["expert_calls_per_step"], jn["expert_calls_per_step"]) == (2 * 92, 92)
+
+
+def test_apart_needs_the_engine_code_that_reduces_twice():
+    import msgspec
+
+    from k3plan.engines.stack import Collectives
+
+    with pytest.raises((ValueError, msgspec.ValidationError), match="latent_reduce_sources"):
+        msgspec.convert({"experts": "all_reduce", "source": "x", "latent_reduce": "apart"}, Collectives)
+
+
+def test_two_calls_carry_the_bytes_of_one():
+    from k3plan.models import load_model
+    from k3plan.step.comm import comm_terms
+
+    spec = load_model("kimi-k3").spec
+    kw = dict(all_to_all=False, act=2, dispatch=2, tp=32, dp=1, ep=32, devices_per_chip=2, chips=16, tokens=16,
+              logits_all_gather=True)
+    one, two = comm_terms(spec, **kw), comm_terms(spec, **kw, latent_calls=2)
+    assert two.bytes_per_chip == pytest.approx(one.bytes_per_chip, rel=1e-12)
+    assert two.calls - one.calls == spec.n_moe
+
+
+def test_the_engine_profile_splits_the_decode_gap_into_device_and_host(nightly):
+    from k3plan.evidence.profiles import load_profiles
+
+    (prof,) = load_profiles()
+    s = nightly["serving"]["decode"]
+    gaps = {t["name"]: t for t in s["gap_terms"]}
+    device = gaps["device time beyond the model's (the engine's profile)"]
+    host = gaps["host time between steps beyond the model's"]
+    ops = {o["name"]: o for o in nightly["expected"]["decode"]["ops"]}
+    pair_ceiling = sum(ops[name]["ceiling_s"] for name in prof.ops)
+    implied = pair_ceiling * 3.69e12 / prof.op_bytes_per_s / prof.share_of_device_time
+    model_host = ops["host and scheduler time a synchronous step"]["expected_s"]
+    assert device["seconds"] == pytest.approx(implied - (s["model_s"] - model_host), rel=1e-9)
+    assert host["seconds"] == pytest.approx(s["measured_s"] - implied - model_host, rel=1e-9)
+    assert 19e-3 < implied < 20e-3  # 2 x 92 x 51.4 MB at 2.2 TB/s = 4.30 ms, 22% of it
+    assert "latent_proj_intra_chip.py" in device["source"] and "not published" in device["source"]
+
+
+def test_the_profile_s_weight_read_is_an_efficiency_not_the_chip_s_bandwidth(nightly):
+    ops = {o["name"]: o for o in nightly["expected"]["decode"]["ops"]}
+    down = ops["moe.block_sparse_moe.routed_expert_down_proj"]
+    assert down["expected_s"] == pytest.approx(down["ceiling_s"] * 3.69e12 / 2.2e12, rel=1e-6)
+    assert "engine-profile" in down["efficiency"]["record_path"]
+    # the roofline's bound keeps the spec's HBM bandwidth: probe "hbm" records alone stand for the chip's
+    assert not any("HBM bandwidth 2.2" in n for n in nightly["notes"])
+
+
+def test_a_bad_profile_file_is_one_line(tmp_path):
+    from k3plan.errors import K3PlanError
+    from k3plan.evidence.profiles import load_profile
+
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\nshare_of_device_time: 1.5\n")
+    with pytest.raises(K3PlanError) as e:
+        load_profile(p)
+    assert "\n" not in str(e.value) and "bad.yaml" in str(e.value)
+
+
+def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
+    """probe attnres and probe moe-glue (TPU v5e): a fixed cost a 16-row tile, so the decode step and each chunk
+    carry them as measured: 186 Attention Residual calls a forward (K from the engine's block schedule) and, at
+    decode, 92 MoE layers of routing glue."""
+    from collections import Counter
+
+    from k3plan.evidence.probe_records import load_with_paths
+    from k3plan.step.attnres import attnres_call_blocks
+
+    records = [r for r, _ in load_with_paths(__import__("pathlib").Path("reports/probes")) if r.probe in ("attnres", "moe-glue")]
+    att = max((r for r in records if r.probe == "attnres"), key=lambda r: r.date)
+    at = {(int(p.params["tokens"]), int(p.params["blocks"])): p.value for p in att.points}
+    calls = Counter(attnres_call_blocks(93, 12))
+    assert sum(calls.values()) == 186 and max(calls) == 8
+    ops = {o["name"]: o["expected_s"] for o in nightly["expected"]["decode"]["ops"]}
+    assert ops["the engine's Attention Residual kernel"] == pytest.approx(sum(n * at[(16, k)] for k, n in calls.items()))
+    glue = max((r for r in records if r.probe == "moe-glue"), key=lambda r: r.date).points[0].value
+    assert ops["the engine's MoE routing and one-hot permute at decode"] == pytest.approx(92 * glue)
+    # a 512-token chunk: the 512-row points; 16 chunks a prompt; no glue (the SparseCore path, not timed)
+    pre = {o["name"]: o["expected_s"] for o in nightly["expected"]["prefill"]["ops"] if o["kind"] == "overhead"}
+    assert pre["the engine's Attention Residual kernel"] == pytest.approx(16 * sum(n * at[(512, k)] for k, n in calls.items()))
+    assert "the engine's MoE routing and one-hot permute at decode" not in pre
+
+
+def test_the_small_kernels_scale_by_tiles_away_from_the_measured_rows():
+    from k3plan.speed.curves import KernelTime
+    from k3plan.speed.overheads import _per_call
+
+    pts = (KernelTime(tokens=16, blocks=1, seconds=5e-6, record_path="r", device_kind="TPU v5 lite"),
+           KernelTime(tokens=512, blocks=1, seconds=160e-6, record_path="r", device_kind="TPU v5 lite"))
+    assert _per_call(pts, tokens=8192, blocks=1)[0] == pytest.approx(160e-6 * 16)  # 16x the 512-row point's tiles
+    assert _per_call(pts, tokens=1, blocks=1)[0] == pytest.approx(5e-6)  # the engine pads to a 16-row tile
+    assert _per_call(pts, tokens=32, blocks=3)[0] == pytest.approx(10e-6)  # nearest K, 2 tiles
+
+
+def test_other_stacks_carry_none_of_the_engine_s_kernels():
+    d = run("roofline", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "1", "--context", "8192")
+    names = {o["name"] for o in d["expected"]["decode"]["ops"]}
+    assert not any(n.startswith("the engine's") for n in names)
