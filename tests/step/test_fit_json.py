@@ -29,7 +29,11 @@ fit-2x2x4-tp32.json's transferred TPOT (speed.tpot_s, tokens_per_s) again when i
 more TPU v5e efficiency records (matmul and HBM copy/reduce points at the step's sizes) that the transfer reads, and
 once more (speed.tpot_s 20.535 -> 20.495 ms, tokens_per_s) when issue 38's probe gmm records of the engine's own gmm_v2
 (TPU v5e, int4 standing in for MXFP4) priced the routed experts below their ceiling, transferred to TPU7x: the model's
-ratio between 131,072 and 8,192 tokens of context moved. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
+ratio between 131,072 and 8,192 tokens of context moved, and once more (speed.tpot_s 20.495 -> 20.482 ms,
+tokens_per_s, ceiling_tpot_s 7.521 -> 8.430 ms) when issue 38 gave torchtpu-vllm vLLM's two all-reduces a LatentMoE
+layer (MoERunner: the routed latent, then the shared expert: 92 more calls a step), priced the routed experts of the
+busiest EP rank, the engine's Attention Residual kernel and MoE decode glue as the v5e timed them, and read the
+engine's own profile of the latent projections' weight read (2.2 TB/s on TPU7x). The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
 
