@@ -163,15 +163,22 @@ def matching(
 ) -> tuple[ServingBenchmark, ...]:
     """The benchmarks that speak for this configuration (see the module's doc)."""
     bs = load_benchmarks() if benchmarks is None else benchmarks
-    return tuple(
-        b
-        for b in bs
-        if not b.waiting_for_model
-        and b.model == model
-        and b.hardware == hardware
-        and b.topology == topology
-        and (b.split.tp, b.split.dp, b.split.ep) == (tp, dp, ep)
-        and engine_accepts(b.engine.name, stack)
+    at = (model, hardware, topology, tp, dp, ep, stack)
+    return tuple(b for b in bs if not b.waiting_for_model and speaks_for(b, b.engine.name, *at))
+
+
+def speaks_for(
+    item, engine: str, model: str, hardware: str, topology: str, tp: int, dp: int, ep: int, stack: str
+) -> bool:
+    """Whether a piece of evidence of ``engine`` (a serving benchmark, an engine profile) speaks for this
+    configuration: the same model, hardware, topology and split, and the stack its engine runs."""
+    s = item.split
+    return (
+        item.model == model
+        and item.hardware == hardware
+        and item.topology == topology
+        and (s.tp, s.dp, s.ep) == (tp, dp, ep)
+        and engine_accepts(engine, stack)
     )
 
 

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from k3plan.evidence.benchmarks import Split, engine_accepts
+from k3plan.evidence.benchmarks import Split, speaks_for
 from k3plan.specfile import Spec, convert, read_yaml_mapping
 
 FOLDER = Path(__file__).parent / "profiles"
@@ -83,16 +83,8 @@ def matching_profiles(
     profiles: tuple[EngineProfile, ...] | None = None,
 ) -> tuple[EngineProfile, ...]:
     ps = load_profiles() if profiles is None else profiles
-    return tuple(
-        p
-        for p in ps
-        if p.model == model
-        and p.hardware == hardware
-        and p.topology == topology
-        and (p.split.tp, p.split.dp, p.split.ep) == (tp, dp, ep)
-        and engine_accepts(p.engine, stack)
-        and p.stage == stage
-    )
+    at = (model, hardware, topology, tp, dp, ep, stack)
+    return tuple(p for p in ps if p.stage == stage and speaks_for(p, p.engine, *at))
 
 
 def implied_device_s(profile: EngineProfile, op_ceilings: dict[str, float], *, hbm_bytes_per_s: float) -> float | None:

@@ -45,7 +45,8 @@ from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
-from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, dispatch_floor_s, time_loop
+from k3plan.probes.kernel_point import failure_line, kernel_point, kernel_record, time_chained
+from k3plan.probes.loop import dispatch_floor_s
 from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
 
@@ -166,61 +167,21 @@ def _run_kernel(
         try:
             first = jax.block_until_ready(jax.jit(op)(*args))
         except Exception as err:  # the compiler's refusal is what the record says, not a crash
-            line = " | ".join([ln for ln in str(err).strip().splitlines() if ln.strip()][:3])[:600]
+            line = failure_line(err)
             attempts.append(Attempt(implementation=f"attention_residual {where}", ok=False, reason=line))
             print(f"attnres {where}: failed: {line}", file=sys.stderr, flush=True)
             continue
         checks.append(_verify(first, args, eps=params.eps, what=where))
         try:
-            lt = time_loop(
-                chained(op, feed=feed, carried=1),
-                args,
-                warmup=ctx.warmup,
-                repeats=ctx.repeats,
-                deadline=ctx.deadline,
-                target_s=CPU_TARGET_S if ctx.is_cpu else TARGET_S,
-            )
+            lt = time_chained(ctx, op, args, feed=feed, carried=1)
         except Exception as err:
-            line = " | ".join([ln for ln in str(err).strip().splitlines() if ln.strip()][:3])[:600]
+            line = failure_line(err)
             attempts.append(Attempt(implementation=f"attention_residual {where} (timed loop)", ok=False, reason=line))
             print(f"attnres {where}: timed loop failed: {line}", file=sys.stderr, flush=True)
             continue
-        st = stats(lt.per_iter_s)
         moved, flops = attnres_cost(tokens=tokens, blocks=blocks, hidden=params.hidden)
-        total = sum(moved.values())
-        stream_s = total / peaks[0] if peaks else None
-        mxu_s = flops / peaks[1] if peaks else None
-        bound = max(stream_s, mxu_s) if stream_s is not None and mxu_s is not None else None
-        pp: dict[str, Any] = {
-            "path": f"attention_residual {where}",
-            "tokens": tokens,
-            "blocks": blocks,
-            "hidden": params.hidden,
-            **moved,
-            "touched_bytes": total,
-            "flops": flops,
-            "stream_s": stream_s,
-            "mxu_s": mxu_s,
-            "ceiling_s": bound,
-            "efficiency": bound / st.p50 if bound else None,
-            **lt.params(),
-        }
-        notes = [f"{st.p50 * 1e6:.4g} us a call (min {st.min * 1e6:.4g}, p90 {st.p90 * 1e6:.4g})"]
-        if bound is not None and stream_s is not None and mxu_s is not None:
-            side = "HBM" if stream_s >= mxu_s else "FLOP"
-            notes.append(f"ceiling {bound * 1e6:.4g} us ({side}-bound): efficiency {bound / st.p50:.3g}")
-        print(f"attnres {pp['path']}: {'; '.join(notes)}", file=sys.stderr, flush=True)
-        out_points.append(
-            ProbePoint(
-                params=pp,
-                samples_s={"per_iter": lt.per_iter_s, **lt.samples()},
-                stats=st,
-                value=st.p50,
-                unit="s",
-                expected=bound,
-                notes=notes,
-            )
-        )
+        shape = {"tokens": tokens, "blocks": blocks, "hidden": params.hidden}
+        out_points.append(kernel_point("attnres", f"attention_residual {where}", shape, moved, flops, peaks, lt))
     attempts.insert(0, Attempt(implementation="attention_residual", ok=bool(out_points)))
     refused = refuse_below_bound(out_points, what="attnres")
     calls = k3_call_blocks(params.layers, params.block_size)
@@ -247,13 +208,8 @@ def _run_kernel(
         "warmup": ctx.warmup,
         "repeats": ctx.repeats,
     }
-    ok = bool(out_points) and not refused and all(c.ok for c in checks)
-    error = "; ".join(refused) if refused else None
-    if not out_points:
-        error = "; ".join(f"{a.implementation}: {a.reason}" for a in attempts if not a.ok) or "no point ran"
-    elif not all(c.ok for c in checks):
-        error = "; ".join(c.detail or c.check for c in checks if not c.ok)
-    return ctx.record(
+    return kernel_record(
+        ctx,
         probe="attnres",
         op="attention_residual",
         params=record_params,
@@ -261,20 +217,10 @@ def _run_kernel(
         attempts=attempts,
         points=out_points,
         baseline=BASELINE,
-        ok=ok,
-        error=error,
-        verification=checks,
-        verified=all(c.ok for c in checks) if checks else None,
-        source=_source_line(info),
+        info=info,
+        checks=checks,
+        refused=refused,
     )
-
-
-def _source_line(info: dict[str, Any]) -> str:
-    src = info.get("source") or {}
-    where = " ".join(str(src[k]) for k in ("repo", "path") if k in src) or info["file"]
-    at = f" @{src['commit']}" if "commit" in src else ""
-    edits = f"; local edits: {'; '.join(info['local_edits'])}" if info.get("local_edits") else ""
-    return f"{where}{at} (file sha256 {info['sha256'][:12]}){edits}"
 
 
 def _case(params: AttnResParams, kernel: Callable[..., Any], tokens: int, blocks: int):

@@ -40,6 +40,7 @@ from typing import Any, Optional
 from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
+from k3plan.probes.kernel_point import source_line
 from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, dispatch_floor_s, time_loop
 from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
@@ -354,18 +355,10 @@ def run(*, ctx: ProbeContext, params: GmmParams) -> list[ProbeRecord]:
                 error=error,
                 verification=checks[asked],
                 verified=all(c.ok for c in checks[asked]) if checks[asked] else None,
-                source=_source_line(info),
+                source=source_line(info),
             )
         )
     return records
-
-
-def _source_line(info: dict[str, Any]) -> str:
-    src = info.get("source") or {}
-    where = " ".join(str(src[k]) for k in ("repo", "path") if k in src) or info["file"]
-    at = f" @{src['commit']}" if "commit" in src else ""
-    edits = f"; local edits: {'; '.join(info['local_edits'])}" if info.get("local_edits") else ""
-    return f"{where}{at} (file sha256 {info['sha256'][:12]}){edits}"
 
 
 def _verify(out, lhs, w, s, sizes: list[int], *, fused: bool, what: str) -> Verification:
