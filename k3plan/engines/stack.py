@@ -298,6 +298,7 @@ class Collectives(Spec):
     latent_reduce_sources: tuple[Source, ...] = ()
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.latent_reduce == "apart" and not self.latent_reduce_sources:
             raise ValueError("latent_reduce: 'apart' needs latent_reduce_sources (the engine code that reduces twice)")
 

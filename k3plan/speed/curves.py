@@ -40,6 +40,9 @@ class EfficiencyPoint(_Frozen):
     record_label: str | None = None
     detail: str
     transferred_from: str | None = None  # another device kind's measurement, transferred (``transfer_curves``)
+    source_hardware: str | None = None  # that device's hardware spec (its peaks), not in the JSON
+
+    __exclude__ = ("source_hardware",)
 
 
 class EfficiencyCurve(_Frozen):
@@ -69,10 +72,10 @@ class EfficiencyCurves(_Frozen):
 
 
 # Issue 38: the engine's Attention Residual kernel and its MoE decode glue (probe attnres, probe moe-glue) cost a
-# fixed time a 16-row tile: their time does not grow with the bytes they move (attnres at 16 rows, K 1 to 7: 4.5-6.9
-# us while the history grows 4x; every point 17-58% of its HBM ceiling), so no HBM or MXU ratio carries them to
-# another chip; they apply to a TPU as measured on the TPU that ran them, labelled (as the ops' fixed cost a
-# fusion does, k3plan/evidence/hosts/)
+# fixed time a 16-row tile: at 16 rows their time stays flat while the history's bytes grow with K, and every point
+# sits well below its HBM ceiling (docs/device.md's tables, tested against the records), so no HBM or MXU ratio
+# carries them to another chip; they apply to a TPU as measured on the TPU that ran them, labelled (as the ops'
+# fixed cost a fusion does, k3plan/evidence/hosts/)
 KERNEL_TIME_PROBES = ("attnres", "moe-glue")
 
 
@@ -471,6 +474,7 @@ def transfer_curves(
                     replace(
                         p,
                         transferred_from=f"{src.device_kind} ({src.hardware})",
+                        source_hardware=src.hardware,
                         efficiency=min(p.efficiency, 1.0),
                     )
                     for p in curve.points

@@ -22,6 +22,9 @@ class Efficiency(Frozen):
     record_path: str | None = None  # the record of the nearest point used
     point_used: str | None = None
     label: str
+    source_hardware: str | None = None  # the hardware spec of the TPU a transferred point was measured on
+
+    __exclude__ = ("source_hardware",)
 
 
 def ceiling_label(op: str, device_kind: str) -> str:
@@ -91,4 +94,11 @@ def efficiency(curves: EfficiencyCurves, *, key: str, x: float, device_kind: str
         label = f"{value:.1%} of ceiling, {op} probed on {device_kind}: {nearest.record_path}"
     if nearest.record_label:
         label += f" [{nearest.record_label}]"
-    return Efficiency(value=value, measured=True, record_path=nearest.record_path, point_used=used, label=label)
+    return Efficiency(
+        value=value,
+        measured=True,
+        record_path=nearest.record_path,
+        point_used=used,
+        label=label,
+        source_hardware=nearest.source_hardware,
+    )

@@ -283,22 +283,19 @@ def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
     """Where the routed experts' efficiency was transferred from another TPU (the engine's gmm_v2 records): their
     time a step were the kernel to run at that TPU's own speed -- the expected time x the two chips' HBM and
     bf16 peak ratios -- since its dequantization is vector-unit work the other ratios need not carry."""
-    import re
-
     gm = [t for t in st.ops if t.kind == "grouped_matmul" and t.efficiency.measured]
-    pattern = r"transferred from ([^()]+) \((tpu-[\w-]+)\)"
-    found = next((m for t in gm if (m := re.search(pattern, t.efficiency.point_used or ""))), None)
-    if found is None or model is None:
+    hardware = next((t.efficiency.source_hardware for t in gm if t.efficiency.source_hardware), None)
+    if hardware is None or model is None:
         return ""
     from k3plan.hardware.loader import load_hardware
     from k3plan.speed.peaks import Peaks
 
-    src, (tgt, _) = Peaks.from_hardware(load_hardware(found.group(2))), model.peaks_and_curves()
+    src, (tgt, _) = Peaks.from_hardware(load_hardware(hardware)), model.peaks_and_curves()
     z = sum(t.expected_s for t in gm) / n_steps
     lo, hi = sorted(
         (tgt.hbm_bw_bytes_per_s / src.hbm_bw_bytes_per_s, tgt.flops_per_s("bf16") / src.flops_per_s("bf16"))
     )
-    name = found.group(1).strip()
+    name = src.device_kind
     return (
         f"; the routed experts' {z * 1e3:,.2f} ms a step carry gmm_v2's efficiency measured on {name}, where its "
         f"4-bit weights take as long as bf16 ones: the dequantization is vector-unit work, which the transfer speeds "
@@ -307,15 +304,15 @@ def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
     )
 
 
-HOST_TERM = "synchronous step"
-HOST_GAP = "host time between steps beyond the model's"  # the name of speed.overheads' host-side term (the rest are device time)
+HOST_TERM = "synchronous step"  # the name of speed.overheads' host-side term (the rest are device time)
+HOST_GAP = "host time between steps beyond the model's"  # the decode gap's host-side term (``_profile_split``)
 
 UNMEASURED_DEVICE = (
     "device time the profile implies beyond the model's, that no source here measures: the engine's kernels on "
-    "TPU7x (its MLA and attention-residual Pallas kernels; its KDA kernels, of which probe kda-engine timed the "
-    "non-default pair on TPU v5 lite at under a twentieth of this gap, docs/device.md; gmm_v2 beyond its TPU v5 lite "
-    "record; the MoE's routing, sort and one-hot permute), the latency of the step's all-reduces over 32 devices "
-    "beyond the spec's chained all-to-all call, HBM efficiency of the other weight reads beyond the profile's own rate"
+    "TPU7x (its MLA kernel; its KDA kernels, of which probe kda-engine timed the non-default pair on TPU v5 lite at "
+    "under a twentieth of this gap, docs/device.md; gmm_v2, the attention-residual kernel and the MoE's routing glue "
+    "beyond their TPU v5 lite records), the latency of the step's all-reduces over 32 devices beyond the spec's "
+    "chained all-to-all call, HBM efficiency of the other weight reads beyond the profile's own rate"
 )
 UNMEASURED_HOST = (
     "host time between steps no source here measures: the synchronous engine loop (scheduler, the step's "

@@ -99,31 +99,29 @@ def _send_ops(setup, *, tokens: int) -> list:
 
 def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=None, weights=None):
     """One decode step's expected time (a StageTime): its ops (``decode_op_costs``) below their ceilings, the
-    engine's fixed terms a step (``speed.overheads.engine_terms``) and the routed experts of the busiest EP rank
-    (``expert_imbalance_term``) -- the one assembly roofline, fit, plan and report price a decode step with."""
-    from k3plan.speed.overheads import add_terms, engine_terms, expert_imbalance_term
+    engine's fixed terms a step (``speed.overheads.engine_terms``), its small kernels as a TPU timed them
+    (``kernel_time_terms``) and the routed experts of the busiest EP rank (``expert_imbalance_term``) -- the one
+    assembly roofline, fit, plan and report price a decode step with."""
+    from k3plan.speed.overheads import add_terms, engine_terms, expert_imbalance_term, kernel_time_terms
+    from k3plan.step.comm import padded_tokens
     from k3plan.step.memory import cdiv
     from k3plan.step.stages import microbatch
     from k3plan.step.work import busiest_rank_experts
 
     ops = decode_op_costs(setup, batch=batch, context=context, histogram=histogram, weights=weights)
     stage = expected_time(ops, peaks=peaks, curves=curves)
-    terms = engine_terms(ops, stage="decode", stack=setup.stack.name, device_kind=peaks.device_kind)
-    spec, par = setup.model.spec, setup.parallel
-    from k3plan.speed.overheads import kernel_time_terms
-    from k3plan.step.comm import padded_tokens
-
-    buckets = setup.stack.token_buckets
-    rows = padded_tokens(microbatch(batch, par.pp), par.dp, buckets.min_tokens if buckets else None)
-    terms = terms + kernel_time_terms(curves, spec, stage="decode", rows=int(rows), stack=setup.stack.name)
+    spec, par, stack = setup.model.spec, setup.parallel, setup.stack
+    micro = microbatch(batch, par.pp)
+    padded = padded_tokens(micro, par.dp, stack.token_buckets.min_tokens if stack.token_buckets else None)
+    terms = engine_terms(ops, stage="decode", stack=stack.name, device_kind=peaks.device_kind)
+    terms += kernel_time_terms(curves, spec, stage="decode", rows=int(padded), stack=stack.name)
     if spec.moe is not None and par.ep > 1:
-        rows = microbatch(batch, par.pp)
-        ep_tokens = min(rows, cdiv(rows, par.dp) * max(1, par.ep // par.tp))  # as step.decode.decode_terms routes
+        ep_tokens = min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp))  # as step.decode.decode_terms routes
         busiest, mean = busiest_rank_experts(
             num_experts=spec.moe.num_experts, top_k=spec.moe.top_k, batch=ep_tokens, ep=par.ep, histogram=histogram
         )
-        extra = expert_imbalance_term(stage, busiest=busiest, mean=mean, stack=setup.stack.name)
-        terms = terms + ((extra,) if extra is not None else ())
+        extra = expert_imbalance_term(stage, busiest=busiest, mean=mean, stack=stack.name)
+        terms += (extra,) if extra is not None else ()
     return add_terms(stage, terms)
 
 

@@ -172,11 +172,9 @@ def exceptions_for(setup, *, ragged: bool = False) -> list[Exception_]:
             Exception_(name="router-split-over-experts", kind=k, calls=n_moe, why=why, source=src)
             for k in ("all-gather", "all-reduce")
         ]
-    if (
-        setup.model.spec.moe.latent
-        and st.collectives.latent_reduce == "apart"
-        and st.collectives.experts != "all_to_all"
-    ):
+    from k3plan.roofline.comm import latent_reduce_calls
+
+    if latent_reduce_calls(st, setup.model.spec) > 1 and st.collectives.experts != "all_to_all":
         out.append(
             Exception_(
                 name="latent-reduced-apart-in-the-engine",
