@@ -80,8 +80,9 @@ KERNEL_TIME_PROBES = ("attnres", "moe-glue")
 
 
 def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -> dict[str, tuple[KernelTime, ...]]:
-    """The newest verified TPU record of each probe of ``KERNEL_TIME_PROBES``, this device kind's first, as
-    KernelTime points by (tokens, blocks)."""
+    """The verified TPU records of each probe of ``KERNEL_TIME_PROBES`` -- this device kind's where it has any,
+    else the device kind of the newest -- as KernelTime points by (tokens, blocks), the newest record's point where
+    two measured the same shape."""
     if not device_kind.upper().startswith("TPU"):
         return {}
     out: dict[str, tuple[KernelTime, ...]] = {}
@@ -98,19 +99,16 @@ def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -
         if not found:
             continue
         found.sort(key=lambda rp: (rp[0].device_kind.lower() == device_kind.lower(), rp[0].date))
-        record, path = found[-1]
+        kind = found[-1][0].device_kind
         pts: dict[tuple[int, int], KernelTime] = {}
-        for p in record.points:
-            if p.value is None or p.value <= 0:
-                continue
-            key = (int(p.params["tokens"]), int(p.params.get("blocks", 0)))
-            pts[key] = KernelTime(
-                tokens=key[0],
-                blocks=key[1],
-                seconds=float(p.value),
-                record_path=str(path),
-                device_kind=record.device_kind,
-            )
+        for record, path in (rp for rp in found if rp[0].device_kind == kind):  # oldest first: the newest wins
+            for p in record.points:
+                if p.value is None or p.value <= 0:
+                    continue
+                key = (int(p.params["tokens"]), int(p.params.get("blocks", 0)))
+                pts[key] = KernelTime(
+                    tokens=key[0], blocks=key[1], seconds=float(p.value), record_path=str(path), device_kind=kind
+                )
         out[probe] = tuple(pts[k] for k in sorted(pts))
     return out
 

@@ -204,16 +204,20 @@ KERNEL_TIME_SOURCE = (
 )
 
 
-def _per_call(points, *, tokens: int, blocks: int) -> tuple[float, str]:
-    """Seconds one call of ``tokens`` rows at ``blocks`` takes: the measured point of the nearest row count (and the
-    nearest K) scaled by the 16-row tiles (the kernels' grid), with the point used."""
+def _per_call(points, *, tokens: int, blocks: int):
+    """(seconds one call of ``tokens`` rows at ``blocks`` takes, what was used, the point): the measured point of the
+    nearest row count (and the nearest K) scaled by the 16-row tiles (the kernels' grid)."""
     import math
 
     t = max(16, -(-tokens // 16) * 16)
     near_t = min({p.tokens for p in points}, key=lambda x: abs(math.log(x / t)))
     at_t = [p for p in points if p.tokens == near_t]
     p = min(at_t, key=lambda q: (abs(q.blocks - blocks), -q.blocks))
-    return p.seconds * t / near_t, f"{p.seconds * 1e6:.2f} us at {near_t} rows" + (f", K {p.blocks}" if blocks else "")
+    return (
+        p.seconds * t / near_t,
+        f"{p.seconds * 1e6:.2f} us at {near_t} rows" + (f", K {p.blocks}" if blocks else ""),
+        p,
+    )
 
 
 def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None) -> tuple[EngineTerm, ...]:
@@ -233,7 +237,8 @@ def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None)
         calls = Counter(attnres_call_blocks(spec.num_layers, spec.attn_res_block_size))
         used = {k: _per_call(times["attnres"], tokens=rows, blocks=k) for k in calls}
         seconds = sum(n * used[k][0] for k, n in calls.items())
-        pt = times["attnres"][0]
+        pt = used[max(calls)][2]
+        records = ", ".join(sorted({u[2].record_path for u in used.values()}))
         out.append(
             EngineTerm(
                 name="the engine's Attention Residual kernel",
@@ -242,7 +247,7 @@ def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None)
                     f"{sum(calls.values())} calls a forward at {rows} rows (K 1-{max(calls)}: the history's blocks, "
                     f"kowalski-4831/vllm-torchtpu models/vllm/kimi_k3/model.py KimiDecoderLayer.forward @589f3946; the "
                     f"kernel kernels/kimi_k3/attention_residual.py kimi_attnres_compact_m16), each as probe attnres "
-                    f"timed it on {pt.device_kind} ({pt.record_path}; e.g. {used[max(calls)][1]}): {KERNEL_TIME_SOURCE}"
+                    f"timed it on {pt.device_kind} ({records}; e.g. {used[max(calls)][1]}): {KERNEL_TIME_SOURCE}"
                 ),
             )
         )

@@ -30,13 +30,14 @@ def test_device_md_attnres_table_is_the_records():
         for p in rec["points"]:
             q = p["params"]
             rows.append(f"| {q['tokens']} | {q['blocks']} | {calls[str(q['blocks'])]} {_tail(p, f.name)}")
-    assert len(rows) == 20
+    assert len(rows) == 28  # the full run's 16, the smoke run's 4, the 2,048/8,192-row run's 8
     for row in rows:
         assert row in DEVICE, row
 
 
 def test_device_md_attnres_step_sums_are_the_records():
-    rec = json.loads(sorted(PROBES.glob("attnres-tpu-v5-lite-*.json"))[-1].read_text())
+    recs = [json.loads(f.read_text()) for f in sorted(PROBES.glob("attnres-tpu-v5-lite-*.json"))]
+    rec = next(r for r in recs if len(r["points"]) == 16)  # the full run: T 16 and 512 at every K
     step = rec["params"]["per_step"]
     assert f"decode (T = 16, the engine's padded rows): {step['16']['measured_s'] * 1e3:.3f} ms a step" in DEVICE
     assert f"(ceiling {step['16']['ceiling_s'] * 1e3:.3f} ms" in DEVICE
@@ -56,3 +57,15 @@ def test_device_md_moe_glue_table_is_the_records():
     assert len(rows) == 2
     for row in rows:
         assert row in DEVICE, row
+
+
+def test_device_md_states_how_the_time_scales_with_the_rows():
+    at = {
+        (p["params"]["tokens"], p["params"]["blocks"]): p["value"]
+        for f in sorted(PROBES.glob("attnres-tpu-v5-lite-*.json"))
+        for p in json.loads(f.read_text())["points"]
+    }
+    for k in (1, 8):
+        assert f"{at[(2048, k)] / at[(512, k)]:.2f}x" in DEVICE
+        assert f"{at[(8192, k)] / at[(512, k)]:.1f}x" in DEVICE
+        assert 0.85 * 16 < at[(8192, k)] / at[(512, k)] < 1.2 * 16  # a cost a 16-row tile, within 15-20%
