@@ -155,7 +155,8 @@ def engine_terms(
             )
         )
     if any(op.kind == "grouped_matmul" for op in ops):
-        terms.append(EngineTerm(name="MXFP4 expert dequantisation", seconds=0.0, source=MXFP4_SOURCE))
+        if (stack or "").split(":")[0] in ("torchtpu-vllm",):  # MXFP4_SOURCE is that engine's code, no other's
+            terms.append(EngineTerm(name="MXFP4 expert dequantisation", seconds=0.0, source=MXFP4_SOURCE))
         terms.append(EngineTerm(name="MoE gather and combine", seconds=0.0, source=IN_STEP_SOURCE))
         if (stack or "").split(":")[0] in ("torchtpu-vllm",):
             terms.append(EngineTerm(name="grouped matmul over empty expert groups", seconds=0.0, source=GMM_SOURCE))

@@ -187,3 +187,11 @@ def test_other_stacks_carry_none_of_the_engine_s_kernels():
     d = run("roofline", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "1", "--context", "8192")
     names = {o["name"] for o in d["expected"]["decode"]["ops"]}
     assert not any(n.startswith("the engine's") for n in names)
+
+
+def test_the_mxfp4_term_cites_torchtpu_vllm_only_where_that_engine_runs():
+    h200 = run("roofline", "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "-b", "32", "-c", "4000", "-s", "sglang")
+    assert "MXFP4 expert dequantisation" not in {o["name"] for o in h200["expected"]["decode"]["ops"]}
+    tpu = run("roofline", "-t", "2x2x4", "--tp", "32")
+    term = next(o for o in tpu["expected"]["decode"]["ops"] if o["name"] == "MXFP4 expert dequantisation")
+    assert "kowalski-4831/vllm-torchtpu" in term["label"]
