@@ -95,17 +95,23 @@ class ServingComparison(_Frozen):
     benchmarks: tuple[str, ...]  # every benchmark that matched the configuration
 
 
-def candidates(setup) -> tuple[ServingBenchmark, ...]:
+def configuration(setup) -> dict:
+    """What a serving benchmark or an engine profile must match to speak for ``setup`` (``evidence.benchmarks.
+    speaks_for``): model, hardware, topology, split and stack."""
     p = setup.parallel
-    return matching(
-        model=setup.model.name,
-        hardware=setup.hardware.name,
-        topology=setup.topology.text,
-        tp=p.tp,
-        dp=p.dp,
-        ep=p.ep,
-        stack=setup.stack.name,
-    )
+    return {
+        "model": setup.model.name,
+        "hardware": setup.hardware.name,
+        "topology": setup.topology.text,
+        "tp": p.tp,
+        "dp": p.dp,
+        "ep": p.ep,
+        "stack": setup.stack.name,
+    }
+
+
+def candidates(setup) -> tuple[ServingBenchmark, ...]:
+    return matching(**configuration(setup))
 
 
 class _ModelAt:
@@ -330,18 +336,7 @@ def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: _
         return None
     from k3plan.evidence.profiles import implied_device_s, matching_profiles
 
-    setup = model.setup
-    p = setup.parallel
-    profs = matching_profiles(
-        model=setup.model.name,
-        hardware=setup.hardware.name,
-        topology=setup.topology.text,
-        tp=p.tp,
-        dp=p.dp,
-        ep=p.ep,
-        stack=setup.stack.name,
-        stage="decode",
-    )
+    profs = matching_profiles(**configuration(model.setup), stage="decode")
     if not profs:
         return None
     prof = profs[0]
