@@ -129,6 +129,27 @@ def touched_bytes(*, weight: str, k: int, n: int, groups: int, rows: int, fused:
     }
 
 
+def engine_call(kernel, *, fmt: str, fused: bool):
+    """``op(lhs, w, group_sizes, scale)``: ``kernel`` called as the engine's gmm_wrapper calls gmm_v2."""
+    import jax.numpy as jnp
+
+    def op(lhs, w, gs, s):
+        return kernel(
+            lhs=lhs,
+            rhs=w,
+            rhs_scale=s,
+            rhs_bias=None,
+            group_sizes=gs,
+            group_offset=jnp.zeros((1,), jnp.int32)[0],
+            zero_initialize=False,
+            fuse_act="silu" if fused else None,
+            preferred_element_type=None,
+            maybe_quantize_lhs=fmt != "float4_e2m1fn",
+        )
+
+    return op
+
+
 def run(*, ctx: ProbeContext, params: GmmParams) -> list[ProbeRecord]:
     import jax
     import jax.numpy as jnp
@@ -168,23 +189,7 @@ def run(*, ctx: ProbeContext, params: GmmParams) -> list[ProbeRecord]:
         return held[(fmt, proj)]
 
     def call(fmt: str, fused: bool):
-        is_fp4 = fmt == "float4_e2m1fn"
-
-        def op(lhs, w, gs, s):
-            return kernel(
-                lhs=lhs,
-                rhs=w,
-                rhs_scale=s,
-                rhs_bias=None,
-                group_sizes=gs,
-                group_offset=jnp.zeros((1,), jnp.int32)[0],
-                zero_initialize=False,
-                fuse_act="silu" if fused else None,
-                preferred_element_type=None,
-                maybe_quantize_lhs=not is_fp4,
-            )
-
-        return op
+        return engine_call(kernel, fmt=fmt, fused=fused)
 
     rng = np.random.default_rng(params.seed)
     used: dict[str, str] = {}  # weight asked -> format run (itself, or the stand-in)
