@@ -62,6 +62,16 @@ class KernelTime(_Frozen):
     device_kind: str
 
 
+class ScheduleCheck(_Frozen):
+    """A kernel call both scheduled (probe gmm-schedule) and measured (probe gmm) on one TPU: how far the
+    compiler's static schedule is from the chip's time."""
+
+    device_kind: str
+    call: str  # 'w13 int4 256x28'
+    scheduled_s: float
+    measured_s: float
+
+
 class EfficiencyCurves(_Frozen):
     device_kind: str
     hardware: str
@@ -69,6 +79,13 @@ class EfficiencyCurves(_Frozen):
     skipped: tuple[str, ...] = ()  # records seen but not used, and why
     # probe attnres / moe-glue: the engine's small kernels, seconds a call (kernel_times)
     kernel_times: dict[str, tuple[KernelTime, ...]] = {}
+    # probe gmm-schedule: the engine's gmm_v2 as this TPU's compiler schedules it (``schedule_curves``), as
+    # efficiencies against the same ceilings as the gmm_v2 curves; never the expected time (a static schedule
+    # counts issue slots, not a DMA's wait), the gap's account of the kernel's compute
+    schedules: dict[str, EfficiencyCurve] = {}
+    schedule_checks: tuple[ScheduleCheck, ...] = ()  # every TPU's scheduled and measured calls side by side
+
+    __exclude__ = ("schedules", "schedule_checks")
 
 
 # Issue 38: the engine's Attention Residual kernel and its MoE decode glue (probe attnres, probe moe-glue) cost a
@@ -304,6 +321,7 @@ def _gmm_points(record: ProbeRecord, peaks: Peaks, pts: list) -> list[tuple[str,
     from k3plan.step.gmm import VMEM_BYTES, VMEM_SHARE, gmm_curve_key, gmm_v2_tiles, visit_mxu_rows
 
     fmt = str(record.params.get("weight_dtype", ""))
+    how = "scheduled (the compiler's static schedule)" if record.probe == SCHEDULE_PROBE else "measured"
     curve_fmt = {"float4_e2m1fn": "mxfp4", "int4": "mxfp4", "bfloat16": "bf16"}.get(fmt)
     vmem = VMEM_BYTES.get(record.device_kind)
     if curve_fmt is None or vmem is None:
@@ -339,7 +357,7 @@ def _gmm_points(record: ProbeRecord, peaks: Peaks, pts: list) -> list[tuple[str,
                 ceiling / v,
                 (
                     f"gmm_v2 {q['projection']} {fmt}{stand_in}, {rows} rows over {groups} experts ({x:.3g} a group): "
-                    f"{v:.3g} s a call measured / {ceiling:.3g} s ceiling"
+                    f"{v:.3g} s a call {how} / {ceiling:.3g} s ceiling"
                 ),
             )
         )
@@ -403,7 +421,57 @@ def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
     records = load_with_paths(Path(dir))
     curves = transfer_curves(build_curves(records, peaks=peaks), records, peaks=peaks)
     times = kernel_times(records, device_kind=peaks.device_kind)
+    scheduled = [(r, p) for r, p in records if r.probe == SCHEDULE_PROBE]
+    if scheduled:
+        curves = replace(
+            curves, schedules=schedule_curves(scheduled, peaks=peaks), schedule_checks=schedule_checks(records)
+        )
     return replace(curves, kernel_times=times) if times else curves
+
+
+# Issue 38: the engine's gmm_v2 compiled for a TPU without one, its time a call read from the compiler's static
+# schedule (k3plan/probes/gmm_schedule.py): what the target issues, for the chip no probe here runs
+SCHEDULE_PROBE = "gmm-schedule"
+
+
+def schedule_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> dict[str, EfficiencyCurve]:
+    """The gmm-schedule records of ``peaks.device_kind`` as gmm_v2 curves (the newest point at each x)."""
+    pts: dict[tuple[str, float], EfficiencyPoint] = {}
+    for record, path in records:
+        if record.probe != SCHEDULE_PROBE or _skip_reason(record, peaks.device_kind) is not None:
+            continue
+        for key, x, eff, detail in _gmm_points(record, peaks, [(p, float(p.value)) for p in record.points if p.value]):
+            pts[(key, x)] = EfficiencyPoint(
+                x=x, efficiency=eff, record_path=str(path), record_label=record.label, detail=detail
+            )
+    out: dict[str, list[EfficiencyPoint]] = {}
+    for (key, _), point in sorted(pts.items(), key=lambda kv: kv[0]):
+        out.setdefault(key, []).append(point)
+    return {k: EfficiencyCurve(key=k, axis=AXES["gmm_v2"], points=tuple(v)) for k, v in out.items()}
+
+
+def schedule_checks(records: list[tuple[ProbeRecord, Path]]) -> tuple[ScheduleCheck, ...]:
+    """Each call a gmm-schedule record and a verified probe gmm record of the same TPU both hold (projection,
+    weight format, rows, groups), the newest of each."""
+
+    def calls(probe: str) -> dict[tuple[str, str], float]:
+        out = {}
+        for r, _ in records:
+            if r.probe != probe or not r.ok or r.verified is False or r.is_cpu:
+                continue
+            for p in r.points:
+                if p.value:
+                    q = p.params
+                    call = f"{q['projection']} {q['weight_dtype']} {q['rows']}x{q['groups']}"
+                    out[(r.device_kind, call)] = float(p.value)
+        return out
+
+    measured = calls("gmm")
+    return tuple(
+        ScheduleCheck(device_kind=kind, call=call, scheduled_s=s, measured_s=measured[(kind, call)])
+        for (kind, call), s in sorted(calls(SCHEDULE_PROBE).items())
+        if (kind, call) in measured
+    )
 
 
 # Issue 38: an efficiency measured on one TPU may stand for another TPU's, labelled "transferred", never above 1.

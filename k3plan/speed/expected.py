@@ -24,7 +24,7 @@ from k3plan.speed.efficiency import Efficiency, efficiency
 from k3plan.speed.peaks import Peaks
 from k3plan.step.collective import Collective
 from k3plan.step.opcost import CATEGORIES, OpCost
-from k3plan.structs import Frozen, fields
+from k3plan.structs import Frozen, fields, replace
 
 T = TypeVar("T")
 
@@ -40,6 +40,11 @@ class OpTime(_Frozen):
     expected_s: float  # x count
     efficiency: Efficiency  # of the part that binds the expected time
     label: str
+    # the engine's kernel as the target's compiler schedules it (curves.schedules: probe gmm-schedule), x count;
+    # not the expected time (a static schedule has no DMA waits): the gap text's account of its compute
+    scheduled_s: float | None = None
+
+    __exclude__ = ("scheduled_s",)
 
 
 class KindTime(_Frozen):
@@ -155,6 +160,15 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
     if op.kind == "grouped_matmul" and op.curve is not None and curves is not None and op.curve in curves.curves:
         # the engine's own kernel, measured (probe gmm): its curve, not the dtype's XLA grouped matmul
         e = _eff(curves, peaks, op.curve, _v(op.tokens_per_group), f"{op.curve} (the engine's grouped-matmul kernel)")
+        if op.curve in curves.schedules:
+            sched = _eff(
+                replace(curves, curves=curves.schedules),
+                peaks,
+                op.curve,
+                _v(op.tokens_per_group),
+                f"{op.curve} (scheduled)",
+            )
+            return replace(_done(op, ceiling, ceiling / e.value, e), scheduled_s=op.count * ceiling / sched.value)
     elif op.kind == "grouped_matmul":
         e = _eff(
             curves,

@@ -63,7 +63,13 @@ PER_CHUNK_UNPRICED = (
     "scales with the local experts it touches (at 512 tokens all 28 a device), not its rows: the kernel itself timed "
     "on TPU v5 lite (probe gmm, int4 weights with the same block-32 scales standing in for fp4, which Mosaic there "
     "refuses) and transferred as an efficiency against its ceiling (the experts' column); what remains is "
-    "not priced by any source here"
+    "not priced by any source here. Named in the engine's code, untimed: its MLA kernel's mixed pass, which a "
+    "prefill chunk takes (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/mla/v2/kernel.py "
+    "mla_ragged_paged_attention @23fced00), at its default blocks -- its tuned table has no entry for K3's bf16 "
+    "cache at TP 32 (kernels/mla/v2/tuned_params.py @79bd30e0), so a step is 16 queries against one page and the "
+    "context is read once a 16-query block; the MoE's SparseCore sort, gather and combine at a chunk's 8,192 routed "
+    "rows, above the one-hot threshold of 511 (layers/core/fused_moe_gmm.py resolve_onehot_permute_threshold "
+    "@15e5264a); a chunk's host work"
 )
 
 
@@ -287,8 +293,9 @@ def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
 
 def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
     """Where the routed experts' efficiency was transferred from another TPU (the engine's gmm_v2 records): their
-    time a step were the kernel to run at that TPU's own speed -- the expected time x the two chips' HBM and
-    bf16 peak ratios -- since its dequantization is vector-unit work the other ratios need not carry."""
+    time a step as this TPU's compiler schedules the kernel (probe gmm-schedule: its compute, no DMA wait), set
+    beside how far that schedule sat from the measured calls where both exist; without a schedule, their time
+    were the kernel to run at the other TPU's own speed (the expected time x the chips' HBM and bf16 ratios)."""
     gm = [t for t in st.ops if t.kind == "grouped_matmul" and t.efficiency.measured]
     hardware = next((t.efficiency.source_hardware for t in gm if t.efficiency.source_hardware), None)
     if hardware is None or model is None:
@@ -296,17 +303,36 @@ def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
     from k3plan.hardware.loader import load_hardware
     from k3plan.speed.peaks import Peaks
 
-    src, (tgt, _) = Peaks.from_hardware(load_hardware(hardware)), model.peaks_and_curves()
+    src, (tgt, (curves, _)) = Peaks.from_hardware(load_hardware(hardware)), model.peaks_and_curves()
     z = sum(t.expected_s for t in gm) / n_steps
+    name = src.device_kind
+    head = f"; the routed experts' {z * 1e3:,.2f} ms a step carry gmm_v2's efficiency measured on {name}"
+    scheduled = [t.scheduled_s for t in gm]
+    if scheduled and all(x is not None for x in scheduled):
+        sched = sum(x for x in scheduled if x is not None) / n_steps
+        checks = [c for c in (curves.schedule_checks if curves else ()) if c.device_kind == name]
+        ratios = sorted(c.measured_s / c.scheduled_s for c in checks)
+        where = sorted({p.record_path for c in (curves.schedules if curves else {}).values() for p in c.points})
+        text = (
+            f"{head}; {st.device_kind}'s own compiler schedules the kernel (MXFP4 weights, probe gmm-schedule, "
+            f"deviceless: {', '.join(where)}) at {sched * 1e3:,.2f} ms a step -- its dequantization and matmuls, "
+            f"issue slots with no DMA wait"
+        )
+        if ratios:
+            text += (
+                f"; {name} took {ratios[0]:.2f}-{ratios[-1]:.2f}x the same compiler's schedule in {len(ratios)} calls "
+                f"it ran (docs/device.md), so were {st.device_kind}'s stalls {name}'s share the kernel would take "
+                f"{sched * ratios[0] * 1e3:,.1f}-{sched * ratios[-1] * 1e3:,.1f} ms a step"
+            )
+        return text
     lo, hi = sorted(
         (tgt.hbm_bw_bytes_per_s / src.hbm_bw_bytes_per_s, tgt.flops_per_s("bf16") / src.flops_per_s("bf16"))
     )
-    name = src.device_kind
     return (
-        f"; the routed experts' {z * 1e3:,.2f} ms a step carry gmm_v2's efficiency measured on {name}, where its "
-        f"4-bit weights take as long as bf16 ones: the dequantization is vector-unit work, which the transfer speeds "
-        f"up by the chips' HBM and MXU ratios (x{lo:.2f}-x{hi:.2f}); at {name}'s own speed they would take "
-        f"{z * lo * 1e3:,.1f}-{z * hi * 1e3:,.1f} ms a step ({st.device_kind}'s vector rate is not published)"
+        f"{head}, where its 4-bit weights take as long as bf16 ones: the dequantization is vector-unit work, which "
+        f"the transfer speeds up by the chips' HBM and MXU ratios (x{lo:.2f}-x{hi:.2f}); at {name}'s own speed "
+        f"they would take {z * lo * 1e3:,.1f}-{z * hi * 1e3:,.1f} ms a step ({st.device_kind}'s vector rate is "
+        f"not published)"
     )
 
 

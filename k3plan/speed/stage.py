@@ -256,7 +256,12 @@ def add_stages(stages: list[StageTime]) -> StageTime:
             ops[o.name] = (
                 o
                 if prev is None
-                else replace(prev, ceiling_s=prev.ceiling_s + o.ceiling_s, expected_s=prev.expected_s + o.expected_s)
+                else replace(
+                    prev,
+                    ceiling_s=prev.ceiling_s + o.ceiling_s,
+                    expected_s=prev.expected_s + o.expected_s,
+                    scheduled_s=None if prev.scheduled_s is None else prev.scheduled_s + (o.scheduled_s or 0.0),
+                )
             )
     return StageTime(
         device_kind=first.device_kind,

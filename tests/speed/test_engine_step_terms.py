@@ -195,3 +195,47 @@ def test_the_mxfp4_term_cites_torchtpu_vllm_only_where_that_engine_runs():
     tpu = run("roofline", "-t", "2x2x4", "--tp", "32")
     term = next(o for o in tpu["expected"]["decode"]["ops"] if o["name"] == "MXFP4 expert dequantisation")
     assert "kowalski-4831/vllm-torchtpu" in term["label"]
+
+
+def test_the_chip_never_beats_the_compiler_s_schedule_of_gmm_v2():
+    """A static schedule counts issue slots and no stall, so each call the v5e ran (probe gmm) takes at least
+    the same compiler's schedule of it (probe gmm-schedule): a parser or grid count that doubled the steps would
+    put a call below its schedule (as reading w13's fused halves as two grid steps once did)."""
+    from pathlib import Path
+
+    from k3plan.evidence.probe_records import load_with_paths
+    from k3plan.speed.curves import schedule_checks
+
+    checks = [c for c in schedule_checks(load_with_paths(Path("reports/probes"))) if c.device_kind == "TPU v5 lite"]
+    assert {c.call for c in checks} == {f"{p} int4 {pt}" for p in ("w13", "w2") for pt in ("16x2", "256x28")}
+    for c in checks:
+        assert 1.0 < c.measured_s / c.scheduled_s < 3.0, c
+
+
+def test_tpu7x_s_schedule_of_the_experts_is_in_the_gap_text(nightly):
+    """The TPU7x compiler's schedule of the routed experts a prefill chunk, x the v5e's measured / scheduled
+    range, is what the per-chunk gap says the kernel would take: below the model's own experts, so the kernel
+    is not where the per-chunk gap lies."""
+    from pathlib import Path
+
+    from k3plan.evidence.probe_records import load_with_paths
+    from k3plan.speed.curves import schedule_checks
+
+    ratios = sorted(
+        c.measured_s / c.scheduled_s
+        for c in schedule_checks(load_with_paths(Path("reports/probes")))
+        if c.device_kind == "TPU v5 lite"
+    )
+    gaps = {t["name"]: t for t in nightly["serving"]["prefill"]["gap_terms"]}
+    text = next(t["source"] for name, t in gaps.items() if name.startswith("per-chunk fixed cost"))
+    m = __import__("re").search(
+        r"carry gmm_v2's efficiency measured on TPU v5 lite; TPU7x's own compiler schedules the kernel .*? at "
+        r"([\d.]+) ms a step .*? took ([\d.]+)-([\d.]+)x .*? would take ([\d.]+)-([\d.]+) ms a step",
+        text,
+    )
+    assert m, text
+    sched, lo, hi, t_lo, t_hi = map(float, m.groups())
+    assert (lo, hi) == (round(ratios[0], 2), round(ratios[-1], 2))
+    assert t_lo == pytest.approx(sched * ratios[0], abs=0.06) and t_hi == pytest.approx(sched * ratios[-1], abs=0.06)
+    experts = nightly["expected"]["prefill"]["by_kind"]["experts"]["expected_s"] * 1e3 / 16
+    assert 15 < sched < t_hi < experts  # ~19 ms scheduled, 27-40 ms with the v5e's stalls, 51.9 ms modelled
