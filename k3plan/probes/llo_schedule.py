@@ -11,6 +11,8 @@ bucket, skipped over by branches. So a grid step costs the loop's bundles less t
 with the bodies ordered by their MXU pushes (``vmatmul``: a bucket of 2 x 64 rows pushes twice a 64-row one's).
 This counts issue slots, not stalls (a DMA wait, a bank conflict): a kernel bound by its DMAs takes longer than
 its schedule, and the static count says nothing of that -- ``docs/device.md`` checks it against measured calls.
+A taken branch's delay slots (the few bundles after it, which issue either way) are counted with the body they
+open, not with the step that skips it: a few bundles a step against gmm_v2's 5,000-50,000.
 
     parse_bundles(text) -> BundleSchedule; profile_cycles(textproto) -> int (XLA's static LLO profile)
 """
