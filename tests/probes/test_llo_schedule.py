@@ -56,3 +56,14 @@ def test_visits_take_the_bucket_of_their_rows():
     # 300 rows: a full tile of 256 (its bucket capped at the last), then 44 rows from offset 0
     assert visit_buckets([300], tile_m=256, base=64) == [3, 0]
     assert visit_buckets([0, 5], tile_m=16, base=16) == [0]  # an empty group is never visited
+
+
+def test_bad_arguments_are_one_line_and_exit_2(capsys, tmp_path):
+    from k3plan.probes.gmm_schedule import main
+
+    assert main(["--kernel", str(tmp_path / "gmm_v2.py"), "--points", "256by28"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --points '256by28': expected ROWSxGROUPS, e.g. 256x28"
+    assert main(["--points", "16x2", "--kernel", str(tmp_path / "missing.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["--points", "16x2"]) == 2
+    assert "--kernel: expected" in capsys.readouterr().err
