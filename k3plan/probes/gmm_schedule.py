@@ -136,6 +136,11 @@ def run(
 
     require(kernel.is_file(), f"--kernel {kernel}: no such file")
     hw = load_hardware(hardware)
+    require(
+        hw.device_kind in VMEM_BYTES,
+        f"--hardware {hardware}: gmm_v2's tiling is known for {', '.join(VMEM_BYTES)} (k3plan.step.gmm.VMEM_BYTES), "
+        f"not {hw.device_kind}",
+    )
     peak = hw.flops_per_s_per_device("bf16")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "dot"
@@ -173,7 +178,10 @@ def run(
                 seen = {**seen, "jax": ran.get("jax")}
                 files = [p for p in Path(tmp).glob("*gmm_v2*final_bundles.txt") if "schedule-analysis" not in p.name]
                 require(len(files) == 1, f"gmm-schedule: expected one gmm_v2 bundle dump, found {len(files)}")
-                sched = parse_bundles(files[0].read_text())
+                try:
+                    sched = parse_bundles(files[0].read_text())
+                except ValueError as err:
+                    raise K3PlanError(f"gmm-schedule: {files[0].name}: {err}") from None
             tm, tk, tn = _name_tiles(sched.kernel or "")
             bits = BITS[weight]
             tiles = gmm_v2_tiles(

@@ -12,7 +12,9 @@ with the bodies ordered by their MXU pushes (``vmatmul``: a bucket of 2 x 64 row
 This counts issue slots, not stalls (a DMA wait, a bank conflict): a kernel bound by its DMAs takes longer than
 its schedule, and the static count says nothing of that -- ``docs/device.md`` checks it against measured calls.
 A taken branch's delay slots (the few bundles after it, which issue either way) are counted with the body they
-open, not with the step that skips it: a few bundles a step against gmm_v2's 5,000-50,000.
+open, not with the step that skips it: a few bundles a step against gmm_v2's 5,000-50,000. The code after the
+switch sits at the end of the last-placed body (the others branch to it), so a bucket other than that one is
+counted without it (about 200 bundles); gmm_v2 places its smallest bucket last, the one K3's calls take.
 
     parse_bundles(text) -> BundleSchedule; profile_cycles(textproto) -> int (XLA's static LLO profile)
 """
