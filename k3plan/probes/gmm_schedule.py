@@ -101,19 +101,18 @@ def _name_tiles(name: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
-def visit_buckets(sizes: list[int], *, tile_m: int, base: int, sublane: int = 16) -> list[int]:
-    """fill_metadata's visits over ``sizes`` (laid out one after another) and the bucket each takes
-    (inner_kernel: m_end_local // bucket_base), as ``k3plan.step.gmm.visit_mxu_rows`` walks them."""
-    out, start = [], 0
-    for size in sizes:
-        end, cur = start + size, start
-        while size > 0 and cur < end:
-            local = cur % sublane
-            step = min(tile_m - local, end - cur)
-            out.append(min((local + step) // base, tile_m // base - 1))
-            cur += step
-        start = end
-    return out
+def visit_buckets(sizes: list[int], *, tile_m: int, base: int) -> list[int]:
+    """The bucket each of fill_metadata's visits takes (inner_kernel: m_end_local // bucket_base, the last bucket
+    at most), the visits as ``k3plan.step.gmm.visit_ends`` walks them."""
+    from k3plan.step.gmm import visit_ends
+
+    return [min(end // base, tile_m // base - 1) for end in visit_ends(sizes, tile_m)]
+
+
+def _same_kind(hw, hardware: str, seen: str | None) -> None:
+    require(
+        seen == hw.device_kind, f"--hardware {hardware}: its device kind {hw.device_kind} is not the target's {seen}"
+    )
 
 
 def run(
@@ -128,11 +127,20 @@ def run(
 ) -> Path:
     from k3plan.evidence.probe_record import ProbePoint, ProbeRecord
     from k3plan.hardware.loader import load_hardware
-    from k3plan.probes.gmm import BITS, K3_D_IN, K3_INTERMEDIATE, K3_LOCAL_EXPERTS, QUANT_BLOCK, touched_bytes
+    from k3plan.probes.gmm import (
+        BITS,
+        K3_D_IN,
+        K3_INTERMEDIATE,
+        K3_LOCAL_EXPERTS,
+        QUANT_BLOCK,
+        load_kernel,
+        touched_bytes,
+    )
     from k3plan.probes.kernel_point import source_line
     from k3plan.probes.llo_schedule import parse_bundles, profile_cycles
     from k3plan.probes.store import write_record
     from k3plan.step.gmm import VMEM_BYTES, VMEM_SHARE, gmm_v2_tiles
+    from k3plan.validate.targets import libtpu_version
 
     require(kernel.is_file(), f"--kernel {kernel}: no such file")
     hw = load_hardware(hardware)
@@ -145,13 +153,10 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "dot"
         seen = _compile({"what": "dot", "target": target, "n": DOT_N, "device_kind": hw.device_kind}, PROFILE, d)
-        require(
-            seen["device_kind"] == hw.device_kind,
-            f"--hardware {hardware}: its device kind {hw.device_kind} is not the target's {seen['device_kind']}",
-        )
+        _same_kind(hw, hardware, seen["device_kind"])
         dot_cycles = profile_cycles("".join(p.read_text() for p in d.glob("*.textproto")))
     s_cycle = 2.0 * DOT_N**3 / peak / dot_cycles
-    _, info = _load_info(kernel)
+    _, info = load_kernel(kernel)
     pts = []
     for rows, groups in points:
         for proj in projections:
@@ -171,10 +176,7 @@ def run(
             }
             with tempfile.TemporaryDirectory() as tmp:
                 ran = _compile(spec, DUMP, Path(tmp))
-                require(
-                    ran["device_kind"] == hw.device_kind,
-                    f"--hardware {hardware}: its device kind {hw.device_kind} is not the target's {ran['device_kind']}",
-                )
+                _same_kind(hw, hardware, ran["device_kind"])
                 seen = {**seen, "jax": ran.get("jax")}
                 files = [p for p in Path(tmp).glob("*gmm_v2*final_bundles.txt") if "schedule-analysis" not in p.name]
                 require(len(files) == 1, f"gmm-schedule: expected one gmm_v2 bundle dump, found {len(files)}")
@@ -256,7 +258,7 @@ def run(
         device_kind=hw.device_kind,
         device_count=1,
         jax_version=seen.get("jax"),
-        libtpu_version=_libtpu_version(),
+        libtpu_version=libtpu_version(),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         implementation=f"gmm_v2 {weight}, compiled deviceless for {target}",
         label=LABEL,
@@ -272,18 +274,6 @@ def run(
         ],
     )
     return write_record(record=record, out_dir=out)
-
-
-def _load_info(kernel: Path):
-    from k3plan.probes.gmm import load_kernel
-
-    return load_kernel(kernel)
-
-
-def _libtpu_version() -> str | None:
-    from k3plan.validate.targets import libtpu_version
-
-    return libtpu_version()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -421,10 +421,9 @@ def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
     records = load_with_paths(Path(dir))
     curves = transfer_curves(build_curves(records, peaks=peaks), records, peaks=peaks)
     times = kernel_times(records, device_kind=peaks.device_kind)
-    scheduled = [(r, p) for r, p in records if r.probe == SCHEDULE_PROBE]
-    if scheduled:
+    if any(r.probe == SCHEDULE_PROBE for r, _ in records):
         curves = replace(
-            curves, schedules=schedule_curves(scheduled, peaks=peaks), schedule_checks=schedule_checks(records)
+            curves, schedules=schedule_curves(records, peaks=peaks), schedule_checks=schedule_checks(records)
         )
     return replace(curves, kernel_times=times) if times else curves
 

@@ -225,18 +225,23 @@ def kernel_curve_of_setup(setup: Any) -> Callable[[Any], str | None] | None:
     return kernel_curve_of(setup.stack)
 
 
-def visit_mxu_rows(sizes: list[int], tiles: Tiles, *, sublane: int = BF16_SUBLANE_ROWS) -> int:
-    """The MXU rows one gmm_v2 call computes for these group sizes (in order, laid out one after another):
-    ``fill_metadata``'s visits (a touched group's rows from its start's sublane-aligned offset, cut into tiles
-    of at most tile_m rows) and each visit's ``bucket_m`` (inner_kernel) -- exact, where ``group_rows`` takes
-    the mean over the offsets."""
-    total, start = 0, 0
+def visit_ends(sizes: list[int], tile_m: int, *, sublane: int = BF16_SUBLANE_ROWS) -> list[int]:
+    """``fill_metadata``'s visits for these group sizes (in order, laid out one after another: a touched group's
+    rows from its start's sublane-aligned offset, cut into tiles of at most tile_m rows), each as its
+    ``m_end_local`` (inner_kernel: the visit's end past its aligned start), which picks its bucket."""
+    out, start = [], 0
     for size in sizes:
         end, cur = start + size, start
         while size > 0 and cur < end:
             local = cur % sublane
-            step = min(tiles.tile_m - local, end - cur)
-            total += int(_visit_rows(local + step, tiles))  # m_end_local: the visit's end past its aligned start
+            step = min(tile_m - local, end - cur)
+            out.append(local + step)
             cur += step
         start = end
-    return total
+    return out
+
+
+def visit_mxu_rows(sizes: list[int], tiles: Tiles, *, sublane: int = BF16_SUBLANE_ROWS) -> int:
+    """The MXU rows one gmm_v2 call computes for these group sizes: each of ``visit_ends``' visits at its
+    ``bucket_m`` (inner_kernel) -- exact, where ``group_rows`` takes the mean over the offsets."""
+    return sum(int(_visit_rows(end, tiles)) for end in visit_ends(sizes, tiles.tile_m, sublane=sublane))
