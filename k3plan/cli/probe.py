@@ -43,6 +43,7 @@ Examples:
   k3plan probe kda-engine --kernel ext/kda_chunk.py --decode-kernel ext/kda_decode_engine.py   an engine's KDA kernels
   k3plan probe attnres --kernel ext/attention_residual.py     an engine's Attention Residual kernel, K = 1..8
   k3plan probe moe-glue --kernel ext/moe_glue_engine.py       the MoE's routing/permute/combine glue at decode
+  k3plan probe mla-engine --kernel ext/mla_v2_kernel.py       an engine's MLA kernel at its default blocks
   k3plan probe a2a --distributed --coordinator 10.0.0.2:8476 --num-processes 4 --process-id 0
 On CPU, 8 fake devices are used (--cpu-devices) and records are labelled "correctness only";
 the default sweep is then a quick one, and the run stops after 40 s unless --timeout says otherwise.
@@ -773,6 +774,80 @@ def attnres(
         hidden=hidden,
         layers=layers,
         block_size=block_size,
+    )
+    launch(run, params)
+
+
+@app.command("mla-engine")
+@with_probe_options
+def mla_engine(
+    launch,
+    kernel: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--kernel",
+            help="A Python file defining mla_ragged_paged_attention with the engine kernel's call signature (e.g. a "
+            "local copy of vllm-torchtpu's kernels/mla/v2/kernel.py; never part of k3plan). Its folder is on the "
+            "import path while it loads; its SOURCE, LOCAL_EDITS and DEPENDENCIES go into the record.",
+        ),
+    ] = None,
+    tokens: Annotated[int, typer.Option("--tokens", help="A prefill chunk's rows (the nightly's 512).")] = 512,
+    contexts: Annotated[
+        str, typer.Option("--contexts", help="kv_len at a chunk (its end in the prompt), one point each.")
+    ] = "512,2048,4608,8192",
+    blocks: Annotated[
+        str,
+        typer.Option(
+            "--blocks",
+            help="QUERIESxPAGES a mixed-pass block (the engine's default with no tuned entry: 16x1).",
+        ),
+    ] = "16x1",
+    decode_contexts: Annotated[
+        str, typer.Option("--decode-contexts", help="kv_len of a decode step's one real row ('none': no decode point).")
+    ] = "8192",
+    decode_rows: Annotated[int, typer.Option("--decode-rows", help="Decode's padded rows (the nightly's 16).")] = 16,
+    decode_blocks: Annotated[
+        str, typer.Option("--decode-blocks", help="QUERIESxPAGES a decode block (the engine's default: 1x3).")
+    ] = "1x3",
+    heads: Annotated[int, typer.Option("--heads", help="MLA heads a device (K3 at TP 32: 96 / 32 = 3).")] = 3,
+    lkv: Annotated[int, typer.Option("--lkv", help="kv_lora_rank (K3: 512).")] = 512,
+    rope: Annotated[int, typer.Option("--rope", help="Cached rope dims (K3: 64).")] = 64,
+    page: Annotated[int, typer.Option("--page", help="Tokens a cache page (the nightly's bf16 pages: 192).")] = 192,
+    max_len: Annotated[int, typer.Option("--max-len", help="max_model_len: pages a sequence's table holds.")] = 9216,
+) -> None:
+    """An engine's own MLA ragged paged attention kernel at K3's per-device shapes and block sizes.
+
+    The kernel is imported from --kernel at run time and called as the engine calls it for one request: a
+    prefill chunk is the mixed pass over --tokens rows at each --contexts kv_len, a decode step the decode pass
+    over --decode-rows rows with one real. Each point is timed as N dependent calls in one program; bytes,
+    FLOPs and the spec's ceiling are in the record, a point faster than it is refused; the real rows' output is
+    checked against a float64 numpy attention.
+
+    \b
+    Examples:
+      k3plan probe mla-engine --kernel ext/mla_v2_kernel.py                       the nightly's default blocks
+      k3plan probe mla-engine --kernel ext/mla_v2_kernel.py --blocks 16x1,512x8 --contexts 4608,8192
+      k3plan probe mla-engine --kernel tests/probes/mla_standin.py --tokens 32 --contexts 32,64 --page 16 --max-len 128 --decode-contexts 64
+    """
+    from k3plan.probes.mla_engine import MlaParams, run
+
+    decode_block = _pairs(decode_blocks, what="--decode-blocks", example="1x3")
+    require(len(decode_block) == 1, f"--decode-blocks {decode_blocks!r}: one QUERIESxPAGES, e.g. 1x3")
+    params = MlaParams(
+        kernel=kernel,
+        tokens=tokens,
+        contexts=_ints(contexts, what="--contexts"),
+        blocks=_pairs(blocks, what="--blocks", example="16x1,512x8"),
+        decode_rows=decode_rows,
+        decode_contexts=()
+        if decode_contexts.strip().lower() == "none"
+        else _ints(decode_contexts, what="--decode-contexts"),
+        decode_blocks=decode_block[0],
+        heads=heads,
+        lkv=lkv,
+        rope=rope,
+        page=page,
+        max_len=max_len,
     )
     launch(run, params)
 
