@@ -60,6 +60,11 @@ class KernelTime(_Frozen):
     seconds: float
     record_path: str
     device_kind: str
+    # mla-engine: the kv_len a call attends to, its (queries, pages) a kernel block, its pass and heads a device
+    context: int = 0
+    block: tuple[int, int] = (0, 0)
+    decode: bool = False
+    heads: int = 0
 
 
 class ScheduleCheck(_Frozen):
@@ -93,7 +98,8 @@ class EfficiencyCurves(_Frozen):
 # sits well below its HBM ceiling (docs/device.md's tables, tested against the records), so no HBM or MXU ratio
 # carries them to another chip; they apply to a TPU as measured on the TPU that ran them, labelled (as the ops'
 # fixed cost a fusion does, k3plan/evidence/hosts/)
-KERNEL_TIME_PROBES = ("attnres", "moe-glue")
+# The engine's MLA kernel at its default blocks (probe mla-engine) likewise: see overheads.MLA_KERNEL_TRANSFER
+KERNEL_TIME_PROBES = ("attnres", "moe-glue", "mla-engine")
 
 
 def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -> dict[str, tuple[KernelTime, ...]]:
@@ -117,15 +123,24 @@ def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -
             continue
         found.sort(key=lambda rp: (rp[0].device_kind.lower() == device_kind.lower(), rp[0].date))
         kind = found[-1][0].device_kind
-        pts: dict[tuple[int, int], KernelTime] = {}
+        pts: dict[tuple, KernelTime] = {}
         for record, path in (rp for rp in found if rp[0].device_kind == kind):  # oldest first: the newest wins
             for p in record.points:
                 if p.value is None or p.value <= 0:
                     continue
-                key = (int(p.params["tokens"]), int(p.params.get("blocks", 0)))
-                pts[key] = KernelTime(
-                    tokens=key[0], blocks=key[1], seconds=float(p.value), record_path=str(path), device_kind=kind
+                q = p.params
+                kt = KernelTime(
+                    tokens=int(q["rows"] if "rows" in q else q["tokens"]),
+                    blocks=int(q.get("blocks", 0)),
+                    seconds=float(p.value),
+                    record_path=str(path),
+                    device_kind=kind,
+                    context=int(q.get("context", 0)),
+                    block=(int(q.get("queries_a_block", 0)), int(q.get("pages_a_block", 0))),
+                    decode=q.get("pass") == "decode",
+                    heads=int(q.get("heads", 0)),
                 )
+                pts[(kt.tokens, kt.blocks, kt.context, kt.block, kt.decode, kt.heads)] = kt
         out[probe] = tuple(pts[k] for k in sorted(pts))
     return out
 

@@ -270,6 +270,91 @@ def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None)
     return tuple(out)
 
 
+# The engine's MLA kernel (kowalski-4831/vllm-torchtpu kernels/mla/v2/kernel.py mla_ragged_paged_attention) takes
+# its block sizes from kernels/mla/v2/tuned_params.py get_tuned_params (@79bd30e0): a tuned entry where one matches
+# the workload's key, else the defaults -- a mixed pass (a prefill chunk) 16 queries against 1 page a step, a decode
+# pass 1 query against 3 pages, 4 sequences a batch. Its K3 entries at 3 heads a device (TP 32) are all for an fp8
+# cache (the tuned-MLA recipe's), its decode entries are other models': a bf16 cache at TP 32 (the nightly's,
+# KV_CACHE_DTYPE=auto) runs the defaults, which probe mla-engine timed.
+MLA_TUNED_SOURCE = (
+    "kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/mla/v2/tuned_params.py get_tuned_params @79bd30e0"
+)
+MLA_DEFAULT_BLOCKS = {"mixed": (16, 1), "decode": (1, 3)}
+# At the default blocks the kernel's time follows its block steps (a query block of 16 against each page up to
+# its last key, every step a page's DMA and a small matmul), not the bytes a call must move, and it stays far
+# below its HBM and MXU ceilings (docs/device.md's table, tested against the record): like the small kernels above
+# no HBM or MXU ratio carries it to another chip, so it applies to this TPU as measured on the TPU that ran it.
+MLA_KERNEL_TRANSFER = (
+    "at the default blocks the time follows the kernel's block steps, not the bytes it must move, far below its "
+    "ceilings (k3plan.speed.curves.KERNEL_TIME_PROBES), so it applies to this TPU as measured on the one that ran it"
+)
+
+
+def engine_mla_blocks(*, stage: str, kv_dtype: str | None) -> tuple[int, int] | None:
+    """(queries, pages) a block of torchtpu-vllm's MLA kernel for K3 at 3 heads a device: the defaults with a bf16
+    cache (``MLA_DEFAULT_BLOCKS``); None with any other cache, where a tuned entry may apply."""
+    return MLA_DEFAULT_BLOCKS["decode" if stage == "decode" else "mixed"] if kv_dtype in (None, "bf16") else None
+
+
+def _at_context(points, context: int):
+    """(seconds a call at ``context``: linear between the two measured contexts around it, the nearest outside the
+    measured range; what was used)."""
+    pts = sorted(points, key=lambda p: p.context)
+    lo = [p for p in pts if p.context <= context]
+    hi = [p for p in pts if p.context >= context]
+    if not lo or not hi:
+        p = hi[0] if hi else lo[-1]
+        return p.seconds, f"{p.seconds * 1e6:.1f} us at context {p.context:,} (the nearest measured)"
+    a, b = lo[-1], hi[0]
+    if a.context == b.context:
+        return a.seconds, f"{a.seconds * 1e6:.1f} us at context {a.context:,}"
+    w = (context - a.context) / (b.context - a.context)
+    sec = a.seconds + w * (b.seconds - a.seconds)
+    return sec, f"{sec * 1e6:.1f} us, linear between contexts {a.context:,} and {b.context:,}"
+
+
+def mla_kernel_term(
+    curves,
+    *,
+    stage: str,
+    rows: int,
+    context: int,
+    heads: int,
+    layers: int,
+    kv_dtype: str | None,
+    stack: str | None,
+    attention_s: float,
+) -> EngineTerm | None:
+    """torchtpu-vllm's MLA kernel at the block sizes it picks (``engine_mla_blocks``), from probe mla-engine's points
+    of the same pass, rows, heads and blocks, interpolated in the context: ``layers`` calls a step, less what the
+    step description's attention ops already hold (``attention_s``). None where no measured point matches."""
+    times = (getattr(curves, "kernel_times", None) or {}).get("mla-engine", ())
+    blocks = engine_mla_blocks(stage=stage, kv_dtype=kv_dtype)
+    if (stack or "").split(":")[0] != "torchtpu-vllm" or not times or blocks is None or layers <= 0:
+        return None
+    same = [
+        p
+        for p in times
+        if p.decode == (stage == "decode") and p.tokens == rows and p.block == blocks and p.heads == heads
+    ]
+    if not same:
+        return None
+    per_call, how = _at_context(same, context)
+    seconds = max(0.0, layers * per_call - attention_s)
+    what = "decode pass" if stage == "decode" else "mixed pass (a prefill chunk)"
+    return EngineTerm(
+        name="the engine's MLA kernel at its blocks",
+        seconds=seconds,
+        source=(
+            f"{layers} MLA layers x {how} ({what}, {rows} rows, {heads} heads a device, {blocks[0]} queries x "
+            f"{blocks[1]} pages a block: the defaults with a {kv_dtype or 'bf16'} cache, {MLA_TUNED_SOURCE}; the kernel "
+            f"kernels/mla/v2/kernel.py mla_ragged_paged_attention @15e5264a), as probe mla-engine timed it on "
+            f"{same[0].device_kind} ({same[0].record_path}), less the step description's attention ops "
+            f"({attention_s * 1e3:.3f} ms, in the attention column): {MLA_KERNEL_TRANSFER}"
+        ),
+    )
+
+
 def missing_record_note() -> str | None:
     return None if _record() is not None else "no step-overhead record shipped: host and op fixed costs left out"
 

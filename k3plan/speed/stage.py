@@ -115,6 +115,7 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
     padded = padded_tokens(micro, par.dp, stack.token_buckets.min_tokens if stack.token_buckets else None)
     terms = engine_terms(ops, stage="decode", stack=stack.name, device_kind=peaks.device_kind)
     terms += kernel_time_terms(curves, spec, stage="decode", rows=int(padded), stack=stack.name)
+    terms += mla_terms(setup, stage, curves, stage_name="decode", rows=int(padded), context=context)
     if spec.moe is not None and par.ep > 1:
         ep_tokens = min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp))  # as step.decode.decode_terms routes
         busiest, mean = busiest_rank_experts(
@@ -123,6 +124,29 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
         extra = expert_imbalance_term(stage, busiest=busiest, mean=mean, stack=stack.name)
         terms += (extra,) if extra is not None else ()
     return add_terms(stage, terms)
+
+
+def mla_terms(setup, stage, curves, *, stage_name: str, rows: int, context: int) -> tuple:
+    """The engine's MLA kernel at its blocks (``speed.overheads.mla_kernel_term``) for a step of ``rows`` rows whose
+    sequence ends at ``context``, beyond the step description's MLA attention ops in ``stage``."""
+    from k3plan.speed.overheads import mla_kernel_term
+    from k3plan.step.ops import heads_split
+
+    spec = setup.model.spec
+    if not spec.n_mla or spec.dsv4 is not None:
+        return ()
+    term = mla_kernel_term(
+        curves,
+        stage=stage_name,
+        rows=rows,
+        context=context,
+        heads=spec.mla.heads // heads_split(spec.mla.heads, setup.parallel.tp),
+        layers=spec.n_mla,
+        kv_dtype=setup.stack.kv_cache.dtype,
+        stack=setup.stack.name,
+        attention_s=sum(t.expected_s for t in stage.ops if t.kind == "attention" and t.name.startswith("mla.")),
+    )
+    return (term,) if term is not None else ()
 
 
 def decode_op_costs(
@@ -318,6 +342,9 @@ def expected_speed(
         rows = min(chunk, prompt_tokens - i * chunk)
         terms = engine_terms(ops, stage="prefill", stack=setup.stack.name, device_kind=peaks.device_kind)
         terms += kernel_time_terms(curves, setup.model.spec, stage="prefill", rows=rows, stack=setup.stack.name)
+        terms += mla_terms(
+            setup, st, curves, stage_name="prefill", rows=rows, context=min((i + 1) * chunk, prompt_tokens)
+        )
         chunks.append(add_terms(st, terms))  # every chunk is an engine step
     pre = add_stages(chunks)
     used = tuple(
