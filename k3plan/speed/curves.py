@@ -60,11 +60,14 @@ class KernelTime(_Frozen):
     seconds: float
     record_path: str
     device_kind: str
-    # mla-engine: the kv_len a call attends to, its (queries, pages) a kernel block, its pass and heads a device
+    # mla-engine: the kv_len a call attends to, its (queries, pages) a kernel block, its pass, heads a device, the
+    # cache's page (tokens) and the point's efficiency against its ceiling
     context: int = 0
     block: tuple[int, int] = (0, 0)
     decode: bool = False
     heads: int = 0
+    page: int = 0
+    efficiency: float | None = None
 
 
 class ScheduleCheck(_Frozen):
@@ -139,8 +142,10 @@ def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -
                     block=(int(q.get("queries_a_block", 0)), int(q.get("pages_a_block", 0))),
                     decode=q.get("pass") == "decode",
                     heads=int(q.get("heads", 0)),
+                    page=int(q.get("page_size", 0)),
+                    efficiency=q.get("efficiency"),
                 )
-                pts[(kt.tokens, kt.blocks, kt.context, kt.block, kt.decode, kt.heads)] = kt
+                pts[(kt.tokens, kt.blocks, kt.context, kt.block, kt.decode, kt.heads, kt.page)] = kt
         out[probe] = tuple(pts[k] for k in sorted(pts))
     return out
 

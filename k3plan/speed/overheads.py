@@ -270,47 +270,59 @@ def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None)
     return tuple(out)
 
 
-# The engine's MLA kernel (kowalski-4831/vllm-torchtpu kernels/mla/v2/kernel.py mla_ragged_paged_attention) takes
-# its block sizes from kernels/mla/v2/tuned_params.py get_tuned_params (@79bd30e0): a tuned entry where one matches
-# the workload's key, else the defaults -- a mixed pass (a prefill chunk) 16 queries against 1 page a step, a decode
-# pass 1 query against 3 pages, 4 sequences a batch. Its K3 entries at 3 heads a device (TP 32) are all for an fp8
-# cache (the tuned-MLA recipe's), its decode entries are other models': a bf16 cache at TP 32 (the nightly's,
-# KV_CACHE_DTYPE=auto) runs the defaults, which probe mla-engine timed.
+# The engine's MLA kernel (kowalski-4831/vllm-torchtpu kernels/mla/v2/kernel.py mla_ragged_paged_attention, one
+# grid step a sequence, inside it each query block against the cache's pages, a block of pages a DMA) takes its
+# block sizes from kernels/mla/v2/tuned_params.py get_tuned_params (@79bd30e0): a tuned entry where the workload's
+# key matches one, else the defaults -- a mixed pass (a prefill chunk) 16 queries against 1 page a step, a decode
+# pass 1 query against 3 pages. Its K3 entries at 3 heads a device (TP 32) are all for an fp8 cache (the tuned-MLA
+# recipe's): a bf16 cache at TP 32 (the nightly's, KV_CACHE_DTYPE=auto) runs the defaults.
 MLA_TUNED_SOURCE = (
     "kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/mla/v2/tuned_params.py get_tuned_params @79bd30e0"
 )
-MLA_DEFAULT_BLOCKS = {"mixed": (16, 1), "decode": (1, 3)}
-# At the default blocks the kernel's time follows its block steps (a query block of 16 against each page up to
-# its last key, every step a page's DMA and a small matmul), not the bytes a call must move, and it stays far
-# below its HBM and MXU ceilings (docs/device.md's table, tested against the record): like the small kernels above
-# no HBM or MXU ratio carries it to another chip, so it applies to this TPU as measured on the TPU that ran it.
+MLA_DEFAULT_BLOCKS = {"mixed": (16, 1), "decode": (1, 3)}  # (queries, pages) a block with no tuned entry
+# The cache page the kernel walks: the plugin's KV block, 16 tokens unless --block-size says otherwise. Its
+# benchmark configs say so -- configs/kimi-k3-tp32-ep-agentx.sh @ca556cac: "--block-size 256: with the 16-token
+# default, prefill at 100k+ context is 3 to 8.5x slower and decode slows with context (#837)" -- and so does the
+# tuned table's first K3 TP 32 entry ("16-token KV cache pages"). The nightly sets no --block-size. (k3plan's
+# memory model sizes the allocator's block by upstream vLLM's hybrid rule, 192 tokens for K3, engines/stacks/
+# torchtpu-vllm.yaml paging: the two disagree, and the engine's statement is the one a kernel's time follows.)
+MLA_DEFAULT_PAGE = 16
+MLA_PAGE_SOURCE = (
+    "the plugin's 16-token default KV block (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/"
+    "kimi-k3-tp32-ep-agentx.sh @ca556cac: 'with the 16-token default, prefill at 100k+ context is 3 to 8.5x slower "
+    "and decode slows with context'; the nightly's config sets no --block-size)"
+)
+# A point far below its ceiling is bound by the kernel's steps (a page's DMA and a small matmul each), not by the
+# bytes a call must move: like the small kernels above no HBM or MXU ratio carries it to another chip, and it
+# applies to this TPU as measured on the TPU that ran it. Above this share of its ceiling a point streams the
+# cache, which the step description's attention ops price with the model's HBM efficiency: no term.
+MLA_STEP_BOUND = 0.2
 MLA_KERNEL_TRANSFER = (
-    "at the default blocks the time follows the kernel's block steps, not the bytes it must move, far below its "
-    "ceilings (k3plan.speed.curves.KERNEL_TIME_PROBES), so it applies to this TPU as measured on the one that ran it"
+    f"every point used runs below {MLA_STEP_BOUND:.0%} of its ceiling, so its time follows the kernel's steps, "
+    "linear in the context, not the bytes it must move (k3plan.speed.curves.KERNEL_TIME_PROBES): it applies to this "
+    "TPU as measured on the one that ran it"
 )
 
 
 def engine_mla_blocks(*, stage: str, kv_dtype: str | None) -> tuple[int, int] | None:
-    """(queries, pages) a block of torchtpu-vllm's MLA kernel for K3 at 3 heads a device: the defaults with a bf16
-    cache (``MLA_DEFAULT_BLOCKS``); None with any other cache, where a tuned entry may apply."""
-    return MLA_DEFAULT_BLOCKS["decode" if stage == "decode" else "mixed"] if kv_dtype in (None, "bf16") else None
+    """(queries, pages) a block of torchtpu-vllm's MLA kernel for K3 at 3 heads a device, a decode step's or a
+    prefill chunk's (the mixed pass): the defaults with a bf16 cache; None with any other, where a tuned entry may
+    apply."""
+    if kv_dtype not in (None, "bf16"):
+        return None
+    return MLA_DEFAULT_BLOCKS["decode" if stage == "decode" else "mixed"]
 
 
-def _at_context(points, context: int):
-    """(seconds a call at ``context``: linear between the two measured contexts around it, the nearest outside the
-    measured range; what was used)."""
+def _at_context(points, context: int) -> float:
+    """Seconds a call at ``context``: linear through the two measured contexts around it, or the last two above the
+    measured range (the time a step stays); the first point below it."""
     pts = sorted(points, key=lambda p: p.context)
-    lo = [p for p in pts if p.context <= context]
-    hi = [p for p in pts if p.context >= context]
-    if not lo or not hi:
-        p = hi[0] if hi else lo[-1]
-        return p.seconds, f"{p.seconds * 1e6:.1f} us at context {p.context:,} (the nearest measured)"
-    a, b = lo[-1], hi[0]
-    if a.context == b.context:
-        return a.seconds, f"{a.seconds * 1e6:.1f} us at context {a.context:,}"
-    w = (context - a.context) / (b.context - a.context)
-    sec = a.seconds + w * (b.seconds - a.seconds)
-    return sec, f"{sec * 1e6:.1f} us, linear between contexts {a.context:,} and {b.context:,}"
+    if context <= pts[0].context or len(pts) == 1:
+        return pts[0].seconds if context <= pts[0].context else pts[-1].seconds
+    hi = next((p for p in pts if p.context >= context), None)
+    below = max((p for p in pts if p.context < context), key=lambda p: p.context)
+    a, b = (pts[-2], pts[-1]) if hi is None else (below, hi)
+    return a.seconds + (context - a.context) / (b.context - a.context) * (b.seconds - a.seconds)
 
 
 def mla_kernel_term(
@@ -325,32 +337,40 @@ def mla_kernel_term(
     stack: str | None,
     attention_s: float,
 ) -> EngineTerm | None:
-    """torchtpu-vllm's MLA kernel at the block sizes it picks (``engine_mla_blocks``), from probe mla-engine's points
-    of the same pass, rows, heads and blocks, interpolated in the context: ``layers`` calls a step, less what the
-    step description's attention ops already hold (``attention_s``). None where no measured point matches."""
+    """torchtpu-vllm's MLA kernel in a step of ``rows`` rows (a decode step's padded rows; a prefill chunk's tokens)
+    whose sequence ends at ``context``, at the blocks and page it runs (``engine_mla_blocks``,
+    ``MLA_DEFAULT_PAGE``), from probe mla-engine's points of the same pass, rows, heads, blocks and page, linear in
+    the context: ``layers`` calls, less what the step description's attention ops already hold (``attention_s``).
+    None where no measured point matches, or one of them is not step-bound (``MLA_STEP_BOUND``)."""
     times = (getattr(curves, "kernel_times", None) or {}).get("mla-engine", ())
     blocks = engine_mla_blocks(stage=stage, kv_dtype=kv_dtype)
     if (stack or "").split(":")[0] != "torchtpu-vllm" or not times or blocks is None or layers <= 0:
         return None
+    decode = stage == "decode"
     same = [
         p
         for p in times
-        if p.decode == (stage == "decode") and p.tokens == rows and p.block == blocks and p.heads == heads
+        if p.decode == decode
+        and p.tokens == rows
+        and p.block == blocks
+        and p.heads == heads
+        and p.page == MLA_DEFAULT_PAGE
     ]
-    if not same:
+    if not same or any(p.efficiency is None or p.efficiency >= MLA_STEP_BOUND for p in same):
         return None
-    per_call, how = _at_context(same, context)
-    seconds = max(0.0, layers * per_call - attention_s)
-    what = "decode pass" if stage == "decode" else "mixed pass (a prefill chunk)"
+    measured = ", ".join(f"{p.seconds * 1e6:,.1f} us at {p.context:,}" for p in sorted(same, key=lambda p: p.context))
+    what = "the decode pass" if decode else "the mixed pass, each chunk"
     return EngineTerm(
         name="the engine's MLA kernel at its blocks",
-        seconds=seconds,
+        seconds=max(0.0, layers * _at_context(same, context) - attention_s),
         source=(
-            f"{layers} MLA layers x {how} ({what}, {rows} rows, {heads} heads a device, {blocks[0]} queries x "
-            f"{blocks[1]} pages a block: the defaults with a {kv_dtype or 'bf16'} cache, {MLA_TUNED_SOURCE}; the kernel "
+            f"{layers} MLA layers x the kernel's time at the step's context ({what}: {rows} rows, {heads} heads a "
+            f"device, {blocks[0]} queries x {blocks[1]} pages of {MLA_DEFAULT_PAGE} tokens a block -- the blocks the "
+            f"defaults with a {kv_dtype or 'bf16'} cache, {MLA_TUNED_SOURCE}; the page {MLA_PAGE_SOURCE}; the kernel "
             f"kernels/mla/v2/kernel.py mla_ragged_paged_attention @15e5264a), as probe mla-engine timed it on "
-            f"{same[0].device_kind} ({same[0].record_path}), less the step description's attention ops "
-            f"({attention_s * 1e3:.3f} ms, in the attention column): {MLA_KERNEL_TRANSFER}"
+            f"{same[0].device_kind} ({same[0].record_path}: {measured} tokens of context; linear between them, and "
+            f"beyond the last), less the step description's MLA attention ops (their own time, in the attention "
+            f"column): {MLA_KERNEL_TRANSFER}"
         ),
     )
 

@@ -63,13 +63,11 @@ PER_CHUNK_UNPRICED = (
     "scales with the local experts it touches (at 512 tokens all 28 a device), not its rows: the kernel itself timed "
     "on TPU v5 lite (probe gmm, int4 weights with the same block-32 scales standing in for fp4, which Mosaic there "
     "refuses) and transferred as an efficiency against its ceiling (the experts' column); what remains is "
-    "not priced by any source here. Named in the engine's code, untimed: its MLA kernel's mixed pass, which a "
-    "prefill chunk takes (kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/mla/v2/kernel.py "
-    "mla_ragged_paged_attention @23fced00), at its default blocks -- its tuned table has no entry for K3's bf16 "
-    "cache at TP 32 (kernels/mla/v2/tuned_params.py @79bd30e0), so a step is 16 queries against one page and the "
-    "context is read once a 16-query block; the MoE's SparseCore sort, gather and combine at a chunk's 8,192 routed "
-    "rows, above the one-hot threshold of 511 (layers/core/fused_moe_gmm.py resolve_onehot_permute_threshold "
-    "@15e5264a); a chunk's host work"
+    "not priced by any source here. The engine's MLA kernel at its default blocks (16 queries against one "
+    "16-token page a step: its tuned table has no entry for K3's bf16 cache at TP 32, and the nightly sets no "
+    "--block-size) is in the model's own time a chunk, as probe mla-engine timed it on TPU v5 lite. Named in the engine's code, untimed: the MoE's SparseCore sort, gather and "
+    "combine at a chunk's 8,192 routed rows, above the one-hot threshold of 511 (kowalski-4831/vllm-torchtpu "
+    "src/vllm_torchtpu/layers/core/fused_moe_gmm.py resolve_onehot_permute_threshold @15e5264a); a chunk's host work"
 )
 
 
@@ -341,7 +339,8 @@ HOST_GAP = "host time between steps beyond the model's"  # the decode gap's host
 
 UNMEASURED_DEVICE = (
     "device time the profile implies beyond the model's, that no source here measures: the engine's kernels on "
-    "TPU7x (its MLA kernel; its KDA kernels, of which probe kda-engine timed the non-default pair on TPU v5 lite at "
+    "TPU7x (its MLA kernel beyond its TPU v5 lite record, in the model as probe mla-engine timed it; "
+    "its KDA kernels, of which probe kda-engine timed the non-default pair on TPU v5 lite at "
     "under a twentieth of this gap, docs/device.md; gmm_v2, the attention-residual kernel and the MoE's routing glue "
     "beyond their TPU v5 lite records), the latency of the step's all-reduces over 32 devices beyond the spec's "
     "chained all-to-all call, HBM efficiency of the other weight reads beyond the profile's own rate"

@@ -127,7 +127,7 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
 
 
 def mla_terms(setup, stage, curves, *, stage_name: str, rows: int, context: int) -> tuple:
-    """The engine's MLA kernel at its blocks (``speed.overheads.mla_kernel_term``) for a step of ``rows`` rows whose
+    """The engine's MLA kernel at its blocks (``speed.overheads.mla_kernel_term``) in a step of ``rows`` rows whose
     sequence ends at ``context``, beyond the step description's MLA attention ops in ``stage``."""
     from k3plan.speed.overheads import mla_kernel_term
     from k3plan.step.ops import heads_split

@@ -33,7 +33,10 @@ ratio between 131,072 and 8,192 tokens of context moved, and once more (speed.tp
 tokens_per_s, ceiling_tpot_s 7.521 -> 8.430 ms) when issue 38 gave torchtpu-vllm vLLM's two all-reduces a LatentMoE
 layer (MoERunner: the routed latent, then the shared expert: 92 more calls a step), priced the routed experts of the
 busiest EP rank, the engine's Attention Residual kernel and MoE decode glue as the v5e timed them, and read the
-engine's own profile of the latent projections' weight read (2.2 TB/s on TPU7x). The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
+engine's own profile of the latent projections' weight read (2.2 TB/s on TPU7x), and once more (speed.tpot_s
+20.482 -> 58.651 ms, tokens_per_s, the transferred ratio in tpot_label 1.08 -> 3.09) when issue 38's probe
+mla-engine records priced torchtpu-vllm's MLA kernel at its default blocks over the plugin's 16-token pages (a
+decode step's MLA grows with the context: the model's ratio between 8,192 and 131,072 tokens moved). The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
 
