@@ -35,7 +35,6 @@ prefill chunk: its T), when every K it needs was measured.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
-from k3plan.probes.kernel_point import failure_line, kernel_point, kernel_record, time_chained
+from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
 from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
@@ -153,8 +152,6 @@ def _run_kernel(
     peaks: Optional[tuple[float, float]],
     floor_s: float,
 ) -> ProbeRecord:
-    import jax
-
     attempts: list[Attempt] = []
     out_points: list[ProbePoint] = []
     checks: list[Verification] = []
@@ -164,24 +161,19 @@ def _run_kernel(
         where = f"T={tokens} K={blocks}"
         ctx.progress(f"attnres {where}")
         op, args, feed = _case(params, kernel, tokens, blocks)
-        try:
-            first = jax.block_until_ready(jax.jit(op)(*args))
-        except Exception as err:  # the compiler's refusal is what the record says, not a crash
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"attention_residual {where}", ok=False, reason=line))
-            print(f"attnres {where}: failed: {line}", file=sys.stderr, flush=True)
-            continue
-        checks.append(_verify(first, args, eps=params.eps, what=where))
-        try:
-            lt = time_chained(ctx, op, args, feed=feed, carried=1)
-        except Exception as err:
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"attention_residual {where} (timed loop)", ok=False, reason=line))
-            print(f"attnres {where}: timed loop failed: {line}", file=sys.stderr, flush=True)
+
+        def verify(first: Any, args: tuple = args, where: str = where) -> Verification:
+            return _verify(first, args, eps=params.eps, what=where)
+
+        what = f"attention_residual {where}"
+        lt = run_case(
+            ctx, "attnres", what, op, args, feed=feed, carried=1, verify=verify, attempts=attempts, checks=checks
+        )
+        if lt is None:
             continue
         moved, flops = attnres_cost(tokens=tokens, blocks=blocks, hidden=params.hidden)
         shape = {"tokens": tokens, "blocks": blocks, "hidden": params.hidden}
-        out_points.append(kernel_point("attnres", f"attention_residual {where}", shape, moved, flops, peaks, lt))
+        out_points.append(kernel_point("attnres", what, shape, moved, flops, peaks, lt))
     attempts.insert(0, Attempt(implementation="attention_residual", ok=bool(out_points)))
     refused = refuse_below_bound(out_points, what="attnres")
     calls = k3_call_blocks(params.layers, params.block_size)

@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -51,7 +50,7 @@ from typing import Any, Callable, Optional
 from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
-from k3plan.probes.kernel_point import failure_line, kernel_point, kernel_record, time_chained
+from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
 from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
@@ -184,8 +183,6 @@ def _run_kernel(
     peaks: Optional[tuple[float, float]],
     floor_s: float,
 ) -> ProbeRecord:
-    import jax
-
     prefill = name == "chunk_kda"
     attempts: list[Attempt] = []
     out_points: list[ProbePoint] = []
@@ -201,24 +198,23 @@ def _run_kernel(
         ctx.progress(f"kda-engine {name} {where}")
         build = _prefill_case if prefill else _decode_case
         op, args, carried, feed, verify, moved, flops, shape = build(params, kernel, size, heads)
-        try:
-            first = jax.block_until_ready(jax.jit(op)(*args))
-        except Exception as err:  # the compiler's refusal is what the record says, not a crash
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"{name} {where}", ok=False, reason=line))
-            print(f"kda-engine {name} {where}: failed: {line}", file=sys.stderr, flush=True)
-            continue
-        if verify is not None:
-            checks.append(verify(first))
-        try:
-            lt = time_chained(ctx, op, args, feed=feed, carried=carried)
-        except Exception as err:
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"{name} {where} (timed loop)", ok=False, reason=line))
-            print(f"kda-engine {name} {where}: timed loop failed: {line}", file=sys.stderr, flush=True)
+        what = f"{name} {where}"
+        lt = run_case(
+            ctx,
+            "kda-engine",
+            what,
+            op,
+            args,
+            feed=feed,
+            carried=carried,
+            verify=verify,
+            attempts=attempts,
+            checks=checks,
+        )
+        if lt is None:
             continue
         point_shape = {"kernel": name, **shape, "head_dim": params.head_dim}
-        out_points.append(kernel_point("kda-engine", f"{name} {where}", point_shape, moved, flops, peaks, lt))
+        out_points.append(kernel_point("kda-engine", what, point_shape, moved, flops, peaks, lt))
     attempts.insert(0, Attempt(implementation=name, ok=bool(out_points)))
     refused = refuse_below_bound(out_points, what=f"kda-engine {name}")
     record_params = {

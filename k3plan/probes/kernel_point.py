@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from k3plan.evidence.probe_record import ProbePoint
+from k3plan.evidence.probe_record import Attempt, ProbePoint
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, time_loop
 from k3plan.probes.timing import stats
@@ -27,6 +27,33 @@ def time_chained(ctx: ProbeContext, op, args: tuple, *, feed, carried):
         deadline=ctx.deadline,
         target_s=CPU_TARGET_S if ctx.is_cpu else TARGET_S,
     )
+
+
+def run_case(
+    ctx: ProbeContext, probe: str, what: str, op, args: tuple, *, feed, carried: int, verify, attempts, checks
+):
+    """One point of an engine-kernel probe: compile and run ``op`` once (``verify(its output)`` appends a check to
+    ``checks`` where given), then time N dependent calls (``time_chained``). A refusal at either step is an Attempt
+    in ``attempts`` and a line on stderr, not a crash: None then, else the loop's timing."""
+    import jax
+
+    def refused(err: BaseException, step: str) -> None:
+        line = failure_line(err)
+        attempts.append(Attempt(implementation=f"{what}{step}", ok=False, reason=line))
+        print(f"{probe} {what}:{step.replace(' (', ' ').rstrip(')')} failed: {line}", file=sys.stderr, flush=True)
+
+    try:
+        first = jax.block_until_ready(jax.jit(op)(*args))
+    except Exception as err:  # the compiler's refusal is what the record says, not a crash
+        refused(err, "")
+        return None
+    if verify is not None:
+        checks.append(verify(first))
+    try:
+        return time_chained(ctx, op, args, feed=feed, carried=carried)
+    except Exception as err:
+        refused(err, " (timed loop)")
+        return None
 
 
 def kernel_point(

@@ -44,7 +44,7 @@ from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
-from k3plan.probes.kernel_point import failure_line, kernel_point, kernel_record, time_chained
+from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
 from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
@@ -179,8 +179,6 @@ def _run_kernel(
     peaks: Optional[tuple[float, float]],
     floor_s: float,
 ) -> ProbeRecord:
-    import jax
-
     attempts: list[Attempt] = []
     out_points: list[ProbePoint] = []
     checks: list[Verification] = []
@@ -189,20 +187,15 @@ def _run_kernel(
             break
         ctx.progress(f"mla-engine {pt.label}")
         op, args, feed = _case(params, kernel, pt)
-        try:
-            first = jax.block_until_ready(jax.jit(op)(*args))
-        except Exception as err:  # the compiler's refusal is what the record says, not a crash
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"mla {pt.label}", ok=False, reason=line))
-            print(f"mla-engine {pt.label}: failed: {line}", file=sys.stderr, flush=True)
-            continue
-        checks.append(_verify(first[0], args, params=params, pt=pt))
-        try:
-            lt = time_chained(ctx, op, args, feed=feed, carried=2)
-        except Exception as err:
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"mla {pt.label} (timed loop)", ok=False, reason=line))
-            print(f"mla-engine {pt.label}: timed loop failed: {line}", file=sys.stderr, flush=True)
+
+        def verify(first: Any, args: tuple = args, pt: MlaPoint = pt) -> Verification:
+            return _verify(first[0], args, params=params, pt=pt)
+
+        what = f"mla {pt.label}"
+        lt = run_case(
+            ctx, "mla-engine", what, op, args, feed=feed, carried=2, verify=verify, attempts=attempts, checks=checks
+        )
+        if lt is None:
             continue
         moved, flops, kernel_kv = mla_cost(pt, heads=params.heads, lkv=params.lkv, rope=params.rope, page=params.page)
         shape = {
@@ -216,7 +209,7 @@ def _run_kernel(
             "heads": params.heads,
             "kernel_kv_bytes": kernel_kv,
         }
-        out_points.append(kernel_point("mla-engine", f"mla {pt.label}", shape, moved, flops, peaks, lt))
+        out_points.append(kernel_point("mla-engine", what, shape, moved, flops, peaks, lt))
     attempts.insert(0, Attempt(implementation="mla_ragged_paged_attention", ok=bool(out_points)))
     refused = refuse_below_bound(out_points, what="mla-engine")
     record_params = {

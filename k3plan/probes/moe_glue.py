@@ -25,7 +25,6 @@ a point faster than its ceiling is refused; numerics (x and out) are checked aga
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -34,7 +33,7 @@ from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
-from k3plan.probes.kernel_point import failure_line, kernel_point, kernel_record, time_chained
+from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
 from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
@@ -100,7 +99,6 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
     ctx.plan(len(params.tokens))
     floor = stats(dispatch_floor_s())
     kernel, info = load_kernel(params.kernel, "moe_glue")
-    import jax
 
     attempts: list[Attempt] = []
     out_points: list[ProbePoint] = []
@@ -111,19 +109,15 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
         where = f"T={tokens} top-{params.topk} of {params.experts}, {params.local_experts} local"
         ctx.progress(f"moe-glue {where}")
         op, args, feed = _case(params, kernel, tokens)
-        try:
-            first = jax.block_until_ready(jax.jit(op)(*args))
-        except Exception as err:
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"moe_glue {where}", ok=False, reason=line))
-            print(f"moe-glue {where}: failed: {line}", file=sys.stderr, flush=True)
-            continue
-        checks.append(_verify(first, args, params=params, what=where))
-        try:
-            lt = time_chained(ctx, op, args, feed=feed, carried=2)
-        except Exception as err:
-            line = failure_line(err)
-            attempts.append(Attempt(implementation=f"moe_glue {where} (timed loop)", ok=False, reason=line))
+
+        def verify(first: Any, args: tuple = args, where: str = where) -> Verification:
+            return _verify(first, args, params=params, what=where)
+
+        what = f"moe_glue {where}"
+        lt = run_case(
+            ctx, "moe-glue", what, op, args, feed=feed, carried=2, verify=verify, attempts=attempts, checks=checks
+        )
+        if lt is None:
             continue
         moved, flops = glue_cost(tokens=tokens, topk=params.topk, hidden=params.hidden)
         shape = {
@@ -134,7 +128,7 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
             "local_experts": params.local_experts,
             "hidden": params.hidden,
         }
-        out_points.append(kernel_point("moe-glue", f"moe_glue {where}", shape, moved, flops, peaks, lt))
+        out_points.append(kernel_point("moe-glue", what, shape, moved, flops, peaks, lt))
     attempts.insert(0, Attempt(implementation="moe_glue", ok=bool(out_points)))
     refused = refuse_below_bound(out_points, what="moe-glue")
     record_params = {
