@@ -336,12 +336,15 @@ def mla_kernel_term(
     kv_dtype: str | None,
     stack: str | None,
     attention_s: float,
+    sequences: int = 1,
 ) -> EngineTerm | None:
     """torchtpu-vllm's MLA kernel in a step of ``rows`` rows (a decode step's padded rows; a prefill chunk's tokens)
     whose sequence ends at ``context``, at the blocks and page it runs (``engine_mla_blocks``,
     ``MLA_DEFAULT_PAGE``), from probe mla-engine's points of the same pass, rows, heads, blocks and page, linear in
     the context: ``layers`` calls, less what the step description's attention ops already hold (``attention_s``).
-    None where no measured point matches, or one of them is not step-bound (``MLA_STEP_BOUND``)."""
+    None where no measured point matches, or one of them is not step-bound (``MLA_STEP_BOUND``). The decode points
+    hold one real sequence: a step of ``sequences`` more takes at least that (each one's pages are steps of their
+    own), and the label says it is a lower bound."""
     times = (getattr(curves, "kernel_times", None) or {}).get("mla-engine", ())
     blocks = engine_mla_blocks(stage=stage, kv_dtype=kv_dtype)
     if (stack or "").split(":")[0] != "torchtpu-vllm" or not times or blocks is None or layers <= 0:
@@ -360,6 +363,12 @@ def mla_kernel_term(
         return None
     measured = ", ".join(f"{p.seconds * 1e6:,.1f} us at {p.context:,}" for p in sorted(same, key=lambda p: p.context))
     what = "the decode pass" if decode else "the mixed pass, each chunk"
+    more = (
+        f"; {sequences} sequences a device where one was measured: a lower bound (each sequence's pages are steps of "
+        "their own)"
+        if decode and sequences > 1
+        else ""
+    )
     return EngineTerm(
         name="the engine's MLA kernel at its blocks",
         seconds=max(0.0, layers * _at_context(same, context) - attention_s),
@@ -370,7 +379,7 @@ def mla_kernel_term(
             f"kernels/mla/v2/kernel.py mla_ragged_paged_attention @15e5264a), as probe mla-engine timed it on "
             f"{same[0].device_kind} ({same[0].record_path}: {measured} tokens of context; linear between them, and "
             f"beyond the last), less the step description's MLA attention ops (their own time, in the attention "
-            f"column): {MLA_KERNEL_TRANSFER}"
+            f"column): {MLA_KERNEL_TRANSFER}{more}"
         ),
     )
 

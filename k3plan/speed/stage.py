@@ -115,7 +115,9 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
     padded = padded_tokens(micro, par.dp, stack.token_buckets.min_tokens if stack.token_buckets else None)
     terms = engine_terms(ops, stage="decode", stack=stack.name, device_kind=peaks.device_kind)
     terms += kernel_time_terms(curves, spec, stage="decode", rows=int(padded), stack=stack.name)
-    terms += mla_terms(setup, stage, curves, stage_name="decode", rows=int(padded), context=context)
+    terms += mla_terms(
+        setup, stage, curves, stage_name="decode", rows=int(padded), context=context, sequences=cdiv(micro, par.dp)
+    )
     if spec.moe is not None and par.ep > 1:
         ep_tokens = min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp))  # as step.decode.decode_terms routes
         busiest, mean = busiest_rank_experts(
@@ -126,7 +128,7 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
     return add_terms(stage, terms)
 
 
-def mla_terms(setup, stage, curves, *, stage_name: str, rows: int, context: int) -> tuple:
+def mla_terms(setup, stage, curves, *, stage_name: str, rows: int, context: int, sequences: int = 1) -> tuple:
     """The engine's MLA kernel at its blocks (``speed.overheads.mla_kernel_term``) in a step of ``rows`` rows whose
     sequence ends at ``context``, beyond the step description's MLA attention ops in ``stage``."""
     from k3plan.speed.overheads import mla_kernel_term
@@ -145,6 +147,7 @@ def mla_terms(setup, stage, curves, *, stage_name: str, rows: int, context: int)
         kv_dtype=setup.stack.kv_cache.dtype,
         stack=setup.stack.name,
         attention_s=sum(t.expected_s for t in stage.ops if t.kind == "attention" and t.name.startswith("mla.")),
+        sequences=sequences,
     )
     return (term,) if term is not None else ()
 

@@ -71,7 +71,9 @@ def test_a_chunk_is_priced_at_its_context_linear_in_it_less_the_attention_ops():
     assert _term([_pt(8192, 900)], context=20000).seconds == pytest.approx(24 * 900e-6)  # one point: as it is
     dec = _term(stage="decode", rows=16, context=4608)
     assert dec is not None and dec.seconds == pytest.approx(24 * (20e-6 + (4608 - 1024) / 7168 * 70e-6))
-    assert "the decode pass" in dec.source
+    assert "the decode pass" in dec.source and "lower bound" not in dec.source
+    more = _term(stage="decode", rows=16, context=4608, sequences=4)
+    assert more.seconds == dec.seconds and "4 sequences a device where one was measured: a lower bound" in more.source
 
 
 def test_a_point_that_streams_the_cache_is_not_taken_as_measured():
