@@ -244,6 +244,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             "stack": served.stack_ref,
             "max_num_seqs": served.batch,
             "ignored": list(served.ignored),
+            "caveats": list(served.caveats),
         }
     return out
 

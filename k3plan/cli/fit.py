@@ -130,6 +130,8 @@ def _render_serve(served, eng: dict | None, console) -> None:
     console.print(f"serve: {served.engine} -> stack {served.stack_ref}, max_num_seqs {served.batch}")
     if served.ignored:
         console.print(f"serve flags ignored (nothing k3plan prices changes): {' '.join(served.ignored)}")
+    for caveat in served.caveats:
+        console.print(f"note: {caveat}")
     if eng is not None:
         console.print(f"engine ({eng['engine']}): {eng['message']}")
         if eng.get("band_note"):

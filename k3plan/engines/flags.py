@@ -116,6 +116,20 @@ TPU_INFERENCE_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": None, "fp32"
 # _get_cached_kv_dtype) unless quantize_kvcache, whose kv_quant_dtype is int8 or int4 (types.py), so fp8 has none
 MAXTEXT_KV = {"bf16": "bfloat16", "fp8": None, "fp8_ds_mla": None, "fp32": "float32"}
 
+# The torch_tpu plugin's KV block, the page its MLA kernel walks: 16 tokens unless --block-size says otherwise. Its
+# benchmark configs say so -- configs/kimi-k3-tp32-ep-agentx.sh @ca556cac: "--block-size 256: with the 16-token
+# default, prefill at 100k+ context is 3 to 8.5x slower and decode slows with context (#837)" -- and so does the
+# MLA tuned table's first K3 TP 32 entry ("16-token KV cache pages", kernels/mla/v2/tuned_params.py @79bd30e0).
+# (k3plan's memory model sizes the allocator's block by upstream vLLM's hybrid rule, 192 tokens for K3,
+# engines/stacks/torchtpu-vllm.yaml paging: the two disagree, and the engine's statement is the one the kernel's
+# time follows.)
+TORCHTPU_DEFAULT_BLOCK = 16
+TORCHTPU_DEFAULT_BLOCK_SOURCE = (
+    "the plugin's 16-token default KV block (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/"
+    "kimi-k3-tp32-ep-agentx.sh @ca556cac: 'with the 16-token default, prefill at 100k+ context is 3 to 8.5x slower "
+    "and decode slows with context'; the nightly's config sets no --block-size)"
+)
+
 # k3plan stack -> engine that runs it (dp-attention: per platform, ENGINE_FOR_STACK_ON)
 ENGINE_FOR_STACK = {
     "vllm": "vllm",

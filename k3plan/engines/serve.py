@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.errors import K3PlanError
 
 # Hugging Face ids -> bundled models (k3plan/models/configs)
@@ -73,6 +74,7 @@ class ServeQuestion:
     stack_options: dict[str, str]
     kv_dtype: str | None
     ignored: tuple[str, ...] = field(default=())
+    caveats: tuple[str, ...] = field(default=())  # flags read whose effect k3plan's figures do not follow
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
     moe_backend: str | None = None
@@ -199,6 +201,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
                 f"--serve: {spec}: speculative decoding through --serve is not read; use fit's --spec-tokens"
             )
     lm_only = flags.get("--language-model-only", "false").lower() not in ("false", "0")
+    block = flags.get("--block-size")
     for name in list(flags):
         if name in IGNORED:
             ignored.append(name)
@@ -208,6 +211,20 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
     stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
+    caveats: list[str] = []
+    if (
+        stack == "torchtpu-vllm"
+        and block is not None
+        and block != str(TORCHTPU_DEFAULT_BLOCK)
+        and KV[kv_raw] in (None, "bf16")
+    ):
+        ignored.remove("--block-size")
+        caveats.append(
+            f"--block-size {block}: the TTFT and TPOT models price the plugin's MLA kernel at its {TORCHTPU_DEFAULT_BLOCK}-token "
+            "default page, the only one probe mla-engine timed at the engine's default blocks "
+            f"(k3plan.engines.flags.TORCHTPU_DEFAULT_BLOCK); over {block}-token pages it runs fewer steps, so for this "
+            "command they are high"
+        )
     return ServeQuestion(
         engine=engine,
         model=model_of(model),
@@ -222,6 +239,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         stack_options=options,
         kv_dtype=KV[kv_raw],
         ignored=tuple(ignored),
+        caveats=tuple(caveats),
         expert_parallel=expert_parallel,
         moe_backend=moe_backend,
         language_model_only=lm_only,

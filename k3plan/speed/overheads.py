@@ -27,6 +27,7 @@ backend are used; none shipped: the terms that need one are left out and the out
 
 from __future__ import annotations
 
+from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK, TORCHTPU_DEFAULT_BLOCK_SOURCE
 from k3plan.speed.efficiency import Efficiency
 from k3plan.speed.expected import OpTime, StageTime, kind_times
 from k3plan.step.opcost import OpCost
@@ -280,18 +281,9 @@ MLA_TUNED_SOURCE = (
     "kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/mla/v2/tuned_params.py get_tuned_params @79bd30e0"
 )
 MLA_DEFAULT_BLOCKS = {"mixed": (16, 1), "decode": (1, 3)}  # (queries, pages) a block with no tuned entry
-# The cache page the kernel walks: the plugin's KV block, 16 tokens unless --block-size says otherwise. Its
-# benchmark configs say so -- configs/kimi-k3-tp32-ep-agentx.sh @ca556cac: "--block-size 256: with the 16-token
-# default, prefill at 100k+ context is 3 to 8.5x slower and decode slows with context (#837)" -- and so does the
-# tuned table's first K3 TP 32 entry ("16-token KV cache pages"). The nightly sets no --block-size. (k3plan's
-# memory model sizes the allocator's block by upstream vLLM's hybrid rule, 192 tokens for K3, engines/stacks/
-# torchtpu-vllm.yaml paging: the two disagree, and the engine's statement is the one a kernel's time follows.)
-MLA_DEFAULT_PAGE = 16
-MLA_PAGE_SOURCE = (
-    "the plugin's 16-token default KV block (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/"
-    "kimi-k3-tp32-ep-agentx.sh @ca556cac: 'with the 16-token default, prefill at 100k+ context is 3 to 8.5x slower "
-    "and decode slows with context'; the nightly's config sets no --block-size)"
-)
+# The cache page the kernel walks: the plugin's KV block, 16 tokens by default (engines.flags)
+MLA_DEFAULT_PAGE = TORCHTPU_DEFAULT_BLOCK
+MLA_PAGE_SOURCE = TORCHTPU_DEFAULT_BLOCK_SOURCE
 # A point far below its ceiling is bound by the kernel's steps (a page's DMA and a small matmul each), not by the
 # bytes a call must move: like the small kernels above no HBM or MXU ratio carries it to another chip, and it
 # applies to this TPU as measured on the TPU that ran it. Above this share of its ceiling a point streams the

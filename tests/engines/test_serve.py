@@ -163,3 +163,17 @@ def test_the_readme_s_serve_example_says_what_fit_prints(cli):
     assert r.exit_code == 0, r.output
     eng = json.loads(r.stdout)["engine"]
     assert f"{eng['kv_pool_bytes'] / 2**30:.2f}" == m[1] and f"{eng['kv_pool_tokens']:,}" == m[2]
+
+
+def test_a_block_size_the_mla_record_did_not_time_is_a_caveat_not_ignored():
+    """torchtpu-vllm's MLA kernel is priced at the plugin's 16-token default page (engines.flags
+    TORCHTPU_DEFAULT_BLOCK, probe mla-engine): another --block-size with a bf16 cache is said, not called harmless."""
+    from k3plan.engines.serve import parse_serve
+
+    base = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-num-seqs 1"
+    other = parse_serve(f"{base} --block-size 256", platform="tpu")
+    assert "--block-size" not in other.ignored and "--block-size 256" in other.caveats[0]
+    same = parse_serve(f"{base} --block-size 16", platform="tpu")
+    assert "--block-size" in same.ignored and same.caveats == ()
+    fp8 = parse_serve(f"{base} --block-size 256 --kv-cache-dtype fp8", platform="tpu")
+    assert fp8.caveats == ()  # an fp8 cache takes no MLA term: nothing to be high
