@@ -306,8 +306,8 @@ def engine_mla_blocks(*, stage: str, kv_dtype: str | None) -> tuple[int, int] | 
 
 
 def _at_context(points, context: int) -> float:
-    """Seconds a call at ``context``: linear through the two measured contexts around it, or the last two above the
-    measured range (the time a step stays); the first point below it."""
+    """Seconds a call at ``context``: linear through the two measured contexts around it, or through the last two
+    above the measured range (the time a step stays); at or below the first context, the first point's."""
     pts = sorted(points, key=lambda p: p.context)
     if context <= pts[0].context or len(pts) == 1:
         return pts[0].seconds if context <= pts[0].context else pts[-1].seconds
@@ -369,7 +369,8 @@ def mla_kernel_term(
             f"device, {blocks[0]} queries x {blocks[1]} pages of {MLA_DEFAULT_PAGE} tokens a block -- the blocks the "
             f"defaults with a {kv_dtype or 'bf16'} cache, {MLA_TUNED_SOURCE}; the page {MLA_PAGE_SOURCE}; the kernel "
             f"kernels/mla/v2/kernel.py mla_ragged_paged_attention @15e5264a), as probe mla-engine timed it on "
-            f"{same[0].device_kind} ({same[0].record_path}: {measured} tokens of context; linear between them, and "
+            f"{same[0].device_kind} ({', '.join(sorted({p.record_path for p in same}))}: {measured} tokens of "
+            "context; linear between them, and "
             f"beyond the last), less the step description's MLA attention ops (their own time, in the attention "
             f"column): {MLA_KERNEL_TRANSFER}{more}"
         ),
