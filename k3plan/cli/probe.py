@@ -812,7 +812,9 @@ def mla_engine(
     heads: Annotated[int, typer.Option("--heads", help="MLA heads a device (K3 at TP 32: 96 / 32 = 3).")] = 3,
     lkv: Annotated[int, typer.Option("--lkv", help="kv_lora_rank (K3: 512).")] = 512,
     rope: Annotated[int, typer.Option("--rope", help="Cached rope dims (K3: 64).")] = 64,
-    page: Annotated[int, typer.Option("--page", help="Tokens a cache page (the nightly's bf16 pages: 192).")] = 192,
+    page: Annotated[
+        int, typer.Option("--page", help="Tokens a cache page (the plugin's default KV block: 16; --block-size).")
+    ] = 16,
     max_len: Annotated[int, typer.Option("--max-len", help="max_model_len: pages a sequence's table holds.")] = 9216,
 ) -> None:
     """An engine's own MLA ragged paged attention kernel at K3's per-device shapes and block sizes.
@@ -825,8 +827,8 @@ def mla_engine(
 
     \b
     Examples:
-      k3plan probe mla-engine --kernel ext/mla_v2_kernel.py                       the nightly's default blocks
-      k3plan probe mla-engine --kernel ext/mla_v2_kernel.py --blocks 16x1,512x8 --contexts 4608,8192
+      k3plan probe mla-engine --kernel ext/mla_v2_kernel.py                       the nightly's default blocks and pages
+      k3plan probe mla-engine --kernel ext/mla_v2_kernel.py --page 192 --blocks 16x1,512x8 --contexts 4608,8192
       k3plan probe mla-engine --kernel tests/probes/mla_standin.py --tokens 32 --contexts 32,64 --page 16 --max-len 128 --decode-contexts 64
     """
     from k3plan.probes.mla_engine import MlaParams, run

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.errors import require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
@@ -52,8 +53,9 @@ from k3plan.probes.timing import stats
 # K3 at TP 32 (docs/k3-facts.md): 96 MLA heads / 32 = 3 a device, kv_lora 512, 64 unrotated rope dims cached,
 # q head 128 + 64 (sm_scale 192^-0.5)
 K3_HEADS, K3_LKV, K3_ROPE, K3_QK_HEAD = 3, 512, 64, 192
-# the nightly's bf16 cache pages: 192 tokens (engines' hybrid page rule, k3plan.budget; the record keeps the figure)
-DEFAULT_PAGE = 192
+# the page the kernel walks: the plugin's 16-token default KV block (engines.flags.TORCHTPU_DEFAULT_BLOCK, cited
+# there); the record keeps the figure
+DEFAULT_PAGE = TORCHTPU_DEFAULT_BLOCK
 DEFAULT_MAX_LEN = 9216  # the nightly's max_model_len: pages a sequence's table holds
 VMEM_LIMIT = 62914560  # tuned_params.get_tuned_params' defaults (and every K3 entry but one)
 # tuned_params.get_tuned_params' defaults for a workload with no tuned entry: (queries, pages) a block
