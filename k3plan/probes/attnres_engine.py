@@ -46,7 +46,6 @@ from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
 from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
-from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
 
 # K3 (docs/k3-facts.md §1): hidden 7168, 93 layers, attn_res_block_size 12, rms_norm_eps 1e-5 (the kernel's default)
@@ -56,11 +55,6 @@ DEFAULT_TOKENS = (16, 512)  # decode's 16 padded rows; the nightly's 512-token p
 DEFAULT_BLOCKS = tuple(range(1, 9))  # the K a K3 forward's calls see (k3_call_blocks)
 VALUES_FLOPS = 6  # f32 ops an element of the K + 1 vectors: square, mean's sum, x w, sum, x p, sum over the blocks
 TOLERANCE = 2e-2  # max abs error / max |reference|: a bf16 output of an f32 mix
-BASELINE = (
-    "none needed: N dependent kernel calls in one compiled program (probes/loop.py), the marginal cost between two "
-    "N; the dispatch floor and the program's fixed cost are each point's params.floor_s, the host's empty-call "
-    "floor the record's params.dispatch_floor_s"
-)
 
 
 def k3_call_blocks(layers: int = K3_LAYERS, block_size: int = K3_BLOCK_SIZE) -> list[int]:
@@ -174,8 +168,6 @@ def _run_kernel(
         moved, flops = attnres_cost(tokens=tokens, blocks=blocks, hidden=params.hidden)
         shape = {"tokens": tokens, "blocks": blocks, "hidden": params.hidden}
         out_points.append(kernel_point("attnres", what, shape, moved, flops, peaks, lt))
-    attempts.insert(0, Attempt(implementation="attention_residual", ok=bool(out_points)))
-    refused = refuse_below_bound(out_points, what="attnres")
     calls = k3_call_blocks(params.layers, params.block_size)
     record_params = {
         "kernel": info,
@@ -196,22 +188,17 @@ def _run_kernel(
             "history [T, K, hidden] bf16, folded_weight [hidden] f32, eps=eps); the next call's prefix is this "
             "call's output"
         ),
-        "dispatch_floor_s": floor_s,
-        "warmup": ctx.warmup,
-        "repeats": ctx.repeats,
     }
     return kernel_record(
         ctx,
         probe="attnres",
         op="attention_residual",
         params=record_params,
-        implementation=f"attention_residual ({info['file']})",
         attempts=attempts,
         points=out_points,
-        baseline=BASELINE,
         info=info,
         checks=checks,
-        refused=refused,
+        floor_s=floor_s,
     )
 
 

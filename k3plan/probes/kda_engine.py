@@ -52,7 +52,6 @@ from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verif
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
-from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
 
 # K3 (docs/k3-facts.md §1): 96 KDA heads of 128 over TP 32 = 3 a device; short conv 4; gate_lower_bound -5.0
@@ -64,11 +63,6 @@ DEFAULT_PREFILL = ((512, 3), (2048, 3), (8192, 3), (512, 6), (512, 12))
 DEFAULT_DECODE = ((16, 3), (1, 3))
 TOLERANCE = 5e-2  # max abs error / max |reference|: bf16 activations, f32 state
 VERIFY_MAX_TOKENS = 2048  # the numpy reference walks the tokens one by one
-BASELINE = (
-    "none needed: N dependent kernel calls in one compiled program (probes/loop.py), the marginal cost between two "
-    "N; the dispatch floor and the program's fixed cost are each point's params.floor_s, the host's empty-call "
-    "floor the record's params.dispatch_floor_s"
-)
 
 
 @dataclass(frozen=True)
@@ -215,8 +209,6 @@ def _run_kernel(
             continue
         point_shape = {"kernel": name, **shape, "head_dim": params.head_dim}
         out_points.append(kernel_point("kda-engine", what, point_shape, moved, flops, peaks, lt))
-    attempts.insert(0, Attempt(implementation=name, ok=bool(out_points)))
-    refused = refuse_below_bound(out_points, what=f"kda-engine {name}")
     record_params = {
         "kernel": info,
         "points": [list(p) for p in points],
@@ -232,22 +224,18 @@ def _run_kernel(
             else "as the engine's dispatched_core: state_transposed=False, rows past decode_real at the null slot 0, "
             "has_initial_state 1; the next call carries the state pool and the conv state"
         ),
-        "dispatch_floor_s": floor_s,
-        "warmup": ctx.warmup,
-        "repeats": ctx.repeats,
     }
     return kernel_record(
         ctx,
         probe="kda-engine",
         op=name,
         params=record_params,
-        implementation=f"{name} ({info['file']})",
         attempts=attempts,
         points=out_points,
-        baseline=BASELINE,
         info=info,
         checks=checks,
-        refused=refused,
+        floor_s=floor_s,
+        what=f"kda-engine {name}",
     )
 
 

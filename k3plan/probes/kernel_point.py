@@ -9,6 +9,7 @@ from typing import Any
 from k3plan.evidence.probe_record import Attempt, ProbePoint
 from k3plan.probes.context import ProbeContext
 from k3plan.probes.loop import CPU_TARGET_S, TARGET_S, chained, time_loop
+from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
 
 
@@ -104,23 +105,37 @@ def source_line(info: dict[str, Any]) -> str:
     return f"{where}{at} (file sha256 {info['sha256'][:12]}){edits}"
 
 
+# what an engine-kernel record's points are measured against (probes/loop.py's loop)
+KERNEL_BASELINE = (
+    "none needed: N dependent kernel calls in one compiled program (probes/loop.py), the marginal cost between two "
+    "N; the dispatch floor and the program's fixed cost are each point's params.floor_s, the host's empty-call "
+    "floor the record's params.dispatch_floor_s"
+)
+
+
 def kernel_record(
     ctx: ProbeContext,
     *,
     probe: str,
     op: str,
-    implementation: str,
     info: dict[str, Any],
     params: dict[str, Any],
     attempts: list,
     points: list[ProbePoint],
     checks: list,
-    refused: list[str],
-    baseline: str,
+    floor_s: float,
+    what: str | None = None,
+    baseline: str = KERNEL_BASELINE,
     extra_label: str | None = None,
 ):
-    """The record of one engine kernel's points: ok where every point ran verified and none was faster than its
-    ceiling (``refused``), else the first reason."""
+    """The record of one engine kernel's points (``op``, the file ``info`` describes): the op's own Attempt first,
+    ``params`` closed by the host's dispatch floor and the loop's warm-up and repeats; ok where every point ran
+    verified and none was faster than its ceiling (probes/peak.py, named ``what``, the probe by default), else the
+    first reason."""
+    attempts.insert(0, Attempt(implementation=op, ok=bool(points)))
+    refused = refuse_below_bound(points, what=what or probe)
+    params = {**params, "dispatch_floor_s": floor_s, "warmup": ctx.warmup, "repeats": ctx.repeats}
+    implementation = f"{op} ({info['file']})"
     ok = bool(points) and not refused and all(c.ok for c in checks)
     error = "; ".join(refused) if refused else None
     if not points:

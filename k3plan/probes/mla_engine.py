@@ -47,7 +47,6 @@ from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
 from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
-from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
 
 # K3 at TP 32 (docs/k3-facts.md): 96 MLA heads / 32 = 3 a device, kv_lora 512, 64 unrotated rope dims cached,
@@ -63,11 +62,6 @@ MIXED_DEFAULT = (16, 1)
 DECODE_DEFAULT = (1, 3)
 DECODE_BATCH_DEFAULT = 4
 TOLERANCE = 2e-2  # max abs error / max |reference|: a bf16 output of a bf16 softmax
-BASELINE = (
-    "none needed: N dependent kernel calls in one compiled program (probes/loop.py), the marginal cost between two "
-    "N; the dispatch floor and the program's fixed cost are each point's params.floor_s, the host's empty-call "
-    "floor the record's params.dispatch_floor_s"
-)
 
 
 @dataclass(frozen=True)
@@ -212,8 +206,6 @@ def _run_kernel(
             "kernel_kv_bytes": kernel_kv,
         }
         out_points.append(kernel_point("mla-engine", what, shape, moved, flops, peaks, lt))
-    attempts.insert(0, Attempt(implementation="mla_ragged_paged_attention", ok=bool(out_points)))
-    refused = refuse_below_bound(out_points, what="mla-engine")
     record_params = {
         "kernel": info,
         "tokens": params.tokens,
@@ -236,22 +228,17 @@ def _run_kernel(
             "step), sm_scale = qk_head^-0.5, the block sizes, vmem_limit_bytes, decode_batch_size); the next call's "
             "query is this call's output, its cache the written one"
         ),
-        "dispatch_floor_s": floor_s,
-        "warmup": ctx.warmup,
-        "repeats": ctx.repeats,
     }
     return kernel_record(
         ctx,
         probe="mla-engine",
         op="mla_ragged_paged_attention",
         params=record_params,
-        implementation=f"mla_ragged_paged_attention ({info['file']})",
         attempts=attempts,
         points=out_points,
-        baseline=BASELINE,
         info=info,
         checks=checks,
-        refused=refused,
+        floor_s=floor_s,
     )
 
 

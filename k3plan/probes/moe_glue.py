@@ -35,7 +35,6 @@ from k3plan.probes.context import ProbeContext
 from k3plan.probes.kda_engine import load_kernel
 from k3plan.probes.kernel_point import kernel_point, kernel_record, run_case
 from k3plan.probes.loop import dispatch_floor_s
-from k3plan.probes.peak import refuse_below_bound
 from k3plan.probes.timing import stats
 
 # K3 at TP 32 / EP 32 (docs/k3-facts.md §1): 896 routed experts, top-16, 28 a device; the latent MoE width 3584
@@ -129,8 +128,6 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
             "hidden": params.hidden,
         }
         out_points.append(kernel_point("moe-glue", what, shape, moved, flops, peaks, lt))
-    attempts.insert(0, Attempt(implementation="moe_glue", ok=bool(out_points)))
-    refused = refuse_below_bound(out_points, what="moe-glue")
     record_params = {
         "kernel": info,
         "tokens": list(params.tokens),
@@ -145,9 +142,6 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
             "onehot_moe_permute_threshold): every row routed (skip_padded_tokens off, the default), distinct random "
             "experts a row; the next call's hidden is this call's output and its ids move on by one"
         ),
-        "dispatch_floor_s": floor.p50,
-        "warmup": ctx.warmup,
-        "repeats": ctx.repeats,
     }
     return [
         kernel_record(
@@ -155,13 +149,12 @@ def run(*, ctx: ProbeContext, params: MoeGlueParams) -> list[ProbeRecord]:
             probe="moe-glue",
             op="moe_glue",
             params=record_params,
-            implementation=f"moe_glue ({info['file']})",
             attempts=attempts,
             points=out_points,
             baseline=BASELINE,
             info=info,
             checks=checks,
-            refused=refused,
+            floor_s=floor.p50,
             extra_label=(
                 f"glue only, from {info['file']}: a standalone copy of the engine's MoE routing/permute/combine with "
                 "its two grouped matmuls taken out (params.kernel.local_edits say what differs)"
