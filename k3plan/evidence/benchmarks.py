@@ -48,23 +48,28 @@ Url = Annotated[str, msgspec.Meta(pattern=r"^https://")]
 class Engine(Spec):
     name: str
     repo: str
-    commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")]
+    # the full 40-hex commit where published; a source that names only a short hash (a release tag's
+    # "v0.5.18 @ 71de97b2") keeps that short hash, never a guessed full one
+    commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{7,40}$")]
     version: Optional[str] = None
 
 
 class Flags(Spec):
+    """The serve flags as the source gives them; None: the source does not set it (the engine's default)."""
+
     tensor_parallel_size: Count
     data_parallel_size: Count
     enable_expert_parallel: bool
-    max_num_batched_tokens: Count
-    max_num_seqs: Count
-    max_model_len: Count
-    gpu_memory_utilization: Annotated[float, msgspec.Meta(gt=0, le=1)]
-    kv_cache_dtype: str
-    async_scheduling: Optional[bool]
-    quantization: str
-    compile_sizes: Optional[list[int]]
-    extra: str
+    max_num_batched_tokens: Optional[Count] = None  # vLLM's; SGLang's --chunked-prefill-size
+    max_num_seqs: Optional[Count] = None
+    max_model_len: Optional[Count] = None
+    gpu_memory_utilization: Optional[Annotated[float, msgspec.Meta(gt=0, le=1)]] = None  # SGLang: mem-fraction-static
+    kv_cache_dtype: str  # as the flag says ("auto": the checkpoint's dtype)
+    block_size: Optional[Count] = None  # the KV page in tokens (--block-size / --page-size); None: the engine's default
+    async_scheduling: Optional[bool] = None  # None: not published
+    quantization: str = ""
+    compile_sizes: Optional[list[int]] = None
+    extra: str = ""
     client: str
 
 
@@ -72,31 +77,53 @@ class Split(Spec):
     tp: Count
     dp: Count
     ep: Count
+    pp: Count = 1
+    dcp: Count = 1  # decode context parallel (SGLang --dcp-size): k3plan's split has no such axis
 
 
 class Workload(Spec):
     isl: Count
     osl: Count
     concurrency: Count
-    num_prompts: Count
-    completed: Annotated[int, msgspec.Meta(ge=0)]
+    num_prompts: Optional[Count] = None
+    completed: Optional[Annotated[int, msgspec.Meta(ge=0)]] = None
+
+
+Statistic = Literal["median", "mean"]
 
 
 class Measured(Spec):
-    median_tpot_ms: Positive
-    median_ttft_ms: Optional[Positive]
-    output_token_throughput: Positive
-    total_token_throughput: Positive
+    """The published figures. ``statistic`` says which the source gives: the median (vLLM's and SGLang's
+    bench_serving print both; the nightlies keep the median) or only the mean (a sweep's summary table)."""
+
+    statistic: Statistic = "median"
+    median_tpot_ms: Optional[Positive] = None
+    median_ttft_ms: Optional[Positive] = None
+    mean_tpot_ms: Optional[Positive] = None
+    mean_ttft_ms: Optional[Positive] = None
+    output_token_throughput: Optional[Positive] = None
+    total_token_throughput: Optional[Positive] = None
+
+    @property
+    def tpot_ms(self) -> float:
+        v = self.median_tpot_ms if self.statistic == "median" else self.mean_tpot_ms
+        assert v is not None  # load_benchmark refuses a file without it
+        return v
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return self.median_ttft_ms if self.statistic == "median" else self.mean_ttft_ms
 
 
 class Sources(Spec):
-    baseline: Url
-    config: Url
+    baseline: Url  # where the figures were read
+    config: Optional[Url] = None  # where the serve flags were read, when apart from the figures
 
 
 class ServingBenchmark(Spec):
     name: str
-    model: str
+    model: str  # the bundled model whose architecture the run served
+    checkpoint: Optional[str] = None  # the checkpoint served, where it is not the bundled one's format
     waiting_for_model: bool = False
     engine: Engine
     flags: Flags
@@ -106,12 +133,14 @@ class ServingBenchmark(Spec):
     workload: Workload
     measured: Measured
     sources: Sources
+    notes: str = ""
     path: str = ""  # the file, set by the loader
 
     @property
-    def chunk_tokens(self) -> int:
-        """The prefill chunk: vLLM chunks a prompt at --max-num-batched-tokens."""
-        return min(self.flags.max_num_batched_tokens, self.workload.isl)
+    def chunk_tokens(self) -> int | None:
+        """The prefill chunk: vLLM chunks a prompt at --max-num-batched-tokens (None: not published)."""
+        m = self.flags.max_num_batched_tokens
+        return None if m is None else min(m, self.workload.isl)
 
     @property
     def label(self) -> str:
@@ -125,8 +154,11 @@ def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
             f"serving benchmark {path.name}: flags say tp {f.tensor_parallel_size} dp "
             f"{f.data_parallel_size}, split says tp {s.tp} dp {s.dp}"
         )
-    if b.workload.completed > b.workload.num_prompts:
-        raise K3PlanError(f"serving benchmark {path.name}: completed {b.workload.completed} > prompts")
+    w, m = b.workload, b.measured
+    if w.completed is not None and w.num_prompts is not None and w.completed > w.num_prompts:
+        raise K3PlanError(f"serving benchmark {path.name}: completed {w.completed} > prompts")
+    if getattr(m, f"{m.statistic}_tpot_ms") is None:
+        raise K3PlanError(f"serving benchmark {path.name}: measured.statistic is {m.statistic}, no {m.statistic}_tpot_ms")
     return b
 
 
