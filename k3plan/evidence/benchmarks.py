@@ -50,8 +50,12 @@ class Engine(Spec):
     repo: str
     # the full 40-hex commit where published; a source that names only a short hash (a release tag's
     # "v0.5.18 @ 71de97b2") keeps that short hash, never a guessed full one
-    commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{7,40}$")]
-    version: Optional[str] = None
+    commit: Optional[Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{7,40}$")]] = None
+    version: Optional[str] = None  # a release where the source names one (then the commit may be unpublished)
+
+    @property
+    def at(self) -> str:
+        return self.commit[:8] if self.commit else f"v{self.version}".replace("vv", "v")
 
 
 class Flags(Spec):
@@ -89,30 +93,33 @@ class Workload(Spec):
     completed: Optional[Annotated[int, msgspec.Meta(ge=0)]] = None
 
 
-Statistic = Literal["median", "mean"]
+Statistic = Literal["median", "mean", "unstated"]
 
 
 class Measured(Spec):
     """The published figures. ``statistic`` says which the source gives: the median (vLLM's and SGLang's
-    bench_serving print both; the nightlies keep the median) or only the mean (a sweep's summary table)."""
+    bench_serving print both; the nightlies keep the median), only the mean (a sweep's summary table), or a
+    figure the source does not say is either (a PR's table: ``unstated_*``)."""
 
     statistic: Statistic = "median"
     median_tpot_ms: Optional[Positive] = None
     median_ttft_ms: Optional[Positive] = None
     mean_tpot_ms: Optional[Positive] = None
     mean_ttft_ms: Optional[Positive] = None
+    unstated_tpot_ms: Optional[Positive] = None
+    unstated_ttft_ms: Optional[Positive] = None
     output_token_throughput: Optional[Positive] = None
     total_token_throughput: Optional[Positive] = None
 
     @property
     def tpot_ms(self) -> float:
-        v = self.median_tpot_ms if self.statistic == "median" else self.mean_tpot_ms
+        v = getattr(self, f"{self.statistic}_tpot_ms")
         assert v is not None  # load_benchmark refuses a file without it
         return v
 
     @property
     def ttft_ms(self) -> float | None:
-        return self.median_ttft_ms if self.statistic == "median" else self.mean_ttft_ms
+        return getattr(self, f"{self.statistic}_ttft_ms")
 
 
 class Sources(Spec):
@@ -144,7 +151,7 @@ class ServingBenchmark(Spec):
 
     @property
     def label(self) -> str:
-        return f"{self.name} ({self.engine.name} @ {self.engine.commit[:8]}; {self.sources.baseline})"
+        return f"{self.name} ({self.engine.name} @ {self.engine.at}; {self.sources.baseline})"
 
 
 def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
@@ -154,6 +161,8 @@ def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
             f"serving benchmark {path.name}: flags say tp {f.tensor_parallel_size} dp "
             f"{f.data_parallel_size}, split says tp {s.tp} dp {s.dp}"
         )
+    if b.engine.commit is None and b.engine.version is None:
+        raise K3PlanError(f"serving benchmark {path.name}: engine.commit or engine.version is required")
     w, m = b.workload, b.measured
     if w.completed is not None and w.num_prompts is not None and w.completed > w.num_prompts:
         raise K3PlanError(f"serving benchmark {path.name}: completed {w.completed} > prompts")

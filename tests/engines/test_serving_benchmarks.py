@@ -65,7 +65,7 @@ def test_measured_at_the_benchmark_workload_and_transferred_elsewhere():
 
 
 def test_bad_file_is_one_line(tmp_path):
-    src = (FOLDER / CASES[0]["file"]).read_text().replace("tp: 32, dp: 1", "tp: 16, dp: 1")
+    src = (FOLDER / "kimi-k3-tp32-ep-isl8192-osl1024-c1.yaml").read_text().replace("tp: 32, dp: 1", "tp: 16, dp: 1")
     p = tmp_path / "bad.yaml"
     p.write_text(src)
     with pytest.raises(K3PlanError, match="flags say tp 32"):
