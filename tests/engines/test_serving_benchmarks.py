@@ -11,6 +11,8 @@ import yaml
 from k3plan.errors import K3PlanError
 from k3plan.evidence.benchmarks import (
     FOLDER,
+    Asked,
+    differing,
     load_benchmark,
     load_benchmarks,
     matching,
@@ -20,6 +22,13 @@ from k3plan.evidence.benchmarks import (
 # every golden file (one a source family), each case with the URL it was read from
 CASES = [c for f in sorted((Path(__file__).parent / "benchmarks").glob("*.yaml")) for c in yaml.safe_load(f.read_text())]
 K3 = dict(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, dp=1, ep=32)
+# the key a default question on the torchtpu-vllm stack asks: bf16 KV, the 16-token page the model prices, sync
+
+
+def key(batch=1, context=8192, chunk=512, kv="bf16", page=16, async_scheduling=False) -> Asked:
+    return Asked(
+        kv_dtype=kv, page_tokens=page, async_scheduling=async_scheduling, batch=batch, context=context, chunk=chunk
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
@@ -53,15 +62,45 @@ def test_no_shipped_file_waits_for_its_model():
 
 def test_measured_at_the_benchmark_workload_and_transferred_elsewhere():
     cands = matching(**K3, stack="torchtpu-vllm")
-    at = serving_figure("tpot", model_s=0.010, cands=cands, batch=1, context=8192, chunk=512, model_at=lambda b: 0.010)
+    at = serving_figure("tpot", model_s=0.010, cands=cands, asked=key(), model_at=lambda b: 0.010)
     assert at.source == "measured" and at.value_s == pytest.approx(0.030899158045435588)
-    assert "chunk 512" in at.label
-    near = serving_figure("tpot", model_s=0.012, cands=cands, batch=2, context=8192, chunk=512, model_at=lambda b: 0.010)
+    assert "chunk 512" in at.label and "all match" in at.label
+    near = serving_figure("tpot", model_s=0.012, cands=cands, asked=key(batch=2), model_at=lambda b: 0.010)
     assert near.source == "transferred" and near.value_s == pytest.approx(0.030899158045435588 * 1.2)
-    big = serving_figure("ttft", model_s=1.0, cands=cands, batch=1, context=8192, chunk=8192, model_at=lambda b: 1.0)
-    assert big.source == "measured" and big.value_s == pytest.approx(0.9951696610078216)
-    none = serving_figure("ttft", model_s=0.5, cands=(), batch=1, context=8192, chunk=512, model_at=None)
+    assert near.differing == ("batch 1->2",)
+    none = serving_figure("ttft", model_s=0.5, cands=(), asked=key(), model_at=None)
     assert none.source == "model" and none.value_s == 0.5
+
+
+def test_measured_only_when_kv_dtype_page_chunk_and_scheduling_match_too():
+    """Issue 46 item 6: the tuned recipe (fp8 KV, 256-token pages, async, chunk 8192) is measured only for a question
+    that asks all of it; the default question (bf16 KV, 16-token pages, sync) at chunk 8192 is transferred from
+    the benchmark with the fewest differing keys beside the workload (the nightly at chunk 512: the model's ratio
+    prices the chunk), and where only a benchmark across a KV dtype / page / scheduling is near, the label says
+    the ratio does not price those keys."""
+    cands = matching(**K3, stack="torchtpu-vllm")
+    tuned = key(chunk=8192, kv="fp8", page=256, async_scheduling=True)
+    big = serving_figure("ttft", model_s=1.0, cands=cands, asked=tuned, model_at=lambda b: 1.0)
+    assert big.source == "measured" and big.value_s == pytest.approx(0.9951696610078216)
+    plain = serving_figure("ttft", model_s=1.0, cands=cands, asked=key(chunk=8192), model_at=lambda b: 1.0)
+    assert plain.source == "transferred" and plain.differing == ("chunk 512->8,192",)
+    (tuned_b,) = [b for b in cands if b.flags.max_num_batched_tokens == 8192]
+    only = serving_figure("ttft", model_s=1.0, cands=(tuned_b,), asked=key(chunk=8192), model_at=lambda b: 1.0)
+    assert only.source == "transferred"
+    assert set(only.differing) == {"KV dtype fp8->bf16", "page 256->16 tokens", "scheduling async->sync"}
+    assert "the ratio does not price" in only.label
+    assert not differing(tuned_b, tuned)
+    for k, v in (("kv", "fp8"), ("page", 256), ("async_scheduling", True)):
+        (nightly,) = [b for b in cands if b.flags.max_num_batched_tokens == 512]
+        assert differing(nightly, key(**{k: v})), k  # one key apart is never measured
+
+
+def test_an_unpublished_key_is_never_measured():
+    """A benchmark that does not publish its page or scheduling (the V4 nightlies: no --block-size is the plugin's
+    16; async_scheduling unset) is transferred to the question at its own workload, the key named."""
+    (v4,) = [b for b in load_benchmarks() if b.engine.commit and b.engine.commit.startswith("396c3504")]
+    keys = differing(v4, key(batch=2048, chunk=1024, kv="fp8"))
+    assert keys == ("scheduling unpublished->sync",)
 
 
 def test_bad_file_is_one_line(tmp_path):
@@ -77,7 +116,9 @@ def test_bad_file_is_one_line(tmp_path):
 
 def test_a_workload_far_from_every_benchmark_gets_no_transfer():
     cands = matching(**K3, stack="torchtpu-vllm")
-    far = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=1048576, chunk=8192, model_at=None)
+    far = serving_figure("tpot", model_s=0.02, cands=cands, asked=key(context=1048576, chunk=8192), model_at=None)
     assert far.source == "model" and far.value_s == 0.02
-    near = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=131072, chunk=8192, model_at=lambda b: 0.01)
+    near = serving_figure(
+        "tpot", model_s=0.02, cands=cands, asked=key(context=131072, chunk=8192), model_at=lambda b: 0.01
+    )
     assert near.source == "transferred"  # 16x the nightly's 8,192 tokens: the edge of "nearby"
