@@ -20,7 +20,9 @@ from k3plan.evidence.benchmarks import (
 )
 
 # every golden file (one a source family), each case with the URL it was read from
-CASES = [c for f in sorted((Path(__file__).parent / "benchmarks").glob("*.yaml")) for c in yaml.safe_load(f.read_text())]
+CASES = [
+    c for f in sorted((Path(__file__).parent / "benchmarks").glob("*.yaml")) for c in yaml.safe_load(f.read_text())
+]
 K3 = dict(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, dp=1, ep=32)
 # the key a default question on the torchtpu-vllm stack asks: bf16 KV, the 16-token page the model prices, sync
 

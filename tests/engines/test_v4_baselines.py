@@ -31,7 +31,12 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_the_baseline_matches_its_configuration_only(case):
     model, topo, tp, dp, ep, *_ = case
-    (b,) = [b for b in load_benchmarks() if b.model == model and b.engine.commit in ("396c35040f7ddc7f15e15ca4613d6e4b40ae1e9f", "5e1723dbf012cb9663dd800bb0fc58991eccfa72")]
+    (b,) = [
+        b
+        for b in load_benchmarks()
+        if b.model == model
+        and b.engine.commit in ("396c35040f7ddc7f15e15ca4613d6e4b40ae1e9f", "5e1723dbf012cb9663dd800bb0fc58991eccfa72")
+    ]
     assert not b.waiting_for_model and b.engine.name == "torchtpu-vllm"
     cfg = dict(model=model, hardware="tpu-v7x", topology=topo, tp=tp, dp=dp, ep=ep)
     assert b in matching(**cfg, stack="torchtpu-vllm")
@@ -63,8 +68,24 @@ def test_roofline_prices_the_configuration_and_transfers_the_nightly(cli, case):
     assert dec["measured_s"] is None and not dec["gap_terms"]
     bf16 = json.loads(
         cli(
-            "roofline", "-m", model, "-t", topo, "--tp", tp, "--dp", dp, "--ep", ep,
-            "--batch", conc, "--context", 8192, "--chunk", chunk, "--json",
+            "roofline",
+            "-m",
+            model,
+            "-t",
+            topo,
+            "--tp",
+            tp,
+            "--dp",
+            dp,
+            "--ep",
+            ep,
+            "--batch",
+            conc,
+            "--context",
+            8192,
+            "--chunk",
+            chunk,
+            "--json",
         ).stdout  # fmt: skip
     )
     assert "KV dtype fp8->bf16" in bf16["serving"]["tpot"]["differing"]
