@@ -95,6 +95,10 @@ def _setup(b: ServingBenchmark):
             raise
         setup = setup_from(**opts, ep=s.tp * s.dp, kv_dtype=kv)  # the MoE over the TP group: k3plan's EP over it
         notes.append(f"EP {s.tp * s.dp} (the run shards each expert over TP)")
+    util, knob = b.flags.gpu_memory_utilization, setup.stack.kv_pool.knob
+    if util is not None and knob:  # the run's memory fraction (only fit's verdict reads it, not the speed)
+        o = {**opts, "stack": f"{b.engine.name}:{knob}={util}"}
+        setup = setup_from(**o, ep=setup.parallel.ep, kv_dtype=kv)
     if b.checkpoint and "not the bundled" in b.checkpoint:
         notes.append("the bundled checkpoint's expert format")
     if b.chunk_tokens is None:
@@ -122,6 +126,18 @@ class _Models:
         return self.by_config[key]
 
 
+def _fit_note(setup, b: ServingBenchmark) -> list[str]:
+    """k3plan fit's verdict at the run's workload where it is not "fits": the speed is priced all the same (the
+    run did fit, with its own checkpoint and pool), but the row says the bundled one would not."""
+    from k3plan.budget.fit import check_workload, fit
+    from k3plan.step.verdict import fit_reason
+
+    w = b.workload
+    chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
+    r = fit(setup, check_workload(context_tokens=w.isl + w.osl, batch=w.concurrency, prefill_chunk_tokens=chunk))
+    return [] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]
+
+
 def _ratio(model_ms: float | None, measured_ms: float | None) -> float | None:
     return None if model_ms is None or measured_ms is None else model_ms / measured_ms
 
@@ -140,6 +156,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...]) -> list[Row]:
         w, meas = b.workload, b.measured
         tpot = ttft = None
         if m is not None:
+            notes = notes + _fit_note(m.setup, b)
             tpot = m.decode_s(w.concurrency, w.isl) * 1e3
             if meas.ttft_ms is not None:
                 chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
