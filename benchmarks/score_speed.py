@@ -87,7 +87,10 @@ def _setup(b: ServingBenchmark):
     if s.dcp > 1:
         notes.append(f"no DCP (the run's {s.dcp})")
     opts = dict(model=b.model, hardware=b.hardware, topology=b.topology, tp=s.tp, dp=s.dp, stack=b.engine.name)
-    kv = kv_dtype_of(b.flags.kv_cache_dtype)
+    flag = b.flags.kv_cache_dtype
+    kv = None if flag is None else kv_dtype_of(flag)  # None: the stack's default
+    if flag is None:
+        notes.append("KV dtype unpublished: the stack's default")
     try:
         setup = setup_from(**opts, ep=s.ep, kv_dtype=kv)
     except K3PlanError:
@@ -116,7 +119,7 @@ class _Models:
     def of(self, b: ServingBenchmark):
         from k3plan.speed.serving import _ModelAt
 
-        key = (b.model, b.hardware, b.topology, b.split, b.engine.name, kv_dtype_of(b.flags.kv_cache_dtype))
+        key = (b.model, b.hardware, b.topology, b.split, b.engine.name, b.flags.kv_cache_dtype)
         if key not in self.by_config:
             try:
                 setup, notes = _setup(b)

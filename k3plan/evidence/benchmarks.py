@@ -71,7 +71,7 @@ class Flags(Spec):
     max_num_seqs: Optional[Count] = None
     max_model_len: Optional[Count] = None
     gpu_memory_utilization: Optional[Annotated[float, msgspec.Meta(gt=0, le=1)]] = None  # SGLang: mem-fraction-static
-    kv_cache_dtype: str  # as the flag says ("auto": the checkpoint's dtype)
+    kv_cache_dtype: Optional[str]  # as the flag says ("auto": the checkpoint's dtype); None: the source does not say
     block_size: Optional[Count] = None  # the KV page in tokens (--block-size / --page-size); None: the engine's default
     async_scheduling: Optional[bool] = None  # None: not published
     quantization: str = ""
@@ -296,7 +296,8 @@ def config_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
     """The keys beside the workload that differ (or that the benchmark does not publish): KV dtype, KV page,
     scheduling. The model's ratio does not price them."""
     out = []
-    kv = kv_dtype_of(b.flags.kv_cache_dtype)
+    flag = b.flags.kv_cache_dtype
+    kv = "unpublished" if flag is None else kv_dtype_of(flag)
     if kv != a.kv_dtype:
         out.append(f"KV dtype {kv}->{a.kv_dtype}")
     page = page_of(b)
