@@ -157,6 +157,15 @@ BAD = {
         lambda r: r["quantization_config"].__setitem__("weight_block_size", [128, 128]),
         "quantization_config",
     ),
+    "engram rows not in 32-blocks": (
+        lambda r: r["text_config"].__setitem__("engram_head_dim", 100),
+        "engram_head_dim",
+    ),
+    "hidden not in 32-blocks": (lambda r: r["text_config"].__setitem__("hidden_size", 5121), "hidden_size"),
+    "candidate source not a KV source": (
+        lambda r: r["text_config"].__setitem__("candidate_source_layer_id", 24),
+        "candidate_source_layer_id",
+    ),
     "bad vision": (lambda r: r["vision_config"].__setitem__("hidden_size", "wide"), "vision_config.hidden_size"),
 }
 

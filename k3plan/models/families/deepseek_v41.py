@@ -103,6 +103,11 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     if not set(kv_src) <= set(idx_src):
         raise K3PlanError(f"{source}: text_config.kv_source_layer_ids {list(kv_src)} must be index sources too")
     cand = c.opt_int("candidate_source_layer_id", minimum=0)
+    if cand is not None and cand not in kv_src:
+        raise K3PlanError(
+            f"{source}: field 'text_config.candidate_source_layer_id' is {cand}; expected one of the KV sources "
+            f"{list(kv_src)}"
+        )
     csa2 = CSA2Dims(
         kv_source_layer_ids=kv_src,
         index_source_layer_ids=idx_src,
@@ -111,6 +116,15 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         candidate_block_size=c.int("candidate_block_size", 0, minimum=0),
     )
     engram = _engram(c, n_layers)
+    # the FP4 / FP8 formats' scale blocks: 32 values (experts, Engram rows, indexer keys), 16 (the main KV)
+    for key in ("hidden_size", "moe_intermediate_size", "head_dim", "index_head_dim") + (
+        ("engram_head_dim",) if engram is not None else ()
+    ):
+        if c.int(key) % 32:
+            raise K3PlanError(
+                f"{source}: field 'text_config.{key}' is {c.int(key)}; DeepSeek-V4.1's FP4/FP8 scale blocks need a "
+                "multiple of 32"
+            )
     dspark = (
         DSparkDims(
             block_size=c.int("dspark_block_size"),
@@ -208,7 +222,8 @@ def _quant(raw: dict, source: str) -> None:
 
 
 def _vision_dims(raw: dict, source: str) -> dict[str, int]:
-    v = ConfigReader(raw.get("vision_config"), source=source, prefix="vision_config.")
+    vision: Any = raw.get("vision_config")  # ConfigReader refuses anything but an object, naming the field
+    v = ConfigReader(vision, source=source, prefix="vision_config.")
     return {
         "layers": v.int("num_hidden_layers"),
         "dim": v.int("hidden_size"),
