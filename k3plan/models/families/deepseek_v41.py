@@ -37,6 +37,7 @@ from k3plan.models.config import ConfigReader
 from k3plan.models.families.deepseek_v3 import deepseek_moe
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import CSA2Dims, DSparkDims, DSV4Dims, EngramDims, MLADims, ModelSpec
+from k3plan.units import fmt_gib
 
 ARCHITECTURES = ("DeepseekV41ForCausalLM",)
 MODEL_TYPES = ("deepseek_v41",)
@@ -415,7 +416,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
         g = d.engram
         notes.append(
             f"Engram n-gram memory (layers {list(g.layer_ids)}): {inv.engram_params / 1e9:,.2f}B parameters, "
-            f"{inv.engram_bytes / 1e9:,.2f} GB, outside the backbone totals; {g.rows_per_token_layer} rows of "
+            f"{fmt_gib(inv.engram_bytes)}, outside the backbone totals; {g.rows_per_token_layer} rows of "
             f"{g.head_dim} a token a layer, addressed by the input tokens alone (can live below HBM, prefetched)"
         )
     if ds is not None:
