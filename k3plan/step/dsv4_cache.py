@@ -382,6 +382,15 @@ V41_SOURCES = (
         "derives 890 B a token as (3/2 + 1) x (288 + 68)",
     ),
     Source(
+        "NVIDIA-NeMo/Automodel",
+        "nemo_automodel/components/models/deepseek_v41/attention.py",
+        "CSA2 from the official V4.1 inference model: Full layers publish compressed KV and index keys, Reindex "
+        "layers replace only the selection, Reuse layers consume it; 'the released FP8 window KV and FP4 "
+        "compressed KV/indexer representations'",
+        "",
+        note="read on docs.nvidia.com/nemo/automodel/v0.5 (module docstring); commit not pinned",
+    ),
+    Source(
         "deepseek-ai/DeepSeek-V4.1-Flash",
         "inference/model.py",
         "Compressor: fp4_act_quant(scale_dtype=e4m3, block 16) of the compressed KV; the window in fp8",
