@@ -82,6 +82,10 @@ def command(
       k3plan curve -t 2x2x4 --tp 32 --csv curve.csv      the points for pandas (--csv -: to stdout)
     """
     check_csv(csv, json_out=json_out)
+    if plot is not None:
+        from k3plan.extras import require_matplotlib
+
+        require_matplotlib("--plot")
     from k3plan.app.curve import CurveQuestion, answer
 
     a = answer(

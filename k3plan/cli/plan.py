@@ -87,7 +87,9 @@ StrictOpt = Annotated[
 PlotOpt = Annotated[
     Optional[Path],
     typer.Option(
-        "--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG (or SVG: a .svg name)."
+        "--plot",
+        help="Write the Pareto front (tokens/s per user vs per chip) as a PNG (or SVG: a .svg name); needs "
+        "matplotlib: pip install 'k3plan[plot]'.",
     ),
 ]
 EmitOpt = Annotated[
@@ -232,8 +234,10 @@ def command(
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
     if plot is not None:
         from k3plan.deploy.chart import chart_format
+        from k3plan.extras import require_matplotlib
 
         chart_format(plot)  # .png or .svg, checked before the search
+        require_matplotlib("--plot")
     from k3plan.app.plan import PlanQuestion, answer
 
     a = answer(
