@@ -1,8 +1,8 @@
 """Optional extras (pyproject [project.optional-dependencies]): which one a missing module belongs to, and
 the command that installs it for this install (issue 36: pip or pipx, never the checkout's ``-e``).
 
-Ground layer: k3plan.cli.app turns a ModuleNotFoundError of an extra's module into one line and exit 2;
-report writes its Markdown without plots when matplotlib is missing and says so.
+Ground layer: k3plan.cli.app refuses probe and validate without jax in one line (exit 2), as ``pyplot`` and
+``require_matplotlib`` do a plot without matplotlib; report writes its Markdown without plots then and says so.
 """
 
 from __future__ import annotations
