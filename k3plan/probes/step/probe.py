@@ -191,10 +191,10 @@ def _time_stage(
     import jax
     import jax.numpy as jnp
 
-    from k3plan.probes.step.scaled import concrete, zeros
     from k3plan.step.cache import cache_layout
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
+    from k3plan.validate.local import concrete, zeros
 
     spec = setup.model.spec
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
