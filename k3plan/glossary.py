@@ -23,7 +23,7 @@ TERMS: tuple[Term, ...] = (
         "Kimi Delta Attention: K3's linear-attention layers (69 of its 93). Instead of a KV cache that grows "
         "with the context, each sequence keeps a fixed-size recurrent state a layer (f32 recurrent + bf16 "
         "convolution): fit's 'KDA state' term, the same at 1K or 1M tokens.",
-        "docs/k3-facts.md §1 and §3; k3plan/budget/cache.py",
+        "docs/k3-facts.md §1 and §3; k3plan/step/cache.py",
     ),
     Term(
         "MLA",
@@ -47,7 +47,7 @@ TERMS: tuple[Term, ...] = (
         "vLLM's hybrid KV-cache manager: one page size for every layer, so a KDA layer's state is padded to "
         "whole pages and the attention block holds as many tokens as fit a page (e.g. 'blocks of 192 tokens'). "
         "fit counts the padding; stacks with 'separate' paging (SGLang) keep the state in its own pool.",
-        "k3plan/budget/cache.py; the stack YAMLs' paging.source",
+        "k3plan/step/cache.py; the stack YAMLs' paging.source",
     ),
     Term(
         "graph buckets",

@@ -5,11 +5,11 @@ follows the findings, curve and report are named models. Key order is the JSON c
 from __future__ import annotations
 
 from k3plan.advice.fit_output import FitOutput
+from k3plan.advice.plan_output import PlanOutput
 from k3plan.budget.curve_output import CurveOutput
 from k3plan.budget.fit import FitResult
 from k3plan.check.compare import Finding
 from k3plan.check.gate import CheckResult
-from k3plan.plan.output import PlanOutput
 from k3plan.plan.search import PlanResult
 from k3plan.report.capacity_model import ReportOutput
 from k3plan.structs import dump, fields

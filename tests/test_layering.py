@@ -1,11 +1,14 @@
-"""Layers point down (docs/architecture.md): each package imports only the layers below it, and the module
-import graph has no cycle. Read from the source with ``ast`` (every import a module runs, function-local ones
-included; imports under ``if TYPE_CHECKING:`` are annotations only and do not count), so a new upward import
-fails here with the importing module, the imported one and both layers named."""
+"""Layers point down (docs/architecture.md): each package imports only the layers below it, no two packages
+import each other (siblings in one layer included), the package graph has no cycle and the module import graph
+has none. Read from the source with ``ast``: every import a module holds counts, function-local ones and those
+under ``if TYPE_CHECKING:`` included (an annotation-only import still ties the two packages together: whoever
+reads or moves one must read the other), so a new upward or sideways import fails here with the importing
+module, the imported one and the layers or packages named."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "k3plan"
@@ -56,25 +59,14 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
-def _type_only(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(sub) for sub in ast.walk(node))
-    return skip
-
-
 def import_graph() -> dict[str, set[str]]:
-    """module -> the k3plan modules it imports at run time."""
+    """module -> the k3plan modules it imports (at run time or for type checking only)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        skip = _type_only(tree)
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -156,8 +148,98 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def package_of(module: str) -> str:
+    """k3plan.a.b.c -> k3plan.a (a top-level module is its own package; k3plan itself is k3plan)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(importing package, imported package) -> the (importer, imported) module pairs behind it."""
+    edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for importer, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            pair = (package_of(importer), package_of(target))
+            if pair[0] != pair[1]:
+                edges.setdefault(pair, []).append((importer, target))
+    return edges
+
+
+def _why(edges: dict[tuple[str, str], list[tuple[str, str]]], pair: tuple[str, str]) -> list[str]:
+    return [f"  {importer} imports {target}" for importer, target in edges[pair]]
+
+
+def mutual_packages(graph: dict[str, set[str]]) -> list[str]:
+    """Every pair of packages importing each other, with the module imports behind both directions."""
+    edges = package_edges(graph)
+    out = []
+    for a, b in sorted(edges):
+        if a < b and (b, a) in edges:
+            out += [f"{a} <-> {b}:", *_why(edges, (a, b)), *_why(edges, (b, a))]
+    return out
+
+
+def package_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every cycle among packages (of any length), with the module imports inside it."""
+    edges = package_edges(graph)
+    packages = sorted({p for pair in edges for p in pair})
+    pgraph: dict[str, set[str]] = {p: set() for p in packages}
+    for a, b in edges:
+        pgraph[a].add(b)
+    out = []
+    for comp in _cycles(pgraph):
+        inside = set(comp)
+        out.append(f"cycle among {', '.join(comp)}:")
+        for pair in sorted(edges):
+            if pair[0] in inside and pair[1] in inside:
+                out += _why(edges, pair)
+    return out
+
+
+_MOVE_DOWN = (
+    "move the shared formula or type down, into the lower package or a small module both import "
+    "(not a local, string or TYPE_CHECKING import: those still tie the two together)"
+)
+
+
+def test_no_two_packages_import_each_other():
+    mutual = mutual_packages(import_graph())
+    assert not mutual, f"packages importing each other ({_MOVE_DOWN}):\n" + "\n".join(mutual)
+
+
+def test_packages_form_a_dag():
+    cycles = package_cycles(import_graph())
+    assert not cycles, f"package import cycles ({_MOVE_DOWN}):\n" + "\n".join(cycles)
+
+
 def test_the_check_sees_an_upward_import_and_a_cycle():
     """The checks above would fail on what they guard against (a check that cannot see the error is none)."""
     graph = {"k3plan.step.ops": {"k3plan.plan.search"}, "k3plan.plan.search": {"k3plan.step.ops"}}
     assert layer_of("k3plan.step.ops")[0] > layer_of("k3plan.plan.search")[0]
     assert _cycles(graph) == [["k3plan.plan.search", "k3plan.step.ops"]]
+
+
+def test_the_check_sees_siblings_a_package_cycle_and_a_type_only_import(tmp_path, monkeypatch):
+    """Two packages of one layer importing each other from deep modules, a three-package cycle with no
+    mutual pair, and an import under ``if TYPE_CHECKING:`` are all seen."""
+    siblings = {"k3plan.budget.fit.x": {"k3plan.roofline.comm"}, "k3plan.roofline.comm": {"k3plan.budget.dtypes"}}
+    assert package_of("k3plan.budget.fit.x") == "k3plan.budget"
+    assert mutual_packages(siblings) == [
+        "k3plan.budget <-> k3plan.roofline:",
+        "  k3plan.budget.fit.x imports k3plan.roofline.comm",
+        "  k3plan.roofline.comm imports k3plan.budget.dtypes",
+    ]
+    ring = {"k3plan.a.x": {"k3plan.b.y"}, "k3plan.b.y": {"k3plan.c.z"}, "k3plan.c.z": {"k3plan.a.w"}}
+    assert not mutual_packages(ring)
+    assert package_cycles(ring) == [
+        "cycle among k3plan.a, k3plan.b, k3plan.c:",
+        "  k3plan.a.x imports k3plan.b.y",
+        "  k3plan.b.y imports k3plan.c.z",
+        "  k3plan.c.z imports k3plan.a.w",
+    ]
+    pkg = tmp_path / "k3plan"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("")
+    (pkg / "high.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from k3plan.low import x\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    assert import_graph()["k3plan.high"] == {"k3plan.low"}

@@ -188,7 +188,7 @@ def draft_kv_for(setup, *, external: bool, given_bytes_per_token: int | None) ->
     """The draft's KV a token a device at ``setup``: ``--draft-kv-bytes-per-token`` when given (not
     derived), else the model's MTP head laid out by the stack (derived), else None (an external
     draft whose KV is unknown, or a weightless drafter)."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
     from k3plan.workload.draft import draft_head, given_draft_kv, mtp_draft_kv
 
     if given_bytes_per_token is not None:
@@ -293,8 +293,8 @@ def spec_decode_report(
 
 def offload_report(setup, workload, choice: str, *, eff, probes=None) -> OffloadCost:
     """--offload host|ssd|remote: a session at the fit's context parked in that tier between turns."""
-    from k3plan.budget.cache import cache_layout
     from k3plan.roofline.bounds import prefill_bound
+    from k3plan.step.cache import cache_layout
     from k3plan.tiers.model import offload_tier
     from k3plan.tiers.sessions import offload_cost, stored_session_bytes
 

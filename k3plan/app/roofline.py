@@ -1,24 +1,19 @@
 """What `k3plan roofline` answers, typed: a RooflineQuestion (the options cli/roofline.py parsed) to a
 RooflineAnswer: the decode and prefill bounds of one setup, the expected time beside them, the long-context
-crossover, advice and the prefix-cache TTFT (RooflineResult), or why it gives no speed figure
-(RooflineRefusal). cli/roofline.py only parses, asks and renders (issue 33: one typed question and one typed
-answer a command). Field order is the `roofline --json` key order."""
+crossover, advice and the prefix-cache TTFT (RooflineResult, in k3plan.advice.roofline_output beside fit's and
+plan's outputs, so report/ renders it without importing app/), or why it gives no speed figure (RooflineRefusal).
+cli/roofline.py only parses, asks and renders (issue 33: one typed question and one typed answer a command).
+Field order is the `roofline --json` key order."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Optional
 
-from k3plan.advice.rules import Advice
-from k3plan.advice.wiring import SpecDecodeReport
+from k3plan.advice.roofline_output import RooflineResult
 from k3plan.app.setup import PointQuestion
-from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
-from k3plan.roofline.result import LongContext
 from k3plan.sharding.mesh import Parallel
-from k3plan.speed.serving import ServingComparison
-from k3plan.speed.stage import ExpectedSpeed
 from k3plan.structs import Frozen
-from k3plan.tiers.prefix import PrefixHit
 
 
 class RooflineRefusal(Frozen):
@@ -33,28 +28,6 @@ class RooflineRefusal(Frozen):
     reason: str
     reason_code: str  # k3plan.step.verdict.ReasonCode (issue 36)
     free_bytes: int
-
-
-class RooflineResult(Frozen):
-    model: str
-    hardware: str
-    topology: str
-    chips: int
-    parallel: Parallel
-    stack: str
-    efficiency: Efficiency
-    decode: DecodeBound
-    prefill: PrefillBound
-    expected: ExpectedSpeed
-    long_context: LongContext
-    notes: list[str]
-    probes: list[str]
-    fits: bool
-    fit_reason: str
-    spec_decode: Optional[SpecDecodeReport]
-    advice: Advice
-    prefix_hit: Optional[PrefixHit] = None
-    serving: Optional[ServingComparison] = None  # ceiling / model / measured, the gap named (issue 38)
 
 
 class RooflineQuestion(PointQuestion):

@@ -6,13 +6,6 @@ from typing import Any, Optional
 
 import msgspec
 
-from k3plan.budget.cache import (
-    CacheLayout,
-    cache_layout,
-    kv_state_crossover_tokens,
-    stack_kv_bytes_per_token,
-    state_bytes_per_slot,
-)
 from k3plan.budget.engram import notes as engram_notes
 from k3plan.budget.engram import tier_for as engram_tier_for
 from k3plan.budget.result import Capacity, HardwareFacts, ModelFacts, ModelState, PerDevice, Provenance, Speed, Temp
@@ -25,6 +18,13 @@ from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup, engine_refusals
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
+from k3plan.step.cache import (
+    CacheLayout,
+    cache_layout,
+    kv_state_crossover_tokens,
+    stack_kv_bytes_per_token,
+    state_bytes_per_slot,
+)
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms
 from k3plan.step.stages import stage_budgets

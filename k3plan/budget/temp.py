@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from k3plan.budget.dtypes import BYTES
 from k3plan.engines.stack import Stack, updated
 from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
+from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import KDA_CHUNK_TOKENS
 from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
 from k3plan.step.terms import TermBytes
@@ -95,7 +95,7 @@ def stage_live_of_setup(setup, *, stage: str, batch: int, tokens: int, context: 
     """The op-level live model (``k3plan.step.live.stage_live``) of one Setup: (the step's ops with their live
     buffers, resident); ``form``: the expert formulation a compiled point ran (default: the one the stack
     compiles today, ``form_for``)."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
     from k3plan.step.live import form_for, stage_live
     from k3plan.step.ops import weight_groups_of_setup
 

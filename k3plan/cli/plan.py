@@ -309,7 +309,7 @@ def command(
         for w in skipped:
             err_console.print(f"[yellow]{w}[/]")
     elif json_out:
-        from k3plan.plan.output import PlanOutput
+        from k3plan.advice.plan_output import PlanOutput
 
         print_json(PlanOutput.of(result, advice=advice, prefix_hit=ph))
     else:

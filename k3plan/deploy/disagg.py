@@ -3,7 +3,7 @@ instance to a decode instance, its time over a named link, and the prefill:decod
 target request rate.
 
 Bytes per request = the MLA KV of the prompt (per-token bytes x ISL) + the KDA recurrent and conv
-state (constant in context), whole model, one copy -- from k3plan.budget.cache, so the figure is
+state (constant in context), whole model, one copy -- from k3plan.step.cache, so the figure is
 the same one the memory budget uses. A stack whose TP ranks each hold the whole MLA latent still
 needs only one copy on the wire if the decode side fans it out over its own fast link; sending one
 copy per rank multiplies it (pass the multiple as ``copies``).
@@ -16,11 +16,11 @@ from typing import Literal
 
 import numpy as np
 
-from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.models.spec import ModelSpec
+from k3plan.step.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.structs import Frozen
 
 

@@ -7,7 +7,6 @@ Every model here is typed and lands in PlanResult (JSON) as it is; the render sh
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from k3plan.deploy.coldstart import ColdStart, cold_start
 from k3plan.deploy.cost import (
@@ -25,22 +24,11 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
+from k3plan.plan.rows import CostRow, PlanRow
 from k3plan.setup import engine_refusals
 from k3plan.structs import Frozen
 
-if TYPE_CHECKING:
-    from k3plan.plan.rows import PlanRow
-
 UNPRICED = "n/a"
-
-
-class CostRow(Frozen):
-    usd_per_chip_hour: float | None
-    price_origin: str  # override | spec | none
-    usd_per_hour: float | None
-    usd_per_million_output_tokens: float | None
-    usd_per_million_input_tokens: float | None
-    note: str  # where the price came from, or why there is none
 
 
 def _num(v) -> float | None:

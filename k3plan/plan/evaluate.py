@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from k3plan.budget.cache import fixed_state_bytes, kv_bytes_per_token_layer, state_bytes_per_layer
-from k3plan.budget.dtypes import BYTES
 from k3plan.models import Model
 from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
@@ -23,9 +21,11 @@ from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
 from k3plan.roofline.comm import latent_reduce_calls
 from k3plan.roofline.latency import latency
+from k3plan.step.cache import fixed_state_bytes, kv_bytes_per_token_layer, state_bytes_per_layer
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
 from k3plan.step.decode import decode_terms
+from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import CacheTerms, cache_terms
 from k3plan.step.op import Op
 from k3plan.step.ops import COLLECTIVE_NAMES, WeightGroup

@@ -10,7 +10,6 @@ import math
 from typing import Any, Literal, Optional
 
 from k3plan.budget.result import PerDevice
-from k3plan.plan.deployment import CostRow
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
@@ -31,6 +30,17 @@ TEMP_EVIDENCE = (
 PER_DEVICE = fields(PerDevice)
 # the column each field is read from, where the column's name differs (plan.table.StepColumns)
 COLUMN_OF = {"replicated_weights_bytes": "replicated_bytes"}
+
+
+class CostRow(Frozen):
+    """A row's cost columns (plan.deployment.cost_rows fills them)."""
+
+    usd_per_chip_hour: float | None
+    price_origin: str  # override | spec | none
+    usd_per_hour: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    note: str  # where the price came from, or why there is none
 
 
 def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:

@@ -10,8 +10,8 @@ from typing import Any, Callable, Optional
 
 from k3plan.evidence.probe_record import CPU_LABEL, ProbeRecord
 from k3plan.probes.dispatch import Dispatched
-from k3plan.probes.expect import HardwareRef
 from k3plan.probes.store import utc_now_iso
+from k3plan.validate.targets import HardwareRef
 
 # A CPU run is a correctness check; without --timeout it stops here so that a probe run as
 # documented on a laptop or CI box finishes within a minute (jax's own start-up comes on top).
@@ -129,7 +129,7 @@ def build_context(
 ) -> ProbeContext:
     import jax
 
-    from k3plan.probes.expect import find_hardware
+    from k3plan.validate.targets import find_hardware
 
     devices = jax.devices()
     kind = devices[0].device_kind

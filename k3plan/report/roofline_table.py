@@ -11,7 +11,7 @@ from k3plan.tables import Column, build_table, figure
 from k3plan.units import GiB, fmt_gib, fmt_gib_sig, fmt_tokens
 
 if TYPE_CHECKING:
-    from k3plan.app.roofline import RooflineResult
+    from k3plan.advice.roofline_output import RooflineResult
 
 
 COLUMNS = (Column("quantity"), figure("value"), Column("note", overflow="fold", max_width=60))

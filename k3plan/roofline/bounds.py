@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from k3plan.budget.cache import cache_layout, stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.errors import K3PlanError
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
 from k3plan.roofline.terms import StepBytes, StepFlops, WeightSums
 from k3plan.setup import Setup
+from k3plan.step.cache import cache_layout, stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.step.collective import Collective
 from k3plan.step.work import (
     attention_decode_flops_per_token,

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, Optional
 
-from k3plan.budget.dtypes import BYTES
 from k3plan.setup import Setup
 from k3plan.step.collective import Collective
+from k3plan.step.dtypes import BYTES
 from k3plan.structs import Frozen
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The long-context part of a roofline answer (``k3plan.app.roofline.RooflineResult``): where absorbed-MLA
+"""The long-context part of a roofline answer (``k3plan.advice.roofline_output.RooflineResult``): where absorbed-MLA
 decode attention overtakes the linear part."""
 
 from __future__ import annotations

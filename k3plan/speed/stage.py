@@ -162,7 +162,7 @@ def decode_op_costs(
     step as a graph of its own rows runs it (``probe step``'s compiled step: no bucket padding, no kernel tiling).
     ``graph`` (step.graph.ValidateGraph): the step timed is k3plan validate's own graph, whose extra HBM ops are
     added; None (every engine's step): none."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
     from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
@@ -221,7 +221,7 @@ def decode_op_costs(
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None, engine: bool = True) -> list:
     """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
     chunk's stage-to-stage send under ``--pp``); ``engine`` and ``graph`` as ``decode_op_costs``'."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup

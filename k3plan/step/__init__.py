@@ -10,6 +10,8 @@ over columns of configurations, ``report`` and the default topology are ``plan``
 - live.py: those live buffers by op kind, what stays resident across ops, and the temp model's
   features read off the op list (peak and rest over the ops' live bytes);
 - memory.py: KV/state layout, temporaries by named term, the per-device budget;
+- cache.py: KV cache and KDA state bytes a token / a sequence and their paged layout a device (fit's
+  CacheLayout; budget, roofline, speed, tiers and workload read it), in dtypes.py's bytes a value;
 - comm.py: the collectives' calls and bytes a chip (sums over ops.collective_ops) and their time;
 - decode.py: bytes, FLOPs (sums over ops.decode_ops) and time of one decode step;
 - verdict.py: why a configuration is rejected, the first check it fails (fit and plan alike).

@@ -322,7 +322,7 @@ def decode_read(spec: ModelSpec, context: int, layout: Dsv4Layout = VLLM) -> Dec
 
 def per_layer_kv_bytes_ceil(spec: ModelSpec, layout: Dsv4Layout = VLLM) -> int:
     """``kv_bytes_per_token`` spread over the layers and rounded up to a whole byte: what the per-layer
-    paths of k3plan (budget.cache, step.memory: an int a token a MLA layer) carry for V4; it overstates
+    paths of k3plan (step.cache, step.memory: an int a token a MLA layer) carry for V4; it overstates
     the exact figure by under one byte a token a layer."""
     exact = kv_bytes_per_token(spec, layout)
     n = len(_dims(spec).compress_ratios)

@@ -29,15 +29,10 @@ With ``live`` (the temp model's points) the attention ops hold the scores and ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from k3plan.columns import minimum
 from k3plan.models.spec import ModelSpec
 from k3plan.step import dsv4_cache
-from k3plan.step.op import LiveBuffers, Op, heads_split
-
-if TYPE_CHECKING:
-    from k3plan.step.live import LiveAt
+from k3plan.step.op import LiveBuffers, LiveRules, Op, heads_split
 
 CSA = dsv4_cache.CSA
 F32 = 4
@@ -131,7 +126,7 @@ def _common(spec: ModelSpec, *, rows, layout) -> list[Op]:
     return ops
 
 
-def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None, layout=None) -> list[Op]:
+def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = None, layout=None) -> list[Op]:
     """V4's attention-side ops of one decode step (``seqs`` sequences, one query each, at ``context``)."""
     d = spec.dsv4
     assert d is not None
@@ -187,7 +182,7 @@ def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None
     return ops + _common(spec, rows=seqs, layout=lay)
 
 
-def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = None, layout=None) -> list[Op]:
+def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None = None, layout=None) -> list[Op]:
     """V4's attention-side ops of one prefill chunk of ``chunk`` tokens ending at ``context`` (one prompt)."""
     d = spec.dsv4
     assert d is not None
@@ -432,7 +427,7 @@ def _csa2_common(spec: ModelSpec, *, rows) -> list[Op]:
     ]
 
 
-def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None) -> list[Op]:
+def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = None) -> list[Op]:
     d = spec.dsv4
     assert d is not None and d.csa2 is not None
     main, ib, win = (
@@ -505,7 +500,7 @@ def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None =
     return ops + _csa2_common(spec, rows=seqs)
 
 
-def csa2_prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = None) -> list[Op]:
+def csa2_prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None = None) -> list[Op]:
     """A prefill chunk (every layer runs every token: the release's reference schedule, not CED's encoder /
     decoder split with bounded replay)."""
     d = spec.dsv4

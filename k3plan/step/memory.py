@@ -1,7 +1,7 @@
 """Memory terms of a step, per device, each written once over ``int | numpy array`` columns.
 
 - cache: per-device KV bytes a token a MLA layer, KDA state a layer (padded to the page under
-  hybrid paging), the KV block in tokens (budget/cache.py's docstring has the rules);
+  hybrid paging), the KV block in tokens (step/cache.py's docstring has the rules);
 - temporaries: ``k3plan.step.temporaries``;
 - budget: reserve, sequences a device holds, KV and state, free bytes, room and capacity.
 ``budget.fit`` calls these with the ints of one Setup, ``plan`` with one entry per configuration.
@@ -60,7 +60,7 @@ class CacheTerms(Generic[C]):
 
 class CacheCols(Protocol[C_co]):
     """What ``budget_terms`` reads of a cache layout: ``CacheTerms`` (plan's columns) or one Setup's
-    ``k3plan.budget.cache.CacheLayout`` (fit)."""
+    ``k3plan.step.cache.CacheLayout`` (fit)."""
 
     @property
     def kv_bytes_per_token_layer(self) -> C_co: ...

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from k3plan.columns import maximum, where
 from k3plan.models.inventory import Tensor
 from k3plan.step.collective import Collective
+
+if TYPE_CHECKING:
+    from k3plan.models.spec import ModelSpec
 
 Col = Any  # int | float | numpy array
 
@@ -23,6 +26,20 @@ class LiveBuffers:
     @property
     def bytes(self):
         return sum(self.buffers.values())
+
+
+class LiveRules(Protocol):
+    """What the op builders (``step.ops`` / ``step.dsv4_ops`` ``decode_ops`` / ``prefill_ops``, ``live=``) ask
+    of the stack's live-buffer rules: ``k3plan.step.live.LiveAt`` is the one implementation. Named here, below
+    both, so the builders do not import the module that builds their lists (``live.stage_live``)."""
+
+    WEIGHT_ROLES: ClassVar[frozenset[str]]
+
+    def weight(self, spec: ModelSpec, t: Tensor, *, rows, sequences, tp) -> LiveBuffers | None: ...
+
+    def mla(self, spec: ModelSpec, *, seqs, queries, context, tp) -> LiveBuffers: ...
+
+    def kda(self, spec: ModelSpec, *, seqs, queries, tp, decode: bool) -> LiveBuffers: ...
 
 
 @dataclass(slots=True)

@@ -39,12 +39,11 @@ from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
 from k3plan.step.names import ABSORBED_LEAF, leaf_name
-from k3plan.step.op import Col, LiveBuffers, Op, heads_split
+from k3plan.step.op import Col, LiveBuffers, LiveRules, Op, heads_split
 from k3plan.structs import Frozen, replace
 
 if TYPE_CHECKING:
     from k3plan.step.compute import OpDtype
-    from k3plan.step.live import LiveAt
 
 MATMUL_ROLES = ("attn", "router", "latent_proj", "shared_expert", "dense_mlp", "lm_head")
 # decode's absorbed MLA: kv_b_proj's params run as the W_UK (query into the latent) and W_UV (latent out to the
@@ -167,7 +166,7 @@ def decode_ops(
     ep_tokens,
     touched,
     context,
-    live: LiveAt | None = None,
+    live: LiveRules | None = None,
     state_slots=None,
     expert_rows=None,
 ) -> list[Op]:
@@ -237,7 +236,7 @@ def weight_ops(
     tp,
     ep_tokens,
     touched,
-    live: LiveAt | None = None,
+    live: LiveRules | None = None,
     absorbed: bool = False,
     expert_rows=None,
 ) -> list[Op]:
@@ -355,7 +354,7 @@ def prefill_ops(
     ep_tokens,
     touched,
     context,
-    live: LiveAt | None = None,
+    live: LiveRules | None = None,
     expert_rows=None,
 ) -> list[Op]:
     """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``

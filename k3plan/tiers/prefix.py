@@ -5,7 +5,7 @@ Prefill of the uncached part: the roofline's whole-prompt TTFT a token (k3plan.t
 prefix_cache_ttft prices it linearly in the tokens left to prefill -- an estimate; attention over the
 cached prefix makes the real tail dearer). Load of the cached part: nothing from HBM; from a tier,
 its restore time (k3plan.tiers.sessions.restore_s) for the prefix's per-device KV + one KDA state
-checkpoint at the prefix boundary (k3plan.budget.cache layout), spread over the cached tokens.
+checkpoint at the prefix boundary (k3plan.step.cache layout), spread over the cached tokens.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def check_prefix_options(hit_rate: float | None, tier: str) -> None:
 def prefix_hit(setup: Any, *, prompt_tokens: int, hit_rate: float, tier: str, prefill_ttft_s: float) -> PrefixHit:
     """TTFT of a ``prompt_tokens`` prompt with ``hit_rate`` of it cached in ``tier`` (hbm or an
     --offload tier of ``setup.hardware``); ``prefill_ttft_s``: the roofline's TTFT of the whole prompt."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
 
     check_prefix_hit(hit_rate, tier)
     per_token = prefill_ttft_s / prompt_tokens

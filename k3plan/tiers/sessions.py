@@ -2,7 +2,7 @@
 prefix-cache hit saves on TTFT, and what ``--offload`` costs.
 
 Stored: one copy of a session, whole model -- KV (kv_bytes_per_token x context) + KDA state
-(state_bytes_per_slot: one slot, what a parked session keeps), both from k3plan.budget.cache. A tier holds
+(state_bytes_per_slot: one slot, what a parked session keeps), both from k3plan.step.cache. A tier holds
 floor(size a host x hosts / stored bytes) sessions.
 Restored: each device needs its own shard back in HBM (its per-device KV + state, which under TP
 may repeat the MLA latent on every rank); the hosts load in parallel, so a restore takes
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 
-from k3plan.budget.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.engines.stack import Stack
 from k3plan.errors import require
 from k3plan.models.spec import ModelSpec
+from k3plan.step.cache import stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.structs import Frozen
 from k3plan.tiers.model import Tier
 
@@ -153,8 +153,8 @@ def offload_cost(
 
 def session_tiers(setup, *, context_tokens: int, prefill_s_per_token: float | None = None) -> tuple[TierSessions, ...]:
     """The tiers of ``setup.hardware`` for one session at ``context_tokens``: per-device HBM bytes from
-    the stack's cache layout (k3plan.budget.cache), stored bytes one whole-model copy."""
-    from k3plan.budget.cache import cache_layout
+    the stack's cache layout (k3plan.step.cache), stored bytes one whole-model copy."""
+    from k3plan.step.cache import cache_layout
     from k3plan.tiers.model import memory_tiers
 
     layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)

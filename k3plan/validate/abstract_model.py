@@ -6,7 +6,7 @@ forward), each with the NamedSharding of its resolved ShardSpec. Layers folded i
 stacked per block position AFTER their specs are resolved, with ``None`` prepended to the
 PartitionSpec: the stacked leading axis is never mistaken for a model dimension (docs/k3-facts.md §6).
 
-The cache mirrors the budget's layout (k3plan.budget.cache): per MLA layer [b, capacity, 576] in
+The cache mirrors the budget's layout (k3plan.step.cache): per MLA layer [b, capacity, 576] in
 the KV dtype (fp8_ds_mla: 656 raw bytes a token), capacity rounded up to whole blocks; per KDA layer
 the conv state [b, 3, kernel-1, heads*head_dim] and the recurrent state [b, heads, d, d], split by
 heads over tp when the heads divide; the sequence axis b split over dp when the stack says so.
@@ -24,10 +24,10 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from k3plan.budget.cache import CacheLayout
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import Tensor
 from k3plan.setup import Setup
+from k3plan.step.cache import CacheLayout
 from k3plan.step.structure import LayerPlan
 
 DTYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32, "fp32": jnp.float32, "fp8": jnp.float8_e4m3fn}

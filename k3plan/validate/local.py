@@ -29,8 +29,6 @@ def run_once(compiled: Any, ab: Any, inputs: dict, *, job: Any, fit_fits: bool, 
     import jax
     import jax.numpy as jnp
 
-    from k3plan.probes.step.scaled import concrete, zeros
-
     weights, cache = concrete(ab.params), zeros(ab.cache)
     args = []
     for name, sds in inputs.items():
@@ -52,6 +50,54 @@ def run_once(compiled: Any, ab: Any, inputs: dict, *, job: Any, fit_fits: bool, 
         agrees=agrees,
         note=f"ran with real arrays (random weights, zero cache): p50 of {TIMED_CALLS} calls after one warm-up",
     )
+
+
+def concrete(tree, *, seed: int = 0):
+    """Arrays for a pytree of sharded ShapeDtypeStructs: floats ~ N(0, 0.02), MXFP4 ``scale`` bytes 2^-7
+    (E8M0 120), other bytes random; drawn ON the device (a host-side draw of a K3-width step's ~12 GiB took
+    minutes and a 4 GiB fp32 temporary a leaf), one compiled drawer for each distinct (kind, shape, dtype,
+    sharding): the leaves of a layer stack share theirs (a jit a leaf compiled ~100 programs a step)."""
+    import jax
+    import numpy as np
+
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    drawers: dict = {}
+    out = []
+    for i, (path, sds) in enumerate(leaves):
+        dt = np.dtype(sds.dtype)
+        if dt == np.uint8 and "scale" in jax.tree_util.keystr(path):
+            kind = "scale"
+        elif dt == np.uint8:
+            kind = "bytes"
+        elif dt.kind in "iu":
+            kind = "zeros"
+        else:
+            kind = "normal"
+        key = (kind, tuple(sds.shape), str(dt), sds.sharding)
+        if key not in drawers:
+            drawers[key] = jax.jit(_drawer(kind, tuple(sds.shape), sds.dtype), out_shardings=sds.sharding)
+        out.append(drawers[key](jax.random.fold_in(jax.random.key(seed), i)))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _drawer(kind: str, shape: tuple, dtype):
+    import jax
+    import jax.numpy as jnp
+
+    if kind == "scale":
+        return lambda k: jnp.full(shape, 120, jnp.uint8)
+    if kind == "bytes":
+        return lambda k: jax.random.randint(k, shape, 0, 256, jnp.int32).astype(jnp.uint8)
+    if kind == "zeros":
+        return lambda k: jnp.zeros(shape, dtype)
+    return lambda k: (jax.random.normal(k, shape, jnp.float32) * 0.02).astype(dtype)
+
+
+def zeros(tree):
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda s: jax.device_put(jnp.zeros(s.shape, s.dtype), s.sharding), tree)
 
 
 def oom_boundary(run: Callable[..., Any], job: Any, *, fits: bool) -> OomBoundary:

@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from k3plan.budget.cache import cache_layout
 from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, FitResult, Workload, fit
 from k3plan.errors import K3PlanError
 from k3plan.setup import Setup
+from k3plan.step.cache import cache_layout
 from k3plan.step.live import form_for
 from k3plan.step.structure import LayerPlan, layer_plan
 from k3plan.structs import replace
@@ -390,8 +390,8 @@ def ceil_div(a: int, b: int) -> int:
 def _dense_kv_bytes(setup, kv_bytes: int, kv_layer: int) -> int:
     """``kv_bytes`` (whole blocks of ``kv_layer`` bytes a token a layer) with the dense MLA entry in place of the
     stack's padded one (kv_cache.layout): what the abstract model's cache holds."""
-    from k3plan.budget.cache import cache_layout
     from k3plan.engines.stack import updated
+    from k3plan.step.cache import cache_layout
 
     st = setup.stack
     if st.kv_cache.layout is None or not kv_layer:

@@ -59,12 +59,54 @@ def parse_target(text: str) -> Target:
     return Target(name=norm, platform="tpu", hardware=TPU_GENERATIONS[gen], topology=grid)
 
 
+@dataclass(frozen=True)
+class HardwareRef:
+    """The spec the probe compares against (None) and why there is none."""
+
+    spec: Any = None
+    name: Optional[str] = None
+    missing: Optional[str] = None
+
+
+def find_hardware(*, name: Optional[str], device_kind: str) -> HardwareRef:
+    """--hardware NAME, else the spec whose device_kind equals the backend's, else none."""
+    try:
+        import k3plan.hardware as hw
+
+        load = hw.load_hardware
+    except (ImportError, AttributeError):
+        return HardwareRef(missing="k3plan.hardware.load_hardware is not available in this build")
+    if name:
+        return HardwareRef(spec=load(name), name=name)  # a bad name is the user's K3PlanError
+    names = _bundled_names(hw)
+    if names is None:
+        return HardwareRef(missing="no hardware listing in k3plan.hardware; pass --hardware NAME")
+    for candidate in names:
+        try:
+            spec = load(candidate)
+        except K3PlanError:
+            continue
+        kind = getattr(getattr(spec, "device_kind", None), "value", getattr(spec, "device_kind", None))
+        if str(kind).lower() == device_kind.lower():
+            return HardwareRef(spec=spec, name=candidate)
+    return HardwareRef(missing=f"no hardware spec has device_kind {device_kind!r}; pass --hardware NAME")
+
+
+def _bundled_names(hw) -> Optional[list[str]]:
+    for attr in ("bundled_hardware", "list_hardware", "hardware_names", "available_hardware"):
+        fn = getattr(hw, attr, None)
+        if callable(fn):
+            try:
+                return [getattr(x, "name", x) for x in fn()]
+            except Exception:
+                return None
+    return None
+
+
 def local_target(topology: Optional[str]) -> Target:
     """--target local resolved (imports jax): the attached backend, the hardware spec whose device_kind
     is the devices', and the grid (--topology, else one chip)."""
     import jax
-
-    from k3plan.probes.expect import find_hardware
 
     backend = jax.default_backend()
     if backend == "cpu":

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from k3plan.budget.cache import kv_bytes_per_token_layer
 from k3plan.models.loader import Model
+from k3plan.step.cache import kv_bytes_per_token_layer
 from k3plan.step.memory import BudgetTerms
 from k3plan.structs import Frozen
 

@@ -11,7 +11,10 @@ import math
 import pytest
 from fit_helpers import cached_setup, run_fit, transposed_torchtpu_stack
 
-from k3plan.budget.cache import (
+from k3plan.engines.stack import load_stack
+from k3plan.models import load_model
+from k3plan.sharding import make_mesh
+from k3plan.step.cache import (
     cache_layout,
     kv_bytes_per_token,
     kv_bytes_per_token_layer,
@@ -19,9 +22,6 @@ from k3plan.budget.cache import (
     state_bytes_per_layer,
     state_bytes_per_slot,
 )
-from k3plan.engines.stack import load_stack
-from k3plan.models import load_model
-from k3plan.sharding import make_mesh
 
 K3 = load_model("kimi-k3").spec
 

@@ -111,8 +111,8 @@ def test_not_v4_raises():
 
 
 def test_stack_state_follows_the_engine_and_speculation(flash):
-    from k3plan.budget.cache import fixed_state_bytes
     from k3plan.engines.stack import load_stack
+    from k3plan.step.cache import fixed_state_bytes
 
     sglang = load_stack("sglang")
     assert fixed_state_bytes(flash, sglang) == c.state_bytes(flash, c.SGLANG)

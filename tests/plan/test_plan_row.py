@@ -2,8 +2,7 @@
 spells its split, fit flags and setup options once."""
 
 from k3plan.budget.result import PerDevice
-from k3plan.plan.deployment import CostRow
-from k3plan.plan.rows import PER_DEVICE, PlanRow
+from k3plan.plan.rows import PER_DEVICE, CostRow, PlanRow
 from k3plan.structs import dump
 
 KEYS = ["rank", "hardware", "topology", "chips", "devices", "tp", "ep", "dp", "pp", "stack", "kv_dtype",

@@ -8,7 +8,8 @@ import json
 import pytest
 from roofline_helpers import setup
 
-from k3plan.app.roofline import RooflineRefusal, RooflineResult
+from k3plan.advice.roofline_output import RooflineResult
+from k3plan.app.roofline import RooflineRefusal
 from k3plan.roofline.bounds import crossover
 from k3plan.roofline.result import LongContext
 from k3plan.speed.efficiency import Efficiency

@@ -51,7 +51,7 @@ def bound(setup):
 
 @pytest.fixture(scope="module")
 def ops(setup):
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
 
     lay = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
     return {op.name: op for op in decode_ops(

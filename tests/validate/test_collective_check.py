@@ -192,11 +192,11 @@ def _moe_against_all_reduce(stack: str, *, ragged: bool, dispatch: str = "all_to
     import jax.numpy as jnp
     import numpy as np
 
-    from k3plan.budget.cache import cache_layout
-    from k3plan.probes.step.scaled import concrete
+    from k3plan.step.cache import cache_layout
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
     from k3plan.validate.layers import moe
+    from k3plan.validate.local import concrete
     from k3plan.validate.steps import make_ctx
 
     setup = _setup(stack)

@@ -100,7 +100,7 @@ def test_the_live_buffers_are_the_step_s_op_list_with_its_time_terms_unchanged(t
     """The temp model reads the same op list the time terms sum: built with ``live``, every op's bytes, FLOPs
     and calls are those of the list built without it (what fit's and plan's speed read), and the features are
     the peak and the rest over its ops' live bytes."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
 
     s = tiny_setup
     spec = s.model.spec

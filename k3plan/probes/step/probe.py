@@ -191,10 +191,10 @@ def _time_stage(
     import jax
     import jax.numpy as jnp
 
-    from k3plan.budget.cache import cache_layout
-    from k3plan.probes.step.scaled import concrete, zeros
+    from k3plan.step.cache import cache_layout
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
+    from k3plan.validate.local import concrete, zeros
 
     spec = setup.model.spec
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
@@ -384,7 +384,7 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
     chunk = min(params.prefill_tokens, params.context)
     graph = histogram = None
     if _k3(params):
-        from k3plan.budget.cache import cache_layout
+        from k3plan.step.cache import cache_layout
         from k3plan.step.graph import validate_graph
 
         spec = setup.model.spec

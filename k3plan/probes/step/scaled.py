@@ -1,6 +1,6 @@
 """A scaled-down K3: the bundled config's structure (KDA and MLA layers, one dense MLP, MXFP4 routed
-experts in a latent) at toy widths, as tests/validate's tiny model, and concrete arrays for the
-abstract params and cache ``validate.abstract_model`` builds for it.
+experts in a latent) at toy widths, as tests/validate's tiny model (the concrete arrays for the abstract
+params and cache ``validate.abstract_model`` builds for it: ``validate.local.concrete`` / ``zeros``).
 
 2 layers (KDA with K3's dense first MLP, MLA with the routed experts: every op kind of a K3 step), hidden
 256, 8 heads, 8 experts top-2 in a 128-wide latent, vocab 1,024 (tests/conftest.py's tiny_kimi_raw
@@ -50,54 +50,6 @@ def scaled_config_path() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="k3plan-scaled-k3-"))
     (folder / "config.json").write_text(json.dumps(scaled_k3_raw()))
     return folder / "config.json"
-
-
-def concrete(tree, *, seed: int = 0):
-    """Arrays for a pytree of sharded ShapeDtypeStructs: floats ~ N(0, 0.02), MXFP4 ``scale`` bytes 2^-7
-    (E8M0 120), other bytes random; drawn ON the device (a host-side draw of a K3-width step's ~12 GiB took
-    minutes and a 4 GiB fp32 temporary a leaf), one compiled drawer for each distinct (kind, shape, dtype,
-    sharding): the leaves of a layer stack share theirs (a jit a leaf compiled ~100 programs a step)."""
-    import jax
-    import numpy as np
-
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    drawers: dict = {}
-    out = []
-    for i, (path, sds) in enumerate(leaves):
-        dt = np.dtype(sds.dtype)
-        if dt == np.uint8 and "scale" in jax.tree_util.keystr(path):
-            kind = "scale"
-        elif dt == np.uint8:
-            kind = "bytes"
-        elif dt.kind in "iu":
-            kind = "zeros"
-        else:
-            kind = "normal"
-        key = (kind, tuple(sds.shape), str(dt), sds.sharding)
-        if key not in drawers:
-            drawers[key] = jax.jit(_drawer(kind, tuple(sds.shape), sds.dtype), out_shardings=sds.sharding)
-        out.append(drawers[key](jax.random.fold_in(jax.random.key(seed), i)))
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
-def _drawer(kind: str, shape: tuple, dtype):
-    import jax
-    import jax.numpy as jnp
-
-    if kind == "scale":
-        return lambda k: jnp.full(shape, 120, jnp.uint8)
-    if kind == "bytes":
-        return lambda k: jax.random.randint(k, shape, 0, 256, jnp.int32).astype(jnp.uint8)
-    if kind == "zeros":
-        return lambda k: jnp.zeros(shape, dtype)
-    return lambda k: (jax.random.normal(k, shape, jnp.float32) * 0.02).astype(dtype)
-
-
-def zeros(tree):
-    import jax
-    import jax.numpy as jnp
-
-    return jax.tree.map(lambda s: jax.device_put(jnp.zeros(s.shape, s.dtype), s.sharding), tree)
 
 
 # K3's widths on one accelerator (issue 35): hidden 7168, latent 3584, 96 heads of 128, MLA ranks as K3's;

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import math
 
-from k3plan.budget.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
 from k3plan.engines.stack import KVLayout, Stack
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
+from k3plan.step.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
 from k3plan.structs import Frozen, replace
 
 
