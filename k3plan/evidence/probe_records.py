@@ -1,20 +1,21 @@
 """Reading probe records for the planner (jax-free: `fit`, `roofline` and `plan` use it).
 
     load_records(dir)                                   every valid record under dir
-    latest_latency(dir, device_kind=, op=, mode=)       (seconds a call, record, path) or None
-    effective_bandwidth(dir, device_kind=, probe=)      (bytes/s, record, path) or None
+    latest_latency(src, device_kind=, op=, mode=)       (seconds a call, record, path) or None
+    effective_bandwidth(src, device_kind=, probe=)      (bytes/s, record, path) or None
     describe(record, path)                              "probed on TPU7x (...) <path>"
 
 Rules: the newest record (by ``date``) that matches the device kind wins; records whose
 verification failed (e.g. XLA replaced the collective) or that failed to run are skipped; a record
 from the CPU backend is never applied to an accelerator unless ``allow_cpu`` (and then only when no
-record of the device kind itself exists).
+record of the device kind itself exists). ``src``: a folder, or the (record, name) pairs an
+``Evidence`` value holds (the shipped records plus a user's --probes folders).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import parse_json, read_text
@@ -38,6 +39,15 @@ OP_ALIASES = {
 }
 
 PathLike = Union[str, Path]
+Pairs = Sequence[tuple["ProbeRecord", PurePath]]  # (record, its name): Evidence.records, load_with_paths
+Source = Union[PathLike, Pairs]
+
+
+def record_pairs(src: Source) -> list[tuple[ProbeRecord, PurePath]]:
+    """A folder's records, or the pairs as given (oldest first either way)."""
+    if isinstance(src, (list, tuple)):
+        return list(src)
+    return list(load_with_paths(Path(src)))
 
 
 def canonical_op(op: str) -> str:
@@ -82,8 +92,8 @@ def _read_record(path: Path) -> ProbeRecord:
     return convert(ProbeRecord, raw, f"{label}: not a probe record", strict=False)
 
 
-def _matching(dir: PathLike, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, Path]]:
-    usable = [(r, p) for r, p in load_with_paths(Path(dir)) if r.ok and r.verified is not False and want(r)]
+def _matching(src: Source, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, PurePath]]:
+    usable = [(r, p) for r, p in record_pairs(src) if r.ok and r.verified is not False and want(r)]
     kind = device_kind.lower()
     exact = [(r, p) for r, p in usable if r.device_kind.lower() == kind and (not r.is_cpu or kind == "cpu")]
     if exact:
@@ -98,20 +108,20 @@ def _valued(record: ProbeRecord) -> list[ProbePoint]:
 
 
 def latest_latency(
-    dir: PathLike,
+    src: Source,
     *,
     device_kind: str,
     op: str,
     mode: str = "chained",
     allow_cpu: bool = False,
     message_bytes: Optional[int] = None,
-) -> Optional[tuple[float, ProbeRecord, Path]]:
+) -> Optional[tuple[float, ProbeRecord, PurePath]]:
     """Per-call latency (s) of collective `op` from the newest matching record: the point with the
     smallest message size, or the one for `message_bytes` (exact, else the smallest size above it,
     else the largest measured)."""
     name = canonical_op(op)
     found = _matching(
-        dir, device_kind=device_kind, allow_cpu=allow_cpu, want=lambda r: r.op == name and r.mode == mode and _valued(r)
+        src, device_kind=device_kind, allow_cpu=allow_cpu, want=lambda r: r.op == name and r.mode == mode and _valued(r)
     )
     if not found:
         return None
@@ -126,12 +136,12 @@ def latest_latency(
 
 
 def effective_bandwidth(
-    dir: PathLike, *, device_kind: str, probe: str = "hbm", allow_cpu: bool = False
-) -> Optional[tuple[float, ProbeRecord, Path]]:
+    src: Source, *, device_kind: str, probe: str = "hbm", allow_cpu: bool = False
+) -> Optional[tuple[float, ProbeRecord, PurePath]]:
     """Achieved bytes/s a device from the newest matching `probe` record: the envelope (the best
     point measured), never an extrapolation."""
     found = _matching(
-        dir,
+        src,
         device_kind=device_kind,
         allow_cpu=allow_cpu,
         want=lambda r: r.probe == probe and any(pt.unit == "bytes/s" for pt in _valued(r)),

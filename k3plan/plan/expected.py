@@ -1,7 +1,7 @@
 """plan's expected TPOT column and --rank-by expected (issue 17 item 5).
 
 A row's expected TPOT is ``speed.expected_time`` of its decode step's ops (``speed.stage``) against
-the efficiency curves of its hardware's device kind, from --probes or the checkout's reports/probes.
+the efficiency curves of its hardware's device kind, from the shipped records (k3plan/evidence/probes) plus --probes.
 The column is filled only where such a record covers at least one of the row's ops (None elsewhere:
 the ceiling is all there is).
 Each row costs a Setup and an op list (~30 ms), so only rows shown -- and, for --rank-by expected,

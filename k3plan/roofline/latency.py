@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec
 from k3plan.step.collective import Collective
 from k3plan.structs import replace
@@ -24,11 +23,12 @@ def latency(hw, *, op: Collective, link: str, probes: Path | None, allow_cpu: bo
     default = (spec_link.latency_s, f"{hw.name} spec: {spec_link.name} latency a call")
     if probes is None or link != "scale_up" or op.probe_op is None:
         return default
-    if not Path(probes).is_dir():
-        raise K3PlanError(f"--probes {probes}: not a folder of probe records")
     from k3plan.evidence.probe_records import describe, latest_latency
+    from k3plan.evidence.value import evidence_of
 
-    found = latest_latency(probes, device_kind=hw.device_kind, op=op.probe_op, mode="chained", allow_cpu=allow_cpu)
+    found = latest_latency(
+        evidence_of(probes).records, device_kind=hw.device_kind, op=op.probe_op, mode="chained", allow_cpu=allow_cpu
+    )
     if found is None:
         return default
     seconds, record, path = found
@@ -51,17 +51,17 @@ def measured_hardware(
     """``hw`` with the probed HBM bandwidth a device substituted; plus one line saying so, or why not."""
     if probes is None:
         return hw, []
-    if not probes.is_dir():
-        raise K3PlanError(f"--probes {probes}: not a folder of probe records")
-    from k3plan.evidence.probe_records import describe, effective_bandwidth, load_records
+    from k3plan.evidence.probe_records import describe, effective_bandwidth
+    from k3plan.evidence.value import evidence_of
 
-    bw = effective_bandwidth(probes, device_kind=hw.device_kind, probe="hbm", allow_cpu=allow_cpu)
+    ev = evidence_of(probes)
+    bw = effective_bandwidth(ev.records, device_kind=hw.device_kind, probe="hbm", allow_cpu=allow_cpu)
     if bw is None:
-        records = [r for r in load_records(probes) if r.probe == "hbm"]  # issue 36: the HBM records, not all
+        records = [r for r, _ in ev.records if r.probe == "hbm"]  # issue 36: the HBM records, not all
         kinds = sorted({r.device_kind for r in records})
         cpu = any(r.backend == "cpu" for r in records)
         return hw, [
-            f"HBM bandwidth: the {hw.name} spec's ({probes} holds no HBM record of device kind "
+            f"HBM bandwidth: the {hw.name} spec's ({ev.shown()} hold no HBM record of device kind "
             f"{hw.device_kind!r}; its HBM records: {', '.join(kinds) or 'none'}"
             + (", CPU ones applied to an accelerator only with --allow-cpu-probes" if cpu and not allow_cpu else "")
             + ")"

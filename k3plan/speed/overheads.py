@@ -54,7 +54,7 @@ GMM_SOURCE = (
     "@0b0ff9bd) and src/vllm_torchtpu/kernels/megablox/gmm_v2.py (fill_metadata: should_process = group_size > 0; "
     "the pipeline's grid (num_n, num_gm, num_k) spans the touched groups' tiles only, @15e5264a): each touched "
     "expert's weights are read once, an empty group's never -- unlike XLA's ragged_dot, which on a TPU v5e read all "
-    "28 local experts at 1 token (reports/probes/ragged-dot-tpu-v5-lite-20261204T035616Z-3c63bd.json, docs/device.md); "
+    "28 local experts at 1 token (k3plan/evidence/probes/ragged-dot-tpu-v5-lite-20261204T035616Z-3c63bd.json, docs/device.md); "
     "that record does not transfer to this engine: 0 s beyond the touched experts' bytes"
 )
 GRAPH_SOURCE = (

@@ -229,7 +229,7 @@ def test_the_newest_chained_record_sets_the_latency(tmp_path):
     assert d.comm.latency_time_s == pytest.approx(184 * 4.0 * US)
 
 
-def test_no_matching_record_falls_back_to_the_spec(tmp_path):
+def test_no_matching_record_falls_back_to_the_spec(tmp_path, no_shipped_records):
     s = setup("2x4x4")
     d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), probes=tmp_path)
     assert d.comm.latency_source.startswith("tpu-v7x spec")

@@ -88,7 +88,7 @@ def test_report_pick_is_plans_first_row():
 @pytest.fixture()
 def a2a_only(tmp_path):
     """A probe folder holding only an all-to-all latency record of the TPU7x (none for all-reduce)."""
-    src = REPO / "reports/probes/tpu7x-a2a-chained-porting-study.json"
+    src = REPO / "k3plan/evidence/probes/tpu7x-a2a-chained-porting-study.json"
     shutil.copy(src, tmp_path / src.name)
     return tmp_path
 
