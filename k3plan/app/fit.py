@@ -253,6 +253,7 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
     """The decode bound at this workload (k3plan roofline's defaults), with probe records applied
     (``setup`` already carries the measured hardware, ``notes`` name the records)."""
     from k3plan.budget.result import Speed
+    from k3plan.evidence.probe_records import records_named
     from k3plan.roofline.bounds import Efficiency, decode_bound
 
     d = decode_bound(
@@ -265,7 +266,7 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
     )
     from k3plan.speed.serving import stands_behind  # issue 38: roofline's TPOT, measured where a benchmark is
 
-    tpot, _, _, _ = stands_behind(
+    tpot, _, _, model = stands_behind(
         setup,
         spec_hardware,
         batch=workload.batch,
@@ -286,4 +287,12 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
         collective_latency_source=d.comm.latency_source,
         probes=notes,
         source="k3plan roofline at 30% MFU, 100% HBM bandwidth",
+        records_used=list(
+            dict.fromkeys(
+                [
+                    *(model.used if model is not None and tpot.source in ("model", "transferred") else ()),
+                    *records_named(*(text for _, text in setup.hardware.measured_sources), d.comm.latency_source),
+                ]
+            )
+        ),
     )

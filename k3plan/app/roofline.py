@@ -49,6 +49,9 @@ class RooflineResult(Frozen):
     long_context: LongContext
     notes: list[str]
     probes: list[str]
+    # issue 46: every probe record a figure here used (efficiencies and kernel times of the expected times and of the
+    # model a serving benchmark is transferred by, measured HBM bandwidth, collective latency), package-relative
+    records_used: list[str] = []
     fits: bool
     fit_reason: str
     spec_decode: Optional[SpecDecodeReport]
@@ -262,6 +265,8 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
             # the prefill bound, as plan prices it (issue 38 left the prefix-hit on the bound)
             prefill_ttft_s=pre.ttft_s if pre.ceiling_ttft_s is None else pre.ceiling_ttft_s,
         )
+    from k3plan.evidence.probe_records import records_named
+
     result = RooflineResult(
         model=setup.model.name,
         hardware=setup.hardware.name,
@@ -277,6 +282,19 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         notes=[f"warning: {beyond}" for beyond in [setup.model.spec.context_warning(w.context_tokens)] if beyond]
         + list(setup.notes),
         probes=probe_notes,
+        records_used=list(
+            dict.fromkeys(
+                [
+                    *expected.records_used,
+                    *(model_at.used if model_at is not None else ()),
+                    *records_named(
+                        *(text for _, text in setup.hardware.measured_sources),
+                        dec.comm.latency_source,
+                        pre.comm.latency_source,
+                    ),
+                ]
+            )
+        ),
         fits=verdict.fits,
         fit_reason=why,
         spec_decode=sd,

@@ -153,6 +153,19 @@ def effective_bandwidth(
     return float(best), record, path
 
 
+def record_named(source: str) -> Optional[str]:
+    """The record a ``describe`` line (or a line ending in one: a measured HBM bandwidth's, a collective latency's
+    source) names: its text after the last ": "; None for any other source (a spec's)."""
+    if "probed on " not in source or ": " not in source:
+        return None
+    return source.rsplit(": ", 1)[1] or None
+
+
+def records_named(*sources: Optional[str]) -> tuple[str, ...]:
+    """The records the given figure sources name, each once, in order (issue 46: the JSON names every record)."""
+    return tuple(dict.fromkeys(r for s in sources if s for r in [record_named(s)] if r))
+
+
 def describe(record: ProbeRecord, path: Optional[PathLike] = None) -> str:
     """One line naming where a measured figure comes from."""
     what = f"probed on {record.device_kind} ({record.backend}, {record.device_count} devices"

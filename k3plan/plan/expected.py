@@ -68,6 +68,7 @@ class ExpectedColumn:
         self.probes, self.spec_hardware = probes, spec_hardware
         self._curves: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
+        self.records: dict[int, tuple[str, ...]] = {}  # row -> the records its expected TPOT used
 
     def curves(self, hw_name: str):
         if hw_name not in self._curves:
@@ -82,7 +83,7 @@ class ExpectedColumn:
 
     def tpot_s(self, i: int) -> float | None:
         """Expected decode step of row ``i``, or None where no record of its device kind covers any of its ops."""
-        from k3plan.speed.stage import decode_stage
+        from k3plan.speed.stage import decode_stage, records_of
 
         name = self.space.hardware[int(self.cols.hw[i])].name
         peaks, curves = self.curves(name)
@@ -91,6 +92,7 @@ class ExpectedColumn:
         setup = row_setup(space=self.space, cols=self.cols, i=i, model=self.model)
         # issue 38: roofline's model, term for term
         stage = decode_stage(setup, batch=self.batch, context=self.context, peaks=peaks, curves=curves)
+        self.records[i] = records_of(stage)
         return stage.expected_s if any(o.efficiency.measured for o in stage.ops) else None
 
 
@@ -126,6 +128,7 @@ def add_expected(
             r.extended(
                 expected_tpot_ms=None if t is None else t * 1e3,
                 expected_source=column.sources.get(r.hardware),
+                expected_records=column.records.get(i, ()) if t is not None else (),
             )
         )
     return out

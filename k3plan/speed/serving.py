@@ -126,6 +126,7 @@ class _ModelAt:
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
+        self.used: dict[str, None] = {}  # every record the model's figures here read (issue 46: the JSON names them)
 
     def peaks_and_curves(self):
         """(the spec's peaks, curves_for's answer): every workload of one question reads the same records, once."""
@@ -153,6 +154,7 @@ class _ModelAt:
                 peaks=peaks,
                 read=read,
             )
+            self.used.update(dict.fromkeys(self.cache[key].records_used))
         return self.cache[key]
 
     def of(self, b: ServingBenchmark):
@@ -164,11 +166,12 @@ class _ModelAt:
             if (b, c) == (batch, context):
                 return x.decode.expected_s
         if (batch, context) not in self.decodes:
-            from k3plan.speed.stage import decode_stage
+            from k3plan.speed.stage import decode_stage, records_of
 
             peaks, (curves, _) = self.peaks_and_curves()
             stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves)
             self.decodes[(batch, context)] = stage.expected_s
+            self.used.update(dict.fromkeys(records_of(stage)))
         return self.decodes[(batch, context)]
 
 

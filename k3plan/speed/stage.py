@@ -35,7 +35,7 @@ _Frozen = Frozen
 class ExpectedSpeed(_Frozen):
     device_kind: str
     records: str  # where the efficiency records came from, or why none were used
-    records_used: tuple[str, ...]  # record files that set at least one op's efficiency
+    records_used: tuple[str, ...]  # record files that set a figure: an op's efficiency or an engine term's time
     records_transferred: tuple[str, ...] = ()  # of those, another TPU's (issue 38: transferred, labelled)
     decode: StageTime  # one decode step (TPOT)
     prefill: StageTime  # the whole prompt, its chunks summed (TTFT)
@@ -341,14 +341,7 @@ def expected_speed(
         )
         chunks.append(add_terms(st, terms))  # every chunk is an engine step
     pre = add_stages(chunks)
-    used = tuple(
-        dict.fromkeys(
-            o.efficiency.record_path
-            for s in (dec, pre)
-            for o in s.ops
-            if o.efficiency.measured and o.efficiency.record_path
-        )
-    )
+    used = records_of(dec, pre)
     moved = tuple(
         dict.fromkeys(
             o.efficiency.record_path
@@ -368,6 +361,18 @@ def expected_speed(
         batch=batch,
         context_tokens=context_tokens,
     )
+
+
+def records_of(*stages: StageTime) -> tuple[str, ...]:
+    """Every record that set a figure of ``stages``: an op's measured efficiency, or an engine term's measured
+    kernel time (speed.overheads: probe attnres, moe-glue, mla-engine), each once, first use first."""
+    out: dict[str, None] = {}
+    for s in stages:
+        for o in s.ops:
+            path = o.efficiency.record_path
+            if path and (o.efficiency.measured or o.category == "overhead"):
+                out.update(dict.fromkeys(path.split(", ")))
+    return tuple(out)
 
 
 def expected_time_of(setup, spec_hardware, workload, *, probes: Path | None, histogram=None) -> ExpectedSpeed:
