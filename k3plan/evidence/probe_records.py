@@ -38,16 +38,16 @@ OP_ALIASES = {
     "all_gather": "all-gather",
 }
 
-PathLike = Union[str, Path]
+PathLike = Union[str, PurePath]
 Pairs = Sequence[tuple["ProbeRecord", PurePath]]  # (record, its name): Evidence.records, load_with_paths
 Source = Union[PathLike, Pairs]
 
 
 def record_pairs(src: Source) -> list[tuple[ProbeRecord, PurePath]]:
     """A folder's records, or the pairs as given (oldest first either way)."""
-    if isinstance(src, (list, tuple)):
-        return list(src)
-    return list(load_with_paths(Path(src)))
+    if isinstance(src, (str, PurePath)):
+        return list(load_with_paths(Path(src)))
+    return list(src)
 
 
 def canonical_op(op: str) -> str:

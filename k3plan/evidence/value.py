@@ -4,8 +4,10 @@
                                     ``--probes DIR`` folders a user adds; built once by the app layer
     evidence.records                every valid record, (record, its name), oldest first (read on first use)
     evidence.sources                where they came from ("k3plan/evidence/probes", "--probes DIR")
-    evidence.added                  the user's folders (with one, measured HBM bandwidth and collective
-                                    latency replace the spec's: roofline.latency)
+    evidence.added                  the user's folders
+    measures_hardware(evidence)     whether --probes was given: then the measured HBM bandwidth and collective
+                                    latency (of the shipped records or the user's) replace the spec's
+                                    (roofline.latency), as they did before the records shipped
     evidence.benchmarks             the serving benchmarks k3plan ships (evidence/benchmarks)
     evidence.calibrations           the calibrations k3plan ships (evidence/calibrations)
 
@@ -20,7 +22,7 @@ checkout's absolute path. Nothing is cached across processes; within one, the re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
@@ -40,19 +42,22 @@ class Evidence:
 
     added: tuple[Path, ...] = ()
     shipped: bool = True  # False: only the added folders (a test's or a benchmark's own records)
+    probes_given: bool = False  # the question gave --probes (measures_hardware)
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, probes: Optional[Path] = None, *more: Path, shipped: bool = True) -> Evidence:
         """The shipped records plus ``probes`` (and ``more``): a folder that is not one is a K3PlanError naming
-        the flag (exit 2), raised here, before any answer is computed."""
+        the flag (exit 2), raised here, before any answer is computed. The shipped folder itself given again
+        adds nothing (its records are already in)."""
         from k3plan.errors import K3PlanError
 
-        added = tuple(Path(p) for p in (probes, *more) if p is not None)
-        for d in added:
+        given = tuple(Path(p) for p in (probes, *more) if p is not None)
+        for d in given:
             if not d.is_dir():
                 raise K3PlanError(f"--probes {d}: not a folder of probe records")
-        return cls(added=added, shipped=shipped)
+        added = tuple(d for d in given if not (shipped and d.resolve() == SHIPPED_DIR))
+        return cls(added=added, shipped=shipped, probes_given=bool(given))
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -109,14 +114,13 @@ class Evidence:
 SHIPPED = Evidence()  # the default of every library function: the shipped records only
 
 
-def evidence_of(probes: Any) -> Evidence:
-    """An Evidence value as given; else the shipped records plus the folder ``probes`` (None: the shipped only),
-    one value a folder within a process (its records read once)."""
-    if isinstance(probes, Evidence):
-        return probes
-    return SHIPPED if probes is None else _of_folder(Path(probes), Path(probes).resolve())
+def evidence_of(evidence: Optional[Evidence]) -> Evidence:
+    """The value as given; None (a library caller that passed none): the shipped records alone."""
+    return SHIPPED if evidence is None else evidence
 
 
-@lru_cache(maxsize=8)
-def _of_folder(folder: Path, resolved: Path) -> Evidence:  # keyed by the folder itself too: a test changes folder
-    return Evidence.build(folder)
+def measures_hardware(evidence: Optional[Evidence]) -> bool:
+    """Whether the question gave --probes: then a record's measured HBM bandwidth and collective latency
+    replace the hardware spec's (roofline.latency); without it the spec's stand, and the records set only the
+    efficiencies and kernel times of the expected times (as before the records shipped)."""
+    return evidence is not None and evidence.probes_given

@@ -10,8 +10,9 @@ a pool of the best by ceiling (``POOL``) -- get one; the assumption line says so
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from k3plan.evidence.value import Evidence
 
 if TYPE_CHECKING:
     from k3plan.models import Model
@@ -61,11 +62,11 @@ class ExpectedColumn:
         model: Model,
         context: int,
         batch: int,
-        probes: Path | None,
+        evidence: Evidence | None,
         spec_hardware: dict,
     ):
         self.space, self.cols, self.model, self.context, self.batch = space, cols, model, context, batch
-        self.probes, self.spec_hardware = probes, spec_hardware
+        self.evidence, self.spec_hardware = evidence, spec_hardware
         self._curves: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
         self.records: dict[int, tuple[str, ...]] = {}  # row -> the records its expected TPOT used
@@ -76,7 +77,7 @@ class ExpectedColumn:
             from k3plan.speed.stage import curves_for
 
             peaks = Peaks.from_hardware(self.spec_hardware[hw_name])
-            curves, line = curves_for(peaks, self.probes)
+            curves, line = curves_for(peaks, self.evidence)
             self._curves[hw_name] = (peaks, curves)
             self.sources[hw_name] = line
         return self._curves[hw_name]

@@ -18,7 +18,6 @@ of the device kind (nor transferable from another TPU's), every op runs at its c
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from k3plan.roofline.comm import collective_args
@@ -299,18 +298,18 @@ def expected_speed(
     context_tokens: int,
     prompt_tokens: int,
     chunk_tokens: int,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     histogram=None,
     peaks: Peaks | None = None,
     read: tuple | None = None,
 ) -> ExpectedSpeed:
     """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled. ``read``: what
-    ``curves_for(peaks, probes)`` answered, where the caller has read the records already (a question asks the
+    ``curves_for(peaks, evidence)`` answered, where the caller has read the records already (a question asks the
     model at several workloads: speed.serving's _ModelAt)."""
     from k3plan.step.ops import weight_groups_of_setup
 
     peaks = peaks or Peaks.from_hardware(setup.hardware)
-    curves, records = read if read is not None else curves_for(peaks, probes)
+    curves, records = read if read is not None else curves_for(peaks, evidence)
     weights = weight_groups_of_setup(setup)
     from k3plan.speed.overheads import (  # issue 38: the engine's fixed terms a step
         add_terms,
@@ -375,7 +374,7 @@ def records_of(*stages: StageTime) -> tuple[str, ...]:
     return tuple(out)
 
 
-def expected_time_of(setup, spec_hardware, workload, *, probes: Path | None, histogram=None) -> ExpectedSpeed:
+def expected_time_of(setup, spec_hardware, workload, *, evidence: Evidence | None, histogram=None) -> ExpectedSpeed:
     """``expected_speed`` at a command's workload (``roofline``'s: prompt = context), peaks of ``spec_hardware``."""
     return expected_speed(
         setup,
@@ -383,7 +382,7 @@ def expected_time_of(setup, spec_hardware, workload, *, probes: Path | None, his
         context_tokens=workload.context_tokens,
         prompt_tokens=workload.context_tokens,
         chunk_tokens=workload.prefill_chunk_tokens,
-        probes=probes,
+        evidence=evidence,
         histogram=histogram,
         peaks=Peaks.from_hardware(spec_hardware),
     )
