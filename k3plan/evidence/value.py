@@ -77,7 +77,7 @@ class Evidence:
         seen: set[str] = set()
         out: list[tuple[Any, Any]] = []
         if self.shipped and SHIPPED_DIR.is_dir():
-            for rec, path in load_with_paths(SHIPPED_DIR):
+            for rec, path in load_with_paths(SHIPPED_DIR, shipped=True):
                 name = PurePosixPath(SHIPPED_NAME) / path.relative_to(SHIPPED_DIR).as_posix()
                 seen.add(path.name)
                 out.append((rec, name))
