@@ -1,8 +1,8 @@
 """Optional extras (pyproject [project.optional-dependencies]): which one a missing module belongs to, and
 the command that installs it for this install (issue 36: pip or pipx, never the checkout's ``-e``).
 
-Ground layer: k3plan.cli.app turns a ModuleNotFoundError of an extra's module into one line and exit 2;
-report writes its Markdown without plots when matplotlib is missing and says so.
+Ground layer: k3plan.cli.app refuses probe and validate without jax in one line (exit 2), as ``pyplot`` and
+``require_matplotlib`` do a plot without matplotlib; report writes its Markdown without plots then and says so.
 """
 
 from __future__ import annotations
@@ -52,3 +52,62 @@ def have(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def _matplotlib_config_dir() -> str:
+    """Where matplotlib keeps its font cache when the user set no MPLCONFIGDIR: a folder of this user's under the
+    temporary directory (kept between runs, so the cache is built once), never HOME. A folder there that is not
+    this user's own (or is a link) is not used: a fresh one is made instead."""
+    import stat
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = os.path.join(tempfile.gettempdir(), f"k3plan-matplotlib-{uid}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return tempfile.mkdtemp(prefix="k3plan-matplotlib-")
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != uid) or st.st_mode & 0o022:
+        return tempfile.mkdtemp(prefix="k3plan-matplotlib-")
+    return path
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (files only, no window), imported on first use (~1.5 s: only a command
+    that draws pays it). Without MPLCONFIGDIR, its font cache goes to a temporary folder, not HOME. Not installed:
+    a one-line K3PlanError naming the 'plot' extra's install command (exit 2)."""
+    from k3plan.errors import K3PlanError
+
+    if "MPLCONFIGDIR" not in os.environ:
+        os.environ["MPLCONFIGDIR"] = _matplotlib_config_dir()
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise K3PlanError(no_matplotlib_line("plots need")) from None
+    return plt
+
+
+def no_matplotlib_line(what: str) -> str:
+    """``what`` (e.g. "--plot needs") matplotlib, and the 'plot' extra's install command for this install."""
+    return f"{what} matplotlib (the 'plot' extra, not installed): {install_command('plot')}"
+
+
+def require_matplotlib(flag: str) -> None:
+    """Before the work a plot waits on: a one-line K3PlanError when matplotlib is not installed (looked up, not
+    imported: the import is paid only when the plot is drawn)."""
+    import importlib.util
+
+    from k3plan.errors import K3PlanError
+
+    try:
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules (the tests' missing extra)
+        found = False
+    if not found:
+        raise K3PlanError(no_matplotlib_line(f"{flag} needs"))

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "k3plan"
 # top first; a module belongs to the layer of its longest matching prefix
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("k3plan.cli", "k3plan.__main__")),
-    ("app", ("k3plan.app",)),
+    ("app", ("k3plan.app", "k3plan.api")),
     ("presentation", ("k3plan.report", "k3plan.check")),
     ("search", ("k3plan.plan", "k3plan.advice", "k3plan.deploy")),
     ("measurement", ("k3plan.validate", "k3plan.probes")),

@@ -186,7 +186,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
     from k3plan.speed.stage import expected_time_of
 
     expected = expected_time_of(setup, spec_hardware, w, evidence=evidence, histogram=hist)
-    from k3plan.speed.serving import compare, stands_behind  # issue 38: the figures stood behind, labelled
+    from k3plan.speed.serving import asked_of, compare, stands_behind  # issue 38: the figures stood behind, labelled
     from k3plan.structs import replace
 
     tpot_fig, ttft_fig, cands, model_at = stands_behind(
@@ -222,9 +222,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         expected=expected,
         cands=cands,
         model=model_at,
-        batch=w.batch,
-        context=w.context_tokens,
-        chunk=w.prefill_chunk_tokens,
+        asked=asked_of(setup, batch=w.batch, context=w.context_tokens, chunk=w.prefill_chunk_tokens),
     )
     from k3plan.advice.inputs import AdviceInputs
     from k3plan.advice.rules import COMPUTE_BOUND, advise

@@ -13,6 +13,8 @@ from k3plan.budget.cache import (
     stack_kv_bytes_per_token,
     state_bytes_per_slot,
 )
+from k3plan.budget.engram import notes as engram_notes
+from k3plan.budget.engram import tier_for as engram_tier_for
 from k3plan.budget.result import Capacity, HardwareFacts, ModelFacts, ModelState, PerDevice, Provenance, Speed, Temp
 from k3plan.budget.temp import decode_temp, prefill_temp
 from k3plan.engines.flags import engine_offers_kv
@@ -288,6 +290,9 @@ def fit(
     wb = setup.weights
     if draft_bytes_per_device < 0:
         raise K3PlanError(f"draft bytes a device {draft_bytes_per_device}: expected >= 0")
+    engram = engram_tier_for(setup)  # DeepSeek-V4.1: the Engram tables' tier (budget/engram.py); None otherwise
+    if engram is not None:  # what a device holds of it counts with the weights, as a draft's does
+        draft_bytes_per_device += engram.hbm_bytes_per_device
     if draft_bytes_per_device:
         wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
     layout = cache_layout(spec=spec, stack=stack, parallel=par)
@@ -391,6 +396,8 @@ def fit(
         )
     )
     fits = code == 0 and not refused
+    if engram is not None:
+        warnings.extend(engram_notes(setup, engram, fits=fits, free_bytes=int(b.free_bytes)))
     if setup.plan.fallbacks:
         warnings.append(
             f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
@@ -456,7 +463,11 @@ def fit(
         model_state=ModelState(
             kv_bytes_per_token=stack_kv_bytes_per_token(spec, stack),
             state_bytes_per_sequence=state_bytes_per_slot(spec, stack),
-            kv_dtype=stack.kv_cache.dtype if spec.dsv4 is None else "fp8_ds_mla",  # V4: the engines' one format
+            kv_dtype=stack.kv_cache.dtype
+            if spec.dsv4 is None
+            else "fp8_ds_mla"
+            if spec.dsv4.csa2 is None
+            else "fp4_csa2",  # V4: the engines' one format; V4.1: its FP4 CSA2 entries (step/dsv4_cache)
             recurrent_dtype=stack.state.recurrent_dtype,
             conv_dtype=stack.state.conv_dtype,
         ),

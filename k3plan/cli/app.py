@@ -2,6 +2,10 @@
 
 Every command module exposes either ``command`` (a function) or ``app`` (a typer.Typer group).
 The project's own errors become one line on stderr and exit code 2 (see ``K3Group.invoke``).
+
+What here goes beyond typer's own behaviour stays only where a test needs it, named beside it (issue 51
+item 4 deleted the rest: a Ctrl-C handler around parsing, a command-order override typer >= 0.13 makes
+itself, a ModuleNotFoundError handler that k3plan.extras' one-line errors made dead).
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def _ascii_fallback(err: UnicodeError):
 
 def ensure_encodable_output() -> None:
     """Let stdout/stderr print any text: where their encoding cannot show what k3plan prints
-    (box rules, §, ×), unknown characters become ASCII instead of a UnicodeEncodeError."""
+    (box rules, §, ×), unknown characters become ASCII instead of a UnicodeEncodeError.
+    Needed by tests/fuzz/test_hostile_regressions.py::test_ascii_terminal."""
     import codecs
 
     try:
@@ -112,7 +117,8 @@ def _refuse_empty_values(cmd) -> None:
     """Every option and argument of ``cmd`` (and of its subcommands) refuses an empty or blank value:
     `--probes ""` was the current folder (Path("") is "."), read through as probe records, and
     `-m ""` a folder without config.json. Checked on the text as given, before click converts it, so
-    each command needs nothing of its own."""
+    each command needs nothing of its own. Needed by tests/fuzz/test_qa_input.py::test_empty_option_values_in_one_place
+    and ::test_empty_arguments."""
     if getattr(cmd, "_k3_refuses_empty", False):
         return
     cmd._k3_refuses_empty = True
@@ -125,7 +131,8 @@ def _refuse_empty_values(cmd) -> None:
 
 def _refuse_repeated_options(cmd, args: list[str]) -> None:
     """An option that takes one value, given twice (`fit -t 2x2x4 -t 2x4x4`): click keeps the last and says
-    nothing; here it is a one-line error. Options meant to repeat (--price) and flags are left alone."""
+    nothing; here it is a one-line error. Options meant to repeat (--price) and flags are left alone.
+    Needed by tests/fuzz/test_qa_input.py::test_an_option_given_twice."""
     commands = getattr(cmd, "commands", None)
     if commands is not None:  # a group (models, hardware, probe): its subcommand's options
         if args and args[0] in commands:
@@ -176,19 +183,18 @@ class K3Group(TyperGroup):
         except K3PlanError as err:
             _print_error(str(err))
             raise typer.Exit(err.exit_code) from None
-        except KeyboardInterrupt:  # typer would exit 130 without a word
+        # typer would exit 130 without a word: tests/fuzz/test_qa_input.py::test_ctrl_c_during_a_command_is_one_line...
+        except KeyboardInterrupt:
             interrupted()
-        except BrokenPipeError:  # the reader left (`| head -1`): click would exit 1, which here means "does not fit"
+        # the reader left (`| head -1`): click would exit 1, which here means "does not fit" (test_qa_input.py::
+        # test_closed_pipe_exits_141_not_1)
+        except BrokenPipeError:
             reader_gone()
-        except ModuleNotFoundError as err:  # an optional extra (jax, matplotlib) not installed: one line, exit 2
-            from k3plan.extras import missing_extra_line
-
-            line = missing_extra_line(err, ctx.invoked_subcommand or ctx.command_path)
-            if line is None:
-                raise
-            _print_error(line)
-            raise typer.Exit(2) from None
-        except click_exceptions.UsageError as err:  # a bad flag or value: one line too, not click's box
+        # a bad flag or value: one line too, not click's box (test_hostile_regressions.py::
+        # test_click_usage_errors_are_one_line)
+        except click_exceptions.UsageError as err:
+            # a group without its subcommand (`k3plan probe`) prints its help, not "error: ; see ..." after it
+            # (tests/cli/test_app_group.py::test_a_group_without_its_subcommand_prints_its_help)
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise
             where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
@@ -197,7 +203,8 @@ class K3Group(TyperGroup):
 
     def resolve_command(self, ctx, args):
         name, cmd, rest = super().resolve_command(ctx, args)
-        if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):  # before any progress line (issue 36)
+        # before any progress line (issue 36): tests/newcomer/test_missing_extras.py::test_no_jax_is_one_line_exit_2
+        if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):
             from k3plan.extras import have, missing_extra_line
 
             if not have("jax"):
@@ -206,15 +213,6 @@ class K3Group(TyperGroup):
             _refuse_empty_values(cmd)
             _refuse_repeated_options(cmd, rest)
         return name, cmd, rest
-
-    def make_context(self, *args, **kwargs):
-        try:  # parsing the command line: typer too would exit 130 without a word
-            return super().make_context(*args, **kwargs)
-        except KeyboardInterrupt:
-            interrupted()
-
-    def list_commands(self, ctx):  # keep the order of COMMANDS in --help
-        return list(self.commands)
 
 
 HELP = """Capacity and roofline planner for frontier MoE models (Kimi K3 first) on TPUs and GPUs.
@@ -247,7 +245,8 @@ def _root(
 
 
 def _first_paragraph(doc: str | None) -> str:
-    """The docstring's first paragraph on one line, for the command list of --help."""
+    """The docstring's first paragraph on one line: typer's ``short_help`` for the command list of --help (without
+    it typer prints the whole docstring there, its source line breaks kept: tests/cli/test_app_group.py)."""
     return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
@@ -276,7 +275,8 @@ def _register(target: typer.Typer, names) -> None:
 
 def __getattr__(name: str) -> typer.Typer:
     """``app``, the full group of every command, built on first use: importing this module for
-    ``main`` (the console script) must not import all eleven command modules when it runs one."""
+    ``main`` (the console script) must not import all eleven command modules when it runs one (the full
+    group imports rich: tests/test_fast_path.py::test_fit_json_imports_neither_pydantic_nor_rich)."""
     if name != "app":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return _full_app()

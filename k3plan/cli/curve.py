@@ -17,6 +17,7 @@ from k3plan.cli.common import (
     print_json,
     with_setup_options,
 )
+from k3plan.cli.frames import check_csv, csv_option, to_stdout, write_csv
 from k3plan.cli.lists import whole_numbers
 from k3plan.cli.sessions import (
     AnswerTokensOpt,
@@ -61,6 +62,9 @@ def command(
     tool_tokens: ToolTokensOpt = 0,
     system_tokens: SystemTokensOpt = 0,
     drop_reasoning: DropReasoningOpt = False,
+    csv: Annotated[
+        Optional[Path], csv_option("the curve's points", "--csv curve.csv, then pandas.read_csv('curve.csv')")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """For each prefill chunk size: the temporaries it needs and the longest context (and most
@@ -75,7 +79,13 @@ def command(
           --calibration k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml --plot curve.png
       k3plan curve -t 2x4x4 --tp 32 --batch 32 --context 32768 --turns 20 --system-tokens 4000 \\
           --user-tokens 800 --answer-tokens 1200 --tool-tokens 2000 --reasoning-tokens 6000
+      k3plan curve -t 2x2x4 --tp 32 --csv curve.csv      the points for pandas (--csv -: to stdout)
     """
+    check_csv(csv, json_out=json_out)
+    if plot is not None:
+        from k3plan.extras import require_matplotlib
+
+        require_matplotlib("--plot")
     from k3plan.app.curve import CurveQuestion, answer
 
     a = answer(
@@ -98,6 +108,13 @@ def command(
         from k3plan.report.plots import plot_curve
 
         plot_curve(a.points, title=a.title, path=plot)
+    wrote_csv = None
+    if csv is not None:
+        from k3plan.api import curve_table
+
+        wrote_csv = write_csv(curve_table(a), csv)
+    if to_stdout(csv) and plot is not None:  # the CSV is stdout
+        typer.echo(f"plot written to {plot}", err=True)
     if json_out:
         from k3plan.budget.curve_output import CurveOutput
 
@@ -115,6 +132,7 @@ def command(
                 reason_code=a.reason_code,
             )
         )
+    if json_out or to_stdout(csv):
         if a.why_not:
             typer.echo(a.why_not, err=True)
             raise typer.Exit(a.exit_code)
@@ -136,6 +154,8 @@ def command(
         render_sessions(a.growth, console, batch=a.batch)
     if plot is not None:
         console.print(f"plot written to {plot}")
+    if wrote_csv is not None:
+        console.print(f"CSV written to {wrote_csv}")
     if a.why_not:
         console.print(a.why_not)
         raise typer.Exit(a.exit_code)

@@ -20,6 +20,7 @@ from k3plan.cli.common import (
     console,
     print_json,
 )
+from k3plan.cli.frames import check_csv, csv_option, to_stdout, write_csv
 from k3plan.cli.lists import items, whole_numbers
 from k3plan.cli.sessions import (
     AnswerTokensOpt,
@@ -86,7 +87,9 @@ StrictOpt = Annotated[
 PlotOpt = Annotated[
     Optional[Path],
     typer.Option(
-        "--plot", help="Write the Pareto front (tokens/s per user vs per chip) as a PNG (or SVG: a .svg name)."
+        "--plot",
+        help="Write the Pareto front (tokens/s per user vs per chip) as a PNG (or SVG: a .svg name); needs "
+        "matplotlib: pip install 'k3plan[plot]'.",
     ),
 ]
 EmitOpt = Annotated[
@@ -125,6 +128,7 @@ ChunksOpt = Annotated[
     Optional[str],
     typer.Option("--chunks", help="Comma-separated prefill chunk sizes to search (default 8192, as fit)."),
 ]
+CsvOpt = Annotated[Optional[Path], csv_option("the ranked rows", "--csv plan.csv, then pandas.read_csv('plan.csv')")]
 TopOpt = Annotated[int, typer.Option("--top", help="How many ranked configurations to show.")]
 RankByOpt = Annotated[
     str,
@@ -194,6 +198,7 @@ def command(
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
     rank_by: RankByOpt = "ceiling",
+    csv: CsvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -212,11 +217,13 @@ def command(
       k3plan plan --turns 20 --user-tokens 800 --answer-tokens 1200 --reasoning-tokens 6000
                                                             size for sessions at their last turn
       k3plan plan --isl 32000 --osl 500 --concurrency 8 --prefix-hit 0.8   the pick's TTFT with 80% of prompts cached
+      k3plan plan -H tpu-v7x,nvidia-b200 --isl 4000 --osl 500 --csv plan.csv   the ranked rows for pandas
 
     With --turns (and the token counts a turn), the context planned for is the session's peak
     context at its last turn: K3 carries earlier reasoning back, so it grows faster than the
     visible conversation (--drop-reasoning to compare).
     """
+    check_csv(csv, json_out=json_out)
     if emit is not None and emit[0] != "launch":
         raise K3PlanError(f"--emit {emit[0]!r}: expected 'launch PATH'")
     if emit is not None:  # before the search: a folder or a missing folder is bad input now, not after it
@@ -227,8 +234,10 @@ def command(
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
     if plot is not None:
         from k3plan.deploy.chart import chart_format
+        from k3plan.extras import require_matplotlib
 
         chart_format(plot)  # .png or .svg, checked before the search
+        require_matplotlib("--plot")
     from k3plan.app.plan import PlanQuestion, answer
 
     a = answer(
@@ -286,7 +295,20 @@ def command(
             raise K3PlanError(f"--emit launch: {result.launch.error}")
         else:
             skipped.append(f"--emit launch {emit[1]}: not written, no configuration passes")
-    if json_out:
+    if csv is not None:
+        from k3plan.api import plan_table
+
+        wrote_csv = write_csv(plan_table(a), csv)
+        if wrote_csv is not None:
+            written.append(wrote_csv)
+    if to_stdout(csv):  # the CSV is stdout: what else was written goes to stderr
+        from k3plan.cli.common import err_console
+
+        for w in written:
+            err_console.print(f"wrote {w}")
+        for w in skipped:
+            err_console.print(f"[yellow]{w}[/]")
+    elif json_out:
         from k3plan.plan.output import PlanOutput
 
         print_json(PlanOutput.of(result, advice=advice, prefix_hit=ph))

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import AllowCpuProbesOpt, JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
+from k3plan.cli.frames import check_csv, csv_option, write_csv
 from k3plan.cli.lists import items, whole_numbers
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import check_target
@@ -85,6 +86,12 @@ def command(
     plot_format: Annotated[str, typer.Option("--plot-format", help="png or svg.")] = "png",
     probes: ProbesOpt = None,
     allow_cpu_probes: AllowCpuProbesOpt = False,
+    csv: Annotated[
+        Optional[Path],
+        csv_option(
+            "the platforms table (a row a platform and context)", "--csv platforms.csv, then pandas.read_csv(...)"
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """A capacity report per platform: smallest viable topology and split at each context, headroom
@@ -96,6 +103,7 @@ def command(
     Examples:
       k3plan report --out reports/k3-capacity.md --html
       k3plan report -H tpu-v7x,nvidia-b200 -c 131072 --concurrency 8 --out /tmp/r.md
+      k3plan report -H tpu-v7x -c 131072 --out /tmp/r.md --csv /tmp/platforms.csv   the table for pandas
     """
     from k3plan.app.report import ReportQuestion, answer
     from k3plan.budget.fit import check_workload
@@ -115,6 +123,7 @@ def command(
     check_target(out, label="--out")  # a folder or a symlink loop fails now, not after the work
     if plot_format not in ("png", "svg"):
         raise K3PlanError(f"--plot-format {plot_format!r}: expected png or svg")
+    check_csv(csv, json_out=json_out)
     say = (lambda m: None) if json_out else (lambda m: err_console.print(m, highlight=False))
     q = ReportQuestion(
         model=model,
@@ -154,6 +163,11 @@ def command(
         eff=eff,
         deploy=lambda path: deploy(plot_path=path),
     )
+    if csv is not None:
+        from k3plan.api import report_table
+
+        wrote_csv = write_csv(report_table(a), csv)
+        written = [*written, Path(wrote_csv)] if wrote_csv is not None else written
     from k3plan.extras import have, install_command
 
     if not have("matplotlib"):  # issue 36: the Markdown is written without the plots; say so

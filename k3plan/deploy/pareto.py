@@ -2,7 +2,7 @@
 (or tokens per dollar), both maximised.
 
 ``pareto_front`` works on two numpy columns and returns row indices; ``ParetoPoint`` is the typed
-row the table, the JSON and the plot share. The plot is drawn by k3plan.deploy.chart (Pillow).
+row the table, the JSON and the plot share. The plot is drawn by k3plan.deploy.chart (matplotlib).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def plot_pareto(
     hardware, topology and split.
 
     ``y`` is ``tokens_per_s_per_chip`` or ``tokens_per_usd``; points without that figure are left
-    out. Drawn by k3plan.deploy.chart with Pillow (matplotlib's import alone is ~1.5 s).
+    out. Drawn by k3plan.deploy.chart with matplotlib (the 'plot' extra), imported only here.
     """
     if y not in ("tokens_per_s_per_chip", "tokens_per_usd"):
         raise K3PlanError(f"plot_pareto: y {y!r}: expected tokens_per_s_per_chip or tokens_per_usd")

@@ -6,18 +6,21 @@ served with; the hardware, topology and split; ISL, OSL and concurrency; the med
 the throughputs; and the URLs of the baseline and of the config that produced it. The figures are
 transcribed, never computed.
 
-Matching (``matching``): a benchmark speaks for a configuration when model, hardware, topology and
-the split (tp, dp, ep) are equal and the configuration's stack is the benchmark's engine. Files of a
-model k3plan does not bundle yet say ``waiting_for_model`` and match nothing (none now: the DeepSeek-V4
-Flash and Pro files speak for their configurations).
+Matching (``matching``): a benchmark is a candidate for a configuration when model, hardware, topology and
+the split (tp, dp, ep, pp; no decode context parallelism, which k3plan's split does not hold) are equal and the
+configuration's stack is the benchmark's engine. Files of a model k3plan does not bundle yet say
+``waiting_for_model`` and match nothing.
 
-Transfer (``serving_figure``): at the benchmark's own workload (batch = concurrency, context = ISL,
-chunk = max-num-batched-tokens) the figure is the measured median ("measured"). Near it (batch,
-context and chunk each within a factor of ``NEARBY_FACTOR`` = 16: the nightly's 8,192 tokens reach a
-131,072-token context, not a 1M one) the nearest benchmark (smallest log distance over the three) is
-scaled by the model's own ratio, model(asked) / model(benchmark's workload) ("transferred"): the
-measurement carries what the model misses, the model carries how the workload moves it. Farther, no
-benchmark speaks. Never the max of several points.
+Measured or transferred (``serving_figure``, issue 46 item 6): a candidate is "measured" for a question only when
+the rest of the key matches too (``differing``): the KV dtype ("auto" is the checkpoint's bf16), the KV page
+(``--block-size``; unset: the engine's default where k3plan knows it, torchtpu-vllm's 16 tokens), the prefill
+chunk (max-num-batched-tokens), the scheduling (the model prices a synchronous step; an unpublished flag never
+matches) and the workload (batch = concurrency, context = ISL). Otherwise, near it (batch, context and chunk
+each within ``NEARBY_FACTOR`` = 16), the candidate with the fewest differing KV dtype / page / scheduling keys,
+then the nearest in log distance, is scaled by the model's own ratio, model(asked) / model(benchmark's
+workload) ("transferred"), every differing key named, and those the ratio does not price (dtype, page,
+scheduling: the same setup is evaluated at both workloads) said so. Farther, no benchmark speaks. Never the max
+of several points.
 """
 
 from __future__ import annotations
@@ -48,23 +51,32 @@ Url = Annotated[str, msgspec.Meta(pattern=r"^https://")]
 class Engine(Spec):
     name: str
     repo: str
-    commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")]
-    version: Optional[str] = None
+    # the full 40-hex commit where published; a source that names only a short hash (a release tag's
+    # "v0.5.18 @ 71de97b2") keeps that short hash, never a guessed full one
+    commit: Optional[Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{7,40}$")]] = None
+    version: Optional[str] = None  # a release where the source names one (then the commit may be unpublished)
+
+    @property
+    def at(self) -> str:
+        return self.commit[:8] if self.commit else f"v{self.version}".replace("vv", "v")
 
 
 class Flags(Spec):
+    """The serve flags as the source gives them; None: the source does not set it (the engine's default)."""
+
     tensor_parallel_size: Count
     data_parallel_size: Count
     enable_expert_parallel: bool
-    max_num_batched_tokens: Count
-    max_num_seqs: Count
-    max_model_len: Count
-    gpu_memory_utilization: Annotated[float, msgspec.Meta(gt=0, le=1)]
-    kv_cache_dtype: str
-    async_scheduling: Optional[bool]
-    quantization: str
-    compile_sizes: Optional[list[int]]
-    extra: str
+    max_num_batched_tokens: Optional[Count] = None  # vLLM's; SGLang's --chunked-prefill-size
+    max_num_seqs: Optional[Count] = None
+    max_model_len: Optional[Count] = None
+    gpu_memory_utilization: Optional[Annotated[float, msgspec.Meta(gt=0, le=1)]] = None  # SGLang: mem-fraction-static
+    kv_cache_dtype: Optional[str]  # as the flag says ("auto": the checkpoint's dtype); None: the source does not say
+    block_size: Optional[Count] = None  # the KV page in tokens (--block-size / --page-size); None: the engine's default
+    async_scheduling: Optional[bool] = None  # None: not published
+    quantization: str = ""
+    compile_sizes: Optional[list[int]] = None
+    extra: str = ""
     client: str
 
 
@@ -72,31 +84,56 @@ class Split(Spec):
     tp: Count
     dp: Count
     ep: Count
+    pp: Count = 1
+    dcp: Count = 1  # decode context parallel (SGLang --dcp-size): k3plan's split has no such axis
 
 
 class Workload(Spec):
     isl: Count
     osl: Count
     concurrency: Count
-    num_prompts: Count
-    completed: Annotated[int, msgspec.Meta(ge=0)]
+    num_prompts: Optional[Count] = None
+    completed: Optional[Annotated[int, msgspec.Meta(ge=0)]] = None
+
+
+Statistic = Literal["median", "mean", "unstated"]
 
 
 class Measured(Spec):
-    median_tpot_ms: Positive
-    median_ttft_ms: Optional[Positive]
-    output_token_throughput: Positive
-    total_token_throughput: Positive
+    """The published figures. ``statistic`` says which the source gives: the median (vLLM's and SGLang's
+    bench_serving print both; the nightlies keep the median), only the mean (a sweep's summary table), or a
+    figure the source does not say is either (a PR's table: ``unstated_*``)."""
+
+    statistic: Statistic = "median"
+    median_tpot_ms: Optional[Positive] = None
+    median_ttft_ms: Optional[Positive] = None
+    mean_tpot_ms: Optional[Positive] = None
+    mean_ttft_ms: Optional[Positive] = None
+    unstated_tpot_ms: Optional[Positive] = None
+    unstated_ttft_ms: Optional[Positive] = None
+    output_token_throughput: Optional[Positive] = None
+    total_token_throughput: Optional[Positive] = None
+
+    @property
+    def tpot_ms(self) -> float:
+        v = getattr(self, f"{self.statistic}_tpot_ms")
+        assert v is not None  # load_benchmark refuses a file without it
+        return v
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return getattr(self, f"{self.statistic}_ttft_ms")
 
 
 class Sources(Spec):
-    baseline: Url
-    config: Url
+    baseline: Url  # where the figures were read
+    config: Optional[Url] = None  # where the serve flags were read, when apart from the figures
 
 
 class ServingBenchmark(Spec):
     name: str
-    model: str
+    model: str  # the bundled model whose architecture the run served
+    checkpoint: Optional[str] = None  # the checkpoint served, where it is not the bundled one's format
     waiting_for_model: bool = False
     engine: Engine
     flags: Flags
@@ -106,16 +143,18 @@ class ServingBenchmark(Spec):
     workload: Workload
     measured: Measured
     sources: Sources
+    notes: str = ""
     path: str = ""  # the file, set by the loader
 
     @property
-    def chunk_tokens(self) -> int:
-        """The prefill chunk: vLLM chunks a prompt at --max-num-batched-tokens."""
-        return min(self.flags.max_num_batched_tokens, self.workload.isl)
+    def chunk_tokens(self) -> int | None:
+        """The prefill chunk: vLLM chunks a prompt at --max-num-batched-tokens (None: not published)."""
+        m = self.flags.max_num_batched_tokens
+        return None if m is None else min(m, self.workload.isl)
 
     @property
     def label(self) -> str:
-        return f"{self.name} ({self.engine.name} @ {self.engine.commit[:8]}; {self.sources.baseline})"
+        return f"{self.name} ({self.engine.name} @ {self.engine.at}; {self.sources.baseline})"
 
 
 def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
@@ -125,8 +164,15 @@ def _check(b: ServingBenchmark, path: Path) -> ServingBenchmark:
             f"serving benchmark {path.name}: flags say tp {f.tensor_parallel_size} dp "
             f"{f.data_parallel_size}, split says tp {s.tp} dp {s.dp}"
         )
-    if b.workload.completed > b.workload.num_prompts:
-        raise K3PlanError(f"serving benchmark {path.name}: completed {b.workload.completed} > prompts")
+    if b.engine.commit is None and b.engine.version is None:
+        raise K3PlanError(f"serving benchmark {path.name}: engine.commit or engine.version is required")
+    w, m = b.workload, b.measured
+    if w.completed is not None and w.num_prompts is not None and w.completed > w.num_prompts:
+        raise K3PlanError(f"serving benchmark {path.name}: completed {w.completed} > prompts")
+    if getattr(m, f"{m.statistic}_tpot_ms") is None:
+        raise K3PlanError(
+            f"serving benchmark {path.name}: measured.statistic is {m.statistic}, no {m.statistic}_tpot_ms"
+        )
     return b
 
 
@@ -159,12 +205,18 @@ def matching(
     dp: int,
     ep: int,
     stack: str,
+    pp: int = 1,
     benchmarks: tuple[ServingBenchmark, ...] | None = None,
 ) -> tuple[ServingBenchmark, ...]:
-    """The benchmarks that speak for this configuration (see the module's doc)."""
+    """The benchmarks of this configuration (see the module's doc): the candidates a figure may come from,
+    measured where the rest of the key matches too (``differing``), else transferred."""
     bs = load_benchmarks() if benchmarks is None else benchmarks
     at = (model, hardware, topology, tp, dp, ep, stack)
-    return tuple(b for b in bs if not b.waiting_for_model and speaks_for(b, b.engine.name, *at))
+    return tuple(
+        b
+        for b in bs
+        if not b.waiting_for_model and speaks_for(b, b.engine.name, *at) and (b.split.pp, b.split.dcp) == (pp, 1)
+    )
 
 
 def speaks_for(
@@ -182,11 +234,109 @@ def speaks_for(
     )
 
 
-def _distance(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> float:
+# the rest of the key (issue 46 item 6): what the question asks beside the configuration
+KV_DTYPES = {"auto": "bf16", "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+"""A --kv-cache-dtype flag as k3plan's stacks name the dtype: "auto" is the checkpoint's activation dtype, bf16 for
+every bundled model; vLLM's "fp8" is fp8_e4m3."""
+
+
+def kv_dtype_of(flag: str) -> str:
+    return KV_DTYPES.get(flag.lower(), flag.lower())
+
+
+def default_page(engine: str) -> int | None:
+    """The engine's KV page in tokens when no flag sets it, where k3plan knows it: torchtpu-vllm's 16-token block
+    (engines.flags, cited); None elsewhere (unknown: never equal to anything)."""
+    from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK, TORCHTPU_STACKS
+
+    return TORCHTPU_DEFAULT_BLOCK if engine in TORCHTPU_STACKS else None
+
+
+def page_of(b: ServingBenchmark) -> int | None:
+    return b.flags.block_size if b.flags.block_size is not None else default_page(b.engine.name)
+
+
+class Asked(Frozen):
+    """The question's side of the key beyond the configuration: the KV dtype of its stack, the KV page the model
+    prices (None: unknown), the scheduling the model prices (a synchronous engine step), the batch (= the
+    benchmark's concurrency), the context (= its ISL) and the prefill chunk."""
+
+    kv_dtype: str
+    page_tokens: int | None
+    async_scheduling: bool = False
+    batch: int
+    context: int
+    chunk: int
+
+    @property
+    def chunk_tokens(self) -> int:
+        return min(self.chunk, self.context)
+
+
+def asked(*, stack: str, kv_dtype: str, batch: int, context: int, chunk: int) -> Asked:
+    """The key of a question on ``stack`` (its name) with that KV dtype and workload."""
+    return Asked(
+        kv_dtype=kv_dtype_of(kv_dtype),
+        page_tokens=default_page(stack),
+        batch=batch,
+        context=context,
+        chunk=chunk,
+    )
+
+
+def _show(x) -> str:
+    return "unpublished" if x is None else f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else str(x)
+
+
+def _sched(x: bool | None) -> str:
+    return "unpublished" if x is None else "async" if x else "sync"
+
+
+def config_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
+    """The keys beside the workload that differ (or that the benchmark does not publish): KV dtype, KV page,
+    scheduling. The model's ratio does not price them."""
+    out = []
+    flag = b.flags.kv_cache_dtype
+    kv = "unpublished" if flag is None else kv_dtype_of(flag)
+    if kv != a.kv_dtype:
+        out.append(f"KV dtype {kv}->{a.kv_dtype}")
+    page = page_of(b)
+    if page is None or a.page_tokens is None or page != a.page_tokens:
+        out.append(f"page {_show(page)}->{_show(a.page_tokens)} tokens")
+    if b.flags.async_scheduling is None or b.flags.async_scheduling != a.async_scheduling:
+        out.append(f"scheduling {_sched(b.flags.async_scheduling)}->{_sched(a.async_scheduling)}")
+    return tuple(out)
+
+
+def workload_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
+    """The workload keys that differ: batch (concurrency), context (ISL), chunk (max-num-batched-tokens). The
+    model's ratio prices them."""
+    out = []
+    if b.workload.concurrency != a.batch:
+        out.append(f"batch {b.workload.concurrency:,}->{a.batch:,}")
+    if b.workload.isl != a.context:
+        out.append(f"context {b.workload.isl:,}->{a.context:,}")
+    if b.chunk_tokens != a.chunk_tokens:
+        out.append(f"chunk {_show(b.chunk_tokens)}->{a.chunk_tokens:,}")
+    return tuple(out)
+
+
+def differing(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
+    """Every key of ``b`` that differs from the question's (engine, hardware, model and split already match:
+    ``matching``); empty: the benchmark is measured for the question."""
+    return config_differs(b, a) + workload_differs(b, a)
+
+
+def _chunk(b: ServingBenchmark) -> int:
+    """The chunk a distance compares: the published one, else the whole prompt."""
+    return b.chunk_tokens if b.chunk_tokens is not None else b.workload.isl
+
+
+def _distance(b: ServingBenchmark, a: Asked) -> float:
     return (
-        abs(math.log(b.workload.concurrency / batch))
-        + abs(math.log(b.workload.isl / context))
-        + abs(math.log(b.chunk_tokens / min(chunk, context)))
+        abs(math.log(b.workload.concurrency / a.batch))
+        + abs(math.log(b.workload.isl / a.context))
+        + abs(math.log(_chunk(b) / a.chunk_tokens))
     )
 
 
@@ -196,36 +346,32 @@ class ServingFigure(Frozen):
     value_s: float
     source: Source
     benchmark: str | None = None  # the benchmark's label (name, engine @ commit, URL)
-    measured_s: float | None = None  # the benchmark's median
+    measured_s: float | None = None  # the benchmark's figure (its statistic: median, mean or unstated)
     model_ratio: float | None = None  # model(asked) / model(benchmark's workload), when transferred
+    differing: tuple[str, ...] = ()  # the keys that differ, when transferred
     label: str
 
 
 NEARBY_FACTOR = 16  # a transfer reaches batch, context and chunk each within this factor of the benchmark's
 
 
-def _nearby(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> bool:
-    pairs = ((b.workload.concurrency, batch), (b.workload.isl, context), (b.chunk_tokens, min(chunk, context)))
+def _nearby(b: ServingBenchmark, a: Asked) -> bool:
+    pairs = ((b.workload.concurrency, a.batch), (b.workload.isl, a.context), (_chunk(b), a.chunk_tokens))
     return all(max(x, y) <= NEARBY_FACTOR * min(x, y) for x, y in pairs)
 
 
-def nearest(
-    cands: tuple[ServingBenchmark, ...], *, batch: int, context: int, chunk: int, need_ttft: bool
-) -> ServingBenchmark | None:
-    """The benchmark closest in log distance among those nearby (``NEARBY_FACTOR``), or None."""
-    usable = [
-        b
-        for b in cands
-        if (not need_ttft or b.measured.median_ttft_ms is not None)
-        and _nearby(b, batch=batch, context=context, chunk=chunk)
-    ]
+def nearest(cands: tuple[ServingBenchmark, ...], *, asked: Asked, need_ttft: bool) -> ServingBenchmark | None:
+    """Among those nearby (``NEARBY_FACTOR``): the benchmark with the fewest differing keys beside the workload
+    (KV dtype, page, scheduling), then the closest in log distance; None if none is nearby."""
+    usable = [b for b in cands if (not need_ttft or b.measured.ttft_ms is not None) and _nearby(b, asked)]
     if not usable:
         return None
-    return min(usable, key=lambda b: (_distance(b, batch=batch, context=context, chunk=chunk), b.path))
+    return min(usable, key=lambda b: (len(config_differs(b, asked)), _distance(b, asked), b.path))
 
 
-def at_workload(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> bool:
-    return (b.workload.concurrency, b.workload.isl, b.chunk_tokens) == (batch, context, min(chunk, context))
+def at_workload(b: ServingBenchmark, asked: Asked) -> bool:
+    """Measured for the question: every key matches (``differing`` is empty)."""
+    return not differing(b, asked)
 
 
 def serving_figure(
@@ -233,42 +379,43 @@ def serving_figure(
     *,
     model_s: float,
     cands: tuple[ServingBenchmark, ...],
-    batch: int,
-    context: int,
-    chunk: int,
+    asked: Asked,
     model_at,
 ) -> ServingFigure:
-    """The figure to stand behind: measured at the benchmark's workload, transferred by the model's ratio
-    near it, else the model's own (``model_s``). ``model_at(benchmark)`` is the model's figure at that
-    benchmark's workload (same setup)."""
-    b = nearest(cands, batch=batch, context=context, chunk=chunk, need_ttft=what == "ttft")
+    """The figure to stand behind: measured where every key of the benchmark matches the question's, transferred
+    by the model's ratio near it (the differing keys named), else the model's own (``model_s``).
+    ``model_at(benchmark)`` is the model's figure at that benchmark's workload (same setup)."""
+    b = nearest(cands, asked=asked, need_ttft=what == "ttft")
     if b is None:
         return ServingFigure(
             value_s=model_s, source="model", label="model (no serving benchmark of this configuration)"
         )
-    ms = b.measured.median_tpot_ms if what == "tpot" else b.measured.median_ttft_ms
+    ms = b.measured.tpot_ms if what == "tpot" else b.measured.ttft_ms
     assert ms is not None
     measured = ms / 1e3
     name = "TPOT" if what == "tpot" else "TTFT"
-    if at_workload(b, batch=batch, context=context, chunk=chunk):
+    stat = b.measured.statistic if b.measured.statistic != "unstated" else "published (statistic unstated)"
+    keys = differing(b, asked)
+    if not keys:
         return ServingFigure(
             value_s=measured,
             source="measured",
             benchmark=b.label,
             measured_s=measured,
-            label=f"measured: median {name} of {b.name}",
+            label=f"measured: {stat} {name} of {b.name} (engine, hardware, model, split, KV dtype, page, chunk, "
+            "scheduling and batch all match)",
         )
-    ref = model_at(b)
-    ratio = model_s / ref
+    ratio = model_s / model_at(b)
+    unpriced = config_differs(b, asked)
     return ServingFigure(
         value_s=measured * ratio,
         source="transferred",
         benchmark=b.label,
         measured_s=measured,
         model_ratio=ratio,
+        differing=keys,
         label=(
-            f"transferred: median {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
-            f"(batch {b.workload.concurrency}->{batch}, context {b.workload.isl:,}->{context:,}, "
-            f"chunk {b.chunk_tokens}->{min(chunk, context)})"
+            f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
+            f"({', '.join(keys)})" + (f"; the ratio does not price {', '.join(unpriced)}" if unpriced else "")
         ),
     )

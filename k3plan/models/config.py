@@ -66,16 +66,16 @@ class ConfigReader:
             raise K3PlanError(f"{self._where(key)} is {_short(value)}; expected true or false")
         return value
 
-    def int_list(self, key: str, default: Any = _MISSING) -> list[builtins.int]:
+    def int_list(self, key: str, default: Any = _MISSING, *, maximum: builtins.int = MAX_LAYERS) -> list[builtins.int]:
         value = self.get(key, default)
         if (
             not isinstance(value, list)
             or len(value) > MAX_LAYERS
-            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LAYERS for v in value)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= maximum for v in value)
         ):
             raise K3PlanError(
                 f"{self._where(key)} is {_short(value)}; expected a list of at most {MAX_LAYERS} "
-                f"integers from 0 to {MAX_LAYERS}"
+                f"integers from 0 to {maximum:,}"
             )
         return value
 

@@ -12,6 +12,9 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
   E8M0 (1 B) scale per [128, 128] block; and FP4 E2M1 packed two a byte (safetensors ``I8``) with one E8M0
   scale per 32 inputs of a row (4.25 bits a parameter, as mxfp4). i64: V4's hash-routing table.
+- ds_fp8_b32 / ds_fp8_row32 (DeepSeek-V4.1's checkpoint, ``quantization_config.weight_block_size`` [32, 32]): e4m3
+  with one E8M0 scale per [32, 32] block; and the Engram n-gram tables, e4m3 rows with one E8M0 scale per 32
+  values of a row (8.25 bits a parameter: 264 B a 256-wide row).
 The last two dims of a shape are [out, in]; any leading dims (an expert axis) multiply.
 """
 
@@ -78,6 +81,18 @@ def _ds_fp8_bytes(shape: tuple[int, ...]) -> int:
     return math.prod(shape) + _lead(shape) * math.ceil(out / 128) * math.ceil(inp / 128)
 
 
+def _ds_fp8_b32_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    return math.prod(shape) + _lead(shape) * math.ceil(out / 32) * math.ceil(inp / 32)
+
+
+def _ds_fp8_row32_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    if inp % 32:
+        raise K3PlanError(f"ds_fp8_row32 needs the row width divisible by 32, got shape {list(shape)}")
+    return math.prod(shape) + _lead(shape) * out * (inp // 32)
+
+
 FORMATS: dict[str, Format] = {
     "bf16": _plain(2, "BF16", "bf16"),
     "f32": _plain(4, "F32", "f32"),
@@ -129,6 +144,27 @@ FORMATS: dict[str, Format] = {
         nbytes=_mxfp4_bytes,
         parts=(
             (".weight", "I8", lambda s: (*s[:-1], s[-1] // 2)),
+            (".scale", "F8_E8M0", lambda s: (*s[:-1], s[-1] // 32)),
+        ),
+        quantized=True,
+    ),
+    # DeepSeek-V4.1 (k3plan.models.families.deepseek_v41): [32, 32] blocks, and the Engram tables' row scales
+    "ds_fp8_b32": Format(
+        name="ds_fp8_b32",
+        bits_per_param=8,
+        nbytes=_ds_fp8_b32_bytes,
+        parts=(
+            (".weight", "F8_E4M3", lambda s: tuple(s)),
+            (".scale", "F8_E8M0", lambda s: (*s[:-2], math.ceil(s[-2] / 32), math.ceil(s[-1] / 32))),
+        ),
+        quantized=True,
+    ),
+    "ds_fp8_row32": Format(
+        name="ds_fp8_row32",
+        bits_per_param=8.25,
+        nbytes=_ds_fp8_row32_bytes,
+        parts=(
+            (".weight", "F8_E4M3", lambda s: tuple(s)),
             (".scale", "F8_E8M0", lambda s: (*s[:-1], s[-1] // 32)),
         ),
         quantized=True,

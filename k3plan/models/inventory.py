@@ -16,7 +16,7 @@ from typing import Iterator, Literal, Optional
 from k3plan.models.formats import FORMATS, get_format
 from k3plan.structs import Frozen
 
-Kind = Literal["kda", "mla", "dense", "moe", "global", "vision", "mtp"]
+Kind = Literal["kda", "mla", "dense", "moe", "global", "vision", "mtp", "engram"]
 Role = Literal[
     "embed",
     "lm_head",
@@ -29,6 +29,7 @@ Role = Literal[
     "dense_mlp",
     "vision",
     "mtp",
+    "engram",
 ]
 
 
@@ -147,7 +148,8 @@ def by_key(tensors, key: str) -> dict[str, dict[str, float]]:
 
 
 class TensorInventory(Frozen, dict=True):  # dict: room for the cached properties below
-    """All tensors of a model. ``text`` excludes vision and MTP; totals are over ``text``."""
+    """All tensors of a model. ``text`` excludes vision, MTP and Engram's n-gram memory (DeepSeek-V4.1: kind
+    ``engram``, a memory tier of its own, ``engram_params`` / ``engram_bytes``); totals are over ``text``."""
 
     __coerce__ = False
 
@@ -162,7 +164,7 @@ class TensorInventory(Frozen, dict=True):  # dict: room for the cached propertie
 
     @cached_property
     def text(self) -> tuple[Tensor, ...]:
-        return tuple(t for t in self.tensors if t.kind not in ("vision", "mtp"))
+        return tuple(t for t in self.tensors if t.kind not in ("vision", "mtp", "engram"))
 
     def of_kind(self, kind: str) -> tuple[Tensor, ...]:
         return tuple(t for t in self.tensors if t.kind == kind)
@@ -186,6 +188,14 @@ class TensorInventory(Frozen, dict=True):  # dict: room for the cached propertie
     @property
     def mtp_params(self) -> int:
         return sum(t.params for t in self.of_kind("mtp"))
+
+    @property
+    def engram_params(self) -> int:
+        return sum(t.params for t in self.of_kind("engram"))
+
+    @property
+    def engram_bytes(self) -> int:
+        return sum(t.nbytes for t in self.of_kind("engram"))
 
     def breakdown(self, key: str, *, include_extra: bool = False) -> dict[str, dict[str, float]]:
         return by_key(self.tensors if include_extra else self.text, key)

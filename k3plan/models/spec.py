@@ -54,6 +54,49 @@ class KDADims(_Frozen):
         return 3 * (self.conv_kernel - 1) * self.width
 
 
+class CSA2Dims(_Frozen):
+    """DeepSeek-V4.1's CSA2 (text_config's keys): the compressed main KV and the indexer keys live on the
+    ``kv_source_layer_ids`` only (each at its own ``compress_ratios[i]``: 2 or 1) and the later layers read
+    them; the indexer's queries sit on ``index_source_layer_ids``; a candidate set of
+    ``candidate_topk_blocks`` x ``candidate_block_size`` entries picked on ``candidate_source_layer_id`` is
+    what the later indexers score."""
+
+    kv_source_layer_ids: tuple[int, ...]
+    index_source_layer_ids: tuple[int, ...]
+    candidate_source_layer_id: Optional[int] = None
+    candidate_topk_blocks: int = 0
+    candidate_block_size: int = 0
+
+
+class EngramDims(_Frozen):
+    """DeepSeek-V4.1's Engram (text_config's ``engram_*`` keys): one n-gram hash table a layer in
+    ``layer_ids`` (``num_embeddings`` rows of ``head_dim``), read at ``(max_ngram_size - 1) x n_heads`` rows a
+    token a layer, whose addresses depend on the input tokens only (so they can be prefetched)."""
+
+    layer_ids: tuple[int, ...]
+    num_embeddings: tuple[int, ...]
+    max_ngram_size: int
+    n_heads: int
+    head_dim: int
+    vocab_size: int
+    compressed_vocab_size: int
+
+    @property
+    def rows_per_token_layer(self) -> int:
+        return (self.max_ngram_size - 1) * self.n_heads
+
+
+class DSparkDims(_Frozen):
+    """DeepSeek-V4.1's DSpark drafter (text_config's ``dspark_*`` keys): ``num_nextn_predict_layers`` draft
+    blocks over ``dspark_target_layer_ids``' hidden states, ``block_size`` draft positions a step."""
+
+    block_size: int
+    target_layer_ids: tuple[int, ...]
+    markov_rank: int
+    n_routed_experts: int
+    num_experts_per_tok: int
+
+
 class DSV4Dims(_Frozen):
     """DeepSeek-V4's attention and routing numbers (k3plan.models.families.deepseek_v4), config.json's keys.
 
@@ -75,6 +118,10 @@ class DSV4Dims(_Frozen):
     hc_mult: int
     hc_sinkhorn_iters: int
     num_hash_layers: int
+    # DeepSeek-V4.1 (k3plan.models.families.deepseek_v41); None for V4
+    csa2: Optional[CSA2Dims] = None
+    engram: Optional[EngramDims] = None
+    dspark: Optional[DSparkDims] = None
 
     def kind(self, layer: int) -> str:
         """'swa' (window only), 'csa' (ratio 4, with the indexer) or 'hca' (any other ratio)."""

@@ -85,7 +85,7 @@ def write(
     if have("matplotlib"):
         for path, _, fn in plots:
             fn(reports, path=path)
-    else:  # issue 36: the Markdown without the matplotlib plots, saying so (the Pareto plot is Pillow's)
+    else:  # issue 36: the Markdown without the matplotlib plots, saying so (the Pareto plot too: capacity_deploy)
         plots_note = (
             f"Plots not drawn: matplotlib is not installed (the 'plot' extra: {install_command('plot')}); "
             "the tables below carry every figure."

@@ -47,6 +47,12 @@ def render_model_show(r: ModelShow, console: Console) -> None:
         console.print(f"  vision (separate)  {r.vision_params:>22,}")
     if r.mtp_params:
         console.print(f"  MTP (separate)     {r.mtp_params:>22,}")
+    engram = next((g for g in r.breakdown if g.group == "engram"), None)  # DeepSeek-V4.1's n-gram memory
+    if engram is not None:
+        console.print(
+            f"  Engram (separate)  {engram.params:>22,}  ({fmt_count(engram.params)}, n-gram memory, "
+            f"{fmt_gib(engram.bytes)})"
+        )
     console.print(f"  checkpoint bytes   {r.checkpoint_bytes:>22,}  ({fmt_gib(r.checkpoint_bytes)})")
     columns = [Column(r.breakdown_by), *(figure(c) for c in ("tensors", "params", "active / token", "bytes (GiB)"))]
     rows = [

@@ -13,16 +13,9 @@ TITLE_CHARS = 95  # characters a line of a plot title at fontsize 9 on an 8-inch
 
 
 def _pyplot():
-    try:
-        import matplotlib
+    from k3plan.extras import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from k3plan.extras import install_command
-
-        raise K3PlanError(f"plots need matplotlib (the 'plot' extra): {install_command('plot')}") from None
-    return plt
+    return pyplot()
 
 
 def legend_or_note(ax, note: str, **legend_kw) -> None:

@@ -24,8 +24,10 @@ from typing import Any, Literal
 
 from k3plan.evidence.benchmarks import (
     NEARBY_FACTOR,
+    Asked,
     ServingBenchmark,
     ServingFigure,
+    asked,
     at_workload,
     matching,
     nearest,
@@ -101,7 +103,8 @@ class ServingComparison(_Frozen):
 
 def configuration(setup) -> dict:
     """What a serving benchmark or an engine profile must match to speak for ``setup`` (``evidence.benchmarks.
-    speaks_for``): model, hardware, topology, split and stack."""
+    speaks_for``): model, hardware, topology, split and stack. The rest of the key (KV dtype, page, chunk,
+    scheduling, batch) decides measured or transferred: ``asked_of``."""
     p = setup.parallel
     return {
         "model": setup.model.name,
@@ -115,7 +118,13 @@ def configuration(setup) -> dict:
 
 
 def candidates(setup) -> tuple[ServingBenchmark, ...]:
-    return matching(**configuration(setup))
+    return matching(**configuration(setup), pp=setup.parallel.pp)
+
+
+def asked_of(setup, *, batch: int, context: int, chunk: int) -> Asked:
+    """The question's key beyond the configuration: its stack's KV dtype, the page and scheduling the model prices,
+    the workload."""
+    return asked(stack=setup.stack.name, kv_dtype=setup.stack.kv_cache.dtype, batch=batch, context=context, chunk=chunk)
 
 
 class _ModelAt:
@@ -158,7 +167,8 @@ class _ModelAt:
         return self.cache[key]
 
     def of(self, b: ServingBenchmark):
-        return self.speed(b.workload.concurrency, b.workload.isl, b.chunk_tokens)
+        chunk = b.chunk_tokens if b.chunk_tokens is not None else b.workload.isl  # unpublished: the whole prompt
+        return self.speed(b.workload.concurrency, b.workload.isl, chunk)
 
     def decode_s(self, batch: int, context: int) -> float:
         """The model's decode step alone (fit needs no prefill): ``expected_speed``'s decode, op for op."""
@@ -210,9 +220,8 @@ def stands_behind(
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
     cands = candidates(setup)
-    near = {
-        w: nearest(cands, batch=batch, context=context, chunk=chunk, need_ttft=w == "ttft") for w in ("tpot", "ttft")
-    }
+    key = asked_of(setup, batch=batch, context=context, chunk=chunk)
+    near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
     if not cands or near["tpot"] is None:
         why = (
             "no serving benchmark of this configuration"
@@ -233,9 +242,7 @@ def stands_behind(
         model_s=model.decode_s(batch, context),
         model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
         cands=cands,
-        batch=batch,
-        context=context,
-        chunk=chunk,
+        asked=key,
     )
     ttft = None
     if ceiling_ttft_s is not None:
@@ -254,9 +261,7 @@ def stands_behind(
                 model_s=expected.prefill.expected_s,
                 model_at=lambda b: model.of(b).prefill.expected_s,
                 cands=cands,
-                batch=batch,
-                context=context,
-                chunk=chunk,
+                asked=key,
             )
     return tpot, ttft, cands, model
 
@@ -380,7 +385,7 @@ def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: _
     if o is not None and o.flags.async_scheduling and not b.flags.async_scheduling:
         recipe = (
             f"; the other published recipe, whose asynchronous scheduling overlaps the host's work with the device's "
-            f"({o.name}: {_flag_diff(b, o)}), measured {o.measured.median_tpot_ms:,.2f} ms against the profile's "
+            f"({o.name}: {_flag_diff(b, o)}), measured {o.measured.tpot_ms:,.2f} ms against the profile's "
             f"{device * 1e3:,.2f} ms of device time ({o.sources.baseline})"
         )
     return [
@@ -437,7 +442,7 @@ def _stage(
             model_terms=terms,
             gap_terms=(),
         )
-    ms = b.measured.median_tpot_ms if stage == "decode" else b.measured.median_ttft_ms
+    ms = b.measured.tpot_ms if stage == "decode" else b.measured.ttft_ms
     if ms is None:
         return StageComparison(
             stage=stage,
@@ -459,8 +464,8 @@ def _stage(
     if split is not None:
         gaps.extend(split)
         rest = 0.0
-    elif o is not None and stage == "decode" and o.measured.median_tpot_ms < ms:
-        diff = (ms - o.measured.median_tpot_ms) / 1e3
+    elif o is not None and stage == "decode" and o.measured.tpot_ms < ms:
+        diff = (ms - o.measured.tpot_ms) / 1e3
         # the model already holds the synchronous host time an asynchronous recipe hides: not gap
         hidden = (
             sum(t.expected_s for t in st.ops if t.kind == "overhead" and "synchronous step" in t.name)
@@ -473,18 +478,25 @@ def _stage(
                 name="what the other published recipe's flags change",
                 seconds=part,
                 source=(
-                    f"{o.name} measured {o.measured.median_tpot_ms:,.2f} ms ({diff * 1e3:,.2f} ms less, of which the model "
+                    f"{o.name} measured {o.measured.tpot_ms:,.2f} ms ({diff * 1e3:,.2f} ms less, of which the model "
                     f"holds {hidden * 1e3:,.2f} ms: the synchronous host time its asynchronous scheduling hides) with "
                     f"{_flag_diff(b, o)} ({o.sources.baseline}); one pair does not separate the flags"
                 ),
             )
         )
         rest -= part
-    if o is not None and stage == "prefill" and o.measured.median_ttft_ms is not None and model is not None:
+    if (
+        o is not None
+        and stage == "prefill"
+        and o.measured.ttft_ms is not None
+        and model is not None
+        and b.chunk_tokens is not None
+        and o.chunk_tokens is not None
+    ):
         n1 = math.ceil(b.workload.isl / b.chunk_tokens)
         n2 = math.ceil(o.workload.isl / o.chunk_tokens)
         if n1 != n2:
-            t1, t2 = measured, o.measured.median_ttft_ms / 1e3
+            t1, t2 = measured, o.measured.ttft_ms / 1e3
             f_meas = (t1 - t2) / (n1 - n2)  # a chunk's fixed cost, both recipes' per-token cost equal
             m2 = model.of(o).prefill.expected_s
             f_model = (st.expected_s - m2) / (n1 - n2)
@@ -537,12 +549,11 @@ def compare(
     expected,
     cands: tuple[ServingBenchmark, ...],
     model: _ModelAt | None,
-    batch: int,
-    context: int,
-    chunk: int,
+    asked: Asked,
 ) -> ServingComparison:
-    """The three-way comparison at the asked workload: measured only from a benchmark at that workload."""
-    at = [b for b in cands if at_workload(b, batch=batch, context=context, chunk=chunk)]
+    """The three-way comparison at the asked workload: measured only from a benchmark whose every key matches the
+    question's (``evidence.benchmarks.differing``: KV dtype, page, chunk, scheduling, batch, context)."""
+    at = [b for b in cands if at_workload(b, asked)]
     b = at[0] if at else None
     others = [o for o in cands if o is not b]
     return ServingComparison(

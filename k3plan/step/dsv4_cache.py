@@ -216,6 +216,8 @@ def _dims(spec: ModelSpec) -> DSV4Dims:
 def compressed_values_per_token(spec: ModelSpec) -> Fraction:
     """From config.json alone: cached values a token over the model (entries and indexer keys / ratio)."""
     d = _dims(spec)
+    if d.csa2 is not None:  # DeepSeek-V4.1: the KV sources only
+        return sum((Fraction(d.head_dim + d.index_head_dim, r) for _, r in csa2_sources(d)), Fraction(0))
     out = Fraction(0)
     for r in d.compress_ratios:
         if r:
@@ -224,8 +226,11 @@ def compressed_values_per_token(spec: ModelSpec) -> Fraction:
 
 
 def kv_bytes_per_token(spec: ModelSpec, layout: Dsv4Layout = VLLM) -> Fraction:
-    """Growable bytes a token, whole model, one copy: sum over layers of (entry [+ indexer key]) / ratio."""
+    """Growable bytes a token, whole model, one copy: sum over layers of (entry [+ indexer key]) / ratio.
+    DeepSeek-V4.1 (``dsv4.csa2``): over the KV sources, in its FP4 formats, whatever ``layout``."""
     d = _dims(spec)
+    if d.csa2 is not None:
+        return _csa2_kv_bytes_per_token(d)
     e, i = layout.entry_bytes(d), layout.index_bytes(d)
     out = Fraction(0)
     for r in d.compress_ratios:
@@ -238,6 +243,8 @@ def classical_bytes(spec: ModelSpec, context: int, layout: Dsv4Layout = VLLM) ->
     """One sequence's growable cache at ``context`` tokens: complete compressed blocks only (the tail of
     the block being filled is state)."""
     d = _dims(spec)
+    if d.csa2 is not None:
+        return _csa2_classical_bytes(d, context)
     e, i = layout.entry_bytes(d), layout.index_bytes(d)
     return sum((context // r) * (e + (i if r == CSA else 0)) for r in d.compress_ratios if r)
 
@@ -256,6 +263,8 @@ class StateTerms:
 def state_terms(spec: ModelSpec, layout: Dsv4Layout = VLLM, *, speculative: bool = False) -> StateTerms:
     """One sequence's fixed-size state, whole model, one copy (constant in context)."""
     d = _dims(spec)
+    if d.csa2 is not None:
+        return _csa2_state_terms(d)
     window = len(d.compress_ratios) * d.sliding_window * layout.entry_bytes(d)
     comp = idx = 0
     for r in d.compress_ratios:
@@ -294,6 +303,8 @@ class DecodeRead:
 
 def decode_read(spec: ModelSpec, context: int, layout: Dsv4Layout = VLLM) -> DecodeRead:
     d = _dims(spec)
+    if d.csa2 is not None:
+        return _csa2_decode_read(d, context)
     e, i = layout.entry_bytes(d), layout.index_bytes(d)
     w = min(d.sliding_window, context)
     idx = csa = hca = win = 0
@@ -321,6 +332,8 @@ def per_layer_kv_bytes_ceil(spec: ModelSpec, layout: Dsv4Layout = VLLM) -> int:
 
 def kv_source_text(spec: ModelSpec, stack_name: str) -> str:
     """fit's provenance of the KV line for a V4 model: the exact figure and how the per-layer path carries it."""
+    if _dims(spec).csa2 is not None:
+        return csa2_kv_source_text(spec)
     d, lay = _dims(spec), layout_for_stack(stack_name)
     e, i = lay.entry_bytes(d), lay.index_bytes(d)
     exact = kv_bytes_per_token(spec, lay)
@@ -334,6 +347,8 @@ def kv_source_text(spec: ModelSpec, stack_name: str) -> str:
 
 
 def state_source_text(spec: ModelSpec, stack_name: str, *, speculative: bool = False) -> str:
+    if _dims(spec).csa2 is not None:
+        return csa2_state_source_text(spec)
     lay = layout_for_stack(stack_name)
     t = state_terms(spec, lay, speculative=speculative)
     d = _dims(spec)
@@ -343,4 +358,252 @@ def state_source_text(spec: ModelSpec, stack_name: str, *, speculative: bool = F
         f"compressor tails {t.indexer_compressor_bytes:,} B (f32), {lay.engine}'s layout"
         + (" (its speculative-decoding ring)" if speculative and lay.ring_hca_spec else "")
         + "; whole on every TP rank"
+    )
+
+
+# --- DeepSeek-V4.1 (CSA2): the main KV and the indexer keys on the KV-source layers only --------------------
+#
+# ``ModelSpec.dsv4.csa2`` set (k3plan.models.families.deepseek_v41): only the ``kv_source_layer_ids`` keep a
+# compressed cache, one entry a ``compress_ratios[i]`` tokens (V4.1-Flash: layers 2, 8, 14 at 2, layer 20 at 1),
+# and the layers after a source read its entries (shared, not copied). Its formats, as the V4.1 release
+# describes them: the main KV in FP4 -- E2M1 two a byte with an E4M3 scale every 16 channels (head_dim / 2 +
+# head_dim / 16 = 288 B), the indexer key in FP4 with an E8M0 scale a 32 (index_head_dim / 2 + / 32 = 68 B), and
+# the sliding window kept in FP8 on every layer (head_dim + head_dim / 32 scales = 528 B). So a token adds
+# sum over sources (288 + 68) / ratio = 890 B (V4.1-Flash), whatever the layer count.
+V41_SOURCES = (
+    Source(
+        "deepseek-ai/FlashMLA",
+        "README.md",
+        "the V4.1 KV formats: SWA entry 528 B, global main KV entry 288 B (V4's main entry 584 B)",
+        "07a1089857b63e74e3133630c02b083b75e8d4b2",
+        found=False,
+        note="quoted with this commit by 899ms/ai-infra-book "
+        "calculations/research/deepseek-v41-flash/README.md @7d095c36ee957bfa27890da881b1820c9a053c6b, which "
+        "derives 890 B a token as (3/2 + 1) x (288 + 68)",
+    ),
+    Source(
+        "NVIDIA-NeMo/Automodel",
+        "nemo_automodel/components/models/deepseek_v41/attention.py",
+        "CSA2 from the official V4.1 inference model: Full layers publish compressed KV and index keys, Reindex "
+        "layers replace only the selection, Reuse layers consume it; 'the released FP8 window KV and FP4 "
+        "compressed KV/indexer representations'",
+        "",
+        note="read on docs.nvidia.com/nemo/automodel/v0.5 (module docstring); commit not pinned",
+    ),
+    Source(
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        "inference/model.py",
+        "Compressor: fp4_act_quant(scale_dtype=e4m3, block 16) of the compressed KV; the window in fp8",
+        "dba1be0a40aa45a94ad051997016db3960a90277",
+        found=False,
+        note="the release's reference code, as public ports of it describe it (not in the stored material)",
+    ),
+)
+
+
+def v41_main_entry_bytes(d: DSV4Dims) -> int:
+    """One CSA2 compressed main-KV entry: FP4 values, an E4M3 scale a 16 (288 B for head_dim 512)."""
+    return d.head_dim // 2 + d.head_dim // 16
+
+
+def v41_index_bytes(d: DSV4Dims) -> int:
+    """One CSA2 indexer key: FP4 values, an E8M0 scale a 32 (68 B for index_head_dim 128)."""
+    return d.index_head_dim // 2 + d.index_head_dim // 32
+
+
+def v41_window_entry_bytes(d: DSV4Dims) -> int:
+    """One sliding-window entry: FP8 values, a scale a 32 (528 B for head_dim 512)."""
+    return d.head_dim + d.head_dim // 32
+
+
+def csa2_sources(d: DSV4Dims) -> tuple[tuple[int, int], ...]:
+    """(layer, ratio) of the KV-source layers."""
+    assert d.csa2 is not None
+    return tuple((i, d.compress_ratios[i]) for i in d.csa2.kv_source_layer_ids)
+
+
+def csa2_source_of(d: DSV4Dims, layer: int) -> int | None:
+    """The KV source a layer reads: the last source at or before it (None for the layers before the first)."""
+    assert d.csa2 is not None
+    before = [i for i in d.csa2.kv_source_layer_ids if i <= layer]
+    return max(before) if before else None
+
+
+def _csa2_kv_bytes_per_token(d: DSV4Dims) -> Fraction:
+    per = v41_main_entry_bytes(d) + v41_index_bytes(d)
+    return sum((Fraction(per, r) for _, r in csa2_sources(d)), Fraction(0))
+
+
+def _csa2_classical_bytes(d: DSV4Dims, context: int) -> int:
+    per = v41_main_entry_bytes(d) + v41_index_bytes(d)
+    return sum((context // r) * per for _, r in csa2_sources(d))
+
+
+def _csa2_state_terms(d: DSV4Dims) -> StateTerms:
+    """The window on every layer, in FP8. The compressors' tails (at most ratio - 1 = 1 token a ratio-2 source)
+    are not modelled: 0 here, said in the text below."""
+    return StateTerms(
+        window_bytes=len(d.compress_ratios) * d.sliding_window * v41_window_entry_bytes(d),
+        compressor_bytes=0,
+        indexer_compressor_bytes=0,
+    )
+
+
+def _csa2_decode_read(d: DSV4Dims, context: int) -> DecodeRead:
+    """One decode query: the first indexer on each source scores every key of it, a later one the candidate set
+    (``candidate_topk_blocks`` x ``candidate_block_size`` entries) picked on ``candidate_source_layer_id``; each
+    layer with a ratio reads the top-k entries of its source plus its window; a window-only layer its window."""
+    c2 = d.csa2
+    assert c2 is not None
+    main, idx, win = v41_main_entry_bytes(d), v41_index_bytes(d), v41_window_entry_bytes(d)
+    w = min(d.sliding_window, context)
+    cand = c2.candidate_topk_blocks * c2.candidate_block_size
+    keys = {i: context // r for i, r in csa2_sources(d)}
+    indexer = 0
+    for i in c2.index_source_layer_ids:
+        src = csa2_source_of(d, i)
+        n = keys.get(src, 0) if src is not None else 0
+        if i in keys or not cand:
+            indexer += n * idx
+        else:
+            indexer += min(n, cand) * idx
+    sparse = window = 0
+    for layer, r in enumerate(d.compress_ratios):
+        src = csa2_source_of(d, layer)
+        if r and src is not None:
+            sparse += min(d.index_topk, keys[src]) * main + w * win
+        else:
+            window += w * win
+    return DecodeRead(indexer_bytes=indexer, csa_bytes=sparse, hca_bytes=0, window_bytes=window)
+
+
+def csa2_kv_source_text(spec: ModelSpec) -> str:
+    d = _dims(spec)
+    main, idx = v41_main_entry_bytes(d), v41_index_bytes(d)
+    exact = _csa2_kv_bytes_per_token(d)
+    srcs = ", ".join(f"layer {i} / {r}" for i, r in csa2_sources(d))
+    return (
+        f"analytic: DeepSeek-V4.1 CSA2 shared cache (step/dsv4_cache): KV sources {srcs}, each entry FP4 main KV "
+        f"{main} B + FP4 indexer key {idx} B = {float(exact):,.2f} B a token for the whole model (the later layers "
+        f"read the sources' entries, no copy), carried as {per_layer_kv_bytes_ceil(spec)} B a token x "
+        f"{len(d.compress_ratios)} layers (rounded up); formats: {V41_SOURCES[0].repo} {V41_SOURCES[0].file} "
+        f"@{V41_SOURCES[0].commit[:12]} (not read here: {V41_SOURCES[0].note})"
+    )
+
+
+def csa2_state_source_text(spec: ModelSpec) -> str:
+    d = _dims(spec)
+    t = _csa2_state_terms(d)
+    return (
+        f"analytic: DeepSeek-V4.1 window (step/dsv4_cache): {d.sliding_window} FP8 entries of "
+        f"{v41_window_entry_bytes(d)} B x {len(d.compress_ratios)} layers = {t.window_bytes:,} B; the ratio-2 "
+        "sources' compressor tails (at most one token each) not modelled; whole on every TP rank"
+    )
+
+
+# --- DeepSeek-V4.1's Engram: a memory tier of its own --------------------------------------------------------
+#
+# The n-gram tables (``dsv4.engram``; kind ``engram`` in the inventory, outside the backbone's weights) are
+# only looked up: a token reads ``(max_ngram_size - 1) x n_heads`` rows of ``head_dim`` e4m3 values + their
+# E8M0 scales on each Engram layer (V4.1-Flash: 24 rows x 264 B x 2 layers = 12,672 B), at addresses fixed by
+# the input tokens alone, so the rows can be fetched from host memory ahead of the layer. Where an engine keeps
+# them by default (its cited source): vLLM in pinned host memory (``EngramConfig.cpu_offload`` True, one copy a
+# node of each TP shard with ``dp_shared_memory``), SGLang in device memory with the rows split over the TP
+# group (``--engram-config`` placement gpu, replication none). The projections (``engram.wkv``, ``q_weight``,
+# ``k_weight``) stay on the device either way.
+ENGRAM_PLACEMENT: dict[str, tuple[str, Source]] = {
+    "vllm": (
+        "host",
+        Source(
+            "vllm-project/vllm",
+            "vllm/config/engram.py",
+            "EngramConfig.cpu_offload (default True: 'Store embedding weights in pinned CPU memory for UVA lookup'); "
+            "dp_shared_memory (one copy a node of every TP shard)",
+            "",
+            note="read on docs.vllm.ai/en/latest/api/vllm/config/engram/ (source listing); commit not pinned",
+        ),
+    ),
+    "sglang": (
+        "hbm",
+        Source(
+            "sgl-project/sglang",
+            "docs/advanced_features/engram (docs.sglang.io)",
+            "--engram-config: placement gpu (default), replication none (one table, rows split across the TP group)",
+            "",
+            note="read on docs.sglang.io/docs/advanced_features/engram; commit not pinned",
+        ),
+    ),
+    "torchtpu-vllm": (
+        "host",
+        Source(
+            "kowalski-4831/vllm-torchtpu",
+            "tpu_inference/",
+            "the plugin's Engram placement",
+            "",
+            found=False,
+            note="no DeepSeek-V4.1 path found for the TPU plugin; assumed vLLM's default (cpu_offload True)",
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class EngramTier:
+    placement: str  # "hbm" | "host"
+    table_bytes: int  # every table, one copy
+    projection_bytes: int  # wkv / q_weight / k_weight, on every device (replicated: an upper bound)
+    hbm_bytes_per_device: int  # what a device holds: projections, plus its rows where placement is hbm
+    host_bytes_per_host: int  # what a host holds where placement is host: its TP shards, one copy a node
+    bytes_per_token: int  # the rows one token reads over every Engram layer
+    source: Source
+
+    def text(self) -> str:
+        src = self.source
+        where = (
+            f"in HBM, rows split over the TP group: {self.hbm_bytes_per_device:,} B a device with the projections"
+            if self.placement == "hbm"
+            else f"in host memory ({self.host_bytes_per_host:,} B a host), projections {self.projection_bytes:,} B "
+            "a device in HBM"
+        )
+        return (
+            f"Engram tables {self.table_bytes:,} B {where}; a token reads {self.bytes_per_token:,} B of rows, addressed "
+            f"by the input tokens alone (prefetchable); {src.repo} {src.file} {src.symbol.split(' (')[0]}"
+            + ("" if src.found else f" (not found: {src.note})")
+        )
+
+
+def engram_table_row_bytes(spec: ModelSpec) -> int:
+    g = _dims(spec).engram
+    assert g is not None
+    return g.head_dim + g.head_dim // 32  # e4m3 values + one E8M0 scale a 32
+
+
+def engram_bytes_per_token(spec: ModelSpec) -> int:
+    """Rows one token reads, all Engram layers: (max_ngram - 1) x n_heads rows a layer (12,672 B, V4.1-Flash)."""
+    g = _dims(spec).engram
+    assert g is not None
+    return g.rows_per_token_layer * len(g.layer_ids) * engram_table_row_bytes(spec)
+
+
+def engram_tier(
+    spec: ModelSpec, inventory, stack_name: str, *, tp: int, devices_per_host: int, hosts: int
+) -> EngramTier | None:
+    """Where ``stack_name``'s engine keeps the Engram tables, and what that costs a device and a host; None for a
+    model without Engram."""
+    d = _dims(spec)
+    if d.engram is None:
+        return None
+    tensors = inventory.of_kind("engram")
+    table = sum(t.nbytes for t in tensors if t.name.endswith("engram.embed"))
+    proj = sum(t.nbytes for t in tensors) - table
+    placement, source = ENGRAM_PLACEMENT[STACK_ENGINE.get(stack_name, "vllm")]
+    tp_hosts = min(max(1, -(-tp // max(devices_per_host, 1))), max(hosts, 1))
+    return EngramTier(
+        placement=placement,
+        table_bytes=table,
+        projection_bytes=proj,
+        hbm_bytes_per_device=proj + (-(-table // max(tp, 1)) if placement == "hbm" else 0),
+        host_bytes_per_host=-(-table // tp_hosts) if placement == "host" else 0,
+        bytes_per_token=engram_bytes_per_token(spec),
+        source=source,
     )

@@ -135,6 +135,8 @@ def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None
     """V4's attention-side ops of one decode step (``seqs`` sequences, one query each, at ``context``)."""
     d = spec.dsv4
     assert d is not None
+    if d.csa2 is not None:  # DeepSeek-V4.1
+        return csa2_decode_ops(spec, seqs=seqs, context=context, tp=tp, live=live)
     lay = layout or dsv4_cache.VLLM
     e, ib = lay.entry_bytes(d), lay.index_bytes(d)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
@@ -189,6 +191,8 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = No
     """V4's attention-side ops of one prefill chunk of ``chunk`` tokens ending at ``context`` (one prompt)."""
     d = spec.dsv4
     assert d is not None
+    if d.csa2 is not None:  # DeepSeek-V4.1
+        return csa2_prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live)
     lay = layout or dsv4_cache.VLLM
     e, ib = lay.entry_bytes(d), lay.index_bytes(d)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
@@ -298,6 +302,11 @@ def decode_score_values(spec: ModelSpec, *, context, tp):
     indexer's head-reduced logits over context / 4 keys."""
     d = spec.dsv4
     assert d is not None
+    if d.csa2 is not None:  # DeepSeek-V4.1: top-k of the densest source + window; candidate-set indexer logits
+        densest = min(r for _, r in dsv4_cache.csa2_sources(d))
+        w = minimum(d.sliding_window, context)
+        heads = spec.mla.heads // heads_split(spec.mla.heads, tp)
+        return heads * (minimum(d.index_topk, context // densest) + w) + context // densest
     _, n_hca, _, r_hca = _ratios(spec)
     w = minimum(d.sliding_window, context)
     keys = minimum(d.index_topk, context // CSA) + w
@@ -316,6 +325,11 @@ def attention_flops_per_token(spec: ModelSpec, context) -> tuple[float, float]:
     window and the window-only layers' window, 2 x 2 x heads x head_dim a key (one shared K = V head)."""
     d = spec.dsv4
     assert d is not None
+    if d.csa2 is not None:  # DeepSeek-V4.1: linear in context through the first-round indexers only
+        c0 = csa2_attention_flops_at(spec, float(max(d.sliding_window, 1) * 1_000_000))
+        c1 = csa2_attention_flops_at(spec, float(max(d.sliding_window, 1) * 2_000_000))
+        slope = (c1 - c0) / (d.sliding_window * 1_000_000)
+        return float(c0 - slope * d.sliding_window * 1_000_000), float(slope)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
     per_key = 2 * 2 * spec.mla.heads * d.head_dim
     w = d.sliding_window
@@ -328,6 +342,8 @@ def attention_flops_at(spec: ModelSpec, context: float) -> float:
     """One token's attention FLOPs at ``context`` (exact in the top-k and window below their sizes)."""
     d = spec.dsv4
     assert d is not None
+    if d.csa2 is not None:
+        return csa2_attention_flops_at(spec, context)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
     per_key = 2 * 2 * spec.mla.heads * d.head_dim
     w = min(d.sliding_window, context)
@@ -337,3 +353,277 @@ def attention_flops_at(spec: ModelSpec, context: float) -> float:
         + n_hca * per_key * (context / r_hca + w)
         + n_swa * per_key * w
     )
+
+
+# --- DeepSeek-V4.1 (CSA2, ``spec.dsv4.csa2``) ------------------------------------------------------------------
+#
+# The cache lives on the KV sources (step/dsv4_cache: FP4 main entries of 288 B and indexer keys of 68 B, FP8
+# window entries of 528 B on every layer). A decode step, for ``seqs`` sequences at ``context``:
+# - ``dsv4.csa2_indexer``: each index source that is also a KV source scores every key of its source (context /
+#   ratio); ``dsv4.csa2_indexer_candidates``: a later index source scores only the candidate set
+#   (candidate_topk_blocks x candidate_block_size entries) picked on candidate_source_layer_id;
+# - ``dsv4.csa2_attention``: every layer with a ratio attends the top-k (index_topk) entries of the source at or
+#   before it plus its own window; ``dsv4.window_attention``: the layers before the first source, the window;
+# - ``dsv4.csa2_compressor``: each source writes a token's projected kv and gate rows (f32, as V4's HCA
+#   compressor; the V4.1 compressor's own state layout not read) and, a complete block, one entry;
+# - ``dsv4.mhc``: as V4 (single-pass mHC: the same mixing FLOPs a block).
+
+
+def _csa2_groups(spec: ModelSpec) -> tuple[dict[int, int], int]:
+    """({source ratio: layers that attend a source of that ratio}, window-only layers)."""
+    d = spec.dsv4
+    assert d is not None and d.csa2 is not None
+    by_ratio: dict[int, int] = {}
+    window_only = 0
+    for layer, r in enumerate(d.compress_ratios):
+        src = dsv4_cache.csa2_source_of(d, layer)
+        if r and src is not None:
+            rr = d.compress_ratios[src]
+            by_ratio[rr] = by_ratio.get(rr, 0) + 1
+        else:
+            window_only += 1
+    return by_ratio, window_only
+
+
+def _csa2_indexers(spec: ModelSpec) -> tuple[dict[int, int], int]:
+    """({source ratio: first-round indexers on a source of that ratio}, candidate-set indexers)."""
+    d = spec.dsv4
+    assert d is not None and d.csa2 is not None
+    first: dict[int, int] = {}
+    later = 0
+    cand = d.csa2.candidate_topk_blocks * d.csa2.candidate_block_size
+    for i in d.csa2.index_source_layer_ids:
+        src = dsv4_cache.csa2_source_of(d, i)
+        if src is None:
+            continue
+        if i in d.csa2.kv_source_layer_ids or not cand:
+            r = d.compress_ratios[src]
+            first[r] = first.get(r, 0) + 1
+        else:
+            later += 1
+    return first, later
+
+
+def _csa2_common(spec: ModelSpec, *, rows) -> list[Op]:
+    d = spec.dsv4
+    assert d is not None
+    n_src = len(dsv4_cache.csa2_sources(d))
+    row = 2 * d.head_dim * F32
+    return [
+        Op(
+            name="dsv4.mhc",
+            kind="elementwise",
+            layer_kind="mla",
+            category="state",
+            count=2 * spec.num_layers,
+            flops=_mhc_flops(spec, rows),
+            tokens=rows,
+        ),
+        Op(
+            name="dsv4.csa2_compressor",
+            kind="elementwise",
+            layer_kind="mla",
+            category="state",
+            count=n_src,
+            bytes_read=rows * row,
+            bytes_written=rows * row,
+            tokens=rows,
+        ),
+    ]
+
+
+def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveAt | None = None) -> list[Op]:
+    d = spec.dsv4
+    assert d is not None and d.csa2 is not None
+    main, ib, win = (
+        dsv4_cache.v41_main_entry_bytes(d),
+        dsv4_cache.v41_index_bytes(d),
+        dsv4_cache.v41_window_entry_bytes(d),
+    )
+    split = heads_split(spec.mla.heads, tp)
+    heads = spec.mla.heads // split
+    w = minimum(d.sliding_window, context)
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    cand = d.csa2.candidate_topk_blocks * d.csa2.candidate_block_size
+    ops: list[Op] = []
+    first, later = _csa2_indexers(spec)
+
+    def indexer(name: str, count, keys) -> Op:
+        return Op(
+            name=name,
+            kind="attention",
+            layer_kind="mla",
+            category="kv",
+            count=count,
+            bytes_read=seqs * keys * ib,
+            flops=seqs * 2 * d.index_n_heads * d.index_head_dim * keys,
+            flops_category="attention",
+            tokens=seqs,
+            heads=d.index_n_heads,
+        )
+
+    for r, count in sorted(first.items()):
+        ops.append(indexer(f"dsv4.csa2_indexer_r{r}", count, context // r))
+    if later:
+        cand_src = d.csa2.candidate_source_layer_id
+        r_c = d.compress_ratios[cand_src] if cand_src is not None else 1
+        ops.append(indexer("dsv4.csa2_indexer_candidates", later, minimum(cand, context // max(r_c, 1))))
+    by_ratio, window_only = _csa2_groups(spec)
+    for r, count in sorted(by_ratio.items()):
+        picked = minimum(d.index_topk, context // r)
+        ops.append(
+            Op(
+                name=f"dsv4.csa2_attention_r{r}",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=count,
+                bytes_read=seqs * (picked * main + w * win),
+                flops=seqs * per_key * (picked + w) / split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=picked + w, tp=tp),
+            )
+        )
+    if window_only:
+        ops.append(
+            Op(
+                name="dsv4.window_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=window_only,
+                bytes_read=seqs * w * win,
+                flops=seqs * per_key * w / split,
+                flops_category="attention",
+                tokens=seqs,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=w, tp=tp),
+            )
+        )
+    return ops + _csa2_common(spec, rows=seqs)
+
+
+def csa2_prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveAt | None = None) -> list[Op]:
+    """A prefill chunk (every layer runs every token: the release's reference schedule, not CED's encoder /
+    decoder split with bounded replay)."""
+    d = spec.dsv4
+    assert d is not None and d.csa2 is not None
+    main, ib, win = (
+        dsv4_cache.v41_main_entry_bytes(d),
+        dsv4_cache.v41_index_bytes(d),
+        dsv4_cache.v41_window_entry_bytes(d),
+    )
+    split = heads_split(spec.mla.heads, tp)
+    heads = spec.mla.heads // split
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    start = context - chunk
+    w = minimum(d.sliding_window, context)
+    mean_pos = start + (chunk + 1) / 2
+    cand = d.csa2.candidate_topk_blocks * d.csa2.candidate_block_size
+    ops: list[Op] = []
+    first, later = _csa2_indexers(spec)
+    for r, count in sorted(first.items()):
+        ops.append(
+            Op(
+                name=f"dsv4.csa2_indexer_r{r}",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=count,
+                bytes_read=(start // r) * ib,
+                bytes_written=(chunk // r) * ib,
+                flops=2 * d.index_n_heads * d.index_head_dim * chunk * (mean_pos / r),
+                flops_category="attention",
+                tokens=chunk,
+                heads=d.index_n_heads,
+            )
+        )
+    if later:
+        ops.append(
+            Op(
+                name="dsv4.csa2_indexer_candidates",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=later,
+                bytes_read=minimum(cand, start) * ib,
+                flops=2 * d.index_n_heads * d.index_head_dim * chunk * minimum(cand, mean_pos),
+                flops_category="attention",
+                tokens=chunk,
+                heads=d.index_n_heads,
+            )
+        )
+    by_ratio, window_only = _csa2_groups(spec)
+    for r, count in sorted(by_ratio.items()):
+        keys = minimum(d.index_topk, context // r) + w
+        ops.append(
+            Op(
+                name=f"dsv4.csa2_attention_r{r}",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=count,
+                bytes_read=(start // r) * main + minimum(start, w) * win,
+                bytes_written=chunk * win,
+                flops=per_key * (chunk * minimum(d.index_topk, mean_pos / r) + chunk * w) / split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=heads,
+                live=_attn_live(
+                    live,
+                    spec,
+                    seqs=1,
+                    queries=chunk,
+                    keys=keys,
+                    tp=tp,
+                    workspace=(context // r + w + chunk) * d.head_dim * BF16,
+                ),
+            )
+        )
+    if window_only:
+        ops.append(
+            Op(
+                name="dsv4.window_attention",
+                kind="attention",
+                layer_kind="mla",
+                category="kv",
+                count=window_only,
+                bytes_read=minimum(start, w) * win,
+                bytes_written=chunk * win,
+                flops=per_key * chunk * w / split,
+                flops_category="attention",
+                tokens=chunk,
+                heads=heads,
+                live=_attn_live(live, spec, seqs=1, queries=chunk, keys=w, tp=tp),
+            )
+        )
+    # the sources' new entries
+    for i, r in dsv4_cache.csa2_sources(d):
+        ops.append(
+            Op(
+                name=f"dsv4.csa2_entries_l{i}",
+                kind="elementwise",
+                layer_kind="mla",
+                category="kv",
+                count=1,
+                bytes_written=(chunk // r) * main,
+                tokens=chunk,
+            )
+        )
+    return ops + _csa2_common(spec, rows=chunk)
+
+
+def csa2_attention_flops_at(spec: ModelSpec, context: float) -> float:
+    d = spec.dsv4
+    assert d is not None and d.csa2 is not None
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    w = min(d.sliding_window, context)
+    cand = d.csa2.candidate_topk_blocks * d.csa2.candidate_block_size
+    first, later = _csa2_indexers(spec)
+    by_ratio, window_only = _csa2_groups(spec)
+    idx = 2 * d.index_n_heads * d.index_head_dim
+    out = sum(n * idx * context / r for r, n in first.items()) + later * idx * min(cand, context)
+    out += sum(n * per_key * (min(d.index_topk, context / r) + w) for r, n in by_ratio.items())
+    return out + window_only * per_key * w

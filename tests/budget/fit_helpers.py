@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
+
+from k3_testing import CALIBRATION  # noqa: F401  (re-exported for the budget tests)
 
 from k3plan.budget.fit import check_workload, fit
 from k3plan.setup import make_setup
 
 GiB = 2**30
-# ../shared next to the repository (design notes, calibration files); may be absent.
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-CALIBRATION = SHARED / "data" / "calibration" / "k3-tpu7x-2x2x4-tp32-jax-native.yaml"
 
 
 @lru_cache(maxsize=None)

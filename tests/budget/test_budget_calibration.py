@@ -10,9 +10,7 @@ from fit_helpers import CALIBRATION, GiB, cached_setup, run_fit
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import envelope, load_calibration
 
-needs_cal = pytest.mark.skipif(not CALIBRATION.is_file(), reason=f"{CALIBRATION} absent")
-
-# the measured prefill points of the v7x file, repeated so the unit tests do not need shared/
+# the measured prefill points of the v7x file, repeated so the unit tests read no file
 PREFILL = [(64, 10.44, True), (4096, 8.55, True), (16384, 18.10, True), (32768, 35.30, True),
            (49152, 36.54, True), (53248, 39.51, True), (57344, 44.55, False)]
 # the envelope works in bytes a device: the file's GiB converted as the reader does, int(gib * 2^30)
@@ -50,7 +48,6 @@ def test_envelope_order_of_points_does_not_matter():
     assert envelope(PREFILL_BYTES[::-1], 20000, what="chunk") == envelope(PREFILL_BYTES, 20000, what="chunk")
 
 
-@needs_cal
 def test_calibration_file_loads():
     cal = load_calibration(str(CALIBRATION))
     assert (cal.model, cal.hardware, cal.topology, cal.tp, cal.stack) == ("kimi-k3", "tpu-v7x", "2x2x4", 32, "jax-native")
@@ -58,7 +55,6 @@ def test_calibration_file_loads():
     assert [(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill] == PREFILL_BYTES
 
 
-@needs_cal
 def test_jax_native_weights_match_the_measured_arguments():
     """jax-native at 2x2x4 tp=32 (non-expert weights upcast to fp32, experts MXFP4 packed): the
     planner's per-device weights are within 0.02 GiB of the measured jit arguments (50.27 GiB).
@@ -73,7 +69,6 @@ def test_jax_native_weights_match_the_measured_arguments():
     assert r.replicated == []
 
 
-@needs_cal
 @pytest.mark.parametrize("chunk, want_gib", [(64, 10.44), (4096, 10.44), (5000, 18.10), (40000, 36.54), (53248, 39.51)])
 def test_fit_uses_the_measured_envelope(chunk, want_gib):
     cal = load_calibration(str(CALIBRATION))
@@ -85,7 +80,6 @@ def test_fit_uses_the_measured_envelope(chunk, want_gib):
     assert r.per_device.temp_bytes == max(int(want_gib * GiB), int(29.83 * GiB))
 
 
-@needs_cal
 @pytest.mark.parametrize("chunk", [53249, 57344])
 def test_fit_refuses_a_chunk_the_measured_compile_could_not_fit(chunk):
     cal = load_calibration(str(CALIBRATION))
@@ -95,7 +89,6 @@ def test_fit_refuses_a_chunk_the_measured_compile_could_not_fit(chunk):
     assert any("refused" in w and "57,344" in w and "out of memory" in w for w in r.warnings)
 
 
-@needs_cal
 def test_fit_outside_the_measured_contexts_takes_the_largest_measured_not_a_slope():
     cal = load_calibration(str(CALIBRATION))
     r = run_fit(cached_setup(topology="2x2x4", tp=32, stack="jax-native"), context=131072, chunk=4096, calibration=cal)

@@ -8,12 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from k3_testing import one_error_line
+from k3_testing import CALIBRATION, one_error_line
 
 GiB = 2**30
-CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
-    "k3-tpu7x-2x2x4-tp32-jax-native.yaml"
-needs_cal = pytest.mark.skipif(not CALIBRATION.is_file(), reason=f"{CALIBRATION} not present")
 CONFIG = ("-t", "2x2x4", "--tp", "32", "--stack", "jax-native")
 MEASURED_PREFILL = {64: 10.44, 4096: 8.55, 16384: 18.10, 32768: 35.30, 49152: 36.54, 53248: 39.51}
 OOM_CHUNK = 57344
@@ -30,7 +27,6 @@ def by_chunk(d: dict) -> dict[int, dict]:
     return {p["chunk_tokens"]: p for p in d["points"]}
 
 
-@needs_cal
 def test_calibrated_curve_refuses_the_oom_chunk_and_keeps_53248(cli):
     d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION)
     assert d["warnings"] == []  # the file was measured for exactly this configuration
@@ -53,7 +49,6 @@ def test_calibrated_curve_refuses_the_oom_chunk_and_keeps_53248(cli):
         assert (p["status"] == "refused") == (c >= OOM_CHUNK)
 
 
-@needs_cal
 def test_the_envelope_never_extrapolates(cli):
     """A chunk between measured sizes takes the largest measured temp up to the next measured size;
     a chunk whose next measured size ran out of memory is refused; decode at 128K context (beyond
@@ -75,7 +70,6 @@ def test_the_envelope_never_extrapolates(cli):
         assert p["decode_temp_bytes"] == max(analytic, int(29.83 * GiB))
 
 
-@needs_cal
 def test_longer_chunks_never_leave_more_context(cli):
     d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION)
     ok = [p for p in d["points"] if p["status"] == "ok"]
@@ -84,7 +78,6 @@ def test_longer_chunks_never_leave_more_context(cli):
     assert ctx[0] > ctx[-1] > 0
 
 
-@needs_cal
 def test_table_prints_the_context_each_chunk_leaves(cli):
     d = curve_json(cli, *CONFIG, "--calibration", CALIBRATION)
     r = cli("curve", *CONFIG, "--calibration", CALIBRATION)
@@ -103,10 +96,9 @@ def test_table_prints_the_context_each_chunk_leaves(cli):
     assert rows[53248][5] == "no room" and rows[OOM_CHUNK][5] == "refused" and rows[OOM_CHUNK][1] == "-"
     flat = " ".join(r.stdout.split())
     assert "refused at chunk 57,344: chunk 57,344: the measured compile at 57,344 ran out of memory" in flat
-    assert "k3-tpu7x-2x2x4-tp32-jax-native.yaml" in "".join(r.stdout.split())
+    assert CALIBRATION.name in "".join(r.stdout.split())
 
 
-@needs_cal
 def test_calibration_for_another_stack_is_warned_about(cli):
     """The default stack is vllm-tpu; the file was measured on jax-native. `fit` warns; curve
     applied it silently before the fix."""
@@ -142,7 +134,6 @@ def test_curve_names_the_shipped_evidence_by_default(cli):
     assert not any("/work/" in p["temp_source"] for p in d["points"])  # no checkout path
 
 
-@needs_cal
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_plot_writes_a_file(cli, tmp_path, suffix):
     pytest.importorskip("matplotlib")

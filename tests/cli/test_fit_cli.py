@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k3_testing import one_error_line, transposed_torchtpu_stack
+from k3_testing import CALIBRATION, one_error_line, transposed_torchtpu_stack
 
 from k3plan.engines.stack import STACK_DIR
 
 GiB = 2**30
-CALIBRATION = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "calibration" / \
-    "k3-tpu7x-2x2x4-tp32-jax-native.yaml"
 SHIPPED = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "calibrations"
 VLLM_COMPILED = Path("k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml")
 JAX_MEASURED = Path("k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml")
@@ -208,7 +206,6 @@ def test_k3_fp8_kv_crossover(cli):
     assert d["capacity"]["kv_state_crossover_tokens"] == 29_256
 
 
-@pytest.mark.skipif(not CALIBRATION.is_file(), reason="shared/ calibration file absent")
 def test_calibration_refuses_the_oom_chunk(cli):
     d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "-s", "jax-native", "--chunk", "57344",
                  "--calibration", str(CALIBRATION), code=1)

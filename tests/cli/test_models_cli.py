@@ -9,7 +9,7 @@ from k3_testing import one_error_line
 
 from k3plan.models.loader import BUNDLED_DIR
 
-BUNDLED = ["deepseek-v3", "deepseek-v4-flash", "deepseek-v4-pro", "kimi-k2", "kimi-k3", "kimi-linear-48b-a3b"]
+BUNDLED = ["deepseek-v3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "kimi-k2", "kimi-k3", "kimi-linear-48b-a3b"]
 
 
 def show_json(cli, *args) -> dict:

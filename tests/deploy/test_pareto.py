@@ -76,7 +76,8 @@ def _near(img, color, tol=12):
 
 
 def test_plot_writes_a_png_with_its_points(tmp_path):
-    from PIL import Image
+    pytest.importorskip("matplotlib")
+    from PIL import Image  # matplotlib's own dependency
 
     pts = _points()
     out = plot_pareto(tmp_path / "pareto.png", [*pts, _dominated()], front=pts)
@@ -98,6 +99,7 @@ def test_plot_writes_a_png_with_its_points(tmp_path):
 
 
 def test_plot_per_dollar_leaves_unpriced_points_out(tmp_path):
+    pytest.importorskip("matplotlib")
     pts = _points()
     out = plot_pareto(tmp_path / "per_usd.png", pts, front=pts, y="tokens_per_usd")
     assert out.stat().st_size > 1000
@@ -106,13 +108,16 @@ def test_plot_per_dollar_leaves_unpriced_points_out(tmp_path):
 
 
 def test_plot_as_svg_and_bad_suffix(tmp_path):
+    pytest.importorskip("matplotlib")
     import xml.etree.ElementTree as ET
 
     pts = _points()
     out = plot_pareto(tmp_path / "pareto.svg", [*pts, _dominated()], front=pts)
     root = ET.fromstring(out.read_text())
     ns = "{http://www.w3.org/2000/svg}"
-    fills = [c.get("fill") for c in root.iter(f"{ns}circle")]
+    # matplotlib draws each marker as a <use> of its series' marker, filled with the series' colour
+    fills = [u.get("style", "") for u in root.iter(f"{ns}use") if "fill:" in u.get("style", "")]
+    fills = [s.split("fill:")[1].split(";")[0].strip() for s in fills]
     # 1 searched off the front (grey; the 2 on it are drawn by the front only, issue 36) + 2 on the front
     # (blue) + one marker each in the legend
     assert fills.count("#b2b2b2") == 2 and fills.count("#1f77b4") == 3

@@ -11,24 +11,38 @@ import yaml
 from k3plan.errors import K3PlanError
 from k3plan.evidence.benchmarks import (
     FOLDER,
+    Asked,
+    differing,
     load_benchmark,
     load_benchmarks,
     matching,
     serving_figure,
 )
 
-CASES = yaml.safe_load((Path(__file__).parent / "benchmarks" / "torchtpu-vllm-nightly.yaml").read_text())
+# every golden file (one a source family), each case with the URL it was read from
+CASES = [
+    c for f in sorted((Path(__file__).parent / "benchmarks").glob("*.yaml")) for c in yaml.safe_load(f.read_text())
+]
 K3 = dict(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, dp=1, ep=32)
+# the key a default question on the torchtpu-vllm stack asks: bf16 KV, the 16-token page the model prices, sync
+
+
+def key(batch=1, context=8192, chunk=512, kv="bf16", page=16, async_scheduling=False) -> Asked:
+    return Asked(
+        kv_dtype=kv, page_tokens=page, async_scheduling=async_scheduling, batch=batch, context=context, chunk=chunk
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
 def test_file_carries_the_published_figures(case):
     b = load_benchmark(FOLDER / case["file"])
     assert b.sources.baseline == case["source"]
-    assert b.measured.median_tpot_ms == case["median_tpot_ms"]
-    assert b.measured.median_ttft_ms == case["median_ttft_ms"]
+    stat = case.get("statistic", "median")
+    assert b.measured.statistic == stat
+    assert getattr(b.measured, f"{stat}_tpot_ms") == case[f"{stat}_tpot_ms"]
+    assert getattr(b.measured, f"{stat}_ttft_ms") == case[f"{stat}_ttft_ms"]
     assert b.waiting_for_model is (not case["bundled"])
-    assert b.engine.name == "torchtpu-vllm"
+    assert b.engine.name == case.get("engine", "torchtpu-vllm")
 
 
 def test_every_shipped_file_is_a_case():
@@ -50,19 +64,52 @@ def test_no_shipped_file_waits_for_its_model():
 
 def test_measured_at_the_benchmark_workload_and_transferred_elsewhere():
     cands = matching(**K3, stack="torchtpu-vllm")
-    at = serving_figure("tpot", model_s=0.010, cands=cands, batch=1, context=8192, chunk=512, model_at=lambda b: 0.010)
+    at = serving_figure("tpot", model_s=0.010, cands=cands, asked=key(), model_at=lambda b: 0.010)
     assert at.source == "measured" and at.value_s == pytest.approx(0.030899158045435588)
-    assert "chunk 512" in at.label
-    near = serving_figure("tpot", model_s=0.012, cands=cands, batch=2, context=8192, chunk=512, model_at=lambda b: 0.010)
+    assert "chunk 512" in at.label and "all match" in at.label
+    near = serving_figure("tpot", model_s=0.012, cands=cands, asked=key(batch=2), model_at=lambda b: 0.010)
     assert near.source == "transferred" and near.value_s == pytest.approx(0.030899158045435588 * 1.2)
-    big = serving_figure("ttft", model_s=1.0, cands=cands, batch=1, context=8192, chunk=8192, model_at=lambda b: 1.0)
-    assert big.source == "measured" and big.value_s == pytest.approx(0.9951696610078216)
-    none = serving_figure("ttft", model_s=0.5, cands=(), batch=1, context=8192, chunk=512, model_at=None)
+    assert near.differing == ("batch 1->2",)
+    none = serving_figure("ttft", model_s=0.5, cands=(), asked=key(), model_at=None)
     assert none.source == "model" and none.value_s == 0.5
 
 
+def test_measured_only_when_kv_dtype_page_chunk_and_scheduling_match_too():
+    """Issue 46 item 6: the tuned recipe (fp8 KV, 256-token pages, async, chunk 8192) is measured only for a question
+    that asks all of it; the default question (bf16 KV, 16-token pages, sync) at chunk 8192 is transferred from
+    the benchmark with the fewest differing keys beside the workload (the nightly at chunk 512: the model's ratio
+    prices the chunk), and where only a benchmark across a KV dtype / page / scheduling is near, the label says
+    the ratio does not price those keys."""
+    cands = matching(**K3, stack="torchtpu-vllm")
+    tuned = key(chunk=8192, kv="fp8", page=256, async_scheduling=True)
+    big = serving_figure("ttft", model_s=1.0, cands=cands, asked=tuned, model_at=lambda b: 1.0)
+    assert big.source == "measured" and big.value_s == pytest.approx(0.9951696610078216)
+    plain = serving_figure("ttft", model_s=1.0, cands=cands, asked=key(chunk=8192), model_at=lambda b: 1.0)
+    assert plain.source == "transferred" and plain.differing == ("chunk 512->8,192",)
+    (tuned_b,) = [b for b in cands if b.flags.max_num_batched_tokens == 8192]
+    only = serving_figure("ttft", model_s=1.0, cands=(tuned_b,), asked=key(chunk=8192), model_at=lambda b: 1.0)
+    assert only.source == "transferred"
+    assert set(only.differing) == {"KV dtype fp8->bf16", "page 256->16 tokens", "scheduling async->sync"}
+    assert "the ratio does not price" in only.label
+    assert not differing(tuned_b, tuned)
+    for k, v in (("kv", "fp8"), ("page", 256), ("async_scheduling", True)):
+        (nightly,) = [b for b in cands if b.flags.max_num_batched_tokens == 512]
+        assert differing(nightly, key(**{k: v})), k  # one key apart is never measured
+
+
+def test_an_unpublished_key_is_never_measured():
+    """A benchmark that does not publish its page or scheduling (the V4 nightlies: no --block-size is the plugin's
+    16; async_scheduling unset) is transferred to the question at its own workload, the key named."""
+    (v4,) = [b for b in load_benchmarks() if b.engine.commit and b.engine.commit.startswith("396c3504")]
+    keys = differing(v4, key(batch=2048, chunk=1024, kv="fp8"))
+    assert keys == ("scheduling unpublished->sync",)
+    (r1,) = [b for b in load_benchmarks() if b.model == "deepseek-v3" and b.workload.concurrency == 8]
+    keys = differing(r1, key(batch=8, context=1024, chunk=1024, page=None))
+    assert keys[:2] == ("KV dtype unpublished->bf16", "page unpublished->unpublished tokens")
+
+
 def test_bad_file_is_one_line(tmp_path):
-    src = (FOLDER / CASES[0]["file"]).read_text().replace("tp: 32, dp: 1", "tp: 16, dp: 1")
+    src = (FOLDER / "kimi-k3-tp32-ep-isl8192-osl1024-c1.yaml").read_text().replace("tp: 32, dp: 1", "tp: 16, dp: 1")
     p = tmp_path / "bad.yaml"
     p.write_text(src)
     with pytest.raises(K3PlanError, match="flags say tp 32"):
@@ -74,7 +121,9 @@ def test_bad_file_is_one_line(tmp_path):
 
 def test_a_workload_far_from_every_benchmark_gets_no_transfer():
     cands = matching(**K3, stack="torchtpu-vllm")
-    far = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=1048576, chunk=8192, model_at=None)
+    far = serving_figure("tpot", model_s=0.02, cands=cands, asked=key(context=1048576, chunk=8192), model_at=None)
     assert far.source == "model" and far.value_s == 0.02
-    near = serving_figure("tpot", model_s=0.02, cands=cands, batch=1, context=131072, chunk=8192, model_at=lambda b: 0.01)
+    near = serving_figure(
+        "tpot", model_s=0.02, cands=cands, asked=key(context=131072, chunk=8192), model_at=lambda b: 0.01
+    )
     assert near.source == "transferred"  # 16x the nightly's 8,192 tokens: the edge of "nearby"

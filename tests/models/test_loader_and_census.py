@@ -18,6 +18,7 @@ def test_bundled_models():
         "deepseek-v3",
         "deepseek-v4-flash",
         "deepseek-v4-pro",
+        "deepseek-v4.1-flash",
         "kimi-k2",
         "kimi-k3",
         "kimi-linear-48b-a3b",

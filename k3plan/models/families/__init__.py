@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from k3plan.models.families import deepseek_v3, deepseek_v4, kimi_linear
+from k3plan.models.families import deepseek_v3, deepseek_v4, deepseek_v41, kimi_linear
 
 FAMILIES: dict[str, ModuleType] = {
     "kimi_linear": kimi_linear,
     "deepseek_v3": deepseek_v3,
     "deepseek_v4": deepseek_v4,
+    "deepseek_v41": deepseek_v41,
 }
 
 

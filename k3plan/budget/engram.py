@@ -1,0 +1,64 @@
+"""DeepSeek-V4.1's Engram tables in fit's budget: a memory tier of their own (k3plan.step.dsv4_cache.engram_tier).
+
+Where the stack's engine keeps the tables by default decides what a device holds: in HBM (SGLang: rows split
+over the TP group) they are counted with the weights; in host memory (vLLM: pinned, looked up in place) only the
+projections are, and the host must hold the tables and feed ``bytes_per_token`` a token over its host-to-HBM
+link (the hardware spec's ``memory_tiers.host_dram``). fit says which, with the figures, in its notes; where a
+model does not fit with the tables in HBM, the first advice is to move them to host memory (engines offer it:
+SGLang ``--engram-config '{"placement": "cpu"}'``, vLLM's default) before buying chips.
+"""
+
+from __future__ import annotations
+
+from k3plan.step.dsv4_cache import EngramTier, engram_tier
+from k3plan.units import fmt_gib
+
+
+def tier_for(setup) -> EngramTier | None:
+    """The Engram tier of a Setup; None for a model without Engram."""
+    spec = setup.model.spec
+    if spec.dsv4 is None or spec.dsv4.engram is None:
+        return None
+    topo = setup.topology
+    return engram_tier(
+        spec,
+        setup.model.inventory,
+        setup.stack.name,
+        tp=setup.parallel.tp,
+        devices_per_host=max(1, topo.devices // max(topo.hosts, 1)),
+        hosts=topo.hosts,
+    )
+
+
+def notes(setup, tier: EngramTier, *, fits: bool, free_bytes: int) -> list[str]:
+    """fit's lines on the Engram tier: where the tables are and what they cost; the host's room and link where
+    they are in host memory; the offload advice where the model does not fit with them in HBM."""
+    from k3plan.tiers.model import memory_tiers
+
+    out = [tier.text()]
+    host = next((t for t in memory_tiers(setup.hardware) if t.name == "host_dram"), None)
+    if tier.placement == "host":
+        if host is None:
+            out.append(
+                f"Engram in host memory: {setup.hardware.name}'s spec lists no host_dram tier to check it against"
+            )
+        else:
+            room = host.size_bytes_per_host
+            held = "" if room is None else f" of {room:,} B ({tier.host_bytes_per_host / room:.0%})"
+            out.append(
+                f"Engram in host memory: {tier.host_bytes_per_host:,} B a host{held}; its host-to-HBM link "
+                f"({host.bw_bytes_per_s_per_host / 1e9:,.0f} GB/s a host: {host.source}) feeds "
+                f"{host.bw_bytes_per_s_per_host / tier.bytes_per_token:,.0f} tokens/s of Engram rows"
+                + (" -- the tables do not fit the host" if room is not None and tier.host_bytes_per_host > room else "")
+            )
+    elif not fits:
+        rows = tier.hbm_bytes_per_device - tier.projection_bytes
+        short = max(0, -free_bytes)
+        enough = "enough on its own" if rows >= short else f"not enough on its own ({fmt_gib(short)} short)"
+        cpu = '{"placement": "cpu"}'
+        out.append(
+            f"advice: offload Engram before buying chips: its tables take {fmt_gib(rows)} a device here, {enough}; "
+            f"in host memory (SGLang --engram-config '{cpu}', vLLM's default) a token reads "
+            f"{tier.bytes_per_token:,} B of rows from the host instead"
+        )
+    return out

@@ -1,0 +1,58 @@
+"""README's score table (issue 46 item 3) is what benchmarks/score_speed.py prints now, computed from the shipped
+serving benchmarks and the model as it is (no ratio typed in)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _score():
+    spec = importlib.util.spec_from_file_location("score_speed", ROOT / "benchmarks" / "score_speed.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["score_speed"] = mod  # a dataclass looks its module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SCORE = _score()
+ROWS = SCORE.score_rows()
+
+
+def test_the_readme_table_is_the_script_s_output():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("<!-- score:begin -->\n")[1].split("<!-- score:end -->")[0]
+    assert table == SCORE.markdown(ROWS)
+
+
+def test_every_shipped_benchmark_is_a_row_and_every_ratio_is_model_over_measured():
+    from k3plan.evidence.benchmarks import load_benchmarks
+
+    assert {r.case for r in ROWS} == {Path(b.path).stem for b in load_benchmarks()}
+    assert len(ROWS) >= 15
+    for r in ROWS:
+        assert r.tpot_ratio is None or math.isclose(r.tpot_ratio, r.tpot_model_ms / r.tpot_measured_ms)
+        assert (r.ttft_ratio is None) == (r.ttft_model_ms is None or r.ttft_measured_ms is None)
+        assert (r.held_out_tpot_ratio, r.held_out_ttft_ratio) == (r.tpot_ratio, r.ttft_ratio)  # nothing fitted
+
+
+def test_the_frame_has_a_row_a_case():
+    frame = SCORE.score_frame(ROWS)
+    assert list(frame["case"]) == [r.case for r in ROWS]
+    assert {"tpot_ratio", "ttft_ratio", "held_out_tpot_ratio", "priced_as"} <= set(frame.columns)
+
+
+def test_a_case_k3plan_cannot_price_says_why():
+    import msgspec
+
+    from k3plan.evidence.benchmarks import load_benchmarks
+
+    (b,) = [b for b in load_benchmarks() if b.name.startswith("sglang kimi-k3 B300 Low-Latency MXFP4")][:1]
+    odd = msgspec.structs.replace(b, split=msgspec.structs.replace(b.split, pp=2), path="x/pp2.yaml")
+    (row,) = SCORE.score_rows((odd,))
+    assert row.priced_as.startswith("not priced: pipeline parallel 2") and row.tpot_ratio is None
