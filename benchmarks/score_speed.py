@@ -24,7 +24,6 @@ not in k3plan's split).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import statistics
 import sys
@@ -123,7 +122,7 @@ class _Models:
         if key not in self.by_config:
             try:
                 setup, notes = _setup(b)
-                self.by_config[key] = (_ModelAt(setup, setup.hardware, probes=None), notes, None)
+                self.by_config[key] = (_ModelAt(setup, setup.hardware, evidence=None), notes, None)
             except K3PlanError as e:
                 self.by_config[key] = (None, [], str(e))
         return self.by_config[key]
@@ -146,10 +145,9 @@ def _ratio(model_ms: float | None, measured_ms: float | None) -> float | None:
 
 
 def score_rows(benchmarks: tuple[ServingBenchmark, ...] | None = None) -> list[Row]:
-    """One Row a shipped serving benchmark (``load_benchmarks()``), the model computed now, from the checkout's root:
-    the model reads the probe records of ./reports/probes there, as ``k3plan roofline`` run in the checkout does."""
-    with contextlib.chdir(ROOT):
-        return _score_rows(load_benchmarks() if benchmarks is None else benchmarks)
+    """One Row a shipped serving benchmark (``load_benchmarks()``), the model computed now: it reads the probe
+    records k3plan ships (k3plan/evidence/probes), as ``k3plan roofline`` does from any folder."""
+    return _score_rows(load_benchmarks() if benchmarks is None else benchmarks)
 
 
 def _score_rows(benchmarks: tuple[ServingBenchmark, ...]) -> list[Row]:

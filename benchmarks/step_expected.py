@@ -3,8 +3,8 @@ stage, with the expected time by op kind, from the efficiency records the step r
 
     python3 benchmarks/step_expected.py [STEP_RECORD.json ...]
 
-Default: the v5e records of 2026-12-04 (reports/probes/step-*-tpu-v5-lite-20261204T0601*.json), priced on
-the efficiency records of the same chip's first K3-width run (reports/probes/*-tpu-v5-lite-20261204T054*:
+Default: the v5e records of 2026-12-04 (k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*.json), priced on
+the efficiency records of the same chip's first K3-width run (k3plan/evidence/probes/*-tpu-v5-lite-20261204T054*:
 matmul, hbm copy and reduce, ragged-dot, kda, kda-decode; the step ran with --records on exactly these).
 No device needed: the model is k3plan's (probes/step/probe.py step_op_costs, step/graph.py).
 """
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.probes.step.probe import reprice
 
-    probes = REPO / "reports" / "probes"
+    probes = REPO / "k3plan" / "evidence" / "probes"
     names = {p.name for p in probes.glob(EFFICIENCY_GLOB)}
     efficiency = [(r, p.relative_to(REPO)) for r, p in load_with_paths(probes) if p.name in names]
     by_path = {p.resolve(): r for r, p in load_with_paths(probes)}
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
             f"{rec.mode}: measured {measured * 1e3:.2f} ms ({path.name}), expected {t.expected_s * 1e3:.2f} ms "
             f"(ceiling {t.ceiling_s * 1e3:.2f}), measured/expected {measured / t.expected_s:.3f}; by kind (ms): {kinds}"
         )
-    print(f"efficiency records: {len(efficiency)} files {EFFICIENCY_GLOB} in reports/probes; peaks: tpu-v5e spec")
+    print(f"efficiency records: {len(efficiency)} files {EFFICIENCY_GLOB} in k3plan/evidence/probes; peaks: tpu-v5e spec")
     return 0
 
 

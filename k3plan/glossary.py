@@ -173,9 +173,11 @@ TERMS: tuple[Term, ...] = (
         "probe records",
         ("probes", "--probes", "probe", "measured"),
         "JSON files `k3plan probe` writes (./k3plan-probes by default): measured HBM bandwidth, collective "
-        "latencies and kernel efficiencies of a device kind. --probes DIR makes roofline, fit and plan use them "
-        "where the device kind matches; CPU records only with --allow-cpu-probes.",
-        "docs/expected-time.md; k3plan/probes/",
+        "latencies and kernel efficiencies of a device kind. k3plan ships the device records it was measured "
+        "against (k3plan/evidence/probes), read alike from any folder; --probes DIR adds yours to them (never "
+        "replacing them) and lets a record's HBM bandwidth and collective latency replace the spec's where the "
+        "device kind matches; CPU records only with --allow-cpu-probes. The JSON names every record used.",
+        "docs/expected-time.md; k3plan/evidence/value.py; k3plan/probes/",
     ),
     Term(
         "closest miss",

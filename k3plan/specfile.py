@@ -5,7 +5,7 @@ message naming the file and the key.
 The schemas every command reads (fit's path) are msgspec Structs (:class:`Spec`), checked by
 :func:`convert`: a pydantic model class costs a fit ~0.85 ms to build and its first model ~60 ms of
 pydantic's machinery to import (issue 33: a fresh ``k3plan fit`` within 1.5x the import floor), a Struct
-~0.14 ms and nothing (probe records too: a fit from a checkout reads ./reports/probes; check's baseline
+~0.14 ms and nothing (probe records too: every fit reads the shipped probe records; check's baseline
 too).
 """
 

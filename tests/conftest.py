@@ -27,6 +27,15 @@ ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E
 
 
 @pytest.fixture
+def no_shipped_records(monkeypatch, tmp_path_factory):
+    """The shipped probe records (k3plan/evidence/probes) out of sight: a test of the records machinery that
+    writes its own records sees only those (--probes DIR still adds; the default answer reads none)."""
+    import k3plan.evidence.value as value
+
+    monkeypatch.setattr(value, "SHIPPED_DIR", tmp_path_factory.mktemp("no-shipped-records"))
+
+
+@pytest.fixture
 def cli():
     """cli(*args) -> click Result (stdout in .stdout, stderr in .stderr)."""
     runner = CliRunner()

@@ -4,6 +4,7 @@ and report exactly as the checkout does. Marked `packaging` (pytest -m "not pack
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import site
@@ -29,7 +30,24 @@ COMMANDS = {  # name -> arguments; run in an empty folder by each install
     "plan": ["plan", "--context", "131072"],
     "curve": ["curve", "-t", "2x2x4"],
     "report": ["report", "-H", "tpu-v7x", "-c", "131072", "--out", "rep/k3.md"],  # one platform: 2 s, not 8
+    # issue 46: the speed figures read the shipped probe records (package data), alike from any folder
+    "roofline": ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512",
+                 "--json"],
 }
+SPEED = (("expected", "decode", "expected_s"), ("expected", "prefill", "expected_s"), ("decode", "tpot_s"),
+         ("prefill", "ttft_s"))
+
+
+def _speed(text: str) -> tuple[str, ...]:
+    """roofline's four speed figures as its JSON prints them (compared byte for byte)."""
+    d = json.loads(text)
+    out = []
+    for path in SPEED:
+        v = d
+        for k in path:
+            v = v[k]
+        out.append(json.dumps(v))
+    return tuple(out)
 
 
 def _why_not() -> str | None:
@@ -132,3 +150,10 @@ def test_wheel_installed_outside_the_checkout_matches_the_checkout(tmp_path):
     assert not any(str(REPO) in text for text in (*installed.values(), *checkout.values()))
     for name, text in checkout.items():
         assert installed[name] == text, f"{name}: the wheel-installed k3plan answers differently"
+    # issue 46: the checkout run from its own top (where ./reports/probes once changed the answer) gives the wheel's
+    # speed figures from an empty folder, and the records they used are named by their package path
+    at_top = _run([sys.executable, "-m", "k3plan", *COMMANDS["roofline"]], REPO, _env(PYTHONPATH=str(REPO)))
+    assert _speed(installed["roofline"]) == _speed(at_top)
+    used = json.loads(installed["roofline"])["records_used"]
+    assert used and all(u.startswith("k3plan/evidence/probes/") for u in used)
+    assert json.loads(at_top)["records_used"] == used

@@ -10,11 +10,11 @@ roof; the fit also supplies what a plan row does not carry (cache layout, the al
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
 from k3plan.advice.inputs import PartTime
 from k3plan.advice.wiring import FitAdvice
+from k3plan.evidence.value import Evidence
 from k3plan.structs import Frozen
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def plan_advice(
     result,
     *,
     eff=None,
-    probes: Optional[Path] = None,
+    evidence: Optional[Evidence] = None,
     allow_cpu_probes: bool = False,
 ) -> Optional[PlanAdvice]:
     """The rules on ``result.recommended``, else on ``result.closest_miss``; None when neither exists."""
@@ -65,14 +65,19 @@ def plan_advice(
             f"misses --target-tpot-ms {target:g} at TPOT {row.tpot_ms:.2f} ms with every memory check passed; "
             "the rules below cover memory and throughput, not this target",
         )
-    hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
+    hw, _ = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     binding = row.binding  # None with tpot_ms on a closest miss that does not fit: no speed, as fit
     tpot_s = None if row.tpot_ms is None else row.tpot_ms / 1e3
     parts: tuple[PartTime, ...] = ()
     if binding == "compute":
         dec = decode_bound(
-            speed_setup, batch=batch, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+            speed_setup,
+            batch=batch,
+            context_tokens=context,
+            eff=eff,
+            evidence=evidence,
+            allow_cpu_probes=allow_cpu_probes,
         )
         parts = decode_time_by_part(dec, speed_setup, eff)
     advice = fit_advice(
@@ -82,7 +87,7 @@ def plan_advice(
         fitted,
         speed_setup=speed_setup,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
         binding=binding,
         tpot_s=tpot_s,
@@ -109,7 +114,7 @@ def render_plan_advice(pa: PlanAdvice, console) -> None:
     render_fit_advice(pa.advice, console)
 
 
-def pick_prefix_hit(result, *, hit_rate: float, tier: str, prompt_tokens: int, eff=None, probes=None):
+def pick_prefix_hit(result, *, hit_rate: float, tier: str, prompt_tokens: int, eff=None, evidence=None):
     """--prefix-hit on plan: the pick's TTFT for a ``prompt_tokens`` prompt (--isl, else --context)
     with and without the hit (k3plan.tiers.prefix), from the pick's prefill roofline; None without a pick."""
     from k3plan.roofline.bounds import Efficiency, prefill_bound
@@ -121,13 +126,13 @@ def pick_prefix_hit(result, *, hit_rate: float, tier: str, prompt_tokens: int, e
     if row is None:
         return None
     setup = make_setup(**row.setup_options(result.model))
-    hw, _ = measured_hardware(setup.hardware, probes=probes, allow_cpu=False)
+    hw, _ = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=False)
     setup = dataclasses.replace(setup, hardware=hw)
     pre = prefill_bound(
         setup,
         prompt_tokens=prompt_tokens,
         chunk_tokens=min(row.chunk_tokens, prompt_tokens),
         eff=eff or Efficiency(),
-        probes=probes,
+        evidence=evidence,
     )
     return prefix_hit(setup, prompt_tokens=prompt_tokens, hit_rate=hit_rate, tier=tier, prefill_ttft_s=pre.ttft_s)

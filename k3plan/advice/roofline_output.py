@@ -31,6 +31,9 @@ class RooflineResult(Frozen):
     long_context: LongContext
     notes: list[str]
     probes: list[str]
+    # issue 46: every probe record a figure here used (efficiencies and kernel times of the expected times and of the
+    # model a serving benchmark is transferred by, measured HBM bandwidth, collective latency), package-relative
+    records_used: list[str] = []
     fits: bool
     fit_reason: str
     spec_decode: Optional[SpecDecodeReport]

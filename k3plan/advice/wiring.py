@@ -141,7 +141,7 @@ def kv_alternative(
     )
 
 
-def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=False) -> tuple[BatchOption, ...]:
+def batch_options(speed_setup, result, *, eff, evidence=None, allow_cpu_probes=False) -> tuple[BatchOption, ...]:
     """The decode bound at x2, x4, x8 the batch and at the most sequences that fit."""
     from k3plan.roofline.bounds import decode_bound
 
@@ -154,7 +154,7 @@ def batch_options(speed_setup, result, *, eff, probes=None, allow_cpu_probes=Fal
             batch=n,
             context_tokens=result.workload.context_tokens,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
         out.append(BatchOption(batch=n, tpot_s=d.tpot_s, binding=d.binding))
@@ -224,7 +224,7 @@ def spec_decode_report(
     draft_bytes: int,
     draft_what: str,
     eff,
-    probes=None,
+    evidence=None,
     allow_cpu_probes=False,
     draft_kv: DraftKv | None = None,
 ) -> SpecDecodeReport:
@@ -235,7 +235,7 @@ def spec_decode_report(
     from k3plan.roofline.bounds import decode_bound
     from k3plan.workload.specdecode import spec_decode_speed
 
-    kw = {"context_tokens": context_tokens, "eff": eff, "probes": probes, "allow_cpu_probes": allow_cpu_probes}
+    kw = {"context_tokens": context_tokens, "eff": eff, "evidence": evidence, "allow_cpu_probes": allow_cpu_probes}
     plain = decode_bound(speed_setup, batch=batch, **kw)
     k1 = spec.forward_tokens_per_step
     verify = decode_bound(speed_setup, batch=batch * k1, verify_tokens=k1, **kw)
@@ -291,7 +291,7 @@ def spec_decode_report(
     )
 
 
-def offload_report(setup, workload, choice: str, *, eff, probes=None) -> OffloadCost:
+def offload_report(setup, workload, choice: str, *, eff, evidence=None) -> OffloadCost:
     """--offload host|ssd|remote: a session at the fit's context parked in that tier between turns."""
     from k3plan.roofline.bounds import prefill_bound
     from k3plan.step.cache import cache_layout
@@ -300,7 +300,9 @@ def offload_report(setup, workload, choice: str, *, eff, probes=None) -> Offload
 
     tier = offload_tier(setup.hardware, choice)
     ctx = workload.context_tokens
-    pre = prefill_bound(setup, prompt_tokens=ctx, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, probes=probes)
+    pre = prefill_bound(
+        setup, prompt_tokens=ctx, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, evidence=evidence
+    )
     layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
     topo = setup.topology
     return offload_cost(
@@ -343,7 +345,7 @@ def fit_advice(
     calibration=None,
     speed_setup=None,
     eff=None,
-    probes=None,
+    evidence=None,
     allow_cpu_probes=False,
     spec_decode: SpecDecodeReport | None = None,
     offload: OffloadCost | None = None,
@@ -397,7 +399,7 @@ def fit_advice(
     if binding is None and result.speed is not None:
         binding, tpot_s = result.speed.binding, result.speed.tpot_s
     if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch
-        batch_opts = batch_options(speed_setup, result, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+        batch_opts = batch_options(speed_setup, result, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
             done.append("decode roofline at batch " + ", ".join(str(o.batch) for o in batch_opts))
     x = inputs_from_fit_result(

@@ -63,11 +63,13 @@ def answer(q: FitQuestion) -> FitAnswer:
     from k3plan.app.setup import fitting_setup, spec_decode_from
     from k3plan.budget.fit import check_workload
     from k3plan.evidence.calibration import load_calibration
+    from k3plan.evidence.value import Evidence
     from k3plan.roofline.bounds import Efficiency
     from k3plan.roofline.latency import measured_hardware
 
     setup_options, context, batch, chunk = q.setup_options, q.context, q.batch, q.chunk
-    probes, allow_cpu_probes, offload = q.probes, q.allow_cpu_probes, q.offload
+    allow_cpu_probes, offload = q.allow_cpu_probes, q.offload
+    evidence = Evidence.build(q.probes)  # the shipped records plus --probes, read once (issue 46)
     draft_bytes, draft_kv_bytes_per_token = q.draft_bytes, q.draft_kv_bytes_per_token
     prefix_hit, prefix_tier = q.prefix_hit, q.prefix_tier
     served = None
@@ -94,13 +96,13 @@ def answer(q: FitQuestion) -> FitAnswer:
         )
 
     setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
-    hw, notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
+    hw, notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
         from k3plan.structs import replace
 
         result = replace(
-            result, speed=_speed(speed_setup, workload, notes, probes, allow_cpu_probes, spec_hardware=setup.hardware)
+            result, speed=_speed(speed_setup, workload, notes, evidence, allow_cpu_probes, spec_hardware=setup.hardware)
         )
     sd = off = None
     if spec is not None and d is not None and result.fits:  # d is set only with a spec
@@ -113,7 +115,7 @@ def answer(q: FitQuestion) -> FitAnswer:
             draft_what=d.what,
             draft_kv=d.kv,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
     if offload is not None:
@@ -121,7 +123,7 @@ def answer(q: FitQuestion) -> FitAnswer:
 
         offload_tier(setup.hardware, offload)  # a bad tier is bad input whether or not the workload fits
     if offload is not None and result.fits:  # an offload cost (TTFT, prefill time) only for a workload that fits
-        off = offload_report(speed_setup, workload, offload, eff=eff, probes=probes)
+        off = offload_report(speed_setup, workload, offload, eff=eff, evidence=evidence)
     advice = fit_advice(
         setup_options,
         setup,
@@ -130,7 +132,7 @@ def answer(q: FitQuestion) -> FitAnswer:
         calibration=cal,
         speed_setup=speed_setup,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
         spec_decode=sd,
         offload=off,
@@ -144,7 +146,7 @@ def answer(q: FitQuestion) -> FitAnswer:
         from k3plan.tiers.prefix import prefix_hit as prefix_hit_ttft
 
         pre = prefill_bound(
-            speed_setup, prompt_tokens=context, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, probes=probes
+            speed_setup, prompt_tokens=context, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, evidence=evidence
         )
         ph = prefix_hit_ttft(
             speed_setup, prompt_tokens=context, hit_rate=prefix_hit, tier=prefix_tier, prefill_ttft_s=pre.ttft_s
@@ -249,10 +251,11 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     return out
 
 
-def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
+def _speed(setup, workload, notes, evidence, allow_cpu_probes, *, spec_hardware):
     """The decode bound at this workload (k3plan roofline's defaults), with probe records applied
     (``setup`` already carries the measured hardware, ``notes`` name the records)."""
     from k3plan.budget.result import Speed
+    from k3plan.evidence.probe_records import records_named
     from k3plan.roofline.bounds import Efficiency, decode_bound
 
     d = decode_bound(
@@ -260,12 +263,12 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
         batch=workload.batch,
         context_tokens=workload.context_tokens,
         eff=Efficiency(),
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
     )
     from k3plan.speed.serving import stands_behind  # issue 38: roofline's TPOT, measured where a benchmark is
 
-    tpot, _, _, _ = stands_behind(
+    tpot, _, _, model = stands_behind(
         setup,
         spec_hardware,
         batch=workload.batch,
@@ -274,7 +277,7 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
         expected=None,
         ceiling_tpot_s=d.step_s,
         ceiling_ttft_s=None,
-        probes=probes,
+        evidence=evidence,
     )
     return Speed(
         tpot_s=tpot.value_s,
@@ -286,4 +289,12 @@ def _speed(setup, workload, notes, probes, allow_cpu_probes, *, spec_hardware):
         collective_latency_source=d.comm.latency_source,
         probes=notes,
         source="k3plan roofline at 30% MFU, 100% HBM bandwidth",
+        records_used=list(
+            dict.fromkeys(
+                [
+                    *(model.used if model is not None and tpot.source in ("model", "transferred") else ()),
+                    *records_named(*(text for _, text in setup.hardware.measured_sources), d.comm.latency_source),
+                ]
+            )
+        ),
     )

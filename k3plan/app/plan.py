@@ -93,6 +93,9 @@ def answer(q: PlanQuestion) -> PlanAnswer:
     if q.isl is not None and q.osl is not None and not q.context_given:
         context = q.isl + q.osl  # a request's whole length; --context given explicitly wins
     overrides = parse_price_overrides(q.price, known=list(list_hardware()) + list(q.hardware or []))
+    from k3plan.evidence.value import Evidence
+
+    evidence = Evidence.build(q.probes)  # the shipped records plus --probes, read once (issue 46)
     result = plan(
         model=q.model,
         hardware=q.hardware,
@@ -106,7 +109,7 @@ def answer(q: PlanQuestion) -> PlanAnswer:
         kv_dtypes=q.kv_dtypes,
         chunks=q.chunks,
         top=q.top,
-        probes=q.probes,
+        evidence=evidence,
         allow_cpu_probes=q.allow_cpu_probes,
         ttft_ms=q.ttft_ms,
         request_latency_ms=q.request_latency_ms,
@@ -127,12 +130,12 @@ def answer(q: PlanQuestion) -> PlanAnswer:
         result = replace(result, assumptions=[f"warning: {beyond}"] + result.assumptions)
     from k3plan.advice.plan import plan_advice
 
-    advice = plan_advice(result, probes=q.probes, allow_cpu_probes=q.allow_cpu_probes)
+    advice = plan_advice(result, evidence=evidence, allow_cpu_probes=q.allow_cpu_probes)
     ph = None
     if q.prefix_hit is not None:
         from k3plan.advice.plan import pick_prefix_hit
 
         ph = pick_prefix_hit(
-            result, hit_rate=q.prefix_hit, tier=q.prefix_tier, prompt_tokens=q.isl or context, probes=q.probes
+            result, hit_rate=q.prefix_hit, tier=q.prefix_tier, prompt_tokens=q.isl or context, evidence=evidence
         )
     return PlanAnswer(result=result, advice=advice, prefix_hit=ph)

@@ -42,10 +42,12 @@ class ReportAnswer(Frozen):
 def answer(q: ReportQuestion, progress: Callable[[str], None] = lambda m: None) -> ReportAnswer:
     """Each platform's capacity report at each context (``progress`` hears each step); the contexts and the
     concurrency as the CLI checked them (k3plan.budget.fit.check_workload)."""
+    from k3plan.evidence.value import Evidence
     from k3plan.report.capacity_write import collect
     from k3plan.roofline.bounds import Efficiency
 
     eff = Efficiency()
+    evidence = Evidence.build(q.probes)  # the shipped records plus --probes, read once (issue 46)
     reports = collect(
         model=q.model,
         hardware=q.platforms,
@@ -54,7 +56,7 @@ def answer(q: ReportQuestion, progress: Callable[[str], None] = lambda m: None) 
         concurrency=q.concurrency,
         max_chips=q.max_chips or 10**9,
         eff=eff,
-        probes=q.probes,
+        evidence=evidence,
         allow_cpu_probes=q.allow_cpu_probes,
         progress=progress,
     )

@@ -63,7 +63,10 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
     from k3plan.app.setup import fitting_setup, setup_from, spec_decode_from
 
     setup_options = q.setup_options
-    context, batch, chunk, probes, allow_cpu_probes = q.context, q.batch, q.chunk, q.probes, q.allow_cpu_probes
+    context, batch, chunk, allow_cpu_probes = q.context, q.batch, q.chunk, q.allow_cpu_probes
+    from k3plan.evidence.value import Evidence
+
+    evidence = Evidence.build(q.probes)  # the shipped records plus --probes, read once (issue 46)
     spec_tokens, acceptance, draft_bytes, draft_kv_bytes_per_token = (
         q.spec_tokens,
         q.acceptance,
@@ -106,7 +109,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
     else:
         setup = setup_from(**setup_options)
     spec_hardware = setup.hardware  # the expected time's peaks: the spec's, never a probe-substituted one
-    hw, probe_notes = measured_hardware(setup.hardware, probes=probes, allow_cpu=allow_cpu_probes)
+    hw, probe_notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     setup = dataclasses.replace(setup, hardware=hw)
     setup.hardware.flops_per_s_per_device(q.dtype)  # unknown dtype: one-line error now
     hist = None
@@ -137,7 +140,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         batch=w.batch,
         context_tokens=w.context_tokens,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         histogram=hist,
         allow_cpu_probes=allow_cpu_probes,
     )
@@ -146,13 +149,13 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         prompt_tokens=w.context_tokens,
         chunk_tokens=w.prefill_chunk_tokens,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
     )
     cross = crossover(setup, [32768, 262144, 1048576])
     from k3plan.speed.stage import expected_time_of
 
-    expected = expected_time_of(setup, spec_hardware, w, probes=probes, histogram=hist)
+    expected = expected_time_of(setup, spec_hardware, w, evidence=evidence, histogram=hist)
     from k3plan.speed.serving import asked_of, compare, stands_behind  # issue 38: the figures stood behind, labelled
     from k3plan.structs import replace
 
@@ -165,7 +168,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         expected=expected,
         ceiling_tpot_s=dec.tpot_s,
         ceiling_ttft_s=pre.ttft_s,
-        probes=probes,
+        evidence=evidence,
     )
     assert ttft_fig is not None
     dec = replace(
@@ -206,7 +209,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
             draft_what=d.what,
             draft_kv=d.kv,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
     # rules 3 and 4 on the roofline's own numbers: memory-bound -> speculative decoding's effect;
@@ -233,6 +236,8 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
             # the prefill bound, as plan prices it (issue 38 left the prefix-hit on the bound)
             prefill_ttft_s=pre.ttft_s if pre.ceiling_ttft_s is None else pre.ceiling_ttft_s,
         )
+    from k3plan.evidence.probe_records import records_named
+
     result = RooflineResult(
         model=setup.model.name,
         hardware=setup.hardware.name,
@@ -248,6 +253,19 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         notes=[f"warning: {beyond}" for beyond in [setup.model.spec.context_warning(w.context_tokens)] if beyond]
         + list(setup.notes),
         probes=probe_notes,
+        records_used=list(
+            dict.fromkeys(
+                [
+                    *expected.records_used,
+                    *(model_at.used if model_at is not None else ()),
+                    *records_named(
+                        *(text for _, text in setup.hardware.measured_sources),
+                        dec.comm.latency_source,
+                        pre.comm.latency_source,
+                    ),
+                ]
+            )
+        ),
         fits=verdict.fits,
         fit_reason=why,
         spec_decode=sd,

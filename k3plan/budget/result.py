@@ -130,3 +130,4 @@ class Speed(Named):
     tpot_source: str = "ceiling"  # issue 38: measured / transferred (a serving benchmark) or the ceiling
     tpot_label: str = ""
     ceiling_tpot_s: float | None = None  # the decode bound's step (= tpot_s when the source is the ceiling)
+    records_used: list[str] = []  # issue 46: every probe record the TPOT used (model ratio, HBM bandwidth, latency)

@@ -221,7 +221,9 @@ ProbesOpt = Annotated[
     Optional[Path],
     typer.Option(
         "--probes",
-        help="Folder of probe records (k3plan probe): the newest matching the hardware's device kind sets HBM bandwidth and collective latency; the output names it.",
+        help="Folder of probe records (k3plan probe's ./k3plan-probes): ADDED to the records k3plan ships "
+        "(k3plan/evidence/probes), never replacing them; with it, the newest record of the hardware's device kind "
+        "(yours or shipped) sets HBM bandwidth and collective latency. The output names every record used.",
     ),
 ]
 AllowCpuProbesOpt = Annotated[

@@ -135,7 +135,7 @@ RankByOpt = Annotated[
     typer.Option(
         "--rank-by",
         help="ceiling (default: the decode roofline's TPOT) or expected (TPOT from the efficiency records of "
-        "--probes or reports/probes, the ceiling where none matches the device kind).",
+        "k3plan ships plus --probes, the ceiling where none matches the device kind).",
     ),
 ]
 
@@ -211,7 +211,7 @@ def command(
       k3plan plan --concurrency 64 --target-tpot-ms 50      64 sequences, 50 ms a token at most
       k3plan plan -H tpu-v7x,nvidia-b200 --maximize tokens-per-chip
       k3plan plan --minimize cost --json
-      k3plan plan -H tpu-v7x --rank-by expected --probes reports/probes   in the checkout (not in the wheel)
+      k3plan plan -H tpu-v7x --rank-by expected --probes k3plan-probes   your records added to the shipped ones
       k3plan plan --ttft-ms 2000 --tpot-ms 50 --isl 4000 --osl 500 --request-rate 2 --plot pareto.png
       k3plan plan --isl 4000 --osl 500 --concurrency 32 --strict --price nvidia-gb300-nvl72=6 --emit launch run.sh
       k3plan plan --turns 20 --user-tokens 800 --answer-tokens 1200 --reasoning-tokens 6000

@@ -58,7 +58,7 @@ TimeoutOpt = Annotated[
         help="Stop after this many seconds (checked between compiles and timed calls, so within one sweep point). Default: none on TPU/GPU, 40 s on CPU.",
     ),
 ]
-# issue 36: a user folder by default, not the checkout's committed reports/probes (--out reports/probes adds to them)
+# issue 36: a user folder by default, not the shipped records (k3plan/evidence/probes; other commands add --probes DIR)
 USER_OUT = Path("k3plan-probes")
 OutOpt = Annotated[
     Path,

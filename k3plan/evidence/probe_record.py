@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # what mypy sees: a mutable, keyword-only dataclass-like base
 else:
 
     class _Model(Frozen, frozen=False):
-        """A msgspec Struct (issue 33: a fit from a checkout reads ./reports/probes and builds no pydantic class),
+        """A msgspec Struct (issue 33: every fit reads the shipped probe records and builds no pydantic class),
         mutable as the pydantic model was (a probe fills a point in as it measures); unknown keys refused, values
         coerced at construction as pydantic's lax mode did (k3plan.structs.Frozen: an int given a float field holds a
         float). Read with k3plan.specfile.convert, written with k3plan.structs.dump."""

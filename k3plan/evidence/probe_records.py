@@ -1,20 +1,21 @@
 """Reading probe records for the planner (jax-free: `fit`, `roofline` and `plan` use it).
 
     load_records(dir)                                   every valid record under dir
-    latest_latency(dir, device_kind=, op=, mode=)       (seconds a call, record, path) or None
-    effective_bandwidth(dir, device_kind=, probe=)      (bytes/s, record, path) or None
+    latest_latency(src, device_kind=, op=, mode=)       (seconds a call, record, path) or None
+    effective_bandwidth(src, device_kind=, probe=)      (bytes/s, record, path) or None
     describe(record, path)                              "probed on TPU7x (...) <path>"
 
 Rules: the newest record (by ``date``) that matches the device kind wins; records whose
 verification failed (e.g. XLA replaced the collective) or that failed to run are skipped; a record
 from the CPU backend is never applied to an accelerator unless ``allow_cpu`` (and then only when no
-record of the device kind itself exists).
+record of the device kind itself exists). ``src``: a folder, or the (record, name) pairs an
+``Evidence`` value holds (the shipped records plus a user's --probes folders).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from k3plan.errors import K3PlanError
 from k3plan.safeparse import parse_json, read_text
@@ -37,7 +38,16 @@ OP_ALIASES = {
     "all_gather": "all-gather",
 }
 
-PathLike = Union[str, Path]
+PathLike = Union[str, PurePath]
+Pairs = Sequence[tuple["ProbeRecord", PurePath]]  # (record, its name): Evidence.records, load_with_paths
+Source = Union[PathLike, Pairs]
+
+
+def record_pairs(src: Source) -> list[tuple[ProbeRecord, PurePath]]:
+    """A folder's records, or the pairs as given (oldest first either way)."""
+    if isinstance(src, (str, PurePath)):
+        return list(load_with_paths(Path(src)))
+    return list(src)
 
 
 def canonical_op(op: str) -> str:
@@ -54,13 +64,16 @@ def load_records(dir: PathLike, *, strict: bool = True) -> list[ProbeRecord]:
     return [rec for rec, _ in load_with_paths(Path(dir), strict=strict)]
 
 
-def load_with_paths(dir: Path, *, strict: bool = True) -> list[tuple[ProbeRecord, Path]]:
+def load_with_paths(dir: Path, *, strict: bool = True, shipped: bool = False) -> list[tuple[ProbeRecord, Path]]:
+    """``shipped``: the package's own records (k3plan/evidence/probes), read as the package's other data files are,
+    without the hostile-input checks a user's file gets (a fit reads all of them: ~80 ms with the checks, ~15
+    without); each is still checked against the record schema."""
     if not dir.is_dir():
         raise K3PlanError(f"--probes {dir}: not a folder of probe records")
     out = []
     for path in sorted(dir.rglob("*.json")):
         try:
-            out.append((_read_record(path), path))
+            out.append((_read_record(path, shipped=shipped), path))
         except K3PlanError:
             if strict:
                 raise
@@ -68,9 +81,14 @@ def load_with_paths(dir: Path, *, strict: bool = True) -> list[tuple[ProbeRecord
     return out
 
 
-def _read_record(path: Path) -> ProbeRecord:
+def _read_record(path: Path, *, shipped: bool = False) -> ProbeRecord:
     label = f"--probes {path}"
-    raw = parse_json(label, read_text(label, path))
+    if shipped:
+        import json
+
+        raw = json.loads(path.read_bytes())
+    else:
+        raw = parse_json(label, read_text(label, path))
     if not isinstance(raw, dict):
         raise K3PlanError(
             f"{label}: a JSON {type(raw).__name__}, not a probe record; expected an object "
@@ -82,8 +100,8 @@ def _read_record(path: Path) -> ProbeRecord:
     return convert(ProbeRecord, raw, f"{label}: not a probe record", strict=False)
 
 
-def _matching(dir: PathLike, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, Path]]:
-    usable = [(r, p) for r, p in load_with_paths(Path(dir)) if r.ok and r.verified is not False and want(r)]
+def _matching(src: Source, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, PurePath]]:
+    usable = [(r, p) for r, p in record_pairs(src) if r.ok and r.verified is not False and want(r)]
     kind = device_kind.lower()
     exact = [(r, p) for r, p in usable if r.device_kind.lower() == kind and (not r.is_cpu or kind == "cpu")]
     if exact:
@@ -98,20 +116,20 @@ def _valued(record: ProbeRecord) -> list[ProbePoint]:
 
 
 def latest_latency(
-    dir: PathLike,
+    src: Source,
     *,
     device_kind: str,
     op: str,
     mode: str = "chained",
     allow_cpu: bool = False,
     message_bytes: Optional[int] = None,
-) -> Optional[tuple[float, ProbeRecord, Path]]:
+) -> Optional[tuple[float, ProbeRecord, PurePath]]:
     """Per-call latency (s) of collective `op` from the newest matching record: the point with the
     smallest message size, or the one for `message_bytes` (exact, else the smallest size above it,
     else the largest measured)."""
     name = canonical_op(op)
     found = _matching(
-        dir, device_kind=device_kind, allow_cpu=allow_cpu, want=lambda r: r.op == name and r.mode == mode and _valued(r)
+        src, device_kind=device_kind, allow_cpu=allow_cpu, want=lambda r: r.op == name and r.mode == mode and _valued(r)
     )
     if not found:
         return None
@@ -126,12 +144,12 @@ def latest_latency(
 
 
 def effective_bandwidth(
-    dir: PathLike, *, device_kind: str, probe: str = "hbm", allow_cpu: bool = False
-) -> Optional[tuple[float, ProbeRecord, Path]]:
+    src: Source, *, device_kind: str, probe: str = "hbm", allow_cpu: bool = False
+) -> Optional[tuple[float, ProbeRecord, PurePath]]:
     """Achieved bytes/s a device from the newest matching `probe` record: the envelope (the best
     point measured), never an extrapolation."""
     found = _matching(
-        dir,
+        src,
         device_kind=device_kind,
         allow_cpu=allow_cpu,
         want=lambda r: r.probe == probe and any(pt.unit == "bytes/s" for pt in _valued(r)),
@@ -141,6 +159,19 @@ def effective_bandwidth(
     record, path = found[-1]
     best = max(pt.value for pt in record.points if pt.value is not None and pt.unit == "bytes/s")
     return float(best), record, path
+
+
+def record_named(source: str) -> Optional[str]:
+    """The record a ``describe`` line (or a line ending in one: a measured HBM bandwidth's, a collective latency's
+    source) names: its text after the last ": "; None for any other source (a spec's)."""
+    if "probed on " not in source or ": " not in source:
+        return None
+    return source.rsplit(": ", 1)[1] or None
+
+
+def records_named(*sources: Optional[str]) -> tuple[str, ...]:
+    """The records the given figure sources name, each once, in order (issue 46: the JSON names every record)."""
+    return tuple(dict.fromkeys(r for s in sources if s for r in [record_named(s)] if r))
 
 
 def describe(record: ProbeRecord, path: Optional[PathLike] = None) -> str:

@@ -9,11 +9,11 @@ Per-stack and per-hardware figures are looked up once and gathered by index.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
 from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
@@ -131,7 +131,7 @@ class StageCols:
 
 
 def hardware_columns(
-    *, space: Space, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
+    *, space: Space, eff: Efficiency, evidence: Evidence | None = None, allow_cpu_probes: bool = False
 ) -> tuple[HardwareCols, list[str]]:
     """Per configuration: the hardware and topology figures the formulas need, and the collective
     latency a call of the collective each (hardware, stack) issues (``step.collective.latency``)."""
@@ -147,8 +147,8 @@ def hardware_columns(
             for one in (False, True):  # the experts' op at DP > 1 and at DP 1 (``Stack.for_dp``)
                 op = Collective.of_pattern((st.for_dp(1) if one else st).collectives.experts)
                 for link in ("scale_up", "scale_out"):
-                    lat[h, s, link, one] = latency(hw, op=op, link=link, probes=probes, allow_cpu=allow_cpu_probes)
-                if probes is not None and st.runs_on(hw) and (not one or st.for_dp(1) is not st):
+                    lat[h, s, link, one] = latency(hw, op=op, link=link, evidence=evidence, allow_cpu=allow_cpu_probes)
+                if measures_hardware(evidence) and st.runs_on(hw) and (not one or st.for_dp(1) is not st):
                     at = lat[h, s, "scale_up", one][1]
                     notes.append(f"{hw.name} {hw.scale_up.name} latency of {st.name}'s {op}{' at dp 1' * one}: {at}")
     n_st = len(space.stacks)
@@ -421,12 +421,12 @@ Static = tuple[HardwareCols, list[str], WeightCols, dict[str, np.ndarray], list[
 
 
 def static_columns(
-    *, space: Space, model: Model, eff: Efficiency, probes: Path | None = None, allow_cpu_probes: bool = False
+    *, space: Space, model: Model, eff: Efficiency, evidence: Evidence | None = None, allow_cpu_probes: bool = False
 ) -> Static:
     """What does not depend on batch or context: (hardware columns, probe notes, weight columns,
     fallback kinds, pipeline-stage columns). plan evaluates two batches over one space; it computes
     these once."""
-    hw_cols, notes = hardware_columns(space=space, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    hw_cols, notes = hardware_columns(space=space, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes)
     weights, kinds = weight_columns(space=space, model=model)
     return hw_cols, notes, weights, kinds, stage_columns(space=space, model=model)
 
@@ -438,19 +438,19 @@ def evaluate(
     context: int,
     batch: int,
     eff: Efficiency,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     allow_cpu_probes: bool = False,
     static: Static | None = None,
 ) -> Evaluated:
     """All columns for ``batch`` sequences at ``context`` tokens: the table (``StepColumns``), the
     fallback kinds and the probe notes. ``static``: static_columns() of the same space, model, eff and
-    probes (computed here if None); its arrays are shared, never written to."""
+    evidence (computed here if None); its arrays are shared, never written to."""
     spec = model.spec
     c = space.cols
     variants, v = space.variants, c.variant
     expert_fmt = next((t.fmt for t in model.inventory.text if t.role == "expert"), "bf16")
     hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
-        space=space, model=model, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        space=space, model=model, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
     )
     cache = cache_terms(
         spec,

@@ -1,7 +1,7 @@
 """plan's expected TPOT column and --rank-by expected (issue 17 item 5).
 
 A row's expected TPOT is ``speed.expected_time`` of its decode step's ops (``speed.stage``) against
-the efficiency curves of its hardware's device kind, from --probes or the checkout's reports/probes.
+the efficiency curves of its hardware's device kind, from the shipped records (k3plan/evidence/probes) plus --probes.
 The column is filled only where such a record covers at least one of the row's ops (None elsewhere:
 the ceiling is all there is).
 Each row costs a Setup and an op list (~30 ms), so only rows shown -- and, for --rank-by expected,
@@ -10,8 +10,9 @@ a pool of the best by ceiling (``POOL``) -- get one; the assumption line says so
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from k3plan.evidence.value import Evidence
 
 if TYPE_CHECKING:
     from k3plan.models import Model
@@ -61,13 +62,14 @@ class ExpectedColumn:
         model: Model,
         context: int,
         batch: int,
-        probes: Path | None,
+        evidence: Evidence | None,
         spec_hardware: dict,
     ):
         self.space, self.cols, self.model, self.context, self.batch = space, cols, model, context, batch
-        self.probes, self.spec_hardware = probes, spec_hardware
+        self.evidence, self.spec_hardware = evidence, spec_hardware
         self._curves: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
+        self.records: dict[int, tuple[str, ...]] = {}  # row -> the records its expected TPOT used
 
     def curves(self, hw_name: str):
         if hw_name not in self._curves:
@@ -75,14 +77,14 @@ class ExpectedColumn:
             from k3plan.speed.stage import curves_for
 
             peaks = Peaks.from_hardware(self.spec_hardware[hw_name])
-            curves, line = curves_for(peaks, self.probes)
+            curves, line = curves_for(peaks, self.evidence)
             self._curves[hw_name] = (peaks, curves)
             self.sources[hw_name] = line
         return self._curves[hw_name]
 
     def tpot_s(self, i: int) -> float | None:
         """Expected decode step of row ``i``, or None where no record of its device kind covers any of its ops."""
-        from k3plan.speed.stage import decode_stage
+        from k3plan.speed.stage import decode_stage, records_of
 
         name = self.space.hardware[int(self.cols.hw[i])].name
         peaks, curves = self.curves(name)
@@ -91,6 +93,7 @@ class ExpectedColumn:
         setup = row_setup(space=self.space, cols=self.cols, i=i, model=self.model)
         # issue 38: roofline's model, term for term
         stage = decode_stage(setup, batch=self.batch, context=self.context, peaks=peaks, curves=curves)
+        self.records[i] = records_of(stage)
         return stage.expected_s if any(o.efficiency.measured for o in stage.ops) else None
 
 
@@ -126,6 +129,7 @@ def add_expected(
             r.extended(
                 expected_tpot_ms=None if t is None else t * 1e3,
                 expected_source=column.sources.get(r.hardware),
+                expected_records=column.records.get(i, ()) if t is not None else (),
             )
         )
     return out

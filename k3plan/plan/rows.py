@@ -82,7 +82,14 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
 
 
 KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
-EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source")  # absent from the JSON until set
+EXTENSIONS = (
+    "sla",
+    "cost",
+    "expected_tpot_ms",
+    "expected_source",
+    "expected_records",
+    "tpot_source",
+)  # absent from the JSON until set
 
 
 class PlanRow(Frozen):
@@ -119,6 +126,7 @@ class PlanRow(Frozen):
     cost: Optional[CostRow] = None
     expected_tpot_ms: Optional[float] = None
     expected_source: Optional[str] = None
+    expected_records: Optional[tuple[str, ...]] = None  # issue 46: the probe records expected_tpot_ms used
     tpot_source: Optional[str] = None  # issue 38: set where a serving benchmark gives tpot_ms (plan/serving.py)
 
     # the extensions set to None that are dumped still (a value other than None is always dumped)

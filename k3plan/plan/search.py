@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -14,6 +13,7 @@ from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price, price_column, price_for
 from k3plan.engines.stack import KV_DTYPES, list_stacks, load_stack
 from k3plan.errors import K3PlanError
+from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.hardware import list_hardware, load_hardware
 from k3plan.models import load_model
 from k3plan.plan.deployment import Disaggregated, Launch
@@ -165,7 +165,7 @@ def plan(
     chunks: Optional[Sequence[int]] = None,
     top: int = 10,
     eff: Optional[Efficiency] = None,
-    probes: Optional[Path] = None,
+    evidence: Optional[Evidence] = None,
     allow_cpu_probes: bool = False,
     ttft_ms: Optional[float] = None,
     request_latency_ms: Optional[float] = None,
@@ -218,10 +218,10 @@ def plan(
     hws = [load_hardware(h) for h in (hardware or list_hardware())]
     spec_hardware = {h.name: h for h in hws}  # the expected time's peaks: the specs', never probe-substituted
     probe_notes: list[str] = []
-    if probes is not None:  # measured HBM bandwidth replaces the specs'; latency: evaluate(), per collective
+    if measures_hardware(evidence):  # measured HBM bandwidth replaces the specs'; latency: evaluate(), per collective
         from k3plan.roofline.latency import measured_hardware
 
-        measured = [measured_hardware(h, probes=probes, allow_cpu=allow_cpu_probes) for h in hws]
+        measured = [measured_hardware(h, evidence=evidence, allow_cpu=allow_cpu_probes) for h in hws]
         hws = [h for h, _ in measured]
         probe_notes = [f"{h.name}: {n}" for h, notes in measured for n in notes]
     if len({h.name for h in hws}) < len(hws):
@@ -255,14 +255,14 @@ def plan(
         experts=m.spec.moe.num_experts,
         expert_width=m.spec.moe.expert_intermediate if m.spec.n_moe else 0,
     )
-    static = static_columns(space=space, model=m, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes)
+    static = static_columns(space=space, model=m, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes)
     ev = evaluate(
         space=space,
         model=m,
         context=context,
         batch=concurrency,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
         static=static,
     )
@@ -285,7 +285,7 @@ def plan(
             context=context,
             batch=1 if concurrency > 1 else 2,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
             static=static,
         ).cols
@@ -315,7 +315,7 @@ def plan(
             load_gbps=load_gbps,
             objective=objective,
             keep=top,
-            probes=probes,
+            evidence=evidence,
             spec_hardware=spec_hardware,
         )
         rows = all_rows[:top]
@@ -329,7 +329,7 @@ def plan(
             model=m,
             context=context,
             batch=concurrency,
-            probes=probes,
+            evidence=evidence,
             spec_hardware=spec_hardware,
         )
         order = [int(i) for i in ranked[: pool_size(top) if rank_by == "expected" else top]]
@@ -353,7 +353,7 @@ def plan(
             model=m,
             context=context,
             batch=concurrency,
-            probes=probes,
+            evidence=evidence,
             spec_hardware=spec_hardware,
         )
         ranked_on = (
@@ -398,7 +398,7 @@ def plan(
             f"the decode roofline at {eff.bw_efficiency:.0%} HBM bandwidth, {eff.mfu:.0%} MFU ({eff.compute_dtype}), "
             + (
                 "collective latencies and HBM bandwidth from probe records where they match (below), else the specs"
-                if probes is not None
+                if measures_hardware(evidence)
                 else "collective latencies from the hardware specs"
             ),
             f"memory: fit's per-device terms (the stack's reserve; temporaries from a shipped calibration for "

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from k3plan.evidence.value import Evidence
 from k3plan.structs import replace
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from k3plan.models import Model
     from k3plan.plan.rows import PlanRow
     from k3plan.plan.sla import SlaRow, SlaTargets
@@ -28,7 +27,7 @@ def add_serving(
     model: Model,
     context: int,
     batch: int,
-    probes: Path | None,
+    evidence: Evidence | None,
     spec_hardware: dict,
 ) -> list[PlanRow]:
     from k3plan.evidence.benchmarks import matching
@@ -63,7 +62,7 @@ def add_serving(
             expected=None,
             ceiling_tpot_s=r.tpot_ms / 1e3,
             ceiling_ttft_s=None,
-            probes=probes,
+            evidence=evidence,
         )
         out.append(
             r.extended(
@@ -83,7 +82,7 @@ def serve_sla(
     cols: StepColumns,
     model: Model,
     targets: SlaTargets,
-    probes: Path | None,
+    evidence: Evidence | None,
     spec_hardware: dict | None,
 ) -> list[SlaRow]:
     """Under --isl/--osl (closed loop): a row whose configuration a serving benchmark speaks for takes the TTFT and
@@ -128,7 +127,7 @@ def serve_sla(
             expected=None,
             ceiling_tpot_s=s.tpot_ms / 1e3,
             ceiling_ttft_s=s.ttft_ms / 1e3,
-            probes=probes,
+            evidence=evidence,
         )
         served = [f for f in (ttft, tpot) if f is not None and f.source in ("measured", "transferred")]
         if not served:

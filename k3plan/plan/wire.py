@@ -4,13 +4,13 @@ plan/deployment.py do the work; this orders rows and amends the families' accoun
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from k3plan.deploy.pareto import pareto_front
 from k3plan.deploy.prices import Price
+from k3plan.evidence.value import Evidence
 from k3plan.models import Model
 from k3plan.plan.deployment import (
     cold_start_for,
@@ -83,7 +83,7 @@ def apply_sla(
     load_gbps: float | None,
     objective: str = "chips",
     keep: int | None = None,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     spec_hardware: dict | None = None,
 ) -> tuple[np.ndarray, list[Family], list[PlanRow], PlanExtras]:
     """-> (ranked indices, families, the first ``keep`` rows in order (None: all), extras). Every
@@ -112,7 +112,7 @@ def apply_sla(
     from k3plan.plan.serving import serve_sla  # issue 38: a serving benchmark's TTFT and TPOT where one speaks
 
     slas = serve_sla(
-        slas, idx, space=space, cols=cols, model=model, targets=targets, probes=probes, spec_hardware=spec_hardware
+        slas, idx, space=space, cols=cols, model=model, targets=targets, evidence=evidence, spec_hardware=spec_hardware
     )
     if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
         by = sorted(range(len(idx)), key=lambda j: -(slas[j].throughput_tokens_per_s_per_chip or -1.0))

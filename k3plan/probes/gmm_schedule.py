@@ -4,7 +4,7 @@ record of what the target's compiler issues, for a chip no probe here can run (T
 Mosaic on TPU v5 lite refuses).
 
     python -m k3plan.probes.gmm_schedule --target tpu7x:2x2x1 --hardware tpu-v7x \\
-        --kernel PATH/gmm_v2.py --weight float4_e2m1fn --points 256x28,16x2 --out reports/probes
+        --kernel PATH/gmm_v2.py --weight float4_e2m1fn --points 256x28,16x2 --out k3plan/evidence/probes
 
 Each point compiles in a child process (libtpu reads its dump flags once, at load) and is read back by
 ``k3plan.probes.llo_schedule``::
@@ -14,7 +14,8 @@ Each point compiles in a child process (libtpu reads its dump flags once, at loa
     seconds a cycle = (2 x 4096^3 / the spec's bf16 peak) / the static cycles of XLA's own 4096^3 bf16 dot
 
 -- the clock is not published; it is calibrated by the same compiler's schedule of a dot taken at the spec's peak
-(on TPU v5 lite that schedule is 97% of the peak and the chip measured 97.5%, reports/probes matmul records).
+(on TPU v5 lite that schedule is 97% of the peak and the chip measured 97.5%, the shipped matmul records in
+k3plan/evidence/probes).
 The grid, tiles and buckets are the kernel's own (its name carries tm, tk, tn; ``k3plan.step.gmm`` the rest,
 checked against the name). A kernel with more than one K step a visit is refused: its bodies are not read here.
 Minutes a point on a 2-core machine: kept out of CI; the records are committed.
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             "examples (no TPU needed; 2-4 minutes a 256-row point on 2 cores):\n"
             "  python -m k3plan.probes.gmm_schedule --kernel .devtree-ext/gmm_v2.py\n"
             "  python -m k3plan.probes.gmm_schedule --target v5e:2x2 --hardware tpu-v5e --weight int4 \\\n"
-            "      --kernel .devtree-ext/gmm_v2.py --points 256x28,16x2 --out reports/probes\n"
+            "      --kernel .devtree-ext/gmm_v2.py --points 256x28,16x2 --out k3plan/evidence/probes\n"
             "prints the record's path; a bad argument or a failed compile is one line, exit 2"
         ),
     )
@@ -298,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weight", default="float4_e2m1fn", choices=("float4_e2m1fn", "int4", "bfloat16"))
     p.add_argument("--points", default="256x28,16x2", help="rows x groups, comma-separated (default %(default)s)")
     p.add_argument(
-        "--out", type=Path, default=Path("reports/probes"), help="where the record goes (default %(default)s)"
+        "--out",
+        type=Path,
+        default=Path("k3plan/evidence/probes"),
+        help="where the record goes (default %(default)s: shipped)",
     )
     a = p.parse_args(argv)
     if a.worker:

@@ -13,7 +13,7 @@ from k3plan.evidence.probe_record import ProbeRecord
 from k3plan.io_safe import write_new_text
 from k3plan.structs import dump
 
-DEFAULT_DIR = Path("k3plan-probes")  # a user folder (issue 36); the checkout's records: --out reports/probes
+DEFAULT_DIR = Path("k3plan-probes")  # a user folder (issue 36); records to ship: --out k3plan/evidence/probes
 
 
 def utc_now_iso() -> str:

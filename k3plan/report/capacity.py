@@ -9,11 +9,11 @@ the source of every number.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional, Sequence
 
 from k3plan.budget.curve import DEFAULT_CHUNKS, CurvePoint, curve
 from k3plan.budget.fit import FitResult, check_workload
+from k3plan.evidence.value import Evidence
 from k3plan.hardware import HardwareSpec, load_hardware
 from k3plan.report.capacity_model import (
     ContextRow,
@@ -48,7 +48,7 @@ def _decode(
     eff: Efficiency,
     chunk: int,
     spec: HardwareSpec,
-    probes: Optional[Path],
+    evidence: Optional[Evidence],
     allow_cpu_probes: bool,
     price: Optional[float],
 ) -> DecodeAt:
@@ -57,7 +57,7 @@ def _decode(
     from k3plan.speed.serving import stands_behind  # issue 38: the TPOT fit, plan and roofline stand behind
 
     d = decode_bound(
-        setup, batch=batch, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+        setup, batch=batch, context_tokens=context, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
     )
     tpot, _, _, _ = stands_behind(
         setup,
@@ -68,7 +68,7 @@ def _decode(
         expected=None,
         ceiling_tpot_s=d.tpot_s,
         ceiling_ttft_s=None,
-        probes=probes,
+        evidence=evidence,
     )
     tokens_per_s = batch / tpot.value_s
     return DecodeAt(
@@ -87,14 +87,14 @@ def _decode(
 
 
 def _with_expected(
-    setup: Setup, *, decode: RowDecode, prefill: PrefillAt, context: int, probes: Optional[Path]
+    setup: Setup, *, decode: RowDecode, prefill: PrefillAt, context: int, evidence: Optional[Evidence]
 ) -> tuple[RowDecode, PrefillAt, str]:
     """Expected beside each ceiling (issue 17; report/capacity_expected.py); the records it used."""
     from k3plan.report.capacity_expected import row_expected
 
     points = decode.points()
     x = row_expected(
-        setup, batches=[d.batch for _, d in points], context=context, chunk=prefill.chunk_tokens, probes=probes
+        setup, batches=[d.batch for _, d in points], context=context, chunk=prefill.chunk_tokens, evidence=evidence
     )
 
     def expect(d: DecodeAt) -> DecodeAt:
@@ -112,7 +112,7 @@ def _row(
     *,
     concurrency: int,
     eff: Efficiency,
-    probes: Optional[Path],
+    evidence: Optional[Evidence],
     allow_cpu_probes: bool,
     price: Optional[float],
     spec: HardwareSpec,
@@ -134,7 +134,7 @@ def _row(
             spec=spec,
             price=price,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
 
@@ -144,7 +144,7 @@ def _row(
         prompt_tokens=c,
         chunk_tokens=r.workload.prefill_chunk_tokens,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
     )
     from k3plan.speed.serving import stands_behind  # issue 38: the TTFT fit, plan and roofline stand behind
@@ -158,7 +158,7 @@ def _row(
         expected=None,
         ceiling_tpot_s=decode.concurrency.ceiling_tpot_s or decode.concurrency.tpot_s,
         ceiling_ttft_s=p.ttft_s,
-        probes=probes,
+        evidence=evidence,
     )
     assert ttft is not None
     prefill = PrefillAt(
@@ -174,7 +174,7 @@ def _row(
         link_share=p.link_share,
         usd_per_mtok=_usd_per_mtok(price, s.topology.chips, p.tokens_per_s),
     )
-    decode, prefill, records = _with_expected(s, decode=decode, prefill=prefill, context=c, probes=probes)
+    decode, prefill, records = _with_expected(s, decode=decode, prefill=prefill, context=c, evidence=evidence)
     src = s.hardware.sources()
     prov = RowProvenance(
         **dump(r.provenance, "python"),
@@ -212,12 +212,12 @@ def _row(
 
 
 def _roofline_points(
-    setup: Setup, *, context: int, most: int, eff: Efficiency, probes: Optional[Path], allow_cpu_probes: bool
+    setup: Setup, *, context: int, most: int, eff: Efficiency, evidence: Optional[Evidence], allow_cpu_probes: bool
 ) -> list[RooflinePoint]:
     out, b = [], 1
     while b <= max(1, most):
         d = decode_bound(
-            setup, batch=b, context_tokens=context, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+            setup, batch=b, context_tokens=context, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
         )
         nbytes, flops = d.bytes_per_device.total(), d.flops_per_device.total()
         out.append(RooflinePoint(batch=b, intensity=flops / nbytes, flops_per_s=flops / d.step_s, binding=d.binding))
@@ -234,7 +234,7 @@ def platform_report(
     concurrency: int,
     max_chips: int,
     eff: Efficiency,
-    probes: Optional[Path] = None,
+    evidence: Optional[Evidence] = None,
     allow_cpu_probes: bool = False,
     chunks: Sequence[int] = DEFAULT_CHUNKS,
 ) -> PlatformReport:
@@ -249,7 +249,7 @@ def platform_report(
         contexts=contexts,
         concurrency=concurrency,
         max_chips=max_chips,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
     )
     price = hw.price_usd_per_chip_hour
@@ -259,7 +259,7 @@ def platform_report(
             concurrency=concurrency,
             price=price,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
             spec=hw,
         )
@@ -280,7 +280,7 @@ def platform_report(
             stack=stack,
             decode=d.concurrency,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
         for ch, _, _, d, _ in picks
@@ -300,7 +300,7 @@ def platform_report(
             f"{s.topology.text} tp={s.parallel.tp} dp={s.parallel.dp}, {concurrency} sequence(s), context {c:,}"
         )
         points = _roofline_points(
-            s, context=c, most=r.capacity.max_sequences, eff=eff, probes=probes, allow_cpu_probes=allow_cpu_probes
+            s, context=c, most=r.capacity.max_sequences, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
         )
     return PlatformReport(
         hardware=hw.name,

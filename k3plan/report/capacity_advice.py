@@ -5,9 +5,9 @@ Numbers here; ``advice_blocks`` renders them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from k3plan.evidence.value import Evidence
 from k3plan.report.capacity_model import ContextAdvice, DecodeAt, PlatformReport
 from k3plan.report.doc import Block
 from k3plan.units import GiB
@@ -27,7 +27,7 @@ def platform_advice(
     stack: str,
     decode: DecodeAt,
     eff: Efficiency,
-    probes: Optional[Path] = None,
+    evidence: Optional[Evidence] = None,
     allow_cpu_probes: bool = False,
 ) -> ContextAdvice:
     """One viable context: the rules' verdict, warnings and suggestions (texts carry the effects)."""
@@ -53,7 +53,7 @@ def platform_advice(
         r,
         speed_setup=s,
         eff=eff,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
         binding=decode.binding,
         tpot_s=decode.tpot_s,

@@ -2,15 +2,15 @@
 a row shows and the prompt's TTFT, from the step's op list and the device kind's efficiency records
 (``speed.stage``). Kept apart from capacity.py / capacity_doc.py so that those only call in:
 
-    x = row_expected(setup, batches=[...], context=c, chunk=..., probes=probes)
+    x = row_expected(setup, batches=[...], context=c, chunk=..., evidence=evidence)
     x.tpot_s[batch], x.measured[batch], x.ttft_s, x.ttft_measured, x.records  ->  cell(...)
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
+from k3plan.evidence.value import Evidence
 from k3plan.structs import Frozen
 
 
@@ -22,15 +22,15 @@ class RowExpected(Frozen):
     records: str  # which records set the efficiencies, or why none
 
 
-def row_expected(setup, *, batches: list[int], context: int, chunk: int, probes: Optional[Path]) -> RowExpected:
+def row_expected(setup, *, batches: list[int], context: int, chunk: int, evidence: Optional[Evidence]) -> RowExpected:
     from k3plan.speed.peaks import Peaks
     from k3plan.speed.stage import curves_for, decode_stage, expected_speed
 
     x = expected_speed(
-        setup, batch=batches[0], context_tokens=context, prompt_tokens=context, chunk_tokens=chunk, probes=probes
+        setup, batch=batches[0], context_tokens=context, prompt_tokens=context, chunk_tokens=chunk, evidence=evidence
     )
     peaks = Peaks.from_hardware(setup.hardware)
-    curves = curves_for(peaks, probes)[0]
+    curves = curves_for(peaks, evidence)[0]
     stages = {batches[0]: x.decode}
     for b in batches[1:]:  # issue 38: as expected_speed's decode step
         stages[b] = decode_stage(setup, batch=b, context=context, peaks=peaks, curves=curves)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from k3plan import __version__
+from k3plan.evidence.value import Evidence
 from k3plan.io_safe import write_text
 from k3plan.report.capacity import PlatformReport, platform_report
 from k3plan.roofline.bounds import Efficiency
@@ -23,7 +24,7 @@ def collect(
     concurrency: int,
     max_chips: int,
     eff: Efficiency,
-    probes: Optional[Path],
+    evidence: Optional[Evidence],
     progress: Callable[[str], None],
     allow_cpu_probes: bool = False,
 ) -> list[PlatformReport]:
@@ -42,7 +43,7 @@ def collect(
             concurrency=concurrency,
             max_chips=max_chips,
             eff=eff,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
         out.append(r)

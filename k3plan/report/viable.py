@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from k3plan.budget.fit import FitResult, check_workload, fit
+from k3plan.evidence.value import Evidence
 from k3plan.hardware import load_hardware
 from k3plan.roofline.latency import measured_hardware
 from k3plan.setup import Setup, make_setup
@@ -37,7 +37,7 @@ def pick(
     context: int,
     concurrency: int,
     max_chips: int,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     allow_cpu_probes: bool = False,
 ):
     """Plan's result for one (hardware, stack) at one context: its first row is the pick."""
@@ -52,7 +52,7 @@ def pick(
         concurrency=concurrency,
         objective=OBJECTIVE,
         top=1,
-        probes=probes,
+        evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
     )
 
@@ -65,14 +65,14 @@ def smallest_viable(
     contexts: Sequence[int],
     concurrency: int,
     max_chips: int,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     allow_cpu_probes: bool = False,
 ) -> tuple[dict[int, Choice], int]:
     """-> ({context: Choice}, configurations evaluated)."""
     hw = load_hardware(hardware)
     # the probed HBM bandwidth, as plan evaluated the picks with it and fit --probes applies it: the report's
     # speed figures for each pick are then fit's and plan's (memory does not depend on it); read once
-    measured, _ = measured_hardware(hw, probes=probes, allow_cpu=allow_cpu_probes)
+    measured, _ = measured_hardware(hw, evidence=evidence, allow_cpu=allow_cpu_probes)
     chosen: dict[int, Choice] = {}
     tried = 0
     for c in contexts:
@@ -84,7 +84,7 @@ def smallest_viable(
             context=c,
             concurrency=concurrency,
             max_chips=max_chips,
-            probes=probes,
+            evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
         )
         tried = max(tried, p.configurations)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from k3plan.errors import K3PlanError
+from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.roofline.comm import CommCost, comm_cost
 from k3plan.roofline.latency import collective_latency
 from k3plan.roofline.terms import StepBytes, StepFlops, WeightSums
@@ -150,7 +150,7 @@ def decode_bound(
     batch: int,
     context_tokens: int,
     eff: Efficiency,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     histogram: Sequence[float] | None = None,
     allow_cpu_probes: bool = False,
     verify_tokens: int = 1,
@@ -178,7 +178,7 @@ def decode_bound(
         setup,
         tokens=rows,
         sequences=micro,
-        latency=_scale_up_latency(setup, probes, allow_cpu_probes),
+        latency=_scale_up_latency(setup, evidence, allow_cpu_probes),
         send_tokens=micro,
     )
     d = decode_terms(
@@ -248,7 +248,7 @@ def prefill_bound(
     prompt_tokens: int,
     chunk_tokens: int,
     eff: Efficiency,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     allow_cpu_probes: bool = False,
 ) -> PrefillBound:
     """FLOPs a token are sums over the whole model's prefill ops (k3plan/step/ops.py): the linear ops
@@ -294,7 +294,7 @@ def prefill_bound(
     prompt_rate = per_device * group * eff.mfu / flops
     chunk = min(chunk_tokens, prompt_tokens)
     chunks = math.ceil(prompt_tokens / chunk)
-    comm = comm_cost(setup, tokens=chunk, sequences=1, latency=_scale_up_latency(setup, probes, allow_cpu_probes))
+    comm = comm_cost(setup, tokens=chunk, sequences=1, latency=_scale_up_latency(setup, evidence, allow_cpu_probes))
     compute_s = prompt_tokens / prompt_rate
     need = rate * comm.bytes_per_chip_per_step / chunk  # bytes a chip must send a second
     # each link carries its own collectives' bytes: the fullest link's share binds
@@ -342,13 +342,13 @@ def prefill_bound(
     )
 
 
-def _scale_up_latency(setup: Setup, probes: Path | None, allow_cpu: bool) -> tuple[float, str] | None:
+def _scale_up_latency(setup: Setup, evidence: Evidence | None, allow_cpu: bool) -> tuple[float, str] | None:
     """A probe record's latency a call of the stack's expert collective on the scale-up link, or None (the
     spec's): what ``comm_cost`` charges the calls that stay in a scale-up domain."""
-    if probes is None:
+    if not measures_hardware(evidence):
         return None
     op = Collective.of_pattern(setup.stack.collectives.experts)
-    return collective_latency(setup.hardware, op=op.value, link="scale_up", probes=probes, allow_cpu=allow_cpu)
+    return collective_latency(setup.hardware, op=op.value, link="scale_up", evidence=evidence, allow_cpu=allow_cpu)
 
 
 def crossover(setup: Setup, contexts: Sequence[int]) -> LongContext:

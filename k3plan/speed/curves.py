@@ -20,10 +20,10 @@ other).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Sequence
 
-from k3plan.evidence.probe_records import canonical_op, load_with_paths
+from k3plan.evidence.probe_records import Source, canonical_op, record_pairs
 from k3plan.speed.peaks import Peaks
 from k3plan.structs import Frozen, replace
 
@@ -105,7 +105,9 @@ class EfficiencyCurves(_Frozen):
 KERNEL_TIME_PROBES = ("attnres", "moe-glue", "mla-engine")
 
 
-def kernel_times(records: list[tuple[ProbeRecord, Path]], *, device_kind: str) -> dict[str, tuple[KernelTime, ...]]:
+def kernel_times(
+    records: Sequence[tuple[ProbeRecord, PurePath]], *, device_kind: str
+) -> dict[str, tuple[KernelTime, ...]]:
     """The verified TPU records of each probe of ``KERNEL_TIME_PROBES`` -- this device kind's where it has any,
     else the device kind of the newest -- as KernelTime points by (tokens, blocks), the newest record's point where
     two measured the same shape."""
@@ -397,7 +399,7 @@ def _skip_reason(record: ProbeRecord, device_kind: str) -> str | None:
     return None
 
 
-def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> EfficiencyCurves:
+def build_curves(records: Sequence[tuple[ProbeRecord, PurePath]], *, peaks: Peaks) -> EfficiencyCurves:
     """Records (oldest first, with their paths) -> the curves for `peaks.device_kind`."""
     skipped, newest = [], {}
     chained = {
@@ -435,10 +437,11 @@ def build_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> Ef
     )
 
 
-def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
-    """Every record under `dir` (k3plan.evidence.probe_records' loader) -> curves for `peaks.device_kind`,
-    with the curves no record of that kind holds transferred from another TPU's (``transfer_curves``)."""
-    records = load_with_paths(Path(dir))
+def load_curves(src: Source, *, peaks: Peaks) -> EfficiencyCurves:
+    """Every record under the folder ``src`` (k3plan.evidence.probe_records' loader), or the (record, name) pairs
+    ``src`` (an Evidence value's records) -> curves for `peaks.device_kind`, with the curves no record of that kind
+    holds transferred from another TPU's (``transfer_curves``)."""
+    records: list = record_pairs(src)
     curves = transfer_curves(build_curves(records, peaks=peaks), records, peaks=peaks)
     times = kernel_times(records, device_kind=peaks.device_kind)
     if any(r.probe == SCHEDULE_PROBE for r, _ in records):
@@ -453,7 +456,7 @@ def load_curves(dir: str | Path, *, peaks: Peaks) -> EfficiencyCurves:
 SCHEDULE_PROBE = "gmm-schedule"
 
 
-def schedule_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) -> dict[str, EfficiencyCurve]:
+def schedule_curves(records: Sequence[tuple[ProbeRecord, PurePath]], *, peaks: Peaks) -> dict[str, EfficiencyCurve]:
     """The gmm-schedule records of ``peaks.device_kind`` as gmm_v2 curves (the newest point at each x)."""
     pts: dict[tuple[str, float], EfficiencyPoint] = {}
     for record, path in records:
@@ -469,7 +472,7 @@ def schedule_curves(records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks) ->
     return {k: EfficiencyCurve(key=k, axis=AXES["gmm_v2"], points=tuple(v)) for k, v in out.items()}
 
 
-def schedule_checks(records: list[tuple[ProbeRecord, Path]]) -> tuple[ScheduleCheck, ...]:
+def schedule_checks(records: Sequence[tuple[ProbeRecord, PurePath]]) -> tuple[ScheduleCheck, ...]:
     """Each call a gmm-schedule record and a verified probe gmm record of the same TPU both hold (projection,
     weight format, rows, groups), the newest of each."""
 
@@ -536,7 +539,7 @@ def transfer_source_kinds(peaks: Peaks, kinds: set[str] | None = None) -> list[P
 
 
 def transfer_curves(
-    curves: EfficiencyCurves, records: list[tuple[ProbeRecord, Path]], *, peaks: Peaks
+    curves: EfficiencyCurves, records: Sequence[tuple[ProbeRecord, PurePath]], *, peaks: Peaks
 ) -> EfficiencyCurves:
     """``curves`` plus, for each matmul, HBM and gmm_v2 curve (``TRANSFERRED``) no record of ``peaks.device_kind``
     holds, another TPU's

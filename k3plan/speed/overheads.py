@@ -54,7 +54,7 @@ GMM_SOURCE = (
     "@0b0ff9bd) and src/vllm_torchtpu/kernels/megablox/gmm_v2.py (fill_metadata: should_process = group_size > 0; "
     "the pipeline's grid (num_n, num_gm, num_k) spans the touched groups' tiles only, @15e5264a): each touched "
     "expert's weights are read once, an empty group's never -- unlike XLA's ragged_dot, which on a TPU v5e read all "
-    "28 local experts at 1 token (reports/probes/ragged-dot-tpu-v5-lite-20261204T035616Z-3c63bd.json, docs/device.md); "
+    "28 local experts at 1 token (k3plan/evidence/probes/ragged-dot-tpu-v5-lite-20261204T035616Z-3c63bd.json, docs/device.md); "
     "that record does not transfer to this engine: 0 s beyond the touched experts' bytes"
 )
 GRAPH_SOURCE = (
@@ -77,6 +77,7 @@ class EngineTerm(Frozen):
     name: str
     seconds: float  # an engine step (a decode step or one prefill chunk)
     source: str
+    records: tuple[str, ...] = ()  # the probe records whose measured time set it (issue 46: the JSON names them)
 
 
 def _record():
@@ -251,6 +252,7 @@ def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None)
                     f"kernel kernels/kimi_k3/attention_residual.py kimi_attnres_compact_m16), each as probe attnres "
                     f"timed it on {pt.device_kind} ({records}; e.g. {used[max(calls)][1]}): {KERNEL_TIME_SOURCE}"
                 ),
+                records=tuple(sorted({u[2].record_path for u in used.values()})),
             )
         )
     glue = [p for p in times.get("moe-glue", ()) if p.tokens >= rows]
@@ -266,6 +268,7 @@ def kernel_time_terms(curves, spec, *, stage: str, rows: int, stack: str | None)
                     f"branch below the SparseCore threshold), as probe moe-glue timed a copy of it at {p.tokens} rows on "
                     f"{p.device_kind} ({p.record_path}): {KERNEL_TIME_SOURCE}"
                 ),
+                records=(p.record_path,),
             )
         )
     return tuple(out)
@@ -374,6 +377,7 @@ def mla_kernel_term(
             f"beyond the last), less the step description's MLA attention ops (their own time, in the attention "
             f"column): {MLA_KERNEL_TRANSFER}{more}"
         ),
+        records=tuple(sorted({p.record_path for p in same})),
     )
 
 
@@ -390,7 +394,12 @@ def add_terms(stage: StageTime, terms: tuple[EngineTerm, ...]) -> StageTime:
             category="overhead",
             ceiling_s=0.0,
             expected_s=t.seconds,
-            efficiency=Efficiency(value=1.0, measured=False, label=f"engine term {t.name}: {t.source}"),
+            efficiency=Efficiency(
+                value=1.0,
+                measured=False,
+                record_path=", ".join(t.records) or None,  # the records whose measured time set the term
+                label=f"engine term {t.name}: {t.source}",
+            ),
             label=f"{t.name}: {t.source}",
         )
         for t in terms

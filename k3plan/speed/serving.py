@@ -20,7 +20,6 @@ here measures.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Literal
 
 from k3plan.evidence.benchmarks import (
@@ -34,6 +33,7 @@ from k3plan.evidence.benchmarks import (
     nearest,
     serving_figure,
 )
+from k3plan.evidence.value import Evidence
 from k3plan.structs import Frozen, dump
 
 UNMEASURED = {
@@ -130,11 +130,12 @@ def asked_of(setup, *, batch: int, context: int, chunk: int) -> Asked:
 class _ModelAt:
     """The model's expected speed at a benchmark's workload (same setup), computed once a workload."""
 
-    def __init__(self, setup, spec_hardware, *, probes):
-        self.setup, self.spec_hardware, self.probes = setup, spec_hardware, probes
+    def __init__(self, setup, spec_hardware, *, evidence):
+        self.setup, self.spec_hardware, self.evidence = setup, spec_hardware, evidence
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
+        self.used: dict[str, None] = {}  # every record the model's figures here read (issue 46: the JSON names them)
 
     def peaks_and_curves(self):
         """(the spec's peaks, curves_for's answer): every workload of one question reads the same records, once."""
@@ -143,7 +144,7 @@ class _ModelAt:
 
         peaks = Peaks.from_hardware(self.spec_hardware)
         if self.read is None:
-            self.read = curves_for(peaks, self.probes)
+            self.read = curves_for(peaks, self.evidence)
         return peaks, self.read
 
     def speed(self, batch: int, context: int, chunk: int):
@@ -158,10 +159,11 @@ class _ModelAt:
                 context_tokens=context,
                 prompt_tokens=context,
                 chunk_tokens=chunk,
-                probes=self.probes,
+                evidence=self.evidence,
                 peaks=peaks,
                 read=read,
             )
+            self.used.update(dict.fromkeys(self.cache[key].records_used))
         return self.cache[key]
 
     def of(self, b: ServingBenchmark):
@@ -174,11 +176,12 @@ class _ModelAt:
             if (b, c) == (batch, context):
                 return x.decode.expected_s
         if (batch, context) not in self.decodes:
-            from k3plan.speed.stage import decode_stage
+            from k3plan.speed.stage import decode_stage, records_of
 
             peaks, (curves, _) = self.peaks_and_curves()
             stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves)
             self.decodes[(batch, context)] = stage.expected_s
+            self.used.update(dict.fromkeys(records_of(stage)))
         return self.decodes[(batch, context)]
 
 
@@ -193,7 +196,7 @@ def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expect
         return tpot, ServingFigure(
             value_s=expected.prefill.expected_s,
             source="model",
-            label=f"model: expected TTFT ({why}), efficiencies from {', '.join(expected.records_used)}",
+            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}",
         )
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
@@ -212,7 +215,7 @@ def stands_behind(
     expected: Any,
     ceiling_tpot_s: float,
     ceiling_ttft_s: float | None,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
 ) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
@@ -226,12 +229,12 @@ def stands_behind(
             else f"no serving benchmark of this configuration within {NEARBY_FACTOR}x of this workload"
         )
         if expected is None and ceiling_ttft_s is not None:  # the TTFT is the model's where a record sets an op
-            expected = _ModelAt(setup, spec_hardware, probes=probes).speed(batch, context, chunk)
+            expected = _ModelAt(setup, spec_hardware, evidence=evidence).speed(batch, context, chunk)
         tpot, ttft = _no_benchmark(
             ceiling_tpot_s=ceiling_tpot_s, ceiling_ttft_s=ceiling_ttft_s, expected=expected, why=why
         )
         return tpot, ttft, cands, None
-    model = _ModelAt(setup, spec_hardware, probes=probes)
+    model = _ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
     tpot = serving_figure(

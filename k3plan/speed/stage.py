@@ -10,20 +10,23 @@ the efficiency curves of the hardware's device kind:
              route through the EP group (the other groups idle: a single prompt's TTFT)
 
 The peaks are the hardware spec's (never a probe-substituted bandwidth: the efficiency curves are
-ceiling / measured against those same peaks). Records: ``--probes DIR``, else ./reports/probes (where
-`k3plan probe` writes) when any record there is of the device kind; else every op runs at its ceiling
-and the output says so.
+ceiling / measured against those same peaks). Records: an Evidence value's (k3plan.evidence.value): the ones
+k3plan ships (k3plan/evidence/probes) plus a user's ``--probes DIR``, read alike from any folder; where none is
+of the device kind (nor transferable from another TPU's), every op runs at its ceiling and the output says so.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k3plan.roofline.comm import collective_args
 from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
 from k3plan.structs import Frozen, fields, replace
+
+if TYPE_CHECKING:
+    from k3plan.evidence.value import Evidence
 
 _Frozen = Frozen
 
@@ -31,7 +34,7 @@ _Frozen = Frozen
 class ExpectedSpeed(_Frozen):
     device_kind: str
     records: str  # where the efficiency records came from, or why none were used
-    records_used: tuple[str, ...]  # record files that set at least one op's efficiency
+    records_used: tuple[str, ...]  # record files that set a figure: an op's efficiency or an engine term's time
     records_transferred: tuple[str, ...] = ()  # of those, another TPU's (issue 38: transferred, labelled)
     decode: StageTime  # one decode step (TPOT)
     prefill: StageTime  # the whole prompt, its chunks summed (TTFT)
@@ -40,48 +43,35 @@ class ExpectedSpeed(_Frozen):
     context_tokens: int
 
 
-def default_probes_dir() -> Path | None:
-    """./reports/probes, where `k3plan probe` writes by default (a checkout's committed records when run
-    from its top), or None. Records are not shipped in the wheel, so an installed k3plan run elsewhere
-    answers exactly as the checkout run from the same folder (tests/test_packaging.py)."""
-    d = Path("reports") / "probes"
-    return d if d.is_dir() else None
+def curves_for(peaks: Peaks, evidence):
+    """(EfficiencyCurves or None, a line saying which records set the efficiencies or why none), from the records
+    ``evidence`` holds (the shipped ones plus a user's --probes folders); read once a value and device kind."""
+    from k3plan.evidence.value import evidence_of
+
+    ev = evidence_of(evidence)
+    return ev.memo(("curves", repr(peaks)), lambda: _curves_for(peaks, ev))
 
 
-def curves_for(peaks: Peaks, probes: Path | None):
-    """(EfficiencyCurves or None, a line saying which records set the efficiencies or why none)."""
-    from k3plan.errors import K3PlanError
-    from k3plan.speed.curves import load_curves
+def _curves_for(peaks: Peaks, ev: Evidence):
+    from k3plan.speed.curves import VIEWS, load_curves
 
-    explicit = probes is not None
-    folder = probes if explicit else default_probes_dir()
-    if folder is None:
-        return None, f"ceilings: no probe records (no --probes and no reports/probes) for {peaks.device_kind}"
-    if not folder.is_dir():
-        raise K3PlanError(f"--probes {folder}: not a folder of probe records")
-    curves = load_curves(folder, peaks=peaks)
+    where = ev.shown()
+    records = ev.records
+    if not records:
+        return None, f"ceilings: no probe records ({where}) for {peaks.device_kind}"
+    curves = load_curves(records, peaks=peaks)
     if not curves.curves:
-        return None, f"ceilings: no usable probe record of {peaks.device_kind} in {_shown(folder)}"
-    from k3plan.speed.curves import VIEWS
-
+        return None, f"ceilings: no usable probe record of {peaks.device_kind} in {where}"
     counted = [c for k, c in curves.curves.items() if k not in VIEWS]  # a view re-reads records another curve counts
     moved = sorted({p.transferred_from for c in counted for p in c.points if p.transferred_from is not None})
     own = sum(1 for c in counted if not any(p.transferred_from for p in c.points))
     if moved:  # issue 38: another TPU's matmul, HBM and engine-kernel (gmm_v2) efficiency, labelled
         n = len(counted) - own
         return curves, (
-            f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({own} curves) and {n} curves transferred "
+            f"efficiency records of {peaks.device_kind} in {where} ({own} curves) and {n} curves transferred "
             f"from {', '.join(moved)} (matmul, HBM and the engine's gmm_v2 only: the engine runs them as the probe did)"
         )
-    return curves, f"efficiency records of {peaks.device_kind} in {_shown(folder)} ({len(counted)} curves)"
-
-
-def _shown(folder: Path) -> str:
-    """A folder under the working directory as a relative path (no checkout's absolute path in output)."""
-    try:
-        return str(folder.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(folder)
+    return curves, f"efficiency records of {peaks.device_kind} in {where} ({len(counted)} curves)"
 
 
 def _send_ops(setup, *, tokens: int) -> list:
@@ -308,18 +298,18 @@ def expected_speed(
     context_tokens: int,
     prompt_tokens: int,
     chunk_tokens: int,
-    probes: Path | None = None,
+    evidence: Evidence | None = None,
     histogram=None,
     peaks: Peaks | None = None,
     read: tuple | None = None,
 ) -> ExpectedSpeed:
     """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled. ``read``: what
-    ``curves_for(peaks, probes)`` answered, where the caller has read the records already (a question asks the
+    ``curves_for(peaks, evidence)`` answered, where the caller has read the records already (a question asks the
     model at several workloads: speed.serving's _ModelAt)."""
     from k3plan.step.ops import weight_groups_of_setup
 
     peaks = peaks or Peaks.from_hardware(setup.hardware)
-    curves, records = read if read is not None else curves_for(peaks, probes)
+    curves, records = read if read is not None else curves_for(peaks, evidence)
     weights = weight_groups_of_setup(setup)
     from k3plan.speed.overheads import (  # issue 38: the engine's fixed terms a step
         add_terms,
@@ -350,14 +340,7 @@ def expected_speed(
         )
         chunks.append(add_terms(st, terms))  # every chunk is an engine step
     pre = add_stages(chunks)
-    used = tuple(
-        dict.fromkeys(
-            o.efficiency.record_path
-            for s in (dec, pre)
-            for o in s.ops
-            if o.efficiency.measured and o.efficiency.record_path
-        )
-    )
+    used = records_of(dec, pre)
     moved = tuple(
         dict.fromkeys(
             o.efficiency.record_path
@@ -379,7 +362,19 @@ def expected_speed(
     )
 
 
-def expected_time_of(setup, spec_hardware, workload, *, probes: Path | None, histogram=None) -> ExpectedSpeed:
+def records_of(*stages: StageTime) -> tuple[str, ...]:
+    """Every record that set a figure of ``stages``: an op's measured efficiency, or an engine term's measured
+    kernel time (speed.overheads: probe attnres, moe-glue, mla-engine), each once, first use first."""
+    out: dict[str, None] = {}
+    for s in stages:
+        for o in s.ops:
+            path = o.efficiency.record_path
+            if path and (o.efficiency.measured or o.category == "overhead"):
+                out.update(dict.fromkeys(path.split(", ")))
+    return tuple(out)
+
+
+def expected_time_of(setup, spec_hardware, workload, *, evidence: Evidence | None, histogram=None) -> ExpectedSpeed:
     """``expected_speed`` at a command's workload (``roofline``'s: prompt = context), peaks of ``spec_hardware``."""
     return expected_speed(
         setup,
@@ -387,7 +382,7 @@ def expected_time_of(setup, spec_hardware, workload, *, probes: Path | None, his
         context_tokens=workload.context_tokens,
         prompt_tokens=workload.context_tokens,
         chunk_tokens=workload.prefill_chunk_tokens,
-        probes=probes,
+        evidence=evidence,
         histogram=histogram,
         peaks=Peaks.from_hardware(spec_hardware),
     )

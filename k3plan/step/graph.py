@@ -3,8 +3,8 @@ ops: priced only where a caller says the step timed IS that graph (``probe step`
 local``), never for an engine's step (roofline, plan, fit and report never pass a ``ValidateGraph``, so
 their figures, on every device kind, are unchanged by this module).
 
-Three mechanisms, each seen in the profile of the K3-width step on a TPU v5e (reports/probes/
-step-decode-tpu-v5-lite-20261204T060103Z-bd6aea.json and step-prefill-...-060121Z-cab1b1.json,
+Three mechanisms, each seen in the profile of the K3-width step on a TPU v5e (k3plan/evidence/
+probes/step-decode-tpu-v5-lite-20261204T060103Z-bd6aea.json and step-prefill-...-060121Z-cab1b1.json,
 ``device_profile``; the HLO names looked up in the same program compiled deviceless for v5e with the same
 libtpu, whose memory_analysis matched the chip's to the byte) and in the code that makes it:
 
@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 
 F32 = 4
 SCORE_PASSES = 5  # fusion.258 writes, fusion.421 reads and writes, fusion.246 and fusion.248 read (v5e profile)
-SOURCE = "k3plan validate's step graph (step/graph.py; profile of reports/probes/step-*-tpu-v5-lite-20261204T0601*)"
+SOURCE = (
+    "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
+)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ def test_each_help_example_exits_as_documented(cli, tmp_path, line, code):
     if "--out" in args:  # report writes files: into a temporary folder, not the repository
         i = args.index("--out") + 1
         args[i] = str(tmp_path / args[i].rsplit("/", 1)[-1])
+    if "--probes" in args and args[args.index("--probes") + 1] == "k3plan-probes":  # the user's probe folder
+        args[args.index("--probes") + 1] = str(tmp_path)  # (k3plan probe's default --out): here an empty one
     r = cli(*args)
     assert r.exit_code == code, r.output
     assert "Traceback" not in r.output

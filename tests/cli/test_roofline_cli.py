@@ -11,7 +11,7 @@ import pytest
 from k3_testing import one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 RECORD = "tpu7x-a2a-chained-porting-study.json"
 US = 1e-6
 

@@ -18,7 +18,8 @@ SHIPPED = sorted(
         *REPO.glob("hardware_specs/*.yaml"),
         *REPO.glob("k3plan/**/*.yaml"),
         *REPO.glob("k3plan/**/*.py"),
-        *REPO.glob("reports/probes/*.json"),  # probe records: plan and roofline print their label and source
+        *REPO.glob("reports/probes/*.json"),  # CPU example records
+        *REPO.glob("k3plan/evidence/probes/*.json"),  # probe records: plan and roofline print their label and source
     ],
     key=str,
 )

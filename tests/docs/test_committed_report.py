@@ -22,7 +22,7 @@ def test_the_committed_report_is_what_report_prints_now(cli, tmp_path, monkeypat
     text = COMMITTED.read_text()
     m = HEADER.search(text)
     assert m and m[1] == "k3plan report --out reports/k3-capacity.md --html"
-    monkeypatch.chdir(ROOT)  # as generated: from the checkout's top (its reports/probes are read)
+    monkeypatch.chdir(ROOT)  # as generated: from the checkout's top (the answer is the same from any folder)
     out = tmp_path / "k3-capacity.md"  # the same stem: the plots are named alike; no --html (the markdown is compared)
     r = cli("report", "--out", out)
     assert r.exit_code == 0, r.output

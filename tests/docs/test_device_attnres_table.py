@@ -1,5 +1,5 @@
 """docs/device.md's tables of the engine's Attention Residual kernel and MoE decode glue on the TPU v5e (issue 38)
-are the committed probe attnres / moe-glue records (reports/probes/attnres-tpu-v5-lite-*.json,
+are the committed probe attnres / moe-glue records (k3plan/evidence/probes/attnres-tpu-v5-lite-*.json,
 moe-glue-tpu-v5-lite-*.json), point for point, and its per-step sums are the records'."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICE = (REPO / "docs" / "device.md").read_text()
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 
 
 def _tail(p: dict, name: str) -> str:

@@ -1,6 +1,6 @@
 """docs/device.md's table of the compiler's static schedule of gmm_v2 (issue 38) is the committed gmm-schedule
-records (reports/probes/gmm-schedule-*.json) row for row, each set beside the call probe gmm measured on the same
-TPU where one exists (reports/probes/gmm-tpu-v5-lite-*.json)."""
+records (k3plan/evidence/probes/gmm-schedule-*.json) row for row, each set beside the call probe gmm measured on the same
+TPU where one exists (k3plan/evidence/probes/gmm-tpu-v5-lite-*.json)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _call(q: dict) -> str:
 
 
 def table_rows() -> list[str]:
-    probes = REPO / "reports" / "probes"
+    probes = REPO / "k3plan" / "evidence" / "probes"
     measured = {}
     for f in sorted(probes.glob("gmm-tpu-*.json")):
         rec = json.loads(f.read_text())
@@ -46,6 +46,6 @@ def test_device_md_schedule_table_is_the_records():
 
 def test_device_md_says_each_record_s_clock_as_the_record_has_it():
     text = " ".join(DEVICE.split())
-    for f in sorted((REPO / "reports" / "probes").glob("gmm-schedule-*.json")):
+    for f in sorted((REPO / "k3plan" / "evidence" / "probes").glob("gmm-schedule-*.json")):
         q = json.loads(f.read_text())["params"]
         assert f"{q['dot_cycles']:,} cycles, {q['seconds_a_cycle'] * 1e9:.4f} ns a cycle" in text, f.name

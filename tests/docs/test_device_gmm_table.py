@@ -1,5 +1,5 @@
 """docs/device.md's table of the engine's grouped matmul on the TPU v5e (issue 38) and README's figures from it are
-the committed probe gmm records (reports/probes/gmm-tpu-v5-lite-*.json), row for row; and README's per-chunk model
+the committed probe gmm records (k3plan/evidence/probes/gmm-tpu-v5-lite-*.json), row for row; and README's per-chunk model
 figure is what roofline prints now."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ README = " ".join((REPO / "README.md").read_text().split())
 def table_rows() -> list[str]:
     """One markdown row a point of every gmm record of the TPU v5e, as docs/device.md has them."""
     rows = []
-    for f in sorted((REPO / "reports" / "probes").glob("gmm-tpu-v5-lite-*.json")):
+    for f in sorted((REPO / "k3plan" / "evidence" / "probes").glob("gmm-tpu-v5-lite-*.json")):
         rec = json.loads(f.read_text())
         for p in rec["points"]:
             q = p["params"]
@@ -40,9 +40,9 @@ def test_device_md_gmm_table_is_the_records():
 
 
 def test_readme_gmm_figures_are_the_records():
-    rec = json.loads(next((REPO / "reports" / "probes").glob("gmm-tpu-v5-lite-20261204T080902Z-19b3b9.json")).read_text())
+    rec = json.loads(next((REPO / "k3plan" / "evidence" / "probes").glob("gmm-tpu-v5-lite-20261204T080902Z-19b3b9.json")).read_text())
     w13 = next(p for p in rec["points"] if p["params"]["projection"] == "w13")
-    ctrl = json.loads((REPO / "reports" / "probes" / "gmm-tpu-v5-lite-20261204T080902Z-a2a791.json").read_text())
+    ctrl = json.loads((REPO / "k3plan" / "evidence" / "probes" / "gmm-tpu-v5-lite-20261204T080902Z-a2a791.json").read_text())
     c = ctrl["points"][0]
     said = (
         f"the 4-bit w13 call takes {w13['value'] * 1e3:.2f} ms against its {w13['params']['ceiling_s'] * 1e3:.2f} ms "

@@ -1,5 +1,5 @@
 """docs/device.md's table of the engine's KDA kernels on the TPU v5e (issue 38) is the committed probe kda-engine
-records (reports/probes/kda-engine-tpu-v5-lite-*.json), point for point."""
+records (k3plan/evidence/probes/kda-engine-tpu-v5-lite-*.json), point for point."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ DEVICE = (REPO / "docs" / "device.md").read_text()
 def row_tails() -> list[str]:
     """The measured columns of one markdown row a point of every kda-engine record of the TPU v5e."""
     rows = []
-    for f in sorted((REPO / "reports" / "probes").glob("kda-engine-tpu-v5-lite-*.json")):
+    for f in sorted((REPO / "k3plan" / "evidence" / "probes").glob("kda-engine-tpu-v5-lite-*.json")):
         rec = json.loads(f.read_text())
         for p in rec["points"]:
             q, st = p["params"], p["stats"]

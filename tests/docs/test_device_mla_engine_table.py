@@ -1,5 +1,5 @@
 """docs/device.md's table of the engine's MLA kernel (issue 38, probe mla-engine) is the committed records
-(reports/probes/mla-engine-tpu-v5-lite-*.json) row for row, and what the speed model takes from them holds: the
+(k3plan/evidence/probes/mla-engine-tpu-v5-lite-*.json) row for row, and what the speed model takes from them holds: the
 kernel at the engine's default blocks and 16-token pages is bound by its steps (far below its ceiling), grows with
 the context, and the figures README and docs quote are what roofline adds."""
 
@@ -12,7 +12,7 @@ from k3plan.speed.overheads import MLA_DEFAULT_BLOCKS, MLA_DEFAULT_PAGE, MLA_STE
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICE = (REPO / "docs" / "device.md").read_text()
-RECORDS = sorted((REPO / "reports" / "probes").glob("mla-engine-*.json"))
+RECORDS = sorted((REPO / "k3plan" / "evidence" / "probes").glob("mla-engine-*.json"))
 
 
 def _points():

@@ -41,10 +41,15 @@ def with_record(tmp_path_factory) -> dict:
     (folder / "hbm-tpu7x.json").write_text(json.dumps(rec))
     runner = CliRunner()
     out = {}
-    for name, extra in (("record", ("--probes", str(folder))), ("none", ("--probes", str(tmp_path_factory.mktemp("none"))))):
-        r = runner.invoke(app, [*ARGS, *extra, "--json"])
-        assert r.exit_code == 0, r.output
-        out[name] = json.loads(r.stdout)
+    with pytest.MonkeyPatch.context() as mp:  # the page's figures are the hand-made record's alone
+        import k3plan.evidence.value as value
+
+        mp.setattr(value, "SHIPPED_DIR", tmp_path_factory.mktemp("no-shipped-records"))
+        for name, extra in (("record", ("--probes", str(folder))),
+                            ("none", ("--probes", str(tmp_path_factory.mktemp("none"))))):
+            r = runner.invoke(app, [*ARGS, *extra, "--json"])
+            assert r.exit_code == 0, r.output
+            out[name] = json.loads(r.stdout)
     return out
 
 

@@ -230,7 +230,7 @@ def test_calibration_bytes_hostile_value_is_one_error(field, value):
                              "[" * 500 + "]" * 500, "9" * 5000]) | st.binary(min_size=1, max_size=64).map(repr))
 def test_bad_probe_record_names_the_file(body):
     d = tmpdir()
-    for good in (ROOT / "reports" / "probes").glob("hbm-*.json"):
+    for good in (ROOT / "k3plan" / "evidence" / "probes").glob("hbm-*.json"):
         (d / good.name).write_text(good.read_text())
     (d / "zz-bad.json").write_text(body)
     line = one_error_line(run("fit", "-t", "2x2x4", "--tp", "32", "--probes", d))

@@ -188,7 +188,7 @@ def test_user_shardspecs_run_guarded(cli, tmp_path, monkeypatch, ref, needle):
 
 @pytest.mark.parametrize("body", ["[1, 2]", "{not json", b"\x00\xff\xfe binary", '{"probe": "hbm"}'])
 def test_bad_probe_record_is_an_error_not_skipped(cli, tmp_path, body):
-    for good in (ROOT / "reports" / "probes").glob("hbm-*.json"):
+    for good in (ROOT / "k3plan" / "evidence" / "probes").glob("hbm-*.json"):
         (tmp_path / good.name).write_text(good.read_text())
     bad = tmp_path / "broken.json"
     bad.write_bytes(body if isinstance(body, bytes) else body.encode())

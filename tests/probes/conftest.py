@@ -12,7 +12,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURE = REPO / "reports" / "probes" / "tpu7x-a2a-chained-porting-study.json"
+FIXTURE = REPO / "k3plan" / "evidence" / "probes" / "tpu7x-a2a-chained-porting-study.json"
 FAST = {"--repeats": "2", "--warmup": "1", "--timeout": "120"}
 
 

@@ -77,9 +77,9 @@ def test_the_consumer_never_applies_an_efficiency_above_one(tmp_path):
 
 
 def test_committed_tpu_records_hold_nothing_above_the_peak():
-    """The house rule on reports/probes: no hbm/matmul point's value above 1.02 x its expected (the peak)."""
+    """The house rule on the shipped records (k3plan/evidence/probes): no hbm/matmul point's value above 1.02 x its expected (the peak)."""
     seen = 0
-    for path in sorted((REPO / "reports" / "probes").glob("*-tpu-*.json")):
+    for path in sorted((REPO / "k3plan" / "evidence" / "probes").glob("*-tpu-*.json")):
         rec = json.loads(path.read_text())
         for p in rec.get("points", []):
             if rec["probe"] in ("hbm", "matmul", "ragged-dot") and p.get("value") and p.get("expected"):

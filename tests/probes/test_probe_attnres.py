@@ -1,6 +1,6 @@
 """probe attnres (issue 38): an engine's Attention Residual kernel loaded from a file at run time, timed in a loop;
 on CPU with tests/probes/attnres_standin.py (a jnp mix with attention_residual's call signature), no TPU, no
-network, no kernel source. The committed TPU v5 lite records (reports/probes/attnres-tpu-v5-lite-*.json) say what
+network, no kernel source. The committed TPU v5 lite records (k3plan/evidence/probes/attnres-tpu-v5-lite-*.json) say what
 the engine's own kernel costs at K3's per-device shapes."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from k3plan.structs import dump
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "attnres_standin.py"
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 SMALL = ("--tokens", "16,32", "--blocks", "1,2", "--hidden", "256", "--layers", "3", "--block-size", "2")
 
 

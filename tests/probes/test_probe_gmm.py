@@ -1,6 +1,6 @@
 """probe gmm (issue 38): an engine's grouped-matmul kernel loaded from a file at run time, timed in a loop; on CPU
 with tests/probes/gmm_standin.py (lax.ragged_dot with gmm_v2's call signature), no TPU, no network, no kernel
-source. The committed TPU v5 lite records (reports/probes/gmm-tpu-v5-lite-*.json) feed the gmm_v2 curves, which
+source. The committed TPU v5 lite records (k3plan/evidence/probes/gmm-tpu-v5-lite-*.json) feed the gmm_v2 curves, which
 transfer to TPU7x labelled and never above 1; the old ragged-dot records stay untransferred."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from k3plan.structs import dump
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "gmm_standin.py"
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 SMALL = ("--experts", "4", "--d-in", "128", "--intermediate", "64", "--points", "8x2,12x4")
 
 

@@ -1,6 +1,6 @@
 """probe kda-engine (issue 38): an engine's KDA kernels loaded from files at run time, timed in a loop; on CPU with
 tests/probes/kda_engine_standin.py (jnp recurrences with chunk_kda's and decode_kda's call signatures), no TPU,
-no network, no kernel source. The committed TPU v5 lite records (reports/probes/kda-engine-tpu-v5-lite-*.json)
+no network, no kernel source. The committed TPU v5 lite records (k3plan/evidence/probes/kda-engine-tpu-v5-lite-*.json)
 say what the engine's own kernels cost at K3's per-device shapes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from k3plan.structs import dump
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "kda_engine_standin.py"
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 SMALL = ("--head-dim", "16", "--prefill", "64x2,40x1", "--decode", "4x2,1x2", "--decode-real", "2")
 
 

@@ -1,6 +1,6 @@
 """probe mla-engine (issue 38): an engine's MLA ragged paged attention kernel loaded from a file at run time, timed
 in a loop; on CPU with tests/probes/mla_standin.py (a jnp attention with the kernel's call signature), no TPU, no
-network, no kernel source. The committed TPU v5 lite record (reports/probes/mla-engine-tpu-v5-lite-*.json) says
+network, no kernel source. The committed TPU v5 lite record (k3plan/evidence/probes/mla-engine-tpu-v5-lite-*.json) says
 what the engine's own kernel costs at K3's per-device shapes and block sizes."""
 
 from __future__ import annotations

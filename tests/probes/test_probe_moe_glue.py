@@ -1,7 +1,7 @@
 """probe moe-glue (issue 38): the routing/permute/combine glue around an engine's expert matmuls at decode, loaded
 from a file at run time, timed in a loop; on CPU with tests/probes/moe_glue_standin.py (gather and scatter-add with
 moe_glue's call signature), no TPU, no network, no engine source. The committed TPU v5 lite record
-(reports/probes/moe-glue-tpu-v5-lite-*.json) says what the engine's glue costs at K3's decode shapes."""
+(k3plan/evidence/probes/moe-glue-tpu-v5-lite-*.json) says what the engine's glue costs at K3's decode shapes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from k3plan.structs import dump
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "moe_glue_standin.py"
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 SMALL = ("--hidden", "256", "--experts", "64", "--topk", "4", "--ep", "4", "--tokens", "16,8")
 
 

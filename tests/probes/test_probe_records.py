@@ -16,7 +16,7 @@ from k3plan.evidence.probe_records import describe, effective_bandwidth, latest_
 from k3plan.probes.store import write_record
 from k3plan.specfile import convert
 
-FIXTURE = Path(__file__).resolve().parents[2] / "reports" / "probes" / "tpu7x-a2a-chained-porting-study.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "probes" / "tpu7x-a2a-chained-porting-study.json"
 
 
 def _cpu_record(**kw) -> ProbeRecord:

@@ -1,5 +1,5 @@
 """The K3-width step measured on a TPU v5e (issue 35), held against the model in CI without a chip: the
-committed step records (reports/probes/step-*-tpu-v5-lite-20261204T0601*) repriced by today's op list and
+committed step records (k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*) repriced by today's op list and
 the efficiency records the step ran with must be within 0.8-1.25 of their measurement."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 STEPS = {
     "decode": "step-decode-tpu-v5-lite-20261204T060103Z-bd6aea.json",
     "prefill": "step-prefill-tpu-v5-lite-20261204T060121Z-cab1b1.json",

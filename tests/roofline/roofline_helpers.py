@@ -9,7 +9,7 @@ from k3plan.roofline.bounds import Efficiency, check_efficiency
 from k3plan.setup import Setup, make_setup
 
 REPO = Path(__file__).resolve().parents[2]
-PROBES = REPO / "reports" / "probes"
+PROBES = REPO / "k3plan" / "evidence" / "probes"
 PROBE_RECORD = PROBES / "tpu7x-a2a-chained-porting-study.json"
 
 GB = 1e9

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from roofline_helpers import PROBE_RECORD, US, eff, setup
 
 from k3plan.errors import K3PlanError
+from k3plan.evidence.value import Evidence
 from k3plan.roofline.bounds import check_efficiency, decode_bound, prefill_bound
 from k3plan.roofline.comm import comm_cost
 from k3plan.roofline.latency import collective_latency
@@ -223,25 +224,25 @@ def test_the_newest_chained_record_sets_the_latency(tmp_path):
     _record_copy(tmp_path, "other-chip.json", value=1.0e-6, date="2028-01-01T00:00:00Z", device_kind="TPU v6 lite")
     _record_copy(tmp_path, "failed.json", value=1.0e-6, date="2028-01-01T00:00:00Z", ok=False)
     s = setup("2x4x4")
-    d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), probes=tmp_path)
+    d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), evidence=Evidence.build(tmp_path))
     assert d.comm.latency_s_per_call == pytest.approx(4.0 * US)
     assert "newer.json" in d.comm.latency_source
     assert d.comm.latency_time_s == pytest.approx(184 * 4.0 * US)
 
 
-def test_no_matching_record_falls_back_to_the_spec(tmp_path):
+def test_no_matching_record_falls_back_to_the_spec(tmp_path, no_shipped_records):
     s = setup("2x4x4")
-    d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), probes=tmp_path)
+    d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), evidence=Evidence.build(tmp_path))
     assert d.comm.latency_source.startswith("tpu-v7x spec")
     # an all-reduce stack finds no all-reduce record among the a2a ones
     v = setup("2x4x4", "vllm-tpu", tp=64)
-    assert collective_latency(v.hardware, op="all-reduce", link="scale_up", probes=PROBE_RECORD.parent) is None
+    assert collective_latency(v.hardware, op="all-reduce", link="scale_up", evidence=Evidence.build(PROBE_RECORD.parent)) is None
 
 
 def test_probe_records_describe_ici_only():
     """Over DCN the spec's scale-out latency stays, even with --probes."""
     s = setup("2*2x2x4")
-    d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), probes=PROBE_RECORD.parent)
+    d = decode_bound(s, batch=1, context_tokens=4096, eff=eff(), evidence=Evidence.build(PROBE_RECORD.parent))
     assert d.comm.link_name == "DCN"
     assert d.comm.latency_source == "tpu-v7x spec: DCN latency a call"
     assert d.comm.latency_s_per_call == pytest.approx(s.hardware.scale_out.latency_s)
@@ -251,7 +252,7 @@ def test_probes_must_be_a_folder(tmp_path):
     s = setup()
     for bad in (tmp_path / "missing", PROBE_RECORD):
         with pytest.raises(K3PlanError, match="not a folder of probe records"):
-            decode_bound(s, batch=1, context_tokens=4096, eff=eff(), probes=bad)
+            decode_bound(s, batch=1, context_tokens=4096, eff=eff(), evidence=Evidence.build(bad))  # built: refused
 
 
 # --- prefill ----------------------------------------------------------------------------------

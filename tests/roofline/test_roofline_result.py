@@ -18,7 +18,8 @@ from k3plan.step.opcost import CATEGORIES
 from k3plan.structs import dump, fields
 
 KEYS = ["model", "hardware", "topology", "chips", "parallel", "stack", "efficiency", "decode", "prefill",
-        "expected", "long_context", "notes", "probes", "fits", "fit_reason", "spec_decode", "advice", "prefix_hit",
+        "expected", "long_context", "notes", "probes", "records_used", "fits", "fit_reason", "spec_decode", "advice",
+        "prefix_hit",
         "serving"]
 
 

@@ -153,7 +153,7 @@ def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.step.attnres import attnres_call_blocks
 
-    records = [r for r, _ in load_with_paths(__import__("pathlib").Path("reports/probes")) if r.probe in ("attnres", "moe-glue")]
+    records = [r for r, _ in load_with_paths(__import__("pathlib").Path("k3plan/evidence/probes")) if r.probe in ("attnres", "moe-glue")]
     at = {  # every attnres record's points, the newest where two timed the same shape
         (int(p.params["tokens"]), int(p.params["blocks"])): p.value
         for r in sorted((r for r in records if r.probe == "attnres"), key=lambda r: r.date)
@@ -206,7 +206,7 @@ def test_the_chip_never_beats_the_compiler_s_schedule_of_gmm_v2():
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.speed.curves import schedule_checks
 
-    checks = [c for c in schedule_checks(load_with_paths(Path("reports/probes"))) if c.device_kind == "TPU v5 lite"]
+    checks = [c for c in schedule_checks(load_with_paths(Path("k3plan/evidence/probes"))) if c.device_kind == "TPU v5 lite"]
     assert {c.call for c in checks} == {f"{p} int4 {pt}" for p in ("w13", "w2") for pt in ("16x2", "256x28")}
     for c in checks:
         assert 1.0 < c.measured_s / c.scheduled_s < 3.0, c
@@ -223,7 +223,7 @@ def test_tpu7x_s_schedule_of_the_experts_is_in_the_gap_text(nightly):
 
     ratios = sorted(
         c.measured_s / c.scheduled_s
-        for c in schedule_checks(load_with_paths(Path("reports/probes")))
+        for c in schedule_checks(load_with_paths(Path("k3plan/evidence/probes")))
         if c.device_kind == "TPU v5 lite"
     )
     gaps = {t["name"]: t for t in nightly["serving"]["prefill"]["gap_terms"]}

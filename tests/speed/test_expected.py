@@ -63,7 +63,7 @@ def test_gpu_has_no_efficiency_record_today():
     assert peaks.device_kind == "NVIDIA H200" and "fp4" not in peaks.flops_per_s_by_dtype
     from pathlib import Path
 
-    curves = load_curves(Path(__file__).resolve().parents[2] / "reports" / "probes", peaks=peaks)
+    curves = load_curves(Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "probes", peaks=peaks)
     assert curves.curves == {}
     stage = expected_time(OPS[:2], peaks=peaks, curves=curves)
     assert stage.expected_s == pytest.approx(stage.ceiling_s)

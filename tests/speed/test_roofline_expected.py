@@ -21,7 +21,7 @@ def half_bandwidth_hbm(tmp_path):
     return write(tmp_path, "hbm-tpu7x.json", rec)
 
 
-def test_expected_beside_the_ceiling_with_a_record(cli, tmp_path):
+def test_expected_beside_the_ceiling_with_a_record(cli, tmp_path, no_shipped_records):
     path = half_bandwidth_hbm(tmp_path)
     r = cli(*ARGS, "--probes", tmp_path, "--json")
     assert r.exit_code == 0, r.output
@@ -46,7 +46,7 @@ def test_expected_beside_the_ceiling_with_a_record(cli, tmp_path):
     assert f"expected (efficiency: {path}" in t.stdout.replace("\n", "")
 
 
-def test_no_record_of_the_device_kind_is_the_ceiling_labelled(cli, tmp_path):
+def test_no_record_of_the_device_kind_is_the_ceiling_labelled(cli, tmp_path, no_shipped_records):
     write(tmp_path, "hbm-cpu.json", record("hbm", [({"bytes": 2**20}, 1e9, "bytes/s")], backend="cpu",
                                             device_kind="cpu", op="copy"))
     r = cli(*ARGS, "--probes", tmp_path, "--json")
@@ -72,7 +72,7 @@ def test_decode_ceiling_of_the_ops_is_the_roofline_step_when_every_op_is_memory_
     assert out["expected"]["decode"]["ceiling_s"] == pytest.approx(out["decode"]["step_s"], rel=1e-9)
 
 
-def test_report_shows_expected_beside_the_ceiling(cli, tmp_path):
+def test_report_shows_expected_beside_the_ceiling(cli, tmp_path, no_shipped_records):
     """The capacity report's decode and prefill rows carry the expected time; with HBM at half the spec's
     bandwidth every HBM-bound op doubles, so the batch-1 step is slower than its ceiling (and at most twice)."""
     half_bandwidth_hbm(tmp_path / "rec")
@@ -94,12 +94,18 @@ def test_report_shows_expected_beside_the_ceiling(cli, tmp_path):
     assert "| expected |" in (tmp_path / "r.md").read_text()
 
 
-def test_default_records_are_where_probe_writes_them(cli, tmp_path, monkeypatch):
-    """Without --probes: ./reports/probes (k3plan probe's default --out) before the checkout's."""
+def test_a_records_folder_in_the_working_folder_is_not_read(cli, tmp_path, monkeypatch):
+    """Issue 46: the default answer is the shipped records', from any folder: a ./reports/probes (the folder the
+    answer once depended on) holding a half-bandwidth TPU7x record changes nothing; --probes adds it."""
+    base = json.loads(cli(*ARGS, "--json").stdout)["expected"]
     half_bandwidth_hbm(tmp_path / "reports" / "probes")
     monkeypatch.chdir(tmp_path)
     r = cli(*ARGS, "--json")
     assert r.exit_code == 0, r.output
     x = json.loads(r.stdout)["expected"]
-    assert x["records"] == "efficiency records of TPU7x in reports/probes (1 curves)"
-    assert [p.endswith("hbm-tpu7x.json") for p in x["records_used"]] == [True]
+    assert x == base
+    assert x["records"].startswith("efficiency records of TPU7x in k3plan/evidence/probes (")
+    assert x["records_used"] and all(p.startswith("k3plan/evidence/probes/") for p in x["records_used"])
+    added = json.loads(cli(*ARGS, "--probes", "reports/probes", "--json").stdout)["expected"]
+    assert added["records"].startswith("efficiency records of TPU7x in k3plan/evidence/probes + --probes reports/probes")
+    assert "reports/probes/hbm-tpu7x.json" in added["records_used"]

@@ -11,6 +11,7 @@ import pytest
 
 from k3plan.budget.fit import Workload, fit
 from k3plan.engines.stack import load_stack
+from k3plan.evidence.value import Evidence
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
 from k3plan.plan import plan
@@ -88,7 +89,7 @@ def test_report_pick_is_plans_first_row():
 @pytest.fixture()
 def a2a_only(tmp_path):
     """A probe folder holding only an all-to-all latency record of the TPU7x (none for all-reduce)."""
-    src = REPO / "reports/probes/tpu7x-a2a-chained-porting-study.json"
+    src = REPO / "k3plan/evidence/probes/tpu7x-a2a-chained-porting-study.json"
     shutil.copy(src, tmp_path / src.name)
     return tmp_path
 
@@ -96,10 +97,10 @@ def a2a_only(tmp_path):
 def test_an_all_to_all_record_is_not_the_latency_of_an_all_reduce_stack(a2a_only):
     """Was: plan --probes substituted the a2a record as the ICI latency of every stack, fit used
     the spec for vllm-tpu (experts by all-reduce)."""
-    p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=1, probes=a2a_only)
+    p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=1, evidence=Evidence.build(a2a_only))
     setup = make_setup(hardware="tpu-v7x", topology=p.recommended.topology, tp=p.recommended.tp,
                        ep=p.recommended.ep, stack="vllm-tpu")
-    d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), probes=a2a_only)
+    d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), evidence=Evidence.build(a2a_only))
     assert d.comm.op == "all-reduce" and d.comm.latency_source.startswith("tpu-v7x spec")
     said = [a for a in p.assumptions if "latency of torchtpu-vllm" in a]
     assert said and said[0].endswith(d.comm.latency_source)
@@ -114,9 +115,9 @@ def test_an_all_to_all_record_is_not_the_latency_of_an_all_reduce_stack(a2a_only
 def test_an_all_to_all_stack_uses_the_all_to_all_record(a2a_only):
     st = next(s for s in ("jax-native", "dp-attention", "sglang") if load_stack(s).collectives.experts == "all_to_all")
     setup = make_setup(hardware="tpu-v7x", topology="2x4x4", tp=8, stack=st)
-    d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), probes=a2a_only)
+    d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), evidence=Evidence.build(a2a_only))
     assert d.comm.op == "all-to-all" and "a2a" in d.comm.latency_source
-    p = plan(hardware=["tpu-v7x"], stacks=[st], context=131072, concurrency=1, probes=a2a_only)
+    p = plan(hardware=["tpu-v7x"], stacks=[st], context=131072, concurrency=1, evidence=Evidence.build(a2a_only))
     assert any(a.endswith(d.comm.latency_source) for a in p.assumptions)
     assert np.isfinite(p.recommended.tpot_ms)
 

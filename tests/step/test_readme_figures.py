@@ -137,12 +137,12 @@ def test_jax_native_weights(cli):
 
 
 def test_batch_1_decode_collectives(cli):
-    m = said(r"--context 4096 --probes reports/probes`\): (\d+) chained collectives a step \((\d+) all-to-all, (\d+) "
+    m = said(r"--context 4096 --probes k3plan/evidence/probes`\): (\d+) chained collectives a step \((\d+) all-to-all, (\d+) "
              r"attention all-reduce, (\d+) for the embedding, the dense MLP and the logits\) x ([\d.]+) us = ([\d.]+) ms "
              r"of latency alone, against the study's ideal HBM floor of ([\d.]+) ms \(one copy of the bytes over all "
              r"(\d+) chips\); per device the step is ([\d.]+) ms, (\w+)-bound \(tp 8 leaves ([\d.]+) GiB of weights")
     d, code = run_json(cli, "roofline", "-t", "2x4x4", "--stack", "dp-attention", "--tp", "8", "--context", "4096",
-                       "--probes", "reports/probes")
+                       "--probes", "k3plan/evidence/probes")
     assert code == 0
     dec, c = d["decode"], d["decode"]["comm"]
     calls, a2a, attn, edge, us, lat_ms, ideal_ms, chips, step_ms, binding, weights_gib = m.groups()
