@@ -58,6 +58,15 @@ def command(
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print every record and term (the bounds, the expected table, the model's terms and the gap, notes); "
+            "the default is the answer first in about 25 lines.",
+        ),
+    ] = False,
 ) -> None:
     """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
     a workload that fits (k3plan fit's verdict); otherwise it says why and exits 1.
@@ -113,6 +122,9 @@ def command(
     if json_out:
         print_json(result)
         return
+    if not verbose:
+        _render_default(result, console, prefix_hit=prefix_hit)
+        return
     from k3plan.report.roofline_table import render_roofline
 
     render_roofline(result, console)
@@ -142,3 +154,42 @@ def command(
         console.print(
             f"[bold red]warning:[/] the workload DOES NOT FIT ({why}); bounds printed because of --ignore-fit"
         )
+
+
+def _render_default(result, console, *, prefix_hit) -> None:
+    """The answer first (report.roofline_summary), then what was asked beyond the plain point (speculative
+    decoding, the prefix cache) and every warning; the rest under --verbose."""
+    from rich.markup import escape
+
+    from k3plan.report.roofline_summary import render_summary, width
+
+    r, p = result, result.prefill
+    warnings = [n.removeprefix("warning: ") for n in r.notes if n.startswith("warning: ")]
+    if not p.feasible:
+        warnings.append("prefill INFEASIBLE: " + p.note)
+    if not r.fits:
+        warnings.append(f"the workload DOES NOT FIT ({r.fit_reason}); bounds printed because of --ignore-fit")
+    warnings += list(r.advice.warnings)
+    assert r.serving is not None
+    render_summary(
+        console,
+        head=(
+            f"{r.model} on {r.hardware} {r.topology} ({r.chips} chips), {r.parallel.label}, stack {r.stack}"
+        ),
+        decode=r.decode,
+        prefill=p,
+        expected=r.expected,
+        serving=r.serving,
+        eff=r.efficiency,
+        warnings=warnings,
+    )
+    w = width(console)
+    if r.spec_decode:
+        from k3plan.advice.render import spec_decode_lines
+
+        for line in spec_decode_lines(r.spec_decode):
+            console.print(escape(line), width=w)
+    if r.prefix_hit is not None:
+        from k3plan.report.prefix_table import render_prefix_hit
+
+        render_prefix_hit(r.prefix_hit, prefix_hit, console)
