@@ -21,6 +21,7 @@ figure stood behind is that bound (``speed.serving``'s fallback, shared with fit
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ from k3plan.tables import Column, build_table, figure
 if TYPE_CHECKING:
     from k3plan.evidence.benchmarks import ServingFigure
     from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
+    from k3plan.roofline.comm import CommCost
     from k3plan.speed.expected import OpTime, StageTime
     from k3plan.speed.serving import ServingComparison
     from k3plan.speed.stage import ExpectedSpeed
@@ -125,28 +127,46 @@ def _priced_term(label: str) -> str:
     return "the step description"
 
 
-def terms_of(stage: StageTime) -> list[tuple[str, float, str]]:
+def _priced_calls(comm: CommCost, steps: int) -> str:
+    """The collectives' price: their calls x the latency a call (the spec's or a probe record's) + their bytes."""
+    where = "spec" if "spec" in comm.latency_source else "probe record"
+    return (
+        f"{comm.calls_per_step * steps:,} calls x {comm.latency_s_per_call * 1e6:.2f} us ({where}) + "
+        f"{comm.link_name} bytes"
+    )
+
+
+def terms_of(stage: StageTime, comm: CommCost | None = None, steps: int = 1) -> list[tuple[str, float, str]]:
     """A stage's model as (term, seconds, priced by): its ops by kind and each engine term; they sum to the
-    model (``stage.expected_s``)."""
+    model (``stage.expected_s``). ``comm``: the stage's collectives a step (``steps`` of them), which price the
+    collectives where no probe record does."""
     out = []
     for kind, title in KINDS.items():
         ops = [o for o in stage.ops if o.category == kind]
         if ops:
-            out.append((title, sum(o.expected_s for o in ops), _priced_kind(ops)))
+            priced = _priced_kind(ops)
+            if kind == "collectives" and comm is not None and priced == "spec peaks":
+                priced = _priced_calls(comm, steps)
+            out.append((title, sum(o.expected_s for o in ops), priced))
     out += [(o.name, o.expected_s, _priced_term(o.label)) for o in stage.ops if o.category == "overhead"]
     return sorted(out, key=lambda t: -t[1])
 
 
-def _terms_table(expected: ExpectedSpeed, decode_name: str, prefill_name: str) -> Table:
+def _terms_table(
+    expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillBound, decode_name: str, prefill_name: str
+) -> Table:
     columns = [
-        Column("stage"),
-        Column("largest terms of the model", overflow="ellipsis", no_wrap=True),
-        figure("ms"),
+        Column("stage", no_wrap=True),
+        Column("largest terms of the model", overflow="ellipsis", no_wrap=True, max_width=44),
+        figure("ms", no_wrap=True, min_width=9),
         Column("priced by", overflow="ellipsis", no_wrap=True),
     ]
     rows = []
-    for name, stage in ((decode_name, expected.decode), (prefill_name, expected.prefill)):
-        terms = [t for t in terms_of(stage) if t[1] > 0]
+    for name, stage, comm, steps in (
+        (decode_name, expected.decode, decode.comm, 1),
+        (prefill_name, expected.prefill, prefill.comm, prefill.chunks),
+    ):
+        terms = [t for t in terms_of(stage, comm, steps) if t[1] > 0]
         top, rest = terms[:TOP_TERMS], terms[TOP_TERMS:]
         for i, (term, s, priced) in enumerate(top):
             rows.append((name if i == 0 else "", escape(term), _ms(s), escape(priced)))
@@ -168,7 +188,14 @@ def _label(fig: ServingFigure, expected: ExpectedSpeed) -> str:
 
 
 def _headline(
-    what: str, fig: ServingFigure, *, model_s: float, ceiling_s: float, bound: str, expected: ExpectedSpeed
+    what: str,
+    fig: ServingFigure,
+    *,
+    model_s: float,
+    ceiling_s: float,
+    bound: str,
+    expected: ExpectedSpeed,
+    rate_of: Callable[[float], float] | None = None,
 ) -> tuple[str, str, str, str]:
     """One stage's row: (name, the figure, its source, what it is + its band, the model and the ceiling)."""
     source = fig.source
@@ -186,7 +213,8 @@ def _headline(
         band = f"band {_ms(lo)}-{_ms(hi)} ms (from the bound up to the model)"
         if model_s < value:  # the bound's FLOPs run at an assumed MFU: it is no ceiling, the model may beat it
             band = f"band {_ms(lo)}-{_ms(hi)} ms: the model ({_ms(model_s)} ms) is below the bound, whose MFU is assumed"
-    return (what, f"{_ms(value)} ms", source, escape(f"{label}\n{band}; ceiling {_ms(ceiling_s)} ms"))
+    rate = f"; {rate_of(value):,.0f} tok/s" if rate_of else ""
+    return (what, f"{_ms(value)} ms", source, escape(f"{label}\n{band}; ceiling {_ms(ceiling_s)} ms{rate}"))
 
 
 def render_summary(
@@ -223,6 +251,7 @@ def render_summary(
             ceiling_s=serving.decode.ceiling_s,
             bound=bound_label(eff),
             expected=expected,
+            rate_of=lambda tpot: decode.batch / tpot,  # the batch's tokens a second at the TPOT stood behind
         )
     )
     grid.add_row(
@@ -248,7 +277,7 @@ def render_summary(
     )
     decode_name = f"decode ({_ms(expected.decode.expected_s)})"
     prefill_name = f"prefill ({_ms(expected.prefill.expected_s)})"
-    console.print(_terms_table(expected, decode_name, prefill_name), width=w)
+    console.print(_terms_table(expected, decode, prefill, decode_name, prefill_name), width=w)
     for line in warnings:
         console.print(f"[bold yellow]warning:[/] {escape(line)}", width=w)
     console.print("[dim]--verbose: every record, term and note; --json: all of it[/]", width=w)
