@@ -173,9 +173,7 @@ def _render_default(result, console, *, prefix_hit) -> None:
     assert r.serving is not None
     render_summary(
         console,
-        head=(
-            f"{r.model} on {r.hardware} {r.topology} ({r.chips} chips), {r.parallel.label}, stack {r.stack}"
-        ),
+        head=(f"{r.model} on {r.hardware} {r.topology} ({r.chips} chips), {r.parallel.label}, stack {r.stack}"),
         decode=r.decode,
         prefill=p,
         expected=r.expected,

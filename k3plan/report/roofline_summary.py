@@ -198,7 +198,7 @@ def _headline(
     rate_of: Callable[[float], float] | None = None,
 ) -> tuple[str, str, str, str]:
     """One stage's row: (name, the figure, its source, what it is + its band, the model and the ceiling)."""
-    source = fig.source
+    source: str = fig.source
     label = _label(fig, expected)
     value = fig.value_s
     if source == "ceiling":  # speed.serving's fallback is the roofline bound: an estimate, not the ceiling
@@ -212,7 +212,9 @@ def _headline(
         lo, hi = sorted((model_s, value))
         band = f"band {_ms(lo)}-{_ms(hi)} ms (from the bound up to the model)"
         if model_s < value:  # the bound's FLOPs run at an assumed MFU: it is no ceiling, the model may beat it
-            band = f"band {_ms(lo)}-{_ms(hi)} ms: the model ({_ms(model_s)} ms) is below the bound, whose MFU is assumed"
+            band = (
+                f"band {_ms(lo)}-{_ms(hi)} ms: the model ({_ms(model_s)} ms) is below the bound, whose MFU is assumed"
+            )
     rate = f"; {rate_of(value):,.0f} tok/s" if rate_of else ""
     return (what, f"{_ms(value)} ms", source, escape(f"{label}\n{band}; ceiling {_ms(ceiling_s)} ms{rate}"))
 

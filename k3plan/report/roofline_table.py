@@ -73,7 +73,11 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
             f"binding: {d.binding}; communication {d.comm_share:.1%} of the step; {bound_label(r.efficiency)}",
         ),
         # issue 38: the one TPOT stood behind, labelled (the roofline bound above where no serving benchmark speaks)
-        ("[bold]TPOT[/]", f"[bold]{_ms(d.tpot_s)} ms[/]", escape(_stood(d.tpot_label, r.efficiency) or "the roofline bound")),
+        (
+            "[bold]TPOT[/]",
+            f"[bold]{_ms(d.tpot_s)} ms[/]",
+            escape(_stood(d.tpot_label, r.efficiency) or "the roofline bound"),
+        ),
         ("throughput", f"{d.tokens_per_s:,.0f} tok/s", f"{d.tokens_per_s_per_chip:,.1f} tok/s a chip"),
         (
             "study view (ideal)",
@@ -142,7 +146,10 @@ def render_roofline(r: RooflineResult, console: Console) -> None:
         else:
             print_prose(console, f"[dim]note: {escape(note)}[/]")
     x = r.expected
-    for stage, bound, model in (("decode", d.step_s, x.decode.expected_s), ("prefill", p.ceiling_ttft_s, x.prefill.expected_s)):
+    for stage, bound, model in (
+        ("decode", d.step_s, x.decode.expected_s),
+        ("prefill", p.ceiling_ttft_s, x.prefill.expected_s),
+    ):
         if bound is not None and model < bound:  # issue 48: the bound assumes its MFU; the model prices the ops
             print_prose(
                 console,
@@ -163,7 +170,9 @@ def _expert_calls(c) -> str:
 def _stood(label: str, eff) -> str:
     """A figure stood behind, labelled: speed.serving's "ceiling" fallback is the roofline bound (issue 48)."""
     if label.startswith("ceiling: "):
-        return "roofline bound: " + re.sub(r"^roofline's \w+ bound ", "", label.removeprefix("ceiling: ")) + (
-            f" ({bound_label(eff)})"
+        return (
+            "roofline bound: "
+            + re.sub(r"^roofline's \w+ bound ", "", label.removeprefix("ceiling: "))
+            + (f" ({bound_label(eff)})")
         )
     return label

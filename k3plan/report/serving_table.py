@@ -46,7 +46,9 @@ def render_serving(c: ServingComparison | None, console: Console) -> None:
         print_prose(console, escape(f"{s.stage}: the model's terms (ms)"))
         for t in s.model_terms:
             print_prose(console, escape(f"  {t.seconds * 1e3:10,.3f}  {t.name}: {t.source}"))
-        print_prose(console, escape(f"{s.stage}: the gap, measured - model = {(s.measured_s - s.model_s) * 1e3:,.3f} ms"))
+        print_prose(
+            console, escape(f"{s.stage}: the gap, measured - model = {(s.measured_s - s.model_s) * 1e3:,.3f} ms")
+        )
         for t in s.gap_terms:
             print_prose(console, escape(f"  {t.seconds * 1e3:10,.3f}  {t.name}: {t.source}"))
     if c.benchmarks:
