@@ -68,12 +68,15 @@ def command(
         ),
     ] = False,
 ) -> None:
-    """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
-    a workload that fits (k3plan fit's verdict); otherwise it says why and exits 1.
+    """Decode and prefill speed: the TPOT and TTFT k3plan stands behind (measured, transferred, the model or
+    the roofline bound), each with its band, the model and the ceiling, then the model's largest terms;
+    --verbose adds the bounds (bytes, FLOPs and collectives per step, which roof binds) and every record and
+    term. Only for a workload that fits (k3plan fit's verdict); otherwise it says why and exits 1.
 
     \b
     Examples:
       k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 131,072-token context
+      k3plan roofline -t 2x2x4 --tp 32 --batch 1 --context 8192 --chunk 512 --verbose   every record and term
       k3plan roofline -t 2x2x4 --tp 32 --batch 8 --context 32768
       k3plan roofline -t 2x4x4 --stack dp-attention --tp 8 --probes reports/probes   in the checkout (not in the wheel)
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json

@@ -152,24 +152,24 @@ def terms_of(stage: StageTime, comm: CommCost | None = None, steps: int = 1) -> 
     return sorted(out, key=lambda t: -t[1])
 
 
-def _terms_table(
-    expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillBound, decode_name: str, prefill_name: str
-) -> Table:
+def _terms_table(expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillBound) -> Table:
+    """The largest terms of each stage's model: the stage and its model's total in the first column's two rows."""
     columns = [
-        Column("stage", no_wrap=True),
-        Column("largest terms of the model", overflow="ellipsis", no_wrap=True, max_width=44),
+        Column("model", no_wrap=True, min_width=13),
+        Column("largest terms", overflow="ellipsis", no_wrap=True, max_width=44),
         figure("ms", no_wrap=True, min_width=9),
-        Column("priced by", overflow="ellipsis", no_wrap=True),
+        Column("priced by", overflow="ellipsis", no_wrap=True, min_width=12),
     ]
     rows = []
     for name, stage, comm, steps in (
-        (decode_name, expected.decode, decode.comm, 1),
-        (prefill_name, expected.prefill, prefill.comm, prefill.chunks),
+        ("decode", expected.decode, decode.comm, 1),
+        ("prefill", expected.prefill, prefill.comm, prefill.chunks),
     ):
         terms = [t for t in terms_of(stage, comm, steps) if t[1] > 0]
         top, rest = terms[:TOP_TERMS], terms[TOP_TERMS:]
+        heads = [name, f"{_ms(stage.expected_s)} ms"]
         for i, (term, s, priced) in enumerate(top):
-            rows.append((name if i == 0 else "", escape(term), _ms(s), escape(priced)))
+            rows.append((heads[i] if i < 2 else "", escape(term), _ms(s), escape(priced)))
         if rest:
             rows.append(("", f"{len(rest)} more terms", _ms(sum(t[1] for t in rest)), "--verbose lists them"))
     return build_table(columns, rows, compact=True)
@@ -277,9 +277,7 @@ def render_summary(
         ),
         width=w,
     )
-    decode_name = f"decode ({_ms(expected.decode.expected_s)})"
-    prefill_name = f"prefill ({_ms(expected.prefill.expected_s)})"
-    console.print(_terms_table(expected, decode, prefill, decode_name, prefill_name), width=w)
+    console.print(_terms_table(expected, decode, prefill), width=w)
     for line in warnings:
         console.print(f"[bold yellow]warning:[/] {escape(line)}", width=w)
     console.print("[dim]--verbose: every record, term and note; --json: all of it[/]", width=w)

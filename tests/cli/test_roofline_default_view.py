@@ -61,8 +61,8 @@ def test_the_answer_comes_first_with_its_source_and_band(main_job):
 def test_the_terms_name_what_prices_them_and_sum_to_the_model(main_job):
     out, d = main_job
     x = d["expected"]
-    assert f"decode ({x['decode']['expected_s'] * 1e3:,.2f})" in out
-    assert f"prefill ({x['prefill']['expected_s'] * 1e3:,.2f})" in out
+    assert f"{x['decode']['expected_s'] * 1e3:,.2f} ms" in out
+    assert f"{x['prefill']['expected_s'] * 1e3:,.2f} ms" in out
     assert "the engine's MLA kernel at its blocks" in out and "probe mla-engine-tpu-v5-lite" in out
     assert "280 calls x 9.88 us (spec)" in out  # the collectives: the spec's latency a call
     assert "gmm-tpu-v5-lite (transferred)" in out  # another TPU's record, labelled
