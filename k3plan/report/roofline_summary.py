@@ -267,9 +267,11 @@ def render_summary(
         )
     )
     console.print(grid, width=w)
-    benches = list(dict.fromkeys(f.benchmark for f in (serving.tpot, serving.ttft) if f.benchmark))
+    # the benchmark, engine and commit; its URL in --verbose (a cropped URL is no source)
+    benches = [re.sub(r"; https?://\S+\)$", ")", b) for b in (serving.tpot.benchmark, serving.ttft.benchmark) if b]
     if benches:
-        console.print(escape("benchmark: " + "; ".join(benches)), width=w, overflow="ellipsis", no_wrap=True)
+        text = "benchmark: " + "; ".join(dict.fromkeys(benches))
+        console.print(escape(text), width=w, overflow="ellipsis", no_wrap=True)
     console.print(
         escape(
             "ceiling: every op at the spec's peaks, one after another; model: below them by probe records, plus the "
@@ -280,4 +282,4 @@ def render_summary(
     console.print(_terms_table(expected, decode, prefill), width=w)
     for line in warnings:
         console.print(f"[bold yellow]warning:[/] {escape(line)}", width=w)
-    console.print("[dim]--verbose: every record, term and note; --json: all of it[/]", width=w)
+    console.print("[dim]--verbose: every record, term, note and source URL; --json: all of it[/]", width=w)
