@@ -33,5 +33,5 @@ def test_a_model_with_no_mla_layer(cli, tmp_path):
         assert d["fits"] and (d["per_device"] if command == "fit" else d["decode"]["bytes_per_device"])["kv_bytes" if command == "fit" else "kv"] == 0
         assert "Traceback" not in cli(command, *base).output
     assert d["long_context"]["crossover_tokens"] is None
-    text = " ".join(cli("roofline", *base).stdout.split())
+    text = " ".join(cli("roofline", *base, "--verbose").stdout.split())
     assert "attention FLOPs never overtake the linear part (no MLA layer)" in text

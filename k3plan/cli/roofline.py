@@ -58,13 +58,25 @@ def command(
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
     json_out: JsonOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print every record and term (the bounds, the expected table, the model's terms and the gap, notes); "
+            "the default is the answer first in about 25 lines.",
+        ),
+    ] = False,
 ) -> None:
-    """Decode and prefill bounds: bytes, FLOPs and collectives per step, which roof binds. Only for
-    a workload that fits (k3plan fit's verdict); otherwise it says why and exits 1.
+    """Decode and prefill speed: the TPOT and TTFT k3plan stands behind (measured, transferred, the model or
+    the roofline bound), each with its band, the model and the ceiling, then the model's largest terms;
+    --verbose adds the bounds (bytes, FLOPs and collectives per step, which roof binds) and every record and
+    term. Only for a workload that fits (k3plan fit's verdict); otherwise it says why and exits 1.
 
     \b
     Examples:
       k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 131,072-token context
+      k3plan roofline -t 2x2x4 --tp 32 --batch 1 --context 8192 --chunk 512 --verbose   every record and term
       k3plan roofline -t 2x2x4 --tp 32 --batch 8 --context 32768
       k3plan roofline -t 2x4x4 --stack dp-attention --tp 8 --probes k3plan-probes   your records added to the shipped ones
       k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json
@@ -113,6 +125,9 @@ def command(
     if json_out:
         print_json(result)
         return
+    if not verbose:
+        _render_default(result, console, prefix_hit=prefix_hit)
+        return
     from k3plan.report.roofline_table import render_roofline
 
     render_roofline(result, console)
@@ -142,3 +157,40 @@ def command(
         console.print(
             f"[bold red]warning:[/] the workload DOES NOT FIT ({why}); bounds printed because of --ignore-fit"
         )
+
+
+def _render_default(result, console, *, prefix_hit) -> None:
+    """The answer first (report.roofline_summary), then what was asked beyond the plain point (speculative
+    decoding, the prefix cache) and every warning; the rest under --verbose."""
+    from rich.markup import escape
+
+    from k3plan.report.roofline_summary import render_summary, width
+
+    r, p = result, result.prefill
+    warnings = [n.removeprefix("warning: ") for n in r.notes if n.startswith("warning: ")]
+    if not p.feasible:
+        warnings.append("prefill INFEASIBLE: " + p.note)
+    if not r.fits:
+        warnings.append(f"the workload DOES NOT FIT ({r.fit_reason}); bounds printed because of --ignore-fit")
+    warnings += list(r.advice.warnings)
+    assert r.serving is not None
+    render_summary(
+        console,
+        head=(f"{r.model} on {r.hardware} {r.topology} ({r.chips} chips), {r.parallel.label}, stack {r.stack}"),
+        decode=r.decode,
+        prefill=p,
+        expected=r.expected,
+        serving=r.serving,
+        eff=r.efficiency,
+        warnings=warnings,
+    )
+    w = width(console)
+    if r.spec_decode:
+        from k3plan.advice.render import spec_decode_lines
+
+        for line in spec_decode_lines(r.spec_decode):
+            console.print(escape(line), width=w)
+    if r.prefix_hit is not None:
+        from k3plan.report.prefix_table import render_prefix_hit
+
+        render_prefix_hit(r.prefix_hit, prefix_hit, console)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from k3plan.report.roofline_summary import print_prose
 from k3plan.tables import Column, build_table, figure
 
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ def render_expected(x: ExpectedSpeed, console: Console) -> None:
         f"{x.context_tokens:,}, prefill of the prompt in {x.prefill_chunks} chunk(s)"
     )
     console.print(build_table(columns, rows, title=title))
-    console.print(escape(f"records: {x.records}"))
+    print_prose(console, escape(f"records: {x.records}"))
     for key, stage in (("decode", x.decode), ("prefill", x.prefill)):
         for line in source_lines(stage):
-            console.print(escape(f"  {key}: {line}"), soft_wrap=True)
-    console.print(escape("assumptions: " + "; ".join(x.decode.assumptions)), soft_wrap=True)
+            print_prose(console, escape(f"  {key}: {line}"))
+    print_prose(console, escape("assumptions: " + "; ".join(x.decode.assumptions)))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from k3plan.report.roofline_summary import print_prose
 from k3plan.tables import Column, build_table, figure
 
 if TYPE_CHECKING:
@@ -37,16 +38,18 @@ def render_serving(c: ServingComparison | None, console: Console) -> None:
         f" (measured: {bench})" if bench else " (no serving benchmark at this workload)"
     )
     console.print(build_table(columns, rows, title=title))
-    console.print(escape(f"TPOT stood behind: {c.tpot.value_s * 1e3:,.2f} ms, {c.tpot.label}"), soft_wrap=True)
-    console.print(escape(f"TTFT stood behind: {c.ttft.value_s * 1e3:,.2f} ms, {c.ttft.label}"), soft_wrap=True)
+    print_prose(console, escape(f"TPOT stood behind: {c.tpot.value_s * 1e3:,.2f} ms, {c.tpot.label}"))
+    print_prose(console, escape(f"TTFT stood behind: {c.ttft.value_s * 1e3:,.2f} ms, {c.ttft.label}"))
     for s in (c.decode, c.prefill):
         if s.measured_s is None:
             continue
-        console.print(escape(f"{s.stage}: the model's terms (ms)"))
+        print_prose(console, escape(f"{s.stage}: the model's terms (ms)"))
         for t in s.model_terms:
-            console.print(escape(f"  {t.seconds * 1e3:10,.3f}  {t.name}: {t.source}"), soft_wrap=True)
-        console.print(escape(f"{s.stage}: the gap, measured - model = {(s.measured_s - s.model_s) * 1e3:,.3f} ms"))
+            print_prose(console, escape(f"  {t.seconds * 1e3:10,.3f}  {t.name}: {t.source}"))
+        print_prose(
+            console, escape(f"{s.stage}: the gap, measured - model = {(s.measured_s - s.model_s) * 1e3:,.3f} ms")
+        )
         for t in s.gap_terms:
-            console.print(escape(f"  {t.seconds * 1e3:10,.3f}  {t.name}: {t.source}"), soft_wrap=True)
+            print_prose(console, escape(f"  {t.seconds * 1e3:10,.3f}  {t.name}: {t.source}"))
     if c.benchmarks:
-        console.print(escape("serving benchmarks of this configuration: " + "; ".join(c.benchmarks)), soft_wrap=True)
+        print_prose(console, escape("serving benchmarks of this configuration: " + "; ".join(c.benchmarks)))

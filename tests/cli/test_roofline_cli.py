@@ -105,7 +105,7 @@ def test_multi_slice_ep_is_flagged_infeasible_for_prefill(cli):
 
 
 def test_table_names_the_roof_the_record_and_the_crossover(cli):
-    r = cli("roofline", *study("-t", "2x4x4", "--stack", "dp-attention", "--probes", PROBES))
+    r = cli("roofline", *study("-t", "2x4x4", "--stack", "dp-attention", "--probes", PROBES), "--verbose")
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())  # rich wraps long cells
     assert "binding: memory" in out
@@ -185,7 +185,7 @@ def test_table_prints_byte_sizes_in_gib(cli):
     """Byte sizes print in GiB (2**30 B) like the rest of the house; bandwidths stay GB/s (spec sheets)."""
     args = ("-t", "2x4x4", "--stack", "dp-attention", "--tp", "8", "--probes", PROBES)
     dec = roofline_json(cli, *args)["decode"]
-    r = cli("roofline", *study(*args))
+    r = cli("roofline", *study(*args), "--verbose")
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())  # rich wraps long cells
     b = dec["bytes_per_device"]
@@ -204,7 +204,7 @@ def test_long_context_ratios_name_exact_token_counts(cli):
     """The crossover line labels each context with its exact count (262,144 tokens), never "256K" (K = 1,024)."""
     args = ("-t", "2x2x4", "--stack", "dp-attention")
     lc = roofline_json(cli, *args)["long_context"]
-    r = cli("roofline", *study(*args))
+    r = cli("roofline", *study(*args), "--verbose")
     assert r.exit_code == 0, r.output
     line = next(ln for ln in " ".join(r.stdout.split()).split("long context:")[1:])
     for c in (32768, 262144, 1048576):  # the contexts roofline reports: 2^15, 2^18, 2^20 tokens

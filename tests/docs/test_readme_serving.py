@@ -45,3 +45,24 @@ def test_the_main_job_table_is_roofline_s():
     assert f"(transferred, they take {experts} ms a chunk)" in README
     assert f"matmuls at {sched} ms a chunk" in README
     assert f"the v5e took {ratios}x its own compiler's schedule in the calls it ran, so {span} ms" in README
+
+
+def test_the_main_job_default_view_is_quoted_as_roofline_prints_it():
+    """Issue 48: README quotes the default view's answer lines, its length, the roofline bound it no longer calls a
+    ceiling, and the DeepSeek-V3 point where that bound sits above the model."""
+    raw = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    args = ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512"]
+    out = CliRunner().invoke(app, args).stdout
+    lines = [line.rstrip() for line in out.splitlines()]
+    block = raw.split("terms of the model and what prices each, in ")[1]
+    n = int(block.split(" lines")[0])
+    assert n == len(lines)
+    quoted = block.split("```\n")[1].split("```")[0].splitlines()
+    assert quoted == [line for line in lines if line][2:6]
+    d = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert f"overlapped: {d['prefill']['ceiling_ttft_s'] * 1e3:,.2f} ms for this prefill, link-bound" in README
+    v3 = ["roofline", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--stack", "vllm", "--json"]
+    d = json.loads(CliRunner().invoke(app, v3).stdout)
+    assert d["decode"]["context_tokens"] == 131072
+    bound, model = d["prefill"]["ceiling_ttft_s"], d["expected"]["prefill"]["expected_s"]
+    assert f"it is {bound:.1f} s against a model of {model:.1f} s" in README

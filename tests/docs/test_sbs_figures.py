@@ -406,7 +406,7 @@ def test_assumptions_line_is_quoted_exactly():
 
     from k3plan.cli.app import app
 
-    r = CliRunner().invoke(app, ["roofline", *POINT[:6], "-s", A_STACK, *POINT[6:]])
+    r = CliRunner().invoke(app, ["roofline", *POINT[:6], "-s", A_STACK, *POINT[6:], "--verbose"])
     line = " ".join(r.stdout.split()).split("assumptions: ", 1)[1]
     for part in re.findall(r"`([^`]+)`", said(r"and the assumptions line: (.*?)\. Note the first").group(1)):
         assert part in line, f"roofline no longer prints {part!r}"

@@ -62,7 +62,7 @@ def test_the_send_is_in_the_expected_table_and_the_ceiling_is_the_bound(cli):
     assert pre["ceiling_ttft_s"] == pytest.approx(
         max(pre["compute_s"], chunks * c["bandwidth_time_s"]) + chunks * (c["latency_time_s"] + tc), rel=1e-12
     )
-    text = cli(*ARGS).stdout
+    text = cli(*ARGS, "--verbose").stdout
     assert "0.010 ms" in text and "stage-to-stage sends of every chunk" in text.replace("\n", " ")
 
 

@@ -40,7 +40,7 @@ def test_expected_beside_the_ceiling_with_a_record(cli, tmp_path, no_shipped_rec
     # 1,769,472 B an execution (tests/step/test_ops.py) inside 1 MiB..1 GiB: interpolated between 0.5 and 0.5
     assert q["efficiency"]["value"] == pytest.approx(0.5)
     assert "interpolated" in q["efficiency"]["point_used"] and str(path) in q["efficiency"]["record_path"]
-    t = cli(*ARGS, "--probes", tmp_path)
+    t = cli(*ARGS, "--probes", tmp_path, "--verbose")
     assert t.exit_code == 0, t.output
     assert "expected vs ceiling" in t.stdout
     assert f"expected (efficiency: {path}" in t.stdout.replace("\n", "")

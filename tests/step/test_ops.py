@@ -120,7 +120,7 @@ def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
     assert bound.comm.calls_per_step == 93 + 2 * 92 + 1 + 1 + 1 == 280 and bound.comm.expert_calls_per_step == 184
     # at 8K context: 2x2x4 torchtpu-vllm (was vllm-tpu) no longer holds a 128K sequence beside its compiled temps, and
     # the collectives a decode step makes do not depend on the context
-    r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192")
+    r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--verbose")
     assert r.exit_code == 0, r.output
     assert "280 calls (184 all-reduce)" in r.stdout
     # torchtpu-vllm pads the step's 1 token to its compiled 16 (Stack.token_buckets: tpu_platform.py
