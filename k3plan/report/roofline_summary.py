@@ -113,7 +113,9 @@ def _priced_term(label: str) -> str:
     text = label.split(": ", 1)[-1]
     if "expected from the routing" in text:
         return "routing model (step.work)"
-    probes = list(dict.fromkeys(_record_name(p) for p in re.findall(r"reports/probes/[\w.-]+\.json", text)))
+    probes = list(
+        dict.fromkeys(_record_name(p) for p in re.findall(r"(?:reports|k3plan/evidence)/probes/[\w.-]+\.json", text))
+    )
     if probes:
         return "probe " + ", ".join(probes)
     url = re.search(r"https://github\.com/([\w.-]+/[\w.-]+)/issues/(\d+)", text)
@@ -178,6 +180,8 @@ def _terms_table(expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillB
 def _label(fig: ServingFigure, expected: ExpectedSpeed) -> str:
     """The figure's label without its source word (printed beside it), its record list counted."""
     text = fig.label.split(": ", 1)[1] if fig.label.startswith(f"{fig.source}: ") else fig.label
+    if fig.source == "measured":  # "measured" already says the whole key matched: the keys are in --verbose
+        text = re.sub(r" \(engine, hardware, [^)]*all match\)$", "", text)
     if fig.source == "transferred":  # the benchmark's workload and the dimensions the transfer keeps: --verbose
         text = re.sub(r" \((?:ISL|isl) [^)]*\)", "", text)
         text = re.sub(r"(\w+) ([\d,]+)->\2(, )?", "", text).replace(", )", ")")
