@@ -1,20 +1,25 @@
 """Writing the files k3plan produces (reports, plots, calibrations, baselines), one way.
 
-Each write goes to a temporary file beside the target and is moved over it with ``os.replace``,
-so a crash or a full disk never leaves half a report or a truncated baseline. A target that is a
-folder, a symlink loop or in a folder that does not exist is a one-line ``K3PlanError`` naming it.
-A symlink to a file is followed: the file it points to is replaced, the link stays.
+Each write goes to a temporary file beside the target (created with O_EXCL, so never through a
+planted link) and is moved over it with ``os.replace``, so a crash or a full disk never leaves half a
+report or a truncated baseline. A target that is a folder, in a folder that does not exist, or not a
+regular file is a one-line ``K3PlanError`` naming it: a FIFO or a device (``--out /dev/null`` replaced
+/dev/null with a regular file, as root) and a symlink (a link planted under the name of a report's plot
+sent the PNG over the file it pointed to) are refused, never replaced or followed.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from k3plan.errors import K3PlanError
+from k3plan.safeparse import not_regular
 
 
 def write_text(path: Path, text: str, *, label: str = "") -> Path:
@@ -88,18 +93,42 @@ def check_target(path: Path, *, label: str = "") -> None:
 
 
 def _target(path: Path, where: str) -> Path:
-    """The file to replace: `path`, or what its symlinks point to; K3PlanError if unusable."""
+    """The file to replace: `path` itself (its folder's links are followed, its own name is not), if it is a
+    regular file or does not exist yet; K3PlanError otherwise."""
     try:
-        target = path.resolve(strict=False)  # a symlink loop: RuntimeError (<3.13) or OSError
-    except (RuntimeError, OSError):
-        raise K3PlanError(f"{where}: a symlink loop; expected a file path") from None
-    if path.is_symlink() and not path.exists() and target == path.absolute():
-        raise K3PlanError(f"{where}: a symlink loop; expected a file path")
-    if target.is_dir():
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as err:  # ENOTDIR, EACCES, ENAMETOOLONG, ELOOP in the folder's path
+        raise K3PlanError(f"{where}: cannot write: {err.strerror or err}") from None
+    if mode is not None and stat.S_ISLNK(mode):
+        if _loops(path):
+            raise K3PlanError(f"{where}: a symlink loop; expected a file path")
+        raise K3PlanError(
+            f"{where}: a symlink; expected a regular file path (k3plan writes through no link: give {_points_to(path)})"
+        )
+    if mode is not None and stat.S_ISDIR(mode):
         raise K3PlanError(f"{where}: is a folder; expected a file name")
-    if not target.parent.is_dir():
-        raise K3PlanError(f"{where}: folder {target.parent} does not exist")
-    return target
+    if mode is not None and not stat.S_ISREG(mode):
+        raise K3PlanError(f"{where}: {not_regular(mode)}; expected a regular file path (it is never replaced)")
+    if not path.parent.is_dir():
+        raise K3PlanError(f"{where}: folder {path.parent} does not exist")
+    return path
+
+
+def _loops(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
+
+
+def _points_to(path: Path) -> str:
+    try:
+        return f"the path it points to, {os.readlink(path)}, or another name"
+    except OSError:
+        return "another name"
 
 
 def _mode(target: Path) -> int:

@@ -34,10 +34,10 @@ def not_a_file(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "no such file"
-    return "a folder" if stat.S_ISDIR(mode) else _not_regular(mode)
+    return "a folder" if stat.S_ISDIR(mode) else not_regular(mode)
 
 
-def _not_regular(mode: int) -> str:
+def not_regular(mode: int) -> str:
     """What a file of ``mode`` that is neither regular nor a folder is, in a reader's words."""
     return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a regular file"
 
@@ -55,7 +55,7 @@ def open_regular(label: str, path: Path) -> BinaryIO:
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise K3PlanError(f"{label}: is a folder; expected a file")
-        raise K3PlanError(f"{label}: {_not_regular(mode)}; expected a regular file")
+        raise K3PlanError(f"{label}: {not_regular(mode)}; expected a regular file")
     return os.fdopen(fd, "rb")
 
 

@@ -78,6 +78,10 @@ def command(
     """
     from k3plan.app.curve import CurveQuestion, answer
 
+    if plot is not None:  # a folder, a FIFO, a device or a link fails now, not after the curve
+        from k3plan.io_safe import check_target
+
+        check_target(plot, label="--plot")
     a = answer(
         CurveQuestion(
             setup_options=setup_options,

@@ -275,12 +275,15 @@ def test_report_out_symlink_loop_or_folder(cli, tmp_path, kind):
 
 
 def test_writes_are_atomic(tmp_path, monkeypatch):
-    """A failed write leaves the old file whole and no temporary behind; a symlink is followed."""
+    """A failed write leaves the old file whole and no temporary behind; a symlink is refused, not followed
+    (issue 48: a link planted under an output's name sent the write to the file it named)."""
     target = tmp_path / "baseline.json"
     target.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    write_text(link, "new")
+    with pytest.raises(K3PlanError, match="a symlink"):
+        write_text(link, "new")
+    write_text(target, "new")
     assert target.read_text() == "new" and link.is_symlink()
 
     def no_space(*_a, **_k):

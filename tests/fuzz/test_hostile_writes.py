@@ -1,0 +1,95 @@
+"""Issue 48 item 5: the files k3plan writes. A target that is not a regular file (a FIFO, a socket, a device,
+a symlink) is refused in one line, exit 2, and left as it was: never replaced by a regular file, never
+written through. Every node here is made in tmp_path; no test touches a real /dev path."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+from k3_testing import one_error_line
+
+from k3plan.errors import K3PlanError
+from k3plan.io_safe import write_bytes, write_text
+
+WRITERS = {
+    "plan --emit launch": lambda p: ("plan", "--emit", "launch", p),
+    "report --out": lambda p: ("report", "-H", "tpu-v7x", "-c", "131072", "--out", p),
+    "curve --plot": lambda p: ("curve", "-t", "2x2x4", "--tp", "32", "--plot", p),
+    "validate --save-calibration": lambda p: ("validate", "--save-calibration", p),
+}
+
+
+def _node(tmp_path: Path, kind: str, suffix: str) -> tuple[Path, str]:
+    """A non-regular file named like an output; -> (its path, what the error calls it)."""
+    path = tmp_path / f"out{suffix}"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path, "a FIFO"
+    if kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.bind(str(path))
+        except OSError as err:  # a tmp path longer than a socket name may be
+            pytest.skip(f"no unix socket here: {err}")
+        finally:
+            sock.close()
+        return path, "not a regular file"
+    if kind == "device":  # a private copy of /dev/null's node (1, 3), in tmp_path: root only
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except (PermissionError, AttributeError) as err:
+            pytest.skip(f"cannot make a device node here: {err}")
+        return path, "a device"
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    path.symlink_to(victim)
+    return path, "a symlink"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device", "symlink"])
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(cli, tmp_path, writer, kind):
+    if writer.startswith("validate"):  # without jax, validate stops at its missing extra first
+        pytest.importorskip("jax")
+    suffix = {"report --out": ".md", "curve --plot": ".png", "validate --save-calibration": ".yaml"}.get(writer, ".sh")
+    path, what = _node(tmp_path, kind, suffix)
+    before = os.lstat(path)
+    line = one_error_line(cli(*WRITERS[writer](path)))
+    assert f"{path}: {what}" in line, line
+    after = os.lstat(path)
+    assert (after.st_ino, stat.S_IFMT(after.st_mode)) == (before.st_ino, stat.S_IFMT(before.st_mode))
+    if kind == "symlink":
+        assert (tmp_path / "victim").read_text() == "keep"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "symlink"])
+def test_the_shared_writer_refuses_what_is_not_a_regular_file(tmp_path, kind):
+    path, what = _node(tmp_path, kind, ".png")
+    with pytest.raises(K3PlanError, match=f"plot {path}: {what}"):
+        write_bytes(path, b"\x89PNG", label="plot")
+    assert not stat.S_ISREG(os.lstat(path).st_mode)
+
+
+def test_report_does_not_follow_a_link_planted_under_a_plot_name(cli, tmp_path):
+    """Was: a symlink named r-memory.png beside --out r.md had the PNG written over the file it named."""
+    pytest.importorskip("matplotlib")
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "r-memory.png").symlink_to(victim)
+    line = one_error_line(cli("report", "-H", "tpu-v7x", "-c", "131072", "--out", tmp_path / "r.md"))
+    assert "r-memory.png: a symlink" in line
+    assert victim.read_text() == "keep" and (tmp_path / "r-memory.png").is_symlink()
+
+
+def test_a_regular_file_is_still_replaced_whole(tmp_path):
+    target = tmp_path / "r.md"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    write_text(target, "new")
+    assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["r.md"]
