@@ -10,15 +10,18 @@ sent the PNG over the file it pointed to) are refused, never replaced or followe
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
+import signal
 import stat
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from k3plan.errors import K3PlanError
+from k3plan.errors import WRITE_ERRNOS, K3PlanError, UnwritableFile
 from k3plan.safeparse import not_regular
 
 
@@ -30,17 +33,18 @@ def write_text(path: Path, text: str, *, label: str = "") -> Path:
 def write_bytes(path: Path, data: bytes, *, label: str = "") -> Path:
     where = f"{label} {path}".strip()
     target = _target(Path(path), where)
-    fd, tmp = _mkstemp(target, where)
-    try:
-        _write_synced(fd, data)
-        os.chmod(tmp, _mode(target))
-        os.replace(tmp, target)
-    except OSError as err:
-        _unlink(tmp)
-        raise K3PlanError(f"{where}: cannot write: {err.strerror or err}") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
+    with _removed_on_signal() as tmps:
+        fd, tmp = _mkstemp(target, where, tmps)
+        try:
+            _write_synced(fd, data)
+            os.chmod(tmp, _mode(target))
+            os.replace(tmp, target)
+        except OSError as err:
+            _unlink(tmp)
+            raise _cannot_write(where, err) from None
+        except BaseException:
+            _unlink(tmp)
+            raise
     return Path(path)
 
 
@@ -50,26 +54,78 @@ def write_new_text(path: Path, text: str, *, label: str = "") -> Path:
     sees the whole file or none. FileExistsError is left to the caller (pick another name)."""
     where = f"{label} {path}".strip()
     target = Path(path)
-    fd, tmp = _mkstemp(target, where)
-    try:
-        _write_synced(fd, text.encode("utf-8"))
-        os.chmod(tmp, 0o644)
-        os.link(tmp, target)
-    except FileExistsError:
-        raise
-    except OSError as err:
-        raise K3PlanError(f"{where}: cannot write: {err.strerror or err}") from None
-    finally:
-        _unlink(tmp)
+    with _removed_on_signal() as tmps:
+        fd, tmp = _mkstemp(target, where, tmps)
+        try:
+            _write_synced(fd, text.encode("utf-8"))
+            os.chmod(tmp, 0o644)
+            os.link(tmp, target)
+        except FileExistsError:
+            raise
+        except OSError as err:
+            raise _cannot_write(where, err) from None
+        finally:
+            _unlink(tmp)
     return target
 
 
-def _mkstemp(target: Path, where: str) -> tuple[int, str]:
-    """A temporary file beside ``target`` (same folder, so the final rename or link stays on one disk)."""
+def _cannot_write(where: str, err: OSError) -> K3PlanError:
+    """A full disk, a quota or an I/O error is exit 74 (sysexits' EX_IOERR), as a refused stdout is; anything
+    else (no permission, a read-only disk) is the user's to fix: exit 2."""
+    cls = UnwritableFile if err.errno in WRITE_ERRNOS else K3PlanError
+    return cls(f"{where}: cannot write: {err.strerror or err}")
+
+
+# the signals that end a process by default while it writes: the temporary beside the target goes with it
+CLEANUP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def _removed_on_signal() -> Iterator[list[str]]:
+    """While the block runs, a SIGTERM or SIGHUP that would end the process first removes the temporaries in
+    the list it yields (a `kill` mid-write left `.r.md.xxxx.tmp` beside the target), then ends it by that signal
+    (its exit status says so). A handler the program set runs as before (an exception it raises unwinds
+    through the writer's clean-up), and so does SIGINT's KeyboardInterrupt."""
+    tmps: list[str] = []
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield tmps
+        return
+    previous: dict[int, Any] = {}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        handler = previous[signum]
+        if callable(handler):  # the program's own: if it raises, the writer's clean-up runs as it unwinds
+            handler(signum, frame)
+            return
+        for tmp in tmps:  # the default: end the process by the same signal, as if no handler had been set
+            _unlink(tmp)
+        restore()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for signum in CLEANUP_SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is not signal.SIG_IGN:  # `nohup`: the process carries on, and so does the write
+            previous[signum] = signal.signal(signum, on_signal)
     try:
-        return tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        yield tmps
+    finally:
+        restore()
+
+
+def _mkstemp(target: Path, where: str, tmps: list[str]) -> tuple[int, str]:
+    """A temporary file beside ``target`` (same folder, so the final rename or link stays on one disk), listed in
+    ``tmps`` for a signal's clean-up."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as err:
-        raise K3PlanError(f"{where}: cannot write in {target.parent}: {err.strerror or err}") from None
+        raise _cannot_write(where, err) from None
+    tmps.append(tmp)
+    return fd, tmp
 
 
 def _write_synced(fd: int, data: bytes) -> None:

@@ -4,9 +4,13 @@ written through. Every node here is made in tmp_path; no test touches a real /de
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ WRITERS = {
     "curve --plot": lambda p: ("curve", "-t", "2x2x4", "--tp", "32", "--plot", p),
     "validate --save-calibration": lambda p: ("validate", "--save-calibration", p),
 }
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _node(tmp_path: Path, kind: str, suffix: str) -> tuple[Path, str]:
@@ -93,3 +98,91 @@ def test_a_regular_file_is_still_replaced_whole(tmp_path):
     write_text(target, "new")
     assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["r.md"]
+
+
+# -- a full disk, a signal mid-write ---------------------------------------------------------------------------
+
+
+def _no_space(*_a, **_k):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_is_exit_74_not_2(cli, tmp_path, monkeypatch):
+    """sysexits' EX_IOERR, as a refused stdout: the input was fine, the disk was not. The old file stays."""
+    import k3plan.io_safe as io_safe
+
+    target = tmp_path / "run.sh"
+    target.write_text("old")
+    monkeypatch.setattr(io_safe, "_write_synced", _no_space)
+    r = cli("plan", "--emit", "launch", target)
+    assert r.exit_code == 74, r.output
+    assert "No space left on device" in r.stderr and "Traceback" not in r.output
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["run.sh"]
+
+
+def test_a_refusal_that_is_the_users_to_fix_stays_exit_2(tmp_path, monkeypatch):
+    import k3plan.io_safe as io_safe
+
+    def read_only(*_a, **_k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(io_safe, "_write_synced", read_only)
+    with pytest.raises(K3PlanError) as err:
+        write_text(tmp_path / "r.md", "x")
+    assert err.value.exit_code == 2
+
+
+SLOW_WRITE = """
+import os, sys, time
+from pathlib import Path
+import k3plan.io_safe as io_safe
+
+def slow(fd, data):
+    os.write(fd, data[:1])
+    print("writing", flush=True)
+    time.sleep(60)
+
+io_safe._write_synced = slow
+io_safe.write_text(Path(sys.argv[1]), "whole report")
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_signal_mid_write_leaves_no_temporary(tmp_path, signame):
+    """Was: `kill` during a write left .r.md.XXXX.tmp beside the target. The process still ends by the signal."""
+    target = tmp_path / "r.md"
+    target.write_text("old")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(target)], stdout=subprocess.PIPE, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"writing\n"
+        assert len(list(tmp_path.iterdir())) == 2  # the temporary is there mid-write
+        proc.send_signal(getattr(signal, signame))
+        assert proc.wait(timeout=30) == -getattr(signal, signame)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [p.name for p in tmp_path.iterdir()] == ["r.md"] and target.read_text() == "old"
+
+
+def test_a_signal_handler_the_program_set_still_runs(tmp_path, monkeypatch):
+    """The clean-up stands in front of a handler that was there before, and puts it back after the write."""
+    import k3plan.io_safe as io_safe
+
+    seen = []
+
+    def mine(signum, frame):
+        seen.append(signum)
+
+    old = signal.signal(signal.SIGTERM, mine)
+    try:
+
+        def interrupted_write(fd, data):
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.write(fd, data)
+
+        monkeypatch.setattr(io_safe, "_write_synced", interrupted_write)
+        write_text(tmp_path / "r.md", "x")
+        assert seen == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, old)
