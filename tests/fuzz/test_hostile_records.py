@@ -1,0 +1,110 @@
+"""Issue 48 item 5: a probe record whose figures no measurement can give (a negative or 0 B/s rate, a "nan" a lax
+read made a float, a size that is not a number) is refused in one line naming the file and the key, by every
+command that reads --probes; it never changes an answer silently nor crashes a curve. A committed record still
+reads, and a rate above the spec's peak is still refused where it would be applied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from k3_testing import one_error_line
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBES = ROOT / "reports" / "probes"
+HBM = sorted(PROBES.glob("hbm-tpu-v5-lite-*.json"))[0]
+MATMUL = sorted(PROBES.glob("matmul-*.json"))[0]
+FIT = ("fit", "-t", "2x2x4", "--tp", "32")
+COMMANDS = {
+    "fit": (*FIT,),
+    "roofline": ("roofline", "-t", "2x2x4", "--tp", "32"),
+    "report": ("report", "-H", "tpu-v5e", "-c", "131072"),
+}
+
+
+def _hostile(tmp_path: Path, source: Path, change) -> Path:
+    rec = json.loads(source.read_text())
+    change(rec)
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    (folder / "zz-bad.json").write_text(json.dumps(rec))
+    return folder
+
+
+def _set(where: str, value):
+    def change(rec):
+        node = rec
+        *path, last = where.split(".")
+        for key in path:
+            node = node[int(key)] if key.isdigit() else node[key]
+        node[int(last) if last.isdigit() else last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "source, where, value",
+    [
+        (HBM, "points.0.value", -6.2e11),  # a negative HBM rate
+        (HBM, "points.0.value", 0),  # 0 B/s
+        (HBM, "points.0.value", "nan"),  # a lax read made it float('nan')
+        (HBM, "points.1.value", "-inf"),
+        (HBM, "points.0.params.bytes", "4 MiB"),  # int() crashed the HBM curve
+        (HBM, "points.0.params.bytes", "nan"),
+        (HBM, "points.0.params.bytes", True),
+        (HBM, "points.0.params.bytes", 0),
+        (HBM, "points.0.samples_s.per_iter.0", "nan"),
+        (HBM, "points.0.stats.p50", "inf"),
+        (HBM, "points.0.expected", -1),
+        (MATMUL, "points.0.params.size", "big"),
+        (MATMUL, "points.0.params.size", -4096),
+    ],
+)
+def test_an_impossible_figure_in_a_probe_record_is_one_line(cli, tmp_path, source, where, value):
+    folder = _hostile(tmp_path, source, _set(where, value))
+    line = one_error_line(cli(*FIT, "--probes", folder))
+    key = where.replace("points.", "points[", 1).replace(".", "].", 1) if where.startswith("points.") else where
+    key = key.replace("per_iter.0", "per_iter[0]")
+    assert "zz-bad.json" in line and key in line, line
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_reader_of_probes_refuses_it(cli, tmp_path, command):
+    folder = _hostile(tmp_path, HBM, _set("points.0.value", -6.2e11))
+    args = [*COMMANDS[command], "--probes", folder]
+    if command == "report":
+        args += ["--out", tmp_path / "r.md"]
+    assert "points[0].value is -620000000000.0" in one_error_line(cli(*args))
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_rows_that_are_not_a_number_in_a_kernel_record(cli, tmp_path):
+    """Was: int('many') in kernel_times, a traceback from fit on a TPU."""
+    source = sorted(PROBES.glob("attnres-*.json"))[0]
+    folder = _hostile(tmp_path, source, _set("points.0.params.rows", "many"))
+    assert "points[0].params.rows is 'many'" in one_error_line(cli(*FIT, "--probes", folder))
+
+
+def test_the_committed_records_all_read():
+    from k3plan.evidence.probe_records import load_with_paths
+
+    assert len(load_with_paths(PROBES)) == len(list(PROBES.glob("*.json")))
+
+
+def test_a_rate_above_the_peak_is_still_refused_not_applied(tmp_path):
+    """Issue 35 kept: a point faster than the spec's peak reads (the record is well formed) but is skipped."""
+    from k3plan.hardware import load_hardware
+    from k3plan.speed.curves import build_curves
+    from k3plan.speed.peaks import Peaks
+
+    rec = json.loads(HBM.read_text())
+    hw = load_hardware("tpu-v5e")
+    rec["points"][0]["value"] = 3 * hw.hbm_bw_bytes_per_s_per_device
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    (folder / "fast.json").write_text(json.dumps(rec))
+    from k3plan.evidence.probe_records import load_with_paths
+
+    curves = build_curves(load_with_paths(folder), peaks=Peaks.from_hardware(hw))
+    assert any("above 1: refused" in s for s in curves.skipped)
