@@ -98,6 +98,23 @@ def _bad_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows; expected a finite number")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook: an object that gives a key twice is refused (json keeps the last silently: a
+    second "decode" in a record, a second "num_hidden_layers" in a config.json, would win without a word)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
 def parse_json(label: str, text: str) -> Any:
     if len(text) > MAX_BYTES:
         raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
@@ -106,7 +123,11 @@ def parse_json(label: str, text: str) -> Any:
     import json
 
     try:
-        data = json.loads(text, parse_constant=_bad_constant)
+        data = json.loads(text, parse_constant=_bad_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        raise K3PlanError(
+            f"{label}: key {err.args[0]!r} is given twice in one object; expected each key once"
+        ) from None
     except json.JSONDecodeError as err:
         raise K3PlanError(f"{label}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     except (ValueError, RecursionError) as err:  # >4300-digit integers, NaN/Infinity
@@ -157,18 +178,46 @@ _PREFIX = re.compile(r"^(?:[ \t]|[-?:](?=[ \t]|$))+", re.MULTILINE)
 
 
 def _loader():
-    """libyaml's CSafeLoader (a tenth of the pure-Python parse time) once _block_prefix and
-    _bracket_depth have bounded the nesting; where PyYAML was built without libyaml, a SafeLoader
-    that stops composing past MAX_DEPTH (its composer recurses a level a node)."""
+    """A safe loader that refuses a mapping giving a key twice (PyYAML keeps the last silently: a second
+    `decode:` in a calibration won without a word). libyaml's CSafeLoader (a tenth of the pure-Python parse
+    time) once _block_prefix and _bracket_depth have bounded the nesting; where PyYAML was built without
+    libyaml, a SafeLoader that stops composing past MAX_DEPTH (its composer recurses a level a node)."""
     global _LOADER
     if _LOADER is None:
         import yaml
 
+        class UniqueKeys:
+            def flatten_mapping(self, node):
+                if not getattr(node, "_k3_keys_checked", False):  # its own keys, before merges (<<) join them
+                    node._k3_keys_checked = True
+                    seen = set()
+                    for key_node, _ in node.value:
+                        if key_node.tag == "tag:yaml.org,2002:merge":
+                            continue  # a key a merge brings may be given again: that is what `<<` is for
+                        key = self.construct_object(key_node)
+                        try:
+                            duplicate = key in seen
+                        except TypeError:  # an unhashable key: the constructor's own error says so
+                            continue
+                        if duplicate:
+                            raise yaml.constructor.ConstructorError(
+                                None,
+                                None,
+                                f"key {key!r} is given twice in one mapping; expected each key once",
+                                key_node.start_mark,
+                            )
+                        seen.add(key)
+                return super().flatten_mapping(node)
+
         if getattr(yaml, "CSafeLoader", None) is not None:
-            _LOADER = yaml.CSafeLoader
+
+            class UniqueKeysCLoader(UniqueKeys, yaml.CSafeLoader):
+                pass
+
+            _LOADER = UniqueKeysCLoader
             return _LOADER
 
-        class DepthLimitedLoader(yaml.SafeLoader):
+        class DepthLimitedLoader(UniqueKeys, yaml.SafeLoader):
             def compose_node(self, parent, index):
                 self._k3_depth = getattr(self, "_k3_depth", 0) + 1
                 try:

@@ -108,3 +108,67 @@ def test_a_rate_above_the_peak_is_still_refused_not_applied(tmp_path):
 
     curves = build_curves(load_with_paths(folder), peaks=Peaks.from_hardware(hw))
     assert any("above 1: refused" in s for s in curves.skipped)
+
+
+# -- a key given twice ----------------------------------------------------------------------------------------
+
+CAL = ROOT / "k3plan" / "evidence" / "calibrations" / "k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml"
+
+
+def _twice_in_yaml(path: Path, text: str, key: str, value: str) -> Path:
+    """``text`` with a second ``key:`` line (top level) appended: YAML kept the last one without a word."""
+    path.write_text(text.rstrip("\n") + f"\n{key}: {value}\n")
+    return path
+
+
+@pytest.mark.parametrize("reader", ["calibration", "hardware", "stack", "shardspecs"])
+def test_a_yaml_key_given_twice_is_refused(cli, tmp_path, reader):
+    from k3plan.hardware.loader import SPECS_DIR
+
+    if reader == "calibration":
+        path = _twice_in_yaml(tmp_path / "cal.yaml", CAL.read_text(), "decode", "[{context: 4096, temp_gib: 1.0}]")
+        args, key = (*FIT, "--calibration", path), "decode"
+    elif reader == "hardware":
+        path = _twice_in_yaml(tmp_path / "hw.yaml", (SPECS_DIR / "tpu-v7x.yaml").read_text(), "name", "tpu-v7x")
+        args, key = ("hardware", "show", path), "name"
+    elif reader == "stack":
+        text = (ROOT / "k3plan" / "engines" / "stacks" / "jax-native.yaml").read_text()
+        path = _twice_in_yaml(tmp_path / "stack.yaml", text, "name", "jax-native")
+        args, key = (*FIT, "--stack", path), "name"
+    else:
+        path = tmp_path / "specs.yaml"
+        path.write_text("shardspecs:\n  'a.*': [tp]\n  'a.*': [ep]\n")
+        args, key = (*FIT, "--shardspecs", path), "a.*"
+    line = one_error_line(cli(*args))
+    assert f"key {key!r} is given twice" in line and path.name in line, line
+
+
+@pytest.mark.parametrize("reader", ["config", "probe record", "baseline"])
+def test_a_json_key_given_twice_is_refused(cli, tmp_path, reader):
+    from k3plan.models.loader import BUNDLED_DIR
+
+    if reader == "config":
+        text = (BUNDLED_DIR / "kimi-k3" / "config.json").read_text()
+        path = tmp_path / "config.json"
+        path.write_text(text.replace('"text_config": {', '"text_config": {"num_hidden_layers": 3, ', 1))
+        args, key = ("models", "show", path), "num_hidden_layers"
+    elif reader == "probe record":
+        (tmp_path / "p").mkdir()
+        path = tmp_path / "p" / "rec.json"
+        path.write_text(HBM.read_text().replace('"ok": true', '"ok": false, "ok": true', 1))
+        args, key = (*FIT, "--probes", path.parent), "ok"
+    else:
+        text = (ROOT / "reports" / "baseline" / "k3.json").read_text()
+        path = tmp_path / "base.json"
+        path.write_text(text.replace("{", '{"format_version": 0, ', 1))
+        args, key = ("check", "--baseline", path), "format_version"
+    line = one_error_line(cli(*args))
+    assert f"key {key!r} is given twice" in line and path.name in line, line
+
+
+def test_a_yaml_merge_may_still_be_overridden():
+    """`<<: *base` then the same key is YAML's override, not a key given twice."""
+    from k3plan.safeparse import parse_yaml
+
+    text = "base: &b {p: 1, q: 2}\nd:\n  <<: *b\n  p: 3\n"
+    assert parse_yaml("x.yaml", text)["d"] == {"p": 3, "q": 2}
