@@ -6,9 +6,13 @@ reads, and a rate above the spec's peak is still refused where it would be appli
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from k3_testing import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,3 +176,69 @@ def test_a_yaml_merge_may_still_be_overridden():
 
     text = "base: &b {p: 1, q: 2}\nd:\n  <<: *b\n  p: 3\n"
     assert parse_yaml("x.yaml", text)["d"] == {"p": 3, "q": 2}
+
+
+# -- a large file is read in linear time ----------------------------------------------------------------------
+
+_REF_JSON = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # the old per-character scan: ~1 s a MB on a long string
+_REF_YAML = re.compile(r"""'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
+
+
+def _reference_depth(text: str, skip: re.Pattern) -> int:
+    depth = deepest = 0
+    for ch in re.findall(r"[\[\]{}]", skip.sub("", text)):
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=st.recursive(st.text(alphabet='[]{}"\\ab\n\'é'), lambda kids: st.lists(kids) | st.dictionaries(
+    st.text(alphabet='[]{}"\\a'), kids), max_leaves=20), ascii_only=st.booleans(), numpy=st.booleans())
+def test_the_json_depth_scan_counts_as_the_per_character_regex_did(doc, ascii_only, numpy):
+    import k3plan.safeparse as sp
+
+    text = json.dumps(doc, ensure_ascii=ascii_only)
+    with pytest.MonkeyPatch.context() as mp:
+        if numpy:  # the numpy path, chunks and all, on small inputs too
+            mp.setattr(sp, "_SMALL", -1)
+            mp.setattr(sp, "_CHUNK", 3)
+        assert sp._bracket_depth(text) == _reference_depth(text, _REF_JSON)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet='[]{}"\\ab\'#\n'), numpy=st.booleans())
+def test_the_yaml_depth_scan_counts_as_the_per_character_regex_did(text, numpy):
+    import k3plan.safeparse as sp
+
+    with pytest.MonkeyPatch.context() as mp:
+        if numpy:
+            mp.setattr(sp, "_SMALL", -1)
+            mp.setattr(sp, "_CHUNK", 3)
+        assert sp._bracket_depth(text, sp._YAML_SKIP) == _reference_depth(text, _REF_YAML)
+
+
+LARGE = {
+    "one long string": lambda n: '{"a": "' + "x" * n + '"}',
+    "dense escapes": lambda n: '{"a": "' + "\\n" * (n // 2) + '"}',
+    "unterminated": lambda n: '{"a": "' + "x" * n,
+    "deep": lambda n: "[" * (n // 2) + "]" * (n // 2),
+    "many brackets": lambda n: "[" + "[1]," * (n // 4) + "[1]]",
+}
+
+
+@pytest.mark.parametrize("kind", list(LARGE))
+def test_a_50_mb_config_is_read_or_refused_in_linear_time(kind):
+    """Was ~50 s of CPU for one 50 MB string (the scan before the parse); now a few passes of bytes methods.
+    CPU time, not wall time (CI is shared), and a generous bound: 50 MB in well under a second on a quiet core."""
+    from k3plan.errors import K3PlanError
+    from k3plan.safeparse import parse_json
+
+    body = LARGE[kind](50 * 2**20)
+    t0 = time.process_time()
+    try:
+        parse_json("config.json", body)
+    except K3PlanError:
+        pass
+    assert time.process_time() - t0 < 5.0
+
