@@ -341,3 +341,21 @@ def test_router_histogram_is_read_through_the_guard(cli, tmp_path, payload):
     bad.write_text(payload)
     line = one_error_line(cli("roofline", "-t", "2x2x4", "--tp", "32", "--router-histogram", str(bad)))
     assert "--router-histogram" in line
+
+
+def test_user_shardspecs_pattern_that_backtracks_is_stopped(cli, tmp_path, monkeypatch):
+    """Issue 48: '([a-z_]+\\.?)+\\.X' against 'language_model.model.embed_tokens.weight' backtracked for minutes
+    (a hang with no word); the matching runs under a time bound and the pattern is named."""
+    import time
+
+    from k3plan.sharding import user
+
+    monkeypatch.setattr(user, "MATCH_SECONDS", 0.3)
+    path = _text(tmp_path / "specs.yaml", "shardspecs:\n  '([a-z_]+\\.?)+\\.X': [tp]\n")
+    t0 = time.monotonic()
+    line = one_error_line(cli(*FIT, "--shardspecs", path))
+    assert "took more than 0.3 s" in line and "([a-z_]+" in line and "specs.yaml" in line
+    assert time.monotonic() - t0 < 30
+    import signal
+
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
