@@ -359,3 +359,13 @@ def test_user_shardspecs_pattern_that_backtracks_is_stopped(cli, tmp_path, monke
     import signal
 
     assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+@pytest.mark.parametrize("args", [(*FIT, "--batch", "1000000000"), ("roofline", "-t", "2x2x4", "--tp", "32", "--batch",
+                                  "1000000000"), ("curve", "-t", "2x2x4", "--tp", "32", "--batch", "1000000000"),
+                                  ("report", "-H", "tpu-v7x", "--concurrency", "1000000000"),
+                                  ("plan", "--concurrency", "1000000000")])
+def test_a_billion_sequences_is_absurd_exit_2_not_does_not_fit(cli, args):
+    """Issue 48: `fit --batch 1000000000` answered "does not fit" (exit 1): a typo, not a deployment."""
+    line = one_error_line(cli(*args))
+    assert "1000000000" in line and ("absurdly large" in line or "at most 1,048,576" in line)

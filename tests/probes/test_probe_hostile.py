@@ -1,0 +1,29 @@
+"""Issue 48 item 5, the probes: an absurd size is refused before anything is allocated, a kernel file is imported
+guarded, and a sweep that measured nothing is never an ok record."""
+
+from __future__ import annotations
+
+import pytest
+from k3_testing import one_error_line
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--batch", "1000000000"], "--batch 1000000000: absurdly large; expected at most 1,048,576"),
+    (["--context", str(1 << 40)], "--context 1099511627776: absurdly large"),
+    (["--prefill-tokens", str(1 << 40)], "--prefill-tokens 1099511627776: absurdly large"),
+])
+def test_probe_step_absurd_sizes_are_refused_before_jax(cli, args, needle):
+    """Was: `probe step --batch 1000000000` ran until the host ran out of memory."""
+    assert needle in one_error_line(cli("probe", "step", "--no-write", *args))
+
+
+def test_probe_step_cache_larger_than_the_host_is_refused_before_allocating(cli):
+    line = one_error_line(cli("probe", "step", "--no-write", "--no-sub-probes", "--batch", "100000", "--context",
+                              "100000"))
+    assert "probe step --batch 100000 --context 100000: needs" in line and "expected a smaller size" in line
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "100000"])
+def test_cpu_devices_is_bounded(cli, value):
+    assert f"--cpu-devices {value}: expected 1 to 512" in one_error_line(cli("probe", "hbm", "--no-write",
+                                                                             "--cpu-devices", value))
