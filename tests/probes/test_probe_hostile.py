@@ -27,3 +27,16 @@ def test_probe_step_cache_larger_than_the_host_is_refused_before_allocating(cli)
 def test_cpu_devices_is_bounded(cli, value):
     assert f"--cpu-devices {value}: expected 1 to 512" in one_error_line(cli("probe", "hbm", "--no-write",
                                                                              "--cpu-devices", value))
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("import sys\nsys.exit(0)\n", "it called sys.exit(0) as it was imported"),
+    ("def gmm_v2(:\n", "syntax error in"),
+    ("raise RuntimeError('no TPU here')\n", "RuntimeError: no TPU here"),
+])
+def test_a_kernel_file_is_imported_guarded(cli, tmp_path, body, needle):
+    """Was: a kernel file calling sys.exit(0) at import ended the probe with exit 0 and nothing measured."""
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(body)
+    line = one_error_line(cli("probe", "gmm", "--no-write", "--kernel", kernel))
+    assert needle in line and "kernel.py" in line
