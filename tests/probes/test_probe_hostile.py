@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from k3_testing import one_error_line
 
+from k3plan.evidence.probe_record import ProbePoint
+
 
 @pytest.mark.parametrize("args, needle", [
     (["--batch", "1000000000"], "--batch 1000000000: absurdly large; expected at most 1,048,576"),
@@ -40,3 +42,26 @@ def test_a_kernel_file_is_imported_guarded(cli, tmp_path, body, needle):
     kernel.write_text(body)
     line = one_error_line(cli("probe", "gmm", "--no-write", "--kernel", kernel))
     assert needle in line and "kernel.py" in line
+
+
+def test_a_sweep_that_measured_nothing_is_not_ok(run_probe_cli):
+    """Was: `probe hbm` on CPU whose deadline passed before its first point wrote an ok record of 0 points."""
+    result, records, _ = run_probe_cli("hbm", "--size", "1MiB", "--timeout", "0.0001", "--op", "copy")
+    assert result.exit_code == 1, result.output
+    assert records and not any(r["ok"] for r in records)
+    assert all("measured nothing" in r["error"] for r in records)
+
+
+def test_a_point_no_measurement_can_give_loses_its_value():
+    """A marginal time at or below 0 (CPU noise) made a negative rate: dropped with a note, as a reader refuses."""
+    from k3plan.probes.context import _measured_or_not_ok
+
+    good = ProbePoint(params={"bytes": 1}, value=5.0e9, unit="bytes/s")
+    bad = ProbePoint(params={"bytes": 2}, value=-3.0e9, unit="bytes/s")
+    fields = {"points": [good, bad]}
+    _measured_or_not_ok(fields, cut_reason=None)
+    assert good.value == 5.0e9 and bad.value is None and "dropped" in bad.notes[0]
+    assert fields.get("ok", True)
+    fields = {"points": [ProbePoint(params={}, value=0.0)]}
+    _measured_or_not_ok(fields, cut_reason=None)
+    assert fields["ok"] is False and fields["error"] == "measured nothing: no point has a value"
