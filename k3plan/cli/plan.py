@@ -227,8 +227,10 @@ def command(
         raise K3PlanError("--plot: the Pareto front needs --isl and --osl (tokens/s per user comes from the scheduler)")
     if plot is not None:
         from k3plan.deploy.chart import chart_format
+        from k3plan.io_safe import check_target
 
         chart_format(plot)  # .png or .svg, checked before the search
+        check_target(Path(plot), label="--plot")  # a folder, a FIFO, a device or a link, too
     from k3plan.app.plan import PlanQuestion, answer
 
     a = answer(

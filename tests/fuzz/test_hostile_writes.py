@@ -23,6 +23,7 @@ WRITERS = {
     "plan --emit launch": lambda p: ("plan", "--emit", "launch", p),
     "report --out": lambda p: ("report", "-H", "tpu-v7x", "-c", "131072", "--out", p),
     "curve --plot": lambda p: ("curve", "-t", "2x2x4", "--tp", "32", "--plot", p),
+    "plan --plot": lambda p: ("plan", "--isl", "4000", "--osl", "500", "--plot", p),
     "validate --save-calibration": lambda p: ("validate", "--save-calibration", p),
 }
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ def _node(tmp_path: Path, kind: str, suffix: str) -> tuple[Path, str]:
 def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(cli, tmp_path, writer, kind):
     if writer.startswith("validate"):  # without jax, validate stops at its missing extra first
         pytest.importorskip("jax")
-    suffix = {"report --out": ".md", "curve --plot": ".png", "validate --save-calibration": ".yaml"}.get(writer, ".sh")
+    suffix = {"report --out": ".md", "curve --plot": ".png", "plan --plot": ".png", "validate --save-calibration": ".yaml"}.get(writer, ".sh")
     path, what = _node(tmp_path, kind, suffix)
     before = os.lstat(path)
     line = one_error_line(cli(*WRITERS[writer](path)))
