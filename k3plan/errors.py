@@ -53,6 +53,13 @@ EXIT_UNWRITABLE = 74
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EBADF})
 
 
+class UnwritableFile(K3PlanError):
+    """A file k3plan writes could not be written whole (a full disk, a quota, an I/O error): one line, exit 74,
+    as a refused stdout; the old file, if any, is left as it was."""
+
+    exit_code = EXIT_UNWRITABLE
+
+
 def output_unwritable(err: OSError) -> NoReturn:
     """stdout (or stderr) refused the answer: one line on stderr where it can take it, exit 74; stdout goes to
     /dev/null so that the interpreter's final flush does not print "Exception ignored ... OSError"."""

@@ -31,8 +31,27 @@ def has_tpu_chips(pci_root: Path = Path("/sys/bus/pci/devices")) -> bool:
         return False
 
 
+# libtpu's and XLA's own log levels, on a TPU VM too: their INFO and WARNING lines at start-up (W0000 ... with a
+# source path) printed before k3plan's first line; their errors still print. Set only where the user set none.
+LOG_ENV = {
+    "TPU_STDERR_LOG_LEVEL": "2",  # libtpu: ERROR and above to stderr
+    "TPU_MIN_LOG_LEVEL": "2",  # libtpu: ERROR and above at all
+    "TF_CPP_MIN_LOG_LEVEL": "1",  # XLA's C++ logging: no INFO
+}
+
+
+def quiet_logs() -> list[str]:
+    """Set the LOG_ENV variables not already set. -> names set. Call before jax is imported."""
+    set_now = [k for k in LOG_ENV if k not in os.environ]
+    for k in set_now:
+        os.environ[k] = LOG_ENV[k]
+    return set_now
+
+
 def quiet_libtpu(*, pci_root: Path = Path("/sys/bus/pci/devices")) -> list[str]:
-    """Set the QUIET_ENV variables not already set, unless TPU chips are present. -> names set."""
+    """Set the QUIET_ENV variables not already set, unless TPU chips are present. -> names set.
+    libtpu's log levels (LOG_ENV) are set in any case, unless the user set them."""
+    quiet_logs()
     if has_tpu_chips(pci_root):
         return []
     set_now = [k for k in QUIET_ENV if k not in os.environ]

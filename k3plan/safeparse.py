@@ -34,10 +34,10 @@ def not_a_file(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "no such file"
-    return "a folder" if stat.S_ISDIR(mode) else _not_regular(mode)
+    return "a folder" if stat.S_ISDIR(mode) else not_regular(mode)
 
 
-def _not_regular(mode: int) -> str:
+def not_regular(mode: int) -> str:
     """What a file of ``mode`` that is neither regular nor a folder is, in a reader's words."""
     return "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a regular file"
 
@@ -55,7 +55,7 @@ def open_regular(label: str, path: Path) -> BinaryIO:
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise K3PlanError(f"{label}: is a folder; expected a file")
-        raise K3PlanError(f"{label}: {_not_regular(mode)}; expected a regular file")
+        raise K3PlanError(f"{label}: {not_regular(mode)}; expected a regular file")
     return os.fdopen(fd, "rb")
 
 
@@ -80,17 +80,55 @@ def read_text(label: str, path: Path) -> str:
         raise K3PlanError(f"{label}: not UTF-8 text (byte {err.start}); expected a text file") from None
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_YAML_SKIP = re.compile(r"""'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
+# YAML's quoted scalars and comments, each branch a single run of a character class (unrolled: no per-character
+# alternation, which cost ~1 s a MB in re's backtracking stack)
+_YAML_SKIP = re.compile(r"""'[^']*(?:''[^']*)*'|"[^"\\]*(?:\\.[^"\\]*)*"|#[^\n]*""")
+# UTF-8 puts no ASCII byte inside a multi-byte character: these tables keep a text's brackets, commas (and quotes)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{},")
+_NOT_JSON_SYNTAX = bytes(b for b in range(256) if b not in b'[]{}",')
+_SMALL = 1 << 16  # brackets counted in a Python loop below this many; numpy above, a chunk at a time
+_CHUNK = 1 << 22
 
 
-def _bracket_depth(text: str, skip: re.Pattern = _STRING) -> int:
+def _outside_strings(text: str, skip: re.Pattern | None = None) -> bytes:
+    """The brackets and commas of ``text`` outside its strings (and YAML comments), in order. Linear by
+    construction (a 50 MB config.json took ~50 s in a per-character regex alternation): JSON's escaped
+    backslashes, then escaped quotes go (bytes.replace), so every quote left opens or closes a string;
+    bytes.translate keeps the brackets, commas and quotes; every other piece between quotes is outside. YAML's
+    quoted scalars and comments go by a regex whose every branch is one character-class run."""
+    if skip is not None:
+        return skip.sub("", text).encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    data = text.encode("utf-8", "surrogatepass")
+    syntax = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_JSON_SYNTAX)
+    return b"".join(syntax.split(b'"')[0::2])
+
+
+def _bracket_depth(text: str, skip: re.Pattern | None = None) -> int:
     """Deepest bracket nesting, strings (and YAML comments) skipped; a scan, not a parse. YAML's
-    scanner slows with each open flow level, so deep '[[[' is refused before PyYAML sees it."""
+    scanner slows with each open flow level, so deep '[[[' is refused before PyYAML sees it.
+    A closer without an opener counts as nothing (the depth stays at 0)."""
+    return _depth(_outside_strings(text, skip).translate(None, b","))
+
+
+def _depth(brackets: bytes) -> int:
+    """The deepest nesting of a run of brackets (past MAX_DEPTH on a long run: the depth where it passed it)."""
+    if len(brackets) <= _SMALL:
+        depth = deepest = 0
+        for ch in brackets:
+            depth = depth + 1 if ch in b"[{" else max(0, depth - 1)
+            deepest = max(deepest, depth)
+        return deepest
+    import numpy as np  # each opener a +1, each closer a -1 (bit 1 of '[' and '{' is set, of ']' and '}' clear)
+
+    code = np.frombuffer(brackets, dtype=np.uint8)
     depth = deepest = 0
-    for ch in re.findall(r"[\[\]{}]", skip.sub("", text)):
-        depth = depth + 1 if ch in "[{" else max(0, depth - 1)
-        deepest = max(deepest, depth)
+    for at in range(0, len(code), _CHUNK):
+        walk = depth + np.cumsum((code[at : at + _CHUNK] & 2).astype(np.int32) - 1, dtype=np.int64)
+        held = walk - np.minimum(np.minimum.accumulate(walk), 0)  # the walk held at 0: less its lowest below 0
+        deepest = max(deepest, int(held.max()))
+        if deepest > MAX_DEPTH:  # refused whatever the rest holds
+            break
+        depth = int(held[-1])
     return deepest
 
 
@@ -98,15 +136,39 @@ def _bad_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows; expected a finite number")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook: an object that gives a key twice is refused (json keeps the last silently: a
+    second "decode" in a record, a second "num_hidden_layers" in a config.json, would win without a word)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
 def parse_json(label: str, text: str) -> Any:
     if len(text) > MAX_BYTES:
         raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
-    if _bracket_depth(text) > MAX_DEPTH:
+    outside = _outside_strings(text)
+    if outside.count(b",") >= MAX_NODES:  # as many values at least: check_tree would refuse it after the parse
+        raise K3PlanError(f"{label}: more than {MAX_NODES:,} values; expected a plain document")
+    if _depth(outside.translate(None, b",")) > MAX_DEPTH:
         raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain JSON document")
     import json
 
     try:
-        data = json.loads(text, parse_constant=_bad_constant)
+        data = json.loads(text, parse_constant=_bad_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        raise K3PlanError(
+            f"{label}: key {err.args[0]!r} is given twice in one object; expected each key once"
+        ) from None
     except json.JSONDecodeError as err:
         raise K3PlanError(f"{label}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     except (ValueError, RecursionError) as err:  # >4300-digit integers, NaN/Infinity
@@ -157,18 +219,46 @@ _PREFIX = re.compile(r"^(?:[ \t]|[-?:](?=[ \t]|$))+", re.MULTILINE)
 
 
 def _loader():
-    """libyaml's CSafeLoader (a tenth of the pure-Python parse time) once _block_prefix and
-    _bracket_depth have bounded the nesting; where PyYAML was built without libyaml, a SafeLoader
-    that stops composing past MAX_DEPTH (its composer recurses a level a node)."""
+    """A safe loader that refuses a mapping giving a key twice (PyYAML keeps the last silently: a second
+    `decode:` in a calibration won without a word). libyaml's CSafeLoader (a tenth of the pure-Python parse
+    time) once _block_prefix and _bracket_depth have bounded the nesting; where PyYAML was built without
+    libyaml, a SafeLoader that stops composing past MAX_DEPTH (its composer recurses a level a node)."""
     global _LOADER
     if _LOADER is None:
         import yaml
 
+        class UniqueKeys:
+            def flatten_mapping(self, node):
+                if not getattr(node, "_k3_keys_checked", False):  # its own keys, before merges (<<) join them
+                    node._k3_keys_checked = True
+                    seen = set()
+                    for key_node, _ in node.value:
+                        if key_node.tag == "tag:yaml.org,2002:merge":
+                            continue  # a key a merge brings may be given again: that is what `<<` is for
+                        key = self.construct_object(key_node)
+                        try:
+                            duplicate = key in seen
+                        except TypeError:  # an unhashable key: the constructor's own error says so
+                            continue
+                        if duplicate:
+                            raise yaml.constructor.ConstructorError(
+                                None,
+                                None,
+                                f"key {key!r} is given twice in one mapping; expected each key once",
+                                key_node.start_mark,
+                            )
+                        seen.add(key)
+                return super().flatten_mapping(node)
+
         if getattr(yaml, "CSafeLoader", None) is not None:
-            _LOADER = yaml.CSafeLoader
+
+            class UniqueKeysCLoader(UniqueKeys, yaml.CSafeLoader):
+                pass
+
+            _LOADER = UniqueKeysCLoader
             return _LOADER
 
-        class DepthLimitedLoader(yaml.SafeLoader):
+        class DepthLimitedLoader(UniqueKeys, yaml.SafeLoader):
             def compose_node(self, parent, index):
                 self._k3_depth = getattr(self, "_k3_depth", 0) + 1
                 try:

@@ -150,3 +150,8 @@ def fmt_count(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:,.3f} {suffix}"
     return f"{n:,.0f}"
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural but for one: "1 host", "8 chips" (was "1 hosts")."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -35,6 +35,7 @@ from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, f
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
 
 MAX_TOKENS = 1 << 30  # beyond a billion tokens a context or chunk is a typo, not a plan
+MAX_SEQUENCES = 1 << 20  # beyond a million concurrent sequences a batch is a typo, not a deployment
 
 
 class Workload(Named):
@@ -50,8 +51,9 @@ def check_workload(
     for flag, v in (("--context", context_tokens), (batch_flag, batch), ("--chunk", prefill_chunk_tokens)):
         if v is not None and v < 1:
             raise K3PlanError(f"{flag} {v}: expected a positive integer")
-        if v is not None and v > MAX_TOKENS:
-            raise K3PlanError(f"{flag} {v}: absurdly large; expected at most {MAX_TOKENS:,}")
+        most = MAX_SEQUENCES if flag == batch_flag else MAX_TOKENS
+        if v is not None and v > most:
+            raise K3PlanError(f"{flag} {v}: absurdly large; expected at most {most:,}")
     return Workload(
         context_tokens=context_tokens,
         batch=batch,

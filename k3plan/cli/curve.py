@@ -88,6 +88,10 @@ def command(
         require_matplotlib("--plot")
     from k3plan.app.curve import CurveQuestion, answer
 
+    if plot is not None:  # a folder, a FIFO, a device or a link fails now, not after the curve
+        from k3plan.io_safe import check_target
+
+        check_target(plot, label="--plot")
     a = answer(
         CurveQuestion(
             setup_options=setup_options,

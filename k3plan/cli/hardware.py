@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from k3plan.cli.common import JsonOpt, console, print_json
+from k3plan.units import counted
 
 app = typer.Typer(
     help="""List the bundled accelerators, or show one with every figure's source.
@@ -148,9 +149,9 @@ def _render(hw, topo) -> None:
         console.print(f"[yellow]note:[/] {note}")
     if topo is not None:
         console.print(
-            f"[bold]topology {topo.text}[/]: {topo.chips} chips, {topo.devices} devices, "
-            f"{topo.hosts} hosts, {topo.slices} slice(s) of {topo.chips_per_slice} chips / "
-            f"{topo.devices_per_slice} devices; dims {'x'.join(map(str, topo.dims))}; "
+            f"[bold]topology {topo.text}[/]: {counted(topo.chips, 'chip')}, {counted(topo.devices, 'device')}, "
+            f"{counted(topo.hosts, 'host')}, {counted(topo.slices, 'slice')} of {counted(topo.chips_per_slice, 'chip')}"
+            f" / {counted(topo.devices_per_slice, 'device')}; dims {'x'.join(map(str, topo.dims))}; "
             f"wraparound {'yes' if topo.wraparound else 'no'}; "
             f"{'within one scale-up domain' if topo.within_scale_up_domain else 'spans scale-up domains'}"
         )

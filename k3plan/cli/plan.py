@@ -235,8 +235,10 @@ def command(
     if plot is not None:
         from k3plan.deploy.chart import chart_format
         from k3plan.extras import require_matplotlib
+        from k3plan.io_safe import check_target
 
         chart_format(plot)  # .png or .svg, checked before the search
+        check_target(Path(plot), label="--plot")  # a folder, a FIFO, a device or a link, too
         require_matplotlib("--plot")
     from k3plan.app.plan import PlanQuestion, answer
 

@@ -84,6 +84,9 @@ NProcOpt = Annotated[Optional[int], typer.Option("--num-processes", help="Proces
 PidOpt = Annotated[Optional[int], typer.Option("--process-id", help="This process (or JAX_PROCESS_ID).")]
 
 
+MAX_CPU_DEVICES = 512  # fake CPU devices share the host: more is a typo (--cpu-devices 100000 never started)
+
+
 def _common(
     timeout=None,
     out=USER_OUT,
@@ -102,6 +105,10 @@ def _common(
 
     require(timeout is None or timeout > 0, f"--timeout {timeout}: expected seconds > 0")
     require(repeats >= 1 and warmup >= 0, "--repeats must be >= 1 and --warmup >= 0")
+    require(
+        cpu_devices is None or 1 <= cpu_devices <= MAX_CPU_DEVICES,
+        f"--cpu-devices {cpu_devices}: expected 1 to {MAX_CPU_DEVICES} fake CPU devices",
+    )
     dist = resolve_distributed(
         enabled=distributed, coordinator=coordinator, num_processes=num_processes, process_id=process_id
     )
@@ -962,19 +969,18 @@ def step(
     from k3plan.probes.step.probe import StepParams, run
 
     stages = ("decode", "prefill") if stage == "both" else _names(stage, what="--stage", allowed=("decode", "prefill"))
-    launch(
-        run,
-        StepParams(
-            batch=batch,
-            context=context,
-            topology=topology,
-            tp=tp,
-            sub_probes=not no_sub_probes,
-            width=width,
-            stages=stages,
-            prefill_tokens=prefill_tokens,
-            layers=layers,
-            experts=experts,
-            records=records,
-        ),
+    params = StepParams(
+        batch=batch,
+        context=context,
+        topology=topology,
+        tp=tp,
+        sub_probes=not no_sub_probes,
+        width=width,
+        stages=stages,
+        prefill_tokens=prefill_tokens,
+        layers=layers,
+        experts=experts,
+        records=records,
     )
+    params.check()  # bad input (an absurd --batch) before jax starts
+    launch(run, params)

@@ -107,7 +107,7 @@ def command(
     """
     from k3plan.app.report import ReportQuestion, answer
     from k3plan.budget.fit import check_workload
-    from k3plan.report.capacity_write import write
+    from k3plan.report.capacity_write import output_paths, write
 
     t0 = time.perf_counter()
     contexts = whole_numbers("--context", context, example="131072,1048576")
@@ -120,10 +120,11 @@ def command(
         raise K3PlanError(f"--out {out}: expected a .md file name")
     if not out.parent.is_dir():
         raise K3PlanError(f"--out {out}: folder {out.parent} does not exist")
-    check_target(out, label="--out")  # a folder or a symlink loop fails now, not after the work
     if plot_format not in ("png", "svg"):
         raise K3PlanError(f"--plot-format {plot_format!r}: expected png or svg")
     check_csv(csv, json_out=json_out)
+    for path in output_paths(out, plot_format=plot_format, html=html):  # a folder, a FIFO or a link: now
+        check_target(path, label="--out" if path == out else "")
     say = (lambda m: None) if json_out else (lambda m: err_console.print(m, highlight=False))
     q = ReportQuestion(
         model=model,

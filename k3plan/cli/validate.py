@@ -165,6 +165,10 @@ def command(
     from k3plan.validate.run import plan_jobs, prepare_target, validate
     from k3plan.validate.targets import parse_target
 
+    if save_calibration:  # a FIFO, a device or a link fails now, not after the compile
+        from k3plan.io_safe import check_target
+
+        check_target(save_calibration, label="--save-calibration")
     tgt = parse_target(target)
     opts = dict(setup_options)
     if tgt.local:  # the attached accelerator: its backend and hardware spec read from jax

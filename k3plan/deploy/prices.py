@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from k3plan.errors import K3PlanError
+from k3plan.hardware.loader import near_names
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.structs import Frozen
 
@@ -44,7 +45,12 @@ def parse_price_overrides(texts: Sequence[str], *, known: Iterable[str]) -> dict
         if not sep or not hw or not usd:
             raise K3PlanError(f"--price {text!r}: expected HW=USD a chip-hour, e.g. nvidia-b200=5.50")
         if hw not in names:
-            raise K3PlanError(f"--price {text!r}: unknown hardware {hw!r}; known: {', '.join(sorted(names))}")
+            near = near_names(hw, sorted(names))
+            raise K3PlanError(
+                f"--price {text!r}: unknown hardware {hw!r}; "
+                + (f"did you mean {' or '.join(near)}? " if near else "")
+                + f"known: {', '.join(sorted(names))}"
+            )
         try:
             value = float(usd.removeprefix("$"))
         except ValueError:

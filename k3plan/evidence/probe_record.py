@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import msgspec
 
+from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
 
 SCHEMA_VERSION = 1
@@ -120,3 +121,73 @@ class ProbeRecord(_Model):
     @property
     def is_cpu(self) -> bool:
         return self.backend.lower() == "cpu"
+
+
+# The sizes and counts a reader takes from a point's params (int(), float(), a curve's x): a number, finite and
+# positive; a string ("8192", "abc"), a bool or a NaN there crashed fit/roofline/report or moved a curve silently.
+POSITIVE_PARAMS = frozenset(
+    {
+        "bytes",
+        "bytes_moved",
+        "size",
+        "rows",
+        "tokens",
+        "flops",
+        "weight_bytes_touched",
+        "state_bytes_moved",
+        "wire_bytes_per_device",
+        "touched_bytes",
+        "heads",
+        "head_dim",
+        "seq_len",
+        "m",
+        "n",
+        "k",
+        "axis_size",
+        "chunk",
+    }
+)
+# counts that may be 0 (no context, no blocks)
+COUNT_PARAMS = frozenset({"experts_touched", "blocks", "context", "queries_a_block", "pages_a_block", "page_size"})
+
+
+def check_values(record: ProbeRecord, label: str) -> None:
+    """Refuse a record whose figures no measurement can give, in one line naming the file and the key: a point's
+    ``value`` that is not a positive finite number (a negative or 0 B/s rate, a "nan" a lax read made a float), a
+    non-finite sample, stat, baseline or expectation, a size or count in ``params`` that is not a positive number.
+    A rate above the spec's peak is a different check (k3plan.speed.curves: refused where applied)."""
+    import math
+
+    def bad(where: str, value: Any, expected: str) -> K3PlanError:
+        return K3PlanError(f"{label}: {where} is {value!r}; expected {expected}")
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    def params(where: str, given: dict[str, Any]) -> None:
+        for key, value in given.items():
+            if key in POSITIVE_PARAMS or key in COUNT_PARAMS:
+                if isinstance(value, list) or (value is None and where == "params"):  # a record's sweep: its points say
+                    continue
+                if not number(value) or value < 0 or (value == 0 and key in POSITIVE_PARAMS):
+                    least = "positive" if key in POSITIVE_PARAMS else "non-negative"
+                    raise bad(f"{where}.{key}", value, f"a {least} number")
+
+    params("params", record.params)
+    for i, pt in enumerate(record.points):
+        at = f"points[{i}]"
+        params(f"{at}.params", pt.params)
+        if pt.value is not None and not (math.isfinite(pt.value) and pt.value > 0):
+            raise bad(f"{at}.value", pt.value, f"a positive finite figure ({pt.unit or 'its unit'}) or none")
+        if pt.baseline_s is not None and not math.isfinite(pt.baseline_s):  # a marginal: may be below 0
+            raise bad(f"{at}.baseline_s", pt.baseline_s, "a finite number of seconds")
+        if pt.expected is not None and not (math.isfinite(pt.expected) and pt.expected >= 0):
+            raise bad(f"{at}.expected", pt.expected, "a finite number, 0 or above")
+        if pt.stats is not None:
+            for name in ("min", "p50", "p90"):
+                if not math.isfinite(getattr(pt.stats, name)):
+                    raise bad(f"{at}.stats.{name}", getattr(pt.stats, name), "a finite number")
+        for name, samples in pt.samples_s.items():
+            for j, s in enumerate(samples):
+                if not math.isfinite(s):
+                    raise bad(f"{at}.samples_s.{name}[{j}]", s, "a finite number of seconds")

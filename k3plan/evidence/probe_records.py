@@ -94,10 +94,12 @@ def _read_record(path: Path, *, shipped: bool = False) -> ProbeRecord:
             f"{label}: a JSON {type(raw).__name__}, not a probe record; expected an object "
             "written by `k3plan probe` (move other files out of the folder)"
         )
-    from k3plan.evidence.probe_record import ProbeRecord
+    from k3plan.evidence.probe_record import ProbeRecord, check_values
 
-    # not strict: as pydantic's lax mode read a record ("8" is 8)
-    return convert(ProbeRecord, raw, f"{label}: not a probe record", strict=False)
+    # not strict: as pydantic's lax mode read a record ("8" is 8); then no figure a measurement cannot give
+    record = convert(ProbeRecord, raw, f"{label}: not a probe record", strict=False)
+    check_values(record, label)
+    return record
 
 
 def _matching(src: Source, *, device_kind: str, allow_cpu: bool, want) -> list[tuple[ProbeRecord, PurePath]]:

@@ -34,7 +34,22 @@ def resolve_path(ref: str) -> tuple[str, Path]:
         raise K3PlanError(f"hardware {ref!r}: a folder; expected a hardware spec YAML file or a bundled name")
     if "/" in ref or ref.endswith((".yaml", ".yml")):
         raise K3PlanError(f"hardware {ref!r}: {not_a_file(path)}; expected a hardware spec YAML file")
-    raise K3PlanError(f"unknown hardware {ref!r}; known: {', '.join(list_hardware())} (or a YAML path)")
+    near = near_names(ref, list_hardware())
+    raise K3PlanError(
+        f"unknown hardware {ref!r}; "
+        + (f"did you mean {' or '.join(near)}? " if near else "")
+        + f"known: {', '.join(list_hardware())} (or a YAML path)"
+    )
+
+
+def near_names(ref: str, names: list[str]) -> list[str]:
+    """The names ``ref`` is likely short for or a typo of: those holding it ('h200' -> nvidia-h200, 'v7x' ->
+    tpu-v7x), else the close spellings; at most three."""
+    import difflib
+
+    key = ref.strip().lower()
+    holding = [n for n in names if key and key in n.lower()]
+    return (holding or difflib.get_close_matches(key, names, n=3, cutoff=0.6))[:3]
 
 
 def load_hardware(ref: str = DEFAULT_HARDWARE) -> HardwareSpec:

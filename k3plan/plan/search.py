@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_TOKENS, check_workload
+from k3plan.budget.fit import DEFAULT_PREFILL_CHUNK_TOKENS, MAX_SEQUENCES, MAX_TOKENS, check_workload
 from k3plan.deploy.coldstart import ColdStart
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price, price_column, price_for
@@ -92,8 +92,8 @@ class PlanResult(Frozen):
 
 def check_inputs(*, concurrency: int, max_chips: int, objective: str, top: int, context: int) -> None:
     """The search's own inputs; the latency and load targets are plan/sla.check_targets'."""
-    if not 1 <= concurrency <= MAX_TOKENS:
-        raise K3PlanError(f"--concurrency {concurrency}: expected a positive integer of at most {MAX_TOKENS:,}")
+    if not 1 <= concurrency <= MAX_SEQUENCES:
+        raise K3PlanError(f"--concurrency {concurrency}: expected a positive integer of at most {MAX_SEQUENCES:,}")
     if max_chips < 1:
         raise K3PlanError(f"--max-chips {max_chips}: expected a positive integer")
     if objective not in OBJECTIVES:

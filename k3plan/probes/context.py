@@ -98,6 +98,8 @@ class ProbeContext:
                 "cut_short_reason",
                 f"{self.deadline.source} {self.deadline.timeout_s:g}s reached; later sweep points skipped",
             )
+        if "points" in fields:
+            _measured_or_not_ok(fields, cut_reason=fields.get("cut_short_reason"))
         return ProbeRecord(
             probe=probe,
             params=params,
@@ -114,6 +116,30 @@ class ProbeContext:
             elapsed_s=round(self.deadline.elapsed_s(), 3),
             notes=list(self.notes) + list(fields.pop("notes", [])),
             **fields,
+        )
+
+
+def _measured_or_not_ok(fields: dict[str, Any], *, cut_reason: Optional[str]) -> None:
+    """A sweep's record says ok only if it measured something: a point whose value no measurement can give
+    (a marginal time at or below 0 on a noisy CPU made a negative rate) loses its value, with a note, as the
+    reader would refuse it (k3plan.evidence.probe_record.check_values); a sweep left with no valued point
+    (the deadline passed before the first one ended: `probe hbm` on CPU wrote an ok record of 0 points) is
+    not ok, and says why."""
+    import math
+
+    points = fields["points"]
+    for pt in points:
+        if pt.value is not None and not (math.isfinite(pt.value) and pt.value > 0):
+            pt.notes.append(
+                f"dropped: value {pt.value!r} {pt.unit or ''} is no measurement (timing noise at or below 0)"
+            )
+            pt.params = {**pt.params, "refused_value": pt.value if math.isfinite(pt.value) else str(pt.value)}
+            pt.value = None
+    if fields.get("ok", True) and not any(pt.value is not None for pt in points):
+        fields["ok"] = False
+        what = "no sweep point ran" if not points else "no point has a value"
+        fields["error"] = fields.get("error") or f"measured nothing: {what}" + (
+            f" ({cut_reason})" if cut_reason else ""
         )
 
 

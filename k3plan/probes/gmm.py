@@ -31,7 +31,6 @@ point and the record labelled as a stand-in.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,11 +92,9 @@ class GmmParams:
 
 def load_kernel(path: Path) -> tuple[Any, dict[str, Any]]:
     """The file's ``gmm_v2`` and what the record says of it (its SOURCE, LOCAL_EDITS, sha256)."""
-    spec = importlib.util.spec_from_file_location("k3plan_probe_gmm_kernel", str(path))
-    require(spec is not None and spec.loader is not None, f"--kernel {path}: not a Python file")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from k3plan.probes.kernel_file import load_module
+
+    module = load_module(path, "k3plan_probe_gmm_kernel", label=f"--kernel {path}")
     fn = getattr(module, "gmm_v2", None)
     require(callable(fn), f"--kernel {path}: defines no gmm_v2")
     info = {

@@ -41,7 +41,6 @@ decode adds the depthwise conv over the 3 carried rows and SiLU).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,11 +91,9 @@ class KdaEngineParams:
 
 def load_kernel(path: Path, name: str) -> tuple[Any, dict[str, Any]]:
     """The file's function ``name`` and what the record says of it (SOURCE, LOCAL_EDITS, DEPENDENCIES, sha256s)."""
-    spec = importlib.util.spec_from_file_location(f"k3plan_probe_kda_engine_{name}", str(path))
-    require(spec is not None and spec.loader is not None, f"{path}: not a Python file")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from k3plan.probes.kernel_file import load_module
+
+    module = load_module(path, f"k3plan_probe_kda_engine_{name}", label=str(path))
     fn = getattr(module, name, None)
     require(callable(fn), f"{path}: defines no {name}")
     deps = {}

@@ -10,7 +10,7 @@ from k3plan.report.capacity_expected import note as expected_note
 from k3plan.report.capacity_findings import Viable, findings
 from k3plan.report.capacity_model import ContextRow, PlatformReport
 from k3plan.report.doc import Block
-from k3plan.units import GiB, fmt_tokens
+from k3plan.units import GiB, counted, fmt_tokens
 
 TERM_NAMES = {
     "weights_bytes": "weights",
@@ -100,8 +100,8 @@ def platform_blocks(r: PlatformReport, *, concurrency: int) -> list[Block]:
         out.append(
             (
                 "p",
-                f"Smallest viable: **{s.topology}** ({s.chips} chips, {s.devices} devices, "
-                f"{s.hosts} hosts), tp={s.tp} ep={s.ep} dp={s.dp}"
+                f"Smallest viable: **{s.topology}** ({counted(s.chips, 'chip')}, {counted(s.devices, 'device')}, "
+                f"{counted(s.hosts, 'host')}), tp={s.tp} ep={s.ep} dp={s.dp}"
                 + (f" pp={s.pp}" if s.pp > 1 else "")
                 + ". Longest context with "
                 f"{concurrency} sequence(s): {longest(row)} tokens; most sequences of "

@@ -54,6 +54,19 @@ def collect(
     return out
 
 
+PLOT_NAMES = ("memory", "curve", "roofline", "pareto")  # {stem}-{name}.{plot_format} beside --out
+
+
+def output_paths(out: Path, *, plot_format: str, html: bool) -> list[Path]:
+    """Every file ``write`` may write for ``out``: checked before the work (a link planted under a plot's name)."""
+    stem = out.with_suffix("")
+    return [
+        out,
+        *(Path(f"{stem}-{n}.{plot_format}") for n in PLOT_NAMES),
+        *([out.with_suffix(".html")] if html else []),
+    ]
+
+
 def write(
     reports: list[PlatformReport],
     *,

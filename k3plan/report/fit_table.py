@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from k3plan.tables import Column, Row, build_table, figure
-from k3plan.units import GiB, fmt_gib_sig
+from k3plan.units import GiB, counted, fmt_gib_sig
 
 if TYPE_CHECKING:
     from k3plan.budget.fit import FitResult
@@ -22,8 +22,8 @@ def render_fit(r: FitResult, console: Console) -> None:
     usable = hw.usable_bytes_per_device
     console.print(verdict_line(r))  # issue 36: the verdict first, then the table, then warnings
     console.print(
-        f"[bold]{r.model.name}[/] on [bold]{hw.name} {hw.topology}[/] ({hw.chips} chips, "
-        f"{hw.devices} devices, {hw.hosts} hosts), {par.label}, "
+        f"[bold]{r.model.name}[/] on [bold]{hw.name} {hw.topology}[/] ({counted(hw.chips, 'chip')}, "
+        f"{counted(hw.devices, 'device')}, {counted(hw.hosts, 'host')}), {par.label}, "
         f"stack {r.stack}; context {w.context_tokens:,} x batch {w.batch}, prefill chunk {w.prefill_chunk_tokens:,}"
     )
     p = r.provenance

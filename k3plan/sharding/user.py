@@ -14,10 +14,14 @@ rules. A callable returns {tensor name: spec} directly, so a team can point k3pl
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
+import signal
+import threading
 from pathlib import Path
+from typing import Iterator
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory
@@ -85,6 +89,35 @@ def _check_spec(where: str, spec) -> tuple:
     return tuple(tuple(e) if isinstance(e, list) else e for e in spec)
 
 
+# every pattern against every tensor name: a few ms for a real file; a pattern with a repeat inside a repeat
+# ((a+)+b against 30 a's) backtracked for minutes, a hang with no word
+MATCH_SECONDS = 2.0
+
+
+class _TookTooLong(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_bound(seconds: float) -> Iterator[None]:
+    """Raise _TookTooLong in the block after ``seconds`` (re's matcher checks for signals as it backtracks). A
+    SIGALRM timer, so on the main thread of a POSIX process only; elsewhere the block runs unbounded."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _TookTooLong()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
     """-> {inventory tensor name: partition}."""
     if not ref.strip():
@@ -115,12 +148,21 @@ def load_user_specs(ref: str, inventory: TensorInventory) -> dict[str, tuple]:
             rules.append((re.compile(pattern), _check_spec(f"--shardspecs {path} [{pattern}]", spec)))
         except re.error as err:
             raise K3PlanError(f"--shardspecs {path}: bad pattern {pattern!r}: {err}") from None
-    out = {}
-    for t in inventory.text:
-        for rx, spec in rules:
-            if rx.fullmatch(t.name):
-                out[t.name] = spec
-                break
+    out: dict[str, tuple] = {}
+    at = ["", ""]  # the pattern and the tensor name being matched, for the time bound's message
+    try:
+        with _time_bound(MATCH_SECONDS):
+            for t in inventory.text:
+                for rx, spec in rules:
+                    at[:] = [rx.pattern, t.name]
+                    if rx.fullmatch(t.name):
+                        out[t.name] = spec
+                        break
+    except _TookTooLong:
+        raise K3PlanError(
+            f"--shardspecs {path}: pattern {at[0]!r} took more than {MATCH_SECONDS:g} s against {at[1]!r}: a "
+            "repeat inside a repeat ((a+)+, (.*x)*) backtracks exponentially; expected a pattern without one"
+        ) from None
     if rules and not out:
         raise K3PlanError(f"--shardspecs {path}: no pattern matches any tensor of the model")
     return out

@@ -275,12 +275,15 @@ def test_report_out_symlink_loop_or_folder(cli, tmp_path, kind):
 
 
 def test_writes_are_atomic(tmp_path, monkeypatch):
-    """A failed write leaves the old file whole and no temporary behind; a symlink is followed."""
+    """A failed write leaves the old file whole and no temporary behind; a symlink is refused, not followed
+    (issue 48: a link planted under an output's name sent the write to the file it named)."""
     target = tmp_path / "baseline.json"
     target.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    write_text(link, "new")
+    with pytest.raises(K3PlanError, match="a symlink"):
+        write_text(link, "new")
+    write_text(target, "new")
     assert target.read_text() == "new" and link.is_symlink()
 
     def no_space(*_a, **_k):
@@ -338,3 +341,31 @@ def test_router_histogram_is_read_through_the_guard(cli, tmp_path, payload):
     bad.write_text(payload)
     line = one_error_line(cli("roofline", "-t", "2x2x4", "--tp", "32", "--router-histogram", str(bad)))
     assert "--router-histogram" in line
+
+
+def test_user_shardspecs_pattern_that_backtracks_is_stopped(cli, tmp_path, monkeypatch):
+    """Issue 48: '([a-z_]+\\.?)+\\.X' against 'language_model.model.embed_tokens.weight' backtracked for minutes
+    (a hang with no word); the matching runs under a time bound and the pattern is named."""
+    import time
+
+    from k3plan.sharding import user
+
+    monkeypatch.setattr(user, "MATCH_SECONDS", 0.3)
+    path = _text(tmp_path / "specs.yaml", "shardspecs:\n  '([a-z_]+\\.?)+\\.X': [tp]\n")
+    t0 = time.monotonic()
+    line = one_error_line(cli(*FIT, "--shardspecs", path))
+    assert "took more than 0.3 s" in line and "([a-z_]+" in line and "specs.yaml" in line
+    assert time.monotonic() - t0 < 30
+    import signal
+
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+@pytest.mark.parametrize("args", [(*FIT, "--batch", "1000000000"), ("roofline", "-t", "2x2x4", "--tp", "32", "--batch",
+                                  "1000000000"), ("curve", "-t", "2x2x4", "--tp", "32", "--batch", "1000000000"),
+                                  ("report", "-H", "tpu-v7x", "--concurrency", "1000000000"),
+                                  ("plan", "--concurrency", "1000000000")])
+def test_a_billion_sequences_is_absurd_exit_2_not_does_not_fit(cli, args):
+    """Issue 48: `fit --batch 1000000000` answered "does not fit" (exit 1): a typo, not a deployment."""
+    line = one_error_line(cli(*args))
+    assert "1000000000" in line and ("absurdly large" in line or "at most 1,048,576" in line)

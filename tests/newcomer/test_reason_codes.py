@@ -97,3 +97,28 @@ def test_plan_text_says_why_nothing_passes_first(cli):
     r = cli("plan", "-H", "tpu-v7x", "--max-chips", "8")
     first = r.stdout.splitlines()[0]
     assert r.exit_code == 1 and first.startswith("No configuration passes: the closest (tpu-v7x 2x2x2 ")
+
+
+def test_counts_of_one_are_singular(cli):
+    """Issue 48: fit said "(4 chips, 8 devices, 1 hosts)"; hardware show "1 slice(s) of 1 chips / 1 devices"."""
+    from k3plan.units import counted
+
+    assert (counted(1, "host"), counted(8, "chip"), counted(0, "device")) == ("1 host", "8 chips", "0 devices")
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--tp", "8")
+    assert "(4 chips, 8 devices, 1 host)" in r.stdout and "1 hosts" not in r.stdout
+    r = cli("hardware", "show", "tpu-v5e", "-t", "1x1")
+    assert "1 chip, 1 device, 1 host, 1 slice of 1 chip / 1 device;" in r.stdout
+
+
+@pytest.mark.parametrize("args, near", [
+    (("fit", "-H", "h200"), "did you mean nvidia-h200?"),
+    (("fit", "-H", "v7x"), "did you mean tpu-v7x?"),
+    (("fit", "-H", "nvidai-b200"), "did you mean nvidia-b200"),
+    (("plan", "--price", "h200=3"), "did you mean nvidia-h200?"),
+])
+def test_an_unknown_hardware_name_says_what_it_is_short_for(cli, args, near):
+    """Issue 48: `-H h200` listed every spec; the one it is short for comes first."""
+    from k3_testing import one_error_line
+
+    line = one_error_line(cli(*args))
+    assert near in line and "known:" in line

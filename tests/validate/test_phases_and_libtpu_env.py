@@ -92,3 +92,15 @@ def test_quiet_libtpu_leaves_a_tpu_vm_alone(tmp_path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     assert quiet_libtpu(pci_root=_pci(tmp_path, ["0x8086", GOOGLE_PCI_VENDOR])) == []
     assert not any(k in os.environ for k in QUIET_ENV)
+
+
+def test_libtpu_log_levels_are_set_on_a_tpu_vm_too_unless_the_user_set_them(tmp_path, monkeypatch):
+    """Issue 48: libtpu's start-up warnings printed before k3plan's own first line."""
+    from k3plan.libtpu_env import LOG_ENV
+
+    for k in LOG_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # the user's choice stays
+    quiet_libtpu(pci_root=_pci(tmp_path, ["0x8086", GOOGLE_PCI_VENDOR]))
+    assert os.environ["TPU_STDERR_LOG_LEVEL"] == "2" and os.environ["TPU_MIN_LOG_LEVEL"] == "2"
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"

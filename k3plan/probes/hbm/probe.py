@@ -182,7 +182,7 @@ def _run_op(*, ctx: ProbeContext, params: HbmParams, sizes: tuple[int, ...], op:
                 },
                 samples_s={"per_iter": lt.per_iter_s, **lt.samples()},
                 stats=st,
-                value=moved / st.p50,
+                value=moved / st.p50 if st.p50 > 0 else None,  # a marginal at or below 0: noise, not a rate
                 unit="bytes/s",
             )
         )

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from k3plan.budget.fit import MAX_SEQUENCES, MAX_TOKENS
 from k3plan.errors import K3PlanError, require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
 from k3plan.probes.context import ProbeContext
@@ -84,6 +85,12 @@ class StepParams:
             "--stage: expected decode, prefill or both",
         )
         require(self.prefill_tokens >= 1, f"--prefill-tokens {self.prefill_tokens}: expected >= 1")
+        for flag, v, most in (
+            ("--batch", self.batch, MAX_SEQUENCES),
+            ("--context", self.context, MAX_TOKENS),
+            ("--prefill-tokens", self.prefill_tokens, MAX_TOKENS),
+        ):
+            require(v <= most, f"{flag} {v}: absurdly large; expected at most {most:,}")
         require(self.layers is None or self.layers >= 1, f"--layers {self.layers}: expected >= 1")
         require(
             self.width != "toy" or (self.layers is None and self.experts is None), "--layers/--experts: --width k3 only"
@@ -450,6 +457,16 @@ def measured_peaks(records: list[ProbeRecord], *, device_kind: str):
     )
 
 
+def _require_cache_fits(ctx: ProbeContext, setup, params: StepParams, *, devices: int) -> None:
+    """The decode step's cache (--batch sequences of --context tokens, a device's share) must fit the device's
+    memory before anything is allocated: `--batch 1000000000` ran until the host ran out of memory."""
+    from k3plan.budget.cache import cache_layout
+
+    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
+    need = params.batch * layout.sequence_bytes(params.context)
+    ctx.require_fits(need, what=f"probe step --batch {params.batch} --context {params.context}", devices=devices)
+
+
 def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     import jax
 
@@ -467,6 +484,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             f"probe step: {setup.topology.text} ({setup.hardware.name}) is {n} devices, {ctx.device_count} present "
             f"(--cpu-devices {n} on CPU, or a smaller --topology/--tp)"
         )
+    _require_cache_fits(ctx, setup, params, devices=n)  # before the sub-probes and the step allocate anything
     chunk = min(params.prefill_tokens, params.context)
     stage_ops = {st: step_op_costs(setup, params, stage=st) for st in ("decode", "prefill")}
     stages = [st for st in ("decode", "prefill") if st in params.stages]
