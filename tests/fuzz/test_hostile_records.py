@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from k3_testing import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBES = ROOT / "reports" / "probes"
+PROBES = ROOT / "k3plan" / "evidence" / "probes"  # the shipped device records
 HBM = sorted(PROBES.glob("hbm-tpu-v5-lite-*.json"))[0]
 MATMUL = sorted(PROBES.glob("matmul-*.json"))[0]
 FIT = ("fit", "-t", "2x2x4", "--tp", "32")
