@@ -93,6 +93,10 @@ def model_of(name: str) -> str:
     key = name.strip().rstrip("/").lower()
     if key in bundled_models():
         return key
+    from k3plan.models.hub import bundled_of  # each bundled model's own id, as k3plan's launch lines write it
+
+    if bundled_of(key):
+        return str(bundled_of(key))
     if key in HF_MODELS:
         return HF_MODELS[key]
     for prefix, model in HF_PREFIXES.items():

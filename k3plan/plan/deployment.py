@@ -25,6 +25,7 @@ from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
+from k3plan.models.hub import hf_id
 from k3plan.setup import engine_refusals
 from k3plan.structs import Frozen
 
@@ -243,7 +244,8 @@ def launch_for(
             platform=hw.kind,
             stack=stack.label,
             engine=engine,
-            model_path=model.name,
+            model_path=launch_model(model),
+            model=model.name if hf_id(model.name) else None,
             tp=pick.tp,
             ep=pick.ep,
             dp=pick.dp,
@@ -276,6 +278,15 @@ def launch_for(
         return Launch(config=cfg, text=launch_text(cfg), error=None)
     except (K3PlanError, ValueError) as err:
         return Launch(config=None, text=None, error=str(err).splitlines()[0])
+
+
+def launch_model(model: Model) -> str:
+    """What the engine loads: a bundled model's Hugging Face id (``org/name``, k3plan.models.hub), which the engine
+    resolves and fit --serve reads back; a model read from a config.json path, the folder that holds it (vLLM and
+    SGLang load a local folder of config + weights)."""
+    from pathlib import Path
+
+    return hf_id(model.name) or str(Path(model.spec.source).parent)
 
 
 def engine_options(stack: Stack) -> tuple[tuple[str, str, tuple[str, str, str]], ...]:

@@ -416,3 +416,131 @@ def test_plan_launch_takes_the_osl_off_the_context(cli, tmp_path):
     chunk = int(keys["prefill_chunk_size"])
     assert keys["max_target_length"] == "102048"
     assert int(keys["max_prefill_predict_length"]) == 100000 // chunk * chunk
+
+
+# --- issue 48 item 3: every launch line k3plan prints names the checkpoint by its Hugging Face id and reads back
+# through fit --serve (k3plan/engines/serve.py) as the configuration priced
+
+HF_ID = r"[A-Za-z0-9][\w.-]*/[\w.-]+"
+# (stack, hardware, topology, splits to try in order: (tp, ep, dp)); the first the engine can express is written
+LAUNCHERS = [
+    ("torchtpu-vllm", "tpu-v7x", "2x2x4", [(32, 32, 1), (8, 32, 4)]),
+    ("jax-native", "tpu-v7x", "2x2x4", [(32, 32, 1), (16, 16, 1)]),
+    ("vllm", "nvidia-b200", "2x8", [(16, 16, 1), (8, 16, 2)]),
+    ("sglang", "nvidia-b200", "2x8", [(16, 16, 1), (8, 8, 2)]),
+    ("dp-attention", "nvidia-b200", "2x8", [(2, 16, 8), (1, 16, 16)]),
+    # tpu-inference's DP attention: --tensor-parallel-size of every device, the split in --additional-config
+    ("tpu-inference", "tpu-v7x", "2x2x4", [(4, 4, 8), (32, 32, 1)]),
+]
+
+
+def _launch(model: str, stack: str, hardware: str, topology: str, splits):
+    from types import SimpleNamespace
+
+    from k3plan.engines.stack import load_stack
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.hardware.topology import parse_topology
+    from k3plan.models.loader import load_model
+    from k3plan.plan.deployment import launch_for
+
+    hw = load_hardware(hardware)
+    st = load_stack(stack).bind(hw)  # as plan's space binds it (dp-attention on a GPU is SGLang's)
+    errors = []
+    for tp, ep, dp in splits:
+        pick = SimpleNamespace(tp=tp, ep=ep, dp=dp, pp=1, chunk_tokens=8192, kv_dtype=st.kv_cache.dtype)
+        launch = launch_for(
+            pick=pick,
+            hw=hw,
+            stack=st,
+            topology=parse_topology(hw, topology),
+            model=load_model(model),
+            context=131072,
+            max_num_seqs=16,
+        )
+        if launch.text is not None:
+            return pick, launch
+        errors.append(launch.error)
+    raise AssertionError(f"{model} {stack} on {hardware}: no split launches: {errors}")
+
+
+def _command(text: str) -> str:
+    return next(ln for ln in text.splitlines() if ln and not ln.startswith(("#", ":", "set ")))
+
+
+@pytest.mark.parametrize("model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-flash"])
+@pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), LAUNCHERS, ids=[x[0] for x in LAUNCHERS])
+def test_every_launch_line_names_the_checkpoint_the_engine_resolves(model, stack, hardware, topology, splits):
+    """`vllm serve kimi-k3`: the bundled name is no repository, so the engine could not find the checkpoint. Every
+    line names it by its Hugging Face id (k3plan.models.hub), org/name; MaxText's, by its model_name or config."""
+    from k3plan.models.hub import hf_id
+
+    _, launch = _launch(model, stack, hardware, topology, splits)
+    cmd = _command(launch.text)
+    if launch.config.engine == "jax":
+        from k3plan.engines.flags import MAXTEXT_MODEL_NAMES
+
+        assert (
+            (f"model_name={MAXTEXT_MODEL_NAMES[model]} " in cmd)
+            if model in MAXTEXT_MODEL_NAMES
+            else ('"$MAXTEXT_CONFIG"' in cmd)
+        ), cmd
+        return
+    argv = shlex.split(cmd)
+    name = argv[argv.index("--model-path") + 1] if "--model-path" in argv else argv[argv.index("serve") + 1]
+    assert name == hf_id(model)
+    import re
+
+    assert re.fullmatch(HF_ID, name), name
+
+
+# fit --serve's reader (k3plan/engines/serve.py) does not yet read these real engine flags the lines carry (the lead
+# has the list; each is the engine's own flag, cited where the launch writes it): the lines are right, the reader is
+# short, so the read-back is an expected failure until it reads them
+READER_GAPS = {
+    # vLLM's --all2all-backend (vllm/engine/arg_utils.py EngineArgs -> ParallelConfig.all2all_backend; the vllm
+    # stack's option all2all_backend, which changes the MoE collectives priced)
+    "vllm": "reader: vLLM's --all2all-backend (the vllm stack's all2all_backend option) is refused",
+    # SGLang's --mamba-scheduler-strategy / --max-mamba-cache-size (ServerArgs), the sglang stack's options; and
+    # on two hosts --nnodes / --node-rank / --dist-init-addr (ServerArgs)
+    "sglang": "reader: SGLang's --mamba-scheduler-strategy, --max-mamba-cache-size (and multi-host flags) refused",
+    # SGLang's --enable-dp-attention (ServerArgs.enable_dp_attention): the dp-attention stack, attention TP =
+    # tp_size / dp_size
+    "dp-attention": "reader: SGLang's --enable-dp-attention is refused (it selects the dp-attention stack)",
+}
+READ_BACK = [
+    pytest.param(*x, id=x[0], marks=[pytest.mark.xfail(reason=READER_GAPS[x[0]], strict=False)])
+    if x[0] in READER_GAPS
+    else pytest.param(*x, id=x[0])
+    for x in LAUNCHERS
+    if x[0] not in ("jax-native", "tpu-inference")
+]
+
+
+@pytest.mark.parametrize("model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-pro"])
+@pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), READ_BACK)
+def test_every_launch_line_reads_back_through_serve_as_priced(model, stack, hardware, topology, splits):
+    """The printed vllm serve / sglang.launch_server line, read by fit --serve's reader, is the configuration the
+    plan priced: the model, the split, the context, the chunk, the sequences and the KV dtype. (MaxText's JetStream
+    line is no serve command fit --serve reads; tpu-inference's --additional-config sharding strategy is not read
+    by it either: test below.)"""
+    from k3plan.engines.serve import parse_serve
+
+    pick, launch = _launch(model, stack, hardware, topology, splits)
+    cfg = launch.config
+    q = parse_serve(_command(launch.text), platform=cfg.platform)
+    assert q.model == model
+    assert (q.tp, q.dp, q.pp) == (cfg.tp * (cfg.dp if cfg.dp_attention and cfg.engine == "sglang" else 1), cfg.dp, 1)
+    if cfg.engine == "vllm":
+        assert q.ep == cfg.tp * cfg.dp  # --enable-expert-parallel: the experts over every TP x DP rank
+    else:
+        assert q.ep == cfg.ep
+    assert (q.context, q.chunk, q.batch) == (cfg.max_model_len, cfg.max_num_batched_tokens, cfg.max_num_seqs)
+    assert q.kv_dtype == cfg.kv_dtype
+
+
+@pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), READ_BACK)
+def test_k3_s_launch_lines_pass_fit_serve(cli, stack, hardware, topology, splits):
+    """fit --serve on each engine's K3 line answers the start check (0 starts, 1 refuses), never a usage error (2)."""
+    _, launch = _launch("kimi-k3", stack, hardware, topology, splits)
+    r = cli("fit", "-H", hardware, "-t", topology, "--serve", _command(launch.text))
+    assert r.exit_code in (0, 1), r.output
