@@ -139,6 +139,15 @@ RankByOpt = Annotated[
     ),
 ]
 
+IncludeUnlaunchableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-unlaunchable",
+        help="Rank configurations their stack cannot launch as priced too (after every one that can, marked); "
+        "by default they are left out (reason launch).",
+    ),
+]
+
 
 def _csv(flag: str, text: Optional[str]) -> Optional[list[str]]:
     if text is None:
@@ -199,6 +208,7 @@ def command(
     prefix_tier: PrefixTierOpt = "hbm",
     rank_by: RankByOpt = "ceiling",
     csv: CsvOpt = None,
+    include_unlaunchable: IncludeUnlaunchableOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -275,6 +285,7 @@ def command(
             prefix_hit=prefix_hit,
             prefix_tier=prefix_tier,
             rank_by=rank_by,
+            include_unlaunchable=include_unlaunchable,
         )
     )
     result, advice, ph = a.result, a.advice, a.prefix_hit

@@ -486,6 +486,14 @@ def _per_device_batch(seqs: int, devices: int) -> int | float:
     return seqs // devices if seqs % devices == 0 else seqs / devices
 
 
+def launch_command(cfg: LaunchConfig) -> str:
+    """The engine's command line alone (no header, no sources), or the one-line K3PlanError of a configuration
+    its engine cannot run as priced: what plan's launch check of every row asks (k3plan.plan.launchable)."""
+    if cfg.engine == "jax":
+        return maxtext_command(cfg)
+    return vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
+
+
 def launch_text(cfg: LaunchConfig) -> str:
     """The launch file's text: a header naming the plan, then the command (or parameters) for the
     stack's engine, each flag's source listed below it."""

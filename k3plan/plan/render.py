@@ -26,6 +26,7 @@ def _ranking(result: PlanResult) -> Table:
     chunks = len(result.search.chunks) > 1
     kvs = len(result.search.kv_dtypes) > 1 or result.search.kv_dtypes != ["stack"]
     expected = any(r.expected_tpot_ms is not None for r in result.ranked)
+    unlaunchable = any(r.launch_error for r in result.ranked)
     title = (
         f"{result.model}: {OBJECTIVES[result.objective]}"
         + (" (ranked on expected TPOT)" if result.workload.rank_by == "expected" else "")
@@ -39,6 +40,7 @@ def _ranking(result: PlanResult) -> Table:
         + ["free GiB/dev", "temp", "max seqs", "TPOT ms"]
         + (["exp. TPOT ms"] if expected else [])
         + ["tok/s/chip", "bound", "$/hour"]
+        + (["launch"] if unlaunchable else [])
     )
     rows = []
     for r in result.ranked:
@@ -65,6 +67,7 @@ def _ranking(result: PlanResult) -> Table:
                 r.binding,
                 cell(r.cost_usd_per_hour, ",.2f"),
             ]
+            + (["no" if r.launch_error else "yes"] if unlaunchable else [])
         )
         rows.append(Row(cells, style="bold green" if r.rank == 1 else None))
     # the names are never cut ("nvidia-gb20..." named two machines): at their longest cell, unwrapped; on a
@@ -98,6 +101,23 @@ def tpot_source_lines(result: PlanResult) -> list[str]:
     ]
 
 
+def launch_lines(result: PlanResult) -> list[str]:
+    """Issue 48: the ranked rows their stack cannot launch (--include-unlaunchable: ranked after every row that can),
+    each with why; else how many such configurations were left out of the ranking (reason launch)."""
+    shown = [r for r in result.ranked if r.launch_error]
+    if shown:
+        return [f"#{r.rank} cannot launch: {r.launch_error}" for r in shown] + [
+            "launch no: its stack's engine cannot launch the split as priced; ranked after every row that can"
+        ]
+    left = sum(f.reasons.launch or 0 for f in result.families)
+    if not left:
+        return []
+    return [
+        f"left out: {left:,} configuration(s) that fit but that their stack cannot launch as priced (reason launch; "
+        "the families say why); --include-unlaunchable ranks them after every row that can"
+    ]
+
+
 def _expected(r: PlanRow) -> str:
     return cell(r.expected_tpot_ms, ".2f")
 
@@ -128,12 +148,12 @@ def render_plan(result: PlanResult, console: Console) -> None:
             print_whole(console, sla_table(result))
             from k3plan.plan.serving import sla_measured_lines  # issue 38: a serving benchmark's medians, labelled
 
-            for line in sla_measured_lines(result):
+            for line in sla_measured_lines(result) + launch_lines(result):
                 console.print(escape(line), soft_wrap=True)
         else:
             print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")
-            for line in tpot_source_lines(result):
+            for line in tpot_source_lines(result) + launch_lines(result):
                 console.print(escape(line), soft_wrap=True)
         r = result.recommended
         assert r is not None  # the first ranked row whenever any is ranked

@@ -72,7 +72,8 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
 
 
 KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
-EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source")  # absent from the JSON until set
+# absent from the JSON until set
+EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source", "launch_error")
 
 
 class PlanRow(Frozen):
@@ -110,6 +111,9 @@ class PlanRow(Frozen):
     expected_tpot_ms: Optional[float] = None
     expected_source: Optional[str] = None
     tpot_source: Optional[str] = None  # issue 38: set where a serving benchmark gives tpot_ms (plan/serving.py)
+    # issue 48: why the row's stack cannot launch it (plan/launchable.py); such a row is ranked only under
+    # --include-unlaunchable, after every row that can launch (absent from the JSON where it can)
+    launch_error: Optional[str] = None
 
     # the extensions set to None that are dumped still (a value other than None is always dumped)
     shown: tuple[str, ...] = ()
