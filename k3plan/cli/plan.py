@@ -134,8 +134,10 @@ RankByOpt = Annotated[
     str,
     typer.Option(
         "--rank-by",
-        help="ceiling (default: the decode roofline's TPOT) or expected (TPOT from the efficiency records of "
-        "--probes or reports/probes, the ceiling where none matches the device kind).",
+        help="best (default: each row's best estimate of its TPOT -- measured or transferred from a serving "
+        "benchmark, else the model, else the ceiling -- each figure marked m/t/e/c), ceiling (the decode roofline's "
+        "TPOT) or expected (TPOT from the efficiency records of --probes or reports/probes, the ceiling where none "
+        "matches the device kind).",
     ),
 ]
 
@@ -206,7 +208,7 @@ def command(
     allow_cpu_probes: AllowCpuProbesOpt = False,
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
-    rank_by: RankByOpt = "ceiling",
+    rank_by: RankByOpt = "best",
     csv: CsvOpt = None,
     include_unlaunchable: IncludeUnlaunchableOpt = False,
     json_out: JsonOpt = False,

@@ -73,7 +73,16 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
 
 KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
 # absent from the JSON until set
-EXTENSIONS = ("sla", "cost", "expected_tpot_ms", "expected_source", "tpot_source", "launch_error")
+EXTENSIONS = (
+    "sla",
+    "cost",
+    "expected_tpot_ms",
+    "expected_source",
+    "tpot_source",
+    "launch_error",
+    "estimate_tpot_ms",
+    "estimate_source",
+)
 
 
 class PlanRow(Frozen):
@@ -114,6 +123,11 @@ class PlanRow(Frozen):
     # issue 48: why the row's stack cannot launch it (plan/launchable.py); such a row is ranked only under
     # --include-unlaunchable, after every row that can launch (absent from the JSON where it can)
     launch_error: Optional[str] = None
+    # issue 48: the row's best estimate of its TPOT and its kind (plan/expected.best_estimate): measured or
+    # transferred (a serving benchmark, tpot_source), model (expected_tpot_ms), else ceiling (the decode bound);
+    # plan ranks on it by default (--rank-by best)
+    estimate_tpot_ms: Optional[float] = None
+    estimate_source: Optional[str] = None
 
     # the extensions set to None that are dumped still (a value other than None is always dumped)
     shown: tuple[str, ...] = ()

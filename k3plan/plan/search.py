@@ -185,7 +185,7 @@ def plan(
     strict: bool = False,
     prices: Optional[dict[str, float]] = None,
     load_gbps: Optional[float] = None,
-    rank_by: str = "ceiling",
+    rank_by: str = "best",
     include_unlaunchable: bool = False,
 ) -> PlanResult:
     """Without --isl/--osl: the decode roofline at --concurrency, --target-tpot-ms rejects (as before).
@@ -223,7 +223,7 @@ def plan(
     from k3plan.plan.expected import RANK_BY
 
     if rank_by not in RANK_BY:
-        raise K3PlanError(f"--rank-by {rank_by!r}: expected ceiling or expected")
+        raise K3PlanError(f"--rank-by {rank_by!r}: expected best, ceiling or expected")
     if rank_by == "expected" and isl is not None:
         raise K3PlanError("--rank-by expected: not with --isl/--osl (the scheduler's step model is ceilings-based)")
     eff = eff or Efficiency()
@@ -355,7 +355,14 @@ def plan(
         )
         rows = all_rows[:top]
     else:
-        from k3plan.plan.expected import ExpectedColumn, add_expected, pool_size, rerank
+        from k3plan.plan.expected import (
+            ExpectedColumn,
+            add_expected,
+            order_by_estimate,
+            pool_size,
+            rerank,
+            with_estimates,
+        )
         from k3plan.plan.wire import add_costs, pick_extras
 
         column = ExpectedColumn(
@@ -367,16 +374,13 @@ def plan(
             probes=probes,
             spec_hardware=spec_hardware,
         )
-        order = [int(i) for i in ranked[: pool_size(top) if rank_by == "expected" else top]]
+        order = [int(i) for i in ranked[: pool_size(top) if rank_by in ("best", "expected") else top]]
         known: dict[int, float] = {}
         if rank_by == "expected":
             order, known = rerank(order, column=column, cols=cols, objective=objective)
-        order = order[:top]
-        rows = add_costs(
-            [row(space=space, cols=cols, i=i, rank=r + 1) for r, i in enumerate(order)],
-            prices={p.hardware: p for p in price_list},
-            concurrency=concurrency,
-        )
+        if rank_by != "best":
+            order = order[:top]
+        rows = [row(space=space, cols=cols, i=i, rank=r + 1) for r, i in enumerate(order)]
         rows = add_expected(rows, order, column=column, known=known)
         rows = [r.extended(launch_error=last[i]) if i in last else r for r, i in zip(rows, order)]
         from k3plan.plan.serving import add_serving  # issue 38: a serving benchmark's TPOT where one matches
@@ -392,12 +396,24 @@ def plan(
             probes=probes,
             spec_hardware=spec_hardware,
         )
+        # issue 48: each row's best estimate (measured > transferred > model > ceiling), which --rank-by best orders
+        rows = with_estimates(rows, batch=concurrency)
+        if rank_by == "best":
+            rows = order_by_estimate(rows, objective=objective, batch=concurrency)[:top]
+        rows = add_costs(rows, prices={p.hardware: p for p in price_list}, concurrency=concurrency)
         ranked_on = (
             f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."
             "expected_time of each row's decode ops against its device kind's efficiency records; the "
             "ceiling TPOT where no record exists)"
         )
-        extra = PlanExtras(assumptions=(ranked_on,) if rank_by == "expected" else ())
+        ranked_best = (
+            f"--rank-by best (the default): the best {pool_size(top)} by ceiling re-ranked on each row's best estimate "
+            "of its TPOT: a serving benchmark's (measured at its workload, transferred near it), else the model's "
+            "(speed.expected_time of the decode ops against the device kind's efficiency records), else the ceiling"
+        )
+        extra = PlanExtras(
+            assumptions=(ranked_on,) if rank_by == "expected" else (ranked_best,) if rank_by == "best" else ()
+        )
         if rows:
             extra = PlanExtras(
                 pick=pick_extras(
