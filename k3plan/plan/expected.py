@@ -176,13 +176,15 @@ def order_by_estimate(rows: list[PlanRow], *, objective: str, batch: int) -> lis
     return [replace(r, rank=k + 1) for k, r in enumerate(sorted(rows, key=key))]
 
 
-def evidence_line(rows: list[PlanRow]) -> str | None:
+def evidence_line(rows: list[PlanRow], *, sla: bool = False) -> str | None:
     """Issue 48: when the rows are ranked on different kinds of evidence, which rows rest on which (a measured or
-    modelled time and a ceiling are not like for like: the ceiling is a lower bound)."""
+    modelled time and a ceiling are not like for like: the ceiling is a lower bound). ``sla``: the kind of each
+    row's TPOT under the load (SlaRow.tpot_source) rather than its best estimate."""
     kinds: dict[str, list[int]] = {}
     for r in rows:
-        if r.estimate_source:
-            kinds.setdefault(r.estimate_source, []).append(r.rank)
+        kind = (r.sla.tpot_source if r.sla is not None else None) if sla else r.estimate_source
+        if kind in ESTIMATE_MARK:
+            kinds.setdefault(kind, []).append(r.rank)
     if len(kinds) < 2:
         return None
     parts = [f"{ESTIMATE_MARK[k]} = {k} ({_ranks(kinds[k])})" for k in ESTIMATE_KINDS if k in kinds]

@@ -181,9 +181,11 @@ def render_plan(result: PlanResult, console: Console) -> None:
             from k3plan.plan.render_deploy import sla_table
 
             print_whole(console, sla_table(result))
+            from k3plan.plan.expected import evidence_line
             from k3plan.plan.serving import sla_measured_lines  # issue 38: a serving benchmark's medians, labelled
 
-            for line in sla_measured_lines(result) + launch_lines(result):
+            mixed = evidence_line(result.ranked, sla=True)
+            for line in ([mixed] if mixed else []) + sla_measured_lines(result) + launch_lines(result):
                 console.print(escape(line), soft_wrap=True)
         else:
             print_whole(console, _ranking(result))

@@ -66,3 +66,12 @@ def test_json_carries_the_estimate(cli):
     r = cli("plan", "-H", "tpu-v7x", "--context", "8192", "--top", "3", "--json")
     rows = json.loads(r.stdout)["ranked"]
     assert all(x["estimate_source"] in ESTIMATE_KINDS and x["estimate_tpot_ms"] > 0 for x in rows)
+
+
+def test_under_a_load_mixed_evidence_is_said_too(cli):
+    """--isl/--osl: the main job's row stands on the nightly's medians (m), the others on the scheduler's ceilings:
+    the line says the ranking mixes them."""
+    r = cli("plan", "-H", "tpu-v7x", "--isl", "8192", "--osl", "1024", "--concurrency", "1")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "ranked on different kinds of evidence: m = measured" in text and "c = ceiling" in text
