@@ -142,11 +142,15 @@ def summary_cost_blocks(reports: Sequence[PlatformReport]) -> list[Block]:
     """The cost table over the summary's picks: each platform's first context that fits, its smallest viable
     topology and split, and the very $/M figures the summary and the findings print (decode at the most sequences
     that fit, prefill of the context's prompt), each with the source of the time it divides by."""
+    from k3plan.deploy.prices import price_for
+    from k3plan.hardware import load_hardware
     from k3plan.report.capacity_findings import Viable
 
     rows = []
     for r in reports:
-        source = r.price_source if r.price_usd_per_chip_hour is not None else f"n/a: {r.price_source}"
+        # the spec's price and its dated source, or why there is none (as plan's cost columns say it)
+        p = price_for(load_hardware(r.hardware), {})
+        source = p.source if p.usd_per_chip_hour is not None else f"n/a: {p.source}"
         v = next((x for x in (Viable.of(row) for row in r.rows) if x is not None), None)
         if v is None:
             rows.append([r.hardware, _usd(r.price_usd_per_chip_hour), "no fit", "-", "-", "-", "-", "-", source])
