@@ -1,7 +1,8 @@
 """The Hugging Face id of each bundled model: the name an engine downloads and resolves (``org/name``), which a
 launch line must carry (``vllm serve kimi-k3`` names no repository, so the engine cannot find it).
 
-Each id is the repository the bundled config.json is the public config of, with where that is recorded:
+A bundled folder's provenance.json names its repository (``model``); for the folders without one, each id is the
+repository the bundled config.json is the public config of, with where that is recorded:
 - kimi-k3: moonshotai/Kimi-K3 -- the id of the engines' own K3 runs k3plan ships as evidence (the torch_tpu
   plugin's nightly and AgentX configs, tests/engines/cases/torchtpu-k3-*.yaml) and the one aiconfigurator resolves
   to the same config (docs/peers/aiconfigurator-0.12.0-k3-h200-*.txt: "Loaded model config for moonshotai/Kimi-K3:
@@ -31,11 +32,26 @@ HF_IDS = {
 
 
 def hf_id(model: str) -> str | None:
-    """The Hugging Face id of bundled model ``model``; None for a model k3plan does not bundle (a config.json path)."""
+    """The Hugging Face id of bundled model ``model``: its provenance.json's ``model`` where the folder has one
+    (deepseek-v4.1-flash: "deepseek-ai/DeepSeek-V4.1-Flash", with the revisions its config was read at), else
+    HF_IDS; None for a model k3plan does not bundle (a config.json path)."""
+    from k3plan.models.loader import BUNDLED_DIR, bundled_models
+
+    if model not in bundled_models():
+        return None
+    prov = BUNDLED_DIR / model / "provenance.json"
+    if prov.is_file():
+        import json
+
+        repo = json.loads(prov.read_text()).get("model")
+        if isinstance(repo, str) and "/" in repo:
+            return repo
     return HF_IDS.get(model)
 
 
 def bundled_of(repo: str) -> str | None:
     """The bundled model whose Hugging Face id is ``repo`` (case-insensitive, as the Hub resolves ids); None if none."""
+    from k3plan.models.loader import bundled_models
+
     key = repo.strip().rstrip("/").lower()
-    return next((m for m, r in HF_IDS.items() if r.lower() == key), None)
+    return next((m for m in bundled_models() if (hf_id(m) or "").lower() == key), None)

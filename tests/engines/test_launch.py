@@ -460,7 +460,23 @@ def _command(text: str) -> str:
     return next(ln for ln in text.splitlines() if ln and not ln.startswith(("#", ":", "set ")))
 
 
-@pytest.mark.parametrize("model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-flash"])
+def test_every_bundled_model_has_a_hugging_face_id():
+    """A model bundled later (deepseek-v4.1-flash: its provenance.json names the repository) gets an id too, or this
+    fails: a launch line would fall back to the config's folder."""
+    import re
+
+    from k3plan.models import bundled_models
+    from k3plan.models.hub import bundled_of, hf_id
+
+    for m in bundled_models():
+        repo = hf_id(m)
+        assert repo is not None and re.fullmatch(HF_ID, repo), m
+        assert bundled_of(repo) == bundled_of(repo.lower()) == m
+
+
+@pytest.mark.parametrize(
+    "model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-flash", "deepseek-v4.1-flash"]
+)
 @pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), LAUNCHERS, ids=[x[0] for x in LAUNCHERS])
 def test_every_launch_line_names_the_checkpoint_the_engine_resolves(model, stack, hardware, topology, splits):
     """`vllm serve kimi-k3`: the bundled name is no repository, so the engine could not find the checkpoint. Every
@@ -494,7 +510,9 @@ def test_every_launch_line_names_the_checkpoint_the_engine_resolves(model, stack
 READ_BACK = [x for x in LAUNCHERS if x[0] not in ("jax-native", "tpu-inference")]
 
 
-@pytest.mark.parametrize("model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-pro"])
+@pytest.mark.parametrize(
+    "model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-pro", "deepseek-v4.1-flash"]
+)
 @pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), READ_BACK, ids=[x[0] for x in READ_BACK])
 def test_every_launch_line_reads_back_through_serve_as_priced(model, stack, hardware, topology, splits):
     """The printed vllm serve / sglang.launch_server line, read by fit --serve's reader, is the configuration the
