@@ -213,8 +213,9 @@ TERMS: tuple[Term, ...] = (
         "reason_code",
         ("reason", "verdict", "fits", "does not fit"),
         "Why a configuration does not fit, as a stable code in --json (feasible, fallback, weights, budget, "
-        "concurrency, tpot, unpriced, calibration, sla, no_chunk, no_context, no_configuration) beside the "
-        "reason text the verdict line prints.",
+        "concurrency, tpot, unpriced, calibration, sla, no_chunk, no_context, no_configuration, launch: plan's "
+        "configurations that fit but that their stack cannot launch as priced) beside the reason text the verdict "
+        "line prints.",
         "k3plan/step/verdict.py ReasonCode",
     ),
     Term(

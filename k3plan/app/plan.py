@@ -45,6 +45,7 @@ class PlanQuestion(SessionOptions):
     prefix_hit: Optional[float]
     prefix_tier: str
     rank_by: str
+    include_unlaunchable: bool = False  # rank what its stack cannot launch too, after the rest (plan/launchable.py)
 
 
 class PlanAnswer(Frozen):
@@ -120,6 +121,7 @@ def answer(q: PlanQuestion) -> PlanAnswer:
         prices=overrides,
         load_gbps=q.load_gbps,
         rank_by=q.rank_by,
+        include_unlaunchable=q.include_unlaunchable,
     )
     if session_note is not None:
         result = replace(result, assumptions=[session_note] + result.assumptions)

@@ -134,8 +134,19 @@ RankByOpt = Annotated[
     str,
     typer.Option(
         "--rank-by",
-        help="ceiling (default: the decode roofline's TPOT) or expected (TPOT from the efficiency records of "
-        "k3plan ships plus --probes, the ceiling where none matches the device kind).",
+        help="best (default: each row's best estimate of its TPOT -- measured or transferred from a serving "
+        "benchmark, else the model, else the ceiling -- each figure marked m/t/e/c), ceiling (the decode roofline's "
+        "TPOT) or expected (TPOT from the efficiency records k3plan ships plus --probes, the ceiling where none "
+        "matches the device kind).",
+    ),
+]
+
+IncludeUnlaunchableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-unlaunchable",
+        help="Rank configurations their stack cannot launch as priced too (after every one that can, marked); "
+        "by default they are left out (reason launch).",
     ),
 ]
 
@@ -197,8 +208,9 @@ def command(
     allow_cpu_probes: AllowCpuProbesOpt = False,
     prefix_hit: PrefixHitOpt = None,
     prefix_tier: PrefixTierOpt = "hbm",
-    rank_by: RankByOpt = "ceiling",
+    rank_by: RankByOpt = "best",
     csv: CsvOpt = None,
+    include_unlaunchable: IncludeUnlaunchableOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -277,6 +289,7 @@ def command(
             prefix_hit=prefix_hit,
             prefix_tier=prefix_tier,
             rank_by=rank_by,
+            include_unlaunchable=include_unlaunchable,
         )
     )
     result, advice, ph = a.result, a.advice, a.prefix_hit

@@ -151,6 +151,7 @@ def command(
         stacks=a.deploy_stacks,
         concurrency=concurrency,
         max_chips=max_chips or 10**9,
+        reports=reports,  # issue 48: the cost table prices the summary's picks
     )
     written = write(
         reports,

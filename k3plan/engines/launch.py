@@ -66,6 +66,7 @@ class LaunchConfig(Frozen):
     platform: Literal["gpu", "tpu"]
     stack: str
     engine: Literal["vllm", "sglang", "jax"]
+    # what the engine loads: a bundled model's Hugging Face id (k3plan.models.hub), else the folder of its config.json
     model_path: str
     tp: int
     ep: int = 1  # 1: experts not split over an EP axis
@@ -100,6 +101,13 @@ class LaunchConfig(Frozen):
     # what the engine's code refuses or cannot run for this model as priced (setup.engine_refusals): written
     # at the top of the file, so nobody runs it without reading them
     refusals: tuple[str, ...] = ()
+    # the bundled model priced (k3plan's name): MaxText's model_name is looked up by it (None: model_path is)
+    model: str | None = None
+
+    @property
+    def model_key(self) -> str:
+        """The name MAXTEXT_MODEL_NAMES is keyed by: the bundled model, else what the command loads."""
+        return self.model or self.model_path
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -133,7 +141,6 @@ def vllm_command(cfg: LaunchConfig) -> str:
         if cfg.platform == "tpu"
         else _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
     )
-    kv = _kv(cfg, VLLM_KV, "vLLM (vllm/config/cache.py CacheDType)")
     if cfg.tpu_dp_attention:
         return _tpu_dp_attention_command(cfg, kv)
     if cfg.ep > 1 and cfg.ep != cfg.tp * cfg.dp:
@@ -421,7 +428,7 @@ def maxtext_command(cfg: LaunchConfig) -> str:
     checkout (its maxengine_server_entrypoint.sh runs the same module on base.yml). A model MaxText ships is
     named (model_name, on base.yml); another needs a MaxText config file that defines it, $MAXTEXT_CONFIG."""
     params = jax_params(cfg)
-    name = MAXTEXT_MODEL_NAMES.get(cfg.model_path)
+    name = MAXTEXT_MODEL_NAMES.get(cfg.model_key)
     args: list = ["python3", "-m", "maxtext.inference.maxengine.maxengine_server"]
     if name is None:
         args.append("$MAXTEXT_CONFIG")
@@ -463,10 +470,10 @@ def maxtext_preamble(cfg: LaunchConfig) -> list[str]:
             f"# {cfg.hosts} hosts: run it on each (JAX multi-controller) or once under Pathways"
             " (MaxText's src/maxtext/inference/jetstream_pathways)"
         )
-    if cfg.model_path not in MAXTEXT_MODEL_NAMES:
+    if cfg.model_key not in MAXTEXT_MODEL_NAMES:
         lines.append(
             f': "${{MAXTEXT_CONFIG:?set MAXTEXT_CONFIG to a MaxText config file (base_config: base.yml) that defines '
-            f'{cfg.model_path}: MaxText ships no model_name for it}}"'
+            f'{cfg.model_key}: MaxText ships no model_name for it}}"'
         )
     return lines
 
@@ -477,6 +484,14 @@ def _per_device_batch(seqs: int, devices: int) -> int | float:
     fraction under one, as its 1m_compile.sh's 0.0078125), so 8 sequences on 64 devices is 0.125 -- an
     int floor of at least 1 ran 64, eight times the KV the plan priced. An int when it divides."""
     return seqs // devices if seqs % devices == 0 else seqs / devices
+
+
+def launch_command(cfg: LaunchConfig) -> str:
+    """The engine's command line alone (no header, no sources), or the one-line K3PlanError of a configuration
+    its engine cannot run as priced: what plan's launch check of every row asks (k3plan.plan.launchable)."""
+    if cfg.engine == "jax":
+        return maxtext_command(cfg)
+    return vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
 
 
 def launch_text(cfg: LaunchConfig) -> str:

@@ -93,6 +93,10 @@ def model_of(name: str) -> str:
     key = name.strip().rstrip("/").lower()
     if key in bundled_models():
         return key
+    from k3plan.models.hub import bundled_of  # each bundled model's own id, as k3plan's launch lines write it
+
+    if bundled_of(key):
+        return str(bundled_of(key))
     if key in HF_MODELS:
         return HF_MODELS[key]
     for prefix, model in HF_PREFIXES.items():
@@ -189,6 +193,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         options["moe_a2a_backend"] = a2a if a2a is not None else "none"
     elif a2a is not None:
         raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
+    dp_attention = _launch_flags(engine, get, options, ignored)  # issue 48: the flags k3plan's launch lines write
     kv_raw = get("--kv-cache-dtype", "auto")
     if kv_raw not in KV:
         raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")
@@ -211,6 +216,11 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
     stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
+    if dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
+        stack, tp = "dp-attention", _dp_attention_tp(tp, dp)
+        # and it prefills chunked_prefill_size // dp_size a DP rank (server_args.py handle_data_parallelism; the
+        # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
+        chunk = None if chunk is None else str(_int("--chunked-prefill-size", chunk) // dp)
     caveats: list[str] = []
     if (
         stack == "torchtpu-vllm"
@@ -244,3 +254,38 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         moe_backend=moe_backend,
         language_model_only=lm_only,
     )
+
+
+def _launch_flags(engine: str, get, options: dict[str, str], ignored: list[str]) -> bool:
+    """Issue 48: the real engine flags k3plan's launch lines write (k3plan/engines/launch.py) that the reading above
+    does not take, read as the engines define them; -> whether SGLang's DP attention is on.
+    - vLLM --all2all-backend (vllm/engine/arg_utils.py EngineArgs -> ParallelConfig.all2all_backend): the vllm
+      stack's all2all_backend option, which sets the MoE collectives priced.
+    - SGLang --enable-dp-attention (python/sglang/srt/server_args.py ServerArgs.enable_dp_attention): the
+      dp-attention stack; --mamba-scheduler-strategy and --disable-radix-cache (ServerArgs) are the sglang stack's
+      options of those names; --max-mamba-cache-size (ServerArgs.max_mamba_cache_size), the state slots the launch
+      sizes as priced, and --nnodes / --node-rank / --dist-init-addr (ServerArgs: which host runs which rank) are
+      listed as ignored: they change nothing k3plan prices."""
+    if engine == "vllm":
+        a2a = get("--all2all-backend", None)
+        if a2a is not None:
+            options["all2all_backend"] = a2a
+        return False
+    strategy = get("--mamba-scheduler-strategy", None)
+    if strategy is not None:
+        options["mamba_scheduler_strategy"] = strategy
+    if get("--disable-radix-cache", "false").lower() not in ("false", "0"):
+        options["disable_radix_cache"] = "true"
+    for name in ("--max-mamba-cache-size", "--nnodes", "--node-rank", "--dist-init-addr"):
+        if get(name, None) is not None:
+            ignored.append(name)
+    return get("--enable-dp-attention", "false").lower() not in ("false", "0")
+
+
+def _dp_attention_tp(tp_size: int, dp: int) -> int:
+    if tp_size % dp:
+        raise K3PlanError(
+            f"--serve: --enable-dp-attention with --tp-size {tp_size} and --dp-size {dp}: SGLang splits the server's "
+            "GPUs into dp_size attention groups; expected a --tp-size that --dp-size divides"
+        )
+    return tp_size // dp

@@ -7,6 +7,7 @@ Every model here is typed and lands in PlanResult (JSON) as it is; the render sh
 from __future__ import annotations
 
 import math
+from typing import Literal, Protocol
 
 from k3plan.deploy.coldstart import ColdStart, cold_start
 from k3plan.deploy.cost import (
@@ -18,12 +19,19 @@ from k3plan.deploy.cost import (
 from k3plan.deploy.disagg import PoolSizing, Transfer, request_transfer, size_pools
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price
-from k3plan.engines.launch import TPU_DP_ATTENTION_STACKS, LaunchConfig, engine_for_stack, launch_text
+from k3plan.engines.launch import (
+    TPU_DP_ATTENTION_STACKS,
+    LaunchConfig,
+    engine_for_stack,
+    launch_command,
+    launch_text,
+)
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
 from k3plan.hardware.topology import Topology
 from k3plan.models import Model
+from k3plan.models.hub import hf_id
 from k3plan.plan.rows import CostRow, PlanRow
 from k3plan.setup import engine_refusals
 from k3plan.structs import Frozen
@@ -213,9 +221,26 @@ class Launch(Frozen):
     error: str | None  # why the pick cannot be written for its engine
 
 
+class SplitPick(Protocol):
+    """What a launch reads of a configuration: a PlanRow, or plan's launch check's bare split (plan/launchable.py)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def dp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def chunk_tokens(self) -> int: ...
+    @property
+    def kv_dtype(self) -> Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]: ...
+
+
 def launch_for(
     *,
-    pick: PlanRow,
+    pick: SplitPick,
     hw: HardwareSpec,
     stack: Stack,
     topology: Topology,
@@ -223,7 +248,11 @@ def launch_for(
     context: int,
     max_num_seqs: int,
     output_tokens: int = 1,
+    check_only: bool = False,
 ) -> Launch:
+    """The launch file of ``pick``, or why its engine cannot run it (``error``, one line). ``check_only``: plan's
+    launch check of every row, which asks only whether the line can be written: ``text`` is the command alone
+    (engines.launch.launch_command) and the engine's refusals for the model are not gathered."""
     try:
         engine = engine_for_stack(stack.name, hw.kind)
         cfg = LaunchConfig(
@@ -231,7 +260,8 @@ def launch_for(
             platform=hw.kind,
             stack=stack.label,
             engine=engine,
-            model_path=model.name,
+            model_path=launch_model(model),
+            model=model.name if hf_id(model.name) else None,
             tp=pick.tp,
             ep=pick.ep,
             dp=pick.dp,
@@ -259,11 +289,20 @@ def launch_for(
             else None,
             expert_width=model.spec.moe.expert_intermediate,
             engine_options=engine_options(stack),
-            refusals=tuple(engine_refusals(model, stack)),
+            refusals=() if check_only else tuple(engine_refusals(model, stack)),
         )
-        return Launch(config=cfg, text=launch_text(cfg), error=None)
+        return Launch(config=cfg, text=launch_command(cfg) if check_only else launch_text(cfg), error=None)
     except (K3PlanError, ValueError) as err:
         return Launch(config=None, text=None, error=str(err).splitlines()[0])
+
+
+def launch_model(model: Model) -> str:
+    """What the engine loads: a bundled model's Hugging Face id (``org/name``, k3plan.models.hub), which the engine
+    resolves and fit --serve reads back; a model read from a config.json path, the folder that holds it (vLLM and
+    SGLang load a local folder of config + weights)."""
+    from pathlib import Path
+
+    return hf_id(model.name) or str(Path(model.spec.source).parent)
 
 
 def engine_options(stack: Stack) -> tuple[tuple[str, str, tuple[str, str, str]], ...]:

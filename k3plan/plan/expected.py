@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from k3plan.evidence.value import Evidence
+from k3plan.structs import replace
 
 if TYPE_CHECKING:
     from k3plan.models import Model
@@ -20,8 +21,11 @@ if TYPE_CHECKING:
     from k3plan.plan.space import Space
     from k3plan.plan.table import StepColumns
 
-RANK_BY = ("ceiling", "expected")
-POOL_FACTOR, POOL_MIN = 4, 40  # --rank-by expected re-ranks the best max(4 x --top, 40) by ceiling
+RANK_BY = ("best", "ceiling", "expected")
+POOL_FACTOR, POOL_MIN = 4, 40  # --rank-by best / expected re-rank the best max(4 x --top, 40) by ceiling
+# the kinds of evidence a row's best estimate rests on, best first, and the mark each figure carries
+ESTIMATE_KINDS = ("measured", "transferred", "model", "ceiling")
+ESTIMATE_MARK = {"measured": "m", "transferred": "t", "model": "e", "ceiling": "c"}
 
 
 def pool_size(top: int) -> int:
@@ -133,3 +137,74 @@ def add_expected(
             )
         )
     return out
+
+
+def best_estimate(r: PlanRow) -> tuple[float | None, str]:
+    """A row's best estimate of its TPOT (ms) and its kind: a serving benchmark's figure (plan/serving.py sets
+    tpot_source: measured at its workload, transferred near it), else the model's (expected_tpot_ms, the decode ops
+    against efficiency records), else the ceiling (tpot_ms, the decode bound)."""
+    if r.tpot_source:
+        return r.tpot_ms, "measured" if r.tpot_source.startswith("measured") else "transferred"
+    if r.expected_tpot_ms is not None:
+        return r.expected_tpot_ms, "model"
+    return r.tpot_ms, "ceiling"
+
+
+def with_estimates(rows: list[PlanRow], *, batch: int) -> list[PlanRow]:
+    """Each row with its best estimate (estimate_tpot_ms, estimate_source) and tokens/s a chip from it."""
+    out = []
+    for r in rows:
+        t, kind = best_estimate(r)
+        extra = {} if t is None else {"tokens_per_s_per_chip": batch / (t / 1e3) / r.chips}
+        out.append(r.extended(estimate_tpot_ms=t, estimate_source=kind, **extra))
+    return out
+
+
+def order_by_estimate(rows: list[PlanRow], *, objective: str, batch: int) -> list[PlanRow]:
+    """--rank-by best: the rows (in the ceiling's order) re-sorted on the objective with TPOT := each row's best
+    estimate; a row its stack cannot launch after every other (as the search orders them); ties keep the ceiling
+    order's tie-breaks (a stable sort). Ranks renumbered from 1."""
+
+    def key(r: PlanRow):
+        t = r.estimate_tpot_ms if r.estimate_tpot_ms is not None else float("inf")
+        if objective in ("tokens-per-chip", "throughput"):
+            return (r.launch_error is not None, -batch / t / r.chips, r.chips)
+        first = (
+            (r.cost_usd_per_hour if r.cost_usd_per_hour is not None else float("inf"))
+            if objective == "cost"
+            else r.chips
+        )
+        return (r.launch_error is not None, first, t)
+
+    return [replace(r, rank=k + 1) for k, r in enumerate(sorted(rows, key=key))]
+
+
+def evidence_line(rows: list[PlanRow], *, sla: bool = False) -> str | None:
+    """Issue 48: when the rows are ranked on different kinds of evidence, which rows rest on which (a measured or
+    modelled time and a ceiling are not like for like: the ceiling is a lower bound). ``sla``: the kind of each
+    row's TPOT under the load (SlaRow.tpot_source) rather than its best estimate."""
+    kinds: dict[str, list[int]] = {}
+    for r in rows:
+        kind = (r.sla.tpot_source if r.sla is not None else None) if sla else r.estimate_source
+        if kind in ESTIMATE_MARK:
+            kinds.setdefault(kind, []).append(r.rank)
+    if len(kinds) < 2:
+        return None
+    parts = [f"{ESTIMATE_MARK[k]} = {k} ({_ranks(kinds[k])})" for k in ESTIMATE_KINDS if k in kinds]
+    return (
+        "ranked on different kinds of evidence: "
+        + "; ".join(parts)
+        + ". A ceiling is a lower bound on the time and a model sits between it and a measurement: figures of "
+        "different kinds are not like for like"
+    )
+
+
+def _ranks(ranks: list[int]) -> str:
+    """[1, 2, 3, 5] -> "#1-#3, #5"."""
+    runs: list[list[int]] = []
+    for n in ranks:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"#{r[0]}" if len(r) == 1 else f"#{r[0]}-#{r[-1]}" for r in runs)

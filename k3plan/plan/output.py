@@ -17,6 +17,7 @@ def plan_reason(result: PlanResult) -> tuple[ReasonCode, str]:
     miss = result.closest_miss
     if miss is not None and result.closest_miss_code > 0:
         key, text = REASONS[result.closest_miss_code]
+        text += f": {miss.launch_error}" if miss.launch_error else ""
         where = (
             f"{miss.hardware} {miss.topology} tp {miss.tp} ep {miss.ep} dp {miss.dp} pp {miss.pp}, stack {miss.stack}"
         )

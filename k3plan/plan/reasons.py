@@ -40,6 +40,7 @@ class ReasonCounts(_ByReason):
     concurrency: Optional[int] = None
     tpot: Optional[int] = None
     unpriced: Optional[int] = None
+    launch: Optional[int] = None
     sla: Optional[int] = None
 
     def total(self) -> int:
@@ -56,6 +57,7 @@ class ReasonTexts(_ByReason):
     concurrency: str
     tpot: str
     unpriced: str
+    launch: str
     sla: Optional[str] = None
 
 
@@ -107,9 +109,11 @@ def families(
     kinds: dict[str, np.ndarray],
     concurrency: int,
     target_tpot_s: Optional[float],
+    launch: Optional[dict[int, str]] = None,
 ) -> list[Family]:
     """One account per (hardware, stack): configurations, feasible ones, reasons with counts, and
-    how close the family came on the check that stopped it."""
+    how close the family came on the check that stopped it; ``launch``: row index -> why its stack cannot launch
+    it (k3plan.plan.launchable), for the rows coded ``launch``."""
     size = len(space.hardware) * len(space.stacks)
     fam = cols.family
     counts = np.bincount(fam * len(REASONS) + codes, minlength=size * len(REASONS)).reshape(size, len(REASONS))
@@ -137,6 +141,11 @@ def families(
             detail.append(f"one sequence at the context: short by {-room_best[f]:.2f} GiB a device at best")
         if reasons.concurrency:
             detail.append(f"at most {int(seqs_best[f])} sequences where {concurrency} are needed")
+        if reasons.launch and launch:
+            why = [e for i, e in launch.items() if int(fam[i]) == f and codes[i] == CODE["launch"]]
+            if why:
+                top = max(set(why), key=why.count)
+                detail.append(f"cannot launch ({len(why)}): {top}" + (" (and others)" if len(set(why)) > 1 else ""))
         if reasons.tpot and target_tpot_s is not None:
             detail.append(f"best TPOT {tpot_best[f]:.2f} ms against a target of {target_tpot_s * 1e3:g} ms")
         out.append(

@@ -26,6 +26,9 @@ def _ranking(result: PlanResult) -> Table:
     chunks = len(result.search.chunks) > 1
     kvs = len(result.search.kv_dtypes) > 1 or result.search.kv_dtypes != ["stack"]
     expected = any(r.expected_tpot_ms is not None for r in result.ranked)
+    unlaunchable = any(r.launch_error for r in result.ranked)
+    # issue 48: each row's best estimate, marked (m / t / e / c), with the ceiling beside it
+    estimated = any(r.estimate_source for r in result.ranked)
     title = (
         f"{result.model}: {OBJECTIVES[result.objective]}"
         + (" (ranked on expected TPOT)" if result.workload.rank_by == "expected" else "")
@@ -37,8 +40,9 @@ def _ranking(result: PlanResult) -> Table:
         + (["kv"] if kvs else [])
         + (["chunk"] if chunks else [])
         + ["free GiB/dev", "temp", "max seqs", "TPOT ms"]
-        + (["exp. TPOT ms"] if expected else [])
+        + (["ceiling ms"] if estimated else ["exp. TPOT ms"] if expected else [])
         + ["tok/s/chip", "bound", "$/hour"]
+        + (["launch"] if unlaunchable else [])
     )
     rows = []
     for r in result.ranked:
@@ -57,14 +61,15 @@ def _ranking(result: PlanResult) -> Table:
                 f"{r.free_gib_per_device:.2f}",
                 TEMP_SHORT.get(r.temp_evidence, r.temp_evidence),
                 f"{r.max_sequences:,}",
-                f"{r.tpot_ms:.2f}" + _tpot_mark(r),
+                _tpot(r),
             ]
-            + ([_expected(r)] if expected else [])
+            + ([_ceiling(r)] if estimated else [_expected(r)] if expected else [])
             + [
-                f"{r.tokens_per_s_per_chip:.1f}",
+                f"{r.tokens_per_s_per_chip:.1f}" + _estimate_mark(r),
                 r.binding,
                 cell(r.cost_usd_per_hour, ",.2f"),
             ]
+            + (["no" if r.launch_error else "yes"] if unlaunchable else [])
         )
         rows.append(Row(cells, style="bold green" if r.rank == 1 else None))
     # the names are never cut ("nvidia-gb20..." named two machines): at their longest cell, unwrapped; on a
@@ -81,6 +86,31 @@ def _ranking(result: PlanResult) -> Table:
 NAMES = ("hardware", "topology", "stack", "kv", "tp/ep/dp")  # the ranking's columns that name a configuration
 
 
+def _estimate_mark(r: PlanRow) -> str:
+    from k3plan.plan.expected import ESTIMATE_MARK
+
+    return f" {ESTIMATE_MARK[r.estimate_source]}" if r.estimate_source else ""
+
+
+def _tpot(r: PlanRow) -> str:
+    """The TPOT the row is ranked on: its best estimate with its mark (issue 48), else the figure of before."""
+    if r.estimate_source and r.estimate_tpot_ms is not None:
+        return f"{r.estimate_tpot_ms:.2f}" + _estimate_mark(r)
+    return f"{r.tpot_ms:.2f}" + _tpot_mark(r)
+
+
+def _ceiling(r: PlanRow) -> str:
+    """The decode bound: the row's tpot_ms unless a serving benchmark replaced it (then the figure is not a bound)."""
+    return MISSING if r.tpot_source else cell(r.tpot_ms, ".2f")
+
+
+ESTIMATE_LEGEND = (
+    "TPOT and tok/s/chip: each row's best estimate, m = measured (a serving benchmark's median), t = transferred "
+    "from one by the model's ratio, e = the model (the decode ops against efficiency records), c = the ceiling (the "
+    "decode bound); ceiling ms: the bound"
+)
+
+
 def _tpot_mark(r: PlanRow) -> str:
     """issue 38: a TPOT a serving benchmark gave (plan/serving.py) is marked m (measured) or t (transferred)."""
     if not r.tpot_source:
@@ -93,8 +123,27 @@ def tpot_source_lines(result: PlanResult) -> list[str]:
     marked = [r for r in result.ranked if r.tpot_source]
     if not marked:
         return []
+    if any(r.estimate_source for r in result.ranked):  # the legend says what the marks are
+        return [f"TPOT #{r.rank}: {r.tpot_source}" for r in marked]
     return [f"TPOT #{r.rank}: {r.tpot_source}" for r in marked] + [
         "TPOT of the other rows: the ceiling (the decode bound); m = measured, t = transferred from a serving benchmark"
+    ]
+
+
+def launch_lines(result: PlanResult) -> list[str]:
+    """Issue 48: the ranked rows their stack cannot launch (--include-unlaunchable: ranked after every row that can),
+    each with why; else how many such configurations were left out of the ranking (reason launch)."""
+    shown = [r for r in result.ranked if r.launch_error]
+    if shown:
+        return [f"#{r.rank} cannot launch: {r.launch_error}" for r in shown] + [
+            "launch no: its stack's engine cannot launch the split as priced; ranked after every row that can"
+        ]
+    left = sum(f.reasons.launch or 0 for f in result.families)
+    if not left:
+        return []
+    return [
+        f"left out: {left:,} configuration(s) that fit but that their stack cannot launch as priced (reason launch; "
+        "the families say why); --include-unlaunchable ranks them after every row that can"
     ]
 
 
@@ -120,20 +169,32 @@ def _rejected(result: PlanResult) -> Table:
     return build_table(columns, rows, title="Rejected families (hardware x stack): no configuration passes")
 
 
+def _recommended_tpot(r: PlanRow) -> str:
+    if r.estimate_source and r.estimate_tpot_ms is not None:
+        return f"{r.estimate_tpot_ms:.2f} ms ({r.estimate_source})"
+    return f"{r.tpot_ms:.2f} ms"
+
+
 def render_plan(result: PlanResult, console: Console) -> None:
     if result.ranked:
         if result.sla is not None:
             from k3plan.plan.render_deploy import sla_table
 
             print_whole(console, sla_table(result))
+            from k3plan.plan.expected import evidence_line
             from k3plan.plan.serving import sla_measured_lines  # issue 38: a serving benchmark's medians, labelled
 
-            for line in sla_measured_lines(result):
+            mixed = evidence_line(result.ranked, sla=True)
+            for line in ([mixed] if mixed else []) + sla_measured_lines(result) + launch_lines(result):
                 console.print(escape(line), soft_wrap=True)
         else:
             print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")
-            for line in tpot_source_lines(result):
+            from k3plan.plan.expected import evidence_line
+
+            mixed = evidence_line(result.ranked)
+            estimates = [ESTIMATE_LEGEND] if any(x.estimate_source for x in result.ranked) else []
+            for line in estimates + ([mixed] if mixed else []) + tpot_source_lines(result) + launch_lines(result):
                 console.print(escape(line), soft_wrap=True)
         r = result.recommended
         assert r is not None  # the first ranked row whenever any is ranked
@@ -141,7 +202,7 @@ def render_plan(result: PlanResult, console: Console) -> None:
             f"[bold]Recommended:[/] {r.hardware} {r.topology} ({r.chips} chips), {r.split_words}, "
             f"stack {r.stack}, KV {r.kv_dtype}: "
             f"{r.free_gib_per_device:.2f} GiB free a device, up to {r.max_sequences:,} sequences, "
-            f"TPOT {r.tpot_ms:.2f} ms. Check it: "
+            f"TPOT {_recommended_tpot(r)}. Check it: "
             + r.fit_command(context=result.workload.context_tokens, batch=result.workload.concurrency)
         )
         noted = [x for x in result.ranked if x.layout_notes]

@@ -82,6 +82,7 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
 
 
 KvDtype = Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]  # sharding.stack.KvCache.dtype
+# absent from the JSON until set
 EXTENSIONS = (
     "sla",
     "cost",
@@ -89,7 +90,10 @@ EXTENSIONS = (
     "expected_source",
     "expected_records",
     "tpot_source",
-)  # absent from the JSON until set
+    "launch_error",
+    "estimate_tpot_ms",
+    "estimate_source",
+)
 
 
 class PlanRow(Frozen):
@@ -128,6 +132,14 @@ class PlanRow(Frozen):
     expected_source: Optional[str] = None
     expected_records: Optional[tuple[str, ...]] = None  # issue 46: the probe records expected_tpot_ms used
     tpot_source: Optional[str] = None  # issue 38: set where a serving benchmark gives tpot_ms (plan/serving.py)
+    # issue 48: why the row's stack cannot launch it (plan/launchable.py); such a row is ranked only under
+    # --include-unlaunchable, after every row that can launch (absent from the JSON where it can)
+    launch_error: Optional[str] = None
+    # issue 48: the row's best estimate of its TPOT and its kind (plan/expected.best_estimate): measured or
+    # transferred (a serving benchmark, tpot_source), model (expected_tpot_ms), else ceiling (the decode bound);
+    # plan ranks on it by default (--rank-by best)
+    estimate_tpot_ms: Optional[float] = None
+    estimate_source: Optional[str] = None
 
     # the extensions set to None that are dumped still (a value other than None is always dumped)
     shown: tuple[str, ...] = ()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Optional, Sequence
+from typing import Collection, Optional, Sequence
 
 import numpy as np
 
@@ -125,8 +125,9 @@ def _chunks(chunks: Optional[Sequence[int]], context: int) -> list[int]:
     return sorted(set(int(c) for c in chunks))
 
 
-def _order(cols: StepColumns, idx: np.ndarray, objective: str) -> np.ndarray:
-    """Feasible configurations, best first: the objective, then the tie-breaks, most significant first."""
+def _order(cols: StepColumns, idx: np.ndarray, objective: str, last: Collection[int] = ()) -> np.ndarray:
+    """Feasible configurations, best first: the objective, then the tie-breaks, most significant first; the rows
+    of ``last`` (those their stack cannot launch, under --include-unlaunchable) after every other."""
     chips, tpot = cols.chips[idx], cols.tpot_s[idx]
     if objective == "chips":
         keys = [chips, tpot]
@@ -135,19 +136,28 @@ def _order(cols: StepColumns, idx: np.ndarray, objective: str) -> np.ndarray:
     else:  # tokens-per-chip, throughput (re-ranked by plan/wire.py)
         keys = [-cols.tokens_per_s_per_chip[idx], chips]
     keys += [-cols.free_bytes[idx], -cols.chunk[idx], cols.hw[idx]]
+    keys = [np.isin(idx, np.fromiter(last, dtype=np.int64, count=len(last)))] + keys
     return idx[np.lexsort(keys[::-1])]  # lexsort: the last key is the primary one
 
 
 def closest_miss(cols: StepColumns, codes: np.ndarray) -> Optional[int]:
-    """The index of the rejected configuration that came closest: the fastest TPOT miss (it passed
-    every memory check), else the memory miss (weights, budget, concurrency) with the most free HBM a
+    """The index of the rejected configuration that came closest: the fastest one its stack cannot launch (it
+    passed every check), else the fastest TPOT miss (it passed every memory check), else the memory miss (weights, budget, concurrency) with the most free HBM a
     device; fewest chips on a tie."""
-    for keys in (("tpot",), ("weights", "budget", "concurrency")):
+    for keys in (("launch",), ("tpot",), ("weights", "budget", "concurrency")):
         idx = np.flatnonzero(np.isin(codes, [CODE[k] for k in keys]))
         if idx.size:
-            first = cols.tpot_s[idx] if keys == ("tpot",) else -cols.free_bytes[idx]
+            first = cols.tpot_s[idx] if keys in (("launch",), ("tpot",)) else -cols.free_bytes[idx]
             return int(idx[np.lexsort([cols.chips[idx], first])[0]])  # lexsort: the last key is the primary
     return None
+
+
+def _miss_row(*, space, cols: StepColumns, i: int, codes: np.ndarray, why: dict[int, str]) -> PlanRow:
+    """The closest miss as a row: with its speed where it passed the memory checks (a TPOT miss, or one its stack
+    cannot launch, which carries why)."""
+    code = int(codes[i])
+    r = row(space=space, cols=cols, i=i, rank=0, fits=code in (CODE["tpot"], CODE["launch"]))
+    return r.extended(launch_error=why[i]) if code == CODE["launch"] else r
 
 
 def plan(
@@ -175,11 +185,14 @@ def plan(
     strict: bool = False,
     prices: Optional[dict[str, float]] = None,
     load_gbps: Optional[float] = None,
-    rank_by: str = "ceiling",
+    rank_by: str = "best",
+    include_unlaunchable: bool = False,
 ) -> PlanResult:
     """Without --isl/--osl: the decode roofline at --concurrency, --target-tpot-ms rejects (as before).
     With them: each feasible row also runs the scheduler's steady state (plan/sla.py) and is checked
-    against --ttft-ms / --tpot-ms / --request-latency-ms, best-effort (misses ranked last) or --strict."""
+    against --ttft-ms / --tpot-ms / --request-latency-ms, best-effort (misses ranked last) or --strict.
+    A row its stack cannot launch (plan/launchable.py) is rejected (reason ``launch``), or with
+    ``include_unlaunchable`` ranked after every row that can, with its ``launch_error``."""
     check_inputs(
         concurrency=concurrency,
         max_chips=max_chips,
@@ -210,7 +223,7 @@ def plan(
     from k3plan.plan.expected import RANK_BY
 
     if rank_by not in RANK_BY:
-        raise K3PlanError(f"--rank-by {rank_by!r}: expected ceiling or expected")
+        raise K3PlanError(f"--rank-by {rank_by!r}: expected best, ceiling or expected")
     if rank_by == "expected" and isl is not None:
         raise K3PlanError("--rank-by expected: not with --isl/--osl (the scheduler's step model is ceilings-based)")
     eff = eff or Efficiency()
@@ -270,9 +283,30 @@ def plan(
     probe_notes = probe_notes + ev.notes
     target_s = None if target_tpot_ms is None or sla_mode else target_tpot_ms / 1e3
     codes = reason_codes(cols=cols, concurrency=concurrency, target_tpot_s=target_s, need_price=need_price)
-    ranked = _order(cols, np.flatnonzero(codes == 0), objective)
+    from k3plan.plan.launchable import launch_errors
+
+    unlaunchable = launch_errors(
+        space=space,
+        cols=cols,
+        idx=np.flatnonzero(codes == 0),
+        model=m,
+        context=context,
+        concurrency=concurrency,
+        output_tokens=osl or 1,
+    )
+    if unlaunchable and not include_unlaunchable:
+        codes = codes.copy()
+        codes[list(unlaunchable)] = CODE["launch"]
+    last = unlaunchable if include_unlaunchable else {}
+    ranked = _order(cols, np.flatnonzero(codes == 0), objective, last=last.keys())
     fams = families(
-        space=space, cols=cols, codes=codes, kinds=ev.kinds, concurrency=concurrency, target_tpot_s=target_s
+        space=space,
+        cols=cols,
+        codes=codes,
+        kinds=ev.kinds,
+        concurrency=concurrency,
+        target_tpot_s=target_s,
+        launch=unlaunchable,
     )
     extra = PlanExtras()
     if isl is not None:  # sla_mode, spelled so the type checker narrows isl
@@ -317,10 +351,18 @@ def plan(
             keep=top,
             evidence=evidence,
             spec_hardware=spec_hardware,
+            unlaunchable=last,
         )
         rows = all_rows[:top]
     else:
-        from k3plan.plan.expected import ExpectedColumn, add_expected, pool_size, rerank
+        from k3plan.plan.expected import (
+            ExpectedColumn,
+            add_expected,
+            order_by_estimate,
+            pool_size,
+            rerank,
+            with_estimates,
+        )
         from k3plan.plan.wire import add_costs, pick_extras
 
         column = ExpectedColumn(
@@ -332,17 +374,15 @@ def plan(
             evidence=evidence,
             spec_hardware=spec_hardware,
         )
-        order = [int(i) for i in ranked[: pool_size(top) if rank_by == "expected" else top]]
+        order = [int(i) for i in ranked[: pool_size(top) if rank_by in ("best", "expected") else top]]
         known: dict[int, float] = {}
         if rank_by == "expected":
             order, known = rerank(order, column=column, cols=cols, objective=objective)
-        order = order[:top]
-        rows = add_costs(
-            [row(space=space, cols=cols, i=i, rank=r + 1) for r, i in enumerate(order)],
-            prices={p.hardware: p for p in price_list},
-            concurrency=concurrency,
-        )
+        if rank_by != "best":
+            order = order[:top]
+        rows = [row(space=space, cols=cols, i=i, rank=r + 1) for r, i in enumerate(order)]
         rows = add_expected(rows, order, column=column, known=known)
+        rows = [r.extended(launch_error=last[i]) if i in last else r for r, i in zip(rows, order)]
         from k3plan.plan.serving import add_serving  # issue 38: a serving benchmark's TPOT where one matches
 
         rows = add_serving(
@@ -356,12 +396,24 @@ def plan(
             evidence=evidence,
             spec_hardware=spec_hardware,
         )
+        # issue 48: each row's best estimate (measured > transferred > model > ceiling), which --rank-by best orders
+        rows = with_estimates(rows, batch=concurrency)
+        if rank_by == "best":
+            rows = order_by_estimate(rows, objective=objective, batch=concurrency)[:top]
+        rows = add_costs(rows, prices={p.hardware: p for p in price_list}, concurrency=concurrency)
         ranked_on = (
             f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."
             "expected_time of each row's decode ops against its device kind's efficiency records; the "
             "ceiling TPOT where no record exists)"
         )
-        extra = PlanExtras(assumptions=(ranked_on,) if rank_by == "expected" else ())
+        ranked_best = (
+            f"--rank-by best (the default): the best {pool_size(top)} by ceiling re-ranked on each row's best estimate "
+            "of its TPOT: a serving benchmark's (measured at its workload, transferred near it), else the model's "
+            "(speed.expected_time of the decode ops against the device kind's efficiency records), else the ceiling"
+        )
+        extra = PlanExtras(
+            assumptions=(ranked_on,) if rank_by == "expected" else (ranked_best,) if rank_by == "best" else ()
+        )
         if rows:
             extra = PlanExtras(
                 pick=pick_extras(
@@ -431,8 +483,6 @@ def plan(
         disaggregated=extra.disaggregated,
         launch=extra.launch,
         cold_start=extra.cold_start,
-        closest_miss=None
-        if miss is None
-        else row(space=space, cols=cols, i=miss, rank=0, fits=bool(codes[miss] == CODE["tpot"])),
+        closest_miss=None if miss is None else _miss_row(space=space, cols=cols, i=miss, codes=codes, why=unlaunchable),
         closest_miss_code=-1 if miss is None else int(codes[miss]),
     )

@@ -85,6 +85,7 @@ def apply_sla(
     keep: int | None = None,
     evidence: Evidence | None = None,
     spec_hardware: dict | None = None,
+    unlaunchable: dict[int, str] | None = None,
 ) -> tuple[np.ndarray, list[Family], list[PlanRow], PlanExtras]:
     """-> (ranked indices, families, the first ``keep`` rows in order (None: all), extras). Every
     feasible row gets its SLA figures (they order the rows and choose the Pareto front); only the
@@ -118,9 +119,12 @@ def apply_sla(
         by = sorted(range(len(idx)), key=lambda j: -(slas[j].throughput_tokens_per_s_per_chip or -1.0))
         idx, slas = [idx[j] for j in by], [slas[j] for j in by]
         ranked = ranked[by] if ranked.size else ranked
+    last = unlaunchable or {}  # --include-unlaunchable: these rows after every row that can launch (late_*)
     meets = np.array([s.meets for s in slas], dtype=bool)
-    met_j = [j for j, s in enumerate(slas) if s.meets]
-    miss_j = [j for j, s in enumerate(slas) if not s.meets]
+    met_j = [j for j, s in enumerate(slas) if s.meets and idx[j] not in last]
+    miss_j = [j for j, s in enumerate(slas) if not s.meets and idx[j] not in last]
+    late_met = [j for j, s in enumerate(slas) if s.meets and idx[j] in last]
+    late_miss = [j for j, s in enumerate(slas) if not s.meets and idx[j] in last]
 
     def typed(j: int, rank: int) -> PlanRow:
         r = row(space=space, cols=cols, i=idx[j], rank=rank)
@@ -131,7 +135,7 @@ def apply_sla(
             output_tokens_per_s=[s.output_tokens_per_s],
             input_tokens_per_s=[s.input_tokens_per_s],
         )
-        return r.extended(sla=s, cost=c)
+        return r.extended(sla=s, cost=c, **({"launch_error": last[idx[j]]} if idx[j] in last else {}))
 
     def family(j: int) -> tuple[str, str]:
         i = idx[j]
@@ -139,13 +143,13 @@ def apply_sla(
 
     if targets.strict:
         closest: dict[tuple[str, str], PlanRow] = {}
-        for j in miss_j:
+        for j in miss_j + late_miss:
             if family(j) not in closest:  # the first miss of each family, its best: typed once
                 closest[family(j)] = typed(j, rank=0)
-        fams = _strict_families(fams, [family(j) for j in miss_j], closest)
-        order, ranked = met_j, ranked[meets] if ranked.size else ranked
+        fams = _strict_families(fams, [family(j) for j in miss_j + late_miss], closest)
+        order, ranked = met_j + late_met, ranked[meets] if ranked.size else ranked
     else:
-        order = met_j + miss_j
+        order = met_j + miss_j + late_met + late_miss
         ranked = np.concatenate([ranked[meets], ranked[~meets]]) if ranked.size else ranked
     built: dict[int, PlanRow] = {}
 

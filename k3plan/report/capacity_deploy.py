@@ -1,6 +1,8 @@
 """The report's deployment section (issue 13): the Pareto front of tokens/s per user vs tokens/s
-per chip over the report's platforms, as a plot and a table, and a cost table (the best row of
-each platform: USD an hour, per million output and input tokens, where the price comes from).
+per chip over the report's platforms, as a plot and a table, and a cost table: each platform's pick as the
+summary has it (issue 48: one pick and one $/M a platform in the whole document; the table used plan's own first
+row at the request shape, another pick and a third $/M), USD an hour, per million decode and prefill tokens and
+where the price comes from.
 
 It runs ``k3plan plan`` with latency figures for one request shape, stated in the section:
 REQUEST_ISL / REQUEST_OSL below are a chat-like request (4,000 prompt tokens, 500 output tokens,
@@ -17,6 +19,7 @@ from k3plan.report.doc import Block
 
 if TYPE_CHECKING:
     from k3plan.plan.rows import PlanRow
+    from k3plan.report.capacity_model import PlatformReport
 
 REQUEST_ISL = 4000  # prompt tokens a request (stated in the section; not a measured workload)
 REQUEST_OSL = 500  # output tokens a request
@@ -35,8 +38,10 @@ def deployment_blocks(
     max_chips: int,
     plot_path: Path,
     prices: dict[str, float] | None = None,
+    reports: Sequence[PlatformReport] | None = None,
 ) -> tuple[list[Block], list[Path]]:
-    """(blocks, files written): the section and its Pareto plot (written here)."""
+    """(blocks, files written): the section and its Pareto plot (written here). ``reports``: the platforms'
+    capacity reports, whose summary pick each the cost table prices (else plan's first row a platform)."""
     from k3plan.deploy.pareto import plot_pareto
     from k3plan.extras import have
     from k3plan.plan import plan
@@ -73,7 +78,7 @@ def deployment_blocks(
         blocks.append(
             (
                 "table",
-                ["hardware", "topology", "split", "stack", "chips", "tok/s/user", "tok/s/chip", "$/hour", "$/M out"],
+                ["hardware", "topology", "split", "stack", "chips", "tok/s/user", "tok/s/chip", "$/hour"],
                 [
                     [
                         p.hardware,
@@ -84,7 +89,6 @@ def deployment_blocks(
                         f"{p.tokens_per_s_per_user:,.1f}",
                         f"{p.tokens_per_s_per_chip:,.1f}",
                         _usd(p.usd_per_hour),
-                        _usd(p.usd_per_million_output_tokens),
                     ]
                     for p in res.pareto
                 ],
@@ -92,6 +96,8 @@ def deployment_blocks(
         )
     else:
         blocks.append(("p", "No configuration fits: no Pareto front."))
+    if reports is not None:
+        return blocks + summary_cost_blocks(reports), files
     best: dict[str, PlanRow] = {}  # hardware -> its first ranked row
     for ranked in res.ranked:  # ranked fewest chips first: the first row of each platform is its pick
         best.setdefault(ranked.hardware, ranked)
@@ -130,3 +136,64 @@ def deployment_blocks(
         ),
     ]
     return blocks, files
+
+
+def summary_cost_blocks(reports: Sequence[PlatformReport]) -> list[Block]:
+    """The cost table over the summary's picks: each platform's first context that fits, its smallest viable
+    topology and split, and the very $/M figures the summary and the findings print (decode at the most sequences
+    that fit, prefill of the context's prompt), each with the source of the time it divides by."""
+    from k3plan.deploy.prices import price_for
+    from k3plan.hardware import load_hardware
+    from k3plan.report.capacity_findings import Viable
+
+    rows = []
+    for r in reports:
+        # the spec's price and its dated source, or why there is none (as plan's cost columns say it)
+        p = price_for(load_hardware(r.hardware), {})
+        source = p.source if p.usd_per_chip_hour is not None else f"n/a: {p.source}"
+        v = next((x for x in (Viable.of(row) for row in r.rows) if x is not None), None)
+        if v is None:
+            rows.append([r.hardware, _usd(r.price_usd_per_chip_hour), "no fit", "-", "-", "-", "-", "-", source])
+            continue
+        s, most, pre = v.setup, v.most, v.prefill
+        hour = None if r.price_usd_per_chip_hour is None else r.price_usd_per_chip_hour * s.chips
+        rows.append(
+            [
+                r.hardware,
+                _usd(r.price_usd_per_chip_hour),
+                f"{s.topology} {s.split} {r.stack} @ {v.row.context_tokens:,}",
+                str(s.chips),
+                _usd(hour),
+                f"{_usd(most.usd_per_mtok)} (B={most.batch:,})",
+                _usd(pre.usd_per_mtok),
+                f"decode {most.tpot_source}, prefill {pre.ttft_source}",
+                source,
+            ]
+        )
+    return [
+        ("h3", "Cost"),
+        (
+            "table",
+            [
+                "hardware",
+                "$/chip-hour",
+                "pick (the summary's, at its first context)",
+                "chips",
+                "$/hour",
+                "$/M decode",
+                "$/M prefill",
+                "time source",
+                "price source",
+            ],
+            rows,
+        ),
+        (
+            "p",
+            "Per million tokens: the whole hourly cost charged to the token kind at the pick's rate: decode at the most "
+            "sequences that fit, prefill of the context's prompt -- the figures of the summary and the findings (one "
+            "pick and one figure a platform in this report; the Pareto front above is priced by the hour only). "
+            "Time source: ceiling = the roofline bound, model = the ops against efficiency records, measured / "
+            "transferred = a serving benchmark's median (at, or carried to, this workload). n/a: "
+            "the spec has no public price; `k3plan plan --price HW=USD` fills it.",
+        ),
+    ]

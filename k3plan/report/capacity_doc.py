@@ -38,6 +38,22 @@ def longest(row: ContextRow) -> str:
     return f"{row.max_context_tokens:,}"
 
 
+SOURCE_LEGEND = (
+    "Source: the kind of evidence each time (and the tokens/s and $/M from it) rests on -- ceiling = the roofline's "
+    "bound at the priced efficiencies, model = the ops priced against efficiency records, measured = a serving "
+    "benchmark's median at this configuration, transferred = one carried to this workload by the model's ratio; a "
+    "ceiling is a lower bound on the time, so rows of different sources are not like for like."
+)
+
+
+def sources(v: Viable) -> str:
+    """The sources of a summary row's decode (one sequence / the most) and TTFT, once when they agree."""
+    kinds = [v.decode.tpot_source, v.most.tpot_source, v.prefill.ttft_source]
+    if len(set(kinds)) == 1:
+        return kinds[0]
+    return f"{kinds[0]} / {kinds[1]}, {kinds[2]}"
+
+
 def summary_table(reports: Sequence[PlatformReport]) -> Block:
     headers = [
         "platform",
@@ -52,6 +68,7 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
         "decode tok/s (1 seq)",
         "decode tok/s (most seqs)",
         "TTFT (s)",
+        "source (decode 1 / most, TTFT)",
         "$ / M decode tokens",
     ]
     rows = []
@@ -59,7 +76,7 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
         for row in r.rows:
             v = Viable.of(row)
             if v is None:
-                rows.append([r.hardware, r.stack, fmt_tokens(row.context_tokens), "does not fit"] + ["—"] * 9)
+                rows.append([r.hardware, r.stack, fmt_tokens(row.context_tokens), "does not fit"] + ["—"] * 10)
                 continue
             s, full = v.setup, v.most
             rows.append(
@@ -76,6 +93,7 @@ def summary_table(reports: Sequence[PlatformReport]) -> Block:
                     f"{v.decode.tokens_per_s:,.0f}",
                     f"{full.tokens_per_s:,.0f} (B={full.batch})",
                     f"{v.prefill.ttft_s:,.1f}",
+                    sources(v),
                     usd(full.usd_per_mtok),
                 ]
             )
@@ -195,7 +213,8 @@ def document(
 ) -> list[Block]:
     """``plots_note``: said under "Plots" where they were not drawn (matplotlib missing)."""
     blocks: list[Block] = [("h1", title)] + [("p", t) for t in intro]
-    blocks += [("h2", "Summary"), summary_table(reports), ("h2", "Findings"), ("ul", findings(reports))]
+    blocks += [("h2", "Summary"), summary_table(reports), ("p", SOURCE_LEGEND)]
+    blocks += [("h2", "Findings"), ("ul", findings(reports))]
     blocks += [("h2", "Plots")] + [("img", path, alt) for path, alt in plots]
     if plots_note:
         blocks.append(("p", plots_note))

@@ -142,6 +142,8 @@ def plot_roofline(reports: Sequence[PlatformReport], *, path: Path) -> None:
                 [p.intensity for p in pts],
                 [p.flops_per_s / 1e12 for p in pts],
                 markers[i % len(markers)],
+                # issue 48: every figure says its source; these steps are the roofline's bound, never a measurement
+                label=f"{r.hardware} decode steps (source: ceiling)",
                 color=color,
                 ms=7 - i % 3,
                 markerfacecolor="none" if i % 2 else color,
@@ -162,7 +164,7 @@ def plot_roofline(reports: Sequence[PlatformReport], *, path: Path) -> None:
     ax.set_ylabel("TFLOP/s a device")
     ax.set_title(
         "Decode roofline: points are decode steps at batch 1, 2, 4, ... up to the most sequences that fit\n"
-        "(attained = FLOPs / step time, collectives included)",
+        "(attained = FLOPs / step time, collectives included; source: the ceiling, the roofline's bound)",
         fontsize=9,
     )
     ax.grid(True, which="both", alpha=0.25)

@@ -39,6 +39,9 @@ class ReasonCode(str, Enum):
     NO_CONTEXT = "no_context"
     # plan: the search found no configuration at all (no hardware, stack or topology to try)
     NO_CONFIGURATION = "no_configuration"
+    # plan: fits and meets the targets, but its stack's engine cannot launch the split as priced (the launch line
+    # cannot be written: k3plan.engines.launch); left out of the ranking unless --include-unlaunchable
+    LAUNCH = "launch"
 
 
 # code -> (key, text); a configuration gets the first that applies, 0 = feasible
@@ -56,6 +59,11 @@ REASONS = (
     ),
     (ReasonCode.TPOT.value, "misses the TPOT target"),
     (ReasonCode.UNPRICED.value, "no price in the hardware spec (--minimize cost)"),
+    # plan only (reject_code never returns it): set on the rows that pass the checks above (k3plan.plan.launchable)
+    (
+        ReasonCode.LAUNCH.value,
+        "its stack's engine cannot launch the split as priced (no launch line; --include-unlaunchable ranks it last)",
+    ),
 )
 CALIBRATION_REFUSED = "a compiled graph was refused by calibration"
 

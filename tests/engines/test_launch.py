@@ -330,23 +330,16 @@ def test_a_split_maxtext_cannot_run_as_priced_is_refused(cfg, says):
 
 
 def test_plan_emit_launch_refuses_a_dp_pick_in_one_line(cli, tmp_path):
-    """plan's pick at 524,288 tokens x 4 is 4x4x4 TP32 EP128 DP4 on jax-native: the file said ici_tensor 32 x
-    ici_expert 128 x ici_data 4 = 16,384 on 128 devices. MaxText would hold all 4 DP groups' KV on every device."""
+    """plan's pick at 524,288 tokens x 4 was 4x4x4 TP32 EP128 DP4 on jax-native: the file said ici_tensor 32 x
+    ici_expert 128 x ici_data 4 = 16,384 on 128 devices. MaxText would hold all 4 DP groups' KV on every device.
+    Issue 48: such a row is no recommendation (reason launch, exit 1: nothing passes); ranked anyway under
+    --include-unlaunchable, its launch is still refused in one line (exit 2)."""
     out = tmp_path / "run.sh"
-    r = cli(
-        "plan",
-        "-H",
-        "tpu-v7x",
-        "--stacks",
-        "jax-native",
-        "--context",
-        "524288",
-        "--concurrency",
-        "4",
-        "--emit",
-        "launch",
-        out,
-    )
+    args = ("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "524288", "--concurrency", "4")
+    r = cli(*args, "--emit", "launch", out)
+    assert r.exit_code == 1 and "cannot launch" in r.output and "dp 4 cannot be expressed" in r.output, r.output
+    assert not out.exists()
+    r = cli(*args, "--include-unlaunchable", "--emit", "launch", out)
     assert r.exit_code == 2 and "dp 4 cannot be expressed" in r.stderr and not out.exists(), r.output
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -416,3 +409,136 @@ def test_plan_launch_takes_the_osl_off_the_context(cli, tmp_path):
     chunk = int(keys["prefill_chunk_size"])
     assert keys["max_target_length"] == "102048"
     assert int(keys["max_prefill_predict_length"]) == 100000 // chunk * chunk
+
+
+# --- issue 48 item 3: every launch line k3plan prints names the checkpoint by its Hugging Face id and reads back
+# through fit --serve (k3plan/engines/serve.py) as the configuration priced
+
+HF_ID = r"[A-Za-z0-9][\w.-]*/[\w.-]+"
+# (stack, hardware, topology, splits to try in order: (tp, ep, dp)); the first the engine can express is written
+LAUNCHERS = [
+    ("torchtpu-vllm", "tpu-v7x", "2x2x4", [(32, 32, 1), (8, 32, 4)]),
+    ("jax-native", "tpu-v7x", "2x2x4", [(32, 32, 1), (16, 16, 1)]),
+    ("vllm", "nvidia-b200", "2x8", [(16, 16, 1), (8, 16, 2)]),
+    ("sglang", "nvidia-b200", "2x8", [(16, 16, 1), (8, 8, 2)]),
+    ("dp-attention", "nvidia-b200", "2x8", [(2, 16, 8), (1, 16, 16)]),
+    # tpu-inference's DP attention: --tensor-parallel-size of every device, the split in --additional-config
+    ("tpu-inference", "tpu-v7x", "2x2x4", [(4, 4, 8), (32, 32, 1)]),
+]
+
+
+def _launch(model: str, stack: str, hardware: str, topology: str, splits):
+    from types import SimpleNamespace
+
+    from k3plan.engines.stack import load_stack
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.hardware.topology import parse_topology
+    from k3plan.models.loader import load_model
+    from k3plan.plan.deployment import launch_for
+
+    hw = load_hardware(hardware)
+    st = load_stack(stack).bind(hw)  # as plan's space binds it (dp-attention on a GPU is SGLang's)
+    errors = []
+    for tp, ep, dp in splits:
+        pick = SimpleNamespace(tp=tp, ep=ep, dp=dp, pp=1, chunk_tokens=8192, kv_dtype=st.kv_cache.dtype)
+        launch = launch_for(
+            pick=pick,
+            hw=hw,
+            stack=st,
+            topology=parse_topology(hw, topology),
+            model=load_model(model),
+            context=131072,
+            max_num_seqs=16,
+        )
+        if launch.text is not None:
+            return pick, launch
+        errors.append(launch.error)
+    raise AssertionError(f"{model} {stack} on {hardware}: no split launches: {errors}")
+
+
+def _command(text: str) -> str:
+    return next(ln for ln in text.splitlines() if ln and not ln.startswith(("#", ":", "set ")))
+
+
+def test_every_bundled_model_has_a_hugging_face_id():
+    """A model bundled later (deepseek-v4.1-flash: its provenance.json names the repository) gets an id too, or this
+    fails: a launch line would fall back to the config's folder."""
+    import re
+
+    from k3plan.models import bundled_models
+    from k3plan.models.hub import bundled_of, hf_id
+
+    for m in bundled_models():
+        repo = hf_id(m)
+        assert repo is not None and re.fullmatch(HF_ID, repo), m
+        assert bundled_of(repo) == bundled_of(repo.lower()) == m
+
+
+@pytest.mark.parametrize(
+    "model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-flash", "deepseek-v4.1-flash"]
+)
+@pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), LAUNCHERS, ids=[x[0] for x in LAUNCHERS])
+def test_every_launch_line_names_the_checkpoint_the_engine_resolves(model, stack, hardware, topology, splits):
+    """`vllm serve kimi-k3`: the bundled name is no repository, so the engine could not find the checkpoint. Every
+    line names it by its Hugging Face id (k3plan.models.hub), org/name; MaxText's, by its model_name or config."""
+    from k3plan.models.hub import hf_id
+
+    _, launch = _launch(model, stack, hardware, topology, splits)
+    cmd = _command(launch.text)
+    if launch.config.engine == "jax":
+        from k3plan.engines.flags import MAXTEXT_MODEL_NAMES
+
+        assert (
+            (f"model_name={MAXTEXT_MODEL_NAMES[model]} " in cmd)
+            if model in MAXTEXT_MODEL_NAMES
+            else ('"$MAXTEXT_CONFIG"' in cmd)
+        ), cmd
+        return
+    argv = shlex.split(cmd)
+    name = argv[argv.index("--model-path") + 1] if "--model-path" in argv else argv[argv.index("serve") + 1]
+    assert name == hf_id(model)
+    import re
+
+    assert re.fullmatch(HF_ID, name), name
+
+
+# every engine flag the lines write is one the reader reads (issue 48: --all2all-backend, --enable-dp-attention,
+# --mamba-scheduler-strategy, --max-mamba-cache-size and the multi-host flags were refused: engines/serve.py
+# _launch_flags reads them as the engines define them). MaxText's JetStream line is no serve command fit --serve
+# reads, nor tpu-inference's (its DP attention's split is --additional-config's sharding strategy, and the reader
+# takes vllm serve on a TPU as the torch_tpu plugin's)
+READ_BACK = [x for x in LAUNCHERS if x[0] not in ("jax-native", "tpu-inference")]
+
+
+@pytest.mark.parametrize(
+    "model", ["kimi-k3", "kimi-k2", "kimi-linear-48b-a3b", "deepseek-v3", "deepseek-v4-pro", "deepseek-v4.1-flash"]
+)
+@pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), READ_BACK, ids=[x[0] for x in READ_BACK])
+def test_every_launch_line_reads_back_through_serve_as_priced(model, stack, hardware, topology, splits):
+    """The printed vllm serve / sglang.launch_server line, read by fit --serve's reader, is the configuration the
+    plan priced: the model, the split, the context, the chunk, the sequences and the KV dtype. (MaxText's JetStream
+    line is no serve command fit --serve reads; tpu-inference's --additional-config sharding strategy is not read
+    by it either: test below.)"""
+    from k3plan.engines.serve import parse_serve
+
+    pick, launch = _launch(model, stack, hardware, topology, splits)
+    cfg = launch.config
+    q = parse_serve(_command(launch.text), platform=cfg.platform)
+    assert q.model == model
+    assert (q.tp, q.dp, q.pp) == (cfg.tp, cfg.dp, 1)
+    assert q.stack == {"dp-attention": "dp-attention", "sglang": "sglang"}.get(stack, q.stack)
+    if cfg.engine == "vllm":
+        assert q.ep == cfg.tp * cfg.dp  # --enable-expert-parallel: the experts over every TP x DP rank
+    else:
+        assert q.ep == cfg.ep
+    # the chunk priced: a DP group's (SGLang's DP attention divides --chunked-prefill-size by dp_size)
+    assert (q.context, q.chunk, q.batch) == (cfg.max_model_len, pick.chunk_tokens, cfg.max_num_seqs)
+    assert q.kv_dtype == cfg.kv_dtype
+
+
+@pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), READ_BACK, ids=[x[0] for x in READ_BACK])
+def test_k3_s_launch_lines_pass_fit_serve(cli, stack, hardware, topology, splits):
+    """fit --serve on each engine's K3 line answers the start check (0 starts, 1 refuses), never a usage error (2)."""
+    _, launch = _launch("kimi-k3", stack, hardware, topology, splits)
+    r = cli("fit", "-H", hardware, "-t", topology, "--serve", _command(launch.text))
+    assert r.exit_code in (0, 1), r.output

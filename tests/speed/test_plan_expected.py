@@ -1,6 +1,7 @@
 """plan's expected TPOT column and --rank-by (issue 17 item 5): a hand-made TPU7x all-reduce record over
 32 devices at 1/20 of its ceiling slows every row whose collectives include an all-reduce over 32; the
-default ranking (ceiling) is unchanged by the column, --rank-by expected re-ranks on it."""
+--rank-by ceiling is unchanged by the column, --rank-by expected re-ranks on it; the default (issue 48) is --rank-by
+best, each row's best estimate."""
 
 from __future__ import annotations
 
@@ -29,12 +30,15 @@ def key(r):
     return (r["topology"], r["tp"], r["ep"], r["dp"], r["stack"], r["kv_dtype"])
 
 
-def test_rank_by_ceiling_is_the_default_and_expected_reranks(cli, tmp_path):
+def test_rank_by_best_is_the_default_and_expected_reranks(cli, tmp_path):
     slow_all_reduce(tmp_path)
     default = json.loads(cli(*ARGS, "--probes", tmp_path).stdout)
+    best = json.loads(cli(*ARGS, "--probes", tmp_path, "--rank-by", "best").stdout)
     ceiling = json.loads(cli(*ARGS, "--probes", tmp_path, "--rank-by", "ceiling").stdout)
     expected = json.loads(cli(*ARGS, "--probes", tmp_path, "--rank-by", "expected").stdout)
-    assert [key(r) for r in default["ranked"]] == [key(r) for r in ceiling["ranked"]]
+    assert default["workload"]["rank_by"] == "best"
+    assert [key(r) for r in default["ranked"]] == [key(r) for r in best["ranked"]]
+    assert all(r["estimate_source"] in ("measured", "transferred", "model", "ceiling") for r in default["ranked"])
     # the column: every shown row has an all-reduce over 32 (attention at TP 32 or the experts at EP 32)
     assert all(r["expected_tpot_ms"] is not None for r in ceiling["ranked"])
     assert ceiling["ranked"][0]["expected_source"].startswith("efficiency records of TPU7x in ")
@@ -43,7 +47,8 @@ def test_rank_by_ceiling_is_the_default_and_expected_reranks(cli, tmp_path):
     assert {r["chips"] for r in rows} == {16}
     tpots = [r["expected_tpot_ms"] for r in rows]
     assert tpots == sorted(tpots)
-    assert [key(r) for r in rows] != [key(r) for r in ceiling["ranked"]]
+    # (it no longer differs from the ceiling's order here: issue 48 leaves out the jax-native DP rows MaxText cannot
+    # launch, which the slow all-reduce moved; the sorted expected TPOTs above are the re-ranking)
     assert expected["workload"]["rank_by"] == "expected"
     assert any(a.startswith("--rank-by expected") for a in expected["assumptions"])
 
