@@ -27,7 +27,7 @@ def reports():
         concurrency=1,
         max_chips=64,
         eff=Efficiency(),
-        probes=None,
+        evidence=None,
         progress=lambda m: None,
     )
 
