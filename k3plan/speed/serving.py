@@ -560,3 +560,106 @@ def compare(
         prefill=_stage("prefill", b, expected.prefill, others, model, decode=dec),
         benchmarks=tuple(c.label for c in cands),
     )
+
+
+class ServedWorkload(_Frozen):
+    """A serving benchmark's workload as the engine serves it (issue 46 item 4): ``concurrency`` requests of ISL in,
+    OSL out, spread over the DP groups (each an engine of its own, stepping together), run through the scheduler
+    (``speed.scheduler.simulate``: vLLM V1's rule, a step's token budget shared by decodes and prefill chunks,
+    prompts sent together queueing behind each other) on a step time from the model alone."""
+
+    ttft_s: float  # the benchmark's statistic (median; mean where it publishes means or does not say)
+    tpot_s: float
+    statistic: str
+    groups: int  # DP groups serving
+    concurrency_per_group: int
+    prompts_per_group: int | None  # None: the steady state of a closed loop (the run's prompts unpublished)
+    token_budget: int
+    step: Any  # speed.scheduler.StepCoefficients: a group's T(d, p)
+    result: Any  # speed.scheduler.SchedulerResult
+    async_hidden_s: float  # the host time a step asynchronous scheduling hides (0: synchronous, or none priced)
+    label: str
+
+
+def served_workload(
+    model: _ModelAt,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    prompts: int | None,
+    token_budget: int,
+    max_num_seqs: int | None = None,
+    async_scheduling: bool | None = False,
+    scheduling_source: str = "",
+    statistic: str = "median",
+    prefill_first: bool = False,
+) -> ServedWorkload:
+    """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
+    is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
+    group's share of the sequences a group (all groups alike: a decode step of d a group is the model's step of
+    d x groups), b so that a prefill-only step of the run's chunk (min(token budget, ISL)) takes the model's mean
+    chunk of one prompt; with asynchronous scheduling base loses the synchronous host term
+    (``speed.overheads.async_host_term``). ``prefill_first``: the engine's scheduler runs prefill and decode in
+    steps of their own, a prefill whenever one forms (SGLang: ``speed.scheduler.PREFILL_FIRST_RULE``). At one request it is the one-step model exactly: T(1, 0) is the model's
+    decode step, T(0, chunk) its chunk."""
+    import math
+
+    from k3plan.speed.overheads import async_host_term
+    from k3plan.speed.scheduler import StepCoefficients, simulate
+
+    groups = max(1, min(model.setup.parallel.dp, concurrency))
+    n = math.ceil(concurrency / groups)
+    per_prompts = None if prompts is None else math.ceil(prompts / groups)
+    t1 = model.decode_s(groups, isl)
+    tn = model.decode_s(n * groups, isl) if n > 1 else t1
+    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
+    base = t1 - a
+    chunk = min(token_budget, isl)
+    speed = model.speed(concurrency, isl, chunk)
+    chunks = math.ceil(isl / chunk)
+    hidden = async_host_term(speed.decode, async_scheduling=async_scheduling, why=scheduling_source)
+    host = -hidden.seconds if hidden is not None else 0.0
+    b = max(speed.prefill.expected_s / chunks - base, 0.0) / (isl / chunks)
+    step = StepCoefficients(
+        base_s=max(base - host, 0.0),
+        per_decode_seq_s=a,
+        per_prefill_token_s=b,
+        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+    )
+    r = simulate(
+        step_time=step,
+        isl=isl,
+        osl=osl,
+        token_budget=token_budget,
+        concurrency=n,
+        max_num_seqs=max_num_seqs,
+        prompts=per_prompts,
+        chips=model.setup.topology.chips,
+        prefill_first=prefill_first,
+    )
+    median = statistic == "median"
+    ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
+    tpot = r.tpot_median_s if median and r.tpot_median_s is not None else r.tpot_s
+    run = (
+        f"{per_prompts:,} requests a group, {n:,} at a time, sent at once"
+        if per_prompts is not None
+        else f"the closed loop's steady state at {n:,} a group (the run's prompts unpublished)"
+    )
+    return ServedWorkload(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        statistic="median" if median else "mean",
+        groups=groups,
+        concurrency_per_group=n,
+        prompts_per_group=per_prompts,
+        token_budget=token_budget,
+        step=step,
+        result=r,
+        async_hidden_s=host,
+        label=(
+            f"the scheduler ({'SGLang' if prefill_first else 'vLLM V1'}'s rule) over {groups} DP group(s): {run}, a token budget of {token_budget:,} a step; T(d, p) = "
+            f"{step.base_s * 1e3:.2f} ms + {a * 1e3:.3f} ms d + {b * 1e6:.2f} us p"
+            + (f"; {hidden.source}" if hidden is not None else "")
+        ),
+    )
