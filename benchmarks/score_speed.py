@@ -157,49 +157,11 @@ def _fit_note(setup, b: ServingBenchmark) -> list[str]:
     return [] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]
 
 
-def _budget(b: ServingBenchmark, setup) -> tuple[int, str]:
-    """(the run's token budget a step, a note where it is not the run's own flag): --max-num-batched-tokens, else
-    SGLang's --chunked-prefill-size default for the GPU's memory, else the whole prompt (one chunk)."""
-    from k3plan.engines.flags import SGLANG_CHUNK_SOURCE, sglang_default_chunk
-
-    w = b.workload
-    if b.flags.max_num_batched_tokens is not None:
-        return b.flags.max_num_batched_tokens, ""
-    if b.engine.name == "sglang":
-        chunk = sglang_default_chunk(setup.hardware.hbm_bytes_per_device)
-        return chunk, f"token budget {chunk:,} ({SGLANG_CHUNK_SOURCE})"
-    return max(w.isl, w.concurrency), "token budget unpublished: one prompt a step"
-
-
 def _served(m, b: ServingBenchmark, terms: frozenset[str]):
-    """(ServedWorkload, notes) for the run: its token budget, prompts, max-num-seqs, statistic and (with the async
-    term) its scheduling."""
-    from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
-    from k3plan.speed.serving import served_workload
+    """(ServedWorkload, notes) for the run (``speed.serving.served_of``) with the terms asked."""
+    from k3plan.speed.serving import served_of
 
-    w = b.workload
-    budget, note = _budget(b, m.setup)
-    notes = [note] if note else []
-    asyn, why = run_scheduling(b.engine.name, b.flags.async_scheduling) if "async" in terms else (False, "")
-    if "async" in terms and b.flags.async_scheduling is None:
-        notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} "
-                     f"({'the harness default' if b.engine.name in ('torchtpu-vllm', 'vllm-tpu') else 'the engine default'})")
-    if w.num_prompts is None:
-        notes.append("prompts unpublished: the closed loop's steady state")
-    served = served_workload(
-        m,
-        isl=w.isl,
-        osl=w.osl,
-        concurrency=w.concurrency,
-        prompts=w.num_prompts,
-        token_budget=budget,
-        max_num_seqs=b.flags.max_num_seqs,
-        async_scheduling=asyn,
-        scheduling_source=why,
-        statistic=b.measured.statistic,
-        prefill_first="prefill-first" in terms and b.engine.name in PREFILL_FIRST_ENGINES,
-    )
-    return served, notes
+    return served_of(m, b, prefill_first="prefill-first" in terms, async_term="async" in terms)
 
 
 def _ratio(model_ms: float | None, measured_ms: float | None) -> float | None:

@@ -135,6 +135,7 @@ class _ModelAt:
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
+        self.served: dict[tuple, Any] = {}  # served_of / served_asked: the scheduler's run, computed once
 
     def peaks_and_curves(self):
         """(the spec's peaks, curves_for's answer): every workload of one question reads the same records, once."""
@@ -213,9 +214,13 @@ def stands_behind(
     ceiling_tpot_s: float,
     ceiling_ttft_s: float | None,
     probes: Path | None = None,
+    osl: int | None = None,
 ) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
-    ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
+    ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed. ``osl``
+    (plan --isl/--osl: a load of ``batch`` requests of ``context`` tokens in, ``osl`` out): the model on both sides
+    of a transfer is the workload as the engine serves it (issue 46 item 4: ``served_asked`` for the question's
+    closed loop, ``served_of`` for the benchmark's own run, each through the scheduler), not one step."""
     cands = candidates(setup)
     key = asked_of(setup, batch=batch, context=context, chunk=chunk)
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
@@ -234,13 +239,23 @@ def stands_behind(
     model = _ModelAt(setup, spec_hardware, probes=probes)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
-    tpot = serving_figure(
-        "tpot",
-        model_s=model.decode_s(batch, context),
-        model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
-        cands=cands,
-        asked=key,
-    )
+    served = None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk)
+    if served is not None:  # issue 46 item 4: the served workload on both sides of the ratio
+        tpot = serving_figure(
+            "tpot",
+            model_s=served.tpot_s,
+            model_at=lambda b: served_of(model, b)[0].tpot_s,
+            cands=cands,
+            asked=key,
+        )
+    else:
+        tpot = serving_figure(
+            "tpot",
+            model_s=model.decode_s(batch, context),
+            model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
+            cands=cands,
+            asked=key,
+        )
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
@@ -251,15 +266,24 @@ def stands_behind(
                 why="no serving benchmark with a TTFT near this workload",
             )
         else:
-            if expected is None:
-                expected = model.speed(batch, context, chunk)
-            ttft = serving_figure(
-                "ttft",
-                model_s=expected.prefill.expected_s,
-                model_at=lambda b: model.of(b).prefill.expected_s,
-                cands=cands,
-                asked=key,
-            )
+            if served is not None:
+                ttft = serving_figure(
+                    "ttft",
+                    model_s=served.ttft_s,
+                    model_at=lambda b: served_of(model, b)[0].ttft_s,
+                    cands=cands,
+                    asked=key,
+                )
+            else:
+                if expected is None:
+                    expected = model.speed(batch, context, chunk)
+                ttft = serving_figure(
+                    "ttft",
+                    model_s=expected.prefill.expected_s,
+                    model_at=lambda b: model.of(b).prefill.expected_s,
+                    cands=cands,
+                    asked=key,
+                )
     return tpot, ttft, cands, model
 
 
@@ -663,3 +687,84 @@ def served_workload(
             + (f"; {hidden.source}" if hidden is not None else "")
         ),
     )
+
+
+def run_token_budget(b: ServingBenchmark, setup) -> tuple[int, str]:
+    """(the run's token budget a step, a note where it is not the run's own flag): --max-num-batched-tokens, else
+    SGLang's --chunked-prefill-size default for the GPU's memory, else the whole prompt (one chunk)."""
+    from k3plan.engines.flags import SGLANG_CHUNK_SOURCE, sglang_default_chunk
+
+    w = b.workload
+    if b.flags.max_num_batched_tokens is not None:
+        return b.flags.max_num_batched_tokens, ""
+    if b.engine.name == "sglang":
+        chunk = sglang_default_chunk(setup.hardware.hbm_bytes_per_device)
+        return chunk, f"token budget {chunk:,} ({SGLANG_CHUNK_SOURCE})"
+    return max(w.isl, w.concurrency), "token budget unpublished: one prompt a step"
+
+
+def served_of(
+    model: _ModelAt, b: ServingBenchmark, *, prefill_first: bool = True, async_term: bool = False
+) -> tuple[ServedWorkload, list[str]]:
+    """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
+    statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
+    ``async_term``: with its scheduling (its flag, else the cited default), else synchronous."""
+    from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
+
+    w = b.workload
+    budget, note = run_token_budget(b, model.setup)
+    notes = [note] if note else []
+    asyn, why = run_scheduling(b.engine.name, b.flags.async_scheduling) if async_term else (False, "")
+    if async_term and b.flags.async_scheduling is None:
+        whose = "the harness default" if b.engine.name in ("torchtpu-vllm", "vllm-tpu") else "the engine default"
+        notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} ({whose})")
+    if w.num_prompts is None:
+        notes.append("prompts unpublished: the closed loop's steady state")
+    key = ("bench", b.path, prefill_first, async_term)
+    if key not in model.served:
+        model.served[key] = served_workload(
+            model,
+            isl=w.isl,
+            osl=w.osl,
+            concurrency=w.concurrency,
+            prompts=w.num_prompts,
+            token_budget=budget,
+            max_num_seqs=b.flags.max_num_seqs,
+            async_scheduling=asyn,
+            scheduling_source=why,
+            statistic=b.measured.statistic,
+            prefill_first=prefill_first and b.engine.name in PREFILL_FIRST_ENGINES,
+        )
+    return model.served[key], notes
+
+
+def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
+    """The question's own load as the engine serves it: ``batch`` requests in a closed loop (plan --concurrency),
+    its steady state through the scheduler under the stack's engine's rule, the chunk its token budget; None where
+    the scheduler cannot run it (more sequences a group than the budget)."""
+    from k3plan.engines.flags import PREFILL_FIRST_ENGINES, engine_for_stack
+    from k3plan.errors import K3PlanError
+
+    key = ("asked", batch, isl, osl, chunk)
+    if key not in model.served:
+        try:
+            engine = engine_for_stack(model.setup.stack.name.split(":")[0], "gpu" if _gpu(model) else "tpu")
+        except K3PlanError:
+            engine = ""
+        try:
+            model.served[key] = served_workload(
+                model,
+                isl=isl,
+                osl=osl,
+                concurrency=batch,
+                prompts=None,
+                token_budget=max(chunk, 1),
+                prefill_first=engine in PREFILL_FIRST_ENGINES,
+            )
+        except K3PlanError:
+            model.served[key] = None
+    return model.served[key]
+
+
+def _gpu(model: _ModelAt) -> bool:
+    return not str(getattr(model.spec_hardware, "device_kind", "") or "").upper().startswith("TPU")
