@@ -747,10 +747,11 @@ def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int)
 
     key = ("asked", batch, isl, osl, chunk)
     if key not in model.served:
+        engine: str = ""
         try:
             engine = engine_for_stack(model.setup.stack.name.split(":")[0], "gpu" if _gpu(model) else "tpu")
         except K3PlanError:
-            engine = ""
+            pass
         try:
             model.served[key] = served_workload(
                 model,
