@@ -50,12 +50,14 @@ TERMS = {
     "step's token budget, prompts sent together queueing behind each other, TTFT from each request's send)",
     "prefill-first": "the engine's own scheduling rule: SGLang runs a prefill batch whenever one forms and never "
     "mixes it with decode (speed.scheduler.PREFILL_FIRST_RULE), so prompts sent together stay together; vLLM V1 mixes",
+    "mean-context": "a request decodes from ISL to ISL + OSL tokens of context: the decode step priced at the "
+    "mean, ISL + OSL / 2, where the one-step model prices it at ISL",
     "async": "asynchronous scheduling hides the synchronous step's host time (speed.overheads.async_host_term), "
     "where the run schedules asynchronously (its flag, else the default cited in engines.flags.SCHEDULING_DEFAULT)",
     "floor": "a per-request TTFT floor F added to every TTFT, fitted to the published TTFTs (least squares in log "
     "ratio); held out: F refitted without the case",
 }
-ACCEPTED: tuple[str, ...] = ("served", "prefill-first", "floor")  # as terms_table() decides (README)
+ACCEPTED: tuple[str, ...] = ("served", "prefill-first", "mean-context", "floor")  # as terms_table() decides (README)
 BANDS = ((0.67, 1.5), (0.5, 2.0))
 HARDWARE = {"tpu-v7x": "TPU v7x", "nvidia-b300": "B300", "nvidia-h200": "H200"}
 
@@ -161,7 +163,9 @@ def _served(m, b: ServingBenchmark, terms: frozenset[str]):
     """(ServedWorkload, notes) for the run (``speed.serving.served_of``) with the terms asked."""
     from k3plan.speed.serving import served_of
 
-    return served_of(m, b, prefill_first="prefill-first" in terms, async_term="async" in terms)
+    return served_of(
+        m, b, prefill_first="prefill-first" in terms, async_term="async" in terms, mean_context="mean-context" in terms
+    )
 
 
 def _ratio(model_ms: float | None, measured_ms: float | None) -> float | None:

@@ -618,6 +618,7 @@ def served_workload(
     scheduling_source: str = "",
     statistic: str = "median",
     prefill_first: bool = False,
+    mean_context: bool = False,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -625,7 +626,9 @@ def served_workload(
     d x groups), b so that a prefill-only step of the run's chunk (min(token budget, ISL)) takes the model's mean
     chunk of one prompt; with asynchronous scheduling base loses the synchronous host term
     (``speed.overheads.async_host_term``). ``prefill_first``: the engine's scheduler runs prefill and decode in
-    steps of their own, a prefill whenever one forms (SGLang: ``speed.scheduler.PREFILL_FIRST_RULE``). At one request it is the one-step model exactly: T(1, 0) is the model's
+    steps of their own, a prefill whenever one forms (SGLang: ``speed.scheduler.PREFILL_FIRST_RULE``).
+    ``mean_context``: the decode step at a request's mean context over its decode, ISL + OSL / 2 (else at ISL).
+    At one request it is the one-step model exactly: T(1, 0) is the model's
     decode step, T(0, chunk) its chunk."""
     import math
 
@@ -635,8 +638,9 @@ def served_workload(
     groups = max(1, min(model.setup.parallel.dp, concurrency))
     n = math.ceil(concurrency / groups)
     per_prompts = None if prompts is None else math.ceil(prompts / groups)
-    t1 = model.decode_s(groups, isl)
-    tn = model.decode_s(n * groups, isl) if n > 1 else t1
+    ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
+    t1 = model.decode_s(groups, ctx)
+    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
     a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
     base = t1 - a
     chunk = min(token_budget, isl)
@@ -704,11 +708,17 @@ def run_token_budget(b: ServingBenchmark, setup) -> tuple[int, str]:
 
 
 def served_of(
-    model: _ModelAt, b: ServingBenchmark, *, prefill_first: bool = True, async_term: bool = False
+    model: _ModelAt,
+    b: ServingBenchmark,
+    *,
+    prefill_first: bool = True,
+    async_term: bool = False,
+    mean_context: bool = True,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
-    ``async_term``: with its scheduling (its flag, else the cited default), else synchronous."""
+    ``async_term``: with its scheduling (its flag, else the cited default), else synchronous; ``mean_context``: the
+    decode step at ISL + OSL / 2. The defaults are the terms the score kept (benchmarks/score_speed.py ACCEPTED)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
 
     w = b.workload
@@ -720,7 +730,7 @@ def served_of(
         notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} ({whose})")
     if w.num_prompts is None:
         notes.append("prompts unpublished: the closed loop's steady state")
-    key = ("bench", b.path, prefill_first, async_term)
+    key = ("bench", b.path, prefill_first, async_term, mean_context)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -734,6 +744,7 @@ def served_of(
             scheduling_source=why,
             statistic=b.measured.statistic,
             prefill_first=prefill_first and b.engine.name in PREFILL_FIRST_ENGINES,
+            mean_context=mean_context,
         )
     return model.served[key], notes
 
@@ -761,6 +772,7 @@ def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int)
                 prompts=None,
                 token_budget=max(chunk, 1),
                 prefill_first=engine in PREFILL_FIRST_ENGINES,
+                mean_context=True,
             )
         except K3PlanError:
             model.served[key] = None
