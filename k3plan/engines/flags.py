@@ -179,3 +179,48 @@ def engine_for_stack(stack: str, platform: str | None = None) -> Literal["vllm",
     if engine is None:
         raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(ENGINE_FOR_STACK)}")
     return engine  # type: ignore[return-value]
+
+
+# The scheduling a run used where its source does not publish it (issue 46 item 4): async where the engine or the
+# benchmark's own harness overlaps the host's step with the device's, each read in its code.
+SCHEDULING_DEFAULT: dict[str, tuple[bool, str]] = {
+    "torchtpu-vllm": (
+        True,
+        "the nightly harness's default: kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/run_benchmarks.sh "
+        "start_vllm_server passes --async-scheduling to every server (@f84ad69c); a config turns it off by name "
+        '(configs/kimi-k3-tp32-ep.sh: ASYNC_SCHEDULING="${ASYNC_SCHEDULING:-false}", @76d74757)',
+    ),
+    "sglang": (
+        True,
+        "the engine's default: sgl-project/sglang python/sglang/srt/server_args.py ServerArgs."
+        "disable_overlap_schedule = False (the overlap scheduler runs the next batch's CPU work during the GPU's)",
+    ),
+}
+SCHEDULING_DEFAULT["vllm-tpu"] = SCHEDULING_DEFAULT["torchtpu-vllm"]
+
+
+def run_scheduling(engine: str, published: bool | None) -> tuple[bool | None, str]:
+    """(async or not, where it was read) for a run on ``engine`` whose source says ``published`` (None: unsaid);
+    (None, why) where neither the source nor a cited default says."""
+    if published is not None:
+        return published, "the run's own flag"
+    if engine in SCHEDULING_DEFAULT:
+        value, source = SCHEDULING_DEFAULT[engine]
+        return value, source
+    return None, f"unpublished, and no default of {engine} read"
+
+
+# SGLang's --chunked-prefill-size (its token budget a prefill batch) when unset: by the GPU's memory
+# (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs, the chunked-prefill default: 2,048 below 35 GB,
+# 8,192 below 160 GB -- "H100, H200, A100, H20" -- else 16,384, "B200, MI300")
+SGLANG_CHUNK_SOURCE = "SGLang's --chunked-prefill-size default by GPU memory (server_args.py ServerArgs)"
+
+
+def sglang_default_chunk(hbm_bytes_per_device: int) -> int:
+    mib = hbm_bytes_per_device / 2**20
+    return 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+
+
+# Engines whose scheduler runs a prefill whenever one forms, in a step of its own (speed.scheduler.simulate's
+# prefill_first; its PREFILL_FIRST_RULE cites SGLang's code); vLLM's V1 scheduler mixes them (speed.scheduler.RULE)
+PREFILL_FIRST_ENGINES = ("sglang",)

@@ -128,6 +128,7 @@ def serve_sla(
             ceiling_tpot_s=s.tpot_ms / 1e3,
             ceiling_ttft_s=s.ttft_ms / 1e3,
             evidence=evidence,
+            osl=targets.osl_tokens,  # issue 46 item 4: the transfer between served workloads, not single steps
         )
         served = [f for f in (ttft, tpot) if f is not None and f.source in ("measured", "transferred")]
         if not served:

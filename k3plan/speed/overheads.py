@@ -70,6 +70,7 @@ MLA_SOURCE = (
     "decode does, with no up-projection of the cached context a chunk -- the step description's absorbed MLA "
     "attention: 0 s more"
 )
+HOST_TERM_NAME = "host and scheduler time a synchronous step"  # the engine loop's host term (speed.serving.HOST_TERM)
 IN_STEP_SOURCE = "already ops of the step description (k3plan/step/ops.py): their time is in their own columns"
 
 
@@ -123,7 +124,7 @@ def engine_terms(
         )
         terms.append(
             EngineTerm(
-                name="host and scheduler time a synchronous step",
+                name=HOST_TERM_NAME,
                 seconds=eng.seconds,
                 source=(
                     f"{eng.seconds * 1e3:.2f} ms a step (each prefill chunk is one): {eng.engine_family}'s engine loop, "
@@ -170,6 +171,28 @@ def engine_terms(
         terms.append(EngineTerm(name="decode padding to the compiled bucket", seconds=0.0, source=PADDING_SOURCE))
         terms.append(EngineTerm(name="sampling and logits", seconds=0.0, source=IN_STEP_SOURCE))
     return tuple(terms)
+
+
+ASYNC_SOURCE = (
+    "asynchronous scheduling overlaps the engine loop's host work for the next step with the device's current one "
+    "(vLLM --async-scheduling: vllm/v1/engine/core.py step_with_batch_queue; SGLang's overlap scheduler), so a step "
+    "takes its device time where that is the longer: the synchronous step's host time is hidden"
+)
+
+
+def async_host_term(stage: StageTime, *, async_scheduling: bool | None, why: str = "") -> EngineTerm | None:
+    """The host time a step that asynchronous scheduling hides (issue 46 item 4), as a term of minus the
+    synchronous host term ``engine_terms`` priced in ``stage``; None where the run is synchronous or unknown, or
+    the stage holds no host term (an engine without a published host time: nothing to hide). Key: the engine
+    family's host term x the run's scheduling (its flag, else the cited default: ``engines.flags.run_scheduling``)."""
+    host = sum(t.expected_s for t in stage.ops if t.kind == "overhead" and t.name == HOST_TERM_NAME)
+    if not async_scheduling or host <= 0:
+        return None
+    return EngineTerm(
+        name="host time hidden by asynchronous scheduling",
+        seconds=-host,
+        source=f"-{host * 1e3:.2f} ms a step: {ASYNC_SOURCE}" + (f"; the run's scheduling: {why}" if why else ""),
+    )
 
 
 IMBALANCE_SOURCE = (

@@ -10,8 +10,18 @@ computes a prompt's last token samples its first output token; each later step g
 
 Two evaluations of that rule, from a step-time model T(decode seqs, prefill tokens):
     simulate(...)      a deterministic step-by-step simulation (plain Python): exact for the
-                       rule, ~1 s for 32 x 500-token requests on one core -- the reference
+                       rule, ~1 s for 32 x 500-token requests on one core -- the reference;
+                       with ``prompts`` it is a serving benchmark's own run (below)
     steady_state(...)  closed form for the steady state (plan's thousands of rows)
+
+A serving benchmark's run (``simulate(prompts=...)``) is what vLLM's and SGLang's clients do: ``prompts``
+requests, ``--request-rate inf`` with ``--max-concurrency N``, so the first N are sent at once and each
+later one the moment one finishes; a request's TTFT runs from its own send to its first token, so it holds
+the time it waits in the engine's queue behind the prompts sent with it, not the client's wait for a slot
+(kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/backend_request_func.py ``_openai_fetch``:
+``st = time.perf_counter()`` as the request is posted, ``ttft = time.perf_counter() - st`` at its first
+chunk, @1b219f93, copied from vLLM's benchmarks/backend_request_func.py @02f0c7b); TPOT a request's
+(latency - TTFT) / (OSL - 1). Every request is measured, none warms up.
 """
 
 from __future__ import annotations
@@ -28,6 +38,16 @@ from k3plan.structs import Frozen
 RULE = (
     "vLLM V1 Scheduler.schedule() (vllm/v1/core/sched/scheduler.py): running requests first "
     "(decode token or next prefill chunk), then waiting requests FCFS, within the token budget"
+)
+# SGLang's rule (``prefill_first``): sgl-project/sglang python/sglang/srt/managers/scheduler.py
+# Scheduler.get_next_batch_to_run: a prefill batch of the waiting requests (a chunked prompt's next chunk first)
+# runs whenever one can be formed, else the running batch decodes; ServerArgs.enable_mixed_chunk = False by
+# default, so a step is either prefill or decode, never both. Prompts sent together are all prefilled before
+# any of them decodes, and then decode in step: a benchmark's later requests arrive together too.
+PREFILL_FIRST_RULE = (
+    "SGLang Scheduler.get_next_batch_to_run (python/sglang/srt/managers/scheduler.py): a prefill batch of the "
+    "waiting requests whenever one forms, else decode; prefill and decode never share a step (enable_mixed_chunk "
+    "off by default)"
 )
 
 
@@ -70,6 +90,8 @@ class SchedulerResult(Frozen):
     budget_bound: bool  # prefills queue behind the token budget
     requests_measured: int
     assumptions: tuple[str, ...]
+    ttft_median_s: float | None = None  # the median request's (simulation only; benchmarks publish medians)
+    tpot_median_s: float | None = None
 
 
 def _check(*, isl: int, osl: int, token_budget: int, concurrency, request_rate_per_s, chips: int) -> None:
@@ -85,14 +107,19 @@ def _check(*, isl: int, osl: int, token_budget: int, concurrency, request_rate_p
     )
 
 
-def _assumptions(*, closed: bool, max_num_seqs) -> tuple[str, ...]:
+def _assumptions(
+    *, closed: bool, max_num_seqs, prompts: int | None = None, prefill_first: bool = False
+) -> tuple[str, ...]:
     load = (
-        "closed loop: a new request arrives the moment one finishes (constant concurrency)"
+        f"a serving benchmark's run: {prompts} requests, the first N sent at once, each later one as one "
+        "finishes; every request measured"
+        if prompts is not None
+        else "closed loop: a new request arrives the moment one finishes (constant concurrency)"
         if closed
         else "open loop: requests arrive evenly spaced at the given rate (deterministic, no bursts)"
     )
     return (
-        RULE,
+        PREFILL_FIRST_RULE if prefill_first else RULE,
         load,
         "every request has the same ISL and OSL; no prefix caching, no preemption (KV fits)",
         f"max_num_seqs = {max_num_seqs}",
@@ -113,8 +140,13 @@ def simulate(
     warmup_requests: int | None = None,
     measure_requests: int | None = None,
     max_steps: int = 2_000_000,
+    prompts: int | None = None,
+    prefill_first: bool = False,
 ) -> SchedulerResult:
-    """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`."""
+    """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`. ``prompts``
+    (with ``concurrency``): a serving benchmark's run instead (module docstring): that many requests, the first
+    ``concurrency`` sent together, none cut short, every one measured. ``prefill_first``: SGLang's rule
+    (``PREFILL_FIRST_RULE``) instead of vLLM's."""
     _check(
         isl=isl,
         osl=osl,
@@ -124,20 +156,25 @@ def simulate(
         chips=chips,
     )
     closed = concurrency is not None
+    require(prompts is None or (closed and prompts >= 1), "a benchmark's run needs a concurrency and prompts >= 1")
     n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
     seqs = max_num_seqs or (n if closed else token_budget)
     # open loop: enough requests to fill the system (rate x a lifetime of at least OSL one-sequence steps), twice
     in_flight = n if closed else max(8, math.ceil(lam * osl * float(step_time(1, 0))))
-    warm = warmup_requests if warmup_requests is not None else 2 * in_flight
-    require(not closed or warm >= n or warmup_requests is not None, "warm-up must cover the first N")
-    meas = measure_requests if measure_requests is not None else 2 * in_flight
-    total = warm + meas
-    size = total + 4 * in_flight  # fillers keep the load up while the measured requests finish
+    if prompts is not None:  # the benchmark's run: every request measured, no filler after the last
+        warm, meas = 0, prompts
+        total = size = prompts
+    else:
+        warm = warmup_requests if warmup_requests is not None else 2 * in_flight
+        require(not closed or warm >= n or warmup_requests is not None, "warm-up must cover the first N")
+        meas = measure_requests if measure_requests is not None else 2 * in_flight
+        total = warm + meas
+        size = total + 4 * in_flight  # fillers keep the load up while the measured requests finish
     arrival = np.zeros(size) if closed else np.arange(size) / lam
     left = np.full(size, isl)  # prompt tokens still to compute
     made = np.zeros(size, dtype=int)  # output tokens
     target = np.full(size, osl)
-    if closed:  # the first N are cut to staggered lengths so the loop starts desynchronised (they are warm-up)
+    if closed and prompts is None:  # the first N cut to staggered lengths: the loop starts desynchronised (warm-up)
         target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int)
     first = np.full(size, np.nan)
     done = np.full(size, np.nan)
@@ -153,12 +190,18 @@ def simulate(
                 t = arrival[next_id]
                 continue
         budget, alloc = token_budget, {}
+        # SGLang: a prefill step whenever a prompt is mid-chunk or one waits for a free slot; it decodes no one
+        prefill_only = prefill_first and (any(left[r] > 0 for r in running) or (bool(waiting) and len(running) < seqs))
         for r in running:  # RUNNING first: a prefill chunk or one decode token
             if budget <= 0:
                 break
+            if prefill_only and left[r] == 0:
+                continue
+            if prefill_first and not prefill_only and left[r] > 0:
+                continue
             alloc[r] = min(int(left[r]), budget) if left[r] > 0 else 1
             budget -= alloc[r]
-        while waiting and budget > 0 and len(running) < seqs:  # then WAITING, FCFS
+        while waiting and budget > 0 and len(running) < seqs and (prefill_only or not prefill_first):  # WAITING
             r = waiting.pop(0)
             running.append(r)
             alloc[r] = min(int(left[r]), budget)
@@ -187,10 +230,13 @@ def simulate(
                     waiting.append(next_id)
                     next_id += 1
     m = slice(warm, total)
-    ttft = float(np.mean(first[m] - arrival[m]))
-    lat = float(np.mean(done[m] - arrival[m]))
+    ttfts, lats = first[m] - arrival[m], done[m] - arrival[m]
+    ttft, lat = float(np.mean(ttfts)), float(np.mean(lats))
     tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
-    if closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
+    tpots = (lats - ttfts) / (osl - 1) if osl > 1 else np.full(meas, tpot)
+    if prompts is not None:  # the run's own: its output tokens over its duration
+        out_rate = prompts * osl / float(np.max(done[:total]))
+    elif closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
         out_rate = n * osl / lat
     else:  # every request completes: what arrives leaves
         out_rate = lam * osl
@@ -207,7 +253,9 @@ def simulate(
         mean_step_s=sum_t / steps,
         budget_bound=bool(sum_d + sum_p >= 0.999 * token_budget * steps),
         requests_measured=meas,
-        assumptions=_assumptions(closed=closed, max_num_seqs=seqs),
+        assumptions=_assumptions(closed=closed, max_num_seqs=seqs, prompts=prompts, prefill_first=prefill_first),
+        ttft_median_s=float(np.median(ttfts)),
+        tpot_median_s=float(np.median(tpots)),
     )
 
 

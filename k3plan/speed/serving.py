@@ -136,6 +136,7 @@ class _ModelAt:
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
         self.used: dict[str, None] = {}  # every record the model's figures here read (issue 46: the JSON names them)
+        self.served: dict[tuple, Any] = {}  # served_of / served_asked: the scheduler's run, computed once
 
     def peaks_and_curves(self):
         """(the spec's peaks, curves_for's answer): every workload of one question reads the same records, once."""
@@ -216,9 +217,13 @@ def stands_behind(
     ceiling_tpot_s: float,
     ceiling_ttft_s: float | None,
     evidence: Evidence | None = None,
+    osl: int | None = None,
 ) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
-    ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed."""
+    ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed. ``osl``
+    (plan --isl/--osl: a load of ``batch`` requests of ``context`` tokens in, ``osl`` out): the model on both sides
+    of a transfer is the workload as the engine serves it (issue 46 item 4: ``served_asked`` for the question's
+    closed loop, ``served_of`` for the benchmark's own run, each through the scheduler), not one step."""
     cands = candidates(setup)
     key = asked_of(setup, batch=batch, context=context, chunk=chunk)
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
@@ -237,13 +242,23 @@ def stands_behind(
     model = _ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
-    tpot = serving_figure(
-        "tpot",
-        model_s=model.decode_s(batch, context),
-        model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
-        cands=cands,
-        asked=key,
-    )
+    served = None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk)
+    if served is not None:  # issue 46 item 4: the served workload on both sides of the ratio
+        tpot = serving_figure(
+            "tpot",
+            model_s=served.tpot_s,
+            model_at=lambda b: served_of(model, b)[0].tpot_s,
+            cands=cands,
+            asked=key,
+        )
+    else:
+        tpot = serving_figure(
+            "tpot",
+            model_s=model.decode_s(batch, context),
+            model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
+            cands=cands,
+            asked=key,
+        )
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
@@ -254,15 +269,24 @@ def stands_behind(
                 why="no serving benchmark with a TTFT near this workload",
             )
         else:
-            if expected is None:
-                expected = model.speed(batch, context, chunk)
-            ttft = serving_figure(
-                "ttft",
-                model_s=expected.prefill.expected_s,
-                model_at=lambda b: model.of(b).prefill.expected_s,
-                cands=cands,
-                asked=key,
-            )
+            if served is not None:
+                ttft = serving_figure(
+                    "ttft",
+                    model_s=served.ttft_s,
+                    model_at=lambda b: served_of(model, b)[0].ttft_s,
+                    cands=cands,
+                    asked=key,
+                )
+            else:
+                if expected is None:
+                    expected = model.speed(batch, context, chunk)
+                ttft = serving_figure(
+                    "ttft",
+                    model_s=expected.prefill.expected_s,
+                    model_at=lambda b: model.of(b).prefill.expected_s,
+                    cands=cands,
+                    asked=key,
+                )
     return tpot, ttft, cands, model
 
 
@@ -563,3 +587,200 @@ def compare(
         prefill=_stage("prefill", b, expected.prefill, others, model, decode=dec),
         benchmarks=tuple(c.label for c in cands),
     )
+
+
+class ServedWorkload(_Frozen):
+    """A serving benchmark's workload as the engine serves it (issue 46 item 4): ``concurrency`` requests of ISL in,
+    OSL out, spread over the DP groups (each an engine of its own, stepping together), run through the scheduler
+    (``speed.scheduler.simulate``: vLLM V1's rule, a step's token budget shared by decodes and prefill chunks,
+    prompts sent together queueing behind each other) on a step time from the model alone."""
+
+    ttft_s: float  # the benchmark's statistic (median; mean where it publishes means or does not say)
+    tpot_s: float
+    statistic: str
+    groups: int  # DP groups serving
+    concurrency_per_group: int
+    prompts_per_group: int | None  # None: the steady state of a closed loop (the run's prompts unpublished)
+    token_budget: int
+    step: Any  # speed.scheduler.StepCoefficients: a group's T(d, p)
+    result: Any  # speed.scheduler.SchedulerResult
+    async_hidden_s: float  # the host time a step asynchronous scheduling hides (0: synchronous, or none priced)
+    label: str
+
+
+def served_workload(
+    model: _ModelAt,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    prompts: int | None,
+    token_budget: int,
+    max_num_seqs: int | None = None,
+    async_scheduling: bool | None = False,
+    scheduling_source: str = "",
+    statistic: str = "median",
+    prefill_first: bool = False,
+    mean_context: bool = False,
+) -> ServedWorkload:
+    """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
+    is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
+    group's share of the sequences a group (all groups alike: a decode step of d a group is the model's step of
+    d x groups), b so that a prefill-only step of the run's chunk (min(token budget, ISL)) takes the model's mean
+    chunk of one prompt; with asynchronous scheduling base loses the synchronous host term
+    (``speed.overheads.async_host_term``). ``prefill_first``: the engine's scheduler runs prefill and decode in
+    steps of their own, a prefill whenever one forms (SGLang: ``speed.scheduler.PREFILL_FIRST_RULE``).
+    ``mean_context``: the decode step at a request's mean context over its decode, ISL + OSL / 2 (else at ISL).
+    At one request it is the one-step model exactly: T(1, 0) is the model's
+    decode step, T(0, chunk) its chunk."""
+    import math
+
+    from k3plan.speed.overheads import async_host_term
+    from k3plan.speed.scheduler import StepCoefficients, simulate
+
+    groups = max(1, min(model.setup.parallel.dp, concurrency))
+    n = math.ceil(concurrency / groups)
+    per_prompts = None if prompts is None else math.ceil(prompts / groups)
+    ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
+    t1 = model.decode_s(groups, ctx)
+    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
+    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
+    base = t1 - a
+    chunk = min(token_budget, isl)
+    speed = model.speed(concurrency, isl, chunk)
+    chunks = math.ceil(isl / chunk)
+    hidden = async_host_term(speed.decode, async_scheduling=async_scheduling, why=scheduling_source)
+    host = -hidden.seconds if hidden is not None else 0.0
+    b = max(speed.prefill.expected_s / chunks - base, 0.0) / (isl / chunks)
+    step = StepCoefficients(
+        base_s=max(base - host, 0.0),
+        per_decode_seq_s=a,
+        per_prefill_token_s=b,
+        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+    )
+    r = simulate(
+        step_time=step,
+        isl=isl,
+        osl=osl,
+        token_budget=token_budget,
+        concurrency=n,
+        max_num_seqs=max_num_seqs,
+        prompts=per_prompts,
+        chips=model.setup.topology.chips,
+        prefill_first=prefill_first,
+    )
+    median = statistic == "median"
+    ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
+    tpot = r.tpot_median_s if median and r.tpot_median_s is not None else r.tpot_s
+    run = (
+        f"{per_prompts:,} requests a group, {n:,} at a time, sent at once"
+        if per_prompts is not None
+        else f"the closed loop's steady state at {n:,} a group (the run's prompts unpublished)"
+    )
+    return ServedWorkload(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        statistic="median" if median else "mean",
+        groups=groups,
+        concurrency_per_group=n,
+        prompts_per_group=per_prompts,
+        token_budget=token_budget,
+        step=step,
+        result=r,
+        async_hidden_s=host,
+        label=(
+            f"the scheduler ({'SGLang' if prefill_first else 'vLLM V1'}'s rule) over {groups} DP group(s): {run}, a token budget of {token_budget:,} a step; T(d, p) = "
+            f"{step.base_s * 1e3:.2f} ms + {a * 1e3:.3f} ms d + {b * 1e6:.2f} us p"
+            + (f"; {hidden.source}" if hidden is not None else "")
+        ),
+    )
+
+
+def run_token_budget(b: ServingBenchmark, setup) -> tuple[int, str]:
+    """(the run's token budget a step, a note where it is not the run's own flag): --max-num-batched-tokens, else
+    SGLang's --chunked-prefill-size default for the GPU's memory, else the whole prompt (one chunk)."""
+    from k3plan.engines.flags import SGLANG_CHUNK_SOURCE, sglang_default_chunk
+
+    w = b.workload
+    if b.flags.max_num_batched_tokens is not None:
+        return b.flags.max_num_batched_tokens, ""
+    if b.engine.name == "sglang":
+        chunk = sglang_default_chunk(setup.hardware.hbm_bytes_per_device)
+        return chunk, f"token budget {chunk:,} ({SGLANG_CHUNK_SOURCE})"
+    return max(w.isl, w.concurrency), "token budget unpublished: one prompt a step"
+
+
+def served_of(
+    model: _ModelAt,
+    b: ServingBenchmark,
+    *,
+    prefill_first: bool = True,
+    async_term: bool = False,
+    mean_context: bool = True,
+) -> tuple[ServedWorkload, list[str]]:
+    """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
+    statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
+    ``async_term``: with its scheduling (its flag, else the cited default), else synchronous; ``mean_context``: the
+    decode step at ISL + OSL / 2. The defaults are the terms the score kept (benchmarks/score_speed.py ACCEPTED)."""
+    from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
+
+    w = b.workload
+    budget, note = run_token_budget(b, model.setup)
+    notes = [note] if note else []
+    asyn, why = run_scheduling(b.engine.name, b.flags.async_scheduling) if async_term else (False, "")
+    if async_term and b.flags.async_scheduling is None:
+        whose = "the harness default" if b.engine.name in ("torchtpu-vllm", "vllm-tpu") else "the engine default"
+        notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} ({whose})")
+    if w.num_prompts is None:
+        notes.append("prompts unpublished: the closed loop's steady state")
+    key = ("bench", b.path, prefill_first, async_term, mean_context)
+    if key not in model.served:
+        model.served[key] = served_workload(
+            model,
+            isl=w.isl,
+            osl=w.osl,
+            concurrency=w.concurrency,
+            prompts=w.num_prompts,
+            token_budget=budget,
+            max_num_seqs=b.flags.max_num_seqs,
+            async_scheduling=asyn,
+            scheduling_source=why,
+            statistic=b.measured.statistic,
+            prefill_first=prefill_first and b.engine.name in PREFILL_FIRST_ENGINES,
+            mean_context=mean_context,
+        )
+    return model.served[key], notes
+
+
+def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
+    """The question's own load as the engine serves it: ``batch`` requests in a closed loop (plan --concurrency),
+    its steady state through the scheduler under the stack's engine's rule, the chunk its token budget; None where
+    the scheduler cannot run it (more sequences a group than the budget)."""
+    from k3plan.engines.flags import PREFILL_FIRST_ENGINES, engine_for_stack
+    from k3plan.errors import K3PlanError
+
+    key = ("asked", batch, isl, osl, chunk)
+    if key not in model.served:
+        engine: str = ""
+        try:
+            engine = engine_for_stack(model.setup.stack.name.split(":")[0], "gpu" if _gpu(model) else "tpu")
+        except K3PlanError:
+            pass
+        try:
+            model.served[key] = served_workload(
+                model,
+                isl=isl,
+                osl=osl,
+                concurrency=batch,
+                prompts=None,
+                token_budget=max(chunk, 1),
+                prefill_first=engine in PREFILL_FIRST_ENGINES,
+                mean_context=True,
+            )
+        except K3PlanError:
+            model.served[key] = None
+    return model.served[key]
+
+
+def _gpu(model: _ModelAt) -> bool:
+    return not str(getattr(model.spec_hardware, "device_kind", "") or "").upper().startswith("TPU")

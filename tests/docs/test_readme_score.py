@@ -38,7 +38,19 @@ def test_every_shipped_benchmark_is_a_row_and_every_ratio_is_model_over_measured
     for r in ROWS:
         assert r.tpot_ratio is None or math.isclose(r.tpot_ratio, r.tpot_model_ms / r.tpot_measured_ms)
         assert (r.ttft_ratio is None) == (r.ttft_model_ms is None or r.ttft_measured_ms is None)
-        assert (r.held_out_tpot_ratio, r.held_out_ttft_ratio) == (r.tpot_ratio, r.ttft_ratio)  # nothing fitted
+        assert r.held_out_tpot_ratio == r.tpot_ratio  # nothing fitted to TPOT
+        if r.ttft_ratio is not None:  # the TTFT floor: refitted without the case for its held-out ratio
+            base = r.ttft_model_ms - r.ttft_floor_ms
+            assert math.isclose(r.held_out_ttft_ratio, (base + r.held_out_ttft_floor_ms) / r.ttft_measured_ms)
+
+
+def test_the_floor_is_refitted_without_each_case():
+    """True leave-one-out: the held-out floor of a case is the one fitted on the others, never on itself."""
+    with_floor = [r for r in ROWS if r.ttft_floor_ms is not None]
+    assert len(with_floor) >= 10
+    for r in with_floor:
+        others = [(q.ttft_model_ms - q.ttft_floor_ms, q.ttft_measured_ms) for q in with_floor if q.case != r.case]
+        assert r.held_out_ttft_floor_ms == SCORE.fit_floor(others)
 
 
 def test_the_frame_has_a_row_a_case():

@@ -117,3 +117,26 @@ def test_plan_under_the_nightly_s_load_stands_behind_its_medians_in_the_columns(
     )
     assert q["request_latency_ms"] == pytest.approx((TTFT_S + 1023 * TPOT_S) * 1e3, rel=1e-12)
     assert all(x["sla"]["tpot_source"] == "ceiling" for x in rows if x is not row)
+
+
+def test_plan_under_a_heavier_load_transfers_between_served_workloads():
+    """issue 46 item 4: plan --isl/--osl at 4 requests transfers the nightly's medians by the ratio of the served
+    workloads (the scheduler's closed loop at 4 against the nightly's own run at 1), in which each new prompt's
+    chunks ride in the decode steps: the TPOT ratio is above the single decode step's, and the label says so."""
+    from k3plan.app.setup import setup_from
+    from k3plan.evidence.benchmarks import load_benchmarks
+    from k3plan.speed.serving import _ModelAt, served_asked, served_of
+
+    args = ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--isl", "8192", "--osl", "1024", "--concurrency", "4",
+            "--chunks", "512", "--stacks", "vllm-tpu"]  # fmt: skip
+    rows = run(*args)["ranked"]
+    row = next(x for x in rows if (x["topology"], x["tp"], x["ep"], x["dp"], x["pp"]) == ("2x2x4", 32, 32, 1, 1))
+    q = row["sla"]
+    assert (q["ttft_source"], q["tpot_source"]) == ("transferred", "transferred")
+    setup = setup_from(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, dp=1, ep=32, stack="torchtpu-vllm")
+    m = _ModelAt(setup, setup.hardware, probes=None)
+    (b,) = [b for b in load_benchmarks() if b.name.endswith("(ISL 8192, OSL 1024, concurrency 1, chunk 512)")]
+    served = served_asked(m, batch=4, isl=8192, osl=1024, chunk=512)
+    ratio = served.tpot_s / served_of(m, b)[0].tpot_s
+    assert ratio > m.decode_s(4, 8192) / m.decode_s(1, 8192)
+    assert q["tpot_ms"] == pytest.approx(TPOT_S * 1e3 * ratio, rel=1e-6)
