@@ -109,7 +109,7 @@ def command(
         from k3plan.cli.common import console
         from k3plan.report.fit_table import render_fit
 
-        render_fit(result, console)
+        render_fit(result, console, verdict=a.verdict_line(), split=_split_label(result, served))
         if a.spec_asked and not result.fits:
             console.print("no speculative-decoding speed for a workload that does not fit")
         render_fit_advice(advice, console)
@@ -121,12 +121,23 @@ def command(
     if served is not None and not json_out:
         from k3plan.cli.common import console
 
-        _render_serve(served, a.engine, console)
+        _render_serve(served, a.engine, console, a.sequences_note())
     if a.exit_code:
         raise typer.Exit(a.exit_code)
 
 
-def _render_serve(served, eng: dict | None, console) -> None:
+def _split_label(result, served) -> str | None:
+    """The split as a serve command set it: without expert parallelism vLLM TP-splits every expert, so the header
+    names no ep (the budget prices the same bytes a device as EP over the TP group: engines.serve)."""
+    if served is None or served.expert_parallel:
+        return None
+    par = result.parallel
+    return f"tp={par.tp} ep=none (experts TP-split: no --enable-expert-parallel) dp={par.dp}" + (
+        f" pp={par.pp}" if par.pp > 1 else ""
+    )
+
+
+def _render_serve(served, eng: dict | None, console, note: str | None = None) -> None:
     console.print(f"serve: {served.engine} -> stack {served.stack_ref}, max_num_seqs {served.batch}")
     if served.ignored:
         console.print(f"serve flags ignored (nothing k3plan prices changes): {' '.join(served.ignored)}")
@@ -136,3 +147,5 @@ def _render_serve(served, eng: dict | None, console) -> None:
         console.print(f"engine ({eng['engine']}): {eng['message']}")
         if eng.get("band_note"):
             console.print(f"note: {eng['band_note']}")
+    if note:
+        console.print(note, markup=False, highlight=False)

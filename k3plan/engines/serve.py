@@ -78,6 +78,7 @@ class ServeQuestion:
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
     moe_backend: str | None = None
+    max_running_requests: int | None = None  # SGLang's --max-running-requests as given (None: its own default)
 
     @property
     def stack_ref(self) -> str:
@@ -173,6 +174,7 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         ep = _int("--ep-size", ep_size) if ep_size else None
     context = get("--max-model-len", get("--context-length", None))
     chunk = get("--max-num-batched-tokens", get("--chunked-prefill-size", None))
+    running = flags.get("--max-running-requests")
     batch = get("--max-num-seqs", get("--max-running-requests", "1"))
     options: dict[str, str] = {}
     util = get("--gpu-memory-utilization", None)
@@ -243,4 +245,5 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         expert_parallel=expert_parallel,
         moe_backend=moe_backend,
         language_model_only=lm_only,
+        max_running_requests=_int("--max-running-requests", running) if running is not None else None,
     )

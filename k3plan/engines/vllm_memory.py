@@ -34,6 +34,23 @@ TORCHTPU_WORKER = (
     "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
     "(utils.compute_hbm_budget: cap = int(limit x utilization), available = cap - (limit - free) after profile_run)"
 )
+# where each refusal is raised (the engine's own message text is quoted from there)
+VLLM_CHECK_AT = (
+    "vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (ValueError), called by "
+    "check_enough_kv_cache_memory when the engine core sizes its KV cache"
+)
+TORCHTPU_NO_POOL_AT = (
+    "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
+    "-> utils.compute_hbm_budget (ValueError when available <= 0)"
+)
+WEIGHTS_OOM_AT = (
+    "vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, while the model is built "
+    "(torch.OutOfMemoryError; the traceback of vllm-project/vllm#51124)"
+)
+TORCHTPU_WEIGHTS_OOM_AT = (
+    "the plugin's weight loading, before TPUWorker.determine_available_memory sizes any KV cache (the torch_tpu "
+    "allocator's own error text was not read)"
+)
 VLLM_GPU_WORKER = (
     "vllm-project/vllm vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (requested memory = "
     "utilization x total - non_kv_cache_memory: weights + torch peak increase + non-torch; read in stored copies)"
@@ -69,6 +86,7 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     non_torch_bytes: Figure
     starts: bool
     message: str
+    raised_at: str = ""  # where the engine raises ``message`` (file and symbol); "" when it starts
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -86,7 +104,7 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
         byte count's key holds an int, as every byte count in k3plan's JSON does)."""
         out: dict[str, object] = {"engine": self.engine}
         out.update({key: getattr(self, key).value for key, _ in self.FIGURES})
-        out.update(starts=self.starts, message=self.message)
+        out.update(starts=self.starts, message=self.message, raised_at=self.raised_at)
         out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
         return out
 
@@ -130,28 +148,39 @@ def vllm_kv_pool(
     per_request = cdiv(max_model_len, block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
     gib = GiB
+    raised_at = ""
     if weights_bytes > visible_bytes:
         starts = False
+        oom = "torch.OutOfMemoryError: CUDA out of memory" if worker_source != TORCHTPU_WORKER else "out of HBM"
         message = (
-            f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / gib:.2f} GiB a "
-            f"device of the {visible_bytes / gib:.2f} GiB the engine sees (the engine fails in create_weights / "
-            "weight loading, before any KV cache is sized)"
+            f"{oom} while loading the weights: {weights_bytes / gib:.2f} GiB a device of the "
+            f"{visible_bytes / gib:.2f} GiB the engine sees"
         )
+        raised_at = WEIGHTS_OOM_AT if worker_source != TORCHTPU_WORKER else TORCHTPU_WEIGHTS_OOM_AT
     elif available <= 0:
         starts = False
-        message = (
-            f"the weights and activation take {(weights_bytes + int(activation_bytes.value)) / gib:.2f} GiB of the "
-            f"{cap / gib:.2f} GiB that --gpu-memory-utilization {utilization} allows: no room for the KV cache "
-            f"(the engine raises: memory in use exceeds the utilization cap; raise --gpu-memory-utilization)"
-        )
+        if worker_source == TORCHTPU_WORKER:
+            message = (
+                f"ValueError: total_hbm_used_gb {(weights_bytes + int(activation_bytes.value)) / gib:.2f} exceeds "
+                f"total_hbm_limit_cap_gb {cap / gib:.2f} (--gpu-memory-utilization {utilization}): no room for the KV cache"
+            )
+            raised_at = TORCHTPU_NO_POOL_AT
+        else:
+            message = (
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                f"initializing the engine. (weights and activation {(weights_bytes + int(activation_bytes.value)) / gib:.2f} "
+                f"GiB of the {cap / gib:.2f} GiB --gpu-memory-utilization {utilization} allows)"
+            )
+            raised_at = VLLM_CHECK_AT
     elif conc < 1:
         starts = False
         need = per_request * per_block
         message = (
-            f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({need / gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({available / gib:.2f} GiB). (vLLM's own message, _check_enough_kv_cache_memory)"
+            f"({available / gib:.2f} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`"
         )
+        raised_at = VLLM_CHECK_AT
     else:
         starts = True
         message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
@@ -175,6 +204,7 @@ def vllm_kv_pool(
         non_torch_bytes=non_torch_bytes,
         starts=starts,
         message=message,
+        raised_at=raised_at,
     )
 
 

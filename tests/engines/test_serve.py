@@ -177,3 +177,64 @@ def test_a_block_size_the_mla_record_did_not_time_is_a_caveat_not_ignored():
     assert "--block-size" in same.ignored and same.caveats == ()
     fp8 = parse_serve(f"{base} --block-size 256 --kv-cache-dtype fp8", platform="tpu")
     assert fp8.caveats == ()  # an fp8 cache takes no MLA term: nothing to be high
+
+
+# --- one verdict (issue 47): the engine's start check is the first line, the JSON's fits and the exit code ---
+
+NO_EP = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --moe-backend marlin"
+SGLANG_1M = "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 16 --context-length 1048576"
+
+
+def test_the_readme_s_oom_example_has_one_verdict_the_engine_s(cli):
+    """The README's vllm#51124 example: k3plan's budget fits (EP over the TP group), the engine runs out of memory
+    loading its padded expert shards. fits, the first line and the exit code all say the engine's verdict."""
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP, "--json")
+    d = json.loads(r.stdout)
+    assert d["fits"] is d["engine"]["starts"] is False and r.exit_code == 1
+    assert d["reason_code"] == "weights" and "CUDA out of memory while loading the weights" in d["reason"]
+    assert "Mxfp4MoEMethod.create_weights" in d["engine"]["raised_at"]
+    assert d["engine"]["budget"]["fits"] is True  # k3plan's own budget, kept beside the verdict
+    t = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP)
+    assert t.exit_code == 1
+    lines = t.stdout.splitlines()
+    assert lines[0].startswith("WON'T START: torch.OutOfMemoryError"), lines[0]
+    assert "ep=32" not in t.stdout and "ep=none (experts TP-split" in t.stdout  # no expert parallelism asked
+
+
+def test_a_command_that_starts_says_its_pool_first_and_why_the_counts_differ(cli):
+    r = cli("fit", "-t", "2x2x4", "--serve", NIGHTLY)
+    assert r.exit_code == 0, r.output
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("STARTS: KV pool 27,264 tokens (3.12 GiB), max concurrency 11.14 at 9,216 tokens"), first
+    assert "k3plan's budget: FITS" in r.stdout
+    # both counts shown: one line says why they differ
+    assert "sequences: k3plan's budget holds 11 at 9,216 tokens, the engine 11.14" in " ".join(r.stdout.split())
+
+
+def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
+    """SGLang's start rule is its own (engines.sglang_memory): a --context-length longer than the pool is not a
+    refusal (TpModelWorker caps max_req_len at the pool); a pool of no tokens is (MemoryPoolConfig's RuntimeError)."""
+    r = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.6", "--json")
+    d = json.loads(r.stdout)
+    eng = d["engine"]
+    assert r.exit_code == 0 and d["fits"] is eng["starts"] is True
+    assert 0 < eng["kv_pool_tokens"] < 1_048_576 and "SGLang starts and truncates" in eng["message"]
+    assert eng["budget"]["fits"] is False  # k3plan's budget at one 1M sequence: not the engine's rule
+    low = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.5")
+    assert low.exit_code == 1
+    assert low.stdout.startswith("WON'T START: RuntimeError: Not enough memory. Please try to increase --mem-fraction")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-t", "2x2x4", "--serve", NIGHTLY),
+        ("-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP),
+        ("-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.6"),
+        ("-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.5"),
+    ],
+)
+def test_fits_is_the_engine_s_verdict_and_so_is_the_exit_code(cli, args):
+    r = cli("fit", *args, "--json")
+    d = json.loads(r.stdout)
+    assert d["fits"] is d["engine"]["starts"] and r.exit_code == (0 if d["fits"] else 1)
