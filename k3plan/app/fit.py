@@ -69,7 +69,7 @@ class FitAnswer(Frozen):
         if eng["starts"]:
             return (
                 f"STARTS: KV pool {eng['kv_pool_tokens']:,} tokens ({eng['kv_pool_bytes'] / 2**30:.2f} GiB), max "
-                f"concurrency {eng['max_concurrency']:,.2f} at {ctx:,} tokens"
+                f"concurrency {eng['max_concurrency']:,.2f} at {eng.get('max_model_len') or ctx:,} tokens"
             )
         return f"WON'T START: {eng['message']} (raised in {eng['raised_at']})"
 
@@ -237,10 +237,17 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     clash = [f"--{k.replace('_', '-')}" for k in ("tp", "ep", "dp", "pp", "stack", "kv_dtype") if setup_options.get(k)]
     if clash:
         raise K3PlanError(f"--serve sets the split, stack and KV dtype itself; drop {', '.join(clash)}")
-    kind = load_hardware(setup_options["hardware"]).kind
-    q = parse_serve(serve, platform=kind)
+    from k3plan.models.loader import load_model
+    from k3plan.units import GiB
+
+    hw = load_hardware(setup_options["hardware"])
+    q = parse_serve(serve, platform=hw.kind, device_gib=hw.usable_bytes_per_device / GiB, device_name=hw.name)
     if setup_options.get("model") not in (None, "kimi-k3", q.model):
         raise K3PlanError(f"--serve serves {q.model}; drop --model {setup_options['model']}")
+    # a command without --max-model-len / --context-length runs at the model's own maximum (vLLM's
+    # ModelConfig max_model_len derived from max_position_embeddings; SGLang's context_len likewise), not at
+    # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
+    model_max = load_model(q.model).spec.max_context
     opts = {
         **setup_options,
         "model": q.model,
@@ -251,7 +258,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "stack": q.stack_ref,
         "kv_dtype": q.kv_dtype,
     }
-    return opts, q.context or context, 1, q.chunk or chunk, q
+    return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
 def _serve_fits(result: FitResult) -> bool:
@@ -310,6 +317,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,
+        auto_max_model_len=served is not None and served.context_auto,
+        num_gpu_blocks_override=None if served is None else served.num_gpu_blocks_override,
     )
     if got is None:
         return None

@@ -138,7 +138,13 @@ def _split_label(result, served) -> str | None:
 
 
 def _render_serve(served, eng: dict | None, console, note: str | None = None) -> None:
-    console.print(f"serve: {served.engine} -> stack {served.stack_ref}, max_num_seqs {served.batch}")
+    seqs = "max_num_seqs" if served.engine == "vllm" else "max_running_requests"
+    console.print(
+        f"serve: {served.engine} -> stack {served.stack_ref}; {seqs} "
+        + (f"{served.batch:,}" if served.batch else "default")
+        + ("" if served.batch_source == "the command's flag" else f" ({served.batch_source})")
+        + ("" if served.chunk_source == "the command's flag" else f"; chunk: {served.chunk_source}")
+    )
     if served.ignored:
         console.print(f"serve flags ignored (nothing k3plan prices changes): {' '.join(served.ignored)}")
     for caveat in served.caveats:

@@ -39,6 +39,14 @@ VLLM_CHECK_AT = (
     "vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (ValueError), called by "
     "check_enough_kv_cache_memory when the engine core sizes its KV cache"
 )
+VLLM_OVERRIDE = (
+    "vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py may_override_num_blocks: 'Overriding num_gpu_blocks=N "
+    "with num_gpu_blocks_override=M', applied in get_num_blocks after the memory checks"
+)
+VLLM_AUTO_FIT = (
+    "--max-model-len auto / -1 (vllm/engine/arg_utils.py human_readable_int_or_auto): vllm/v1/core/kv_cache_utils.py "
+    "_auto_fit_max_model_len takes the longest length whose blocks fit; read in public excerpts, commit not pinned"
+)
 TORCHTPU_NO_POOL_AT = (
     "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
     "-> utils.compute_hbm_budget (ValueError when available <= 0)"
@@ -87,6 +95,7 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     starts: bool
     message: str
     raised_at: str = ""  # where the engine raises ``message`` (file and symbol); "" when it starts
+    max_model_len: int = 0  # the length the engine runs at (--max-model-len auto: what it fitted)
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -104,7 +113,7 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
         byte count's key holds an int, as every byte count in k3plan's JSON does)."""
         out: dict[str, object] = {"engine": self.engine}
         out.update({key: getattr(self, key).value for key, _ in self.FIGURES})
-        out.update(starts=self.starts, message=self.message, raised_at=self.raised_at)
+        out.update(starts=self.starts, message=self.message, raised_at=self.raised_at, max_model_len=self.max_model_len)
         out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
         return out
 
@@ -135,6 +144,8 @@ def vllm_kv_pool(
     n_state: int,
     max_model_len: int,
     worker_source: str,
+    auto_max_model_len: bool = False,
+    num_gpu_blocks_override: int | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory)."""
@@ -143,10 +154,22 @@ def vllm_kv_pool(
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
     per_block = page_bytes * size
     blocks = max(available, 0) // per_block if per_block > 0 else 0
+    blocks_src = f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
+    if num_gpu_blocks_override is not None and available > 0:  # may_override_num_blocks, after the memory checks
+        blocks_src = (
+            f"--num-gpu-blocks-override {num_gpu_blocks_override:,} instead of the {blocks:,} the memory holds "
+            f"({VLLM_OVERRIDE})"
+        )
+        blocks = num_gpu_blocks_override
     groups = att + st
     tokens = blocks // groups * block_tokens if groups else 0
     per_request = cdiv(max_model_len, block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
+    asked_len, fitted = max_model_len, False
+    if auto_max_model_len and conc < 1 and att and blocks > st:  # _auto_fit_max_model_len: the longest that fits
+        max_model_len = (blocks - st) // att * block_tokens
+        per_request = cdiv(max_model_len, block_tokens) * att + st
+        conc, fitted = blocks / per_request, True
     gib = GiB
     raised_at = ""
     if weights_bytes > visible_bytes:
@@ -184,6 +207,11 @@ def vllm_kv_pool(
     else:
         starts = True
         message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
+        if fitted:
+            message = (
+                f"Auto-fit max_model_len: reduced from {asked_len} to {max_model_len} to fit in available GPU memory "
+                f"({VLLM_AUTO_FIT}); {message}"
+            )
     pool_src = (
         f"int({utilization} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
         f"activation - non-torch: {worker_source}"
@@ -194,9 +222,7 @@ def vllm_kv_pool(
         kv_pool_bytes=Figure(max(available, 0), pool_src),
         kv_pool_tokens=Figure(tokens, f"num_blocks // {groups} KV groups x block {block_tokens}: {VLLM_REPORT}"),
         block_tokens=Figure(block_tokens, block_source),
-        num_blocks=Figure(
-            blocks, f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
-        ),
+        num_blocks=Figure(blocks, blocks_src),
         max_concurrency=Figure(
             round(conc, 2), f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
         ),
@@ -205,6 +231,7 @@ def vllm_kv_pool(
         starts=starts,
         message=message,
         raised_at=raised_at,
+        max_model_len=max_model_len,
     )
 
 
@@ -231,6 +258,8 @@ def engine_sizing(
     n_mla: int,
     n_kda: int,
     max_model_len: int,
+    auto_max_model_len: bool = False,
+    num_gpu_blocks_override: int | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
@@ -287,6 +316,8 @@ def engine_sizing(
         n_state=n_kda,
         max_model_len=max_model_len,
         worker_source=worker,
+        auto_max_model_len=auto_max_model_len,
+        num_gpu_blocks_override=num_gpu_blocks_override,
     )
 
 
