@@ -104,9 +104,14 @@ def sequences_note(r: FitResult, eng: dict) -> str:
             f"{dev.reserve_bytes / gib:.2f} GiB; the engine takes {took})"
         )
     if eng["block_tokens"] > 1:
-        why.append(
-            f"it holds a request in whole {eng['block_tokens']}-token blocks and its KDA state in whole layer groups"
+        state = (
+            "its KDA state apart, in max_num_seqs + 1 slots a layer"
+            if "slots" in eng["sources"]["num_blocks"]
+            else "its KDA state in whole layer groups"
         )
+        why.append(f"it holds a request in whole {eng['block_tokens']}-token blocks and {state}")
+    if int(conc) == cap.max_sequences:
+        why.append("the budget counts whole sequences, the engine a fraction")
     why.append(f"the budget's sequence takes {per_seq / gib:.3f} GiB at {w.context_tokens:,} tokens (KV + KDA state)")
     return (
         f"sequences: k3plan's budget holds {cap.max_sequences:,} at {w.context_tokens:,} tokens, the engine "
@@ -319,6 +324,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         max_model_len=result.workload.context_tokens,
         auto_max_model_len=served is not None and served.context_auto,
         num_gpu_blocks_override=None if served is None else served.num_gpu_blocks_override,
+        state_bytes_per_layer_unpadded=lay.state_bytes_per_layer_unpadded,
+        compact_state=lay.paging == "separate",
+        max_num_seqs=result.workload.batch if served is None else served.batch,
+        block_override=None if served is None else served.block_size,
     )
     if got is None:
         return None

@@ -72,7 +72,7 @@ def command(
       k3plan fit -t 2x4x4 --tp 32 --offload host              sessions parked in host DRAM
       k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
       k3plan fit -t 2x4x4 --tp 32 --prefix-hit 0.6 --prefix-tier host   TTFT with 60% of the prompt cached
-      k3plan fit -t 2x2x4 --serve 'vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-model-len 9216 --max-num-batched-tokens 512 --gpu-memory-utilization 0.7'
+      k3plan fit -t 2x2x4 --serve 'vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-model-len 9216 --max-num-batched-tokens 512 --max-num-seqs 1 --gpu-memory-utilization 0.7'
 
     After the verdict, advice: the rules of docs/beyond-fit.md applied to these numbers (the next
     standard topology up, fp8_ds_mla KV, larger batches), each with its computed effect.

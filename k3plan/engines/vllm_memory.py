@@ -47,6 +47,12 @@ VLLM_AUTO_FIT = (
     "--max-model-len auto / -1 (vllm/engine/arg_utils.py human_readable_int_or_auto): vllm/v1/core/kv_cache_utils.py "
     "_auto_fit_max_model_len takes the longest length whose blocks fit; read in public excerpts, commit not pinned"
 )
+TORCHTPU_COMPACT = (
+    "kowalski-4831/vllm-torchtpu@15e5264a src/vllm_torchtpu/runner/kv_cache_manager.py "
+    "KVCacheManager._maybe_set_compact_mamba_num_blocks_override (N_attn = (avail // group_size - num_mamba_groups x "
+    "(max_num_reqs + 1) x mamba_unpadded) // (num_attn_groups x attn_page), pinned as num_gpu_blocks_override; "
+    "ValueError when the slots leave no attention block)"
+)
 TORCHTPU_NO_POOL_AT = (
     "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
     "-> utils.compute_hbm_budget (ValueError when available <= 0)"
@@ -146,15 +152,32 @@ def vllm_kv_pool(
     worker_source: str,
     auto_max_model_len: bool = False,
     num_gpu_blocks_override: int | None = None,
+    compact_state_bytes: int | None = None,
+    max_num_seqs: int = 1,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
-    checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory)."""
+    checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
+    ``compact_state_bytes``: one KDA layer's unpadded state slot, where the engine keeps the state apart from the
+    pages (the torch_tpu plugin's compact-mamba layout, TORCHTPU_COMPACT): each of the ``group_size`` layer regions
+    first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
     per_block = page_bytes * size
     blocks = max(available, 0) // per_block if per_block > 0 else 0
     blocks_src = f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
+    compact_short = False
+    if compact_state_bytes is not None and st and num_gpu_blocks_override is None:
+        slots = max_num_seqs + 1  # + 1: slot 0, the null / sentinel slot
+        per_region = max(available, 0) // size
+        state_region = st * slots * compact_state_bytes
+        room = per_region - state_region
+        blocks = max(room, 0) // (att * page_bytes) if att and page_bytes else 0
+        compact_short = available > 0 and (room <= 0 or blocks <= 0)
+        blocks_src = (
+            f"(available // {size} layer regions - {st} state groups x {slots} slots (max_num_seqs + 1) x "
+            f"{compact_state_bytes:,} B) // ({att} x page {page_bytes:,} B): {TORCHTPU_COMPACT}"
+        )
     if num_gpu_blocks_override is not None and available > 0:  # may_override_num_blocks, after the memory checks
         blocks_src = (
             f"--num-gpu-blocks-override {num_gpu_blocks_override:,} instead of the {blocks:,} the memory holds "
@@ -180,6 +203,13 @@ def vllm_kv_pool(
             f"{visible_bytes / gib:.2f} GiB the engine sees"
         )
         raised_at = WEIGHTS_OOM_AT if worker_source != TORCHTPU_WORKER else TORCHTPU_WEIGHTS_OOM_AT
+    elif compact_short:
+        starts = False
+        message = (
+            f"ValueError: Compact-mamba KV sizing does not fit: the state slots of {max_num_seqs:,} sequences leave no "
+            "attention blocks in the KV budget. Raise `gpu_memory_utilization` or lower `max_num_seqs`."
+        )
+        raised_at = TORCHTPU_COMPACT
     elif available <= 0:
         starts = False
         if worker_source == TORCHTPU_WORKER:
@@ -260,11 +290,21 @@ def engine_sizing(
     max_model_len: int,
     auto_max_model_len: bool = False,
     num_gpu_blocks_override: int | None = None,
+    state_bytes_per_layer_unpadded: int = 0,
+    compact_state: bool = False,
+    max_num_seqs: int = 1,
+    block_override: int | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
+    # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
+    # and the KDA state in compact slots apart from it (TORCHTPU_COMPACT)
+    compact = compact_state and kv_pool_method == "utilization_minus_resident" and n_kda > 0
+    if block_override is not None and not page_bytes:
+        block_tokens = block_override
+        paging_source = f"--block-size {block_override} (the command's page; the budget above prices its stack's)"
     page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
     weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
@@ -318,6 +358,8 @@ def engine_sizing(
         worker_source=worker,
         auto_max_model_len=auto_max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override,
+        compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
+        max_num_seqs=max_num_seqs,
     )
 
 

@@ -81,12 +81,16 @@ def test_the_nightly_fits_through_serve_with_its_engine_figures(cli):
     assert d["fits"] is True and d["stack"] == "torchtpu-vllm:gpu_memory_utilization=0.7"
     eng = d["engine"]
     assert eng["starts"] is True and eng["serve"]["ignored"][0] == "--trust-remote-code"
-    # int(0.7 x usable) - weights: the whole pool, in whole blocks of 24 layers' 192-token pages
+    # int(0.7 x usable) - weights: the whole pool. The plugin's per-layer layout (kv_cache_manager.py
+    # _maybe_set_compact_mamba_num_blocks_override @15e5264a): each of 24 layer regions holds 3 state groups x
+    # (max_num_seqs 1 + 1) unpadded KDA slots of 203,520 B (96 heads / 32 x 128 x 128 x 4 B + the conv state), the
+    # rest 16-token MLA blocks of 16 x 1,280 B; vLLM logs num_blocks // 4 groups x 16 tokens
     usable, weights = d["hardware"]["usable_bytes_per_device"], d["per_device"]["weights_bytes"]
     assert eng["kv_pool_bytes"] == int(usable * 0.7) - weights
-    assert eng["num_blocks"] == eng["kv_pool_bytes"] // (192 * 1280 * 24)
-    assert eng["kv_pool_tokens"] == eng["num_blocks"] // 4 * 192
-    assert eng["max_concurrency"] == round(eng["num_blocks"] / (48 + 3), 2)
+    assert d["cache_layout"]["state_bytes_per_layer_unpadded"] == 203_520 and eng["block_tokens"] == 16
+    assert eng["num_blocks"] == (eng["kv_pool_bytes"] // 24 - 3 * 2 * 203_520) // (16 * 1280)
+    assert eng["kv_pool_tokens"] == eng["num_blocks"] // 4 * 16
+    assert eng["max_concurrency"] == round(eng["num_blocks"] / (9216 // 16 + 3), 2)
 
 
 def test_serve_refuses_a_split_given_beside_it(cli):
@@ -210,10 +214,10 @@ def test_a_command_that_starts_says_its_pool_first_and_why_the_counts_differ(cli
     r = cli("fit", "-t", "2x2x4", "--serve", NIGHTLY)
     assert r.exit_code == 0, r.output
     first = r.stdout.splitlines()[0]
-    assert first.startswith("STARTS: KV pool 27,264 tokens (3.12 GiB), max concurrency 11.14 at 9,216 tokens"), first
+    assert first.startswith("STARTS: KV pool 27,024 tokens (3.12 GiB), max concurrency 11.67 at 9,216 tokens"), first
     assert "k3plan's budget: FITS" in r.stdout
     # both counts shown: one line says why they differ
-    assert "sequences: k3plan's budget holds 11 at 9,216 tokens, the engine 11.14" in " ".join(r.stdout.split())
+    assert "sequences: k3plan's budget holds 11 at 9,216 tokens, the engine 11.67" in " ".join(r.stdout.split())
 
 
 def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
@@ -350,7 +354,7 @@ def test_num_gpu_blocks_override_sets_the_pool(cli):
     checks (so it does not rescue a command whose memory holds no pool)."""
     cmd = NIGHTLY + " --num-gpu-blocks-override 100"
     eng = json.loads(cli("fit", "-t", "2x2x4", "--serve", cmd, "--json").stdout)["engine"]
-    assert eng["num_blocks"] == 100 and eng["kv_pool_tokens"] == 100 // 4 * 192
+    assert eng["num_blocks"] == 100 and eng["kv_pool_tokens"] == 100 // 4 * 16
     assert "num_gpu_blocks_override" in eng["sources"]["num_blocks"]
 
 
@@ -360,7 +364,7 @@ def test_max_model_len_auto_fits_the_length_to_the_pool(cli):
         "-t",
         "2x2x4",
         "--serve",
-        BARE + " --gpu-memory-utilization 0.7 --language-model-only --max-model-len auto",
+        BARE + " --gpu-memory-utilization 0.7 --language-model-only --max-num-seqs 1 --max-model-len auto",
         "--json",
     )
     d = json.loads(r.stdout)
@@ -422,3 +426,26 @@ def test_a_checkpoint_k3plan_cannot_price_is_refused_by_name(cli, hf, says):
     assert hf in str(err.value)
     r = cli("fit", "-H", "nvidia-h200", "-t", "1x8", "--serve", f"vllm serve {hf} -tp 8 --enable-expert-parallel")
     assert r.exit_code == 2
+
+
+def test_torchtpu_vllm_s_page_is_its_own_16_tokens_and_its_state_slots_compact(cli):
+    """The CEO's decision (issue 48 item 5), the plugin's code: a 16-token page (cache_config.block_size;
+    TpuPlatform.update_block_size_for_backend grows it only under the unified pool), the KDA state in max_num_seqs +
+    1 unpadded slots a layer apart from the pages (kv_cache_manager.py _maybe_set_compact_mamba_num_blocks_override
+    @15e5264a); memory and speed read the same page (engines.flags.TORCHTPU_DEFAULT_BLOCK)."""
+    from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
+
+    d = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)
+    lay = d["cache_layout"]
+    assert lay["block_tokens"] == TORCHTPU_DEFAULT_BLOCK == 16 and lay["paging"] == "separate"
+    assert lay["state_bytes_per_layer"] == lay["state_bytes_per_layer_unpadded"]  # not padded to a page
+    # the default max_num_seqs (256, vLLM's _set_default_args on an OOT platform) at --gpu-memory-utilization 0.7:
+    # 256 + 1 slots x 72 KDA layer pages x 203,520 B = 3.5 GiB, more than the 3.12 GiB budget: the plugin refuses
+    r = cli("fit", "-t", "2x2x4", "--serve", NIGHTLY.replace(" --max-num-seqs 1", ""), "--json")
+    bad = json.loads(r.stdout)
+    assert r.exit_code == 1 and bad["fits"] is False
+    assert bad["engine"]["message"].startswith("ValueError: Compact-mamba KV sizing does not fit")
+    assert "_maybe_set_compact_mamba_num_blocks_override" in bad["engine"]["raised_at"]
+    # a command's --block-size is the engine's page
+    agentx = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY + " --block-size 256", "--json").stdout)
+    assert agentx["engine"]["block_tokens"] == 256
