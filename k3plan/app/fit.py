@@ -284,7 +284,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if served is not None and served.engine == "sglang":
         from k3plan.engines.sglang_memory import sglang_kv_pool
 
-        got = sglang_kv_pool(
+        sg = sglang_kv_pool(
             mem_fraction_static=round(1 - st.reserve.fraction_of_usable_hbm, 12),
             visible_bytes=hw.usable_bytes_per_device,
             visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
@@ -295,7 +295,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             max_model_len=result.workload.context_tokens,
             max_running_requests=served.max_running_requests,
         )
-        return _with_serve(got.as_json(), result, served)
+        return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(
         stack_name=st.name,
         kv_pool_method=st.kv_pool.method if st.kv_pool else None,
