@@ -24,6 +24,10 @@ class FitOutput(FitResult):
 
     def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         out = super()._dump_extra(out)
+        verdict = (self.engine or {}).get("verdict")
+        if verdict is not None:  # fit --serve: one verdict, the engine's start check (k3plan's budget: engine.budget)
+            out["fits"] = verdict["starts"]
+            return _after(out, "fits", {"reason": verdict["reason"], "reason_code": verdict["reason_code"]})
         code, text = fit_reason(fits=self.fits, code=self.reason)
         return _after(out, "fits", {"reason": text, "reason_code": code.value})
 

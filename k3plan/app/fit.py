@@ -40,12 +40,83 @@ class FitAnswer(Frozen):
     spec_asked: bool = False
 
     @property
+    def starts(self) -> bool | None:
+        """With --serve: the engine's own start check (None without --serve). The engine is the referee: where
+        k3plan sizes the engine's pool (engine_sizing) its verdict is this; elsewhere k3plan's budget's."""
+        if self.served is None:
+            return None
+        if self.engine is not None:
+            return bool(self.engine["starts"])
+        return _serve_fits(self.result)
+
+    @property
     def exit_code(self) -> int:
         """0 when it fits (with --serve: when the engine would start), else 1."""
         if self.served is not None:
-            starts = self.engine is None or self.engine["starts"]
-            return 0 if _serve_fits(self.result) and starts else 1
+            return 0 if self.starts else 1
         return 0 if self.result.fits else 1
+
+    def verdict_line(self) -> str | None:
+        """With --serve, the one verdict, printed first: "STARTS: KV pool N tokens (M GiB), max concurrency X at L
+        tokens" or "WON'T START: <the engine's own error> (raised in <file, symbol>)"."""
+        if self.served is None:
+            return None
+        eng, ctx = self.engine, self.result.workload.context_tokens
+        if eng is None:  # no engine sizing for this stack: the budget's verdict stands for it, said so
+            return ("STARTS" if self.starts else "WON'T START") + (
+                f": k3plan's budget (no engine sizing for stack {self.served.stack})"
+            )
+        if eng["starts"]:
+            return (
+                f"STARTS: KV pool {eng['kv_pool_tokens']:,} tokens ({eng['kv_pool_bytes'] / 2**30:.2f} GiB), max "
+                f"concurrency {eng['max_concurrency']:,.2f} at {eng.get('max_model_len') or ctx:,} tokens"
+            )
+        return f"WON'T START: {eng['message']} (raised in {eng['raised_at']})"
+
+    def sequences_note(self) -> str | None:
+        """With --serve, when the budget's sequence count and the engine's concurrency are both shown: why they
+        differ (one count, explained)."""
+        eng, r = self.engine, self.result
+        if self.served is None or eng is None or not eng["starts"] or not r.fits:
+            return None
+        return sequences_note(r, eng)
+
+
+def sequences_note(r: FitResult, eng: dict) -> str:
+    """One line: the budget's sequences at the context against the engine's concurrency, and why they differ."""
+    gib = 2**30
+    w, dev, cap = r.workload, r.per_device, r.capacity
+    budget_room = dev.free_bytes + dev.kv_bytes + dev.state_bytes  # what the budget has for sequences
+    per_seq = (dev.kv_bytes + dev.state_bytes) / max(w.batch, 1)
+    engine_pool = eng["kv_pool_bytes"]
+    conc = eng["max_concurrency"]
+    label = "max_total_num_tokens / context_len" if eng["engine"] == "sglang" else "its 'Maximum concurrency'"
+    why = []
+    if abs(engine_pool - budget_room) >= 0.01 * gib:
+        took = "a fraction of HBM - weights" + (
+            f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if eng["activation_bytes"] else ""
+        )
+        if eng["engine"] == "sglang":
+            took += " - its state pool"
+        why.append(
+            f"its KV pool is {engine_pool / gib:.2f} GiB against the budget's {budget_room / gib:.2f} GiB for "
+            f"sequences (the budget nets out its temporaries {dev.temp_bytes / gib:.2f} GiB and reserve "
+            f"{dev.reserve_bytes / gib:.2f} GiB; the engine takes {took})"
+        )
+    if eng["block_tokens"] > 1:
+        state = (
+            "its KDA state apart, in max_num_seqs + 1 slots a layer"
+            if "slots" in eng["sources"]["num_blocks"]
+            else "its KDA state in whole layer groups"
+        )
+        why.append(f"it holds a request in whole {eng['block_tokens']}-token blocks and {state}")
+    if int(conc) == cap.max_sequences:
+        why.append("the budget counts whole sequences, the engine a fraction")
+    why.append(f"the budget's sequence takes {per_seq / gib:.3f} GiB at {w.context_tokens:,} tokens (KV + KDA state)")
+    return (
+        f"sequences: k3plan's budget holds {cap.max_sequences:,} at {w.context_tokens:,} tokens, the engine "
+        f"{conc:,.2f} ({label}, the figure it runs with): " + "; ".join(why)
+    )
 
 
 def answer(q: FitQuestion) -> FitAnswer:
@@ -173,10 +244,17 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     clash = [f"--{k.replace('_', '-')}" for k in ("tp", "ep", "dp", "pp", "stack", "kv_dtype") if setup_options.get(k)]
     if clash:
         raise K3PlanError(f"--serve sets the split, stack and KV dtype itself; drop {', '.join(clash)}")
-    kind = load_hardware(setup_options["hardware"]).kind
-    q = parse_serve(serve, platform=kind)
+    from k3plan.models.loader import load_model
+    from k3plan.units import GiB
+
+    hw = load_hardware(setup_options["hardware"])
+    q = parse_serve(serve, platform=hw.kind, device_gib=hw.usable_bytes_per_device / GiB, device_name=hw.name)
     if setup_options.get("model") not in (None, "kimi-k3", q.model):
         raise K3PlanError(f"--serve serves {q.model}; drop --model {setup_options['model']}")
+    # a command without --max-model-len / --context-length runs at the model's own maximum (vLLM's
+    # ModelConfig max_model_len derived from max_position_embeddings; SGLang's context_len likewise), not at
+    # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
+    model_max = load_model(q.model).spec.max_context
     opts = {
         **setup_options,
         "model": q.model,
@@ -187,7 +265,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "stack": q.stack_ref,
         "kv_dtype": q.kv_dtype,
     }
-    return opts, q.context or context, 1, q.chunk or chunk, q
+    return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
 def _serve_fits(result: FitResult) -> bool:
@@ -205,6 +283,21 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
         return None
+    if served is not None and served.engine == "sglang":
+        from k3plan.engines.sglang_memory import sglang_kv_pool
+
+        sg = sglang_kv_pool(
+            mem_fraction_static=round(1 - st.reserve.fraction_of_usable_hbm, 12),
+            visible_bytes=hw.usable_bytes_per_device,
+            visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
+            weights_bytes=result.per_device.weights_bytes,
+            state_pool_bytes=result.per_device.state_bytes,
+            state_source=result.provenance.state,
+            kv_bytes_per_token=lay.kv_bytes_per_token_layer * lay.n_mla,
+            max_model_len=result.workload.context_tokens,
+            max_running_requests=served.max_running_requests,
+        )
+        return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(
         stack_name=st.name,
         kv_pool_method=st.kv_pool.method if st.kv_pool else None,
@@ -231,10 +324,20 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,
+        auto_max_model_len=served is not None and served.context_auto,
+        num_gpu_blocks_override=None if served is None else served.num_gpu_blocks_override,
+        state_bytes_per_layer_unpadded=lay.state_bytes_per_layer_unpadded,
+        compact_state=lay.paging == "separate",
+        max_num_seqs=result.workload.batch if served is None else served.batch,
+        block_override=None if served is None else served.block_size,
     )
     if got is None:
         return None
-    out = got.as_json()
+    return _with_serve(got.as_json(), result, served)
+
+
+def _with_serve(out: dict, result: FitResult, served) -> dict:
+    """The engine's sizing with, under --serve, the command as read and k3plan's own budget beside it."""
     if served is not None and not result.fits and _serve_fits(result):
         out["band_note"] = (
             "k3plan's budget at the temp model's upper end does not fit, at the band's lower end it does "
@@ -247,6 +350,21 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             "max_num_seqs": served.batch,
             "ignored": list(served.ignored),
             "caveats": list(served.caveats),
+        }
+        from k3plan.step.verdict import fit_reason
+
+        starts = bool(out["starts"])
+        out["verdict"] = {  # fit --json's top-level fits / reason / reason_code under --serve (FitOutput)
+            "starts": starts,
+            "reason": "starts" if starts else f"{out['message']} (raised in {out['raised_at']})",
+            "reason_code": "feasible"
+            if starts
+            else ("weights" if "loading the weights" in out["message"] else "budget"),
+        }
+        out["budget"] = {  # k3plan's own budget (the top-level ``fits`` is the engine's verdict under --serve)
+            "fits": result.fits,
+            "reason": fit_reason(fits=result.fits, code=result.reason)[1],
+            "max_sequences": result.capacity.max_sequences,
         }
     return out
 

@@ -173,6 +173,16 @@ def _refusing_empty(param, process_value):
 NEEDS_JAX = ("probe", "validate")  # the commands that run JAX (the 'jax' extra; 'tpu' on a TPU host)
 
 
+def _serve_hint(ctx) -> str:
+    """fit --serve given an unquoted command (``--serve vllm serve MODEL --tensor-parallel-size 32``): the shell
+    split it, so the engine's words and flags reach k3plan as its own; say to quote it."""
+    args = ctx.meta.get("k3plan.argv", [])
+    i = next((n for n, a in enumerate(args) if a == "--serve"), None)
+    if i is None or i + 2 >= len(args) or " " in args[i + 1]:
+        return ""
+    return f"; quote the serve command: --serve '{' '.join(args[i + 1 : i + 4])} ...'"
+
+
 class K3Group(TyperGroup):
     """Turns K3PlanError, raised anywhere below, into a one-line message and exit 2."""
 
@@ -198,10 +208,11 @@ class K3Group(TyperGroup):
             if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
                 raise
             where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-            _print_error(" ".join(err.format_message().split()).rstrip(".") + where)
+            _print_error(" ".join(err.format_message().split()).rstrip(".") + where + _serve_hint(ctx))
             raise typer.Exit(err.exit_code) from None
 
     def resolve_command(self, ctx, args):
+        ctx.meta["k3plan.argv"] = list(args)  # what the command line held, for _serve_hint
         name, cmd, rest = super().resolve_command(ctx, args)
         # before any progress line (issue 36): tests/newcomer/test_missing_extras.py::test_no_jax_is_one_line_exit_2
         if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):

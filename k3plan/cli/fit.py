@@ -72,7 +72,7 @@ def command(
       k3plan fit -t 2x4x4 --tp 32 --offload host              sessions parked in host DRAM
       k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
       k3plan fit -t 2x4x4 --tp 32 --prefix-hit 0.6 --prefix-tier host   TTFT with 60% of the prompt cached
-      k3plan fit -t 2x2x4 --serve 'vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-model-len 9216 --max-num-batched-tokens 512 --gpu-memory-utilization 0.7'
+      k3plan fit -t 2x2x4 --serve 'vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-model-len 9216 --max-num-batched-tokens 512 --max-num-seqs 1 --gpu-memory-utilization 0.7'
 
     After the verdict, advice: the rules of docs/beyond-fit.md applied to these numbers (the next
     standard topology up, fp8_ds_mla KV, larger batches), each with its computed effect.
@@ -109,7 +109,7 @@ def command(
         from k3plan.cli.common import console
         from k3plan.report.fit_table import render_fit
 
-        render_fit(result, console)
+        render_fit(result, console, verdict=a.verdict_line(), split=_split_label(result, served))
         if a.spec_asked and not result.fits:
             console.print("no speculative-decoding speed for a workload that does not fit")
         render_fit_advice(advice, console)
@@ -121,13 +121,30 @@ def command(
     if served is not None and not json_out:
         from k3plan.cli.common import console
 
-        _render_serve(served, a.engine, console)
+        _render_serve(served, a.engine, console, a.sequences_note())
     if a.exit_code:
         raise typer.Exit(a.exit_code)
 
 
-def _render_serve(served, eng: dict | None, console) -> None:
-    console.print(f"serve: {served.engine} -> stack {served.stack_ref}, max_num_seqs {served.batch}")
+def _split_label(result, served) -> str | None:
+    """The split as a serve command set it: without expert parallelism vLLM TP-splits every expert, so the header
+    names no ep (the budget prices the same bytes a device as EP over the TP group: engines.serve)."""
+    if served is None or served.expert_parallel:
+        return None
+    par = result.parallel
+    return f"tp={par.tp} ep=none (experts TP-split: no --enable-expert-parallel) dp={par.dp}" + (
+        f" pp={par.pp}" if par.pp > 1 else ""
+    )
+
+
+def _render_serve(served, eng: dict | None, console, note: str | None = None) -> None:
+    seqs = "max_num_seqs" if served.engine == "vllm" else "max_running_requests"
+    console.print(
+        f"serve: {served.engine} -> stack {served.stack_ref}; {seqs} "
+        + (f"{served.batch:,}" if served.batch else "default")
+        + ("" if served.batch_source == "the command's flag" else f" ({served.batch_source})")
+        + ("" if served.chunk_source == "the command's flag" else f"; chunk: {served.chunk_source}")
+    )
     if served.ignored:
         console.print(f"serve flags ignored (nothing k3plan prices changes): {' '.join(served.ignored)}")
     for caveat in served.caveats:
@@ -136,3 +153,5 @@ def _render_serve(served, eng: dict | None, console) -> None:
         console.print(f"engine ({eng['engine']}): {eng['message']}")
         if eng.get("band_note"):
             console.print(f"note: {eng['band_note']}")
+    if note:
+        console.print(note, markup=False, highlight=False)

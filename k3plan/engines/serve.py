@@ -11,19 +11,28 @@ from dataclasses import dataclass, field
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.errors import K3PlanError
 
-# Hugging Face ids -> bundled models (k3plan/models/configs)
+# Hugging Face ids -> bundled models (k3plan/models/bundled), exact ids only: a checkpoint k3plan does not bundle
+# (another release of the family, an AWQ / GPTQ / INT4 conversion) is refused by name, never priced as another
 HF_MODELS = {
     "moonshotai/kimi-k3": "kimi-k3",
     "deepseek-ai/deepseek-r1": "deepseek-v3",
     "deepseek-ai/deepseek-r1-0528": "deepseek-v3",
     "deepseek-ai/deepseek-v3": "deepseek-v3",
     "deepseek-ai/deepseek-v3-0324": "deepseek-v3",
+    "deepseek-ai/deepseek-v4-flash": "deepseek-v4-flash",
+    "deepseek-ai/deepseek-v4-pro": "deepseek-v4-pro",
+    # the fp8 (128 x 128 block) DeepseekV3ForCausalLM checkpoints the bundled kimi-k2 config is
+    "moonshotai/kimi-k2-instruct": "kimi-k2",
+    "moonshotai/kimi-k2-base": "kimi-k2",
+    "moonshotai/kimi-k2-instruct-0905": "kimi-k2",
     "moonshotai/kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b",
     "moonshotai/kimi-linear-48b-a3b-base": "kimi-linear-48b-a3b",
 }
-HF_PREFIXES = {"moonshotai/kimi-k2": "kimi-k2"}
+# names that say the checkpoint is a conversion k3plan cannot price (its bytes are not the bundled checkpoint's)
+UNPRICED_MARKS = ("awq", "gptq", "int4", "w4a16", "gguf", "bnb", "nf4", "exl2")
 
-# flags that change nothing k3plan prices: host-side loading, parsers, compile buckets, the API server
+# flags that change nothing k3plan prices (name -> values it takes: 0 a switch, 1 a value): host-side loading,
+# parsers, compile buckets, the API server, multi-node wiring, KV transfer
 IGNORED = {
     "--trust-remote-code": 0,
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
@@ -43,18 +52,77 @@ IGNORED = {
     "--tokenizer": 1,
     "--seed": 1,
     "--disable-log-requests": 0,
+    "--enable-log-requests": 0,
+    "--disable-log-stats": 0,
     "--enable-chunked-prefill": 0,  # vLLM V1's default; the chunk is --max-num-batched-tokens
     "--distributed-executor-backend": 1,
     "--enforce-eager": 0,
     "--enable-prefix-caching": 0,  # pool sizing unchanged; the hit rate is fit's --prefix-hit
     "--no-enable-prefix-caching": 0,
     "--mamba-cache-mode": 1,  # align: one state a block with prefix caching (torchtpu-vllm's gate)
-    "--block-size": 1,  # the hybrid rule raises the block to hold one KDA state; a floor k3plan's rule meets
+    "--block-size": 1,  # read below: the page
+    "--chat-template": 1,
+    "--max-log-len": 1,
+    "--uvicorn-log-level": 1,
+    "--disable-uvicorn-access-log": 0,
+    # multi-node and disaggregation wiring the engines' own recipes pass: which host runs which rank, how KV moves
+    "--disable-custom-all-reduce": 0,  # NCCL instead of the custom all-reduce: its buffers are outside the pool
+    "--nnodes": 1,
+    "--node-rank": 1,
+    "--headless": 0,
+    "--master-addr": 1,
+    "--master-port": 1,
+    "--data-parallel-size-local": 1,
+    "--data-parallel-start-rank": 1,
+    "--data-parallel-address": 1,
+    "--data-parallel-rpc-port": 1,
+    "--api-server-count": 1,
+    "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
     # sglang
     "--trust-remote": 0,
+    "--dist-init-addr": 1,
     "--chunked-prefill-size": -1,  # read below
 }
+# environment variables a serve command's recipe sets before the engine, read as the engine reads them
+IGNORED_ENV = {
+    # torchtpu-vllm: the MoE weights' requantized dtype for its kernels (tpu_platform.py additional_env_vars);
+    # k3plan prices the stack's runtime formats, the variable is listed, not priced
+    "MOE_REQUANTIZE_WEIGHT_DTYPE",
+    "MOE_REQUANTIZE_BLOCK_SIZE",
+    "REQUANTIZE_WEIGHT_DTYPE",
+    "REQUANTIZE_BLOCK_SIZE",
+    "USE_MOE_FUSED_EP_KERNEL",
+    "TPU_MULTIHOST_BACKEND",
+    "TORCH_TPU_TOPOLOGY",
+    "VLLM_USE_V1",
+    "VLLM_LOGGING_LEVEL",
+    "HF_TOKEN",
+    "HF_HOME",
+    "HF_HUB_ENABLE_HF_TRANSFER",
+    "CUDA_VISIBLE_DEVICES",
+    "NCCL_DEBUG",
+    "VLLM_WORKER_MULTIPROC_METHOD",
+    "SGLANG_LOG_LEVEL",
+}
 KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
+# checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
+# deepseek_v4_fp8 (tpu_platform.py TpuPlatform.supported_quantization @0095cdcb) reads the same fp8 bytes
+QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
+# vLLM's own defaults for what a command leaves out (vllm-project/vllm@99d7eb5d vllm/engine/arg_utils.py
+# EngineArgs._set_default_args, `vllm serve` = UsageContext.OPENAI_API_SERVER): a device of >= 70 GiB that is
+# not an A100 gets max_num_batched_tokens 8192 and max_num_seqs 1024, any other 2048 and 256; max_num_seqs is
+# min(that, max_num_batched_tokens). The torch_tpu plugin is an out-of-tree platform (PlatformEnum.OOT, so
+# upstream's is_tpu() chip table does not apply) whose get_device_total_memory raises NotImplementedError
+# (kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/platforms/tpu_platform.py): device_memory 0, the
+# small defaults
+VLLM_DEFAULTS_SOURCE = (
+    "vllm-project/vllm@99d7eb5d vllm/engine/arg_utils.py EngineArgs._set_default_args (OPENAI_API_SERVER: >= 70 GiB "
+    "and not an A100: 8192 / 1024, else 2048 / 256)"
+)
+VLLM_LARGE_GPU_GIB = 70
+# the most sequences or tokens a flag may ask for: an int the engines' C++ / int32 tensors hold
+MAX_FLAG_INT = 2**31 - 1
+CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
 
 @dataclass(frozen=True)
@@ -68,9 +136,9 @@ class ServeQuestion:
     pp: int
     dp: int
     ep: int | None
-    context: int | None
+    context: int | None  # --max-model-len / --context-length as given; None: the model's own maximum
     chunk: int | None
-    batch: int
+    batch: int  # max_num_seqs / max_running_requests: as given, else the engine's default (batch_source)
     stack_options: dict[str, str]
     kv_dtype: str | None
     ignored: tuple[str, ...] = field(default=())
@@ -78,6 +146,13 @@ class ServeQuestion:
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
     moe_backend: str | None = None
+    max_running_requests: int | None = None  # SGLang's --max-running-requests as given (None: its own default)
+    batch_source: str = "the command's flag"
+    chunk_source: str = "the command's flag"
+    context_auto: bool = False  # vLLM's --max-model-len auto / -1: the engine fits the length to its pool
+    num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override: the pool's block count
+    block_size: int | None = None  # --block-size as given
+    env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
 
     @property
     def stack_ref(self) -> str:
@@ -86,8 +161,8 @@ class ServeQuestion:
 
 
 def model_of(name: str) -> str:
-    """A Hugging Face id (HF_MODELS, HF_PREFIXES) or a bundled model's own name (k3plan's launch lines) -> the
-    bundled model."""
+    """A Hugging Face id (HF_MODELS, exact) or a bundled model's own name (k3plan's launch lines) -> the bundled
+    model; anything else is refused by name (a checkpoint k3plan would otherwise price as another's bytes)."""
     from k3plan.models.loader import bundled_models
 
     key = name.strip().rstrip("/").lower()
@@ -99,38 +174,109 @@ def model_of(name: str) -> str:
         return str(bundled_of(key))
     if key in HF_MODELS:
         return HF_MODELS[key]
-    for prefix, model in HF_PREFIXES.items():
-        if key.startswith(prefix):
-            return model
+    mark = next((m for m in UNPRICED_MARKS if m in key.replace("_", "-").split("/")[-1].split("-")), None)
+    why = (
+        f"its name says a {mark.upper()} conversion, whose bytes k3plan does not price"
+        if mark
+        else "k3plan bundles no config for that checkpoint and will not price it as another's"
+    )
     raise K3PlanError(
-        f"--serve: model {name!r} is not a bundled model; expected one of "
-        f"{', '.join(sorted({*HF_MODELS, *(p + '*' for p in HF_PREFIXES)}))}"
+        f"--serve: model {name!r} is not a checkpoint k3plan can price ({why}); expected one of "
+        f"{', '.join(sorted(HF_MODELS))} or a bundled model name ({', '.join(bundled_models())})"
     )
 
 
-def _int(flag: str, value: str) -> int:
+def _int(flag: str, value: str, *, lo: int = 1) -> int:
     try:
-        n = int(value)
+        n = int(value.strip())
     except ValueError:
         raise K3PlanError(f"--serve: {flag} {value!r}: expected a whole number") from None
-    if n < 1:
-        raise K3PlanError(f"--serve: {flag} {value!r}: expected a positive number")
+    if n < lo:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a {'positive' if lo == 1 else 'non-negative'} number")
+    if n > MAX_FLAG_INT:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected at most {MAX_FLAG_INT:,}")
     return n
 
 
-def parse_serve(command: str, *, platform: str) -> ServeQuestion:
-    """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm."""
+def human_readable_int(flag: str, value: str) -> int:
+    """vLLM's reading of --max-model-len / --max-num-batched-tokens (vllm-project/vllm@99d7eb5d
+    vllm/engine/arg_utils.py human_readable_int): 'k' / 'm' / 'g' are 10^3 / 10^6 / 10^9 (128k = 128,000, decimals
+    allowed), 'K' / 'M' / 'G' are 2^10 / 2^20 / 2^30 (128K = 131,072, whole numbers only), else a plain int."""
+    import re
+
+    text = value.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", text)
+    if m:
+        number, suffix = m.groups()
+        if suffix in "kmg":
+            n = int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
+        elif "." in number:
+            raise K3PlanError(
+                f"--serve: {flag} {value!r}: decimals are not allowed with binary suffixes like {suffix} (vLLM's "
+                f"human_readable_int); did you mean {number}{suffix.lower()}?"
+            )
+        else:
+            n = int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
+        return _int(flag, str(n))
+    return _int(flag, text)
+
+
+def _split(command: str) -> list[str]:
+    """The command as the shell would pass it: one line (backslash-newline continuations joined), no control
+    characters (a pasted terminal escape is not part of any flag), quotes balanced."""
+    bad = next((i for i, ch in enumerate(command) if ch in CONTROL), None)
+    if bad is not None:
+        raise K3PlanError(
+            f"--serve: the command holds a control character ({command[bad]!r} at position {bad}): paste the "
+            "command as plain text"
+        )
+    joined = command.replace("\\\r\n", " ").replace("\\\n", " ")
     try:
-        argv = shlex.split(command)
+        argv = shlex.split(joined)
     except ValueError as err:
         raise K3PlanError(f"--serve: cannot split the command ({err}); expected a shell command line") from None
-    if argv[:2] == ["vllm", "serve"] and len(argv) > 2:
-        engine, model, rest = "vllm", argv[2], argv[3:]
+    return argv
+
+
+def _env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``VAR=value ... vllm serve ...``: the environment a command sets for the engine, and the command."""
+    import re
+
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[i]):
+        name, _, value = argv[i].partition("=")
+        env[name] = value
+        i += 1
+    if i < len(argv) and argv[i] == "env":  # `env VAR=value cmd`
+        more, rest = _env_prefix(argv[i + 1 :])
+        return {**env, **more}, rest
+    return env, argv[i:]
+
+
+# vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
+VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only"}
+
+
+def parse_serve(
+    command: str, *, platform: str, device_gib: float | None = None, device_name: str = ""
+) -> ServeQuestion:
+    """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm.
+    ``device_gib`` / ``device_name``: the device's memory and name, for the defaults the engine picks by them
+    (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size)."""
+    env, argv = _env_prefix(_split(command))
+    if argv[:2] == ["vllm", "serve"]:
+        engine, rest = "vllm", argv[2:]
+        model = ""
+        if rest and not rest[0].startswith("-"):
+            model, rest = rest[0], rest[1:]
     elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "sglang.launch_server"]:
         engine, model, rest = "sglang", "", argv[3:]
     else:
+        got = argv[0] if argv else "nothing"
         raise K3PlanError(
-            "--serve: expected 'vllm serve MODEL ...' or 'python3 -m sglang.launch_server --model-path MODEL ...'"
+            f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...' or "
+            "'python3 -m sglang.launch_server --model-path MODEL ...'"
         )
     flags: dict[str, str] = {}
     ignored: list[str] = []
@@ -141,26 +287,37 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
             raise K3PlanError(f"--serve: unexpected argument {tok!r}; expected --flag [value]")
         name, eq, val = tok.partition("=")
         takes = IGNORED.get(name)
+        switch = name in VLLM_SWITCHES or (name.startswith("--no-") and "--" + name[5:] in VLLM_SWITCHES)
         if eq:
             value = val
             i += 1
-        elif i + 1 < len(rest) and not rest[i + 1].startswith("-") and takes != 0:
+        elif not switch and takes != 0 and i + 1 < len(rest) and not rest[i + 1].startswith("--"):
             value = rest[i + 1]
             i += 2
         else:
             value = "true"
             i += 1
+        if name.startswith("--no-") and "--" + name[5:] in VLLM_SWITCHES:
+            name, value = "--" + name[5:], "false"
         flags[name] = value  # the engine takes the last occurrence
+    for name, value in flags.items():
+        if value == "" and IGNORED.get(name) != 0 and name not in VLLM_SWITCHES:
+            raise K3PlanError(f"--serve: {name}= is empty; expected a value")
     get = flags.pop
     if engine == "sglang":
         model = get("--model-path", "") or get("--model", "")
         if not model:
             raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
+    else:
+        flag_model = get("--model", "")
+        model = model or flag_model
+        if not model:
+            raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
     tp = _int("--tensor-parallel-size", get("--tensor-parallel-size", get("-tp", get("--tp-size", get("--tp", "1")))))
-    pp = _int("--pipeline-parallel-size", get("--pipeline-parallel-size", get("--pp-size", "1")))
-    dp = _int("--data-parallel-size", get("--data-parallel-size", get("--dp-size", "1")))
+    pp = _int("--pipeline-parallel-size", get("--pipeline-parallel-size", get("-pp", get("--pp-size", "1"))))
+    dp = _int("--data-parallel-size", get("--data-parallel-size", get("-dp", get("--dp-size", get("--dp", "1")))))
     ep_flag = get("--enable-expert-parallel", None)
-    ep_size = get("--ep-size", None)
+    ep_size = get("--ep-size", get("--ep", None))
     expert_parallel = True
     ep: int | None
     if engine == "vllm":
@@ -172,19 +329,72 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         # without EP vLLM splits each expert's intermediate over TP: the same bytes a device as EP over the TP
         # group, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm_memory.moe_shard_padding)
         expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
+        if not expert_parallel and platform == "tpu":
+            raise K3PlanError(
+                "--serve: vllm serve on a TPU with --no-enable-expert-parallel: the plugin's expert placement without "
+                "EP was not read (its K3 CI always passes --enable-expert-parallel)"
+            )
         ep = tp * dp if expert_parallel else tp
     else:
         ep = _int("--ep-size", ep_size) if ep_size else None
-    context = get("--max-model-len", get("--context-length", None))
-    chunk = get("--max-num-batched-tokens", get("--chunked-prefill-size", None))
-    batch = get("--max-num-seqs", get("--max-running-requests", "1"))
+    context_auto = False
+    raw_context = get("--max-model-len", get("--context-length", None))
+    context: int | None = None
+    if raw_context is not None:
+        if engine == "vllm" and raw_context.strip().lower() in ("auto", "-1"):
+            context_auto = True  # human_readable_int_or_auto: the engine fits the length to its pool
+        elif engine == "vllm":
+            context = human_readable_int("--max-model-len", raw_context)
+        else:
+            context = _int("--context-length", raw_context)
+    raw_chunk = get("--max-num-batched-tokens", None)
+    sg_chunk = get("--chunked-prefill-size", None)
+    chunk: int | None = None
+    chunk_source = "the command's flag"
+    if engine == "vllm" and raw_chunk is not None:
+        chunk = human_readable_int("--max-num-batched-tokens", raw_chunk)
+    elif engine == "sglang" and sg_chunk is not None:
+        chunk = _int("--chunked-prefill-size", sg_chunk, lo=-1)
+        if chunk == -1 or chunk == 0:
+            raise K3PlanError(
+                f"--serve: --chunked-prefill-size {sg_chunk}: chunked prefill off is not priced; give a chunk size"
+            )
+    elif raw_chunk is not None or sg_chunk is not None:
+        flag = "--max-num-batched-tokens" if raw_chunk is not None else "--chunked-prefill-size"
+        raise K3PlanError(f"--serve: {flag} is not {engine}'s flag")
+    seqs = get("--max-num-seqs", None)
+    running = get("--max-running-requests", None)
+    batch_source = "the command's flag"
+    if engine == "vllm":
+        if running is not None:
+            raise K3PlanError("--serve: --max-running-requests is SGLang's flag; vllm serve takes --max-num-seqs")
+        large = device_gib is not None and device_gib >= VLLM_LARGE_GPU_GIB and "a100" not in device_name.lower()
+        if platform == "tpu":
+            large = False  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
+        if chunk is None:
+            chunk = 8192 if large else 2048
+            chunk_source = f"vLLM's default max_num_batched_tokens {chunk}: {VLLM_DEFAULTS_SOURCE}"
+        if seqs is None:
+            batch = min(1024 if large else 256, chunk)
+            batch_source = f"vLLM's default max_num_seqs {batch}: {VLLM_DEFAULTS_SOURCE}"
+        else:
+            batch = _int("--max-num-seqs", seqs)
+    else:
+        if seqs is not None:
+            raise K3PlanError(
+                "--serve: --max-num-seqs is vLLM's flag; sglang.launch_server takes --max-running-requests"
+            )
+        batch = _int("--max-running-requests", running) if running is not None else 0
+        batch_source = (
+            "the command's flag" if running is not None else "SGLang's default (min(pool // 2, the request pool))"
+        )
     options: dict[str, str] = {}
     util = get("--gpu-memory-utilization", None)
     if util is not None:
-        options["gpu_memory_utilization"] = util
+        options["gpu_memory_utilization"] = _fraction("--gpu-memory-utilization", util)
     frac = get("--mem-fraction-static", None)
     if frac is not None:
-        options["mem_fraction_static"] = frac
+        options["mem_fraction_static"] = _fraction("--mem-fraction-static", frac)
     moe_backend = get("--moe-backend", None)  # vLLM: marlin, deep_gemm_mega_moe, ...; the K3 floor applies to all
     a2a = get("--moe-a2a-backend", None)
     if engine == "sglang":
@@ -198,15 +408,22 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
     if kv_raw not in KV:
         raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")
     quant = get("--quantization", get("-q", ""))
-    if quant not in ("", "compressed-tensors", "fp8", "mxfp4"):
+    if quant not in QUANT_OK:
         raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
+    override = get("--num-gpu-blocks-override", None)
+    blocks_override = _int("--num-gpu-blocks-override", override) if override is not None else None
+    if blocks_override is not None and engine != "vllm":
+        raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
     for spec in ("--speculative-config", "--speculative-algorithm", "--num-speculative-tokens"):
         if spec in flags:
             raise K3PlanError(
                 f"--serve: {spec}: speculative decoding through --serve is not read; use fit's --spec-tokens"
             )
     lm_only = flags.get("--language-model-only", "false").lower() not in ("false", "0")
-    block = flags.get("--block-size")
+    if not lm_only:
+        flags.pop("--language-model-only", None)  # --no-language-model-only: vLLM's default, the tower loads
+    block_raw = flags.get("--block-size")
+    block = _int("--block-size", block_raw) if block_raw is not None else None
     for name in list(flags):
         if name in IGNORED:
             ignored.append(name)
@@ -215,6 +432,14 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         raise K3PlanError(
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
+    unknown_env = sorted(
+        set(env) - IGNORED_ENV - {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"}
+    )
+    if unknown_env:
+        raise K3PlanError(
+            f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
+        )
+    ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
     stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
     if dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
         stack, tp = "dp-attention", _dp_attention_tp(tp, dp)
@@ -222,10 +447,15 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
         chunk = None if chunk is None else str(_int("--chunked-prefill-size", chunk) // dp)
     caveats: list[str] = []
+    if stack == "torchtpu-vllm" and env.get("TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL", "").strip() in ("1", "true", "True"):
+        caveats.append(
+            "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL=1: the plugin's unified pool grows the page to hold one KDA state "
+            "(tpu_block_size_utils.py _derive_tpu_block_slot_config); k3plan prices the hybrid page its stack sets"
+        )
     if (
         stack == "torchtpu-vllm"
         and block is not None
-        and block != str(TORCHTPU_DEFAULT_BLOCK)
+        and block != TORCHTPU_DEFAULT_BLOCK
         and KV[kv_raw] in (None, "bf16")
     ):
         ignored.remove("--block-size")
@@ -235,6 +465,8 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
             f"(k3plan.engines.flags.TORCHTPU_DEFAULT_BLOCK); over {block}-token pages it runs fewer steps, so for this "
             "command they are high"
         )
+    if engine == "sglang" and chunk is None and device_gib is not None:
+        chunk, chunk_source = _sglang_chunk(device_gib)
     return ServeQuestion(
         engine=engine,
         model=model_of(model),
@@ -243,9 +475,9 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         pp=pp,
         dp=dp,
         ep=ep,
-        context=_int("--max-model-len", context) if context else None,
-        chunk=_int("--max-num-batched-tokens", chunk) if chunk else None,
-        batch=_int("--max-num-seqs", batch),
+        context=context,
+        chunk=chunk,
+        batch=batch,
         stack_options=options,
         kv_dtype=KV[kv_raw],
         ignored=tuple(ignored),
@@ -253,6 +485,39 @@ def parse_serve(command: str, *, platform: str) -> ServeQuestion:
         expert_parallel=expert_parallel,
         moe_backend=moe_backend,
         language_model_only=lm_only,
+        max_running_requests=_int("--max-running-requests", running) if running is not None else None,
+        batch_source=batch_source,
+        chunk_source=chunk_source,
+        context_auto=context_auto,
+        num_gpu_blocks_override=blocks_override,
+        block_size=block,
+        env=env,
+    )
+
+
+def _fraction(flag: str, value: str) -> str:
+    """A memory fraction as both engines take it: a number in (0, 1] (vLLM's CacheConfig.gpu_memory_utilization:
+    Field(gt=0, le=1))."""
+    try:
+        f = float(value)
+    except ValueError:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]") from None
+    if not 0 < f <= 1:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]")
+    return value.strip()
+
+
+def _sglang_chunk(device_gib: float) -> tuple[int, str]:
+    """SGLang's default chunked_prefill_size for a GPU of ``device_gib`` (the sglang stack's
+    options.mem_fraction_static.auto.gpu_classes: memory_hook.py handle_gpu_memory_settings @031ed82d)."""
+    from k3plan.engines.stack import load_stack
+
+    auto = load_stack("sglang").options["mem_fraction_static"].auto
+    assert auto is not None
+    row = auto.gpu_class(gpu_mib=device_gib * 1024)
+    return row.chunked_prefill_size, (
+        f"SGLang's default chunked_prefill_size {row.chunked_prefill_size} for a {device_gib:.0f} GiB GPU "
+        f"(sgl-project/sglang@031ed82d python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings)"
     )
 
 

@@ -34,6 +34,37 @@ TORCHTPU_WORKER = (
     "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
     "(utils.compute_hbm_budget: cap = int(limit x utilization), available = cap - (limit - free) after profile_run)"
 )
+# where each refusal is raised (the engine's own message text is quoted from there)
+VLLM_CHECK_AT = (
+    "vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (ValueError), called by "
+    "check_enough_kv_cache_memory when the engine core sizes its KV cache"
+)
+VLLM_OVERRIDE = (
+    "vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py may_override_num_blocks: 'Overriding num_gpu_blocks=N "
+    "with num_gpu_blocks_override=M', applied in get_num_blocks after the memory checks"
+)
+VLLM_AUTO_FIT = (
+    "--max-model-len auto / -1 (vllm/engine/arg_utils.py human_readable_int_or_auto): vllm/v1/core/kv_cache_utils.py "
+    "_auto_fit_max_model_len takes the longest length whose blocks fit; read in public excerpts, commit not pinned"
+)
+TORCHTPU_COMPACT = (
+    "kowalski-4831/vllm-torchtpu@15e5264a src/vllm_torchtpu/runner/kv_cache_manager.py "
+    "KVCacheManager._maybe_set_compact_mamba_num_blocks_override (N_attn = (avail // group_size - num_mamba_groups x "
+    "(max_num_reqs + 1) x mamba_unpadded) // (num_attn_groups x attn_page), pinned as num_gpu_blocks_override; "
+    "ValueError when the slots leave no attention block)"
+)
+TORCHTPU_NO_POOL_AT = (
+    "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
+    "-> utils.compute_hbm_budget (ValueError when available <= 0)"
+)
+WEIGHTS_OOM_AT = (
+    "vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, while the model is built "
+    "(torch.OutOfMemoryError; the traceback of vllm-project/vllm#51124)"
+)
+TORCHTPU_WEIGHTS_OOM_AT = (
+    "the plugin's weight loading, before TPUWorker.determine_available_memory sizes any KV cache (the torch_tpu "
+    "allocator's own error text was not read)"
+)
 VLLM_GPU_WORKER = (
     "vllm-project/vllm vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (requested memory = "
     "utilization x total - non_kv_cache_memory: weights + torch peak increase + non-torch; read in stored copies)"
@@ -69,6 +100,8 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     non_torch_bytes: Figure
     starts: bool
     message: str
+    raised_at: str = ""  # where the engine raises ``message`` (file and symbol); "" when it starts
+    max_model_len: int = 0  # the length the engine runs at (--max-model-len auto: what it fitted)
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -86,7 +119,7 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
         byte count's key holds an int, as every byte count in k3plan's JSON does)."""
         out: dict[str, object] = {"engine": self.engine}
         out.update({key: getattr(self, key).value for key, _ in self.FIGURES})
-        out.update(starts=self.starts, message=self.message)
+        out.update(starts=self.starts, message=self.message, raised_at=self.raised_at, max_model_len=self.max_model_len)
         out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
         return out
 
@@ -117,44 +150,98 @@ def vllm_kv_pool(
     n_state: int,
     max_model_len: int,
     worker_source: str,
+    auto_max_model_len: bool = False,
+    num_gpu_blocks_override: int | None = None,
+    compact_state_bytes: int | None = None,
+    max_num_seqs: int = 1,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
-    checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory)."""
+    checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
+    ``compact_state_bytes``: one KDA layer's unpadded state slot, where the engine keeps the state apart from the
+    pages (the torch_tpu plugin's compact-mamba layout, TORCHTPU_COMPACT): each of the ``group_size`` layer regions
+    first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
     per_block = page_bytes * size
     blocks = max(available, 0) // per_block if per_block > 0 else 0
+    blocks_src = f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
+    compact_short = False
+    if compact_state_bytes is not None and st and num_gpu_blocks_override is None:
+        slots = max_num_seqs + 1  # + 1: slot 0, the null / sentinel slot
+        per_region = max(available, 0) // size
+        state_region = st * slots * compact_state_bytes
+        room = per_region - state_region
+        blocks = max(room, 0) // (att * page_bytes) if att and page_bytes else 0
+        compact_short = available > 0 and (room <= 0 or blocks <= 0)
+        blocks_src = (
+            f"(available // {size} layer regions - {st} state groups x {slots} slots (max_num_seqs + 1) x "
+            f"{compact_state_bytes:,} B) // ({att} x page {page_bytes:,} B): {TORCHTPU_COMPACT}"
+        )
+    if num_gpu_blocks_override is not None and available > 0:  # may_override_num_blocks, after the memory checks
+        blocks_src = (
+            f"--num-gpu-blocks-override {num_gpu_blocks_override:,} instead of the {blocks:,} the memory holds "
+            f"({VLLM_OVERRIDE})"
+        )
+        blocks = num_gpu_blocks_override
     groups = att + st
     tokens = blocks // groups * block_tokens if groups else 0
     per_request = cdiv(max_model_len, block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
+    asked_len, fitted = max_model_len, False
+    if auto_max_model_len and conc < 1 and att and blocks > st:  # _auto_fit_max_model_len: the longest that fits
+        max_model_len = (blocks - st) // att * block_tokens
+        per_request = cdiv(max_model_len, block_tokens) * att + st
+        conc, fitted = blocks / per_request, True
     gib = GiB
+    raised_at = ""
     if weights_bytes > visible_bytes:
         starts = False
+        oom = "torch.OutOfMemoryError: CUDA out of memory" if worker_source != TORCHTPU_WORKER else "out of HBM"
         message = (
-            f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / gib:.2f} GiB a "
-            f"device of the {visible_bytes / gib:.2f} GiB the engine sees (the engine fails in create_weights / "
-            "weight loading, before any KV cache is sized)"
+            f"{oom} while loading the weights: {weights_bytes / gib:.2f} GiB a device of the "
+            f"{visible_bytes / gib:.2f} GiB the engine sees"
         )
-    elif available <= 0:
+        raised_at = WEIGHTS_OOM_AT if worker_source != TORCHTPU_WORKER else TORCHTPU_WEIGHTS_OOM_AT
+    elif compact_short:
         starts = False
         message = (
-            f"the weights and activation take {(weights_bytes + int(activation_bytes.value)) / gib:.2f} GiB of the "
-            f"{cap / gib:.2f} GiB that --gpu-memory-utilization {utilization} allows: no room for the KV cache "
-            f"(the engine raises: memory in use exceeds the utilization cap; raise --gpu-memory-utilization)"
+            f"ValueError: Compact-mamba KV sizing does not fit: the state slots of {max_num_seqs:,} sequences leave no "
+            "attention blocks in the KV budget. Raise `gpu_memory_utilization` or lower `max_num_seqs`."
         )
+        raised_at = TORCHTPU_COMPACT
+    elif available <= 0:
+        starts = False
+        if worker_source == TORCHTPU_WORKER:
+            message = (
+                f"ValueError: total_hbm_used_gb {(weights_bytes + int(activation_bytes.value)) / gib:.2f} exceeds "
+                f"total_hbm_limit_cap_gb {cap / gib:.2f} (--gpu-memory-utilization {utilization}): no room for the KV cache"
+            )
+            raised_at = TORCHTPU_NO_POOL_AT
+        else:
+            message = (
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                f"initializing the engine. (weights and activation {(weights_bytes + int(activation_bytes.value)) / gib:.2f} "
+                f"GiB of the {cap / gib:.2f} GiB --gpu-memory-utilization {utilization} allows)"
+            )
+            raised_at = VLLM_CHECK_AT
     elif conc < 1:
         starts = False
         need = per_request * per_block
         message = (
-            f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({need / gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({available / gib:.2f} GiB). (vLLM's own message, _check_enough_kv_cache_memory)"
+            f"({available / gib:.2f} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`"
         )
+        raised_at = VLLM_CHECK_AT
     else:
         starts = True
         message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
+        if fitted:
+            message = (
+                f"Auto-fit max_model_len: reduced from {asked_len} to {max_model_len} to fit in available GPU memory "
+                f"({VLLM_AUTO_FIT}); {message}"
+            )
     pool_src = (
         f"int({utilization} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
         f"activation - non-torch: {worker_source}"
@@ -165,9 +252,7 @@ def vllm_kv_pool(
         kv_pool_bytes=Figure(max(available, 0), pool_src),
         kv_pool_tokens=Figure(tokens, f"num_blocks // {groups} KV groups x block {block_tokens}: {VLLM_REPORT}"),
         block_tokens=Figure(block_tokens, block_source),
-        num_blocks=Figure(
-            blocks, f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
-        ),
+        num_blocks=Figure(blocks, blocks_src),
         max_concurrency=Figure(
             round(conc, 2), f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
         ),
@@ -175,6 +260,8 @@ def vllm_kv_pool(
         non_torch_bytes=non_torch_bytes,
         starts=starts,
         message=message,
+        raised_at=raised_at,
+        max_model_len=max_model_len,
     )
 
 
@@ -201,11 +288,23 @@ def engine_sizing(
     n_mla: int,
     n_kda: int,
     max_model_len: int,
+    auto_max_model_len: bool = False,
+    num_gpu_blocks_override: int | None = None,
+    state_bytes_per_layer_unpadded: int = 0,
+    compact_state: bool = False,
+    max_num_seqs: int = 1,
+    block_override: int | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
+    # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
+    # and the KDA state in compact slots apart from it (TORCHTPU_COMPACT)
+    compact = compact_state and kv_pool_method == "utilization_minus_resident" and n_kda > 0
+    if block_override is not None and not page_bytes:
+        block_tokens = block_override
+        paging_source = f"--block-size {block_override} (the command's page; the budget above prices its stack's)"
     page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
     weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
@@ -257,6 +356,10 @@ def engine_sizing(
         n_state=n_kda,
         max_model_len=max_model_len,
         worker_source=worker,
+        auto_max_model_len=auto_max_model_len,
+        num_gpu_blocks_override=num_gpu_blocks_override,
+        compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
+        max_num_seqs=max_num_seqs,
     )
 
 

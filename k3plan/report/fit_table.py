@@ -17,13 +17,20 @@ def _gib(n: float) -> str:
     return f"{n / GiB:,.2f}"
 
 
-def render_fit(r: FitResult, console: Console) -> None:
+def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, split: str | None = None) -> None:
+    """``verdict``: a verdict that comes first instead of the budget's (fit --serve: the engine's start check; the
+    budget's line follows it, labelled); ``split``: the split as the command set it, where it differs from the
+    budget's label (a serve command without expert parallelism has no ep)."""
     hw, par, w, dev = r.hardware, r.parallel, r.workload, r.per_device
     usable = hw.usable_bytes_per_device
-    console.print(verdict_line(r))  # issue 36: the verdict first, then the table, then warnings
+    if verdict is not None:
+        console.print(verdict, markup=False, highlight=False)
+        console.print(f"k3plan's budget: {verdict_line(r)}")
+    else:
+        console.print(verdict_line(r))  # issue 36: the verdict first, then the table, then warnings
     console.print(
         f"[bold]{r.model.name}[/] on [bold]{hw.name} {hw.topology}[/] ({counted(hw.chips, 'chip')}, "
-        f"{counted(hw.devices, 'device')}, {counted(hw.hosts, 'host')}), {par.label}, "
+        f"{counted(hw.devices, 'device')}, {counted(hw.hosts, 'host')}), {split or par.label}, "
         f"stack {r.stack}; context {w.context_tokens:,} x batch {w.batch}, prefill chunk {w.prefill_chunk_tokens:,}"
     )
     p = r.provenance

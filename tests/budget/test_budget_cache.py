@@ -88,16 +88,15 @@ def test_k3_crossover_fp8_is_32507_tokens():
 
 
 def test_hybrid_paging_at_tp32():
-    """vLLM hybrid allocator at tp=32: block = 64 * ceil(state_page / (64 * mla_bytes_per_token)),
-    per layer per device; the state page is padded up to the attention page. tpu-inference stores the MLA
-    entry padded to 512 + 128 values (the stack's kv_cache.layout)."""
-    st = load_stack("vllm-tpu")
+    """vLLM hybrid allocator at tp=32 (the GPU vllm stack): block = 64 * ceil(state_page / (64 *
+    mla_bytes_per_token)), per layer per device; the state page is padded up to the attention page."""
+    st = load_stack("vllm")
     _, par = make_mesh(devices=32, tp=32)
     lay = cache_layout(spec=K3, stack=st, parallel=par)
-    mla_tok = (512 + 128) * 2  # bf16, whole latent on every TP rank
+    mla_tok = (512 + 64) * 2  # bf16, whole latent on every TP rank
     state_page = (K3.kda.recurrent_values * 4 + K3.kda.conv_values * 2) // 32  # split by heads
     block = 64 * math.ceil(state_page / (64 * mla_tok))
-    assert (mla_tok, state_page, block, block * mla_tok) == (1_280, 203_520, 192, 245_760)
+    assert (mla_tok, state_page, block, block * mla_tok) == (1_152, 203_520, 192, 221_184)
     assert lay.kv_bytes_per_token_layer == mla_tok
     assert lay.state_bytes_per_layer_unpadded == state_page
     assert lay.block_tokens == block
@@ -105,11 +104,23 @@ def test_hybrid_paging_at_tp32():
     assert lay.state_bytes_per_layer == block * mla_tok  # padded up from 203,520
     # KV allocated in whole blocks: 131,072 tokens -> 683 blocks of 192
     assert lay.kv_bytes(131_072) == 24 * math.ceil(131_072 / block) * block * mla_tok
+
+
+def test_torchtpu_vllm_pages_its_own_16_tokens_and_keeps_the_state_apart():
+    """The torch_tpu plugin's per-layer layout (engines/stacks/torchtpu-vllm.yaml paging): a 16-token page
+    (cache_config.block_size; upstream's hybrid block growth is not run), the KDA state in unpadded slots apart
+    (kv_cache_manager.py _maybe_set_compact_mamba_num_blocks_override @15e5264a), 72 layer pages a slot."""
+    st = load_stack("vllm-tpu")
+    _, par = make_mesh(devices=32, tp=32)
+    lay = cache_layout(spec=K3, stack=st, parallel=par)
+    state_page = (K3.kda.recurrent_values * 4 + K3.kda.conv_values * 2) // 32
+    assert (lay.block_tokens, lay.page_bytes, lay.paging) == (16, None, "separate")
+    assert lay.state_bytes_per_layer == lay.state_bytes_per_layer_unpadded == state_page == 203_520
     r = run_fit(cached_setup(topology="2x2x4", tp=32))
-    assert r.cache_layout.block_tokens == 192 and r.cache_layout.page_bytes == 245_760
-    assert r.per_device.state_bytes == 69 * 245_760
-    assert r.per_device.kv_bytes == lay.kv_bytes(131_072)
-    assert r.capacity.memory_context_tokens % block == 0  # max_context_tokens is capped at the model max
+    assert r.cache_layout.block_tokens == 16
+    assert r.per_device.state_bytes == 72 * 203_520  # 3 KDA groups of 23 over 24 layer regions
+    assert r.per_device.kv_bytes == lay.kv_bytes(131_072) == 24 * 131_072 * 1_280
+    assert r.capacity.memory_context_tokens % 16 == 0
 
 
 def test_separate_pools_do_not_pad_state():

@@ -18,19 +18,19 @@ KV_LAYER = (512 + 128) * 2  # 1,280 B
 KV_TOKEN = 24 * KV_LAYER  # 30,720 B a token a device (576 values: 27,648 B)
 # one KDA layer's state, a device: (96 x 128 x 128 x 4 B + 3 x 3 x 12288 x 2 B) / 32 heads-split
 STATE_LAYER = (96 * 128 * 128 * 4 + 3 * 3 * 12288 * 2) // 32  # 203,520 B
-# k3plan's hybrid paging (the torchtpu-vllm stack's paging, unchanged here): block = 64 x ceil(state / (64 x kv))
-BLOCK = 64 * -(-STATE_LAYER // (64 * KV_LAYER))  # 64 x ceil(2.484) = 192 tokens
-PAGE = BLOCK * KV_LAYER  # 245,760 B: the state page padded up to it
-KV_131K = -(-131072 // BLOCK) * BLOCK * KV_TOKEN  # 683 blocks = 131,136 tokens x 30,720 B
-STATE_SEQ = 69 * PAGE  # one slot, 69 KDA layer pages
+# the torch_tpu plugin's own page (the torchtpu-vllm stack's paging): 16 tokens, the state kept apart, unpadded, in
+# 72 layer pages a slot (3 KDA groups of 23 over 24 layer regions: kv_cache_manager.py @15e5264a)
+BLOCK = 16
+KV_131K = -(-131072 // BLOCK) * BLOCK * KV_TOKEN  # 8,192 blocks = 131,072 tokens x 30,720 B
+STATE_SEQ = 72 * STATE_LAYER  # one slot, 72 KDA layer pages
 
 
 def test_vllm_tpu_2x2x4_tp32_kv_and_state_at_131072_tokens_by_hand():
-    assert (KV_TOKEN, BLOCK, PAGE) == (30_720, 192, 245_760)
-    assert (KV_131K, STATE_SEQ) == (4_028_497_920, 16_957_440)
+    assert (KV_TOKEN, BLOCK, STATE_LAYER) == (30_720, 16, 203_520)
+    assert (KV_131K, STATE_SEQ) == (4_026_531_840, 14_653_440)
     r = run_fit(cached_setup(topology="2x2x4", tp=32))
     lay = r.cache_layout
-    assert (lay.kv_bytes_per_token_layer, lay.block_tokens, lay.page_bytes) == (KV_LAYER, BLOCK, PAGE)
+    assert (lay.kv_bytes_per_token_layer, lay.block_tokens, lay.page_bytes) == (KV_LAYER, BLOCK, None)
     assert r.per_device.kv_bytes_per_token == r.model_state.kv_bytes_per_token == KV_TOKEN
     assert r.per_device.kv_bytes == KV_131K
     assert r.per_device.state_bytes == r.per_device.state_bytes_per_sequence == STATE_SEQ
@@ -45,9 +45,9 @@ def test_mla_transpose_kv_cache_stores_576_values():
     r = run_fit(s)
     assert st.kv_cache.layout is not None and st.kv_cache.layout.rope_align == 1
     assert r.model_state.kv_bytes_per_token == 24 * (512 + 64) * 2 == 27_648
-    # block 64 x ceil(203,520 / (64 x 1,152)) = 192 again; page 192 x 1,152 = 221,184
-    assert r.per_device.kv_bytes == 683 * 192 * 27_648
-    assert r.per_device.state_bytes == 69 * 192 * 1_152
+    # 16-token pages and the unpadded state slots, whatever the entry's width
+    assert r.per_device.kv_bytes == 131_072 * 27_648
+    assert r.per_device.state_bytes == 72 * STATE_LAYER
     # the engine's default is the padded one, and the option says so
     opt = load_stack("tpu-inference").options["mla_transpose_kv_cache"]
     assert (opt.flag, opt.default) == ("MLA_TRANSPOSE_KV_CACHE", "0")

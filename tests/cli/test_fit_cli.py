@@ -64,9 +64,10 @@ def test_k3_fits_v7x_2x2x4_tp32(cli):
     assert pd["reserve_bytes"] == max(int(0.10 * usable) - pd["temp_bytes"], 0)
     assert pd["free_bytes"] >= 0
     # the longest context one sequence gets: KV 24 MLA layers x 640 x 2 B = 30,720 B a token (the MLA v2 cache pads
-    # the 512 + 64 values to 512 + 128), paged in blocks of 64 * ceil(KDA state page / (64 x 1,280 B)) tokens
+    # the 512 + 64 values to 512 + 128), paged in the plugin's own 16-token blocks (engines.flags
+    # TORCHTPU_DEFAULT_BLOCK; the KDA state kept apart in its own slots: engines/stacks/torchtpu-vllm.yaml paging)
     assert pd["kv_bytes_per_token"] == 24 * 640 * 2
-    block = 64 * -(-d["cache_layout"]["state_bytes_per_layer_unpadded"] // (64 * 640 * 2))
+    block = 16
     assert d["cache_layout"]["block_tokens"] == block
     room = usable - pd["weights_bytes"] - pd["temp_bytes"] - pd["reserve_bytes"] - pd["state_bytes"]
     assert d["capacity"]["max_context_tokens"] == room // (block * 30_720) * block >= 131072

@@ -30,6 +30,11 @@ def test_k3plan_reproduces_the_engine_s_figures(cli, path):
     code, d = _fit(cli, case)
     exp, eng = case["expect"], d["engine"]
     assert eng["engine"] == case["engine"]
+    # one verdict (issue 47): --json's fits is the engine's start check, and so is the exit code
+    assert d["fits"] is eng["starts"] and code == (0 if eng["starts"] else 1)
+    if "gap" in exp:  # a known disagreement, kept on record with the engine's verdict: it must still disagree
+        assert eng["starts"] is not exp["starts"], f"the gap closed: {exp['gap']}; drop 'gap' from {path.name}"
+        pytest.xfail(f"known gap: {exp['gap']} (k3plan: {eng['message']})")
     # the engine starts (exit 0) or refuses / runs out of memory (exit 1), as it did
     assert eng["starts"] is exp["starts"] and code == (0 if exp["starts"] else 1), eng["message"]
     if "kv_pool_gib" in exp:

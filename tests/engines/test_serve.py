@@ -32,7 +32,8 @@ def test_vllm_serve_on_a_tpu_is_torchtpu_vllm_and_on_a_gpu_vllm():
         ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
         ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
         ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
-        ("moonshotai/Kimi-K2-Thinking", "kimi-k2"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-flash"),
         ("kimi-k3", "kimi-k3"),  # plan's launch lines name the bundled model
     ],
 )
@@ -61,7 +62,7 @@ def test_sglang_launch_server_reads_its_own_flags():
         ("vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32", "without --enable-expert-parallel"),
         ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --speculative-config {}", "speculative"),
         ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --frobnicate 3", "--frobnicate"),
-        ("vllm serve meta-llama/Llama-3-8B --enable-expert-parallel", "not a bundled model"),
+        ("vllm serve meta-llama/Llama-3-8B --enable-expert-parallel", "not a checkpoint k3plan can price"),
         ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --max-model-len lots", "whole number"),
         ("trtllm-serve moonshotai/Kimi-K3", "expected 'vllm serve MODEL"),
         ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --kv-cache-dtype int3", "--kv-cache-dtype"),
@@ -80,12 +81,16 @@ def test_the_nightly_fits_through_serve_with_its_engine_figures(cli):
     assert d["fits"] is True and d["stack"] == "torchtpu-vllm:gpu_memory_utilization=0.7"
     eng = d["engine"]
     assert eng["starts"] is True and eng["serve"]["ignored"][0] == "--trust-remote-code"
-    # int(0.7 x usable) - weights: the whole pool, in whole blocks of 24 layers' 192-token pages
+    # int(0.7 x usable) - weights: the whole pool. The plugin's per-layer layout (kv_cache_manager.py
+    # _maybe_set_compact_mamba_num_blocks_override @15e5264a): each of 24 layer regions holds 3 state groups x
+    # (max_num_seqs 1 + 1) unpadded KDA slots of 203,520 B (96 heads / 32 x 128 x 128 x 4 B + the conv state), the
+    # rest 16-token MLA blocks of 16 x 1,280 B; vLLM logs num_blocks // 4 groups x 16 tokens
     usable, weights = d["hardware"]["usable_bytes_per_device"], d["per_device"]["weights_bytes"]
     assert eng["kv_pool_bytes"] == int(usable * 0.7) - weights
-    assert eng["num_blocks"] == eng["kv_pool_bytes"] // (192 * 1280 * 24)
-    assert eng["kv_pool_tokens"] == eng["num_blocks"] // 4 * 192
-    assert eng["max_concurrency"] == round(eng["num_blocks"] / (48 + 3), 2)
+    assert d["cache_layout"]["state_bytes_per_layer_unpadded"] == 203_520 and eng["block_tokens"] == 16
+    assert eng["num_blocks"] == (eng["kv_pool_bytes"] // 24 - 3 * 2 * 203_520) // (16 * 1280)
+    assert eng["kv_pool_tokens"] == eng["num_blocks"] // 4 * 16
+    assert eng["max_concurrency"] == round(eng["num_blocks"] / (9216 // 16 + 3), 2)
 
 
 def test_serve_refuses_a_split_given_beside_it(cli):
@@ -177,3 +182,270 @@ def test_a_block_size_the_mla_record_did_not_time_is_a_caveat_not_ignored():
     assert "--block-size" in same.ignored and same.caveats == ()
     fp8 = parse_serve(f"{base} --block-size 256 --kv-cache-dtype fp8", platform="tpu")
     assert fp8.caveats == ()  # an fp8 cache takes no MLA term: nothing to be high
+
+
+# --- one verdict (issue 47): the engine's start check is the first line, the JSON's fits and the exit code ---
+
+NO_EP = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --moe-backend marlin"
+SGLANG_1M = "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 16 --context-length 1048576"
+
+
+def test_the_readme_s_oom_example_has_one_verdict_the_engine_s(cli):
+    """The README's vllm#51124 example: k3plan's budget fits (EP over the TP group), the engine runs out of memory
+    loading its padded expert shards. fits, the first line and the exit code all say the engine's verdict."""
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP, "--json")
+    d = json.loads(r.stdout)
+    assert d["fits"] is d["engine"]["starts"] is False and r.exit_code == 1
+    assert d["reason_code"] == "weights" and "CUDA out of memory while loading the weights" in d["reason"]
+    assert "Mxfp4MoEMethod.create_weights" in d["engine"]["raised_at"]
+    assert d["workload"]["context_tokens"] == 1_048_576  # no --max-model-len: the model's own maximum
+    at_128k = json.loads(
+        cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP + " --max-model-len 128K", "--json").stdout
+    )
+    assert at_128k["fits"] is False and at_128k["engine"]["budget"]["fits"] is True  # k3plan's own budget, beside
+    t = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP)
+    assert t.exit_code == 1
+    lines = t.stdout.splitlines()
+    assert lines[0].startswith("WON'T START: torch.OutOfMemoryError"), lines[0]
+    assert "ep=32" not in t.stdout and "ep=none (experts TP-split" in t.stdout  # no expert parallelism asked
+
+
+def test_a_command_that_starts_says_its_pool_first_and_why_the_counts_differ(cli):
+    r = cli("fit", "-t", "2x2x4", "--serve", NIGHTLY)
+    assert r.exit_code == 0, r.output
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("STARTS: KV pool 27,024 tokens (3.12 GiB), max concurrency 11.67 at 9,216 tokens"), first
+    assert "k3plan's budget: FITS" in r.stdout
+    # both counts shown: one line says why they differ
+    assert "sequences: k3plan's budget holds 11 at 9,216 tokens, the engine 11.67" in " ".join(r.stdout.split())
+
+
+def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
+    """SGLang's start rule is its own (engines.sglang_memory): a --context-length longer than the pool is not a
+    refusal (TpModelWorker caps max_req_len at the pool); a pool of no tokens is (MemoryPoolConfig's RuntimeError)."""
+    r = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.6", "--json")
+    d = json.loads(r.stdout)
+    eng = d["engine"]
+    assert r.exit_code == 0 and d["fits"] is eng["starts"] is True
+    assert 0 < eng["kv_pool_tokens"] < 1_048_576 and "SGLang starts and truncates" in eng["message"]
+    assert eng["budget"]["fits"] is False  # k3plan's budget at one 1M sequence: not the engine's rule
+    low = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.5")
+    assert low.exit_code == 1
+    assert low.stdout.startswith("WON'T START: RuntimeError: Not enough memory. Please try to increase --mem-fraction")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-t", "2x2x4", "--serve", NIGHTLY),
+        ("-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP),
+        ("-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.6"),
+        ("-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.5"),
+    ],
+)
+def test_fits_is_the_engine_s_verdict_and_so_is_the_exit_code(cli, args):
+    r = cli("fit", *args, "--json")
+    d = json.loads(r.stdout)
+    assert d["fits"] is d["engine"]["starts"] and r.exit_code == (0 if d["fits"] else 1)
+
+
+# --- defaults as the engine has them (issue 47 item 2) ---
+
+BARE = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel"
+
+
+def test_a_command_without_max_model_len_runs_at_the_model_s_maximum(cli):
+    """vLLM derives max_model_len from the model (max_position_embeddings: 1,048,576 for K3), not k3plan's
+    131,072; so does SGLang's context_len."""
+    d = json.loads(cli("fit", "-t", "2x2x4", "--serve", BARE, "--json").stdout)
+    assert d["workload"]["context_tokens"] == 1_048_576
+    sg = json.loads(
+        cli(
+            "fit",
+            "-H",
+            "nvidia-b200",
+            "-t",
+            "2x8",
+            "--serve",
+            SGLANG_1M.replace(" --context-length 1048576", ""),
+            "--json",
+        ).stdout
+    )
+    assert sg["workload"]["context_tokens"] == 1_048_576
+
+
+@pytest.mark.parametrize(
+    ("platform", "gib", "name", "seqs", "chunk"),
+    [
+        ("gpu", 79.6, "nvidia-h100-sxm", 1024, 8192),  # >= 70 GiB, not an A100
+        ("gpu", 79.6, "nvidia-a100-80gb", 256, 2048),  # the A100 exception (vLLM PR #17885)
+        ("gpu", 47.5, "nvidia-l40s", 256, 2048),
+        ("tpu", 94.7, "tpu-v7x", 256, 2048),  # the plugin's get_device_total_memory raises: device_memory 0
+    ],
+)
+def test_vllm_s_own_batch_defaults(platform, gib, name, seqs, chunk):
+    """vllm/engine/arg_utils.py EngineArgs._set_default_args @99d7eb5d (OPENAI_API_SERVER), not 1 sequence."""
+    q = parse_serve(BARE, platform=platform, device_gib=gib, device_name=name)
+    assert (q.batch, q.chunk) == (seqs, chunk)
+    assert "vLLM's default max_num_seqs" in q.batch_source and "_set_default_args" in q.chunk_source
+    small = parse_serve(BARE + " --max-num-batched-tokens 512", platform=platform, device_gib=gib, device_name=name)
+    assert small.batch == min(seqs, 512)
+
+
+@pytest.mark.parametrize(("gib", "chunk"), [(79.6, 8192), (139.8, 8192), (178.4, 16384), (39.4, 4096)])
+def test_sglang_s_chunk_default_follows_the_gpu_s_memory(gib, chunk):
+    q = parse_serve(SGLANG_1M, platform="gpu", device_gib=gib)
+    assert q.chunk == chunk and "handle_gpu_memory_settings" in q.chunk_source
+    assert q.max_running_requests is None and q.batch == 0  # SGLang's own default, not 1
+
+
+# --- flags read as the engine reads them (issue 47 item 3) ---
+
+
+@pytest.mark.parametrize(
+    ("cmd", "context"),
+    [
+        (BARE + " --max-model-len=9216", 9216),
+        (BARE + " --max-model-len 128k", 128_000),  # vLLM's human_readable_int: k = 10^3
+        (BARE + " --max-model-len 128K", 131_072),  # K = 2^10
+        (BARE + " --max-model-len 25.6k", 25_600),
+        (BARE + " --max-model-len 1M", 1_048_576),
+    ],
+)
+def test_max_model_len_is_read_as_vllm_s_human_readable_int(cmd, context):
+    assert parse_serve(cmd, platform="tpu").context == context
+
+
+def test_the_shapes_a_command_comes_in():
+    base = parse_serve(BARE + " --max-model-len 9216", platform="tpu")
+    env = parse_serve("MOE_REQUANTIZE_WEIGHT_DTYPE=fp8 HF_TOKEN=x " + BARE + " --max-model-len 9216", platform="tpu")
+    assert (env.tp, env.context, env.env["MOE_REQUANTIZE_WEIGHT_DTYPE"]) == (32, 9216, "fp8")
+    assert "MOE_REQUANTIZE_WEIGHT_DTYPE=fp8" in env.ignored
+    wrapped = parse_serve(
+        "vllm serve moonshotai/Kimi-K3 \\\n  --tensor-parallel-size 32 \\\n  --enable-expert-parallel \\\n  --max-model-len 9216",
+        platform="tpu",
+    )
+    assert (wrapped.tp, wrapped.context) == (base.tp, base.context)
+    by_flag = parse_serve("vllm serve --model moonshotai/Kimi-K3 -tp=32 --enable-expert-parallel", platform="tpu")
+    assert (by_flag.model, by_flag.tp) == ("kimi-k3", 32)
+    no_ep = parse_serve("vllm serve moonshotai/Kimi-K3 -tp 32 --no-enable-expert-parallel", platform="gpu")
+    assert no_ep.expert_parallel is False and no_ep.ep == 32
+    both = parse_serve(
+        "vllm serve moonshotai/Kimi-K3 -tp 32 --enable-expert-parallel --no-enable-expert-parallel", platform="gpu"
+    )
+    assert both.expert_parallel is False  # argparse: the last one wins
+    auto = parse_serve(BARE + " --max-model-len auto", platform="tpu")
+    assert auto.context_auto and auto.context is None
+
+
+def test_recipe_flags_with_no_memory_effect_are_listed_not_refused():
+    """Flags the engines' own multi-node and disaggregation recipes pass (vLLM's docs, torchtpu-vllm's configs)."""
+    q = parse_serve(
+        BARE + " --disable-custom-all-reduce --nnodes 4 --node-rank 0 --headless --kv-transfer-config "
+        '\'{"kv_connector":"TPUConnector"}\' --quantization deepseek_v4_fp8',
+        platform="tpu",
+    )
+    for flag in ("--disable-custom-all-reduce", "--nnodes", "--node-rank", "--headless", "--kv-transfer-config"):
+        assert flag in q.ignored
+
+
+def test_num_gpu_blocks_override_sets_the_pool(cli):
+    """vllm/v1/core/kv_cache_utils.py may_override_num_blocks: the block count the pool gets, after the memory
+    checks (so it does not rescue a command whose memory holds no pool)."""
+    cmd = NIGHTLY + " --num-gpu-blocks-override 100"
+    eng = json.loads(cli("fit", "-t", "2x2x4", "--serve", cmd, "--json").stdout)["engine"]
+    assert eng["num_blocks"] == 100 and eng["kv_pool_tokens"] == 100 // 4 * 16
+    assert "num_gpu_blocks_override" in eng["sources"]["num_blocks"]
+
+
+def test_max_model_len_auto_fits_the_length_to_the_pool(cli):
+    r = cli(
+        "fit",
+        "-t",
+        "2x2x4",
+        "--serve",
+        BARE + " --gpu-memory-utilization 0.7 --language-model-only --max-num-seqs 1 --max-model-len auto",
+        "--json",
+    )
+    d = json.loads(r.stdout)
+    eng = d["engine"]
+    assert r.exit_code == 0 and d["fits"] is True and eng["starts"] is True
+    assert eng["message"].startswith("Auto-fit max_model_len: reduced from 1048576 to ")
+    assert 0 < eng["max_model_len"] < 1_048_576 and eng["max_concurrency"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("cmd", "says"),
+    [
+        (BARE + " --block-size 0", "--block-size '0': expected a positive number"),
+        (BARE + " --block-size -5", "--block-size"),
+        (BARE + " --block-size abc", "--block-size 'abc': expected a whole number"),
+        (BARE + " --max-model-len=", "--max-model-len= is empty"),
+        (BARE + " --max-num-seqs 1" + "0" * 30, "--max-num-seqs"),
+        (BARE + " --max-model-len 1.5K", "decimals are not allowed"),
+        (BARE + " --gpu-memory-utilization 1.5", "expected a number in (0, 1]"),
+        (BARE + " --served-model-name 'k3", "cannot split the command"),
+        (BARE + " --max-model-len 9216\x1b[A", "control character"),
+        ("trtllm-serve moonshotai/Kimi-K3 --tp_size 32", "'trtllm-serve' is not an engine k3plan reads"),
+        ("FROBNICATE=1 " + BARE, "environment variable FROBNICATE"),
+        ("vllm serve moonshotai/Kimi-K3 -tp 32 --no-enable-expert-parallel", "--no-enable-expert-parallel"),
+        ("vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --quantization awq", "--quantization 'awq'"),
+    ],
+)
+def test_input_k3plan_cannot_read_is_one_line_exit_2(cli, cmd, says):
+    with pytest.raises(K3PlanError) as err:
+        parse_serve(cmd, platform="tpu")
+    assert says in str(err.value) and "\n" not in str(err.value)
+    r = cli("fit", "-t", "2x2x4", "--serve", cmd)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_an_unquoted_serve_command_gets_a_hint_to_quote_it(cli):
+    r = cli("fit", "-t", "2x2x4", "--serve", "vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "32")
+    assert r.exit_code == 2 and "quote the serve command: --serve 'vllm serve moonshotai/Kimi-K3 ...'" in r.output
+
+
+# --- model ids resolve exactly (issue 48 item 1) ---
+
+
+@pytest.mark.parametrize(
+    ("hf", "says"),
+    [
+        ("moonshotai/Kimi-K2.5", "bundles no config for that checkpoint"),
+        ("moonshotai/Kimi-K2.6", "bundles no config for that checkpoint"),
+        ("moonshotai/Kimi-K2-Thinking", "bundles no config for that checkpoint"),
+        ("someone/Kimi-K2-Instruct-AWQ", "AWQ conversion"),
+        ("someone/DeepSeek-V3-GPTQ-Int4", "GPTQ conversion"),
+    ],
+)
+def test_a_checkpoint_k3plan_cannot_price_is_refused_by_name(cli, hf, says):
+    """K2.5 / K2.6 are not K2's fp8 checkpoint: no prefix maps them to it; a quantized conversion is not priced as
+    the original's bytes."""
+    with pytest.raises(K3PlanError, match=says) as err:
+        parse_serve(f"vllm serve {hf} --enable-expert-parallel", platform="gpu")
+    assert hf in str(err.value)
+    r = cli("fit", "-H", "nvidia-h200", "-t", "1x8", "--serve", f"vllm serve {hf} -tp 8 --enable-expert-parallel")
+    assert r.exit_code == 2
+
+
+def test_torchtpu_vllm_s_page_is_its_own_16_tokens_and_its_state_slots_compact(cli):
+    """The CEO's decision (issue 48 item 5), the plugin's code: a 16-token page (cache_config.block_size;
+    TpuPlatform.update_block_size_for_backend grows it only under the unified pool), the KDA state in max_num_seqs +
+    1 unpadded slots a layer apart from the pages (kv_cache_manager.py _maybe_set_compact_mamba_num_blocks_override
+    @15e5264a); memory and speed read the same page (engines.flags.TORCHTPU_DEFAULT_BLOCK)."""
+    from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
+
+    d = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)
+    lay = d["cache_layout"]
+    assert lay["block_tokens"] == TORCHTPU_DEFAULT_BLOCK == 16 and lay["paging"] == "separate"
+    assert lay["state_bytes_per_layer"] == lay["state_bytes_per_layer_unpadded"]  # not padded to a page
+    # the default max_num_seqs (256, vLLM's _set_default_args on an OOT platform) at --gpu-memory-utilization 0.7:
+    # 256 + 1 slots x 72 KDA layer pages x 203,520 B = 3.5 GiB, more than the 3.12 GiB budget: the plugin refuses
+    r = cli("fit", "-t", "2x2x4", "--serve", NIGHTLY.replace(" --max-num-seqs 1", ""), "--json")
+    bad = json.loads(r.stdout)
+    assert r.exit_code == 1 and bad["fits"] is False
+    assert bad["engine"]["message"].startswith("ValueError: Compact-mamba KV sizing does not fit")
+    assert "_maybe_set_compact_mamba_num_blocks_override" in bad["engine"]["raised_at"]
+    # a command's --block-size is the engine's page
+    agentx = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY + " --block-size 256", "--json").stdout)
+    assert agentx["engine"]["block_tokens"] == 256

@@ -36,7 +36,11 @@ busiest EP rank, the engine's Attention Residual kernel and MoE decode glue as t
 engine's own profile of the latent projections' weight read (2.2 TB/s on TPU7x), and once more (speed.tpot_s
 20.482 -> 58.651 ms, tokens_per_s, the transferred ratio in tpot_label 1.08 -> 3.09) when issue 38's probe
 mla-engine records priced torchtpu-vllm's MLA kernel at its default blocks over the plugin's 16-token pages (a
-decode step's MLA grows with the context: the model's ratio between 8,192 and 131,072 tokens moved). The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
+decode step's MLA grows with the context: the model's ratio between 8,192 and 131,072 tokens moved), and the three
+torchtpu-vllm files once more when issue 48 item 5 gave the plugin its own page (16 tokens, the KDA state apart in
+unpadded slots of 72 layer pages: engines/stacks/torchtpu-vllm.yaml paging, kv_cache_manager.py @15e5264a): the KV
+and state bytes, free bytes, capacity, cache_layout (block 16, no page, paging separate, state_layer_groups), the KV
+and stack-source provenance and the speed floats. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
 
 from __future__ import annotations
 

@@ -42,19 +42,18 @@ def test_kv_and_state_per_device(result):
     # KDA state a layer: 96 heads x 128 x 128 f32 + conv 3 x 12288 x (4 - 1) bf16, split 8 ways by heads
     state_layer = (96 * 128 * 128 * 4 + 3 * 12288 * 3 * 2) // 8
     assert state_layer == 814_080
-    # hybrid paging: block = 64 x ceil(814,080 / (64 x 1,280)) = 64 x 10 = 640 tokens; page 819,200 B
-    block = 64 * math.ceil(814_080 / (64 * 1280))
-    assert block == 640
-    page = block * kv_layer
+    # the torch_tpu plugin's own 16-token page, the KDA state apart in unpadded slots of 72 layer pages (3 KDA
+    # groups of 23 over 24 layer regions: engines/stacks/torchtpu-vllm.yaml paging and state)
+    block = 16
     seqs = 64 // 8  # sequences split over the 8 DP groups
-    kv = seqs * 24 * 205 * 640 * kv_layer  # 131,072 tokens -> 205 whole blocks of 640, 24 MLA layers
-    state = seqs * 69 * max(page, state_layer)  # 69 KDA layers, state padded up to the page
+    kv = seqs * 24 * (131_072 // block) * block * kv_layer  # 131,072 tokens -> 8,192 whole blocks, 24 MLA layers
+    state = seqs * 72 * state_layer
     d = result.per_device
     assert d.sequences == 8
-    assert d.kv_bytes == kv == 32_243_712_000
-    assert d.state_bytes == state == 452_198_400
+    assert d.kv_bytes == kv == 32_212_254_720
+    assert d.state_bytes == state == 468_910_080
     assert d.kv_bytes_per_token == 24 * 1280
-    assert result.cache_layout.block_tokens == 640
+    assert result.cache_layout.block_tokens == block
 
 
 def test_temp_prefill(result):
@@ -126,4 +125,4 @@ def test_decode_collectives_and_attention(setup):
     assert d.flops_per_device.attention == pytest.approx(attn, rel=1e-12)
     # bytes: KV read = 8 sequences x 131,072 tokens x 24 layers x 1,280 B (the padded entry); state read + written
     assert d.bytes_per_device.kv == 8 * 131072 * 24 * 1280
-    assert d.bytes_per_device.state == 2 * 8 * 69 * 819_200
+    assert d.bytes_per_device.state == 2 * 8 * 69 * 814_080  # a step reads and writes the 69 layers' slots

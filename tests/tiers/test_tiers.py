@@ -61,12 +61,12 @@ def test_k3_on_v7x_2x2x4_by_hand():
     rows = {r.tier: r for r in session_tiers(s, context_tokens=131072, prefill_s_per_token=1e-5)}
     # host DRAM: 960 GB x 4 hosts = 3.84e12 B / 4,475,904,000 = 857.9 -> 857 sessions
     assert rows["host_dram"].sessions_held == 857
-    # per device (hybrid paging, blocks of 64 x ceil(203,520 / (64 x 1,280)) = 192 tokens, latent whole on every
-    # TP rank): KV 24 x ceil(131072/192)=683 x 192 x 1,280 B = 4,028,497,920; state 69 x 245,760 (page) = 16,957,440
-    #   8 devices a host x 4,045,455,360 = 32,363,642,880 B / 256e9 B/s = 0.12642 s
-    assert rows["host_dram"].restore_s == pytest.approx(8 * (4_028_497_920 + 16_957_440) / 256e9)
+    # per device (the plugin's 16-token pages and unpadded state slots, latent whole on every TP rank): KV 24 x
+    # 131,072 x 1,280 B = 4,026,531,840; state 72 layer pages (3 KDA groups of 23 over 24 regions) x 203,520 =
+    # 14,653,440; 8 devices a host x 4,041,185,280 = 32,329,482,240 B / 256e9 B/s = 0.12629 s
+    assert rows["host_dram"].restore_s == pytest.approx(8 * (4_026_531_840 + 14_653_440) / 256e9)
     assert rows["remote"].sessions_held is None
-    assert rows["remote"].restore_s == pytest.approx(8 * 4_045_455_360 / 50e9)  # 0.6473 s
+    assert rows["remote"].restore_s == pytest.approx(8 * 4_041_185_280 / 50e9)  # 0.6466 s
     assert rows["host_dram"].recompute_s == pytest.approx(1.31072)  # 131,072 tokens x 10 us
 
 

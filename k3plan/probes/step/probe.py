@@ -74,6 +74,8 @@ class StepParams:
     layers: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_LAYERS
     experts: Optional[int] = None  # k3 width: None = scaled.K3_WIDTH_EXPERTS
     records: Optional[Path] = None  # efficiency records of this device kind from this folder, not measured in this run
+    # the cache slots validate's graph attended over (k3 width), as a record states it; None: from today's stack
+    capacity_tokens: Optional[int] = None
 
     def check(self) -> None:
         require(self.width in WIDTHS, f"--width {self.width!r}: expected auto, toy or k3")
@@ -391,17 +393,14 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
     chunk = min(params.prefill_tokens, params.context)
     graph = histogram = None
     if _k3(params):
-        from k3plan.step.cache import cache_layout
         from k3plan.step.graph import validate_graph
 
         spec = setup.model.spec
-        layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
-        blocks = math.ceil((params.context if stage == "decode" else chunk) / layout.block_tokens)
         expert = next(t for t in setup.model.inventory.text if t.role == "expert")
         graph = validate_graph(
             spec,
             expert_format=setup.stack.runtime_format("expert", expert.fmt),
-            capacity_tokens=blocks * layout.block_tokens,  # validate.abstract_model.capacity_tokens
+            capacity_tokens=params.capacity_tokens or graph_capacity(setup, params, stage),
         )
         k, e = spec.moe.top_k, spec.moe.num_experts
         histogram = [1.0] * k + [0.0] * (e - k)
@@ -460,7 +459,7 @@ def measured_peaks(records: list[ProbeRecord], *, device_kind: str):
 def _require_cache_fits(ctx: ProbeContext, setup, params: StepParams, *, devices: int) -> None:
     """The decode step's cache (--batch sequences of --context tokens, a device's share) must fit the device's
     memory before anything is allocated: `--batch 1000000000` ran until the host ran out of memory."""
-    from k3plan.budget.cache import cache_layout
+    from k3plan.step.cache import cache_layout
 
     layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
     need = params.batch * layout.sequence_bytes(params.context)
@@ -637,6 +636,9 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
             "batch": params.batch if decode else 1,
             "context": params.context if decode else chunk,
             "prefill_tokens": None if decode else chunk,
+            # the graph's cache capacity (validate.abstract_model.capacity_tokens): its prefill scores span it, so
+            # a re-pricing under a later page must take the capacity the timed graph had (reprice)
+            "capacity_tokens": graph_capacity(setup, params, stage) if k3 else None,
             "warmup": ctx.warmup,
             "repeats": ctx.repeats,
             "efficiency_records": [f"{r.probe} {r.mode or r.op or ''}".strip() for r in sub],
@@ -658,6 +660,39 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
         verified=ok_tokens,
         extra_label="measured vs expected checks the machinery only" if ctx.is_cpu else None,
     )
+
+
+def graph_capacity(setup, params: StepParams, stage: str) -> int:
+    """The cache slots validate's graph of this step attends over: its context in whole blocks of the stack's page
+    (validate.abstract_model.capacity_tokens)."""
+    from k3plan.step.cache import cache_layout
+
+    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
+    tokens = params.context if stage == "decode" else min(params.prefill_tokens, params.context)
+    return math.ceil(tokens / layout.block_tokens) * layout.block_tokens
+
+
+def _legacy_capacity(setup, params: StepParams, stage: str) -> int:
+    """A record from before records named their graph's capacity (issue 48): its graph held the torchtpu-vllm
+    stack's pages as they were then, upstream vLLM's hybrid block (64 x ceil(state page / (64 x KV bytes a token a
+    layer)), 5,120 tokens for the one-chip K3-width model), not today's 16-token page."""
+    from k3plan.step.cache import kv_bytes_per_token_layer, state_bytes_per_layer
+    from k3plan.step.memory import cache_terms
+
+    spec, st = setup.model.spec, setup.stack
+    c = cache_terms(
+        spec,
+        kv_layer=kv_bytes_per_token_layer(spec, st.kv_cache.dtype, st.kv_cache.layout),
+        replicate_across_tp=st.kv_cache.replicate_across_tp,
+        state_layer=state_bytes_per_layer(spec, st),
+        shard_state_by_heads=st.state.shard_by_heads,
+        align_tokens=64,
+        hybrid_paging=True,
+        tp=setup.parallel.tp,
+    )
+    block = int(c.block_tokens)
+    tokens = params.context if stage == "decode" else min(params.prefill_tokens, params.context)
+    return math.ceil(tokens / block) * block
 
 
 def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], hardware: str):
@@ -683,6 +718,8 @@ def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], 
     )
     require(str(record.params.get("width")) == "k3", "reprice: a --width k3 step record")
     setup = _setup(params, hardware=hardware)
+    cap = record.params.get("capacity_tokens")
+    params = replace(params, capacity_tokens=int(cap) if cap else _legacy_capacity(setup, params, stage))
     peaks = Peaks.from_hardware(load_hardware(hardware))
     curves = build_curves(efficiency, peaks=peaks)
     floor = dispatch_floor([r for r, _ in efficiency])

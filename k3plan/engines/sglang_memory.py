@@ -1,0 +1,121 @@
+"""SGLang's own KV-pool sizing and start rule, as its code does it: pure functions over numbers passed in (fit
+--serve's engine verdict for ``python3 -m sglang.launch_server``).
+
+    rest        = mem_fraction_static x total HBM - weights     (_profile_available_bytes: what the fraction leaves
+                                                                  after loading; activations and CUDA graphs run in
+                                                                  the 1 - fraction share)
+    KV pool     = rest - the state (mamba) pool                  (handle_max_mamba_cache)
+    max_total_num_tokens = KV pool // bytes a token, page size 1
+    starts      when max_total_num_tokens > 0 (MemoryPoolConfig.__post_init__: RuntimeError "Not enough memory.
+                Please try to increase --mem-fraction-static.") and the longest request it can take,
+                max_req_len = min(context_len - 1, max_total_num_tokens - 1), leaves max_req_input_len = max_req_len
+                - 5 > 0 (TpModelWorker.__init__: AssertionError "Memory pool size is too small").
+
+So SGLang starts whenever its pool holds a handful of tokens: a context longer than the pool is not refused at
+start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, which refuses to start when one
+--max-model-len request does not fit.
+"""
+
+from __future__ import annotations
+
+from k3plan.engines.vllm_memory import EngineSizing, Figure
+from k3plan.units import GiB
+
+SGLANG_NO_POOL_AT = (
+    "sgl-project/sglang@003fca80 python/sglang/srt/model_executor/pool_configurator.py MemoryPoolConfig.__post_init__ "
+    "(RuntimeError when max_total_num_tokens <= 0)"
+)
+SGLANG_TOO_SMALL_AT = (
+    "sgl-project/sglang@0045f98e python/sglang/srt/managers/tp_worker.py TpModelWorker.__init__ (assert max_req_len > 0 "
+    "and max_req_input_len > 0, max_req_len = min(context_len - 1, max_total_num_tokens - 1), max_req_input_len = "
+    "max_req_len - 5)"
+)
+SGLANG_RUNNING = (
+    "sgl-project/sglang@0045f98e python/sglang/srt/managers/tp_worker.py TpModelWorker.__init__ (max_running_requests "
+    "= --max-running-requests, else max_total_num_tokens // 2, capped by the request pool)"
+)
+SGLANG_POOL = (
+    "sgl-project/sglang python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py _profile_available_bytes "
+    "(rest_memory = available after loading - total x (1 - mem_fraction_static)) and handle_max_mamba_cache (the "
+    "state pool out of rest_memory); read in stored versions"
+)
+# the tokens the engine keeps off the longest request: max_req_input_len = min(context_len, pool) - 1 - 5 > 0
+SGLANG_MIN_POOL_TOKENS = 7
+
+
+def sglang_kv_pool(
+    *,
+    mem_fraction_static: float,
+    visible_bytes: int,
+    visible_source: str,
+    weights_bytes: int,
+    state_pool_bytes: int,
+    state_source: str,
+    kv_bytes_per_token: int,
+    max_model_len: int,
+    max_running_requests: int | None,
+) -> EngineSizing:
+    """SGLang's KV pool a device and its start rule (module docstring)."""
+    rest = int(mem_fraction_static * visible_bytes) - weights_bytes
+    pool = rest - state_pool_bytes
+    tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
+    running = (
+        f"{max_running_requests:,}"
+        if max_running_requests is not None
+        else "its default (min(max_total_num_tokens // 2, the request pool))"
+    )
+    conc = tokens / max_model_len if max_model_len else 0.0
+    raised_at = ""
+    if weights_bytes > visible_bytes:
+        starts = False
+        message = (
+            f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / GiB:.2f} GiB a "
+            f"device of the {visible_bytes / GiB:.2f} GiB the engine sees"
+        )
+        raised_at = "the model's weight loading (ModelRunner.load_model), before any pool is sized"
+    elif tokens <= 0:
+        starts = False
+        message = (
+            f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+            f"mem_fraction_static={mem_fraction_static} (weights {weights_bytes / GiB:.2f} GiB and the state pool "
+            f"{state_pool_bytes / GiB:.2f} GiB of the {mem_fraction_static * visible_bytes / GiB:.2f} GiB it allows)"
+        )
+        raised_at = SGLANG_NO_POOL_AT
+    elif tokens < SGLANG_MIN_POOL_TOKENS:
+        starts = False
+        message = f"AssertionError: Memory pool size is too small (max_total_num_tokens={tokens})"
+        raised_at = SGLANG_TOO_SMALL_AT
+    else:
+        starts = True
+        message = f"max_total_num_tokens={tokens:,}, max_running_requests={running}, context_len={max_model_len:,}" + (
+            f"; a request is capped at {tokens - 1:,} tokens (max_req_len = min(context_len - 1, "
+            "max_total_num_tokens - 1)): SGLang starts and truncates, it does not refuse"
+            if tokens < max_model_len
+            else ""
+        )
+    pool_src = (
+        f"int({mem_fraction_static} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
+        f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
+    )
+    return EngineSizing(
+        engine="sglang",
+        weights_bytes=Figure(
+            weights_bytes, "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
+        ),
+        kv_pool_bytes=Figure(max(pool, 0), pool_src),
+        kv_pool_tokens=Figure(
+            tokens, f"KV pool // {kv_bytes_per_token:,} B a token (page size 1): max_total_num_tokens"
+        ),
+        block_tokens=Figure(1, "SGLang's default page_size 1 (token-granular pages)"),
+        num_blocks=Figure(tokens, "pages of one token"),
+        max_concurrency=Figure(
+            round(conc, 2),
+            f"max_total_num_tokens / context_len {max_model_len:,} (sequences the pool holds at full length; the "
+            f"scheduler admits up to max_running_requests {running}: {SGLANG_RUNNING})",
+        ),
+        activation_bytes=Figure(0, "activations and CUDA graphs run in the 1 - mem_fraction_static share"),
+        non_torch_bytes=Figure(0, "not found: no cited non-torch figure for this GPU; 0 assumed"),
+        starts=starts,
+        message=message,
+        raised_at=raised_at,
+    )
