@@ -445,7 +445,7 @@ def parse_serve(
         stack, tp = "dp-attention", _dp_attention_tp(tp, dp)
         # and it prefills chunked_prefill_size // dp_size a DP rank (server_args.py handle_data_parallelism; the
         # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
-        chunk = None if chunk is None else str(_int("--chunked-prefill-size", chunk) // dp)
+        chunk = None if chunk is None else max(1, chunk // dp)
     caveats: list[str] = []
     if stack == "torchtpu-vllm" and env.get("TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL", "").strip() in ("1", "true", "True"):
         caveats.append(
