@@ -198,9 +198,9 @@ class K3Group(TyperGroup):
     def resolve_command(self, ctx, args):
         name, cmd, rest = super().resolve_command(ctx, args)
         if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):  # before any progress line (issue 36)
-            from k3plan.extras import have, missing_extra_line
+            from k3plan.extras import installed, missing_extra_line
 
-            if not have("jax"):
+            if not installed("jax"):  # found, not imported: validate sets XLA_FLAGS before jax starts
                 raise K3PlanError(missing_extra_line(ModuleNotFoundError(name="jax"), name) or "jax is missing")
         if cmd is not None:
             _refuse_empty_values(cmd)
