@@ -26,4 +26,13 @@ elif [ "$part" = 2 ]; then
   one jn-mxfp4-2l32e 170 --stack jax-native --expert-format runtime --layers 2 --experts 32 --grid "$dec,$pre"
   one tt-mxfp4-8l16e 150 --stack torchtpu-vllm --expert-format runtime --layers 8 --experts 16 \
     --grid decode:1x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:8192
+elif [ "$part" = 3 ]; then  # the batch-1..4 decode region, 2 layers, 2,048-token prefill
+  one tt-bf16-2l16e 110 --stack torchtpu-vllm --expert-format bf16 --layers 2 --experts 16 \
+    --grid decode:1x2048,decode:2x2048,decode:4x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048,prefill:4096,prefill:8192
+  one tt-bf16-4l32e-b 80 --stack torchtpu-vllm --expert-format bf16 --layers 4 --experts 32 \
+    --grid decode:2x8192,decode:4x8192,prefill:2048
+  one jn-bf16-4l16e 90 --stack jax-native --expert-format bf16 --layers 4 --experts 16 \
+    --grid decode:1x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048
+  one tt-mxfp4-2l16e 100 --stack torchtpu-vllm --expert-format runtime --layers 2 --experts 16 \
+    --grid decode:1x2048,decode:4x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048,prefill:8192
 fi
