@@ -211,7 +211,8 @@ TERMS: tuple[Term, ...] = (
         "reason_code",
         ("reason", "verdict", "fits", "does not fit"),
         "Why a configuration does not fit, as a stable code in --json (feasible, fallback, weights, budget, "
-        "concurrency, tpot, unpriced, calibration, sla, no_chunk, no_context, no_configuration) beside the "
+        "concurrency, tpot, unpriced, calibration, sla, no_chunk, no_context, no_configuration; "
+        "fits_if_temp_unverified: fit's checks pass on the analytic temp's lower bound only, exit 3) beside the "
         "reason text the verdict line prints.",
         "k3plan/step/verdict.py ReasonCode",
     ),

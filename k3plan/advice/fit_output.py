@@ -24,7 +24,9 @@ class FitOutput(FitResult):
 
     def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         out = super()._dump_extra(out)
-        code, text = fit_reason(fits=self.fits, code=self.reason)
+        code, text = fit_reason(
+            fits=self.fits, code=self.reason, unverified_max_temp_bytes=self.unverified_max_temp_bytes
+        )
         return _after(out, "fits", {"reason": text, "reason_code": code.value})
 
     @classmethod

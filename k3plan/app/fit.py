@@ -41,10 +41,13 @@ class FitAnswer(Frozen):
 
     @property
     def exit_code(self) -> int:
-        """0 when it fits (with --serve: when the engine would start), else 1."""
+        """0 when it fits (with --serve: when the engine would start), else 1; 3 when it fits only on the analytic
+        lower bound of its temporaries (issue 50: unverified, neither a yes nor a no)."""
         if self.served is not None:
             starts = self.engine is None or self.engine["starts"]
             return 0 if _serve_fits(self.result) and starts else 1
+        if self.result.fits and self.result.unverified is not None:
+            return 3
         return 0 if self.result.fits else 1
 
 
