@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from k3plan.errors import K3PlanError, require
 from k3plan.evidence.probe_record import Attempt, ProbePoint, ProbeRecord, Verification
@@ -584,7 +584,7 @@ def parse_grid(text: str) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def _points(params: StepParams, *, stages: list[str], chunk: int) -> list[tuple[str, int, int]]:
+def _points(params: StepParams, *, stages: Sequence[str], chunk: int) -> list[tuple[str, int, int]]:
     """(stage, batch, context) of each step timed: the grid's, else decode at batch x context and one prefill
     chunk (batch 1, its context the chunk)."""
     if params.grid:
