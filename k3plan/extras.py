@@ -45,6 +45,21 @@ def missing_extra_line(err: BaseException, command: str) -> Optional[str]:
     return f"k3plan {command} needs the optional extra '{extra}' ({module} is not installed): {install_command(extra)}"
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` is installed, without importing it (a module set to None in sys.modules counts as
+    missing). The jax check before validate/probe must not import jax: the cpu target's fake-device count
+    goes into XLA_FLAGS after it, and XLA reads XLA_FLAGS once, when jax starts (issue 50)."""
+    import importlib.util
+
+    top = module.split(".")[0]
+    if top in sys.modules:
+        return sys.modules[top] is not None
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def have(module: str) -> bool:
     """Whether ``module`` imports (a module set to None in sys.modules counts as missing, as in the tests)."""
     try:

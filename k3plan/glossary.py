@@ -214,8 +214,8 @@ TERMS: tuple[Term, ...] = (
         ("reason", "verdict", "fits", "does not fit"),
         "Why a configuration does not fit, as a stable code in --json (feasible, fallback, weights, budget, "
         "concurrency, tpot, unpriced, calibration, sla, no_chunk, no_context, no_configuration, launch: plan's "
-        "configurations that fit but that their stack cannot launch as priced) beside the reason text the verdict "
-        "line prints.",
+        "configurations that fit but that their stack cannot launch as priced; fits_if_temp_unverified: fit's checks "
+        "pass on the analytic temp's lower bound only, exit 3) beside the reason text the verdict line prints.",
         "k3plan/step/verdict.py ReasonCode",
     ),
     Term(

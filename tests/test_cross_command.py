@@ -14,7 +14,7 @@ POINT = ("-t", "2x2x4", "--tp", "32")
 
 def run(cli, *args) -> dict:
     r = cli(*args, "--json")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code in ((0, 3) if args[0] == "fit" else (0,)), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
     return json.loads(r.stdout)
 
 

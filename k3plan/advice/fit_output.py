@@ -28,7 +28,9 @@ class FitOutput(FitResult):
         if verdict is not None:  # fit --serve: one verdict, the engine's start check (k3plan's budget: engine.budget)
             out["fits"] = verdict["starts"]
             return _after(out, "fits", {"reason": verdict["reason"], "reason_code": verdict["reason_code"]})
-        code, text = fit_reason(fits=self.fits, code=self.reason)
+        code, text = fit_reason(
+            fits=self.fits, code=self.reason, unverified_max_temp_bytes=self.unverified_max_temp_bytes
+        )
         return _after(out, "fits", {"reason": text, "reason_code": code.value})
 
     @classmethod

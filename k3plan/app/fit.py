@@ -51,9 +51,12 @@ class FitAnswer(Frozen):
 
     @property
     def exit_code(self) -> int:
-        """0 when it fits (with --serve: when the engine would start), else 1."""
+        """0 when it fits (with --serve: when the engine would start), else 1; 3 when it fits only on the analytic
+        lower bound of its temporaries (issue 50: unverified, neither a yes nor a no)."""
         if self.served is not None:
             return 0 if self.starts else 1
+        if self.result.fits and self.result.unverified is not None:
+            return 3
         return 0 if self.result.fits else 1
 
     def verdict_line(self) -> str | None:

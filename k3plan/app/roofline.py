@@ -120,7 +120,9 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
 
     verdict, d = verdict_of(setup)  # on the probe-measured hardware, as the speed figures below
     why = ""
-    code, text = fit_reason(fits=verdict.fits, code=verdict.reason)
+    code, text = fit_reason(
+        fits=verdict.fits, code=verdict.reason, unverified_max_temp_bytes=verdict.unverified_max_temp_bytes
+    )
     if not verdict.fits:
         why = text
     if not verdict.fits and not q.ignore_fit:  # a speed figure only for a workload that fits

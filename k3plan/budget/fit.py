@@ -8,7 +8,17 @@ import msgspec
 
 from k3plan.budget.engram import notes as engram_notes
 from k3plan.budget.engram import tier_for as engram_tier_for
-from k3plan.budget.result import Capacity, HardwareFacts, ModelFacts, ModelState, PerDevice, Provenance, Speed, Temp
+from k3plan.budget.result import (
+    Capacity,
+    HardwareFacts,
+    ModelFacts,
+    ModelState,
+    PerDevice,
+    Provenance,
+    Speed,
+    Temp,
+    Unverified,
+)
 from k3plan.budget.temp import decode_temp, prefill_temp
 from k3plan.engines.flags import engine_offers_kv
 from k3plan.engines.stack import Stack
@@ -29,7 +39,7 @@ from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_
 from k3plan.step.memory import BudgetTerms
 from k3plan.step.stages import stage_budgets
 from k3plan.step.terms import Named, RolesBytes, term_map
-from k3plan.step.verdict import reject_code
+from k3plan.step.verdict import ReasonCode, reject_code
 from k3plan.structs import Frozen, replace
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
 from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
@@ -81,14 +91,22 @@ class FitResult(Frozen):
     cache_layout: Optional[CacheLayout] = None
     speed: Optional[Speed] = None  # filled by the CLI: decode bound at this workload
     reason: int = 0  # k3plan.step.verdict code; 0 = feasible; not in the JSON
+    # issue 50: set where it fits only on the analytic lower bound of a stage's temporaries (exit 3, not 0)
+    unverified: Optional[Unverified] = None
 
     __exclude__ = ("reason",)
     __dump_with__ = {"weights_by_role": term_map}
+
+    @property
+    def unverified_max_temp_bytes(self) -> Optional[int]:
+        return None if self.unverified is None else self.unverified.max_temp_bytes
 
     def _dump_extra(self, out):
         for k in ("speed", "cache_layout"):  # absent: {}
             if out[k] is None:
                 out[k] = {}
+        if out.get("unverified") is None:  # the JSON contract: the key appears when it says something
+            out.pop("unverified", None)
         return out
 
 
@@ -398,6 +416,41 @@ def fit(
         )
     )
     fits = code == 0 and not refused
+    lower = [
+        st
+        for st, got, b_st in (("prefill", temp_prefill, temp.prefill_bytes), ("decode", temp_decode, temp.decode_bytes))
+        if got.source == ANALYTIC_TEMP and b_st is not None
+    ]
+    unverified = None
+    if fits and lower:  # issue 50: never FITS on a lower bound; how high may the temporaries go and still fit?
+
+        def passes(t: int) -> bool:
+            bt = budget_at(t)[1]
+            return 0 == int(
+                reject_code(
+                    fallbacks=0,
+                    weights_bytes=wb.weights_bytes,
+                    usable=usable,
+                    room_bytes=int(bt.room_bytes),
+                    sequence_bytes=int(bt.sequence_bytes),
+                    max_sequences=int(bt.max_sequences),
+                    concurrency=workload.batch,
+                )
+            )
+
+        lo, hi = temp_bytes, temp_bytes + max(int(b.free_bytes), 0) + usable  # passes(lo); hi surely does not
+        while hi - lo > 1 << 20:  # to a MiB
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if passes(mid) else (lo, mid)
+        unverified = Unverified(
+            stages=lower, temp_bytes=temp_bytes, max_temp_bytes=lo, settle=settle_command(setup, workload)
+        )
+        warnings.append(
+            f"temp unverified: the {' and '.join(lower)} temporaries ({fmt_gib(temp_bytes)} counted) are the analytic "
+            f"lower bound, with no measured or compiled evidence for this configuration: it fits only if they stay "
+            f"<= {fmt_gib(lo)} a device (exit 3, reason_code {ReasonCode.UNVERIFIED_TEMP.value}); settle it: "
+            f"{unverified.settle}"
+        )
     if engram is not None:
         warnings.extend(engram_notes(setup, engram, fits=fits, free_bytes=int(b.free_bytes)))
     if setup.plan.fallbacks:
@@ -585,7 +638,30 @@ def fit(
         weights_by_role=wb.by_role,
         cache_layout=layout,
         reason=code,
+        unverified=unverified,
     )
+
+
+# k3plan.validate.targets.TPU_GENERATIONS inverted (budget/ does not import validate/; a test holds them equal)
+VALIDATE_TARGET_OF = {"tpu-v7x": "tpu7x", "tpu-v6e": "v6e", "tpu-v5p": "v5p", "tpu-v5e": "v5e"}
+
+
+def settle_command(setup: Setup, w: Workload) -> str:
+    """The command that replaces an analytic temp with the compiler's (issue 50): validate compiled deviceless
+    for the TPU topology, its calibration saved and handed back to fit; off a TPU, validate on the machine."""
+    hw, par = setup.hardware, setup.parallel
+    model = "" if setup.model.name == "kimi-k3" else f" -m {setup.model.name}"
+    split = f"-H {hw.name} -t {setup.topology.text} --tp {par.tp}" + (f" --dp {par.dp}" if par.dp > 1 else "")
+    split += f" --pp {par.pp}" if par.pp > 1 else ""
+    split += f" --stack {setup.stack.name}{model}"
+    gen = VALIDATE_TARGET_OF.get(hw.name)
+    target = f"{gen}:{setup.topology.text}" if gen else "local"
+    cmd = (
+        f"k3plan validate --target {target} {split} --batch {w.batch} --context {w.context_tokens} "
+        f"--tokens {w.prefill_chunk_tokens} --save-calibration temp.yaml && k3plan fit {split} --batch {w.batch} "
+        f"--context {w.context_tokens} --chunk {w.prefill_chunk_tokens} --calibration temp.yaml"
+    )
+    return cmd if gen else f"{cmd} (on the machine itself: no deviceless compile for {hw.name})"
 
 
 def _dsv4_text(spec: ModelSpec, stack: Stack, what: str) -> str:

@@ -118,6 +118,18 @@ class Temp(Named):
         return out
 
 
+class Unverified(Named):
+    """Issue 50: the verdict rests on a temp that is a lower bound without evidence (the analytic model: no
+    measured or compiled calibration, no temp model for this configuration). It fits only if every such
+    stage's temporaries stay at or under ``max_temp_bytes`` (the counted temp plus the free bytes);
+    ``settle`` is the command whose compile or measurement decides it."""
+
+    stages: list[str]
+    temp_bytes: int
+    max_temp_bytes: int
+    settle: str
+
+
 class Speed(Named):
     """The decode bound at the fit's workload (filled by the CLI)."""
 

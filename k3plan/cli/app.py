@@ -216,9 +216,9 @@ class K3Group(TyperGroup):
         name, cmd, rest = super().resolve_command(ctx, args)
         # before any progress line (issue 36): tests/newcomer/test_missing_extras.py::test_no_jax_is_one_line_exit_2
         if name in NEEDS_JAX and not {"--help", "-h"} & set(rest):
-            from k3plan.extras import have, missing_extra_line
+            from k3plan.extras import installed, missing_extra_line
 
-            if not have("jax"):
+            if not installed("jax"):  # found, not imported: validate sets XLA_FLAGS before jax starts
                 raise K3PlanError(missing_extra_line(ModuleNotFoundError(name="jax"), name) or "jax is missing")
         if cmd is not None:
             _refuse_empty_values(cmd)

@@ -61,13 +61,14 @@ def command(
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
-    sequences? Exit 0 if it fits, 1 if not, 2 on bad input.
+    sequences? Exit 0 if it fits, 1 if not, 2 on bad input, 3 if it fits only on the analytic
+    temp's lower bound (FITS IF temporaries <= X GiB, unverified: the warning names the validate that settles it).
 
     \b
     Examples:
       k3plan fit --topology 2x2x4 --tp 32
       k3plan fit -t 2x2x2 --tp 16 --context 1048576   the weights alone exceed a device (exit 1)
-      k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8
+      k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8   fits on the analytic temp only (exit 3)
       k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
       k3plan fit -t 2x4x4 --tp 32 --offload host              sessions parked in host DRAM
       k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB

@@ -951,6 +951,26 @@ def step(
             "this run.",
         ),
     ] = None,
+    stack: Annotated[
+        Optional[str], typer.Option("--stack", "-s", help="k3 width: the serving stack (default: the hardware's).")
+    ] = None,
+    expert_format: Annotated[
+        str,
+        typer.Option(
+            "--expert-format",
+            help="k3 width: bf16 (the routed experts in bf16, plain ragged_dots) or runtime (the stack's own format "
+            "and validate's form of it, e.g. MXFP4 dequantized in XLA).",
+        ),
+    ] = "bf16",
+    grid: Annotated[
+        Optional[str],
+        typer.Option(
+            "--grid",
+            help="k3 width: points of one model on the same drawn weights, e.g. decode:1x2048,decode:64x32768,"
+            "prefill:8192 (decode:BATCHxCONTEXT, prefill:TOKENS); a point the chip refuses (out of memory) is a "
+            "record too. Overrides --batch/--context/--prefill-tokens/--stage.",
+        ),
+    ] = None,
 ) -> None:
     """A scaled K3 step timed end to end with real arrays, beside its expected time.
 
@@ -965,10 +985,15 @@ def step(
       k3plan probe step                                  8 fake CPU devices, batch 2 at 256 tokens
       k3plan probe step --topology 1x1x1 --tp 2 --cpu-devices 2 --no-write
       k3plan probe step --width k3 --stage both --batch 16 --context 8192 --prefill-tokens 1024   (one TPU chip)
+      k3plan probe step --width k3 --layers 2 --expert-format runtime --records reports/probes \\
+          --grid decode:1x2048,decode:64x32768,prefill:8192                                 (one TPU chip, a grid)
     """
-    from k3plan.probes.step.probe import StepParams, run
+    from k3plan.probes.step.probe import StepParams, parse_grid, run
 
+    points = parse_grid(grid) if grid is not None else ()
     stages = ("decode", "prefill") if stage == "both" else _names(stage, what="--stage", allowed=("decode", "prefill"))
+    if points:
+        stages = tuple(st for st in ("decode", "prefill") if any(p[0] == st for p in points))
     params = StepParams(
         batch=batch,
         context=context,
@@ -981,6 +1006,9 @@ def step(
         layers=layers,
         experts=experts,
         records=records,
+        stack=stack,
+        expert_format=expert_format,
+        grid=points,
     )
     params.check()  # bad input (an absurd --batch) before jax starts
     launch(run, params)

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 TEMP_SHORT = {"measured": "meas.", "compiled": "comp.", "temp model": "model", "analytic": "lower"}
 TEMP_LEGEND = (
     "temp: meas. / comp. = a shipped measured / compiled calibration, model = the shipped temp model's upper end, "
-    "lower = the analytic lower bound (no evidence for that graph)"
+    "lower = the analytic lower bound (no evidence for that graph: unverified, fit says FITS IF temporaries <= X GiB "
+    "and exits 3)"
 )
 
 
@@ -190,6 +191,13 @@ def render_plan(result: PlanResult, console: Console) -> None:
         else:
             print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")
+            lower = [x for x in result.ranked if x.temp_evidence == "analytic"]
+            if lower:  # issue 50: never ranked as fitting without a mark
+                console.print(
+                    f"[yellow]unverified:[/] {len(lower)} of {len(result.ranked)} ranked configuration(s) fit only on "
+                    "the analytic temp's lower bound (temp: lower; fit says FITS IF and exits 3)",
+                    soft_wrap=True,
+                )
             from k3plan.plan.expected import evidence_line
 
             mixed = evidence_line(result.ranked)
@@ -202,7 +210,13 @@ def render_plan(result: PlanResult, console: Console) -> None:
             f"[bold]Recommended:[/] {r.hardware} {r.topology} ({r.chips} chips), {r.split_words}, "
             f"stack {r.stack}, KV {r.kv_dtype}: "
             f"{r.free_gib_per_device:.2f} GiB free a device, up to {r.max_sequences:,} sequences, "
-            f"TPOT {_recommended_tpot(r)}. Check it: "
+            f"TPOT {_recommended_tpot(r)}"
+            + (
+                " [yellow](unverified: its temp is the analytic lower bound)[/]"
+                if r.temp_evidence == "analytic"
+                else ""
+            )
+            + ". Check it: "
             + r.fit_command(context=result.workload.context_tokens, batch=result.workload.concurrency)
         )
         noted = [x for x in result.ranked if x.layout_notes]

@@ -123,6 +123,11 @@ def verdict_line(r: FitResult) -> str:
         if dev.free_bytes >= 0
         else f"{_gib(-dev.free_bytes)} GiB a device over usable HBM"
     )
+    if r.fits and r.unverified is not None:  # issue 50: never FITS on a lower bound
+        return (  # why and the command that settles it: the warning below (fit's warnings)
+            f"[bold yellow]FITS IF[/] temporaries <= {_gib(r.unverified.max_temp_bytes)} GiB "
+            f"[bold yellow](unverified)[/]: batch {w.batch:,} x context {w.context_tokens:,} tokens, {free}"
+        )
     if r.fits:
         return (
             f"[bold green]FITS[/]: batch {w.batch:,} x context {w.context_tokens:,} tokens, {free}; "

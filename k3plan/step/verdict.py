@@ -42,6 +42,9 @@ class ReasonCode(str, Enum):
     # plan: fits and meets the targets, but its stack's engine cannot launch the split as priced (the launch line
     # cannot be written: k3plan.engines.launch); left out of the ranking unless --include-unlaunchable
     LAUNCH = "launch"
+    # fit (issue 50): every check passes, but a stage's temporaries are the analytic lower bound, no evidence:
+    # it fits only if they stay under the free bytes it leaves (exit status 3, not 0)
+    UNVERIFIED_TEMP = "fits_if_temp_unverified"
 
 
 # code -> (key, text); a configuration gets the first that applies, 0 = feasible
@@ -103,9 +106,20 @@ def why_not(code: int) -> str:
     return reason_text(code).removeprefix("does not fit: ")
 
 
-def fit_reason(*, fits: bool, code: int) -> tuple[ReasonCode, str]:
+def unverified_text(max_temp_bytes: int) -> str:
+    """The reason of a fit that rests on the analytic lower bound of its temporaries (issue 50)."""
+    return (
+        f"fits if temporaries <= {max_temp_bytes / 2**30:.2f} GiB (unverified: the temp is the analytic lower bound, "
+        "no measured or compiled evidence)"
+    )
+
+
+def fit_reason(*, fits: bool, code: int, unverified_max_temp_bytes: int | None = None) -> tuple[ReasonCode, str]:
     """(reason_code, reason) of one configuration's verdict: the text after "DOES NOT FIT: ", or
-    "fits"; a configuration that passes every check but is refused by its calibration is CALIBRATION."""
+    "fits"; a configuration that passes every check but is refused by its calibration is CALIBRATION; one that
+    fits only on the analytic lower bound of its temporaries is UNVERIFIED_TEMP (issue 50)."""
+    if fits and unverified_max_temp_bytes is not None:
+        return ReasonCode.UNVERIFIED_TEMP, unverified_text(unverified_max_temp_bytes)
     if fits:
         return ReasonCode.FEASIBLE, "fits"
     if code:

@@ -28,7 +28,7 @@ ARGS = ("fit", "-H", "nvidia-h200", "-t", "4x8", "--tp", "32", "--context", "327
 
 def _fit(cli, stack: str) -> dict:
     res = cli(*ARGS, "--stack", stack)
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code in (0, 3), res.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
     return json.loads(res.stdout)
 
 

@@ -60,7 +60,7 @@ def test_fit_spec_tokens_grows_the_sglang_state_pool(cli):
             "--batch", "8", "--json")  # fmt: skip
     plain = json.loads(cli(*args).stdout)
     res = cli(*args, "--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "2GB")
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code in (0, 3), res.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
     spec = json.loads(res.stdout)
     assert plain["per_device"]["state_bytes_per_sequence"] == 3 * SLOT32  # 42,128,640
     assert spec["per_device"]["state_bytes_per_sequence"] == 7 * SLOT32  # 98,300,160

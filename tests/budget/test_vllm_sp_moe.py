@@ -54,5 +54,5 @@ def test_plan_row_is_fit(cli):
     r = next(x for x in json.loads(res.stdout)["ranked"] if (x["tp"], x["dp"], x["pp"]) == (8, 2, 1))
     f = cli("fit", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", r["topology"], "--tp", "8", "--dp", "2",
             "--stack", "vllm", "--json")  # fmt: skip
-    assert f.exit_code == 0, f.stderr
+    assert f.exit_code in (0, 3), f.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
     assert r["per_device"]["weights_bytes"] == json.loads(f.stdout)["per_device"]["weights_bytes"]

@@ -52,7 +52,7 @@ def test_plan_row_is_fit_for_vllm(cli):
     r = next(x for x in json.loads(res.stdout)["ranked"] if x["tp"] == 16 and x["pp"] == 1)
     f = cli("fit", "-H", "nvidia-h200", "-t", r["topology"], "--tp", r["tp"], "--ep", r["ep"], "--stack", "vllm",
             "--context", "8192", "--batch", "4", "--chunk", r["chunk_tokens"], "--json")  # fmt: skip
-    assert f.exit_code == 0, f.stderr
+    assert f.exit_code in (0, 3), f.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
     d = json.loads(f.stdout)
     assert d["per_device"]["state_bytes_per_sequence"] == HELD
     for k in ("state_bytes", "state_bytes_per_sequence", "kv_bytes", "free_bytes"):

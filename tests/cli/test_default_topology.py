@@ -59,7 +59,7 @@ def test_the_default_tp_divides_the_vocabulary_too(cli):
     import json
 
     res = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "72", "--stack", "vllm", "--json")
-    assert res.exit_code == 0, res.stdout[-500:]
+    assert res.exit_code in (0, 3), res.stdout[-500:]  # 3: fits on the analytic temp's lower bound (issue 50)
     d = json.loads(res.stdout)
     assert (d["parallel"]["tp"], d["parallel"]["dp"]) == (8, 9)
     assert d["replicated"] == [] and d["fits"]

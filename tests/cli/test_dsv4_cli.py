@@ -22,7 +22,7 @@ M = 1 << 20
 )
 def test_fit_at_1m(cli, model, hardware, topology):
     r = cli("fit", "-m", model, "-H", hardware, "-t", topology, "--context", M, "--json")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code in (0, 3), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
     d = json.loads(r.stdout)
     assert d["fits"]
     per_layer = 90 if model.endswith("flash") else 91  # 3,850.25 / 43 and 5,511.44 / 61, rounded up

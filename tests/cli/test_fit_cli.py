@@ -19,7 +19,7 @@ JAX_MEASURED = Path("k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native
 
 def fit_json(cli, *args, code=0) -> dict:
     r = cli("fit", *args, "--json")
-    assert r.exit_code == code, r.output
+    assert r.exit_code == code or (code == 0 and r.exit_code == 3), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
     assert "Traceback" not in r.output
     return json.loads(r.stdout)
 

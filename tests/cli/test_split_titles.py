@@ -14,7 +14,7 @@ def _title(out: str) -> str:
 @pytest.mark.parametrize("command", ["fit", "roofline", "curve"])
 def test_title_names_the_pipeline(cli, command):
     r = cli(command, *POINT)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code in ((0, 3) if command == "fit" else (0,)), r.output  # 3: fits on the analytic temp (issue 50)
     title = _title(r.stdout)
     assert "tp=8 ep=8 dp=1 pp=2" in title, title
 

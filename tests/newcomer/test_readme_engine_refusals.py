@@ -53,7 +53,7 @@ def test_no_readme_example_prints_an_engine_refusal(cli, tmp_path, cmd):
     if "--probes" in args and args[args.index("--probes") + 1] == "k3plan-probes":  # the user's probe folder
         args[args.index("--probes") + 1] = str(tmp_path)  # (k3plan probe's default --out): here an empty one
     r = cli(*args)
-    assert r.exit_code in (0, 1), r.output[-500:]
+    assert r.exit_code in (0, 1, 3), r.output[-500:]  # 3: FITS IF on the analytic temp (issue 50)
     out = " ".join(r.output.split())
     stacks = set(re.findall(REFUSALS[0], out))
     assert not stacks, f"{cmd}: the engine of stack(s) {sorted(stacks)} refuses it"

@@ -22,7 +22,7 @@ def test_plan_rows_name_the_stack_option_and_fit_reproduces_each(cli):
         r = next(x for x in rows if x["stack"] == stack and x["dp"] == 2)  # DeepEP runs with DP > 1 only
         f = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", r["topology"], "--tp", r["tp"], "--ep", r["ep"],
                 "--stack", r["stack"], "--json")  # fmt: skip
-        assert f.exit_code == 0, f.stderr
+        assert f.exit_code in (0, 3), f.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
         d = json.loads(f.stdout)
         assert d["stack"] == stack
         assert d["speed"]["tpot_s"] * 1e3 == pytest.approx(r["tpot_ms"], rel=1e-12)

@@ -13,7 +13,7 @@ PLAN = ("plan", "-H", "nvidia-gb200-nvl72", "--stacks", "vllm", "--max-chips", "
 
 def _fit_note(cli) -> str:
     res = cli("fit", *NVL72, "--json")
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code in (0, 3), res.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
     (note,) = [n for n in json.loads(res.stdout)["notes"] if n.startswith(NOTE)]
     return note
 

@@ -85,7 +85,7 @@ def test_vllm_places_experts_unevenly_and_the_engines_that_assert_divisibility_d
 
 def test_fit_on_nvl72_with_vllm_ep72_holds_13_experts_a_layer_on_the_fullest_device(cli):
     res = cli("fit", *NVL72, "--stack", "vllm", "--json")
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code in (0, 3), res.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
     j = json.loads(res.stdout)
     roles = j["weights_by_role"]
     assert roles["expert"] == MOE_LAYERS * 13 * EXPERT_BYTES == 20_986_527_744
@@ -106,7 +106,7 @@ def test_fit_on_nvl72_with_vllm_ep72_holds_13_experts_a_layer_on_the_fullest_dev
 
 def test_the_text_output_says_the_placement_is_uneven(cli):
     res = cli("fit", *NVL72, "--stack", "vllm")
-    assert res.exit_code == 0
+    assert res.exit_code in (0, 3)  # 3: fits on the analytic temp's lower bound (issue 50)
     flat = " ".join(res.stdout.split())
     assert "experts 896 over ep 72: 32 devices hold 13, 40 hold 12" in flat and "the fullest binds" in flat
     assert "fallback" not in flat
@@ -135,7 +135,7 @@ def test_vllm_with_a_deepep_backend_refuses_an_uneven_split(cli, backend):
     j = json.loads(res.stdout)
     assert {(f["axis"], f["size"], f["mesh_size"]) for f in j["replicated"]} == {("expert", 896, 72)}
     even = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "64", "--tp", "8", "--ep", "64", "--stack", f"vllm:all2all_backend={backend}", "--json")  # fmt: skip
-    assert even.exit_code == 0, even.output
+    assert even.exit_code in (0, 3), even.output  # 3: fits on the analytic temp's lower bound (issue 50)
     assert json.loads(even.stdout)["replicated"] == []  # 896 = 64 x 14: DeepEP runs
 
 

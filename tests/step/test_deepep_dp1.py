@@ -26,7 +26,7 @@ def test_plan_and_fit_cost_a_dp1_deepep_row_as_the_default(cli):
     fit = {}
     for st in ("vllm", DEEPEP):
         r = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--tp", "16", "--stack", st, "--json")
-        assert r.exit_code == 0, r.output
+        assert r.exit_code in (0, 3), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
         fit[st] = json.loads(r.stdout)["speed"]["tpot_s"]
     assert fit["vllm"] == fit[DEEPEP]
     r = cli("plan", "-H", "nvidia-gb200-nvl72", "--stacks", f"vllm,{DEEPEP}", "--max-chips", "16", "--top", "60",

@@ -91,8 +91,11 @@ def test_fit_json_is_unchanged(cli, name):
     if got["speed"]:  # issue 46 appends the probe records the TPOT used
         assert list(got["speed"])[-1] == "records_used"
         got["speed"].pop("records_used")
+    # issue 50: a fit on the analytic temp's lower bound says so (the 'unverified' object, a warning, exit 3)
+    unverified = got.pop("unverified", None)
+    got["warnings"] = [w for w in got["warnings"] if not w.startswith("temp unverified:")]
     _compare(got, want)
-    assert r.exit_code == (0 if want["fits"] else 1)
+    assert r.exit_code == ((3 if unverified else 0) if want["fits"] else 1)
 
 
 def test_fit_json_bytes_outside_the_speed_floats(cli):

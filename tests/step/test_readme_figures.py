@@ -180,7 +180,7 @@ def test_uneven_expert_placement_sentence(cli):
     m = said(r"vLLM: ([\d,]+) experts over EP (\d+) as (\d+) on (\d+) devices and (\d+) on (\d+);")
     experts, ep, big, n_big, small, n_small = (int(g.replace(",", "")) for g in m.groups())
     d, code = run_json(cli, "fit", "-H", "nvidia-gb200-nvl72", "-t", str(ep), "--tp", "8", "--ep", str(ep), "--stack", "vllm")
-    assert code == 0 and d["fits"]
+    assert code in (0, 3) and d["fits"]  # 3: fits on the analytic temp's lower bound (issue 50)
     note = f"experts {experts} over ep {ep}: {n_big} devices hold {big}, {n_small} hold {small}"
     assert any(n.startswith(note) for n in d["notes"]), d["notes"]
 

@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from k3plan.budget.fit import MAX_SEQUENCES, MAX_TOKENS
 from k3plan.errors import K3PlanError, require
@@ -52,6 +52,11 @@ CPU_NOTE = (
 
 
 WIDTHS = ("auto", "toy", "k3")
+EXPERT_FORMATS = ("bf16", "runtime")
+RUNTIME_EXPERTS_NOTE = (
+    "routed experts in the stack's runtime format and validate's form of it (STACK_FORMS): MXFP4 dequantized in "
+    "XLA ops, validate's graph -- not the engine's fused kernel"
+)
 K3_EXPERTS_NOTE = (
     "routed experts held in bf16 (the stack's runtime format overridden) and run as three ragged_dots on the "
     "weights (validate's 'ragged' form): validate's step dequantizes MXFP4 in XLA ops, which on a v5e ran at "
@@ -76,6 +81,11 @@ class StepParams:
     records: Optional[Path] = None  # efficiency records of this device kind from this folder, not measured in this run
     # the cache slots validate's graph attended over (k3 width), as a record states it; None: from today's stack
     capacity_tokens: Optional[int] = None
+    stack: Optional[str] = None  # k3 width: None = the hardware's default stack
+    expert_format: str = "bf16"  # k3 width: bf16 (the runtime format overridden, ragged form) or runtime (the
+    # stack's own format and expert form, e.g. torchtpu-vllm's mxfp4_f32scale, tiled)
+    grid: tuple[tuple[str, int, int], ...] = ()  # (stage, batch, context-or-prefill tokens) points of ONE model,
+    # timed one after another on the same drawn weights; () = the points batch/context/prefill_tokens give
 
     def check(self) -> None:
         require(self.width in WIDTHS, f"--width {self.width!r}: expected auto, toy or k3")
@@ -94,6 +104,13 @@ class StepParams:
         ):
             require(v <= most, f"{flag} {v}: absurdly large; expected at most {most:,}")
         require(self.layers is None or self.layers >= 1, f"--layers {self.layers}: expected >= 1")
+        require(
+            self.expert_format in EXPERT_FORMATS, f"--expert-format {self.expert_format!r}: expected bf16 or runtime"
+        )
+        require(
+            self.width != "toy" or (self.stack is None and self.expert_format == "bf16"),
+            "--stack/--expert-format: --width k3 only",
+        )
         require(
             self.width != "toy" or (self.layers is None and self.experts is None), "--layers/--experts: --width k3 only"
         )
@@ -121,13 +138,15 @@ def _setup(params: StepParams, *, hardware: Optional[str] = None):
     k3: Optional[Setup] = None
     for topo in [params.topology] if params.topology else ["1x1", "1x1x1", "1"]:
         try:
-            k3 = make_setup(model=str(path), hardware=hardware, topology=topo, tp=params.tp or 1)
+            k3 = make_setup(model=str(path), hardware=hardware, topology=topo, tp=params.tp or 1, stack=params.stack)
             break
         except K3PlanError:
             if params.topology:
                 raise
     if k3 is None:
         raise K3PlanError(f"probe step --width k3: no one-chip topology of {hardware}; pass --topology")
+    if params.expert_format == "runtime":  # the stack's own expert format and form (validate's graph of it)
+        return replace(k3, stack=updated(k3.stack, compute_dtype=cd))
     # every expert key overridden: a ``role@format`` key (torchtpu-vllm's "expert@mxfp4") outranks "expert" in
     # Stack.runtime_format, and with it kept the step held MXFP4 experts dequantized in XLA ops (the v5e run of
     # 2026-12-04 05:41Z: 80.7 ms a decode step, the profile's top ops u8 unpacking and scale broadcasts)
@@ -514,38 +533,150 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     stage_ops = {st: step_op_costs(setup, params, stage=st, floor=floor) for st in stages}
     out = list(sub) if given is None else []  # given records are not this run's: not written again
     drawn: dict = {}
-    for stage in stages:
-        ctx.progress(f"step: compile and time the {'K3-width' if k3 else 'scaled'} {stage} step on {n} devices")
-        timed = _time_stage(
-            setup,
-            jax.devices()[:n],
-            stage=stage,
-            batch=params.batch if stage == "decode" else 1,
-            context=params.context if stage == "decode" else chunk,
-            tokens=chunk,
-            warmup=ctx.warmup,
-            repeats=ctx.repeats,
-            deadline=ctx.deadline,
-            form="ragged" if k3 else None,
-            profile=not ctx.is_cpu,
-            drawn=drawn,
-        )
+    for stage, batch, context in _points(params, stages=stages, chunk=chunk):
+        pp = replace(params, batch=batch, context=context, prefill_tokens=context, stages=(stage,))
+        what = f"{stage} b{batch} c{context}" if stage == "decode" else f"{stage} {context} tokens"
+        ctx.progress(f"step: compile and time the {'K3-width' if k3 else 'scaled'} {what} step on {n} devices")
+        if params.grid and ctx.deadline.expired():
+            break
+        try:
+            timed = _time_stage(
+                setup,
+                jax.devices()[:n],
+                stage=stage,
+                batch=batch,
+                context=context,
+                tokens=context,
+                warmup=ctx.warmup,
+                repeats=ctx.repeats,
+                deadline=ctx.deadline,
+                form=_form(params),
+                profile=not ctx.is_cpu and not params.grid,
+                drawn=drawn,
+            )
+        except Exception as err:  # the compiler's or the allocator's refusal is a grid point too
+            if not params.grid or not _oom(err):
+                raise
+            out.append(rec := _refused_record(ctx, pp, setup, stage=stage, err=err))
+            ctx.emit(rec)
+            continue
+        ops = step_op_costs(setup, pp, stage=stage, floor=floor)
         out.append(
             rec := _step_record(
                 ctx,
-                params,
+                pp,
                 setup,
                 stage=stage,
-                ops=stage_ops[stage],
+                ops=ops,
                 timed=timed,
                 peaks=peaks,
                 curves=curves,
                 sub=sub,
-                chunk=chunk,
+                chunk=context if stage == "prefill" else chunk,
             )
         )
         ctx.emit(rec)
     return out
+
+
+def parse_grid(text: str) -> tuple[tuple[str, int, int], ...]:
+    """--grid decode:BxC,prefill:T,... -> ((stage, batch, context-or-tokens), ...)."""
+    out = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        stage, _, rest = item.partition(":")
+        try:
+            if stage == "decode":
+                b, _, c = rest.lower().partition("x")
+                out.append(("decode", int(b), int(c)))
+            elif stage == "prefill":
+                out.append(("prefill", 1, int(rest)))
+            else:
+                raise ValueError(stage)
+        except ValueError:
+            raise K3PlanError(
+                f"--grid {item!r}: expected decode:BATCHxCONTEXT or prefill:TOKENS (e.g. decode:16x8192,prefill:1024)"
+            ) from None
+        require(out[-1][1] >= 1 and out[-1][2] >= 2, f"--grid {item!r}: batch >= 1 and >= 2 tokens")
+    require(bool(out), "--grid: no points")
+    return tuple(out)
+
+
+def _points(params: StepParams, *, stages: Sequence[str], chunk: int) -> list[tuple[str, int, int]]:
+    """(stage, batch, context) of each step timed: the grid's, else decode at batch x context and one prefill
+    chunk (batch 1, its context the chunk)."""
+    if params.grid:
+        return [p for p in params.grid if p[0] in stages]
+    return [(st, params.batch, params.context) if st == "decode" else (st, 1, chunk) for st in stages]
+
+
+def _form(params: StepParams) -> Optional[str]:
+    """The experts' form: K3 width with bf16 experts runs them as plain ragged_dots; the stack's runtime
+    format runs in the stack's own form (validate's STACK_FORMS); the toy step in the stack's."""
+    return "ragged" if _k3(params) and params.expert_format == "bf16" else None
+
+
+OOM_WORDS = ("RESOURCE_EXHAUSTED", "exceeds available HBM", "Out of memory", "out of memory", "Ran out of memory")
+
+
+def _oom(err: BaseException) -> bool:
+    return any(w in str(err) for w in OOM_WORDS)
+
+
+def _model_params(params: StepParams, setup) -> dict:
+    from k3plan.step.live import form_for
+
+    spec = setup.model.spec
+    expert = next(t for t in setup.model.inventory.text if t.role == "expert")
+    return {
+        "stack": setup.stack.name,
+        "expert_format": params.expert_format,
+        "expert_runtime_format": str(setup.stack.runtime_format("expert", expert.fmt)),
+        "expert_form": _form(params) or form_for(setup.stack.name),
+        "layers": spec.num_layers,
+        "experts": spec.moe.num_experts,
+    }
+
+
+def _refused_record(ctx, params: StepParams, setup, *, stage: str, err: BaseException):
+    """A grid point the chip refused (the compiler's HBM check or the allocator): no time, the refusal's words."""
+    decode = stage == "decode"
+    words = " ".join(str(err).split())
+    first = next((w for w in OOM_WORDS if w in words), "")
+    at = max(0, words.find(first) - 200)
+    point = ProbePoint(
+        params={
+            "stage": stage,
+            "batch": params.batch if decode else 1,
+            "context": params.context,
+            "tokens": 1 if decode else params.context,
+            "devices": setup.topology.devices,
+            "tp": setup.parallel.tp,
+            "refused": "oom",
+            "refusal": words[at : at + 600],
+            **_model_params(params, setup),
+        },
+        notes=["refused by the chip: out of memory (compile or allocation); no time"],
+    )
+    return ctx.record(
+        probe="step",
+        mode=stage,
+        params={
+            "width": params.width,
+            "layout": f"{setup.hardware.name} {setup.topology.text} tp={setup.parallel.tp} ep={setup.parallel.ep}",
+            **_model_params(params, setup),
+            "batch": params.batch if decode else 1,
+            "context": params.context,
+            "prefill_tokens": None if decode else params.context,
+            "refused": "oom",
+        },
+        implementation=f"xla: validate.steps {stage}",
+        attempts=[
+            Attempt(implementation=f"xla: validate.steps {stage}", ok=False, reason="out of memory: " + words[:300])
+        ],
+        points=[point],
+        ok=False,
+        error="out of memory on the chip (a grid point: the refusal is the measurement)",
+    )
 
 
 def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Timed, peaks, curves, sub, chunk: int):
@@ -573,7 +704,7 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
     if k3:
         from k3plan.step.graph import validate_graph_note
 
-        notes += [K3_EXPERTS_NOTE, validate_graph_note()]
+        notes += [K3_EXPERTS_NOTE if params.expert_format == "bf16" else RUNTIME_EXPERTS_NOTE, validate_graph_note()]
         if stage == "decode":
             notes.append(IDENTICAL_ROWS)
     measured = dict.fromkeys(o.efficiency.record_path for o in stage_t.ops if o.efficiency.measured)
@@ -633,6 +764,7 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
             "width": params.width,
             "layout": f"{setup.hardware.name} {setup.topology.text} tp={setup.parallel.tp} ep={setup.parallel.ep}",
             "stack": setup.stack.name,
+            **(_model_params(params, setup) if k3 else {}),
             "batch": params.batch if decode else 1,
             "context": params.context if decode else chunk,
             "prefill_tokens": None if decode else chunk,
@@ -646,7 +778,14 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
                 "measured in this run" if params.records is None else f"--records {params.records}: {len(sub)} records"
             ),
         },
-        implementation=f"xla: validate.steps {stage}" + (" (experts: ragged form, bf16)" if k3 else ""),
+        implementation=f"xla: validate.steps {stage}"
+        + (
+            " (experts: ragged form, bf16)"
+            if k3 and params.expert_format == "bf16"
+            else f" (experts: {_model_params(params, setup)['expert_runtime_format']}, the stack's form)"
+            if k3
+            else ""
+        ),
         attempts=[Attempt(implementation=f"xla: validate.steps {stage}", ok=True)],
         points=[point],
         baseline="none: the whole step is timed, one call after another (the cache donated and threaded)",
@@ -715,6 +854,8 @@ def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], 
         layers=int(pt["layers"]),
         experts=int(pt["experts"]),
         stages=(stage,),
+        stack=str(record.params["stack"]) if "expert_format" in record.params else None,  # grid records name theirs
+        expert_format=str(record.params.get("expert_format", "bf16")),
     )
     require(str(record.params.get("width")) == "k3", "reprice: a --width k3 step record")
     setup = _setup(params, hardware=hardware)

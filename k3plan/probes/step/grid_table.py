@@ -1,0 +1,214 @@
+"""The v5e grid's table (issue 50) from the committed step records: measured vs expected time, the chip's compiled
+temp vs fit's, and the chip's refusals vs fit's verdict. No device and no jax: the records hold what the chip said;
+fit is run here, today, on the same scaled model, stack and expert format.
+
+    python3 -m k3plan.probes.step.grid_table            # Markdown, the table docs/device.md holds
+    python3 -m k3plan.probes.step.grid_table --check    # exit 1 when docs/device.md's copy differs
+
+Columns: expected = the record's own (speed.expected_time of the step's op list against the committed v5e
+efficiency records, `probe step --records reports/probes`); compiled temp = the chip's memory_analysis
+(a refused point: the compiler's "HLO temporaries" figure of its refusal); fit temp = fit's temp of that
+stage at the point's workload (a decode point: batch x context; a prefill point: batch 1, the chunk = the
+context); fit = its verdict for that stage alone (the chip compiled one stage; fit's own verdict counts the
+larger of both stages' temps): weights + cache + state + reserve + the stage's temp within usable HBM, "FITS IF"
+where that temp is the analytic lower bound (issue 50). A refused point's figure is the compiler's total
+(arguments + temporaries) from its refusal, not its temp. The band is 0.8-1.25x; a ratio outside it is marked.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+GRID_DIR = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-20261204"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "device.md"
+BEGIN, END = "<!-- grid-table:begin (python3 -m k3plan.probes.step.grid_table) -->", "<!-- grid-table:end -->"
+BAND = (0.8, 1.25)
+HARDWARE = "tpu-v5e"
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    stage: str
+    batch: int
+    context: int
+    measured_s: Optional[float]
+    expected_s: Optional[float]
+    compiled_temp: Optional[int]
+    refused: bool
+    fit_temp: Optional[int]
+    fit_verdict: str
+    record: str
+
+    @property
+    def ratio(self) -> Optional[float]:
+        if self.measured_s is None or not self.expected_s:
+            return None
+        return self.measured_s / self.expected_s
+
+    @property
+    def agrees(self) -> bool:
+        """The chip's verdict (ran / refused) against fit's: FITS with a run, DOES NOT FIT with a refusal. A FITS IF
+        is neither: it agrees with a run whose compiled temp met its condition, and with no refusal."""
+        if self.fit_verdict.startswith("DOES NOT"):
+            return self.refused
+        if self.fit_verdict.startswith("FITS IF"):
+            return not self.refused and self.compiled_temp is not None and self.compiled_temp <= self.condition
+        return not self.refused
+
+    @property
+    def condition(self) -> int:
+        """The most temporaries a FITS IF allows (bytes; 0 for any other verdict)."""
+        m = re.match(r"FITS IF temp <= ([\d.]+)", self.fit_verdict)
+        return 0 if m is None else int(float(m.group(1)) * 2**30)
+
+
+def _refused_temp(words: str) -> Optional[int]:
+    m = re.search(r"HLO temporaries \(([\d.]+)G\)", words)
+    return None if m is None else int(float(m.group(1)) * 2**30)  # the refusal's G is GiB (15.75G = bytes_limit)
+
+
+def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optional[int], str]:
+    """fit's temp of ``stage`` and its verdict at the point, on the record's scaled model, stack and expert format."""
+    from k3plan.budget.fit import ANALYTIC_TEMP, Workload, fit
+    from k3plan.probes.step.probe import StepParams, _setup
+    from k3plan.step.verdict import fit_reason
+
+    sp = StepParams(
+        width="k3",
+        layers=int(params["layers"]),
+        experts=int(params["experts"]),
+        stack=str(params["stack"]),
+        expert_format=str(params["expert_format"]),
+    )
+    setup = _setup(sp, hardware=HARDWARE)
+    if stage == "decode":
+        w = Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=1)
+    else:
+        w = Workload(context_tokens=context, batch=1, prefill_chunk_tokens=context)
+    r = fit(setup, w)
+    # the stage's own budget: the chip compiled one stage, fit counts the larger of both stages' temps
+    temp = r.temp.decode_bytes if stage == "decode" else r.temp.prefill_bytes
+    source = r.provenance.temp_decode if stage == "decode" else r.provenance.temp_prefill
+    if temp is None:
+        return None, "DOES NOT FIT: calibration"
+    room = r.per_device.free_bytes + r.per_device.temp_bytes  # what the stage's temporaries may take
+    code = fit_reason(fits=False, code=r.reason)[0].value if r.reason in (1, 2) else None  # fallback, weights
+    if code is not None:
+        verdict = f"DOES NOT FIT: {code}"
+    elif temp > room:
+        verdict = "DOES NOT FIT: budget"
+    elif source == ANALYTIC_TEMP:
+        verdict = f"FITS IF temp <= {room / 2**30:.2f}"
+    else:
+        verdict = "FITS"
+    return temp, verdict
+
+
+def rows(folder: Path = GRID_DIR) -> list[Row]:
+    from k3plan.evidence.probe_records import load_with_paths
+
+    out = []
+    for rec, path in load_with_paths(folder, strict=True):
+        if rec.probe != "step" or not rec.points:
+            continue
+        pt = rec.points[0].params
+        stage = str(rec.mode)
+        batch, context = int(pt["batch"]), int(pt["context"])
+        refused = pt.get("refused") == "oom"
+        params = {
+            **rec.params,
+            "layers": rec.params.get("layers", pt.get("layers")),
+            "experts": rec.params.get("experts", pt.get("experts")),
+        }
+        fmt = "bf16" if params["expert_format"] == "bf16" else str(params.get("expert_runtime_format"))
+        model = f"{params['stack']} {fmt} {params['layers']}L {params['experts']}E"
+        mem = pt.get("memory_analysis") or {}
+        fit_temp, verdict = _fit(params, stage=stage, batch=batch, context=context)
+        out.append(
+            Row(
+                model=model,
+                stage=stage,
+                batch=batch,
+                context=context,
+                measured_s=None if refused else rec.points[0].value,
+                expected_s=None if refused else rec.points[0].expected,
+                compiled_temp=_refused_temp(str(pt.get("refusal", ""))) if refused else mem.get("temp_bytes"),
+                refused=refused,
+                fit_temp=fit_temp,
+                fit_verdict=verdict,
+                record=path.relative_to(folder).as_posix(),
+            )
+        )
+    out.sort(key=lambda r: (r.model, r.stage != "decode", r.batch, r.context))
+    return out
+
+
+def _gib(n: Optional[int]) -> str:
+    return "" if n is None else f"{n / 2**30:.2f}"
+
+
+def table(rs: list[Row]) -> str:
+    lines = [
+        "| model (stack, experts, layers, routed experts) | point | measured ms | expected ms | measured / expected "
+        "| compiled temp GiB | fit temp GiB | fit | record (`reports/probes/grid-20261204/`) |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rs:
+        point = f"decode {r.batch} x {r.context:,}" if r.stage == "decode" else f"prefill {r.context:,}"
+        ratio = r.ratio
+        if ratio is None:
+            ratio_s = "**refused (OOM)**"
+        else:
+            ratio_s = f"{ratio:.2f}" + ("" if BAND[0] <= ratio <= BAND[1] else " (out)")
+        fit_s = r.fit_verdict + (
+            ""
+            if r.agrees
+            else " **(disagrees)**"
+            if not r.fit_verdict.startswith("FITS IF")
+            else " **(unmet: the chip refused)**"
+            if r.refused
+            else " **(unmet)**"
+        )
+        lines.append(
+            f"| {r.model} | {point} | {'' if r.measured_s is None else f'{r.measured_s * 1e3:.1f}'} | "
+            f"{'' if r.expected_s is None else f'{r.expected_s * 1e3:.1f}'} | {ratio_s} | "
+            f"{('total ' if r.refused else '') + _gib(r.compiled_temp)} | {_gib(r.fit_temp)} | {fit_s} | `{r.record}` |"
+        )
+    timed = [r for r in rs if r.ratio is not None]
+    inside = sum(BAND[0] <= (r.ratio or 0) <= BAND[1] for r in timed)
+    dis = [r for r in rs if not r.agrees and not r.fit_verdict.startswith("FITS IF")]
+    unmet = [r for r in rs if not r.agrees and r.fit_verdict.startswith("FITS IF")]
+    lines += [
+        "",
+        f"{len(rs)} points: {len(timed)} timed, {len(rs) - len(timed)} refused by the chip (out of memory); "
+        f"{inside} of {len(timed)} timed points inside {BAND[0]}-{BAND[1]}x; {len(dis)} where fit's verdict (FITS or "
+        f"DOES NOT FIT) and the chip's disagree; {len(unmet)} FITS IF whose condition the chip did not meet.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def doc_block(text: str) -> Optional[str]:
+    if BEGIN not in text or END not in text:
+        return None
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def main(argv: list[str]) -> int:
+    out = table(rows())
+    if "--check" in argv:
+        got = doc_block(DOC.read_text())
+        if got != out:
+            print("docs/device.md's grid table differs from the records: run python3 -m k3plan.probes.step.grid_table")
+            return 1
+        return 0
+    print(out, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
