@@ -179,6 +179,12 @@ def build_table(
     return table
 
 
+def layout_grid(*, padding: tuple[int, int] = (0, 2)) -> Table:
+    """A borderless grid for laying text out in columns (a headline block), not a table of figures: rich's
+    Table.grid, built here so that no other module constructs a rich Table."""
+    return Table.grid(padding=padding)
+
+
 def print_whole(console: Console, table: Table) -> None:
     """Print ``table`` uncut where the output is not a terminal (a pipe, a log, CI): the console widens
     to the table's natural width for it, since rich otherwise shrinks the widest columns to the console's

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from k3plan.app.setup import PointQuestion
 from k3plan.structs import Frozen
+from k3plan.units import GiB, fmt_gib
 
 if TYPE_CHECKING:
     from k3plan.advice.wiring import Draft
@@ -71,7 +72,7 @@ class FitAnswer(Frozen):
             )
         if eng["starts"]:
             return (
-                f"STARTS: KV pool {eng['kv_pool_tokens']:,} tokens ({eng['kv_pool_bytes'] / 2**30:.2f} GiB), max "
+                f"STARTS: KV pool {eng['kv_pool_tokens']:,} tokens ({fmt_gib(eng['kv_pool_bytes'])}), max "
                 f"concurrency {eng['max_concurrency']:,.2f} at {eng.get('max_model_len') or ctx:,} tokens"
             )
         return f"WON'T START: {eng['message']} (raised in {eng['raised_at']})"
@@ -87,7 +88,7 @@ class FitAnswer(Frozen):
 
 def sequences_note(r: FitResult, eng: dict) -> str:
     """One line: the budget's sequences at the context against the engine's concurrency, and why they differ."""
-    gib = 2**30
+    gib = GiB
     w, dev, cap = r.workload, r.per_device, r.capacity
     budget_room = dev.free_bytes + dev.kv_bytes + dev.state_bytes  # what the budget has for sequences
     per_seq = (dev.kv_bytes + dev.state_bytes) / max(w.batch, 1)

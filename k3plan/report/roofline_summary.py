@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from k3plan.tables import Column, build_table, figure
+from k3plan.tables import Column, build_table, figure, layout_grid
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from k3plan.evidence.benchmarks import ServingFigure
     from k3plan.roofline.bounds import DecodeBound, Efficiency, PrefillBound
     from k3plan.roofline.comm import CommCost
@@ -244,7 +245,7 @@ def render_summary(
         ),
         width=w,
     )
-    grid = Table.grid(padding=(0, 2))
+    grid = layout_grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(justify="right", style="bold", no_wrap=True)
     grid.add_column(no_wrap=True)

@@ -20,7 +20,7 @@ later one the moment one finishes; a request's TTFT runs from its own send to it
 the time it waits in the engine's queue behind the prompts sent with it, not the client's wait for a slot
 (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/backend_request_func.py ``_openai_fetch``:
 ``st = time.perf_counter()`` as the request is posted, ``ttft = time.perf_counter() - st`` at its first
-chunk, @1b219f93, copied from vLLM's benchmarks/backend_request_func.py @02f0c7b); TPOT a request's
+chunk, @1b219f93, copied from vllm-project/vllm's backend_request_func.py @02f0c7b); TPOT a request's
 (latency - TTFT) / (OSL - 1). Every request is measured, none warms up.
 """
 

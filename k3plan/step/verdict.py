@@ -13,6 +13,7 @@ from __future__ import annotations
 from enum import Enum
 
 from k3plan.columns import first_true
+from k3plan.units import fmt_gib
 
 
 class ReasonCode(str, Enum):
@@ -109,7 +110,7 @@ def why_not(code: int) -> str:
 def unverified_text(max_temp_bytes: int) -> str:
     """The reason of a fit that rests on the analytic lower bound of its temporaries (issue 50)."""
     return (
-        f"fits if temporaries <= {max_temp_bytes / 2**30:.2f} GiB (unverified: the temp is the analytic lower bound, "
+        f"fits if temporaries <= {fmt_gib(max_temp_bytes)} (unverified: the temp is the analytic lower bound, "
         "no measured or compiled evidence)"
     )
 

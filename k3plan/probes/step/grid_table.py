@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from k3plan.units import GiB
+
 GRID_DIR = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-20261204"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "device.md"
 BEGIN, END = "<!-- grid-table:begin (python3 -m k3plan.probes.step.grid_table) -->", "<!-- grid-table:end -->"
@@ -64,12 +66,12 @@ class Row:
     def condition(self) -> int:
         """The most temporaries a FITS IF allows (bytes; 0 for any other verdict)."""
         m = re.match(r"FITS IF temp <= ([\d.]+)", self.fit_verdict)
-        return 0 if m is None else int(float(m.group(1)) * 2**30)
+        return 0 if m is None else int(float(m.group(1)) * GiB)
 
 
 def _refused_temp(words: str) -> Optional[int]:
     m = re.search(r"HLO temporaries \(([\d.]+)G\)", words)
-    return None if m is None else int(float(m.group(1)) * 2**30)  # the refusal's G is GiB (15.75G = bytes_limit)
+    return None if m is None else int(float(m.group(1)) * GiB)  # the refusal's G is GiB (15.75G = bytes_limit)
 
 
 def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optional[int], str]:
@@ -103,7 +105,7 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
     elif temp > room:
         verdict = "DOES NOT FIT: budget"
     elif source == ANALYTIC_TEMP:
-        verdict = f"FITS IF temp <= {room / 2**30:.2f}"
+        verdict = f"FITS IF temp <= {room / GiB:.2f}"
     else:
         verdict = "FITS"
     return temp, verdict
@@ -149,7 +151,7 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
 
 
 def _gib(n: Optional[int]) -> str:
-    return "" if n is None else f"{n / 2**30:.2f}"
+    return "" if n is None else f"{n / GiB:.2f}"
 
 
 def table(rs: list[Row]) -> str:
