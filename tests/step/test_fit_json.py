@@ -40,7 +40,11 @@ decode step's MLA grows with the context: the model's ratio between 8,192 and 13
 torchtpu-vllm files once more when issue 48 item 5 gave the plugin its own page (16 tokens, the KDA state apart in
 unpadded slots of 72 layer pages: engines/stacks/torchtpu-vllm.yaml paging, kv_cache_manager.py @15e5264a): the KV
 and state bytes, free bytes, capacity, cache_layout (block 16, no page, paging separate, state_layer_groups), the KV
-and stack-source provenance and the speed floats. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate."""
+and stack-source provenance and the speed floats. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate.
+ Recaptured (speed.tpot_s 58.65 -> 95.62 ms, tokens_per_s, tpot_label) when issue 46 matched benchmarks on
+the whole key: the default question (bf16 KV, 16-token pages, chunk 8,192) is no longer answered from the
+fp8/256-token-page tuned recipe but transferred from the bf16 nightly at chunk 512, the same ratio 3.09.
+"""
 
 from __future__ import annotations
 
