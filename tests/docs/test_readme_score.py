@@ -3,6 +3,7 @@ serving benchmarks and the model as it is (no ratio typed in)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import sys
@@ -21,21 +22,27 @@ def _score():
 
 
 SCORE = _score()
-ROWS = SCORE.score_rows()
+
+
+@functools.cache
+def rows():
+    """The score's rows, computed once a process and only where a test asks (about 40 s on the 2-core machine:
+    never at collection, which every xdist worker does)."""
+    return SCORE.score_rows()
 
 
 def test_the_readme_table_is_the_script_s_output():
     readme = (ROOT / "README.md").read_text()
     table = readme.split("<!-- score:begin -->\n")[1].split("<!-- score:end -->")[0]
-    assert table == SCORE.markdown(ROWS)
+    assert table == SCORE.markdown(rows())
 
 
 def test_every_shipped_benchmark_is_a_row_and_every_ratio_is_model_over_measured():
     from k3plan.evidence.benchmarks import load_benchmarks
 
-    assert {r.case for r in ROWS} == {Path(b.path).stem for b in load_benchmarks()}
-    assert len(ROWS) >= 15
-    for r in ROWS:
+    assert {r.case for r in rows()} == {Path(b.path).stem for b in load_benchmarks()}
+    assert len(rows()) >= 15
+    for r in rows():
         assert r.tpot_ratio is None or math.isclose(r.tpot_ratio, r.tpot_model_ms / r.tpot_measured_ms)
         assert (r.ttft_ratio is None) == (r.ttft_model_ms is None or r.ttft_measured_ms is None)
         assert r.held_out_tpot_ratio == r.tpot_ratio  # nothing fitted to TPOT
@@ -46,7 +53,7 @@ def test_every_shipped_benchmark_is_a_row_and_every_ratio_is_model_over_measured
 
 def test_the_floor_is_refitted_without_each_case():
     """True leave-one-out: the held-out floor of a case is the one fitted on the others, never on itself."""
-    with_floor = [r for r in ROWS if r.ttft_floor_ms is not None]
+    with_floor = [r for r in rows() if r.ttft_floor_ms is not None]
     assert len(with_floor) >= 10
     for r in with_floor:
         others = [(q.ttft_model_ms - q.ttft_floor_ms, q.ttft_measured_ms) for q in with_floor if q.case != r.case]
@@ -54,8 +61,8 @@ def test_the_floor_is_refitted_without_each_case():
 
 
 def test_the_frame_has_a_row_a_case():
-    frame = SCORE.score_frame(ROWS)
-    assert list(frame["case"]) == [r.case for r in ROWS]
+    frame = SCORE.score_frame(rows())
+    assert list(frame["case"]) == [r.case for r in rows()]
     assert {"tpot_ratio", "ttft_ratio", "held_out_tpot_ratio", "priced_as"} <= set(frame.columns)
 
 
