@@ -144,7 +144,7 @@ def families(
         if reasons.launch and launch:
             why = [e for i, e in launch.items() if int(fam[i]) == f and codes[i] == CODE["launch"]]
             if why:
-                top = max(set(why), key=why.count)
+                top = max(sorted(set(why)), key=why.count)  # ties: the first in order, not a set's hash order
                 detail.append(f"cannot launch ({len(why)}): {top}" + (" (and others)" if len(set(why)) > 1 else ""))
         if reasons.tpot and target_tpot_s is not None:
             detail.append(f"best TPOT {tpot_best[f]:.2f} ms against a target of {target_tpot_s * 1e3:g} ms")

@@ -138,9 +138,10 @@ def _measured_or_not_ok(fields: dict[str, Any], *, cut_reason: Optional[str]) ->
     if fields.get("ok", True) and not any(pt.value is not None for pt in points):
         fields["ok"] = False
         what = "no sweep point ran" if not points else "no point has a value"
+        failed = [v.detail for v in fields.get("verification") or () if not getattr(v, "ok", True)]
         fields["error"] = fields.get("error") or f"measured nothing: {what}" + (
             f" ({cut_reason})" if cut_reason else ""
-        )
+        ) + "".join(f"; {d}" for d in failed)  # the failed checks' own reasons (an HLO without the op)
 
 
 def build_context(

@@ -164,8 +164,8 @@ def test_step_width_is_sized_to_the_backend():
 def test_k3_width_step_holds_its_experts_in_bf16():
     """torchtpu-vllm's "expert@mxfp4" key outranks "expert": the K3-width step must override it too, or it
     holds MXFP4 experts dequantized in XLA ops (the first v5e step run: 80.7 ms a decode step)."""
-    from k3plan.probes.step.probe import StepParams, _setup
+    from k3plan.probes.step.probe import StepParams, step_setup
 
-    s = _setup(StepParams(width="k3"), hardware="tpu-v5e")
+    s = step_setup(StepParams(width="k3"), hardware="tpu-v5e")
     assert s.stack.runtime_format("expert", "mxfp4") == "bf16"
     assert not any(k.startswith("expert@") for k in s.stack.runtime_formats)

@@ -77,7 +77,7 @@ def _refused_temp(words: str) -> Optional[int]:
 def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optional[int], str]:
     """fit's temp of ``stage`` and its verdict at the point, on the record's scaled model, stack and expert format."""
     from k3plan.budget.fit import ANALYTIC_TEMP, Workload, fit
-    from k3plan.probes.step.probe import StepParams, _setup
+    from k3plan.probes.step.probe import StepParams, step_setup
     from k3plan.step.verdict import fit_reason
 
     sp = StepParams(
@@ -87,7 +87,7 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
         stack=str(params["stack"]),
         expert_format=str(params["expert_format"]),
     )
-    setup = _setup(sp, hardware=HARDWARE)
+    setup = step_setup(sp, hardware=HARDWARE)
     if stage == "decode":
         w = Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=1)
     else:

@@ -116,7 +116,7 @@ class StepParams:
         )
 
 
-def _setup(params: StepParams, *, hardware: Optional[str] = None):
+def step_setup(params: StepParams, *, hardware: Optional[str] = None):
     from k3plan.engines.stack import ComputeDtype, updated
     from k3plan.probes.step.scaled import K3_WIDTH_EXPERTS, K3_WIDTH_LAYERS, k3_width_config_path, scaled_config_path
     from k3plan.setup import make_setup
@@ -495,7 +495,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
     if params.width == "auto":
         params = replace(params, width="toy" if ctx.is_cpu else "k3")
     k3 = params.width == "k3"
-    setup = _setup(params, hardware=ctx.hardware.name)
+    setup = step_setup(params, hardware=ctx.hardware.name)
     n = setup.topology.devices
     if ctx.device_count < n:
         raise K3PlanError(
@@ -858,7 +858,7 @@ def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], 
         expert_format=str(record.params.get("expert_format", "bf16")),
     )
     require(str(record.params.get("width")) == "k3", "reprice: a --width k3 step record")
-    setup = _setup(params, hardware=hardware)
+    setup = step_setup(params, hardware=hardware)
     cap = record.params.get("capacity_tokens")
     params = replace(params, capacity_tokens=int(cap) if cap else _legacy_capacity(setup, params, stage))
     peaks = Peaks.from_hardware(load_hardware(hardware))
