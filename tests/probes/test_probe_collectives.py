@@ -46,7 +46,10 @@ def test_axis_size_and_rounding(run_probe_cli):
 def test_timeout_cuts_short_and_says_so(run_probe_cli):
     result, records, _ = run_probe_cli("allreduce", "--bytes", "64,128,256,512", "--mode", "chained",
                                        "--iters", "1,2", "--timeout", "0.001")
-    assert result.exit_code == 0, result.stderr
     (rec,) = records
     assert rec["cut_short"] is True and "--timeout" in rec["cut_short_reason"]
     assert len(rec["points"]) < 4
+    # issue 48: a sweep cut short before any point has a value is no measurement: not ok, exit 1, and it says why
+    valued = any(p["value"] is not None for p in rec["points"])
+    assert result.exit_code == (0 if valued else 1), result.stderr
+    assert valued or (rec["ok"] is False and rec["error"].startswith("measured nothing")), rec["error"]

@@ -94,7 +94,10 @@ def test_every_probe_plans_its_total_before_its_first_point(ctx_events, name):
     run, params, total = _cases()[name]
     events.clear()
     records = run(ctx=ctx, params=params)
-    assert records and all(r.ok and r.points for r in records), [r.error for r in records]
+    # every record ran its points; on 8 fake CPU devices a 64 B collective can sit inside the timing noise, and a
+    # record none of whose points has a value is not ok (issue 48), saying so -- what this test holds is the plan
+    assert records and all(r.points for r in records), [r.error for r in records]
+    assert all(r.ok or (r.error or "").startswith("measured nothing") for r in records), [r.error for r in records]
     assert events and events[0] == ("plan", total), events  # planned before anything started
     plans = [e[1] for e in events if e[0] == "plan"]
     started = sum(e[0] == "point" for e in events)
