@@ -126,6 +126,46 @@ def _common(spec: ModelSpec, *, rows, layout) -> list[Op]:
     return ops
 
 
+def _decode_attention(spec: ModelSpec, live, *, name: str, count, seqs, keys, bytes_read, tp) -> Op:
+    """One query a sequence over ``keys`` cached entries of ``count`` layers, reading ``bytes_read`` (V4's CSA picks,
+    HCA entries and window; V4.1's shared main KV and FP8 window): QK and PV over one shared K = V head."""
+    d = spec.dsv4
+    assert d is not None
+    split = heads_split(spec.mla.heads, tp)
+    per_key = 2 * 2 * spec.mla.heads * d.head_dim
+    return Op(
+        name=name,
+        kind="attention",
+        layer_kind="mla",
+        category="kv",
+        count=count,
+        bytes_read=bytes_read,
+        flops=seqs * per_key * keys / split,
+        flops_category="attention",
+        tokens=seqs,
+        heads=spec.mla.heads // split,
+        live=_attn_live(live, spec, seqs=seqs, queries=1, keys=keys, tp=tp),
+    )
+
+
+def _decode_indexer(spec: ModelSpec, *, name: str, count, seqs, keys, key_bytes) -> Op:
+    """The lightning indexer of one decode step: every sequence's query scored against ``keys`` index keys."""
+    d = spec.dsv4
+    assert d is not None
+    return Op(
+        name=name,
+        kind="attention",
+        layer_kind="mla",
+        category="kv",
+        count=count,
+        bytes_read=seqs * keys * key_bytes,
+        flops=seqs * 2 * d.index_n_heads * d.index_head_dim * keys,
+        flops_category="attention",
+        tokens=seqs,
+        heads=d.index_n_heads,
+    )
+
+
 def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = None, layout=None) -> list[Op]:
     """V4's attention-side ops of one decode step (``seqs`` sequences, one query each, at ``context``)."""
     d = spec.dsv4
@@ -135,45 +175,19 @@ def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = N
     lay = layout or dsv4_cache.VLLM
     e, ib = lay.entry_bytes(d), lay.index_bytes(d)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
-    split = heads_split(spec.mla.heads, tp)
-    heads = spec.mla.heads // split
     w = minimum(d.sliding_window, context)
-    per_key = 2 * 2 * spec.mla.heads * d.head_dim  # QK and PV over one shared K = V head
 
     def attend(name: str, count, keys) -> Op:
-        """One query a sequence over ``keys`` cached entries of ``count`` layers (CSA's picked, HCA's, the window)."""
-        return Op(
-            name=name,
-            kind="attention",
-            layer_kind="mla",
-            category="kv",
-            count=count,
-            bytes_read=seqs * keys * e,
-            flops=seqs * per_key * keys / split,
-            flops_category="attention",
-            tokens=seqs,
-            heads=heads,
-            live=_attn_live(live, spec, seqs=seqs, queries=1, keys=keys, tp=tp),
+        """CSA's picked entries, HCA's, the window: ``keys`` cached entries of ``e`` bytes."""
+        return _decode_attention(
+            spec, live, name=name, count=count, seqs=seqs, keys=keys, bytes_read=seqs * keys * e, tp=tp
         )
 
     ops: list[Op] = []
     if n_csa:
         keys4 = context // CSA
         picked = minimum(d.index_topk, keys4) + w
-        ops.append(
-            Op(
-                name="dsv4.indexer",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=n_csa,
-                bytes_read=seqs * keys4 * ib,
-                flops=seqs * 2 * d.index_n_heads * d.index_head_dim * keys4,
-                flops_category="attention",
-                tokens=seqs,
-                heads=d.index_n_heads,
-            )
-        )
+        ops.append(_decode_indexer(spec, name="dsv4.indexer", count=n_csa, seqs=seqs, keys=keys4, key_bytes=ib))
         ops.append(attend("dsv4.csa_attention", n_csa, picked))
     if n_hca:
         ops.append(attend("dsv4.hca_attention", n_hca, context // r_hca + w))
@@ -435,27 +449,13 @@ def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | Non
         dsv4_cache.v41_index_bytes(d),
         dsv4_cache.v41_window_entry_bytes(d),
     )
-    split = heads_split(spec.mla.heads, tp)
-    heads = spec.mla.heads // split
     w = minimum(d.sliding_window, context)
-    per_key = 2 * 2 * spec.mla.heads * d.head_dim
     cand = d.csa2.candidate_topk_blocks * d.csa2.candidate_block_size
     ops: list[Op] = []
     first, later = _csa2_indexers(spec)
 
     def indexer(name: str, count, keys) -> Op:
-        return Op(
-            name=name,
-            kind="attention",
-            layer_kind="mla",
-            category="kv",
-            count=count,
-            bytes_read=seqs * keys * ib,
-            flops=seqs * 2 * d.index_n_heads * d.index_head_dim * keys,
-            flops_category="attention",
-            tokens=seqs,
-            heads=d.index_n_heads,
-        )
+        return _decode_indexer(spec, name=name, count=count, seqs=seqs, keys=keys, key_bytes=ib)
 
     for r, count in sorted(first.items()):
         ops.append(indexer(f"dsv4.csa2_indexer_r{r}", count, context // r))
@@ -467,34 +467,28 @@ def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | Non
     for r, count in sorted(by_ratio.items()):
         picked = minimum(d.index_topk, context // r)
         ops.append(
-            Op(
+            _decode_attention(
+                spec,
+                live,
                 name=f"dsv4.csa2_attention_r{r}",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
                 count=count,
+                seqs=seqs,
+                keys=picked + w,
                 bytes_read=seqs * (picked * main + w * win),
-                flops=seqs * per_key * (picked + w) / split,
-                flops_category="attention",
-                tokens=seqs,
-                heads=heads,
-                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=picked + w, tp=tp),
+                tp=tp,
             )
         )
     if window_only:
         ops.append(
-            Op(
+            _decode_attention(
+                spec,
+                live,
                 name="dsv4.window_attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
                 count=window_only,
+                seqs=seqs,
+                keys=w,
                 bytes_read=seqs * w * win,
-                flops=seqs * per_key * w / split,
-                flops_category="attention",
-                tokens=seqs,
-                heads=heads,
-                live=_attn_live(live, spec, seqs=seqs, queries=1, keys=w, tp=tp),
+                tp=tp,
             )
         )
     return ops + _csa2_common(spec, rows=seqs)
