@@ -68,49 +68,44 @@ def _mhc_flops(spec: ModelSpec, rows):
     return rows * (2 * (m * h + m * h + m * m * h) + d.hc_sinkhorn_iters * 4 * m * m)
 
 
+def _mhc_op(spec: ModelSpec, rows) -> Op:
+    """mHC's residual mixing, twice a layer (V4 and V4.1 alike)."""
+    return Op(
+        name="dsv4.mhc",
+        kind="elementwise",
+        layer_kind="mla",
+        category="state",
+        count=2 * spec.num_layers,
+        flops=_mhc_flops(spec, rows),
+        tokens=rows,
+    )
+
+
+def _compressor_op(name: str, *, count, rows, row_bytes) -> Op:
+    """A KV compressor's state update: ``row_bytes`` read and written a token, ``count`` layers."""
+    return Op(
+        name=name,
+        kind="elementwise",
+        layer_kind="mla",
+        category="state",
+        count=count,
+        bytes_read=rows * row_bytes,
+        bytes_written=rows * row_bytes,
+        tokens=rows,
+    )
+
+
 def _common(spec: ModelSpec, *, rows, layout) -> list[Op]:
     d = spec.dsv4
     assert d is not None
     n_csa, n_hca, _, _ = _ratios(spec)
     row_csa = 2 * 2 * d.head_dim * F32 + 2 * 2 * d.index_head_dim * F32  # kv + score rows, coff 2, with indexer
     row_hca = 2 * d.head_dim * F32
-    ops = [
-        Op(
-            name="dsv4.mhc",
-            kind="elementwise",
-            layer_kind="mla",
-            category="state",
-            count=2 * spec.num_layers,
-            flops=_mhc_flops(spec, rows),
-            tokens=rows,
-        ),
-    ]
+    ops = [_mhc_op(spec, rows)]
     if n_csa:
-        ops.append(
-            Op(
-                name="dsv4.csa_compressor",
-                kind="elementwise",
-                layer_kind="mla",
-                category="state",
-                count=n_csa,
-                bytes_read=rows * row_csa,
-                bytes_written=rows * row_csa,
-                tokens=rows,
-            )
-        )
+        ops.append(_compressor_op("dsv4.csa_compressor", count=n_csa, rows=rows, row_bytes=row_csa))
     if n_hca:
-        ops.append(
-            Op(
-                name="dsv4.hca_compressor",
-                kind="elementwise",
-                layer_kind="mla",
-                category="state",
-                count=n_hca,
-                bytes_read=rows * row_hca,
-                bytes_written=rows * row_hca,
-                tokens=rows,
-            )
-        )
+        ops.append(_compressor_op("dsv4.hca_compressor", count=n_hca, rows=rows, row_bytes=row_hca))
     if d.num_hash_layers:
         ops.append(
             Op(
@@ -418,27 +413,7 @@ def _csa2_common(spec: ModelSpec, *, rows) -> list[Op]:
     assert d is not None
     n_src = len(dsv4_cache.csa2_sources(d))
     row = 2 * d.head_dim * F32
-    return [
-        Op(
-            name="dsv4.mhc",
-            kind="elementwise",
-            layer_kind="mla",
-            category="state",
-            count=2 * spec.num_layers,
-            flops=_mhc_flops(spec, rows),
-            tokens=rows,
-        ),
-        Op(
-            name="dsv4.csa2_compressor",
-            kind="elementwise",
-            layer_kind="mla",
-            category="state",
-            count=n_src,
-            bytes_read=rows * row,
-            bytes_written=rows * row,
-            tokens=rows,
-        ),
-    ]
+    return [_mhc_op(spec, rows), _compressor_op("dsv4.csa2_compressor", count=n_src, rows=rows, row_bytes=row)]
 
 
 def csa2_decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = None) -> list[Op]:
