@@ -281,14 +281,14 @@ def _serve_fits(result: FitResult) -> bool:
 
 
 def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
-    """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm_memory)."""
-    from k3plan.engines.vllm_memory import engine_sizing
+    """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm.memory)."""
+    from k3plan.engines.vllm.memory import engine_sizing
 
     lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
         return None
     if served is not None and served.engine == "sglang":
-        from k3plan.engines.sglang_memory import sglang_kv_pool
+        from k3plan.engines.sglang.memory import sglang_kv_pool
 
         sg = sglang_kv_pool(
             mem_fraction_static=round(1 - st.reserve.fraction_of_usable_hbm, 12),
@@ -311,7 +311,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
         weights_bytes=result.per_device.weights_bytes,
         expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
-        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm_memory.moe_shard_padding)
+        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm.memory.moe_shard_padding)
         moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
         tp=setup.parallel.tp,
         expert_parallel=True if served is None else served.expert_parallel,

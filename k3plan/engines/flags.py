@@ -120,7 +120,7 @@ MAXTEXT_KV = {"bf16": "bfloat16", "fp8": None, "fp8_ds_mla": None, "fp32": "floa
 # benchmark configs say so -- configs/kimi-k3-tp32-ep-agentx.sh @ca556cac: "--block-size 256: with the 16-token
 # default, prefill at 100k+ context is 3 to 8.5x slower and decode slows with context (#837)" -- and so does the
 # MLA tuned table's first K3 TP 32 entry ("16-token KV cache pages", kernels/mla/v2/tuned_params.py @79bd30e0).
-# The memory side prices the same page (engines/stacks/torchtpu-vllm.yaml paging: 16 tokens, the KDA state kept apart
+# The memory side prices the same page (engines/torchtpu_vllm/stack.yaml paging: 16 tokens, the KDA state kept apart
 # in the plugin's compact slots, kv_cache_manager.py @15e5264a; issue 48 item 5).
 TORCHTPU_DEFAULT_BLOCK = 16
 TORCHTPU_DEFAULT_BLOCK_SOURCE = (

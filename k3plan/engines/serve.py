@@ -36,7 +36,7 @@ UNPRICED_MARKS = ("awq", "gptq", "int4", "w4a16", "gguf", "bnb", "nf4", "exl2")
 IGNORED = {
     "--trust-remote-code": 0,
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
-    "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm_memory adds the tower)
+    "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm.memory adds the tower)
     "--limit-mm-per-prompt": 1,
     "--model-loader-extra-config": 1,
     "--load-format": 1,
@@ -327,7 +327,7 @@ def parse_serve(
                 "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
             )
         # without EP vLLM splits each expert's intermediate over TP: the same bytes a device as EP over the TP
-        # group, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm_memory.moe_shard_padding)
+        # group, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm.memory.moe_shard_padding)
         expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
         if not expert_parallel and platform == "tpu":
             raise K3PlanError(

@@ -1,6 +1,6 @@
 """Serving stacks: what a runtime does with the weights, the cache and the memory.
 
-A stack is a YAML file (bundled in ``k3plan/engines/stacks/`` or a user path) fixing the runtime
+A stack is a YAML file (bundled as ``k3plan/engines/<engine>/stack.yaml`` or a user path) fixing the runtime
 format of each weight role, the KV-cache dtype and layout, the KDA state dtypes and slots, the
 sharding rules (each cited to the engine code that holds it), paging, how the engine sizes its
 cache pool, the engine's memory reserve, the expert collective pattern and the platforms it runs
@@ -20,23 +20,20 @@ from msgspec import UNSET, UnsetType
 from msgspec.structs import force_setattr
 
 from k3plan.columns import each, maximum, where
+from k3plan.engines.registry import StackRef, aliases, engine_names, engines, registry
 from k3plan.errors import K3PlanError
-from k3plan.resources import data_dir
 from k3plan.specfile import Spec, convert, read_yaml_mapping
 from k3plan.structs import replace
 from k3plan.units import GiB, MiB
 
-STACK_DIR = data_dir("engines/stacks")
-DEFAULT_STACK = "torchtpu-vllm"  # load_stack()'s default name only; commands take default_stack_for(hardware)
-# Names a stack had once -> the stack that prices what it meant (issue 34): "vllm-tpu" priced vLLM's model code
-# on TPU through tpu-inference, which does not run K3 that way; the engine that does is the torch_tpu plugin.
-STACK_ALIASES = {"vllm-tpu": "torchtpu-vllm"}
-# The default stack of a machine: the first of these that runs on it (Stack.runs_on, the stack's
-# cited platforms). vLLM first (the torch_tpu plugin on TPU, whose K3 CI serves the model nightly;
-# vLLM's own on the GPUs of its K3 recipe), then
-# SGLang (kimi_k3.py's CUDA and HIP paths), so H100, H20, MI300X and MI325X -- outside the vLLM
-# recipe's list -- get sglang.
-DEFAULT_STACK_ORDER = ("torchtpu-vllm", "vllm", "sglang")
+# Names a stack had once -> the stack that prices what it meant (each engine's ``Engine.aliases``, issue 34)
+STACK_ALIASES = aliases()
+# The default stack of a machine: the first of these that runs on it (Stack.runs_on, the stack's cited platforms),
+# in the order of the engines' ``Engine.default_rank`` (each engine's folder says why it takes its place)
+DEFAULT_STACK_ORDER = tuple(
+    e.name for e in sorted(engines(), key=lambda e: e.default_rank or 0) if e.default_rank is not None
+)
+DEFAULT_STACK = DEFAULT_STACK_ORDER[0]  # load_stack()'s default name only; commands take default_stack_for(hardware)
 KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
 KINDS = ("tpu", "gpu")
 
@@ -205,7 +202,7 @@ class KVPool(Spec):
         mem_fraction_static)): the activations live in the 1 - fraction left, so the temporaries
         come out of the reserve; utilization_minus_profile (vLLM: utilization x total - weights -
         profiled peak) subtracts them on top of it. utilization_minus_resident (the torch_tpu vLLM plugin:
-        utilization x limit - the bytes still in use after the profile run, engines/vllm_memory.py): a compiled
+        utilization x limit - the bytes still in use after the profile run, engines/vllm/memory.py): a compiled
         step's temporaries are freed when it returns, so they too run in the 1 - utilization left over."""
         return self.method in ("static_fraction", "utilization_minus_resident")
 
@@ -1192,24 +1189,14 @@ def default_stack_for(hw: Any) -> tuple[str, str]:
 
 
 def list_stacks() -> list[str]:
-    return sorted(p.stem for p in STACK_DIR.glob("*.yaml"))
+    """The bundled stacks: one an engine folder (k3plan.engines.registry)."""
+    return engine_names()
 
 
 def parse_ref(ref: str) -> tuple[str, dict[str, str]]:
-    """'sglang:moe_a2a_backend=none,mem_fraction_static=0.85' -> ('sglang', {...}); options may
-    also be joined by '+' (for lists that are themselves comma-separated, e.g. plan --stacks)."""
-    base, sep, opts = ref.partition(":")
-    if not sep or "=" not in opts:
-        return ref, {}
-    values: dict[str, str] = {}
-    for part in opts.replace("+", ",").split(","):
-        key, eq, value = part.partition("=")
-        if not eq or not key.strip() or not value.strip():
-            raise K3PlanError(f"stack {ref!r}: expected NAME:option=value[,option=value...]")
-        if key.strip().replace("-", "_") in {k.replace("-", "_") for k in values}:  # was: the last one won
-            raise K3PlanError(f"stack {ref!r}: option {key.strip()!r} is given twice; expected each option once")
-        values[key.strip()] = value.strip()
-    return base, values
+    """'sglang:moe_a2a_backend=none,mem_fraction_static=0.85' -> ('sglang', {...}) (``StackRef.parse``)."""
+    got = StackRef.parse(ref)
+    return got.name, got.options
 
 
 @lru_cache(maxsize=64)
@@ -1220,12 +1207,10 @@ def load_stack(ref: str = DEFAULT_STACK) -> Stack:
 
 @lru_cache(maxsize=16)
 def parse_stack(base: str) -> Stack:
-    """A stack YAML (a bundled name or a path) as written: no option applied (``load_stack`` applies them).
-    An old name (STACK_ALIASES) loads the stack it maps to; the stack's name says which."""
-    base = STACK_ALIASES.get(base, base)
-    path = STACK_DIR / f"{base}.yaml"
-    if not path.is_file():
-        path = Path(base).expanduser()
-        if not (path.suffix in (".yaml", ".yml") and path.is_file()):
-            raise K3PlanError(f"unknown stack {base!r}; known: {', '.join(list_stacks())} (or a stack YAML path)")
+    """A stack YAML (a bundled engine's name or a path) as written: no option applied (``load_stack`` applies them).
+    An old name (``Engine.aliases``) loads its engine's stack; the stack's name says which."""
+    engine = registry().get(base)
+    path = engine.stack_path if engine is not None else Path(base).expanduser()
+    if engine is None and not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        raise K3PlanError(f"unknown stack {base!r}; known: {', '.join(list_stacks())} (or a stack YAML path)")
     return convert(Stack, read_yaml_mapping(str(path), path), str(path))

@@ -192,7 +192,7 @@ TORCHTPU_VLLM = replace(
 
 ENGINES: dict[str, Dsv4Layout] = {e.engine: e for e in (VLLM, SGLANG, TORCHTPU_VLLM)}
 
-# k3plan's stacks (sharding/stacks/*.yaml) -> the engine whose layout they hold; a stack not listed: vLLM's
+# k3plan's stacks (engines/*/stack.yaml) -> the engine whose layout they hold; a stack not listed: vLLM's
 STACK_ENGINE = {
     "vllm": "vllm",
     "sglang": "sglang",

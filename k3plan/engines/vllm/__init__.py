@@ -1,0 +1,22 @@
+"""vLLM (vllm-project/vllm) on GPUs: its stack (``stack.yaml``), its KV-pool sizing (``memory.py``: Worker's
+profile run, the KV cache groups, the start checks), its DeepSeek-V4 cache layout and Engram placement
+(``dsv4.py``). Its rules also price a stack YAML no folder holds (``prices_unnamed``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from k3plan.engines.engine import Engine
+from k3plan.engines.vllm import dsv4
+
+ENGINE = Engine(
+    name="vllm",
+    package="vllm",
+    stack_path=Path(__file__).resolve().parent / "stack.yaml",
+    launcher="vllm",
+    dsv4=dsv4.LAYOUT,
+    engram=dsv4.ENGRAM,
+    default_rank=1,
+    loads_vision_tower=True,
+    prices_unnamed=True,
+)
