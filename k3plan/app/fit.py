@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from k3plan.app.setup import PointQuestion
+from k3plan.engines.registry import engine_rules
 from k3plan.structs import Frozen
 from k3plan.units import GiB, fmt_gib
 
@@ -94,13 +95,14 @@ def sequences_note(r: FitResult, eng: dict) -> str:
     per_seq = (dev.kv_bytes + dev.state_bytes) / max(w.batch, 1)
     engine_pool = eng["kv_pool_bytes"]
     conc = eng["max_concurrency"]
-    label = "max_total_num_tokens / context_len" if eng["engine"] == "sglang" else "its 'Maximum concurrency'"
+    rules = engine_rules(eng["engine"])  # the engine's words for its concurrency, and how it sized its pool
+    label = rules.concurrency_label
     why = []
     if abs(engine_pool - budget_room) >= 0.01 * gib:
         took = "a fraction of HBM - weights" + (
             f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if eng["activation_bytes"] else ""
         )
-        if eng["engine"] == "sglang":
+        if rules.pool_rule == "static":  # the pool is what the static fraction leaves after the state pool
             took += " - its state pool"
         why.append(
             f"its KV pool is {engine_pool / gib:.2f} GiB against the budget's {budget_room / gib:.2f} GiB for "
@@ -287,7 +289,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
         return None
-    if served is not None and served.engine == "sglang":
+    if served is not None and engine_rules(served.engine).pool_rule == "static":
         from k3plan.engines.sglang.memory import sglang_kv_pool
 
         sg = sglang_kv_pool(
@@ -317,7 +319,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         expert_parallel=True if served is None else served.expert_parallel,
         # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM)
         vision_bytes=0
-        if served is None or served.language_model_only or served.engine != "vllm"
+        if served is None or served.language_model_only or not engine_rules(served.engine).loads_vision_tower
         else sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from k3plan.engines import torchtpu_vllm
+from k3plan.engines.registry import find_engine, registry
 from k3plan.errors import K3PlanError
 
 VLLM = ("vllm-project/vllm", "vllm/engine/arg_utils.py", "EngineArgs")
@@ -25,16 +27,6 @@ MAXTEXT_MODELS = ("AI-Hypercomputer/maxtext", "src/maxtext/configs/types.py", "M
 # k3plan's bundled model -> MaxText's model_name for it (types.py ModelName; configs/models/<name>.yml); a model
 # not here (kimi-k3, kimi-linear-48b-a3b: MaxText has no KDA model) needs a MaxText config file of its own
 MAXTEXT_MODEL_NAMES = {"kimi-k2": "kimi-k2-1t", "deepseek-v3": "deepseek3-671b"}
-
-# the torch_tpu vLLM plugin's serve flags its K3 CI passes (a stack of these names launches with them): the cited
-# config, whose comments say what each does (--enable-ep-weight-filter: model_loader_patches.py, the plugin's #373)
-TORCHTPU_STACKS = ("torchtpu-vllm", "vllm-tpu")
-TORCHTPU_CI = (
-    "kowalski-4831/vllm-torchtpu",
-    "scripts/vllm/benchmarking/configs/kimi-k3-tp32-ep.sh @7a17c15d",
-    "EXTRA_SERVE_ARGS (the K3 nightly's serve flags)",
-)
-TORCHTPU_FLAGS = {"--language-model-only": TORCHTPU_CI, "--enable-ep-weight-filter": TORCHTPU_CI}
 
 # engine -> flag (or parameter) -> (repository, file, class) that defines it
 FLAG_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
@@ -116,36 +108,13 @@ TPU_INFERENCE_KV = {"bf16": "bfloat16", "fp8": "fp8", "fp8_ds_mla": None, "fp32"
 # _get_cached_kv_dtype) unless quantize_kvcache, whose kv_quant_dtype is int8 or int4 (types.py), so fp8 has none
 MAXTEXT_KV = {"bf16": "bfloat16", "fp8": None, "fp8_ds_mla": None, "fp32": "float32"}
 
-# The torch_tpu plugin's KV block, the page its MLA kernel walks: 16 tokens unless --block-size says otherwise. Its
-# benchmark configs say so -- configs/kimi-k3-tp32-ep-agentx.sh @ca556cac: "--block-size 256: with the 16-token
-# default, prefill at 100k+ context is 3 to 8.5x slower and decode slows with context (#837)" -- and so does the
-# MLA tuned table's first K3 TP 32 entry ("16-token KV cache pages", kernels/mla/v2/tuned_params.py @79bd30e0).
-# The memory side prices the same page (engines/torchtpu_vllm/stack.yaml paging: 16 tokens, the KDA state kept apart
-# in the plugin's compact slots, kv_cache_manager.py @15e5264a; issue 48 item 5).
-TORCHTPU_DEFAULT_BLOCK = 16
-TORCHTPU_DEFAULT_BLOCK_SOURCE = (
-    "the plugin's 16-token default KV block (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/"
-    "kimi-k3-tp32-ep-agentx.sh @ca556cac: 'with the 16-token default, prefill at 100k+ context is 3 to 8.5x slower "
-    "and decode slows with context'; the nightly's config sets no --block-size)"
-)
+# The torch_tpu plugin's default KV block (k3plan.engines.torchtpu_vllm: Engine.default_block, cited there), by the
+# names serve.py, the mla-engine probe and the speed terms read it
+TORCHTPU_DEFAULT_BLOCK = torchtpu_vllm.DEFAULT_BLOCK
+TORCHTPU_DEFAULT_BLOCK_SOURCE = torchtpu_vllm.DEFAULT_BLOCK_SOURCE
 
-# k3plan stack -> engine that runs it (dp-attention: per platform, ENGINE_FOR_STACK_ON)
-ENGINE_FOR_STACK = {
-    "vllm": "vllm",
-    "torchtpu-vllm": "vllm",
-    "vllm-tpu": "vllm",  # the old name of torchtpu-vllm (k3plan.engines.stack.STACK_ALIASES)
-    "tpu-inference": "vllm",
-    "dp-attention": "vllm",
-    "sglang": "sglang",
-    "jax-native": "jax",
-}
-# stacks tpu-inference runs under its own DP attention (``vllm serve`` over every device, the split in
-# --additional-config's sharding_strategy: k3plan.engines.launch.tpu_sharding_strategy)
-TPU_DP_ATTENTION_STACKS = ("tpu-inference",)
-# dp-attention prices SGLang's --enable-dp-attention with DeepEP on GPUs (its YAML's description and
-# platforms_source: shared experts tp_size=1, latent projections and router replicated, all-to-all
-# dispatch); on TPUs tpu-inference (vllm serve) runs its attention data parallelism
-ENGINE_FOR_STACK_ON = {("dp-attention", "gpu"): "sglang"}
+# A stack's engine (Engine.launcher, Engine.launcher_on) starts it: ``vllm serve``, SGLang's launch_server or
+# MaxText; tpu-inference runs its attention data parallelism inside one ``vllm serve`` (Engine.tpu_dp_attention)
 # SGLang's moe_a2a_backend defaults to "none" (the all-reduce MoE; sgl-project/sglang
 # python/sglang/srt/server_args.py ServerArgs.moe_a2a_backend): an all-to-all stack writes "deepep"
 SGLANG_A2A = ("--moe-a2a-backend", "deepep")
@@ -168,43 +137,35 @@ def engine_offers_kv(stack: str, kv_dtype: str, platform: str | None) -> bool:
 
 
 def _engine(stack: str, platform: str | None) -> str | None:
-    return ENGINE_FOR_STACK_ON.get((stack, platform or ""), ENGINE_FOR_STACK.get(stack))
+    engine = find_engine(stack)
+    return None if engine is None else engine.launcher_for(platform)
 
 
 def engine_for_stack(stack: str, platform: str | None = None) -> Literal["vllm", "sglang", "jax"]:
     """The engine whose launch command a k3plan stack gets on ``platform`` ("gpu" / "tpu"; None: the
-    stack's engine on a TPU, vLLM's for dp-attention)."""
+    stack's engine's own launcher, as on a TPU)."""
     engine = _engine(stack, platform)
     if engine is None:
-        raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(ENGINE_FOR_STACK)}")
+        raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(registry())}")
     return engine  # type: ignore[return-value]
 
 
-# The scheduling a run used where its source does not publish it (issue 46 item 4): async where the engine or the
-# benchmark's own harness overlaps the host's step with the device's, each read in its code.
-SCHEDULING_DEFAULT: dict[str, tuple[bool, str]] = {
-    "torchtpu-vllm": (
-        True,
-        "the nightly harness's default: kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/run_benchmarks.sh "
-        "start_vllm_server passes --async-scheduling to every server (@f84ad69c); a config turns it off by name "
-        '(configs/kimi-k3-tp32-ep.sh: ASYNC_SCHEDULING="${ASYNC_SCHEDULING:-false}", @76d74757)',
-    ),
-    "sglang": (
-        True,
-        "the engine's default: sgl-project/sglang python/sglang/srt/server_args.py ServerArgs."
-        "disable_overlap_schedule = False (the overlap scheduler runs the next batch's CPU work during the GPU's)",
-    ),
-}
-SCHEDULING_DEFAULT["vllm-tpu"] = SCHEDULING_DEFAULT["torchtpu-vllm"]
+def ci_serve_flags(stack: str) -> dict[str, tuple[str, str, str]]:
+    """The serve flags the CI of ``stack``'s engine passes (flag -> its cited config); {} for none."""
+    engine = find_engine(stack)
+    return {} if engine is None else dict(engine.ci_serve_flags)
 
 
 def run_scheduling(engine: str, published: bool | None) -> tuple[bool | None, str]:
     """(async or not, where it was read) for a run on ``engine`` whose source says ``published`` (None: unsaid);
-    (None, why) where neither the source nor a cited default says."""
+    (None, why) where neither the source nor a cited default says (``Engine.scheduling_default``: the scheduling a
+    run used where its source does not publish it, issue 46 item 4: async where the engine or the benchmark's own
+    harness overlaps the host's step with the device's, each read in its code)."""
     if published is not None:
         return published, "the run's own flag"
-    if engine in SCHEDULING_DEFAULT:
-        value, source = SCHEDULING_DEFAULT[engine]
+    found = find_engine(engine)
+    if found is not None and found.scheduling_default is not None:
+        value, source = found.scheduling_default
         return value, source
     return None, f"unpublished, and no default of {engine} read"
 

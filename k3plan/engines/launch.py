@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Literal
 
 from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this module's names too
-    ENGINE_FOR_STACK,
     FLAG_SOURCES,
     MAXTEXT,
     MAXTEXT_KV,
@@ -31,12 +30,10 @@ from k3plan.engines.flags import (  # noqa: F401  # FLAG_SOURCES ... are this mo
     SGLANG,
     SGLANG_A2A,
     SGLANG_KV,
-    TORCHTPU_FLAGS,
-    TORCHTPU_STACKS,
-    TPU_DP_ATTENTION_STACKS,
     TPU_INFERENCE_KV,
     VLLM,
     VLLM_KV,
+    ci_serve_flags,
     engine_for_stack,
 )
 from k3plan.errors import K3PlanError
@@ -85,7 +82,7 @@ class LaunchConfig(Frozen):
     kv_dtype: Literal["bf16", "fp8", "fp8_ds_mla", "fp32"]
     memory_fraction: float
     dp_attention: bool = False
-    # tpu-inference's DP attention (TPU_DP_ATTENTION_STACKS): one vllm serve over every device, the split written
+    # tpu-inference's DP attention (Engine.tpu_dp_attention): one vllm serve over every device, the split written
     # as --additional-config's sharding_strategy (tpu_sharding_strategy), no --data-parallel-size
     tpu_dp_attention: bool = False
     # KDA state slots the engine's state pool holds a running request (Stack.state.slots_per_request); None:
@@ -180,13 +177,14 @@ def vllm_command(cfg: LaunchConfig) -> str:
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
     extra = _option_flags(cfg)
-    if cfg.stack.split(":")[0] in TORCHTPU_STACKS:
+    ci = ci_serve_flags(cfg.stack)
+    if ci:
         # the plugin's K3 CI passes these: the vision tower is not loaded (k3plan prices the text model), and with
         # EP each rank streams only its experts' bytes from the checkpoint (host RAM at load, not HBM)
         args.append("--language-model-only")
         if cfg.ep > 1:
             args.append("--enable-ep-weight-filter")
-        extra = {**extra, **TORCHTPU_FLAGS}
+        extra = {**extra, **ci}
     return _join(args, engine="vllm", extra=extra)
 
 
@@ -308,6 +306,12 @@ def sglang_command(cfg: LaunchConfig) -> str:
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
     return _join(args, engine="sglang", extra=_option_flags(cfg))
+
+
+def takes_state_slots(engine: str) -> bool:
+    """Whether the launch line of ``engine`` (a launcher: "vllm", "sglang", "jax") sizes a KDA state pool by the
+    slots a request holds (LaunchConfig.state_slots_per_request): SGLang's --max-mamba-cache-size alone."""
+    return engine == "sglang"
 
 
 def sglang_mamba_cache_size(cfg: LaunchConfig) -> int:
@@ -521,8 +525,7 @@ def launch_text(cfg: LaunchConfig) -> str:
         cmd = vllm_command(cfg) if cfg.engine == "vllm" else sglang_command(cfg)
         lines.append(cmd)
         cited = {**FLAG_SOURCES[cfg.engine], **_option_flags(cfg)}
-        if cfg.stack.split(":")[0] in TORCHTPU_STACKS:
-            cited.update(TORCHTPU_FLAGS)
+        cited.update(ci_serve_flags(cfg.stack))
         sources = {cited[t] for t in shlex.split(cmd) if t.startswith("--")}
         sources |= {cited[t.split("=", 1)[0]] for t in shlex.split(cmd) if t.split("=", 1)[0] in cited}
     lines += ["", "# flags defined in:"] + [f"#   {r}: {f} ({c})" for r, f, c in sorted(sources)]

@@ -706,8 +706,8 @@ BindableSection = Literal["state", "paging", "reserve", "kv_pool", "absorbed_cop
 
 class PlatformRule(Spec):
     """Where a stack launches another engine on one kind of machine (dp-attention: SGLang
-    --enable-dp-attention on GPUs, tpu-inference's attention DP on TPUs, k3plan.engines.flags
-    ENGINE_FOR_STACK_ON): there the ``sections`` and ``options`` that engine decides are taken from its own
+    --enable-dp-attention on GPUs, tpu-inference's attention DP on TPUs, k3plan.engines.dp_attention
+    Engine.launcher_on): there the ``sections`` and ``options`` that engine decides are taken from its own
     stack YAML (``stack``), with the citations they have there -- each quantity written once, in the
     engine's file (``Stack.bind``)."""
 
