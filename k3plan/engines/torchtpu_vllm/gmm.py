@@ -1,5 +1,6 @@
-"""The MXU rows a grouped-matmul kernel computes for one expert group: the rows the router sends it, padded
-to the kernel's row tiling (a stack's ``experts.gmm_tile`` rule, ``engines.stack.GmmTile``).
+"""The MXU rows the torch_tpu plugin's grouped-matmul kernel computes for one expert group: the rows the router
+sends it, padded to the kernel's row tiling (a stack's ``experts.gmm_tile`` rule, ``engines.stack.GmmTile``;
+k3plan.step.gmm applies it to a stack's expert tensors).
 
 ``gmm_v2`` (torchtpu-vllm's routed-expert kernel: fused_moe_gmm.moe_gmm -> gmm_wrapper -> gmm_v2, no
 ``tile_info`` passed, so gmm_v2's default ``calculate_tiling``; kowalski-4831/vllm-torchtpu
@@ -28,7 +29,7 @@ start's sublane offset is taken uniform over the 16 (the groups before it hold a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 GMM_V2_SOURCE = (
     "kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/megablox/gmm_v2.py @15e5264a (calculate_tiling, "
@@ -138,59 +139,13 @@ def capped(tiles: Tiles, size_m) -> Tiles:
     return Tiles(tile_m=tile_m, tile_k=tiles.tile_k, tile_n=tiles.tile_n, base=base)
 
 
-def _fused_rhs(leaf: str) -> bool:
+def fused_rhs(leaf: str) -> bool:
     """The gate / up projections run as gmm_v2's fused first call (fuse_act: w13), the down projection alone."""
     return not (leaf.endswith("w2") or leaf.endswith("down_proj"))
 
 
 # runtime weight formats gmm_v2's tiling is read for here: (bits a weight as the kernel takes it, values a scale)
 FORMATS = {"mxfp4_f32scale": (4, 32), "mxfp4": (4, 32)}
-
-
-def expert_rows_of(stack: Any, hardware: Any, spec: Any) -> Callable[..., Any] | None:
-    """(rows a touched expert, its tensor, the step's routed rows in all) -> the MXU rows the stack's kernel
-    computes for it, or None where the stack declares no row tiling (the rows as routed). ``hardware``: a
-    HardwareSpec (its device kind picks the VMEM the tiling fits); ``spec``: the ModelSpec (the expert
-    widths). A tensor whose runtime format the rule was not read for keeps its rows."""
-    rule = getattr(getattr(stack, "experts", None), "gmm_tile", None)
-    if rule is None:
-        return None
-    vmem = VMEM_BYTES.get(hardware.file.device_kind.value)
-    moe = spec.moe
-    from k3plan.step.names import leaf_name
-
-    held: dict[tuple[bool, tuple[int, int]], Tiles] = {}
-
-    def tiles(fused: bool, fmt: tuple[int, int]) -> Tiles:
-        if (fused, fmt) not in held:
-            k, n = (moe.expert_in, 2 * moe.expert_intermediate) if fused else (moe.expert_intermediate, moe.expert_in)
-            t = gmm_v2_tiles(
-                size_m=2**31,
-                size_k=k,
-                size_n=n,
-                rhs_bits=fmt[0],
-                quant_block=fmt[1],
-                fused=fused,
-                vmem_limit=int(vmem * VMEM_SHARE) if vmem else 2**62,
-            )
-            if vmem is None:  # no VMEM figure for this kind: the base tile, no buckets (the rows padded least)
-                t = Tiles(tile_m=t.base, tile_k=t.tile_k, tile_n=t.tile_n, base=t.base)
-            held[(fused, fmt)] = t
-        return held[(fused, fmt)]
-
-    def rows_of(rows, tensor, size_m) -> Any:
-        fmt = FORMATS.get(stack.runtime_format(tensor.role, tensor.fmt)) if tensor is not None else (4, 32)
-        if fmt is None:
-            return rows
-        fused = tensor is None or _fused_rhs(leaf_name(tensor))
-        return group_rows(rows, capped(tiles(fused, fmt), size_m))
-
-    return rows_of
-
-
-def expert_rows_of_setup(setup: Any) -> Callable[..., Any] | None:
-    """``expert_rows_of`` for one Setup's stack, hardware and model."""
-    return expert_rows_of(setup.stack, setup.hardware, setup.model.spec)
 
 
 # Issue 38: the efficiency curve of the engine's own grouped-matmul kernel (``probe gmm``'s records), by the
@@ -202,27 +157,6 @@ CURVE_FORMATS = {"mxfp4_f32scale": "mxfp4", "mxfp4": "mxfp4"}
 def gmm_curve_key(fmt: str, *, fused: bool) -> str:
     """'gmm_v2:mxfp4:w13': the curve of gmm_v2 with ``fmt`` weights, the fused first call or the second."""
     return f"{GMM_CURVE}:{fmt}:{'w13' if fused else 'w2'}"
-
-
-def kernel_curve_of(stack: Any) -> Callable[[Any], str | None] | None:
-    """Tensor -> the efficiency curve of the kernel the stack runs a routed expert's matmul with (``gmm_curve_key``),
-    or None: a stack whose ``experts.gmm_tile`` rule is gmm_v2 (its kernel measured by ``probe gmm``) and an expert
-    tensor whose runtime format the kernel dequantizes (``CURVE_FORMATS``). None for any other stack."""
-    rule = getattr(getattr(stack, "experts", None), "gmm_tile", None)
-    if rule is None or getattr(rule, "rule", None) != "gmm_v2":
-        return None
-    from k3plan.step.names import leaf_name
-
-    def curve_of(tensor: Any) -> str | None:
-        fmt = CURVE_FORMATS.get(stack.runtime_format(tensor.role, tensor.fmt))
-        return None if fmt is None else gmm_curve_key(fmt, fused=_fused_rhs(leaf_name(tensor)))
-
-    return curve_of
-
-
-def kernel_curve_of_setup(setup: Any) -> Callable[[Any], str | None] | None:
-    """``kernel_curve_of`` for one Setup's stack."""
-    return kernel_curve_of(setup.stack)
 
 
 def visit_ends(sizes: list[int], tile_m: int, *, sublane: int = BF16_SUBLANE_ROWS) -> list[int]:
