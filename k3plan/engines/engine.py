@@ -65,6 +65,9 @@ class Engine:
     default_block: tuple[int, str] | None = None
     # (async or not, where it was read): the scheduling a run used where its source does not publish it
     scheduling_default: tuple[bool, str] | None = None
+    # the scheduler runs a prefill whenever one forms, in a step of its own (speed.scheduler.simulate's
+    # prefill_first, its rule cited there); False: vLLM V1's, which mixes prefill chunks into decode steps
+    prefill_first: bool = False
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

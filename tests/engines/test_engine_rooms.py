@@ -25,10 +25,10 @@ ALLOWED: dict[str, str] = {
     "speed/serving.py": "the serving benchmark's engine branches: the terms helper moves them with the speed terms",
     "engines/engine.py": "the launcher vocabulary (Launcher: the commands `vllm serve`, SGLang's launch_server, "
     "MaxText), whose names are two engines' names",
-    "engines/flags.py": "the flag tables of the vllm / sglang / jax command families (FLAG_SOURCES, KV spellings), "
-    "keyed by launcher; not yet split into the folders",
-    "engines/launch.py": "the launch lines of the vllm / sglang / jax command families, chosen by launcher; not yet "
-    "split into the folders",
+    "engines/flags.py": "gathers the folders' flag tables and KV spellings by launcher (FLAG_SOURCES['vllm'], "
+    "kv_table): the launcher vocabulary, whose names are two engines' names",
+    "engines/launch.py": "picks a folder's launch line by launcher (cfg.engine == 'sglang' / 'jax'): the launcher "
+    "vocabulary",
     "engines/serve.py": "the serve-command reader of `vllm serve` and SGLang's launch_server, by command family; not "
     "yet split into the folders",
 }

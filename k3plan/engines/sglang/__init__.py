@@ -21,6 +21,7 @@ ENGINE = Engine(
     # SGLang logs its pool's tokens (max_total_num_tokens); the sequences it holds at a context are those over it
     concurrency_label="max_total_num_tokens / context_len",
     max_seqs_flag="max_running_requests",
+    prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     scheduling_default=(
         True,
         "the engine's default: sgl-project/sglang python/sglang/srt/server_args.py ServerArgs."
