@@ -6,9 +6,10 @@ indexer keys and compressor rings (``Dsv4Layout``), and where it keeps DeepSeek-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from k3plan.models.spec import DSV4Dims
+if TYPE_CHECKING:  # a type only: the registry that reads these loads no model code
+    from k3plan.models.spec import DSV4Dims
 
 CSA = 4  # the ratio of the layers with the indexer and overlapping (coff 2) blocks
 F32 = 4

@@ -16,6 +16,8 @@ ENGINE = Engine(
     launcher="sglang",
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
+    # third of the default stacks: kimi_k3.py's CUDA and HIP paths, so H100, H20, MI300X and MI325X -- outside
+    # the vLLM recipe's list -- get sglang
     default_rank=2,
     pool_rule="static",
     # SGLang logs its pool's tokens (max_total_num_tokens); the sequences it holds at a context are those over it

@@ -40,6 +40,7 @@ ENGINE = Engine(
     # "vllm-tpu" priced vLLM's model code on TPU through tpu-inference, which does not run K3 that way; the engine
     # that does is the torch_tpu plugin (issue 34)
     aliases=("vllm-tpu",),
+    # the TPU default: first of the default stacks (its K3 CI serves the model nightly)
     default_rank=0,
     expert_form="tiled",
     # the temporaries grid of 2026-12-01 (temp-grid-tpu7x.json / temp-grid-cpu.json): vllm-tpu compiled ``layer``

@@ -16,6 +16,7 @@ ENGINE = Engine(
     launcher="vllm",
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
+    # vLLM's own on the GPUs of its K3 recipe: second of the default stacks (a TPU gets torchtpu-vllm first)
     default_rank=1,
     loads_vision_tower=True,
     prices_unnamed=True,
