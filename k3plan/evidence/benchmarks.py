@@ -192,7 +192,7 @@ def load_benchmarks(folder: Path = FOLDER) -> tuple[ServingBenchmark, ...]:
 
 def engine_accepts(engine: str, stack: str) -> bool:
     """A benchmark of ``engine`` speaks for the stack of that name only (``vllm-tpu``, the old name, loads the
-    ``torchtpu-vllm`` stack: engines.stack.STACK_ALIASES)."""
+    ``torchtpu-vllm`` stack: the engine's Engine.aliases)."""
     return stack == engine
 
 
