@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from k3plan.engines.engine import Engine
-from k3plan.engines.registry import ENGINES_DIR, discover, engine_rules, engines, find_engine, registry
+from k3plan.engines.registry import (
+    ENGINES_DIR,
+    StackRef,
+    canonical,
+    discover,
+    engine_rules,
+    engines,
+    find_engine,
+    registry,
+)
 from k3plan.errors import K3PlanError
 
 PACKAGE = Path(__file__).resolve().parents[2] / "k3plan"
@@ -166,3 +175,13 @@ def test_adding_an_engine_is_adding_a_folder(tmp_path, monkeypatch):
     (pkg / "stray" / "__init__.py").write_text("")
     with pytest.raises(K3PlanError, match="defines no ENGINE"):
         discover(pkg, "fake_engines")
+
+
+def test_a_stack_reference_is_parsed_once_into_a_name_and_options():
+    assert StackRef.parse("sglang") == StackRef(name="sglang")
+    got = StackRef.parse("sglang:moe_a2a_backend=none+mem_fraction_static=0.85")
+    assert got.name == "sglang" and got.options == {"moe_a2a_backend": "none", "mem_fraction_static": "0.85"}
+    assert StackRef.parse("/a/b.yaml").name == "/a/b.yaml"
+    with pytest.raises(K3PlanError, match="given twice"):
+        StackRef.parse("sglang:a=1,a=2")
+    assert canonical("vllm-tpu") == "torchtpu-vllm" and canonical("mine") == "mine"
