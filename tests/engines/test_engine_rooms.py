@@ -185,3 +185,38 @@ def test_a_stack_reference_is_parsed_once_into_a_name_and_options():
     with pytest.raises(K3PlanError, match="given twice"):
         StackRef.parse("sglang:a=1,a=2")
     assert canonical("vllm-tpu") == "torchtpu-vllm" and canonical("mine") == "mine"
+
+
+def test_a_new_folder_is_a_stack_fit_can_load(tmp_path, monkeypatch):
+    """A folder added beside the shipped ones (here a copy of vLLM's, under a new name) is a stack --stack takes:
+    the registry finds it and the loader reads its stack.yaml, with no table elsewhere to edit."""
+    from k3plan.engines import registry as reg
+    from k3plan.engines import stack as stack_mod
+
+    pkg = tmp_path / "more_engines"
+    folder = pkg / "my_engine"
+    folder.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    text = find_engine("vllm").stack_path.read_text()
+    (folder / "stack.yaml").write_text(text.replace("name: vllm\n", "name: my-engine\n", 1))
+    (folder / "__init__.py").write_text(
+        "from pathlib import Path\n"
+        "from k3plan.engines.engine import Engine\n"
+        "from k3plan.engines.sglang import dsv4\n"
+        "ENGINE = Engine(name='my-engine', package='my_engine', stack_path=Path(__file__).parent / 'stack.yaml',\n"
+        "                launcher='vllm', dsv4=dsv4.LAYOUT, engram=dsv4.ENGRAM, expert_form='ragged')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    both = {**registry(), **discover(pkg, "more_engines")}
+    monkeypatch.setattr(reg, "registry", lambda: both)
+    monkeypatch.setattr(stack_mod, "registry", lambda: both)
+    stack_mod.parse_stack.cache_clear()
+    stack_mod.load_stack.cache_clear()
+    try:
+        st = stack_mod.load_stack("my-engine")
+        assert st.name == "my-engine" and "my-engine" in reg.engine_names()
+        assert engine_rules("my-engine").expert_form == "ragged"
+    finally:
+        stack_mod.parse_stack.cache_clear()
+        stack_mod.load_stack.cache_clear()
