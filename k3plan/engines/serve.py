@@ -21,6 +21,13 @@ HF_MODELS = {
     "deepseek-ai/deepseek-v3-0324": "deepseek-v3",
     "deepseek-ai/deepseek-v4-flash": "deepseek-v4-flash",
     "deepseek-ai/deepseek-v4-pro": "deepseek-v4-pro",
+    # the later releases the torchtpu-vllm nightlies serve (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
+    # deepseek-v4-pro-dp16-ep.sh @5e1723db), read as the bundled configs: vllm-project/vllm#51041 compares the two
+    # Flash config.json files (the same compress_ratios, sliding_window 128, 43 layers, expert_dtype fp4), and the
+    # Pro nightly's "805 GiB of weights is 72.8 GiB/rank" is the bundled Pro's weights within 3%
+    # (tests/engines/cases/torchtpu-dsv4-pro-dp16-nightly.yaml)
+    "deepseek-ai/deepseek-v4-flash-0731": "deepseek-v4-flash",
+    "deepseek-ai/deepseek-v4-pro-0813": "deepseek-v4-pro",
     # the fp8 (128 x 128 block) DeepseekV3ForCausalLM checkpoints the bundled kimi-k2 config is
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",
@@ -78,6 +85,12 @@ IGNORED = {
     "--data-parallel-rpc-port": 1,
     "--api-server-count": 1,
     "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
+    # the torchtpu-vllm nightlies' EXTRA_SERVE_ARGS (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/
+    # deepseek-v4-flash-dp8-ep.sh @7de7a3f5, deepseek-v4-pro-dp16-ep.sh @5e1723db): sampling defaults and how the
+    # host reads the safetensors files, nothing on the device
+    "--generation-config": 1,
+    "--override-generation-config": 1,
+    "--safetensors-load-strategy": 1,
     # sglang
     "--trust-remote": 0,
     "--dist-init-addr": 1,
@@ -103,6 +116,30 @@ IGNORED_ENV = {
     "NCCL_DEBUG",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
+    # the torchtpu-vllm DeepSeek-V4 nightlies' exports (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
+    # deepseek-v4-pro-dp16-ep.sh @5e1723db): model-implementation switches, kernel layouts, timeouts and the
+    # profiler; the weights' formats are the stack's runtime formats k3plan prices
+    "NEW_MODEL_DESIGN",
+    "MODEL_IMPL_TYPE",
+    "TPU_ROPE_CACHE_ROW_MAJOR",
+    "TPU_MOE_HASH_TABLE_ROW_MAJOR",
+    "TPU_DSV4_HONOR_CONTINUE_FINAL_MESSAGE",
+    "MOE_FUSED_EP_ENABLE_W4A8",
+    "MOE_FUSED_EP_V2_HEIGHT_RUNGS_OVERRIDE",
+    "TPU_MOE_SKIP_PADDED_TOKENS",
+    "RAGGED_GATHER_REDUCE_VERSION",
+    "LIBTPU_INIT_ARGS",
+    "VLLM_USE_BREAKABLE_CUDAGRAPH",
+    "VLLM_USE_AOT_COMPILE",
+    "VLLM_NO_USAGE_STATS",
+    "VLLM_ENGINE_READY_TIMEOUT_S",
+    "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+    "VLLM_RPC_TIMEOUT",
+    "VLLM_SHM_BROADCAST_TIMEOUT_S",
+    "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
+    "TORCH_DIST_TIMEOUT",
+    "CAPTURE_PROFILE",
+    "USE_PHASED_PROFILER",
 }
 KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
@@ -272,11 +309,17 @@ def parse_serve(
             model, rest = rest[0], rest[1:]
     elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "sglang.launch_server"]:
         engine, model, rest = "sglang", "", argv[3:]
+    elif argv[:2] == ["sglang", "serve"]:
+        # SGLang's own CLI: `sglang serve MODEL ...` is launch_server with --model-path MODEL (sgl-project/sglang@0298b5b4
+        # python/sglang/cli/serve.py serve, _normalize_positional_model_path; the LLM backend's prepare_server_args)
+        engine, model, rest = "sglang", "", argv[2:]
+        if rest and not rest[0].startswith("-"):
+            rest = ["--model-path", rest[0], *rest[1:]]
     else:
         got = argv[0] if argv else "nothing"
         raise K3PlanError(
             f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...' or "
-            "'python3 -m sglang.launch_server --model-path MODEL ...'"
+            "'python3 -m sglang.launch_server --model-path MODEL ...' or 'sglang serve MODEL ...'"
         )
     flags: dict[str, str] = {}
     ignored: list[str] = []
