@@ -57,6 +57,9 @@ IGNORED = {
     "--port": 1,
     "--served-model-name": 1,
     "--tokenizer": 1,
+    "--max-seq-len-to-capture": 1,  # vLLM V0's CUDA-graph capture length (gone in V1): graphs, not the pool
+    "--enable-reasoning": 0,  # vLLM < 0.9's switch for --reasoning-parser: output parsing
+    "--tokenizer-mode": 1,  # how the host tokenizes (vLLM's DeepSeek-V4 recipes: deepseek_v4)
     "--seed": 1,
     "--disable-log-requests": 0,
     "--enable-log-requests": 0,
@@ -307,6 +310,9 @@ def parse_serve(
         model = ""
         if rest and not rest[0].startswith("-"):
             model, rest = rest[0], rest[1:]
+    elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
+        # vLLM's API server module, the entry point `vllm serve` wraps: the same EngineArgs, the model as --model
+        engine, model, rest = "vllm", "", argv[3:]
     elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "sglang.launch_server"]:
         engine, model, rest = "sglang", "", argv[3:]
     elif argv[:2] == ["sglang", "serve"]:
@@ -318,9 +324,12 @@ def parse_serve(
     else:
         got = argv[0] if argv else "nothing"
         raise K3PlanError(
-            f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...' or "
+            f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...', "
+            "'python3 -m vllm.entrypoints.openai.api_server --model MODEL ...', "
             "'python3 -m sglang.launch_server --model-path MODEL ...' or 'sglang serve MODEL ...'"
         )
+    if engine == "vllm":
+        rest = [_vllm_dashes(tok) for tok in rest]
     flags: dict[str, str] = {}
     ignored: list[str] = []
     i = 0
@@ -536,6 +545,16 @@ def parse_serve(
         block_size=block,
         env=env,
     )
+
+
+def _vllm_dashes(tok: str) -> str:
+    """vLLM takes --max_model_len as --max-model-len: underscores in a flag's name, up to its first '.', read as
+    dashes (vllm-project/vllm@00da11e3 vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args)."""
+    if not tok.startswith("--"):
+        return tok
+    key, eq, value = tok.partition("=")
+    head, dot, tail = key[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
 def _fraction(flag: str, value: str) -> str:
