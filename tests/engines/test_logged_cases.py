@@ -26,6 +26,7 @@ EXPECT = {
     "kv_pool_gib",  # "Available KV cache memory" (vLLM), K + V size (SGLang)
     "kv_pool_tolerance_gib",  # absolute, where the source rounds coarser than 3%
     "visible_gib",  # the device memory the engine saw, printed to 0.01 GiB
+    "max_concurrency",  # "Maximum concurrency for N tokens per request" (vLLM), 3%
     "gap",  # why k3plan does not match yet (a strict xfail)
 }
 TOLERANCE = 0.03
@@ -59,6 +60,10 @@ def _mismatches(cli, case: dict) -> list[str]:
         got, want = eng["kv_pool_bytes"] / GiB, exp["kv_pool_gib"]
         if abs(got - want) > exp.get("kv_pool_tolerance_gib", TOLERANCE * want):
             out.append(f"KV pool: logged {want} GiB, k3plan {got:.2f} GiB")
+    if "max_concurrency" in exp:
+        got, want = eng["max_concurrency"], exp["max_concurrency"]
+        if abs(got - want) > TOLERANCE * want:
+            out.append(f"max concurrency: logged {want}x, k3plan {got}x")
     if "visible_gib" in exp and f"{exp['visible_gib']:.2f} GiB the engine sees" not in eng["message"]:
         out.append(f"visible memory: logged {exp['visible_gib']} GiB; k3plan: {eng['message']}")
     return out
@@ -81,5 +86,7 @@ def test_the_case_set_spans_the_engines_and_both_platforms():
     """Issue 47's referee set: TPU and GPU, vLLM, SGLang and torchtpu-vllm, runs that failed among them."""
     cases = [yaml.safe_load(p.read_text()) for p in CASES]
     assert {c["engine"] for c in cases} >= {"vllm", "sglang", "torchtpu-vllm"}
-    assert any(c["hardware"].startswith("tpu") for c in cases) and any(c["hardware"].startswith("nvidia") for c in cases)
+    assert any(c["hardware"].startswith("tpu") for c in cases) and any(
+        c["hardware"].startswith("nvidia") for c in cases
+    )
     assert any(c["expect"].get("starts") is False for c in cases)
