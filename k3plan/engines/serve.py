@@ -26,8 +26,8 @@ HF_MODELS = {
     # Flash config.json files (the same compress_ratios, sliding_window 128, 43 layers, expert_dtype fp4), and the
     # Pro nightly's "805 GiB of weights is 72.8 GiB/rank" is the bundled Pro's weights within 3%
     # (tests/engines/cases/torchtpu-dsv4-pro-dp16-nightly.yaml). The same thread reports vLLM holding more KV a token
-    # for 0731 than for the preview on H20 (open); on B200 (vllm#51454) 0731 needs what the preview does on H20, and
-    # both about twice k3plan's: tests/engines/cases/vllm-51454-* keep that gap
+    # for 0731 than for the preview on H20 (open, with MTP in both runs); tests/engines/cases/vllm-51454-* keep the
+    # B200 0731 logs, whose concurrency k3plan does not match yet
     "deepseek-ai/deepseek-v4-flash-0731": "deepseek-v4-flash",
     "deepseek-ai/deepseek-v4-pro-0813": "deepseek-v4-pro",
     # the fp8 (128 x 128 block) DeepseekV3ForCausalLM checkpoints the bundled kimi-k2 config is
