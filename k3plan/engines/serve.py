@@ -143,6 +143,8 @@ IGNORED_ENV = {
     "VLLM_SHM_BROADCAST_TIMEOUT_S",
     "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
     "TORCH_DIST_TIMEOUT",
+    "VLLM_ROCM_USE_AITER",  # vLLM on ROCm: AITER's kernels (the vLLM recipes' AMD hardware_overrides)
+    "VLLM_ROCM_USE_SKINNY_GEMM",
     "CAPTURE_PROFILE",
     "USE_PHASED_PROFILER",
 }
@@ -380,15 +382,20 @@ def parse_serve(
                 "--serve: vllm serve on a TPU without --enable-expert-parallel: the plugin's expert placement without "
                 "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
             )
-        # without EP vLLM splits each expert's intermediate over TP: the same bytes a device as EP over the TP
-        # group, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm_memory.moe_shard_padding)
+        # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
+        # them, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm_memory.moe_shard_padding)
         expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
         if not expert_parallel and platform == "tpu":
             raise K3PlanError(
                 "--serve: vllm serve on a TPU with --no-enable-expert-parallel: the plugin's expert placement without "
                 "EP was not read (its K3 CI always passes --enable-expert-parallel)"
             )
-        ep = tp * dp if expert_parallel else tp
+        # either way the experts spread over every TP x DP rank: with EP whole experts, without it each expert's
+        # intermediate TP-split over the flattened dp x tp group (vllm-project/vllm@00c1c6a2
+        # vllm/model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make, flatten_tp_across_dp_and_pcp:
+        # "There are actually dp_size * pcp_size * tp_size devices ... we shard across all devices"); the bytes a
+        # device are the same, which k3plan prices as EP over those ranks
+        ep = tp * dp
     else:
         ep = _int("--ep-size", ep_size) if ep_size else None
     context_auto = False
