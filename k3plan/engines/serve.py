@@ -77,6 +77,9 @@ IGNORED = {
     "--max-log-len": 1,
     "--uvicorn-log-level": 1,
     "--disable-uvicorn-access-log": 0,
+    # vLLM's default (the hybrid KV cache manager on), as the DeepSeek-V4 recipes spell it out; the opposite switch,
+    # --disable-hybrid-kv-cache-manager, changes the pool's layout and is not read
+    "--no-disable-hybrid-kv-cache-manager": 0,
     # multi-node and disaggregation wiring the engines' own recipes pass: which host runs which rank, how KV moves
     "--disable-custom-all-reduce": 0,  # NCCL instead of the custom all-reduce: its buffers are outside the pool
     "--nnodes": 1,
@@ -468,6 +471,11 @@ def parse_serve(
     kv_raw = get("--kv-cache-dtype", "auto")
     if kv_raw not in KV:
         raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")
+    dtype = get("--dtype", "auto").strip().lower()
+    if dtype not in ("auto", "bfloat16", "bf16"):  # vLLM's ModelConfig.dtype: the unquantized weights' and activations'
+        raise K3PlanError(
+            f"--serve: --dtype {dtype!r}: k3plan prices the checkpoint's bf16 (auto); expected auto or bfloat16"
+        )
     quant = get("--quantization", get("-q", ""))
     if quant not in QUANT_OK:
         raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
