@@ -148,6 +148,11 @@ IGNORED_ENV = {
     "TORCH_DIST_TIMEOUT",
     "VLLM_ROCM_USE_AITER",  # vLLM on ROCm: AITER's kernels (the vLLM recipes' AMD hardware_overrides)
     "VLLM_ROCM_USE_SKINNY_GEMM",
+    "VLLM_ROCM_USE_AITER_MOE",
+    "SAFETENSORS_FAST_GPU",  # loading straight to the GPU: host-side, the weights land the same
+    # FlashInfer's MoE kernels for fp8 / fp4 weights (the vLLM recipes' hopper / blackwell overrides)
+    "VLLM_USE_FLASHINFER_MOE_FP8",
+    "VLLM_USE_FLASHINFER_MOE_FP4",
     "CAPTURE_PROFILE",
     "USE_PHASED_PROFILER",
 }
