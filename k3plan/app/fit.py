@@ -315,7 +315,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
         # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm.memory.moe_shard_padding)
         moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
-        tp=setup.parallel.tp,
+        # without EP the experts' shards are cut over the flattened TP x DP group (FusedMoEParallelConfig.make)
+        tp=setup.parallel.tp * (setup.parallel.dp if served is not None and not served.expert_parallel else 1),
         expert_parallel=True if served is None else served.expert_parallel,
         # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM)
         vision_bytes=0

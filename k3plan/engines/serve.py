@@ -21,6 +21,15 @@ HF_MODELS = {
     "deepseek-ai/deepseek-v3-0324": "deepseek-v3",
     "deepseek-ai/deepseek-v4-flash": "deepseek-v4-flash",
     "deepseek-ai/deepseek-v4-pro": "deepseek-v4-pro",
+    # the later releases the torchtpu-vllm nightlies serve (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
+    # deepseek-v4-pro-dp16-ep.sh @5e1723db), read as the bundled configs: vllm-project/vllm#51041 compares the two
+    # Flash config.json files (the same compress_ratios, sliding_window 128, 43 layers, expert_dtype fp4), and the
+    # Pro nightly's "805 GiB of weights is 72.8 GiB/rank" is the bundled Pro's weights within 3%
+    # (tests/engines/cases/torchtpu-dsv4-pro-dp16-nightly.yaml). The same thread reports vLLM holding more KV a token
+    # for 0731 than for the preview on H20 (open, with MTP in both runs); tests/engines/cases/vllm-51454-* keep the
+    # B200 0731 logs, whose concurrency k3plan does not match yet
+    "deepseek-ai/deepseek-v4-flash-0731": "deepseek-v4-flash",
+    "deepseek-ai/deepseek-v4-pro-0813": "deepseek-v4-pro",
     # the fp8 (128 x 128 block) DeepseekV3ForCausalLM checkpoints the bundled kimi-k2 config is
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",
@@ -50,6 +59,9 @@ IGNORED = {
     "--port": 1,
     "--served-model-name": 1,
     "--tokenizer": 1,
+    "--max-seq-len-to-capture": 1,  # vLLM V0's CUDA-graph capture length (gone in V1): graphs, not the pool
+    "--enable-reasoning": 0,  # vLLM < 0.9's switch for --reasoning-parser: output parsing
+    "--tokenizer-mode": 1,  # how the host tokenizes (vLLM's DeepSeek-V4 recipes: deepseek_v4)
     "--seed": 1,
     "--disable-log-requests": 0,
     "--enable-log-requests": 0,
@@ -65,6 +77,9 @@ IGNORED = {
     "--max-log-len": 1,
     "--uvicorn-log-level": 1,
     "--disable-uvicorn-access-log": 0,
+    # vLLM's default (the hybrid KV cache manager on), as the DeepSeek-V4 recipes spell it out; the opposite switch,
+    # --disable-hybrid-kv-cache-manager, changes the pool's layout and is not read
+    "--no-disable-hybrid-kv-cache-manager": 0,
     # multi-node and disaggregation wiring the engines' own recipes pass: which host runs which rank, how KV moves
     "--disable-custom-all-reduce": 0,  # NCCL instead of the custom all-reduce: its buffers are outside the pool
     "--nnodes": 1,
@@ -78,6 +93,12 @@ IGNORED = {
     "--data-parallel-rpc-port": 1,
     "--api-server-count": 1,
     "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
+    # the torchtpu-vllm nightlies' EXTRA_SERVE_ARGS (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/
+    # deepseek-v4-flash-dp8-ep.sh @7de7a3f5, deepseek-v4-pro-dp16-ep.sh @5e1723db): sampling defaults and how the
+    # host reads the safetensors files, nothing on the device
+    "--generation-config": 1,
+    "--override-generation-config": 1,
+    "--safetensors-load-strategy": 1,
     # sglang
     "--trust-remote": 0,
     "--dist-init-addr": 1,
@@ -103,6 +124,37 @@ IGNORED_ENV = {
     "NCCL_DEBUG",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
+    # the torchtpu-vllm DeepSeek-V4 nightlies' exports (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
+    # deepseek-v4-pro-dp16-ep.sh @5e1723db): model-implementation switches, kernel layouts, timeouts and the
+    # profiler; the weights' formats are the stack's runtime formats k3plan prices
+    "NEW_MODEL_DESIGN",
+    "MODEL_IMPL_TYPE",
+    "TPU_ROPE_CACHE_ROW_MAJOR",
+    "TPU_MOE_HASH_TABLE_ROW_MAJOR",
+    "TPU_DSV4_HONOR_CONTINUE_FINAL_MESSAGE",
+    "MOE_FUSED_EP_ENABLE_W4A8",
+    "MOE_FUSED_EP_V2_HEIGHT_RUNGS_OVERRIDE",
+    "TPU_MOE_SKIP_PADDED_TOKENS",
+    "RAGGED_GATHER_REDUCE_VERSION",
+    "LIBTPU_INIT_ARGS",
+    "VLLM_USE_BREAKABLE_CUDAGRAPH",
+    "VLLM_USE_AOT_COMPILE",
+    "VLLM_NO_USAGE_STATS",
+    "VLLM_ENGINE_READY_TIMEOUT_S",
+    "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+    "VLLM_RPC_TIMEOUT",
+    "VLLM_SHM_BROADCAST_TIMEOUT_S",
+    "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
+    "TORCH_DIST_TIMEOUT",
+    "VLLM_ROCM_USE_AITER",  # vLLM on ROCm: AITER's kernels (the vLLM recipes' AMD hardware_overrides)
+    "VLLM_ROCM_USE_SKINNY_GEMM",
+    "VLLM_ROCM_USE_AITER_MOE",
+    "SAFETENSORS_FAST_GPU",  # loading straight to the GPU: host-side, the weights land the same
+    # FlashInfer's MoE kernels for fp8 / fp4 weights (the vLLM recipes' hopper / blackwell overrides)
+    "VLLM_USE_FLASHINFER_MOE_FP8",
+    "VLLM_USE_FLASHINFER_MOE_FP4",
+    "CAPTURE_PROFILE",
+    "USE_PHASED_PROFILER",
 }
 KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
@@ -270,14 +322,26 @@ def parse_serve(
         model = ""
         if rest and not rest[0].startswith("-"):
             model, rest = rest[0], rest[1:]
+    elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
+        # vLLM's API server module, the entry point `vllm serve` wraps: the same EngineArgs, the model as --model
+        engine, model, rest = "vllm", "", argv[3:]
     elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "sglang.launch_server"]:
         engine, model, rest = "sglang", "", argv[3:]
+    elif argv[:2] == ["sglang", "serve"]:
+        # SGLang's own CLI: `sglang serve MODEL ...` is launch_server with --model-path MODEL (sgl-project/sglang@0298b5b4
+        # python/sglang/cli/serve.py serve, _normalize_positional_model_path; the LLM backend's prepare_server_args)
+        engine, model, rest = "sglang", "", argv[2:]
+        if rest and not rest[0].startswith("-"):
+            rest = ["--model-path", rest[0], *rest[1:]]
     else:
         got = argv[0] if argv else "nothing"
         raise K3PlanError(
-            f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...' or "
-            "'python3 -m sglang.launch_server --model-path MODEL ...'"
+            f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...', "
+            "'python3 -m vllm.entrypoints.openai.api_server --model MODEL ...', "
+            "'python3 -m sglang.launch_server --model-path MODEL ...' or 'sglang serve MODEL ...'"
         )
+    if engine == "vllm":
+        rest = [_vllm_dashes(tok) for tok in rest]
     flags: dict[str, str] = {}
     ignored: list[str] = []
     i = 0
@@ -326,15 +390,20 @@ def parse_serve(
                 "--serve: vllm serve on a TPU without --enable-expert-parallel: the plugin's expert placement without "
                 "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
             )
-        # without EP vLLM splits each expert's intermediate over TP: the same bytes a device as EP over the TP
-        # group, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm.memory.moe_shard_padding)
+        # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
+        # them, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm.memory.moe_shard_padding)
         expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
         if not expert_parallel and platform == "tpu":
             raise K3PlanError(
                 "--serve: vllm serve on a TPU with --no-enable-expert-parallel: the plugin's expert placement without "
                 "EP was not read (its K3 CI always passes --enable-expert-parallel)"
             )
-        ep = tp * dp if expert_parallel else tp
+        # either way the experts spread over every TP x DP rank: with EP whole experts, without it each expert's
+        # intermediate TP-split over the flattened dp x tp group (vllm-project/vllm@00c1c6a2
+        # vllm/model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make, flatten_tp_across_dp_and_pcp:
+        # "There are actually dp_size * pcp_size * tp_size devices ... we shard across all devices"); the bytes a
+        # device are the same, which k3plan prices as EP over those ranks
+        ep = tp * dp
     else:
         ep = _int("--ep-size", ep_size) if ep_size else None
     context_auto = False
@@ -407,6 +476,11 @@ def parse_serve(
     kv_raw = get("--kv-cache-dtype", "auto")
     if kv_raw not in KV:
         raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")
+    dtype = get("--dtype", "auto").strip().lower()
+    if dtype not in ("auto", "bfloat16", "bf16"):  # vLLM's ModelConfig.dtype: the unquantized weights' and activations'
+        raise K3PlanError(
+            f"--serve: --dtype {dtype!r}: k3plan prices the checkpoint's bf16 (auto); expected auto or bfloat16"
+        )
     quant = get("--quantization", get("-q", ""))
     if quant not in QUANT_OK:
         raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
@@ -493,6 +567,16 @@ def parse_serve(
         block_size=block,
         env=env,
     )
+
+
+def _vllm_dashes(tok: str) -> str:
+    """vLLM takes --max_model_len as --max-model-len: underscores in a flag's name, up to its first '.', read as
+    dashes (vllm-project/vllm@00da11e3 vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args)."""
+    if not tok.startswith("--"):
+        return tok
+    key, eq, value = tok.partition("=")
+    head, dot, tail = key[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
 def _fraction(flag: str, value: str) -> str:

@@ -1,0 +1,77 @@
+"""Bad input to ``fit --serve`` (issue 47): unbalanced quotes, absurd values and unknown engines each get one line
+naming what is wrong and exit 2, never a traceback, never a priced answer."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+OK = "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --max-model-len 8192"
+BAD = {
+    "unbalanced double quote": 'vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --served-model-name "x',
+    "unbalanced single quote": 'vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --override-generation-config=\'{"a":1}',
+    "trailing backslash": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 \\",
+    "control character": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8\x1b[A",
+    "empty command": "",
+    "blank command": "   ",
+    "unknown engine": "trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8",
+    "unknown engine module": "python3 -m lmdeploy serve api_server deepseek-ai/DeepSeek-V3 --tp 8",
+    "engine name only": "vllm",
+    "sglang without a model": "python3 -m sglang.launch_server --tp 8",
+    "tp zero": "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 0",
+    "tp negative": "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size -8",
+    "tp float": "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8.5",
+    "tp huge": "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 99999999999999999999",
+    "tp not dividing the devices": "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 7",
+    "max-model-len zero": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len 0",
+    "max-model-len absurd": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len 1e30",
+    "max-model-len binary decimal": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len 1.5K",
+    "max-num-seqs negative": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-num-seqs -1",
+    "batched tokens text": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-num-batched-tokens lots",
+    "utilization above one": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --gpu-memory-utilization 1.5",
+    "utilization zero": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --gpu-memory-utilization 0",
+    "utilization nan": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --gpu-memory-utilization nan",
+    "mem fraction inf": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --mem-fraction-static inf",
+    "block size zero": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --block-size 0",
+    "block size negative": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --block-size -16",
+    "unknown kv dtype": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --kv-cache-dtype fp3",
+    "unknown flag": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --make-it-fast",
+    "empty value": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len=",
+    "unknown model": "vllm serve someone/SomeModel-1T -tp 8",
+    "unknown env var": "SOME_UNKNOWN_KNOB=1 vllm serve deepseek-ai/DeepSeek-V3 -tp 8",
+    "stray positional": "vllm serve deepseek-ai/DeepSeek-V3 8 --tensor-parallel-size 8",
+}
+
+
+def _one_line_exit_2(r) -> None:
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    text = r.output.strip()
+    assert len(text.splitlines()) == 1 and "Traceback" not in text, text
+    assert text.startswith("error: "), text
+
+
+@pytest.mark.parametrize("command", list(BAD.values()), ids=list(BAD))
+def test_bad_serve_input_is_one_line_and_exit_2(cli, command):
+    _one_line_exit_2(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", command))
+
+
+def test_the_good_command_the_battery_mutates_is_read(cli):
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", OK)
+    assert r.exit_code in (0, 1, 3), r.output
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.sampled_from(OK.split()) | st.sampled_from(["'", '"', "\\", "=", "--", "-1", "0", "1e9", "nan", "--tp"]),
+        max_size=12,
+    )
+)
+def test_any_mangled_command_is_read_or_refused_in_one_line(cli, tokens):
+    """Any shuffle of the good command's words and shell metacharacters: an answer, or one line and exit 2."""
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", " ".join(tokens))
+    if r.exit_code == 2:
+        _one_line_exit_2(r)
+    else:
+        assert r.exit_code in (0, 1, 3) and "Traceback" not in r.output, r.output
