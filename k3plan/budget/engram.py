@@ -10,7 +10,13 @@ SGLang ``--engram-config '{"placement": "cpu"}'``, vLLM's default) before buying
 
 from __future__ import annotations
 
-from k3plan.step.dsv4_cache import EngramTier, engram_tier
+from k3plan.step.dsv4_cache import (
+    EngramTier,
+    engram_hbm_bytes_per_device,
+    engram_placement,
+    engram_split,
+    engram_tier,
+)
 from k3plan.units import fmt_gib
 
 
@@ -27,7 +33,29 @@ def tier_for(setup) -> EngramTier | None:
         tp=setup.parallel.tp,
         devices_per_host=max(1, topo.devices // max(topo.hosts, 1)),
         hosts=topo.hosts,
+        placement=setup.stack.engram_placement,
     )
+
+
+def has_engram(model) -> bool:
+    spec = model.spec
+    return spec.dsv4 is not None and spec.dsv4.engram is not None
+
+
+def placement_for(stack, asked: str | None = None) -> str:
+    """Where the Engram tables live under ``stack``: ``asked`` (--engram), the stack's ``engram_placement``, else
+    its engine's default (``step.dsv4_cache.ENGRAM_PLACEMENT``, cited)."""
+    return engram_placement(stack.name, asked or stack.engram_placement)
+
+
+def hbm_bytes_per_device(model, stack, tp):
+    """What a device holds of the Engram tensors under ``stack`` (its ``engram_placement``, else its engine's
+    default) at TP ``tp`` (an int or plan's numpy column): ``EngramTier.hbm_bytes_per_device`` over columns, which
+    plan counts with the weights as fit does; 0 for a model without Engram."""
+    if not has_engram(model):
+        return 0
+    table, proj = engram_split(model.inventory)
+    return engram_hbm_bytes_per_device(table=table, projections=proj, placement=placement_for(stack), tp=tp)
 
 
 def notes(setup, tier: EngramTier, *, fits: bool, free_bytes: int) -> list[str]:

@@ -556,9 +556,11 @@ class EngramTier:
     host_bytes_per_host: int  # what a host holds where placement is host: its TP shards, one copy a node
     bytes_per_token: int  # the rows one token reads over every Engram layer
     source: Source
+    default: str = ""  # the engine's own placement (``source``); "" or == placement: not overridden
 
     def text(self) -> str:
         src = self.source
+        asked = f"--engram {self.placement}, the engine's default being {self.default}: " if self.overridden else ""
         where = (
             f"in HBM, rows split over the TP group: {self.hbm_bytes_per_device:,} B a device with the projections"
             if self.placement == "hbm"
@@ -567,9 +569,13 @@ class EngramTier:
         )
         return (
             f"Engram tables {self.table_bytes:,} B {where}; a token reads {self.bytes_per_token:,} B of rows, addressed "
-            f"by the input tokens alone (prefetchable); {src.repo} {src.file} {src.symbol.split(' (')[0]}"
+            f"by the input tokens alone (prefetchable); {asked}{src.repo} {src.file} {src.symbol.split(' (')[0]}"
             + ("" if src.found else f" (not found: {src.note})")
         )
+
+    @property
+    def overridden(self) -> bool:
+        return bool(self.default) and self.default != self.placement
 
 
 def engram_table_row_bytes(spec: ModelSpec) -> int:
@@ -585,25 +591,52 @@ def engram_bytes_per_token(spec: ModelSpec) -> int:
     return g.rows_per_token_layer * len(g.layer_ids) * engram_table_row_bytes(spec)
 
 
+def engram_split(inventory) -> tuple[int, int]:
+    """(table bytes, projection bytes) of the inventory's Engram tensors (kind ``engram``)."""
+    tensors = inventory.of_kind("engram")
+    table = sum(t.nbytes for t in tensors if t.name.endswith("engram.embed"))
+    return table, sum(t.nbytes for t in tensors) - table
+
+
+def engram_hbm_bytes_per_device(*, table: int, projections: int, placement: str, tp):
+    """What a device holds of the Engram tensors: the projections, plus its share of the rows over the TP group
+    where the tables are in HBM. ``tp`` an int or a numpy column (plan's rows)."""
+    return projections + (-(-table // tp) if placement == "hbm" else 0 * tp)
+
+
+def engram_placement(stack_name: str, asked: str | None = None) -> str:
+    """Where the Engram tables live: ``asked`` (--engram), else ``stack_name``'s engine's default."""
+    return asked or ENGRAM_PLACEMENT[STACK_ENGINE.get(stack_name, "vllm")][0]
+
+
 def engram_tier(
-    spec: ModelSpec, inventory, stack_name: str, *, tp: int, devices_per_host: int, hosts: int
+    spec: ModelSpec,
+    inventory,
+    stack_name: str,
+    *,
+    tp: int,
+    devices_per_host: int,
+    hosts: int,
+    placement: str | None = None,
 ) -> EngramTier | None:
-    """Where ``stack_name``'s engine keeps the Engram tables, and what that costs a device and a host; None for a
-    model without Engram."""
+    """Where ``stack_name``'s engine keeps the Engram tables (``placement`` "hbm" / "host" overrides its
+    default: --engram), and what that costs a device and a host; None for a model without Engram."""
     d = _dims(spec)
     if d.engram is None:
         return None
-    tensors = inventory.of_kind("engram")
-    table = sum(t.nbytes for t in tensors if t.name.endswith("engram.embed"))
-    proj = sum(t.nbytes for t in tensors) - table
-    placement, source = ENGRAM_PLACEMENT[STACK_ENGINE.get(stack_name, "vllm")]
+    table, proj = engram_split(inventory)
+    default, source = ENGRAM_PLACEMENT[STACK_ENGINE.get(stack_name, "vllm")]
+    placement = engram_placement(stack_name, placement)
     tp_hosts = min(max(1, -(-tp // max(devices_per_host, 1))), max(hosts, 1))
     return EngramTier(
         placement=placement,
         table_bytes=table,
         projection_bytes=proj,
-        hbm_bytes_per_device=proj + (-(-table // max(tp, 1)) if placement == "hbm" else 0),
+        hbm_bytes_per_device=engram_hbm_bytes_per_device(
+            table=table, projections=proj, placement=placement, tp=max(tp, 1)
+        ),
         host_bytes_per_host=-(-table // tp_hosts) if placement == "host" else 0,
         bytes_per_token=engram_bytes_per_token(spec),
         source=source,
+        default=default,
     )
