@@ -140,6 +140,9 @@ class PlanRow(Frozen):
     # plan ranks on it by default (--rank-by best)
     estimate_tpot_ms: Optional[float] = None
     estimate_source: Optional[str] = None
+    # issue 49: where a DeepSeek-V4.1 row's Engram tables live, "hbm" or "host" (--engram, else the engine's
+    # default); None (and absent from the JSON) for a model without Engram
+    engram: Optional[str] = None
 
     # the extensions set to None that are dumped still (a value other than None is always dumped)
     shown: tuple[str, ...] = ()
@@ -150,6 +153,8 @@ class PlanRow(Frozen):
         for k in EXTENSIONS:
             if out.get(k) is None and k not in self.shown:
                 out.pop(k, None)
+        if out.get("engram") is None:
+            out.pop("engram", None)
         return out
 
     def extended(self, **update: Any) -> PlanRow:
@@ -185,6 +190,7 @@ class PlanRow(Frozen):
             f"-H {self.hardware} -t {self.topology} --tp {self.tp} --ep {self.ep} --dp {self.dp} "
             + (f"--pp {self.pp} " if self.pp > 1 else "")
             + f"--stack {self.stack} --kv-dtype {self.kv_dtype}"
+            + (f" --engram {self.engram}" if self.engram else "")
         )
 
     def fit_command(self, *, context: int, batch: int) -> str:
@@ -204,6 +210,7 @@ class PlanRow(Frozen):
             "stack": self.stack,
             "kv_dtype": self.kv_dtype_override,
             "shardspecs": None,
+            "engram": self.engram,
         }
 
 
@@ -239,4 +246,5 @@ def row(*, space: Space, cols: StepColumns, i: int, rank: int, fits: bool = True
         per_device=PerDevice(**{k: int(getattr(cols, COLUMN_OF.get(k, k))[i]) for k in PER_DEVICE}),
         temp_evidence=TEMP_EVIDENCE[int(cols.temp_source[i])],
         layout_notes=layout_notes(space=space, cols=cols, i=i),
+        engram=variant.engram_placement,  # set by plan for a model with Engram (search.py: engram_stacks)
     )
