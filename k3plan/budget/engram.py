@@ -90,3 +90,35 @@ def notes(setup, tier: EngramTier, *, fits: bool, free_bytes: int) -> list[str]:
             f"{tier.bytes_per_token:,} B of rows from the host instead"
         )
     return out
+
+
+def link_note(setup, tier: EngramTier, *, decode_tokens_per_s: float, prefill_tokens_per_s: float) -> str | None:
+    """roofline's line on the Engram rows a second: where the tables are in host memory, what the decode and the
+    prefill rates ask of a host's host-to-HBM link (the rows are addressed by the input tokens alone, so they are
+    fetched ahead of their layer: the link binds only past 100%); in HBM, the rows are a negligible read beside the
+    weights. None for a hardware spec without a host_dram tier."""
+    from k3plan.tiers.model import memory_tiers
+
+    if tier.placement == "hbm":
+        return (
+            f"Engram in HBM: a token reads {tier.bytes_per_token:,} B of rows, "
+            f"{decode_tokens_per_s * tier.bytes_per_token / 1e9:,.3f} GB/s at the decode rate (beside the weights)"
+        )
+    host = next((t for t in memory_tiers(setup.hardware) if t.name == "host_dram"), None)
+    if host is None:
+        return None
+    hosts = max(setup.topology.hosts, 1)
+    bw = host.bw_bytes_per_s_per_host
+
+    def share(rate: float) -> str:
+        need = rate / hosts * tier.bytes_per_token
+        return f"{need / 1e9:,.3f} GB/s a host ({need / bw:.2%} of its link)"
+
+    worst = max(decode_tokens_per_s, prefill_tokens_per_s) / hosts * tier.bytes_per_token / bw
+    head = "warning: " if worst > 1 else ""
+    return (
+        f"{head}Engram in host memory: decode at {decode_tokens_per_s:,.0f} tok/s reads {share(decode_tokens_per_s)}, "
+        f"prefill at {prefill_tokens_per_s:,.0f} tok/s {share(prefill_tokens_per_s)} over the host-to-HBM link "
+        f"({bw / 1e9:,.0f} GB/s a host); prefetched ahead of its layer, it "
+        + ("binds the step" if worst > 1 else "does not bind")
+    )
