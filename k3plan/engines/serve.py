@@ -78,6 +78,11 @@ IGNORED = {
     "--data-parallel-rpc-port": 1,
     "--api-server-count": 1,
     "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
+    # sampling defaults and the loader's host-side streaming the torchtpu-vllm DeepSeek-V4 nightlies pass
+    # (scripts/vllm/benchmarking/configs/deepseek-v4-{flash-dp8,pro-dp16}-ep.sh @23701f8e): no device memory
+    "--generation-config": 1,
+    "--override-generation-config": 1,
+    "--safetensors-load-strategy": 1,
     # sglang
     "--trust-remote": 0,
     "--dist-init-addr": 1,
@@ -103,6 +108,24 @@ IGNORED_ENV = {
     "NCCL_DEBUG",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
+    # the torchtpu-vllm DeepSeek-V4 nightlies' model and kernel selection (configs/deepseek-v4-*-ep.sh @23701f8e):
+    # NEW_MODEL_DESIGN / MODEL_IMPL_TYPE=vllm run vLLM's model code (what the stack prices; MODEL_IMPL_TYPE is
+    # checked below), the row-major layouts of the rope cache and the hash-routing table (same bytes), timeouts,
+    # usage stats and what a Ray DP actor copies
+    "NEW_MODEL_DESIGN",
+    "MODEL_IMPL_TYPE",
+    "TPU_ROPE_CACHE_ROW_MAJOR",
+    "TPU_MOE_HASH_TABLE_ROW_MAJOR",
+    "TPU_DSV4_HONOR_CONTINUE_FINAL_MESSAGE",
+    "VLLM_USE_BREAKABLE_CUDAGRAPH",
+    "VLLM_USE_AOT_COMPILE",
+    "VLLM_NO_USAGE_STATS",
+    "VLLM_ENGINE_READY_TIMEOUT_S",
+    "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+    "VLLM_RPC_TIMEOUT",
+    "VLLM_SHM_BROADCAST_TIMEOUT_S",
+    "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
+    "TORCH_DIST_TIMEOUT",
 }
 KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
@@ -438,6 +461,15 @@ def parse_serve(
     if unknown_env:
         raise K3PlanError(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
+        )
+    if env.get("MODEL_IMPL_TYPE", "vllm").strip() not in ("vllm", "auto", ""):
+        raise K3PlanError(
+            f"--serve: MODEL_IMPL_TYPE={env['MODEL_IMPL_TYPE']}: k3plan prices vLLM's model code (MODEL_IMPL_TYPE=vllm)"
+        )
+    if env.get("MOE_REQUANTIZE_BLOCK_SIZE", "512").strip() not in ("512", ""):
+        raise K3PlanError(
+            f"--serve: MOE_REQUANTIZE_BLOCK_SIZE={env['MOE_REQUANTIZE_BLOCK_SIZE']}: k3plan prices the requantized "
+            "experts at the plugin's default block, 512"
         )
     ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
     stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
