@@ -416,6 +416,50 @@ def v41_window_entry_bytes(d: DSV4Dims) -> int:
     return d.head_dim + d.head_dim // 32
 
 
+# How vLLM's DeepseekV41 implementation lays the caches out (vLLM-Ascend, the one vLLM V4.1 backend in the stored
+# material): one page slot a KV source; a source's compressed KV and index keys share a block ID at disjoint
+# offsets; the ratio-2 sources' compressor state ring (32 fp32 rows) and the 128-token windows of every n-th layer
+# (n = the number of sources) overlay the same slot at other block IDs, with the three DSpark draft windows on the
+# first three slots; the slot's page is the largest of them; one block pool, num_blocks = free bytes / the slots'
+# pages summed. The bytes of each plane are the backend's (INT8 index keys with FP16 scales on Ascend), not
+# priced here: the sets of layers are what k3plan's CSA2 terms share with it (csa2_engine_slots).
+V41_ENGINE_LAYOUT = Source(
+    "vllm-project/vllm-ascend",
+    "vllm_ascend/core/deepseek_v41.py",
+    "plan_cache_slots / allocate_cache_config (DeepseekV41FullSpec, DeepseekV41IndexerSpec, DeepseekV41SWASpec, "
+    "DeepseekV41DraftSWASpec, DeepseekV41CompressorStateSpec; STATE_RING_ROWS = 32)",
+    "0dcdd80d93194cf36c0c07daca38dee50266825f",
+)
+
+
+@dataclass(frozen=True)
+class EngineSlot:
+    """One page slot of vLLM's V4.1 layout: the KV source whose KV and index keys it holds, the source's state ring
+    (ratio 2 only), the layers whose windows overlay it, and the DSpark draft window on it (None: none)."""
+
+    source: int
+    state: int | None
+    windows: tuple[int, ...]
+    draft: int | None
+
+
+def csa2_engine_slots(d: DSV4Dims, *, draft_layers: int = 0) -> tuple[EngineSlot, ...]:
+    """The slots ``V41_ENGINE_LAYOUT`` plans for this config: a slot a KV source (in layer order), the ratio-2
+    sources' state rings on the first slots, window k on slot k mod sources, draft window j on slot j."""
+    src = sorted(csa2_sources(d))
+    rings = [i for i, r in src if r == 2]
+    n, layers = len(src), len(d.compress_ratios)
+    return tuple(
+        EngineSlot(
+            source=layer,
+            state=rings[k] if k < len(rings) else None,
+            windows=tuple(range(k, layers, n)),
+            draft=k if k < draft_layers else None,
+        )
+        for k, (layer, _) in enumerate(src)
+    )
+
+
 def csa2_sources(d: DSV4Dims) -> tuple[tuple[int, int], ...]:
     """(layer, ratio) of the KV-source layers."""
     assert d.csa2 is not None
