@@ -42,6 +42,13 @@ def has_engram(model) -> bool:
     return spec.dsv4 is not None and spec.dsv4.engram is not None
 
 
+def engine_default(stack):
+    """(placement, cited Source) of the Engram tables under ``stack``'s engine by default."""
+    from k3plan.step.dsv4_cache import ENGRAM_PLACEMENT, STACK_ENGINE
+
+    return ENGRAM_PLACEMENT[STACK_ENGINE.get(stack.name, "vllm")]
+
+
 def placement_for(stack, asked: str | None = None) -> str:
     """Where the Engram tables live under ``stack``: ``asked`` (--engram), the stack's ``engram_placement``, else
     its engine's default (``step.dsv4_cache.ENGRAM_PLACEMENT``, cited)."""

@@ -78,6 +78,16 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
             axis="expert", size=experts, mesh_axis=st.sharding.rules.get("expert") or "ep", mesh_size=ep
         )
         out.append(placed.note(split, -(-experts // ep)))
+    if st.engram_placement is not None:  # a model with Engram (plan.search.engram_stacks)
+        from k3plan.budget.engram import engine_default
+
+        default, src = engine_default(st)
+        if st.engram_placement != default:
+            out.append(
+                f"Engram tables in {'HBM' if st.engram_placement == 'hbm' else 'host memory'} (--engram "
+                f"{st.engram_placement}): not stack {st.name}'s default ({default}: {src.repo} {src.file} "
+                f"{src.symbol.split(' (')[0]}); set the engine's option yourself, the launch line does not"
+            )
     return out
 
 

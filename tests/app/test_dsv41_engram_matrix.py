@@ -121,3 +121,11 @@ def test_engram_flag_is_checked():
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "--engram" in bad.output
     k3 = run("plan", "-H", "nvidia-b200", "--engram", "host")
     assert k3.exit_code == 2 and "has no Engram tables" in k3.output
+
+
+def test_a_row_away_from_the_engine_s_placement_says_the_launch_line_does_not_set_it():
+    out = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "hbm", "--max-chips", "8", "--top", "1", "--json")
+    notes = json.loads(out.stdout)["ranked"][0]["layout_notes"]
+    assert any("not stack vllm's default (host" in n and "the launch line does not" in n for n in notes), notes
+    same = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "host", "--max-chips", "8", "--top", "1", "--json")
+    assert not any("Engram" in n for n in json.loads(same.stdout)["ranked"][0]["layout_notes"])
