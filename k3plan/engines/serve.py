@@ -176,6 +176,8 @@ class ServeQuestion:
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override: the pool's block count
     block_size: int | None = None  # --block-size as given
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
+    # SGLang's --engram-config placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
+    engram: str | None = None
 
     @property
     def stack_ref(self) -> str:
@@ -430,6 +432,7 @@ def parse_serve(
     kv_raw = get("--kv-cache-dtype", "auto")
     if kv_raw not in KV:
         raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")
+    engram = _engram_config(engine, get("--engram-config", None))
     quant = get("--quantization", get("-q", ""))
     if quant not in QUANT_OK:
         raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
@@ -524,7 +527,35 @@ def parse_serve(
         num_gpu_blocks_override=blocks_override,
         block_size=block,
         env=env,
+        engram=engram,
     )
+
+
+# SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for
+# step/dsv4_cache.ENGRAM_PLACEMENT; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
+ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
+
+
+def _engram_config(engine: str, raw: str | None) -> str | None:
+    """--engram-config's placement as --engram's word; None where the flag is absent (the engine's default)."""
+    if raw is None:
+        return None
+    if engine != "sglang":
+        raise K3PlanError(
+            "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
+        )
+    import json
+
+    try:
+        cfg = json.loads(raw)
+    except ValueError:
+        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object") from None
+    if not isinstance(cfg, dict):
+        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object")
+    placement = cfg.get("placement", "gpu")
+    if placement not in ENGRAM_CONFIG_PLACEMENT:
+        raise K3PlanError(f"--serve: --engram-config placement {placement!r}: expected gpu or cpu")
+    return ENGRAM_CONFIG_PLACEMENT[placement]
 
 
 def _fraction(flag: str, value: str) -> str:

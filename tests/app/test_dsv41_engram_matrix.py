@@ -129,3 +129,24 @@ def test_a_row_away_from_the_engine_s_placement_says_the_launch_line_does_not_se
     assert any("not stack vllm's default (host" in n and "the launch line does not" in n for n in notes), notes
     same = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "host", "--max-chips", "8", "--top", "1", "--json")
     assert not any("Engram" in n for n in json.loads(same.stdout)["ranked"][0]["layout_notes"])
+
+
+SGLANG = (
+    "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --context-length 131072 "
+    "--trust-remote-code"
+)
+
+
+def test_fit_serve_reads_sglang_s_engram_placement():
+    """SGLang's --engram-config placement (docs.sglang.io advanced_features/engram): gpu, its default, keeps the
+    tables in HBM over the TP group; cpu in host memory."""
+    at = {}
+    for where, extra in (("hbm", ""), ("host", ' --engram-config \'{"placement": "cpu"}\'')):
+        out = run("fit", "-H", "nvidia-b200", "-t", "8", "--serve", SGLANG + extra, "--json")
+        answered(out)
+        d = json.loads(out.stdout)
+        assert any(f"Engram tables 202,758,032,400 B {WHERE[where]}" in w for w in d["warnings"])
+        at[where] = d["per_device"]["weights_bytes"]
+    assert at["hbm"] - at["host"] == -(-202_758_032_400 // 8)
+    bad = run("fit", "-H", "nvidia-b200", "-t", "8", "--serve", SGLANG + ' --engram-config \'{"placement": "ssd"}\'')
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
