@@ -207,8 +207,18 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
     first, inverse = _unique_meshes(space)
     classes = stage_classes(model.inventory)
     per_stack = [
-        mesh_weights(
-            classes=classes, stack=s, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first], family=model.spec.family
+        with_engram(
+            mesh_weights(
+                classes=classes,
+                stack=s,
+                tp=c.tp[first],
+                dp=c.dp[first],
+                ep_all=c.ep_all[first],
+                family=model.spec.family,
+            ),
+            model=model,
+            stack=s,
+            tp=c.tp[first],
         )
         for s in space.stacks
     ]
@@ -222,6 +232,20 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
             hit = mask[inverse] & (c.stack == i)
             kinds[k] = kinds[k] | hit if k in kinds else hit
     return out, kinds
+
+
+def with_engram(w, *, model: Model, stack, tp: np.ndarray):
+    """``w`` (MeshWeights) with what a device holds of DeepSeek-V4.1's Engram tensors counted with its weights,
+    as fit counts them (``budget.engram.hbm_bytes_per_device``: the projections, and the rows over TP where the
+    tables are in HBM); ``w`` itself for a model without Engram."""
+    from dataclasses import replace
+
+    from k3plan.budget.engram import hbm_bytes_per_device
+
+    extra = hbm_bytes_per_device(model, stack, tp)
+    if isinstance(extra, int) and extra == 0:
+        return w
+    return replace(w, weights_bytes=w.weights_bytes + extra)
 
 
 def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
@@ -252,6 +276,7 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
                     ep_all=c.ep_all[first],
                     family=model.spec.family,
                 )
+                w = with_engram(w, model=model, stack=st, tp=c.tp[first])
                 o = out[stage.index]
                 o.weights_bytes[rows] = w.weights_bytes[inverse]
                 o.replicated_bytes[rows] = w.replicated_bytes[inverse]

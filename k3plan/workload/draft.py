@@ -26,6 +26,25 @@ class DraftHead(Frozen):
     kv_bytes_per_token: int  # whole model, one copy, in kv_dtype
     kv_dtype: str
     source: str
+    # DeepSeek-V4.1's DSpark block drafter (kind mtp too): its blocks draft ``positions_per_pass`` positions in one
+    # forward, each block attending a sliding window of the target's width (a fixed cache a sequence, not a token)
+    drafter: str = "mtp"  # "mtp": one forward a drafted position; "dspark": a block of positions a forward
+    positions_per_pass: int = 1
+    window_bytes_per_sequence: int = 0
+
+    def forwards(self, draft_tokens: int) -> int:
+        """Draft forwards a step for ``draft_tokens`` drafted positions (an MTP head: one each)."""
+        return -(-draft_tokens // self.positions_per_pass)
+
+
+# vLLM's V4.1 cache for the DSpark blocks: one uncompressed BF16 KV plane, one head, the target window's geometry
+# (vllm-project/vllm-ascend vllm_ascend/core/deepseek_v41.py @0dcdd80d DeepseekV41DraftSWASpec.__post_init__ and
+# plan_cache_slots: 'Aurora DSpark requires one uncompressed BF16 KV plane', 'three ordered draft layers', draft
+# geometry equal to the target SWA's)
+DSPARK_WINDOW_SOURCE = (
+    "vllm-project/vllm-ascend vllm_ascend/core/deepseek_v41.py @0dcdd80d DeepseekV41DraftSWASpec (bf16, one KV head, "
+    "the target window's block, head size and sliding window)"
+)
 
 
 def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
@@ -38,6 +57,23 @@ def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
         else f"{spec.source}: num_nextn_predict_layers {spec.mtp_layers}, no MTP tensors in the inventory; "
         "speculative decoding needs an external draft model"
     )
+    dspark = spec.dsv4.dspark if spec.dsv4 is not None else None
+    if dspark is not None and mtp:  # DeepSeek-V4.1: the drafter's blocks cache a window, not a latent a token
+        d = spec.dsv4
+        assert d is not None
+        return DraftHead(
+            model=spec.name,
+            mtp_layers=spec.mtp_layers,
+            params=sum(t.params for t in mtp),
+            checkpoint_bytes=sum(t.nbytes for t in mtp),
+            mla_layers=0,
+            kv_bytes_per_token=0,
+            kv_dtype="bf16",
+            source=f"{source}; DSpark: {spec.mtp_layers} blocks, {dspark.block_size} positions a forward",
+            drafter="dspark",
+            positions_per_pass=dspark.block_size,
+            window_bytes_per_sequence=spec.mtp_layers * d.sliding_window * d.head_dim * 2,
+        )
     return DraftHead(
         model=spec.name,
         mtp_layers=spec.mtp_layers,
