@@ -170,6 +170,7 @@ AXES = {
     "kda_chunked": "heads",
     "kda_decode": "heads",
     "collective": "message bytes a device",
+    "dsv4": "rows a step (a decode step's sequences, a prefill chunk's tokens)",
 }
 
 
@@ -312,6 +313,24 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                     (
                         f"{record.params['heads']} heads, {bp.params['path']}: {bv:.3g} s measured / "
                         f"{ceiling:.3g} s ceiling"
+                    ),
+                )
+            )
+    elif probe == "dsv4-ops":
+        # DeepSeek-V4's attention-side ops (probes/dsv4_ops.py): each point one op of k3plan's own V4 op list at its
+        # shapes, its ceiling that op's (the record's bytes and FLOPs, at this TPU's peaks)
+        for p, v in pts:
+            q = p.params
+            moved = float(q["read_bytes"]) + float(q["written_bytes"])
+            ceiling = max(moved / peaks.hbm_bw_bytes_per_s, float(q["flops"]) / peaks.flops_per_s("bf16"))
+            out.append(
+                (
+                    f"dsv4:{q['stage']}:{q['op']}",
+                    float(q["rows"]),
+                    ceiling / v,
+                    (
+                        f"{q['op']} {q['stage']} {q['rows']} rows at {q['context']:,} ({q['model']}): {v:.3g} s a layer "
+                        f"measured / {ceiling:.3g} s ceiling"
                     ),
                 )
             )
@@ -499,8 +518,11 @@ def schedule_checks(records: Sequence[tuple[ProbeRecord, PurePath]]) -> tuple[Sc
 # Issue 38: an efficiency measured on one TPU may stand for another TPU's, labelled "transferred", never above 1.
 # Only the op kinds the engine runs as the probe ran them transfer: XLA matmuls and HBM streams, and the engine's
 # own grouped-matmul kernel where ``probe gmm`` timed it (gmm_v2, loaded from the engine's source: the same
-# kernel, the same call as the engine's gmm_wrapper). Not transferred:
-TRANSFERRED = ("matmul", "hbm", "gmm_v2")
+# kernel, the same call as the engine's gmm_wrapper); and DeepSeek-V4's attention-side ops (probe dsv4-ops, issue
+# 46): jnp references of the work the engine's kernels do, their efficiency against k3plan's own ceiling for the op
+# carried to the target's ceiling (the ratio of the limiting resource), labelled transferred -- a jnp reference on
+# a v5e, not the engine's kernel on the target, which the label says. Not transferred:
+TRANSFERRED = ("matmul", "hbm", "gmm_v2", "dsv4")
 NOT_TRANSFERRED = {
     "grouped_matmul": (
         "the records time XLA's ragged_dot, which reads every local expert's weights even for an empty group; the "
