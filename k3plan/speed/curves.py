@@ -572,7 +572,7 @@ def transfer_curves(
     for src in transfer_source_kinds(peaks, kinds):
         if src.device_kind.lower() not in kinds:
             continue
-        theirs = build_curves(records, peaks=src)
+        theirs = _step_bound_as_measured(build_curves(records, peaks=src), records, src=src, peaks=peaks)
         for key, curve in theirs.curves.items():
             if key.split(":")[0] not in TRANSFERRED or key in curves.curves or key in added:
                 continue
@@ -593,3 +593,42 @@ def transfer_curves(
     if not added:
         return curves
     return replace(curves, curves={**curves.curves, **added})
+
+
+# A dsv4-ops point far below its ceiling is bound by its steps (CSA's row gather: one DMA a key), not by the bytes or
+# FLOPs its ceiling counts: no HBM or MXU ratio carries it, and it applies to another TPU as the seconds measured --
+# the rule ``k3plan.speed.overheads.MLA_STEP_BOUND`` holds for the engine's MLA kernel (tests hold the two equal)
+STEP_BOUND = 0.2
+
+
+def _step_bound_as_measured(
+    theirs: EfficiencyCurves, records: Sequence[tuple[ProbeRecord, PurePath]], *, src: Peaks, peaks: Peaks
+) -> EfficiencyCurves:
+    """``theirs`` (another TPU's curves, against its own peaks) with each dsv4 point below ``STEP_BOUND`` re-expressed
+    against ``peaks``: the target's ceiling of the same op over the seconds measured (the time carried as measured);
+    a point at or above it keeps its efficiency (the ratio of the limiting resource carries it)."""
+    seconds: dict[tuple[str, float], tuple[float, float]] = {}
+    for record, _ in records:
+        if record.probe != "dsv4-ops" or record.device_kind.lower() != src.device_kind.lower():
+            continue
+        for p in record.points:
+            if p.value:
+                q = p.params
+                moved = float(q["read_bytes"]) + float(q["written_bytes"])
+                mine = max(moved / peaks.hbm_bw_bytes_per_s, float(q["flops"]) / peaks.flops_per_s("bf16"))
+                seconds[(f"dsv4:{q['stage']}:{q['op']}", float(q["rows"]))] = (mine, float(p.value))
+    curves = dict(theirs.curves)
+    for key, curve in theirs.curves.items():
+        if not key.startswith("dsv4:"):
+            continue
+        pts = []
+        for pt in curve.points:
+            at = seconds.get((key, pt.x))
+            if pt.efficiency < STEP_BOUND and at is not None:
+                eff = min(at[0] / at[1], 1.0)
+                pt = replace(
+                    pt, efficiency=eff, detail=f"{pt.detail}; step-bound (below {STEP_BOUND:.0%}): the seconds carried"
+                )
+            pts.append(pt)
+        curves[key] = replace(curve, points=tuple(pts))
+    return replace(theirs, curves=curves)

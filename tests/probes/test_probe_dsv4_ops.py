@@ -74,18 +74,19 @@ def _record(kind: str, eff: float, *, stage: str = "decode", rows: int = 256) ->
 
 
 def test_the_record_prices_the_v4_op_on_its_tpu_and_transfers_to_another():
+    """At or above the step bound the efficiency carries (0.5 here; below it, the seconds: the test after)."""
     from k3plan.hardware.loader import load_hardware
     from k3plan.speed.curves import load_curves
     from k3plan.speed.expected import op_time
     from k3plan.speed.peaks import Peaks
     from k3plan.step.opcost import OpCost
 
-    rec = _record("TPU v5 lite", 0.05)
+    rec = _record("TPU v5 lite", 0.5)
     for name, transferred in (("tpu-v5e", False), ("tpu-v7x", True)):
         peaks = Peaks.from_hardware(load_hardware(name))
         curves = load_curves([(rec, "dsv4.json")], peaks=peaks)
         point = curves.curves["dsv4:decode:dsv4.csa_attention"].points[0]
-        assert abs(point.efficiency - 0.05) < 1e-9 and (point.transferred_from is not None) == transferred
+        assert abs(point.efficiency - 0.5) < 1e-9 and (point.transferred_from is not None) == transferred
         spec = load_model("deepseek-v4-flash").spec
         op = k3plan_ops(spec, stage="decode", rows=256, context=8192)["dsv4.csa_attention"]
         cost = OpCost(
@@ -98,7 +99,31 @@ def test_the_record_prices_the_v4_op_on_its_tpu_and_transfers_to_another():
             curve="dsv4:decode:dsv4.csa_attention",
         )
         t = op_time(cost, peaks=peaks, curves=curves)
-        assert abs(t.expected_s - t.ceiling_s / 0.05) < 1e-12 * max(1.0, t.expected_s)
+        assert abs(t.expected_s - t.ceiling_s / 0.5) < 1e-12 * max(1.0, t.expected_s)
         # the same op with no record of its own runs at the attention ceiling
         bare = op_time(cost, peaks=peaks, curves=load_curves([], peaks=peaks))
         assert bare.expected_s < t.expected_s
+
+
+def test_a_step_bound_point_carries_its_seconds_to_another_tpu():
+    """Below the step bound (the MLA kernel's rule, overheads.MLA_STEP_BOUND) a point's measured seconds carry to
+    another TPU, not its efficiency; at or above it the efficiency does."""
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.speed.curves import STEP_BOUND, load_curves
+    from k3plan.speed.overheads import MLA_STEP_BOUND
+    from k3plan.speed.peaks import Peaks
+
+    assert STEP_BOUND == MLA_STEP_BOUND
+    v5e, v7x = (Peaks.from_hardware(load_hardware(n)) for n in ("tpu-v5e", "tpu-v7x"))
+    spec = load_model("deepseek-v4-flash").spec
+    op = k3plan_ops(spec, stage="decode", rows=256, context=8192)["dsv4.csa_attention"]
+
+    def ceiling(peaks):
+        return max(op.bytes / peaks.hbm_bw_bytes_per_s, op.flops / peaks.flops_per_s("bf16"))
+
+    for eff in (0.05, 0.5):
+        rec = _record("TPU v5 lite", eff)
+        point = load_curves([(rec, "dsv4.json")], peaks=v7x).curves["dsv4:decode:dsv4.csa_attention"].points[0]
+        seconds = ceiling(v5e) / eff
+        want = ceiling(v7x) / seconds if eff < STEP_BOUND else eff
+        assert abs(point.efficiency - want) < 1e-9 and point.transferred_from is not None
