@@ -937,14 +937,14 @@ def dsv4_ops(
       k3plan probe dsv4-ops                                      V4 Flash: 256 decode rows, a 1024-token chunk, 8k
       k3plan probe dsv4-ops -m deepseek-v4-pro --decode-rows 64
     """
-    from k3plan.probes.dsv4_ops import Dsv4Params, run
+    from k3plan.probes.dsv4_ops import OPS, Dsv4Params, run
 
     params = Dsv4Params(
         model=model,
         decode_rows=_ints(decode_rows, what="--decode-rows"),
         prefill_rows=_ints(prefill_rows, what="--prefill-rows"),
         context=context,
-        **({"ops": tuple(o.strip() for o in ops.split(",") if o.strip())} if ops else {}),
+        ops=tuple(o.strip() for o in ops.split(",") if o.strip()) if ops else OPS,
     )
     launch(run, params)
 

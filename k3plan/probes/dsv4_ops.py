@@ -184,7 +184,7 @@ def _case(spec, name: str, *, stage: str, rows: int, context: int, seed: int) ->
         keys = rnd(ks[2], (t, n4, d.index_head_dim) if decode else (n4, d.index_head_dim), f8, 0.5)
         topk = min(d.index_topk, n4)
 
-        def op(q, wts, keys):
+        def indexer(q, wts, keys):
             kb = keys.astype(bf)
             s = (
                 jnp.einsum("thd,tnd->thn", q, kb, preferred_element_type=jnp.float32)
@@ -201,49 +201,39 @@ def _case(spec, name: str, *, stage: str, rows: int, context: int, seed: int) ->
         def feed(full, out):  # the picks perturb the next query (a dependence, not a value)
             return (full[0] + (out[:, :1, None] % 2).astype(full[0].dtype),)
 
-        return op, (q, wts, keys), feed
+        return indexer, (q, wts, keys), feed
 
     if name in ("dsv4.csa_attention", "dsv4.hca_attention", "dsv4.window_attention"):
         q = rnd(ks[0], (t, heads, hd), bf)
         window = rnd(ks[1], (t, w, hd), bf, 0.5)
         if name == "dsv4.window_attention":
 
-            def op(q, window):
+            def window_only(q, window):
                 return _attend(q, window, scale)
 
-            return op, (q, window), keep
+            return window_only, (q, window), keep
         if name == "dsv4.hca_attention":
             n = context // 128
             ent = rnd(ks[2], (t, n, hd) if decode else (n, hd), bf, 0.5)
 
-            def op(q, window, ent):
+            def hca(q, window, ent):
                 e = ent if decode else jnp.broadcast_to(ent, (t, n, hd))
                 return _attend(q, jnp.concatenate([e, window], axis=1), scale)
 
-            return op, (q, window, ent), keep
+            return hca, (q, window, ent), keep
         topk = min(d.index_topk, n4)
         entries = t * n4 if decode else n4  # a decode row's sequence has its own entries
         cache = rnd(ks[2], (entries, hd), f8, 0.5)
         base = (jnp.arange(t) * n4)[:, None] if decode else 0
         idx = jax.random.randint(ks[3], (t, topk), 0, n4, jnp.int32) + base
 
-        def op(q, window, cache, idx):
+        def csa(q, window, cache, idx):
             # the rows picked depend on the carried query (as the indexer's picks do), so XLA cannot hoist the gather
             idx = idx + (q[:, :1, 0] > 1e30).astype(jnp.int32)
             picked = jnp.take(cache, idx, axis=0).astype(bf)  # [T, topk, D]: a row gather, one entry a key
             return _attend(q, jnp.concatenate([picked, window], axis=1), scale)
 
-        return op, (q, window, cache, idx), keep
-
-    if name in ("dsv4.csa_compressor", "dsv4.hca_compressor"):
-        width = (4 * hd + 4 * d.index_head_dim) if name == "dsv4.csa_compressor" else 2 * hd  # f32 values a row
-        x = rnd(ks[0], (t, width), jnp.float32)
-        state = rnd(ks[1], (t, width), jnp.float32)
-
-        def op(x, state):
-            return state * 0.5 + x * jax.nn.sigmoid(state)
-
-        return op, (x, state), keep
+        return csa, (q, window, cache, idx), keep
 
     # dsv4.mhc: m streams of the hidden width; pre (m -> 1), post (1 -> m), the m x m residual mix, Sinkhorn
     m, h = d.hc_mult, spec.hidden_size
@@ -253,7 +243,7 @@ def _case(spec, name: str, *, stage: str, rows: int, context: int, seed: int) ->
     post = rnd(ks[3], (t, m), jnp.float32)
     iters = d.hc_sinkhorn_iters
 
-    def op(x, logits, pre, post):
+    def mhc(x, logits, pre, post):
         mat = jnp.exp(logits + x[:, :, :m].astype(jnp.float32) * 1e-3)  # from the carried streams, as the hc_fn's are
 
         def norm(_, a):
@@ -266,4 +256,4 @@ def _case(spec, name: str, *, stage: str, rows: int, context: int, seed: int) ->
         mixed = jnp.einsum("tij,tjh->tih", mat, xf)  # the residual streams' mix
         return (mixed + jax.nn.sigmoid(post)[..., None] * inner[:, None, :]).astype(bf)  # post: the block's output
 
-    return op, (x, logits, pre, post), keep
+    return mhc, (x, logits, pre, post), keep
