@@ -42,7 +42,7 @@ from k3plan.step.terms import Named, RolesBytes, term_map
 from k3plan.step.verdict import ReasonCode, reject_code
 from k3plan.structs import Frozen, replace
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
-from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
+from k3plan.workload.draft import DraftKv, add_draft_kv
 
 MAX_TOKENS = 1 << 30  # beyond a billion tokens a context or chunk is a typo, not a plan
 MAX_SEQUENCES = 1 << 20  # beyond a million concurrent sequences a batch is a typo, not a deployment
@@ -365,6 +365,7 @@ def fit(
                 b,
                 kv=draft_kv,
                 context_tokens=workload.context_tokens,
+                block_tokens=whole_layout.block_tokens,
                 split_across_dp=stack.kv_cache.split_across_dp,
                 dp=par.dp,
             )
@@ -377,9 +378,8 @@ def fit(
             st = setup.stages[int(b.stage)]
             lay = layout.for_stage(n_mla=st.n_mla, n_kda=st.n_kda)
         seqs, room = int(b.sequences), int(b.room_bytes)
-        ctx = lay.max_context(room / seqs) if room > 0 else 0
-        if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
-            ctx = max_context_with_draft(lay, room / seqs, draft_kv)
+        extra = 0 if draft_kv is None else draft_kv.bytes_per_token_per_device
+        ctx = lay.max_context(room / seqs, extra_bytes_per_token=extra) if room > 0 else 0
         return (0, 0) if refused else (int(b.max_sequences), ctx)  # a refused graph serves nothing
 
     per_stage, b = budget_at(temp_bytes)

@@ -23,8 +23,6 @@ is padded up to the attention page, and KV is allocated in whole blocks.
 
 from __future__ import annotations
 
-import math
-
 from k3plan.engines.stack import KVLayout, Stack
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
@@ -189,21 +187,35 @@ class CacheLayout(Frozen):
             + self.fixed_state_bytes_held
         )
 
-    def kv_bytes(self, context_tokens: int) -> int:
-        """One sequence's KV the pool holds on a device, in whole blocks of ``layers_held[0]`` MLA pages."""
-        blocks = math.ceil(context_tokens / self.block_tokens)
-        return self.layers_held[0] * blocks * self.block_tokens * self.kv_bytes_per_token_layer
+    def kv_bytes(self, context_tokens: int, extra_bytes_per_token: int = 0) -> int:
+        """One sequence's KV the pool holds on a device, in whole blocks of ``layers_held[0]`` MLA pages
+        (``k3plan.step.memory.kv_sequence_bytes``); ``extra_bytes_per_token``: a draft's KV paged alike."""
+        from k3plan.step.memory import kv_sequence_bytes
+
+        return int(
+            kv_sequence_bytes(
+                context_tokens,
+                block_tokens=self.block_tokens,
+                layers=self.layers_held[0],
+                kv_bytes_per_token_layer=self.kv_bytes_per_token_layer,
+                extra_bytes_per_token=extra_bytes_per_token,
+            )
+        )
 
     def sequence_bytes(self, context_tokens: int) -> int:
         return self.kv_bytes(context_tokens) + self.state_bytes_per_sequence
 
-    def max_context(self, bytes_per_sequence: float) -> int:
-        """Longest context whose KV fits ``bytes_per_sequence`` after the state, in whole blocks."""
-        room = bytes_per_sequence - self.state_bytes_per_sequence
-        if room <= 0 or not self.kv_bytes_per_token_layer or not self.layers_held[0]:
-            return 0
-        blocks = int(room // (self.layers_held[0] * self.block_tokens * self.kv_bytes_per_token_layer))
-        return blocks * self.block_tokens
+    def max_context(self, bytes_per_sequence: float, extra_bytes_per_token: int = 0) -> int:
+        """Longest context whose KV (``kv_bytes``) fits ``bytes_per_sequence`` after the state, in whole blocks."""
+        from k3plan.step.memory import kv_context_tokens
+
+        return kv_context_tokens(
+            bytes_per_sequence - self.state_bytes_per_sequence,
+            block_tokens=self.block_tokens,
+            layers=self.layers_held[0],
+            kv_bytes_per_token_layer=self.kv_bytes_per_token_layer,
+            extra_bytes_per_token=extra_bytes_per_token,
+        )
 
 
 def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
