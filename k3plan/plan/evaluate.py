@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from k3plan.budget.config import cache_columns
+from k3plan.budget.config import columns as config_columns
 from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
 from k3plan.models.formats import get_format
@@ -21,16 +23,15 @@ from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
 from k3plan.roofline.comm import latent_reduce_calls
 from k3plan.roofline.latency import latency
-from k3plan.step.cache import fixed_state_bytes, kv_bytes_per_token_layer, state_bytes_per_layer
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
 from k3plan.step.decode import decode_terms
 from k3plan.step.dtypes import BYTES
-from k3plan.step.memory import CacheTerms, cache_terms
+from k3plan.step.memory import CacheTerms
 from k3plan.step.op import Op
 from k3plan.step.ops import COLLECTIVE_NAMES, WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
-from k3plan.step.stages import microbatch, stage_budgets
+from k3plan.step.stages import microbatch
 from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weight_groups, mesh_weights, stage_classes
 
@@ -452,17 +453,7 @@ def evaluate(
     hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
         space=space, model=model, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
     )
-    cache = cache_terms(
-        spec,
-        kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype, s.kv_cache.layout), v),
-        replicate_across_tp=_per(variants, lambda s: s.kv_cache.replicate_across_tp, v, bool),
-        state_layer=_per(variants, lambda s: state_bytes_per_layer(spec, s), v),
-        shard_state_by_heads=_per(variants, lambda s: s.state.shard_by_heads, v, bool),
-        align_tokens=_per(variants, lambda s: s.paging.align_tokens, v),
-        hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
-        tp=c.tp,
-        fixed_state=_per(variants, lambda s: fixed_state_bytes(spec, s), v),  # DeepSeek-V4's; else 0
-    )
+    cache = cache_columns(spec=spec, variants=variants, variant=v, tp=c.tp)
     act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
     quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
     prefill_temp = prefill_temp_terms(
@@ -484,29 +475,22 @@ def evaluate(
     apply_temp_model(temps, cache, space=space, model=model, context=context, batch=batch)
     temp = np.maximum(temps.prefill_temp_bytes, temps.decode_temp_bytes)
     # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
-    # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
-    reserve_fraction = reserve_columns(space=space)
-    # the stack's columns, the same for every stage
-    split_across_dp = _per(variants, lambda s: s.kv_cache.split_across_dp, v, bool)
-    temp_in_reserve = _per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool)
-    state_slots = _per(variants, lambda s: s.state.slots_per_request, v)
-    state_layer_groups = _per(variants, lambda s: s.state.layer_groups, v, bool)
-    _, bound = stage_budgets(
-        spec,
-        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
-        valid=[sc.valid for sc in stage_cols],
-        usable=hw_cols.usable,
-        reserve_fraction=reserve_fraction,
-        split_across_dp=split_across_dp,
-        dp=c.dp,
-        temp=temp,
+    # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode). The one
+    # assembly fit calls on its one row (budget.config)
+    cfg = config_columns(
+        spec=spec,
+        variants=variants,
+        variant=v,
         cache=cache,
+        dp=c.dp,
+        usable=hw_cols.usable,
+        reserve_fraction=reserve_columns(space=space),
         context=context,
         batch=batch,
-        temp_in_reserve=temp_in_reserve,
-        state_slots=state_slots,
-        state_layer_groups=state_layer_groups,
+        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
+        valid=[sc.valid for sc in stage_cols],
     )
+    _, bound = cfg.memory(temp)
     stage = np.asarray(bound.stage)
     # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
     at = (stage, np.arange(stage.shape[0]))

@@ -218,21 +218,25 @@ class CacheLayout(Frozen):
         )
 
 
-def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
-    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
-    from k3plan.step.memory import cache_terms
-
-    c = cache_terms(
-        spec,
+def cache_inputs(spec: ModelSpec, stack: Stack) -> dict[str, int | bool]:
+    """What ``k3plan.step.memory.cache_terms`` reads of a model and a stack, besides tp: one place, which the
+    layout of one Setup (``cache_layout``) and plan's columns (one entry a stack variant, gathered) both read."""
+    return dict(
         kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
         replicate_across_tp=stack.kv_cache.replicate_across_tp,
         state_layer=state_bytes_per_layer(spec, stack),
         shard_state_by_heads=stack.state.shard_by_heads,
         align_tokens=stack.paging.align_tokens,
         hybrid_paging=stack.paging.kind == "hybrid",
-        tp=parallel.tp,
-        fixed_state=fixed_state_bytes(spec, stack),
+        fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
+
+
+def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
+    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
+    from k3plan.step.memory import cache_terms
+
+    c = cache_terms(spec, tp=parallel.tp, **cache_inputs(spec, stack))  # type: ignore[arg-type]
     return CacheLayout(
         kv_bytes_per_token_layer=int(c.kv_bytes_per_token_layer),
         state_bytes_per_layer=int(c.state_bytes_per_layer),

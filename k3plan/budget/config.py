@@ -1,0 +1,144 @@
+"""One configuration, typed, and the one assembly of a device's memory over it.
+
+A ``Config`` is a row (``row``: every figure an int, what ``fit`` evaluates) or a space of rows (``columns``:
+one numpy entry a configuration, what ``plan`` evaluates): the same fields, read from a model and a stack by
+the same functions (``step.cache.cache_inputs``, ``stack_inputs``), and ``Config.memory`` is the one place a
+device's memory terms (weights, KV, state, temporaries, reserve, free) are assembled from them
+(``step.stages.stage_budgets``: each pipeline stage's ``step.memory.budget_terms``, the binding one's). fit is
+row 0 of plan: tests/budget/test_fit_is_plan_row.py holds them equal field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Optional, Sequence
+
+from k3plan.columns import C
+from k3plan.engines.stack import Stack
+from k3plan.models.spec import ModelSpec
+from k3plan.step.cache import cache_inputs
+from k3plan.step.memory import BudgetTerms, CacheCols, CacheTerms, cache_terms
+from k3plan.step.stages import stage_budgets
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def stack_inputs(stack: Stack) -> dict[str, Any]:
+    """What the budget reads of a stack besides its cache layout and reserve (each a ``Config`` field)."""
+    return dict(
+        split_across_dp=stack.kv_cache.split_across_dp,  # the batch splits over the DP groups
+        temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),  # SGLang's mem_fraction_static
+        state_slots=stack.state.slots_per_request,
+        state_layer_groups=stack.state.layer_groups,  # vLLM's hybrid manager
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
+class Config(Generic[C]):
+    """One configuration (ints: ``row``) or one entry a configuration (numpy columns: ``columns``)."""
+
+    spec: ModelSpec
+    usable: C  # usable HBM bytes a device
+    reserve_fraction: Any  # the stack's reserve at this split and chunk (Stack.reserve_fraction): float or column
+    dp: C
+    context: int  # tokens a sequence
+    batch: int  # sequences in flight
+    cache: CacheCols[C]  # a device's KV and state layout (step.memory.cache_terms)
+    stages: tuple[tuple[Any, Any, Any], ...]  # a pipeline stage's (weights bytes a device, MLA layers, KDA layers)
+    split_across_dp: Any
+    temp_in_reserve: Any
+    state_slots: Any
+    state_layer_groups: Any
+    valid: Optional[tuple[Any, ...]] = None  # which stages exist (plan's rows mix pp values); None: every one
+
+    def memory(self, temp: Any) -> tuple[list[BudgetTerms[C]], BudgetTerms[C]]:
+        """The one assembly of a device's memory with ``temp`` bytes of temporaries: every pipeline stage's
+        budget terms and the binding stage's (``step.stages.stage_budgets``)."""
+        return stage_budgets(
+            self.spec,
+            stages=list(self.stages),
+            valid=None if self.valid is None else list(self.valid),
+            usable=self.usable,
+            reserve_fraction=self.reserve_fraction,
+            split_across_dp=self.split_across_dp,
+            dp=self.dp,
+            temp=temp,
+            cache=self.cache,
+            context=self.context,
+            batch=self.batch,
+            temp_in_reserve=self.temp_in_reserve,
+            state_slots=self.state_slots,
+            state_layer_groups=self.state_layer_groups,
+        )
+
+
+def row(
+    *,
+    spec: ModelSpec,
+    stack: Stack,
+    cache: CacheCols[int],
+    usable: int,
+    reserve_fraction: float,
+    dp: int,
+    context: int,
+    batch: int,
+    stages: Sequence[tuple[int, int, int]],
+) -> Config[int]:
+    """fit's one configuration: ``cache`` its layout (``step.cache.cache_layout``, the same ``cache_terms``)."""
+    return Config(
+        spec=spec,
+        usable=usable,
+        reserve_fraction=reserve_fraction,
+        dp=dp,
+        context=context,
+        batch=batch,
+        cache=cache,
+        stages=tuple(stages),
+        **stack_inputs(stack),
+    )
+
+
+def _gather(per: list[dict[str, Any]], variant: np.ndarray) -> dict[str, np.ndarray]:
+    """Each key's values, one a stack variant, gathered to the rows by ``variant``."""
+    import numpy as np
+
+    keys = per[0] if per else {}
+    return {
+        k: np.array([p[k] for p in per], dtype=bool if isinstance(keys[k], bool) else np.int64)[variant] for k in keys
+    }
+
+
+def cache_columns(*, spec: ModelSpec, variants: Sequence[Stack], variant: np.ndarray, tp: np.ndarray) -> CacheTerms:
+    """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant."""
+    return cache_terms(spec, tp=tp, **_gather([cache_inputs(spec, s) for s in variants], variant))
+
+
+def columns(
+    *,
+    spec: ModelSpec,
+    variants: Sequence[Stack],
+    variant: np.ndarray,
+    cache: CacheTerms,
+    dp: np.ndarray,
+    usable: np.ndarray,
+    reserve_fraction: np.ndarray,
+    context: int,
+    batch: int,
+    stages: Sequence[tuple[Any, Any, Any]],
+    valid: Sequence[Any],
+) -> Config[np.ndarray]:
+    """plan's space: each stack variant's inputs read once (the functions ``row`` reads them with) and gathered
+    to its rows by ``variant`` (the index of a row's stack variant); ``cache``: ``cache_columns``."""
+    return Config(
+        spec=spec,
+        usable=usable,
+        reserve_fraction=reserve_fraction,
+        dp=dp,
+        context=context,
+        batch=batch,
+        cache=cache,
+        stages=tuple(stages),
+        valid=tuple(valid),
+        **_gather([stack_inputs(s) for s in variants], variant),
+    )
