@@ -134,3 +134,26 @@ def test_fit_with_a_draft_under_vllm_layer_groups_on_pp_uses_the_pools_pages():
         extra_bytes_per_token=4096,
     )
     assert ctx == kv_context_tokens(per_seq_room - lay.state_bytes_per_sequence, **kw) == 1_730_304  # was 1,849,344
+
+
+def test_no_module_but_step_memory_writes_the_formula_out():
+    """A line that rounds to whole blocks (ceil / cdiv) or divides by a block's bytes (``// (``) and names bytes a
+    token is the formula written out again: before issue 51 this found it 8 times (advice/rules.py 5, step/cache.py,
+    step/memory.py, workload/draft.py); only its one definition may remain."""
+    import re
+    from pathlib import Path
+
+    import k3plan
+
+    root = Path(k3plan.__file__).parent
+    rounding, per_token = (
+        re.compile(r"(ceil|cdiv)\(|//\s*\("),
+        re.compile(r"kv_bytes|bpt\b|bytes_per_token|per_token\b"),
+    )
+    found = [
+        f"{p.relative_to(root)}:{n}"
+        for p in sorted(root.rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "block" in line and per_token.search(line) and rounding.search(line)
+    ]
+    assert [f.split(":")[0] for f in found] == ["step/memory.py"], found  # kv_sequence_bytes' one line
