@@ -92,10 +92,11 @@ class FitResult(Frozen):
     cache_layout: Optional[CacheLayout] = None
     speed: Optional[Speed] = None  # filled by the CLI: decode bound at this workload
     reason: int = 0  # k3plan.step.verdict code; 0 = feasible; not in the JSON
+    temp_evidence: str = "analytic"  # budget.result.TEMP_EVIDENCE, as plan's row names it ("given": --calibration)
     # issue 50: set where it fits only on the analytic lower bound of a stage's temporaries (exit 3, not 0)
     unverified: Optional[Unverified] = None
 
-    __exclude__ = ("reason",)
+    __exclude__ = ("reason", "temp_evidence")
     __dump_with__ = {"weights_by_role": term_map}
 
     @property
@@ -440,6 +441,13 @@ def fit(
         cache_layout=layout,
         reason=code,
         unverified=unverified,
+        temp_evidence=("measured" if kind == "measured" else "compiled")
+        if kind
+        else "given"
+        if calibration is not None
+        else "temp model"
+        if temp.prefill_band or temp.decode_band
+        else "analytic",
     )  # fmt: skip
 
 

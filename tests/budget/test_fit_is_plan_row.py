@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from k3plan.budget.fit import ANALYTIC_TEMP, Workload, fit
-from k3plan.budget.result import PerDevice
+from k3plan.budget.result import TEMP_EVIDENCE, PerDevice
 from k3plan.engines.stack import list_stacks, load_stack
 from k3plan.hardware import load_hardware
 from k3plan.models import load_model
@@ -45,40 +46,32 @@ def columns(model: str, context: int, batch: int):
     return cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
 
 
-def evidence_kind(source: str) -> str:
-    """fit's temp provenance in plan's words (plan.rows.TEMP_EVIDENCE)."""
-    if source == ANALYTIC_TEMP:
-        return "analytic"
-    if source.startswith("temp model") or "temp model" in source.split(":")[0]:
-        return "temp model"
-    return "measured" if source.startswith("measured") else "compiled"
-
-
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(model=st.sampled_from(MODELS), context=st.sampled_from([8192, 131072]), batch=st.sampled_from([1, 16]),
-       pick=st.floats(0, 1, exclude_max=True))  # fmt: skip
-def test_fit_is_plans_row_field_by_field(model, context, batch, pick):
+       evidence=st.sampled_from(range(len(TEMP_EVIDENCE))), pick=st.floats(0, 1, exclude_max=True))  # fmt: skip
+def test_fit_is_plans_row_field_by_field(model, context, batch, evidence, pick):
     sp = space(model)
     cols, codes = columns(model, context, batch)
-    i = int(pick * sp.size)
+    pool = np.flatnonzero(cols.temp_source == evidence)  # a row of each kind of temp evidence, where plan has one
+    pool = pool if pool.size else np.arange(sp.size)
+    i = int(pool[int(pick * pool.size)])
     r = row(space=sp, cols=cols, i=i, rank=1)
     setup = make_setup(model=model, hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
                        stack=r.stack, kv_dtype=r.kv_dtype_override)  # fmt: skip
     f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
+    assert r.temp_evidence == f.temp_evidence  # where the temporaries come from (budget.result.TEMP_EVIDENCE)
+    if None in (f.temp.prefill_bytes, f.temp.decode_bytes):  # a calibration's graph ran out of memory here
+        # the one place the two still write it differently: fit counts the stages that compiled and refuses
+        # (reason "calibration"), plan stands the refused graph's temp in as all usable HBM (reason "budget")
+        assert not f.fits and int(codes[i]) != 0 and r.per_device.temp_bytes == int(cols.usable[i])
+        return
     for k in fields(PerDevice):  # one PerDevice: weights, kv, state, temp, reserve, free, ...
         assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, r)
     assert r.max_sequences == f.capacity.max_sequences
     assert int(codes[i]) == f.reason and (codes[i] == 0) == f.fits  # the verdict, its reason code
-    binding = f.temp.prefill_bytes if f.temp.binding == "prefill" else f.temp.decode_bytes
-    src = f.provenance.temp_prefill if f.temp.binding == "prefill" else f.provenance.temp_decode
-    assert binding == f.per_device.temp_bytes
-    if r.temp_evidence != "analytic":  # plan names the evidence a row's calibration or model gave
-        assert (
-            r.temp_evidence == evidence_kind(src)
-            or evidence_kind(f.provenance.temp_prefill if src == f.provenance.temp_decode else f.provenance.temp_decode)
-            == r.temp_evidence
-        ), (r.temp_evidence, f.provenance)
-    else:
-        assert src == ANALYTIC_TEMP or "max(analytic" in src, (src, r)
+    source = {"analytic": ANALYTIC_TEMP, "temp model": "temp model ", "compiled": "compiled calibration ",
+              "measured": "measured calibration "}[f.temp_evidence]  # fmt: skip
+    assert any(s.startswith(source) or s.startswith("max(analytic, largest measured in " + source)
+               for s in (f.provenance.temp_prefill, f.provenance.temp_decode)), f.provenance  # fmt: skip
     d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())  # fit's speed line
     assert float(cols.tpot_s[i]) == pytest.approx(d.step_s, rel=1e-12), r
