@@ -2,7 +2,8 @@
 
 A ``Config`` is a row (``row``: every figure an int, what ``fit`` evaluates) or a space of rows (``columns``:
 one numpy entry a configuration, what ``plan`` evaluates): the same fields, read from a model and a stack by
-the same functions (``step.cache.cache_inputs``, ``stack_inputs``), and ``Config.memory`` is the one place a
+the same functions (``step.cache.cache_inputs``, ``stack_inputs``, ``temp_inputs``), ``Config.analytic_temps``
+is the one analytic bound of the temporaries, and ``Config.memory`` is the one place a
 device's memory terms (weights, KV, state, temporaries, reserve, free) are assembled from them
 (``step.stages.stage_budgets``: each pipeline stage's ``step.memory.budget_terms``, the binding one's). fit is
 row 0 of plan: tests/budget/test_fit_is_plan_row.py holds them equal field by field.
@@ -15,10 +16,14 @@ from typing import TYPE_CHECKING, Any, Generic, Optional, Sequence
 
 from k3plan.columns import C
 from k3plan.engines.stack import Stack
+from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
+from k3plan.sharding.mesh import Parallel
 from k3plan.step.cache import cache_inputs
+from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import BudgetTerms, CacheCols, CacheTerms, cache_terms
 from k3plan.step.stages import stage_budgets
+from k3plan.step.temporaries import DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,6 +39,15 @@ def stack_inputs(stack: Stack) -> dict[str, Any]:
     )
 
 
+def temp_inputs(stack: Stack, expert_fmt: str) -> dict[str, Any]:
+    """What the analytic temporaries read of a stack: its activation bytes, whether it runs the experts
+    (checkpoint format ``expert_fmt``) quantized (a dequantization buffer)."""
+    return dict(
+        act=BYTES[stack.activation_dtype],
+        quantized=get_format(stack.runtime_format("expert", expert_fmt)).quantized,
+    )
+
+
 @dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
 class Config(Generic[C]):
     """One configuration (ints: ``row``) or one entry a configuration (numpy columns: ``columns``)."""
@@ -41,7 +55,10 @@ class Config(Generic[C]):
     spec: ModelSpec
     usable: C  # usable HBM bytes a device
     reserve_fraction: Any  # the stack's reserve at this split and chunk (Stack.reserve_fraction): float or column
+    tp: C
+    ep: C
     dp: C
+    chunk: C  # prefill chunk tokens
     context: int  # tokens a sequence
     batch: int  # sequences in flight
     cache: CacheCols[C]  # a device's KV and state layout (step.memory.cache_terms)
@@ -50,7 +67,18 @@ class Config(Generic[C]):
     temp_in_reserve: Any
     state_slots: Any
     state_layer_groups: Any
+    act: Any  # activation bytes (temp_inputs)
+    quantized: Any  # the experts run quantized (temp_inputs)
     valid: Optional[tuple[Any, ...]] = None  # which stages exist (plan's rows mix pp values); None: every one
+
+    def analytic_temps(self) -> tuple[PrefillTemp[C], DecodeTemp[C]]:
+        """The analytic lower bound of each stage's temporaries (``step.temporaries``): one prefill chunk
+        attending over the context, and one decode step of the batch."""
+        kw: dict[str, Any] = dict(act=self.act, quantized=self.quantized, tp=self.tp, ep=self.ep, context=self.context)
+        return (
+            prefill_temp_terms(self.spec, chunk=self.chunk, **kw),
+            decode_temp_terms(self.spec, dp=self.dp, batch=self.batch, **kw),
+        )
 
     def memory(self, temp: Any) -> tuple[list[BudgetTerms[C]], BudgetTerms[C]]:
         """The one assembly of a device's memory with ``temp`` bytes of temporaries: every pipeline stage's
@@ -77,10 +105,12 @@ def row(
     *,
     spec: ModelSpec,
     stack: Stack,
+    expert_fmt: str,
     cache: CacheCols[int],
     usable: int,
     reserve_fraction: float,
-    dp: int,
+    parallel: Parallel,
+    chunk: int,
     context: int,
     batch: int,
     stages: Sequence[tuple[int, int, int]],
@@ -90,12 +120,16 @@ def row(
         spec=spec,
         usable=usable,
         reserve_fraction=reserve_fraction,
-        dp=dp,
+        tp=parallel.tp,
+        ep=parallel.ep,
+        dp=parallel.dp,
+        chunk=chunk,
         context=context,
         batch=batch,
         cache=cache,
         stages=tuple(stages),
         **stack_inputs(stack),
+        **temp_inputs(stack, expert_fmt),
     )
 
 
@@ -119,8 +153,12 @@ def columns(
     spec: ModelSpec,
     variants: Sequence[Stack],
     variant: np.ndarray,
+    expert_fmt: str,
     cache: CacheTerms,
+    tp: np.ndarray,
+    ep: np.ndarray,
     dp: np.ndarray,
+    chunk: np.ndarray,
     usable: np.ndarray,
     reserve_fraction: np.ndarray,
     context: int,
@@ -134,11 +172,15 @@ def columns(
         spec=spec,
         usable=usable,
         reserve_fraction=reserve_fraction,
+        tp=tp,
+        ep=ep,
         dp=dp,
+        chunk=chunk,
         context=context,
         batch=batch,
         cache=cache,
         stages=tuple(stages),
         valid=tuple(valid),
         **_gather([stack_inputs(s) for s in variants], variant),
+        **_gather([temp_inputs(s, expert_fmt) for s in variants], variant),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import msgspec
 
@@ -23,7 +23,7 @@ from k3plan.budget.result import (
     Temp,
     Unverified,
 )
-from k3plan.budget.temp import decode_temp, prefill_temp
+from k3plan.budget.temp import point_terms
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import Calibration, envelope
@@ -232,15 +232,15 @@ def _stage_temp(
 def _temp(
     setup: Setup,
     w: Workload,
+    cfg: Config[int],
     cal: Optional[Calibration],
     kind: str,
     warnings: list[str],
-    expert_fmt: str,
     evidence: bool = True,
 ) -> tuple[Temp, _StageTemp, _StageTemp]:
-    kw: dict[str, Any] = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
-    pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
-    dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
+    """Each stage's temporaries: the configuration's analytic bound (``Config.analytic_temps``, plan's too),
+    replaced by the calibration's where one answers, else by the temp model's where it applies."""
+    pre, dec = (point_terms(t, bool(cfg.quantized)) for t in cfg.analytic_temps())
     if cal is not None and not kind:
         check_calibration_matches(setup, cal, warnings)
     # tier (c) only where no calibration applies at all (plan's apply_temp_model models the same rows): a
@@ -363,19 +363,19 @@ def fit(
     kind = ""
     if calibration is None and evidence:
         calibration, kind = default_evidence(setup) or (None, "")
-    expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
-    temp, temp_prefill, temp_decode = _temp(setup, workload, calibration, kind, warnings, expert_fmt, evidence)
-    stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
-    refused, temp_bytes = len(stages) < 2, max(stages, default=0)
-    temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
     chunk = workload.prefill_chunk_tokens
     reserve_fraction = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp,
                                               chunk=chunk, vendor=hw.vendor, dp=par.dp)  # fmt: skip
     whole = cache_layout(spec=spec, stack=stack, parallel=par)
-    cfg = config_row(spec=spec, stack=stack, cache=whole, usable=hw.usable_bytes_per_device,
-                     reserve_fraction=reserve_fraction, dp=par.dp, context=workload.context_tokens,
-                     batch=workload.batch, stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
-                                                   for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
+    cfg = config_row(spec=spec, stack=stack, expert_fmt=next((t.fmt for t in inv.text if t.role == "expert"), "bf16"),
+                     cache=whole, usable=hw.usable_bytes_per_device, reserve_fraction=reserve_fraction, parallel=par,
+                     chunk=chunk, context=workload.context_tokens, batch=workload.batch,
+                     stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
+                             for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
+    temp, temp_prefill, temp_decode = _temp(setup, workload, cfg, calibration, kind, warnings, evidence)
+    stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
+    refused, temp_bytes = len(stages) < 2, max(stages, default=0)
+    temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
     one = _Row(cfg=cfg, setup=setup, layout=whole, draft_kv=draft_kv)
     per_stage, b = one.at(temp_bytes)
     layout = one.stage_layout(b)  # the binding stage's

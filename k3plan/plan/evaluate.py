@@ -17,7 +17,6 @@ from k3plan.budget.config import cache_columns
 from k3plan.budget.config import columns as config_columns
 from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
-from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
 from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
@@ -32,7 +31,6 @@ from k3plan.step.op import Op
 from k3plan.step.ops import COLLECTIVE_NAMES, WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
 from k3plan.step.stages import microbatch
-from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
 from k3plan.step.weights import mesh_weight_groups, mesh_weights, stage_classes
 
 
@@ -454,14 +452,28 @@ def evaluate(
         space=space, model=model, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
     )
     cache = cache_columns(spec=spec, variants=variants, variant=v, tp=c.tp)
-    act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
-    quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
-    prefill_temp = prefill_temp_terms(
-        spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, chunk=c.chunk, context=context
-    ).total_bytes
-    decode_temp = decode_temp_terms(
-        spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, dp=c.dp, batch=batch, context=context
-    ).total_bytes
+    # the one configuration value fit evaluates a row of (budget.config): memory is each pipeline stage's budget
+    # (its weights and layers), the tightest binds (step.stages.bind); weights_bytes becomes the binding stage's,
+    # the dense/expert sums stay the whole path's (decode)
+    cfg = config_columns(
+        spec=spec,
+        variants=variants,
+        variant=v,
+        expert_fmt=expert_fmt,
+        cache=cache,
+        tp=c.tp,
+        ep=c.ep,
+        dp=c.dp,
+        chunk=c.chunk,
+        usable=hw_cols.usable,
+        reserve_fraction=reserve_columns(space=space),
+        context=context,
+        batch=batch,
+        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
+        valid=[sc.valid for sc in stage_cols],
+    )
+    act = cfg.act
+    prefill_temp, decode_temp = (t.total_bytes for t in cfg.analytic_temps())
     source = apply_evidence(
         prefill=prefill_temp, decode=decode_temp, usable=hw_cols.usable, space=space, model=model, context=context
     )
@@ -474,22 +486,6 @@ def evaluate(
     )
     apply_temp_model(temps, cache, space=space, model=model, context=context, batch=batch)
     temp = np.maximum(temps.prefill_temp_bytes, temps.decode_temp_bytes)
-    # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
-    # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode). The one
-    # assembly fit calls on its one row (budget.config)
-    cfg = config_columns(
-        spec=spec,
-        variants=variants,
-        variant=v,
-        cache=cache,
-        dp=c.dp,
-        usable=hw_cols.usable,
-        reserve_fraction=reserve_columns(space=space),
-        context=context,
-        batch=batch,
-        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
-        valid=[sc.valid for sc in stage_cols],
-    )
     _, bound = cfg.memory(temp)
     stage = np.asarray(bound.stage)
     # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
