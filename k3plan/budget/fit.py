@@ -441,14 +441,15 @@ def fit(
         cache_layout=layout,
         reason=code,
         unverified=unverified,
-        temp_evidence=("measured" if kind == "measured" else "compiled")
-        if kind
-        else "given"
-        if calibration is not None
-        else "temp model"
-        if temp.prefill_band or temp.decode_band
-        else "analytic",
+        temp_evidence=_evidence(kind, given=calibration is not None, modelled=bool(temp.prefill_band or temp.decode_band)),
     )  # fmt: skip
+
+
+def _evidence(kind: str, *, given: bool, modelled: bool) -> str:
+    """Where the temporaries come from, in plan's words (budget.result.TEMP_EVIDENCE; "given": --calibration)."""
+    if kind:  # a shipped calibration (default_evidence)
+        return "measured" if kind == "measured" else "compiled"
+    return "given" if given else "temp model" if modelled else "analytic"
 
 
 def model_state(spec: ModelSpec, stack: Stack) -> ModelState:
