@@ -133,8 +133,9 @@ def row(
     )
 
 
-def _gather(per: list[dict[str, Any]], variant: np.ndarray) -> dict[str, np.ndarray]:
-    """Each key's values, one a stack variant, gathered to the rows by ``variant``."""
+def gather_columns(per: list[dict[str, Any]], variant: np.ndarray) -> dict[str, np.ndarray]:
+    """Each key's values, one a stack variant (what one function reads of each stack), gathered to the rows by
+    ``variant`` (the index of a row's stack variant): bools stay bool, the rest int64."""
     import numpy as np
 
     keys = per[0] if per else {}
@@ -145,7 +146,7 @@ def _gather(per: list[dict[str, Any]], variant: np.ndarray) -> dict[str, np.ndar
 
 def cache_columns(*, spec: ModelSpec, variants: Sequence[Stack], variant: np.ndarray, tp: np.ndarray) -> CacheTerms:
     """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant."""
-    return cache_terms(spec, tp=tp, **_gather([cache_inputs(spec, s) for s in variants], variant))
+    return cache_terms(spec, tp=tp, **gather_columns([cache_inputs(spec, s) for s in variants], variant))
 
 
 def columns(
@@ -181,6 +182,6 @@ def columns(
         cache=cache,
         stages=tuple(stages),
         valid=tuple(valid),
-        **_gather([stack_inputs(s) for s in variants], variant),
-        **_gather([temp_inputs(s, expert_fmt) for s in variants], variant),
+        **gather_columns([stack_inputs(s) for s in variants], variant),
+        **gather_columns([temp_inputs(s, expert_fmt) for s in variants], variant),
     )

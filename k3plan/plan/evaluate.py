@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from k3plan.budget.config import cache_columns
+from k3plan.budget.config import cache_columns, gather_columns
 from k3plan.budget.config import columns as config_columns
 from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
 from k3plan.plan.space import Space
 from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
-from k3plan.roofline.comm import latent_reduce_calls
+from k3plan.roofline.comm import stack_comm_inputs
 from k3plan.roofline.latency import latency
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
@@ -70,13 +70,6 @@ def reserve_columns(*, space) -> np.ndarray:
             dp=c.dp[i].astype(np.int64),
         )
     return vals[inverse.reshape(-1)]
-
-
-def _pattern_col(stacks: list, index: np.ndarray, dp: np.ndarray, pattern: str) -> np.ndarray:
-    """Per configuration: whether its stack's experts run ``pattern`` at its DP (``Stack.for_dp``: a DP-1
-    row of a stack whose all-to-all needs DP > 1 runs its fallback)."""
-    at_dp1 = _per(stacks, lambda s: s.for_dp(1).collectives.experts == pattern, index, bool)
-    return np.where(dp == 1, at_dp1, _per(stacks, lambda s: s.collectives.experts == pattern, index, bool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,12 +490,13 @@ def evaluate(
     micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
     # the collectives carry the rows each stack's engine pads the step to (Stack.token_buckets), logits the real
     rows = padded_tokens(micro, c.dp, _per(variants, lambda s: s.token_buckets.min_tokens if s.token_buckets else 0, v))
+    # what the collectives read of each row's stack as it runs at the row's DP (Stack.for_dp), as fit's
+    # collective_args reads its one stack (roofline.comm.stack_comm_inputs)
+    at_dp = gather_columns([stack_comm_inputs(s, spec) for s in variants], v)
+    at_dp1 = gather_columns([stack_comm_inputs(s.for_dp(1), spec) for s in variants], v)
     comm = comm_terms(
         spec,
-        all_to_all=_pattern_col(variants, v, c.dp, "all_to_all"),
-        ag_rs=_pattern_col(variants, v, c.dp, "allgather_reducescatter"),
-        act=act,
-        dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
+        **{k: np.where(c.dp == 1, at_dp1[k], at_dp[k]) for k in at_dp},
         tp=c.tp,
         dp=c.dp,
         ep=c.ep,
@@ -510,9 +504,7 @@ def evaluate(
         chips=hw_cols.chips,
         tokens=rows,
         sequences=micro,
-        logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
         domain_devices=hw_cols.domain_devices,
-        latent_calls=_per(variants, lambda s: latent_reduce_calls(s, spec), v),
     )
     link_t = comm_time(  # each collective on its own link (step.ops.Op.scale_out)
         comm,
