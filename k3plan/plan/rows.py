@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, Optional
 
-from k3plan.budget.result import PerDevice
+from k3plan.budget.result import TEMP_EVIDENCE, PerDevice
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
@@ -20,12 +20,6 @@ from k3plan.step.ops import COLLECTIVE_NAMES
 from k3plan.structs import Frozen, fields, replace
 from k3plan.units import GiB
 
-TEMP_EVIDENCE = (
-    "analytic",
-    "compiled",
-    "measured",
-    "temp model",
-)  # plan.evaluate.apply_evidence / apply_temp_model codes
 # fit's per-device terms, one class for fit and plan (budget.result.PerDevice): a row's are the columns at its index
 PER_DEVICE = fields(PerDevice)
 # the column each field is read from, where the column's name differs (plan.table.StepColumns)

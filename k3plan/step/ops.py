@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
-from k3plan.step.names import ABSORBED_LEAF, leaf_name
+from k3plan.step.names import ABSORBED_LEAF, leaf_name, row_gather
 from k3plan.step.op import Col, LiveBuffers, LiveRules, Op, heads_split
 from k3plan.structs import Frozen, replace
 
@@ -260,7 +260,7 @@ def weight_ops(
     held: set[str] = set()  # a block's buffers on one op, even where its down projection is two groups
     for g in weights:
         t = g.rep
-        if t.role == "embed" or t.fmt == "i64":  # row gathers: the embedding, DeepSeek-V4's tid2eid (dsv4_ops)
+        if row_gather(t):  # row gathers: the embedding, DeepSeek-V4's tid2eid (dsv4_ops)
             continue
         buffers = None
         if live is not None and t.role in live.WEIGHT_ROLES:

@@ -9,11 +9,10 @@ MLA, plus embedding projection and a shared head), listed in the inventory with 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from k3plan.models.loader import Model
 from k3plan.step.cache import kv_bytes_per_token_layer
-from k3plan.step.memory import BudgetTerms
+from k3plan.step.memory import BudgetTerms, kv_sequence_bytes
 from k3plan.structs import Frozen
 
 
@@ -120,12 +119,22 @@ def given_draft_kv(bytes_per_token: int, *, tp: int) -> DraftKv:
 
 
 def add_draft_kv(
-    terms: BudgetTerms[int], *, kv: DraftKv, context_tokens: int, split_across_dp: bool, dp: int
+    terms: BudgetTerms[int], *, kv: DraftKv, context_tokens: int, block_tokens: int, split_across_dp: bool, dp: int
 ) -> BudgetTerms[int]:
     """``k3plan.step.memory.budget_terms`` at one point with the draft's KV added to every sequence:
-    its KV (batch on this device x context x bytes a token) joins the KV term, the free bytes, the
-    bytes a sequence and therefore the sequences the room holds."""
-    per_seq = context_tokens * kv.bytes_per_token_per_device
+    its KV (batch on this device x the one KV formula ``kv_sequence_bytes``: whole blocks of ``block_tokens``,
+    the draft's bytes a token, paged with the target's) joins the KV term, the free bytes, the bytes a
+    sequence and therefore the sequences the room holds. ``CacheLayout.max_context(...,
+    extra_bytes_per_token=...)`` is its inverse."""
+    per_seq = int(
+        kv_sequence_bytes(
+            context_tokens,
+            block_tokens=block_tokens,
+            layers=0,
+            kv_bytes_per_token_layer=0,
+            extra_bytes_per_token=kv.bytes_per_token_per_device,
+        )
+    )
     seq = int(terms.sequence_bytes) + per_seq
     groups = max(int(terms.room_bytes) // seq, 0) if seq > 0 else 0
     return replace(
@@ -136,12 +145,3 @@ def add_draft_kv(
         max_sequences=groups * (dp if split_across_dp else 1),
         kv_bytes_per_token=int(terms.kv_bytes_per_token) + kv.bytes_per_token_per_device,
     )
-
-
-def max_context_with_draft(layout: Any, bytes_per_sequence: float, kv: DraftKv) -> int:
-    """``CacheLayout.max_context`` with the draft's KV a token added to the target's (whole blocks)."""
-    room = bytes_per_sequence - layout.state_bytes_per_sequence
-    per_token = layout.n_mla * layout.kv_bytes_per_token_layer + kv.bytes_per_token_per_device
-    if room <= 0 or per_token <= 0:
-        return 0
-    return int(room // (layout.block_tokens * per_token)) * layout.block_tokens
