@@ -112,21 +112,25 @@ def make_setup(
     shardspecs: Optional[str] = None,
     pp: Optional[int] = None,
     spec_verify_tokens: Optional[int] = None,
+    engram: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
 ) -> Setup:
     """``stack`` None: the hardware's default (``engines.stack.default_stack_for``), named in the notes.
     ``topology`` None: ``pick_topology(hw, model, stack, tp, ep, dp)`` picks it (the one default rule,
     ``k3plan.plan.defaults.default_topology``, passed by ``plan.defaults.make_default_setup``).
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
-    pool as the engine sizes it then: ``Stack.for_spec_decode``)."""
+    pool as the engine sizes it then: ``Stack.for_spec_decode``). ``engram``: where DeepSeek-V4.1's Engram tables
+    live, "hbm" or "host" (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
     hw = load_hardware(hardware)
     notes = []
+    if engram is not None and (m.spec.dsv4 is None or m.spec.dsv4.engram is None):
+        raise K3PlanError(f"--engram {engram}: {m.name} has no Engram tables; leave it out")
     if stack is None:
         stack, why = default_stack_for(hw)
         notes.append(why)
     # bound to the machine first: its engine's state pool is what speculative decoding grows (Stack.bind)
-    st = load_stack(stack).bind(hw).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens)
+    st = load_stack(stack).bind(hw).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens).with_engram(engram)
     if topology is None:
         if pick_topology is None:
             raise K3PlanError(

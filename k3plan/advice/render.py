@@ -35,6 +35,11 @@ def spec_decode_lines(sd) -> list[str]:
         (
             f"  a step: {sp.forward_tokens_per_step:,} forward, {sp.drafted_tokens_per_step:,} drafted, "
             f"{sp.accepted_tokens_per_step:,.2f} accepted, {sp.emitted_tokens_per_step:,.2f} emitted tokens"
+            + (
+                f"; {sp.draft_forwards_per_step} draft forward(s) for {s.draft_tokens} drafted position(s)"
+                if sp.draft_forwards_per_step and sp.draft_forwards_per_step != s.draft_tokens
+                else ""
+            )
         ),
         (
             f"  tokens/s: {sp.emitted_tokens_per_s:,.0f} emitted, {sp.forward_tokens_per_s:,.0f} forward, "

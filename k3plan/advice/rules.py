@@ -17,6 +17,7 @@ import math
 from typing import Any, Literal
 
 from k3plan.advice.inputs import AdviceInputs, KvDtypeOption
+from k3plan.step.memory import kv_context_tokens, kv_sequence_bytes
 from k3plan.structs import Frozen
 from k3plan.units import GiB, fmt_gib, fmt_gib_sig
 
@@ -61,15 +62,20 @@ def _gib(n: float) -> str:
     return fmt_gib(n, 1) if abs(n) >= GiB or n == 0 else fmt_gib_sig(n)
 
 
+def _seq_kv(bpt: int, block: int, context: int) -> int:
+    """One sequence's KV at ``bpt`` bytes a token (the pool's pages, a draft's included): the one formula."""
+    return int(kv_sequence_bytes(context, block_tokens=block, layers=1, kv_bytes_per_token_layer=bpt))
+
+
 def _kv_bytes(x: AdviceInputs, bpt: int, block: int, context: int) -> int:
-    return x.sequences * math.ceil(context / block) * block * bpt
+    return x.sequences * _seq_kv(bpt, block, context)
 
 
 def max_context(x: AdviceInputs, *, bpt: int, block: int, state_per_seq: int, freed_fixed: int = 0) -> int:
     """Longest context, whole blocks, at the current sequences a device (``freed_fixed``: bytes of the weights,
     temporaries or reserve an option frees)."""
     room = (x.usable_bytes - x.fixed_bytes + freed_fixed) / x.sequences - state_per_seq
-    return max(0, int(room // (bpt * block)) * block)
+    return kv_context_tokens(room, block_tokens=block, layers=1, kv_bytes_per_token_layer=bpt)
 
 
 def max_sequences(x: AdviceInputs) -> int:
@@ -77,7 +83,7 @@ def max_sequences(x: AdviceInputs) -> int:
     holds) over the DP groups when both are known, else from the inputs' one budget."""
     if x.fit_max_sequences is not None and x.sequence_groups is not None:
         return x.fit_max_sequences // x.sequence_groups
-    per_seq = math.ceil(x.context_tokens / x.block_tokens) * x.block_tokens * x.kv_bytes_per_token
+    per_seq = _seq_kv(x.kv_bytes_per_token, x.block_tokens, x.context_tokens)
     return max(0, (x.usable_bytes - x.fixed_bytes) // (per_seq + x.state_bytes_per_sequence))
 
 
@@ -188,7 +194,7 @@ def _kv_dtype(x: AdviceInputs, o: KvDtypeOption, rule: Rule, bar: int) -> Sugges
 
 def _shrink(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
     out = []
-    per_seq_kv = math.ceil(x.context_tokens / x.block_tokens) * x.block_tokens * x.kv_bytes_per_token
+    per_seq_kv = _seq_kv(x.kv_bytes_per_token, x.block_tokens, x.context_tokens)
     per_seq = per_seq_kv + x.state_bytes_per_sequence
     room = x.usable_bytes - x.fixed_bytes - bar
     seqs = max(0, room // per_seq)
@@ -208,11 +214,11 @@ def _shrink(x: AdviceInputs, rule: Rule, bar: int) -> list[Suggestion]:
                 score=freed / x.usable_bytes,
             )
         )
-    ctx = (  # no KV (no MLA layer): a shorter context frees nothing
-        max(0, int((room / x.sequences - x.state_bytes_per_sequence) // (x.kv_bytes_per_token * x.block_tokens)))
-        * x.block_tokens
-        if x.kv_bytes_per_token
-        else 0
+    ctx = kv_context_tokens(  # no KV (no MLA layer): a shorter context frees nothing (0)
+        room / x.sequences - x.state_bytes_per_sequence,
+        block_tokens=x.block_tokens,
+        layers=1,
+        kv_bytes_per_token_layer=x.kv_bytes_per_token,
     )
     if 0 < ctx < x.context_tokens:
         freed = x.kv_bytes - _kv_bytes(x, x.kv_bytes_per_token, x.block_tokens, ctx)

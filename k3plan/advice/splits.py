@@ -43,6 +43,7 @@ def split_options(
             kv_dtypes=[kv] if kv else None,
             chunks=[workload.prefill_chunk_tokens],
             top=1000,
+            engram=setup.stack.engram_placement,  # --engram: the other splits with the tables where fit has them
         )
     except K3PlanError:
         return (), None

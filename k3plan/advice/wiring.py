@@ -164,7 +164,7 @@ def batch_options(speed_setup, result, *, eff, evidence=None, allow_cpu_probes=F
 def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
     """The draft's bytes and what it is: the model's MTP head from the inventory, or ``--draft-bytes``
     for an external draft model (0: a weightless drafter such as n-gram lookup)."""
-    from k3plan.workload.draft import draft_head
+    from k3plan.workload.draft import DSPARK_WINDOW_SOURCE, draft_head
 
     head = draft_head(setup.model, kv_dtype=setup.stack.kv_cache.dtype)
     if draft_bytes is not None:
@@ -172,6 +172,11 @@ def draft_bytes_for(setup, draft_bytes: int | None) -> tuple[int, str]:
             f"external draft model, --draft-bytes {draft_bytes:,}"
             if draft_bytes
             else "no draft weights (--draft-bytes 0: n-gram / prompt lookup)"
+        )
+    if head.params and head.drafter == "dspark":
+        return head.checkpoint_bytes, (
+            f"{head.model}'s DSpark drafter: {head.params:,} params ({head.source}); its {head.mtp_layers} windows, "
+            f"{head.window_bytes_per_sequence:,} B a sequence ({DSPARK_WINDOW_SOURCE}), fixed, not in the budget"
         )
     if head.params:
         return head.checkpoint_bytes, (
@@ -258,9 +263,21 @@ def spec_decode_report(
     par = speed_setup.parallel
     seqs = -(-batch // par.dp) if speed_setup.stack.kv_cache.split_across_dp else batch  # as budget_terms
     kv_read = seqs * context_tokens * draft_kv.bytes_per_token_per_device if draft_kv else 0
+    from k3plan.workload.draft import draft_head
+
+    head = draft_head(speed_setup.model, kv_dtype=speed_setup.stack.kv_cache.dtype)
+    dspark = head.drafter == "dspark" and draft_what.startswith(f"{head.model}'s DSpark")
+    forwards = head.forwards(spec.draft_tokens) if dspark else None
+    if dspark:  # each block reads its window of every sequence a device holds (whole on every TP rank)
+        kv_read = seqs * head.window_bytes_per_sequence
     draft_s = (per_dev + kv_read) / bw
     speed = spec_decode_speed(
-        spec=spec, batch=batch, verify_step_s=verify.step_s, draft_s_per_token=draft_s, baseline_step_s=plain.step_s
+        spec=spec,
+        batch=batch,
+        verify_step_s=verify.step_s,
+        draft_s_per_token=draft_s,
+        baseline_step_s=plain.step_s,
+        draft_forwards=forwards,
     )
     return SpecDecodeReport(
         spec=spec,
@@ -286,7 +303,14 @@ def spec_decode_report(
                 if draft_kv
                 else ""
             )
-            + f" read once a drafted position at {bw / 1e9:,.0f} GB/s"
+            + (
+                f" read once a draft forward, {forwards} a step for {spec.draft_tokens} drafted position(s) "
+                f"(DSpark: {head.positions_per_pass} positions a forward; + its windows {kv_read:,} B, {seqs} "
+                f"sequence(s) x {head.window_bytes_per_sequence:,} B)"
+                if dspark
+                else " read once a drafted position"
+            )
+            + f" at {bw / 1e9:,.0f} GB/s"
         ),
     )
 

@@ -270,6 +270,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "pp": q.pp,
         "stack": q.stack_ref,
         "kv_dtype": q.kv_dtype,
+        "engram": q.engram if q.engram is not None else setup_options.get("engram"),
     }
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 

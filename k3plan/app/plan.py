@@ -46,6 +46,7 @@ class PlanQuestion(SessionOptions):
     prefix_tier: str
     rank_by: str
     include_unlaunchable: bool = False  # rank what its stack cannot launch too, after the rest (plan/launchable.py)
+    engram: Optional[str] = None  # where DeepSeek-V4.1's Engram tables live (hbm / host); None: each engine's default
 
 
 class PlanAnswer(Frozen):
@@ -122,6 +123,7 @@ def answer(q: PlanQuestion) -> PlanAnswer:
         load_gbps=q.load_gbps,
         rank_by=q.rank_by,
         include_unlaunchable=q.include_unlaunchable,
+        engram=q.engram,
     )
     if session_note is not None:
         result = replace(result, assumptions=[session_note] + result.assumptions)

@@ -26,6 +26,7 @@ class ReportQuestion(Frozen):
     max_chips: Optional[int] = None
     probes: Optional[Path] = None
     allow_cpu_probes: bool = False
+    engram: Optional[str] = None  # where DeepSeek-V4.1's Engram tables live (hbm / host); None: each engine's default
 
 
 class ReportAnswer(Frozen):
@@ -59,6 +60,7 @@ def answer(q: ReportQuestion, progress: Callable[[str], None] = lambda m: None) 
         evidence=evidence,
         allow_cpu_probes=q.allow_cpu_probes,
         progress=progress,
+        engram=q.engram,
     )
     return ReportAnswer(reports=reports, eff=eff, deploy_stacks=deploy_stacks(q.platforms, q.stacks))
 

@@ -238,7 +238,20 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
             # the prefill bound, as plan prices it (issue 38 left the prefix-hit on the bound)
             prefill_ttft_s=pre.ttft_s if pre.ceiling_ttft_s is None else pre.ceiling_ttft_s,
         )
+    from k3plan.budget.engram import link_note, tier_for
     from k3plan.evidence.probe_records import records_named
+
+    engram = tier_for(setup)
+    engram_note = (
+        None
+        if engram is None
+        else link_note(
+            setup,
+            engram,
+            decode_tokens_per_s=dec.tokens_per_s,
+            prefill_tokens_per_s=w.context_tokens / pre.ttft_s if pre.ttft_s else 0.0,
+        )
+    )
 
     result = RooflineResult(
         model=setup.model.name,
@@ -253,7 +266,8 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         expected=expected,
         long_context=cross,
         notes=[f"warning: {beyond}" for beyond in [setup.model.spec.context_warning(w.context_tokens)] if beyond]
-        + list(setup.notes),
+        + list(setup.notes)
+        + ([engram_note] if engram_note else []),
         probes=probe_notes,
         records_used=list(
             dict.fromkeys(

@@ -35,7 +35,19 @@ class PointQuestion(Frozen):
 
 
 def setup_from(
-    *, model, hardware, topology, tp, ep, dp, stack, kv_dtype=None, shardspecs=None, pp=None, spec_verify_tokens=None
+    *,
+    model,
+    hardware,
+    topology,
+    tp,
+    ep,
+    dp,
+    stack,
+    kv_dtype=None,
+    shardspecs=None,
+    pp=None,
+    spec_verify_tokens=None,
+    engram=None,
 ):
     """The one place a command turns its shared options into a Setup (``spec_verify_tokens``: fit and
     roofline with --spec-tokens put it in their options, make_setup)."""
@@ -58,6 +70,7 @@ def setup_from(
         shardspecs=shardspecs,
         pp=pp,
         spec_verify_tokens=spec_verify_tokens,
+        engram=engram,
     )
 
 

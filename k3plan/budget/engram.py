@@ -10,7 +10,13 @@ SGLang ``--engram-config '{"placement": "cpu"}'``, vLLM's default) before buying
 
 from __future__ import annotations
 
-from k3plan.step.dsv4_cache import EngramTier, engram_tier
+from k3plan.step.dsv4_cache import (
+    EngramTier,
+    engram_hbm_bytes_per_device,
+    engram_placement,
+    engram_split,
+    engram_tier,
+)
 from k3plan.units import fmt_gib
 
 
@@ -27,7 +33,38 @@ def tier_for(setup) -> EngramTier | None:
         tp=setup.parallel.tp,
         devices_per_host=max(1, topo.devices // max(topo.hosts, 1)),
         hosts=topo.hosts,
+        placement=setup.stack.engram_placement,
     )
+
+
+def has_engram(model) -> bool:
+    spec = model.spec
+    return spec.dsv4 is not None and spec.dsv4.engram is not None
+
+
+def engine_default(stack):
+    """(placement, cited Source) of the Engram tables under ``stack``'s engine by default (``Engine.engram``, in
+    the engine's folder)."""
+    from k3plan.engines.registry import engine_rules
+
+    engram = engine_rules(stack.name).engram
+    return engram.placement, engram.source
+
+
+def placement_for(stack, asked: str | None = None) -> str:
+    """Where the Engram tables live under ``stack``: ``asked`` (--engram), the stack's ``engram_placement``, else
+    its engine's default (``Engine.engram``, cited in its folder)."""
+    return engram_placement(stack.name, asked or stack.engram_placement)
+
+
+def hbm_bytes_per_device(model, stack, tp):
+    """What a device holds of the Engram tensors under ``stack`` (its ``engram_placement``, else its engine's
+    default) at TP ``tp`` (an int or plan's numpy column): ``EngramTier.hbm_bytes_per_device`` over columns, which
+    plan counts with the weights as fit does; 0 for a model without Engram."""
+    if not has_engram(model):
+        return 0
+    table, proj = engram_split(model.inventory)
+    return engram_hbm_bytes_per_device(table=table, projections=proj, placement=placement_for(stack), tp=tp)
 
 
 def notes(setup, tier: EngramTier, *, fits: bool, free_bytes: int) -> list[str]:
@@ -62,3 +99,35 @@ def notes(setup, tier: EngramTier, *, fits: bool, free_bytes: int) -> list[str]:
             f"{tier.bytes_per_token:,} B of rows from the host instead"
         )
     return out
+
+
+def link_note(setup, tier: EngramTier, *, decode_tokens_per_s: float, prefill_tokens_per_s: float) -> str | None:
+    """roofline's line on the Engram rows a second: where the tables are in host memory, what the decode and the
+    prefill rates ask of a host's host-to-HBM link (the rows are addressed by the input tokens alone, so they are
+    fetched ahead of their layer: the link binds only past 100%); in HBM, the rows are a negligible read beside the
+    weights. None for a hardware spec without a host_dram tier."""
+    from k3plan.tiers.model import memory_tiers
+
+    if tier.placement == "hbm":
+        return (
+            f"Engram in HBM: a token reads {tier.bytes_per_token:,} B of rows, "
+            f"{decode_tokens_per_s * tier.bytes_per_token / 1e9:,.3f} GB/s at the decode rate (beside the weights)"
+        )
+    host = next((t for t in memory_tiers(setup.hardware) if t.name == "host_dram"), None)
+    if host is None:
+        return None
+    hosts = max(setup.topology.hosts, 1)
+    bw = host.bw_bytes_per_s_per_host
+
+    def share(rate: float) -> str:
+        need = rate / hosts * tier.bytes_per_token
+        return f"{need / 1e9:,.3f} GB/s a host ({need / bw:.2%} of its link)"
+
+    worst = max(decode_tokens_per_s, prefill_tokens_per_s) / hosts * tier.bytes_per_token / bw
+    head = "warning: " if worst > 1 else ""
+    return (
+        f"{head}Engram in host memory: decode at {decode_tokens_per_s:,.0f} tok/s reads {share(decode_tokens_per_s)}, "
+        f"prefill at {prefill_tokens_per_s:,.0f} tok/s {share(prefill_tokens_per_s)} over the host-to-HBM link "
+        f"({bw / 1e9:,.0f} GB/s a host); prefetched ahead of its layer, it "
+        + ("binds the step" if worst > 1 else "does not bind")
+    )

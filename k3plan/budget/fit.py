@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 import msgspec
 
+from k3plan.budget.config import Config
+from k3plan.budget.config import row as config_row
 from k3plan.budget.engram import notes as engram_notes
 from k3plan.budget.engram import tier_for as engram_tier_for
+from k3plan.budget.fit_text import absorbed_notes, provenance, setup_warnings
 from k3plan.budget.result import (
     Capacity,
     HardwareFacts,
@@ -19,13 +23,12 @@ from k3plan.budget.result import (
     Temp,
     Unverified,
 )
-from k3plan.budget.temp import decode_temp, prefill_temp
-from k3plan.engines.flags import engine_offers_kv
+from k3plan.budget.temp import point_terms
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import Calibration, envelope
 from k3plan.models.spec import ModelSpec
-from k3plan.setup import Setup, engine_refusals
+from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
 from k3plan.sharding.resolve import Fallback
 from k3plan.step.cache import (
@@ -35,14 +38,12 @@ from k3plan.step.cache import (
     stack_kv_bytes_per_token,
     state_bytes_per_slot,
 )
-from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
 from k3plan.step.memory import BudgetTerms
-from k3plan.step.stages import stage_budgets
 from k3plan.step.terms import Named, RolesBytes, term_map
 from k3plan.step.verdict import ReasonCode, reject_code
 from k3plan.structs import Frozen, replace
 from k3plan.units import DEFAULT_CONTEXT_TOKENS, DEFAULT_PREFILL_CHUNK_TOKENS, fmt_gib
-from k3plan.workload.draft import DraftKv, add_draft_kv, max_context_with_draft
+from k3plan.workload.draft import DraftKv, add_draft_kv
 
 MAX_TOKENS = 1 << 30  # beyond a billion tokens a context or chunk is a typo, not a plan
 MAX_SEQUENCES = 1 << 20  # beyond a million concurrent sequences a batch is a typo, not a deployment
@@ -91,10 +92,11 @@ class FitResult(Frozen):
     cache_layout: Optional[CacheLayout] = None
     speed: Optional[Speed] = None  # filled by the CLI: decode bound at this workload
     reason: int = 0  # k3plan.step.verdict code; 0 = feasible; not in the JSON
+    temp_evidence: str = "analytic"  # budget.result.TEMP_EVIDENCE, as plan's row names it ("given": --calibration)
     # issue 50: set where it fits only on the analytic lower bound of a stage's temporaries (exit 3, not 0)
     unverified: Optional[Unverified] = None
 
-    __exclude__ = ("reason",)
+    __exclude__ = ("reason", "temp_evidence")
     __dump_with__ = {"weights_by_role": term_map}
 
     @property
@@ -230,15 +232,15 @@ def _stage_temp(
 def _temp(
     setup: Setup,
     w: Workload,
+    cfg: Config[int],
     cal: Optional[Calibration],
     kind: str,
     warnings: list[str],
-    expert_fmt: str,
     evidence: bool = True,
 ) -> tuple[Temp, _StageTemp, _StageTemp]:
-    kw: dict[str, Any] = dict(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, expert_fmt=expert_fmt)
-    pre = prefill_temp(chunk_tokens=w.prefill_chunk_tokens, context_tokens=w.context_tokens, **kw)
-    dec = decode_temp(batch=w.batch, context_tokens=w.context_tokens, **kw)
+    """Each stage's temporaries: the configuration's analytic bound (``Config.analytic_temps``, plan's too),
+    replaced by the calibration's where one answers, else by the temp model's where it applies."""
+    pre, dec = (point_terms(t, bool(cfg.quantized)) for t in cfg.analytic_temps())
     if cal is not None and not kind:
         check_calibration_matches(setup, cal, warnings)
     # tier (c) only where no calibration applies at all (plan's apply_temp_model models the same rows): a
@@ -289,6 +291,53 @@ def check_calibration_matches(setup: Setup, cal: Calibration, warnings: list[str
         )
 
 
+@dataclass(frozen=True)
+class _Row:
+    """fit's configuration as one row of plan's assembly (``budget.config``), with a draft's KV added to every
+    sequence where one is given (plan has no draft)."""
+
+    cfg: Config[int]
+    setup: Setup
+    layout: CacheLayout  # the whole model's
+    draft_kv: Optional[DraftKv]
+
+    def at(self, temp: int) -> tuple[list[BudgetTerms[int]], BudgetTerms[int]]:
+        """Every pipeline stage's budget terms with ``temp`` bytes of temporaries, and the binding one's."""
+        per_stage, b = self.cfg.memory(temp)
+        if self.draft_kv is not None and self.draft_kv.bytes_per_token_per_device:
+            kv = self.draft_kv
+            b = add_draft_kv(b, kv=kv, context_tokens=self.cfg.context, block_tokens=self.layout.block_tokens,
+                             split_across_dp=bool(self.cfg.split_across_dp), dp=self.cfg.dp)  # fmt: skip
+        return per_stage, b
+
+    def stage_layout(self, b: BudgetTerms[int]) -> CacheLayout:
+        """The binding stage's layout (the whole model's at pp 1)."""
+        if self.setup.parallel.pp == 1:
+            return self.layout
+        st = self.setup.stages[int(b.stage)]
+        return self.layout.for_stage(n_mla=st.n_mla, n_kda=st.n_kda)
+
+    def capacity(self, b: BudgetTerms[int], refused: bool) -> tuple[int, int]:
+        """(most sequences, longest context) of a binding stage's budget; a refused graph serves nothing."""
+        room, extra = int(b.room_bytes), 0 if self.draft_kv is None else self.draft_kv.bytes_per_token_per_device
+        ctx = self.stage_layout(b).max_context(room / int(b.sequences), extra_bytes_per_token=extra) if room > 0 else 0
+        return (0, 0) if refused else (int(b.max_sequences), ctx)
+
+    def code(self, b: BudgetTerms[int], weights_bytes: int, fallbacks: int) -> int:
+        """``step.verdict.reject_code`` of a budget: the checks plan applies to every row."""
+        return int(reject_code(fallbacks=fallbacks, weights_bytes=weights_bytes, usable=int(self.cfg.usable),
+                               room_bytes=int(b.room_bytes), sequence_bytes=int(b.sequence_bytes),
+                               max_sequences=int(b.max_sequences), concurrency=self.cfg.batch))  # fmt: skip
+
+    def most_temp(self, temp: int, weights_bytes: int, free_bytes: int) -> int:
+        """Issue 50: the most temporaries that still fit (to a MiB), from ``temp`` which does."""
+        lo, hi = temp, temp + max(free_bytes, 0) + int(self.cfg.usable)  # fits at lo; hi surely does not
+        while hi - lo > 1 << 20:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.code(self.at(mid)[1], weights_bytes, 0) == 0 else (lo, mid)
+        return lo
+
+
 def fit(
     setup: Setup,
     workload: Workload,
@@ -298,347 +347,123 @@ def fit(
     evidence: bool = True,
     draft_kv: Optional[DraftKv] = None,
 ) -> FitResult:
-    """The per-device budget of one Setup: ``k3plan.step.stages.stage_budgets`` at one point, the
-    verdict ``k3plan.step.verdict.reject_code`` (the same checks plan applies to every column).
-    ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft),
-    counted with the weights, so the verdict and the free bytes include them; ``draft_kv``: the draft's
-    KV a token a device (k3plan.workload.draft.DraftKv), counted with the KV of every sequence. Temp evidence: the
-    ``calibration`` given, else (``evidence``) the best shipped one for this configuration
-    (default_evidence), else the analytic model, named as such."""
-    spec, inv, hw, stack, par = setup.model.spec, setup.model.inventory, setup.hardware, setup.stack, setup.parallel
-    warnings: list[str] = []
-    wb = setup.weights
+    """The per-device budget of one Setup: row 0 of plan, i.e. ``budget.config.Config.memory`` over one row
+    and the verdict ``step.verdict.reject_code`` (the same checks plan applies to every row).
+    ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft), counted with the
+    weights, so the verdict and the free bytes include them; ``draft_kv``: the draft's KV a token a device,
+    counted with the KV of every sequence. Temp evidence: the ``calibration`` given, else (``evidence``) the best
+    shipped one for this configuration (default_evidence), else the temp model, else the analytic model."""
+    spec, inv, hw, stack, par, topo = (setup.model.spec, setup.model.inventory, setup.hardware, setup.stack,
+                                       setup.parallel, setup.topology)  # fmt: skip
     if draft_bytes_per_device < 0:
         raise K3PlanError(f"draft bytes a device {draft_bytes_per_device}: expected >= 0")
     engram = engram_tier_for(setup)  # DeepSeek-V4.1: the Engram tables' tier (budget/engram.py); None otherwise
-    if engram is not None:  # what a device holds of it counts with the weights, as a draft's does
-        draft_bytes_per_device += engram.hbm_bytes_per_device
-    if draft_bytes_per_device:
-        wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
-    layout = cache_layout(spec=spec, stack=stack, parallel=par)
-    expert_fmt = next((t.fmt for t in inv.text if t.role == "expert"), "bf16")
+    extra = draft_bytes_per_device + (0 if engram is None else engram.hbm_bytes_per_device)  # with the weights
+    warnings: list[str] = []
     kind = ""
     if calibration is None and evidence:
-        found = default_evidence(setup)
-        if found is not None:
-            calibration, kind = found
-    temp, temp_prefill, temp_decode = _temp(setup, workload, calibration, kind, warnings, expert_fmt, evidence)
+        calibration, kind = default_evidence(setup) or (None, "")
+    chunk = workload.prefill_chunk_tokens
+    reserve_fraction = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp,
+                                              chunk=chunk, vendor=hw.vendor, dp=par.dp)  # fmt: skip
+    whole = cache_layout(spec=spec, stack=stack, parallel=par)
+    cfg = config_row(spec=spec, stack=stack, expert_fmt=next((t.fmt for t in inv.text if t.role == "expert"), "bf16"),
+                     cache=whole, usable=hw.usable_bytes_per_device, reserve_fraction=reserve_fraction, parallel=par,
+                     chunk=chunk, context=workload.context_tokens, batch=workload.batch,
+                     stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
+                             for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
+    temp, temp_prefill, temp_decode = _temp(setup, workload, cfg, calibration, kind, warnings, evidence)
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
-    refused = len(stages) < 2
-    temp_bytes = max(stages) if stages else 0
+    refused, temp_bytes = len(stages) < 2, max(stages, default=0)
     temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
-
-    usable = hw.usable_bytes_per_device
-    reserve_auto = stack.reserve_auto(vendor=hw.vendor)
-    reserve_fraction = stack.reserve_fraction(
-        usable_bytes=usable,
-        tp=par.tp,
-        pp=par.pp,
-        chunk=workload.prefill_chunk_tokens,
-        vendor=hw.vendor,
-        dp=par.dp,
-    )
-    whole_layout = layout  # the whole model's layout (pp rebinds ``layout`` to a stage's below)
-
-    def budget_at(temp_b: int) -> tuple[list[BudgetTerms[int]], BudgetTerms[int]]:
-        """Every pipeline stage's budget terms with ``temp_b`` of temporaries, and the binding one's."""
-        per_stage, b = stage_budgets(
-            spec,
-            stages=[
-                (sw.weights_bytes + draft_bytes_per_device, stage.n_mla, stage.n_kda)
-                for stage, sw in zip(setup.stages, setup.stage_weights)  # one stage unless --pp (step/stages.py)
-            ],
-            usable=usable,
-            reserve_fraction=reserve_fraction,
-            split_across_dp=stack.kv_cache.split_across_dp,
-            dp=par.dp,
-            temp=temp_b,
-            cache=whole_layout,
-            context=workload.context_tokens,
-            batch=workload.batch,
-            temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),
-            state_slots=whole_layout.state_slots_per_sequence,
-            state_layer_groups=whole_layout.state_layer_groups,
-        )
-        if draft_kv is not None and draft_kv.bytes_per_token_per_device:
-            b = add_draft_kv(
-                b,
-                kv=draft_kv,
-                context_tokens=workload.context_tokens,
-                split_across_dp=stack.kv_cache.split_across_dp,
-                dp=par.dp,
-            )
-        return per_stage, b
-
-    def capacity_of(b: BudgetTerms[int]) -> tuple[int, int]:
-        """(most sequences, longest context) of a binding stage's budget."""
-        lay = layout
-        if par.pp > 1:
-            st = setup.stages[int(b.stage)]
-            lay = layout.for_stage(n_mla=st.n_mla, n_kda=st.n_kda)
-        seqs, room = int(b.sequences), int(b.room_bytes)
-        ctx = lay.max_context(room / seqs) if room > 0 else 0
-        if draft_kv is not None and draft_kv.bytes_per_token_per_device and room > 0:
-            ctx = max_context_with_draft(lay, room / seqs, draft_kv)
-        return (0, 0) if refused else (int(b.max_sequences), ctx)  # a refused graph serves nothing
-
-    per_stage, b = budget_at(temp_bytes)
-    if par.pp > 1:
-        binding = setup.stages[int(b.stage)]
-        layout = layout.for_stage(n_mla=binding.n_mla, n_kda=binding.n_kda)
-        wb = setup.stage_weights[int(b.stage)]
-        if draft_bytes_per_device:
-            wb = replace(wb, weights_bytes=wb.weights_bytes + draft_bytes_per_device)
-        warnings_pp = [
-            f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t.weights_bytes)}, free {fmt_gib(t.free_bytes)}"
-            f" a device" + (" (binds)" if st is binding else "")
-            for st, t in zip(setup.stages, per_stage)
-        ]
-    else:
-        warnings_pp = []
-    seqs, room = int(b.sequences), int(b.room_bytes)
-    max_sequences, max_context = capacity_of(b)
-    low_temp = temp.band_low()
-    low_sequences: Optional[int] = None
-    low_context: Optional[int] = None
-    if low_temp is not None:  # tier (c): capacity at the band's lower end too (the verdict keeps the upper)
-        low_sequences, low_context = capacity_of(budget_at(low_temp)[1])
-    topo = setup.topology
-    code = int(
-        reject_code(
-            fallbacks=len(setup.plan.fallbacks),
-            weights_bytes=wb.weights_bytes,
-            usable=usable,
-            room_bytes=room,
-            sequence_bytes=int(b.sequence_bytes),
-            max_sequences=int(b.max_sequences),
-            concurrency=workload.batch,
-        )
-    )
+    one = _Row(cfg=cfg, setup=setup, layout=whole, draft_kv=draft_kv)
+    per_stage, b = one.at(temp_bytes)
+    layout = one.stage_layout(b)  # the binding stage's
+    wb = setup.stage_weights[int(b.stage)] if par.pp > 1 else setup.weights
+    wb = replace(wb, weights_bytes=wb.weights_bytes + extra) if extra else wb
+    max_sequences, max_context = one.capacity(b, refused)
+    low = None if temp.band_low() is None else one.capacity(one.at(int(temp.band_low() or 0))[1], refused)
+    code = one.code(b, wb.weights_bytes, len(setup.plan.fallbacks))
     fits = code == 0 and not refused
-    lower = [
-        st
-        for st, got, b_st in (("prefill", temp_prefill, temp.prefill_bytes), ("decode", temp_decode, temp.decode_bytes))
-        if got.source == ANALYTIC_TEMP and b_st is not None
-    ]
+    lower = [st for st, got, at in (("prefill", temp_prefill, temp.prefill_bytes),
+                                    ("decode", temp_decode, temp.decode_bytes))
+             if got.source == ANALYTIC_TEMP and at is not None]  # fmt: skip
     unverified = None
     if fits and lower:  # issue 50: never FITS on a lower bound; how high may the temporaries go and still fit?
-
-        def passes(t: int) -> bool:
-            bt = budget_at(t)[1]
-            return 0 == int(
-                reject_code(
-                    fallbacks=0,
-                    weights_bytes=wb.weights_bytes,
-                    usable=usable,
-                    room_bytes=int(bt.room_bytes),
-                    sequence_bytes=int(bt.sequence_bytes),
-                    max_sequences=int(bt.max_sequences),
-                    concurrency=workload.batch,
-                )
-            )
-
-        lo, hi = temp_bytes, temp_bytes + max(int(b.free_bytes), 0) + usable  # passes(lo); hi surely does not
-        while hi - lo > 1 << 20:  # to a MiB
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if passes(mid) else (lo, mid)
-        unverified = Unverified(
-            stages=lower, temp_bytes=temp_bytes, max_temp_bytes=lo, settle=settle_command(setup, workload)
-        )
+        most = one.most_temp(temp_bytes, wb.weights_bytes, int(b.free_bytes))
+        unverified = Unverified(stages=lower, temp_bytes=temp_bytes, max_temp_bytes=most,
+                                settle=settle_command(setup, workload))  # fmt: skip
         warnings.append(
             f"temp unverified: the {' and '.join(lower)} temporaries ({fmt_gib(temp_bytes)} counted) are the analytic "
             f"lower bound, with no measured or compiled evidence for this configuration: it fits only if they stay "
-            f"<= {fmt_gib(lo)} a device (exit 3, reason_code {ReasonCode.UNVERIFIED_TEMP.value}); settle it: "
+            f"<= {fmt_gib(most)} a device (exit 3, reason_code {ReasonCode.UNVERIFIED_TEMP.value}); settle it: "
             f"{unverified.settle}"
         )
     if engram is not None:
         warnings.extend(engram_notes(setup, engram, fits=fits, free_bytes=int(b.free_bytes)))
-    if setup.plan.fallbacks:
-        warnings.append(
-            f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
-            f"(+{fmt_gib(sum(f.bytes_replicated for f in wb.fallbacks))} a device)"
-        )
-    beyond = spec.context_warning(workload.context_tokens)
-    if beyond:
-        warnings.append(beyond)
-    warnings += engine_refusals(setup.model, stack)
-    if not engine_offers_kv(stack.name, stack.kv_cache.dtype, hw.kind):
-        warnings.append(
-            f"KV dtype {stack.kv_cache.dtype}: stack {stack.name}'s engine on {hw.kind} does not take it "
-            f"(k3plan.engines.flags.kv_table); priced as asked, but --emit launch refuses it"
-        )
-    if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
-        if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
-            op = Collective.pattern_text(stack.collectives.experts)
-            warnings.append(cross_node_ep_warning(hw, topo, ep=par.ep, op=op))
-        else:
-            warnings.append(
-                f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
-                f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
-                if par.tp <= topo.devices_per_slice
-                else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
-            )
-    if topo.spans_slices:  # which collectives cross the scale-out link (each runs on its own: roofline.comm)
-        from k3plan.roofline.comm import scale_out_collectives
-
-        crossing, _ = scale_out_collectives(setup)
-        if crossing:
-            warnings.append(scale_out_note(hw, topo, crossing=crossing))
-    crossover = kv_state_crossover_tokens(spec, stack)
-    copies = wb.role_bytes("mla_absorbed")
-    notes_copies = []
-    if copies and stack.absorbed_copies is not None:
-        src = stack.absorbed_copies.sources[0]
-        notes_copies.append(
-            f"absorbed MLA: stack {stack.name} splits W_UK / W_UV out of each kv_b_proj at load "
-            f"and keeps kv_b_proj for prefill: {copies:,} B a device more "
-            f"(weights, mla_absorbed), which decode reads instead of kv_b_proj ({src.text()})"
-        )
+    warnings += setup_warnings(setup, wb, context_tokens=workload.context_tokens)
+    notes_pp = [
+        f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t.weights_bytes)}, free {fmt_gib(t.free_bytes)}"
+        f" a device" + (" (binds)" if i == int(b.stage) else "")
+        for i, (st, t) in enumerate(zip(setup.stages, per_stage))
+    ] if par.pp > 1 else []  # fmt: skip
     return FitResult(
-        model=ModelFacts(
-            name=spec.name,
-            total_params=inv.total_params,
-            active_params=inv.active_params,
-            checkpoint_bytes=inv.checkpoint_bytes,
-            runtime_weight_bytes=wb.runtime_weight_bytes,
-        ),
-        hardware=HardwareFacts(
-            name=hw.name,
-            topology=topo.text,
-            chips=topo.chips,
-            devices=topo.devices,
-            hosts=topo.hosts,
-            slices=topo.slices,
-            hbm_bytes_per_device=hw.hbm_bytes_per_device,
-            usable_bytes_per_device=usable,
-        ),
+        model=ModelFacts(name=spec.name, total_params=inv.total_params, active_params=inv.active_params,
+                         checkpoint_bytes=inv.checkpoint_bytes, runtime_weight_bytes=wb.runtime_weight_bytes),
+        hardware=HardwareFacts(name=hw.name, topology=topo.text, chips=topo.chips, devices=topo.devices,
+                               hosts=topo.hosts, slices=topo.slices, hbm_bytes_per_device=hw.hbm_bytes_per_device,
+                               usable_bytes_per_device=hw.usable_bytes_per_device),
         parallel=par,
         stack=stack.label,  # with the options given (vllm:all2all_backend=...), as plan's rows name it
         workload=workload,
-        model_state=ModelState(
-            kv_bytes_per_token=stack_kv_bytes_per_token(spec, stack),
-            state_bytes_per_sequence=state_bytes_per_slot(spec, stack),
-            kv_dtype=stack.kv_cache.dtype
-            if spec.dsv4 is None
-            else "fp8_ds_mla"
-            if spec.dsv4.csa2 is None
-            else "fp4_csa2",  # V4: the engines' one format; V4.1: its FP4 CSA2 entries (step/dsv4_cache)
-            recurrent_dtype=stack.state.recurrent_dtype,
-            conv_dtype=stack.state.conv_dtype,
-        ),
-        per_device=PerDevice(
-            weights_bytes=wb.weights_bytes,
-            replicated_weights_bytes=wb.replicated_weights_bytes,
-            kv_bytes=int(b.kv_bytes),
-            state_bytes=int(b.state_bytes),
-            temp_bytes=temp_bytes,
-            reserve_bytes=int(b.reserve_bytes),
-            free_bytes=int(b.free_bytes),
-            kv_bytes_per_token=int(b.kv_bytes_per_token),
-            state_bytes_per_sequence=int(b.state_bytes_per_sequence),
-            sequences=seqs,
-        ),
-        capacity=Capacity(
-            max_context_tokens=min(max_context, spec.max_context or max_context),
-            memory_context_tokens=max_context,
-            max_sequences=max_sequences,
-            kv_state_crossover_tokens=crossover,
-            model_max_context_tokens=spec.max_context,
-            band_low_max_context_tokens=None
-            if low_context is None
-            else min(low_context, spec.max_context or low_context),
-            band_low_max_sequences=low_sequences,
-        ),
+        model_state=model_state(spec, stack),
+        per_device=PerDevice(weights_bytes=wb.weights_bytes, replicated_weights_bytes=wb.replicated_weights_bytes,
+                             kv_bytes=int(b.kv_bytes), state_bytes=int(b.state_bytes), temp_bytes=temp_bytes,
+                             reserve_bytes=int(b.reserve_bytes), free_bytes=int(b.free_bytes),
+                             kv_bytes_per_token=int(b.kv_bytes_per_token),
+                             state_bytes_per_sequence=int(b.state_bytes_per_sequence), sequences=int(b.sequences)),
+        capacity=Capacity(max_context_tokens=min(max_context, spec.max_context or max_context),
+                          memory_context_tokens=max_context, max_sequences=max_sequences,
+                          kv_state_crossover_tokens=kv_state_crossover_tokens(spec, stack),
+                          model_max_context_tokens=spec.max_context,
+                          band_low_max_context_tokens=None if low is None else min(low[1], spec.max_context or low[1]),
+                          band_low_max_sequences=None if low is None else low[0]),
         fits=fits,
-        weights_fit=wb.weights_bytes <= usable,
+        weights_fit=wb.weights_bytes <= hw.usable_bytes_per_device,
         replicated=[f for sw in setup.stage_weights for f in sw.fallbacks],  # every stage's (pp: a tensor is in one)
         warnings=warnings,
-        notes=list(setup.notes) + warnings_pp + list(spec.notes) + notes_copies,
-        provenance=Provenance(
-            weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
-            + (
-                f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
-                if draft_bytes_per_device
-                else ""
-            ),
-            kv=(
-                _dsv4_text(spec, stack, "kv")
-                if spec.dsv4 is not None
-                else f"analytic: {layout.n_mla} MLA layers x {_kv_values_text(spec, stack)}, {stack.kv_cache.dtype}"
-                + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
-                + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
-                + (
-                    f"; a block holds {layout.layers_held[0]} MLA layer pages (vLLM's hybrid KV-cache manager groups "
-                    f"the whole model's layers; this stage's largest group has {layout.layers_held[0]} layers), a "
-                    f"decode step reads {layout.n_mla}"
-                    if layout.layers_held[0] != layout.n_mla
-                    else ""
-                )
-                + (
-                    f"; + speculative-decoding draft KV {draft_kv.bytes_per_token_per_device:,} B a token a device "
-                    f"({draft_kv.source})"
-                    if draft_kv is not None and draft_kv.bytes_per_token_per_device
-                    else ""
-                )
-            ),
-            state=(
-                _dsv4_text(spec, stack, "state")
-                if spec.dsv4 is not None
-                else f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
-                f"{stack.state.conv_dtype}"
-                + (", split by heads over TP" if stack.state.shard_by_heads else "")
-                + (
-                    f"; the state pool holds {layout.state_slots_per_sequence} slots a running sequence "
-                    f"({layout.state_bytes_per_slot:,} B a slot a device; a decode step reads one)"
-                    if layout.state_slots_per_sequence > 1
-                    else ""
-                )
-                + (
-                    f"; the pool pads the KDA layers to whole layer groups (vLLM's hybrid KV-cache manager): "
-                    f"{layout.state_layers_held} layer pages held a sequence, a decode step reads {layout.n_kda}"
-                    if layout.state_layers_held != layout.n_kda
-                    else ""
-                )
-            ),
-            temp_prefill=temp_prefill.source,
-            temp_decode=temp_decode.source,
-            reserve=(
-                f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
-                if reserve_auto is None
-                else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
-                f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, "
-                + (
-                    f"DP attention: tp_size {par.tp * par.dp} (tp {par.tp} x dp {par.dp}) x pp {par.pp}, the decode "
-                    f"graphs padded for dp_size {par.dp}, chunk {stack.engine_chunk(workload.prefill_chunk_tokens, dp=par.dp)} "
-                    f"(the flag, {workload.prefill_chunk_tokens} a DP group"
-                    + (f": {stack.dp_attention_chunk.sources[0].text()}" if stack.dp_attention_chunk else "")
-                    + ") "
-                    if stack.dp_attention
-                    else f"tp {par.tp} x pp {par.pp}, chunk {workload.prefill_chunk_tokens} "
-                )
-                + (
-                    "-- a fraction <= 0: the MiB it reserves exceed the GPU's, no room for the weights (a smaller "
-                    "--chunk or mem_fraction_static leaves some) "
-                    if reserve_fraction >= 1
-                    else ""
-                )
-                + f"({reserve_auto.source.text()}; prefill graph "
-                f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
-            )
-            + (
-                f"; the engine runs the temporaries out of it (kv_pool {stack.kv_pool.method}), so only what they "
-                "leave of it is counted here"
-                if stack.kv_pool is not None and stack.kv_pool.temps_in_reserve
-                else ""
-            ),
-            hbm=hw.sources().get("usable_hbm_per_device", hw.path),
-            stack_sources=f"kv: {stack.kv_cache.source}; state: {stack.state.source}; paging: {stack.paging.source}",
-        ),
+        notes=list(setup.notes) + notes_pp + list(spec.notes) + absorbed_notes(stack, wb),
+        provenance=provenance(setup, layout=layout, chunk=chunk, reserve_fraction=reserve_fraction,
+                              draft_bytes_per_device=extra, draft_kv=draft_kv, temp_prefill=temp_prefill.source,
+                              temp_decode=temp_decode.source),
         temp=temp,
         weights_by_role=wb.by_role,
         cache_layout=layout,
         reason=code,
         unverified=unverified,
+        temp_evidence=_evidence(kind, given=calibration is not None, modelled=bool(temp.prefill_band or temp.decode_band)),
+    )  # fmt: skip
+
+
+def _evidence(kind: str, *, given: bool, modelled: bool) -> str:
+    """Where the temporaries come from, in plan's words (budget.result.TEMP_EVIDENCE; "given": --calibration)."""
+    if kind:  # a shipped calibration (default_evidence)
+        return "measured" if kind == "measured" else "compiled"
+    return "given" if given else "temp model" if modelled else "analytic"
+
+
+def model_state(spec: ModelSpec, stack: Stack) -> ModelState:
+    """The model's cache a token and state a sequence, whole model, one copy, in the stack's dtypes."""
+    return ModelState(
+        kv_bytes_per_token=stack_kv_bytes_per_token(spec, stack),
+        state_bytes_per_sequence=state_bytes_per_slot(spec, stack),
+        kv_dtype=stack.kv_cache.dtype
+        if spec.dsv4 is None
+        else "fp8_ds_mla"
+        if spec.dsv4.csa2 is None
+        else "fp4_csa2",  # V4: the engines' one format; V4.1: its FP4 CSA2 entries (step/dsv4_cache)
+        recurrent_dtype=stack.state.recurrent_dtype,
+        conv_dtype=stack.state.conv_dtype,
     )
 
 
@@ -662,25 +487,3 @@ def settle_command(setup: Setup, w: Workload) -> str:
         f"--context {w.context_tokens} --chunk {w.prefill_chunk_tokens} --calibration temp.yaml"
     )
     return cmd if gen else f"{cmd} (on the machine itself: no deviceless compile for {hw.name})"
-
-
-def _dsv4_text(spec: ModelSpec, stack: Stack, what: str) -> str:
-    """DeepSeek-V4's KV and state provenance (step/dsv4_cache)."""
-    from k3plan.step import dsv4_cache
-
-    if what == "kv":
-        return dsv4_cache.kv_source_text(spec, stack.name)
-    return dsv4_cache.state_source_text(spec, stack.name, speculative=stack.state.verify_tokens > 1)
-
-
-def _kv_values_text(spec: ModelSpec, stack: Stack) -> str:
-    """The values a token a MLA layer, as the stack lays them out (its padded entry named, with its source)."""
-    lay = stack.kv_cache.layout
-    if lay is None:
-        return f"{spec.mla.cache_values_per_token} values"
-    values = lay.values_per_token(kv_lora_rank=spec.mla.kv_lora_rank, qk_rope_head_dim=spec.mla.qk_rope_head_dim)
-    src = lay.sources[0]
-    return (
-        f"{values} values (kv_lora {spec.mla.kv_lora_rank} and rope {spec.mla.qk_rope_head_dim} padded to multiples "
-        f"of {lay.latent_align} and {lay.rope_align}: {src.repo} {src.file} {src.symbol.split(' (')[0]})"
-    )

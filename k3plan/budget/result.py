@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from k3plan.step.terms import Named, Terms, term_map
 
+# where a configuration's temporaries come from, in fit's and plan's words alike (FitResult.temp_evidence; plan's
+# temp_source column is an index into it: plan.evaluate.apply_evidence / apply_temp_model)
+TEMP_EVIDENCE = ("analytic", "compiled", "measured", "temp model")
+
 
 class ModelFacts(Named):
     name: str

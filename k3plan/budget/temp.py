@@ -4,9 +4,9 @@ The prefill graph and the decode graph are compiled separately, so the budget ta
 the two, never their sum (docs/k3-facts.md §6: temporaries are not additive). Two models, each
 written once over columns:
 
-- ``prefill_temp`` / ``decode_temp``: the *analytic lower bound*, named terms of the buffers one
-  layer of an engine's kernels needs (``k3plan.step.temporaries``); what fit falls back to when no
-  compiled or measured calibration applies, labelled so.
+- the *analytic lower bound* (``budget.config.Config.analytic_temps``, named here by ``point_terms``): the
+  buffers one layer of an engine's kernels needs (``k3plan.step.temporaries``); what fit and plan fall back to
+  when no compiled or measured calibration applies, labelled so.
 - ``stage_live_of_setup``: the *op-level live model* of the graph the stack compiles: the step's op
   list at one point, each op with its buffers at its peak by formulation (``k3plan.step.live``), whose
   coefficients are set from compiled points by ``k3plan.validate.temp_fit`` (benchmarks/bench_temp_grid.py).
@@ -16,17 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from k3plan.engines.stack import Stack, updated
-from k3plan.models.formats import get_format
-from k3plan.models.spec import ModelSpec
-from k3plan.sharding.mesh import Parallel
+from k3plan.engines.stack import updated
 from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import KDA_CHUNK_TOKENS
-from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
+from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp
 from k3plan.step.terms import TermBytes
 from k3plan.structs import Frozen
 
-__all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "decode_temp", "prefill_temp", "stage_live_of_setup"]
+__all__ = ["KDA_CHUNK_TOKENS", "TempTerms", "point_terms", "stage_live_of_setup"]
 
 
 class TempTerms(Frozen):
@@ -37,7 +34,7 @@ class TempTerms(Frozen):
         return sum(t.bytes for t in self.terms)
 
 
-def _point(terms: PrefillTemp[int] | DecodeTemp[int], quantized: bool) -> TempTerms:
+def point_terms(terms: PrefillTemp[int] | DecodeTemp[int], quantized: bool) -> TempTerms:
     """Ints of one configuration, under their labels; the dequantization term only where the experts are quantized."""
     return TempTerms(
         terms=tuple(
@@ -45,49 +42,6 @@ def _point(terms: PrefillTemp[int] | DecodeTemp[int], quantized: bool) -> TempTe
             for t in terms.labelled()
             if quantized or t.label != DEQUANTIZED_EXPERTS
         )
-    )
-
-
-def _quantized(stack: Stack, expert_fmt: str) -> bool:
-    return get_format(stack.runtime_format("expert", expert_fmt)).quantized
-
-
-def prefill_temp(
-    *, spec: ModelSpec, stack: Stack, parallel: Parallel, chunk_tokens: int, context_tokens: int, expert_fmt: str
-) -> TempTerms:
-    """One prefill chunk of ``chunk_tokens`` per DP group, attending over ``context_tokens``."""
-    q = _quantized(stack, expert_fmt)
-    return _point(
-        prefill_temp_terms(
-            spec,
-            act=BYTES[stack.activation_dtype],
-            quantized=q,
-            tp=parallel.tp,
-            ep=parallel.ep,
-            chunk=chunk_tokens,
-            context=context_tokens,
-        ),
-        q,
-    )
-
-
-def decode_temp(
-    *, spec: ModelSpec, stack: Stack, parallel: Parallel, batch: int, context_tokens: int, expert_fmt: str
-) -> TempTerms:
-    """One decode step for ``batch`` sequences at ``context_tokens`` (per DP group)."""
-    q = _quantized(stack, expert_fmt)
-    return _point(
-        decode_temp_terms(
-            spec,
-            act=BYTES[stack.activation_dtype],
-            quantized=q,
-            tp=parallel.tp,
-            ep=parallel.ep,
-            dp=parallel.dp,
-            batch=batch,
-            context=context_tokens,
-        ),
-        q,
     )
 
 

@@ -138,6 +138,15 @@ KvDtypeOpt = Annotated[
         help="Override the stack's KV-cache dtype: bf16, fp8 (1 B a value), fp8_ds_mla (656 B a token a layer), fp32.",
     ),
 ]
+EngramOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engram",
+        help="Where DeepSeek-V4.1's Engram n-gram tables live: hbm (rows split over the TP group, counted with the "
+        "weights) or host (host memory, rows fed over the host-to-HBM link). Default: the engine's (vLLM: host, "
+        "SGLang: hbm), named in the output.",
+    ),
+]
 ShardspecsOpt = Annotated[
     Optional[str],
     typer.Option("--shardspecs", help="Your own ShardSpecs: FILE.yaml (tensor-name regex -> spec) or module:function."),
@@ -253,6 +262,7 @@ _SETUP_OPTIONS = (
     ("stack", StackOpt, None),
     ("kv_dtype", KvDtypeOpt, None),
     ("shardspecs", ShardspecsOpt, None),
+    ("engram", EngramOpt, None),
 )
 
 

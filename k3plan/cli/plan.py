@@ -12,6 +12,7 @@ from k3plan.cli.common import (
     TOKENS,
     AllowCpuProbesOpt,
     ContextOpt,
+    EngramOpt,
     JsonOpt,
     ModelOpt,
     PrefixHitOpt,
@@ -211,6 +212,7 @@ def command(
     rank_by: RankByOpt = "best",
     csv: CsvOpt = None,
     include_unlaunchable: IncludeUnlaunchableOpt = False,
+    engram: EngramOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which machine, split and stack? Search every bundled (or listed) hardware, its standard
@@ -290,6 +292,7 @@ def command(
             prefix_tier=prefix_tier,
             rank_by=rank_by,
             include_unlaunchable=include_unlaunchable,
+            engram=engram,
         )
     )
     result, advice, ph = a.result, a.advice, a.prefix_hit

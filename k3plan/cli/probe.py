@@ -910,6 +910,45 @@ def moe_glue(
     launch(run, params)
 
 
+@app.command("dsv4-ops")
+@with_probe_options
+def dsv4_ops(
+    launch,
+    model: Annotated[str, typer.Option("--model", "-m", help="A bundled DeepSeek-V4 model (CSA/HCA).")] = (
+        "deepseek-v4-flash"
+    ),
+    decode_rows: Annotated[str, typer.Option("--decode-rows", help="Sequences a decode step (a DP group).")] = "256",
+    prefill_rows: Annotated[str, typer.Option("--prefill-rows", help="Tokens a prefill chunk.")] = "1024",
+    context: Annotated[int, typer.Option("--context", help="Tokens of context a sequence.")] = 8192,
+    ops: Annotated[
+        Optional[str],
+        typer.Option("--ops", help="Comma-separated ops (default: all of k3plan's V4 attention-side ops)."),
+    ] = None,
+) -> None:
+    """DeepSeek-V4's attention-side ops of one layer as jnp references, timed at a DP group's per-device shapes.
+
+    The lightning indexer with its top-k, CSA's row gather of the top-k compressed entries and its attention, HCA,
+    the window, the compressors and mHC -- each an op of k3plan's V4 op list at TP 1, its ceiling k3plan's own for
+    that op (issue 46). Each point is timed as N dependent calls in one program; a point faster than its ceiling
+    is refused.
+
+    \b
+    Examples:
+      k3plan probe dsv4-ops                                      V4 Flash: 256 decode rows, a 1024-token chunk, 8k
+      k3plan probe dsv4-ops -m deepseek-v4-pro --decode-rows 64
+    """
+    from k3plan.probes.dsv4_ops import OPS, Dsv4Params, run
+
+    params = Dsv4Params(
+        model=model,
+        decode_rows=_ints(decode_rows, what="--decode-rows"),
+        prefill_rows=_ints(prefill_rows, what="--prefill-rows"),
+        context=context,
+        ops=tuple(o.strip() for o in ops.split(",") if o.strip()) if ops else OPS,
+    )
+    launch(run, params)
+
+
 @app.command("step")
 @with_probe_options
 def step(

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from k3plan.cli.common import AllowCpuProbesOpt, JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
+from k3plan.cli.common import AllowCpuProbesOpt, EngramOpt, JsonOpt, ModelOpt, ProbesOpt, err_console, print_json
 from k3plan.cli.frames import check_csv, csv_option, write_csv
 from k3plan.cli.lists import items, whole_numbers
 from k3plan.errors import K3PlanError
@@ -92,6 +92,7 @@ def command(
             "the platforms table (a row a platform and context)", "--csv platforms.csv, then pandas.read_csv(...)"
         ),
     ] = None,
+    engram: EngramOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """A capacity report per platform: smallest viable topology and split at each context, headroom
@@ -135,6 +136,7 @@ def command(
         max_chips=max_chips,
         probes=probes,
         allow_cpu_probes=allow_cpu_probes,
+        engram=engram,
     )
     a = answer(q, progress=say)
     reports, eff = a.reports, a.eff
@@ -152,6 +154,7 @@ def command(
         concurrency=concurrency,
         max_chips=max_chips or 10**9,
         reports=reports,  # issue 48: the cost table prices the summary's picks
+        engram=engram,
     )
     written = write(
         reports,

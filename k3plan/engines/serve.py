@@ -195,6 +195,8 @@ class ServeQuestion:
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override: the pool's block count
     block_size: int | None = None  # --block-size as given
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
+    # SGLang's --engram-config placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
+    engram: str | None = None
 
     @property
     def stack_ref(self) -> str:
@@ -438,6 +440,7 @@ def parse_serve(
         raise K3PlanError(
             f"--serve: --dtype {dtype!r}: k3plan prices the checkpoint's bf16 (auto); expected auto or bfloat16"
         )
+    engram = _engram_config(engine, get("--engram-config", None))
     quant = get("--quantization", get("-q", ""))
     if quant not in QUANT_OK:
         raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
@@ -469,6 +472,15 @@ def parse_serve(
     if unknown_env:
         raise K3PlanError(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
+        )
+    if env.get("MODEL_IMPL_TYPE", "vllm").strip() not in ("vllm", "auto", ""):
+        raise K3PlanError(
+            f"--serve: MODEL_IMPL_TYPE={env['MODEL_IMPL_TYPE']}: k3plan prices vLLM's model code (MODEL_IMPL_TYPE=vllm)"
+        )
+    if env.get("MOE_REQUANTIZE_BLOCK_SIZE", "512").strip() not in ("512", ""):
+        raise K3PlanError(
+            f"--serve: MOE_REQUANTIZE_BLOCK_SIZE={env['MOE_REQUANTIZE_BLOCK_SIZE']}: k3plan prices the requantized "
+            "experts at the plugin's default block, 512"
         )
     ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
     stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
@@ -523,7 +535,19 @@ def parse_serve(
         num_gpu_blocks_override=blocks_override,
         block_size=block,
         env=env,
+        engram=engram,
     )
+
+
+def _engram_config(engine: str, raw: str | None) -> str | None:
+    """--engram-config's placement as --engram's word; None where the flag is absent (the engine's default)."""
+    if raw is None:
+        return None
+    if engine != "sglang":
+        raise K3PlanError(
+            "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
+        )
+    return sglang_serve.engram_config(raw)
 
 
 def _fraction(flag: str, value: str) -> str:

@@ -69,6 +69,7 @@ DEFAULT_STACK_ORDER = tuple(
 DEFAULT_STACK = DEFAULT_STACK_ORDER[0]  # load_stack()'s default name only; commands take default_stack_for(hardware)
 KV_DTYPES = ("bf16", "fp8", "fp8_ds_mla", "fp32")
 KINDS = ("tpu", "gpu")
+ENGRAM_PLACEMENTS = ("hbm", "host")  # --engram: where DeepSeek-V4.1's n-gram tables live
 
 
 class Stack(Spec):
@@ -122,6 +123,9 @@ class Stack(Spec):
     # options given (NAME:option=value) that only an ``on_platform`` rule's engine has: applied when the stack is
     # bound to that kind
     pending: dict[str, str] = {}
+    # where a model's Engram tables live (DeepSeek-V4.1, --engram): "hbm" or "host"; None: the engine's default
+    # (k3plan.step.dsv4_cache.ENGRAM_PLACEMENT, cited)
+    engram_placement: Optional[Literal["hbm", "host"]] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -377,6 +381,14 @@ class Stack(Spec):
         if kv_dtype not in KV_DTYPES:
             raise K3PlanError(f"--kv-dtype {kv_dtype!r}: expected one of {', '.join(KV_DTYPES)}")
         return updated(self, kv_cache=updated(self.kv_cache, dtype=kv_dtype))
+
+    def with_engram(self, placement: str | None) -> Stack:
+        """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"); None: as it is."""
+        if placement is None:
+            return self
+        if placement not in ENGRAM_PLACEMENTS:
+            raise K3PlanError(f"--engram {placement!r}: expected one of {', '.join(ENGRAM_PLACEMENTS)}")
+        return updated(self, engram_placement=placement)
 
     def runs_on(self, hw: Any) -> bool:
         """Whether this stack runs on a machine: ``hw`` is a HardwareSpec, a hardware kind ("tpu",

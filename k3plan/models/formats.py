@@ -7,6 +7,9 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   parameter.
 - mxfp4_f32scale: MXFP4 codes (0.5 B a parameter) with each 32-block's E8M0 scale widened to fp32 (4 B),
   as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/torchtpu_vllm/stack.yaml): 5 bits.
+- fp4_f32scale_b512: FP4 E2M1 codes (0.5 B a parameter) with one fp32 scale per 512 inputs of a row, as the torch_tpu
+  vLLM plugin requantizes DeepSeek-V4's FP4 experts at load (MOE_REQUANTIZE_BLOCK_SIZE, default 512;
+  engines/torchtpu_vllm/stack.yaml): 4.0625 bits; a row's last block counted whole.
 - fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
   block of each matrix.
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
@@ -69,6 +72,13 @@ def _mxfp4_f32scale_bytes(shape: tuple[int, ...]) -> int:
     if inp % 32:
         raise K3PlanError(f"mxfp4 needs the input dim divisible by 32, got shape {list(shape)}")
     return _lead(shape) * (out * inp // 2 + 4 * (out * inp // 32))
+
+
+def _fp4_f32scale_b512_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    if inp % 2:
+        raise K3PlanError(f"fp4 needs an even input dim, got shape {list(shape)}")
+    return _lead(shape) * (out * inp // 2 + 4 * out * math.ceil(inp / 512))
 
 
 def _fp8_block_bytes(shape: tuple[int, ...]) -> int:
@@ -135,6 +145,16 @@ FORMATS: dict[str, Format] = {
         parts=(
             (".weight", "F8_E4M3", lambda s: tuple(s)),
             (".scale", "F8_E8M0", lambda s: (*s[:-2], math.ceil(s[-2] / 128), math.ceil(s[-1] / 128))),
+        ),
+        quantized=True,
+    ),
+    "fp4_f32scale_b512": Format(
+        name="fp4_f32scale_b512",
+        bits_per_param=4.0625,
+        nbytes=_fp4_f32scale_b512_bytes,
+        parts=(
+            ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            ("_scale", "F32", lambda s: (*s[:-1], -(-s[-1] // 512))),
         ),
         quantized=True,
     ),

@@ -13,25 +13,24 @@ from typing import Any
 
 import numpy as np
 
+from k3plan.budget.config import cache_columns, gather_columns
+from k3plan.budget.config import columns as config_columns
 from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
-from k3plan.models.formats import get_format
 from k3plan.plan.space import Space
 from k3plan.plan.table import Evaluated, StepColumns, TempCols
 from k3plan.roofline.bounds import Efficiency
-from k3plan.roofline.comm import latent_reduce_calls
+from k3plan.roofline.comm import stack_comm_inputs
 from k3plan.roofline.latency import latency
-from k3plan.step.cache import fixed_state_bytes, kv_bytes_per_token_layer, state_bytes_per_layer
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
 from k3plan.step.decode import decode_terms
 from k3plan.step.dtypes import BYTES
-from k3plan.step.memory import CacheTerms, cache_terms
+from k3plan.step.memory import CacheTerms
 from k3plan.step.op import Op
 from k3plan.step.ops import COLLECTIVE_NAMES, WeightGroup
 from k3plan.step.p2p import p2p_terms, p2p_time
-from k3plan.step.stages import microbatch, stage_budgets
-from k3plan.step.temporaries import decode_temp_terms, prefill_temp_terms
+from k3plan.step.stages import microbatch
 from k3plan.step.weights import mesh_weight_groups, mesh_weights, stage_classes
 
 
@@ -71,13 +70,6 @@ def reserve_columns(*, space) -> np.ndarray:
             dp=c.dp[i].astype(np.int64),
         )
     return vals[inverse.reshape(-1)]
-
-
-def _pattern_col(stacks: list, index: np.ndarray, dp: np.ndarray, pattern: str) -> np.ndarray:
-    """Per configuration: whether its stack's experts run ``pattern`` at its DP (``Stack.for_dp``: a DP-1
-    row of a stack whose all-to-all needs DP > 1 runs its fallback)."""
-    at_dp1 = _per(stacks, lambda s: s.for_dp(1).collectives.experts == pattern, index, bool)
-    return np.where(dp == 1, at_dp1, _per(stacks, lambda s: s.collectives.experts == pattern, index, bool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +199,18 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
     first, inverse = _unique_meshes(space)
     classes = stage_classes(model.inventory)
     per_stack = [
-        mesh_weights(
-            classes=classes, stack=s, tp=c.tp[first], dp=c.dp[first], ep_all=c.ep_all[first], family=model.spec.family
+        with_engram(
+            mesh_weights(
+                classes=classes,
+                stack=s,
+                tp=c.tp[first],
+                dp=c.dp[first],
+                ep_all=c.ep_all[first],
+                family=model.spec.family,
+            ),
+            model=model,
+            stack=s,
+            tp=c.tp[first],
         )
         for s in space.stacks
     ]
@@ -222,6 +224,20 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
             hit = mask[inverse] & (c.stack == i)
             kinds[k] = kinds[k] | hit if k in kinds else hit
     return out, kinds
+
+
+def with_engram(w, *, model: Model, stack, tp: np.ndarray):
+    """``w`` (MeshWeights) with what a device holds of DeepSeek-V4.1's Engram tensors counted with its weights,
+    as fit counts them (``budget.engram.hbm_bytes_per_device``: the projections, and the rows over TP where the
+    tables are in HBM); ``w`` itself for a model without Engram."""
+    from dataclasses import replace
+
+    from k3plan.budget.engram import hbm_bytes_per_device
+
+    extra = hbm_bytes_per_device(model, stack, tp)
+    if isinstance(extra, int) and extra == 0:
+        return w
+    return replace(w, weights_bytes=w.weights_bytes + extra)
 
 
 def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
@@ -252,6 +268,7 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
                     ep_all=c.ep_all[first],
                     family=model.spec.family,
                 )
+                w = with_engram(w, model=model, stack=st, tp=c.tp[first])
                 o = out[stage.index]
                 o.weights_bytes[rows] = w.weights_bytes[inverse]
                 o.replicated_bytes[rows] = w.replicated_bytes[inverse]
@@ -452,25 +469,29 @@ def evaluate(
     hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
         space=space, model=model, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
     )
-    cache = cache_terms(
-        spec,
-        kv_layer=_per(variants, lambda s: kv_bytes_per_token_layer(spec, s.kv_cache.dtype, s.kv_cache.layout), v),
-        replicate_across_tp=_per(variants, lambda s: s.kv_cache.replicate_across_tp, v, bool),
-        state_layer=_per(variants, lambda s: state_bytes_per_layer(spec, s), v),
-        shard_state_by_heads=_per(variants, lambda s: s.state.shard_by_heads, v, bool),
-        align_tokens=_per(variants, lambda s: s.paging.align_tokens, v),
-        hybrid_paging=_per(variants, lambda s: s.paging.kind == "hybrid", v, bool),
+    cache = cache_columns(spec=spec, variants=variants, variant=v, tp=c.tp)
+    # the one configuration value fit evaluates a row of (budget.config): memory is each pipeline stage's budget
+    # (its weights and layers), the tightest binds (step.stages.bind); weights_bytes becomes the binding stage's,
+    # the dense/expert sums stay the whole path's (decode)
+    cfg = config_columns(
+        spec=spec,
+        variants=variants,
+        variant=v,
+        expert_fmt=expert_fmt,
+        cache=cache,
         tp=c.tp,
-        fixed_state=_per(variants, lambda s: fixed_state_bytes(spec, s), v),  # DeepSeek-V4's; else 0
+        ep=c.ep,
+        dp=c.dp,
+        chunk=c.chunk,
+        usable=hw_cols.usable,
+        reserve_fraction=reserve_columns(space=space),
+        context=context,
+        batch=batch,
+        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
+        valid=[sc.valid for sc in stage_cols],
     )
-    act = _per(variants, lambda s: BYTES[s.activation_dtype], v)
-    quantized = _per(variants, lambda s: get_format(s.runtime_format("expert", expert_fmt)).quantized, v, bool)
-    prefill_temp = prefill_temp_terms(
-        spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, chunk=c.chunk, context=context
-    ).total_bytes
-    decode_temp = decode_temp_terms(
-        spec, act=act, quantized=quantized, tp=c.tp, ep=c.ep, dp=c.dp, batch=batch, context=context
-    ).total_bytes
+    act = cfg.act
+    prefill_temp, decode_temp = (t.total_bytes for t in cfg.analytic_temps())
     source = apply_evidence(
         prefill=prefill_temp, decode=decode_temp, usable=hw_cols.usable, space=space, model=model, context=context
     )
@@ -483,30 +504,7 @@ def evaluate(
     )
     apply_temp_model(temps, cache, space=space, model=model, context=context, batch=batch)
     temp = np.maximum(temps.prefill_temp_bytes, temps.decode_temp_bytes)
-    # memory: each pipeline stage's budget (its weights and layers), the tightest binds (step.stages.bind);
-    # weights_bytes becomes the binding stage's, the dense/expert sums stay the whole path's (decode)
-    reserve_fraction = reserve_columns(space=space)
-    # the stack's columns, the same for every stage
-    split_across_dp = _per(variants, lambda s: s.kv_cache.split_across_dp, v, bool)
-    temp_in_reserve = _per(variants, lambda s: bool(s.kv_pool and s.kv_pool.temps_in_reserve), v, bool)
-    state_slots = _per(variants, lambda s: s.state.slots_per_request, v)
-    state_layer_groups = _per(variants, lambda s: s.state.layer_groups, v, bool)
-    _, bound = stage_budgets(
-        spec,
-        stages=[(sc.weights_bytes, sc.n_mla, sc.n_kda) for sc in stage_cols],
-        valid=[sc.valid for sc in stage_cols],
-        usable=hw_cols.usable,
-        reserve_fraction=reserve_fraction,
-        split_across_dp=split_across_dp,
-        dp=c.dp,
-        temp=temp,
-        cache=cache,
-        context=context,
-        batch=batch,
-        temp_in_reserve=temp_in_reserve,
-        state_slots=state_slots,
-        state_layer_groups=state_layer_groups,
-    )
+    _, bound = cfg.memory(temp)
     stage = np.asarray(bound.stage)
     # the binding stage's own figures beside its budget (bind: every term but max_sequences is that stage's)
     at = (stage, np.arange(stage.shape[0]))
@@ -517,12 +515,13 @@ def evaluate(
     micro = microbatch(batch, c.pp)  # pp microbatches in flight (step.stages.microbatch)
     # the collectives carry the rows each stack's engine pads the step to (Stack.token_buckets), logits the real
     rows = padded_tokens(micro, c.dp, _per(variants, lambda s: s.token_buckets.min_tokens if s.token_buckets else 0, v))
+    # what the collectives read of each row's stack as it runs at the row's DP (Stack.for_dp), as fit's
+    # collective_args reads its one stack (roofline.comm.stack_comm_inputs)
+    at_dp = gather_columns([stack_comm_inputs(s, spec) for s in variants], v)
+    at_dp1 = gather_columns([stack_comm_inputs(s.for_dp(1), spec) for s in variants], v)
     comm = comm_terms(
         spec,
-        all_to_all=_pattern_col(variants, v, c.dp, "all_to_all"),
-        ag_rs=_pattern_col(variants, v, c.dp, "allgather_reducescatter"),
-        act=act,
-        dispatch=_per(variants, lambda s: BYTES[s.collectives.dispatch_dtype], v),
+        **{k: np.where(c.dp == 1, at_dp1[k], at_dp[k]) for k in at_dp},
         tp=c.tp,
         dp=c.dp,
         ep=c.ep,
@@ -530,9 +529,7 @@ def evaluate(
         chips=hw_cols.chips,
         tokens=rows,
         sequences=micro,
-        logits_all_gather=_per(variants, lambda s: s.logits.gather == "all_gather", v, bool),
         domain_devices=hw_cols.domain_devices,
-        latent_calls=_per(variants, lambda s: latent_reduce_calls(s, spec), v),
     )
     link_t = comm_time(  # each collective on its own link (step.ops.Op.scale_out)
         comm,

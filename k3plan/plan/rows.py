@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, Optional
 
-from k3plan.budget.result import PerDevice
+from k3plan.budget.result import TEMP_EVIDENCE, PerDevice
 from k3plan.plan.sla import SlaRow
 from k3plan.plan.space import Space
 from k3plan.plan.table import StepColumns
@@ -20,12 +20,6 @@ from k3plan.step.ops import COLLECTIVE_NAMES
 from k3plan.structs import Frozen, fields, replace
 from k3plan.units import GiB
 
-TEMP_EVIDENCE = (
-    "analytic",
-    "compiled",
-    "measured",
-    "temp model",
-)  # plan.evaluate.apply_evidence / apply_temp_model codes
 # fit's per-device terms, one class for fit and plan (budget.result.PerDevice): a row's are the columns at its index
 PER_DEVICE = fields(PerDevice)
 # the column each field is read from, where the column's name differs (plan.table.StepColumns)
@@ -78,6 +72,16 @@ def layout_notes(*, space: Space, cols: StepColumns, i: int) -> list[str]:
             axis="expert", size=experts, mesh_axis=st.sharding.rules.get("expert") or "ep", mesh_size=ep
         )
         out.append(placed.note(split, -(-experts // ep)))
+    if st.engram_placement is not None:  # a model with Engram (plan.search.engram_stacks)
+        from k3plan.budget.engram import engine_default
+
+        default, src = engine_default(st)
+        if st.engram_placement != default:
+            out.append(
+                f"Engram tables in {'HBM' if st.engram_placement == 'hbm' else 'host memory'} (--engram "
+                f"{st.engram_placement}): not stack {st.name}'s default ({default}: {src.repo} {src.file} "
+                f"{src.symbol.split(' (')[0]}); set the engine's option yourself, the launch line does not"
+            )
     return out
 
 
@@ -140,6 +144,9 @@ class PlanRow(Frozen):
     # plan ranks on it by default (--rank-by best)
     estimate_tpot_ms: Optional[float] = None
     estimate_source: Optional[str] = None
+    # issue 49: where a DeepSeek-V4.1 row's Engram tables live, "hbm" or "host" (--engram, else the engine's
+    # default); None (and absent from the JSON) for a model without Engram
+    engram: Optional[str] = None
 
     # the extensions set to None that are dumped still (a value other than None is always dumped)
     shown: tuple[str, ...] = ()
@@ -150,6 +157,8 @@ class PlanRow(Frozen):
         for k in EXTENSIONS:
             if out.get(k) is None and k not in self.shown:
                 out.pop(k, None)
+        if out.get("engram") is None:
+            out.pop("engram", None)
         return out
 
     def extended(self, **update: Any) -> PlanRow:
@@ -185,6 +194,7 @@ class PlanRow(Frozen):
             f"-H {self.hardware} -t {self.topology} --tp {self.tp} --ep {self.ep} --dp {self.dp} "
             + (f"--pp {self.pp} " if self.pp > 1 else "")
             + f"--stack {self.stack} --kv-dtype {self.kv_dtype}"
+            + (f" --engram {self.engram}" if self.engram else "")
         )
 
     def fit_command(self, *, context: int, batch: int) -> str:
@@ -204,6 +214,7 @@ class PlanRow(Frozen):
             "stack": self.stack,
             "kv_dtype": self.kv_dtype_override,
             "shardspecs": None,
+            "engram": self.engram,
         }
 
 
@@ -239,4 +250,5 @@ def row(*, space: Space, cols: StepColumns, i: int, rank: int, fits: bool = True
         per_device=PerDevice(**{k: int(getattr(cols, COLUMN_OF.get(k, k))[i]) for k in PER_DEVICE}),
         temp_evidence=TEMP_EVIDENCE[int(cols.temp_source[i])],
         layout_notes=layout_notes(space=space, cols=cols, i=i),
+        engram=variant.engram_placement,  # set by plan for a model with Engram (search.py: engram_stacks)
     )

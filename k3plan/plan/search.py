@@ -160,6 +160,19 @@ def _miss_row(*, space, cols: StepColumns, i: int, codes: np.ndarray, why: dict[
     return r.extended(launch_error=why[i]) if code == CODE["launch"] else r
 
 
+def engram_stacks(stacks: list, model, engram: Optional[str]) -> list:
+    """For a model with Engram tables (DeepSeek-V4.1): each stack with them where --engram puts them ("hbm" /
+    "host"), else where its engine does by default, so every row says where they are and counts what a device
+    holds (plan.evaluate.with_engram); a model without Engram refuses --engram."""
+    from k3plan.budget.engram import has_engram, placement_for
+
+    if not has_engram(model):
+        if engram is not None:
+            raise K3PlanError(f"--engram {engram}: {model.name} has no Engram tables; leave it out")
+        return stacks
+    return [s.with_engram(placement_for(s, engram)) for s in stacks]
+
+
 def plan(
     *,
     model: str = "kimi-k3",
@@ -187,6 +200,7 @@ def plan(
     load_gbps: Optional[float] = None,
     rank_by: str = "best",
     include_unlaunchable: bool = False,
+    engram: Optional[str] = None,
 ) -> PlanResult:
     """Without --isl/--osl: the decode roofline at --concurrency, --target-tpot-ms rejects (as before).
     With them: each feasible row also runs the scheduler's steady state (plan/sla.py) and is checked
@@ -240,7 +254,7 @@ def plan(
     if len({h.name for h in hws}) < len(hws):
         raise K3PlanError("--hardware: a hardware is listed twice")
     price_list = [price_for(h, prices or {}) for h in hws]
-    sts = [load_stack(s) for s in (stacks or list_stacks())]
+    sts = engram_stacks([load_stack(s) for s in (stacks or list_stacks())], m, engram)
     twice = sorted({s.label for s in sts if sum(t.label == s.label for t in sts) > 1})
     if twice:
         raise K3PlanError(f"--stacks: {', '.join(twice)} listed twice; expected each stack (with its options) once")

@@ -46,7 +46,7 @@ class StepColumns(SpaceCols):
     # temporaries a device: analytic (``step.temporaries``), else a calibration's or the temp model's
     prefill_temp_bytes: np.ndarray  # one prefill chunk
     decode_temp_bytes: np.ndarray  # one decode step
-    temp_source: np.ndarray  # int8 code: 0 analytic, 1 compiled, 2 measured, 3 temp model (rows.TEMP_EVIDENCE)
+    temp_source: np.ndarray  # int8 code: 0 analytic, 1 compiled, 2 measured, 3 temp model (budget.result.TEMP_EVIDENCE)
     prefill_temp_low_bytes: np.ndarray  # the temp model's band's lower end (= prefill_temp_bytes elsewhere)
     decode_temp_low_bytes: np.ndarray
     temp_bytes: np.ndarray  # the larger of the two: the budget's (the graphs are compiled apart)

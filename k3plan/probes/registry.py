@@ -24,5 +24,10 @@ PROBES: dict[str, tuple[str, str]] = {
         "k3plan.probes.moe_glue",
         "the XLA routing/permute/combine glue around an engine's expert matmuls at decode (moe_glue, from --kernel)",
     ),
+    "dsv4-ops": (
+        "k3plan.probes.dsv4_ops",
+        "DeepSeek-V4's attention-side ops of one layer (indexer + top-k, CSA gather + attention, HCA, window, "
+        "compressors, mHC) as jnp references at a DP group's per-device shapes",
+    ),
     "step": ("k3plan.probes.step.probe", "a scaled K3 decode step, measured vs expected from its op list"),
 }

@@ -237,6 +237,7 @@ def platform_report(
     evidence: Optional[Evidence] = None,
     allow_cpu_probes: bool = False,
     chunks: Sequence[int] = DEFAULT_CHUNKS,
+    engram: Optional[str] = None,
 ) -> PlatformReport:
     """``allow_cpu_probes``: apply CPU-backend probe records to the roofline bounds (HBM bandwidth,
     collective latency), as fit, plan and roofline do under --allow-cpu-probes; the expected times
@@ -251,6 +252,7 @@ def platform_report(
         max_chips=max_chips,
         evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
+        engram=engram,
     )
     price = hw.price_usd_per_chip_hour
     rows = [

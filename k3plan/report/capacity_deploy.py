@@ -39,6 +39,7 @@ def deployment_blocks(
     plot_path: Path,
     prices: dict[str, float] | None = None,
     reports: Sequence[PlatformReport] | None = None,
+    engram: str | None = None,
 ) -> tuple[list[Block], list[Path]]:
     """(blocks, files written): the section and its Pareto plot (written here). ``reports``: the platforms'
     capacity reports, whose summary pick each the cost table prices (else plan's first row a platform)."""
@@ -57,6 +58,7 @@ def deployment_blocks(
         osl=REQUEST_OSL,
         top=10**6,
         prices=prices or {},
+        engram=engram,
     )
     blocks: list[Block] = [
         ("h2", "Deployment: Pareto front and cost"),

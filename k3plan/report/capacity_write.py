@@ -27,6 +27,7 @@ def collect(
     evidence: Optional[Evidence],
     progress: Callable[[str], None],
     allow_cpu_probes: bool = False,
+    engram: Optional[str] = None,
 ) -> list[PlatformReport]:
     from k3plan.engines.stack import default_stack_for
     from k3plan.hardware import load_hardware
@@ -45,6 +46,7 @@ def collect(
             eff=eff,
             evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
+            engram=engram,
         )
         out.append(r)
         fits = ", ".join(

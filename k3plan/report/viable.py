@@ -39,6 +39,7 @@ def pick(
     max_chips: int,
     evidence: Evidence | None = None,
     allow_cpu_probes: bool = False,
+    engram: str | None = None,
 ):
     """Plan's result for one (hardware, stack) at one context: its first row is the pick."""
     from k3plan.plan import plan
@@ -54,6 +55,7 @@ def pick(
         top=1,
         evidence=evidence,
         allow_cpu_probes=allow_cpu_probes,
+        engram=engram,
     )
 
 
@@ -67,6 +69,7 @@ def smallest_viable(
     max_chips: int,
     evidence: Evidence | None = None,
     allow_cpu_probes: bool = False,
+    engram: str | None = None,
 ) -> tuple[dict[int, Choice], int]:
     """-> ({context: Choice}, configurations evaluated)."""
     hw = load_hardware(hardware)
@@ -86,6 +89,7 @@ def smallest_viable(
             max_chips=max_chips,
             evidence=evidence,
             allow_cpu_probes=allow_cpu_probes,
+            engram=engram,
         )
         tried = max(tried, p.configurations)
         top = p.recommended
@@ -111,6 +115,7 @@ def smallest_viable(
             dp=top.dp,
             pp=top.pp,
             stack=stack,
+            engram=top.engram,
         )
         setup = dataclasses.replace(setup, hardware=measured)
         chosen[c] = Choice(context_tokens=c, setup=setup, result=fit(setup, w))

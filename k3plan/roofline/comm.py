@@ -21,7 +21,7 @@ all-reduces stay on NVLink and only the expert collectives whose group spans the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from k3plan.setup import Setup
 from k3plan.step.collective import Collective
@@ -124,17 +124,27 @@ def latent_reduce_calls(stack, spec) -> int:
     return 2 if latent and stack.collectives.latent_reduce == "apart" else 1
 
 
+def stack_comm_inputs(stack, spec) -> dict[str, Any]:
+    """What the step's collectives (``step.comm.comm_terms``) read of a stack as it runs at its DP
+    (``Stack.for_dp``) and a model: the experts' pattern, the activation and dispatch bytes, how logits gather,
+    the latent reduce calls. One Setup's (``collective_args``) and plan's columns (gathered over its stack
+    variants) are read by this one function."""
+    return {
+        "all_to_all": stack.collectives.experts == "all_to_all",
+        "ag_rs": stack.collectives.experts == "allgather_reducescatter",
+        "act": BYTES[stack.activation_dtype],
+        "dispatch": BYTES[stack.collectives.dispatch_dtype],
+        "logits_all_gather": stack.logits.gather == "all_gather",
+        "latent_calls": latent_reduce_calls(stack, spec),
+    }
+
+
 def collective_args(setup) -> dict:
     """The step collectives' arguments of one Setup (``k3plan.step.ops.collective_ops``, ``comm_terms``):
-    the stack's patterns and dtypes, the split, the chips; ``spec`` beside them."""
+    the stack's patterns and dtypes (``stack_comm_inputs``), the split, the chips; ``spec`` beside them."""
     spec, st, par, hw, topo = setup.model.spec, setup.stack, setup.parallel, setup.hardware, setup.topology
     return {
-        "all_to_all": st.collectives.experts == "all_to_all",
-        "ag_rs": st.collectives.experts == "allgather_reducescatter",
-        "act": BYTES[st.activation_dtype],
-        "dispatch": BYTES[st.collectives.dispatch_dtype],
-        "logits_all_gather": st.logits.gather == "all_gather",
-        "latent_calls": latent_reduce_calls(st, spec),
+        **stack_comm_inputs(st, spec),
         "tp": par.tp,
         "dp": par.dp,
         "ep": par.ep,

@@ -170,6 +170,7 @@ AXES = {
     "kda_chunked": "heads",
     "kda_decode": "heads",
     "collective": "message bytes a device",
+    "dsv4": "rows a step (a decode step's sequences, a prefill chunk's tokens)",
 }
 
 
@@ -312,6 +313,24 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
                     (
                         f"{record.params['heads']} heads, {bp.params['path']}: {bv:.3g} s measured / "
                         f"{ceiling:.3g} s ceiling"
+                    ),
+                )
+            )
+    elif probe == "dsv4-ops":
+        # DeepSeek-V4's attention-side ops (probes/dsv4_ops.py): each point one op of k3plan's own V4 op list at its
+        # shapes, its ceiling that op's (the record's bytes and FLOPs, at this TPU's peaks)
+        for p, v in pts:
+            q = p.params
+            moved = float(q["read_bytes"]) + float(q["written_bytes"])
+            ceiling = max(moved / peaks.hbm_bw_bytes_per_s, float(q["flops"]) / peaks.flops_per_s("bf16"))
+            out.append(
+                (
+                    f"dsv4:{q['stage']}:{q['op']}",
+                    float(q["rows"]),
+                    ceiling / v,
+                    (
+                        f"{q['op']} {q['stage']} {q['rows']} rows at {q['context']:,} ({q['model']}): {v:.3g} s a layer "
+                        f"measured / {ceiling:.3g} s ceiling"
                     ),
                 )
             )
@@ -499,8 +518,11 @@ def schedule_checks(records: Sequence[tuple[ProbeRecord, PurePath]]) -> tuple[Sc
 # Issue 38: an efficiency measured on one TPU may stand for another TPU's, labelled "transferred", never above 1.
 # Only the op kinds the engine runs as the probe ran them transfer: XLA matmuls and HBM streams, and the engine's
 # own grouped-matmul kernel where ``probe gmm`` timed it (gmm_v2, loaded from the engine's source: the same
-# kernel, the same call as the engine's gmm_wrapper). Not transferred:
-TRANSFERRED = ("matmul", "hbm", "gmm_v2")
+# kernel, the same call as the engine's gmm_wrapper); and DeepSeek-V4's attention-side ops (probe dsv4-ops, issue
+# 46): jnp references of the work the engine's kernels do, their efficiency against k3plan's own ceiling for the op
+# carried to the target's ceiling (the ratio of the limiting resource), labelled transferred -- a jnp reference on
+# a v5e, not the engine's kernel on the target, which the label says. Not transferred:
+TRANSFERRED = ("matmul", "hbm", "gmm_v2", "dsv4")
 NOT_TRANSFERRED = {
     "grouped_matmul": (
         "the records time XLA's ragged_dot, which reads every local expert's weights even for an empty group; the "
@@ -550,7 +572,7 @@ def transfer_curves(
     for src in transfer_source_kinds(peaks, kinds):
         if src.device_kind.lower() not in kinds:
             continue
-        theirs = build_curves(records, peaks=src)
+        theirs = _step_bound_as_measured(build_curves(records, peaks=src), records, src=src, peaks=peaks)
         for key, curve in theirs.curves.items():
             if key.split(":")[0] not in TRANSFERRED or key in curves.curves or key in added:
                 continue
@@ -571,3 +593,42 @@ def transfer_curves(
     if not added:
         return curves
     return replace(curves, curves={**curves.curves, **added})
+
+
+# A dsv4-ops point far below its ceiling is bound by its steps (CSA's row gather: one DMA a key), not by the bytes or
+# FLOPs its ceiling counts: no HBM or MXU ratio carries it, and it applies to another TPU as the seconds measured --
+# the rule ``k3plan.speed.overheads.MLA_STEP_BOUND`` holds for the engine's MLA kernel (tests hold the two equal)
+STEP_BOUND = 0.2
+
+
+def _step_bound_as_measured(
+    theirs: EfficiencyCurves, records: Sequence[tuple[ProbeRecord, PurePath]], *, src: Peaks, peaks: Peaks
+) -> EfficiencyCurves:
+    """``theirs`` (another TPU's curves, against its own peaks) with each dsv4 point below ``STEP_BOUND`` re-expressed
+    against ``peaks``: the target's ceiling of the same op over the seconds measured (the time carried as measured);
+    a point at or above it keeps its efficiency (the ratio of the limiting resource carries it)."""
+    seconds: dict[tuple[str, float], tuple[float, float]] = {}
+    for record, _ in records:
+        if record.probe != "dsv4-ops" or record.device_kind.lower() != src.device_kind.lower():
+            continue
+        for p in record.points:
+            if p.value:
+                q = p.params
+                moved = float(q["read_bytes"]) + float(q["written_bytes"])
+                mine = max(moved / peaks.hbm_bw_bytes_per_s, float(q["flops"]) / peaks.flops_per_s("bf16"))
+                seconds[(f"dsv4:{q['stage']}:{q['op']}", float(q["rows"]))] = (mine, float(p.value))
+    curves = dict(theirs.curves)
+    for key, curve in theirs.curves.items():
+        if not key.startswith("dsv4:"):
+            continue
+        pts = []
+        for pt in curve.points:
+            at = seconds.get((key, pt.x))
+            if pt.efficiency < STEP_BOUND and at is not None:
+                eff = min(at[0] / at[1], 1.0)
+                pt = replace(
+                    pt, efficiency=eff, detail=f"{pt.detail}; step-bound (below {STEP_BOUND:.0%}): the seconds carried"
+                )
+            pts.append(pt)
+        curves[key] = replace(curve, points=tuple(pts))
+    return replace(theirs, curves=curves)

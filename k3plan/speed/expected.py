@@ -136,6 +136,11 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
     compute = op.flops / peaks.flops_per_s(op.dtype)
     memory = op.bytes / peaks.hbm_bw_bytes_per_s
     ceiling = max(compute, memory)
+    if op.kind in ("attention", "hbm") and op.curve is not None and curves is not None and op.curve in curves.curves:
+        # a DeepSeek-V4 attention-side op timed whole at its shapes (probe dsv4-ops): its ceiling at the measured
+        # efficiency of the same op, read at its rows (the record's ceiling is k3plan's own for that op)
+        e = _eff(curves, peaks, op.curve, float(_v(op.m)), op.curve.split(":", 2)[2] + f" ({op.curve.split(':')[1]})")
+        return _done(op, ceiling, ceiling / e.value, e)
     if op.kind in ("matmul", "attention", "hbm"):
         key = op.hbm_curve if curves is not None and op.hbm_curve in curves.curves else "hbm"
         e_mem = (

@@ -204,6 +204,7 @@ def decode_op_costs(
         d.ops + coll + _send_ops(setup, tokens=batch),
         dtype_of=dtype_of_setup(setup),
         curve_of=kernel_curve_of_setup(setup) if engine else None,
+        stage="decode" if engine else None,
     )
     return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights)
 
@@ -240,6 +241,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         ops + coll + _send_ops(setup, tokens=chunk),
         dtype_of=dtype_of_setup(setup),
         curve_of=kernel_curve_of_setup(setup) if engine else None,
+        stage="prefill" if engine else None,
     )
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
 

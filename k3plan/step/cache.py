@@ -23,8 +23,6 @@ is padded up to the attention page, and KV is allocated in whole blocks.
 
 from __future__ import annotations
 
-import math
-
 from k3plan.engines.stack import KVLayout, Stack
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
@@ -189,38 +187,56 @@ class CacheLayout(Frozen):
             + self.fixed_state_bytes_held
         )
 
-    def kv_bytes(self, context_tokens: int) -> int:
-        """One sequence's KV the pool holds on a device, in whole blocks of ``layers_held[0]`` MLA pages."""
-        blocks = math.ceil(context_tokens / self.block_tokens)
-        return self.layers_held[0] * blocks * self.block_tokens * self.kv_bytes_per_token_layer
+    def kv_bytes(self, context_tokens: int, extra_bytes_per_token: int = 0) -> int:
+        """One sequence's KV the pool holds on a device, in whole blocks of ``layers_held[0]`` MLA pages
+        (``k3plan.step.memory.kv_sequence_bytes``); ``extra_bytes_per_token``: a draft's KV paged alike."""
+        from k3plan.step.memory import kv_sequence_bytes
+
+        return int(
+            kv_sequence_bytes(
+                context_tokens,
+                block_tokens=self.block_tokens,
+                layers=self.layers_held[0],
+                kv_bytes_per_token_layer=self.kv_bytes_per_token_layer,
+                extra_bytes_per_token=extra_bytes_per_token,
+            )
+        )
 
     def sequence_bytes(self, context_tokens: int) -> int:
         return self.kv_bytes(context_tokens) + self.state_bytes_per_sequence
 
-    def max_context(self, bytes_per_sequence: float) -> int:
-        """Longest context whose KV fits ``bytes_per_sequence`` after the state, in whole blocks."""
-        room = bytes_per_sequence - self.state_bytes_per_sequence
-        if room <= 0 or not self.kv_bytes_per_token_layer or not self.layers_held[0]:
-            return 0
-        blocks = int(room // (self.layers_held[0] * self.block_tokens * self.kv_bytes_per_token_layer))
-        return blocks * self.block_tokens
+    def max_context(self, bytes_per_sequence: float, extra_bytes_per_token: int = 0) -> int:
+        """Longest context whose KV (``kv_bytes``) fits ``bytes_per_sequence`` after the state, in whole blocks."""
+        from k3plan.step.memory import kv_context_tokens
+
+        return kv_context_tokens(
+            bytes_per_sequence - self.state_bytes_per_sequence,
+            block_tokens=self.block_tokens,
+            layers=self.layers_held[0],
+            kv_bytes_per_token_layer=self.kv_bytes_per_token_layer,
+            extra_bytes_per_token=extra_bytes_per_token,
+        )
 
 
-def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
-    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
-    from k3plan.step.memory import cache_terms
-
-    c = cache_terms(
-        spec,
+def cache_inputs(spec: ModelSpec, stack: Stack) -> dict[str, int | bool]:
+    """What ``k3plan.step.memory.cache_terms`` reads of a model and a stack, besides tp: one place, which the
+    layout of one Setup (``cache_layout``) and plan's columns (one entry a stack variant, gathered) both read."""
+    return dict(
         kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
         replicate_across_tp=stack.kv_cache.replicate_across_tp,
         state_layer=state_bytes_per_layer(spec, stack),
         shard_state_by_heads=stack.state.shard_by_heads,
         align_tokens=stack.paging.align_tokens,
         hybrid_paging=stack.paging.kind == "hybrid",
-        tp=parallel.tp,
-        fixed_state=fixed_state_bytes(spec, stack),
+        fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
+
+
+def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
+    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
+    from k3plan.step.memory import cache_terms
+
+    c = cache_terms(spec, tp=parallel.tp, **cache_inputs(spec, stack))  # type: ignore[arg-type]
     return CacheLayout(
         kv_bytes_per_token_layer=int(c.kv_bytes_per_token_layer),
         state_bytes_per_layer=int(c.state_bytes_per_layer),

@@ -260,6 +260,50 @@ def v41_window_entry_bytes(d: DSV4Dims) -> int:
     return d.head_dim + d.head_dim // 32
 
 
+# How vLLM's DeepseekV41 implementation lays the caches out (vLLM-Ascend, the one vLLM V4.1 backend in the stored
+# material): one page slot a KV source; a source's compressed KV and index keys share a block ID at disjoint
+# offsets; the ratio-2 sources' compressor state ring (32 fp32 rows) and the 128-token windows of every n-th layer
+# (n = the number of sources) overlay the same slot at other block IDs, with the three DSpark draft windows on the
+# first three slots; the slot's page is the largest of them; one block pool, num_blocks = free bytes / the slots'
+# pages summed. The bytes of each plane are the backend's (INT8 index keys with FP16 scales on Ascend), not
+# priced here: the sets of layers are what k3plan's CSA2 terms share with it (csa2_engine_slots).
+V41_ENGINE_LAYOUT = Source(
+    "vllm-project/vllm-ascend",
+    "vllm_ascend/core/deepseek_v41.py",
+    "plan_cache_slots / allocate_cache_config (DeepseekV41FullSpec, DeepseekV41IndexerSpec, DeepseekV41SWASpec, "
+    "DeepseekV41DraftSWASpec, DeepseekV41CompressorStateSpec; STATE_RING_ROWS = 32)",
+    "0dcdd80d93194cf36c0c07daca38dee50266825f",
+)
+
+
+@dataclass(frozen=True)
+class EngineSlot:
+    """One page slot of vLLM's V4.1 layout: the KV source whose KV and index keys it holds, the source's state ring
+    (ratio 2 only), the layers whose windows overlay it, and the DSpark draft window on it (None: none)."""
+
+    source: int
+    state: int | None
+    windows: tuple[int, ...]
+    draft: int | None
+
+
+def csa2_engine_slots(d: DSV4Dims, *, draft_layers: int = 0) -> tuple[EngineSlot, ...]:
+    """The slots ``V41_ENGINE_LAYOUT`` plans for this config: a slot a KV source (in layer order), the ratio-2
+    sources' state rings on the first slots, window k on slot k mod sources, draft window j on slot j."""
+    src = sorted(csa2_sources(d))
+    rings = [i for i, r in src if r == 2]
+    n, layers = len(src), len(d.compress_ratios)
+    return tuple(
+        EngineSlot(
+            source=layer,
+            state=rings[k] if k < len(rings) else None,
+            windows=tuple(range(k, layers, n)),
+            draft=k if k < draft_layers else None,
+        )
+        for k, (layer, _) in enumerate(src)
+    )
+
+
 def csa2_sources(d: DSV4Dims) -> tuple[tuple[int, int], ...]:
     """(layer, ratio) of the KV-source layers."""
     assert d.csa2 is not None
@@ -367,9 +411,11 @@ class EngramTier:
     host_bytes_per_host: int  # what a host holds where placement is host: its TP shards, one copy a node
     bytes_per_token: int  # the rows one token reads over every Engram layer
     source: Source
+    default: str = ""  # the engine's own placement (``source``); "" or == placement: not overridden
 
     def text(self) -> str:
         src = self.source
+        asked = f"--engram {self.placement}, the engine's default being {self.default}: " if self.overridden else ""
         where = (
             f"in HBM, rows split over the TP group: {self.hbm_bytes_per_device:,} B a device with the projections"
             if self.placement == "hbm"
@@ -378,9 +424,13 @@ class EngramTier:
         )
         return (
             f"Engram tables {self.table_bytes:,} B {where}; a token reads {self.bytes_per_token:,} B of rows, addressed "
-            f"by the input tokens alone (prefetchable); {src.repo} {src.file} {src.symbol.split(' (')[0]}"
+            f"by the input tokens alone (prefetchable); {asked}{src.repo} {src.file} {src.symbol.split(' (')[0]}"
             + ("" if src.found else f" (not found: {src.note})")
         )
+
+    @property
+    def overridden(self) -> bool:
+        return bool(self.default) and self.default != self.placement
 
 
 def engram_table_row_bytes(spec: ModelSpec) -> int:
@@ -396,26 +446,53 @@ def engram_bytes_per_token(spec: ModelSpec) -> int:
     return g.rows_per_token_layer * len(g.layer_ids) * engram_table_row_bytes(spec)
 
 
+def engram_split(inventory) -> tuple[int, int]:
+    """(table bytes, projection bytes) of the inventory's Engram tensors (kind ``engram``)."""
+    tensors = inventory.of_kind("engram")
+    table = sum(t.nbytes for t in tensors if t.name.endswith("engram.embed"))
+    return table, sum(t.nbytes for t in tensors) - table
+
+
+def engram_hbm_bytes_per_device(*, table: int, projections: int, placement: str, tp):
+    """What a device holds of the Engram tensors: the projections, plus its share of the rows over the TP group
+    where the tables are in HBM. ``tp`` an int or a numpy column (plan's rows)."""
+    return projections + (-(-table // tp) if placement == "hbm" else 0 * tp)
+
+
+def engram_placement(stack_name: str, asked: str | None = None) -> str:
+    """Where the Engram tables live: ``asked`` (--engram), else ``stack_name``'s engine's default."""
+    return asked or engine_rules(stack_name).engram.placement
+
+
 def engram_tier(
-    spec: ModelSpec, inventory, stack_name: str, *, tp: int, devices_per_host: int, hosts: int
+    spec: ModelSpec,
+    inventory,
+    stack_name: str,
+    *,
+    tp: int,
+    devices_per_host: int,
+    hosts: int,
+    placement: str | None = None,
 ) -> EngramTier | None:
-    """Where ``stack_name``'s engine keeps the Engram tables, and what that costs a device and a host; None for a
-    model without Engram."""
+    """Where ``stack_name``'s engine keeps the Engram tables (``placement`` "hbm" / "host" overrides its
+    default: --engram), and what that costs a device and a host; None for a model without Engram."""
     d = _dims(spec)
     if d.engram is None:
         return None
-    tensors = inventory.of_kind("engram")
-    table = sum(t.nbytes for t in tensors if t.name.endswith("engram.embed"))
-    proj = sum(t.nbytes for t in tensors) - table
+    table, proj = engram_split(inventory)
     engram = engine_rules(stack_name).engram
-    placement, source = engram.placement, engram.source
+    default, source = engram.placement, engram.source
+    placement = engram_placement(stack_name, placement)
     tp_hosts = min(max(1, -(-tp // max(devices_per_host, 1))), max(hosts, 1))
     return EngramTier(
         placement=placement,
         table_bytes=table,
         projection_bytes=proj,
-        hbm_bytes_per_device=proj + (-(-table // max(tp, 1)) if placement == "hbm" else 0),
+        hbm_bytes_per_device=engram_hbm_bytes_per_device(
+            table=table, projections=proj, placement=placement, tp=max(tp, 1)
+        ),
         host_bytes_per_host=-(-table // tp_hosts) if placement == "host" else 0,
         bytes_per_token=engram_bytes_per_token(spec),
         source=source,
+        default=default,
     )

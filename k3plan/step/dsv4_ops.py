@@ -68,14 +68,27 @@ def _mhc_flops(spec: ModelSpec, rows):
     return rows * (2 * (m * h + m * h + m * m * h) + d.hc_sinkhorn_iters * 4 * m * m)
 
 
+MHC_SOURCE = (
+    "kowalski-4831/vllm-torchtpu src/vllm_torchtpu/kernels/deepseek_v4/mhc/fused_post_pre_kernel.py (a block's post "
+    "fused with the next block's pre) @711ec9b1: the hc_mult residual streams live in HBM between blocks, each block "
+    "reads them once and writes them once"
+)
+
+
 def _mhc_op(spec: ModelSpec, rows) -> Op:
-    """mHC's residual mixing, twice a layer (V4 and V4.1 alike)."""
+    """mHC's residual mixing, twice a layer (V4 and V4.1 alike): its FLOPs and the m streams of the hidden width,
+    bf16, read and written once a block (``MHC_SOURCE``)."""
+    d = spec.dsv4
+    assert d is not None
+    streams = rows * d.hc_mult * spec.hidden_size * BF16
     return Op(
         name="dsv4.mhc",
         kind="elementwise",
         layer_kind="mla",
         category="state",
         count=2 * spec.num_layers,
+        bytes_read=streams,
+        bytes_written=streams,
         flops=_mhc_flops(spec, rows),
         tokens=rows,
     )

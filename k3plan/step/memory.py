@@ -31,6 +31,23 @@ def heads_local(heads: int, tp):
     return where(heads % tp == 0, heads // tp, heads)
 
 
+def kv_sequence_bytes(context, *, block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token=0):
+    """THE KV bytes of one sequence of ``context`` tokens a device: whole blocks of ``block_tokens``, each token
+    ``layers`` MLA pages of ``kv_bytes_per_token_layer`` (the pool's ``held_layers``), plus
+    ``extra_bytes_per_token`` a token paged alike (a speculative-decoding draft's KV, k3plan.workload.draft).
+    Over ``int | numpy`` columns; budget_terms, CacheLayout, the draft's KV and a parked session all call it (a
+    test holds that nothing else computes it), and ``kv_context_tokens`` is its inverse."""
+    return cdiv(context, block_tokens) * block_tokens * (layers * kv_bytes_per_token_layer + extra_bytes_per_token)
+
+
+def kv_context_tokens(kv_room, *, block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token=0) -> int:
+    """The longest context whose ``kv_sequence_bytes`` fits ``kv_room`` bytes (whole blocks; 0 when none does)."""
+    per_block = block_tokens * (layers * kv_bytes_per_token_layer + extra_bytes_per_token)
+    if kv_room <= 0 or per_block <= 0:
+        return 0
+    return int(kv_room // per_block) * block_tokens
+
+
 def state_pool_bytes(n_mla, n_kda, state_bytes_per_layer, slots, layer_groups, total_mla=None, total_kda=None):
     """What the state pool holds a running sequence, a device: ``slots`` slots (the stack's
     ``state.slots_per_request``) of ``held_layers`` KDA layer pages each; a decode step reads one slot
@@ -200,7 +217,9 @@ def budget_terms(
     seqs = where(split_across_dp, cdiv(batch, dp), batch)
     block = cache.block_tokens
     held_mla, _ = held_layers(n_mla, n_kda, state_layer_groups, spec.n_mla, spec.n_kda)
-    kv_seq = held_mla * cdiv(context, block) * block * cache.kv_bytes_per_token_layer
+    kv_seq = kv_sequence_bytes(
+        context, block_tokens=block, layers=held_mla, kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer
+    )
     state_seq = state_pool_bytes(
         n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups, spec.n_mla, spec.n_kda
     ) + fixed_state_share(cache.fixed_state_bytes, n_mla, spec.n_mla)

@@ -10,6 +10,13 @@ from k3plan.models.inventory import Tensor
 ABSORBED_LEAF = "self_attn.kv_b_proj"
 
 
+def row_gather(t: Tensor) -> bool:
+    """A table a step reads a row of a token, not streams whole: the embedding, DeepSeek-V4's tid2eid hash routing
+    (int64). Neither the decode step's weight ops (step.ops.weight_ops) nor its streamed sums
+    (step.weight_budget.weight_terms: plan's dense_bytes column) count it, so fit and plan read alike."""
+    return t.role == "embed" or t.fmt == "i64"
+
+
 def leaf_name(t: Tensor) -> str:
     """The tensor's name within its layer: 'self_attn.q_b_proj', 'block_sparse_moe.experts.w1'."""
     return _leaf_of(t.name)

@@ -82,7 +82,8 @@ class OpCost(Frozen):
     k: int | None = None  # >= 1
     tokens_per_group: float | None = None  # grouped matmul: rows an expert group (> 0)
     # grouped matmul: the efficiency curve of the engine's own kernel (step.gmm.kernel_curve_of: 'gmm_v2:mxfp4:w13'),
-    # read where the curves hold it; otherwise (and None) the dtype's grouped_matmul curve
+    # read where the curves hold it; otherwise (and None) the dtype's grouped_matmul curve. A DeepSeek-V4 attention-
+    # side op (attention, hbm): its own probe curve 'dsv4:<stage>:<op>' (probe dsv4-ops) at ``m`` rows, where held
     curve: str | None = None
     heads: int | None = None  # KDA heads a device (>= 1)
     chunk: int | None = None  # KDA chunk (chunked path) (>= 1)

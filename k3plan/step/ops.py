@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.models.spec import ModelSpec
 from k3plan.step.collective import Collective
-from k3plan.step.names import ABSORBED_LEAF, leaf_name
+from k3plan.step.names import ABSORBED_LEAF, leaf_name, row_gather
 from k3plan.step.op import Col, LiveBuffers, LiveRules, Op, heads_split
 from k3plan.structs import Frozen, replace
 
@@ -260,7 +260,7 @@ def weight_ops(
     held: set[str] = set()  # a block's buffers on one op, even where its down projection is two groups
     for g in weights:
         t = g.rep
-        if t.role == "embed" or t.fmt == "i64":  # row gathers: the embedding, DeepSeek-V4's tid2eid (dsv4_ops)
+        if row_gather(t):  # row gathers: the embedding, DeepSeek-V4's tid2eid (dsv4_ops)
             continue
         buffers = None
         if live is not None and t.role in live.WEIGHT_ROLES:
@@ -719,6 +719,7 @@ def to_op_costs(
     ops: list[Op],
     dtype_of: Callable[[Tensor, str | None], OpDtype] | None = None,
     curve_of: Callable[[Tensor], str | None] | None = None,
+    stage: str | None = None,
 ) -> list:
     """The list as speed.ops.OpCost (issue 17's expected-time input), at one point (scalars); a collective
     runs on its own link (``Op.scale_out``: where its group crosses a scale-up domain, and the pipeline send
@@ -727,7 +728,9 @@ def to_op_costs(
     roofline's collective time as its ceiling (tests/step/test_ops.py). ``dtype_of``: the compute dtype of a
     weight matmul by its tensor and compute role (``step.compute.dtype_of_setup``: the stack's, by runtime format,
     role and platform); None: every op at OpCost's default (bf16). ``curve_of``: a routed-expert op's tensor -> the
-    efficiency curve of the kernel the engine runs it with (``step.gmm.kernel_curve_of``); None: none named."""
+    efficiency curve of the kernel the engine runs it with (``step.gmm.kernel_curve_of``); None: none named.
+    ``stage`` ("decode" / "prefill"): DeepSeek-V4's attention-side ops (``step.dsv4_ops``) name the curve of their
+    own probe records (``dsv4:<stage>:<op>``, probe dsv4-ops; read at the op's rows) where the curves hold it."""
     from k3plan.step.opcost import OpCost
 
     kinds = {
@@ -783,6 +786,8 @@ def to_op_costs(
             from k3plan.step.memory import KDA_CHUNK_TOKENS
 
             out.append(OpCost(**common, heads=max(1, int(op.heads)), chunk=KDA_CHUNK_TOKENS))
+        elif stage is not None and op.name.startswith("dsv4.") and op.kind in ("attention", "elementwise"):
+            out.append(OpCost(**common, m=max(1, int(op.tokens)), curve=f"dsv4:{stage}:{op.name}"))
         else:
             out.append(OpCost(**common))
     return out

@@ -15,7 +15,7 @@ from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
 from k3plan.models.inventory import Tensor, TensorInventory
 from k3plan.sharding.resolve import Fallback, ShardingPlan
-from k3plan.step.names import ABSORBED_LEAF, leaf_name
+from k3plan.step.names import ABSORBED_LEAF, leaf_name, row_gather
 from k3plan.step.terms import HeldRole, RoleBytes
 from k3plan.structs import Frozen, replace
 
@@ -99,8 +99,8 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
             per_device = per_device + held
             replicated = replicated + where((shards == 1) & multi, held, 0)
             copies = held if copies is None else copies + held
-        if t.role == "embed":
-            continue  # the decode step gathers embedding rows; it does not stream the table
+        if row_gather(t):
+            continue  # the decode step gathers the embedding's (and tid2eid's) rows; it does not stream the table
         kind = "expert" if t.role == "expert" else "dense"
         # the fullest device's; decode reads the absorbed copies where the engine holds them
         streamed[f"{kind}_bytes"] += count * ((copy or nbytes) * num / den)

@@ -18,7 +18,8 @@ import math
 from k3plan.engines.stack import Stack
 from k3plan.errors import require
 from k3plan.models.spec import ModelSpec
-from k3plan.step.cache import stack_kv_bytes_per_token, state_bytes_per_slot
+from k3plan.step.cache import kv_bytes_per_token_layer, state_bytes_per_slot
+from k3plan.step.memory import kv_sequence_bytes
 from k3plan.structs import Frozen
 from k3plan.tiers.model import Tier
 
@@ -28,7 +29,13 @@ _Frozen = Frozen
 def stored_session_bytes(*, spec: ModelSpec, stack: Stack, context_tokens: int) -> int:
     """One session, whole model, one copy, in the stack's KV and state dtypes."""
     require(context_tokens >= 0, f"context {context_tokens}: expected >= 0 tokens")
-    return stack_kv_bytes_per_token(spec, stack) * context_tokens + state_bytes_per_slot(spec, stack)
+    kv = kv_sequence_bytes(  # unpaged: a parked session is stored as its tokens' entries (blocks of 1)
+        context_tokens,
+        block_tokens=1,
+        layers=spec.n_mla,
+        kv_bytes_per_token_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
+    )
+    return int(kv) + state_bytes_per_slot(spec, stack)
 
 
 def restore_s(tier: Tier, *, bytes_per_device: int, devices_per_host: int) -> float:

@@ -9,11 +9,10 @@ MLA, plus embedding projection and a shared head), listed in the inventory with 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from k3plan.models.loader import Model
 from k3plan.step.cache import kv_bytes_per_token_layer
-from k3plan.step.memory import BudgetTerms
+from k3plan.step.memory import BudgetTerms, kv_sequence_bytes
 from k3plan.structs import Frozen
 
 
@@ -26,6 +25,25 @@ class DraftHead(Frozen):
     kv_bytes_per_token: int  # whole model, one copy, in kv_dtype
     kv_dtype: str
     source: str
+    # DeepSeek-V4.1's DSpark block drafter (kind mtp too): its blocks draft ``positions_per_pass`` positions in one
+    # forward, each block attending a sliding window of the target's width (a fixed cache a sequence, not a token)
+    drafter: str = "mtp"  # "mtp": one forward a drafted position; "dspark": a block of positions a forward
+    positions_per_pass: int = 1
+    window_bytes_per_sequence: int = 0
+
+    def forwards(self, draft_tokens: int) -> int:
+        """Draft forwards a step for ``draft_tokens`` drafted positions (an MTP head: one each)."""
+        return -(-draft_tokens // self.positions_per_pass)
+
+
+# vLLM's V4.1 cache for the DSpark blocks: one uncompressed BF16 KV plane, one head, the target window's geometry
+# (vllm-project/vllm-ascend vllm_ascend/core/deepseek_v41.py @0dcdd80d DeepseekV41DraftSWASpec.__post_init__ and
+# plan_cache_slots: 'Aurora DSpark requires one uncompressed BF16 KV plane', 'three ordered draft layers', draft
+# geometry equal to the target SWA's)
+DSPARK_WINDOW_SOURCE = (
+    "vllm-project/vllm-ascend vllm_ascend/core/deepseek_v41.py @0dcdd80d DeepseekV41DraftSWASpec (bf16, one KV head, "
+    "the target window's block, head size and sliding window)"
+)
 
 
 def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
@@ -38,6 +56,23 @@ def draft_head(model: Model, *, kv_dtype: str) -> DraftHead:
         else f"{spec.source}: num_nextn_predict_layers {spec.mtp_layers}, no MTP tensors in the inventory; "
         "speculative decoding needs an external draft model"
     )
+    dspark = spec.dsv4.dspark if spec.dsv4 is not None else None
+    if dspark is not None and mtp:  # DeepSeek-V4.1: the drafter's blocks cache a window, not a latent a token
+        d = spec.dsv4
+        assert d is not None
+        return DraftHead(
+            model=spec.name,
+            mtp_layers=spec.mtp_layers,
+            params=sum(t.params for t in mtp),
+            checkpoint_bytes=sum(t.nbytes for t in mtp),
+            mla_layers=0,
+            kv_bytes_per_token=0,
+            kv_dtype="bf16",
+            source=f"{source}; DSpark: {spec.mtp_layers} blocks, {dspark.block_size} positions a forward",
+            drafter="dspark",
+            positions_per_pass=dspark.block_size,
+            window_bytes_per_sequence=spec.mtp_layers * d.sliding_window * d.head_dim * 2,
+        )
     return DraftHead(
         model=spec.name,
         mtp_layers=spec.mtp_layers,
@@ -84,12 +119,22 @@ def given_draft_kv(bytes_per_token: int, *, tp: int) -> DraftKv:
 
 
 def add_draft_kv(
-    terms: BudgetTerms[int], *, kv: DraftKv, context_tokens: int, split_across_dp: bool, dp: int
+    terms: BudgetTerms[int], *, kv: DraftKv, context_tokens: int, block_tokens: int, split_across_dp: bool, dp: int
 ) -> BudgetTerms[int]:
     """``k3plan.step.memory.budget_terms`` at one point with the draft's KV added to every sequence:
-    its KV (batch on this device x context x bytes a token) joins the KV term, the free bytes, the
-    bytes a sequence and therefore the sequences the room holds."""
-    per_seq = context_tokens * kv.bytes_per_token_per_device
+    its KV (batch on this device x the one KV formula ``kv_sequence_bytes``: whole blocks of ``block_tokens``,
+    the draft's bytes a token, paged with the target's) joins the KV term, the free bytes, the bytes a
+    sequence and therefore the sequences the room holds. ``CacheLayout.max_context(...,
+    extra_bytes_per_token=...)`` is its inverse."""
+    per_seq = int(
+        kv_sequence_bytes(
+            context_tokens,
+            block_tokens=block_tokens,
+            layers=0,
+            kv_bytes_per_token_layer=0,
+            extra_bytes_per_token=kv.bytes_per_token_per_device,
+        )
+    )
     seq = int(terms.sequence_bytes) + per_seq
     groups = max(int(terms.room_bytes) // seq, 0) if seq > 0 else 0
     return replace(
@@ -100,12 +145,3 @@ def add_draft_kv(
         max_sequences=groups * (dp if split_across_dp else 1),
         kv_bytes_per_token=int(terms.kv_bytes_per_token) + kv.bytes_per_token_per_device,
     )
-
-
-def max_context_with_draft(layout: Any, bytes_per_sequence: float, kv: DraftKv) -> int:
-    """``CacheLayout.max_context`` with the draft's KV a token added to the target's (whole blocks)."""
-    room = bytes_per_sequence - layout.state_bytes_per_sequence
-    per_token = layout.n_mla * layout.kv_bytes_per_token_layer + kv.bytes_per_token_per_device
-    if room <= 0 or per_token <= 0:
-        return 0
-    return int(room // (layout.block_tokens * per_token)) * layout.block_tokens

@@ -110,6 +110,7 @@ class SpecDecodeSpeed(_Frozen):
     s_per_emitted_token: float  # the TPOT a user sees
     acceptance_fraction: float  # accepted / drafted
     speedup: float | None  # over plain decode at baseline_step_s
+    draft_forwards_per_step: int = 0  # draft forwards a step: k for an MTP head or draft model, fewer for DSpark
 
 
 def spec_decode_speed(
@@ -119,15 +120,19 @@ def spec_decode_speed(
     verify_step_s: float,
     draft_s_per_token: float = 0.0,
     baseline_step_s: float | None = None,
+    draft_forwards: int | None = None,
 ) -> SpecDecodeSpeed:
     """``verify_step_s``: the target model's step over batch x (k+1) tokens (the roofline prices it);
     ``draft_s_per_token``: one draft forward (MTP head or draft model) a drafted position;
-    ``baseline_step_s``: the plain decode step at this batch, for the speedup."""
+    ``baseline_step_s``: the plain decode step at this batch, for the speedup; ``draft_forwards``: draft
+    forwards a step (None: one a drafted position, an MTP head or a draft model; DeepSeek-V4.1's DSpark drafts a
+    block of positions a forward)."""
     require(batch >= 1, f"batch {batch}: expected a positive integer")
     require(verify_step_s > 0, f"verify step {verify_step_s} s: expected > 0")
     require(draft_s_per_token >= 0, f"draft time {draft_s_per_token} s: expected >= 0")
     k = spec.draft_tokens
-    draft_s = k * draft_s_per_token
+    require(draft_forwards is None or 1 <= draft_forwards <= k, f"draft forwards {draft_forwards}: expected 1 to {k}")
+    draft_s = (k if draft_forwards is None else draft_forwards) * draft_s_per_token
     step = verify_step_s + draft_s
     emitted = batch * spec.expected_tokens_per_step
     accepted = batch * spec.expected_accepted_tokens
@@ -149,4 +154,5 @@ def spec_decode_speed(
         s_per_emitted_token=step / spec.expected_tokens_per_step,
         acceptance_fraction=spec.expected_accepted_tokens / k,
         speedup=None if baseline_step_s is None else baseline_step_s * spec.expected_tokens_per_step / step,
+        draft_forwards_per_step=k if draft_forwards is None else draft_forwards,
     )

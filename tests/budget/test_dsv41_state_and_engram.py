@@ -92,3 +92,17 @@ def test_fit_advises_offloading_engram_before_chips():
     text = " ".join(out.output.split())
     assert "Engram tables 202,758,032,400 B in HBM" in text
     assert "advice: offload Engram before buying chips" in text
+
+
+def test_csa2_terms_share_vllm_s_v41_slot_plan(spec):
+    """vllm-project/vllm-ascend vllm_ascend/core/deepseek_v41.py @0dcdd80d plan_cache_slots refuses any other plan:
+    'KV source layers 2, 8, 14, 20', 'state source layers 2, 8, 14', 'exactly 40 ordered SWA resources'
+    (swa[slot_idx::len(full)] on each slot) and 'exactly three ordered draft layers'."""
+    d = spec.dsv4
+    slots = dsv4_cache.csa2_engine_slots(d, draft_layers=spec.mtp_layers)  # num_nextn_predict_layers: 3 blocks
+    assert [s.source for s in slots] == [2, 8, 14, 20]
+    assert [s.state for s in slots] == [2, 8, 14, None]
+    assert sorted(w for s in slots for w in s.windows) == list(range(40))
+    assert slots[1].windows == tuple(range(1, 40, 4))
+    assert [s.draft for s in slots] == [0, 1, 2, None]
+    assert dsv4_cache.V41_ENGINE_LAYOUT.commit.startswith("0dcdd80d")

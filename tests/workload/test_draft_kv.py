@@ -47,7 +47,7 @@ def test_add_draft_kv_by_hand():
         kv_bytes_per_token=20,
         state_bytes_per_sequence=500,
     )
-    out = add_draft_kv(terms, kv=kv, context_tokens=100, split_across_dp=True, dp=2)
+    out = add_draft_kv(terms, kv=kv, context_tokens=100, block_tokens=1, split_across_dp=True, dp=2)
     assert isinstance(out, BudgetTerms)
     assert out.kv_bytes == 6000 + 3000 and out.free_bytes == 20000 - 3000
     assert out.sequence_bytes == 3500 and out.kv_bytes_per_token == 30

@@ -44,3 +44,24 @@ def dp_attention_tp(tp_size: int, dp: int) -> int:
             "GPUs into dp_size attention groups; expected a --tp-size that --dp-size divides"
         )
     return tp_size // dp
+
+
+# SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for this engine's
+# Engram placement, engines/sglang/dsv4.py; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
+ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
+
+
+def engram_config(raw: str) -> str:
+    """--engram-config's placement as --engram's word ("hbm" / "host")."""
+    import json
+
+    try:
+        cfg = json.loads(raw)
+    except ValueError:
+        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object") from None
+    if not isinstance(cfg, dict):
+        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object")
+    placement = cfg.get("placement", "gpu")
+    if placement not in ENGRAM_CONFIG_PLACEMENT:
+        raise K3PlanError(f"--serve: --engram-config placement {placement!r}: expected gpu or cpu")
+    return ENGRAM_CONFIG_PLACEMENT[placement]

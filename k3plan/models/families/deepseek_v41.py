@@ -109,12 +109,15 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
             f"{source}: field 'text_config.candidate_source_layer_id' is {cand}; expected one of the KV sources "
             f"{list(kv_src)}"
         )
+    # the later indexers' candidate set (candidate_topk_blocks x candidate_block_size entries of the candidate
+    # source): where a candidate source is named, an empty set is no set
+    least = 0 if cand is None else 1
     csa2 = CSA2Dims(
         kv_source_layer_ids=kv_src,
         index_source_layer_ids=idx_src,
         candidate_source_layer_id=cand,
-        candidate_topk_blocks=c.int("candidate_topk_blocks", 0, minimum=0),
-        candidate_block_size=c.int("candidate_block_size", 0, minimum=0),
+        candidate_topk_blocks=c.int("candidate_topk_blocks", 0, minimum=least),
+        candidate_block_size=c.int("candidate_block_size", 0, minimum=least),
     )
     engram = _engram(c, n_layers)
     # the FP4 / FP8 formats' scale blocks: 32 values (experts, Engram rows, indexer keys), 16 (the main KV)
@@ -186,8 +189,24 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     )
 
 
+ENGRAM_KEYS = (
+    "engram_num_embeddings",
+    "engram_max_ngram_size",
+    "engram_n_heads",
+    "engram_head_dim",
+    "engram_vocab_size",
+    "engram_compressed_vocab_size",
+)
+
+
 def _engram(c: ConfigReader, n_layers: int) -> EngramDims | None:
     if not c.has("engram_layer_ids"):
+        partial = [k for k in ENGRAM_KEYS if c.has(k)]
+        if partial:  # Engram's sizes without its layers: a config cut short, not a model without Engram
+            raise K3PlanError(
+                f"{c.source}: field 'text_config.engram_layer_ids' is missing while {', '.join(partial)} "
+                "are given; expected the Engram layers, or none of the engram_* fields"
+            )
         return None
     layers = _ids(c, "engram_layer_ids", n_layers)
     rows = c.int_list("engram_num_embeddings", maximum=MAX_ENGRAM_ROWS)
@@ -257,7 +276,7 @@ def _moe(b: InventoryBuilder, spec: ModelSpec, prefix: str, i: int, *, n_e: int,
             **kw,
         )
     S = [("mlp", moe.shared_intermediate)]
-    for p, dims in (("w1", (S, E)), ("w2", (E, S)), ("w3", (S, E))):
+    for p, dims in (("w1", (S, E)), ("w2", (E, S)), ("w3", (S, E))) if moe.num_shared else ():  # n_shared_experts 0
         b.linear(f"{F}shared_experts.{p}", *dims, fmt=LINEAR_FMT, role=role("shared_expert"), **kw)
 
 

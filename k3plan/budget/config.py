@@ -1,0 +1,187 @@
+"""One configuration, typed, and the one assembly of a device's memory over it.
+
+A ``Config`` is a row (``row``: every figure an int, what ``fit`` evaluates) or a space of rows (``columns``:
+one numpy entry a configuration, what ``plan`` evaluates): the same fields, read from a model and a stack by
+the same functions (``step.cache.cache_inputs``, ``stack_inputs``, ``temp_inputs``), ``Config.analytic_temps``
+is the one analytic bound of the temporaries, and ``Config.memory`` is the one place a
+device's memory terms (weights, KV, state, temporaries, reserve, free) are assembled from them
+(``step.stages.stage_budgets``: each pipeline stage's ``step.memory.budget_terms``, the binding one's). fit is
+row 0 of plan: tests/budget/test_fit_is_plan_row.py holds them equal field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Optional, Sequence
+
+from k3plan.columns import C
+from k3plan.engines.stack import Stack
+from k3plan.models.formats import get_format
+from k3plan.models.spec import ModelSpec
+from k3plan.sharding.mesh import Parallel
+from k3plan.step.cache import cache_inputs
+from k3plan.step.dtypes import BYTES
+from k3plan.step.memory import BudgetTerms, CacheCols, CacheTerms, cache_terms
+from k3plan.step.stages import stage_budgets
+from k3plan.step.temporaries import DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def stack_inputs(stack: Stack) -> dict[str, Any]:
+    """What the budget reads of a stack besides its cache layout and reserve (each a ``Config`` field)."""
+    return dict(
+        split_across_dp=stack.kv_cache.split_across_dp,  # the batch splits over the DP groups
+        temp_in_reserve=bool(stack.kv_pool and stack.kv_pool.temps_in_reserve),  # SGLang's mem_fraction_static
+        state_slots=stack.state.slots_per_request,
+        state_layer_groups=stack.state.layer_groups,  # vLLM's hybrid manager
+    )
+
+
+def temp_inputs(stack: Stack, expert_fmt: str) -> dict[str, Any]:
+    """What the analytic temporaries read of a stack: its activation bytes, whether it runs the experts
+    (checkpoint format ``expert_fmt``) quantized (a dequantization buffer)."""
+    return dict(
+        act=BYTES[stack.activation_dtype],
+        quantized=get_format(stack.runtime_format("expert", expert_fmt)).quantized,
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
+class Config(Generic[C]):
+    """One configuration (ints: ``row``) or one entry a configuration (numpy columns: ``columns``)."""
+
+    spec: ModelSpec
+    usable: C  # usable HBM bytes a device
+    reserve_fraction: Any  # the stack's reserve at this split and chunk (Stack.reserve_fraction): float or column
+    tp: C
+    ep: C
+    dp: C
+    chunk: C  # prefill chunk tokens
+    context: int  # tokens a sequence
+    batch: int  # sequences in flight
+    cache: CacheCols[C]  # a device's KV and state layout (step.memory.cache_terms)
+    stages: tuple[tuple[Any, Any, Any], ...]  # a pipeline stage's (weights bytes a device, MLA layers, KDA layers)
+    split_across_dp: Any
+    temp_in_reserve: Any
+    state_slots: Any
+    state_layer_groups: Any
+    act: Any  # activation bytes (temp_inputs)
+    quantized: Any  # the experts run quantized (temp_inputs)
+    valid: Optional[tuple[Any, ...]] = None  # which stages exist (plan's rows mix pp values); None: every one
+
+    def analytic_temps(self) -> tuple[PrefillTemp[C], DecodeTemp[C]]:
+        """The analytic lower bound of each stage's temporaries (``step.temporaries``): one prefill chunk
+        attending over the context, and one decode step of the batch."""
+        kw: dict[str, Any] = dict(act=self.act, quantized=self.quantized, tp=self.tp, ep=self.ep, context=self.context)
+        return (
+            prefill_temp_terms(self.spec, chunk=self.chunk, **kw),
+            decode_temp_terms(self.spec, dp=self.dp, batch=self.batch, **kw),
+        )
+
+    def memory(self, temp: Any) -> tuple[list[BudgetTerms[C]], BudgetTerms[C]]:
+        """The one assembly of a device's memory with ``temp`` bytes of temporaries: every pipeline stage's
+        budget terms and the binding stage's (``step.stages.stage_budgets``)."""
+        return stage_budgets(
+            self.spec,
+            stages=list(self.stages),
+            valid=None if self.valid is None else list(self.valid),
+            usable=self.usable,
+            reserve_fraction=self.reserve_fraction,
+            split_across_dp=self.split_across_dp,
+            dp=self.dp,
+            temp=temp,
+            cache=self.cache,
+            context=self.context,
+            batch=self.batch,
+            temp_in_reserve=self.temp_in_reserve,
+            state_slots=self.state_slots,
+            state_layer_groups=self.state_layer_groups,
+        )
+
+
+def row(
+    *,
+    spec: ModelSpec,
+    stack: Stack,
+    expert_fmt: str,
+    cache: CacheCols[int],
+    usable: int,
+    reserve_fraction: float,
+    parallel: Parallel,
+    chunk: int,
+    context: int,
+    batch: int,
+    stages: Sequence[tuple[int, int, int]],
+) -> Config[int]:
+    """fit's one configuration: ``cache`` its layout (``step.cache.cache_layout``, the same ``cache_terms``)."""
+    return Config(
+        spec=spec,
+        usable=usable,
+        reserve_fraction=reserve_fraction,
+        tp=parallel.tp,
+        ep=parallel.ep,
+        dp=parallel.dp,
+        chunk=chunk,
+        context=context,
+        batch=batch,
+        cache=cache,
+        stages=tuple(stages),
+        **stack_inputs(stack),
+        **temp_inputs(stack, expert_fmt),
+    )
+
+
+def gather_columns(per: list[dict[str, Any]], variant: np.ndarray) -> dict[str, np.ndarray]:
+    """Each key's values, one a stack variant (what one function reads of each stack), gathered to the rows by
+    ``variant`` (the index of a row's stack variant): bools stay bool, the rest int64."""
+    import numpy as np
+
+    keys = per[0] if per else {}
+    return {
+        k: np.array([p[k] for p in per], dtype=bool if isinstance(keys[k], bool) else np.int64)[variant] for k in keys
+    }
+
+
+def cache_columns(*, spec: ModelSpec, variants: Sequence[Stack], variant: np.ndarray, tp: np.ndarray) -> CacheTerms:
+    """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant."""
+    return cache_terms(spec, tp=tp, **gather_columns([cache_inputs(spec, s) for s in variants], variant))
+
+
+def columns(
+    *,
+    spec: ModelSpec,
+    variants: Sequence[Stack],
+    variant: np.ndarray,
+    expert_fmt: str,
+    cache: CacheTerms,
+    tp: np.ndarray,
+    ep: np.ndarray,
+    dp: np.ndarray,
+    chunk: np.ndarray,
+    usable: np.ndarray,
+    reserve_fraction: np.ndarray,
+    context: int,
+    batch: int,
+    stages: Sequence[tuple[Any, Any, Any]],
+    valid: Sequence[Any],
+) -> Config[np.ndarray]:
+    """plan's space: each stack variant's inputs read once (the functions ``row`` reads them with) and gathered
+    to its rows by ``variant`` (the index of a row's stack variant); ``cache``: ``cache_columns``."""
+    return Config(
+        spec=spec,
+        usable=usable,
+        reserve_fraction=reserve_fraction,
+        tp=tp,
+        ep=ep,
+        dp=dp,
+        chunk=chunk,
+        context=context,
+        batch=batch,
+        cache=cache,
+        stages=tuple(stages),
+        valid=tuple(valid),
+        **gather_columns([stack_inputs(s) for s in variants], variant),
+        **gather_columns([temp_inputs(s, expert_fmt) for s in variants], variant),
+    )

@@ -1,0 +1,189 @@
+"""What fit says beside its numbers: where each figure comes from (``Provenance``), the warnings a
+configuration earns whatever its budget, and its notes. Text only: budget/fit.py holds the figures."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from k3plan.budget.result import Provenance
+from k3plan.engines.flags import engine_offers_kv
+from k3plan.engines.stack import Stack
+from k3plan.models.spec import ModelSpec
+from k3plan.setup import Setup, engine_refusals
+from k3plan.step.cache import CacheLayout
+from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
+from k3plan.step.weight_budget import WeightBudget
+from k3plan.units import fmt_gib
+from k3plan.workload.draft import DraftKv
+
+
+def provenance(
+    setup: Setup,
+    *,
+    layout: CacheLayout,
+    chunk: int,
+    reserve_fraction: float,
+    draft_bytes_per_device: int,
+    draft_kv: Optional[DraftKv],
+    temp_prefill: str,
+    temp_decode: str,
+) -> Provenance:
+    """Where each of fit's figures comes from; ``layout``: the binding stage's, ``draft_bytes_per_device``: what is
+    counted with the weights beside the model's (a draft's, Engram's)."""
+    spec, stack, hw, par = setup.model.spec, setup.stack, setup.hardware, setup.parallel
+    reserve_auto = stack.reserve_auto(vendor=hw.vendor)
+    return Provenance(
+        weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
+        + (
+            f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
+            if draft_bytes_per_device
+            else ""
+        ),
+        kv=(
+            _dsv4_text(spec, stack, "kv")
+            if spec.dsv4 is not None
+            else f"analytic: {layout.n_mla} MLA layers x {_kv_values_text(spec, stack)}, {stack.kv_cache.dtype}"
+            + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
+            + f", {layout.paging} paging, blocks of {layout.block_tokens} tokens"
+            + (
+                f"; a block holds {layout.layers_held[0]} MLA layer pages (vLLM's hybrid KV-cache manager groups "
+                f"the whole model's layers; this stage's largest group has {layout.layers_held[0]} layers), a "
+                f"decode step reads {layout.n_mla}"
+                if layout.layers_held[0] != layout.n_mla
+                else ""
+            )
+            + (
+                f"; + speculative-decoding draft KV {draft_kv.bytes_per_token_per_device:,} B a token a device "
+                f"({draft_kv.source})"
+                if draft_kv is not None and draft_kv.bytes_per_token_per_device
+                else ""
+            )
+        ),
+        state=(
+            _dsv4_text(spec, stack, "state")
+            if spec.dsv4 is not None
+            else f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
+            f"{stack.state.conv_dtype}"
+            + (", split by heads over TP" if stack.state.shard_by_heads else "")
+            + (
+                f"; the state pool holds {layout.state_slots_per_sequence} slots a running sequence "
+                f"({layout.state_bytes_per_slot:,} B a slot a device; a decode step reads one)"
+                if layout.state_slots_per_sequence > 1
+                else ""
+            )
+            + (
+                f"; the pool pads the KDA layers to whole layer groups (vLLM's hybrid KV-cache manager): "
+                f"{layout.state_layers_held} layer pages held a sequence, a decode step reads {layout.n_kda}"
+                if layout.state_layers_held != layout.n_kda
+                else ""
+            )
+        ),
+        temp_prefill=temp_prefill,
+        temp_decode=temp_decode,
+        reserve=(
+            f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
+            if reserve_auto is None
+            else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
+            f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, "
+            + (
+                f"DP attention: tp_size {par.tp * par.dp} (tp {par.tp} x dp {par.dp}) x pp {par.pp}, the decode "
+                f"graphs padded for dp_size {par.dp}, chunk {stack.engine_chunk(chunk, dp=par.dp)} "
+                f"(the flag, {chunk} a DP group"
+                + (f": {stack.dp_attention_chunk.sources[0].text()}" if stack.dp_attention_chunk else "")
+                + ") "
+                if stack.dp_attention
+                else f"tp {par.tp} x pp {par.pp}, chunk {chunk} "
+            )
+            + (
+                "-- a fraction <= 0: the MiB it reserves exceed the GPU's, no room for the weights (a smaller "
+                "--chunk or mem_fraction_static leaves some) "
+                if reserve_fraction >= 1
+                else ""
+            )
+            + f"({reserve_auto.source.text()}; prefill graph "
+            f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
+        )
+        + (
+            f"; the engine runs the temporaries out of it (kv_pool {stack.kv_pool.method}), so only what they "
+            "leave of it is counted here"
+            if stack.kv_pool is not None and stack.kv_pool.temps_in_reserve
+            else ""
+        ),
+        hbm=hw.sources().get("usable_hbm_per_device", hw.path),
+        stack_sources=f"kv: {stack.kv_cache.source}; state: {stack.state.source}; paging: {stack.paging.source}",
+    )
+
+
+def setup_warnings(setup: Setup, wb: WeightBudget, *, context_tokens: int) -> list[str]:
+    """The warnings of a configuration whatever its budget: replicated tensors, a context past the model's, what the
+    engine refuses, a KV dtype it does not take, an EP group or collectives crossing slices."""
+    spec, stack, hw, par, topo = setup.model.spec, setup.stack, setup.hardware, setup.parallel, setup.topology
+    warnings: list[str] = []
+    if setup.plan.fallbacks:
+        warnings.append(
+            f"{len(setup.plan.fallbacks)} tensor dimension(s) fell back to replication "
+            f"(+{fmt_gib(sum(f.bytes_replicated for f in wb.fallbacks))} a device)"
+        )
+    beyond = spec.context_warning(context_tokens)
+    if beyond:
+        warnings.append(beyond)
+    warnings += engine_refusals(setup.model, stack)
+    if not engine_offers_kv(stack.name, stack.kv_cache.dtype, hw.kind):
+        warnings.append(
+            f"KV dtype {stack.kv_cache.dtype}: stack {stack.name}'s engine on {hw.kind} does not take it "
+            f"(k3plan.engines.flags.kv_table); priced as asked, but --emit launch refuses it"
+        )
+    if topo.spans_slices and par.ep > topo.devices_per_slice:  # a warning in fit and plan alike (step.verdict)
+        if hw.kind == "gpu":  # cross-node EP over the node fabric, costed over scale_out (roofline.comm)
+            op = Collective.pattern_text(stack.collectives.experts)
+            warnings.append(cross_node_ep_warning(hw, topo, ep=par.ep, op=op))
+        else:
+            warnings.append(
+                f"the EP group ({par.ep} devices) spans {topo.slices} slices: expert traffic crosses "
+                f"{hw.scale_out.name}, infeasible for prefill (docs/k3-facts.md §4); keep EP inside a slice (--ep {par.tp})"
+                if par.tp <= topo.devices_per_slice
+                else f"the EP group ({par.ep} devices) spans {topo.slices} slices over {hw.scale_out.name}"
+            )
+    if topo.spans_slices:  # which collectives cross the scale-out link (each runs on its own: roofline.comm)
+        from k3plan.roofline.comm import scale_out_collectives
+
+        crossing, _ = scale_out_collectives(setup)
+        if crossing:
+            warnings.append(scale_out_note(hw, topo, crossing=crossing))
+    return warnings
+
+
+def absorbed_notes(stack: Stack, wb: WeightBudget) -> list[str]:
+    """The absorbed-MLA copies a stack keeps beside kv_b_proj, where it keeps them."""
+    copies = wb.role_bytes("mla_absorbed")
+    notes_copies = []
+    if copies and stack.absorbed_copies is not None:
+        src = stack.absorbed_copies.sources[0]
+        notes_copies.append(
+            f"absorbed MLA: stack {stack.name} splits W_UK / W_UV out of each kv_b_proj at load "
+            f"and keeps kv_b_proj for prefill: {copies:,} B a device more "
+            f"(weights, mla_absorbed), which decode reads instead of kv_b_proj ({src.text()})"
+        )
+    return notes_copies
+
+
+def _dsv4_text(spec: ModelSpec, stack: Stack, what: str) -> str:
+    """DeepSeek-V4's KV and state provenance (step/dsv4_cache)."""
+    from k3plan.step import dsv4_cache
+
+    if what == "kv":
+        return dsv4_cache.kv_source_text(spec, stack.name)
+    return dsv4_cache.state_source_text(spec, stack.name, speculative=stack.state.verify_tokens > 1)
+
+
+def _kv_values_text(spec: ModelSpec, stack: Stack) -> str:
+    """The values a token a MLA layer, as the stack lays them out (its padded entry named, with its source)."""
+    lay = stack.kv_cache.layout
+    if lay is None:
+        return f"{spec.mla.cache_values_per_token} values"
+    values = lay.values_per_token(kv_lora_rank=spec.mla.kv_lora_rank, qk_rope_head_dim=spec.mla.qk_rope_head_dim)
+    src = lay.sources[0]
+    return (
+        f"{values} values (kv_lora {spec.mla.kv_lora_rank} and rope {spec.mla.qk_rope_head_dim} padded to multiples "
+        f"of {lay.latent_align} and {lay.rope_align}: {src.repo} {src.file} {src.symbol.split(' (')[0]})"
+    )

@@ -1,0 +1,77 @@
+"""fit is row 0 of plan (issue 51): over random configurations -- bundled models (Kimi K3 and DeepSeek-V4), TPU and
+GPU hardware, every stack with its KV dtype or fp8, every (tp, ep, dp, pp) split plan's space offers, context,
+batch and chunk -- fit's per-device answer equals plan's row field by field: weights, replicated weights, KV, state,
+temporaries, reserve, free, the bytes a token and a sequence, the sequences held and the most the room holds, the
+verdict code, where the temporaries come from, and the decode time. Both read the one configuration value and the
+one memory assembly (k3plan.budget.config); this holds that nothing beside it drifts."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from k3plan.budget.fit import ANALYTIC_TEMP, Workload, fit
+from k3plan.budget.result import TEMP_EVIDENCE, PerDevice
+from k3plan.engines.stack import list_stacks, load_stack
+from k3plan.hardware import load_hardware
+from k3plan.models import load_model
+from k3plan.plan.evaluate import evaluate
+from k3plan.plan.reasons import reason_codes
+from k3plan.plan.rows import row
+from k3plan.plan.space import build_space
+from k3plan.roofline.bounds import Efficiency, decode_bound
+from k3plan.setup import make_setup
+from k3plan.structs import fields
+
+MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro")
+HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
+
+
+@functools.cache
+def space(model: str):
+    spec = load_model(model).spec
+    moe = spec.moe
+    return build_space(hardware=[load_hardware(h) for h in HARDWARE], stacks=[load_stack(s) for s in list_stacks()],
+                       kv_dtypes=[None, "fp8"], chunks=[2048, 8192], max_chips=32, stacks_given=False,
+                       experts=moe.num_experts, expert_width=moe.expert_intermediate)  # fmt: skip
+
+
+@functools.cache
+def columns(model: str, context: int, batch: int):
+    cols = evaluate(space=space(model), model=load_model(model), context=context, batch=batch, eff=Efficiency()).cols
+    return cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(MODELS), context=st.sampled_from([8192, 131072]), batch=st.sampled_from([1, 16]),
+       evidence=st.sampled_from(range(len(TEMP_EVIDENCE))), pick=st.floats(0, 1, exclude_max=True))  # fmt: skip
+def test_fit_is_plans_row_field_by_field(model, context, batch, evidence, pick):
+    sp = space(model)
+    cols, codes = columns(model, context, batch)
+    pool = np.flatnonzero(cols.temp_source == evidence)  # a row of each kind of temp evidence, where plan has one
+    pool = pool if pool.size else np.arange(sp.size)
+    i = int(pool[int(pick * pool.size)])
+    r = row(space=sp, cols=cols, i=i, rank=1)
+    setup = make_setup(model=model, hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
+                       stack=r.stack, kv_dtype=r.kv_dtype_override)  # fmt: skip
+    f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
+    assert r.temp_evidence == f.temp_evidence  # where the temporaries come from (budget.result.TEMP_EVIDENCE)
+    if None in (f.temp.prefill_bytes, f.temp.decode_bytes):  # a calibration's graph ran out of memory here
+        # the one place the two still write it differently: fit counts the stages that compiled and refuses
+        # (reason "calibration"), plan stands the refused graph's temp in as all usable HBM (reason "budget")
+        assert not f.fits and int(codes[i]) != 0 and r.per_device.temp_bytes == int(cols.usable[i])
+        return
+    for k in fields(PerDevice):  # one PerDevice: weights, kv, state, temp, reserve, free, ...
+        assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, r)
+    assert r.max_sequences == f.capacity.max_sequences
+    assert int(codes[i]) == f.reason and (codes[i] == 0) == f.fits  # the verdict, its reason code
+    source = {"analytic": ANALYTIC_TEMP, "temp model": "temp model ", "compiled": "compiled calibration ",
+              "measured": "measured calibration "}[f.temp_evidence]  # fmt: skip
+    assert any(s.startswith(source) or s.startswith("max(analytic, largest measured in " + source)
+               for s in (f.provenance.temp_prefill, f.provenance.temp_decode)), f.provenance  # fmt: skip
+    d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())  # fit's speed line
+    assert float(cols.tpot_s[i]) == pytest.approx(d.step_s, rel=1e-12), r
