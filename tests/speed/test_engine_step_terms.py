@@ -173,8 +173,8 @@ def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
 
 
 def test_the_small_kernels_scale_by_tiles_away_from_the_measured_rows():
+    from k3plan.engines.torchtpu_vllm.speed import per_call as _per_call
     from k3plan.speed.curves import KernelTime
-    from k3plan.speed.overheads import _per_call
 
     pts = (KernelTime(tokens=16, blocks=1, seconds=5e-6, record_path="r", device_kind="TPU v5 lite"),
            KernelTime(tokens=512, blocks=1, seconds=160e-6, record_path="r", device_kind="TPU v5 lite"))
