@@ -36,6 +36,7 @@ class EngineTerm(Frozen):
     seconds: float  # an engine step (a decode step or one prefill chunk)
     source: str
     records: tuple[str, ...] = ()  # the probe records whose measured time set it (issue 46: the JSON names them)
+    term: str = ""  # the registered term that priced it (speed.terms.REGISTRY name; "" outside the registry)
 
 
 def _record():

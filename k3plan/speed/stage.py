@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from k3plan.roofline.comm import collective_args
 from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
+from k3plan.speed.terms import TermShare
 from k3plan.structs import Frozen, fields, replace
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class ExpectedSpeed(_Frozen):
     prefill_chunks: int
     batch: int
     context_tokens: int
+    # every registered step term: ON or not, what it adds to the decode step and the prefill, its source (speed.terms)
+    terms: tuple[TermShare, ...] = ()
 
 
 def curves_for(peaks: Peaks, evidence):
@@ -93,6 +96,23 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
     them, the routed experts of the busiest EP rank, ...; ``terms`` None: the admitted ones) -- the one assembly
     roofline, fit, plan and report price a decode step with."""
     from k3plan.speed.overheads import add_terms
+
+    stage, extra = decode_step_terms(
+        setup,
+        batch=batch,
+        context=context,
+        peaks=peaks,
+        curves=curves,
+        histogram=histogram,
+        weights=weights,
+        terms=terms,
+    )
+    return add_terms(stage, extra)
+
+
+def decode_step_terms(setup, *, batch: int, context: int, peaks, curves, histogram=None, weights=None, terms=None):
+    """(the decode step's ops' StageTime, the registered terms ON that apply to it): ``decode_stage`` before the
+    terms join it."""
     from k3plan.speed.terms import StepInput, step_terms, term_key
     from k3plan.step.comm import padded_tokens
     from k3plan.step.memory import cdiv
@@ -115,7 +135,7 @@ def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=No
         ep_tokens=min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp)),  # as step.decode.decode_terms routes
         histogram=histogram,
     )
-    return add_terms(stage, step_terms(step, terms))
+    return stage, step_terms(step, terms)
 
 
 def decode_op_costs(
@@ -290,9 +310,9 @@ def expected_speed(
     curves, records = read if read is not None else curves_for(peaks, evidence)
     weights = weight_groups_of_setup(setup)
     from k3plan.speed.overheads import add_terms  # issue 38: the engine's fixed terms a step
-    from k3plan.speed.terms import StepInput, step_terms, term_key
+    from k3plan.speed.terms import StepInput, shares, step_terms, term_key
 
-    dec = decode_stage(
+    dec0, dec_terms = decode_step_terms(
         setup,
         batch=batch,
         context=context_tokens,
@@ -302,6 +322,8 @@ def expected_speed(
         weights=weights,
         terms=terms,
     )
+    dec = add_terms(dec0, dec_terms)
+    pre_terms: tuple = ()
     chunk = min(chunk_tokens, prompt_tokens)
     n = math.ceil(prompt_tokens / chunk)
     cache: dict = {}
@@ -323,7 +345,9 @@ def expected_speed(
             rows=min(chunk, prompt_tokens - i * chunk),
             context=min((i + 1) * chunk, prompt_tokens),
         )
-        chunks.append(add_terms(st, step_terms(step, terms)))  # every chunk is an engine step
+        chunk_terms = step_terms(step, terms)
+        pre_terms += chunk_terms
+        chunks.append(add_terms(st, chunk_terms))  # every chunk is an engine step
     pre = add_stages(chunks)
     used = records_of(dec, pre)
     moved = tuple(
@@ -344,6 +368,7 @@ def expected_speed(
         prefill_chunks=n,
         batch=batch,
         context_tokens=context_tokens,
+        terms=shares(dec_terms, pre_terms, terms),
     )
 
 

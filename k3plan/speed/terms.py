@@ -49,7 +49,7 @@ from k3plan.speed.overheads import (
     host_terms,
     op_fixed_terms,
 )
-from k3plan.structs import Frozen
+from k3plan.structs import Frozen, replace
 
 Phase = Literal["decode", "prefill", "both"]
 Level = Literal["step", "served"]
@@ -444,8 +444,42 @@ def step_terms(step: StepInput, terms: frozenset[str] | None = None) -> tuple[En
     out: tuple[EngineTerm, ...] = ()
     for t in STEP_TERMS:
         if t.name in on and t.applies(step.key) and t.price is not None:
-            out += t.price(step)
+            out += tuple(replace(e, term=t.name) for e in t.price(step))
     return out
+
+
+class TermShare(Frozen):
+    """What one registered step term adds to a question's expected times (the JSON's ``expected.terms``): whether
+    it is ON, its seconds in the decode step and in the whole prompt's prefill (0 where OFF or where its key does
+    not hold), what it prices and its source."""
+
+    term: str
+    title: str
+    phase: Phase
+    on: bool
+    decode_s: float
+    prefill_s: float
+    source: str
+    evidence: tuple[str, ...]  # the package files its evidence globs name
+
+
+def shares(decode: tuple[EngineTerm, ...], prefill: tuple[EngineTerm, ...], terms: frozenset[str] | None):
+    """Every registered step term's TermShare, in REGISTRY order, from the terms a decode step and the prompt's
+    chunks carried."""
+    on = resolve(terms)
+    return tuple(
+        TermShare(
+            term=t.name,
+            title=t.title,
+            phase=t.phase,
+            on=t.name in on,
+            decode_s=sum(e.seconds for e in decode if e.term == t.name),
+            prefill_s=sum(e.seconds for e in prefill if e.term == t.name),
+            source=t.source,
+            evidence=evidence_files(t),
+        )
+        for t in STEP_TERMS
+    )
 
 
 def evidence_files(term: SpeedTerm) -> tuple[str, ...]:
