@@ -265,7 +265,11 @@ def fit_floor(pairs: list[tuple[float, float]]) -> float:
 def _with_floor(rows: list[Row]) -> list[Row]:
     """The rows with the fitted TTFT floor: in sample F fitted on every published TTFT, held out F refitted
     without the case (true leave-one-out: the held-out ratio never sees its own case)."""
-    pairs = {r.case: (r.ttft_model_ms, r.ttft_measured_ms) for r in rows if r.ttft_ratio is not None}
+    pairs: dict[str, tuple[float, float]] = {
+        r.case: (r.ttft_model_ms, r.ttft_measured_ms)
+        for r in rows
+        if r.ttft_ratio is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
+    }
     f_all = fit_floor(list(pairs.values()))
     out = []
     for r in rows:
