@@ -114,7 +114,7 @@ def _setup(b: ServingBenchmark):
 
 class Models:
     """The model a configuration and set of step terms, computed once: a configuration's setup (and fit's note) is
-    built once; its model (``speed.serving._ModelAt``) once for each set of the step terms that may apply to it
+    built once; its model (``speed.serving.model_at``) once for each set of the step terms that may apply to it
     (``When.may_hold``: its stack and hardware kind), so trying a term re-prices only the cases it may touch."""
 
     def __init__(self) -> None:
@@ -135,7 +135,7 @@ class Models:
     def of(self, b: ServingBenchmark, terms: frozenset[str]):
         """(the model, notes, why not priced) of ``b``'s configuration with the step terms of ``terms`` that may
         apply to it."""
-        from k3plan.speed.serving import _ModelAt
+        from k3plan.speed.serving import model_at
 
         key, (setup, notes, why) = self.setup_of(b)
         if setup is None:
@@ -147,7 +147,7 @@ class Models:
             and BY_NAME[n].when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
         )
         if (key, step) not in self.models:
-            self.models[(key, step)] = _ModelAt(setup, setup.hardware, evidence=None, terms=step)
+            self.models[(key, step)] = model_at(setup, setup.hardware, evidence=None, terms=step)
         return self.models[(key, step)], notes, None
 
 

@@ -191,6 +191,13 @@ class _ModelAt:
         return self.decodes[(batch, context)]
 
 
+def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> _ModelAt:
+    """The model's expected speed of ``setup`` at any workload, computed once a workload, with the registered speed
+    terms ``terms`` ON (``speed.terms``; None: the admitted ones): what the benchmark score (k3plan.app.score)
+    prices each case with."""
+    return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
+
+
 def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
     """The figures where no serving benchmark speaks: TPOT the ceiling; TTFT the model where a probe record set
     an op's efficiency, else the ceiling."""

@@ -483,5 +483,11 @@ def shares(decode: tuple[EngineTerm, ...], prefill: tuple[EngineTerm, ...], term
 
 
 def evidence_files(term: SpeedTerm) -> tuple[str, ...]:
-    """The package files a term's evidence globs name (package-relative), sorted."""
-    return tuple(sorted(str(p.relative_to(PACKAGE)) for g in term.evidence for p in PACKAGE.glob(g)))
+    """The package files a term's evidence globs name (package-relative), sorted; read once a process."""
+    return _evidence_files(term.name)
+
+
+@cache
+def _evidence_files(name: str) -> tuple[str, ...]:
+    globs = BY_NAME[name].evidence
+    return tuple(sorted(p.relative_to(PACKAGE).as_posix() for g in globs for p in PACKAGE.glob(g)))
