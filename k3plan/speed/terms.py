@@ -75,6 +75,7 @@ class TermKey(Frozen):
     hardware: HardwareKind
     kv_dtype: str | None  # the stack's KV cache dtype (None: the engine's default)
     op_kinds: tuple[str, ...] = ()  # the kinds of the step's ops
+    expert_formats: tuple[str, ...] = ()  # the routed experts' resident formats (Stack.runtime_format)
 
 
 class When(Frozen):
@@ -84,6 +85,7 @@ class When(Frozen):
     hardware: tuple[HardwareKind, ...] = ()
     kv_dtypes: tuple[str | None, ...] = ()
     op_kinds: tuple[str, ...] = ()  # the step holds an op of one of these kinds
+    expert_formats: tuple[str, ...] = ()  # the routed experts are resident in one of these formats
 
     def holds(self, key: TermKey) -> bool:
         return (
@@ -91,6 +93,7 @@ class When(Frozen):
             and (not self.hardware or key.hardware in self.hardware)
             and (not self.kv_dtypes or key.kv_dtype in self.kv_dtypes)
             and (not self.op_kinds or any(k in key.op_kinds for k in self.op_kinds))
+            and (not self.expert_formats or any(f in key.expert_formats for f in self.expert_formats))
         )
 
     def may_hold(self, *, stack: str, hardware: str) -> bool:
@@ -255,7 +258,7 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         title="MXFP4 expert dequantisation",
         phase="both",
         level="step",
-        when=When(stacks=torchtpu_vllm.STACKS, op_kinds=MOE),
+        when=When(stacks=torchtpu_vllm.STACKS, op_kinds=MOE, expert_formats=torchtpu_vllm.MXFP4_FORMATS),
         price=_cited("MXFP4 expert dequantisation", torchtpu_vllm.MXFP4_SOURCE),
         source=torchtpu_vllm.MXFP4_SOURCE,
         admission="cited",
@@ -441,6 +444,16 @@ def term_key(setup, *, stage: Literal["decode", "prefill"], ops: list) -> TermKe
         hardware=setup.hardware.kind,
         kv_dtype=setup.stack.kv_cache.dtype,
         op_kinds=tuple(sorted({op.kind for op in ops})),
+        expert_formats=expert_formats(setup),
+    )
+
+
+def expert_formats(setup) -> tuple[str, ...]:
+    """The formats the stack holds the model's routed experts in (``Stack.runtime_format`` of each expert tensor's
+    checkpoint format), sorted."""
+    stack = setup.stack
+    return tuple(
+        sorted({stack.runtime_format(t.role, t.fmt) for t in setup.model.inventory.text if t.role == "expert"})
     )
 
 

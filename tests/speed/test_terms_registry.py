@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from k3plan.speed.terms import (
@@ -67,9 +68,18 @@ def test_a_term_s_key_is_typed():
     assert glue.phase == "decode" and not glue.applies(
         TermKey(stage="prefill", stack="torchtpu-vllm", hardware="tpu", kv_dtype=None)
     )
-    assert BY_NAME["mxfp4-dequant"].when.holds(key) and not BY_NAME["mxfp4-dequant"].when.holds(
-        TermKey(stage="decode", stack="torchtpu-vllm", hardware="tpu", kv_dtype=None, op_kinds=("matmul",))
+    mx = BY_NAME["mxfp4-dequant"].when
+    fp4 = TermKey(
+        stage="decode",
+        stack="torchtpu-vllm",
+        hardware="tpu",
+        kv_dtype=None,
+        op_kinds=("grouped_matmul",),
+        expert_formats=("mxfp4_f32scale",),
     )
+    assert mx.holds(fp4) and not mx.holds(key)  # the routed experts' format is part of the key
+    assert not mx.holds(TermKey(**{**msgspec.structs.asdict(fp4), "op_kinds": ("matmul",)}))
+    assert not mx.holds(TermKey(**{**msgspec.structs.asdict(fp4), "expert_formats": ("fp8_block",)}))
 
 
 def test_no_engine_rule_is_left_in_the_speed_package():
