@@ -1,0 +1,1 @@
+"""SGLang (sgl-project/sglang): its rules as its code has them."""

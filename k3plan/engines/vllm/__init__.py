@@ -1,0 +1,1 @@
+"""vLLM (vllm-project/vllm): its rules as its code has them."""
