@@ -5,6 +5,8 @@
     >>> k3.plan(context="128k", concurrency=8, top=5).to_pandas()     # ranked rows, one column per field
     >>> k3.curve(topology="2x2x4", tp=32).to_pandas()                 # prefill chunk vs longest context
     >>> k3.report(hardware=["tpu-v7x"], contexts=[131072]).to_pandas()  # the report's platforms table
+    >>> k3.score().to_pandas()                   # the speed model against every shipped serving benchmark
+    >>> k3.score(terms=["served", "floor"]).to_pandas()                  # ... with only these speed terms ON
 
 Each function asks the app layer the question its command asks (k3plan.app.fit/plan/curve/report), so a
 notebook and the CLI cannot disagree; ``plan --csv``, ``curve --csv`` and ``report --csv`` write these same
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 Tokens = Union[int, str]  # 131072 or as people write it: "128k", "1M" (k3plan.tokencount)
 OBJECTIVES = ("chips", "cost", "tokens-per-chip", "throughput")
 
-__all__ = ["Table", "FitRow", "fit", "plan", "curve", "report", "flatten", "records"]
+__all__ = ["Table", "FitRow", "fit", "plan", "curve", "report", "score", "flatten", "records"]
 
 
 def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -417,3 +419,26 @@ def report(
         allow_cpu_probes=allow_cpu_probes,
     )
     return ReportTable(answer(q))
+
+
+class ScoreTable(Table):
+    """The speed model's score (``rows``: k3plan.app.score.Row, one a shipped serving benchmark: the model alone
+    against the published TPOT, TTFT and output throughput, model / measured, and the held-out ratios), as
+    ``benchmarks/score_speed.py`` prints it; ``terms`` the speed terms the rows were priced with."""
+
+    def __init__(self, rows: Sequence[Any], terms: frozenset[str]):
+        from dataclasses import asdict
+
+        self.terms = terms
+        super().__init__(rows, records([asdict(r) for r in rows]))
+
+
+def score(*, terms: Optional[Sequence[str]] = None) -> ScoreTable:
+    """The speed model scored on every public serving benchmark k3plan ships (issue 46: ``k3plan.app.score``), the
+    registered speed terms ``terms`` ON (names of ``k3plan.speed.terms.REGISTRY``; None: the admitted ones,
+    ``k3plan/speed/admitted.json``). One row a benchmark; ``.to_pandas()`` the DataFrame."""
+    from k3plan.app.score import score_rows
+    from k3plan.speed.terms import default_terms, resolve
+
+    on = default_terms() if terms is None else resolve(frozenset(terms))
+    return ScoreTable(score_rows(terms=on), on)

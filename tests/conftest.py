@@ -102,6 +102,7 @@ SLOW_MODULES = frozenset(
         "tests/probes/test_probe_moe_glue.py",
         "tests/probes/test_probe_plan.py",
         "tests/probes/test_probe_step.py",
+        "tests/speed/test_admission.py",
     }
 )
 _ROOT = Path(__file__).resolve().parent.parent

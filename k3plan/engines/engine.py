@@ -68,6 +68,9 @@ class Engine:
     # the scheduler runs a prefill whenever one forms, in a step of its own (speed.scheduler.simulate's
     # prefill_first, its rule cited there); False: vLLM V1's, which mixes prefill chunks into decode steps
     prefill_first: bool = False
+    # the engine loop (scheduler, input preparation, output processing a step) whose published host time a step
+    # the speed model's host term reads (an engine_family of evidence/engine_step_overheads.yaml); None: none
+    engine_loop: str | None = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -130,8 +130,12 @@ def asked_of(setup, *, batch: int, context: int, chunk: int) -> Asked:
 class _ModelAt:
     """The model's expected speed at a benchmark's workload (same setup), computed once a workload."""
 
-    def __init__(self, setup, spec_hardware, *, evidence):
+    def __init__(self, setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None):
+        from k3plan.speed.terms import resolve
+
         self.setup, self.spec_hardware, self.evidence = setup, spec_hardware, evidence
+        self.terms = terms  # the registered speed terms ON (speed.terms; None: the admitted ones)
+        self.on = resolve(terms)
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
         self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
@@ -163,6 +167,7 @@ class _ModelAt:
                 evidence=self.evidence,
                 peaks=peaks,
                 read=read,
+                terms=self.terms,
             )
             self.used.update(dict.fromkeys(self.cache[key].records_used))
         return self.cache[key]
@@ -180,10 +185,17 @@ class _ModelAt:
             from k3plan.speed.stage import decode_stage, records_of
 
             peaks, (curves, _) = self.peaks_and_curves()
-            stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves)
+            stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves, terms=self.terms)
             self.decodes[(batch, context)] = stage.expected_s
             self.used.update(dict.fromkeys(records_of(stage)))
         return self.decodes[(batch, context)]
+
+
+def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> _ModelAt:
+    """The model's expected speed of ``setup`` at any workload, computed once a workload, with the registered speed
+    terms ``terms`` ON (``speed.terms``; None: the admitted ones): what the benchmark score (k3plan.app.score)
+    prices each case with."""
+    return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
 
 
 def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
@@ -699,14 +711,14 @@ def served_workload(
 def run_token_budget(b: ServingBenchmark, setup) -> tuple[int, str]:
     """(the run's token budget a step, a note where it is not the run's own flag): --max-num-batched-tokens, else
     SGLang's --chunked-prefill-size default for the GPU's memory, else the whole prompt (one chunk)."""
-    from k3plan.engines.flags import SGLANG_CHUNK_SOURCE, sglang_default_chunk
+    from k3plan.engines.sglang.speed import default_token_budget
 
     w = b.workload
     if b.flags.max_num_batched_tokens is not None:
         return b.flags.max_num_batched_tokens, ""
-    if b.engine.name == "sglang":
-        chunk = sglang_default_chunk(setup.hardware.hbm_bytes_per_device)
-        return chunk, f"token budget {chunk:,} ({SGLANG_CHUNK_SOURCE})"
+    engine_default = default_token_budget(b.engine.name, hbm_bytes_per_device=setup.hardware.hbm_bytes_per_device)
+    if engine_default is not None:
+        return engine_default
     return max(w.isl, w.concurrency), "token budget unpublished: one prompt a step"
 
 
@@ -714,22 +726,28 @@ def served_of(
     model: _ModelAt,
     b: ServingBenchmark,
     *,
-    prefill_first: bool = True,
-    async_term: bool = False,
-    mean_context: bool = True,
+    prefill_first: bool | None = None,
+    async_term: bool | None = None,
+    mean_context: bool | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
     ``async_term``: with its scheduling (its flag, else the cited default), else synchronous; ``mean_context``: the
-    decode step at ISL + OSL / 2. The defaults are the terms the score kept (benchmarks/score_speed.py ACCEPTED)."""
+    decode step at ISL + OSL / 2. Each None: whether ``model``'s terms hold the registered term of that name
+    (``speed.terms``: prefill-first, async, mean-context; by default the admitted ones)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
+    from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
+
+    prefill_first = "prefill-first" in model.on if prefill_first is None else prefill_first
+    async_term = "async" in model.on if async_term is None else async_term
+    mean_context = "mean-context" in model.on if mean_context is None else mean_context
 
     w = b.workload
     budget, note = run_token_budget(b, model.setup)
     notes = [note] if note else []
     asyn, why = run_scheduling(b.engine.name, b.flags.async_scheduling) if async_term else (False, "")
     if async_term and b.flags.async_scheduling is None:
-        whose = "the harness default" if b.engine.name in ("torchtpu-vllm", "vllm-tpu") else "the engine default"
+        whose = "the harness default" if b.engine.name in HARNESS_SCHEDULING_ENGINES else "the engine default"
         notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} ({whose})")
     if w.num_prompts is None:
         notes.append("prompts unpublished: the closed loop's steady state")
@@ -755,15 +773,18 @@ def served_of(
 def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
     """The question's own load as the engine serves it: ``batch`` requests in a closed loop (plan --concurrency),
     its steady state through the scheduler under the stack's engine's rule, the chunk its token budget; None where
-    the scheduler cannot run it (more sequences a group than the budget)."""
+    the scheduler cannot run it (more sequences a group than the budget), or the registered term ``served`` is OFF in
+    ``model``'s terms; the prefill-first rule and the mean context where their terms are ON."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, engine_for_stack
     from k3plan.errors import K3PlanError
 
+    if "served" not in model.on:
+        return None
     key = ("asked", batch, isl, osl, chunk)
     if key not in model.served:
         engine: str = ""
         try:
-            engine = engine_for_stack(model.setup.stack.name.split(":")[0], "gpu" if _gpu(model) else "tpu")
+            engine = engine_for_stack(model.setup.stack.name, model.setup.hardware.kind)
         except K3PlanError:
             pass
         try:
@@ -774,13 +795,9 @@ def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int)
                 concurrency=batch,
                 prompts=None,
                 token_budget=max(chunk, 1),
-                prefill_first=engine in PREFILL_FIRST_ENGINES,
-                mean_context=True,
+                prefill_first=engine in PREFILL_FIRST_ENGINES and "prefill-first" in model.on,
+                mean_context="mean-context" in model.on,
             )
         except K3PlanError:
             model.served[key] = None
     return model.served[key]
-
-
-def _gpu(model: _ModelAt) -> bool:
-    return not str(getattr(model.spec_hardware, "device_kind", "") or "").upper().startswith("TPU")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from k3plan.roofline.comm import collective_args
 from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
+from k3plan.speed.terms import TermShare
 from k3plan.structs import Frozen, fields, replace
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class ExpectedSpeed(_Frozen):
     prefill_chunks: int
     batch: int
     context_tokens: int
+    # every registered step term: ON or not, what it adds to the decode step and the prefill, its source (speed.terms)
+    terms: tuple[TermShare, ...] = ()
 
 
 def curves_for(peaks: Peaks, evidence):
@@ -87,59 +90,52 @@ def _send_ops(setup, *, tokens: int) -> list:
     return [send_op(p2p, tp=setup.parallel.tp, link=pipeline_link(setup))]
 
 
-def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=None, weights=None):
-    """One decode step's expected time (a StageTime): its ops (``decode_op_costs``) below their ceilings, the
-    engine's fixed terms a step (``speed.overheads.engine_terms``), its small kernels as a TPU timed them
-    (``kernel_time_terms``) and the routed experts of the busiest EP rank (``expert_imbalance_term``) -- the one
-    assembly roofline, fit, plan and report price a decode step with."""
-    from k3plan.speed.overheads import add_terms, engine_terms, expert_imbalance_term, kernel_time_terms
+def decode_stage(setup, *, batch: int, context: int, peaks, curves, histogram=None, weights=None, terms=None):
+    """One decode step's expected time (a StageTime): its ops (``decode_op_costs``) below their ceilings, plus the
+    registered terms that are ON (``speed.terms``: the engine's fixed terms a step, its small kernels as a TPU timed
+    them, the routed experts of the busiest EP rank, ...; ``terms`` None: the admitted ones) -- the one assembly
+    roofline, fit, plan and report price a decode step with."""
+    from k3plan.speed.overheads import add_terms
+
+    stage, extra = decode_step_terms(
+        setup,
+        batch=batch,
+        context=context,
+        peaks=peaks,
+        curves=curves,
+        histogram=histogram,
+        weights=weights,
+        terms=terms,
+    )
+    return add_terms(stage, extra)
+
+
+def decode_step_terms(setup, *, batch: int, context: int, peaks, curves, histogram=None, weights=None, terms=None):
+    """(the decode step's ops' StageTime, the registered terms ON that apply to it): ``decode_stage`` before the
+    terms join it."""
+    from k3plan.speed.terms import StepInput, step_terms, term_key
     from k3plan.step.comm import padded_tokens
     from k3plan.step.memory import cdiv
     from k3plan.step.stages import microbatch
-    from k3plan.step.work import busiest_rank_experts
 
     ops = decode_op_costs(setup, batch=batch, context=context, histogram=histogram, weights=weights)
     stage = expected_time(ops, peaks=peaks, curves=curves)
-    spec, par, stack = setup.model.spec, setup.parallel, setup.stack
+    par, stack = setup.parallel, setup.stack
     micro = microbatch(batch, par.pp)
     padded = padded_tokens(micro, par.dp, stack.token_buckets.min_tokens if stack.token_buckets else None)
-    terms = engine_terms(ops, stage="decode", stack=stack.name, device_kind=peaks.device_kind)
-    terms += kernel_time_terms(curves, spec, stage="decode", rows=int(padded), stack=stack.name)
-    terms += mla_terms(
-        setup, stage, curves, stage_name="decode", rows=int(padded), context=context, sequences=cdiv(micro, par.dp)
-    )
-    if spec.moe is not None and par.ep > 1:
-        ep_tokens = min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp))  # as step.decode.decode_terms routes
-        busiest, mean = busiest_rank_experts(
-            num_experts=spec.moe.num_experts, top_k=spec.moe.top_k, batch=ep_tokens, ep=par.ep, histogram=histogram
-        )
-        extra = expert_imbalance_term(stage, busiest=busiest, mean=mean, stack=stack.name)
-        terms += (extra,) if extra is not None else ()
-    return add_terms(stage, terms)
-
-
-def mla_terms(setup, stage, curves, *, stage_name: str, rows: int, context: int, sequences: int = 1) -> tuple:
-    """The engine's MLA kernel at its blocks (``speed.overheads.mla_kernel_term``) in a step of ``rows`` rows whose
-    sequence ends at ``context``, beyond the step description's MLA attention ops in ``stage``."""
-    from k3plan.speed.overheads import mla_kernel_term
-    from k3plan.step.ops import heads_split
-
-    spec = setup.model.spec
-    if not spec.n_mla or spec.dsv4 is not None:
-        return ()
-    term = mla_kernel_term(
-        curves,
-        stage=stage_name,
-        rows=rows,
+    step = StepInput(
+        key=term_key(setup, stage="decode", ops=ops),
+        setup=setup,
+        ops=ops,
+        stage=stage,
+        curves=curves,
+        rows=int(padded),
         context=context,
-        heads=spec.mla.heads // heads_split(spec.mla.heads, setup.parallel.tp),
-        layers=spec.n_mla,
-        kv_dtype=setup.stack.kv_cache.dtype,
-        stack=setup.stack.name,
-        attention_s=sum(t.expected_s for t in stage.ops if t.kind == "attention" and t.name.startswith("mla.")),
-        sequences=sequences,
+        sequences=cdiv(micro, par.dp),
+        ep_tokens=min(micro, cdiv(micro, par.dp) * max(1, par.ep // par.tp)),  # as step.decode.decode_terms routes
+        histogram=histogram,
     )
-    return (term,) if term is not None else ()
+    return stage, step_terms(step, terms)
 
 
 def decode_op_costs(
@@ -304,24 +300,32 @@ def expected_speed(
     histogram=None,
     peaks: Peaks | None = None,
     read: tuple | None = None,
+    terms: frozenset[str] | None = None,
 ) -> ExpectedSpeed:
     """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled. ``read``: what
     ``curves_for(peaks, evidence)`` answered, where the caller has read the records already (a question asks the
-    model at several workloads: speed.serving's _ModelAt)."""
+    model at several workloads: speed.serving's _ModelAt). ``terms``: the registered terms ON (``speed.terms``; None:
+    the admitted ones)."""
     from k3plan.step.ops import weight_groups_of_setup
 
     peaks = peaks or Peaks.from_hardware(setup.hardware)
     curves, records = read if read is not None else curves_for(peaks, evidence)
     weights = weight_groups_of_setup(setup)
-    from k3plan.speed.overheads import (  # issue 38: the engine's fixed terms a step
-        add_terms,
-        engine_terms,
-        kernel_time_terms,
-    )
+    from k3plan.speed.overheads import add_terms  # issue 38: the engine's fixed terms a step
+    from k3plan.speed.terms import StepInput, shares, step_terms, term_key
 
-    dec = decode_stage(
-        setup, batch=batch, context=context_tokens, peaks=peaks, curves=curves, histogram=histogram, weights=weights
+    dec0, dec_terms = decode_step_terms(
+        setup,
+        batch=batch,
+        context=context_tokens,
+        peaks=peaks,
+        curves=curves,
+        histogram=histogram,
+        weights=weights,
+        terms=terms,
     )
+    dec = add_terms(dec0, dec_terms)
+    pre_terms: tuple = ()
     chunk = min(chunk_tokens, prompt_tokens)
     n = math.ceil(prompt_tokens / chunk)
     cache: dict = {}
@@ -334,13 +338,18 @@ def expected_speed(
             weights=weights,
         )
         st = expected_time(ops, peaks=peaks, curves=curves, cache=cache)
-        rows = min(chunk, prompt_tokens - i * chunk)
-        terms = engine_terms(ops, stage="prefill", stack=setup.stack.name, device_kind=peaks.device_kind)
-        terms += kernel_time_terms(curves, setup.model.spec, stage="prefill", rows=rows, stack=setup.stack.name)
-        terms += mla_terms(
-            setup, st, curves, stage_name="prefill", rows=rows, context=min((i + 1) * chunk, prompt_tokens)
+        step = StepInput(
+            key=term_key(setup, stage="prefill", ops=ops),
+            setup=setup,
+            ops=ops,
+            stage=st,
+            curves=curves,
+            rows=min(chunk, prompt_tokens - i * chunk),
+            context=min((i + 1) * chunk, prompt_tokens),
         )
-        chunks.append(add_terms(st, terms))  # every chunk is an engine step
+        chunk_terms = step_terms(step, terms)
+        pre_terms += chunk_terms
+        chunks.append(add_terms(st, chunk_terms))  # every chunk is an engine step
     pre = add_stages(chunks)
     used = records_of(dec, pre)
     moved = tuple(
@@ -361,12 +370,13 @@ def expected_speed(
         prefill_chunks=n,
         batch=batch,
         context_tokens=context_tokens,
+        terms=shares(dec_terms, pre_terms, terms),
     )
 
 
 def records_of(*stages: StageTime) -> tuple[str, ...]:
     """Every record that set a figure of ``stages``: an op's measured efficiency, or an engine term's measured
-    kernel time (speed.overheads: probe attnres, moe-glue, mla-engine), each once, first use first."""
+    kernel time (speed.terms: probe attnres, moe-glue, mla-engine), each once, first use first."""
     out: dict[str, None] = {}
     for s in stages:
         for o in s.ops:

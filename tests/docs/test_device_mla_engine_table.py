@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from k3plan.speed.overheads import MLA_DEFAULT_BLOCKS, MLA_DEFAULT_PAGE, MLA_STEP_BOUND
+from k3plan.engines.torchtpu_vllm.speed import MLA_DEFAULT_BLOCKS, MLA_DEFAULT_PAGE, MLA_STEP_BOUND
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICE = (REPO / "docs" / "device.md").read_text()

@@ -75,3 +75,24 @@ def test_a_case_k3plan_cannot_price_says_why():
     odd = msgspec.structs.replace(b, split=msgspec.structs.replace(b.split, pp=2), path="x/pp2.yaml")
     (row,) = SCORE.score_rows((odd,))
     assert row.priced_as.startswith("not priced: pipeline parallel 2") and row.tpot_ratio is None
+
+
+def test_the_api_gives_the_score_as_a_dataframe():
+    """k3plan.api.score() is the same rows (k3plan.app.score, which the script prints), one column a Row field."""
+    from dataclasses import fields
+
+    import k3plan.api as k3
+    from k3plan.app.score import Row
+    from k3plan.speed.terms import default_terms
+
+    table = k3.ScoreTable(rows(), default_terms())
+    frame = table.to_pandas()
+    assert list(frame.columns) == [f.name for f in fields(Row)]
+    assert list(frame["case"]) == [r.case for r in rows()]
+    assert "score" in k3.__all__ and SCORE.score_rows is k3plan_score_rows()
+
+
+def k3plan_score_rows():
+    from k3plan.app.score import score_rows
+
+    return score_rows

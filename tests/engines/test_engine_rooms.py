@@ -30,8 +30,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "k3plan"
 # module (path under k3plan/) -> why it may still name engines or split a stack reference
 ALLOWED: dict[str, str] = {
     "glossary.py": "the user-facing words `k3plan explain` accepts for a stack (aliases people type)",
-    "speed/overheads.py": "the engines' speed overheads: the terms helper moves them into engines/<engine>/speed.py",
-    "speed/serving.py": "the serving benchmark's engine branches: the terms helper moves them with the speed terms",
     "engines/engine.py": "the launcher vocabulary (Launcher: the commands `vllm serve`, SGLang's launch_server, "
     "MaxText), whose names are two engines' names",
     "engines/flags.py": "gathers the folders' flag tables and KV spellings by launcher (FLAG_SOURCES['vllm'], "
@@ -81,10 +79,11 @@ def _split_colon_head(node: ast.AST) -> bool:
 
 
 def _launchers(tree: ast.AST) -> set[int]:
-    """ids of the constants that are a launcher (``launcher=``, ``launcher_on=``): a command family, not an engine."""
+    """ids of the constants that name a family, not an engine: a launcher (``launcher=``, ``launcher_on=``: the
+    command that starts it) or an engine loop (``engine_loop=``: whose published host time a step it runs)."""
     out: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg in ("launcher", "launcher_on"):
+        if isinstance(node, ast.keyword) and node.arg in ("launcher", "launcher_on", "engine_loop"):
             out |= {id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
     return out
 

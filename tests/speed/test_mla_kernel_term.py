@@ -1,25 +1,23 @@
 """The engine's MLA kernel at its blocks (issue 38): torchtpu-vllm picks its MLA kernel's block sizes from a tuned
 table, else defaults (kernels/mla/v2/tuned_params.py get_tuned_params @79bd30e0); probe mla-engine timed the
-defaults; speed.overheads.mla_kernel_term prices a prefill chunk's MLA layers from those points, beyond the step
+defaults; engines/torchtpu_vllm/speed.py mla_kernel (the speed registry's term mla-kernel) prices a prefill chunk's MLA layers from those points, beyond the step
 description's attention ops. Synthetic points here; the committed record's figures are in docs/device.md."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from k3plan.speed.curves import KernelTime
-from k3plan.speed.overheads import (
+from k3plan.engines.torchtpu_vllm.speed import (
     MLA_DEFAULT_BLOCKS,
     MLA_DEFAULT_PAGE,
     MLA_STEP_BOUND,
     engine_mla_blocks,
-    mla_kernel_term,
+    mla_kernel,
 )
-
-
-class _Curves:
-    def __init__(self, pts):
-        self.kernel_times = {"mla-engine": tuple(pts)}
+from k3plan.speed.curves import KernelTime
+from k3plan.speed.terms import BY_NAME, TermKey
 
 
 def _pt(context, us, *, rows=512, block=(16, 1), decode=False, heads=3, page=16, eff=0.01):
@@ -41,13 +39,18 @@ def _pt(context, us, *, rows=512, block=(16, 1), decode=False, heads=3, page=16,
 PTS = [_pt(512, 100), _pt(2048, 300), _pt(8192, 900), _pt(8192, 50, block=(512, 8))]
 PTS += [_pt(1024, 20, rows=16, block=(1, 3), decode=True), _pt(8192, 90, rows=16, block=(1, 3), decode=True)]
 PTS += [_pt(8192, 30, page=192)]  # another page size: not the engine's
-ARGS = dict(
-    stage="prefill", rows=512, context=4352, heads=3, layers=24, kv_dtype="bf16", stack="torchtpu-vllm", attention_s=0.0
-)
+ARGS = dict(stage="prefill", rows=512, context=4352, heads=3, layers=24, kv_dtype="bf16", attention_s=0.0)
 
 
-def _term(pts=PTS, **kw):
-    return mla_kernel_term(_Curves(pts), **{**ARGS, **kw})
+def _term(pts=PTS, stack="torchtpu-vllm", **kw):
+    """The registry's mla-kernel term where its key holds (the stack, a TPU, the cache's dtype), priced by the
+    engine's rule."""
+    args = {**ARGS, **kw}
+    key = TermKey(stage=args["stage"], stack=stack, hardware="tpu", kv_dtype=args["kv_dtype"])
+    if not BY_NAME["mla-kernel"].applies(key):
+        return None
+    timed = mla_kernel(pts, **args)
+    return None if timed is None else SimpleNamespace(seconds=timed[0], source=timed[1])
 
 
 def test_the_engines_blocks_are_the_defaults_with_a_bf16_cache_only():

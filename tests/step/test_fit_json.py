@@ -44,6 +44,9 @@ and stack-source provenance and the speed floats. The other keys and their order
  Recaptured (speed.tpot_s 58.65 -> 95.62 ms, tokens_per_s, tpot_label) when issue 46 matched benchmarks on
 the whole key: the default question (bf16 KV, 16-token pages, chunk 8,192) is no longer answered from the
 fp8/256-token-page tuned recipe but transferred from the bf16 nightly at chunk 512, the same ratio 3.09.
+ Recaptured (speed.tpot_s 95.62 -> 99.08 ms, tokens_per_s, the ratio in tpot_label 3.09 -> 3.21) when the speed
+terms' admission (issue 46 item 4, k3plan/speed/admitted.json) left the MoE decode glue's term off: the model's
+8,192-token step lost its 1.25 ms, so the ratio to 131,072 tokens grew.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ DEFAULT_BLOCK_SOURCE = (
 )
 
 ENGINE = Engine(
+    engine_loop="vllm",  # a plugin of vLLM's engine (vllm/v1/engine/core.py EngineCore): vLLM's published host time a step (engines/vllm/speed.py)
     name="torchtpu-vllm",
     package="torchtpu_vllm",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",

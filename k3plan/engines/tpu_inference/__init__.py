@@ -10,6 +10,7 @@ from k3plan.engines.engine import Engine
 from k3plan.engines.torchtpu_vllm import dsv4
 
 ENGINE = Engine(
+    engine_loop="vllm",  # a plugin of vLLM's engine (vllm/v1/engine/core.py EngineCore): vLLM's published host time a step (engines/vllm/speed.py)
     name="tpu-inference",
     package="tpu_inference",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",

@@ -10,6 +10,7 @@ from k3plan.engines.engine import Engine
 from k3plan.engines.vllm import dsv4
 
 ENGINE = Engine(
+    engine_loop="vllm",  # vLLM's own engine loop: vLLM's published host time a step (engines/vllm/speed.py)
     name="vllm",
     package="vllm",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",

@@ -1,0 +1,500 @@
+"""The speed model's score against every public serving benchmark k3plan ships (issue 46 item 3), and the admission
+of its terms by that score (issue 46 item 4).
+
+For each file in ``k3plan/evidence/benchmarks/``: the model alone (``speed.stage``'s expected decode step and
+prefill of one prompt, no serving benchmark in it, with the registered terms asked: ``speed.terms``) at the
+benchmark's own configuration and workload, against the published figure, as model / measured for TPOT, TTFT and
+output throughput; then the median and the worst ratio (farthest from 1) for each engine x hardware, and the share
+of ratios within 0.67-1.5x and 0.5-2x. Nothing is cached or typed in: the ratios are computed from the shipped
+evidence each run, so they stay true when the model changes.
+
+Leave-one-out: ``k3plan/speed`` reads no serving benchmark (tests/speed/test_serving_figures.py holds the model
+unchanged with the benchmark set emptied); the one parameter fitted to these cases is the TTFT floor (term
+``floor``), refitted without each case for its held-out ratio. The held-out ratios are the ones scored.
+
+Admission (``admit``): every scored term of ``speed.terms.REGISTRY`` in its order, the held-out score over the
+whole set with every other term as admitted and with and without this one; the term is ON only where it improves
+the score (``better``), passes repeated from every term ON until none changes. ``speed/admitted.json`` is the decision (``write_admitted``), read by every command
+that prices a step (``speed.terms.default_terms``).
+
+``benchmarks/score_speed.py`` prints these; ``k3plan.api.score()`` gives the rows as a DataFrame.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from k3plan.errors import K3PlanError
+from k3plan.evidence.benchmarks import ServingBenchmark, kv_dtype_of, load_benchmarks
+from k3plan.speed.terms import ADMITTED, BY_NAME, REGISTRY, SCORED, default_terms
+
+LOO_NOTE = (
+    "Leave-one-out: k3plan/speed reads no serving benchmark; the one fitted parameter is the TTFT floor (term "
+    "floor), refitted without each case for its held-out ratio (the summary above is held out)."
+)
+BANDS = ((0.67, 1.5), (0.5, 2.0))
+HARDWARE = {"tpu-v7x": "TPU v7x", "nvidia-b300": "B300", "nvidia-h200": "H200"}
+FIGURES = ("tpot", "ttft", "throughput")  # what the score compares, each model / measured
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str  # the file's stem
+    family: str  # engine x hardware
+    model: str
+    split: str
+    workload: str  # ISL/OSL @ concurrency
+    statistic: str  # median, mean or unstated (the source's)
+    tpot_model_ms: float | None
+    tpot_measured_ms: float
+    tpot_ratio: float | None  # model / measured
+    ttft_model_ms: float | None
+    ttft_measured_ms: float | None
+    ttft_ratio: float | None
+    priced_as: str  # what k3plan priced that differs from the run, or why it could not
+    held_out_tpot_ratio: float | None  # leave-one-out: nothing fitted to TPOT, so equal to tpot_ratio
+    held_out_ttft_ratio: float | None  # leave-one-out: the TTFT floor refitted without this case
+    ttft_floor_ms: float | None = None  # the fitted floor in the TTFT (term floor), in sample
+    held_out_ttft_floor_ms: float | None = None  # the floor fitted without this case
+    # output tokens/s of the whole run (every DP group): the served run's (term served), else concurrency / TPOT
+    throughput_model_tok_s: float | None = None
+    throughput_measured_tok_s: float | None = None
+    throughput_ratio: float | None = None
+    held_out_throughput_ratio: float | None = None  # nothing fitted to throughput: equal to throughput_ratio
+
+
+def _family(b: ServingBenchmark) -> str:
+    return f"{b.engine.name} x {HARDWARE.get(b.hardware, b.hardware)}"
+
+
+def _split(b: ServingBenchmark) -> str:
+    s = b.split
+    parts = [f"TP {s.tp}"] + [
+        f"{k} {v}" for k, v in (("DP", s.dp), ("EP", s.ep), ("PP", s.pp), ("DCP", s.dcp)) if v > 1
+    ]
+    return ", ".join(parts)
+
+
+def _setup(b: ServingBenchmark):
+    """(setup, notes) for the run's configuration, or raise K3PlanError saying why k3plan cannot price it."""
+    from k3plan.app.setup import setup_from
+
+    s, notes = b.split, []
+    if s.pp > 1:
+        raise K3PlanError(f"pipeline parallel {s.pp}: the score prices pp 1 only")
+    if s.dcp > 1:
+        notes.append(f"no DCP (the run's {s.dcp})")
+    opts = dict(model=b.model, hardware=b.hardware, topology=b.topology, tp=s.tp, dp=s.dp, stack=b.engine.name)
+    flag = b.flags.kv_cache_dtype
+    kv = None if flag is None else kv_dtype_of(flag)  # None: the stack's default
+    if flag is None:
+        notes.append("KV dtype unpublished: the stack's default")
+    try:
+        setup = setup_from(**opts, ep=s.ep, kv_dtype=kv)
+    except K3PlanError:
+        if s.ep != 1:
+            raise
+        setup = setup_from(**opts, ep=s.tp * s.dp, kv_dtype=kv)  # the MoE over the TP group: k3plan's EP over it
+        notes.append(f"EP {s.tp * s.dp} (the run shards each expert over TP)")
+    util, knob = b.flags.gpu_memory_utilization, setup.stack.kv_pool.knob
+    if util is not None and knob:  # the run's memory fraction (only fit's verdict reads it, not the speed)
+        o = {**opts, "stack": f"{b.engine.name}:{knob}={util}"}
+        setup = setup_from(**o, ep=setup.parallel.ep, kv_dtype=kv)
+    if b.checkpoint and "not the bundled" in b.checkpoint:
+        notes.append("the bundled checkpoint's expert format")
+    if b.chunk_tokens is None:
+        notes.append("chunk unpublished: one chunk")
+    return setup, notes
+
+
+class Models:
+    """The model a configuration and set of step terms, computed once: a configuration's setup (and fit's note) is
+    built once; its model (``speed.serving.model_at``) once for each set of the step terms that may apply to it
+    (``When.may_hold``: its stack and hardware kind), so trying a term re-prices only the cases it may touch."""
+
+    def __init__(self) -> None:
+        self.setups: dict = {}
+        self.models: dict = {}
+        self.scores: dict[frozenset[str], list[Row]] = {}  # the rows of a set of terms (the admission's)
+
+    def setup_of(self, b: ServingBenchmark):
+        key = (b.model, b.hardware, b.topology, b.split, b.engine.name, b.flags.kv_cache_dtype)
+        if key not in self.setups:
+            try:
+                setup, notes = _setup(b)
+                self.setups[key] = (setup, notes, None)
+            except K3PlanError as e:
+                self.setups[key] = (None, [], str(e))
+        return key, self.setups[key]
+
+    def of(self, b: ServingBenchmark, terms: frozenset[str]):
+        """(the model, notes, why not priced) of ``b``'s configuration with the step terms of ``terms`` that may
+        apply to it."""
+        from k3plan.speed.serving import model_at
+
+        key, (setup, notes, why) = self.setup_of(b)
+        if setup is None:
+            return None, notes, why
+        step = frozenset(
+            n
+            for n in terms
+            if BY_NAME[n].level == "step"
+            and BY_NAME[n].when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
+        )
+        if (key, step) not in self.models:
+            self.models[(key, step)] = model_at(setup, setup.hardware, evidence=None, terms=step)
+        return self.models[(key, step)], notes, None
+
+
+def _fit_note(setup, b: ServingBenchmark) -> list[str]:
+    """k3plan fit's verdict at the run's workload where it is not "fits": the speed is priced all the same (the
+    run did fit, with its own checkpoint and pool), but the row says the bundled one would not."""
+    from k3plan.budget.fit import check_workload, fit
+    from k3plan.step.verdict import fit_reason
+
+    w = b.workload
+    chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
+    r = fit(setup, check_workload(context_tokens=w.isl + w.osl, batch=w.concurrency, prefill_chunk_tokens=chunk))
+    return [] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]
+
+
+def _ratio(model: float | None, measured: float | None) -> float | None:
+    return None if model is None or measured is None else model / measured
+
+
+def score_rows(
+    benchmarks: tuple[ServingBenchmark, ...] | None = None,
+    *,
+    terms: frozenset[str] | tuple[str, ...] | None = None,
+    models: Models | None = None,
+) -> list[Row]:
+    """One Row a shipped serving benchmark (``load_benchmarks()``), the model computed now with ``terms`` (names of
+    ``speed.terms.REGISTRY``; None: the admitted ones): it reads the probe records k3plan ships
+    (k3plan/evidence/probes), as ``k3plan roofline`` does from any folder. ``models``: a ``Models`` to share between
+    calls."""
+    on = default_terms() if terms is None else frozenset(terms)
+    rows = _score_rows(load_benchmarks() if benchmarks is None else benchmarks, on, models or Models())
+    return _with_floor(rows) if "floor" in on else rows
+
+
+def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str], models: Models) -> list[Row]:
+    from k3plan.speed.serving import served_of
+
+    fits: dict[str, list[str]] = {}
+    rows = []
+    for b in benchmarks:
+        m, notes, why = models.of(b, terms)
+        w, meas = b.workload, b.measured
+        tpot = ttft = rate = None
+        if m is not None:
+            if b.path not in fits:
+                fits[b.path] = _fit_note(m.setup, b)
+            notes = notes + fits[b.path]
+            served = None
+            if "served" in terms:
+                try:
+                    served, more = served_of(
+                        m,
+                        b,
+                        prefill_first="prefill-first" in terms,
+                        async_term="async" in terms,
+                        mean_context="mean-context" in terms,
+                    )
+                except K3PlanError as e:
+                    served, more = None, [f"not served: {e}"]
+                notes = notes + more
+            if served is not None:
+                tpot = served.tpot_s * 1e3
+                ttft = served.ttft_s * 1e3 if meas.ttft_ms is not None else None
+                rate = served.result.output_tokens_per_s * served.groups
+            else:
+                tpot = m.decode_s(w.concurrency, w.isl) * 1e3
+                rate = w.concurrency / (tpot / 1e3)
+                if meas.ttft_ms is not None:
+                    chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
+                    ttft = m.speed(w.concurrency, w.isl, chunk).prefill.expected_s * 1e3
+        measured_rate = meas.output_token_throughput
+        tr, fr, qr = _ratio(tpot, meas.tpot_ms), _ratio(ttft, meas.ttft_ms), _ratio(rate, measured_rate)
+        rows.append(
+            Row(
+                case=Path(b.path).stem,
+                family=_family(b),
+                model=b.model,
+                split=_split(b),
+                workload=f"{w.isl:,}/{w.osl:,} @ {w.concurrency:,}",
+                statistic=meas.statistic,
+                tpot_model_ms=tpot,
+                tpot_measured_ms=meas.tpot_ms,
+                tpot_ratio=tr,
+                ttft_model_ms=ttft,
+                ttft_measured_ms=meas.ttft_ms,
+                ttft_ratio=fr,
+                priced_as=f"not priced: {why}" if why else "; ".join(notes),
+                held_out_tpot_ratio=tr,  # nothing fitted to TPOT: nothing to refit without the case
+                held_out_ttft_ratio=fr,
+                throughput_model_tok_s=rate if measured_rate is not None else None,
+                throughput_measured_tok_s=measured_rate,
+                throughput_ratio=qr,
+                held_out_throughput_ratio=qr,
+            )
+        )
+    return sorted(rows, key=lambda r: (r.family, r.model, r.workload.split(" @ ")[0], _conc(r), r.case))
+
+
+FLOOR_GRID_MS = tuple(0.5 * i for i in range(4001))  # 0 to 2 s: the floor fitted on a 0.5 ms grid
+
+
+def fit_floor(pairs: list[tuple[float, float]]) -> float:
+    """The TTFT floor F (ms) minimising the squared log ratio (model + F) / measured over ``pairs`` (model ms,
+    measured ms)."""
+    import numpy as np
+
+    if not pairs:
+        return 0.0
+    m, y = (np.array(v) for v in zip(*pairs))
+    grid = np.array(FLOOR_GRID_MS)[:, None]
+    cost = (np.log((m[None, :] + grid) / y[None, :]) ** 2).sum(axis=1)
+    return float(grid[int(np.argmin(cost)), 0])
+
+
+def _with_floor(rows: list[Row]) -> list[Row]:
+    """The rows with the fitted TTFT floor: in sample F fitted on every published TTFT, held out F refitted
+    without the case (true leave-one-out: the held-out ratio never sees its own case)."""
+    pairs: dict[str, tuple[float, float]] = {
+        r.case: (r.ttft_model_ms, r.ttft_measured_ms)
+        for r in rows
+        if r.ttft_ratio is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
+    }
+    f_all = fit_floor(list(pairs.values()))
+    out = []
+    for r in rows:
+        if r.case not in pairs:
+            out.append(r)
+            continue
+        m, y = pairs[r.case]
+        f_out = fit_floor([v for k, v in pairs.items() if k != r.case])
+        out.append(
+            replace(
+                r,
+                ttft_model_ms=m + f_all,
+                ttft_ratio=(m + f_all) / y,
+                held_out_ttft_ratio=(m + f_out) / y,
+                ttft_floor_ms=f_all,
+                held_out_ttft_floor_ms=f_out,
+            )
+        )
+    return out
+
+
+def held_out(rows: list[Row], what: str) -> list[float]:
+    """The held-out ratios of ``what`` (tpot, ttft, throughput) that exist."""
+    return [x for r in rows if (x := getattr(r, f"held_out_{what}_ratio")) is not None]
+
+
+def score_of(rows: list[Row], figures: tuple[str, ...] = FIGURES) -> tuple[int, int, float, int]:
+    """The held-out score over the whole set: (ratios within 0.67-1.5x, within 0.5-2x, mean |ln ratio|, ratios),
+    the ``figures`` together (TPOT, TTFT and throughput by default)."""
+    xs = [x for what in figures for x in held_out(rows, what)]
+    (lo1, hi1), (lo2, hi2) = BANDS
+    mean_log = sum(abs(math.log(x)) for x in xs) / len(xs) if xs else math.inf
+    return sum(lo1 <= x <= hi1 for x in xs), sum(lo2 <= x <= hi2 for x in xs), mean_log, len(xs)
+
+
+def better(after: list[Row], before: list[Row]) -> bool:
+    """A term improves the held-out score over the whole set (TPOT, TTFT and throughput together): neither band's
+    count falls and the mean |ln ratio| falls, or a band's count rises and neither falls."""
+    a, b = score_of(after), score_of(before)
+    if a[0] < b[0] or a[1] < b[1]:
+        return False
+    return a[0] > b[0] or a[1] > b[1] or a[2] < b[2]
+
+
+def _score_dict(rows: list[Row]) -> dict[str, Any]:
+    """The held-out score of each figure and of all together: counts in each band, ratios, mean |ln ratio|."""
+    out: dict[str, Any] = {}
+    for name, figs in (*((f, (f,)) for f in FIGURES), ("together", FIGURES)):
+        n1, n2, ml, n = score_of(rows, figs)
+        out[name] = {"within_0.67_1.5": n1, "within_0.5_2": n2, "ratios": n, "mean_abs_ln": round(ml, 6)}
+    return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    term: str
+    on: bool
+    with_term: dict[str, Any]  # the held-out score with it (every other term as admitted)
+    without: dict[str, Any]  # and without it
+
+
+def _scored(models: Models, on: frozenset[str]) -> list[Row]:
+    if on not in models.scores:
+        models.scores[on] = score_rows(terms=on, models=models)
+    return models.scores[on]
+
+
+def decide(on: frozenset[str], models: Models | None = None) -> list[Decision]:
+    """Each scored term of ``speed.terms.REGISTRY``, in its order: the held-out score over the whole set with every
+    other term as ``on`` has it and with and without this one; ``on`` in a Decision says whether with it is better
+    (``better``). The TTFT floor is refitted without each case inside every score (``_with_floor``)."""
+    models = models or Models()
+    out = []
+    for name in SCORED:
+        with_term, without = _scored(models, on | {name}), _scored(models, on - {name})
+        out.append(
+            Decision(
+                term=name,
+                on=better(with_term, without),
+                with_term=_score_dict(with_term),
+                without=_score_dict(without),
+            )
+        )
+    return out
+
+
+MAX_PASSES = 6
+
+
+def admit(models: Models | None = None) -> list[Decision]:
+    """The admitted terms: from every scored term ON, pass over them in REGISTRY order, each set ON or off by its
+    score with and without it given the others as decided so far (``decide``'s rule), until a pass changes none;
+    the decisions of that last pass (each term judged against the final set). Raises where no set settles."""
+    models = models or Models()
+    on = frozenset(SCORED)
+    for _ in range(MAX_PASSES):
+        changed = False
+        for name in SCORED:
+            keep = better(_scored(models, on | {name}), _scored(models, on - {name}))
+            if keep != (name in on):
+                on, changed = (on | {name}) if keep else (on - {name}), True
+        if not changed:
+            return decide(on, models)
+    raise K3PlanError(f"the admission did not settle in {MAX_PASSES} passes over {', '.join(SCORED)}")
+
+
+def admitted_data(decisions: list[Decision]) -> dict[str, Any]:
+    """admitted.json's content: each scored term's decision and scores, and how it was decided."""
+    return {
+        "how": "benchmarks/score_speed.py --admit --write (k3plan.app.score.admit): every scored term of "
+        "k3plan/speed/terms.py REGISTRY in order, the held-out score over the shipped benchmark set with and "
+        "without it, every other term as admitted; ON only where with it is better (k3plan.app.score.better: "
+        "neither band's count falls and a count rises or the mean |ln ratio| falls; TPOT, TTFT and throughput "
+        "together); passes from every term ON until none changes, the scores below the last pass's",
+        "benchmarks": sorted(Path(b.path).stem for b in load_benchmarks()),
+        "terms": {d.term: {"on": d.on, "with": d.with_term, "without": d.without} for d in decisions},
+    }
+
+
+def write_admitted(decisions: list[Decision], path: Path = ADMITTED) -> None:
+    from k3plan.io_safe import write_text
+
+    write_text(path, json.dumps(admitted_data(decisions), indent=2) + "\n", label="admitted.json")
+
+
+def _cell(s: dict[str, Any]) -> str:
+    return f"{s['within_0.67_1.5']}/{s['ratios']}, {s['within_0.5_2']}/{s['ratios']}, {s['mean_abs_ln']:.3f}"
+
+
+def admission_table(decisions: list[Decision]) -> str:
+    """The admission as Markdown: each term, its held-out score without and with it (within 0.67-1.5x, within
+    0.5-2x, mean |ln ratio|) for TPOT, TTFT, throughput and together, and the verdict."""
+    lines = [
+        "| term | phase | TPOT without -> with | TTFT without -> with | throughput without -> with | together "
+        "without -> with | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for d in decisions:
+        cells = [f"{_cell(d.without[f])} -> {_cell(d.with_term[f])}" for f in (*FIGURES, "together")]
+        verdict = "ON" if d.on else "off"
+        lines.append(f"| {d.term} | {BY_NAME[d.term].phase} | " + " | ".join(cells) + f" | {verdict} |")
+    lines.append("")
+    lines.append(f"- ON: {', '.join(d.term for d in decisions if d.on) or 'none'}")
+    lines.append(f"- off: {', '.join(d.term for d in decisions if not d.on) or 'none'}")
+    cited = [t.name for t in REGISTRY if t.admission == "cited"]
+    lines.append(f"- cited (0 s by the engine code they cite, always listed, never scored): {', '.join(cited)}")
+    return "\n".join(lines) + "\n"
+
+
+def _conc(r: Row) -> int:
+    return int(r.workload.split(" @ ")[1].replace(",", ""))
+
+
+def score_frame(rows: list[Row] | None = None):
+    """The rows (``score_rows()`` where none are given) as a pandas DataFrame, one row a case, the Row fields as
+    columns."""
+    import pandas as pd
+
+    return pd.DataFrame([asdict(r) for r in (score_rows() if rows is None else rows)])
+
+
+def _worst(xs: list[float]) -> float:
+    return max(xs, key=lambda x: abs(math.log(x)))
+
+
+def _x(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
+
+
+def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
+    """Median and worst ratio a family, then the share of ratios within each band (Markdown lines); ``terms``: the
+    terms the rows were priced with (None: the admitted ones)."""
+    out = [
+        "| engine x hardware | cases | TPOT median | TPOT worst | TTFT median | TTFT worst |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for fam in sorted({r.family for r in rows}):
+        mine = [r for r in rows if r.family == fam]
+        tp, tt = held_out(mine, "tpot"), held_out(mine, "ttft")
+        cells = [_x(statistics.median(v)) if v else "-" for v in (tp,)] + [_x(_worst(tp)) if tp else "-"]
+        cells += [_x(statistics.median(tt)) if tt else "-", _x(_worst(tt)) if tt else "-"]
+        out.append(f"| {fam} | {len(mine)} | " + " | ".join(cells) + " |")
+    out.append("")
+    for what in FIGURES:
+        xs = held_out(rows, what)
+        shares = ", ".join(f"{sum(lo <= x <= hi for x in xs)}/{len(xs)} within {lo}-{hi}x" for lo, hi in BANDS)
+        label = "output throughput" if what == "throughput" else what.upper()
+        out.append(f"- {label}: {shares}")
+    unpriced = [r.case for r in rows if r.priced_as.startswith("not priced")]
+    out.append(f"- not priced: {', '.join(unpriced) if unpriced else 'none'}")
+    floors = [r for r in rows if r.ttft_floor_ms is not None]
+    if floors:
+        held = [r.held_out_ttft_floor_ms for r in floors if r.held_out_ttft_floor_ms is not None]
+        out.append(
+            f"- TTFT floor (term floor): {floors[0].ttft_floor_ms:,.1f} ms fitted on all {len(floors)} published TTFTs; "
+            f"held out {min(held):,.1f}-{max(held):,.1f} ms"
+        )
+    ins = [x for r in rows for x in (r.tpot_ratio, r.ttft_ratio) if x is not None]
+    (lo, hi), _ = BANDS
+    out.append(
+        f"- in sample (the floor fitted on every case): {sum(lo <= x <= hi for x in ins)}/{len(ins)} within {lo}-{hi}x"
+    )
+    on = default_terms() if terms is None else frozenset(terms)
+    out.append(f"- terms ON: {', '.join(n for n in SCORED if n in on)} (k3plan/speed/admitted.json)")
+    out.append(f"- {LOO_NOTE}")
+    return out
+
+
+def markdown(rows: list[Row], terms: frozenset[str] | None = None) -> str:
+    """The README table: every case, then the summary (``terms``: those the rows were priced with; None: the
+    admitted ones)."""
+    lines = [
+        "| case | engine x hardware | split | ISL/OSL @ conc | TPOT model / measured ms | ratio | "
+        "TTFT model / measured ms | ratio | priced as |",
+        "|---|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        stat = "" if r.statistic == "median" else f" ({r.statistic})"
+        lines.append(
+            f"| {r.case}{stat} | {r.family} | {r.split} | {r.workload} | {_ms(r.tpot_model_ms)} / "
+            f"{_ms(r.tpot_measured_ms)} | {_x(r.tpot_ratio)} | {_ms(r.ttft_model_ms)} / {_ms(r.ttft_measured_ms)} | "
+            f"{_x(r.ttft_ratio)} | {r.priced_as or '-'} |"
+        )
+    return "\n".join(lines + [""] + summary(rows, terms)) + "\n"

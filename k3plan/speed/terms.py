@@ -1,0 +1,513 @@
+"""The speed model's terms in one registry (issue 46 item 4, issue 51 item 2), each admitted by a leave-one-out score.
+
+The model's time is its floor -- the step description's ops at their ceilings, below them where a probe record
+measures the efficiency (``speed.expected.expected_time``) -- plus the registered terms that are ON. A term is one
+``SpeedTerm`` in ``REGISTRY``:
+
+    SpeedTerm(
+        name="mla-kernel",            # the key: score_speed.py --admit, admitted.json, `terms` arguments
+        title="the engine's MLA kernel at its blocks",   # what physical quantity it prices, in words
+        phase="both",                 # "decode" (TPOT), "prefill" (TTFT) or "both"
+        level="step",                 # "step": time added to an engine step (a decode step or one prefill chunk),
+                                      #   by ``price``; "served": how a benchmark's run is served (the scheduler's
+                                      #   options, speed.serving.served_of) or the score's fitted TTFT floor
+        when=When(stacks=torchtpu_vllm.STACKS, hardware=("tpu",), kv_dtypes=...),  # typed key: empty = any
+        price=_mla_kernel,            # StepInput -> tuple[EngineTerm, ...] (level "step" only)
+        source="...",                 # the code or measurement it rests on (repository, file, symbol, commit)
+        evidence=("evidence/probes/mla-engine-*.json",),  # the records, package-relative globs
+        admission="scored",           # "scored": ON only where admitted.json says the leave-one-out score over
+                                      #   the public benchmark set improves with it; "cited": prices 0 s by the
+                                      #   engine code its source cites, always listed, never scored
+    )
+
+Adding a term is adding one entry here (an engine's own rule as a pure function in
+``k3plan/engines/<engine>/speed.py``, its stacks in that file's ``STACKS``), then ``python3
+benchmarks/score_speed.py --admit --write``: every scored term is judged by the held-out score over the whole public
+benchmark set with and without it, every other term as admitted (``k3plan.app.score.admit``: passes from every term
+ON until none changes; ``better``: neither band's count falls, and a count rises or the mean |ln ratio| falls, TPOT,
+TTFT and output throughput together), and admitted.json records the decision with both scores;
+tests/speed/test_admission.py re-runs it and holds the file to it. A term admitted.json does not name is OFF. Every
+caller that prices a step (roofline, fit, plan, report) gets the admitted terms (``default_terms``); the score
+passes its own set to try one; the JSON's ``expected.terms`` lists each step term's share (``TermShare``).
+
+Another helper adding a term (e.g. a DeepSeek-V4 kernel on v7x): write its price as ``StepInput -> tuple[EngineTerm,
+...]`` (the ops, their StageTime, the rows, context and curves are in the StepInput; the registry stamps
+``EngineTerm.term``), give it a ``When`` over the typed key (``TermKey``), add it to ``REGISTRY`` where it joins
+the step, and re-run the admission.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from k3plan.engines.sglang import speed as sglang
+from k3plan.engines.torchtpu_vllm import speed as torchtpu_vllm
+from k3plan.engines.vllm import speed as vllm
+from k3plan.speed.overheads import (
+    IMBALANCE_SOURCE,
+    IN_STEP_SOURCE,
+    EngineTerm,
+    expert_imbalance_term,
+    host_terms,
+    op_fixed_terms,
+)
+from k3plan.structs import Frozen, replace
+
+Phase = Literal["decode", "prefill", "both"]
+Level = Literal["step", "served"]
+HardwareKind = Literal["tpu", "gpu"]
+Admission = Literal["scored", "cited"]
+
+ADMITTED = Path(__file__).with_name("admitted.json")  # written by benchmarks/score_speed.py --admit --write
+PACKAGE = Path(__file__).resolve().parents[1]  # evidence globs are relative to it
+
+
+class TermKey(Frozen):
+    """What a term's ``When`` is tested against: one engine step of one configuration."""
+
+    stage: Literal["decode", "prefill"]
+    stack: str  # the stack's name (Stack.name: parsed once, aliases resolved)
+    hardware: HardwareKind
+    kv_dtype: str | None  # the stack's KV cache dtype (None: the engine's default)
+    op_kinds: tuple[str, ...] = ()  # the kinds of the step's ops
+    expert_formats: tuple[str, ...] = ()  # the routed experts' resident formats (Stack.runtime_format)
+
+
+class When(Frozen):
+    """Where a term applies: every field that is not empty must hold (an empty field: any)."""
+
+    stacks: tuple[str, ...] = ()
+    hardware: tuple[HardwareKind, ...] = ()
+    kv_dtypes: tuple[str | None, ...] = ()
+    op_kinds: tuple[str, ...] = ()  # the step holds an op of one of these kinds
+    expert_formats: tuple[str, ...] = ()  # the routed experts are resident in one of these formats
+
+    def holds(self, key: TermKey) -> bool:
+        return (
+            (not self.stacks or key.stack in self.stacks)
+            and (not self.hardware or key.hardware in self.hardware)
+            and (not self.kv_dtypes or key.kv_dtype in self.kv_dtypes)
+            and (not self.op_kinds or any(k in key.op_kinds for k in self.op_kinds))
+            and (not self.expert_formats or any(f in key.expert_formats for f in self.expert_formats))
+        )
+
+    def may_hold(self, *, stack: str, hardware: str) -> bool:
+        """Whether the term can apply to a configuration at all (its stack and hardware; the step's phase, dtype
+        and ops decide the rest): the score re-prices only the cases a term may touch."""
+        return (not self.stacks or stack in self.stacks) and (not self.hardware or hardware in self.hardware)
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """One engine step as a term prices it: ``ops`` the step description's (OpCost), ``stage`` their expected time
+    (StageTime, no term in it yet), ``rows`` the step's rows (a decode step's padded rows; a prefill chunk's
+    tokens), ``context`` where its sequence ends, ``sequences`` a device's (decode), ``ep_tokens`` the rows the EP
+    group routes (decode), ``curves`` the EfficiencyCurves (or None)."""
+
+    key: TermKey
+    setup: Any
+    ops: list
+    stage: Any
+    curves: Any
+    rows: int
+    context: int
+    sequences: int = 1
+    ep_tokens: int = 0
+    histogram: Any = None
+
+
+@dataclass(frozen=True)
+class SpeedTerm:
+    name: str
+    title: str
+    phase: Phase
+    level: Level
+    when: When
+    source: str
+    evidence: tuple[str, ...] = ()
+    price: Callable[[StepInput], tuple[EngineTerm, ...]] | None = None
+    admission: Admission = "scored"
+
+    def applies(self, key: TermKey) -> bool:
+        return self.phase in ("both", key.stage) and self.when.holds(key)
+
+
+def _cited(name: str, source: str) -> Callable[[StepInput], tuple[EngineTerm, ...]]:
+    return lambda s: (EngineTerm(name=name, seconds=0.0, source=source),)
+
+
+def _host(s: StepInput) -> tuple[EngineTerm, ...]:
+    stack = s.key.stack
+    return host_terms(family=vllm.engine_family(stack), stack=stack, hardware_kind=s.key.hardware)
+
+
+def _op_fixed(s: StepInput) -> tuple[EngineTerm, ...]:
+    return op_fixed_terms(s.ops, hardware_kind=s.key.hardware)
+
+
+def _mla_prefill_form(s: StepInput) -> tuple[EngineTerm, ...]:
+    if not any(op.name.startswith("mla.") and op.kind == "attention" for op in s.ops):
+        return ()
+    return (EngineTerm(name="MLA prefill form", seconds=0.0, source=torchtpu_vllm.MLA_SOURCE),)
+
+
+def _kernel_times(s: StepInput) -> dict:
+    return getattr(s.curves, "kernel_times", None) or {}
+
+
+def _attnres(s: StepInput) -> tuple[EngineTerm, ...]:
+    points, spec = _kernel_times(s).get("attnres"), s.setup.model.spec
+    if not points or not spec.attn_res_block_size:
+        return ()
+    from collections import Counter
+
+    from k3plan.step.attnres import attnres_call_blocks
+
+    calls = Counter(attnres_call_blocks(spec.num_layers, spec.attn_res_block_size))
+    seconds, source, records = torchtpu_vllm.attnres_kernel(points, calls=calls, rows=s.rows)
+    return (EngineTerm(name="the engine's Attention Residual kernel", seconds=seconds, source=source, records=records),)
+
+
+def _moe_glue(s: StepInput) -> tuple[EngineTerm, ...]:
+    spec = s.setup.model.spec
+    if spec.moe is None:
+        return ()
+    timed = torchtpu_vllm.moe_glue(_kernel_times(s).get("moe-glue", ()), moe_layers=spec.n_moe, rows=s.rows)
+    if timed is None:
+        return ()
+    seconds, source, records = timed
+    name = "the engine's MoE routing and one-hot permute at decode"
+    return (EngineTerm(name=name, seconds=seconds, source=source, records=records),)
+
+
+def _mla_kernel(s: StepInput) -> tuple[EngineTerm, ...]:
+    from k3plan.step.ops import heads_split
+
+    spec = s.setup.model.spec
+    if not spec.n_mla or spec.dsv4 is not None:
+        return ()
+    timed = torchtpu_vllm.mla_kernel(
+        _kernel_times(s).get("mla-engine", ()),
+        stage=s.key.stage,
+        rows=s.rows,
+        context=s.context,
+        heads=spec.mla.heads // heads_split(spec.mla.heads, s.setup.parallel.tp),
+        layers=spec.n_mla,
+        kv_dtype=s.key.kv_dtype,
+        attention_s=sum(t.expected_s for t in s.stage.ops if t.kind == "attention" and t.name.startswith("mla.")),
+        sequences=s.sequences,
+    )
+    if timed is None:
+        return ()
+    seconds, source, records = timed
+    return (EngineTerm(name="the engine's MLA kernel at its blocks", seconds=seconds, source=source, records=records),)
+
+
+# the engines whose own code says the busiest rank binds (their speed rules' citation)
+IMBALANCE_NOTES = {stack: torchtpu_vllm.IMBALANCE_ENGINE for stack in torchtpu_vllm.STACKS}
+
+
+def _imbalance(s: StepInput) -> tuple[EngineTerm, ...]:
+    from k3plan.step.work import busiest_rank_experts
+
+    spec, par = s.setup.model.spec, s.setup.parallel
+    if spec.moe is None or par.ep <= 1:
+        return ()
+    busiest, mean = busiest_rank_experts(
+        num_experts=spec.moe.num_experts, top_k=spec.moe.top_k, batch=s.ep_tokens, ep=par.ep, histogram=s.histogram
+    )
+    note = IMBALANCE_NOTES.get(s.key.stack, "")
+    term = expert_imbalance_term(s.stage, busiest=busiest, mean=mean, engine_note=note)
+    return () if term is None else (term,)
+
+
+TORCHTPU = When(stacks=torchtpu_vllm.STACKS)
+MOE = ("grouped_matmul",)
+PROBES = "evidence/probes"
+
+# In the order the terms join a step (its JSON's overhead ops, in order) and are tried for admission.
+REGISTRY: tuple[SpeedTerm, ...] = (
+    SpeedTerm(
+        name="host",
+        title="the engine loop's host time a synchronous step (or one host's round trip on a TPU)",
+        phase="both",
+        level="step",
+        when=When(),
+        price=_host,
+        source="the engine's published host time a step (evidence/engine_step_overheads.yaml, its stacks "
+        "engines/vllm/speed.py ENGINE_LOOP_STACKS), else a TPU's host round trip (evidence/hosts/)",
+        evidence=("evidence/engine_step_overheads.yaml", "evidence/hosts/*.yaml"),
+    ),
+    SpeedTerm(
+        name="op-fixed",
+        title="the fixed cost of the step's ops: their executions x one dependent fusion's",
+        phase="both",
+        level="step",
+        when=When(hardware=("tpu",)),
+        price=_op_fixed,
+        source="benchmarks/step_overheads_tpu.py's fusion chain on a TPU (evidence/hosts/)",
+        evidence=("evidence/hosts/*.yaml",),
+    ),
+    SpeedTerm(
+        name="mxfp4-dequant",
+        title="MXFP4 expert dequantisation",
+        phase="both",
+        level="step",
+        when=When(stacks=torchtpu_vllm.STACKS, op_kinds=MOE, expert_formats=torchtpu_vllm.MXFP4_FORMATS),
+        price=_cited("MXFP4 expert dequantisation", torchtpu_vllm.MXFP4_SOURCE),
+        source=torchtpu_vllm.MXFP4_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="moe-gather-combine",
+        title="MoE gather and combine",
+        phase="both",
+        level="step",
+        when=When(op_kinds=MOE),
+        price=_cited("MoE gather and combine", IN_STEP_SOURCE),
+        source=IN_STEP_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="empty-expert-groups",
+        title="grouped matmul over empty expert groups",
+        phase="both",
+        level="step",
+        when=When(stacks=torchtpu_vllm.STACKS, op_kinds=MOE),
+        price=_cited("grouped matmul over empty expert groups", torchtpu_vllm.GMM_SOURCE),
+        source=torchtpu_vllm.GMM_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="device-programs",
+        title="device programs a step",
+        phase="both",
+        level="step",
+        when=TORCHTPU,
+        price=_cited("device programs a step", torchtpu_vllm.GRAPH_SOURCE),
+        source=torchtpu_vllm.GRAPH_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="mla-prefill-form",
+        title="MLA prefill form",
+        phase="prefill",
+        level="step",
+        when=When(stacks=torchtpu_vllm.STACKS, op_kinds=("attention",)),
+        price=_mla_prefill_form,
+        source=torchtpu_vllm.MLA_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="decode-padding",
+        title="decode padding to the compiled bucket",
+        phase="decode",
+        level="step",
+        when=When(),
+        price=_cited("decode padding to the compiled bucket", torchtpu_vllm.PADDING_SOURCE),
+        source=torchtpu_vllm.PADDING_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="sampling",
+        title="sampling and logits",
+        phase="decode",
+        level="step",
+        when=When(),
+        price=_cited("sampling and logits", IN_STEP_SOURCE),
+        source=IN_STEP_SOURCE,
+        admission="cited",
+    ),
+    SpeedTerm(
+        name="attnres-kernel",
+        title="the engine's Attention Residual kernel, each call as a TPU timed it",
+        phase="both",
+        level="step",
+        when=When(stacks=torchtpu_vllm.STACKS, hardware=("tpu",)),
+        price=_attnres,
+        source=torchtpu_vllm.ATTNRES_SOURCE,
+        evidence=(f"{PROBES}/attnres-*.json",),
+    ),
+    SpeedTerm(
+        name="moe-glue",
+        title="the engine's MoE routing and one-hot permute at decode, as a TPU timed a copy of it",
+        phase="decode",
+        level="step",
+        when=When(stacks=torchtpu_vllm.STACKS, hardware=("tpu",)),
+        price=_moe_glue,
+        source=torchtpu_vllm.MOE_GLUE_SOURCE,
+        evidence=(f"{PROBES}/moe-glue-*.json",),
+    ),
+    SpeedTerm(
+        name="mla-kernel",
+        title="the engine's MLA kernel at the blocks it runs, beyond the step description's MLA attention",
+        phase="both",
+        level="step",
+        when=When(stacks=torchtpu_vllm.STACKS, hardware=("tpu",), kv_dtypes=torchtpu_vllm.MLA_DEFAULT_KV_DTYPES),
+        price=_mla_kernel,
+        source=torchtpu_vllm.MLA_TUNED_SOURCE,
+        evidence=(f"{PROBES}/mla-engine-*.json",),
+    ),
+    SpeedTerm(
+        name="ep-imbalance",
+        title="the routed experts of the busiest EP rank",
+        phase="decode",
+        level="step",
+        when=When(op_kinds=MOE),
+        price=_imbalance,
+        source=IMBALANCE_SOURCE,
+    ),
+    SpeedTerm(
+        name="served",
+        title="the workload as the engine serves it: the scheduler's run of the benchmark",
+        phase="both",
+        level="served",
+        when=When(),
+        source="speed.serving.served_workload: the concurrency's requests through vLLM V1's rule, decodes and "
+        "prefill chunks sharing a step's token budget, prompts sent together queueing behind each other, TTFT from "
+        "each request's send",
+    ),
+    SpeedTerm(
+        name="prefill-first",
+        title="the engine's own scheduling rule: a prefill batch whenever one forms, never mixed with decode",
+        phase="both",
+        level="served",
+        when=When(stacks=sglang.STACKS),
+        source="speed.scheduler.PREFILL_FIRST_RULE (SGLang's scheduler); vLLM V1 mixes",
+    ),
+    SpeedTerm(
+        name="mean-context",
+        title="a request's decode steps priced at its mean context, ISL + OSL / 2 (the one-step model: ISL)",
+        phase="decode",
+        level="served",
+        when=When(),
+        source="a request decodes from ISL to ISL + OSL tokens of context",
+    ),
+    SpeedTerm(
+        name="async",
+        title="asynchronous scheduling hides the synchronous step's host time where the run schedules so",
+        phase="both",
+        level="served",
+        when=When(),
+        source="speed.overheads.async_host_term; the run's flag, else engines.flags.SCHEDULING_DEFAULT",
+    ),
+    SpeedTerm(
+        name="floor",
+        title="a per-request TTFT floor F added to every TTFT, fitted to the published TTFTs",
+        phase="prefill",
+        level="served",
+        when=When(),
+        source="least squares in log ratio over the published TTFTs (k3plan.app.score.fit_floor); held out: F "
+        "refitted without the case",
+    ),
+)
+BY_NAME = {t.name: t for t in REGISTRY}
+STEP_TERMS = tuple(t for t in REGISTRY if t.level == "step")
+SCORED = tuple(t.name for t in REGISTRY if t.admission == "scored")  # tried for admission, in REGISTRY order
+CITED = frozenset(t.name for t in REGISTRY if t.admission == "cited")
+
+
+@cache
+def admitted() -> dict[str, Any]:
+    """admitted.json as written by the admission (``{"terms": {name: {"on": bool, ...}}, ...}``)."""
+    return json.loads(ADMITTED.read_text())
+
+
+def default_terms() -> frozenset[str]:
+    """The terms ON by default: every cited one, and every scored one admitted.json admits (a term it does not
+    name is OFF until the admission has tried it)."""
+    table = admitted().get("terms", {})
+    return CITED | frozenset(n for n in SCORED if table.get(n, {}).get("on", False))
+
+
+def resolve(terms: frozenset[str] | None) -> frozenset[str]:
+    """``terms`` as given (a set of REGISTRY names; cited terms always join it), or the admitted default."""
+    if terms is None:
+        return default_terms()
+    unknown = set(terms) - set(BY_NAME)
+    if unknown:
+        from k3plan.errors import K3PlanError
+
+        raise K3PlanError(f"unknown speed term(s) {', '.join(sorted(unknown))}; known: {', '.join(BY_NAME)}")
+    return frozenset(terms) | CITED
+
+
+def term_key(setup, *, stage: Literal["decode", "prefill"], ops: list) -> TermKey:
+    return TermKey(
+        stage=stage,
+        stack=setup.stack.name,
+        hardware=setup.hardware.kind,
+        kv_dtype=setup.stack.kv_cache.dtype,
+        op_kinds=tuple(sorted({op.kind for op in ops})),
+        expert_formats=expert_formats(setup),
+    )
+
+
+def expert_formats(setup) -> tuple[str, ...]:
+    """The formats the stack holds the model's routed experts in (``Stack.runtime_format`` of each expert tensor's
+    checkpoint format), sorted."""
+    stack = setup.stack
+    return tuple(
+        sorted({stack.runtime_format(t.role, t.fmt) for t in setup.model.inventory.text if t.role == "expert"})
+    )
+
+
+def step_terms(step: StepInput, terms: frozenset[str] | None = None) -> tuple[EngineTerm, ...]:
+    """The registered step terms that are ON (``terms``; None: the admitted default) and apply to ``step``, in
+    REGISTRY order: what joins the step's ops as overhead (``speed.overheads.add_terms``)."""
+    on = resolve(terms)
+    out: tuple[EngineTerm, ...] = ()
+    for t in STEP_TERMS:
+        if t.name in on and t.applies(step.key) and t.price is not None:
+            out += tuple(replace(e, term=t.name) for e in t.price(step))
+    return out
+
+
+class TermShare(Frozen):
+    """What one registered step term adds to a question's expected times (the JSON's ``expected.terms``): whether
+    it is ON, its seconds in the decode step and in the whole prompt's prefill (0 where OFF or where its key does
+    not hold), what it prices and its source."""
+
+    term: str
+    title: str
+    phase: Phase
+    on: bool
+    decode_s: float
+    prefill_s: float
+    source: str
+    evidence: tuple[str, ...]  # the package files its evidence globs name
+
+
+def shares(decode: tuple[EngineTerm, ...], prefill: tuple[EngineTerm, ...], terms: frozenset[str] | None):
+    """Every registered step term's TermShare, in REGISTRY order, from the terms a decode step and the prompt's
+    chunks carried."""
+    on = resolve(terms)
+    return tuple(
+        TermShare(
+            term=t.name,
+            title=t.title,
+            phase=t.phase,
+            on=t.name in on,
+            decode_s=sum(e.seconds for e in decode if e.term == t.name),
+            prefill_s=sum(e.seconds for e in prefill if e.term == t.name),
+            source=t.source,
+            evidence=evidence_files(t),
+        )
+        for t in STEP_TERMS
+    )
+
+
+def evidence_files(term: SpeedTerm) -> tuple[str, ...]:
+    """The package files a term's evidence globs name (package-relative), sorted; read once a process."""
+    return _evidence_files(term.name)
+
+
+@cache
+def _evidence_files(name: str) -> tuple[str, ...]:
+    globs = BY_NAME[name].evidence
+    return tuple(sorted(p.relative_to(PACKAGE).as_posix() for g in globs for p in PACKAGE.glob(g)))
