@@ -219,8 +219,15 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
     elif probe == "ragged-dot":
         d = str(record.params.get("dtype", "bf16"))
         if _dtype(d) in peaks.flops_per_s_by_dtype:
+            local = int(record.params.get("local_experts") or 0)
             for p, v in pts:
                 flops, wbytes = float(p.params["flops"]), float(p.params["weight_bytes_touched"])
+                # the bytes XLA's ragged_dot read: every local group's weight where the record names the local
+                # experts (its 1-token point, 2 rows in 2 of 28 groups, took 0.83 ms, as long as 22 of 28 groups
+                # did: 616 MB of all 28 at 742 GB/s; the step's ragged_dots at 1 and 2 rows a group over all 16
+                # touched ran 468-470 us alike, reports/probes/grid-profile-20261204/tt-bf16-2l16e-decode-*)
+                touched = max(1, int(p.params["experts_touched"]))
+                wbytes = max(wbytes, wbytes / touched * local)
                 ceiling = max(flops / peaks.flops_per_s(d), wbytes / peaks.hbm_bw_bytes_per_s)
                 x = float(p.params["rows"]) / max(1, int(p.params["experts_touched"]))
                 out.append(
