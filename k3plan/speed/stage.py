@@ -205,7 +205,7 @@ def decode_op_costs(
         dtype_of=dtype_of_setup(setup),
         curve_of=kernel_curve_of_setup(setup) if engine else None,
     )
-    return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights)
+    return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights, histogram=histogram)
 
 
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None, engine: bool = True) -> list:
@@ -244,14 +244,32 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
 
 
-def _graph_ops(setup, graph, *, stage: str, rows: int, weights=None) -> list:
+def _graph_ops(setup, graph, *, stage: str, rows: int, weights=None, histogram=None) -> list:
     if graph is None:
         return []
     from k3plan.step.graph import graph_ops
     from k3plan.step.ops import weight_groups_of_setup
+    from k3plan.step.work import experts_touched
 
     groups = weights if weights is not None else weight_groups_of_setup(setup)
-    return graph_ops(setup.model.spec, weights=groups, graph=graph, stage=stage, rows=rows, tp=setup.parallel.tp)
+    moe = setup.model.spec.moe
+    share = 1.0
+    if moe is not None and moe.num_experts:
+        touched = (
+            sum(1 for h in histogram if h > 0)
+            if histogram is not None
+            else experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=rows)
+        )
+        share = float(touched) / moe.num_experts
+    return graph_ops(
+        setup.model.spec,
+        weights=groups,
+        graph=graph,
+        stage=stage,
+        rows=rows,
+        tp=setup.parallel.tp,
+        touched_share=share,
+    )
 
 
 def add_stages(stages: list[StageTime]) -> StageTime:

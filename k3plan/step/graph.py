@@ -26,6 +26,18 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   the f32 array (15.4 ms on the v5e for 2.0 GB). Decode's absorbed attention has no op of this kind in
   its profile's top 25 (each under 0.47 ms): not priced there.
 
+- ``expert operand``: the routed experts' ragged_dots take their weight in the activation dtype, written by XLA
+  ops from the stored format every call, for every local expert (touched or not), and read back by the ragged_dot
+  (its touched groups). From the grid's profiles (reports/probes/grid-profile-20261204/, N = one expert
+  weight's elements a layer, a = the activation's bytes): a plain float weight in another dtype than the
+  activations (jax-native: bf16 experts, f32 activations) is converted (``convert_bitcast_fusion``: 2N read, aN
+  written); an MXFP4 weight is unpacked by ``quant.mxfp4_dequant`` as XLA lays it out: the packed bytes'
+  relayout copy (N/2 -> N/2), their repeat (N/2 -> N), the codes fusion (N -> N), the scale's broadcast (to u8
+  for E8M0 bytes, to the activation dtype for an f32 scale: sN written), the value fusion (N + sN -> aN); the
+  ``tiled`` form also slices each tile's packed bytes (N/2 -> N/2) and pads a zero group ahead of it (aN ->
+  aN (1 + 1/tile)). The ragged_dot then reads aN of the touched share, not the stored bytes the op list's
+  grouped matmul reads: the difference is one more op.
+
 Each is an ``hbm`` op priced on the hbm probe's copy records (``OpCost.hbm_curve`` = hbm_copy: each moves
 bytes it writes and reads back, as a copy does), the envelope of every hbm record where no copy was probed.
 """
@@ -54,32 +66,106 @@ class ValidateGraph:
     scanned_moe_layers: int  # MoE layers inside the scan over the repeating block (step.structure.LayerPlan)
     expert_relayout: bool  # experts in a plain float format: the swapped operand is a copy each call
     capacity_tokens: int  # cache slots a sequence's attention spans (validate.abstract_model.capacity_tokens)
+    expert_format: str = "bf16"  # the routed experts' stored (runtime) format
+    activation_bytes: int = 2  # the graph's activation dtype (Stack.activation_dtype): the ragged_dots' operand
+    tiles: int = 0  # the ``tiled`` form's tiles a layer (validate/experts.py _tiled); 0: the ``ragged`` form
+    tile: int = 1  # experts a tile
 
 
-def validate_graph(spec: ModelSpec, *, expert_format: str, capacity_tokens: int) -> ValidateGraph:
-    """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it)."""
+PLAIN = ("bf16", "fp16", "f16", "f32", "fp32")
+BYTES = {"bf16": 2, "fp16": 2, "f16": 2, "f32": 4, "fp32": 4}
+
+
+def validate_graph(
+    spec: ModelSpec,
+    *,
+    expert_format: str,
+    capacity_tokens: int,
+    activation: str = "bf16",
+    form: str = "ragged",
+    ep: int = 1,
+) -> ValidateGraph:
+    """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it); ``activation``:
+    the stack's activation dtype; ``form``: its experts' form (validate/experts.py: ragged or tiled)."""
+    from math import gcd
+
+    from k3plan.step.live import TILE_EXPERTS
     from k3plan.step.structure import layer_plan
 
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = lplan.n_blocks * sum(1 for _, mlp in lplan.block if mlp == "moe")
+    local = -(-spec.moe.num_experts // ep) if spec.moe is not None else 0
+    tile = gcd(local, TILE_EXPERTS) if form == "tiled" and local else 1
     return ValidateGraph(
         scanned_moe_layers=scanned,
-        expert_relayout=expert_format in ("bf16", "fp16", "f16", "f32", "fp32"),
+        expert_relayout=expert_format in PLAIN,
         capacity_tokens=capacity_tokens,
+        expert_format=expert_format,
+        activation_bytes=BYTES.get(activation, 2),
+        tiles=local // tile if form == "tiled" and local else 0,
+        tile=tile,
     )
 
 
+def operand_passes(graph: ValidateGraph) -> list[tuple[str, float, int]]:
+    """(pass, bytes an element of the expert weight it reads and writes, calls a layer) of the XLA ops that write the
+    ragged_dots' operand from the stored weight (module doc, ``expert operand``); [] where none runs."""
+    a, fmt = graph.activation_bytes, graph.expert_format
+    if fmt in PLAIN:
+        s = BYTES[fmt]
+        return [] if s == a else [("convert", s + a, 1)]
+    if not fmt.startswith("mxfp4"):
+        return []  # fp8 and others: no profile of theirs on the grid
+    sb = 1 if fmt == "mxfp4" else a  # E8M0 bytes broadcast as bytes; an f32 scale in the activation dtype
+    calls = max(graph.tiles, 1)
+    out = [
+        ("packed_relayout", 1.0, calls),
+        ("packed_repeat", 1.5, calls),
+        ("codes", 2.0, calls),
+        ("scale_broadcast", float(sb), calls),
+        ("value", 1.0 + sb + a, calls),
+    ]
+    if graph.tiles:
+        out = [("tile_slice", 1.0, calls), *out, ("zero_group_pad", a * (2 + 1 / graph.tile), calls)]
+    return out
+
+
 def graph_ops(
-    spec: ModelSpec, *, weights: list[WeightGroup], graph: ValidateGraph, stage: str, rows: int, tp: int
+    spec: ModelSpec,
+    *,
+    weights: list[WeightGroup],
+    graph: ValidateGraph,
+    stage: str,
+    rows: int,
+    tp: int,
+    touched_share: float = 1.0,
 ) -> list[OpCost]:
-    """The HBM ops the graph adds to one step of ``stage`` over ``rows`` tokens (prefill: the chunk's), a device."""
+    """The HBM ops the graph adds to one step of ``stage`` over ``rows`` tokens (prefill: the chunk's), a device;
+    ``touched_share``: of the local experts, the share the step's rows touch (the ragged_dots read theirs)."""
     from k3plan.step.opcost import OpCost
 
     out: list[OpCost] = []
     hbm: dict = {"kind": "hbm", "hbm_curve": "hbm_copy"}  # a dict: OpCost's optional fields stay unnamed
+    passes = operand_passes(graph)
     for g in weights:
         if g.rep.role != "expert":
             continue
+        n = float(g.params)  # one expert weight's elements a layer, a device
+        for name, per, calls in passes:
+            out.append(
+                OpCost(
+                    name=f"{g.name}.{name}",
+                    category="experts",
+                    count=g.count * calls,
+                    bytes=round(per * n / calls),
+                    **hbm,
+                )
+            )
+        extra = (graph.activation_bytes * n - float(g.bytes)) * touched_share
+        if passes and extra > 0:  # the ragged_dot reads the operand in the activation dtype, not the stored bytes
+            out.append(
+                OpCost(name=f"{g.name}.operand_read", category="experts", count=g.count, bytes=round(extra), kind="hbm")
+            )
         nbytes = round(2 * float(g.bytes))  # read the weight, write its copy
         if graph.expert_relayout and g.count:
             out.append(OpCost(name=f"{g.name}.relayout", category="experts", count=g.count, bytes=nbytes, **hbm))
@@ -111,4 +197,7 @@ def graph_ops(
 
 
 def validate_graph_note() -> str:
-    return f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, prefill MLA scores"
+    return (
+        f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), prefill MLA scores"
+    )
