@@ -1,0 +1,71 @@
+"""step/graph.py's ops of validate's own step graph (issue 50): the experts' operand as XLA writes it, read off the
+grid's profiles (reports/probes/grid-profile-20261204/), and the ragged-dot curve read on the bytes XLA's ragged_dot
+read. No device: the committed records and the op list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _graph(fmt: str, *, activation: str, form: str, experts: int = 16):
+    from k3plan.probes.step.scaled import k3_width_config_path
+    from k3plan.setup import make_setup
+    from k3plan.step.graph import validate_graph
+
+    s = make_setup(model=str(k3_width_config_path(layers=2, experts=experts)), hardware="tpu-v5e", topology="1x1", tp=1)
+    return validate_graph(s.model.spec, expert_format=fmt, capacity_tokens=2048, activation=activation, form=form)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "activation", "form", "per_element"),
+    [
+        # tile slice 1 + packed relayout 1 + repeat 1.5 + codes 2 + bf16 scale 2 + value 5 + zero-group pad 4.5
+        ("mxfp4_f32scale", "bf16", "tiled", 17.0),
+        # packed relayout 1 + repeat 1.5 + codes 2 + u8 scale 1 + value (1 + 1 + 4) in f32
+        ("mxfp4", "f32", "ragged", 11.5),
+        ("bf16", "f32", "ragged", 6.0),  # jax-native's bf16 experts converted to f32: 2 read, 4 written
+        ("bf16", "bf16", "ragged", 0.0),  # nothing written: the relayout copy (its own op) is all
+    ],
+)
+def test_operand_passes_per_element(fmt, activation, form, per_element):
+    from k3plan.step.graph import operand_passes
+
+    g = _graph(fmt, activation=activation, form=form)
+    assert g.tiles == (4 if form == "tiled" else 0)
+    assert sum(per for _, per, _ in operand_passes(g)) == pytest.approx(per_element)
+
+
+def test_the_operand_ops_are_the_graphs_only():
+    """The probe's op list of an MXFP4 step has the unpack passes and the activation-dtype read; an engine's has none."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", expert_format="runtime", batch=16)
+    ops = step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="decode")
+    names = {o.name for o in ops}
+    assert {"moe.block_sparse_moe.experts.w1.codes", "moe.block_sparse_moe.experts.w1.operand_read"} <= names
+    from k3plan.speed.stage import decode_op_costs
+
+    engine = decode_op_costs(step_setup(sp, hardware="tpu-v5e"), batch=16, context=8192)
+    assert not any(o.name.endswith((".codes", ".operand_read", ".value")) for o in engine)
+
+
+def test_the_ragged_dot_curve_counts_every_local_group():
+    """The record's 1-token point (2 rows in 2 of 28 groups, 0.83 ms) read every local group's weight: on those bytes
+    it is ~0.9 of the HBM peak, not the 0.065 it was on the 2 touched groups' bytes."""
+    from k3plan.evidence.probe_records import load_with_paths
+    from k3plan.hardware import load_hardware
+    from k3plan.speed.curves import _point_values
+    from k3plan.speed.peaks import Peaks
+
+    peaks = Peaks.from_hardware(load_hardware("tpu-v5e"))
+    rec = next(
+        r
+        for r, p in load_with_paths(REPO / "k3plan" / "evidence" / "probes")
+        if p.name.startswith("ragged-dot-tpu-v5") and r.params.get("local_experts") == 28
+    )
+    eff = {x: e for _, x, e, _ in _point_values(rec, peaks)}
+    assert 0.85 <= eff[1.0] <= 1.0
