@@ -23,8 +23,15 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   model's ``capacity_tokens``: 5,120 slots for a 1,024-token chunk), masked, and materializes its f32
   scores [heads, tokens, capacity]: the profile's ``fusion.258`` writes them, ``fusion.421`` reads and
   rewrites them (softmax), ``fusion.246`` and ``fusion.248`` read them: ``SCORE_PASSES`` = 5 passes of
-  the f32 array (15.4 ms on the v5e for 2.0 GB). Decode's absorbed attention has no op of this kind in
-  its profile's top 25 (each under 0.47 ms): not priced there.
+  the f32 array (15.4 ms on the v5e for 2.0 GB).
+- ``decode scores``: decode's absorbed attention also materializes its f32 scores [batch, heads, capacity]
+  and does not fuse the two dots' cache reads (reports/probes/grid-profile-20261204/tt-bf16-4l32e-decode-32x32768:
+  ``fusion.317`` reads the cache and writes the scores, 2.67 ms; ``fusion.163`` reads them, 0.53 ms;
+  ``fusion.179`` reads them and the cache again, 1.98 ms): ``DECODE_SCORE_PASSES`` = 3 passes of the scores and
+  one more read of the cache (in the dots' dtype, ``kv_bytes``) than the op list's attention op. Small at
+  16 x 8,192 (50 MB of scores: under the 25 largest ops of the first profile), 3.7 ms at 32 x 32,768. The
+  compiler's rematerialized copies of the cache and the scores at that point (``copy.79.remat2``,
+  ``fusion.168.remat2``: memory pressure) are not priced.
 
 - ``expert operand``: the routed experts' ragged_dots take their weight in the activation dtype, written by XLA
   ops from the stored format every call, for every local expert (touched or not), and read back by the ragged_dot
@@ -54,6 +61,7 @@ if TYPE_CHECKING:
 
 F32 = 4
 SCORE_PASSES = 5  # fusion.258 writes, fusion.421 reads and writes, fusion.246 and fusion.248 read (v5e profile)
+DECODE_SCORE_PASSES = 3  # fusion.317 writes, fusion.163 and fusion.179 read (grid profile, decode 32 x 32,768)
 SOURCE = (
     "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
 )
@@ -70,6 +78,7 @@ class ValidateGraph:
     activation_bytes: int = 2  # the graph's activation dtype (Stack.activation_dtype): the ragged_dots' operand
     tiles: int = 0  # the ``tiled`` form's tiles a layer (validate/experts.py _tiled); 0: the ``ragged`` form
     tile: int = 1  # experts a tile
+    kv_bytes: int = 0  # an MLA cache entry as the decode dots read it (bytes a token a layer); 0: not priced
 
 
 PLAIN = ("bf16", "fp16", "f16", "f32", "fp32")
@@ -84,6 +93,7 @@ def validate_graph(
     activation: str = "bf16",
     form: str = "ragged",
     ep: int = 1,
+    kv_bytes: int = 0,
 ) -> ValidateGraph:
     """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it); ``activation``:
     the stack's activation dtype; ``form``: its experts' form (validate/experts.py: ragged or tiled)."""
@@ -104,6 +114,7 @@ def validate_graph(
         activation_bytes=BYTES.get(activation, 2),
         tiles=local // tile if form == "tiled" and local else 0,
         tile=tile,
+        kv_bytes=kv_bytes,
     )
 
 
@@ -179,6 +190,29 @@ def graph_ops(
                     **hbm,
                 )
             )
+    if stage == "decode" and spec.n_mla and graph.kv_bytes:
+        from k3plan.step.op import heads_split
+
+        heads = spec.mla.heads // heads_split(spec.mla.heads, tp)
+        scores = rows * heads * graph.capacity_tokens * F32
+        out.append(  # written once, read twice
+            OpCost(
+                name="mla.decode_scores",
+                category="attention",
+                count=spec.n_mla,
+                bytes=DECODE_SCORE_PASSES * scores,
+                **hbm,
+            )
+        )
+        out.append(
+            OpCost(
+                name="mla.decode_cache_reread",
+                category="attention",
+                count=spec.n_mla,
+                bytes=rows * graph.capacity_tokens * graph.kv_bytes,
+                kind="hbm",
+            )
+        )
     if stage == "prefill" and spec.n_mla:
         from k3plan.step.op import heads_split
 
@@ -199,5 +233,5 @@ def graph_ops(
 def validate_graph_note() -> str:
     return (
         f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
-        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), prefill MLA scores"
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), MLA scores (prefill, decode)"
     )
