@@ -69,3 +69,23 @@ def test_the_ragged_dot_curve_counts_every_local_group():
     )
     eff = {x: e for _, x, e, _ in _point_values(rec, peaks)}
     assert 0.85 <= eff[1.0] <= 1.0
+
+
+def test_the_tiled_form_multiplies_the_earlier_tiles_rows_too():
+    """Tile j's ragged_dot takes the rows of tiles 0..j-1 as a zero group: over 4 tiles, 1.5x the routed FLOPs more."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(
+        width="k3",
+        layers=2,
+        experts=16,
+        stack="torchtpu-vllm",
+        expert_format="runtime",
+        prefill_tokens=1024,
+        context=1024,
+    )
+    ops = {o.name: o for o in step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")}
+    extra, op = ops["moe.block_sparse_moe.experts.w1.zero_group_rows"], ops["moe.block_sparse_moe.experts.w1"]
+    assert extra.kind == "grouped_matmul" and extra.bytes == 0
+    assert extra.flops == pytest.approx(1.5 * 2 * 1024 * 16 * 3584 * 3072)  # rows x top_k x one expert's params
+    assert op.flops == pytest.approx(2 * 1024 * 16 * 3584 * 3072)
