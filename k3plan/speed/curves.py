@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # only annotations here: a fit without --probes does not buil
     from k3plan.evidence.probe_record import ProbeRecord
 
 _Frozen = Frozen
+# k3plan validate's chunked KDA (validate/layers.py gdr_chunked, `probe kda --impl validate`): priced only for the
+# graph `probe step` times (step/graph.py), never an engine's KDA (issue 50)
+VALIDATE_KDA = "kda_chunked_validate:{chunk}"
 
 
 class EfficiencyPoint(_Frozen):
@@ -168,6 +171,7 @@ AXES = {
     "hbm_copy": "bytes a copy (read + write)",
     "kda_recurrent": "heads",
     "kda_chunked": "heads",
+    "kda_chunked_validate": "heads",
     "kda_decode": "heads",
     "collective": "message bytes a device",
 }
@@ -294,6 +298,8 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
         if best is not None:
             bp, bv = best
             key = "kda_recurrent" if record.mode == "recurrent" else curve_key("kda_chunked", chunk=int(rp["chunk"]))
+            if record.mode == "chunked" and rp.get("impl") == "validate":  # validate's own form: its own curve
+                key = VALIDATE_KDA.format(chunk=int(rp["chunk"]))
             out.append(
                 (
                     key,
@@ -517,6 +523,7 @@ NOT_TRANSFERRED = {
     ),
     "kda_decode": "a different kernel on each chip (the v5e record's jnp point was refused, its Pallas point is slower)",
     "kda_chunked": "no engine kernel of the record's form",
+    "kda_chunked_validate": "k3plan validate's own graph, timed on one chip",
     "kda_recurrent": "no engine kernel of the record's form",
     "collective": "a collective's record is of its group and link, not of a chip",
 }

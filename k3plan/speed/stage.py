@@ -241,6 +241,11 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         dtype_of=dtype_of_setup(setup),
         curve_of=kernel_curve_of_setup(setup) if engine else None,
     )
+    if graph is not None:  # validate's graph runs its own chunked KDA: that form's curve where it was probed
+        from k3plan.speed.curves import VALIDATE_KDA
+        from k3plan.structs import replace as _replace
+
+        out = [_replace(o, curve=VALIDATE_KDA.format(chunk=o.chunk)) if o.kind == "kda_chunked" else o for o in out]
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
 
 

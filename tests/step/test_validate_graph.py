@@ -89,3 +89,18 @@ def test_the_tiled_form_multiplies_the_earlier_tiles_rows_too():
     assert extra.kind == "grouped_matmul" and extra.bytes == 0
     assert extra.flops == pytest.approx(1.5 * 2 * 1024 * 16 * 3584 * 3072)  # rows x top_k x one expert's params
     assert op.flops == pytest.approx(2 * 1024 * 16 * 3584 * 3072)
+
+
+def test_validates_kda_prefill_reads_its_own_chunked_forms_curve():
+    """validate's graph's chunked KDA op names the curve of `probe kda --impl validate`; an engine's op list does not."""
+    from k3plan.probes.kda.probe import KdaParams
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+    from k3plan.speed.curves import VALIDATE_KDA
+    from k3plan.speed.stage import prefill_op_costs
+
+    KdaParams(impl="validate").check()
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", prefill_tokens=1024, context=1024)
+    setup = step_setup(sp, hardware="tpu-v5e")
+    kda = [o for o in step_op_costs(setup, sp, stage="prefill") if o.kind == "kda_chunked"]
+    assert kda and all(o.curve == VALIDATE_KDA.format(chunk=o.chunk) for o in kda)
+    assert all(o.curve is None for o in prefill_op_costs(setup, chunk=1024, context=1024) if o.kind == "kda_chunked")
