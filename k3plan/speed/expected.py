@@ -179,11 +179,11 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         )
     elif op.kind == "kda_chunked":
         # op.curve: validate's own chunked form where its record exists (step/graph.py), else the chip's KDA curve
-        own = op.curve is not None and curves is not None and op.curve in curves.curves
+        own = op.curve if op.curve is not None and curves is not None and op.curve in curves.curves else None
         e = _eff(
             curves,
             peaks,
-            op.curve if own else curve_key("kda_chunked", chunk=op.chunk),
+            own or curve_key("kda_chunked", chunk=op.chunk),
             float(_v(op.heads)),
             f"KDA chunked (chunk {op.chunk})",
         )
