@@ -242,11 +242,23 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         curve_of=kernel_curve_of_setup(setup) if engine else None,
     )
     if graph is not None:  # validate's graph runs its own chunked KDA: that form's curve where it was probed
-        from k3plan.speed.curves import VALIDATE_KDA
-        from k3plan.structs import replace as _replace
-
-        out = [_replace(o, curve=VALIDATE_KDA.format(chunk=o.chunk)) if o.kind == "kda_chunked" else o for o in out]
+        out = [_validate_kda(o, spec, chunk) if o.kind == "kda_chunked" else o for o in out]
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
+
+
+def _validate_kda(op, spec, tokens: int):
+    """validate's chunked KDA op priced on its own form's curve (``probe kda --impl validate``), with the FLOPs that
+    curve's efficiency is measured against (``step.kda.kda_flops_per_token``, chunked: the intra-chunk products
+    too), so the record's seconds a token transfer as measured; the op list's 3 [d, d] products a token a head are
+    ~2/3 of them at K3's heads and chunk (an efficiency taken on one count and applied to the other read the v5e
+    chunked scan 1.6x fast)."""
+    from k3plan.speed.curves import VALIDATE_KDA
+    from k3plan.step.kda import kda_flops_per_token
+    from k3plan.structs import replace
+
+    d = spec.kda.head_dim
+    fpt = kda_flops_per_token(path="chunked", heads=int(op.heads), dk=d, dv=d, chunk=int(op.chunk))
+    return replace(op, curve=VALIDATE_KDA.format(chunk=op.chunk), flops=float(fpt * tokens))
 
 
 def _graph_ops(setup, graph, *, stage: str, rows: int, weights=None, histogram=None) -> list:

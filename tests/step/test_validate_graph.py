@@ -103,4 +103,9 @@ def test_validates_kda_prefill_reads_its_own_chunked_forms_curve():
     setup = step_setup(sp, hardware="tpu-v5e")
     kda = [o for o in step_op_costs(setup, sp, stage="prefill") if o.kind == "kda_chunked"]
     assert kda and all(o.curve == VALIDATE_KDA.format(chunk=o.chunk) for o in kda)
+    from k3plan.step.kda import kda_flops_per_token
+
+    # the FLOPs the curve's efficiency is measured against (probe kda's ceiling), so its seconds a token transfer
+    fpt = kda_flops_per_token(path="chunked", heads=96, dk=128, dv=128, chunk=64)
+    assert all(o.flops == pytest.approx(fpt * 1024) for o in kda)
     assert all(o.curve is None for o in prefill_op_costs(setup, chunk=1024, context=1024) if o.kind == "kda_chunked")
