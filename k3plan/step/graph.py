@@ -50,6 +50,14 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   torchtpu-vllm MXFP4 prefill of 1,024 tokens: the four tiles' ragged_dots 17.6 ms, against 7.8 ms for the
   ``ragged`` form's three over the same rows, 2.3x where T = 4 gives 2.5x).
 
+- ``MoE glue``: validate's experts (validate/experts.py ``local_experts``) gather each routed pair's row
+  (xs [tokens x top_k, latent] written from the tokens' rows), multiply silu(gate) by up ([tokens x top_k, inter]:
+  two read, one written), scale the down output by the routing weight ([tokens x top_k, latent] read and written)
+  and scatter-add it back to [tokens, latent]: four passes over the routed rows in the activation dtype (the
+  1,024-token prefill profile: ``gather_fusion`` 181 us, ``multiply_multiply_fusion`` 445 us,
+  ``broadcast_multiply_fusion`` 352 us, ``scatter_custom_fusion.1`` 1,163 us). The scatter-add ran near 100 GB/s
+  there; priced as its bytes on the copy records it is a lower bound (no record prices a scatter).
+
 Each is an ``hbm`` op priced on the hbm probe's copy records (``OpCost.hbm_curve`` = hbm_copy: each moves
 bytes it writes and reads back, as a copy does), the envelope of every hbm record where no copy was probed.
 """
@@ -209,6 +217,17 @@ def graph_ops(
                     **hbm,
                 )
             )
+    moe_layers = max((g.count for g in weights if g.rep.role == "expert"), default=0)
+    if moe_layers and spec.moe is not None:
+        a, tk = graph.activation_bytes, rows * spec.moe.top_k
+        latent, inter = spec.moe.expert_in, spec.moe.expert_intermediate
+        for name, nbytes in (
+            ("moe.gather_rows", (rows + tk) * latent * a),
+            ("moe.silu_mul", 3 * tk * inter * a),
+            ("moe.route_weight", 2 * tk * latent * a),
+            ("moe.combine_scatter", (tk + rows) * latent * a),
+        ):
+            out.append(OpCost(name=name, category="experts", count=moe_layers, bytes=int(nbytes), **hbm))
     if stage == "decode" and spec.n_mla and graph.kv_bytes:
         from k3plan.step.op import heads_split
 
@@ -252,5 +271,6 @@ def graph_ops(
 def validate_graph_note() -> str:
     return (
         f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
-        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), MLA scores (prefill, decode)"
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, MLA "
+        "scores (prefill, decode)"
     )

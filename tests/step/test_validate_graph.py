@@ -109,3 +109,15 @@ def test_validates_kda_prefill_reads_its_own_chunked_forms_curve():
     fpt = kda_flops_per_token(path="chunked", heads=96, dk=128, dv=128, chunk=64)
     assert all(o.flops == pytest.approx(fpt * 1024) for o in kda)
     assert all(o.curve is None for o in prefill_op_costs(setup, chunk=1024, context=1024) if o.kind == "kda_chunked")
+
+
+def test_the_moe_glue_passes_are_the_routed_rows_bytes():
+    """validate's gather, silu x up, routing-weight product and scatter-add: bytes from the routed rows' shapes."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", prefill_tokens=1024, context=1024)
+    ops = {o.name: o for o in step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")}
+    tk, latent, inter = 1024 * 16, 3584, 3072  # rows x top_k; bf16 activations
+    assert ops["moe.silu_mul"].bytes == 3 * tk * inter * 2
+    assert ops["moe.route_weight"].bytes == 2 * tk * latent * 2
+    assert ops["moe.gather_rows"].bytes == ops["moe.combine_scatter"].bytes == (1024 + tk) * latent * 2
