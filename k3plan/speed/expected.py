@@ -159,7 +159,8 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         return _done(op, ceiling, max(t_c, t_m), binding)
     if op.kind == "grouped_matmul" and op.curve is not None and curves is not None and op.curve in curves.curves:
         # the engine's own kernel, measured (probe gmm): its curve, not the dtype's XLA grouped matmul
-        e = _eff(curves, peaks, op.curve, _v(op.tokens_per_group), f"{op.curve} (the engine's grouped-matmul kernel)")
+        what = "its own curve" if op.curve.startswith("grouped_matmul") else "the engine's grouped-matmul kernel"
+        e = _eff(curves, peaks, op.curve, _v(op.tokens_per_group), f"{op.curve} ({what})")
         if op.curve in curves.schedules:
             sched = _eff(
                 replace(curves, curves=curves.schedules),

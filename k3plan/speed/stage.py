@@ -205,6 +205,7 @@ def decode_op_costs(
         dtype_of=dtype_of_setup(setup),
         curve_of=kernel_curve_of_setup(setup) if engine else None,
     )
+    out = _f32_experts(out, graph)
     return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights, histogram=histogram)
 
 
@@ -243,7 +244,20 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
     )
     if graph is not None:  # validate's graph runs its own chunked KDA: that form's curve where it was probed
         out = [_validate_kda(o, spec, chunk) if o.kind == "kda_chunked" else o for o in out]
+    out = _f32_experts(out, graph)
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
+
+
+def _f32_experts(ops: list, graph) -> list:
+    """validate's graph under f32 activations (jax-native) runs its routed experts' ragged_dots on f32 operands: the
+    curve of that ragged_dot against the bf16 peak (speed.curves F32_PASSES; the 1,024-token prefill profile: 26.8
+    ms against 7.8 in bf16 for the same rows) where it was probed; every other graph and every engine: unchanged."""
+    if graph is None or graph.activation_bytes != 4:
+        return ops
+    from k3plan.speed.curves import F32_PASSES
+    from k3plan.structs import replace
+
+    return [replace(o, curve=F32_PASSES) if o.kind == "grouped_matmul" and o.curve is None else o for o in ops]
 
 
 def _validate_kda(op, spec, tokens: int):

@@ -121,3 +121,15 @@ def test_the_moe_glue_passes_are_the_routed_rows_bytes():
     assert ops["moe.silu_mul"].bytes == 3 * tk * inter * 2
     assert ops["moe.route_weight"].bytes == 2 * tk * latent * 2
     assert ops["moe.gather_rows"].bytes == ops["moe.combine_scatter"].bytes == (1024 + tk) * latent * 2
+
+
+def test_jax_natives_f32_ragged_dots_read_the_f32_record():
+    """Under f32 activations validate's experts run on f32 operands: the f32 ragged-dot record's curve, against the
+    bf16 peak; a bf16 graph's experts keep the dtype's curve."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+    from k3plan.speed.curves import F32_PASSES
+
+    for stack, curve in (("jax-native", F32_PASSES), ("torchtpu-vllm", None)):
+        sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
+        ops = step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")
+        assert {o.curve for o in ops if o.kind == "grouped_matmul"} == {curve}
