@@ -117,7 +117,8 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
 def efficiency_records() -> list:
     """(record, path) of the v5e efficiency records the grid's points are priced on: every ok non-step record of the
     chip's device kind shipped in k3plan/evidence/probes (the 30 the run's --records read, and since then the
-    `probe kda --impl validate` record of validate's own chunked KDA, which only validate's graph reads)."""
+    `probe kda --impl validate` record of validate's own chunked KDA and the `probe ragged-dot --dtype float32` one,
+    which only validate's graph reads)."""
     from k3plan.evidence.probe_records import load_with_paths
 
     probes = Path(__file__).resolve().parents[2] / "evidence" / "probes"
