@@ -459,7 +459,12 @@ def kda(
     chunk: Annotated[int, typer.Option("--chunk", help="Chunk size of the chunked path.")] = 64,
     path: Annotated[str, typer.Option("--path", help="chunked, recurrent or both.")] = "both",
     impl: Annotated[
-        str, typer.Option("--impl", help="auto (tokamax if installed, else reference), tokamax, reference.")
+        str,
+        typer.Option(
+            "--impl",
+            help="auto (tokamax if installed, else reference), tokamax, reference, or validate (k3plan validate's own "
+            "chunked form, the graph probe step times).",
+        ),
     ] = "auto",
 ) -> None:
     """KDA per-token cost vs sequence length at K3 head shapes, chunked and recurrent paths.

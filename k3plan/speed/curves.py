@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # only annotations here: a fit without --probes does not buil
     from k3plan.evidence.probe_record import ProbeRecord
 
 _Frozen = Frozen
+# k3plan validate's chunked KDA (validate/layers.py gdr_chunked, `probe kda --impl validate`): priced only for the
+# graph `probe step` times (step/graph.py), never an engine's KDA (issue 50)
+VALIDATE_KDA = "kda_chunked_validate:{chunk}"
+# XLA's ragged_dot on f32 operands, held against the bf16 peak (`probe ragged-dot --dtype float32`; issue 50)
+F32_PASSES = "grouped_matmul_f32_passes"
 
 
 class EfficiencyPoint(_Frozen):
@@ -168,6 +173,8 @@ AXES = {
     "hbm_copy": "bytes a copy (read + write)",
     "kda_recurrent": "heads",
     "kda_chunked": "heads",
+    "kda_chunked_validate": "heads",
+    "grouped_matmul_f32_passes": "rows a touched expert group",
     "kda_decode": "heads",
     "collective": "message bytes a device",
     "dsv4": "rows a step (a decode step's sequences, a prefill chunk's tokens)",
@@ -219,14 +226,25 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
             )
     elif probe == "ragged-dot":
         d = str(record.params.get("dtype", "bf16"))
-        if _dtype(d) in peaks.flops_per_s_by_dtype:
+        # f32 operands where the hardware has no f32 peak: a TPU runs f32 dots as bf16 passes (a stack's
+        # compute_dtype says so), so the record is held against the bf16 peak: its efficiency is the passes' cost,
+        # on its own curve (F32_PASSES), which only an op that names it reads (validate's f32 graph, step/graph.py)
+        peak_dtype = "bf16" if _dtype(d) in ("f32", "fp32", "float32") and "bf16" in peaks.flops_per_s_by_dtype else d
+        if _dtype(peak_dtype) in peaks.flops_per_s_by_dtype:
+            local = int(record.params.get("local_experts") or 0)
             for p, v in pts:
                 flops, wbytes = float(p.params["flops"]), float(p.params["weight_bytes_touched"])
-                ceiling = max(flops / peaks.flops_per_s(d), wbytes / peaks.hbm_bw_bytes_per_s)
+                # the bytes XLA's ragged_dot read: every local group's weight where the record names the local
+                # experts (its 1-token point, 2 rows in 2 of 28 groups, took 0.83 ms, as long as 22 of 28 groups
+                # did: 616 MB of all 28 at 742 GB/s; the step's ragged_dots at 1 and 2 rows a group over all 16
+                # touched ran 468-470 us alike, reports/probes/grid-profile-20261204/tt-bf16-2l16e-decode-*)
+                touched = max(1, int(p.params["experts_touched"]))
+                wbytes = max(wbytes, wbytes / touched * local)
+                ceiling = max(flops / peaks.flops_per_s(peak_dtype), wbytes / peaks.hbm_bw_bytes_per_s)
                 x = float(p.params["rows"]) / max(1, int(p.params["experts_touched"]))
                 out.append(
                     (
-                        curve_key("grouped_matmul", dtype=d),
+                        F32_PASSES if peak_dtype != d else curve_key("grouped_matmul", dtype=d),
                         x,
                         ceiling / (flops / v),
                         (
@@ -288,6 +306,8 @@ def _point_values(record: ProbeRecord, peaks: Peaks) -> list[tuple[str, float, f
         if best is not None:
             bp, bv = best
             key = "kda_recurrent" if record.mode == "recurrent" else curve_key("kda_chunked", chunk=int(rp["chunk"]))
+            if record.mode == "chunked" and rp.get("impl") == "validate":  # validate's own form: its own curve
+                key = VALIDATE_KDA.format(chunk=int(rp["chunk"]))
             out.append(
                 (
                     key,
@@ -532,6 +552,8 @@ NOT_TRANSFERRED = {
     ),
     "kda_decode": "a different kernel on each chip (the v5e record's jnp point was refused, its Pallas point is slower)",
     "kda_chunked": "no engine kernel of the record's form",
+    "kda_chunked_validate": "k3plan validate's own graph, timed on one chip",
+    "grouped_matmul_f32_passes": "XLA's ragged_dot on f32 operands, k3plan validate's f32 graph only",
     "kda_recurrent": "no engine kernel of the record's form",
     "collective": "a collective's record is of its group and link, not of a chip",
 }

@@ -164,7 +164,8 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
         return _done(op, ceiling, max(t_c, t_m), binding)
     if op.kind == "grouped_matmul" and op.curve is not None and curves is not None and op.curve in curves.curves:
         # the engine's own kernel, measured (probe gmm): its curve, not the dtype's XLA grouped matmul
-        e = _eff(curves, peaks, op.curve, _v(op.tokens_per_group), f"{op.curve} (the engine's grouped-matmul kernel)")
+        what = "its own curve" if op.curve.startswith("grouped_matmul") else "the engine's grouped-matmul kernel"
+        e = _eff(curves, peaks, op.curve, _v(op.tokens_per_group), f"{op.curve} ({what})")
         if op.curve in curves.schedules:
             sched = _eff(
                 replace(curves, curves=curves.schedules),
@@ -183,10 +184,12 @@ def op_time(op: OpCost, *, peaks: Peaks, curves: EfficiencyCurves | None) -> OpT
             _dtype_op(op, "grouped matmul"),
         )
     elif op.kind == "kda_chunked":
+        # op.curve: validate's own chunked form where its record exists (step/graph.py), else the chip's KDA curve
+        own = op.curve if op.curve is not None and curves is not None and op.curve in curves.curves else None
         e = _eff(
             curves,
             peaks,
-            curve_key("kda_chunked", chunk=op.chunk),
+            own or curve_key("kda_chunked", chunk=op.chunk),
             float(_v(op.heads)),
             f"KDA chunked (chunk {op.chunk})",
         )

@@ -202,7 +202,8 @@ def decode_op_costs(
         curve_of=kernel_curve_of_setup(setup) if engine else None,
         stage="decode" if engine else None,
     )
-    return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights)
+    out = _f32_experts(out, graph)
+    return out + _graph_ops(setup, graph, stage="decode", rows=batch, weights=weights, histogram=histogram)
 
 
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None, engine: bool = True) -> list:
@@ -239,17 +240,65 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         curve_of=kernel_curve_of_setup(setup) if engine else None,
         stage="prefill" if engine else None,
     )
+    if graph is not None:  # validate's graph runs its own chunked KDA: that form's curve where it was probed
+        out = [_validate_kda(o, spec, chunk) if o.kind == "kda_chunked" else o for o in out]
+    out = _f32_experts(out, graph)
     return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
 
 
-def _graph_ops(setup, graph, *, stage: str, rows: int, weights=None) -> list:
+def _f32_experts(ops: list, graph) -> list:
+    """validate's graph under f32 activations (jax-native) runs its routed experts' ragged_dots on f32 operands: the
+    curve of that ragged_dot against the bf16 peak (speed.curves F32_PASSES; the 1,024-token prefill profile: 26.8
+    ms against 7.8 in bf16 for the same rows) where it was probed; every other graph and every engine: unchanged."""
+    if graph is None or graph.activation_bytes != 4:
+        return ops
+    from k3plan.speed.curves import F32_PASSES
+    from k3plan.structs import replace
+
+    return [replace(o, curve=F32_PASSES) if o.kind == "grouped_matmul" and o.curve is None else o for o in ops]
+
+
+def _validate_kda(op, spec, tokens: int):
+    """validate's chunked KDA op priced on its own form's curve (``probe kda --impl validate``), with the FLOPs that
+    curve's efficiency is measured against (``step.kda.kda_flops_per_token``, chunked: the intra-chunk products
+    too), so the record's seconds a token transfer as measured; the op list's 3 [d, d] products a token a head are
+    ~2/3 of them at K3's heads and chunk (an efficiency taken on one count and applied to the other read the v5e
+    chunked scan 1.6x fast)."""
+    from k3plan.speed.curves import VALIDATE_KDA
+    from k3plan.step.kda import kda_flops_per_token
+    from k3plan.structs import replace
+
+    d = spec.kda.head_dim
+    fpt = kda_flops_per_token(path="chunked", heads=int(op.heads), dk=d, dv=d, chunk=int(op.chunk))
+    return replace(op, curve=VALIDATE_KDA.format(chunk=op.chunk), flops=float(fpt * tokens))
+
+
+def _graph_ops(setup, graph, *, stage: str, rows: int, weights=None, histogram=None) -> list:
     if graph is None:
         return []
     from k3plan.step.graph import graph_ops
     from k3plan.step.ops import weight_groups_of_setup
+    from k3plan.step.work import experts_touched
 
     groups = weights if weights is not None else weight_groups_of_setup(setup)
-    return graph_ops(setup.model.spec, weights=groups, graph=graph, stage=stage, rows=rows, tp=setup.parallel.tp)
+    moe = setup.model.spec.moe
+    share = 1.0
+    if moe is not None and moe.num_experts:
+        touched = (
+            sum(1 for h in histogram if h > 0)
+            if histogram is not None
+            else experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=rows)
+        )
+        share = float(touched) / moe.num_experts
+    return graph_ops(
+        setup.model.spec,
+        weights=groups,
+        graph=graph,
+        stage=stage,
+        rows=rows,
+        tp=setup.parallel.tp,
+        touched_share=share,
+    )
 
 
 def add_stages(stages: list[StageTime]) -> StageTime:

@@ -23,8 +23,40 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   model's ``capacity_tokens``: 5,120 slots for a 1,024-token chunk), masked, and materializes its f32
   scores [heads, tokens, capacity]: the profile's ``fusion.258`` writes them, ``fusion.421`` reads and
   rewrites them (softmax), ``fusion.246`` and ``fusion.248`` read them: ``SCORE_PASSES`` = 5 passes of
-  the f32 array (15.4 ms on the v5e for 2.0 GB). Decode's absorbed attention has no op of this kind in
-  its profile's top 25 (each under 0.47 ms): not priced there.
+  the f32 array (15.4 ms on the v5e for 2.0 GB).
+- ``decode scores``: decode's absorbed attention also materializes its f32 scores [batch, heads, capacity]
+  and does not fuse the two dots' cache reads (reports/probes/grid-profile-20261204/tt-bf16-4l32e-decode-32x32768:
+  ``fusion.317`` reads the cache and writes the scores, 2.67 ms; ``fusion.163`` reads them, 0.53 ms;
+  ``fusion.179`` reads them and the cache again, 1.98 ms): ``DECODE_SCORE_PASSES`` = 3 passes of the scores and
+  one more read of the cache (in the dots' dtype, ``kv_bytes``) than the op list's attention op. Small at
+  16 x 8,192 (50 MB of scores: under the 25 largest ops of the first profile), 3.7 ms at 32 x 32,768. The
+  compiler's rematerialized copies of the cache and the scores at that point (``copy.79.remat2``,
+  ``fusion.168.remat2``: memory pressure) are not priced.
+
+- ``expert operand``: the routed experts' ragged_dots take their weight in the activation dtype, written by XLA
+  ops from the stored format every call, for every local expert (touched or not), and read back by the ragged_dot
+  (its touched groups). From the grid's profiles (reports/probes/grid-profile-20261204/, N = one expert
+  weight's elements a layer, a = the activation's bytes): a plain float weight in another dtype than the
+  activations (jax-native: bf16 experts, f32 activations) is converted (``convert_bitcast_fusion``: 2N read, aN
+  written); an MXFP4 weight is unpacked by ``quant.mxfp4_dequant`` as XLA lays it out: the packed bytes'
+  relayout copy (N/2 -> N/2), their repeat (N/2 -> N), the codes fusion (N -> N), the scale's broadcast (to u8
+  for E8M0 bytes, to the activation dtype for an f32 scale: sN written), the value fusion (N + sN -> aN); the
+  ``tiled`` form also slices each tile's packed bytes (N/2 -> N/2) and pads a zero group ahead of it (aN ->
+  aN (1 + 1/tile)). The ragged_dot then reads aN of the touched share, not the stored bytes the op list's
+  grouped matmul reads: the difference is one more op.
+- ``zero-group rows``: the ``tiled`` form's ragged_dot for tile j takes the rows of tiles 0..j-1 as its leading
+  zero group and multiplies them too (validate/experts.py ``_tiled``): over T tiles with the rows spread evenly,
+  (T + 1) / 2 times the routed rows' FLOPs, (T - 1) / 2 of them extra, a grouped-matmul op of their own (the
+  torchtpu-vllm MXFP4 prefill of 1,024 tokens: the four tiles' ragged_dots 17.6 ms, against 7.8 ms for the
+  ``ragged`` form's three over the same rows, 2.3x where T = 4 gives 2.5x).
+
+- ``MoE glue``: validate's experts (validate/experts.py ``local_experts``) gather each routed pair's row
+  (xs [tokens x top_k, latent] written from the tokens' rows), multiply silu(gate) by up ([tokens x top_k, inter]:
+  two read, one written), scale the down output by the routing weight ([tokens x top_k, latent] read and written)
+  and scatter-add it back to [tokens, latent]: four passes over the routed rows in the activation dtype (the
+  1,024-token prefill profile: ``gather_fusion`` 181 us, ``multiply_multiply_fusion`` 445 us,
+  ``broadcast_multiply_fusion`` 352 us, ``scatter_custom_fusion.1`` 1,163 us). The scatter-add ran near 100 GB/s
+  there; priced as its bytes on the copy records it is a lower bound (no record prices a scatter).
 
 Each is an ``hbm`` op priced on the hbm probe's copy records (``OpCost.hbm_curve`` = hbm_copy: each moves
 bytes it writes and reads back, as a copy does), the envelope of every hbm record where no copy was probed.
@@ -42,6 +74,7 @@ if TYPE_CHECKING:
 
 F32 = 4
 SCORE_PASSES = 5  # fusion.258 writes, fusion.421 reads and writes, fusion.246 and fusion.248 read (v5e profile)
+DECODE_SCORE_PASSES = 3  # fusion.317 writes, fusion.163 and fusion.179 read (grid profile, decode 32 x 32,768)
 SOURCE = (
     "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
 )
@@ -54,32 +87,123 @@ class ValidateGraph:
     scanned_moe_layers: int  # MoE layers inside the scan over the repeating block (step.structure.LayerPlan)
     expert_relayout: bool  # experts in a plain float format: the swapped operand is a copy each call
     capacity_tokens: int  # cache slots a sequence's attention spans (validate.abstract_model.capacity_tokens)
+    expert_format: str = "bf16"  # the routed experts' stored (runtime) format
+    activation_bytes: int = 2  # the graph's activation dtype (Stack.activation_dtype): the ragged_dots' operand
+    tiles: int = 0  # the ``tiled`` form's tiles a layer (validate/experts.py _tiled); 0: the ``ragged`` form
+    tile: int = 1  # experts a tile
+    kv_bytes: int = 0  # an MLA cache entry as the decode dots read it (bytes a token a layer); 0: not priced
 
 
-def validate_graph(spec: ModelSpec, *, expert_format: str, capacity_tokens: int) -> ValidateGraph:
-    """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it)."""
+PLAIN = ("bf16", "fp16", "f16", "f32", "fp32")
+BYTES = {"bf16": 2, "fp16": 2, "f16": 2, "f32": 4, "fp32": 4}
+
+
+def validate_graph(
+    spec: ModelSpec,
+    *,
+    expert_format: str,
+    capacity_tokens: int,
+    activation: str = "bf16",
+    form: str = "ragged",
+    ep: int = 1,
+    kv_bytes: int = 0,
+) -> ValidateGraph:
+    """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it); ``activation``:
+    the stack's activation dtype; ``form``: its experts' form (validate/experts.py: ragged or tiled)."""
+    from math import gcd
+
+    from k3plan.step.live import TILE_EXPERTS
     from k3plan.step.structure import layer_plan
 
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = lplan.n_blocks * sum(1 for _, mlp in lplan.block if mlp == "moe")
+    local = -(-spec.moe.num_experts // ep) if spec.moe is not None else 0
+    tile = gcd(local, TILE_EXPERTS) if form == "tiled" and local else 1
     return ValidateGraph(
         scanned_moe_layers=scanned,
-        expert_relayout=expert_format in ("bf16", "fp16", "f16", "f32", "fp32"),
+        expert_relayout=expert_format in PLAIN,
         capacity_tokens=capacity_tokens,
+        expert_format=expert_format,
+        activation_bytes=BYTES.get(activation, 2),
+        tiles=local // tile if form == "tiled" and local else 0,
+        tile=tile,
+        kv_bytes=kv_bytes,
     )
 
 
+def operand_passes(graph: ValidateGraph) -> list[tuple[str, float, int]]:
+    """(pass, bytes an element of the expert weight it reads and writes, calls a layer) of the XLA ops that write the
+    ragged_dots' operand from the stored weight (module doc, ``expert operand``); [] where none runs."""
+    a, fmt = graph.activation_bytes, graph.expert_format
+    if fmt in PLAIN:
+        s = BYTES[fmt]
+        return [] if s == a else [("convert", s + a, 1)]
+    if not fmt.startswith("mxfp4"):
+        return []  # fp8 and others: no profile of theirs on the grid
+    sb = 1 if fmt == "mxfp4" else a  # E8M0 bytes broadcast as bytes; an f32 scale in the activation dtype
+    calls = max(graph.tiles, 1)
+    out = [
+        ("packed_relayout", 1.0, calls),
+        ("packed_repeat", 1.5, calls),
+        ("codes", 2.0, calls),
+        ("scale_broadcast", float(sb), calls),
+        ("value", 1.0 + sb + a, calls),
+    ]
+    if graph.tiles:
+        out = [("tile_slice", 1.0, calls), *out, ("zero_group_pad", a * (2 + 1 / graph.tile), calls)]
+    return out
+
+
 def graph_ops(
-    spec: ModelSpec, *, weights: list[WeightGroup], graph: ValidateGraph, stage: str, rows: int, tp: int
+    spec: ModelSpec,
+    *,
+    weights: list[WeightGroup],
+    graph: ValidateGraph,
+    stage: str,
+    rows: int,
+    tp: int,
+    touched_share: float = 1.0,
 ) -> list[OpCost]:
-    """The HBM ops the graph adds to one step of ``stage`` over ``rows`` tokens (prefill: the chunk's), a device."""
+    """The HBM ops the graph adds to one step of ``stage`` over ``rows`` tokens (prefill: the chunk's), a device;
+    ``touched_share``: of the local experts, the share the step's rows touch (the ragged_dots read theirs)."""
     from k3plan.step.opcost import OpCost
 
     out: list[OpCost] = []
     hbm: dict = {"kind": "hbm", "hbm_curve": "hbm_copy"}  # a dict: OpCost's optional fields stay unnamed
+    passes = operand_passes(graph)
     for g in weights:
         if g.rep.role != "expert":
             continue
+        n = float(g.params)  # one expert weight's elements a layer, a device
+        for name, per, calls in passes:
+            out.append(
+                OpCost(
+                    name=f"{g.name}.{name}",
+                    category="experts",
+                    count=g.count * calls,
+                    bytes=round(per * n / calls),
+                    **hbm,
+                )
+            )
+        if graph.tiles > 1 and spec.moe is not None:
+            experts = spec.moe.num_experts  # a device's local experts (ep = 1 on the grid; g.params spans them)
+            touched = max(1.0, touched_share * experts)
+            useful = 2.0 * rows * spec.moe.top_k * n / experts  # the routed rows' FLOPs, one weight
+            out.append(
+                OpCost(
+                    name=f"{g.name}.zero_group_rows",
+                    kind="grouped_matmul",
+                    category="experts",
+                    count=g.count,
+                    flops=useful * (graph.tiles - 1) / 2,
+                    tokens_per_group=rows * spec.moe.top_k / touched,
+                )
+            )
+        extra = (graph.activation_bytes * n - float(g.bytes)) * touched_share
+        if passes and extra > 0:  # the ragged_dot reads the operand in the activation dtype, not the stored bytes
+            out.append(
+                OpCost(name=f"{g.name}.operand_read", category="experts", count=g.count, bytes=round(extra), kind="hbm")
+            )
         nbytes = round(2 * float(g.bytes))  # read the weight, write its copy
         if graph.expert_relayout and g.count:
             out.append(OpCost(name=f"{g.name}.relayout", category="experts", count=g.count, bytes=nbytes, **hbm))
@@ -93,6 +217,40 @@ def graph_ops(
                     **hbm,
                 )
             )
+    moe_layers = max((g.count for g in weights if g.rep.role == "expert"), default=0)
+    if moe_layers and spec.moe is not None:
+        a, tk = graph.activation_bytes, rows * spec.moe.top_k
+        latent, inter = spec.moe.expert_in, spec.moe.expert_intermediate
+        for name, nbytes in (
+            ("moe.gather_rows", (rows + tk) * latent * a),
+            ("moe.silu_mul", 3 * tk * inter * a),
+            ("moe.route_weight", 2 * tk * latent * a),
+            ("moe.combine_scatter", (tk + rows) * latent * a),
+        ):
+            out.append(OpCost(name=name, category="experts", count=moe_layers, bytes=int(nbytes), **hbm))
+    if stage == "decode" and spec.n_mla and graph.kv_bytes:
+        from k3plan.step.op import heads_split
+
+        heads = spec.mla.heads // heads_split(spec.mla.heads, tp)
+        scores = rows * heads * graph.capacity_tokens * F32
+        out.append(  # written once, read twice
+            OpCost(
+                name="mla.decode_scores",
+                category="attention",
+                count=spec.n_mla,
+                bytes=DECODE_SCORE_PASSES * scores,
+                **hbm,
+            )
+        )
+        out.append(
+            OpCost(
+                name="mla.decode_cache_reread",
+                category="attention",
+                count=spec.n_mla,
+                bytes=rows * graph.capacity_tokens * graph.kv_bytes,
+                kind="hbm",
+            )
+        )
     if stage == "prefill" and spec.n_mla:
         from k3plan.step.op import heads_split
 
@@ -111,4 +269,8 @@ def graph_ops(
 
 
 def validate_graph_note() -> str:
-    return f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, prefill MLA scores"
+    return (
+        f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, MLA "
+        "scores (prefill, decode)"
+    )

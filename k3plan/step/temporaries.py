@@ -136,11 +136,21 @@ def prefill_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, chunk, con
         kda_projection_bytes=kda_proj,
         kda_chunk_state_bytes=kda_states,
         mla_kv_bytes=(
-            context * heads_local(mla.heads, tp) * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+            # a 1-token chunk is a decode step to an MLA backend (vLLM's MLA metadata builders send a query of at
+            # most reorder_batch_threshold >= 1 tokens down the absorbed decode path): its f32 scores over the
+            # context, not the context's K/V up-projected (that read 7.5 GiB at 131,072 tokens on one v5e chip for a
+            # "prefill" of one token, against 48 MiB of scores)
+            where(
+                chunk <= 1,
+                heads_local(mla.heads, tp) * context * 4,
+                context
+                * heads_local(mla.heads, tp)
+                * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+                * act,
+            )
             if spec.dsv4 is None
-            else _dsv4().prefill_gather_values(spec, chunk=chunk, context=context)  # DeepSeek-V4: no per-head K/V
-        )
-        * act,
+            else _dsv4().prefill_gather_values(spec, chunk=chunk, context=context) * act  # DeepSeek-V4: no per-head K/V
+        ),
         **_moe_terms(spec, tokens=chunk, ep=ep, act=act, quantized=quantized),
     )
 

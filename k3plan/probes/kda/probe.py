@@ -19,9 +19,13 @@ ORDERS = {
     ("chunked", "auto"): ["tokamax-mosaic", "tokamax-xla", "reference-chunked"],
     ("chunked", "tokamax"): ["tokamax-mosaic", "tokamax-xla"],
     ("chunked", "reference"): ["reference-chunked"],
+    # k3plan validate's own chunked form (validate/layers.py gdr_chunked): the graph `probe step` times, whose op
+    # list prices its KDA prefill on this implementation's own curve (speed.curves VALIDATE_KDA, issue 50)
+    ("chunked", "validate"): ["validate-chunked"],
     ("recurrent", "auto"): ["reference-recurrent"],
     ("recurrent", "tokamax"): ["reference-recurrent"],
     ("recurrent", "reference"): ["reference-recurrent"],
+    ("recurrent", "validate"): ["reference-recurrent"],
 }
 
 
@@ -72,7 +76,8 @@ class KdaParams:
 
     def check(self) -> None:
         require(
-            self.impl in ("auto", "tokamax", "reference"), f"--impl {self.impl!r}: expected auto, tokamax or reference"
+            self.impl in ("auto", "tokamax", "reference", "validate"),
+            f"--impl {self.impl!r}: expected auto, tokamax, reference or validate",
         )
         require(set(self.paths) <= {"chunked", "recurrent"}, "--path: expected chunked, recurrent or both")
         require(
@@ -91,7 +96,19 @@ def _implementations(*, args: tuple, scale: float, chunk: int) -> dict:
     def ref(fn, **kw):
         return lambda: jax.jit(lambda *a: fn(*a, scale=scale, **kw)[0]).lower(*args).compile()
 
+    def validate_chunked():
+        import jax.numpy as jnp
+
+        from k3plan.validate.layers import gdr_chunked
+
+        def fn(q, k, v, g, beta):
+            b, _, h, d = q.shape
+            return gdr_chunked(q * scale, k, v, g, beta, jnp.zeros((b, h, d, v.shape[-1]), jnp.float32), chunk=chunk)[0]
+
+        return jax.jit(fn).lower(*args).compile()
+
     return {
+        "validate-chunked": validate_chunked,
         "tokamax-mosaic": lambda: tokamax_impl.build(implementation="mosaic", args=args, scale=scale),
         "tokamax-xla": lambda: tokamax_impl.build(implementation="xla", args=args, scale=scale),
         "reference-chunked": ref(base.chunked, chunk=chunk),

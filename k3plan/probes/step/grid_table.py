@@ -5,8 +5,10 @@ fit is run here, today, on the same scaled model, stack and expert format.
     python3 -m k3plan.probes.step.grid_table            # Markdown, the table docs/device.md holds
     python3 -m k3plan.probes.step.grid_table --check    # exit 1 when docs/device.md's copy differs
 
-Columns: expected = the record's own (speed.expected_time of the step's op list against the committed v5e
-efficiency records, `probe step --records reports/probes`); compiled temp = the chip's memory_analysis
+Columns: expected = today's model of the step (probe.reprice: speed.expected_time of step_op_costs, with
+step/graph.py's ops of validate's graph, against the v5e efficiency records the grid ran with -- the shipped
+k3plan/evidence/probes/*-tpu-v5-lite-* records, which the run read as `--records reports/probes`), so a term added
+to the op list shows here without re-timing; the record's own expected is its run's model; compiled temp = the chip's memory_analysis
 (a refused point: the compiler's "HLO temporaries" figure of its refusal); fit temp = fit's temp of that
 stage at the point's workload (a decode point: batch x context; a prefill point: batch 1, the chunk = the
 context); fit = its verdict for that stage alone (the chip compiled one stage; fit's own verdict counts the
@@ -30,6 +32,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "device.md"
 BEGIN, END = "<!-- grid-table:begin (python3 -m k3plan.probes.step.grid_table) -->", "<!-- grid-table:end -->"
 BAND = (0.8, 1.25)
 HARDWARE = "tpu-v5e"
+DEVICE_KIND = "tpu v5 lite"
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,26 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
     return temp, verdict
 
 
-def rows(folder: Path = GRID_DIR) -> list[Row]:
+def efficiency_records() -> list:
+    """(record, path) of the v5e efficiency records the grid's points are priced on: every ok non-step record of the
+    chip's device kind shipped in k3plan/evidence/probes (the 30 the run's --records read, and since then the
+    `probe kda --impl validate` record of validate's own chunked KDA and the `probe ragged-dot --dtype float32` one,
+    which only validate's graph reads)."""
     from k3plan.evidence.probe_records import load_with_paths
 
+    probes = Path(__file__).resolve().parents[2] / "evidence" / "probes"
+    return [
+        (r, p)
+        for r, p in load_with_paths(probes)
+        if r.ok and r.probe != "step" and r.device_kind.lower() == DEVICE_KIND
+    ]
+
+
+def rows(folder: Path = GRID_DIR) -> list[Row]:
+    from k3plan.evidence.probe_records import load_with_paths
+    from k3plan.probes.step.probe import reprice
+
+    efficiency = efficiency_records()
     out = []
     for rec, path in load_with_paths(folder, strict=True):
         if rec.probe != "step" or not rec.points:
@@ -138,7 +158,7 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
                 batch=batch,
                 context=context,
                 measured_s=None if refused else rec.points[0].value,
-                expected_s=None if refused else rec.points[0].expected,
+                expected_s=None if refused else reprice(rec, efficiency=efficiency, hardware=HARDWARE).expected_s,
                 compiled_temp=_refused_temp(str(pt.get("refusal", ""))) if refused else mem.get("temp_bytes"),
                 refused=refused,
                 fit_temp=fit_temp,

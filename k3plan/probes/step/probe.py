@@ -412,7 +412,9 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
     chunk = min(params.prefill_tokens, params.context)
     graph = histogram = None
     if _k3(params):
+        from k3plan.step.cache import kv_bytes_per_token_layer
         from k3plan.step.graph import validate_graph
+        from k3plan.step.live import form_for
 
         spec = setup.model.spec
         expert = next(t for t in setup.model.inventory.text if t.role == "expert")
@@ -420,6 +422,10 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
             spec,
             expert_format=setup.stack.runtime_format("expert", expert.fmt),
             capacity_tokens=params.capacity_tokens or graph_capacity(setup, params, stage),
+            activation=setup.stack.activation_dtype,
+            form=_form(params) or form_for(setup.stack.name),
+            ep=setup.parallel.ep,
+            kv_bytes=kv_bytes_per_token_layer(spec, setup.stack.kv_cache.dtype) if spec.n_mla else 0,
         )
         k, e = spec.moe.top_k, spec.moe.num_experts
         histogram = [1.0] * k + [0.0] * (e - k)

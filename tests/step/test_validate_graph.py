@@ -1,0 +1,135 @@
+"""step/graph.py's ops of validate's own step graph (issue 50): the experts' operand as XLA writes it, read off the
+grid's profiles (reports/probes/grid-profile-20261204/), and the ragged-dot curve read on the bytes XLA's ragged_dot
+read. No device: the committed records and the op list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _graph(fmt: str, *, activation: str, form: str, experts: int = 16):
+    from k3plan.probes.step.scaled import k3_width_config_path
+    from k3plan.setup import make_setup
+    from k3plan.step.graph import validate_graph
+
+    s = make_setup(model=str(k3_width_config_path(layers=2, experts=experts)), hardware="tpu-v5e", topology="1x1", tp=1)
+    return validate_graph(s.model.spec, expert_format=fmt, capacity_tokens=2048, activation=activation, form=form)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "activation", "form", "per_element"),
+    [
+        # tile slice 1 + packed relayout 1 + repeat 1.5 + codes 2 + bf16 scale 2 + value 5 + zero-group pad 4.5
+        ("mxfp4_f32scale", "bf16", "tiled", 17.0),
+        # packed relayout 1 + repeat 1.5 + codes 2 + u8 scale 1 + value (1 + 1 + 4) in f32
+        ("mxfp4", "f32", "ragged", 11.5),
+        ("bf16", "f32", "ragged", 6.0),  # jax-native's bf16 experts converted to f32: 2 read, 4 written
+        ("bf16", "bf16", "ragged", 0.0),  # nothing written: the relayout copy (its own op) is all
+    ],
+)
+def test_operand_passes_per_element(fmt, activation, form, per_element):
+    from k3plan.step.graph import operand_passes
+
+    g = _graph(fmt, activation=activation, form=form)
+    assert g.tiles == (4 if form == "tiled" else 0)
+    assert sum(per for _, per, _ in operand_passes(g)) == pytest.approx(per_element)
+
+
+def test_the_operand_ops_are_the_graphs_only():
+    """The probe's op list of an MXFP4 step has the unpack passes and the activation-dtype read; an engine's has none."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", expert_format="runtime", batch=16)
+    ops = step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="decode")
+    names = {o.name for o in ops}
+    assert {"moe.block_sparse_moe.experts.w1.codes", "moe.block_sparse_moe.experts.w1.operand_read"} <= names
+    from k3plan.speed.stage import decode_op_costs
+
+    engine = decode_op_costs(step_setup(sp, hardware="tpu-v5e"), batch=16, context=8192)
+    assert not any(o.name.endswith((".codes", ".operand_read", ".value")) for o in engine)
+
+
+def test_the_ragged_dot_curve_counts_every_local_group():
+    """The record's 1-token point (2 rows in 2 of 28 groups, 0.83 ms) read every local group's weight: on those bytes
+    it is ~0.9 of the HBM peak, not the 0.065 it was on the 2 touched groups' bytes."""
+    from k3plan.evidence.probe_records import load_with_paths
+    from k3plan.hardware import load_hardware
+    from k3plan.speed.curves import _point_values
+    from k3plan.speed.peaks import Peaks
+
+    peaks = Peaks.from_hardware(load_hardware("tpu-v5e"))
+    rec = next(
+        r
+        for r, p in load_with_paths(REPO / "k3plan" / "evidence" / "probes")
+        if p.name.startswith("ragged-dot-tpu-v5") and r.params.get("local_experts") == 28
+    )
+    eff = {x: e for _, x, e, _ in _point_values(rec, peaks)}
+    assert 0.85 <= eff[1.0] <= 1.0
+
+
+def test_the_tiled_form_multiplies_the_earlier_tiles_rows_too():
+    """Tile j's ragged_dot takes the rows of tiles 0..j-1 as a zero group: over 4 tiles, 1.5x the routed FLOPs more."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(
+        width="k3",
+        layers=2,
+        experts=16,
+        stack="torchtpu-vllm",
+        expert_format="runtime",
+        prefill_tokens=1024,
+        context=1024,
+    )
+    ops = {o.name: o for o in step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")}
+    extra, op = ops["moe.block_sparse_moe.experts.w1.zero_group_rows"], ops["moe.block_sparse_moe.experts.w1"]
+    assert extra.kind == "grouped_matmul" and extra.bytes == 0
+    assert extra.flops == pytest.approx(1.5 * 2 * 1024 * 16 * 3584 * 3072)  # rows x top_k x one expert's params
+    assert op.flops == pytest.approx(2 * 1024 * 16 * 3584 * 3072)
+
+
+def test_validates_kda_prefill_reads_its_own_chunked_forms_curve():
+    """validate's graph's chunked KDA op names the curve of `probe kda --impl validate`; an engine's op list does not."""
+    from k3plan.probes.kda.probe import KdaParams
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+    from k3plan.speed.curves import VALIDATE_KDA
+    from k3plan.speed.stage import prefill_op_costs
+
+    KdaParams(impl="validate").check()
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", prefill_tokens=1024, context=1024)
+    setup = step_setup(sp, hardware="tpu-v5e")
+    kda = [o for o in step_op_costs(setup, sp, stage="prefill") if o.kind == "kda_chunked"]
+    assert kda and all(o.curve == VALIDATE_KDA.format(chunk=o.chunk) for o in kda)
+    from k3plan.step.kda import kda_flops_per_token
+
+    # the FLOPs the curve's efficiency is measured against (probe kda's ceiling), so its seconds a token transfer
+    fpt = kda_flops_per_token(path="chunked", heads=96, dk=128, dv=128, chunk=64)
+    assert all(o.flops == pytest.approx(fpt * 1024) for o in kda)
+    assert all(o.curve is None for o in prefill_op_costs(setup, chunk=1024, context=1024) if o.kind == "kda_chunked")
+
+
+def test_the_moe_glue_passes_are_the_routed_rows_bytes():
+    """validate's gather, silu x up, routing-weight product and scatter-add: bytes from the routed rows' shapes."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", prefill_tokens=1024, context=1024)
+    ops = {o.name: o for o in step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")}
+    tk, latent, inter = 1024 * 16, 3584, 3072  # rows x top_k; bf16 activations
+    assert ops["moe.silu_mul"].bytes == 3 * tk * inter * 2
+    assert ops["moe.route_weight"].bytes == 2 * tk * latent * 2
+    assert ops["moe.gather_rows"].bytes == ops["moe.combine_scatter"].bytes == (1024 + tk) * latent * 2
+
+
+def test_jax_natives_f32_ragged_dots_read_the_f32_record():
+    """Under f32 activations validate's experts run on f32 operands: the f32 ragged-dot record's curve, against the
+    bf16 peak; a bf16 graph's experts keep the dtype's curve."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+    from k3plan.speed.curves import F32_PASSES
+
+    for stack, curve in (("jax-native", F32_PASSES), ("torchtpu-vllm", None)):
+        sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
+        ops = step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")
+        assert {o.curve for o in ops if o.kind == "grouped_matmul"} == {curve}
