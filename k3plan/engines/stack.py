@@ -124,7 +124,7 @@ class Stack(Spec):
     # bound to that kind
     pending: dict[str, str] = {}
     # where a model's Engram tables live (DeepSeek-V4.1, --engram): "hbm" or "host"; None: the engine's default
-    # (k3plan.step.dsv4_cache.ENGRAM_PLACEMENT, cited)
+    # (Engine.engram in its folder, cited)
     engram_placement: Optional[Literal["hbm", "host"]] = None
 
     def __post_init__(self) -> None:
