@@ -221,7 +221,7 @@ def test_a_command_that_starts_says_its_pool_first_and_why_the_counts_differ(cli
 
 
 def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
-    """SGLang's start rule is its own (engines.sglang_memory): a --context-length longer than the pool is not a
+    """SGLang's start rule is its own (engines.sglang.memory): a --context-length longer than the pool is not a
     refusal (TpModelWorker caps max_req_len at the pool); a pool of no tokens is (MemoryPoolConfig's RuntimeError)."""
     r = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.6", "--json")
     d = json.loads(r.stdout)
