@@ -41,10 +41,12 @@ def stack_inputs(stack: Stack) -> dict[str, Any]:
 
 def temp_inputs(stack: Stack, expert_fmt: str) -> dict[str, Any]:
     """What the analytic temporaries read of a stack: its activation bytes, whether it runs the experts
-    (checkpoint format ``expert_fmt``) quantized (a dequantization buffer)."""
+    (checkpoint format ``expert_fmt``) quantized through a dequantization buffer (not where its kernels read the
+    quantized weights in-kernel: ``experts.fused_dequant``)."""
     return dict(
         act=BYTES[stack.activation_dtype],
-        quantized=get_format(stack.runtime_format("expert", expert_fmt)).quantized,
+        quantized=get_format(stack.runtime_format("expert", expert_fmt)).quantized
+        and stack.experts.fused_dequant is None,  # an engine whose kernels dequantize in-kernel holds no buffer
     )
 
 
