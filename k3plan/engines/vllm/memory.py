@@ -345,7 +345,12 @@ def engine_sizing(
             f"(no logged peak for this point): {temp_source}",
         )
         non_torch = Figure(
-            0, "not found: no cited non-torch figure (CUDA context, NCCL, cuBLAS workspaces) for this GPU; 0 assumed"
+            0,
+            "not priced, 0: vLLM measures it at start (Worker.determine_available_memory: requested - (weights + "
+            "torch_peak_increase + non_torch_increase, memory_profiling's MemorySnapshot deltas: NCCL, custom "
+            "all-reduce, cuBLAS buffers) - cudagraph_memory_estimate, the last from profile_cudagraph_memory and "
+            "applied only under VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; read in stored copies, commit not pinned); "
+            "none is a function of the config and no public log of these figures for this GPU was found",
         )
         worker = VLLM_GPU_WORKER
     pages = None
