@@ -53,3 +53,15 @@ def test_the_compressed_group_holds_the_context_in_whole_blocks(flash):
     p = dsv4_pages(flash, block_tokens=256)
     (full,) = [g for g in p.groups if not g.window]
     assert full.pages_per_request(max_model_len=1_048_576, max_num_batched_tokens=8192) == 1_048_576 // 256
+
+
+def test_auto_fit_takes_the_longest_length_whose_request_fits(flash):
+    """--max-model-len auto on V4 (vLLM _estimate_max_model_len_from_groups): the longest length whose blocks, at
+    the start check's bytes a block, fit the pool -- the inverse of the check, one token short failing."""
+    from k3plan.engines.vllm.memory import dsv4_longest_fit
+
+    p = dsv4_pages(flash, block_tokens=256)
+    need = p.blocks_per_request(max_model_len=300_000, max_num_batched_tokens=8192) * p.check_block_bytes
+    assert dsv4_longest_fit(p, available=need, max_model_len=1_048_576, chunk=8192) >= 300_000
+    assert dsv4_longest_fit(p, available=need - 1, max_model_len=1_048_576, chunk=8192) < 300_000
+    assert dsv4_longest_fit(p, available=10**15, max_model_len=1_048_576, chunk=8192) == 1_048_576

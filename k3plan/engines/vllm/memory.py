@@ -195,6 +195,10 @@ def vllm_kv_pool(
         blocks_src = f"available // {per_block:,} B a block: {dsv4.text(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)}"
         if num_gpu_blocks_override is not None and available > 0:
             blocks = num_gpu_blocks_override
+        max_model_len, fitted = asked_len, False
+        if auto_max_model_len and available > 0:  # _auto_fit_max_model_len over the V4 groups' own bytes
+            fit = dsv4_longest_fit(dsv4, available=available, max_model_len=asked_len, chunk=max_num_batched_tokens)
+            fitted, max_model_len = 0 < fit < asked_len, fit or asked_len
         per_request = dsv4.blocks_per_request(
             max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
         )
@@ -269,6 +273,25 @@ def vllm_kv_pool(
         raised_at=raised_at,
         max_model_len=max_model_len,
     )
+
+
+def dsv4_longest_fit(dsv4: Dsv4Pages, *, available: int, max_model_len: int, chunk: int) -> int:
+    """vLLM's _estimate_max_model_len_from_groups for V4: the longest length whose request's blocks, at the start
+    check's bytes a block, fit ``available`` (a binary search; 0 when one token does not fit)."""
+
+    def fits(n: int) -> bool:
+        return (
+            dsv4.blocks_per_request(max_model_len=n, max_num_batched_tokens=chunk) * dsv4.check_block_bytes <= available
+        )
+
+    lo, hi, best = 1, max_model_len, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def engine_sizing(
