@@ -136,7 +136,7 @@ def test_a_yaml_key_given_twice_is_refused(cli, tmp_path, reader):
         path = _twice_in_yaml(tmp_path / "hw.yaml", (SPECS_DIR / "tpu-v7x.yaml").read_text(), "name", "tpu-v7x")
         args, key = ("hardware", "show", path), "name"
     elif reader == "stack":
-        text = (ROOT / "k3plan" / "engines" / "stacks" / "jax-native.yaml").read_text()
+        text = (ROOT / "k3plan" / "engines" / "jax_native" / "stack.yaml").read_text()
         path = _twice_in_yaml(tmp_path / "stack.yaml", text, "name", "jax-native")
         args, key = (*FIT, "--stack", path), "name"
     else:
