@@ -49,8 +49,9 @@ PRODUCED_BY = {
     ReasonCode.NO_CHUNK: ("curve", "-t", "2x2x2", "--tp", "16"),
     # issue 50: vLLM on v7x has no calibration and no temp model there: the analytic lower bound, exit 3
     ReasonCode.UNVERIFIED_TEMP: ("fit", "-t", "2x4x4", "--tp", "32", "--stack", "vllm"),
-    # issue 48: the closest configuration fits but MaxText cannot launch its split (dp 4)
-    ReasonCode.LAUNCH: ("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "524288", "--concurrency", "4"),
+    # issue 48: the closest configuration fits but MaxText cannot launch its split (dp 4); at 131,072 tokens, since
+    # jax-native's prefill counts its graph's f32 scores over the chunk x context (issue 50: 48 GiB at 524,288)
+    ReasonCode.LAUNCH: ("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "131072", "--concurrency", "4"),
 }
 
 
