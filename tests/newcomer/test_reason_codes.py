@@ -116,12 +116,15 @@ def test_counts_of_one_are_singular(cli):
     assert "1 chip, 1 device, 1 host, 1 slice of 1 chip / 1 device;" in r.stdout
 
 
-@pytest.mark.parametrize("args, near", [
-    (("fit", "-H", "h200"), "did you mean nvidia-h200?"),
-    (("fit", "-H", "v7x"), "did you mean tpu-v7x?"),
-    (("fit", "-H", "nvidai-b200"), "did you mean nvidia-b200"),
-    (("plan", "--price", "h200=3"), "did you mean nvidia-h200?"),
-])
+@pytest.mark.parametrize(
+    "args, near",
+    [
+        (("fit", "-H", "h200"), "did you mean nvidia-h200?"),
+        (("fit", "-H", "v7x"), "did you mean tpu-v7x?"),
+        (("fit", "-H", "nvidai-b200"), "did you mean nvidia-b200"),
+        (("plan", "--price", "h200=3"), "did you mean nvidia-h200?"),
+    ],
+)
 def test_an_unknown_hardware_name_says_what_it_is_short_for(cli, args, near):
     """Issue 48: `-H h200` listed every spec; the one it is short for comes first."""
     from k3_testing import one_error_line
