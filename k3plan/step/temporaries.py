@@ -4,6 +4,11 @@ graphs are compiled apart, so the budget takes the larger). Each function return
 with a field a buffer (``PrefillTemp``, ``DecodeTemp``), generic in the column type like
 ``k3plan.step.memory``'s; ``labelled()`` lists the buffers under the labels fit prints and its JSON keeps.
 ``budget.temp`` calls these with the ints of one Setup, ``plan`` with one entry per configuration.
+
+Two graphs (``Engine.temp_graph``): an engine's kernels (``prefill_temp_terms`` / ``decode_temp_terms``: a paged
+attention kernel that never materializes the scores, a grouped matmul over the device's share of the pairs) and a
+graph written in XLA ops, the porting study's (``xla_prefill_temp_terms``: the scores over the chunk x context,
+every token-expert pair's rows, the experts dequantized in XLA; the largest block, not the sum).
 """
 
 from __future__ import annotations
@@ -141,15 +146,16 @@ def xla_prefill_temp_terms(spec: ModelSpec, *, act, converted, tp: C, ep, chunk,
     to 57,344 tokens but at 32,768 (tests/step/test_xla_temporaries.py; reports/validation/README.md)."""
     from k3plan.step.live import dense_mlp_live, kda_live, lm_head_live, mla_live, moe_live
 
-    moe = spec.moe
-    held = cdiv(moe.num_experts, ep) * 3 * moe.expert_in * moe.expert_intermediate * act  # w1, w3, w2: ragged
-    mb = moe_live(spec, tokens=chunk, ep=ep, act=act, form="ragged").buffers
+    held: Any = 0  # w1, w3, w2 of the device's local experts (the ``ragged`` form dequantizes them whole)
+    if spec.n_moe:
+        held = cdiv(spec.moe.num_experts, ep) * 3 * spec.moe.expert_in * spec.moe.expert_intermediate * act
     blocks: list[tuple[str, dict[str, Any]]] = []
     if spec.n_mla:
         blocks.append(("MLA", mla_live(spec, seqs=1, queries=chunk, context=context, tp=tp, act=act).buffers))
     if spec.kda is not None and spec.n_kda:
         blocks.append(("KDA", kda_live(spec, seqs=1, queries=chunk, tp=tp, decode=False).buffers))
     if spec.n_moe:
+        mb = moe_live(spec, tokens=chunk, ep=ep, act=act, form="ragged").buffers
         kept = {k: v for k, v in mb.items() if not k.startswith(("dequantized experts", "tiled scan"))}
         blocks.append(("MoE", {**kept, XLA_EXPERTS: where(converted, held, 0)}))
     if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:
