@@ -34,7 +34,7 @@ import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory, checkpoint_table
-from k3plan.safeparse import not_a_file, open_regular, read_bytes
+from k3plan.safeparse import json_strings, not_a_file, open_regular, read_bytes
 
 if TYPE_CHECKING:
     from k3plan.models.census_result import CensusComparison, CensusResult
@@ -84,10 +84,11 @@ class _Meta(msgspec.Struct, gc=False):
 
 
 class _Index(msgspec.Struct, gc=False):
-    weight_map: dict[str, str]
+    weight_map: msgspec.Raw  # decoded apart: its entries are counted against its keys (a key given twice)
 
 
 _INDEX = msgspec.json.Decoder(_Index)
+_WEIGHT_MAP = msgspec.json.Decoder(dict[str, str])
 _DTYPE, _SHAPE, _OFFSETS = (operator.attrgetter(f) for f in ("dtype", "shape", "data_offsets"))
 _BEGIN, _END = operator.itemgetter(0), operator.itemgetter(1)
 _DTYPE_WANTED, _SHAPE_WANTED = operator.itemgetter(0), operator.itemgetter(1)
@@ -342,6 +343,33 @@ class _Scan:
         )
 
 
+def _weight_map(index: Path) -> dict[str, str]:
+    """The index's weight_map (tensor -> shard file). A tensor named twice is refused: JSON readers keep the last
+    entry (transformers' json.load, msgspec), so a shard named only by the first would drop out of the census
+    unseen; an index written from a dict (huggingface_hub's save_torch_state_dict: ``tensor_to_filename``) names
+    each tensor once."""
+    try:
+        raw = _INDEX.decode(read_bytes(str(index), index)).weight_map
+        weight_map = _WEIGHT_MAP.decode(raw)
+    except (msgspec.DecodeError, OSError, RecursionError):
+        raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object of file names)") from None
+    if json_strings(bytes(raw)) != 2 * len(weight_map):  # a key and a file name an entry
+        import json
+
+        seen: set[str] = set()
+        twice = "?"
+        for key, _ in json.loads(bytes(raw), object_pairs_hook=lambda pairs: pairs):
+            if key in seen:
+                twice = key
+                break
+            seen.add(key)
+        raise K3PlanError(
+            f"{index}: weight_map names tensor {_oneline(repr(twice))} twice; expected each tensor once "
+            "(JSON keeps the last entry, and a shard only the first names would go unread)"
+        )
+    return weight_map
+
+
 def checkpoint_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
@@ -350,12 +378,7 @@ def checkpoint_files(path: Path) -> list[Path]:
         raise K3PlanError(f"census: {path}: {'no such file or folder' if what == 'no such file' else what}")
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = _INDEX.decode(read_bytes(str(index), index)).weight_map
-        except (msgspec.DecodeError, OSError, RecursionError):
-            weight_map = None
-        if weight_map is None:
-            raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object of file names)")
+        weight_map = _weight_map(index)
         files = sorted(path / f for f in set(weight_map.values()))
         missing = [f.name for f in files if not f.is_file()]
         if missing:
