@@ -102,6 +102,7 @@ SLOW_MODULES = frozenset(
         "tests/probes/test_probe_moe_glue.py",
         "tests/probes/test_probe_plan.py",
         "tests/probes/test_probe_step.py",
+        "tests/docs/test_readme_run.py",  # the README run three ways (benchmarks/readme_run.py): ~10 minutes
     }
 )
 _ROOT = Path(__file__).resolve().parent.parent
