@@ -123,7 +123,9 @@ def main() -> None:
         for name, (cmd, floor, ok) in cases.items():
             if args.only and args.only not in name:
                 continue
-            r = ratio_to_floor(cmd, floor, args.runs, ok=ok)
+            r = ratio_to_floor(cmd, floor, args.runs, ok=(0, *ok))  # the floor exits 0
+            if r["proc"].returncode not in ok:
+                sys.exit(f"{name}: exit {r['proc'].returncode}, expected {ok}: {r['proc'].stderr.strip()[:300]}")
             over = (
                 sorted(r["cpu"]["cmd"])[len(r["cpu"]["cmd"]) // 2]
                 - sorted(r["cpu"]["floor"])[len(r["cpu"]["floor"]) // 2]
