@@ -59,7 +59,7 @@ def load_hardware(ref: str = DEFAULT_HARDWARE) -> HardwareSpec:
 
 
 def shown_path(path: Path) -> str:
-    """A spec's path as outputs print it: a shipped spec by its path in the package (``k3plan/hardware_specs/x.yaml``,
+    """A spec's path as outputs print it: a shipped spec by its path in the package (``k3plan/hardware_specs/<name>.yaml``,
     alike from the checkout, whose hardware_specs/ the build maps there, and from an installed wheel), a user's as
     given. issue 48: `hardware list --json` printed the checkout's or the environment's folder."""
     return f"k3plan/hardware_specs/{path.name}" if path.parent == SPECS_DIR else str(path)
