@@ -249,7 +249,7 @@ YAML_SHAPES = {  # the costliest YAML a value: a line, a flow item, a flow mappi
     "keys": lambda n: "".join(f"k{i}: {i}\n" for i in range(n)),
     "block list": lambda n: "- 1\n" * n,
     "flow list": lambda n: "[" + "1," * n + "1]",
-    "flow mappings": lambda n: "[" + "{a: 1, b: 2}," * (n // 4) + "1]",
+    "flow mappings": lambda n: "[" + "{a: 1, b: 2}," * (n // 3) + "1]",  # two commas and a brace an item
 }
 
 
@@ -272,3 +272,26 @@ def test_a_json_document_is_refused_by_its_count_of_values_before_the_parse():
     with pytest.raises(K3PlanError, match=r"more than 100,000 values; expected a document of at most 100,000"):
         parse_json("record.json", "[" + "1," * MAX_NODES + "1]")
     assert len(parse_json("record.json", "[" + "1," * (MAX_NODES // 2) + "1]")) == MAX_NODES // 2 + 1
+
+
+@pytest.mark.parametrize("brk", ["\r", "\x85", "\u2028", "\r\n"])
+def test_yaml_lines_count_every_line_break_yaml_reads(brk):
+    """A spec of 75,000 keys separated by carriage returns (or NEL, LS) read in ~1 s: no '\\n' to count."""
+    from k3plan.errors import K3PlanError
+    from k3plan.safeparse import parse_yaml
+
+    with pytest.raises(K3PlanError, match=r"more than 20,000 lines, commas and brackets"):
+        parse_yaml("spec.yaml", brk.join(f"k{i}: {i}" for i in range(25_000)))
+
+
+def test_a_flow_nesting_behind_an_apostrophe_is_refused_before_the_composer():
+    """`x: it's` opens no string to YAML, but the scan that skips strings paired its apostrophe with one in `b'c`
+    and saw no bracket between: 500,000 nested '[' crashed libyaml's composer (SIGSEGV, exit 139). The nesting is now
+    read from libyaml's own events (no recursion) where the text holds more than 64 openers."""
+    from k3plan.errors import K3PlanError
+    from k3plan.safeparse import parse_yaml
+
+    hidden = "x: it's\ny: " + "[" * 9_000 + "]" * 9_000 + "\nz: b'c\n"
+    with pytest.raises(K3PlanError, match=r"nests deeper than 64 levels; expected a plain YAML document$"):
+        parse_yaml("spec.yaml", hidden)
+    assert parse_yaml("spec.yaml", "x: it's\ny: " + "[" * 60 + "]" * 60 + "\nz: b'c\n")["z"] == "b'c"
