@@ -93,6 +93,11 @@ def build(tmp: Path) -> dict[str, tuple[list[str], list[str], tuple[int, ...]]]:
         [*k3, "census", str(small), "--json"],
         (0,),
     )
+    gone = tmp / "gone"  # an index naming 500,000 shards none of which is there: refused, naming the count
+    gone.mkdir()
+    names = {f"model.layers.{i}.w": f"model-{i:07d}-of-0500000.safetensors" for i in range(500_000)}
+    (gone / "model.safetensors.index.json").write_text(json.dumps({"weight_map": names}))
+    cases["safetensors index naming 500,000 missing shards (32 MB)"] = ([*k3, "census", str(gone)], floor, refused)
     st = tmp / "header"
     st.mkdir()
     n = SIZE // 100

@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import math
 import operator
+import os
 import re
 import struct
 from collections import Counter
@@ -370,6 +371,12 @@ def _weight_map(index: Path) -> dict[str, str]:
     return weight_map
 
 
+def _files_in(folder: Path) -> frozenset[str]:
+    """The names of the regular files in ``folder`` (symlinks followed, as Path.is_file does), in one listing."""
+    with os.scandir(folder) as entries:
+        return frozenset(e.name for e in entries if e.is_file())
+
+
 def checkpoint_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
@@ -379,11 +386,12 @@ def checkpoint_files(path: Path) -> list[Path]:
     index = path / "model.safetensors.index.json"
     if index.is_file():
         weight_map = _weight_map(index)
-        files = sorted(path / f for f in set(weight_map.values()))
-        missing = [f.name for f in files if not f.is_file()]
+        names = sorted(set(weight_map.values()))  # as strings: sorting 500,000 Paths took seconds
+        present = _files_in(path)  # one listing: an index naming 500,000 missing shards took 9 s in a stat each
+        missing = [n for n in names if not (n in present if "/" not in n else (path / n).is_file())]
         if missing:
             raise K3PlanError(f"{index}: names {len(missing)} shard(s) that are not there, e.g. {missing[0]}")
-        return files
+        return [path / n for n in names]
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise K3PlanError(f"census: {path}: no *.safetensors files and no model.safetensors.index.json")
