@@ -34,6 +34,10 @@ HF_MODELS = {
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",
     "moonshotai/kimi-k2-instruct-0905": "kimi-k2",
+    # Kimi-K2.5 has Kimi-K2.6's checkpoint layout (KimiK25ForConditionalGeneration, INT4 group-32 experts, the same
+    # 64 shards of 595,148,192,736 B: models/bundled/kimi-k2.6/provenance.json); moonshotai/Kimi-K2.6 itself
+    # resolves through that provenance.json (models.hub.bundled_of)
+    "moonshotai/kimi-k2.5": "kimi-k2.6",
     "moonshotai/kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b",
     "moonshotai/kimi-linear-48b-a3b-base": "kimi-linear-48b-a3b",
 }
