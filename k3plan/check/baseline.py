@@ -21,6 +21,7 @@ import yaml
 
 from k3plan import __version__
 from k3plan.check.names import FoldedGroup, NonNegativeInt, PositiveInt
+from k3plan.engines.stack import DEFAULT_STACK
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
 from k3plan.safeparse import not_a_file, parse_json, parse_yaml, read_text
@@ -41,7 +42,7 @@ class Config(Spec):
     tp: Optional[PositiveInt] = None
     ep: Optional[PositiveInt] = None
     dp: Optional[PositiveInt] = None
-    stack: str = "torchtpu-vllm"
+    stack: str = DEFAULT_STACK  # the TPU default engine (Engine.default_rank)
     kv_dtype: Optional[str] = None
     context_tokens: PositiveInt = 131072
     batch: PositiveInt = 1

@@ -6,10 +6,10 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   [out, in/2] (two E2M1 values a byte) + uint8 E8M0 ``weight_scale`` [out, in/32]: 4.25 bits a
   parameter.
 - mxfp4_f32scale: MXFP4 codes (0.5 B a parameter) with each 32-block's E8M0 scale widened to fp32 (4 B),
-  as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/stacks/torchtpu-vllm.yaml): 5 bits.
+  as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/torchtpu_vllm/stack.yaml): 5 bits.
 - fp4_f32scale_b512: FP4 E2M1 codes (0.5 B a parameter) with one fp32 scale per 512 inputs of a row, as the torch_tpu
   vLLM plugin requantizes DeepSeek-V4's FP4 experts at load (MOE_REQUANTIZE_BLOCK_SIZE, default 512;
-  engines/stacks/torchtpu-vllm.yaml): 4.0625 bits; a row's last block counted whole.
+  engines/torchtpu_vllm/stack.yaml): 4.0625 bits; a row's last block counted whole.
 - fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
   block of each matrix.
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one

@@ -8,7 +8,6 @@ import shlex
 import pytest
 
 from k3plan.engines.launch import (
-    ENGINE_FOR_STACK,
     FLAG_SOURCES,
     LaunchConfig,
     engine_for_stack,
@@ -95,9 +94,9 @@ def test_jax_params():
     ],
 )
 def test_every_flag_is_cited(cfg, build, engine):
-    from k3plan.engines.flags import TORCHTPU_FLAGS, TORCHTPU_STACKS
+    from k3plan.engines.flags import ci_serve_flags
 
-    cited = {**FLAG_SOURCES[engine], **(TORCHTPU_FLAGS if cfg["stack"] in TORCHTPU_STACKS else {})}
+    cited = {**FLAG_SOURCES[engine], **ci_serve_flags(cfg["stack"])}
     flags = [t for t in shlex.split(build(LaunchConfig(**cfg))) if t.startswith("--")]
     assert flags and all(f in cited for f in flags)
     repo, path, cls = FLAG_SOURCES[engine][flags[0]]
@@ -135,7 +134,7 @@ def test_ep_must_be_a_rank_count():
 
 
 def test_every_bundled_stack_has_an_engine():
-    assert set(list_stacks()) <= set(ENGINE_FOR_STACK)
+    assert all(engine_for_stack(s) in ("vllm", "sglang", "jax") for s in list_stacks())
     assert engine_for_stack("dp-attention") == "vllm" and engine_for_stack("jax-native") == "jax"
     # dp-attention prices SGLang's --enable-dp-attention with DeepEP on GPUs; tpu-inference on TPUs
     assert engine_for_stack("dp-attention", "gpu") == "sglang" and engine_for_stack("dp-attention", "tpu") == "vllm"

@@ -38,7 +38,7 @@ engine's own profile of the latent projections' weight read (2.2 TB/s on TPU7x),
 mla-engine records priced torchtpu-vllm's MLA kernel at its default blocks over the plugin's 16-token pages (a
 decode step's MLA grows with the context: the model's ratio between 8,192 and 131,072 tokens moved), and the three
 torchtpu-vllm files once more when issue 48 item 5 gave the plugin its own page (16 tokens, the KDA state apart in
-unpadded slots of 72 layer pages: engines/stacks/torchtpu-vllm.yaml paging, kv_cache_manager.py @15e5264a): the KV
+unpadded slots of 72 layer pages: engines/torchtpu_vllm/stack.yaml paging, kv_cache_manager.py @15e5264a): the KV
 and state bytes, free bytes, capacity, cache_layout (block 16, no page, paging separate, state_layer_groups), the KV
 and stack-source provenance and the speed floats. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate.
  Recaptured (speed.tpot_s 58.65 -> 95.62 ms, tokens_per_s, tpot_label) when issue 46 matched benchmarks on
