@@ -65,7 +65,7 @@ def _formats(raw: dict, source: str = "config.json") -> tuple[str, str]:
     q = quantization(_text(raw, source), accepted=(Fp8BlockQuant, CompressedTensorsQuant))
     if isinstance(q, CompressedTensorsQuant):
         return "bf16", q.storage
-    lf = q.storage if q else "bf16"
+    lf = q.storage if isinstance(q, Fp8BlockQuant) else "bf16"
     return lf, lf
 
 
