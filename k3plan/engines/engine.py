@@ -49,6 +49,11 @@ class Engine:
     # the routed-expert formulation k3plan compiles and prices for the engine (k3plan.validate.experts):
     # ``layer`` (every local expert dequantized a layer), ``tiled`` (TILE_EXPERTS at once), ``ragged``
     expert_form: str = "layer"
+    # the graph whose temporaries the analytic model counts (k3plan.step.temporaries): ``kernels`` -- the engine's
+    # attention and expert kernels, which materialize neither the scores nor the dequantized experts; ``xla`` -- a
+    # graph written in XLA ops (the porting study's, k3plan's validate graph): attention scores materialized over
+    # the chunk x context, the MoE's rows over every token-expert pair, the experts dequantized in XLA
+    temp_graph: Literal["kernels", "xla"] = "kernels"
     # names a temporaries grid recorded before records named their form -> the form compiled then
     # (validate.temp_fit reads the records of 2026-12-01)
     recorded_forms: dict[str, str] = field(default_factory=dict)

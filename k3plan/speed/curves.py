@@ -621,7 +621,7 @@ def transfer_curves(
 
 # A dsv4-ops point far below its ceiling is bound by its steps (CSA's row gather: one DMA a key), not by the bytes or
 # FLOPs its ceiling counts: no HBM or MXU ratio carries it, and it applies to another TPU as the seconds measured --
-# the rule ``k3plan.speed.overheads.MLA_STEP_BOUND`` holds for the engine's MLA kernel (tests hold the two equal)
+# the rule ``k3plan.engines.torchtpu_vllm.speed.MLA_STEP_BOUND`` holds for the engine's MLA kernel (tests hold the two equal)
 STEP_BOUND = 0.2
 
 

@@ -47,6 +47,9 @@ fp8/256-token-page tuned recipe but transferred from the bf16 nightly at chunk 5
  Recaptured (speed.tpot_s 95.62 -> 99.08 ms, tokens_per_s, the ratio in tpot_label 3.09 -> 3.21) when the speed
 terms' admission (issue 46 item 4, k3plan/speed/admitted.json) left the MoE decode glue's term off: the model's
 8,192-token step lost its 1.25 ms, so the ratio to 131,072 tokens grew.
+ fit-2x2x4-jax-native-chunk32k.json's temp.prefill_terms recaptured when issue 50 gave jax-native its graph's own
+analytic prefill terms (Engine.temp_graph "xla": the MLA block's f32 scores over the 32,768-token chunk x the
+131,072-token context peak, 48 GiB); the temp fit counts there is the measured calibration's, unchanged.
 """
 
 from __future__ import annotations

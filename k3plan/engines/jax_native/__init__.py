@@ -18,6 +18,10 @@ ENGINE = Engine(
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
     expert_form="ragged",
+    # the porting study's graph is jnp ops: a naive softmax over the chunk x context, group_sort + ragged_dot over
+    # every token-expert pair, MXFP4 dequantized in XLA (reports/validation/README.md, "jax-native: the porting
+    # study's graph against the real v7x slice"); its temporaries are that graph's (k3plan.step.temporaries)
+    temp_graph="xla",
     # the temporaries grid of 2026-12-01 (temp-grid-tpu7x.json / temp-grid-cpu.json): jax-native compiled ``ragged``
     recorded_forms={"jax-native": "ragged"},
 )
