@@ -459,3 +459,21 @@ def test_kimi_k2_5_and_k2_6_read_as_the_int4_bundle_never_k2_s_fp8(hf):
 
     assert model_of(hf) == "kimi-k2.6"
     assert model_of("moonshotai/Kimi-K2-Instruct") == "kimi-k2"
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        # moonshotai/Kimi-K2.6 docs/deploy_guidance.md, as a K2.6 bring-up log quotes it (models/bundled/kimi-k2.6/
+        # provenance.json, source 2), the model path written as the Hub id
+        "vllm serve moonshotai/Kimi-K2.6 -tp 8 --mm-encoder-tp-mode data --trust-remote-code --tool-call-parser kimi_k2 "
+        "--reasoning-parser kimi_k2",
+        "sglang serve --model-path moonshotai/Kimi-K2.6 --tp 8 --trust-remote-code --tool-call-parser kimi_k2 "
+        "--reasoning-parser kimi_k2",
+    ],
+)
+def test_kimi_k2_6_deploy_guidance_commands_read(cli, cmd):
+    """The model card's own launch lines are never refused for an unknown flag (issue 47 item 2)."""
+    r = cli("fit", "-H", "nvidia-h200", "-t", "1x8", "--serve", cmd, "--json")
+    assert r.exit_code in (0, 1), r.output
+    assert json.loads(r.stdout)["engine"]["engine"] in ("vllm", "sglang")
