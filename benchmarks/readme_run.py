@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import site
 import subprocess
 import sys
@@ -215,7 +216,12 @@ def _env(**extra: str) -> dict[str, str]:
 
 def places(tmp: Path) -> list[Place]:
     clone = tmp / "clone"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    try:  # committed work only
+        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):  # a checkout that is not a git repository (an unpacked sdist)
+        shutil.rmtree(clone, ignore_errors=True)
+        junk = ("__pycache__", "*.egg-info", "build", "dist", ".*")
+        shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(*junk))
     subprocess.run(
         [
             sys.executable,

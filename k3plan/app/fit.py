@@ -243,7 +243,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     """fit's setup options and workload from a serve command (k3plan.engines.serve): the command's flags win;
     a split or stack given beside it is bad input. The verdict is the engine's start check: one sequence of
     max_model_len (the engine does not hold max_num_seqs at full length to start)."""
-    from k3plan.engines.serve import parse_serve
+    from k3plan.engines.serve import check_context, parse_serve
     from k3plan.errors import K3PlanError
     from k3plan.hardware import load_hardware
 
@@ -261,6 +261,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # ModelConfig max_model_len derived from max_position_embeddings; SGLang's context_len likewise), not at
     # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
     model_max = load_model(q.model).spec.max_context
+    check_context(q, model_max)
     opts = {
         **setup_options,
         "model": q.model,

@@ -475,7 +475,9 @@ def parse_serve(
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
     unknown_env = sorted(
-        set(env) - IGNORED_ENV - {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"}
+        set(env)
+        - IGNORED_ENV
+        - {vllm_serve.LONG_CONTEXT_ENV, sglang_serve.LONG_CONTEXT_ENV, "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"}
     )
     if unknown_env:
         raise K3PlanError(
@@ -578,3 +580,16 @@ def _launch_flags(engine: str, get, options: dict[str, str], ignored: list[str])
         vllm_serve.launch_flags(get, options)
         return False
     return sglang_serve.launch_flags(get, options, ignored)
+
+
+def check_context(q: ServeQuestion, model_max: int | None) -> None:
+    """The engine's own refusal of a context above the model's maximum (each family's rule, cited in its folder's
+    serve.py), before k3plan prices anything: bad input, one line."""
+    family = vllm_serve if q.engine == "vllm" else sglang_serve
+    if (
+        q.context is not None
+        and model_max
+        and q.context > model_max
+        and q.env.get(family.LONG_CONTEXT_ENV, "").strip() not in ("1", "true", "True")
+    ):
+        raise K3PlanError(family.long_context_refusal(q.context, model_max))

@@ -65,3 +65,17 @@ def engram_config(raw: str) -> str:
     if placement not in ENGRAM_CONFIG_PLACEMENT:
         raise K3PlanError(f"--serve: --engram-config placement {placement!r}: expected gpu or cpu")
     return ENGRAM_CONFIG_PLACEMENT[placement]
+
+
+# SGLang refuses a --context-length above the model's derived context length unless the env var allows it
+# (sgl-project/sglang@001adf56 python/sglang/srt/configs/model_config.py ModelConfig._derive_context_length,
+# envs.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN)
+LONG_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+
+
+def long_context_refusal(context: int, model_max: int) -> str:
+    return (
+        f"--serve: --context-length {context:,} is above the model's {model_max:,} (max_position_embeddings): SGLang "
+        f"refuses it at start (ModelConfig._derive_context_length) unless {LONG_CONTEXT_ENV}=1; expected at most "
+        f"{model_max:,}"
+    )

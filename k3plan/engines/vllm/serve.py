@@ -63,3 +63,19 @@ def launch_flags(get, options: dict[str, str]) -> None:
     a2a = get("--all2all-backend", None)
     if a2a is not None:
         options["all2all_backend"] = a2a
+
+
+# vLLM refuses a --max-model-len above the length it derives from the config (max_position_embeddings and its
+# kin, scaled by rope) before anything loads, unless the env var allows it (vllm-project/vllm@0052a5b8
+# vllm/config/model.py _get_and_verify_max_len: "User-specified max_model_len (...) is greater than the derived
+# max_model_len ...", raise ValueError unless envs.VLLM_ALLOW_LONG_MAX_MODEL_LEN)
+LONG_CONTEXT_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+
+
+def long_context_refusal(context: int, model_max: int) -> str:
+    return (
+        f"--serve: --max-model-len {context:,} is above the model's {model_max:,} (max_position_embeddings): vLLM "
+        f"refuses it at start (ValueError: User-specified max_model_len ({context}) is greater than the derived "
+        f"max_model_len; vllm/config/model.py _get_and_verify_max_len) unless {LONG_CONTEXT_ENV}=1; expected at "
+        f"most {model_max:,}"
+    )
