@@ -38,6 +38,10 @@ HF_MODELS = {
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",
     "moonshotai/kimi-k2-instruct-0905": "kimi-k2",
+    # Kimi-K2.5 has Kimi-K2.6's checkpoint layout (KimiK25ForConditionalGeneration, INT4 group-32 experts, the same
+    # 64 shards of 595,148,192,736 B: models/bundled/kimi-k2.6/provenance.json); moonshotai/Kimi-K2.6 itself
+    # resolves through that provenance.json (models.hub.bundled_of)
+    "moonshotai/kimi-k2.5": "kimi-k2.6",
     "moonshotai/kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b",
     "moonshotai/kimi-linear-48b-a3b-base": "kimi-linear-48b-a3b",
 }
@@ -51,6 +55,10 @@ IGNORED = {
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
     "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm.memory adds the tower)
     "--limit-mm-per-prompt": 1,
+    # how vLLM runs a vision encoder over the TP group (moonshotai/Kimi-K2.6 docs/deploy_guidance.md's vLLM line passes
+    # "data": the tower replicated on every GPU, as engines/vllm/memory.py counts it whole on every device; the default
+    # "weights" would shard it over TP: for K2.6 at most 0.88 GiB a device, the tower's whole)
+    "--mm-encoder-tp-mode": 1,
     "--model-loader-extra-config": 1,
     "--load-format": 1,
     "--compilation-config": 1,

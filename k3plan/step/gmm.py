@@ -13,6 +13,7 @@ from k3plan.engines.torchtpu_vllm.gmm import (  # noqa: F401  # the kernel's nam
     FORMATS,
     GMM_CURVE,
     GMM_V2_SOURCE,
+    RECORD_CURVES,
     VMEM_BYTES,
     VMEM_SHARE,
     Tiles,

@@ -144,14 +144,20 @@ def fused_rhs(leaf: str) -> bool:
     return not (leaf.endswith("w2") or leaf.endswith("down_proj"))
 
 
-# runtime weight formats gmm_v2's tiling is read for here: (bits a weight as the kernel takes it, values a scale)
-FORMATS = {"mxfp4_f32scale": (4, 32), "mxfp4": (4, 32)}
+# runtime weight formats gmm_v2's tiling is read for here: (bits a weight as the kernel takes it, values a scale).
+# int4_g32: Kimi-K2.5/K2.6's INT4 experts, which VllmCompressedTensorsW4A16MoEMethod hands gmm_v2 as int4 with their
+# group-32 scales (rhs_quant_dtype=jnp.int4: compressed_tensors_moe_w4a16.py @5b4031a3); their scales are bf16, the
+# VMEM rule above counts 4 B a scale (the MXFP4 path's fp32): a tile that fits with fp32 scales fits with bf16
+FORMATS = {"mxfp4_f32scale": (4, 32), "mxfp4": (4, 32), "int4_g32": (4, 32)}
 
 
 # Issue 38: the efficiency curve of the engine's own grouped-matmul kernel (``probe gmm``'s records), by the
 # runtime weight format it dequantizes and the call (w13: gate and up fused with the activation; w2 alone)
 GMM_CURVE = "gmm_v2"
-CURVE_FORMATS = {"mxfp4_f32scale": "mxfp4", "mxfp4": "mxfp4"}
+CURVE_FORMATS = {"mxfp4_f32scale": "mxfp4", "mxfp4": "mxfp4", "int4_g32": "int4"}
+# a probe gmm record's weight_dtype -> the curves it is a point of: an int4 record is int4's own curve and MXFP4's
+# stand-in (the compiler refused fp4 there; the same block-32 dequantize-before-matmul path, labelled as such)
+RECORD_CURVES = {"float4_e2m1fn": ("mxfp4",), "int4": ("mxfp4", "int4"), "bfloat16": ("bf16",)}
 
 
 def gmm_curve_key(fmt: str, *, fused: bool) -> str:
