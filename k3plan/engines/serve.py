@@ -55,8 +55,8 @@ IGNORED = {
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
     "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm.memory adds the tower)
     "--limit-mm-per-prompt": 1,
-    # how vLLM runs a vision encoder over the TP group (moonshotai/Kimi-K2.6 docs/deploy_guidance.md's vLLM line passes
-    # "data": the tower replicated on every GPU, as engines/vllm/memory.py counts it whole on every device; the default
+    # how vLLM runs a vision encoder over the TP group (the deploy guidance on moonshotai/Kimi-K2.6's model page:
+    # its vLLM line passes "data": the tower replicated on every GPU, as engines/vllm/memory.py counts it whole on every device; the default
     # "weights" would shard it over TP: for K2.6 at most 0.88 GiB a device, the tower's whole)
     "--mm-encoder-tp-mode": 1,
     "--model-loader-extra-config": 1,
