@@ -64,6 +64,9 @@ def add_serving(
             ceiling_ttft_s=None,
             evidence=evidence,
         )
+        if tpot.source not in ("measured", "transferred"):  # no benchmark near it: the row keeps its ceiling column
+            out.append(r)  # (and its best estimate the model's or the ceiling: plan/expected.best_estimate)
+            continue
         out.append(
             r.extended(
                 tpot_ms=tpot.value_s * 1e3,
