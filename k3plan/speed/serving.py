@@ -23,7 +23,6 @@ import math
 from typing import Any, Literal
 
 from k3plan.evidence.benchmarks import (
-    NEARBY_FACTOR,
     Asked,
     ServingBenchmark,
     ServingFigure,
@@ -137,7 +136,7 @@ class _ModelAt:
         self.terms = terms  # the registered speed terms ON (speed.terms; None: the admitted ones)
         self.on = resolve(terms)
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
-        self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
+        self.decodes: dict[tuple[int, int], Any] = {}  # (batch, context) -> the decode step's model (a StageTime)
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
         self.used: dict[str, None] = {}  # every record the model's figures here read (issue 46: the JSON names them)
         self.served: dict[tuple, Any] = {}  # served_of / served_asked: the scheduler's run, computed once
@@ -176,19 +175,22 @@ class _ModelAt:
         chunk = b.chunk_tokens if b.chunk_tokens is not None else b.workload.isl  # unpublished: the whole prompt
         return self.speed(b.workload.concurrency, b.workload.isl, chunk)
 
-    def decode_s(self, batch: int, context: int) -> float:
-        """The model's decode step alone (fit needs no prefill): ``expected_speed``'s decode, op for op."""
+    def decode_step(self, batch: int, context: int):
+        """The model's decode step alone, a StageTime (fit needs no prefill): ``expected_speed``'s decode, op for op."""
         for (b, c, _), x in self.cache.items():
             if (b, c) == (batch, context):
-                return x.decode.expected_s
+                return x.decode
         if (batch, context) not in self.decodes:
             from k3plan.speed.stage import decode_stage, records_of
 
             peaks, (curves, _) = self.peaks_and_curves()
             stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves, terms=self.terms)
-            self.decodes[(batch, context)] = stage.expected_s
+            self.decodes[(batch, context)] = stage
             self.used.update(dict.fromkeys(records_of(stage)))
         return self.decodes[(batch, context)]
+
+    def decode_s(self, batch: int, context: int) -> float:
+        return float(self.decode_step(batch, context).expected_s)
 
 
 def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> _ModelAt:
@@ -198,10 +200,35 @@ def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = N
     return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
 
 
-def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
-    """The figures where no serving benchmark speaks: TPOT the ceiling; TTFT the model where a probe record set
-    an op's efficiency, else the ceiling."""
-    tpot = ServingFigure(value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})")
+def own_records(*stages) -> tuple[str, ...]:
+    """The probe records of the hardware's own device kind that set an op or a term of ``stages`` (another TPU's,
+    transferred, left out): where there is one, the model is an estimate of this device, not only its ceiling."""
+    from k3plan.speed.stage import records_of
+
+    moved = {
+        o.efficiency.record_path
+        for s in stages
+        for o in s.ops
+        if o.efficiency.measured and o.efficiency.record_path and "transferred to" in o.efficiency.label
+    }
+    return tuple(r for r in records_of(*stages) if r not in moved)
+
+
+def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode=None):
+    """The figures where no serving benchmark speaks: each the model where a probe record of this device kind set an
+    op or a term of its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
+    workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7)."""
+    mine = () if decode is None else own_records(decode)
+    if mine:
+        tpot = ServingFigure(
+            value_s=float(decode.expected_s),
+            source="model",
+            label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}",
+        )
+    else:
+        tpot = ServingFigure(
+            value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})"
+        )
     if ceiling_ttft_s is None:
         return tpot, None
     own = () if expected is None else tuple(r for r in expected.records_used if r not in expected.records_transferred)
@@ -239,18 +266,21 @@ def stands_behind(
     cands = candidates(setup)
     key = asked_of(setup, batch=batch, context=context, chunk=chunk)
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
-    if not cands or near["tpot"] is None:
-        why = (
-            "no serving benchmark of this configuration"
-            if not cands
-            else f"no serving benchmark of this configuration within {NEARBY_FACTOR}x of this workload"
-        )
+    if not cands or near["tpot"] is None:  # nearest() answers None only without a candidate
+        why = "no serving benchmark of this configuration"
+        model = _ModelAt(setup, spec_hardware, evidence=evidence)
         if expected is None and ceiling_ttft_s is not None:  # the TTFT is the model's where a record sets an op
-            expected = _ModelAt(setup, spec_hardware, evidence=evidence).speed(batch, context, chunk)
+            expected = model.speed(batch, context, chunk)
+        if expected is not None:
+            model.cache[(batch, context, min(chunk, context))] = expected
         tpot, ttft = _no_benchmark(
-            ceiling_tpot_s=ceiling_tpot_s, ceiling_ttft_s=ceiling_ttft_s, expected=expected, why=why
+            ceiling_tpot_s=ceiling_tpot_s,
+            ceiling_ttft_s=ceiling_ttft_s,
+            expected=expected,
+            why=why,
+            decode=model.decode_step(batch, context),
         )
-        return tpot, ttft, cands, None
+        return tpot, ttft, cands, (model if tpot.source == "model" else None)
     model = _ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
