@@ -117,7 +117,7 @@ TERMS: tuple[Term, ...] = (
         "The serving software k3plan prices: how it shards, lays out the KV cache and state, reserves memory "
         "and which KV formats it has. A stack whose engine would refuse the configuration says so in a "
         "warning ('the engine does not run this as priced').",
-        "k3plan/engines/stacks/*.yaml",
+        "k3plan/engines/*/stack.yaml",
     ),
     Term(
         "prefill chunk",

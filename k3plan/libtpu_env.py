@@ -13,6 +13,8 @@ problems. Call before jax is imported.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from pathlib import Path
 
 GOOGLE_PCI_VENDOR = "0x1ae0"  # TPU chips show as PCI devices of Google's vendor id (jax hardware_utils)
@@ -40,20 +42,42 @@ LOG_ENV = {
 }
 
 
+# jax's TPU start-up (jax/_src/cloud_tpu_init.py cloud_tpu_init, jax 0.10.2) warns on a v5e or newer whose VM image
+# leaves transparent hugepages off: a Python UserWarning with no environment knob, printed before k3plan's first
+# line of a probe on the lent v5e (issue 48). It is about the runtime's start-up time, never about an answer; a user
+# who passes -W or PYTHONWARNINGS sees it as they asked.
+HUGEPAGES_WARNING = r"Transparent hugepages are not enabled"
+
+
 def quiet_logs() -> list[str]:
-    """Set the LOG_ENV variables not already set. -> names set. Call before jax is imported."""
+    """Set the LOG_ENV variables not already set, and ignore jax's hugepages start-up warning unless the user set
+    Python's warning options. -> names set. Call before jax is imported."""
     set_now = [k for k in LOG_ENV if k not in os.environ]
     for k in set_now:
         os.environ[k] = LOG_ENV[k]
+    if not sys.warnoptions:
+        warnings.filterwarnings("ignore", message=HUGEPAGES_WARNING, category=UserWarning)
     return set_now
+
+
+# Off a TPU VM libtpu still starts with jax's TPU plugin and, a run in two to all (load decides), logs an ERROR with
+# a 5-line source trace -- "E... tpu_util.cc:19] Failed to get TPU topology: NOT_FOUND: ... jellyfish_chip_configs"
+# -- in a CPU probe or a `validate --target cpu` (issue 48: the README run's transcript). With no chip its errors
+# are about a TPU that is not there; a deviceless compile's own failure comes back as a Python exception, which
+# k3plan prints in one line. FATAL only, where the user set no level (8 runs of `probe matmul`: 8 with the line at 2,
+# none at 3).
+NO_CHIP_LOG_ENV = {"TPU_STDERR_LOG_LEVEL": "3", "TPU_MIN_LOG_LEVEL": "3"}
 
 
 def quiet_libtpu(*, pci_root: Path = Path("/sys/bus/pci/devices")) -> list[str]:
     """Set the QUIET_ENV variables not already set, unless TPU chips are present. -> names set.
-    libtpu's log levels (LOG_ENV) are set in any case, unless the user set them."""
-    quiet_logs()
+    libtpu's log levels are set in any case, unless the user set them: LOG_ENV on a TPU VM, NO_CHIP_LOG_ENV off one."""
     if has_tpu_chips(pci_root):
+        quiet_logs()
         return []
+    for k, v in NO_CHIP_LOG_ENV.items():
+        os.environ.setdefault(k, v)
+    quiet_logs()
     set_now = [k for k in QUIET_ENV if k not in os.environ]
     for k in set_now:
         os.environ[k] = QUIET_ENV[k]

@@ -21,9 +21,19 @@ from typing import Any, BinaryIO
 
 from k3plan.errors import K3PlanError
 
-MAX_BYTES = 64 * 2**20  # the largest file k3plan reads today is a ~30 KB baseline
+MAX_BYTES = 64 * 2**20  # a file read as bytes (a safetensors index, decoded by msgspec at ~1 GB/s)
+# Issue 48: a 50 MB input is refused or read in under a second. Parsed documents are bounded by what a parse
+# costs, not by what a disk holds: json.loads with its checks takes ~0.6-1.3 us a value and PyYAML's safe loader
+# ~5-7 us, so 1M values was a second of JSON and 3-190 s of YAML (a flow list of 26M items) before the value
+# count refused it. The largest document k3plan ships is a 32 KB baseline (~2,000 values), its largest YAML a
+# 28 KB stack (320 lines): the bounds below are 30x those and keep every parse near a tenth of a second.
+MAX_TEXT_BYTES = 8 * 2**20  # a JSON document (config.json, a probe record, a baseline)
+MAX_YAML_BYTES = 2**20  # a YAML document (a spec, a stack, a calibration, a benchmark, ShardSpecs)
 MAX_DEPTH = 64  # nesting levels; real configs and specs nest fewer than 10
-MAX_NODES = 1_000_000  # values in one file after YAML aliases are expanded
+MAX_NODES = 100_000  # values in one file, before the parse (counted) and after it (YAML aliases expanded)
+# YAML's lines, commas and brackets outside quoted scalars and comments, counted before the parse (a line of
+# `key: value` is two values and ~15 us with the duplicate-key check: 20,000 lines ~0.3 s; the largest stack: 320)
+MAX_YAML_LINES = 20_000
 MAX_INT = 2**63 - 1  # every count and byte size fits an int64
 
 
@@ -59,21 +69,26 @@ def open_regular(label: str, path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def read_bytes(label: str, path: Path) -> bytes:
-    """The regular file's bytes, at most MAX_BYTES whatever its size claims (/proc files say 0)."""
+def read_bytes(label: str, path: Path, limit: int = MAX_BYTES) -> bytes:
+    """The regular file's bytes, at most ``limit`` whatever its size claims (/proc files say 0): a larger file is
+    refused after ``limit`` + 1 bytes are read, whatever its size."""
     with open_regular(label, path) as f:
         try:
-            data = f.read(MAX_BYTES + 1)
+            data = f.read(limit + 1)
         except OSError as err:
             raise K3PlanError(f"{label}: cannot read: {err.strerror or err}") from None
-    if len(data) > MAX_BYTES:
-        raise K3PlanError(f"{label}: more than {MAX_BYTES:,} bytes; expected a file of at most {MAX_BYTES:,} bytes")
+    if len(data) > limit:
+        raise K3PlanError(_too_large(label, "file", limit))
     return data
 
 
-def read_text(label: str, path: Path) -> str:
-    """The file as UTF-8 text, at most MAX_BYTES; K3PlanError naming `label` otherwise."""
-    data = read_bytes(label, path)
+def _too_large(label: str, what: str, limit: int) -> str:
+    return f"{label}: more than {limit:,} bytes; expected a {what} of at most {limit:,} bytes ({limit / 2**20:g} MiB)"
+
+
+def read_text(label: str, path: Path, limit: int = MAX_TEXT_BYTES) -> str:
+    """The file as UTF-8 text, at most ``limit`` bytes; K3PlanError naming `label` otherwise."""
+    data = read_bytes(label, path, limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -86,6 +101,7 @@ _YAML_SKIP = re.compile(r"""'[^']*(?:''[^']*)*'|"[^"\\]*(?:\\.[^"\\]*)*"|#[^\n]*
 # UTF-8 puts no ASCII byte inside a multi-byte character: these tables keep a text's brackets, commas (and quotes)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{},")
 _NOT_JSON_SYNTAX = bytes(b for b in range(256) if b not in b'[]{}",')
+_NOT_YAML_SYNTAX = bytes(b for b in range(256) if b not in b"[]{},\n")
 _SMALL = 1 << 16  # brackets counted in a Python loop below this many; numpy above, a chunk at a time
 _CHUNK = 1 << 22
 
@@ -101,6 +117,13 @@ def _outside_strings(text: str, skip: re.Pattern | None = None) -> bytes:
     data = text.encode("utf-8", "surrogatepass")
     syntax = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_JSON_SYNTAX)
     return b"".join(syntax.split(b'"')[0::2])
+
+
+def json_strings(data: bytes) -> int:
+    """How many strings a valid JSON text (as bytes) holds, keys included: its quotes less the escaped ones, halved.
+    Linear bytes methods (an object of strings to strings decoded by msgspec keeps a key given twice once: its
+    entries are this count halved)."""
+    return data.replace(b"\\\\", b"").replace(b'\\"', b"").count(b'"') // 2
 
 
 def _bracket_depth(text: str, skip: re.Pattern | None = None) -> int:
@@ -154,11 +177,11 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json(label: str, text: str) -> Any:
-    if len(text) > MAX_BYTES:
-        raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
+    if len(text) > MAX_TEXT_BYTES:
+        raise K3PlanError(_too_large(label, "JSON document", MAX_TEXT_BYTES))
     outside = _outside_strings(text)
     if outside.count(b",") >= MAX_NODES:  # as many values at least: check_tree would refuse it after the parse
-        raise K3PlanError(f"{label}: more than {MAX_NODES:,} values; expected a plain document")
+        raise K3PlanError(_too_many(label, MAX_NODES))
     if _depth(outside.translate(None, b",")) > MAX_DEPTH:
         raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain JSON document")
     import json
@@ -177,11 +200,27 @@ def parse_json(label: str, text: str) -> Any:
     return data
 
 
+def _too_many(label: str, limit: int) -> str:
+    return f"{label}: more than {limit:,} values; expected a document of at most {limit:,}"
+
+
 def parse_yaml(label: str, text: str) -> Any:
-    if len(text) > MAX_BYTES:
-        raise K3PlanError(f"{label}: {len(text):,} characters; expected at most {MAX_BYTES:,}")
-    if _bracket_depth(text, _YAML_SKIP) > MAX_DEPTH or _block_prefix(text) > MAX_BLOCK_PREFIX:
-        raise K3PlanError(f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain YAML document")
+    if len(text) > MAX_YAML_BYTES:
+        raise K3PlanError(_too_large(label, "YAML document", MAX_YAML_BYTES))
+    # Counted on the raw text, quoted scalars and comments included: a quote inside a plain scalar (`x: it's`) opens
+    # no string to YAML, so a scan that skips strings could be led to skip the whole document
+    openers = text.count("[") + text.count("{")
+    breaks = sum(text.count(c) for c in "\n\r\x85\u2028\u2029")  # YAML's line breaks (1.1, as PyYAML reads them)
+    if breaks + text.count(",") + openers >= MAX_YAML_LINES:  # each opens a value or two (a line: `key: value`)
+        raise K3PlanError(
+            f"{label}: more than {MAX_YAML_LINES:,} lines, commas and brackets; "
+            f"expected a spec of at most {MAX_YAML_LINES:,}"
+        )
+    too_deep = f"{label}: nests deeper than {MAX_DEPTH} levels; expected a plain YAML document"
+    if _block_prefix(text) > MAX_BLOCK_PREFIX:
+        raise K3PlanError(too_deep)
+    if openers > MAX_DEPTH and (_bracket_depth(text, _YAML_SKIP) > MAX_DEPTH or _flow_depth(text) > MAX_DEPTH):
+        raise K3PlanError(too_deep)
     import yaml
 
     try:
@@ -201,6 +240,28 @@ def parse_yaml(label: str, text: str) -> Any:
 
 class _TooDeep(Exception):
     pass
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of collections libyaml's parser reads in ``text``, stopping past MAX_DEPTH. Its event
+    parser keeps its own stack (no recursion); the composer that builds the tree recurses in C a level a node, and
+    a flow nesting hidden from the string-skipping scan (`x: it's` then 500,000 '[' then `b'c`) crashed it
+    (SIGSEGV). Run only where the text holds more than MAX_DEPTH openers, the least such a nesting needs."""
+    import yaml
+
+    depth = deepest = 0
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                deepest = max(deepest, depth)
+                if deepest > MAX_DEPTH:
+                    break
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the load that follows words the error
+    return deepest
 
 
 _LOADER = None

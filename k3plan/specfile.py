@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from k3plan.errors import K3PlanError
-from k3plan.safeparse import parse_yaml, read_text
+from k3plan.safeparse import MAX_YAML_BYTES, parse_yaml, read_text
 from k3plan.structs import Frozen
 
 T = TypeVar("T")
@@ -197,7 +197,7 @@ def error_at(err: msgspec.ValidationError, cls: Any = None) -> tuple[list[str], 
 
 def read_yaml_mapping(label: str, path: Path) -> dict:
     """A YAML file that must be a mapping, read through the one guard (k3plan.safeparse)."""
-    raw = parse_yaml(label, read_text(label, path))
+    raw = parse_yaml(label, read_text(label, path, MAX_YAML_BYTES))  # a 50 MB file: refused at its first MiB
     if not isinstance(raw, dict):
         raise K3PlanError(f"{label}: expected a mapping of keys at the top level")
     return raw

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -67,7 +67,7 @@ class Frozen(_Base, metaclass=_Meta, frozen=True, forbid_unknown_fields=True):
             value = getattr(self, name)
             new = coerce(value)
             if new is not value:
-                force_setattr(self, name, new)
+                force_setattr(cast(Any, self), name, new)  # a Struct at run time; mypy sees _Base
 
     def _dump_extra(self, out: dict[str, Any]) -> dict[str, Any]:
         """Edit the dumped fields (a subclass's model_serializer(mode="wrap")); ``out`` is this dump's own."""
@@ -82,7 +82,7 @@ def fields(obj: Frozen | type[Frozen]) -> tuple[str, ...]:
 def replace(obj: Frozen, **update: Any) -> Any:
     """``obj`` with ``update`` applied, coerced as a new value is (pydantic's ``model_copy(update=...)``,
     which did not validate, is a subset of this)."""
-    return msgspec.structs.replace(obj, **update)
+    return msgspec.structs.replace(cast(Any, obj), **update)
 
 
 def dump(obj: Any, mode: str = "json") -> Any:

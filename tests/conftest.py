@@ -103,6 +103,7 @@ SLOW_MODULES = frozenset(
         "tests/probes/test_probe_plan.py",
         "tests/probes/test_probe_step.py",
         "tests/speed/test_admission.py",
+        "tests/docs/test_readme_run.py",  # the README run three ways (benchmarks/readme_run.py): ~10 minutes
     }
 )
 _ROOT = Path(__file__).resolve().parent.parent

@@ -64,10 +64,11 @@ def transposed_torchtpu_stack() -> str:
 
     import yaml
 
-    from k3plan.engines.stack import STACK_DIR, load_stack
+    from k3plan.engines.registry import stack_path
+    from k3plan.engines.stack import load_stack
     from k3plan.structs import dump
 
-    data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
+    data = yaml.safe_load((stack_path("torchtpu-vllm")).read_text())
     data["name"] = "torchtpu-vllm-transposed"
     layout = load_stack("tpu-inference:mla_transpose_kv_cache=1").kv_cache.layout
     assert layout is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import k3plan
+from k3plan.engines.registry import engines
 from k3plan.hardware.loader import SPECS_DIR
 from k3plan.resources import data_dir
 
@@ -100,7 +101,8 @@ def _outputs(k3plan_cmd: list[str], cwd: Path, env: dict[str, str]) -> dict[str,
 
 def test_checkout_finds_the_top_level_hardware_specs():
     assert SPECS_DIR == data_dir("hardware_specs") == REPO / "hardware_specs"
-    assert data_dir("engines/stacks") == REPO / "k3plan" / "engines" / "stacks"
+    # each engine's stack.yaml in its folder (k3plan.engines.registry), found from the checkout's package
+    assert {e.stack_path for e in engines()} == set((REPO / "k3plan" / "engines").glob("*/stack.yaml"))
 
 
 @pytest.mark.packaging

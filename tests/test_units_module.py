@@ -13,8 +13,8 @@ ROOT = Path(k3plan.__file__).parent
 # 1 << 30 that is no byte unit: a bound on token counts (a billion tokens is a typo, not a plan)
 NOT_A_UNIT = {
     ("budget/fit.py", "MAX_TOKENS = 1 << 30"),
-    # vLLM's human_readable_int suffixes as the engine defines them (engines/serve.py cites arg_utils.py)
-    ("engines/serve.py", 'n = int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]'),
+    # vLLM's human_readable_int suffixes as the engine defines them (engines/vllm/serve.py cites arg_utils.py)
+    ("engines/vllm/serve.py", 'n = int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]'),
 }
 
 

@@ -18,7 +18,7 @@ class FitOutput(FitResult):
 
     advice: FitAdvice
     prefix_hit: Optional[PrefixHit] = None
-    # the engine's own KV-pool sizing (k3plan.engines.vllm_memory.EngineSizing.as_json); None where the stack's
+    # the engine's own KV-pool sizing (k3plan.engines.vllm.memory.EngineSizing.as_json); None where the stack's
     # engine sizes its pool some other way
     engine: Optional[dict] = None
 

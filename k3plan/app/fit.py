@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from k3plan.app.setup import PointQuestion
+from k3plan.engines.registry import engine_rules
 from k3plan.structs import Frozen
 from k3plan.units import GiB, fmt_gib
 
@@ -94,13 +95,14 @@ def sequences_note(r: FitResult, eng: dict) -> str:
     per_seq = (dev.kv_bytes + dev.state_bytes) / max(w.batch, 1)
     engine_pool = eng["kv_pool_bytes"]
     conc = eng["max_concurrency"]
-    label = "max_total_num_tokens / context_len" if eng["engine"] == "sglang" else "its 'Maximum concurrency'"
+    rules = engine_rules(eng["engine"])  # the engine's words for its concurrency, and how it sized its pool
+    label = rules.concurrency_label
     why = []
     if abs(engine_pool - budget_room) >= 0.01 * gib:
         took = "a fraction of HBM - weights" + (
             f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if eng["activation_bytes"] else ""
         )
-        if eng["engine"] == "sglang":
+        if rules.pool_rule == "static":  # the pool is what the static fraction leaves after the state pool
             took += " - its state pool"
         why.append(
             f"its KV pool is {engine_pool / gib:.2f} GiB against the budget's {budget_room / gib:.2f} GiB for "
@@ -241,7 +243,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     """fit's setup options and workload from a serve command (k3plan.engines.serve): the command's flags win;
     a split or stack given beside it is bad input. The verdict is the engine's start check: one sequence of
     max_model_len (the engine does not hold max_num_seqs at full length to start)."""
-    from k3plan.engines.serve import parse_serve
+    from k3plan.engines.serve import check_context, parse_serve
     from k3plan.errors import K3PlanError
     from k3plan.hardware import load_hardware
 
@@ -259,6 +261,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # ModelConfig max_model_len derived from max_position_embeddings; SGLang's context_len likewise), not at
     # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
     model_max = load_model(q.model).spec.max_context
+    check_context(q, model_max)
     opts = {
         **setup_options,
         "model": q.model,
@@ -282,14 +285,14 @@ def _serve_fits(result: FitResult) -> bool:
 
 
 def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
-    """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm_memory)."""
-    from k3plan.engines.vllm_memory import engine_sizing
+    """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm.memory)."""
+    from k3plan.engines.vllm.memory import engine_sizing
 
     lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
         return None
-    if served is not None and served.engine == "sglang":
-        from k3plan.engines.sglang_memory import sglang_kv_pool
+    if served is not None and engine_rules(served.engine).pool_rule == "static":
+        from k3plan.engines.sglang.memory import sglang_kv_pool
 
         sg = sglang_kv_pool(
             mem_fraction_static=round(1 - st.reserve.fraction_of_usable_hbm, 12),
@@ -312,14 +315,14 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
         weights_bytes=result.per_device.weights_bytes,
         expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
-        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm_memory.moe_shard_padding)
+        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm.memory.moe_shard_padding)
         moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
         # without EP the experts' shards are cut over the flattened TP x DP group (FusedMoEParallelConfig.make)
         tp=setup.parallel.tp * (setup.parallel.dp if served is not None and not served.expert_parallel else 1),
         expert_parallel=True if served is None else served.expert_parallel,
         # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM)
         vision_bytes=0
-        if served is None or served.language_model_only or served.engine != "vllm"
+        if served is None or served.language_model_only or not engine_rules(served.engine).loads_vision_tower
         else sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Optional, Sequence
 
-from k3plan.columns import C
+from k3plan.columns import C, where
 from k3plan.engines.stack import Stack
 from k3plan.models.formats import get_format
 from k3plan.models.spec import ModelSpec
@@ -23,7 +23,15 @@ from k3plan.step.cache import cache_inputs
 from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import BudgetTerms, CacheCols, CacheTerms, cache_terms
 from k3plan.step.stages import stage_budgets
-from k3plan.step.temporaries import DecodeTemp, PrefillTemp, decode_temp_terms, prefill_temp_terms
+from k3plan.step.temporaries import (
+    DecodeTemp,
+    GraphTemp,
+    PrefillTemp,
+    TempTerm,
+    decode_temp_terms,
+    prefill_temp_terms,
+    xla_prefill_temp_terms,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,10 +49,17 @@ def stack_inputs(stack: Stack) -> dict[str, Any]:
 
 def temp_inputs(stack: Stack, expert_fmt: str) -> dict[str, Any]:
     """What the analytic temporaries read of a stack: its activation bytes, whether it runs the experts
-    (checkpoint format ``expert_fmt``) quantized (a dequantization buffer)."""
+    (checkpoint format ``expert_fmt``) quantized (a dequantization buffer), and whether its engine's graph is
+    written in XLA ops (``Engine.temp_graph``; then ``converted``: its experts are written in the activation dtype
+    before their matmuls, quantized or stored in another dtype)."""
+    from k3plan.engines.registry import engine_rules
+
+    fmt = get_format(stack.runtime_format("expert", expert_fmt))
     return dict(
         act=BYTES[stack.activation_dtype],
-        quantized=get_format(stack.runtime_format("expert", expert_fmt)).quantized,
+        quantized=fmt.quantized,
+        xla_graph=engine_rules(stack.name).temp_graph == "xla",
+        converted=fmt.quantized or fmt.bits_per_param != 8 * BYTES[stack.activation_dtype],
     )
 
 
@@ -69,16 +84,30 @@ class Config(Generic[C]):
     state_layer_groups: Any
     act: Any  # activation bytes (temp_inputs)
     quantized: Any  # the experts run quantized (temp_inputs)
+    xla_graph: Any  # the engine's graph is XLA ops: its own prefill temporaries (temp_inputs)
+    converted: Any  # the experts are written in the activation dtype before their matmuls (temp_inputs)
     valid: Optional[tuple[Any, ...]] = None  # which stages exist (plan's rows mix pp values); None: every one
 
-    def analytic_temps(self) -> tuple[PrefillTemp[C], DecodeTemp[C]]:
+    def analytic_temps(self) -> tuple[PrefillTemp[C] | GraphTemp[C], DecodeTemp[C]]:
         """The analytic lower bound of each stage's temporaries (``step.temporaries``): one prefill chunk
-        attending over the context, and one decode step of the batch."""
+        attending over the context, and one decode step of the batch. A stack whose graph is XLA ops
+        (``xla_graph``) counts that graph's prefill (``xla_prefill_temp_terms``; not for DeepSeek-V4's attention,
+        which it does not describe); its decode keeps the kernels' terms (the graph's decode holds a number of
+        layers' experts dequantized ahead of use that only a compiled point sizes: reports/validation/README.md)."""
         kw: dict[str, Any] = dict(act=self.act, quantized=self.quantized, tp=self.tp, ep=self.ep, context=self.context)
-        return (
-            prefill_temp_terms(self.spec, chunk=self.chunk, **kw),
-            decode_temp_terms(self.spec, dp=self.dp, batch=self.batch, **kw),
-        )
+        pre: PrefillTemp[C] | GraphTemp[C] = prefill_temp_terms(self.spec, chunk=self.chunk, **kw)
+        xla = self.xla_graph
+        if self.spec.dsv4 is None and (xla is True or (hasattr(xla, "shape") and bool(xla.any()))):
+            own = xla_prefill_temp_terms(self.spec, act=self.act, converted=self.converted, tp=self.tp, ep=self.ep,
+                                         chunk=self.chunk, context=self.context)  # fmt: skip
+            if xla is True:
+                pre = own
+            else:  # plan's rows mix stacks: each row counts its own graph's terms
+                pre = GraphTemp(
+                    terms=tuple(TempTerm(t.label, where(xla, 0, t.bytes)) for t in pre.labelled())
+                    + tuple(TempTerm(t.label, where(xla, t.bytes, 0)) for t in own.terms)
+                )
+        return pre, decode_temp_terms(self.spec, dp=self.dp, batch=self.batch, **kw)
 
     def memory(self, temp: Any) -> tuple[list[BudgetTerms[C]], BudgetTerms[C]]:
         """The one assembly of a device's memory with ``temp`` bytes of temporaries: every pipeline stage's

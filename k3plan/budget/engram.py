@@ -43,15 +43,17 @@ def has_engram(model) -> bool:
 
 
 def engine_default(stack):
-    """(placement, cited Source) of the Engram tables under ``stack``'s engine by default."""
-    from k3plan.step.dsv4_cache import ENGRAM_PLACEMENT, STACK_ENGINE
+    """(placement, cited Source) of the Engram tables under ``stack``'s engine by default (``Engine.engram``, in
+    the engine's folder)."""
+    from k3plan.engines.registry import engine_rules
 
-    return ENGRAM_PLACEMENT[STACK_ENGINE.get(stack.name, "vllm")]
+    engram = engine_rules(stack.name).engram
+    return engram.placement, engram.source
 
 
 def placement_for(stack, asked: str | None = None) -> str:
     """Where the Engram tables live under ``stack``: ``asked`` (--engram), the stack's ``engram_placement``, else
-    its engine's default (``step.dsv4_cache.ENGRAM_PLACEMENT``, cited)."""
+    its engine's default (``Engine.engram``, cited in its folder)."""
     return engram_placement(stack.name, asked or stack.engram_placement)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from k3plan.engines.stack import updated
 from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import KDA_CHUNK_TOKENS
-from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, PrefillTemp
+from k3plan.step.temporaries import DEQUANTIZED_EXPERTS, DecodeTemp, GraphTemp, PrefillTemp
 from k3plan.step.terms import TermBytes
 from k3plan.structs import Frozen
 
@@ -34,7 +34,7 @@ class TempTerms(Frozen):
         return sum(t.bytes for t in self.terms)
 
 
-def point_terms(terms: PrefillTemp[int] | DecodeTemp[int], quantized: bool) -> TempTerms:
+def point_terms(terms: PrefillTemp[int] | GraphTemp[int] | DecodeTemp[int], quantized: bool) -> TempTerms:
     """Ints of one configuration, under their labels; the dequantization term only where the experts are quantized."""
     return TempTerms(
         terms=tuple(

@@ -106,9 +106,9 @@ class TempModel(_F):
     def coef_for(self, stack: str) -> dict[str, float]:
         if not self.per_stack:
             return self.coefficients
-        from k3plan.engines.stack import STACK_ALIASES
+        from k3plan.engines.registry import canonical
 
-        pre = f"{next((s for s in self.stacks if STACK_ALIASES.get(s, s) == STACK_ALIASES.get(stack, stack)), stack)}."
+        pre = f"{next((s for s in self.stacks if canonical(s) == canonical(stack)), stack)}."
         return {k[len(pre) :]: v for k, v in self.coefficients.items() if k.startswith(pre)}
 
     def band_for(self, stack: str) -> StackBand:

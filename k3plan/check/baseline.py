@@ -21,9 +21,10 @@ import yaml
 
 from k3plan import __version__
 from k3plan.check.names import FoldedGroup, NonNegativeInt, PositiveInt
+from k3plan.engines.stack import DEFAULT_STACK
 from k3plan.errors import K3PlanError
 from k3plan.io_safe import write_text
-from k3plan.safeparse import not_a_file, parse_json, parse_yaml, read_text
+from k3plan.safeparse import MAX_TEXT_BYTES, MAX_YAML_BYTES, not_a_file, parse_json, parse_yaml, read_text
 from k3plan.specfile import Spec, convert
 from k3plan.structs import dump, fields, replace
 
@@ -41,7 +42,7 @@ class Config(Spec):
     tp: Optional[PositiveInt] = None
     ep: Optional[PositiveInt] = None
     dp: Optional[PositiveInt] = None
-    stack: str = "torchtpu-vllm"
+    stack: str = DEFAULT_STACK  # the TPU default engine (Engine.default_rank)
     kv_dtype: Optional[str] = None
     context_tokens: PositiveInt = 131072
     batch: PositiveInt = 1
@@ -118,8 +119,8 @@ class Baseline(Spec):
 
 def _read(path: Path) -> Any:
     label = f"--baseline {path}"
-    text = read_text(label, path)
     is_json = path.suffix.lower() == ".json"
+    text = read_text(label, path, MAX_TEXT_BYTES if is_json else MAX_YAML_BYTES)
     try:
         return parse_json(label, text) if is_json else parse_yaml(label, text)
     except K3PlanError as err:

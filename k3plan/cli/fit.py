@@ -139,7 +139,9 @@ def _split_label(result, served) -> str | None:
 
 
 def _render_serve(served, eng: dict | None, console, note: str | None = None) -> None:
-    seqs = "max_num_seqs" if served.engine == "vllm" else "max_running_requests"
+    from k3plan.engines.registry import engine_rules
+
+    seqs = engine_rules(served.engine).max_seqs_flag
     console.print(
         f"serve: {served.engine} -> stack {served.stack_ref}; {seqs} "
         + (f"{served.batch:,}" if served.batch else "default")

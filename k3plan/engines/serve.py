@@ -9,6 +9,10 @@ import shlex
 from dataclasses import dataclass, field
 
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
+from k3plan.engines.serve_values import MAX_FLAG_INT, flag_int  # noqa: F401  # read through here too
+from k3plan.engines.sglang import serve as sglang_serve
+from k3plan.engines.vllm import serve as vllm_serve
+from k3plan.engines.vllm.serve import human_readable_int  # noqa: F401  # read through here too
 from k3plan.errors import K3PlanError
 
 # Hugging Face ids -> bundled models (k3plan/models/bundled), exact ids only: a checkpoint k3plan does not bundle
@@ -34,6 +38,10 @@ HF_MODELS = {
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",
     "moonshotai/kimi-k2-instruct-0905": "kimi-k2",
+    # Kimi-K2.5 has Kimi-K2.6's checkpoint layout (KimiK25ForConditionalGeneration, INT4 group-32 experts, the same
+    # 64 shards of 595,148,192,736 B: models/bundled/kimi-k2.6/provenance.json); moonshotai/Kimi-K2.6 itself
+    # resolves through that provenance.json (models.hub.bundled_of)
+    "moonshotai/kimi-k2.5": "kimi-k2.6",
     "moonshotai/kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b",
     "moonshotai/kimi-linear-48b-a3b-base": "kimi-linear-48b-a3b",
 }
@@ -45,8 +53,12 @@ UNPRICED_MARKS = ("awq", "gptq", "int4", "w4a16", "gguf", "bnb", "nf4", "exl2")
 IGNORED = {
     "--trust-remote-code": 0,
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
-    "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm_memory adds the tower)
+    "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm.memory adds the tower)
     "--limit-mm-per-prompt": 1,
+    # how vLLM runs a vision encoder over the TP group (moonshotai/Kimi-K2.6 docs/deploy_guidance.md's vLLM line passes
+    # "data": the tower replicated on every GPU, as engines/vllm/memory.py counts it whole on every device; the default
+    # "weights" would shard it over TP: for K2.6 at most 0.88 GiB a device, the tower's whole)
+    "--mm-encoder-tp-mode": 1,
     "--model-loader-extra-config": 1,
     "--load-format": 1,
     "--compilation-config": 1,
@@ -160,20 +172,6 @@ KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3"
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
 # deepseek_v4_fp8 (tpu_platform.py TpuPlatform.supported_quantization @0095cdcb) reads the same fp8 bytes
 QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
-# vLLM's own defaults for what a command leaves out (vllm-project/vllm@99d7eb5d vllm/engine/arg_utils.py
-# EngineArgs._set_default_args, `vllm serve` = UsageContext.OPENAI_API_SERVER): a device of >= 70 GiB that is
-# not an A100 gets max_num_batched_tokens 8192 and max_num_seqs 1024, any other 2048 and 256; max_num_seqs is
-# min(that, max_num_batched_tokens). The torch_tpu plugin is an out-of-tree platform (PlatformEnum.OOT, so
-# upstream's is_tpu() chip table does not apply) whose get_device_total_memory raises NotImplementedError
-# (kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/platforms/tpu_platform.py): device_memory 0, the
-# small defaults
-VLLM_DEFAULTS_SOURCE = (
-    "vllm-project/vllm@99d7eb5d vllm/engine/arg_utils.py EngineArgs._set_default_args (OPENAI_API_SERVER: >= 70 GiB "
-    "and not an A100: 8192 / 1024, else 2048 / 256)"
-)
-VLLM_LARGE_GPU_GIB = 70
-# the most sequences or tokens a flag may ask for: an int the engines' C++ / int32 tensors hold
-MAX_FLAG_INT = 2**31 - 1
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
 
@@ -240,41 +238,6 @@ def model_of(name: str) -> str:
     )
 
 
-def _int(flag: str, value: str, *, lo: int = 1) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        raise K3PlanError(f"--serve: {flag} {value!r}: expected a whole number") from None
-    if n < lo:
-        raise K3PlanError(f"--serve: {flag} {value!r}: expected a {'positive' if lo == 1 else 'non-negative'} number")
-    if n > MAX_FLAG_INT:
-        raise K3PlanError(f"--serve: {flag} {value!r}: expected at most {MAX_FLAG_INT:,}")
-    return n
-
-
-def human_readable_int(flag: str, value: str) -> int:
-    """vLLM's reading of --max-model-len / --max-num-batched-tokens (vllm-project/vllm@99d7eb5d
-    vllm/engine/arg_utils.py human_readable_int): 'k' / 'm' / 'g' are 10^3 / 10^6 / 10^9 (128k = 128,000, decimals
-    allowed), 'K' / 'M' / 'G' are 2^10 / 2^20 / 2^30 (128K = 131,072, whole numbers only), else a plain int."""
-    import re
-
-    text = value.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", text)
-    if m:
-        number, suffix = m.groups()
-        if suffix in "kmg":
-            n = int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
-        elif "." in number:
-            raise K3PlanError(
-                f"--serve: {flag} {value!r}: decimals are not allowed with binary suffixes like {suffix} (vLLM's "
-                f"human_readable_int); did you mean {number}{suffix.lower()}?"
-            )
-        else:
-            n = int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
-        return _int(flag, str(n))
-    return _int(flag, text)
-
-
 def _split(command: str) -> list[str]:
     """The command as the shell would pass it: one line (backslash-newline continuations joined), no control
     characters (a pasted terminal escape is not part of any flag), quotes balanced."""
@@ -308,10 +271,6 @@ def _env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return env, argv[i:]
 
 
-# vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
-VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only"}
-
-
 def parse_serve(
     command: str, *, platform: str, device_gib: float | None = None, device_name: str = ""
 ) -> ServeQuestion:
@@ -343,7 +302,7 @@ def parse_serve(
             "'python3 -m sglang.launch_server --model-path MODEL ...' or 'sglang serve MODEL ...'"
         )
     if engine == "vllm":
-        rest = [_vllm_dashes(tok) for tok in rest]
+        rest = [vllm_serve.dashes(tok) for tok in rest]
     flags: dict[str, str] = {}
     ignored: list[str] = []
     i = 0
@@ -353,7 +312,9 @@ def parse_serve(
             raise K3PlanError(f"--serve: unexpected argument {tok!r}; expected --flag [value]")
         name, eq, val = tok.partition("=")
         takes = IGNORED.get(name)
-        switch = name in VLLM_SWITCHES or (name.startswith("--no-") and "--" + name[5:] in VLLM_SWITCHES)
+        switch = name in vllm_serve.VLLM_SWITCHES or (
+            name.startswith("--no-") and "--" + name[5:] in vllm_serve.VLLM_SWITCHES
+        )
         if eq:
             value = val
             i += 1
@@ -363,11 +324,11 @@ def parse_serve(
         else:
             value = "true"
             i += 1
-        if name.startswith("--no-") and "--" + name[5:] in VLLM_SWITCHES:
+        if name.startswith("--no-") and "--" + name[5:] in vllm_serve.VLLM_SWITCHES:
             name, value = "--" + name[5:], "false"
         flags[name] = value  # the engine takes the last occurrence
     for name, value in flags.items():
-        if value == "" and IGNORED.get(name) != 0 and name not in VLLM_SWITCHES:
+        if value == "" and IGNORED.get(name) != 0 and name not in vllm_serve.VLLM_SWITCHES:
             raise K3PlanError(f"--serve: {name}= is empty; expected a value")
     get = flags.pop
     if engine == "sglang":
@@ -379,9 +340,11 @@ def parse_serve(
         model = model or flag_model
         if not model:
             raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
-    tp = _int("--tensor-parallel-size", get("--tensor-parallel-size", get("-tp", get("--tp-size", get("--tp", "1")))))
-    pp = _int("--pipeline-parallel-size", get("--pipeline-parallel-size", get("-pp", get("--pp-size", "1"))))
-    dp = _int("--data-parallel-size", get("--data-parallel-size", get("-dp", get("--dp-size", get("--dp", "1")))))
+    tp = flag_int(
+        "--tensor-parallel-size", get("--tensor-parallel-size", get("-tp", get("--tp-size", get("--tp", "1"))))
+    )
+    pp = flag_int("--pipeline-parallel-size", get("--pipeline-parallel-size", get("-pp", get("--pp-size", "1"))))
+    dp = flag_int("--data-parallel-size", get("--data-parallel-size", get("-dp", get("--dp-size", get("--dp", "1")))))
     ep_flag = get("--enable-expert-parallel", None)
     ep_size = get("--ep-size", get("--ep", None))
     expert_parallel = True
@@ -393,7 +356,7 @@ def parse_serve(
                 "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
             )
         # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
-        # them, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm_memory.moe_shard_padding)
+        # them, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm.memory.moe_shard_padding)
         expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
         if not expert_parallel and platform == "tpu":
             raise K3PlanError(
@@ -407,7 +370,7 @@ def parse_serve(
         # device are the same, which k3plan prices as EP over those ranks
         ep = tp * dp
     else:
-        ep = _int("--ep-size", ep_size) if ep_size else None
+        ep = flag_int("--ep-size", ep_size) if ep_size else None
     context_auto = False
     raw_context = get("--max-model-len", get("--context-length", None))
     context: int | None = None
@@ -415,17 +378,17 @@ def parse_serve(
         if engine == "vllm" and raw_context.strip().lower() in ("auto", "-1"):
             context_auto = True  # human_readable_int_or_auto: the engine fits the length to its pool
         elif engine == "vllm":
-            context = human_readable_int("--max-model-len", raw_context)
+            context = vllm_serve.human_readable_int("--max-model-len", raw_context)
         else:
-            context = _int("--context-length", raw_context)
+            context = flag_int("--context-length", raw_context)
     raw_chunk = get("--max-num-batched-tokens", None)
     sg_chunk = get("--chunked-prefill-size", None)
     chunk: int | None = None
     chunk_source = "the command's flag"
     if engine == "vllm" and raw_chunk is not None:
-        chunk = human_readable_int("--max-num-batched-tokens", raw_chunk)
+        chunk = vllm_serve.human_readable_int("--max-num-batched-tokens", raw_chunk)
     elif engine == "sglang" and sg_chunk is not None:
-        chunk = _int("--chunked-prefill-size", sg_chunk, lo=-1)
+        chunk = flag_int("--chunked-prefill-size", sg_chunk, lo=-1)
         if chunk == -1 or chunk == 0:
             raise K3PlanError(
                 f"--serve: --chunked-prefill-size {sg_chunk}: chunked prefill off is not priced; give a chunk size"
@@ -439,23 +402,25 @@ def parse_serve(
     if engine == "vllm":
         if running is not None:
             raise K3PlanError("--serve: --max-running-requests is SGLang's flag; vllm serve takes --max-num-seqs")
-        large = device_gib is not None and device_gib >= VLLM_LARGE_GPU_GIB and "a100" not in device_name.lower()
-        if platform == "tpu":
-            large = False  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
+        large = (
+            device_gib is not None and device_gib >= vllm_serve.VLLM_LARGE_GPU_GIB and "a100" not in device_name.lower()
+        )
+        if platform == "tpu":  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
+            large = False
         if chunk is None:
             chunk = 8192 if large else 2048
-            chunk_source = f"vLLM's default max_num_batched_tokens {chunk}: {VLLM_DEFAULTS_SOURCE}"
+            chunk_source = f"vLLM's default max_num_batched_tokens {chunk}: {vllm_serve.VLLM_DEFAULTS_SOURCE}"
         if seqs is None:
             batch = min(1024 if large else 256, chunk)
-            batch_source = f"vLLM's default max_num_seqs {batch}: {VLLM_DEFAULTS_SOURCE}"
+            batch_source = f"vLLM's default max_num_seqs {batch}: {vllm_serve.VLLM_DEFAULTS_SOURCE}"
         else:
-            batch = _int("--max-num-seqs", seqs)
+            batch = flag_int("--max-num-seqs", seqs)
     else:
         if seqs is not None:
             raise K3PlanError(
                 "--serve: --max-num-seqs is vLLM's flag; sglang.launch_server takes --max-running-requests"
             )
-        batch = _int("--max-running-requests", running) if running is not None else 0
+        batch = flag_int("--max-running-requests", running) if running is not None else 0
         batch_source = (
             "the command's flag" if running is not None else "SGLang's default (min(pool // 2, the request pool))"
         )
@@ -488,7 +453,7 @@ def parse_serve(
     if quant not in QUANT_OK:
         raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
     override = get("--num-gpu-blocks-override", None)
-    blocks_override = _int("--num-gpu-blocks-override", override) if override is not None else None
+    blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
     if blocks_override is not None and engine != "vllm":
         raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
     for spec in ("--speculative-config", "--speculative-algorithm", "--num-speculative-tokens"):
@@ -500,7 +465,7 @@ def parse_serve(
     if not lm_only:
         flags.pop("--language-model-only", None)  # --no-language-model-only: vLLM's default, the tower loads
     block_raw = flags.get("--block-size")
-    block = _int("--block-size", block_raw) if block_raw is not None else None
+    block = flag_int("--block-size", block_raw) if block_raw is not None else None
     for name in list(flags):
         if name in IGNORED:
             ignored.append(name)
@@ -510,7 +475,9 @@ def parse_serve(
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
     unknown_env = sorted(
-        set(env) - IGNORED_ENV - {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"}
+        set(env)
+        - IGNORED_ENV
+        - {vllm_serve.LONG_CONTEXT_ENV, sglang_serve.LONG_CONTEXT_ENV, "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"}
     )
     if unknown_env:
         raise K3PlanError(
@@ -528,7 +495,7 @@ def parse_serve(
     ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
     stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
     if dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
-        stack, tp = "dp-attention", _dp_attention_tp(tp, dp)
+        stack, tp = "dp-attention", sglang_serve.dp_attention_tp(tp, dp)
         # and it prefills chunked_prefill_size // dp_size a DP rank (server_args.py handle_data_parallelism; the
         # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
         chunk = None if chunk is None else max(1, chunk // dp)
@@ -552,7 +519,7 @@ def parse_serve(
             "command they are high"
         )
     if engine == "sglang" and chunk is None and device_gib is not None:
-        chunk, chunk_source = _sglang_chunk(device_gib)
+        chunk, chunk_source = sglang_serve.default_chunk(device_gib)
     return ServeQuestion(
         engine=engine,
         model=model_of(model),
@@ -571,7 +538,7 @@ def parse_serve(
         expert_parallel=expert_parallel,
         moe_backend=moe_backend,
         language_model_only=lm_only,
-        max_running_requests=_int("--max-running-requests", running) if running is not None else None,
+        max_running_requests=flag_int("--max-running-requests", running) if running is not None else None,
         batch_source=batch_source,
         chunk_source=chunk_source,
         context_auto=context_auto,
@@ -582,21 +549,6 @@ def parse_serve(
     )
 
 
-def _vllm_dashes(tok: str) -> str:
-    """vLLM takes --max_model_len as --max-model-len: underscores in a flag's name, up to its first '.', read as
-    dashes (vllm-project/vllm@00da11e3 vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args)."""
-    if not tok.startswith("--"):
-        return tok
-    key, eq, value = tok.partition("=")
-    head, dot, tail = key[2:].partition(".")
-    return "--" + head.replace("_", "-") + dot + tail + eq + value
-
-
-# SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for
-# step/dsv4_cache.ENGRAM_PLACEMENT; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
-ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
-
-
 def _engram_config(engine: str, raw: str | None) -> str | None:
     """--engram-config's placement as --engram's word; None where the flag is absent (the engine's default)."""
     if raw is None:
@@ -605,18 +557,7 @@ def _engram_config(engine: str, raw: str | None) -> str | None:
         raise K3PlanError(
             "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
         )
-    import json
-
-    try:
-        cfg = json.loads(raw)
-    except ValueError:
-        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object") from None
-    if not isinstance(cfg, dict):
-        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object")
-    placement = cfg.get("placement", "gpu")
-    if placement not in ENGRAM_CONFIG_PLACEMENT:
-        raise K3PlanError(f"--serve: --engram-config placement {placement!r}: expected gpu or cpu")
-    return ENGRAM_CONFIG_PLACEMENT[placement]
+    return sglang_serve.engram_config(raw)
 
 
 def _fraction(flag: str, value: str) -> str:
@@ -631,50 +572,24 @@ def _fraction(flag: str, value: str) -> str:
     return value.strip()
 
 
-def _sglang_chunk(device_gib: float) -> tuple[int, str]:
-    """SGLang's default chunked_prefill_size for a GPU of ``device_gib`` (the sglang stack's
-    options.mem_fraction_static.auto.gpu_classes: memory_hook.py handle_gpu_memory_settings @031ed82d)."""
-    from k3plan.engines.stack import load_stack
-
-    auto = load_stack("sglang").options["mem_fraction_static"].auto
-    assert auto is not None
-    row = auto.gpu_class(gpu_mib=device_gib * 1024)
-    return row.chunked_prefill_size, (
-        f"SGLang's default chunked_prefill_size {row.chunked_prefill_size} for a {device_gib:.0f} GiB GPU "
-        f"(sgl-project/sglang@031ed82d python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings)"
-    )
-
-
 def _launch_flags(engine: str, get, options: dict[str, str], ignored: list[str]) -> bool:
-    """Issue 48: the real engine flags k3plan's launch lines write (k3plan/engines/launch.py) that the reading above
-    does not take, read as the engines define them; -> whether SGLang's DP attention is on.
-    - vLLM --all2all-backend (vllm/engine/arg_utils.py EngineArgs -> ParallelConfig.all2all_backend): the vllm
-      stack's all2all_backend option, which sets the MoE collectives priced.
-    - SGLang --enable-dp-attention (python/sglang/srt/server_args.py ServerArgs.enable_dp_attention): the
-      dp-attention stack; --mamba-scheduler-strategy and --disable-radix-cache (ServerArgs) are the sglang stack's
-      options of those names; --max-mamba-cache-size (ServerArgs.max_mamba_cache_size), the state slots the launch
-      sizes as priced, and --nnodes / --node-rank / --dist-init-addr (ServerArgs: which host runs which rank) are
-      listed as ignored: they change nothing k3plan prices."""
+    """Issue 48: the real engine flags k3plan's launch lines write that the reading above does not take, read by
+    each engine's own reader (engines/vllm/serve.py, engines/sglang/serve.py); -> whether SGLang's DP attention is
+    on."""
     if engine == "vllm":
-        a2a = get("--all2all-backend", None)
-        if a2a is not None:
-            options["all2all_backend"] = a2a
+        vllm_serve.launch_flags(get, options)
         return False
-    strategy = get("--mamba-scheduler-strategy", None)
-    if strategy is not None:
-        options["mamba_scheduler_strategy"] = strategy
-    if get("--disable-radix-cache", "false").lower() not in ("false", "0"):
-        options["disable_radix_cache"] = "true"
-    for name in ("--max-mamba-cache-size", "--nnodes", "--node-rank", "--dist-init-addr"):
-        if get(name, None) is not None:
-            ignored.append(name)
-    return get("--enable-dp-attention", "false").lower() not in ("false", "0")
+    return sglang_serve.launch_flags(get, options, ignored)
 
 
-def _dp_attention_tp(tp_size: int, dp: int) -> int:
-    if tp_size % dp:
-        raise K3PlanError(
-            f"--serve: --enable-dp-attention with --tp-size {tp_size} and --dp-size {dp}: SGLang splits the server's "
-            "GPUs into dp_size attention groups; expected a --tp-size that --dp-size divides"
-        )
-    return tp_size // dp
+def check_context(q: ServeQuestion, model_max: int | None) -> None:
+    """The engine's own refusal of a context above the model's maximum (each family's rule, cited in its folder's
+    serve.py), before k3plan prices anything: bad input, one line."""
+    family = vllm_serve if q.engine == "vllm" else sglang_serve
+    if (
+        q.context is not None
+        and model_max
+        and q.context > model_max
+        and q.env.get(family.LONG_CONTEXT_ENV, "").strip() not in ("1", "true", "True")
+    ):
+        raise K3PlanError(family.long_context_refusal(q.context, model_max))

@@ -193,7 +193,7 @@ def load_benchmarks(folder: Path = FOLDER) -> tuple[ServingBenchmark, ...]:
 
 def engine_accepts(engine: str, stack: str) -> bool:
     """A benchmark of ``engine`` speaks for the stack of that name only (``vllm-tpu``, the old name, loads the
-    ``torchtpu-vllm`` stack: engines.stack.STACK_ALIASES)."""
+    ``torchtpu-vllm`` stack: the engine's Engine.aliases)."""
     return stack == engine
 
 
@@ -246,11 +246,12 @@ def kv_dtype_of(flag: str) -> str:
 
 
 def default_page(engine: str) -> int | None:
-    """The engine's KV page in tokens when no flag sets it, where k3plan knows it: torchtpu-vllm's 16-token block
-    (engines.flags, cited); None elsewhere (unknown: never equal to anything)."""
-    from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK, TORCHTPU_STACKS
+    """The engine's KV page in tokens when no flag sets it, where k3plan knows it (``Engine.default_block``, cited
+    in the engine's folder: torchtpu-vllm's 16-token block); None elsewhere (unknown: never equal to anything)."""
+    from k3plan.engines.registry import find_engine
 
-    return TORCHTPU_DEFAULT_BLOCK if engine in TORCHTPU_STACKS else None
+    found = find_engine(engine)
+    return None if found is None or found.default_block is None else found.default_block[0]
 
 
 def page_of(b: ServingBenchmark) -> int | None:

@@ -86,11 +86,12 @@ def registry(folder: str | None = None) -> tuple[Evidence, ...]:
 
 
 def same_stack(a: str, b: str) -> bool:
-    """Two stack names for one stack: a calibration taken under an old name (STACK_ALIASES: vllm-tpu's files,
-    compiled with vLLM's model-code ShardSpecs) is evidence for the stack that name now loads (torchtpu-vllm)."""
-    from k3plan.engines.stack import STACK_ALIASES
+    """Two stack names for one stack: a calibration taken under an old name (an engine's ``Engine.aliases``:
+    vllm-tpu's files, compiled with vLLM's model-code ShardSpecs) is evidence for the stack that name now loads
+    (torchtpu-vllm)."""
+    from k3plan.engines.registry import canonical
 
-    return STACK_ALIASES.get(a, a) == STACK_ALIASES.get(b, b)
+    return canonical(a) == canonical(b)
 
 
 def _matches(

@@ -58,12 +58,19 @@ def load_hardware(ref: str = DEFAULT_HARDWARE) -> HardwareSpec:
     return _load(label, path, path.stat().st_mtime_ns)
 
 
+def shown_path(path: Path) -> str:
+    """A spec's path as outputs print it: a shipped spec by its path in the package (``k3plan/hardware_specs/<name>.yaml``,
+    alike from the checkout, whose hardware_specs/ the build maps there, and from an installed wheel), a user's as
+    given. issue 48: `hardware list --json` printed the checkout's or the environment's folder."""
+    return f"k3plan/hardware_specs/{path.name}" if path.parent == SPECS_DIR else str(path)
+
+
 @lru_cache(maxsize=64)
 def _load(label: str, path: Path, mtime_ns: int) -> HardwareSpec:  # mtime: an edited file reloads
     raw = read_yaml_mapping(label, path)
     file = convert(HardwareFile, raw, label)
     try:
-        spec = resolve(file, path=str(path))
+        spec = resolve(file, path=shown_path(path))
         for shape in spec.standard_topologies:  # a bad standard shape fails at load, not in a search
             parse_topology(spec, shape)
     except K3PlanError as err:

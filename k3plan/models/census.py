@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import math
 import operator
+import os
 import re
 import struct
 from collections import Counter
@@ -34,7 +35,7 @@ import msgspec
 
 from k3plan.errors import K3PlanError
 from k3plan.models.inventory import TensorInventory, checkpoint_table
-from k3plan.safeparse import not_a_file, open_regular, read_bytes
+from k3plan.safeparse import json_strings, not_a_file, open_regular, read_bytes
 
 if TYPE_CHECKING:
     from k3plan.models.census_result import CensusComparison, CensusResult
@@ -84,10 +85,11 @@ class _Meta(msgspec.Struct, gc=False):
 
 
 class _Index(msgspec.Struct, gc=False):
-    weight_map: dict[str, str]
+    weight_map: msgspec.Raw  # decoded apart: its entries are counted against its keys (a key given twice)
 
 
 _INDEX = msgspec.json.Decoder(_Index)
+_WEIGHT_MAP = msgspec.json.Decoder(dict[str, str])
 _DTYPE, _SHAPE, _OFFSETS = (operator.attrgetter(f) for f in ("dtype", "shape", "data_offsets"))
 _BEGIN, _END = operator.itemgetter(0), operator.itemgetter(1)
 _DTYPE_WANTED, _SHAPE_WANTED = operator.itemgetter(0), operator.itemgetter(1)
@@ -342,6 +344,39 @@ class _Scan:
         )
 
 
+def _weight_map(index: Path) -> dict[str, str]:
+    """The index's weight_map (tensor -> shard file). A tensor named twice is refused: JSON readers keep the last
+    entry (transformers' json.load, msgspec), so a shard named only by the first would drop out of the census
+    unseen; an index written from a dict (huggingface_hub's save_torch_state_dict: ``tensor_to_filename``) names
+    each tensor once."""
+    try:
+        raw = _INDEX.decode(read_bytes(str(index), index)).weight_map
+        weight_map = _WEIGHT_MAP.decode(raw)
+    except (msgspec.DecodeError, OSError, RecursionError):
+        raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object of file names)") from None
+    if json_strings(bytes(raw)) != 2 * len(weight_map):  # a key and a file name an entry
+        import json
+
+        seen: set[str] = set()
+        twice = "?"
+        for key, _ in json.loads(bytes(raw), object_pairs_hook=lambda pairs: pairs):
+            if key in seen:
+                twice = key
+                break
+            seen.add(key)
+        raise K3PlanError(
+            f"{index}: weight_map names tensor {_oneline(repr(twice))} twice; expected each tensor once "
+            "(JSON keeps the last entry, and a shard only the first names would go unread)"
+        )
+    return weight_map
+
+
+def _files_in(folder: Path) -> frozenset[str]:
+    """The names of the regular files in ``folder`` (symlinks followed, as Path.is_file does), in one listing."""
+    with os.scandir(folder) as entries:
+        return frozenset(e.name for e in entries if e.is_file())
+
+
 def checkpoint_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
@@ -350,17 +385,13 @@ def checkpoint_files(path: Path) -> list[Path]:
         raise K3PlanError(f"census: {path}: {'no such file or folder' if what == 'no such file' else what}")
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = _INDEX.decode(read_bytes(str(index), index)).weight_map
-        except (msgspec.DecodeError, OSError, RecursionError):
-            weight_map = None
-        if weight_map is None:
-            raise K3PlanError(f"{index}: invalid index (expected JSON with a 'weight_map' object of file names)")
-        files = sorted(path / f for f in set(weight_map.values()))
-        missing = [f.name for f in files if not f.is_file()]
+        weight_map = _weight_map(index)
+        names = sorted(set(weight_map.values()))  # as strings: sorting 500,000 Paths took seconds
+        present = _files_in(path)  # one listing: an index naming 500,000 missing shards took 9 s in a stat each
+        missing = [n for n in names if not (n in present if "/" not in n else (path / n).is_file())]
         if missing:
             raise K3PlanError(f"{index}: names {len(missing)} shard(s) that are not there, e.g. {missing[0]}")
-        return files
+        return [path / n for n in names]
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise K3PlanError(f"census: {path}: no *.safetensors files and no model.safetensors.index.json")

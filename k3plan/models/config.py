@@ -110,14 +110,55 @@ class Fp8BlockQuant(_Quant):
             raise ValueError("weight_block_size: only [128, 128] blocks are modelled")
 
 
+class _CtWeights(_Quant):
+    """A compressed-tensors config group's ``weights`` scheme, the keys that decide the stored bytes."""
+
+    METHOD = ""
+    num_bits: int
+    type: Literal["int", "float"]
+    strategy: str | None = None
+    group_size: int | None = None
+    symmetric: bool = True
+
+
+class _CtGroup(_Quant):
+    METHOD = ""
+    weights: _CtWeights
+
+
 class CompressedTensorsQuant(_Quant):
-    """compressed-tensors MXFP4 (Kimi K3's routed experts; formats.mxfp4)."""
+    """compressed-tensors: MXFP4 (Kimi K3's routed experts; formats.mxfp4) or pack-quantized symmetric int4 with
+    group scales (Kimi-K2.5/K2.6's routed experts, W4A16; formats.INT4_GROUP_FORMATS)."""
 
     METHOD = "compressed-tensors"
     quant_method: Literal["compressed-tensors"]
-    format: Literal["mxfp4-pack-quantized"]
+    format: Literal["mxfp4-pack-quantized", "pack-quantized"]
     ignore: list[str] = []
-    storage: Literal["mxfp4"] = "mxfp4"
+    config_groups: dict[str, _CtGroup] = {}
+
+    @property
+    def storage(self) -> str:
+        if self.format == "mxfp4-pack-quantized":
+            return "mxfp4"
+        from k3plan.models.formats import INT4_GROUP_FORMATS
+
+        return INT4_GROUP_FORMATS[self._int4_group()]
+
+    def _int4_group(self) -> int:
+        """The one int4 group size every config group stores (pack-quantized); ValueError otherwise."""
+        from k3plan.models.formats import INT4_GROUP_FORMATS
+
+        w = [g.weights for g in self.config_groups.values()]
+        if not w:
+            raise ValueError("config_groups: a pack-quantized config needs a group with its weights scheme")
+        sizes = {x.group_size for x in w}
+        ok = all(x.num_bits == 4 and x.type == "int" and x.strategy == "group" and x.symmetric for x in w)
+        if not ok or len(sizes) != 1 or next(iter(sizes)) not in INT4_GROUP_FORMATS:
+            raise ValueError(
+                "config_groups: only symmetric 4-bit int weights with group scales of one group size "
+                f"({', '.join(map(str, INT4_GROUP_FORMATS))}) are modelled for pack-quantized"
+            )
+        return int(next(iter(sizes)))  # type: ignore[arg-type]
 
     def ignore_patterns(self) -> list[re.Pattern]:
         return [re.compile(p[3:]) for p in self.ignore if p.startswith("re:")]
@@ -130,6 +171,8 @@ class CompressedTensorsQuant(_Quant):
                     re.compile(p[3:])
                 except re.error as err:
                     raise ValueError(f"ignore: pattern {p!r}: {err}") from None
+        if self.format == "pack-quantized":
+            self._int4_group()
 
 
 Quantization = Fp8BlockQuant | CompressedTensorsQuant

@@ -6,10 +6,10 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   [out, in/2] (two E2M1 values a byte) + uint8 E8M0 ``weight_scale`` [out, in/32]: 4.25 bits a
   parameter.
 - mxfp4_f32scale: MXFP4 codes (0.5 B a parameter) with each 32-block's E8M0 scale widened to fp32 (4 B),
-  as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/stacks/torchtpu-vllm.yaml): 5 bits.
+  as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/torchtpu_vllm/stack.yaml): 5 bits.
 - fp4_f32scale_b512: FP4 E2M1 codes (0.5 B a parameter) with one fp32 scale per 512 inputs of a row, as the torch_tpu
   vLLM plugin requantizes DeepSeek-V4's FP4 experts at load (MOE_REQUANTIZE_BLOCK_SIZE, default 512;
-  engines/stacks/torchtpu-vllm.yaml): 4.0625 bits; a row's last block counted whole.
+  engines/torchtpu_vllm/stack.yaml): 4.0625 bits; a row's last block counted whole.
 - fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
   block of each matrix.
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
@@ -18,6 +18,9 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
 - ds_fp8_b32 / ds_fp8_row32 (DeepSeek-V4.1's checkpoint, ``quantization_config.weight_block_size`` [32, 32]): e4m3
   with one E8M0 scale per [32, 32] block; and the Engram n-gram tables, e4m3 rows with one E8M0 scale per 32
   values of a row (8.25 bits a parameter: 264 B a 256-wide row).
+- int4_g32 (compressed-tensors "pack-quantized" W4A16: symmetric int4, ``strategy: group``, ``group_size: 32``;
+  Kimi-K2.5/K2.6's routed experts): int32 ``weight_packed`` [out, in/8] (eight 4-bit values a word), bf16
+  ``weight_scale`` [out, in/32] and an int32 ``weight_shape`` [2] a matrix: 4.5 bits a parameter + 8 B a matrix.
 The last two dims of a shape are [out, in]; any leading dims (an expert axis) multiply.
 """
 
@@ -79,6 +82,19 @@ def _fp4_f32scale_b512_bytes(shape: tuple[int, ...]) -> int:
     if inp % 2:
         raise K3PlanError(f"fp4 needs an even input dim, got shape {list(shape)}")
     return _lead(shape) * (out * inp // 2 + 4 * out * math.ceil(inp / 512))
+
+
+def _int4_group_bytes(group: int) -> Callable[[tuple[int, ...]], int]:
+    """compressed-tensors pack-quantized int4 with one bf16 scale per ``group`` inputs of a row and the
+    int32[2] ``weight_shape`` each matrix carries."""
+
+    def nbytes(shape: tuple[int, ...]) -> int:
+        out, inp = _out_in(shape)
+        if inp % group or inp % 8:
+            raise K3PlanError(f"int4 group {group} needs the input dim divisible by {group} and 8, got {list(shape)}")
+        return _lead(shape) * (out * inp // 2 + 2 * out * (inp // group) + 8)
+
+    return nbytes
 
 
 def _fp8_block_bytes(shape: tuple[int, ...]) -> int:
@@ -190,7 +206,21 @@ FORMATS: dict[str, Format] = {
         quantized=True,
     ),
     "i64": _plain(8, "I64", "i64"),
+    # compressed-tensors W4A16 (k3plan.models.config.CompressedTensorsQuant, format "pack-quantized")
+    "int4_g32": Format(
+        name="int4_g32",
+        bits_per_param=4.5,
+        nbytes=_int4_group_bytes(32),
+        parts=(
+            ("_packed", "I32", lambda s: (*s[:-1], s[-1] // 8)),
+            ("_scale", "BF16", lambda s: (*s[:-1], s[-1] // 32)),
+            ("_shape", "I32", lambda s: (*s[:-2], 2)),
+        ),
+        quantized=True,
+    ),
 }
+# pack-quantized int4 group sizes with a storage format above: group_size -> format name
+INT4_GROUP_FORMATS = {32: "int4_g32"}
 
 
 def get_format(name: str) -> Format:

@@ -19,13 +19,8 @@ from k3plan.deploy.cost import (
 from k3plan.deploy.disagg import PoolSizing, Transfer, request_transfer, size_pools
 from k3plan.deploy.pareto import ParetoPoint
 from k3plan.deploy.prices import Price
-from k3plan.engines.launch import (
-    TPU_DP_ATTENTION_STACKS,
-    LaunchConfig,
-    engine_for_stack,
-    launch_command,
-    launch_text,
-)
+from k3plan.engines.launch import LaunchConfig, engine_for_stack, launch_command, launch_text, takes_state_slots
+from k3plan.engines.registry import engine_rules
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec
@@ -283,9 +278,9 @@ def launch_for(
                 dp=pick.dp,
             ),
             dp_attention=stack.dp_attention,
-            tpu_dp_attention=stack.name in TPU_DP_ATTENTION_STACKS,
+            tpu_dp_attention=engine_rules(stack.name).tpu_dp_attention,
             state_slots_per_request=stack.state.slots_per_request
-            if model.spec.kda is not None and engine == "sglang"
+            if model.spec.kda is not None and takes_state_slots(engine)
             else None,
             expert_width=model.spec.moe.expert_intermediate,
             engine_options=engine_options(stack),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from k3plan.engines.registry import StackRef
 from k3plan.evidence.value import Evidence
 from k3plan.structs import replace
 
@@ -44,7 +45,7 @@ def add_serving(
                 tp=r.tp,
                 dp=r.dp,
                 ep=r.ep,
-                stack=r.stack.split(":")[0],
+                stack=StackRef.parse(r.stack).name,
             )
             if r.pp == 1 and r.tpot_ms is not None
             else ()

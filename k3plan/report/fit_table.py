@@ -25,7 +25,7 @@ def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, sp
     usable = hw.usable_bytes_per_device
     if verdict is not None:
         console.print(verdict, markup=False, highlight=False)
-        console.print(f"k3plan's budget: {verdict_line(r)}")
+        console.print(budget_line(r))
     else:
         console.print(verdict_line(r))  # issue 36: the verdict first, then the table, then warnings
     console.print(
@@ -110,6 +110,24 @@ def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, sp
         console.print(f"[yellow]warning:[/] {msg}")
     for msg in r.notes:
         console.print(f"[dim]note: {msg}[/]")
+
+
+def budget_line(r: FitResult) -> str:
+    """fit --serve's second line: k3plan's own budget as a margin, not a second verdict (issue 48: one verdict an
+    output; the engine's start check above is it). The budget is the table below (k3plan's temporaries, not the
+    engine's profile run), so it can be short where the engine starts or roomy where it does not."""
+    w, dev = r.workload, r.per_device
+    usable = r.hardware.usable_bytes_per_device
+    margin = (
+        f"{_gib(dev.free_bytes)} GiB a device free ({100 * dev.free_bytes / usable:.1f}% of usable HBM)"
+        if dev.free_bytes >= 0
+        else f"{_gib(-dev.free_bytes)} GiB a device short of usable HBM"
+    )
+    bound = " if temporaries are at most the table's (unverified)" if r.unverified is not None else ""
+    return (
+        f"k3plan's own budget (the table below, not the engine's rule): {margin}{bound} at batch {w.batch:,} x "
+        f"context {w.context_tokens:,}; the start check above is the verdict"
+    )
 
 
 def verdict_line(r: FitResult) -> str:

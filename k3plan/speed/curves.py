@@ -379,19 +379,15 @@ def _gmm_points(record: ProbeRecord, peaks: Peaks, pts: list) -> list[tuple[str,
     kernel computes (k3plan.step.gmm: calculate_tiling, fill_metadata's visits, bucket_m) x 2 K N / bf16 peak).
     Keyed by the weight format (MXFP4: float4_e2m1fn, or int4 with the same block-32 scales as its stand-in where
     the compiler refused fp4: the same dequantize-before-matmul path, labelled) and the call (w13, w2)."""
-    from k3plan.step.gmm import VMEM_BYTES, VMEM_SHARE, gmm_curve_key, gmm_v2_tiles, visit_mxu_rows
+    from k3plan.step.gmm import RECORD_CURVES, VMEM_BYTES, VMEM_SHARE, gmm_curve_key, gmm_v2_tiles, visit_mxu_rows
 
     fmt = str(record.params.get("weight_dtype", ""))
     how = "scheduled (the compiler's static schedule)" if record.probe == SCHEDULE_PROBE else "measured"
-    curve_fmt = {"float4_e2m1fn": "mxfp4", "int4": "mxfp4", "bfloat16": "bf16"}.get(fmt)
+    curve_fmts = RECORD_CURVES.get(fmt, ())
     vmem = VMEM_BYTES.get(record.device_kind)
-    if curve_fmt is None or vmem is None:
+    if not curve_fmts or vmem is None:
         return []
-    stand_in = (
-        f" (int4 stand-in for MXFP4: {record.label or 'the same block-32 scales, dequantized before the matmul'})"
-        if fmt == "int4"
-        else ""
-    )
+    curve_fmt = curve_fmts[0]  # the tiling: every curve of a record has its bits and scale block
     quant = record.params.get("quant_block")
     out = []
     for p, v in pts:
@@ -411,17 +407,23 @@ def _gmm_points(record: ProbeRecord, peaks: Peaks, pts: list) -> list[tuple[str,
         mxu_flops = 2.0 * visit_mxu_rows(sizes, tiles) * k * n
         ceiling = max(float(q["touched_bytes"]) / peaks.hbm_bw_bytes_per_s, mxu_flops / peaks.flops_per_s("bf16"))
         x = rows / groups
-        out.append(
-            (
-                gmm_curve_key(curve_fmt, fused=fused),
-                x,
-                ceiling / v,
-                (
-                    f"gmm_v2 {q['projection']} {fmt}{stand_in}, {rows} rows over {groups} experts ({x:.3g} a group): "
-                    f"{v:.3g} s a call {how} / {ceiling:.3g} s ceiling"
-                ),
+        for cf in curve_fmts:
+            stand_in = (
+                f" (int4 stand-in for MXFP4: {record.label or 'the same block-32 scales, dequantized before the matmul'})"
+                if fmt == "int4" and cf == "mxfp4"
+                else ""
             )
-        )
+            out.append(
+                (
+                    gmm_curve_key(cf, fused=fused),
+                    x,
+                    ceiling / v,
+                    (
+                        f"gmm_v2 {q['projection']} {fmt}{stand_in}, {rows} rows over {groups} experts "
+                        f"({x:.3g} a group): {v:.3g} s a call {how} / {ceiling:.3g} s ceiling"
+                    ),
+                )
+            )
     return out
 
 
@@ -619,7 +621,7 @@ def transfer_curves(
 
 # A dsv4-ops point far below its ceiling is bound by its steps (CSA's row gather: one DMA a key), not by the bytes or
 # FLOPs its ceiling counts: no HBM or MXU ratio carries it, and it applies to another TPU as the seconds measured --
-# the rule ``k3plan.speed.overheads.MLA_STEP_BOUND`` holds for the engine's MLA kernel (tests hold the two equal)
+# the rule ``k3plan.engines.torchtpu_vllm.speed.MLA_STEP_BOUND`` holds for the engine's MLA kernel (tests hold the two equal)
 STEP_BOUND = 0.2
 
 

@@ -11,7 +11,7 @@ Two state figures, kept apart: one *slot* (``state_bytes_per_slot``) is one copy
 what a decode step reads and writes and what the temporaries are sized on; the state *pool* holds
 ``state.slots_per_request`` slots a running sequence (SGLang: 3 with its radix cache, 5 with the
 extra-buffer strategy, 1 without the radix cache, and with speculative decoding one more a token verified;
-engines/stacks/sglang.yaml, ``Stack.for_spec_decode``), what the memory budget counts
+engines/sglang/stack.yaml, ``Stack.for_spec_decode``), what the memory budget counts
 (``CacheLayout.state_bytes_per_sequence`` = slots x slot). Under vLLM's hybrid manager
 (``state.layer_groups``) the pool pads the KDA layers to whole layer groups: a slot holds 72 layer pages
 for K3's 69 (``k3plan.step.memory.held_layers``), a step reads 69; under --pp a KV block may hold more

@@ -12,8 +12,8 @@ A V4 request holds, a layer (``ModelSpec.dsv4``; the numbers from config.json):
   indexer's compressor keeps the same for its index_head_dim keys.
 
 So a token adds sum over layers of (entry + indexer key on CSA) / ratio bytes, whatever the context, and a
-sequence holds the fixed state on top. ``Dsv4Layout`` is one engine's byte format for these; ``ENGINES`` the
-ones read (vLLM, SGLang, torchtpu-vllm), each cited (``Dsv4Layout.sources``: repository, file, symbol,
+sequence holds the fixed state on top. ``Dsv4Layout`` (k3plan.engines.dsv4_layout) is one engine's byte format
+for these; ``engines/<engine>/dsv4.py`` the ones read (vLLM, SGLang, torchtpu-vllm), each cited (``Dsv4Layout.sources``: repository, file, symbol,
 commit). All three store an entry as vLLM's/FlashMLA's ``fp8_ds_mla`` for V4: the 448 no-rope values in
 fp8 e4m3, the 64 rope values in bf16, one UE8M0 scale byte a 64 no-rope values and one pad byte
 (448 + 128 + 7 + 1 = 584 B), and an indexer key as 128 fp8 values + one f32 scale a 128 (132 B); the state
@@ -32,179 +32,23 @@ Figures are derived from the spec and the layout: ``kv_bytes_per_token`` (exact,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
+from k3plan.engines.dsv4_layout import CSA, F32, Dsv4Layout, Source
+from k3plan.engines.registry import engine_rules
 from k3plan.models.spec import DSV4Dims, ModelSpec
 
-CSA = 4  # the ratio of the layers with the indexer and overlapping (coff 2) blocks
-F32 = 4
-
-
-@dataclass(frozen=True)
-class Source:
-    repo: str
-    file: str
-    symbol: str
-    commit: str
-    found: bool = True
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Dsv4Layout:
-    """One engine's storage of V4's cache. ``entry_bytes``/``index_bytes`` are functions of the dims (the
-    engines derive them so), ``ring`` the compressor-state tokens a layer kind keeps (ratio 4 / 128)."""
-
-    engine: str
-    scale_block: int  # no-rope values a UE8M0 scale byte (fp8_ds_mla: 64)
-    scale_pad: int  # pad bytes after the scales (fp8_ds_mla: 1)
-    index_quant_block: int  # indexer values an f32 scale (128)
-    page_align: int  # pages are padded to a multiple of this many bytes (FlashMLA: 576); not modelled below
-    ring_csa: int
-    ring_hca: int
-    ring_csa_spec: int  # under speculative decoding (SGLang keeps a longer ring); 0: same as without
-    ring_hca_spec: int
-    sources: tuple[Source, ...] = field(default=())
-    note: str = ""
-
-    def entry_bytes(self, d: DSV4Dims) -> int:
-        """One compressed or window entry: no-rope fp8, rope bf16, scales, pad (584 for V4)."""
-        nope = d.head_dim - d.rope_dim
-        return nope + 2 * d.rope_dim + nope // self.scale_block + self.scale_pad
-
-    def index_bytes(self, d: DSV4Dims) -> int:
-        """One indexer key: fp8 values and an f32 scale a quant block (132 for V4)."""
-        return d.index_head_dim + F32 * (d.index_head_dim // self.index_quant_block)
-
-    def ring(self, ratio: int, speculative: bool = False) -> int:
-        if ratio == CSA:
-            return self.ring_csa_spec if speculative and self.ring_csa_spec else self.ring_csa
-        return self.ring_hca_spec if speculative and self.ring_hca_spec else self.ring_hca
-
-
-_VLLM_ATTN = "vllm/model_executor/layers/deepseek_v4_attention.py"
-_VLLM_COMP = "vllm/model_executor/layers/deepseek_compressor.py"
-_SGL_POOL = "python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py"
-
-VLLM = Dsv4Layout(
-    engine="vllm",
-    scale_block=64,
-    scale_pad=1,
-    index_quant_block=128,
-    page_align=576,
-    ring_csa=2 * CSA,
-    ring_hca=128,
-    ring_csa_spec=0,
-    ring_hca_spec=0,
-    sources=(
-        Source(
-            "vllm-project/vllm",
-            _VLLM_ATTN,
-            "DeepseekV4MultiHeadLatentAttentionWrapper.__init__ (head_bytes = nope + rope*2 + nope//64 + 1; "
-            "DeepseekV4SWACache(window_size)); DeepseekV4MLAAttention.get_kv_cache_spec (MLAAttentionSpec "
-            "compress_ratio, fp8_ds_mla, alignment=576; None for SWA-only layers)",
-            "b92a330e057db9b8c2895ba862de2a03589adce8",
-        ),
-        Source(
-            "vllm-project/vllm",
-            _VLLM_ATTN,
-            "DeepseekV4Indexer.__init__ (k_cache_head_dim = head_dim + head_dim // 128 * 4: 128 fp8 + 4 f32 "
-            "scale = 132; MXFP4 indexer cache allocates the same)",
-            "b92a330e057db9b8c2895ba862de2a03589adce8",
-        ),
-        Source(
-            "vllm-project/vllm",
-            _VLLM_COMP,
-            "DeepseekCompressor.__init__ (state_dim = 2 * coff * head_dim, f32) and CompressorStateCache "
-            "(sliding_window = coff * compress_ratio, SlidingWindowMLASpec)",
-            "bbd1024110933d0f97a35c527de2f8b6da23bfa8",
-        ),
-    ),
-)
-
-SGLANG = Dsv4Layout(
-    engine="sglang",
-    scale_block=64,
-    scale_pad=1,
-    index_quant_block=128,
-    page_align=576,
-    ring_csa=2 * CSA,
-    ring_hca=128,
-    ring_csa_spec=16,
-    ring_hca_spec=256,
-    sources=(
-        Source(
-            "sgl-project/sglang",
-            _SGL_POOL,
-            "DeepSeekV4SingleKVPool.get_bytes_per_token (448 fp8 + 64*2 bf16 + 448//64 + 1 = 584, pages padded "
-            "to 576 B) and DeepSeekV4TokenToKVPool (swa / c4 / c128 pools, c4 indexer pool)",
-            "418025512e121a27285e814c54562d00c9c871a5",
-        ),
-        Source(
-            "sgl-project/sglang",
-            _SGL_POOL,
-            "DeepSeekV4IndexerPool._create_buffer (index_head_dim + index_head_dim // 128 * 4 B a token) and "
-            "get_compress_state_ring_size (8 / 128; 16 / 256 speculative; 1 for online c128)",
-            "418025512e121a27285e814c54562d00c9c871a5",
-        ),
-        Source(
-            "sgl-project/sglang",
-            "python/sglang/srt/mem_cache/deepseek_v4_compress_state.py",
-            "CompressStatePool.__init__ (last_dim = 2 * (1 + overlap) * head_dim, ring_size rows a request)",
-            "c3d87704a9204623a15f39af6d18417c8cca308e",
-            note="state_dtype is passed in by the model runner; f32 assumed here (not read: found false for it)",
-        ),
-    ),
-)
-
-# its configs run vLLM's DeepSeek-V4 model code (MODEL_IMPL_TYPE=vllm): vLLM's layout, assumed where its TPU
-# backend was not read (the last source says so)
-TORCHTPU_VLLM = replace(
-    VLLM,
-    engine="torchtpu-vllm",
-    sources=(
-        Source(
-            "kowalski-4831/vllm-torchtpu",
-            "scripts/vllm/benchmarking/configs/deepseek-v4-flash-dp8-ep.sh",
-            "TP=1 x DP=8 with EP, KV_CACHE_DTYPE=fp8 on v7x-8",
-            "686f5c11afd5042063b4d31f9b7d31e746644eb9",
-        ),
-        Source(
-            "kowalski-4831/vllm-torchtpu",
-            "scripts/vllm/benchmarking/configs/deepseek-v4-pro-dp16-ep.sh",
-            "TP=1 x DP=16 with EP on v7x-16, MODEL_IMPL_TYPE=vllm (vLLM's DeepSeek-V4 model code), "
-            "KV_CACHE_DTYPE=fp8_e4m3",
-            "5e1723dbf012cb9663dd800bb0fc58991eccfa72",
-        ),
-        Source(
-            "kowalski-4831/vllm-torchtpu",
-            "tpu_inference/",
-            "the TPU attention backend's DeepSeek-V4 cache layout",
-            "",
-            found=False,
-            note="no DeepSeek-V4 attention backend file found in the stored tree; the layout is assumed to be "
-            "vLLM's (the configs run vLLM's model code, MODEL_IMPL_TYPE=vllm, with an fp8 KV cache)",
-        ),
-    ),
-    note="assumed vLLM's layout (found: false for the TPU backend's own)",
-)
-
-ENGINES: dict[str, Dsv4Layout] = {e.engine: e for e in (VLLM, SGLANG, TORCHTPU_VLLM)}
-
-# k3plan's stacks (sharding/stacks/*.yaml) -> the engine whose layout they hold; a stack not listed: vLLM's
-STACK_ENGINE = {
-    "vllm": "vllm",
-    "sglang": "sglang",
-    "dp-attention": "sglang",
-    "vllm-tpu": "torchtpu-vllm",
-    "tpu-inference": "torchtpu-vllm",
-    "torchtpu-vllm": "torchtpu-vllm",
-}
+# a layout's types, and the ratio and word size they read: k3plan.engines.dsv4_layout; each engine's layout and
+# Engram placement: engines/<engine>/dsv4.py, read through the engine's description (Engine.dsv4, Engine.engram)
+# the layout of a stack whose engine names none of its own (a user's stack YAML): the engine that prices those
+DEFAULT_LAYOUT = engine_rules("").dsv4
+VLLM = DEFAULT_LAYOUT  # the name step/dsv4_ops and tests read it by
 
 
 def layout_for_stack(stack_name: str) -> Dsv4Layout:
-    return ENGINES[STACK_ENGINE.get(stack_name, "vllm")]
+    """The DeepSeek-V4 cache layout of ``stack_name``'s engine (``Engine.dsv4``)."""
+    return engine_rules(stack_name).dsv4
 
 
 def _dims(spec: ModelSpec) -> DSV4Dims:
@@ -555,40 +399,7 @@ def csa2_state_source_text(spec: ModelSpec) -> str:
 # node of each TP shard with ``dp_shared_memory``), SGLang in device memory with the rows split over the TP
 # group (``--engram-config`` placement gpu, replication none). The projections (``engram.wkv``, ``q_weight``,
 # ``k_weight``) stay on the device either way.
-ENGRAM_PLACEMENT: dict[str, tuple[str, Source]] = {
-    "vllm": (
-        "host",
-        Source(
-            "vllm-project/vllm",
-            "vllm/config/engram.py",
-            "EngramConfig.cpu_offload (default True: 'Store embedding weights in pinned CPU memory for UVA lookup'); "
-            "dp_shared_memory (one copy a node of every TP shard)",
-            "",
-            note="read on docs.vllm.ai/en/latest/api/vllm/config/engram/ (source listing); commit not pinned",
-        ),
-    ),
-    "sglang": (
-        "hbm",
-        Source(
-            "sgl-project/sglang",
-            "docs/advanced_features/engram (docs.sglang.io)",
-            "--engram-config: placement gpu (default), replication none (one table, rows split across the TP group)",
-            "",
-            note="read on docs.sglang.io/docs/advanced_features/engram; commit not pinned",
-        ),
-    ),
-    "torchtpu-vllm": (
-        "host",
-        Source(
-            "kowalski-4831/vllm-torchtpu",
-            "tpu_inference/",
-            "the plugin's Engram placement",
-            "",
-            found=False,
-            note="no DeepSeek-V4.1 path found for the TPU plugin; assumed vLLM's default (cpu_offload True)",
-        ),
-    ),
-}
+# Each engine's placement, cited: ``Engine.engram`` (engines/<engine>/dsv4.py).
 
 
 @dataclass(frozen=True)
@@ -650,7 +461,7 @@ def engram_hbm_bytes_per_device(*, table: int, projections: int, placement: str,
 
 def engram_placement(stack_name: str, asked: str | None = None) -> str:
     """Where the Engram tables live: ``asked`` (--engram), else ``stack_name``'s engine's default."""
-    return asked or ENGRAM_PLACEMENT[STACK_ENGINE.get(stack_name, "vllm")][0]
+    return asked or engine_rules(stack_name).engram.placement
 
 
 def engram_tier(
@@ -669,7 +480,8 @@ def engram_tier(
     if d.engram is None:
         return None
     table, proj = engram_split(inventory)
-    default, source = ENGRAM_PLACEMENT[STACK_ENGINE.get(stack_name, "vllm")]
+    engram = engine_rules(stack_name).engram
+    default, source = engram.placement, engram.source
     placement = engram_placement(stack_name, placement)
     tp_hosts = min(max(1, -(-tp // max(devices_per_host, 1))), max(hosts, 1))
     return EngramTier(

@@ -2,7 +2,7 @@
 
 Each op of the step's one list (k3plan.step.ops) answers the buffers live while it runs, by name (``Op.live``,
 a ``LiveBuffers``; ``Op.live_bytes`` their sum), where its builder is given ``LiveAt`` (the formulation the stack
-compiles, ``STACK_FORMS`` below, the activation bytes and EP); the op that holds them and what they are:
+compiles, ``form_for`` below: its engine's ``Engine.expert_form``, the activation bytes and EP); the op that holds them and what they are:
 
 - MoE, on the routed experts' down projection (the grouped matmul at which the block's buffers peak: see
   the ragged_dot rows below; its other grouped matmuls hold none): router logits (f32) and top-k;
@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from k3plan.columns import gcd, maximum, minimum
+from k3plan.engines.registry import engine_rules
 from k3plan.models.inventory import Tensor
 from k3plan.models.spec import ModelSpec
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
@@ -50,14 +51,12 @@ from k3plan.structs import Frozen
 
 Col = Any
 TILE_EXPERTS = 4  # experts dequantized at once by the ``tiled`` form (K3 TP=32: 28 local = 7 tiles)
-# Stack -> expert formulation (k3plan.validate.experts reads these); a stack not named runs ``layer``.
-# jax-native: the porting study's graph (issue 15: group_sort + ragged_dot, MXFP4 dequantized inside
-# the expert computation; the real v7x slice's calibration was measured on it).
-STACK_FORMS: dict[str, str] = {"jax-native": "ragged", "vllm-tpu": "tiled", "torchtpu-vllm": "tiled"}
 
 
 def form_for(stack: str) -> str:
-    return STACK_FORMS.get(stack, "layer")
+    """The expert formulation a stack's engine runs (``Engine.expert_form``, k3plan.validate.experts compiles
+    it): ``layer`` unless its engine's folder says otherwise."""
+    return engine_rules(stack).expert_form
 
 
 F32 = 4

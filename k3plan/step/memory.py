@@ -203,7 +203,7 @@ def budget_terms(
     counted is what the temporaries leave of it (0 when they exceed it). Otherwise (vLLM: utilization
     x HBM - weights - profiled peak) the temporaries and the reserve add. ``state_slots`` (the stack's
     ``state.slots_per_request``): KDA state slots the engine's state pool holds a running sequence (SGLang
-    sizes it at 3 or 5 a request, engines/stacks/sglang.yaml); the budget counts them all, a decode step
+    sizes it at 3 or 5 a request, engines/sglang/stack.yaml); the budget counts them all, a decode step
     reads one (``cache.state_bytes_per_layer`` a KDA layer, what plan and roofline pass to decode_terms).
     ``state_layer_groups`` (the stack's ``state.layer_groups``): each slot holds ``held_layers`` KDA layers'
     pages (vLLM: 72 for K3's 69), a decode step reads ``n_kda``; under pipeline parallelism a KV block holds

@@ -4,6 +4,11 @@ graphs are compiled apart, so the budget takes the larger). Each function return
 with a field a buffer (``PrefillTemp``, ``DecodeTemp``), generic in the column type like
 ``k3plan.step.memory``'s; ``labelled()`` lists the buffers under the labels fit prints and its JSON keeps.
 ``budget.temp`` calls these with the ints of one Setup, ``plan`` with one entry per configuration.
+
+Two graphs (``Engine.temp_graph``): an engine's kernels (``prefill_temp_terms`` / ``decode_temp_terms``: a paged
+attention kernel that never materializes the scores, a grouped matmul over the device's share of the pairs) and a
+graph written in XLA ops, the porting study's (``xla_prefill_temp_terms``: the scores over the chunk x context,
+every token-expert pair's rows, the experts dequantized in XLA; the largest block, not the sum).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic
 
-from k3plan.columns import C, where
+from k3plan.columns import C, logical_not, maximum, where
 from k3plan.models.spec import ModelSpec
 from k3plan.step.memory import KDA_CHUNK_TOKENS, cdiv, heads_local
 
@@ -102,6 +107,81 @@ class DecodeTemp(_Labelled[C]):
 
 
 DEQUANTIZED_EXPERTS = _MOE_LABELS["dequantized_experts_bytes"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq: fields may be arrays (no truth value)
+class GraphTemp(Generic[C]):
+    """The live buffers of a stage of a graph written in XLA ops (``Engine.temp_graph`` "xla"), per device: the
+    buffers of the block at which the stage peaks (``xla_prefill_temp_terms``) and those live across blocks.
+    Over columns every block's terms are present, each zero on the rows where another block is the peak."""
+
+    terms: tuple[TempTerm[C], ...]
+
+    def labelled(self) -> tuple[TempTerm[C], ...]:
+        return self.terms
+
+    @property
+    def total_bytes(self) -> C:
+        total: Any = 0
+        for t in self.terms:
+            total = total + t.bytes
+        return total
+
+
+XLA_EXPERTS = "one layer's local experts in the activation dtype (dequantized or converted in XLA)"
+XLA_AHEAD = "one more MoE layer's experts, dequantized ahead of use"
+XLA_RESIDUAL = "residual stream (2 live copies)"
+
+
+def xla_prefill_temp_terms(spec: ModelSpec, *, act, converted, tp: C, ep, chunk, context) -> GraphTemp[C]:
+    """One prefill chunk of the porting study's graph (k3plan's validate graph, ``ragged`` experts): the largest
+    block's buffers at its peak, by the rules of ``k3plan.step.live`` at coefficient 1 (MLA: the f32 scores, then
+    probabilities in their place, [local heads, chunk, context], the causal mask and the cache in the dots' layout;
+    MoE: group_sort's rows over every token-expert pair -- the tokens are replicated over the expert axes -- xs
+    [chunk x top_k, latent], gate and up [chunk x top_k, inter], the router, the combine, and the device's local
+    experts in the activation dtype; KDA's chunked scan; the dense MLP; the LM head), plus the residual stream and
+    one more MoE layer's experts dequantized ahead of use (the scheduler runs a weight-only dequantization early).
+    ``converted``: the routed experts are written in the activation dtype before their ragged_dots (quantized, or
+    stored in another dtype). Against the porting study's real v7x slice (K3, 2x2x4, TP=32): within 15% from 4,096
+    to 57,344 tokens but at 32,768 (tests/step/test_xla_temporaries.py; reports/validation/README.md)."""
+    from k3plan.step.live import dense_mlp_live, kda_live, lm_head_live, mla_live, moe_live
+
+    held: Any = 0  # w1, w3, w2 of the device's local experts (the ``ragged`` form dequantizes them whole)
+    if spec.n_moe:
+        held = cdiv(spec.moe.num_experts, ep) * 3 * spec.moe.expert_in * spec.moe.expert_intermediate * act
+    blocks: list[tuple[str, dict[str, Any]]] = []
+    if spec.n_mla:
+        blocks.append(("MLA", mla_live(spec, seqs=1, queries=chunk, context=context, tp=tp, act=act).buffers))
+    if spec.kda is not None and spec.n_kda:
+        blocks.append(("KDA", kda_live(spec, seqs=1, queries=chunk, tp=tp, decode=False).buffers))
+    if spec.n_moe:
+        mb = moe_live(spec, tokens=chunk, ep=ep, act=act, form="ragged").buffers
+        kept = {k: v for k, v in mb.items() if not k.startswith(("dequantized experts", "tiled scan"))}
+        blocks.append(("MoE", {**kept, XLA_EXPERTS: where(converted, held, 0)}))
+    if spec.num_layers - spec.n_moe > 0 and spec.dense_intermediate:
+        blocks.append(("dense MLP", dense_mlp_live(spec, rows=chunk, tp=tp, act=act).buffers))
+    blocks.append(("LM head", lm_head_live(spec, seqs=1, tp=tp).buffers))
+    totals = []
+    for _, bufs in blocks:
+        total: Any = 0
+        for v in bufs.values():
+            total = total + v
+        totals.append(total)
+    peak: Any = 0
+    for t in totals:
+        peak = maximum(peak, t)
+    scalar = not hasattr(peak, "shape")
+    terms: list[TempTerm[C]] = [TempTerm(XLA_RESIDUAL, 2 * chunk * spec.hidden_size * act)]
+    taken: Any = False
+    for (name, bufs), total in zip(blocks, totals):
+        is_peak = (total == peak) & logical_not(taken)  # the first block at the peak
+        taken = taken | is_peak
+        if scalar and not is_peak:
+            continue
+        terms += [TempTerm(f"{name}: {label}", where(is_peak, b, 0)) for label, b in bufs.items()]
+    if spec.n_moe > 1:
+        terms.append(TempTerm(XLA_AHEAD, where(converted, held, 0)))
+    return GraphTemp(terms=tuple(terms))
 
 
 def _moe_terms(spec: ModelSpec, *, tokens, ep, act, quantized) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def replay_tokens(spec: ModelSpec, context: int) -> int:
 
 
 def parked_options(
-    spec: ModelSpec, context: int, layout: dsv4_cache.Dsv4Layout = dsv4_cache.VLLM
+    spec: ModelSpec, context: int, layout: dsv4_cache.Dsv4Layout = dsv4_cache.DEFAULT_LAYOUT
 ) -> list[ParkedOption]:
     classical = dsv4_cache.classical_bytes(spec, context, layout)
     t = dsv4_cache.state_terms(spec, layout)

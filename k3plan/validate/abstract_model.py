@@ -63,6 +63,11 @@ def runtime_parts(shape: tuple[int, ...], fmt: str) -> dict[str, tuple[tuple[int
             "packed": ((*shape[:-1], shape[-1] // 2), jnp.uint8),
             "scale": ((*shape[:-1], shape[-1] // 32), jnp.float32),
         }
+    if fmt == "int4_g32":  # Kimi-K2.5/K2.6's experts: eight int4 an int32 word, a bf16 scale a 32 (models/formats.py)
+        return {
+            "packed": ((*shape[:-1], shape[-1] // 8), jnp.int32),
+            "scale": ((*shape[:-1], shape[-1] // 32), jnp.bfloat16),
+        }
     if fmt == "fp8_block":
         return {
             "w": (shape, jnp.float8_e4m3fn),

@@ -27,11 +27,11 @@ import math
 import jax
 import jax.numpy as jnp
 
-from k3plan.step.live import STACK_FORMS, TILE_EXPERTS, form_for
+from k3plan.step.live import TILE_EXPERTS, form_for
 from k3plan.validate.quant import dequant
 
 FORMS = ("layer", "ragged", "tiled")
-__all__ = ["FORMS", "STACK_FORMS", "TILE_EXPERTS", "form_for", "local_experts"]
+__all__ = ["FORMS", "TILE_EXPERTS", "form_for", "local_experts"]
 
 
 def _rhs(wp: dict, act) -> jax.Array:

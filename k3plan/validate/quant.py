@@ -3,7 +3,9 @@
 mxfp4 (OCP MX): uint8 ``packed`` holds two E2M1 codes a byte, low nibble first; uint8 ``scale`` is
 E8M0 (2^(s-127)) for each block of 32 inputs. fp8_block: e4m3 values times an f32 scale per
 [128, 128] block. fp8_ds_mla cache entries (vLLM): 512 fp8 latent values, 4 f32 scales (one per
-128), 64 bf16 rope values = 656 bytes a token.
+128), 64 bf16 rope values = 656 bytes a token. int4_g32 (compressed-tensors pack-quantized, symmetric): int32
+``packed`` holds eight 4-bit values a word, lowest nibble first, each stored offset by 8 (unsigned; the torch_tpu
+plugin's W4A16 method XORs 0x88888888 to make them signed); bf16 ``scale`` for each group of 32 inputs.
 """
 
 from __future__ import annotations
@@ -43,7 +45,21 @@ def mxfp4_dequant(packed: jax.Array, scale: jax.Array, dtype) -> jax.Array:
     return e2m1(codes, dtype) * jnp.exp2(scales.astype(jnp.float32) - 127.0).astype(dtype)
 
 
+def int4_dequant(packed: jax.Array, scale: jax.Array, dtype) -> jax.Array:
+    """int32 ``packed`` [..., in/8] + bf16 ``scale`` [..., in/32] -> [..., in] in ``dtype``: output lane j takes
+    nibble j % 8 of word j // 8 (a shift by 4 x (j % 8)), minus the offset 8, times scale j // 32; one fusion, as
+    ``mxfp4_dequant`` writes its values (the repeats of the packed words and scales kept in their own dtypes)."""
+    n = packed.shape[-1] * 8
+    lane = jax.lax.broadcasted_iota(jnp.int32, (*packed.shape[:-1], n), packed.ndim - 1)
+    nibbles = (jnp.repeat(packed, 8, axis=-1) >> ((lane & 7) * 4)) & 0xF
+    scales = jnp.repeat(scale, 32, axis=-1)
+    nibbles, scales = jax.lax.optimization_barrier((nibbles, scales))
+    return (nibbles - 8).astype(dtype) * scales.astype(dtype)
+
+
 def dequant(parts: dict, dtype) -> jax.Array:
+    if "packed" in parts and parts["packed"].dtype == jnp.int32:  # int4_g32
+        return int4_dequant(parts["packed"], parts["scale"], dtype)
     if "packed" in parts:
         return mxfp4_dequant(parts["packed"], parts["scale"], dtype)
     w = parts["w"]

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from k3plan.engines.registry import engine_rules
+
 FEATURES = ("c_peak", "c_rest", "c_resident", "c_cache", "c_fixed")
 # Model forms: ``named`` one coefficient a named part (FEATURES); ``total`` one for the live bytes the rules
 # count at the peak (the largest op + what stays resident across ops) and a fixed part: fewer coefficients
 # for a grid with few points a stack.
 FORMS: dict[str, tuple[str, ...]] = {"named": FEATURES, "total": ("c_live", "c_fixed")}
 # The expert formulation of grid points recorded before records named it (2026-12-01, temp-grid-tpu7x.json /
-# temp-grid-cpu.json): vllm-tpu then compiled the ``layer`` form, jax-native ``ragged``.
-LEGACY_FORMS = {"vllm-tpu": "layer", "jax-native": "ragged"}
+# temp-grid-cpu.json): each engine's ``Engine.recorded_forms``, by the stack name the record holds.
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class GridPoint:
             batch=p["batch"],
             tokens=p["tokens"],
             context=p["context"],
-            form=p.get("form") or LEGACY_FORMS[p["stack"]],
+            form=p.get("form") or engine_rules(p["stack"]).recorded_forms[p["stack"]],
         )
         f = live_features(ops, resident)
         top = peak_op(ops).name

@@ -107,7 +107,7 @@ def test_hybrid_paging_at_tp32():
 
 
 def test_torchtpu_vllm_pages_its_own_16_tokens_and_keeps_the_state_apart():
-    """The torch_tpu plugin's per-layer layout (engines/stacks/torchtpu-vllm.yaml paging): a 16-token page
+    """The torch_tpu plugin's per-layer layout (engines/torchtpu_vllm/stack.yaml paging): a 16-token page
     (cache_config.block_size; upstream's hybrid block growth is not run), the KDA state in unpadded slots apart
     (kv_cache_manager.py _maybe_set_compact_mamba_num_blocks_override @15e5264a), 72 layer pages a slot."""
     st = load_stack("vllm-tpu")

@@ -14,6 +14,10 @@ from fractions import Fraction
 
 import pytest
 
+from k3plan.engines.registry import engines
+from k3plan.engines.sglang.dsv4 import LAYOUT as SGLANG
+from k3plan.engines.torchtpu_vllm.dsv4 import LAYOUT as TORCHTPU_VLLM
+from k3plan.engines.vllm.dsv4 import LAYOUT as VLLM
 from k3plan.models import load_model
 from k3plan.step import dsv4_cache as c
 
@@ -32,7 +36,7 @@ def pro():
 
 def test_entry_and_indexer_bytes(flash, pro):
     for spec in (flash, pro):
-        for layout in c.ENGINES.values():
+        for layout in {e.dsv4.engine: e.dsv4 for e in engines()}.values():
             assert layout.entry_bytes(spec.dsv4) == 584
             assert layout.index_bytes(spec.dsv4) == 132
 
@@ -41,7 +45,7 @@ def test_kv_bytes_per_token_exact(flash, pro):
     assert c.kv_bytes_per_token(flash) == Fraction(385025, 100)
     assert c.kv_bytes_per_token(pro) == Fraction(55114375, 10000)
     # the same in every engine read (one format for the growable cache)
-    for layout in c.ENGINES.values():
+    for layout in {e.dsv4.engine: e.dsv4 for e in engines()}.values():
         assert c.kv_bytes_per_token(pro, layout) == c.kv_bytes_per_token(pro)
     # values a token from the config alone: 21 x (512 + 128) / 4 + 20 x 512 / 128 = 3,360 + 80
     assert c.compressed_values_per_token(flash) == 3440
@@ -62,8 +66,8 @@ def test_state_is_fixed(flash, pro):
     assert s.indexer_compressor_bytes == 21 * 8 * 2 * 256 * 4
     assert c.sequence_bytes(flash, M) - c.classical_bytes(flash, M) == s.total
     # SGLang keeps a longer ring under speculative decoding (16 / 256)
-    assert c.state_bytes(pro, c.SGLANG, speculative=True) > c.state_bytes(pro, c.SGLANG)
-    assert c.state_bytes(pro, c.VLLM, speculative=True) == c.state_bytes(pro, c.VLLM)
+    assert c.state_bytes(pro, SGLANG, speculative=True) > c.state_bytes(pro, SGLANG)
+    assert c.state_bytes(pro, VLLM, speculative=True) == c.state_bytes(pro, VLLM)
 
 
 def test_decode_reads_less_than_it_holds(flash):
@@ -93,16 +97,16 @@ def test_about_a_tenth_of_v32_at_1m(flash, pro):
 
 
 def test_engine_layouts_cited():
-    for name, layout in c.ENGINES.items():
+    for name, layout in {e.dsv4.engine: e.dsv4 for e in engines()}.items():
         assert layout.sources, name
         for s in layout.sources:
             assert s.repo and s.file and s.symbol
             assert (len(s.commit) == 40 and s.found) or (not s.found and s.note)
-    assert {s.repo for s in c.VLLM.sources} == {"vllm-project/vllm"}
-    assert {s.repo for s in c.SGLANG.sources} == {"sgl-project/sglang"}
-    assert any(not s.found for s in c.TORCHTPU_VLLM.sources)  # its TPU backend's own layout: not found
-    assert c.layout_for_stack("sglang") is c.SGLANG and c.layout_for_stack("vllm-tpu") is c.TORCHTPU_VLLM
-    assert c.layout_for_stack("jax-native") is c.VLLM
+    assert {s.repo for s in VLLM.sources} == {"vllm-project/vllm"}
+    assert {s.repo for s in SGLANG.sources} == {"sgl-project/sglang"}
+    assert any(not s.found for s in TORCHTPU_VLLM.sources)  # its TPU backend's own layout: not found
+    assert c.layout_for_stack("sglang") is SGLANG and c.layout_for_stack("vllm-tpu") is TORCHTPU_VLLM
+    assert c.layout_for_stack("jax-native") is VLLM
 
 
 def test_not_v4_raises():
@@ -115,8 +119,8 @@ def test_stack_state_follows_the_engine_and_speculation(flash):
     from k3plan.step.cache import fixed_state_bytes
 
     sglang = load_stack("sglang")
-    assert fixed_state_bytes(flash, sglang) == c.state_bytes(flash, c.SGLANG)
+    assert fixed_state_bytes(flash, sglang) == c.state_bytes(flash, SGLANG)
     spec_stack = sglang.for_spec_decode(2)
     assert spec_stack.state.verify_tokens == 2
-    assert fixed_state_bytes(flash, spec_stack) == c.state_bytes(flash, c.SGLANG, speculative=True)
+    assert fixed_state_bytes(flash, spec_stack) == c.state_bytes(flash, SGLANG, speculative=True)
     assert fixed_state_bytes(load_model("deepseek-v3").spec, sglang) == 0

@@ -1,6 +1,6 @@
 """vLLM's hybrid KV-cache manager pads K3's 69 KDA layers to 3 groups of 24 (the MLA count), 72 layer pages a
 request, while a decode step reads 69 (vllm-project/vllm vllm/v1/core/kv_cache_utils.py
-_get_kv_cache_groups_uniform_page_size / get_kv_cache_config_from_groups; engines/stacks/vllm.yaml state)."""
+_get_kv_cache_groups_uniform_page_size / get_kv_cache_config_from_groups; engines/vllm/stack.yaml state)."""
 
 from __future__ import annotations
 

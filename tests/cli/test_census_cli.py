@@ -134,6 +134,7 @@ def test_dtype_mismatch(cli, ckpt, write_st):
 
 # --- corrupt files: one line, exit 2 --------------------------------------------------------------
 
+
 def _corrupt(folder, payload: bytes):
     target = sorted(folder.glob("*.safetensors"))[1]
     target.write_bytes(payload)
@@ -168,16 +169,19 @@ def test_header_not_json(cli, ckpt):
     assert target.name in line and "JSON" in line
 
 
-@pytest.mark.parametrize("header", [
-    b"[1, 2]",
-    b'{"a": {"dtype": "F32"}}',
-    b'{"a": "nonsense"}',
-    b'{"a": {"dtype": "F32", "shape": 5, "data_offsets": [0, 4]}}',
-    b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}}',
-    b'{"a": {"dtype": 7, "shape": [1], "data_offsets": [0, 4]}}',
-    b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": ["0", 4]}}',
-    b"\xff\xfe\x00",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"[1, 2]",
+        b'{"a": {"dtype": "F32"}}',
+        b'{"a": "nonsense"}',
+        b'{"a": {"dtype": "F32", "shape": 5, "data_offsets": [0, 4]}}',
+        b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}}',
+        b'{"a": {"dtype": 7, "shape": [1], "data_offsets": [0, 4]}}',
+        b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": ["0", 4]}}',
+        b"\xff\xfe\x00",
+    ],
+)
 def test_header_malformed_entries(cli, tmp_path, header):
     f = tmp_path / "bad.safetensors"
     f.write_bytes(struct.pack("<Q", len(header)) + header)
@@ -189,6 +193,52 @@ def test_bad_index(cli, ckpt, index):
     folder, _ = ckpt
     (folder / "model.safetensors.index.json").write_text(index)
     one_error_line(cli("census", folder))
+
+
+@pytest.mark.parametrize("same_file", [True, False])
+def test_index_naming_a_tensor_twice_is_refused(cli, ckpt, same_file):
+    """Issue 48: JSON keeps the last of two entries, so a shard only the first named went unread; refused, naming the
+    tensor (keys holding an escaped quote and a comma count as one string each)."""
+    folder, _ = ckpt
+    index = folder / "model.safetensors.index.json"
+    text = index.read_text()
+    first = sorted(folder.glob("*.safetensors"))[0].name
+    other = first if same_file else "model-00002-of-000003.safetensors"
+    index.write_text(
+        text.replace(
+            '"weight_map": {', f'"weight_map": {{"a\\",b": "{first}", "dup.w": "{first}", "dup.w": "{other}", '
+        )
+    )
+    line = one_error_line(cli("census", folder))
+    assert "weight_map names tensor 'dup.w' twice; expected each tensor once" in line
+
+
+def test_index_with_escaped_quotes_in_names_is_read(cli, ckpt):
+    folder, tensors = ckpt
+    index = folder / "model.safetensors.index.json"
+    data = json.loads(index.read_text())
+    data["weight_map"]['odd \\"name\\\\'] = next(iter(data["weight_map"].values()))  # an escaped quote and backslash
+    index.write_text(json.dumps(data))
+    r = cli("census", folder, "--json")
+    assert r.exit_code == 0, r.output
+
+
+def test_an_index_naming_many_missing_shards_is_refused_with_their_count(cli, tmp_path):
+    """The shards are looked up in one listing of the folder (500,000 names took 9 s of CPU in a stat each; the time
+    is benchmarks/bench_large_inputs.py's); a name with a folder in it is looked up where it points."""
+    names = {f"w{i}": f"model-{i:05d}-of-20000.safetensors" for i in range(20_000)}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": names}))
+    line = one_error_line(cli("census", tmp_path))
+    assert "names 20000 shard(s) that are not there, e.g. model-00000-of-20000.safetensors" in line
+
+
+def test_an_index_may_name_a_shard_in_a_subfolder(cli, tmp_path, write_st):
+    (tmp_path / "sub").mkdir()
+    write_st(tmp_path / "sub" / "a.safetensors", {"w": ("BF16", (2, 2))})
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "sub/a.safetensors"}}))
+    r = cli("census", tmp_path, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["tensors"] == 1
 
 
 def test_index_names_missing_shard(cli, ckpt):

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from k3_testing import CALIBRATION, one_error_line, transposed_torchtpu_stack
 
-from k3plan.engines.stack import STACK_DIR
+from k3plan.engines.registry import stack_path
 
 GiB = 2**30
 SHIPPED = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "calibrations"
@@ -65,7 +65,7 @@ def test_k3_fits_v7x_2x2x4_tp32(cli):
     assert pd["free_bytes"] >= 0
     # the longest context one sequence gets: KV 24 MLA layers x 640 x 2 B = 30,720 B a token (the MLA v2 cache pads
     # the 512 + 64 values to 512 + 128), paged in the plugin's own 16-token blocks (engines.flags
-    # TORCHTPU_DEFAULT_BLOCK; the KDA state kept apart in its own slots: engines/stacks/torchtpu-vllm.yaml paging)
+    # TORCHTPU_DEFAULT_BLOCK; the KDA state kept apart in its own slots: engines/torchtpu_vllm/stack.yaml paging)
     assert pd["kv_bytes_per_token"] == 24 * 640 * 2
     block = 16
     assert d["cache_layout"]["block_tokens"] == block
@@ -218,7 +218,7 @@ def test_calibration_refuses_the_oom_chunk(cli):
 
 
 def _bad_stack(tmp_path) -> str:
-    data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
+    data = yaml.safe_load((stack_path("torchtpu-vllm")).read_text())
     data["kv_cache"]["layuot"] = "paged"
     p = tmp_path / "stack.yaml"
     p.write_text(yaml.safe_dump(data))

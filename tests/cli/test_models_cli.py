@@ -9,7 +9,16 @@ from k3_testing import one_error_line
 
 from k3plan.models.loader import BUNDLED_DIR
 
-BUNDLED = ["deepseek-v3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "kimi-k2", "kimi-k3", "kimi-linear-48b-a3b"]
+BUNDLED = [
+    "deepseek-v3",
+    "deepseek-v4-flash",
+    "deepseek-v4-pro",
+    "deepseek-v4.1-flash",
+    "kimi-k2",
+    "kimi-k2.6",
+    "kimi-k3",
+    "kimi-linear-48b-a3b",
+]
 
 
 def show_json(cli, *args) -> dict:
@@ -119,6 +128,7 @@ def test_version_and_help(cli):
 
 # --- bad input: one line, exit 2, no traceback ---------------------------------------------------
 
+
 def _write(tmp_path, raw, name="config.json"):
     d = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
     d.mkdir()
@@ -143,7 +153,7 @@ def test_invalid_json(cli, tmp_path):
     assert "invalid JSON" in line and "line 1" in line
 
 
-@pytest.mark.parametrize("payload", ["[1, 2]", "\"text\"", "\udcff"])
+@pytest.mark.parametrize("payload", ["[1, 2]", '"text"', "\udcff"])
 def test_not_an_object(cli, tmp_path, payload):
     p = _write(tmp_path, "{}")
     p.write_bytes(payload.encode("utf-8", "surrogateescape"))
@@ -163,9 +173,18 @@ def test_nested_field_missing_is_named(cli, tmp_path, k3_raw):
     assert "linear_attn_config.num_heads" in line
 
 
-@pytest.mark.parametrize("field,value", [("hidden_size", 0), ("hidden_size", -7168), ("num_experts", 0),
-                                         ("moe_intermediate_size", -1), ("vocab_size", 1.5),
-                                         ("num_attention_heads", "96"), ("q_lora_rank", 0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("hidden_size", 0),
+        ("hidden_size", -7168),
+        ("num_experts", 0),
+        ("moe_intermediate_size", -1),
+        ("vocab_size", 1.5),
+        ("num_attention_heads", "96"),
+        ("q_lora_rank", 0),
+    ],
+)
 def test_bad_dimension_is_named(cli, tmp_path, k3_raw, field, value):
     k3_raw["text_config"][field] = value
     line = one_error_line(cli("models", "show", _write(tmp_path, k3_raw)))
@@ -179,8 +198,16 @@ def test_bad_dimension_deepseek(cli, tmp_path):
     assert "n_routed_experts" in line
 
 
-@pytest.mark.parametrize("key,value", [("patch_size", 0), ("vt_num_hidden_layers", -1), ("vt_intermediate_size", "4096"),
-                                       ("merge_kernel_size", [2]), ("merge_kernel_size", 2)])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("patch_size", 0),
+        ("vt_num_hidden_layers", -1),
+        ("vt_intermediate_size", "4096"),
+        ("merge_kernel_size", [2]),
+        ("merge_kernel_size", 2),
+    ],
+)
 def test_bad_vision_dimension_is_named(cli, tmp_path, k3_raw, key, value):
     k3_raw["vision_config"][key] = value
     line = one_error_line(cli("models", "show", _write(tmp_path, k3_raw)))
@@ -205,9 +232,14 @@ def test_unknown_model_lists_known(cli):
         assert name in line
 
 
-@pytest.mark.parametrize("arch", [{"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
-                                  {"architectures": "KimiK3", "model_type": 7},
-                                  {"architectures": 5}])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        {"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
+        {"architectures": "KimiK3", "model_type": 7},
+        {"architectures": 5},
+    ],
+)
 def test_unsupported_architecture_names_supported(cli, tmp_path, arch):
     line = one_error_line(cli("models", "show", _write(tmp_path, {**arch, "hidden_size": 4096})))
     assert "unsupported architecture" in line

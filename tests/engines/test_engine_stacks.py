@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from k3plan.engines.stack import STACK_DIR, list_stacks, load_stack, updated
+from k3plan.engines.registry import stack_path
+from k3plan.engines.stack import list_stacks, load_stack, updated
 from k3plan.errors import K3PlanError
 from k3plan.hardware import load_hardware
 from k3plan.setup import make_setup
@@ -202,7 +203,7 @@ def test_runs_on(stack, yes, no):
 
 
 def _stack_file(tmp_path, name, mutate):
-    data = yaml.safe_load((STACK_DIR / f"{name}.yaml").read_text())
+    data = yaml.safe_load((stack_path(name)).read_text())
     mutate(data)
     p = tmp_path / "s.yaml"
     p.write_text(yaml.safe_dump(data))

@@ -1,5 +1,5 @@
 """vLLM's own pool conversion against its logs (issue 34): from the KV memory a startup log prints, k3plan's
-layout (block, page, layer groups) and engines.vllm_memory must give the tokens and the concurrency the same log
+layout (block, page, layer groups) and engines.vllm.memory must give the tokens and the concurrency the same log
 prints, within the log's rounding. The cases are in tests/engines/pool_cases, each with its source."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k3plan.engines.vllm_memory import Figure, kv_groups, vllm_kv_pool
+from k3plan.engines.vllm.memory import Figure, kv_groups, vllm_kv_pool
 from k3plan.units import GiB
 
 CASES = sorted((Path(__file__).parent / "pool_cases").glob("*.yaml"))

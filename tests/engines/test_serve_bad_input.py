@@ -41,6 +41,10 @@ BAD = {
     "unknown model": "vllm serve someone/SomeModel-1T -tp 8",
     "unknown env var": "SOME_UNKNOWN_KNOB=1 vllm serve deepseek-ai/DeepSeek-V3 -tp 8",
     "stray positional": "vllm serve deepseek-ai/DeepSeek-V3 8 --tensor-parallel-size 8",
+    # the engines' own refusal before anything loads (engines/vllm/serve.py, engines/sglang/serve.py)
+    "max-model-len above the model's": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len 2000000",
+    "context-length above the model's": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+    "--context-length 2000000",
 }
 
 
@@ -75,3 +79,11 @@ def test_any_mangled_command_is_read_or_refused_in_one_line(cli, tokens):
         _one_line_exit_2(r)
     else:
         assert r.exit_code in (0, 1, 3) and "Traceback" not in r.output, r.output
+
+
+def test_the_engine_s_env_var_lets_a_context_above_the_model_s_through(cli):
+    """vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (_get_and_verify_max_len warns instead of raising): priced, not refused."""
+    over = "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len 200000"
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", over).output
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 " + over, "--json")
+    assert r.exit_code in (0, 1), r.output

@@ -12,7 +12,7 @@ checkpoint k3plan bundles no config for, and the test holds that its "805 GiB of
 size (MTP included) before pricing it so.
 
 What makes the figure: the engine requantizes the FP4 experts at load (deepseek_v4_fp8 -> VllmDeepseekV4Mxfp4MoEMethod,
-fp4 codes and an fp32 scale a 512-block of K; engines/stacks/torchtpu-vllm.yaml cites it): 0.5 B a parameter + 4 B a
+fp4 codes and an fp32 scale a 512-block of K; engines/torchtpu_vllm/stack.yaml cites it): 0.5 B a parameter + 4 B a
 512 values, not the checkpoint's 0.5 + 1 a 32.
 """
 

@@ -49,8 +49,9 @@ PRODUCED_BY = {
     ReasonCode.NO_CHUNK: ("curve", "-t", "2x2x2", "--tp", "16"),
     # issue 50: vLLM on v7x has no calibration and no temp model there: the analytic lower bound, exit 3
     ReasonCode.UNVERIFIED_TEMP: ("fit", "-t", "2x4x4", "--tp", "32", "--stack", "vllm"),
-    # issue 48: the closest configuration fits but MaxText cannot launch its split (dp 4)
-    ReasonCode.LAUNCH: ("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "524288", "--concurrency", "4"),
+    # issue 48: the closest configuration fits but MaxText cannot launch its split (dp 4); at 131,072 tokens, since
+    # jax-native's prefill counts its graph's f32 scores over the chunk x context (issue 50: 48 GiB at 524,288)
+    ReasonCode.LAUNCH: ("plan", "-H", "tpu-v7x", "--stacks", "jax-native", "--context", "131072", "--concurrency", "4"),
 }
 
 
@@ -115,12 +116,15 @@ def test_counts_of_one_are_singular(cli):
     assert "1 chip, 1 device, 1 host, 1 slice of 1 chip / 1 device;" in r.stdout
 
 
-@pytest.mark.parametrize("args, near", [
-    (("fit", "-H", "h200"), "did you mean nvidia-h200?"),
-    (("fit", "-H", "v7x"), "did you mean tpu-v7x?"),
-    (("fit", "-H", "nvidai-b200"), "did you mean nvidia-b200"),
-    (("plan", "--price", "h200=3"), "did you mean nvidia-h200?"),
-])
+@pytest.mark.parametrize(
+    "args, near",
+    [
+        (("fit", "-H", "h200"), "did you mean nvidia-h200?"),
+        (("fit", "-H", "v7x"), "did you mean tpu-v7x?"),
+        (("fit", "-H", "nvidai-b200"), "did you mean nvidia-b200"),
+        (("plan", "--price", "h200=3"), "did you mean nvidia-h200?"),
+    ],
+)
 def test_an_unknown_hardware_name_says_what_it_is_short_for(cli, args, near):
     """Issue 48: `-H h200` listed every spec; the one it is short for comes first."""
     from k3_testing import one_error_line

@@ -106,11 +106,11 @@ def test_the_record_prices_the_v4_op_on_its_tpu_and_transfers_to_another():
 
 
 def test_a_step_bound_point_carries_its_seconds_to_another_tpu():
-    """Below the step bound (the MLA kernel's rule, overheads.MLA_STEP_BOUND) a point's measured seconds carry to
+    """Below the step bound (the MLA kernel's rule, engines.torchtpu_vllm.speed.MLA_STEP_BOUND) a point's measured seconds carry to
     another TPU, not its efficiency; at or above it the efficiency does."""
     from k3plan.hardware.loader import load_hardware
     from k3plan.speed.curves import STEP_BOUND, load_curves
-    from k3plan.speed.overheads import MLA_STEP_BOUND
+    from k3plan.engines.torchtpu_vllm.speed import MLA_STEP_BOUND
     from k3plan.speed.peaks import Peaks
 
     assert STEP_BOUND == MLA_STEP_BOUND

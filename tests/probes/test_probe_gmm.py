@@ -146,3 +146,30 @@ def test_a_routed_expert_op_reads_its_kernels_curve():
     e = engine.efficiency
     assert e.measured and "gmm-tpu-v5-lite" in e.label and 0 < e.value < 1
     assert engine.expected_s == pytest.approx(engine.ceiling_s / e.value)
+
+
+def test_int4_records_are_int4_s_own_curve_and_kimi_k26_experts_read_it():
+    """Kimi-K2.6's INT4 group-32 experts run gmm_v2 with rhs_quant_dtype=int4 (the plugin's W4A16 method): the v5e int4
+    records are their own curve (not labelled a stand-in), transferred to TPU7x as MXFP4's are; the experts' tensors
+    pick that curve and the gmm_v2 row tiling of a 4-bit, 32-block rhs."""
+    from k3plan.engines.stack import load_stack
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.models import load_model
+    from k3plan.speed.curves import load_curves
+    from k3plan.speed.peaks import Peaks
+    from k3plan.step.gmm import FORMATS, kernel_curve_of
+
+    v5e = load_curves(PROBES, peaks=Peaks.from_hardware(load_hardware("tpu-v5e")))
+    own, stand_in = v5e.curves["gmm_v2:int4:w13"], v5e.curves["gmm_v2:mxfp4:w13"]
+    assert [p.efficiency for p in own.points] == [p.efficiency for p in stand_in.points]
+    assert not any("stand-in" in p.detail for p in own.points) and "gmm_v2:int4:w2" in v5e.curves
+    v7x = load_curves(PROBES, peaks=Peaks.from_hardware(load_hardware("tpu-v7x")))
+    assert all(p.transferred_from and p.efficiency <= 1 for p in v7x.curves["gmm_v2:int4:w13"].points)
+
+    inv = load_model("kimi-k2.6").inventory
+    curve_of = kernel_curve_of(load_stack("torchtpu-vllm"))
+    assert curve_of is not None
+    gate = inv.get("language_model.model.layers.1.mlp.experts.{e}.gate_proj.weight")
+    down = inv.get("language_model.model.layers.1.mlp.experts.{e}.down_proj.weight")
+    assert (curve_of(gate), curve_of(down)) == ("gmm_v2:int4:w13", "gmm_v2:int4:w2")
+    assert FORMATS[gate.fmt] == (4, 32)

@@ -1,5 +1,5 @@
-"""dp-attention on a GPU is priced as the engine its launch starts: SGLang --enable-dp-attention (deploy/engines.py
-ENGINE_FOR_STACK_ON). Its state pool, paging, reserve, KV pool and absorbed-MLA copies were vLLM's (1 state slot a
+"""dp-attention on a GPU is priced as the engine its launch starts: SGLang --enable-dp-attention (k3plan/engines/dp_attention
+Engine.launcher_on). Its state pool, paging, reserve, KV pool and absorbed-MLA copies were vLLM's (1 state slot a
 request, hybrid 64-token pages, gpu_memory_utilization 0.9, no copies) while the launch file ran SGLang; the stack's
 ``on_platform: gpu`` rule now takes those sections and SGLang's flags from sglang.yaml (Stack.bind). On TPU the
 stack stays tpu-inference's, byte for byte."""

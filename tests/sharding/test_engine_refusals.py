@@ -31,9 +31,9 @@ def _refusing_stack(tmp_path, refusals=(REFUSAL,)) -> str:
     they price refuse nothing for K3 since issue 34 retired vllm-tpu's tpu-inference refusals)."""
     import yaml
 
-    from k3plan.engines.stack import STACK_DIR
+    from k3plan.engines.registry import stack_path
 
-    data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
+    data = yaml.safe_load((stack_path("torchtpu-vllm")).read_text())
     data["name"] = "torchtpu-vllm"  # a launch needs a known engine: the name stays, the path differs
     data["refusals"] = list(refusals)
     path = tmp_path / "refusing.yaml"

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from k3plan.budget.fit import check_workload, fit
-from k3plan.engines.stack import STACK_DIR, load_stack
+from k3plan.engines.registry import stack_path
+from k3plan.engines.stack import load_stack
 from k3plan.errors import K3PlanError
 from k3plan.setup import make_setup
 from k3plan.sharding import make_mesh
@@ -149,7 +150,7 @@ def test_every_bundled_stack_loads():
 
 
 def _stack_yaml(tmp_path, mutate):
-    data = yaml.safe_load((STACK_DIR / "torchtpu-vllm.yaml").read_text())
+    data = yaml.safe_load((stack_path("torchtpu-vllm")).read_text())
     mutate(data)
     p = tmp_path / "mystack.yaml"
     p.write_text(yaml.safe_dump(data))

@@ -38,7 +38,7 @@ engine's own profile of the latent projections' weight read (2.2 TB/s on TPU7x),
 mla-engine records priced torchtpu-vllm's MLA kernel at its default blocks over the plugin's 16-token pages (a
 decode step's MLA grows with the context: the model's ratio between 8,192 and 131,072 tokens moved), and the three
 torchtpu-vllm files once more when issue 48 item 5 gave the plugin its own page (16 tokens, the KDA state apart in
-unpadded slots of 72 layer pages: engines/stacks/torchtpu-vllm.yaml paging, kv_cache_manager.py @15e5264a): the KV
+unpadded slots of 72 layer pages: engines/torchtpu_vllm/stack.yaml paging, kv_cache_manager.py @15e5264a): the KV
 and state bytes, free bytes, capacity, cache_layout (block 16, no page, paging separate, state_layer_groups), the KV
 and stack-source provenance and the speed floats. The other keys and their order are the dd35d05 ones. Any other change to a value here must be deliberate.
  Recaptured (speed.tpot_s 58.65 -> 95.62 ms, tokens_per_s, tpot_label) when issue 46 matched benchmarks on
@@ -47,6 +47,9 @@ fp8/256-token-page tuned recipe but transferred from the bf16 nightly at chunk 5
  Recaptured (speed.tpot_s 95.62 -> 99.08 ms, tokens_per_s, the ratio in tpot_label 3.09 -> 3.21) when the speed
 terms' admission (issue 46 item 4, k3plan/speed/admitted.json) left the MoE decode glue's term off: the model's
 8,192-token step lost its 1.25 ms, so the ratio to 131,072 tokens grew.
+ fit-2x2x4-jax-native-chunk32k.json's temp.prefill_terms recaptured when issue 50 gave jax-native its graph's own
+analytic prefill terms (Engine.temp_graph "xla": the MLA block's f32 scores over the 32,768-token chunk x the
+131,072-token context peak, 48 GiB); the temp fit counts there is the measured calibration's, unchanged.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_kv_and_state_per_device(result):
     state_layer = (96 * 128 * 128 * 4 + 3 * 12288 * 3 * 2) // 8
     assert state_layer == 814_080
     # the torch_tpu plugin's own 16-token page, the KDA state apart in unpadded slots of 72 layer pages (3 KDA
-    # groups of 23 over 24 layer regions: engines/stacks/torchtpu-vllm.yaml paging and state)
+    # groups of 23 over 24 layer regions: engines/torchtpu_vllm/stack.yaml paging and state)
     block = 16
     seqs = 64 // 8  # sequences split over the 8 DP groups
     kv = seqs * 24 * (131_072 // block) * block * kv_layer  # 131,072 tokens -> 8,192 whole blocks, 24 MLA layers

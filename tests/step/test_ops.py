@@ -99,7 +99,7 @@ def test_golden_experts_and_attention(ops):
     assert mla.flops == 2 * 2 * 96 * 512 * CONTEXT / 32
     kda = ops["kda.recurrence"]
     # state 96 x 128 x 128 f32 + conv 3 x 12288 x 3 bf16 over 32 = 203,520 B, the plugin's unpadded slot (its
-    # per-layer layout keeps the state apart from the 16-token pages: engines/stacks/torchtpu-vllm.yaml paging)
+    # per-layer layout keeps the state apart from the 16-token pages: engines/torchtpu_vllm/stack.yaml paging)
     assert (96 * 128 * 128 * 4 + 3 * 12288 * 3 * 2) // 32 == 203_520
     assert kda.count == 69 and kda.bytes_read == kda.bytes_written == 203_520
     assert kda.flops == 3 * 2 * 96 * 128 * 128 / 32

@@ -21,8 +21,10 @@ E, K, T, L, I, DEV = 8, 2, 6, 64, 32, 4
 def _packed(rng, shape):
     """Random MXFP4 arrays [E, out, in/2] + scales 2^-6..2^-3 (E8M0 127 = 1.0)."""
     out, inn = shape
-    return {"packed": jnp.asarray(rng.integers(0, 256, (E, out, inn // 2), dtype=np.uint8)),
-            "scale": jnp.asarray(rng.integers(121, 125, (E, out, inn // 32), dtype=np.uint8))}
+    return {
+        "packed": jnp.asarray(rng.integers(0, 256, (E, out, inn // 2), dtype=np.uint8)),
+        "scale": jnp.asarray(rng.integers(121, 125, (E, out, inn // 32), dtype=np.uint8)),
+    }
 
 
 def _reference(z, ids, wts, w1p, w2p, w3p):
@@ -50,10 +52,13 @@ def test_forms_equal_the_dense_reference(form, monkeypatch):
     wts = rng.random((T, K)).astype(np.float32)
     w1p, w3p, w2p = _packed(rng, (I, L)), _packed(rng, (I, L)), _packed(rng, (L, I))
     espec = P("ep", None, None)
-    fn = jax.shard_map(lambda z_, i_, w_, a, b, c: local_experts(z_, i_, w_, a, b, c, axes=("ep",), act=jnp.float32,
-                                                                  form=form),
-                       mesh=mesh, in_specs=(P(), P(), P(), *({k: espec for k in w} for w in (w1p, w2p, w3p))),
-                       out_specs=P(), check_vma=False)
+    fn = jax.shard_map(
+        lambda z_, i_, w_, a, b, c: local_experts(z_, i_, w_, a, b, c, axes=("ep",), act=jnp.float32, form=form),
+        mesh=mesh,
+        in_specs=(P(), P(), P(), *({k: espec for k in w} for w in (w1p, w2p, w3p))),
+        out_specs=P(),
+        check_vma=False,
+    )
     got = np.asarray(jax.jit(fn)(z, ids, wts, w1p, w2p, w3p))
     want = _reference(z, ids, wts, w1p, w2p, w3p)
     assert np.abs(want).max() > 1e-2, "the reference is not trivially zero"
@@ -72,8 +77,9 @@ def test_jax_native_runs_the_ragged_form_and_compiles(tiny_config):
     setup = make_setup(model=tiny_config, hardware="tpu-v7x", topology="2x2x1", tp=8, stack="jax-native")
     target = parse_target("cpu")
     prepare_target(target, setup)
-    res = validate(setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="both", tokens=[128], batch=2,
-                                                               context=256))
+    res = validate(
+        setup=setup, target=target, jobs=plan_jobs(setup=setup, stage="both", tokens=[128], batch=2, context=256)
+    )
     assert res.fits and res.stack == "jax-native"
     for r in res.results:
         w = next(t for t in r.terms if t.name == "weights")
@@ -105,7 +111,28 @@ def test_one_fusion_dequant_equals_the_stacked_one_bit_for_bit(dtype):
     got = jax.jit(lambda p, s: dequant({"packed": p, "scale": s}, dtype))(packed, scale)
     want = jax.jit(lambda p, s: _dequant_stacked(p, s, dtype))(packed, scale)
     assert got.shape == (3, 5, 256) and got.dtype == dtype
-    np.testing.assert_array_equal(np.asarray(jax.lax.bitcast_convert_type(got, bits)),
-                                  np.asarray(jax.lax.bitcast_convert_type(want, bits)))
+    np.testing.assert_array_equal(
+        np.asarray(jax.lax.bitcast_convert_type(got, bits)), np.asarray(jax.lax.bitcast_convert_type(want, bits))
+    )
     one = dequant({"packed": jnp.full((1, 16), 0x21, jnp.uint8), "scale": jnp.full((1, 1), 127, jnp.uint8)}, dtype)
     assert np.asarray(one, np.float32)[0, :4].tolist() == [0.5, 1.0, 0.5, 1.0]
+
+
+def test_int4_g32_dequant_matches_a_numpy_reference():
+    """Kimi-K2.6's experts (compressed-tensors pack-quantized int4, group 32): word j // 8, nibble j % 8 lowest first,
+    stored offset by 8, times the bf16 scale of its 32-group; every nibble value in every position."""
+    rng = np.random.default_rng(2)
+    packed = rng.integers(-(2**31), 2**31, (2, 3, 16), dtype=np.int64).astype(np.int32)  # 128 inputs a row
+    packed[0, 0, :2] = np.array([0x76543210, 0xFEDCBA98 - 2**32], dtype=np.int64).astype(
+        np.int32
+    )  # nibbles 0..15 in order
+    scale = rng.uniform(-2, 2, (2, 3, 4)).astype(np.float32)
+    scale_bf16 = np.asarray(jnp.asarray(scale, jnp.bfloat16).astype(jnp.float32))
+    nib = (packed.astype(np.int64)[..., :, None] >> (4 * np.arange(8))) & 0xF
+    want = (nib.reshape(2, 3, 128) - 8) * np.repeat(scale_bf16, 32, axis=-1)
+    got = jax.jit(lambda p, s: dequant({"packed": p, "scale": s}, jnp.float32))(
+        packed, jnp.asarray(scale, jnp.bfloat16)
+    )
+    assert got.shape == (2, 3, 128) and got.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(got), want.astype(np.float32))
+    assert np.asarray(got)[0, 0, :16].tolist() == ((np.arange(16) - 8) * scale_bf16[0, 0, 0]).tolist()

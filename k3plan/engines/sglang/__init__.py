@@ -1,1 +1,32 @@
-"""SGLang (sgl-project/sglang): its rules as its code has them."""
+"""SGLang (sgl-project/sglang): its stack (``stack.yaml``), its KV-pool sizing and start rule (``memory.py``:
+ModelRunner's static fraction less the weights and the state pool), its DeepSeek-V4 cache layout and Engram
+placement (``dsv4.py``), and the words its logs use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from k3plan.engines.engine import Engine
+from k3plan.engines.sglang import dsv4
+
+ENGINE = Engine(
+    name="sglang",
+    package="sglang",
+    stack_path=Path(__file__).resolve().parent / "stack.yaml",
+    launcher="sglang",
+    dsv4=dsv4.LAYOUT,
+    engram=dsv4.ENGRAM,
+    # third of the default stacks: kimi_k3.py's CUDA and HIP paths, so H100, H20, MI300X and MI325X -- outside
+    # the vLLM recipe's list -- get sglang
+    default_rank=2,
+    pool_rule="static",
+    # SGLang logs its pool's tokens (max_total_num_tokens); the sequences it holds at a context are those over it
+    concurrency_label="max_total_num_tokens / context_len",
+    max_seqs_flag="max_running_requests",
+    prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
+    scheduling_default=(
+        True,
+        "the engine's default: sgl-project/sglang python/sglang/srt/server_args.py ServerArgs."
+        "disable_overlap_schedule = False (the overlap scheduler runs the next batch's CPU work during the GPU's)",
+    ),
+)

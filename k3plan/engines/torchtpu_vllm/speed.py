@@ -24,7 +24,7 @@ HARNESS_SCHEDULING_ENGINES = ("torchtpu-vllm", "vllm-tpu")
 ENGINE_REPO = "kowalski-4831/vllm-torchtpu"
 ENGINE_COMMIT = "0095cdcbda2a44e2b3cd5975d2954765e2e95629"
 # the routed experts' resident formats its MXFP4 MoE method serves (the checkpoint's MXFP4; the plugin's fp32-scale
-# form of it: engines/stacks/torchtpu-vllm.yaml runtime_formats expert@mxfp4)
+# form of it: engines/torchtpu_vllm/stack.yaml runtime_formats expert@mxfp4)
 MXFP4_FORMATS = ("mxfp4", "mxfp4_f32scale")
 MXFP4_SOURCE = (
     f"engine code: {ENGINE_REPO}@{ENGINE_COMMIT[:8]} src/vllm_torchtpu/layers/adapter/quantization/"

@@ -1,1 +1,24 @@
-"""vLLM (vllm-project/vllm): its rules as its code has them."""
+"""vLLM (vllm-project/vllm) on GPUs: its stack (``stack.yaml``), its KV-pool sizing (``memory.py``: Worker's
+profile run, the KV cache groups, the start checks), its DeepSeek-V4 cache layout and Engram placement
+(``dsv4.py``). Its rules also price a stack YAML no folder holds (``prices_unnamed``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from k3plan.engines.engine import Engine
+from k3plan.engines.vllm import dsv4
+
+ENGINE = Engine(
+    engine_loop="vllm",  # vLLM's own engine loop: vLLM's published host time a step (engines/vllm/speed.py)
+    name="vllm",
+    package="vllm",
+    stack_path=Path(__file__).resolve().parent / "stack.yaml",
+    launcher="vllm",
+    dsv4=dsv4.LAYOUT,
+    engram=dsv4.ENGRAM,
+    # vLLM's own on the GPUs of its K3 recipe: second of the default stacks (a TPU gets torchtpu-vllm first)
+    default_rank=1,
+    loads_vision_tower=True,
+    prices_unnamed=True,
+)

@@ -7,10 +7,13 @@ speed model's host term (``k3plan.speed.terms``: ``host``) reads vLLM's publishe
 
 from __future__ import annotations
 
+from k3plan.engines.registry import engines
+
 ENGINE_FAMILY = "vllm"  # the engine_family of its published host time (k3plan/evidence/engine_step_overheads.yaml)
-# stacks that run vLLM's engine loop: vLLM itself, the torch_tpu plugin (torchtpu-vllm, vllm-tpu's successor:
-# engines.stack.STACK_ALIASES) and tpu-inference (both plugins of vLLM's engine: vllm/v1/engine/core.py EngineCore)
-ENGINE_LOOP_STACKS = ("vllm", "vllm-tpu", "torchtpu-vllm", "tpu-inference")
+# stacks that run vLLM's engine loop, each engine's folder saying so (``Engine.engine_loop``): vLLM itself, the
+# torch_tpu plugin (torchtpu-vllm and its old name vllm-tpu) and tpu-inference (both plugins of vLLM's engine:
+# vllm/v1/engine/core.py EngineCore)
+ENGINE_LOOP_STACKS = tuple(n for e in engines() if e.engine_loop == ENGINE_FAMILY for n in e.names)
 
 
 def engine_family(stack: str) -> str | None:

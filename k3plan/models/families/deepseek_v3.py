@@ -1,10 +1,15 @@
-"""Family ``deepseek_v3``: DeepSeek-V3 and Kimi K2 (MLA on every layer + MoE, fp8 block weights).
+"""Family ``deepseek_v3``: DeepSeek-V3, Kimi K2 and Kimi-K2.5/K2.6 (MLA on every layer + MoE).
 
 Checkpoint layout (HF ``DeepseekV3ForCausalLM``): every Linear inside the decoder layers is
 fp8 e4m3 with an f32 ``weight_scale_inv`` per [128, 128] block, except the router gate (BF16);
 embeddings, norms and lm_head are BF16. The multi-token-prediction (MTP) layers from
 ``num_nextn_predict_layers`` sit after the last decoder layer; they are listed with kind ``mtp``
 and excluded from the model's totals.
+
+Kimi-K2.5 / K2.6 (``KimiK25ForConditionalGeneration``): the same text model under ``text_config``, its
+tensors under ``language_model.``; a compressed-tensors ``quantization_config`` (pack-quantized int4, group
+32) whose ``ignore`` list leaves only the routed experts quantized -- the router, attention, shared experts,
+the dense MLP and lm_head are BF16 -- and a MoonViT vision tower + projector (kind ``vision``, counted apart).
 """
 
 from __future__ import annotations
@@ -13,17 +18,24 @@ from typing import Any
 
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
-from k3plan.models.config import ConfigReader, Fp8BlockQuant, quantization
+from k3plan.models.config import CompressedTensorsQuant, ConfigReader, Fp8BlockQuant, quantization
 from k3plan.models.families.common import mla_dims, mlp_schedule
+from k3plan.models.families.moonvit import add_vision
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import ModelSpec, MoEDims
 
-ARCHITECTURES = ("DeepseekV3ForCausalLM",)
-MODEL_TYPES = ("deepseek_v3", "kimi_k2")
+ARCHITECTURES = ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration")
+MODEL_TYPES = ("deepseek_v3", "kimi_k2", "kimi_k25")
+
+
+def _text(raw: dict, source: str) -> ConfigReader:
+    """The text model's fields: ``text_config`` in a multimodal config (Kimi-K2.5/K2.6), else the root."""
+    root = ConfigReader(raw, source=source)
+    return root.sub("text_config") if root.has("text_config") else root
 
 
 def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
-    c = ConfigReader(raw, source=source)
+    c = _text(raw, source)
     n_layers = c.int("num_hidden_layers")
     mlps = mlp_schedule(c, n_layers)
     hidden = c.int("hidden_size")
@@ -31,7 +43,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     return ModelSpec(
         name=name,
         family="deepseek_v3",
-        architecture=str(c.get("model_type", "")),
+        architecture=str(ConfigReader(raw, source=source).get("model_type", "")),
         source=source,
         hidden_size=hidden,
         vocab_size=c.int("vocab_size"),
@@ -46,15 +58,24 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     )
 
 
-def _linear_fmt(raw: dict, source: str = "config.json") -> str:
-    q = quantization(ConfigReader(raw, source=source), accepted=(Fp8BlockQuant,))
-    return q.storage if q else "bf16"
+def _formats(raw: dict, source: str = "config.json") -> tuple[str, str]:
+    """(the decoder Linears' format, the routed experts' format). fp8: every decoder Linear but the router;
+    compressed-tensors (Kimi-K2.5/K2.6): the routed experts only -- its ``ignore`` list names attention, the
+    shared experts, the dense MLP and lm_head, and the checkpoint stores the router BF16 as well."""
+    q = quantization(_text(raw, source), accepted=(Fp8BlockQuant, CompressedTensorsQuant))
+    if isinstance(q, CompressedTensorsQuant):
+        return "bf16", q.storage
+    lf = q.storage if isinstance(q, Fp8BlockQuant) else "bf16"
+    return lf, lf
 
 
-def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kind_override=None) -> None:
+def _decoder_layer(
+    b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, ef: str | None = None, top: str = "", kind_override=None
+) -> None:
     h, mla, moe = spec.hidden_size, spec.mla, spec.moe
+    ef = ef or lf
     E = [("embed", h)]
-    L = f"model.layers.{i}."
+    L = f"{top}model.layers.{i}."
     mixer_kind = kind_override or "mla"
     mlp_kind = kind_override or spec.mlps[min(i, spec.num_layers - 1)]
     role = (lambda r: "mtp") if kind_override else (lambda r: r)
@@ -110,7 +131,7 @@ def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kin
         b.linear(
             M + "experts.{e}." + f"{p}_proj.weight",
             *dims,
-            fmt=lf,
+            fmt=ef,
             role=role("expert"),
             active=moe.top_k / moe.num_experts,
             lead=("expert", moe.num_experts),
@@ -119,12 +140,13 @@ def _decoder_layer(b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, kin
 
 
 def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:
-    lf = _linear_fmt(raw, spec.source)
+    lf, ef = _formats(raw, spec.source)
+    top = "language_model." if ConfigReader(raw, source=spec.source).has("text_config") else ""
     h = spec.hidden_size
     E = [("embed", h)]
     b = InventoryBuilder()
     b.linear(
-        "model.embed_tokens.weight",
+        f"{top}model.embed_tokens.weight",
         [("vocab", spec.vocab_size)],
         E,
         fmt="bf16",
@@ -132,13 +154,13 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
         role="embed",
         active=0.0,
     )
-    b.vector("model.norm.weight", E, fmt="bf16", kind="global", role="norm")
-    b.linear("lm_head.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="lm_head")
+    b.vector(f"{top}model.norm.weight", E, fmt="bf16", kind="global", role="norm")
+    b.linear(f"{top}lm_head.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="lm_head")
     for i in range(spec.num_layers):
-        _decoder_layer(b, spec, i, lf)
+        _decoder_layer(b, spec, i, lf, ef=ef, top=top)
     # MTP: embedding + projection of [h; embed] + a full MoE decoder layer + shared head.
     for i in range(spec.num_layers, spec.num_layers + spec.mtp_layers):
-        L = f"model.layers.{i}."
+        L = f"{top}model.layers.{i}."
         M = dict(layer=i, kind="mtp", role="mtp", fmt="bf16")
         b.linear(f"{L}embed_tokens.weight", [("vocab", spec.vocab_size)], E, **M)
         b.vector(f"{L}enorm.weight", E, **M)
@@ -146,11 +168,11 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
         b.linear(f"{L}eh_proj.weight", E, [("embed2", 2 * h)], **M)
         b.vector(f"{L}shared_head.norm.weight", E, **M)
         b.linear(f"{L}shared_head.head.weight", [("vocab", spec.vocab_size)], E, **M)
-        _decoder_layer(b, spec, i, lf, kind_override="mtp")
-    notes: tuple[str, ...] = ()
+        _decoder_layer(b, spec, i, lf, ef=ef, top=top, kind_override="mtp")
+    notes = list(add_vision(b, raw, spec))
     if spec.mtp_layers:
-        notes = (f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals",)
-    return b.inventory(), notes
+        notes.append(f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals")
+    return b.inventory(), tuple(notes)
 
 
 def deepseek_moe(c: ConfigReader, source: str, *, hidden: int) -> MoEDims:

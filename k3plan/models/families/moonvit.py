@@ -1,6 +1,12 @@
-"""The MoonViT vision tower + projector of Kimi K3 (kind ``vision``: counted apart from the text
-model). Shapes follow the released checkpoint: 27 blocks, RMSNorm, no biases, a 2x2 patch merge and
-a PatchMergerV2 projector to the text width (165 vision_tower + 3 mm_projector tensors)."""
+"""The MoonViT vision tower + projector (kind ``vision``: counted apart from the text model).
+
+- Kimi K3 (``mm_projector_type`` patchmergerv2, the default): 27 blocks, RMSNorm, no biases, a 2x2 patch merge
+  and a PatchMergerV2 projector to the text width (165 vision_tower + 3 mm_projector tensors).
+- Kimi-K2.5 / K2.6 (``mm_projector_type`` patchmerger): 27 blocks of width 1152 (16 heads, MLP 4304), LayerNorm
+  and every Linear with a bias, a fused wqkv of 3 x width, a [64, 64, width] position table (the temporal one is
+  fixed, not stored) and a patch-merger projector (LayerNorm pre_norm, then 4 x width -> 4 x width -> text
+  width, with biases): 329 vision_tower + 6 mm_projector tensors, as the released checkpoint's census lists them
+  (models/bundled/kimi-k2.6/provenance.json)."""
 
 from __future__ import annotations
 
@@ -50,6 +56,15 @@ def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> Iterator[str]
     w, q, ff, P = cfg["vt_hidden_size"], cfg["qkv_hidden_size"], cfg["vt_intermediate_size"], cfg["patch_size"]
     merged = w * kernel[0] * kernel[1]
     V: dict[str, Any] = dict(fmt="bf16", kind="vision", role="vision", active=0.0)
+    projector = vc.get("mm_projector_type", "patchmergerv2")
+    if projector == "patchmerger":
+        _k25_tower(b, cfg, w=w, ff=ff, P=P, merged=merged, text=spec.hidden_size, V=V)
+        return
+    if projector != "patchmergerv2":
+        raise K3PlanError(
+            f"{spec.source}: field 'vision_config.mm_projector_type' is {projector!r}; expected 'patchmergerv2' "
+            "(Kimi K3) or 'patchmerger' (Kimi-K2.5/K2.6)"
+        )
     W = [("vision_embed", w)]
     b.add("vision_tower.patch_embed.proj.weight", [W, [("rgb", 3)], [("patch", P)], [("patch", P)]], **V)
     b.add(
@@ -69,3 +84,34 @@ def add_vision(b: InventoryBuilder, raw: dict, spec: ModelSpec) -> Iterator[str]
     b.linear("mm_projector.proj.0.weight", [("vision_merged", merged)], [("vision_merged", merged)], **V)
     b.linear("mm_projector.proj.2.weight", [("embed", spec.hidden_size)], [("vision_merged", merged)], **V)
     b.vector("mm_projector.post_norm.weight", [("embed", spec.hidden_size)], **V)
+
+
+def _k25_tower(b: InventoryBuilder, cfg: dict, *, w: int, ff: int, P: int, merged: int, text: int, V: dict) -> None:
+    """Kimi-K2.5/K2.6's MoonViT: LayerNorms and Linears with biases, fused wqkv 3 x width, patch-merger projector."""
+    W = [("vision_embed", w)]
+    Q = [("vision_qkv", 3 * w)]
+    F = [("vision_mlp", ff)]
+    M = [("vision_merged", merged)]
+    T = [("embed", text)]
+    b.add("vision_tower.patch_embed.proj.weight", [W, [("rgb", 3)], [("patch", P)], [("patch", P)]], **V)
+    b.vector("vision_tower.patch_embed.proj.bias", W, **V)
+    b.add(
+        "vision_tower.patch_embed.pos_emb.weight",
+        [[("pos", cfg["init_pos_emb_height"])], [("pos", cfg["init_pos_emb_width"])], W],
+        **V,
+    )
+    for part in ("weight", "bias"):
+        b.vector(f"vision_tower.encoder.final_layernorm.{part}", W, **V)
+    for i in range(cfg["vt_num_hidden_layers"]):
+        B = f"vision_tower.encoder.blocks.{i}."
+        for part in ("weight", "bias"):
+            b.vector(f"{B}norm0.{part}", W, **V)
+            b.vector(f"{B}norm1.{part}", W, **V)
+        for name, out, inp in (("wqkv", Q, W), ("wo", W, W), ("mlp.fc0", F, W), ("mlp.fc1", W, F)):
+            b.linear(f"{B}{name}.weight", out, inp, **V)
+            b.vector(f"{B}{name}.bias", out, **V)
+    for part in ("weight", "bias"):
+        b.vector(f"mm_projector.pre_norm.{part}", W, **V)
+    for name, out, inp in (("proj.0", M, M), ("proj.2", T, M)):
+        b.linear(f"mm_projector.{name}.weight", out, inp, **V)
+        b.vector(f"mm_projector.{name}.bias", out, **V)

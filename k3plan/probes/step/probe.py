@@ -54,7 +54,7 @@ CPU_NOTE = (
 WIDTHS = ("auto", "toy", "k3")
 EXPERT_FORMATS = ("bf16", "runtime")
 RUNTIME_EXPERTS_NOTE = (
-    "routed experts in the stack's runtime format and validate's form of it (STACK_FORMS): MXFP4 dequantized in "
+    "routed experts in the stack's runtime format and validate's form of it (its engine's expert_form): MXFP4 dequantized in "
     "XLA ops, validate's graph -- not the engine's fused kernel"
 )
 K3_EXPERTS_NOTE = (
@@ -617,7 +617,7 @@ def _points(params: StepParams, *, stages: Sequence[str], chunk: int) -> list[tu
 
 def _form(params: StepParams) -> Optional[str]:
     """The experts' form: K3 width with bf16 experts runs them as plain ragged_dots; the stack's runtime
-    format runs in the stack's own form (validate's STACK_FORMS); the toy step in the stack's."""
+    format runs in the stack's own form (its engine's Engine.expert_form); the toy step in the stack's."""
     return "ragged" if _k3(params) and params.expert_format == "bf16" else None
 
 

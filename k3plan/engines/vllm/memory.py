@@ -23,16 +23,18 @@ numbers passed in, so fit, plan and the tests/engines referee share one formula.
 
 from __future__ import annotations
 
+from k3plan.engines.torchtpu_vllm.memory import (
+    TORCHTPU_COMPACT,
+    TORCHTPU_NO_POOL_AT,
+    TORCHTPU_WEIGHTS_OOM_AT,
+    TORCHTPU_WORKER,
+)
 from k3plan.structs import Frozen
 from k3plan.units import GiB
 
 VLLM_REPORT = (
     "vllm-project/vllm vllm/v1/core/kv_cache_utils.py _report_kv_cache_config (num_blocks // len(kv_cache_groups) "
     "x min block_size) / get_max_concurrency_for_kv_cache_config (read in stored copies, commit not pinned)"
-)
-TORCHTPU_WORKER = (
-    "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
-    "(utils.compute_hbm_budget: cap = int(limit x utilization), available = cap - (limit - free) after profile_run)"
 )
 # where each refusal is raised (the engine's own message text is quoted from there)
 VLLM_CHECK_AT = (
@@ -47,23 +49,9 @@ VLLM_AUTO_FIT = (
     "--max-model-len auto / -1 (vllm/engine/arg_utils.py human_readable_int_or_auto): vllm/v1/core/kv_cache_utils.py "
     "_auto_fit_max_model_len takes the longest length whose blocks fit; read in public excerpts, commit not pinned"
 )
-TORCHTPU_COMPACT = (
-    "kowalski-4831/vllm-torchtpu@15e5264a src/vllm_torchtpu/runner/kv_cache_manager.py "
-    "KVCacheManager._maybe_set_compact_mamba_num_blocks_override (N_attn = (avail // group_size - num_mamba_groups x "
-    "(max_num_reqs + 1) x mamba_unpadded) // (num_attn_groups x attn_page), pinned as num_gpu_blocks_override; "
-    "ValueError when the slots leave no attention block)"
-)
-TORCHTPU_NO_POOL_AT = (
-    "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
-    "-> utils.compute_hbm_budget (ValueError when available <= 0)"
-)
 WEIGHTS_OOM_AT = (
     "vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, while the model is built "
     "(torch.OutOfMemoryError; the traceback of vllm-project/vllm#51124)"
-)
-TORCHTPU_WEIGHTS_OOM_AT = (
-    "the plugin's weight loading, before TPUWorker.determine_available_memory sizes any KV cache (the torch_tpu "
-    "allocator's own error text was not read)"
 )
 VLLM_GPU_WORKER = (
     "vllm-project/vllm vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (requested memory = "

@@ -18,7 +18,7 @@ start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, 
 
 from __future__ import annotations
 
-from k3plan.engines.vllm_memory import EngineSizing, Figure
+from k3plan.engines.vllm.memory import EngineSizing, Figure
 from k3plan.units import GiB
 
 SGLANG_NO_POOL_AT = (

@@ -1,0 +1,21 @@
+"""DP attention: SGLang's --enable-dp-attention with DeepEP on GPUs (its stack.yaml's description and
+platforms_source: shared experts tp_size=1, latent projections and router replicated, all-to-all dispatch); on
+TPUs tpu-inference (``vllm serve``) runs its attention data parallelism. Its DeepSeek-V4 cache and Engram
+placement: SGLang's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from k3plan.engines.engine import Engine
+from k3plan.engines.sglang import dsv4
+
+ENGINE = Engine(
+    name="dp-attention",
+    package="dp_attention",
+    stack_path=Path(__file__).resolve().parent / "stack.yaml",
+    launcher="vllm",
+    launcher_on={"gpu": "sglang"},
+    dsv4=dsv4.LAYOUT,
+    engram=dsv4.ENGRAM,
+)

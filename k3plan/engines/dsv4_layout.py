@@ -1,0 +1,66 @@
+"""DeepSeek-V4's cache as a serving engine stores it: the byte format of one engine's compressed entries,
+indexer keys and compressor rings (``Dsv4Layout``), and where it keeps DeepSeek-V4.1's Engram tables
+(``EngramPlacement``). Engine-neutral types: each engine's values, cited, live in its folder
+(``engines/<engine>/dsv4.py``); step/dsv4_cache derives the figures from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # a type only: the registry that reads these loads no model code
+    from k3plan.models.spec import DSV4Dims
+
+CSA = 4  # the ratio of the layers with the indexer and overlapping (coff 2) blocks
+F32 = 4
+
+
+@dataclass(frozen=True)
+class Source:
+    repo: str
+    file: str
+    symbol: str
+    commit: str
+    found: bool = True
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Dsv4Layout:
+    """One engine's storage of V4's cache. ``entry_bytes``/``index_bytes`` are functions of the dims (the
+    engines derive them so), ``ring`` the compressor-state tokens a layer kind keeps (ratio 4 / 128)."""
+
+    engine: str
+    scale_block: int  # no-rope values a UE8M0 scale byte (fp8_ds_mla: 64)
+    scale_pad: int  # pad bytes after the scales (fp8_ds_mla: 1)
+    index_quant_block: int  # indexer values an f32 scale (128)
+    page_align: int  # pages are padded to a multiple of this many bytes (FlashMLA: 576); not modelled below
+    ring_csa: int
+    ring_hca: int
+    ring_csa_spec: int  # under speculative decoding (SGLang keeps a longer ring); 0: same as without
+    ring_hca_spec: int
+    sources: tuple[Source, ...] = field(default=())
+    note: str = ""
+
+    def entry_bytes(self, d: DSV4Dims) -> int:
+        """One compressed or window entry: no-rope fp8, rope bf16, scales, pad (584 for V4)."""
+        nope = d.head_dim - d.rope_dim
+        return nope + 2 * d.rope_dim + nope // self.scale_block + self.scale_pad
+
+    def index_bytes(self, d: DSV4Dims) -> int:
+        """One indexer key: fp8 values and an f32 scale a quant block (132 for V4)."""
+        return d.index_head_dim + F32 * (d.index_head_dim // self.index_quant_block)
+
+    def ring(self, ratio: int, speculative: bool = False) -> int:
+        if ratio == CSA:
+            return self.ring_csa_spec if speculative and self.ring_csa_spec else self.ring_csa
+        return self.ring_hca_spec if speculative and self.ring_hca_spec else self.ring_hca
+
+
+@dataclass(frozen=True)
+class EngramPlacement:
+    """Where an engine keeps DeepSeek-V4.1's Engram tables by default: in device memory ("hbm", rows split over
+    the TP group) or in host memory ("host"), and the source that says so."""
+
+    placement: Literal["hbm", "host"]
+    source: Source

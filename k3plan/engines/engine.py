@@ -1,0 +1,87 @@
+"""One serving engine, as k3plan prices it: a folder ``k3plan/engines/<engine>/`` holding its stack YAML
+(``stack.yaml``: formats, cache, state, sharding, paging, reserve, each rule cited) and an ``ENGINE`` value of
+this type in its ``__init__.py``: the engine's name (what ``--stack`` takes) and old names, the command that
+starts it, the words and flags its logs and launch use, its DeepSeek-V4 cache layout and Engram placement, and
+the expert formulation k3plan compiles for it. Callers outside engines/ read these attributes instead of
+comparing engine names (issue 51: an engine's rules are in its folder only); the registry
+(``k3plan.engines.registry``) finds the folders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from k3plan.engines.dsv4_layout import Dsv4Layout, EngramPlacement
+
+# How an engine sizes its KV pool (fit --json's ``engine``): ``profile`` -- a fraction of HBM less the weights
+# and a profiled activation (vLLM's Worker.determine_available_memory, k3plan.engines.vllm.memory);
+# ``static`` -- a static fraction less the weights and the state pool (SGLang's ModelRunner.init_memory_pool,
+# k3plan.engines.sglang.memory)
+PoolRule = Literal["profile", "static"]
+# The command family that starts an engine (k3plan.engines.launch): ``vllm serve``, SGLang's launch_server, MaxText
+Launcher = Literal["vllm", "sglang", "jax"]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine's description. ``name``: the stack name (its folder is the name with '-' as '_');
+    ``aliases``: names it had once, which load its stack (plan, calibrations and records taken under them)."""
+
+    name: str
+    package: str  # the folder's Python package (k3plan.engines.<package>)
+    stack_path: Path  # the folder's stack.yaml
+    launcher: Launcher
+    dsv4: Dsv4Layout  # DeepSeek-V4's cache as the engine stores it (step/dsv4_cache derives the figures)
+    engram: EngramPlacement  # where the engine keeps DeepSeek-V4.1's Engram tables by default
+    aliases: tuple[str, ...] = ()
+    # the place this engine takes among a machine's default stacks (the first that runs there; None: never a
+    # default): engines.stack.default_stack_for
+    default_rank: int | None = None
+    pool_rule: PoolRule = "profile"
+    # the words fit uses for the concurrency the engine logs at its pool, and the flag that caps running sequences
+    concurrency_label: str = "its 'Maximum concurrency'"
+    max_seqs_flag: str = "max_num_seqs"
+    # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM's
+    # --language-model-only; an engine without the flag loads the language model alone as k3plan prices it)
+    loads_vision_tower: bool = False
+    # the routed-expert formulation k3plan compiles and prices for the engine (k3plan.validate.experts):
+    # ``layer`` (every local expert dequantized a layer), ``tiled`` (TILE_EXPERTS at once), ``ragged``
+    expert_form: str = "layer"
+    # the graph whose temporaries the analytic model counts (k3plan.step.temporaries): ``kernels`` -- the engine's
+    # attention and expert kernels, which materialize neither the scores nor the dequantized experts; ``xla`` -- a
+    # graph written in XLA ops (the porting study's, k3plan's validate graph): attention scores materialized over
+    # the chunk x context, the MoE's rows over every token-expert pair, the experts dequantized in XLA
+    temp_graph: Literal["kernels", "xla"] = "kernels"
+    # names a temporaries grid recorded before records named their form -> the form compiled then
+    # (validate.temp_fit reads the records of 2026-12-01)
+    recorded_forms: dict[str, str] = field(default_factory=dict)
+    # the engine whose rules price a stack YAML no folder holds (a user's own): one engine says so
+    prices_unnamed: bool = False
+    # hardware kind -> the command that starts the engine there, where it is not ``launcher``
+    launcher_on: dict[str, Launcher] = field(default_factory=dict)
+    # the engine runs attention data parallelism inside one ``vllm serve`` over every device (tpu-inference's
+    # --additional-config sharding_strategy: k3plan.engines.launch.tpu_sharding_strategy)
+    tpu_dp_attention: bool = False
+    # the serve flags its own CI passes, each with its cited config (launch lines add them)
+    ci_serve_flags: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # the KV block (tokens) a run that sets no --block-size gets, and where that was read (None: the stack's paging)
+    default_block: tuple[int, str] | None = None
+    # (async or not, where it was read): the scheduling a run used where its source does not publish it
+    scheduling_default: tuple[bool, str] | None = None
+    # the scheduler runs a prefill whenever one forms, in a step of its own (speed.scheduler.simulate's
+    # prefill_first, its rule cited there); False: vLLM V1's, which mixes prefill chunks into decode steps
+    prefill_first: bool = False
+    # the engine loop (scheduler, input preparation, output processing a step) whose published host time a step
+    # the speed model's host term reads (an engine_family of evidence/engine_step_overheads.yaml); None: none
+    engine_loop: str | None = None
+
+    def launcher_for(self, kind: str | None) -> Launcher:
+        """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""
+        return self.launcher_on.get(kind or "", self.launcher)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The name and every old name."""
+        return (self.name, *self.aliases)

@@ -1,0 +1,58 @@
+"""vLLM's storage of DeepSeek-V4's cache and where it keeps DeepSeek-V4.1's Engram tables, each cited
+(k3plan.engines.dsv4_layout; step/dsv4_cache derives the figures)."""
+
+from __future__ import annotations
+
+from k3plan.engines.dsv4_layout import CSA, Dsv4Layout, EngramPlacement, Source
+
+_VLLM_ATTN = "vllm/model_executor/layers/deepseek_v4_attention.py"
+_VLLM_COMP = "vllm/model_executor/layers/deepseek_compressor.py"
+
+LAYOUT = Dsv4Layout(
+    engine="vllm",
+    scale_block=64,
+    scale_pad=1,
+    index_quant_block=128,
+    page_align=576,
+    ring_csa=2 * CSA,
+    ring_hca=128,
+    ring_csa_spec=0,
+    ring_hca_spec=0,
+    sources=(
+        Source(
+            "vllm-project/vllm",
+            _VLLM_ATTN,
+            "DeepseekV4MultiHeadLatentAttentionWrapper.__init__ (head_bytes = nope + rope*2 + nope//64 + 1; "
+            "DeepseekV4SWACache(window_size)); DeepseekV4MLAAttention.get_kv_cache_spec (MLAAttentionSpec "
+            "compress_ratio, fp8_ds_mla, alignment=576; None for SWA-only layers)",
+            "b92a330e057db9b8c2895ba862de2a03589adce8",
+        ),
+        Source(
+            "vllm-project/vllm",
+            _VLLM_ATTN,
+            "DeepseekV4Indexer.__init__ (k_cache_head_dim = head_dim + head_dim // 128 * 4: 128 fp8 + 4 f32 "
+            "scale = 132; MXFP4 indexer cache allocates the same)",
+            "b92a330e057db9b8c2895ba862de2a03589adce8",
+        ),
+        Source(
+            "vllm-project/vllm",
+            _VLLM_COMP,
+            "DeepseekCompressor.__init__ (state_dim = 2 * coff * head_dim, f32) and CompressorStateCache "
+            "(sliding_window = coff * compress_ratio, SlidingWindowMLASpec)",
+            "bbd1024110933d0f97a35c527de2f8b6da23bfa8",
+        ),
+    ),
+)
+
+# Engram: in pinned host memory (EngramConfig.cpu_offload True), one copy a node of each TP shard
+ENGRAM = EngramPlacement(
+    placement="host",
+    source=Source(
+        "vllm-project/vllm",
+        "vllm/config/engram.py",
+        "EngramConfig.cpu_offload (default True: 'Store embedding weights in pinned CPU memory for UVA lookup'); "
+        "dp_shared_memory (one copy a node of every TP shard)",
+        "",
+        note="read on docs.vllm.ai/en/latest/api/vllm/config/engram/ (source listing); commit not pinned",
+    ),
+)
