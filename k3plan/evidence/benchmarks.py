@@ -352,6 +352,10 @@ class ServingFigure(Frozen):
     model_ratio: float | None = None  # model(asked) / model(benchmark's workload), when transferred
     differing: tuple[str, ...] = ()  # the keys that differ, when transferred
     label: str
+    # (low, high) seconds the figure sits in, always given (issue 46 item 7): measured or transferred, between it
+    # and the model at the asked workload; the model, between the ops' ceiling and it; the ceiling, between it and
+    # the model
+    band_s: tuple[float, float]
 
 
 NEARBY_FACTOR = 16  # a transfer reaches batch, context and chunk each within this factor of the benchmark's
@@ -394,7 +398,10 @@ def serving_figure(
     b = nearest(cands, asked=asked, need_ttft=what == "ttft")
     if b is None:
         return ServingFigure(
-            value_s=model_s, source="model", label="model (no serving benchmark of this configuration)"
+            value_s=model_s,
+            source="model",
+            label="model (no serving benchmark of this configuration)",
+            band_s=(model_s, model_s),
         )
     ms = b.measured.tpot_ms if what == "tpot" else b.measured.ttft_ms
     assert ms is not None
@@ -410,6 +417,7 @@ def serving_figure(
             measured_s=measured,
             label=f"measured: {stat} {name} of {b.name} (engine, hardware, model, split, KV dtype, page, chunk, "
             "scheduling and batch all match)",
+            band_s=(min(model_s, measured), max(model_s, measured)),
         )
     ratio = model_s / model_at(b)
     unpriced = config_differs(b, asked)
@@ -425,4 +433,5 @@ def serving_figure(
             f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
             f"({', '.join(keys)})" + (f"; the ratio does not price {', '.join(unpriced)}" if unpriced else "") + far
         ),
+        band_s=(min(model_s, measured * ratio), max(model_s, measured * ratio)),
     )

@@ -214,34 +214,46 @@ def own_records(*stages) -> tuple[str, ...]:
     return tuple(r for r in records_of(*stages) if r not in moved)
 
 
-def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode=None):
+def _band(*figures: float) -> tuple[float, float]:
+    return (min(figures), max(figures))
+
+
+def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode):
     """The figures where no serving benchmark speaks: each the model where a probe record of this device kind set an
     op or a term of its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
-    workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7)."""
-    mine = () if decode is None else own_records(decode)
+    workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7). Each with its band:
+    the model's between the ops' ceiling and it, the ceiling's between it and the model."""
+    mine = own_records(decode)
     if mine:
         tpot = ServingFigure(
             value_s=float(decode.expected_s),
             source="model",
             label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}",
+            band_s=_band(decode.ceiling_s, decode.expected_s),
         )
     else:
         tpot = ServingFigure(
-            value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})"
+            value_s=ceiling_tpot_s,
+            source="ceiling",
+            label=f"ceiling: roofline's decode bound ({why})",
+            band_s=_band(ceiling_tpot_s, decode.expected_s),
         )
     if ceiling_ttft_s is None:
         return tpot, None
-    own = () if expected is None else tuple(r for r in expected.records_used if r not in expected.records_transferred)
+    pre = expected.prefill
+    own = tuple(r for r in expected.records_used if r not in expected.records_transferred)
     if own:  # a record of this device kind: another TPU's transferred efficiency alone keeps the ceiling
         return tpot, ServingFigure(
-            value_s=expected.prefill.expected_s,
+            value_s=pre.expected_s,
             source="model",
             label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}",
+            band_s=_band(pre.ceiling_s, pre.expected_s),
         )
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
         source="ceiling",
         label=f"ceiling: roofline's prefill bound ({why}; no probe record of this device kind)",
+        band_s=_band(ceiling_ttft_s, pre.expected_s),
     )
 
 
@@ -304,11 +316,14 @@ def stands_behind(
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
+            if expected is None:
+                expected = model.speed(batch, context, chunk)
             _, ttft = _no_benchmark(
                 ceiling_tpot_s=ceiling_tpot_s,
                 ceiling_ttft_s=ceiling_ttft_s,
                 expected=expected,
-                why="no serving benchmark with a TTFT near this workload",
+                why="no serving benchmark with a TTFT of this configuration",
+                decode=model.decode_step(batch, context),
             )
         else:
             if served is not None:
