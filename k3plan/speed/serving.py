@@ -2,11 +2,14 @@
 (issue 38 items 1-3).
 
 Figures stood behind (``stands_behind``):
-    TPOT  a serving benchmark of this configuration: measured at its workload, transferred near it
-          by the model's ratio (``evidence.benchmarks``); else the ceiling (roofline's decode bound),
-          labelled: fit, plan and roofline print the same TPOT.
-    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record set an
-          op's efficiency; else the ceiling (roofline's prefill bound). One TTFT, labelled.
+    TPOT  a serving benchmark of this configuration: measured at its workload, transferred elsewhere
+          by the model's ratio (``evidence.benchmarks``); else the model's decode step where a probe
+          record of the device kind sets it; else the ceiling (roofline's decode bound), labelled:
+          fit, plan and roofline print the same TPOT.
+    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record of the
+          device kind set an op's efficiency; else the ceiling (roofline's prefill bound). One TTFT, labelled.
+    Each with its band (``ServingFigure.band_s``) and source: never the ceiling while a model of the device
+    kind exists (issue 46 item 7; tests/speed/test_headline_properties.py).
 The model (``expected.*.expected_s``) is always computed without any serving benchmark.
 
 Comparison (``compare``), for a benchmark at the asked workload: the model's own terms (ops at
