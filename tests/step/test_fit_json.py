@@ -50,6 +50,10 @@ terms' admission (issue 46 item 4, k3plan/speed/admitted.json) left the MoE deco
  fit-2x2x4-jax-native-chunk32k.json's temp.prefill_terms recaptured when issue 50 gave jax-native its graph's own
 analytic prefill terms (Engine.temp_graph "xla": the MLA block's f32 scores over the 32,768-token chunk x the
 131,072-token context peak, 48 GiB); the temp fit counts there is the measured calibration's, unchanged.
+ fit-2x2x4-jax-native-chunk32k.json's and fit-deepseek-v3-2x2x2.json's speed (tpot_s, tokens_per_s, tpot_source,
+tpot_label: ceiling 6.44 -> model 12.74 ms, ceiling 5.10 -> model 13.58 ms) recaptured when issue 46 item 7 made the
+TPOT where no benchmark speaks the model's wherever a record of TPU7x sets its decode step (never the ceiling while
+a model exists); ceiling_tpot_s unchanged.
 """
 
 from __future__ import annotations
