@@ -339,6 +339,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         compact_state=lay.paging == "separate",
         max_num_seqs=result.workload.batch if served is None else served.batch,
         block_override=None if served is None else served.block_size,
+        dsv4=spec.dsv4,
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
     )
     if got is None:
         return None

@@ -49,15 +49,17 @@ def stack_inputs(stack: Stack) -> dict[str, Any]:
 
 def temp_inputs(stack: Stack, expert_fmt: str) -> dict[str, Any]:
     """What the analytic temporaries read of a stack: its activation bytes, whether it runs the experts
-    (checkpoint format ``expert_fmt``) quantized (a dequantization buffer), and whether its engine's graph is
-    written in XLA ops (``Engine.temp_graph``; then ``converted``: its experts are written in the activation dtype
-    before their matmuls, quantized or stored in another dtype)."""
+    (checkpoint format ``expert_fmt``) quantized through a dequantization buffer (not where its kernels read the
+    quantized weights in-kernel: ``experts.fused_dequant``), and whether its engine's graph is written in XLA ops
+    (``Engine.temp_graph``; then ``converted``: its experts are written in the activation dtype before their
+    matmuls, quantized or stored in another dtype)."""
     from k3plan.engines.registry import engine_rules
 
     fmt = get_format(stack.runtime_format("expert", expert_fmt))
     return dict(
         act=BYTES[stack.activation_dtype],
-        quantized=fmt.quantized,
+        # an engine whose kernels dequantize in-kernel holds no buffer
+        quantized=fmt.quantized and stack.experts.fused_dequant is None,
         xla_graph=engine_rules(stack.name).temp_graph == "xla",
         converted=fmt.quantized or fmt.bits_per_param != 8 * BYTES[stack.activation_dtype],
     )

@@ -345,10 +345,20 @@ class GmmTile(Spec):
     sources: Sources
 
 
+class FusedDequant(Spec):
+    """The routed-expert kernels read quantized expert weights inside the kernel (a tile at a time), so no layer's
+    experts are ever held dequantized in HBM: the temporaries carry no dequantization buffer for them."""
+
+    holds: Text
+    sources: Sources
+
+
 class Experts(Spec):
     """What the stack's routed-expert kernel computes beyond the routed rows (None: the rows as routed)."""
 
     gmm_tile: Optional[GmmTile] = None
+    # None: quantized experts are dequantized a layer at a time into a buffer (step.temporaries)
+    fused_dequant: Optional[FusedDequant] = None
 
 
 class TokenBuckets(Spec):

@@ -29,6 +29,8 @@ from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_WEIGHTS_OOM_AT,
     TORCHTPU_WORKER,
 )
+from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
+from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen
 from k3plan.units import GiB
 
@@ -142,12 +144,16 @@ def vllm_kv_pool(
     num_gpu_blocks_override: int | None = None,
     compact_state_bytes: int | None = None,
     max_num_seqs: int = 1,
+    dsv4: Dsv4Pages | None = None,
+    max_num_batched_tokens: int = 0,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
     ``compact_state_bytes``: one KDA layer's unpadded state slot, where the engine keeps the state apart from the
     pages (the torch_tpu plugin's compact-mamba layout, TORCHTPU_COMPACT): each of the ``group_size`` layer regions
-    first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``."""
+    first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``.
+    ``dsv4``: DeepSeek-V4's groups on GPU vLLM (engines/vllm/dsv4_pages.py): a block costs their packed slot, a
+    request holds each group's pages at ``max_model_len`` and ``max_num_batched_tokens``."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
@@ -181,6 +187,25 @@ def vllm_kv_pool(
         max_model_len = (blocks - st) // att * block_tokens
         per_request = cdiv(max_model_len, block_tokens) * att + st
         conc, fitted = blocks / per_request, True
+    conc_src = f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
+    need = per_request * per_block
+    if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
+        per_block = dsv4.block_bytes
+        blocks = max(available, 0) // per_block
+        blocks_src = f"available // {per_block:,} B a block: {dsv4.text(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)}"
+        if num_gpu_blocks_override is not None and available > 0:
+            blocks = num_gpu_blocks_override
+        max_model_len, fitted = asked_len, False
+        if auto_max_model_len and available > 0:  # _auto_fit_max_model_len over the V4 groups' own bytes
+            fit = dsv4_longest_fit(dsv4, available=available, max_model_len=asked_len, chunk=max_num_batched_tokens)
+            fitted, max_model_len = 0 < fit < asked_len, fit or asked_len
+        per_request = dsv4.blocks_per_request(
+            max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+        )
+        conc = blocks / per_request
+        tokens = int(conc * max_model_len)  # newer vLLM logs the tokens as max_concurrency x max_model_len
+        need = per_request * dsv4.check_block_bytes
+        conc_src = f"num_blocks / {per_request:,} blocks a request (each group's pages summed): {blocks_src}"
     gib = GiB
     raised_at = ""
     if weights_bytes > visible_bytes:
@@ -213,9 +238,8 @@ def vllm_kv_pool(
                 f"GiB of the {cap / gib:.2f} GiB --gpu-memory-utilization {utilization} allows)"
             )
             raised_at = VLLM_CHECK_AT
-    elif conc < 1:
+    elif conc < 1 or need > available:
         starts = False
-        need = per_request * per_block
         message = (
             f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({need / gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
@@ -241,9 +265,7 @@ def vllm_kv_pool(
         kv_pool_tokens=Figure(tokens, f"num_blocks // {groups} KV groups x block {block_tokens}: {VLLM_REPORT}"),
         block_tokens=Figure(block_tokens, block_source),
         num_blocks=Figure(blocks, blocks_src),
-        max_concurrency=Figure(
-            round(conc, 2), f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
-        ),
+        max_concurrency=Figure(round(conc, 2), conc_src),
         activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes,
         starts=starts,
@@ -251,6 +273,25 @@ def vllm_kv_pool(
         raised_at=raised_at,
         max_model_len=max_model_len,
     )
+
+
+def dsv4_longest_fit(dsv4: Dsv4Pages, *, available: int, max_model_len: int, chunk: int) -> int:
+    """vLLM's _estimate_max_model_len_from_groups for V4: the longest length whose request's blocks, at the start
+    check's bytes a block, fit ``available`` (a binary search; 0 when one token does not fit)."""
+
+    def fits(n: int) -> bool:
+        return (
+            dsv4.blocks_per_request(max_model_len=n, max_num_batched_tokens=chunk) * dsv4.check_block_bytes <= available
+        )
+
+    lo, hi, best = 1, max_model_len, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def engine_sizing(
@@ -282,6 +323,8 @@ def engine_sizing(
     compact_state: bool = False,
     max_num_seqs: int = 1,
     block_override: int | None = None,
+    dsv4: DSV4Dims | None = None,
+    max_num_batched_tokens: int = 0,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
@@ -325,9 +368,18 @@ def engine_sizing(
             f"(no logged peak for this point): {temp_source}",
         )
         non_torch = Figure(
-            0, "not found: no cited non-torch figure (CUDA context, NCCL, cuBLAS workspaces) for this GPU; 0 assumed"
+            0,
+            "not priced, 0: vLLM measures it at start (Worker.determine_available_memory: requested - (weights + "
+            "torch_peak_increase + non_torch_increase, memory_profiling's MemorySnapshot deltas: NCCL, custom "
+            "all-reduce, cuBLAS buffers) - cudagraph_memory_estimate, the last from profile_cudagraph_memory and "
+            "applied only under VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; read in stored copies, commit not pinned); "
+            "none is a function of the config and no public log of these figures for this GPU was found",
         )
         worker = VLLM_GPU_WORKER
+    pages = None
+    block = block_override or block_tokens
+    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
+        pages = dsv4_pages(dsv4, block_tokens=block)
     return vllm_kv_pool(
         engine=stack_name,
         utilization=round(1 - reserve_fraction, 12),
@@ -348,6 +400,8 @@ def engine_sizing(
         num_gpu_blocks_override=num_gpu_blocks_override,
         compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
         max_num_seqs=max_num_seqs,
+        dsv4=pages,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
 
 

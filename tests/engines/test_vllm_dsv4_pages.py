@@ -1,0 +1,67 @@
+"""vLLM's DeepSeek-V4 KV groups (k3plan.engines.vllm.dsv4_pages) against figures the engine's own people logged.
+
+Each expected number below is copied from the public thread named beside it, never computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from k3plan.engines.vllm.dsv4_pages import dsv4_pages
+from k3plan.models.loader import load_model
+
+
+@pytest.fixture(scope="module")
+def flash():
+    return load_model("deepseek-v4-flash").spec.dsv4
+
+
+@pytest.fixture(scope="module")
+def pro():
+    return load_model("deepseek-v4-pro").spec.dsv4
+
+
+def test_flash_has_vllm_s_five_groups_and_tuple_bytes(flash):
+    """vllm-project/vllm#52495 (comment of 2026-08-24, a startup dump of DeepSeek-V4-Flash, fp8_ds_mla, block 256):
+    'num_groups=5, layer_tuple_bytes=47808'; #51163: the groups' block sizes are 256 (compressed), 64 (window),
+    8 and 4 (the C128 and C4 compressor states)."""
+    p = dsv4_pages(flash, block_tokens=256)
+    assert len(p.groups) == 5
+    assert p.layer_tuple_bytes == 47808
+    assert sorted({g.block_tokens for g in p.groups}) == [4, 8, 64, 256]
+
+
+def test_pro_block_matches_the_packed_layout_s_logged_stride(pro):
+    """vllm-project/vllm#48993 (description): DeepSeek-V4-Pro DEP8 on GB200, FlashMLA fp8_ds_mla, the baseline
+    'physical block stride ... 1,473,408' bytes (before that PR's dense packing)."""
+    assert dsv4_pages(pro, block_tokens=256).block_bytes == 1473408
+
+
+def test_windowed_groups_charge_the_in_flight_tokens_at_their_block(flash):
+    """vllm-project/vllm#52495 (description, H20, block 256, 16,384 tokens in flight): the compressor-state groups
+    charge 'cdiv(16384, 4) = 4099 pages' and 'cdiv(16384, 8) = 2065 pages' a request."""
+    p = dsv4_pages(flash, block_tokens=256)
+    got = {
+        g.block_tokens: g.pages_per_request(max_model_len=1_048_576, max_num_batched_tokens=16384)
+        for g in p.groups
+        if g.window
+    }
+    assert got[4] == 4099 and got[8] == 2065
+
+
+def test_the_compressed_group_holds_the_context_in_whole_blocks(flash):
+    p = dsv4_pages(flash, block_tokens=256)
+    (full,) = [g for g in p.groups if not g.window]
+    assert full.pages_per_request(max_model_len=1_048_576, max_num_batched_tokens=8192) == 1_048_576 // 256
+
+
+def test_auto_fit_takes_the_longest_length_whose_request_fits(flash):
+    """--max-model-len auto on V4 (vLLM _estimate_max_model_len_from_groups): the longest length whose blocks, at
+    the start check's bytes a block, fit the pool -- the inverse of the check, one token short failing."""
+    from k3plan.engines.vllm.memory import dsv4_longest_fit
+
+    p = dsv4_pages(flash, block_tokens=256)
+    need = p.blocks_per_request(max_model_len=300_000, max_num_batched_tokens=8192) * p.check_block_bytes
+    assert dsv4_longest_fit(p, available=need, max_model_len=1_048_576, chunk=8192) >= 300_000
+    assert dsv4_longest_fit(p, available=need - 1, max_model_len=1_048_576, chunk=8192) < 300_000
+    assert dsv4_longest_fit(p, available=10**15, max_model_len=1_048_576, chunk=8192) == 1_048_576
