@@ -125,6 +125,7 @@ def test_fit_stands_behind_roofline_s_tpot(name, batch, context):
     r = roofline(name, batch=batch, context=context)
     assert (f.speed.tpot_source, f.speed.tpot_s) == (r.decode.tpot_source, pytest.approx(r.decode.tpot_s, rel=REL))
     assert f.speed.tokens_per_s == pytest.approx(r.decode.tokens_per_s, rel=REL)
+    assert f.speed.tpot_band_s == pytest.approx(r.serving.tpot.band_s, rel=REL)  # the same band beside it
 
 
 def _row(rows, *, topology: str, tp: int):

@@ -102,9 +102,11 @@ def test_fit_json_is_unchanged(cli, name):
     keys = list(got)
     assert keys[keys.index("fits") + 1 : keys.index("fits") + 3] == ["reason", "reason_code"]
     got.pop("reason"), got.pop("reason_code")
-    if got["speed"]:  # issue 46 appends the probe records the TPOT used
-        assert list(got["speed"])[-1] == "records_used"
+    if got["speed"]:  # issue 46 appends the probe records the TPOT used, then (item 7) the TPOT's band
+        assert list(got["speed"])[-2:] == ["records_used", "tpot_band_s"]
         got["speed"].pop("records_used")
+        lo, hi = got["speed"].pop("tpot_band_s")
+        assert lo <= got["speed"]["tpot_s"] <= hi
     # issue 50: a fit on the analytic temp's lower bound says so (the 'unverified' object, a warning, exit 3)
     unverified = got.pop("unverified", None)
     got["warnings"] = [w for w in got["warnings"] if not w.startswith("temp unverified:")]
@@ -118,7 +120,7 @@ def test_fit_json_bytes_outside_the_speed_floats(cli):
     got, want = json.loads(r.stdout), json.loads((DATA / "fit-2x2x4-tp32.json").read_text())
     got.pop("advice"), got.pop("prefix_hit"), got.pop("engine")  # issues 14 and 34 add them; the rest is unchanged
     got.pop("reason"), got.pop("reason_code")  # issue 36's, after fits
-    got["speed"].pop("records_used")  # issue 46's, last in speed
+    got["speed"].pop("records_used"), got["speed"].pop("tpot_band_s")  # issue 46's, last in speed
     for d in (got, want):
         d["speed"]["tpot_s"] = d["speed"]["tokens_per_s"] = 0.0
     assert json.dumps(got, indent=2) == json.dumps(want, indent=2)
