@@ -4,12 +4,12 @@
 Figures stood behind (``stands_behind``):
     TPOT  a serving benchmark of this configuration: measured at its workload, transferred elsewhere
           by the model's ratio (``evidence.benchmarks``); else the model's decode step where a probe
-          record of the device kind sets it; else the ceiling (roofline's decode bound), labelled:
-          fit, plan and roofline print the same TPOT.
-    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record of the
-          device kind set an op's efficiency; else the ceiling (roofline's prefill bound). One TTFT, labelled.
-    Each with its band (``ServingFigure.band_s``) and source: never the ceiling while a model of the device
-    kind exists (issue 46 item 7; tests/speed/test_headline_properties.py).
+          record sets an op or a term of it (this device kind's, or another TPU's transferred, labelled);
+          else the ceiling (roofline's decode bound), labelled: fit, plan and roofline print the same TPOT.
+    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record set an op
+          or a term; else the ceiling (roofline's prefill bound). One TTFT, labelled.
+    Each with its band (``ServingFigure.band_s``) and source: never the ceiling while a model exists
+    (issue 46 item 7; tests/speed/test_headline_properties.py).
 The model (``expected.*.expected_s``) is always computed without any serving benchmark.
 
 Comparison (``compare``), for a benchmark at the asked workload: the model's own terms (ops at
@@ -203,18 +203,13 @@ def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = N
     return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
 
 
-def own_records(*stages) -> tuple[str, ...]:
-    """The probe records of the hardware's own device kind that set an op or a term of ``stages`` (another TPU's,
-    transferred, left out): where there is one, the model is an estimate of this device, not only its ceiling."""
+def model_records(*stages) -> tuple[str, ...]:
+    """The probe records that set an op or a term of ``stages`` (this device kind's, or another TPU's transferred
+    and labelled so): where there is one, the model is an estimate below the ceiling, and it is the figure where no
+    benchmark speaks (plan's best estimate reads the same rule: ``plan.expected.ExpectedColumn``)."""
     from k3plan.speed.stage import records_of
 
-    moved = {
-        o.efficiency.record_path
-        for s in stages
-        for o in s.ops
-        if o.efficiency.measured and o.efficiency.record_path and "transferred to" in o.efficiency.label
-    }
-    return tuple(r for r in records_of(*stages) if r not in moved)
+    return records_of(*stages)
 
 
 def _band(*figures: float) -> tuple[float, float]:
@@ -222,11 +217,11 @@ def _band(*figures: float) -> tuple[float, float]:
 
 
 def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode):
-    """The figures where no serving benchmark speaks: each the model where a probe record of this device kind set an
-    op or a term of its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
+    """The figures where no serving benchmark speaks: each the model where a probe record set an op or a term of
+    its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
     workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7). Each with its band:
     the model's between the ops' ceiling and it, the ceiling's between it and the model."""
-    mine = own_records(decode)
+    mine = model_records(decode)
     if mine:
         tpot = ServingFigure(
             value_s=float(decode.expected_s),
@@ -244,8 +239,7 @@ def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expect
     if ceiling_ttft_s is None:
         return tpot, None
     pre = expected.prefill
-    own = tuple(r for r in expected.records_used if r not in expected.records_transferred)
-    if own:  # a record of this device kind: another TPU's transferred efficiency alone keeps the ceiling
+    if expected.records_used:  # a record set an op or a term (another TPU's transferred one too, labelled)
         return tpot, ServingFigure(
             value_s=pre.expected_s,
             source="model",
@@ -255,7 +249,7 @@ def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expect
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
         source="ceiling",
-        label=f"ceiling: roofline's prefill bound ({why}; no probe record of this device kind)",
+        label=f"ceiling: roofline's prefill bound ({why}; no probe record sets an op)",
         band_s=_band(ceiling_ttft_s, pre.expected_s),
     )
 
