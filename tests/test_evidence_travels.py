@@ -94,3 +94,15 @@ def test_probes_adds_to_the_shipped_records(cli, tmp_path):
     assert set(shipped["expected"]["records_used"]) <= set(added["expected"]["records_used"])
     assert any("mla-engine-" in u for u in added["expected"]["records_used"])
     assert added["expected"]["decode"]["expected_s"] != shipped["expected"]["decode"]["expected_s"]
+
+
+def test_a_library_call_without_evidence_reads_the_shipped_records_afresh(no_shipped_records):
+    """No module-level Evidence outlives a question: a library call that passes none gets a fresh value, so the
+    records one call read (here none: the shipped folder hidden) are not what the next call answers from (the leak
+    that made tests/speed/test_serving_figures.py depend on running after test_roofline_expected.py's report)."""
+    import k3plan.evidence.value as value
+
+    hidden = value.evidence_of(None)
+    assert hidden.records == () and value.evidence_of(None) is not hidden
+    value.SHIPPED_DIR = REPO / "k3plan" / "evidence" / "probes"  # no_shipped_records' monkeypatch restores it after
+    assert value.evidence_of(None).records

@@ -144,7 +144,16 @@ def inputs_from_fit(
     kv_dtype_options, batch_options, spec_decode, time_by_part_s, sequence_groups."""
     pd, hw = fit.per_device, fit.hardware
     if binding is None:
-        binding, tpot_s = (None, None) if fit.speed is None else (fit.speed.binding, fit.speed.tpot_s)
+        # the decode bound's step: the alternatives are priced on the bound (like for like; the headline may be
+        # measured, transferred or the model's)
+        binding, tpot_s = (
+            (None, None)
+            if fit.speed is None
+            else (
+                fit.speed.binding,
+                fit.speed.ceiling_tpot_s if fit.speed.ceiling_tpot_s is not None else fit.speed.tpot_s,
+            )
+        )
     return AdviceInputs(
         usable_bytes=hw.usable_bytes_per_device,
         weights_bytes=pd.weights_bytes,

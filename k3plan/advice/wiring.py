@@ -420,8 +420,8 @@ def fit_advice(
         )
         if how:
             done.insert(0, how)
-    if binding is None and result.speed is not None:
-        binding, tpot_s = result.speed.binding, result.speed.tpot_s
+    if binding is None and result.speed is not None:  # the options below are priced on the decode bound: like for like
+        binding, tpot_s = result.speed.binding, _bound_tpot(result.speed)
     if binding in MEMORY_BOUND and speed_setup is not None and not headroom_short:  # thin: no larger batch
         batch_opts = batch_options(speed_setup, result, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes)
         if batch_opts:
@@ -518,3 +518,10 @@ def draft_kv_of(d: Draft) -> DraftKvOf:
     import functools
 
     return functools.partial(draft_kv_for, external=d.external, given_bytes_per_token=d.given_kv_bytes_per_token)
+
+
+def _bound_tpot(speed) -> float:
+    """The decode bound's step of a fit's speed line: the TPOT the advice compares its options with (each option,
+    a larger batch or a verify step, is priced on the bound; the headline may be measured, transferred or the
+    model's: issue 46 item 7)."""
+    return speed.ceiling_tpot_s if speed.ceiling_tpot_s is not None else speed.tpot_s

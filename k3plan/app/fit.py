@@ -413,6 +413,7 @@ def _speed(setup, workload, notes, evidence, allow_cpu_probes, *, spec_hardware)
         tpot_source=tpot.source,
         tpot_label=tpot.label,
         ceiling_tpot_s=d.step_s,
+        tpot_band_s=tpot.band_s,
         tokens_per_s=workload.batch / tpot.value_s,
         binding=d.binding,
         collective_latency_source=d.comm.latency_source,

@@ -221,7 +221,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
     x: AdviceInputs = inputs_from_fit_result(
         verdict,
         binding=dec.binding,
-        tpot_s=dec.tpot_s,
+        tpot_s=dec.step_s,  # the bound's: the advice's alternatives are priced on it (like for like)
         time_by_part_s=decode_time_by_part(dec, setup, eff) if dec.binding in COMPUTE_BOUND else (),
         spec_decode=sd,
     )

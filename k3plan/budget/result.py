@@ -143,7 +143,9 @@ class Speed(Named):
     collective_latency_source: str
     probes: list[str]
     source: str
-    tpot_source: str = "ceiling"  # issue 38: measured / transferred (a serving benchmark) or the ceiling
+    tpot_source: str = "ceiling"  # measured / transferred (a serving benchmark), the model, or the ceiling
     tpot_label: str = ""
     ceiling_tpot_s: float | None = None  # the decode bound's step (= tpot_s when the source is the ceiling)
     records_used: list[str] = []  # issue 46: every probe record the TPOT used (model ratio, HBM bandwidth, latency)
+    # issue 46 item 7: (low, high) seconds the TPOT sits in, as roofline's serving.tpot.band_s (speed.serving)
+    tpot_band_s: tuple[float, float] | None = None

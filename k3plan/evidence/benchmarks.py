@@ -19,8 +19,9 @@ matches) and the workload (batch = concurrency, context = ISL). Otherwise, near 
 each within ``NEARBY_FACTOR`` = 16), the candidate with the fewest differing KV dtype / page / scheduling keys,
 then the nearest in log distance, is scaled by the model's own ratio, model(asked) / model(benchmark's
 workload) ("transferred"), every differing key named, and those the ratio does not price (dtype, page,
-scheduling: the same setup is evaluated at both workloads) said so. Farther, no benchmark speaks. Never the max
-of several points.
+scheduling: the same setup is evaluated at both workloads) said so. Farther, the nearest candidate is still
+transferred, the label saying so (issue 46 item 7: a figure that fell to the ceiling past the factor made TPOT
+fall as the batch grew). Never the max of several points.
 """
 
 from __future__ import annotations
@@ -351,6 +352,10 @@ class ServingFigure(Frozen):
     model_ratio: float | None = None  # model(asked) / model(benchmark's workload), when transferred
     differing: tuple[str, ...] = ()  # the keys that differ, when transferred
     label: str
+    # (low, high) seconds the figure sits in, always given (issue 46 item 7): measured or transferred, between it
+    # and the model at the asked workload; the model, between the ops' ceiling and it; the ceiling, between it and
+    # the model
+    band_s: tuple[float, float]
 
 
 NEARBY_FACTOR = 16  # a transfer reaches batch, context and chunk each within this factor of the benchmark's
@@ -362,12 +367,16 @@ def _nearby(b: ServingBenchmark, a: Asked) -> bool:
 
 
 def nearest(cands: tuple[ServingBenchmark, ...], *, asked: Asked, need_ttft: bool) -> ServingBenchmark | None:
-    """Among those nearby (``NEARBY_FACTOR``): the benchmark with the fewest differing keys beside the workload
-    (KV dtype, page, scheduling), then the closest in log distance; None if none is nearby."""
-    usable = [b for b in cands if (not need_ttft or b.measured.ttft_ms is not None) and _nearby(b, asked)]
+    """Those nearby (``NEARBY_FACTOR``) first, then the rest: the benchmark with the fewest differing keys beside
+    the workload (KV dtype, page, scheduling), then the closest in log distance; None only without a candidate.
+    A farther benchmark still speaks, transferred by the model's ratio (its label says how far): dropping it past
+    the factor switched the figure to the ceiling there, and TPOT fell as the batch grew (issue 46 item 7)."""
+    usable = [b for b in cands if not need_ttft or b.measured.ttft_ms is not None]
     if not usable:
         return None
-    return min(usable, key=lambda b: (len(config_differs(b, asked)), _distance(b, asked), b.path))
+    return min(
+        usable, key=lambda b: (not _nearby(b, asked), len(config_differs(b, asked)), _distance(b, asked), b.path)
+    )
 
 
 def at_workload(b: ServingBenchmark, asked: Asked) -> bool:
@@ -389,7 +398,10 @@ def serving_figure(
     b = nearest(cands, asked=asked, need_ttft=what == "ttft")
     if b is None:
         return ServingFigure(
-            value_s=model_s, source="model", label="model (no serving benchmark of this configuration)"
+            value_s=model_s,
+            source="model",
+            label="model (no serving benchmark of this configuration)",
+            band_s=(model_s, model_s),
         )
     ms = b.measured.tpot_ms if what == "tpot" else b.measured.ttft_ms
     assert ms is not None
@@ -405,9 +417,11 @@ def serving_figure(
             measured_s=measured,
             label=f"measured: {stat} {name} of {b.name} (engine, hardware, model, split, KV dtype, page, chunk, "
             "scheduling and batch all match)",
+            band_s=(min(model_s, measured), max(model_s, measured)),
         )
     ratio = model_s / model_at(b)
     unpriced = config_differs(b, asked)
+    far = "" if _nearby(b, asked) else f"; farther than {NEARBY_FACTOR}x from its workload: the ratio carries it alone"
     return ServingFigure(
         value_s=measured * ratio,
         source="transferred",
@@ -417,6 +431,7 @@ def serving_figure(
         differing=keys,
         label=(
             f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
-            f"({', '.join(keys)})" + (f"; the ratio does not price {', '.join(unpriced)}" if unpriced else "")
+            f"({', '.join(keys)})" + (f"; the ratio does not price {', '.join(unpriced)}" if unpriced else "") + far
         ),
+        band_s=(min(model_s, measured * ratio), max(model_s, measured * ratio)),
     )

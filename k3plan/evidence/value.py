@@ -111,12 +111,11 @@ class Evidence:
         return registry()
 
 
-SHIPPED = Evidence()  # the default of every library function: the shipped records only
-
-
 def evidence_of(evidence: Optional[Evidence]) -> Evidence:
-    """The value as given; None (a library caller that passed none): the shipped records alone."""
-    return SHIPPED if evidence is None else evidence
+    """The value as given; None (a library caller that passed none): a fresh value of the shipped records alone.
+    Fresh each call, never a module-level instance: one would keep the records (and the curves memoised on it)
+    read the first time for the life of the process, whatever the shipped folder held then."""
+    return Evidence() if evidence is None else evidence
 
 
 def measures_hardware(evidence: Optional[Evidence]) -> bool:

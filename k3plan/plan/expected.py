@@ -98,7 +98,8 @@ class ExpectedColumn:
         # issue 38: roofline's model, term for term
         stage = decode_stage(setup, batch=self.batch, context=self.context, peaks=peaks, curves=curves)
         self.records[i] = records_of(stage)
-        return stage.expected_s if any(o.efficiency.measured for o in stage.ops) else None
+        # one rule with roofline and fit (speed.serving.model_records): a record set an op or a term of the step
+        return stage.expected_s if self.records[i] else None
 
 
 def rerank(

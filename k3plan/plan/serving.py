@@ -1,7 +1,7 @@
 """plan's TPOT column where a serving benchmark speaks for the row (issue 38): the same figure roofline
 and fit stand behind (``speed.serving.stands_behind``: measured at the benchmark's workload,
-transferred near it by the model's ratio), labelled in ``tpot_source``; every other row keeps the
-ceiling (the decode bound), labelled "ceiling" only where some row is not."""
+transferred elsewhere by the model's ratio), labelled in ``tpot_source``; every other row keeps the
+ceiling (the decode bound) in that column, its best estimate the model's where one exists (plan/expected.py)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,9 @@ def add_serving(
             ceiling_ttft_s=None,
             evidence=evidence,
         )
+        if tpot.source not in ("measured", "transferred"):  # no benchmark near it: the row keeps its ceiling column
+            out.append(r)  # (and its best estimate the model's or the ceiling: plan/expected.best_estimate)
+            continue
         out.append(
             r.extended(
                 tpot_ms=tpot.value_s * 1e3,

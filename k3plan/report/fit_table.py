@@ -92,8 +92,10 @@ def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, sp
             f"{sp.binding}-bound (collective latency: {sp.collective_latency_source}); see k3plan roofline"
         )
         if sp.tpot_source != "ceiling" and sp.ceiling_tpot_s is not None:  # issue 38: a serving benchmark's TPOT
+            band = "" if sp.tpot_band_s is None else f"; band {_ms_range(sp.tpot_band_s)}"
             console.print(
                 f"  TPOT {sp.tpot_s * 1e3:,.2f} ms is {sp.tpot_label}; the bound: {sp.ceiling_tpot_s * 1e3:,.2f} ms"
+                + band
             )
         for note in sp.probes:
             console.print(f"[cyan]probe:[/] {note}")
@@ -153,3 +155,8 @@ def verdict_line(r: FitResult) -> str:
         )
     _, why = fit_reason(fits=False, code=r.reason)
     return f"[bold red]DOES NOT FIT[/]: {why} ({free} at batch {w.batch:,} x context {w.context_tokens:,})"
+
+
+def _ms_range(band: tuple[float, float]) -> str:
+    lo, hi = band
+    return f"{lo * 1e3:,.2f}-{hi * 1e3:,.2f} ms"

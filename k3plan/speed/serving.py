@@ -2,11 +2,14 @@
 (issue 38 items 1-3).
 
 Figures stood behind (``stands_behind``):
-    TPOT  a serving benchmark of this configuration: measured at its workload, transferred near it
-          by the model's ratio (``evidence.benchmarks``); else the ceiling (roofline's decode bound),
-          labelled: fit, plan and roofline print the same TPOT.
-    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record set an
-          op's efficiency; else the ceiling (roofline's prefill bound). One TTFT, labelled.
+    TPOT  a serving benchmark of this configuration: measured at its workload, transferred elsewhere
+          by the model's ratio (``evidence.benchmarks``); else the model's decode step where a probe
+          record sets an op or a term of it (this device kind's, or another TPU's transferred, labelled);
+          else the ceiling (roofline's decode bound), labelled: fit, plan and roofline print the same TPOT.
+    TTFT  a serving benchmark, as above; else the model's expected TTFT where a probe record set an op
+          or a term; else the ceiling (roofline's prefill bound). One TTFT, labelled.
+    Each with its band (``ServingFigure.band_s``) and source: never the ceiling while a model exists
+    (issue 46 item 7; tests/speed/test_headline_properties.py).
 The model (``expected.*.expected_s``) is always computed without any serving benchmark.
 
 Comparison (``compare``), for a benchmark at the asked workload: the model's own terms (ops at
@@ -23,7 +26,6 @@ import math
 from typing import Any, Literal
 
 from k3plan.evidence.benchmarks import (
-    NEARBY_FACTOR,
     Asked,
     ServingBenchmark,
     ServingFigure,
@@ -137,7 +139,7 @@ class _ModelAt:
         self.terms = terms  # the registered speed terms ON (speed.terms; None: the admitted ones)
         self.on = resolve(terms)
         self.cache: dict[tuple[int, int, int], Any] = {}  # (batch, context, chunk) -> ExpectedSpeed
-        self.decodes: dict[tuple[int, int], float] = {}  # (batch, context) -> the decode step's model seconds
+        self.decodes: dict[tuple[int, int], Any] = {}  # (batch, context) -> the decode step's model (a StageTime)
         self.read: Any = None  # curves_for's answer for this question's records and peaks, read once
         self.used: dict[str, None] = {}  # every record the model's figures here read (issue 46: the JSON names them)
         self.served: dict[tuple, Any] = {}  # served_of / served_asked: the scheduler's run, computed once
@@ -176,19 +178,22 @@ class _ModelAt:
         chunk = b.chunk_tokens if b.chunk_tokens is not None else b.workload.isl  # unpublished: the whole prompt
         return self.speed(b.workload.concurrency, b.workload.isl, chunk)
 
-    def decode_s(self, batch: int, context: int) -> float:
-        """The model's decode step alone (fit needs no prefill): ``expected_speed``'s decode, op for op."""
+    def decode_step(self, batch: int, context: int):
+        """The model's decode step alone, a StageTime (fit needs no prefill): ``expected_speed``'s decode, op for op."""
         for (b, c, _), x in self.cache.items():
             if (b, c) == (batch, context):
-                return x.decode.expected_s
+                return x.decode
         if (batch, context) not in self.decodes:
             from k3plan.speed.stage import decode_stage, records_of
 
             peaks, (curves, _) = self.peaks_and_curves()
             stage = decode_stage(self.setup, batch=batch, context=context, peaks=peaks, curves=curves, terms=self.terms)
-            self.decodes[(batch, context)] = stage.expected_s
+            self.decodes[(batch, context)] = stage
             self.used.update(dict.fromkeys(records_of(stage)))
         return self.decodes[(batch, context)]
+
+    def decode_s(self, batch: int, context: int) -> float:
+        return float(self.decode_step(batch, context).expected_s)
 
 
 def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> _ModelAt:
@@ -198,23 +203,54 @@ def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = N
     return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
 
 
-def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str):
-    """The figures where no serving benchmark speaks: TPOT the ceiling; TTFT the model where a probe record set
-    an op's efficiency, else the ceiling."""
-    tpot = ServingFigure(value_s=ceiling_tpot_s, source="ceiling", label=f"ceiling: roofline's decode bound ({why})")
+def model_records(*stages) -> tuple[str, ...]:
+    """The probe records that set an op or a term of ``stages`` (this device kind's, or another TPU's transferred
+    and labelled so): where there is one, the model is an estimate below the ceiling, and it is the figure where no
+    benchmark speaks (plan's best estimate reads the same rule: ``plan.expected.ExpectedColumn``)."""
+    from k3plan.speed.stage import records_of
+
+    return records_of(*stages)
+
+
+def _band(*figures: float) -> tuple[float, float]:
+    return (min(figures), max(figures))
+
+
+def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode):
+    """The figures where no serving benchmark speaks: each the model where a probe record set an op or a term of
+    its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
+    workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7). Each with its band:
+    the model's between the ops' ceiling and it, the ceiling's between it and the model."""
+    mine = model_records(decode)
+    if mine:
+        tpot = ServingFigure(
+            value_s=float(decode.expected_s),
+            source="model",
+            label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}",
+            band_s=_band(decode.ceiling_s, decode.expected_s),
+        )
+    else:
+        tpot = ServingFigure(
+            value_s=ceiling_tpot_s,
+            source="ceiling",
+            label=f"ceiling: roofline's decode bound ({why})",
+            band_s=_band(ceiling_tpot_s, decode.expected_s),
+        )
     if ceiling_ttft_s is None:
         return tpot, None
-    own = () if expected is None else tuple(r for r in expected.records_used if r not in expected.records_transferred)
-    if own:  # a record of this device kind: another TPU's transferred efficiency alone keeps the ceiling
+    pre = expected.prefill
+    if expected.records_used:  # a record set an op or a term (another TPU's transferred one too, labelled)
         return tpot, ServingFigure(
-            value_s=expected.prefill.expected_s,
+            value_s=pre.expected_s,
             source="model",
             label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}",
+            band_s=_band(pre.ceiling_s, pre.expected_s),
         )
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
         source="ceiling",
-        label=f"ceiling: roofline's prefill bound ({why}; no probe record of this device kind)",
+        label=f"ceiling: roofline's prefill bound ({why}; no probe record sets an op)",
+        band_s=_band(ceiling_ttft_s, pre.expected_s),
     )
 
 
@@ -239,18 +275,21 @@ def stands_behind(
     cands = candidates(setup)
     key = asked_of(setup, batch=batch, context=context, chunk=chunk)
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
-    if not cands or near["tpot"] is None:
-        why = (
-            "no serving benchmark of this configuration"
-            if not cands
-            else f"no serving benchmark of this configuration within {NEARBY_FACTOR}x of this workload"
-        )
+    if not cands or near["tpot"] is None:  # nearest() answers None only without a candidate
+        why = "no serving benchmark of this configuration"
+        model = _ModelAt(setup, spec_hardware, evidence=evidence)
         if expected is None and ceiling_ttft_s is not None:  # the TTFT is the model's where a record sets an op
-            expected = _ModelAt(setup, spec_hardware, evidence=evidence).speed(batch, context, chunk)
+            expected = model.speed(batch, context, chunk)
+        if expected is not None:
+            model.cache[(batch, context, min(chunk, context))] = expected
         tpot, ttft = _no_benchmark(
-            ceiling_tpot_s=ceiling_tpot_s, ceiling_ttft_s=ceiling_ttft_s, expected=expected, why=why
+            ceiling_tpot_s=ceiling_tpot_s,
+            ceiling_ttft_s=ceiling_ttft_s,
+            expected=expected,
+            why=why,
+            decode=model.decode_step(batch, context),
         )
-        return tpot, ttft, cands, None
+        return tpot, ttft, cands, (model if tpot.source == "model" else None)
     model = _ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
@@ -274,11 +313,14 @@ def stands_behind(
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
+            if expected is None:
+                expected = model.speed(batch, context, chunk)
             _, ttft = _no_benchmark(
                 ceiling_tpot_s=ceiling_tpot_s,
                 ceiling_ttft_s=ceiling_ttft_s,
                 expected=expected,
-                why="no serving benchmark with a TTFT near this workload",
+                why="no serving benchmark with a TTFT of this configuration",
+                decode=model.decode_step(batch, context),
             )
         else:
             if served is not None:

@@ -119,10 +119,17 @@ def test_bad_file_is_one_line(tmp_path):
         load_benchmark(p)
 
 
-def test_a_workload_far_from_every_benchmark_gets_no_transfer():
+def test_a_workload_far_from_every_benchmark_is_still_transferred_and_says_so():
+    """Issue 46 item 7: past 16x of every benchmark's workload the nearest still speaks by the model's ratio (a figure
+    falling to the ceiling or the model there made TPOT fall as the batch grew); the label says how far it reaches."""
     cands = matching(**K3, stack="torchtpu-vllm")
-    far = serving_figure("tpot", model_s=0.02, cands=cands, asked=key(context=1048576, chunk=8192), model_at=None)
-    assert far.source == "model" and far.value_s == 0.02
+    far = serving_figure(
+        "tpot", model_s=0.02, cands=cands, asked=key(context=1048576, chunk=8192), model_at=lambda b: 0.01
+    )
+    assert far.source == "transferred" and far.value_s == pytest.approx(2 * far.measured_s)
+    assert "farther than 16x from its workload" in far.label and far.band_s == (0.02, 2 * far.measured_s)
+    none = serving_figure("tpot", model_s=0.02, cands=(), asked=key(context=1048576, chunk=8192), model_at=None)
+    assert none.source == "model" and none.value_s == 0.02 and none.band_s == (0.02, 0.02)
     near = serving_figure(
         "tpot", model_s=0.02, cands=cands, asked=key(context=131072, chunk=8192), model_at=lambda b: 0.01
     )

@@ -42,7 +42,9 @@ def test_the_model_is_computed_without_any_serving_benchmark(nightly, monkeypatc
     alone = run("roofline", *NIGHTLY)
     assert alone["expected"]["decode"]["expected_s"] == nightly["expected"]["decode"]["expected_s"]
     assert alone["expected"]["prefill"]["expected_s"] == nightly["expected"]["prefill"]["expected_s"]
-    assert alone["decode"]["tpot_source"] == "ceiling" and alone["decode"]["tpot_s"] == alone["decode"]["step_s"]
+    # issue 46 item 7: no benchmark, a model of TPU7x (its records set ops): the model's TPOT, never the ceiling
+    assert alone["decode"]["tpot_source"] == "model"
+    assert alone["decode"]["tpot_s"] == alone["expected"]["decode"]["expected_s"]
     assert alone["serving"]["decode"]["measured_s"] is None
 
 
@@ -77,10 +79,15 @@ def test_nearby_workloads_are_transferred_by_the_model_ratio(nightly):
     assert r["serving"]["decode"]["measured_s"] is None  # measured only at the benchmark's own workload
 
 
-def test_a_configuration_no_benchmark_speaks_for_keeps_the_ceiling():
+def test_a_configuration_no_benchmark_speaks_for_takes_the_model_of_its_device_kind():
+    """Issue 46 item 7: never the ceiling while a model exists (TPU7x records set its ops); on a GPU with no record
+    the ceiling stays, labelled."""
     r = run("roofline", "-t", "2x4x4", "--tp", "32", "--batch", "1", "--context", "8192")
-    assert r["decode"]["tpot_source"] == "ceiling" and r["decode"]["tpot_s"] == r["decode"]["step_s"]
-    assert r["prefill"]["ttft_source"] in ("model", "ceiling") and r["prefill"]["ttft_label"]
+    assert r["decode"]["tpot_source"] == "model" and r["decode"]["tpot_s"] == r["expected"]["decode"]["expected_s"]
+    assert r["prefill"]["ttft_source"] == "model" and r["prefill"]["ttft_label"]
+    assert r["decode"]["step_s"] < r["decode"]["tpot_s"]  # the bound stays beside it
+    g = run("roofline", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--context", "1024")
+    assert g["decode"]["tpot_source"] == "ceiling" and g["decode"]["tpot_s"] == g["decode"]["step_s"]
 
 
 def test_fit_and_plan_take_the_same_tpot(nightly):

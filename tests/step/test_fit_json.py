@@ -50,6 +50,10 @@ terms' admission (issue 46 item 4, k3plan/speed/admitted.json) left the MoE deco
  fit-2x2x4-jax-native-chunk32k.json's temp.prefill_terms recaptured when issue 50 gave jax-native its graph's own
 analytic prefill terms (Engine.temp_graph "xla": the MLA block's f32 scores over the 32,768-token chunk x the
 131,072-token context peak, 48 GiB); the temp fit counts there is the measured calibration's, unchanged.
+ fit-2x2x4-jax-native-chunk32k.json's and fit-deepseek-v3-2x2x2.json's speed (tpot_s, tokens_per_s, tpot_source,
+tpot_label: ceiling 6.44 -> model 12.74 ms, ceiling 5.10 -> model 13.58 ms) recaptured when issue 46 item 7 made the
+TPOT where no benchmark speaks the model's wherever a record of TPU7x sets its decode step (never the ceiling while
+a model exists); ceiling_tpot_s unchanged.
 """
 
 from __future__ import annotations
@@ -98,9 +102,11 @@ def test_fit_json_is_unchanged(cli, name):
     keys = list(got)
     assert keys[keys.index("fits") + 1 : keys.index("fits") + 3] == ["reason", "reason_code"]
     got.pop("reason"), got.pop("reason_code")
-    if got["speed"]:  # issue 46 appends the probe records the TPOT used
-        assert list(got["speed"])[-1] == "records_used"
+    if got["speed"]:  # issue 46 appends the probe records the TPOT used, then (item 7) the TPOT's band
+        assert list(got["speed"])[-2:] == ["records_used", "tpot_band_s"]
         got["speed"].pop("records_used")
+        lo, hi = got["speed"].pop("tpot_band_s")
+        assert lo <= got["speed"]["tpot_s"] <= hi
     # issue 50: a fit on the analytic temp's lower bound says so (the 'unverified' object, a warning, exit 3)
     unverified = got.pop("unverified", None)
     got["warnings"] = [w for w in got["warnings"] if not w.startswith("temp unverified:")]
@@ -114,7 +120,7 @@ def test_fit_json_bytes_outside_the_speed_floats(cli):
     got, want = json.loads(r.stdout), json.loads((DATA / "fit-2x2x4-tp32.json").read_text())
     got.pop("advice"), got.pop("prefix_hit"), got.pop("engine")  # issues 14 and 34 add them; the rest is unchanged
     got.pop("reason"), got.pop("reason_code")  # issue 36's, after fits
-    got["speed"].pop("records_used")  # issue 46's, last in speed
+    got["speed"].pop("records_used"), got["speed"].pop("tpot_band_s")  # issue 46's, last in speed
     for d in (got, want):
         d["speed"]["tpot_s"] = d["speed"]["tokens_per_s"] = 0.0
     assert json.dumps(got, indent=2) == json.dumps(want, indent=2)
