@@ -15,7 +15,7 @@ OPS = {"a2a": "all-to-all", "allreduce": "all-reduce", "allgather": "all-gather"
 
 @pytest.mark.parametrize("name", list(OPS))
 def test_collective_probe_writes_valid_records(name, run_probe_cli):
-    result, records, out = run_probe_cli(name, "--bytes", "64,1792", "--iters", "1,3", "--unchained-iters", "1,4")
+    result, records, out = run_probe_cli(name, "--bytes", "65536,1048576", "--iters", "1,3", "--unchained-iters", "1,4")
     assert result.exit_code == 0, result.stderr
     assert [r["mode"] for r in records] == ["chained", "unchained"]
     files = sorted(out.glob("*.json"))
@@ -25,10 +25,13 @@ def test_collective_probe_writes_valid_records(name, run_probe_cli):
         assert rec.op == OPS[name] and rec.backend == "cpu" and rec.device_count == 8
         assert rec.label.startswith(CPU_LABEL) and rec.verified is True and rec.implementation == "xla-shard-map"
         assert rec.jax_version and rec.date.endswith("Z") and rec.baseline
-        assert [p.params["bytes"] for p in rec.points] == [64, 1792]
+        assert [p.params["bytes"] for p in rec.points] == [65536, 1048576]
         for pt in rec.points:
-            assert pt.value is not None and pt.value >= 0 and pt.stats.n == 2 and pt.baseline_s is not None
-            assert len(pt.samples_s) == 4  # two N, collective and baseline
+            assert pt.stats.n == 2 and pt.baseline_s is not None and len(pt.samples_s) == 4  # two N, and baseline
+            # a small collective on a shared CPU can time at or below its baseline: that point is dropped with the
+            # reason named (timing noise), never written as a value; the record keeps a valued point to be ok
+            assert (pt.value is not None and pt.value >= 0) or any("timing noise" in n for n in pt.notes), pt
+        assert any(pt.value is not None for pt in rec.points)
         assert rec.expectation is not None and rec.expectation.value is None and rec.expectation.missing
     # the planner sees CPU records only when forced
     assert latest_latency(out, device_kind="TPU7x", op=name) is None
@@ -37,8 +40,11 @@ def test_collective_probe_writes_valid_records(name, run_probe_cli):
 
 def test_axis_size_and_rounding(run_probe_cli):
     result, records, _ = run_probe_cli("a2a", "--bytes", "10", "--mode", "chained", "--iters", "1,2", "--axis-size", "4")
-    assert result.exit_code == 0, result.stderr
     (rec,) = records
+    # 16 bytes on a shared CPU may time at or below the baseline: then the record says so and the exit is 1 (issue 48:
+    # no valued point is no measurement); the shape this test holds is written either way
+    valued = any(p["value"] is not None for p in rec["points"])
+    assert result.exit_code == (0 if valued else 1), result.stderr
     assert rec["params"]["axis_size"] == 4
     assert rec["points"][0]["params"]["bytes"] == 16  # 3 f32 -> rounded up to a multiple of 4 devices
 

@@ -165,13 +165,13 @@ def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
     ops = {o["name"]: o["expected_s"] for o in nightly["expected"]["decode"]["ops"]}
     assert ops["the engine's Attention Residual kernel"] == pytest.approx(sum(n * at[(16, k)] for k, n in calls.items()))
     glue = max((r for r in records if r.probe == "moe-glue"), key=lambda r: r.date).points[0].value
-    # the admission left the glue off (speed/admitted.json: it does not improve the held-out score); ON, it prices
-    # 92 MoE layers at the measured point
-    name = "the engine's MoE routing and one-hot permute at decode"
-    assert name not in ops
+    # ON or off as the admission decided (speed/admitted.json); ON, it prices 92 MoE layers at the measured point
     from k3plan.app.setup import setup_from
     from k3plan.speed.serving import _ModelAt
     from k3plan.speed.terms import default_terms
+
+    name = "the engine's MoE routing and one-hot permute at decode"
+    assert (name in ops) == ("moe-glue" in default_terms())
 
     setup = setup_from(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, ep=None, dp=None, stack=None)
     on = _ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"moe-glue"}).speed(1, 8192, 512)

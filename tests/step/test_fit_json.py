@@ -54,6 +54,9 @@ analytic prefill terms (Engine.temp_graph "xla": the MLA block's f32 scores over
 tpot_label: ceiling 6.44 -> model 12.74 ms, ceiling 5.10 -> model 13.58 ms) recaptured when issue 46 item 7 made the
 TPOT where no benchmark speaks the model's wherever a record of TPU7x sets its decode step (never the ceiling while
 a model exists); ceiling_tpot_s unchanged.
+ The three files' speed (tpot_s, tokens_per_s, tpot_label) recaptured when the admission re-ran on the merged model
+(issue 46: DeepSeek-V4's ops from the chip, Kimi-K2.6's INT4 experts; moe-glue ON, op-fixed off by the
+leave-one-out rule): K3's 2x2x4 TPOT 99.08 -> 100.43 ms, jax-native 12.74 -> 11.03 ms, deepseek-v3 13.58 -> 13.68 ms.
 """
 
 from __future__ import annotations

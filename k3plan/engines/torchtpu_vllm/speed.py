@@ -117,15 +117,18 @@ def attnres_kernel(points: Sequence[Any], *, calls: Mapping[int, int], rows: int
 def moe_glue(points: Sequence[Any], *, moe_layers: int, rows: int) -> Timed | None:
     """The engine's MoE routing and one-hot permute at decode, ``moe_layers`` layers of a step of ``rows`` rows, as
     probe moe-glue timed a copy of it at the smallest measured rows that hold them; None where none does."""
-    glue = [p for p in points if p.tokens >= rows]
-    if not glue or not moe_layers:
+    if not points or not moe_layers:
         return None
-    p = min(glue, key=lambda q: q.tokens)
+    glue = [p for p in points if p.tokens >= rows]
+    # past the largest measured rows the glue does no less work than there: that point is a lower bound, so a step
+    # of more rows never loses the term (a TPOT that fell from 16 to 17 sequences, issue 46 item 7)
+    p = min(glue, key=lambda q: q.tokens) if glue else max(points, key=lambda q: q.tokens)
+    bound = "" if glue else f" (a lower bound: {rows} rows, the most measured {p.tokens})"
     return (
         moe_layers * p.seconds,
         (
             f"{moe_layers} MoE layers x {p.seconds * 1e6:.2f} us: {MOE_GLUE_SOURCE}, as probe moe-glue timed a copy of "
-            f"it at {p.tokens} rows on {p.device_kind} ({p.record_path}): {KERNEL_TIME_SOURCE}"
+            f"it at {p.tokens} rows on {p.device_kind} ({p.record_path}){bound}: {KERNEL_TIME_SOURCE}"
         ),
         (p.record_path,),
     )
@@ -201,15 +204,16 @@ def mla_kernel(
     if not points or blocks is None or layers <= 0:
         return None
     decode = stage == "decode"
-    same = [
+    like = [
         p
         for p in points
-        if p.decode == decode
-        and p.tokens == rows
-        and p.block == blocks
-        and p.heads == heads
-        and p.page == MLA_DEFAULT_PAGE
+        if p.decode == decode and p.block == blocks and p.heads == heads and p.page == MLA_DEFAULT_PAGE
     ]
+    # the step's rows where measured; past the most rows measured those points are a lower bound (a step of more
+    # rows takes no fewer of the kernel's steps), so the term never vanishes as the batch grows (issue 46 item 7)
+    fewer = [p.tokens for p in like if p.tokens < rows]
+    at = rows if any(p.tokens == rows for p in like) else (max(fewer) if decode and fewer else None)
+    same = [p for p in like if p.tokens == at]
     if not same or any(p.efficiency is None or p.efficiency >= MLA_STEP_BOUND for p in same):
         return None
     measured = ", ".join(f"{p.seconds * 1e6:,.1f} us at {p.context:,}" for p in sorted(same, key=lambda p: p.context))
@@ -219,7 +223,7 @@ def mla_kernel(
         "their own)"
         if decode and sequences > 1
         else ""
-    )
+    ) + (f"; {rows} rows, the most measured {at}: a lower bound" if at != rows else "")
     records = tuple(sorted({p.record_path for p in same}))
     return (
         max(0.0, layers * _at_context(same, context) - attention_s),
