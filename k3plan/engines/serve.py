@@ -8,8 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
-from k3plan.engines.serve_values import MAX_FLAG_INT, flag_int  # noqa: F401  # read through here too
+from k3plan.engines.serve_values import KV, MAX_FLAG_INT, QUANT_OK, Reading, flag_int  # noqa: F401  # read through here too
 from k3plan.engines.sglang import serve as sglang_serve
 from k3plan.engines.vllm import serve as vllm_serve
 from k3plan.engines.vllm.serve import human_readable_int  # noqa: F401  # read through here too
@@ -168,10 +167,6 @@ IGNORED_ENV = {
     "CAPTURE_PROFILE",
     "USE_PHASED_PROFILER",
 }
-KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
-# checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
-# deepseek_v4_fp8 (tpu_platform.py TpuPlatform.supported_quantization @0095cdcb) reads the same fp8 bytes
-QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
 
@@ -271,40 +266,37 @@ def _env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return env, argv[i:]
 
 
-def parse_serve(
-    command: str, *, platform: str, device_gib: float | None = None, device_name: str = ""
-) -> ServeQuestion:
-    """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm.
-    ``device_gib`` / ``device_name``: the device's memory and name, for the defaults the engine picks by them
-    (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size)."""
-    env, argv = _env_prefix(_split(command))
-    if argv[:2] == ["vllm", "serve"]:
-        engine, rest = "vllm", argv[2:]
-        model = ""
-        if rest and not rest[0].startswith("-"):
-            model, rest = rest[0], rest[1:]
-    elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
-        # vLLM's API server module, the entry point `vllm serve` wraps: the same EngineArgs, the model as --model
-        engine, model, rest = "vllm", "", argv[3:]
-    elif len(argv) >= 3 and argv[0].startswith("python") and argv[1:3] == ["-m", "sglang.launch_server"]:
-        engine, model, rest = "sglang", "", argv[3:]
-    elif argv[:2] == ["sglang", "serve"]:
-        # SGLang's own CLI: `sglang serve MODEL ...` is launch_server with --model-path MODEL (sgl-project/sglang@0298b5b4
-        # python/sglang/cli/serve.py serve, _normalize_positional_model_path; the LLM backend's prepare_server_args)
-        engine, model, rest = "sglang", "", argv[2:]
-        if rest and not rest[0].startswith("-"):
-            rest = ["--model-path", rest[0], *rest[1:]]
-    else:
-        got = argv[0] if argv else "nothing"
-        raise K3PlanError(
-            f"--serve: {got!r} is not an engine k3plan reads; expected 'vllm serve MODEL ...', "
-            "'python3 -m vllm.entrypoints.openai.api_server --model MODEL ...', "
-            "'python3 -m sglang.launch_server --model-path MODEL ...' or 'sglang serve MODEL ...'"
-        )
-    if engine == "vllm":
-        rest = [vllm_serve.dashes(tok) for tok in rest]
+# the command families k3plan reads, each in its own folder (engines/<engine>/serve.py): the commands that start it
+# (COMMANDS), its reading of the flags (read, finish), the environment it reads (KNOWN_ENV, check_env) and its
+# refusal of a context above the model's (LONG_CONTEXT_ENV, long_context_refusal); the order is the unknown
+# command's refusal's
+FAMILIES = (vllm_serve, sglang_serve)
+FAMILY_OF = {f.ENGINE: f for f in FAMILIES}
+# a switch any family declares (argparse BooleanOptionalAction: --X and --no-X, no value) splits as a switch in every
+# command: the tokens split the same whichever family reads them
+SWITCHES = frozenset().union(*(f.SWITCHES for f in FAMILIES))
+
+
+def _family(argv: list[str]):
+    """The family whose command ``argv`` is (its COMMANDS' first tokens), the positional MODEL (None where the
+    command takes none or gives none) and the flags after them."""
+    for family in FAMILIES:
+        for cmd in family.COMMANDS:
+            if cmd.matches(argv):
+                rest = argv[len(cmd.prefix) :]
+                if cmd.positional_model and rest and not rest[0].startswith("-"):
+                    return family, rest[0], rest[1:]
+                return family, None, rest
+    usages = [cmd.usage for family in FAMILIES for cmd in family.COMMANDS]
+    got = argv[0] if argv else "nothing"
+    raise K3PlanError(
+        f"--serve: {got!r} is not an engine k3plan reads; expected {', '.join(usages[:-1])} or {usages[-1]}"
+    )
+
+
+def _flags(rest: list[str]) -> dict[str, str]:
+    """``--flag value`` / ``--flag=value`` / switches -> name -> value (the engine takes the last occurrence)."""
     flags: dict[str, str] = {}
-    ignored: list[str] = []
     i = 0
     while i < len(rest):
         tok = rest[i]
@@ -312,9 +304,7 @@ def parse_serve(
             raise K3PlanError(f"--serve: unexpected argument {tok!r}; expected --flag [value]")
         name, eq, val = tok.partition("=")
         takes = IGNORED.get(name)
-        switch = name in vllm_serve.VLLM_SWITCHES or (
-            name.startswith("--no-") and "--" + name[5:] in vllm_serve.VLLM_SWITCHES
-        )
+        switch = name in SWITCHES or (name.startswith("--no-") and "--" + name[5:] in SWITCHES)
         if eq:
             value = val
             i += 1
@@ -324,138 +314,27 @@ def parse_serve(
         else:
             value = "true"
             i += 1
-        if name.startswith("--no-") and "--" + name[5:] in vllm_serve.VLLM_SWITCHES:
+        if name.startswith("--no-") and "--" + name[5:] in SWITCHES:
             name, value = "--" + name[5:], "false"
         flags[name] = value  # the engine takes the last occurrence
     for name, value in flags.items():
-        if value == "" and IGNORED.get(name) != 0 and name not in vllm_serve.VLLM_SWITCHES:
+        if value == "" and IGNORED.get(name) != 0 and name not in SWITCHES:
             raise K3PlanError(f"--serve: {name}= is empty; expected a value")
-    get = flags.pop
-    if engine == "sglang":
-        model = get("--model-path", "") or get("--model", "")
-        if not model:
-            raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
-    else:
-        flag_model = get("--model", "")
-        model = model or flag_model
-        if not model:
-            raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
-    tp = flag_int(
-        "--tensor-parallel-size", get("--tensor-parallel-size", get("-tp", get("--tp-size", get("--tp", "1"))))
-    )
-    pp = flag_int("--pipeline-parallel-size", get("--pipeline-parallel-size", get("-pp", get("--pp-size", "1"))))
-    dp = flag_int("--data-parallel-size", get("--data-parallel-size", get("-dp", get("--dp-size", get("--dp", "1")))))
-    ep_flag = get("--enable-expert-parallel", None)
-    ep_size = get("--ep-size", get("--ep", None))
-    expert_parallel = True
-    ep: int | None
-    if engine == "vllm":
-        if ep_flag is None and platform == "tpu":
-            raise K3PlanError(
-                "--serve: vllm serve on a TPU without --enable-expert-parallel: the plugin's expert placement without "
-                "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
-            )
-        # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
-        # them, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm.memory.moe_shard_padding)
-        expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
-        if not expert_parallel and platform == "tpu":
-            raise K3PlanError(
-                "--serve: vllm serve on a TPU with --no-enable-expert-parallel: the plugin's expert placement without "
-                "EP was not read (its K3 CI always passes --enable-expert-parallel)"
-            )
-        # either way the experts spread over every TP x DP rank: with EP whole experts, without it each expert's
-        # intermediate TP-split over the flattened dp x tp group (vllm-project/vllm@00c1c6a2
-        # vllm/model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make, flatten_tp_across_dp_and_pcp:
-        # "There are actually dp_size * pcp_size * tp_size devices ... we shard across all devices"); the bytes a
-        # device are the same, which k3plan prices as EP over those ranks
-        ep = tp * dp
-    else:
-        ep = flag_int("--ep-size", ep_size) if ep_size else None
-    context_auto = False
-    raw_context = get("--max-model-len", get("--context-length", None))
-    context: int | None = None
-    if raw_context is not None:
-        if engine == "vllm" and raw_context.strip().lower() in ("auto", "-1"):
-            context_auto = True  # human_readable_int_or_auto: the engine fits the length to its pool
-        elif engine == "vllm":
-            context = vllm_serve.human_readable_int("--max-model-len", raw_context)
-        else:
-            context = flag_int("--context-length", raw_context)
-    raw_chunk = get("--max-num-batched-tokens", None)
-    sg_chunk = get("--chunked-prefill-size", None)
-    chunk: int | None = None
-    chunk_source = "the command's flag"
-    if engine == "vllm" and raw_chunk is not None:
-        chunk = vllm_serve.human_readable_int("--max-num-batched-tokens", raw_chunk)
-    elif engine == "sglang" and sg_chunk is not None:
-        chunk = flag_int("--chunked-prefill-size", sg_chunk, lo=-1)
-        if chunk == -1 or chunk == 0:
-            raise K3PlanError(
-                f"--serve: --chunked-prefill-size {sg_chunk}: chunked prefill off is not priced; give a chunk size"
-            )
-    elif raw_chunk is not None or sg_chunk is not None:
-        flag = "--max-num-batched-tokens" if raw_chunk is not None else "--chunked-prefill-size"
-        raise K3PlanError(f"--serve: {flag} is not {engine}'s flag")
-    seqs = get("--max-num-seqs", None)
-    running = get("--max-running-requests", None)
-    batch_source = "the command's flag"
-    if engine == "vllm":
-        if running is not None:
-            raise K3PlanError("--serve: --max-running-requests is SGLang's flag; vllm serve takes --max-num-seqs")
-        large = (
-            device_gib is not None and device_gib >= vllm_serve.VLLM_LARGE_GPU_GIB and "a100" not in device_name.lower()
-        )
-        if platform == "tpu":  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
-            large = False
-        if chunk is None:
-            chunk = 8192 if large else 2048
-            chunk_source = f"vLLM's default max_num_batched_tokens {chunk}: {vllm_serve.VLLM_DEFAULTS_SOURCE}"
-        if seqs is None:
-            batch = min(1024 if large else 256, chunk)
-            batch_source = f"vLLM's default max_num_seqs {batch}: {vllm_serve.VLLM_DEFAULTS_SOURCE}"
-        else:
-            batch = flag_int("--max-num-seqs", seqs)
-    else:
-        if seqs is not None:
-            raise K3PlanError(
-                "--serve: --max-num-seqs is vLLM's flag; sglang.launch_server takes --max-running-requests"
-            )
-        batch = flag_int("--max-running-requests", running) if running is not None else 0
-        batch_source = (
-            "the command's flag" if running is not None else "SGLang's default (min(pool // 2, the request pool))"
-        )
-    options: dict[str, str] = {}
-    util = get("--gpu-memory-utilization", None)
-    if util is not None:
-        options["gpu_memory_utilization"] = _fraction("--gpu-memory-utilization", util)
-    frac = get("--mem-fraction-static", None)
-    if frac is not None:
-        options["mem_fraction_static"] = _fraction("--mem-fraction-static", frac)
-    moe_backend = get("--moe-backend", None)  # vLLM: marlin, deep_gemm_mega_moe, ...; the K3 floor applies to all
-    a2a = get("--moe-a2a-backend", None)
-    if engine == "sglang":
-        # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
-        # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
-        options["moe_a2a_backend"] = a2a if a2a is not None else "none"
-    elif a2a is not None:
-        raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
-    dp_attention = _launch_flags(engine, get, options, ignored)  # issue 48: the flags k3plan's launch lines write
-    kv_raw = get("--kv-cache-dtype", "auto")
-    if kv_raw not in KV:
-        raise K3PlanError(f"--serve: --kv-cache-dtype {kv_raw!r}: expected one of {', '.join(KV)}")
-    dtype = get("--dtype", "auto").strip().lower()
-    if dtype not in ("auto", "bfloat16", "bf16"):  # vLLM's ModelConfig.dtype: the unquantized weights' and activations'
-        raise K3PlanError(
-            f"--serve: --dtype {dtype!r}: k3plan prices the checkpoint's bf16 (auto); expected auto or bfloat16"
-        )
-    engram = _engram_config(engine, get("--engram-config", None))
-    quant = get("--quantization", get("-q", ""))
-    if quant not in QUANT_OK:
-        raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
-    override = get("--num-gpu-blocks-override", None)
-    blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
-    if blocks_override is not None and engine != "vllm":
-        raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
+    return flags
+
+
+def parse_serve(
+    command: str, *, platform: str, device_gib: float | None = None, device_name: str = ""
+) -> ServeQuestion:
+    """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm.
+    ``device_gib`` / ``device_name``: the device's memory and name, for the defaults the engine picks by them
+    (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size)."""
+    env, argv = _env_prefix(_split(command))
+    family, model, rest = _family(argv)
+    model, rest = family.tokens(model, rest)
+    flags = _flags(rest)
+    r = Reading(flags=flags, platform=platform, device_gib=device_gib, device_name=device_name, env=env, model=model)
+    family.read(r)  # the family's flags, in its order, with the shared readers above
     for spec in ("--speculative-config", "--speculative-algorithm", "--num-speculative-tokens"):
         if spec in flags:
             raise K3PlanError(
@@ -465,127 +344,57 @@ def parse_serve(
     if not lm_only:
         flags.pop("--language-model-only", None)  # --no-language-model-only: vLLM's default, the tower loads
     block_raw = flags.get("--block-size")
-    block = flag_int("--block-size", block_raw) if block_raw is not None else None
+    r.block = flag_int("--block-size", block_raw) if block_raw is not None else None
     for name in list(flags):
         if name in IGNORED:
-            ignored.append(name)
+            r.ignored.append(name)
             flags.pop(name)
     if flags:
         raise K3PlanError(
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
-    unknown_env = sorted(
-        set(env)
-        - IGNORED_ENV
-        - {vllm_serve.LONG_CONTEXT_ENV, sglang_serve.LONG_CONTEXT_ENV, "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"}
-    )
+    unknown_env = sorted(set(env) - IGNORED_ENV - set().union(*(f.KNOWN_ENV for f in FAMILIES)))
     if unknown_env:
         raise K3PlanError(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
-    if env.get("MODEL_IMPL_TYPE", "vllm").strip() not in ("vllm", "auto", ""):
-        raise K3PlanError(
-            f"--serve: MODEL_IMPL_TYPE={env['MODEL_IMPL_TYPE']}: k3plan prices vLLM's model code (MODEL_IMPL_TYPE=vllm)"
-        )
-    if env.get("MOE_REQUANTIZE_BLOCK_SIZE", "512").strip() not in ("512", ""):
-        raise K3PlanError(
-            f"--serve: MOE_REQUANTIZE_BLOCK_SIZE={env['MOE_REQUANTIZE_BLOCK_SIZE']}: k3plan prices the requantized "
-            "experts at the plugin's default block, 512"
-        )
-    ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
-    stack = ("torchtpu-vllm" if platform == "tpu" else "vllm") if engine == "vllm" else "sglang"
-    if dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
-        stack, tp = "dp-attention", sglang_serve.dp_attention_tp(tp, dp)
-        # and it prefills chunked_prefill_size // dp_size a DP rank (server_args.py handle_data_parallelism; the
-        # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
-        chunk = None if chunk is None else max(1, chunk // dp)
-    caveats: list[str] = []
-    if stack == "torchtpu-vllm" and env.get("TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL", "").strip() in ("1", "true", "True"):
-        caveats.append(
-            "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL=1: the plugin's unified pool grows the page to hold one KDA state "
-            "(tpu_block_size_utils.py _derive_tpu_block_slot_config); k3plan prices the hybrid page its stack sets"
-        )
-    if (
-        stack == "torchtpu-vllm"
-        and block is not None
-        and block != TORCHTPU_DEFAULT_BLOCK
-        and KV[kv_raw] in (None, "bf16")
-    ):
-        ignored.remove("--block-size")
-        caveats.append(
-            f"--block-size {block}: the TTFT and TPOT models price the plugin's MLA kernel at its {TORCHTPU_DEFAULT_BLOCK}-token "
-            "default page, the only one probe mla-engine timed at the engine's default blocks "
-            f"(k3plan.engines.flags.TORCHTPU_DEFAULT_BLOCK); over {block}-token pages it runs fewer steps, so for this "
-            "command they are high"
-        )
-    if engine == "sglang" and chunk is None and device_gib is not None:
-        chunk, chunk_source = sglang_serve.default_chunk(device_gib)
+    for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
+        f.check_env(env)
+    r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
+    family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
     return ServeQuestion(
-        engine=engine,
-        model=model_of(model),
-        stack=stack,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        ep=ep,
-        context=context,
-        chunk=chunk,
-        batch=batch,
-        stack_options=options,
-        kv_dtype=KV[kv_raw],
-        ignored=tuple(ignored),
-        caveats=tuple(caveats),
-        expert_parallel=expert_parallel,
-        moe_backend=moe_backend,
+        engine=family.ENGINE,
+        model=model_of(r.model or ""),
+        stack=r.stack,
+        tp=r.tp,
+        pp=r.pp,
+        dp=r.dp,
+        ep=r.ep,
+        context=r.context,
+        chunk=r.chunk,
+        batch=r.batch,
+        stack_options=r.options,
+        kv_dtype=KV[r.kv_raw],
+        ignored=tuple(r.ignored),
+        caveats=tuple(r.caveats),
+        expert_parallel=r.expert_parallel,
+        moe_backend=r.moe_backend,
         language_model_only=lm_only,
-        max_running_requests=flag_int("--max-running-requests", running) if running is not None else None,
-        batch_source=batch_source,
-        chunk_source=chunk_source,
-        context_auto=context_auto,
-        num_gpu_blocks_override=blocks_override,
-        block_size=block,
+        max_running_requests=flag_int("--max-running-requests", r.running) if r.running is not None else None,
+        batch_source=r.batch_source,
+        chunk_source=r.chunk_source,
+        context_auto=r.context_auto,
+        num_gpu_blocks_override=r.blocks_override,
+        block_size=r.block,
         env=env,
-        engram=engram,
+        engram=r.engram,
     )
-
-
-def _engram_config(engine: str, raw: str | None) -> str | None:
-    """--engram-config's placement as --engram's word; None where the flag is absent (the engine's default)."""
-    if raw is None:
-        return None
-    if engine != "sglang":
-        raise K3PlanError(
-            "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
-        )
-    return sglang_serve.engram_config(raw)
-
-
-def _fraction(flag: str, value: str) -> str:
-    """A memory fraction as both engines take it: a number in (0, 1] (vLLM's CacheConfig.gpu_memory_utilization:
-    Field(gt=0, le=1))."""
-    try:
-        f = float(value)
-    except ValueError:
-        raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]") from None
-    if not 0 < f <= 1:
-        raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]")
-    return value.strip()
-
-
-def _launch_flags(engine: str, get, options: dict[str, str], ignored: list[str]) -> bool:
-    """Issue 48: the real engine flags k3plan's launch lines write that the reading above does not take, read by
-    each engine's own reader (engines/vllm/serve.py, engines/sglang/serve.py); -> whether SGLang's DP attention is
-    on."""
-    if engine == "vllm":
-        vllm_serve.launch_flags(get, options)
-        return False
-    return sglang_serve.launch_flags(get, options, ignored)
 
 
 def check_context(q: ServeQuestion, model_max: int | None) -> None:
     """The engine's own refusal of a context above the model's maximum (each family's rule, cited in its folder's
     serve.py), before k3plan prices anything: bad input, one line."""
-    family = vllm_serve if q.engine == "vllm" else sglang_serve
+    family = FAMILY_OF[q.engine]
     if (
         q.context is not None
         and model_max

@@ -1,10 +1,18 @@
 """What a serve command's flags are worth as its engines read them: a whole number within what the engines' int32
-tensors hold (k3plan.engines.serve and each engine's own reader, engines/<engine>/serve.py)."""
+tensors hold, the KV and checkpoint formats, the memory fractions (k3plan.engines.serve and each engine's own reader,
+engines/<engine>/serve.py), and a command's reading in progress (Reading) with the readers of the flags every family
+spells alike. Here, not in k3plan.engines.serve, so the families' readers import it without a cycle."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from k3plan.errors import K3PlanError
 
+KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
+# checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
+# deepseek_v4_fp8 (tpu_platform.py TpuPlatform.supported_quantization @0095cdcb) reads the same fp8 bytes
+QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
 # the most sequences or tokens a flag may ask for: an int the engines' C++ / int32 tensors hold
 MAX_FLAG_INT = 2**31 - 1
 
@@ -19,3 +27,110 @@ def flag_int(flag: str, value: str, *, lo: int = 1) -> int:
     if n > MAX_FLAG_INT:
         raise K3PlanError(f"--serve: {flag} {value!r}: expected at most {MAX_FLAG_INT:,}")
     return n
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """A command that starts one family's server, as a family's serve.py declares it (its COMMANDS) for
+    k3plan.engines.serve to recognise: the first tokens ("python" matches python3, python3.11, ...), whether a
+    positional MODEL may follow them, and how the refusal of an unknown command spells it."""
+
+    prefix: tuple[str, ...]
+    positional_model: bool
+    usage: str
+
+    def matches(self, argv: list[str]) -> bool:
+        return len(argv) >= len(self.prefix) and all(
+            a == p or (p == "python" and a.startswith("python")) for a, p in zip(argv, self.prefix, strict=False)
+        )
+
+
+@dataclass
+class Reading:
+    """One command's reading in progress: the flags left to read (``get`` takes one, the last occurrence) and what
+    the family's ``read`` / ``finish`` and the shared readers below have made of them, for the final ServeQuestion."""
+
+    flags: dict[str, str]
+    platform: str
+    device_gib: float | None
+    device_name: str
+    env: dict[str, str]
+    model: str | None  # the positional MODEL where the command takes one, else None
+    options: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int | None = None
+    expert_parallel: bool = True
+    context: int | None = None
+    context_auto: bool = False
+    chunk: int | None = None
+    chunk_source: str = "the command's flag"
+    batch: int = 0
+    batch_source: str = "the command's flag"
+    running: str | None = None  # --max-running-requests as given
+    moe_backend: str | None = None
+    dp_attention: bool = False
+    kv_raw: str = "auto"
+    engram: str | None = None
+    blocks_override: int | None = None
+    block: int | None = None
+    stack: str = ""
+    caveats: list[str] = field(default_factory=list)
+
+    def get(self, name: str, default=None):
+        return self.flags.pop(name, default)
+
+    def parallel(self) -> None:
+        """The split both families spell alike: TP, PP and DP sizes."""
+        get = self.get
+        self.tp = flag_int(
+            "--tensor-parallel-size", get("--tensor-parallel-size", get("-tp", get("--tp-size", get("--tp", "1"))))
+        )
+        self.pp = flag_int(
+            "--pipeline-parallel-size", get("--pipeline-parallel-size", get("-pp", get("--pp-size", "1")))
+        )
+        self.dp = flag_int(
+            "--data-parallel-size", get("--data-parallel-size", get("-dp", get("--dp-size", get("--dp", "1"))))
+        )
+
+    def memory_options(self) -> None:
+        """The memory fractions (either family's spelling: the stacks' options of those names) and --moe-backend."""
+        util = self.get("--gpu-memory-utilization", None)
+        if util is not None:
+            self.options["gpu_memory_utilization"] = _fraction("--gpu-memory-utilization", util)
+        frac = self.get("--mem-fraction-static", None)
+        if frac is not None:
+            self.options["mem_fraction_static"] = _fraction("--mem-fraction-static", frac)
+        # vLLM: marlin, deep_gemm_mega_moe, ...; the K3 floor applies to all
+        self.moe_backend = self.get("--moe-backend", None)
+
+    def dtypes(self) -> None:
+        """--kv-cache-dtype (KV) and --dtype (the unquantized weights' and activations': bf16 only)."""
+        self.kv_raw = self.get("--kv-cache-dtype", "auto")
+        if self.kv_raw not in KV:
+            raise K3PlanError(f"--serve: --kv-cache-dtype {self.kv_raw!r}: expected one of {', '.join(KV)}")
+        dtype = self.get("--dtype", "auto").strip().lower()
+        # vLLM's ModelConfig.dtype: the unquantized weights' and activations'
+        if dtype not in ("auto", "bfloat16", "bf16"):
+            raise K3PlanError(
+                f"--serve: --dtype {dtype!r}: k3plan prices the checkpoint's bf16 (auto); expected auto or bfloat16"
+            )
+
+    def quantization(self) -> None:
+        quant = self.get("--quantization", self.get("-q", ""))
+        if quant not in QUANT_OK:
+            raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
+
+
+def _fraction(flag: str, value: str) -> str:
+    """A memory fraction as both engines take it: a number in (0, 1] (vLLM's CacheConfig.gpu_memory_utilization:
+    Field(gt=0, le=1))."""
+    try:
+        f = float(value)
+    except ValueError:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]") from None
+    if not 0 < f <= 1:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]")
+    return value.strip()

@@ -36,8 +36,6 @@ ALLOWED: dict[str, str] = {
     "kv_table): the launcher vocabulary, whose names are two engines' names",
     "engines/launch.py": "picks a folder's launch line by launcher (cfg.engine == 'sglang' / 'jax'): the launcher "
     "vocabulary",
-    "engines/serve.py": "parse_serve reads a `vllm serve` or SGLang launch_server command into one question, branching "
-    "on the family and naming the stack it maps to; each family's own reading is in engines/<engine>/serve.py",
 }
 
 

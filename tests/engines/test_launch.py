@@ -503,10 +503,10 @@ def test_every_launch_line_names_the_checkpoint_the_engine_resolves(model, stack
 
 
 # every engine flag the lines write is one the reader reads (issue 48: --all2all-backend, --enable-dp-attention,
-# --mamba-scheduler-strategy, --max-mamba-cache-size and the multi-host flags were refused: engines/serve.py
-# _launch_flags reads them as the engines define them). MaxText's JetStream line is no serve command fit --serve
-# reads, nor tpu-inference's (its DP attention's split is --additional-config's sharding strategy, and the reader
-# takes vllm serve on a TPU as the torch_tpu plugin's)
+# --mamba-scheduler-strategy, --max-mamba-cache-size and the multi-host flags were refused: each family's
+# engines/<engine>/serve.py launch_flags reads them as the engines define them). MaxText's JetStream line is no
+# serve command fit --serve reads, nor tpu-inference's (its DP attention's split is --additional-config's sharding
+# strategy, and the reader takes vllm serve on a TPU as the torch_tpu plugin's)
 READ_BACK = [x for x in LAUNCHERS if x[0] not in ("jax-native", "tpu-inference")]
 
 

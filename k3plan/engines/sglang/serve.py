@@ -3,7 +3,24 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 
 from __future__ import annotations
 
+from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
+from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
 from k3plan.errors import K3PlanError
+
+ENGINE = "sglang"
+# the commands that start SGLang's server (k3plan.engines.serve recognises a command by them): the launch_server
+# module, and SGLang's own CLI, `sglang serve MODEL ...`: launch_server with --model-path MODEL
+# (sgl-project/sglang@0298b5b4 python/sglang/cli/serve.py serve, _normalize_positional_model_path; the LLM
+# backend's prepare_server_args)
+COMMANDS = (
+    ServeCommand(
+        ("python", "-m", "sglang.launch_server"),
+        positional_model=False,
+        usage="'python3 -m sglang.launch_server --model-path MODEL ...'",
+    ),
+    ServeCommand(("sglang", "serve"), positional_model=True, usage="'sglang serve MODEL ...'"),
+)
+SWITCHES: frozenset[str] = frozenset()  # the switches k3plan reads are vLLM's (read as switches here too)
 
 
 def default_chunk(device_gib: float) -> tuple[int, str]:
@@ -79,3 +96,76 @@ def long_context_refusal(context: int, model_max: int) -> str:
         f"refuses it at start (ModelConfig._derive_context_length) unless {LONG_CONTEXT_ENV}=1; expected at most "
         f"{model_max:,}"
     )
+
+
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV})
+
+
+def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
+    """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL."""
+    return None, (rest if model is None else ["--model-path", model, *rest])
+
+
+def read(r: Reading) -> None:
+    """An SGLang command's flags, in the order the refusals come: the model, the split, the context, the chunk, the
+    batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
+    the dtypes, --engram-config, the quantization; refusing vLLM's spellings by name."""
+    get = r.get
+    r.model = get("--model-path", "") or get("--model", "")
+    if not r.model:
+        raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
+    r.parallel()
+    get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
+    ep_size = get("--ep-size", get("--ep", None))
+    r.ep = flag_int("--ep-size", ep_size) if ep_size else None
+    raw_context = get("--max-model-len", get("--context-length", None))
+    if raw_context is not None:
+        r.context = flag_int("--context-length", raw_context)
+    raw_chunk = get("--max-num-batched-tokens", None)
+    sg_chunk = get("--chunked-prefill-size", None)
+    if sg_chunk is not None:
+        r.chunk = flag_int("--chunked-prefill-size", sg_chunk, lo=-1)
+        if r.chunk == -1 or r.chunk == 0:
+            raise K3PlanError(
+                f"--serve: --chunked-prefill-size {sg_chunk}: chunked prefill off is not priced; give a chunk size"
+            )
+    elif raw_chunk is not None:
+        raise K3PlanError(f"--serve: --max-num-batched-tokens is not {ENGINE}'s flag")
+    seqs = get("--max-num-seqs", None)
+    r.running = get("--max-running-requests", None)
+    if seqs is not None:
+        raise K3PlanError("--serve: --max-num-seqs is vLLM's flag; sglang.launch_server takes --max-running-requests")
+    r.batch = flag_int("--max-running-requests", r.running) if r.running is not None else 0
+    r.batch_source = (
+        "the command's flag" if r.running is not None else "SGLang's default (min(pool // 2, the request pool))"
+    )
+    r.memory_options()
+    a2a = get("--moe-a2a-backend", None)
+    # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
+    # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
+    r.options["moe_a2a_backend"] = a2a if a2a is not None else "none"
+    r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
+    r.dtypes()
+    raw_engram = get("--engram-config", None)
+    r.engram = engram_config(raw_engram) if raw_engram is not None else None
+    r.quantization()
+    override = get("--num-gpu-blocks-override", None)
+    if override is not None:
+        flag_int("--num-gpu-blocks-override", override)
+        raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
+
+
+def check_env(env: dict[str, str]) -> None:
+    """No SGLang variable is refused by value."""
+
+
+def finish(r: Reading) -> None:
+    """The stack: sglang, or dp-attention with --enable-dp-attention; SGLang's default chunk by GPU memory."""
+    r.stack = ENGINE
+    if r.dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
+        r.stack, r.tp = DP_ATTENTION.name, dp_attention_tp(r.tp, r.dp)
+        # and it prefills chunked_prefill_size // dp_size a DP rank (server_args.py handle_data_parallelism; the
+        # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
+        r.chunk = None if r.chunk is None else max(1, r.chunk // r.dp)
+    if r.chunk is None and r.device_gib is not None:
+        r.chunk, r.chunk_source = default_chunk(r.device_gib)

@@ -4,8 +4,22 @@ k3plan writes that the reader takes (--all2all-backend)."""
 
 from __future__ import annotations
 
-from k3plan.engines.serve_values import flag_int
+from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
+from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
+from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.errors import K3PlanError
+
+ENGINE = "vllm"
+# the commands that start vLLM's server (k3plan.engines.serve recognises a command by them): `vllm serve MODEL` and
+# vLLM's API server module, the entry point `vllm serve` wraps (the same EngineArgs, the model as --model)
+COMMANDS = (
+    ServeCommand(("vllm", "serve"), positional_model=True, usage="'vllm serve MODEL ...'"),
+    ServeCommand(
+        ("python", "-m", "vllm.entrypoints.openai.api_server"),
+        positional_model=False,
+        usage="'python3 -m vllm.entrypoints.openai.api_server --model MODEL ...'",
+    ),
+)
 
 # vLLM's own defaults for what a command leaves out (vllm-project/vllm@99d7eb5d vllm/engine/arg_utils.py
 # EngineArgs._set_default_args, `vllm serve` = UsageContext.OPENAI_API_SERVER): a device of >= 70 GiB that is
@@ -21,6 +35,7 @@ VLLM_DEFAULTS_SOURCE = (
 VLLM_LARGE_GPU_GIB = 70
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
 VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only"}
+SWITCHES = frozenset(VLLM_SWITCHES)
 
 
 def human_readable_int(flag: str, value: str) -> int:
@@ -79,3 +94,118 @@ def long_context_refusal(context: int, model_max: int) -> str:
         f"max_model_len; vllm/config/model.py _get_and_verify_max_len) unless {LONG_CONTEXT_ENV}=1; expected at "
         f"most {model_max:,}"
     )
+
+
+# the environment this family's commands read beside the listed harmless ones (k3plan.engines.serve.IGNORED_ENV):
+# the long-context switch above and torchtpu-vllm's unified block pool (a caveat, finish below)
+UNIFIED_POOL_ENV = "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV})
+
+
+def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
+    """The flags as vLLM's parser reads them (dashes)."""
+    return model, [dashes(tok) for tok in rest]
+
+
+def read(r: Reading) -> None:
+    """A vLLM command's flags, in the order the refusals come: the model, the split, the context, the chunk and the
+    batch (with vLLM's defaults by device), the memory options, the launch-line flags, the dtypes, the
+    quantization, the block-count override; refusing SGLang's spellings by name."""
+    get = r.get
+    flag_model = get("--model", "")
+    r.model = r.model or flag_model
+    if not r.model:
+        raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
+    r.parallel()
+    ep_flag = get("--enable-expert-parallel", None)
+    get("--ep-size", get("--ep", None))  # SGLang's EP size: taken, not read (the experts spread over TP x DP below)
+    if ep_flag is None and r.platform == "tpu":
+        raise K3PlanError(
+            "--serve: vllm serve on a TPU without --enable-expert-parallel: the plugin's expert placement without "
+            "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
+        )
+    # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
+    # them, which k3plan prices, plus the K3 model's per-shard padding (engines.vllm.memory.moe_shard_padding)
+    r.expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
+    if not r.expert_parallel and r.platform == "tpu":
+        raise K3PlanError(
+            "--serve: vllm serve on a TPU with --no-enable-expert-parallel: the plugin's expert placement without "
+            "EP was not read (its K3 CI always passes --enable-expert-parallel)"
+        )
+    # either way the experts spread over every TP x DP rank: with EP whole experts, without it each expert's
+    # intermediate TP-split over the flattened dp x tp group (vllm-project/vllm@00c1c6a2
+    # vllm/model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make, flatten_tp_across_dp_and_pcp:
+    # "There are actually dp_size * pcp_size * tp_size devices ... we shard across all devices"); the bytes a
+    # device are the same, which k3plan prices as EP over those ranks
+    r.ep = r.tp * r.dp
+    raw_context = get("--max-model-len", get("--context-length", None))
+    if raw_context is not None:
+        if raw_context.strip().lower() in ("auto", "-1"):
+            r.context_auto = True  # human_readable_int_or_auto: the engine fits the length to its pool
+        else:
+            r.context = human_readable_int("--max-model-len", raw_context)
+    raw_chunk = get("--max-num-batched-tokens", None)
+    sg_chunk = get("--chunked-prefill-size", None)
+    if raw_chunk is not None:
+        r.chunk = human_readable_int("--max-num-batched-tokens", raw_chunk)
+    elif sg_chunk is not None:
+        raise K3PlanError(f"--serve: --chunked-prefill-size is not {ENGINE}'s flag")
+    seqs = get("--max-num-seqs", None)
+    if get("--max-running-requests", None) is not None:
+        raise K3PlanError("--serve: --max-running-requests is SGLang's flag; vllm serve takes --max-num-seqs")
+    large = r.device_gib is not None and r.device_gib >= VLLM_LARGE_GPU_GIB and "a100" not in r.device_name.lower()
+    if r.platform == "tpu":  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
+        large = False
+    if r.chunk is None:
+        r.chunk = 8192 if large else 2048
+        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {VLLM_DEFAULTS_SOURCE}"
+    if seqs is None:
+        r.batch = min(1024 if large else 256, r.chunk)
+        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {VLLM_DEFAULTS_SOURCE}"
+    else:
+        r.batch = flag_int("--max-num-seqs", seqs)
+    r.memory_options()
+    if get("--moe-a2a-backend", None) is not None:
+        raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
+    launch_flags(get, r.options)  # issue 48: the flags k3plan's launch lines write
+    r.dtypes()
+    if get("--engram-config", None) is not None:
+        raise K3PlanError(
+            "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
+        )
+    r.quantization()
+    override = get("--num-gpu-blocks-override", None)
+    r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
+
+
+def check_env(env: dict[str, str]) -> None:
+    """torchtpu-vllm's exports k3plan prices at one value only (refused in one line otherwise)."""
+    if env.get("MODEL_IMPL_TYPE", "vllm").strip() not in ("vllm", "auto", ""):
+        raise K3PlanError(
+            f"--serve: MODEL_IMPL_TYPE={env['MODEL_IMPL_TYPE']}: k3plan prices vLLM's model code (MODEL_IMPL_TYPE=vllm)"
+        )
+    if env.get("MOE_REQUANTIZE_BLOCK_SIZE", "512").strip() not in ("512", ""):
+        raise K3PlanError(
+            f"--serve: MOE_REQUANTIZE_BLOCK_SIZE={env['MOE_REQUANTIZE_BLOCK_SIZE']}: k3plan prices the requantized "
+            "experts at the plugin's default block, 512"
+        )
+
+
+def finish(r: Reading) -> None:
+    """The stack: vllm serve on a TPU is torchtpu-vllm, on a GPU vllm; torchtpu-vllm's caveats."""
+    r.stack = TORCHTPU.name if r.platform == "tpu" else ENGINE
+    if r.stack != TORCHTPU.name:
+        return
+    if r.env.get(UNIFIED_POOL_ENV, "").strip() in ("1", "true", "True"):
+        r.caveats.append(
+            f"{UNIFIED_POOL_ENV}=1: the plugin's unified pool grows the page to hold one KDA state "
+            "(tpu_block_size_utils.py _derive_tpu_block_slot_config); k3plan prices the hybrid page its stack sets"
+        )
+    if r.block is not None and r.block != TORCHTPU_DEFAULT_BLOCK and r.kv_raw in ("auto", "bfloat16", "bf16"):
+        r.ignored.remove("--block-size")
+        r.caveats.append(
+            f"--block-size {r.block}: the TTFT and TPOT models price the plugin's MLA kernel at its "
+            f"{TORCHTPU_DEFAULT_BLOCK}-token default page, the only one probe mla-engine timed at the engine's "
+            "default blocks (k3plan.engines.flags.TORCHTPU_DEFAULT_BLOCK); over "
+            f"{r.block}-token pages it runs fewer steps, so for this command they are high"
+        )
