@@ -25,9 +25,9 @@ import os
 import re
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, NamedTuple, cast
 
@@ -298,26 +298,34 @@ class _Scan:
         dtypes = list(map(_DTYPE, values))
         shapes = list(map(_SHAPE, values))
         offsets = list(map(_OFFSETS, values))
+        n = len(values)
         try:  # a missing field (None) or an unknown dtype fails in here; then name the tensor
-            begins, ends = list(map(_BEGIN, offsets)), list(map(_END, offsets))
+            flat = list(chain.from_iterable(offsets))  # begin, end, begin, end, ...: two slices, not two maps
+            begins, ends = flat[0::2], flat[1::2]
             sizes = list(map(operator.sub, ends, begins))
-            if dtypes.count(dtypes[0]) == len(dtypes):  # one dtype (most shards): no lookup or count a tensor
-                kinds: dict[str, int] = {dtypes[0]: len(dtypes)}
-                per_element: Iterable[int] = repeat(DTYPE_BITS[dtypes[0]], len(dtypes))
+            if dtypes.count(dtypes[0]) == n:  # one dtype (most shards): no lookup or count a tensor
+                kinds: dict[str, int] = {dtypes[0]: n}
+                each = DTYPE_BITS[dtypes[0]]
+                if each % 8 == 0:  # whole bytes an element: compare bytes, no x 8 a tensor
+                    have, want = sizes, list(map(operator.mul, map(math.prod, shapes), repeat(each // 8, n)))
+                else:
+                    have = list(map(operator.mul, sizes, repeat(8, n)))
+                    want = list(map(operator.mul, map(math.prod, shapes), repeat(each, n)))
             else:
                 kinds = Counter(dtypes)
-                per_element = map(DTYPE_BITS.__getitem__, dtypes)
-            bits = list(map(operator.mul, map(math.prod, shapes), per_element))
+                have = list(map(operator.mul, sizes, repeat(8, n)))
+                want = list(map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
         except (TypeError, KeyError):
             raise self._diagnose(path, entries) from None
-        if list(map(operator.mul, sizes, repeat(8, len(sizes)))) != bits:
-            i = next(i for i, (n, b) in enumerate(zip(sizes, bits)) if n * 8 != b)
+        if have != want:
+            i = next(i for i, (h, w) in enumerate(zip(have, want)) if h != w)
             begin, end = offsets[i]
+            bits = math.prod(shapes[i]) * DTYPE_BITS[dtypes[i]]
             raise _bad(
                 path,
                 names[i],
                 f"holds {end - begin:,} B at data_offsets [{begin}, {end}] but "
-                f"{dtypes[i]} x {shapes[i]} is {bits[i] / 8:,g} B",
+                f"{dtypes[i]} x {shapes[i]} is {bits / 8:,g} B",
             )
         _check_spans(path, entries, offsets, data_bytes, begins, ends)
         if self.first is None:
