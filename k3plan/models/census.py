@@ -27,7 +27,7 @@ import struct
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, NamedTuple, cast
 
@@ -300,8 +300,7 @@ class _Scan:
         offsets = list(map(_OFFSETS, values))
         n = len(values)
         try:  # a missing field (None) or an unknown dtype fails in here; then name the tensor
-            flat = list(chain.from_iterable(offsets))  # begin, end, begin, end, ...: two slices, not two maps
-            begins, ends = flat[0::2], flat[1::2]
+            begins, ends = list(map(_BEGIN, offsets)), list(map(_END, offsets))
             sizes = list(map(operator.sub, ends, begins))
             if dtypes.count(dtypes[0]) == n:  # one dtype (most shards): no lookup or count a tensor
                 kinds: dict[str, int] = {dtypes[0]: n}
