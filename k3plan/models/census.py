@@ -201,6 +201,8 @@ def _decode_slow(path: Path, blob: bytes) -> dict[str, _Entry]:
         raise K3PlanError(
             f"{path}: corrupt safetensors header: expected a JSON object ({_oneline(str(err))})"
         ) from None
+    except msgspec.DecodeError as err:  # a typed decode stops at the first bad value, before a later syntax error
+        raise K3PlanError(f"{path}: corrupt safetensors header: not valid JSON ({_oneline(str(err))})") from None
     out = {}
     for name, item in raw.items():
         if name != "__metadata__":

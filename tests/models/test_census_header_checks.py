@@ -139,6 +139,13 @@ def test_spans_out_of_header_order_and_empty_tensors_tile(tmp_path):
         assert {d.dtype: (d.tensors, d.bytes) for d in r.by_dtype}["F32"][1] == 8 - 4 * ("a" in header)
 
 
+def test_a_bad_value_before_a_syntax_error_is_one_line(cli, tmp_path):
+    # the typed decode stops at the bad dtype; the entry-by-entry decode then met the syntax error (a traceback)
+    raw = b'{"a": {"dtype": 5, "shape": [1], "data_offsets": [0, 2]}, "b": [1,,]}'
+    line = one_error_line(cli("census", write(tmp_path / "x.safetensors", None, 2, raw=raw)))
+    assert "corrupt safetensors header: not valid JSON" in line
+
+
 def test_a_name_with_a_newline_stays_on_one_line(cli, tmp_path):
     header, data = header_for({"evil\nname": ("F32", [2])})
     header["evil\nname"]["dtype"] = "F99"
