@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import compress, repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NamedTuple, cast
+from typing import TYPE_CHECKING, Annotated, Literal, NamedTuple, cast
 
 import msgspec
 
@@ -80,6 +80,13 @@ class _Entry(msgspec.Struct, gc=False):
     data_offsets: tuple[_NonNeg, _NonNeg] | None = None
 
 
+class _KnownEntry(_Entry, gc=False):
+    """The same entry with its dtype one of DTYPE_BITS, checked in C, each decoded to one shared string (not a new one
+    a tensor); a header this refuses is decoded again as ``_Entry``, so that the checks name what is wrong as before."""
+
+    dtype: Literal[tuple(DTYPE_BITS)] | None = None  # type: ignore[valid-type]
+
+
 class _Meta(msgspec.Struct, gc=False):
     metadata: dict[str, str] | None = msgspec.field(name="__metadata__", default=None)
 
@@ -94,6 +101,7 @@ _DTYPE, _SHAPE, _OFFSETS = (operator.attrgetter(f) for f in ("dtype", "shape", "
 _BEGIN, _END = operator.itemgetter(0), operator.itemgetter(1)
 _DTYPE_WANTED, _SHAPE_WANTED = operator.itemgetter(0), operator.itemgetter(1)
 _ENTRIES = msgspec.json.Decoder(dict[str, _Entry])
+_KNOWN_ENTRIES = msgspec.json.Decoder(dict[str, _KnownEntry])
 _RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ENTRY = msgspec.json.Decoder(_Entry)
 _META = msgspec.json.Decoder(_Meta)
@@ -143,9 +151,9 @@ def decode(path: Path, blob: bytes) -> dict[str, _Entry]:
 def _decode(path: Path, blob: bytes) -> dict[str, _Entry]:
     bad = f"{path}: corrupt safetensors header"
     try:
-        entries = _ENTRIES.decode(blob)
-    except msgspec.ValidationError:
-        entries = _decode_slow(path, blob)  # to name the tensor (or metadata keys that look like fields)
+        entries = cast(dict[str, _Entry], _KNOWN_ENTRIES.decode(blob))
+    except msgspec.ValidationError:  # an unknown dtype (named by shard()), or malformed
+        entries = _decode_any(path, blob)
     except msgspec.DecodeError as err:
         raise K3PlanError(f"{bad}: not valid JSON ({_oneline(str(err))})") from None
     if "__metadata__" in entries and not _metadata_first_and_flat(blob):
@@ -154,6 +162,16 @@ def _decode(path: Path, blob: bytes) -> dict[str, _Entry]:
         except msgspec.ValidationError as err:
             raise K3PlanError(f"{bad}: __metadata__ must map strings to strings ({_oneline(str(err))})") from None
     return entries
+
+
+def _decode_any(path: Path, blob: bytes) -> dict[str, _Entry]:
+    """A header the fast decoder refused, decoded as before it (any dtype string), to name what is wrong."""
+    try:
+        return _ENTRIES.decode(blob)
+    except msgspec.ValidationError:
+        return _decode_slow(path, blob)  # to name the tensor (or metadata keys that look like fields)
+    except msgspec.DecodeError as err:
+        raise K3PlanError(f"{path}: corrupt safetensors header: not valid JSON ({_oneline(str(err))})") from None
 
 
 _META_FIRST = re.compile(rb'\s*\{\s*"__metadata__"\s*:\s*\{')
@@ -183,6 +201,8 @@ def _decode_slow(path: Path, blob: bytes) -> dict[str, _Entry]:
         raise K3PlanError(
             f"{path}: corrupt safetensors header: expected a JSON object ({_oneline(str(err))})"
         ) from None
+    except msgspec.DecodeError as err:  # a typed decode stops at the first bad value, before a later syntax error
+        raise K3PlanError(f"{path}: corrupt safetensors header: not valid JSON ({_oneline(str(err))})") from None
     out = {}
     for name, item in raw.items():
         if name != "__metadata__":
@@ -198,8 +218,23 @@ def _bad(path: Path, name: str, what: str) -> K3PlanError:
     return K3PlanError(f"{path}: corrupt safetensors header: tensor {_oneline(repr(name))} {what}")
 
 
-def _check_spans(path: Path, entries: dict[str, _Entry], spans: list[tuple[int, int]], data_bytes: int) -> None:
-    """Spans sorted must tile [0, data_bytes) exactly: no gap, no overlap, nothing past the end."""
+def _check_spans(
+    path: Path,
+    entries: dict[str, _Entry],
+    spans: list[tuple[int, int]],
+    data_bytes: int,
+    begins: list[int] | None = None,
+    ends: list[int] | None = None,
+) -> None:
+    """Spans sorted must tile [0, data_bytes) exactly: no gap, no overlap, nothing past the end. Every span's
+    size is known non-negative (checked against dtype x shape first), so spans that tile in header order (as
+    safetensors writes them: data order) are already sorted, and the sort is skipped."""
+    if spans:
+        if begins is None or ends is None:
+            begins, ends = list(map(_BEGIN, spans)), list(map(_END, spans))
+        if begins[0] == 0 and begins[1:] == ends[:-1]:
+            _check_end(path, entries, ends[-1], data_bytes)
+            return
     spans = sorted(spans)
     pos = spans[-1][1] if spans else 0
     if spans and (spans[0][0] != 0 or list(map(_BEGIN, spans[1:])) != list(map(_END, spans[:-1]))):
@@ -212,6 +247,10 @@ def _check_spans(path: Path, entries: dict[str, _Entry], spans: list[tuple[int, 
                 )
                 raise _bad(path, name, f"data_offsets [{begin}, {end}] {what}")
             pos = end
+    _check_end(path, entries, pos, data_bytes)
+
+
+def _check_end(path: Path, entries: dict[str, _Entry], pos: int, data_bytes: int) -> None:
     if pos != data_bytes:
         if pos > data_bytes:
             name = next(n for n, e in entries.items() if e.data_offsets and e.data_offsets[1] == pos)
@@ -244,6 +283,7 @@ class _Scan:
         self.remaining = dict(expected) if expected is not None else None
         self.totals: dict[str, list[int]] = {}  # dtype -> [tensors, bytes]
         self.seen: set[str] = set()
+        self.first: dict[str, _Entry] | None = None  # the first shard's tensors: its keys are its names, hashed
         self.extra: list[str] = []
         self.shape_mismatch: list[tuple[str, list[int], list[int]]] = []
         self.dtype_mismatch: list[tuple[str, str, str]] = []
@@ -260,26 +300,44 @@ class _Scan:
         dtypes = list(map(_DTYPE, values))
         shapes = list(map(_SHAPE, values))
         offsets = list(map(_OFFSETS, values))
+        n = len(values)
         try:  # a missing field (None) or an unknown dtype fails in here; then name the tensor
-            sizes = list(map(operator.sub, map(_END, offsets), map(_BEGIN, offsets)))
-            bits = list(map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
+            begins, ends = list(map(_BEGIN, offsets)), list(map(_END, offsets))
+            sizes = list(map(operator.sub, ends, begins))
+            if dtypes.count(dtypes[0]) == n:  # one dtype (most shards): no lookup or count a tensor
+                kinds: dict[str, int] = {dtypes[0]: n}
+                each = DTYPE_BITS[dtypes[0]]
+                if each % 8 == 0:  # whole bytes an element: compare bytes, no x 8 a tensor
+                    have, want = sizes, list(map(operator.mul, map(math.prod, shapes), repeat(each // 8, n)))
+                else:
+                    have = list(map(operator.mul, sizes, repeat(8, n)))
+                    want = list(map(operator.mul, map(math.prod, shapes), repeat(each, n)))
+            else:
+                kinds = Counter(dtypes)
+                have = list(map(operator.mul, sizes, repeat(8, n)))
+                want = list(map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
         except (TypeError, KeyError):
             raise self._diagnose(path, entries) from None
-        if list(map(operator.mul, sizes, repeat(8, len(sizes)))) != bits:
-            i = next(i for i, (n, b) in enumerate(zip(sizes, bits)) if n * 8 != b)
+        if have != want:
+            i = next(i for i, (h, w) in enumerate(zip(have, want)) if h != w)
             begin, end = offsets[i]
+            bits = math.prod(shapes[i]) * DTYPE_BITS[dtypes[i]]
             raise _bad(
                 path,
                 names[i],
                 f"holds {end - begin:,} B at data_offsets [{begin}, {end}] but "
-                f"{dtypes[i]} x {shapes[i]} is {bits[i] / 8:,g} B",
+                f"{dtypes[i]} x {shapes[i]} is {bits / 8:,g} B",
             )
-        _check_spans(path, entries, offsets, data_bytes)
-        seen = self.seen
-        if not seen.isdisjoint(names):
-            raise _bad(path, next(n for n in names if n in seen), "is also in an earlier shard")
-        seen.update(names)
-        kinds = Counter(dtypes)
+        _check_spans(path, entries, offsets, data_bytes, begins, ends)
+        if self.first is None:
+            self.first = entries  # a one-shard checkpoint builds no set of its names (0.04 s for 500k tensors)
+        else:
+            seen = self.seen
+            if not seen:
+                seen.update(self.first)
+            if not seen.isdisjoint(names):
+                raise _bad(path, next(n for n in names if n in seen), "is also in an earlier shard")
+            seen.update(names)
         most = max(kinds, key=kinds.__getitem__)
         others = {d: sum(compress(sizes, map(d.__eq__, dtypes))) for d in kinds if d != most}
         others[most] = data_bytes - sum(others.values())  # the spans tile the data region exactly

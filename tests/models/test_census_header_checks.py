@@ -116,6 +116,36 @@ def test_tensor_in_two_shards(cli, tmp_path):
     assert "model-00002-of-00002.safetensors" in line and "'a' is also in an earlier shard" in line
 
 
+def test_a_third_shard_repeating_the_first_is_named(cli, tmp_path):
+    # the first shard's names are kept as its dict (no set) until a second shard arrives
+    for i, names in enumerate((["a"], ["b"], ["c", "a"]), 1):
+        write(tmp_path / f"model-0000{i}-of-00003.safetensors", *header_for({n: ("F32", [2]) for n in names}))
+    line = one_error_line(cli("census", tmp_path))
+    assert "model-00003-of-00003.safetensors" in line and "'a' is also in an earlier shard" in line
+
+
+def test_spans_out_of_header_order_and_empty_tensors_tile(tmp_path):
+    # spans in header order skip the sort; any other order (or an empty tensor sharing a begin) is sorted
+    def e(dtype: str, shape: list[int], begin: int, end: int) -> dict:
+        return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+    for header in (
+        {"b": e("F32", [1], 4, 8), "a": e("BF16", [2], 0, 4)},
+        {"b": e("F32", [1], 0, 4), "z": e("BF16", [0], 4, 4), "c": e("F32", [1], 4, 8)},
+        {"z": e("BF16", [0], 4, 4), "b": e("F32", [1], 0, 4), "c": e("F32", [1], 4, 8)},
+    ):
+        r = census(write(tmp_path / "x.safetensors", header, 8))
+        assert r.bytes == 8 and r.tensors == len(header)
+        assert {d.dtype: (d.tensors, d.bytes) for d in r.by_dtype}["F32"][1] == 8 - 4 * ("a" in header)
+
+
+def test_a_bad_value_before_a_syntax_error_is_one_line(cli, tmp_path):
+    # the typed decode stops at the bad dtype; the entry-by-entry decode then met the syntax error (a traceback)
+    raw = b'{"a": {"dtype": 5, "shape": [1], "data_offsets": [0, 2]}, "b": [1,,]}'
+    line = one_error_line(cli("census", write(tmp_path / "x.safetensors", None, 2, raw=raw)))
+    assert "corrupt safetensors header: not valid JSON" in line
+
+
 def test_a_name_with_a_newline_stays_on_one_line(cli, tmp_path):
     header, data = header_for({"evil\nname": ("F32", [2])})
     header["evil\nname"]["dtype"] = "F99"
@@ -132,7 +162,8 @@ def test_metadata_keys_that_look_like_tensor_fields_are_fine(tmp_path):
 # --- hypothesis: valid headers pass with exact totals; any one corruption is exit 2, one line ------
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12).filter(
-    lambda s: s != "__metadata__")
+    lambda s: s != "__metadata__"
+)
 tensor = st.tuples(st.sampled_from(sorted(BITS)), st.lists(st.integers(0, 6), min_size=0, max_size=3))
 headers = st.dictionaries(names, tensor, min_size=1, max_size=8)
 
@@ -164,16 +195,28 @@ def _corrupt(header: dict, name: str, how: str, value) -> None:
         header["__metadata__"] = value
 
 
-junk = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=5),
-                 st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 corruptions = st.one_of(
     st.tuples(st.just("dtype"), st.text(max_size=6).filter(lambda d: d not in DTYPE_BITS) | junk),
-    st.tuples(st.just("dim"), st.integers(max_value=-1) | st.floats(allow_nan=False) | st.booleans() | st.text(max_size=3)),
+    st.tuples(
+        st.just("dim"), st.integers(max_value=-1) | st.floats(allow_nan=False) | st.booleans() | st.text(max_size=3)
+    ),
     st.tuples(st.just("offset"), st.integers(max_value=-1) | st.integers(10**6, 10**30) | junk),
     st.tuples(st.just("drop"), st.sampled_from(["dtype", "shape", "data_offsets"])),
     st.tuples(st.just("entry"), st.integers() | st.text(max_size=4) | st.lists(st.integers(), max_size=3)),
-    st.tuples(st.just("metadata"), st.integers() | st.lists(st.text(max_size=2), max_size=2)
-              | st.dictionaries(st.text(max_size=3), st.integers() | st.none(), min_size=1, max_size=2)),
+    st.tuples(
+        st.just("metadata"),
+        st.integers()
+        | st.lists(st.text(max_size=2), max_size=2)
+        | st.dictionaries(st.text(max_size=3), st.integers() | st.none(), min_size=1, max_size=2),
+    ),
 )
 
 
