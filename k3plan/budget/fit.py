@@ -424,7 +424,8 @@ def fit(
         most = one.most_temp(temp_bytes, wb.weights_bytes, int(b.free_bytes))
         unverified = Unverified(stages=[st for st, _ in lower], temp_bytes=temp_bytes, max_temp_bytes=most,
                                 settle=settle_command(setup, workload), why=[why for _, why in lower])  # fmt: skip
-        said = "; ".join(f"the {st} temporaries are {why}" for st, why in lower)
+        whys = list(dict.fromkeys(why for _, why in lower))  # the stages that share a why named together
+        said = "; ".join(f"the {' and '.join(st for st, w in lower if w == why)} temporaries are {why}" for why in whys)
         warnings.append(
             f"temp unverified: {said}; no measured or compiled evidence at this point ({fmt_gib(temp_bytes)} counted): "
             f"it fits only if they stay <= {fmt_gib(most)} a device (exit 3, reason_code "
