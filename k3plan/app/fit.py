@@ -348,6 +348,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         dsv4=spec.dsv4,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         draft=None if served is None else served.draft,
+        vendor=hw.vendor,
     )
     if got is None:
         return None

@@ -30,6 +30,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_WORKER,
 )
 from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
+from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen, replace
@@ -327,6 +328,7 @@ def engine_sizing(
     dsv4: DSV4Dims | None = None,
     max_num_batched_tokens: int = 0,
     draft: DraftPricing | None = None,
+    vendor: str = "",
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
@@ -363,6 +365,12 @@ def engine_sizing(
             f", + {extra:,} B: the experts TP-split without expert parallelism, {moe_intermediate} / {tp} padded x "
             f"{factor:.3f} a shard ({K3_MOE_PAD_SOURCE})"
         )
+    pages = None
+    block = block_override or block_tokens
+    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
+        if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
+            dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
+        pages = dsv4_pages(dsv4, block_tokens=block)
     if kv_pool_method == "utilization_minus_resident":
         act = Figure(
             0, f"the worker reads the bytes in use after profile_run, when no temporary is live: {TORCHTPU_WORKER}"
@@ -375,6 +383,14 @@ def engine_sizing(
             "k3plan's temporaries stand for vLLM's profiled activation peak at max_num_batched_tokens "
             f"(no logged peak for this point): {temp_source}",
         )
+        if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's profile-run workspace (CUDA)
+            ws, logits, how = dsv4_profile_workspace(
+                dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+            )
+            act = Figure(
+                ws + max(temp_bytes, logits),
+                f"{how}; + max(k3plan's temporaries {temp_bytes:,} B, the logits): {act.source}",
+            )
         non_torch = Figure(
             0,
             "not priced, 0: vLLM measures it at start (vllm-project/vllm vllm/v1/worker/gpu_worker.py @3bb46975 "
@@ -386,12 +402,6 @@ def engine_sizing(
             "before #12126 moved the CUDA context out of it; #12126: 0.16 GiB) are other versions and GPUs",
         )
         worker = VLLM_GPU_WORKER
-    pages = None
-    block = block_override or block_tokens
-    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
-        if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
-            dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
-        pages = dsv4_pages(dsv4, block_tokens=block)
     return vllm_kv_pool(
         engine=stack_name,
         utilization=round(1 - reserve_fraction, 12),
