@@ -113,3 +113,20 @@ def test_speculative_decoding_on_a_tpu_is_refused_by_name():
             '"num_speculative_tokens":2}\'',
             platform="tpu",
         )
+
+
+def test_the_mtp_weights_match_a_logged_tp2_load(cli):
+    """A public startup log of DeepSeek-V4-Flash at TP 2 with MTP (vllm-project/vllm#41834, DerAndereAndi's log of
+    2026-06-27, an SM12x build): "[mtp.py:484] MTP draft model loaded: 39 params", "Sharing target model embedding
+    weights with the draft model", "Shared target model lm_head with MTP shared_head.head", "[gpu_model_runner.py:5255]
+    Model loading took 75.79 GiB memory". The checkpoint index k3plan bundles has no MTP embedding or head, so nothing
+    is counted twice; the weights a GPU do not depend on which 96 GB GPU loads them (its GPU is not bundled: H20 here)."""
+    e = _engine(
+        cli,
+        "nvidia-h20",
+        "2",
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 2 --kv-cache-dtype fp8 --max-model-len 65536 "
+        """--speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'""",
+    )
+    logged = 75.79
+    assert abs(e["weights_bytes"] / 2**30 - logged) <= 0.03 * logged
