@@ -8,9 +8,10 @@ What a stage's temporaries grow with is read off the stack's analytic temp terms
   buffer are batch rows; and the compiled step also holds buffers over one sequence's context, whatever the
   batch (tpu7x:2x2x4, torchtpu-vllm, TP 32, 93 layers: 28.11 GiB at batch 1 x context 131,072 against 22.93 GiB
   at batch 4 x context 32,768, the same 131,072 cache tokens; +55 KB a context token over +18 KB a cache token,
-  k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml). So a decode point is
-  (batch x context, batch, context): two quantities alone let a point of a larger batch at a shorter context
-  stand for a longer one, and under-count it.
+  k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml). And a batch of one holds more than a
+  batch of two at the same context (28.11 against 25.42 GiB at 131,072; about 23.5 against 22.90 at 65,536): a
+  point of batch >= 2 does not stand for batch 1. So a decode point is (batch x context, batch, context, batch is
+  1): the first two alone let a larger batch at a shorter context stand for a longer one, and under-count it.
 - prefill of an engine's kernels (``prefill_temp_terms``): residual, KDA projections and chunk states, router,
   expert inputs and combine are chunk rows; a point is (chunk,).
 - prefill of a graph in XLA ops (``xla_prefill_temp_terms``, ``Engine.temp_graph`` "xla": jax-native): its MLA
@@ -33,9 +34,9 @@ from k3plan.structs import Frozen
 
 # what each stage's temporaries grow with, and the analytic terms that say so (the label fit prints)
 DECODE_GROWS = (
-    "cache tokens (batch x context), batch and context",
+    "cache tokens (batch x context), batch and context (batch 1 apart)",
     "k3plan/step/temporaries.py decode_temp_terms: MLA scores over batch x context, the other buffers batch rows; "
-    "the compiled step's buffers over one sequence's context (k3plan/budget/measured_range.py)",
+    "the compiled step's buffers over one sequence's context, more at batch 1 (k3plan/budget/measured_range.py)",
 )
 PREFILL_GROWS = ("chunk", "k3plan/step/temporaries.py prefill_temp_terms: the buffers are chunk rows")
 XLA_PREFILL_GROWS = (
@@ -138,9 +139,9 @@ def stage_range(cal: Calibration, *, stage: str, x: int, batch: int = 1, context
     if not cal.decode:
         return None
     pts = [
-        RangePoint(at=((p.batch or 1) * p.context, p.batch or 1, p.context), temp_bytes=p.temp_bytes, fits=p.fits,
+        RangePoint(at=((p.batch or 1) * p.context, p.batch or 1, p.context, int((p.batch or 1) == 1)), temp_bytes=p.temp_bytes, fits=p.fits,
                    label=f"batch {p.batch or 1:,}{'' if p.batch else ' (unrecorded)'} x context {p.context:,}")
         for p in cal.decode
     ]  # fmt: skip
-    return judge(pts, (batch * x, batch, x), asked_label=f"batch {batch:,} x context {x:,}",
+    return judge(pts, (batch * x, batch, x, int(batch == 1)), asked_label=f"batch {batch:,} x context {x:,}",
                  grows=DECODE_GROWS)  # fmt: skip

@@ -189,6 +189,7 @@ DECODE = [
     (1, 8192, 19.57, True),
     (1, 32768, 21.25, True),
     (4, 32768, 22.93, True),
+    (2, 65536, 22.90, True),
     (1, 131072, 28.11, True),
     (32, 8192, 95.02, False),
 ]
@@ -226,8 +227,9 @@ def test_a_larger_batch_at_a_shorter_context_does_not_stand_for_a_longer_context
     [
         (1, 4096, 19.57),  # covered by batch 1 x 8K
         (1, 16384, 21.25),  # batch 1 x 32K, the envelope of the points under it (19.57, 21.25)
-        (2, 16384, 22.93),  # only batch 4 x 32K covers batch 2: the envelope under it
+        (2, 16384, 22.90),  # batch 2 x 64K covers it: its envelope (22.90) under batch 4 x 32K's (22.93)
         (3, 32768, 22.93),
+        (1, 65536, 28.11),  # batch 2 x 64K does not stand for batch 1: only batch 1 x 128K covers it
     ],
 )
 def test_a_covered_decode_point_takes_the_envelope_of_the_points_that_cover_it(batch, context, want):
@@ -253,6 +255,16 @@ def test_a_decode_point_past_the_range_is_refused_or_outside(batch, context, sta
 
     got = stage_range(_decode_cal(DECODE), stage="decode", x=context, batch=batch)
     assert got.status == status and got.temp_bytes is None
+
+
+def test_a_batch_of_two_does_not_stand_for_a_batch_of_one():
+    """The compiles: batch 2 x 131,072 holds 25.42 GiB, batch 1 x 131,072 28.11: a larger batch at the same
+    context would under-count batch 1 by 2.69 GiB."""
+    from k3plan.budget.measured_range import stage_range
+
+    cal = _decode_cal([(1, 8192, 19.57, True), (2, 131072, 25.42, True)])
+    assert stage_range(cal, stage="decode", x=131072, batch=1).status == "outside"
+    assert stage_range(cal, stage="decode", x=131072, batch=2).temp_bytes == int(25.42 * GiB)
 
 
 def test_an_xla_graphs_prefill_is_judged_on_chunk_x_context_too():
