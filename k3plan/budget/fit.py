@@ -158,8 +158,7 @@ def calibrated_stage(
         under = " (the analytic bound is larger)" if analytic_bytes > got.temp_bytes else ""
         return StageEvidence(
             temp_bytes=max(analytic_bytes, got.temp_bytes),
-            source=f"{label} {cal.path} ({cal.backend}, {got.detail}{under}; {got.asked} inside the measured range, "
-            f"{got.grows})",
+            source=f"{label} {cal.path} ({cal.backend}, {got.detail}{under}; inside its range, {got.grows})",
         )
     if got.status == "refused":
         return StageEvidence(
@@ -169,11 +168,13 @@ def calibrated_stage(
             warning=f"prefill chunk refused by calibration: {got.detail}" if stage == "prefill" else got.detail,
         )
     points = cal.prefill if stage == "prefill" else cal.decode
-    measured_max = max(p.temp_bytes for p in points)
+    # the largest temp a compile that fitted measured (a refused point's bytes are what its OOM asked for, all of
+    # HBM in the arguments' company); a file of refusals alone: those
+    measured_max = max((p.temp_bytes for p in points if p.fits), default=max(p.temp_bytes for p in points))
     return StageEvidence(
         temp_bytes=max(analytic_bytes, measured_max),
         outside=got.detail,
-        source=f"max(analytic, largest measured in {label} {cal.path}) — {got.detail}; not extrapolated ({got.grows})",
+        source=f"max(analytic, largest measured in {label} {cal.path}) — {got.detail}; not extrapolated (range {got.grows})",
     )
 
 

@@ -34,15 +34,13 @@ from k3plan.structs import Frozen
 
 # what each stage's temporaries grow with, and the analytic terms that say so (the label fit prints)
 DECODE_GROWS = (
-    "cache tokens (batch x context), batch and context (batch 1 apart)",
-    "k3plan/step/temporaries.py decode_temp_terms: MLA scores over batch x context, the other buffers batch rows; "
-    "the compiled step's buffers over one sequence's context, more at batch 1 (k3plan/budget/measured_range.py)",
+    "batch x context, batch and context (batch 1 apart)",
+    "decode_temp_terms and the compiled points: k3plan/budget/measured_range.py",
 )
-PREFILL_GROWS = ("chunk", "k3plan/step/temporaries.py prefill_temp_terms: the buffers are chunk rows")
+PREFILL_GROWS = ("chunk", "prefill_temp_terms: k3plan/step/temporaries.py")
 XLA_PREFILL_GROWS = (
     "chunk and chunk x context",
-    "k3plan/step/temporaries.py xla_prefill_temp_terms: MLA scores [heads, chunk, context]; a calibration's "
-    "prefill point has context = chunk",
+    "xla_prefill_temp_terms' scores: k3plan/step/temporaries.py; a prefill point's context is its chunk",
 )
 
 
@@ -69,7 +67,7 @@ class InRange(Frozen):
     @property
     def grows(self) -> str:
         """The quantities judged and why, for a source label."""
-        return f"judged on {self.names}, what the temporaries grow with ({self.cite})"
+        return f"judged on {self.names}: {self.cite}"
 
 
 def _dominates(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
