@@ -9,10 +9,10 @@ import json
 RUNS = (
     ("fit", "--json"),
     ("fit", "-t", "2x4x4", "--tp", "32", "--pp", "2", "--json"),
-    ("roofline", "-t", "2x2x4", "--tp", "32", "--json"),
+    ("roofline", "-t", "2x2x4", "--tp", "32", "--context", "32768", "--json"),
     ("roofline", "-t", "2x4x4", "--tp", "32", "--pp", "2", "--context", "16384", "--json"),
-    ("plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "16", "--json"),
-    ("curve", "-t", "2x2x4", "--tp", "32", "--json"),
+    ("plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "32", "--json"),
+    ("curve", "-t", "2x2x4", "--tp", "32", "--context", "32768", "--json"),
     ("models", "show", "kimi-k3", "--json"),
     ("hardware", "show", "tpu-v7x", "--topology", "2x2x4", "--json"),
 )
