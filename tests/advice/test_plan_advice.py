@@ -120,11 +120,14 @@ def test_thin_pick_gets_the_headroom_warning_with_its_margin(thin):
     assert r["stack"] == "jax-native"  # the pick; jax-native pages token by token (cache_layout block_tokens 1)
     room = usable - fixed - bar
     ctx = int((room / pd["sequences"] - pd["state_bytes_per_sequence"]) // pd["kv_bytes_per_token"])
-    s = next(s for s in rules["suggestions"] if s["action"] == "context")
-    assert s["context_tokens_gained"] == ctx - thin["workload"]["context_tokens"] < 0
+    got = [s for s in rules["suggestions"] if s["action"] == "context"]
+    if ctx > 0:
+        assert got[0]["context_tokens_gained"] == ctx - thin["workload"]["context_tokens"] < 0
+    else:  # issue 50: the pick's temporaries (jax-native's 128K prefill, 35.30 GiB) leave no context the bar allows
+        assert got == []
     # ranked by effect: what restores the bar first, shrinking the workload last, then by score
     keys = [(not s["resolves"], s["shrinks_workload"], -s["score"]) for s in rules["suggestions"]]
-    assert keys == sorted(keys) and len(keys) >= 2
+    assert keys == sorted(keys) and len(keys) >= 1
 
 
 def test_plan_text_output_carries_the_advice_section(cli_module):
