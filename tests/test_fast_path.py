@@ -46,7 +46,7 @@ def fresh_fit(*args: str, cwd: Path) -> dict:
 
 @pytest.mark.parametrize("where", ["empty", "checkout"])
 @pytest.mark.parametrize("args, code", [
-    (("--topology", "2x2x4", "--tp", "32", "--context", "32768", "--json"), 0),  # issue 33's benchmark (bench_fit.py)
+    (("--topology", "2x2x4", "--tp", "32", "--context", "8192", "--json"), 0),  # issue 33's benchmark (bench_fit.py)
     (("--topology", "2x2x2", "--tp", "16", "--context", "1048576", "--json"), 1),  # does not fit: plan's search
 ])
 def test_fit_json_imports_neither_pydantic_nor_rich(where, args, code, tmp_path):

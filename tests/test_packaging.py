@@ -29,7 +29,7 @@ COMMANDS = {  # name -> arguments; run in an empty folder by each install
     "fit 1m": ["fit", "--topology", "2x2x4", "--tp", "32", "--context", "1048576"],  # does not fit (exit 1)
     "fit jax-native": ["fit", "--topology", "2x2x4", "--tp", "32", "--stack", "jax-native"],  # FITS IF (exit 3)
     "plan": ["plan", "--context", "131072"],
-    "curve": ["curve", "-t", "2x2x4", "-c", "32768"],
+    "curve": ["curve", "-t", "2x2x4", "-c", "8192"],
     "report": ["report", "-H", "tpu-v7x", "-c", "131072", "--out", "rep/k3.md"],  # one platform: 2 s, not 8
     # issue 46: the speed figures read the shipped probe records (package data), alike from any folder
     "roofline": ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512",

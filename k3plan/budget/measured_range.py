@@ -13,7 +13,11 @@ What a stage's temporaries grow with is read off the stack's analytic temp terms
   point of batch >= 2 does not stand for batch 1. So a decode point is (batch x context, batch, context, batch is
   1): the first two alone let a larger batch at a shorter context stand for a longer one, and under-count it.
 - prefill of an engine's kernels (``prefill_temp_terms``): residual, KDA projections and chunk states, router,
-  expert inputs and combine are chunk rows; a point is (chunk,).
+  expert inputs and combine are chunk rows, the MLA K/V up-projected over the context context rows; a point is
+  (chunk, context). The compiles say so too: torchtpu-vllm's 8,192-token chunk holds 25.70 GiB into 8,192 tokens
+  and runs out of HBM into 131,072 (99.62 GB required, tpu7x:2x2x4 TP 32). A point written before its context was
+  recorded read a cache of its chunk's size (the calibrations' keying); over the chunk alone (such a file, asked
+  at a context no longer than the chunk) this is ``evidence.calibration.envelope`` exactly.
 - prefill of a graph in XLA ops (``xla_prefill_temp_terms``, ``Engine.temp_graph`` "xla": jax-native): its MLA
   block holds the scores [local heads, chunk, context]; a point is (chunk, chunk x context). A calibration's
   prefill point is one chunk into a cache of the chunk's size (context = chunk), as the calibrations are keyed.
@@ -37,7 +41,10 @@ DECODE_GROWS = (
     "batch x context, batch and context (batch 1 apart)",
     "decode_temp_terms and the compiled points: k3plan/budget/measured_range.py",
 )
-PREFILL_GROWS = ("chunk", "prefill_temp_terms: k3plan/step/temporaries.py")
+PREFILL_GROWS = (
+    "chunk and context",
+    "prefill_temp_terms' MLA K/V over the context: k3plan/step/temporaries.py; a point without a context read its chunk",
+)
 XLA_PREFILL_GROWS = (
     "chunk and chunk x context",
     "xla_prefill_temp_terms' scores: k3plan/step/temporaries.py; a prefill point's context is its chunk",
@@ -116,6 +123,10 @@ def judge(points: list[RangePoint], asked: tuple[int, ...], *, asked_label: str,
     return InRange(status="measured", temp_bytes=temp, detail=f"envelope of measured points up to {by.label}", **said)
 
 
+def _chunk_label(p) -> str:
+    return f"chunk {p.tokens:,}" + ("" if p.context is None or p.context == p.tokens else f" x context {p.context:,}")
+
+
 def stage_range(cal: Calibration, *, stage: str, x: int, batch: int = 1, context: Optional[int] = None,
                 xla_graph: bool = False) -> Optional[InRange]:  # fmt: skip
     """The calibration's answer for ``stage`` at chunk ``x`` (prefill; ``context``: the context it attends over,
@@ -124,16 +135,19 @@ def stage_range(cal: Calibration, *, stage: str, x: int, batch: int = 1, context
     if stage == "prefill":
         if not cal.prefill:
             return None
+        ctx = x if context is None else max(context, x)
         if xla_graph:
-            ctx = x if context is None else max(context, x)
-            pts = [RangePoint(at=(p.tokens, p.tokens * p.tokens), temp_bytes=p.temp_bytes, fits=p.fits,
-                              label=f"chunk {p.tokens:,}") for p in cal.prefill]  # fmt: skip
-            return judge(pts, (x, x * ctx), asked_label=f"chunk {x:,} x context {ctx:,}",
-                         grows=XLA_PREFILL_GROWS)  # fmt: skip
-        # one quantity: the envelope over the chunk (judge() over one quantity, in its words)
-        env = envelope([(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill], x, what="chunk")
-        return InRange(status=env.status, temp_bytes=env.temp_bytes, detail=env.detail, asked=f"chunk {x:,}",
-                       names=PREFILL_GROWS[0], cite=PREFILL_GROWS[1])  # fmt: skip
+            pts = [RangePoint(at=(p.tokens, p.tokens * (p.context or p.tokens)), temp_bytes=p.temp_bytes, fits=p.fits,
+                              label=_chunk_label(p)) for p in cal.prefill]  # fmt: skip
+            return judge(pts, (x, x * ctx), asked_label=f"chunk {x:,} x context {ctx:,}", grows=XLA_PREFILL_GROWS)
+        if all(p.context is None for p in cal.prefill) and ctx == x:
+            # one quantity: the envelope over the chunk (judge() over one quantity, in its words)
+            env = envelope([(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill], x, what="chunk")
+            return InRange(status=env.status, temp_bytes=env.temp_bytes, detail=env.detail, asked=f"chunk {x:,}",
+                           names=PREFILL_GROWS[0], cite=PREFILL_GROWS[1])  # fmt: skip
+        pts = [RangePoint(at=(p.tokens, p.context or p.tokens), temp_bytes=p.temp_bytes, fits=p.fits,
+                          label=_chunk_label(p)) for p in cal.prefill]  # fmt: skip
+        return judge(pts, (x, ctx), asked_label=f"chunk {x:,} x context {ctx:,}", grows=PREFILL_GROWS)
     if not cal.decode:
         return None
     pts = [

@@ -214,7 +214,7 @@ def test_sessions_on_a_workload_that_does_not_fit_are_not_bad_input(cli):
 
 
 def test_a_curve_with_room_exits_0(cli):
-    assert cli("curve", "-t", "2x2x4", "--tp", "32", "--context", "32768").exit_code == 0
+    assert cli("curve", "-t", "2x2x4", "--tp", "32", "--context", "8192").exit_code == 0
 
 
 def test_a_batch_that_fits_at_no_chunk_is_no_room_and_exits_1_as_fit(cli):
@@ -231,7 +231,7 @@ def test_a_batch_that_fits_at_no_chunk_is_no_room_and_exits_1_as_fit(cli):
         assert p["status"] != "ok" and p["status"] in ("no room", "refused"), p
         if p["status"] == "no room" and p["max_sequences"] > 0:
             assert f"{p['max_sequences']} of the 32 sequences" in p["detail"], p
-    # batch 4 (a compiled point, issue 50) fits at the default chunk: that row stays ok and curve exits 0, as fit does
-    ok = cli("curve", "-t", "2x2x4", "--tp", "32", "--batch", "4", "--context", "32768", "--json")
-    assert ok.exit_code == 0 and cli("fit", "-t", "2x2x4", "--tp", "32", "--batch", "4", "--context", "32768").exit_code == 0
+    # batch 8 x 8,192 (a compiled point, issue 50) fits at the default chunk: that row stays ok and curve exits 0, as fit does
+    ok = cli("curve", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "8192", "--json")
+    assert ok.exit_code == 0 and cli("fit", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "8192").exit_code == 0
     assert by_chunk(json.loads(ok.stdout))[8192]["status"] == "ok"

@@ -10,10 +10,10 @@ def _lines(r) -> list[str]:
 
 
 def test_fits_verdict_is_the_first_line(cli):
-    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--context", "32768")
+    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--context", "8192")
     assert r.exit_code == 0
     lines = _lines(r)
-    assert lines[0].startswith("FITS: batch 1 x context 32,768 tokens, free ")
+    assert lines[0].startswith("FITS: batch 1 x context 8,192 tokens, free ")
     assert "room for" in lines[0] and "sequence(s) at this context" in lines[0]
     table = next(i for i, x in enumerate(lines) if x.startswith("per device"))
     first_note = next(i for i, x in enumerate(lines) if x.startswith(("warning:", "note:")))
@@ -23,7 +23,7 @@ def test_fits_verdict_is_the_first_line(cli):
 
 def test_thin_headroom_does_not_read_as_short(cli):
     """Was: "FITS", then "5.1 GiB short of leaving room for a real workload's KV peak"."""
-    out = " ".join(cli("fit", "-t", "2x2x4", "--tp", "32", "--context", "32768").stdout.split())
+    out = " ".join(cli("fit", "-t", "2x2x4", "--tp", "32", "--context", "8192").stdout.split())
     assert "short of leaving room" not in out
     assert "it fits, with thin headroom:" in out and "more free would leave room" in out
 
