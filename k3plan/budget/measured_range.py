@@ -27,7 +27,8 @@ not shrink as any of them grows, the dominating point's temp bounds the asked on
 bound is the smallest of their envelopes (each the largest temp among the points it dominates, a guard against a
 curve that is not monotone); over one quantity this is ``evidence.calibration.envelope`` exactly. A point the
 compiler refused (``fits: false``) that the asked point dominates refuses it; the asked point with no dominating
-point is outside the range: no evidence there (fit: FITS IF, never a plain FITS)."""
+point, or only points with a refusal under them, is outside the range: no evidence there (fit: FITS IF, never a
+plain FITS)."""
 
 from __future__ import annotations
 
@@ -113,11 +114,14 @@ def judge(points: list[RangePoint], asked: tuple[int, ...], *, asked_label: str,
 
     judged = sorted(((bound(p), p) for p in covering), key=lambda t: (t[0][1] is not None, t[0][0], t[1].at))
     (temp, bad), by = judged[0]
-    if bad is not None:  # every dominating point has a refused point under it
+    if bad is not None:  # every covering point has a refused compile under it, none under the asked point: a
+        # refusal above the asked point says nothing of it (over one quantity the envelope refuses here)
+        largest = max((p for p in points if p.fits), key=lambda p: p.at, default=max(points, key=lambda p: p.at))
         return InRange(
-            status="refused",
+            status="outside",
             temp_bytes=None,
-            detail=f"{asked_label}: the measured compile at {bad.label} ran out of memory",
+            detail=f"{asked_label} is beyond the measured points that fit in {names} (largest: {largest.label}; "
+            f"{bad.label} ran out of memory)",
             **said,
         )
     return InRange(status="measured", temp_bytes=temp, detail=f"envelope of measured points up to {by.label}", **said)

@@ -135,7 +135,7 @@ def test_the_memory_tiers_figures_are_what_fit_prints(cli):
     assert host["sessions_held"] == int(m[1])
     assert (f"{host['ttft_added_s'] * 1e3:.1f}", f"{host['recompute_s']:.2f}") == (m[2], m[3])
     assert f"{remote['ttft_added_s'] * 1e3:.1f}" == m[4]
-    m = said(text, r"a 32K prompt with a 75% hit in HBM \(`fit -t 2x2x4 --tp 32 --context 32768 --prefix-hit 0\.75`\) saves "
+    m = said(text, r"a 32K prompt with a 75% hit in HBM \(`fit -t 2x4x4 --tp 32 --context 32768 --prefix-hit 0\.75`\) saves "
                    r"([\d.]+) ms of ([\d.]+) ms")
-    e = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32", "--context", "32768", "--prefix-hit", "0.75")["prefix_hit"]["effect"]
+    e = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--context", "32768", "--prefix-hit", "0.75")["prefix_hit"]["effect"]
     assert (f"{e['saved_s'] * 1e3:.1f}", f"{e['ttft_cold_s'] * 1e3:.1f}") == (m[1], m[2])
