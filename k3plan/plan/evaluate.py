@@ -346,8 +346,10 @@ def apply_evidence(
         cal, kind = found
         # the range is judged as fit judges it (k3plan.budget.measured_range): decode at the batch, a prefill of
         # a graph in XLA ops on chunk x context too
-        at = {"prefill": dict(context=context, xla_graph=_engine_rules(st.name).temp_graph == "xla"),
-              "decode": dict(batch=batch)}  # fmt: skip
+        at: dict[str, dict[str, Any]] = {
+            "prefill": dict(context=context, xla_graph=_engine_rules(st.name).temp_graph == "xla"),
+            "decode": dict(batch=batch),
+        }
         for i in rows[inverse == k]:
             kind_code[i] = 2 if kind == "measured" else 1
             for stage, x, temp in (("prefill", int(c.chunk[i]), prefill), ("decode", context, decode)):

@@ -32,7 +32,8 @@ def _refused(r: JobResult) -> str:
     oom = r.oom
     assert oom is not None
     avail = f" of {fmt_gib(oom.available_bytes)}" if oom.available_bytes else ""
-    return f"the compile at this point ran out of HBM ({fmt_gib(oom.required_bytes)} required{avail} a device)"
+    need = f"{fmt_gib(oom.required_bytes)} required" if oom.required_bytes else "the size unreported"
+    return f"the compile at this point ran out of HBM ({need}{avail} a device)"
 
 
 def compiled_from(result: ValidationResult) -> CompiledPoint:
@@ -45,7 +46,7 @@ def compiled_from(result: ValidationResult) -> CompiledPoint:
     for r in result.results:
         if r.oom is not None:
             out[f"{r.stage}_refused"] = _refused(r)
-        elif r.memory is not None:
+        elif r.memory is not None and r.memory.temp_bytes is not None:
             out[f"{r.stage}_bytes"] = int(r.memory.temp_bytes)
         else:  # no memory_analysis() from this backend: no evidence
             raise K3PlanError(f"--compile: the {r.stage} compile gave no memory_analysis() temp")
