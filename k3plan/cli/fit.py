@@ -76,7 +76,7 @@ def command(
     \b
     Examples:
       k3plan fit --topology 2x2x4 --tp 32      at 131,072 tokens 0.33 GiB short on the compiled temps (exit 1)
-      k3plan fit --topology 2x2x4 --tp 32 --context 32768
+      k3plan fit --topology 2x2x4 --tp 32 --context 8192
       k3plan fit -t 2x2x2 --tp 16 --context 1048576   the weights alone exceed a device (exit 1)
       k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8   fits on the analytic temp only (exit 3)
       k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
