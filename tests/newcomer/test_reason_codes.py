@@ -27,7 +27,7 @@ PRODUCED_BY = {
         "--context",
         "1",
         "--chunk",
-        "53249",
+        "57344",
     ),
     ReasonCode.TPOT: ("plan", "-H", "tpu-v7x", "--max-chips", "64", "--tpot-ms", "0.5"),
     ReasonCode.UNPRICED: ("plan", "--minimize", "cost", "-H", "tpu-v6e,amd-mi355x", "--max-chips", "16"),
