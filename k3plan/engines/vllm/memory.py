@@ -31,6 +31,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
 )
 from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
 from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
+from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen, replace
@@ -329,6 +330,7 @@ def engine_sizing(
     max_num_batched_tokens: int = 0,
     draft: DraftPricing | None = None,
     vendor: str = "",
+    vocab_size: int = 0,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
@@ -383,13 +385,26 @@ def engine_sizing(
             "k3plan's temporaries stand for vLLM's profiled activation peak at max_num_batched_tokens "
             f"(no logged peak for this point): {temp_source}",
         )
+        # the sampler warm-up after the dummy forward (engines/vllm/sampler.py): the peak is the larger of the
+        # forward's temporaries and the sampler's live tensors, not their sum
+        sampler, _, sampler_how = sampler_profile_peak(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, vocab_size=vocab_size
+        )
+        if sampler > temp_bytes:
+            act = Figure(
+                sampler,
+                f"{sampler_how}, above k3plan's temporaries {temp_bytes:,} B at max_num_batched_tokens: {act.source}",
+            )
+        elif sampler:
+            act = Figure(temp_bytes, f"{act.source}; not below {sampler_how}")
         if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's profile-run workspace (CUDA)
             ws, logits, how = dsv4_profile_workspace(
                 dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
             )
+            peak = max(temp_bytes, sampler)
             act = Figure(
-                ws + max(temp_bytes, logits),
-                f"{how}; + max(k3plan's temporaries {temp_bytes:,} B, the logits): {act.source}",
+                ws + max(peak, logits),
+                f"{how}; + max(the forward's and sampler's peak {peak:,} B, the logits): {act.source}",
             )
         non_torch = Figure(
             0,
