@@ -408,13 +408,15 @@ def engine_sizing(
             )
         non_torch = Figure(
             0,
-            "not priced, 0: vLLM measures it at start (vllm-project/vllm vllm/v1/worker/gpu_worker.py @3bb46975 "
-            "Worker.determine_available_memory: requested - (weights + torch_peak_increase + non_torch_increase, "
-            "memory_profiling's MemorySnapshot deltas from the worker's first snapshot: NCCL, custom all-reduce, "
-            "cuBLAS / DeepGEMM buffers) - the CUDA-graph estimate of profile_cudagraph_memory, applied by default "
-            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 in vllm/envs.py @3bb46975)); none is a function of the config, "
-            "and the public logs that print it (vllm-project/vllm#10511: 1.79 GiB at TP 1, 3.58 GiB at TP 2 on H100, "
-            "before #12126 moved the CUDA context out of it; #12126: 0.16 GiB) are other versions and GPUs",
+            "not priced, 0: what vLLM measures at start and k3plan cannot derive (vllm-project/vllm@c621af16 "
+            "vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: requested - (weights + "
+            "torch_peak_increase + non_torch_increase) - the CUDA-graph estimate): the non-torch increase counts from "
+            "the worker's first snapshot, taken after init_worker_distributed_environment ('take memory snapshot after "
+            "NCCL is initialized'), so NCCL and custom all-reduce buffers are not in it (cuBLAS / DeepGEMM / driver "
+            "state are); the CUDA-graph estimate (gpu_model_runner.py profile_cudagraph_memory, subtracted unless "
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0) is mem_get_info over warming up and capturing the two largest "
+            "sizes of each cudagraph mode (the first capture + (n - 1) x the second, at least 1 MiB a graph); the public "
+            "logs that print either (vllm-project/vllm#10511, #12126, #50576) are other versions and GPUs",
         )
         worker = VLLM_GPU_WORKER
     return vllm_kv_pool(
