@@ -59,12 +59,12 @@ def test_the_a6000_log_is_vllms_formula_without_the_estimate_subtracted():
 
 
 def test_51041s_graphs():
-    """vllm#51041's command: 32 sequences, one MTP token: sizes up to 32 x 2 x 2 = 128 (19), FULL decode sizes
-    2 <= s <= 64 (10)."""
+    """vllm#51041's command: 32 sequences, one MTP token: sizes up to 32 x 2 x 2 = 128, rounded up to multiples of 2
+    for the FULL decode graphs (1 -> 2: 18 sizes), FULL decode sizes 2 <= s <= 64 (10)."""
     plan = cudagraph_plan(
         max_num_seqs=32, max_num_batched_tokens=8192, num_speculative_tokens=1, read=read_compilation(None)
     )
-    assert (len(plan.sizes), plan.sizes[-1], plan.piecewise, plan.full) == (19, 128, 19, 10)
+    assert (len(plan.sizes), plan.sizes[-1], plan.piecewise, plan.full) == (18, 128, 18, 10)
 
 
 def test_the_compilation_config_and_eager_switch():
@@ -73,6 +73,14 @@ def test_the_compilation_config_and_eager_switch():
     got = read_compilation('{"cudagraph_mode":"FULL_DECODE_ONLY","max_cudagraph_capture_size":512}')
     plan = cudagraph_plan(max_num_seqs=512, max_num_batched_tokens=512, read=got)
     assert (plan.piecewise, plan.full) == (0, 51)
+    # a user's sizes are rounded too: 3 x (1 + 2) -> 3, 6, 9 from 1..8 (max 8 -> 6)
+    mtp2 = cudagraph_plan(
+        max_num_seqs=4,
+        max_num_batched_tokens=8192,
+        num_speculative_tokens=2,
+        read=read_compilation('{"cudagraph_capture_sizes": [1, 2, 4, 8]}'),
+    )
+    assert mtp2.sizes == (3, 6)
     with pytest.raises(K3PlanError):
         read_compilation('{"cudagraph_mode": "SOMETIMES"}')
 
@@ -85,8 +93,8 @@ def test_the_band():
     )
     t = round(2.44 * GiB)
     est = cudagraph_estimate(plan, log_piecewise_bytes=t, log_piecewise_graphs=51, log_source="log", differs="x")
-    assert est.bytes == 19 * t // 51 + 9 * MIN_PER_GRAPH
-    assert est.high_bytes == t - 50 * MIN_PER_GRAPH + 18 * MIN_PER_GRAPH + 9 * MIN_PER_GRAPH
+    assert est.bytes == 18 * t // 51 + 9 * MIN_PER_GRAPH
+    assert est.high_bytes == t - 50 * MIN_PER_GRAPH + 17 * MIN_PER_GRAPH + 9 * MIN_PER_GRAPH
     assert (
         cudagraph_estimate(
             plan, log_piecewise_bytes=t, log_piecewise_graphs=51, log_source="", differs="", rocm=True

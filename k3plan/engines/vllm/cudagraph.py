@@ -1,11 +1,14 @@
 """vLLM's CUDA-graph memory estimate at start (issue 47): which graphs the profiler captures, read from the code, and
-what they hold, transferred from a public log because the code only measures it. Read at yhfgyyf/vllm-deepseek-v4-sm89
-b12eeaa2 (upstream vLLM with DeepSeek-V4 SM89 kernels; the functions below are upstream's):
+what they hold, transferred from a public log because the code only measures it. Read at upstream vLLM c621af16
+(2026-06-14, carried in yhfgyyf/vllm-deepseek-v4-sm89's history; that fork's head b12eeaa2 adds exact spec-decode
+sizes for 1..32 requests, jasl 736eac307, which upstream c621af16 does not have):
 
 - capture sizes (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes): unless the compilation config gives them,
   ``max = min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512)`` (or its max_cudagraph_capture_size), cut to
   max_num_batched_tokens; the sizes are 1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to max, plus
-  max_num_batched_tokens where it fits under max; --enforce-eager or cudagraph_mode NONE captures nothing;
+  max_num_batched_tokens where it fits under max; --enforce-eager or cudagraph_mode NONE captures nothing; with a
+  FULL decode mode and 1 + k > 1 the sizes are rounded up to multiples of 1 + k, those above max dropped
+  (vllm/config/compilation.py CompilationConfig.adjust_cudagraph_sizes_for_spec_decode, sequence parallelism off);
 - graphs a mode (vllm/v1/cudagraph_dispatcher.py CudagraphDispatcher.initialize_cudagraph_keys): the mixed mode
   (PIECEWISE in FULL_AND_PIECEWISE and PIECEWISE, FULL in FULL) one graph a capture size; a FULL decode mode with a
   separate routine (FULL_AND_PIECEWISE, FULL_DECODE_ONLY) one FULL graph a size with
@@ -15,6 +18,8 @@ b12eeaa2 (upstream vLLM with DeepSeek-V4 SM89 kernels; the functions below are u
   largest first capture over the modes plus, for each mode, (graphs - 1) x its second capture, at least 1 MiB a
   graph (``max(mem_samples[1], 1 << 20)``); subtracted from the KV budget (vllm/v1/worker/gpu_worker.py
   Worker.determine_available_memory) unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0 on ROCm (not profiled).
+  Each capture runs the drafter too (GPUModelRunner._dummy_run calls drafter.dummy_run), so a speculative drafter's
+  graph memory is in the same estimate.
 
 What a capture takes is measured, not allocated by a rule the code states: the first capture's pool holds the largest
 batch's intermediates, each later one its retained outputs and the driver's graph objects. So the bytes are transferred
@@ -32,8 +37,8 @@ from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
 
 CUDAGRAPH_SOURCE = (
-    "yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (upstream vLLM's code): vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, "
-    "vllm/v1/cudagraph_dispatcher.py CudagraphDispatcher.initialize_cudagraph_keys, vllm/v1/worker/gpu_model_runner.py "
+    "vllm-project/vllm@c621af16 vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, vllm/config/compilation.py "
+    "CompilationConfig.adjust_cudagraph_sizes_for_spec_decode, vllm/v1/cudagraph_dispatcher.py CudagraphDispatcher.initialize_cudagraph_keys, vllm/v1/worker/gpu_model_runner.py "
     "GPUModelRunner.profile_cudagraph_memory, vllm/v1/worker/gpu_worker.py Worker.determine_available_memory"
 )
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
@@ -95,7 +100,7 @@ class CudagraphPlan(Frozen):
 def capture_sizes(
     *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
 ) -> tuple[int, ...]:
-    """VllmConfig._set_cudagraph_sizes (module docstring)."""
+    """VllmConfig._set_cudagraph_sizes, then the spec-decode rounding (module docstring)."""
     if read.mode == "NONE":
         return ()
     top = read.max_capture_size
@@ -103,14 +108,20 @@ def capture_sizes(
         top = min(max_num_seqs * (1 + num_speculative_tokens) * 2, MAX_DEFAULT_CAPTURE)
     top = min(max_num_batched_tokens, top)
     if read.capture_sizes is not None:
-        return tuple(s for s in read.capture_sizes if s <= max_num_batched_tokens)
-    sizes = [s for s in (1, 2, 4) if s <= top]
-    if top >= 8:
-        sizes += range(8, min(top + 1, 256), 8)
-    if top >= 256:
-        sizes += range(256, top + 1, 16)
-    if max_num_batched_tokens <= top:
-        sizes.append(max_num_batched_tokens)
+        sizes = [s for s in read.capture_sizes if s <= max_num_batched_tokens]
+    else:
+        sizes = [s for s in (1, 2, 4) if s <= top]
+        if top >= 8:
+            sizes += range(8, min(top + 1, 256), 8)
+        if top >= 256:
+            sizes += range(256, top + 1, 16)
+        if max_num_batched_tokens <= top:
+            sizes.append(max_num_batched_tokens)
+    q = 1 + num_speculative_tokens
+    if q > 1 and read.mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") and sizes:
+        top = max(sizes)
+        rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= top}
+        return tuple(sorted(rounded or ({q} if q <= top else set())))
     return tuple(sorted(set(sizes)))
 
 
