@@ -238,8 +238,6 @@ def plan(
 
     if rank_by not in RANK_BY:
         raise K3PlanError(f"--rank-by {rank_by!r}: expected best, ceiling or expected")
-    if rank_by == "expected" and isl is not None:
-        raise K3PlanError("--rank-by expected: not with --isl/--osl (the scheduler's step model is ceilings-based)")
     eff = eff or Efficiency()
     m = load_model(model)
     hws = [load_hardware(h) for h in (hardware or list_hardware())]
@@ -366,6 +364,7 @@ def plan(
             evidence=evidence,
             spec_hardware=spec_hardware,
             unlaunchable=last,
+            rank_by=rank_by,
         )
         rows = all_rows[:top]
     else:
