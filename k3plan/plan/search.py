@@ -371,9 +371,11 @@ def plan(
         from k3plan.plan.expected import (
             ExpectedColumn,
             add_expected,
+            index_of,
             order_by_estimate,
             pool_size,
             rerank,
+            with_bands,
             with_estimates,
         )
         from k3plan.plan.wire import add_costs, pick_extras
@@ -411,8 +413,10 @@ def plan(
         )
         # issue 48: each row's best estimate (measured > transferred > model > ceiling), which --rank-by best orders
         rows = with_estimates(rows, batch=concurrency)
+        where = index_of(rows, order)
         if rank_by == "best":
             rows = order_by_estimate(rows, objective=objective, batch=concurrency)[:top]
+        rows = with_bands(rows, where=where, column=column)  # issue 46 item 7: the rows shown, each with its band
         rows = add_costs(rows, prices={p.hardware: p for p in price_list}, concurrency=concurrency)
         ranked_on = (
             f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."

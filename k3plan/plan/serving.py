@@ -74,6 +74,7 @@ def add_serving(
                 tpot_ms=tpot.value_s * 1e3,
                 tokens_per_s_per_chip=batch / tpot.value_s / r.chips,
                 tpot_source=tpot.label,
+                tpot_band_ms=(tpot.band_s[0] * 1e3, tpot.band_s[1] * 1e3),
             )
         )
     return out
@@ -120,6 +121,15 @@ class RowEvidence:
     def more_than_ceiling(self, i: int) -> bool:
         """Whether the row's best estimate may be other than the ceiling (else evaluating it only adds its band)."""
         return self.benchmark(i) or self.has_model(i)
+
+
+def _coefficients(step) -> dict:
+    """SlaRow's step fields from a StepCoefficients (a DP group's T(d, p))."""
+    return {
+        "step_base_ms": step.base_s * 1e3,
+        "step_per_decode_seq_ms": step.per_decode_seq_s * 1e3,
+        "step_per_prefill_token_us": step.per_prefill_token_s * 1e6,
+    }
 
 
 def _band_ms(a_s: float, b_s: float) -> tuple[float, float]:
@@ -183,6 +193,8 @@ def serve_row(
             if served is not None and model_records(m.decode_step(targets.concurrency, targets.isl_tokens))
             else None
         )
+        if tpot.source == "model" and served is not None:  # the step the figures ran on: the model's
+            extra = _coefficients(served.step)
         if objective == "throughput" and tpot.source == "model" and served is not None:
             from k3plan.plan.sla import largest_batch
 
@@ -197,7 +209,7 @@ def serve_row(
                 max_sequences=int(cols.max_sequences[i]),
                 dp=int(cols.dp[i]),
             )
-            extra = {"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput}
+            extra |= {"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput}
     else:
         from k3plan.speed.serving import _ModelAt, model_records, served_step
 
@@ -234,6 +246,7 @@ def serve_row(
             return s, None
         mod = (run.ttft_ms / 1e3, run.tpot_ms / 1e3)
         own = run.tpot_ms if has[1] else None
+        extra = _coefficients(step) if has[1] else {}
         ceil = (s.ttft_ms / 1e3, s.tpot_ms / 1e3)
         ttft_s, tpot_s = (mod[k] if has[k] else ceil[k] for k in (0, 1))
         sources = tuple("model" if has[k] else "ceiling" for k in (0, 1))

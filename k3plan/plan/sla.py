@@ -68,7 +68,7 @@ class SlaRow(Frozen):
     output_tokens_per_s_per_chip: float | None
     input_tokens_per_s: float | None
     in_flight_sequences: float | None  # Little's law: arrivals x request latency (closed loop: N)
-    step_base_ms: float  # a DP group's step coefficients (module docstring)
+    step_base_ms: float  # a DP group's step coefficients: the model's where the TPOT is (plan/serving.serve_row), else the ceilings'
     step_per_decode_seq_ms: float
     step_per_prefill_token_us: float
     meets: bool

@@ -80,7 +80,9 @@ def _up(lo: float, hi: float) -> bool:
 
 @SETTINGS
 @given(name=NAMES, b1=BATCHES, b2=BATCHES, context=st.sampled_from([1024, 8192, 16384]))
-@example(name="kimi-k3 v7x 2x2x4 tp32", b1=16, b2=17, context=8192)  # the issue's: 46.5 ms transferred, then 12.5 ms ceiling
+@example(
+    name="kimi-k3 v7x 2x2x4 tp32", b1=16, b2=17, context=8192
+)  # the issue's: 46.5 ms transferred, then 12.5 ms ceiling
 def test_tpot_does_not_fall_as_the_batch_grows(name, b1, b2, context):
     lo, hi = sorted((b1, b2))
     a, b = headline(roofline(name, batch=lo, context=context)), headline(roofline(name, batch=hi, context=context))
@@ -100,7 +102,10 @@ def test_tpot_does_not_fall_as_the_context_grows(name, c1, c2, batch):
 @given(name=NAMES, c1=CONTEXTS, c2=CONTEXTS, chunk=CHUNKS)
 def test_ttft_does_not_fall_as_the_prompt_grows(name, c1, c2, chunk):
     lo, hi = sorted((c1, c2))
-    a, b = headline(roofline(name, batch=1, context=lo, chunk=chunk)), headline(roofline(name, batch=1, context=hi, chunk=chunk))
+    a, b = (
+        headline(roofline(name, batch=1, context=lo, chunk=chunk)),
+        headline(roofline(name, batch=1, context=hi, chunk=chunk)),
+    )
     assert _up(a["ttft_s"], b["ttft_s"]), (name, chunk, lo, a, hi, b)
 
 
@@ -153,7 +158,12 @@ def test_plan_s_row_is_roofline_s_point(batch, context):
 
 @pytest.mark.parametrize(
     "model, hardware",
-    [("deepseek-v3", "tpu-v6e"), ("deepseek-v3", "tpu-v7x"), ("deepseek-v3", "nvidia-h200"), ("deepseek-v4-flash", "tpu-v7x")],
+    [
+        ("deepseek-v3", "tpu-v6e"),
+        ("deepseek-v3", "tpu-v7x"),
+        ("deepseek-v3", "nvidia-h200"),
+        ("deepseek-v4-flash", "tpu-v7x"),
+    ],
 )
 def test_plan_s_pick_is_roofline_s_point_on_every_kind_of_evidence(model, hardware):
     """plan's pick (its best estimate and kind) is roofline's TPOT at that configuration: a model from another TPU's
@@ -191,7 +201,10 @@ def _model_exists(r, stage: str) -> bool:
 @example(name="dsv4-flash v7x 2x2x1 dp8", batch=64, context=8192)  # was 6.56 ms ceiling, the model 16.0 ms
 def test_the_headline_is_never_the_ceiling_while_a_model_exists_and_carries_a_band(name, batch, context):
     r = roofline(name, batch=batch, context=context)
-    for fig, stage, name_ in ((r.serving.tpot, r.expected.decode, "decode"), (r.serving.ttft, r.expected.prefill, "prefill")):
+    for fig, stage, name_ in (
+        (r.serving.tpot, r.expected.decode, "decode"),
+        (r.serving.ttft, r.expected.prefill, "prefill"),
+    ):
         assert fig.source in ("measured", "transferred", "model", "ceiling") and fig.label
         if _model_exists(r, name_):
             assert fig.source != "ceiling", (name, batch, context, fig.label)

@@ -14,15 +14,34 @@ from k3plan.hardware import load_hardware
 
 # the 16-chip rows of the two stacks the temp evidence covers (three chunks each): since issue 15 item 1 an
 # uncalibrated split counts the temp model's upper end, so 2x2x4 at TP 16 / 8 no longer fit at 131,072
-ARGS = ("plan", "-H", "tpu-v7x", "--context", "32768", "--stacks", "vllm-tpu,jax-native", "--max-chips", "16",
-        "--chunks", "2048,4096,8192", "--top", "6", "--json")
+ARGS = (
+    "plan",
+    "-H",
+    "tpu-v7x",
+    "--context",
+    "32768",
+    "--stacks",
+    "vllm-tpu,jax-native",
+    "--max-chips",
+    "16",
+    "--chunks",
+    "2048,4096,8192",
+    "--top",
+    "6",
+    "--json",
+)
 
 
 def slow_all_reduce(tmp_path):
     up = load_hardware("tpu-v7x").scale_up
     ceiling = up.latency_s + 1000 / up.bw_bytes_per_s  # a call: latency + wire bytes / bandwidth
-    rec = record("allreduce", [({"bytes": 1024, "wire_bytes_per_device": 1000}, 20 * ceiling, "s/call")],
-                 op="all-reduce", mode="chained", params={"axis_size": 32})
+    rec = record(
+        "allreduce",
+        [({"bytes": 1024, "wire_bytes_per_device": 1000}, 20 * ceiling, "s/call")],
+        op="all-reduce",
+        mode="chained",
+        params={"axis_size": 32},
+    )
     write(tmp_path, "ar32.json", rec)
 
 
