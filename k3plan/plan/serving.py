@@ -243,7 +243,8 @@ def serve_row(
                     tpot_source="model",
                     serving_labels=[f"the model's step ({step.source}) does not sustain the rate"],
                 ), None
-            return s, None
+            # the ceiling's band reaches the model, which does not sustain the rate: no upper end (JSON null)
+            return replace(s, ttft_band_ms=(s.ttft_ms, math.inf), tpot_band_ms=(s.tpot_ms, math.inf)), None
         mod = (run.ttft_ms / 1e3, run.tpot_ms / 1e3)
         own = run.tpot_ms if has[1] else None
         extra = _coefficients(step) if has[1] else {}

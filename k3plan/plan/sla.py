@@ -84,7 +84,7 @@ class SlaRow(Frozen):
     serving_labels: list[str] = []  # the stood-behind figures' labels (the benchmark named), where any
     # issue 46 item 7: each figure's band (lo, hi) in ms, the type roofline's ServingFigure.band_s has: between the
     # ceilings under the load and the model under it (plan/serving.py serve_rows); None where the load is not
-    # sustained
+    # sustained; hi infinite (null in the JSON, empty in the CSV) where the model does not sustain the load
     ttft_band_ms: tuple[float, float] | None = None
     tpot_band_ms: tuple[float, float] | None = None
 
