@@ -108,7 +108,7 @@ def render_deploy(result: PlanResult, console: Console) -> None:
     if result.pareto:
         console.print(
             render_pareto_table(
-                result.pareto, title="Pareto front: tokens/s per user vs tokens/s per chip (ceilings-based)"
+                result.pareto, title="Pareto front: tokens/s per user vs tokens/s per chip (each row's best estimate)"
             )
         )
     d = result.disaggregated

@@ -184,13 +184,15 @@ def serve_row(
         )
         assert ttft is not None  # a ceiling TTFT was given
         ttft_s, tpot_s = ttft.value_s, tpot.value_s
-        sources = (ttft.source, tpot.source)
+        sources: tuple[str, ...] = (ttft.source, tpot.source)
         bands = (_band_ms(*ttft.band_s), _band_ms(*tpot.band_s))
         labels = [f"{w}: {f.label}" for w, f in (("TTFT", ttft), ("TPOT", tpot)) if f.source != "ceiling"]
         served = None if m is None else m.served.get(("asked", targets.concurrency, targets.isl_tokens, osl, chunk))
         own = (
             served.tpot_s * 1e3
-            if served is not None and model_records(m.decode_step(targets.concurrency, targets.isl_tokens))
+            if served is not None
+            and m is not None
+            and model_records(m.decode_step(targets.concurrency, targets.isl_tokens))
             else None
         )
         if tpot.source == "model" and served is not None:  # the step the figures ran on: the model's

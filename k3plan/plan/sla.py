@@ -38,8 +38,10 @@ from k3plan.step.work import (
 from k3plan.structs import Frozen
 
 LABEL = (
-    "ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
-    "compute ceiling, fed to the vLLM V1 scheduler's steady-state closed form"
+    "each row's best estimate under the load, as roofline and fit assemble one (plan/serving.serve_row): a serving "
+    "benchmark's figure (measured, or transferred by the ratio of the served workloads), else the scheduler on the "
+    "model's step where a probe record sets an op or a term, else the vLLM V1 scheduler's steady-state closed form "
+    "on the ceilings (step time from the decode roofline and the prefill compute ceiling)"
 )
 
 
