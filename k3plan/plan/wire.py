@@ -141,9 +141,11 @@ def apply_sla(
         return sorted(range(len(idx)), key=key)
 
     if spec_hardware is not None:  # issue 46 item 7: each row's best estimate, as roofline and fit assemble one
+        from k3plan.evidence.value import evidence_of
         from k3plan.plan.expected import pool_size
         from k3plan.plan.serving import RowEvidence, serve_row
 
+        evidence = evidence_of(evidence)  # one value: the records and curves read once for every row (its memo)
         ev = RowEvidence(space=space, cols=cols, model=model, evidence=evidence, spec_hardware=spec_hardware)
         done: set[int] = set()
 
