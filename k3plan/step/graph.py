@@ -44,6 +44,12 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   ``tiled`` form also slices each tile's packed bytes (N/2 -> N/2) and pads a zero group ahead of it (aN ->
   aN (1 + 1/tile)). The ragged_dot then reads aN of the touched share, not the stored bytes the op list's
   grouped matmul reads: the difference is one more op.
+- ``short conv``: validate's KDA short conv (validate/layers.py ``short_conv``) stacks the q, k and v projections,
+  concatenates the conv state ahead of them and sums the kernel's shifted products, and XLA materializes it in two
+  fusions over [3, tokens, width] in the activation dtype: ``maximum_maximum_fusion`` reads the projections and writes
+  the concatenation, ``pad_maximum_fusion`` reads both and writes two [3, tokens, width] outputs (the 1,024-token
+  prefill profiles: 0.23 + 0.65 ms a layer in bf16, 0.46 + 1.34 ms in f32, ~510 GB/s on the 6 passes):
+  ``SHORT_CONV_PASSES`` = 6 passes a KDA layer, the op list's conv ops being its weights' reads only.
 - ``alternate``: where the compiler placed the tiled form's intermediates. Its memory-space assignment puts the
   packed repeat, the scale broadcast and the zero-group pad of a 4-expert tile (44-110 MB) either in HBM or in the
   chip's alternate memory (``S(1)`` in the HLO layout: the v5e's 128 MiB VMEM), by its own cost model: every buffer at
@@ -84,6 +90,9 @@ if TYPE_CHECKING:
 F32 = 4
 SCORE_PASSES = 5  # fusion.258 writes, fusion.421 reads and writes, fusion.246 and fusion.248 read (v5e profile)
 DECODE_SCORE_PASSES = 3  # fusion.317 writes, fusion.163 and fusion.179 read (grid profile, decode 32 x 32,768)
+# maximum_maximum_fusion reads the projections, writes xx; pad_maximum_fusion reads both, writes two [3, T, W] (the
+# 1,024-token prefill profiles, module doc ``short conv``)
+SHORT_CONV_PASSES = 6
 SOURCE = (
     "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
 )
@@ -261,6 +270,19 @@ def graph_ops(
             ("moe.combine_scatter", (tk + rows) * latent * a),
         ):
             out.append(OpCost(name=name, category="experts", count=moe_layers, bytes=int(nbytes), **hbm))
+    if spec.n_kda and spec.kda is not None:
+        from k3plan.step.op import heads_split
+
+        width = spec.kda.width // heads_split(spec.kda.heads, tp)  # the q, k, v projections' width a device
+        out.append(  # the stack, the concatenation with the conv state and the conv's two outputs (module doc)
+            OpCost(
+                name="kda.short_conv",
+                category="kda",
+                count=spec.n_kda,
+                bytes=SHORT_CONV_PASSES * 3 * rows * width * graph.activation_bytes,
+                **hbm,
+            )
+        )
     if stage == "decode" and spec.n_mla and graph.kv_bytes:
         from k3plan.step.op import heads_split
 
@@ -304,6 +326,6 @@ def graph_ops(
 def validate_graph_note() -> str:
     return (
         f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
-        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, MLA "
-        "scores (prefill, decode)"
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, the KDA "
+        "short conv's passes, MLA scores (prefill, decode)"
     )

@@ -175,3 +175,24 @@ def test_the_placed_step_prices_fewer_hbm_bytes():
     assert hbm(placed) < hbm(plain)
     assert not any(o.name.endswith(".scale_broadcast") for o in placed)
     assert any(o.name.endswith(".scale_broadcast") for o in plain)
+
+
+def test_the_short_conv_is_six_passes_of_the_stacked_projections():
+    """validate's KDA short conv: 6 passes of [3, tokens, width] in the activation dtype a KDA layer (the stack and
+    concatenation fusion and the conv's two outputs, module doc ``short conv``); f32 activations twice bf16's."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    got = {}
+    for stack in ("jax-native", "torchtpu-vllm"):
+        sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
+        setup = step_setup(sp, hardware="tpu-v5e")
+        ops = {o.name: o for o in step_op_costs(setup, sp, stage="prefill")}
+        conv = ops["kda.short_conv"]
+        assert conv.count == setup.model.spec.n_kda == 2
+        got[stack] = conv.bytes
+    assert got["torchtpu-vllm"] == 6 * 3 * 1024 * 96 * 128 * 2
+    assert got["jax-native"] == 2 * got["torchtpu-vllm"]
+    # an engine's op list has no such op
+    from k3plan.speed.stage import prefill_op_costs
+
+    assert not any(o.name == "kda.short_conv" for o in prefill_op_costs(setup, chunk=1024, context=1024))
