@@ -28,6 +28,9 @@ from typing import Optional
 from k3plan.units import GiB
 
 GRID_DIR = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-20261204"
+# where the compiler placed the tiled experts' intermediates at each tiled point (benchmarks/grid_placement.py: the
+# step compiled on the chip; probes/step/alternate.py), for the records that predate their own ``alternate_memory``
+PLACEMENT = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-placement-20261204" / "placement.json"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "device.md"
 BEGIN, END = "<!-- grid-table:begin (python3 -m k3plan.probes.step.grid_table) -->", "<!-- grid-table:end -->"
 BAND = (0.8, 1.25)
@@ -129,11 +132,25 @@ def efficiency_records() -> list:
     ]
 
 
+def placements(path: Path = PLACEMENT) -> dict[tuple, dict[str, float]]:
+    """(stack, expert format, layers, experts, stage, batch, context) -> the compiled step's alternate-memory shares
+    (probes/step/alternate.py) from the committed placement file; {} where there is none."""
+    import json
+
+    if not path.is_file():
+        return {}
+    return {
+        (p["stack"], p["expert_format"], p["layers"], p["experts"], p["stage"], p["batch"], p["context"]): p["shares"]
+        for p in json.loads(path.read_text())["points"]
+    }
+
+
 def rows(folder: Path = GRID_DIR) -> list[Row]:
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.probes.step.probe import reprice
 
     efficiency = efficiency_records()
+    placed = placements()
     out = []
     for rec, path in load_with_paths(folder, strict=True):
         if rec.probe != "step" or not rec.points:
@@ -158,7 +175,17 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
                 batch=batch,
                 context=context,
                 measured_s=None if refused else rec.points[0].value,
-                expected_s=None if refused else reprice(rec, efficiency=efficiency, hardware=HARDWARE).expected_s,
+                expected_s=None
+                if refused
+                else reprice(
+                    rec,
+                    efficiency=efficiency,
+                    hardware=HARDWARE,
+                    alternate=placed.get(
+                        (params["stack"], params["expert_format"], int(params["layers"]), int(params["experts"]))
+                        + (stage, batch, context)
+                    ),
+                ).expected_s,
                 compiled_temp=_refused_temp(str(pt.get("refusal", ""))) if refused else mem.get("temp_bytes"),
                 refused=refused,
                 fit_temp=fit_temp,
