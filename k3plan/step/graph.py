@@ -52,7 +52,8 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   ``SHORT_CONV_PASSES`` = 6 passes a KDA layer, the op list's conv ops being its weights' reads only.
 - ``KDA preparation`` (prefill): what XLA materializes between the short conv and the chunked scan that the op list's
   ``kda.chunked_scan`` (priced on ``probe kda --impl validate``, whose program takes q, k, v, g and beta as f32
-  [batch, tokens, heads, head_dim] arrays) does not run. Read off the 1,024-token prefill HLO
+  [batch, tokens, heads, head_dim] arrays: its HLO, compiled deviceless for the v5e by benchmarks/kda_probe_hlo.py,
+  reports/probes/grid-profile-20261204/kda-probe-1024.hlo.txt.xz) does not run. Read off the 1,024-token prefill HLO
   (reports/probes/grid-profile-20261204/hlo.tar.xz: jn-bf16-2l16e f32, tt-bf16-2l16e and tt-mxfp4-2l16e bf16), per
   element of [tokens, width] a KDA layer, in bytes: q and k's l2norm as [tokens, heads, head_dim] f32 -- the conv
   output read (f32: once, 2 x 4, ``multiply_bitcast_fusion``; bf16: twice, 2 x 2 x 2, ``convert_bitcast_fusion`` and
