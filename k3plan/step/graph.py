@@ -50,6 +50,24 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   the concatenation, ``pad_maximum_fusion`` reads both and writes two [3, tokens, width] outputs (the 1,024-token
   prefill profiles: 0.23 + 0.65 ms a layer in bf16, 0.46 + 1.34 ms in f32, ~510 GB/s on the 6 passes):
   ``SHORT_CONV_PASSES`` = 6 passes a KDA layer, the op list's conv ops being its weights' reads only.
+- ``KDA preparation`` (prefill): what XLA materializes between the short conv and the chunked scan that the op list's
+  ``kda.chunked_scan`` (priced on ``probe kda --impl validate``, whose program takes q, k, v, g and beta as f32
+  [batch, tokens, heads, head_dim] arrays: its HLO, compiled deviceless for the v5e by benchmarks/kda_probe_hlo.py,
+  reports/probes/grid-profile-20261204/kda-probe-1024.hlo.txt.xz) does not run. Read off the 1,024-token prefill HLO
+  (reports/probes/grid-profile-20261204/hlo.tar.xz: jn-bf16-2l16e f32, tt-bf16-2l16e and tt-mxfp4-2l16e bf16), per
+  element of [tokens, width] a KDA layer, in bytes: q and k's l2norm as [tokens, heads, head_dim] f32 -- the conv
+  output read (f32: once, 2 x 4, ``multiply_bitcast_fusion``; bf16: twice, 2 x 2 x 2, ``convert_bitcast_fusion`` and
+  the squares' fusion), q, k, q^2 and k^2 written in f32 (16), each relaid out to the heads' tiling by a copy (4 x 8,
+  ``copy`` of f32[128,8,96,128] {3,1,2,0} -> {3,2,1,0}, 152 us each), the two sums of squares read (2 x 4,
+  ``reduce``): 64 in both dtypes, less the probe's own q x scale pass (8: its ``broadcast_multiply_fusion``, where
+  validate divides inside the scan's first fusion); the gate g written in f32 in the chunk layout (4, the f_b
+  projection's fusion; the probe reads its g); v read in the activation dtype, written in bf16 and relaid out (a + 2
+  + 4) for the T @ v dot, which then reads 2 where the probe's reads its f32 v (4): a + 4. ``KDA_PREP_BYTES`` = 64 -
+  8 + 4 + 4 = 64, plus a: 68 in f32, 66 in bf16 (the step's own ops for these arrays, the 78 and 76 bytes they move:
+  1.48 ms in layer 0 in f32, 1.45 in bf16, ~660 GB/s). Layer 1 writes its g in the tokens' layout, relays it out and
+  rewrites it in the chunk layout (3 more f32 passes, 0.39 ms against layer 0's 0.09): not priced (one layer of two,
+  by the compiler's choice). Decode runs none of it (its q, k, v are [batch, heads, head_dim], in the alternate
+  memory: the decode profiles' l2norm ops take a few us).
 - ``alternate``: where the compiler placed the tiled form's intermediates. Its memory-space assignment puts the
   packed repeat, the scale broadcast and the zero-group pad of a 4-expert tile (44-110 MB) either in HBM or in the
   chip's alternate memory (``S(1)`` in the HLO layout: the v5e's 128 MiB VMEM), by its own cost model: every buffer at
@@ -93,6 +111,9 @@ DECODE_SCORE_PASSES = 3  # fusion.317 writes, fusion.163 and fusion.179 read (gr
 # maximum_maximum_fusion reads the projections, writes xx; pad_maximum_fusion reads both, writes two [3, T, W] (the
 # 1,024-token prefill profiles, module doc ``short conv``)
 SHORT_CONV_PASSES = 6
+# q, k's l2norm (64) - the probe's q x scale (8) + g written (4) + v's bf16 relayout less the probe's f32 read (4):
+# bytes an element of [tokens, width] a KDA layer, plus the activation's bytes (module doc ``KDA preparation``)
+KDA_PREP_BYTES = 64
 SOURCE = (
     "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
 )
@@ -283,6 +304,19 @@ def graph_ops(
                 **hbm,
             )
         )
+    if stage == "prefill" and spec.n_kda and spec.kda is not None:
+        from k3plan.step.op import heads_split
+
+        width = spec.kda.width // heads_split(spec.kda.heads, tp)
+        out.append(  # q, k's l2norm, the gate and v as the chunked scan takes them (module doc ``KDA preparation``)
+            OpCost(
+                name="kda.preparation",
+                category="kda",
+                count=spec.n_kda,
+                bytes=(KDA_PREP_BYTES + graph.activation_bytes) * rows * width,
+                **hbm,
+            )
+        )
     if stage == "decode" and spec.n_mla and graph.kv_bytes:
         from k3plan.step.op import heads_split
 
@@ -327,5 +361,5 @@ def validate_graph_note() -> str:
     return (
         f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
         "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, the KDA "
-        "short conv's passes, MLA scores (prefill, decode)"
+        "short conv's passes, its prefill's preparation passes (q, k's l2norm, g, v), MLA scores (prefill, decode)"
     )

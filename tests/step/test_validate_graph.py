@@ -196,3 +196,27 @@ def test_the_short_conv_is_six_passes_of_the_stacked_projections():
     from k3plan.speed.stage import prefill_op_costs
 
     assert not any(o.name == "kda.short_conv" for o in prefill_op_costs(setup, chunk=1024, context=1024))
+
+
+def test_the_kda_preparation_is_priced_in_prefill_only():
+    """validate's KDA preparation (q, k's l2norm, the gate, v as the chunked scan takes them; module doc ``KDA
+    preparation``): 64 bytes an element of [tokens, width] a KDA layer plus the activation's bytes (v read in it),
+    read off the 1,024-token prefill HLO; decode runs none of it; no engine's op list has it."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+    from k3plan.step.graph import KDA_PREP_BYTES
+
+    assert KDA_PREP_BYTES == 64 - 8 + 4 + 4  # l2norm passes - the probe's q x scale + g written + v's relayout
+    got = {}
+    for stack in ("jax-native", "torchtpu-vllm"):
+        sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
+        setup = step_setup(sp, hardware="tpu-v5e")
+        prep = {o.name: o for o in step_op_costs(setup, sp, stage="prefill")}["kda.preparation"]
+        assert prep.count == setup.model.spec.n_kda == 2
+        assert prep.kind == "hbm" and prep.hbm_curve == "hbm_copy"
+        got[stack] = prep.bytes
+        assert not any(o.name == "kda.preparation" for o in step_op_costs(setup, sp, stage="decode"))
+    assert got["jax-native"] == 68 * 1024 * 96 * 128  # f32 activations
+    assert got["torchtpu-vllm"] == 66 * 1024 * 96 * 128  # bf16
+    from k3plan.speed.stage import prefill_op_costs
+
+    assert not any(o.name == "kda.preparation" for o in prefill_op_costs(setup, chunk=1024, context=1024))
