@@ -262,6 +262,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
     model_max = load_model(q.model).spec.max_context
     check_context(q, model_max)
+    if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
+        import dataclasses
+
+        from k3plan.engines.vllm.spec import draft_pricing
+
+        q = dataclasses.replace(q, draft=draft_pricing(q.speculative, load_model(q.model), tp=q.tp, ep=q.ep or q.tp))
     opts = {
         **setup_options,
         "model": q.model,
@@ -341,6 +347,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         block_override=None if served is None else served.block_size,
         dsv4=spec.dsv4,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        draft=None if served is None else served.draft,
+        vendor=hw.vendor,
     )
     if got is None:
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from k3plan.engines.serve_values import KV, MAX_FLAG_INT, QUANT_OK, Reading, flag_int  # noqa: F401  # read through here too
 from k3plan.engines.sglang import serve as sglang_serve
@@ -80,6 +81,10 @@ IGNORED = {
     "--enable-chunked-prefill": 0,  # vLLM V1's default; the chunk is --max-num-batched-tokens
     "--distributed-executor-backend": 1,
     "--enforce-eager": 0,
+    # FlashInfer's kernel autotuning at warmup (the vLLM recipes' hopper override, recipes@af483b87): which kernel
+    # runs, not what the pool holds
+    "--no-enable-flashinfer-autotune": 0,
+    "--enable-flashinfer-autotune": 0,
     "--enable-prefix-caching": 0,  # pool sizing unchanged; the hit rate is fit's --prefix-hit
     "--no-enable-prefix-caching": 0,
     "--mamba-cache-mode": 1,  # align: one state a block with prefix caching (torchtpu-vllm's gate)
@@ -200,6 +205,9 @@ class ServeQuestion:
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
     # SGLang's --engram-config placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
     engram: str | None = None
+    # vLLM's --speculative-config as read (k3plan.engines.vllm.spec.SpecServe); None: no speculative decoding
+    speculative: Any = None
+    draft: Any = None  # what the engine holds for it (k3plan.engines.vllm.spec.DraftPricing), set by fit
 
     @property
     def stack_ref(self) -> str:
@@ -336,9 +344,10 @@ def parse_serve(
     r = Reading(flags=flags, platform=platform, device_gib=device_gib, device_name=device_name, env=env, model=model)
     family.read(r)  # the family's flags, in its order, with the shared readers above
     for spec in ("--speculative-config", "--speculative-algorithm", "--num-speculative-tokens"):
-        if spec in flags:
+        if spec in flags:  # vLLM's are read (engines/vllm/spec.py); SGLang's speculative flags are not
             raise K3PlanError(
-                f"--serve: {spec}: speculative decoding through --serve is not read; use fit's --spec-tokens"
+                f"--serve: {spec}: {family.ENGINE}'s speculative decoding through --serve is not read; use fit's "
+                "--spec-tokens"
             )
     lm_only = flags.get("--language-model-only", "false").lower() not in ("false", "0")
     if not lm_only:
@@ -388,6 +397,7 @@ def parse_serve(
         block_size=r.block,
         env=env,
         engram=r.engram,
+        speculative=r.speculative,
     )
 
 

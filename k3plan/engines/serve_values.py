@@ -6,6 +6,7 @@ spells alike. Here, not in k3plan.engines.serve, so the families' readers import
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from k3plan.errors import K3PlanError
 
@@ -78,6 +79,7 @@ class Reading:
     block: int | None = None
     stack: str = ""
     caveats: list[str] = field(default_factory=list)
+    speculative: Any = None  # vLLM's speculative decoding as read (engines/vllm/spec.py SpecServe)
 
     def get(self, name: str, default=None):
         return self.flags.pop(name, default)

@@ -65,3 +65,29 @@ def test_auto_fit_takes_the_longest_length_whose_request_fits(flash):
     assert dsv4_longest_fit(p, available=need, max_model_len=1_048_576, chunk=8192) >= 300_000
     assert dsv4_longest_fit(p, available=need - 1, max_model_len=1_048_576, chunk=8192) < 300_000
     assert dsv4_longest_fit(p, available=10**15, max_model_len=1_048_576, chunk=8192) == 1_048_576
+
+
+def test_the_v4_profile_run_workspace_is_the_larger_reservation_of_one_buffer():
+    """engines/vllm/dsv4_workspace.py at DeepSeek-V4-Flash, 912,128 tokens, 8,192-token chunks (vllm#51041's point):
+    the CSA indexer's gather (40 x 912,128 // 4 keys of 128 fp8 + 4 B) outweighs FlashMLA's bf16 prefill
+    reservation (4 x (228,032 + 128 + 8,192) x 512 x 2 B); the buffer holds the larger, not the sum."""
+    from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
+    from k3plan.models.loader import load_model
+
+    d = load_model("deepseek-v4-flash").spec.dsv4
+    ws, logits, how = dsv4_profile_workspace(d, max_model_len=912_128, max_num_batched_tokens=8192)
+    t = 40 * 912_128 // 4
+    assert ws == -(-t * 128 // 256) * 256 + -(-t * 4 // 256) * 256 + 2**20
+    assert ws > 4 * (228_032 + 128 + 8192) * 512 * 2 and logits == 512 * 2**20
+    short, _, _ = dsv4_profile_workspace(d, max_model_len=121_344, max_num_batched_tokens=8192)
+    assert short < ws / 6 and "e18fe932" in how  # sized by max_model_len
+
+
+def test_the_v4_workspace_is_in_the_activation_on_cuda_only(cli):
+    import json
+
+    cmd = "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 4 --kv-cache-dtype fp8 --block-size 256"
+    nv = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "1x4", "--serve", cmd, "--json").stdout)["engine"]
+    amd = json.loads(cli("fit", "-H", "amd-mi355x", "-t", "4", "--serve", cmd, "--json").stdout)["engine"]
+    assert "profile-run workspace" in nv["sources"]["activation"]
+    assert "profile-run workspace" not in amd["sources"]["activation"]  # ROCm's V4 attention reserves its own

@@ -30,8 +30,10 @@ from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_WORKER,
 )
 from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
+from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
+from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
-from k3plan.structs import Frozen
+from k3plan.structs import Frozen, replace
 from k3plan.units import GiB
 
 VLLM_REPORT = (
@@ -325,6 +327,8 @@ def engine_sizing(
     block_override: int | None = None,
     dsv4: DSV4Dims | None = None,
     max_num_batched_tokens: int = 0,
+    draft: DraftPricing | None = None,
+    vendor: str = "",
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
@@ -348,6 +352,12 @@ def engine_sizing(
             f", + {vision_bytes:,} B: the vision tower, loaded without --language-model-only (counted whole on every "
             "device: its split in the engine was not read)"
         )
+    if draft is not None and draft.bytes_per_device:
+        weights_bytes += draft.bytes_per_device
+        weights_src += f", + {draft.bytes_per_device:,} B: the speculative drafter, {draft.source}"
+    if draft is not None and draft.extra_mla_layers:  # the MTP layers' attention caches, in the pool as MLA layers
+        n_mla += draft.extra_mla_layers
+        paging_source += f"; + {draft.extra_mla_layers} MTP MLA layer(s) in the pool ({draft.source})"
     if factor != 1.0:
         extra = round(expert_bytes * (factor - 1.0))
         weights_bytes += extra
@@ -355,6 +365,12 @@ def engine_sizing(
             f", + {extra:,} B: the experts TP-split without expert parallelism, {moe_intermediate} / {tp} padded x "
             f"{factor:.3f} a shard ({K3_MOE_PAD_SOURCE})"
         )
+    pages = None
+    block = block_override or block_tokens
+    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
+        if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
+            dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
+        pages = dsv4_pages(dsv4, block_tokens=block)
     if kv_pool_method == "utilization_minus_resident":
         act = Figure(
             0, f"the worker reads the bytes in use after profile_run, when no temporary is live: {TORCHTPU_WORKER}"
@@ -367,19 +383,25 @@ def engine_sizing(
             "k3plan's temporaries stand for vLLM's profiled activation peak at max_num_batched_tokens "
             f"(no logged peak for this point): {temp_source}",
         )
+        if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's profile-run workspace (CUDA)
+            ws, logits, how = dsv4_profile_workspace(
+                dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+            )
+            act = Figure(
+                ws + max(temp_bytes, logits),
+                f"{how}; + max(k3plan's temporaries {temp_bytes:,} B, the logits): {act.source}",
+            )
         non_torch = Figure(
             0,
-            "not priced, 0: vLLM measures it at start (Worker.determine_available_memory: requested - (weights + "
-            "torch_peak_increase + non_torch_increase, memory_profiling's MemorySnapshot deltas: NCCL, custom "
-            "all-reduce, cuBLAS buffers) - cudagraph_memory_estimate, the last from profile_cudagraph_memory and "
-            "applied only under VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; read in stored copies, commit not pinned); "
-            "none is a function of the config and no public log of these figures for this GPU was found",
+            "not priced, 0: vLLM measures it at start (vllm-project/vllm vllm/v1/worker/gpu_worker.py @3bb46975 "
+            "Worker.determine_available_memory: requested - (weights + torch_peak_increase + non_torch_increase, "
+            "memory_profiling's MemorySnapshot deltas from the worker's first snapshot: NCCL, custom all-reduce, "
+            "cuBLAS / DeepGEMM buffers) - the CUDA-graph estimate of profile_cudagraph_memory, applied by default "
+            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 in vllm/envs.py @3bb46975)); none is a function of the config, "
+            "and the public logs that print it (vllm-project/vllm#10511: 1.79 GiB at TP 1, 3.58 GiB at TP 2 on H100, "
+            "before #12126 moved the CUDA context out of it; #12126: 0.16 GiB) are other versions and GPUs",
         )
         worker = VLLM_GPU_WORKER
-    pages = None
-    block = block_override or block_tokens
-    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
-        pages = dsv4_pages(dsv4, block_tokens=block)
     return vllm_kv_pool(
         engine=stack_name,
         utilization=round(1 - reserve_fraction, 12),

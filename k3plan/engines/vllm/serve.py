@@ -7,6 +7,7 @@ from __future__ import annotations
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
+from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
 ENGINE = "vllm"
@@ -174,6 +175,12 @@ def read(r: Reading) -> None:
             "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
         )
     r.quantization()
+    r.speculative = read_speculative(get, r.model)  # issue 47 item 1: priced in engines/vllm/spec.py
+    if r.speculative is not None and r.platform == "tpu":
+        raise K3PlanError(
+            "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "
+            "buckets) was not read; k3plan prices vLLM's on GPUs"
+        )
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
 

@@ -1,0 +1,71 @@
+"""What vLLM's profile run holds for DeepSeek-V4's sparse attention on CUDA beyond a layer's activations (issue 47
+item 2): the shared workspace the indexer and the FlashMLA prefill reserve in the dummy run, sized by max_model_len,
+and the indexer's logits buffer. Read at vLLM upstream commit e18fe932 (vllm-project/vllm#45061, 2026-06-15, carried
+in the yhfgyyf/vllm-deepseek-v4-sm89 fork's history):
+
+- the indexer (vllm/models/deepseek_v4/attention.py DeepseekV4Indexer.max_total_seq_len =
+  get_max_prefill_buffer_size(vllm_config) // compress_ratio, vllm/v1/attention/backends/mla/indexer.py
+  get_max_prefill_buffer_size = 40 x max_model_len) reserves, when the forward has no metadata (the profile run),
+  ``(T, index_head_dim)`` fp8 keys + ``(T, 4)`` scales + RADIX_TOPK_WORKSPACE_SIZE (1 MiB) in one request, and then
+  allocates VLLM_SPARSE_INDEXER_MAX_LOGITS_MB (512 MiB) of logits, freed at once
+  (vllm/model_executor/layers/sparse_attn_indexer.py sparse_attn_indexer, 'Reserve workspace for indexer during
+  profiling run');
+- the FlashMLA attention (vllm/models/deepseek_v4/nvidia/flashmla.py forward_mqa, 'Warmup dummy run') reserves
+  ``(PREFILL_CHUNK_SIZE 4, cdiv(max_model_len, ratio) + window + max_num_batched_tokens, head_dim)`` bf16;
+- both go through one WorkspaceManager buffer (vllm/v1/worker/workspace.py get_simultaneous: each request's views
+  rounded up to 256 B, the buffer grown to the largest request, never shrunk), so it holds the larger request.
+
+The buffer stays allocated through the profile, so it is in the torch peak increase vLLM subtracts
+(gpu_worker.py Worker.determine_available_memory); the logits buffer adds to the peak only where it exceeds the
+layer's other temporaries. ROCm's V4 attention (vllm/models/deepseek_v4/amd/rocm.py) reserves its own shapes, not
+read here.
+"""
+
+from __future__ import annotations
+
+from k3plan.models.spec import DSV4Dims
+
+WORKSPACE_SOURCE = (
+    "vllm-project/vllm@e18fe932 vllm/models/deepseek_v4/attention.py DeepseekV4Indexer.max_total_seq_len, "
+    "vllm/v1/attention/backends/mla/indexer.py get_max_prefill_buffer_size (40 x max_model_len), "
+    "vllm/model_executor/layers/sparse_attn_indexer.py sparse_attn_indexer (profile-run reservation, 512 MiB logits), "
+    "vllm/models/deepseek_v4/nvidia/flashmla.py forward_mqa (dummy-run reservation), vllm/v1/worker/workspace.py "
+    "WorkspaceManager.get_simultaneous (one buffer, the largest request): read in yhfgyyf/vllm-deepseek-v4-sm89's history"
+)
+PREFILL_BUFFER_FACTOR = 40  # get_max_prefill_buffer_size: max_model_len x 40
+PREFILL_CHUNK_SIZE = 4  # DeepseekV4Attention.PREFILL_CHUNK_SIZE
+RADIX_TOPK_WORKSPACE = 1024 * 1024  # sparse_attn_indexer.RADIX_TOPK_WORKSPACE_SIZE
+LOGITS_BYTES = 512 * 1024 * 1024  # envs.VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default 512
+FP8_SCALE_BYTES = 4  # the (T, 4) uint8 scale view of the fp8 key gather
+ALIGN = 256  # get_simultaneous rounds each view up to 256 B
+BF16 = 2
+
+
+def _up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int) -> tuple[int, int, str]:
+    """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 at ``max_model_len`` with
+    ``max_num_batched_tokens`` (module docstring)."""
+    indexer = 0
+    for ratio in sorted({r for r in d.compress_ratios if r and d.index_head_dim}):
+        if ratio != 4:  # only the CSA layers (ratio 4) carry an indexer
+            continue
+        t = PREFILL_BUFFER_FACTOR * max_model_len // ratio
+        indexer = max(indexer, _up(t * d.index_head_dim) + _up(t * FP8_SCALE_BYTES) + _up(RADIX_TOPK_WORKSPACE))
+    attention = 0
+    for ratio in {*d.compress_ratios, 0}:
+        n = 0 if ratio <= 1 else -(-max_model_len // ratio)
+        m = n + d.sliding_window + max_num_batched_tokens
+        attention = max(attention, _up(PREFILL_CHUNK_SIZE * m * d.head_dim * BF16))
+    workspace = max(indexer, attention)
+    gib = 2**30
+    how = (
+        f"V4 profile-run workspace {workspace / gib:.2f} GiB (the larger of the indexer's {indexer / gib:.2f} GiB: "
+        f"{PREFILL_BUFFER_FACTOR} x {max_model_len:,} // 4 keys of {d.index_head_dim} + {FP8_SCALE_BYTES} B, and "
+        f"FlashMLA's {attention / gib:.2f} GiB: {PREFILL_CHUNK_SIZE} x (cdiv({max_model_len:,}, 4) + "
+        f"{d.sliding_window} + {max_num_batched_tokens:,}) x {d.head_dim} bf16) + the indexer's "
+        f"{LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({WORKSPACE_SOURCE})"
+    )
+    return workspace, (LOGITS_BYTES if indexer else 0), how

@@ -1,0 +1,241 @@
+"""vLLM's speculative decoding as ``vllm serve`` takes it (issue 47 item 1): ``--speculative-config`` JSON (and the
+older ``--num-speculative-tokens`` / ``--speculative-model`` flags) read into the method and its token count, and what
+the engine holds for it, priced from the checkpoint's own MTP tensors.
+
+What the engine holds (each rule cited where it is applied):
+
+- ``method`` ``mtp`` (and the model-type names vLLM maps to it: ``deepseek_mtp``, ...): the checkpoint's MTP layers
+  built as the target's decoder layer (vllm/models/deepseek_v4/hw_agnostic/mtp.py DeepSeekV4MultiTokenPredictorLayer:
+  ``mtp_block = DeepseekV4DecoderLayer(...)``, ``e_proj`` / ``h_proj`` ReplicatedLinear; V3's deepseek_mtp likewise),
+  so its experts spread over the same expert group as the target's, its attention over TP, its projections, norms
+  and hyper-connection parameters whole on every rank (MTP_SOURCE); its attention layer registers its own KV cache
+  (one more layer in the pool: for DeepSeek-V4 a layer of the MTP layer's compress ratio, ``mtp_compress_ratios``;
+  for an MLA model one more MLA layer);
+- ``ngram``: the n-gram proposer matches on the host (vllm/config/speculative.py: draft_model_config = the target's,
+  no draft weights), nothing on the device;
+- the profile run: the drafter's dummy run follows the target's forward at the same token count
+  (vllm/v1/worker/gpu_model_runner.py GPUModelRunner._dummy_run: ``self.drafter.dummy_run(num_tokens)`` after
+  ``self.model(...)``), so the peak is the larger of the two one-layer peaks, not their sum: no extra temporary;
+- every other method (eagle, eagle3, draft_model, medusa, mlp_speculator, dflash, dspark, suffix, ngram_gpu,
+  custom_class, extract_hidden_states) loads a draft checkpoint or device buffers k3plan does not price: refused by
+  name.
+"""
+
+from __future__ import annotations
+
+import json
+
+from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
+
+SPEC_SOURCE = (
+    "vllm-project/vllm vllm/config/speculative.py @002e77c1 SpeculativeConfig.__post_init__ (a method in "
+    "MTPModelTypes is replaced with mtp; num_speculative_tokens defaults to the draft config's n_predict, the "
+    "checkpoint's num_nextn_predict_layers)"
+)
+MTP_SOURCE = (
+    "vllm-project/vllm vllm/models/deepseek_v4/hw_agnostic/mtp.py DeepSeekV4MultiTokenPredictorLayer (stored copy, "
+    "commit not pinned): the target's DeepseekV4DecoderLayer (attention over TP, FusedMoE experts over the expert "
+    "group), e_proj / h_proj ReplicatedLinear, hc_head_* and norms whole"
+)
+PROFILE_SOURCE = (
+    "vllm-project/vllm vllm/v1/worker/gpu_model_runner.py GPUModelRunner._dummy_run: drafter.dummy_run(num_tokens) "
+    "after the target's forward, the same tokens (stored copies, commit not pinned): the profiled peak is the larger "
+    "one-layer peak, no extra temporary"
+)
+# vLLM's MTPModelTypes (vllm/config/speculative.py @002e77c1): every name is replaced with "mtp"
+MTP_NAMES = frozenset(
+    {
+        "mtp",
+        "deepseek_mtp",
+        "mimo_mtp",
+        "glm4_moe_mtp",
+        "ernie_mtp",
+        "qwen3_next_mtp",
+        "longcat_flash_mtp",
+        "pangu_ultra_moe_mtp",
+        "kimi_k3_mtp",
+    }
+)
+NGRAM_NAMES = frozenset({"ngram", "[ngram]"})
+# methods vLLM takes that load a draft model or keep device buffers k3plan does not price
+UNPRICED = frozenset(
+    {
+        "eagle",
+        "eagle3",
+        "draft_model",
+        "medusa",
+        "mlp_speculator",
+        "dflash",
+        "dspark",
+        "suffix",
+        "ngram_gpu",
+        "custom_class",
+        "extract_hidden_states",
+    }
+)
+# --speculative-config keys with no memory effect k3plan prices (sampling, acceptance, the proposer's host-side knobs)
+HARMLESS_KEYS = frozenset(
+    {
+        "method",
+        "num_speculative_tokens",
+        "model",
+        "rejection_sample_method",
+        "draft_sample_method",
+        "prompt_lookup_min",
+        "prompt_lookup_max",
+        "enforce_eager",
+        "disable_padded_drafter_batch",
+        "use_local_argmax_reduction",
+        "disable_by_batch_size",
+    }
+)
+
+
+class SpecServe(Frozen):
+    """A serve command's speculative decoding as vLLM reads it."""
+
+    method: str  # "mtp" or "ngram" (the names vLLM normalizes to)
+    num_speculative_tokens: int | None  # None: the engine's default (mtp: the checkpoint's n_predict)
+    given: str  # the flags as written, for the source line
+
+
+class DraftPricing(Frozen):
+    """What the engine holds for the drafter a device: its weights, and the attention layers it adds to the pool."""
+
+    bytes_per_device: int
+    source: str
+    extra_mla_layers: int = 0  # an MLA model's MTP layers: one more MLA layer each in the pool
+    dsv4_mtp_ratios: tuple[int, ...] = ()  # DeepSeek-V4: the MTP layers' compress ratios (their KV caches)
+    num_speculative_tokens: int = 0
+
+
+def read_speculative(get, model_text: str) -> SpecServe | None:
+    """``--speculative-config`` (JSON), ``--num-speculative-tokens`` and ``--speculative-model`` (vLLM < 0.10's
+    flags) -> the method and token count; a method or key k3plan cannot price is refused by name (one line)."""
+    raw = get("--speculative-config", None)
+    old_n = get("--num-speculative-tokens", None)
+    old_model = get("--speculative-model", None)
+    if raw is None and old_n is None and old_model is None:
+        return None
+    if raw is not None:
+        if old_n is not None or old_model is not None:
+            raise K3PlanError(
+                "--serve: --speculative-config with --num-speculative-tokens / --speculative-model: vLLM takes one "
+                "form; expected --speculative-config alone"
+            )
+        try:
+            cfg = json.loads(raw)
+        except ValueError:
+            raise K3PlanError(
+                f"--serve: --speculative-config {raw!r}: expected a JSON object such as "
+                '\'{"method": "mtp", "num_speculative_tokens": 1}\''
+            ) from None
+        if not isinstance(cfg, dict):
+            raise K3PlanError(f"--serve: --speculative-config {raw!r}: expected a JSON object")
+        given = f"--speculative-config {raw}"
+    else:
+        cfg = {"model": old_model} if old_model is not None else {}
+        if old_n is not None:
+            cfg["num_speculative_tokens"] = old_n
+        given = " ".join(
+            f
+            for f in (old_model and f"--speculative-model {old_model}", old_n and f"--num-speculative-tokens {old_n}")
+            if f
+        )
+    unknown = sorted(set(cfg) - HARMLESS_KEYS)
+    if unknown:
+        raise K3PlanError(
+            f"--serve: --speculative-config key {unknown[0]!r} is not one k3plan reads (it may change the draft's "
+            f"memory); k3plan reads {', '.join(sorted(HARMLESS_KEYS))}"
+        )
+    n = cfg.get("num_speculative_tokens")
+    if n is not None and (isinstance(n, bool) or not str(n).strip().isdigit() or int(n) < 1):
+        raise K3PlanError(f"--serve: num_speculative_tokens {n!r}: expected a positive whole number")
+    n = None if n is None else int(n)
+    method = cfg.get("method")
+    model = cfg.get("model")
+    if method is None:  # SpeculativeConfig.__post_init__: inferred from model
+        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
+    method = str(method)
+    if method in MTP_NAMES:
+        if model is not None and str(model).strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+            raise K3PlanError(
+                f"--serve: --speculative-config method {method} with model {model!r}: a separate MTP checkpoint is not "
+                "priced; k3plan prices the target checkpoint's own MTP layers (leave model out)"
+            )
+        return SpecServe(method="mtp", num_speculative_tokens=n, given=given)
+    if method in NGRAM_NAMES:
+        if n is None:
+            raise K3PlanError(
+                "--serve: --speculative-config method ngram without num_speculative_tokens: the engine's count for "
+                "it was not read; add num_speculative_tokens"
+            )
+        return SpecServe(method="ngram", num_speculative_tokens=n, given=given)
+    if method in UNPRICED or method not in MTP_NAMES | NGRAM_NAMES:
+        raise K3PlanError(
+            f"--serve: speculative method {method!r}: its draft's weights and KV are not priced by k3plan (a draft "
+            "checkpoint or device buffers it does not read); k3plan prices method mtp (the checkpoint's own MTP "
+            "layers) and ngram"
+        )
+    return None  # unreachable: every method is one of the above
+
+
+def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int) -> DraftPricing:
+    """The drafter's weights a device and the KV layers it adds, as vLLM builds it (module docstring). ``model``:
+    the loaded k3plan Model; ``ep``: the ranks the target's experts spread over."""
+    if spec.method == "ngram" and model.spec.n_kda:
+        raise K3PlanError(
+            f"--serve: --speculative-config method ngram on {model.spec.name}: with speculative decoding vLLM's KDA "
+            "state groups hold 1 + num_speculative_tokens blocks a request (MambaSpec.num_speculative_blocks), not "
+            "in k3plan's engine sizing; not priced"
+        )
+    if spec.method == "ngram":
+        return DraftPricing(
+            bytes_per_device=0,
+            source=f"{spec.given}: the n-gram proposer holds no draft weights ({SPEC_SOURCE})",
+            num_speculative_tokens=spec.num_speculative_tokens or 0,
+        )
+    inv, s = model.inventory, model.spec
+    mtp = inv.of_kind("mtp")
+    if not mtp or not s.mtp_layers:
+        raise K3PlanError(
+            f"--serve: --speculative-config method mtp: {s.name} ships no MTP layers (num_nextn_predict_layers "
+            f"{s.mtp_layers}, no mtp tensors in its checkpoint index); vLLM has no draft to build"
+        )
+    if s.dsv4 is not None and s.dsv4.dspark is not None:
+        raise K3PlanError(
+            f"--serve: --speculative-config method mtp: {s.name}'s MTP tensors are DSpark stages; vLLM refuses mtp "
+            "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'), and dspark is not priced"
+        )
+    n = spec.num_speculative_tokens or s.mtp_layers  # SPEC_SOURCE: the default is n_predict
+    whole = split_tp = split_ep = 0
+    for t in mtp:
+        if ".experts." in t.name and "shared_experts" not in t.name:
+            split_ep += t.nbytes
+        elif any(k in t.name for k in ("e_proj", "h_proj", "norm", ".hc_", ".gate.")):
+            whole += t.nbytes
+        else:
+            split_tp += t.nbytes
+    per_device = whole + -(-split_tp // tp) + -(-split_ep // ep)
+    gib = 2**30
+    source = (
+        f"{spec.given}: {s.name}'s {s.mtp_layers} MTP layer(s) from its checkpoint index ({len(mtp)} tensors), "
+        f"{n} speculative token(s) a step: experts {split_ep / gib:.2f} GiB over {ep} rank(s), attention, shared "
+        f"experts and head {split_tp / gib:.2f} GiB over TP {tp}, projections, norms and hyper-connection "
+        f"parameters {whole / gib:.3f} GiB whole ({MTP_SOURCE}; {SPEC_SOURCE})"
+    )
+    if s.dsv4 is not None:
+        return DraftPricing(
+            bytes_per_device=per_device,
+            source=source,
+            dsv4_mtp_ratios=tuple(s.dsv4.mtp_compress_ratios[: s.mtp_layers]),
+            num_speculative_tokens=n,
+        )
+    mla = len({t.layer for t in mtp if "kv_a_proj_with_mqa" in t.name})
+    if mla != s.mtp_layers:
+        raise K3PlanError(
+            f"--serve: --speculative-config method mtp: {s.name}'s MTP layers are not MLA layers k3plan lays out "
+            "in vLLM's pool; not priced"
+        )
+    return DraftPricing(bytes_per_device=per_device, source=source, extra_mla_layers=mla, num_speculative_tokens=n)

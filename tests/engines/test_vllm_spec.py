@@ -1,0 +1,132 @@
+"""vLLM's speculative decoding through --serve (issue 47 item 1, k3plan.engines.vllm.spec): the method and token
+count as vllm/config/speculative.py reads them, the MTP drafter's weights a device from the checkpoint index and its
+attention layers in the pool; a method k3plan cannot price is refused by name in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.errors import K3PlanError
+
+FLASH = (
+    "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 2 --kv-cache-dtype fp8 --block-size 256 "
+    "--gpu-memory-utilization 0.95 --max-model-len 131072"
+)
+R1 = "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --max-model-len 32768"
+
+
+def _engine(cli, hardware: str, topology: str, serve: str) -> dict:
+    r = cli("fit", "-H", hardware, "-t", topology, "--serve", serve, "--json")
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)["engine"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "method", "tokens"),
+    [
+        ("""--speculative-config '{"method":"mtp"}'""", "mtp", None),
+        # vLLM replaces every MTPModelTypes name with mtp (SpeculativeConfig.__post_init__)
+        ("""--speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":2}'""", "mtp", 2),
+        ("""--speculative_config '{"method":"ngram","num_speculative_tokens":3}'""", "ngram", 3),
+        ("--speculative-model [ngram] --num-speculative-tokens 4", "ngram", 4),  # vLLM < 0.10's flags
+    ],
+)
+def test_the_speculative_config_is_read_as_vllm_reads_it(flags, method, tokens):
+    q = parse_serve(f"{FLASH} {flags}", platform="gpu")
+    assert (q.speculative.method, q.speculative.num_speculative_tokens) == (method, tokens)
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ("""--speculative-config '{"method":"eagle3","model":"x/y"}'""", "'eagle3'"),
+        ("""--speculative-config '{"method":"dspark","num_speculative_tokens":7}'""", "'dspark'"),
+        ("""--speculative-config '{"model":"some/draft","num_speculative_tokens":3}'""", "'draft_model'"),
+        ("""--speculative-config '{"method":"mtp","draft_tensor_parallel_size":1}'""", "draft_tensor_parallel_size"),
+        ("--speculative-config '{method: mtp}'", "JSON"),
+        ("""--speculative-config '{"method":"mtp","num_speculative_tokens":0}'""", "positive"),
+        ("""--speculative-config '{"method":"ngram"}'""", "num_speculative_tokens"),
+    ],
+)
+def test_a_speculative_method_k3plan_cannot_price_is_refused_by_name(flags, says):
+    with pytest.raises(K3PlanError, match=says) as err:
+        parse_serve(f"{FLASH} {flags}", platform="gpu")
+    assert "\n" not in str(err.value)
+
+
+def test_the_mtp_drafter_adds_its_checkpoint_layer_to_the_weights(cli):
+    """DeepSeek-V4-Flash's MTP layer (32 tensors, 3.35 GiB whole): its experts over the 2 ranks, the rest over TP or
+    whole; ngram adds nothing."""
+    from k3plan.models.loader import load_model
+
+    plain = _engine(cli, "nvidia-h20", "2", FLASH)
+    mtp = _engine(cli, "nvidia-h20", "2", FLASH + """ --speculative-config '{"method":"mtp"}'""")
+    ngram = _engine(
+        cli, "nvidia-h20", "2", FLASH + """ --speculative-config '{"method":"ngram","num_speculative_tokens":3}'"""
+    )
+    whole = sum(t.nbytes for t in load_model("deepseek-v4-flash").inventory.of_kind("mtp"))
+    extra = mtp["weights_bytes"] - plain["weights_bytes"]
+    assert (
+        whole / 2 <= extra <= whole / 2 + 0.05 * 2**30
+    )  # about half: split over 2 ranks but for the small whole parts
+    assert "MTP layer" in mtp["sources"]["weights"] and "speculative.py" in mtp["sources"]["weights"]
+    assert mtp["kv_pool_bytes"] == plain["kv_pool_bytes"] - extra
+    assert ngram["weights_bytes"] == plain["weights_bytes"] and ngram["kv_pool_bytes"] == plain["kv_pool_bytes"]
+
+
+def test_an_mla_model_s_mtp_layer_takes_a_layer_s_share_of_the_pool(cli):
+    """DeepSeek-R1's MTP layer is an MLA decoder layer: one more layer in vLLM's pool, 61 -> 62 layers a token."""
+    plain = _engine(cli, "nvidia-h200", "1x8", R1)
+    mtp = _engine(
+        cli,
+        "nvidia-h200",
+        "1x8",
+        R1 + """ --speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":1}'""",
+    )
+    assert mtp["weights_bytes"] > plain["weights_bytes"]
+    per_token_plain = plain["kv_pool_bytes"] / plain["kv_pool_tokens"]
+    per_token_mtp = mtp["kv_pool_bytes"] / mtp["kv_pool_tokens"]
+    assert per_token_mtp / per_token_plain == pytest.approx(62 / 61, rel=0.01)
+
+
+def test_mtp_on_a_model_without_mtp_layers_is_refused_in_one_line(cli):
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        "4x8",
+        "--serve",
+        "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel "
+        """--speculative-config '{"method":"mtp","num_speculative_tokens":1}'""",
+    )
+    assert r.exit_code == 2 and "ships no MTP layers" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_speculative_decoding_on_a_tpu_is_refused_by_name():
+    with pytest.raises(K3PlanError, match="torch_tpu plugin's drafter"):
+        parse_serve(
+            'vllm serve moonshotai/Kimi-K3 --enable-expert-parallel --speculative-config \'{"method":"ngram",'
+            '"num_speculative_tokens":2}\'',
+            platform="tpu",
+        )
+
+
+def test_the_mtp_weights_match_a_logged_tp2_load(cli):
+    """A public startup log of DeepSeek-V4-Flash at TP 2 with MTP (vllm-project/vllm#41834, DerAndereAndi's log of
+    2026-06-27, an SM12x build): "[mtp.py:484] MTP draft model loaded: 39 params", "Sharing target model embedding
+    weights with the draft model", "Shared target model lm_head with MTP shared_head.head", "[gpu_model_runner.py:5255]
+    Model loading took 75.79 GiB memory". The checkpoint index k3plan bundles has no MTP embedding or head, so nothing
+    is counted twice; the weights a GPU do not depend on which 96 GB GPU loads them (its GPU is not bundled: H20 here)."""
+    e = _engine(
+        cli,
+        "nvidia-h20",
+        "2",
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 2 --kv-cache-dtype fp8 --max-model-len 65536 "
+        """--speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'""",
+    )
+    logged = 75.79
+    assert abs(e["weights_bytes"] / 2**30 - logged) <= 0.03 * logged
