@@ -22,11 +22,11 @@ TARGET = "v5e:1x1"  # one v5e chip (the grid's)
 
 
 def compile_point(*, stack: str, expert_format: str, layers: int, experts: int, stage: str, batch: int, context: int):
+    from k3plan.libtpu_env import quiet_libtpu
     from k3plan.probes.step.probe import StepParams, _form, _jit, _memory, step_setup
     from k3plan.step.cache import cache_layout
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
-    from k3plan.libtpu_env import quiet_libtpu
 
     sp = StepParams(width="k3", layers=layers, experts=experts, stack=stack, expert_format=expert_format)
     setup = step_setup(sp, hardware="tpu-v5e")
@@ -34,7 +34,9 @@ def compile_point(*, stack: str, expert_format: str, layers: int, experts: int, 
     from jax.experimental import topologies
 
     # one chip: the named topology alone is refused ("not divisible by ... chips_per_host_bounds 2x2x1")
-    devs = list(topologies.get_topology_desc(platform="tpu", topology_name=TARGET, chips_per_host_bounds=(1, 1, 1)).devices)
+    devs = list(
+        topologies.get_topology_desc(platform="tpu", topology_name=TARGET, chips_per_host_bounds=(1, 1, 1)).devices
+    )
     spec = setup.model.spec
     lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
@@ -68,9 +70,9 @@ def main(argv: list[str]) -> int:
         os.environ["XLA_FLAGS"] = (
             os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={a.dump} --xla_dump_hlo_as_text"
         ).strip()
-    from k3plan.probes.step.probe import parse_grid
-
     import jax
+
+    from k3plan.probes.step.probe import parse_grid
 
     for stage, batch, context in parse_grid(",".join(a.point)):
         got = compile_point(

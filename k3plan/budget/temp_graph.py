@@ -34,7 +34,9 @@ def graph_form(setup, graph: TempGraph) -> str:
     return graph.form or form_for(setup.stack.name)
 
 
-def validate_temps(setup, *, graph: TempGraph, chunk: int, batch: int, context: int) -> tuple[GraphTemp[int], GraphTemp[int]]:
+def validate_temps(
+    setup, *, graph: TempGraph, chunk: int, batch: int, context: int
+) -> tuple[GraphTemp[int], GraphTemp[int]]:
     """(prefill, decode) temporaries of k3plan's graph for one Setup: a prefill chunk of ``chunk`` tokens (a
     context of the chunk: the graph's prefill is one chunk into an empty cache) and a decode step of ``batch``
     sequences over a cache of ``context`` tokens (whole cache blocks, as the graph's cache holds them)."""
@@ -53,18 +55,18 @@ def validate_temps(setup, *, graph: TempGraph, chunk: int, batch: int, context: 
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = lp.n_blocks >= 2  # a scan of one block the compiler unrolls
     block_kda = sum(m == "kda" for m, _ in lp.block)
+    scan_moe = scanned and any(mlp == "moe" for _, mlp in lp.block)
     common = dict(
         form=graph_form(setup, graph),
         act=BYTES[st.activation_dtype],
         scale_bytes=scale_bytes,
         tp=par.tp,
         ep=par.ep,
-        scan_moe=scanned and any(mlp == "moe" for _, mlp in lp.block),
+        scan_moe=scan_moe,
         stacked_moe=lp.n_blocks >= 1 and any(mlp == "moe" for _, mlp in lp.block),
         n_blocks=lp.n_blocks,
         scan_kda=scanned and block_kda > 0,
-        kda_kept=validate_kda_kept(spec, prefix=lp.prefix, suffix=lp.suffix, block_kda=block_kda,
-                                   n_blocks=lp.n_blocks),
+        kda_kept=validate_kda_kept(spec, prefix=lp.prefix, block=tuple(m for m, _ in lp.block), scan_moe=scan_moe),
     )  # fmt: skip
     block = cache_layout(spec=spec, stack=st, parallel=par).block_tokens
     capacity = -(-context // block) * block

@@ -338,12 +338,18 @@ def validate_temp_terms(
     proj = hk * d  # one KDA projection's width
     moe_t = list(op)
     if decode:
-        moe_t.append(TempTerm("MoE: ragged_dot rows xs and gate [tokens x top_k, latent + inter]", tk * (lt + inter) * act))
+        moe_t.append(
+            TempTerm("MoE: ragged_dot rows xs and gate [tokens x top_k, latent + inter]", tk * (lt + inter) * act)
+        )
         if kda is not None and spec.n_kda:
             window = kda.conv_kernel - 1
-            moe_t.append(TempTerm("KDA: conv state update copy [batch, q/k/v, window, proj]", rows * 3 * window * proj * act))
+            moe_t.append(
+                TempTerm("KDA: conv state update copy [batch, q/k/v, window, proj]", rows * 3 * window * proj * act)
+            )
             if scan_kda:
-                moe_t.append(TempTerm("KDA: the scan step's new state (f32) [batch, heads, d, d]", rows * hk * d * d * 4))
+                moe_t.append(
+                    TempTerm("KDA: the scan step's new state (f32) [batch, heads, d, d]", rows * hk * d * d * 4)
+                )
     else:
         # two instants of the MoE block: its weights' operands made ready (xs gathered: every operand live) and the
         # down ragged_dot (xs, gate and up live; of the operands only the down projection's, where each weight is
@@ -384,8 +390,11 @@ def validate_temp_terms(
     return GraphTemp(terms=tuple(terms))
 
 
-def validate_kda_kept(spec: ModelSpec, *, prefix: tuple[int, ...], suffix: tuple[int, ...], block_kda: int, n_blocks: int) -> int:
-    """KDA layers whose q/k/v conv inputs a prefill keeps to the step's end (the conv state is their last tokens,
-    written with the cache at the end): every unrolled KDA layer (prefix, remainder, and a scan of one block)."""
-    unrolled = [i for i in (*prefix, *suffix) if spec.mixers[i] == "kda"]
-    return len(unrolled) + (block_kda if n_blocks == 1 else 0)
+def validate_kda_kept(spec: ModelSpec, *, prefix: tuple[int, ...], block: tuple[str, ...], scan_moe: bool) -> int:
+    """KDA layers whose q/k/v conv inputs a prefill still holds at its peak MoE layer (the conv state is their last
+    tokens, written with the cache at the step's end): where an MoE layer sits in a scan, the peak is in the scan's
+    step (its layer sliced out of the stack), after the unrolled prefix's KDA layers and the step's own; otherwise it
+    is the last MoE layer, after every KDA layer (the 6L deviceless dump holds two such inputs, the 2L one two)."""
+    if scan_moe:
+        return sum(spec.mixers[i] == "kda" for i in prefix) + ("kda" in block)
+    return spec.n_kda

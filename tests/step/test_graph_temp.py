@@ -21,13 +21,22 @@ RECORDS = Path(__file__).resolve().parents[2] / "reports" / "validation" / "grid
 # the timed grid points outside 15%, by what the buffers leave out (docs/device.md, "k3plan's graph's temporaries"):
 # (model, stage, batch, context) -> (lowest, highest) model / compiled - 1 allowed
 OUTSIDE = {
-    # the compiler's memory_analysis exceeds its own buffer assignment's live set here (the dumps' largest live set
-    # is the model's within 5%); what holds the rest is not derived
+    # the compiler's memory_analysis is more than its own buffer assignment holds (the deviceless dump: live set 1.70,
+    # allocation 1.92, memory_analysis 2.14 GiB); the rest is not in the dump
     ("jax-native bf16 2L 16E", "prefill", 1, 1024): (-0.30, -0.15),
-    ("torchtpu-vllm bf16 6L 16E", "prefill", 1, 1024): (-0.35, -0.15),
-    ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 1024): (-0.40, -0.15),
-    ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 4096): (-0.28, -0.15),
-    ("torchtpu-vllm mxfp4_f32scale 8L 16E", "prefill", 1, 1024): (-0.40, -0.15),
+    # the chip's compile holds more than the deviceless compile of the same program (1.22 GiB there, the model +12%)
+    ("torchtpu-vllm bf16 6L 16E", "prefill", 1, 1024): (-0.37, -0.15),
+    # scanned MXFP4 prefills, not compiled deviceless: their dumps are not read
+    ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 1024): (-0.35, -0.15),
+    ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 4096): (-0.25, -0.15),
+    ("torchtpu-vllm mxfp4_f32scale 8L 16E", "prefill", 1, 1024): (-0.38, -0.15),
+}
+# the deviceless records outside 15%: (stack, expert format, layers, experts, stage, batch, context) -> allowed error
+OUTSIDE_DEVICELESS = {
+    ("jax-native", "bf16", 2, 16, "prefill", 1, 1024): (-0.30, -0.15),  # as on the chip (above)
+    # a bf16 prefill's KDA scan intermediates counted whole: the heap held part of them beside the MoE rows here
+    # (the model +13% at 1,024, +9% at 2,048, -5% at 4,096)
+    ("torchtpu-vllm", "bf16", 2, 16, "prefill", 1, 3072): (0.15, 0.20),
 }
 
 
@@ -66,7 +75,7 @@ def _records() -> list[dict]:
 
 def test_deviceless_points_off_the_grid():
     recs = _records()
-    assert len(recs) >= 8
+    assert len(recs) >= 20
     out = []
     for rec in recs:
         pr, pt = rec["params"], rec["point"]
@@ -78,7 +87,9 @@ def test_deviceless_points_off_the_grid():
                                   batch=pt["batch"], context=pt["context"])  # fmt: skip
         got = (dec if decode else pre).total_bytes
         temp = rec["memory_analysis"]["temp_bytes"]
-        if abs(got / temp - 1) > BAND:
+        key = (pr["stack"], pr["expert_format"], pr["layers"], pr["experts"], pt["stage"], pt["batch"], pt["context"])
+        lo, hi = OUTSIDE_DEVICELESS.get(key, (-BAND, BAND))
+        if not lo <= got / temp - 1 <= hi:
             out.append(f"{pr} {pt}: model {got / 2**30:.2f} GiB, compiled {temp / 2**30:.2f} ({got / temp - 1:+.1%})")
     assert not out, out
 

@@ -206,9 +206,7 @@ def table(rs: list[Row]) -> str:
         )
     timed = [r for r in rs if r.ratio is not None]
     inside = sum(BAND[0] <= (r.ratio or 0) <= BAND[1] for r in timed)
-    temp_in = sum(
-        r.fit_temp is not None and abs(r.fit_temp / (r.compiled_temp or 1) - 1) <= TEMP_BAND for r in timed
-    )
+    temp_in = sum(r.fit_temp is not None and abs(r.fit_temp / (r.compiled_temp or 1) - 1) <= TEMP_BAND for r in timed)
     dis = [r for r in rs if not r.agrees and not r.fit_verdict.startswith("FITS IF")]
     unmet = [r for r in rs if not r.agrees and r.fit_verdict.startswith("FITS IF")]
     lines += [
