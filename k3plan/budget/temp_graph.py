@@ -48,10 +48,6 @@ def validate_temps(
     spec, st, par = setup.model.spec, setup.stack, setup.parallel
     expert_fmt = next((t.fmt for t in setup.model.inventory.text if t.role == "expert"), "bf16")
     fmt = get_format(st.runtime_format("expert", expert_fmt))
-    scale_bytes = None
-    if fmt.quantized:
-        scale = dict((p[0], p[1]) for p in fmt.parts).get("_scale", "U8")
-        scale_bytes = 4 if scale == "F32" else 1
     lp = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
     scanned = lp.n_blocks >= 2  # a scan of one block the compiler unrolls
     block_kda = sum(m == "kda" for m, _ in lp.block)
@@ -59,7 +55,7 @@ def validate_temps(
     common = dict(
         form=graph_form(setup, graph),
         act=BYTES[st.activation_dtype],
-        scale_bytes=scale_bytes,
+        quantized=fmt.quantized,
         tp=par.tp,
         ep=par.ep,
         scan_moe=scan_moe,

@@ -269,7 +269,7 @@ def validate_temp_terms(
     stage: str,
     form: str,
     act: int,
-    scale_bytes: int | None,
+    quantized: bool,
     tp: int,
     ep: int,
     rows: int,
@@ -277,17 +277,18 @@ def validate_temp_terms(
     scan_moe: bool,
     scan_kda: bool,
     kda_kept: int,
-    stacked_moe: bool = False,
-    n_blocks: int = 0,
+    stacked_moe: bool,
+    n_blocks: int,
 ) -> GraphTemp[int]:
     """The temporaries of one stage of k3plan's own graph (validate's step: ``k3plan.validate.steps``, which
     ``probe step`` and ``validate`` compile), a device: the buffers live at the step's largest live set, each
     priced from its shape. ``rows``: the decode batch or the prefill chunk (a prefill's context is its chunk);
-    ``form``: the routed experts' formulation (``k3plan.validate.experts``: ragged / tiled); ``scale_bytes``: the
-    MXFP4 scale's bytes where the experts are stored MXFP4 (1: E8M0, 4: f32), None where bf16; ``scan_moe`` /
+    ``form``: the routed experts' formulation (``k3plan.validate.experts``: ragged / tiled); ``quantized``: the
+    experts are stored MXFP4 (dequantized in XLA ops), else bf16; ``scan_moe`` /
     ``scan_kda``: an MoE / KDA layer sits in a scan of two or more blocks (``k3plan.step.structure.layer_plan``;
-    a scan of one block the compiler unrolls); ``kda_kept``: KDA layers whose conv inputs a prefill keeps to the
-    step's end (``validate_kda_kept``).
+    a scan of one block the compiler unrolls); ``stacked_moe``: an MoE layer's weights are stacked for a scan of any
+    length (``n_blocks`` blocks); ``kda_kept``: KDA layers whose conv inputs a prefill holds at its peak
+    (``validate_kda_kept``).
 
     Two candidate instants, each its own live set, the larger the peak (``GraphTemp``'s terms are its buffers):
     the routed experts' matmuls of an MoE layer, and an MLA layer's attention. Every buffer below was read off the
@@ -303,7 +304,7 @@ def validate_temp_terms(
     # -- the routed experts' instant
     op: list[TempTerm[int]] = []
     shared: list[TempTerm[int]] = []
-    if scale_bytes is None:  # stored in bf16, run by ragged_dots
+    if not quantized:  # stored in bf16, run by ragged_dots
         op.append(TempTerm("MoE: one expert weight copied into the ragged_dot's operand layout (bf16)", weight * 2))
         if act != 2:
             op.append(TempTerm(f"MoE: one expert weight converted to the activation dtype ({act} B)", weight * act))

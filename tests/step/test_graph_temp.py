@@ -26,14 +26,18 @@ OUTSIDE = {
     ("jax-native bf16 2L 16E", "prefill", 1, 1024): (-0.30, -0.15),
     # the chip's compile holds more than the deviceless compile of the same program (1.22 GiB there, the model +12%)
     ("torchtpu-vllm bf16 6L 16E", "prefill", 1, 1024): (-0.37, -0.15),
-    # scanned MXFP4 prefills, not compiled deviceless: their dumps are not read
+    # the chip's compile holds more than the deviceless one (1.69 GiB there, the model -5%)
     ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 1024): (-0.35, -0.15),
+    # scanned / eight-layer MXFP4 prefills not compiled deviceless (5-10 minutes a point on the shared cores)
     ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 4096): (-0.25, -0.15),
     ("torchtpu-vllm mxfp4_f32scale 8L 16E", "prefill", 1, 1024): (-0.38, -0.15),
 }
 # the deviceless records outside 15%: (stack, expert format, layers, experts, stage, batch, context) -> allowed error
 OUTSIDE_DEVICELESS = {
     ("jax-native", "bf16", 2, 16, "prefill", 1, 1024): (-0.30, -0.15),  # as on the chip (above)
+    # the dump's largest live set is the model's (2.52 against 2.46 GiB); the heap packs it into 3.23 GiB around the
+    # kept conv inputs, and memory_analysis says 3.99
+    ("jax-native", "bf16", 2, 16, "prefill", 1, 2048): (-0.40, -0.15),
     # a bf16 prefill's KDA scan intermediates counted whole: the heap held part of them beside the MoE rows here
     # (the model +13% at 1,024, +9% at 2,048, -5% at 4,096)
     ("torchtpu-vllm", "bf16", 2, 16, "prefill", 1, 3072): (0.15, 0.20),
@@ -75,7 +79,7 @@ def _records() -> list[dict]:
 
 def test_deviceless_points_off_the_grid():
     recs = _records()
-    assert len(recs) >= 20
+    assert len(recs) >= 26
     out = []
     for rec in recs:
         pr, pt = rec["params"], rec["point"]
