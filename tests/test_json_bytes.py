@@ -65,7 +65,10 @@ def test_every_byte_count_in_every_json_output_is_an_int(cli, tmp_path):
     assert names_bytes("bytes_per_chip_per_step") and names_bytes("kv_bytes") and names_bytes("bytes")
     assert names_bytes("pipeline_bytes_per_chip_per_step") and not names_bytes("link_bw_bytes_per_s")
     assert not names_bytes("comm_bytes_per_s_per_chip") and not is_int(12944112.0) and not is_int(True)
-    runs = [*RUNS, ("report", "-H", "tpu-v7x", "-c", "32768", "--max-chips", "16", "--out", tmp_path / "r.md", "--json")]
+    runs = [
+        *RUNS,
+        ("report", "-H", "tpu-v7x", "-c", "32768", "--max-chips", "16", "--out", tmp_path / "r.md", "--json"),
+    ]
     bad, seen = [], set()
     for args in runs:
         r = cli(*args)
@@ -75,7 +78,11 @@ def test_every_byte_count_in_every_json_output_is_an_int(cli, tmp_path):
         seen.update(p for p, _ in found)
         bad += [f"{' '.join(map(str, args[:2]))}: {p} = {v!r}" for p, v in found if not is_int(v)]
     # the figures issue 10 named: the roofline's comm bytes and its step bytes, decode and prefill
-    for p in (".decode.comm.bytes_per_chip_per_step", ".prefill.comm.pipeline_bytes_per_chip_per_step",
-              ".decode.bytes_per_device.experts", ".decode.ideal_bytes_per_step.experts"):
+    for p in (
+        ".decode.comm.bytes_per_chip_per_step",
+        ".prefill.comm.pipeline_bytes_per_chip_per_step",
+        ".decode.bytes_per_device.experts",
+        ".decode.ideal_bytes_per_step.experts",
+    ):
         assert p in seen
     assert bad == []

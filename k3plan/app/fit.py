@@ -349,6 +349,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         draft=None if served is None else served.draft,
         vendor=hw.vendor,
+        vocab_size=spec.vocab_size,
     )
     if got is None:
         return None

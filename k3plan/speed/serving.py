@@ -216,41 +216,52 @@ def _band(*figures: float) -> tuple[float, float]:
     return (min(figures), max(figures))
 
 
-def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode):
+def _no_benchmark(
+    *, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode, served: Any = None
+):
     """The figures where no serving benchmark speaks: each the model where a probe record set an op or a term of
     its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
     workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7). Each with its band:
-    the model's between the ops' ceiling and it, the ceiling's between it and the model."""
+    the model's between the ops' ceiling and it, the ceiling's between it and the model. ``served`` (plan
+    --isl/--osl: a ServedWorkload, ``served_asked``): the model is the load as the engine serves it (the scheduler
+    on the model's step), its band between the ceilings under the same load (``ceiling_*_s``: plan's scheduler on
+    the bounds) and it."""
     mine = model_records(decode)
+    load = f", under the load: {served.label}" if served is not None else ""
+    model_tpot = float(decode.expected_s) if served is None else served.tpot_s
     if mine:
         tpot = ServingFigure(
-            value_s=float(decode.expected_s),
+            value_s=model_tpot,
             source="model",
-            label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}",
-            band_s=_band(decode.ceiling_s, decode.expected_s),
+            label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}{load}",
+            band_s=_band(decode.ceiling_s if served is None else ceiling_tpot_s, model_tpot),
         )
     else:
         tpot = ServingFigure(
             value_s=ceiling_tpot_s,
             source="ceiling",
-            label=f"ceiling: roofline's decode bound ({why})",
-            band_s=_band(ceiling_tpot_s, decode.expected_s),
+            label=f"ceiling: roofline's decode bound ({why})" if served is None else f"ceiling ({why})",
+            band_s=_band(ceiling_tpot_s, model_tpot),
         )
     if ceiling_ttft_s is None:
         return tpot, None
     pre = expected.prefill
+    model_ttft = float(pre.expected_s) if served is None else served.ttft_s
     if expected.records_used:  # a record set an op or a term (another TPU's transferred one too, labelled)
         return tpot, ServingFigure(
-            value_s=pre.expected_s,
+            value_s=model_ttft,
             source="model",
-            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}",
-            band_s=_band(pre.ceiling_s, pre.expected_s),
+            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}"
+            + load,
+            band_s=_band(pre.ceiling_s if served is None else ceiling_ttft_s, model_ttft),
         )
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
         source="ceiling",
-        label=f"ceiling: roofline's prefill bound ({why}; no probe record sets an op)",
-        band_s=_band(ceiling_ttft_s, pre.expected_s),
+        label=f"ceiling: roofline's prefill bound ({why}; no probe record sets an op)"
+        if served is None
+        else f"ceiling ({why}; no probe record sets an op)",
+        band_s=_band(ceiling_ttft_s, model_ttft),
     )
 
 
@@ -288,6 +299,7 @@ def stands_behind(
             expected=expected,
             why=why,
             decode=model.decode_step(batch, context),
+            served=None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk),
         )
         return tpot, ttft, cands, (model if tpot.source == "model" else None)
     model = _ModelAt(setup, spec_hardware, evidence=evidence)
@@ -321,6 +333,7 @@ def stands_behind(
                 expected=expected,
                 why="no serving benchmark with a TTFT of this configuration",
                 decode=model.decode_step(batch, context),
+                served=served,
             )
         else:
             if served is not None:
@@ -662,6 +675,47 @@ class ServedWorkload(_Frozen):
     label: str
 
 
+def served_step(
+    model: _ModelAt,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    token_budget: int,
+    async_scheduling: bool | None = False,
+    scheduling_source: str = "",
+    mean_context: bool = False,
+) -> tuple[Any, int, int, Any]:
+    """(a DP group's step T(d, p) as StepCoefficients, the DP groups serving, the sequences a group, the async host
+    term hidden or None): ``served_workload``'s step, on its own (plan --request-rate runs the scheduler's open loop
+    on it)."""
+    import math
+
+    from k3plan.speed.overheads import async_host_term
+    from k3plan.speed.scheduler import StepCoefficients
+
+    groups = max(1, min(model.setup.parallel.dp, concurrency))
+    n = math.ceil(concurrency / groups)
+    ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
+    t1 = model.decode_s(groups, ctx)
+    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
+    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
+    base = t1 - a
+    chunk = min(token_budget, isl)
+    speed = model.speed(concurrency, isl, chunk)
+    chunks = math.ceil(isl / chunk)
+    hidden = async_host_term(speed.decode, async_scheduling=async_scheduling, why=scheduling_source)
+    host = -hidden.seconds if hidden is not None else 0.0
+    b = max(speed.prefill.expected_s / chunks - base, 0.0) / (isl / chunks)
+    step = StepCoefficients(
+        base_s=max(base - host, 0.0),
+        per_decode_seq_s=a,
+        per_prefill_token_s=b,
+        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+    )
+    return step, groups, n, hidden
+
+
 def served_workload(
     model: _ModelAt,
     *,
@@ -689,29 +743,20 @@ def served_workload(
     decode step, T(0, chunk) its chunk."""
     import math
 
-    from k3plan.speed.overheads import async_host_term
-    from k3plan.speed.scheduler import StepCoefficients, simulate
+    from k3plan.speed.scheduler import simulate
 
-    groups = max(1, min(model.setup.parallel.dp, concurrency))
-    n = math.ceil(concurrency / groups)
-    per_prompts = None if prompts is None else math.ceil(prompts / groups)
-    ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
-    t1 = model.decode_s(groups, ctx)
-    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
-    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
-    base = t1 - a
-    chunk = min(token_budget, isl)
-    speed = model.speed(concurrency, isl, chunk)
-    chunks = math.ceil(isl / chunk)
-    hidden = async_host_term(speed.decode, async_scheduling=async_scheduling, why=scheduling_source)
-    host = -hidden.seconds if hidden is not None else 0.0
-    b = max(speed.prefill.expected_s / chunks - base, 0.0) / (isl / chunks)
-    step = StepCoefficients(
-        base_s=max(base - host, 0.0),
-        per_decode_seq_s=a,
-        per_prefill_token_s=b,
-        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+    step, groups, n, hidden = served_step(
+        model,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        token_budget=token_budget,
+        async_scheduling=async_scheduling,
+        scheduling_source=scheduling_source,
+        mean_context=mean_context,
     )
+    a, b, host = step.per_decode_seq_s, step.per_prefill_token_s, -hidden.seconds if hidden is not None else 0.0
+    per_prompts = None if prompts is None else math.ceil(prompts / groups)
     r = simulate(
         step_time=step,
         isl=isl,

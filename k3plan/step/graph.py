@@ -44,6 +44,21 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   ``tiled`` form also slices each tile's packed bytes (N/2 -> N/2) and pads a zero group ahead of it (aN ->
   aN (1 + 1/tile)). The ragged_dot then reads aN of the touched share, not the stored bytes the op list's
   grouped matmul reads: the difference is one more op.
+- ``short conv``: validate's KDA short conv (validate/layers.py ``short_conv``) stacks the q, k and v projections,
+  concatenates the conv state ahead of them and sums the kernel's shifted products, and XLA materializes it in two
+  fusions over [3, tokens, width] in the activation dtype: ``maximum_maximum_fusion`` reads the projections and writes
+  the concatenation, ``pad_maximum_fusion`` reads both and writes two [3, tokens, width] outputs (the 1,024-token
+  prefill profiles: 0.23 + 0.65 ms a layer in bf16, 0.46 + 1.34 ms in f32, ~510 GB/s on the 6 passes):
+  ``SHORT_CONV_PASSES`` = 6 passes a KDA layer, the op list's conv ops being its weights' reads only.
+- ``alternate``: where the compiler placed the tiled form's intermediates. Its memory-space assignment puts the
+  packed repeat, the scale broadcast and the zero-group pad of a 4-expert tile (44-110 MB) either in HBM or in the
+  chip's alternate memory (``S(1)`` in the HLO layout: the v5e's 128 MiB VMEM), by its own cost model: every buffer at
+  one row a group, none at 4-64 rows with 2 or 4 layers, 18 of 21 at 16 rows with 8 layers (the grid's profiles,
+  reports/probes/grid-profile-20261204/: an MoE layer's tile scan 9.0-9.8 ms placed, 15.6-15.7 ms in HBM). The
+  expected step takes the placement from the compiled program (``ValidateGraph.alternate``, probes/step/alternate.py:
+  ``probe step`` reads it off the step it times; the committed grid records, reports/probes/grid-placement-20261204/)
+  and drops the HBM bytes of a placed buffer's write and of its consumer's read; what the alternate memory's own
+  traffic costs is not priced (no probe times it), so a placed step reads a little fast.
 - ``zero-group rows``: the ``tiled`` form's ragged_dot for tile j takes the rows of tiles 0..j-1 as its leading
   zero group and multiplies them too (validate/experts.py ``_tiled``): over T tiles with the rows spread evenly,
   (T + 1) / 2 times the routed rows' FLOPs, (T - 1) / 2 of them extra, a grouped-matmul op of their own (the
@@ -75,6 +90,9 @@ if TYPE_CHECKING:
 F32 = 4
 SCORE_PASSES = 5  # fusion.258 writes, fusion.421 reads and writes, fusion.246 and fusion.248 read (v5e profile)
 DECODE_SCORE_PASSES = 3  # fusion.317 writes, fusion.163 and fusion.179 read (grid profile, decode 32 x 32,768)
+# maximum_maximum_fusion reads the projections, writes xx; pad_maximum_fusion reads both, writes two [3, T, W] (the
+# 1,024-token prefill profiles, module doc ``short conv``)
+SHORT_CONV_PASSES = 6
 SOURCE = (
     "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
 )
@@ -92,6 +110,9 @@ class ValidateGraph:
     tiles: int = 0  # the ``tiled`` form's tiles a layer (validate/experts.py _tiled); 0: the ``ragged`` form
     tile: int = 1  # experts a tile
     kv_bytes: int = 0  # an MLA cache entry as the decode dots read it (bytes a token a layer); 0: not priced
+    # the tiled form's intermediates the compiler placed in alternate memory (S(1)): (pass, share of its buffers),
+    # read from the compiled step (probes/step/alternate.py); a pass there writes and is read back without HBM traffic
+    alternate: tuple[tuple[str, float], ...] = ()
 
 
 PLAIN = ("bf16", "fp16", "f16", "f32", "fp32")
@@ -107,6 +128,7 @@ def validate_graph(
     form: str = "ragged",
     ep: int = 1,
     kv_bytes: int = 0,
+    alternate: tuple[tuple[str, float], ...] = (),
 ) -> ValidateGraph:
     """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it); ``activation``:
     the stack's activation dtype; ``form``: its experts' form (validate/experts.py: ragged or tiled)."""
@@ -128,6 +150,7 @@ def validate_graph(
         tiles=local // tile if form == "tiled" and local else 0,
         tile=tile,
         kv_bytes=kv_bytes,
+        alternate=tuple(sorted(alternate)),
     )
 
 
@@ -151,7 +174,24 @@ def operand_passes(graph: ValidateGraph) -> list[tuple[str, float, int]]:
     ]
     if graph.tiles:
         out = [("tile_slice", 1.0, calls), *out, ("zero_group_pad", a * (2 + 1 / graph.tile), calls)]
+        alt = dict(graph.alternate)
+        if alt:  # a buffer in S(1): its producer's write and its consumer's read leave HBM (module doc, ``alternate``)
+            rep, sc = alt.get("packed_repeat", 0.0), alt.get("scale_broadcast", 0.0)
+            pad = alt.get("zero_group_pad", 0.0) * a * (1 + 1 / graph.tile)
+            less = {
+                "packed_repeat": rep,
+                "codes": rep,
+                "scale_broadcast": sb * sc,
+                "value": sb * sc,
+                "zero_group_pad": pad,
+            }
+            out = [(name, per - less.get(name, 0.0), c) for name, per, c in out]
     return out
+
+
+def operand_read_share(graph: ValidateGraph) -> float:
+    """The share of the ragged_dots' operand read from HBM: all of it but the zero-group pads in alternate memory."""
+    return 1.0 - dict(graph.alternate).get("zero_group_pad", 0.0) if graph.tiles else 1.0
 
 
 def graph_ops(
@@ -176,6 +216,8 @@ def graph_ops(
             continue
         n = float(g.params)  # one expert weight's elements a layer, a device
         for name, per, calls in passes:
+            if per <= 0:  # wholly in alternate memory
+                continue
             out.append(
                 OpCost(
                     name=f"{g.name}.{name}",
@@ -199,7 +241,7 @@ def graph_ops(
                     tokens_per_group=rows * spec.moe.top_k / touched,
                 )
             )
-        extra = (graph.activation_bytes * n - float(g.bytes)) * touched_share
+        extra = (graph.activation_bytes * n - float(g.bytes)) * touched_share * operand_read_share(graph)
         if passes and extra > 0:  # the ragged_dot reads the operand in the activation dtype, not the stored bytes
             out.append(
                 OpCost(name=f"{g.name}.operand_read", category="experts", count=g.count, bytes=round(extra), kind="hbm")
@@ -228,6 +270,19 @@ def graph_ops(
             ("moe.combine_scatter", (tk + rows) * latent * a),
         ):
             out.append(OpCost(name=name, category="experts", count=moe_layers, bytes=int(nbytes), **hbm))
+    if spec.n_kda and spec.kda is not None:
+        from k3plan.step.op import heads_split
+
+        width = spec.kda.width // heads_split(spec.kda.heads, tp)  # the q, k, v projections' width a device
+        out.append(  # the stack, the concatenation with the conv state and the conv's two outputs (module doc)
+            OpCost(
+                name="kda.short_conv",
+                category="kda",
+                count=spec.n_kda,
+                bytes=SHORT_CONV_PASSES * 3 * rows * width * graph.activation_bytes,
+                **hbm,
+            )
+        )
     if stage == "decode" and spec.n_mla and graph.kv_bytes:
         from k3plan.step.op import heads_split
 
@@ -271,6 +326,6 @@ def graph_ops(
 def validate_graph_note() -> str:
     return (
         f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
-        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, MLA "
-        "scores (prefill, decode)"
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, the KDA "
+        "short conv's passes, MLA scores (prefill, decode)"
     )

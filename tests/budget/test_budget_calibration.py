@@ -11,20 +11,32 @@ from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import envelope, load_calibration
 
 # the measured prefill points of the v7x file, repeated so the unit tests read no file
-PREFILL = [(64, 10.44, True), (4096, 8.55, True), (16384, 18.10, True), (32768, 35.30, True),
-           (49152, 36.54, True), (53248, 39.51, True), (57344, 44.55, False)]
+PREFILL = [
+    (64, 10.44, True),
+    (4096, 8.55, True),
+    (16384, 18.10, True),
+    (32768, 35.30, True),
+    (49152, 36.54, True),
+    (53248, 39.51, True),
+    (57344, 44.55, False),
+]
 # the envelope works in bytes a device: the file's GiB converted as the reader does, int(gib * 2^30)
 PREFILL_BYTES = [(t, int(g * 2**30), f) for t, g, f in PREFILL]
 
 
-@pytest.mark.parametrize("x, want", [
-    (1, 10.44), (64, 10.44),
-    (4096, 10.44),   # upper envelope: max(10.44 at 64, 8.55 at 4096), the low-end floor
-    (4097, 18.10), (16384, 18.10),
-    (20000, 35.30),
-    (40000, 36.54),  # a fitted line between 32768 and 49152 would say ~35.9: the envelope takes 36.54
-    (53248, 39.51),
-])
+@pytest.mark.parametrize(
+    "x, want",
+    [
+        (1, 10.44),
+        (64, 10.44),
+        (4096, 10.44),  # upper envelope: max(10.44 at 64, 8.55 at 4096), the low-end floor
+        (4097, 18.10),
+        (16384, 18.10),
+        (20000, 35.30),
+        (40000, 36.54),  # a fitted line between 32768 and 49152 would say ~35.9: the envelope takes 36.54
+        (53248, 39.51),
+    ],
+)
 def test_envelope_takes_the_largest_measured_value_up_to_the_next_point(x, want):
     env = envelope(PREFILL_BYTES, x, what="chunk")
     assert env.status == "measured"
@@ -50,7 +62,13 @@ def test_envelope_order_of_points_does_not_matter():
 
 def test_calibration_file_loads():
     cal = load_calibration(str(CALIBRATION))
-    assert (cal.model, cal.hardware, cal.topology, cal.tp, cal.stack) == ("kimi-k3", "tpu-v7x", "2x2x4", 32, "jax-native")
+    assert (cal.model, cal.hardware, cal.topology, cal.tp, cal.stack) == (
+        "kimi-k3",
+        "tpu-v7x",
+        "2x2x4",
+        32,
+        "jax-native",
+    )
     assert [(p.tokens, p.temp_gib, p.fits) for p in cal.prefill] == PREFILL
     assert [(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill] == PREFILL_BYTES
 
@@ -98,9 +116,19 @@ def test_fit_outside_the_measured_contexts_takes_the_largest_measured_not_a_slop
 
 def test_calibration_for_another_configuration_warns(tmp_path):
     p = tmp_path / "cal.yaml"
-    p.write_text(yaml.safe_dump({"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32,
-                                 "stack": "jax-native", "backend": "cpu",
-                                 "prefill": [{"tokens": 8192, "temp_gib": 5.0}]}))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "model": "kimi-k3",
+                "hardware": "tpu-v7x",
+                "topology": "2x2x4",
+                "tp": 32,
+                "stack": "jax-native",
+                "backend": "cpu",
+                "prefill": [{"tokens": 8192, "temp_gib": 5.0}],
+            }
+        )
+    )
     cal = load_calibration(str(p))
     r = run_fit(cached_setup(topology="2x2x2", tp=16), context=8192, chunk=8192, calibration=cal)
     assert r.temp.prefill_bytes == 5 * GiB
@@ -108,17 +136,28 @@ def test_calibration_for_another_configuration_warns(tmp_path):
     assert any("CPU backend" in w for w in r.warnings)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("prefill: [ {tokens: ", "invalid YAML at line"),
-    ("- 1\n- 2\n", "expected a mapping"),
-    ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\nbogus: 1\n"
-     "prefill: [{tokens: 64, temp_gib: 1}]\n", "bogus"),
-    # a calibration needs a point of one stage at least (decode-only since the v5e calibration, issue 35)
-    ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n",
-     "no prefill and no decode point"),
-    ("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n"
-     "prefill: [{tokens: -1, temp_gib: 1}]\n", "prefill.0.tokens"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("prefill: [ {tokens: ", "invalid YAML at line"),
+        ("- 1\n- 2\n", "expected a mapping"),
+        (
+            "model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\nbogus: 1\n"
+            "prefill: [{tokens: 64, temp_gib: 1}]\n",
+            "bogus",
+        ),
+        # a calibration needs a point of one stage at least (decode-only since the v5e calibration, issue 35)
+        (
+            "model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n",
+            "no prefill and no decode point",
+        ),
+        (
+            "model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: s\nbackend: tpu\n"
+            "prefill: [{tokens: -1, temp_gib: 1}]\n",
+            "prefill.0.tokens",
+        ),
+    ],
+)
 def test_malformed_calibration_is_one_error(tmp_path, text, needle):
     p = tmp_path / "bad.yaml"
     p.write_text(text)

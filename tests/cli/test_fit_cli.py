@@ -19,7 +19,9 @@ JAX_MEASURED = Path("k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native
 
 def fit_json(cli, *args, code=0) -> dict:
     r = cli("fit", *args, "--json")
-    assert r.exit_code == code or (code == 0 and r.exit_code == 3), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
+    assert r.exit_code == code or (code == 0 and r.exit_code == 3), (
+        r.output
+    )  # 3: fits on the analytic temp's lower bound (issue 50)
     assert "Traceback" not in r.output
     return json.loads(r.stdout)
 
@@ -41,8 +43,10 @@ def _check_v7x_2x2x4_tp32(d: dict, stack: str) -> None:
     assert d["weights_fit"]
     pd = d["per_device"]
     usable = d["hardware"]["usable_bytes_per_device"]
-    assert pd["free_bytes"] == usable - pd["weights_bytes"] - pd["kv_bytes"] - pd["state_bytes"] - \
-        pd["temp_bytes"] - pd["reserve_bytes"]
+    assert (
+        pd["free_bytes"]
+        == usable - pd["weights_bytes"] - pd["kv_bytes"] - pd["state_bytes"] - pd["temp_bytes"] - pd["reserve_bytes"]
+    )
 
 
 def test_k3_fits_v7x_2x2x4_tp32(cli):
@@ -114,12 +118,29 @@ def test_json_carries_the_issue_fields(cli):
     d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--context", "1048576", code=1)  # there when it does not fit too
     want = {
         "model": {"name", "total_params", "active_params", "checkpoint_bytes", "runtime_weight_bytes"},
-        "hardware": {"name", "topology", "chips", "devices", "hosts", "hbm_bytes_per_device", "usable_bytes_per_device"},
+        "hardware": {
+            "name",
+            "topology",
+            "chips",
+            "devices",
+            "hosts",
+            "hbm_bytes_per_device",
+            "usable_bytes_per_device",
+        },
         "parallel": {"tp", "ep", "dp"},
         "workload": {"context_tokens", "batch", "prefill_chunk_tokens"},
         "model_state": {"kv_bytes_per_token", "state_bytes_per_sequence"},
-        "per_device": {"weights_bytes", "replicated_weights_bytes", "kv_bytes", "state_bytes", "temp_bytes",
-                       "reserve_bytes", "free_bytes", "kv_bytes_per_token", "state_bytes_per_sequence"},
+        "per_device": {
+            "weights_bytes",
+            "replicated_weights_bytes",
+            "kv_bytes",
+            "state_bytes",
+            "temp_bytes",
+            "reserve_bytes",
+            "free_bytes",
+            "kv_bytes_per_token",
+            "state_bytes_per_sequence",
+        },
         "capacity": {"max_context_tokens", "max_sequences", "kv_state_crossover_tokens"},
     }
     for key, fields in want.items():
@@ -147,8 +168,9 @@ def test_defaults(cli):
     assert "vllm-tpu-compiled.yaml" in d["provenance"]["temp_decode"]  # compiled under the stack's old name
     long = fit_json(cli, "--context", "786432")
     assert long["hardware"]["topology"] != "2x2x4" and long["fits"]
-    assert any(n.startswith(f"topology {long['hardware']['topology']}: default") and "2x2x4" in n
-               for n in long["notes"])
+    assert any(
+        n.startswith(f"topology {long['hardware']['topology']}: default") and "2x2x4" in n for n in long["notes"]
+    )
     # 1M tokens fits at 4x4x4 since the plugin's temporaries run in its 1 - utilization share (issue 34); 64 such
     # sequences fit no standard topology
     assert fit_json(cli, "--context", "1048576")["hardware"]["topology"] == "4x4x4"
@@ -180,8 +202,15 @@ def test_tp64_lists_the_replicated_head_tensors(cli, topology):
     d = fit_json(cli, "-t", topology, "--tp", "64", code=1)
     rep = d["replicated"]
     names = {f["tensor"].rsplit("self_attn.", 1)[-1] for f in rep}
-    assert {"q_proj.weight", "k_proj.weight", "v_proj.weight", "q_b_proj.weight", "kv_b_proj.weight",
-            "o_proj.weight", "g_proj.weight"} <= names
+    assert {
+        "q_proj.weight",
+        "k_proj.weight",
+        "v_proj.weight",
+        "q_b_proj.weight",
+        "kv_b_proj.weight",
+        "o_proj.weight",
+        "g_proj.weight",
+    } <= names
     assert all((f["axis"], f["size"], f["mesh_size"]) == ("heads", 96, 64) for f in rep)
     assert any("fell back to replication" in w for w in d["warnings"])
     r = cli("fit", "-t", topology, "--tp", "64")
@@ -196,8 +225,19 @@ def test_deepseek_v3_kv_bf16(cli):
 def test_k3_fp8_kv_crossover(cli):
     # the 576 values a token a MLA layer as k3-facts.md §3 counts them: tpu-inference's MLA_TRANSPOSE_KV_CACHE=1
     # entry on torchtpu-vllm's head-parallel split (fit_helpers.transposed_torchtpu_stack)
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "--kv-dtype", "fp8", "--context", "4096",
-                 "--stack", transposed_torchtpu_stack())
+    d = fit_json(
+        cli,
+        "-t",
+        "2x2x4",
+        "--tp",
+        "32",
+        "--kv-dtype",
+        "fp8",
+        "--context",
+        "4096",
+        "--stack",
+        transposed_torchtpu_stack(),
+    )
     assert d["model_state"]["kv_bytes_per_token"] == 13_824
     assert d["model_state"]["state_bytes_per_sequence"] == 449_372_160
     assert abs(d["capacity"]["kv_state_crossover_tokens"] - 32_507) <= 1
@@ -208,12 +248,37 @@ def test_k3_fp8_kv_crossover(cli):
 
 
 def test_calibration_refuses_the_oom_chunk(cli):
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "-s", "jax-native", "--chunk", "57344",
-                 "--calibration", str(CALIBRATION), code=1)
+    d = fit_json(
+        cli,
+        "-t",
+        "2x2x4",
+        "--tp",
+        "32",
+        "-s",
+        "jax-native",
+        "--chunk",
+        "57344",
+        "--calibration",
+        str(CALIBRATION),
+        code=1,
+    )
     assert not d["fits"]
     assert any("57,344" in w and "out of memory" in w for w in d["warnings"])
-    d = fit_json(cli, "-t", "2x2x4", "--tp", "32", "-s", "jax-native", "--chunk", "4096", "--context", "32768",
-                 "--calibration", str(CALIBRATION))
+    d = fit_json(
+        cli,
+        "-t",
+        "2x2x4",
+        "--tp",
+        "32",
+        "-s",
+        "jax-native",
+        "--chunk",
+        "4096",
+        "--context",
+        "32768",
+        "--calibration",
+        str(CALIBRATION),
+    )
     assert d["temp"]["prefill_bytes"] == int(10.44 * GiB)
 
 
@@ -233,66 +298,96 @@ def _bad_calibration(tmp_path) -> str:
 
 def _unknown_key_calibration(tmp_path) -> str:
     p = tmp_path / "cal2.yaml"
-    p.write_text("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: vllm-tpu\nbackend: tpu\n"
-                 "prefill: [{tokens: 64, temp_gib: 1.0, temp_gb: 1}]\n")
+    p.write_text(
+        "model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: vllm-tpu\nbackend: tpu\n"
+        "prefill: [{tokens: 64, temp_gib: 1.0, temp_gb: 1}]\n"
+    )
     return str(p)
 
 
 def _calibration_with(point: str, top: str = ""):
     """A calibration whose one prefill point (and top-level sizes) read ``point`` (``top``)."""
+
     def write(tmp_path) -> str:
         p = tmp_path / "cal3.yaml"
-        p.write_text("model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: vllm-tpu\nbackend: tpu\n"
-                     f"{top}prefill: [{{tokens: 64, {point}}}]\n")
+        p.write_text(
+            "model: kimi-k3\nhardware: tpu-v7x\ntopology: 2x2x4\ntp: 32\nstack: vllm-tpu\nbackend: tpu\n"
+            f"{top}prefill: [{{tokens: 64, {point}}}]\n"
+        )
         return str(p)
+
     return write
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["-H", "nosuch"], ["unknown hardware 'nosuch'", "tpu-v7x", "nvidia-h200"]),
-    (["-s", "nosuch"], ["unknown stack 'nosuch'", "torchtpu-vllm", "sglang", "jax-native", "dp-attention"]),
-    (["-m", "nosuch"], ["unknown model 'nosuch'", "kimi-k3"]),
-    (["-t", "2x2x"], ["'2x2x'", "AxBxC"]),
-    (["-t", "2x2"], ["'2x2'", "3 dims"]),
-    (["-t", "2x2x4", "--tp", "5"], ["--tp 5", "32 devices"]),
-    (["-t", "2x2x4", "--tp", "64"], ["--tp 64", "32 devices"]),
-    (["-t", "2x2x4", "--dp", "3"], ["--dp 3"]),
-    (["-t", "2x2x4", "--ep", "3"], ["--ep 3"]),
-    (["--context", "-5"], ["--context -5", "positive"]),
-    (["--context", "0"], ["--context 0"]),
-    (["--batch", "0"], ["--batch 0", "positive"]),
-    (["--chunk", "-1"], ["--chunk -1"]),
-    (["--context", str(1 << 40)], ["--context", "absurdly large"]),
-    (["--kv-dtype", "nonsense"], ["--kv-dtype 'nonsense'", "bf16", "fp8_ds_mla"]),
-    (["-s", _bad_stack], ["unknown key 'kv_cache.layuot'"]),
-    (["--calibration", _bad_calibration], ["invalid YAML at line"]),
-    (["--calibration", _unknown_key_calibration], ["temp_gb"]),
-    # issue 10: a size is bytes (temp_bytes) or, in an older file, GiB (temp_gib): exactly one
-    (["--calibration", _calibration_with("temp_bytes: 1073741824, temp_gib: 1.0")],
-     ["prefill.0", "both temp_bytes and temp_gib", "expected one size"]),
-    (["--calibration", _calibration_with("fits: true")], ["prefill.0", "no size", "expected temp_bytes"]),
-    (["--calibration", _calibration_with("temp_bytes: 1.5")], ["prefill.0.temp_bytes", "integer"]),
-    (["--calibration", _calibration_with("temp_bytes: 1", "argument_bytes: 5\nargument_gib: 1.0\n")],
-     ["both argument_bytes and argument_gib"]),
-    (["--calibration", "/no/such/cal.yaml"], ["no such file"]),
-    (["--shardspecs", "/no/such/specs.yaml"], ["--shardspecs", "no such file"]),
-    (["--shardspecs", "no_such_module_k3:fn"], ["cannot load"]),
-    (["--spec-tokens", "3"], ["--spec-tokens and --acceptance go together"]),
-    (["--acceptance", "0.8"], ["--spec-tokens and --acceptance go together"]),
-    (["--draft-bytes", "30GB"], ["--draft-bytes: only with --spec-tokens"]),
-    # 0.5 B rounded to 0, n-gram drafting, silently: a count of bytes is whole, a size with a unit >= 1 B
-    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "0.5"],
-     ["--draft-bytes: '0.5' is not a whole number of bytes"]),
-    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "1e-12GB"],
-     ["--draft-bytes: '1e-12GB' is above 0 but less than one byte"]),
-    # were accepted: 99999 draft tokens (vLLM's rejection sampler asserts <= MAX_SPEC_LEN = 128) and a draft
-    # KV of 2^63-1 B a token (free printed as -140,737,488,355,323.92 GiB)
-    (["--spec-tokens", "99999", "--acceptance", "0.8", "--draft-bytes", "0"],
-     ["--spec-tokens 99999: expected 1 to 128", "MAX_SPEC_LEN"]),
-    (["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "30GB", "--draft-kv-bytes-per-token",
-      str(2**63 - 1)], ["--draft-kv-bytes-per-token 9,223,372,036,854,775,807: more than the draft's weights"]),
-    (["--spec-tokens", "3", "--acceptance", "1.5"], ["--acceptance '1.5'", "every rate must lie in [0, 1]"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["-H", "nosuch"], ["unknown hardware 'nosuch'", "tpu-v7x", "nvidia-h200"]),
+        (["-s", "nosuch"], ["unknown stack 'nosuch'", "torchtpu-vllm", "sglang", "jax-native", "dp-attention"]),
+        (["-m", "nosuch"], ["unknown model 'nosuch'", "kimi-k3"]),
+        (["-t", "2x2x"], ["'2x2x'", "AxBxC"]),
+        (["-t", "2x2"], ["'2x2'", "3 dims"]),
+        (["-t", "2x2x4", "--tp", "5"], ["--tp 5", "32 devices"]),
+        (["-t", "2x2x4", "--tp", "64"], ["--tp 64", "32 devices"]),
+        (["-t", "2x2x4", "--dp", "3"], ["--dp 3"]),
+        (["-t", "2x2x4", "--ep", "3"], ["--ep 3"]),
+        (["--context", "-5"], ["--context -5", "positive"]),
+        (["--context", "0"], ["--context 0"]),
+        (["--batch", "0"], ["--batch 0", "positive"]),
+        (["--chunk", "-1"], ["--chunk -1"]),
+        (["--context", str(1 << 40)], ["--context", "absurdly large"]),
+        (["--kv-dtype", "nonsense"], ["--kv-dtype 'nonsense'", "bf16", "fp8_ds_mla"]),
+        (["-s", _bad_stack], ["unknown key 'kv_cache.layuot'"]),
+        (["--calibration", _bad_calibration], ["invalid YAML at line"]),
+        (["--calibration", _unknown_key_calibration], ["temp_gb"]),
+        # issue 10: a size is bytes (temp_bytes) or, in an older file, GiB (temp_gib): exactly one
+        (
+            ["--calibration", _calibration_with("temp_bytes: 1073741824, temp_gib: 1.0")],
+            ["prefill.0", "both temp_bytes and temp_gib", "expected one size"],
+        ),
+        (["--calibration", _calibration_with("fits: true")], ["prefill.0", "no size", "expected temp_bytes"]),
+        (["--calibration", _calibration_with("temp_bytes: 1.5")], ["prefill.0.temp_bytes", "integer"]),
+        (
+            ["--calibration", _calibration_with("temp_bytes: 1", "argument_bytes: 5\nargument_gib: 1.0\n")],
+            ["both argument_bytes and argument_gib"],
+        ),
+        (["--calibration", "/no/such/cal.yaml"], ["no such file"]),
+        (["--shardspecs", "/no/such/specs.yaml"], ["--shardspecs", "no such file"]),
+        (["--shardspecs", "no_such_module_k3:fn"], ["cannot load"]),
+        (["--spec-tokens", "3"], ["--spec-tokens and --acceptance go together"]),
+        (["--acceptance", "0.8"], ["--spec-tokens and --acceptance go together"]),
+        (["--draft-bytes", "30GB"], ["--draft-bytes: only with --spec-tokens"]),
+        # 0.5 B rounded to 0, n-gram drafting, silently: a count of bytes is whole, a size with a unit >= 1 B
+        (
+            ["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "0.5"],
+            ["--draft-bytes: '0.5' is not a whole number of bytes"],
+        ),
+        (
+            ["--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "1e-12GB"],
+            ["--draft-bytes: '1e-12GB' is above 0 but less than one byte"],
+        ),
+        # were accepted: 99999 draft tokens (vLLM's rejection sampler asserts <= MAX_SPEC_LEN = 128) and a draft
+        # KV of 2^63-1 B a token (free printed as -140,737,488,355,323.92 GiB)
+        (
+            ["--spec-tokens", "99999", "--acceptance", "0.8", "--draft-bytes", "0"],
+            ["--spec-tokens 99999: expected 1 to 128", "MAX_SPEC_LEN"],
+        ),
+        (
+            [
+                "--spec-tokens",
+                "3",
+                "--acceptance",
+                "0.8",
+                "--draft-bytes",
+                "30GB",
+                "--draft-kv-bytes-per-token",
+                str(2**63 - 1),
+            ],
+            ["--draft-kv-bytes-per-token 9,223,372,036,854,775,807: more than the draft's weights"],
+        ),
+        (["--spec-tokens", "3", "--acceptance", "1.5"], ["--acceptance '1.5'", "every rate must lie in [0, 1]"]),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, args, needles):
     args = [a(tmp_path) if callable(a) else a for a in args]
     line = one_error_line(cli("fit", *args))
@@ -307,7 +402,9 @@ def test_calibration_by_its_shipped_name_from_any_folder(cli, tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
     name = "k3-tpu7x-2x2x4-tp32-jax-native-measured"
-    outs = [cli("fit", "-t", "2x2x4", "--stack", "jax-native", "--calibration", n, "--json") for n in (name, name + ".yaml")]
+    outs = [
+        cli("fit", "-t", "2x2x4", "--stack", "jax-native", "--calibration", n, "--json") for n in (name, name + ".yaml")
+    ]
     assert [r.exit_code for r in outs] == [0, 0], outs[0].output
     temp = json.loads(outs[0].stdout)["provenance"]["temp_decode"]
     assert f"k3plan/evidence/calibrations/{name}.yaml" in temp and outs[0].stdout == outs[1].stdout

@@ -12,8 +12,8 @@ to the op list shows here without re-timing; the record's own expected is its ru
 (a refused point: the compiler's "HLO temporaries" figure of its refusal); fit temp = fit's temp of that
 stage at the point's workload (a decode point: batch x context; a prefill point: batch 1, the chunk = the
 context) for the graph that ran (``fit(graph=TempGraph(form))``: k3plan's own graph, validate's step, in the
-record's expert format and form -- not the engine's kernels, fit's default); fit = its verdict for that stage alone (the chip compiled one stage; fit's own verdict counts the
-larger of both stages' temps): weights + cache + state + reserve + the stage's temp within usable HBM, "FITS IF"
+record's expert format and form -- not the engine's kernels, fit's default); fit = its verdict for that stage
+alone (the chip compiled one stage; fit's own verdict counts the larger of both stages' temps): weights + cache + state + reserve + the stage's temp within usable HBM, "FITS IF"
 where that temp has no compiled evidence (issue 50). A refused point's figure is the compiler's total
 (arguments + temporaries) from its refusal, not its temp. The band is 0.8-1.25x; a ratio outside it is marked.
 """
@@ -29,6 +29,9 @@ from typing import Optional
 from k3plan.units import GiB
 
 GRID_DIR = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-20261204"
+# where the compiler placed the tiled experts' intermediates at each tiled point (benchmarks/grid_placement.py: the
+# step compiled on the chip; probes/step/alternate.py), for the records that predate their own ``alternate_memory``
+PLACEMENT = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-placement-20261204" / "placement.json"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "device.md"
 BEGIN, END = "<!-- grid-table:begin (python3 -m k3plan.probes.step.grid_table) -->", "<!-- grid-table:end -->"
 BAND = (0.8, 1.25)
@@ -132,11 +135,25 @@ def efficiency_records() -> list:
     ]
 
 
+def placements(path: Path = PLACEMENT) -> dict[tuple, dict[str, float]]:
+    """(stack, expert format, layers, experts, stage, batch, context) -> the compiled step's alternate-memory shares
+    (probes/step/alternate.py) from the committed placement file; {} where there is none."""
+    import json
+
+    if not path.is_file():
+        return {}
+    return {
+        (p["stack"], p["expert_format"], p["layers"], p["experts"], p["stage"], p["batch"], p["context"]): p["shares"]
+        for p in json.loads(path.read_text())["points"]
+    }
+
+
 def rows(folder: Path = GRID_DIR) -> list[Row]:
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.probes.step.probe import reprice
 
     efficiency = efficiency_records()
+    placed = placements()
     out = []
     for rec, path in load_with_paths(folder, strict=True):
         if rec.probe != "step" or not rec.points:
@@ -161,7 +178,17 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
                 batch=batch,
                 context=context,
                 measured_s=None if refused else rec.points[0].value,
-                expected_s=None if refused else reprice(rec, efficiency=efficiency, hardware=HARDWARE).expected_s,
+                expected_s=None
+                if refused
+                else reprice(
+                    rec,
+                    efficiency=efficiency,
+                    hardware=HARDWARE,
+                    alternate=placed.get(
+                        (params["stack"], params["expert_format"], int(params["layers"]), int(params["experts"]))
+                        + (stage, batch, context)
+                    ),
+                ).expected_s,
                 compiled_temp=_refused_temp(str(pt.get("refusal", ""))) if refused else mem.get("temp_bytes"),
                 refused=refused,
                 fit_temp=fit_temp,
