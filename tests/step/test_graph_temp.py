@@ -26,11 +26,10 @@ OUTSIDE = {
     ("jax-native bf16 2L 16E", "prefill", 1, 1024): (-0.30, -0.15),
     # the chip's compile holds more than the deviceless compile of the same program (1.22 GiB there, the model +12%)
     ("torchtpu-vllm bf16 6L 16E", "prefill", 1, 1024): (-0.37, -0.15),
-    # the chip's compile holds more than the deviceless one (1.69 and 1.34 GiB there, the model -5% and +13%)
+    # the chip's compile holds more than the deviceless one (1.69, 6.77 and 1.34 GiB there; the model -5%, -2%, +13%)
     ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 1024): (-0.35, -0.15),
-    ("torchtpu-vllm mxfp4_f32scale 8L 16E", "prefill", 1, 1024): (-0.38, -0.15),
-    # a scanned MXFP4 prefill of 4,096 tokens, not compiled deviceless (over 10 minutes on the shared cores)
     ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 4096): (-0.25, -0.15),
+    ("torchtpu-vllm mxfp4_f32scale 8L 16E", "prefill", 1, 1024): (-0.38, -0.15),
 }
 # the deviceless records outside 15%: (stack, expert format, layers, experts, stage, batch, context) -> allowed error
 OUTSIDE_DEVICELESS = {
@@ -79,7 +78,7 @@ def _records() -> list[dict]:
 
 def test_deviceless_points_off_the_grid():
     recs = _records()
-    assert len(recs) >= 30
+    assert len(recs) >= 31
     out = []
     for rec in recs:
         pr, pt = rec["params"], rec["point"]
