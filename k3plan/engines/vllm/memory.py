@@ -29,6 +29,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_WEIGHTS_OOM_AT,
     TORCHTPU_WORKER,
 )
+from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
 from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
 from k3plan.engines.vllm.sampler import sampler_profile_peak
@@ -331,9 +332,12 @@ def engine_sizing(
     draft: DraftPricing | None = None,
     vendor: str = "",
     vocab_size: int = 0,
+    cudagraph: CudagraphEstimate | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
-    (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
+    (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
+    ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
+    non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -418,6 +422,11 @@ def engine_sizing(
             "sizes of each cudagraph mode (the first capture + (n - 1) x the second, at least 1 MiB a graph); the public "
             "logs that print either (vllm-project/vllm#10511, #12126, #50576) are other versions and GPUs",
         )
+        if cudagraph is not None and cudagraph.bytes:
+            non_torch = Figure(
+                cudagraph.bytes,
+                f"{cudagraph.source}; the non-torch increase itself {non_torch.source}",
+            )
         worker = VLLM_GPU_WORKER
     return vllm_kv_pool(
         engine=stack_name,
