@@ -24,6 +24,7 @@ from k3plan.budget.result import (
     Unverified,
 )
 from k3plan.budget.temp import point_terms
+from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph, validate_temps
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import Calibration, envelope
@@ -237,9 +238,18 @@ def _temp(
     kind: str,
     warnings: list[str],
     evidence: bool = True,
+    graph: Optional[TempGraph] = None,
 ) -> tuple[Temp, _StageTemp, _StageTemp]:
     """Each stage's temporaries: the configuration's analytic bound (``Config.analytic_temps``, plan's too),
-    replaced by the calibration's where one answers, else by the temp model's where it applies."""
+    replaced by the calibration's where one answers, else by the temp model's where it applies. ``graph``: k3plan's
+    own graph's buffers instead (``budget.temp_graph``), no calibration or temp model consulted."""
+    if graph is not None:
+        gp, gd = validate_temps(setup, graph=graph, chunk=w.prefill_chunk_tokens, batch=w.batch,
+                                context=w.context_tokens)  # fmt: skip
+        pre, dec = point_terms(gp, True), point_terms(gd, True)
+        p = _StageTemp(bytes=pre.total, source=VALIDATE_TEMP)
+        d = _StageTemp(bytes=dec.total, source=VALIDATE_TEMP)
+        return Temp(prefill_terms=pre.terms, decode_terms=dec.terms, prefill_bytes=p.bytes, decode_bytes=d.bytes), p, d
     pre, dec = (point_terms(t, bool(cfg.quantized)) for t in cfg.analytic_temps())
     if cal is not None and not kind:
         check_calibration_matches(setup, cal, warnings)
@@ -346,6 +356,7 @@ def fit(
     draft_bytes_per_device: int = 0,
     evidence: bool = True,
     draft_kv: Optional[DraftKv] = None,
+    graph: Optional[TempGraph] = None,
 ) -> FitResult:
     """The per-device budget of one Setup: row 0 of plan, i.e. ``budget.config.Config.memory`` over one row
     and the verdict ``step.verdict.reject_code`` (the same checks plan applies to every row).
@@ -372,7 +383,7 @@ def fit(
                      chunk=chunk, context=workload.context_tokens, batch=workload.batch,
                      stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
                              for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
-    temp, temp_prefill, temp_decode = _temp(setup, workload, cfg, calibration, kind, warnings, evidence)
+    temp, temp_prefill, temp_decode = _temp(setup, workload, cfg, calibration, kind, warnings, evidence, graph)
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused, temp_bytes = len(stages) < 2, max(stages, default=0)
     temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
@@ -387,15 +398,16 @@ def fit(
     fits = code == 0 and not refused
     lower = [st for st, got, at in (("prefill", temp_prefill, temp.prefill_bytes),
                                     ("decode", temp_decode, temp.decode_bytes))
-             if got.source == ANALYTIC_TEMP and at is not None]  # fmt: skip
+             if got.source in (ANALYTIC_TEMP, VALIDATE_TEMP) and at is not None]  # fmt: skip
     unverified = None
     if fits and lower:  # issue 50: never FITS on a lower bound; how high may the temporaries go and still fit?
         most = one.most_temp(temp_bytes, wb.weights_bytes, int(b.free_bytes))
         unverified = Unverified(stages=lower, temp_bytes=temp_bytes, max_temp_bytes=most,
                                 settle=settle_command(setup, workload))  # fmt: skip
         warnings.append(
-            f"temp unverified: the {' and '.join(lower)} temporaries ({fmt_gib(temp_bytes)} counted) are the analytic "
-            f"lower bound, with no measured or compiled evidence for this configuration: it fits only if they stay "
+            f"temp unverified: the {' and '.join(lower)} temporaries ({fmt_gib(temp_bytes)} counted) are "
+            f"{'the analytic lower bound' if graph is None else 'k3plan graph buffers from shapes'}, with no measured "
+            f"or compiled evidence for this configuration: it fits only if they stay "
             f"<= {fmt_gib(most)} a device (exit 3, reason_code {ReasonCode.UNVERIFIED_TEMP.value}); settle it: "
             f"{unverified.settle}"
         )
