@@ -124,36 +124,53 @@ V4_NVIDIA = sorted(
 
 @pytest.mark.parametrize("path", V4_NVIDIA, ids=[p.stem for p in V4_NVIDIA])
 def test_the_estimate_applied_to_every_v4_case(cli, monkeypatch, path):
-    """Each vLLM DeepSeek-V4 case on NVIDIA with the CUDA-graph estimate (transferred from vllm#50576) subtracted as
-    vLLM 0.21+ does: a passing case still passes, a gap still disagrees (the application is what fit would do once
-    the command's compilation config reaches the engine's sizing)."""
+    """Each vLLM DeepSeek-V4 case on NVIDIA runs with the CUDA-graph estimate (transferred from vllm#50576) that fit
+    now passes to the engine's sizing from the command's own compilation config: the graphs are the command's
+    (cudagraph_plan of its flags), a passing case still passes, a gap still disagrees."""
     case = yaml.safe_load(path.read_text())
     r = _record("vllm-50576-a6000-tp4-piecewise")
     read = _compilation(case["serve"])
     real = memory.engine_sizing
     seen = {}
 
-    def with_graphs(**kw):
-        draft = kw.get("draft")
-        plan = cudagraph_plan(
-            max_num_seqs=kw["max_num_seqs"],
-            max_num_batched_tokens=kw["max_num_batched_tokens"],
-            num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
-            read=read,
-        )
-        seen["est"] = est = cudagraph_estimate(
-            plan,
-            log_piecewise_bytes=round(r["figures"]["cudagraph_estimate_gib"] * GiB),
-            log_piecewise_graphs=r["figures"]["piecewise_graphs"],
-            log_source=r["source"],
-            differs=r["differs_from_51041"],
-        )
-        return real(**kw, cudagraph=est)
+    def spy(**kw):
+        seen["kw"] = kw
+        return real(**kw)
 
-    monkeypatch.setattr(memory, "engine_sizing", with_graphs)
+    monkeypatch.setattr(memory, "engine_sizing", spy)
     wrong = _mismatches(cli, case)
-    assert "est" in seen
+    kw = seen["kw"]
+    draft = kw.get("draft")
+    plan = cudagraph_plan(
+        max_num_seqs=kw["max_num_seqs"],
+        max_num_batched_tokens=kw["max_num_batched_tokens"],
+        num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
+        read=read,
+    )
+    want = cudagraph_estimate(
+        plan,
+        log_piecewise_bytes=round(r["figures"]["cudagraph_estimate_gib"] * GiB),
+        log_piecewise_graphs=r["figures"]["piecewise_graphs"],
+        log_source=r["source"],
+        differs="",
+    )
+    assert kw["cudagraph"] is not None and kw["cudagraph"].bytes == want.bytes
     if "gap" in case["expect"]:
         assert wrong, f"{path.name}: the gap closed with the CUDA-graph estimate; drop 'gap'"
     else:
         assert not wrong, "\n".join(wrong)
+
+
+def test_no_estimate_without_evidence_or_when_switched_off():
+    """A model with no public V4-like log (R1 / V3): not priced (None, the pool's source says 0); the env switch."""
+    from k3plan.engines.vllm.cudagraph import serve_estimate
+
+    args = dict(vendor="nvidia", max_num_seqs=32, max_num_batched_tokens=8192)
+    assert serve_estimate(read_compilation(None), dsv4=False, env={}, **args) is None
+    off = serve_estimate(
+        read_compilation(None), dsv4=True, env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}, **args
+    )
+    assert off is not None and off.bytes == 0
+    on = serve_estimate(read_compilation(None), dsv4=True, env={}, **args)
+    assert on is not None and on.bytes > 0 and "vllm-project/vllm/issues/50576" in on.source
+    assert serve_estimate(read_compilation(None, enforce_eager=True), dsv4=True, env={}, **args).bytes == 0

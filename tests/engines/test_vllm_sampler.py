@@ -37,4 +37,7 @@ def test_the_peak_is_the_larger_of_forward_and_sampler_not_their_sum(cli):
     gap = wide["activation_bytes"] - narrow["activation_bytes"]
     sampler = sampler_profile_peak(max_num_seqs=1024, max_num_batched_tokens=8192, vocab_size=V4_VOCAB)[0]
     assert 0 < gap < sampler  # the larger one, not a sum
-    assert narrow["kv_pool_bytes"] - wide["kv_pool_bytes"] == gap
+    # the pools differ by the activation and by the CUDA-graph estimate (1,024 sequences capture more graphs)
+    graphs = wide["non_torch_bytes"] - narrow["non_torch_bytes"]
+    assert graphs > 0
+    assert narrow["kv_pool_bytes"] - wide["kv_pool_bytes"] == gap + graphs

@@ -198,3 +198,54 @@ def cudagraph_estimate(
         f"1 MiB floor a graph ({full_floor / 2**20:.0f} MiB; no public V4 log prints a FULL estimate); {plan.how}"
     )
     return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
+
+
+# the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml): the only one
+# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers
+TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"
+ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+
+
+def serve_estimate(
+    read: CompilationRead | None,
+    *,
+    dsv4: bool,
+    vendor: str,
+    env: dict[str, str],
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_speculative_tokens: int = 0,
+) -> CudagraphEstimate | None:
+    """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
+    to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns the subtraction off (gpu_worker.py)."""
+    if read is None or not dsv4:
+        return None
+    if env.get(ESTIMATE_ENV, "1").strip() in ("0", "false", "False"):
+        return CudagraphEstimate(
+            bytes=0, high_bytes=0, source=f"0: {ESTIMATE_ENV}=0, the estimate is not subtracted ({CUDAGRAPH_SOURCE})"
+        )
+    import yaml
+
+    from k3plan.resources import data_dir
+
+    records = yaml.safe_load((data_dir("evidence") / "vllm_dsv4_start_logs.yaml").read_text())["records"]
+    rec = next(r for r in records if r["id"] == TRANSFER_RECORD)
+    plan = cudagraph_plan(
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        num_speculative_tokens=num_speculative_tokens,
+        read=read,
+    )
+    return cudagraph_estimate(
+        plan,
+        log_piecewise_bytes=round(rec["figures"]["cudagraph_estimate_gib"] * 2**30),
+        log_piecewise_graphs=rec["figures"]["piecewise_graphs"],
+        log_source=rec["source"],
+        differs=(
+            f"GPU and build (the log's {rec['gpu']}; {rec['build']}), its {rec['cudagraph_mode']} graphs at "
+            f"max_num_seqs {rec['max_num_seqs']:,}, max_num_batched_tokens {rec['max_num_batched_tokens']:,}, "
+            f"{rec['num_speculative_tokens']} speculative tokens"
+        ),
+        rocm=vendor != "nvidia",
+    )
