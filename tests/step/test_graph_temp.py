@@ -24,12 +24,8 @@ OUTSIDE = {
     # the compiler's memory_analysis is more than its own buffer assignment holds (the deviceless dump: live set 1.70,
     # allocation 1.92, memory_analysis 2.14 GiB); the rest is not in the dump
     ("jax-native bf16 2L 16E", "prefill", 1, 1024): (-0.30, -0.15),
-    # the chip's compile holds more than the deviceless compile of the same program (1.22 GiB there, the model +12%)
-    ("torchtpu-vllm bf16 6L 16E", "prefill", 1, 1024): (-0.37, -0.15),
-    # the chip's compile holds more than the deviceless one (1.69, 6.77 and 1.34 GiB there; the model -5%, -2%, +13%)
-    ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 1024): (-0.35, -0.15),
-    ("torchtpu-vllm mxfp4_f32scale 4L 16E", "prefill", 1, 4096): (-0.25, -0.15),
-    ("torchtpu-vllm mxfp4_f32scale 8L 16E", "prefill", 1, 1024): (-0.38, -0.15),
+    # (bf16 6L 16E prefill 1,024 and MXFP4 4L 1,024 / 4,096 and 8L 1,024 were outside, -35% to -20%, on records of
+    # an older validate graph; re-run with today's (grid_run.sh part 4) they are +12%, -5%, -2% and +13%)
 }
 # the deviceless records outside 15%: (stack, expert format, layers, experts, stage, batch, context) -> allowed error
 OUTSIDE_DEVICELESS = {
@@ -50,7 +46,7 @@ def rows():
 
 def test_the_grids_timed_points_within_15_percent(rows):
     timed = [r for r in rows if not r.refused]
-    assert len(timed) == 59
+    assert len(timed) == 60
     out = []
     for r in timed:
         err = r.fit_temp / r.compiled_temp - 1
@@ -62,14 +58,14 @@ def test_the_grids_timed_points_within_15_percent(rows):
 
 
 def test_refused_points_are_refused_by_fit(rows):
-    # every point the chip refused is a DOES NOT FIT for the graph's own temp but one: torchtpu-vllm bf16 4L 32E
-    # prefill 2,048, refused by 0.03 GiB (15.78 against the 15.75 GiB limit), whose FITS IF condition (4.09 GiB)
-    # the chip's temp (about 4 GiB beside 11.7 of arguments) did not meet
+    # every point the chip refused is a DOES NOT FIT for the graph's own temp. torchtpu-vllm bf16 4L 32E prefill
+    # 2,048 (a FITS IF temp <= 4.09 GiB, graph temp 2.73), refused at 17:30Z by 0.03 GiB on an older validate graph,
+    # compiled and ran with today's (grid_run.sh part 4): temp 2.41 GiB, its condition met
     refused = [r for r in rows if r.refused]
-    assert len(refused) == 15
-    fits_if = [r for r in refused if not r.fit_verdict.startswith("DOES NOT FIT")]
-    assert [(r.model, r.stage, r.context) for r in fits_if] == [("torchtpu-vllm bf16 4L 32E", "prefill", 2048)]
-    assert all(r.fit_verdict.startswith("FITS IF") for r in fits_if)
+    assert len(refused) == 14
+    assert all(r.fit_verdict.startswith("DOES NOT FIT") for r in refused)
+    (p2048,) = [r for r in rows if (r.model, r.stage, r.context) == ("torchtpu-vllm bf16 4L 32E", "prefill", 2048)]
+    assert not p2048.refused and p2048.agrees and p2048.fit_verdict.startswith("FITS IF")
 
 
 def _records() -> list[dict]:

@@ -155,6 +155,7 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
     efficiency = efficiency_records()
     placed = placements()
     out = []
+    dates: dict[str, str] = {}
     for rec, path in load_with_paths(folder, strict=True):
         if rec.probe != "step" or not rec.points:
             continue
@@ -196,8 +197,22 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
                 record=path.relative_to(folder).as_posix(),
             )
         )
+        dates[out[-1].record] = str(rec.date)
+    out = newest_per_point(out, dates)
     out.sort(key=lambda r: (r.model, r.stage != "decode", r.batch, r.context))
     return out
+
+
+def newest_per_point(rs: list[Row], dates: dict[str, str]) -> list[Row]:
+    """One row a point (model, stage, batch, context): the one of the newest record (its ``date``, then its path),
+    wherever it lies under the folder -- a re-run's record supersedes the older one even if that was not moved
+    into a ``superseded/`` folder (issue 50: the 4/6/8-layer models re-run at 22:4xZ with today's graph)."""
+    best: dict[tuple, Row] = {}
+    for r in rs:
+        k = (r.model, r.stage, r.batch, r.context)
+        if k not in best or (dates[r.record], r.record) > (dates[best[k].record], best[k].record):
+            best[k] = r
+    return list(best.values())
 
 
 def _gib(n: Optional[int]) -> str:
