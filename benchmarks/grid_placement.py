@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     import jax
 
     from k3plan.probes.step.alternate import placements, shares
-    from k3plan.probes.step.probe import StepParams, _form, _jit, _memory, step_setup
+    from k3plan.probes.step.probe import StepParams, _jit, _memory, expert_form, step_setup
     from k3plan.step.cache import cache_layout
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
                 tokens=1 if decode else context,
                 capacity=am.capacity_tokens(layout, context),
             )
-            fn, args = _jit(stage, setup, ab, inputs, form=_form(sp))
+            fn, args = _jit(stage, setup, ab, inputs, form=expert_form(sp))
             try:
                 compiled = fn.lower(*args).compile()
             except Exception as err:

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     import jax
 
     from k3plan.probes.step import profile as prof
-    from k3plan.probes.step.probe import StepParams, _form, _time_stage, step_setup
+    from k3plan.probes.step.probe import StepParams, _time_stage, expert_form, step_setup
 
     prof.device_ops.__kwdefaults__["top"] = 400  # every op, not the top 25
     out = Path(argv[0])
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
                     warmup=1,
                     repeats=5,
                     deadline=Never(),
-                    form=_form(sp),
+                    form=expert_form(sp),
                     profile=True,
                     drawn=drawn,
                 )

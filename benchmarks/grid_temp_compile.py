@@ -23,7 +23,7 @@ TARGET = "v5e:1x1"  # one v5e chip (the grid's)
 
 def compile_point(*, stack: str, expert_format: str, layers: int, experts: int, stage: str, batch: int, context: int):
     from k3plan.libtpu_env import quiet_libtpu
-    from k3plan.probes.step.probe import StepParams, _form, _jit, _memory, step_setup
+    from k3plan.probes.step.probe import StepParams, _jit, _memory, expert_form, step_setup
     from k3plan.step.cache import cache_layout
     from k3plan.step.structure import layer_plan
     from k3plan.validate import abstract_model as am
@@ -45,7 +45,7 @@ def compile_point(*, stack: str, expert_format: str, layers: int, experts: int, 
         setup, devs, lplan, stage=stage, batch=batch, tokens=1 if decode else context,
         capacity=am.capacity_tokens(layout, context),
     )  # fmt: skip
-    fn, args = _jit(stage, setup, ab, inputs, form=_form(sp))
+    fn, args = _jit(stage, setup, ab, inputs, form=expert_form(sp))
     t0 = time.perf_counter()
     try:
         compiled = fn.lower(*args).compile()

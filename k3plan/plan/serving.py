@@ -213,9 +213,9 @@ def serve_row(
             )
             extra |= {"throughput_batch": tb, "throughput_tokens_per_s_per_chip": tput}
     else:
-        from k3plan.speed.serving import _ModelAt, model_records, served_step
+        from k3plan.speed.serving import ModelAt, model_records, served_step
 
-        m = _ModelAt(setup, spec_hardware[hw.name], evidence=evidence)
+        m = ModelAt(setup, spec_hardware[hw.name], evidence=evidence)
         n = max(1, math.ceil(s.in_flight_sequences or 1))
         step, _, _, _ = served_step(
             m,

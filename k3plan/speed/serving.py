@@ -129,7 +129,7 @@ def asked_of(setup, *, batch: int, context: int, chunk: int) -> Asked:
     return asked(stack=setup.stack.name, kv_dtype=setup.stack.kv_cache.dtype, batch=batch, context=context, chunk=chunk)
 
 
-class _ModelAt:
+class ModelAt:
     """The model's expected speed at a benchmark's workload (same setup), computed once a workload."""
 
     def __init__(self, setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None):
@@ -196,11 +196,11 @@ class _ModelAt:
         return float(self.decode_step(batch, context).expected_s)
 
 
-def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> _ModelAt:
+def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> ModelAt:
     """The model's expected speed of ``setup`` at any workload, computed once a workload, with the registered speed
     terms ``terms`` ON (``speed.terms``; None: the admitted ones): what the benchmark score (k3plan.app.score)
     prices each case with."""
-    return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
+    return ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
 
 
 def model_records(*stages) -> tuple[str, ...]:
@@ -277,7 +277,7 @@ def stands_behind(
     ceiling_ttft_s: float | None,
     evidence: Evidence | None = None,
     osl: int | None = None,
-) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
+) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed. ``osl``
     (plan --isl/--osl: a load of ``batch`` requests of ``context`` tokens in, ``osl`` out): the model on both sides
@@ -288,7 +288,7 @@ def stands_behind(
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
     if not cands or near["tpot"] is None:  # nearest() answers None only without a candidate
         why = "no serving benchmark of this configuration"
-        model = _ModelAt(setup, spec_hardware, evidence=evidence)
+        model = ModelAt(setup, spec_hardware, evidence=evidence)
         if expected is None and ceiling_ttft_s is not None:  # the TTFT is the model's where a record sets an op
             expected = model.speed(batch, context, chunk)
         if expected is not None:
@@ -302,7 +302,7 @@ def stands_behind(
             served=None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk),
         )
         return tpot, ttft, cands, (model if tpot.source == "model" else None)
-    model = _ModelAt(setup, spec_hardware, evidence=evidence)
+    model = ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
     served = None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk)
@@ -388,7 +388,7 @@ def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
     return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
 
 
-def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
+def _source_speed(st, model: ModelAt | None, n_steps: int = 1) -> str:
     """Where the routed experts' efficiency was transferred from another TPU (the engine's gmm_v2 records): their
     time a step as this TPU's compiler schedules the kernel (probe gmm-schedule: its compute, no DMA wait), set
     beside how far that schedule sat from the measured calls where both exist; without a schedule, their time
@@ -453,7 +453,7 @@ UNMEASURED_HOST = (
 )
 
 
-def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: _ModelAt | None, measured: float):
+def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: ModelAt | None, measured: float):
     """The decode gap split by an engine profile of this configuration (``evidence.profiles``): the device time it
     implies minus the model's device terms, and the rest of the measured TPOT minus the model's host term."""
     if model is None:
@@ -518,7 +518,7 @@ def _stage(
     b: ServingBenchmark | None,
     st,
     others,
-    model: _ModelAt | None,
+    model: ModelAt | None,
     decode: StageComparison | None = None,
 ) -> StageComparison:
     terms = _model_terms(st)
@@ -639,7 +639,7 @@ def compare(
     ttft: ServingFigure,
     expected,
     cands: tuple[ServingBenchmark, ...],
-    model: _ModelAt | None,
+    model: ModelAt | None,
     asked: Asked,
 ) -> ServingComparison:
     """The three-way comparison at the asked workload: measured only from a benchmark whose every key matches the
@@ -676,7 +676,7 @@ class ServedWorkload(_Frozen):
 
 
 def served_step(
-    model: _ModelAt,
+    model: ModelAt,
     *,
     isl: int,
     osl: int,
@@ -717,7 +717,7 @@ def served_step(
 
 
 def served_workload(
-    model: _ModelAt,
+    model: ModelAt,
     *,
     isl: int,
     osl: int,
@@ -810,7 +810,7 @@ def run_token_budget(b: ServingBenchmark, setup) -> tuple[int, str]:
 
 
 def served_of(
-    model: _ModelAt,
+    model: ModelAt,
     b: ServingBenchmark,
     *,
     prefill_first: bool | None = None,
@@ -857,7 +857,7 @@ def served_of(
     return model.served[key], notes
 
 
-def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
+def served_asked(model: ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
     """The question's own load as the engine serves it: ``batch`` requests in a closed loop (plan --concurrency),
     its steady state through the scheduler under the stack's engine's rule, the chunk its token budget; None where
     the scheduler cannot run it (more sequences a group than the budget), or the registered term ``served`` is OFF in

@@ -183,14 +183,14 @@ def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
     glue = max((r for r in records if r.probe == "moe-glue"), key=lambda r: r.date).points[0].value
     # ON or off as the admission decided (speed/admitted.json); ON, it prices 92 MoE layers at the measured point
     from k3plan.app.setup import setup_from
-    from k3plan.speed.serving import _ModelAt
+    from k3plan.speed.serving import ModelAt
     from k3plan.speed.terms import default_terms
 
     name = "the engine's MoE routing and one-hot permute at decode"
     assert (name in ops) == ("moe-glue" in default_terms())
 
     setup = setup_from(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, ep=None, dp=None, stack=None)
-    on = _ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"moe-glue"}).speed(1, 8192, 512)
+    on = ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"moe-glue"}).speed(1, 8192, 512)
     assert {o.name: o.expected_s for o in on.decode.ops}[name] == pytest.approx(92 * glue)
     # a 512-token chunk: the 512-row points; 16 chunks a prompt; no glue (the SparseCore path, not timed)
     pre = {o["name"]: o["expected_s"] for o in nightly["expected"]["prefill"]["ops"] if o["kind"] == "overhead"}

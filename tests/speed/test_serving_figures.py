@@ -136,7 +136,7 @@ def test_plan_under_a_heavier_load_transfers_between_served_workloads():
     chunks ride in the decode steps: the TPOT ratio is above the single decode step's, and the label says so."""
     from k3plan.app.setup import setup_from
     from k3plan.evidence.benchmarks import load_benchmarks
-    from k3plan.speed.serving import _ModelAt, served_asked, served_of
+    from k3plan.speed.serving import ModelAt, served_asked, served_of
 
     args = ["plan", "-H", "tpu-v7x", "--max-chips", "16", "--isl", "8192", "--osl", "1024", "--concurrency", "4",
             "--chunks", "512", "--stacks", "vllm-tpu"]  # fmt: skip
@@ -145,7 +145,7 @@ def test_plan_under_a_heavier_load_transfers_between_served_workloads():
     q = row["sla"]
     assert (q["ttft_source"], q["tpot_source"]) == ("transferred", "transferred")
     setup = setup_from(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, dp=1, ep=32, stack="torchtpu-vllm")
-    m = _ModelAt(setup, setup.hardware, evidence=None)
+    m = ModelAt(setup, setup.hardware, evidence=None)
     (b,) = [b for b in load_benchmarks() if b.name.endswith("(ISL 8192, OSL 1024, concurrency 1, chunk 512)")]
     served = served_asked(m, batch=4, isl=8192, osl=1024, chunk=512)
     ratio = served.tpot_s / served_of(m, b)[0].tpot_s

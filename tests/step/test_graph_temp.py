@@ -14,7 +14,7 @@ import pytest
 from k3plan.budget.fit import Workload, fit
 from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph, validate_temps
 from k3plan.probes.step import grid_table as gt
-from k3plan.probes.step.probe import StepParams, _form, step_setup
+from k3plan.probes.step.probe import StepParams, expert_form, step_setup
 
 BAND = 0.15
 RECORDS = Path(__file__).resolve().parents[2] / "reports" / "validation" / "grid-temp-v5e"
@@ -82,7 +82,7 @@ def test_deviceless_points_off_the_grid():
                         expert_format=pr["expert_format"])  # fmt: skip
         setup = step_setup(sp, hardware="tpu-v5e")
         decode = pt["stage"] == "decode"
-        pre, dec = validate_temps(setup, graph=TempGraph(form=_form(sp)), chunk=1 if decode else pt["context"],
+        pre, dec = validate_temps(setup, graph=TempGraph(form=expert_form(sp)), chunk=1 if decode else pt["context"],
                                   batch=pt["batch"], context=pt["context"])  # fmt: skip
         got = (dec if decode else pre).total_bytes
         temp = rec["memory_analysis"]["temp_bytes"]

@@ -35,6 +35,7 @@ import json
 
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
+from k3plan.units import GiB
 
 CUDAGRAPH_SOURCE = (
     "vllm-project/vllm@c621af16 vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, vllm/config/compilation.py "
@@ -189,7 +190,7 @@ def cudagraph_estimate(
         full_floor += MIN_PER_GRAPH  # the first FULL capture, no PIECEWISE one to overlay: at least 1 MiB too
     low += full_floor
     high += full_floor
-    gib = 2**30
+    gib = GiB
     source = (
         f"vLLM's CUDA-graph estimate, band {low / gib:.2f}-{high / gib:.2f} GiB, the low end priced: "
         f"{plan.piecewise} PIECEWISE graphs transferred from {log_source} ({t / gib:.2f} GiB over {n} PIECEWISE "
@@ -239,7 +240,7 @@ def serve_estimate(
     )
     return cudagraph_estimate(
         plan,
-        log_piecewise_bytes=round(rec["figures"]["cudagraph_estimate_gib"] * 2**30),
+        log_piecewise_bytes=round(rec["figures"]["cudagraph_estimate_gib"] * GiB),
         log_piecewise_graphs=rec["figures"]["piecewise_graphs"],
         log_source=rec["source"],
         differs=(

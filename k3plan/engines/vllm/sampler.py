@@ -25,6 +25,8 @@ the GPUs in tests/engines) and FlashInfer's internal buffers in the first call.
 
 from __future__ import annotations
 
+from k3plan.units import GiB
+
 SAMPLER_SOURCE = (
     "vllm-project/vllm@c621af16 vllm/v1/worker/gpu_model_runner.py GPUModelRunner._dummy_run (num_reqs = "
     "min(num_tokens, max_num_seqs), one logits row a request) and _dummy_sampler_run (the second sampler call, with a "
@@ -49,7 +51,7 @@ def sampler_profile_peak(*, max_num_seqs: int, max_num_batched_tokens: int, voca
         return 0, 0, "no sampler warm-up priced (no max_num_seqs, max_num_batched_tokens or vocabulary)"
     peak = LIVE_BYTES_PER_ENTRY * rows * vocab_size
     how = (
-        f"the sampler warm-up's {peak / 2**30:.2f} GiB: {rows:,} rows (min(max_num_seqs {max_num_seqs:,}, "
+        f"the sampler warm-up's {peak / GiB:.2f} GiB: {rows:,} rows (min(max_num_seqs {max_num_seqs:,}, "
         f"max_num_batched_tokens {max_num_batched_tokens:,})) x vocabulary {vocab_size:,} x {LIVE_BYTES_PER_ENTRY} B "
         f"(16-bit logits, their float32 copy, float32 probs and noise live at once; {SAMPLER_SOURCE})"
     )

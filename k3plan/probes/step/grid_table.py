@@ -86,7 +86,7 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
     """fit's temp of ``stage`` and its verdict at the point, on the record's scaled model, stack and expert format."""
     from k3plan.budget.fit import ANALYTIC_TEMP, Workload, fit
     from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph
-    from k3plan.probes.step.probe import StepParams, _form, step_setup
+    from k3plan.probes.step.probe import StepParams, expert_form, step_setup
     from k3plan.step.verdict import fit_reason
 
     sp = StepParams(
@@ -101,7 +101,7 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
         w = Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=1)
     else:
         w = Workload(context_tokens=context, batch=1, prefill_chunk_tokens=context)
-    r = fit(setup, w, graph=TempGraph(form=_form(sp)))  # the graph that ran: validate's, in the record's form
+    r = fit(setup, w, graph=TempGraph(form=expert_form(sp)))  # the graph that ran: validate's, in the record's form
     # the stage's own budget: the chip compiled one stage, fit counts the larger of both stages' temps
     temp = r.temp.decode_bytes if stage == "decode" else r.temp.prefill_bytes
     source = r.provenance.temp_decode if stage == "decode" else r.provenance.temp_prefill

@@ -426,7 +426,7 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
             expert_format=setup.stack.runtime_format("expert", expert.fmt),
             capacity_tokens=params.capacity_tokens or graph_capacity(setup, params, stage),
             activation=setup.stack.activation_dtype,
-            form=_form(params) or form_for(setup.stack.name),
+            form=expert_form(params) or form_for(setup.stack.name),
             ep=setup.parallel.ep,
             kv_bytes=kv_bytes_per_token_layer(spec, setup.stack.kv_cache.dtype) if spec.n_mla else 0,
             alternate=params.alternate,
@@ -560,7 +560,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
                 warmup=ctx.warmup,
                 repeats=ctx.repeats,
                 deadline=ctx.deadline,
-                form=_form(params),
+                form=expert_form(params),
                 profile=not ctx.is_cpu and not params.grid,
                 drawn=drawn,
             )
@@ -623,7 +623,7 @@ def _points(params: StepParams, *, stages: Sequence[str], chunk: int) -> list[tu
     return [(st, params.batch, params.context) if st == "decode" else (st, 1, chunk) for st in stages]
 
 
-def _form(params: StepParams) -> Optional[str]:
+def expert_form(params: StepParams) -> Optional[str]:
     """The experts' form: K3 width with bf16 experts runs them as plain ragged_dots; the stack's runtime
     format runs in the stack's own form (its engine's Engine.expert_form); the toy step in the stack's."""
     return "ragged" if _k3(params) and params.expert_format == "bf16" else None
@@ -645,7 +645,7 @@ def _model_params(params: StepParams, setup) -> dict:
         "stack": setup.stack.name,
         "expert_format": params.expert_format,
         "expert_runtime_format": str(setup.stack.runtime_format("expert", expert.fmt)),
-        "expert_form": _form(params) or form_for(setup.stack.name),
+        "expert_form": expert_form(params) or form_for(setup.stack.name),
         "layers": spec.num_layers,
         "experts": spec.moe.num_experts,
     }
