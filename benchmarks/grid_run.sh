@@ -35,4 +35,16 @@ elif [ "$part" = 3 ]; then  # the batch-1..4 decode region, 2 layers, 2,048-toke
     --grid decode:1x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048
   one tt-mxfp4-2l16e 100 --stack torchtpu-vllm --expert-format runtime --layers 2 --experts 16 \
     --grid decode:1x2048,decode:4x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048,prefill:8192
+elif [ "$part" = 4 ]; then  # re-run (22:4xZ) of the 4/6/8-layer models with today's graph: their 17:2xZ records were
+  # of an older validate graph (reports/probes/grid-placement-20261204/README.md); the stale prefill points first
+  one tt-mxfp4-4l16e 150 --stack torchtpu-vllm --expert-format runtime --layers 4 --experts 16 \
+    --grid prefill:1024,prefill:4096,$dec,prefill:8192
+  one tt-mxfp4-8l16e 130 --stack torchtpu-vllm --expert-format runtime --layers 8 --experts 16 \
+    --grid prefill:1024,decode:1x2048,decode:16x8192,decode:64x32768,prefill:8192
+  one tt-bf16-6l16e 80 --stack torchtpu-vllm --expert-format bf16 --layers 6 --experts 16 \
+    --grid prefill:1024,decode:1x2048,decode:16x8192,decode:64x32768,prefill:8192
+  one tt-bf16-4l32e 110 --stack torchtpu-vllm --expert-format bf16 --layers 4 --experts 32 \
+    --grid prefill:2048,prefill:1024,decode:2x8192,decode:4x8192,$dec,prefill:4096,prefill:8192
+  one jn-bf16-4l16e 50 --stack jax-native --expert-format bf16 --layers 4 --experts 16 \
+    --grid decode:1x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048
 fi

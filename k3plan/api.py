@@ -230,11 +230,31 @@ class PlanTable(Table):
     def __init__(self, answer: PlanAnswer):
         self.answer = answer
         self.result = answer.result
-        super().__init__(answer.result.ranked, records(answer.result.ranked))
+        super().__init__(answer.result.ranked, records(_bands_split(answer.result.ranked)))
 
     @property
     def recommended(self) -> Any:
         return self.result.recommended
+
+
+def _bands_split(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """The rows as JSON objects with each band (``*_band_ms``: (lo, hi), the JSON's pair) as ``lo`` and ``hi``
+    fields, so the CSV and the DataFrame hold two number columns (``tpot_band_ms.lo``, ``sla.ttft_band_ms.hi``, ...)
+    rather than one text cell."""
+    from k3plan.structs import dump
+
+    def split(d: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            if k.endswith("_band_ms") and isinstance(v, (list, tuple)) and len(v) == 2:
+                out[k] = {"lo": v[0], "hi": v[1]}
+            elif isinstance(v, Mapping):
+                out[k] = split(v)
+            else:
+                out[k] = v
+        return out
+
+    return [split(dump(r)) for r in rows]
 
 
 def plan_table(answer: PlanAnswer) -> PlanTable:

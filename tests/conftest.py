@@ -92,6 +92,7 @@ SLOW_MODULES = frozenset(
         "tests/validate/test_local_target.py",
         "tests/validate/test_phases_and_libtpu_env.py",
         "tests/probes/test_device_timing.py",
+        "tests/step/test_graph_temp_compile.py",
         "tests/probes/test_mosaic_check.py",
         "tests/probes/test_probe_attnres.py",
         "tests/probes/test_probe_collectives.py",

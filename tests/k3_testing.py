@@ -11,8 +11,14 @@ from k3plan.models.loader import BUNDLED_DIR
 
 # the porting study's measured jax-native calibration on TPU v7x 2x2x4, TP 32, as the package ships it (the
 # copy in ../shared/data/calibration is the same measurement; a fresh clone has only this one)
-CALIBRATION = Path(__file__).resolve().parents[1] / "k3plan" / "evidence" / "calibrations" / \
-    "k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml"
+CALIBRATION = (
+    Path(__file__).resolve().parents[1]
+    / "k3plan"
+    / "evidence"
+    / "calibrations"
+    / "k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml"
+)
+
 
 def one_error_line(result) -> str:
     """Bad input: exit 2, no traceback, exactly one line on stderr starting with 'error:'."""

@@ -14,7 +14,9 @@ POINT = ("-t", "2x2x4", "--tp", "32", "--context", "8192")  # at 131,072 torchtp
 
 def run(cli, *args) -> dict:
     r = cli(*args, "--json")
-    assert r.exit_code in ((0, 3) if args[0] == "fit" else (0,)), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
+    assert r.exit_code in ((0, 3) if args[0] == "fit" else (0,)), (
+        r.output
+    )  # 3: fits on the analytic temp's lower bound (issue 50)
     return json.loads(r.stdout)
 
 
@@ -34,13 +36,18 @@ def test_fit_roofline_curve_and_plan_agree(cli, plan_rows, stack):
     f = run(cli, "fit", *POINT, "--stack", stack)
     r = run(cli, "roofline", *POINT, "--stack", stack)
     c = run(cli, "curve", *POINT, "--stack", stack)
-    assert (f["workload"]["context_tokens"], f["workload"]["batch"]) == (r["decode"]["context_tokens"], r["decode"]["batch"])
+    assert (f["workload"]["context_tokens"], f["workload"]["batch"]) == (
+        r["decode"]["context_tokens"],
+        r["decode"]["batch"],
+    )
     assert (c["context_tokens"], c["batch"]) == (8192, 1) == (f["workload"]["context_tokens"], f["workload"]["batch"])
     assert f["fits"] and r["fits"]
     assert f["speed"]["tpot_s"] == r["decode"]["tpot_s"]
     point = next(p for p in c["points"] if p["chunk_tokens"] == f["workload"]["prefill_chunk_tokens"])
     assert (point["max_context_tokens"], point["max_sequences"]) == (
-        f["capacity"]["max_context_tokens"], f["capacity"]["max_sequences"])
+        f["capacity"]["max_context_tokens"],
+        f["capacity"]["max_sequences"],
+    )
     assert point["decode_temp_bytes"] == f["temp"]["decode_bytes"]
     row = next(x for x in plan_rows if (x["topology"], x["tp"], x["stack"], x["pp"]) == ("2x2x4", 32, stack, 1))
     # issue 46 item 7: plan's best estimate is fit's TPOT, figure and kind (tpot_ms is the ceiling column it ranks on
@@ -56,13 +63,24 @@ def test_report_pick_is_plan_s_first_row_and_fit_s_numbers(cli, tmp_path):
     (platform,) = rep["platforms"]
     (row,) = platform["rows"]
     assert platform["stack"] == "torchtpu-vllm"  # report's default for a TPU is fit's
-    plan = run(cli, "plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "16", "-c", "8192")["ranked"][0]
+    plan = run(cli, "plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "16", "-c", "8192")["ranked"][
+        0
+    ]
     s = row["setup"]
-    assert (s["topology"], s["tp"], s["ep"], s["dp"], s["pp"]) == (plan["topology"], plan["tp"], plan["ep"], plan["dp"], plan["pp"])
+    assert (s["topology"], s["tp"], s["ep"], s["dp"], s["pp"]) == (
+        plan["topology"],
+        plan["tp"],
+        plan["ep"],
+        plan["dp"],
+        plan["pp"],
+    )
     f = run(cli, "fit", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "torchtpu-vllm", "-c", "8192")
     r = run(cli, "roofline", "-t", s["topology"], "--tp", str(s["tp"]), "--stack", "torchtpu-vllm", "-c", "8192")
     assert row["per_device"] == {k: f["per_device"][k] for k in row["per_device"]}
-    assert (row["max_sequences"], row["max_context_tokens"]) == (f["capacity"]["max_sequences"], f["capacity"]["max_context_tokens"])
+    assert (row["max_sequences"], row["max_context_tokens"]) == (
+        f["capacity"]["max_sequences"],
+        f["capacity"]["max_context_tokens"],
+    )
     # issue 38: report, fit and roofline stand behind the same TPOT and TTFT (a serving benchmark's where one
     # speaks for the configuration), and print the same ceilings beside them
     d = row["decode"]["concurrency"]
@@ -98,5 +116,7 @@ def test_report_plan_fit_and_roofline_agree_at_131k_by_8(cli, tmp_path, hardware
     assert row["max_sequences"] == f["capacity"]["max_sequences"] == plan["max_sequences"]
     tpot = plan["estimate_tpot_ms"] / 1e3  # plan's best estimate (its tpot_ms: the ceiling it ranks on)
     assert row["decode"]["concurrency"]["tpot_s"] == pytest.approx(tpot, rel=1e-12)
-    assert f["speed"]["tpot_s"] == pytest.approx(tpot, rel=1e-12) and r["decode"]["tpot_s"] == pytest.approx(tpot, rel=1e-12)
+    assert f["speed"]["tpot_s"] == pytest.approx(tpot, rel=1e-12) and r["decode"]["tpot_s"] == pytest.approx(
+        tpot, rel=1e-12
+    )
     assert row["prefill"]["ttft_s"] == pytest.approx(r["prefill"]["ttft_s"], rel=1e-12)

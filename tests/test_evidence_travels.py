@@ -14,14 +14,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ROOFLINE = ("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512", "--json")
-FIGURES = (("expected", "decode", "expected_s"), ("expected", "prefill", "expected_s"), ("decode", "tpot_s"),
-           ("prefill", "ttft_s"))
+FIGURES = (
+    ("expected", "decode", "expected_s"),
+    ("expected", "prefill", "expected_s"),
+    ("decode", "tpot_s"),
+    ("prefill", "ttft_s"),
+)
 
 
 def _k3plan(cwd: Path, *args: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    r = subprocess.run([sys.executable, "-m", "k3plan", *args], cwd=cwd, env={**env, "PYTHONPATH": str(REPO)},
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "k3plan", *args],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
 
@@ -79,13 +89,27 @@ def test_probes_adds_to_the_shipped_records(cli, tmp_path):
 
     shipped = json.loads(cli(*ROOFLINE).stdout)
     bw = load_hardware("tpu-v7x").hbm_bw_bytes_per_s_per_device
-    rec = {"probe": "hbm", "op": "copy", "mode": None, "params": {}, "backend": "tpu", "device_kind": "TPU7x",
-           "device_count": 8, "date": "2026-12-01T00:00:00Z", "implementation": "xla", "label": None,
-           "points": [{"params": {"bytes": 2**20}, "value": 0.8 * bw, "unit": "bytes/s"},
-                      {"params": {"bytes": 2**30}, "value": 0.8 * bw, "unit": "bytes/s"}]}
+    rec = {
+        "probe": "hbm",
+        "op": "copy",
+        "mode": None,
+        "params": {},
+        "backend": "tpu",
+        "device_kind": "TPU7x",
+        "device_count": 8,
+        "date": "2026-12-01T00:00:00Z",
+        "implementation": "xla",
+        "label": None,
+        "points": [
+            {"params": {"bytes": 2**20}, "value": 0.8 * bw, "unit": "bytes/s"},
+            {"params": {"bytes": 2**30}, "value": 0.8 * bw, "unit": "bytes/s"},
+        ],
+    }
     (tmp_path / "hbm-tpu7x-mine.json").write_text(json.dumps(rec))
     added = json.loads(cli(*ROOFLINE, "--probes", tmp_path).stdout)
-    assert added["expected"]["records"].startswith(f"efficiency records of TPU7x in k3plan/evidence/probes + --probes {tmp_path}")
+    assert added["expected"]["records"].startswith(
+        f"efficiency records of TPU7x in k3plan/evidence/probes + --probes {tmp_path}"
+    )
     mine = str(tmp_path / "hbm-tpu7x-mine.json")
     assert mine in added["records_used"] and mine in added["expected"]["records_used"]
     assert any(u.startswith("k3plan/evidence/probes/") for u in added["expected"]["records_used"])

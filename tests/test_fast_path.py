@@ -38,17 +38,30 @@ print(json.dumps({"code": code, "pydantic": sorted(m for m in sys.modules if m.s
 def fresh_fit(*args: str, cwd: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    run = subprocess.run([sys.executable, "-c", PROBE, "fit", *args], capture_output=True, text=True, cwd=cwd,
-                         env=env, timeout=300, check=False)
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, "fit", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("where", ["empty", "checkout"])
-@pytest.mark.parametrize("args, code", [
-    (("--topology", "2x2x4", "--tp", "32", "--context", "8192", "--json"), 0),  # issue 33's benchmark (bench_fit.py)
-    (("--topology", "2x2x2", "--tp", "16", "--context", "1048576", "--json"), 1),  # does not fit: plan's search
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (
+            ("--topology", "2x2x4", "--tp", "32", "--context", "8192", "--json"),
+            0,
+        ),  # issue 33's benchmark (bench_fit.py)
+        (("--topology", "2x2x2", "--tp", "16", "--context", "1048576", "--json"), 1),  # does not fit: plan's search
+    ],
+)
 def test_fit_json_imports_neither_pydantic_nor_rich(where, args, code, tmp_path):
     """From an empty folder (issue 33's benchmark) and from the checkout (which has reports/probes, read by
     default)."""

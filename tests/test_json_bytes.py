@@ -75,7 +75,11 @@ def test_every_byte_count_in_every_json_output_is_an_int(cli, tmp_path):
         seen.update(p for p, _ in found)
         bad += [f"{' '.join(map(str, args[:2]))}: {p} = {v!r}" for p, v in found if not is_int(v)]
     # the figures issue 10 named: the roofline's comm bytes and its step bytes, decode and prefill
-    for p in (".decode.comm.bytes_per_chip_per_step", ".prefill.comm.pipeline_bytes_per_chip_per_step",
-              ".decode.bytes_per_device.experts", ".decode.ideal_bytes_per_step.experts"):
+    for p in (
+        ".decode.comm.bytes_per_chip_per_step",
+        ".prefill.comm.pipeline_bytes_per_chip_per_step",
+        ".decode.bytes_per_device.experts",
+        ".decode.ideal_bytes_per_step.experts",
+    ):
         assert p in seen
     assert bad == []

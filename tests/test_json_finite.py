@@ -28,9 +28,17 @@ def test_a_model_with_no_mla_layer(cli, tmp_path):
     base = ("-m", config, "-H", "nvidia-h200", "-t", "1")
     for command in ("fit", "roofline"):
         r = cli(command, *base, "--json")
-        assert r.exit_code in ((0, 3) if command == "fit" else (0,)), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
+        assert r.exit_code in ((0, 3) if command == "fit" else (0,)), (
+            r.output
+        )  # 3: fits on the analytic temp's lower bound (issue 50)
         d = json.loads(r.stdout, parse_constant=refuse)
-        assert d["fits"] and (d["per_device"] if command == "fit" else d["decode"]["bytes_per_device"])["kv_bytes" if command == "fit" else "kv"] == 0
+        assert (
+            d["fits"]
+            and (d["per_device"] if command == "fit" else d["decode"]["bytes_per_device"])[
+                "kv_bytes" if command == "fit" else "kv"
+            ]
+            == 0
+        )
         assert "Traceback" not in cli(command, *base).output
     assert d["long_context"]["crossover_tokens"] is None
     text = " ".join(cli("roofline", *base, "--verbose").stdout.split())

@@ -29,8 +29,14 @@ def test_curve_and_report_keys():
 
 def test_check_passed_is_in_the_json_and_follows_the_findings():
     def result(*findings: Finding) -> CheckResult:
-        return CheckResult(baseline="b.json", baseline_k3plan_version="0.1.0", tolerance="0.5%", shardspecs=None,
-                           configurations=["c"], findings=list(findings))
+        return CheckResult(
+            baseline="b.json",
+            baseline_k3plan_version="0.1.0",
+            tolerance="0.5%",
+            shardspecs=None,
+            configurations=["c"],
+            findings=list(findings),
+        )
 
     ok = result(Finding(configuration="c", check="kv_bytes", what="kv_bytes shrank", fail=False))
     bad = result(Finding(configuration="c", check="split", what="the (tp, ep, dp) split changed"))

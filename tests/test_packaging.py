@@ -32,11 +32,27 @@ COMMANDS = {  # name -> arguments; run in an empty folder by each install
     "curve": ["curve", "-t", "2x2x4", "-c", "8192"],
     "report": ["report", "-H", "tpu-v7x", "-c", "131072", "--out", "rep/k3.md"],  # one platform: 2 s, not 8
     # issue 46: the speed figures read the shipped probe records (package data), alike from any folder
-    "roofline": ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512",
-                 "--json"],
+    "roofline": [
+        "roofline",
+        "-t",
+        "2x2x4",
+        "--tp",
+        "32",
+        "--batch",
+        "1",
+        "--context",
+        "8192",
+        "--chunk",
+        "512",
+        "--json",
+    ],
 }
-SPEED = (("expected", "decode", "expected_s"), ("expected", "prefill", "expected_s"), ("decode", "tpot_s"),
-         ("prefill", "ttft_s"))
+SPEED = (
+    ("expected", "decode", "expected_s"),
+    ("expected", "prefill", "expected_s"),
+    ("decode", "tpot_s"),
+    ("prefill", "ttft_s"),
+)
 
 
 def _speed(text: str) -> tuple[str, ...]:
@@ -66,11 +82,16 @@ def _why_not() -> str | None:
 def _shipped_files() -> set[str]:
     """Every file the checkout ships, as its path inside the wheel (hardware_specs/ -> k3plan/)."""
     try:
-        listed = subprocess.run(["git", "ls-files", "k3plan", "hardware_specs"], cwd=REPO, check=True,
-                                capture_output=True, text=True).stdout.split()
+        listed = subprocess.run(
+            ["git", "ls-files", "k3plan", "hardware_specs"], cwd=REPO, check=True, capture_output=True, text=True
+        ).stdout.split()
     except (OSError, subprocess.CalledProcessError):  # not a git checkout: what is on disk
-        listed = [str(p.relative_to(REPO)) for d in ("k3plan", "hardware_specs") for p in (REPO / d).rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts]
+        listed = [
+            str(p.relative_to(REPO))
+            for d in ("k3plan", "hardware_specs")
+            for p in (REPO / d).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        ]
     return {f"k3plan/{p}" if p.startswith("hardware_specs/") else p for p in listed}
 
 
@@ -92,8 +113,10 @@ def _outputs(k3plan_cmd: list[str], cwd: Path, env: dict[str, str]) -> dict[str,
     cwd.mkdir()
     (cwd / "rep").mkdir()
     took = re.compile(r"\bin\s+[\d.,]+\s+m?s\b")  # "(searched ...) in 97 ms": a timing, not an answer
-    out = {name: took.sub("in T", _run([*k3plan_cmd, *args], cwd, env, EXIT.get(name, 0)))
-           for name, args in COMMANDS.items()}
+    out = {
+        name: took.sub("in T", _run([*k3plan_cmd, *args], cwd, env, EXIT.get(name, 0)))
+        for name, args in COMMANDS.items()
+    }
     out["report.md"] = re.sub(r" on \d{4}-\d\d-\d\d: ", " on DATE: ", (cwd / "rep" / "k3.md").read_text())
     out["report files"] = " ".join(sorted(p.name for p in (cwd / "rep").iterdir()))
     return out
@@ -111,8 +134,11 @@ def test_wheel_installed_outside_the_checkout_matches_the_checkout(tmp_path):
     if why:
         pytest.skip(why)
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(REPO)],
-                   check=True, capture_output=True)  # the sdist, then the wheel built from the sdist
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+    )  # the sdist, then the wheel built from the sdist
     (sdist,) = dist.glob("k3plan-*.tar.gz")
     (wheel,) = dist.glob("k3plan-*.whl")
     assert wheel.name == f"k3plan-{k3plan.__version__}-py3-none-any.whl", "version written once: k3plan.__version__"
@@ -132,17 +158,25 @@ def test_wheel_installed_outside_the_checkout_matches_the_checkout(tmp_path):
     py = venv / "bin" / "python"
     purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, _env()).strip()
     (Path(purelib) / "k3plan-test-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
-                    "--no-compile", str(wheel)], check=True, env=_env(), cwd=tmp_path)
-    where = _run([py, "-c", "import k3plan, k3plan.hardware.loader as h; print(k3plan.__file__); print(h.SPECS_DIR)"],
-                 tmp_path, _env()).split()
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", "--no-compile", str(wheel)],
+        check=True,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    where = _run(
+        [py, "-c", "import k3plan, k3plan.hardware.loader as h; print(k3plan.__file__); print(h.SPECS_DIR)"],
+        tmp_path,
+        _env(),
+    ).split()
     assert all(Path(p).is_relative_to(venv) for p in where), where
     assert _run([py, "-m", "k3plan", "--version"], tmp_path, _env()) == f"k3plan {k3plan.__version__}\n"
 
     with ThreadPoolExecutor(2) as pool:  # the two installs side by side: the step's wall time halves on 2 cores
         installed = pool.submit(_outputs, [str(venv / "bin" / "k3plan")], tmp_path / "wheel", _env())
-        checkout = pool.submit(_outputs, [sys.executable, "-m", "k3plan"], tmp_path / "checkout",
-                               _env(PYTHONPATH=str(REPO)))
+        checkout = pool.submit(
+            _outputs, [sys.executable, "-m", "k3plan"], tmp_path / "checkout", _env(PYTHONPATH=str(REPO))
+        )
         installed, checkout = installed.result(), checkout.result()
     assert "does not fit" in installed["fit 1m"].lower() and "fits" in installed["fit jax-native"].lower()
     assert "fits" in installed["fit"].lower()

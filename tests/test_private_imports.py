@@ -32,4 +32,3 @@ def test_no_private_import_across_packages():
     assert found <= INTERNAL, sorted(found - INTERNAL)
     for rel, module, _ in found:  # the exceptions stay inside their own package, never the CLI's
         assert not rel.startswith("cli/") and module.split(".")[1] == rel.split("/")[0]
-

@@ -28,7 +28,11 @@ def _gib_literals():
         lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
             hit = False
-            if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.left, ast.Constant)
+                and isinstance(node.right, ast.Constant)
+            ):
                 a, b = node.left.value, node.right.value
                 hit = (isinstance(node.op, ast.Pow) and a == 2 and b == 30) or (
                     isinstance(node.op, ast.LShift) and a == 1 and b == 30
@@ -69,13 +73,16 @@ def test_a_token_axis_is_in_thousands_and_says_k_is_1000():
     assert tokens_k_axis("longest context") == "longest context, thousand tokens (K = 1,000)"
 
 
-@pytest.mark.parametrize("n, text", [
-    (68 * 2**20, "0.0664 GiB"),  # 68 / 1024 = 0.06640625
-    (12_939_428, "0.0121 GiB"),  # 12,939,428 / 1,073,741,824 = 0.012051
-    (3 * 2**30, "3.00 GiB"),
-    (0, "0.00 GiB"),
-    (1536 * 2**30, "1,536.00 GiB"),
-])
+@pytest.mark.parametrize(
+    "n, text",
+    [
+        (68 * 2**20, "0.0664 GiB"),  # 68 / 1024 = 0.06640625
+        (12_939_428, "0.0121 GiB"),  # 12,939,428 / 1,073,741,824 = 0.012051
+        (3 * 2**30, "3.00 GiB"),
+        (0, "0.00 GiB"),
+        (1536 * 2**30, "1,536.00 GiB"),
+    ],
+)
 def test_small_memory_figures_keep_three_significant_digits_in_gib(n, text):
     assert fmt_gib_sig(n) == text
     assert GiB == 1_073_741_824

@@ -385,10 +385,29 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         draft=None if served is None else served.draft,
         vendor=hw.vendor,
+        vocab_size=spec.vocab_size,
+        cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),
     )
     if got is None:
         return None
     return _with_serve(got.as_json(), result, served)
+
+
+def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str):
+    """The CUDA-graph estimate a vLLM GPU command's worker subtracts (engines/vllm/cudagraph.py), where priced."""
+    if served is None or served.compilation is None:
+        return None
+    from k3plan.engines.vllm.cudagraph import serve_estimate
+
+    return serve_estimate(
+        served.compilation,
+        dsv4=dsv4,
+        vendor=vendor,
+        env=served.env,
+        max_num_seqs=served.batch,
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
+    )
 
 
 def _with_serve(out: dict, result: FitResult, served) -> dict:

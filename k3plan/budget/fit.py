@@ -25,6 +25,7 @@ from k3plan.budget.result import (
     Unverified,
 )
 from k3plan.budget.temp import point_terms
+from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph, validate_temps
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import Calibration
@@ -264,10 +265,19 @@ def _temp(
     warnings: list[str],
     evidence: bool = True,
     compiled: Optional[CompiledPoint] = None,
+    graph: Optional[TempGraph] = None,
 ) -> tuple[Temp, _StageTemp, _StageTemp]:
     """Each stage's temporaries: the configuration's analytic bound (``Config.analytic_temps``, plan's too),
     replaced by fit --compile's where given, else the calibration's where one answers, else by the temp model's
-    where it applies."""
+    where it applies. ``graph``: k3plan's own graph's buffers instead (``budget.temp_graph``), no calibration or
+    temp model consulted."""
+    if graph is not None:
+        gp, gd = validate_temps(setup, graph=graph, chunk=w.prefill_chunk_tokens, batch=w.batch,
+                                context=w.context_tokens)  # fmt: skip
+        pre, dec = point_terms(gp, True), point_terms(gd, True)
+        p = _StageTemp(bytes=pre.total, source=VALIDATE_TEMP)
+        d = _StageTemp(bytes=dec.total, source=VALIDATE_TEMP)
+        return Temp(prefill_terms=pre.terms, decode_terms=dec.terms, prefill_bytes=p.bytes, decode_bytes=d.bytes), p, d
     pre, dec = (point_terms(t, bool(cfg.quantized)) for t in cfg.analytic_temps())
     if cal is not None and not kind:
         check_calibration_matches(setup, cal, warnings)
@@ -376,6 +386,7 @@ def fit(
     evidence: bool = True,
     draft_kv: Optional[DraftKv] = None,
     compiled: Optional[CompiledPoint] = None,
+    graph: Optional[TempGraph] = None,
 ) -> FitResult:
     """The per-device budget of one Setup: row 0 of plan, i.e. ``budget.config.Config.memory`` over one row
     and the verdict ``step.verdict.reject_code`` (the same checks plan applies to every row).
@@ -403,7 +414,9 @@ def fit(
                      chunk=chunk, context=workload.context_tokens, batch=workload.batch,
                      stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
                              for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
-    temp, temp_prefill, temp_decode = _temp(setup, workload, cfg, calibration, kind, warnings, evidence, compiled)
+    temp, temp_prefill, temp_decode = _temp(
+        setup, workload, cfg, calibration, kind, warnings, evidence, compiled, graph
+    )
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused, temp_bytes = len(stages) < 2, max(stages, default=0)
     temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
@@ -490,6 +503,8 @@ def _unverified_why(got: _StageTemp) -> str:
     calibration's stage outside its measured range (k3plan.budget.measured_range)."""
     if got.source == ANALYTIC_TEMP:
         return "the analytic lower bound"
+    if got.source == VALIDATE_TEMP:  # fit's --graph: k3plan's own graph's buffers from shapes (budget.temp_graph)
+        return "k3plan graph buffers from shapes"
     if got.outside:
         return (
             f"outside the calibration's measured range ({got.outside}; counted at max(analytic, largest measured), "

@@ -61,7 +61,7 @@ IGNORED = {
     "--mm-encoder-tp-mode": 1,
     "--model-loader-extra-config": 1,
     "--load-format": 1,
-    "--compilation-config": 1,
+    "--compilation-config": 1,  # on GPUs vLLM's graphs, read (engines/vllm/serve.py -> cudagraph.py); TPU buckets
     "--enable-auto-tool-choice": 0,
     "--tool-call-parser": 1,
     "--reasoning-parser": 1,
@@ -80,7 +80,7 @@ IGNORED = {
     "--disable-log-stats": 0,
     "--enable-chunked-prefill": 0,  # vLLM V1's default; the chunk is --max-num-batched-tokens
     "--distributed-executor-backend": 1,
-    "--enforce-eager": 0,
+    "--enforce-eager": 0,  # on GPUs no graphs captured, read (engines/vllm/cudagraph.py read_compilation)
     # FlashInfer's kernel autotuning at warmup (the vLLM recipes' hopper override, recipes@af483b87): which kernel
     # runs, not what the pool holds
     "--no-enable-flashinfer-autotune": 0,
@@ -208,6 +208,9 @@ class ServeQuestion:
     # vLLM's --speculative-config as read (k3plan.engines.vllm.spec.SpecServe); None: no speculative decoding
     speculative: Any = None
     draft: Any = None  # what the engine holds for it (k3plan.engines.vllm.spec.DraftPricing), set by fit
+    # vLLM's --compilation-config / --enforce-eager as read (k3plan.engines.vllm.cudagraph.CompilationRead): the
+    # graphs its profiler captures and subtracts; None: not a vLLM GPU command
+    compilation: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -398,6 +401,7 @@ def parse_serve(
         env=env,
         engram=r.engram,
         speculative=r.speculative,
+        compilation=r.compilation,
     )
 
 

@@ -80,6 +80,7 @@ class Reading:
     stack: str = ""
     caveats: list[str] = field(default_factory=list)
     speculative: Any = None  # vLLM's speculative decoding as read (engines/vllm/spec.py SpecServe)
+    compilation: Any = None  # vLLM's graph settings as read (engines/vllm/cudagraph.py CompilationRead)
 
     def get(self, name: str, default=None):
         return self.flags.pop(name, default)

@@ -74,6 +74,7 @@ class ExpectedColumn:
         self._curves: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
         self.records: dict[int, tuple[str, ...]] = {}  # row -> the records its expected TPOT used
+        self.stages: dict[int, Any] = {}  # row -> its decode step's model (a StageTime), once priced
 
     def curves(self, hw_name: str):
         if hw_name not in self._curves:
@@ -86,20 +87,36 @@ class ExpectedColumn:
             self.sources[hw_name] = line
         return self._curves[hw_name]
 
+    def stage(self, i: int):
+        """Row ``i``'s decode step as the model prices it (a StageTime; without a record of its device kind, its
+        ops at their ceilings plus the terms), computed once."""
+        if i not in self.stages:
+            from k3plan.speed.stage import decode_stage, records_of
+
+            peaks, curves = self.curves(self.space.hardware[int(self.cols.hw[i])].name)
+            setup = row_setup(space=self.space, cols=self.cols, i=i, model=self.model)
+            # issue 38: roofline's model, term for term
+            self.stages[i] = decode_stage(setup, batch=self.batch, context=self.context, peaks=peaks, curves=curves)
+            self.records[i] = records_of(self.stages[i])
+        return self.stages[i]
+
     def tpot_s(self, i: int) -> float | None:
         """Expected decode step of row ``i``, or None where no record of its device kind covers any of its ops."""
-        from k3plan.speed.stage import decode_stage, records_of
-
         name = self.space.hardware[int(self.cols.hw[i])].name
-        peaks, curves = self.curves(name)
+        _, curves = self.curves(name)
         if curves is None:
             return None
-        setup = row_setup(space=self.space, cols=self.cols, i=i, model=self.model)
-        # issue 38: roofline's model, term for term
-        stage = decode_stage(setup, batch=self.batch, context=self.context, peaks=peaks, curves=curves)
-        self.records[i] = records_of(stage)
+        stage = self.stage(i)
         # one rule with roofline and fit (speed.serving.model_records): a record set an op or a term of the step
         return stage.expected_s if self.records[i] else None
+
+    def band_ms(self, i: int, *, ceiling_ms: float) -> tuple[float, float]:
+        """The band roofline gives row ``i``'s TPOT where no serving benchmark speaks (speed.serving._no_benchmark):
+        the model's between its ops' ceiling and it, the ceiling's (``ceiling_ms``, the decode bound) between it and
+        the model."""
+        st = self.stage(i)
+        lo, hi = (st.ceiling_s * 1e3, st.expected_s * 1e3) if self.records.get(i) else (ceiling_ms, st.expected_s * 1e3)
+        return (min(lo, hi), max(lo, hi))
 
 
 def rerank(
@@ -159,6 +176,28 @@ def with_estimates(rows: list[PlanRow], *, batch: int) -> list[PlanRow]:
         extra = {} if t is None else {"tokens_per_s_per_chip": batch / (t / 1e3) / r.chips}
         out.append(r.extended(estimate_tpot_ms=t, estimate_source=kind, **extra))
     return out
+
+
+def _key(r: PlanRow) -> tuple:
+    return (r.hardware, r.topology, r.tp, r.ep, r.dp, r.pp, r.stack, r.kv_dtype, r.chunk_tokens)
+
+
+def with_bands(rows: list[PlanRow], *, where: dict[tuple, int], column: ExpectedColumn) -> list[PlanRow]:
+    """Each row's best estimate with its band (issue 46 item 7), as roofline gives it: a serving benchmark's band
+    (plan/serving.add_serving set it), else ``ExpectedColumn.band_ms``. ``where``: each row's feasible index
+    (``index_of``)."""
+    out = []
+    for r in rows:
+        band = r.tpot_band_ms
+        if band is None and r.tpot_ms is not None:
+            band = column.band_ms(where[_key(r)], ceiling_ms=r.tpot_ms)
+        out.append(r.extended(tpot_band_ms=band))
+    return out
+
+
+def index_of(rows: list[PlanRow], indices: list[int]) -> dict[tuple, int]:
+    """Each row's feasible index by its configuration (the rows keep it through a re-ranking)."""
+    return {_key(r): i for r, i in zip(rows, indices)}
 
 
 def order_by_estimate(rows: list[PlanRow], *, objective: str, batch: int) -> list[PlanRow]:

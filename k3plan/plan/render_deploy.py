@@ -30,12 +30,8 @@ def sla_table(result: PlanResult) -> Table:
     load = f"{s.request_rate_per_s:g} requests/s" if s.request_rate_per_s else f"{s.concurrency} in flight"
     title = (
         f"{result.model}: {OBJECTIVES[result.objective]}; ISL {s.isl_tokens:,} OSL {s.osl_tokens:,}, {load} "
-        f"({'strict' if s.strict else 'best-effort'}; ceilings-based, no efficiency records"
-        + (
-            "; m / t: a serving benchmark's, measured / transferred)"
-            if any(r.sla is not None and r.sla.serving_labels for r in result.ranked)
-            else ")"
-        )
+        f"({'strict' if s.strict else 'best-effort'}; each row's best estimate: m / t / e / c = measured / "
+        "transferred / model / ceiling)"
     )
     headers = (
         "#",
@@ -90,8 +86,11 @@ def sla_table(result: PlanResult) -> Table:
 
 
 def _mark(source: str) -> str:
-    """issue 38: a figure a serving benchmark gave is marked m (measured) or t (transferred); the scheduler's none."""
-    return {"measured": " m", "transferred": " t"}.get(source, "")
+    """issue 38, 46: each figure marked by its kind, m (measured), t (transferred), e (the model) or c (the
+    ceiling): plan.expected.ESTIMATE_MARK."""
+    from k3plan.plan.expected import ESTIMATE_MARK
+
+    return f" {ESTIMATE_MARK[source]}" if source in ESTIMATE_MARK else ""
 
 
 def _unpriced(result: PlanResult) -> list[str]:
@@ -109,7 +108,7 @@ def render_deploy(result: PlanResult, console: Console) -> None:
     if result.pareto:
         console.print(
             render_pareto_table(
-                result.pareto, title="Pareto front: tokens/s per user vs tokens/s per chip (ceilings-based)"
+                result.pareto, title="Pareto front: tokens/s per user vs tokens/s per chip (each row's best estimate)"
             )
         )
     d = result.disaggregated

@@ -97,6 +97,7 @@ EXTENSIONS = (
     "launch_error",
     "estimate_tpot_ms",
     "estimate_source",
+    "tpot_band_ms",
 )
 
 
@@ -144,6 +145,10 @@ class PlanRow(Frozen):
     # plan ranks on it by default (--rank-by best)
     estimate_tpot_ms: Optional[float] = None
     estimate_source: Optional[str] = None
+    # issue 46 item 7: the best estimate's band (lo, hi) in ms, the type roofline's ServingFigure.band_s has (there
+    # in seconds): a serving benchmark's, the model's between its ops' ceiling and it, the ceiling's between it and
+    # the model (plan/expected.with_bands); under --isl/--osl the row's SLA figures carry theirs (SlaRow)
+    tpot_band_ms: Optional[tuple[float, float]] = None
     # issue 49: where a DeepSeek-V4.1 row's Engram tables live, "hbm" or "host" (--engram, else the engine's
     # default); None (and absent from the JSON) for a model without Engram
     engram: Optional[str] = None

@@ -238,8 +238,6 @@ def plan(
 
     if rank_by not in RANK_BY:
         raise K3PlanError(f"--rank-by {rank_by!r}: expected best, ceiling or expected")
-    if rank_by == "expected" and isl is not None:
-        raise K3PlanError("--rank-by expected: not with --isl/--osl (the scheduler's step model is ceilings-based)")
     eff = eff or Efficiency()
     m = load_model(model)
     hws = [load_hardware(h) for h in (hardware or list_hardware())]
@@ -366,15 +364,18 @@ def plan(
             evidence=evidence,
             spec_hardware=spec_hardware,
             unlaunchable=last,
+            rank_by=rank_by,
         )
         rows = all_rows[:top]
     else:
         from k3plan.plan.expected import (
             ExpectedColumn,
             add_expected,
+            index_of,
             order_by_estimate,
             pool_size,
             rerank,
+            with_bands,
             with_estimates,
         )
         from k3plan.plan.wire import add_costs, pick_extras
@@ -412,8 +413,10 @@ def plan(
         )
         # issue 48: each row's best estimate (measured > transferred > model > ceiling), which --rank-by best orders
         rows = with_estimates(rows, batch=concurrency)
+        where = index_of(rows, order)
         if rank_by == "best":
             rows = order_by_estimate(rows, objective=objective, batch=concurrency)[:top]
+        rows = with_bands(rows, where=where, column=column)  # issue 46 item 7: the rows shown, each with its band
         rows = add_costs(rows, prices={p.hardware: p for p in price_list}, concurrency=concurrency)
         ranked_on = (
             f"--rank-by expected: the best {pool_size(top)} by ceiling re-ranked on expected TPOT (speed."

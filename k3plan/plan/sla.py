@@ -38,8 +38,10 @@ from k3plan.step.work import (
 from k3plan.structs import Frozen
 
 LABEL = (
-    "ceilings-based (no efficiency records): step time from the decode roofline and the prefill "
-    "compute ceiling, fed to the vLLM V1 scheduler's steady-state closed form"
+    "each row's best estimate under the load, as roofline and fit assemble one (plan/serving.serve_row): a serving "
+    "benchmark's figure (measured, or transferred by the ratio of the served workloads), else the scheduler on the "
+    "model's step where a probe record sets an op or a term, else the vLLM V1 scheduler's steady-state closed form "
+    "on the ceilings (step time from the decode roofline and the prefill compute ceiling)"
 )
 
 
@@ -68,19 +70,25 @@ class SlaRow(Frozen):
     output_tokens_per_s_per_chip: float | None
     input_tokens_per_s: float | None
     in_flight_sequences: float | None  # Little's law: arrivals x request latency (closed loop: N)
-    step_base_ms: float  # a DP group's step coefficients (module docstring)
+    step_base_ms: float  # a DP group's step coefficients: the model's where the TPOT is (plan/serving.serve_row), else the ceilings'
     step_per_decode_seq_ms: float
     step_per_prefill_token_us: float
     meets: bool
     misses: list[str]  # "TTFT 2,310 ms > 2,000 ms target (+310 ms, +15.5%)"
     throughput_batch: int | None = None  # --maximize throughput: the largest batch that fits memory and --tpot-ms
     throughput_tokens_per_s_per_chip: float | None = None  # output tokens/s a chip at that batch (closed loop)
-    # issue 38: where each of TTFT and TPOT came from -- "ceiling" (the scheduler's, from the decode bound and the
-    # prefill compute ceiling) unless a serving benchmark of the row's configuration speaks for it ("measured" at its
-    # workload, "transferred" near it: the figure roofline and fit stand behind, speed.serving.stands_behind)
+    # issue 38, 46: where each of TTFT and TPOT came from, the best estimate roofline and fit stand behind
+    # (speed.serving.stands_behind under the load): "measured" at a serving benchmark's workload, "transferred" near
+    # it, "model" (the scheduler on the model's step where a probe record sets an op or a term), else "ceiling" (the
+    # scheduler on the decode bound and the prefill compute ceiling)
     ttft_source: str = "ceiling"
     tpot_source: str = "ceiling"
     serving_labels: list[str] = []  # the stood-behind figures' labels (the benchmark named), where any
+    # issue 46 item 7: each figure's band (lo, hi) in ms, the type roofline's ServingFigure.band_s has: between the
+    # ceilings under the load and the model under it (plan/serving.py serve_rows); None where the load is not
+    # sustained; hi infinite (null in the JSON, empty in the CSV) where the model does not sustain the load
+    ttft_band_ms: tuple[float, float] | None = None
+    tpot_band_ms: tuple[float, float] | None = None
 
 
 # the range a latency target may take: a microsecond is below any accelerator's one kernel launch, a day above any

@@ -86,6 +86,7 @@ def apply_sla(
     evidence: Evidence | None = None,
     spec_hardware: dict | None = None,
     unlaunchable: dict[int, str] | None = None,
+    rank_by: str = "best",
 ) -> tuple[np.ndarray, list[Family], list[PlanRow], PlanExtras]:
     """-> (ranked indices, families, the first ``keep`` rows in order (None: all), extras). Every
     feasible row gets its SLA figures (they order the rows and choose the Pareto front); only the
@@ -110,21 +111,78 @@ def apply_sla(
             tb, tput = largest_batch(**kw)
             s = replace(s, throughput_batch=tb, throughput_tokens_per_s_per_chip=tput)
         slas.append(s)
-    from k3plan.plan.serving import serve_sla  # issue 38: a serving benchmark's TTFT and TPOT where one speaks
-
-    slas = serve_sla(
-        slas, idx, space=space, cols=cols, model=model, targets=targets, evidence=evidence, spec_hardware=spec_hardware
-    )
-    if objective == "throughput":  # best first, rows with no batch that meets --tpot-ms last (stable)
-        by = sorted(range(len(idx)), key=lambda j: -(slas[j].throughput_tokens_per_s_per_chip or -1.0))
-        idx, slas = [idx[j] for j in by], [slas[j] for j in by]
-        ranked = ranked[by] if ranked.size else ranked
     last = unlaunchable or {}  # --include-unlaunchable: these rows after every row that can launch (late_*)
+    own: dict[int, float] = {}  # the model's TPOT under the load (ms), where it has one: --rank-by expected
+
+    def arrange() -> list[int]:
+        """The rows' order: those that meet the targets, then the misses (--strict: the misses dropped), then the
+        same for the rows their stack cannot launch; within each, the objective on each row's figures (its best
+        estimate once evaluated; --rank-by expected: the model's TPOT where it has one; --rank-by ceiling: the
+        ceilings' order), ties in the ceilings' order."""
+
+        def key(j: int):
+            s, i = slas[j], idx[j]
+            late, miss = i in last, not s.meets
+            if rank_by == "ceiling":
+                return (late, miss, j)
+            tpot = own.get(j, s.tpot_ms) if rank_by == "expected" else s.tpot_ms
+            t = tpot if tpot is not None else float("inf")
+            if objective == "throughput":
+                first: float = -(s.throughput_tokens_per_s_per_chip or -1.0)
+            elif objective == "tokens-per-chip":
+                per_chip = s.output_tokens_per_s_per_chip
+                first = -(per_chip * s.tpot_ms / t if per_chip is not None and s.tpot_ms else -1.0)
+            elif objective == "cost":
+                first = float(cols.cost_per_hour[i])
+            else:
+                first = float(cols.chips[i])
+            return (late, miss, first, t, j)
+
+        return sorted(range(len(idx)), key=key)
+
+    if spec_hardware is not None:  # issue 46 item 7: each row's best estimate, as roofline and fit assemble one
+        from k3plan.evidence.value import evidence_of
+        from k3plan.plan.expected import pool_size
+        from k3plan.plan.serving import RowEvidence, serve_row
+
+        evidence = evidence_of(evidence)  # one value: the records and curves read once for every row (its memo)
+        ev = RowEvidence(space=space, cols=cols, model=model, evidence=evidence, spec_hardware=spec_hardware)
+        done: set[int] = set()
+
+        def evaluate(js: list[int]) -> None:
+            for j in js:
+                if j in done:
+                    continue
+                done.add(j)
+                slas[j], t = serve_row(
+                    slas[j],
+                    idx[j],
+                    space=space,
+                    cols=cols,
+                    model=model,
+                    targets=targets,
+                    evidence=evidence,
+                    spec_hardware=spec_hardware,
+                    objective=objective,
+                )
+                if t is not None:
+                    own[j] = t
+
+        shown = len(idx) if keep is None else keep
+        # the best by the ceilings that may stand on more than the ceiling (a benchmark, a model of the device kind)
+        evaluate([j for j in arrange()[: pool_size(shown)] if ev.more_than_ceiling(idx[j])])
+        for _ in range(len(idx)):  # then until every row shown and every Pareto point is evaluated
+            todo = [j for j in arrange()[:shown] if j not in done]
+            todo += [j for j in _front(slas, arrange()) if j not in done and ev.more_than_ceiling(idx[j])]
+            if not todo:
+                break
+            evaluate(todo)
+    order_all = arrange()
     meets = np.array([s.meets for s in slas], dtype=bool)
-    met_j = [j for j, s in enumerate(slas) if s.meets and idx[j] not in last]
-    miss_j = [j for j, s in enumerate(slas) if not s.meets and idx[j] not in last]
-    late_met = [j for j, s in enumerate(slas) if s.meets and idx[j] in last]
-    late_miss = [j for j, s in enumerate(slas) if not s.meets and idx[j] in last]
+    met_j = [j for j in order_all if slas[j].meets and idx[j] not in last]
+    miss_j = [j for j in order_all if not slas[j].meets and idx[j] not in last]
+    late_met = [j for j in order_all if slas[j].meets and idx[j] in last]
+    late_miss = [j for j in order_all if not slas[j].meets and idx[j] in last]
 
     def typed(j: int, rank: int) -> PlanRow:
         r = row(space=space, cols=cols, i=idx[j], rank=rank)
@@ -223,6 +281,17 @@ def apply_sla(
         )
     extra = PlanExtras(sla=targets, pareto=pareto, disaggregated=dis, pick=pick_x, assumptions=assumptions)
     return ranked, fams, ordered, extra
+
+
+def _front(slas: list[SlaRow], order: list[int]) -> list[int]:
+    """The rows (positions in ``slas``) on the Pareto front of tokens/s a user vs a chip: over the rows that meet the
+    targets, else over every row (``apply_sla``'s front)."""
+    met = [j for j in order if slas[j].meets]
+    pool = [j for j in (met or order) if slas[j].output_tokens_per_s_per_user is not None]
+    front = pareto_front(
+        [slas[j].output_tokens_per_s_per_user for j in pool], [slas[j].output_tokens_per_s_per_chip for j in pool]
+    )
+    return [pool[k] for k in front]
 
 
 def pick_extras(

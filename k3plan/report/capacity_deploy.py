@@ -66,9 +66,10 @@ def deployment_blocks(
             "p",
             (
                 f"Request shape: {REQUEST_ISL:,} prompt tokens, {REQUEST_OSL:,} output tokens, {concurrency} in flight "
-                f"(closed loop), context {REQUEST_ISL + REQUEST_OSL:,}. Latency and throughput are **ceilings-based** "
-                "(no efficiency records): the decode roofline and the prefill compute ceiling fed to the vLLM V1 "
-                "scheduler's steady state (`k3plan plan --isl --osl`)."
+                f"(closed loop), context {REQUEST_ISL + REQUEST_OSL:,}. Latency and throughput are each row's best "
+                "estimate under the load (`k3plan plan --isl --osl`): a serving benchmark's, else the vLLM V1 "
+                "scheduler on the model's step where a probe record sets its ops, else on the ceilings (the decode "
+                "roofline and the prefill compute ceiling)."
             ),
         ),
     ]

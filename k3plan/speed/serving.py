@@ -129,7 +129,7 @@ def asked_of(setup, *, batch: int, context: int, chunk: int) -> Asked:
     return asked(stack=setup.stack.name, kv_dtype=setup.stack.kv_cache.dtype, batch=batch, context=context, chunk=chunk)
 
 
-class _ModelAt:
+class ModelAt:
     """The model's expected speed at a benchmark's workload (same setup), computed once a workload."""
 
     def __init__(self, setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None):
@@ -196,11 +196,11 @@ class _ModelAt:
         return float(self.decode_step(batch, context).expected_s)
 
 
-def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> _ModelAt:
+def model_at(setup, spec_hardware, *, evidence, terms: frozenset[str] | None = None) -> ModelAt:
     """The model's expected speed of ``setup`` at any workload, computed once a workload, with the registered speed
     terms ``terms`` ON (``speed.terms``; None: the admitted ones): what the benchmark score (k3plan.app.score)
     prices each case with."""
-    return _ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
+    return ModelAt(setup, spec_hardware, evidence=evidence, terms=terms)
 
 
 def model_records(*stages) -> tuple[str, ...]:
@@ -216,41 +216,52 @@ def _band(*figures: float) -> tuple[float, float]:
     return (min(figures), max(figures))
 
 
-def _no_benchmark(*, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode):
+def _no_benchmark(
+    *, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode, served: Any = None
+):
     """The figures where no serving benchmark speaks: each the model where a probe record set an op or a term of
     its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
     workload), else the ceiling -- never the ceiling while such a model exists (issue 46 item 7). Each with its band:
-    the model's between the ops' ceiling and it, the ceiling's between it and the model."""
+    the model's between the ops' ceiling and it, the ceiling's between it and the model. ``served`` (plan
+    --isl/--osl: a ServedWorkload, ``served_asked``): the model is the load as the engine serves it (the scheduler
+    on the model's step), its band between the ceilings under the same load (``ceiling_*_s``: plan's scheduler on
+    the bounds) and it."""
     mine = model_records(decode)
+    load = f", under the load: {served.label}" if served is not None else ""
+    model_tpot = float(decode.expected_s) if served is None else served.tpot_s
     if mine:
         tpot = ServingFigure(
-            value_s=float(decode.expected_s),
+            value_s=model_tpot,
             source="model",
-            label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}",
-            band_s=_band(decode.ceiling_s, decode.expected_s),
+            label=f"model: expected TPOT ({why}), efficiencies and kernel times from {', '.join(mine)}{load}",
+            band_s=_band(decode.ceiling_s if served is None else ceiling_tpot_s, model_tpot),
         )
     else:
         tpot = ServingFigure(
             value_s=ceiling_tpot_s,
             source="ceiling",
-            label=f"ceiling: roofline's decode bound ({why})",
-            band_s=_band(ceiling_tpot_s, decode.expected_s),
+            label=f"ceiling: roofline's decode bound ({why})" if served is None else f"ceiling ({why})",
+            band_s=_band(ceiling_tpot_s, model_tpot),
         )
     if ceiling_ttft_s is None:
         return tpot, None
     pre = expected.prefill
+    model_ttft = float(pre.expected_s) if served is None else served.ttft_s
     if expected.records_used:  # a record set an op or a term (another TPU's transferred one too, labelled)
         return tpot, ServingFigure(
-            value_s=pre.expected_s,
+            value_s=model_ttft,
             source="model",
-            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}",
-            band_s=_band(pre.ceiling_s, pre.expected_s),
+            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}"
+            + load,
+            band_s=_band(pre.ceiling_s if served is None else ceiling_ttft_s, model_ttft),
         )
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
         source="ceiling",
-        label=f"ceiling: roofline's prefill bound ({why}; no probe record sets an op)",
-        band_s=_band(ceiling_ttft_s, pre.expected_s),
+        label=f"ceiling: roofline's prefill bound ({why}; no probe record sets an op)"
+        if served is None
+        else f"ceiling ({why}; no probe record sets an op)",
+        band_s=_band(ceiling_ttft_s, model_ttft),
     )
 
 
@@ -266,7 +277,7 @@ def stands_behind(
     ceiling_ttft_s: float | None,
     evidence: Evidence | None = None,
     osl: int | None = None,
-) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], _ModelAt | None]:
+) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed. ``osl``
     (plan --isl/--osl: a load of ``batch`` requests of ``context`` tokens in, ``osl`` out): the model on both sides
@@ -277,7 +288,7 @@ def stands_behind(
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
     if not cands or near["tpot"] is None:  # nearest() answers None only without a candidate
         why = "no serving benchmark of this configuration"
-        model = _ModelAt(setup, spec_hardware, evidence=evidence)
+        model = ModelAt(setup, spec_hardware, evidence=evidence)
         if expected is None and ceiling_ttft_s is not None:  # the TTFT is the model's where a record sets an op
             expected = model.speed(batch, context, chunk)
         if expected is not None:
@@ -288,9 +299,10 @@ def stands_behind(
             expected=expected,
             why=why,
             decode=model.decode_step(batch, context),
+            served=None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk),
         )
         return tpot, ttft, cands, (model if tpot.source == "model" else None)
-    model = _ModelAt(setup, spec_hardware, evidence=evidence)
+    model = ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
     served = None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk)
@@ -321,6 +333,7 @@ def stands_behind(
                 expected=expected,
                 why="no serving benchmark with a TTFT of this configuration",
                 decode=model.decode_step(batch, context),
+                served=served,
             )
         else:
             if served is not None:
@@ -375,7 +388,7 @@ def _flag_diff(a: ServingBenchmark, b: ServingBenchmark) -> str:
     return ", ".join(f"{k} {fa[k]} -> {fb[k]}" for k in fa if fa[k] != fb[k])
 
 
-def _source_speed(st, model: _ModelAt | None, n_steps: int = 1) -> str:
+def _source_speed(st, model: ModelAt | None, n_steps: int = 1) -> str:
     """Where the routed experts' efficiency was transferred from another TPU (the engine's gmm_v2 records): their
     time a step as this TPU's compiler schedules the kernel (probe gmm-schedule: its compute, no DMA wait), set
     beside how far that schedule sat from the measured calls where both exist; without a schedule, their time
@@ -440,7 +453,7 @@ UNMEASURED_HOST = (
 )
 
 
-def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: _ModelAt | None, measured: float):
+def _profile_split(st, b: ServingBenchmark, o: ServingBenchmark | None, model: ModelAt | None, measured: float):
     """The decode gap split by an engine profile of this configuration (``evidence.profiles``): the device time it
     implies minus the model's device terms, and the rest of the measured TPOT minus the model's host term."""
     if model is None:
@@ -505,7 +518,7 @@ def _stage(
     b: ServingBenchmark | None,
     st,
     others,
-    model: _ModelAt | None,
+    model: ModelAt | None,
     decode: StageComparison | None = None,
 ) -> StageComparison:
     terms = _model_terms(st)
@@ -626,7 +639,7 @@ def compare(
     ttft: ServingFigure,
     expected,
     cands: tuple[ServingBenchmark, ...],
-    model: _ModelAt | None,
+    model: ModelAt | None,
     asked: Asked,
 ) -> ServingComparison:
     """The three-way comparison at the asked workload: measured only from a benchmark whose every key matches the
@@ -662,8 +675,49 @@ class ServedWorkload(_Frozen):
     label: str
 
 
+def served_step(
+    model: ModelAt,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    token_budget: int,
+    async_scheduling: bool | None = False,
+    scheduling_source: str = "",
+    mean_context: bool = False,
+) -> tuple[Any, int, int, Any]:
+    """(a DP group's step T(d, p) as StepCoefficients, the DP groups serving, the sequences a group, the async host
+    term hidden or None): ``served_workload``'s step, on its own (plan --request-rate runs the scheduler's open loop
+    on it)."""
+    import math
+
+    from k3plan.speed.overheads import async_host_term
+    from k3plan.speed.scheduler import StepCoefficients
+
+    groups = max(1, min(model.setup.parallel.dp, concurrency))
+    n = math.ceil(concurrency / groups)
+    ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
+    t1 = model.decode_s(groups, ctx)
+    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
+    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
+    base = t1 - a
+    chunk = min(token_budget, isl)
+    speed = model.speed(concurrency, isl, chunk)
+    chunks = math.ceil(isl / chunk)
+    hidden = async_host_term(speed.decode, async_scheduling=async_scheduling, why=scheduling_source)
+    host = -hidden.seconds if hidden is not None else 0.0
+    b = max(speed.prefill.expected_s / chunks - base, 0.0) / (isl / chunks)
+    step = StepCoefficients(
+        base_s=max(base - host, 0.0),
+        per_decode_seq_s=a,
+        per_prefill_token_s=b,
+        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+    )
+    return step, groups, n, hidden
+
+
 def served_workload(
-    model: _ModelAt,
+    model: ModelAt,
     *,
     isl: int,
     osl: int,
@@ -689,29 +743,20 @@ def served_workload(
     decode step, T(0, chunk) its chunk."""
     import math
 
-    from k3plan.speed.overheads import async_host_term
-    from k3plan.speed.scheduler import StepCoefficients, simulate
+    from k3plan.speed.scheduler import simulate
 
-    groups = max(1, min(model.setup.parallel.dp, concurrency))
-    n = math.ceil(concurrency / groups)
-    per_prompts = None if prompts is None else math.ceil(prompts / groups)
-    ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
-    t1 = model.decode_s(groups, ctx)
-    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
-    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
-    base = t1 - a
-    chunk = min(token_budget, isl)
-    speed = model.speed(concurrency, isl, chunk)
-    chunks = math.ceil(isl / chunk)
-    hidden = async_host_term(speed.decode, async_scheduling=async_scheduling, why=scheduling_source)
-    host = -hidden.seconds if hidden is not None else 0.0
-    b = max(speed.prefill.expected_s / chunks - base, 0.0) / (isl / chunks)
-    step = StepCoefficients(
-        base_s=max(base - host, 0.0),
-        per_decode_seq_s=a,
-        per_prefill_token_s=b,
-        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+    step, groups, n, hidden = served_step(
+        model,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        token_budget=token_budget,
+        async_scheduling=async_scheduling,
+        scheduling_source=scheduling_source,
+        mean_context=mean_context,
     )
+    a, b, host = step.per_decode_seq_s, step.per_prefill_token_s, -hidden.seconds if hidden is not None else 0.0
+    per_prompts = None if prompts is None else math.ceil(prompts / groups)
     r = simulate(
         step_time=step,
         isl=isl,
@@ -765,7 +810,7 @@ def run_token_budget(b: ServingBenchmark, setup) -> tuple[int, str]:
 
 
 def served_of(
-    model: _ModelAt,
+    model: ModelAt,
     b: ServingBenchmark,
     *,
     prefill_first: bool | None = None,
@@ -812,7 +857,7 @@ def served_of(
     return model.served[key], notes
 
 
-def served_asked(model: _ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
+def served_asked(model: ModelAt, *, batch: int, isl: int, osl: int, chunk: int) -> ServedWorkload | None:
     """The question's own load as the engine serves it: ``batch`` requests in a closed loop (plan --concurrency),
     its steady state through the scheduler under the stack's engine's rule, the chunk its token budget; None where
     the scheduler cannot run it (more sequences a group than the budget), or the registered term ``served`` is OFF in

@@ -353,7 +353,7 @@ def expected_speed(
 ) -> ExpectedSpeed:
     """Decode step and prompt prefill of one Setup: ceiling and expected, by op kind, labelled. ``read``: what
     ``curves_for(peaks, evidence)`` answered, where the caller has read the records already (a question asks the
-    model at several workloads: speed.serving's _ModelAt). ``terms``: the registered terms ON (``speed.terms``; None:
+    model at several workloads: speed.serving's ModelAt). ``terms``: the registered terms ON (``speed.terms``; None:
     the admitted ones)."""
     from k3plan.step.ops import weight_groups_of_setup
 

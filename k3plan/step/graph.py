@@ -44,6 +44,39 @@ libtpu, whose memory_analysis matched the chip's to the byte) and in the code th
   ``tiled`` form also slices each tile's packed bytes (N/2 -> N/2) and pads a zero group ahead of it (aN ->
   aN (1 + 1/tile)). The ragged_dot then reads aN of the touched share, not the stored bytes the op list's
   grouped matmul reads: the difference is one more op.
+- ``short conv``: validate's KDA short conv (validate/layers.py ``short_conv``) stacks the q, k and v projections,
+  concatenates the conv state ahead of them and sums the kernel's shifted products, and XLA materializes it in two
+  fusions over [3, tokens, width] in the activation dtype: ``maximum_maximum_fusion`` reads the projections and writes
+  the concatenation, ``pad_maximum_fusion`` reads both and writes two [3, tokens, width] outputs (the 1,024-token
+  prefill profiles: 0.23 + 0.65 ms a layer in bf16, 0.46 + 1.34 ms in f32, ~510 GB/s on the 6 passes):
+  ``SHORT_CONV_PASSES`` = 6 passes a KDA layer, the op list's conv ops being its weights' reads only.
+- ``KDA preparation`` (prefill): what XLA materializes between the short conv and the chunked scan that the op list's
+  ``kda.chunked_scan`` (priced on ``probe kda --impl validate``, whose program takes q, k, v, g and beta as f32
+  [batch, tokens, heads, head_dim] arrays: its HLO, compiled deviceless for the v5e by benchmarks/kda_probe_hlo.py,
+  reports/probes/grid-profile-20261204/kda-probe-1024.hlo.txt.xz) does not run. Read off the 1,024-token prefill HLO
+  (reports/probes/grid-profile-20261204/hlo.tar.xz: jn-bf16-2l16e f32, tt-bf16-2l16e and tt-mxfp4-2l16e bf16), per
+  element of [tokens, width] a KDA layer, in bytes: q and k's l2norm as [tokens, heads, head_dim] f32 -- the conv
+  output read (f32: once, 2 x 4, ``multiply_bitcast_fusion``; bf16: twice, 2 x 2 x 2, ``convert_bitcast_fusion`` and
+  the squares' fusion), q, k, q^2 and k^2 written in f32 (16), each relaid out to the heads' tiling by a copy (4 x 8,
+  ``copy`` of f32[128,8,96,128] {3,1,2,0} -> {3,2,1,0}, 152 us each), the two sums of squares read (2 x 4,
+  ``reduce``): 64 in both dtypes, less the probe's own q x scale pass (8: its ``broadcast_multiply_fusion``, where
+  validate divides inside the scan's first fusion); the gate g written in f32 in the chunk layout (4, the f_b
+  projection's fusion; the probe reads its g); v read in the activation dtype, written in bf16 and relaid out (a + 2
+  + 4) for the T @ v dot, which then reads 2 where the probe's reads its f32 v (4): a + 4. ``KDA_PREP_BYTES`` = 64 -
+  8 + 4 + 4 = 64, plus a: 68 in f32, 66 in bf16 (the step's own ops for these arrays, the 78 and 76 bytes they move:
+  1.48 ms in layer 0 in f32, 1.45 in bf16, ~660 GB/s). Layer 1 writes its g in the tokens' layout, relays it out and
+  rewrites it in the chunk layout (3 more f32 passes, 0.39 ms against layer 0's 0.09): not priced (one layer of two,
+  by the compiler's choice). Decode runs none of it (its q, k, v are [batch, heads, head_dim], in the alternate
+  memory: the decode profiles' l2norm ops take a few us).
+- ``alternate``: where the compiler placed the tiled form's intermediates. Its memory-space assignment puts the
+  packed repeat, the scale broadcast and the zero-group pad of a 4-expert tile (44-110 MB) either in HBM or in the
+  chip's alternate memory (``S(1)`` in the HLO layout: the v5e's 128 MiB VMEM), by its own cost model: every buffer at
+  one row a group, none at 4-64 rows with 2 or 4 layers, 18 of 21 at 16 rows with 8 layers (the grid's profiles,
+  reports/probes/grid-profile-20261204/: an MoE layer's tile scan 9.0-9.8 ms placed, 15.6-15.7 ms in HBM). The
+  expected step takes the placement from the compiled program (``ValidateGraph.alternate``, probes/step/alternate.py:
+  ``probe step`` reads it off the step it times; the committed grid records, reports/probes/grid-placement-20261204/)
+  and drops the HBM bytes of a placed buffer's write and of its consumer's read; what the alternate memory's own
+  traffic costs is not priced (no probe times it), so a placed step reads a little fast.
 - ``zero-group rows``: the ``tiled`` form's ragged_dot for tile j takes the rows of tiles 0..j-1 as its leading
   zero group and multiplies them too (validate/experts.py ``_tiled``): over T tiles with the rows spread evenly,
   (T + 1) / 2 times the routed rows' FLOPs, (T - 1) / 2 of them extra, a grouped-matmul op of their own (the
@@ -75,6 +108,12 @@ if TYPE_CHECKING:
 F32 = 4
 SCORE_PASSES = 5  # fusion.258 writes, fusion.421 reads and writes, fusion.246 and fusion.248 read (v5e profile)
 DECODE_SCORE_PASSES = 3  # fusion.317 writes, fusion.163 and fusion.179 read (grid profile, decode 32 x 32,768)
+# maximum_maximum_fusion reads the projections, writes xx; pad_maximum_fusion reads both, writes two [3, T, W] (the
+# 1,024-token prefill profiles, module doc ``short conv``)
+SHORT_CONV_PASSES = 6
+# q, k's l2norm (64) - the probe's q x scale (8) + g written (4) + v's bf16 relayout less the probe's f32 read (4):
+# bytes an element of [tokens, width] a KDA layer, plus the activation's bytes (module doc ``KDA preparation``)
+KDA_PREP_BYTES = 64
 SOURCE = (
     "k3plan validate's step graph (step/graph.py; profile of k3plan/evidence/probes/step-*-tpu-v5-lite-20261204T0601*)"
 )
@@ -92,6 +131,9 @@ class ValidateGraph:
     tiles: int = 0  # the ``tiled`` form's tiles a layer (validate/experts.py _tiled); 0: the ``ragged`` form
     tile: int = 1  # experts a tile
     kv_bytes: int = 0  # an MLA cache entry as the decode dots read it (bytes a token a layer); 0: not priced
+    # the tiled form's intermediates the compiler placed in alternate memory (S(1)): (pass, share of its buffers),
+    # read from the compiled step (probes/step/alternate.py); a pass there writes and is read back without HBM traffic
+    alternate: tuple[tuple[str, float], ...] = ()
 
 
 PLAIN = ("bf16", "fp16", "f16", "f32", "fp32")
@@ -107,6 +149,7 @@ def validate_graph(
     form: str = "ragged",
     ep: int = 1,
     kv_bytes: int = 0,
+    alternate: tuple[tuple[str, float], ...] = (),
 ) -> ValidateGraph:
     """The graph of validate's step for ``spec`` (its layer plan as validate/steps.py folds it); ``activation``:
     the stack's activation dtype; ``form``: its experts' form (validate/experts.py: ragged or tiled)."""
@@ -128,6 +171,7 @@ def validate_graph(
         tiles=local // tile if form == "tiled" and local else 0,
         tile=tile,
         kv_bytes=kv_bytes,
+        alternate=tuple(sorted(alternate)),
     )
 
 
@@ -151,7 +195,24 @@ def operand_passes(graph: ValidateGraph) -> list[tuple[str, float, int]]:
     ]
     if graph.tiles:
         out = [("tile_slice", 1.0, calls), *out, ("zero_group_pad", a * (2 + 1 / graph.tile), calls)]
+        alt = dict(graph.alternate)
+        if alt:  # a buffer in S(1): its producer's write and its consumer's read leave HBM (module doc, ``alternate``)
+            rep, sc = alt.get("packed_repeat", 0.0), alt.get("scale_broadcast", 0.0)
+            pad = alt.get("zero_group_pad", 0.0) * a * (1 + 1 / graph.tile)
+            less = {
+                "packed_repeat": rep,
+                "codes": rep,
+                "scale_broadcast": sb * sc,
+                "value": sb * sc,
+                "zero_group_pad": pad,
+            }
+            out = [(name, per - less.get(name, 0.0), c) for name, per, c in out]
     return out
+
+
+def operand_read_share(graph: ValidateGraph) -> float:
+    """The share of the ragged_dots' operand read from HBM: all of it but the zero-group pads in alternate memory."""
+    return 1.0 - dict(graph.alternate).get("zero_group_pad", 0.0) if graph.tiles else 1.0
 
 
 def graph_ops(
@@ -176,6 +237,8 @@ def graph_ops(
             continue
         n = float(g.params)  # one expert weight's elements a layer, a device
         for name, per, calls in passes:
+            if per <= 0:  # wholly in alternate memory
+                continue
             out.append(
                 OpCost(
                     name=f"{g.name}.{name}",
@@ -199,7 +262,7 @@ def graph_ops(
                     tokens_per_group=rows * spec.moe.top_k / touched,
                 )
             )
-        extra = (graph.activation_bytes * n - float(g.bytes)) * touched_share
+        extra = (graph.activation_bytes * n - float(g.bytes)) * touched_share * operand_read_share(graph)
         if passes and extra > 0:  # the ragged_dot reads the operand in the activation dtype, not the stored bytes
             out.append(
                 OpCost(name=f"{g.name}.operand_read", category="experts", count=g.count, bytes=round(extra), kind="hbm")
@@ -228,6 +291,32 @@ def graph_ops(
             ("moe.combine_scatter", (tk + rows) * latent * a),
         ):
             out.append(OpCost(name=name, category="experts", count=moe_layers, bytes=int(nbytes), **hbm))
+    if spec.n_kda and spec.kda is not None:
+        from k3plan.step.op import heads_split
+
+        width = spec.kda.width // heads_split(spec.kda.heads, tp)  # the q, k, v projections' width a device
+        out.append(  # the stack, the concatenation with the conv state and the conv's two outputs (module doc)
+            OpCost(
+                name="kda.short_conv",
+                category="kda",
+                count=spec.n_kda,
+                bytes=SHORT_CONV_PASSES * 3 * rows * width * graph.activation_bytes,
+                **hbm,
+            )
+        )
+    if stage == "prefill" and spec.n_kda and spec.kda is not None:
+        from k3plan.step.op import heads_split
+
+        width = spec.kda.width // heads_split(spec.kda.heads, tp)
+        out.append(  # q, k's l2norm, the gate and v as the chunked scan takes them (module doc ``KDA preparation``)
+            OpCost(
+                name="kda.preparation",
+                category="kda",
+                count=spec.n_kda,
+                bytes=(KDA_PREP_BYTES + graph.activation_bytes) * rows * width,
+                **hbm,
+            )
+        )
     if stage == "decode" and spec.n_mla and graph.kv_bytes:
         from k3plan.step.op import heads_split
 
@@ -271,6 +360,6 @@ def graph_ops(
 def validate_graph_note() -> str:
     return (
         f"expected includes the extra HBM ops of {SOURCE}: expert relayout and scan-slice copies, the experts' "
-        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, MLA "
-        "scores (prefill, decode)"
+        "operand written in the activation dtype (MXFP4 unpack, scale broadcast, conversion), the MoE glue's passes, the KDA "
+        "short conv's passes, its prefill's preparation passes (q, k's l2norm, g, v), MLA scores (prefill, decode)"
     )

@@ -254,3 +254,148 @@ def decode_temp_terms(spec: ModelSpec, *, act, quantized, tp: C, ep, dp, batch, 
         kda_state_copy_bytes=kda_copy,
         **_moe_terms(spec, tokens=b, ep=ep, act=act, quantized=quantized),
     )
+
+
+# ---- k3plan's own graph (validate's step, ``probe step``), buffer by buffer (issue 50) ----------------------------
+
+VALIDATE_TILE = 4  # experts a scan step of the ``tiled`` form dequantizes (k3plan.step.live.TILE_EXPERTS)
+MXFP4_BLOCK = 32  # inputs an MXFP4 scale covers
+TPU_LANES = 128  # the minor dim of a TPU memory tile
+
+
+def validate_temp_terms(
+    spec: ModelSpec,
+    *,
+    stage: str,
+    form: str,
+    act: int,
+    quantized: bool,
+    tp: int,
+    ep: int,
+    rows: int,
+    context: int,
+    scan_moe: bool,
+    scan_kda: bool,
+    kda_kept: int,
+    stacked_moe: bool,
+    n_blocks: int,
+) -> GraphTemp[int]:
+    """The temporaries of one stage of k3plan's own graph (validate's step: ``k3plan.validate.steps``, which
+    ``probe step`` and ``validate`` compile), a device: the buffers live at the step's largest live set, each
+    priced from its shape. ``rows``: the decode batch or the prefill chunk (a prefill's context is its chunk);
+    ``form``: the routed experts' formulation (``k3plan.validate.experts``: ragged / tiled); ``quantized``: the
+    experts are stored MXFP4 (dequantized in XLA ops), else bf16; ``scan_moe`` /
+    ``scan_kda``: an MoE / KDA layer sits in a scan of two or more blocks (``k3plan.step.structure.layer_plan``;
+    a scan of one block the compiler unrolls); ``stacked_moe``: an MoE layer's weights are stacked for a scan of any
+    length (``n_blocks`` blocks); ``kda_kept``: KDA layers whose conv inputs a prefill holds at its peak
+    (``validate_kda_kept``).
+
+    Two candidate instants, each its own live set, the larger the peak (``GraphTemp``'s terms are its buffers):
+    the routed experts' matmuls of an MoE layer, and an MLA layer's attention. Every buffer below was read off the
+    compiler's buffer assignment of a deviceless v5e compile of the same graph (benchmarks/grid_temp_compile.py
+    --dump; reports/validation/grid-temp-v5e/README.md names the values)."""
+    moe, mla = spec.moe, spec.mla
+    e_loc = cdiv(moe.num_experts, ep)
+    lt, inter = moe.expert_in, moe.expert_intermediate
+    weight = e_loc * inter * lt  # elements of one expert weight (w1, w3 or w2) of one layer, a device
+    decode = stage == "decode"
+    tk = rows * moe.top_k
+    terms: list[TempTerm[int]] = []
+    # -- the routed experts' instant
+    op: list[TempTerm[int]] = []
+    shared: list[TempTerm[int]] = []
+    if not quantized:  # stored in bf16, run by ragged_dots
+        op.append(TempTerm("MoE: one expert weight copied into the ragged_dot's operand layout (bf16)", weight * 2))
+        if act != 2:
+            op.append(TempTerm(f"MoE: one expert weight converted to the activation dtype ({act} B)", weight * act))
+        elif scan_moe:
+            op.append(TempTerm("MoE: the scan step's layer sliced out of the stacked expert weight (bf16)", weight * 2))
+    elif form == "tiled":
+        tile = VALIDATE_TILE
+        tile_w = tile * inter * lt
+        op.append(TempTerm("MoE: one tile's expert weight dequantized (bf16)", tile_w * 2))
+        if tk > moe.top_k:  # one token's rows: the compiler fuses the scale's broadcast into the dequantization
+            op.append(TempTerm("MoE: the tile's scales broadcast over the weight (bf16)", tile_w * 2))
+        op.append(TempTerm("MoE: the tile's E2M1 codes and their byte repeat (u8)", 2 * tile_w))
+        scales = 3 * weight // MXFP4_BLOCK * 2  # w1, w3 and w2's scales of one layer in bf16
+        if stacked_moe:  # the block's stacked packed codes are laid out apart from the dots' reads
+            op.append(TempTerm("MoE: the stacked layer's packed codes copied into the dequantization's layout (u8), "
+                               "w1, w3, w2", 3 * weight // 2))  # fmt: skip
+        if scan_moe:
+            op.append(TempTerm("MoE: the stack's scales converted (bf16), and the scan step's slice, w1, w3, w2",
+                               (n_blocks + 1) * scales))  # fmt: skip
+            if tk > moe.top_k:  # the scan step's operands are written whole (an unstacked layer's fuse into the dots)
+                op.append(TempTerm("MoE: the tile's three operands with the zero group in front [tile + 1, ...] (bf16)",
+                                   3 * (tile + 1) * inter * lt * 2))  # fmt: skip
+        else:
+            op.append(TempTerm("MoE: the layer's scales converted (bf16), w1, w3, w2", scales))
+    else:  # MXFP4 in the ragged form: each weight dequantized whole
+        for w in ("w1", "w3"):
+            op.append(TempTerm(f"MoE: {w} dequantized in the activation dtype ({act} B)", weight * act))
+        op.append(TempTerm("MoE: one expert weight copied into the ragged_dot's operand layout (bf16)", weight * 2))
+    kda = spec.kda
+    hk = heads_local(kda.heads, tp) if kda is not None else 0
+    d = kda.head_dim if kda is not None else 0
+    proj = hk * d  # one KDA projection's width
+    moe_t = list(op)
+    if decode:
+        moe_t.append(
+            TempTerm("MoE: ragged_dot rows xs and gate [tokens x top_k, latent + inter]", tk * (lt + inter) * act)
+        )
+        if kda is not None and spec.n_kda:
+            window = kda.conv_kernel - 1
+            moe_t.append(
+                TempTerm("KDA: conv state update copy [batch, q/k/v, window, proj]", rows * 3 * window * proj * act)
+            )
+            if scan_kda:
+                moe_t.append(
+                    TempTerm("KDA: the scan step's new state (f32) [batch, heads, d, d]", rows * hk * d * d * 4)
+                )
+    else:
+        # two instants of the MoE block: its weights' operands made ready (xs gathered: every operand live) and the
+        # down ragged_dot (xs, gate and up live; of the operands only the down projection's, where each weight is
+        # its own converted or dequantized copy -- the tiled form's scan step holds its tile's whole list)
+        shared = [TempTerm("residual stream [tokens, hidden]", rows * spec.hidden_size * act)]
+        if kda is not None and spec.n_kda:
+            shared.append(TempTerm("KDA: q/k/v conv inputs kept for the conv state [layers, q/k/v, tokens, proj]",
+                                   kda_kept * 3 * rows * proj * act))  # fmt: skip
+            if act == 2:  # bf16 rows: the heap places the MoE block above the KDA scan's f32 region (see below)
+                shared.append(TempTerm("KDA: the chunked scan's f32 intermediates [5, tokens, heads, d] and a bf16 "
+                                       "copy", rows * proj * (5 * 4 + 2)))  # fmt: skip
+        down_op = op
+        if form != "tiled":
+            own = [t for t in op if "converted" in t.label or "dequantized" in t.label]
+            down_op = own[:1] if own else op
+        up = op + [TempTerm("MoE: ragged_dot rows xs [tokens x top_k, latent]", tk * lt * act)] + shared
+        down = down_op + [TempTerm("MoE: ragged_dot rows xs, gate and up [tokens x top_k, latent + 2 inter]",
+                                   tk * (lt + 2 * inter) * act)] + shared  # fmt: skip
+        moe_t = max((up, down), key=lambda ts: sum(t.bytes for t in ts))
+    candidates = [moe_t] if spec.n_moe else []
+    # -- an MLA layer's attention
+    if mla is not None and spec.n_mla:
+        hl = heads_local(mla.heads, tp)
+        lanes = cdiv(mla.kv_lora_rank + mla.qk_rope_head_dim, TPU_LANES) * TPU_LANES
+        seqs, queries = (rows, 1) if decode else (1, rows)
+        mla_t = [
+            TempTerm("MLA: scores, then probabilities in their place (f32) [seqs, heads, queries, context]",
+                     seqs * hl * queries * context * 4),
+            TempTerm("MLA: the cache in the dots' layout (bf16, entry padded to 128 lanes) [seqs, context, entry]",
+                     seqs * context * lanes * 2),
+        ]  # fmt: skip
+        if not decode:
+            mla_t.append(TempTerm("MLA: causal mask (1 B) [queries, context]", queries * context))
+            mla_t += [t for t in shared if not t.label.startswith("KDA: the chunked")]
+        candidates.append(mla_t)
+    best = max(candidates, key=lambda ts: sum(t.bytes for t in ts), default=[])
+    terms += best
+    return GraphTemp(terms=tuple(terms))
+
+
+def validate_kda_kept(spec: ModelSpec, *, prefix: tuple[int, ...], block: tuple[str, ...], scan_moe: bool) -> int:
+    """KDA layers whose q/k/v conv inputs a prefill still holds at its peak MoE layer (the conv state is their last
+    tokens, written with the cache at the step's end): where an MoE layer sits in a scan, the peak is in the scan's
+    step (its layer sliced out of the stack), after the unrolled prefix's KDA layers and the step's own; otherwise it
+    is the last MoE layer, after every KDA layer (the 6L deviceless dump holds two such inputs, the 2L one two)."""
+    if scan_moe:
+        return sum(spec.mixers[i] == "kda" for i in prefix) + ("kda" in block)
+    return spec.n_kda

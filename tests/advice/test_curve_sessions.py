@@ -9,9 +9,23 @@ from k3_testing import one_error_line
 
 # jax-native: 8 x 32K fits on 2x2x4 TP=32 with its measured temp (vllm-tpu's compiled temp does not, issue 15)
 FIT = ["-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--batch", "8", "--context", "32768"]
-ARGS = [*FIT, "--chunks", "8192",
-        "--turns", "6", "--system-tokens", "4000", "--user-tokens", "800", "--answer-tokens", "1200",
-        "--tool-tokens", "2000", "--reasoning-tokens", "6000"]
+ARGS = [
+    *FIT,
+    "--chunks",
+    "8192",
+    "--turns",
+    "6",
+    "--system-tokens",
+    "4000",
+    "--user-tokens",
+    "800",
+    "--answer-tokens",
+    "1200",
+    "--tool-tokens",
+    "2000",
+    "--reasoning-tokens",
+    "6000",
+]
 
 
 def _json(cli, *args):
@@ -47,5 +61,6 @@ def test_text_names_the_turn(cli):
 
 def test_session_flags_are_checked(cli):
     assert "--turns" in one_error_line(cli("curve", "-t", "2x2x4", "--tp", "32", "--turns", "3"))
-    assert "--user-tokens" in one_error_line(cli("curve", "-t", "2x2x4", "--tp", "32", "--turns", "3",
-                                                 "--user-tokens", "-5"))
+    assert "--user-tokens" in one_error_line(
+        cli("curve", "-t", "2x2x4", "--tp", "32", "--turns", "3", "--user-tokens", "-5")
+    )

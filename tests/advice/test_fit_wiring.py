@@ -20,7 +20,9 @@ FP8_TPU_BPT = 24 * 640  # 15,360
 
 def fit_json(cli, *args, code=0) -> dict:
     r = cli("fit", *args, "--json")
-    assert r.exit_code == code or (code == 0 and r.exit_code == 3), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
+    assert r.exit_code == code or (code == 0 and r.exit_code == 3), (
+        r.output
+    )  # 3: fits on the analytic temp's lower bound (issue 50)
     return json.loads(r.stdout)
 
 

@@ -31,7 +31,13 @@ def test_each_input_is_read_from_its_own_field(small):
     x = inputs_from_fit(small)
     pd, hw = small.per_device, small.hardware
     assert (x.weights_bytes, x.kv_bytes, x.state_bytes, x.temp_bytes, x.reserve_bytes, x.free_bytes) == (
-        pd.weights_bytes, pd.kv_bytes, pd.state_bytes, pd.temp_bytes, pd.reserve_bytes, pd.free_bytes)
+        pd.weights_bytes,
+        pd.kv_bytes,
+        pd.state_bytes,
+        pd.temp_bytes,
+        pd.reserve_bytes,
+        pd.free_bytes,
+    )
     assert (x.usable_bytes, x.topology, x.devices) == (hw.usable_bytes_per_device, "2x2x2", hw.devices)
     assert (x.batch, x.context_tokens, x.sequences) == (1, 8192, pd.sequences)
     assert (x.kv_dtype, x.kv_bytes_per_token) == (small.model_state.kv_dtype, pd.kv_bytes_per_token)
@@ -39,8 +45,12 @@ def test_each_input_is_read_from_its_own_field(small):
     assert x.block_tokens == small.cache_layout.block_tokens
     # no speed line on a library fit: no binding; the CLI's speed line, or an override, sets it
     assert (x.binding, x.tpot_s) == (None, None)
-    sped = replace(small, speed=Speed(tpot_s=0.02, tokens_per_s=50.0, binding="memory",
-                                      collective_latency_source="spec", probes=[], source="test"))
+    sped = replace(
+        small,
+        speed=Speed(
+            tpot_s=0.02, tokens_per_s=50.0, binding="memory", collective_latency_source="spec", probes=[], source="test"
+        ),
+    )
     assert (inputs_from_fit(sped).binding, inputs_from_fit(sped).tpot_s) == ("memory", 0.02)
     over = inputs_from_fit(sped, binding="compute", tpot_s=0.03)
     assert (over.binding, over.tpot_s) == ("compute", 0.03)
@@ -56,8 +66,9 @@ def test_a_refused_stage_is_named(small):
 def test_k3_2x2x2_fails_and_2x2x4_is_the_fix(small):
     big, fp8 = _fit("2x2x4", 32), _fit("2x2x2", 16, "fp8_ds_mla")
     assert not small.fits
-    x = inputs_from_fit(small, topology_options=(topology_option_from_fit(big),),
-                        kv_dtype_options=(kv_dtype_option_from_fit(fp8),))
+    x = inputs_from_fit(
+        small, topology_options=(topology_option_from_fit(big),), kv_dtype_options=(kv_dtype_option_from_fit(fp8),)
+    )
     assert x.free_bytes == small.per_device.free_bytes < 0
     a = advise(x)
     assert a.verdict == "fails"

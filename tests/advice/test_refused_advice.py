@@ -12,9 +12,22 @@ GiB = 2**30
 
 
 def _inputs(**kw) -> AdviceInputs:
-    base = dict(usable_bytes=100 * GiB, weights_bytes=50 * GiB, kv_bytes=0, state_bytes=0, temp_bytes=30 * GiB,
-                reserve_bytes=0, free_bytes=20 * GiB, topology="2x2x4", devices=32, batch=1, sequences=1,
-                context_tokens=1, kv_dtype="bf16", kv_bytes_per_token=1)
+    base = dict(
+        usable_bytes=100 * GiB,
+        weights_bytes=50 * GiB,
+        kv_bytes=0,
+        state_bytes=0,
+        temp_bytes=30 * GiB,
+        reserve_bytes=0,
+        free_bytes=20 * GiB,
+        topology="2x2x4",
+        devices=32,
+        batch=1,
+        sequences=1,
+        context_tokens=1,
+        kv_dtype="bf16",
+        kv_bytes_per_token=1,
+    )
     return AdviceInputs(**{**base, **kw})
 
 
@@ -35,8 +48,7 @@ def test_thin_headroom_with_a_refusal_is_a_failure_not_a_thin_pass():
 
 
 def test_fit_cli_carries_the_refusal_into_its_advice(cli):
-    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--context", "1", "--chunk", "57344",
-            "--json")
+    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--context", "1", "--chunk", "57344", "--json")
     d = json.loads(r.stdout)
     assert r.exit_code == 1 and not d["fits"] and d["per_device"]["free_bytes"] > 0
     assert d["temp"]["prefill_refused"]

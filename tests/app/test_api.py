@@ -71,10 +71,13 @@ def test_plan_rows_are_the_ranked_rows_and_the_frame_has_a_column_a_field():
     # every field of the JSON row is a column (nested ones flattened)
     first = dump(p.rows[0])
     for key, v in first.items():
-        if isinstance(v, dict):
-            assert all(f"{key}.{k}" in df.columns for k in v)
+        if isinstance(v, dict):  # a band (lo, hi) as two number columns, .lo and .hi (api._bands_split)
+            assert all(f"{key}.{k}" in df.columns or f"{key}.{k}.lo" in df.columns for k in v)
+        elif key.endswith("_band_ms"):
+            assert f"{key}.lo" in df.columns and f"{key}.hi" in df.columns
         else:
             assert key in df.columns
+    assert str(df["sla.tpot_band_ms.lo"].dtype) == "float64"
 
 
 def test_plan_where_nothing_passes_is_an_empty_table_not_an_error():

@@ -59,11 +59,14 @@ def test_k3_state_and_kv_from_the_config():
     assert kv_bytes_per_token_layer(K3, "fp8_ds_mla") == 512 + 4 * 4 + 64 * 2 == 656
 
 
-@pytest.mark.parametrize("context, mla_gb, total_gb", [
-    (4_096, 0.057, 0.51),
-    (131_072, 1.812, 2.26),
-    (1_048_576, 14.496, 14.94),
-])
+@pytest.mark.parametrize(
+    "context, mla_gb, total_gb",
+    [
+        (4_096, 0.057, 0.51),
+        (131_072, 1.812, 2.26),
+        (1_048_576, 14.496, 14.94),
+    ],
+)
 def test_k3_seed_table_per_sequence(context, mla_gb, total_gb):
     """k3-facts.md §3 seed table, GB = 1e9 B, exact to the published decimals."""
     st = fp8_stack()

@@ -40,8 +40,9 @@ def make(cfg, **kw):
 
 
 def with_usable(s, usable: int):
-    hw = replace(s.hardware, usable_bytes_per_device=usable,
-                 hbm_bytes_per_device=max(usable, s.hardware.hbm_bytes_per_device))
+    hw = replace(
+        s.hardware, usable_bytes_per_device=usable, hbm_bytes_per_device=max(usable, s.hardware.hbm_bytes_per_device)
+    )
     return dataclasses.replace(s, hardware=hw)
 
 
@@ -51,8 +52,9 @@ def with_usable(s, usable: int):
 def test_terms_sum_to_usable(cfg, context, batch, chunk, kv_dtype):
     r = run_fit(make(cfg, kv_dtype=kv_dtype), context=context, batch=batch, chunk=chunk)
     d = r.per_device
-    assert (d.weights_bytes + d.kv_bytes + d.state_bytes + d.temp_bytes + d.reserve_bytes
-            + d.free_bytes) == r.hardware.usable_bytes_per_device
+    assert (
+        d.weights_bytes + d.kv_bytes + d.state_bytes + d.temp_bytes + d.reserve_bytes + d.free_bytes
+    ) == r.hardware.usable_bytes_per_device
     assert min(d.weights_bytes, d.kv_bytes, d.state_bytes, d.temp_bytes, d.reserve_bytes) >= 0
     # a graph the calibration refuses (a measured OOM at or above this size) fits nowhere, whatever is free
     refused = bool(r.temp.prefill_refused or r.temp.decode_refused)

@@ -14,16 +14,34 @@ from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import load_calibration
 
 SHIPPED = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "calibrations"
-HEAD = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32, "ep": 32, "dp": 1,
-        "stack": "jax-native", "backend": "tpu"}
+HEAD = {
+    "model": "kimi-k3",
+    "hardware": "tpu-v7x",
+    "topology": "2x2x4",
+    "tp": 32,
+    "ep": 32,
+    "dp": 1,
+    "stack": "jax-native",
+    "backend": "tpu",
+}
 # GiB values exact in binary, so each has one byte count: 5.0 GiB = 5 * 2^30 B, 12.5 GiB, ...
-GIB_FILE = {**HEAD, "available_hbm_gib": 94.75, "argument_gib": 50.25,
-            "prefill": [{"tokens": 4096, "temp_gib": 5.0}, {"tokens": 16384, "temp_gib": 12.5, "fits": True}],
-            "decode": [{"context": 8192, "temp_gib": 3.0, "batch": 8}]}
-BYTES_FILE = {**HEAD, "available_hbm_bytes": 94 * 2**30 + 3 * 2**28, "argument_bytes": 50 * 2**30 + 2**28,
-              "prefill": [{"tokens": 4096, "temp_bytes": 5 * 2**30}, {"tokens": 16384, "temp_bytes": 12 * 2**30 + 2**29,
-                                                                     "fits": True}],
-              "decode": [{"context": 8192, "temp_bytes": 3 * 2**30, "batch": 8}]}
+GIB_FILE = {
+    **HEAD,
+    "available_hbm_gib": 94.75,
+    "argument_gib": 50.25,
+    "prefill": [{"tokens": 4096, "temp_gib": 5.0}, {"tokens": 16384, "temp_gib": 12.5, "fits": True}],
+    "decode": [{"context": 8192, "temp_gib": 3.0, "batch": 8}],
+}
+BYTES_FILE = {
+    **HEAD,
+    "available_hbm_bytes": 94 * 2**30 + 3 * 2**28,
+    "argument_bytes": 50 * 2**30 + 2**28,
+    "prefill": [
+        {"tokens": 4096, "temp_bytes": 5 * 2**30},
+        {"tokens": 16384, "temp_bytes": 12 * 2**30 + 2**29, "fits": True},
+    ],
+    "decode": [{"context": 8192, "temp_bytes": 3 * 2**30, "batch": 8}],
+}
 
 
 def _load(tmp_path, data: dict, name: str = "cal.yaml"):
@@ -50,18 +68,24 @@ def test_an_old_gib_value_converts_as_the_envelope_did(tmp_path):
     assert cal.available_hbm_bytes is None and cal.argument_bytes is None  # optional: not recorded
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"prefill": [{"tokens": 64, "temp_bytes": 2**30, "temp_gib": 1.0}]}, "prefill.0: both temp_bytes and temp_gib"),
-    ({"prefill": [{"tokens": 64}]}, "prefill.0: no size; expected temp_bytes"),
-    ({"decode": [{"context": 64, "fits": False}]}, "decode.0: no size"),
-    ({"prefill": [{"tokens": 64, "temp_bytes": 1.0}]}, "prefill.0.temp_bytes"),  # bytes are ints
-    ({"prefill": [{"tokens": 64, "temp_bytes": -1}]}, "prefill.0.temp_bytes"),
-    ({"prefill": [{"tokens": 64, "temp_bytes": 2**51}]}, "prefill.0.temp_bytes"),
-    ({"available_hbm_bytes": 2**36, "available_hbm_gib": 64.0}, "both available_hbm_bytes and available_hbm_gib"),
-    ({"argument_bytes": 2**30, "argument_gib": 1.0}, "both argument_bytes and argument_gib"),
-    ({"argument_bytes": 0}, "argument_bytes"),
-    ({"argument_bytes": "5"}, "argument_bytes"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (
+            {"prefill": [{"tokens": 64, "temp_bytes": 2**30, "temp_gib": 1.0}]},
+            "prefill.0: both temp_bytes and temp_gib",
+        ),
+        ({"prefill": [{"tokens": 64}]}, "prefill.0: no size; expected temp_bytes"),
+        ({"decode": [{"context": 64, "fits": False}]}, "decode.0: no size"),
+        ({"prefill": [{"tokens": 64, "temp_bytes": 1.0}]}, "prefill.0.temp_bytes"),  # bytes are ints
+        ({"prefill": [{"tokens": 64, "temp_bytes": -1}]}, "prefill.0.temp_bytes"),
+        ({"prefill": [{"tokens": 64, "temp_bytes": 2**51}]}, "prefill.0.temp_bytes"),
+        ({"available_hbm_bytes": 2**36, "available_hbm_gib": 64.0}, "both available_hbm_bytes and available_hbm_gib"),
+        ({"argument_bytes": 2**30, "argument_gib": 1.0}, "both argument_bytes and argument_gib"),
+        ({"argument_bytes": 0}, "argument_bytes"),
+        ({"argument_bytes": "5"}, "argument_bytes"),
+    ],
+)
 def test_one_spelling_a_size_else_one_error(tmp_path, change, needle):
     data = {**HEAD, "prefill": [{"tokens": 64, "temp_bytes": 2**30}], **change}
     with pytest.raises(K3PlanError, match=needle) as err:
@@ -83,8 +107,10 @@ def _to_bytes(data: dict) -> dict:
         if k in ("available_hbm_gib", "argument_gib"):
             out[k.replace("_gib", "_bytes")] = None if v is None else int(v * 2**30)
         elif k in ("prefill", "decode"):
-            out[k] = [{(kk.replace("_gib", "_bytes")): (int(vv * 2**30) if kk == "temp_gib" else vv)
-                       for kk, vv in pt.items()} for pt in v]
+            out[k] = [
+                {(kk.replace("_gib", "_bytes")): (int(vv * 2**30) if kk == "temp_gib" else vv) for kk, vv in pt.items()}
+                for pt in v
+            ]
         else:
             out[k] = v
     return out
@@ -108,8 +134,13 @@ def test_a_bytes_file_and_its_exact_gib_file_fit_the_same_to_the_byte(cli, tmp_p
 HISTORY = SHIPPED.parents[2] / "reports" / "validation" / "vllm-tpu-tiled"
 
 
-@pytest.mark.parametrize("path, stack", [(SHIPPED / "k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml", "jax-native"),
-                                         (HISTORY / "k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled-20261201.yaml", "vllm-tpu")])
+@pytest.mark.parametrize(
+    "path, stack",
+    [
+        (SHIPPED / "k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml", "jax-native"),
+        (HISTORY / "k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled-20261201.yaml", "vllm-tpu"),
+    ],
+)
 def test_a_shipped_gib_file_in_bytes_fits_the_same_to_the_byte(cli, tmp_path, path, stack):
     name = path.name
     data = yaml.safe_load(path.read_text())

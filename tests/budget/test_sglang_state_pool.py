@@ -77,7 +77,12 @@ def test_the_sglang_launch_writes_the_derived_mem_fraction_static(cli):
                          "--concurrency", "4", "--json").stdout)  # fmt: skip
     pick, hw = out["ranked"][0], load_hardware("nvidia-h200")
     frac = 1 - load_stack("sglang").reserve_fraction(
-        usable_bytes=hw.usable_bytes_per_device, tp=pick["tp"], pp=pick["pp"], chunk=pick["chunk_tokens"], vendor="nvidia")
+        usable_bytes=hw.usable_bytes_per_device,
+        tp=pick["tp"],
+        pp=pick["pp"],
+        chunk=pick["chunk_tokens"],
+        vendor="nvidia",
+    )
     assert f"--mem-fraction-static {frac:g}" in out["launch"]["text"]
     # H200 at tp x pp 16, chunk 8192 (tests/sharding/test_engine_stacks.py, by hand): 0.875
     assert pick["tp"] * pick["pp"] == 16 and pick["chunk_tokens"] == 8192 and frac == pytest.approx(0.875)

@@ -40,12 +40,15 @@ def test_the_shipped_baseline_reads_as_typed_fields():
     assert norm.bytes == 93 * 7168 * 2  # hidden 7168, bf16, whole on every device
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda e: e["per_device"].update(kv_bytes=-5), "per_device: kv_bytes is -5; expected a byte count"),
-    (lambda e: e["per_device"].update(temp_bytes="123"), "per_device.temp_bytes: Expected `int`, got `str`"),
-    (lambda e: next(iter(e["replicated"].values())).update(count="3"), ".count: Expected `int`, got `str`"),
-    (lambda e: e["parallel"].update(tp=0), "parallel.tp: Expected `int` >= 1"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda e: e["per_device"].update(kv_bytes=-5), "per_device: kv_bytes is -5; expected a byte count"),
+        (lambda e: e["per_device"].update(temp_bytes="123"), "per_device.temp_bytes: Expected `int`, got `str`"),
+        (lambda e: next(iter(e["replicated"].values())).update(count="3"), ".count: Expected `int`, got `str`"),
+        (lambda e: e["parallel"].update(tp=0), "parallel.tp: Expected `int` >= 1"),
+    ],
+)
 def test_a_corrupt_field_is_named(tmp_path, edit, words):
     with pytest.raises(K3PlanError, match="configurations.0.expected.") as err:
         load_baseline(_write(tmp_path, edit))
@@ -56,11 +59,14 @@ def test_a_changed_split_and_term_are_findings_under_their_names(tmp_path):
     def edit(e):
         e["parallel"]["dp"] = 1
         e["per_device"]["kv_bytes"] -= 2**30  # the recomputed KV is 1 GiB larger than recorded
+
     entry = load_baseline(_write(tmp_path, edit)).configurations[0]
     assert entry.expected is not None
     found = compare(entry.name, entry.expected, measure(entry.config), tolerance=parse_tolerance("0.5%"))
     by = {f.check: f for f in found}
-    assert by["split"].baseline == "{'tp': 32, 'ep': 64, 'dp': 1}" and by["split"].now == "{'tp': 32, 'ep': 64, 'dp': 2}"
+    assert (
+        by["split"].baseline == "{'tp': 32, 'ep': 64, 'dp': 1}" and by["split"].now == "{'tp': 32, 'ep': 64, 'dp': 2}"
+    )
     assert by["kv_bytes"].delta_bytes == 2**30 and by["kv_bytes"].fail
     assert set(by) == {"split", "kv_bytes"}
 

@@ -122,12 +122,15 @@ def test_update_rewrites_and_fills_a_seed(cli, tmp_path, small_baseline):
     assert cli("check", "--baseline", seed).exit_code == 0
 
 
-@pytest.mark.parametrize("content, words", [
-    ('{"format_version": 1, "configurations": [', "corrupt JSON"),
-    ("[1, 2]", "not a k3plan baseline"),
-    ("", "corrupt JSON"),
-    (None, "incompatible"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ('{"format_version": 1, "configurations": [', "corrupt JSON"),
+        ("[1, 2]", "not a k3plan baseline"),
+        ("", "corrupt JSON"),
+        (None, "incompatible"),
+    ],
+)
 def test_corrupt_or_incompatible_baseline_exits_2_one_line(cli, small_baseline, content, words):
     if content is None:
         data = json.loads(small_baseline.read_text())

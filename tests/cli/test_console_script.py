@@ -57,6 +57,9 @@ def test_an_output_the_system_refuses_is_one_line_and_exit_74_not_a_traceback_an
 
 def test_a_closed_stdout_still_answers_by_the_exit_code():
     """Was: `k3plan fit ... >&-` died importing the CLI (sys.stdout None: an AttributeError traceback, exit 1)."""
-    fits, does_not = _shell(">&-", "fit", "-t", "2x2x4", "--tp", "32", "--context", "8192"), _shell(">&-", "fit", "-t", "2x2x2", "--tp", "16")
+    fits, does_not = (
+        _shell(">&-", "fit", "-t", "2x2x4", "--tp", "32", "--context", "8192"),
+        _shell(">&-", "fit", "-t", "2x2x2", "--tp", "16"),
+    )
     assert (fits.returncode, fits.stderr) == (0, "")
     assert (does_not.returncode, does_not.stderr) == (1, "")

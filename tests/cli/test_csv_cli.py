@@ -1,6 +1,6 @@
 """issue 51 item 4: `plan --csv`, `curve --csv` and `report --csv` write k3plan.api's table: the CSV's rows are the
 JSON's rows (plan's ``ranked``, curve's ``points``), a nested field as an ``outer.inner`` column, a list as one
-cell (an item a line), a missing figure an empty cell. The flattening here is the test's own, from the JSON."""
+cell (an item a line) but a band (lo, hi) as two number columns, a missing figure an empty cell. The flattening here is the test's own, from the JSON."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ def _flat(obj: dict, prefix: str = "") -> dict[str, str]:
     for k, v in obj.items():
         if isinstance(v, dict):
             out.update(_flat(v, f"{prefix}{k}."))
+        elif k.endswith("_band_ms") and isinstance(v, list):  # a band: two number columns, .lo and .hi
+            out.update(_flat({"lo": v[0], "hi": v[1]}, f"{prefix}{k}."))
         elif isinstance(v, list):
             out[f"{prefix}{k}"] = "\n".join(str(x) for x in v)
         else:

@@ -102,7 +102,10 @@ def test_table_prints_the_context_each_chunk_leaves(cli):
     # a refused chunk has no prefill temp: the missing mark
     assert rows[53248][5] == "no room" and rows[OOM_CHUNK][5] == "refused" and rows[OOM_CHUNK][1] == "-"
     flat = " ".join(r.stdout.split())
-    assert "refused at chunk 57,344: chunk 57,344 x context 131,072: the measured compile at chunk 57,344 ran out of memory" in flat
+    assert (
+        "refused at chunk 57,344: chunk 57,344 x context 131,072: the measured compile at chunk 57,344 ran out of memory"
+        in flat
+    )
     assert CALIBRATION.name in "".join(r.stdout.split())
 
 
@@ -155,24 +158,28 @@ def test_plot_writes_a_file(cli, tmp_path, suffix):
         assert b"<svg" in data[:2000]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--chunks", "abc"], "--chunks"),
-    (["--chunks", "0"], "--chunks"),
-    (["--chunks", "4096,-1"], "--chunks"),
-    (["--chunks", ","], "--chunks"),
-    (["--batch", "0"], "--batch 0"),
-    (["--context", "-5"], "--context -5"),
-    (["--calibration", "/nonexistent/cal.yaml"], "--calibration"),
-    (["--plot", "curve.jpg"], "--plot"),
-    (["--plot", "/nonexistent/dir/curve.png"], "--plot"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--chunks", "abc"], "--chunks"),
+        (["--chunks", "0"], "--chunks"),
+        (["--chunks", "4096,-1"], "--chunks"),
+        (["--chunks", ","], "--chunks"),
+        (["--batch", "0"], "--batch 0"),
+        (["--context", "-5"], "--context -5"),
+        (["--calibration", "/nonexistent/cal.yaml"], "--calibration"),
+        (["--plot", "curve.jpg"], "--plot"),
+        (["--plot", "/nonexistent/dir/curve.png"], "--plot"),
+    ],
+)
 def test_bad_input_exits_2_one_line(cli, args, needle):
     line = one_error_line(cli("curve", *CONFIG, *args))
     assert needle in line
 
 
-@pytest.mark.parametrize("payload", [b"prefill: [unclosed", b"\x89PNG\r\n\x1a\n\xd0\xff binary", b"- just\n- a list\n",
-                                     b"model: kimi-k3\n"])
+@pytest.mark.parametrize(
+    "payload", [b"prefill: [unclosed", b"\x89PNG\r\n\x1a\n\xd0\xff binary", b"- just\n- a list\n", b"model: kimi-k3\n"]
+)
 def test_unreadable_calibration_exits_2_one_line(cli, tmp_path, payload):
     p = tmp_path / "cal.yaml"
     p.write_bytes(payload)
@@ -184,8 +191,20 @@ def test_chunks_beyond_the_calibration_are_marked_not_extrapolated(cli):
     """The committed deviceless-TPU sweep measured chunks up to 32,768: a 65,536 chunk is not called
     'ok' — it takes the largest measured temp (never a fitted slope) and says it is outside."""
     sweep = Path(__file__).resolve().parents[2] / "reports" / "validation" / "k3-tpu7x-2x2x4-tp32-vllm-tpu-sweep.yaml"
-    r = cli("curve", "-t", "2x2x4", "--tp", "32", "--calibration", sweep, "--chunks", "32768,65536",
-            "--context", "4096", "--json")
+    r = cli(
+        "curve",
+        "-t",
+        "2x2x4",
+        "--tp",
+        "32",
+        "--calibration",
+        sweep,
+        "--chunks",
+        "32768,65536",
+        "--context",
+        "4096",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     points = {p["chunk_tokens"]: p for p in json.loads(r.stdout)["points"]}
     assert points[32768]["status"] == "ok"
@@ -234,5 +253,8 @@ def test_a_batch_that_fits_at_no_chunk_is_no_room_and_exits_1_as_fit(cli):
             assert f"{p['max_sequences']} of the 32 sequences" in p["detail"], p
     # batch 8 x 8,192 (a compiled point, issue 50) fits at the default chunk: that row stays ok and curve exits 0, as fit does
     ok = cli("curve", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "8192", "--json")
-    assert ok.exit_code == 0 and cli("fit", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "8192").exit_code == 0
+    assert (
+        ok.exit_code == 0
+        and cli("fit", "-t", "2x2x4", "--tp", "32", "--batch", "8", "--context", "8192").exit_code == 0
+    )
     assert by_chunk(json.loads(ok.stdout))[8192]["status"] == "ok"

@@ -72,8 +72,19 @@ def test_json_fields_and_study_numbers_on_v7x_x16(cli):
     MFU (published 53,144: the study divides by 208 GFLOP rounded); the long-context ratios."""
     d = roofline_json(cli, "-t", "2x2x4", "--stack", "dp-attention", "--batch", "256")
     dec, pre, lc = d["decode"], d["prefill"], d["long_context"]
-    for key in ("tokens_per_s", "tpot_s", "tokens_per_s_per_chip", "binding", "comm_share", "step_s",
-                "memory_s", "compute_s", "bytes_per_device", "flops_per_device", "experts_touched_per_layer"):
+    for key in (
+        "tokens_per_s",
+        "tpot_s",
+        "tokens_per_s_per_chip",
+        "binding",
+        "comm_share",
+        "step_s",
+        "memory_s",
+        "compute_s",
+        "bytes_per_device",
+        "flops_per_device",
+        "experts_touched_per_layer",
+    ):
         assert key in dec
     assert dec["binding"] == "memory"
     assert dec["comm"]["bandwidth_time_s"] == pytest.approx(281.4 * US, rel=5e-3)
@@ -127,24 +138,27 @@ def test_router_histogram_through_the_cli(cli, tmp_path):
     assert d["decode"]["experts_touched_per_layer"] == pytest.approx(16)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--batch", "0"], "--batch 0"),
-    (["--batch", "-3"], "--batch -3"),
-    (["--context", "0"], "--context 0"),
-    (["--chunk", "0"], "--chunk 0"),
-    (["--mfu", "0"], "--mfu"),
-    (["--mfu", "1.5"], "--mfu 1.5"),
-    (["--mfu", "-0.3"], "--mfu"),
-    (["--bw-efficiency", "0"], "--bw-efficiency"),
-    (["--bw-efficiency", "2"], "--bw-efficiency"),
-    (["--probes", "/nonexistent/probes"], "--probes"),
-    (["--probes", str(PROBES / RECORD)], "not a folder"),
-    (["--router-histogram", "/nonexistent/h.json"], "--router-histogram"),
-    (["--dtype", "int8"], "int8"),
-    (["--dtype", "nonsense"], "nonsense"),
-    (["-t", "2x2"], "2x2"),
-    (["--tp", "7"], "--tp 7"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--batch", "0"], "--batch 0"),
+        (["--batch", "-3"], "--batch -3"),
+        (["--context", "0"], "--context 0"),
+        (["--chunk", "0"], "--chunk 0"),
+        (["--mfu", "0"], "--mfu"),
+        (["--mfu", "1.5"], "--mfu 1.5"),
+        (["--mfu", "-0.3"], "--mfu"),
+        (["--bw-efficiency", "0"], "--bw-efficiency"),
+        (["--bw-efficiency", "2"], "--bw-efficiency"),
+        (["--probes", "/nonexistent/probes"], "--probes"),
+        (["--probes", str(PROBES / RECORD)], "not a folder"),
+        (["--router-histogram", "/nonexistent/h.json"], "--router-histogram"),
+        (["--dtype", "int8"], "int8"),
+        (["--dtype", "nonsense"], "nonsense"),
+        (["-t", "2x2"], "2x2"),
+        (["--tp", "7"], "--tp 7"),
+    ],
+)
 def test_bad_input_exits_2_one_line(cli, args, needle):
     line = one_error_line(cli("roofline", "-t", "2x2x4", *args))
     assert needle in line

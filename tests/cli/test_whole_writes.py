@@ -36,10 +36,16 @@ def test_an_unbuffered_stdout_loses_nothing_to_short_writes(monkeypatch):
 
 def test_unbuffered_k3plan_prints_the_same_bytes(tmp_path):
     args = [sys.executable, "-m", "k3plan", "fit", "-t", "2x2x4", "--tp", "7"]  # stdout empty, one line on stderr
-    runs = [subprocess.run([args[0], *flags, *args[1:]], capture_output=True, cwd=tmp_path, check=False)
-            for flags in ([], ["-u"])]
-    assert [(r.returncode, r.stdout, r.stderr) for r in runs[1:]] == [(runs[0].returncode, runs[0].stdout, runs[0].stderr)]
+    runs = [
+        subprocess.run([args[0], *flags, *args[1:]], capture_output=True, cwd=tmp_path, check=False)
+        for flags in ([], ["-u"])
+    ]
+    assert [(r.returncode, r.stdout, r.stderr) for r in runs[1:]] == [
+        (runs[0].returncode, runs[0].stdout, runs[0].stderr)
+    ]
     args[-1] = "32"
-    runs = [subprocess.run([args[0], *flags, *args[1:], "--json"], capture_output=True, cwd=tmp_path, check=False)
-            for flags in ([], ["-u"])]
+    runs = [
+        subprocess.run([args[0], *flags, *args[1:], "--json"], capture_output=True, cwd=tmp_path, check=False)
+        for flags in ([], ["-u"])
+    ]
     assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout

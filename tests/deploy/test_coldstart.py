@@ -22,8 +22,9 @@ def test_v7x_2x2x4_by_hand():
     topo = parse_topology(hw, "2x2x4")
     # 16 chips, 4 chips a host -> 4 hosts; 2 devices a chip -> 32 devices, 8 a host
     assert devices_per_busiest_host(topo) == 8
-    cs = cold_start(weight_bytes_per_device=50 * GiB, topology=topo, hw=hw, load_gbps=100,
-                    checkpoint_bytes=1_500_000_000_000)
+    cs = cold_start(
+        weight_bytes_per_device=50 * GiB, topology=topo, hw=hw, load_gbps=100, checkpoint_bytes=1_500_000_000_000
+    )
     assert cs.hosts == 4 and cs.devices_per_host == 8
     # 8 x 50 GiB = 400 GiB = 429,496,729,600 B a host, staged in RAM at once
     assert cs.sharded_read_bytes_per_host == cs.host_ram_bytes_per_host == 429_496_729_600
@@ -36,11 +37,16 @@ def test_v7x_2x2x4_by_hand():
 
 def test_whole_tensor_read_is_never_below_the_shards():
     hw = load_hardware("tpu-v7x")
-    cs = cold_start(weight_bytes_per_device=10, topology=parse_topology(hw, "2x2x4"), hw=hw, load_gbps=8,
-                    checkpoint_bytes=5)
+    cs = cold_start(
+        weight_bytes_per_device=10, topology=parse_topology(hw, "2x2x4"), hw=hw, load_gbps=8, checkpoint_bytes=5
+    )
     assert cs.whole_tensor_read_bytes_per_host == 80  # max(5, 10 x 8)
-    assert cold_start(weight_bytes_per_device=10, topology=parse_topology(hw, "2x2x4"), hw=hw,
-                      load_gbps=8).whole_tensor_load_s is None
+    assert (
+        cold_start(
+            weight_bytes_per_device=10, topology=parse_topology(hw, "2x2x4"), hw=hw, load_gbps=8
+        ).whole_tensor_load_s
+        is None
+    )
 
 
 def test_columns_and_bad_bandwidth():

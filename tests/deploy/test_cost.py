@@ -28,14 +28,18 @@ def test_per_million_output_tokens_by_hand():
 
 def test_per_million_input_tokens_over_columns():
     # 64 chips x $4.54 = $290.56/h; 50,000 prompt tok/s = 180 M/h -> $1.6142/M; 25,000 -> twice that
-    got = usd_per_million_input_tokens(chips=np.array([64, 64]), usd_per_chip_hour=4.54,
-                                       input_tokens_per_s=np.array([50_000.0, 25_000.0]))
+    got = usd_per_million_input_tokens(
+        chips=np.array([64, 64]), usd_per_chip_hour=4.54, input_tokens_per_s=np.array([50_000.0, 25_000.0])
+    )
     assert got == pytest.approx([290.56 / 180, 2 * 290.56 / 180])
 
 
 def test_unpriced_is_nan_and_serving_nothing_is_never_free():
-    got = usd_per_million_output_tokens(chips=np.array([8, 8, 8]), usd_per_chip_hour=np.array([np.nan, 2.0, np.nan]),
-                                        output_tokens_per_s=np.array([100.0, 0.0, 0.0]))
+    got = usd_per_million_output_tokens(
+        chips=np.array([8, 8, 8]),
+        usd_per_chip_hour=np.array([np.nan, 2.0, np.nan]),
+        output_tokens_per_s=np.array([100.0, 0.0, 0.0]),
+    )
     assert math.isnan(got[0]) and got[1] == math.inf and math.isnan(got[2])
 
 

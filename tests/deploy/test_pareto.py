@@ -18,7 +18,7 @@ from k3plan.errors import K3PlanError
 
 #            A    B    C    D    E    F    G       H (= C)
 X = np.array([1.0, 2.0, 3.0, 3.0, 4.0, 0.5, np.nan, 3.0])
-Y = np.array([10., 8.0, 8.0, 5.0, 1.0, 9.0, 100.0, 8.0])
+Y = np.array([10.0, 8.0, 8.0, 5.0, 1.0, 9.0, 100.0, 8.0])
 
 
 def test_front_by_hand():
@@ -46,11 +46,29 @@ def test_edge_cases():
 
 def _points():
     return [
-        ParetoPoint(hardware="tpu-v7x", topology="2x2x4", chips=16, split="TP32", stack="vllm-tpu", batch=1,
-                    tokens_per_s_per_user=60.0, tokens_per_s_per_chip=3.75),
-        ParetoPoint(hardware="nvidia-b200", topology="2x8", chips=16, split="TP8 DP2 EP16", stack="sglang",
-                    batch=64, tokens_per_s_per_user=20.0, tokens_per_s_per_chip=80.0, usd_per_hour=96.48,
-                    usd_per_million_output_tokens=math.pi, tokens_per_usd=47_761.0),
+        ParetoPoint(
+            hardware="tpu-v7x",
+            topology="2x2x4",
+            chips=16,
+            split="TP32",
+            stack="vllm-tpu",
+            batch=1,
+            tokens_per_s_per_user=60.0,
+            tokens_per_s_per_chip=3.75,
+        ),
+        ParetoPoint(
+            hardware="nvidia-b200",
+            topology="2x8",
+            chips=16,
+            split="TP8 DP2 EP16",
+            stack="sglang",
+            batch=64,
+            tokens_per_s_per_user=20.0,
+            tokens_per_s_per_chip=80.0,
+            usd_per_hour=96.48,
+            usd_per_million_output_tokens=math.pi,
+            tokens_per_usd=47_761.0,
+        ),
     ]
 
 
@@ -65,8 +83,16 @@ def test_table_shows_labels_and_blanks_for_unpriced():
 
 def _dominated():
     # beaten by the b200 point on both axes: drawn grey, off the front
-    return ParetoPoint(hardware="tpu-v6e", topology="4x4", chips=16, split="TP16", stack="vllm-tpu", batch=8,
-                       tokens_per_s_per_user=10.0, tokens_per_s_per_chip=40.0)
+    return ParetoPoint(
+        hardware="tpu-v6e",
+        topology="4x4",
+        chips=16,
+        split="TP16",
+        stack="vllm-tpu",
+        batch=8,
+        tokens_per_s_per_user=10.0,
+        tokens_per_s_per_chip=40.0,
+    )
 
 
 def _near(img, color, tol=12):

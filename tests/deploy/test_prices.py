@@ -21,17 +21,20 @@ def test_parses_overrides():
     assert parse_price_overrides([], known=KNOWN) == {}
 
 
-@pytest.mark.parametrize("text, says", [
-    ("nvidia-b200", "expected HW=USD"),
-    ("=3", "expected HW=USD"),
-    ("nvidia-b200=", "expected HW=USD"),
-    ("nvidia-b999=3", "unknown hardware 'nvidia-b999'"),
-    ("nvidia-b200=cheap", "not a number"),
-    ("nvidia-b200=0", "> 0"),
-    ("nvidia-b200=-2", "> 0"),
-    ("nvidia-b200=nan", "> 0"),
-    ("nvidia-b200=inf", "> 0"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("nvidia-b200", "expected HW=USD"),
+        ("=3", "expected HW=USD"),
+        ("nvidia-b200=", "expected HW=USD"),
+        ("nvidia-b999=3", "unknown hardware 'nvidia-b999'"),
+        ("nvidia-b200=cheap", "not a number"),
+        ("nvidia-b200=0", "> 0"),
+        ("nvidia-b200=-2", "> 0"),
+        ("nvidia-b200=nan", "> 0"),
+        ("nvidia-b200=inf", "> 0"),
+    ],
+)
 def test_bad_override_is_one_line_naming_the_text(text, says):
     with pytest.raises(K3PlanError) as err:
         parse_price_overrides([text], known=KNOWN)

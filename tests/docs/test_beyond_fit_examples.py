@@ -35,7 +35,9 @@ def test_the_prefix_hit_paragraph_quotes_what_fit_prints(cli, tier, loaded):
 
     r = cli("fit", "-t", "2x4x4", "--tp", "32", "--prefix-hit", "0.6", "--prefix-tier", tier)
     assert r.exit_code == 0, r.output
-    m = re.search(r"TTFT \(one prompt's prefill, no queue\) ([\d,.]+) ms without the hit -> ([\d,.]+) ms", flat(r.stdout))
+    m = re.search(
+        r"TTFT \(one prompt's prefill, no queue\) ([\d,.]+) ms without the hit -> ([\d,.]+) ms", flat(r.stdout)
+    )
     assert m, r.stdout
     para = flat(PAGE.split("## Memory tiers", 1)[1].split("\n## ", 1)[0])
     assert f"TTFT {m[1]} ms without the hit" in para
@@ -66,8 +68,29 @@ def run_json(cli, *args) -> dict:
     return json.loads(r.stdout)
 
 
-SESSION = ("curve", "-t", "2x4x4", "--tp", "32", "--batch", "32", "--context", "32768", "--turns", "20", "--system-tokens",
-           "4000", "--user-tokens", "800", "--answer-tokens", "1200", "--tool-tokens", "2000", "--reasoning-tokens", "6000")
+SESSION = (
+    "curve",
+    "-t",
+    "2x4x4",
+    "--tp",
+    "32",
+    "--batch",
+    "32",
+    "--context",
+    "32768",
+    "--turns",
+    "20",
+    "--system-tokens",
+    "4000",
+    "--user-tokens",
+    "800",
+    "--answer-tokens",
+    "1200",
+    "--tool-tokens",
+    "2000",
+    "--reasoning-tokens",
+    "6000",
+)
 
 
 def test_the_sessions_paragraph_is_what_curve_prints(cli):
@@ -75,10 +98,13 @@ def test_the_sessions_paragraph_is_what_curve_prints(cli):
     shipped temp model's upper end (curve at 2x4x4 batch 32 allowed 44,352: turn 5, and turn 9 dropping it; 39,744,
     turns 4 and 8, once vllm-tpu stored tpu-inference's 640-value MLA entry)."""
     text = section("Sessions")
-    m = said(text, r"against the ([\d,]+) tokens `fit -t 2x4x4 --tp 32 --batch 32 --context 32768` allows a sequence .*? "
-                   r"the peaks run ([\d,]+), ([\d,]+), \.\.\. ([\d,]+), ([\d,]+) and turn (\d+) no longer fits \(([\d.]+)x the "
-                   r"visible conversation by turn 20\); dropping it \(`--drop-reasoning`\), the peaks run ([\d,]+), ([\d,]+), "
-                   r"\.\.\. ([\d,]+), ([\d,]+) and turn (\d+) no longer fits")
+    m = said(
+        text,
+        r"against the ([\d,]+) tokens `fit -t 2x4x4 --tp 32 --batch 32 --context 32768` allows a sequence .*? "
+        r"the peaks run ([\d,]+), ([\d,]+), \.\.\. ([\d,]+), ([\d,]+) and turn (\d+) no longer fits \(([\d.]+)x the "
+        r"visible conversation by turn 20\); dropping it \(`--drop-reasoning`\), the peaks run ([\d,]+), ([\d,]+), "
+        r"\.\.\. ([\d,]+), ([\d,]+) and turn (\d+) no longer fits",
+    )
     g = m.groups()
     for args, (peaks, turn) in ((SESSION, (g[1:5], g[5])), ((*SESSION, "--drop-reasoning"), (g[7:11], g[11]))):
         s = run_json(cli, *args)["sessions"]
@@ -96,21 +122,49 @@ def test_the_speculative_decoding_figures_are_what_fit_prints(cli):
     """The page had 1,443 / 2,334 / 859 tok/s and TPOT 7.73 -> 5.55 ms, and for the draft's KV free 37.92 -> 34.84 GB
     (GB, not GiB), 28 -> 24 sequences and 474,048 -> 405,504 tokens: none was what fit printed."""
     text = section("Speculative decoding")
-    m = said(text, r"([\d,]+) tok/s emitted, ([\d,]+) forward, ([\d,]+) accepted, TPOT ([\d.]+) -> ([\d.]+) ms, x([\d.]+) over")
-    d = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--batch", "8", "--context", "32768", "--spec-tokens", "3",
-                 "--acceptance", "0.8,0.6,0.4", "--draft-bytes", "30GB")["advice"]["spec_decode"]
+    m = said(
+        text,
+        r"([\d,]+) tok/s emitted, ([\d,]+) forward, ([\d,]+) accepted, TPOT ([\d.]+) -> ([\d.]+) ms, x([\d.]+) over",
+    )
+    d = run_json(
+        cli,
+        "fit",
+        "-t",
+        "2x4x4",
+        "--tp",
+        "32",
+        "--batch",
+        "8",
+        "--context",
+        "32768",
+        "--spec-tokens",
+        "3",
+        "--acceptance",
+        "0.8,0.6,0.4",
+        "--draft-bytes",
+        "30GB",
+    )["advice"]["spec_decode"]
     s = d["speed"]
-    assert [f"{s[k]:,.0f}" for k in ("emitted_tokens_per_s", "forward_tokens_per_s", "accepted_tokens_per_s")] == list(m.groups()[:3])
-    assert (f"{d['plain_step_s'] * 1e3:.2f}", f"{s['s_per_emitted_token'] * 1e3:.2f}", f"{s['speedup']:.2f}") == m.groups()[3:]
+    assert [f"{s[k]:,.0f}" for k in ("emitted_tokens_per_s", "forward_tokens_per_s", "accepted_tokens_per_s")] == list(
+        m.groups()[:3]
+    )
+    assert (
+        f"{d['plain_step_s'] * 1e3:.2f}",
+        f"{s['s_per_emitted_token'] * 1e3:.2f}",
+        f"{s['speedup']:.2f}",
+    ) == m.groups()[3:]
     mtp = run_json(cli, "models", "show", "deepseek-v3", "--by", "role")
     m = said(text, r"DeepSeek-V3's MTP layer: ([\d,]+) params, ([\d,]+) B,")
     assert (mtp["mtp_params"], mtp["breakdown"]["mtp"]["bytes"]) == (as_int(m[1]), as_int(m[2]))
 
-    m = said(text, r"split over tp 32: ([\d,]+) B a token a device\) on `fit -t 2x4x4 --tp 32 --batch 8 (--spec-tokens 3 "
-                   r"--acceptance 0\.8 --draft-bytes 30GB)` \(128K, (\d+) sequences a device\) adds \d+ x 131,072 x [\d,]+ B = "
-                   r"(\d+) GiB of KV a device: free falls ([\d.]+) -> ([\d.]+) GiB a device, the sequences the room holds (\d+) "
-                   r"-> (\d+) and the longest context ([\d,]+) -> ([\d,]+) tokens \(without the draft's weights free is "
-                   r"([\d.]+) GiB\)")
+    m = said(
+        text,
+        r"split over tp 32: ([\d,]+) B a token a device\) on `fit -t 2x4x4 --tp 32 --batch 8 (--spec-tokens 3 "
+        r"--acceptance 0\.8 --draft-bytes 30GB)` \(128K, (\d+) sequences a device\) adds \d+ x 131,072 x [\d,]+ B = "
+        r"(\d+) GiB of KV a device: free falls ([\d.]+) -> ([\d.]+) GiB a device, the sequences the room holds (\d+) "
+        r"-> (\d+) and the longest context ([\d,]+) -> ([\d,]+) tokens \(without the draft's weights free is "
+        r"([\d.]+) GiB\)",
+    )
     base = ("fit", "-t", "2x4x4", "--tp", "32", "--batch", "8")
     plain, draft = run_json(cli, *base), run_json(cli, *base, *m[2].split())
     kv = run_json(cli, *base, *m[2].split(), "--draft-kv-bytes-per-token", "131072")
@@ -118,9 +172,15 @@ def test_the_speculative_decoding_figures_are_what_fit_prints(cli):
     added = kv["per_device"]["kv_bytes"] - draft["per_device"]["kv_bytes"]
     assert added == int(m[3]) * 131072 * as_int(m[1]) == int(m[4]) * 2**30
     GiB = 2**30
-    assert (f"{draft['per_device']['free_bytes'] / GiB:.2f}", f"{kv['per_device']['free_bytes'] / GiB:.2f}") == (m[5], m[6])
+    assert (f"{draft['per_device']['free_bytes'] / GiB:.2f}", f"{kv['per_device']['free_bytes'] / GiB:.2f}") == (
+        m[5],
+        m[6],
+    )
     assert (draft["capacity"]["max_sequences"], kv["capacity"]["max_sequences"]) == (int(m[7]), int(m[8]))
-    assert (draft["capacity"]["memory_context_tokens"], kv["capacity"]["memory_context_tokens"]) == (as_int(m[9]), as_int(m[10]))
+    assert (draft["capacity"]["memory_context_tokens"], kv["capacity"]["memory_context_tokens"]) == (
+        as_int(m[9]),
+        as_int(m[10]),
+    )
     assert f"{plain['per_device']['free_bytes'] / GiB:.2f}" == m[11]
 
 
@@ -128,14 +188,22 @@ def test_the_memory_tiers_figures_are_what_fit_prints(cli):
     """The page had 2.47 s to prefill a 131K session again (1/53,144 s a token typed in: the linear-only rate; fit and
     report print the roofline's TTFT, 3.65 s) and a 32K prompt's 75% hit saving 0.46 s of 0.62 s (535.8 of 714.4 ms)."""
     text = section("Memory tiers")
-    m = said(text, r"host DRAM holds (\d+) suspended 131K sessions .*?, restores one in ([\d.]+) ms vs ([\d.]+) s to prefill "
-                   r"it again \(the roofline's TTFT\); remote storage \(DCN, 50 GB/s a host\) in ([\d.]+) ms")
+    m = said(
+        text,
+        r"host DRAM holds (\d+) suspended 131K sessions .*?, restores one in ([\d.]+) ms vs ([\d.]+) s to prefill "
+        r"it again \(the roofline's TTFT\); remote storage \(DCN, 50 GB/s a host\) in ([\d.]+) ms",
+    )
     host = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--offload", "host")["advice"]["offload"]
     remote = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--offload", "remote")["advice"]["offload"]
     assert host["sessions_held"] == int(m[1])
     assert (f"{host['ttft_added_s'] * 1e3:.1f}", f"{host['recompute_s']:.2f}") == (m[2], m[3])
     assert f"{remote['ttft_added_s'] * 1e3:.1f}" == m[4]
-    m = said(text, r"a 32K prompt with a 75% hit in HBM \(`fit -t 2x4x4 --tp 32 --context 32768 --prefix-hit 0\.75`\) saves "
-                   r"([\d.]+) ms of ([\d.]+) ms")
-    e = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--context", "32768", "--prefix-hit", "0.75")["prefix_hit"]["effect"]
+    m = said(
+        text,
+        r"a 32K prompt with a 75% hit in HBM \(`fit -t 2x4x4 --tp 32 --context 32768 --prefix-hit 0\.75`\) saves "
+        r"([\d.]+) ms of ([\d.]+) ms",
+    )
+    e = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--context", "32768", "--prefix-hit", "0.75")["prefix_hit"][
+        "effect"
+    ]
     assert (f"{e['saved_s'] * 1e3:.1f}", f"{e['ttft_cold_s'] * 1e3:.1f}") == (m[1], m[2])

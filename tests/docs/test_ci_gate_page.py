@@ -37,8 +37,10 @@ def test_the_seed_is_recorded_then_passes(cli, tmp_path):
 def test_the_quoted_failing_run_is_what_check_prints(cli, tmp_path):
     quoted = PAGE.split("A failing run prints, for example (lm_head forced to `[null, null]`):", 1)[1]
     quoted = quoted.split("```\n", 1)[1].split("```", 1)[0]
-    rows = [re.match(r"^ (\S+)\s+(.+?)\s{2,}(-|[\d.]+ GiB)\s+([\d.]+ GiB)\s+([+-][\d.]+ GiB)$", ln)
-            for ln in quoted.splitlines()[2:-1]]
+    rows = [
+        re.match(r"^ (\S+)\s+(.+?)\s{2,}(-|[\d.]+ GiB)\s+([\d.]+ GiB)\s+([+-][\d.]+ GiB)$", ln)
+        for ln in quoted.splitlines()[2:-1]
+    ]
     assert len(rows) == 3 and all(rows), quoted
     data = json.loads((ROOT / "reports/baseline/k3.json").read_text())
     data["configurations"] = [c for c in data["configurations"] if c["name"] == rows[0][1]]
@@ -48,6 +50,8 @@ def test_the_quoted_failing_run_is_what_check_prints(cli, tmp_path):
     specs.write_text("shardspecs:\n  'language_model\\.lm_head\\.weight': [null, null]\n")
     r = cli("check", "--baseline", baseline, "--shardspecs", specs)
     assert r.exit_code == 1, r.output
-    printed = [[" ".join(c.split()) for c in ln.split("│")[1:-1]] for ln in r.stdout.splitlines() if ln.startswith("│ v7x")]
+    printed = [
+        [" ".join(c.split()) for c in ln.split("│")[1:-1]] for ln in r.stdout.splitlines() if ln.startswith("│ v7x")
+    ]
     assert [p[:5] for p in printed] == [list(m.groups()) for m in rows]
     assert quoted.splitlines()[-1] in r.stdout  # the FAIL line

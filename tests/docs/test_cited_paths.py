@@ -12,7 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # a repository path, not the tail of a longer one (shared/design/..., a URL's path) nor an --out target
-CITED = re.compile(r"(?<![\w/.-])(?<!--out )((?:docs|design|reports|benchmarks|k3plan|hardware_specs)/[\w./-]+\.(?:md|yaml|json|py))")
+CITED = re.compile(
+    r"(?<![\w/.-])(?<!--out )((?:docs|design|reports|benchmarks|k3plan|hardware_specs)/[\w./-]+\.(?:md|yaml|json|py))"
+)
 SHIPPED = sorted(
     [
         *REPO.glob("hardware_specs/*.yaml"),
@@ -43,7 +45,9 @@ def test_the_scan_finds_the_citations_it_checks():
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_cited_file_is_in_the_repository(path):
     for ref in cited(path):
-        assert not ref.startswith("design/"), f"{path.relative_to(REPO)} cites {ref}: a clone has no design/; cite docs/"
+        assert not ref.startswith("design/"), (
+            f"{path.relative_to(REPO)} cites {ref}: a clone has no design/; cite docs/"
+        )
         assert (REPO / ref).exists(), f"{path.relative_to(REPO)} cites {ref}, which is not in the repository"
     bare = BARE.findall(path.read_text())
     assert not bare, f"{path.relative_to(REPO)} names {bare[0]} without its folder: cite docs/{bare[0]}"

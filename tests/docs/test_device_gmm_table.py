@@ -40,9 +40,13 @@ def test_device_md_gmm_table_is_the_records():
 
 
 def test_readme_gmm_figures_are_the_records():
-    rec = json.loads(next((REPO / "k3plan" / "evidence" / "probes").glob("gmm-tpu-v5-lite-20261204T080902Z-19b3b9.json")).read_text())
+    rec = json.loads(
+        next((REPO / "k3plan" / "evidence" / "probes").glob("gmm-tpu-v5-lite-20261204T080902Z-19b3b9.json")).read_text()
+    )
     w13 = next(p for p in rec["points"] if p["params"]["projection"] == "w13")
-    ctrl = json.loads((REPO / "k3plan" / "evidence" / "probes" / "gmm-tpu-v5-lite-20261204T080902Z-a2a791.json").read_text())
+    ctrl = json.loads(
+        (REPO / "k3plan" / "evidence" / "probes" / "gmm-tpu-v5-lite-20261204T080902Z-a2a791.json").read_text()
+    )
     c = ctrl["points"][0]
     said = (
         f"the 4-bit w13 call takes {w13['value'] * 1e3:.2f} ms against its {w13['params']['ceiling_s'] * 1e3:.2f} ms "

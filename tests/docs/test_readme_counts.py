@@ -26,5 +26,7 @@ def test_hardware_specs_and_bundled_models(cli):
 def test_the_measured_jit_arguments():
     m = re.search(r"the real v7x slice measured ([\d.]+) GiB of jit arguments", README)
     assert m
-    cal = yaml.safe_load((ROOT / "k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml").read_text())
+    cal = yaml.safe_load(
+        (ROOT / "k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml").read_text()
+    )
     assert f"{cal['argument_gib']:.2f}" == m[1]

@@ -23,7 +23,9 @@ def test_the_main_job_table_is_roofline_s():
         m = re.search(rf"\| {row} \| ([\d,.]+) ms \| ([\d,.]+) ms \| ([\d,.]+) ms \| ([\d.]+)x \|", README)
         assert m, row
         c = s[st]
-        now = [f"{c[k] * 1e3:,.2f}" for k in ("ceiling_s", "model_s", "measured_s")] + [f"{c['model_over_measured']:.2f}"]
+        now = [f"{c[k] * 1e3:,.2f}" for k in ("ceiling_s", "model_s", "measured_s")] + [
+            f"{c['model_over_measured']:.2f}"
+        ]
         assert list(m.groups()) == now, row
     gap = {t["name"]: t for t in s["decode"]["gap_terms"]}
     device = gap["device time beyond the model's (the engine's profile)"]

@@ -393,7 +393,9 @@ def test_expected_time_labels_and_breakdown():
     extra = [o for o in dec["ops"] if o["kind"] == "overhead" and o["expected_s"]]
     assert [o["name"] for o in extra] == ["routed experts of the busiest EP rank"]
     assert dec["expected_s"] == pytest.approx(dec["ceiling_s"] + extra[0]["expected_s"], rel=1e-12)
-    busiest, mean = re.search(r"([\d.]+) experts touched on the busiest rank against ([\d.]+)", extra[0]["label"]).groups()
+    busiest, mean = re.search(
+        r"([\d.]+) experts touched on the busiest rank against ([\d.]+)", extra[0]["label"]
+    ).groups()
     assert f"touch {busiest} of a rank's 56 experts on the busiest rank against {mean} on the mean one" in FLAT
     assert said(r"k3plan's expected decode step is therefore ([\d.]+) ms, its ops labelled as ceilings").group(1) == ms(
         dec["expected_s"]
@@ -501,7 +503,11 @@ OP_GROUPS: dict[str, tuple[list[str], Callable[[str], bool]]] = {
 def op_groups() -> dict[str, tuple[float, float, int]]:
     """group -> (aiconfigurator SOL ms, k3plan ceiling ms, k3plan op count); every op of both sides placed once."""
     # the engine's fixed terms (issue 38: kind overhead, no ceiling) are no op of the step's
-    k3 = {o["name"]: o["ceiling_s"] * 1e3 for o in roofline(A_STACK)["expected"]["decode"]["ops"] if o["kind"] != "overhead"}
+    k3 = {
+        o["name"]: o["ceiling_s"] * 1e3
+        for o in roofline(A_STACK)["expected"]["decode"]["ops"]
+        if o["kind"] != "overhead"
+    }
     out, placed = {}, []
     for g, (aic_ops, pred) in OP_GROUPS.items():
         names = [n for n in k3 if pred(n)]

@@ -228,7 +228,10 @@ def _stack_file(tmp_path, name, mutate):
             "options.mem_fraction_static.auto.gpu_classes.0.cuda_graph_max_bs: Expected `int` >= 0",
         ),
         (lambda d: d.update(on_platform={"cpu": {}}), "on_platform: key 'cpu': Invalid enum value 'cpu'"),
-        (lambda d: d["paging"].update(align_tokenz=1), "unknown key 'paging.align_tokenz' (did you mean 'align_tokens'?)"),
+        (
+            lambda d: d["paging"].update(align_tokenz=1),
+            "unknown key 'paging.align_tokenz' (did you mean 'align_tokens'?)",
+        ),
         # strict: a number written as a string is refused (pydantic's lax mode read "64" as 64)
         (lambda d: d["paging"].update(align_tokens="64"), "paging.align_tokens: Expected `int`, got `str`"),
         # was a traceback: the ratio resolution added to a string before the schema checked it

@@ -40,17 +40,35 @@ def test_vllm_tpu_gets_compiled_evidence():
     assert cal.device_kind and cal.jax_version and cal.date, "compiled evidence names its device, jax and date"
 
 
-@pytest.mark.parametrize("change", [{"tp": 16}, {"topology": "2x2x2"}, {"hardware": "tpu-v6e"}, {"dp": 2},
-                                    {"ep": 16}, {"model": "kimi-k2"}, {"stack": "sglang"}, {"kv_dtype": "fp8"}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tp": 16},
+        {"topology": "2x2x2"},
+        {"hardware": "tpu-v6e"},
+        {"dp": 2},
+        {"ep": 16},
+        {"model": "kimi-k2"},
+        {"stack": "sglang"},
+        {"kv_dtype": "fp8"},
+    ],
+)
 def test_any_difference_is_no_match(change):
     args = {**K3, "stack": "vllm-tpu", "kv_dtype": "bf16", **change}
     assert best_calibration(**args) is None
 
 
 def _fake(folder: Path, name: str, kind: str, *, points: int, date: str, stack: str = "jax-native"):
-    data = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32, "stack": stack,
-            "backend": "tpu", "date": date,
-            "prefill": [{"tokens": 1024 * (i + 1), "temp_gib": 1.0 + i} for i in range(points)]}
+    data = {
+        "model": "kimi-k3",
+        "hardware": "tpu-v7x",
+        "topology": "2x2x4",
+        "tp": 32,
+        "stack": stack,
+        "backend": "tpu",
+        "date": date,
+        "prefill": [{"tokens": 1024 * (i + 1), "temp_gib": 1.0 + i} for i in range(points)],
+    }
     (folder / name).write_text(yaml.safe_dump(data))
     return {"file": name, "kind": kind, "kv_dtype": "fp32"}
 
@@ -58,10 +76,12 @@ def _fake(folder: Path, name: str, kind: str, *, points: int, date: str, stack: 
 def test_measured_beats_compiled_then_points_then_date(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"  # the registry is cached per folder
     a.mkdir(), b.mkdir()
-    idx = [_fake(a, "c-many.yaml", "compiled", points=5, date="2026-11-30"),
-           _fake(a, "m-few.yaml", "measured", points=1, date="2026-01-01"),
-           _fake(a, "m-old.yaml", "measured", points=2, date="2026-01-01"),
-           _fake(a, "m-new.yaml", "measured", points=2, date="2026-02-01")]
+    idx = [
+        _fake(a, "c-many.yaml", "compiled", points=5, date="2026-11-30"),
+        _fake(a, "m-few.yaml", "measured", points=1, date="2026-01-01"),
+        _fake(a, "m-old.yaml", "measured", points=2, date="2026-01-01"),
+        _fake(a, "m-new.yaml", "measured", points=2, date="2026-02-01"),
+    ]
     (a / "index.yaml").write_text(yaml.safe_dump(idx))
     cal, kind = best_calibration(**K3, stack="jax-native", kv_dtype="fp32", folder=str(a))
     assert (Path(cal.path).name, kind) == ("m-new.yaml", "measured")
@@ -91,9 +111,25 @@ def test_a_setup_finds_its_evidence(stack, kind):
     """The names a Setup carries are the names the calibration files use (how fit/curve call it)."""
     from k3plan.setup import make_setup
 
-    s = make_setup(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, ep=None, dp=None, stack=stack,
-                   kv_dtype=None, shardspecs=None)
-    found = best_calibration(model=s.model.spec.name, hardware=s.hardware.name, topology=s.topology.text,
-                             tp=s.parallel.tp, ep=s.parallel.ep, dp=s.parallel.dp, stack=s.stack.name,
-                             kv_dtype=s.stack.kv_cache.dtype)
+    s = make_setup(
+        model="kimi-k3",
+        hardware="tpu-v7x",
+        topology="2x2x4",
+        tp=32,
+        ep=None,
+        dp=None,
+        stack=stack,
+        kv_dtype=None,
+        shardspecs=None,
+    )
+    found = best_calibration(
+        model=s.model.spec.name,
+        hardware=s.hardware.name,
+        topology=s.topology.text,
+        tp=s.parallel.tp,
+        ep=s.parallel.ep,
+        dp=s.parallel.dp,
+        stack=s.stack.name,
+        kv_dtype=s.stack.kv_cache.dtype,
+    )
     assert found is not None and found[1] == kind

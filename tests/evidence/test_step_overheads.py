@@ -13,7 +13,9 @@ def test_the_shipped_record_was_measured_on_a_tpu():
     (rec,) = shipped_step_overheads()
     assert rec.backend == "tpu" and rec.device_kind.startswith("TPU")
     assert 0 < rec.fusion_chain.s_per_dependent_op < 1e-5
-    assert rec.host_sync.s_host_round_trip == pytest.approx(rec.host_sync.s_per_step_sync - rec.host_sync.s_per_step_queued, rel=1e-3)
+    assert rec.host_sync.s_host_round_trip == pytest.approx(
+        rec.host_sync.s_per_step_sync - rec.host_sync.s_per_step_queued, rel=1e-3
+    )
     # a K3 layer folded in one program ran at the chip's HBM rate: no fixed cost a layer beside the ops'
     assert rec.layer_scan.bytes_per_layer / rec.layer_scan.s_per_layer < 819e9  # v5e's HBM peak
 

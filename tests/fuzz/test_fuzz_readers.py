@@ -39,11 +39,43 @@ def tmpdir() -> Path:
 
 
 # JSON text for values no reader may accept where a positive count or a size is expected.
-HOSTILE_JSON = ["-1", "0", "1.5", '"64"', "true", "[]", "{}", "null", "NaN", "Infinity", "-Infinity", "1e400",
-                str(2**63), "1" + "0" * 30, "9" * 5000, "[" * 200 + "]" * 200]
+HOSTILE_JSON = [
+    "-1",
+    "0",
+    "1.5",
+    '"64"',
+    "true",
+    "[]",
+    "{}",
+    "null",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e400",
+    str(2**63),
+    "1" + "0" * 30,
+    "9" * 5000,
+    "[" * 200 + "]" * 200,
+]
 # YAML text for values no reader may accept where a figure or a size is expected.
-HOSTILE_YAML = [".nan", ".inf", "-.inf", "'1e400GiB'", "1.0e+400", "9" * 5000, "9" * 30, "true", "[]", "{}", "null",
-                "'abc'", "-5", "''", "[" * 200 + "]" * 200, "&a [*a]"]
+HOSTILE_YAML = [
+    ".nan",
+    ".inf",
+    "-.inf",
+    "'1e400GiB'",
+    "1.0e+400",
+    "9" * 5000,
+    "9" * 30,
+    "true",
+    "[]",
+    "{}",
+    "null",
+    "'abc'",
+    "-5",
+    "''",
+    "[" * 200 + "]" * 200,
+    "&a [*a]",
+]
 
 
 def substitute(text: str, snippet: str) -> str:
@@ -52,9 +84,21 @@ def substitute(text: str, snippet: str) -> str:
 
 # -- config.json ----------------------------------------------------------------------------------
 
-CONFIG_KEYS = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
-               "num_experts", "num_experts_per_token", "moe_intermediate_size", "intermediate_size",
-               "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"]
+CONFIG_KEYS = [
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "num_experts",
+    "num_experts_per_token",
+    "moe_intermediate_size",
+    "intermediate_size",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+]
 CONFIG_KEYS = [k for k in CONFIG_KEYS if k != "num_key_value_heads"]  # not read by the kimi_linear family
 
 
@@ -70,13 +114,24 @@ def test_config_field_hostile_value_is_one_error(key, value):
 
 
 @FUZZ
-@given(where=st.sampled_from(["quantization_config", "quantization_config.quant_method",
-                              "quantization_config.format", "quantization_config.ignore"]),
-       value=st.sampled_from(['"fp8"', "[]", "1", "null", '"awq"', '["re:("]', "{}", "NaN"]))
+@given(
+    where=st.sampled_from(
+        [
+            "quantization_config",
+            "quantization_config.quant_method",
+            "quantization_config.format",
+            "quantization_config.ignore",
+        ]
+    ),
+    value=st.sampled_from(['"fp8"', "[]", "1", "null", '"awq"', '["re:("]', "{}", "NaN"]),
+)
 def test_config_quantization_hostile_is_one_error(where, value):
     raw = tiny_kimi_raw()
-    raw["text_config"]["quantization_config"] = {"quant_method": "compressed-tensors",
-                                                 "format": "mxfp4-pack-quantized", "ignore": []}
+    raw["text_config"]["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "mxfp4-pack-quantized",
+        "ignore": [],
+    }
     parent, *rest = where.split(".")
     node = raw["text_config"]
     if rest:
@@ -93,8 +148,22 @@ def test_config_quantization_hostile_is_one_error(where, value):
 
 
 @FUZZ
-@given(block=st.sampled_from(["[0, 0]", "[]", '"128"', '["128", 128]', "[128]", "[64, 64]", "[128, 128, 128]",
-                              "[true, 128]", "[128.0, 128]", "null"]))
+@given(
+    block=st.sampled_from(
+        [
+            "[0, 0]",
+            "[]",
+            '"128"',
+            '["128", 128]',
+            "[128]",
+            "[64, 64]",
+            "[128, 128, 128]",
+            "[true, 128]",
+            "[128.0, 128]",
+            "null",
+        ]
+    )
+)
 def test_deepseek_block_size_hostile_is_one_error(block):
     raw = bundled_raw("deepseek-v3")
     raw["quantization_config"]["weight_block_size"] = "__HOSTILE__"
@@ -139,9 +208,19 @@ def test_deep_nesting_is_one_error_everywhere(depth, kind):
 
 # -- hardware spec YAML ----------------------------------------------------------------------------
 
-HW_FIGURES = ["hbm_per_device", "usable_hbm_per_device", "hbm_bw_per_device", "devices_per_chip", "chips_per_host",
-              "max_chips", "scale_up.bw_per_chip", "scale_up.latency", "scale_out.bw_per_chip", "scale_out.latency",
-              "flops_per_device.bf16"]
+HW_FIGURES = [
+    "hbm_per_device",
+    "usable_hbm_per_device",
+    "hbm_bw_per_device",
+    "devices_per_chip",
+    "chips_per_host",
+    "max_chips",
+    "scale_up.bw_per_chip",
+    "scale_up.latency",
+    "scale_out.bw_per_chip",
+    "scale_out.latency",
+    "flops_per_device.bf16",
+]
 
 
 @FUZZ
@@ -175,16 +254,37 @@ def test_topology_strings_parse_or_refuse(text):
 
 # -- calibration YAML ------------------------------------------------------------------------------
 
-GOOD_CAL = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32, "stack": "vllm-tpu",
-            "backend": "tpu", "available_hbm_gib": 94.75, "argument_gib": 47.2,
-            "prefill": [{"tokens": 8192, "temp_gib": 5.0}], "decode": [{"context": 131072, "temp_gib": 1.0}]}
-CAL_FIELDS = ["tp", "available_hbm_gib", "argument_gib", "prefill", "prefill.0.tokens", "prefill.0.temp_gib",
-              "prefill.0.fits", "decode.0.context", "decode.0.temp_gib"]
+GOOD_CAL = {
+    "model": "kimi-k3",
+    "hardware": "tpu-v7x",
+    "topology": "2x2x4",
+    "tp": 32,
+    "stack": "vllm-tpu",
+    "backend": "tpu",
+    "available_hbm_gib": 94.75,
+    "argument_gib": 47.2,
+    "prefill": [{"tokens": 8192, "temp_gib": 5.0}],
+    "decode": [{"context": 131072, "temp_gib": 1.0}],
+}
+CAL_FIELDS = [
+    "tp",
+    "available_hbm_gib",
+    "argument_gib",
+    "prefill",
+    "prefill.0.tokens",
+    "prefill.0.temp_gib",
+    "prefill.0.fits",
+    "decode.0.context",
+    "decode.0.temp_gib",
+]
 # the same file as validate writes it since issue 10: sizes in int bytes a device
-GOOD_CAL_BYTES = {**{k: v for k, v in GOOD_CAL.items() if not k.endswith("_gib")},
-                  "available_hbm_bytes": 101_737_037_824, "argument_bytes": 50_680_000_000,
-                  "prefill": [{"tokens": 8192, "temp_bytes": 5 * 2**30}],
-                  "decode": [{"context": 131072, "temp_bytes": 2**30}]}
+GOOD_CAL_BYTES = {
+    **{k: v for k, v in GOOD_CAL.items() if not k.endswith("_gib")},
+    "available_hbm_bytes": 101_737_037_824,
+    "argument_bytes": 50_680_000_000,
+    "prefill": [{"tokens": 8192, "temp_bytes": 5 * 2**30}],
+    "decode": [{"context": 131072, "temp_bytes": 2**30}],
+}
 CAL_BYTES_FIELDS = ["available_hbm_bytes", "argument_bytes", "prefill.0.temp_bytes", "decode.0.temp_bytes"]
 
 
@@ -212,8 +312,10 @@ def test_calibration_hostile_value_is_one_error(field, value):
 
 
 @FUZZ
-@given(field=st.sampled_from(CAL_BYTES_FIELDS),
-       value=st.sampled_from(HOSTILE_YAML + ["0", "-0.5", "'5'", "5.0", str(2**50 + 1)]))
+@given(
+    field=st.sampled_from(CAL_BYTES_FIELDS),
+    value=st.sampled_from(HOSTILE_YAML + ["0", "-0.5", "'5'", "5.0", str(2**50 + 1)]),
+)
 def test_calibration_bytes_hostile_value_is_one_error(field, value):
     """The bytes spelling: ints only (5.0 is not a byte count), within 2^50; a point's null is no size."""
     if field.endswith("temp_bytes") and value == "0":
@@ -225,9 +327,23 @@ def test_calibration_bytes_hostile_value_is_one_error(field, value):
 
 # -- probe records ---------------------------------------------------------------------------------
 
+
 @FUZZ
-@given(body=st.sampled_from(["[1, 2]", "{}", '{"probe": "hbm"', "NaN", '{"probe": "hbm", "backend": 1}', "",
-                             "[" * 500 + "]" * 500, "9" * 5000]) | st.binary(min_size=1, max_size=64).map(repr))
+@given(
+    body=st.sampled_from(
+        [
+            "[1, 2]",
+            "{}",
+            '{"probe": "hbm"',
+            "NaN",
+            '{"probe": "hbm", "backend": 1}',
+            "",
+            "[" * 500 + "]" * 500,
+            "9" * 5000,
+        ]
+    )
+    | st.binary(min_size=1, max_size=64).map(repr)
+)
 def test_bad_probe_record_names_the_file(body):
     d = tmpdir()
     for good in (ROOT / "k3plan" / "evidence" / "probes").glob("hbm-*.json"):
@@ -239,11 +355,21 @@ def test_bad_probe_record_names_the_file(body):
 
 # -- baselines -------------------------------------------------------------------------------------
 
+
 @FUZZ
-@given(where=st.sampled_from(["configurations", "configurations.0.config.tp", "configurations.0.expected.fits",
-                              "configurations.0.expected.per_device.weights_bytes",
-                              "configurations.0.expected.kv_bytes_per_token", "format_version"]),
-       value=st.sampled_from(HOSTILE_JSON[:-2] + ['"1"', "1.5"]))
+@given(
+    where=st.sampled_from(
+        [
+            "configurations",
+            "configurations.0.config.tp",
+            "configurations.0.expected.fits",
+            "configurations.0.expected.per_device.weights_bytes",
+            "configurations.0.expected.kv_bytes_per_token",
+            "format_version",
+        ]
+    ),
+    value=st.sampled_from(HOSTILE_JSON[:-2] + ['"1"', "1.5"]),
+)
 def test_baseline_hostile_value_is_one_error(where, value):
     data = json.loads((ROOT / "reports" / "baseline" / "k3.json").read_text())
     data["configurations"] = data["configurations"][:1]

@@ -19,9 +19,17 @@ from k3plan.hardware.loader import SPECS_DIR
 from k3plan.io_safe import write_text
 
 ROOT = Path(__file__).resolve().parents[2]
-CAL = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32, "stack": "vllm-tpu",
-       "backend": "tpu", "available_hbm_gib": 94.75, "argument_gib": 47.2,
-       "prefill": [{"tokens": 8192, "temp_gib": 5.0}]}
+CAL = {
+    "model": "kimi-k3",
+    "hardware": "tpu-v7x",
+    "topology": "2x2x4",
+    "tp": 32,
+    "stack": "vllm-tpu",
+    "backend": "tpu",
+    "available_hbm_gib": 94.75,
+    "argument_gib": 47.2,
+    "prefill": [{"tokens": 8192, "temp_gib": 5.0}],
+}
 FIT = ("fit", "-t", "2x2x4", "--tp", "32", "--context", "8192")  # fits on the compiled temps (issue 50)
 
 
@@ -61,20 +69,38 @@ def _text(path: Path, text: str) -> Path:
 
 # -- numbers that are not numbers -----------------------------------------------------------------
 
-@pytest.mark.parametrize("value, needle", [
-    (".nan", "finite"), (".inf", "finite"), ("'1e400GiB'", "not a finite number"), ("1.0e+400", "finite"),
-    ("9" * 5000, "thousands of digits"), ("9" * 40, "below 2^63"), ("true", "not a figure"),
-])
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        (".nan", "finite"),
+        (".inf", "finite"),
+        ("'1e400GiB'", "not a finite number"),
+        ("1.0e+400", "finite"),
+        ("9" * 5000, "thousands of digits"),
+        ("9" * 40, "below 2^63"),
+        ("true", "not a figure"),
+    ],
+)
 def test_hardware_spec_numbers_that_are_not_numbers(cli, tmp_path, value, needle):
     text = (SPECS_DIR / "tpu-v7x.yaml").read_text().replace('  value: "96GiB"', f"  value: {value}", 1)
     line = one_error_line(cli("hardware", "show", _text(tmp_path / "hw.yaml", text)))
     assert needle in line and "hw.yaml" in line
 
 
-@pytest.mark.parametrize("field, value", [("available_hbm_gib", ".nan"), ("argument_gib", ".inf"),
-                                          ("available_hbm_gib", "1.0e+400"), ("tp", "9" * 5000),
-                                          ("available_hbm_bytes", ".nan"), ("argument_bytes", ".inf"),
-                                          ("available_hbm_bytes", "9" * 5000), ("argument_bytes", "1.0e+400")])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("available_hbm_gib", ".nan"),
+        ("argument_gib", ".inf"),
+        ("available_hbm_gib", "1.0e+400"),
+        ("tp", "9" * 5000),
+        ("available_hbm_bytes", ".nan"),
+        ("argument_bytes", ".inf"),
+        ("available_hbm_bytes", "9" * 5000),
+        ("argument_bytes", "1.0e+400"),
+    ],
+)
 def test_calibration_numbers_that_are_not_numbers(cli, tmp_path, field, value):
     base = {k: v for k, v in CAL.items() if not (field.endswith("_bytes") and k == field.replace("_bytes", "_gib"))}
     text = yaml.safe_dump({**base, field: "__X__"}).replace("__X__", value)
@@ -103,12 +129,14 @@ def test_config_huge_hidden_size_is_not_printed(cli, tmp_path):
 
 def test_config_sizes_that_multiply_past_a_pebibyte(cli, tmp_path):
     raw = tiny_kimi_raw()
-    raw["text_config"].update(hidden_size=2**20, num_experts=2**16, moe_intermediate_size=2**20,
-                              routed_expert_hidden_size=2**20)
+    raw["text_config"].update(
+        hidden_size=2**20, num_experts=2**16, moe_intermediate_size=2**20, routed_expert_hidden_size=2**20
+    )
     assert "weights would take" in one_error_line(cli("models", "show", _write_json(tmp_path / "config.json", raw)))
 
 
 # -- configs that are wrong but were accepted ----------------------------------------------------
+
 
 @pytest.mark.parametrize("block", [[0, 0], [], "128", ["128", 128], [64, 64]])
 def test_deepseek_block_sizes(cli, tmp_path, block):
@@ -158,21 +186,24 @@ USER_MODULE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("ref, needle", [
-    ("k3_hostile_user:recurse", "RecursionError"),
-    ("k3_hostile_user:leave", "sys.exit(3)"),
-    ("k3_hostile_user:fails", "ValueError: no specs today"),
-    ("k3_hostile_user:a_list", "returned list"),
-    ("k3_hostile_user:int_keys", "with key 1"),
-    ("k3_hostile_user:NOT_CALLABLE", "is int, not a Python function"),
-    ("k3_hostile_user:missing", "has no such name"),
-    ("k3_hostile_raises:f", "cannot load module 'k3_hostile_raises': RuntimeError: boom at import"),
-    ("k3_hostile_syntax:f", "syntax error in"),
-    ("os:system", "is a built-in, not a Python function"),
-    (":", "expected module:function with both parts"),
-    ("k3_hostile_user:", "expected module:function with both parts"),
-    ("", "--shardspecs is empty"),
-])
+@pytest.mark.parametrize(
+    "ref, needle",
+    [
+        ("k3_hostile_user:recurse", "RecursionError"),
+        ("k3_hostile_user:leave", "sys.exit(3)"),
+        ("k3_hostile_user:fails", "ValueError: no specs today"),
+        ("k3_hostile_user:a_list", "returned list"),
+        ("k3_hostile_user:int_keys", "with key 1"),
+        ("k3_hostile_user:NOT_CALLABLE", "is int, not a Python function"),
+        ("k3_hostile_user:missing", "has no such name"),
+        ("k3_hostile_raises:f", "cannot load module 'k3_hostile_raises': RuntimeError: boom at import"),
+        ("k3_hostile_syntax:f", "syntax error in"),
+        ("os:system", "is a built-in, not a Python function"),
+        (":", "expected module:function with both parts"),
+        ("k3_hostile_user:", "expected module:function with both parts"),
+        ("", "--shardspecs is empty"),
+    ],
+)
 def test_user_shardspecs_run_guarded(cli, tmp_path, monkeypatch, ref, needle):
     (tmp_path / "k3_hostile_user.py").write_text(USER_MODULE)
     (tmp_path / "k3_hostile_raises.py").write_text("raise RuntimeError('boom at import')\n")
@@ -186,6 +217,7 @@ def test_user_shardspecs_run_guarded(cli, tmp_path, monkeypatch, ref, needle):
 
 # -- probe records and calibration files ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("body", ["[1, 2]", "{not json", b"\x00\xff\xfe binary", '{"probe": "hbm"}'])
 def test_bad_probe_record_is_an_error_not_skipped(cli, tmp_path, body):
     for good in (ROOT / "k3plan" / "evidence" / "probes").glob("hbm-*.json"):
@@ -195,26 +227,29 @@ def test_bad_probe_record_is_an_error_not_skipped(cli, tmp_path, body):
     assert "broken.json" in one_error_line(cli(*FIT, "--probes", tmp_path))
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"prefill": None}, "no prefill and no decode point"),  # issue 35: a calibration may hold one stage
-    ({"prefill": []}, "prefill"),
-    ({"argument_gib": -1.0}, "argument_gib"),
-    ({"argument_gib": 0.0}, "argument_gib"),
-    ({"available_hbm_gib": 0.0}, "available_hbm_gib"),
-    ({"prefill": [{"tokens": 8192, "temp_gib": -2.0}]}, "prefill.0.temp_gib"),
-    ({"prefill": [{"tokens": "8192", "temp_gib": 1.0}]}, "prefill.0.tokens"),
-    # issue 10: the int-bytes spelling, and exactly one spelling a size
-    ({"argument_gib": None, "argument_bytes": 0}, "argument_bytes"),
-    ({"argument_gib": None, "argument_bytes": 47.2}, "argument_bytes"),
-    ({"available_hbm_gib": None, "available_hbm_bytes": -1}, "available_hbm_bytes"),
-    ({"available_hbm_bytes": 2**36}, "both available_hbm_bytes and available_hbm_gib"),
-    ({"prefill": [{"tokens": 8192, "temp_bytes": -2}]}, "prefill.0.temp_bytes"),
-    ({"prefill": [{"tokens": 8192, "temp_bytes": 2**50 + 1}]}, "prefill.0.temp_bytes"),
-    ({"prefill": [{"tokens": 8192, "temp_bytes": "5"}]}, "prefill.0.temp_bytes"),
-    ({"prefill": [{"tokens": 8192, "temp_bytes": 5, "temp_gib": 1.0}]}, "both temp_bytes and temp_gib"),
-    ({"prefill": [{"tokens": 8192}]}, "prefill.0: no size"),
-    ({"tp": True}, "tp"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"prefill": None}, "no prefill and no decode point"),  # issue 35: a calibration may hold one stage
+        ({"prefill": []}, "prefill"),
+        ({"argument_gib": -1.0}, "argument_gib"),
+        ({"argument_gib": 0.0}, "argument_gib"),
+        ({"available_hbm_gib": 0.0}, "available_hbm_gib"),
+        ({"prefill": [{"tokens": 8192, "temp_gib": -2.0}]}, "prefill.0.temp_gib"),
+        ({"prefill": [{"tokens": "8192", "temp_gib": 1.0}]}, "prefill.0.tokens"),
+        # issue 10: the int-bytes spelling, and exactly one spelling a size
+        ({"argument_gib": None, "argument_bytes": 0}, "argument_bytes"),
+        ({"argument_gib": None, "argument_bytes": 47.2}, "argument_bytes"),
+        ({"available_hbm_gib": None, "available_hbm_bytes": -1}, "available_hbm_bytes"),
+        ({"available_hbm_bytes": 2**36}, "both available_hbm_bytes and available_hbm_gib"),
+        ({"prefill": [{"tokens": 8192, "temp_bytes": -2}]}, "prefill.0.temp_bytes"),
+        ({"prefill": [{"tokens": 8192, "temp_bytes": 2**50 + 1}]}, "prefill.0.temp_bytes"),
+        ({"prefill": [{"tokens": 8192, "temp_bytes": "5"}]}, "prefill.0.temp_bytes"),
+        ({"prefill": [{"tokens": 8192, "temp_bytes": 5, "temp_gib": 1.0}]}, "both temp_bytes and temp_gib"),
+        ({"prefill": [{"tokens": 8192}]}, "prefill.0: no size"),
+        ({"tp": True}, "tp"),
+    ],
+)
 def test_calibration_sections_and_sizes(cli, tmp_path, change, needle):
     data = {k: v for k, v in {**CAL, **change}.items() if v is not None}
     path = _text(tmp_path / "cal.yaml", yaml.safe_dump(data))
@@ -223,6 +258,7 @@ def test_calibration_sections_and_sizes(cli, tmp_path, change, needle):
 
 
 # -- topologies and misleading arguments ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("topology", ["\uff12x\uff12x\uff14", "\u0662x\u0662x\u0664", "2x2x\u0664"])
 def test_topology_digits_must_be_ascii(cli, topology):
@@ -250,6 +286,7 @@ def test_click_usage_errors_are_one_line(cli):
 
 # -- terminals and paths --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": ""}])
 def test_ascii_terminal(env):
     code = "from k3plan.cli.app import main; main()"
@@ -260,8 +297,9 @@ def test_ascii_terminal(env):
     fit = FIT[:-2]  # without its --context
     cases = ((("--stack", "jax-native", "--context", "131072"), 3), (("--context", "8192"), 0), ((), 1))
     for extra, rc in cases:
-        r = subprocess.run([sys.executable, "-c", code, *fit, *extra], capture_output=True, env=full, timeout=120,
-                           check=False)
+        r = subprocess.run(
+            [sys.executable, "-c", code, *fit, *extra], capture_output=True, env=full, timeout=120, check=False
+        )
         assert r.returncode == rc, r.stderr.decode(errors="replace")[-500:]
         assert b"Traceback" not in r.stderr and b"per device" in r.stdout
 
@@ -299,9 +337,14 @@ def test_writes_are_atomic(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.json", "link.json"]
 
 
-@pytest.mark.parametrize("body, needle", [("shardspecs:\n  5: [tp]\n", "pattern 5 is not a string"),
-                                          ("shardspecs:\n  'a(': [tp]\n", "bad pattern"),
-                                          ("shardspecs: [1]\n", "'shardspecs' key")])
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ("shardspecs:\n  5: [tp]\n", "pattern 5 is not a string"),
+        ("shardspecs:\n  'a(': [tp]\n", "bad pattern"),
+        ("shardspecs: [1]\n", "'shardspecs' key"),
+    ],
+)
 def test_user_shardspecs_yaml(cli, tmp_path, body, needle):
     line = one_error_line(cli(*FIT, "--shardspecs", _text(tmp_path / "specs.yaml", body)))
     assert needle in line and "specs.yaml" in line
@@ -364,10 +407,16 @@ def test_user_shardspecs_pattern_that_backtracks_is_stopped(cli, tmp_path, monke
     assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
 
 
-@pytest.mark.parametrize("args", [(*FIT, "--batch", "1000000000"), ("roofline", "-t", "2x2x4", "--tp", "32", "--batch",
-                                  "1000000000"), ("curve", "-t", "2x2x4", "--tp", "32", "--batch", "1000000000"),
-                                  ("report", "-H", "tpu-v7x", "--concurrency", "1000000000"),
-                                  ("plan", "--concurrency", "1000000000")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (*FIT, "--batch", "1000000000"),
+        ("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1000000000"),
+        ("curve", "-t", "2x2x4", "--tp", "32", "--batch", "1000000000"),
+        ("report", "-H", "tpu-v7x", "--concurrency", "1000000000"),
+        ("plan", "--concurrency", "1000000000"),
+    ],
+)
 def test_a_billion_sequences_is_absurd_exit_2_not_does_not_fit(cli, args):
     """Issue 48: `fit --batch 1000000000` answered "does not fit" (exit 1): a typo, not a deployment."""
     line = one_error_line(cli(*args))

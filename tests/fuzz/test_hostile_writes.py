@@ -61,7 +61,12 @@ def _node(tmp_path: Path, kind: str, suffix: str) -> tuple[Path, str]:
 def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(cli, tmp_path, writer, kind):
     if writer.startswith("validate"):  # without jax, validate stops at its missing extra first
         pytest.importorskip("jax")
-    suffix = {"report --out": ".md", "curve --plot": ".png", "plan --plot": ".png", "validate --save-calibration": ".yaml"}.get(writer, ".sh")
+    suffix = {
+        "report --out": ".md",
+        "curve --plot": ".png",
+        "plan --plot": ".png",
+        "validate --save-calibration": ".yaml",
+    }.get(writer, ".sh")
     path, what = _node(tmp_path, kind, suffix)
     before = os.lstat(path)
     line = one_error_line(cli(*WRITERS[writer](path)))

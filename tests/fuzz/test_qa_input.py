@@ -24,20 +24,28 @@ def _spec(tmp_path: Path, old: str, new: str) -> Path:
 
 # -- hardware spec figures that divide ---------------------------------------------------------------
 
-@pytest.mark.parametrize("old, new, needle", [
-    # were: a pydantic ValidationError traceback (AdviceInputs.usable_bytes > 0), exit 1
-    ('value: "94.75GiB"', 'value: "0GiB"', "usable_hbm_per_device: '0GiB' is 0 bytes"),
-    ('value: "94.75GiB"', 'value: "1e-300GiB"', "usable_hbm_per_device: '1e-300GiB' is above 0 but less than one byte"),
-    # were: ZeroDivisionError tracebacks, exit 1
-    ('value: "1153.5TFLOP/s"', 'value: "0TFLOP/s"', "flops_per_device.bf16 must be > 0"),
-    ('value: "600GB/s"', 'value: "0GB/s"', "scale_up.bw_per_chip must be > 0"),
-    ('value: "100Gb/s"', 'value: "0Gb/s"', "scale_out.bw_per_chip must be > 0"),
-    # was: accepted, a 309-digit byte count
-    ('value: "96GiB"', 'value: "1e299GiB"', "hbm_per_device: '1e299GiB' is 2^63 bytes or more"),
-    # were: accepted, a decode step of 280 chained calls priced at 1e302 s (the edges brief)
-    ('value: "9.88us"', 'value: "1e300s"', "scale_up.latency: '1e300s' is above 1 s"),
-    ('value: "50us"', 'value: "50s"', "scale_out.latency: '50s' is above 1 s"),
-])
+
+@pytest.mark.parametrize(
+    "old, new, needle",
+    [
+        # were: a pydantic ValidationError traceback (AdviceInputs.usable_bytes > 0), exit 1
+        ('value: "94.75GiB"', 'value: "0GiB"', "usable_hbm_per_device: '0GiB' is 0 bytes"),
+        (
+            'value: "94.75GiB"',
+            'value: "1e-300GiB"',
+            "usable_hbm_per_device: '1e-300GiB' is above 0 but less than one byte",
+        ),
+        # were: ZeroDivisionError tracebacks, exit 1
+        ('value: "1153.5TFLOP/s"', 'value: "0TFLOP/s"', "flops_per_device.bf16 must be > 0"),
+        ('value: "600GB/s"', 'value: "0GB/s"', "scale_up.bw_per_chip must be > 0"),
+        ('value: "100Gb/s"', 'value: "0Gb/s"', "scale_out.bw_per_chip must be > 0"),
+        # was: accepted, a 309-digit byte count
+        ('value: "96GiB"', 'value: "1e299GiB"', "hbm_per_device: '1e299GiB' is 2^63 bytes or more"),
+        # were: accepted, a decode step of 280 chained calls priced at 1e302 s (the edges brief)
+        ('value: "9.88us"', 'value: "1e300s"', "scale_up.latency: '1e300s' is above 1 s"),
+        ('value: "50us"', 'value: "50s"', "scale_out.latency: '50s' is above 1 s"),
+    ],
+)
 def test_hardware_figures_that_divide_must_be_positive(cli, tmp_path, old, new, needle):
     line = one_error_line(cli(*FIT, "-H", _spec(tmp_path, old, new)))
     assert needle in line and "hw.yaml" in line
@@ -51,6 +59,7 @@ def test_hardware_name_blank_or_padded(cli, tmp_path, name):
 
 
 # -- control characters in what a reader returns -------------------------------------------------------
+
 
 def test_control_characters_in_a_spec_are_refused(cli, tmp_path):
     """Was: a hardware name "a\\e[31mred" was printed raw: the ESC sequence recoloured the user's terminal."""
@@ -68,6 +77,7 @@ def test_control_characters_in_a_config_key_are_refused(cli, tmp_path):
 
 
 # -- numbers that overflow the arithmetic --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("flag, value", [("--bw-efficiency", "1e-320"), ("--mfu", "1e-300"), ("--mfu", "0.0009")])
 def test_roofline_efficiency_below_a_thousandth(cli, flag, value):
@@ -100,6 +110,7 @@ def test_stack_option_given_twice(cli):
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------------
 
+
 def _ctrl_c(*_a, **_k):
     raise KeyboardInterrupt
 
@@ -125,28 +136,35 @@ def test_ctrl_c_while_the_command_modules_import_is_one_line(monkeypatch, capsys
     assert capsys.readouterr().err == "interrupted (Ctrl-C); no file was left half-written\n"
 
 
-@pytest.mark.parametrize("args, needle", [
-    # were: exit 0 with numpy "RuntimeWarning: overflow encountered" (file, line, source) on stderr and inf
-    # in the table ($/hour inf, cold start "inf s", cost a million tokens inf)
-    (("--price", "tpu-v7x=1e308", "--minimize", "cost", "-H", "tpu-v7x"), "at most 1,000,000 US dollars"),
-    (("--load-gbps", "1e-308", "-H", "tpu-v7x"), "expected 0.001 to 1,000,000 gigabits"),
-    (("--isl", "100", "--osl", "100", "--request-rate", "1e-308", "-H", "nvidia-h200"), "(one a day)"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        # were: exit 0 with numpy "RuntimeWarning: overflow encountered" (file, line, source) on stderr and inf
+        # in the table ($/hour inf, cold start "inf s", cost a million tokens inf)
+        (("--price", "tpu-v7x=1e308", "--minimize", "cost", "-H", "tpu-v7x"), "at most 1,000,000 US dollars"),
+        (("--load-gbps", "1e-308", "-H", "tpu-v7x"), "expected 0.001 to 1,000,000 gigabits"),
+        (("--isl", "100", "--osl", "100", "--request-rate", "1e-308", "-H", "nvidia-h200"), "(one a day)"),
+    ],
+)
 def test_plan_figures_that_overflowed(cli, args, needle):
     assert needle in one_error_line(cli("plan", *args))
 
 
 # -- empty values --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, flag", [
-    ((*FIT, "--probes", ""), "--probes"),  # was: the current folder, every JSON under it read as a probe record
-    ((*FIT, "--calibration", " "), "--calibration"),  # was: "--calibration .: a folder"
-    (("check", "--baseline", ""), "--baseline"),  # was: "--baseline .: a folder"
-    (("fit", "-m", ""), "--model"),  # was: "model '': folder has no config.json"
-    (("report", "--out", ""), "--out"),
-    (("plan", "--emit", "launch", ""), "--emit"),  # was: "--emit launch .: is a folder"
-    (("curve", "--plot="), "--plot"),
-])
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        ((*FIT, "--probes", ""), "--probes"),  # was: the current folder, every JSON under it read as a probe record
+        ((*FIT, "--calibration", " "), "--calibration"),  # was: "--calibration .: a folder"
+        (("check", "--baseline", ""), "--baseline"),  # was: "--baseline .: a folder"
+        (("fit", "-m", ""), "--model"),  # was: "model '': folder has no config.json"
+        (("report", "--out", ""), "--out"),
+        (("plan", "--emit", "launch", ""), "--emit"),  # was: "--emit launch .: is a folder"
+        (("curve", "--plot="), "--plot"),
+    ],
+)
 def test_empty_option_values_in_one_place(cli, args, flag):
     assert one_error_line(cli(*args)) == f"error: {flag} is empty; leave it out for the default, or give a value"
 
@@ -159,11 +177,15 @@ def test_empty_arguments(cli, args, name):
 
 # -- options that were read by nothing ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, flag", [
-    (("plan", "-H", "tpu-v7x", "--user-tokens", "5"), "--user-tokens"),
-    (("curve", "-t", "2x2x4", "--tp", "32", "--reasoning-tokens", "6000"), "--reasoning-tokens"),
-    (("curve", "-t", "2x2x4", "--tp", "32", "--drop-reasoning"), "--drop-reasoning"),
-])
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("plan", "-H", "tpu-v7x", "--user-tokens", "5"), "--user-tokens"),
+        (("curve", "-t", "2x2x4", "--tp", "32", "--reasoning-tokens", "6000"), "--reasoning-tokens"),
+        (("curve", "-t", "2x2x4", "--tp", "32", "--drop-reasoning"), "--drop-reasoning"),
+    ],
+)
 def test_session_options_without_turns(cli, args, flag):
     """Was: accepted and ignored (exit 0, the answer for no session at all)."""
     assert one_error_line(cli(*args)).startswith(f"error: {flag}: only with --turns N")
@@ -185,6 +207,7 @@ def test_report_stack_kind_given_twice(cli, tmp_path):
 
 # -- the reader of stdout leaves ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("args", [("check", "--baseline", "reports/baseline/k3.json"), ("models", "list", "--json")])
 def test_closed_pipe_exits_141_not_1(args):
     """Was: `k3plan check ... | head -1` exited 1 (click's, and rich's, broken-pipe exit) -- k3plan's "gate failed"
@@ -199,14 +222,22 @@ def test_closed_pipe_exits_141_not_1(args):
     code = "from k3plan.cli.app import main; main()"
     env = {**os.environ, "PYTHONPATH": str(root)}
     try:
-        r = subprocess.run([sys.executable, "-c", code, *args], stdout=write, stderr=subprocess.PIPE, cwd=root,
-                           env=env, timeout=120, check=False)
+        r = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            cwd=root,
+            env=env,
+            timeout=120,
+            check=False,
+        )
     finally:
         os.close(write)
     assert (r.returncode, r.stderr) == (141, b"")
 
 
 # -- files that are not regular files --------------------------------------------------------------------------
+
 
 def _k3plan(*args, timeout=60):
     """The CLI in a subprocess with a timeout: a reader that blocks must fail the test, not hang the suite."""
@@ -218,8 +249,14 @@ def _k3plan(*args, timeout=60):
     env = {**os.environ, "PYTHONPATH": str(root)}
     code = "from k3plan.cli.app import main; main()"
     try:
-        r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
-                           timeout=timeout, check=False)
+        r = subprocess.run(
+            [sys.executable, "-c", code, *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"k3plan {' '.join(map(str, args))} blocked for {timeout} s")
     lines = r.stderr.strip().splitlines()
@@ -252,11 +289,15 @@ def test_census_with_a_fifo_shard(tmp_path):
 
 # -- an option given twice ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, needle", [
-    (("fit", "-t", "2x2x4", "--tp", "32", "-t", "2x4x4"), "--topology is given twice ('2x2x4', then '2x4x4')"),
-    (("fit", "--context=131072", "--context", "-5"), "--context is given twice ('131072', then '-5')"),
-    (("hardware", "show", "tpu-v7x", "-t", "2x2x4", "--topology", "2x2x2"), "--topology is given twice"),
-])
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("fit", "-t", "2x2x4", "--tp", "32", "-t", "2x4x4"), "--topology is given twice ('2x2x4', then '2x4x4')"),
+        (("fit", "--context=131072", "--context", "-5"), "--context is given twice ('131072', then '-5')"),
+        (("hardware", "show", "tpu-v7x", "-t", "2x2x4", "--topology", "2x2x2"), "--topology is given twice"),
+    ],
+)
 def test_an_option_given_twice(cli, args, needle):
     """Was: the last one silently won (fit answered for 2x4x4, exit 0)."""
     assert needle in one_error_line(cli(*args))
@@ -267,14 +308,17 @@ def test_options_meant_to_repeat_still_do(cli):
     assert r.exit_code == 0, r.output
 
 
-@pytest.mark.parametrize("args, needle", [
-    ((*FIT, "--calibration", "/dev/null"), "--calibration /dev/null: a device; expected a calibration YAML file"),
-    (("check", "--baseline", "/dev/null"), "--baseline /dev/null: a device; expected a baseline JSON file"),
-    (("fit", "-m", "/dev/null"), "model '/dev/null': a device"),
-    (("census", "/dev/null"), "census: /dev/null: a device"),
-    (("hardware", "show", "/dev/null"), "hardware '/dev/null': a device; expected a hardware spec YAML file"),
-    ((*FIT, "--shardspecs", "/dev/null"), "--shardspecs /dev/null: a device; expected FILE.yaml"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ((*FIT, "--calibration", "/dev/null"), "--calibration /dev/null: a device; expected a calibration YAML file"),
+        (("check", "--baseline", "/dev/null"), "--baseline /dev/null: a device; expected a baseline JSON file"),
+        (("fit", "-m", "/dev/null"), "model '/dev/null': a device"),
+        (("census", "/dev/null"), "census: /dev/null: a device"),
+        (("hardware", "show", "/dev/null"), "hardware '/dev/null': a device; expected a hardware spec YAML file"),
+        ((*FIT, "--shardspecs", "/dev/null"), "--shardspecs /dev/null: a device; expected FILE.yaml"),
+    ],
+)
 def test_a_path_that_is_not_a_file_says_what_it_is(cli, args, needle):
     """Was: "no such file" (or "no such file or folder") of /dev/null, which exists."""
     assert needle in one_error_line(cli(*args))

@@ -12,9 +12,22 @@ from k3plan.hardware import DEFAULT_HARDWARE, list_hardware, load_hardware
 from k3plan.hardware.loader import SPECS_DIR
 from k3plan.units import GB, GiB
 
-EXPECTED = {"tpu-v7x", "tpu-v6e", "tpu-v5p", "tpu-v5e", "nvidia-h20", "nvidia-h100-sxm", "nvidia-h200",
-            "nvidia-b200", "nvidia-b300", "nvidia-gb200-nvl72", "nvidia-gb300-nvl72", "amd-mi300x",
-            "amd-mi325x", "amd-mi355x"}
+EXPECTED = {
+    "tpu-v7x",
+    "tpu-v6e",
+    "tpu-v5p",
+    "tpu-v5e",
+    "nvidia-h20",
+    "nvidia-h100-sxm",
+    "nvidia-h200",
+    "nvidia-b200",
+    "nvidia-b300",
+    "nvidia-gb200-nvl72",
+    "nvidia-gb300-nvl72",
+    "amd-mi300x",
+    "amd-mi325x",
+    "amd-mi355x",
+}
 
 
 def test_bundled_set_and_default():
@@ -76,9 +89,14 @@ def test_gpu_links_one_way():
 
 # memory.total as nvidia-smi prints it (MiB) / rocm-smi's VRAM Total Memory (B): what a GPU offers a process
 DRIVER_TOTAL_BYTES = {
-    "nvidia-h100-sxm": 81559 * 2**20, "nvidia-h20": 97871 * 2**20, "nvidia-h200": 143771 * 2**20,
-    "nvidia-b200": 183359 * 2**20, "nvidia-gb200-nvl72": 189471 * 2**20, "nvidia-b300": 275040 * 2**20,
-    "nvidia-gb300-nvl72": 284208 * 2**20, "amd-mi300x": 206158430208,
+    "nvidia-h100-sxm": 81559 * 2**20,
+    "nvidia-h20": 97871 * 2**20,
+    "nvidia-h200": 143771 * 2**20,
+    "nvidia-b200": 183359 * 2**20,
+    "nvidia-gb200-nvl72": 189471 * 2**20,
+    "nvidia-b300": 275040 * 2**20,
+    "nvidia-gb300-nvl72": 284208 * 2**20,
+    "amd-mi300x": 206158430208,
 }
 
 
@@ -104,9 +122,20 @@ def test_every_spec_loads_with_sources(name):
     assert 0 < hw.usable_bytes_per_device <= hw.hbm_bytes_per_device
     assert hw.hbm_bw_bytes_per_s_per_device > 0 and hw.flops_per_s_per_device("bf16") > 0
     sources = hw.sources()
-    for field in ("devices_per_chip", "hbm_per_device", "usable_hbm_per_device", "hbm_bw_per_device",
-                  "flops_per_device.bf16", "scale_up.bw_per_chip", "scale_up.latency", "scale_up.domain",
-                  "scale_out.bw_per_chip", "scale_out.latency", "chips_per_host", "max_chips"):
+    for field in (
+        "devices_per_chip",
+        "hbm_per_device",
+        "usable_hbm_per_device",
+        "hbm_bw_per_device",
+        "flops_per_device.bf16",
+        "scale_up.bw_per_chip",
+        "scale_up.latency",
+        "scale_up.domain",
+        "scale_out.bw_per_chip",
+        "scale_out.latency",
+        "chips_per_host",
+        "max_chips",
+    ):
         assert sources.get(field, "").strip(), f"{name}: {field} has no source"
     assert all(s.strip() for s in sources.values())
     for shape in hw.standard_topologies:

@@ -52,12 +52,26 @@ def test_gpu_counts():
     assert parse_topology(nvl, "144").slices == 2
 
 
-@pytest.mark.parametrize("hw,text", [
-    ("tpu-v7x", "2x2x"), ("tpu-v7x", "abc"), ("tpu-v7x", "0x2x2"), ("tpu-v7x", "-2x2x2"),
-    ("tpu-v7x", "4x4"), ("tpu-v6e", "2x2x2"), ("tpu-v7x", "32x32x32"), ("tpu-v7x", "2x(2x2x4)"),
-    ("tpu-v6e", "32x32"), ("nvidia-h200", "2x9"), ("nvidia-h200", "12"), ("nvidia-h200", "0"),
-    ("nvidia-h200", "2x2x2"), ("nvidia-h200", "4096"), ("", ""),
-])
+@pytest.mark.parametrize(
+    "hw,text",
+    [
+        ("tpu-v7x", "2x2x"),
+        ("tpu-v7x", "abc"),
+        ("tpu-v7x", "0x2x2"),
+        ("tpu-v7x", "-2x2x2"),
+        ("tpu-v7x", "4x4"),
+        ("tpu-v6e", "2x2x2"),
+        ("tpu-v7x", "32x32x32"),
+        ("tpu-v7x", "2x(2x2x4)"),
+        ("tpu-v6e", "32x32"),
+        ("nvidia-h200", "2x9"),
+        ("nvidia-h200", "12"),
+        ("nvidia-h200", "0"),
+        ("nvidia-h200", "2x2x2"),
+        ("nvidia-h200", "4096"),
+        ("", ""),
+    ],
+)
 def test_malformed(hw, text):
     with pytest.raises(K3PlanError) as err:
         parse_topology(load_hardware(hw or "tpu-v7x"), text)
@@ -89,8 +103,10 @@ def test_grid_properties(name, data, slices):
 
 
 @settings(max_examples=100, deadline=None)
-@given(name=st.sampled_from(["tpu-v7x", "tpu-v5p", "tpu-v6e", "tpu-v5e"]),
-       dims=st.lists(st.integers(1, 16), min_size=3, max_size=3))
+@given(
+    name=st.sampled_from(["tpu-v7x", "tpu-v5p", "tpu-v6e", "tpu-v5e"]),
+    dims=st.lists(st.integers(1, 16), min_size=3, max_size=3),
+)
 def test_grid_not_sold_is_refused(name, dims):
     """A grid the spec does not list (topology.standard) is not a slice one can rent: refused."""
     hw = load_hardware(name)
@@ -103,15 +119,21 @@ def test_grid_not_sold_is_refused(name, dims):
 
 
 @settings(max_examples=200, deadline=None)
-@given(name=st.sampled_from(["nvidia-h200", "nvidia-gb200-nvl72", "amd-mi355x"]),
-       hosts=st.integers(1, 64), gpus=st.integers(1, 8))
+@given(
+    name=st.sampled_from(["nvidia-h200", "nvidia-gb200-nvl72", "amd-mi355x"]),
+    hosts=st.integers(1, 64),
+    gpus=st.integers(1, 8),
+)
 def test_gpu_properties(name, hosts, gpus):
     hw = load_hardware(name)
     try:
         t = parse_topology(hw, f"{hosts}x{gpus}")
     except K3PlanError:
-        assert gpus > hw.chips_per_host or hosts * gpus > hw.max_chips or hosts % math.ceil(
-            hosts / max(1, hw.scale_up.domain_chips // hw.chips_per_host))
+        assert (
+            gpus > hw.chips_per_host
+            or hosts * gpus > hw.max_chips
+            or hosts % math.ceil(hosts / max(1, hw.scale_up.domain_chips // hw.chips_per_host))
+        )
         return
     assert t.chips == t.devices == hosts * gpus
     assert t.hosts == hosts
@@ -143,8 +165,9 @@ def test_a_million_and_a_half_chips_is_exit_2(cli):
     assert "scale_out.domain in tpu-v7x's spec" in line
 
 
-@pytest.mark.parametrize("hw,text", [("tpu-v7x", "99999999999x2x4"), ("nvidia-h200", "99999999999"),
-                                     ("tpu-v7x", "1234567*2x2x4")])
+@pytest.mark.parametrize(
+    "hw,text", [("tpu-v7x", "99999999999x2x4"), ("nvidia-h200", "99999999999"), ("tpu-v7x", "1234567*2x2x4")]
+)
 def test_a_number_too_long_to_be_a_chip_count_says_so(hw, text):
     # it said "cannot read it" of a topology it read perfectly well: the number is what is wrong
     with pytest.raises(K3PlanError, match="more than 6 digits") as err:

@@ -27,9 +27,13 @@ def test_k3_expands_to_named_tensors(k3_ckpt):
     assert k3_ckpt[f"{L}92.block_sparse_moe.experts.0.w3.weight_scale"] == ("U8", (3072, 112))
     assert f"{L}1.block_sparse_moe.experts.896.w1.weight_packed" not in k3_ckpt
     assert f"{L}0.block_sparse_moe.gate.weight" not in k3_ckpt  # layer 0 (1-indexed 1) is dense
-    for g in ("language_model.model.embed_tokens.weight", "language_model.lm_head.weight",
-              "language_model.model.norm.weight", "language_model.model.output_attn_res_norm.weight",
-              "language_model.model.output_attn_res_proj.weight"):
+    for g in (
+        "language_model.model.embed_tokens.weight",
+        "language_model.lm_head.weight",
+        "language_model.model.norm.weight",
+        "language_model.model.output_attn_res_norm.weight",
+        "language_model.model.output_attn_res_proj.weight",
+    ):
         assert g in k3_ckpt
 
 

@@ -89,9 +89,11 @@ def test_k3_experts_are_one_entry_per_layer_with_expert_axis(k3):
 def test_k3_only_routed_experts_quantized(k3):
     fmts = {t.fmt for t in k3.inventory.text if t.role != "expert"}
     assert "mxfp4" not in fmts and fmts <= {"bf16", "f32"}
-    for name in ("language_model.model.layers.1.block_sparse_moe.gate.weight",
-                 "language_model.model.layers.1.block_sparse_moe.routed_expert_down_proj.weight",
-                 "language_model.model.layers.1.block_sparse_moe.routed_expert_up_proj.weight"):
+    for name in (
+        "language_model.model.layers.1.block_sparse_moe.gate.weight",
+        "language_model.model.layers.1.block_sparse_moe.routed_expert_down_proj.weight",
+        "language_model.model.layers.1.block_sparse_moe.routed_expert_up_proj.weight",
+    ):
         assert k3.inventory.get(name).fmt == "bf16"
 
 
@@ -168,10 +170,14 @@ def test_k3_vision_tensor_count(k3):
 
 # --- companion models --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,total,tol_t,active,tol_a", [
-    ("deepseek-v3", 671.03e9, 0.01e9, 36.63e9, 0.05e9),
-    ("kimi-k2", 1026.41e9, 0.01e9, 31.69e9, 0.01e9),
-])
+
+@pytest.mark.parametrize(
+    "name,total,tol_t,active,tol_a",
+    [
+        ("deepseek-v3", 671.03e9, 0.01e9, 36.63e9, 0.05e9),
+        ("kimi-k2", 1026.41e9, 0.01e9, 31.69e9, 0.01e9),
+    ],
+)
 def test_deepseek_family_totals(name, total, tol_t, active, tol_a):
     inv = load_model(name).inventory
     assert abs(inv.total_params - total) <= tol_t

@@ -61,11 +61,19 @@ def kimi_linear_configs(draw) -> dict:
     if draw(st.booleans()):
         text["attn_res_block_size"] = 12
     if draw(st.booleans()):
-        text["quantization_config"] = {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized", "ignore": ["re:.*self_attn.*"]}
+        text["quantization_config"] = {
+            "quant_method": "compressed-tensors",
+            "format": "mxfp4-pack-quantized",
+            "ignore": ["re:.*self_attn.*"],
+        }
     if draw(st.booleans()):  # K3 layout: text model under text_config, optional vision tower
         raw = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3", "text_config": text}
         if draw(st.booleans()):
-            raw["vision_config"] = {"patch_size": 14, "vt_hidden_size": 1024, "vt_num_hidden_layers": draw(st.integers(1, 3))}
+            raw["vision_config"] = {
+                "patch_size": 14,
+                "vt_hidden_size": 1024,
+                "vt_num_hidden_layers": draw(st.integers(1, 3)),
+            }
         return raw
     return {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", **text}
 
@@ -157,18 +165,37 @@ def test_checked_tensor_equals_a_validated_one():
     from k3plan.models.inventory import Tensor
     from k3plan.structs import dump, fields, replace
 
-    kw = dict(name="w", shape=(8, 6), logical_shape=(8, 2, 3), axes=("embed", "heads", "head_dim"),
-              fmt="bf16", kind="mla", role="attn", layer=3, active=0.25)
+    kw = dict(
+        name="w",
+        shape=(8, 6),
+        logical_shape=(8, 2, 3),
+        axes=("embed", "heads", "head_dim"),
+        fmt="bf16",
+        kind="mla",
+        role="attn",
+        layer=3,
+        active=0.25,
+    )
     fast, slow = Tensor.checked(**kw), Tensor(**kw)
     assert fast == slow and hash(fast) == hash(slow)
-    assert dump(fast) == dump(slow) and list(dump(fast)) == list(fields(Tensor)) == list(kw)[:5] + ["layer", "kind",
-                                                                                              "role", "active"]
+    assert dump(fast) == dump(slow) and list(dump(fast)) == list(fields(Tensor)) == list(kw)[:5] + [
+        "layer",
+        "kind",
+        "role",
+        "active",
+    ]
     assert replace(fast, layer=4).layer == 4 and fast.nbytes == 2 * 48
     assert type(Tensor.checked(**{**kw, "active": 1}).active) is float
     with pytest.raises(Exception):
         fast.name = "x"  # frozen
-    for bad in ({"logical_shape": (8, 7)}, {"shape": (8, 0), "logical_shape": (8, 0), "axes": ("a", "b")},
-                {"axes": ("embed",)}, {"kind": "nope"}, {"role": "nope"}, {"active": 1.5}):
+    for bad in (
+        {"logical_shape": (8, 7)},
+        {"shape": (8, 0), "logical_shape": (8, 0), "axes": ("a", "b")},
+        {"axes": ("embed",)},
+        {"kind": "nope"},
+        {"role": "nope"},
+        {"active": 1.5},
+    ):
         with pytest.raises(ValueError):
             Tensor.checked(**{**kw, **bad})
         with pytest.raises(ValueError):

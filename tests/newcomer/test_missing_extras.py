@@ -104,7 +104,10 @@ def test_matplotlib_keeps_its_font_cache_out_of_home(tmp_path):
     assert used.parent == tmp_path / "tmp" and used.is_dir() and list(home.iterdir()) == []
     given = tmp_path / "mine"
     run = subprocess.run(
-        [sys.executable, "-c", probe], env={**env, "MPLCONFIGDIR": str(given)}, capture_output=True, text=True,
+        [sys.executable, "-c", probe],
+        env={**env, "MPLCONFIGDIR": str(given)},
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr

@@ -38,8 +38,15 @@ def k3_128k():
 def test_recommendation_is_confirmed_by_fit(k3_128k):
     rec = k3_128k["recommended"]
     assert rec is not None and rec == k3_128k["ranked"][0] and rec["rank"] == 1
-    setup = make_setup(hardware=rec["hardware"], topology=rec["topology"], tp=rec["tp"], ep=rec["ep"], dp=rec["dp"],
-                       stack=rec["stack"], kv_dtype=rec["kv_dtype"])
+    setup = make_setup(
+        hardware=rec["hardware"],
+        topology=rec["topology"],
+        tp=rec["tp"],
+        ep=rec["ep"],
+        dp=rec["dp"],
+        stack=rec["stack"],
+        kv_dtype=rec["kv_dtype"],
+    )
     r = fit(setup, Workload(context_tokens=131072, batch=1, prefill_chunk_tokens=rec["chunk_tokens"]))
     assert r.fits and r.weights_fit and not r.replicated
     for k, v in rec["per_device"].items():  # exact bytes, not within a tolerance
@@ -116,8 +123,20 @@ def test_tpot_target_and_concurrency_reject_with_reasons(cli):
 
 
 def test_search_dimensions_and_skipped_families(cli):
-    d = plan_json(cli, "-H", "nvidia-b300,tpu-v5p", "--stacks", "jax-native,torchtpu-vllm,vllm", "--max-chips", "2",
-                  "--kv-dtypes", "bf16,fp8", "--chunks", "4096,8192", code=1)
+    d = plan_json(
+        cli,
+        "-H",
+        "nvidia-b300,tpu-v5p",
+        "--stacks",
+        "jax-native,torchtpu-vllm,vllm",
+        "--max-chips",
+        "2",
+        "--kv-dtypes",
+        "bf16,fp8",
+        "--chunks",
+        "4096,8192",
+        code=1,
+    )
     fams = {(f["hardware"], f["stack"]): f for f in d["families"]}
     assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "jax-native")]["detail"])
     assert "runs on tpu, not nvidia-b300" in " ".join(fams[("nvidia-b300", "torchtpu-vllm")]["detail"])
@@ -128,29 +147,34 @@ def test_search_dimensions_and_skipped_families(cli):
     assert fams[("nvidia-b300", "vllm")]["configurations"] == d["configurations"] == 3 * 2 * 2
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--concurrency", "0"], "--concurrency"),
-    (["--concurrency", "-4"], "--concurrency"),
-    (["--minimize", "latency"], "--minimize"),
-    (["--maximize", "chips"], "--maximize"),
-    (["--minimize", "chips", "--maximize", "tokens-per-chip"], "either"),
-    (["-H", "tpu-v7x,no-such-chip"], "unknown hardware 'no-such-chip'"),
-    (["--max-chips", "0"], "--max-chips"),
-    (["--max-chips", "-8"], "--max-chips"),
-    (["--target-tpot-ms", "0"], "--target-tpot-ms"),
-    (["--context", "0"], "--context"),
-    (["--kv-dtypes", "int3"], "--kv-dtypes"),
-    (["--chunks", "8192,big"], "--chunks"),
-    (["--stacks", "nope"], "unknown stack"),
-    (["--top", "0"], "--top"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "-4"], "--concurrency"),
+        (["--minimize", "latency"], "--minimize"),
+        (["--maximize", "chips"], "--maximize"),
+        (["--minimize", "chips", "--maximize", "tokens-per-chip"], "either"),
+        (["-H", "tpu-v7x,no-such-chip"], "unknown hardware 'no-such-chip'"),
+        (["--max-chips", "0"], "--max-chips"),
+        (["--max-chips", "-8"], "--max-chips"),
+        (["--target-tpot-ms", "0"], "--target-tpot-ms"),
+        (["--context", "0"], "--context"),
+        (["--kv-dtypes", "int3"], "--kv-dtypes"),
+        (["--chunks", "8192,big"], "--chunks"),
+        (["--stacks", "nope"], "unknown stack"),
+        (["--top", "0"], "--top"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(cli, args, needle):
     assert needle in one_error_line(cli("plan", *args))
 
 
 def test_plan_imports_neither_jax_nor_pandas_at_import():
-    code = ("import sys; import k3plan.cli.app; from k3plan.plan import plan; plan(hardware=['tpu-v7x']); "
-            "print('jax' in sys.modules, 'pandas' in sys.modules)")
+    code = (
+        "import sys; import k3plan.cli.app; from k3plan.plan import plan; plan(hardware=['tpu-v7x']); "
+        "print('jax' in sys.modules, 'pandas' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 

@@ -70,10 +70,10 @@ def test_json_carries_the_estimate(cli):
 
 
 def test_under_a_load_mixed_evidence_is_said_too(cli):
-    """--isl/--osl: the main job's row stands on the nightly's medians (m), the others on the scheduler's ceilings:
-    the line says the ranking mixes them."""
+    """--isl/--osl: the main job's row stands on the nightly's medians (m, t), the others on the model under the load
+    (e: the scheduler on the model's step, issue 46 item 7): the line says the ranking mixes them."""
     r = cli("plan", "-H", "tpu-v7x", "--isl", "8192", "--osl", "1024", "--concurrency", "1")
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "ranked on different kinds of evidence: " in text and "c = ceiling" in text
+    assert "ranked on different kinds of evidence: " in text and "e = model" in text
     assert "m = measured" in text or "t = transferred" in text

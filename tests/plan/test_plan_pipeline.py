@@ -32,8 +32,10 @@ def test_16_gpus_plan_with_pp_or_cross_node_ep_and_say_why(hw):
     assert piped and all(any(n.startswith("pp 2: each stage is 8 devices") for n in r.layout_notes) for r in piped)
     wide = [r for r in rows if r.ep > 8]
     for r in wide:
-        assert any(n.startswith(f"cross-node EP: the EP group ({r.ep} devices) spans 2 NVLink domains") and
-                   "InfiniBand" in n for n in r.layout_notes), r
+        assert any(
+            n.startswith(f"cross-node EP: the EP group ({r.ep} devices) spans 2 NVLink domains") and "InfiniBand" in n
+            for n in r.layout_notes
+        ), r
     if hw == "nvidia-h200":  # the H200's 141 GB hold K3 only over 16 GPUs; both layouts are planned
         assert wide
     pipeline = next(a for a in p.assumptions if a.startswith("pipeline:"))

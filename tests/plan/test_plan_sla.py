@@ -43,7 +43,7 @@ def done_when(tmp_path_factory):
 def test_done_when_answers_with_every_part(done_when):
     out, res, png = done_when
     assert "Traceback" not in out
-    assert "ceilings-based" in out and "no efficiency records" in out  # the label of the estimate
+    assert "best estimate" in out and "m / t / e / c" in out  # the label of the estimate: each figure marked
     assert "Pareto front" in out and "Disaggregated alternative" in out and "Launch (the pick)" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert res["pareto"] and res["disaggregated"] is not None and res["launch"]["text"]
@@ -103,7 +103,11 @@ def test_step_coefficients_and_scheduler_figures(cli):
     t1 = _plan(cli, *one, "--max-pp", "1")["recommended"]  # SLA mode searches pp 1 only
     t2 = _plan(cli, *one, "--concurrency", "2", "--max-pp", "1")["recommended"]
     r = res["recommended"]
-    assert (r["topology"], r["tp"], r["ep"]) == (t1["topology"], t1["tp"], t1["ep"]) == (t2["topology"], t2["tp"], t2["ep"])
+    assert (
+        (r["topology"], r["tp"], r["ep"])
+        == (t1["topology"], t1["tp"], t1["ep"])
+        == (t2["topology"], t2["tp"], t2["ep"])
+    )
     a = (t2["tpot_ms"] - t1["tpot_ms"]) / 1e3
     base = t1["tpot_ms"] / 1e3 - a
     m = load_model("kimi-k3")
@@ -117,8 +121,14 @@ def test_step_coefficients_and_scheduler_figures(cli):
     assert s["step_base_ms"] == pytest.approx(base * 1e3)
     assert s["step_per_decode_seq_ms"] == pytest.approx(a * 1e3)
     assert s["step_per_prefill_token_us"] == pytest.approx(b * 1e6)
-    want = steady_state(step=StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source="test"),
-                        isl=4000, osl=500, token_budget=r["chunk_tokens"], concurrency=1, chips=r["chips"])
+    want = steady_state(
+        step=StepCoefficients(base_s=base, per_decode_seq_s=a, per_prefill_token_s=b, source="test"),
+        isl=4000,
+        osl=500,
+        token_budget=r["chunk_tokens"],
+        concurrency=1,
+        chips=r["chips"],
+    )
     assert s["ttft_ms"] == pytest.approx(want.ttft_s * 1e3)
     assert s["tpot_ms"] == pytest.approx(want.tpot_s * 1e3)
     assert s["in_flight_sequences"] == 1
@@ -133,8 +143,13 @@ def test_disaggregated_pools_and_transfer(cli):
     prefill = chunk / (base + b * chunk)  # a full chunk a step
     batch = min(r["max_sequences"], math.floor((0.050 - base) / a))  # largest batch under --tpot-ms 50
     decode = batch / (base + a * batch)
-    want = size_pools(request_rate_per_s=2, isl_tokens=4000, osl_tokens=500,
-                      prefill_tokens_per_s_per_instance=prefill, decode_tokens_per_s_per_instance=decode)
+    want = size_pools(
+        request_rate_per_s=2,
+        isl_tokens=4000,
+        osl_tokens=500,
+        prefill_tokens_per_s_per_instance=prefill,
+        decode_tokens_per_s_per_instance=decode,
+    )
     assert d["decode_batch"] == batch and d["tpot_ms"] <= 50
     assert d["pools"] == dump(want)
     assert d["chips"] == (want.prefill_instances + want.decode_instances) * r["chips"]
@@ -150,8 +165,22 @@ def test_disaggregated_pools_and_transfer(cli):
 
 
 def test_strict_rejects_with_the_reason_best_effort_ranks_last(cli):
-    args = ["-H", "nvidia-b200,nvidia-h200", "--stacks", "vllm", "--max-chips", "16", "--isl", "4000",
-            "--osl", "500", "--concurrency", "8", "--ttft-ms", "150"]
+    args = [
+        "-H",
+        "nvidia-b200,nvidia-h200",
+        "--stacks",
+        "vllm",
+        "--max-chips",
+        "16",
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--concurrency",
+        "8",
+        "--ttft-ms",
+        "150",
+    ]
     loose = _plan(cli, *args, "--top", "200")
     misses = [r for r in loose["ranked"] if not r["sla"]["meets"]]
     meets = [r for r in loose["ranked"] if r["sla"]["meets"]]
@@ -178,8 +207,23 @@ def test_price_override_fills_the_cost_column(cli):
 
 def test_emit_launch_and_cold_start(cli, tmp_path):
     path = tmp_path / "launch.sh"
-    r = cli("plan", "-H", "nvidia-b200", "--stacks", "sglang", "--max-chips", "16", "--context", "8192",
-            "--emit", "launch", str(path), "--load-gbps", "100", "--json")
+    r = cli(
+        "plan",
+        "-H",
+        "nvidia-b200",
+        "--stacks",
+        "sglang",
+        "--max-chips",
+        "16",
+        "--context",
+        "8192",
+        "--emit",
+        "launch",
+        str(path),
+        "--load-gbps",
+        "100",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     text = path.read_text()
@@ -193,31 +237,52 @@ def test_emit_launch_and_cold_start(cli, tmp_path):
     assert cs["sharded_load_s"] == pytest.approx(sharded * 8 / 100e9)  # Gbit/s -> bytes/s by hand
 
 
-@pytest.mark.parametrize("args", [
-    ["--ttft-ms", "100"],  # needs --isl/--osl
-    ["--isl", "4000"],  # --osl missing
-    ["--isl", "4000", "--osl", "500", "--request-rate", "2", "--concurrency", "4"],
-    ["--isl", "4000", "--osl", "500", "--ttft-ms", "-1"],
-    ["--isl", "4000", "--osl", "500", "--ttft-ms", "1e-300"],  # printed a 300-digit miss percentage
-    ["--tpot-ms", "0"],
-    ["--tpot-ms", "1e-300"],
-    ["--isl", "4000", "--osl", "500", "--request-latency-ms", "1e12"],
-    ["--isl", "4000", "--osl", "500", "--request-rate", "1e30"],
-    ["--price", "nvidia-b200"],
-    ["--price", "nope=3"],
-    ["--load-gbps", "0"],
-    ["--emit", "script", "x.sh"],
-    ["--plot", "x.png"],  # the front needs --isl/--osl
-    ["--isl", "4000", "--osl", "500", "--plot", "x.pdf"],  # .png or .svg only
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--ttft-ms", "100"],  # needs --isl/--osl
+        ["--isl", "4000"],  # --osl missing
+        ["--isl", "4000", "--osl", "500", "--request-rate", "2", "--concurrency", "4"],
+        ["--isl", "4000", "--osl", "500", "--ttft-ms", "-1"],
+        ["--isl", "4000", "--osl", "500", "--ttft-ms", "1e-300"],  # printed a 300-digit miss percentage
+        ["--tpot-ms", "0"],
+        ["--tpot-ms", "1e-300"],
+        ["--isl", "4000", "--osl", "500", "--request-latency-ms", "1e12"],
+        ["--isl", "4000", "--osl", "500", "--request-rate", "1e30"],
+        ["--price", "nvidia-b200"],
+        ["--price", "nope=3"],
+        ["--load-gbps", "0"],
+        ["--emit", "script", "x.sh"],
+        ["--plot", "x.png"],  # the front needs --isl/--osl
+        ["--isl", "4000", "--osl", "500", "--plot", "x.pdf"],  # .png or .svg only
+    ],
+)
 def test_bad_sla_input_exits_2(cli, args):
     one_error_line(cli("plan", "-H", "nvidia-b200", "--max-chips", "8", *args))
 
 
 def test_strict_with_nothing_left_exits_1_and_says_why(cli, tmp_path):
     png, sh = tmp_path / "p.png", tmp_path / "l.sh"
-    r = cli("plan", "-H", "nvidia-b200", "--max-chips", "16", "--isl", "4000", "--osl", "500", "--ttft-ms", "5",
-            "--strict", "--plot", png, "--emit", "launch", sh, "--json")
+    r = cli(
+        "plan",
+        "-H",
+        "nvidia-b200",
+        "--max-chips",
+        "16",
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--ttft-ms",
+        "5",
+        "--strict",
+        "--plot",
+        png,
+        "--emit",
+        "launch",
+        sh,
+        "--json",
+    )
     assert r.exit_code == 1, r.output
     res = json.loads(r.stdout)
     assert res["recommended"] is None and res["ranked"] == [] and res["pareto"] == []
@@ -227,8 +292,23 @@ def test_strict_with_nothing_left_exits_1_and_says_why(cli, tmp_path):
 
 
 def test_maximize_throughput_uses_the_largest_batch_that_meets_tpot(cli):
-    res = _plan(cli, "-H", "nvidia-b200,tpu-v7x", "--max-chips", "32", "--isl", "4000", "--osl", "500",
-                "--tpot-ms", "50", "--maximize", "throughput", "--top", "20")
+    res = _plan(
+        cli,
+        "-H",
+        "nvidia-b200,tpu-v7x",
+        "--max-chips",
+        "32",
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--tpot-ms",
+        "50",
+        "--maximize",
+        "throughput",
+        "--top",
+        "20",
+    )
     got = [r["sla"]["throughput_tokens_per_s_per_chip"] for r in res["ranked"]]
     assert res["objective"] == "throughput" and got[0] is not None
     assert [g for g in got if g is not None] == sorted((g for g in got if g is not None), reverse=True)
@@ -236,13 +316,19 @@ def test_maximize_throughput_uses_the_largest_batch_that_meets_tpot(cli):
         s, batch = r["sla"], r["sla"]["throughput_batch"]
         # memory, and each DP group's token budget (a group is an engine: plan/sla.py)
         assert 1 <= batch <= min(r["max_sequences"], r["dp"] * r["chunk_tokens"])
-        step = StepCoefficients(base_s=s["step_base_ms"] / 1e3, per_decode_seq_s=s["step_per_decode_seq_ms"] / 1e3,
-                                per_prefill_token_s=s["step_per_prefill_token_us"] / 1e6, source="test")
+        step = StepCoefficients(
+            base_s=s["step_base_ms"] / 1e3,
+            per_decode_seq_s=s["step_per_decode_seq_ms"] / 1e3,
+            per_prefill_token_s=s["step_per_prefill_token_us"] / 1e6,
+            source="test",
+        )
         groups = min(r["dp"], batch)  # the batch spread over the DP groups, each its own scheduler
-        want = steady_state(step=step, isl=4000, osl=500, token_budget=r["chunk_tokens"],
-                            concurrency=batch / groups, chips=r["chips"])
+        want = steady_state(
+            step=step, isl=4000, osl=500, token_budget=r["chunk_tokens"], concurrency=batch / groups, chips=r["chips"]
+        )
         assert want.tpot_s <= 0.050 and s["throughput_tokens_per_s_per_chip"] == pytest.approx(
-            groups * want.output_tokens_per_s / r["chips"])
+            groups * want.output_tokens_per_s / r["chips"]
+        )
         assert batch > 1  # scored at its largest batch, not at --concurrency 1
 
 
@@ -255,14 +341,38 @@ def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
     """The SLA pass types only the rows it returns or names (plan/wire.py apply_sla): a short --top must
     give the same leading rows, Pareto front, pick, families (--strict's closest misses) and reasons as a
     --top that holds every feasible row."""
-    args = ["-H", "nvidia-b200,nvidia-h200", "--stacks", "vllm", "--max-chips", "16", "--isl", "4000",
-            "--osl", "500", "--concurrency", "8", "--ttft-ms", "300", *extra]
+    args = [
+        "-H",
+        "nvidia-b200,nvidia-h200",
+        "--stacks",
+        "vllm",
+        "--max-chips",
+        "16",
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--concurrency",
+        "8",
+        "--ttft-ms",
+        "300",
+        *extra,
+    ]
     short = _plan(cli, *args, "--top", "2")
     full = _plan(cli, *args, "--top", "500")
     assert len(full["ranked"]) > 2 and len(short["ranked"]) == 2
     assert short["ranked"] == full["ranked"][:2]
     assert [r["rank"] for r in full["ranked"]] == list(range(1, len(full["ranked"]) + 1))
-    for key in ("pareto", "recommended", "families", "rejected_families", "reasons", "feasible", "disaggregated", "launch"):
+    for key in (
+        "pareto",
+        "recommended",
+        "families",
+        "rejected_families",
+        "reasons",
+        "feasible",
+        "disaggregated",
+        "launch",
+    ):
         assert key in full, key
         assert short.get(key) == full.get(key), key
 
@@ -276,13 +386,35 @@ def test_a_dp_row_prefills_a_prompt_on_its_group_as_roofline_does(cli):
     from k3plan.roofline.bounds import prefill_bound
     from k3plan.setup import make_setup
 
-    res = _plan(cli, "-H", "nvidia-b200", "--stacks", "vllm", "--max-chips", "16", "--isl", "4000", "--osl",
-                "500", "--concurrency", "8", "--top", "500")
+    res = _plan(
+        cli,
+        "-H",
+        "nvidia-b200",
+        "--stacks",
+        "vllm",
+        "--max-chips",
+        "16",
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--concurrency",
+        "8",
+        "--top",
+        "500",
+    )
     rows = [r for r in res["ranked"] if r["dp"] > 1 and r["pp"] == 1]
     assert rows
     for r in rows[:3]:
-        setup = make_setup(model="kimi-k3", hardware="nvidia-b200", topology=r["topology"], tp=r["tp"],
-                           ep=r["ep"], dp=r["dp"], stack="vllm")
+        setup = make_setup(
+            model="kimi-k3",
+            hardware="nvidia-b200",
+            topology=r["topology"],
+            tp=r["tp"],
+            ep=r["ep"],
+            dp=r["dp"],
+            stack="vllm",
+        )
         p = prefill_bound(setup, prompt_tokens=4000, chunk_tokens=r["chunk_tokens"], eff=Efficiency())
         assert p.devices == r["tp"] and p.devices < r["devices"]
         assert r["sla"]["step_per_prefill_token_us"] == pytest.approx(1e6 / p.prompt_tokens_per_s, rel=1e-9)

@@ -48,7 +48,9 @@ def test_the_launch_of_a_pick_with_an_option_passes_the_option_flag(cli):
     text = launch["text"]
     assert "--all2all-backend deepep_low_latency" in text
     assert "vllm-project/vllm: vllm/config/parallel.py (ParallelConfig.all2all_backend" in text  # its source listed
-    plain = json.loads(cli("plan", "-H", "nvidia-gb200-nvl72", "--stacks", "vllm", "--max-chips", "16", "--json").stdout)
+    plain = json.loads(
+        cli("plan", "-H", "nvidia-gb200-nvl72", "--stacks", "vllm", "--max-chips", "16", "--json").stdout
+    )
     # the stack's default is written too, as priced (a stack's default need not be its engine's: sglang's DeepEP,
     # vllm-tpu's MODEL_IMPL_TYPE=vllm, tests/deploy/test_launch.py)
     assert "--all2all-backend allgather_reducescatter" in plain["launch"]["text"]

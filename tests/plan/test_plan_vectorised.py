@@ -35,12 +35,15 @@ def sweep(devices: tuple[int, ...], every: int) -> list[tuple[int, int, int, int
 K3_SPLITS = sweep((1, 8, 16, 32, 64, 72, 128, 192, 1152), 3)  # heads/expert/latent/vocab fallbacks included
 
 
-@pytest.mark.parametrize("model,stacks,split_list", [
-    ("kimi-k3", ("vllm-tpu", "jax-native"), K3_SPLITS),
-    ("kimi-k3", ("dp-attention", "sglang"), K3_SPLITS[::4]),
-    ("deepseek-v3", ("vllm-tpu",), sweep((8, 16, 24, 64), 2)),
-    ("kimi-linear-48b-a3b", ("sglang",), sweep((4, 8, 12, 32), 2)),
-])
+@pytest.mark.parametrize(
+    "model,stacks,split_list",
+    [
+        ("kimi-k3", ("vllm-tpu", "jax-native"), K3_SPLITS),
+        ("kimi-k3", ("dp-attention", "sglang"), K3_SPLITS[::4]),
+        ("deepseek-v3", ("vllm-tpu",), sweep((8, 16, 24, 64), 2)),
+        ("kimi-linear-48b-a3b", ("sglang",), sweep((4, 8, 12, 32), 2)),
+    ],
+)
 def test_vectorised_weights_equal_weight_budget(model, stacks, split_list):
     inv = load_model(model).inventory
     classes = tensor_classes(inv)
@@ -70,11 +73,17 @@ def wide():
     """The benchmark's space (every bundled hardware, all standard topologies, every KV dtype, seven
     chunks: benchmarks/bench_plan.py WIDE_CHUNKS) at 128K context and 8 sequences at once."""
     m = load_model("kimi-k3")
-    space = build_space(hardware=[load_hardware(h) for h in list_hardware()],
-                        stacks=[load_stack(s) for s in list_stacks()], kv_dtypes=[None, "fp8", "fp8_ds_mla", "fp32"],
-                        chunks=[1024, 2048, 4096, 8192, 16384, 32768, 65536], max_chips=100_000, stacks_given=False,
-                        # as plan() builds it: a stack's splits rule reads the experts' width (tpu-inference's tp)
-                        experts=m.spec.moe.num_experts, expert_width=m.spec.moe.expert_intermediate)
+    space = build_space(
+        hardware=[load_hardware(h) for h in list_hardware()],
+        stacks=[load_stack(s) for s in list_stacks()],
+        kv_dtypes=[None, "fp8", "fp8_ds_mla", "fp32"],
+        chunks=[1024, 2048, 4096, 8192, 16384, 32768, 65536],
+        max_chips=100_000,
+        stacks_given=False,
+        # as plan() builds it: a stack's splits rule reads the experts' width (tpu-inference's tp)
+        experts=m.spec.moe.num_experts,
+        expert_width=m.spec.moe.expert_intermediate,
+    )
     cols = evaluate(space=space, model=m, context=131072, batch=8, eff=Efficiency()).cols
     return space, cols
 
@@ -93,8 +102,17 @@ def sample(cols, n: int, seed: int) -> list[int]:
     return special + rng.sample(range(cols.tp.shape[0]), n // 2) + rng.sample(list(feasible), n - n // 2)
 
 
-TERMS = ("weights_bytes", "kv_bytes", "state_bytes", "temp_bytes", "reserve_bytes", "free_bytes",
-         "kv_bytes_per_token", "state_bytes_per_sequence", "sequences")
+TERMS = (
+    "weights_bytes",
+    "kv_bytes",
+    "state_bytes",
+    "temp_bytes",
+    "reserve_bytes",
+    "free_bytes",
+    "kv_bytes_per_token",
+    "state_bytes_per_sequence",
+    "sequences",
+)
 
 
 def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
@@ -103,9 +121,16 @@ def test_vectorised_fit_and_tpot_equal_the_scalar_functions(wide):
     for i in sample(cols, 30, seed=4):
         topo = space.topologies[cols.topo[i]]
         kv = space.kv_dtypes[cols.variant[i] % len(space.kv_dtypes)]
-        setup = make_setup(hardware=space.hardware[cols.hw[i]].name, topology=topo.text, tp=int(cols.tp[i]), pp=int(cols.pp[i]),
-                           ep=int(cols.ep[i]), dp=int(cols.dp[i]), stack=space.stacks[cols.stack[i]].name,
-                           kv_dtype=kv)
+        setup = make_setup(
+            hardware=space.hardware[cols.hw[i]].name,
+            topology=topo.text,
+            tp=int(cols.tp[i]),
+            pp=int(cols.pp[i]),
+            ep=int(cols.ep[i]),
+            dp=int(cols.dp[i]),
+            stack=space.stacks[cols.stack[i]].name,
+            kv_dtype=kv,
+        )
         where = f"{setup.hardware.name} {topo.text} {setup.parallel} {setup.stack.name} kv={kv} chunk={cols.chunk[i]}"
         r = fit(setup, Workload(context_tokens=131072, batch=8, prefill_chunk_tokens=int(cols.chunk[i])))
         for k in TERMS:

@@ -14,11 +14,19 @@ def _bundles() -> str:
     rows.append("   0x3 LB: > { %s3 = sld [smem:[#allocation7]] }")  # the grid loop's first bundle
     rows += [f"   {hex(a)}   : > {{ %s{a} = sadd.s32 1, %s2 }}" for a in range(4, 6)]
     rows.append("   0x6   : > { %6 = sbr.rel (%p1) target = $region9 }")  # the bucket switch
-    rows += [f"   {hex(a)}   : > {{ %{a} = vmatmul.mubr.bf16.mxu0 %v1 ;; %v{a} = vunpack.c.l.s4 %v2 }}" for a in range(7, 17)]
+    rows += [
+        f"   {hex(a)}   : > {{ %{a} = vmatmul.mubr.bf16.mxu0 %v1 ;; %v{a} = vunpack.c.l.s4 %v2 }}" for a in range(7, 17)
+    ]
     rows.append("  0x11 PF: > { %17 = sbr.rel (%p2) target = $region11 }")  # skips the second body
-    rows += [f"  {hex(a)}   : > {{ %{a} = vmatmul.mubr.bf16.mxu0 %v1 ;; %{a}b = vmatmul.mubr.bf16.mxu1 %v1 }}" for a in range(18, 38)]
+    rows += [
+        f"  {hex(a)}   : > {{ %{a} = vmatmul.mubr.bf16.mxu0 %v1 ;; %{a}b = vmatmul.mubr.bf16.mxu1 %v1 }}"
+        for a in range(18, 38)
+    ]
     rows.append("  0x26   : > { %38 = sbr.rel (!%p3) target = $region4 }")  # the back branch
-    rows += ["  0x27 PF:  { %39 = sfence }", "  0x28 PF:  {} /* exit bundle: %gmm_v2-g_2-m_16-tm_16-tk_32-tn_128.1 = custom-call() */"]
+    rows += [
+        "  0x27 PF:  { %39 = sfence }",
+        "  0x28 PF:  {} /* exit bundle: %gmm_v2-g_2-m_16-tm_16-tk_32-tn_128.1 = custom-call() */",
+    ]
     return "\n".join(rows)
 
 

@@ -39,7 +39,9 @@ def test_collective_probe_writes_valid_records(name, run_probe_cli):
 
 
 def test_axis_size_and_rounding(run_probe_cli):
-    result, records, _ = run_probe_cli("a2a", "--bytes", "10", "--mode", "chained", "--iters", "1,2", "--axis-size", "4")
+    result, records, _ = run_probe_cli(
+        "a2a", "--bytes", "10", "--mode", "chained", "--iters", "1,2", "--axis-size", "4"
+    )
     (rec,) = records
     # 16 bytes on a shared CPU may time at or below the baseline: then the record says so and the exit is 1 (issue 48:
     # no valued point is no measurement); the shape this test holds is written either way
@@ -50,8 +52,9 @@ def test_axis_size_and_rounding(run_probe_cli):
 
 
 def test_timeout_cuts_short_and_says_so(run_probe_cli):
-    result, records, _ = run_probe_cli("allreduce", "--bytes", "64,128,256,512", "--mode", "chained",
-                                       "--iters", "1,2", "--timeout", "0.001")
+    result, records, _ = run_probe_cli(
+        "allreduce", "--bytes", "64,128,256,512", "--mode", "chained", "--iters", "1,2", "--timeout", "0.001"
+    )
     (rec,) = records
     assert rec["cut_short"] is True and "--timeout" in rec["cut_short_reason"]
     assert len(rec["points"]) < 4

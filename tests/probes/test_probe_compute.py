@@ -31,7 +31,9 @@ def test_hbm_xla(run_probe_cli):
 
 
 def test_hbm_pallas_falls_back_to_interpret_visibly(run_probe_cli):
-    result, records, out = run_probe_cli("hbm", "--size", "1MiB", "--impl", "pallas", "--op", "copy", "--block-rows", "64")
+    result, records, out = run_probe_cli(
+        "hbm", "--size", "1MiB", "--impl", "pallas", "--op", "copy", "--block-rows", "64"
+    )
     assert result.exit_code == 0, result.stderr
     (rec,) = _valid(out, 1)
     assert rec.implementation == "pallas-interpret" and rec.fallback
@@ -44,7 +46,11 @@ def test_matmul(run_probe_cli):
     assert result.exit_code == 0, result.stderr
     (rec,) = _valid(out, 1)
     assert [(p.params["dtype"], p.params["size"]) for p in rec.points] == [
-        ("bfloat16", 64), ("bfloat16", 128), ("float32", 64), ("float32", 128)]
+        ("bfloat16", 64),
+        ("bfloat16", 128),
+        ("float32", 64),
+        ("float32", 128),
+    ]
     assert all(p.unit == "flop/s" for p in rec.points)
 
 
@@ -54,8 +60,25 @@ def tiny_plan(tmp_path):
     from k3_testing import tiny_kimi_raw
 
     (tmp_path / "config.json").write_text(json.dumps(tiny_kimi_raw()))
-    return ["--from-plan", "-m", tmp_path / "config.json", "-t", "1x1x1", "--tp", "2", "--batch", "4",
-            "--context", "64", "--chunk", "16", "--cpu-devices", "2", "--dtype", "float32"]
+    return [
+        "--from-plan",
+        "-m",
+        tmp_path / "config.json",
+        "-t",
+        "1x1x1",
+        "--tp",
+        "2",
+        "--batch",
+        "4",
+        "--context",
+        "64",
+        "--chunk",
+        "16",
+        "--cpu-devices",
+        "2",
+        "--dtype",
+        "float32",
+    ]
 
 
 def test_matmul_and_ragged_dot_from_plan(run_probe_cli, tiny_plan):
@@ -75,8 +98,14 @@ def test_matmul_and_ragged_dot_from_plan(run_probe_cli, tiny_plan):
     assert head.params["flops"] == 2 * 4 * 512 * 256 and len(mm.points) == 26
     # the efficiency curve keys a matmul by (M N K)^(1/3): every point lands on it at that size
     link = LinkPeak(bw_bytes_per_s=1.0, latency_s=0.0)
-    peaks = Peaks(device_kind="cpu", hardware="hand-made", flops_per_s_by_dtype={"bf16": 1e12, "float32": 1e12},
-                  hbm_bw_bytes_per_s=1e11, scale_up=link, scale_out=link)
+    peaks = Peaks(
+        device_kind="cpu",
+        hardware="hand-made",
+        flops_per_s_by_dtype={"bf16": 1e12, "float32": 1e12},
+        hbm_bw_bytes_per_s=1e11,
+        scale_up=link,
+        scale_out=link,
+    )
     values = _point_values(mm, peaks)
     assert any(d.startswith("float32 4x512x256 (decode:global.lm_head)") for _, _, _, d in values)
     xs = sorted(x for _, x, _, _ in values)
@@ -93,7 +122,9 @@ def test_matmul_and_ragged_dot_from_plan(run_probe_cli, tiny_plan):
 
 
 def test_kda_falls_back_to_reference_and_paths_agree(run_probe_cli):
-    result, records, out = run_probe_cli("kda", "--heads", "2", "--head-dim", "16", "--chunk", "16", "--seq-lens", "32,64")
+    result, records, out = run_probe_cli(
+        "kda", "--heads", "2", "--head-dim", "16", "--chunk", "16", "--seq-lens", "32,64"
+    )
     assert result.exit_code == 0, result.stderr
     recs = {r.mode: r for r in _valid(out, 2)}
     chunked, recurrent = recs["chunked"], recs["recurrent"]
@@ -123,10 +154,17 @@ def test_kda_decode_kernel_against_numpy():
     from k3plan.probes.kda_decode.pallas import decode_step
 
     h, d = 4, 8
-    q, k, v, g, beta = (a[0, 0].astype(np.float64) for a in base.inputs(batch=1, seq_len=1, heads=h, head_dim=d, seed=3))
+    q, k, v, g, beta = (
+        a[0, 0].astype(np.float64) for a in base.inputs(batch=1, seq_len=1, heads=h, head_dim=d, seed=3)
+    )
     state = np.random.default_rng(2).standard_normal((h, d, d)) * 0.1
-    new_state, o = decode_step(state.astype(np.float32), *(a.astype(np.float32) for a in (q, k, v, g, beta)),
-                               scale=0.5, heads_per_block=2, interpret=True)
+    new_state, o = decode_step(
+        state.astype(np.float32),
+        *(a.astype(np.float32) for a in (q, k, v, g, beta)),
+        scale=0.5,
+        heads_per_block=2,
+        interpret=True,
+    )
     for i in range(h):
         s = state[i] * np.exp(g[i])[:, None]
         s = s + np.outer(k[i], beta[i] * (v[i] - k[i] @ s))
@@ -135,8 +173,23 @@ def test_kda_decode_kernel_against_numpy():
 
 
 def test_ragged_dot_scaled_down(run_probe_cli):
-    result, records, out = run_probe_cli("ragged-dot", "--tokens", "1,32", "--experts", "32", "--top-k", "4",
-                                         "--d-in", "64", "--d-out", "48", "--ep", "4", "--dtype", "float32")
+    result, records, out = run_probe_cli(
+        "ragged-dot",
+        "--tokens",
+        "1,32",
+        "--experts",
+        "32",
+        "--top-k",
+        "4",
+        "--d-in",
+        "64",
+        "--d-out",
+        "48",
+        "--ep",
+        "4",
+        "--dtype",
+        "float32",
+    )
     assert result.exit_code == 0, result.stderr
     (rec,) = _valid(out, 1)
     one, many = rec.points
@@ -144,16 +197,19 @@ def test_ragged_dot_scaled_down(run_probe_cli):
     assert many.params["rows"] > one.params["rows"] and rec.params["local_experts"] == 8
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["hbm", "--impl", "cuda"], "--impl"),
-    (["kda", "--seq-lens", "100", "--chunk", "64"], "multiple of --chunk"),
-    (["kda-decode", "--heads", "6", "--heads-per-block", "4"], "must divide"),
-    (["ragged-dot", "--ep", "5"], "--ep 5"),
-    (["matmul", "--dtype", "float64"], "--dtype"),
-    (["matmul", "--from-plan", "--size", "64"], "--from-plan"),
-    (["matmul", "--from-plan", "--tp", "3"], "tp"),
-    (["ragged-dot", "--plan-ep", "4"], "--plan-ep: a --from-plan option"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["hbm", "--impl", "cuda"], "--impl"),
+        (["kda", "--seq-lens", "100", "--chunk", "64"], "multiple of --chunk"),
+        (["kda-decode", "--heads", "6", "--heads-per-block", "4"], "must divide"),
+        (["ragged-dot", "--ep", "5"], "--ep 5"),
+        (["matmul", "--dtype", "float64"], "--dtype"),
+        (["matmul", "--from-plan", "--size", "64"], "--from-plan"),
+        (["matmul", "--from-plan", "--tp", "3"], "tp"),
+        (["ragged-dot", "--plan-ep", "4"], "--plan-ep: a --from-plan option"),
+    ],
+)
 def test_bad_probe_options_exit_2(cli, args, needle):
     result = cli("probe", *args, "--no-write", "--timeout", "5")  # never write into the repo
     assert result.exit_code == 2, result.output

@@ -25,10 +25,35 @@ def test_two_process_a2a(tmp_path):
     out = tmp_path / "records"
     procs = []
     for pid in range(2):
-        cmd = [sys.executable, "-m", "k3plan.cli.app", "probe", "a2a", "--distributed",
-               "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(pid),
-               "--cpu-devices", "2", "--bytes", "64,1792", "--iters", "1,3", "--unchained-iters", "1,4",
-               "--repeats", "2", "--timeout", "50", "--out", str(out), "--json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "k3plan.cli.app",
+            "probe",
+            "a2a",
+            "--distributed",
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-processes",
+            "2",
+            "--process-id",
+            str(pid),
+            "--cpu-devices",
+            "2",
+            "--bytes",
+            "64,1792",
+            "--iters",
+            "1,3",
+            "--unchained-iters",
+            "1,4",
+            "--repeats",
+            "2",
+            "--timeout",
+            "50",
+            "--out",
+            str(out),
+            "--json",
+        ]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
     for p in procs:
@@ -42,7 +67,7 @@ def test_two_process_a2a(tmp_path):
     for rc, _, stderr in results:
         assert rc == 0, stderr[-2000:]
     records = json.loads(results[0][1])  # process 0 prints clean JSON (native prints go to stderr)
-    assert results[1][1].strip() == ""   # process 1 neither prints nor writes
+    assert results[1][1].strip() == ""  # process 1 neither prints nor writes
     files = sorted(out.glob("*.json"))
     assert len(files) == 2 == len(records)
     for path in files:

@@ -9,33 +9,41 @@ from k3_testing import one_error_line
 from k3plan.evidence.probe_record import ProbePoint
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--batch", "1000000000"], "--batch 1000000000: absurdly large; expected at most 1,048,576"),
-    (["--context", str(1 << 40)], "--context 1099511627776: absurdly large"),
-    (["--prefill-tokens", str(1 << 40)], "--prefill-tokens 1099511627776: absurdly large"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--batch", "1000000000"], "--batch 1000000000: absurdly large; expected at most 1,048,576"),
+        (["--context", str(1 << 40)], "--context 1099511627776: absurdly large"),
+        (["--prefill-tokens", str(1 << 40)], "--prefill-tokens 1099511627776: absurdly large"),
+    ],
+)
 def test_probe_step_absurd_sizes_are_refused_before_jax(cli, args, needle):
     """Was: `probe step --batch 1000000000` ran until the host ran out of memory."""
     assert needle in one_error_line(cli("probe", "step", "--no-write", *args))
 
 
 def test_probe_step_cache_larger_than_the_host_is_refused_before_allocating(cli):
-    line = one_error_line(cli("probe", "step", "--no-write", "--no-sub-probes", "--batch", "100000", "--context",
-                              "100000"))
+    line = one_error_line(
+        cli("probe", "step", "--no-write", "--no-sub-probes", "--batch", "100000", "--context", "100000")
+    )
     assert "probe step --batch 100000 --context 100000: needs" in line and "expected a smaller size" in line
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "100000"])
 def test_cpu_devices_is_bounded(cli, value):
-    assert f"--cpu-devices {value}: expected 1 to 512" in one_error_line(cli("probe", "hbm", "--no-write",
-                                                                             "--cpu-devices", value))
+    assert f"--cpu-devices {value}: expected 1 to 512" in one_error_line(
+        cli("probe", "hbm", "--no-write", "--cpu-devices", value)
+    )
 
 
-@pytest.mark.parametrize("body, needle", [
-    ("import sys\nsys.exit(0)\n", "it called sys.exit(0) as it was imported"),
-    ("def gmm_v2(:\n", "syntax error in"),
-    ("raise RuntimeError('no TPU here')\n", "RuntimeError: no TPU here"),
-])
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ("import sys\nsys.exit(0)\n", "it called sys.exit(0) as it was imported"),
+        ("def gmm_v2(:\n", "syntax error in"),
+        ("raise RuntimeError('no TPU here')\n", "RuntimeError: no TPU here"),
+    ],
+)
 def test_a_kernel_file_is_imported_guarded(cli, tmp_path, body, needle):
     """Was: a kernel file calling sys.exit(0) at import ended the probe with exit 0 and nothing measured."""
     kernel = tmp_path / "kernel.py"

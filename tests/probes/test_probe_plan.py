@@ -148,13 +148,16 @@ def test_step_sub_probes_run_under_the_steps_one_plan(ctx_events):
     assert [e for e in events if e[0] == "plan"] == [] and sum(e[0] == "point" for e in events) == 3
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["hbm", "--size", "1TiB"], "--size 1,024.00 GiB: needs 2,048.00 GiB of memory"),
-    (["matmul", "--size", "10000000"], "--size 10000000x10000000x10000000"),
-    (["kda", "--seq-lens", str(2**30), "--heads", "96"], "--seq-lens 1073741824"),
-    (["ragged-dot", "--tokens", str(10**9)], "--tokens 1000000000"),
-    (["a2a", "--bytes", "1TiB", "--mode", "chained"], "--bytes 1099511627776"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["hbm", "--size", "1TiB"], "--size 1,024.00 GiB: needs 2,048.00 GiB of memory"),
+        (["matmul", "--size", "10000000"], "--size 10000000x10000000x10000000"),
+        (["kda", "--seq-lens", str(2**30), "--heads", "96"], "--seq-lens 1073741824"),
+        (["ragged-dot", "--tokens", str(10**9)], "--tokens 1000000000"),
+        (["a2a", "--bytes", "1TiB", "--mode", "chained"], "--bytes 1099511627776"),
+    ],
+)
 def test_a_size_that_cannot_fit_is_one_line_exit_2(cli, args, needle):
     r = cli("probe", *args, "--no-write", "--timeout", "60")
     assert r.exit_code == 2, r.output

@@ -16,13 +16,23 @@ from k3plan.evidence.probe_records import describe, effective_bandwidth, latest_
 from k3plan.probes.store import write_record
 from k3plan.specfile import convert
 
-FIXTURE = Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "probes" / "tpu7x-a2a-chained-porting-study.json"
+FIXTURE = (
+    Path(__file__).resolve().parents[2] / "k3plan" / "evidence" / "probes" / "tpu7x-a2a-chained-porting-study.json"
+)
 
 
 def _cpu_record(**kw) -> ProbeRecord:
-    base = dict(probe="a2a", op="all-to-all", mode="chained", backend="cpu", device_kind="cpu", device_count=8,
-                date="2030-01-01T00:00:00Z", label="CPU backend: correctness only, not representative",
-                points=[{"params": {"bytes": 1792}, "value": 1e-4, "unit": "s/call"}])
+    base = dict(
+        probe="a2a",
+        op="all-to-all",
+        mode="chained",
+        backend="cpu",
+        device_kind="cpu",
+        device_count=8,
+        date="2030-01-01T00:00:00Z",
+        label="CPU backend: correctness only, not representative",
+        points=[{"params": {"bytes": 1792}, "value": 1e-4, "unit": "s/call"}],
+    )
     base.update(kw)
     return convert(ProbeRecord, base, "a probe record")
 
@@ -52,8 +62,12 @@ def test_cpu_record_never_applied_to_an_accelerator_unless_forced(tmp_path):
 
 def test_newest_wins_and_failed_verification_is_skipped(tmp_path):
     write_record(record=_cpu_record(date="2030-01-01T00:00:00Z"), out_dir=tmp_path)
-    write_record(record=_cpu_record(date="2031-01-01T00:00:00Z",
-                                    points=[{"params": {"bytes": 64}, "value": 2e-4, "unit": "s/call"}]), out_dir=tmp_path)
+    write_record(
+        record=_cpu_record(
+            date="2031-01-01T00:00:00Z", points=[{"params": {"bytes": 64}, "value": 2e-4, "unit": "s/call"}]
+        ),
+        out_dir=tmp_path,
+    )
     write_record(record=_cpu_record(date="2032-01-01T00:00:00Z", verified=False), out_dir=tmp_path)
     assert len(load_records(tmp_path)) == 3
     assert latest_latency(tmp_path, device_kind="cpu", op="a2a")[0] == 2e-4
@@ -89,6 +103,8 @@ def test_bad_folder_and_bad_file(tmp_path):
 
 
 def test_fast_path_does_not_import_jax():
-    code = ("import sys; import k3plan.evidence.probe_records, k3plan.probes.hlo, k3plan.cli.app; "
-            "from k3plan.cli.app import app; sys.exit(1 if 'jax' in sys.modules else 0)")
+    code = (
+        "import sys; import k3plan.evidence.probe_records, k3plan.probes.hlo, k3plan.cli.app; "
+        "from k3plan.cli.app import app; sys.exit(1 if 'jax' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

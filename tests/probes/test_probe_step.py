@@ -25,8 +25,26 @@ def test_probe_step_measured_vs_expected_on_two_fake_devices(cli, tmp_path, monk
 
     monkeypatch.setattr(cli_probe, "_sweep_bar", recording_bar)
     out = tmp_path / "records"
-    r = cli("probe", "step", "--repeats", "2", "--warmup", "0", "--timeout", "120", "--topology", "1x1x1",
-            "--tp", "2", "--batch", "2", "--context", "64", "--out", out)
+    r = cli(
+        "probe",
+        "step",
+        "--repeats",
+        "2",
+        "--warmup",
+        "0",
+        "--timeout",
+        "120",
+        "--topology",
+        "1x1x1",
+        "--tp",
+        "2",
+        "--batch",
+        "2",
+        "--context",
+        "64",
+        "--out",
+        out,
+    )
     assert r.exit_code == 0, r.output
     assert "measured " in r.stdout and " vs expected " in r.stdout and "error " in r.stdout
     assert "checks the machinery" in r.stdout
@@ -71,7 +89,9 @@ def test_probe_step_measured_vs_expected_on_two_fake_devices(cli, tmp_path, monk
     # the logits: a device sends its [2 tokens, vocab 1,024 / TP 2] bf16 shard (vLLM's LogitsProcessor all-gather)
     assert p["op_list_collective_bytes"]["all-gather"] == 2 * (1024 // 2) * 2 == 2048
     # XLA's census counts the gathered result, [2, 1,024] in validate's f32: x TP 2 (whole vs shard) x 2 (f32 vs bf16)
-    assert p["hlo_collective_bytes"]["all-gather"] == 2 * 1024 * 4 == 2 * 2 * p["op_list_collective_bytes"]["all-gather"]
+    assert (
+        p["hlo_collective_bytes"]["all-gather"] == 2 * 1024 * 4 == 2 * 2 * p["op_list_collective_bytes"]["all-gather"]
+    )
     # nothing else: validate's graph keeps KDA's per-head A_log slice replicated, so XLA no longer reshards it
     # with a collective-permute (a partitioner artefact, not a call the engine code makes)
     assert set(hlo) == {"all-reduce", "all-gather"}

@@ -20,8 +20,9 @@ def written(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("report") / "cap.md"
     t = time.perf_counter()
-    r = CliRunner().invoke(app, ["report", "-H", "tpu-v7x,tpu-v5e", "-c", "131072", "--max-chips", "64",
-                                 "--out", str(out), "--html"])
+    r = CliRunner().invoke(
+        app, ["report", "-H", "tpu-v7x,tpu-v5e", "-c", "131072", "--max-chips", "64", "--out", str(out), "--html"]
+    )
     return r, out, time.perf_counter() - t
 
 
@@ -77,13 +78,16 @@ def test_report_does_not_import_jax(tmp_path):
     assert p.stdout.strip().splitlines()[-1] == "[]"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["-c", "lots"], "--context"),
-    (["--out", "x.txt"], "expected a .md"),
-    (["-H", "tpu-v9"], "unknown hardware"),
-    (["--stack", "cpu=foo"], "--stack"),
-    (["--plot-format", "gif"], "--plot-format"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-c", "lots"], "--context"),
+        (["--out", "x.txt"], "expected a .md"),
+        (["-H", "tpu-v9"], "unknown hardware"),
+        (["--stack", "cpu=foo"], "--stack"),
+        (["--plot-format", "gif"], "--plot-format"),
+    ],
+)
 def test_bad_input_one_line(cli, tmp_path, args, words):
     if "--out" not in args:
         args = args + ["--out", str(tmp_path / "r.md")]
@@ -110,15 +114,42 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
 
     probes = tmp_path / "probes"
     points = [{"params": {"bytes": 2**30}, "value": 3.0e12, "unit": "bytes/s"}]
-    write_record(record=convert(ProbeRecord, dict(
-        probe="hbm", op=None, mode=None, backend="tpu", device_kind="TPU7x", device_count=1, date="2030-01-01T00:00:00Z",
-        label="a test record", points=points), "a probe record"), out_dir=probes)
+    write_record(
+        record=convert(
+            ProbeRecord,
+            dict(
+                probe="hbm",
+                op=None,
+                mode=None,
+                backend="tpu",
+                device_kind="TPU7x",
+                device_count=1,
+                date="2030-01-01T00:00:00Z",
+                label="a test record",
+                points=points,
+            ),
+            "a probe record",
+        ),
+        out_dir=probes,
+    )
     f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--probes", str(probes), "--json").stdout)
     plain = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--json").stdout)
     # the decode bound (issue 38: speed.tpot_s is a serving benchmark's here, the bound is ceiling_tpot_s)
     assert f["speed"]["ceiling_tpot_s"] > plain["speed"]["ceiling_tpot_s"]  # 3.0 TB/s is below the spec's bandwidth
-    r = cli("report", "-H", "tpu-v7x", "-c", "8192", "--concurrency", "1", "--probes", str(probes),
-            "--out", str(tmp_path / "r.md"), "--json")
+    r = cli(
+        "report",
+        "-H",
+        "tpu-v7x",
+        "-c",
+        "8192",
+        "--concurrency",
+        "1",
+        "--probes",
+        str(probes),
+        "--out",
+        str(tmp_path / "r.md"),
+        "--json",
+    )
     row = json.loads(r.stdout)["platforms"][0]["rows"][0]
     assert (row["setup"]["topology"], row["setup"]["tp"]) == ("2x2x4", 32)
     d = row["decode"]["concurrency"]
@@ -135,17 +166,45 @@ def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli,
 
     probes = tmp_path / "probes"
     points = [{"params": {"bytes": 2**30}, "value": 2.0e12, "unit": "bytes/s"}]
-    write_record(record=convert(ProbeRecord, dict(
-        probe="hbm", op=None, mode=None, backend="cpu", device_kind="cpu", device_count=1, date="2030-01-01T00:00:00Z",
-        label="a CPU test record", points=points), "a probe record"), out_dir=probes)
+    write_record(
+        record=convert(
+            ProbeRecord,
+            dict(
+                probe="hbm",
+                op=None,
+                mode=None,
+                backend="cpu",
+                device_kind="cpu",
+                device_count=1,
+                date="2030-01-01T00:00:00Z",
+                label="a CPU test record",
+                points=points,
+            ),
+            "a probe record",
+        ),
+        out_dir=probes,
+    )
     base = ["-t", "2x2x4", "--tp", "32", "-c", "8192", "--probes", str(probes), "--json"]
     refused = json.loads(cli("fit", *base).stdout)["speed"]["ceiling_tpot_s"]  # the bound (issue 38)
     allowed = json.loads(cli("fit", *base, "--allow-cpu-probes").stdout)["speed"]["ceiling_tpot_s"]
     assert allowed > refused  # 2.0 TB/s is below the spec's bandwidth
 
     def report_row(*extra):
-        r = cli("report", "-H", "tpu-v7x", "-c", "8192", "--concurrency", "1", "--probes", str(probes),
-                "--out", str(tmp_path / "r.md"), "--json", *extra)
+        r = cli(
+            "report",
+            "-H",
+            "tpu-v7x",
+            "-c",
+            "8192",
+            "--concurrency",
+            "1",
+            "--probes",
+            str(probes),
+            "--out",
+            str(tmp_path / "r.md"),
+            "--json",
+            *extra,
+        )
         assert r.exit_code == 0, r.output
         return json.loads(r.stdout)["platforms"][0]["rows"][0]
 

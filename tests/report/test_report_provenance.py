@@ -41,7 +41,12 @@ def test_each_source_names_its_own_number(b200):
 
 def test_nothing_fits_has_no_provenance():
     r = platform_report(  # K3 on at most 8 B200s: the weights alone do not fit
-        model="kimi-k3", hardware="nvidia-b200", stack="sglang", contexts=[131072], concurrency=1, max_chips=8,
+        model="kimi-k3",
+        hardware="nvidia-b200",
+        stack="sglang",
+        contexts=[131072],
+        concurrency=1,
+        max_chips=8,
         eff=Efficiency(),
     )
     row = r.rows[0]

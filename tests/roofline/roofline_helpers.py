@@ -31,8 +31,13 @@ STUDY_DCN_BW = 50e9  # "Over DCN (50 GB/s one-way)"
 
 
 @lru_cache(maxsize=None)
-def setup(topology: str = "2x2x4", stack: str = "dp-attention", tp: int | None = None,
-          ep: int | None = None, dp: int | None = None) -> Setup:
+def setup(
+    topology: str = "2x2x4",
+    stack: str = "dp-attention",
+    tp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+) -> Setup:
     return make_setup(topology=topology, stack=stack, tp=tp, ep=ep, dp=dp)
 
 

@@ -39,7 +39,8 @@ def test_experts_touched_bounds_and_monotone(e, k, b):
 def test_uniform_histogram_equals_the_closed_form(b):
     uniform = [K / E] * E
     assert experts_touched(num_experts=E, top_k=K, batch=b, histogram=uniform) == pytest.approx(
-        experts_touched(num_experts=E, top_k=K, batch=b), rel=1e-9)
+        experts_touched(num_experts=E, top_k=K, batch=b), rel=1e-9
+    )
 
 
 def test_batch_1_touches_top_k():
@@ -75,22 +76,26 @@ def test_skewed_histogram_touches_fewer_experts_than_uniform(tmp_path):
     hist = load_histogram(_write(tmp_path, "h.json", counts), num_experts=E, top_k=K)
     for b in (4, 64, 256):
         assert experts_touched(num_experts=E, top_k=K, batch=b, histogram=hist) < experts_touched(
-            num_experts=E, top_k=K, batch=b)
+            num_experts=E, top_k=K, batch=b
+        )
 
 
-@pytest.mark.parametrize("payload", [
-    "[1, 2",  # malformed JSON
-    [1, 2],  # wrong length
-    {"counts": 5},
-    {"weights": [1] * E},
-    "\"x\"",
-    [-1] + [1] * (E - 1),
-    ["a"] * E,
-    [0] * E,  # all zero
-    [True] * E,  # booleans are not counts
-    "[NaN" + ", 1" * (E - 1) + "]",  # JSON NaN: was accepted and turned the bound into NaN
-    "[Infinity" + ", 1" * (E - 1) + "]",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "[1, 2",  # malformed JSON
+        [1, 2],  # wrong length
+        {"counts": 5},
+        {"weights": [1] * E},
+        '"x"',
+        [-1] + [1] * (E - 1),
+        ["a"] * E,
+        [0] * E,  # all zero
+        [True] * E,  # booleans are not counts
+        "[NaN" + ", 1" * (E - 1) + "]",  # JSON NaN: was accepted and turned the bound into NaN
+        "[Infinity" + ", 1" * (E - 1) + "]",
+    ],
+)
 def test_bad_histogram_is_a_one_line_error(tmp_path, payload):
     with pytest.raises(K3PlanError, match="--router-histogram"):
         load_histogram(_write(tmp_path, "bad.json", payload), num_experts=E, top_k=K)
@@ -130,8 +135,9 @@ def test_vllm_tpu_flops_cover_the_work_at_least_once():
     d = decode_bound(s, batch=256, context_tokens=4096, eff=eff())
     work = 2 * s.model.inventory.active_params * 256
     total = d.flops_per_device.linear * s.topology.devices
-    replicated = sum(t.params * t.active for t in s.model.inventory.text
-                     if t.role != "embed" and s.plan.shard_fraction(t) == 1.0)
+    replicated = sum(
+        t.params * t.active for t in s.model.inventory.text if t.role != "embed" and s.plan.shard_fraction(t) == 1.0
+    )
     assert work <= total <= work + 2 * replicated * 256 * s.topology.devices * 1.000001
 
 
@@ -152,13 +158,23 @@ def test_ep_within_the_tp_group_routes_only_its_dp_groups_tokens():
     assert exp_local == pytest.approx(exp_all)
 
 
-CONFIGS = [("2x2x4", "dp-attention", None), ("2x2x4", "vllm-tpu", 32), ("2x4x4", "vllm-tpu", 64),
-           ("2x4x4", "dp-attention", None), ("2*2x2x4", "dp-attention", None)]
+CONFIGS = [
+    ("2x2x4", "dp-attention", None),
+    ("2x2x4", "vllm-tpu", 32),
+    ("2x4x4", "vllm-tpu", 64),
+    ("2x4x4", "dp-attention", None),
+    ("2*2x2x4", "dp-attention", None),
+]
 
 
 @settings(max_examples=40, deadline=None)
-@given(cfg=st.sampled_from(CONFIGS), b=st.integers(1, 512), ctx=st.integers(1, 1 << 20),
-       mfu=st.floats(0.05, 1.0), bw=st.floats(0.05, 1.0))
+@given(
+    cfg=st.sampled_from(CONFIGS),
+    b=st.integers(1, 512),
+    ctx=st.integers(1, 1 << 20),
+    mfu=st.floats(0.05, 1.0),
+    bw=st.floats(0.05, 1.0),
+)
 def test_decode_step_arithmetic(cfg, b, ctx, mfu, bw):
     topo, stack, tp = cfg
     s = setup(topo, stack, tp=tp)
@@ -171,8 +187,9 @@ def test_decode_step_arithmetic(cfg, b, ctx, mfu, bw):
     assert d.tokens_per_s == pytest.approx(b / d.step_s)
     assert d.tokens_per_s_per_chip == pytest.approx(d.tokens_per_s / s.topology.chips)
     assert d.comm_share == pytest.approx(d.comm.time_s / d.step_s)
-    assert d.comm.time_s == pytest.approx(d.comm.calls_per_step * d.comm.latency_s_per_call
-                                          + d.comm.bytes_per_chip_per_step / d.comm.link_bw_bytes_per_s)
+    assert d.comm.time_s == pytest.approx(
+        d.comm.calls_per_step * d.comm.latency_s_per_call + d.comm.bytes_per_chip_per_step / d.comm.link_bw_bytes_per_s
+    )
     roofs = {"memory": d.memory_s, "compute": d.compute_s, "communication": d.comm.time_s}
     assert roofs[d.binding] == max(roofs.values())
     # more batch or context never makes a step faster
@@ -192,8 +209,10 @@ def test_efficiencies_scale_their_roof():
     assert fp8.compute_s == pytest.approx(full.compute_s / 2)
 
 
-@pytest.mark.parametrize("mfu,bw", [(0, 1), (-0.1, 1), (1.5, 1), (0.3, 0), (0.3, 1.01), (math.nan, 1), (0.3, math.inf),
-                                    (0.3, 1e-320), (0.0009, 1)])
+@pytest.mark.parametrize(
+    "mfu,bw",
+    [(0, 1), (-0.1, 1), (1.5, 1), (0.3, 0), (0.3, 1.01), (math.nan, 1), (0.3, math.inf), (0.3, 1e-320), (0.0009, 1)],
+)
 def test_check_efficiency_rejects_outside_0_1(mfu, bw):
     with pytest.raises(K3PlanError, match=r"expected a fraction from 0.001 to 1"):
         check_efficiency(mfu=mfu, bw_efficiency=bw)
@@ -236,7 +255,10 @@ def test_no_matching_record_falls_back_to_the_spec(tmp_path, no_shipped_records)
     assert d.comm.latency_source.startswith("tpu-v7x spec")
     # an all-reduce stack finds no all-reduce record among the a2a ones
     v = setup("2x4x4", "vllm-tpu", tp=64)
-    assert collective_latency(v.hardware, op="all-reduce", link="scale_up", evidence=Evidence.build(PROBE_RECORD.parent)) is None
+    assert (
+        collective_latency(v.hardware, op="all-reduce", link="scale_up", evidence=Evidence.build(PROBE_RECORD.parent))
+        is None
+    )
 
 
 def test_probe_records_describe_ici_only():
@@ -264,8 +286,9 @@ def test_prefill_chunking_and_ttft(prompt, chunk, chunks):
     p = prefill_bound(s, prompt_tokens=prompt, chunk_tokens=chunk, eff=eff())
     assert p.chunks == chunks and p.chunk_tokens == min(prompt, chunk)
     assert p.compute_s == pytest.approx(prompt / p.prompt_tokens_per_s)  # one prompt, on its DP group
-    assert p.ttft_s == pytest.approx(max(p.compute_s, chunks * p.comm.bandwidth_time_s)
-                                     + chunks * p.comm.latency_time_s)
+    assert p.ttft_s == pytest.approx(
+        max(p.compute_s, chunks * p.comm.bandwidth_time_s) + chunks * p.comm.latency_time_s
+    )
     assert p.comm == comm_cost(s, tokens=p.chunk_tokens)
 
 

@@ -21,6 +21,7 @@ def test_nightly_prefill_is_link_bound_not_infeasible():
     assert pre["feasible"] is True
     assert pre["note"].startswith("link-bound")
     r = CliRunner().invoke(
-        app, ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512", "--verbose"]
+        app,
+        ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512", "--verbose"],
     )
     assert "INFEASIBLE" not in r.stdout and "link-bound" in r.stdout

@@ -17,16 +17,43 @@ from k3plan.speed.expected import KindTimes, OpTime, kind_times
 from k3plan.step.opcost import CATEGORIES
 from k3plan.structs import dump, fields
 
-KEYS = ["model", "hardware", "topology", "chips", "parallel", "stack", "efficiency", "decode", "prefill",
-        "expected", "long_context", "notes", "probes", "records_used", "fits", "fit_reason", "spec_decode", "advice",
-        "prefix_hit",
-        "serving"]
+KEYS = [
+    "model",
+    "hardware",
+    "topology",
+    "chips",
+    "parallel",
+    "stack",
+    "efficiency",
+    "decode",
+    "prefill",
+    "expected",
+    "long_context",
+    "notes",
+    "probes",
+    "records_used",
+    "fits",
+    "fit_reason",
+    "spec_decode",
+    "advice",
+    "prefix_hit",
+    "serving",
+]
 
 
 def test_the_json_keys_are_the_fields():
     assert list(fields(RooflineResult)) == KEYS
     assert list(fields(RooflineRefusal)) == [
-        "model", "hardware", "topology", "parallel", "stack", "fits", "reason", "reason_code", "free_bytes"]  # reason_code: issue 36
+        "model",
+        "hardware",
+        "topology",
+        "parallel",
+        "stack",
+        "fits",
+        "reason",
+        "reason_code",
+        "free_bytes",
+    ]  # reason_code: issue 36
     assert list(fields(KindTimes)) == list(CATEGORIES)
 
 
@@ -43,8 +70,15 @@ def test_ratios_dump_as_the_context_mapping():
 
 def _op(name: str, category: str, ceiling: float, expected: float) -> OpTime:
     eff = Efficiency(value=ceiling / expected, measured=False, label="ceiling: test")
-    return OpTime(name=name, kind="matmul", category=category, ceiling_s=ceiling, expected_s=expected, efficiency=eff,
-                  label="test")
+    return OpTime(
+        name=name,
+        kind="matmul",
+        category=category,
+        ceiling_s=ceiling,
+        expected_s=expected,
+        efficiency=eff,
+        label="test",
+    )
 
 
 def test_each_category_sums_its_own_ops():

@@ -43,8 +43,9 @@ EXPERT_BYTES = 17_547_264  # one MXFP4 routed expert (w1, w2, w3 + scales), one 
 
 
 def _role_bytes(s, role: str, kind: str | None = None) -> float:
-    return sum(runtime_bytes(t, s.stack) for t in s.model.inventory.text
-               if t.role == role and (kind is None or t.kind == kind))
+    return sum(
+        runtime_bytes(t, s.stack) for t in s.model.inventory.text if t.role == role and (kind is None or t.kind == kind)
+    )
 
 
 def _role_params(s, role: str, kind: str) -> int:

@@ -38,8 +38,10 @@ def test_sglang_s_dp_attention_reserve_by_hand():
     kw = dict(gpu_mib=H200_MIB, tp=16, pp=1, chunk=8192, deepep=True, cuda=True)
     assert auto.reserved_mib(**kw, dp_attention_dp=16) == reserved
     assert auto.reserved_mib(**kw) == 17920  # no DP attention: the sglang stack's, unchanged
-    assert auto.fraction(gpu_bytes=H200_MIB * MIB, tp=16, pp=1, chunk=8192, deepep=True, cuda=True,
-                         dp_attention_dp=16) == 0.619
+    assert (
+        auto.fraction(gpu_bytes=H200_MIB * MIB, tp=16, pp=1, chunk=8192, deepep=True, cuda=True, dp_attention_dp=16)
+        == 0.619
+    )
 
 
 def test_dp_attention_on_h200_prices_sglang_s_pools_and_reserve(cli):
@@ -47,8 +49,28 @@ def test_dp_attention_on_h200_prices_sglang_s_pools_and_reserve(cli):
     8,192, test above). Before: 1 state slot a request, hybrid pages of 5,696 tokens, a 10% reserve, no W_UK / W_UV.
     After, by hand (K3: 69 KDA layers of 96 heads x 128, conv kernel 4; 24 MLA layers, kv_lora 512 + rope 64,
     kv_b_proj [96 x (128 + 128), 512] bf16); one sequence a device (8 over 16 DP groups)."""
-    r = cli("fit", "-m", "kimi-k3", "-H", "nvidia-h200", "-t", "2x8", "--tp", "1", "--dp", "16", "--stack",
-            "dp-attention", "--context", "32768", "--batch", "8", "--chunk", "512", "--json")
+    r = cli(
+        "fit",
+        "-m",
+        "kimi-k3",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        "2x8",
+        "--tp",
+        "1",
+        "--dp",
+        "16",
+        "--stack",
+        "dp-attention",
+        "--context",
+        "32768",
+        "--batch",
+        "8",
+        "--chunk",
+        "512",
+        "--json",
+    )
     assert r.exit_code in (0, 1), r.output
     j = json.loads(r.stdout)
     d, layout = j["per_device"], j["cache_layout"]
@@ -73,8 +95,16 @@ def _without_bind(monkeypatch):
     "args",
     [
         ("-t", "2x2x4", "--tp", "32", "--stack", "dp-attention"),
-        ("-t", "2x2x4", "--tp", "32", "--stack", "dp-attention", "--calibration",
-         "k3-tpu7x-2x2x4-tp32-dp-attention-compiled.yaml"),
+        (
+            "-t",
+            "2x2x4",
+            "--tp",
+            "32",
+            "--stack",
+            "dp-attention",
+            "--calibration",
+            "k3-tpu7x-2x2x4-tp32-dp-attention-compiled.yaml",
+        ),
     ],
 )
 def test_dp_attention_on_tpu_is_byte_identical_to_the_stack_as_written(cli, monkeypatch, args):
@@ -97,8 +127,12 @@ def test_the_gpu_binding_takes_sglang_yaml_s_sections_and_flags():
     sg = load_stack("sglang")
     for section in ("state", "paging", "reserve", "kv_pool", "absorbed_copies", "dp_attention_chunk"):
         assert getattr(gpu, section) == getattr(sg, section), section
-    assert list(gpu.options) == ["moe_a2a_backend", "mem_fraction_static", "mamba_scheduler_strategy",
-                                 "disable_radix_cache"]
+    assert list(gpu.options) == [
+        "moe_a2a_backend",
+        "mem_fraction_static",
+        "mamba_scheduler_strategy",
+        "disable_radix_cache",
+    ]
     assert gpu.label == "dp-attention" and gpu.collectives.experts == "all_to_all"
     assert gpu.sharding.rules == load_stack("dp-attention").sharding.rules
     tpu, g = load_stack("dp-attention").bindings()
@@ -116,8 +150,14 @@ def test_an_sglang_flag_given_to_dp_attention_applies_on_gpus_only(cli):
     r = cli("fit", "-t", "2x2x4", "--tp", "32", "--stack", "dp-attention:mem_fraction_static=0.85")
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert "mem_fraction_static" in r.output and "tpu-v7x" in r.output
-    sp = build_space(hardware=[load_hardware("tpu-v7x"), load_hardware("nvidia-h200")], stacks=[st], kv_dtypes=[None],
-                     chunks=[2048], max_chips=16, stacks_given=True)
+    sp = build_space(
+        hardware=[load_hardware("tpu-v7x"), load_hardware("nvidia-h200")],
+        stacks=[st],
+        kv_dtypes=[None],
+        chunks=[2048],
+        max_chips=16,
+        stacks_given=True,
+    )
     assert {sp.hardware[int(h)].name for h in set(sp.cols.hw.tolist())} == {"nvidia-h200"}
     (why,) = sp.skipped.values()
     assert why.startswith("stack dp-attention:mem_fraction_static=0.85: option(s) mem_fraction_static apply on gpu")
@@ -130,8 +170,14 @@ def test_plan_row_and_launch_equal_fit_for_a_dp_attention_gpu_point():
     import numpy as np
 
     hw = load_hardware("nvidia-h200")
-    sp = build_space(hardware=[hw, load_hardware("tpu-v7x")], stacks=[load_stack("dp-attention")], kv_dtypes=[None],
-                     chunks=[2048], max_chips=32, stacks_given=True)
+    sp = build_space(
+        hardware=[hw, load_hardware("tpu-v7x")],
+        stacks=[load_stack("dp-attention")],
+        kv_dtypes=[None],
+        chunks=[2048],
+        max_chips=32,
+        stacks_given=True,
+    )
     m = load_model("kimi-k3")
     cols = evaluate(space=sp, model=m, context=32768, batch=16, eff=Efficiency()).cols
     topo = np.array([t.text for t in sp.topologies])[cols.topo]
@@ -145,14 +191,22 @@ def test_plan_row_and_launch_equal_fit_for_a_dp_attention_gpu_point():
         assert getattr(r.per_device, k) == j["per_device"][k], k
     assert j["cache_layout"]["state_slots_per_sequence"] == 3
     stack = next(s for s in sp.stacks if s.runs_on(hw))
-    launch = launch_for(pick=r, hw=hw, stack=stack, topology=sp.topologies[int(cols.topo[hit[0]])], model=m,
-                        context=32768, max_num_seqs=16)
+    launch = launch_for(
+        pick=r,
+        hw=hw,
+        stack=stack,
+        topology=sp.topologies[int(cols.topo[hit[0]])],
+        model=m,
+        context=32768,
+        max_num_seqs=16,
+    )
     assert launch.config is not None, launch.error
     cmd = launch.text or ""
     assert "sglang.launch_server" in cmd and " --enable-dp-attention " in cmd
     assert " --chunked-prefill-size 8192 " in cmd and " --max-mamba-cache-size 48 " in cmd
-    fraction = 1 - setup.stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=8, pp=1, chunk=2048,
-                                                vendor="nvidia", dp=4)
+    fraction = 1 - setup.stack.reserve_fraction(
+        usable_bytes=hw.usable_bytes_per_device, tp=8, pp=1, chunk=2048, vendor="nvidia", dp=4
+    )
     assert f" --mem-fraction-static {fraction:g} " in cmd
 
 

@@ -40,8 +40,12 @@ def test_vllm_at_dp_above_one_spreads_the_experts_over_tp_x_dp():
 def test_plan_searches_only_the_expert_split_each_engine_runs():
     stacks = [load_stack("sglang"), load_stack("vllm"), load_stack("dp-attention")]
     space = build_space(
-        hardware=[load_hardware("nvidia-h200")], stacks=stacks, kv_dtypes=[None], chunks=[8192],
-        max_chips=32, stacks_given=True,
+        hardware=[load_hardware("nvidia-h200")],
+        stacks=stacks,
+        kv_dtypes=[None],
+        chunks=[8192],
+        max_chips=32,
+        stacks_given=True,
     )
     c = space.cols
     names = np.array([s.name for s in space.stacks])[c.stack]  # space.stacks: each bound to a kind
@@ -53,16 +57,23 @@ def test_plan_searches_only_the_expert_split_each_engine_runs():
     # DeepEP sets ep_size = tp_size, other backends split each expert over the rest): ep = tp x dp only
     dpa = multi & (names == "dp-attention")
     assert dpa.any() and c.ep_all[dpa].all()
-    with pytest.raises(K3PlanError, match=r"--ep 8: at dp 4 stack dp-attention: the engine spreads the experts over every "
-                                          r"TP x DP rank; expected --ep 32"):
+    with pytest.raises(
+        K3PlanError,
+        match=r"--ep 8: at dp 4 stack dp-attention: the engine spreads the experts over every "
+        r"TP x DP rank; expected --ep 32",
+    ):
         make_setup(hardware="nvidia-h200", topology="4x8", tp=8, dp=4, ep=8, stack="dp-attention")
 
 
 def test_a_stack_that_says_nothing_keeps_both_expert_splits():
     """dp-attention on TPU (tpu-inference's attention DP, no dp_experts rule): ep = tp and ep = tp x dp both searched."""
     space = build_space(
-        hardware=[load_hardware("tpu-v7x")], stacks=[load_stack("dp-attention")], kv_dtypes=[None], chunks=[8192],
-        max_chips=64, stacks_given=True,
+        hardware=[load_hardware("tpu-v7x")],
+        stacks=[load_stack("dp-attention")],
+        kv_dtypes=[None],
+        chunks=[8192],
+        max_chips=64,
+        stacks_given=True,
     )
     c = space.cols
     multi = c.dp > 1

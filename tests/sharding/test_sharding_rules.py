@@ -19,9 +19,19 @@ from k3plan.step.weight_budget import runtime_bytes
 
 W = check_workload(context_tokens=131072, batch=1, prefill_chunk_tokens=None)
 LM_HEAD = "language_model.lm_head.weight"
-KDA_HEAD_TENSORS = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "q_conv1d.weight", "k_conv1d.weight",
-                    "v_conv1d.weight", "f_b_proj.weight", "b_proj.weight", "g_proj.weight", "o_proj.weight",
-                    "dt_bias"}
+KDA_HEAD_TENSORS = {
+    "q_proj.weight",
+    "k_proj.weight",
+    "v_proj.weight",
+    "q_conv1d.weight",
+    "k_conv1d.weight",
+    "v_conv1d.weight",
+    "f_b_proj.weight",
+    "b_proj.weight",
+    "g_proj.weight",
+    "o_proj.weight",
+    "dt_bias",
+}
 MLA_HEAD_TENSORS = {"q_b_proj.weight", "kv_b_proj.weight", "g_proj.weight", "o_proj.weight"}
 LAYER = re.compile(r"language_model\.model\.layers\.(\d+)\.self_attn\.(.+)")
 
@@ -56,7 +66,8 @@ def test_tp64_heads_do_not_divide_and_every_affected_tensor_is_listed(topology):
     # the fallbacks are what raises the replicated floor
     tp32 = fit(make_setup(topology="2x2x4", tp=32), W)
     assert r.per_device.replicated_weights_bytes - tp32.per_device.replicated_weights_bytes >= sum(
-        f.bytes_replicated for f in r.replicated)
+        f.bytes_replicated for f in r.replicated
+    )
 
 
 @pytest.mark.parametrize("topology, tp", [("2x2x4", 32), ("2x2x2", 16), ("2x2x1", 8), ("2x4x4", 32)])
@@ -97,7 +108,8 @@ def test_user_yaml_replicating_lm_head_adds_its_size(tmp_path):
 
 
 def test_user_module_function_specs(tmp_path, monkeypatch):
-    (tmp_path / "k3_user_specs_mod.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "k3_user_specs_mod.py").write_text(
+        textwrap.dedent(f"""
         def specs():
             return {{{LM_HEAD!r}: [None, None]}}
 
@@ -106,7 +118,8 @@ def test_user_module_function_specs(tmp_path, monkeypatch):
 
         def not_a_dict():
             return [1]
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     base = fit(make_setup(topology="2x2x4", tp=32), W)
     user = fit(make_setup(topology="2x2x4", tp=32, shardspecs="k3_user_specs_mod:specs"), W)
@@ -127,13 +140,16 @@ def test_user_spec_that_does_not_divide_is_recorded(tmp_path):
     assert hit and hit[0].size == 96 and hit[0].mesh_size == 64
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("shardspecs:\n  '(': [null]\n", "bad pattern"),
-    ("shardspecs:\n  'nothing\\.matches': [null]\n", "no pattern matches"),
-    ("shardspecs:\n  'language_model\\.lm_head\\.weight': [null, null, null]\n", "3 entries for a 2-dim"),
-    ("shardspecs:\n  'language_model\\.lm_head\\.weight': 5\n", "expected a list"),
-    ("lm_head: [null]\n", "'shardspecs' key"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("shardspecs:\n  '(': [null]\n", "bad pattern"),
+        ("shardspecs:\n  'nothing\\.matches': [null]\n", "no pattern matches"),
+        ("shardspecs:\n  'language_model\\.lm_head\\.weight': [null, null, null]\n", "3 entries for a 2-dim"),
+        ("shardspecs:\n  'language_model\\.lm_head\\.weight': 5\n", "expected a list"),
+        ("lm_head: [null]\n", "'shardspecs' key"),
+    ],
+)
 def test_bad_user_specs(tmp_path, text, needle):
     spec = tmp_path / "specs.yaml"
     spec.write_text(text)
@@ -162,23 +178,29 @@ def test_user_stack_yaml_works(tmp_path):
     assert load_stack(p).name == "mine"
 
 
-@pytest.mark.parametrize("mutate, needle", [
-    (lambda d: d.update(flavour="x"), "unknown key 'flavour'"),
-    (lambda d: d["kv_cache"].update(dtyp="bf16"), "unknown key 'kv_cache.dtyp'"),
-    (lambda d: d.pop("reserve"), "missing key 'reserve'"),
-    (lambda d: d["reserve"].update(fraction_of_usable_hbm=1.5), "reserve.fraction_of_usable_hbm"),
-])
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d.update(flavour="x"), "unknown key 'flavour'"),
+        (lambda d: d["kv_cache"].update(dtyp="bf16"), "unknown key 'kv_cache.dtyp'"),
+        (lambda d: d.pop("reserve"), "missing key 'reserve'"),
+        (lambda d: d["reserve"].update(fraction_of_usable_hbm=1.5), "reserve.fraction_of_usable_hbm"),
+    ],
+)
 def test_bad_stack_yaml(tmp_path, mutate, needle):
     with pytest.raises(K3PlanError, match=re.escape(needle)):
         load_stack(_stack_yaml(tmp_path, mutate))
 
 
-@pytest.mark.parametrize("kw, needle", [
-    ({"devices": 32, "tp": 5}, "--tp 5 x --dp"),
-    ({"devices": 32, "tp": 0}, "--tp 0"),
-    ({"devices": 32, "dp": 3}, "--dp 3 does not divide"),
-    ({"devices": 32, "tp": 8, "ep": 4}, "--ep 4"),
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        ({"devices": 32, "tp": 5}, "--tp 5 x --dp"),
+        ({"devices": 32, "tp": 0}, "--tp 0"),
+        ({"devices": 32, "dp": 3}, "--dp 3 does not divide"),
+        ({"devices": 32, "tp": 8, "ep": 4}, "--ep 4"),
+    ],
+)
 def test_bad_mesh(kw, needle):
     with pytest.raises(K3PlanError, match=re.escape(needle)):
         make_mesh(**kw)

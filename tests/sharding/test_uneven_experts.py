@@ -97,7 +97,9 @@ def test_fit_on_nvl72_with_vllm_ep72_holds_13_experts_a_layer_on_the_fullest_dev
     )
     # the layout's other roles are the TP split's, as with the experts over the TP group (ep 8: 112 each);
     # vLLM at dp 9 puts the experts over all 72 GPUs (--ep 8 there is refused), so 8 GPUs at tp 8 dp 1
-    even = json.loads(cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "8", "--tp", "8", "--stack", "vllm", "--json").stdout)
+    even = json.loads(
+        cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "8", "--tp", "8", "--stack", "vllm", "--json").stdout
+    )
     assert even["weights_by_role"]["expert"] == MOE_LAYERS * 112 * EXPERT_BYTES
     assert {k: v for k, v in even["weights_by_role"].items() if k != "expert"} == {
         k: v for k, v in roles.items() if k != "expert"
@@ -160,8 +162,9 @@ def test_resolve_counts_the_uneven_tensors_once_an_axis():
     assert (u.axis, u.size, u.mesh_axis, u.mesh_size, u.tensors) == ("expert", 896, "ep", 72, 3 * MOE_LAYERS)
     st = load_stack("vllm")
     mesh, _ = make_mesh(devices=72, tp=8, dp=9, ep=72)
-    plain = resolve(setup.model.inventory, mesh=mesh, rules=st.sharding.rules,
-                    role_overrides=st.sharding.role_overrides, source="t")
+    plain = resolve(
+        setup.model.inventory, mesh=mesh, rules=st.sharding.rules, role_overrides=st.sharding.role_overrides, source="t"
+    )
     assert plain.uneven == () and len(plain.fallbacks) == 3 * MOE_LAYERS  # without the rule: today's refusal
 
 

@@ -30,7 +30,11 @@ def test_deepseek_v3_experts_on_h200_vllm_run_at_the_fp8_peak():
     s = make_setup(model="deepseek-v3", hardware="nvidia-h200", topology="8", tp=8, stack="vllm")
     costs = prefill_op_costs(s, chunk=8192, context=8192)
     experts = _experts(costs)
-    assert [c.name for c in experts] == ["moe.mlp.experts.gate_proj", "moe.mlp.experts.up_proj", "moe.mlp.experts.down_proj"]
+    assert [c.name for c in experts] == [
+        "moe.mlp.experts.gate_proj",
+        "moe.mlp.experts.up_proj",
+        "moe.mlp.experts.down_proj",
+    ]
     assert {c.dtype for c in experts} == {"fp8"} and all(c.dtype_note is None for c in experts)
     peaks = Peaks.from_hardware(s.hardware)
     assert peaks.hbm_bw_bytes_per_s == H200_HBM
@@ -95,7 +99,9 @@ def test_a_stack_option_choice_sets_compute_rules_and_every_choice_sets_the_same
     with pytest.raises(ValueError, match="unknown storage format"):
         Effect(compute_formats={"mxfp5": fmt})
     with pytest.raises(ValueError, match="every choice sets the same compute_formats"):
-        Option(flag="--x", default="a", source=src, choices={"a": Effect(compute_formats={"mxfp4": fmt}), "b": Effect()})
+        Option(
+            flag="--x", default="a", source=src, choices={"a": Effect(compute_formats={"mxfp4": fmt}), "b": Effect()}
+        )
 
 
 def _with_mxfp4(stack, **rule):
@@ -144,8 +150,24 @@ def test_deepseek_v3_absorbed_mla_decode_runs_kv_b_in_bf16_on_vllm_and_prefill_k
     assert kv_b.dtype == "bf16" and kv_b.dtype_note is None
     pre = next(c for c in prefill_op_costs(s, chunk=8192, context=8192) if c.name == "mla.self_attn.kv_b_proj")
     assert pre.dtype == "fp8"
-    r = cli("roofline", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--stack", "vllm",
-            "--batch", "160", "--context", "4096", "--json")
+    r = cli(
+        "roofline",
+        "-m",
+        "deepseek-v3",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        "8",
+        "--tp",
+        "8",
+        "--stack",
+        "vllm",
+        "--batch",
+        "160",
+        "--context",
+        "4096",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     import json
 
@@ -153,8 +175,24 @@ def test_deepseek_v3_absorbed_mla_decode_runs_kv_b_in_bf16_on_vllm_and_prefill_k
     assert "HBM traffic" in op["label"], op["label"]
     # 61 MLA layers x the bf16 copies a device (kv_lora 512 x 128 heads / TP 8 x (128 nope + 128 v) x 2 B)
     assert op["ceiling_s"] == pytest.approx(61 * (512 * 16 * 256) * 2 / H200_HBM, rel=1e-9)
-    r = cli("roofline", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "--tp", "8", "--stack", "vllm",
-            "--batch", "512", "--context", "512", "--json")  # 512 x 512 tokens of KV fit (x 4,096 do not)
+    r = cli(
+        "roofline",
+        "-m",
+        "deepseek-v3",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        "8",
+        "--tp",
+        "8",
+        "--stack",
+        "vllm",
+        "--batch",
+        "512",
+        "--context",
+        "512",
+        "--json",
+    )  # 512 x 512 tokens of KV fit (x 4,096 do not)
     assert r.exit_code == 0, r.output
     op = next(o for o in json.loads(r.stdout)["expected"]["decode"]["ops"] if o["name"] == "mla.self_attn.kv_b_proj")
     assert "bf16 matmul" in op["label"], op["label"]

@@ -58,8 +58,11 @@ def test_a_cpu_record_is_never_applied_to_an_accelerator(tmp_path):
 
 def test_other_device_kinds_and_interpret_mode_are_skipped(tmp_path):
     write(tmp_path, "mm-h200.json", matmul_record(device_kind="NVIDIA H200", backend="gpu"))
-    write(tmp_path, "hbm-interp.json", record("hbm", [({"bytes": 1 << 20}, 5e11, "bytes/s")],
-                                              implementation="pallas-interpret", op="copy"))
+    write(
+        tmp_path,
+        "hbm-interp.json",
+        record("hbm", [({"bytes": 1 << 20}, 5e11, "bytes/s")], implementation="pallas-interpret", op="copy"),
+    )
     curves = load_curves(tmp_path, peaks=PEAKS)
     assert curves.curves == {}
     assert len(curves.skipped) == 2
@@ -102,13 +105,26 @@ def test_collective_efficiency_by_size_and_group(tmp_path):
 def test_grouped_matmul_and_kda_records(tmp_path):
     # ragged-dot: 64 rows over 8 touched experts = 8 rows a group; ceiling max(1e9 / 1e15, 1e6 / 1e12) = 1e-6 s;
     # measured 1e9 FLOP / 2.5e14 FLOP/s = 4e-6 s -> 0.25
-    rd = record("ragged-dot", [({"tokens": 32, "rows": 64, "experts_touched": 8, "flops": 1e9,
-                                 "weight_bytes_touched": 1_000_000}, 2.5e14, "flop/s")], params={"dtype": "bfloat16"})
+    rd = record(
+        "ragged-dot",
+        [
+            (
+                {"tokens": 32, "rows": 64, "experts_touched": 8, "flops": 1e9, "weight_bytes_touched": 1_000_000},
+                2.5e14,
+                "flop/s",
+            )
+        ],
+        params={"dtype": "bfloat16"},
+    )
     write(tmp_path, "rd.json", rd)
     # kda recurrent, 4 heads x 128: 4 * 8 * 128 * 128 = 524,288 FLOP a token -> 5.24288e-10 s at 1e15;
     # best measured 1.048576e-9 s a token -> 0.5
-    kda = record("kda", [({"seq_len": 256}, 2e-9, "s/token"), ({"seq_len": 1024}, 1.048576e-9, "s/token")],
-                 mode="recurrent", params={"heads": 4, "head_dim": 128, "chunk": 64})
+    kda = record(
+        "kda",
+        [({"seq_len": 256}, 2e-9, "s/token"), ({"seq_len": 1024}, 1.048576e-9, "s/token")],
+        mode="recurrent",
+        params={"heads": 4, "head_dim": 128, "chunk": 64},
+    )
     write(tmp_path, "kda.json", kda)
     curves = load_curves(tmp_path, peaks=PEAKS)
     g = efficiency(curves, key="grouped_matmul:bf16", x=8, device_kind="TPU7x", op="experts")

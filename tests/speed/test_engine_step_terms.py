@@ -99,8 +99,18 @@ def test_two_calls_carry_the_bytes_of_one():
     from k3plan.step.comm import comm_terms
 
     spec = load_model("kimi-k3").spec
-    kw = dict(all_to_all=False, act=2, dispatch=2, tp=32, dp=1, ep=32, devices_per_chip=2, chips=16, tokens=16,
-              logits_all_gather=True)
+    kw = dict(
+        all_to_all=False,
+        act=2,
+        dispatch=2,
+        tp=32,
+        dp=1,
+        ep=32,
+        devices_per_chip=2,
+        chips=16,
+        tokens=16,
+        logits_all_gather=True,
+    )
     one, two = comm_terms(spec, **kw), comm_terms(spec, **kw, latent_calls=2)
     assert two.bytes_per_chip == pytest.approx(one.bytes_per_chip, rel=1e-12)
     assert two.calls - one.calls == spec.n_moe
@@ -153,7 +163,11 @@ def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.step.attnres import attnres_call_blocks
 
-    records = [r for r, _ in load_with_paths(__import__("pathlib").Path("k3plan/evidence/probes")) if r.probe in ("attnres", "moe-glue")]
+    records = [
+        r
+        for r, _ in load_with_paths(__import__("pathlib").Path("k3plan/evidence/probes"))
+        if r.probe in ("attnres", "moe-glue")
+    ]
     at = {  # every attnres record's points, the newest where two timed the same shape
         (int(p.params["tokens"]), int(p.params["blocks"])): p.value
         for r in sorted((r for r in records if r.probe == "attnres"), key=lambda r: r.date)
@@ -163,22 +177,26 @@ def test_the_engine_s_small_kernels_are_priced_as_the_chip_timed_them(nightly):
     calls = Counter(attnres_call_blocks(93, 12))
     assert sum(calls.values()) == 186 and max(calls) == 8
     ops = {o["name"]: o["expected_s"] for o in nightly["expected"]["decode"]["ops"]}
-    assert ops["the engine's Attention Residual kernel"] == pytest.approx(sum(n * at[(16, k)] for k, n in calls.items()))
+    assert ops["the engine's Attention Residual kernel"] == pytest.approx(
+        sum(n * at[(16, k)] for k, n in calls.items())
+    )
     glue = max((r for r in records if r.probe == "moe-glue"), key=lambda r: r.date).points[0].value
     # ON or off as the admission decided (speed/admitted.json); ON, it prices 92 MoE layers at the measured point
     from k3plan.app.setup import setup_from
-    from k3plan.speed.serving import _ModelAt
+    from k3plan.speed.serving import ModelAt
     from k3plan.speed.terms import default_terms
 
     name = "the engine's MoE routing and one-hot permute at decode"
     assert (name in ops) == ("moe-glue" in default_terms())
 
     setup = setup_from(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, ep=None, dp=None, stack=None)
-    on = _ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"moe-glue"}).speed(1, 8192, 512)
+    on = ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"moe-glue"}).speed(1, 8192, 512)
     assert {o.name: o.expected_s for o in on.decode.ops}[name] == pytest.approx(92 * glue)
     # a 512-token chunk: the 512-row points; 16 chunks a prompt; no glue (the SparseCore path, not timed)
     pre = {o["name"]: o["expected_s"] for o in nightly["expected"]["prefill"]["ops"] if o["kind"] == "overhead"}
-    assert pre["the engine's Attention Residual kernel"] == pytest.approx(16 * sum(n * at[(512, k)] for k, n in calls.items()))
+    assert pre["the engine's Attention Residual kernel"] == pytest.approx(
+        16 * sum(n * at[(512, k)] for k, n in calls.items())
+    )
     assert "the engine's MoE routing and one-hot permute at decode" not in pre
 
 
@@ -186,9 +204,13 @@ def test_the_small_kernels_scale_by_tiles_away_from_the_measured_rows():
     from k3plan.engines.torchtpu_vllm.speed import per_call as _per_call
     from k3plan.speed.curves import KernelTime
 
-    pts = (KernelTime(tokens=16, blocks=1, seconds=5e-6, record_path="r", device_kind="TPU v5 lite"),
-           KernelTime(tokens=512, blocks=1, seconds=160e-6, record_path="r", device_kind="TPU v5 lite"))
-    assert _per_call(pts, tokens=8192, blocks=1)[0] == pytest.approx(160e-6 * 16)  # (a measured 8,192 point wins)  # 16x the 512-row point's tiles
+    pts = (
+        KernelTime(tokens=16, blocks=1, seconds=5e-6, record_path="r", device_kind="TPU v5 lite"),
+        KernelTime(tokens=512, blocks=1, seconds=160e-6, record_path="r", device_kind="TPU v5 lite"),
+    )
+    assert _per_call(pts, tokens=8192, blocks=1)[0] == pytest.approx(
+        160e-6 * 16
+    )  # (a measured 8,192 point wins)  # 16x the 512-row point's tiles
     assert _per_call(pts, tokens=1, blocks=1)[0] == pytest.approx(5e-6)  # the engine pads to a 16-row tile
     assert _per_call(pts, tokens=32, blocks=3)[0] == pytest.approx(10e-6)  # nearest K, 2 tiles
 
@@ -216,7 +238,9 @@ def test_the_chip_never_beats_the_compiler_s_schedule_of_gmm_v2():
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.speed.curves import schedule_checks
 
-    checks = [c for c in schedule_checks(load_with_paths(Path("k3plan/evidence/probes"))) if c.device_kind == "TPU v5 lite"]
+    checks = [
+        c for c in schedule_checks(load_with_paths(Path("k3plan/evidence/probes"))) if c.device_kind == "TPU v5 lite"
+    ]
     assert {c.call for c in checks} == {f"{p} int4 {pt}" for p in ("w13", "w2") for pt in ("16x2", "256x28")}
     for c in checks:
         assert 1.0 < c.measured_s / c.scheduled_s < 3.0, c

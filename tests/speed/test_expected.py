@@ -15,7 +15,7 @@ from k3plan.step.opcost import OpCost
 N = 1024
 OPS = [
     # 2 N^3 FLOPs, no HBM: 2,147,483,648 / 1e15 = 2.147483648e-6 s ceiling; matmul efficiency 0.5 at 1024
-    OpCost(name="o_proj", kind="matmul", flops=2.0 * N ** 3, m=N, n=N, k=N),
+    OpCost(name="o_proj", kind="matmul", flops=2.0 * N**3, m=N, n=N, k=N),
     # 3 calls x (10 us + 1000 B / 1e9 B/s) = 33 us ceiling; efficiency 0.5 at 64 B
     OpCost(name="dispatch", kind="collective", collective="a2a", message_bytes=64, wire_bytes=1000, group=8, calls=3),
     # 1e6 B / 1e12 B/s = 1 us, no HBM record -> ceiling; twice a step

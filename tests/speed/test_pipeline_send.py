@@ -103,17 +103,68 @@ def test_plan_expected_column_on_a_pipeline_row_is_roofline_expected(cli, tmp_pa
     hw = load_hardware("nvidia-h200")
     up = hw.scale_up
     ceiling = up.latency_s + 1000 / up.bw_bytes_per_s
-    write(tmp_path, "ar8.json", record("allreduce", [({"bytes": 1024, "wire_bytes_per_device": 1000}, 2 * ceiling,
-                                                     "s/call")], op="all-reduce", mode="chained",
-                                       params={"axis_size": 8}, device_kind=hw.device_kind, backend="gpu"))
-    p = cli("plan", "-H", "nvidia-h200", "--stacks", "sglang", "--max-chips", "16", "--max-pp", "2", "--top", "3",
-            "--context", "32768", "--concurrency", "8", "--rank-by", "expected", "--probes", tmp_path, "--json")
+    write(
+        tmp_path,
+        "ar8.json",
+        record(
+            "allreduce",
+            [({"bytes": 1024, "wire_bytes_per_device": 1000}, 2 * ceiling, "s/call")],
+            op="all-reduce",
+            mode="chained",
+            params={"axis_size": 8},
+            device_kind=hw.device_kind,
+            backend="gpu",
+        ),
+    )
+    p = cli(
+        "plan",
+        "-H",
+        "nvidia-h200",
+        "--stacks",
+        "sglang",
+        "--max-chips",
+        "16",
+        "--max-pp",
+        "2",
+        "--top",
+        "3",
+        "--context",
+        "32768",
+        "--concurrency",
+        "8",
+        "--rank-by",
+        "expected",
+        "--probes",
+        tmp_path,
+        "--json",
+    )
     assert p.exit_code == 0, p.output
     row = next(r for r in json.loads(p.stdout)["ranked"] if (r["pp"], r["tp"], r["dp"]) == (2, 8, 1))
     assert row["expected_tpot_ms"] is not None
-    r = cli("roofline", "-H", "nvidia-h200", "-t", row["topology"], "--tp", "8", "--ep", str(row["ep"]), "--pp", "2",
-            "--stack", "sglang", "--kv-dtype", row["kv_dtype"], "--batch", "8", "--context", "32768",
-            "--probes", tmp_path, "--json")
+    r = cli(
+        "roofline",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        row["topology"],
+        "--tp",
+        "8",
+        "--ep",
+        str(row["ep"]),
+        "--pp",
+        "2",
+        "--stack",
+        "sglang",
+        "--kv-dtype",
+        row["kv_dtype"],
+        "--batch",
+        "8",
+        "--context",
+        "32768",
+        "--probes",
+        tmp_path,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert row["expected_tpot_ms"] == pytest.approx(out["expected"]["decode"]["expected_s"] * 1e3, rel=1e-12)

@@ -47,8 +47,11 @@ def test_expected_beside_the_ceiling_with_a_record(cli, tmp_path, no_shipped_rec
 
 
 def test_no_record_of_the_device_kind_is_the_ceiling_labelled(cli, tmp_path, no_shipped_records):
-    write(tmp_path, "hbm-cpu.json", record("hbm", [({"bytes": 2**20}, 1e9, "bytes/s")], backend="cpu",
-                                            device_kind="cpu", op="copy"))
+    write(
+        tmp_path,
+        "hbm-cpu.json",
+        record("hbm", [({"bytes": 2**20}, 1e9, "bytes/s")], backend="cpu", device_kind="cpu", op="copy"),
+    )
     r = cli(*ARGS, "--probes", tmp_path, "--json")
     assert r.exit_code == 0, r.output
     x = json.loads(r.stdout)["expected"]
@@ -76,8 +79,20 @@ def test_report_shows_expected_beside_the_ceiling(cli, tmp_path, no_shipped_reco
     """The capacity report's decode and prefill rows carry the expected time; with HBM at half the spec's
     bandwidth every HBM-bound op doubles, so the batch-1 step is slower than its ceiling (and at most twice)."""
     half_bandwidth_hbm(tmp_path / "rec")
-    r = cli("report", "-H", "tpu-v7x", "-c", "32768", "--max-chips", "16", "--probes", tmp_path / "rec",
-            "--out", tmp_path / "r.md", "--json")
+    r = cli(
+        "report",
+        "-H",
+        "tpu-v7x",
+        "-c",
+        "32768",
+        "--max-chips",
+        "16",
+        "--probes",
+        tmp_path / "rec",
+        "--out",
+        tmp_path / "r.md",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     row = json.loads(r.stdout)["platforms"][0]["rows"][0]
     d = row["decode"]["concurrency"]
@@ -107,5 +122,7 @@ def test_a_records_folder_in_the_working_folder_is_not_read(cli, tmp_path, monke
     assert x["records"].startswith("efficiency records of TPU7x in k3plan/evidence/probes (")
     assert x["records_used"] and all(p.startswith("k3plan/evidence/probes/") for p in x["records_used"])
     added = json.loads(cli(*ARGS, "--probes", "reports/probes", "--json").stdout)["expected"]
-    assert added["records"].startswith("efficiency records of TPU7x in k3plan/evidence/probes + --probes reports/probes")
+    assert added["records"].startswith(
+        "efficiency records of TPU7x in k3plan/evidence/probes + --probes reports/probes"
+    )
     assert "reports/probes/hbm-tpu7x.json" in added["records_used"]

@@ -19,8 +19,13 @@ def test_constant_step_one_sequence():
     assert sim.tpot_s == pytest.approx(1.0)
     assert sim.request_latency_s == pytest.approx(7.0)
     assert sim.output_tokens_per_s == pytest.approx(5 / 7)
-    closed = steady_state(step=StepCoefficients(base_s=1.0, per_decode_seq_s=0, per_prefill_token_s=0, source="t"),
-                          isl=10_000, osl=5, token_budget=4096, concurrency=1)
+    closed = steady_state(
+        step=StepCoefficients(base_s=1.0, per_decode_seq_s=0, per_prefill_token_s=0, source="t"),
+        isl=10_000,
+        osl=5,
+        token_budget=4096,
+        concurrency=1,
+    )
     assert closed.ttft_s == pytest.approx(3.0) and closed.tpot_s == pytest.approx(1.0)
     assert closed.request_latency_s == pytest.approx(7.0)
 
@@ -35,8 +40,15 @@ def test_running_first_then_waiting_by_hand():
     step 6:          R2 decode (done), R3 1, R4 2          d1 p3 1.13 -> t 6.60   R2 latency 5.60
     mean TTFT (2.08 + 3.34) / 2 = 2.71; mean latency (4.34 + 5.60) / 2 = 4.97; TPOT (4.97 - 2.71) / 2 = 1.13
     """
-    sim = simulate(step_time=lambda d, p: 1 + 0.1 * d + 0.01 * p, isl=6, osl=3, token_budget=4,
-                   request_rate_per_s=1.0, warmup_requests=0, measure_requests=2)
+    sim = simulate(
+        step_time=lambda d, p: 1 + 0.1 * d + 0.01 * p,
+        isl=6,
+        osl=3,
+        token_budget=4,
+        request_rate_per_s=1.0,
+        warmup_requests=0,
+        measure_requests=2,
+    )
     assert sim.ttft_s == pytest.approx(2.71)
     assert sim.request_latency_s == pytest.approx(4.97)
     assert sim.tpot_s == pytest.approx(1.13)

@@ -31,7 +31,12 @@ def test_sglang_rule_prefills_everyone_before_anyone_decodes():
     four (t 5.4): TTFTs 1-4, every TPOT ends at 5.4; the second wave (prompts 5-8) arrives together at 5.4
     and queues the same way."""
     r = simulate(
-        step_time=lambda d, p: 1.0 + 0.1 * d, isl=100, osl=2, token_budget=100, concurrency=4, prompts=8,
+        step_time=lambda d, p: 1.0 + 0.1 * d,
+        isl=100,
+        osl=2,
+        token_budget=100,
+        concurrency=4,
+        prompts=8,
         prefill_first=True,
     )
     assert r.ttft_s == pytest.approx(2.5)  # 1, 2, 3, 4 in both waves

@@ -99,11 +99,11 @@ def test_no_engine_rule_is_left_in_the_speed_package():
 
 def test_the_step_terms_follow_the_set_asked():
     from k3plan.app.setup import setup_from
-    from k3plan.speed.serving import _ModelAt
+    from k3plan.speed.serving import ModelAt
 
     setup = setup_from(model="kimi-k3", hardware="tpu-v7x", topology="2x2x4", tp=32, ep=None, dp=None, stack=None)
-    bare = _ModelAt(setup, setup.hardware, evidence=None, terms=frozenset()).speed(1, 8192, 512)
-    full = _ModelAt(setup, setup.hardware, evidence=None, terms=None).speed(1, 8192, 512)
+    bare = ModelAt(setup, setup.hardware, evidence=None, terms=frozenset()).speed(1, 8192, 512)
+    full = ModelAt(setup, setup.hardware, evidence=None, terms=None).speed(1, 8192, 512)
     over = {o.name: o.expected_s for o in bare.decode.ops if o.kind == "overhead"}
     assert over and all(v == 0.0 for v in over.values())  # only the cited terms: 0 s each
     assert full.decode.expected_s > bare.decode.expected_s

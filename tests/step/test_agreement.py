@@ -34,8 +34,10 @@ def test_fit_and_plan_agree_on_h200_sglang_2x8():
     setup = make_setup(hardware="nvidia-h200", topology="2x8", tp=16, ep=16, stack=SGLANG_AR)
     r = fit(setup, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
     assert r.fits and r.reason == 0
-    assert any(w.startswith("cross-node EP: the EP group (16 devices) spans 2 NVLink domains of 8") and "InfiniBand" in w
-               for w in r.warnings)
+    assert any(
+        w.startswith("cross-node EP: the EP group (16 devices) spans 2 NVLink domains of 8") and "InfiniBand" in w
+        for w in r.warnings
+    )
     p = plan(hardware=["nvidia-h200"], stacks=[SGLANG_AR], max_chips=16, context=4500, concurrency=32, top=100)
     rows = [x for x in p.ranked if (x.topology, x.tp, x.ep, x.dp) == ("2x8", 16, 16, 1)]
     assert len(rows) == 1
@@ -52,13 +54,26 @@ def test_fit_and_plan_agree_on_h200_sglang_2x8():
 def test_every_h200_configuration_gets_fits_verdict_from_plan():
     """Each configuration of plan's space: fit's verdict code equals plan's, term for term."""
     m = load_model("kimi-k3")
-    space = build_space(hardware=[load_hardware("nvidia-h200")], stacks=[load_stack("sglang")], kv_dtypes=[None],
-                        chunks=[4500], max_chips=16, stacks_given=True)
+    space = build_space(
+        hardware=[load_hardware("nvidia-h200")],
+        stacks=[load_stack("sglang")],
+        kv_dtypes=[None],
+        chunks=[4500],
+        max_chips=16,
+        stacks_given=True,
+    )
     cols = evaluate(space=space, model=m, context=4500, batch=32, eff=Efficiency()).cols
     codes = reason_codes(cols=cols, concurrency=32, target_tpot_s=None, need_price=False)
     for i in range(space.size):
-        s = make_setup(hardware="nvidia-h200", topology=space.topologies[cols.topo[i]].text, tp=int(cols.tp[i]), pp=int(cols.pp[i]),
-                       ep=int(cols.ep[i]), dp=int(cols.dp[i]), stack="sglang")
+        s = make_setup(
+            hardware="nvidia-h200",
+            topology=space.topologies[cols.topo[i]].text,
+            tp=int(cols.tp[i]),
+            pp=int(cols.pp[i]),
+            ep=int(cols.ep[i]),
+            dp=int(cols.dp[i]),
+            stack="sglang",
+        )
         r = fit(s, Workload(context_tokens=4500, batch=32, prefill_chunk_tokens=4500))
         assert r.reason == int(codes[i]) and r.fits == (codes[i] == 0), (s.topology.text, s.parallel)
 
@@ -70,16 +85,21 @@ def test_report_pick_is_plans_first_row():
     any v7x topology with vllm-tpu (both say so), 16 do, on the same pick in both. Since issue 34 the stack is
     torchtpu-vllm (vllm-tpu its old name), whose temporaries run in the 1 - utilization share: 16 fit on 2x4x4."""
     p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=64, top=1)
-    chosen, _ = smallest_viable(model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072],
-                                concurrency=64, max_chips=10**9)
+    chosen, _ = smallest_viable(
+        model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072], concurrency=64, max_chips=10**9
+    )
     assert p.recommended is None and chosen[131072].setup is None
     p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=16, top=1)
-    chosen, _ = smallest_viable(model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072],
-                                concurrency=16, max_chips=10**9)
+    chosen, _ = smallest_viable(
+        model="kimi-k3", hardware="tpu-v7x", stack="vllm-tpu", contexts=[131072], concurrency=16, max_chips=10**9
+    )
     ch = chosen[131072]
     top = p.recommended
-    assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top.topology, top.tp, top.ep, top.dp) == ("2x4x4", 16, 64, 4)
+    assert (
+        (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp)
+        == (top.topology, top.tp, top.ep, top.dp)
+        == ("2x4x4", 16, 64, 4)
+    )
     assert ch.result.fits and top.temp_evidence == "temp model"
     assert ch.result.per_device.free_bytes == top.per_device.free_bytes
     d = decode_bound(ch.setup, batch=16, context_tokens=131072, eff=Efficiency())
@@ -97,9 +117,12 @@ def a2a_only(tmp_path):
 def test_an_all_to_all_record_is_not_the_latency_of_an_all_reduce_stack(a2a_only):
     """Was: plan --probes substituted the a2a record as the ICI latency of every stack, fit used
     the spec for vllm-tpu (experts by all-reduce)."""
-    p = plan(hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=1, evidence=Evidence.build(a2a_only))
-    setup = make_setup(hardware="tpu-v7x", topology=p.recommended.topology, tp=p.recommended.tp,
-                       ep=p.recommended.ep, stack="vllm-tpu")
+    p = plan(
+        hardware=["tpu-v7x"], stacks=["vllm-tpu"], context=131072, concurrency=1, evidence=Evidence.build(a2a_only)
+    )
+    setup = make_setup(
+        hardware="tpu-v7x", topology=p.recommended.topology, tp=p.recommended.tp, ep=p.recommended.ep, stack="vllm-tpu"
+    )
     d = decode_bound(setup, batch=1, context_tokens=131072, eff=Efficiency(), evidence=Evidence.build(a2a_only))
     assert d.comm.op == "all-reduce" and d.comm.latency_source.startswith("tpu-v7x spec")
     said = [a for a in p.assumptions if "latency of torchtpu-vllm" in a]

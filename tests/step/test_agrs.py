@@ -29,7 +29,10 @@ def _ops(setup, tokens):
 
 def test_vllm_default_is_allgather_reducescatter_and_deepep_is_an_option():
     st = load_stack("vllm")
-    assert st.collectives.experts == "allgather_reducescatter" and st.chosen["all2all_backend"] == "allgather_reducescatter"
+    assert (
+        st.collectives.experts == "allgather_reducescatter"
+        and st.chosen["all2all_backend"] == "allgather_reducescatter"
+    )
     assert "AgRsAll2AllManager" in st.collectives.source
     src = st.options["all2all_backend"].source
     assert (src.file, src.commit) == ("vllm/config/parallel.py", "840e7972c6ab74061696e81e17d8a74db2aefd7e")

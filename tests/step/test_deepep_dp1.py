@@ -29,9 +29,12 @@ def test_plan_and_fit_cost_a_dp1_deepep_row_as_the_default(cli):
         assert r.exit_code in (0, 3), r.output  # 3: fits on the analytic temp's lower bound (issue 50)
         fit[st] = json.loads(r.stdout)["speed"]["tpot_s"]
     assert fit["vllm"] == fit[DEEPEP]
-    r = cli("plan", "-H", "nvidia-gb200-nvl72", "--stacks", f"vllm,{DEEPEP}", "--max-chips", "16", "--top", "60",
-            "--json")
+    r = cli(
+        "plan", "-H", "nvidia-gb200-nvl72", "--stacks", f"vllm,{DEEPEP}", "--max-chips", "16", "--top", "60", "--json"
+    )
     assert r.exit_code == 0, r.output
-    rows = {(x["stack"], x["tp"], x["dp"]): x["tpot_ms"] for x in json.loads(r.stdout)["ranked"] if x["topology"] == "16"}
+    rows = {
+        (x["stack"], x["tp"], x["dp"]): x["tpot_ms"] for x in json.loads(r.stdout)["ranked"] if x["topology"] == "16"
+    }
     assert rows[(DEEPEP, 16, 1)] == pytest.approx(fit[DEEPEP] * 1e3, rel=1e-12)
     assert rows[(DEEPEP, 16, 1)] == rows[("vllm", 16, 1)]

@@ -29,9 +29,12 @@ def test_k3_tiles_on_tpu7x():
 
 def test_base_row_tile_by_rhs_width():
     """calculate_tiling: bf16 x bf16 128 rows, halved for a rhs of 8 bits or fewer; at most the rows."""
+
     def base(bits, size_m=2**31):
-        return gmm_v2_tiles(size_m=size_m, size_k=1024, size_n=1024, rhs_bits=bits, quant_block=None, fused=False,
-                            vmem_limit=V7X_LIMIT).base
+        return gmm_v2_tiles(
+            size_m=size_m, size_k=1024, size_n=1024, rhs_bits=bits, quant_block=None, fused=False, vmem_limit=V7X_LIMIT
+        ).base
+
     assert (base(16), base(8), base(4)) == (128, 64, 64)
     assert base(4, size_m=16) == 16
 

@@ -95,7 +95,11 @@ def test_golden_h200_2x8_tp8_ep16_vllm_decode_batch_32_by_link():
     assert out.bandwidth_time_s == pytest.approx(21_291_008 / IB_BW, rel=1e-12)
     # the totals keep their meaning: every call and byte, both links; ``link`` is the experts' collectives'
     assert (c.calls_per_step, c.bytes_per_chip_per_step) == (372, 98_115_584 + 21_291_008)
-    assert (c.link, c.link_name, c.latency_source) == ("scale_out", "InfiniBand", "nvidia-h200 spec: InfiniBand latency a call")
+    assert (c.link, c.link_name, c.latency_source) == (
+        "scale_out",
+        "InfiniBand",
+        "nvidia-h200 spec: InfiniBand latency a call",
+    )
     step = 188 * NVLINK_LAT + 98_115_584 / NVLINK_BW + 184 * IB_LAT + 21_291_008 / IB_BW
     assert c.time_s == pytest.approx(step, rel=1e-12)
     # before the split every call was charged InfiniBand: 372 x 20 us = 7.44 ms of latency, now 5.56 ms
@@ -129,7 +133,12 @@ def test_golden_tpu_two_slices_tp_inside_a_slice():
     group. ICI: the TP collectives; DCN: the 2 x 92 MoE all-reduces of the whole batch over EP 64."""
     setup = make_setup(hardware="tpu-v7x", topology="2*2x2x4", tp=32)
     hw = load_hardware("tpu-v7x")
-    assert (setup.parallel.tp, setup.parallel.dp, setup.parallel.ep, setup.topology.devices_per_slice) == (32, 2, 64, 32)
+    assert (setup.parallel.tp, setup.parallel.dp, setup.parallel.ep, setup.topology.devices_per_slice) == (
+        32,
+        2,
+        64,
+        32,
+    )
     assert (hw.scale_out.bw_bytes_per_s, hw.scale_out.latency_s) == (DCN_BW, pytest.approx(DCN_LAT))
     dpc, rows = 2, 16
     ici_calls = LAYERS + 1 + DENSE + 1  # attention, embedding, dense MLP, the logits all-gather

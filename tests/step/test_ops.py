@@ -54,10 +54,20 @@ def ops(setup):
     from k3plan.step.cache import cache_layout
 
     lay = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
-    return {op.name: op for op in decode_ops(
-        setup.model.spec, weights=weight_groups_of_setup(setup), kv_bytes_per_token=lay.kv_bytes_per_token,
-        state_bytes_per_sequence=lay.state_bytes_per_slot, tp=32, seqs=1, ep_tokens=1,
-        touched=896 * (1 - (1 - 16 / 896)), context=CONTEXT)}
+    return {
+        op.name: op
+        for op in decode_ops(
+            setup.model.spec,
+            weights=weight_groups_of_setup(setup),
+            kv_bytes_per_token=lay.kv_bytes_per_token,
+            state_bytes_per_sequence=lay.state_bytes_per_slot,
+            tp=32,
+            seqs=1,
+            ep_tokens=1,
+            touched=896 * (1 - (1 - 16 / 896)),
+            context=CONTEXT,
+        )
+    }
 
 
 def test_the_op_list_covers_the_inventory(setup, ops):
@@ -106,16 +116,36 @@ def test_golden_experts_and_attention(ops):
 
 
 def test_golden_collectives_are_what_roofline_prints(setup, bound, cli):
-    ops = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                         devices_per_chip=2, chips=16, tokens=1, logits_all_gather=True, latent_calls=2)
+    ops = collective_ops(
+        setup.model.spec,
+        all_to_all=False,
+        act=2,
+        dispatch=1,
+        tp=32,
+        dp=1,
+        ep=32,
+        devices_per_chip=2,
+        chips=16,
+        tokens=1,
+        logits_all_gather=True,
+        latent_calls=2,
+    )
     calls = {o.name: o.count * o.calls for o in ops}
     # torchtpu-vllm: one attention all-reduce a layer (93 layers, TP 32) + two expert all-reduces a MoE layer (92:
     # the routed latent before its norm, then the shared expert's output -- vLLM's MoERunner, issue 38)
     # + the embedding's all-reduce + the 1 dense layer's down_proj all-reduce + vLLM's LogitsProcessor
     # all-gather of the LM head's [1, vocab / 32]
-    assert calls == {"attention.all_reduce": 93, "embed.all_reduce": 1, "dense_mlp.all_reduce": 1,
-                     "logits.gather": 1, "moe.dispatch": 0, "moe.combine": 0, "moe.all_gather": 0,
-                     "moe.reduce_scatter": 0, "moe.all_reduce": 2 * 92}
+    assert calls == {
+        "attention.all_reduce": 93,
+        "embed.all_reduce": 1,
+        "dense_mlp.all_reduce": 1,
+        "logits.gather": 1,
+        "moe.dispatch": 0,
+        "moe.combine": 0,
+        "moe.all_gather": 0,
+        "moe.reduce_scatter": 0,
+        "moe.all_reduce": 2 * 92,
+    }
     assert {o.collective for o in ops if o.calls} == {Collective.ALL_REDUCE, Collective.ALL_GATHER}
     assert bound.comm.calls_per_step == 93 + 2 * 92 + 1 + 1 + 1 == 280 and bound.comm.expert_calls_per_step == 184
     # at 8K context: 2x2x4 torchtpu-vllm (was vllm-tpu) no longer holds a 128K sequence beside its compiled temps, and
@@ -144,8 +174,19 @@ def test_decode_terms_are_sums_over_the_ops(bound, ops):
 
 
 def test_to_op_costs(ops, setup):
-    coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                         devices_per_chip=2, chips=16, tokens=1, logits_all_gather=False)
+    coll = collective_ops(
+        setup.model.spec,
+        all_to_all=False,
+        act=2,
+        dispatch=1,
+        tp=32,
+        dp=1,
+        ep=32,
+        devices_per_chip=2,
+        chips=16,
+        tokens=1,
+        logits_all_gather=False,
+    )
     costs = to_op_costs(list(ops.values()) + coll)
     assert all(isinstance(c, OpCost) for c in costs)
     assert len(costs) == len(ops) + 5  # the two all-to-all ops an all-reduce stack does not issue are left out
@@ -165,9 +206,21 @@ def test_expected_time_of_the_collectives_has_the_roofline_comm_time_as_its_ceil
     from k3plan.speed.expected import expected_time
     from k3plan.speed.peaks import Peaks
 
-    coll = collective_ops(setup.model.spec, all_to_all=False, act=2, dispatch=1, tp=32, dp=1, ep=32,
-                          devices_per_chip=2, chips=16, tokens=16, sequences=1, logits_all_gather=True,  # 16: padded
-                          latent_calls=2)  # torchtpu-vllm: the latent and the hidden output reduced apart
+    coll = collective_ops(
+        setup.model.spec,
+        all_to_all=False,
+        act=2,
+        dispatch=1,
+        tp=32,
+        dp=1,
+        ep=32,
+        devices_per_chip=2,
+        chips=16,
+        tokens=16,
+        sequences=1,
+        logits_all_gather=True,  # 16: padded
+        latent_calls=2,
+    )  # torchtpu-vllm: the latent and the hidden output reduced apart
     t = expected_time(to_op_costs(coll), peaks=Peaks.from_hardware(setup.hardware), curves=None)
     assert t.by_kind.collectives.ceiling_s == pytest.approx(bound.comm.time_s, rel=1e-9)
 
@@ -176,10 +229,20 @@ def test_prefill_chunk_over_the_whole_prompt_is_the_roofline_per_token_work():
     model = load_model("kimi-k3")
     spec, prompt = model.spec, 8192
     one = np.array([1])
-    groups = mesh_weight_groups(inventory=model.inventory, stack=load_stack("torchtpu-vllm"), tp=one, dp=one,
-                                ep_all=np.array([False]))
-    ops = prefill_ops(spec, weights=groups, kv_bytes_per_token=24 * 1152, state_bytes_per_sequence=69 * 7,
-                      tp=1, chunk=prompt, ep_tokens=prompt, touched=896.0, context=prompt)
+    groups = mesh_weight_groups(
+        inventory=model.inventory, stack=load_stack("torchtpu-vllm"), tp=one, dp=one, ep_all=np.array([False])
+    )
+    ops = prefill_ops(
+        spec,
+        weights=groups,
+        kv_bytes_per_token=24 * 1152,
+        state_bytes_per_sequence=69 * 7,
+        tp=1,
+        chunk=prompt,
+        ep_tokens=prompt,
+        touched=896.0,
+        context=prompt,
+    )
     f = by_category(ops, "flops", key="flops_category")
     assert float(f["linear"][0]) / prompt == pytest.approx(2 * model.inventory.active_params, abs=2)
     assert f["attention"] == pytest.approx(attention_prefill_flops_per_token(spec, prompt) * prompt, rel=1e-12)
@@ -195,18 +258,25 @@ def k3():
     return load_model("kimi-k3")
 
 
-def reference_decode(spec, *, dense_bytes, expert_bytes, dense_params, expert_params, kv, state, tp, dp, ep, batch,
-                     context):
+def reference_decode(
+    spec, *, dense_bytes, expert_bytes, dense_params, expert_params, kv, state, tp, dp, ep, batch, context
+):
     """decode_terms as written per family before the op list (issue 10's first helper)."""
     moe = spec.moe
     seqs = -(-batch // dp)
     ep_tokens = np.minimum(batch, seqs * np.maximum(1, ep // tp))
     touched = moe.num_experts * (1 - (1 - moe.top_k / moe.num_experts) ** ep_tokens)
-    nbytes = {"weights": dense_bytes, "experts": expert_bytes * touched / moe.num_experts,
-              "kv": seqs * context * kv, "state": 2 * seqs * state}
+    nbytes = {
+        "weights": dense_bytes,
+        "experts": expert_bytes * touched / moe.num_experts,
+        "kv": seqs * context * kv,
+        "state": 2 * seqs * state,
+    }
     split = np.where(spec.mla.heads % tp == 0, tp, 1)
-    nflops = {"linear": 2 * moe.top_k / moe.num_experts * ep_tokens * expert_params + 2 * seqs * dense_params,
-              "attention": seqs * attention_decode_flops_per_token(spec, context) / split}
+    nflops = {
+        "linear": 2 * moe.top_k / moe.num_experts * ep_tokens * expert_params + 2 * seqs * dense_params,
+        "attention": seqs * attention_decode_flops_per_token(spec, context) / split,
+    }
     return nbytes, nflops
 
 
@@ -225,18 +295,28 @@ def reference_comm(spec, *, a2a, act, dispatch, tp, dp, ep, dpc, chips, tokens, 
     logit_bytes = logit_calls * dpc * (tp - 1) * shard
     exp_calls = np.where(a2a, 2 * spec.n_moe, np.where(ep > 1, spec.n_moe, 0))
     # the MoE all-reduce: a token's hidden state and (K3's LatentMoE) its routed latent, one call
-    exp_bytes = np.where(a2a, tokens * 2 * moe.top_k * moe.expert_in * dispatch * spec.n_moe / chips,
-                         spec.n_moe * ring_bytes_per_chip(ep, tokens * (spec.hidden_size + 3584) * act, dpc))
+    exp_bytes = np.where(
+        a2a,
+        tokens * 2 * moe.top_k * moe.expert_in * dispatch * spec.n_moe / chips,
+        spec.n_moe * ring_bytes_per_chip(ep, tokens * (spec.hidden_size + 3584) * act, dpc),
+    )
     return att_calls + edge_calls + logit_calls + exp_calls, att_bytes + edge_bytes + logit_bytes + exp_bytes
 
 
-splits = st.lists(st.tuples(st.sampled_from([1, 2, 4, 8, 16, 32, 64]), st.sampled_from([1, 2, 4, 8]), st.booleans(),
-                            st.booleans()), min_size=1, max_size=12)
+splits = st.lists(
+    st.tuples(st.sampled_from([1, 2, 4, 8, 16, 32, 64]), st.sampled_from([1, 2, 4, 8]), st.booleans(), st.booleans()),
+    min_size=1,
+    max_size=12,
+)
 
 
 @SETTINGS
-@given(splits=splits, batch=st.integers(1, 512), context=st.integers(1, 1 << 20),
-       stack=st.sampled_from(["vllm-tpu", "sglang", "jax-native"]))
+@given(
+    splits=splits,
+    batch=st.integers(1, 512),
+    context=st.integers(1, 1 << 20),
+    stack=st.sampled_from(["vllm-tpu", "sglang", "jax-native"]),
+)
 def test_op_sums_equal_the_step_terms(splits, batch, context, stack):
     model, s = k3(), load_stack(stack)
     spec = model.spec
@@ -248,25 +328,63 @@ def test_op_sums_equal_the_step_terms(splits, batch, context, stack):
     mw = mesh_weights(classes=tensor_classes(model.inventory), stack=s, tp=tp, dp=dp, ep_all=ep_all)
     groups = mesh_weight_groups(inventory=model.inventory, stack=s, tp=tp, dp=dp, ep_all=ep_all)
     kv, state = 24 * 1152, 69 * 814_080
-    common = {"kv_bytes_per_token": kv, "state_bytes_per_sequence": state, "tp": tp, "dp": dp, "ep": ep,
-              "batch": batch, "context": context, "hbm_bw": 1e12, "flops": 1e15, "bw_efficiency": 1.0, "mfu": 0.3,
-              "comm_s": 0.0}
-    sums = {"dense_bytes": mw.dense_bytes, "expert_bytes": mw.expert_bytes, "dense_params": mw.dense_params,
-            "expert_params": mw.expert_params}
+    common = {
+        "kv_bytes_per_token": kv,
+        "state_bytes_per_sequence": state,
+        "tp": tp,
+        "dp": dp,
+        "ep": ep,
+        "batch": batch,
+        "context": context,
+        "hbm_bw": 1e12,
+        "flops": 1e15,
+        "bw_efficiency": 1.0,
+        "mfu": 0.3,
+        "comm_s": 0.0,
+    }
+    sums = {
+        "dense_bytes": mw.dense_bytes,
+        "expert_bytes": mw.expert_bytes,
+        "dense_params": mw.dense_params,
+        "expert_params": mw.expert_params,
+    }
     by_group = decode_terms(spec, **sums, **common, weights=groups)  # one op a tensor group
     by_sum = decode_terms(spec, **sums, **common)  # plan's columns: one op a sum
-    want_b, want_f = reference_decode(spec, **sums, kv=kv, state=state, tp=tp, dp=dp, ep=ep, batch=batch,
-                                      context=context)
+    want_b, want_f = reference_decode(
+        spec, **sums, kv=kv, state=state, tp=tp, dp=dp, ep=ep, batch=batch, context=context
+    )
     for got in (by_group, by_sum):
         for k in want_b:
             np.testing.assert_allclose(getattr(got, f"{k}_bytes"), want_b[k], rtol=1e-12)
         for k in want_f:
             np.testing.assert_allclose(getattr(got, f"{k}_flops"), want_f[k], rtol=1e-12)
     gather = np.array([s.logits.gather == "all_gather"] * len(splits))
-    c = comm_terms(spec, all_to_all=a2a, act=2, dispatch=1, tp=tp, dp=dp, ep=ep, devices_per_chip=2,
-                   chips=np.maximum(tp * dp // 2, 1), tokens=batch, logits_all_gather=gather)
-    calls, nbytes = reference_comm(spec, a2a=a2a, act=2, dispatch=1, tp=tp, dp=dp, ep=ep, dpc=2,
-                                   chips=np.maximum(tp * dp // 2, 1), tokens=batch, gather=gather)
+    c = comm_terms(
+        spec,
+        all_to_all=a2a,
+        act=2,
+        dispatch=1,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        devices_per_chip=2,
+        chips=np.maximum(tp * dp // 2, 1),
+        tokens=batch,
+        logits_all_gather=gather,
+    )
+    calls, nbytes = reference_comm(
+        spec,
+        a2a=a2a,
+        act=2,
+        dispatch=1,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        dpc=2,
+        chips=np.maximum(tp * dp // 2, 1),
+        tokens=batch,
+        gather=gather,
+    )
     np.testing.assert_array_equal(c.calls, calls)
     np.testing.assert_allclose(c.bytes_per_chip, nbytes, rtol=1e-12)
 
@@ -280,8 +398,19 @@ def test_kda_recurrence_splits_by_its_own_heads():
     """KDA heads 64, MLA heads 96 at TP 64: the KDA state splits 64 ways, MLA attention stays whole."""
     spec = k3().spec
     spec = replace(spec, kda=replace(spec.kda, heads=64))
-    ops = {o.name: o for o in decode_ops(spec, weights=[], kv_bytes_per_token=24 * 1152,
-                                         state_bytes_per_sequence=69 * 1000, tp=64, seqs=1, ep_tokens=1,
-                                         touched=16.0, context=1000)}
+    ops = {
+        o.name: o
+        for o in decode_ops(
+            spec,
+            weights=[],
+            kv_bytes_per_token=24 * 1152,
+            state_bytes_per_sequence=69 * 1000,
+            tp=64,
+            seqs=1,
+            ep_tokens=1,
+            touched=16.0,
+            context=1000,
+        )
+    }
     assert ops["kda.recurrence"].flops == 3 * 2 * 64 * 128 * 128 / 64
     assert ops["mla.absorbed_attention"].flops == 2 * 2 * 96 * 512 * 1000  # 96 % 64 != 0: every rank all heads

@@ -61,7 +61,8 @@ MOE_LAYER = (
     3 * MXFP4 // TP  # w1, w2, w3 over EP 8 (112 experts a device)
     + 2 * 3584 * H * BF16  # latent down/up projections, replicated (ReplicatedLinear)
     + 3584 * BF16  # latent norm
-    + 896 * H * BF16 + 896 * 4  # router gate (bf16) and its f32 bias, replicated
+    + 896 * H * BF16
+    + 896 * 4  # router gate (bf16) and its f32 bias, replicated
     + 3 * 6144 * H * BF16 // TP  # shared expert gate/up/down
     + NORMS
 )

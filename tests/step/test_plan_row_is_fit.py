@@ -31,9 +31,16 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 @functools.cache
 def space():
     moe = load_model("kimi-k3").spec.moe  # as plan() builds it: a stack's splits rule reads the experts' width
-    return build_space(hardware=[load_hardware(h) for h in HARDWARE], stacks=[load_stack(s) for s in list_stacks()],
-                       kv_dtypes=[None, "fp8"], chunks=[4096, 8192], max_chips=64, stacks_given=False,
-                       experts=moe.num_experts, expert_width=moe.expert_intermediate)
+    return build_space(
+        hardware=[load_hardware(h) for h in HARDWARE],
+        stacks=[load_stack(s) for s in list_stacks()],
+        kv_dtypes=[None, "fp8"],
+        chunks=[4096, 8192],
+        max_chips=64,
+        stacks_given=False,
+        experts=moe.num_experts,
+        expert_width=moe.expert_intermediate,
+    )
 
 
 @functools.cache
@@ -43,15 +50,26 @@ def columns(context: int, batch: int):
 
 
 @SETTINGS
-@given(context=st.sampled_from([4096, 32768, 131072, 1048576]), batch=st.sampled_from([1, 3, 8, 64]),
-       pick=st.floats(0, 1, exclude_max=True))
+@given(
+    context=st.sampled_from([4096, 32768, 131072, 1048576]),
+    batch=st.sampled_from([1, 3, 8, 64]),
+    pick=st.floats(0, 1, exclude_max=True),
+)
 def test_plan_row_equals_fit_json(context, batch, pick):
     sp = space()
     cols, codes = columns(context, batch)
     i = int(pick * sp.size)
     r = row(space=sp, cols=cols, i=i, rank=1)
-    setup = make_setup(hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
-                       stack=r.stack, kv_dtype=r.kv_dtype_override)
+    setup = make_setup(
+        hardware=r.hardware,
+        topology=r.topology,
+        tp=r.tp,
+        ep=r.ep,
+        dp=r.dp,
+        pp=r.pp,
+        stack=r.stack,
+        kv_dtype=r.kv_dtype_override,
+    )
     f = fit(setup, Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=r.chunk_tokens))
     j = dump(f)
     for k in PER_DEVICE:  # one PerDevice: the row's is fit's, field for field
@@ -92,33 +110,50 @@ def test_plan_row_is_fit_by_link_on_two_h200_nodes(stack):
     said = [w for w in f.warnings if w.startswith("collectives over InfiniBand")]
     assert len(said) == 1 and said[0] in r.layout_notes and ", ".join(out.collectives) in said[0]
     # vLLM: the DP group's all-gather + reduce-scatter (2 ranks strided by 8); DP attention: the all-to-all over EP 16
-    assert out.collectives == {"vllm": ("moe.all_gather", "moe.reduce_scatter"),
-                               "dp-attention": ("moe.dispatch", "moe.combine")}[stack]
+    assert (
+        out.collectives
+        == {"vllm": ("moe.all_gather", "moe.reduce_scatter"), "dp-attention": ("moe.dispatch", "moe.combine")}[stack]
+    )
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)
-@given(hw=st.sampled_from(["tpu-v7x", "nvidia-h200", "nvidia-b200"]), context=st.sampled_from([32768, 131072]),
-       concurrency=st.sampled_from([1, 16, 64]))
+@given(
+    hw=st.sampled_from(["tpu-v7x", "nvidia-h200", "nvidia-b200"]),
+    context=st.sampled_from([32768, 131072]),
+    concurrency=st.sampled_from([1, 16, 64]),
+)
 def test_report_pick_equals_plans_first_row(hw, context, concurrency):
     stack = "vllm-tpu" if hw.startswith("tpu") else "sglang"
-    p = plan(hardware=[hw], stacks=[stack], context=context, concurrency=concurrency, objective="chips", top=1,
-             max_chips=64)
-    chosen, _ = smallest_viable(model="kimi-k3", hardware=hw, stack=stack, contexts=[context],
-                                concurrency=concurrency, max_chips=64)
+    p = plan(
+        hardware=[hw], stacks=[stack], context=context, concurrency=concurrency, objective="chips", top=1, max_chips=64
+    )
+    chosen, _ = smallest_viable(
+        model="kimi-k3", hardware=hw, stack=stack, contexts=[context], concurrency=concurrency, max_chips=64
+    )
     ch = chosen[context]
     if p.recommended is None:
         assert ch.setup is None and ch.reason
         return
     top = p.recommended
     assert (ch.setup.topology.text, ch.setup.parallel.tp, ch.setup.parallel.ep, ch.setup.parallel.dp) == (
-        top.topology, top.tp, top.ep, top.dp)
+        top.topology,
+        top.tp,
+        top.ep,
+        top.dp,
+    )
     assert ch.result.fits and ch.result.per_device.free_bytes == top.per_device.free_bytes
 
 
 @functools.cache
 def nvl72_columns(context: int, batch: int):
-    sp = build_space(hardware=[load_hardware("nvidia-gb200-nvl72")], stacks=[load_stack("vllm")], kv_dtypes=[None],
-                     chunks=[8192], max_chips=72, stacks_given=True)
+    sp = build_space(
+        hardware=[load_hardware("nvidia-gb200-nvl72")],
+        stacks=[load_stack("vllm")],
+        kv_dtypes=[None],
+        chunks=[8192],
+        max_chips=72,
+        stacks_given=True,
+    )
     cols = evaluate(space=sp, model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency()).cols
     return sp, cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
 
@@ -147,8 +182,14 @@ def test_plan_offers_uneven_ep_rows_on_nvl72_and_they_equal_fit(context, batch):
 
 @functools.cache
 def vllm_columns(hw: str, context: int, batch: int):
-    sp = build_space(hardware=[load_hardware(hw)], stacks=[load_stack("vllm")], kv_dtypes=[None], chunks=[8192],
-                     max_chips=72, stacks_given=True)
+    sp = build_space(
+        hardware=[load_hardware(hw)],
+        stacks=[load_stack("vllm")],
+        kv_dtypes=[None],
+        chunks=[8192],
+        max_chips=72,
+        stacks_given=True,
+    )
     cols = evaluate(space=sp, model=load_model("kimi-k3"), context=context, batch=batch, eff=Efficiency()).cols
     return sp, cols, reason_codes(cols=cols, concurrency=batch, target_tpot_s=None, need_price=False)
 
@@ -159,8 +200,12 @@ def test_plan_row_counts_vllm_ep_collectives_as_fit(hw, topology, tp, ep):
     plan's columns count the calls and bytes a chip that fit's roofline counts, and the same TPOT."""
     context, batch = 32768, 64
     sp, cols, codes = vllm_columns(hw, context, batch)
-    hit = [i for i in range(sp.size) if sp.topologies[int(sp.cols.topo[i])].text == topology
-           and (int(sp.cols.tp[i]), int(sp.cols.ep[i]), int(sp.cols.pp[i])) == (tp, ep, 1)]
+    hit = [
+        i
+        for i in range(sp.size)
+        if sp.topologies[int(sp.cols.topo[i])].text == topology
+        and (int(sp.cols.tp[i]), int(sp.cols.ep[i]), int(sp.cols.pp[i])) == (tp, ep, 1)
+    ]
     assert hit
     for i in hit:
         r = row(space=sp, cols=cols, i=i, rank=1)

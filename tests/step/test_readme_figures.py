@@ -28,14 +28,19 @@ def test_parameter_totals(cli):
     m = said(r"([\d,]+) total, ([\d,]+) active a token; checkpoint ([\d,]+) B")
     d, _ = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
     assert [int(g.replace(",", "")) for g in m.groups()] == [
-        d["model"]["total_params"], d["model"]["active_params"], d["model"]["checkpoint_bytes"]]
+        d["model"]["total_params"],
+        d["model"]["active_params"],
+        d["model"]["checkpoint_bytes"],
+    ]
 
 
 def test_v7x_2x2x4_torchtpu_vllm_at_128k(cli):
-    m = said(r"2x2x4 \(16 chips, TP=32\) with the torchtpu-vllm stack (fits|does not fit) at 131,072 tokens: ([\d.]+) GiB of "
-             r"weights a device \(([\d.]+) GiB of it held whole.*?plus ([\d.]+) GiB of temporaries \(the (prefill|decode) "
-             r"step's\) from the shipped compiled calibration leave (?:it )?([\d.]+) GiB (free|short)(?:,.*?)?[;:] its "
-             r"longest context at batch 1 is ([\d,]+) tokens")
+    m = said(
+        r"2x2x4 \(16 chips, TP=32\) with the torchtpu-vllm stack (fits|does not fit) at 131,072 tokens: ([\d.]+) GiB of "
+        r"weights a device \(([\d.]+) GiB of it held whole.*?plus ([\d.]+) GiB of temporaries \(the (prefill|decode) "
+        r"step's\) from the shipped compiled calibration leave (?:it )?([\d.]+) GiB (free|short)(?:,.*?)?[;:] its "
+        r"longest context at batch 1 is ([\d,]+) tokens"
+    )
     verdict, weights, whole, temp, stage, free, sign, longest = m.groups()
     d, code = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
     assert d["hardware"]["chips"] == 16 and d["fits"] == (verdict == "fits") and code == (0 if d["fits"] else 1)
@@ -53,12 +58,14 @@ def test_compiled_temps_are_the_shipped_calibrations():
     layer-form decode temp (the history sweep's), and today's torchtpu-vllm points, the shipped calibration's."""
     import yaml
 
-    m = said(r"The deviceless TPU compiler needed ([\d.]+) / ([\d.]+) / ([\d.]+) / ([\d.]+) GiB of temporaries for "
-             r"prefill chunks of 4,096 / 8,192 / 16,384 / 32,768 tokens and ([\d.]+) GiB for decode \(B=32\) in vllm-tpu's graph "
-             r"\(tiled experts\) on 2026-12-01; the earlier graph, which dequantized a whole MoE layer, needed ([\d.]+) GiB for "
-             r"decode\. With the plugin's fp32 MXFP4 scales held \(torchtpu-vllm, 2026-12-04\) it needs ([\d.]+) GiB for the "
-             r"8,192-token chunk and ([\d.]+) / ([\d.]+) / ([\d.]+) GiB for decode at batch 1 x 8,192 / 32,768 / 131,072, and "
-             r"runs out of HBM at batch 32 x 8,192")
+    m = said(
+        r"The deviceless TPU compiler needed ([\d.]+) / ([\d.]+) / ([\d.]+) / ([\d.]+) GiB of temporaries for "
+        r"prefill chunks of 4,096 / 8,192 / 16,384 / 32,768 tokens and ([\d.]+) GiB for decode \(B=32\) in vllm-tpu's graph "
+        r"\(tiled experts\) on 2026-12-01; the earlier graph, which dequantized a whole MoE layer, needed ([\d.]+) GiB for "
+        r"decode\. With the plugin's fp32 MXFP4 scales held \(torchtpu-vllm, 2026-12-04\) it needs ([\d.]+) GiB for the "
+        r"8,192-token chunk and ([\d.]+) / ([\d.]+) / ([\d.]+) GiB for decode at batch 1 x 8,192 / 32,768 / 131,072, and "
+        r"runs out of HBM at batch 32 x 8,192"
+    )
     root = Path(__file__).resolve().parents[2]
     cal = yaml.safe_load((root / "reports/validation/vllm-tpu-tiled/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled-20261201.yaml")
                          .read_text())  # fmt: skip
@@ -78,9 +85,11 @@ def test_compiled_temps_are_the_shipped_calibrations():
 
 def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
     """Issue 50: 131,072 tokens is past the measured decode contexts (32,768): FITS IF, exit 3."""
-    m = said(r"fits 131,072 tokens only if its decode temporaries stay at or under ([\d.]+) GiB: the real slice measured "
-             r"([\d.]+) GiB .*? at contexts up to ([\d,]+), and its 8,192-token prefill chunk into 131,072 tokens .*? takes "
-             r"the 32,768-token chunk's ([\d.]+) GiB: ([\d.]+) GiB free a device, (\d+) sequence")
+    m = said(
+        r"fits 131,072 tokens only if its decode temporaries stay at or under ([\d.]+) GiB: the real slice measured "
+        r"([\d.]+) GiB .*? at contexts up to ([\d,]+), and its 8,192-token prefill chunk into 131,072 tokens .*? takes "
+        r"the 32,768-token chunk's ([\d.]+) GiB: ([\d.]+) GiB free a device, (\d+) sequence"
+    )
     d, code = run_json(cli, "fit", "-t", "2x2x4", "--stack", "jax-native")
     assert code == 3 and d["fits"] and d["reason_code"] == "fits_if_temp_unverified"
     assert d["unverified"]["stages"] == ["decode"] and f"{d['unverified']['max_temp_bytes'] / GiB:.2f}" == m.group(1)
@@ -96,11 +105,13 @@ def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
 
 
 def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
-    m = said(r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 131,072 tokens fit, not only the "
-             r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences .*?\. At "
-             r"1,048,576 tokens \(`--context 1048576`\) it takes (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a "
-             r"device\. There its temporaries are the shipped temp model's upper end.*?with the capacity at the band's lower "
-             r"end beside it: (\d+) sequences")
+    m = said(
+        r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 131,072 tokens fit, not only the "
+        r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences .*?\. At "
+        r"1,048,576 tokens \(`--context 1048576`\) it takes (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a "
+        r"device\. There its temporaries are the shipped temp model's upper end.*?with the capacity at the band's lower "
+        r"end beside it: (\d+) sequences"
+    )
     topo, devices, tp, dp, free, seqs = m.groups()[:6]
     d, code = run_json(cli, "fit")
     assert code == 0 and d["fits"] and d["provenance"]["temp_decode"].startswith("temp model")
@@ -119,9 +130,11 @@ def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
 
 
 def test_h200_plan_picks_pipeline_parallel(cli):
-    m = said(r"`k3plan plan -H nvidia-h200 --context 131072` recommends two 8-GPU boxes as TP(\d+) x PP(\d+) on "
-             r"vLLM .*?: ([\d.]+) GiB free a device, (\d+) sequences, an ([\d.]+) ms TPOT ceiling; TP(\d+) with expert "
-             r"parallelism across both boxes comes next \(([\d.]+) GiB free, (\d+) sequences\)")
+    m = said(
+        r"`k3plan plan -H nvidia-h200 --context 131072` recommends two 8-GPU boxes as TP(\d+) x PP(\d+) on "
+        r"vLLM .*?: ([\d.]+) GiB free a device, (\d+) sequences, an ([\d.]+) ms TPOT ceiling; TP(\d+) with expert "
+        r"parallelism across both boxes comes next \(([\d.]+) GiB free, (\d+) sequences\)"
+    )
     p, code = run_json(cli, "plan", "-H", "nvidia-h200", "--context", "131072")
     assert code == 0
     tp, pp, free, seqs, tpot, tp2, free2, seqs2 = m.groups()
@@ -136,8 +149,10 @@ def test_h200_plan_picks_pipeline_parallel(cli):
 def test_v7x_2x2x2_cannot_hold_the_weights(cli):
     """The sentence sits in the jax-native paragraph: it was the default stack's 100.8 GiB alone, which a
     reader took for jax-native's; each stack's figure is named and checked."""
-    m = said(r"2x2x2 \(TP=16\) cannot hold the weights under either stack \(torchtpu-vllm ([\d.]+) GiB, jax-native "
-             r"([\d.]+) GiB, of ([\d.]+)\)")
+    m = said(
+        r"2x2x2 \(TP=16\) cannot hold the weights under either stack \(torchtpu-vllm ([\d.]+) GiB, jax-native "
+        r"([\d.]+) GiB, of ([\d.]+)\)"
+    )
     for stack, weights in (("torchtpu-vllm", m.group(1)), ("jax-native", m.group(2))):
         d, code = run_json(cli, "fit", "-t", "2x2x2", "--tp", "16", "--stack", stack)
         assert code == 1 and not d["weights_fit"] and not d["fits"]
@@ -153,17 +168,34 @@ def test_jax_native_weights(cli):
 
 
 def test_batch_1_decode_collectives(cli):
-    m = said(r"--context 4096 --probes k3plan/evidence/probes`\): (\d+) chained collectives a step \((\d+) all-to-all, (\d+) "
-             r"attention all-reduce, (\d+) for the embedding, the dense MLP and the logits\) x ([\d.]+) us = ([\d.]+) ms "
-             r"of latency alone, against the study's ideal HBM floor of ([\d.]+) ms \(one copy of the bytes over all "
-             r"(\d+) chips\); per device the step is ([\d.]+) ms, (\w+)-bound \(tp 8 leaves ([\d.]+) GiB of weights")
-    d, code = run_json(cli, "roofline", "-t", "2x4x4", "--stack", "dp-attention", "--tp", "8", "--context", "4096",
-                       "--probes", "k3plan/evidence/probes")
+    m = said(
+        r"--context 4096 --probes k3plan/evidence/probes`\): (\d+) chained collectives a step \((\d+) all-to-all, (\d+) "
+        r"attention all-reduce, (\d+) for the embedding, the dense MLP and the logits\) x ([\d.]+) us = ([\d.]+) ms "
+        r"of latency alone, against the study's ideal HBM floor of ([\d.]+) ms \(one copy of the bytes over all "
+        r"(\d+) chips\); per device the step is ([\d.]+) ms, (\w+)-bound \(tp 8 leaves ([\d.]+) GiB of weights"
+    )
+    d, code = run_json(
+        cli,
+        "roofline",
+        "-t",
+        "2x4x4",
+        "--stack",
+        "dp-attention",
+        "--tp",
+        "8",
+        "--context",
+        "4096",
+        "--probes",
+        "k3plan/evidence/probes",
+    )
     assert code == 0
     dec, c = d["decode"], d["decode"]["comm"]
     calls, a2a, attn, edge, us, lat_ms, ideal_ms, chips, step_ms, binding, weights_gib = m.groups()
     assert (c["calls_per_step"], c["expert_calls_per_step"], c["attention_calls_per_step"]) == (
-        int(calls), int(a2a), int(attn))
+        int(calls),
+        int(a2a),
+        int(attn),
+    )
     # the rest are the TP edge collectives (step.ops.tp_edge_ops): embedding + 1 dense layer + logits
     assert c["calls_per_step"] - c["expert_calls_per_step"] - c["attention_calls_per_step"] == int(edge) == 1 + 1 + 1
     assert c["op"] == "all-to-all"
@@ -183,8 +215,10 @@ def test_the_does_not_fit_example_exits_1(cli, line):
 
 def test_the_main_job_s_comment_says_what_it_prints(cli):
     """The README's first command and its comment: the verdict, the free bytes and the exit code."""
-    m = said(r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at ([\d,]+) "
-             r"tokens: (yes|no), ([\d.]+) GiB (free|short) a device.*?exit (\d)")
+    m = said(
+        r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at ([\d,]+) "
+        r"tokens: (yes|no), ([\d.]+) GiB (free|short) a device.*?exit (\d)"
+    )
     d, code = run_json(cli, "fit", "--topology", "2x2x4", "--tp", "32")
     assert d["workload"]["context_tokens"] == int(m[1].replace(",", ""))
     assert d["fits"] == (m[2] == "yes") and code == int(m[5])
@@ -197,7 +231,9 @@ def test_uneven_expert_placement_sentence(cli):
     """'896 experts over EP 72 as 13 on 32 devices and 12 on 40' is what fit prints for vLLM on an NVL72."""
     m = said(r"vLLM: ([\d,]+) experts over EP (\d+) as (\d+) on (\d+) devices and (\d+) on (\d+);")
     experts, ep, big, n_big, small, n_small = (int(g.replace(",", "")) for g in m.groups())
-    d, code = run_json(cli, "fit", "-H", "nvidia-gb200-nvl72", "-t", str(ep), "--tp", "8", "--ep", str(ep), "--stack", "vllm")
+    d, code = run_json(
+        cli, "fit", "-H", "nvidia-gb200-nvl72", "-t", str(ep), "--tp", "8", "--ep", str(ep), "--stack", "vllm"
+    )
     assert code in (0, 3) and d["fits"]  # 3: fits on the analytic temp's lower bound (issue 50)
     note = f"experts {experts} over ep {ep}: {n_big} devices hold {big}, {n_small} hold {small}"
     assert any(n.startswith(note) for n in d["notes"]), d["notes"]
@@ -205,8 +241,10 @@ def test_uneven_expert_placement_sentence(cli):
 
 def test_tpu_inference_holds_k3_nowhere_on_v7x(cli):
     """The README's tpu-inference sentence: the bytes every device holds whole and the 4x4x4 shortfall."""
-    m = said(r"\(commit 811f8e20: .*?\): ([\d.]+) GiB a device held whole, so no v7x topology holds K3 that way "
-             r"\(`k3plan fit -t 4x4x4 --stack tpu-inference`: ([\d.]+) GiB short a device\)")
+    m = said(
+        r"\(commit 811f8e20: .*?\): ([\d.]+) GiB a device held whole, so no v7x topology holds K3 that way "
+        r"\(`k3plan fit -t 4x4x4 --stack tpu-inference`: ([\d.]+) GiB short a device\)"
+    )
     whole, short = (float(g) for g in m.groups())
     d, code = run_json(cli, "fit", "-t", "4x4x4", "--stack", "tpu-inference")
     assert code == 1 and not d["fits"]

@@ -133,3 +133,90 @@ def test_jax_natives_f32_ragged_dots_read_the_f32_record():
         sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
         ops = step_op_costs(step_setup(sp, hardware="tpu-v5e"), sp, stage="prefill")
         assert {o.curve for o in ops if o.kind == "grouped_matmul"} == {curve}
+
+
+def test_intermediates_in_alternate_memory_leave_hbm():
+    """A tiled pass whose buffer the compiler placed in S(1) (probes/step/alternate.py) is written and read back
+    without HBM traffic: the packed repeat's N (write) and the codes' read of it, the scale broadcast's 2N and the
+    value's read of it, the zero-group pad's 2.5N (its write, 4 experts a tile and the zero group) and the ragged_dots'
+    read of it (operand_read_share); half placed, half saved."""
+    import dataclasses
+
+    from k3plan.step.graph import operand_passes, operand_read_share
+
+    g = _graph("mxfp4_f32scale", activation="bf16", form="tiled")
+    every = dict(packed_repeat=1.0, scale_broadcast=1.0, zero_group_pad=1.0)
+    full = sum(per for _, per, _ in operand_passes(g))
+    placed = dataclasses.replace(g, alternate=tuple(every.items()))
+    half = dataclasses.replace(g, alternate=tuple((k, 0.5) for k in every))
+    saved = 2 * 1.0 + 2 * 2.0 + 2.0 * (1 + 1 / 4)
+    assert sum(per for _, per, _ in operand_passes(placed)) == pytest.approx(full - saved)
+    assert sum(per for _, per, _ in operand_passes(half)) == pytest.approx(full - saved / 2)
+    assert dict((n, per) for n, per, _ in operand_passes(placed))["scale_broadcast"] == pytest.approx(0.0)
+    assert operand_read_share(placed) == 0.0 and operand_read_share(half) == 0.5 and operand_read_share(g) == 1.0
+    # the ragged form holds no tile intermediates: a placement there changes nothing
+    r = _graph("mxfp4", activation="f32", form="ragged")
+    assert operand_passes(dataclasses.replace(r, alternate=tuple(every.items()))) == operand_passes(r)
+
+
+def test_the_placed_step_prices_fewer_hbm_bytes():
+    """probe step's op list at 1 row a group with the compiler's placement (all in S(1), as the grid's placement
+    file says) moves fewer bytes than with none; the wholly placed scale broadcast is no op at all."""
+    import dataclasses
+
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    sp = StepParams(width="k3", layers=2, experts=16, stack="torchtpu-vllm", expert_format="runtime", batch=1)
+    setup = step_setup(sp, hardware="tpu-v5e")
+    every = (("packed_repeat", 1.0), ("scale_broadcast", 1.0), ("zero_group_pad", 1.0))
+    hbm = lambda ops: sum(o.bytes * o.count for o in ops if o.kind == "hbm")  # noqa: E731
+    plain = step_op_costs(setup, sp, stage="decode")
+    placed = step_op_costs(setup, dataclasses.replace(sp, alternate=every), stage="decode")
+    assert hbm(placed) < hbm(plain)
+    assert not any(o.name.endswith(".scale_broadcast") for o in placed)
+    assert any(o.name.endswith(".scale_broadcast") for o in plain)
+
+
+def test_the_short_conv_is_six_passes_of_the_stacked_projections():
+    """validate's KDA short conv: 6 passes of [3, tokens, width] in the activation dtype a KDA layer (the stack and
+    concatenation fusion and the conv's two outputs, module doc ``short conv``); f32 activations twice bf16's."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+
+    got = {}
+    for stack in ("jax-native", "torchtpu-vllm"):
+        sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
+        setup = step_setup(sp, hardware="tpu-v5e")
+        ops = {o.name: o for o in step_op_costs(setup, sp, stage="prefill")}
+        conv = ops["kda.short_conv"]
+        assert conv.count == setup.model.spec.n_kda == 2
+        got[stack] = conv.bytes
+    assert got["torchtpu-vllm"] == 6 * 3 * 1024 * 96 * 128 * 2
+    assert got["jax-native"] == 2 * got["torchtpu-vllm"]
+    # an engine's op list has no such op
+    from k3plan.speed.stage import prefill_op_costs
+
+    assert not any(o.name == "kda.short_conv" for o in prefill_op_costs(setup, chunk=1024, context=1024))
+
+
+def test_the_kda_preparation_is_priced_in_prefill_only():
+    """validate's KDA preparation (q, k's l2norm, the gate, v as the chunked scan takes them; module doc ``KDA
+    preparation``): 64 bytes an element of [tokens, width] a KDA layer plus the activation's bytes (v read in it),
+    read off the 1,024-token prefill HLO; decode runs none of it; no engine's op list has it."""
+    from k3plan.probes.step.probe import StepParams, step_op_costs, step_setup
+    from k3plan.step.graph import KDA_PREP_BYTES
+
+    assert KDA_PREP_BYTES == 64 - 8 + 4 + 4  # l2norm passes - the probe's q x scale + g written + v's relayout
+    got = {}
+    for stack in ("jax-native", "torchtpu-vllm"):
+        sp = StepParams(width="k3", layers=2, experts=16, stack=stack, prefill_tokens=1024, context=1024)
+        setup = step_setup(sp, hardware="tpu-v5e")
+        prep = {o.name: o for o in step_op_costs(setup, sp, stage="prefill")}["kda.preparation"]
+        assert prep.count == setup.model.spec.n_kda == 2
+        assert prep.kind == "hbm" and prep.hbm_curve == "hbm_copy"
+        got[stack] = prep.bytes
+        assert not any(o.name == "kda.preparation" for o in step_op_costs(setup, sp, stage="decode"))
+    assert got["jax-native"] == 68 * 1024 * 96 * 128  # f32 activations
+    assert got["torchtpu-vllm"] == 66 * 1024 * 96 * 128  # bf16
+    from k3plan.speed.stage import prefill_op_costs
+
+    assert not any(o.name == "kda.preparation" for o in prefill_op_costs(setup, chunk=1024, context=1024))

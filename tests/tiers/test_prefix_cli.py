@@ -63,7 +63,10 @@ def test_roofline_prefix_hit_from_hbm_has_no_load_and_prints_both_ttfts(cli_m):
     # 10% of the prompt left to prefill: 131,072 - floor(0.9 x 131,072) = 13,108 tokens
     assert math.isclose(p["effect"]["ttft_s"], 13108 * cold / CONTEXT, rel_tol=1e-9)
     out = " ".join(cli_m("roofline", *SETUP, "--prefix-hit", "0.9").stdout.split())  # rich wraps lines
-    assert f"TTFT (one prompt's prefill, no queue) {cold * 1e3:,.1f} ms without the hit -> {13108 * cold / CONTEXT * 1e3:,.1f} ms with it" in out
+    assert (
+        f"TTFT (one prompt's prefill, no queue) {cold * 1e3:,.1f} ms without the hit -> {13108 * cold / CONTEXT * 1e3:,.1f} ms with it"
+        in out
+    )
     assert "cached in hbm" in out
 
 

@@ -74,8 +74,14 @@ def test_restore_with_latency():
     t = Tier(name="local_ssd", size_bytes_per_host=10**12, bw_bytes_per_s_per_host=50e9, latency_s=1e-4, source="x")
     # 2 GB a device x 4 devices a host = 8 GB / 50 GB/s = 0.16 s + 0.1 ms
     assert restore_s(t, bytes_per_device=2 * 10**9, devices_per_host=4) == pytest.approx(0.1601)
-    rows = suspended_sessions(tiers=(t,), hosts=2, devices_per_host=4, stored_bytes_per_session=3 * 10**9,
-                              hbm_bytes_per_session_per_device=2 * 10**9, context_tokens=1000)
+    rows = suspended_sessions(
+        tiers=(t,),
+        hosts=2,
+        devices_per_host=4,
+        stored_bytes_per_session=3 * 10**9,
+        hbm_bytes_per_session_per_device=2 * 10**9,
+        context_tokens=1000,
+    )
     assert rows[0].capacity_bytes == 2 * 10**12 and rows[0].sessions_held == 666  # 2e12 / 3e9 = 666.7
 
 
@@ -85,16 +91,24 @@ def test_prefix_cache_by_hand():
     assert e.cached_tokens == 6000
     assert (e.ttft_cold_s, e.ttft_s, e.saved_s) == pytest.approx((0.2, 0.08, 0.12))
     # the cached part comes from host DRAM at 2 us a token: + 6,000 x 2 us = 0.012 s
-    assert prefix_cache_ttft(prompt_tokens=10000, hit_rate=0.6, prefill_s_per_token=20e-6,
-                             load_s_per_token=2e-6).saved_s == pytest.approx(0.108)
+    assert prefix_cache_ttft(
+        prompt_tokens=10000, hit_rate=0.6, prefill_s_per_token=20e-6, load_s_per_token=2e-6
+    ).saved_s == pytest.approx(0.108)
     with pytest.raises(K3PlanError, match="hit rate 1.5"):
         prefix_cache_ttft(prompt_tokens=10, hit_rate=1.5, prefill_s_per_token=1e-5)
 
 
 def test_offload_cost_by_hand():
     t = Tier(name="host_dram", size_bytes_per_host=960 * 10**9, bw_bytes_per_s_per_host=256e9, source="x")
-    c = offload_cost(tier=t, hosts=4, devices_per_host=8, stored_bytes_per_session=4 * 10**9,
-                     hbm_bytes_per_session_per_device=3 * 10**9, context_tokens=100000, prefill_s_per_token=20e-6)
+    c = offload_cost(
+        tier=t,
+        hosts=4,
+        devices_per_host=8,
+        stored_bytes_per_session=4 * 10**9,
+        hbm_bytes_per_session_per_device=3 * 10**9,
+        context_tokens=100000,
+        prefill_s_per_token=20e-6,
+    )
     # restore 8 x 3e9 / 256e9 = 0.09375 s; recompute 100,000 x 20 us = 2 s: offload is cheaper
     assert c.ttft_added_s == pytest.approx(0.09375) and c.recompute_s == pytest.approx(2.0)
     assert c.cheaper_than_recompute is True

@@ -27,10 +27,23 @@ def tiny_k3_raw() -> dict:
     raw = copy.deepcopy(json.loads((BUNDLED_DIR / "kimi-k3" / "config.json").read_text()))
     raw.pop("vision_config", None)
     t = raw["text_config"]
-    t.update(hidden_size=256, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8,
-             num_experts=16, num_experts_per_token=2, routed_expert_hidden_size=128, moe_intermediate_size=64,
-             intermediate_size=512, vocab_size=1024, q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16,
-             qk_nope_head_dim=32, v_head_dim=32)
+    t.update(
+        hidden_size=256,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        num_experts=16,
+        num_experts_per_token=2,
+        routed_expert_hidden_size=128,
+        moe_intermediate_size=64,
+        intermediate_size=512,
+        vocab_size=1024,
+        q_lora_rank=64,
+        kv_lora_rank=32,
+        qk_rope_head_dim=16,
+        qk_nope_head_dim=32,
+        v_head_dim=32,
+    )
     t["linear_attn_config"].update(kda_layers=[1, 2, 3, 5, 6, 7], full_attn_layers=[4, 8], num_heads=8, head_dim=32)
     return raw
 

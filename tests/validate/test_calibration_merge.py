@@ -14,10 +14,25 @@ ARGS = 53_977_001_492  # a weights byte count as the compiler reports it
 
 def _part(**kw):
     """A run as calibration_dict writes it (int bytes a device)."""
-    base = {"model": "kimi-k3", "hardware": "tpu-v7x", "topology": "2x2x4", "tp": 32, "ep": 32, "dp": 1,
-            "stack": "jax-native", "backend": "tpu", "device_kind": "TPU7x", "jax_version": "0.10.2",
-            "libtpu_version": "0.0.42.1", "date": "2026-12-01T02:00:00Z", "available_hbm_bytes": HBM,
-            "argument_bytes": ARGS, "prefill": [], "decode": [], "notes": ["a"]}
+    base = {
+        "model": "kimi-k3",
+        "hardware": "tpu-v7x",
+        "topology": "2x2x4",
+        "tp": 32,
+        "ep": 32,
+        "dp": 1,
+        "stack": "jax-native",
+        "backend": "tpu",
+        "device_kind": "TPU7x",
+        "jax_version": "0.10.2",
+        "libtpu_version": "0.0.42.1",
+        "date": "2026-12-01T02:00:00Z",
+        "available_hbm_bytes": HBM,
+        "argument_bytes": ARGS,
+        "prefill": [],
+        "decode": [],
+        "notes": ["a"],
+    }
     return {**base, **kw}
 
 
@@ -28,11 +43,17 @@ def _old_part(**kw):
 
 
 def test_points_are_merged_sorted_and_dated_by_the_last_run():
-    m = merge_calibrations([
-        _part(prefill=[{"tokens": 16384, "temp_bytes": 18 * 2**30, "fits": True}], date="2026-12-01T02:10:00Z"),
-        _part(prefill=[{"tokens": 4096, "temp_bytes": 9 * 2**30, "fits": True}], notes=["a", "b"],
-              available_hbm_bytes=HBM - 1),
-        _part(decode=[{"context": 4096, "temp_bytes": 29 * 2**30, "batch": 32, "fits": True}])])
+    m = merge_calibrations(
+        [
+            _part(prefill=[{"tokens": 16384, "temp_bytes": 18 * 2**30, "fits": True}], date="2026-12-01T02:10:00Z"),
+            _part(
+                prefill=[{"tokens": 4096, "temp_bytes": 9 * 2**30, "fits": True}],
+                notes=["a", "b"],
+                available_hbm_bytes=HBM - 1,
+            ),
+            _part(decode=[{"context": 4096, "temp_bytes": 29 * 2**30, "batch": 32, "fits": True}]),
+        ]
+    )
     assert [p["tokens"] for p in m["prefill"]] == [4096, 16384]
     assert m["decode"][0]["temp_bytes"] == 29 * 2**30
     assert m["date"] == "2026-12-01T02:10:00Z" and m["notes"] == ["a", "b"]
@@ -41,20 +62,28 @@ def test_points_are_merged_sorted_and_dated_by_the_last_run():
 
 
 def test_old_gib_parts_merge_as_before():
-    m = merge_calibrations([
-        _old_part(prefill=[{"tokens": 16384, "temp_gib": 18.0, "fits": True}], available_hbm_gib=94.5),
-        _old_part(prefill=[{"tokens": 4096, "temp_gib": 9.0, "fits": True}])])
+    m = merge_calibrations(
+        [
+            _old_part(prefill=[{"tokens": 16384, "temp_gib": 18.0, "fits": True}], available_hbm_gib=94.5),
+            _old_part(prefill=[{"tokens": 4096, "temp_gib": 9.0, "fits": True}]),
+        ]
+    )
     assert (m["available_hbm_gib"], m["argument_gib"]) == (94.5, 50.27)
     assert not any(k.endswith("_bytes") for k in m)
     assert list(m) == list(_old_part())  # the keys in the runs' order
 
 
 def test_a_merge_of_old_and_new_parts_keeps_each_point_and_reads_back(tmp_path):
-    m = merge_calibrations([
-        _old_part(prefill=[{"tokens": 16384, "temp_gib": 18.0, "fits": True}], available_hbm_gib=94.5),
-        _part(prefill=[{"tokens": 4096, "temp_bytes": 9 * 2**30 + 7, "fits": True}], argument_bytes=None)])
-    assert m["prefill"] == [{"tokens": 4096, "temp_bytes": 9 * 2**30 + 7, "fits": True},
-                            {"tokens": 16384, "temp_gib": 18.0, "fits": True}]  # each as written
+    m = merge_calibrations(
+        [
+            _old_part(prefill=[{"tokens": 16384, "temp_gib": 18.0, "fits": True}], available_hbm_gib=94.5),
+            _part(prefill=[{"tokens": 4096, "temp_bytes": 9 * 2**30 + 7, "fits": True}], argument_bytes=None),
+        ]
+    )
+    assert m["prefill"] == [
+        {"tokens": 4096, "temp_bytes": 9 * 2**30 + 7, "fits": True},
+        {"tokens": 16384, "temp_gib": 18.0, "fits": True},
+    ]  # each as written
     # HBM in both spellings: the smaller in bytes (94.5 GiB = 94 * 2^30 + 2^29 < 94.75 GiB)
     assert m["available_hbm_bytes"] == 94 * 2**30 + 2**29 and "available_hbm_gib" not in m
     # the weights: the first run's that recorded them, in its spelling

@@ -18,8 +18,23 @@ def invoke(*args):
 
 
 def test_json_decode_on_cpu(tiny_config):
-    r = invoke("--model", tiny_config, "-t", "2x2x1", "--tp", 8, "--stage", "decode", "--batch", 2,
-               "--context", 128, "--target", "cpu", "--json")
+    r = invoke(
+        "--model",
+        tiny_config,
+        "-t",
+        "2x2x1",
+        "--tp",
+        8,
+        "--stage",
+        "decode",
+        "--batch",
+        2,
+        "--context",
+        128,
+        "--target",
+        "cpu",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["environment"]["backend"] == "cpu" and out["fits"]
@@ -30,23 +45,42 @@ def test_json_decode_on_cpu(tiny_config):
 
 def test_exceeding_hbm_exits_1(tiny_config):
     # 512 sequences of 4M tokens: the whole latent cache on every device is far beyond 94.75 GiB
-    r = invoke("--model", tiny_config, "-t", "2x2x1", "--tp", 8, "--stage", "decode", "--batch", 512,
-               "--context", 4194304, "--json")
+    r = invoke(
+        "--model",
+        tiny_config,
+        "-t",
+        "2x2x1",
+        "--tp",
+        8,
+        "--stage",
+        "decode",
+        "--batch",
+        512,
+        "--context",
+        4194304,
+        "--json",
+    )
     assert r.exit_code == 1, r.output
     assert json.loads(r.stdout)["fits"] is False
 
 
-@pytest.mark.parametrize("args, words", [
-    (("--target", "gpu"), "--target"),
-    (("--target", "tpu9x:2x2x1"), "unknown TPU generation"),
-    (("-t", "2x2x1", "--tp", 3), "--tp 3"),
-    (("--stage", "train"), "--stage"),
-    (("--tokens", "4q"), "--tokens"),  # 4k is 4,096 tokens since issue 36
-    (("--layers", 99), "--layers"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--target", "gpu"), "--target"),
+        (("--target", "tpu9x:2x2x1"), "unknown TPU generation"),
+        (("-t", "2x2x1", "--tp", 3), "--tp 3"),
+        (("--stage", "train"), "--stage"),
+        (("--tokens", "4q"), "--tokens"),  # 4k is 4,096 tokens since issue 36
+        (("--layers", 99), "--layers"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(tiny_config, args, words):
-    r = invoke("--model", tiny_config, "-t", "2x2x1", "--tp", 8, *args) if "-t" not in args else invoke(
-        "--model", tiny_config, *args)
+    r = (
+        invoke("--model", tiny_config, "-t", "2x2x1", "--tp", 8, *args)
+        if "-t" not in args
+        else invoke("--model", tiny_config, *args)
+    )
     assert r.exit_code == 2, r.output
     assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -66,18 +100,33 @@ def test_fit_does_not_import_jax():
 
     # --context 8192: the shipped compiled temps (read through the evidence registry) leave no room
     # for 128K on 2x2x4; the fit must still run whole, evidence included, without jax
-    code = ("import sys; from k3plan.cli.app import app; from typer.testing import CliRunner; "
-            "r = CliRunner().invoke(app, ['fit', '-t', '2x2x4', '--tp', '32', '--context', '8192', '--json']); "
-            "assert r.exit_code == 0, r.output; assert 'vllm-tpu-compiled.yaml' in r.output, r.output; "
-            "print('jax' in sys.modules)")
+    code = (
+        "import sys; from k3plan.cli.app import app; from typer.testing import CliRunner; "
+        "r = CliRunner().invoke(app, ['fit', '-t', '2x2x4', '--tp', '32', '--context', '8192', '--json']); "
+        "assert r.exit_code == 0, r.output; assert 'vllm-tpu-compiled.yaml' in r.output, r.output; "
+        "print('jax' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 @pytest.mark.skipif(not has_libtpu(), reason='libtpu not installed: pip install -e ".[tpu]"')
 def test_deviceless_tpu_compile(tiny_config):
-    r = invoke("--model", tiny_config, "--tp", 8, "--target", "tpu7x:2x2x1", "--stage", "decode",
-               "--batch", 2, "--context", 128, "--json")
+    r = invoke(
+        "--model",
+        tiny_config,
+        "--tp",
+        8,
+        "--target",
+        "tpu7x:2x2x1",
+        "--stage",
+        "decode",
+        "--batch",
+        2,
+        "--context",
+        128,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["environment"]["backend"] == "tpu" and out["environment"]["libtpu_version"]

@@ -256,7 +256,9 @@ def test_a_ragged_dispatch_names_its_counts_exchange():
     names = {(e.name, e.kind) for e in exceptions_for(_setup("dp-attention"), ragged=True)}
     assert names == {("dispatch-counts-exchange", "all-to-all")}
     # no all-to-all dispatch, nothing to exchange (its one exception is the latent reduced apart)
-    assert [e.name for e in exceptions_for(_setup("torchtpu-vllm"), ragged=True)] == ["latent-reduced-apart-in-the-engine"]
+    assert [e.name for e in exceptions_for(_setup("torchtpu-vllm"), ragged=True)] == [
+        "latent-reduced-apart-in-the-engine"
+    ]
 
 
 @pytest.mark.skipif(not has_libtpu(), reason='libtpu not installed: pip install -e ".[tpu]"')

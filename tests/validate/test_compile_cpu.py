@@ -95,10 +95,18 @@ def test_the_collectives_table_names_exceptions_and_findings():
 
     exc = Exception_(name="moe-output-gathered-over-tp", kind="all-gather", calls=1, why="gathered", source="sglang")
     rows = (
-        KindRow(kind="all-gather", op_list_calls=1, hlo_calls=2, explained_calls=1, op_list_bytes=8, hlo_bytes=64,
-                exceptions=(exc.name,)),
-        KindRow(kind="collective-permute", op_list_calls=0, hlo_calls=1, explained_calls=0, op_list_bytes=0,
-                hlo_bytes=4),
+        KindRow(
+            kind="all-gather",
+            op_list_calls=1,
+            hlo_calls=2,
+            explained_calls=1,
+            op_list_bytes=8,
+            hlo_bytes=64,
+            exceptions=(exc.name,),
+        ),
+        KindRow(
+            kind="collective-permute", op_list_calls=0, hlo_calls=1, explained_calls=0, op_list_bytes=0, hlo_bytes=4
+        ),
     )
     c = CollectiveCheck(stack="sglang", stage="decode", rows=rows, exceptions=(exc,))
     assert not c.ok

@@ -17,8 +17,13 @@ def test_phases_in_order(tiny_setup):
     prepare_target(target, tiny_setup)
     jobs = plan_jobs(setup=tiny_setup, stage="decode", tokens=[128], batch=2, context=256)
     seen = []
-    validate(setup=tiny_setup, target=target, jobs=jobs, layers=1,
-             on_phase=lambda job, phase: seen.append((job.stage, phase)))
+    validate(
+        setup=tiny_setup,
+        target=target,
+        jobs=jobs,
+        layers=1,
+        on_phase=lambda job, phase: seen.append((job.stage, phase)),
+    )
     assert seen == [("decode", "devices"), ("decode", "build"), ("decode", "lower"), ("decode", "compile")]
 
 
@@ -64,7 +69,10 @@ def test_phase_display_off_a_terminal_prints_plain_phase_lines(monkeypatch):
     assert lines[-2] == f"{job.label}: compiling ..."
     ends = [ln for ln in lines if ln.endswith(" s")]
     assert [ln.rsplit(" ", 2)[0] for ln in ends] == [
-        "devices", f"{job.label}: build", f"{job.label}: lower", f"{job.label}: compile"
+        "devices",
+        f"{job.label}: build",
+        f"{job.label}: lower",
+        f"{job.label}: compile",
     ]
     assert len(lines) == 8
 

@@ -30,17 +30,21 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_jax_check_does_not_import_jax():
-    code = ("import sys; from k3plan.extras import installed; "
-            "assert installed('jax'); assert 'jax' not in sys.modules, 'the check imported jax'")
-    r = subprocess.run([sys.executable, "-c", code], env=_clean_env(), cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
+    code = (
+        "import sys; from k3plan.extras import installed; "
+        "assert installed('jax'); assert 'jax' not in sys.modules, 'the check imported jax'"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_clean_env(), cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.slow
 def test_readme_validate_example_runs_as_written():
     args = _readme_validate_example()
-    r = subprocess.run([sys.executable, "-m", "k3plan", *args], env=_clean_env(), cwd=ROOT, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "k3plan", *args], env=_clean_env(), cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, (args, r.stdout[-2000:], r.stderr[-2000:])
     assert "fits" in r.stdout

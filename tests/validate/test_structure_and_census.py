@@ -81,8 +81,10 @@ def test_tpu_tiles_pad_the_minor_dims():
 
 
 def test_oom_message_is_parsed():
-    msg = ("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
-           "(256.00G) exceeds available HBM (94.75G).")
+    msg = (
+        "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+        "(256.00G) exceeds available HBM (94.75G)."
+    )
     o = parse_oom(msg)
     assert o.required_bytes == 256 * 2**30 and o.available_bytes == int(94.75 * 2**30)
     assert parse_oom("INVALID_ARGUMENT: something else") is None

@@ -11,8 +11,14 @@ from k3plan.structs import replace
 from k3plan.workload.sessions import Session, session_growth, turns_that_fit
 
 # S = 2,000 system, U = 500 user, A = 700 answer, R = 4,000 reasoning, T = 300 tool tokens a turn
-K3_LIKE = Session(turns=8, system_prompt_tokens=2000, user_tokens_per_turn=500, answer_tokens_per_turn=700,
-                  reasoning_tokens_per_turn=4000, tool_tokens_per_turn=300)
+K3_LIKE = Session(
+    turns=8,
+    system_prompt_tokens=2000,
+    user_tokens_per_turn=500,
+    answer_tokens_per_turn=700,
+    reasoning_tokens_per_turn=4000,
+    tool_tokens_per_turn=300,
+)
 
 
 def test_carried_reasoning_by_hand():
@@ -48,11 +54,26 @@ def test_turn_that_stops_fitting_by_hand():
     assert turns_that_fit(K3_LIKE, max_context_tokens=7499) == 0
 
 
-@given(turns=st.integers(1, 40), s=st.integers(0, 5000), u=st.integers(0, 3000), a=st.integers(0, 3000),
-       r=st.integers(0, 20000), t=st.integers(0, 2000), carry=st.booleans(), cap=st.integers(1, 400_000))
+@given(
+    turns=st.integers(1, 40),
+    s=st.integers(0, 5000),
+    u=st.integers(0, 3000),
+    a=st.integers(0, 3000),
+    r=st.integers(0, 20000),
+    t=st.integers(0, 2000),
+    carry=st.booleans(),
+    cap=st.integers(1, 400_000),
+)
 def test_closed_form_agrees_with_the_columns(turns, s, u, a, r, t, carry, cap):
-    sess = Session(turns=turns, system_prompt_tokens=s, user_tokens_per_turn=u, answer_tokens_per_turn=a,
-                   reasoning_tokens_per_turn=r, tool_tokens_per_turn=t, carry_reasoning=carry)
+    sess = Session(
+        turns=turns,
+        system_prompt_tokens=s,
+        user_tokens_per_turn=u,
+        answer_tokens_per_turn=a,
+        reasoning_tokens_per_turn=r,
+        tool_tokens_per_turn=t,
+        carry_reasoning=carry,
+    )
     g = session_growth(sess, max_context_tokens=cap)
     assert g.turns_fitting == min(turns, turns_that_fit(sess, max_context_tokens=cap))
     assert all(b >= a_ for a_, b in zip(g.peak_context_tokens, g.peak_context_tokens[1:]))  # never shrinks

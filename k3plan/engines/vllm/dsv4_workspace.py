@@ -24,6 +24,7 @@ read here.
 from __future__ import annotations
 
 from k3plan.models.spec import DSV4Dims
+from k3plan.units import GiB
 
 WORKSPACE_SOURCE = (
     "vllm-project/vllm@e18fe932 vllm/models/deepseek_v4/attention.py DeepseekV4Indexer.max_total_seq_len, "
@@ -60,7 +61,7 @@ def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_t
         m = n + d.sliding_window + max_num_batched_tokens
         attention = max(attention, _up(PREFILL_CHUNK_SIZE * m * d.head_dim * BF16))
     workspace = max(indexer, attention)
-    gib = 2**30
+    gib = GiB
     how = (
         f"V4 profile-run workspace {workspace / gib:.2f} GiB (the larger of the indexer's {indexer / gib:.2f} GiB: "
         f"{PREFILL_BUFFER_FACTOR} x {max_model_len:,} // 4 keys of {d.index_head_dim} + {FP8_SCALE_BYTES} B, and "

@@ -29,8 +29,10 @@ from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_WEIGHTS_OOM_AT,
     TORCHTPU_WORKER,
 )
+from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
 from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
+from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen, replace
@@ -329,9 +331,13 @@ def engine_sizing(
     max_num_batched_tokens: int = 0,
     draft: DraftPricing | None = None,
     vendor: str = "",
+    vocab_size: int = 0,
+    cudagraph: CudagraphEstimate | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
-    (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin)."""
+    (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
+    ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
+    non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -383,24 +389,44 @@ def engine_sizing(
             "k3plan's temporaries stand for vLLM's profiled activation peak at max_num_batched_tokens "
             f"(no logged peak for this point): {temp_source}",
         )
+        # the sampler warm-up after the dummy forward (engines/vllm/sampler.py): the peak is the larger of the
+        # forward's temporaries and the sampler's live tensors, not their sum
+        sampler, _, sampler_how = sampler_profile_peak(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, vocab_size=vocab_size
+        )
+        if sampler > temp_bytes:
+            act = Figure(
+                sampler,
+                f"{sampler_how}, above k3plan's temporaries {temp_bytes:,} B at max_num_batched_tokens: {act.source}",
+            )
+        elif sampler:
+            act = Figure(temp_bytes, f"{act.source}; not below {sampler_how}")
         if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's profile-run workspace (CUDA)
             ws, logits, how = dsv4_profile_workspace(
                 dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
             )
+            peak = max(temp_bytes, sampler)
             act = Figure(
-                ws + max(temp_bytes, logits),
-                f"{how}; + max(k3plan's temporaries {temp_bytes:,} B, the logits): {act.source}",
+                ws + max(peak, logits),
+                f"{how}; + max(the forward's and sampler's peak {peak:,} B, the logits): {act.source}",
             )
         non_torch = Figure(
             0,
-            "not priced, 0: vLLM measures it at start (vllm-project/vllm vllm/v1/worker/gpu_worker.py @3bb46975 "
-            "Worker.determine_available_memory: requested - (weights + torch_peak_increase + non_torch_increase, "
-            "memory_profiling's MemorySnapshot deltas from the worker's first snapshot: NCCL, custom all-reduce, "
-            "cuBLAS / DeepGEMM buffers) - the CUDA-graph estimate of profile_cudagraph_memory, applied by default "
-            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 in vllm/envs.py @3bb46975)); none is a function of the config, "
-            "and the public logs that print it (vllm-project/vllm#10511: 1.79 GiB at TP 1, 3.58 GiB at TP 2 on H100, "
-            "before #12126 moved the CUDA context out of it; #12126: 0.16 GiB) are other versions and GPUs",
+            "not priced, 0: what vLLM measures at start and k3plan cannot derive (vllm-project/vllm@c621af16 "
+            "vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: requested - (weights + "
+            "torch_peak_increase + non_torch_increase) - the CUDA-graph estimate): the non-torch increase counts from "
+            "the worker's first snapshot, taken after init_worker_distributed_environment ('take memory snapshot after "
+            "NCCL is initialized'), so NCCL and custom all-reduce buffers are not in it (cuBLAS / DeepGEMM / driver "
+            "state are); the CUDA-graph estimate (gpu_model_runner.py profile_cudagraph_memory, subtracted unless "
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0) is mem_get_info over warming up and capturing the two largest "
+            "sizes of each cudagraph mode (the first capture + (n - 1) x the second, at least 1 MiB a graph); the public "
+            "logs that print either (vllm-project/vllm#10511, #12126, #50576) are other versions and GPUs",
         )
+        if cudagraph is not None and cudagraph.bytes:
+            non_torch = Figure(
+                cudagraph.bytes,
+                f"{cudagraph.source}; the non-torch increase itself {non_torch.source}",
+            )
         worker = VLLM_GPU_WORKER
     return vllm_kv_pool(
         engine=stack_name,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
+from k3plan.engines.vllm.cudagraph import read_compilation
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -180,6 +181,11 @@ def read(r: Reading) -> None:
         raise K3PlanError(
             "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "
             "buckets) was not read; k3plan prices vLLM's on GPUs"
+        )
+    if r.platform != "tpu":  # the graphs vLLM's GPU worker profiles and subtracts (engines/vllm/cudagraph.py)
+        eager = get("--enforce-eager", None)
+        r.compilation = read_compilation(
+            get("--compilation-config", None), enforce_eager=eager is not None and eager.lower() not in ("false", "0")
         )
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None

@@ -27,6 +27,7 @@ import json
 
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
+from k3plan.units import GiB
 
 SPEC_SOURCE = (
     "vllm-project/vllm vllm/config/speculative.py @002e77c1 SpeculativeConfig.__post_init__ (a method in "
@@ -218,7 +219,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int) -> DraftPricing:
         else:
             split_tp += t.nbytes
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep)
-    gib = 2**30
+    gib = GiB
     source = (
         f"{spec.given}: {s.name}'s {s.mtp_layers} MTP layer(s) from its checkpoint index ({len(mtp)} tensors), "
         f"{n} speculative token(s) a step: experts {split_ep / gib:.2f} GiB over {ep} rank(s), attention, shared "

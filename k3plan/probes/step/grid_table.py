@@ -11,9 +11,10 @@ k3plan/evidence/probes/*-tpu-v5-lite-* records, which the run read as `--records
 to the op list shows here without re-timing; the record's own expected is its run's model; compiled temp = the chip's memory_analysis
 (a refused point: the compiler's "HLO temporaries" figure of its refusal); fit temp = fit's temp of that
 stage at the point's workload (a decode point: batch x context; a prefill point: batch 1, the chunk = the
-context); fit = its verdict for that stage alone (the chip compiled one stage; fit's own verdict counts the
-larger of both stages' temps): weights + cache + state + reserve + the stage's temp within usable HBM, "FITS IF"
-where that temp is the analytic lower bound (issue 50). A refused point's figure is the compiler's total
+context) for the graph that ran (``fit(graph=TempGraph(form))``: k3plan's own graph, validate's step, in the
+record's expert format and form -- not the engine's kernels, fit's default); fit = its verdict for that stage
+alone (the chip compiled one stage; fit's own verdict counts the larger of both stages' temps): weights + cache + state + reserve + the stage's temp within usable HBM, "FITS IF"
+where that temp has no compiled evidence (issue 50). A refused point's figure is the compiler's total
 (arguments + temporaries) from its refusal, not its temp. The band is 0.8-1.25x; a ratio outside it is marked.
 """
 
@@ -28,9 +29,13 @@ from typing import Optional
 from k3plan.units import GiB
 
 GRID_DIR = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-20261204"
+# where the compiler placed the tiled experts' intermediates at each tiled point (benchmarks/grid_placement.py: the
+# step compiled on the chip; probes/step/alternate.py), for the records that predate their own ``alternate_memory``
+PLACEMENT = Path(__file__).resolve().parents[3] / "reports" / "probes" / "grid-placement-20261204" / "placement.json"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "device.md"
 BEGIN, END = "<!-- grid-table:begin (python3 -m k3plan.probes.step.grid_table) -->", "<!-- grid-table:end -->"
 BAND = (0.8, 1.25)
+TEMP_BAND = 0.15  # fit's temp of the graph that ran against the compiled temp (issue 50)
 HARDWARE = "tpu-v5e"
 DEVICE_KIND = "tpu v5 lite"
 
@@ -80,7 +85,8 @@ def _refused_temp(words: str) -> Optional[int]:
 def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optional[int], str]:
     """fit's temp of ``stage`` and its verdict at the point, on the record's scaled model, stack and expert format."""
     from k3plan.budget.fit import ANALYTIC_TEMP, Workload, fit
-    from k3plan.probes.step.probe import StepParams, step_setup
+    from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph
+    from k3plan.probes.step.probe import StepParams, expert_form, step_setup
     from k3plan.step.verdict import fit_reason
 
     sp = StepParams(
@@ -95,7 +101,7 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
         w = Workload(context_tokens=context, batch=batch, prefill_chunk_tokens=1)
     else:
         w = Workload(context_tokens=context, batch=1, prefill_chunk_tokens=context)
-    r = fit(setup, w)
+    r = fit(setup, w, graph=TempGraph(form=expert_form(sp)))  # the graph that ran: validate's, in the record's form
     # the stage's own budget: the chip compiled one stage, fit counts the larger of both stages' temps
     temp = r.temp.decode_bytes if stage == "decode" else r.temp.prefill_bytes
     source = r.provenance.temp_decode if stage == "decode" else r.provenance.temp_prefill
@@ -107,7 +113,7 @@ def _fit(params: dict, *, stage: str, batch: int, context: int) -> tuple[Optiona
         verdict = f"DOES NOT FIT: {code}"
     elif temp > room:
         verdict = "DOES NOT FIT: budget"
-    elif source == ANALYTIC_TEMP:
+    elif source in (ANALYTIC_TEMP, VALIDATE_TEMP):
         verdict = f"FITS IF temp <= {room / GiB:.2f}"
     else:
         verdict = "FITS"
@@ -129,12 +135,27 @@ def efficiency_records() -> list:
     ]
 
 
+def placements(path: Path = PLACEMENT) -> dict[tuple, dict[str, float]]:
+    """(stack, expert format, layers, experts, stage, batch, context) -> the compiled step's alternate-memory shares
+    (probes/step/alternate.py) from the committed placement file; {} where there is none."""
+    import json
+
+    if not path.is_file():
+        return {}
+    return {
+        (p["stack"], p["expert_format"], p["layers"], p["experts"], p["stage"], p["batch"], p["context"]): p["shares"]
+        for p in json.loads(path.read_text())["points"]
+    }
+
+
 def rows(folder: Path = GRID_DIR) -> list[Row]:
     from k3plan.evidence.probe_records import load_with_paths
     from k3plan.probes.step.probe import reprice
 
     efficiency = efficiency_records()
+    placed = placements()
     out = []
+    dates: dict[str, str] = {}
     for rec, path in load_with_paths(folder, strict=True):
         if rec.probe != "step" or not rec.points:
             continue
@@ -158,7 +179,17 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
                 batch=batch,
                 context=context,
                 measured_s=None if refused else rec.points[0].value,
-                expected_s=None if refused else reprice(rec, efficiency=efficiency, hardware=HARDWARE).expected_s,
+                expected_s=None
+                if refused
+                else reprice(
+                    rec,
+                    efficiency=efficiency,
+                    hardware=HARDWARE,
+                    alternate=placed.get(
+                        (params["stack"], params["expert_format"], int(params["layers"]), int(params["experts"]))
+                        + (stage, batch, context)
+                    ),
+                ).expected_s,
                 compiled_temp=_refused_temp(str(pt.get("refusal", ""))) if refused else mem.get("temp_bytes"),
                 refused=refused,
                 fit_temp=fit_temp,
@@ -166,8 +197,22 @@ def rows(folder: Path = GRID_DIR) -> list[Row]:
                 record=path.relative_to(folder).as_posix(),
             )
         )
+        dates[out[-1].record] = str(rec.date)
+    out = newest_per_point(out, dates)
     out.sort(key=lambda r: (r.model, r.stage != "decode", r.batch, r.context))
     return out
+
+
+def newest_per_point(rs: list[Row], dates: dict[str, str]) -> list[Row]:
+    """One row a point (model, stage, batch, context): the one of the newest record (its ``date``, then its path),
+    wherever it lies under the folder -- a re-run's record supersedes the older one even if that was not moved
+    into a ``superseded/`` folder (issue 50: the 4/6/8-layer models re-run at 22:4xZ with today's graph)."""
+    best: dict[tuple, Row] = {}
+    for r in rs:
+        k = (r.model, r.stage, r.batch, r.context)
+        if k not in best or (dates[r.record], r.record) > (dates[best[k].record], best[k].record):
+            best[k] = r
+    return list(best.values())
 
 
 def _gib(n: Optional[int]) -> str:
@@ -203,12 +248,14 @@ def table(rs: list[Row]) -> str:
         )
     timed = [r for r in rs if r.ratio is not None]
     inside = sum(BAND[0] <= (r.ratio or 0) <= BAND[1] for r in timed)
+    temp_in = sum(r.fit_temp is not None and abs(r.fit_temp / (r.compiled_temp or 1) - 1) <= TEMP_BAND for r in timed)
     dis = [r for r in rs if not r.agrees and not r.fit_verdict.startswith("FITS IF")]
     unmet = [r for r in rs if not r.agrees and r.fit_verdict.startswith("FITS IF")]
     lines += [
         "",
         f"{len(rs)} points: {len(timed)} timed, {len(rs) - len(timed)} refused by the chip (out of memory); "
-        f"{inside} of {len(timed)} timed points inside {BAND[0]}-{BAND[1]}x; {len(dis)} where fit's verdict (FITS or "
+        f"{inside} of {len(timed)} timed points inside {BAND[0]}-{BAND[1]}x; fit's temp of the graph that ran within "
+        f"{TEMP_BAND:.0%} of the compiled temp at {temp_in} of {len(timed)}; {len(dis)} where fit's verdict (FITS or "
         f"DOES NOT FIT) and the chip's disagree; {len(unmet)} FITS IF whose condition the chip did not meet.",
     ]
     return "\n".join(lines) + "\n"

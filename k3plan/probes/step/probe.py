@@ -86,6 +86,9 @@ class StepParams:
     # stack's own format and expert form, e.g. torchtpu-vllm's mxfp4_f32scale, tiled)
     grid: tuple[tuple[str, int, int], ...] = ()  # (stage, batch, context-or-prefill tokens) points of ONE model,
     # timed one after another on the same drawn weights; () = the points batch/context/prefill_tokens give
+    # the compiled step's placement of the tiled experts' intermediates (probes/step/alternate.py shares): (pass,
+    # share in the chip's alternate memory); () = all in HBM
+    alternate: tuple[tuple[str, float], ...] = ()
 
     def check(self) -> None:
         require(self.width in WIDTHS, f"--width {self.width!r}: expected auto, toy or k3")
@@ -423,9 +426,10 @@ def step_op_costs(setup, params: StepParams, *, stage: str, floor: Optional[tupl
             expert_format=setup.stack.runtime_format("expert", expert.fmt),
             capacity_tokens=params.capacity_tokens or graph_capacity(setup, params, stage),
             activation=setup.stack.activation_dtype,
-            form=_form(params) or form_for(setup.stack.name),
+            form=expert_form(params) or form_for(setup.stack.name),
             ep=setup.parallel.ep,
             kv_bytes=kv_bytes_per_token_layer(spec, setup.stack.kv_cache.dtype) if spec.n_mla else 0,
+            alternate=params.alternate,
         )
         k, e = spec.moe.top_k, spec.moe.num_experts
         histogram = [1.0] * k + [0.0] * (e - k)
@@ -556,7 +560,7 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
                 warmup=ctx.warmup,
                 repeats=ctx.repeats,
                 deadline=ctx.deadline,
-                form=_form(params),
+                form=expert_form(params),
                 profile=not ctx.is_cpu and not params.grid,
                 drawn=drawn,
             )
@@ -566,6 +570,10 @@ def run(*, ctx: ProbeContext, params: StepParams) -> list[ProbeRecord]:
             out.append(rec := _refused_record(ctx, pp, setup, stage=stage, err=err))
             ctx.emit(rec)
             continue
+        if _k3(pp) and timed.hlo:  # where the compiler put the tiled experts' intermediates: priced as placed
+            from k3plan.probes.step.alternate import shares
+
+            pp = replace(pp, alternate=tuple(sorted(shares(timed.hlo).items())))
         ops = step_op_costs(setup, pp, stage=stage, floor=floor)
         out.append(
             rec := _step_record(
@@ -615,7 +623,7 @@ def _points(params: StepParams, *, stages: Sequence[str], chunk: int) -> list[tu
     return [(st, params.batch, params.context) if st == "decode" else (st, 1, chunk) for st in stages]
 
 
-def _form(params: StepParams) -> Optional[str]:
+def expert_form(params: StepParams) -> Optional[str]:
     """The experts' form: K3 width with bf16 experts runs them as plain ragged_dots; the stack's runtime
     format runs in the stack's own form (its engine's Engine.expert_form); the toy step in the stack's."""
     return "ragged" if _k3(params) and params.expert_format == "bf16" else None
@@ -637,7 +645,7 @@ def _model_params(params: StepParams, setup) -> dict:
         "stack": setup.stack.name,
         "expert_format": params.expert_format,
         "expert_runtime_format": str(setup.stack.runtime_format("expert", expert.fmt)),
-        "expert_form": _form(params) or form_for(setup.stack.name),
+        "expert_form": expert_form(params) or form_for(setup.stack.name),
         "layers": spec.num_layers,
         "experts": spec.moe.num_experts,
     }
@@ -743,6 +751,7 @@ def _step_record(ctx, params: StepParams, setup, *, stage: str, ops, timed: Time
             "ceiling_by_kind_s": {k: v.ceiling_s for k, v in stage_t.by_kind.items()},
             "expected_by_op_s": {o.name: o.expected_s for o in stage_t.ops},
             "memory_analysis": timed.memory,
+            "alternate_memory": dict(params.alternate),
             "device_profile": timed.profile,
             "op_list_collective_calls": op_calls,
             "hlo_collectives": {k: v.executed for k, v in counts.ops.items()},
@@ -840,10 +849,18 @@ def _legacy_capacity(setup, params: StepParams, stage: str) -> int:
     return math.ceil(tokens / block) * block
 
 
-def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], hardware: str):
+def reprice(
+    record: ProbeRecord,
+    *,
+    efficiency: list[tuple[ProbeRecord, Path]],
+    hardware: str,
+    alternate: Optional[dict[str, float]] = None,
+):
     """The expected time of a K3-width step record's point, from today's model (step_op_costs) and the given
     efficiency records (with their paths): how a committed measurement is held against a model changed since
-    (benchmarks/step_expected.py; tests/probes/test_step_record.py). -> speed.expected.StageTime."""
+    (benchmarks/step_expected.py; tests/probes/test_step_record.py). ``alternate``: the compiled step's placement
+    of the tiled experts' intermediates (probes/step/alternate.py) where the record predates its
+    ``alternate_memory``. -> speed.expected.StageTime."""
     from k3plan.hardware import load_hardware
     from k3plan.speed.curves import build_curves
     from k3plan.speed.expected import expected_time
@@ -862,6 +879,7 @@ def reprice(record: ProbeRecord, *, efficiency: list[tuple[ProbeRecord, Path]], 
         stages=(stage,),
         stack=str(record.params["stack"]) if "expert_format" in record.params else None,  # grid records name theirs
         expert_format=str(record.params.get("expert_format", "bf16")),
+        alternate=tuple(sorted((pt.get("alternate_memory") or alternate or {}).items())),
     )
     require(str(record.params.get("width")) == "k3", "reprice: a --width k3 step record")
     setup = step_setup(params, hardware=hardware)

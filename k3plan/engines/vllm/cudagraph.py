@@ -1,0 +1,252 @@
+"""vLLM's CUDA-graph memory estimate at start (issue 47): which graphs the profiler captures, read from the code, and
+what they hold, transferred from a public log because the code only measures it. Read at upstream vLLM c621af16
+(2026-06-14, carried in yhfgyyf/vllm-deepseek-v4-sm89's history; that fork's head b12eeaa2 adds exact spec-decode
+sizes for 1..32 requests, jasl 736eac307, which upstream c621af16 does not have):
+
+- capture sizes (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes): unless the compilation config gives them,
+  ``max = min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512)`` (or its max_cudagraph_capture_size), cut to
+  max_num_batched_tokens; the sizes are 1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to max, plus
+  max_num_batched_tokens where it fits under max; --enforce-eager or cudagraph_mode NONE captures nothing; with a
+  FULL decode mode and 1 + k > 1 the sizes are rounded up to multiples of 1 + k, those above max dropped
+  (vllm/config/compilation.py CompilationConfig.adjust_cudagraph_sizes_for_spec_decode, sequence parallelism off);
+- graphs a mode (vllm/v1/cudagraph_dispatcher.py CudagraphDispatcher.initialize_cudagraph_keys): the mixed mode
+  (PIECEWISE in FULL_AND_PIECEWISE and PIECEWISE, FULL in FULL) one graph a capture size; a FULL decode mode with a
+  separate routine (FULL_AND_PIECEWISE, FULL_DECODE_ONLY) one FULL graph a size with
+  ``1 + k <= size <= (1 + k) x max_num_seqs``;
+- the estimate (vllm/v1/worker/gpu_model_runner.py GPUModelRunner.profile_cudagraph_memory): for each mode,
+  mem_get_info around warming up and capturing its two largest sizes into a temporary pool; the estimate is the
+  largest first capture over the modes plus, for each mode, (graphs - 1) x its second capture, at least 1 MiB a
+  graph (``max(mem_samples[1], 1 << 20)``); subtracted from the KV budget (vllm/v1/worker/gpu_worker.py
+  Worker.determine_available_memory) unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0 on ROCm (not profiled).
+  Each capture runs the drafter too (GPUModelRunner._dummy_run calls drafter.dummy_run), so a speculative drafter's
+  graph memory is in the same estimate.
+
+What a capture takes is measured, not allocated by a rule the code states: the first capture's pool holds the largest
+batch's intermediates, each later one its retained outputs and the driver's graph objects. So the bytes are transferred
+from a log that prints the estimate for DeepSeek-V4 (k3plan/evidence/vllm_dsv4_start_logs.yaml), by the graph count
+of the same mode; the log gives only the total T over n graphs, so the per-graph split is a band: with every later
+capture as large as the first, a graph costs T / n (the low end, priced); with later captures at the code's 1 MiB
+floor, the first capture is T - (n - 1) MiB (the high end).
+"""
+
+from __future__ import annotations
+
+import json
+
+from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
+from k3plan.units import GiB
+
+CUDAGRAPH_SOURCE = (
+    "vllm-project/vllm@c621af16 vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, vllm/config/compilation.py "
+    "CompilationConfig.adjust_cudagraph_sizes_for_spec_decode, vllm/v1/cudagraph_dispatcher.py CudagraphDispatcher.initialize_cudagraph_keys, vllm/v1/worker/gpu_model_runner.py "
+    "GPUModelRunner.profile_cudagraph_memory, vllm/v1/worker/gpu_worker.py Worker.determine_available_memory"
+)
+MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+# vLLM's default at optimization level 2 (vllm/config/vllm.py OPTIMIZATION_LEVEL_TO_CONFIG); DeepSeek-V4 takes the
+# breakable-graph PIECEWISE path (VLLM_USE_BREAKABLE_CUDAGRAPH, auto-enabled: the model has no @support_torch_compile)
+DEFAULT_MODE = "FULL_AND_PIECEWISE"
+MAX_DEFAULT_CAPTURE = 512
+MIN_PER_GRAPH = 1 << 20  # profile_cudagraph_memory: 'Use at least 1 MiB per graph for driver overhead'
+
+
+class CompilationRead(Frozen):
+    """What a command's --compilation-config / --enforce-eager set for the graphs (None: vLLM's default)."""
+
+    __coerce__ = False
+
+    mode: str
+    max_capture_size: int | None = None
+    capture_sizes: tuple[int, ...] | None = None
+
+
+def read_compilation(text: str | None, *, enforce_eager: bool = False) -> CompilationRead:
+    """--compilation-config's JSON as vLLM's CompilationConfig takes the graph fields (cudagraph_mode, by name or
+    vLLM's tuple spelling is not read; max_cudagraph_capture_size; cudagraph_capture_sizes); --enforce-eager sets
+    cudagraph_mode NONE (VllmConfig.__post_init__)."""
+    if enforce_eager:
+        return CompilationRead(mode="NONE")
+    if not text:
+        return CompilationRead(mode=DEFAULT_MODE)
+    try:
+        cfg = json.loads(text)
+    except ValueError as exc:
+        raise K3PlanError(f"--serve: --compilation-config is not JSON: {text!r}") from exc
+    if not isinstance(cfg, dict):
+        raise K3PlanError(f"--serve: --compilation-config is not a JSON object: {text!r}")
+    mode = str(cfg.get("cudagraph_mode", DEFAULT_MODE)).upper()
+    if mode not in MODES:
+        raise K3PlanError(f"--serve: cudagraph_mode {mode!r} is not one of vLLM's: {', '.join(MODES)}")
+    size = cfg.get("max_cudagraph_capture_size")
+    sizes = cfg.get("cudagraph_capture_sizes")
+    return CompilationRead(
+        mode=mode,
+        max_capture_size=int(size) if size is not None else None,
+        capture_sizes=tuple(sorted({int(s) for s in sizes})) if sizes else None,
+    )
+
+
+class CudagraphPlan(Frozen):
+    """The graphs vLLM's profiler captures: the sizes, and the graphs of each mode."""
+
+    __coerce__ = False
+
+    mode: str
+    sizes: tuple[int, ...]
+    piecewise: int
+    full: int
+    how: str
+
+
+def capture_sizes(
+    *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
+) -> tuple[int, ...]:
+    """VllmConfig._set_cudagraph_sizes, then the spec-decode rounding (module docstring)."""
+    if read.mode == "NONE":
+        return ()
+    top = read.max_capture_size
+    if top is None:
+        top = min(max_num_seqs * (1 + num_speculative_tokens) * 2, MAX_DEFAULT_CAPTURE)
+    top = min(max_num_batched_tokens, top)
+    if read.capture_sizes is not None:
+        sizes = [s for s in read.capture_sizes if s <= max_num_batched_tokens]
+    else:
+        sizes = [s for s in (1, 2, 4) if s <= top]
+        if top >= 8:
+            sizes += range(8, min(top + 1, 256), 8)
+        if top >= 256:
+            sizes += range(256, top + 1, 16)
+        if max_num_batched_tokens <= top:
+            sizes.append(max_num_batched_tokens)
+    q = 1 + num_speculative_tokens
+    if q > 1 and read.mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") and sizes:
+        top = max(sizes)
+        rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= top}
+        return tuple(sorted(rounded or ({q} if q <= top else set())))
+    return tuple(sorted(set(sizes)))
+
+
+def cudagraph_plan(
+    *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
+) -> CudagraphPlan:
+    """The graphs of each mode (CudagraphDispatcher.initialize_cudagraph_keys, module docstring)."""
+    sizes = capture_sizes(
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        num_speculative_tokens=num_speculative_tokens,
+        read=read,
+    )
+    mixed = {"PIECEWISE": "PIECEWISE", "FULL_AND_PIECEWISE": "PIECEWISE", "FULL": "FULL"}.get(read.mode)
+    piecewise = len(sizes) if mixed == "PIECEWISE" else 0
+    full = len(sizes) if mixed == "FULL" else 0
+    if read.mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):  # a separate FULL decode routine
+        q = 1 + num_speculative_tokens
+        full = sum(1 for s in sizes if q <= s <= q * max_num_seqs)
+    largest = sizes[-1] if sizes else 0
+    how = (
+        f"cudagraph_mode {read.mode}: {len(sizes)} capture sizes up to {largest} (max_num_seqs {max_num_seqs:,} x "
+        f"(1 + {num_speculative_tokens}) x 2, at most {MAX_DEFAULT_CAPTURE} and max_num_batched_tokens "
+        f"{max_num_batched_tokens:,}, unless the compilation config sets them): {piecewise} PIECEWISE and {full} FULL "
+        f"graphs ({CUDAGRAPH_SOURCE})"
+    )
+    return CudagraphPlan(mode=read.mode, sizes=sizes, piecewise=piecewise, full=full, how=how)
+
+
+class CudagraphEstimate(Frozen):
+    """The CUDA-graph estimate vLLM subtracts, as a band; ``bytes`` is the band's low end (the value priced)."""
+
+    __coerce__ = False
+
+    bytes: int
+    high_bytes: int
+    source: str
+
+
+def cudagraph_estimate(
+    plan: CudagraphPlan,
+    *,
+    log_piecewise_bytes: int,
+    log_piecewise_graphs: int,
+    log_source: str,
+    differs: str,
+    rocm: bool = False,
+) -> CudagraphEstimate:
+    """vLLM's CUDA-graph estimate for ``plan``: the PIECEWISE graphs transferred from a log's PIECEWISE estimate
+    ``log_piecewise_bytes`` over ``log_piecewise_graphs`` graphs (a band, module docstring), the FULL graphs at the
+    code's 1 MiB floor a graph after the first (no public V4 log prints a FULL estimate; the first FULL capture
+    overlays the first PIECEWISE one where both run: profile_cudagraph_memory takes the larger first capture).
+    ROCm: 0 (Worker.determine_available_memory profiles graphs on CUDA only)."""
+    if rocm or plan.mode == "NONE" or not plan.sizes:
+        why = "ROCm: vLLM does not profile graphs there" if rocm else "no graphs captured (cudagraph_mode NONE)"
+        return CudagraphEstimate(bytes=0, high_bytes=0, source=f"0: {why} ({CUDAGRAPH_SOURCE})")
+    n, t = log_piecewise_graphs, log_piecewise_bytes
+    low = high = 0
+    if plan.piecewise:
+        low = plan.piecewise * t // n  # every capture as large as the first: T / n a graph
+        first = t - (n - 1) * MIN_PER_GRAPH  # later captures at the 1 MiB floor: the first holds the rest
+        high = first + (plan.piecewise - 1) * MIN_PER_GRAPH
+    full_floor = max(plan.full - 1, 0) * MIN_PER_GRAPH if plan.full else 0
+    if plan.full and not plan.piecewise:
+        full_floor += MIN_PER_GRAPH  # the first FULL capture, no PIECEWISE one to overlay: at least 1 MiB too
+    low += full_floor
+    high += full_floor
+    gib = GiB
+    source = (
+        f"vLLM's CUDA-graph estimate, band {low / gib:.2f}-{high / gib:.2f} GiB, the low end priced: "
+        f"{plan.piecewise} PIECEWISE graphs transferred from {log_source} ({t / gib:.2f} GiB over {n} PIECEWISE "
+        f"graphs; differs in: {differs}): {plan.piecewise} x {t / gib:.2f} / {n} GiB, up to the first capture "
+        f"{t / gib:.2f} - ({n} - 1) MiB + {max(plan.piecewise - 1, 0)} MiB; + {plan.full} FULL graphs at the code's "
+        f"1 MiB floor a graph ({full_floor / 2**20:.0f} MiB; no public V4 log prints a FULL estimate); {plan.how}"
+    )
+    return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
+
+
+# the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml): the only one
+# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers
+TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"
+ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+
+
+def serve_estimate(
+    read: CompilationRead | None,
+    *,
+    dsv4: bool,
+    vendor: str,
+    env: dict[str, str],
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_speculative_tokens: int = 0,
+) -> CudagraphEstimate | None:
+    """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
+    to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns the subtraction off (gpu_worker.py)."""
+    if read is None or not dsv4:
+        return None
+    if env.get(ESTIMATE_ENV, "1").strip() in ("0", "false", "False"):
+        return CudagraphEstimate(
+            bytes=0, high_bytes=0, source=f"0: {ESTIMATE_ENV}=0, the estimate is not subtracted ({CUDAGRAPH_SOURCE})"
+        )
+    import yaml
+
+    from k3plan.resources import data_dir
+
+    records = yaml.safe_load((data_dir("evidence") / "vllm_dsv4_start_logs.yaml").read_text())["records"]
+    rec = next(r for r in records if r["id"] == TRANSFER_RECORD)
+    plan = cudagraph_plan(
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        num_speculative_tokens=num_speculative_tokens,
+        read=read,
+    )
+    return cudagraph_estimate(
+        plan,
+        log_piecewise_bytes=round(rec["figures"]["cudagraph_estimate_gib"] * GiB),
+        log_piecewise_graphs=rec["figures"]["piecewise_graphs"],
+        log_source=rec["source"],
+        differs=(
+            f"GPU and build (the log's {rec['gpu']}; {rec['build']}), its {rec['cudagraph_mode']} graphs at "
+            f"max_num_seqs {rec['max_num_seqs']:,}, max_num_batched_tokens {rec['max_num_batched_tokens']:,}, "
+            f"{rec['num_speculative_tokens']} speculative tokens"
+        ),
+        rocm=vendor != "nvidia",
+    )
