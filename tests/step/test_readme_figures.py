@@ -216,8 +216,8 @@ def test_the_does_not_fit_example_exits_1(cli, line):
 def test_the_main_job_s_comment_says_what_it_prints(cli):
     """The README's first command and its comment: the verdict, the free bytes and the exit code."""
     m = said(
-        r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at ([\d,]+) "
-        r"tokens: (yes|no), ([\d.]+) GiB (free|short) a device.*?exit (\d)"
+        r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at a context of "
+        r"([\d,]+): (yes|no), ([\d.]+) GiB (free|short) a device.*?exit (\d)"
     )
     d, code = run_json(cli, "fit", "--topology", "2x2x4", "--tp", "32")
     assert d["workload"]["context_tokens"] == int(m[1].replace(",", ""))
