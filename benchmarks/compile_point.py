@@ -51,7 +51,7 @@ def largest(hlo: str, top: int) -> list[str]:
 
 def compile_one(a) -> None:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    from k3plan.cli.common import setup_from
+    from k3plan.app.setup import setup_from
     from k3plan.structs import dump
     from k3plan.validate.run import plan_jobs, prepare_target, validate
     from k3plan.validate.targets import parse_target

@@ -87,6 +87,7 @@ SLOW_MODULES = frozenset(
         "tests/validate/test_compile_cpu.py",
         "tests/validate/test_deepseek_family.py",
         "tests/validate/test_expert_forms.py",
+        "tests/validate/test_fit_compile.py",
         "tests/validate/test_kda_math.py",
         "tests/validate/test_local_target.py",
         "tests/validate/test_phases_and_libtpu_env.py",

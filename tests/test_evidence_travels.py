@@ -73,9 +73,9 @@ def test_the_json_names_every_record_a_figure_used(cli):
     r = json.loads(cli(*ROOFLINE).stdout)
     assert set(r["expected"]["records_used"]) <= set(r["records_used"])
     assert any("mla-engine-" in p for p in r["records_used"])  # an engine kernel's measured time is a record too
-    f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--json").stdout)["speed"]
+    f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--context", "8192", "--json").stdout)["speed"]
     assert f["tpot_source"] == "transferred" and f["records_used"]  # the model ratio read the shipped records
-    p = json.loads(cli("plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "16", "--json").stdout)
+    p = json.loads(cli("plan", "-H", "tpu-v7x", "--stacks", "torchtpu-vllm", "--max-chips", "32", "--json").stdout)
     row = p["ranked"][0]
     assert row["expected_tpot_ms"] is not None and row["expected_records"]
     for used in (r["records_used"], f["records_used"], row["expected_records"]):

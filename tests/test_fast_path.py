@@ -55,7 +55,10 @@ def fresh_fit(*args: str, cwd: Path) -> dict:
 @pytest.mark.parametrize(
     "args, code",
     [
-        (("--topology", "2x2x4", "--tp", "32", "--json"), 0),  # issue 33's benchmark (bench_fit.py)
+        (
+            ("--topology", "2x2x4", "--tp", "32", "--context", "8192", "--json"),
+            0,
+        ),  # issue 33's benchmark (bench_fit.py)
         (("--topology", "2x2x2", "--tp", "16", "--context", "1048576", "--json"), 1),  # does not fit: plan's search
     ],
 )

@@ -25,6 +25,7 @@ class FitQuestion(PointQuestion):
     calibration: Optional[Path] = None
     offload: Optional[str] = None
     serve: Optional[str] = None
+    compile: bool = False  # fit --compile: the step compiled deviceless at this point (k3plan.validate.fit_compile)
 
 
 class FitAnswer(Frozen):
@@ -125,9 +126,11 @@ def sequences_note(r: FitResult, eng: dict) -> str:
     )
 
 
-def answer(q: FitQuestion) -> FitAnswer:
+def answer(q: FitQuestion, *, on_job=None, on_phase=None) -> FitAnswer:
     """The budget of the question's configuration, at the default topology where none is given
-    (k3plan.app.setup.fitting_setup), with its speed, advice, extensions and the engine's sizing."""
+    (k3plan.app.setup.fitting_setup), with its speed, advice, extensions and the engine's sizing. With
+    ``q.compile`` the chosen setup's step is compiled deviceless at this point and its temps replace the
+    evidence (``on_job``, ``on_phase``: validate's progress callbacks)."""
     import dataclasses
 
     from k3plan.advice.wiring import (
@@ -172,7 +175,11 @@ def answer(q: FitQuestion) -> FitAnswer:
             calibration=cal,
         )
 
+    if q.compile:
+        _check_compile(q, setup_options)
     setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
+    if q.compile:
+        result = _compiled_fit(setup, workload, d, on_job=on_job, on_phase=on_phase)
     hw, notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
@@ -236,6 +243,35 @@ def answer(q: FitQuestion) -> FitAnswer:
         engine=_engine_json(setup, result, served),
         served=served,
         spec_asked=spec is not None,
+    )
+
+
+def _check_compile(q: FitQuestion, setup_options: dict) -> None:
+    """--compile's bad input, before anything is priced: the jax extra (found, not imported: the compile sets
+    XLA_FLAGS before jax starts), and no calibration beside it (the compile is the evidence)."""
+    from k3plan.errors import K3PlanError
+    from k3plan.extras import installed, missing_extra_line
+
+    if q.calibration is not None:
+        raise K3PlanError("--compile compiles this point's temporaries; drop --calibration")
+    if not installed("jax"):
+        raise K3PlanError(missing_extra_line(ModuleNotFoundError(name="jax"), "fit --compile") or "jax is missing")
+
+
+def _compiled_fit(setup: Setup, workload, d, *, on_job=None, on_phase=None) -> FitResult:
+    """The fit of ``setup`` with each stage's temp from its step compiled deviceless at this point (the draft's
+    weights and KV, if any, as the first fit counted them)."""
+    from k3plan.advice.wiring import draft_bytes_per_device
+    from k3plan.budget.fit import fit
+    from k3plan.validate.fit_compile import compile_point
+
+    compiled = compile_point(setup, workload, on_job=on_job, on_phase=on_phase)
+    return fit(
+        setup,
+        workload,
+        compiled=compiled,
+        draft_bytes_per_device=draft_bytes_per_device(setup, d.bytes) if d else 0,
+        draft_kv=d.kv if d else None,
     )
 
 

@@ -14,6 +14,7 @@ from k3plan.budget.engram import tier_for as engram_tier_for
 from k3plan.budget.fit_text import absorbed_notes, provenance, setup_warnings
 from k3plan.budget.result import (
     Capacity,
+    CompiledPoint,
     HardwareFacts,
     ModelFacts,
     ModelState,
@@ -27,7 +28,7 @@ from k3plan.budget.temp import point_terms
 from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph, validate_temps
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
-from k3plan.evidence.calibration import Calibration, envelope
+from k3plan.evidence.calibration import Calibration
 from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup
 from k3plan.sharding.mesh import Parallel
@@ -131,35 +132,50 @@ class StageEvidence(Frozen):
 
 
 def calibrated_stage(
-    cal: Calibration, *, stage: str, x: int, analytic_bytes: int, kind: str = ""
+    cal: Calibration,
+    *,
+    stage: str,
+    x: int,
+    analytic_bytes: int,
+    kind: str = "",
+    batch: int = 1,
+    context: Optional[int] = None,
+    xla_graph: bool = False,
 ) -> Optional[StageEvidence]:
-    """The calibration's temp for ``stage`` at ``x`` (chunk tokens or context tokens): the envelope of
-    measured points (never a fitted slope); outside the measured range max(analytic, largest measured);
-    None when the file has no point for the stage. fit and plan both call this, so they agree."""
-    points = (
-        [(p.tokens, p.temp_bytes, p.fits) for p in cal.prefill]
-        if stage == "prefill"
-        else [(p.context, p.temp_bytes, p.fits) for p in cal.decode]
-    )
-    if not points:
+    """The calibration's temp for ``stage`` at ``x`` (chunk tokens or context tokens), judged on the quantities the
+    stage's temporaries grow with (k3plan.budget.measured_range: decode batch x context and ``batch``; prefill the
+    chunk, and chunk x ``context`` where the graph is XLA ops, ``xla_graph``): inside the measured range
+    max(analytic, the envelope of the points that dominate it); outside max(analytic, largest measured) with
+    ``outside`` set (no evidence at this point: fit's verdict is FITS IF, never FITS); None when the file has no
+    point for the stage. fit and plan both call this, so they agree."""
+    from k3plan.budget.measured_range import stage_range
+
+    got = stage_range(cal, stage=stage, x=x, batch=batch, context=context, xla_graph=xla_graph)
+    if got is None:
         return None
     label = f"{kind} calibration" if kind else "calibration"
-    env = envelope(points, x, what="chunk" if stage == "prefill" else "context")
-    if env.status == "measured":
-        return StageEvidence(temp_bytes=env.temp_bytes, source=f"{label} {cal.path} ({cal.backend}, {env.detail})")
-    if env.status == "refused":
+    if got.status == "measured":
+        assert got.temp_bytes is not None
+        under = " (the analytic bound is larger)" if analytic_bytes > got.temp_bytes else ""
+        return StageEvidence(
+            temp_bytes=max(analytic_bytes, got.temp_bytes),
+            source=f"{label} {cal.path} ({cal.backend}, {got.detail}{under}; inside its range, {got.grows})",
+        )
+    if got.status == "refused":
         return StageEvidence(
             temp_bytes=None,
             source=f"{label} {cal.path}: refused",
-            refused=env.detail,
-            warning=f"prefill chunk refused by calibration: {env.detail}" if stage == "prefill" else env.detail,
+            refused=got.detail,
+            warning=f"prefill chunk refused by calibration: {got.detail}" if stage == "prefill" else got.detail,
         )
-    measured_max = max(p[1] for p in points)
+    points = cal.prefill if stage == "prefill" else cal.decode
+    # the largest temp a compile that fitted measured (a refused point's bytes are what its OOM asked for, all of
+    # HBM in the arguments' company); a file of refusals alone: those
+    measured_max = max((p.temp_bytes for p in points if p.fits), default=max(p.temp_bytes for p in points))
     return StageEvidence(
         temp_bytes=max(analytic_bytes, measured_max),
-        outside=env.detail,
-        source=f"max(analytic, largest measured in {label} {cal.path}) — {env.detail}; not extrapolated",
-        warning=f"{stage} temp: {env.detail}; using max(analytic, largest measured), not extrapolated",
+        outside=got.detail,
+        source=f"max(analytic, largest measured in {label} {cal.path}) — {got.detail}; not extrapolated (range {got.grows})",
     )
 
 
@@ -219,9 +235,19 @@ def _stage_temp(
     kind: str,
     warnings: list[str],
     model: Optional[tuple[Setup, Workload]] = None,
+    at: Optional[dict] = None,
+    compiled: Optional[CompiledPoint] = None,
 ) -> _StageTemp:
-    """``model``: where no calibration answers the stage, try the temp model for this (setup, workload)."""
-    ev = None if cal is None else calibrated_stage(cal, stage=stage, x=x, analytic_bytes=analytic_bytes, kind=kind)
+    """``model``: where no calibration answers the stage, try the temp model for this (setup, workload); ``at``:
+    calibrated_stage's batch, context and xla_graph; ``compiled``: fit --compile's temps, which answer first."""
+    if compiled is not None:
+        got_bytes, why = compiled.of(stage)
+        if got_bytes is None:
+            warnings.append(f"{stage} refused by the compile: {why}")
+        return _StageTemp(bytes=got_bytes, source=compiled.source, refused=why or None)
+    ev = None
+    if cal is not None:
+        ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=analytic_bytes, kind=kind, **(at or {}))
     if ev is None:
         got = None if model is None else modelled_stage(*model, stage=stage, analytic_bytes=analytic_bytes)
         return got or _StageTemp(bytes=analytic_bytes)
@@ -238,11 +264,13 @@ def _temp(
     kind: str,
     warnings: list[str],
     evidence: bool = True,
+    compiled: Optional[CompiledPoint] = None,
     graph: Optional[TempGraph] = None,
 ) -> tuple[Temp, _StageTemp, _StageTemp]:
     """Each stage's temporaries: the configuration's analytic bound (``Config.analytic_temps``, plan's too),
-    replaced by the calibration's where one answers, else by the temp model's where it applies. ``graph``: k3plan's
-    own graph's buffers instead (``budget.temp_graph``), no calibration or temp model consulted."""
+    replaced by fit --compile's where given, else the calibration's where one answers, else by the temp model's
+    where it applies. ``graph``: k3plan's own graph's buffers instead (``budget.temp_graph``), no calibration or
+    temp model consulted."""
     if graph is not None:
         gp, gd = validate_temps(setup, graph=graph, chunk=w.prefill_chunk_tokens, batch=w.batch,
                                 context=w.context_tokens)  # fmt: skip
@@ -264,10 +292,11 @@ def _temp(
         kind=kind,
         warnings=warnings,
         model=model,
+        at=dict(context=w.context_tokens, xla_graph=bool(cfg.xla_graph)),
+        compiled=compiled,
     )
-    d = _stage_temp(
-        cal, stage="decode", x=w.context_tokens, analytic_bytes=dec.total, kind=kind, warnings=warnings, model=model
-    )
+    d = _stage_temp(cal, stage="decode", x=w.context_tokens, analytic_bytes=dec.total, kind=kind, warnings=warnings,
+                    model=model, at=dict(batch=w.batch), compiled=compiled)  # fmt: skip
     temp = Temp(
         prefill_terms=pre.terms,
         decode_terms=dec.terms,
@@ -356,14 +385,16 @@ def fit(
     draft_bytes_per_device: int = 0,
     evidence: bool = True,
     draft_kv: Optional[DraftKv] = None,
+    compiled: Optional[CompiledPoint] = None,
     graph: Optional[TempGraph] = None,
 ) -> FitResult:
     """The per-device budget of one Setup: row 0 of plan, i.e. ``budget.config.Config.memory`` over one row
     and the verdict ``step.verdict.reject_code`` (the same checks plan applies to every row).
     ``draft_bytes_per_device``: a speculative-decoding draft's weights (k3plan.workload.draft), counted with the
     weights, so the verdict and the free bytes include them; ``draft_kv``: the draft's KV a token a device,
-    counted with the KV of every sequence. Temp evidence: the ``calibration`` given, else (``evidence``) the best
-    shipped one for this configuration (default_evidence), else the temp model, else the analytic model."""
+    counted with the KV of every sequence. Temp evidence: ``compiled`` (fit --compile: the step compiled at this
+    point), else the ``calibration`` given, else (``evidence``) the best shipped one for this configuration
+    (default_evidence), else the temp model, else the analytic model."""
     spec, inv, hw, stack, par, topo = (setup.model.spec, setup.model.inventory, setup.hardware, setup.stack,
                                        setup.parallel, setup.topology)  # fmt: skip
     if draft_bytes_per_device < 0:
@@ -372,7 +403,7 @@ def fit(
     extra = draft_bytes_per_device + (0 if engram is None else engram.hbm_bytes_per_device)  # with the weights
     warnings: list[str] = []
     kind = ""
-    if calibration is None and evidence:
+    if calibration is None and evidence and compiled is None:
         calibration, kind = default_evidence(setup) or (None, "")
     chunk = workload.prefill_chunk_tokens
     reserve_fraction = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp,
@@ -383,7 +414,9 @@ def fit(
                      chunk=chunk, context=workload.context_tokens, batch=workload.batch,
                      stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
                              for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
-    temp, temp_prefill, temp_decode = _temp(setup, workload, cfg, calibration, kind, warnings, evidence, graph)
+    temp, temp_prefill, temp_decode = _temp(
+        setup, workload, cfg, calibration, kind, warnings, evidence, compiled, graph
+    )
     stages = [b for b in (temp.prefill_bytes, temp.decode_bytes) if b is not None]
     refused, temp_bytes = len(stages) < 2, max(stages, default=0)
     temp = replace(temp, binding="prefill" if (temp.prefill_bytes or 0) >= (temp.decode_bytes or 0) else "decode")
@@ -396,21 +429,28 @@ def fit(
     low = None if temp.band_low() is None else one.capacity(one.at(int(temp.band_low() or 0))[1], refused)
     code = one.code(b, wb.weights_bytes, len(setup.plan.fallbacks))
     fits = code == 0 and not refused
-    lower = [st for st, got, at in (("prefill", temp_prefill, temp.prefill_bytes),
-                                    ("decode", temp_decode, temp.decode_bytes))
-             if got.source in (ANALYTIC_TEMP, VALIDATE_TEMP) and at is not None]  # fmt: skip
+    # issue 50: a stage's temp that is no evidence at this point never makes a plain FITS
+    lower = [(st, why) for st, got, at in (("prefill", temp_prefill, temp.prefill_bytes),
+                                           ("decode", temp_decode, temp.decode_bytes))
+             for why in [_unverified_why(got)] if why and at is not None]  # fmt: skip
     unverified = None
-    if fits and lower:  # issue 50: never FITS on a lower bound; how high may the temporaries go and still fit?
+    if fits and lower:  # how high may the temporaries go and still fit?
         most = one.most_temp(temp_bytes, wb.weights_bytes, int(b.free_bytes))
-        unverified = Unverified(stages=lower, temp_bytes=temp_bytes, max_temp_bytes=most,
-                                settle=settle_command(setup, workload))  # fmt: skip
+        unverified = Unverified(stages=[st for st, _ in lower], temp_bytes=temp_bytes, max_temp_bytes=most,
+                                settle=settle_command(setup, workload), why=[why for _, why in lower])  # fmt: skip
+        whys = list(dict.fromkeys(why for _, why in lower))  # the stages that share a why named together
+        said = "; ".join(f"the {' and '.join(st for st, w in lower if w == why)} temporaries are {why}" for why in whys)
         warnings.append(
-            f"temp unverified: the {' and '.join(lower)} temporaries ({fmt_gib(temp_bytes)} counted) are "
-            f"{'the analytic lower bound' if graph is None else 'k3plan graph buffers from shapes'}, with no measured "
-            f"or compiled evidence for this configuration: it fits only if they stay "
-            f"<= {fmt_gib(most)} a device (exit 3, reason_code {ReasonCode.UNVERIFIED_TEMP.value}); settle it: "
-            f"{unverified.settle}"
+            f"temp unverified: {said}; no measured or compiled evidence at this point ({fmt_gib(temp_bytes)} counted): "
+            f"it fits only if they stay <= {fmt_gib(most)} a device (exit 3, reason_code "
+            f"{ReasonCode.UNVERIFIED_TEMP.value}); settle it: {unverified.settle}"
         )
+    else:  # the outside stage's own warning where the verdict does not already say it
+        warnings += [
+            f"{st} temp: {got.outside}; using max(analytic, largest measured), not extrapolated"
+            for st, got in (("prefill", temp_prefill), ("decode", temp_decode))
+            if got.outside
+        ]
     if engram is not None:
         warnings.extend(engram_notes(setup, engram, fits=fits, free_bytes=int(b.free_bytes)))
     warnings += setup_warnings(setup, wb, context_tokens=workload.context_tokens)
@@ -453,8 +493,24 @@ def fit(
         cache_layout=layout,
         reason=code,
         unverified=unverified,
-        temp_evidence=_evidence(kind, given=calibration is not None, modelled=bool(temp.prefill_band or temp.decode_band)),
+        temp_evidence="compiled" if compiled is not None else _evidence(kind, given=calibration is not None,
+                                                                         modelled=bool(temp.prefill_band or temp.decode_band)),
     )  # fmt: skip
+
+
+def _unverified_why(got: _StageTemp) -> str:
+    """Why a stage's temp is no evidence at this point ("": it is evidence): the analytic lower bound, or a
+    calibration's stage outside its measured range (k3plan.budget.measured_range)."""
+    if got.source == ANALYTIC_TEMP:
+        return "the analytic lower bound"
+    if got.source == VALIDATE_TEMP:  # fit's --graph: k3plan's own graph's buffers from shapes (budget.temp_graph)
+        return "k3plan graph buffers from shapes"
+    if got.outside:
+        return (
+            f"outside the calibration's measured range ({got.outside}; counted at max(analytic, largest measured), "
+            f"not extrapolated)"
+        )
+    return ""
 
 
 def _evidence(kind: str, *, given: bool, modelled: bool) -> str:
@@ -484,18 +540,19 @@ VALIDATE_TARGET_OF = {"tpu-v7x": "tpu7x", "tpu-v6e": "v6e", "tpu-v5p": "v5p", "t
 
 
 def settle_command(setup: Setup, w: Workload) -> str:
-    """The command that replaces an analytic temp with the compiler's (issue 50): validate compiled deviceless
-    for the TPU topology, its calibration saved and handed back to fit; off a TPU, validate on the machine."""
+    """The command that replaces an unverified temp with the compiler's (issue 50): on a TPU, fit --compile with
+    the same flags (the step compiled deviceless for the topology at this point); off a TPU, validate on the
+    machine itself, its calibration saved and handed back to fit."""
     hw, par = setup.hardware, setup.parallel
     model = "" if setup.model.name == "kimi-k3" else f" -m {setup.model.name}"
     split = f"-H {hw.name} -t {setup.topology.text} --tp {par.tp}" + (f" --dp {par.dp}" if par.dp > 1 else "")
     split += f" --pp {par.pp}" if par.pp > 1 else ""
     split += f" --stack {setup.stack.name}{model}"
-    gen = VALIDATE_TARGET_OF.get(hw.name)
-    target = f"{gen}:{setup.topology.text}" if gen else "local"
-    cmd = (
-        f"k3plan validate --target {target} {split} --batch {w.batch} --context {w.context_tokens} "
-        f"--tokens {w.prefill_chunk_tokens} --save-calibration temp.yaml && k3plan fit {split} --batch {w.batch} "
-        f"--context {w.context_tokens} --chunk {w.prefill_chunk_tokens} --calibration temp.yaml"
+    point = f"--batch {w.batch} --context {w.context_tokens}"
+    if hw.name in VALIDATE_TARGET_OF:
+        return f"k3plan fit --compile {split} {point} --chunk {w.prefill_chunk_tokens}"
+    return (
+        f"k3plan validate --target local {split} {point} --tokens {w.prefill_chunk_tokens} --save-calibration "
+        f"temp.yaml && k3plan fit {split} {point} --chunk {w.prefill_chunk_tokens} --calibration temp.yaml (on the "
+        f"machine itself: no deviceless compile for {hw.name})"
     )
-    return cmd if gen else f"{cmd} (on the machine itself: no deviceless compile for {hw.name})"

@@ -122,9 +122,27 @@ class Temp(Named):
         return out
 
 
+class CompiledPoint(Named):
+    """fit --compile: the step compiled deviceless for the target at the asked point (k3plan.validate), a stage's
+    temp its memory_analysis() temp; a stage whose compile ran out of HBM has None and ``*_refused`` says so."""
+
+    source: str  # "compiled (deviceless tpu7x:2x2x4, jax X, libtpu Y, N layers, this point)"
+    prefill_bytes: int | None = None
+    decode_bytes: int | None = None
+    prefill_refused: str = ""
+    decode_refused: str = ""
+
+    def of(self, stage: str) -> tuple[int | None, str]:
+        """(the stage's temp bytes, why it was refused or "")."""
+        if stage == "prefill":
+            return self.prefill_bytes, self.prefill_refused
+        return self.decode_bytes, self.decode_refused
+
+
 class Unverified(Named):
     """Issue 50: the verdict rests on a temp that is a lower bound without evidence (the analytic model: no
-    measured or compiled calibration, no temp model for this configuration). It fits only if every such
+    measured or compiled calibration, no temp model for this configuration; or a calibration's stage outside its
+    measured range, counted at max(analytic, largest measured)). It fits only if every such
     stage's temporaries stay at or under ``max_temp_bytes`` (the counted temp plus the free bytes);
     ``settle`` is the command whose compile or measurement decides it."""
 
@@ -132,6 +150,9 @@ class Unverified(Named):
     temp_bytes: int
     max_temp_bytes: int
     settle: str
+    # why each stage's temp is no evidence at this point: the analytic lower bound, or a calibration's
+    # stage outside its measured range (k3plan.budget.measured_range)
+    why: list[str] = []
 
 
 class Speed(Named):

@@ -230,7 +230,7 @@ HELP = """Capacity and roofline planner for frontier MoE models (Kimi K3 first) 
 
 \b
 Examples:
-  k3plan fit --topology 2x2x4 --tp 32         does K3 fit a v7x slice at TP=32?
+  k3plan fit --topology 2x2x4 --tp 32         does K3 fit a v7x slice at TP=32? not at 128k (exit 1)
   k3plan plan --context 131072                which machine and split?
   k3plan roofline -t 2x4x4 --tp 32 --batch 8  how fast?
   k3plan report --out reports/k3.md --html    a capacity report

@@ -74,12 +74,12 @@ def command(
 
     \b
     Examples:
-      k3plan curve -t 2x2x4 --tp 32
+      k3plan curve -t 2x4x4 --tp 32
       k3plan curve -t 2x2x4 --stack jax-native \\
           --calibration k3-tpu7x-2x2x4-tp32-jax-native-measured.yaml --plot curve.png
       k3plan curve -t 2x4x4 --tp 32 --batch 32 --context 32768 --turns 20 --system-tokens 4000 \\
           --user-tokens 800 --answer-tokens 1200 --tool-tokens 2000 --reasoning-tokens 6000
-      k3plan curve -t 2x2x4 --tp 32 --csv curve.csv      the points for pandas (--csv -: to stdout)
+      k3plan curve -t 2x4x4 --tp 32 --csv curve.csv      the points for pandas (--csv -: to stdout)
     """
     check_csv(csv, json_out=json_out)
     if plot is not None:

@@ -58,15 +58,25 @@ def command(
             "engine options; exit 0 when the engine would start, 1 when it would refuse or run out of memory.",
         ),
     ] = None,
+    compile_point: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="Compile the step deviceless for the TPU topology at this point (k3plan validate's graph; needs "
+            "the 'jax' extra and libtpu) and count its memory_analysis() temp a stage: settles a FITS IF.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Does the model fit, per device, with what headroom, for how long a context and how many
-    sequences? Exit 0 if it fits, 1 if not, 2 on bad input, 3 if it fits only on the analytic
-    temp's lower bound (FITS IF temporaries <= X GiB, unverified: the warning names the validate that settles it).
+    sequences? Exit 0 if it fits, 1 if not, 2 on bad input, 3 if it fits only on a temp that is no evidence at
+    this point -- the analytic lower bound, or a calibration's stage outside its measured range (FITS IF
+    temporaries <= X GiB, unverified: the warning names the fit --compile that settles it).
 
     \b
     Examples:
-      k3plan fit --topology 2x2x4 --tp 32
+      k3plan fit --topology 2x2x4 --tp 32      at 131,072 tokens 0.33 GiB short on the compiled temps (exit 1)
+      k3plan fit --topology 2x2x4 --tp 32 --context 8192
       k3plan fit -t 2x2x2 --tp 16 --context 1048576   the weights alone exceed a device (exit 1)
       k3plan fit -H nvidia-b200 -t 2x8 --stack sglang --kv-dtype fp8   fits on the analytic temp only (exit 3)
       k3plan fit -t 2x2x4 --stack jax-native --chunk 32768 --calibration CAL.yaml
@@ -81,25 +91,31 @@ def command(
     """
     from k3plan.app.fit import FitQuestion, answer
 
-    a = answer(
-        FitQuestion(
-            setup_options=setup_options,
-            context=context,
-            batch=batch,
-            chunk=chunk,
-            calibration=calibration,
-            probes=probes,
-            allow_cpu_probes=allow_cpu_probes,
-            offload=offload,
-            spec_tokens=spec_tokens,
-            acceptance=acceptance,
-            draft_bytes=draft_bytes,
-            draft_kv_bytes_per_token=draft_kv_bytes_per_token,
-            prefix_hit=prefix_hit,
-            prefix_tier=prefix_tier,
-            serve=serve,
-        )
+    q = FitQuestion(
+        setup_options=setup_options,
+        context=context,
+        batch=batch,
+        chunk=chunk,
+        calibration=calibration,
+        probes=probes,
+        allow_cpu_probes=allow_cpu_probes,
+        offload=offload,
+        spec_tokens=spec_tokens,
+        acceptance=acceptance,
+        draft_bytes=draft_bytes,
+        draft_kv_bytes_per_token=draft_kv_bytes_per_token,
+        prefix_hit=prefix_hit,
+        prefix_tier=prefix_tier,
+        serve=serve,
+        compile=compile_point,
     )
+    if compile_point:  # the compile's phases on stderr, as validate shows them
+        from k3plan.cli.validate import phase_display
+
+        with phase_display(total=2) as (on_job, on_phase):
+            a = answer(q, on_job=on_job, on_phase=on_phase)
+    else:
+        a = answer(q)
     result, advice, ph, served = a.result, a.advice, a.prefix_hit, a.served
     if json_out:
         from k3plan.advice.fit_output import FitOutput

@@ -75,11 +75,11 @@ def command(
 
     \b
     Examples:
-      k3plan roofline -t 2x2x4 --tp 32                        batch 1 decode, 131,072-token context
+      k3plan roofline -t 2x4x4 --tp 32                        batch 1 decode, 131,072-token context
       k3plan roofline -t 2x2x4 --tp 32 --batch 1 --context 8192 --chunk 512 --verbose   every record and term
-      k3plan roofline -t 2x2x4 --tp 32 --batch 8 --context 32768
+      k3plan roofline -t 2x4x4 --tp 32 --batch 8 --context 32768
       k3plan roofline -t 2x4x4 --stack dp-attention --tp 8 --probes k3plan-probes   your records added to the shipped ones
-      k3plan roofline -t 2x2x4 --mfu 0.45 --dtype fp8 --json
+      k3plan roofline -t 2x4x4 --mfu 0.45 --dtype fp8 --json
       k3plan roofline -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8 --draft-bytes 0
       k3plan roofline -t 2x4x4 --tp 32 --prefix-hit 0.9 --prefix-tier host
       k3plan roofline -t 2x2x2 --tp 16   does not fit: says why (exit 1)

@@ -99,6 +99,9 @@ class _Point(_F):
 class PrefillPoint(_Point):
     tokens: Positive
     fits: bool = True
+    # the cache the chunk read, tokens (validate's prefill job: max(--context, chunk)); unrecorded in files written
+    # before issue 50: taken as the chunk (k3plan.budget.measured_range)
+    context: Optional[Positive] = None
 
 
 class DecodePoint(_Point):

@@ -280,13 +280,21 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
 
 
 def apply_evidence(
-    *, prefill: np.ndarray, decode: np.ndarray, usable: np.ndarray, space: Space, model: Model, context: int
+    *,
+    prefill: np.ndarray,
+    decode: np.ndarray,
+    usable: np.ndarray,
+    space: Space,
+    model: Model,
+    context: int,
+    batch: int = 1,
 ) -> np.ndarray:
     """Where a shipped calibration matches a configuration (k3plan.evidence, measured > compiled),
     its temps replace the analytic ones in ``prefill`` and ``decode`` (bytes a device, in place), through
     the same ``calibrated_stage`` fit uses; a stage the compiler refused takes all of ``usable`` HBM
     (nothing else fits beside it). -> per configuration: 0 analytic, 1 compiled, 2 measured."""
     from k3plan.budget.fit import calibrated_stage
+    from k3plan.engines.registry import engine_rules as _engine_rules
     from k3plan.evidence.calibrations import best_calibration, registry
 
     c = space.cols
@@ -336,10 +344,16 @@ def apply_evidence(
         if found is None:
             continue
         cal, kind = found
+        # the range is judged as fit judges it (k3plan.budget.measured_range): decode at the batch, a prefill of
+        # a graph in XLA ops on chunk x context too
+        at: dict[str, dict[str, Any]] = {
+            "prefill": dict(context=context, xla_graph=_engine_rules(st.name).temp_graph == "xla"),
+            "decode": dict(batch=batch),
+        }
         for i in rows[inverse == k]:
             kind_code[i] = 2 if kind == "measured" else 1
             for stage, x, temp in (("prefill", int(c.chunk[i]), prefill), ("decode", context, decode)):
-                ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(temp[i]), kind=kind)
+                ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(temp[i]), kind=kind, **at[stage])
                 if ev is not None:
                     temp[i] = usable[i] if ev.temp_bytes is None else ev.temp_bytes
     return kind_code
@@ -493,7 +507,13 @@ def evaluate(
     act = cfg.act
     prefill_temp, decode_temp = (t.total_bytes for t in cfg.analytic_temps())
     source = apply_evidence(
-        prefill=prefill_temp, decode=decode_temp, usable=hw_cols.usable, space=space, model=model, context=context
+        prefill=prefill_temp,
+        decode=decode_temp,
+        usable=hw_cols.usable,
+        space=space,
+        model=model,
+        context=context,
+        batch=batch,
     )
     temps = TempCols(
         prefill_temp_bytes=prefill_temp,

@@ -2,7 +2,7 @@
 
 Format: k3plan/evidence/calibration.py (model, hardware, topology, tp, ep, dp, stack, backend,
 device_kind, jax_version, libtpu_version, date, source, available_hbm_bytes, argument_bytes,
-prefill [{tokens, temp_bytes, fits}], decode [{context, temp_bytes, batch, fits}], notes). Sizes
+prefill [{tokens, temp_bytes, fits, context}], decode [{context, temp_bytes, batch, fits}], notes). Sizes
 are bytes a device, exact ints: temp_bytes is memory_analysis()'s temp (or, for a point the
 compiler refused, written with fits: false, the bytes its OOM message asked for), available_hbm_bytes
 the HBM the OOM message reports (else the hardware's usable bytes), argument_bytes the compiled
@@ -51,7 +51,7 @@ def calibration_dict(result: ValidationResult, *, usable_bytes: int) -> dict:
         if temp is None:
             continue
         if r.stage == "prefill":
-            prefill.append({"tokens": r.tokens, "temp_bytes": int(temp), "fits": bool(r.fits)})
+            prefill.append({"tokens": r.tokens, "temp_bytes": int(temp), "fits": bool(r.fits), "context": r.context})
         else:
             decode.append({"context": r.context, "temp_bytes": int(temp), "batch": r.batch, "fits": bool(r.fits)})
     if not prefill and not decode:

@@ -76,15 +76,14 @@ def test_nothing_fits_advises_the_closest_miss_from_the_plans_numbers(cli_module
     # the next standard v7x shape up, checked by an independent fit of it
     topo = next(s for s in rules["suggestions"] if s["action"] == "topology")
     assert topo["text"].startswith(f"{row['topology']} -> 2x2x4 ({row['devices']} -> 32 devices)")
+    # issue 50: at 128K the compile refuses 2x2x4's 8,192-token prefill: the next topology up does not help
+    assert "does not help, the calibration refuses the graph there" in topo["text"]
     big = _json(
         cli_module, "fit", "-t", "2x2x4", "--tp", str(row["tp"] * 2), "--stack", row["stack"],
-        "--kv-dtype", row["kv_dtype"], "--chunk", str(row["chunk_tokens"]), code=0,
+        "--kv-dtype", row["kv_dtype"], "--chunk", str(row["chunk_tokens"]), code=1,
     )  # fmt: skip
-    freed = sum(pd[k] for k in TERMS) - sum(big["per_device"][k] for k in TERMS)
-    assert topo["freed_bytes_per_device"] == freed
-    assert topo["free_bytes_after"] == big["per_device"]["free_bytes"] > 0
-    assert f"frees {freed / GIB:,.1f} GiB a device" in topo["text"]
-    assert rules["suggestions"][0] == topo  # it alone resolves the miss: ranked first
+    assert big["temp"]["prefill_refused"] and not topo["resolves"]
+    assert topo in rules["suggestions"]
 
 
 def test_a_closest_miss_that_does_not_fit_memory_carries_no_speed_figure(cli_module, miss):
@@ -119,11 +118,14 @@ def test_thin_pick_gets_the_headroom_warning_with_its_margin(thin):
     assert r["stack"] == "jax-native"  # the pick; jax-native pages token by token (cache_layout block_tokens 1)
     room = usable - fixed - bar
     ctx = int((room / pd["sequences"] - pd["state_bytes_per_sequence"]) // pd["kv_bytes_per_token"])
-    s = next(s for s in rules["suggestions"] if s["action"] == "context")
-    assert s["context_tokens_gained"] == ctx - thin["workload"]["context_tokens"] < 0
+    got = [s for s in rules["suggestions"] if s["action"] == "context"]
+    if ctx > 0:
+        assert got[0]["context_tokens_gained"] == ctx - thin["workload"]["context_tokens"] < 0
+    else:  # issue 50: the pick's temporaries (jax-native's 128K prefill, 35.30 GiB) leave no context the bar allows
+        assert got == []
     # ranked by effect: what restores the bar first, shrinking the workload last, then by score
     keys = [(not s["resolves"], s["shrinks_workload"], -s["score"]) for s in rules["suggestions"]]
-    assert keys == sorted(keys) and len(keys) >= 2
+    assert keys == sorted(keys) and len(keys) >= 1
 
 
 def test_plan_text_output_carries_the_advice_section(cli_module):

@@ -24,7 +24,7 @@ SHOWS = {
     "plan -H tpu-v7x --stacks torchtpu-vllm --max-chips 8": (
         "advice for the closest miss (nothing passes)",
         "2x2x2 -> 2x2x4",
-        "frees 68.5 GiB a device",
+        "does not help, the calibration refuses the graph there",
     ),
     "--prefix-hit": ("ms without the hit ->", "cached in host_dram"),
     "--draft-kv-bytes-per-token": ("draft KV: 4,096 B a token a device", "given, not derived"),

@@ -48,7 +48,7 @@ def test_thin_headroom_with_a_refusal_is_a_failure_not_a_thin_pass():
 
 
 def test_fit_cli_carries_the_refusal_into_its_advice(cli):
-    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--context", "1", "--chunk", "53249", "--json")
+    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native", "--context", "1", "--chunk", "57344", "--json")
     d = json.loads(r.stdout)
     assert r.exit_code == 1 and not d["fits"] and d["per_device"]["free_bytes"] > 0
     assert d["temp"]["prefill_refused"]

@@ -63,7 +63,8 @@ def test_fit_is_plans_row_field_by_field(model, context, batch, evidence, pick):
     if None in (f.temp.prefill_bytes, f.temp.decode_bytes):  # a calibration's graph ran out of memory here
         # the one place the two still write it differently: fit counts the stages that compiled and refuses
         # (reason "calibration"), plan stands the refused graph's temp in as all usable HBM (reason "budget")
-        assert not f.fits and int(codes[i]) != 0 and r.per_device.temp_bytes == int(cols.usable[i])
+        # (at least all of it: the other stage may be outside its range at max(analytic, largest measured), issue 50)
+        assert not f.fits and int(codes[i]) != 0 and r.per_device.temp_bytes >= int(cols.usable[i])
         return
     for k in fields(PerDevice):  # one PerDevice: weights, kv, state, temp, reserve, free, ...
         assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, r)

@@ -10,7 +10,7 @@ import sys
 def test_fit_imports_no_numpy():
     code = (
         "import sys; from typer.testing import CliRunner; from k3plan.cli.app import app; "
-        "r = CliRunner().invoke(app, ['fit', '-t', '2x2x4', '--tp', '32', '--json']); "
+        "r = CliRunner().invoke(app, ['fit', '-t', '2x2x4', '--tp', '32', '--context', '8192', '--json']); "
         "assert r.exit_code == 0, r.output; "
         "print(r.stdout.count('weights_bytes') > 0, 'numpy' in sys.modules)"
     )

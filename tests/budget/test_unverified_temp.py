@@ -1,6 +1,6 @@
 """Issue 50: fit never says FITS on a lower bound. Where a stage's temporaries are the analytic model's (no
 measured or compiled calibration, no temp model for the configuration), the verdict is FITS IF temporaries <= X
-GiB (unverified), reason_code fits_if_temp_unverified, exit 3, with the validate command that settles it."""
+GiB (unverified), reason_code fits_if_temp_unverified, exit 3, with the fit --compile that settles it."""
 
 from __future__ import annotations
 
@@ -21,17 +21,22 @@ def test_analytic_temp_is_fits_if_with_exit_3(cli):
     u = d["unverified"]
     assert set(u["stages"]) <= {"prefill", "decode"} and u["stages"]
     assert u["temp_bytes"] == d["per_device"]["temp_bytes"] <= u["max_temp_bytes"]
-    assert u["settle"].startswith("k3plan validate --target tpu7x:2x4x4 ") and "--calibration temp.yaml" in u["settle"]
+    assert (
+        u["settle"]
+        == "k3plan fit --compile -H tpu-v7x -t 2x4x4 --tp 32 --dp 2 --stack vllm --batch 1 --context 131072 --chunk 8192"
+    )
+    assert u["why"] and all(w == "the analytic lower bound" for w in u["why"])
     text = cli(*UNVERIFIED)
     assert text.exit_code == 3
     assert text.stdout.startswith("FITS IF temporaries <= ") and "(unverified)" in text.stdout.splitlines()[0]
-    assert "temp unverified:" in " ".join(text.stdout.split()) and "settle it: k3plan validate" in " ".join(
+    assert "temp unverified:" in " ".join(text.stdout.split()) and "settle it: k3plan fit --compile" in " ".join(
         text.stdout.split()
     )
 
 
 def test_evidence_backed_temp_fits_with_exit_0(cli):
-    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--json")  # torchtpu-vllm: a shipped calibration / temp model
+    # torchtpu-vllm at 8,192 tokens: inside the shipped compiled calibration's range
+    r = cli("fit", "-t", "2x2x4", "--tp", "32", "--context", "8192", "--json")
     assert r.exit_code == 0, r.output[-500:]
     d = json.loads(r.stdout)
     assert d["reason_code"] == "feasible" and "unverified" not in d

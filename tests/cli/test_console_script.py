@@ -11,7 +11,7 @@ import pytest
 
 RUN_FIT = (
     "import contextlib, io, sys\n"
-    "sys.argv = ['k3plan', 'fit', '-t', '2x2x4', '--tp', '32', '--json']\n"
+    "sys.argv = ['k3plan', 'fit', '-t', '2x2x4', '--tp', '32', '--context', '32768', '--json']\n"
     "from k3plan.cli.app import main\n"
     "out = io.StringIO()\n"
     "with contextlib.redirect_stdout(out):\n"
@@ -50,7 +50,7 @@ def _shell(redirect: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
 def test_an_output_the_system_refuses_is_one_line_and_exit_74_not_a_traceback_and_1():
     """Was: `k3plan fit ... > /dev/full` printed rich's OSError traceback and exited 1 ("does not fit")."""
-    r = _shell("> /dev/full", "fit", "-t", "2x2x4", "--tp", "32")
+    r = _shell("> /dev/full", "fit", "-t", "2x2x4", "--tp", "32", "--context", "8192")
     assert r.returncode == 74
     assert r.stderr == "error: cannot write the output: No space left on device\n"
 
@@ -58,7 +58,7 @@ def test_an_output_the_system_refuses_is_one_line_and_exit_74_not_a_traceback_an
 def test_a_closed_stdout_still_answers_by_the_exit_code():
     """Was: `k3plan fit ... >&-` died importing the CLI (sys.stdout None: an AttributeError traceback, exit 1)."""
     fits, does_not = (
-        _shell(">&-", "fit", "-t", "2x2x4", "--tp", "32"),
+        _shell(">&-", "fit", "-t", "2x2x4", "--tp", "32", "--context", "8192"),
         _shell(">&-", "fit", "-t", "2x2x2", "--tp", "16"),
     )
     assert (fits.returncode, fits.stderr) == (0, "")

@@ -53,7 +53,7 @@ def test_plan_csv_rows_are_the_json_rows(cli):
 
 
 def test_curve_csv_rows_are_the_json_points(cli, tmp_path):
-    args = ("curve", "-t", "2x2x4", "--tp", "32")
+    args = ("curve", "-t", "2x2x4", "--tp", "32", "--context", "8192")  # a curve with room (issue 50: not at 128K)
     j = cli(*args, "--json")
     path = tmp_path / "curve.csv"
     c = cli(*args, "--csv", path)

@@ -24,7 +24,7 @@ def test_the_page_quotes_fit_and_plan_examples():
 @pytest.mark.parametrize("command, quoted", [(c, q) for c, _, q in EXAMPLES], ids=[c for c, _, _ in EXAMPLES])
 def test_each_quoted_advice_is_what_the_command_prints(cli, command, quoted):
     r = cli(*shlex.split(command))
-    assert r.exit_code in (0, 1) and "Traceback" not in r.output
+    assert r.exit_code in (0, 1, 3) and "Traceback" not in r.output  # 3: FITS IF (issue 50)
     assert flat(quoted) in flat(r.stdout), command
 
 
@@ -193,17 +193,17 @@ def test_the_memory_tiers_figures_are_what_fit_prints(cli):
         r"host DRAM holds (\d+) suspended 131K sessions .*?, restores one in ([\d.]+) ms vs ([\d.]+) s to prefill "
         r"it again \(the roofline's TTFT\); remote storage \(DCN, 50 GB/s a host\) in ([\d.]+) ms",
     )
-    host = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32", "--offload", "host")["advice"]["offload"]
-    remote = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32", "--offload", "remote")["advice"]["offload"]
+    host = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--offload", "host")["advice"]["offload"]
+    remote = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--offload", "remote")["advice"]["offload"]
     assert host["sessions_held"] == int(m[1])
     assert (f"{host['ttft_added_s'] * 1e3:.1f}", f"{host['recompute_s']:.2f}") == (m[2], m[3])
     assert f"{remote['ttft_added_s'] * 1e3:.1f}" == m[4]
     m = said(
         text,
-        r"a 32K prompt with a 75% hit in HBM \(`fit -t 2x2x4 --tp 32 --context 32768 --prefix-hit 0\.75`\) saves "
+        r"a 32K prompt with a 75% hit in HBM \(`fit -t 2x4x4 --tp 32 --context 32768 --prefix-hit 0\.75`\) saves "
         r"([\d.]+) ms of ([\d.]+) ms",
     )
-    e = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32", "--context", "32768", "--prefix-hit", "0.75")["prefix_hit"][
+    e = run_json(cli, "fit", "-t", "2x4x4", "--tp", "32", "--context", "32768", "--prefix-hit", "0.75")["prefix_hit"][
         "effect"
     ]
     assert (f"{e['saved_s'] * 1e3:.1f}", f"{e['ttft_cold_s'] * 1e3:.1f}") == (m[1], m[2])

@@ -108,7 +108,7 @@ def test_collective_calls_a_decode_step_at_tp_32(cli):
     assert attn + moe + 2 == reduces and reduces + 2 == calls and a2a + sg_reduces + 1 == sglang
     assert tt == attn + 2 * moe + 3 and vllm == reduces + 1
     for stack, want in (("torchtpu-vllm", tt), ("jax-native", calls), ("vllm", vllm), ("sglang", sglang)):
-        r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--stack", stack, "--json")
+        r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--context", "8192", "--stack", stack, "--json")
         assert r.exit_code == 0, r.output
         c = json.loads(r.stdout)["decode"]["comm"]
         assert c["calls_per_step"] == want, stack

@@ -97,8 +97,8 @@ def test_root_help_links_explain(cli):
 def test_the_shardspecs_example_file_fits_as_the_stack(cli):
     """docs/examples/shardspecs.yaml reproduces the vllm-tpu split of K3 at tp 32 byte for byte."""
     ex = ROOT / "docs" / "examples" / "shardspecs.yaml"
-    a = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--shardspecs", ex, "--json").stdout)
-    b = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--json").stdout)
+    a = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--shardspecs", ex, "--json").stdout)
+    b = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--json").stdout)
     assert a["fits"] and a["per_device"] == b["per_device"]
     doc = (ROOT / "docs" / "shardspecs.md").read_text()
     assert "examples/shardspecs.yaml" in doc and "`shardspecs`" in doc

@@ -11,7 +11,7 @@ from k3plan.step.verdict import ReasonCode
 
 # code -> a command whose --json answer carries it (curve's NO_CONTEXT: see the unit test below)
 PRODUCED_BY = {
-    ReasonCode.FEASIBLE: ("fit", "-t", "2x2x4", "--tp", "32"),
+    ReasonCode.FEASIBLE: ("fit", "-t", "2x2x4", "--tp", "32", "--context", "8192"),
     ReasonCode.FALLBACK: ("fit", "-t", "4x4x4", "--tp", "64"),
     ReasonCode.WEIGHTS: ("fit", "-t", "2x2x2", "--tp", "16"),
     ReasonCode.BUDGET: ("fit", "-t", "2x2x4", "--context", "1048576"),
@@ -27,7 +27,7 @@ PRODUCED_BY = {
         "--context",
         "1",
         "--chunk",
-        "53249",
+        "57344",
     ),
     ReasonCode.TPOT: ("plan", "-H", "tpu-v7x", "--max-chips", "64", "--tpot-ms", "0.5"),
     ReasonCode.UNPRICED: ("plan", "--minimize", "cost", "-H", "tpu-v6e,amd-mi355x", "--max-chips", "16"),
@@ -95,7 +95,7 @@ def test_roofline_refusal_has_the_code(cli):
 def test_a_plan_with_a_pick_and_a_fitting_curve_carry_no_reason(cli):
     d = json.loads(cli("plan", "-H", "tpu-v7x", "--max-chips", "32", "--json").stdout)
     assert d["recommended"] is not None and "reason" not in d and "reason_code" not in d
-    c = json.loads(cli("curve", "-t", "2x2x4", "--tp", "32", "--json").stdout)
+    c = json.loads(cli("curve", "-t", "2x2x4", "--tp", "32", "--context", "8192", "--json").stdout)
     assert "reason" not in c and "reason_code" not in c
 
 

@@ -182,11 +182,11 @@ def test_plan_imports_neither_jax_nor_pandas_at_import():
 def test_the_table_names_each_row_s_temp_evidence(cli):
     """Issue 15 item 1: a row's memory rests on a measured or compiled calibration, the temp model's upper end or
     the analytic lower bound; the table says which (column "temp"), as the JSON's temp_evidence does."""
-    r = cli("plan", "-H", "tpu-v7x", "--context", "131072", "--top", "5")
+    r = cli("plan", "-H", "tpu-v7x", "--context", "32768", "--top", "10")
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())
     assert "temp: meas. / comp. = a shipped measured / compiled calibration" in out
-    d = plan_json(cli, "-H", "tpu-v7x", "--context", "131072", "--top", "5")
+    d = plan_json(cli, "-H", "tpu-v7x", "--context", "32768", "--top", "10")
     short = {"measured": "meas.", "compiled": "comp.", "temp model": "model", "analytic": "lower"}
     assert {row["temp_evidence"] for row in d["ranked"]} >= {"measured", "compiled", "temp model"}
     assert all(f"│ {short[row['temp_evidence']]} │" in r.stdout for row in d["ranked"])

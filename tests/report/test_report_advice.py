@@ -37,20 +37,23 @@ def test_advice_section_per_platform(report):
         top = next(s for s in a["suggestions"] if s.startswith("[bandwidth] batch 1 -> "))
         assert f"batch 1 -> {row['max_sequences']}:" in top  # the most that fit gains most: ranked first
         full = row["decode"]["full"]
-        assert f"TPOT {full['tpot_s'] * 1e3:.2f} ms" in top and f"{full['batch'] / full['tpot_s']:,.0f} tok/s" in top
+        # the advice prices a batch on the decode bound (k3plan.advice.wiring._bound_tpot), the row's ceiling
+        bound = full.get("ceiling_tpot_s") or full["tpot_s"]
+        assert f"TPOT {bound * 1e3:.2f} ms" in top and f"{full['batch'] / bound:,.0f} tok/s" in top
 
 
 def test_memory_tier_table_for_a_spec_with_tiers(report):
     p, md = report
     tiers = {t["tier"]: t for t in p["tiers"]}
     host = tiers["host_dram"]
-    # tpu-v7x spec: 960 GB a 4-chip host; the smallest viable topology here is 2x2x4: 16 chips = 4 hosts
-    assert p["rows"][0]["setup"]["hosts"] == 4
-    assert host["capacity_bytes"] == 4 * 960 * 10**9
+    # tpu-v7x spec: 960 GB a 4-chip host; the smallest viable topology here is 2x4x4 (issue 50: 2x2x4's compiled
+    # 128K prefill is refused): 32 chips = 8 hosts
+    assert p["rows"][0]["setup"]["hosts"] == 8
+    assert host["capacity_bytes"] == 8 * 960 * 10**9
     # one 131,072-token K3 session, one copy: 30,720 B a token of bf16 KV (vllm-tpu: tpu-inference's 640-value
     # MLA entry) + 449,372,160 B of KDA state
-    assert host["sessions_held"] == 4 * 960 * 10**9 // (30_720 * 131_072 + 449_372_160) == 857
+    assert host["sessions_held"] == 8 * 960 * 10**9 // (30_720 * 131_072 + 449_372_160) == 1715
     assert tiers["remote"]["sessions_held"] is None
-    # bytes print in GiB like every other figure: 4 x 960e9 B / 2^30 = 3,576 GiB
-    assert f"{4 * 960 * 10**9 / 2**30:,.0f}" == "3,576"
-    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 3,576 GiB | 857 |" in md
+    # bytes print in GiB like every other figure: 8 x 960e9 B / 2^30 = 7,153 GiB
+    assert f"{8 * 960 * 10**9 / 2**30:,.0f}" == "7,153"
+    assert "### Memory tiers: suspended sessions" in md and "| host_dram | 7,153 GiB | 1,715 |" in md

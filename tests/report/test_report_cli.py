@@ -132,8 +132,8 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
         ),
         out_dir=probes,
     )
-    f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--probes", str(probes), "--json").stdout)
-    plain = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "--json").stdout)
+    f = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--probes", str(probes), "--json").stdout)
+    plain = json.loads(cli("fit", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--json").stdout)
     # the decode bound (issue 38: speed.tpot_s is a serving benchmark's here, the bound is ceiling_tpot_s)
     assert f["speed"]["ceiling_tpot_s"] > plain["speed"]["ceiling_tpot_s"]  # 3.0 TB/s is below the spec's bandwidth
     r = cli(
@@ -141,7 +141,7 @@ def test_report_takes_the_probed_hbm_bandwidth_as_fit_does(cli, tmp_path):
         "-H",
         "tpu-v7x",
         "-c",
-        "131072",
+        "8192",
         "--concurrency",
         "1",
         "--probes",
@@ -184,7 +184,7 @@ def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli,
         ),
         out_dir=probes,
     )
-    base = ["-t", "2x2x4", "--tp", "32", "--probes", str(probes), "--json"]
+    base = ["-t", "2x2x4", "--tp", "32", "-c", "8192", "--probes", str(probes), "--json"]
     refused = json.loads(cli("fit", *base).stdout)["speed"]["ceiling_tpot_s"]  # the bound (issue 38)
     allowed = json.loads(cli("fit", *base, "--allow-cpu-probes").stdout)["speed"]["ceiling_tpot_s"]
     assert allowed > refused  # 2.0 TB/s is below the spec's bandwidth
@@ -195,7 +195,7 @@ def test_report_applies_cpu_records_only_under_allow_cpu_probes_as_fit_does(cli,
             "-H",
             "tpu-v7x",
             "-c",
-            "131072",
+            "8192",
             "--concurrency",
             "1",
             "--probes",

@@ -79,8 +79,8 @@ def test_the_decode_step_prices_the_busiest_rank(nightly):
 
 
 def test_the_latent_moe_reduces_twice_a_layer_in_torchtpu_vllm_once_in_the_porting_study_s_graph():
-    tt = run("roofline", "-t", "2x2x4", "--tp", "32")["decode"]["comm"]
-    jn = run("roofline", "-t", "2x2x4", "--tp", "32", "--stack", "jax-native")["decode"]["comm"]
+    tt = run("roofline", "-t", "2x2x4", "--tp", "32", "-c", "8192")["decode"]["comm"]
+    jn = run("roofline", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--stack", "jax-native")["decode"]["comm"]
     assert tt["pattern"] == jn["pattern"] == "all_reduce"
     assert (tt["expert_calls_per_step"], jn["expert_calls_per_step"]) == (2 * 92, 92)
 
@@ -224,7 +224,7 @@ def test_other_stacks_carry_none_of_the_engine_s_kernels():
 def test_the_mxfp4_term_cites_torchtpu_vllm_only_where_that_engine_runs():
     h200 = run("roofline", "-H", "nvidia-h200", "-t", "2x8", "--tp", "16", "-b", "32", "-c", "4000", "-s", "sglang")
     assert "MXFP4 expert dequantisation" not in {o["name"] for o in h200["expected"]["decode"]["ops"]}
-    tpu = run("roofline", "-t", "2x2x4", "--tp", "32")
+    tpu = run("roofline", "-t", "2x2x4", "--tp", "32", "-c", "8192")
     term = next(o for o in tpu["expected"]["decode"]["ops"] if o["name"] == "MXFP4 expert dequantisation")
     assert "kowalski-4831/vllm-torchtpu" in term["label"]
 

@@ -67,7 +67,7 @@ def test_the_send_is_in_the_expected_table_and_the_ceiling_is_the_bound(cli):
 
 
 def test_without_pipeline_no_send_op(cli):
-    r = cli("roofline", "-t", "2x2x4", "--tp", "32", "--json")
+    r = cli("roofline", "-t", "2x2x4", "--tp", "32", "-c", "8192", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     for stage in ("decode", "prefill"):

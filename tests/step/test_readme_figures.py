@@ -38,8 +38,8 @@ def test_v7x_2x2x4_torchtpu_vllm_at_128k(cli):
     m = said(
         r"2x2x4 \(16 chips, TP=32\) with the torchtpu-vllm stack (fits|does not fit) at 131,072 tokens: ([\d.]+) GiB of "
         r"weights a device \(([\d.]+) GiB of it held whole.*?plus ([\d.]+) GiB of temporaries \(the (prefill|decode) "
-        r"step's\) from the shipped compiled calibration leave (?:it )?([\d.]+) GiB (free|short); its longest "
-        r"context at batch 1 is ([\d,]+) tokens"
+        r"step's\) from the shipped compiled calibration leave (?:it )?([\d.]+) GiB (free|short)(?:,.*?)?[;:] its "
+        r"longest context at batch 1 is ([\d,]+) tokens"
     )
     verdict, weights, whole, temp, stage, free, sign, longest = m.groups()
     d, code = run_json(cli, "fit", "-t", "2x2x4", "--tp", "32")
@@ -54,35 +54,51 @@ def test_v7x_2x2x4_torchtpu_vllm_at_128k(cli):
 
 
 def test_compiled_temps_are_the_shipped_calibrations():
-    """The compiled temporaries quoted are the shipped vllm-tpu calibration's (tiled form), and the
-    earlier layer-form decode temp quoted is the history sweep's."""
+    """The compiled temporaries quoted: the vllm-tpu graph's of 2026-12-01 (history since issue 50), the earlier
+    layer-form decode temp (the history sweep's), and today's torchtpu-vllm points, the shipped calibration's."""
     import yaml
 
     m = said(
-        r"The deviceless TPU compiler needs ([\d.]+) / ([\d.]+) / ([\d.]+) / ([\d.]+) GiB of temporaries for "
+        r"The deviceless TPU compiler needed ([\d.]+) / ([\d.]+) / ([\d.]+) / ([\d.]+) GiB of temporaries for "
         r"prefill chunks of 4,096 / 8,192 / 16,384 / 32,768 tokens and ([\d.]+) GiB for decode \(B=32\) in vllm-tpu's graph "
-        r"\(tiled experts\); the earlier graph, which dequantized a whole MoE layer, needed ([\d.]+) GiB for decode"
+        r"\(tiled experts\) on 2026-12-01; the earlier graph, which dequantized a whole MoE layer, needed ([\d.]+) GiB for "
+        r"decode\. With the plugin's fp32 MXFP4 scales held \(torchtpu-vllm, 2026-12-04\) it needs ([\d.]+) GiB for the "
+        r"8,192-token chunk and ([\d.]+) / ([\d.]+) / ([\d.]+) GiB for decode at batch 1 x 8,192 / 32,768 / 131,072, and "
+        r"runs out of HBM at batch 32 x 8,192"
     )
     root = Path(__file__).resolve().parents[2]
-    cal = yaml.safe_load((root / "k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml").read_text())
+    cal = yaml.safe_load((root / "reports/validation/vllm-tpu-tiled/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled-20261201.yaml")
+                         .read_text())  # fmt: skip
     pre = {p["tokens"]: p["temp_gib"] for p in cal["prefill"]}
     assert [f"{pre[t]:.2f}" for t in (4096, 8192, 16384, 32768)] == list(m.groups()[:4])
     assert f"{max(p['temp_gib'] for p in cal['decode']):.2f}" == m.group(5)
     old = yaml.safe_load((root / "reports/validation/k3-tpu7x-2x2x4-tp32-vllm-tpu-sweep.yaml").read_text())
     assert f"{max(p['temp_gib'] for p in old['decode']):.2f}" == m.group(6)
+    now = yaml.safe_load((root / "k3plan/evidence/calibrations/k3-tpu7x-2x2x4-tp32-vllm-tpu-compiled.yaml").read_text())
+    assert now["stack"] == "torchtpu-vllm"
+    pre = {p["tokens"]: p["temp_bytes"] for p in now["prefill"]}
+    dec = {(p["batch"], p["context"]): (p["temp_bytes"], p["fits"]) for p in now["decode"]}
+    assert f"{pre[8192] / GiB:.2f}" == m.group(7)
+    assert [f"{dec[(1, c)][0] / GiB:.2f}" for c in (8192, 32768, 131072)] == list(m.groups()[7:10])
+    assert dec[(32, 8192)][1] is False
 
 
 def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
+    """Issue 50: 131,072 tokens is past the measured decode contexts (32,768): FITS IF, exit 3."""
     m = said(
-        r"fits 131,072 tokens with the real slice's measured temporaries \(([\d.]+) GiB, .*?\): ([\d.]+) GiB free a "
-        r"device, (\d+) sequences"
+        r"fits 131,072 tokens only if its decode temporaries stay at or under ([\d.]+) GiB: the real slice measured "
+        r"([\d.]+) GiB .*? at contexts up to ([\d,]+), and its 8,192-token prefill chunk into 131,072 tokens .*? takes "
+        r"the 32,768-token chunk's ([\d.]+) GiB: ([\d.]+) GiB free a device, (\d+) sequence"
     )
     d, code = run_json(cli, "fit", "-t", "2x2x4", "--stack", "jax-native")
-    assert code == 0 and d["fits"]
-    assert "measured calibration" in d["provenance"]["temp_decode"]
-    assert f"{d['temp']['decode_bytes'] / GiB:.2f}" == m.group(1)
-    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == m.group(2)
-    assert d["capacity"]["max_sequences"] == int(m.group(3))
+    assert code == 3 and d["fits"] and d["reason_code"] == "fits_if_temp_unverified"
+    assert d["unverified"]["stages"] == ["decode"] and f"{d['unverified']['max_temp_bytes'] / GiB:.2f}" == m.group(1)
+    assert "measured calibration" in d["provenance"]["temp_decode"] and d["temp"]["decode_outside"]
+    assert f"{d['temp']['decode_bytes'] / GiB:.2f}" == m.group(2)
+    assert f"context {m.group(3)}" in d["temp"]["decode_outside"]
+    assert f"{d['temp']['prefill_bytes'] / GiB:.2f}" == m.group(4)
+    assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == m.group(5)
+    assert d["capacity"]["max_sequences"] == int(m.group(6))
     p, _ = run_json(cli, "plan", "-H", "tpu-v7x", "--context", "131072")
     r = p["recommended"]
     assert (r["topology"], r["tp"], r["stack"], r["temp_evidence"]) == ("2x2x4", 32, "jax-native", "measured")
@@ -91,14 +107,14 @@ def test_jax_native_fits_with_the_measured_temp_and_plan_picks_it(cli):
 def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
     m = said(
         r"`k3plan fit` with no flags therefore takes the smallest v7x topology where 131,072 tokens fit, not only the "
-        r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences\. At "
+        r"weights: (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a device and (\d+) sequences .*?\. At "
         r"1,048,576 tokens \(`--context 1048576`\) it takes (\S+) \((\d+) devices, tp (\d+), dp (\d+)\), ([\d.]+) GiB free a "
         r"device\. There its temporaries are the shipped temp model's upper end.*?with the capacity at the band's lower "
         r"end beside it: (\d+) sequences"
     )
     topo, devices, tp, dp, free, seqs = m.groups()[:6]
     d, code = run_json(cli, "fit")
-    assert code == 0 and d["fits"]
+    assert code == 0 and d["fits"] and d["provenance"]["temp_decode"].startswith("temp model")
     assert (d["hardware"]["topology"], d["hardware"]["devices"]) == (topo, int(devices))
     assert (d["parallel"]["tp"], d["parallel"]["dp"]) == (int(tp), int(dp))
     assert f"{d['per_device']['free_bytes'] / GiB:.1f}" == free and d["capacity"]["max_sequences"] == int(seqs)
@@ -200,13 +216,15 @@ def test_the_does_not_fit_example_exits_1(cli, line):
 def test_the_main_job_s_comment_says_what_it_prints(cli):
     """The README's first command and its comment: the verdict, the free bytes and the exit code."""
     m = said(
-        r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at ([\d,]+) "
-        r"tokens: (yes|no), ([\d.]+) GiB free a device, exit (\d)"
+        r"k3plan fit --topology 2x2x4 --tp 32 # does Kimi K3 fit a TPU v7x 2x2x4 slice at TP=32\? \(at a context of "
+        r"([\d,]+): (yes|no), ([\d.]+) GiB (free|short) a device.*?exit (\d)"
     )
     d, code = run_json(cli, "fit", "--topology", "2x2x4", "--tp", "32")
     assert d["workload"]["context_tokens"] == int(m[1].replace(",", ""))
-    assert d["fits"] == (m[2] == "yes") and code == int(m[4])
-    assert f"{d['per_device']['free_bytes'] / GiB:.2f}" == m[3]
+    assert d["fits"] == (m[2] == "yes") and code == int(m[5])
+    assert f"{abs(d['per_device']['free_bytes']) / GiB:.2f}" == m[3] and (m[4] == "free") == d["fits"]
+    # the decode temp the verdict rests on was compiled at this very point (issue 50)
+    assert "envelope of measured points up to batch 1 x context 131,072" in d["provenance"]["temp_decode"]
 
 
 def test_uneven_expert_placement_sentence(cli):

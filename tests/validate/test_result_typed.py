@@ -47,7 +47,9 @@ def test_the_oom_record_is_typed_and_calibrates():
     cal = calibration_dict(r, usable_bytes=1)
     # the refused point is written with the temp it asked for and fits: false; HBM from the compiler's message
     # (issue 10: sizes are exact int bytes a device, no longer GiB rounded to 4 decimals)
-    assert cal["prefill"] == [{"tokens": job.tokens, "temp_bytes": job.oom.required_bytes, "fits": False}]
+    assert cal["prefill"] == [
+        {"tokens": job.tokens, "temp_bytes": job.oom.required_bytes, "fits": False, "context": job.context}
+    ]  # the context it read (issue 50)
     assert cal["available_hbm_bytes"] == job.oom.available_bytes
     assert type(cal["prefill"][0]["temp_bytes"]) is int and type(cal["available_hbm_bytes"]) is int
     assert not any(k.endswith("_gib") for k in cal)
