@@ -43,9 +43,11 @@ def test_unbuffered_k3plan_prints_the_same_bytes(tmp_path):
     assert [(r.returncode, r.stdout, r.stderr) for r in runs[1:]] == [
         (runs[0].returncode, runs[0].stdout, runs[0].stderr)
     ]
-    args[-1] = "32"
+    args[-1] = "32"  # at 8,192 tokens: a workload that fits on the compiled calibration's points (exit 0)
     runs = [
-        subprocess.run([args[0], *flags, *args[1:], "--json"], capture_output=True, cwd=tmp_path, check=False)
+        subprocess.run(
+            [args[0], *flags, *args[1:], "--context", "8192", "--json"], capture_output=True, cwd=tmp_path, check=False
+        )
         for flags in ([], ["-u"])
     ]
     assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout
