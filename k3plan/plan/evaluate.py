@@ -288,17 +288,19 @@ def apply_evidence(
     model: Model,
     context: int,
     batch: int = 1,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Where a shipped calibration matches a configuration (k3plan.evidence, measured > compiled),
     its temps replace the analytic ones in ``prefill`` and ``decode`` (bytes a device, in place), through
     the same ``calibrated_stage`` fit uses; a stage the compiler refused takes all of ``usable`` HBM
-    (nothing else fits beside it). -> per configuration: 0 analytic, 1 compiled, 2 measured."""
+    (nothing else fits beside it). -> per configuration: 0 analytic, 1 compiled, 2 measured; and whether a
+    stage's point is outside the calibration's measured range (fit: FITS IF, never FITS; issue 50)."""
     from k3plan.budget.fit import calibrated_stage
     from k3plan.engines.registry import engine_rules as _engine_rules
     from k3plan.evidence.calibrations import best_calibration, registry
 
     c = space.cols
     kind_code = np.zeros(c.tp.shape[0], dtype=np.int8)
+    outside = np.zeros(c.tp.shape[0], dtype=bool)
     # only (hardware, stack variant) pairs some shipped calibration names can match (best_calibration
     # compares model, hardware, stack and KV dtype for equality): the rest are never looked up
     from k3plan.engines.stack import STACK_ALIASES
@@ -326,7 +328,7 @@ def apply_evidence(
     rows = np.flatnonzero(can[c.hw, c.variant]) if c.hw.size else np.zeros(0, dtype=np.int64)
     key = np.stack([col[rows] for col in (c.hw, c.topo, c.tp, c.ep, c.dp, c.variant)], axis=1)
     if not key.size:
-        return kind_code
+        return kind_code, outside
     uniq, inverse = np.unique(key, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     for k, (h, t, tp, ep, dp, v) in enumerate(uniq):
@@ -356,7 +358,8 @@ def apply_evidence(
                 ev = calibrated_stage(cal, stage=stage, x=x, analytic_bytes=int(temp[i]), kind=kind, **at[stage])
                 if ev is not None:
                     temp[i] = usable[i] if ev.temp_bytes is None else ev.temp_bytes
-    return kind_code
+                    outside[i] |= bool(ev.outside)
+    return kind_code, outside
 
 
 def apply_temp_model(
@@ -506,7 +509,7 @@ def evaluate(
     )
     act = cfg.act
     prefill_temp, decode_temp = (t.total_bytes for t in cfg.analytic_temps())
-    source = apply_evidence(
+    source, outside = apply_evidence(
         prefill=prefill_temp,
         decode=decode_temp,
         usable=hw_cols.usable,
@@ -519,6 +522,7 @@ def evaluate(
         prefill_temp_bytes=prefill_temp,
         decode_temp_bytes=decode_temp,
         temp_source=source,
+        temp_outside=outside,
         prefill_temp_low_bytes=prefill_temp.copy(),  # the calibrated figure where no band refines it
         decode_temp_low_bytes=decode_temp.copy(),
     )
@@ -635,6 +639,7 @@ def evaluate(
         prefill_temp_bytes=temps.prefill_temp_bytes,
         decode_temp_bytes=temps.decode_temp_bytes,
         temp_source=temps.temp_source,
+        temp_outside=temps.temp_outside,
         prefill_temp_low_bytes=temps.prefill_temp_low_bytes,
         decode_temp_low_bytes=temps.decode_temp_low_bytes,
         temp_bytes=temp,

@@ -16,10 +16,17 @@ if TYPE_CHECKING:
 
 # the temp evidence a row's memory rests on (PlanRow.temp_evidence), short for the table; TEMP_LEGEND explains it
 TEMP_SHORT = {"measured": "meas.", "compiled": "comp.", "temp model": "model", "analytic": "lower"}
+
+
+def _outside(r) -> bool:
+    """A calibrated row whose point is outside the calibration's measured range (unverified, issue 50)."""
+    return r.temp_unverified and r.temp_evidence != "analytic"
+
+
 TEMP_LEGEND = (
     "temp: meas. / comp. = a shipped measured / compiled calibration, model = the shipped temp model's upper end, "
-    "lower = the analytic lower bound (no evidence for that graph: unverified, fit says FITS IF temporaries <= X GiB "
-    "and exits 3)"
+    "lower = the analytic lower bound (no evidence for that graph); a ? = a calibration's point outside its measured "
+    "range (k3plan/budget/measured_range.py); both unverified: fit says FITS IF temporaries <= X GiB and exits 3"
 )
 
 
@@ -60,7 +67,7 @@ def _ranking(result: PlanResult) -> Table:
             + ([f"{r.chunk_tokens:,}"] if chunks else [])
             + [
                 f"{r.free_gib_per_device:.2f}",
-                TEMP_SHORT.get(r.temp_evidence, r.temp_evidence),
+                TEMP_SHORT.get(r.temp_evidence, r.temp_evidence) + ("?" if _outside(r) else ""),
                 f"{r.max_sequences:,}",
                 _tpot(r),
             ]
@@ -193,11 +200,12 @@ def render_plan(result: PlanResult, console: Console) -> None:
         else:
             print_whole(console, _ranking(result))
             console.print(f"[dim]{TEMP_LEGEND}[/]")
-            lower = [x for x in result.ranked if x.temp_evidence == "analytic"]
+            lower = [x for x in result.ranked if x.temp_unverified]
             if lower:  # issue 50: never ranked as fitting without a mark
                 console.print(
                     f"[yellow]unverified:[/] {len(lower)} of {len(result.ranked)} ranked configuration(s) fit only on "
-                    "the analytic temp's lower bound (temp: lower; fit says FITS IF and exits 3)",
+                    "a temp without evidence at their point (temp: lower, or a calibration outside its measured "
+                    "range: ?); fit says FITS IF and exits 3",
                     soft_wrap=True,
                 )
             from k3plan.plan.expected import evidence_line
@@ -214,8 +222,12 @@ def render_plan(result: PlanResult, console: Console) -> None:
             f"{r.free_gib_per_device:.2f} GiB free a device, up to {r.max_sequences:,} sequences, "
             f"TPOT {_recommended_tpot(r)}"
             + (
-                " [yellow](unverified: its temp is the analytic lower bound)[/]"
-                if r.temp_evidence == "analytic"
+                (
+                    " [yellow](unverified: its temp is the analytic lower bound)[/]"
+                    if r.temp_evidence == "analytic"
+                    else " [yellow](unverified: its point is outside the calibration's measured range)[/]"
+                )
+                if r.temp_unverified
                 else ""
             )
             + ". Check it: "

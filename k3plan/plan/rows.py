@@ -128,6 +128,9 @@ class PlanRow(Frozen):
     cost_usd_per_hour: Optional[float]
     per_device: PerDevice
     temp_evidence: str
+    # the memory rests on a temp without evidence at this point (the analytic lower bound, or a calibration's
+    # stage outside its measured range): fit says FITS IF and exits 3 (issue 50), plan marks the row
+    temp_unverified: bool
     layout_notes: list[str]
     # the later passes (plan/wire.py, plan/expected.py, plan/serving.py) set these with extended(...): a key is
     # dumped once set, None included (pydantic's model_fields_set did this)
@@ -254,6 +257,7 @@ def row(*, space: Space, cols: StepColumns, i: int, rank: int, fits: bool = True
         cost_usd_per_hour=None if math.isnan(cost) else cost,
         per_device=PerDevice(**{k: int(getattr(cols, COLUMN_OF.get(k, k))[i]) for k in PER_DEVICE}),
         temp_evidence=TEMP_EVIDENCE[int(cols.temp_source[i])],
+        temp_unverified=bool(cols.temp_source[i] == 0 or cols.temp_outside[i]),
         layout_notes=layout_notes(space=space, cols=cols, i=i),
         engram=variant.engram_placement,  # set by plan for a model with Engram (search.py: engram_stacks)
     )

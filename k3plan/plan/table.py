@@ -47,6 +47,8 @@ class StepColumns(SpaceCols):
     prefill_temp_bytes: np.ndarray  # one prefill chunk
     decode_temp_bytes: np.ndarray  # one decode step
     temp_source: np.ndarray  # int8 code: 0 analytic, 1 compiled, 2 measured, 3 temp model (budget.result.TEMP_EVIDENCE)
+    # a calibration answered but the point is outside its measured range (budget.measured_range): unverified
+    temp_outside: np.ndarray
     prefill_temp_low_bytes: np.ndarray  # the temp model's band's lower end (= prefill_temp_bytes elsewhere)
     decode_temp_low_bytes: np.ndarray
     temp_bytes: np.ndarray  # the larger of the two: the budget's (the graphs are compiled apart)
@@ -99,6 +101,7 @@ class TempCols:
     prefill_temp_bytes: np.ndarray
     decode_temp_bytes: np.ndarray
     temp_source: np.ndarray  # int8 code (StepColumns.temp_source)
+    temp_outside: np.ndarray  # bool (StepColumns.temp_outside)
     prefill_temp_low_bytes: np.ndarray
     decode_temp_low_bytes: np.ndarray
 

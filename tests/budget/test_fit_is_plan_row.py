@@ -70,9 +70,33 @@ def test_fit_is_plans_row_field_by_field(model, context, batch, evidence, pick):
         assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, r)
     assert r.max_sequences == f.capacity.max_sequences
     assert int(codes[i]) == f.reason and (codes[i] == 0) == f.fits  # the verdict, its reason code
+    if f.fits:  # FITS IF (issue 50): fit's unverified temp is plan's marked row, on either side
+        assert r.temp_unverified == (f.unverified is not None), (r.temp_evidence, f.unverified)
     source = {"analytic": ANALYTIC_TEMP, "temp model": "temp model ", "compiled": "compiled calibration ",
               "measured": "measured calibration "}[f.temp_evidence]  # fmt: skip
     assert any(s.startswith(source) or s.startswith("max(analytic, largest measured in " + source)
                for s in (f.provenance.temp_prefill, f.provenance.temp_decode)), f.provenance  # fmt: skip
     d = decode_bound(setup, batch=batch, context_tokens=context, eff=Efficiency())  # fit's speed line
     assert float(cols.tpot_s[i]) == pytest.approx(d.step_s, rel=1e-12), r
+
+
+def test_a_calibrated_row_outside_its_measured_range_is_unverified_in_both():
+    """K3 on 2x2x4 TP 32, torchtpu-vllm, 32,768 tokens: the compiled calibration has no 8,192-token chunk into a
+    32,768-token context (k3plan/budget/measured_range.py), so fit says FITS IF and plan's row is marked."""
+    cols, codes = columns("kimi-k3", 32768, 1)
+    sp = space("kimi-k3")
+    hits = [
+        i
+        for i in range(sp.size)
+        if codes[i] == 0 and int(cols.chunk[i]) == 8192
+        for r in [row(space=sp, cols=cols, i=i, rank=1)]
+        if (r.hardware, r.topology, r.tp, r.stack, r.temp_evidence)
+        == ("tpu-v7x", "2x2x4", 32, "torchtpu-vllm", "compiled")
+        and r.kv_dtype_override is None
+    ]
+    assert hits
+    r = row(space=sp, cols=cols, i=hits[0], rank=1)
+    setup = make_setup(model="kimi-k3", hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp,
+                       pp=r.pp, stack=r.stack)  # fmt: skip
+    f = fit(setup, Workload(context_tokens=32768, batch=1, prefill_chunk_tokens=8192))
+    assert f.fits and f.unverified is not None and r.temp_unverified

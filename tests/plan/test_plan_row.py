@@ -28,6 +28,7 @@ KEYS = [
     "cost_usd_per_hour",
     "per_device",
     "temp_evidence",
+    "temp_unverified",
     "layout_notes",
 ]  # the dict row's keys, in its order (plan --json before issue 10)
 
@@ -56,6 +57,7 @@ def _row(pp: int = 1) -> PlanRow:
         cost_usd_per_hour=None,
         per_device=PerDevice(**{k: i for i, k in enumerate(PER_DEVICE)}),
         temp_evidence="analytic",
+        temp_unverified=True,
         layout_notes=[],
     )
 
