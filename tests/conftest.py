@@ -108,10 +108,19 @@ SLOW_MODULES = frozenset(
         "tests/docs/test_readme_run.py",  # the README run three ways (benchmarks/readme_run.py): ~10 minutes
     }
 )
+# Single tests that run `report` over several platforms (7-8 s a process alone since plan's rows carry the served
+# model under a load, 20-30 s under the suite's two workers): the same marker, by node id (parametrized ids included)
+SLOW_TESTS = frozenset(
+    {
+        "tests/app/test_dsv41_engram_matrix.py::test_report_answers",
+        "tests/sharding/test_uneven_every_command.py::test_report_pick_on_an_uneven_split_says_so",
+    }
+)
 _ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if Path(str(item.fspath)).resolve().relative_to(_ROOT).as_posix() in SLOW_MODULES:
+        where = Path(str(item.fspath)).resolve().relative_to(_ROOT).as_posix()
+        if where in SLOW_MODULES or f"{where}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
