@@ -47,10 +47,7 @@ def main(argv: list[str]) -> int:
     import jax
 
     from k3plan.probes.step.alternate import placements, shares
-    from k3plan.probes.step.probe import StepParams, _jit, _memory, expert_form, step_setup
-    from k3plan.step.cache import cache_layout
-    from k3plan.step.structure import layer_plan
-    from k3plan.validate import abstract_model as am
+    from k3plan.probes.step.probe import StepParams, _memory, expert_form, jitted_point, step_setup
 
     deviceless = "--deviceless" in argv
     argv = [a for a in argv if a != "--deviceless"]
@@ -67,22 +64,11 @@ def main(argv: list[str]) -> int:
             continue
         sp = StepParams(width="k3", layers=layers, experts=16, stack="torchtpu-vllm", expert_format="runtime")
         setup = step_setup(sp, hardware="tpu-v5e")
-        spec = setup.model.spec
-        lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
-        layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
         for stage, batch, context in pts:
             t0 = time.perf_counter()
-            decode = stage == "decode"
-            ab, inputs = am.build(
-                setup,
-                devices,
-                lplan,
-                stage=stage,
-                batch=batch,
-                tokens=1 if decode else context,
-                capacity=am.capacity_tokens(layout, context),
+            _, _, fn, args = jitted_point(
+                setup, devices, stage=stage, batch=batch, context=context, tokens=context, form=expert_form(sp)
             )
-            fn, args = _jit(stage, setup, ab, inputs, form=expert_form(sp))
             try:
                 compiled = fn.lower(*args).compile()
             except Exception as err:

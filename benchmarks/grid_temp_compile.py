@@ -23,10 +23,7 @@ TARGET = "v5e:1x1"  # one v5e chip (the grid's)
 
 def compile_point(*, stack: str, expert_format: str, layers: int, experts: int, stage: str, batch: int, context: int):
     from k3plan.libtpu_env import quiet_libtpu
-    from k3plan.probes.step.probe import StepParams, _jit, _memory, expert_form, step_setup
-    from k3plan.step.cache import cache_layout
-    from k3plan.step.structure import layer_plan
-    from k3plan.validate import abstract_model as am
+    from k3plan.probes.step.probe import StepParams, _memory, expert_form, jitted_point, step_setup
 
     sp = StepParams(width="k3", layers=layers, experts=experts, stack=stack, expert_format=expert_format)
     setup = step_setup(sp, hardware="tpu-v5e")
@@ -37,15 +34,9 @@ def compile_point(*, stack: str, expert_format: str, layers: int, experts: int, 
     devs = list(
         topologies.get_topology_desc(platform="tpu", topology_name=TARGET, chips_per_host_bounds=(1, 1, 1)).devices
     )
-    spec = setup.model.spec
-    lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
-    layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
-    decode = stage == "decode"
-    ab, inputs = am.build(
-        setup, devs, lplan, stage=stage, batch=batch, tokens=1 if decode else context,
-        capacity=am.capacity_tokens(layout, context),
-    )  # fmt: skip
-    fn, args = _jit(stage, setup, ab, inputs, form=expert_form(sp))
+    _, _, fn, args = jitted_point(
+        setup, devs, stage=stage, batch=batch, context=context, tokens=context, form=expert_form(sp)
+    )
     t0 = time.perf_counter()
     try:
         compiled = fn.lower(*args).compile()

@@ -201,6 +201,30 @@ def _memory(compiled) -> dict:
     return out
 
 
+def jitted_point(setup, devices, *, stage: str, batch: int, context: int, tokens: int, form: Optional[str]):
+    """The scaled step of ``stage`` at one grid point, built abstract on ``devices`` and jitted (not lowered):
+    (abstract model, inputs, jitted function, its arguments). A decode step takes one token a sequence; the cache
+    holds ``context`` tokens. What ``probe step`` times and the grid's compile-only scripts compile (benchmarks/)."""
+    from k3plan.step.cache import cache_layout
+    from k3plan.step.structure import layer_plan
+    from k3plan.validate import abstract_model as am
+
+    spec = setup.model.spec
+    lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
+    layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
+    ab, inputs = am.build(
+        setup,
+        devices,
+        lplan,
+        stage=stage,
+        batch=batch,
+        tokens=1 if stage == "decode" else tokens,
+        capacity=am.capacity_tokens(layout, context),
+    )
+    fn, args = _jit(stage, setup, ab, inputs, form=form)
+    return ab, inputs, fn, args
+
+
 def _time_stage(
     setup,
     devices,
@@ -222,25 +246,12 @@ def _time_stage(
     import jax
     import jax.numpy as jnp
 
-    from k3plan.step.cache import cache_layout
-    from k3plan.step.structure import layer_plan
-    from k3plan.validate import abstract_model as am
     from k3plan.validate.local import concrete, zeros
 
-    spec = setup.model.spec
-    lplan = layer_plan(mixers=spec.mixers, mlps=spec.mlps)
-    layout = cache_layout(spec=spec, stack=setup.stack, parallel=setup.parallel)
     decode = stage == "decode"
-    ab, inputs = am.build(
-        setup,
-        devices,
-        lplan,
-        stage=stage,
-        batch=batch,
-        tokens=1 if decode else tokens,
-        capacity=am.capacity_tokens(layout, context),
+    ab, inputs, fn, args = jitted_point(
+        setup, devices, stage=stage, batch=batch, context=context, tokens=tokens, form=form
     )
-    fn, args = _jit(stage, setup, ab, inputs, form=form)
     t0 = time.perf_counter()
     compiled = fn.lower(*args).compile()
     compile_s = time.perf_counter() - t0
