@@ -47,4 +47,9 @@ elif [ "$part" = 4 ]; then  # re-run (22:4xZ) of the 4/6/8-layer models with tod
     --grid prefill:2048,prefill:1024,decode:2x8192,decode:4x8192,$dec,prefill:4096,prefill:8192
   one jn-bf16-4l16e 50 --stack jax-native --expert-format bf16 --layers 4 --experts 16 \
     --grid decode:1x2048,decode:16x8192,decode:64x32768,prefill:1024,prefill:2048
+elif [ "$part" = 5 ]; then  # the points part 4's timeouts cut (still of the older graph), with today's graph
+  one tt-bf16-4l32e 300 --stack torchtpu-vllm --expert-format bf16 --layers 4 --experts 32 \
+    --grid decode:32x32768,decode:64x32768,prefill:4096,prefill:8192
+  one tt-bf16-6l16e 120 --stack torchtpu-vllm --expert-format bf16 --layers 6 --experts 16 --grid prefill:8192
+  one jn-bf16-4l16e 120 --stack jax-native --expert-format bf16 --layers 4 --experts 16 --grid prefill:1024,prefill:2048
 fi
