@@ -67,6 +67,27 @@ def test_auto_fit_takes_the_longest_length_whose_request_fits(flash):
     assert dsv4_longest_fit(p, available=10**15, max_model_len=1_048_576, chunk=8192) == 1_048_576
 
 
+def test_a_refused_start_s_one_request_and_its_longest_length(flash):
+    """yhfgyyf/vllm-deepseek-v4-sm89#54 (2026-08-07, an SM89 fork of upstream vLLM, 4x 48 GB RTX 4090, TP 4,
+    DeepSeek-V4-Flash, fp8_ds_mla, --block-size 256, --max-model-len 131072, --max-num-seqs 16, no
+    --max-num-batched-tokens: vLLM's default 2,048 for a device under 70 GiB, engines/vllm/serve.py): 'To serve at
+    least one request with the model's max seq len (131072), (1.34 GiB KV cache is needed, which is larger than the
+    available KV cache memory (0.3 GiB). Based on the available memory, the estimated maximum model length is 720.'
+    The log rounds to 0.01 GiB: 0.3 is 0.295-0.305 GiB, whose longest lengths are 720-744."""
+    from k3plan.engines.vllm.memory import dsv4_longest_fit
+    from k3plan.units import GiB
+
+    p = dsv4_pages(flash, block_tokens=256)
+    need = p.blocks_per_request(max_model_len=131072, max_num_batched_tokens=2048) * p.check_block_bytes
+    assert round(need / GiB, 2) == 1.34
+    lo = dsv4_longest_fit(p, available=int(0.295 * GiB), max_model_len=131072, chunk=2048)
+    hi = dsv4_longest_fit(p, available=int(0.305 * GiB) - 1, max_model_len=131072, chunk=2048)
+    assert lo <= 720 <= hi
+    # the default chunk decides it: at the 8,192 tokens of a >= 70 GiB device the log's figure is not reproduced
+    big = p.blocks_per_request(max_model_len=131072, max_num_batched_tokens=8192) * p.check_block_bytes
+    assert round(big / GiB, 2) != 1.34
+
+
 def test_the_v4_profile_run_workspace_is_the_larger_reservation_of_one_buffer():
     """engines/vllm/dsv4_workspace.py at DeepSeek-V4-Flash, 912,128 tokens, 8,192-token chunks (vllm#51041's point):
     the CSA indexer's gather (40 x 912,128 // 4 keys of 128 fp8 + 4 B) outweighs FlashMLA's bf16 prefill
