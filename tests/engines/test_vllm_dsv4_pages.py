@@ -88,6 +88,26 @@ def test_a_refused_start_s_one_request_and_its_longest_length(flash):
     assert round(big / GiB, 2) != 1.34
 
 
+def test_the_llm_class_s_larger_default_chunk_in_a_refused_start(flash):
+    """vllm-project/vllm#44376 (comment of 2026-06-03, vLLM v0.22, 2x GH200 96 GB, DeepSeek-V4-Flash through the
+    Python API: LLM(tensor_parallel_size=2, enable_expert_parallel=True, max_model_len=30_000, kv_cache_dtype='fp8',
+    block_size=256, gpu_memory_utilization=0.95), no max_num_batched_tokens): 'To serve at least one request with
+    the model's max seq len (30000), (6.66 GiB KV cache is needed, which is larger than the available KV cache memory
+    (5.44 GiB). Based on the available memory, the estimated maximum model length is 13528.' LLM() is
+    UsageContext.LLM_CLASS, whose default on a device of >= 70 GiB is 16,384 batched tokens, twice `vllm serve`'s
+    (vllm/engine/arg_utils.py EngineArgs._set_default_args, read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2); the
+    windowed groups charge them a request. 5.44 is 5.435-5.445 GiB as logged."""
+    from k3plan.engines.vllm.memory import dsv4_longest_fit
+    from k3plan.units import GiB
+
+    p = dsv4_pages(flash, block_tokens=256)
+    need = p.blocks_per_request(max_model_len=30000, max_num_batched_tokens=16384) * p.check_block_bytes
+    assert round(need / GiB, 2) == 6.66
+    lo = dsv4_longest_fit(p, available=int(5.435 * GiB), max_model_len=30000, chunk=16384)
+    hi = dsv4_longest_fit(p, available=int(5.445 * GiB) - 1, max_model_len=30000, chunk=16384)
+    assert lo <= 13528 <= hi
+
+
 def test_the_v4_profile_run_workspace_is_the_larger_reservation_of_one_buffer():
     """engines/vllm/dsv4_workspace.py at DeepSeek-V4-Flash, 912,128 tokens, 8,192-token chunks (vllm#51041's point):
     the CSA indexer's gather (40 x 912,128 // 4 keys of 128 fp8 + 4 B) outweighs FlashMLA's bf16 prefill
