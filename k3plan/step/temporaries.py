@@ -366,10 +366,21 @@ def validate_temp_terms(
         if form != "tiled":
             own = [t for t in op if "converted" in t.label or "dequantized" in t.label]
             down_op = own[:1] if own else op
+        rows_t = TempTerm("MoE: ragged_dot rows xs, gate and up [tokens x top_k, latent + 2 inter]",
+                          tk * (lt + 2 * inter) * act)  # fmt: skip
         up = op + [TempTerm("MoE: ragged_dot rows xs [tokens x top_k, latent]", tk * lt * act)] + shared
-        down = down_op + [TempTerm("MoE: ragged_dot rows xs, gate and up [tokens x top_k, latent + 2 inter]",
-                                   tk * (lt + 2 * inter) * act)] + shared  # fmt: skip
+        down = down_op + [rows_t] + shared
         moe_t = max((up, down), key=lambda ts: sum(t.bytes for t in ts))
+        if not quantized and act != 2 and kda is not None and spec.n_kda:
+            # bf16 experts converted to f32 (jax-native): the heap keeps the block's buffers apart rather than
+            # reusing the up instant's for the down's -- the bf16 copy and the f32 conversion, the rows, the kept
+            # conv inputs and their copies padded by the conv's window (pad_maximum_fusion f32[1, 3, tokens + 3,
+            # proj]); deviceless v5e compiles at 512-3,072 tokens hold all of them (reports/validation/
+            # grid-temp-v5e/README.md), at 4,096 the compiler reuses (this counts 34% over)
+            pad = kda.conv_kernel - 1
+            padded = TempTerm("KDA: the kept conv inputs padded by the conv's window [layers, q/k/v, tokens + "
+                              "window - 1, proj]", kda_kept * 3 * (rows + pad) * proj * act)  # fmt: skip
+            moe_t = op + [rows_t] + shared + [padded]
     candidates = [moe_t] if spec.n_moe else []
     # -- an MLA layer's attention
     if mla is not None and spec.n_mla:
