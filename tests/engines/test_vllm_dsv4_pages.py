@@ -67,45 +67,42 @@ def test_auto_fit_takes_the_longest_length_whose_request_fits(flash):
     assert dsv4_longest_fit(p, available=10**15, max_model_len=1_048_576, chunk=8192) == 1_048_576
 
 
-def test_a_refused_start_s_one_request_and_its_longest_length(flash):
-    """yhfgyyf/vllm-deepseek-v4-sm89#54 (2026-08-07, an SM89 fork of upstream vLLM, 4x 48 GB RTX 4090, TP 4,
-    DeepSeek-V4-Flash, fp8_ds_mla, --block-size 256, --max-model-len 131072, --max-num-seqs 16, no
-    --max-num-batched-tokens: vLLM's default 2,048 for a device under 70 GiB, engines/vllm/serve.py): 'To serve at
-    least one request with the model's max seq len (131072), (1.34 GiB KV cache is needed, which is larger than the
-    available KV cache memory (0.3 GiB). Based on the available memory, the estimated maximum model length is 720.'
-    The log rounds to 0.01 GiB: 0.3 is 0.295-0.305 GiB, whose longest lengths are 720-744."""
+# Refused V4-Flash starts that print the start check's arithmetic: (max_model_len, max_num_batched_tokens, the GiB
+# needed for one request, the available GiB as logged (rounded to 0.01), the longest length the engine says fits).
+# Copied from the threads named in the ids:
+# - yhfgyyf/vllm-deepseek-v4-sm89#54 (2026-08-07, an SM89 fork of upstream vLLM, 4x 48 GB RTX 4090, TP 4, fp8_ds_mla,
+#   --block-size 256, --max-model-len 131072, no --max-num-batched-tokens: `vllm serve`'s default below 70 GiB, 2,048,
+#   engines/vllm/serve.py): '(1.34 GiB KV cache is needed, which is larger than the available KV cache memory
+#   (0.3 GiB). Based on the available memory, the estimated maximum model length is 720.'
+# - vllm-project/vllm#44376 (comment of 2026-06-03, vLLM v0.22, 2x GH200 96 GB, the Python API: LLM(tensor_parallel_size
+#   =2, enable_expert_parallel=True, max_model_len=30_000, kv_cache_dtype='fp8', block_size=256), no
+#   max_num_batched_tokens): '(6.66 GiB KV cache is needed, ... (5.44 GiB). ... the estimated maximum model length is
+#   13528.' LLM() is UsageContext.LLM_CLASS, whose default on a device of >= 70 GiB is 16,384 batched tokens, twice
+#   `vllm serve`'s (vllm/engine/arg_utils.py EngineArgs._set_default_args, read in
+#   yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2); the windowed groups charge them a request.
+REFUSED_STARTS = {
+    "sm89-fork#54-4090-tp4": (131072, 2048, 1.34, 0.3, 720),
+    "vllm#44376-gh200-llm-class": (30000, 16384, 6.66, 5.44, 13528),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_STARTS))
+def test_a_refused_start_s_one_request_and_its_longest_length(flash, case):
     from k3plan.engines.vllm.memory import dsv4_longest_fit
     from k3plan.units import GiB
 
+    max_model_len, chunk, need_gib, available_gib, longest = REFUSED_STARTS[case]
     p = dsv4_pages(flash, block_tokens=256)
-    need = p.blocks_per_request(max_model_len=131072, max_num_batched_tokens=2048) * p.check_block_bytes
-    assert round(need / GiB, 2) == 1.34
-    lo = dsv4_longest_fit(p, available=int(0.295 * GiB), max_model_len=131072, chunk=2048)
-    hi = dsv4_longest_fit(p, available=int(0.305 * GiB) - 1, max_model_len=131072, chunk=2048)
-    assert lo <= 720 <= hi
-    # the default chunk decides it: at the 8,192 tokens of a >= 70 GiB device the log's figure is not reproduced
-    big = p.blocks_per_request(max_model_len=131072, max_num_batched_tokens=8192) * p.check_block_bytes
-    assert round(big / GiB, 2) != 1.34
-
-
-def test_the_llm_class_s_larger_default_chunk_in_a_refused_start(flash):
-    """vllm-project/vllm#44376 (comment of 2026-06-03, vLLM v0.22, 2x GH200 96 GB, DeepSeek-V4-Flash through the
-    Python API: LLM(tensor_parallel_size=2, enable_expert_parallel=True, max_model_len=30_000, kv_cache_dtype='fp8',
-    block_size=256, gpu_memory_utilization=0.95), no max_num_batched_tokens): 'To serve at least one request with
-    the model's max seq len (30000), (6.66 GiB KV cache is needed, which is larger than the available KV cache memory
-    (5.44 GiB). Based on the available memory, the estimated maximum model length is 13528.' LLM() is
-    UsageContext.LLM_CLASS, whose default on a device of >= 70 GiB is 16,384 batched tokens, twice `vllm serve`'s
-    (vllm/engine/arg_utils.py EngineArgs._set_default_args, read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2); the
-    windowed groups charge them a request. 5.44 is 5.435-5.445 GiB as logged."""
-    from k3plan.engines.vllm.memory import dsv4_longest_fit
-    from k3plan.units import GiB
-
-    p = dsv4_pages(flash, block_tokens=256)
-    need = p.blocks_per_request(max_model_len=30000, max_num_batched_tokens=16384) * p.check_block_bytes
-    assert round(need / GiB, 2) == 6.66
-    lo = dsv4_longest_fit(p, available=int(5.435 * GiB), max_model_len=30000, chunk=16384)
-    hi = dsv4_longest_fit(p, available=int(5.445 * GiB) - 1, max_model_len=30000, chunk=16384)
-    assert lo <= 13528 <= hi
+    need = p.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=chunk) * p.check_block_bytes
+    assert round(need / GiB, 2) == need_gib
+    # the log's GiB are rounded to 0.01: the longest length lies between those of the interval's ends
+    lo = dsv4_longest_fit(p, available=int((available_gib - 0.005) * GiB), max_model_len=max_model_len, chunk=chunk)
+    hi = dsv4_longest_fit(p, available=int((available_gib + 0.005) * GiB) - 1, max_model_len=max_model_len, chunk=chunk)
+    assert lo <= longest <= hi
+    # the default chunk decides it: at the other entry point's default the log's figure is not reproduced
+    other = 8192 if chunk != 8192 else 2048
+    assert round(p.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=other) * p.check_block_bytes
+                 / GiB, 2) != need_gib  # fmt: skip
 
 
 def test_the_v4_profile_run_workspace_is_the_larger_reservation_of_one_buffer():
