@@ -390,7 +390,14 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     )
     if got is None:
         return None
-    return _with_serve(got.as_json(), result, served)
+    out = got.as_json()
+    if served is not None and served.attention is not None:  # a setting the engine refuses at start on this GPU
+        from k3plan.engines.vllm.attention_config import start_error
+
+        err = start_error(served.attention, has_indexer=spec.dsv4 is not None, hardware=hw.name)
+        if err is not None:
+            out.update(starts=False, message=err[0], raised_at=err[1], reason_code="launch")
+    return _with_serve(out, result, served)
 
 
 def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str):
@@ -433,7 +440,7 @@ def _with_serve(out: dict, result: FitResult, served) -> dict:
             "reason": "starts" if starts else f"{out['message']} (raised in {out['raised_at']})",
             "reason_code": "feasible"
             if starts
-            else ("weights" if "loading the weights" in out["message"] else "budget"),
+            else out.get("reason_code") or ("weights" if "loading the weights" in out["message"] else "budget"),
         }
         out["budget"] = {  # k3plan's own budget (the top-level ``fits`` is the engine's verdict under --serve)
             "fits": result.fits,

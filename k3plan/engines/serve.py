@@ -96,6 +96,10 @@ IGNORED = {
     # vLLM's default (the hybrid KV cache manager on), as the DeepSeek-V4 recipes spell it out; the opposite switch,
     # --disable-hybrid-kv-cache-manager, changes the pool's layout and is not read
     "--no-disable-hybrid-kv-cache-manager": 0,
+    # which sliding-window / state blocks prefix caching keeps (vllm-project/vllm#52216, merged 2026-08: the
+    # VLLM_PREFIX_CACHE_RETENTION_INTERVAL of #43447 as a flag; the vLLM recipes' DeepSeek-V4 lines pass 'auto'):
+    # a retention policy over the pool, not its size
+    "--prefix-cache-retention-interval": 1,
     # multi-node and disaggregation wiring the engines' own recipes pass: which host runs which rank, how KV moves
     "--disable-custom-all-reduce": 0,  # NCCL instead of the custom all-reduce: its buffers are outside the pool
     "--nnodes": 1,
@@ -154,6 +158,7 @@ IGNORED_ENV = {
     "RAGGED_GATHER_REDUCE_VERSION",
     "LIBTPU_INIT_ARGS",
     "VLLM_USE_BREAKABLE_CUDAGRAPH",
+    "VLLM_PREFIX_CACHE_RETENTION_INTERVAL",  # --prefix-cache-retention-interval's variable (vllm#43447)
     "VLLM_USE_AOT_COMPILE",
     "VLLM_NO_USAGE_STATS",
     "VLLM_ENGINE_READY_TIMEOUT_S",
@@ -211,6 +216,8 @@ class ServeQuestion:
     # vLLM's --compilation-config / --enforce-eager as read (k3plan.engines.vllm.cudagraph.CompilationRead): the
     # graphs its profiler captures and subtracts; None: not a vLLM GPU command
     compilation: Any = None
+    # vLLM's --attention-config fields as read (k3plan.engines.vllm.attention_config); None: not given
+    attention: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -402,6 +409,7 @@ def parse_serve(
         engram=r.engram,
         speculative=r.speculative,
         compilation=r.compilation,
+        attention=r.attention,
     )
 
 

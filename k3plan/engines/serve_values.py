@@ -81,6 +81,7 @@ class Reading:
     caveats: list[str] = field(default_factory=list)
     speculative: Any = None  # vLLM's speculative decoding as read (engines/vllm/spec.py SpecServe)
     compilation: Any = None  # vLLM's graph settings as read (engines/vllm/cudagraph.py CompilationRead)
+    attention: Any = None  # vLLM's --attention-config fields as read (engines/vllm/attention_config.py)
 
     def get(self, name: str, default=None):
         return self.flags.pop(name, default)

@@ -86,6 +86,28 @@ def read_compilation(text: str | None, *, enforce_eager: bool = False) -> Compil
     )
 
 
+def with_max_capture(text: str | None, top: int) -> str:
+    """--max-cudagraph-capture-size N as vLLM's EngineArgs.create_engine_config applies it: the compilation
+    config's max_cudagraph_capture_size, refused beside the JSON's own ('max_cudagraph_capture_size and
+    compilation_config.max_cudagraph_capture_size are mutually exclusive'; vllm/engine/arg_utils.py, read in
+    yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2)."""
+    cfg: dict = {}
+    if text:
+        try:
+            cfg = json.loads(text)
+        except ValueError as exc:
+            raise K3PlanError(f"--serve: --compilation-config is not JSON: {text!r}") from exc
+        if not isinstance(cfg, dict):
+            raise K3PlanError(f"--serve: --compilation-config is not a JSON object: {text!r}")
+    if cfg.get("max_cudagraph_capture_size") is not None:
+        raise K3PlanError(
+            "--serve: --max-cudagraph-capture-size beside --compilation-config's max_cudagraph_capture_size: vLLM "
+            "refuses both ('max_cudagraph_capture_size and compilation_config.max_cudagraph_capture_size are mutually "
+            "exclusive', vllm/engine/arg_utils.py EngineArgs.create_engine_config); give one"
+        )
+    return json.dumps({**cfg, "max_cudagraph_capture_size": top})
+
+
 class CudagraphPlan(Frozen):
     """The graphs vLLM's profiler captures: the sizes, and the graphs of each mode."""
 

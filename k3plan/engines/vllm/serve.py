@@ -7,7 +7,8 @@ from __future__ import annotations
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
-from k3plan.engines.vllm.cudagraph import read_compilation
+from k3plan.engines.vllm.attention_config import fold_dotted, read_attention
+from k3plan.engines.vllm.cudagraph import read_compilation, with_max_capture
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -105,8 +106,9 @@ KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV})
 
 
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
-    """The flags as vLLM's parser reads them (dashes)."""
-    return model, [dashes(tok) for tok in rest]
+    """The flags as vLLM's parser reads them: dashes, and its dotted config flags folded into their JSON flag
+    (engines/vllm/attention_config.py fold_dotted)."""
+    return model, fold_dotted([dashes(tok) for tok in rest])
 
 
 def read(r: Reading) -> None:
@@ -182,13 +184,21 @@ def read(r: Reading) -> None:
             "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "
             "buckets) was not read; k3plan prices vLLM's on GPUs"
         )
+    top = get("--max-cudagraph-capture-size", None)  # EngineArgs -> CompilationConfig.max_cudagraph_capture_size
     if r.platform != "tpu":  # the graphs vLLM's GPU worker profiles and subtracts (engines/vllm/cudagraph.py)
         eager = get("--enforce-eager", None)
-        r.compilation = read_compilation(
-            get("--compilation-config", None), enforce_eager=eager is not None and eager.lower() not in ("false", "0")
-        )
+        comp = get("--compilation-config", None)
+        if top is not None:
+            comp = with_max_capture(comp, flag_int("--max-cudagraph-capture-size", top))
+        r.compilation = read_compilation(comp, enforce_eager=eager is not None and eager.lower() not in ("false", "0"))
+    elif top is not None:
+        r.ignored.append("--max-cudagraph-capture-size")  # CUDA graphs: none on a TPU
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
+    # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)
+    r.attention = read_attention(get("--attention-config", None))
+    if r.attention is not None:
+        r.ignored.append("--attention-config")
 
 
 def check_env(env: dict[str, str]) -> None:

@@ -1,0 +1,155 @@
+"""vLLM's ``--attention-config`` as ``vllm serve`` takes it (issue 47 item 2: a recipe's flag read, never refused for
+being unknown), and its dotted form: vLLM folds ``--X.field value`` / ``--X.field=value`` into one JSON object a
+config flag (``fold_dotted``), so ``--attention_config.use_fp4_indexer_cache True`` (the vLLM recipes' DeepSeek-V4
+Blackwell line, vllm-project/recipes#493) and ``--speculative_config.method=mtp`` (vLLM's own gsm8k config
+tests/evals/gsm8k/configs/moe-refactor/DeepSeek-V4-Flash-deepgemm-mega-moe.yaml) read as their JSON flags do.
+
+Read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (2026-07-01), which carries upstream vLLM's history:
+
+- vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args: a flag with a '.' in its name (before any '=')
+  takes the next token (or what follows '=') as its value, parsed as JSON, else as a human-readable int, else kept
+  as text; ``--X.a+ v1,v2`` is a list; the values of one ``--X`` merge into one nested dict, appended as
+  ``--X '<json>'`` after the other flags (argparse keeps the last ``--X``);
+- vllm/config/attention.py AttentionConfig: its fields. None changes what k3plan prices for its models:
+  the backends, kernel switches and splits choose kernels; ``indexer_kv_dtype`` is read by MiniMax-M3's indexer only
+  (vllm/models/minimax_m3/common/indexer.py); ``use_fp4_indexer_cache`` keeps DeepSeek-V4's indexer cache at its
+  fp8 size ('For FP4 indexer cache, we still allocate the same amount of memory as FP8, but only use the first half
+  of the memory': vllm/models/deepseek_v4/attention.py DeepseekV4Indexer.__init__), but the indexer's metadata
+  builder asserts a Blackwell datacenter GPU (vllm/v1/attention/backends/mla/indexer.py, the builder's __init__:
+  'use_fp4_indexer_cache requires Blackwell datacenter GPUs (sm_10x, e.g. B200/GB200); sm_120 (consumer Blackwell)
+  and earlier architectures are not supported.'), so elsewhere a model with that indexer does not start.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from k3plan.errors import K3PlanError
+from k3plan.units import GiB, KiB, MiB
+
+SOURCE = "yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (upstream vLLM's history)"
+ATTENTION_FIELDS = frozenset(
+    {
+        "backend",
+        "flash_attn_version",
+        "use_prefill_decode_attention",
+        "flash_attn_max_num_splits_for_cuda_graph",
+        "tq_max_kv_splits_for_cuda_graph",
+        "use_cudnn_prefill",
+        "use_trtllm_ragged_deepseek_prefill",
+        "use_trtllm_attention",
+        "disable_flashinfer_prefill",
+        "disable_flashinfer_q_quantization",
+        "mla_prefill_backend",
+        "use_prefill_query_quantization",
+        "use_fp4_indexer_cache",
+        "indexer_kv_dtype",
+        "use_non_causal",
+        "flex_attn_block_m",
+        "flex_attn_block_n",
+        "flex_attn_q_block_size",
+        "flex_attn_kv_block_size",
+    }
+)
+# the GPUs of capability family 10 (sm_100 / sm_103: current_platform.is_device_capability_family(100)) among
+# k3plan's hardware specs: B200 and GB200 are sm_100, B300 and GB300 sm_103
+SM100_FAMILY = frozenset({"nvidia-b200", "nvidia-gb200-nvl72", "nvidia-b300", "nvidia-gb300-nvl72"})
+FP4_INDEXER_MESSAGE = (
+    "AssertionError: use_fp4_indexer_cache requires Blackwell datacenter GPUs (sm_10x, e.g. B200/GB200); sm_120 "
+    "(consumer Blackwell) and earlier architectures are not supported."
+)
+FP4_INDEXER_AT = (
+    f"vllm/v1/attention/backends/mla/indexer.py, the sparse indexer's metadata builder __init__ (read in {SOURCE})"
+)
+
+
+def _value(text: str) -> Any:
+    """A dotted flag's value as vLLM parses it: JSON, else a human-readable int ('1k' / '80g' decimal, '128K'
+    binary: vllm/utils/argparse_utils.py human_readable_int), else the text."""
+    import re
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])|(\d+)([KMG])", text.strip())
+    if m and m.group(1):
+        return int(float(m.group(1)) * {"k": 10**3, "m": 10**6, "g": 10**9}[m.group(2)])
+    if m:
+        return int(m.group(3)) * {"K": KiB, "M": MiB, "G": GiB}[m.group(4)]
+    return text
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        elif isinstance(v, list) and isinstance(into.get(k), list):
+            into[k] += v
+        else:
+            into[k] = v
+
+
+def fold_dotted(rest: list[str]) -> list[str]:
+    """The flags with vLLM's dotted config flags folded into one ``--X '<json>'`` each, appended last (module
+    docstring). ``rest``: the flags with dashes already read (``engines.vllm.serve.dashes``)."""
+    out: list[str] = []
+    dicts: dict[str, dict[str, Any]] = {}
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        name, eq, value = tok.partition("=")
+        if not (tok.startswith("-") and "." in name):
+            out.append(tok)
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(rest):
+                raise K3PlanError(f"--serve: {tok} takes a value (vLLM's dotted config flag: {tok} VALUE)")
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        if name.endswith("+"):
+            name, parsed = name[:-1], list(value.split(","))
+        else:
+            parsed = _value(value)
+        head, *keys = name.split(".")
+        if not all(keys):
+            raise K3PlanError(f"--serve: {tok}: expected --config.field VALUE")
+        nested: Any = parsed
+        for key in reversed(keys):
+            nested = {key: nested}
+        _merge(dicts.setdefault(head, {}), nested)
+    for head, d in dicts.items():
+        out += [head, json.dumps(d)]
+    return out
+
+
+def read_attention(raw: str | None) -> dict[str, Any] | None:
+    """``--attention-config`` JSON -> its fields (None: not given); an unknown field is refused by name."""
+    if raw is None:
+        return None
+    try:
+        got = json.loads(raw)
+    except json.JSONDecodeError:
+        raise K3PlanError(f"--serve: --attention-config {raw!r}: expected a JSON object") from None
+    if not isinstance(got, dict):
+        raise K3PlanError(f"--serve: --attention-config {raw!r}: expected a JSON object")
+    unknown = sorted(set(got) - ATTENTION_FIELDS)
+    if unknown:
+        raise K3PlanError(
+            f"--serve: --attention-config key {unknown[0]!r} is not a field of vLLM's AttentionConfig "
+            f"(vllm/config/attention.py, {SOURCE}); expected one of {', '.join(sorted(ATTENTION_FIELDS))}"
+        )
+    return got
+
+
+def start_error(attention: dict[str, Any] | None, *, has_indexer: bool, hardware: str) -> tuple[str, str] | None:
+    """(the engine's error, where it is raised) when the command's attention settings stop it starting on
+    ``hardware`` for a model with a sparse indexer (``has_indexer``), else None."""
+    if not attention or not has_indexer or hardware in SM100_FAMILY:
+        return None
+    if attention.get("use_fp4_indexer_cache") in (True, "true", "True", 1):
+        return FP4_INDEXER_MESSAGE, FP4_INDEXER_AT
+    return None

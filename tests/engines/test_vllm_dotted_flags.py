@@ -1,0 +1,104 @@
+"""vLLM's dotted config flags, --attention-config and --max-cudagraph-capture-size as `vllm serve` reads them
+(issue 47 item 2: a recipe's flag is read, never refused for being unknown; k3plan.engines.vllm.attention_config).
+
+The commands are the engines' own: the vLLM recipes' DeepSeek-V4-Flash DGX Station line (vllm-project/recipes#493,
+merged 2026-05-28) and vLLM's own gsm8k server config for V4 (tests/evals/gsm8k/configs/moe-refactor/
+DeepSeek-V4-Flash-deepgemm-mega-moe.yaml, read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.errors import K3PlanError
+
+RECIPE_493 = (
+    "vllm serve deepseek-ai/DeepSeek-V4-Flash --host 0.0.0.0 --port 8888 --tensor-parallel-size 1 "
+    "--pipeline-parallel-size 1 --kv-cache-dtype fp8 --trust-remote-code --block-size 256 --enable-prefix-caching "
+    "--gpu-memory-utilization 0.92 "
+    '--compilation-config \'{"cudagraph_mode":"FULL_AND_PIECEWISE","custom_ops":["all"]}\' '
+    "--attention_config.use_fp4_indexer_cache True --tokenizer-mode deepseek_v4 --tool-call-parser deepseek_v4 "
+    "--enable-auto-tool-choice --reasoning-parser deepseek_v4 --no-disable-hybrid-kv-cache-manager "
+    "--disable-uvicorn-access-log --max-cudagraph-capture-size 128 --prefix-cache-retention-interval auto "
+    '--speculative-config \'{"method":"mtp","num_speculative_tokens":3,"rejection_sample_method":"strict"}\''
+)
+GSM8K_V4 = (
+    "vllm serve deepseek-ai/DeepSeek-V4-Flash --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+    "--enable-expert-parallel --tensor-parallel-size 2 --attention_config.use_fp4_indexer_cache=True "
+    "--moe-backend deep_gemm_mega_moe --tokenizer-mode deepseek_v4 --tool-call-parser deepseek_v4 "
+    "--enable-auto-tool-choice --reasoning-parser deepseek_v4 --speculative_config.method=mtp "
+    "--speculative_config.num_speculative_tokens=2"
+)
+
+
+def _q(cmd: str):
+    return parse_serve(cmd, platform="gpu", device_gib=178.0, device_name="nvidia-b200")
+
+
+@pytest.mark.parametrize("cmd", [RECIPE_493, GSM8K_V4])
+def test_the_engines_own_v4_lines_read(cmd):
+    q = _q(cmd)
+    assert q.attention == {"use_fp4_indexer_cache": "True"}  # vLLM's dotted value: not JSON, kept as text
+    assert "--attention-config" in q.ignored
+
+
+def test_dotted_flags_are_their_json_flag():
+    """FlexibleArgumentParser.parse_args: --X.a V / --X.a=V merge into one JSON object for --X."""
+    dotted = _q(GSM8K_V4).speculative
+    as_json = _q(
+        GSM8K_V4.replace(
+            "--speculative_config.method=mtp --speculative_config.num_speculative_tokens=2",
+            '--speculative-config \'{"method": "mtp", "num_speculative_tokens": 2}\'',
+        )
+    ).speculative
+    assert dotted == as_json and dotted is not None
+    base = "vllm serve moonshotai/Kimi-K2-Instruct -tp 8"
+    assert (
+        _q(base + " --compilation-config.cudagraph_mode PIECEWISE").compilation
+        == _q(base + ' --compilation-config \'{"cudagraph_mode": "PIECEWISE"}\'').compilation
+    )
+
+
+def test_max_cudagraph_capture_size_is_the_compilation_config_s():
+    base = "vllm serve moonshotai/Kimi-K2-Instruct -tp 8"
+    flag = _q(base + " --max-cudagraph-capture-size 128").compilation
+    assert flag == _q(base + ' --compilation-config \'{"max_cudagraph_capture_size": 128}\'').compilation
+    assert flag.max_capture_size == 128
+    with pytest.raises(K3PlanError, match="mutually exclusive"):  # vLLM's EngineArgs refuses both
+        _q(base + ' --max-cudagraph-capture-size 128 --compilation-config \'{"max_cudagraph_capture_size": 64}\'')
+
+
+@pytest.mark.parametrize(
+    ("tail", "says"),
+    [
+        ("--attention-config.bogus 1", "not a field of vLLM's AttentionConfig"),
+        ("--attention-config '[1]'", "expected a JSON object"),
+        ("--compilation-config.cudagraph_mode", "takes a value"),
+    ],
+)
+def test_what_vllm_would_refuse_is_one_line(tail, says):
+    with pytest.raises(K3PlanError, match=says):
+        _q("vllm serve moonshotai/Kimi-K2-Instruct -tp 8 " + tail)
+
+
+def test_the_fp4_indexer_cache_starts_only_on_blackwell_datacenter_gpus(cli):
+    """DeepSeek-V4's indexer cache keeps its fp8 size with the flag (DeepseekV4Indexer.__init__), so the pool is the
+    same; off the sm_10x family the indexer's metadata builder asserts, so the engine does not start."""
+    v4 = "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 8 --kv-cache-dtype fp8 --block-size 256"
+    flag = " --attention_config.use_fp4_indexer_cache True"
+    b200 = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", v4 + flag, "--json").stdout)
+    plain = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", v4, "--json").stdout)
+    assert b200["fits"] is True and b200["engine"]["kv_pool_bytes"] == plain["engine"]["kv_pool_bytes"]
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", v4 + flag, "--json")
+    d = json.loads(r.stdout)
+    assert r.exit_code == 1 and d["fits"] is False and d["reason_code"] == "launch"
+    assert "requires Blackwell datacenter GPUs" in d["reason"] and "indexer.py" in d["engine"]["raised_at"]
+    text = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", v4 + flag)
+    assert text.stdout.startswith("WON'T START: AssertionError: use_fp4_indexer_cache requires Blackwell")
+    # a model with no sparse indexer never builds that builder: the flag changes nothing
+    k2 = "vllm serve moonshotai/Kimi-K2-Instruct -tp 8 --max-model-len 8192"
+    with_flag = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", k2 + flag, "--json").stdout)
+    without = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", k2, "--json").stdout)
+    assert with_flag["fits"] == without["fits"] and with_flag["engine"]["message"] == without["engine"]["message"]
