@@ -112,6 +112,20 @@ IGNORED = {
     "--data-parallel-address": 1,
     "--data-parallel-rpc-port": 1,
     "--api-server-count": 1,
+    # how requests reach the DP ranks (vLLM ParallelConfig.data_parallel_hybrid_lb / _external_lb, bool flags with
+    # their --no- forms and -dph / -dpe; the vLLM recipes' strategies/multi_node_dep.yaml passes the first) and the
+    # DP workers' launcher (--data-parallel-backend / -dpb, mp or ray): vllm/engine/arg_utils.py, read in
+    # yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2
+    "--data-parallel-hybrid-lb": 0,
+    "--no-data-parallel-hybrid-lb": 0,
+    "-dph": 0,
+    "--data-parallel-external-lb": 0,
+    "--no-data-parallel-external-lb": 0,
+    "-dpe": 0,
+    "--data-parallel-backend": 1,
+    "-dpb": 1,
+    # the reasoning parser's strings (vLLM's ReasoningConfig; the recipes' DeepSeek-V4-Flash reasoning feature)
+    "--reasoning-config": 1,
     "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
     # the torchtpu-vllm nightlies' EXTRA_SERVE_ARGS (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/
     # deepseek-v4-flash-dp8-ep.sh @7de7a3f5, deepseek-v4-pro-dp16-ep.sh @5e1723db): sampling defaults and how the
@@ -142,6 +156,8 @@ IGNORED_ENV = {
     "HF_HUB_ENABLE_HF_TRANSFER",
     "CUDA_VISIBLE_DEVICES",
     "NCCL_DEBUG",
+    "GLOO_SOCKET_IFNAME",  # the network interface of a multi-node recipe (vLLM recipes' strategies/multi_node_*)
+    "NCCL_SOCKET_IFNAME",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # the torchtpu-vllm DeepSeek-V4 nightlies' exports (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,

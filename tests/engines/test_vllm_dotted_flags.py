@@ -64,10 +64,10 @@ def test_dotted_flags_are_their_json_flag():
 def test_max_cudagraph_capture_size_is_the_compilation_config_s():
     base = "vllm serve moonshotai/Kimi-K2-Instruct -tp 8"
     flag = _q(base + " --max-cudagraph-capture-size 128").compilation
-    assert flag == _q(base + ' --compilation-config \'{"max_cudagraph_capture_size": 128}\'').compilation
+    assert flag == _q(base + " --compilation-config '{\"max_cudagraph_capture_size\": 128}'").compilation
     assert flag.max_capture_size == 128
     with pytest.raises(K3PlanError, match="mutually exclusive"):  # vLLM's EngineArgs refuses both
-        _q(base + ' --max-cudagraph-capture-size 128 --compilation-config \'{"max_cudagraph_capture_size": 64}\'')
+        _q(base + " --max-cudagraph-capture-size 128 --compilation-config '{\"max_cudagraph_capture_size\": 64}'")
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,27 @@ def test_the_fp4_indexer_cache_starts_only_on_blackwell_datacenter_gpus(cli):
     with_flag = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", k2 + flag, "--json").stdout)
     without = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", k2, "--json").stdout)
     assert with_flag["fits"] == without["fits"] and with_flag["engine"]["message"] == without["engine"]["message"]
+
+
+# flags of vllm-project/recipes@8959cf6 that were refused as unknown before (strategies/multi_node_dep.yaml's vllm_args
+# and env, models/deepseek-ai/DeepSeek-V4-Flash.yaml's reasoning feature and its DGX Spark drafter override's key)
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "--enable-expert-parallel --data-parallel-hybrid-lb -dp 8",
+        "--enable-expert-parallel -dp 8 -dph",
+        "--enable-expert-parallel -dp 8 --data-parallel-external-lb --data-parallel-backend ray",
+        '--reasoning-config \'{"reasoning_parser":"deepseek_v4","reasoning_start_str":"","reasoning_end_str":""}\'',
+        '--speculative-config \'{"method":"mtp","num_speculative_tokens":1,"attention_backend":"FLASHMLA_SPARSE"}\'',
+        "--prefix-cache-retention-interval auto",
+    ],
+)
+def test_the_recipes_flags_are_read(tail):
+    q = parse_serve(
+        "GLOO_SOCKET_IFNAME=eth0 NCCL_SOCKET_IFNAME=eth0 vllm serve deepseek-ai/DeepSeek-V4-Flash --trust-remote-code "
+        "--kv-cache-dtype fp8 --block-size 256 " + tail,
+        platform="gpu",
+        device_gib=140.0,
+        device_name="nvidia-h200",
+    )
+    assert q.model == "deepseek-v4-flash"

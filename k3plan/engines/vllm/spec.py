@@ -89,6 +89,7 @@ HARMLESS_KEYS = frozenset(
         "disable_padded_drafter_batch",
         "use_local_argmax_reduction",
         "disable_by_batch_size",
+        "attention_backend",  # the drafter's attention kernel (SpeculativeConfig.attention_backend)
     }
 )
 
