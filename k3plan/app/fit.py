@@ -346,6 +346,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             kv_bytes_per_token=lay.kv_bytes_per_token_layer * lay.n_mla,
             max_model_len=result.workload.context_tokens,
             max_running_requests=served.max_running_requests,
+            max_total_tokens=served.max_total_tokens,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

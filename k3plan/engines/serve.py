@@ -137,6 +137,21 @@ IGNORED = {
     "--trust-remote": 0,
     "--dist-init-addr": 1,
     "--chunked-prefill-size": -1,  # read below
+    # SGLang's CUDA graphs (python/sglang/srt/server_args.py ServerArgs: cuda_graph_bs and its per-phase lists, the
+    # max batch, the backends, the off switches): captured in the memory mem_fraction_static leaves outside the
+    # weights and the KV pool, so the pool does not move; and the server's warmup, logging and seed
+    "--cuda-graph-bs": 1,
+    "--cuda-graph-bs-decode": 1,
+    "--cuda-graph-bs-prefill": 1,
+    "--cuda-graph-max-bs": 1,
+    "--cuda-graph-max-bs-decode": 1,
+    "--cuda-graph-backend-prefill": 1,
+    "--cuda-graph-backend-decode": 1,
+    "--disable-cuda-graph": 0,
+    "--disable-prefill-cuda-graph": 0,
+    "--skip-server-warmup": 0,
+    "--decode-log-interval": 1,
+    "--random-seed": 1,
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
@@ -234,6 +249,7 @@ class ServeQuestion:
     compilation: Any = None
     # vLLM's --attention-config fields as read (k3plan.engines.vllm.attention_config); None: not given
     attention: Any = None
+    max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
 
     @property
     def stack_ref(self) -> str:
@@ -309,6 +325,8 @@ FAMILY_OF = {f.ENGINE: f for f in FAMILIES}
 # a switch any family declares (argparse BooleanOptionalAction: --X and --no-X, no value) splits as a switch in every
 # command: the tokens split the same whichever family reads them
 SWITCHES = frozenset().union(*(f.SWITCHES for f in FAMILIES))
+# flags that take one or more values (argparse nargs="+": a list of CUDA-graph sizes): their values up to the next flag
+NARGS = frozenset().union(*(f.NARGS for f in FAMILIES))
 
 
 def _family(argv: list[str]):
@@ -342,6 +360,11 @@ def _flags(rest: list[str]) -> dict[str, str]:
         if eq:
             value = val
             i += 1
+        elif name in NARGS and i + 1 < len(rest) and not rest[i + 1].startswith("-"):
+            j = i + 1
+            while j < len(rest) and not rest[j].startswith("-"):
+                j += 1
+            value, i = " ".join(rest[i + 1 : j]), j
         elif not switch and takes != 0 and i + 1 < len(rest) and not rest[i + 1].startswith("--"):
             value = rest[i + 1]
             i += 2
@@ -426,6 +449,7 @@ def parse_serve(
         speculative=r.speculative,
         compilation=r.compilation,
         attention=r.attention,
+        max_total_tokens=r.max_total_tokens,
     )
 
 

@@ -39,6 +39,10 @@ SGLANG_POOL = (
     "(rest_memory = available after loading - total x (1 - mem_fraction_static)) and handle_max_mamba_cache (the "
     "state pool out of rest_memory); read in stored versions"
 )
+SGLANG_CAP = (
+    "sgl-project/sglang python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py: max_total_num_tokens = "
+    "min(the profiled count, server_args.max_total_tokens) before the pool is allocated; read in stored versions"
+)
 # the tokens the engine keeps off the longest request: max_req_input_len = min(context_len, pool) - 1 - 5 > 0
 SGLANG_MIN_POOL_TOKENS = 7
 
@@ -54,11 +58,19 @@ def sglang_kv_pool(
     kv_bytes_per_token: int,
     max_model_len: int,
     max_running_requests: int | None,
+    max_total_tokens: int | None = None,
 ) -> EngineSizing:
-    """SGLang's KV pool a device and its start rule (module docstring)."""
+    """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
+    the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
+    sgl-project/sglang docs/backend/server_arguments.md); the runner caps max_total_num_tokens to it and sizes the
+    pool by the capped count (SGLANG_CAP)."""
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
+    capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
+    if capped:
+        assert max_total_tokens is not None
+        tokens, pool = max_total_tokens, max_total_tokens * kv_bytes_per_token
     running = (
         f"{max_running_requests:,}"
         if max_running_requests is not None
@@ -97,6 +109,8 @@ def sglang_kv_pool(
         f"int({mem_fraction_static} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
         f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
     )
+    if capped:
+        pool_src = f"--max-total-tokens {tokens:,} x {kv_bytes_per_token:,} B a token, under {pool_src} ({SGLANG_CAP})"
     return EngineSizing(
         engine="sglang",
         weights_bytes=Figure(

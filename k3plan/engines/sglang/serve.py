@@ -21,6 +21,8 @@ COMMANDS = (
     ServeCommand(("sglang", "serve"), positional_model=True, usage="'sglang serve MODEL ...'"),
 )
 SWITCHES: frozenset[str] = frozenset()  # the switches k3plan reads are vLLM's (read as switches here too)
+# ServerArgs' list flags (nargs="+"): the CUDA-graph batch sizes (python/sglang/srt/server_args.py)
+NARGS = frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"})
 
 
 def default_chunk(device_gib: float) -> tuple[int, str]:
@@ -118,6 +120,10 @@ def read(r: Reading) -> None:
     get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
     ep_size = get("--ep-size", get("--ep", None))
     r.ep = flag_int("--ep-size", ep_size) if ep_size else None
+    if r.ep == 1 and r.tp > 1:
+        # ServerArgs' default ep_size 1: no expert parallelism, each expert's intermediate split over the TP group
+        # (moe_tp_size = tp_size / ep_size) -- the same bytes a device as EP over it, which k3plan prices
+        r.ep = None
     raw_context = get("--max-model-len", get("--context-length", None))
     if raw_context is not None:
         r.context = flag_int("--context-length", raw_context)
@@ -153,6 +159,14 @@ def read(r: Reading) -> None:
     if override is not None:
         flag_int("--num-gpu-blocks-override", override)
         raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
+    runner = get("--moe-runner-backend", None)  # ServerArgs.moe_runner_backend: the MoE kernel
+    if runner is not None and runner != "auto":
+        r.caveats.append(
+            f"--moe-runner-backend {runner}: the MoE kernel; k3plan prices the experts in the stack's runtime format "
+            "whichever runner SGLang picks (a runner that converts the experts at load is not priced)"
+        )
+    cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
+    r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
 
 
 def check_env(env: dict[str, str]) -> None:

@@ -86,26 +86,49 @@ def read_compilation(text: str | None, *, enforce_eager: bool = False) -> Compil
     )
 
 
-def with_max_capture(text: str | None, top: int) -> str:
-    """--max-cudagraph-capture-size N as vLLM's EngineArgs.create_engine_config applies it: the compilation
-    config's max_cudagraph_capture_size, refused beside the JSON's own ('max_cudagraph_capture_size and
-    compilation_config.max_cudagraph_capture_size are mutually exclusive'; vllm/engine/arg_utils.py, read in
+def _config_json(text: str | None) -> dict:
+    """--compilation-config's JSON object ({} when not given)."""
+    if not text:
+        return {}
+    try:
+        cfg = json.loads(text)
+    except ValueError as exc:
+        raise K3PlanError(f"--serve: --compilation-config is not JSON: {text!r}") from exc
+    if not isinstance(cfg, dict):
+        raise K3PlanError(f"--serve: --compilation-config is not a JSON object: {text!r}")
+    return cfg
+
+
+def _exclusive(cfg: dict, field: str, flag: str) -> None:
+    """EngineArgs.create_engine_config refuses a flag beside the compilation config's own field ('<field> and
+    compilation_config.<field> are mutually exclusive'; vllm/engine/arg_utils.py, read in
     yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2)."""
-    cfg: dict = {}
-    if text:
-        try:
-            cfg = json.loads(text)
-        except ValueError as exc:
-            raise K3PlanError(f"--serve: --compilation-config is not JSON: {text!r}") from exc
-        if not isinstance(cfg, dict):
-            raise K3PlanError(f"--serve: --compilation-config is not a JSON object: {text!r}")
-    if cfg.get("max_cudagraph_capture_size") is not None:
+    if cfg.get(field) is not None:
         raise K3PlanError(
-            "--serve: --max-cudagraph-capture-size beside --compilation-config's max_cudagraph_capture_size: vLLM "
-            "refuses both ('max_cudagraph_capture_size and compilation_config.max_cudagraph_capture_size are mutually "
-            "exclusive', vllm/engine/arg_utils.py EngineArgs.create_engine_config); give one"
+            f"--serve: {flag} beside --compilation-config's {field}: vLLM refuses both ('{field} and "
+            f"compilation_config.{field} are mutually exclusive', vllm/engine/arg_utils.py "
+            "EngineArgs.create_engine_config); give one"
         )
+
+
+def with_max_capture(text: str | None, top: int) -> str:
+    """--max-cudagraph-capture-size N: the compilation config's max_cudagraph_capture_size (EngineArgs)."""
+    cfg = _config_json(text)
+    _exclusive(cfg, "max_cudagraph_capture_size", "--max-cudagraph-capture-size")
     return json.dumps({**cfg, "max_cudagraph_capture_size": top})
+
+
+def with_capture_sizes(text: str | None, sizes: str) -> str:
+    """--cudagraph-capture-sizes 1 2 4 8: the compilation config's cudagraph_capture_sizes (EngineArgs)."""
+    try:
+        got = [int(x) for x in sizes.replace(",", " ").split()]
+    except ValueError:
+        raise K3PlanError(f"--serve: --cudagraph-capture-sizes {sizes!r}: expected whole numbers") from None
+    if not got or min(got) < 1:
+        raise K3PlanError(f"--serve: --cudagraph-capture-sizes {sizes!r}: expected sizes of at least 1")
+    cfg = _config_json(text)
+    _exclusive(cfg, "cudagraph_capture_sizes", "--cudagraph-capture-sizes")
+    return json.dumps({**cfg, "cudagraph_capture_sizes": got})
 
 
 class CudagraphPlan(Frozen):

@@ -8,7 +8,7 @@ from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.vllm.attention_config import fold_dotted, read_attention
-from k3plan.engines.vllm.cudagraph import read_compilation, with_max_capture
+from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -39,6 +39,8 @@ VLLM_LARGE_GPU_GIB = 70
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
 VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only"}
 SWITCHES = frozenset(VLLM_SWITCHES)
+# EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes)
+NARGS = frozenset({"--cudagraph-capture-sizes"})
 
 
 def human_readable_int(flag: str, value: str) -> int:
@@ -184,15 +186,18 @@ def read(r: Reading) -> None:
             "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "
             "buckets) was not read; k3plan prices vLLM's on GPUs"
         )
-    top = get("--max-cudagraph-capture-size", None)  # EngineArgs -> CompilationConfig.max_cudagraph_capture_size
+    # EngineArgs -> CompilationConfig.max_cudagraph_capture_size / cudagraph_capture_sizes
+    top, sizes = get("--max-cudagraph-capture-size", None), get("--cudagraph-capture-sizes", None)
     if r.platform != "tpu":  # the graphs vLLM's GPU worker profiles and subtracts (engines/vllm/cudagraph.py)
         eager = get("--enforce-eager", None)
         comp = get("--compilation-config", None)
         if top is not None:
             comp = with_max_capture(comp, flag_int("--max-cudagraph-capture-size", top))
+        if sizes is not None:
+            comp = with_capture_sizes(comp, sizes)
         r.compilation = read_compilation(comp, enforce_eager=eager is not None and eager.lower() not in ("false", "0"))
-    elif top is not None:
-        r.ignored.append("--max-cudagraph-capture-size")  # CUDA graphs: none on a TPU
+    else:  # CUDA graphs: none on a TPU
+        r.ignored += [f for f, v in (("--max-cudagraph-capture-size", top), ("--cudagraph-capture-sizes", sizes)) if v]
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
     # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)

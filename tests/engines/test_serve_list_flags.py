@@ -1,0 +1,60 @@
+"""Serve commands with list flags (argparse nargs="+") and SGLang's pool cap, read as the engines read them (issue 47
+item 2). The SGLang line is an SGLang developer's V4.1-Flash launch script (BBuf/how-to-optim-algorithm-in-cuda,
+large-language-model/sglang/assets/deepseek-v41-kernel-journey/random-dspark/launch-tp4.sh, without its DSpark flags,
+which k3plan refuses by name)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.errors import K3PlanError
+
+SGLANG_V41 = (
+    "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash "
+    "--served-model-name deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --ep-size 1 --trust-remote-code "
+    "--moe-a2a-backend none --moe-runner-backend flashinfer_mxfp4 --mem-fraction-static 0.80 "
+    "--max-total-tokens 33554432 --chunked-prefill-size 4096 --cuda-graph-bs-decode 1 2 4 8 16 32 64 "
+    "--max-running-requests 128 --skip-server-warmup --reasoning-parser deepseek-v41 --random-seed 42 "
+    "--decode-log-interval 10 --host 127.0.0.1 --port 30021"
+)
+K2 = "vllm serve moonshotai/Kimi-K2-Instruct -tp 8 --max-model-len 8192"
+
+
+def _gpu(cmd: str):
+    return parse_serve(cmd, platform="gpu", device_gib=178.0, device_name="nvidia-b200")
+
+
+def test_sglang_s_list_flags_and_its_no_ep_default_read():
+    q = _gpu(SGLANG_V41)
+    assert (q.model, q.stack, q.tp, q.ep, q.max_total_tokens) == ("deepseek-v4.1-flash", "sglang", 4, None, 33554432)
+    assert "--cuda-graph-bs-decode" in q.ignored  # CUDA graphs live outside mem_fraction_static's pool
+    assert any(c.startswith("--moe-runner-backend flashinfer_mxfp4") for c in q.caveats)
+
+
+def test_sglang_s_max_total_tokens_caps_the_pool(cli):
+    base = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --mem-fraction-static 0.8"
+    )
+    free = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "4", "--serve", base, "--json").stdout)["engine"]
+    cap = free["kv_pool_tokens"] // 3
+    got = json.loads(
+        cli("fit", "-H", "nvidia-b200", "-t", "4", "--serve", f"{base} --max-total-tokens {cap}", "--json").stdout
+    )["engine"]
+    assert got["kv_pool_tokens"] == cap and got["kv_pool_bytes"] < free["kv_pool_bytes"]
+    above = json.loads(
+        cli("fit", "-H", "nvidia-b200", "-t", "4", "--serve", f"{base} --max-total-tokens {2**31 - 1}", "--json").stdout
+    )["engine"]
+    assert above["kv_pool_tokens"] == free["kv_pool_tokens"]  # a cap above the pool changes nothing
+
+
+def test_vllm_s_capture_sizes_list_is_the_compilation_config_s():
+    listed = _gpu(K2 + " --cudagraph-capture-sizes 1 2 4 8").compilation
+    assert listed == _gpu(K2 + " --compilation-config '{\"cudagraph_capture_sizes\": [1, 2, 4, 8]}'").compilation
+    assert listed.capture_sizes == (1, 2, 4, 8)
+    with pytest.raises(K3PlanError, match="mutually exclusive"):
+        _gpu(K2 + " --cudagraph-capture-sizes 1 2 --compilation-config '{\"cudagraph_capture_sizes\": [4]}'")
+    with pytest.raises(K3PlanError, match="whole numbers"):
+        _gpu(K2 + " --cudagraph-capture-sizes one two")
