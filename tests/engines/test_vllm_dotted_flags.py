@@ -32,12 +32,22 @@ GSM8K_V4 = (
     "--speculative_config.num_speculative_tokens=2"
 )
 
+# ai-dynamo/dynamo@591f1a21 recipes/deepseek-v4-pro/vllm/agg/deploy.yaml, its 'Upstream reference command' (8 GPUs,
+# TP 8 + EP, on a Blackwell image: the FP4 indexer cache)
+DYNAMO_V4_PRO = (
+    "vllm serve deepseek-ai/DeepSeek-V4-Pro --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+    "--enable-expert-parallel --tensor-parallel-size 8 "
+    '--compilation-config \'{"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}\' '
+    "--attention_config.use_fp4_indexer_cache=True --tokenizer-mode deepseek_v4 --tool-call-parser deepseek_v4 "
+    "--enable-auto-tool-choice --reasoning-parser deepseek_v4"
+)
+
 
 def _q(cmd: str):
     return parse_serve(cmd, platform="gpu", device_gib=178.0, device_name="nvidia-b200")
 
 
-@pytest.mark.parametrize("cmd", [RECIPE_493, GSM8K_V4])
+@pytest.mark.parametrize("cmd", [RECIPE_493, GSM8K_V4, DYNAMO_V4_PRO])
 def test_the_engines_own_v4_lines_read(cmd):
     q = _q(cmd)
     assert q.attention == {"use_fp4_indexer_cache": "True"}  # vLLM's dotted value: not JSON, kept as text
@@ -126,3 +136,8 @@ def test_the_recipes_flags_are_read(tail):
         device_name="nvidia-h200",
     )
     assert q.model == "deepseek-v4-flash"
+
+
+def test_the_upstream_v4_pro_command_starts_on_b200(cli):
+    r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", DYNAMO_V4_PRO)
+    assert r.exit_code == 0 and r.stdout.startswith("STARTS: KV pool"), r.stdout[:300]
