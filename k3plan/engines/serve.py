@@ -126,6 +126,21 @@ IGNORED = {
     "-dpb": 1,
     # the reasoning parser's strings (vLLM's ReasoningConfig; the recipes' DeepSeek-V4-Flash reasoning feature)
     "--reasoning-config": 1,
+    # kernel choices, warmup, scheduling class, streaming, event publishing, logging and timeouts of the vLLM workers in
+    # NVIDIA Dynamo's Kimi-K3 recipes (ai-dynamo/dynamo recipes/kimi-k3/vllm/agg-gb200-agentic and agg-h200-agentic):
+    # which kernel runs or how the host talks, not what the pool holds. --skip-mm-profiling leaves the vision encoder
+    # out of the profile run, whose activation k3plan does not price either
+    "--attention-backend": 1,
+    "--mm-encoder-attn-backend": 1,
+    "--kda-prefill-backend": 1,
+    "--kernel-config": 1,
+    "--skip-mm-profiling": 0,
+    "--scheduler-cls": 1,
+    "--stream-interval": 1,
+    "--kv-events-config": 1,
+    "--no-enable-log-requests": 0,
+    "--distributed-timeout-seconds": 1,
+    "--cpu-distributed-timeout-seconds": 1,
     "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
     # the torchtpu-vllm nightlies' EXTRA_SERVE_ARGS (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/
     # deepseek-v4-flash-dp8-ep.sh @7de7a3f5, deepseek-v4-pro-dp16-ep.sh @5e1723db): sampling defaults and how the
