@@ -347,6 +347,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             max_model_len=result.workload.context_tokens,
             max_running_requests=served.max_running_requests,
             max_total_tokens=served.max_total_tokens,
+            page_size=served.page_size or 1,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -167,6 +167,17 @@ IGNORED = {
     "--skip-server-warmup": 0,
     "--decode-log-interval": 1,
     "--random-seed": 1,
+    # SGLang's scheduling, metrics, kernels, NCCL algorithm, host-side loading and host-memory (HiCache) tier in NVIDIA
+    # Dynamo's Kimi-K3 SGLang recipes (ai-dynamo/dynamo recipes/kimi-k3/sglang/): the GPU pool mem_fraction_static
+    # sizes does not move (HiCache's --hicache-size is host memory)
+    "--max-prefill-tokens": 1,
+    "--schedule-policy": 1,
+    "--enable-metrics": 0,
+    "--mm-attention-backend": 1,
+    "--enable-nccl-nvls": 0,
+    "--weight-loader-prefetch-checkpoints": 0,
+    "--enable-hierarchical-cache": 0,
+    "--hicache-size": 1,
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
@@ -265,6 +276,7 @@ class ServeQuestion:
     # vLLM's --attention-config fields as read (k3plan.engines.vllm.attention_config); None: not given
     attention: Any = None
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
+    page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
 
     @property
     def stack_ref(self) -> str:
@@ -465,6 +477,7 @@ def parse_serve(
         compilation=r.compilation,
         attention=r.attention,
         max_total_tokens=r.max_total_tokens,
+        page_size=r.page_size,
     )
 
 

@@ -83,6 +83,7 @@ class Reading:
     compilation: Any = None  # vLLM's graph settings as read (engines/vllm/cudagraph.py CompilationRead)
     attention: Any = None  # vLLM's --attention-config fields as read (engines/vllm/attention_config.py)
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap
+    page_size: int | None = None  # SGLang's --page-size: the pool's page
 
     def get(self, name: str, default=None):
         return self.flags.pop(name, default)

@@ -58,3 +58,33 @@ def test_vllm_s_capture_sizes_list_is_the_compilation_config_s():
         _gpu(K2 + " --cudagraph-capture-sizes 1 2 --compilation-config '{\"cudagraph_capture_sizes\": [4]}'")
     with pytest.raises(K3PlanError, match="whole numbers"):
         _gpu(K2 + " --cudagraph-capture-sizes one two")
+
+
+# NVIDIA Dynamo's SGLang Kimi-K3 recipe (ai-dynamo/dynamo@79707e04 recipes/kimi-k3/sglang/agg-gb200-agentic/deploy.yaml,
+# its worker.yaml as flags), without the three it sets that change the pool in ways k3plan does not price
+DYNAMO_SGLANG_K3 = (
+    "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --served-model-name moonshotai/Kimi-K3 "
+    "--trust-remote-code --tp-size 16 --ep-size 16 --context-length 1048576 --max-running-requests 64 "
+    "--mem-fraction-static 0.88 --chunked-prefill-size 8192 --max-prefill-tokens 8192 --page-size 64 "
+    "--schedule-policy fcfs --weight-loader-prefetch-checkpoints --mm-attention-backend triton_attn "
+    "--moe-runner-backend deep_gemm --moe-a2a-backend megamoe --enable-nccl-nvls --enable-hierarchical-cache "
+    "--hicache-size 100 --kv-cache-dtype fp8_e4m3 --enable-metrics"
+)
+
+
+def test_sglang_s_page_size_rounds_the_pool_to_whole_pages(cli):
+    got = json.loads(cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", DYNAMO_SGLANG_K3, "--json").stdout)
+    eng = got["engine"]
+    assert got["fits"] is True and eng["block_tokens"] == 64 and eng["kv_pool_tokens"] % 64 == 0
+    one = DYNAMO_SGLANG_K3.replace("--page-size 64", "--page-size 1")
+    ones = json.loads(cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", one, "--json").stdout)["engine"]
+    assert ones["kv_pool_tokens"] - 64 < eng["kv_pool_tokens"] <= ones["kv_pool_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "says"),
+    [("--dcp-size 16", "decode context parallelism"), ("--mamba-full-memory-ratio 0.9", "linear-attention state")],
+)
+def test_sglang_flags_whose_pool_effect_is_unpriced_are_refused_by_name(flag, says):
+    with pytest.raises(K3PlanError, match=says):
+        _gpu(DYNAMO_SGLANG_K3 + " " + flag)

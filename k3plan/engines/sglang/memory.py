@@ -43,6 +43,10 @@ SGLANG_CAP = (
     "sgl-project/sglang python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py: max_total_num_tokens = "
     "min(the profiled count, server_args.max_total_tokens) before the pool is allocated; read in stored versions"
 )
+SGLANG_PAGE = (
+    "sgl-project/sglang python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py: max_total_num_tokens rounded "
+    "down to whole pages of --page-size tokens before the pool is allocated; read in stored versions"
+)
 # the tokens the engine keeps off the longest request: max_req_input_len = min(context_len, pool) - 1 - 5 > 0
 SGLANG_MIN_POOL_TOKENS = 7
 
@@ -59,6 +63,7 @@ def sglang_kv_pool(
     max_model_len: int,
     max_running_requests: int | None,
     max_total_tokens: int | None = None,
+    page_size: int = 1,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -71,6 +76,7 @@ def sglang_kv_pool(
     if capped:
         assert max_total_tokens is not None
         tokens, pool = max_total_tokens, max_total_tokens * kv_bytes_per_token
+    tokens = tokens // page_size * page_size  # whole pages (SGLANG_PAGE)
     running = (
         f"{max_running_requests:,}"
         if max_running_requests is not None
@@ -120,8 +126,10 @@ def sglang_kv_pool(
         kv_pool_tokens=Figure(
             tokens, f"KV pool // {kv_bytes_per_token:,} B a token (page size 1): max_total_num_tokens"
         ),
-        block_tokens=Figure(1, "SGLang's default page_size 1 (token-granular pages)"),
-        num_blocks=Figure(tokens, "pages of one token"),
+        block_tokens=Figure(page_size, f"--page-size {page_size} ({SGLANG_PAGE})")
+        if page_size != 1
+        else Figure(1, "SGLang's default page_size 1 (token-granular pages)"),
+        num_blocks=Figure(tokens // page_size, f"pages of {page_size} token(s)"),
         max_concurrency=Figure(
             round(conc, 2),
             f"max_total_num_tokens / context_len {max_model_len:,} (sequences the pool holds at full length; the "

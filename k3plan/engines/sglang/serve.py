@@ -167,6 +167,19 @@ def read(r: Reading) -> None:
         )
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
+    page = get("--page-size", None)  # the pool's page (engines/sglang/memory.py sglang_kv_pool)
+    r.page_size = flag_int("--page-size", page) if page is not None else None
+    # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
+    for name, what in UNPRICED.items():
+        if get(name, None) is not None:
+            raise K3PlanError(f"--serve: {name}: {what} is not priced by k3plan; remove it to price SGLang without it")
+
+
+# ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
+UNPRICED = {
+    "--dcp-size": "decode context parallelism (each rank holds a share of every sequence's KV)",
+    "--mamba-full-memory-ratio": "the split of the pool between the linear-attention state and the full KV",
+}
 
 
 def check_env(env: dict[str, str]) -> None:
