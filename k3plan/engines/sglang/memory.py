@@ -67,7 +67,7 @@ def sglang_kv_pool(
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
-    sgl-project/sglang docs/backend/server_arguments.md); the runner caps max_total_num_tokens to it and sizes the
+    sgl-project/sglang/docs/backend/server_arguments.md); the runner caps max_total_num_tokens to it and sizes the
     pool by the capped count (SGLANG_CAP)."""
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
     pool = rest - state_pool_bytes
