@@ -51,7 +51,9 @@ def _q(cmd: str):
 def test_the_engines_own_v4_lines_read(cmd):
     q = _q(cmd)
     assert q.attention == {"use_fp4_indexer_cache": "True"}  # vLLM's dotted value: not JSON, kept as text
-    assert "--attention-config" in q.ignored
+    assert "--attention-config" not in q.ignored  # read: the FP4 indexer cache is a start check off sm_10x
+    kernels = _q("vllm serve moonshotai/Kimi-K2-Instruct -tp 8 --attention-config.backend FLASHINFER_MLA")
+    assert kernels.attention == {"backend": "FLASHINFER_MLA"} and "--attention-config" in kernels.ignored
 
 
 def test_dotted_flags_are_their_json_flag():

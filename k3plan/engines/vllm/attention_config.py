@@ -145,11 +145,16 @@ def read_attention(raw: str | None) -> dict[str, Any] | None:
     return got
 
 
+def fp4_indexer(attention: dict[str, Any]) -> bool:
+    """Whether the settings ask for the FP4 indexer cache (vLLM's bool field, also as the dotted flag's text)."""
+    return attention.get("use_fp4_indexer_cache") in (True, "true", "True", 1)
+
+
 def start_error(attention: dict[str, Any] | None, *, has_indexer: bool, hardware: str) -> tuple[str, str] | None:
     """(the engine's error, where it is raised) when the command's attention settings stop it starting on
     ``hardware`` for a model with a sparse indexer (``has_indexer``), else None."""
     if not attention or not has_indexer or hardware in SM100_FAMILY:
         return None
-    if attention.get("use_fp4_indexer_cache") in (True, "true", "True", 1):
+    if fp4_indexer(attention):
         return FP4_INDEXER_MESSAGE, FP4_INDEXER_AT
     return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
-from k3plan.engines.vllm.attention_config import fold_dotted, read_attention
+from k3plan.engines.vllm.attention_config import fold_dotted, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
@@ -202,7 +202,7 @@ def read(r: Reading) -> None:
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
     # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)
     r.attention = read_attention(get("--attention-config", None))
-    if r.attention is not None:
+    if r.attention is not None and not fp4_indexer(r.attention):  # the FP4 indexer cache is read: a start check
         r.ignored.append("--attention-config")
 
 
