@@ -79,11 +79,23 @@ def read_compilation(text: str | None, *, enforce_eager: bool = False) -> Compil
         raise K3PlanError(f"--serve: cudagraph_mode {mode!r} is not one of vLLM's: {', '.join(MODES)}")
     size = cfg.get("max_cudagraph_capture_size")
     sizes = cfg.get("cudagraph_capture_sizes")
+    if sizes is not None and not isinstance(sizes, list):
+        raise K3PlanError(f"--serve: cudagraph_capture_sizes {sizes!r}: expected a list of whole numbers")
     return CompilationRead(
         mode=mode,
-        max_capture_size=int(size) if size is not None else None,
-        capture_sizes=tuple(sorted({int(s) for s in sizes})) if sizes else None,
+        max_capture_size=_size("max_cudagraph_capture_size", size) if size is not None else None,
+        capture_sizes=tuple(sorted({_size("cudagraph_capture_sizes", s) for s in sizes})) if sizes else None,
     )
+
+
+def _size(field: str, value) -> int:
+    """A CUDA-graph size of the compilation config: a whole number of at least 1 (CompilationConfig's int fields)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        raise K3PlanError(f"--serve: {field} {value!r}: expected a whole number of at least 1")
+    n = int(value)
+    if n < 1:
+        raise K3PlanError(f"--serve: {field} {value!r}: expected a whole number of at least 1")
+    return n
 
 
 def _config_json(text: str | None) -> dict:
