@@ -143,3 +143,25 @@ def test_the_recipes_flags_are_read(tail):
 def test_the_upstream_v4_pro_command_starts_on_b200(cli):
     r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", DYNAMO_V4_PRO)
     assert r.exit_code == 0 and r.stdout.startswith("STARTS: KV pool"), r.stdout[:300]
+
+
+def test_a_config_file_is_read_before_the_command_s_own_flags(tmp_path, monkeypatch):
+    """vLLM's --config FILE.yaml (FlexibleArgumentParser._pull_args_from_config / load_config_file): keys are flags,
+    a true bool a switch (false left out), a mapping JSON, and the command's own flags win over the file's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "serve.yaml").write_text(
+        "tensor-parallel-size: 8\nmax-model-len: 8192\nmax-num-seqs: 64\nenable-expert-parallel: false\n"
+        "trust-remote-code: true\ncompilation-config:\n  cudagraph_mode: PIECEWISE\n"
+    )
+    q = _q("vllm serve moonshotai/Kimi-K2-Instruct --config serve.yaml --max-num-seqs 32")
+    assert (q.tp, q.context, q.batch, q.expert_parallel) == (8, 8192, 32, False)  # the command's 32 wins
+    piecewise = _q("vllm serve moonshotai/Kimi-K2-Instruct -tp 8 --compilation-config.cudagraph_mode PIECEWISE")
+    assert q.compilation == piecewise.compilation
+    for cmd, says in [
+        ("--config missing.yaml", "no such file"),
+        ("--config serve.json", "yaml / yml file only"),
+        ("--config serve.yaml --config serve.yaml", "more than one --config"),
+        ("--config", "takes a file"),
+    ]:
+        with pytest.raises(K3PlanError, match=says):
+            _q("vllm serve moonshotai/Kimi-K2-Instruct " + cmd)
