@@ -5,6 +5,7 @@ spells alike. Here, not in k3plan.engines.serve, so the families' readers import
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,3 +141,42 @@ def _fraction(flag: str, value: str) -> str:
     if not 0 < f <= 1:
         raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]")
     return value.strip()
+
+
+def config_file_args(rest: list[str], *, engine: str) -> list[str]:
+    """``--config FILE.yaml`` as the engines read it: vLLM's FlexibleArgumentParser (_pull_args_from_config,
+    load_config_file, read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2) and SGLang's ConfigArgumentMerger
+    (python/sglang/srt/server_args_config_parser.py; sgl-project/sglang/docs/advanced_features/server_arguments.md:
+    'CLI arguments will override config file values'). The file's keys become flags placed before the command's own
+    (the command's win); a true bool is a switch (false: left out), a list a flag with one value each, a mapping a
+    JSON value, anything else its text. The file is read where k3plan runs, as the engine would read it where it
+    starts; one --config at most; a .yaml / .yml file only."""
+    rest = [x for tok in rest for x in (tok.split("=", 1) if tok.startswith("--config=") else [tok])]
+    if "--config" not in rest:
+        return rest
+    if rest.count("--config") > 1:
+        raise K3PlanError(f"--serve: more than one --config file ({engine} reads one)")
+    i = rest.index("--config")
+    if i == len(rest) - 1 or rest[i + 1].startswith("-"):
+        raise K3PlanError(f"--serve: --config takes a file ({engine}: a yaml file of its flags)")
+    path = rest[i + 1]
+    if path.rsplit(".", 1)[-1] not in ("yaml", "yml"):
+        raise K3PlanError(f"--serve: --config {path!r}: {engine} reads a yaml / yml file only")
+    from pathlib import Path
+
+    from k3plan.specfile import read_yaml_mapping
+
+    if not Path(path).is_file():
+        raise K3PlanError(f"--serve: --config {path!r}: no such file here (k3plan reads it as {engine} would at start)")
+    args: list[str] = []
+    for key, value in read_yaml_mapping(f"--serve --config {path}", Path(path)).items():
+        flag = "--" + str(key)
+        if isinstance(value, bool):
+            args += [flag] if value else []
+        elif isinstance(value, list):
+            args += [flag, *(str(v) for v in value)] if value else []
+        elif isinstance(value, dict):
+            args += [flag, json.dumps(value)]
+        else:
+            args += [flag, str(value)]
+    return args + rest[:i] + rest[i + 2 :]

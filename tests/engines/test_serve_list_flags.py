@@ -88,3 +88,27 @@ def test_sglang_s_page_size_rounds_the_pool_to_whole_pages(cli):
 def test_sglang_flags_whose_pool_effect_is_unpriced_are_refused_by_name(flag, says):
     with pytest.raises(K3PlanError, match=says):
         _gpu(DYNAMO_SGLANG_K3 + " " + flag)
+
+
+def test_sglang_reads_a_config_file_under_the_command_s_own_flags(tmp_path, monkeypatch):
+    """SGLang's --config FILE.yaml ('CLI arguments will override config file values': the server-arguments docs):
+    NVIDIA Dynamo's Kimi-K3 worker.yaml, as that recipe's ConfigMap holds it, without its DSpark drafter, decode
+    context parallelism and mamba memory ratio (refused by name)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "worker.yaml").write_text(
+        "model-path: moonshotai/Kimi-K3\nserved-model-name: moonshotai/Kimi-K3\ntrust-remote-code: true\n"
+        "tp-size: 16\nep-size: 16\ncontext-length: 1048576\nmax-running-requests: 64\nmem-fraction-static: 0.88\n"
+        "chunked-prefill-size: 8192\nmax-prefill-tokens: 8192\npage-size: 64\nschedule-policy: fcfs\n"
+        "weight-loader-prefetch-checkpoints: true\nmoe-runner-backend: deep_gemm\nmoe-a2a-backend: megamoe\n"
+        "enable-nccl-nvls: true\nenable-hierarchical-cache: true\nhicache-size: 100\nkv-cache-dtype: fp8_e4m3\n"
+        "enable-metrics: true\n"
+    )
+    q = _gpu("python3 -m sglang.launch_server --config worker.yaml --mem-fraction-static 0.85")
+    assert (q.model, q.tp, q.context, q.page_size, q.stack_options["mem_fraction_static"]) == (
+        "kimi-k3",
+        16,
+        1048576,
+        64,
+        "0.85",  # the command's own flag over the file's 0.88
+    )
+    assert _gpu("python3 -m sglang.launch_server --config=worker.yaml").stack_options["mem_fraction_static"] == "0.88"

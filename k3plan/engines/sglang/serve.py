@@ -4,7 +4,7 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
+from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -104,7 +104,9 @@ KNOWN_ENV = frozenset({LONG_CONTEXT_ENV})
 
 
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
-    """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL."""
+    """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL; a --config file's flags first
+    (serve_values.config_file_args)."""
+    rest = config_file_args(rest, engine=ENGINE)
     return None, (rest if model is None else ["--model-path", model, *rest])
 
 

@@ -126,42 +126,6 @@ def fold_dotted(rest: list[str]) -> list[str]:
     return out
 
 
-def config_file_args(rest: list[str]) -> list[str]:
-    """``--config FILE.yaml`` as vLLM's FlexibleArgumentParser reads it (_pull_args_from_config, load_config_file,
-    read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2): the file's keys become flags placed before the command's own
-    (the command's win: cli > config > defaults); a true bool is a switch (false: left out), a list a flag with one
-    value each, a mapping a JSON value, anything else its text. The file is read where k3plan runs, as vLLM would
-    read it where it starts; one --config at most; a .yaml / .yml file only."""
-    if "--config" not in rest:
-        return rest
-    if rest.count("--config") > 1:
-        raise K3PlanError("--serve: more than one --config file (vLLM: 'More than one config file specified!')")
-    i = rest.index("--config")
-    if i == len(rest) - 1 or rest[i + 1].startswith("-"):
-        raise K3PlanError("--serve: --config takes a file (vLLM: 'No config file specified!')")
-    path = rest[i + 1]
-    if path.rsplit(".", 1)[-1] not in ("yaml", "yml"):
-        raise K3PlanError(f"--serve: --config {path!r}: vLLM reads a yaml / yml file only")
-    from pathlib import Path
-
-    from k3plan.specfile import read_yaml_mapping
-
-    if not Path(path).is_file():
-        raise K3PlanError(f"--serve: --config {path!r}: no such file here (k3plan reads it as vLLM would at start)")
-    args: list[str] = []
-    for key, value in read_yaml_mapping(f"--serve --config {path}", Path(path)).items():
-        flag = "--" + str(key)
-        if isinstance(value, bool):
-            args += [flag] if value else []
-        elif isinstance(value, list):
-            args += [flag, *(str(v) for v in value)] if value else []
-        elif isinstance(value, dict):
-            args += [flag, json.dumps(value)]
-        else:
-            args += [flag, str(value)]
-    return args + rest[:i] + rest[i + 2 :]
-
-
 def read_attention(raw: str | None) -> dict[str, Any] | None:
     """``--attention-config`` JSON -> its fields (None: not given); an unknown field is refused by name."""
     if raw is None:

@@ -5,9 +5,9 @@ k3plan writes that the reader takes (--all2all-backend)."""
 from __future__ import annotations
 
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
-from k3plan.engines.serve_values import Reading, ServeCommand, flag_int
+from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
-from k3plan.engines.vllm.attention_config import config_file_args, fold_dotted, fp4_indexer, read_attention
+from k3plan.engines.vllm.attention_config import fold_dotted, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
@@ -110,7 +110,7 @@ KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV})
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
     """The flags as vLLM's parser reads them: a --config file's flags first, dashes, and its dotted config flags
     folded into their JSON flag (engines/vllm/attention_config.py config_file_args, fold_dotted)."""
-    return model, fold_dotted([dashes(tok) for tok in config_file_args(rest)])
+    return model, fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
 
 
 def read(r: Reading) -> None:
