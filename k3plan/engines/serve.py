@@ -140,6 +140,7 @@ IGNORED = {
     "--kv-events-config": 1,
     "--no-enable-log-requests": 0,
     "--distributed-timeout-seconds": 1,
+    "--numa-bind": 0,  # host NUMA placement of the workers (NVIDIA Dynamo's DeepSeek-V4.1-Flash recipes)
     "--cpu-distributed-timeout-seconds": 1,
     "--kv-transfer-config": 1,  # a disaggregated deployment's KV connector: the pool is sized as without it
     # the torchtpu-vllm nightlies' EXTRA_SERVE_ARGS (kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/

@@ -165,3 +165,25 @@ def test_a_config_file_is_read_before_the_command_s_own_flags(tmp_path, monkeypa
     ]:
         with pytest.raises(K3PlanError, match=says):
             _q("vllm serve moonshotai/Kimi-K2-Instruct " + cmd)
+
+
+# NVIDIA Dynamo's DeepSeek-V4.1-Flash vLLM recipe (ai-dynamo/dynamo@a28690c6 recipes/deepseek-v4.1-flash/vllm/agg-b200/
+# kustomize/base/deploy.yaml), its vLLM flags without the DSpark drafter k3plan refuses by name
+DYNAMO_V41 = (
+    "vllm serve deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek-ai/DeepSeek-V4.1-Flash "
+    "--tokenizer-mode deepseek_v41 --tensor-parallel-size 4 --enable-expert-parallel --moe-backend deep_gemm_mega_moe "
+    """--enable-ep-weight-filter --enable-eplb --eplb-config '{"communicator":"torch_gloo"}' --numa-bind """
+    "--language-model-only --reasoning-parser deepseek_v41 "
+    """--kv-events-config '{"publisher":"zmq","topic":"kv-events","endpoint":"tcp://*:5557"}' """
+    "--max-cudagraph-capture-size 512 --prefix-cache-retention-interval 1024 "
+    """--attention-config '{"indexer_kv_dtype":"mxfp4"}'"""
+)
+
+
+def test_the_v41_recipe_reads_with_its_indexer_format_a_caveat_and_eplb_without_redundancy():
+    q = _q(DYNAMO_V41)
+    assert q.model == "deepseek-v4.1-flash" and {"--enable-eplb", "--eplb-config", "--numa-bind"} <= set(q.ignored)
+    assert "--attention-config" not in q.ignored
+    assert any(c.startswith("--attention-config indexer_kv_dtype mxfp4") for c in q.caveats)
+    with pytest.raises(K3PlanError, match="redundant experts"):
+        _q(DYNAMO_V41 + """ --eplb-config '{"num_redundant_experts": 32}'""")

@@ -202,8 +202,35 @@ def read(r: Reading) -> None:
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
     # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)
     r.attention = read_attention(get("--attention-config", None))
-    if r.attention is not None and not fp4_indexer(r.attention):  # the FP4 indexer cache is read: a start check
-        r.ignored.append("--attention-config")
+    indexer_kv = (r.attention or {}).get("indexer_kv_dtype")
+    if r.attention is not None and not fp4_indexer(r.attention) and indexer_kv in (None, "auto", "bf16", "fp8"):
+        r.ignored.append("--attention-config")  # kernels only (the FP4 indexer cache is a start check, below)
+    if indexer_kv not in (None, "auto", "bf16", "fp8"):
+        r.caveats.append(
+            f"--attention-config indexer_kv_dtype {indexer_kv}: newer vLLM stores a sparse indexer's K cache in it "
+            "(NVIDIA Dynamo's DeepSeek-V4.1-Flash recipes: fp8 or mxfp4, mxfp4 on compute capability 10.0 only); "
+            "k3plan prices the indexer keys at fp8"
+        )
+    # expert-parallel load balancing (vLLM EPLBConfig): moving experts between ranks costs nothing k3plan prices;
+    # redundant experts (num_redundant_experts > 0) add expert copies a rank, which it does not price
+    eplb, eplb_cfg = get("--enable-eplb", None), get("--eplb-config", None)
+    redundant = get("--num-redundant-experts", None)
+    if eplb_cfg is not None:
+        try:
+            import json
+
+            cfg = json.loads(eplb_cfg)
+        except ValueError:
+            raise K3PlanError(f"--serve: --eplb-config {eplb_cfg!r}: expected a JSON object") from None
+        if not isinstance(cfg, dict):
+            raise K3PlanError(f"--serve: --eplb-config {eplb_cfg!r}: expected a JSON object")
+        redundant = cfg.get("num_redundant_experts", redundant)
+    if redundant not in (None, 0, "0"):
+        raise K3PlanError(
+            f"--serve: {redundant} redundant experts (EPLB num_redundant_experts): the extra expert copies a rank holds "
+            "are not priced by k3plan; remove them to price vLLM without"
+        )
+    r.ignored += [f for f, v in (("--enable-eplb", eplb), ("--eplb-config", eplb_cfg)) if v is not None]
 
 
 def check_env(env: dict[str, str]) -> None:
