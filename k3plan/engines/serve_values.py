@@ -180,3 +180,15 @@ def config_file_args(rest: list[str], *, engine: str) -> list[str]:
         else:
             args += [flag, str(value)]
     return args + rest[:i] + rest[i + 2 :]
+
+
+def json_object(flag: str, raw: str) -> dict:
+    """A flag whose value is a JSON object (a config: --compilation-config, --attention-config, --eplb-config,
+    SGLang's --engram-config ...), or one line naming the flag."""
+    try:
+        got = json.loads(raw)
+    except ValueError:
+        raise K3PlanError(f"--serve: {flag} {raw[:60]!r}: expected a JSON object") from None
+    if not isinstance(got, dict):
+        raise K3PlanError(f"--serve: {flag} {raw[:60]!r}: expected a JSON object")
+    return got

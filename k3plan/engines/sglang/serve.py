@@ -4,7 +4,7 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int
+from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int, json_object
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -72,14 +72,7 @@ ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
 
 def engram_config(raw: str) -> str:
     """--engram-config's placement as --engram's word ("hbm" / "host")."""
-    import json
-
-    try:
-        cfg = json.loads(raw)
-    except ValueError:
-        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object") from None
-    if not isinstance(cfg, dict):
-        raise K3PlanError(f"--serve: --engram-config {raw[:60]!r}: expected a JSON object")
+    cfg = json_object("--engram-config", raw)
     placement = cfg.get("placement", "gpu")
     if placement not in ENGRAM_CONFIG_PLACEMENT:
         raise K3PlanError(f"--serve: --engram-config placement {placement!r}: expected gpu or cpu")

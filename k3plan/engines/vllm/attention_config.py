@@ -130,12 +130,9 @@ def read_attention(raw: str | None) -> dict[str, Any] | None:
     """``--attention-config`` JSON -> its fields (None: not given); an unknown field is refused by name."""
     if raw is None:
         return None
-    try:
-        got = json.loads(raw)
-    except json.JSONDecodeError:
-        raise K3PlanError(f"--serve: --attention-config {raw!r}: expected a JSON object") from None
-    if not isinstance(got, dict):
-        raise K3PlanError(f"--serve: --attention-config {raw!r}: expected a JSON object")
+    from k3plan.engines.serve_values import json_object
+
+    got = json_object("--attention-config", raw)
     unknown = sorted(set(got) - ATTENTION_FIELDS)
     if unknown:
         raise K3PlanError(

@@ -68,12 +68,7 @@ def read_compilation(text: str | None, *, enforce_eager: bool = False) -> Compil
         return CompilationRead(mode="NONE")
     if not text:
         return CompilationRead(mode=DEFAULT_MODE)
-    try:
-        cfg = json.loads(text)
-    except ValueError as exc:
-        raise K3PlanError(f"--serve: --compilation-config is not JSON: {text!r}") from exc
-    if not isinstance(cfg, dict):
-        raise K3PlanError(f"--serve: --compilation-config is not a JSON object: {text!r}")
+    cfg = _config_json(text)
     mode = str(cfg.get("cudagraph_mode", DEFAULT_MODE)).upper()
     if mode not in MODES:
         raise K3PlanError(f"--serve: cudagraph_mode {mode!r} is not one of vLLM's: {', '.join(MODES)}")
@@ -100,15 +95,9 @@ def _size(field: str, value) -> int:
 
 def _config_json(text: str | None) -> dict:
     """--compilation-config's JSON object ({} when not given)."""
-    if not text:
-        return {}
-    try:
-        cfg = json.loads(text)
-    except ValueError as exc:
-        raise K3PlanError(f"--serve: --compilation-config is not JSON: {text!r}") from exc
-    if not isinstance(cfg, dict):
-        raise K3PlanError(f"--serve: --compilation-config is not a JSON object: {text!r}")
-    return cfg
+    from k3plan.engines.serve_values import json_object
+
+    return json_object("--compilation-config", text) if text else {}
 
 
 def _exclusive(cfg: dict, field: str, flag: str) -> None:

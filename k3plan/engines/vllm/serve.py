@@ -5,7 +5,7 @@ k3plan writes that the reader takes (--all2all-backend)."""
 from __future__ import annotations
 
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
-from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int
+from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int, json_object
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.vllm.attention_config import fold_dotted, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
@@ -216,15 +216,7 @@ def read(r: Reading) -> None:
     eplb, eplb_cfg = get("--enable-eplb", None), get("--eplb-config", None)
     redundant = get("--num-redundant-experts", None)
     if eplb_cfg is not None:
-        try:
-            import json
-
-            cfg = json.loads(eplb_cfg)
-        except ValueError:
-            raise K3PlanError(f"--serve: --eplb-config {eplb_cfg!r}: expected a JSON object") from None
-        if not isinstance(cfg, dict):
-            raise K3PlanError(f"--serve: --eplb-config {eplb_cfg!r}: expected a JSON object")
-        redundant = cfg.get("num_redundant_experts", redundant)
+        redundant = json_object("--eplb-config", eplb_cfg).get("num_redundant_experts", redundant)
     if redundant not in (None, 0, "0"):
         raise K3PlanError(
             f"--serve: {redundant} redundant experts (EPLB num_redundant_experts): the extra expert copies a rank holds "
