@@ -393,7 +393,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if got is None:
         return None
     out = got.as_json()
-    if served is not None and served.attention is not None:  # a setting the engine refuses at start on this GPU
+    # a setting vLLM's CUDA indexer refuses at start on this GPU (the TPU plugin and ROCm build their own attention)
+    if served is not None and served.attention is not None and hw.vendor == "nvidia":
         from k3plan.engines.vllm.attention_config import start_error
 
         err = start_error(served.attention, has_indexer=spec.dsv4 is not None, hardware=hw.name)

@@ -187,3 +187,10 @@ def test_the_v41_recipe_reads_with_its_indexer_format_a_caveat_and_eplb_without_
     assert any(c.startswith("--attention-config indexer_kv_dtype mxfp4") for c in q.caveats)
     with pytest.raises(K3PlanError, match="redundant experts"):
         _q(DYNAMO_V41 + """ --eplb-config '{"num_redundant_experts": 32}'""")
+
+
+def test_the_fp4_indexer_assertion_is_vllm_s_cuda_indexer_s_not_the_tpu_plugin_s(cli):
+    # the torch_tpu plugin builds its own attention: the CUDA indexer builder that asserts is never built there
+    cmd = "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 16 --enable-expert-parallel --attention_config.use_fp4_indexer_cache True"
+    r = cli("fit", "-t", "2x2x2", "--serve", cmd)
+    assert r.exit_code == 0 and r.stdout.startswith("STARTS"), r.stdout[:200]

@@ -124,7 +124,7 @@ def sglang_kv_pool(
         ),
         kv_pool_bytes=Figure(max(pool, 0), pool_src),
         kv_pool_tokens=Figure(
-            tokens, f"KV pool // {kv_bytes_per_token:,} B a token (page size 1): max_total_num_tokens"
+            tokens, f"KV pool // {kv_bytes_per_token:,} B a token, in whole pages of {page_size}: max_total_num_tokens"
         ),
         block_tokens=Figure(page_size, f"--page-size {page_size} ({SGLANG_PAGE})")
         if page_size != 1
