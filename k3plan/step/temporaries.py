@@ -372,14 +372,14 @@ def validate_temp_terms(
         down = down_op + [rows_t] + shared
         moe_t = max((up, down), key=lambda ts: sum(t.bytes for t in ts))
         if not quantized and act != 2 and kda is not None and spec.n_kda and tk * inter <= weight:
-            # bf16 experts converted to f32 (jax-native) while a gate / up rows array [tokens x top_k, inter] is
-            # smaller than the converted weight [experts, inter, latent]: the weight fits in no region the rows free,
+            # bf16 experts converted to f32 (jax-native) while a gate / up rows array [tokens x top_k, inter] is no
+            # larger than the converted weight [experts, inter, latent]: the weight fits in no region the rows free,
             # so the heap keeps the block's buffers apart rather than reusing the up instant's for the down's -- the
             # bf16 copy and the f32 conversion, the rows, the kept conv inputs and their copies padded by the conv's
             # window (pad_maximum_fusion f32[1, 3, tokens + 3, proj]). Deviceless v5e compiles hold all of them at
-            # 512-3,072 tokens (2L 16E: rows under the weight below 3,584 tokens); at 4,096 the converted weights
-            # share the rows' regions (the dump's f32[65536,3072] region holds f32[16,3072,3584]) and the larger
-            # instant is the temp (reports/validation/grid-temp-v5e/README.md)
+            # 512-3,584 tokens (2L 16E: equal sizes at 3,584); at 3,840 and 4,096 the converted weights share the
+            # rows' regions (the 4,096 dump's f32[65536,3072] region holds f32[16,3072,3584]) and the larger instant
+            # is the temp (reports/validation/grid-temp-v5e/README.md)
             pad = kda.conv_kernel - 1
             padded = TempTerm("KDA: the kept conv inputs padded by the conv's window [layers, q/k/v, tokens + "
                               "window - 1, proj]", kda_kept * 3 * (rows + pad) * proj * act)  # fmt: skip
