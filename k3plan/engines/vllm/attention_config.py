@@ -12,7 +12,9 @@ Read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (2026-07-01), which carries upstr
   ``--X '<json>'`` after the other flags (argparse keeps the last ``--X``);
 - vllm/config/attention.py AttentionConfig: its fields. None changes what k3plan prices for its models:
   the backends, kernel switches and splits choose kernels; ``indexer_kv_dtype`` is read by MiniMax-M3's indexer only
-  (vllm/models/minimax_m3/common/indexer.py); ``use_fp4_indexer_cache`` keeps DeepSeek-V4's indexer cache at its
+  in the code read (vllm/models/minimax_m3/common/indexer.py) -- newer vLLM stores DeepSeek's sparse indexer keys in
+  it (NVIDIA Dynamo's DeepSeek-V4.1-Flash recipes), so a value other than fp8 is a caveat (engines/vllm/serve.py);
+  ``use_fp4_indexer_cache`` keeps DeepSeek-V4's indexer cache at its
   fp8 size ('For FP4 indexer cache, we still allocate the same amount of memory as FP8, but only use the first half
   of the memory': vllm/models/deepseek_v4/attention.py DeepseekV4Indexer.__init__), but the indexer's metadata
   builder asserts a Blackwell datacenter GPU (vllm/v1/attention/backends/mla/indexer.py, the builder's __init__:
