@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k3plan.errors import K3PlanError
+from k3plan.units import GiB, KiB, MiB
 
 KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
@@ -192,3 +193,20 @@ def json_object(flag: str, raw: str) -> dict:
     if not isinstance(got, dict):
         raise K3PlanError(f"--serve: {flag} {raw[:60]!r}: expected a JSON object")
     return got
+
+
+def suffix_int(text: str) -> int | None:
+    """vLLM's human_readable_int suffixes (vllm/utils/argparse_utils.py; vllm/engine/arg_utils.py @99d7eb5d): 'k' /
+    'm' / 'g' are 10^3 / 10^6 / 10^9 (128k = 128,000, decimals allowed), 'K' / 'M' / 'G' are 2^10 / 2^20 / 2^30
+    (128K = 131,072, whole numbers only: a decimal is a ValueError naming the suffix); None without a suffix."""
+    import re
+
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", text.strip())
+    if m is None:
+        return None
+    number, suffix = m.groups()
+    if suffix in "kmg":
+        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
+    if "." in number:
+        raise ValueError(suffix)
+    return int(number) * {"K": KiB, "M": MiB, "G": GiB}[suffix]

@@ -28,7 +28,6 @@ import json
 from typing import Any
 
 from k3plan.errors import K3PlanError
-from k3plan.units import GiB, KiB, MiB
 
 SOURCE = "yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (upstream vLLM's history)"
 ATTENTION_FIELDS = frozenset(
@@ -67,20 +66,19 @@ FP4_INDEXER_AT = (
 
 
 def _value(text: str) -> Any:
-    """A dotted flag's value as vLLM parses it: JSON, else a human-readable int ('1k' / '80g' decimal, '128K'
-    binary: vllm/utils/argparse_utils.py human_readable_int), else the text."""
-    import re
+    """A dotted flag's value as vLLM parses it: JSON, else a human-readable int (serve_values.suffix_int), else the
+    text."""
+    from k3plan.engines.serve_values import suffix_int
 
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         pass
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])|(\d+)([KMG])", text.strip())
-    if m and m.group(1):
-        return int(float(m.group(1)) * {"k": 10**3, "m": 10**6, "g": 10**9}[m.group(2)])
-    if m:
-        return int(m.group(3)) * {"K": KiB, "M": MiB, "G": GiB}[m.group(4)]
-    return text
+    try:
+        n = suffix_int(text)
+    except ValueError:
+        return text
+    return text if n is None else n
 
 
 def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:

@@ -5,7 +5,14 @@ k3plan writes that the reader takes (--all2all-backend)."""
 from __future__ import annotations
 
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
-from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int, json_object
+from k3plan.engines.serve_values import (
+    Reading,
+    ServeCommand,
+    config_file_args,
+    flag_int,
+    json_object,
+    suffix_int,
+)
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.vllm.attention_config import fold_dotted, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
@@ -45,25 +52,16 @@ NARGS = frozenset({"--cudagraph-capture-sizes"})
 
 def human_readable_int(flag: str, value: str) -> int:
     """vLLM's reading of --max-model-len / --max-num-batched-tokens (vllm-project/vllm@99d7eb5d
-    vllm/engine/arg_utils.py human_readable_int): 'k' / 'm' / 'g' are 10^3 / 10^6 / 10^9 (128k = 128,000, decimals
-    allowed), 'K' / 'M' / 'G' are 2^10 / 2^20 / 2^30 (128K = 131,072, whole numbers only), else a plain int."""
-    import re
-
-    text = value.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", text)
-    if m:
-        number, suffix = m.groups()
-        if suffix in "kmg":
-            n = int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
-        elif "." in number:
-            raise K3PlanError(
-                f"--serve: {flag} {value!r}: decimals are not allowed with binary suffixes like {suffix} (vLLM's "
-                f"human_readable_int); did you mean {number}{suffix.lower()}?"
-            )
-        else:
-            n = int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
-        return flag_int(flag, str(n))
-    return flag_int(flag, text)
+    vllm/engine/arg_utils.py human_readable_int: serve_values.suffix_int), else a plain int."""
+    try:
+        n = suffix_int(value)
+    except ValueError as err:
+        number = value.strip()[:-1]
+        raise K3PlanError(
+            f"--serve: {flag} {value!r}: decimals are not allowed with binary suffixes like {err} (vLLM's "
+            f"human_readable_int); did you mean {number}{str(err).lower()}?"
+        ) from None
+    return flag_int(flag, value.strip() if n is None else str(n))
 
 
 def dashes(tok: str) -> str:
