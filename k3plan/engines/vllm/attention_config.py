@@ -1,21 +1,15 @@
 """vLLM's ``--attention-config`` as ``vllm serve`` takes it (issue 47 item 2: a recipe's flag read, never refused for
-being unknown), and its dotted form: vLLM folds ``--X.field value`` / ``--X.field=value`` into one JSON object a
-config flag (``fold_dotted``), so ``--attention_config.use_fp4_indexer_cache True`` (the vLLM recipes' DeepSeek-V4
-Blackwell line, vllm-project/recipes#493) and ``--speculative_config.method=mtp`` (vLLM's own gsm8k config
-tests/evals/gsm8k/configs/moe-refactor/DeepSeek-V4-Flash-deepgemm-mega-moe.yaml) read as their JSON flags do.
+being unknown), in its JSON and its dotted form (``engines/vllm/serve.py fold_dotted``:
+``--attention_config.use_fp4_indexer_cache True``, the vLLM recipes' DeepSeek-V4 Blackwell line,
+vllm-project/recipes#493).
 
 Read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (2026-07-01), which carries upstream vLLM's history:
 
-- vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args: a flag with a '.' in its name (before any '=')
-  takes the next token (or what follows '=') as its value, parsed as JSON, else as a human-readable int, else kept
-  as text; ``--X.a+ v1,v2`` is a list; the values of one ``--X`` merge into one nested dict, appended as
-  ``--X '<json>'`` after the other flags (argparse keeps the last ``--X``);
 - vllm/config/attention.py AttentionConfig: its fields. None changes what k3plan prices for its models:
   the backends, kernel switches and splits choose kernels; ``indexer_kv_dtype`` is read by MiniMax-M3's indexer only
   in the code read (vllm/models/minimax_m3/common/indexer.py) -- newer vLLM stores DeepSeek's sparse indexer keys in
   it (NVIDIA Dynamo's DeepSeek-V4.1-Flash recipes), so a value other than fp8 is a caveat (engines/vllm/serve.py);
-  ``use_fp4_indexer_cache`` keeps DeepSeek-V4's indexer cache at its
-  fp8 size ('For FP4 indexer cache, we still allocate the same amount of memory as FP8, but only use the first half
+  ``use_fp4_indexer_cache`` keeps DeepSeek-V4's indexer cache at its fp8 size ('For FP4 indexer cache, we still allocate the same amount of memory as FP8, but only use the first half
   of the memory': vllm/models/deepseek_v4/attention.py DeepseekV4Indexer.__init__), but the indexer's metadata
   builder asserts a Blackwell datacenter GPU (vllm/v1/attention/backends/mla/indexer.py, the builder's __init__:
   'use_fp4_indexer_cache requires Blackwell datacenter GPUs (sm_10x, e.g. B200/GB200); sm_120 (consumer Blackwell)
@@ -24,7 +18,6 @@ Read in yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2 (2026-07-01), which carries upstr
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from k3plan.errors import K3PlanError
@@ -63,67 +56,6 @@ FP4_INDEXER_MESSAGE = (
 FP4_INDEXER_AT = (
     f"vllm/v1/attention/backends/mla/indexer.py, the sparse indexer's metadata builder __init__ (read in {SOURCE})"
 )
-
-
-def _value(text: str) -> Any:
-    """A dotted flag's value as vLLM parses it: JSON, else a human-readable int (serve_values.suffix_int), else the
-    text."""
-    from k3plan.engines.serve_values import suffix_int
-
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        n = suffix_int(text)
-    except ValueError:
-        return text
-    return text if n is None else n
-
-
-def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
-    for k, v in update.items():
-        if isinstance(v, dict) and isinstance(into.get(k), dict):
-            _merge(into[k], v)
-        elif isinstance(v, list) and isinstance(into.get(k), list):
-            into[k] += v
-        else:
-            into[k] = v
-
-
-def fold_dotted(rest: list[str]) -> list[str]:
-    """The flags with vLLM's dotted config flags folded into one ``--X '<json>'`` each, appended last (module
-    docstring). ``rest``: the flags with dashes already read (``engines.vllm.serve.dashes``)."""
-    out: list[str] = []
-    dicts: dict[str, dict[str, Any]] = {}
-    i = 0
-    while i < len(rest):
-        tok = rest[i]
-        name, eq, value = tok.partition("=")
-        if not (tok.startswith("-") and "." in name):
-            out.append(tok)
-            i += 1
-            continue
-        if not eq:
-            if i + 1 >= len(rest):
-                raise K3PlanError(f"--serve: {tok} takes a value (vLLM's dotted config flag: {tok} VALUE)")
-            value = rest[i + 1]
-            i += 1
-        i += 1
-        if name.endswith("+"):
-            name, parsed = name[:-1], list(value.split(","))
-        else:
-            parsed = _value(value)
-        head, *keys = name.split(".")
-        if not all(keys):
-            raise K3PlanError(f"--serve: {tok}: expected --config.field VALUE")
-        nested: Any = parsed
-        for key in reversed(keys):
-            nested = {key: nested}
-        _merge(dicts.setdefault(head, {}), nested)
-    for head, d in dicts.items():
-        out += [head, json.dumps(d)]
-    return out
 
 
 def read_attention(raw: str | None) -> dict[str, Any] | None:

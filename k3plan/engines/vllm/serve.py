@@ -4,6 +4,9 @@ k3plan writes that the reader takes (--all2all-backend)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.serve_values import (
     Reading,
@@ -14,7 +17,7 @@ from k3plan.engines.serve_values import (
     suffix_int,
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
-from k3plan.engines.vllm.attention_config import fold_dotted, fp4_indexer, read_attention
+from k3plan.engines.vllm.attention_config import fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
@@ -74,6 +77,73 @@ def dashes(tok: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
+# vLLM's dotted config flags (vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args, read in
+# yhfgyyf/vllm-deepseek-v4-sm89@b12eeaa2): a flag with a '.' in its name (before any '=') takes the next token (or what
+# follows '=') as its value, parsed as JSON, else as a human-readable int, else kept as text; ``--X.a+ v1,v2`` is a
+# list; the values of one ``--X`` merge into one nested dict, appended as ``--X '<json>'`` after the other flags
+# (argparse keeps the last ``--X``): so ``--speculative_config.method=mtp`` (vLLM's own gsm8k config
+# tests/evals/gsm8k/configs/moe-refactor/DeepSeek-V4-Flash-deepgemm-mega-moe.yaml) reads as its JSON flag does.
+
+
+def _value(text: str) -> Any:
+    """A dotted flag's value as vLLM parses it: JSON, else a human-readable int (serve_values.suffix_int), else the
+    text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        n = suffix_int(text)
+    except ValueError:
+        return text
+    return text if n is None else n
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        elif isinstance(v, list) and isinstance(into.get(k), list):
+            into[k] += v
+        else:
+            into[k] = v
+
+
+def fold_dotted(rest: list[str]) -> list[str]:
+    """The flags with vLLM's dotted config flags folded into one ``--X '<json>'`` each, appended last (module
+    docstring). ``rest``: the flags with dashes already read (``engines.vllm.serve.dashes``)."""
+    out: list[str] = []
+    dicts: dict[str, dict[str, Any]] = {}
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        name, eq, value = tok.partition("=")
+        if not (tok.startswith("-") and "." in name):
+            out.append(tok)
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(rest):
+                raise K3PlanError(f"--serve: {tok} takes a value (vLLM's dotted config flag: {tok} VALUE)")
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        if name.endswith("+"):
+            name, parsed = name[:-1], list(value.split(","))
+        else:
+            parsed = _value(value)
+        head, *keys = name.split(".")
+        if not all(keys):
+            raise K3PlanError(f"--serve: {tok}: expected --config.field VALUE")
+        nested: Any = parsed
+        for key in reversed(keys):
+            nested = {key: nested}
+        _merge(dicts.setdefault(head, {}), nested)
+    for head, d in dicts.items():
+        out += [head, json.dumps(d)]
+    return out
+
+
 def launch_flags(get, options: dict[str, str]) -> None:
     """Issue 48: vLLM's --all2all-backend (vllm/engine/arg_utils.py EngineArgs -> ParallelConfig.all2all_backend),
     the flag k3plan's launch lines write that the reading does not take: the vllm stack's all2all_backend option,
@@ -107,7 +177,7 @@ KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV})
 
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
     """The flags as vLLM's parser reads them: a --config file's flags first, dashes, and its dotted config flags
-    folded into their JSON flag (engines/vllm/attention_config.py config_file_args, fold_dotted)."""
+    folded into their JSON flag (serve_values.config_file_args, fold_dotted below)."""
     return model, fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
 
 
