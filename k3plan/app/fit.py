@@ -389,18 +389,21 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         vendor=hw.vendor,
         vocab_size=spec.vocab_size,
         cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),
+        backend_refusal=_backend_refusal(served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor),
     )
     if got is None:
         return None
-    out = got.as_json()
-    # a setting vLLM's CUDA indexer refuses at start on this GPU (the TPU plugin and ROCm build their own attention)
-    if served is not None and served.attention is not None and hw.vendor == "nvidia":
-        from k3plan.engines.vllm.attention_config import start_error
+    return _with_serve(got.as_json(), result, served)
 
-        err = start_error(served.attention, has_indexer=spec.dsv4 is not None, hardware=hw.name)
-        if err is not None:
-            out.update(starts=False, message=err[0], raised_at=err[1], reason_code="launch")
-    return _with_serve(out, result, served)
+
+def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str) -> tuple[str, str] | None:
+    """A setting vLLM's CUDA indexer builder refuses at start on this GPU (engines/vllm/attention_config.py): the TPU
+    plugin and ROCm build their own attention."""
+    if served is None or served.attention is None or vendor != "nvidia":
+        return None
+    from k3plan.engines.vllm.attention_config import start_error
+
+    return start_error(served.attention, has_indexer=dsv4, hardware=hardware)
 
 
 def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str):

@@ -96,6 +96,7 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     message: str
     raised_at: str = ""  # where the engine raises ``message`` (file and symbol); "" when it starts
     max_model_len: int = 0  # the length the engine runs at (--max-model-len auto: what it fitted)
+    reason_code: str = ""  # the verdict's code where the message does not say it ("launch": a backend refuses)
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -114,6 +115,8 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
         out: dict[str, object] = {"engine": self.engine}
         out.update({key: getattr(self, key).value for key, _ in self.FIGURES})
         out.update(starts=self.starts, message=self.message, raised_at=self.raised_at, max_model_len=self.max_model_len)
+        if self.reason_code:
+            out["reason_code"] = self.reason_code
         out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
         return out
 
@@ -150,6 +153,7 @@ def vllm_kv_pool(
     max_num_seqs: int = 1,
     dsv4: Dsv4Pages | None = None,
     max_num_batched_tokens: int = 0,
+    backend_refusal: tuple[str, str] | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -157,7 +161,9 @@ def vllm_kv_pool(
     pages (the torch_tpu plugin's compact-mamba layout, TORCHTPU_COMPACT): each of the ``group_size`` layer regions
     first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``.
     ``dsv4``: DeepSeek-V4's groups on GPU vLLM (engines/vllm/dsv4_pages.py): a block costs their packed slot, a
-    request holds each group's pages at ``max_model_len`` and ``max_num_batched_tokens``."""
+    request holds each group's pages at ``max_model_len`` and ``max_num_batched_tokens``. ``backend_refusal``:
+    (message, where) of an attention backend's metadata builder that refuses the configuration when the KV cache is
+    initialized, after the pool is sized and checked (engines/vllm/attention_config.py start_error)."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
@@ -211,7 +217,7 @@ def vllm_kv_pool(
         need = per_request * dsv4.check_block_bytes
         conc_src = f"num_blocks / {per_request:,} blocks a request (each group's pages summed): {blocks_src}"
     gib = GiB
-    raised_at = ""
+    raised_at, code = "", ""
     if weights_bytes > visible_bytes:
         starts = False
         oom = "torch.OutOfMemoryError: CUDA out of memory" if worker_source != TORCHTPU_WORKER else "out of HBM"
@@ -250,6 +256,8 @@ def vllm_kv_pool(
             f"({available / gib:.2f} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`"
         )
         raised_at = VLLM_CHECK_AT
+    elif backend_refusal is not None:
+        starts, (message, raised_at), code = False, backend_refusal, "launch"
     else:
         starts = True
         message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
@@ -276,6 +284,7 @@ def vllm_kv_pool(
         message=message,
         raised_at=raised_at,
         max_model_len=max_model_len,
+        reason_code=code,
     )
 
 
@@ -333,6 +342,7 @@ def engine_sizing(
     vendor: str = "",
     vocab_size: int = 0,
     cudagraph: CudagraphEstimate | None = None,
+    backend_refusal: tuple[str, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -450,6 +460,7 @@ def engine_sizing(
         max_num_seqs=max_num_seqs,
         dsv4=pages,
         max_num_batched_tokens=max_num_batched_tokens,
+        backend_refusal=backend_refusal,
     )
 
 
