@@ -12,6 +12,7 @@ from k3plan.models.spec import ModelSpec
 from k3plan.setup import Setup, engine_refusals
 from k3plan.step.cache import CacheLayout
 from k3plan.step.collective import Collective, cross_node_ep_warning, scale_out_note
+from k3plan.step.dsv4_cache import EngramTier
 from k3plan.step.weight_budget import WeightBudget
 from k3plan.units import fmt_gib
 from k3plan.workload.draft import DraftKv
@@ -25,11 +26,13 @@ def provenance(
     reserve_fraction: float,
     draft_bytes_per_device: int,
     draft_kv: Optional[DraftKv],
+    engram: Optional[EngramTier] = None,
     temp_prefill: str,
     temp_decode: str,
 ) -> Provenance:
     """Where each of fit's figures comes from; ``layout``: the binding stage's, ``draft_bytes_per_device``: what is
-    counted with the weights beside the model's (a draft's, Engram's)."""
+    counted with the weights beside the model's for a speculative-decoding draft; ``engram``: DeepSeek-V4.1's Engram
+    tier, whose HBM share (projections, and the rows where the tables are in HBM) is counted with them too."""
     spec, stack, hw, par = setup.model.spec, setup.stack, setup.hardware, setup.parallel
     reserve_auto = stack.reserve_auto(vendor=hw.vendor)
     return Provenance(
@@ -37,6 +40,17 @@ def provenance(
         + (
             f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
             if draft_bytes_per_device
+            else ""
+        )
+        + (
+            f"; + Engram {engram.hbm_bytes_per_device:,} B a device ("
+            + (
+                "its rows over TP and its projections"
+                if engram.placement == "hbm"
+                else "its projections; the tables in host memory"
+            )
+            + ")"
+            if engram is not None and engram.hbm_bytes_per_device
             else ""
         ),
         kv=(

@@ -14,6 +14,8 @@ Golden figures from public sources (not from the code under test):
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -84,6 +86,11 @@ def test_fit_answers_on_v7x_b200_h200(args):
     assert "Engram tables 202,758,032,400 B in host memory" in text
     assert "12,672 B of rows" in text
     assert "890.00 B a token" in text
+    # the projections are Engram's, counted with the weights, not a speculative-decoding draft's
+    js = CliRunner().invoke(app, ["fit", "-m", "deepseek-v4.1-flash", *args, "--json"])
+    weights = json.loads(js.output)["provenance"]["weights"]
+    assert weights.endswith("; + Engram 315,043,840 B a device (its projections; the tables in host memory)")
+    assert "draft" not in weights
 
 
 def test_fit_advises_offloading_engram_before_chips():
