@@ -113,6 +113,7 @@ def make_setup(
     pp: Optional[int] = None,
     spec_verify_tokens: Optional[int] = None,
     engram: Optional[str] = None,
+    engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
 ) -> Setup:
     """``stack`` None: the hardware's default (``engines.stack.default_stack_for``), named in the notes.
@@ -120,7 +121,8 @@ def make_setup(
     ``k3plan.plan.defaults.default_topology``, passed by ``plan.defaults.make_default_setup``).
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
     pool as the engine sizes it then: ``Stack.for_spec_decode``). ``engram``: where DeepSeek-V4.1's Engram tables
-    live, "hbm" or "host" (``Stack.with_engram``; None: the engine's default)."""
+    live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
+    (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
     hw = load_hardware(hardware)
     notes = []
@@ -130,7 +132,13 @@ def make_setup(
         stack, why = default_stack_for(hw)
         notes.append(why)
     # bound to the machine first: its engine's state pool is what speculative decoding grows (Stack.bind)
-    st = load_stack(stack).bind(hw).with_kv_dtype(kv_dtype).for_spec_decode(spec_verify_tokens).with_engram(engram)
+    st = (
+        load_stack(stack)
+        .bind(hw)
+        .with_kv_dtype(kv_dtype)
+        .for_spec_decode(spec_verify_tokens)
+        .with_engram(engram, engram_host_copies)
+    )
     if topology is None:
         if pick_topology is None:
             raise K3PlanError(

@@ -296,14 +296,24 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # a command without --max-model-len / --context-length runs at the model's own maximum (vLLM's
     # ModelConfig max_model_len derived from max_position_embeddings; SGLang's context_len likewise), not at
     # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
-    model_max = load_model(q.model).spec.max_context
+    model = load_model(q.model)
+    model_max = model.spec.max_context
     check_context(q, model_max)
-    if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
-        import dataclasses
+    import dataclasses
 
+    if q.engram is not None and (model.spec.dsv4 is None or model.spec.dsv4.engram is None):
+        import re
+
+        if re.search(r"--engram[-_]config", serve):  # vLLM: EngramConfig.verify_model_config (engines/vllm/engram.py)
+            raise K3PlanError(
+                f"--serve: --engram-config: {q.model} has no Engram tables, and the engine refuses the config for it; "
+                "leave it out"
+            )
+        q = dataclasses.replace(q, engram=None, engram_host_copies=None)  # VLLM_PLE_CPU_OFFLOAD alone: no tables
+    if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
         from k3plan.engines.vllm.spec import draft_pricing
 
-        q = dataclasses.replace(q, draft=draft_pricing(q.speculative, load_model(q.model), tp=q.tp, ep=q.ep or q.tp))
+        q = dataclasses.replace(q, draft=draft_pricing(q.speculative, model, tp=q.tp, ep=q.ep or q.tp))
     opts = {
         **setup_options,
         "model": q.model,
@@ -314,6 +324,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "stack": q.stack_ref,
         "kv_dtype": q.kv_dtype,
         "engram": q.engram if q.engram is not None else setup_options.get("engram"),
+        "engram_host_copies": q.engram_host_copies,
     }
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 

@@ -48,6 +48,7 @@ def setup_from(
     pp=None,
     spec_verify_tokens=None,
     engram=None,
+    engram_host_copies=None,
 ):
     """The one place a command turns its shared options into a Setup (``spec_verify_tokens``: fit and
     roofline with --spec-tokens put it in their options, make_setup)."""
@@ -71,6 +72,7 @@ def setup_from(
         pp=pp,
         spec_verify_tokens=spec_verify_tokens,
         engram=engram,
+        engram_host_copies=engram_host_copies,
     )
 
 

@@ -34,6 +34,8 @@ def tier_for(setup) -> EngramTier | None:
         devices_per_host=max(1, topo.devices // max(topo.hosts, 1)),
         hosts=topo.hosts,
         placement=setup.stack.engram_placement,
+        dp=setup.parallel.dp,
+        host_copies=setup.stack.engram_host_copies,
     )
 
 

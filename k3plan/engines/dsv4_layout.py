@@ -64,3 +64,6 @@ class EngramPlacement:
 
     placement: Literal["hbm", "host"]
     source: Source
+    # in host memory, how many copies a host holds: "node" one of each TP shard a node, "replica" one a DP replica
+    # (each replica's own TP-sharded tables) on that node
+    host_copies: Literal["replica", "node"] = "node"

@@ -266,8 +266,10 @@ class ServeQuestion:
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override: the pool's block count
     block_size: int | None = None  # --block-size as given
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
-    # SGLang's --engram-config placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
+    # --engram-config's placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
     engram: str | None = None
+    # vLLM's --engram-config dp_shared_memory: "node", one host copy a node (None: the engine's default)
+    engram_host_copies: str | None = None
     # vLLM's --speculative-config as read (k3plan.engines.vllm.spec.SpecServe); None: no speculative decoding
     speculative: Any = None
     draft: Any = None  # what the engine holds for it (k3plan.engines.vllm.spec.DraftPricing), set by fit
@@ -474,6 +476,7 @@ def parse_serve(
         block_size=r.block,
         env=env,
         engram=r.engram,
+        engram_host_copies=r.engram_host_copies,
         speculative=r.speculative,
         compilation=r.compilation,
         attention=r.attention,

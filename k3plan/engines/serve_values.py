@@ -77,6 +77,7 @@ class Reading:
     dp_attention: bool = False
     kv_raw: str = "auto"
     engram: str | None = None
+    engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)
     blocks_override: int | None = None
     block: int | None = None
     stack: str = ""

@@ -126,6 +126,9 @@ class Stack(Spec):
     # where a model's Engram tables live (DeepSeek-V4.1, --engram): "hbm" or "host"; None: the engine's default
     # (Engine.engram in its folder, cited)
     engram_placement: Optional[Literal["hbm", "host"]] = None
+    # in host memory, a copy a DP replica ("replica") or one a node ("node": vLLM's dp_shared_memory); None: the
+    # engine's default (EngramPlacement.host_copies)
+    engram_host_copies: Optional[Literal["replica", "node"]] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -382,13 +385,19 @@ class Stack(Spec):
             raise K3PlanError(f"--kv-dtype {kv_dtype!r}: expected one of {', '.join(KV_DTYPES)}")
         return updated(self, kv_cache=updated(self.kv_cache, dtype=kv_dtype))
 
-    def with_engram(self, placement: str | None) -> Stack:
-        """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"); None: as it is."""
+    def with_engram(self, placement: str | None, host_copies: str | None = None) -> Stack:
+        """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"), and in host memory a
+        copy a DP replica ("replica") or one a node ("node"); None: as it is."""
+        st = self
+        if host_copies is not None:
+            if host_copies not in ("replica", "node"):
+                raise K3PlanError(f"Engram host copies {host_copies!r}: expected replica or node")
+            st = updated(st, engram_host_copies=host_copies)
         if placement is None:
-            return self
+            return st
         if placement not in ENGRAM_PLACEMENTS:
             raise K3PlanError(f"--engram {placement!r}: expected one of {', '.join(ENGRAM_PLACEMENTS)}")
-        return updated(self, engram_placement=placement)
+        return updated(st, engram_placement=placement)
 
     def runs_on(self, hw: Any) -> bool:
         """Whether this stack runs on a machine: ``hw`` is a HardwareSpec, a hardware kind ("tpu",

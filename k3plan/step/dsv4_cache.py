@@ -395,8 +395,8 @@ def csa2_state_source_text(spec: ModelSpec) -> str:
 # only looked up: a token reads ``(max_ngram_size - 1) x n_heads`` rows of ``head_dim`` e4m3 values + their
 # E8M0 scales on each Engram layer (V4.1-Flash: 24 rows x 264 B x 2 layers = 12,672 B), at addresses fixed by
 # the input tokens alone, so the rows can be fetched from host memory ahead of the layer. Where an engine keeps
-# them by default (its cited source): vLLM in pinned host memory (``EngramConfig.cpu_offload`` True, one copy a
-# node of each TP shard with ``dp_shared_memory``), SGLang in device memory with the rows split over the TP
+# them by default (its cited source): vLLM in pinned host memory (``EngramConfig.cpu_offload`` True, each DP
+# replica its own TP-sharded copy; one copy a node with ``dp_shared_memory``), SGLang in device memory with the rows split over the TP
 # group (``--engram-config`` placement gpu, replication none). The projections (``engram.wkv``, ``q_weight``,
 # ``k_weight``) stay on the device either way.
 # Each engine's placement, cited: ``Engine.engram`` (engines/<engine>/dsv4.py).
@@ -408,10 +408,11 @@ class EngramTier:
     table_bytes: int  # every table, one copy
     projection_bytes: int  # wkv / q_weight / k_weight, on every device (replicated: an upper bound)
     hbm_bytes_per_device: int  # what a device holds: projections, plus its rows where placement is hbm
-    host_bytes_per_host: int  # what a host holds where placement is host: its TP shards, one copy a node
+    host_bytes_per_host: int  # what a host holds where placement is host: its TP shards, ``host_copies`` times
     bytes_per_token: int  # the rows one token reads over every Engram layer
     source: Source
     default: str = ""  # the engine's own placement (``source``); "" or == placement: not overridden
+    host_copies: int = 1  # copies of its TP shards a host holds: one a DP replica on it, or one a node
 
     def text(self) -> str:
         src = self.source
@@ -419,8 +420,9 @@ class EngramTier:
         where = (
             f"in HBM, rows split over the TP group: {self.hbm_bytes_per_device:,} B a device with the projections"
             if self.placement == "hbm"
-            else f"in host memory ({self.host_bytes_per_host:,} B a host), projections {self.projection_bytes:,} B "
-            "a device in HBM"
+            else f"in host memory ({self.host_bytes_per_host:,} B a host"
+            + (f": {self.host_copies} copies, one a DP replica on it" if self.host_copies > 1 else "")
+            + f"), projections {self.projection_bytes:,} B a device in HBM"
         )
         return (
             f"Engram tables {self.table_bytes:,} B {where}; a token reads {self.bytes_per_token:,} B of rows, addressed "
@@ -473,9 +475,13 @@ def engram_tier(
     devices_per_host: int,
     hosts: int,
     placement: str | None = None,
+    dp: int = 1,
+    host_copies: str | None = None,
 ) -> EngramTier | None:
     """Where ``stack_name``'s engine keeps the Engram tables (``placement`` "hbm" / "host" overrides its
-    default: --engram), and what that costs a device and a host; None for a model without Engram."""
+    default: --engram), and what that costs a device and a host; None for a model without Engram. In host
+    memory a host holds its TP shards once a node, or (``host_copies`` "replica", the engine's default where its
+    source says so) once for each of the ``dp`` replicas whose devices it holds."""
     d = _dims(spec)
     if d.engram is None:
         return None
@@ -484,6 +490,9 @@ def engram_tier(
     default, source = engram.placement, engram.source
     placement = engram_placement(stack_name, placement)
     tp_hosts = min(max(1, -(-tp // max(devices_per_host, 1))), max(hosts, 1))
+    copies = 1
+    if placement == "host" and (host_copies or engram.host_copies) == "replica" and tp_hosts == 1:
+        copies = max(1, min(max(dp, 1), max(devices_per_host, 1) // max(tp, 1)))  # the replicas a host runs
     return EngramTier(
         placement=placement,
         table_bytes=table,
@@ -491,8 +500,9 @@ def engram_tier(
         hbm_bytes_per_device=engram_hbm_bytes_per_device(
             table=table, projections=proj, placement=placement, tp=max(tp, 1)
         ),
-        host_bytes_per_host=-(-table // tp_hosts) if placement == "host" else 0,
+        host_bytes_per_host=-(-table // tp_hosts) * copies if placement == "host" else 0,
         bytes_per_token=engram_bytes_per_token(spec),
         source=source,
         default=default,
+        host_copies=copies,
     )

@@ -50,4 +50,5 @@ ENGRAM = EngramPlacement(
         found=False,
         note="no DeepSeek-V4.1 path found for the TPU plugin; assumed vLLM's default (cpu_offload True)",
     ),
+    host_copies="replica",
 )

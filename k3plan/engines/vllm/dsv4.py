@@ -44,15 +44,18 @@ LAYOUT = Dsv4Layout(
     ),
 )
 
-# Engram: in pinned host memory (EngramConfig.cpu_offload True), one copy a node of each TP shard
+# Engram: in pinned host memory (EngramConfig.cpu_offload True), each DP replica its own TP-sharded tables
+# (embedding_across_dp False, dp_shared_memory False); --engram-config is read in engines/vllm/engram.py
+ENGRAM_COMMIT = "13ab20ecf72666374e58f0b199eb95ebde02460b"
 ENGRAM = EngramPlacement(
     placement="host",
     source=Source(
         "vllm-project/vllm",
         "vllm/config/engram.py",
-        "EngramConfig.cpu_offload (default True: 'Store embedding weights in pinned CPU memory for UVA lookup'); "
-        "dp_shared_memory (one copy a node of every TP shard)",
-        "",
-        note="read on docs.vllm.ai/en/latest/api/vllm/config/engram/ (source listing); commit not pinned",
+        "EngramConfig.cpu_offload (default envs.VLLM_PLE_CPU_OFFLOAD, enabled: 'Store embedding weights in pinned "
+        "CPU memory for UVA lookup'); embedding_across_dp False ('each DP rank has a separate TP-sharded embedding "
+        "replica'); dp_shared_memory False (True: 'Each node stores one copy of every TP shard')",
+        ENGRAM_COMMIT,
     ),
+    host_copies="replica",
 )

@@ -19,6 +19,8 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.vllm.attention_config import fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
+from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
+from k3plan.engines.vllm.engram import read_engram
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -170,9 +172,10 @@ def long_context_refusal(context: int, model_max: int) -> str:
 
 
 # the environment this family's commands read beside the listed harmless ones (k3plan.engines.serve.IGNORED_ENV):
-# the long-context switch above and torchtpu-vllm's unified block pool (a caveat, finish below)
+# the long-context switch above, torchtpu-vllm's unified block pool (a caveat, finish below) and the Engram tables'
+# default place (engines/vllm/engram.py)
 UNIFIED_POOL_ENV = "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV})
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV})
 
 
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
@@ -243,10 +246,9 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
     launch_flags(get, r.options)  # issue 48: the flags k3plan's launch lines write
     r.dtypes()
-    if get("--engram-config", None) is not None:
-        raise K3PlanError(
-            "--serve: --engram-config is SGLang's flag; k3plan reads no vLLM Engram flag (fit's --engram)"
-        )
+    engram = read_engram(get("--engram-config", None), r.env, dp=r.dp, platform=r.platform)
+    if engram is not None:  # vLLM's EngramConfig (engines/vllm/engram.py)
+        r.engram, r.engram_host_copies = engram.placement, engram.host_copies
     r.quantization()
     r.speculative = read_speculative(get, r.model)  # issue 47 item 1: priced in engines/vllm/spec.py
     if r.speculative is not None and r.platform == "tpu":
