@@ -313,7 +313,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
         from k3plan.engines.vllm.spec import draft_pricing
 
-        q = dataclasses.replace(q, draft=draft_pricing(q.speculative, model, tp=q.tp, ep=q.ep or q.tp))
+        q = dataclasses.replace(
+            q,
+            draft=draft_pricing(
+                q.speculative, model, tp=q.tp, ep=q.ep or q.tp, max_num_batched_tokens=q.chunk or chunk
+            ),
+        )
     opts = {
         **setup_options,
         "model": q.model,

@@ -43,7 +43,12 @@ def test_the_speculative_config_is_read_as_vllm_reads_it(flags, method, tokens):
     ("flags", "says"),
     [
         ("""--speculative-config '{"method":"eagle3","model":"x/y"}'""", "'eagle3'"),
-        ("""--speculative-config '{"method":"dspark","num_speculative_tokens":7}'""", "'dspark'"),
+        # Kimi-K3's DSpark ships as its own checkpoint (InferenceX's K3 B300 line): not priced
+        (
+            """--speculative-config '{"method":"dspark","model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7}'""",
+            "separate DSpark checkpoint",
+        ),
+        ("""--speculative-config '{"method":"dspark"}'""", "dspark without num_speculative_tokens"),
         ("""--speculative-config '{"model":"some/draft","num_speculative_tokens":3}'""", "'draft_model'"),
         ("""--speculative-config '{"method":"mtp","draft_tensor_parallel_size":1}'""", "draft_tensor_parallel_size"),
         ("--speculative-config '{method: mtp}'", "JSON"),

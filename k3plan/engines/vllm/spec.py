@@ -11,12 +11,21 @@ What the engine holds (each rule cited where it is applied):
   and hyper-connection parameters whole on every rank (MTP_SOURCE); its attention layer registers its own KV cache
   (one more layer in the pool: for DeepSeek-V4 a layer of the MTP layer's compress ratio, ``mtp_compress_ratios``;
   for an MLA model one more MLA layer);
+- ``dspark`` (DeepSeek-V4.1's own drafter, its ``mtp.*`` DSpark stages in the target checkpoint; DSPARK_SOURCE):
+  ``num_nextn_predict_layers`` DeepseekV4DecoderLayers (attention over TP, experts over the expert group, as MTP's),
+  ``main_proj`` (ReplicatedLinear over the target layers' hidden states), ``main_norm``, ``norm``, the hyper-connection
+  head and ``confidence_head`` (ReplicatedLinear) whole, the Markov head's two vocab tables (VocabParallelEmbedding,
+  ParallelLMHead) over TP; the embedding and LM head are the target's (aliased); a ``topk_indices_buffer``
+  [max_num_batched_tokens, index_topk] int32 allocated at init; each draft layer's sliding-window cache is a layer
+  of its own in the pool (``get_draft_kv_cache_layer_names``), the checkpoint's ``mtp_compress_ratios`` (0: window
+  only). A separate DSpark checkpoint (a ``model`` other than the target's, Kimi-K3's Inferact/Kimi-K3-DSpark) is
+  not priced; ``num_speculative_tokens`` is required (vLLM's default for dspark was not read);
 - ``ngram``: the n-gram proposer matches on the host (vllm/config/speculative.py: draft_model_config = the target's,
   no draft weights), nothing on the device;
 - the profile run: the drafter's dummy run follows the target's forward at the same token count
   (vllm/v1/worker/gpu_model_runner.py GPUModelRunner._dummy_run: ``self.drafter.dummy_run(num_tokens)`` after
   ``self.model(...)``), so the peak is the larger of the two one-layer peaks, not their sum: no extra temporary;
-- every other method (eagle, eagle3, draft_model, medusa, mlp_speculator, dflash, dspark, suffix, ngram_gpu,
+- every other method (eagle, eagle3, draft_model, medusa, mlp_speculator, dflash, suffix, ngram_gpu,
   custom_class, extract_hidden_states) loads a draft checkpoint or device buffers k3plan does not price: refused by
   name.
 """
@@ -44,6 +53,15 @@ PROFILE_SOURCE = (
     "after the target's forward, the same tokens (stored copies, commit not pinned): the profiled peak is the larger "
     "one-layer peak, no extra temporary"
 )
+DSPARK_SOURCE = (
+    "vllm-project/vllm vllm/models/deepseek_v4/nvidia/dspark.py @03435722 DSparkDeepseekV4Model (layers "
+    "DeepseekV4DecoderLayer at layers.{num_hidden_layers + i}, main_proj ReplicatedLinear, topk_indices_buffer "
+    "[max_num_batched_tokens, index_topk] int32, DSparkMarkovHead VocabParallelEmbedding + ParallelLMHead, "
+    "DSparkConfidenceHead ReplicatedLinear) and DSparkDeepseekV4ForCausalLM (embed and LM head aliased from the "
+    "target; get_draft_kv_cache_layer_names: each draft layer's sliding-window cache a layer); vllm/config/"
+    "speculative.py @b12eeaa2 (yhfgyyf/vllm-deepseek-v4-sm89's history): the draft config is the target's "
+    "(model_type deepseek_v4, architectures DSparkDraftModel), its weights in the target checkpoint"
+)
 # vLLM's MTPModelTypes (vllm/config/speculative.py @002e77c1): every name is replaced with "mtp"
 MTP_NAMES = frozenset(
     {
@@ -68,7 +86,6 @@ UNPRICED = frozenset(
         "medusa",
         "mlp_speculator",
         "dflash",
-        "dspark",
         "suffix",
         "ngram_gpu",
         "custom_class",
@@ -90,6 +107,10 @@ HARMLESS_KEYS = frozenset(
         "use_local_argmax_reduction",
         "disable_by_batch_size",
         "attention_backend",  # the drafter's attention kernel (SpeculativeConfig.attention_backend)
+        # DSpark's acceptance and verification policy: which drafted tokens are kept, not what is held (the
+        # InferenceX V4.1 nightly's and NVIDIA Dynamo's V4.1 recipe's keys)
+        "synthetic_acceptance_length",
+        "enable_adaptive_verification",
     }
 )
 
@@ -97,7 +118,7 @@ HARMLESS_KEYS = frozenset(
 class SpecServe(Frozen):
     """A serve command's speculative decoding as vLLM reads it."""
 
-    method: str  # "mtp" or "ngram" (the names vLLM normalizes to)
+    method: str  # "mtp", "dspark" or "ngram" (the names vLLM normalizes to)
     num_speculative_tokens: int | None  # None: the engine's default (mtp: the checkpoint's n_predict)
     given: str  # the flags as written, for the source line
 
@@ -167,6 +188,18 @@ def read_speculative(get, model_text: str) -> SpecServe | None:
                 "priced; k3plan prices the target checkpoint's own MTP layers (leave model out)"
             )
         return SpecServe(method="mtp", num_speculative_tokens=n, given=given)
+    if method == "dspark":
+        if model is not None and str(model).strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+            raise K3PlanError(
+                f"--serve: --speculative-config method dspark with model {model!r}: a separate DSpark checkpoint is "
+                "not priced; k3plan prices the DSpark stages a target checkpoint ships (leave model out)"
+            )
+        if n is None:
+            raise K3PlanError(
+                "--serve: --speculative-config method dspark without num_speculative_tokens: the engine's count for "
+                "it was not read; add num_speculative_tokens"
+            )
+        return SpecServe(method="dspark", num_speculative_tokens=n, given=given)
     if method in NGRAM_NAMES:
         if n is None:
             raise K3PlanError(
@@ -178,14 +211,15 @@ def read_speculative(get, model_text: str) -> SpecServe | None:
         raise K3PlanError(
             f"--serve: speculative method {method!r}: its draft's weights and KV are not priced by k3plan (a draft "
             "checkpoint or device buffers it does not read); k3plan prices method mtp (the checkpoint's own MTP "
-            "layers) and ngram"
+            "layers), dspark (a checkpoint's own DSpark stages) and ngram"
         )
     return None  # unreachable: every method is one of the above
 
 
-def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int) -> DraftPricing:
+def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_tokens: int = 0) -> DraftPricing:
     """The drafter's weights a device and the KV layers it adds, as vLLM builds it (module docstring). ``model``:
-    the loaded k3plan Model; ``ep``: the ranks the target's experts spread over."""
+    the loaded k3plan Model; ``ep``: the ranks the target's experts spread over; ``max_num_batched_tokens``: the
+    scheduler's (DSpark's index buffer)."""
     if spec.method == "ngram" and model.spec.n_kda:
         raise K3PlanError(
             f"--serve: --speculative-config method ngram on {model.spec.name}: with speculative decoding vLLM's KDA "
@@ -200,6 +234,8 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int) -> DraftPricing:
         )
     inv, s = model.inventory, model.spec
     mtp = inv.of_kind("mtp")
+    if spec.method == "dspark":
+        return _dspark_pricing(spec, model, tp=tp, ep=ep, max_num_batched_tokens=max_num_batched_tokens)
     if not mtp or not s.mtp_layers:
         raise K3PlanError(
             f"--serve: --speculative-config method mtp: {s.name} ships no MTP layers (num_nextn_predict_layers "
@@ -208,7 +244,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int) -> DraftPricing:
     if s.dsv4 is not None and s.dsv4.dspark is not None:
         raise K3PlanError(
             f"--serve: --speculative-config method mtp: {s.name}'s MTP tensors are DSpark stages; vLLM refuses mtp "
-            "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'), and dspark is not priced"
+            "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'); expected method dspark"
         )
     n = spec.num_speculative_tokens or s.mtp_layers  # SPEC_SOURCE: the default is n_predict
     whole = split_tp = split_ep = 0
@@ -241,3 +277,48 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int) -> DraftPricing:
             "in vLLM's pool; not priced"
         )
     return DraftPricing(bytes_per_device=per_device, source=source, extra_mla_layers=mla, num_speculative_tokens=n)
+
+
+# DSpark's head stack (DSPARK_SOURCE): held whole on every rank (ReplicatedLinear, RMSNorm, hyper-connection
+# parameters, the router); the Markov head's vocab tables are over TP (VocabParallelEmbedding, ParallelLMHead)
+_DSPARK_WHOLE = ("main_proj", "main_norm", "confidence_head", "norm", ".hc_", "hc_head", ".gate.")
+_INT32 = 4
+
+
+def _dspark_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_tokens: int) -> DraftPricing:
+    """DeepSeek-V4.1's DSpark drafter as vLLM builds it (DSPARK_SOURCE)."""
+    s = model.spec
+    dims = s.dsv4.dspark if s.dsv4 is not None else None
+    mtp = model.inventory.of_kind("mtp")
+    if dims is None or not mtp or not s.mtp_layers:
+        raise K3PlanError(
+            f"--serve: --speculative-config method dspark: {s.name} ships no DSpark stages (no dspark_* keys in its "
+            "config, no mtp.* DSpark tensors in its checkpoint index); vLLM has no draft to build"
+        )
+    whole = split_tp = split_ep = 0
+    for t in mtp:
+        if ".experts." in t.name and "shared_experts" not in t.name:
+            split_ep += t.nbytes
+        elif any(k in t.name for k in _DSPARK_WHOLE):
+            whole += t.nbytes
+        else:
+            split_tp += t.nbytes
+    index = max_num_batched_tokens * s.dsv4.index_topk * _INT32  # topk_indices_buffer, at init
+    per_device = whole + -(-split_tp // tp) + -(-split_ep // ep) + index
+    gib = GiB
+    ratios = tuple(s.dsv4.mtp_compress_ratios[: s.mtp_layers])
+    source = (
+        f"{spec.given}: {s.name}'s {s.mtp_layers} DSpark stages from its checkpoint index ({len(mtp)} tensors, "
+        f"{dims.n_routed_experts} experts top-{dims.num_experts_per_tok}), {spec.num_speculative_tokens} speculative "
+        f"token(s) a step: experts {split_ep / gib:.2f} GiB over {ep} rank(s), attention, shared experts and the "
+        f"Markov head {split_tp / gib:.2f} GiB over TP {tp}, main_proj, norms, hyper-connection and confidence heads "
+        f"{whole / gib:.3f} GiB whole, topk_indices_buffer {max_num_batched_tokens:,} x {s.dsv4.index_topk} int32 "
+        f"{index / gib:.3f} GiB; its layers' caches: compress ratios {list(ratios)} (0: a sliding window only) "
+        f"({DSPARK_SOURCE}; {SPEC_SOURCE})"
+    )
+    return DraftPricing(
+        bytes_per_device=per_device,
+        source=source,
+        dsv4_mtp_ratios=ratios,
+        num_speculative_tokens=spec.num_speculative_tokens or 0,
+    )

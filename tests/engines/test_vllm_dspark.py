@@ -1,0 +1,89 @@
+"""DeepSeek-V4.1's DSpark drafter through `vllm serve --speculative-config '{"method":"dspark",...}'` (issue 47 item 2:
+the engines' own nightly lines read, k3plan.engines.vllm.spec DSPARK_SOURCE). The line is SemiAnalysisAI/InferenceX's
+V4.1 AgentX arm (benchmarks/single_node/agentic/dsv41flash_fp4_vllm_mtp.sh, at concurrency 1: capture size 8)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.vllm.spec import draft_pricing, read_speculative
+from k3plan.models.loader import load_model
+
+SPEC = (
+    '{"method":"dspark","num_speculative_tokens":5,"draft_sample_method":"probabilistic",'
+    '"rejection_sample_method":"synthetic","synthetic_acceptance_length":3.51,"enable_adaptive_verification":false}'
+)
+
+
+def inferencex_v41(tp: int, *, dspark: bool = True) -> str:
+    return (
+        "vllm serve deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek-ai/DeepSeek-V4.1-Flash --host 0.0.0.0 "
+        f"--port 8888 --tensor-parallel-size {tp} --language-model-only --tokenizer-mode deepseek_v41 "
+        "--tool-call-parser deepseek_v41 --enable-auto-tool-choice --reasoning-parser deepseek_v41 "
+        """--engram-config '{"cpu_offload":true}' """
+        + (f"--speculative-config '{SPEC}' " if dspark else "")
+        + "--max-model-len 1048576 --max-cudagraph-capture-size 8 --disable-uvicorn-access-log"
+    )
+
+
+def _engine(cli, hardware: str, serve: str) -> dict:
+    r = cli("fit", "-H", hardware, "--serve", serve, "--json")
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)["engine"]
+
+
+def test_the_dspark_stages_are_the_draft_weights_split_as_vllm_builds_them():
+    """The three DSpark stages of the checkpoint index: experts over the expert group, attention, shared experts and
+    the Markov head over TP, main_proj / norms / hyper-connection / confidence heads whole, and the index buffer."""
+    m = load_model("deepseek-v4.1-flash")
+    spec = read_speculative({"--speculative-config": SPEC}.get, "deepseek-ai/DeepSeek-V4.1-Flash")
+    assert (spec.method, spec.num_speculative_tokens) == ("dspark", 5)
+    d8 = draft_pricing(spec, m, tp=8, ep=8, max_num_batched_tokens=8192)
+    d1 = draft_pricing(spec, m, tp=1, ep=1, max_num_batched_tokens=8192)
+    mtp = m.inventory.of_kind("mtp")
+    whole = sum(t.nbytes for t in mtp) + 8192 * m.spec.dsv4.index_topk * 4
+    assert d1.bytes_per_device == whole  # one rank holds every stage and the buffer
+    # at TP 8 the experts and TP-split tensors shrink 8x; the whole part (main_proj 75 MiB among it) does not
+    main_proj = next(t.nbytes for t in mtp if "main_proj" in t.name)
+    assert whole / 8 + main_proj * 7 / 8 < d8.bytes_per_device < whole / 8 + 0.1 * 2**30
+    assert d8.dsv4_mtp_ratios == (0, 0, 0) and d8.num_speculative_tokens == 5
+    assert "DSpark stages" in d8.source and "dspark.py @03435722" in d8.source
+
+
+def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights(cli):
+    plain = _engine(cli, "nvidia-h200", inferencex_v41(8, dspark=False))
+    dspark = _engine(cli, "nvidia-h200", inferencex_v41(8))
+    extra = dspark["weights_bytes"] - plain["weights_bytes"]
+    assert 0.9 * 2**30 < extra < 1.1 * 2**30  # ~1 GiB a device at TP 8
+    assert "DSpark stages" in dspark["sources"]["weights"]
+
+
+def test_dspark_on_a_checkpoint_without_dspark_stages_and_mtp_on_one_with_them_are_refused(cli):
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-h200",
+        "--serve",
+        f"vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 8 --speculative-config '{SPEC}'",
+    )
+    assert r.exit_code == 2 and "ships no DSpark stages" in r.output and len(r.output.strip().splitlines()) == 1
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-h200",
+        "--serve",
+        "vllm serve deepseek-ai/DeepSeek-V4.1-Flash -tp 8 --language-model-only "
+        """--speculative-config '{"method":"mtp","num_speculative_tokens":3}'""",
+    )
+    assert r.exit_code == 2 and "expected method dspark" in r.output
+
+
+@pytest.mark.parametrize("key", ["synthetic_acceptance_length", "enable_adaptive_verification"])
+def test_dspark_s_acceptance_keys_are_read_as_having_no_memory_effect(key):
+    spec = read_speculative(
+        {"--speculative-config": json.dumps({"method": "dspark", "num_speculative_tokens": 3, key: 1})}.get,
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+    )
+    assert spec is not None and spec.method == "dspark"
