@@ -406,6 +406,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         vocab_size=spec.vocab_size,
         cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),
         backend_refusal=_backend_refusal(served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor),
+        # DeepSeek-V4.1's index keys in MXFP4 (engines/vllm/dsv4_pages.py dsv41_pages)
+        fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
     )
     if got is None:
         return None

@@ -260,8 +260,8 @@ def v41_window_entry_bytes(d: DSV4Dims) -> int:
     return d.head_dim + d.head_dim // 32
 
 
-# How vLLM's DeepseekV41 implementation lays the caches out (vLLM-Ascend, the one vLLM V4.1 backend in the stored
-# material): one page slot a KV source; a source's compressed KV and index keys share a block ID at disjoint
+# How vLLM-Ascend's DeepseekV41 implementation lays the caches out (vLLM's CUDA backends lay them out otherwise:
+# engines/vllm/dsv4_pages.py dsv41_pages, which the vllm stack's start check uses): one page slot a KV source; a source's compressed KV and index keys share a block ID at disjoint
 # offsets; the ratio-2 sources' compressor state ring (32 fp32 rows) and the 128-token windows of every n-th layer
 # (n = the number of sources) overlay the same slot at other block IDs, with the three DSpark draft windows on the
 # first three slots; the slot's page is the largest of them; one block pool, num_blocks = free bytes / the slots'

@@ -52,12 +52,14 @@ def test_the_dspark_stages_are_the_draft_weights_split_as_vllm_builds_them():
     assert "DSpark stages" in d8.source and "dspark.py @03435722" in d8.source
 
 
-def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights(cli):
+def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights_and_windows(cli):
     plain = _engine(cli, "nvidia-h200", inferencex_v41(8, dspark=False))
     dspark = _engine(cli, "nvidia-h200", inferencex_v41(8))
     extra = dspark["weights_bytes"] - plain["weights_bytes"]
     assert 0.9 * 2**30 < extra < 1.1 * 2**30  # ~1 GiB a device at TP 8
     assert "DSpark stages" in dspark["sources"]["weights"]
+    # the three draft layers' windows: 43 windowed caches in 11 groups of 4 (40 in 10 without the drafter)
+    assert "window[10]" in dspark["sources"]["num_blocks"] and "window[10]" not in plain["sources"]["num_blocks"]
 
 
 def test_dspark_on_a_checkpoint_without_dspark_stages_and_mtp_on_one_with_them_are_refused(cli):

@@ -72,8 +72,11 @@ class Group:
     pages: tuple[int, ...]
     block_tokens: int
     window: int
+    ring: bool = False  # a per-request ring (CircularBufferSpec): one page a request
 
     def pages_per_request(self, *, max_model_len: int, max_num_batched_tokens: int) -> int:
+        if self.ring:
+            return 1
         if not self.window:
             return _cdiv(max_model_len, self.block_tokens)
         tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
@@ -162,3 +165,116 @@ def dsv4_pages(d: DSV4Dims, *, block_tokens: int, swa_layers: int | None = None)
         for i in range(n_groups):
             groups.append(Group(f"{kind}[{i}]", tuple(padded[i::n_groups]), block, window))
     return Dsv4Pages(groups=tuple(groups), num_layer_tuples=tuples, layer_tuple_bytes=sum(mla_sizes))
+
+
+# --- DeepSeek-V4.1 (CSA2) on vLLM's CUDA backends, from its own code -------------------------------------------
+#
+# vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be (DeepseekV4Attention.__init__ and
+# get_kv_cache_spec, DeepseekV4IndexerCache.get_kv_cache_spec, _indexer_k_cache_head_dim):
+# - every layer (a DSpark draft layer too: 'MTP layers past the configured list are pure sliding-window') keeps a
+#   sliding-window cache (DeepseekV4SWACache): blocks of 32 tokens (64 on SM120), the window ``sliding_window``,
+#   packed records of 528 B on SM100 ('the V4.1 MXFP8 record': 512 data + 16 scale bytes) and 584 B elsewhere
+#   (V4's record);
+# - only the KV sources (``kv_source_layer_ids``) keep a compressed cache and the index keys ('Only kv-source
+#   layers own a compressed-KV cache'; 'Index K cache: owned only by kv-source layers'): an MLAAttentionSpec of
+#   ``block_size`` x ratio tokens, ``block_size`` entries of the packed record (288 B with --kv-cache-dtype
+#   nvfp4_ds_mla), and an index-key spec of the same block, 132 B an entry (fp8 + an f32 scale a 128) or 68 B
+#   with the MXFP4 indexer cache;
+# - every page rounded up to 512 B on SM100, 576 B elsewhere (kv_page_alignment);
+# vllm/models/deepseek_v41/compressor.py @1bd03b16 (DeepseekCompressor, CompressorStateCache): the ratio-2 sources'
+#   compressor keeps a per-request ring of [kv, score] f32 rows (2 x head_dim), max(8, the power of two >=
+#   num_speculative_tokens + 2) rows a block, CircularBufferSpec; ratio 1 keeps none;
+# vllm/models/deepseek_v4/nvidia/kv_cache_planner.py @cb41f396 (DeepseekV4KVCachePlanner): the compressed caches
+#   and index keys in one group, the windowed caches bucketed by (block, window) and padded up to the nearest
+#   compressed-group page size, one tuple count for all groups (_approximate_gcd, the compressed group's as the
+#   floor), num_blocks = available // (the compressed group's page sizes summed x the tuple count), and a request
+#   charged the tuple count x each group's pages (_max_memory_usage_bytes_from_groups).
+# Not read: how the planner groups the compressor rings (CircularBufferSpec, newer than the planner read); k3plan
+# gives them a group of their own, one ring page a request.
+V41_SOURCES = (
+    "vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be (DeepseekV4Attention: swa_bytes_per_token "
+    "528 on SM100 else 584, kv_page_alignment 512 / 576, swa_block_size 32; get_kv_cache_spec: kv sources only; "
+    "DeepseekV4IndexerCache: owned by kv sources, 132 / 68 B an entry)",
+    "vllm-project/vllm vllm/models/deepseek_v41/compressor.py @1bd03b16 (CompressorStateCache: ratio-2 sources, "
+    "CircularBufferSpec)",
+    "vllm-project/vllm vllm/models/deepseek_v4/nvidia/kv_cache_planner.py @cb41f396 (DeepseekV4KVCachePlanner)",
+)
+V41_SWA_BLOCK = 32
+
+
+def _round(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+@dataclass(frozen=True)
+class Dsv41Pages(Dsv4Pages):
+    """vLLM's V4.1 groups: a block id costs the tuple count x the compressed group's page sizes (the planner's
+    num_blocks), the same bytes its start check charges."""
+
+    record_bytes: int = 0
+    index_entry_bytes: int = 0
+
+    @property
+    def block_bytes(self) -> int:
+        return self.check_block_bytes
+
+    def text(self, *, max_model_len: int, max_num_batched_tokens: int) -> str:
+        parts = ", ".join(
+            f"{g.name} {g.pages_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens):,}"
+            for g in self.groups
+        )
+        return (
+            f"vLLM's DeepSeek-V4.1 groups (KV-source records of {self.record_bytes} B, index keys of "
+            f"{self.index_entry_bytes} B; {self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B): a block "
+            f"costs {self.block_bytes:,} B; a request at {max_model_len:,} tokens holds {parts} blocks "
+            f"(max_num_batched_tokens {max_num_batched_tokens:,}): engines/vllm/dsv4_pages.py ({'; '.join(V41_SOURCES)})"
+        )
+
+
+def dsv41_pages(
+    d: DSV4Dims,
+    *,
+    block_tokens: int,
+    sm100: bool,
+    nvfp4: bool = False,
+    fp4_indexer: bool = False,
+    draft_layers: int = 0,
+    num_speculative_tokens: int = 0,
+) -> Dsv41Pages:
+    """vLLM's V4.1 groups for ``--block-size`` ``block_tokens`` (the V4.1 notes above): ``sm100`` the GPU's
+    capability family 10 (the MXFP8 record), ``nvfp4`` --kv-cache-dtype nvfp4_ds_mla, ``fp4_indexer`` the MXFP4
+    indexer cache, ``draft_layers`` DSpark's window-only layers."""
+    assert d.csa2 is not None
+    align = 512 if sm100 else ALIGN
+    record = 528 if sm100 else d.head_dim - d.rope_dim + 2 * d.rope_dim + (d.head_dim - d.rope_dim) // 64 + 1
+    main = 288 if nvfp4 else record
+    index_entry = (
+        d.index_head_dim // 2 + d.index_head_dim // 32
+        if fp4_indexer
+        else d.index_head_dim + d.index_head_dim // 128 * F32
+    )
+    sources = [(i, d.compress_ratios[i]) for i in d.csa2.kv_source_layer_ids]
+    mla_pages = [_round(block_tokens * main, align) for _ in sources] + [
+        _round(block_tokens * index_entry, align) for _ in sources
+    ]
+    mla_blocks = min(block_tokens * max(1, r) for _, r in sources)  # the layer needing most pages sets the group's
+    mla_sizes = sorted(set(mla_pages))
+    rows = max(8, 1 << (num_speculative_tokens + 1).bit_length())  # max(8, next power of two >= num_spec + 2)
+    rings = [_round(rows * 2 * d.head_dim * F32, align) for _, r in sources if r == 2]
+    swa = [_round(V41_SWA_BLOCK * record, align)] * (len(d.compress_ratios) + draft_layers)
+    buckets = [("window", swa, V41_SWA_BLOCK, d.sliding_window)] + ([("ring", rings, rows, 0)] if rings else [])
+    counts = [Counter(mla_pages).most_common(1)[0][1]] + [len(p) for _, p, _, _ in buckets]
+    tuples = _approximate_gcd(counts, lower_bound=counts[0])
+    groups = [Group("compressed", tuple(mla_pages), mla_blocks, 0)]
+    for kind, pages, block, window in buckets:
+        padded = [min((x for x in mla_sizes if x >= p), default=p) for p in pages]
+        n_groups = _cdiv(len(padded), tuples)
+        for i in range(n_groups):
+            groups.append(Group(f"{kind}[{i}]", tuple(padded[i::n_groups]), block, window, ring=kind == "ring"))
+    return Dsv41Pages(
+        groups=tuple(groups),
+        num_layer_tuples=tuples,
+        layer_tuple_bytes=sum(mla_sizes),
+        record_bytes=main,
+        index_entry_bytes=index_entry,
+    )

@@ -29,8 +29,9 @@ from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_WEIGHTS_OOM_AT,
     TORCHTPU_WORKER,
 )
+from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
-from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages
+from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages, dsv41_pages
 from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
@@ -343,6 +344,7 @@ def engine_sizing(
     vocab_size: int = 0,
     cudagraph: CudagraphEstimate | None = None,
     backend_refusal: tuple[str, str] | None = None,
+    fp4_indexer: bool = False,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -387,6 +389,27 @@ def engine_sizing(
         if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
             dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
         pages = dsv4_pages(dsv4, block_tokens=block)
+    elif (
+        dsv4 is not None
+        and dsv4.csa2 is not None
+        and kv_pool_method == "utilization_minus_profile"
+        and vendor == "nvidia"
+    ):
+        # DeepSeek-V4.1 on vLLM's CUDA backends: its own records, pages and groups (engines/vllm/dsv4_pages.py)
+        block_tokens = block_override or V41_DEFAULT_BLOCK
+        paging_source = (
+            f"--block-size {block_override} (the command's)"
+            if block_override
+            else f"{V41_DEFAULT_BLOCK} tokens, the block vLLM resolves for DeepSeek-V4.1 ({V41_BLOCK_SOURCE})"
+        )
+        pages = dsv41_pages(
+            dsv4,
+            block_tokens=block_tokens,
+            sm100=hardware in SM100_FAMILY,
+            fp4_indexer=fp4_indexer,
+            draft_layers=len(draft.dsv4_mtp_ratios) if draft is not None else 0,
+            num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
+        )
     if kv_pool_method == "utilization_minus_resident":
         act = Figure(
             0, f"the worker reads the bytes in use after profile_run, when no temporary is live: {TORCHTPU_WORKER}"
@@ -411,7 +434,7 @@ def engine_sizing(
             )
         elif sampler:
             act = Figure(temp_bytes, f"{act.source}; not below {sampler_how}")
-        if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's profile-run workspace (CUDA)
+        if pages is not None and dsv4 is not None and dsv4.csa2 is None and vendor == "nvidia":  # V4's workspace
             ws, logits, how = dsv4_profile_workspace(
                 dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
             )
@@ -462,6 +485,15 @@ def engine_sizing(
         max_num_batched_tokens=max_num_batched_tokens,
         backend_refusal=backend_refusal,
     )
+
+
+# DeepSeek-V4.1's block on vLLM's CUDA backends when a command gives no --block-size: the value the engine resolves
+# as NVIDIA Dynamo's V4.1 recipe reports it (vLLM's resolution rule for V4.1 not read)
+V41_DEFAULT_BLOCK = 128
+V41_BLOCK_SOURCE = (
+    "ai-dynamo/dynamo@a28690c6 recipes/deepseek-v4.1-flash/vllm/agg-b200/kustomize/base/deploy.yaml: 'Do not set "
+    "--block-size either; it resolves to 128 for this backend'; vLLM's own rule not read"
+)
 
 
 # Engine-visible HBM a device where an engine's own log prints it (the driver's total is not what torch can

@@ -279,7 +279,8 @@ def read(r: Reading) -> None:
         r.caveats.append(
             f"--attention-config indexer_kv_dtype {indexer_kv}: newer vLLM stores a sparse indexer's K cache in it "
             "(NVIDIA Dynamo's DeepSeek-V4.1-Flash recipes: fp8 or mxfp4, mxfp4 on compute capability 10.0 only); "
-            "k3plan prices the indexer keys at fp8"
+            "k3plan prices it for DeepSeek-V4.1's index keys (mxfp4: 68 B an entry, engines/vllm/dsv4_pages.py "
+            "dsv41_pages) and at fp8 for DeepSeek-V4's"
         )
     # expert-parallel load balancing (vLLM EPLBConfig): moving experts between ranks costs nothing k3plan prices;
     # redundant experts (num_redundant_experts > 0) add expert copies a rank, which it does not price

@@ -1,0 +1,65 @@
+"""vLLM's DeepSeek-V4.1 KV layout on CUDA, from its code (k3plan.engines.vllm.dsv4_pages dsv41_pages, V41_SOURCES):
+the packed records and pages, the groups, what a block costs and what a request holds. k3plan had priced V4.1 on vLLM
+with the generic hybrid rule (64-token blocks, the release's FP4 formats, 920 B a token, no windows in the pool):
+about 4x the tokens vLLM reports for the same pool."""
+
+from __future__ import annotations
+
+import pytest
+
+from k3plan.engines.vllm.dsv4_pages import dsv41_pages
+from k3plan.models.loader import load_model
+
+MAX_LEN = 1_048_576
+
+
+@pytest.fixture(scope="module")
+def d():
+    return load_model("deepseek-v4.1-flash").spec.dsv4
+
+
+def test_sm100_pages_groups_and_block(d):
+    """SM100: the MXFP8 record (512 + 16 B), 512-B pages; the four KV sources' compressed caches and index keys
+    (132 B: fp8 + an f32 scale a 128) in 128-entry pages; 40 windows of 32 tokens; the three ratio-2 rings."""
+    p = dsv41_pages(d, block_tokens=128, sm100=True)
+    assert (p.record_bytes, p.index_entry_bytes) == (528, 132)
+    assert p.groups[0].pages == (128 * 528,) * 4 + (128 * 132,) * 4  # 67,584 and 16,896: whole multiples of 512
+    assert p.num_layer_tuples == 4 and p.layer_tuple_bytes == 84_480 and p.block_bytes == 4 * 84_480
+    names = [g.name for g in p.groups]
+    assert names.count("ring[0]") == 1 and sum(n.startswith("window") for n in names) == 10  # 40 windows / 4
+    # a request at 1M tokens: the ratio-1 source's 8,192 pages, each window group cdiv(127 + 8,192, 32) + 1, a ring
+    assert p.blocks_per_request(max_model_len=MAX_LEN, max_num_batched_tokens=8192) == 8192 + 10 * 261 + 1
+    # DSpark's three window-only layers: 43 windows in 11 groups
+    assert (
+        sum(g.name.startswith("window") for g in dsv41_pages(d, block_tokens=128, sm100=True, draft_layers=3).groups)
+        == 11
+    )
+
+
+def test_hopper_keeps_v4_s_record_and_576_b_pages(d):
+    p = dsv41_pages(d, block_tokens=128, sm100=False)
+    assert p.record_bytes == 584  # 448 fp8 NoPE + 64 bf16 RoPE + 7 UE8M0 scales + a pad byte
+    assert sorted(set(p.groups[0].pages)) == [30 * 576, 130 * 576]  # 16,896 and 74,752 rounded up to 576
+    # the windowed pages (32 x 584 rounded up, 19,008 B) are padded up to the nearest compressed-group page
+    assert set(p.groups[1].pages) == {130 * 576}
+
+
+def test_mxfp4_index_keys_and_the_nvfp4_record(d):
+    p = dsv41_pages(d, block_tokens=128, sm100=True, fp4_indexer=True, nvfp4=True)
+    assert (p.record_bytes, p.index_entry_bytes) == (288, 68)  # NVFP4 compressed record; MXFP4 keys (64 + 4 B)
+    assert sorted(set(p.groups[0].pages)) == [128 * 68, 128 * 288]
+
+
+def test_the_inferencex_b200_tp2_log_lies_inside_the_layout_s_range(d):
+    """SemiAnalysisAI/InferenceX#3310 quotes its B200 TP2 DeepSeek-V4.1-Flash run (c1 server log of run 35480787586,
+    DSpark 5 tokens, max_model_len 1,048,576): 21.5 GiB of KV holding 6.18M tokens. The run's max_num_batched_tokens
+    is not quoted (InferenceX's TP2 arms cap it at 4,096; upstream's default is 8,192 or 16,384): the logged tokens
+    lie between the layout's figures at 16,384 and 4,096 (5.16M and 7.42M; 6.47M at 8,192, +4.8%). The generic rule
+    k3plan used before gave about 4x the tokens for the same pool."""
+    p = dsv41_pages(d, block_tokens=128, sm100=True, draft_layers=3, num_speculative_tokens=5)
+    blocks = int(21.5 * 2**30) // p.block_bytes
+
+    def tokens(chunk: int) -> int:
+        return int(blocks / p.blocks_per_request(max_model_len=MAX_LEN, max_num_batched_tokens=chunk) * MAX_LEN)
+
+    assert tokens(16_384) < 6_180_000 < tokens(4096)
