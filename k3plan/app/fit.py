@@ -316,7 +316,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         q = dataclasses.replace(
             q,
             draft=draft_pricing(
-                q.speculative, model, tp=q.tp, ep=q.ep or q.tp, max_num_batched_tokens=q.chunk or chunk
+                q.speculative, model, tp=q.tp, ep=q.ep or q.tp, max_num_batched_tokens=q.chunk or chunk or 0
             ),
         )
     opts = {
