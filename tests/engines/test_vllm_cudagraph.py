@@ -18,6 +18,7 @@ from k3plan.engines.vllm.cudagraph import (
     cudagraph_estimate,
     cudagraph_plan,
     read_compilation,
+    with_max_capture,
 )
 from k3plan.errors import K3PlanError
 
@@ -104,14 +105,20 @@ def test_the_band():
 
 
 def _compilation(serve: str) -> CompilationRead:
+    """The command's graph settings: --compilation-config / --enforce-eager, and --max-cudagraph-capture-size
+    folded in as EngineArgs does (cudagraph.with_max_capture)."""
     toks = shlex.split(" ".join(serve.split()))
-    text, eager = None, False
+    text, eager, top = None, False, None
     for i, tok in enumerate(toks):
         if tok == "--compilation-config":
             text = toks[i + 1]
         elif tok.startswith("--compilation-config="):
             text = tok.partition("=")[2]
+        elif tok == "--max-cudagraph-capture-size":
+            top = int(toks[i + 1])
         eager = eager or tok == "--enforce-eager"
+    if top is not None:
+        text = with_max_capture(text, top)
     return read_compilation(text, enforce_eager=eager)
 
 

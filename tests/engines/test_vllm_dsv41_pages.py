@@ -63,3 +63,16 @@ def test_the_inferencex_b200_tp2_log_lies_inside_the_layout_s_range(d):
         return int(blocks / p.blocks_per_request(max_model_len=MAX_LEN, max_num_batched_tokens=chunk) * MAX_LEN)
 
     assert tokens(16_384) < 6_180_000 < tokens(4096)
+
+
+def test_the_profile_run_reserves_the_ratio_1_index_source_s_key_gather(d):
+    """V4.1's index sources include ratio-1 layers (20, 24, ...): the indexer's profile-run K gather is
+    40 x max_model_len keys of 128 fp8 + 4 B (MXFP4: 64 + 4), about 5.2 GiB at 1M tokens, in the shared workspace."""
+    from k3plan.engines.vllm.dsv4_workspace import dsv41_profile_workspace
+
+    t = 40 * MAX_LEN  # // ratio 1
+    ws, logits, how = dsv41_profile_workspace(d, max_model_len=MAX_LEN, fp4_indexer=False)
+    assert ws == t * 128 + t * 4 + 2**20 and logits == 512 * 2**20
+    fp4, _, _ = dsv41_profile_workspace(d, max_model_len=MAX_LEN, fp4_indexer=True)
+    assert fp4 == t * 64 + t * 4 + 2**20
+    assert "ratio 1" in how and "deepseek_v41/attention.py @02ee13be" in how

@@ -70,3 +70,32 @@ def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_t
         f"{LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({WORKSPACE_SOURCE})"
     )
     return workspace, (LOGITS_BYTES if indexer else 0), how
+
+
+V41_WORKSPACE_SOURCE = (
+    "vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be DeepseekV4Indexer.__init__ (on the index "
+    "sources: max_total_seq_len = get_max_prefill_buffer_size(vllm_config) // compress_ratio, SparseAttnIndexer), "
+    "vllm/model_executor/layers/sparse_attn_indexer.py (profile-run reservation: _gather_workspace_shapes, "
+    "RADIX_TOPK_WORKSPACE_SIZE, VLLM_SPARSE_INDEXER_MAX_LOGITS_MB of logits), vllm/v1/attention/backends/mla/"
+    "indexer.py get_max_prefill_buffer_size (40 x max_model_len): the last two read in yhfgyyf/vllm-deepseek-v4-sm89's "
+    "history; V4.1's FlashMLA dummy-run reservation not read"
+)
+
+
+def dsv41_profile_workspace(d: DSV4Dims, *, max_model_len: int, fp4_indexer: bool) -> tuple[int, int, str]:
+    """(the shared workspace's bytes, the logits buffer's bytes, how) for DeepSeek-V4.1 on vLLM's CUDA backends: the
+    largest index source's K gather (its compress ratio the smallest), FP8 keys (T, 128) + (T, 4) scales or MXFP4
+    (T, 64) + (T, 4), T = 40 x max_model_len // ratio, and the RADIX top-k workspace, in the shared buffer."""
+    assert d.csa2 is not None
+    ratio = min(max(1, d.compress_ratios[i]) for i in d.csa2.index_source_layer_ids)
+    t = PREFILL_BUFFER_FACTOR * max_model_len // ratio
+    values, scales = (
+        (d.index_head_dim // 2, d.index_head_dim // 32) if fp4_indexer else (d.index_head_dim, FP8_SCALE_BYTES)
+    )
+    ws = _up(t * values) + _up(t * scales) + _up(RADIX_TOPK_WORKSPACE)
+    how = (
+        f"V4.1 profile-run workspace {ws / GiB:.2f} GiB: the index source at ratio {ratio}, {PREFILL_BUFFER_FACTOR} x "
+        f"{max_model_len:,} // {ratio} keys of {values} + {scales} B ({'MXFP4' if fp4_indexer else 'FP8'}), + the "
+        f"indexer's {LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({V41_WORKSPACE_SOURCE})"
+    )
+    return ws, LOGITS_BYTES, how

@@ -32,7 +32,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages, dsv41_pages
-from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
+from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace, dsv41_profile_workspace
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
@@ -434,9 +434,11 @@ def engine_sizing(
             )
         elif sampler:
             act = Figure(temp_bytes, f"{act.source}; not below {sampler_how}")
-        if pages is not None and dsv4 is not None and dsv4.csa2 is None and vendor == "nvidia":  # V4's workspace
-            ws, logits, how = dsv4_profile_workspace(
-                dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+        if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's / V4.1's profile-run workspace
+            ws, logits, how = (
+                dsv4_profile_workspace(dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
+                if dsv4.csa2 is None
+                else dsv41_profile_workspace(dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer)
             )
             peak = max(temp_bytes, sampler)
             act = Figure(
