@@ -111,14 +111,20 @@ def sequences_note(r: FitResult, eng: dict) -> str:
             f"{dev.reserve_bytes / gib:.2f} GiB; the engine takes {took})"
         )
     if eng["block_tokens"] > 1:
+        blocks_src = eng["sources"]["num_blocks"]
         state = (
             "its KDA state apart, in max_num_seqs + 1 slots a layer"
-            if "slots" in eng["sources"]["num_blocks"]
+            if "slots" in blocks_src
+            else "its windows and compressed caches in DeepSeek-V4's page groups, in the engine's own records "
+            "(engines/vllm/dsv4_pages.py)"
+            if "DeepSeek-V4" in blocks_src and "groups" in blocks_src
             else "its KDA state in whole layer groups"
         )
         why.append(f"it holds a request in whole {eng['block_tokens']}-token blocks and {state}")
     if int(conc) == cap.max_sequences:
         why.append("the budget counts whole sequences, the engine a fraction")
+    if conc > 0:
+        why.append(f"the engine's request takes {engine_pool / conc / gib:.3f} GiB")
     why.append(f"the budget's sequence takes {per_seq / gib:.3f} GiB at {w.context_tokens:,} tokens (KV + KDA state)")
     return (
         f"sequences: k3plan's budget holds {cap.max_sequences:,} at {w.context_tokens:,} tokens, the engine "

@@ -89,3 +89,13 @@ def test_dspark_s_acceptance_keys_are_read_as_having_no_memory_effect(key):
         "deepseek-ai/DeepSeek-V4.1-Flash",
     )
     assert spec is not None and spec.method == "dspark"
+
+
+def test_the_sequences_line_names_the_engine_s_bytes_a_request(cli):
+    """One answer, two counts (issue 47 item 4): the line that says why k3plan's budget and the engine differ names
+    what one max_model_len request costs the engine, here vLLM's V4.1 records and page groups."""
+    r = cli("fit", "-H", "nvidia-h200", "--serve", inferencex_v41(8))
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and text.startswith("STARTS: KV pool")
+    assert "in DeepSeek-V4's page groups, in the engine's own records" in text
+    assert "the engine's request takes" in text
