@@ -109,15 +109,23 @@ class Dsv4Pages:
             for g in self.groups
         )
 
+    def label(self) -> str:
+        """Whose groups these are, for the source line."""
+        return (
+            f"vLLM v0.25.0's DeepSeek-V4 groups ({self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B)"
+        )
+
+    def sources(self) -> str:
+        return SOURCES[2]
+
     def text(self, *, max_model_len: int, max_num_batched_tokens: int) -> str:
         parts = ", ".join(
             f"{g.name} {g.pages_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens):,}"
             for g in self.groups
         )
         return (
-            f"vLLM v0.25.0's DeepSeek-V4 groups ({self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B): "
-            f"a block costs {self.block_bytes:,} B; a request at {max_model_len:,} tokens holds {parts} blocks "
-            f"(max_num_batched_tokens {max_num_batched_tokens:,}): engines/vllm/dsv4_pages.py ({SOURCES[2]})"
+            f"{self.label()}: a block costs {self.block_bytes:,} B; a request at {max_model_len:,} tokens holds {parts} "
+            f"blocks (max_num_batched_tokens {max_num_batched_tokens:,}): engines/vllm/dsv4_pages.py ({self.sources()})"
         )
 
 
@@ -218,17 +226,14 @@ class Dsv41Pages(Dsv4Pages):
     def block_bytes(self) -> int:
         return self.check_block_bytes
 
-    def text(self, *, max_model_len: int, max_num_batched_tokens: int) -> str:
-        parts = ", ".join(
-            f"{g.name} {g.pages_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens):,}"
-            for g in self.groups
-        )
+    def label(self) -> str:
         return (
             f"vLLM's DeepSeek-V4.1 groups (KV-source records of {self.record_bytes} B, index keys of "
-            f"{self.index_entry_bytes} B; {self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B): a block "
-            f"costs {self.block_bytes:,} B; a request at {max_model_len:,} tokens holds {parts} blocks "
-            f"(max_num_batched_tokens {max_num_batched_tokens:,}): engines/vllm/dsv4_pages.py ({'; '.join(V41_SOURCES)})"
+            f"{self.index_entry_bytes} B; {self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B)"
         )
+
+    def sources(self) -> str:
+        return "; ".join(V41_SOURCES)
 
 
 def dsv41_pages(
