@@ -327,6 +327,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         )
     opts = {
         **setup_options,
+        "topology": setup_options.get("topology") or _serve_topology(hw, q.tp * q.pp * q.dp),
         "model": q.model,
         "tp": q.tp,
         "ep": q.ep,
@@ -338,6 +339,18 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "engram_host_copies": q.engram_host_copies,
     }
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
+
+
+def _serve_topology(hw, devices: int) -> str | None:
+    """The smallest standard topology of ``hw`` with exactly the command's devices (TP x PP x DP): the machine the
+    command runs on, whether or not its weights fit (the engine's verdict says); None where no standard shape has
+    that many, and fit picks as without --serve."""
+    from k3plan.hardware.topology import topologies_up_to
+
+    for t in topologies_up_to(hw, hw.max_chips):
+        if t.devices == devices:
+            return t.text
+    return None
 
 
 def _serve_fits(result: FitResult) -> bool:
@@ -356,6 +369,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if lay is None:
         return None
     if served is not None and engine_rules(served.engine).pool_rule == "static":
+        from k3plan.engines.sglang.dsv4_pool import sglang_dsv4_pool
         from k3plan.engines.sglang.memory import sglang_kv_pool
 
         sg = sglang_kv_pool(
@@ -370,6 +384,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             max_running_requests=served.max_running_requests,
             max_total_tokens=served.max_total_tokens,
             page_size=served.page_size or 1,
+            # DeepSeek-V4's sub-pools at one full-token count (engines/sglang/dsv4_pool.py)
+            dsv4=sglang_dsv4_pool(spec.dsv4, swa_ratio=served.swa_full_tokens_ratio)
+            if spec.dsv4 is not None and spec.dsv4.csa2 is None
+            else None,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -179,6 +179,14 @@ IGNORED = {
     "--weight-loader-prefetch-checkpoints": 0,
     "--enable-hierarchical-cache": 0,
     "--hicache-size": 1,
+    # scheduling, kernel tuning and host processes in SemiAnalysisAI/InferenceX's DeepSeek-V4 nightlies
+    # (benchmarks/single_node/fixed_seq_len/dsv4_fp4_b200_vllm.sh, dsv4_fp4_b300_sglang.sh, dsv4_fp8_h200_sglang.sh
+    # @843c6254): vLLM's --prefill-schedule-interval (how often a prefill is scheduled), SGLang's FlashInfer
+    # autotune switch, prefill delayer and tokenizer worker count: when and how work runs, not what the pool holds
+    "--prefill-schedule-interval": 1,
+    "--disable-flashinfer-autotune": 0,
+    "--enable-prefill-delayer": 0,
+    "--tokenizer-worker-num": 1,
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
@@ -202,6 +210,14 @@ IGNORED_ENV = {
     "NCCL_SOCKET_IFNAME",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
+    # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/
+    # dsv4_fp4_b300_sglang.sh @843c6254): Python's user site, the NVSHMEM transport, the SWA eviction policy (which
+    # pages a finished window frees) and per-iteration logging: nothing the pool holds
+    "PYTHONNOUSERSITE",
+    "NVSHMEM_DISABLE_IB",
+    "SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN",
+    "SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW",
+    "SGLANG_LOG_FORWARD_ITERS",
     # the torchtpu-vllm DeepSeek-V4 nightlies' exports (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
     # deepseek-v4-pro-dp16-ep.sh @5e1723db): model-implementation switches, kernel layouts, timeouts and the
     # profiler; the weights' formats are the stack's runtime formats k3plan prices
@@ -280,6 +296,8 @@ class ServeQuestion:
     attention: Any = None
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
+    # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
+    swa_full_tokens_ratio: float | None = None
 
     @property
     def stack_ref(self) -> str:
@@ -482,6 +500,7 @@ def parse_serve(
         attention=r.attention,
         max_total_tokens=r.max_total_tokens,
         page_size=r.page_size,
+        swa_full_tokens_ratio=r.swa_ratio,
     )
 
 

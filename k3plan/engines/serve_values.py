@@ -87,6 +87,7 @@ class Reading:
     attention: Any = None  # vLLM's --attention-config fields as read (engines/vllm/attention_config.py)
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap
     page_size: int | None = None  # SGLang's --page-size: the pool's page
+    swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
 
     def get(self, name: str, default=None):
         return self.flags.pop(name, default)

@@ -18,6 +18,7 @@ start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, 
 
 from __future__ import annotations
 
+from k3plan.engines.sglang.dsv4_pool import SglangDsv4Pool
 from k3plan.engines.vllm.memory import EngineSizing, Figure
 from k3plan.units import GiB
 
@@ -64,18 +65,33 @@ def sglang_kv_pool(
     max_running_requests: int | None,
     max_total_tokens: int | None = None,
     page_size: int = 1,
+    dsv4: SglangDsv4Pool | None = None,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
     sgl-project/sglang/docs/backend/server_arguments.md); the runner caps max_total_num_tokens to it and sizes the
-    pool by the capped count (SGLANG_CAP)."""
+    pool by the capped count (SGLANG_CAP). ``dsv4``: DeepSeek-V4's sub-pools, one full-token count at
+    bytes_per_full_token sizing them all in the engine's pages (engines/sglang/dsv4_pool.py); the compressor states
+    are inside that figure, not a state pool."""
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
+    if dsv4 is not None:
+        state_pool_bytes, state_source = 0, "none apart: DeepSeek-V4's compressor states are in bytes_per_full_token"
+        pool = rest
+        page_size = dsv4.page if page_size == 1 else page_size
+        tokens = int(max(pool, 0) / dsv4.bytes_per_full_token)
     capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
     if capped:
         assert max_total_tokens is not None
-        tokens, pool = max_total_tokens, max_total_tokens * kv_bytes_per_token
+        tokens, pool = (
+            max_total_tokens,
+            (
+                max_total_tokens * kv_bytes_per_token
+                if dsv4 is None
+                else int(max_total_tokens * dsv4.bytes_per_full_token)
+            ),
+        )
     tokens = tokens // page_size * page_size  # whole pages (SGLANG_PAGE)
     running = (
         f"{max_running_requests:,}"
@@ -124,7 +140,10 @@ def sglang_kv_pool(
         ),
         kv_pool_bytes=Figure(max(pool, 0), pool_src),
         kv_pool_tokens=Figure(
-            tokens, f"KV pool // {kv_bytes_per_token:,} B a token, in whole pages of {page_size}: max_total_num_tokens"
+            tokens,
+            f"KV pool // {kv_bytes_per_token:,} B a token, in whole pages of {page_size}: max_total_num_tokens"
+            if dsv4 is None
+            else f"int(KV pool / {dsv4.source}), in whole pages of {page_size}",
         ),
         block_tokens=Figure(page_size, f"--page-size {page_size} ({SGLANG_PAGE})")
         if page_size != 1

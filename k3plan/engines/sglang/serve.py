@@ -164,6 +164,14 @@ def read(r: Reading) -> None:
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
     page = get("--page-size", None)  # the pool's page (engines/sglang/memory.py sglang_kv_pool)
     r.page_size = flag_int("--page-size", page) if page is not None else None
+    swa = get("--swa-full-tokens-ratio", None)  # DeepSeek-V4's sub-pools (engines/sglang/dsv4_pool.py)
+    if swa is not None:
+        try:
+            r.swa_ratio = float(swa)
+        except ValueError:
+            r.swa_ratio = -1.0
+        if not 0 < r.swa_ratio <= 1:
+            raise K3PlanError(f"--serve: --swa-full-tokens-ratio {swa!r}: expected a number in (0, 1]")
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     for name, what in UNPRICED.items():
         if get(name, None) is not None:

@@ -1,0 +1,82 @@
+"""SGLang's DeepSeek-V4 pool (k3plan.engines.sglang.dsv4_pool): one full-token count sizes the sliding-window, c4,
+c128 and indexer pools and their compressor states. The engine's own log is the referee: kvcache-ai/ktransformers#1978
+(SGLang's DSv4 pool on DeepSeek-V4-Flash) prints
+
+    DSv4 memory calculation: bytes_per_full_token=15955.85, available_bytes=19.30 GB, full_token=1298688
+    DSv4 memory calculation: bytes_per_full_token=15955.85, available_bytes=0.49 GB, full_token=32768
+    DSv4 pool sizes: full=32768, swa=3072, c4=8192, c128=256, c4_state=192, c128_state=3072
+
+and ktransformers#1998 SGLang's V4 defaults ('setting page_size to 256', 'Setting swa_full_tokens_ratio to 0.1').
+k3plan had priced SGLang's V4 pool at 1,456 B a token (its per-layer V4 layout), 11x too many tokens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.engines.sglang.dsv4_pool import PAGE, SWA_RATIO, sglang_dsv4_pool
+from k3plan.errors import K3PlanError
+from k3plan.models.loader import load_model
+
+GB = 1 << 30  # SGLang's "GB" is GiB (get_available_gpu_memory divides by 1 << 30)
+
+
+@pytest.fixture(scope="module")
+def flash():
+    return load_model("deepseek-v4-flash").spec.dsv4
+
+
+def test_bytes_per_full_token_and_the_full_token_counts_are_the_log_s(flash):
+    p = sglang_dsv4_pool(flash)
+    assert (SWA_RATIO, PAGE, p.page) == (0.1, 256, 256)
+    assert round(p.bytes_per_full_token, 2) == 15955.85
+    for available, full in ((19.30, 1_298_688), (0.49, 32_768)):
+        assert int(available * GB / p.bytes_per_full_token) // p.page * p.page == full
+    assert int(32_768 * 0.1) // 256 * 256 == 3072  # the logged swa pool at that full count
+
+
+def test_the_swa_ratio_moves_the_window_and_state_terms_only(flash):
+    """Each 0.1 of --swa-full-tokens-ratio adds the windows (584 B x 44 layers) and the rings' share, and nothing
+    else: the compressed and indexer terms do not scale with it."""
+    lo, hi = (sglang_dsv4_pool(flash, swa_ratio=r).bytes_per_full_token for r in (0.1, 0.5))
+    fixed = 2 * lo - sglang_dsv4_pool(flash, swa_ratio=0.2).bytes_per_full_token  # the ratio-free part
+    assert hi == pytest.approx(fixed + 5 * (lo - fixed))
+    assert 584 * 44 * 0.1 < lo - fixed  # at least the windows' share
+
+
+def test_a_command_s_pool_is_the_engine_s_full_token_count(cli):
+    serve = (
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --mem-fraction-static 0.90 "
+        "--swa-full-tokens-ratio 0.5 --context-length 131072"
+    )
+    r = cli("fit", "-H", "nvidia-h200", "--serve", serve, "--json")
+    assert r.exit_code in (0, 1), r.output
+    eng = json.loads(r.stdout)["engine"]
+    p = sglang_dsv4_pool(load_model("deepseek-v4-flash").spec.dsv4, swa_ratio=0.5)
+    assert eng["kv_pool_tokens"] == int(eng["kv_pool_bytes"] / p.bytes_per_full_token) // 256 * 256
+    assert eng["block_tokens"] == 256 and "--swa-full-tokens-ratio 0.5" in eng["sources"]["kv_pool_tokens"]
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "x"])
+def test_a_bad_swa_ratio_is_refused_in_one_line(value):
+    with pytest.raises(K3PlanError, match="expected a number in"):
+        parse_serve(
+            f"sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --swa-full-tokens-ratio {value}",
+            platform="gpu",
+        )
+
+
+def test_the_inferencex_sglang_v4_nightly_reads(cli):
+    """SemiAnalysisAI/InferenceX benchmarks/single_node/fixed_seq_len/dsv4_fp4_b300_sglang.sh @843c6254 at
+    concurrency 1: every flag and variable read (they were refused: --swa-full-tokens-ratio, the FlashInfer
+    autotune switch, PYTHONNOUSERSITE)."""
+    serve = (
+        "PYTHONNOUSERSITE=1 sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --served-model-name "
+        "deepseek-ai/DeepSeek-V4-Pro --host 0.0.0.0 --port 8888 --trust-remote-code --tp 8 --max-running-requests 8 "
+        "--mem-fraction-static 0.90 --swa-full-tokens-ratio 0.5 --moe-runner-backend flashinfer_mxfp4 "
+        "--chunked-prefill-size 8192 --disable-flashinfer-autotune"
+    )
+    r = cli("fit", "-H", "nvidia-b300", "--serve", serve)
+    assert r.exit_code == 0 and r.output.startswith("STARTS"), r.output[:300]
