@@ -80,3 +80,18 @@ def test_the_inferencex_sglang_v4_nightly_reads(cli):
     )
     r = cli("fit", "-H", "nvidia-b300", "--serve", serve)
     assert r.exit_code == 0 and r.output.startswith("STARTS"), r.output[:300]
+
+
+def test_serve_without_a_topology_runs_on_the_command_s_devices(cli):
+    """InferenceX's V4-Pro H200 SGLang line (TP 8; tests/engines/cases/sglang-inferencex-2128-*): without -t the
+    command's 8 GPUs are the machine, and the engine's verdict follows (it did not start), where fit used to stop at
+    'no standard topology leaves room' looking for a machine whose weights fit."""
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-h200",
+        "--serve",
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --trust-remote-code --mem-fraction-static 0.88",
+    )
+    assert r.exit_code == 1 and r.output.startswith("WON'T START"), r.output[:300]
+    assert "nvidia-h200 8 (8 chips" in " ".join(r.output.split())
