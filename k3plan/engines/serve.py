@@ -218,6 +218,13 @@ IGNORED_ENV = {
     "SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN",
     "SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW",
     "SGLANG_LOG_FORWARD_ITERS",
+    # InferenceX's Kimi-K3 vLLM lines (benchmarks/single_node/speedbench/kimik3_fp4_b300_vllm.sh @843c6254): NCCL's
+    # DMA-BUF transport, the Rust API frontend, and FlashInfer's all-reduce in place of the custom one (its IPC
+    # workspace belongs to the all-reduce communicator, as the custom all-reduce's buffers do, which k3plan does not
+    # price either way: --disable-custom-all-reduce above)
+    "NCCL_DMABUF_ENABLE",
+    "VLLM_USE_RUST_FRONTEND",
+    "VLLM_ALLREDUCE_USE_FLASHINFER",
     # the torchtpu-vllm DeepSeek-V4 nightlies' exports (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
     # deepseek-v4-pro-dp16-ep.sh @5e1723db): model-implementation switches, kernel layouts, timeouts and the
     # profiler; the weights' formats are the stack's runtime formats k3plan prices
