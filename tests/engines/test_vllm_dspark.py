@@ -99,3 +99,27 @@ def test_the_sequences_line_names_the_engine_s_bytes_a_request(cli):
     assert r.exit_code == 0 and text.startswith("STARTS: KV pool")
     assert "in DeepSeek-V4's page groups, in the engine's own records" in text
     assert "the engine's request takes" in text
+
+
+K3_B300 = (
+    "NCCL_DMABUF_ENABLE=0 VLLM_ALLREDUCE_USE_FLASHINFER=1 VLLM_USE_RUST_FRONTEND=1 VLLM_ENGINE_READY_TIMEOUT_S=3600 "
+    "vllm serve moonshotai/Kimi-K3 --host 0.0.0.0 --port 8888 --tensor-parallel-size 8 --data-parallel-size 1 "
+    "--pipeline-parallel-size 1 --trust-remote-code --load-format fastsafetensors --moe-backend auto "
+    "--enable-prefix-caching --kv-cache-dtype fp8 --reasoning-parser kimi_k3 --tool-call-parser kimi_k3 "
+    "--enable-auto-tool-choice --gpu-memory-utilization 0.9 --max-num-seqs 64 --max-model-len 131072 "
+    "--max-cudagraph-capture-size 256 "
+    """--attention-config '{"mla_prefill_backend":"FLASHINFER","use_prefill_query_quantization":true}'"""
+)
+
+
+def test_inferencex_s_kimi_k3_line_reads_and_its_separate_dspark_is_refused_by_name(cli):
+    """SemiAnalysisAI/InferenceX benchmarks/single_node/speedbench/kimik3_fp4_b300_vllm.sh @843c6254: the serve
+    line and its environment read; its drafter, a separate checkpoint (Inferact/Kimi-K3-DSpark), is refused by name."""
+    r = cli("fit", "-H", "nvidia-b300", "--serve", K3_B300)
+    assert r.exit_code == 0 and r.output.startswith("STARTS"), r.output[:300]
+    spec = (
+        """ --speculative-config '{"method": "dspark", "model": "Inferact/Kimi-K3-DSpark", """
+        """"num_speculative_tokens": 3, "attention_backend": "FLASHINFER_MLA"}'"""
+    )
+    r = cli("fit", "-H", "nvidia-b300", "--serve", K3_B300 + spec)
+    assert r.exit_code == 2 and "a separate DSpark checkpoint is not priced" in r.output
