@@ -118,6 +118,9 @@ def sequences_note(r: FitResult, eng: dict) -> str:
             else "its windows and compressed caches in DeepSeek-V4's page groups, in the engine's own records "
             "(engines/vllm/dsv4_pages.py)"
             if "DeepSeek-V4" in blocks_src and "groups" in blocks_src
+            else "its windows, compressed caches and compressor rings at its own bytes a full token "
+            "(engines/sglang/dsv4_pool.py)"
+            if "a full token" in eng["sources"]["kv_pool_tokens"]
             else "its KDA state in whole layer groups"
         )
         why.append(f"it holds a request in whole {eng['block_tokens']}-token blocks and {state}")

@@ -95,3 +95,10 @@ def test_serve_without_a_topology_runs_on_the_command_s_devices(cli):
     )
     assert r.exit_code == 1 and r.output.startswith("WON'T START"), r.output[:300]
     assert "nvidia-h200 8 (8 chips" in " ".join(r.output.split())
+
+
+def test_the_sequences_line_names_sglang_s_full_token_accounting(cli):
+    serve = "sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --mem-fraction-static 0.90 --context-length 131072"
+    text = " ".join(cli("fit", "-H", "nvidia-h200", "--serve", serve).output.split())
+    assert "compressor rings at its own bytes a full token (engines/sglang/dsv4_pool.py)" in text
+    assert "KDA state in whole layer groups" not in text
