@@ -79,6 +79,10 @@ class FitAnswer(Frozen):
             )
         return f"WON'T START: {eng['message']} (raised in {eng['raised_at']})"
 
+    def engine_gap(self) -> str | None:
+        """Without --serve: the engine's own sequence count where it is well under the budget's (engine_gap_warning)."""
+        return engine_gap_warning(self.result, self.engine) if self.served is None else None
+
     def sequences_note(self) -> str | None:
         """With --serve, when the budget's sequence count and the engine's concurrency are both shown: why they
         differ (one count, explained)."""
@@ -86,6 +90,25 @@ class FitAnswer(Frozen):
         if self.served is None or eng is None or not eng["starts"] or not r.fits:
             return None
         return sequences_note(r, eng)
+
+
+# below this share of the budget's sequences the engine's own count is printed beside a fit without --serve
+ENGINE_SHORT = 0.75
+
+
+def engine_gap_warning(r: FitResult, eng: dict | None) -> str | None:
+    """Without --serve: where the stack's engine, sizing its own pool (fit --json's ``engine``), holds well under
+    the budget's sequences, the budget's count does not stand alone (a verdict never rests silently on k3plan's own
+    arithmetic where the engine's differs); None otherwise."""
+    if eng is None or not eng["starts"] or not r.fits or not r.capacity.max_sequences:
+        return None
+    if eng["max_concurrency"] >= ENGINE_SHORT * r.capacity.max_sequences:
+        return None
+    return (
+        f"engine ({eng['engine']}): "
+        + sequences_note(r, eng).removeprefix("sequences: ")
+        + "; fit --serve with the engine's command gives its start check"
+    )
 
 
 def sequences_note(r: FitResult, eng: dict) -> str:

@@ -135,6 +135,9 @@ def command(
         from k3plan.report.prefix_table import render_prefix_hit
 
         render_prefix_hit(ph, prefix_hit, console)
+        gap = a.engine_gap()
+        if gap:
+            console.print(f"warning: {gap}")
     if served is not None and not json_out:
         from k3plan.cli.common import console
 

@@ -76,3 +76,14 @@ def test_the_profile_run_reserves_the_ratio_1_index_source_s_key_gather(d):
     fp4, _, _ = dsv41_profile_workspace(d, max_model_len=MAX_LEN, fp4_indexer=True)
     assert fp4 == t * 64 + t * 4 + 2**20
     assert "ratio 1" in how and "deepseek_v41/attention.py @02ee13be" in how
+
+
+def test_a_fit_without_serve_prints_the_engine_s_count_where_it_is_far_under_the_budget_s(cli):
+    """k3plan's budget prices V4.1's release formats (890 B a token); vLLM's records and groups hold about a tenth of
+    the sequences at 131,072 tokens. Without --serve the budget's count does not stand alone."""
+    r = cli("fit", "-m", "deepseek-v4.1-flash", "-H", "nvidia-h200", "-t", "8", "-s", "vllm")
+    text = " ".join(r.output.split())
+    assert "warning: engine (vllm): k3plan's budget holds" in text and "DeepSeek-V4's page groups" in text
+    # where the two agree no line is added (DeepSeek-V3 on H200: the budget's 5, the engine's 5.23)
+    r = cli("fit", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "-s", "vllm")
+    assert "warning: engine" not in " ".join(r.output.split())
