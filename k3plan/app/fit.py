@@ -342,6 +342,13 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 "leave it out"
             )
         q = dataclasses.replace(q, engram=None, engram_host_copies=None)  # VLLM_PLE_CPU_OFFLOAD alone: no tables
+    if q.kv_raw == "nvfp4_ds_mla" and (
+        q.engine != "vllm" or model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
+    ):  # vllm/models/deepseek_v41/attention.py _resolve_dsv4_kv_cache_dtype (engines/vllm/dsv4_pages.py V41_SOURCES)
+        raise K3PlanError(
+            f"--serve: --kv-cache-dtype nvfp4_ds_mla: vLLM's DeepSeek-V4.1 packed record; {q.model} on {q.engine} has "
+            "no such layout; expected fp8 (or auto)"
+        )
     if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
         from k3plan.engines.vllm.spec import draft_pricing
 
@@ -458,6 +465,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         backend_refusal=_backend_refusal(served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor),
         # DeepSeek-V4.1's index keys in MXFP4 (engines/vllm/dsv4_pages.py dsv41_pages)
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
+        nvfp4=served is not None and served.kv_raw == "nvfp4_ds_mla",
     )
     if got is None:
         return None
@@ -467,10 +475,16 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
 def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str) -> tuple[str, str] | None:
     """A setting vLLM's CUDA indexer builder refuses at start on this GPU (engines/vllm/attention_config.py): the TPU
     plugin and ROCm build their own attention."""
-    if served is None or served.attention is None or vendor != "nvidia":
+    if served is None or vendor != "nvidia":
         return None
-    from k3plan.engines.vllm.attention_config import start_error
+    from k3plan.engines.vllm.attention_config import SM100_FAMILY, start_error
 
+    if served.kv_raw == "nvfp4_ds_mla" and hardware not in SM100_FAMILY:
+        from k3plan.engines.vllm.dsv4_pages import NVFP4_AT, NVFP4_MESSAGE
+
+        return NVFP4_MESSAGE, NVFP4_AT
+    if served.attention is None:
+        return None
     return start_error(served.attention, has_indexer=dsv4, hardware=hardware)
 
 

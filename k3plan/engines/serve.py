@@ -278,6 +278,7 @@ class ServeQuestion:
     stack_options: dict[str, str]
     kv_dtype: str | None
     ignored: tuple[str, ...] = field(default=())
+    kv_raw: str = "auto"  # --kv-cache-dtype as written (vLLM's nvfp4_ds_mla: engines/vllm/dsv4_pages.py)
     caveats: tuple[str, ...] = field(default=())  # flags read whose effect k3plan's figures do not follow
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
@@ -488,6 +489,7 @@ def parse_serve(
         batch=r.batch,
         stack_options=r.options,
         kv_dtype=KV[r.kv_raw],
+        kv_raw=r.kv_raw,
         ignored=tuple(r.ignored),
         caveats=tuple(r.caveats),
         expert_parallel=r.expert_parallel,

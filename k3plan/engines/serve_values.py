@@ -12,7 +12,17 @@ from typing import Any
 from k3plan.errors import K3PlanError
 from k3plan.units import GiB, KiB, MiB
 
-KV = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8_ds_mla"}
+KV = {
+    "auto": None,
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_ds_mla": "fp8_ds_mla",
+    # vLLM's DeepSeek-V4.1 record with an NVFP4 compressed cache (SM100 only): its pool in engines/vllm/dsv4_pages.py,
+    # k3plan's budget prices V4.1's own formats whatever the dtype
+    "nvfp4_ds_mla": "fp8_ds_mla",
+}
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
 # deepseek_v4_fp8 (tpu_platform.py TpuPlatform.supported_quantization @0095cdcb) reads the same fp8 bytes
 QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")

@@ -5,6 +5,8 @@ about 4x the tokens vLLM reports for the same pool."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from k3plan.engines.vllm.dsv4_pages import dsv41_pages
@@ -87,3 +89,25 @@ def test_a_fit_without_serve_prints_the_engine_s_count_where_it_is_far_under_the
     # where the two agree no line is added (DeepSeek-V3 on H200: the budget's 5, the engine's 5.23)
     r = cli("fit", "-m", "deepseek-v3", "-H", "nvidia-h200", "-t", "8", "-s", "vllm")
     assert "warning: engine" not in " ".join(r.output.split())
+
+
+def test_the_nvfp4_record_is_read_on_sm100_and_refused_elsewhere(cli):
+    """--kv-cache-dtype nvfp4_ds_mla (vLLM's V4.1 compressed cache in NVFP4, 288 B an entry): more tokens on B200,
+    vLLM's own ValueError on H200, and one line for a model without V4.1's layout."""
+    base = "vllm serve deepseek-ai/DeepSeek-V4.1-Flash -tp 8 --language-model-only --kv-cache-dtype "
+    fp8, fp4 = (
+        json.loads(cli("fit", "-H", "nvidia-b200", "--serve", base + k, "--json").stdout)["engine"]
+        for k in ("fp8", "nvfp4_ds_mla")
+    )
+    assert fp4["kv_pool_bytes"] == fp8["kv_pool_bytes"] and fp4["kv_pool_tokens"] > 1.5 * fp8["kv_pool_tokens"]
+    assert "KV-source records of 288 B" in fp4["sources"]["num_blocks"]
+    r = cli("fit", "-H", "nvidia-h200", "--serve", base + "nvfp4_ds_mla")
+    assert r.exit_code == 1 and "FlashMLA decodes only on SM100" in r.output
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-b200",
+        "--serve",
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 8 --kv-cache-dtype nvfp4_ds_mla",
+    )
+    assert r.exit_code == 2 and "has no such layout" in r.output

@@ -208,6 +208,9 @@ V41_SOURCES = (
     "vllm-project/vllm vllm/models/deepseek_v4/nvidia/kv_cache_planner.py @cb41f396 (DeepseekV4KVCachePlanner)",
 )
 V41_SWA_BLOCK = 32
+# --kv-cache-dtype nvfp4_ds_mla off SM100: DeepseekV4Attention.__init__ raises before any pool is sized
+NVFP4_MESSAGE = "ValueError: nvfp4_ds_mla needs the V4.1 KV records, which FlashMLA decodes only on SM100."
+NVFP4_AT = "vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be DeepseekV4Attention.__init__"
 
 
 def _round(n: int, align: int) -> int:

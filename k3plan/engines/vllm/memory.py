@@ -345,6 +345,7 @@ def engine_sizing(
     cudagraph: CudagraphEstimate | None = None,
     backend_refusal: tuple[str, str] | None = None,
     fp4_indexer: bool = False,
+    nvfp4: bool = False,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -407,6 +408,7 @@ def engine_sizing(
             block_tokens=block_tokens,
             sm100=hardware in SM100_FAMILY,
             fp4_indexer=fp4_indexer,
+            nvfp4=nvfp4,
             draft_layers=len(draft.dsv4_mtp_ratios) if draft is not None else 0,
             num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
         )
