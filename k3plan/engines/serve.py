@@ -188,6 +188,12 @@ IGNORED = {
     "--enable-prefill-delayer": 0,
     "--tokenizer-worker-num": 1,
 }
+# environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
+UNPRICED_ENV = {
+    # SGLang's MegaMoE all-to-all: the tokens a rank its buffers are sized for (InferenceX's V4 B300 SGLang
+    # nightlies at high concurrency, dsv4_fp4_b300_sglang.sh @843c6254)
+    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK": "the MegaMoE buffers' token capacity a rank (their size)",
+}
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
     # torchtpu-vllm: the MoE weights' requantized dtype for its kernels (tpu_platform.py additional_env_vars);
@@ -468,6 +474,11 @@ def parse_serve(
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
     unknown_env = sorted(set(env) - IGNORED_ENV - set().union(*(f.KNOWN_ENV for f in FAMILIES)))
+    for name in unknown_env:
+        if name in UNPRICED_ENV:
+            raise K3PlanError(
+                f"--serve: {name}: {UNPRICED_ENV[name]} is not priced by k3plan; remove it to price the engine without"
+            )
     if unknown_env:
         raise K3PlanError(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"

@@ -102,3 +102,12 @@ def test_the_sequences_line_names_sglang_s_full_token_accounting(cli):
     text = " ".join(cli("fit", "-H", "nvidia-h200", "--serve", serve).output.split())
     assert "compressor rings at its own bytes a full token (engines/sglang/dsv4_pool.py)" in text
     assert "KDA state in whole layer groups" not in text
+
+
+def test_a_variable_that_sizes_buffers_k3plan_does_not_price_is_refused_with_what_it_does():
+    with pytest.raises(K3PlanError, match="MegaMoE buffers' token capacity a rank"):
+        parse_serve(
+            "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK=8320 sglang serve --model-path "
+            "deepseek-ai/DeepSeek-V4-Pro --tp 8",
+            platform="gpu",
+        )
