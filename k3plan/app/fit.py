@@ -343,7 +343,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             )
         q = dataclasses.replace(q, engram=None, engram_host_copies=None)  # VLLM_PLE_CPU_OFFLOAD alone: no tables
     if q.kv_raw == "nvfp4_ds_mla" and (
-        q.engine != "vllm" or model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
+        model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
     ):  # vllm/models/deepseek_v41/attention.py _resolve_dsv4_kv_cache_dtype (engines/vllm/dsv4_pages.py V41_SOURCES)
         raise K3PlanError(
             f"--serve: --kv-cache-dtype nvfp4_ds_mla: vLLM's DeepSeek-V4.1 packed record; {q.model} on {q.engine} has "

@@ -111,3 +111,11 @@ def test_a_variable_that_sizes_buffers_k3plan_does_not_price_is_refused_with_wha
             "deepseek-ai/DeepSeek-V4-Pro --tp 8",
             platform="gpu",
         )
+
+
+def test_vllm_s_nvfp4_record_is_not_sglang_s():
+    with pytest.raises(K3PlanError, match="is vLLM's DeepSeek-V4.1 record, not SGLang's"):
+        parse_serve(
+            "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --kv-cache-dtype nvfp4_ds_mla",
+            platform="gpu",
+        )

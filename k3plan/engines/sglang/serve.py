@@ -147,6 +147,8 @@ def read(r: Reading) -> None:
     r.options["moe_a2a_backend"] = a2a if a2a is not None else "none"
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
     r.dtypes()
+    if r.kv_raw == "nvfp4_ds_mla":
+        raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
     raw_engram = get("--engram-config", None)
     r.engram = engram_config(raw_engram) if raw_engram is not None else None
     r.quantization()

@@ -23,6 +23,12 @@ from k3plan.structs import Frozen
 
 ENV = "VLLM_PLE_CPU_OFFLOAD"  # EngramConfig.cpu_offload's default (_default_cpu_offload)
 _SOURCE = f"vllm-project/vllm vllm/config/engram.py EngramConfig @{ENGRAM_COMMIT[:8]}"
+
+
+def _at(symbol: str) -> str:
+    return f"vllm-project/vllm vllm/config/engram.py EngramConfig.{symbol} @{ENGRAM_COMMIT[:8]}"
+
+
 _KEYS = ("cpu_offload", "dp_shared_memory", "thp_packing", "embedding_across_dp")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -66,7 +72,7 @@ def read_engram(raw: str | None, env: dict[str, str], *, dp: int, platform: str)
     if platform == "tpu" and raw is not None:
         raise K3PlanError(
             "--serve: --engram-config on a TPU: vLLM refuses it off CUDA ('EngramConfig requires a model with "
-            f"supported Engram embeddings, non-empty n-gram layer ids, and CUDA.': {_SOURCE}.verify_model_config)"
+            f"supported Engram embeddings, non-empty n-gram layer ids, and CUDA.': {_at('verify_model_config')})"
         )
     if shared and not offload:
         raise K3PlanError(
@@ -80,12 +86,12 @@ def read_engram(raw: str | None, env: dict[str, str], *, dp: int, platform: str)
     if shared and dp <= 1:
         raise K3PlanError(
             f"--serve: --engram-config: vLLM refuses it ('dp_shared_memory requires data_parallel_size > 1.'; "
-            f"{_SOURCE}.verify_parallel_config)"
+            f"{_at('verify_parallel_config')})"
         )
     if across and dp > 1:
         raise K3PlanError(
             "--serve: --engram-config embedding_across_dp with data parallelism: the tables sharded over TP x DP "
-            f"ranks are not priced by k3plan ({_SOURCE}.get_parallel_size); remove it to price one TP-sharded copy "
+            f"ranks are not priced by k3plan ({_at('get_parallel_size')}); remove it to price one TP-sharded copy "
             "a replica"
         )
     given = " ".join(
