@@ -132,6 +132,9 @@ def answer(q: PlanQuestion) -> PlanAnswer:
     beyond = load_model(q.model).spec.context_warning(context)
     if beyond:  # plan ranks the memory and speed at that context; the model serves no position past its max
         result = replace(result, assumptions=[f"warning: {beyond}"] + result.assumptions)
+    gap = _pick_engine_gap(result, model=q.model, context=context, probes=q.probes)
+    if gap:  # the pick's sequences are the budget's; where its engine's own accounting holds far fewer, say so
+        result = replace(result, assumptions=[f"warning: the recommended row's {gap}"] + result.assumptions)
     from k3plan.advice.plan import plan_advice
 
     advice = plan_advice(result, evidence=evidence, allow_cpu_probes=q.allow_cpu_probes)
@@ -143,3 +146,24 @@ def answer(q: PlanQuestion) -> PlanAnswer:
             result, hit_rate=q.prefix_hit, tier=q.prefix_tier, prompt_tokens=q.isl or context, evidence=evidence
         )
     return PlanAnswer(result=result, advice=advice, prefix_hit=ph)
+
+
+def _pick_engine_gap(result, *, model: str, context: int, probes) -> str | None:
+    """The recommended row priced by fit (plan's row 0 is fit's configuration) with its engine's own sizing: the
+    engine's sequence count and why it differs where it holds well under the budget's (app.fit.engine_gap_warning);
+    None where the engine agrees, or plan has no pick."""
+    pick = result.recommended
+    if pick is None:
+        return None
+    from k3plan.app.fit import FitQuestion, answer, engine_gap_warning
+
+    a = answer(
+        FitQuestion(
+            setup_options=pick.setup_options(model),
+            context=context,
+            batch=max(1, min(pick.max_sequences, result.workload.concurrency)),
+            chunk=pick.chunk_tokens,
+            probes=probes,
+        )
+    )
+    return engine_gap_warning(a.result, a.engine)

@@ -111,3 +111,12 @@ def test_the_nvfp4_record_is_read_on_sm100_and_refused_elsewhere(cli):
         "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 8 --kv-cache-dtype nvfp4_ds_mla",
     )
     assert r.exit_code == 2 and "has no such layout" in r.output
+
+
+def test_plan_checks_its_pick_against_the_engine_s_own_accounting(cli):
+    """plan's recommended row is fit's configuration: priced by fit, its engine's count is said where it holds well
+    under the budget's (V4.1 on vLLM), and nothing is added where they agree (K3, README's plan)."""
+    r = cli("plan", "-m", "deepseek-v4.1-flash", "-H", "nvidia-h200", "--stacks", "vllm", "--context", "131072")
+    assert "warning: the recommended row's engine (vllm): k3plan's budget holds" in " ".join(r.output.split())
+    r = cli("plan", "-H", "nvidia-h200", "--context", "131072")
+    assert r.exit_code == 0 and "the recommended row's engine" not in " ".join(r.output.split())
