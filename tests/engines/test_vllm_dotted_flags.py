@@ -168,7 +168,7 @@ def test_a_config_file_is_read_before_the_command_s_own_flags(tmp_path, monkeypa
 
 
 # NVIDIA Dynamo's DeepSeek-V4.1-Flash vLLM recipe (ai-dynamo/dynamo@a28690c6 recipes/deepseek-v4.1-flash/vllm/agg-b200/
-# kustomize/base/deploy.yaml), its vLLM flags without the DSpark drafter k3plan refuses by name
+# kustomize/base/deploy.yaml), its vLLM flags; its DSpark drafter is added in the test that reads it whole
 DYNAMO_V41 = (
     "vllm serve deepseek-ai/DeepSeek-V4.1-Flash --served-model-name deepseek-ai/DeepSeek-V4.1-Flash "
     "--tokenizer-mode deepseek_v41 --tensor-parallel-size 4 --enable-expert-parallel --moe-backend deep_gemm_mega_moe "
@@ -194,3 +194,17 @@ def test_the_fp4_indexer_assertion_is_vllm_s_cuda_indexer_s_not_the_tpu_plugin_s
     cmd = "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 16 --enable-expert-parallel --attention_config.use_fp4_indexer_cache True"
     r = cli("fit", "-t", "2x2x2", "--serve", cmd)
     assert r.exit_code == 0 and r.stdout.startswith("STARTS"), r.stdout[:200]
+
+
+def test_the_v41_recipe_reads_whole_with_its_dspark_drafter_and_mxfp4_index_keys(cli):
+    """The recipe's own --speculative-config (DSpark, 3 tokens, adaptive verification off) now reads; its MXFP4
+    indexer cache is priced in vLLM's V4.1 layout (68-B index keys, engines/vllm/dsv4_pages.py)."""
+    spec = (
+        """ --speculative-config '{"method":"dspark","num_speculative_tokens":3,"draft_sample_method":"probabilistic","""
+        """"rejection_sample_method":"block","enable_adaptive_verification":false}'"""
+    )
+    r = cli("fit", "-H", "nvidia-b200", "--serve", DYNAMO_V41 + spec, "--json")
+    assert r.exit_code == 0, r.output
+    eng = json.loads(r.stdout)["engine"]
+    assert eng["starts"] and "index keys of 68 B" in eng["sources"]["num_blocks"]
+    assert "DSpark stages" in eng["sources"]["weights"]
