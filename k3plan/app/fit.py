@@ -349,6 +349,20 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             f"--serve: --kv-cache-dtype nvfp4_ds_mla: vLLM's DeepSeek-V4.1 packed record; {q.model} on {q.engine} has "
             "no such layout; expected fp8 (or auto)"
         )
+    if (
+        engine_rules(q.engine).pool_rule == "static"
+        and model.spec.dsv4 is not None
+        and model.spec.dsv4.csa2 is not None
+    ):  # DeepSeek-V4's full-token pool is read (engines/sglang/dsv4_pool.py); V4.1's is not: said, not silent
+        q = dataclasses.replace(
+            q,
+            caveats=(
+                *q.caveats,
+                f"{q.engine}'s DeepSeek-V4.1 pool accounting was not read: the token count is k3plan's per-layer KV a "
+                "token, not the engine's (for DeepSeek-V4 the engine's full-token accounting holds 4.1x fewer tokens "
+                "than that rule: engines/sglang/dsv4_pool.py)",
+            ),
+        )
     if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
         from k3plan.engines.vllm.spec import draft_pricing
 

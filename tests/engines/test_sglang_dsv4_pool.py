@@ -119,3 +119,8 @@ def test_vllm_s_nvfp4_record_is_not_sglang_s():
             "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --kv-cache-dtype nvfp4_ds_mla",
             platform="gpu",
         )
+
+
+def test_v41_on_sglang_says_its_pool_accounting_was_not_read(cli):
+    r = cli("fit", "-H", "nvidia-b200", "--serve", "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4")
+    assert "DeepSeek-V4.1 pool accounting was not read" in " ".join(r.output.split())
