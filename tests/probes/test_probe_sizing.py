@@ -50,7 +50,10 @@ def test_sampling_stops_at_the_deadline_keeping_two_samples():
 
 def test_cpu_run_without_sweep_options_uses_the_quick_sweep(run_probe_cli):
     result, records, _ = run_probe_cli("a2a", "--mode", "chained", "--iters", "1,2")
-    assert result.exit_code == 0, result.stderr
+    # exit 1 is the probe saying it measured nothing: on a loaded 2-core machine the chained slope between 1 and 2
+    # iterations can come out non-positive and is refused. What this test checks is the sweep the record names,
+    # not the timing (speed is measured in benchmarks/, never in a test).
+    assert result.exit_code in (0, 1) and records, result.stderr
     (rec,) = records
     assert [p["params"]["requested_bytes"] for p in rec["points"]] == list(CPU_SIZES)
     assert any(n.startswith("CPU run: quick sweep") for n in rec["notes"])
