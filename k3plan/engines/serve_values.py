@@ -119,10 +119,10 @@ class Reading:
         """The memory fractions (either family's spelling: the stacks' options of those names) and --moe-backend."""
         util = self.get("--gpu-memory-utilization", None)
         if util is not None:
-            self.options["gpu_memory_utilization"] = _fraction("--gpu-memory-utilization", util)
+            self.options["gpu_memory_utilization"] = fraction("--gpu-memory-utilization", util)
         frac = self.get("--mem-fraction-static", None)
         if frac is not None:
-            self.options["mem_fraction_static"] = _fraction("--mem-fraction-static", frac)
+            self.options["mem_fraction_static"] = fraction("--mem-fraction-static", frac)
         # vLLM: marlin, deep_gemm_mega_moe, ...; the K3 floor applies to all
         self.moe_backend = self.get("--moe-backend", None)
 
@@ -144,7 +144,7 @@ class Reading:
             raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
 
 
-def _fraction(flag: str, value: str) -> str:
+def fraction(flag: str, value: str) -> str:
     """A memory fraction as both engines take it: a number in (0, 1] (vLLM's CacheConfig.gpu_memory_utilization:
     Field(gt=0, le=1))."""
     try:

@@ -4,7 +4,7 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int, json_object
+from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int, fraction, json_object
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -168,12 +168,7 @@ def read(r: Reading) -> None:
     r.page_size = flag_int("--page-size", page) if page is not None else None
     swa = get("--swa-full-tokens-ratio", None)  # DeepSeek-V4's sub-pools (engines/sglang/dsv4_pool.py)
     if swa is not None:
-        try:
-            r.swa_ratio = float(swa)
-        except ValueError:
-            r.swa_ratio = -1.0
-        if not 0 < r.swa_ratio <= 1:
-            raise K3PlanError(f"--serve: --swa-full-tokens-ratio {swa!r}: expected a number in (0, 1]")
+        r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     for name, what in UNPRICED.items():
         if get(name, None) is not None:
