@@ -247,14 +247,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
             "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'); expected method dspark"
         )
     n = spec.num_speculative_tokens or s.mtp_layers  # SPEC_SOURCE: the default is n_predict
-    whole = split_tp = split_ep = 0
-    for t in mtp:
-        if ".experts." in t.name and "shared_experts" not in t.name:
-            split_ep += t.nbytes
-        elif any(k in t.name for k in ("e_proj", "h_proj", "norm", ".hc_", ".gate.")):
-            whole += t.nbytes
-        else:
-            split_tp += t.nbytes
+    whole, split_tp, split_ep = _draft_split(mtp, _MTP_WHOLE)
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep)
     gib = GiB
     source = (
@@ -279,6 +272,24 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
     return DraftPricing(bytes_per_device=per_device, source=source, extra_mla_layers=mla, num_speculative_tokens=n)
 
 
+# what a drafter's layers hold whole on every rank (MTP_SOURCE: e_proj / h_proj ReplicatedLinear, norms,
+# hyper-connection parameters, the router); the rest of a layer is split over TP, its routed experts over the EP group
+_MTP_WHOLE = ("e_proj", "h_proj", "norm", ".hc_", ".gate.")
+
+
+def _draft_split(tensors, whole_keys: tuple[str, ...]) -> tuple[int, int, int]:
+    """(bytes whole on every rank, bytes over TP, routed-expert bytes over the EP group) of a drafter's tensors."""
+    whole = split_tp = split_ep = 0
+    for t in tensors:
+        if ".experts." in t.name and "shared_experts" not in t.name:
+            split_ep += t.nbytes
+        elif any(k in t.name for k in whole_keys):
+            whole += t.nbytes
+        else:
+            split_tp += t.nbytes
+    return whole, split_tp, split_ep
+
+
 # DSpark's head stack (DSPARK_SOURCE): held whole on every rank (ReplicatedLinear, RMSNorm, hyper-connection
 # parameters, the router); the Markov head's vocab tables are over TP (VocabParallelEmbedding, ParallelLMHead)
 _DSPARK_WHOLE = ("main_proj", "main_norm", "confidence_head", "norm", ".hc_", "hc_head", ".gate.")
@@ -295,14 +306,7 @@ def _dspark_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched
             f"--serve: --speculative-config method dspark: {s.name} ships no DSpark stages (no dspark_* keys in its "
             "config, no mtp.* DSpark tensors in its checkpoint index); vLLM has no draft to build"
         )
-    whole = split_tp = split_ep = 0
-    for t in mtp:
-        if ".experts." in t.name and "shared_experts" not in t.name:
-            split_ep += t.nbytes
-        elif any(k in t.name for k in _DSPARK_WHOLE):
-            whole += t.nbytes
-        else:
-            split_tp += t.nbytes
+    whole, split_tp, split_ep = _draft_split(mtp, _DSPARK_WHOLE)
     index = max_num_batched_tokens * s.dsv4.index_topk * _INT32  # topk_indices_buffer, at init
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep) + index
     gib = GiB
