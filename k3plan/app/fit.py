@@ -106,13 +106,18 @@ def engine_gap_warning(r: FitResult, eng: dict | None) -> str | None:
         return None
     return (
         f"engine ({eng['engine']}): "
-        + sequences_note(r, eng).removeprefix("sequences: ")
+        + sequences_why(r, eng)
         + "; fit --serve with the engine's command gives its start check"
     )
 
 
 def sequences_note(r: FitResult, eng: dict) -> str:
-    """One line: the budget's sequences at the context against the engine's concurrency, and why they differ."""
+    """The line under --serve: the budget's sequences against the engine's concurrency, and why (sequences_why)."""
+    return "sequences: " + sequences_why(r, eng)
+
+
+def sequences_why(r: FitResult, eng: dict) -> str:
+    """The budget's sequences at the context against the engine's concurrency, and why they differ."""
     gib = GiB
     w, dev, cap = r.workload, r.per_device, r.capacity
     budget_room = dev.free_bytes + dev.kv_bytes + dev.state_bytes  # what the budget has for sequences
@@ -153,7 +158,7 @@ def sequences_note(r: FitResult, eng: dict) -> str:
         why.append(f"the engine's request takes {engine_pool / conc / gib:.3f} GiB")
     why.append(f"the budget's sequence takes {per_seq / gib:.3f} GiB at {w.context_tokens:,} tokens (KV + KDA state)")
     return (
-        f"sequences: k3plan's budget holds {cap.max_sequences:,} at {w.context_tokens:,} tokens, the engine "
+        f"k3plan's budget holds {cap.max_sequences:,} at {w.context_tokens:,} tokens, the engine "
         f"{conc:,.2f} ({label}, the figure it runs with): " + "; ".join(why)
     )
 
