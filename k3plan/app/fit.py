@@ -339,9 +339,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     import dataclasses
 
     if q.engram is not None and (model.spec.dsv4 is None or model.spec.dsv4.engram is None):
-        import re
-
-        if re.search(r"--engram[-_]config", serve):  # vLLM: EngramConfig.verify_model_config (engines/vllm/engram.py)
+        if q.engram_flag:  # vLLM: EngramConfig.verify_model_config (engines/vllm/engram.py)
             raise K3PlanError(
                 f"--serve: --engram-config: {q.model} has no Engram tables, and the engine refuses the config for it; "
                 "leave it out"

@@ -300,6 +300,7 @@ class ServeQuestion:
     engram: str | None = None
     # vLLM's --engram-config dp_shared_memory: "node", one host copy a node (None: the engine's default)
     engram_host_copies: str | None = None
+    engram_flag: bool = False  # --engram-config given (vLLM and SGLang refuse it for a model without Engram)
     # vLLM's --speculative-config as read (k3plan.engines.vllm.spec.SpecServe); None: no speculative decoding
     speculative: Any = None
     draft: Any = None  # what the engine holds for it (k3plan.engines.vllm.spec.DraftPricing), set by fit
@@ -515,6 +516,7 @@ def parse_serve(
         env=env,
         engram=r.engram,
         engram_host_copies=r.engram_host_copies,
+        engram_flag=r.engram_flag,
         speculative=r.speculative,
         compilation=r.compilation,
         attention=r.attention,

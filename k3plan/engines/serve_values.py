@@ -88,6 +88,7 @@ class Reading:
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)
+    engram_flag: bool = False  # --engram-config given (an engine refuses it for a model without Engram)
     blocks_override: int | None = None
     block: int | None = None
     stack: str = ""

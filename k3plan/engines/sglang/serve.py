@@ -151,6 +151,7 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
     raw_engram = get("--engram-config", None)
     r.engram = engram_config(raw_engram) if raw_engram is not None else None
+    r.engram_flag = raw_engram is not None
     r.quantization()
     override = get("--num-gpu-blocks-override", None)
     if override is not None:

@@ -246,7 +246,9 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
     launch_flags(get, r.options)  # issue 48: the flags k3plan's launch lines write
     r.dtypes()
-    engram = read_engram(get("--engram-config", None), r.env, dp=r.dp, platform=r.platform)
+    raw_engram = get("--engram-config", None)
+    r.engram_flag = raw_engram is not None
+    engram = read_engram(raw_engram, r.env, dp=r.dp, platform=r.platform)
     if engram is not None:  # vLLM's EngramConfig (engines/vllm/engram.py)
         r.engram, r.engram_host_copies = engram.placement, engram.host_copies
     r.quantization()
