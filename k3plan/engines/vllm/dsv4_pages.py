@@ -56,6 +56,17 @@ SOURCES = (
 )
 
 
+def v4_record_bytes(d: DSV4Dims) -> int:
+    """V4's packed fp8_ds_mla entry: fp8 NoPE, bf16 RoPE, a UE8M0 scale a 64 NoPE values and a pad byte (584 B)."""
+    nope = d.head_dim - d.rope_dim
+    return nope + 2 * d.rope_dim + nope // 64 + 1
+
+
+def fp8_index_entry_bytes(d: DSV4Dims) -> int:
+    """One fp8 indexer key: fp8 values and an f32 scale a 128 (132 B)."""
+    return d.index_head_dim + d.index_head_dim // 128 * F32
+
+
 def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
@@ -142,9 +153,8 @@ def _approximate_gcd(values: list[int], lower_bound: int) -> int:
 def dsv4_pages(d: DSV4Dims, *, block_tokens: int, swa_layers: int | None = None) -> Dsv4Pages:
     """vLLM's V4 groups for ``--block-size`` ``block_tokens`` (module docstring). ``swa_layers``: the layers with
     a window cache (default every decoder layer; an MTP draft layer adds one)."""
-    nope, rope = d.head_dim - d.rope_dim, d.rope_dim
-    entry = nope + 2 * rope + nope // 64 + 1  # 584: head_bytes
-    index_entry = d.index_head_dim + d.index_head_dim // 128 * F32  # 132
+    entry = v4_record_bytes(d)  # 584: head_bytes
+    index_entry = fp8_index_entry_bytes(d)  # 132
     mla: list[int] = []  # the compressed group's pages, a layer each
     buckets: dict[tuple[int, int], list[int]] = {}
     n_swa = len(d.compress_ratios) if swa_layers is None else swa_layers
@@ -254,13 +264,9 @@ def dsv41_pages(
     indexer cache, ``draft_layers`` DSpark's window-only layers."""
     assert d.csa2 is not None
     align = 512 if sm100 else ALIGN
-    record = 528 if sm100 else d.head_dim - d.rope_dim + 2 * d.rope_dim + (d.head_dim - d.rope_dim) // 64 + 1
+    record = 528 if sm100 else v4_record_bytes(d)
     main = 288 if nvfp4 else record
-    index_entry = (
-        d.index_head_dim // 2 + d.index_head_dim // 32
-        if fp4_indexer
-        else d.index_head_dim + d.index_head_dim // 128 * F32
-    )
+    index_entry = d.index_head_dim // 2 + d.index_head_dim // 32 if fp4_indexer else fp8_index_entry_bytes(d)
     sources = [(i, d.compress_ratios[i]) for i in d.csa2.kv_source_layer_ids]
     mla_pages = [_round(block_tokens * main, align) for _ in sources] + [
         _round(block_tokens * index_entry, align) for _ in sources
