@@ -46,6 +46,12 @@ def _up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def _indexer_gather(t: int, values: int, scales: int) -> int:
+    """The sparse indexer's profile-run request (sparse_attn_indexer: _gather_workspace_shapes, the RADIX top-k
+    workspace): ``t`` keys of ``values`` + ``scales`` bytes, each view rounded to 256 B."""
+    return _up(t * values) + _up(t * scales) + _up(RADIX_TOPK_WORKSPACE)
+
+
 def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 at ``max_model_len`` with
     ``max_num_batched_tokens`` (module docstring)."""
@@ -54,7 +60,7 @@ def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_t
         if ratio != 4:  # only the CSA layers (ratio 4) carry an indexer
             continue
         t = PREFILL_BUFFER_FACTOR * max_model_len // ratio
-        indexer = max(indexer, _up(t * d.index_head_dim) + _up(t * FP8_SCALE_BYTES) + _up(RADIX_TOPK_WORKSPACE))
+        indexer = max(indexer, _indexer_gather(t, d.index_head_dim, FP8_SCALE_BYTES))
     attention = 0
     for ratio in {*d.compress_ratios, 0}:
         n = 0 if ratio <= 1 else -(-max_model_len // ratio)
@@ -92,7 +98,7 @@ def dsv41_profile_workspace(d: DSV4Dims, *, max_model_len: int, fp4_indexer: boo
     values, scales = (
         (d.index_head_dim // 2, d.index_head_dim // 32) if fp4_indexer else (d.index_head_dim, FP8_SCALE_BYTES)
     )
-    ws = _up(t * values) + _up(t * scales) + _up(RADIX_TOPK_WORKSPACE)
+    ws = _indexer_gather(t, values, scales)
     how = (
         f"V4.1 profile-run workspace {ws / GiB:.2f} GiB: the index source at ratio {ratio}, {PREFILL_BUFFER_FACTOR} x "
         f"{max_model_len:,} // {ratio} keys of {values} + {scales} B ({'MXFP4' if fp4_indexer else 'FP8'}), + the "
