@@ -218,6 +218,13 @@ V41_SOURCES = (
     "vllm-project/vllm vllm/models/deepseek_v4/nvidia/kv_cache_planner.py @cb41f396 (DeepseekV4KVCachePlanner)",
 )
 V41_SWA_BLOCK = 32
+# the block (--block-size) vLLM resolves for DeepSeek-V4.1 on its CUDA backends when a command gives none, as NVIDIA
+# Dynamo's V4.1 recipe reports it (vLLM's resolution rule for V4.1 not read)
+V41_DEFAULT_BLOCK = 128
+V41_BLOCK_SOURCE = (
+    "ai-dynamo/dynamo@a28690c6 recipes/deepseek-v4.1-flash/vllm/agg-b200/kustomize/base/deploy.yaml: 'Do not set "
+    "--block-size either; it resolves to 128 for this backend'; vLLM's own rule not read"
+)
 # --kv-cache-dtype nvfp4_ds_mla off SM100: DeepseekV4Attention.__init__ raises before any pool is sized
 NVFP4_MESSAGE = "ValueError: nvfp4_ds_mla needs the V4.1 KV records, which FlashMLA decodes only on SM100."
 NVFP4_AT = "vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be DeepseekV4Attention.__init__"

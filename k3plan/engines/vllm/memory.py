@@ -31,7 +31,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
 )
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
-from k3plan.engines.vllm.dsv4_pages import Dsv4Pages, dsv4_pages, dsv41_pages
+from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, V41_DEFAULT_BLOCK, Dsv4Pages, dsv4_pages, dsv41_pages
 from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace, dsv41_profile_workspace
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
@@ -489,15 +489,6 @@ def engine_sizing(
         max_num_batched_tokens=max_num_batched_tokens,
         backend_refusal=backend_refusal,
     )
-
-
-# DeepSeek-V4.1's block on vLLM's CUDA backends when a command gives no --block-size: the value the engine resolves
-# as NVIDIA Dynamo's V4.1 recipe reports it (vLLM's resolution rule for V4.1 not read)
-V41_DEFAULT_BLOCK = 128
-V41_BLOCK_SOURCE = (
-    "ai-dynamo/dynamo@a28690c6 recipes/deepseek-v4.1-flash/vllm/agg-b200/kustomize/base/deploy.yaml: 'Do not set "
-    "--block-size either; it resolves to 128 for this backend'; vLLM's own rule not read"
-)
 
 
 # Engine-visible HBM a device where an engine's own log prints it (the driver's total is not what torch can
