@@ -327,7 +327,9 @@ def offload_report(setup, workload, choice: str, *, eff, evidence=None) -> Offlo
     pre = prefill_bound(
         setup, prompt_tokens=ctx, chunk_tokens=workload.prefill_chunk_tokens, eff=eff, evidence=evidence
     )
-    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel)
+    hw = setup.hardware
+    layout = cache_layout(spec=setup.model.spec, stack=setup.stack, parallel=setup.parallel, hardware=hw.name,
+                          vendor=hw.vendor, chunk=workload.prefill_chunk_tokens, context=ctx)  # fmt: skip
     topo = setup.topology
     return offload_cost(
         tier=tier,

@@ -388,6 +388,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "engram": q.engram if q.engram is not None else setup_options.get("engram"),
         "engram_host_copies": q.engram_host_copies,
     }
+    if q.draft is not None and q.draft.dsv4_mtp_ratios and q.draft.num_speculative_tokens:
+        # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
+        # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
+        opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 

@@ -175,9 +175,37 @@ def gather_columns(per: list[dict[str, Any]], variant: np.ndarray) -> dict[str, 
     }
 
 
-def cache_columns(*, spec: ModelSpec, variants: Sequence[Stack], variant: np.ndarray, tp: np.ndarray) -> CacheTerms:
-    """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant."""
-    return cache_terms(spec, tp=tp, **gather_columns([cache_inputs(spec, s) for s in variants], variant))
+def cache_columns(
+    *,
+    spec: ModelSpec,
+    variants: Sequence[Stack],
+    variant: np.ndarray,
+    tp: np.ndarray,
+    hw: np.ndarray | None = None,
+    hardware: Sequence[Any] = (),
+    chunk: np.ndarray | None = None,
+    context: int = 0,
+) -> CacheTerms:
+    """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant, and
+    for a model whose engines may charge a request by their own planner (DeepSeek-V4.1: ``cache_inputs``) of each
+    (variant, machine ``hardware[hw]``, ``chunk``) the rows hold, at ``context`` tokens."""
+    import numpy as np
+
+    if spec.dsv4 is None or spec.dsv4.csa2 is None or hw is None or chunk is None or not len(variant):
+        return cache_terms(spec, tp=tp, **gather_columns([cache_inputs(spec, s) for s in variants], variant))
+    keys, at = np.unique(np.stack([variant, hw, chunk], axis=1), axis=0, return_inverse=True)
+    per = [
+        cache_inputs(
+            spec,
+            variants[int(v)],
+            hardware=hardware[int(h)].name,
+            vendor=hardware[int(h)].vendor,
+            chunk=int(k),
+            context=context,
+        )  # fmt: skip
+        for v, h, k in keys
+    ]
+    return cache_terms(spec, tp=tp, **gather_columns(per, at.reshape(-1)))
 
 
 def columns(

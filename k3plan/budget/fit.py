@@ -408,7 +408,8 @@ def fit(
     chunk = workload.prefill_chunk_tokens
     reserve_fraction = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp,
                                               chunk=chunk, vendor=hw.vendor, dp=par.dp)  # fmt: skip
-    whole = cache_layout(spec=spec, stack=stack, parallel=par)
+    whole = cache_layout(spec=spec, stack=stack, parallel=par, hardware=hw.name, vendor=hw.vendor, chunk=chunk,
+                         context=workload.context_tokens)  # fmt: skip
     cfg = config_row(spec=spec, stack=stack, expert_fmt=next((t.fmt for t in inv.text if t.role == "expert"), "bf16"),
                      cache=whole, usable=hw.usable_bytes_per_device, reserve_fraction=reserve_fraction, parallel=par,
                      chunk=chunk, context=workload.context_tokens, batch=workload.batch,
@@ -485,7 +486,8 @@ def fit(
         replicated=[f for sw in setup.stage_weights for f in sw.fallbacks],  # every stage's (pp: a tensor is in one)
         warnings=warnings,
         notes=list(setup.notes) + notes_pp + list(spec.notes) + absorbed_notes(stack, wb),
-        provenance=provenance(setup, layout=layout, chunk=chunk, reserve_fraction=reserve_fraction,
+        provenance=provenance(setup, layout=layout, chunk=chunk, context=workload.context_tokens,
+                              reserve_fraction=reserve_fraction,
                               draft_bytes_per_device=draft_bytes_per_device, engram=engram, draft_kv=draft_kv,
                               temp_prefill=temp_prefill.source,
                               temp_decode=temp_decode.source),

@@ -23,6 +23,7 @@ def provenance(
     *,
     layout: CacheLayout,
     chunk: int,
+    context: int = 0,
     reserve_fraction: float,
     draft_bytes_per_device: int,
     draft_kv: Optional[DraftKv],
@@ -54,7 +55,7 @@ def provenance(
             else ""
         ),
         kv=(
-            _dsv4_text(spec, stack, "kv")
+            _dsv4_text(setup, "kv", layout=layout, chunk=chunk, context=context)
             if spec.dsv4 is not None
             else f"analytic: {layout.n_mla} MLA layers x {_kv_values_text(spec, stack)}, {stack.kv_cache.dtype}"
             + (", whole latent on every TP rank" if stack.kv_cache.replicate_across_tp else ", split over TP")
@@ -74,7 +75,7 @@ def provenance(
             )
         ),
         state=(
-            _dsv4_text(spec, stack, "state")
+            _dsv4_text(setup, "state", layout=layout, chunk=chunk, context=context)
             if spec.dsv4 is not None
             else f"analytic: {layout.n_kda} KDA layers, recurrent {stack.state.recurrent_dtype} + conv "
             f"{stack.state.conv_dtype}"
@@ -181,10 +182,38 @@ def absorbed_notes(stack: Stack, wb: WeightBudget) -> list[str]:
     return notes_copies
 
 
-def _dsv4_text(spec: ModelSpec, stack: Stack, what: str) -> str:
-    """DeepSeek-V4's KV and state provenance (step/dsv4_cache)."""
+def _dsv4_text(setup: Setup, what: str, *, layout: CacheLayout, chunk: int, context: int) -> str:
+    """DeepSeek-V4's KV and state provenance (step/dsv4_cache): the engine's own charge a request where its planner
+    sets the layout (``layout.pool_state_bytes``: DeepSeek-V4.1 on vLLM's CUDA backends), else the model's."""
     from k3plan.step import dsv4_cache
 
+    spec, stack, hw = setup.model.spec, setup.stack, setup.hardware
+    charge = (
+        dsv4_cache.engine_charge(
+            spec,
+            stack.name,
+            hardware=hw.name,
+            vendor=hw.vendor,
+            chunk=chunk,
+            context=context,
+            verify_tokens=stack.state.verify_tokens,
+        )  # fmt: skip
+        if layout.pool_state_bytes
+        else None
+    )
+    if charge is not None and what == "kv":
+        return (
+            f"engine: {stack.name}'s own charge, as its start check sizes the pool (the budget and the engine one "
+            f"accounting): a block of {charge.block_tokens} tokens of context costs {charge.block_bytes:,} B a device, "
+            f"carried as {layout.kv_bytes_per_token_layer} B a token x {layout.n_mla} layers; {charge.source}"
+        )
+    if charge is not None:
+        return (
+            f"engine: {stack.name}'s own charge a request whatever its context, its windows' pages (each holding the "
+            f"window and the {chunk:,} tokens a step in flight) and its compressor rings: {charge.fixed_blocks:,} blocks "
+            f"of {charge.block_bytes:,} B = {charge.fixed_bytes:,} B a device (the model's own fixed state, what a "
+            f"decode step reads: {layout.fixed_state_bytes:,} B); the groups as on the KV line"
+        )
     if what == "kv":
         return dsv4_cache.kv_source_text(spec, stack.name)
     return dsv4_cache.state_source_text(spec, stack.name, speculative=stack.state.verify_tokens > 1)

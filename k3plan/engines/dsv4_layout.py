@@ -6,7 +6,7 @@ indexer keys and compressor rings (``Dsv4Layout``), and where it keeps DeepSeek-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Callable, Literal, Optional
 
 if TYPE_CHECKING:  # a type only: the registry that reads these loads no model code
     from k3plan.models.spec import DSV4Dims
@@ -26,6 +26,29 @@ class Source:
 
 
 @dataclass(frozen=True)
+class RequestCharge:
+    """What an engine's own page planner charges one request of DeepSeek-V4.1's cache on one device, where it
+    charges otherwise than the model's bytes a token (``Dsv4Layout.v41_charge``): ``block_bytes`` a block id of
+    ``block_tokens`` tokens of context, and ``fixed_blocks`` block ids whatever the context (its windows holding
+    the tokens in flight, its compressor rings); ``source``: the engine's groups, cited."""
+
+    block_tokens: int
+    block_bytes: int
+    fixed_blocks: int
+    source: str
+
+    @property
+    def fixed_bytes(self) -> int:
+        return self.fixed_blocks * self.block_bytes
+
+
+# (dims; keywords: hardware name, vendor, chunk = max_num_batched_tokens, context = max_model_len, draft_layers = the
+# speculative drafter's layers in the pool, spec_tokens = its tokens a step) -> the engine's charge, or None where its
+# planner does not run there (another vendor's backend)
+ChargeRule = Callable[..., Optional[RequestCharge]]
+
+
+@dataclass(frozen=True)
 class Dsv4Layout:
     """One engine's storage of V4's cache. ``entry_bytes``/``index_bytes`` are functions of the dims (the
     engines derive them so), ``ring`` the compressor-state tokens a layer kind keeps (ratio 4 / 128)."""
@@ -41,6 +64,9 @@ class Dsv4Layout:
     ring_hca_spec: int
     sources: tuple[Source, ...] = field(default=())
     note: str = ""
+    # DeepSeek-V4.1 (CSA2): the engine's own request charge where its planner lays V4.1 out in its own records and
+    # pages (vLLM's CUDA backends: engines/vllm/dsv4_pages.py); None: the release's formats a token
+    v41_charge: Optional[ChargeRule] = None
 
     def entry_bytes(self, d: DSV4Dims) -> int:
         """One compressed or window entry: no-rope fp8, rope bf16, scales, pad (584 for V4)."""

@@ -324,10 +324,18 @@ class Stack(Spec):
         """The stack as it runs with speculative decoding checking ``verify_tokens`` tokens a verify step
         (k3plan's --spec-tokens k: k + 1, SGLang's speculative_num_draft_tokens at topk 1): the state pool
         holds the engine's ratio with speculative decoding and ``state.slots_per_verify_token`` more slots
-        for each token checked (``State``); itself where that changes nothing (None: no speculative decoding)."""
+        for each token checked (``State``), and an engine whose planner charges the drafter's layers (DeepSeek-V4.1 on
+        vLLM: step/dsv4_cache.engine_charge) reads the count; itself where that changes nothing (None: no speculative
+        decoding)."""
+        from k3plan.engines.registry import engine_rules
+
         st = self.state
         if not verify_tokens or (
-            st.ratio is None and not st.slots_per_verify_token and not st.slots_per_draft_token and st.verify is None
+            st.ratio is None
+            and not st.slots_per_verify_token
+            and not st.slots_per_draft_token
+            and st.verify is None
+            and engine_rules(self.name).dsv4.v41_charge is None
         ):
             return self
         return updated(self, state=self.state.with_(verify_tokens=verify_tokens))

@@ -486,7 +486,16 @@ def evaluate(
     hw_cols, notes, weights, kinds, stage_cols = static or static_columns(
         space=space, model=model, eff=eff, evidence=evidence, allow_cpu_probes=allow_cpu_probes
     )
-    cache = cache_columns(spec=spec, variants=variants, variant=v, tp=c.tp)
+    cache = cache_columns(
+        spec=spec,
+        variants=variants,
+        variant=v,
+        tp=c.tp,
+        hw=c.hw,
+        hardware=space.hardware,
+        chunk=c.chunk,
+        context=context,
+    )
     # the one configuration value fit evaluates a row of (budget.config): memory is each pipeline stage's budget
     # (its weights and layers), the tightest binds (step.stages.bind); weights_bytes becomes the binding stage's,
     # the dense/expert sums stay the whole path's (decode)

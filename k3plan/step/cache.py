@@ -110,6 +110,9 @@ class CacheLayout(Frozen):
     model_n_mla: int | None = None
     model_n_kda: int | None = None
     fixed_state_bytes: int = 0  # DeepSeek-V4's fixed state a sequence, a device, the whole model's (step/dsv4_cache)
+    # the engine planner's charge a request beyond its KV blocks, a device, where it replaces the fixed state in the
+    # pool (DeepSeek-V4.1 on vLLM: step.memory.CacheTerms.pool_state_bytes); 0: none
+    pool_state_bytes: int = 0
 
     def _dump_extra(self, out):
         """One slot a sequence is every stack but SGLang's: the key appears only where it is more (the JSON
@@ -121,8 +124,9 @@ class CacheLayout(Frozen):
         for k in ("model_n_mla", "model_n_kda"):  # only a pipeline stage's layout has them
             if out.get(k) is None:
                 out.pop(k, None)
-        if not out.get("fixed_state_bytes"):  # only DeepSeek-V4's layout has it
-            out.pop("fixed_state_bytes", None)
+        for k in ("fixed_state_bytes", "pool_state_bytes"):  # only DeepSeek-V4's layout has them
+            if not out.get(k):
+                out.pop(k, None)
         return out
 
     def for_stage(self, *, n_mla: int, n_kda: int) -> CacheLayout:
@@ -156,6 +160,16 @@ class CacheLayout(Frozen):
         return int(fixed_state_share(self.fixed_state_bytes, self.n_mla, self.model_n_mla or self.n_mla))
 
     @property
+    def pool_state_bytes_held(self) -> int:
+        """What the pool holds a sequence besides its KV blocks and KDA slots, for the layers this layout holds: the
+        engine planner's charge where it has one (``pool_state_bytes``), else the fixed state."""
+        from k3plan.step.memory import fixed_state_share
+
+        if not self.pool_state_bytes:
+            return self.fixed_state_bytes_held
+        return int(fixed_state_share(self.pool_state_bytes, self.n_mla, self.model_n_mla or self.n_mla))
+
+    @property
     def state_bytes_per_slot(self) -> int:
         """One slot: what a decode step reads and writes of a sequence's state, a device."""
         return self.n_kda * self.state_bytes_per_layer + self.fixed_state_bytes_held
@@ -184,7 +198,7 @@ class CacheLayout(Frozen):
                     self.model_n_kda,
                 )
             )
-            + self.fixed_state_bytes_held
+            + self.pool_state_bytes_held
         )
 
     def kv_bytes(self, context_tokens: int, extra_bytes_per_token: int = 0) -> int:
@@ -218,10 +232,17 @@ class CacheLayout(Frozen):
         )
 
 
-def cache_inputs(spec: ModelSpec, stack: Stack) -> dict[str, int | bool]:
+def cache_inputs(
+    spec: ModelSpec, stack: Stack, *, hardware: str = "", vendor: str = "", chunk: int = 0, context: int = 0
+) -> dict[str, int | bool]:
     """What ``k3plan.step.memory.cache_terms`` reads of a model and a stack, besides tp: one place, which the
-    layout of one Setup (``cache_layout``) and plan's columns (one entry a stack variant, gathered) both read."""
-    return dict(
+    layout of one Setup (``cache_layout``) and plan's columns (one entry a stack variant, gathered) both read.
+    Where the stack's engine charges a request by its own planner on ``hardware`` (DeepSeek-V4.1 on vLLM's CUDA
+    backends: step/dsv4_cache.engine_charge, at ``chunk`` tokens a step and ``context`` tokens), the KV a token,
+    its block and the pool's charge a request beyond the KV are the engine's."""
+    from k3plan.step.dsv4_cache import engine_charge
+
+    out: dict[str, int | bool] = dict(
         kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
         replicate_across_tp=stack.kv_cache.replicate_across_tp,
         state_layer=state_bytes_per_layer(spec, stack),
@@ -229,14 +250,45 @@ def cache_inputs(spec: ModelSpec, stack: Stack) -> dict[str, int | bool]:
         align_tokens=stack.paging.align_tokens,
         hybrid_paging=stack.paging.kind == "hybrid",
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
+        pool_state=0,
     )
+    charge = engine_charge(
+        spec,
+        stack.name,
+        hardware=hardware,
+        vendor=vendor,
+        chunk=chunk,
+        context=context,
+        verify_tokens=stack.state.verify_tokens,
+    )
+    if charge is not None:  # a block of context is the block's bytes, spread over the layers (rounded up)
+        out.update(
+            kv_layer=-(-charge.block_bytes // (charge.block_tokens * spec.n_mla)),
+            align_tokens=charge.block_tokens,
+            pool_state=charge.fixed_bytes,
+        )
+    return out
 
 
-def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheLayout:
-    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point."""
+def cache_layout(
+    *,
+    spec: ModelSpec,
+    stack: Stack,
+    parallel: Parallel,
+    hardware: str = "",
+    vendor: str = "",
+    chunk: int = 0,
+    context: int = 0,
+) -> CacheLayout:
+    """The layout of one Setup: ``k3plan.step.memory.cache_terms`` at one point (``hardware``, ``vendor``,
+    ``chunk``, ``context``: where an engine's own planner charges the request, ``cache_inputs``)."""
     from k3plan.step.memory import cache_terms
 
-    c = cache_terms(spec, tp=parallel.tp, **cache_inputs(spec, stack))  # type: ignore[arg-type]
+    c = cache_terms(
+        spec,
+        tp=parallel.tp,
+        **cache_inputs(spec, stack, hardware=hardware, vendor=vendor, chunk=chunk, context=context),  # type: ignore[arg-type]
+    )
     return CacheLayout(
         kv_bytes_per_token_layer=int(c.kv_bytes_per_token_layer),
         state_bytes_per_layer=int(c.state_bytes_per_layer),
@@ -249,4 +301,5 @@ def cache_layout(*, spec: ModelSpec, stack: Stack, parallel: Parallel) -> CacheL
         state_slots_per_sequence=stack.state.slots_per_request,
         state_layer_groups=stack.state.layer_groups,
         fixed_state_bytes=int(c.fixed_state_bytes),
+        pool_state_bytes=int(c.pool_state_bytes),
     )

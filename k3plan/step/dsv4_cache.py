@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from k3plan.engines.dsv4_layout import CSA, F32, Dsv4Layout, Source
+from k3plan.engines.dsv4_layout import CSA, F32, Dsv4Layout, RequestCharge, Source
 from k3plan.engines.registry import engine_rules
 from k3plan.models.spec import DSV4Dims, ModelSpec
 
@@ -49,6 +49,33 @@ VLLM = DEFAULT_LAYOUT  # the name step/dsv4_ops and tests read it by
 def layout_for_stack(stack_name: str) -> Dsv4Layout:
     """The DeepSeek-V4 cache layout of ``stack_name``'s engine (``Engine.dsv4``)."""
     return engine_rules(stack_name).dsv4
+
+
+def engine_charge(
+    spec: ModelSpec,
+    stack_name: str,
+    *,
+    hardware: str,
+    vendor: str,
+    chunk: int,
+    context: int,
+    verify_tokens: int = 1,
+) -> RequestCharge | None:
+    """DeepSeek-V4.1 where ``stack_name``'s engine charges a request by its own planner on ``hardware``
+    (``Dsv4Layout.v41_charge``: vLLM's CUDA backends), at ``chunk`` tokens a step and ``context`` tokens, with the
+    model's draft layers in the pool where a step verifies ``verify_tokens`` > 1 tokens (speculative decoding); None
+    for every other model, engine or machine (no hardware given: the model's own bytes a token)."""
+    d = spec.dsv4
+    if d is None or d.csa2 is None or not hardware:
+        return None
+    rule = layout_for_stack(stack_name).v41_charge
+    if rule is None:
+        return None
+    spec_tokens = max(verify_tokens - 1, 0)
+    drafts = spec.mtp_layers if spec_tokens else 0
+    return rule(
+        d, hardware=hardware, vendor=vendor, chunk=chunk, context=context, draft_layers=drafts, spec_tokens=spec_tokens
+    )
 
 
 def _dims(spec: ModelSpec) -> DSV4Dims:

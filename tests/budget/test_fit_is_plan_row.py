@@ -1,5 +1,5 @@
-"""fit is row 0 of plan (issue 51): over random configurations -- bundled models (Kimi K3 and DeepSeek-V4), TPU and
-GPU hardware, every stack with its KV dtype or fp8, every (tp, ep, dp, pp) split plan's space offers, context,
+"""fit is row 0 of plan (issue 51): over random configurations -- bundled models (Kimi K3, DeepSeek-V4 and V4.1), TPU
+and GPU hardware, every stack with its KV dtype or fp8, every (tp, ep, dp, pp) split plan's space offers, context,
 batch and chunk -- fit's per-device answer equals plan's row field by field: weights, replicated weights, KV, state,
 temporaries, reserve, free, the bytes a token and a sequence, the sequences held and the most the room holds, the
 verdict code, where the temporaries come from, and the decode time. Both read the one configuration value and the
@@ -27,7 +27,7 @@ from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
 from k3plan.structs import fields
 
-MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro")
+MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash")
 HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
 
 
@@ -100,3 +100,31 @@ def test_a_calibrated_row_outside_its_measured_range_is_unverified_in_both():
                        pp=r.pp, stack=r.stack)  # fmt: skip
     f = fit(setup, Workload(context_tokens=32768, batch=1, prefill_chunk_tokens=8192))
     assert f.fits and f.unverified is not None and r.temp_unverified
+
+
+@pytest.mark.parametrize("hardware", ["nvidia-h200", "nvidia-b200"])
+def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
+    """DeepSeek-V4.1 on vLLM's CUDA backends: the KV and state a sequence are vLLM's planner's charge (its records of
+    the GPU's family, its window pages holding the chunk in flight: step/dsv4_cache.engine_charge), per (stack,
+    machine, chunk) in plan's columns; fit's row equals plan's at both chunks, and the charge is what vLLM's start
+    check charges a request (Dsv41Pages: blocks a request x a block's bytes)."""
+    from k3plan.engines.vllm.attention_config import SM100_FAMILY
+    from k3plan.engines.vllm.dsv4_pages import dsv41_pages
+
+    model, context = "deepseek-v4.1-flash", 131072
+    cols, _ = columns(model, context, 1)
+    sp = space(model)
+    hw = [h.name for h in sp.hardware].index(hardware)
+    vllm = [i for i, v in enumerate(sp.variants) if v.name == "vllm"]
+    d = load_model(model).spec.dsv4
+    for chunk in (2048, 8192):
+        rows = np.flatnonzero((cols.hw == hw) & np.isin(cols.variant, vllm) & (cols.chunk == chunk) & (cols.pp == 1))
+        r = row(space=sp, cols=cols, i=int(rows[0]), rank=1)
+        setup = make_setup(model=model, hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
+                           stack=r.stack, kv_dtype=r.kv_dtype_override)  # fmt: skip
+        f = fit(setup, Workload(context_tokens=context, batch=1, prefill_chunk_tokens=chunk))
+        for k in fields(PerDevice):
+            assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, chunk)
+        pages = dsv41_pages(d, block_tokens=128, sm100=hardware in SM100_FAMILY)
+        engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=chunk) * pages.block_bytes
+        assert f.per_device.kv_bytes + f.per_device.state_bytes == engine

@@ -1,10 +1,11 @@
 """k3plan's own JAX stack (MaxText's serving configs): its stack (``stack.yaml``); the expert formulation the
 porting study compiled (issue 15: group_sort + ragged_dot, MXFP4 dequantized inside the expert computation; the
 real v7x slice's calibration was measured on it). Its DeepSeek-V4 cache and Engram placement: vLLM's (none read
-of its own)."""
+of its own), without vLLM's CUDA planner for DeepSeek-V4.1 (its graph is not vLLM's)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from k3plan.engines.engine import Engine
@@ -15,7 +16,7 @@ ENGINE = Engine(
     package="jax_native",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",
     launcher="jax",
-    dsv4=dsv4.LAYOUT,
+    dsv4=replace(dsv4.LAYOUT, v41_charge=None),
     engram=dsv4.ENGRAM,
     expert_form="ragged",
     # the porting study's graph is jnp ops: a naive softmax over the chunk x context, group_sort + ragged_dot over

@@ -3,13 +3,27 @@
 
 from __future__ import annotations
 
-from k3plan.engines.dsv4_layout import CSA, Dsv4Layout, EngramPlacement, Source
+from typing import TYPE_CHECKING
+
+from k3plan.engines.dsv4_layout import CSA, Dsv4Layout, EngramPlacement, RequestCharge, Source
+
+if TYPE_CHECKING:  # a type only: the registry that reads this loads no model code
+    from k3plan.models.spec import DSV4Dims
 
 _VLLM_ATTN = "vllm/model_executor/layers/deepseek_v4_attention.py"
 _VLLM_COMP = "vllm/model_executor/layers/deepseek_compressor.py"
 
+
+def v41_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
+    """DeepSeek-V4.1 as vLLM's CUDA planner charges a request (engines/vllm/dsv4_pages.py v41_request_charge)."""
+    from k3plan.engines.vllm.dsv4_pages import v41_request_charge
+
+    return v41_request_charge(d, **at)  # type: ignore[arg-type]
+
+
 LAYOUT = Dsv4Layout(
     engine="vllm",
+    v41_charge=v41_charge,
     scale_block=64,
     scale_pad=1,
     index_quant_block=128,

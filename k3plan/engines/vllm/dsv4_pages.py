@@ -34,8 +34,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from k3plan.models.spec import DSV4Dims
+
+if TYPE_CHECKING:
+    from k3plan.engines.dsv4_layout import RequestCharge
 
 ALIGN = 576  # FlashMLA's page alignment: every V4 page a multiple of it
 SWA_BLOCK = 64  # DeepseekV4SWACache.block_size
@@ -298,4 +302,43 @@ def dsv41_pages(
         layer_tuple_bytes=sum(mla_sizes),
         record_bytes=main,
         index_entry_bytes=index_entry,
+    )
+
+
+def v41_request_charge(
+    d: DSV4Dims,
+    *,
+    hardware: str,
+    vendor: str,
+    chunk: int,
+    context: int,
+    draft_layers: int = 0,
+    spec_tokens: int = 0,
+) -> RequestCharge | None:
+    """What vLLM's V4.1 planner charges a request of ``context`` tokens (max_model_len) with ``chunk`` tokens a step
+    (max_num_batched_tokens) on one GPU, with ``draft_layers`` DSpark layers proposing ``spec_tokens`` tokens (0: no
+    speculative decoding) and the defaults of a command that names no other (``V41_DEFAULT_BLOCK``, the fp8 records of
+    the GPU's family and indexer keys): the compressed group's blocks of context, and the windowed and ring groups'
+    blocks whatever the context; None off vLLM's CUDA backends (``vendor`` not nvidia), whose V4.1 layout was not read.
+    The start check (engines/vllm/memory.py) sizes the same groups with the command's flags."""
+    from k3plan.engines.dsv4_layout import RequestCharge
+    from k3plan.engines.vllm.attention_config import SM100_FAMILY
+
+    if vendor != "nvidia" or d.csa2 is None:
+        return None
+    pages = dsv41_pages(
+        d,
+        block_tokens=V41_DEFAULT_BLOCK,
+        sm100=hardware in SM100_FAMILY,
+        draft_layers=draft_layers,
+        num_speculative_tokens=spec_tokens,
+    )
+    comp = pages.groups[0]
+    total = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=chunk)
+    held = comp.pages_per_request(max_model_len=context, max_num_batched_tokens=chunk)
+    return RequestCharge(
+        block_tokens=comp.block_tokens,
+        block_bytes=pages.block_bytes,
+        fixed_blocks=total - held,
+        source=pages.text(max_model_len=context, max_num_batched_tokens=chunk),
     )
