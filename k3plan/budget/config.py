@@ -187,11 +187,11 @@ def cache_columns(
     context: int = 0,
 ) -> CacheTerms:
     """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant, and
-    for a model whose engines may charge a request by their own planner (DeepSeek-V4.1: ``cache_inputs``) of each
+    for a model whose engines may charge a request by their own pool accounting (DeepSeek-V4: ``cache_inputs``) of each
     (variant, machine ``hardware[hw]``, ``chunk``) the rows hold, at ``context`` tokens."""
     import numpy as np
 
-    if spec.dsv4 is None or spec.dsv4.csa2 is None or hw is None or chunk is None or not len(variant):
+    if spec.dsv4 is None or hw is None or chunk is None or not len(variant):
         return cache_terms(spec, tp=tp, **gather_columns([cache_inputs(spec, s) for s in variants], variant))
     keys, at = np.unique(np.stack([variant, hw, chunk], axis=1), axis=0, return_inverse=True)
     per = [

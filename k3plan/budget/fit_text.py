@@ -183,36 +183,32 @@ def absorbed_notes(stack: Stack, wb: WeightBudget) -> list[str]:
 
 
 def _dsv4_text(setup: Setup, what: str, *, layout: CacheLayout, chunk: int, context: int) -> str:
-    """DeepSeek-V4's KV and state provenance (step/dsv4_cache): the engine's own charge a request where its planner
-    sets the layout (``layout.pool_state_bytes``: DeepSeek-V4.1 on vLLM's CUDA backends), else the model's."""
+    """DeepSeek-V4's KV and state provenance (step/dsv4_cache): the engine's own charge a request where its pool
+    accounting sets the layout (step/dsv4_cache.engine_charge: V4.1 on vLLM's CUDA backends, V4 on SGLang), else the
+    model's."""
     from k3plan.step import dsv4_cache
 
     spec, stack, hw = setup.model.spec, setup.stack, setup.hardware
-    charge = (
-        dsv4_cache.engine_charge(
-            spec,
-            stack.name,
-            hardware=hw.name,
-            vendor=hw.vendor,
-            chunk=chunk,
-            context=context,
-            verify_tokens=stack.state.verify_tokens,
-        )  # fmt: skip
-        if layout.pool_state_bytes
-        else None
-    )
+    charge = dsv4_cache.engine_charge(spec, stack.name, hardware=hw.name, vendor=hw.vendor, chunk=chunk,
+                                      context=context, verify_tokens=stack.state.verify_tokens)  # fmt: skip
     if charge is not None and what == "kv":
         return (
             f"engine: {stack.name}'s own charge, as its start check sizes the pool (the budget and the engine one "
-            f"accounting): a block of {charge.block_tokens} tokens of context costs {charge.block_bytes:,} B a device, "
-            f"carried as {layout.kv_bytes_per_token_layer} B a token x {layout.n_mla} layers; {charge.source}"
+            f"accounting): a block of {charge.block_tokens} tokens of context costs {charge.block_bytes:,.0f} B a "
+            f"device, carried as {layout.kv_bytes_per_token_layer} B a token x {layout.n_mla} layers (rounded up); "
+            f"{charge.source}"
         )
-    if charge is not None:
+    if charge is not None and charge.fixed_blocks:
         return (
             f"engine: {stack.name}'s own charge a request whatever its context, its windows' pages (each holding the "
             f"window and the {chunk:,} tokens a step in flight) and its compressor rings: {charge.fixed_blocks:,} blocks "
-            f"of {charge.block_bytes:,} B = {charge.fixed_bytes:,} B a device (the model's own fixed state, what a "
+            f"of {charge.block_bytes:,.0f} B = {charge.fixed_bytes:,} B a device (the model's own fixed state, what a "
             f"decode step reads: {layout.fixed_state_bytes:,} B); the groups as on the KV line"
+        )
+    if charge is not None:
+        return (
+            f"engine: {stack.name}'s own charge holds none apart: its windows and compressor rings are in its bytes a "
+            f"token (the KV line); the model's own fixed state, what a decode step reads: {layout.fixed_state_bytes:,} B"
         )
     if what == "kv":
         return dsv4_cache.kv_source_text(spec, stack.name)

@@ -27,24 +27,25 @@ class Source:
 
 @dataclass(frozen=True)
 class RequestCharge:
-    """What an engine's own page planner charges one request of DeepSeek-V4.1's cache on one device, where it
-    charges otherwise than the model's bytes a token (``Dsv4Layout.v41_charge``): ``block_bytes`` a block id of
-    ``block_tokens`` tokens of context, and ``fixed_blocks`` block ids whatever the context (its windows holding
-    the tokens in flight, its compressor rings); ``source``: the engine's groups, cited."""
+    """What an engine's own pool accounting charges one request of DeepSeek-V4's cache on one device, where it charges
+    otherwise than the model's bytes a token (``Dsv4Layout.request_charge``): ``block_bytes`` a block of
+    ``block_tokens`` tokens of context (a float where the engine's bytes a token are one: SGLang's full token), and
+    ``fixed_blocks`` blocks whatever the context (vLLM's V4.1 windows holding the tokens in flight, its compressor
+    rings); ``source``: the engine's accounting, cited."""
 
     block_tokens: int
-    block_bytes: int
+    block_bytes: int | float
     fixed_blocks: int
     source: str
 
     @property
     def fixed_bytes(self) -> int:
-        return self.fixed_blocks * self.block_bytes
+        return int(self.fixed_blocks * self.block_bytes)
 
 
 # (dims; keywords: hardware name, vendor, chunk = max_num_batched_tokens, context = max_model_len, draft_layers = the
 # speculative drafter's layers in the pool, spec_tokens = its tokens a step) -> the engine's charge, or None where its
-# planner does not run there (another vendor's backend)
+# accounting is the model's bytes a token there (another model version, another vendor's backend)
 ChargeRule = Callable[..., Optional[RequestCharge]]
 
 
@@ -64,9 +65,10 @@ class Dsv4Layout:
     ring_hca_spec: int
     sources: tuple[Source, ...] = field(default=())
     note: str = ""
-    # DeepSeek-V4.1 (CSA2): the engine's own request charge where its planner lays V4.1 out in its own records and
-    # pages (vLLM's CUDA backends: engines/vllm/dsv4_pages.py); None: the release's formats a token
-    v41_charge: Optional[ChargeRule] = None
+    # the engine's own charge a request where its pool accounting is not the model's bytes a token (DeepSeek-V4.1 on
+    # vLLM's CUDA backends: engines/vllm/dsv4_pages.py; DeepSeek-V4 on SGLang: engines/sglang/dsv4_pool.py); None:
+    # the model's
+    request_charge: Optional[ChargeRule] = None
 
     def entry_bytes(self, d: DSV4Dims) -> int:
         """One compressed or window entry: no-rope fp8, rope bf16, scales, pad (584 for V4)."""

@@ -335,7 +335,7 @@ class Stack(Spec):
             and not st.slots_per_verify_token
             and not st.slots_per_draft_token
             and st.verify is None
-            and engine_rules(self.name).dsv4.v41_charge is None
+            and engine_rules(self.name).dsv4.request_charge is None
         ):
             return self
         return updated(self, state=self.state.with_(verify_tokens=verify_tokens))

@@ -23,6 +23,8 @@ is padded up to the attention page, and KV is allocated in whole blocks.
 
 from __future__ import annotations
 
+import math
+
 from k3plan.engines.stack import KVLayout, Stack
 from k3plan.models.spec import ModelSpec
 from k3plan.sharding.mesh import Parallel
@@ -110,9 +112,9 @@ class CacheLayout(Frozen):
     model_n_mla: int | None = None
     model_n_kda: int | None = None
     fixed_state_bytes: int = 0  # DeepSeek-V4's fixed state a sequence, a device, the whole model's (step/dsv4_cache)
-    # the engine planner's charge a request beyond its KV blocks, a device, where it replaces the fixed state in the
-    # pool (DeepSeek-V4.1 on vLLM: step.memory.CacheTerms.pool_state_bytes); 0: none
-    pool_state_bytes: int = 0
+    # what the pool holds a sequence beyond its KV blocks and KDA slots, a device, the whole model's: the fixed state,
+    # or the engine planner's charge where it has one (step.memory.CacheTerms.pool_state_bytes); None: the fixed state
+    pool_state_bytes: int | None = None
 
     def _dump_extra(self, out):
         """One slot a sequence is every stack but SGLang's: the key appears only where it is more (the JSON
@@ -124,9 +126,10 @@ class CacheLayout(Frozen):
         for k in ("model_n_mla", "model_n_kda"):  # only a pipeline stage's layout has them
             if out.get(k) is None:
                 out.pop(k, None)
-        for k in ("fixed_state_bytes", "pool_state_bytes"):  # only DeepSeek-V4's layout has them
-            if not out.get(k):
-                out.pop(k, None)
+        if out.get("pool_state_bytes") in (None, out.get("fixed_state_bytes")):  # only an engine's own charge has it
+            out.pop("pool_state_bytes", None)
+        if not out.get("fixed_state_bytes"):  # only DeepSeek-V4's layout has it
+            out.pop("fixed_state_bytes", None)
         return out
 
     def for_stage(self, *, n_mla: int, n_kda: int) -> CacheLayout:
@@ -161,11 +164,11 @@ class CacheLayout(Frozen):
 
     @property
     def pool_state_bytes_held(self) -> int:
-        """What the pool holds a sequence besides its KV blocks and KDA slots, for the layers this layout holds: the
-        engine planner's charge where it has one (``pool_state_bytes``), else the fixed state."""
+        """What the pool holds a sequence besides its KV blocks and KDA slots, for the layers this layout holds
+        (``pool_state_bytes``: the fixed state, or the engine planner's charge where it has one)."""
         from k3plan.step.memory import fixed_state_share
 
-        if not self.pool_state_bytes:
+        if self.pool_state_bytes is None:
             return self.fixed_state_bytes_held
         return int(fixed_state_share(self.pool_state_bytes, self.n_mla, self.model_n_mla or self.n_mla))
 
@@ -250,8 +253,8 @@ def cache_inputs(
         align_tokens=stack.paging.align_tokens,
         hybrid_paging=stack.paging.kind == "hybrid",
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
-        pool_state=0,
     )
+    out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
     charge = engine_charge(
         spec,
         stack.name,
@@ -263,7 +266,7 @@ def cache_inputs(
     )
     if charge is not None:  # a block of context is the block's bytes, spread over the layers (rounded up)
         out.update(
-            kv_layer=-(-charge.block_bytes // (charge.block_tokens * spec.n_mla)),
+            kv_layer=math.ceil(charge.block_bytes / (charge.block_tokens * spec.n_mla)),
             align_tokens=charge.block_tokens,
             pool_state=charge.fixed_bytes,
         )
@@ -301,5 +304,5 @@ def cache_layout(
         state_slots_per_sequence=stack.state.slots_per_request,
         state_layer_groups=stack.state.layer_groups,
         fixed_state_bytes=int(c.fixed_state_bytes),
-        pool_state_bytes=int(c.pool_state_bytes),
+        pool_state_bytes=None if c.pool_state_bytes is None else int(c.pool_state_bytes),
     )

@@ -61,14 +61,15 @@ def engine_charge(
     context: int,
     verify_tokens: int = 1,
 ) -> RequestCharge | None:
-    """DeepSeek-V4.1 where ``stack_name``'s engine charges a request by its own planner on ``hardware``
-    (``Dsv4Layout.v41_charge``: vLLM's CUDA backends), at ``chunk`` tokens a step and ``context`` tokens, with the
-    model's draft layers in the pool where a step verifies ``verify_tokens`` > 1 tokens (speculative decoding); None
-    for every other model, engine or machine (no hardware given: the model's own bytes a token)."""
+    """Where ``stack_name``'s engine charges a DeepSeek-V4 request by its own pool accounting on ``hardware``
+    (``Dsv4Layout.request_charge``: V4.1 on vLLM's CUDA backends, V4 on SGLang), at ``chunk`` tokens a step and
+    ``context`` tokens, with the model's draft layers in the pool where a step verifies ``verify_tokens`` > 1 tokens
+    (speculative decoding); None for every other model, engine or machine (no hardware given: the model's own bytes a
+    token)."""
     d = spec.dsv4
-    if d is None or d.csa2 is None or not hardware:
+    if d is None or not hardware:
         return None
-    rule = layout_for_stack(stack_name).v41_charge
+    rule = layout_for_stack(stack_name).request_charge
     if rule is None:
         return None
     spec_tokens = max(verify_tokens - 1, 0)

@@ -73,9 +73,10 @@ class CacheTerms(Generic[C]):
     page_bytes: C  # one page, every layer (meaningful where ``hybrid``)
     hybrid: C  # bool (an int to the type checker): hybrid paging applies (the stack pages hybrid, the model has both)
     fixed_state_bytes: C | int = 0  # DeepSeek-V4's fixed state a sequence, a device (step/dsv4_cache); else 0
-    # what the engine's own planner charges a request beyond its KV blocks, a device, where that replaces the model's
-    # fixed state in the pool (DeepSeek-V4.1 on vLLM: windows holding the tokens in flight, rings); else 0
-    pool_state_bytes: C | int = 0
+    # what the pool holds a sequence beyond its KV blocks and KDA slots, a device: the model's fixed state, or the
+    # engine planner's charge where it has one (DeepSeek-V4.1 on vLLM: windows holding the tokens in flight, rings;
+    # DeepSeek-V4 on SGLang: none apart, its full-token bytes hold it); None: the fixed state
+    pool_state_bytes: C | int | None = None
 
 
 class CacheCols(Protocol[C_co]):
@@ -91,7 +92,7 @@ class CacheCols(Protocol[C_co]):
     @property
     def fixed_state_bytes(self) -> C_co | int: ...
     @property
-    def pool_state_bytes(self) -> C_co | int: ...
+    def pool_state_bytes(self) -> C_co | int | None: ...
 
 
 def cache_terms(
@@ -105,12 +106,13 @@ def cache_terms(
     hybrid_paging,
     tp,
     fixed_state=0,
-    pool_state=0,
+    pool_state=None,
 ) -> CacheTerms[C]:
     """Per-device cache layout from the whole-model figures a layer (``kv_layer``, ``state_layer``);
     ``fixed_state``: DeepSeek-V4's fixed state a sequence, whole model (held as its KV is: whole on every TP
-    rank where the stack replicates the latent, else split); ``pool_state``: the engine planner's charge a request
-    beyond its KV blocks, whole model, held alike (``CacheTerms.pool_state_bytes``; 0: none)."""
+    rank where the stack replicates the latent, else split); ``pool_state``: what the pool holds a request beyond its
+    KV blocks, whole model, held alike (``CacheTerms.pool_state_bytes``; None: ``fixed_state``)."""
+    pool_state = fixed_state if pool_state is None else pool_state
     kv = where(replicate_across_tp, kv_layer, cdiv(kv_layer, tp))
     kda_heads = spec.kda.heads if spec.kda is not None else 1  # no KDA: the state is 0 bytes anyway
     state = where(shard_state_by_heads & (kda_heads % tp == 0), state_layer // tp, state_layer)
@@ -231,7 +233,7 @@ def budget_terms(
     state_seq = state_pool_bytes(
         n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups, spec.n_mla, spec.n_kda
     ) + fixed_state_share(
-        where(cache.pool_state_bytes > 0, cache.pool_state_bytes, cache.fixed_state_bytes), n_mla, spec.n_mla
+        cache.fixed_state_bytes if cache.pool_state_bytes is None else cache.pool_state_bytes, n_mla, spec.n_mla
     )
     per_seq = kv_seq + state_seq
     room = usable - (weights + temp + reserve)

@@ -108,7 +108,7 @@ def test_engine_layouts_cited():
     assert any(not s.found for s in TORCHTPU_VLLM.sources)  # its TPU backend's own layout: not found
     assert c.layout_for_stack("sglang") is SGLANG and c.layout_for_stack("vllm-tpu") is TORCHTPU_VLLM
     # jax-native: vLLM's layout without vLLM's CUDA planner for DeepSeek-V4.1 (its graph is not vLLM's)
-    assert c.layout_for_stack("jax-native") == replace(VLLM, v41_charge=None) and VLLM.v41_charge is not None
+    assert c.layout_for_stack("jax-native") == replace(VLLM, request_charge=None) and VLLM.request_charge is not None
 
 
 def test_not_v4_raises():

@@ -7,11 +7,12 @@ c128 and indexer pools and their compressor states. The engine's own log is the 
     DSv4 pool sizes: full=32768, swa=3072, c4=8192, c128=256, c4_state=192, c128_state=3072
 
 and ktransformers#1998 SGLang's V4 defaults ('setting page_size to 256', 'Setting swa_full_tokens_ratio to 0.1').
-k3plan had priced SGLang's V4 pool at 1,456 B a token (its per-layer V4 layout), 11x too many tokens."""
+k3plan had priced SGLang's V4-Flash pool at 3,870 B a token (its per-layer V4 layout), 4.1x too many tokens."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -124,3 +125,21 @@ def test_vllm_s_nvfp4_record_is_not_sglang_s():
 def test_v41_on_sglang_says_its_pool_accounting_was_not_read(cli):
     r = cli("fit", "-H", "nvidia-b200", "--serve", "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4")
     assert "DeepSeek-V4.1 pool accounting was not read" in " ".join(r.output.split())
+
+
+def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flash):
+    """One accounting: k3plan's budget for DeepSeek-V4 on SGLang, without --serve, charges a token SGLang's bytes a full
+    token (the windows and compressor rings inside it, nothing apart: step/dsv4_cache.engine_charge), in its
+    256-token pages. Before, the budget priced the per-layer records (3,870 B a token + 15.4 MB of state a sequence)
+    and held 166 sequences at 131,072 tokens on 4 H200 where SGLang's pool holds 40.18."""
+    p = sglang_dsv4_pool(flash)
+    r = cli("fit", "-m", "deepseek-v4-flash", "-H", "nvidia-h200", "-t", "4", "-s", "sglang", "--json")
+    out = json.loads(r.stdout)
+    dev = out["per_device"]
+    layers = len(flash.compress_ratios)
+    assert dev["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
+    assert dev["state_bytes_per_sequence"] == 0 and out["provenance"]["kv"].startswith("engine: sglang's own charge")
+    serve = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --context-length 131072"
+    engine = json.loads(cli("fit", "-H", "nvidia-h200", "--serve", serve, "--json").stdout)["engine"]
+    # whole sequences against the engine's fraction, the room after the budget's temporaries against its static pool
+    assert 0.95 * engine["max_concurrency"] <= out["capacity"]["max_sequences"] <= 1.05 * engine["max_concurrency"]

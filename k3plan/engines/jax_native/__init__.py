@@ -16,7 +16,7 @@ ENGINE = Engine(
     package="jax_native",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",
     launcher="jax",
-    dsv4=replace(dsv4.LAYOUT, v41_charge=None),
+    dsv4=replace(dsv4.LAYOUT, request_charge=None),
     engram=dsv4.ENGRAM,
     expert_form="ragged",
     # the porting study's graph is jnp ops: a naive softmax over the chunk x context, group_sort + ragged_dot over

@@ -3,12 +3,26 @@
 
 from __future__ import annotations
 
-from k3plan.engines.dsv4_layout import CSA, Dsv4Layout, EngramPlacement, Source
+from typing import TYPE_CHECKING
+
+from k3plan.engines.dsv4_layout import CSA, Dsv4Layout, EngramPlacement, RequestCharge, Source
+
+if TYPE_CHECKING:  # a type only: the registry that reads this loads no model code
+    from k3plan.models.spec import DSV4Dims
+
+
+def request_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
+    """DeepSeek-V4 as SGLang's pool charges a request (engines/sglang/dsv4_pool.py dsv4_request_charge)."""
+    from k3plan.engines.sglang.dsv4_pool import dsv4_request_charge
+
+    return dsv4_request_charge(d, **at)  # type: ignore[arg-type]
+
 
 _SGL_POOL = "python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py"
 
 LAYOUT = Dsv4Layout(
     engine="sglang",
+    request_charge=request_charge,
     scale_block=64,
     scale_pad=1,
     index_quant_block=128,

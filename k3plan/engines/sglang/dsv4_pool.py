@@ -22,8 +22,13 @@ max_running_requests; k3plan keeps the logged form.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen
+
+if TYPE_CHECKING:
+    from k3plan.engines.dsv4_layout import RequestCharge
 
 SOURCE = (
     "SGLang's DSV4PoolConfigurator._get_bytes_per_full_token in the form its DeepSeek-V4 builds log (kvcache-ai/"
@@ -87,4 +92,22 @@ def sglang_dsv4_pool(d: DSV4Dims, *, swa_ratio: float | None = None, page: int |
             f"c128; {kv} B entries, {index} B index keys, f32 compressor rings of {RING[4]} / {RING[128]} rows a "
             f"{w}-token window page): {SOURCE}"
         ),
+    )
+
+
+def dsv4_request_charge(d: DSV4Dims, *, vendor: str, **_: int | str) -> RequestCharge | None:
+    """What SGLang's pool charges a DeepSeek-V4 request on a GPU: its full tokens at ``bytes_per_full_token`` in whole
+    pages, at its V4 defaults (the swa ratio and page a command that sets neither runs; the start check reads the
+    command's), the windows and compressor rings inside that figure, nothing apart; None for DeepSeek-V4.1 (its V4.1
+    pool accounting not read) and off a GPU."""
+    from k3plan.engines.dsv4_layout import RequestCharge
+
+    if d.csa2 is not None or vendor not in ("nvidia", "amd"):
+        return None
+    pool = sglang_dsv4_pool(d)
+    return RequestCharge(
+        block_tokens=pool.page,
+        block_bytes=pool.page * pool.bytes_per_full_token,
+        fixed_blocks=0,
+        source=f"SGLang's DeepSeek-V4 pool, {pool.source}",
     )

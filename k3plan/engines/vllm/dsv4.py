@@ -14,7 +14,7 @@ _VLLM_ATTN = "vllm/model_executor/layers/deepseek_v4_attention.py"
 _VLLM_COMP = "vllm/model_executor/layers/deepseek_compressor.py"
 
 
-def v41_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
+def request_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
     """DeepSeek-V4.1 as vLLM's CUDA planner charges a request (engines/vllm/dsv4_pages.py v41_request_charge)."""
     from k3plan.engines.vllm.dsv4_pages import v41_request_charge
 
@@ -23,7 +23,7 @@ def v41_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
 
 LAYOUT = Dsv4Layout(
     engine="vllm",
-    v41_charge=v41_charge,
+    request_charge=request_charge,
     scale_block=64,
     scale_pad=1,
     index_quant_block=128,
