@@ -453,8 +453,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
         weights_bytes=result.per_device.weights_bytes,
         expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
-        # vLLM's per-shard padding is its Kimi-K3 model's (engines.vllm.memory.moe_shard_padding)
-        moe_intermediate=spec.moe.expert_intermediate if spec.architecture == "kimi_k3" and spec.moe else 0,
+        # vLLM's per-shard padding, by the model code's rule (engines.vllm.memory.MOE_SHARD_RULES)
+        moe_intermediate=spec.moe.expert_intermediate if spec.moe else 0,
+        architecture=spec.architecture,
         # without EP the experts' shards are cut over the flattened TP x DP group (FusedMoEParallelConfig.make)
         tp=setup.parallel.tp * (setup.parallel.dp if served is not None and not served.expert_parallel else 1),
         expert_parallel=True if served is None else served.expert_parallel,

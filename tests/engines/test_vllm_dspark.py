@@ -56,7 +56,9 @@ def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights_and_window
     plain = _engine(cli, "nvidia-h200", inferencex_v41(8, dspark=False))
     dspark = _engine(cli, "nvidia-h200", inferencex_v41(8))
     extra = dspark["weights_bytes"] - plain["weights_bytes"]
-    assert 0.9 * 2**30 < extra < 1.1 * 2**30  # ~1 GiB a device at TP 8
+    # ~1.3 GiB a device at TP 8: the 3 stages (~1 GiB), their experts' shards padded 288 -> 384 as the target's
+    # (engines/vllm/memory.py MOE_SHARD_RULES)
+    assert 1.2 * 2**30 < extra < 1.4 * 2**30
     assert "DSpark stages" in dspark["sources"]["weights"]
     # the three draft layers' windows: 43 windowed caches in 11 groups of 4 (40 in 10 without the drafter)
     assert "window[10]" in dspark["sources"]["num_blocks"] and "window[10]" not in plain["sources"]["num_blocks"]

@@ -23,6 +23,8 @@ numbers passed in, so fit, plan and the tests/engines referee share one formula.
 
 from __future__ import annotations
 
+import math
+
 from k3plan.engines.torchtpu_vllm.memory import (
     TORCHTPU_COMPACT,
     TORCHTPU_NO_POOL_AT,
@@ -32,7 +34,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, V41_DEFAULT_BLOCK, Dsv4Pages, dsv4_pages, dsv41_pages
-from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace, dsv41_profile_workspace
+from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace, dsv41_model_buffers, dsv41_profile_workspace
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
@@ -319,6 +321,7 @@ def engine_sizing(
     weights_bytes: int,
     expert_bytes: int = 0,
     moe_intermediate: int = 0,
+    architecture: str = "",
     tp: int = 1,
     expert_parallel: bool = True,
     vision_bytes: int = 0,
@@ -363,8 +366,13 @@ def engine_sizing(
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
     weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
     factor = 1.0
-    if kv_pool_method == "utilization_minus_profile" and moe_intermediate:
-        factor = moe_shard_padding(intermediate=moe_intermediate, tp=tp, expert_parallel=expert_parallel)
+    rule = MOE_SHARD_RULES.get(architecture)
+    if rule is not None and rule[2] and rule[2] != vendor:
+        rule = None
+    if kv_pool_method == "utilization_minus_profile" and moe_intermediate and rule is not None:
+        factor = moe_shard_padding(
+            intermediate=moe_intermediate, tp=tp, expert_parallel=expert_parallel, floor=rule[0], align=rule[1]
+        )
     if vision_bytes:
         weights_bytes += vision_bytes
         weights_src += (
@@ -377,13 +385,24 @@ def engine_sizing(
     if draft is not None and draft.extra_mla_layers:  # the MTP layers' attention caches, in the pool as MLA layers
         n_mla += draft.extra_mla_layers
         paging_source += f"; + {draft.extra_mla_layers} MTP MLA layer(s) in the pool ({draft.source})"
-    if factor != 1.0:
-        extra = round(expert_bytes * (factor - 1.0))
+    if factor != 1.0 and rule is not None:
+        drafted = draft.expert_bytes_per_device if draft is not None else 0  # the drafter's experts, split alike
+        extra = round((expert_bytes + drafted) * (factor - 1.0))
         weights_bytes += extra
         weights_src += (
-            f", + {extra:,} B: the experts TP-split without expert parallelism, {moe_intermediate} / {tp} padded x "
-            f"{factor:.3f} a shard ({K3_MOE_PAD_SOURCE})"
+            f", + {extra:,} B: the experts TP-split without expert parallelism"
+            + (" (the drafter's too)" if drafted else "")
+            + f", {moe_intermediate} / {tp} padded x {factor:.3f} a shard ({rule[3]})"
         )
+    if (
+        dsv4 is not None
+        and dsv4.csa2 is not None
+        and kv_pool_method == "utilization_minus_profile"
+        and vendor == "nvidia"
+    ):
+        buffers, how = dsv41_model_buffers(dsv4, max_num_batched_tokens=max_num_batched_tokens)
+        weights_bytes += buffers
+        weights_src += f", + {how}"
     pages = None
     block = block_override or block_tokens
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
@@ -512,15 +531,38 @@ K3_MOE_PAD_SOURCE = (
     "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
     "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
 )
+# DeepSeek-V4's and V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up
+# to its backend's alignment: 128 for the backends that run their activation (Marlin, FlashInfer CUTLASS; TRTLLM's
+# 256 takes SWIGLUOAI only, and these models' experts are clamped SiLU), so a V4.1-Flash shard of 2,304 / 8 = 288 is
+# held as 384 (+33%) on H200 and on SM100 alike
+MXFP4_SHARD_ALIGN = 128
+MXFP4_PAD_SOURCE = (
+    "vllm-project/vllm vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @001eda31 "
+    "mxfp4_round_up_hidden_size_and_intermediate_size (Marlin and FlashInfer CUTLASS: the intermediate rounded up to "
+    "128); vllm/model_executor/layers/fused_moe/experts/trtllm_mxfp4_moe.py @029329a8 "
+    "TrtLlmMxfp4ExpertsBase._supports_activation (SWIGLUOAI only); vllm/models/deepseek_v41/quant_config.py @579b425a "
+    "DeepseekV4FP8Config.get_quant_method (the routed experts' Mxfp4MoEMethod)"
+)
+# the model code's architecture -> (the floor a shard is raised to, the multiple it is rounded up to, the GPU vendor
+# the rule was read for ("": any), the source); ROCm's MXFP4 alignment (256) was not read against a log
+MOE_SHARD_RULES: dict[str, tuple[int, int, str, str]] = {
+    "kimi_k3": (K3_MOE_SHARD_FLOOR, 1, "", K3_MOE_PAD_SOURCE),
+    "deepseek_v4": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
+    "deepseek_v41": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
+}
 
 
-def moe_shard_padding(*, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR) -> float:
-    """The factor vLLM's K3 model multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1,
-    else max(intermediate / tp, floor) / (intermediate / tp) (module constants: the cited rule)."""
+def moe_shard_padding(
+    *, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR, align: int = 1
+) -> float:
+    """The factor vLLM multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1, else the shard's
+    intermediate raised to ``floor`` and rounded up to a multiple of ``align``, over the shard's own
+    (``MOE_SHARD_RULES``: the cited rule of each model)."""
     if expert_parallel or tp <= 1:
         return 1.0
     local = intermediate / tp
-    return max(local, floor) / local
+    padded = max(-(-math.ceil(local) // align) * align, floor)
+    return max(local, padded) / local
 
 
 def visible_hbm(hardware: str, spec_bytes: int, spec_source: str) -> tuple[int, str]:

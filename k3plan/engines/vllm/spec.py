@@ -131,6 +131,9 @@ class DraftPricing(Frozen):
     extra_mla_layers: int = 0  # an MLA model's MTP layers: one more MLA layer each in the pool
     dsv4_mtp_ratios: tuple[int, ...] = ()  # DeepSeek-V4: the MTP layers' compress ratios (their KV caches)
     num_speculative_tokens: int = 0
+    # the drafter's routed experts a device (in bytes_per_device), which a TP split pads as the target's
+    # (engines/vllm/memory.py MOE_SHARD_RULES)
+    expert_bytes_per_device: int = 0
 
 
 def read_speculative(get, model_text: str) -> SpecServe | None:
@@ -262,6 +265,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
             source=source,
             dsv4_mtp_ratios=tuple(s.dsv4.mtp_compress_ratios[: s.mtp_layers]),
             num_speculative_tokens=n,
+            expert_bytes_per_device=-(-split_ep // ep),
         )
     mla = len({t.layer for t in mtp if "kv_a_proj_with_mqa" in t.name})
     if mla != s.mtp_layers:
@@ -325,4 +329,5 @@ def _dspark_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched
         source=source,
         dsv4_mtp_ratios=ratios,
         num_speculative_tokens=spec.num_speculative_tokens or 0,
+        expert_bytes_per_device=-(-split_ep // ep),
     )
