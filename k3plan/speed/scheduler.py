@@ -27,6 +27,7 @@ chunk, @1b219f93, copied from vllm-project/vllm's backend_request_func.py @02f0c
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Literal
 
@@ -170,18 +171,22 @@ def simulate(
         meas = measure_requests if measure_requests is not None else 2 * in_flight
         total = warm + meas
         size = total + 4 * in_flight  # fillers keep the load up while the measured requests finish
-    arrival = np.zeros(size) if closed else np.arange(size) / lam
-    left = np.full(size, isl)  # prompt tokens still to compute
-    made = np.zeros(size, dtype=int)  # output tokens
-    target = np.full(size, osl)
+    # plain Python lists in the loop (numpy scalar indexing costs ~10x a list's); the figures are the same floats
+    arrival: list[float] = [0.0] * size if closed else (np.arange(size) / lam).tolist()
+    left = [isl] * size  # prompt tokens still to compute
+    made = [0] * size  # output tokens
+    target = [osl] * size
     if closed and prompts is None:  # the first N cut to staggered lengths: the loop starts desynchronised (warm-up)
-        target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int)
-    first = np.full(size, np.nan)
-    done = np.full(size, np.nan)
+        target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int).tolist()
+    first = [math.nan] * size
+    done = [math.nan] * size
+    pending = total  # measured-or-warm-up requests not yet done
+    # T(d, p) for the coefficients' own model in floats, the same arithmetic as StepCoefficients.__call__
+    coef = step_time if isinstance(step_time, StepCoefficients) else None
     running: list[int] = []
-    waiting: list[int] = list(range(min(total, n))) if closed else []
+    waiting: deque[int] = deque(range(min(total, n))) if closed else deque()
     next_id, t, steps, sum_d, sum_p, sum_t = (len(waiting) if closed else 0), 0.0, 0, 0, 0, 0.0
-    while np.isnan(done[:total]).any():
+    while pending:
         if not closed:  # arrivals up to now join the waiting queue
             while next_id < size and arrival[next_id] <= t:
                 waiting.append(next_id)
@@ -199,19 +204,27 @@ def simulate(
                 continue
             if prefill_first and not prefill_only and left[r] > 0:
                 continue
-            alloc[r] = min(int(left[r]), budget) if left[r] > 0 else 1
+            alloc[r] = min(left[r], budget) if left[r] > 0 else 1
             budget -= alloc[r]
         while waiting and budget > 0 and len(running) < seqs and (prefill_only or not prefill_first):  # WAITING
-            r = waiting.pop(0)
+            r = waiting.popleft()
             running.append(r)
-            alloc[r] = min(int(left[r]), budget)
+            alloc[r] = min(left[r], budget)
             budget -= alloc[r]
-        d = sum(1 for r, k in alloc.items() if left[r] == 0)
-        p = sum(k for r, k in alloc.items() if left[r] > 0)
-        dt = float(step_time(d, p))
+        d = p = 0
+        for r, k in alloc.items():
+            if left[r] == 0:
+                d += 1
+            else:
+                p += k
+        if coef is not None:
+            dt = coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * p
+        else:
+            dt = float(step_time(d, p))
         t += dt
         steps, sum_d, sum_p, sum_t = steps + 1, sum_d + d, sum_p + p, sum_t + dt
         require(steps <= max_steps, f"scheduler simulation passed {max_steps} steps: is the load sustainable?")
+        ended = False
         for r, k in alloc.items():
             if left[r] > 0:
                 left[r] -= k
@@ -221,21 +234,27 @@ def simulate(
                 made[r] += 1
             if left[r] == 0 and made[r] >= target[r]:
                 done[r] = t
-        finished = [r for r in running if not np.isnan(done[r])]
-        running = [r for r in running if np.isnan(done[r])]
+                ended = True
+                if r < total:
+                    pending -= 1
+        if not ended:
+            continue
+        finished = [r for r in running if done[r] == done[r]]  # not NaN: done
+        running = [r for r in running if done[r] != done[r]]
         if closed:
             for _ in finished:
                 if next_id < size:
                     arrival[next_id] = t
                     waiting.append(next_id)
                     next_id += 1
+    arrival_a, first_a, done_a = np.array(arrival), np.array(first), np.array(done)
     m = slice(warm, total)
-    ttfts, lats = first[m] - arrival[m], done[m] - arrival[m]
+    ttfts, lats = first_a[m] - arrival_a[m], done_a[m] - arrival_a[m]
     ttft, lat = float(np.mean(ttfts)), float(np.mean(lats))
     tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
     tpots = (lats - ttfts) / (osl - 1) if osl > 1 else np.full(meas, tpot)
     if prompts is not None:  # the run's own: its output tokens over its duration
-        out_rate = prompts * osl / float(np.max(done[:total]))
+        out_rate = prompts * osl / float(np.max(done_a[:total]))
     elif closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
         out_rate = n * osl / lat
     else:  # every request completes: what arrives leaves
