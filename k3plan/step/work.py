@@ -129,13 +129,13 @@ def busiest_rank_experts(
     per = num_experts // ep
     cdfs = []
     for r in range(1 if histogram is None else ep):  # uniform routing: every rank's count has one distribution
+        # the convolution by one Bernoulli a step: entry i = dist[i - 1] p + dist[i] (1 - p) (fit imports no numpy:
+        # whole-list comprehensions, the same two products summed as an indexed loop would)
         dist = [1.0]
         for p in ps[r * per : (r + 1) * per]:
-            nxt = [0.0] * (len(dist) + 1)
-            for i, q in enumerate(dist):
-                nxt[i] += q * (1 - p)
-                nxt[i + 1] += q * p
-            dist = nxt
+            stay = [q * (1 - p) for q in dist]
+            move = [q * p for q in dist]
+            dist = [stay[0], *(m + s for m, s in zip(move, stay[1:])), move[-1]]
         acc, cdf = 0.0, []
         for q in dist:
             acc += q
