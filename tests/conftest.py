@@ -7,6 +7,7 @@ import json
 import math
 import os
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ from k3_testing import bundled_raw, tiny_kimi_raw
 from typer.testing import CliRunner
 
 from k3plan.cli.app import app
+
+# pytest keeps the test modules it rewrites for their asserts only where bytecode may be written; under
+# PYTHONDONTWRITEBYTECODE (this machine's environment sets it) each worker rewrote every test module on every run,
+# ~10 s of a 2-core run's collection. The cache goes to the __pycache__ folders .gitignore already leaves out.
+sys.dont_write_bytecode = False
 
 # CI runs the same hypothesis examples every time (a property failure found at random must not make
 # one run of .ci/run red and the next green); HYPOTHESIS_PROFILE=explore draws new examples locally.
