@@ -139,19 +139,17 @@ def sequences_why(r: FitResult, eng: dict) -> str:
             f"{dev.reserve_bytes / gib:.2f} GiB; the engine takes {took})"
         )
     if eng["block_tokens"] > 1:
-        blocks_src = eng["sources"]["num_blocks"]
-        state = (
-            "its KDA state apart, in max_num_seqs + 1 slots a layer"
-            if "slots" in blocks_src
-            else "its windows and compressed caches in DeepSeek-V4's page groups, in the engine's own records "
-            "(engines/vllm/dsv4_pages.py)"
-            if "DeepSeek-V4" in blocks_src and "groups" in blocks_src
-            else "its windows, compressed caches and compressor rings at its own bytes a full token "
-            "(engines/sglang/dsv4_pool.py)"
-            if "a full token" in eng["sources"]["kv_pool_tokens"]
-            else "its KDA state in whole layer groups"
+        state = {
+            "compact-slots": "its KDA state apart, in max_num_seqs + 1 slots a layer",
+            "dsv4-groups": "its windows and compressed caches in DeepSeek-V4's page groups, in the engine's own records "
+            "(engines/vllm/dsv4_pages.py)",
+            "full-token": "its windows, compressed caches and compressor rings at its own bytes a full token "
+            "(engines/sglang/dsv4_pool.py)",
+            "layer-groups": "its KDA state in whole layer groups",
+        }.get(eng.get("layout", ""))
+        why.append(
+            f"it holds a request in whole {eng['block_tokens']}-token blocks" + (f" and {state}" if state else "")
         )
-        why.append(f"it holds a request in whole {eng['block_tokens']}-token blocks and {state}")
     if int(conc) == cap.max_sequences:
         why.append("the budget counts whole sequences, the engine a fraction")
     if conc > 0:

@@ -159,4 +159,5 @@ def sglang_kv_pool(
         starts=starts,
         message=message,
         raised_at=raised_at,
+        layout="full-token" if dsv4 is not None else "",
     )

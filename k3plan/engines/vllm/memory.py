@@ -100,6 +100,10 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     raised_at: str = ""  # where the engine raises ``message`` (file and symbol); "" when it starts
     max_model_len: int = 0  # the length the engine runs at (--max-model-len auto: what it fitted)
     reason_code: str = ""  # the verdict's code where the message does not say it ("launch": a backend refuses)
+    # how the pool holds a request besides its KV blocks: "layer-groups" (vLLM's hybrid groups, the KDA state in whole
+    # layer groups), "compact-slots" (the state in max_num_seqs + 1 slots apart), "dsv4-groups" (DeepSeek-V4's page
+    # groups in the engine's records), "full-token" (SGLang's DeepSeek-V4 bytes a full token); "": token pages only
+    layout: str = ""
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -120,6 +124,8 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
         out.update(starts=self.starts, message=self.message, raised_at=self.raised_at, max_model_len=self.max_model_len)
         if self.reason_code:
             out["reason_code"] = self.reason_code
+        if self.layout:
+            out["layout"] = self.layout
         out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
         return out
 
@@ -288,6 +294,15 @@ def vllm_kv_pool(
         raised_at=raised_at,
         max_model_len=max_model_len,
         reason_code=code,
+        layout=(
+            "dsv4-groups"
+            if dsv4 is not None
+            else "compact-slots"
+            if compact_state_bytes is not None and st and num_gpu_blocks_override is None
+            else "layer-groups"
+            if st
+            else ""
+        ),
     )
 
 
