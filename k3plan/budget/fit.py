@@ -26,6 +26,7 @@ from k3plan.budget.result import (
 )
 from k3plan.budget.temp import point_terms
 from k3plan.budget.temp_graph import VALIDATE_TEMP, TempGraph, validate_temps
+from k3plan.engines.registry import engine_rules
 from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.evidence.calibration import Calibration
@@ -377,6 +378,22 @@ class _Row:
         return lo
 
 
+def v41_charge_unread(setup: Setup, layout: CacheLayout) -> str | None:
+    """DeepSeek-V4.1 on a stack whose engine has a pool accounting of its own (``Dsv4Layout.request_charge``) that
+    k3plan did not read for this model on this machine (vLLM off CUDA, SGLang's V4.1): the KV and state here are the
+    model's own formats, said so."""
+    spec, stack, hw = setup.model.spec, setup.stack, setup.hardware
+    if spec.dsv4 is None or spec.dsv4.csa2 is None or layout.pool_state_bytes != layout.fixed_state_bytes:
+        return None
+    if engine_rules(stack.name).dsv4.request_charge is None:
+        return None
+    return (
+        f"DeepSeek-V4.1 on {stack.name} on {hw.name}: the engine's own pool accounting for V4.1 here was not read, so "
+        "the KV and state are the model's own formats; where k3plan read one (vLLM's CUDA backends: "
+        "step/dsv4_cache.engine_charge) the engine's records and window pages hold several times fewer sequences"
+    )
+
+
 def fit(
     setup: Setup,
     workload: Workload,
@@ -454,6 +471,9 @@ def fit(
         ]
     if engram is not None:
         warnings.extend(engram_notes(setup, engram, fits=fits, free_bytes=int(b.free_bytes)))
+    unread = v41_charge_unread(setup, whole)
+    if unread:
+        warnings.append(unread)
     warnings += setup_warnings(setup, wb, context_tokens=workload.context_tokens)
     notes_pp = [
         f"pp {par.pp}: {st.describe()}: weights {fmt_gib(t.weights_bytes)}, free {fmt_gib(t.free_bytes)}"

@@ -139,3 +139,12 @@ def test_plan_s_pick_holds_the_engine_s_count(cli):
     assert r.exit_code == 0 and "the recommended row's engine" not in " ".join(r.output.split())
     r = cli("plan", "-H", "nvidia-h200", "--context", "131072")
     assert r.exit_code == 0 and "the recommended row's engine" not in " ".join(r.output.split())
+
+
+def test_off_cuda_the_budget_says_the_engine_s_v41_accounting_was_not_read(cli):
+    """vLLM's V4.1 planner was read for its CUDA backends (engines/vllm/dsv4_pages.py); on an AMD GPU the budget prices
+    the model's own formats and says so, never silently (it holds several times the sequences there)."""
+    amd = " ".join(cli("fit", "-m", "deepseek-v4.1-flash", "-H", "amd-mi355x", "-t", "2", "-s", "vllm").output.split())
+    assert "the engine's own pool accounting for V4.1 here was not read" in amd
+    h200 = " ".join(cli("fit", "-m", "deepseek-v4.1-flash", "-H", "nvidia-h200", "-t", "8", "-s", "vllm").output.split())
+    assert "was not read" not in h200
