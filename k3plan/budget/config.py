@@ -202,7 +202,7 @@ def cache_columns(
             vendor=hardware[int(h)].vendor,
             chunk=int(k),
             context=context,
-        )  # fmt: skip
+        )
         for v, h, k in keys
     ]
     return cache_terms(spec, tp=tp, **gather_columns(per, at.reshape(-1)))

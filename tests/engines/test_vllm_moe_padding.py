@@ -1,6 +1,6 @@
 """vLLM pads the intermediate of a TP-split expert shard by its model's rule (engines/vllm/memory.py MOE_SHARD_RULES):
-Kimi-K3's model raises a shard to 256 (vllm-project/vllm#51124), DeepSeek-V4's and V4.1's MXFP4 experts are rounded up
-to the MoE backend's 128 (oracle/mxfp4.py). With expert parallelism each rank holds whole experts: no padding. The
+Kimi-K3's model raises a shard to 256 (vllm-project/vllm#51124), DeepSeek-V4.1's MXFP4 experts are rounded up to the
+MoE backend's 128 (oracle/mxfp4.py). With expert parallelism each rank holds whole experts: no padding. The
 public V4.1 logs it meets: InferenceX#3310 (H200 TP 8, 49.6 GiB a rank) and #3321 (GB300 TP 4, 81.57 GiB), both
 cases in tests/engines/cases."""
 
@@ -28,4 +28,5 @@ def test_k3_s_floor_stays_its_model_s(tp, padded):
 
 def test_expert_parallelism_and_an_even_shard_pad_nothing():
     assert _factor("deepseek_v41", 2304, 8, ep=True) == 1.0
-    assert _factor("deepseek_v4", 2048, 8) == 1.0  # V4-Flash: 256 a shard, a multiple of 128
+    assert _factor("deepseek_v41", 2304, 2) == 1.0  # 1,152 a shard, a multiple of 128
+    assert "deepseek_v4" not in MOE_SHARD_RULES  # V4's own quantization path not read

@@ -546,10 +546,11 @@ K3_MOE_PAD_SOURCE = (
     "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
     "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
 )
-# DeepSeek-V4's and V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up
-# to its backend's alignment: 128 for the backends that run their activation (Marlin, FlashInfer CUTLASS; TRTLLM's
-# 256 takes SWIGLUOAI only, and these models' experts are clamped SiLU), so a V4.1-Flash shard of 2,304 / 8 = 288 is
-# held as 384 (+33%) on H200 and on SM100 alike
+# DeepSeek-V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up to its
+# backend's alignment: 128 for the backends that run their activation (Marlin, FlashInfer CUTLASS; TRTLLM's 256 takes
+# SWIGLUOAI only, and V4.1's experts are clamped SiLU), so a V4.1-Flash shard of 2,304 / 8 = 288 is held as 384 (+33%)
+# on H200 and on SM100 alike. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256 and 384,
+# need no rounding anyway)
 MXFP4_SHARD_ALIGN = 128
 MXFP4_PAD_SOURCE = (
     "vllm-project/vllm vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @001eda31 "
@@ -562,7 +563,6 @@ MXFP4_PAD_SOURCE = (
 # the rule was read for ("": any), the source); ROCm's MXFP4 alignment (256) was not read against a log
 MOE_SHARD_RULES: dict[str, tuple[int, int, str, str]] = {
     "kimi_k3": (K3_MOE_SHARD_FLOOR, 1, "", K3_MOE_PAD_SOURCE),
-    "deepseek_v4": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
     "deepseek_v41": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
 }
 
