@@ -40,18 +40,20 @@ def row_setup(*, space: Space, cols: StepColumns, i: int, model: Model):
     hw = space.hardware[int(cols.hw[i])]
     topo = space.topologies[int(cols.topo[i])]
     st = space.variants[int(cols.variant[i])]
-    mesh, parallel = make_mesh(
-        devices=topo.devices, tp=int(cols.tp[i]), ep=int(cols.ep[i]), dp=int(cols.dp[i]), pp=int(cols.pp[i])
-    )
+    split = tuple(int(getattr(cols, k)[i]) for k in ("tp", "ep", "dp", "pp"))
+    mesh, parallel = make_mesh(devices=topo.devices, tp=split[0], ep=split[1], dp=split[2], pp=split[3])
     st = st.for_mesh(family=model.spec.family, tp=parallel.tp, dp=parallel.dp, ep=parallel.ep)
-    plan = resolve(
-        model.inventory,
-        mesh=mesh,
-        rules=st.sharding.rules,
-        role_overrides=st.sharding.role_overrides,
-        uneven=st.sharding.uneven_axes,
-        source=f"rules of stack {st.name}",
-    )
+    key = (model.spec.name, int(cols.variant[i]), topo.devices, *split)
+    plan = space.shardings.get(key)
+    if plan is None:  # the rules' answer for this variant and mesh, whatever the machine
+        plan = space.shardings[key] = resolve(
+            model.inventory,
+            mesh=mesh,
+            rules=st.sharding.rules,
+            role_overrides=st.sharding.role_overrides,
+            uneven=st.sharding.uneven_axes,
+            source=f"rules of stack {st.name}",
+        )
     return Setup(model=model, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan)
 
 

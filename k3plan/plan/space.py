@@ -14,7 +14,7 @@ rest is numpy repeat/tile.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -55,6 +55,9 @@ class Space:
     cols: SpaceCols
     skipped: dict[int, str] = field(default_factory=dict)  # family -> why it has no configurations
     experts: int = 0  # the model's routed experts (a row names an uneven placement of them); 0: not said
+    # the sharding plan of each (model, stack variant, devices, tp, ep, dp, pp) a row's setup was built with, resolved
+    # once for this space (plan.expected.row_setup): the rows of one variant and split on several machines share it
+    shardings: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def size(self) -> int:
