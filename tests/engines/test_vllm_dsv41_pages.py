@@ -137,6 +137,16 @@ def test_plan_s_pick_holds_the_engine_s_count(cli):
     none for K3 (README's plan)."""
     r = cli("plan", "-m", "deepseek-v4.1-flash", "-H", "nvidia-h200", "--stacks", "vllm", "--context", "131072")
     assert r.exit_code == 0 and "the recommended row's engine" not in " ".join(r.output.split())
+    pick = json.loads(
+        cli("plan", "-m", "deepseek-v4.1-flash", "-H", "nvidia-h200", "--stacks", "vllm", "--context", "131072",
+            "--json").stdout
+    )["ranked"][0]  # fmt: skip
+    f = json.loads(
+        cli("fit", "-m", "deepseek-v4.1-flash", "-H", "nvidia-h200", "-t", pick["topology"], "--tp", str(pick["tp"]),
+            "--ep", str(pick["ep"]), "-s", "vllm", "--json").stdout
+    )  # fmt: skip
+    engine = f["engine"]["max_concurrency"]
+    assert pick["max_sequences"] == f["capacity"]["max_sequences"] and engine <= pick["max_sequences"] <= 1.05 * engine
     r = cli("plan", "-H", "nvidia-h200", "--context", "131072")
     assert r.exit_code == 0 and "the recommended row's engine" not in " ".join(r.output.split())
 
