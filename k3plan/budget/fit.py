@@ -378,14 +378,17 @@ class _Row:
         return lo
 
 
-def v41_charge_unread(setup: Setup, layout: CacheLayout) -> str | None:
+def v41_charge_unread(setup: Setup, workload: Workload) -> str | None:
     """DeepSeek-V4.1 on a stack whose engine has a pool accounting of its own (``Dsv4Layout.request_charge``) that
-    k3plan did not read for this model on this machine (vLLM off CUDA, SGLang's V4.1): the KV and state here are the
-    model's own formats, said so."""
+    k3plan did not read for this model on this machine (vLLM off CUDA, SGLang's V4.1: step/dsv4_cache.engine_charge
+    gives none): the KV and state here are the model's own formats, said so."""
+    from k3plan.step.dsv4_cache import engine_charge
+
     spec, stack, hw = setup.model.spec, setup.stack, setup.hardware
-    if spec.dsv4 is None or spec.dsv4.csa2 is None or layout.pool_state_bytes != layout.fixed_state_bytes:
+    if spec.dsv4 is None or spec.dsv4.csa2 is None or engine_rules(stack.name).dsv4.request_charge is None:
         return None
-    if engine_rules(stack.name).dsv4.request_charge is None:
+    chunk, context = workload.prefill_chunk_tokens, workload.context_tokens
+    if engine_charge(spec, stack, hardware=hw.name, vendor=hw.vendor, chunk=chunk, context=context) is not None:
         return None
     return (
         f"DeepSeek-V4.1 on {stack.name} on {hw.name}: the engine's own pool accounting for V4.1 here was not read, so "
@@ -471,7 +474,7 @@ def fit(
         ]
     if engram is not None:
         warnings.extend(engram_notes(setup, engram, fits=fits, free_bytes=int(b.free_bytes)))
-    unread = v41_charge_unread(setup, whole)
+    unread = v41_charge_unread(setup, workload)
     if unread:
         warnings.append(unread)
     warnings += setup_warnings(setup, wb, context_tokens=workload.context_tokens)

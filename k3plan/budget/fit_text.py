@@ -189,8 +189,7 @@ def _dsv4_text(setup: Setup, what: str, *, layout: CacheLayout, chunk: int, cont
     from k3plan.step import dsv4_cache
 
     spec, stack, hw = setup.model.spec, setup.stack, setup.hardware
-    charge = dsv4_cache.engine_charge(spec, stack.name, hardware=hw.name, vendor=hw.vendor, chunk=chunk,
-                                      context=context, verify_tokens=stack.state.verify_tokens)  # fmt: skip
+    charge = dsv4_cache.engine_charge(spec, stack, hardware=hw.name, vendor=hw.vendor, chunk=chunk, context=context)
     if charge is not None and what == "kv":
         return (
             f"engine: {stack.name}'s own charge, as its start check sizes the pool (the budget and the engine one "

@@ -255,15 +255,7 @@ def cache_inputs(
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
-    charge = engine_charge(
-        spec,
-        stack.name,
-        hardware=hardware,
-        vendor=vendor,
-        chunk=chunk,
-        context=context,
-        verify_tokens=stack.state.verify_tokens,
-    )
+    charge = engine_charge(spec, stack, hardware=hardware, vendor=vendor, chunk=chunk, context=context)
     if charge is not None:  # a block of context is the block's bytes, spread over the layers (rounded up)
         out.update(
             kv_layer=math.ceil(charge.block_bytes / (charge.block_tokens * spec.n_mla)),

@@ -34,10 +34,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from k3plan.engines.dsv4_layout import CSA, F32, Dsv4Layout, RequestCharge, Source
 from k3plan.engines.registry import engine_rules
 from k3plan.models.spec import DSV4Dims, ModelSpec
+
+if TYPE_CHECKING:
+    from k3plan.engines.stack import Stack
 
 # a layout's types, and the ratio and word size they read: k3plan.engines.dsv4_layout; each engine's layout and
 # Engram placement: engines/<engine>/dsv4.py, read through the engine's description (Engine.dsv4, Engine.engram)
@@ -52,27 +56,20 @@ def layout_for_stack(stack_name: str) -> Dsv4Layout:
 
 
 def engine_charge(
-    spec: ModelSpec,
-    stack_name: str,
-    *,
-    hardware: str,
-    vendor: str,
-    chunk: int,
-    context: int,
-    verify_tokens: int = 1,
+    spec: ModelSpec, stack: Stack, *, hardware: str, vendor: str, chunk: int, context: int
 ) -> RequestCharge | None:
-    """Where ``stack_name``'s engine charges a DeepSeek-V4 request by its own pool accounting on ``hardware``
+    """Where ``stack``'s engine charges a DeepSeek-V4 request by its own pool accounting on ``hardware``
     (``Dsv4Layout.request_charge``: V4.1 on vLLM's CUDA backends, V4 on SGLang), at ``chunk`` tokens a step and
-    ``context`` tokens, with the model's draft layers in the pool where a step verifies ``verify_tokens`` > 1 tokens
-    (speculative decoding); None for every other model, engine or machine (no hardware given: the model's own bytes a
-    token)."""
+    ``context`` tokens, with the model's draft layers in the pool where the stack's step verifies more than one token
+    (``state.verify_tokens``: speculative decoding); None for every other model, engine or machine (no hardware given:
+    the model's own bytes a token). The one call the budget's layout and its source line both make."""
     d = spec.dsv4
     if d is None or not hardware:
         return None
-    rule = layout_for_stack(stack_name).request_charge
+    rule = layout_for_stack(stack.name).request_charge
     if rule is None:
         return None
-    spec_tokens = max(verify_tokens - 1, 0)
+    spec_tokens = max(stack.state.verify_tokens - 1, 0)
     drafts = spec.mtp_layers if spec_tokens else 0
     return rule(
         d, hardware=hardware, vendor=vendor, chunk=chunk, context=context, draft_layers=drafts, spec_tokens=spec_tokens
