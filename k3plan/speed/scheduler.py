@@ -194,6 +194,24 @@ def simulate(
             if not running and not waiting:
                 t = arrival[next_id]
                 continue
+        if closed and running and len(running) <= token_budget and (not waiting or len(running) >= seqs):
+            # a run of decode-only steps: every running request decoding, none admitted, each step the same d; the
+            # steps before the first of them ends are stepped here without the per-request loop (the same float
+            # additions in the same order, so every figure is the one the loop gives)
+            skip = min(min(target[r] - made[r] for r in running) - 1, max_steps - steps)
+            if skip > 0 and all(left[r] == 0 for r in running):
+                d = len(running)
+                dt = (
+                    coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * 0
+                    if coef is not None
+                    else float(step_time(d, 0))
+                )
+                for _ in range(skip):
+                    t += dt
+                    sum_t += dt
+                steps, sum_d = steps + skip, sum_d + d * skip
+                for r in running:
+                    made[r] += skip
         budget, alloc = token_budget, {}
         # SGLang: a prefill step whenever a prompt is mid-chunk or one waits for a free slot; it decodes no one
         prefill_only = prefill_first and (any(left[r] > 0 for r in running) or (bool(waiting) and len(running) < seqs))
