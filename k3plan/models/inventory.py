@@ -166,6 +166,12 @@ class TensorInventory(Frozen, dict=True):  # dict: room for the cached propertie
     def text(self) -> tuple[Tensor, ...]:
         return tuple(t for t in self.tensors if t.kind not in ("vision", "mtp", "engram"))
 
+    @cached_property
+    def role_formats(self) -> frozenset[tuple[str, str]]:
+        """The distinct (role, checkpoint format) pairs of ``text``: what a stack's runtime formats are read at
+        (``Stack.runtime_format`` depends on a tensor only through these two)."""
+        return frozenset((t.role, t.fmt) for t in self.text)
+
     def of_kind(self, kind: str) -> tuple[Tensor, ...]:
         return tuple(t for t in self.tensors if t.kind == kind)
 

@@ -452,9 +452,8 @@ def expert_formats(setup) -> tuple[str, ...]:
     """The formats the stack holds the model's routed experts in (``Stack.runtime_format`` of each expert tensor's
     checkpoint format), sorted."""
     stack = setup.stack
-    return tuple(
-        sorted({stack.runtime_format(t.role, t.fmt) for t in setup.model.inventory.text if t.role == "expert"})
-    )
+    pairs = setup.model.inventory.role_formats
+    return tuple(sorted({stack.runtime_format(role, fmt) for role, fmt in pairs if role == "expert"}))
 
 
 def step_terms(step: StepInput, terms: frozenset[str] | None = None) -> tuple[EngineTerm, ...]:
