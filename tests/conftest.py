@@ -114,19 +114,40 @@ SLOW_MODULES = frozenset(
         "tests/docs/test_readme_run.py",  # the README run three ways (benchmarks/readme_run.py): ~10 minutes
     }
 )
-# Single tests that run `report` over several platforms (7-8 s a process alone since plan's rows carry the served
-# model under a load, 20-30 s under the suite's two workers): the same marker, by node id (parametrized ids included)
+# Single tests that run `report` over several platforms (6-8 s a process alone since plan's rows carry the served
+# model under a load, 20-30 s under the suite's two workers): the same marker, by node id -- a test's name (all its
+# parameters) or one parametrized id. The README's and `k3plan --help`'s default `report --html` is the same run
+# as tests/newcomer/test_plots_readable.py::test_report_plots, which checks what those two do (its exit code, no
+# engine refusal) in the plain run; their own copies of it run in the slow one.
 SLOW_TESTS = frozenset(
     {
         "tests/app/test_dsv41_engram_matrix.py::test_report_answers",
         "tests/sharding/test_uneven_every_command.py::test_report_pick_on_an_uneven_split_says_so",
+        # builds the sdist and the wheel, installs the wheel in a fresh venv and runs seven commands there: 15 s
+        "tests/test_packaging.py::test_wheel_installed_outside_the_checkout_matches_the_checkout",
+        "tests/cli/test_help_examples.py::test_each_help_example_exits_as_documented[k3plan report --out "
+        "reports/k3.md --html]",
+        "tests/newcomer/test_readme_engine_refusals.py::test_no_readme_example_prints_an_engine_refusal[k3plan "
+        "report --out reports/k3-capacity.md --html]",
     }
 )
 _ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config, items):
+    matched: set[str] = set()
+    functions: dict[str, int] = {}  # where::function -> items collected of it
     for item in items:
         where = Path(str(item.fspath)).resolve().relative_to(_ROOT).as_posix()
-        if where in SLOW_MODULES or f"{where}::{item.originalname}" in SLOW_TESTS:
+        func = f"{where}::{item.originalname}"
+        functions[func] = functions.get(func, 0) + 1
+        hit = {func, f"{where}::{item.name}"} & SLOW_TESTS
+        matched |= hit
+        if where in SLOW_MODULES or hit:
             item.add_marker(pytest.mark.slow)
+    # a listed parametrized id that no longer exists (the README's or a --help example's text changed) would leave
+    # its run in the plain suite silently: refused wherever its function's parameters were all collected
+    for entry in SLOW_TESTS - matched:
+        func = entry.split("[", 1)[0]
+        if "[" in entry and functions.get(func, 0) > 1:
+            raise pytest.UsageError(f"tests/conftest.py SLOW_TESTS: {entry} matches no collected test; update it")

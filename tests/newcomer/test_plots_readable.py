@@ -3,6 +3,8 @@ hidden series (a legend entry with nothing visible, two platforms' points drawn 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -39,8 +41,11 @@ def figures(monkeypatch):
                 "markers": markers,
                 "title": fig.axes[0].get_title(),
             }
+            return write(fig, path, **kw)  # written as well: report --html embeds the files
 
         return save
+
+    from k3plan.io_safe import save_figure as write
 
     monkeypatch.setattr("k3plan.report.capacity_plots.save_figure", capture("capacity"))
     monkeypatch.setattr("k3plan.report.plots.save_figure", capture("plots"))
@@ -48,10 +53,17 @@ def figures(monkeypatch):
 
 
 def test_report_plots(cli, tmp_path, figures):
-    r = cli(
-        "report", "-H", "tpu-v7x,tpu-v6e,nvidia-b200,nvidia-gb300-nvl72", "-c", "128k,1M", "--out", tmp_path / "k.md"
-    )
+    # the README's and `k3plan --help`'s own example (README.md: `k3plan report --out reports/k3-capacity.md
+    # --html`), whose default platforms and contexts are the ones checked below; this run also stands for their
+    # copies of it, which run only in the slow suite (tests/conftest.py SLOW_TESTS): exit 0 as the help says, and
+    # no engine refusal printed, as the README's examples must not
+    from tests.newcomer.test_readme_engine_refusals import REFUSALS
+
+    r = cli("report", "--out", tmp_path / "k3-capacity.md", "--html")
     assert r.exit_code == 0, r.output[-500:]
+    out = " ".join(r.output.split())
+    assert not any(re.search(p, out) for p in REFUSALS), out[-500:]
+    assert "tpu-v7x" in out and "nvidia-gb300-nvl72" in out and (tmp_path / "k3-capacity.html").is_file()
     assert set(figures) == {"memory.png", "curve.png", "roofline.png"}
     assert all(not f["clipped"] for f in figures.values()), {k: f["clipped"] for k, f in figures.items()}
     # KDA state (0.06 GiB at most beside 277 GiB bars) says so rather than show a swatch with nothing drawn
