@@ -161,7 +161,13 @@ def read(r: Reading) -> None:
     if runner is not None and runner != "auto":
         r.caveats.append(
             f"--moe-runner-backend {runner}: the MoE kernel; k3plan prices the experts in the stack's runtime format "
-            "whichever runner SGLang picks (a runner that converts the experts at load is not priced)"
+            "whichever runner SGLang picks (a runner that converts the experts at load is not priced"
+            + (
+                "; Marlin's repack holds DeepSeek-V4's FP4 experts with E8M0 scales, below what SGLang's one public "
+                "V4 log holds: engines/sglang/stack.yaml sharding cite o_groups)"
+                if runner == "marlin"
+                else ")"
+            )
         )
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
