@@ -56,9 +56,15 @@ def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights_and_window
     plain = _engine(cli, "nvidia-h200", inferencex_v41(8, dspark=False))
     dspark = _engine(cli, "nvidia-h200", inferencex_v41(8))
     extra = dspark["weights_bytes"] - plain["weights_bytes"]
-    # ~1.3 GiB a device at TP 8: the 3 stages (~1 GiB), their experts' shards padded 288 -> 384 as the target's
-    # (engines/vllm/memory.py MOE_SHARD_RULES)
-    assert 1.2 * 2**30 < extra < 1.4 * 2**30
+    # the target keeps its pre-hc_head hidden states for the drafter (DeepseekV4Model._mtp_hidden_buffer: dspark is
+    # use_eagle()): max_num_batched_tokens (8,192 here) x hc_mult x hidden bf16, 0.25 GiB
+    d = load_model("deepseek-v4.1-flash").spec
+    hidden = 8192 * d.dsv4.hc_mult * d.hidden_size * 2
+    assert "_mtp_hidden_buffer 8,192 x" in dspark["sources"]["weights"]
+    assert "_mtp_hidden_buffer 8,192 x" not in plain["sources"]["weights"]
+    # the rest, ~1.3 GiB a device at TP 8: the 3 stages (~1 GiB), their experts' shards padded 288 -> 384 as the
+    # target's (engines/vllm/memory.py MOE_SHARD_RULES)
+    assert 1.2 * 2**30 < extra - hidden < 1.4 * 2**30
     assert "DSpark stages" in dspark["sources"]["weights"]
     # the three draft layers' windows: 43 windowed caches in 11 groups of 4 (40 in 10 without the drafter)
     assert "window[10]" in dspark["sources"]["num_blocks"] and "window[10]" not in plain["sources"]["num_blocks"]

@@ -110,20 +110,32 @@ def dsv41_profile_workspace(d: DSV4Dims, *, max_model_len: int, fp4_indexer: boo
 V41_MODEL_SOURCE = (
     "vllm-project/vllm vllm/models/deepseek_v41/nvidia/model.py @0130d488 DeepseekV4Model.__init__ (topk_indices_buffer "
     "[max_num_batched_tokens, index_topk] int32; candidate_block_buffer [max_num_batched_tokens, candidate_topk_blocks] "
-    "int32 where a candidate source is named), allocated while the model is built, inside the load's measurement"
+    "int32 where a candidate source is named; _mtp_hidden_buffer [max_num_batched_tokens, hc_mult x hidden] in the "
+    "model dtype on the last PP rank where spec_config.use_eagle() or uses_draft_model()), allocated while the model "
+    "is built, inside the load's measurement (use_eagle() takes mtp and dspark: vllm/config/speculative.py @002e77c1)"
 )
 
 
-def dsv41_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int) -> tuple[int, str]:
+def dsv41_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int, drafter_row_bytes: int = 0) -> tuple[int, str]:
     """The buffers vLLM's V4.1 model allocates while it is built (``V41_MODEL_SOURCE``): counted in the weights the
-    engine logs ("Model loading took"), as the load's memory measurement holds them. (bytes, where they come from)."""
+    engine logs ("Model loading took"), as the load's memory measurement holds them. ``drafter_row_bytes``: a row of
+    the hidden states it keeps for a drafter that reads them (``DraftPricing.target_hidden_row_bytes``; 0: no such
+    drafter). (bytes, where they come from)."""
     assert d.csa2 is not None
     topk = max_num_batched_tokens * d.index_topk * 4
     c = d.csa2
     named = c.candidate_source_layer_id is not None and c.candidate_source_layer_id >= 0
     cand = max_num_batched_tokens * c.candidate_topk_blocks * 4 if named else 0
-    return topk + cand, (
-        f"the model's buffers {topk + cand:,} B (topk_indices_buffer {max_num_batched_tokens:,} x {d.index_topk} int32"
+    hidden = max_num_batched_tokens * drafter_row_bytes
+    return topk + cand + hidden, (
+        f"the model's buffers {topk + cand + hidden:,} B (topk_indices_buffer {max_num_batched_tokens:,} x "
+        f"{d.index_topk} int32"
         + (f", candidate_block_buffer {max_num_batched_tokens:,} x {c.candidate_topk_blocks} int32" if cand else "")
+        + (
+            f", _mtp_hidden_buffer {max_num_batched_tokens:,} x {drafter_row_bytes:,} B (hc_mult x hidden bf16, kept "
+            "for the drafter: spec_config.use_eagle())"
+            if hidden
+            else ""
+        )
         + f": {V41_MODEL_SOURCE})"
     )

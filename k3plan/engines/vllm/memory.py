@@ -415,7 +415,11 @@ def engine_sizing(
         and kv_pool_method == "utilization_minus_profile"
         and vendor == "nvidia"
     ):
-        buffers, how = dsv41_model_buffers(dsv4, max_num_batched_tokens=max_num_batched_tokens)
+        buffers, how = dsv41_model_buffers(
+            dsv4,
+            max_num_batched_tokens=max_num_batched_tokens,
+            drafter_row_bytes=draft.target_hidden_row_bytes if draft is not None else 0,
+        )
         weights_bytes += buffers
         weights_src += f", + {how}"
     pages = None

@@ -134,6 +134,11 @@ class DraftPricing(Frozen):
     # the drafter's routed experts a device (in bytes_per_device), which a TP split pads as the target's
     # (engines/vllm/memory.py MOE_SHARD_RULES)
     expert_bytes_per_device: int = 0
+    # a drafter that reads the target's hidden states (vLLM SpeculativeConfig.use_eagle(): eagle, eagle3, mtp,
+    # dflash, dspark; vllm/config/speculative.py @002e77c1): one token's pre-hc_head hidden state of a DeepSeek-V4
+    # target, hc_mult x hidden in the model dtype, the row of the buffer the target keeps for it
+    # (engines/vllm/dsv4_workspace.py dsv41_model_buffers); 0: none kept
+    target_hidden_row_bytes: int = 0
 
 
 def read_speculative(get, model_text: str) -> SpecServe | None:
@@ -266,6 +271,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
             dsv4_mtp_ratios=tuple(s.dsv4.mtp_compress_ratios[: s.mtp_layers]),
             num_speculative_tokens=n,
             expert_bytes_per_device=-(-split_ep // ep),
+            target_hidden_row_bytes=_hidden_row(s),
         )
     mla = len({t.layer for t in mtp if "kv_a_proj_with_mqa" in t.name})
     if mla != s.mtp_layers:
@@ -298,6 +304,7 @@ def _draft_split(tensors, whole_keys: tuple[str, ...]) -> tuple[int, int, int]:
 # parameters, the router); the Markov head's vocab tables are over TP (VocabParallelEmbedding, ParallelLMHead)
 _DSPARK_WHOLE = ("main_proj", "main_norm", "confidence_head", "norm", ".hc_", "hc_head", ".gate.")
 _INT32 = 4
+_BF16 = 2
 
 
 def _dspark_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_tokens: int) -> DraftPricing:
@@ -330,4 +337,11 @@ def _dspark_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched
         dsv4_mtp_ratios=ratios,
         num_speculative_tokens=spec.num_speculative_tokens or 0,
         expert_bytes_per_device=-(-split_ep // ep),
+        target_hidden_row_bytes=_hidden_row(s),
     )
+
+
+def _hidden_row(s) -> int:
+    """One token's mHC hidden state of a DeepSeek-V4 target (hc_mult x hidden, bf16: the model dtype of the V4
+    checkpoints' configs): what DraftPricing.target_hidden_row_bytes holds for mtp and dspark, both use_eagle()."""
+    return s.dsv4.hc_mult * s.hidden_size * _BF16
