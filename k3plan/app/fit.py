@@ -350,20 +350,6 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             f"--serve: --kv-cache-dtype nvfp4_ds_mla: vLLM's DeepSeek-V4.1 packed record; {q.model} on {q.engine} has "
             "no such layout; expected fp8 (or auto)"
         )
-    if (
-        engine_rules(q.engine).pool_rule == "static"
-        and model.spec.dsv4 is not None
-        and model.spec.dsv4.csa2 is not None
-    ):  # DeepSeek-V4's full-token pool is read (engines/sglang/dsv4_pool.py); V4.1's is not: said, not silent
-        q = dataclasses.replace(
-            q,
-            caveats=(
-                *q.caveats,
-                f"{q.engine}'s DeepSeek-V4.1 pool accounting was not read: the token count is k3plan's per-layer KV a "
-                "token, not the engine's (for DeepSeek-V4 the engine's full-token accounting holds 4.1x fewer tokens "
-                "than that rule: engines/sglang/dsv4_pool.py)",
-            ),
-        )
     if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
         from k3plan.engines.vllm.spec import draft_pricing
 
@@ -421,8 +407,26 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if lay is None:
         return None
     if served is not None and engine_rules(served.engine).pool_rule == "static":
-        from k3plan.engines.sglang.dsv4_pool import sglang_dsv4_pool
+        from k3plan.engines.sglang.dsv4_pool import V41_RUNNING, sglang_dsv4_pool, sglang_dsv41_pool
         from k3plan.engines.sglang.memory import sglang_kv_pool
+
+        d4 = spec.dsv4
+        # DeepSeek-V4's sub-pools at one full-token count; V4.1's with its sliding-window pool taken first in cap
+        # mode (engines/sglang/dsv4_pool.py)
+        pool4 = (
+            None
+            if d4 is None
+            else sglang_dsv4_pool(d4, swa_ratio=served.swa_full_tokens_ratio)
+            if d4.csa2 is None
+            else sglang_dsv41_pool(
+                d4,
+                chunk=result.workload.prefill_chunk_tokens,
+                max_running_requests=served.max_running_requests or V41_RUNNING,
+                radix_cache=st.chosen.get("disable_radix_cache", "false") != "true",
+                swa_ratio=served.swa_full_tokens_ratio,
+                page=served.page_size,
+            )
+        )
 
         sg = sglang_kv_pool(
             mem_fraction_static=round(1 - st.reserve.fraction_of_usable_hbm, 12),
@@ -433,13 +437,11 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             state_source=result.provenance.state,
             kv_bytes_per_token=lay.kv_bytes_per_token_layer * lay.n_mla,
             max_model_len=result.workload.context_tokens,
-            max_running_requests=served.max_running_requests,
+            # DeepSeek-V4's default where the command sets none (engines/sglang/dsv4_pool.py V41_RUNNING)
+            max_running_requests=served.max_running_requests or (V41_RUNNING if d4 is not None else None),
             max_total_tokens=served.max_total_tokens,
             page_size=served.page_size or 1,
-            # DeepSeek-V4's sub-pools at one full-token count (engines/sglang/dsv4_pool.py)
-            dsv4=sglang_dsv4_pool(spec.dsv4, swa_ratio=served.swa_full_tokens_ratio)
-            if spec.dsv4 is not None and spec.dsv4.csa2 is None
-            else None,
+            dsv4=pool4,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -197,6 +197,12 @@ def _dsv4_text(setup: Setup, what: str, *, layout: CacheLayout, chunk: int, cont
             f"device, carried as {layout.kv_bytes_per_token_layer} B a token x {layout.n_mla} layers (rounded up); "
             f"{charge.source}"
         )
+    if charge is not None and charge.apart_bytes:
+        return (
+            f"engine: {stack.name}'s own charge a request whatever its context: {charge.apart_source} = "
+            f"{charge.fixed_bytes:,} B a device (the model's own fixed state, what a decode step reads: "
+            f"{layout.fixed_state_bytes:,} B)"
+        )
     if charge is not None and charge.fixed_blocks:
         return (
             f"engine: {stack.name}'s own charge a request whatever its context, its windows' pages (each holding the "

@@ -37,10 +37,14 @@ class RequestCharge:
     block_bytes: int | float
     fixed_blocks: int
     source: str
+    # bytes a request holds apart from its blocks whatever its context (SGLang's V4.1 sliding-window pool, sized in
+    # tokens a request: engines/sglang/dsv4_pool.py), and what they are
+    apart_bytes: int = 0
+    apart_source: str = ""
 
     @property
     def fixed_bytes(self) -> int:
-        return int(self.fixed_blocks * self.block_bytes)
+        return int(self.fixed_blocks * self.block_bytes) + self.apart_bytes
 
 
 # (dims; keywords: hardware name, vendor, chunk = max_num_batched_tokens, context = max_model_len, draft_layers = the

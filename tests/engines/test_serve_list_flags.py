@@ -35,17 +35,19 @@ def test_sglang_s_list_flags_and_its_no_ep_default_read():
 
 
 def test_sglang_s_max_total_tokens_caps_the_pool(cli):
+    # 8 GPUs: on 4 at 0.8 SGLang's V4.1 sliding-window pool (cap mode, 256 requests) leaves no room for a full pool
     base = (
-        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --mem-fraction-static 0.8"
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --mem-fraction-static 0.8"
     )
-    free = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "4", "--serve", base, "--json").stdout)["engine"]
+    free = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", base, "--json").stdout)["engine"]
+    assert free["starts"] and free["kv_pool_tokens"] > 0
     cap = free["kv_pool_tokens"] // 3
     got = json.loads(
-        cli("fit", "-H", "nvidia-b200", "-t", "4", "--serve", f"{base} --max-total-tokens {cap}", "--json").stdout
+        cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", f"{base} --max-total-tokens {cap}", "--json").stdout
     )["engine"]
-    assert got["kv_pool_tokens"] == cap and got["kv_pool_bytes"] < free["kv_pool_bytes"]
+    assert got["kv_pool_tokens"] == cap // 256 * 256 and got["kv_pool_bytes"] < free["kv_pool_bytes"]  # V4 pages: 256
     above = json.loads(
-        cli("fit", "-H", "nvidia-b200", "-t", "4", "--serve", f"{base} --max-total-tokens {2**31 - 1}", "--json").stdout
+        cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", f"{base} --max-total-tokens {2**31 - 1}", "--json").stdout
     )["engine"]
     assert above["kv_pool_tokens"] == free["kv_pool_tokens"]  # a cap above the pool changes nothing
 

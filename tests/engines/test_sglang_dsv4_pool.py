@@ -17,7 +17,7 @@ import math
 import pytest
 
 from k3plan.engines.serve import parse_serve
-from k3plan.engines.sglang.dsv4_pool import PAGE, SWA_RATIO, sglang_dsv4_pool
+from k3plan.engines.sglang.dsv4_pool import PAGE, SWA_RATIO, sglang_dsv4_pool, sglang_dsv41_pool
 from k3plan.errors import K3PlanError
 from k3plan.models.loader import load_model
 
@@ -27,6 +27,11 @@ GB = 1 << 30  # SGLang's "GB" is GiB (get_available_gpu_memory divides by 1 << 3
 @pytest.fixture(scope="module")
 def flash():
     return load_model("deepseek-v4-flash").spec.dsv4
+
+
+@pytest.fixture(scope="module")
+def flash41():
+    return load_model("deepseek-v4.1-flash").spec.dsv4
 
 
 def test_bytes_per_full_token_and_the_full_token_counts_are_the_log_s(flash):
@@ -122,9 +127,42 @@ def test_vllm_s_nvfp4_record_is_not_sglang_s():
         )
 
 
-def test_v41_on_sglang_says_its_pool_accounting_was_not_read(cli):
-    r = cli("fit", "-H", "nvidia-b200", "--serve", "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4")
-    assert "DeepSeek-V4.1 pool accounting was not read" in " ".join(r.output.split())
+def test_v41_s_bytes_a_full_token_and_sliding_window_pool_are_its_start_log_s(flash41):
+    """SGLang's DeepSeek-V4.1 pool (sglang_dsv41_pool, V41_SOURCE): the KV sources' latents and fp4 index keys over their
+    ratios, a full token; the sliding-window pool apart. A public V4.1-Flash start with DSpark (one draft layer)
+    logs 'DSV4 memory calculation: bytes_per_full_token=1670.75, available_bytes=8.84 GB, ..., swa_fixed=0.30 GB,
+    full_token=5491200' for 'DSV4 SWA sizing: mode=cap, swa_tokens=13312'."""
+    spec = sglang_dsv41_pool(flash41, chunk=1024, max_running_requests=4, draft_layers=1)
+    assert round(spec.bytes_per_full_token, 2) == 1670.75 and round(spec.bytes_per_swa_token) == 23_944
+    swa_fixed = 13_312 * spec.bytes_per_swa_token  # the logged swa_tokens (their cap under DSpark is not priced)
+    assert round(swa_fixed / GB, 2) == 0.30
+    # full_token from the logged available bytes, printed to 0.01 GiB: within that rounding of the log's 5,491,200
+    lo, hi = ((8.84 + e) * GB - swa_fixed for e in (-0.005, 0.005))
+    assert int(lo / spec.bytes_per_full_token) <= 5_491_200 <= int(hi / spec.bytes_per_full_token)
+    plain = sglang_dsv41_pool(flash41, chunk=8192, max_running_requests=256)
+    assert plain.bytes_per_full_token == (584 + 68) / 2 * 3 + (584 + 68)  # layers 2, 8, 14 at ratio 2; 20 at 1
+    # cap mode at SGLang's V4 defaults: (128 + 128 + 2 x 256 + 4 x (128 + 256)) x 256 + 2 x 8,192 + 256 tokens
+    assert plain.fixed_bytes == 606_464 * 584 * 40 and plain.swa_tokens_per_request == 2_304
+    ratio = sglang_dsv41_pool(flash41, chunk=8192, max_running_requests=256, swa_ratio=0.1)
+    assert ratio.fixed_bytes == 0 and ratio.bytes_per_full_token == plain.bytes_per_full_token + 0.1 * 584 * 40
+
+
+def test_v41_on_sglang_starts_on_its_own_pool_and_the_budget_charges_a_request_as_it_does(cli, flash41):
+    """--serve: the start check takes the sliding-window pool first and divides the rest by SGLang's bytes a full
+    token; without --serve the budget charges a request the same bytes a full token and its share of that pool."""
+    r = cli("fit", "-H", "nvidia-b200", "--serve", "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4",
+            "--json")  # fmt: skip
+    eng = json.loads(r.stdout)["engine"]
+    pool = sglang_dsv41_pool(flash41, chunk=16384, max_running_requests=256)
+    assert "cap mode" in eng["sources"]["kv_pool_tokens"] and "V4.1 pool accounting was not read" not in r.output
+    assert eng["kv_pool_tokens"] == int(eng["kv_pool_bytes"] / pool.bytes_per_full_token) // 256 * 256
+    assert "max_running_requests=256" in eng["message"]
+    f = json.loads(cli("fit", "-m", "deepseek-v4.1-flash", "-H", "nvidia-b200", "-t", "4", "-s", "sglang",
+                       "--json").stdout)  # fmt: skip
+    per = f["per_device"]
+    layers = len(flash41.compress_ratios)
+    assert per["kv_bytes_per_token"] // layers == math.ceil(pool.bytes_per_full_token / layers)
+    assert per["state_bytes"] == pool.swa_tokens_per_request * 584 * layers  # one sequence's share
 
 
 def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flash):

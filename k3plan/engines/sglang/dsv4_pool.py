@@ -51,12 +51,103 @@ RING = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative
 
 
 class SglangDsv4Pool(Frozen):
-    """A full token's bytes in SGLang's DeepSeek-V4 pool and the page its token count is rounded to."""
+    """A full token's bytes in SGLang's DeepSeek-V4 pool and the page its token count is rounded to; ``fixed_bytes``
+    what the pool takes before it divides by them (DeepSeek-V4.1's sliding-window pool in cap mode, below)."""
 
     bytes_per_full_token: float
     page: int
     swa_ratio: float
     source: str
+    fixed_bytes: int = 0
+    # V4.1 in cap mode: the sliding-window tokens a running request holds (its window, the eviction interval, a page
+    # of padding, its next decode's page, and the radix cache's prefix tails) at bytes_per_swa_token
+    swa_tokens_per_request: int = 0
+    bytes_per_swa_token: float = 0.0
+
+
+# DeepSeek-V4.1 (V41_SOURCE): SGLang serves it through DeepseekV4ForCausalLM with DSV4PoolConfigurator. Its ratio-1 / 2
+# KV-source layers keep one 584-B latent (kv_bytes) and one fp4 index key (index_head_dim / 2 + index_head_dim / 32:
+# the low-ratio index pools are built with force_fp4) per compressed position; no ratio-4 or ratio-128 layer, so no c4
+# / c128 terms. Left without --swa-full-tokens-ratio (the automatic 0.1 does not count as the operator's) and with
+# max_running_requests and a chunk known, the sliding-window pool is sized in cap mode: ceil_align(cap + headroom,
+# page) tokens at bytes_per_swa_token = kv_bytes x the target's layers, taken before the division; cap =
+# (window + SGLANG_SWA_EVICTION_INTERVAL x draft tokens + page + the next decode's page) x max_running_requests +
+# 2 chunks in flight (the overlap scheduler) + a page; headroom = prefix_tails x (window + page), prefix_tails =
+# 4 x max_running_requests with the radix cache on, 0 with it off. Speculative decoding (DSpark) scales both
+# per-token figures by (layers + 1) / layers and changes the next decode's allocation (get_alloc_len_per_decode,
+# not read): not priced here
+V41_SOURCE = (
+    "sgl-project/sglang@8bf69b4f python/sglang/srt/model_executor/pool_configurator.py (DSV4PoolConfigurator: "
+    "low_ratio_bytes_per_full_token, _get_bytes_per_full_token, _get_bytes_per_swa_token, _resolve_swa_cap_tokens, "
+    "_resolve_swa_prefix_tails, _get_swa_fixed_bytes; compute_swa_request_cap); mem_cache/deepseek_v4_memory_pool.py "
+    "get_dsv4_indexer_bytes_per_token (use_fp4_indexer: index_head_dim // 2 + index_head_dim // 32); a public SGLang "
+    "V4.1-Flash start log with DSpark prints 'bytes_per_full_token=1670.75' and 'swa_fixed=0.30 GB' for "
+    "'swa_tokens=13312' (tests/engines/test_sglang_dsv4_pool.py reproduces both)"
+)
+# apply_deepseek_v4_defaults (python/sglang/srt/arg_groups/deepseek_v4_hook.py @006cbb66), which runs for
+# DeepseekV4ForCausalLM (V4 and V4.1): max_running_requests 256 where the command sets none ('Setting
+# max_running_requests to 256 for ...')
+V41_RUNNING = 256
+EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default (environ.py)
+PREFIX_TAILS_PER_REQUEST = 4  # _resolve_swa_prefix_tails: 4 x max_running_requests with the radix cache on
+CHUNKS_IN_FLIGHT = 2  # compute_swa_request_cap: 2 chunked prefills in flight under the overlap scheduler (default)
+
+
+def sglang_dsv41_pool(
+    d: DSV4Dims,
+    *,
+    chunk: int,
+    max_running_requests: int,
+    radix_cache: bool = True,
+    swa_ratio: float | None = None,
+    page: int | None = None,
+    draft_layers: int = 0,
+) -> SglangDsv4Pool:
+    """SGLang's pool for DeepSeek-V4.1 (V41_SOURCE): bytes a full token and, in cap mode (``swa_ratio`` None: the
+    operator gave no --swa-full-tokens-ratio), the sliding-window pool taken first, at ``chunk`` tokens a prefill
+    (--chunked-prefill-size) and ``max_running_requests``. ``draft_layers``: a DSpark drafter's (1: SGLang counts one
+    draft layer) scales the per-token figures by (layers + 1) / layers; its own cap terms are not priced, so the
+    budget prices none (``dsv4_request_charge``)."""
+    assert d.csa2 is not None
+    page = page or PAGE
+    layers = len(d.compress_ratios)
+    nope, rope = d.head_dim - d.rope_dim, d.rope_dim
+    kv = nope + 2 * rope + 8
+    index = d.index_head_dim // 2 + d.index_head_dim // 32
+    low = sum((kv + index) / d.compress_ratios[i] for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] in (1, 2))
+    per_swa = float(kv * layers)
+    infl = (layers + 1) / layers if draft_layers else 1.0
+    if swa_ratio is None:  # cap mode
+        window = d.sliding_window
+        per_request = window + EVICTION_INTERVAL + page + page
+        tails = PREFIX_TAILS_PER_REQUEST * (window + page) if radix_cache else 0
+        cap = per_request * max_running_requests + CHUNKS_IN_FLIGHT * chunk + page
+        tokens = -(-(cap + tails * max_running_requests) // page) * page
+        bpft, bpst = low * infl, per_swa * infl
+        fixed = int(tokens * bpst)
+        how = (
+            f"{bpft:,.2f} B a full token (the KV sources' {kv} B latents and {index} B fp4 index keys over their "
+            f"ratios), the sliding-window pool apart in cap mode: {tokens:,} tokens ((window {window} + eviction "
+            f"{EVICTION_INTERVAL} + 2 pages of {page}{f' + radix tails 4 x {window + page}' if tails else ''}) x "
+            f"{max_running_requests} requests + 2 x {chunk:,} + {page}) x {bpst:,.0f} B = {fixed:,} B"
+        )
+        return SglangDsv4Pool(
+            bytes_per_full_token=bpft,
+            page=page,
+            swa_ratio=0.0,
+            source=f"{how}: {V41_SOURCE}",
+            fixed_bytes=fixed,
+            swa_tokens_per_request=per_request + tails,
+            bytes_per_swa_token=bpst,
+        )
+    bpft = (swa_ratio * per_swa + low) * infl
+    return SglangDsv4Pool(
+        bytes_per_full_token=bpft,
+        page=page,
+        swa_ratio=swa_ratio,
+        source=f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}: {V41_SOURCE}",
+        bytes_per_swa_token=per_swa * infl,
+    )
 
 
 def sglang_dsv4_pool(d: DSV4Dims, *, swa_ratio: float | None = None, page: int | None = None) -> SglangDsv4Pool:
@@ -95,15 +186,38 @@ def sglang_dsv4_pool(d: DSV4Dims, *, swa_ratio: float | None = None, page: int |
     )
 
 
-def dsv4_request_charge(d: DSV4Dims, *, vendor: str, **_: int | str) -> RequestCharge | None:
+def dsv4_request_charge(
+    d: DSV4Dims, *, vendor: str, chunk: int = 0, spec_tokens: int = 0, **_: int | str
+) -> RequestCharge | None:
     """What SGLang's pool charges a DeepSeek-V4 request on a GPU: its full tokens at ``bytes_per_full_token`` in whole
     pages, at its V4 defaults (the swa ratio and page a command that sets neither runs; the start check reads the
-    command's), the windows and compressor rings inside that figure, nothing apart; None for DeepSeek-V4.1 (its V4.1
-    pool accounting not read) and off a GPU."""
+    command's), the windows and compressor rings inside that figure, nothing apart. DeepSeek-V4.1 (``sglang_dsv41_pool``
+    at its defaults, ``chunk`` tokens a prefill): its KV sources' full tokens, and apart its share of the
+    sliding-window pool, the tokens a running request adds to the cap (the pool's 2 chunks and page in flight are not
+    a request's: not charged); None with speculative decoding (``spec_tokens``: its cap terms not read) and off a
+    GPU."""
     from k3plan.engines.dsv4_layout import RequestCharge
 
-    if d.csa2 is not None or vendor not in ("nvidia", "amd"):
+    if vendor not in ("nvidia", "amd"):
         return None
+    if d.csa2 is not None:
+        if spec_tokens:
+            return None
+        v41 = sglang_dsv41_pool(d, chunk=chunk, max_running_requests=1)
+        apart = int(v41.swa_tokens_per_request * v41.bytes_per_swa_token)
+        return RequestCharge(
+            block_tokens=v41.page,
+            block_bytes=v41.page * v41.bytes_per_full_token,
+            fixed_blocks=0,
+            source=f"SGLang's DeepSeek-V4.1 pool, {v41.bytes_per_full_token:,.2f} B a full token at its defaults: "
+            f"{V41_SOURCE}",
+            apart_bytes=apart,
+            apart_source=(
+                f"its share of the sliding-window pool (cap mode, SGLang's default for V4.1): "
+                f"{v41.swa_tokens_per_request:,} tokens (window {d.sliding_window} + eviction {EVICTION_INTERVAL} + "
+                f"2 pages + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B"
+            ),
+        )
     pool = sglang_dsv4_pool(d)
     return RequestCharge(
         block_tokens=pool.page,

@@ -77,8 +77,12 @@ def sglang_kv_pool(
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
     if dsv4 is not None:
-        state_pool_bytes, state_source = 0, "none apart: DeepSeek-V4's compressor states are in bytes_per_full_token"
-        pool = rest
+        state_pool_bytes, state_source = (
+            (0, "none apart: DeepSeek-V4's compressor states are in bytes_per_full_token")
+            if not dsv4.fixed_bytes
+            else (dsv4.fixed_bytes, "DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)")
+        )
+        pool = rest - dsv4.fixed_bytes
         page_size = dsv4.page if page_size == 1 else page_size
         tokens = int(max(pool, 0) / dsv4.bytes_per_full_token)
     capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
