@@ -206,12 +206,13 @@ def kv_source_text(spec: ModelSpec, stack_name: str) -> str:
     d, lay = _dims(spec), layout_for_stack(stack_name)
     e, i = lay.entry_bytes(d), lay.index_bytes(d)
     exact = kv_bytes_per_token(spec, lay)
-    src = lay.sources[0]
+    # the source the layout rests on least: one not found (or read and not modelled) says so, else the first
+    src = next((s for s in lay.sources if not s.found), lay.sources[0])
     return (
         f"analytic: DeepSeek-V4 compressed cache (step/dsv4_cache), {d.n_csa} CSA layers x ({e} + {i} B) / 4 + "
         f"{d.n_hca} HCA x {e} B / 128 = {float(exact):,.2f} B a token, carried as {per_layer_kv_bytes_ceil(spec, lay)}"
         f" B a token x {len(d.compress_ratios)} layers (rounded up); {lay.engine}'s layout ({src.repo} {src.file} "
-        f"{src.symbol.split(' (')[0]}{'' if src.found else ', not found: ' + src.note}), whatever --kv-dtype says"
+        f"{src.symbol.split(' (')[0]}{'' if src.found else ': ' + src.note}), whatever --kv-dtype says"
     )
 
 

@@ -29,15 +29,20 @@ LAYOUT = replace(
         ),
         Source(
             "kowalski-4831/vllm-torchtpu",
-            "tpu_inference/",
-            "the TPU attention backend's DeepSeek-V4 cache layout",
-            "",
+            "src/vllm_torchtpu/models/vllm/deepseek_v4/attention.py",
+            "VllmDeepseekV4MLAAttention.get_kv_cache_spec (CSA: get_packed_mla_head_size = align_to(448 + 128 + 7, "
+            "128) = 640 B; HCA: raw bf16 latents, 1,024 B; block_size = cache_config.block_size, alignment None)",
+            "0095cdcbda2a44e2b3cd5975d2954765e2e95629",
             found=False,
-            note="no DeepSeek-V4 attention backend file found in the stored tree; the layout is assumed to be "
-            "vLLM's (the configs run vLLM's model code, MODEL_IMPL_TYPE=vllm, with an fp8 KV cache)",
+            note="read, not modelled: the plugin's own layout differs from vLLM's, which k3plan prices here. Its "
+            "entries are 640 B (CSA) and 1,024 B (HCA), its window entries raw bf16 1,024 B (deepseek_v4_attention_op"
+            ".py VllmDeepseekV4SWACache @080c3762), its indexer keys 256 B (deepseek_v4_indexer.py "
+            "VllmDeepseekV4IndexerCache @0095cdcb), pages unaligned, and its platform sets a 1,024-token block "
+            "for DeepseekV4ForCausalLM (platforms/tpu_platform.py update_block_size_for_backend): 4,864 B a token of "
+            "V4-Flash against vLLM's 3,850.25; how its pool charges the windows was not settled",
         ),
     ),
-    note="assumed vLLM's layout (found: false for the TPU backend's own)",
+    note="assumed vLLM's layout; the plugin's own was read and differs (its third source), not yet modelled",
 )
 
 ENGRAM = EngramPlacement(
