@@ -380,7 +380,7 @@ class _Row:
 
 def v41_charge_unread(setup: Setup, workload: Workload) -> str | None:
     """DeepSeek-V4.1 on a stack whose engine has a pool accounting of its own (``Dsv4Layout.request_charge``) that
-    k3plan did not read for this model on this machine (vLLM off CUDA, SGLang's V4.1: step/dsv4_cache.engine_charge
+    k3plan did not read for this model on this machine (the torch_tpu plugin's, SGLang's under speculative decoding: step/dsv4_cache.engine_charge
     gives none): the KV and state here are the model's own formats, said so."""
     from k3plan.step.dsv4_cache import engine_charge
 
@@ -392,7 +392,7 @@ def v41_charge_unread(setup: Setup, workload: Workload) -> str | None:
         return None
     return (
         f"DeepSeek-V4.1 on {stack.name} on {hw.name}: the engine's own pool accounting for V4.1 here was not read, so "
-        "the KV and state are the model's own formats; where k3plan read one (vLLM's CUDA backends: "
+        "the KV and state are the model's own formats; where k3plan read one (vLLM's CUDA and ROCm backends, SGLang: "
         "step/dsv4_cache.engine_charge) the engine's records and window pages hold several times fewer sequences"
     )
 

@@ -221,6 +221,15 @@ V41_SOURCES = (
     "CircularBufferSpec)",
     "vllm-project/vllm vllm/models/deepseek_v4/nvidia/kv_cache_planner.py @cb41f396 (DeepseekV4KVCachePlanner)",
 )
+# On AMD GPUs (ROCm) vLLM's V4.1 attention layer subclasses the same DeepseekV4Attention and keeps its cache specs; the
+# capability family is 9x, so the non-SM100 record (584 B, pages aligned to 576). The planner is the model's, the same
+# architecture's on either vendor (inferred: the ROCm model's planner class was not read)
+V41_ROCM_SOURCE = (
+    "vllm-project/vllm vllm/models/deepseek_v41/amd/rocm.py @8eb805bf (DeepseekV41ROCMAiterMLAAttention("
+    "DeepseekV4Attention): backend_cls and swa_backend_cls only, no get_kv_cache_spec of its own); vllm/platforms/"
+    "rocm.py @001eda31 (_capability_from_gcn_arch: gfx942 9.4, gfx950 9.5, so not family 100); the planner the same "
+    "architecture's (inferred, not read for ROCm)"
+)
 V41_SWA_BLOCK = 32
 # the block (--block-size) vLLM resolves for DeepSeek-V4.1 on its CUDA backends when a command gives none, as NVIDIA
 # Dynamo's V4.1 recipe reports it (vLLM's resolution rule for V4.1 not read)
@@ -319,12 +328,12 @@ def v41_request_charge(
     (max_num_batched_tokens) on one GPU, with ``draft_layers`` DSpark layers proposing ``spec_tokens`` tokens (0: no
     speculative decoding) and the defaults of a command that names no other (``V41_DEFAULT_BLOCK``, the fp8 records of
     the GPU's family and indexer keys): the compressed group's blocks of context, and the windowed and ring groups'
-    blocks whatever the context; None off vLLM's CUDA backends (``vendor`` not nvidia), whose V4.1 layout was not read.
-    The start check (engines/vllm/memory.py) sizes the same groups with the command's flags."""
+    blocks whatever the context; on AMD GPUs the same groups with the non-SM100 record (``V41_ROCM_SOURCE``); None on
+    any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
 
-    if vendor != "nvidia" or d.csa2 is None:
+    if vendor not in ("nvidia", "amd") or d.csa2 is None:
         return None
     pages = dsv41_pages(
         d,
@@ -340,5 +349,6 @@ def v41_request_charge(
         block_tokens=comp.block_tokens,
         block_bytes=pages.block_bytes,
         fixed_blocks=total - held,
-        source=pages.text(max_model_len=context, max_num_batched_tokens=chunk),
+        source=pages.text(max_model_len=context, max_num_batched_tokens=chunk)
+        + (f"; on an AMD GPU: {V41_ROCM_SOURCE}" if vendor == "amd" else ""),
     )

@@ -432,9 +432,10 @@ def engine_sizing(
         dsv4 is not None
         and dsv4.csa2 is not None
         and kv_pool_method == "utilization_minus_profile"
-        and vendor == "nvidia"
+        and vendor in ("nvidia", "amd")
     ):
-        # DeepSeek-V4.1 on vLLM's CUDA backends: its own records, pages and groups (engines/vllm/dsv4_pages.py)
+        # DeepSeek-V4.1 on vLLM's CUDA backends, and on ROCm with the same specs (engines/vllm/dsv4_pages.py
+        # V41_ROCM_SOURCE): its own records, pages and groups
         block_tokens = block_override or V41_DEFAULT_BLOCK
         paging_source = (
             f"--block-size {block_override} (the command's)"
