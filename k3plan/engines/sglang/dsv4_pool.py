@@ -215,7 +215,9 @@ def dsv4_request_charge(
             apart_source=(
                 f"its share of the sliding-window pool (cap mode, SGLang's default for V4.1): "
                 f"{v41.swa_tokens_per_request:,} tokens (window {d.sliding_window} + eviction {EVICTION_INTERVAL} + "
-                f"2 pages + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B"
+                f"2 pages + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B, "
+                f"SGLang sizing the pool for --max-running-requests at the sequences priced (k3plan's launch line "
+                f"writes it); left at its default {V41_RUNNING} it holds that many requests' windows whatever runs"
             ),
         )
     pool = sglang_dsv4_pool(d)
