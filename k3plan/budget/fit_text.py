@@ -184,8 +184,8 @@ def absorbed_notes(stack: Stack, wb: WeightBudget) -> list[str]:
 
 def _dsv4_text(setup: Setup, what: str, *, layout: CacheLayout, chunk: int, context: int) -> str:
     """DeepSeek-V4's KV and state provenance (step/dsv4_cache): the engine's own charge a request where its pool
-    accounting sets the layout (step/dsv4_cache.engine_charge: V4.1 on vLLM's CUDA and ROCm backends, V4 and V4.1 on SGLang), else the
-    model's."""
+    accounting sets the layout (step/dsv4_cache.engine_charge: V4.1 on vLLM's CUDA and ROCm backends, V4 and V4.1 on
+    SGLang), else the model's."""
     from k3plan.step import dsv4_cache
 
     spec, stack, hw = setup.model.spec, setup.stack, setup.hardware

@@ -70,8 +70,8 @@ class Dsv4Layout:
     sources: tuple[Source, ...] = field(default=())
     note: str = ""
     # the engine's own charge a request where its pool accounting is not the model's bytes a token (DeepSeek-V4.1 on
-    # vLLM's CUDA and ROCm backends: engines/vllm/dsv4_pages.py; DeepSeek-V4 and V4.1 on SGLang: engines/sglang/dsv4_pool.py); None:
-    # the model's
+    # vLLM's CUDA and ROCm backends: engines/vllm/dsv4_pages.py; DeepSeek-V4 and V4.1 on SGLang:
+    # engines/sglang/dsv4_pool.py); None: the model's
     request_charge: Optional[ChargeRule] = None
 
     def entry_bytes(self, d: DSV4Dims) -> int:

@@ -241,8 +241,9 @@ def cache_inputs(
     """What ``k3plan.step.memory.cache_terms`` reads of a model and a stack, besides tp: one place, which the
     layout of one Setup (``cache_layout``) and plan's columns (one entry a stack variant, gathered) both read.
     Where the stack's engine charges a request by its own pool accounting on ``hardware`` (step/dsv4_cache.
-    engine_charge: DeepSeek-V4.1 on vLLM's CUDA and ROCm backends, DeepSeek-V4 and V4.1 on SGLang; at ``chunk`` tokens a step and
-    ``context`` tokens), the KV a token, its block and the pool's charge a request beyond the KV are the engine's."""
+    engine_charge: DeepSeek-V4.1 on vLLM's CUDA and ROCm backends, DeepSeek-V4 and V4.1 on SGLang; at ``chunk``
+    tokens a step and ``context`` tokens), the KV a token, its block and the pool's charge a request beyond the KV
+    are the engine's."""
     from k3plan.step.dsv4_cache import engine_charge
 
     out: dict[str, int | bool] = dict(

@@ -59,10 +59,10 @@ def engine_charge(
     spec: ModelSpec, stack: Stack, *, hardware: str, vendor: str, chunk: int, context: int
 ) -> RequestCharge | None:
     """Where ``stack``'s engine charges a DeepSeek-V4 request by its own pool accounting on ``hardware``
-    (``Dsv4Layout.request_charge``: V4.1 on vLLM's CUDA and ROCm backends, V4 and V4.1 on SGLang), at ``chunk`` tokens a step and
-    ``context`` tokens, with the model's draft layers in the pool where the stack's step verifies more than one token
-    (``state.verify_tokens``: speculative decoding); None for every other model, engine or machine (no hardware given:
-    the model's own bytes a token). The one call the budget's layout and its source line both make."""
+    (``Dsv4Layout.request_charge``: V4.1 on vLLM's CUDA and ROCm backends, V4 and V4.1 on SGLang), at ``chunk``
+    tokens a step and ``context`` tokens, with the model's draft layers in the pool where the stack's step verifies
+    more than one token (``state.verify_tokens``: speculative decoding); None for every other model, engine or machine
+    (no hardware given: the model's own bytes a token). The one call the budget's layout and its source line both make."""
     d = spec.dsv4
     if d is None or not hardware:
         return None
