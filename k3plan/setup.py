@@ -86,11 +86,14 @@ def default_split(
 
 
 def tp_must_divide(model: Model, stack: Stack) -> tuple[int, ...]:
-    """What a default TP must divide so that the split replicates nothing: the attention heads, and the
+    """What a default TP must divide so that the split replicates nothing: the attention heads, the
     vocabulary where the stack's rules split it over TP (K3's 163,840 = 2^15 x 5: tp 24 of 72 GPUs
-    divides the 96 heads but not the vocabulary)."""
+    divides the 96 heads but not the vocabulary), and DeepSeek-V4's output groups where they split over TP
+    (o_groups 8 of V4-Flash: tp 16 would leave a rank no group; vLLM's attention takes o_groups // tp_size)."""
     vocab = (model.spec.vocab_size,) if stack.sharding.rules.get("vocab") == "tp" else ()
-    return attention_heads(model) + vocab
+    d4 = model.spec.dsv4
+    groups = (d4.o_groups,) if d4 is not None and stack.sharding.rules.get("o_groups") == "tp" else ()
+    return attention_heads(model) + vocab + groups
 
 
 def attention_heads(model: Model) -> tuple[int, ...]:
@@ -170,7 +173,13 @@ def make_setup(
         and tp * (st.default_parallel.dp if st.default_parallel.dp != "all" else 1) < per_stage
     ):
         notes.append(
-            f"tp {tp}: the largest that divides the attention heads and the vocabulary; the other devices form "
+            f"tp {tp}: the largest that divides the attention heads and the vocabulary"
+            + (
+                " and DeepSeek-V4's output groups"
+                if m.spec.dsv4 is not None and st.sharding.rules.get("o_groups") == "tp"
+                else ""
+            )
+            + "; the other devices form "
             f"dp {per_stage // tp} groups"
         )
     if dp is None:
