@@ -125,6 +125,7 @@ def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
         f = fit(setup, Workload(context_tokens=context, batch=1, prefill_chunk_tokens=chunk))
         for k in fields(PerDevice):
             assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, chunk)
-        pages = dsv41_pages(d, block_tokens=128, sm100=hardware in SM100_FAMILY)
+        # the block vLLM resolves on the GPU: 128 on SM100, 64 on Hopper (engines/vllm/dsv4_pages.py v41_default_block)
+        pages = dsv41_pages(d, block_tokens=128 if hardware in SM100_FAMILY else 64, sm100=hardware in SM100_FAMILY)
         engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=chunk) * pages.block_bytes
         assert f.per_device.kv_bytes + f.per_device.state_bytes == engine

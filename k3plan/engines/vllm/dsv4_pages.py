@@ -231,13 +231,32 @@ V41_ROCM_SOURCE = (
     "architecture's (inferred, not read for ROCm)"
 )
 V41_SWA_BLOCK = 32
-# the block (--block-size) vLLM resolves for DeepSeek-V4.1 on its CUDA backends when a command gives none, as NVIDIA
-# Dynamo's V4.1 recipe reports it (vLLM's resolution rule for V4.1 not read)
+# the block (--block-size) vLLM resolves for DeepSeek-V4.1 when a command gives none: Platform.update_block_size_for_
+# backend asks the first attention layer's backend (DeepseekV4Attention registers itself before its caches) for its
+# preferred block, the smallest it supports when 16 is not; the sparse-MLA backend supports [128] on SM100 and [64]
+# on capability families 90 / 120 / 121 (Hopper, consumer Blackwell, and ROCm's 9.x); ROCm's backend inherits it
 V41_DEFAULT_BLOCK = 128
+V41_DEFAULT_BLOCK_SM90 = 64
 V41_BLOCK_SOURCE = (
-    "ai-dynamo/dynamo@a28690c6 recipes/deepseek-v4.1-flash/vllm/agg-b200/kustomize/base/deploy.yaml: 'Do not set "
-    "--block-size either; it resolves to 128 for this backend'; vLLM's own rule not read"
+    "vllm-project/vllm vllm/models/deepseek_v41/sparse_mla.py @02ee13be (DeepseekV4SparseMLABackend."
+    "get_supported_kernel_block_sizes: [64] on capability families 90 / 120 / 121, else [128]); "
+    "vllm/v1/attention/backend.py @0014ca6b (AttentionBackend.get_preferred_block_size: the smallest supported when "
+    "16 is not); vllm/models/deepseek_v41/attention.py @f5d3794f (DeepseekV4Attention registers itself in "
+    "static_forward_context before its caches: the first layer Platform.update_block_size_for_backend finds; that "
+    "hook read in a stored copy, not at a pinned vLLM commit); on SM100 a public V4.1 start logs 'Setting kv cache "
+    "block size to 128 for FLASHMLA_SPARSE_DSV41 backend' and ai-dynamo/dynamo@a28690c6's B200 recipe says it "
+    "'resolves to 128'; no Hopper or ROCm log seen"
 )
+
+
+def v41_default_block(hardware: str) -> int:
+    """The block vLLM resolves for DeepSeek-V4.1 on ``hardware`` when a command gives no --block-size
+    (``V41_BLOCK_SOURCE``): 128 on SM100-family GPUs, 64 on Hopper and AMD (capability 9.x)."""
+    from k3plan.engines.vllm.attention_config import SM100_FAMILY
+
+    return V41_DEFAULT_BLOCK if hardware in SM100_FAMILY else V41_DEFAULT_BLOCK_SM90
+
+
 # --kv-cache-dtype nvfp4_ds_mla off SM100: DeepseekV4Attention.__init__ raises before any pool is sized
 NVFP4_MESSAGE = "ValueError: nvfp4_ds_mla needs the V4.1 KV records, which FlashMLA decodes only on SM100."
 NVFP4_AT = "vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be DeepseekV4Attention.__init__"
@@ -326,7 +345,7 @@ def v41_request_charge(
 ) -> RequestCharge | None:
     """What vLLM's V4.1 planner charges a request of ``context`` tokens (max_model_len) with ``chunk`` tokens a step
     (max_num_batched_tokens) on one GPU, with ``draft_layers`` DSpark layers proposing ``spec_tokens`` tokens (0: no
-    speculative decoding) and the defaults of a command that names no other (``V41_DEFAULT_BLOCK``, the fp8 records of
+    speculative decoding) and the defaults of a command that names no other (``v41_default_block``, the fp8 records of
     the GPU's family and indexer keys): the compressed group's blocks of context, and the windowed and ring groups'
     blocks whatever the context; on AMD GPUs the same groups with the non-SM100 record (``V41_ROCM_SOURCE``); None on
     any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags."""
@@ -337,7 +356,7 @@ def v41_request_charge(
         return None
     pages = dsv41_pages(
         d,
-        block_tokens=V41_DEFAULT_BLOCK,
+        block_tokens=v41_default_block(hardware),
         sm100=hardware in SM100_FAMILY,
         draft_layers=draft_layers,
         num_speculative_tokens=spec_tokens,

@@ -33,7 +33,7 @@ from k3plan.engines.torchtpu_vllm.memory import (
 )
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
-from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, V41_DEFAULT_BLOCK, Dsv4Pages, dsv4_pages, dsv41_pages
+from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
 from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace, dsv41_model_buffers, dsv41_profile_workspace
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
@@ -436,11 +436,11 @@ def engine_sizing(
     ):
         # DeepSeek-V4.1 on vLLM's CUDA backends, and on ROCm with the same specs (engines/vllm/dsv4_pages.py
         # V41_ROCM_SOURCE): its own records, pages and groups
-        block_tokens = block_override or V41_DEFAULT_BLOCK
+        block_tokens = block_override or v41_default_block(hardware)
         paging_source = (
             f"--block-size {block_override} (the command's)"
             if block_override
-            else f"{V41_DEFAULT_BLOCK} tokens, the block vLLM resolves for DeepSeek-V4.1 ({V41_BLOCK_SOURCE})"
+            else f"{block_tokens} tokens, the block vLLM resolves for DeepSeek-V4.1 on {hardware} ({V41_BLOCK_SOURCE})"
         )
         pages = dsv41_pages(
             dsv4,
