@@ -92,8 +92,13 @@ def tp_must_divide(model: Model, stack: Stack) -> tuple[int, ...]:
     (o_groups 8 of V4-Flash: tp 16 would leave a rank no group; vLLM's attention takes o_groups // tp_size)."""
     vocab = (model.spec.vocab_size,) if stack.sharding.rules.get("vocab") == "tp" else ()
     d4 = model.spec.dsv4
-    groups = (d4.o_groups,) if d4 is not None and stack.sharding.rules.get("o_groups") == "tp" else ()
+    groups = (d4.o_groups,) if d4 is not None and splits_output_groups(model, stack) else ()
     return attention_heads(model) + vocab + groups
+
+
+def splits_output_groups(model: Model, stack: Stack) -> bool:
+    """DeepSeek-V4's grouped output projection split over TP by ``stack``'s rules (``o_groups: tp``)."""
+    return model.spec.dsv4 is not None and stack.sharding.rules.get("o_groups") == "tp"
 
 
 def attention_heads(model: Model) -> tuple[int, ...]:
@@ -174,11 +179,7 @@ def make_setup(
     ):
         notes.append(
             f"tp {tp}: the largest that divides the attention heads and the vocabulary"
-            + (
-                " and DeepSeek-V4's output groups"
-                if m.spec.dsv4 is not None and st.sharding.rules.get("o_groups") == "tp"
-                else ""
-            )
+            + (" and DeepSeek-V4's output groups" if splits_output_groups(m, st) else "")
             + "; the other devices form "
             f"dp {per_stage // tp} groups"
         )

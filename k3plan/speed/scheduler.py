@@ -194,12 +194,18 @@ def simulate(
             if not running and not waiting:
                 t = arrival[next_id]
                 continue
-        if closed and running and len(running) <= token_budget and (not waiting or len(running) >= seqs):
+        if (
+            closed
+            and running
+            and len(running) <= token_budget
+            and (not waiting or len(running) >= seqs)
+            and all(left[r] == 0 for r in running)
+        ):
             # a run of decode-only steps: every running request decoding, none admitted, each step the same d; the
             # steps before the first of them ends are stepped here without the per-request loop (the same float
             # additions in the same order, so every figure is the one the loop gives)
             skip = min(min(target[r] - made[r] for r in running) - 1, max_steps - steps)
-            if skip > 0 and all(left[r] == 0 for r in running):
+            if skip > 0:
                 d = len(running)
                 dt = (
                     coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * 0
