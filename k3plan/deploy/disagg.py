@@ -20,7 +20,7 @@ from k3plan.engines.stack import Stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware.spec import HardwareSpec, Link
 from k3plan.models.spec import ModelSpec
-from k3plan.step.cache import kv_bytes_per_token_layer, state_bytes_per_slot
+from k3plan.step.cache import stack_kv_bytes_per_token_layer, state_bytes_per_slot
 from k3plan.step.memory import kv_sequence_bytes
 from k3plan.structs import Frozen
 
@@ -36,7 +36,7 @@ def transfer_bytes_per_request(*, spec: ModelSpec, stack: Stack, isl_tokens, cop
         isl.astype(np.int64),
         block_tokens=1,
         layers=spec.n_mla,
-        kv_bytes_per_token_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
+        kv_bytes_per_token_layer=stack_kv_bytes_per_token_layer(spec, stack),
     )
     out = (kv + state_bytes_per_slot(spec, stack)) * copies
     return int(out) if out.ndim == 0 else out

@@ -6,7 +6,7 @@ indexer keys and compressor rings (``Dsv4Layout``), and where it keeps DeepSeek-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 if TYPE_CHECKING:  # a type only: the registry that reads these loads no model code
     from k3plan.models.spec import DSV4Dims
@@ -53,6 +53,21 @@ class RequestCharge:
 ChargeRule = Callable[..., Optional[RequestCharge]]
 
 
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class EntrySizes:
+    """Bytes of one record of each kind an engine stores (``Dsv4Layout.sizes``): ints for one engine, or numpy
+    columns over a plan's stacks (the op builders read either)."""
+
+    csa: Any  # a CSA layer's compressed entry
+    hca: Any  # an HCA layer's compressed entry
+    window: Any  # a sliding-window entry (every layer)
+    index: Any  # a CSA layer's indexer key
+
+
 @dataclass(frozen=True)
 class Dsv4Layout:
     """One engine's storage of V4's cache. ``entry_bytes``/``index_bytes`` are functions of the dims (the
@@ -73,15 +88,32 @@ class Dsv4Layout:
     # vLLM's CUDA and ROCm backends: engines/vllm/dsv4_pages.py; DeepSeek-V4 and V4.1 on SGLang:
     # engines/sglang/dsv4_pool.py); None: the model's
     request_charge: Optional[ChargeRule] = None
+    # an engine whose records are not all the fp8 entry above (the torch_tpu plugin): a CSA entry and an indexer key
+    # padded up to a multiple of these bytes, and the kinds kept as raw bf16 values (head_dim x 2 B: "hca", "window")
+    entry_align: int = 1
+    index_align: int = 1
+    raw_bf16: frozenset[str] = frozenset()
 
     def entry_bytes(self, d: DSV4Dims) -> int:
-        """One compressed or window entry: no-rope fp8, rope bf16, scales, pad (584 for V4)."""
+        """One fp8 record: no-rope fp8, rope bf16, scales, pad (584 for V4): every entry an engine does not pad or
+        keep raw (``sizes``)."""
         nope = d.head_dim - d.rope_dim
         return nope + 2 * d.rope_dim + nope // self.scale_block + self.scale_pad
 
     def index_bytes(self, d: DSV4Dims) -> int:
-        """One indexer key: fp8 values and an f32 scale a quant block (132 for V4)."""
-        return d.index_head_dim + F32 * (d.index_head_dim // self.index_quant_block)
+        """One indexer key: fp8 values and an f32 scale a quant block (132 for V4), padded to ``index_align``."""
+        return _align(d.index_head_dim + F32 * (d.index_head_dim // self.index_quant_block), self.index_align)
+
+    def sizes(self, d: DSV4Dims) -> EntrySizes:
+        """The bytes of each of this engine's records: CSA's and HCA's compressed entries, a window entry, an
+        indexer key (vLLM and SGLang: 584, 584, 584, 132; the torch_tpu plugin: 640, 1,024, 1,024, 256)."""
+        fp8, raw = self.entry_bytes(d), 2 * d.head_dim
+        return EntrySizes(
+            csa=_align(fp8, self.entry_align),
+            hca=raw if "hca" in self.raw_bf16 else fp8,
+            window=raw if "window" in self.raw_bf16 else fp8,
+            index=self.index_bytes(d),
+        )
 
     def ring(self, ratio: int, speculative: bool = False) -> int:
         if ratio == CSA:

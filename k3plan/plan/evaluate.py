@@ -9,12 +9,14 @@ Per-stack and per-hardware figures are looked up once and gathered by index.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from k3plan.budget.config import cache_columns, gather_columns
 from k3plan.budget.config import columns as config_columns
+from k3plan.engines.dsv4_layout import EntrySizes
 from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
 from k3plan.plan.space import Space
@@ -25,6 +27,7 @@ from k3plan.roofline.latency import latency
 from k3plan.step.collective import Collective
 from k3plan.step.comm import comm_terms, comm_time, padded_tokens
 from k3plan.step.decode import decode_terms
+from k3plan.step.dsv4_cache import stack_sizes
 from k3plan.step.dtypes import BYTES
 from k3plan.step.memory import CacheTerms
 from k3plan.step.op import Op
@@ -36,6 +39,15 @@ from k3plan.step.weights import mesh_weight_groups, mesh_weights, stage_classes
 
 def _per(items: list, fn, index: np.ndarray, dtype=np.int64) -> np.ndarray:
     return np.array([fn(x) for x in items], dtype=dtype)[index]
+
+
+def _dsv4_sizes(spec, space: Space) -> EntrySizes | None:
+    """DeepSeek-V4's records a column, as each column's stack's engine stores them (step.dsv4_cache.stack_sizes);
+    None for every other model and DeepSeek-V4.1."""
+    per = [stack_sizes(spec, st.name) for st in space.stacks]
+    if any(z is None for z in per):
+        return None
+    return EntrySizes(**{f.name: _per(per, attrgetter(f.name), space.cols.stack) for f in fields(EntrySizes)})
 
 
 def reserve_columns(*, space) -> np.ndarray:
@@ -611,6 +623,7 @@ def evaluate(
         bw_efficiency=eff.bw_efficiency,
         mfu=eff.mfu,
         comm_s=comm_s,
+        dsv4_sizes=_dsv4_sizes(spec, space),
     )
     tpot = np.asarray(d.step_s)  # the step's float figures are arrays over columns (np.asarray: no copy)
     cols = StepColumns(

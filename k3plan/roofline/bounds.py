@@ -25,6 +25,7 @@ from k3plan.roofline.terms import StepBytes, StepFlops, WeightSums
 from k3plan.setup import Setup
 from k3plan.step.cache import cache_layout, stack_kv_bytes_per_token, state_bytes_per_slot
 from k3plan.step.collective import Collective
+from k3plan.step.dsv4_cache import stack_sizes
 from k3plan.step.work import (
     attention_decode_flops_per_token,
     attention_linear_crossover_tokens,
@@ -203,6 +204,7 @@ def decode_bound(
         weights=weight_groups_of_setup(setup),
         verify_tokens=verify_tokens,
         verify_state_slots=st.verify_state_slots(verify_tokens),
+        dsv4_sizes=stack_sizes(spec, st.name),
     )
     touched = float(d.experts_touched)
     touched_all = experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=batch, histogram=histogram)
@@ -278,6 +280,7 @@ def prefill_bound(
             ep_tokens=tokens,
             touched=spec.moe.num_experts,
             context=tokens,
+            dsv4_sizes=stack_sizes(spec, setup.stack.name),
         )
 
     linear = by_category(ops_at(1), "flops", key="flops_category")["linear"]

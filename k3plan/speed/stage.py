@@ -151,6 +151,7 @@ def decode_op_costs(
     from k3plan.step.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.decode import decode_terms
+    from k3plan.step.dsv4_cache import stack_sizes
     from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
     from k3plan.step.ops import collective_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.stages import microbatch
@@ -194,6 +195,7 @@ def decode_op_costs(
         histogram=histogram,
         weights=weights if weights is not None else weight_groups_of_setup(setup),
         expert_rows=expert_rows,
+        dsv4_sizes=stack_sizes(spec, setup.stack.name),
     )
     coll = collective_ops(spec, **a, tokens=rows, sequences=batch)
     out = to_op_costs(
@@ -211,6 +213,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
     chunk's stage-to-stage send under ``--pp``); ``engine`` and ``graph`` as ``decode_op_costs``'."""
     from k3plan.step.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
+    from k3plan.step.dsv4_cache import stack_sizes
     from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
     from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
     from k3plan.step.work import experts_touched
@@ -232,6 +235,7 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
         touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
         context=context,
         expert_rows=expert_rows_of_setup(setup) if engine else None,
+        dsv4_sizes=stack_sizes(spec, setup.stack.name),
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
     out = to_op_costs(

@@ -32,16 +32,18 @@ from k3plan.step.dtypes import BYTES, FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
 from k3plan.structs import Frozen, replace
 
 
-def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None) -> int:
+def kv_bytes_per_token_layer(
+    spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None, *, stack_name: str = ""
+) -> int:
     """One token, one MLA layer, one copy: the 576 values (kv_lora + rope), or the engine's padded entry
     (``layout``, a stack's ``kv_cache.layout``: tpu-inference's 640), in ``kv_dtype``; fp8_ds_mla is its
     own fixed 656-byte format. DeepSeek-V4 (``spec.dsv4``): its compressed cache spread over the layers
-    (step/dsv4_cache.per_layer_kv_bytes_ceil), in the one format every engine stores it in, whatever
-    ``kv_dtype`` says."""
+    (step/dsv4_cache.per_layer_kv_bytes_ceil), in the records of ``stack_name``'s engine (vLLM's where none is
+    named), whatever ``kv_dtype`` says."""
     if spec.dsv4 is not None:
-        from k3plan.step.dsv4_cache import per_layer_kv_bytes_ceil
+        from k3plan.step.dsv4_cache import layout_for_stack, per_layer_kv_bytes_ceil
 
-        return per_layer_kv_bytes_ceil(spec)
+        return per_layer_kv_bytes_ceil(spec, layout_for_stack(stack_name))
     if kv_dtype == "fp8_ds_mla":
         return FP8_DS_MLA_BYTES_PER_TOKEN_LAYER
     values = (
@@ -52,14 +54,20 @@ def kv_bytes_per_token_layer(spec: ModelSpec, kv_dtype: str, layout: KVLayout | 
     return values * BYTES[kv_dtype]
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None) -> int:
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str, layout: KVLayout | None = None, *, stack_name: str = "") -> int:
     """Whole model, one copy: 24 MLA layers x 576 values for K3 (x 640 in tpu-inference's padded layout)."""
-    return spec.n_mla * kv_bytes_per_token_layer(spec, kv_dtype, layout)
+    return spec.n_mla * kv_bytes_per_token_layer(spec, kv_dtype, layout, stack_name=stack_name)
+
+
+def stack_kv_bytes_per_token_layer(spec: ModelSpec, stack: Stack) -> int:
+    """One MLA layer, one copy, as ``stack`` stores it (its KV dtype and layout; DeepSeek-V4: its engine's
+    records)."""
+    return kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout, stack_name=stack.name)
 
 
 def stack_kv_bytes_per_token(spec: ModelSpec, stack: Stack) -> int:
     """Whole model, one copy, as ``stack`` stores it (its KV dtype and layout)."""
-    return kv_bytes_per_token(spec, stack.kv_cache.dtype, stack.kv_cache.layout)
+    return spec.n_mla * stack_kv_bytes_per_token_layer(spec, stack)
 
 
 def state_bytes_per_layer(spec: ModelSpec, stack: Stack) -> int:
@@ -247,7 +255,7 @@ def cache_inputs(
     from k3plan.step.dsv4_cache import engine_charge
 
     out: dict[str, int | bool] = dict(
-        kv_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
+        kv_layer=stack_kv_bytes_per_token_layer(spec, stack),
         replicate_across_tp=stack.kv_cache.replicate_across_tp,
         state_layer=state_bytes_per_layer(spec, stack),
         shard_state_by_heads=stack.state.shard_by_heads,

@@ -68,6 +68,7 @@ def decode_terms(
     verify_tokens: int = 1,
     verify_state_slots: tuple[int, int] = (1, 1),
     expert_rows=None,
+    dsv4_sizes=None,
 ) -> DecodeTerms[C]:
     """``batch``: the rows a step runs (a verify step's: sequences x ``verify_tokens``, each sequence's
     tokens checked in one step); ``verify_state_slots``: (read, written) KDA state slots such a step moves a
@@ -99,6 +100,7 @@ def decode_terms(
         context=context,
         state_slots=state_slots,
         expert_rows=expert_rows,
+        dsv4_sizes=dsv4_sizes,
     )
     got = by_category(ops, "bytes")
     nbytes: Any = got.get("weights", 0)  # StepBytes.total()'s order (weights, experts, kv, state): the same float

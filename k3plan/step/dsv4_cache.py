@@ -14,10 +14,11 @@ A V4 request holds, a layer (``ModelSpec.dsv4``; the numbers from config.json):
 So a token adds sum over layers of (entry + indexer key on CSA) / ratio bytes, whatever the context, and a
 sequence holds the fixed state on top. ``Dsv4Layout`` (k3plan.engines.dsv4_layout) is one engine's byte format
 for these; ``engines/<engine>/dsv4.py`` the ones read (vLLM, SGLang, torchtpu-vllm), each cited (``Dsv4Layout.sources``: repository, file, symbol,
-commit). All three store an entry as vLLM's/FlashMLA's ``fp8_ds_mla`` for V4: the 448 no-rope values in
-fp8 e4m3, the 64 rope values in bf16, one UE8M0 scale byte a 64 no-rope values and one pad byte
+commit). vLLM and SGLang store every entry as vLLM's/FlashMLA's ``fp8_ds_mla`` for V4: the 448 no-rope values
+in fp8 e4m3, the 64 rope values in bf16, one UE8M0 scale byte a 64 no-rope values and one pad byte
 (448 + 128 + 7 + 1 = 584 B), and an indexer key as 128 fp8 values + one f32 scale a 128 (132 B); the state
-in f32. No engine read stores V4's main KV in FP4. What the public reference ports of DeepSeek's
+in f32. The torch_tpu plugin pads a CSA entry to 640 B and an indexer key to 256, and keeps HCA's and the
+window's entries as raw bf16 (1,024 B): ``Dsv4Layout.sizes``, which memory and the step's ops both read. No engine read stores V4's main KV in FP4. What the public reference ports of DeepSeek's
 ``inference/model.py`` show (read through the code index; repositories not pinned, found: false): V4 quantizes
 the compressed and window KV to fp8 in blocks of 64 (UE8M0 scales, rope left in bf16: the 584 B above), and
 only the indexer's keys to FP4 (E2M1 with an E8M0 scale a 32, after a Hadamard rotation); the FP4 with an E4M3
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from k3plan.engines.dsv4_layout import CSA, F32, Dsv4Layout, RequestCharge, Source
+from k3plan.engines.dsv4_layout import CSA, F32, Dsv4Layout, EntrySizes, RequestCharge, Source
 from k3plan.engines.registry import engine_rules
 from k3plan.models.spec import DSV4Dims, ModelSpec
 
@@ -53,6 +54,15 @@ VLLM = DEFAULT_LAYOUT  # the name step/dsv4_ops and tests read it by
 def layout_for_stack(stack_name: str) -> Dsv4Layout:
     """The DeepSeek-V4 cache layout of ``stack_name``'s engine (``Engine.dsv4``)."""
     return engine_rules(stack_name).dsv4
+
+
+def stack_sizes(spec: ModelSpec, stack_name: str) -> EntrySizes | None:
+    """The records ``stack_name``'s engine stores DeepSeek-V4's cache in (``Dsv4Layout.sizes``): what the step's ops
+    read (step.ops ``dsv4_sizes``); None for every other model and for DeepSeek-V4.1 (its own formats)."""
+    d = spec.dsv4
+    if d is None or d.csa2 is not None:
+        return None
+    return layout_for_stack(stack_name).sizes(d)
 
 
 def engine_charge(
@@ -100,11 +110,11 @@ def kv_bytes_per_token(spec: ModelSpec, layout: Dsv4Layout = VLLM) -> Fraction:
     d = _dims(spec)
     if d.csa2 is not None:
         return _csa2_kv_bytes_per_token(d)
-    e, i = layout.entry_bytes(d), layout.index_bytes(d)
+    z = layout.sizes(d)
     out = Fraction(0)
     for r in d.compress_ratios:
         if r:
-            out += Fraction(e + (i if r == CSA else 0), r)
+            out += Fraction(z.csa + z.index if r == CSA else z.hca, r)
     return out
 
 
@@ -114,8 +124,8 @@ def classical_bytes(spec: ModelSpec, context: int, layout: Dsv4Layout = VLLM) ->
     d = _dims(spec)
     if d.csa2 is not None:
         return _csa2_classical_bytes(d, context)
-    e, i = layout.entry_bytes(d), layout.index_bytes(d)
-    return sum((context // r) * (e + (i if r == CSA else 0)) for r in d.compress_ratios if r)
+    z = layout.sizes(d)
+    return sum((context // r) * (z.csa + z.index if r == CSA else z.hca) for r in d.compress_ratios if r)
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ def state_terms(spec: ModelSpec, layout: Dsv4Layout = VLLM, *, speculative: bool
     d = _dims(spec)
     if d.csa2 is not None:
         return _csa2_state_terms(d)
-    window = len(d.compress_ratios) * d.sliding_window * layout.entry_bytes(d)
+    window = len(d.compress_ratios) * d.sliding_window * layout.sizes(d).window
     comp = idx = 0
     for r in d.compress_ratios:
         if not r:
@@ -174,18 +184,18 @@ def decode_read(spec: ModelSpec, context: int, layout: Dsv4Layout = VLLM) -> Dec
     d = _dims(spec)
     if d.csa2 is not None:
         return _csa2_decode_read(d, context)
-    e, i = layout.entry_bytes(d), layout.index_bytes(d)
+    z = layout.sizes(d)
     w = min(d.sliding_window, context)
     idx = csa = hca = win = 0
     for r in d.compress_ratios:
         n = context // r if r else 0
         if r == CSA:
-            idx += n * i
-            csa += (min(d.index_topk, n) + w) * e
+            idx += n * z.index
+            csa += min(d.index_topk, n) * z.csa + w * z.window
         elif r:
-            hca += (n + w) * e
+            hca += n * z.hca + w * z.window
         else:
-            win += w * e
+            win += w * z.window
     return DecodeRead(indexer_bytes=idx, csa_bytes=csa, hca_bytes=hca, window_bytes=win)
 
 
@@ -204,15 +214,18 @@ def kv_source_text(spec: ModelSpec, stack_name: str) -> str:
     if _dims(spec).csa2 is not None:
         return csa2_kv_source_text(spec)
     d, lay = _dims(spec), layout_for_stack(stack_name)
-    e, i = lay.entry_bytes(d), lay.index_bytes(d)
+    z = lay.sizes(d)
     exact = kv_bytes_per_token(spec, lay)
-    # the source the layout rests on least: one not found (or read and not modelled) says so, else the first
-    src = next((s for s in lay.sources if not s.found), lay.sources[0])
+    # the records' source (the first), and the one the layout rests on least where one was not found or not modelled
+    src = lay.sources[0]
+    unread = next((s for s in lay.sources if not s.found), None)
     return (
-        f"analytic: DeepSeek-V4 compressed cache (step/dsv4_cache), {d.n_csa} CSA layers x ({e} + {i} B) / 4 + "
-        f"{d.n_hca} HCA x {e} B / 128 = {float(exact):,.2f} B a token, carried as {per_layer_kv_bytes_ceil(spec, lay)}"
+        f"analytic: DeepSeek-V4 compressed cache (step/dsv4_cache), {d.n_csa} CSA layers x ({z.csa} + {z.index} B) / 4"
+        f" + {d.n_hca} HCA x {z.hca} B / 128 = {float(exact):,.2f} B a token, carried as {per_layer_kv_bytes_ceil(spec, lay)}"
         f" B a token x {len(d.compress_ratios)} layers (rounded up); {lay.engine}'s layout ({src.repo} {src.file} "
-        f"{src.symbol.split(' (')[0]}{'' if src.found else ': ' + src.note}), whatever --kv-dtype says"
+        f"{src.symbol.split(' (')[0]}"
+        + ("" if unread is None else f"; {unread.file} {unread.symbol.split(' (')[0]}: {unread.note}")
+        + "), whatever --kv-dtype says"
     )
 
 

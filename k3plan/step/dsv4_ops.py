@@ -29,10 +29,15 @@ With ``live`` (the temp model's points) the attention ops hold the scores and ca
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from k3plan.columns import minimum
 from k3plan.models.spec import ModelSpec
 from k3plan.step import dsv4_cache
 from k3plan.step.op import LiveBuffers, LiveRules, Op, heads_split
+
+if TYPE_CHECKING:
+    from k3plan.engines.dsv4_layout import EntrySizes
 
 CSA = dsv4_cache.CSA
 F32 = 4
@@ -108,7 +113,7 @@ def _compressor_op(name: str, *, count, rows, row_bytes) -> Op:
     )
 
 
-def _common(spec: ModelSpec, *, rows, layout) -> list[Op]:
+def _common(spec: ModelSpec, *, rows) -> list[Op]:
     d = spec.dsv4
     assert d is not None
     n_csa, n_hca, _, _ = _ratios(spec)
@@ -174,44 +179,49 @@ def _decode_indexer(spec: ModelSpec, *, name: str, count, seqs, keys, key_bytes)
     )
 
 
-def decode_ops(spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = None, layout=None) -> list[Op]:
-    """V4's attention-side ops of one decode step (``seqs`` sequences, one query each, at ``context``)."""
+def decode_ops(
+    spec: ModelSpec, *, seqs, context, tp, live: LiveRules | None = None, sizes: EntrySizes | None = None
+) -> list[Op]:
+    """V4's attention-side ops of one decode step (``seqs`` sequences, one query each, at ``context``), reading
+    the engine's records (``sizes``: ``Dsv4Layout.sizes`` of the stack's engine; None: vLLM's)."""
     d = spec.dsv4
     assert d is not None
     if d.csa2 is not None:  # DeepSeek-V4.1
         return csa2_decode_ops(spec, seqs=seqs, context=context, tp=tp, live=live)
-    lay = layout or dsv4_cache.VLLM
-    e, ib = lay.entry_bytes(d), lay.index_bytes(d)
+    z = sizes or dsv4_cache.VLLM.sizes(d)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
     w = minimum(d.sliding_window, context)
 
-    def attend(name: str, count, keys) -> Op:
-        """CSA's picked entries, HCA's, the window: ``keys`` cached entries of ``e`` bytes."""
+    def attend(name: str, count, entries, entry_bytes) -> Op:
+        """CSA's picked entries, HCA's, then the window's: ``entries`` of ``entry_bytes`` and ``w`` window ones."""
+        keys = entries + w if entries is not None else w
+        read = (entries * entry_bytes if entries is not None else 0) + w * z.window
         return _decode_attention(
-            spec, live, name=name, count=count, seqs=seqs, keys=keys, bytes_read=seqs * keys * e, tp=tp
+            spec, live, name=name, count=count, seqs=seqs, keys=keys, bytes_read=seqs * read, tp=tp
         )
 
     ops: list[Op] = []
     if n_csa:
         keys4 = context // CSA
-        picked = minimum(d.index_topk, keys4) + w
-        ops.append(_decode_indexer(spec, name="dsv4.indexer", count=n_csa, seqs=seqs, keys=keys4, key_bytes=ib))
-        ops.append(attend("dsv4.csa_attention", n_csa, picked))
+        ops.append(_decode_indexer(spec, name="dsv4.indexer", count=n_csa, seqs=seqs, keys=keys4, key_bytes=z.index))
+        ops.append(attend("dsv4.csa_attention", n_csa, minimum(d.index_topk, keys4), z.csa))
     if n_hca:
-        ops.append(attend("dsv4.hca_attention", n_hca, context // r_hca + w))
+        ops.append(attend("dsv4.hca_attention", n_hca, context // r_hca, z.hca))
     if n_swa:
-        ops.append(attend("dsv4.window_attention", n_swa, w))
-    return ops + _common(spec, rows=seqs, layout=lay)
+        ops.append(attend("dsv4.window_attention", n_swa, None, 0))
+    return ops + _common(spec, rows=seqs)
 
 
-def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None = None, layout=None) -> list[Op]:
-    """V4's attention-side ops of one prefill chunk of ``chunk`` tokens ending at ``context`` (one prompt)."""
+def prefill_ops(
+    spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None = None, sizes: EntrySizes | None = None
+) -> list[Op]:
+    """V4's attention-side ops of one prefill chunk of ``chunk`` tokens ending at ``context`` (one prompt), over
+    the engine's records (``sizes``, as ``decode_ops``)."""
     d = spec.dsv4
     assert d is not None
     if d.csa2 is not None:  # DeepSeek-V4.1
         return csa2_prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live)
-    lay = layout or dsv4_cache.VLLM
-    e, ib = lay.entry_bytes(d), lay.index_bytes(d)
+    z = sizes or dsv4_cache.VLLM.sizes(d)
     n_csa, n_hca, n_swa, r_hca = _ratios(spec)
     split = heads_split(spec.mla.heads, tp)
     heads = spec.mla.heads // split
@@ -223,16 +233,16 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None =
     window_pairs = chunk * w
 
     def attend(name: str, count, *, read, written, pairs, keys, workspace) -> Op:
-        """The chunk's queries over ``pairs`` (query, key) pairs of ``count`` layers: ``read`` cached entries in,
-        ``written`` new ones out (CSA's, HCA's, the window's)."""
+        """The chunk's queries over ``pairs`` (query, key) pairs of ``count`` layers: ``read`` cached bytes in,
+        ``written`` new ones out (CSA's or HCA's entries and the window's)."""
         return Op(
             name=name,
             kind="attention",
             layer_kind="mla",
             category="kv",
             count=count,
-            bytes_read=read * e,
-            bytes_written=written * e,
+            bytes_read=read,
+            bytes_written=written,
             flops=per_key * pairs / split,
             flops_category="attention",
             tokens=chunk,
@@ -253,8 +263,8 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None =
                 layer_kind="mla",
                 category="kv",
                 count=n_csa,
-                bytes_read=(start // CSA) * ib,
-                bytes_written=(chunk // CSA) * ib,
+                bytes_read=(start // CSA) * z.index,
+                bytes_written=(chunk // CSA) * z.index,
                 flops=2 * d.index_n_heads * d.index_head_dim * pairs_idx,
                 flops_category="attention",
                 tokens=chunk,
@@ -265,8 +275,8 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None =
             attend(
                 "dsv4.csa_attention",
                 n_csa,
-                read=start // CSA + minimum(start, w),
-                written=chunk // CSA + chunk,
+                read=(start // CSA) * z.csa + minimum(start, w) * z.window,
+                written=(chunk // CSA) * z.csa + chunk * z.window,
                 pairs=pairs,
                 keys=minimum(d.index_topk, context // CSA) + w,
                 workspace=gathered * d.head_dim * BF16,
@@ -278,8 +288,8 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None =
             attend(
                 "dsv4.hca_attention",
                 n_hca,
-                read=start // r_hca + minimum(start, w),
-                written=chunk // r_hca + chunk,
+                read=(start // r_hca) * z.hca + minimum(start, w) * z.window,
+                written=(chunk // r_hca) * z.hca + chunk * z.window,
                 pairs=chunk * (mean_pos / r_hca) + window_pairs,
                 keys=keys,
                 workspace=(keys + chunk) * d.head_dim * BF16,
@@ -290,14 +300,14 @@ def prefill_ops(spec: ModelSpec, *, chunk, context, tp, live: LiveRules | None =
             attend(
                 "dsv4.window_attention",
                 n_swa,
-                read=minimum(start, w),
-                written=chunk,
+                read=minimum(start, w) * z.window,
+                written=chunk * z.window,
                 pairs=window_pairs,
                 keys=w,
                 workspace=0,
             )
         )
-    return ops + _common(spec, rows=chunk, layout=lay)
+    return ops + _common(spec, rows=chunk)
 
 
 def prefill_gather_values(spec: ModelSpec, *, chunk, context):

@@ -169,12 +169,14 @@ def decode_ops(
     live: LiveRules | None = None,
     state_slots=None,
     expert_rows=None,
+    dsv4_sizes=None,
 ) -> list[Op]:
     """The compute ops of one decode step (collectives: ``collective_ops``); with ``live``, each op's
     buffers live at its peak (k3plan.step.live) for ``seqs`` sequences of one query over ``context``.
     ``state_slots``: (read, written) KDA state slots the step moves a KDA layer, a DP group's (a verify
     step's: ``Stack.verify_state_slots`` x its sequences, ``step.decode.decode_terms``); None: ``seqs`` each,
-    a plain step updating each sequence's state in place."""
+    a plain step updating each sequence's state in place. ``dsv4_sizes``: DeepSeek-V4's records as the stack's engine
+    stores them (``step.dsv4_cache.stack_sizes``; ints, or columns over a plan's stacks); None: vLLM's."""
     ops = weight_ops(
         spec,
         weights=weights,
@@ -191,7 +193,7 @@ def decode_ops(
     if spec.dsv4 is not None:  # DeepSeek-V4: indexer, sparse / compressed / window attention, mHC (step/dsv4_ops.py)
         from k3plan.step import dsv4_ops
 
-        ops.extend(dsv4_ops.decode_ops(spec, seqs=seqs, context=context, tp=tp, live=live))
+        ops.extend(dsv4_ops.decode_ops(spec, seqs=seqs, context=context, tp=tp, live=live, sizes=dsv4_sizes))
     elif spec.n_mla:
         ops.append(
             Op(
@@ -356,6 +358,7 @@ def prefill_ops(
     context,
     live: LiveRules | None = None,
     expert_rows=None,
+    dsv4_sizes=None,
 ) -> list[Op]:
     """The compute ops of one prefill chunk of ``chunk`` tokens (a DP group's) ending at ``context``
     tokens: weights as in decode with ``chunk`` rows; MLA attention with K/V materialised, causal (query
@@ -380,7 +383,7 @@ def prefill_ops(
     if spec.dsv4 is not None:  # DeepSeek-V4 (step/dsv4_ops.py)
         from k3plan.step import dsv4_ops
 
-        ops.extend(dsv4_ops.prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live))
+        ops.extend(dsv4_ops.prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live, sizes=dsv4_sizes))
     elif spec.n_mla:
         keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
         kv_layer = kv_bytes_per_token // spec.n_mla

@@ -18,7 +18,7 @@ import math
 from k3plan.engines.stack import Stack
 from k3plan.errors import require
 from k3plan.models.spec import ModelSpec
-from k3plan.step.cache import kv_bytes_per_token_layer, state_bytes_per_slot
+from k3plan.step.cache import stack_kv_bytes_per_token_layer, state_bytes_per_slot
 from k3plan.step.memory import kv_sequence_bytes
 from k3plan.structs import Frozen
 from k3plan.tiers.model import Tier
@@ -33,7 +33,7 @@ def stored_session_bytes(*, spec: ModelSpec, stack: Stack, context_tokens: int) 
         context_tokens,
         block_tokens=1,
         layers=spec.n_mla,
-        kv_bytes_per_token_layer=kv_bytes_per_token_layer(spec, stack.kv_cache.dtype, stack.kv_cache.layout),
+        kv_bytes_per_token_layer=stack_kv_bytes_per_token_layer(spec, stack),
     )
     return int(kv) + state_bytes_per_slot(spec, stack)
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import pytest
 
+from k3plan.engines.dsv4_layout import EntrySizes
 from k3plan.engines.registry import engines
 from k3plan.engines.sglang.dsv4 import LAYOUT as SGLANG
 from k3plan.engines.torchtpu_vllm.dsv4 import LAYOUT as TORCHTPU_VLLM
@@ -37,17 +38,24 @@ def pro():
 
 def test_entry_and_indexer_bytes(flash, pro):
     for spec in (flash, pro):
-        for layout in {e.dsv4.engine: e.dsv4 for e in engines()}.values():
-            assert layout.entry_bytes(spec.dsv4) == 584
-            assert layout.index_bytes(spec.dsv4) == 132
+        for layout in (VLLM, SGLANG):
+            assert layout.sizes(spec.dsv4) == EntrySizes(csa=584, hca=584, window=584, index=132)
+        # the torch_tpu plugin's own records (engines/torchtpu_vllm/dsv4.py): its CSA record packed to 128 B
+        # (get_packed_mla_head_size: align_to(448 + 128 + 7, 128)), HCA's and the window's raw bf16 (512 x 2), its
+        # indexer key align_to(128 + 1, 128)
+        assert TORCHTPU_VLLM.sizes(spec.dsv4) == EntrySizes(csa=640, hca=1024, window=1024, index=256)
+        assert TORCHTPU_VLLM.entry_bytes(spec.dsv4) == 584  # the fp8 record it pads
 
 
 def test_kv_bytes_per_token_exact(flash, pro):
     assert c.kv_bytes_per_token(flash) == Fraction(385025, 100)
     assert c.kv_bytes_per_token(pro) == Fraction(55114375, 10000)
-    # the same in every engine read (one format for the growable cache)
-    for layout in {e.dsv4.engine: e.dsv4 for e in engines()}.values():
-        assert c.kv_bytes_per_token(pro, layout) == c.kv_bytes_per_token(pro)
+    # SGLang stores vLLM's records; the registry serves the three engines' layouts
+    assert c.kv_bytes_per_token(pro, SGLANG) == c.kv_bytes_per_token(pro)
+    assert {e.dsv4.engine for e in engines()} >= {"vllm", "sglang", "torchtpu-vllm"}
+    # the torch_tpu plugin: 21 x (640 + 256) / 4 + 20 x 1,024 / 128 = 4,704 + 160; Pro 30 x 224 + 31 x 8
+    assert c.kv_bytes_per_token(flash, TORCHTPU_VLLM) == 4864
+    assert c.kv_bytes_per_token(pro, TORCHTPU_VLLM) == 6968
     # values a token from the config alone: 21 x (512 + 128) / 4 + 20 x 512 / 128 = 3,360 + 80
     assert c.compressed_values_per_token(flash) == 3440
 
@@ -69,6 +77,22 @@ def test_state_is_fixed(flash, pro):
     # SGLang keeps a longer ring under speculative decoding (16 / 256)
     assert c.state_bytes(pro, SGLANG, speculative=True) > c.state_bytes(pro, SGLANG)
     assert c.state_bytes(pro, VLLM, speculative=True) == c.state_bytes(pro, VLLM)
+
+
+def test_the_plugin_s_records_in_memory_and_in_the_step(flash):
+    """The torch_tpu plugin's records reach the fixed state (its raw bf16 window) and what a decode step reads: one
+    layout for memory and speed (issue 47 item 1)."""
+    assert c.state_terms(flash, TORCHTPU_VLLM).window_bytes == 43 * 128 * 1024
+    r = c.decode_read(flash, M, TORCHTPU_VLLM)
+    assert r.indexer_bytes == 21 * (M // 4) * 256
+    assert r.csa_bytes == 21 * (512 * 640 + 128 * 1024)
+    assert r.hca_bytes == 20 * (M // 128 + 128) * 1024
+    assert r.window_bytes == 2 * 128 * 1024
+    from k3plan.step import dsv4_ops
+
+    for z, lay in ((None, VLLM), (TORCHTPU_VLLM.sizes(flash.dsv4), TORCHTPU_VLLM)):
+        ops = [o for o in dsv4_ops.decode_ops(flash, seqs=3, context=M, tp=1, sizes=z) if o.category == "kv"]
+        assert sum(o.count * o.bytes_read for o in ops) == 3 * c.decode_read(flash, M, lay).total
 
 
 def test_decode_reads_less_than_it_holds(flash):

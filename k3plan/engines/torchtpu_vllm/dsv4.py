@@ -8,41 +8,55 @@ from dataclasses import replace
 from k3plan.engines.dsv4_layout import EngramPlacement, Source
 from k3plan.engines.vllm.dsv4 import LAYOUT as VLLM
 
-# its configs run vLLM's DeepSeek-V4 model code (MODEL_IMPL_TYPE=vllm): vLLM's layout, assumed where its TPU
-# backend was not read (the last source says so)
+# its configs run vLLM's DeepSeek-V4 model code (MODEL_IMPL_TYPE=vllm) with the plugin's own caches: the plugin
+# subclasses vLLM's attention, indexer, compressor and window cache and gives each its own KV-cache spec (the last
+# three sources), which memory (step/dsv4_cache) and speed (step/dsv4_ops) both read through ``sizes``
+_PLUGIN = "kowalski-4831/vllm-torchtpu"
+_OPS = "src/vllm_torchtpu/layers/adapter/custom_ops/deepseek_v4"
 LAYOUT = replace(
     VLLM,
     engine="torchtpu-vllm",
+    entry_align=128,
+    index_align=128,
+    raw_bf16=frozenset({"hca", "window"}),
     sources=(
         Source(
-            "kowalski-4831/vllm-torchtpu",
-            "scripts/vllm/benchmarking/configs/deepseek-v4-flash-dp8-ep.sh",
-            "TP=1 x DP=8 with EP, KV_CACHE_DTYPE=fp8 on v7x-8",
-            "686f5c11afd5042063b4d31f9b7d31e746644eb9",
-        ),
-        Source(
-            "kowalski-4831/vllm-torchtpu",
-            "scripts/vllm/benchmarking/configs/deepseek-v4-pro-dp16-ep.sh",
-            "TP=1 x DP=16 with EP on v7x-16, MODEL_IMPL_TYPE=vllm (vLLM's DeepSeek-V4 model code), "
-            "KV_CACHE_DTYPE=fp8_e4m3",
-            "5e1723dbf012cb9663dd800bb0fc58991eccfa72",
-        ),
-        Source(
-            "kowalski-4831/vllm-torchtpu",
+            _PLUGIN,
             "src/vllm_torchtpu/models/vllm/deepseek_v4/attention.py",
-            "VllmDeepseekV4MLAAttention.get_kv_cache_spec (CSA: get_packed_mla_head_size = align_to(448 + 128 + 7, "
-            "128) = 640 B; HCA: raw bf16 latents, 1,024 B; block_size = cache_config.block_size, alignment None)",
+            "VllmDeepseekV4MLAAttention.get_kv_cache_spec (CSA: head_size = get_packed_mla_head_size = align_to(448 + "
+            "64 x 2 + 448 // 64, 128) = 640 B, the no-rope record and its rope companion array; HCA: raw bf16 "
+            "latents, 512 x 2 = 1,024 B; MLAAttentionSpec(block_size = cache_config.block_size, alignment=None))",
+            "0095cdcbda2a44e2b3cd5975d2954765e2e95629",
+        ),
+        Source(
+            _PLUGIN,
+            f"{_OPS}/deepseek_v4_attention_op.py",
+            "VllmDeepseekV4SWACache.get_kv_cache_spec (SlidingWindowMLASpec head_size=1024: the window's entries raw "
+            "bf16; block = cache block // 4 // 2, overlaying CSA's no-rope array) and get_packed_mla_head_size",
+            "080c3762d736344dc1ad7d91ecfd796d4c7c9118",
+        ),
+        Source(
+            _PLUGIN,
+            f"{_OPS}/deepseek_v4_indexer.py",
+            "VllmDeepseekV4IndexerCache.get_kv_cache_spec (head_size = align_to(128 + 1, 128) = 256 B a key, "
+            "alignment=None); deepseek_v4_compressor.py VllmCompressorStateCache.get_kv_cache_spec (f32 state rows, "
+            "align_to(state_dim x 4, 128): vLLM's rings)",
+            "0095cdcbda2a44e2b3cd5975d2954765e2e95629",
+        ),
+        Source(
+            _PLUGIN,
+            "src/vllm_torchtpu/platforms/tpu_platform.py",
+            "TpuPlatform.update_block_size_for_backend (DeepseekV4ForCausalLM without --block-size: the MLA "
+            "backend's page size), the pool's charge of the window and compressor-state pages",
             "0095cdcbda2a44e2b3cd5975d2954765e2e95629",
             found=False,
-            note="read, not modelled: the plugin's own layout differs from vLLM's, which k3plan prices here. Its "
-            "entries are 640 B (CSA) and 1,024 B (HCA), its window entries raw bf16 1,024 B (deepseek_v4_attention_op"
-            ".py VllmDeepseekV4SWACache @080c3762), its indexer keys 256 B (deepseek_v4_indexer.py "
-            "VllmDeepseekV4IndexerCache @0095cdcb), pages unaligned, and its platform sets a 1,024-token block "
-            "for DeepseekV4ForCausalLM (platforms/tpu_platform.py update_block_size_for_backend): 4,864 B a token of "
-            "V4-Flash against vLLM's 3,850.25; how its pool charges the windows was not settled",
+            note="read, not modelled: the plugin overlays the window and compressor-state pages on the CSA arrays "
+            "(the runner's physical overlay, not read), so k3plan charges a request the records' bytes a token and "
+            "its fixed state, not the plugin's page groups",
         ),
     ),
-    note="assumed vLLM's layout; the plugin's own was read and differs (its third source), not yet modelled",
+    note="the plugin's own records (640 B CSA entries, raw bf16 HCA and window entries, 256 B indexer keys, pages "
+    "unaligned); the pool's page groups are vLLM's bytes a token here (the last source)",
 )
 
 ENGRAM = EngramPlacement(

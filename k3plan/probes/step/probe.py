@@ -841,13 +841,13 @@ def _legacy_capacity(setup, params: StepParams, stage: str) -> int:
     """A record from before records named their graph's capacity (issue 48): its graph held the torchtpu-vllm
     stack's pages as they were then, upstream vLLM's hybrid block (64 x ceil(state page / (64 x KV bytes a token a
     layer)), 5,120 tokens for the one-chip K3-width model), not today's 16-token page."""
-    from k3plan.step.cache import kv_bytes_per_token_layer, state_bytes_per_layer
+    from k3plan.step.cache import stack_kv_bytes_per_token_layer, state_bytes_per_layer
     from k3plan.step.memory import cache_terms
 
     spec, st = setup.model.spec, setup.stack
     c = cache_terms(
         spec,
-        kv_layer=kv_bytes_per_token_layer(spec, st.kv_cache.dtype, st.kv_cache.layout),
+        kv_layer=stack_kv_bytes_per_token_layer(spec, st),
         replicate_across_tp=st.kv_cache.replicate_across_tp,
         state_layer=state_bytes_per_layer(spec, st),
         shard_state_by_heads=st.state.shard_by_heads,
