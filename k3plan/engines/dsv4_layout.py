@@ -93,6 +93,10 @@ class Dsv4Layout:
     entry_align: int = 1
     index_align: int = 1
     raw_bf16: frozenset[str] = frozenset()
+    # the KV block the engine sets for DeepSeek-V4 where the command gives no --block-size (the torch_tpu plugin:
+    # 1,024), with its source; 0: the stack's paging
+    block: int = 0
+    block_source: str = ""
 
     def entry_bytes(self, d: DSV4Dims) -> int:
         """One fp8 record: no-rope fp8, rope bf16, scales, pad (584 for V4): every entry an engine does not pad or

@@ -264,6 +264,10 @@ def cache_inputs(
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
+    if spec.dsv4 is not None and spec.dsv4.csa2 is None:  # DeepSeek-V4 in the block its engine sets (Dsv4Layout.block)
+        from k3plan.step.dsv4_cache import layout_for_stack
+
+        out["align_tokens"] = layout_for_stack(stack.name).block or out["align_tokens"]
     charge = engine_charge(spec, stack, hardware=hardware, vendor=vendor, chunk=chunk, context=context)
     if charge is not None:  # a block of context is the block's bytes, spread over the layers (rounded up)
         out.update(

@@ -65,6 +65,15 @@ def stack_sizes(spec: ModelSpec, stack_name: str) -> EntrySizes | None:
     return layout_for_stack(stack_name).sizes(d)
 
 
+def dsv4_block_source(spec: ModelSpec, stack_name: str) -> str:
+    """Where ``stack_name``'s engine sets DeepSeek-V4's KV block apart from the stack's paging (``Dsv4Layout.block``:
+    the torch_tpu plugin's 1,024 tokens); "" elsewhere."""
+    if spec.dsv4 is None or spec.dsv4.csa2 is not None:
+        return ""
+    lay = layout_for_stack(stack_name)
+    return f"{lay.block} tokens, {lay.block_source}" if lay.block else ""
+
+
 def engine_charge(
     spec: ModelSpec, stack: Stack, *, hardware: str, vendor: str, chunk: int, context: int
 ) -> RequestCharge | None:

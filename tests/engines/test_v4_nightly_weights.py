@@ -87,6 +87,23 @@ def test_flash_nightly_reads_through_serve(cli):
     assert d["engine"]["starts"] is True
 
 
+def test_flash_nightly_pool_is_the_plugin_s_records_in_its_1024_token_blocks(cli):
+    """The plugin's own V4 layout (engines/torchtpu_vllm/dsv4.py): 4,864 B a token of V4-Flash carried as 114 B x 43
+    layers, and the block its platform sets for DeepseekV4ForCausalLM (PallasMLAttentionBackend.get_page_size: 1,024)
+    in the budget and the engine's pool alike; --block-size sets the engine's."""
+    d = json.loads(cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", FLASH, "--json").stdout)
+    eng = d["engine"]
+    assert d["model_state"]["kv_bytes_per_token"] == 114 * 43
+    assert "640 + 256 B" in d["provenance"]["kv"] and "1024 B / 128" in d["provenance"]["kv"]
+    assert eng["block_tokens"] == 1024 == d["cache_layout"]["block_tokens"]
+    assert "get_page_size" in eng["sources"]["block_tokens"]
+    # the pool's tokens are whole blocks of the records: 9 blocks a 9,216-token request
+    assert eng["kv_pool_tokens"] % 1024 == 0
+    assert eng["max_concurrency"] == round(eng["kv_pool_tokens"] / 9216, 2)
+    d = json.loads(cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", FLASH + " --block-size 256", "--json").stdout)
+    assert d["engine"]["block_tokens"] == 256
+
+
 def test_another_requantize_block_or_model_code_is_one_line(cli):
     for env in ("MOE_REQUANTIZE_BLOCK_SIZE=256 ", "MODEL_IMPL_TYPE=flax_nnx "):
         out = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", env + FLASH.replace(ENV, ""))

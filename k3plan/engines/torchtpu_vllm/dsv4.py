@@ -19,6 +19,11 @@ LAYOUT = replace(
     entry_align=128,
     index_align=128,
     raw_bf16=frozenset({"hca", "window"}),
+    block=1024,
+    block_source="the plugin's block for DeepseekV4ForCausalLM without --block-size: kowalski-4831/vllm-torchtpu "
+    "src/vllm_torchtpu/platforms/tpu_platform.py TpuPlatform.update_block_size_for_backend (is_ds_v4: block_size = "
+    "PallasMLAttentionBackend.get_page_size), src/vllm_torchtpu/layers/adapter/attention.py "
+    "PallasMLAttentionBackend.get_page_size (returns 1024) @0095cdcb",
     sources=(
         Source(
             _PLUGIN,
@@ -45,9 +50,9 @@ LAYOUT = replace(
         ),
         Source(
             _PLUGIN,
-            "src/vllm_torchtpu/platforms/tpu_platform.py",
-            "TpuPlatform.update_block_size_for_backend (DeepseekV4ForCausalLM without --block-size: the MLA "
-            "backend's page size), the pool's charge of the window and compressor-state pages",
+            f"{_OPS}/deepseek_v4_compressor.py",
+            "VllmCompressorStateCache._derive_block_size (the states overlay their hosts' pages: 'the physical "
+            "overlay onto that host is done by the runner'), the pool's charge of the window and state pages",
             "0095cdcbda2a44e2b3cd5975d2954765e2e95629",
             found=False,
             note="read, not modelled: the plugin overlays the window and compressor-state pages on the CSA arrays "
@@ -56,7 +61,7 @@ LAYOUT = replace(
         ),
     ),
     note="the plugin's own records (640 B CSA entries, raw bf16 HCA and window entries, 256 B indexer keys, pages "
-    "unaligned); the pool's page groups are vLLM's bytes a token here (the last source)",
+    "unaligned), in 1,024-token blocks; its pool is charged the records' bytes a token (the last source)",
 )
 
 ENGRAM = EngramPlacement(
