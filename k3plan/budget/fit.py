@@ -380,7 +380,7 @@ class _Row:
 
 def v41_charge_unread(setup: Setup, workload: Workload) -> str | None:
     """DeepSeek-V4.1 on a stack whose engine has a pool accounting of its own (``Dsv4Layout.request_charge``) that
-    k3plan did not read for this model on this machine (the torch_tpu plugin's, SGLang's under speculative decoding:
+    k3plan did not read for this model on this machine (the torch_tpu plugin's:
     step/dsv4_cache.engine_charge gives none): the KV and state here are the model's own formats, said so."""
     from k3plan.step.dsv4_cache import engine_charge
 

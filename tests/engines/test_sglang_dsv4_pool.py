@@ -132,10 +132,19 @@ def test_v41_s_bytes_a_full_token_and_sliding_window_pool_are_its_start_log_s(fl
     ratios, a full token; the sliding-window pool apart. A public V4.1-Flash start with DSpark (one draft layer)
     logs 'DSV4 memory calculation: bytes_per_full_token=1670.75, available_bytes=8.84 GB, ..., swa_fixed=0.30 GB,
     full_token=5491200' for 'DSV4 SWA sizing: mode=cap, swa_tokens=13312'."""
-    spec = sglang_dsv41_pool(flash41, chunk=1024, max_running_requests=4, draft_layers=1)
+    # DSpark verifies the checkpoint's block + 1 = 6 draft tokens a step (V41_SPEC_SOURCE)
+    spec = sglang_dsv41_pool(flash41, chunk=1024, max_running_requests=4, draft_layers=1, draft_tokens=6)
     assert round(spec.bytes_per_full_token, 2) == 1670.75 and round(spec.bytes_per_swa_token) == 23_944
-    swa_fixed = 13_312 * spec.bytes_per_swa_token  # the logged swa_tokens (their cap under DSpark is not priced)
+    # the cap: (128 + 128 x 6 + 256 + 2 x 6 + the radix cache's 4 x (128 + 256)) x 4 + 2 x 1,024 + 256 = 13,104 tokens,
+    # in whole 256-token pages: the logged swa_tokens
+    assert spec.fixed_bytes == int(13_312 * spec.bytes_per_swa_token)
+    assert spec.swa_tokens_per_request == 128 + 128 * 6 + 256 + 12 + 4 * 384
+    swa_fixed = spec.fixed_bytes
     assert round(swa_fixed / GB, 2) == 0.30
+    # without the draft tokens' terms the cap is 11,520 tokens, 1,792 short of the log
+    assert sglang_dsv41_pool(flash41, chunk=1024, max_running_requests=4, draft_layers=1).fixed_bytes == int(
+        11_520 * spec.bytes_per_swa_token
+    )
     # full_token from the logged available bytes, printed to 0.01 GiB: within that rounding of the log's 5,491,200
     lo, hi = ((8.84 + e) * GB - swa_fixed for e in (-0.005, 0.005))
     assert int(lo / spec.bytes_per_full_token) <= 5_491_200 <= int(hi / spec.bytes_per_full_token)
@@ -181,3 +190,19 @@ def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flas
     engine = json.loads(cli("fit", "-H", "nvidia-h200", "--serve", serve, "--json").stdout)["engine"]
     # whole sequences against the engine's fraction, the room after the budget's temporaries against its static pool
     assert 0.95 * engine["max_concurrency"] <= out["capacity"]["max_sequences"] <= 1.05 * engine["max_concurrency"]
+
+
+def test_v41_under_dspark_the_budget_charges_the_draft_tokens_cap_terms(cli, flash41):
+    """fit --spec-tokens 5 on SGLang (6 tokens verified a step, DSpark's width for V4.1-Flash's block of 5): a request's
+    share of the sliding-window pool holds the eviction interval a draft token and the next decode's 2 x 6 tokens, at
+    the per-token figures inflated by one draft layer (V41_SPEC_SOURCE); before, the budget fell back to the model's
+    own formats and said the accounting was unread."""
+    args = ("fit", "-m", "deepseek-v4.1-flash", "-H", "nvidia-b200", "-t", "4", "-s", "sglang", "--json")
+    spec = json.loads(cli(*args, "--spec-tokens", "5", "--acceptance", "0.7").stdout)
+    plain = json.loads(cli(*args).stdout)
+    pool = sglang_dsv41_pool(flash41, chunk=spec["workload"]["prefill_chunk_tokens"], max_running_requests=1,
+                             draft_layers=1, draft_tokens=6)  # fmt: skip
+    assert pool.swa_tokens_per_request == 128 + 128 * 6 + 256 + 2 * 6 + 4 * (128 + 256)
+    assert spec["per_device"]["state_bytes"] == int(pool.swa_tokens_per_request * pool.bytes_per_swa_token)
+    assert "not read" not in " ".join(spec.get("warnings", []))
+    assert spec["capacity"]["max_sequences"] < plain["capacity"]["max_sequences"]

@@ -74,8 +74,11 @@ class SglangDsv4Pool(Frozen):
 # (window + SGLANG_SWA_EVICTION_INTERVAL x draft tokens + page + the next decode's page) x max_running_requests +
 # 2 chunks in flight (the overlap scheduler) + a page; headroom = prefix_tails x (window + page), prefix_tails =
 # 4 x max_running_requests with the radix cache on, 0 with it off. Speculative decoding (DSpark) scales both
-# per-token figures by (layers + 1) / layers and changes the next decode's allocation (get_alloc_len_per_decode,
-# not read): not priced here
+# per-token figures by (layers + 1) / layers, and with D draft tokens (SGLang's speculative_num_draft_tokens: DSpark's
+# verify width, the checkpoint's dspark_block_size + 1 unless set) a request's trailing tokens hold the eviction
+# interval D times and its next decode 2 x get_alloc_len_per_decode = 2 x max(steps x topk, D) tokens in place of a
+# page (compute_swa_request_cap, spec-v2 under the overlap scheduler: the allocator keeps 2 x alloc_len outstanding);
+# k3plan's verify width at topk 1 is that D (V41_SPEC_SOURCE)
 V41_SOURCE = (
     "sgl-project/sglang@8bf69b4f python/sglang/srt/model_executor/pool_configurator.py (DSV4PoolConfigurator: "
     "low_ratio_bytes_per_full_token, _get_bytes_per_full_token, _get_bytes_per_swa_token, _resolve_swa_cap_tokens, "
@@ -83,6 +86,15 @@ V41_SOURCE = (
     "get_dsv4_indexer_bytes_per_token (use_fp4_indexer: index_head_dim // 2 + index_head_dim // 32); a public SGLang "
     "V4.1-Flash start log with DSpark prints 'bytes_per_full_token=1670.75' and 'swa_fixed=0.30 GB' for "
     "'swa_tokens=13312' (tests/engines/test_sglang_dsv4_pool.py reproduces both)"
+)
+V41_SPEC_SOURCE = (
+    "sgl-project/sglang python/sglang/srt/model_executor/pool_configurator.py compute_swa_request_cap (trailing = "
+    "window + eviction_interval x speculative_num_draft_tokens + page; spec-v2 decode_alloc = 2 x "
+    "get_alloc_len_per_decode()) and mem_cache/allocation_sizing.py get_alloc_len_per_decode (max(steps x topk, "
+    "num_draft_tokens) at topk 1), read in a stored copy, commit not pinned; DSpark's verify width is the checkpoint's "
+    "dspark_block_size + 1 (arg_groups model overrides: q_len = speculative_num_draft_tokens or "
+    "speculative_dspark_block_size + 1). With D = 6 (V4.1-Flash's block 5) the public DSpark start log's "
+    "'swa_tokens=13312' at 4 requests and 1,024-token chunks is reproduced exactly"
 )
 # apply_deepseek_v4_defaults (python/sglang/srt/arg_groups/deepseek_v4_hook.py @006cbb66), which runs for
 # DeepseekV4ForCausalLM (V4 and V4.1): max_running_requests 256 where the command sets none ('Setting
@@ -102,12 +114,14 @@ def sglang_dsv41_pool(
     swa_ratio: float | None = None,
     page: int | None = None,
     draft_layers: int = 0,
+    draft_tokens: int = 0,
 ) -> SglangDsv4Pool:
     """SGLang's pool for DeepSeek-V4.1 (V41_SOURCE): bytes a full token and, in cap mode (``swa_ratio`` None: the
     operator gave no --swa-full-tokens-ratio), the sliding-window pool taken first, at ``chunk`` tokens a prefill
     (--chunked-prefill-size) and ``max_running_requests``. ``draft_layers``: a DSpark drafter's (1: SGLang counts one
-    draft layer) scales the per-token figures by (layers + 1) / layers; its own cap terms are not priced, so the
-    budget prices none (``dsv4_request_charge``)."""
+    draft layer) scales the per-token figures by (layers + 1) / layers; ``draft_tokens``: the tokens it verifies a
+    step (SGLang's speculative_num_draft_tokens; 0: no speculative decoding), which set a request's cap terms
+    (V41_SPEC_SOURCE)."""
     assert d.csa2 is not None
     page = page or PAGE
     layers = len(d.compress_ratios)
@@ -119,17 +133,25 @@ def sglang_dsv41_pool(
     infl = (layers + 1) / layers if draft_layers else 1.0
     if swa_ratio is None:  # cap mode
         window = d.sliding_window
-        per_request = window + EVICTION_INTERVAL + page + page
+        # trailing tokens (window, the eviction interval a draft token, a page) and the next decode's allocation
+        decode = 2 * draft_tokens if draft_tokens else page
+        per_request = window + EVICTION_INTERVAL * max(draft_tokens, 1) + page + decode
         tails = PREFIX_TAILS_PER_REQUEST * (window + page) if radix_cache else 0
         cap = per_request * max_running_requests + CHUNKS_IN_FLIGHT * chunk + page
         tokens = -(-(cap + tails * max_running_requests) // page) * page
         bpft, bpst = low * infl, per_swa * infl
         fixed = int(tokens * bpst)
+        terms = (
+            f"window {window} + eviction {EVICTION_INTERVAL} x {draft_tokens} draft tokens + a page of {page} + the "
+            f"next decode's 2 x {draft_tokens}"
+            if draft_tokens
+            else f"window {window} + eviction {EVICTION_INTERVAL} + 2 pages of {page}"
+        )
         how = (
             f"{bpft:,.2f} B a full token (the KV sources' {kv} B latents and {index} B fp4 index keys over their "
-            f"ratios), the sliding-window pool apart in cap mode: {tokens:,} tokens ((window {window} + eviction "
-            f"{EVICTION_INTERVAL} + 2 pages of {page}{f' + radix tails 4 x {window + page}' if tails else ''}) x "
-            f"{max_running_requests} requests + 2 x {chunk:,} + {page}) x {bpst:,.0f} B = {fixed:,} B"
+            f"ratios), the sliding-window pool apart in cap mode: {tokens:,} tokens (({terms}"
+            f"{f' + radix tails 4 x {window + page}' if tails else ''}) x {max_running_requests} requests + 2 x "
+            f"{chunk:,} + {page}) x {bpst:,.0f} B = {fixed:,} B" + (f" ({V41_SPEC_SOURCE})" if draft_tokens else "")
         )
         return SglangDsv4Pool(
             bytes_per_full_token=bpft,
@@ -194,16 +216,16 @@ def dsv4_request_charge(
     command's), the windows and compressor rings inside that figure, nothing apart. DeepSeek-V4.1 (``sglang_dsv41_pool``
     at its defaults, ``chunk`` tokens a prefill): its KV sources' full tokens, and apart its share of the
     sliding-window pool, the tokens a running request adds to the cap (the pool's 2 chunks and page in flight are not
-    a request's: not charged); None with speculative decoding (``spec_tokens``: its cap terms not read) and off a
+    a request's: not charged), with speculative decoding (``spec_tokens`` k: SGLang verifies k + 1 draft tokens a step)
+    its one draft layer in the per-token figures and the draft tokens in its cap terms (V41_SPEC_SOURCE); None off a
     GPU."""
     from k3plan.engines.dsv4_layout import RequestCharge
 
     if vendor not in ("nvidia", "amd"):
         return None
     if d.csa2 is not None:
-        if spec_tokens:
-            return None
-        v41 = sglang_dsv41_pool(d, chunk=chunk, max_running_requests=1)
+        draft = spec_tokens + 1 if spec_tokens else 0
+        v41 = sglang_dsv41_pool(d, chunk=chunk, max_running_requests=1, draft_layers=int(draft > 0), draft_tokens=draft)
         apart = int(v41.swa_tokens_per_request * v41.bytes_per_swa_token)
         return RequestCharge(
             block_tokens=v41.page,
@@ -214,8 +236,9 @@ def dsv4_request_charge(
             apart_bytes=apart,
             apart_source=(
                 f"its share of the sliding-window pool (cap mode, SGLang's default for V4.1): "
-                f"{v41.swa_tokens_per_request:,} tokens (window {d.sliding_window} + eviction {EVICTION_INTERVAL} + "
-                f"2 pages + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B, "
+                f"{v41.swa_tokens_per_request:,} tokens (window {d.sliding_window} + eviction {EVICTION_INTERVAL}"
+                + (f" x {draft} draft tokens + a page + the next decode's 2 x {draft}" if draft else " + 2 pages")
+                + f" + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B, "
                 f"SGLang sizing the pool for --max-running-requests at the sequences priced (k3plan's launch line "
                 f"writes it); left at its default {V41_RUNNING} it holds that many requests' windows whatever runs"
             ),
