@@ -193,11 +193,11 @@ def decode_ops(
     w = minimum(d.sliding_window, context)
 
     def attend(name: str, count, entries, entry_bytes) -> Op:
-        """CSA's picked entries, HCA's, then the window's: ``entries`` of ``entry_bytes`` and ``w`` window ones."""
-        keys = entries + w if entries is not None else w
-        read = (entries * entry_bytes if entries is not None else 0) + w * z.window
+        """``entries`` compressed entries of ``entry_bytes`` (CSA's picks, HCA's; none on window-only layers) and
+        the ``w`` window entries."""
+        read = entries * entry_bytes + w * z.window
         return _decode_attention(
-            spec, live, name=name, count=count, seqs=seqs, keys=keys, bytes_read=seqs * read, tp=tp
+            spec, live, name=name, count=count, seqs=seqs, keys=entries + w, bytes_read=seqs * read, tp=tp
         )
 
     ops: list[Op] = []
@@ -208,7 +208,7 @@ def decode_ops(
     if n_hca:
         ops.append(attend("dsv4.hca_attention", n_hca, context // r_hca, z.hca))
     if n_swa:
-        ops.append(attend("dsv4.window_attention", n_swa, None, 0))
+        ops.append(attend("dsv4.window_attention", n_swa, 0, 0))
     return ops + _common(spec, rows=seqs)
 
 
