@@ -402,7 +402,7 @@ def _serve_fits(result: FitResult) -> bool:
 def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm.memory)."""
     from k3plan.engines.vllm.memory import engine_sizing
-    from k3plan.step.dsv4_cache import dsv4_block_source
+    from k3plan.step.dsv4_cache import dsv4_block
 
     lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
@@ -469,7 +469,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
-        paging_source=dsv4_block_source(spec, st.name) or st.paging.source,
+        paging_source=dsv4_block(spec, st.name)[1] or st.paging.source,
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,

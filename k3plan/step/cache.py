@@ -252,7 +252,7 @@ def cache_inputs(
     engine_charge: DeepSeek-V4.1 on vLLM's CUDA and ROCm backends, DeepSeek-V4 and V4.1 on SGLang; at ``chunk``
     tokens a step and ``context`` tokens), the KV a token, its block and the pool's charge a request beyond the KV
     are the engine's."""
-    from k3plan.step.dsv4_cache import engine_charge
+    from k3plan.step.dsv4_cache import dsv4_block, engine_charge
 
     out: dict[str, int | bool] = dict(
         kv_layer=stack_kv_bytes_per_token_layer(spec, stack),
@@ -264,10 +264,8 @@ def cache_inputs(
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
-    if spec.dsv4 is not None and spec.dsv4.csa2 is None:  # DeepSeek-V4 in the block its engine sets (Dsv4Layout.block)
-        from k3plan.step.dsv4_cache import layout_for_stack
-
-        out["align_tokens"] = layout_for_stack(stack.name).block or out["align_tokens"]
+    # DeepSeek-V4 in the block its engine sets (Dsv4Layout.block)
+    out["align_tokens"] = dsv4_block(spec, stack.name)[0] or out["align_tokens"]
     charge = engine_charge(spec, stack, hardware=hardware, vendor=vendor, chunk=chunk, context=context)
     if charge is not None:  # a block of context is the block's bytes, spread over the layers (rounded up)
         out.update(

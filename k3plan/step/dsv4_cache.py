@@ -65,13 +65,13 @@ def stack_sizes(spec: ModelSpec, stack_name: str) -> EntrySizes | None:
     return layout_for_stack(stack_name).sizes(d)
 
 
-def dsv4_block_source(spec: ModelSpec, stack_name: str) -> str:
-    """Where ``stack_name``'s engine sets DeepSeek-V4's KV block apart from the stack's paging (``Dsv4Layout.block``:
-    the torch_tpu plugin's 1,024 tokens); "" elsewhere."""
+def dsv4_block(spec: ModelSpec, stack_name: str) -> tuple[int, str]:
+    """(tokens, source) of the KV block ``stack_name``'s engine sets for DeepSeek-V4 apart from the stack's paging
+    (``Dsv4Layout.block``: the torch_tpu plugin's and tpu-inference's 1,024 tokens); (0, "") elsewhere."""
     if spec.dsv4 is None or spec.dsv4.csa2 is not None:
-        return ""
+        return 0, ""
     lay = layout_for_stack(stack_name)
-    return f"{lay.block} tokens, {lay.block_source}" if lay.block else ""
+    return (lay.block, f"{lay.block} tokens, {lay.block_source}") if lay.block else (0, "")
 
 
 def engine_charge(
