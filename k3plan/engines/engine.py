@@ -15,6 +15,28 @@ from typing import Literal
 
 from k3plan.engines.dsv4_layout import Dsv4Layout, EngramPlacement
 
+
+@dataclass(frozen=True)
+class HbmWorker:
+    """A TPU engine's worker that sizes its KV pool from the HBM the devices report (kv_pool method
+    ``utilization_minus_resident``): available = utilization x the HBM limit - the bytes in use when it asks, so a
+    compiled step's temporaries, freed when it returns, run in the 1 - utilization left over. Each field is the
+    engine's own, cited to its code: where the worker sizes the pool (``source``), where it refuses a pool of 0
+    bytes and in which words (``no_pool``: a template over used / cap / over GiB and the utilization), where
+    the weights overflow the HBM (``weights_oom``, ``weights_oom_at``), and its compact KDA-state slots
+    (``compact_at``): on a state pool that leaves no attention block the torch_tpu plugin raises
+    (``compact_short: "raise"``), tpu-inference skips the compact sizing and keeps vLLM's uniform pages
+    (``"uniform"``)."""
+
+    source: str
+    no_pool: str  # str.format over used, cap, over (GiB, 2 decimals) and util
+    no_pool_at: str
+    weights_oom: str
+    weights_oom_at: str
+    compact_at: str
+    compact_short: Literal["raise", "uniform"]
+
+
 # How an engine sizes its KV pool (fit --json's ``engine``): ``profile`` -- a fraction of HBM less the weights
 # and a profiled activation (vLLM's Worker.determine_available_memory, k3plan.engines.vllm.memory);
 # ``static`` -- a static fraction less the weights and the state pool (SGLang's ModelRunner.init_memory_pool,
@@ -76,6 +98,8 @@ class Engine:
     # the engine loop (scheduler, input preparation, output processing a step) whose published host time a step
     # the speed model's host term reads (an engine_family of evidence/engine_step_overheads.yaml); None: none
     engine_loop: str | None = None
+    # a TPU engine's worker that sizes the pool from the HBM in use (kv_pool utilization_minus_resident): its rules
+    hbm_worker: HbmWorker | None = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

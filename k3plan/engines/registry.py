@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from k3plan.engines.engine import Engine
+from k3plan.engines.engine import Engine, HbmWorker
 from k3plan.errors import K3PlanError
 
 ENGINES_DIR = Path(__file__).resolve().parent
@@ -107,6 +107,22 @@ def engine_rules(ref: str | StackRef) -> Engine:
     if found is not None:
         return found
     return next(e for e in engines() if e.prices_unnamed)
+
+
+def hbm_worker_for(ref: str | StackRef) -> HbmWorker:
+    """The worker that sizes a ``utilization_minus_resident`` pool: the stack's engine's own; for a stack no folder
+    holds (a user's YAML), the first default's (by ``Engine.default_rank``) that has one -- the torch_tpu plugin's,
+    whose worker the method was written for."""
+    found = find_engine(ref)
+    if found is not None and found.hbm_worker is not None:
+        return found.hbm_worker
+    ranked = sorted(
+        (e for e in engines() if e.hbm_worker is not None and e.default_rank is not None),
+        key=lambda e: e.default_rank or 0,
+    )
+    worker = ranked[0].hbm_worker
+    assert worker is not None
+    return worker
 
 
 def stack_path(name: str) -> Path:

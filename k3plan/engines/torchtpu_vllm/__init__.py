@@ -9,6 +9,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.torchtpu_vllm import dsv4
+from k3plan.engines.torchtpu_vllm.memory import WORKER
 
 # the serve flags its K3 CI passes (a stack of this engine launches with them): the cited config, whose comments
 # say what each does (--enable-ep-weight-filter: model_loader_patches.py, the plugin's #373)
@@ -48,6 +49,7 @@ ENGINE = Engine(
     recorded_forms={"vllm-tpu": "layer"},
     ci_serve_flags={"--language-model-only": CI, "--enable-ep-weight-filter": CI},
     default_block=(DEFAULT_BLOCK, DEFAULT_BLOCK_SOURCE),
+    hbm_worker=WORKER,
     scheduling_default=(
         True,
         "the nightly harness's default: kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/run_benchmarks.sh "

@@ -4,6 +4,8 @@ refusals is raised, each cited to the plugin's code."""
 
 from __future__ import annotations
 
+from k3plan.engines.engine import HbmWorker
+
 TORCHTPU_WORKER = (
     "kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/worker/tpu_worker.py TPUWorker.determine_available_memory "
     "(utils.compute_hbm_budget: cap = int(limit x utilization), available = cap - (limit - free) after profile_run)"
@@ -21,4 +23,17 @@ TORCHTPU_NO_POOL_AT = (
 TORCHTPU_WEIGHTS_OOM_AT = (
     "the plugin's weight loading, before TPUWorker.determine_available_memory sizes any KV cache (the torch_tpu "
     "allocator's own error text was not read)"
+)
+
+WORKER = HbmWorker(
+    source=TORCHTPU_WORKER,
+    no_pool=(
+        "ValueError: total_hbm_used_gb {used:.2f} exceeds total_hbm_limit_cap_gb {cap:.2f} (--gpu-memory-utilization "
+        "{util}): no room for the KV cache"
+    ),
+    no_pool_at=TORCHTPU_NO_POOL_AT,
+    weights_oom="out of HBM",
+    weights_oom_at=TORCHTPU_WEIGHTS_OOM_AT,
+    compact_at=TORCHTPU_COMPACT,
+    compact_short="raise",
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.tpu_inference import dsv4
+from k3plan.engines.tpu_inference.memory import WORKER
 
 ENGINE = Engine(
     engine_loop="vllm",  # a plugin of vLLM's engine (vllm/v1/engine/core.py EngineCore): vLLM's published host time a step (engines/vllm/speed.py)
@@ -18,4 +19,5 @@ ENGINE = Engine(
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
     tpu_dp_attention=True,
+    hbm_worker=WORKER,
 )

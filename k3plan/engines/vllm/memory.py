@@ -25,12 +25,7 @@ from __future__ import annotations
 
 import math
 
-from k3plan.engines.torchtpu_vllm.memory import (
-    TORCHTPU_COMPACT,
-    TORCHTPU_NO_POOL_AT,
-    TORCHTPU_WEIGHTS_OOM_AT,
-    TORCHTPU_WORKER,
-)
+from k3plan.engines.engine import HbmWorker
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
@@ -156,6 +151,7 @@ def vllm_kv_pool(
     n_state: int,
     max_model_len: int,
     worker_source: str,
+    hbm_worker: HbmWorker | None = None,
     auto_max_model_len: bool = False,
     num_gpu_blocks_override: int | None = None,
     compact_state_bytes: int | None = None,
@@ -167,8 +163,11 @@ def vllm_kv_pool(
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
     ``compact_state_bytes``: one KDA layer's unpadded state slot, where the engine keeps the state apart from the
-    pages (the torch_tpu plugin's compact-mamba layout, TORCHTPU_COMPACT): each of the ``group_size`` layer regions
-    first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``.
+    pages (a TPU engine's compact-mamba layout, ``hbm_worker.compact_at``): each of the ``group_size`` layer regions
+    first holds ``max_num_seqs + 1`` slots of every state group, the rest is attention blocks of ``page_bytes``;
+    where that leaves none, the torch_tpu plugin refuses and tpu-inference keeps vLLM's uniform pages
+    (``hbm_worker.compact_short``). ``hbm_worker``: the TPU engine whose worker sizes the pool (its refusals' words
+    and places); None: GPU vLLM's.
     ``dsv4``: DeepSeek-V4's groups on GPU vLLM (engines/vllm/dsv4_pages.py): a block costs their packed slot, a
     request holds each group's pages at ``max_model_len`` and ``max_num_batched_tokens``. ``backend_refusal``:
     (message, where) of an attention backend's metadata builder that refuses the configuration when the KV cache is
@@ -185,12 +184,17 @@ def vllm_kv_pool(
         per_region = max(available, 0) // size
         state_region = st * slots * compact_state_bytes
         room = per_region - state_region
-        blocks = max(room, 0) // (att * page_bytes) if att and page_bytes else 0
-        compact_short = available > 0 and (room <= 0 or blocks <= 0)
-        blocks_src = (
-            f"(available // {size} layer regions - {st} state groups x {slots} slots (max_num_seqs + 1) x "
-            f"{compact_state_bytes:,} B) // ({att} x page {page_bytes:,} B): {TORCHTPU_COMPACT}"
-        )
+        compact_blocks = max(room, 0) // (att * page_bytes) if att and page_bytes else 0
+        compact_at = hbm_worker.compact_at if hbm_worker is not None else "the compact state slots"
+        short = available > 0 and (room <= 0 or compact_blocks <= 0)
+        if short and hbm_worker is not None and hbm_worker.compact_short == "uniform":
+            blocks_src += f" (the compact sizing skipped: the slots leave no attention block, {compact_at})"
+        else:
+            compact_short, blocks = short, compact_blocks
+            blocks_src = (
+                f"(available // {size} layer regions - {st} state groups x {slots} slots (max_num_seqs + 1) x "
+                f"{compact_state_bytes:,} B) // ({att} x page {page_bytes:,} B): {compact_at}"
+            )
     if num_gpu_blocks_override is not None and available > 0:  # may_override_num_blocks, after the memory checks
         blocks_src = (
             f"--num-gpu-blocks-override {num_gpu_blocks_override:,} instead of the {blocks:,} the memory holds "
@@ -229,27 +233,27 @@ def vllm_kv_pool(
     raised_at, code = "", ""
     if weights_bytes > visible_bytes:
         starts = False
-        oom = "torch.OutOfMemoryError: CUDA out of memory" if worker_source != TORCHTPU_WORKER else "out of HBM"
+        oom = "torch.OutOfMemoryError: CUDA out of memory" if hbm_worker is None else hbm_worker.weights_oom
         message = (
             f"{oom} while loading the weights: {weights_bytes / gib:.2f} GiB a device of the "
             f"{visible_bytes / gib:.2f} GiB the engine sees"
         )
-        raised_at = WEIGHTS_OOM_AT if worker_source != TORCHTPU_WORKER else TORCHTPU_WEIGHTS_OOM_AT
+        raised_at = WEIGHTS_OOM_AT if hbm_worker is None else hbm_worker.weights_oom_at
     elif compact_short:
         starts = False
         message = (
             f"ValueError: Compact-mamba KV sizing does not fit: the state slots of {max_num_seqs:,} sequences leave no "
             "attention blocks in the KV budget. Raise `gpu_memory_utilization` or lower `max_num_seqs`."
         )
-        raised_at = TORCHTPU_COMPACT
+        raised_at = hbm_worker.compact_at if hbm_worker is not None else ""
     elif available <= 0:
         starts = False
-        if worker_source == TORCHTPU_WORKER:
-            message = (
-                f"ValueError: total_hbm_used_gb {(weights_bytes + int(activation_bytes.value)) / gib:.2f} exceeds "
-                f"total_hbm_limit_cap_gb {cap / gib:.2f} (--gpu-memory-utilization {utilization}): no room for the KV cache"
+        if hbm_worker is not None:
+            used = weights_bytes + int(activation_bytes.value)
+            message = hbm_worker.no_pool.format(
+                used=round(used / gib, 2), cap=round(cap / gib, 2), over=round((used - cap) / gib, 2), util=utilization
             )
-            raised_at = TORCHTPU_NO_POOL_AT
+            raised_at = hbm_worker.no_pool_at
         else:
             message = (
                 "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
@@ -372,7 +376,7 @@ def engine_sizing(
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
-    # and the KDA state in compact slots apart from it (TORCHTPU_COMPACT)
+    # and the KDA state in compact slots apart from it (the engine's HbmWorker.compact_at)
     compact = compact_state and kv_pool_method == "utilization_minus_resident" and n_kda > 0
     if block_override is not None and not page_bytes:
         block_tokens = block_override
@@ -451,12 +455,14 @@ def engine_sizing(
             draft_layers=len(draft.dsv4_mtp_ratios) if draft is not None else 0,
             num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
         )
+    hbm_worker = None
     if kv_pool_method == "utilization_minus_resident":
-        act = Figure(
-            0, f"the worker reads the bytes in use after profile_run, when no temporary is live: {TORCHTPU_WORKER}"
-        )
-        non_torch = Figure(0, "none subtracted: the plugin counts limit - free, torch_tpu's whole device view")
-        worker = TORCHTPU_WORKER
+        from k3plan.engines.registry import hbm_worker_for
+
+        hbm_worker = hbm_worker_for(stack_name)
+        act = Figure(0, f"the worker reads the bytes in use when no temporary is live: {hbm_worker.source}")
+        non_torch = Figure(0, "none subtracted: the worker counts the devices' own bytes in use, its whole view")
+        worker = hbm_worker.source
     else:
         act = Figure(
             temp_bytes,
@@ -520,6 +526,7 @@ def engine_sizing(
         n_state=n_kda,
         max_model_len=max_model_len,
         worker_source=worker,
+        hbm_worker=hbm_worker,
         auto_max_model_len=auto_max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override,
         compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,

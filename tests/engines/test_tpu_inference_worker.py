@@ -1,0 +1,107 @@
+"""tpu-inference's start is its own worker's, read in its code (vllm-project/tpu-inference@811f8e20,
+k3plan/engines/tpu_inference/memory.py), not GPU vLLM's nor the torch_tpu plugin's: the pool is the devices' HBM
+limit x gpu_memory_utilization less the bytes in use, with no profile run before it (so no activation and no
+sampler warm-up is subtracted, and the temporaries run in the 1 - utilization left over); its refusals are its own
+ValueError and XLA's allocator, never CUDA's; its compact state slots fall back to vLLM's uniform pages where the
+plugin refuses; DeepSeek-V4 is not priced with GPU vLLM's page groups."""
+
+from __future__ import annotations
+
+import json
+
+from k3plan.engines.registry import engine_rules
+from k3plan.engines.stack import load_stack
+from k3plan.engines.vllm.memory import Figure, vllm_kv_pool
+from k3plan.units import GiB
+
+
+def _engine(cli, *args) -> dict:
+    r = cli("fit", "-H", "tpu-v7x", "--json", *args)
+    assert r.exit_code in (0, 1, 3), r.output
+    return json.loads(r.stdout)
+
+
+def test_weights_over_the_hbm_are_xla_s_refusal_at_the_model_loader(cli):
+    e = _engine(cli, "-t", "2x2x4", "--stack", "tpu-inference")["engine"]  # K3 at tp 1: 122 GiB a device
+    assert not e["starts"]
+    assert e["message"].startswith("RESOURCE_EXHAUSTED") and "CUDA" not in e["message"]
+    assert "tpu_inference/models/common/model_loader.py get_model" in e["raised_at"]
+
+
+def test_no_room_for_the_pool_is_the_worker_s_own_value_error(cli):
+    # Kimi-K2.6 at tp 1 on 16 devices: 50.96 GiB of weights a device, over 0.5 x 94.75 GiB
+    d = _engine(
+        cli,
+        "-m",
+        "kimi-k2.6",
+        "-t",
+        "2x2x2",
+        "--stack",
+        "tpu-inference:gpu_memory_utilization=0.5",
+        "--context",
+        "32768",
+    )
+    e = d["engine"]
+    used, cap = e["weights_bytes"] / GiB, 0.5 * 101_737_037_824 / GiB
+    assert not e["starts"] and not d["fits"]
+    # tpu_worker.py: f"{total_hbm_used_gb=}GiB exceeds {total_hbm_limit_cap_gb=}GiB by {-total_hbm_avail_gb}GiB. ..."
+    assert e["message"].startswith(
+        f"ValueError: total_hbm_used_gb={round(used, 2)}GiB exceeds total_hbm_limit_cap_gb={round(cap, 2)}GiB by "
+        f"{round(used - cap, 2)}GiB. Please consider increasing --gpu-memory-utilization from 0.5 to a larger value."
+    )
+    assert "tpu_inference/worker/tpu_worker.py TPUWorker.determine_available_memory" in e["raised_at"]
+
+
+def test_no_activation_is_subtracted_and_the_temporaries_run_in_the_reserve(cli):
+    d = _engine(cli, "-m", "kimi-k2.6", "-t", "2x2x2", "--stack", "tpu-inference", "--context", "32768")
+    e = d["engine"]
+    assert e["starts"] and e["activation_bytes"] == 0 and e["non_torch_bytes"] == 0
+    assert "no profile run before it" in e["sources"]["activation"]
+    # the pool: int(0.9 x the limit) - the weights, the worker's own arithmetic
+    assert e["kv_pool_bytes"] == int(101_737_037_824 * 0.9) - e["weights_bytes"]
+    assert load_stack("tpu-inference").kv_pool.temps_in_reserve
+
+
+def test_deepseek_v4_is_not_priced_with_gpu_vllm_s_page_groups(cli):
+    e = _engine(cli, "-m", "deepseek-v4-flash", "-t", "2x2x2", "--stack", "tpu-inference", "--context", "32768")[
+        "engine"
+    ]
+    assert e["starts"] and e["block_tokens"] == 1024
+    assert e.get("layout") != "dsv4-groups" and "tpu-inference" in e["sources"]["kv_pool"]
+    assert e["sources"]["num_blocks"].startswith("available // (page ")  # the per-layer pages, not the V4 groups
+
+
+def _pool(engine: str, *, max_num_seqs: int):
+    """A hybrid pool whose state slots (1 GiB a layer slot) outgrow a layer region at many sequences."""
+    zero = Figure(0, "test")
+    return vllm_kv_pool(
+        engine=engine,
+        utilization=1.0,
+        visible_bytes=48 * GiB,
+        weights_bytes=0,
+        activation_bytes=zero,
+        non_torch_bytes=zero,
+        visible_source="test",
+        page_bytes=GiB // 64,
+        block_tokens=16,
+        block_source="test",
+        n_attention=2,
+        n_state=6,
+        max_model_len=16,
+        worker_source=engine_rules(engine).hbm_worker.source,
+        hbm_worker=engine_rules(engine).hbm_worker,
+        compact_state_bytes=GiB,
+        max_num_seqs=max_num_seqs,
+    )
+
+
+def test_compact_slots_that_leave_no_block_refuse_on_the_plugin_and_fall_back_on_tpu_inference():
+    # 48 GiB over 2 layer regions = 24 GiB a region; 3 state groups x (max_num_seqs + 1) slots x 1 GiB
+    plugin, tpu_inf = _pool("torchtpu-vllm", max_num_seqs=3), _pool("tpu-inference", max_num_seqs=3)
+    assert plugin.starts and tpu_inf.starts and plugin.num_blocks.value == tpu_inf.num_blocks.value == 768
+    plugin, tpu_inf = _pool("torchtpu-vllm", max_num_seqs=8), _pool("tpu-inference", max_num_seqs=8)
+    assert not plugin.starts and "Compact-mamba KV sizing does not fit" in plugin.message
+    assert "vllm-torchtpu" in plugin.raised_at
+    # kv_cache_manager.py: "Compact-mamba sizing skipped" -> vLLM's uniform pages: 48 GiB // (page x 2 layers a group)
+    assert tpu_inf.starts and tpu_inf.num_blocks.value == 48 * GiB // (GiB // 64 * 2)
+    assert "compact sizing skipped" in tpu_inf.num_blocks.source
