@@ -296,6 +296,17 @@ def read(r: Reading) -> None:
             "are not priced by k3plan; remove them to price vLLM without"
         )
     r.ignored += [f for f, v in (("--enable-eplb", eplb), ("--eplb-config", eplb_cfg)) if v is not None]
+    # --additional-config is the platform plugin's own dict (vLLM passes it whole); a "sharding" key is tpu-inference's
+    # mesh (vllm-project/tpu-inference@811f8e20 tpu_inference/layers/common/sharding.py
+    # ShardingConfigManager.from_vllm_config: additional_config["sharding"]["sharding_strategy"]), so the command is
+    # tpu-inference's, which --serve does not read; any other key stays a flag k3plan does not read (refused below)
+    extra = r.flags.get("--additional-config")
+    if extra is not None and "sharding" in json_object("--additional-config", extra):
+        raise K3PlanError(
+            "--serve: --additional-config sharding is tpu-inference's mesh (tpu_inference/layers/common/sharding.py); "
+            "--serve reads vllm serve on a TPU as torchtpu-vllm and not tpu-inference's command: price it with "
+            "`k3plan fit --stack tpu-inference --tp N`"
+        )
 
 
 def check_env(env: dict[str, str]) -> None:
