@@ -143,6 +143,11 @@ def setup_warnings(setup: Setup, wb: WeightBudget, *, context_tokens: int) -> li
     if beyond:
         warnings.append(beyond)
     warnings += engine_refusals(setup.model, stack)
+    if not stack.runs_on(hw.kind):  # an engine of the other kind of machine: not this machine's engine's rules
+        warnings.append(
+            f"stack {stack.name} runs on {', '.join(stack.platforms) or stack.platform} (its YAML's platforms_source), "
+            f"not on a {hw.kind.upper()}: these are its engine's rules applied to {hw.name}, where it does not start"
+        )
     if not engine_offers_kv(stack.name, stack.kv_cache.dtype, hw.kind):
         warnings.append(
             f"KV dtype {stack.kv_cache.dtype}: stack {stack.name}'s engine on {hw.kind} does not take it "

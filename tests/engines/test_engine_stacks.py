@@ -4,6 +4,7 @@ every rule cited; engine flags as stack options; platforms and runs_on."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -365,3 +366,18 @@ def test_sglang_mem_fraction_default_off_a_gpu_is_sglang_jax():
     assert st.reserve_auto(vendor="google") is None and st.reserve_auto(vendor="nvidia") is opt.auto
     assert st.reserve_fraction(usable_bytes=96 * 2**30, tp=32, pp=1, chunk=8192, vendor="google") == pytest.approx(0.12)
     assert "sglang-jax" in st.reserve.source  # what fit prints as the reserve's provenance on a TPU
+
+
+@pytest.mark.parametrize(
+    "args, kind",
+    [
+        (["-H", "tpu-v7x", "-t", "2x2x4", "--stack", "sglang"], "TPU"),
+        (["-H", "nvidia-h200", "-t", "8", "-m", "deepseek-v3", "--stack", "torchtpu-vllm"], "GPU"),
+    ],
+)
+def test_an_engine_priced_on_the_other_kind_of_machine_says_so(cli, args, kind):
+    """A GPU engine on a TPU (or a TPU plugin on a GPU) cannot start there: the answer warns, in fit's JSON too."""
+    d = json.loads(cli("fit", *args, "--json").stdout)
+    assert any(f"not on a {kind}: these are its engine's rules applied to" in w for w in d["warnings"])
+    same = json.loads(cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--json").stdout)
+    assert not any("these are its engine's rules applied to" in w for w in same["warnings"])
