@@ -96,3 +96,15 @@ def test_the_engine_s_env_var_lets_a_context_above_the_model_s_through(cli):
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", over).output
     r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 " + over, "--json")
     assert r.exit_code in (0, 1), r.output
+
+
+def test_flashinfer_int4_moe_is_listed_off_sm100_and_refused_on_it(cli):
+    """vLLM takes VLLM_USE_FLASHINFER_MOE_INT4 only on the SM100 family (flashinfer_mxint4_moe.py
+    is_flashinfer_mxint4_moe_available): on an H100 it selects nothing and is listed; on a B200 the experts' MXINT4
+    re-layout is not priced, so it is refused in one line."""
+    cmd = "VLLM_USE_FLASHINFER_MOE_INT4=1 vllm serve moonshotai/Kimi-K2.5 -tp 8 --max-model-len 32768"
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "8", "--serve", cmd, "--json")
+    assert r.exit_code in (0, 1), r.output
+    assert "VLLM_USE_FLASHINFER_MOE_INT4=1" in r.stdout
+    r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", cmd)
+    assert r.exit_code == 2 and "MXINT4" in r.output and len(r.output.strip().splitlines()) == 1, r.output

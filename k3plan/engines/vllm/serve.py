@@ -17,7 +17,7 @@ from k3plan.engines.serve_values import (
     suffix_int,
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
-from k3plan.engines.vllm.attention_config import fp4_indexer, read_attention
+from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.engram import read_engram
@@ -175,7 +175,30 @@ def long_context_refusal(context: int, model_max: int) -> str:
 # the long-context switch above, torchtpu-vllm's unified block pool (a caveat, finish below) and the Engram tables'
 # default place (engines/vllm/engram.py)
 UNIFIED_POOL_ENV = "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV})
+# FlashInfer's TRT-LLM MXINT4 MoE for INT4 group-32 experts (Kimi-K2.5 / K2.6): vLLM takes it only on the SM100 family
+# (vllm-project/vllm@a33e53e1 vllm/model_executor/layers/quantization/utils/flashinfer_mxint4_moe.py
+# is_flashinfer_mxint4_moe_available: envs.VLLM_USE_FLASHINFER_MOE_INT4 and has_flashinfer_trtllm_fused_moe() and
+# is_cuda() and is_device_capability_family(100)); there prepare_static_weights_for_trtllm_mxint4_moe re-lays the
+# experts out (uint8, block layout, interleaved scales), bytes k3plan has not read. Elsewhere the variable selects
+# nothing: listed, not priced (SemiAnalysisAI/InferenceX's kimik2.5_int4_h100.sh exports it on H100)
+FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV})
+
+
+def flashinfer_int4(r: Reading) -> None:
+    """VLLM_USE_FLASHINFER_MOE_INT4 (FLASHINFER_INT4_ENV): ignored where vLLM's gate keeps it off (not the SM100
+    family), refused on the SM100 family, where the MXINT4 experts' layout is not priced."""
+    value = r.env.get(FLASHINFER_INT4_ENV)
+    if value is None:
+        return
+    on = value.strip().lower() in ("1", "true", "yes", "on")
+    if on and r.device_name in SM100_FAMILY:
+        raise K3PlanError(
+            f"--serve: {FLASHINFER_INT4_ENV}=1 on {r.device_name}: vLLM re-lays the INT4 experts out for FlashInfer's "
+            "TRT-LLM MXINT4 MoE on the SM100 family (flashinfer_mxint4_moe.py prepare_static_weights_for_trtllm_mxint4_moe), "
+            "bytes k3plan has not read; remove it to price the Marlin path"
+        )
+    r.ignored.append(f"{FLASHINFER_INT4_ENV}={value}")
 
 
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
@@ -307,6 +330,7 @@ def read(r: Reading) -> None:
             "--serve reads vllm serve on a TPU as torchtpu-vllm and not tpu-inference's command: price it with "
             "`k3plan fit --stack tpu-inference --tp N`"
         )
+    flashinfer_int4(r)
 
 
 def check_env(env: dict[str, str]) -> None:
