@@ -512,6 +512,9 @@ class Stack(Spec):
             cd = self.compute_dtype
             formats = {**cd.formats, **effect.compute_formats}
             update["compute_dtype"] = updated(cd, formats=formats)
+        if effect.runtime_formats is not None:
+            # set over the stack's (each choice of an option sets the same keys, so a later choice replaces them)
+            update["runtime_formats"] = {**self.runtime_formats, **effect.runtime_formats}
         return updated(self, **update)
 
 

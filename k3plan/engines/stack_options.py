@@ -160,6 +160,10 @@ class Effect(Spec):
     expert_placement: Optional[ExpertPlacement] = None  # a backend whose kernels assert divisibility (DeepEP)
     # compute-dtype rules by runtime weight format, set over the stack's compute_dtype.formats
     compute_formats: Optional[dict[str, FormatCompute]] = None
+    # runtime formats ("role" or "role@checkpoint_fmt" -> format) set over the stack's runtime_formats: a choice that
+    # changes the kernel, and with it what the engine holds (SGLang's MoE runner behind --moe-a2a-backend none)
+    runtime_formats: Optional[dict[str, str]] = None
+    runtime_formats_sources: Sources = ()  # the engine code behind runtime_formats
     description: str = ""
 
     def __post_init__(self) -> None:

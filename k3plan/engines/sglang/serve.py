@@ -163,10 +163,12 @@ def read(r: Reading) -> None:
             f"--moe-runner-backend {runner}: the MoE kernel; k3plan prices the experts in the stack's runtime format "
             "whichever runner SGLang picks (a runner that converts the experts at load is not priced"
             + (
-                "; Marlin's repack holds DeepSeek-V4's FP4 experts with E8M0 scales, below what SGLang's one public "
-                "V4 log holds: engines/sglang/stack.yaml sharding cite o_groups)"
-                if runner == "marlin"
-                else ")"
+                "; with marlin or flashinfer_mxfp4 DeepSeek-V4's FP4 experts are priced with E8M0 scales, as without "
+                "an a2a backend auto resolves: engines/sglang/stack.yaml moe_a2a_backend none; an older image held "
+                "more: tests/engines/cases/sglang-inferencex-2128-dsv4-pro-h200-tp8.yaml)"
+                if runner in ("marlin", "flashinfer_mxfp4")
+                else "; a runner that keeps Fp8MoEMethod holds DeepSeek-V4's FP4 expert scales in fp32, not priced "
+                "under --moe-a2a-backend none)"
             )
         )
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
