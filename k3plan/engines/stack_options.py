@@ -163,7 +163,7 @@ class Effect(Spec):
     # runtime formats ("role" or "role@checkpoint_fmt" -> format) set over the stack's runtime_formats: a choice that
     # changes the kernel, and with it what the engine holds (SGLang's MoE runner behind --moe-a2a-backend none)
     runtime_formats: Optional[dict[str, str]] = None
-    runtime_formats_sources: Sources = ()  # the engine code behind runtime_formats
+    runtime_formats_sources: Optional[Sources] = None  # the engine code behind runtime_formats
     description: str = ""
 
     def __post_init__(self) -> None:
