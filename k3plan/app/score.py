@@ -37,6 +37,10 @@ LOO_NOTE = (
     "Leave-one-out: k3plan/speed reads no serving benchmark; the one fitted parameter is the TTFT floor (term "
     "floor), refitted without each case for its held-out ratio (the summary above is held out)."
 )
+LOO_NOTE_NO_FIT = (
+    "Leave-one-out: k3plan/speed reads no serving benchmark and no parameter is fitted to these cases (the fitted TTFT "
+    "floor, term floor, is off), so every ratio above is held out as it stands."
+)
 BANDS = ((0.67, 1.5), (0.5, 2.0))
 HARDWARE = {"tpu-v7x": "TPU v7x", "nvidia-b300": "B300", "nvidia-h200": "H200"}
 FIGURES = ("tpot", "ttft", "throughput")  # what the score compares, each model / measured
@@ -151,16 +155,18 @@ class Models:
         return self.models[(key, step)], notes, None
 
 
-def _fit_note(setup, b: ServingBenchmark) -> list[str]:
-    """k3plan fit's verdict at the run's workload where it is not "fits": the speed is priced all the same (the
-    run did fit, with its own checkpoint and pool), but the row says the bundled one would not."""
+def _fit_note(setup, b: ServingBenchmark) -> tuple[list[str], int]:
+    """(notes, the sequences the pool holds): k3plan fit's verdict at the run's workload where it is not "fits" --
+    the speed is priced all the same (the run did fit, with its own checkpoint and pool), but the row says the
+    bundled one would not -- and fit's most sequences at ISL + OSL tokens over every DP group (0: none)."""
     from k3plan.budget.fit import check_workload, fit
     from k3plan.step.verdict import fit_reason
 
     w = b.workload
     chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
     r = fit(setup, check_workload(context_tokens=w.isl + w.osl, batch=w.concurrency, prefill_chunk_tokens=chunk))
-    return [] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]
+    held = int(r.capacity.max_sequences or 0)
+    return ([] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]), held
 
 
 def _ratio(model: float | None, measured: float | None) -> float | None:
@@ -185,7 +191,7 @@ def score_rows(
 def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str], models: Models) -> list[Row]:
     from k3plan.speed.serving import served_of
 
-    fits: dict[str, list[str]] = {}
+    fits: dict[str, tuple[list[str], int]] = {}
     rows = []
     for b in benchmarks:
         m, notes, why = models.of(b, terms)
@@ -194,7 +200,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
         if m is not None:
             if b.path not in fits:
                 fits[b.path] = _fit_note(m.setup, b)
-            notes = notes + fits[b.path]
+            notes = notes + fits[b.path][0]
             served = None
             if "served" in terms:
                 try:
@@ -204,6 +210,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
                         prefill_first="prefill-first" in terms,
                         async_term="async" in terms,
                         mean_context="mean-context" in terms,
+                        pool_sequences=fits[b.path][1] if "pool-cap" in terms else None,
                     )
                 except K3PlanError as e:
                     served, more = None, [f"not served: {e}"]
@@ -471,14 +478,16 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
             f"- TTFT floor (term floor): {floors[0].ttft_floor_ms:,.1f} ms fitted on all {len(floors)} published TTFTs; "
             f"held out {min(held):,.1f}-{max(held):,.1f} ms"
         )
-    ins = [x for r in rows for x in (r.tpot_ratio, r.ttft_ratio) if x is not None]
     (lo, hi), _ = BANDS
-    out.append(
-        f"- in sample (the floor fitted on every case): {sum(lo <= x <= hi for x in ins)}/{len(ins)} within {lo}-{hi}x"
-    )
+    if floors:
+        ins = [x for r in rows for x in (r.tpot_ratio, r.ttft_ratio) if x is not None]
+        out.append(
+            f"- in sample (the floor fitted on every case): {sum(lo <= x <= hi for x in ins)}/{len(ins)} within "
+            f"{lo}-{hi}x"
+        )
     on = default_terms() if terms is None else frozenset(terms)
     out.append(f"- terms ON: {', '.join(n for n in SCORED if n in on)} (k3plan/speed/admitted.json)")
-    out.append(f"- {LOO_NOTE}")
+    out.append(f"- {LOO_NOTE if floors else LOO_NOTE_NO_FIT}")
     return out
 
 

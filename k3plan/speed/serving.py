@@ -816,12 +816,16 @@ def served_of(
     prefill_first: bool | None = None,
     async_term: bool | None = None,
     mean_context: bool | None = None,
+    pool_sequences: int | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
     ``async_term``: with its scheduling (its flag, else the cited default), else synchronous; ``mean_context``: the
     decode step at ISL + OSL / 2. Each None: whether ``model``'s terms hold the registered term of that name
-    (``speed.terms``: prefill-first, async, mean-context; by default the admitted ones)."""
+    (``speed.terms``: prefill-first, async, mean-context; by default the admitted ones). ``pool_sequences``: the
+    sequences of ISL + OSL tokens the KV pool holds over every DP group (fit's capacity; the term pool-cap): the
+    scheduler admits a request only when its pages fit, so a run that publishes no --max-num-seqs runs at most that
+    many a group (None or 0: not capped)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
     from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
 
@@ -838,7 +842,14 @@ def served_of(
         notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} ({whose})")
     if w.num_prompts is None:
         notes.append("prompts unpublished: the closed loop's steady state")
-    key = ("bench", b.path, prefill_first, async_term, mean_context)
+    max_seqs = b.flags.max_num_seqs
+    if pool_sequences:
+        groups = max(1, min(model.setup.parallel.dp, w.concurrency))  # served_step's DP groups
+        cap = max(pool_sequences // groups, 1)
+        if -(-w.concurrency // groups) > cap and (max_seqs is None or max_seqs > cap):
+            max_seqs = cap
+            notes.append(f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group: the running batch")
+    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -847,7 +858,7 @@ def served_of(
             concurrency=w.concurrency,
             prompts=w.num_prompts,
             token_budget=budget,
-            max_num_seqs=b.flags.max_num_seqs,
+            max_num_seqs=max_seqs,
             async_scheduling=asyn,
             scheduling_source=why,
             statistic=b.measured.statistic,

@@ -389,6 +389,18 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         source="a request decodes from ISL to ISL + OSL tokens of context",
     ),
     SpeedTerm(
+        name="pool-cap",
+        title="the running batch capped at the sequences of ISL + OSL tokens the KV pool holds (fit's capacity)",
+        phase="both",
+        level="served",
+        when=When(),
+        source=(
+            "the scheduler admits a request only when its KV pages fit (vLLM v1/core/sched/scheduler.py Scheduler."
+            "schedule: allocate_slots returns None and the request waits; SGLang's PrefillAdder admits while the "
+            "token pool has room): a client's concurrency above the pool runs as a queue, not a batch"
+        ),
+    ),
+    SpeedTerm(
         name="async",
         title="asynchronous scheduling hides the synchronous step's host time where the run schedules so",
         phase="both",
