@@ -95,6 +95,9 @@ class Workload(Spec):
     concurrency: Count
     num_prompts: Optional[Count] = None
     completed: Optional[Annotated[int, msgspec.Meta(ge=0)]] = None
+    # the client's --random-range-ratio r where the source states it: each request's ISL and OSL uniform over
+    # [int(L r), L] (speed.scheduler.LENGTHS_RULE); None: not published or not read, priced at ISL and OSL exactly
+    random_range_ratio: Optional[Annotated[float, msgspec.Meta(ge=0, le=1)]] = None
 
 
 Statistic = Literal["median", "mean", "unstated"]

@@ -52,6 +52,36 @@ PREFILL_FIRST_RULE = (
 )
 
 
+# The random dataset's lengths with a range ratio r (``--random-range-ratio``): each request's ISL and OSL drawn
+# independently and uniformly from the integers [int(L r), L] (kimbochen/bench_serving benchmark_serving.py
+# sample_random_requests @406abc35, the client of InferenceX, utils/bench_serving/benchmark_serving.py @8c145e00,
+# and of ROCm/ATOM's OOT benchmark). k3plan draws them as a low-discrepancy sequence (van der Corput, base 2 for the
+# inputs, 3 for the outputs) instead of the client's seeded RNG: the same distribution, deterministic, no sample noise.
+LENGTHS_RULE = (
+    "the client's random lengths: ISL and OSL each uniform over the integers [int(L r), L] "
+    "(kimbochen/bench_serving benchmark_serving.py sample_random_requests; InferenceX and ATOM's client)"
+)
+
+
+def _van_der_corput(n: int, base: int) -> np.ndarray:
+    out = np.zeros(n)
+    for i in range(n):
+        k, f, x = i + 1, 1.0 / base, 0.0
+        while k:
+            x += f * (k % base)
+            k //= base
+            f /= base
+        out[i] = x
+    return out
+
+
+def client_lengths(nominal: int, range_ratio: float, n: int, *, base: int) -> list[int]:
+    """``n`` lengths over [int(nominal x range_ratio), nominal] (``LENGTHS_RULE``), at least 1 token each."""
+    lower = max(int(nominal * range_ratio), 1)
+    span = nominal - lower + 1
+    return np.minimum(lower + np.floor(_van_der_corput(n, base) * span), nominal).astype(int).tolist()
+
+
 class StepCoefficients(Frozen):
     """T(d, p) = base_s + per_decode_seq_s d + per_prefill_token_s p (each from expected_time)."""
 
@@ -109,7 +139,7 @@ def _check(*, isl: int, osl: int, token_budget: int, concurrency, request_rate_p
 
 
 def _assumptions(
-    *, closed: bool, max_num_seqs, prompts: int | None = None, prefill_first: bool = False
+    *, closed: bool, max_num_seqs, prompts: int | None = None, prefill_first: bool = False, lengths: bool = False
 ) -> tuple[str, ...]:
     load = (
         f"a serving benchmark's run: {prompts} requests, the first N sent at once, each later one as one "
@@ -122,7 +152,8 @@ def _assumptions(
     return (
         PREFILL_FIRST_RULE if prefill_first else RULE,
         load,
-        "every request has the same ISL and OSL; no prefix caching, no preemption (KV fits)",
+        (LENGTHS_RULE if lengths else "every request has the same ISL and OSL")
+        + "; no prefix caching, no preemption (KV fits)",
         f"max_num_seqs = {max_num_seqs}",
         "step time from the given T(decode seqs, prefill tokens) model",
     )
@@ -143,11 +174,13 @@ def simulate(
     max_steps: int = 2_000_000,
     prompts: int | None = None,
     prefill_first: bool = False,
+    range_ratio: float | None = None,
 ) -> SchedulerResult:
     """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`. ``prompts``
     (with ``concurrency``): a serving benchmark's run instead (module docstring): that many requests, the first
     ``concurrency`` sent together, none cut short, every one measured. ``prefill_first``: SGLang's rule
-    (``PREFILL_FIRST_RULE``) instead of vLLM's."""
+    (``PREFILL_FIRST_RULE``) instead of vLLM's. ``range_ratio`` (with ``prompts``): each request's ISL and OSL
+    drawn as the client draws them (``LENGTHS_RULE``); None: every request ISL and OSL exactly."""
     _check(
         isl=isl,
         osl=osl,
@@ -158,6 +191,10 @@ def simulate(
     )
     closed = concurrency is not None
     require(prompts is None or (closed and prompts >= 1), "a benchmark's run needs a concurrency and prompts >= 1")
+    require(
+        range_ratio is None or (prompts is not None and 0 <= range_ratio <= 1),
+        f"range ratio {range_ratio}: a benchmark's run (prompts) with 0 <= ratio <= 1",
+    )
     n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
     seqs = max_num_seqs or (n if closed else token_budget)
     # open loop: enough requests to fill the system (rate x a lifetime of at least OSL one-sequence steps), twice
@@ -173,9 +210,10 @@ def simulate(
         size = total + 4 * in_flight  # fillers keep the load up while the measured requests finish
     # plain Python lists in the loop (numpy scalar indexing costs ~10x a list's); the figures are the same floats
     arrival: list[float] = [0.0] * size if closed else (np.arange(size) / lam).tolist()
-    left = [isl] * size  # prompt tokens still to compute
+    left = [isl] * size if range_ratio is None else client_lengths(isl, range_ratio, size, base=2)
     made = [0] * size  # output tokens
-    target = [osl] * size
+    target = [osl] * size if range_ratio is None else client_lengths(osl, range_ratio, size, base=3)
+    outs = np.array(target[:total], dtype=float)  # each request's OSL, as the client counts its TPOT
     if closed and prompts is None:  # the first N cut to staggered lengths: the loop starts desynchronised (warm-up)
         target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int).tolist()
     first = [math.nan] * size
@@ -275,10 +313,15 @@ def simulate(
     m = slice(warm, total)
     ttfts, lats = first_a[m] - arrival_a[m], done_a[m] - arrival_a[m]
     ttft, lat = float(np.mean(ttfts)), float(np.mean(lats))
-    tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
-    tpots = (lats - ttfts) / (osl - 1) if osl > 1 else np.full(meas, tpot)
+    if range_ratio is not None:  # the client's TPOT: each request's (latency - TTFT) / (its OSL - 1), averaged
+        many = outs[m] > 1
+        tpots = (lats[many] - ttfts[many]) / (outs[m][many] - 1) if many.any() else np.full(meas, sum_t / steps)
+        tpot = float(np.mean(tpots))
+    else:
+        tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
+        tpots = (lats - ttfts) / (osl - 1) if osl > 1 else np.full(meas, tpot)
     if prompts is not None:  # the run's own: its output tokens over its duration
-        out_rate = prompts * osl / float(np.max(done_a[:total]))
+        out_rate = float(np.sum(outs)) / float(np.max(done_a[:total]))
     elif closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
         out_rate = n * osl / lat
     else:  # every request completes: what arrives leaves
@@ -296,7 +339,13 @@ def simulate(
         mean_step_s=sum_t / steps,
         budget_bound=bool(sum_d + sum_p >= 0.999 * token_budget * steps),
         requests_measured=meas,
-        assumptions=_assumptions(closed=closed, max_num_seqs=seqs, prompts=prompts, prefill_first=prefill_first),
+        assumptions=_assumptions(
+            closed=closed,
+            max_num_seqs=seqs,
+            prompts=prompts,
+            prefill_first=prefill_first,
+            lengths=range_ratio is not None,
+        ),
         ttft_median_s=float(np.median(ttfts)),
         tpot_median_s=float(np.median(tpots)),
     )

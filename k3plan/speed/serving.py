@@ -730,6 +730,7 @@ def served_workload(
     statistic: str = "median",
     prefill_first: bool = False,
     mean_context: bool = False,
+    range_ratio: float | None = None,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -739,7 +740,8 @@ def served_workload(
     (``speed.overheads.async_host_term``). ``prefill_first``: the engine's scheduler runs prefill and decode in
     steps of their own, a prefill whenever one forms (SGLang: ``speed.scheduler.PREFILL_FIRST_RULE``).
     ``mean_context``: the decode step at a request's mean context over its decode, ISL + OSL / 2 (else at ISL).
-    At one request it is the one-step model exactly: T(1, 0) is the model's
+    ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
+    ``prompts``), the step's coefficients at the nominal ISL and OSL. At one request it is the one-step model exactly: T(1, 0) is the model's
     decode step, T(0, chunk) its chunk."""
     import math
 
@@ -767,12 +769,19 @@ def served_workload(
         prompts=per_prompts,
         chips=model.setup.topology.chips,
         prefill_first=prefill_first,
+        range_ratio=range_ratio if per_prompts is not None else None,
     )
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
     tpot = r.tpot_median_s if median and r.tpot_median_s is not None else r.tpot_s
+    lengths = (
+        f", lengths uniform over [{max(int(isl * range_ratio), 1):,}, {isl:,}] in and "
+        f"[{max(int(osl * range_ratio), 1):,}, {osl:,}] out (the client's range ratio {range_ratio:g})"
+        if range_ratio is not None and per_prompts is not None
+        else ""
+    )
     run = (
-        f"{per_prompts:,} requests a group, {n:,} at a time, sent at once"
+        f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{lengths}"
         if per_prompts is not None
         else f"the closed loop's steady state at {n:,} a group (the run's prompts unpublished)"
     )
@@ -817,6 +826,7 @@ def served_of(
     async_term: bool | None = None,
     mean_context: bool | None = None,
     pool_sequences: int | None = None,
+    client_lengths: bool | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
@@ -825,15 +835,18 @@ def served_of(
     (``speed.terms``: prefill-first, async, mean-context; by default the admitted ones). ``pool_sequences``: the
     sequences of ISL + OSL tokens the KV pool holds over every DP group (fit's capacity; the term pool-cap): the
     scheduler admits a request only when its pages fit, so a run that publishes no --max-num-seqs runs at most that
-    many a group (None or 0: not capped)."""
+    many a group (None or 0: not capped). ``client_lengths``: the run's requests at the lengths its client draws
+    (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
     from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
 
     prefill_first = "prefill-first" in model.on if prefill_first is None else prefill_first
     async_term = "async" in model.on if async_term is None else async_term
     mean_context = "mean-context" in model.on if mean_context is None else mean_context
+    client_lengths = "client-lengths" in model.on if client_lengths is None else client_lengths
 
     w = b.workload
+    ratio = w.random_range_ratio if client_lengths and w.num_prompts is not None else None
     budget, note = run_token_budget(b, model.setup)
     notes = [note] if note else []
     asyn, why = run_scheduling(b.engine.name, b.flags.async_scheduling) if async_term else (False, "")
@@ -849,7 +862,9 @@ def served_of(
         if -(-w.concurrency // groups) > cap and (max_seqs is None or max_seqs > cap):
             max_seqs = cap
             notes.append(f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group: the running batch")
-    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs)
+    if client_lengths and ratio is None:
+        notes.append("lengths: ISL and OSL exactly (the client's range ratio unpublished or no prompt count)")
+    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -864,6 +879,7 @@ def served_of(
             statistic=b.measured.statistic,
             prefill_first=prefill_first and b.engine.name in PREFILL_FIRST_ENGINES,
             mean_context=mean_context,
+            range_ratio=ratio,
         )
     return model.served[key], notes
 

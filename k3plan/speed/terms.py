@@ -401,6 +401,19 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         ),
     ),
     SpeedTerm(
+        name="client-lengths",
+        title="a benchmark's requests at the lengths its client draws (its published --random-range-ratio)",
+        phase="both",
+        level="served",
+        when=When(),
+        source=(
+            "kimbochen/bench_serving benchmark_serving.py sample_random_requests @406abc35 (InferenceX's "
+            "utils/bench_serving @8c145e00, ROCm/ATOM's OOT client): ISL and OSL each uniform over [int(L r), L] "
+            "(speed.scheduler.LENGTHS_RULE); requests of unequal lengths finish apart, so a run's later prompts "
+            "arrive spread out, not in waves"
+        ),
+    ),
+    SpeedTerm(
         name="async",
         title="asynchronous scheduling hides the synchronous step's host time where the run schedules so",
         phase="both",
