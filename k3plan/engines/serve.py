@@ -38,6 +38,9 @@ HF_MODELS = {
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",
     "moonshotai/kimi-k2-instruct-0905": "kimi-k2",
+    # moonshotai/Kimi-K2-Thinking (K2's text model with INT4 group-32 routed experts, 262,144 tokens) is not read as
+    # kimi-k2 (fp8: 1.7x the bytes) nor as kimi-k2.6 (a vision tower): it resolves, exactly, to its own bundle through
+    # models/bundled/kimi-k2-thinking/provenance.json (models.hub.bundled_of), as Kimi-K2.6 does
     # Kimi-K2.5 has Kimi-K2.6's checkpoint layout (KimiK25ForConditionalGeneration, INT4 group-32 experts, the same
     # 64 shards of 595,148,192,736 B: models/bundled/kimi-k2.6/provenance.json); moonshotai/Kimi-K2.6 itself
     # resolves through that provenance.json (models.hub.bundled_of)

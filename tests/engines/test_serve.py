@@ -33,6 +33,8 @@ def test_vllm_serve_on_a_tpu_is_torchtpu_vllm_and_on_a_gpu_vllm():
         ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
         ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
         ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
+        ("moonshotai/Kimi-K2-Thinking", "kimi-k2-thinking"),  # its own bundle: INT4 experts, no vision tower
+        ("MOONSHOTAI/kimi-k2-thinking", "kimi-k2-thinking"),
         ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-flash"),
         ("kimi-k3", "kimi-k3"),  # plan's launch lines name the bundled model
     ],
@@ -413,14 +415,15 @@ def test_an_unquoted_serve_command_gets_a_hint_to_quote_it(cli):
 @pytest.mark.parametrize(
     ("hf", "says"),
     [
-        ("moonshotai/Kimi-K2-Thinking", "bundles no config for that checkpoint"),
+        ("moonshotai/Kimi-Dev-72B", "bundles no config for that checkpoint"),
         ("someone/Kimi-K2-Instruct-AWQ", "AWQ conversion"),
         ("someone/DeepSeek-V3-GPTQ-Int4", "GPTQ conversion"),
     ],
 )
 def test_a_checkpoint_k3plan_cannot_price_is_refused_by_name(cli, hf, says):
-    """K2-Thinking is not K2's fp8 checkpoint nor K2.6's (no vision tower, 208,276 tensors): no prefix maps it to
-    either; a quantized conversion is not priced as the original's bytes."""
+    """A checkpoint k3plan does not bundle (Kimi-Dev-72B, a dense model) is not read as a Kimi one by its org or a
+    prefix (Kimi-K2-Thinking has its own bundle now: tests/models/test_kimi_k2_thinking.py); a quantized conversion
+    is not priced as the original's bytes."""
     with pytest.raises(K3PlanError, match=says) as err:
         parse_serve(f"vllm serve {hf} --enable-expert-parallel", platform="gpu")
     assert hf in str(err.value)

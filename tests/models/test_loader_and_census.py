@@ -20,6 +20,7 @@ def test_bundled_models():
         "deepseek-v4-pro",
         "deepseek-v4.1-flash",
         "kimi-k2",
+        "kimi-k2-thinking",
         "kimi-k2.6",
         "kimi-k3",
         "kimi-linear-48b-a3b",
