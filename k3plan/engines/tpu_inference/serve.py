@@ -14,7 +14,7 @@ memory is listed as ignored; anything else is refused in one line."""
 
 from __future__ import annotations
 
-from k3plan.engines.serve_values import Reading, flag_int, json_object
+from k3plan.engines.serve_values import Reading, flag_int, json_object, suffix_int
 from k3plan.errors import K3PlanError
 
 STACK = "tpu-inference"
@@ -52,8 +52,15 @@ MLA_DISABLE = "VLLM_MLA_DISABLE"
 KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE})
 PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
-# stack option moe_requantize_weight_dtype=fp4 maps)
-FP8_EXPERT_MODELS = frozenset({"deepseek-v3"})
+# stack option moe_requantize_weight_dtype=fp4 maps), by the ids k3plan.engines.serve.HF_MODELS reads as deepseek-v3
+FP8_EXPERT_MODELS = frozenset(
+    {"deepseek-v3", "deepseek-ai/deepseek-r1", "deepseek-ai/deepseek-r1-0528", "deepseek-ai/deepseek-v3"}
+    | {"deepseek-ai/deepseek-v3-0324"}
+)
+# MODEL_IMPL_TYPE's values (envs.py env_with_choices: auto, vllm, flax_nnx, jetpack); the second, vLLM's model code, is
+# the one priced
+IMPLS = tuple("auto vllm flax_nnx jetpack".split())
+VLLM_CODE = IMPLS[1]
 
 
 def routes(r: Reading) -> bool:
@@ -111,7 +118,7 @@ def _env(r: Reading) -> None:
     impl = env.get(MODEL_IMPL, "auto").strip() or "auto"
     dtype = env.get(REQUANT_DTYPE, "").strip()
     block = env.get(REQUANT_BLOCK, "").strip()
-    if impl != "vllm":
+    if impl != VLLM_CODE:
         if dtype:
             raise K3PlanError(
                 f"--serve: {REQUANT_DTYPE}={dtype} on tpu-inference's JAX model path ({MODEL_IMPL}={impl}): the JAX "
@@ -123,7 +130,7 @@ def _env(r: Reading) -> None:
             "vllm only for _VLLM_PREFERRED_ARCHITECTURES)"
             if impl == "auto"
             else "a model path k3plan has not read"
-            if impl in ("flax_nnx", "jetpack")
+            if impl in IMPLS
             else "not a value tpu-inference takes (envs.py: auto, vllm, flax_nnx, jetpack)"
         )
         raise K3PlanError(
@@ -131,7 +138,7 @@ def _env(r: Reading) -> None:
             f"sharding_strategy was not read; k3plan prices tpu-inference's command with vLLM's model code "
             f"({MODEL_IMPL}=vllm)"
         )
-    r.options["model_impl"] = "vllm"
+    r.options["model_impl"] = VLLM_CODE
     if dtype:
         if dtype != "fp4":
             raise K3PlanError(
@@ -160,12 +167,21 @@ def _env(r: Reading) -> None:
     r.ignored += [f"{k}={env[k]}" for k in (NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE) if k in env]
 
 
+def _tokens(flag: str, value: str) -> int:
+    """A token count as vLLM's human_readable_int reads it (serve_values.suffix_int: 2k = 2,000, 2K = 2,048)."""
+    try:
+        n = suffix_int(value)
+    except ValueError:
+        raise K3PlanError(
+            f"--serve: {flag} {value!r}: expected a whole number (a binary suffix takes no decimals)"
+        ) from None
+    return flag_int(flag, value if n is None else str(n))
+
+
 def read(r: Reading) -> None:
     """tpu-inference's ``vllm serve``: the model, the split (tp 1 x dp --tensor-parallel-size, experts over every
     device), the context, the chunk and the batch, the memory fraction, the dtypes, the additional config and the
     environment; refusing what it has not read."""
-    from k3plan.engines.vllm.serve import human_readable_int
-
     get = r.get
     r.stack = STACK
     flag_model = get("--model", "")
@@ -189,7 +205,7 @@ def read(r: Reading) -> None:
     if raw_context is not None:
         if raw_context.strip().lower() in ("auto", "-1"):
             raise K3PlanError("--serve: --max-model-len auto on tpu-inference: not read; give the length")
-        r.context = human_readable_int("--max-model-len", raw_context)
+        r.context = _tokens("--max-model-len", raw_context)
     chunk, seqs = get("--max-num-batched-tokens", None), get("--max-num-seqs", None)
     for flag, value in (("--max-num-batched-tokens", chunk), ("--max-num-seqs", seqs)):
         if value is None:
@@ -200,7 +216,7 @@ def read(r: Reading) -> None:
                 f"--serve: tpu-inference without {flag}: vLLM's default for it on a TPU depends on the chip name "
                 "and memory tpu-inference's platform reports, which k3plan has not read; give the flag"
             )
-    r.chunk = human_readable_int("--max-num-batched-tokens", str(chunk))
+    r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
     # scheduler's per-rank limits, core/sched/dp_scheduler.py)
     r.batch = flag_int("--max-num-seqs", str(seqs))
@@ -220,9 +236,7 @@ def read(r: Reading) -> None:
         )
     _env(r)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":
-        from k3plan.engines.serve import model_of
-
-        if model_of(r.model) not in FP8_EXPERT_MODELS:
+        if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS:
             raise K3PlanError(
                 f"--serve: {REQUANT_DTYPE}=fp4 for {r.model}: k3plan prices the requantization of fp8 block-scaled "
                 "experts (DeepSeek-V3 / R1) only"
