@@ -488,8 +488,8 @@ def parse_serve(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
     for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
-        f.check_env(env)
-    r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV]
+        f.check_env(env, stack=r.stack)
+    r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
     return ServeQuestion(
         engine=family.ENGINE,

@@ -99,6 +99,8 @@ class Reading:
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
+    # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
+    env_read: set[str] = field(default_factory=set)
 
     def get(self, name: str, default=None):
         return self.flags.pop(name, default)

@@ -164,6 +164,9 @@ class Effect(Spec):
     # changes the kernel, and with it what the engine holds (SGLang's MoE runner behind --moe-a2a-backend none)
     runtime_formats: Optional[dict[str, str]] = None
     runtime_formats_sources: Optional[Sources] = None  # the engine code behind runtime_formats
+    # more environment the launch writes at this choice, a variable the priced format needs beside the option's own
+    # (tpu-inference's fp4 requantization: MOE_REQUANTIZE_BLOCK_SIZE=512 with MOE_REQUANTIZE_WEIGHT_DTYPE=fp4)
+    launch_env: Optional[dict[str, str]] = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -292,6 +295,9 @@ class Option(Spec):
     # a flag that takes no value (argparse store_true): the choice at which the launch writes the flag alone; at
     # the other choices it writes nothing
     switch: Optional[str] = None
+    # an environment variable the engine reads as unset at this choice (tpu-inference's MOE_REQUANTIZE_WEIGHT_DTYPE:
+    # "" keeps the checkpoint's dtype): the launch writes nothing there, as it would write a value the engine misreads
+    unset: Optional[str] = None
     source: Source
 
     def __post_init__(self) -> None:
@@ -306,6 +312,8 @@ class Option(Spec):
             raise ValueError("auto applies to a fraction option (sets: reserve)")
         if self.switch is not None and self.switch not in self.choices:
             raise ValueError(f"switch {self.switch!r} is not one of {', '.join(self.choices)}")
+        if self.unset is not None and self.unset not in self.choices:
+            raise ValueError(f"unset {self.unset!r} is not one of {', '.join(self.choices)}")
         set_by = {c: set(e.compute_formats or ()) for c, e in self.choices.items()}
         if any(set_by.values()) and len({frozenset(v) for v in set_by.values()}) > 1:
             raise ValueError(f"every choice sets the same compute_formats (a later choice replaces them): {set_by}")

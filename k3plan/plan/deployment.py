@@ -315,11 +315,16 @@ def engine_options(stack: Stack) -> tuple[tuple[str, str, tuple[str, str, str]],
         if opt.sets == "reserve" or opt.flag in ("--kv-cache-dtype", "--enable-expert-parallel"):
             continue
         value = stack.chosen.get(name, str(opt.default))
+        if opt.unset is not None and value == opt.unset:  # the engine's variable left unset (Option.unset)
+            continue
         if opt.switch is not None:  # a flag without a value, written alone at its choice (--disable-radix-cache)
             if value != opt.switch:
                 continue
             value = ""
         out.append((opt.flag, value, (opt.source.repo, opt.source.file, opt.source.symbol)))
+        effect = opt.choices.get(stack.chosen.get(name, str(opt.default)))
+        for var, val in ((effect.launch_env or {}) if effect is not None else {}).items():
+            out.append((var, val, (opt.source.repo, opt.source.file, opt.source.symbol)))
     return tuple(out)
 
 

@@ -105,17 +105,3 @@ def test_compact_slots_that_leave_no_block_refuse_on_the_plugin_and_fall_back_on
     # kv_cache_manager.py: "Compact-mamba sizing skipped" -> vLLM's uniform pages: 48 GiB // (page x 2 layers a group)
     assert tpu_inf.starts and tpu_inf.num_blocks.value == 48 * GiB // (GiB // 64 * 2)
     assert "compact sizing skipped" in tpu_inf.num_blocks.source
-
-
-def test_a_tpu_inference_command_is_named_as_tpu_inference_s_not_priced_as_the_plugin_s(cli):
-    """tpu-inference's daily DeepSeek-R1 line passes its mesh in --additional-config (sharding_strategy): --serve
-    reads vllm serve on a TPU as the torch_tpu plugin, so it says whose command it is, in one line."""
-    cmd = (
-        "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --enable-expert-parallel --additional-config "
-        '\'{"compilation_sizes": [768], "sharding": {"sharding_strategy": {"enable_dp_attention": true}}}\''
-    )
-    r = cli("fit", "-H", "tpu-v7x", "--serve", cmd)
-    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
-    assert "tpu-inference's mesh" in r.output and "--stack tpu-inference" in r.output
-    other = cli("fit", "-H", "tpu-v7x", "--serve", cmd.replace('"sharding"', '"other"'))
-    assert other.exit_code == 2 and "flag --additional-config is not one k3plan reads" in other.output

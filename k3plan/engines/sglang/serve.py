@@ -191,7 +191,7 @@ UNPRICED = {
 }
 
 
-def check_env(env: dict[str, str]) -> None:
+def check_env(env: dict[str, str], *, stack: str = "") -> None:
     """No SGLang variable is refused by value."""
 
 

@@ -17,6 +17,7 @@ from k3plan.engines.serve_values import (
     suffix_int,
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
+from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
@@ -182,7 +183,10 @@ UNIFIED_POOL_ENV = "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"
 # experts out (uint8, block layout, interleaved scales), bytes k3plan has not read. Elsewhere the variable selects
 # nothing: listed, not priced (SemiAnalysisAI/InferenceX's kimik2.5_int4_h100.sh exports it on H100)
 FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV})
+# and tpu-inference's (engines/tpu_inference/serve.py: read there, refused by check_env on any other route)
+KNOWN_ENV = frozenset(
+    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV} | tpu_inference_serve.KNOWN_ENV
+)
 
 
 def flashinfer_int4(r: Reading) -> None:
@@ -210,7 +214,11 @@ def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
 def read(r: Reading) -> None:
     """A vLLM command's flags, in the order the refusals come: the model, the split, the context, the chunk and the
     batch (with vLLM's defaults by device), the memory options, the launch-line flags, the dtypes, the
-    quantization, the block-count override; refusing SGLang's spellings by name."""
+    quantization, the block-count override; refusing SGLang's spellings by name. tpu-inference's own command (on
+    a TPU, --additional-config with a "sharding" key) is read by engines/tpu_inference/serve.py instead."""
+    if tpu_inference_serve.routes(r):
+        tpu_inference_serve.read(r)
+        return
     get = r.get
     flag_model = get("--model", "")
     r.model = r.model or flag_model
@@ -319,22 +327,29 @@ def read(r: Reading) -> None:
             "are not priced by k3plan; remove them to price vLLM without"
         )
     r.ignored += [f for f, v in (("--enable-eplb", eplb), ("--eplb-config", eplb_cfg)) if v is not None]
-    # --additional-config is the platform plugin's own dict (vLLM passes it whole); a "sharding" key is tpu-inference's
-    # mesh (vllm-project/tpu-inference@811f8e20 tpu_inference/layers/common/sharding.py
-    # ShardingConfigManager.from_vllm_config: additional_config["sharding"]["sharding_strategy"]), so the command is
-    # tpu-inference's, which --serve does not read; any other key stays a flag k3plan does not read (refused below)
+    # --additional-config is the platform plugin's own dict (vLLM passes it whole); on a TPU a "sharding" key makes
+    # the command tpu-inference's (read above, engines/tpu_inference/serve.py); on a GPU it is no platform's mesh,
+    # and any other key stays a flag k3plan does not read (refused by k3plan.engines.serve)
     extra = r.flags.get("--additional-config")
     if extra is not None and "sharding" in json_object("--additional-config", extra):
         raise K3PlanError(
-            "--serve: --additional-config sharding is tpu-inference's mesh (tpu_inference/layers/common/sharding.py); "
-            "--serve reads vllm serve on a TPU as torchtpu-vllm and not tpu-inference's command: price it with "
-            "`k3plan fit --stack tpu-inference --tp N`"
+            "--serve: --additional-config sharding is tpu-inference's mesh (tpu_inference/layers/common/sharding.py), "
+            f"a TPU platform's; on {r.device_name or 'a GPU'} vLLM has no such key: remove it"
         )
     flashinfer_int4(r)
 
 
-def check_env(env: dict[str, str]) -> None:
-    """torchtpu-vllm's exports k3plan prices at one value only (refused in one line otherwise)."""
+def check_env(env: dict[str, str], *, stack: str = "") -> None:
+    """torchtpu-vllm's exports k3plan prices at one value only (refused in one line otherwise); tpu-inference's
+    command reads its own (engines/tpu_inference/serve.py), and its variables are refused on any other route."""
+    if stack == tpu_inference_serve.STACK:
+        return
+    theirs = sorted(tpu_inference_serve.KNOWN_ENV & set(env))
+    if theirs:
+        raise K3PlanError(
+            f"--serve: {theirs[0]}: read only for tpu-inference's command (a TPU vllm serve whose --additional-config "
+            "holds a sharding_strategy); this command is not one: remove it"
+        )
     if env.get("MODEL_IMPL_TYPE", "vllm").strip() not in ("vllm", "auto", ""):
         raise K3PlanError(
             f"--serve: MODEL_IMPL_TYPE={env['MODEL_IMPL_TYPE']}: k3plan prices vLLM's model code (MODEL_IMPL_TYPE=vllm)"
@@ -347,7 +362,10 @@ def check_env(env: dict[str, str]) -> None:
 
 
 def finish(r: Reading) -> None:
-    """The stack: vllm serve on a TPU is torchtpu-vllm, on a GPU vllm; torchtpu-vllm's caveats."""
+    """The stack: vllm serve on a TPU is torchtpu-vllm (tpu-inference's own command set its stack in read), on a
+    GPU vllm; torchtpu-vllm's caveats."""
+    if r.stack == tpu_inference_serve.STACK:
+        return
     r.stack = TORCHTPU.name if r.platform == "tpu" else ENGINE
     if r.stack != TORCHTPU.name:
         return

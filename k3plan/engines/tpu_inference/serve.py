@@ -1,0 +1,243 @@
+"""How ``vllm serve`` reads tpu-inference's own command (issue 47 item 2), as far as k3plan prices it. On a TPU a
+``vllm serve`` whose --additional-config holds a "sharding" key is tpu-inference's: that dict is its mesh
+(vllm-project/tpu-inference@b8692ff0 tpu_inference/layers/common/sharding.py ShardingConfigManager.from_vllm_config
+reads additional_config["sharding"]["sharding_strategy"]), which the torch_tpu plugin does not take. Anything else
+on a TPU stays torchtpu-vllm's (engines/vllm/serve.py finish); an environment variable alone routes nothing, as
+both platforms read MODEL_IMPL_TYPE and the MOE_REQUANTIZE_* variables (tpu-inference's
+tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@0095cdcb's own list).
+
+What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention, vLLM's model code under
+tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the experts' fp4 requantization at load
+(MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4), the KV
+dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs. What changes no
+memory is listed as ignored; anything else is refused in one line."""
+
+from __future__ import annotations
+
+from k3plan.engines.serve_values import Reading, flag_int, json_object, suffix_int
+from k3plan.errors import K3PlanError
+
+STACK = "tpu-inference"
+SOURCE = "vllm-project/tpu-inference@b8692ff0"
+ADDITIONAL = "--additional-config"
+
+# from_vllm_config under enable_dp_attention: an MLA model has one KV head (num_kv_heads = 1 if use_mla), so
+# num_kv_heads_per_device_in_kv_cache = max(1, 2 / packing) = 1 for bf16 and fp8 alike, and with no attn_dp_size
+# attn_dp = tensor_parallelism // 1 = every device of --tensor-parallel-size, tensor_parallelism // attn_dp = 1;
+# attn_dp > 1 moves expert_parallelism (default 1) to attn_dp_expert. The experts are sharded over
+# ShardingAxisName.EXPERT = (attn_dp, attn_dp_expert, expert, model, dcp, pcp): every device
+# (layers/vllm/quantization/fp8.py VllmFp8MoEMethod.process_weights_after_loading P(EXPERT)), with
+# --enable-expert-parallel or without (the GMM_TP backend's MLP_TENSOR spans the same axes)
+SPLIT_SOURCE = (
+    f"{SOURCE} tpu_inference/layers/common/sharding.py ShardingConfigManager.from_vllm_config (enable_dp_attention, "
+    "MLA: one KV head, attn_dp = --tensor-parallel-size, tensor_parallelism 1); layers/vllm/quantization/fp8.py "
+    "VllmFp8MoEMethod.process_weights_after_loading (the experts over ShardingAxisName.EXPERT, every device)"
+)
+# the sharding_strategy keys k3plan reads; the others change the mesh in ways it has not priced
+STRATEGY_READ = frozenset({"enable_dp_attention"})
+# tpu_runner.py _init_inputs: additional_config "compilation_sizes" are extra token paddings the step is compiled
+# for (num_tokens_paddings), not memory held
+ADDITIONAL_IGNORED = frozenset({"compilation_sizes"})
+
+# the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
+MODEL_IMPL = "MODEL_IMPL_TYPE"
+REQUANT_DTYPE = "MOE_REQUANTIZE_WEIGHT_DTYPE"
+REQUANT_BLOCK = "MOE_REQUANTIZE_BLOCK_SIZE"
+NEW_MODEL_DESIGN = "NEW_MODEL_DESIGN"
+# forwarded to the workers (tpu_platform.py TpuPlatform.additional_env_vars) and read nowhere else in
+# tpu_inference @b8692ff0: no effect
+BACKEND_TYPE = "TPU_BACKEND_TYPE"
+# vLLM's switch off MLA (0, its default: MLA on, as k3plan prices)
+MLA_DISABLE = "VLLM_MLA_DISABLE"
+KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE})
+PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
+# the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
+# stack option moe_requantize_weight_dtype=fp4 maps), by the ids k3plan.engines.serve.HF_MODELS reads as deepseek-v3
+FP8_EXPERT_MODELS = frozenset(
+    {"deepseek-v3", "deepseek-ai/deepseek-r1", "deepseek-ai/deepseek-r1-0528", "deepseek-ai/deepseek-v3"}
+    | {"deepseek-ai/deepseek-v3-0324"}
+)
+# MODEL_IMPL_TYPE's values (envs.py env_with_choices: auto, vllm, flax_nnx, jetpack); the second, vLLM's model code, is
+# the one priced
+IMPLS = tuple("auto vllm flax_nnx jetpack".split())
+VLLM_CODE = IMPLS[1]
+
+
+def routes(r: Reading) -> bool:
+    """Whether this ``vllm serve`` is tpu-inference's: on a TPU, with a "sharding" key in --additional-config
+    (malformed JSON there is refused in one line, as vLLM's parser refuses it)."""
+    extra = r.flags.get(ADDITIONAL)
+    return r.platform == "tpu" and extra is not None and "sharding" in json_object(ADDITIONAL, extra)
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _additional(r: Reading) -> None:
+    """--additional-config: the sharding strategy (enable_dp_attention read, its other keys refused), the compile
+    sizes (no memory effect); any other key refused."""
+    extra = json_object(ADDITIONAL, r.get(ADDITIONAL))
+    for key in sorted(extra):
+        if key in ADDITIONAL_IGNORED:
+            r.ignored.append(f"{ADDITIONAL} {key}")
+        elif key != "sharding":
+            raise K3PlanError(
+                f"--serve: {ADDITIONAL} {key!r}: a key of tpu-inference's additional_config k3plan does not read; "
+                "remove it"
+            )
+    sharding = extra["sharding"]
+    if not isinstance(sharding, dict) or set(sharding) - {"sharding_strategy"}:
+        raise K3PlanError(
+            f"--serve: {ADDITIONAL} sharding {sharding!r}: k3plan reads its sharding_strategy only "
+            "(tpu_inference/layers/common/sharding.py ShardingConfigManager.from_vllm_config)"
+        )
+    strategy = sharding.get("sharding_strategy", {})
+    if not isinstance(strategy, dict):
+        raise K3PlanError(f"--serve: {ADDITIONAL} sharding_strategy {strategy!r}: expected a JSON object")
+    unread = sorted(set(strategy) - STRATEGY_READ)
+    if unread:
+        raise K3PlanError(
+            f"--serve: {ADDITIONAL} sharding_strategy {unread[0]!r}: k3plan reads enable_dp_attention only; the mesh "
+            f"{unread[0]} sets (ShardingConfigManager.from_vllm_config) is not priced"
+        )
+    if strategy.get("enable_dp_attention") is not True or not _truthy(r.env.get(NEW_MODEL_DESIGN, "0")):
+        # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
+        raise K3PlanError(
+            "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
+            "enable_dp_attention true (ValueError: MLA models require both the NEW_MODEL_DESIGN=1 environment "
+            f"variable to be set and DP attention; {SOURCE} tpu_inference/platforms/tpu_platform.py "
+            "TpuPlatform.check_and_update_config)"
+        )
+
+
+def _env(r: Reading) -> None:
+    """MODEL_IMPL_TYPE (vllm priced; the JAX path's placement for these models not read), the fp4 requantization
+    (priced at 512-blocks on vLLM's model code), VLLM_MLA_DISABLE=0 and TPU_BACKEND_TYPE (no effect)."""
+    env = r.env
+    impl = env.get(MODEL_IMPL, "auto").strip() or "auto"
+    dtype = env.get(REQUANT_DTYPE, "").strip()
+    block = env.get(REQUANT_BLOCK, "").strip()
+    if impl != VLLM_CODE:
+        if dtype:
+            raise K3PlanError(
+                f"--serve: {REQUANT_DTYPE}={dtype} on tpu-inference's JAX model path ({MODEL_IMPL}={impl}): the JAX "
+                "model's requantized experts were not read; k3plan prices the fp4 requantization on vLLM's model code "
+                f"({MODEL_IMPL}=vllm)"
+            )
+        why = (
+            "'auto' resolves to flax_nnx (tpu_inference/models/common/model_loader.py resolve_model_architecture: "
+            "vllm only for _VLLM_PREFERRED_ARCHITECTURES)"
+            if impl == "auto"
+            else "a model path k3plan has not read"
+            if impl in IMPLS
+            else "not a value tpu-inference takes (envs.py: auto, vllm, flax_nnx, jetpack)"
+        )
+        raise K3PlanError(
+            f"--serve: {MODEL_IMPL}={impl}: {why}; the placement of the JAX DeepSeek / Kimi models under this "
+            f"sharding_strategy was not read; k3plan prices tpu-inference's command with vLLM's model code "
+            f"({MODEL_IMPL}=vllm)"
+        )
+    r.options["model_impl"] = VLLM_CODE
+    if dtype:
+        if dtype != "fp4":
+            raise K3PlanError(
+                f"--serve: {REQUANT_DTYPE}={dtype}: k3plan prices tpu-inference's fp4 requantization only (fp4 codes "
+                "with a 4-B scale a block)"
+            )
+        if block != "512":
+            raise K3PlanError(
+                f"--serve: {REQUANT_BLOCK}={block or 'unset'}: k3plan prices the fp4 requantization in 512-blocks "
+                "(unset: one scale a row, tpu_inference/layers/common/process_weights/moe_weights.py "
+                "quantize_moe_weights); set 512"
+            )
+        r.options["moe_requantize_weight_dtype"] = "fp4"
+    elif block:
+        raise K3PlanError(
+            f"--serve: {REQUANT_BLOCK}={block} without {REQUANT_DTYPE}: the experts requantized in their own dtype "
+            "at that block were not priced; remove it"
+        )
+    mla_off = env.get(MLA_DISABLE)
+    if mla_off is not None and mla_off.strip() not in ("0", ""):
+        raise K3PlanError(
+            f"--serve: {MLA_DISABLE}={mla_off}: vLLM without MLA (its attention as plain heads) is not priced; "
+            "k3plan prices MLA, vLLM's default (0)"
+        )
+    r.env_read |= PRICED_ENV & set(env)
+    r.ignored += [f"{k}={env[k]}" for k in (NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE) if k in env]
+
+
+def _tokens(flag: str, value: str) -> int:
+    """A token count as vLLM's human_readable_int reads it (serve_values.suffix_int: 2k = 2,000, 2K = 2,048)."""
+    try:
+        n = suffix_int(value)
+    except ValueError:
+        raise K3PlanError(
+            f"--serve: {flag} {value!r}: expected a whole number (a binary suffix takes no decimals)"
+        ) from None
+    return flag_int(flag, value if n is None else str(n))
+
+
+def read(r: Reading) -> None:
+    """tpu-inference's ``vllm serve``: the model, the split (tp 1 x dp --tensor-parallel-size, experts over every
+    device), the context, the chunk and the batch, the memory fraction, the dtypes, the additional config and the
+    environment; refusing what it has not read."""
+    get = r.get
+    r.stack = STACK
+    flag_model = get("--model", "")
+    r.model = r.model or flag_model
+    if not r.model:
+        raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
+    r.parallel()
+    if r.pp != 1 or r.dp != 1:
+        which = "--pipeline-parallel-size" if r.pp != 1 else "--data-parallel-size"
+        raise K3PlanError(
+            f"--serve: {which} on tpu-inference: its 'data' mesh axis and pipeline stages were not read; k3plan reads "
+            "the attention DP sharding_strategy makes of --tensor-parallel-size"
+        )
+    _additional(r)
+    devices = r.tp
+    r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
+    ep_flag = get("--enable-expert-parallel", None)
+    if ep_flag is not None:  # the experts are over every device either way (SPLIT_SOURCE)
+        r.ignored.append("--enable-expert-parallel" if _truthy(ep_flag) else "--no-enable-expert-parallel")
+    raw_context = get("--max-model-len", None)
+    if raw_context is not None:
+        if raw_context.strip().lower() in ("auto", "-1"):
+            raise K3PlanError("--serve: --max-model-len auto on tpu-inference: not read; give the length")
+        r.context = _tokens("--max-model-len", raw_context)
+    chunk, seqs = get("--max-num-batched-tokens", None), get("--max-num-seqs", None)
+    for flag, value in (("--max-num-batched-tokens", chunk), ("--max-num-seqs", seqs)):
+        if value is None:
+            # vLLM's EngineArgs._set_default_args picks TPU defaults by the chip name the platform reports (its
+            # table has V6E / V5E / V5P) and otherwise by device memory; what tpu-inference's TpuPlatform reports
+            # for a v7x was not read
+            raise K3PlanError(
+                f"--serve: tpu-inference without {flag}: vLLM's default for it on a TPU depends on the chip name "
+                "and memory tpu-inference's platform reports, which k3plan has not read; give the flag"
+            )
+    r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
+    # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
+    # scheduler's per-rank limits, core/sched/dp_scheduler.py)
+    r.batch = flag_int("--max-num-seqs", str(seqs))
+    r.batch_source = (
+        f"--max-num-seqs a DP rank ({SOURCE} tpu_inference/runner/tpu_runner.py TPUModelRunner._init_inputs: "
+        f"max_num_reqs = dp_size x max_num_seqs = {devices * r.batch:,} in all)"
+    )
+    r.memory_options()
+    if r.moe_backend is not None:
+        raise K3PlanError("--serve: --moe-backend on tpu-inference: its MoE backends were not read; remove it")
+    r.dtypes()
+    r.quantization()
+    if get("--block-size", None) is not None:
+        raise K3PlanError(
+            "--serve: --block-size on tpu-inference: k3plan prices its MLA page, the 1,024 tokens it sets "
+            "(tpu_platform.py) when none is given; remove it"
+        )
+    _env(r)
+    if r.options.get("moe_requantize_weight_dtype") == "fp4":
+        if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS:
+            raise K3PlanError(
+                f"--serve: {REQUANT_DTYPE}=fp4 for {r.model}: k3plan prices the requantization of fp8 block-scaled "
+                "experts (DeepSeek-V3 / R1) only"
+            )
