@@ -507,6 +507,9 @@ class Stack(Spec):
             update["kv_cache"] = updated(kv, layout=effect.kv_layout)
         if effect.platforms is not None:
             update["platforms"] = effect.platforms
+        if effect.tp_max is not None:
+            splits = self.splits or Splits(holds=effect.description or f"option {name}")
+            update["splits"] = updated(splits, tp_max=effect.tp_max, tp_max_source=effect.tp_max_source)
         if effect.compute_formats is not None:
             # the choice's rules replace the stack's for those formats (each choice of an option sets the same ones)
             cd = self.compute_dtype

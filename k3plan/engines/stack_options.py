@@ -167,6 +167,9 @@ class Effect(Spec):
     # more environment the launch writes at this choice, a variable the priced format needs beside the option's own
     # (tpu-inference's fp4 requantization: MOE_REQUANTIZE_BLOCK_SIZE=512 with MOE_REQUANTIZE_WEIGHT_DTYPE=fp4)
     launch_env: Optional[dict[str, str]] = None
+    # the largest attention TP the choice is priced at (Splits.tp_max, set over the stack's splits) and its source
+    tp_max: Optional[Pos] = None
+    tp_max_source: Optional[Source] = None
     description: str = ""
 
     def __post_init__(self) -> None:

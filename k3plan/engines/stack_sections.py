@@ -364,11 +364,17 @@ class Splits(Spec):
     expert_width_multiple: NonNeg = 0
     expert_width_source: Optional[Source] = None
     holds: Text
+    # the largest attention TP the layout is read at (an option's choice sets it: tpu-inference's MODEL_IMPL_TYPE=vllm
+    # is priced at tp 1 only); tp_max_source: the engine code, and why above it k3plan does not price it
+    tp_max: Optional[Pos] = None
+    tp_max_source: Optional[Source] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.expert_width_multiple and self.expert_width_source is None:
             raise ValueError("splits: expert_width_multiple needs expert_width_source (the engine code that refuses)")
+        if self.tp_max is not None and self.tp_max_source is None:
+            raise ValueError("splits: tp_max needs tp_max_source (the engine code, and why)")
 
     def refusal(self, *, tp: int, dp: int, expert_width: int) -> str | None:
         """Why the engine does not run ``tp`` x ``dp`` for a model whose routed experts are ``expert_width``
@@ -377,6 +383,9 @@ class Splits(Spec):
         def cite(src: Source) -> str:
             return f"{src.repo} {src.file} {src.symbol.split(' (')[0]}"
 
+        if self.tp_max is not None and self.tp_max_source is not None and tp > self.tp_max:
+            note = f": {self.tp_max_source.note}" if self.tp_max_source.note else ""
+            return f"tp {tp}: this layout is priced at tp <= {self.tp_max} ({cite(self.tp_max_source)}){note}; expected --tp {self.tp_max}"
         if self.dp_for_tp is not None and tp > 1 and dp == 1:
             return (
                 f"tp {tp} x dp 1: the engine runs attention TP > 1 only with more than one DP group "

@@ -185,3 +185,16 @@ def test_the_launch_leaves_the_requantization_unset_at_its_default():
     assert "MOE_REQUANTIZE_WEIGHT_DTYPE" not in flags
     fp4 = dict((f, v) for f, v, _ in engine_options(load_stack("tpu-inference:moe_requantize_weight_dtype=fp4")))
     assert fp4["MOE_REQUANTIZE_WEIGHT_DTYPE"] == "fp4" and fp4["MOE_REQUANTIZE_BLOCK_SIZE"] == "512"
+
+
+def test_vllm_s_model_code_is_priced_at_tp_1_only(cli):
+    """model_impl=vllm is read at the split DP attention gives an MLA model (tp 1 x dp N, the experts over every
+    device); at tp > 1 the experts would sit over every device, which the stack's dp_experts does not follow: the
+    answer is refused in one line rather than priced on the wrong expert split."""
+    stack = "tpu-inference:model_impl=vllm"
+    r = cli("fit", "-m", "deepseek-v3", "-H", "tpu-v7x", "-t", "2x2x1", "--stack", stack, "--tp", "4")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "priced at tp <= 1" in r.output and "expected --tp 1" in r.output
+    ok = cli("fit", "-m", "deepseek-v3", "-H", "tpu-v7x", "-t", "2x2x1", "--stack", stack, "--tp", "1", "--json")
+    assert ok.exit_code in (0, 1, 3), ok.output
+    assert json.loads(ok.stdout)["parallel"]["ep"] == 8
