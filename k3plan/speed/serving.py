@@ -863,7 +863,7 @@ def served_of(
             max_seqs = cap
             notes.append(f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group: the running batch")
     if client_lengths and ratio is None:
-        notes.append("lengths: ISL and OSL exactly (the client's range ratio unpublished or no prompt count)")
+        notes.append("lengths fixed (no published range ratio)")
     key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio)
     if key not in model.served:
         model.served[key] = served_workload(

@@ -5,6 +5,7 @@ InferenceX and ROCm/ATOM), and the InferenceX #870 runs read from the workflow t
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -81,5 +82,23 @@ def test_the_inferencex_870_runs_are_the_workflow_s():
 def test_every_published_range_is_a_client_with_prompts():
     """A range ratio is read only with the run's prompt count (the client's run), and only where stated."""
     ranged = [b for b in load_benchmarks() if b.workload.random_range_ratio is not None]
-    assert len(ranged) == 15  # ATOM's 11 (atom-vllm-oot-benchmark.yaml) and InferenceX #870's 4
+    # ATOM's 11 (atom-vllm-oot-benchmark.yaml), InferenceX #870's 4 and its B200 curve's 10 (benchmark-tmpl.yml)
+    assert len(ranged) == 25
     assert all(b.workload.num_prompts is not None for b in ranged)
+
+
+def test_the_inferencex_b200_curve_is_its_script_s():
+    """InferenceX d4948f99 benchmarks/single_node/dsr1_fp8_b200.sh: TP 8 runs 32,768-token chunks and 128 requests at
+    memory fraction 0.82, TP 4 8,192 and 32 at 0.95; fp8 KV; the scheduler polls every 30 steps from concurrency 16
+    at TP 8, else 10. PR #3363's baseline figures are per GPU: the file holds the deployment's."""
+    runs = {Path(b.path).stem: b for b in load_benchmarks() if "deepseek-v3-sglang-b200" in b.path}
+    assert len(runs) == 10
+    for b in runs.values():
+        f, w = b.flags, b.workload
+        tp8 = f.tensor_parallel_size == 8
+        assert (f.max_num_batched_tokens, f.max_num_seqs) == ((32768, 128) if tp8 else (8192, 32))
+        assert f.gpu_memory_utilization == (0.82 if tp8 else 0.95) and f.kv_cache_dtype == "fp8_e4m3"
+        recv = 30 if tp8 and w.concurrency >= 16 else 10
+        assert f"--scheduler-recv-interval {recv} " in f.extra
+    c1 = runs["deepseek-v3-sglang-b200-tp8-isl1024-osl1024-c1"].measured
+    assert c1.output_token_throughput == pytest.approx(17.01 * 8)

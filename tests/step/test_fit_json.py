@@ -62,9 +62,6 @@ re-took the torchtpu-vllm compiled calibration on today's graph: fit-2x2x4-tp32.
 (at 131,072 the compiled decode temp, 28.11 GiB, leaves it 0.33 GiB short), its prefill temp the 8,192 chunk's
 25.70 GiB; jax-native's 32,768 chunk into 131,072 tokens is past every measured chunk x context: max(analytic,
 largest measured), and it does not fit.
- fit-deepseek-v3-2x2x2.json's speed (tpot_s 13.68 -> 13.58 ms, tokens_per_s, tpot_label: no moe-glue record) recaptured
-when the admission re-ran on InferenceX #870's runs read from their workflow and the term client-lengths (op-fixed ON,
-moe-glue off by the leave-one-out rule).
 """
 
 from __future__ import annotations
