@@ -212,6 +212,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
                         mean_context="mean-context" in terms,
                         pool_sequences=fits[b.path][1] if "pool-cap" in terms else None,
                         client_lengths="client-lengths" in terms,
+                        recv_interval="recv-interval" in terms,
                     )
                 except K3PlanError as e:
                     served, more = None, [f"not served: {e}"]

@@ -77,6 +77,9 @@ class Flags(Spec):
     async_scheduling: Optional[bool] = None  # None: not published
     quantization: str = ""
     compile_sizes: Optional[list[int]] = None
+    # SGLang's --scheduler-recv-interval (new requests taken in every N decode steps: speed.scheduler.RECV_RULE);
+    # None: not set (1, every step)
+    scheduler_recv_interval: Optional[Count] = None
     extra: str = ""
     client: str
 

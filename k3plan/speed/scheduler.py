@@ -52,6 +52,16 @@ PREFILL_FIRST_RULE = (
 )
 
 
+# SGLang's --scheduler-recv-interval N (sgl-project/sglang@70310f05 python/sglang/srt/managers/scheduler_recv_skipper.py
+# SchedulerRecvSkipper.handle): before each batch the scheduler adds the last batch's weight to a counter -- a decode
+# step 1, any other (prefill) 1,000 -- and takes the waiting requests in only once it reaches N; idle, it loops at
+# once (weight 1 an iteration, no step), so an arrival to an idle engine is taken in at once.
+RECV_RULE = (
+    "SGLang's --scheduler-recv-interval N: new requests taken in every N decode steps, at once after a prefill "
+    "or when idle (scheduler_recv_skipper.py SchedulerRecvSkipper)"
+)
+
+
 # The random dataset's lengths with a range ratio r (``--random-range-ratio``): each request's ISL and OSL drawn
 # independently and uniformly from the integers [int(L r), L] (kimbochen/bench_serving benchmark_serving.py
 # sample_random_requests @406abc35, the client of InferenceX, utils/bench_serving/benchmark_serving.py @8c145e00,
@@ -175,12 +185,15 @@ def simulate(
     prompts: int | None = None,
     prefill_first: bool = False,
     range_ratio: float | None = None,
+    recv_interval: int = 1,
 ) -> SchedulerResult:
     """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`. ``prompts``
     (with ``concurrency``): a serving benchmark's run instead (module docstring): that many requests, the first
     ``concurrency`` sent together, none cut short, every one measured. ``prefill_first``: SGLang's rule
     (``PREFILL_FIRST_RULE``) instead of vLLM's. ``range_ratio`` (with ``prompts``): each request's ISL and OSL
-    drawn as the client draws them (``LENGTHS_RULE``); None: every request ISL and OSL exactly."""
+    drawn as the client draws them (``LENGTHS_RULE``); None: every request ISL and OSL exactly. ``recv_interval``
+    (closed loop): the engine takes new requests in only every that many decode steps (``RECV_RULE``; 1: every
+    step)."""
     _check(
         isl=isl,
         osl=osl,
@@ -191,6 +204,7 @@ def simulate(
     )
     closed = concurrency is not None
     require(prompts is None or (closed and prompts >= 1), "a benchmark's run needs a concurrency and prompts >= 1")
+    require(recv_interval >= 1 and (recv_interval == 1 or closed), f"recv interval {recv_interval}: >= 1, closed loop")
     require(
         range_ratio is None or (prompts is not None and 0 <= range_ratio <= 1),
         f"range ratio {range_ratio}: a benchmark's run (prompts) with 0 <= ratio <= 1",
@@ -223,6 +237,8 @@ def simulate(
     coef = step_time if isinstance(step_time, StepCoefficients) else None
     running: list[int] = []
     waiting: deque[int] = deque(range(min(total, n))) if closed else deque()
+    unseen: list[int] = []  # arrived, not yet taken in (recv_interval > 1: RECV_RULE)
+    counter = 0  # RECV_RULE's: decode steps since the engine last took requests in
     next_id, t, steps, sum_d, sum_p, sum_t = (len(waiting) if closed else 0), 0.0, 0, 0, 0, 0.0
     while pending:
         if not closed:  # arrivals up to now join the waiting queue
@@ -237,6 +253,7 @@ def simulate(
             and running
             and len(running) <= token_budget
             and (not waiting or len(running) >= seqs)
+            and not unseen
             and all(left[r] == 0 for r in running)
         ):
             # a run of decode-only steps: every running request decoding, none admitted, each step the same d; the
@@ -254,8 +271,15 @@ def simulate(
                     t += dt
                     sum_t += dt
                 steps, sum_d = steps + skip, sum_d + d * skip
+                if recv_interval > 1:  # a poll before each step (none takes anything in): it resets at the interval
+                    c = (0 if counter >= recv_interval else counter) + skip
+                    counter = c if c <= recv_interval else (c - 1) % recv_interval + 1
                 for r in running:
                     made[r] += skip
+        if recv_interval > 1 and (not running or counter >= recv_interval):  # the engine polls (RECV_RULE)
+            waiting.extend(unseen)
+            unseen.clear()
+            counter = 0
         budget, alloc = token_budget, {}
         # SGLang: a prefill step whenever a prompt is mid-chunk or one waits for a free slot; it decodes no one
         prefill_only = prefill_first and (any(left[r] > 0 for r in running) or (bool(waiting) and len(running) < seqs))
@@ -285,6 +309,7 @@ def simulate(
             dt = float(step_time(d, p))
         t += dt
         steps, sum_d, sum_p, sum_t = steps + 1, sum_d + d, sum_p + p, sum_t + dt
+        counter = counter + 1 if p == 0 else recv_interval  # a prefill step: the next iteration takes requests in
         require(steps <= max_steps, f"scheduler simulation passed {max_steps} steps: is the load sustainable?")
         ended = False
         for r, k in alloc.items():
@@ -307,7 +332,7 @@ def simulate(
             for _ in finished:
                 if next_id < size:
                     arrival[next_id] = t
-                    waiting.append(next_id)
+                    (waiting if recv_interval == 1 else unseen).append(next_id)
                     next_id += 1
     arrival_a, first_a, done_a = np.array(arrival), np.array(first), np.array(done)
     m = slice(warm, total)

@@ -731,6 +731,7 @@ def served_workload(
     prefill_first: bool = False,
     mean_context: bool = False,
     range_ratio: float | None = None,
+    recv_interval: int = 1,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -741,7 +742,8 @@ def served_workload(
     steps of their own, a prefill whenever one forms (SGLang: ``speed.scheduler.PREFILL_FIRST_RULE``).
     ``mean_context``: the decode step at a request's mean context over its decode, ISL + OSL / 2 (else at ISL).
     ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
-    ``prompts``), the step's coefficients at the nominal ISL and OSL. At one request it is the one-step model exactly: T(1, 0) is the model's
+    ``prompts``), the step's coefficients at the nominal ISL and OSL. ``recv_interval``: the engine takes new
+    requests in every that many decode steps (``speed.scheduler.RECV_RULE``). At one request it is the one-step model exactly: T(1, 0) is the model's
     decode step, T(0, chunk) its chunk."""
     import math
 
@@ -770,6 +772,7 @@ def served_workload(
         chips=model.setup.topology.chips,
         prefill_first=prefill_first,
         range_ratio=range_ratio if per_prompts is not None else None,
+        recv_interval=recv_interval,
     )
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
@@ -780,6 +783,8 @@ def served_workload(
         if range_ratio is not None and per_prompts is not None
         else ""
     )
+    if recv_interval > 1:
+        lengths += f", new requests taken in every {recv_interval} decode steps (--scheduler-recv-interval)"
     run = (
         f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{lengths}"
         if per_prompts is not None
@@ -827,6 +832,7 @@ def served_of(
     mean_context: bool | None = None,
     pool_sequences: int | None = None,
     client_lengths: bool | None = None,
+    recv_interval: bool | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
@@ -836,7 +842,9 @@ def served_of(
     sequences of ISL + OSL tokens the KV pool holds over every DP group (fit's capacity; the term pool-cap): the
     scheduler admits a request only when its pages fit, so a run that publishes no --max-num-seqs runs at most that
     many a group (None or 0: not capped). ``client_lengths``: the run's requests at the lengths its client draws
-    (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths)."""
+    (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths).
+    ``recv_interval``: an SGLang run's --scheduler-recv-interval (``Flags.scheduler_recv_interval``; the term
+    recv-interval)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
     from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
 
@@ -844,6 +852,7 @@ def served_of(
     async_term = "async" in model.on if async_term is None else async_term
     mean_context = "mean-context" in model.on if mean_context is None else mean_context
     client_lengths = "client-lengths" in model.on if client_lengths is None else client_lengths
+    recv_interval = "recv-interval" in model.on if recv_interval is None else recv_interval
 
     w = b.workload
     ratio = w.random_range_ratio if client_lengths and w.num_prompts is not None else None
@@ -864,7 +873,8 @@ def served_of(
             notes.append(f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group: the running batch")
     if client_lengths and ratio is None:
         notes.append("lengths fixed (no published range ratio)")
-    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio)
+    polls = (b.flags.scheduler_recv_interval or 1) if recv_interval and b.engine.name in PREFILL_FIRST_ENGINES else 1
+    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -880,6 +890,7 @@ def served_of(
             prefill_first=prefill_first and b.engine.name in PREFILL_FIRST_ENGINES,
             mean_context=mean_context,
             range_ratio=ratio,
+            recv_interval=polls,
         )
     return model.served[key], notes
 

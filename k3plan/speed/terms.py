@@ -414,6 +414,18 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         ),
     ),
     SpeedTerm(
+        name="recv-interval",
+        title="SGLang takes new requests in only every --scheduler-recv-interval decode steps, where the run sets it",
+        phase="prefill",
+        level="served",
+        when=When(stacks=sglang.STACKS),
+        source=(
+            "sgl-project/sglang@70310f05 python/sglang/srt/managers/scheduler_recv_skipper.py SchedulerRecvSkipper."
+            "handle: a counter of the last batch's weight (decode 1, prefill 1,000) reaching the interval "
+            "(speed.scheduler.RECV_RULE)"
+        ),
+    ),
+    SpeedTerm(
         name="async",
         title="asynchronous scheduling hides the synchronous step's host time where the run schedules so",
         phase="both",
