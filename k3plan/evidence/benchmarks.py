@@ -230,15 +230,25 @@ def speaks_for(
     item, engine: str, model: str, hardware: str, topology: str, tp: int, dp: int, ep: int, stack: str
 ) -> bool:
     """Whether a piece of evidence of ``engine`` (a serving benchmark, an engine profile) speaks for this
-    configuration: the same model, hardware, topology and split, and the stack its engine runs."""
+    configuration: the same model, hardware, topology and split, and the stack its engine runs. A run at
+    --ep-size 1 over a TP x DP group (each expert TP-split over the group: ``tp_split_experts``) speaks for the
+    question's EP over that group, k3plan's way of holding the experts over every device of it (the same bytes a
+    device); its MoE collectives are the run's own, so it is never measured for it (``config_differs``)."""
     s = item.split
     return (
         item.model == model
         and item.hardware == hardware
         and item.topology == topology
-        and (s.tp, s.dp, s.ep) == (tp, dp, ep)
+        and (s.tp, s.dp) == (tp, dp)
+        and (s.ep == ep or (tp_split_experts(item) and ep == tp * dp))
         and engine_accepts(engine, stack)
     )
+
+
+def tp_split_experts(item) -> bool:
+    """The run holds its routed experts TP-split over the TP x DP group (--ep-size 1 on more than one device)."""
+    s = item.split
+    return s.ep == 1 and s.tp * s.dp > 1
 
 
 # the rest of the key (issue 46 item 6): what the question asks beside the configuration
@@ -313,6 +323,8 @@ def config_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
         out.append(f"page {_show(page)}->{_show(a.page_tokens)} tokens")
     if b.flags.async_scheduling is None or b.flags.async_scheduling != a.async_scheduling:
         out.append(f"scheduling {_sched(b.flags.async_scheduling)}->{_sched(a.async_scheduling)}")
+    if tp_split_experts(b):
+        out.append(f"MoE TP-split (--ep-size 1)->EP {b.split.tp * b.split.dp}")
     return tuple(out)
 
 

@@ -3,6 +3,7 @@ the configurations they were measured on, and transfer to nearby workloads by th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,39 @@ def test_a_workload_far_from_every_benchmark_is_still_transferred_and_says_so():
         "tpot", model_s=0.02, cands=cands, asked=key(context=131072, chunk=8192), model_at=lambda b: 0.01
     )
     assert near.source == "transferred"  # 16x the nightly's 8,192 tokens: the edge of "nearby"
+
+
+def test_a_run_with_tp_split_experts_speaks_for_ep_over_its_group_and_is_never_measured():
+    """A run at --ep-size 1 on 8 GPUs holds each expert TP-split over the group, which k3plan holds as EP 8 (the same
+    bytes a device): it speaks for the question at EP 8, transferred, the MoE key named (its collectives are the
+    run's own). Before, such runs never matched and the default answer fell to the roofline bound (2.89 ms for
+    DeepSeek-V3 on 8 B200 at batch 1, against the curve's measured 7.18)."""
+    at = dict(model="deepseek-v3", hardware="nvidia-b200", topology="8", tp=8, dp=1, stack="sglang")
+    got = matching(**at, ep=8)
+    assert {b.workload.concurrency for b in got if b.workload.isl == 1024} == {1, 2, 4, 8, 16, 32, 64}
+    (c1,) = [b for b in got if b.workload.isl == 1024 and b.workload.concurrency == 1]
+    keys = differing(c1, key(batch=1, context=1024, chunk=32768, kv="fp8"))
+    assert "MoE TP-split (--ep-size 1)->EP 8" in keys
+
+
+def test_the_default_answer_stands_behind_the_tp_split_run(cli):
+    r = cli(
+        "roofline",
+        "-m",
+        "deepseek-v3",
+        "-H",
+        "nvidia-b200",
+        "-t",
+        "8",
+        "--stack",
+        "sglang",
+        "--batch",
+        "1",
+        "--context",
+        "1024",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    tpot = json.loads(r.stdout)["serving"]["tpot"]
+    assert tpot["source"] == "transferred" and "MoE TP-split" in tpot["label"]
+    assert tpot["value_s"] == pytest.approx(7.18e-3, rel=0.05)
