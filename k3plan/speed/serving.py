@@ -743,7 +743,8 @@ def served_workload(
     ``mean_context``: the decode step at a request's mean context over its decode, ISL + OSL / 2 (else at ISL).
     ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
     ``prompts``), the step's coefficients at the nominal ISL and OSL. ``recv_interval``: the engine takes new
-    requests in every that many decode steps (``speed.scheduler.RECV_RULE``). At one request it is the one-step model exactly: T(1, 0) is the model's
+    requests in every that many decode steps (``speed.scheduler.RECV_RULE``).
+    At one request it is the one-step model exactly: T(1, 0) is the model's
     decode step, T(0, chunk) its chunk."""
     import math
 
@@ -873,6 +874,7 @@ def served_of(
             notes.append(f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group: the running batch")
     if client_lengths and ratio is None:
         notes.append("lengths fixed (no published range ratio)")
+    # --scheduler-recv-interval is SGLang's (the engines of its prefill-first rule): read for its runs only
     polls = (b.flags.scheduler_recv_interval or 1) if recv_interval and b.engine.name in PREFILL_FIRST_ENGINES else 1
     key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls)
     if key not in model.served:
