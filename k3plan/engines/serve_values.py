@@ -30,6 +30,11 @@ QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
 MAX_FLAG_INT = 2**31 - 1
 
 
+def env_on(value: str) -> bool:
+    """An environment switch read as vLLM's envs read a boolean one: 1 / true / yes / on, any case."""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 def flag_int(flag: str, value: str, *, lo: int = 1) -> int:
     try:
         n = int(value.strip())

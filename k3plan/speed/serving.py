@@ -778,16 +778,16 @@ def served_workload(
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
     tpot = r.tpot_median_s if median and r.tpot_median_s is not None else r.tpot_s
-    lengths = (
+    how = (
         f", lengths uniform over [{max(int(isl * range_ratio), 1):,}, {isl:,}] in and "
         f"[{max(int(osl * range_ratio), 1):,}, {osl:,}] out (the client's range ratio {range_ratio:g})"
         if range_ratio is not None and per_prompts is not None
         else ""
     )
     if recv_interval > 1:
-        lengths += f", new requests taken in every {recv_interval} decode steps (--scheduler-recv-interval)"
+        how += f", new requests taken in every {recv_interval} decode steps (--scheduler-recv-interval)"
     run = (
-        f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{lengths}"
+        f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{how}"
         if per_prompts is not None
         else f"the closed loop's steady state at {n:,} a group (the run's prompts unpublished)"
     )

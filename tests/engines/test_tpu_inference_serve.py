@@ -198,3 +198,12 @@ def test_vllm_s_model_code_is_priced_at_tp_1_only(cli):
     ok = cli("fit", "-m", "deepseek-v3", "-H", "tpu-v7x", "-t", "2x2x1", "--stack", stack, "--tp", "1", "--json")
     assert ok.exit_code in (0, 1, 3), ok.output
     assert json.loads(ok.stdout)["parallel"]["ep"] == 8
+
+
+def test_the_fp8_expert_ids_are_the_ones_serve_reads_as_deepseek_v3():
+    """tpu_inference/serve.py keeps its own list (importing engines.serve there is a cycle): it must stay the ids
+    engines.serve.HF_MODELS resolves to deepseek-v3, the bundled checkpoint with fp8 block-scaled experts."""
+    from k3plan.engines.serve import HF_MODELS
+    from k3plan.engines.tpu_inference.serve import FP8_EXPERT_MODELS
+
+    assert set(FP8_EXPERT_MODELS) == {k for k, v in HF_MODELS.items() if v == "deepseek-v3"} | {"deepseek-v3"}

@@ -14,7 +14,7 @@ memory is listed as ignored; anything else is refused in one line."""
 
 from __future__ import annotations
 
-from k3plan.engines.serve_values import Reading, flag_int, json_object, suffix_int
+from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, suffix_int
 from k3plan.errors import K3PlanError
 
 STACK = "tpu-inference"
@@ -70,10 +70,6 @@ def routes(r: Reading) -> bool:
     return r.platform == "tpu" and extra is not None and "sharding" in json_object(ADDITIONAL, extra)
 
 
-def _truthy(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
 def _additional(r: Reading) -> None:
     """--additional-config: the sharding strategy (enable_dp_attention read, its other keys refused), the compile
     sizes (no memory effect); any other key refused."""
@@ -101,7 +97,7 @@ def _additional(r: Reading) -> None:
             f"--serve: {ADDITIONAL} sharding_strategy {unread[0]!r}: k3plan reads enable_dp_attention only; the mesh "
             f"{unread[0]} sets (ShardingConfigManager.from_vllm_config) is not priced"
         )
-    if strategy.get("enable_dp_attention") is not True or not _truthy(r.env.get(NEW_MODEL_DESIGN, "0")):
+    if strategy.get("enable_dp_attention") is not True or not env_on(r.env.get(NEW_MODEL_DESIGN, "0")):
         # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
         raise K3PlanError(
             "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
@@ -200,7 +196,7 @@ def read(r: Reading) -> None:
     r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
     ep_flag = get("--enable-expert-parallel", None)
     if ep_flag is not None:  # the experts are over every device either way (SPLIT_SOURCE)
-        r.ignored.append("--enable-expert-parallel" if _truthy(ep_flag) else "--no-enable-expert-parallel")
+        r.ignored.append("--enable-expert-parallel" if env_on(ep_flag) else "--no-enable-expert-parallel")
     raw_context = get("--max-model-len", None)
     if raw_context is not None:
         if raw_context.strip().lower() in ("auto", "-1"):

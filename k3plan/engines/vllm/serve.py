@@ -12,6 +12,7 @@ from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
     config_file_args,
+    env_on,
     flag_int,
     json_object,
     suffix_int,
@@ -195,7 +196,7 @@ def flashinfer_int4(r: Reading) -> None:
     value = r.env.get(FLASHINFER_INT4_ENV)
     if value is None:
         return
-    on = value.strip().lower() in ("1", "true", "yes", "on")
+    on = env_on(value)
     if on and r.device_name in SM100_FAMILY:
         raise K3PlanError(
             f"--serve: {FLASHINFER_INT4_ENV}=1 on {r.device_name}: vLLM re-lays the INT4 experts out for FlashInfer's "
