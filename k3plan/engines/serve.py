@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from k3plan.engines.serve_values import KV, MAX_FLAG_INT, QUANT_OK, Reading, flag_int  # noqa: F401  # read through here too
+from k3plan.engines.serve_values import KV, MAX_FLAG_INT, QUANT_OK, Reading, env_on, flag_int  # noqa: F401  # read through here too
 from k3plan.engines.sglang import serve as sglang_serve
 from k3plan.engines.vllm import serve as vllm_serve
 from k3plan.engines.vllm.serve import human_readable_int  # noqa: F401  # read through here too
@@ -186,6 +186,16 @@ IGNORED = {
     # (benchmarks/single_node/fixed_seq_len/dsv4_fp4_b200_vllm.sh, dsv4_fp4_b300_sglang.sh, dsv4_fp8_h200_sglang.sh
     # @843c6254): vLLM's --prefill-schedule-interval (how often a prefill is scheduled), SGLang's FlashInfer
     # autotune switch, prefill delayer and tokenizer worker count: when and how work runs, not what the pool holds
+    # the vLLM recipes' flags for kernels, chat templates and a DCP group's wiring (vllm-project/recipes@8959cf6
+    # models/deepseek-ai/DeepSeek-V4-Flash.yaml's b12x --linear-backend and --default-chat-template-kwargs.*,
+    # models/moonshotai/Kimi-K3.yaml's DCP feature): which GEMM kernel runs, the template's default arguments, and how
+    # a DCP group exchanges its KV shards and interleaves them (DCP itself, --decode-context-parallel-size > 1, is
+    # refused by engines/vllm/serve.py)
+    "--linear-backend": 1,
+    "--default-chat-template-kwargs": 1,
+    "--dcp-comm-backend": 1,
+    "--cp-kv-cache-interleave-size": 1,
+    "--dcp-kv-cache-interleave-size": 1,
     "--prefill-schedule-interval": 1,
     "--disable-flashinfer-autotune": 0,
     "--enable-prefill-delayer": 0,
@@ -266,6 +276,66 @@ IGNORED_ENV = {
     "VLLM_USE_FLASHINFER_MOE_FP4",
     "CAPTURE_PROFILE",
     "USE_PHASED_PROFILER",
+    # the vLLM recipes (vllm-project/recipes@8959cf6 models/moonshotai/Kimi-K3.yaml, Kimi-K2.6.yaml,
+    # deepseek-ai/DeepSeek-V4-Flash.yaml / -Pro.yaml: hardware_overrides, strategy_overrides, pd_cluster env), each
+    # for what it does to the pool vLLM sizes (Worker.determine_available_memory: what the worker measures once
+    # NCCL is up, engines/vllm/memory.py):
+    # - PyTorch's caching-allocator segments: how torch asks the driver for memory, not what vLLM measures it holds
+    "PYTORCH_CUDA_ALLOC_CONF",
+    # - NCCL's transports, its cuMem / NVLS / multi-node-NVLink buffers and the UCX / MPI / socket wiring of the
+    #   KV connector: the communicators are built in init_worker_distributed_environment, before the worker's first
+    #   memory snapshot, so their buffers are outside what the pool subtracts (as --disable-custom-all-reduce)
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_MNNVL_ENABLE",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_IGNORE_CPU_AFFINITY",
+    "UCX_TLS",
+    "UCX_NET_DEVICES",
+    "TP_SOCKET_IFNAME",
+    "MN_IF_NAME",
+    "OMPI_MCA_btl_tcp_if_include",
+    # - ROCm's quick all-reduce quantization (vllm/envs.py VLLM_ROCM_QUICK_REDUCE_QUANTIZATION: FP, INT8, INT6, INT4
+    #   or NONE, the all-reduce's wire format; its communicator is built with the others, before the snapshot)
+    "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+    # - AITER's MoE kernel choices for the same weights (the K3 recipe's amd override: the bf16/fp8 bound, the
+    #   a8w4 path that quantizes activations to fp8 and keeps the MXFP4 experts as loaded)
+    "AITER_BF16_FP8_MOE_BOUND",
+    "VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4",
+    # - the KDA conv state's memory layout in a disaggregated deployment (the K3 recipe's pd_cluster env): the
+    #   same bytes a state, laid out for the KV connector
+    "VLLM_SSM_CONV_STATE_LAYOUT",
+    # - a timeout
+    "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
+}
+# environment variables the engines' own recipes set whose effect on memory k3plan does not follow: read, the answer
+# given as without them, and each named under the answer's caveats with what it changes (issue 47: a recipe's setting
+# is never refused for being unknown)
+CAVEAT_ENV = {
+    "VLLM_USE_V2_MODEL_RUNNER": (
+        "vLLM's model runner V2 (vllm/v1/worker/gpu/): k3plan prices the V1 GPUModelRunner's start (profile_run at "
+        "max_num_batched_tokens, _dummy_sampler_run, profile_cudagraph_memory); V2's profile and graph capture were "
+        "not read, so the activation peak and CUDA-graph estimate subtracted from the pool are V1's"
+    ),
+    "VLLM_USE_FLASHINFER_SAMPLER": (
+        "FlashInfer's top-k / top-p sampler: k3plan prices the sampler warm-up of PyTorch's sort-based sampler "
+        "(engines/vllm/sampler.py); FlashInfer's holds less, so where the warm-up sets the profile peak k3plan's pool may be low"
+    ),
+    "VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS": (
+        "AITER fuses the shared experts into the routed MoE as extra experts (vllm/_aiter_ops.py "
+        "is_fusion_moe_shared_experts_enabled): k3plan prices them as the separate, TP-split shared MLP"
+    ),
+    "VLLM_USE_NCCL_SYMM_MEM": (
+        "NCCL symmetric-memory all-reduce: its registered buffers, sized by vLLM at start, are not priced"
+    ),
+    "VLLM_KIMI_K3_SHARD_SP_SHARED_EXPERT": (
+        "the K3 shared expert sharded under sequence-parallel MoE (the K3 recipe's pd_cluster prefill env): k3plan "
+        "prices the shared expert as its stack splits it without the variable"
+    ),
+    "VLLM_MEMORY_PROFILE_INCLUDE_ATTN": (
+        "attention runs in vLLM's profile run: its temporaries join the measured peak, which k3plan prices without them"
+    ),
 }
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
@@ -477,7 +547,7 @@ def parse_serve(
         raise K3PlanError(
             f"--serve: flag {sorted(flags)[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
-    unknown_env = sorted(set(env) - IGNORED_ENV - set().union(*(f.KNOWN_ENV for f in FAMILIES)))
+    unknown_env = sorted(set(env) - IGNORED_ENV - set(CAVEAT_ENV) - set().union(*(f.KNOWN_ENV for f in FAMILIES)))
     for name in unknown_env:
         if name in UNPRICED_ENV:
             raise K3PlanError(
@@ -490,6 +560,8 @@ def parse_serve(
     for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
         f.check_env(env, stack=r.stack)
     r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]
+    r.caveats += [f"{k}={v}: {CAVEAT_ENV[k]}" for k, v in env.items() if k in CAVEAT_ENV and env_on(v)]
+    r.ignored += [f"{k}={v}" for k, v in env.items() if k in CAVEAT_ENV and not env_on(v)]
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
     return ServeQuestion(
         engine=family.ENGINE,

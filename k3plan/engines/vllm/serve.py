@@ -51,7 +51,7 @@ VLLM_DEFAULTS_SOURCE = (
 )
 VLLM_LARGE_GPU_GIB = 70
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
-VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only"}
+VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode"}
 SWITCHES = frozenset(VLLM_SWITCHES)
 # EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes)
 NARGS = frozenset({"--cudagraph-capture-sizes"})
@@ -226,6 +226,25 @@ def read(r: Reading) -> None:
     if not r.model:
         raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
     r.parallel()
+    # decode context parallelism: each rank of a DCP group holds 1/N of every sequence's KV, so the pool's bytes hold
+    # N times the tokens (the Kimi-K2-Thinking recipe's TP8+DCP8 start log, vllm-project/recipes@0d218d1e
+    # moonshotai/Kimi-K2-Think.md: "Available KV cache memory: 46.80 GiB" as at TP8, then kv_cache_utils.py
+    # "Multiplying the GPU KV cache size by the dcp_world_size 8.": 5,721,088 tokens against TP8's 715,072) and the
+    # decode attention reads 1/N of the context before its all-gather; k3plan's split has no DCP axis, so N > 1 is
+    # refused by name, never priced as without it
+    dcp = flag_int("--decode-context-parallel-size", get("--decode-context-parallel-size", get("-dcp", "1")))
+    if dcp > 1:
+        raise K3PlanError(
+            f"--serve: --decode-context-parallel-size {dcp}: vLLM's decode context parallelism (each rank holds 1/{dcp} "
+            f"of every sequence's KV, the pool {dcp}x the tokens, decode attention over 1/{dcp} of the context) is not "
+            "priced by k3plan; remove it to price the same command without DCP"
+        )
+    sleep = get("--enable-sleep-mode", None)
+    if sleep is not None and sleep.lower() not in ("false", "0"):
+        r.caveats.append(
+            "--enable-sleep-mode: vLLM allocates the weights and the KV cache through its CuMemAllocator (tags "
+            "'weights' and 'kv_cache', offloadable while the engine sleeps); k3plan prices the start as without it"
+        )
     ep_flag = get("--enable-expert-parallel", None)
     get("--ep-size", get("--ep", None))  # SGLang's EP size: taken, not read (the experts spread over TP x DP below)
     if ep_flag is None and r.platform == "tpu":

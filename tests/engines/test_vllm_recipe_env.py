@@ -1,0 +1,92 @@
+"""The vLLM recipes' own commands read through --serve, never refused for a setting k3plan does not know (issue 47
+item 2). Each command is the recipe site's composition of vllm-project/recipes@8959cf6 models/moonshotai/Kimi-K3.yaml
+(base_args, the hardware_overrides of its Blackwell / Hopper / AMD profiles, the text_only, tool_calling and
+reasoning features) and models/moonshotai/Kimi-K2.6.yaml (its amd override); the pd_cluster environment is
+DeepSeek-V4-Pro.yaml's. A setting with a memory effect k3plan does not follow is read and named under the answer's
+caveats; decode context parallelism is refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import CAVEAT_ENV, IGNORED_ENV, parse_serve
+from k3plan.errors import K3PlanError
+
+TOOLS = "--language-model-only --enable-auto-tool-choice --tool-call-parser kimi_k3 --reasoning-parser kimi_k3"
+K3_BLACKWELL = (
+    "VLLM_ALLREDUCE_USE_FLASHINFER=1 VLLM_ENGINE_READY_TIMEOUT_S=3600 VLLM_USE_V2_MODEL_RUNNER=1 "
+    "VLLM_USE_RUST_FRONTEND=1 vllm serve moonshotai/Kimi-K3 --trust-remote-code --gpu-memory-utilization 0.95 "
+    "--tensor-parallel-size 8 --load-format fastsafetensors --no-enable-flashinfer-autotune --max-model-len 1048576 "
+    "--kv-cache-dtype fp8 --attention-config "
+    '\'{"use_prefill_query_quantization":true,"mla_prefill_backend":"flashinfer"}\' --enable-prefix-caching ' + TOOLS
+)
+K3_HOPPER = (
+    "VLLM_ENGINE_READY_TIMEOUT_S=3600 VLLM_USE_V2_MODEL_RUNNER=1 VLLM_USE_RUST_FRONTEND=1 "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve moonshotai/Kimi-K3 --trust-remote-code "
+    "--gpu-memory-utilization 0.97 --tensor-parallel-size 16 --max-num-seqs 5 --max-model-len 32768 "
+    "--moe-backend marlin --disable-custom-all-reduce --no-enable-flashinfer-autotune --max-num-batched-tokens 4096 "
+    "--attention-backend FLASHMLA " + TOOLS
+)
+K3_AMD = (
+    "VLLM_ROCM_USE_AITER=1 SAFETENSORS_FAST_GPU=1 VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4=1 AITER_BF16_FP8_MOE_BOUND=0 "
+    "VLLM_USE_BREAKABLE_CUDAGRAPH=0 vllm serve moonshotai/Kimi-K3 --trust-remote-code --gpu-memory-utilization 0.95 "
+    "--tensor-parallel-size 8 --load-format auto --mm-encoder-tp-mode data --max-num-seqs 128 "
+    "--max-num-batched-tokens 4096 --compilation-config "
+    '\'{"cudagraph_mode":"FULL_DECODE_ONLY","custom_ops":["+fused_rms_norm_gated"]}\' ' + TOOLS
+)
+K26_AMD = (
+    "VLLM_ROCM_USE_AITER=1 VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4 vllm serve moonshotai/Kimi-K2.6 "
+    "--trust-remote-code --tensor-parallel-size 8 --language-model-only"
+)
+PD_ENV = "VLLM_USE_NCCL_SYMM_MEM=1 NCCL_CUMEM_ENABLE=1 NCCL_MNNVL_ENABLE=1 NCCL_NVLS_ENABLE=1 "
+
+
+@pytest.mark.parametrize(
+    ("hardware", "command", "caveat"),
+    [
+        ("nvidia-b300", K3_BLACKWELL, "VLLM_USE_V2_MODEL_RUNNER"),
+        ("nvidia-h200", K3_HOPPER, "VLLM_USE_V2_MODEL_RUNNER"),
+        ("amd-mi355x", K3_AMD, None),
+        ("amd-mi355x", K26_AMD, None),
+        ("nvidia-gb200-nvl72", PD_ENV + "vllm serve moonshotai/Kimi-K2.6 -tp 16 --language-model-only", "NCCL_SYMM"),
+    ],
+    ids=["k3-blackwell", "k3-hopper", "k3-amd", "k2.6-amd", "pd-env"],
+)
+def test_a_vllm_recipe_s_command_starts_with_its_settings_read(cli, hardware, command, caveat):
+    got = cli("fit", "-H", hardware, "--serve", command, "--json")
+    assert got.exit_code == 0, got.stdout
+    out = json.loads(got.stdout)
+    assert out["engine"]["starts"] and out["engine"]["kv_pool_tokens"] > 0
+    serve = out["engine"]["serve"]
+    # the harmless ones listed with their values, the ones with an unpriced effect named under the caveats
+    env = dict(a.split("=", 1) for a in command.split(" vllm serve ")[0].split())
+    listed = {name for name in env if name in IGNORED_ENV}
+    assert {i.split("=", 1)[0] for i in serve["ignored"] if "=" in i} >= listed
+    named = [c for c in serve["caveats"] if caveat and caveat in c]
+    assert bool(named) == bool(caveat)
+
+
+def test_the_caveat_follows_the_switch_s_value():
+    on = parse_serve("VLLM_USE_V2_MODEL_RUNNER=1 vllm serve moonshotai/Kimi-K3 -tp 8", platform="gpu")
+    off = parse_serve("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve moonshotai/Kimi-K3 -tp 8", platform="gpu")
+    assert any(c.startswith("VLLM_USE_V2_MODEL_RUNNER=1: ") for c in on.caveats)
+    assert not any("V2" in c for c in off.caveats) and "VLLM_USE_V2_MODEL_RUNNER=0" in off.ignored
+    assert set(CAVEAT_ENV).isdisjoint(IGNORED_ENV)
+
+
+def test_decode_context_parallelism_is_refused_by_name_and_dcp_1_is_vllm_s_default():
+    base = "vllm serve moonshotai/Kimi-K2-Thinking --tensor-parallel-size 8"
+    with pytest.raises(K3PlanError, match=r"--decode-context-parallel-size 8: vLLM's decode context parallelism"):
+        parse_serve(base + " --decode-context-parallel-size 8 --dcp-comm-backend a2a", platform="gpu")
+    with pytest.raises(K3PlanError, match="decode context parallelism"):
+        parse_serve(base + " -dcp 2", platform="gpu")
+    one = parse_serve(base + " -dcp 1 --dcp-comm-backend a2a", platform="gpu")
+    assert (one.tp, "--dcp-comm-backend" in one.ignored) == (8, True)
+
+
+def test_sleep_mode_is_read_with_a_caveat():
+    q = parse_serve("vllm serve moonshotai/Kimi-K2-Thinking -tp 8 --enable-sleep-mode", platform="gpu")
+    assert any(c.startswith("--enable-sleep-mode: ") for c in q.caveats)
+    assert not parse_serve("vllm serve moonshotai/Kimi-K2-Thinking -tp 8 --no-enable-sleep-mode", platform="gpu").caveats
