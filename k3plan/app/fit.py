@@ -399,6 +399,14 @@ def _serve_fits(result: FitResult) -> bool:
     return result.fits or (low is not None and low >= 1)
 
 
+def _vision_bytes(setup: Setup, served) -> int:
+    """A multimodal model's vision tower, where the serve command's engine loads it (Engine.loads_vision_tower; vLLM
+    not with --language-model-only)."""
+    if served is None or served.language_model_only or not engine_rules(served.engine).loads_vision_tower:
+        return 0
+    return sum(t.nbytes for t in setup.model.inventory.of_kind("vision"))
+
+
 def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     """fit --json's ``engine``: the stack's engine sizing its own KV pool (k3plan.engines.vllm.memory)."""
     from k3plan.engines.vllm.memory import engine_sizing
@@ -443,6 +451,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             max_total_tokens=served.max_total_tokens,
             page_size=served.page_size or 1,
             dsv4=pool4,
+            vision_bytes=_vision_bytes(setup, served),
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(
@@ -460,10 +469,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         # without EP the experts' shards are cut over the flattened TP x DP group (FusedMoEParallelConfig.make)
         tp=setup.parallel.tp * (setup.parallel.dp if served is not None and not served.expert_parallel else 1),
         expert_parallel=True if served is None else served.expert_parallel,
-        # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM)
-        vision_bytes=0
-        if served is None or served.language_model_only or not engine_rules(served.engine).loads_vision_tower
-        else sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
+        vision_bytes=_vision_bytes(setup, served),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",
         page_bytes=lay.page_bytes,

@@ -65,8 +65,8 @@ class Engine:
     # the words fit uses for the concurrency the engine logs at its pool, and the flag that caps running sequences
     concurrency_label: str = "its 'Maximum concurrency'"
     max_seqs_flag: str = "max_num_seqs"
-    # a serve command without --language-model-only loads a multimodal model's vision tower (vLLM's
-    # --language-model-only; an engine without the flag loads the language model alone as k3plan prices it)
+    # the engine loads a multimodal model's vision tower with it (vLLM: unless --language-model-only; SGLang: always,
+    # engines/sglang/__init__.py); False: the language model alone, as k3plan's budget prices it
     loads_vision_tower: bool = False
     # the routed-expert formulation k3plan compiles and prices for the engine (k3plan.validate.experts):
     # ``layer`` (every local expert dequantized a layer), ``tiled`` (TILE_EXPERTS at once), ``ragged``

@@ -196,6 +196,11 @@ IGNORED = {
     "--dcp-comm-backend": 1,
     "--cp-kv-cache-interleave-size": 1,
     "--dcp-kv-cache-interleave-size": 1,
+    # torch.compile of SGLang's decode graphs up to a batch (sgl-project/sglang benchmark/deepseek_v3/README.md's
+    # Performance Optimization Options): compiled into the CUDA graphs, which live outside the pool
+    # mem_fraction_static sizes, as --cuda-graph-max-bs above
+    "--enable-torch-compile": 0,
+    "--torch-compile-max-bs": 1,
     "--prefill-schedule-interval": 1,
     "--disable-flashinfer-autotune": 0,
     "--enable-prefill-delayer": 0,
@@ -308,6 +313,14 @@ IGNORED_ENV = {
     "VLLM_SSM_CONV_STATE_LAYOUT",
     # - a timeout
     "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
+    # SGLang's own docs (sgl-project/sglang/docs/basic_usage/deepseek_v3.md, its benchmark/deepseek_v3/README.md): the
+    # RoCE GID for multi-node NCCL, DeepGEMM's JIT kernels on or off (SGLANG_ and the older SGL_ spelling: which
+    # kernel runs the same FP8 weights) and the overlap scheduler for speculative decoding (whose flags --serve
+    # refuses by name)
+    "NCCL_IB_GID_INDEX",
+    "SGLANG_ENABLE_JIT_DEEPGEMM",
+    "SGL_ENABLE_JIT_DEEPGEMM",
+    "SGLANG_ENABLE_SPEC_V2",
 }
 # environment variables the engines' own recipes set whose effect on memory k3plan does not follow: read, the answer
 # given as without them, and each named under the answer's caveats with what it changes (issue 47: a recipe's setting

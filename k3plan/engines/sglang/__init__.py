@@ -23,6 +23,11 @@ ENGINE = Engine(
     # SGLang logs its pool's tokens (max_total_num_tokens); the sequences it holds at a context are those over it
     concurrency_label="max_total_num_tokens / context_len",
     max_seqs_flag="max_running_requests",
+    # a multimodal checkpoint's tower is built with the model whatever the flags: sgl-project/sglang@00a239e5
+    # python/sglang/srt/models/kimi_k25.py KimiK25ForConditionalGeneration.__init__ creates vision_tower
+    # (MoonViT3dPretrainedModel) and mm_projector unconditionally (language_only only skips loading their weights,
+    # load_weights; encoder_only drops the language model instead)
+    loads_vision_tower=True,
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     scheduling_default=(
         True,

@@ -66,6 +66,7 @@ def sglang_kv_pool(
     max_total_tokens: int | None = None,
     page_size: int = 1,
     dsv4: SglangDsv4Pool | None = None,
+    vision_bytes: int = 0,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -73,6 +74,13 @@ def sglang_kv_pool(
     pool by the capped count (SGLANG_CAP). ``dsv4``: DeepSeek-V4's sub-pools, one full-token count at
     bytes_per_full_token sizing them all in the engine's pages (engines/sglang/dsv4_pool.py); the compressor states
     are inside that figure, not a state pool."""
+    weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
+    if vision_bytes:  # a multimodal model's tower (the ENGINE's loads_vision_tower, engines/sglang/__init__.py)
+        weights_bytes += vision_bytes
+        weights_src += (
+            f", + {vision_bytes:,} B: the vision tower and projector SGLang builds with the model (counted whole on "
+            "every device: its split in the engine was not read)"
+        )
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
@@ -139,9 +147,7 @@ def sglang_kv_pool(
         pool_src = f"--max-total-tokens {tokens:,} x {kv_bytes_per_token:,} B a token, under {pool_src} ({SGLANG_CAP})"
     return EngineSizing(
         engine="sglang",
-        weights_bytes=Figure(
-            weights_bytes, "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
-        ),
+        weights_bytes=Figure(weights_bytes, weights_src),
         kv_pool_bytes=Figure(max(pool, 0), pool_src),
         kv_pool_tokens=Figure(
             tokens,

@@ -89,4 +89,28 @@ def test_decode_context_parallelism_is_refused_by_name_and_dcp_1_is_vllm_s_defau
 def test_sleep_mode_is_read_with_a_caveat():
     q = parse_serve("vllm serve moonshotai/Kimi-K2-Thinking -tp 8 --enable-sleep-mode", platform="gpu")
     assert any(c.startswith("--enable-sleep-mode: ") for c in q.caveats)
-    assert not parse_serve("vllm serve moonshotai/Kimi-K2-Thinking -tp 8 --no-enable-sleep-mode", platform="gpu").caveats
+    assert not parse_serve(
+        "vllm serve moonshotai/Kimi-K2-Thinking -tp 8 --no-enable-sleep-mode", platform="gpu"
+    ).caveats
+
+
+def test_sglang_builds_a_multimodal_model_s_tower_with_it(cli):
+    # SGLang's own Kimi-K2.5 launch line (sgl-project/sglang docs/basic_usage/kimi_k2_5.md): the tower and projector
+    # are built whatever the flags (engines/sglang/__init__.py cites kimi_k25.py), so they take pool a text-only
+    # checkpoint of the same language model (Kimi-K2-Thinking) keeps
+    line = "python3 -m sglang.launch_server --model-path {} --tp 8 --trust-remote-code --tool-call-parser kimi_k2"
+    k25 = json.loads(
+        cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", line.format("moonshotai/Kimi-K2.5"), "--json").stdout
+    )
+    text = json.loads(
+        cli(
+            "fit", "-H", "nvidia-h200", "-t", "8", "--serve", line.format("moonshotai/Kimi-K2-Thinking"), "--json"
+        ).stdout
+    )
+    from k3plan.models.loader import load_model
+
+    tower = sum(t.nbytes for t in load_model("kimi-k2.6").inventory.of_kind("vision"))
+    assert tower > 0
+    assert k25["engine"]["weights_bytes"] == k25["per_device"]["weights_bytes"] + tower
+    assert k25["engine"]["kv_pool_tokens"] < text["engine"]["kv_pool_tokens"]
+    assert "vision tower" in k25["engine"]["sources"]["weights"]
