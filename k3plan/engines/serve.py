@@ -201,6 +201,31 @@ IGNORED = {
     # mem_fraction_static sizes, as --cuda-graph-max-bs above
     "--enable-torch-compile": 0,
     "--torch-compile-max-bs": 1,
+    # scheduling, kernels, graphs and host-side reporting in SemiAnalysisAI/InferenceX's nightlies (@843c6254
+    # benchmarks/single_node/fixed_seq_len/dsr1_fp4_b200.sh, dsv4_fp4_b200.sh, dsv4_fp4_mi355x_sglang.sh,
+    # dsr1_fp4_mi355x.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh, dsv4_fp4_b200_vllm_mtp.sh, dsv4_fp4_mi355x_vllm_mtp.sh):
+    # SGLang's piecewise prefill graphs (outside the pool, as its decode graphs), prefill mixed into decode batches,
+    # two-batch overlap, its decode steps between schedules, how conservatively it admits, how often it polls for
+    # requests (the speed model's recv-interval term reads it from a benchmark's flags), its DP-attention control
+    # messages, the FlashInfer all-reduce + norm fusion and fp8 GEMM kernels, the watchdog, cache-hit reporting,
+    # prompt truncation and streaming; vLLM's long-prefill threshold (a prefill's share of the batch budget), V0's
+    # scheduler delay, and its CPU KV offload size (host memory: the GPU pool is sized as without it)
+    "--disable-piecewise-cuda-graph": 0,
+    "--enable-mixed-chunk": 0,
+    "--enable-two-batch-overlap": 0,
+    "--num-continuous-decode-steps": 1,
+    "--schedule-conservativeness": 1,
+    "--scheduler-recv-interval": 1,
+    "--enable-dp-attention-local-control-broadcast": 0,
+    "--enable-flashinfer-allreduce-fusion": 0,
+    "--fp8-gemm-backend": 1,
+    "--watchdog-timeout": 1,
+    "--enable-cache-report": 0,
+    "--allow-auto-truncate": 0,
+    "--incremental-streaming-output": 0,
+    "--long-prefill-token-threshold": 1,
+    "--scheduler-delay-factor": 1,
+    "--kv-offloading-size": 1,
     "--prefill-schedule-interval": 1,
     "--disable-flashinfer-autotune": 0,
     "--enable-prefill-delayer": 0,
@@ -541,6 +566,7 @@ def parse_serve(
     flags = _flags(rest)
     r = Reading(flags=flags, platform=platform, device_gib=device_gib, device_name=device_name, env=env, model=model)
     family.read(r)  # the family's flags, in its order, with the shared readers above
+    resolved = model_of(r.model or "")  # a checkpoint k3plan cannot price is refused before any flag
     for spec in ("--speculative-config", "--speculative-algorithm", "--num-speculative-tokens"):
         if spec in flags:  # vLLM's are read (engines/vllm/spec.py); SGLang's speculative flags are not
             raise K3PlanError(
@@ -578,7 +604,7 @@ def parse_serve(
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
     return ServeQuestion(
         engine=family.ENGINE,
-        model=model_of(r.model or ""),
+        model=resolved,
         stack=r.stack,
         tp=r.tp,
         pp=r.pp,

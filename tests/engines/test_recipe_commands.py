@@ -114,3 +114,45 @@ def test_sglang_builds_a_multimodal_model_s_tower_with_it(cli):
     assert k25["engine"]["weights_bytes"] == k25["per_device"]["weights_bytes"] + tower
     assert k25["engine"]["kv_pool_tokens"] < text["engine"]["kv_pool_tokens"]
     assert "vision tower" in k25["engine"]["sources"]["weights"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        # SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/dsr1_fp4_b200.sh's scheduling and
+        # kernel flags, agentic/dsv4_fp4_b200_sglang_mtp.sh's host-side ones
+        "--enable-flashinfer-allreduce-fusion --scheduler-recv-interval 10 --schedule-conservativeness 3.33 "
+        "--disable-piecewise-cuda-graph",
+        "--enable-dp-attention-local-control-broadcast --watchdog-timeout 1800 --enable-cache-report "
+        "--allow-auto-truncate --incremental-streaming-output --enable-mixed-chunk --enable-two-batch-overlap",
+    ],
+)
+def test_inferencex_s_sglang_scheduling_and_host_flags_are_read_as_harmless(flags):
+    q = parse_serve(
+        f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 {flags}", platform="gpu"
+    )
+    assert {f for f in flags.split() if f.startswith("--")} <= set(q.ignored)
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        (
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 --enable-dp-lm-head",
+            "LM head",
+        ),
+        (
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 --enable-symm-mem",
+            "symmetric",
+        ),
+        ("vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8 --prefill-context-parallel-size 2", "prefill context parallel"),
+    ],
+)
+def test_a_nightly_flag_with_an_unpriced_memory_effect_is_refused_with_what_it_does(command, what):
+    with pytest.raises(K3PlanError, match=what):
+        parse_serve(command, platform="gpu")
+
+
+def test_a_checkpoint_k3plan_cannot_price_is_named_before_any_flag():
+    with pytest.raises(K3PlanError, match="'nvidia/DeepSeek-R1-0528-NVFP4-v2' is not a checkpoint k3plan can price"):
+        parse_serve("vllm serve nvidia/DeepSeek-R1-0528-NVFP4-v2 -tp 8 --some-new-flag", platform="gpu")

@@ -188,6 +188,13 @@ def read(r: Reading) -> None:
 UNPRICED = {
     "--dcp-size": "decode context parallelism (each rank holds a share of every sequence's KV)",
     "--mamba-full-memory-ratio": "the split of the pool between the linear-attention state and the full KV",
+    # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
+    # dsr1_fp4_b200.sh, dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh)
+    "--enable-dp-lm-head": "the LM head split over the attention-TP group, not every TP rank (its bytes a GPU)",
+    "--enable-symm-mem": "NCCL symmetric-memory buffers for the collectives",
+    "--deepep-config": "DeepEP's buffer sizes from a config file",
+    "--enable-deepseek-v4-fp4-indexer": "the DeepSeek-V4 indexer's key cache in FP4 (the pool's bytes a token)",
+    "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
 }
 
 

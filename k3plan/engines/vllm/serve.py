@@ -239,6 +239,14 @@ def read(r: Reading) -> None:
             f"of every sequence's KV, the pool {dcp}x the tokens, decode attention over 1/{dcp} of the context) is not "
             "priced by k3plan; remove it to price the same command without DCP"
         )
+    # prefill context parallelism (InferenceX's dsv4_fp4_b200_vllm_mtp.sh): the prompt's tokens, and their KV, split
+    # over N ranks; not priced either
+    pcp = flag_int("--prefill-context-parallel-size", get("--prefill-context-parallel-size", get("-pcp", "1")))
+    if pcp > 1:
+        raise K3PlanError(
+            f"--serve: --prefill-context-parallel-size {pcp}: vLLM's prefill context parallelism (each rank holds 1/{pcp} "
+            "of a prompt's tokens and their KV) is not priced by k3plan; remove it to price the command without it"
+        )
     sleep = get("--enable-sleep-mode", None)
     if sleep is not None and sleep.lower() not in ("false", "0"):
         r.caveats.append(
