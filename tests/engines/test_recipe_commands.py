@@ -156,3 +156,15 @@ def test_a_nightly_flag_with_an_unpriced_memory_effect_is_refused_with_what_it_d
 def test_a_checkpoint_k3plan_cannot_price_is_named_before_any_flag():
     with pytest.raises(K3PlanError, match="'nvidia/DeepSeek-R1-0528-NVFP4-v2' is not a checkpoint k3plan can price"):
         parse_serve("vllm serve nvidia/DeepSeek-R1-0528-NVFP4-v2 -tp 8 --some-new-flag", platform="gpu")
+
+
+def test_the_recipe_s_default_v4_flash_dspark_line_is_refused_for_the_module_k3plan_has_not_read():
+    # the vLLM recipe's DeepSeek-V4-Flash default variant (0731) with its default spec mode, dspark
+    line = (
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash-0731 --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+        "--tensor-parallel-size 8 --speculative-config "
+        '\'{"method":"dspark","num_speculative_tokens":7,"draft_sample_method":"probabilistic"}\''
+    )
+    with pytest.raises(K3PlanError, match="carries a DSpark draft module"):
+        parse_serve(line, platform="gpu")
+    assert parse_serve(line.split(" --speculative-config")[0], platform="gpu").model == "deepseek-v4-flash"

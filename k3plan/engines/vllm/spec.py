@@ -141,6 +141,12 @@ class DraftPricing(Frozen):
     target_hidden_row_bytes: int = 0
 
 
+# checkpoints read as a bundled config whose DSpark module is not in it: the vLLM recipes' DeepSeek-V4-Flash default
+# variant (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-Flash.yaml: "Official DeepSeek-V4-Flash release
+# (2026-07-31) ... with the DSpark draft module attached", its default spec_decoding mode dspark)
+DSPARK_UNREAD = frozenset({"deepseek-ai/deepseek-v4-flash-0731"})
+
+
 def read_speculative(get, model_text: str) -> SpecServe | None:
     """``--speculative-config`` (JSON), ``--num-speculative-tokens`` and ``--speculative-model`` (vLLM < 0.10's
     flags) -> the method and token count; a method or key k3plan cannot price is refused by name (one line)."""
@@ -201,6 +207,13 @@ def read_speculative(get, model_text: str) -> SpecServe | None:
             raise K3PlanError(
                 f"--serve: --speculative-config method dspark with model {model!r}: a separate DSpark checkpoint is "
                 "not priced; k3plan prices the DSpark stages a target checkpoint ships (leave model out)"
+            )
+        if model_text.strip().rstrip("/").lower() in DSPARK_UNREAD:
+            raise K3PlanError(
+                f"--serve: --speculative-config method dspark on {model_text.strip()}: that checkpoint carries a DSpark "
+                "draft module (mtp.*) beside the DeepSeek-V4-Flash config k3plan reads it with (k3plan.engines.serve "
+                "HF_MODELS), and that module's config and tensors were not read, so its draft is not priced; serve it "
+                "without --speculative-config"
             )
         if n is None:
             raise K3PlanError(
