@@ -402,7 +402,11 @@ def _serve_fits(result: FitResult) -> bool:
 def _vision_bytes(setup: Setup, served) -> int:
     """A multimodal model's vision tower, where the serve command's engine loads it (Engine.loads_vision_tower; vLLM
     not with --language-model-only)."""
-    if served is None or served.language_model_only or not engine_rules(served.engine).loads_vision_tower:
+    rules = None if served is None else engine_rules(served.engine)
+    if rules is None or served.language_model_only or not rules.loads_vision_tower:
+        return 0
+    archs = rules.vision_tower_architectures
+    if archs is not None and setup.model.spec.architecture not in archs:
         return 0
     return sum(t.nbytes for t in setup.model.inventory.of_kind("vision"))
 

@@ -168,3 +168,11 @@ def test_the_recipe_s_default_v4_flash_dspark_line_is_refused_for_the_module_k3p
     with pytest.raises(K3PlanError, match="carries a DSpark draft module"):
         parse_serve(line, platform="gpu")
     assert parse_serve(line.split(" --speculative-config")[0], platform="gpu").model == "deepseek-v4-flash"
+
+
+def test_sglang_s_kimi_k3_class_builds_the_language_model_alone(cli):
+    # SGLang's kimi_k3.py unwraps text_config and skips vision_tower.* (engines/sglang/__init__.py): no tower bytes
+    line = "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 16 --context-length 131072"
+    out = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", line, "--json").stdout)
+    assert out["engine"]["weights_bytes"] == out["per_device"]["weights_bytes"]
+    assert "vision tower" not in out["engine"]["sources"]["weights"]

@@ -23,11 +23,14 @@ ENGINE = Engine(
     # SGLang logs its pool's tokens (max_total_num_tokens); the sequences it holds at a context are those over it
     concurrency_label="max_total_num_tokens / context_len",
     max_seqs_flag="max_running_requests",
-    # a multimodal checkpoint's tower is built with the model whatever the flags: sgl-project/sglang@00a239e5
+    # Kimi-K2.5 / K2.6's tower is built with the model whatever the flags: sgl-project/sglang@00a239e5
     # python/sglang/srt/models/kimi_k25.py KimiK25ForConditionalGeneration.__init__ creates vision_tower
     # (MoonViT3dPretrainedModel) and mm_projector unconditionally (language_only only skips loading their weights,
-    # load_weights; encoder_only drops the language model instead)
+    # load_weights; encoder_only drops the language model instead). Kimi-K3's is not: SGLang's kimi_k3.py
+    # KimiK3ForConditionalGeneration "only instantiates the language model" (text_config unwrapped, vision_tower.* /
+    # mm_projector.* skipped in load_weights; read in the index, commit not pinned)
     loads_vision_tower=True,
+    vision_tower_architectures=frozenset({"kimi_k25"}),
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     scheduling_default=(
         True,
