@@ -343,6 +343,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 "leave it out"
             )
         q = dataclasses.replace(q, engram=None, engram_host_copies=None)  # VLLM_PLE_CPU_OFFLOAD alone: no tables
+    if q.dcp > 1 and model.spec.dsv4 is not None:  # engines/vllm/serve.py prices DCP for MLA / KDA pages only
+        raise K3PlanError(
+            f"--serve: --decode-context-parallel-size {q.dcp} with {q.model}'s DeepSeek-V4 cache groups: how vLLM splits "
+            "their sliding-window and compressed pages over a DCP group was not read (its SlidingWindowSpec asserts "
+            "'DCP not support sliding window.', vllm/v1/kv_cache_interface.py); remove it"
+        )
     if q.kv_raw == "nvfp4_ds_mla" and (
         model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
     ):  # vllm/models/deepseek_v41/attention.py _resolve_dsv4_kv_cache_dtype (engines/vllm/dsv4_pages.py V41_SOURCES)
@@ -498,6 +504,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         backend_refusal=_backend_refusal(served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor),
         # DeepSeek-V4.1's index keys in MXFP4 (engines/vllm/dsv4_pages.py dsv41_pages)
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
+        dcp=1 if served is None else served.dcp,
         nvfp4=served is not None and served.kv_raw == "nvfp4_ds_mla",
     )
     if got is None:

@@ -424,6 +424,9 @@ class ServeQuestion:
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
+    # vLLM's --decode-context-parallel-size: each rank of the group holds 1/dcp of a request's attention KV (the start
+    # check prices it, engines/vllm/memory.py vllm_kv_pool); 1: none
+    dcp: int = 1
 
     @property
     def stack_ref(self) -> str:
@@ -637,6 +640,7 @@ def parse_serve(
         max_total_tokens=r.max_total_tokens,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
+        dcp=r.dcp,
     )
 
 

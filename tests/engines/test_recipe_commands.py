@@ -3,7 +3,8 @@ item 2). Each command is the recipe site's composition of vllm-project/recipes@8
 (base_args, the hardware_overrides of its Blackwell / Hopper / AMD profiles, the text_only, tool_calling and
 reasoning features) and models/moonshotai/Kimi-K2.6.yaml (its amd override); the pd_cluster environment is
 DeepSeek-V4-Pro.yaml's. A setting with a memory effect k3plan does not follow is read and named under the answer's
-caveats; decode context parallelism is refused by name."""
+caveats; decode context parallelism is priced in the start check (the pool holds N x the tokens, as the
+Kimi-K2-Thinking recipe's TP8+DCP8 start logs)."""
 
 from __future__ import annotations
 
@@ -76,14 +77,43 @@ def test_the_caveat_follows_the_switch_s_value():
     assert set(CAVEAT_ENV).isdisjoint(IGNORED_ENV)
 
 
-def test_decode_context_parallelism_is_refused_by_name_and_dcp_1_is_vllm_s_default():
-    base = "vllm serve moonshotai/Kimi-K2-Thinking --tensor-parallel-size 8"
-    with pytest.raises(K3PlanError, match=r"--decode-context-parallel-size 8: vLLM's decode context parallelism"):
-        parse_serve(base + " --decode-context-parallel-size 8 --dcp-comm-backend a2a", platform="gpu")
-    with pytest.raises(K3PlanError, match="decode context parallelism"):
-        parse_serve(base + " -dcp 2", platform="gpu")
-    one = parse_serve(base + " -dcp 1 --dcp-comm-backend a2a", platform="gpu")
-    assert (one.tp, "--dcp-comm-backend" in one.ignored) == (8, True)
+K2T = (
+    "vllm serve moonshotai/Kimi-K2-Thinking --tensor-parallel-size 8 {} --enable-auto-tool-choice --tool-call-parser "
+    "kimi_k2 --reasoning-parser kimi_k2 --trust-remote-code"
+)
+
+
+def test_decode_context_parallelism_holds_the_tokens_the_engine_logs(cli):
+    # the Kimi-K2-Thinking recipe's two start logs (vllm-project/recipes@0d218d1e moonshotai/Kimi-K2-Think.md), TP8 and
+    # TP8+DCP8: "Available KV cache memory: 46.80 GiB" both; "GPU KV cache size: 715,072 tokens" and 5,721,088 after
+    # "Multiplying the GPU KV cache size by the dcp_world_size 8." The pool's bytes k3plan holds 6.42 GiB over the log
+    # (tests/engines/cases/vllm-recipes115-kimi-k2-thinking-h200-tp8.yaml, a strict xfail); DCP's rule is the ratio
+    tp8, dcp8 = (
+        json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", K2T.format(extra), "--json").stdout)["engine"]
+        for extra in ("", "--decode-context-parallel-size 8 --dcp-comm-backend a2a")
+    )
+    assert tp8["kv_pool_bytes"] == dcp8["kv_pool_bytes"]  # 46.80 GiB either way in the log
+    logged = 5_721_088 / 715_072
+    got = dcp8["kv_pool_tokens"] / tp8["kv_pool_tokens"]
+    assert got == 8 and abs(got / logged - 1) < 0.001
+    assert dcp8["max_concurrency"] == pytest.approx(8 * tp8["max_concurrency"], rel=0.01)
+    assert "DCP 8" in dcp8["sources"]["kv_pool_tokens"]
+
+
+def test_decode_context_parallelism_is_read_where_its_rule_is_known():
+    q = parse_serve(K2T.format("-dcp 8"), platform="gpu")
+    assert q.dcp == 8 and any(c.startswith("--decode-context-parallel-size 8: ") for c in q.caveats)
+    one = parse_serve(K2T.format("-dcp 1 --dcp-comm-backend a2a"), platform="gpu")
+    assert (one.dcp, "--dcp-comm-backend" in one.ignored) == (1, True)
+    with pytest.raises(K3PlanError, match="does not divide --tensor-parallel-size 8"):
+        parse_serve(K2T.format("-dcp 3"), platform="gpu")
+    with pytest.raises(K3PlanError, match="on a TPU"):
+        parse_serve(K2T.format("-dcp 8"), platform="tpu")
+
+
+def test_decode_context_parallelism_over_deepseek_v4_s_groups_is_refused(cli):
+    got = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 8 -dcp 2")
+    assert got.exit_code == 2 and "DCP not support sliding window" in got.output
 
 
 def test_sleep_mode_is_read_with_a_caveat():

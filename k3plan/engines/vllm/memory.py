@@ -36,6 +36,16 @@ from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen, replace
 from k3plan.units import GiB
 
+# vLLM's decode context parallelism in the KV manager: vllm-project/vllm@bc8282e6 vllm/v1/kv_cache_interface.py
+# FullAttentionSpec.max_memory_usage_bytes ("each dcp rank only need save (max_model_len//dcp_world_size) tokens
+# locally": cdiv(max_model_len, dcp x pcp)); MambaSpec's is not divided; the reported size is multiplied by the DCP
+# size (the Kimi-K2-Thinking recipe's start log, vllm-project/recipes@0d218d1e: "Multiplying the GPU KV cache size by
+# the dcp_world_size 8.")
+DCP_SOURCE = (
+    "vllm-project/vllm@bc8282e6 vllm/v1/kv_cache_interface.py FullAttentionSpec.max_memory_usage_bytes "
+    "(cdiv(max_model_len, dcp)); the logged size multiplied by the DCP size (vllm-project/recipes@0d218d1e "
+    "moonshotai/Kimi-K2-Think.md)"
+)
 VLLM_REPORT = (
     "vllm-project/vllm vllm/v1/core/kv_cache_utils.py _report_kv_cache_config (num_blocks // len(kv_cache_groups) "
     "x min block_size) / get_max_concurrency_for_kv_cache_config (read in stored copies, commit not pinned)"
@@ -159,6 +169,7 @@ def vllm_kv_pool(
     dsv4: Dsv4Pages | None = None,
     max_num_batched_tokens: int = 0,
     backend_refusal: tuple[str, str] | None = None,
+    dcp: int = 1,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -202,15 +213,21 @@ def vllm_kv_pool(
         )
         blocks = num_gpu_blocks_override
     groups = att + st
-    tokens = blocks // groups * block_tokens if groups else 0
-    per_request = cdiv(max_model_len, block_tokens) * att + st
+    tokens = blocks // groups * block_tokens * dcp if groups else 0
+    # DCP (DCP_SOURCE): a request's attention pages hold cdiv(max_model_len, dcp) tokens a rank; state pages do not split
+    per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
     asked_len, fitted = max_model_len, False
     if auto_max_model_len and conc < 1 and att and blocks > st:  # _auto_fit_max_model_len: the longest that fits
-        max_model_len = (blocks - st) // att * block_tokens
-        per_request = cdiv(max_model_len, block_tokens) * att + st
+        max_model_len = (blocks - st) // att * block_tokens * dcp
+        per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
         conc, fitted = blocks / per_request, True
     conc_src = f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
+    if dcp > 1:
+        conc_src = (
+            f"num_blocks / (cdiv(cdiv({max_model_len}, DCP {dcp}), {block_tokens}) x {att} + {st}): {VLLM_REPORT}; "
+            f"{DCP_SOURCE}"
+        )
     need = per_request * per_block
     if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
         per_block = dsv4.block_bytes
@@ -287,7 +304,12 @@ def vllm_kv_pool(
         engine=engine,
         weights_bytes=Figure(weights_bytes, weights_source),
         kv_pool_bytes=Figure(max(available, 0), pool_src),
-        kv_pool_tokens=Figure(tokens, f"num_blocks // {groups} KV groups x block {block_tokens}: {VLLM_REPORT}"),
+        kv_pool_tokens=Figure(
+            tokens,
+            f"num_blocks // {groups} KV groups x block {block_tokens}"
+            + (f" x DCP {dcp} ({DCP_SOURCE})" if dcp > 1 else "")
+            + f": {VLLM_REPORT}",
+        ),
         block_tokens=Figure(block_tokens, block_source),
         num_blocks=Figure(blocks, blocks_src),
         max_concurrency=Figure(round(conc, 2), conc_src),
@@ -368,6 +390,7 @@ def engine_sizing(
     backend_refusal: tuple[str, str] | None = None,
     fp4_indexer: bool = False,
     nvfp4: bool = False,
+    dcp: int = 1,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -534,6 +557,7 @@ def engine_sizing(
         dsv4=pages,
         max_num_batched_tokens=max_num_batched_tokens,
         backend_refusal=backend_refusal,
+        dcp=dcp,
     )
 
 

@@ -226,18 +226,28 @@ def read(r: Reading) -> None:
     if not r.model:
         raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
     r.parallel()
-    # decode context parallelism: each rank of a DCP group holds 1/N of every sequence's KV, so the pool's bytes hold
-    # N times the tokens (the Kimi-K2-Thinking recipe's TP8+DCP8 start log, vllm-project/recipes@0d218d1e
-    # moonshotai/Kimi-K2-Think.md: "Available KV cache memory: 46.80 GiB" as at TP8, then kv_cache_utils.py
-    # "Multiplying the GPU KV cache size by the dcp_world_size 8.": 5,721,088 tokens against TP8's 715,072) and the
-    # decode attention reads 1/N of the context before its all-gather; k3plan's split has no DCP axis, so N > 1 is
-    # refused by name, never priced as without it
+    # decode context parallelism: each rank of a DCP group holds 1/N of every request's attention KV. The start check
+    # prices it as vLLM sizes it (engines/vllm/memory.py vllm_kv_pool, DCP_SOURCE): the pool's bytes are the same, a
+    # request needs cdiv(max_model_len, N) tokens of it, the logged size is N x the tokens. Kimi-K2-Thinking's recipe
+    # logs both sides (vllm-project/recipes@0d218d1e moonshotai/Kimi-K2-Think.md: 46.80 GiB at TP8 and at TP8+DCP8,
+    # 715,072 and 5,721,088 tokens); k3plan's own budget and its decode time are not split (a caveat says so)
     dcp = flag_int("--decode-context-parallel-size", get("--decode-context-parallel-size", get("-dcp", "1")))
     if dcp > 1:
-        raise K3PlanError(
-            f"--serve: --decode-context-parallel-size {dcp}: vLLM's decode context parallelism (each rank holds 1/{dcp} "
-            f"of every sequence's KV, the pool {dcp}x the tokens, decode attention over 1/{dcp} of the context) is not "
-            "priced by k3plan; remove it to price the same command without DCP"
+        if r.platform == "tpu":
+            raise K3PlanError(
+                f"--serve: --decode-context-parallel-size {dcp} on a TPU: the plugin's decode context parallelism was "
+                "not read; remove it"
+            )
+        if r.tp % dcp:
+            raise K3PlanError(
+                f"--serve: --decode-context-parallel-size {dcp} does not divide --tensor-parallel-size {r.tp}: vLLM "
+                "builds the DCP groups inside the TP group; expected a divisor of the TP size"
+            )
+        r.dcp = dcp
+        r.caveats.append(
+            f"--decode-context-parallel-size {dcp}: the start check prices vLLM's DCP pool (a request holds "
+            f"cdiv(max_model_len, {dcp}) tokens of it a rank, the logged size {dcp}x the tokens); k3plan's own budget "
+            "table and its decode time are priced without DCP (every rank's attention over the whole context)"
         )
     # prefill context parallelism (InferenceX's dsv4_fp4_b200_vllm_mtp.sh): the prompt's tokens, and their KV, split
     # over N ranks; not priced either
