@@ -42,6 +42,8 @@ class HbmWorker:
 # ``static`` -- a static fraction less the weights and the state pool (SGLang's ModelRunner.init_memory_pool,
 # k3plan.engines.sglang.memory)
 PoolRule = Literal["profile", "static"]
+# where an engine sizing's weights come from: k3plan's own per-device figure, before anything the engine adds
+WEIGHTS_SOURCE = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
 # The command family that starts an engine (k3plan.engines.launch): ``vllm serve``, SGLang's launch_server, MaxText
 Launcher = Literal["vllm", "sglang", "jax"]
 

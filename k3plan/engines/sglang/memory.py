@@ -18,6 +18,7 @@ start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, 
 
 from __future__ import annotations
 
+from k3plan.engines.engine import WEIGHTS_SOURCE
 from k3plan.engines.sglang.dsv4_pool import SglangDsv4Pool
 from k3plan.engines.vllm.memory import EngineSizing, Figure
 from k3plan.units import GiB
@@ -74,7 +75,7 @@ def sglang_kv_pool(
     pool by the capped count (SGLANG_CAP). ``dsv4``: DeepSeek-V4's sub-pools, one full-token count at
     bytes_per_full_token sizing them all in the engine's pages (engines/sglang/dsv4_pool.py); the compressor states
     are inside that figure, not a state pool."""
-    weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
+    weights_src = WEIGHTS_SOURCE
     if vision_bytes:  # a multimodal model's tower (the ENGINE's loads_vision_tower, engines/sglang/__init__.py)
         weights_bytes += vision_bytes
         weights_src += (

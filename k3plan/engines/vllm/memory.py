@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from k3plan.engines.engine import HbmWorker
+from k3plan.engines.engine import WEIGHTS_SOURCE, HbmWorker
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
@@ -150,7 +150,7 @@ def vllm_kv_pool(
     utilization: float,
     visible_bytes: int,
     weights_bytes: int,
-    weights_source: str = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)",
+    weights_source: str = WEIGHTS_SOURCE,
     activation_bytes: Figure,
     non_torch_bytes: Figure,
     visible_source: str,
@@ -406,7 +406,7 @@ def engine_sizing(
         paging_source = f"--block-size {block_override} (the command's page; the budget above prices its stack's)"
     page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
-    weights_src = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
+    weights_src = WEIGHTS_SOURCE
     factor = 1.0
     rule = MOE_SHARD_RULES.get(architecture)
     if rule is not None and rule[2] and rule[2] != vendor:
