@@ -182,6 +182,13 @@ IGNORED = {
     "--weight-loader-prefetch-checkpoints": 0,
     "--enable-hierarchical-cache": 0,
     "--hicache-size": 1,
+    # and the rest of HiCache's host tier in InferenceX's agentic V4 SGLang nightlies (@843c6254 benchmarks/
+    # single_node/agentic/dsv4_fp4_{b200,b300}_sglang_mtp.sh): the host pool's size as a ratio of the GPU pool, its
+    # layout, its write policy and the copy kernels; the GPU pool is sized as without them
+    "--hicache-ratio": 1,
+    "--hicache-mem-layout": 1,
+    "--hicache-write-policy": 1,
+    "--hicache-io-backend": 1,
     # scheduling, kernel tuning and host processes in SemiAnalysisAI/InferenceX's DeepSeek-V4 nightlies
     # (benchmarks/single_node/fixed_seq_len/dsv4_fp4_b200_vllm.sh, dsv4_fp4_b300_sglang.sh, dsv4_fp8_h200_sglang.sh
     # @843c6254): vLLM's --prefill-schedule-interval (how often a prefill is scheduled), SGLang's FlashInfer
@@ -230,6 +237,10 @@ IGNORED = {
     "--disable-flashinfer-autotune": 0,
     "--enable-prefill-delayer": 0,
     "--tokenizer-worker-num": 1,
+    # SGLang's decode steps between prefills (agentic/dsv4_fp4_b200_sglang_mtp.sh) and vLLM's prefix-cache match
+    # granularity in tokens (agentic/kimik3_fp4_b300_vllm_mtp.sh, @843c6254): scheduling and lookup, not the pool
+    "--prefill-decode-interval": 1,
+    "--prefix-match-unit": 1,
 }
 # environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
 UNPRICED_ENV = {
@@ -346,6 +357,78 @@ IGNORED_ENV = {
     "SGLANG_ENABLE_JIT_DEEPGEMM",
     "SGL_ENABLE_JIT_DEEPGEMM",
     "SGLANG_ENABLE_SPEC_V2",
+    # SemiAnalysisAI/InferenceX's single-node nightlies (@843c6254, benchmarks/single_node/fixed_seq_len/ and
+    # agentic/: dsr1_fp8_{h200,b200,mi300x,mi325x,mi355x}.sh, dsv4_fp4_{b200,mi355x_sglang}.sh,
+    # dsv4_fp8_mi300x.sh, agentic/dsv4_fp4_{b200,b300}_{sglang,vllm}_mtp.sh, agentic/kimik3_fp4_b300_vllm_mtp.sh),
+    # each for what it does, none of it what the engine sizes its pool from:
+    # - build and runtime plumbing: the CUDA arches JIT kernels compile for, Triton's ptxas, Python's hash seed, the
+    #   HTTP keep-alive, the benchmark's lm-eval client concurrency (read by InferenceX's eval, not the engine)
+    "TORCH_CUDA_ARCH_LIST",
+    "TRITON_PTXAS_PATH",
+    "PYTHONHASHSEED",
+    "SGLANG_TIMEOUT_KEEP_ALIVE",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE",
+    "EVAL_CONCURRENT_REQUESTS",
+    # - PyTorch's allocator settings under their newer name (as PYTORCH_CUDA_ALLOC_CONF above)
+    "PYTORCH_ALLOC_CONF",
+    # - collectives and KV-transfer wiring, built with the communicators before the engine measures its memory (as
+    #   the NCCL / UCX settings above): RCCL's MSCCL algorithms, SGLang's spelling of ROCm's quick all-reduce
+    #   quantization, the HIP runtime's hardware queues, FlashInfer's all-reduce backend, SGLang's DP-attention
+    #   gather / reduce-scatter choice, vLLM's DCP exchange kernels, and the Mooncake transfer engine's settings
+    "RCCL_MSCCL_ENABLE",
+    "ROCM_QUICK_REDUCE_QUANTIZATION",
+    "GPU_MAX_HW_QUEUES",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+    "SGLANG_DP_USE_GATHERV",
+    "SGLANG_DP_USE_REDUCE_SCATTER",
+    "VLLM_USE_DIRECT_DCP_A2A",
+    "VLLM_USE_DIRECT_DCP_KV_GATHER",
+    "VLLM_USE_DIRECT_DCP_Q_GATHER",
+    "MC_FORCE_MNNVL",
+    "MC_ENABLE_DEST_DEVICE_AFFINITY",
+    "MC_GID_INDEX",
+    "MC_SLICE_SIZE",
+    "MC_STORE_MEMCPY",
+    "MC_WORKERS_PER_CTX",
+    "MOONCAKE_CONFIG_PATH",
+    "VLLM_MOONCAKE_LOAD_RECV_THREADS",
+    "WITH_NVIDIA_PEERMEM",
+    # - the allocator SGLang's KV pool is taken from for Mooncake's NVLink transfers: the same bytes from another pool
+    "SGLANG_MOONCAKE_CUSTOM_MEM_POOL",
+    # - which kernel runs the same weights and cache: AITER on ROCm, FlashInfer's FP8 GEMM, SGLang's JIT norm /
+    #   top-k / indexer-metadata kernels and EP mask, ROCm 7.0's kernel variants, fp32 matmul precision, K3's fused
+    #   LatentMoE tail; DeepGEMM's JIT precompile and fast warm-up (compile time at start)
+    "SGLANG_USE_AITER",
+    "SGLANG_ENABLE_FLASHINFER_GEMM",
+    "SGLANG_OPT_USE_JIT_NORM",
+    "SGLANG_OPT_USE_TOPK_V2",
+    "SGLANG_OPT_USE_JIT_INDEXER_METADATA",
+    "SGLANG_OPT_USE_FAST_MASK_EP",
+    "SGLANG_OPT_USE_ONLINE_COMPRESS",
+    "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",
+    "SGLANG_USE_ROCM700A",
+    "VLLM_FLOAT32_MATMUL_PRECISION",
+    "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION",
+    "SGLANG_JIT_DEEPGEMM_PRECOMPILE",
+    "SGLANG_JIT_DEEPGEMM_FAST_WARMUP",
+    # (and the small-head MLA decode kernel a K3 ROCm container patch selects: agentic/apply_k3_container_patches.sh)
+    "VLLM_ROCM_AITER_MLA_ASM_PADDING",
+    # - SGLang's piecewise CUDA graphs over the MoE all-to-all: graphs live outside the pool mem_fraction_static
+    #   sizes (as --disable-piecewise-cuda-graph, IGNORED above)
+    "SGLANG_EXPERIMENTAL_ENABLE_PIECEWISE_CUDA_GRAPH_MOE_A2A",
+    # - the prefix tree and its eviction (which pages a request frees or shares, not how many the pool has), a
+    #   forced prefix-cache miss, the scheduler's estimate of new tokens when it admits a request, the simulated
+    #   acceptance of a speculative benchmark (its speed, not its memory), and chat-template defaults
+    "SGLANG_ENABLE_UNIFIED_RADIX_TREE",
+    "SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT",
+    "SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS",
+    "SGLANG_RADIX_FORCE_MISS",
+    "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION",
+    "SGLANG_SIMULATE_ACC_LEN",
+    "SGLANG_SIMULATE_ACC_METHOD",
+    "SGLANG_SIMULATE_ACC_TOKEN_MODE",
+    "SGLANG_DEFAULT_THINKING",
+    "SGLANG_DSV4_REASONING_EFFORT",
 }
 # environment variables the engines' own recipes set whose effect on memory k3plan does not follow: read, the answer
 # given as without them, and each named under the answer's caveats with what it changes (issue 47: a recipe's setting
@@ -374,7 +457,55 @@ CAVEAT_ENV = {
     "VLLM_MEMORY_PROFILE_INCLUDE_ATTN": (
         "attention runs in vLLM's profile run: its temporaries join the measured peak, which k3plan prices without them"
     ),
+    # InferenceX's single-node nightlies (@843c6254; the scripts named at IGNORED_ENV's InferenceX block)
+    "HSA_NO_SCRATCH_RECLAIM": (
+        "the ROCm runtime keeps kernels' scratch memory once allocated (InferenceX sets it for MEC firmware < 177): "
+        "device memory outside torch's allocator that the engine's measurement sees and k3plan does not price"
+    ),
+    "SGLANG_AITER_MLA_PERSIST": (
+        "AITER's persistent MLA decode kernel: its work-partition metadata buffers are not priced"
+    ),
+    "VLLM_DSV4_MEGA_FP8_COMBINE": (
+        "DeepGEMM MegaMoE's combine in FP8: MegaMoE's communication buffers are not priced, with or without it"
+    ),
+    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_USE_FP4_ACTS": (
+        "DeepGEMM MegaMoE's dispatch in FP4: MegaMoE's communication buffers are not priced, with or without it"
+    ),
+    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_USE_MXF4_KIND": (
+        "DeepGEMM MegaMoE's MXF4 kernel kind: MegaMoE's buffers are not priced, with or without it"
+    ),
+    "SGLANG_OPT_FIX_MEGA_MOE_MEMORY": (
+        "SGLang's MegaMoE memory fix: MegaMoE's buffers are not priced, with or without it"
+    ),
+    "SGLANG_OPT_FIX_NEXTN_MEGA_MOE": (
+        "MegaMoE in the MTP (NextN) layer: its buffers are not priced, with or without it"
+    ),
+    "SGLANG_SHARED_EXPERT_TP1": (
+        "the shared expert held whole on every rank (TP 1): k3plan prices it TP-split, so the weights a GPU are "
+        "low by (TP - 1) / TP of the shared experts' bytes"
+    ),
+    "SGLANG_DP_SHARED_EXPERT_LOCAL": (
+        "the shared expert run locally in each DP-attention group: k3plan prices it split over the TP group"
+    ),
+    "SGLANG_HACK_FLASHMLA_BACKEND": (
+        "SGLang's DeepSeek-V4 FlashMLA replaced by another attention backend (InferenceX's ROCm V4 lines: "
+        "unified_kv_triton): its cache layout was not read; the pool is priced as SGLang's default DeepSeek-V4 pool"
+    ),
 }
+# speculative decoding's flags: vLLM's --speculative-config is read (engines/vllm/spec.py); SGLang's algorithm and
+# its companions (the draft's steps, top-k, draft tokens and checkpoint; python/sglang/srt/server_args.py) are refused
+# together by the first one a command gives, with why
+SPECULATIVE_FLAGS = (
+    "--speculative-config",
+    "--speculative-algorithm",
+    "--num-speculative-tokens",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-draft-model-path",
+)
+# the caveats above that take a value, not a switch: any value set is one k3plan does not follow
+CAVEAT_ENV_VALUED = frozenset({"SGLANG_HACK_FLASHMLA_BACKEND"})
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
 
@@ -448,6 +579,11 @@ def model_of(name: str) -> str:
         return str(bundled_of(key))
     if key in HF_MODELS:
         return HF_MODELS[key]
+    if key.startswith(("/", "./", "../", "~")):  # InferenceX's nightlies serve from local copies (/lustre/...)
+        raise K3PlanError(
+            f"--serve: model {name!r} is a local path: k3plan cannot tell which checkpoint it holds; write the "
+            f"checkpoint's Hugging Face id in its place (one of {', '.join(sorted(HF_MODELS))})"
+        )
     mark = next((m for m in UNPRICED_MARKS if m in key.replace("_", "-").split("/")[-1].split("-")), None)
     why = (
         f"its name says a {mark.upper()} conversion, whose bytes k3plan does not price"
@@ -570,7 +706,7 @@ def parse_serve(
     r = Reading(flags=flags, platform=platform, device_gib=device_gib, device_name=device_name, env=env, model=model)
     family.read(r)  # the family's flags, in its order, with the shared readers above
     resolved = model_of(r.model or "")  # a checkpoint k3plan cannot price is refused before any flag
-    for spec in ("--speculative-config", "--speculative-algorithm", "--num-speculative-tokens"):
+    for spec in SPECULATIVE_FLAGS:
         if spec in flags:  # vLLM's are read (engines/vllm/spec.py); SGLang's speculative flags are not
             raise K3PlanError(
                 f"--serve: {spec}: {family.ENGINE}'s speculative decoding through --serve is not read; use fit's "
@@ -602,8 +738,9 @@ def parse_serve(
     for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
         f.check_env(env, stack=r.stack)
     r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]
-    r.caveats += [f"{k}={v}: {CAVEAT_ENV[k]}" for k, v in env.items() if k in CAVEAT_ENV and env_on(v)]
-    r.ignored += [f"{k}={v}" for k, v in env.items() if k in CAVEAT_ENV and not env_on(v)]
+    on = {k for k, v in env.items() if k in CAVEAT_ENV and (env_on(v) or (k in CAVEAT_ENV_VALUED and v.strip()))}
+    r.caveats += [f"{k}={v}: {CAVEAT_ENV[k]}" for k, v in env.items() if k in on]
+    r.ignored += [f"{k}={v}" for k, v in env.items() if k in CAVEAT_ENV and k not in on]
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
     return ServeQuestion(
         engine=family.ENGINE,

@@ -20,7 +20,7 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
-from k3plan.engines.vllm.cudagraph import read_compilation, with_capture_sizes, with_max_capture
+from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.engram import read_engram
 from k3plan.engines.vllm.spec import read_speculative
@@ -51,7 +51,7 @@ VLLM_DEFAULTS_SOURCE = (
 )
 VLLM_LARGE_GPU_GIB = 70
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
-VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode"}
+VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode", "--enable-cumem-allocator"}
 SWITCHES = frozenset(VLLM_SWITCHES)
 # EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes)
 NARGS = frozenset({"--cudagraph-capture-sizes"})
@@ -184,9 +184,11 @@ UNIFIED_POOL_ENV = "TPU_VLLM_ENABLE_UNIFIED_BLOCK_POOL"
 # experts out (uint8, block layout, interleaved scales), bytes k3plan has not read. Elsewhere the variable selects
 # nothing: listed, not priced (SemiAnalysisAI/InferenceX's kimik2.5_int4_h100.sh exports it on H100)
 FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
+# ESTIMATE_ENV: the CUDA-graph estimate's off switch, read where the estimate is priced (engines/vllm/cudagraph.py
+# serve_estimate; InferenceX's dsv4_fp8_h200_mtp.sh and agentic/kimik3_fp4_b300_vllm_mtp.sh @843c6254 set it to 0);
 # and tpu-inference's (engines/tpu_inference/serve.py: read there, refused by check_env on any other route)
 KNOWN_ENV = frozenset(
-    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV} | tpu_inference_serve.KNOWN_ENV
+    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV} | tpu_inference_serve.KNOWN_ENV
 )
 
 
@@ -262,6 +264,13 @@ def read(r: Reading) -> None:
         r.caveats.append(
             "--enable-sleep-mode: vLLM allocates the weights and the KV cache through its CuMemAllocator (tags "
             "'weights' and 'kv_cache', offloadable while the engine sleeps); k3plan prices the start as without it"
+        )
+    cumem = get("--enable-cumem-allocator", None)  # InferenceX's agentic V4 / K3 vLLM nightlies (@843c6254)
+    if cumem is not None and cumem.lower() not in ("false", "0"):
+        r.caveats.append(
+            "--enable-cumem-allocator: vLLM allocates the weights and the KV cache through its CuMemAllocator (the "
+            "allocator sleep mode uses, Worker._maybe_get_memory_pool_context) and turns the custom all-reduce off; "
+            "k3plan prices the start as without it"
         )
     ep_flag = get("--enable-expert-parallel", None)
     get("--ep-size", get("--ep", None))  # SGLang's EP size: taken, not read (the experts spread over TP x DP below)

@@ -1,0 +1,158 @@
+"""SemiAnalysisAI/InferenceX's single-node nightly commands (@843c6254) read through --serve, none refused for a setting
+k3plan does not know (issue 47 item 2: "the engines' own recipe and nightly flags are never refused for being
+unknown"). Each command below is what the nightly's script runs for one matrix row, as its benchmark_lib / workflow
+compose it (configs/nvidia-master.yaml, amd-master.yaml through utils/matrix_logic/generate_sweep_configs.py); the
+scripts: benchmarks/single_node/agentic/dsv4_fp4_b200_sglang_mtp.sh, agentic/kimik3_fp4_b300_vllm_mtp.sh,
+fixed_seq_len/dsv4_fp8_h200_mtp.sh and fixed_seq_len/dsv4_fp4_mi355x_sglang.sh. Of the 228 distinct DeepSeek / Kimi
+commands the matrix gives, the nightlies set 62 environment variables and 10 flags k3plan did not know (session 32's
+sweep, each refusal peeled off in turn); after this 212 start and the 16 left are refused by name for what they do
+(an unbundled checkpoint, SGLang's speculative decoding, a setting with an unpriced memory effect), none as unknown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import CAVEAT_ENV, IGNORED_ENV, parse_serve
+from k3plan.errors import K3PlanError
+
+# agentic/dsv4_fp4_b200_sglang_mtp.sh at TP 8, concurrency 2 (its SGLang speculative flags are a separate refusal,
+# below; the agentic row without MTP runs this line)
+SGLANG_V4_AGENTIC = (
+    "PYTHONNOUSERSITE=1 SGLANG_ENABLE_UNIFIED_RADIX_TREE=1 SGLANG_JIT_DEEPGEMM_FAST_WARMUP=1 "
+    "SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT=1 SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS=1 "
+    "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=1 SGLANG_OPT_USE_JIT_INDEXER_METADATA=1 SGLANG_OPT_USE_JIT_NORM=1 "
+    "SGLANG_OPT_USE_TOPK_V2=1 SGLANG_SIMULATE_ACC_LEN=2.49 SGLANG_SIMULATE_ACC_METHOD=match-expected "
+    "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token SGLANG_TIMEOUT_KEEP_ALIVE=900 TORCH_CUDA_ARCH_LIST=10.0 "
+    "TRITON_PTXAS_PATH=/usr/local/cuda-13.0/bin/ptxas python3 -m sglang.launch_server --model-path "
+    "deepseek-ai/DeepSeek-V4-Pro --served-model-name /lustre/fsw/models/deepseek-v4-pro --host 0.0.0.0 --port 8888 "
+    "--trust-remote-code --tp 8 --moe-runner-backend flashinfer_mxfp4 --disable-flashinfer-autotune "
+    "--mem-fraction-static 0.88 --swa-full-tokens-ratio 0.1 --max-running-requests 16 --cuda-graph-max-bs 16 "
+    "--chunked-prefill-size 8192 --tool-call-parser deepseekv4 --reasoning-parser deepseek-v4 --watchdog-timeout 1800 "
+    "--weight-loader-prefetch-checkpoints --enable-metrics --enable-cache-report --enable-hierarchical-cache "
+    "--hicache-ratio 8 --hicache-write-policy write_through --hicache-io-backend direct "
+    "--hicache-mem-layout page_first_direct"
+)
+# agentic/kimik3_fp4_b300_vllm_mtp.sh's TP8 + DCP8 line (its separate DSpark draft is refused by name; the row
+# without it runs this)
+VLLM_K3_DCP = (
+    "MC_ENABLE_DEST_DEVICE_AFFINITY=1 MC_GID_INDEX=3 MC_SLICE_SIZE=1048576 MC_STORE_MEMCPY=1 MC_WORKERS_PER_CTX=4 "
+    "MOONCAKE_CONFIG_PATH=/workspace/results/mooncake_config.json PYTHONHASHSEED=42 PYTHONNOUSERSITE=1 "
+    "TORCH_CUDA_ARCH_LIST=10.0 VLLM_ALLREDUCE_USE_FLASHINFER=1 VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION=1 "
+    "VLLM_ENGINE_READY_TIMEOUT_S=3600 VLLM_HTTP_TIMEOUT_KEEP_ALIVE=900 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 "
+    "VLLM_MOONCAKE_LOAD_RECV_THREADS=4 VLLM_PREFIX_CACHE_RETENTION_INTERVAL=0 VLLM_RPC_TIMEOUT=600000 "
+    "VLLM_USE_DIRECT_DCP_A2A=1 VLLM_USE_DIRECT_DCP_KV_GATHER=1 VLLM_USE_DIRECT_DCP_Q_GATHER=1 "
+    "VLLM_USE_V2_MODEL_RUNNER=1 WITH_NVIDIA_PEERMEM=0 vllm serve moonshotai/Kimi-K3 --served-model-name "
+    "moonshotai/Kimi-K3 --host 0.0.0.0 --port 8888 --tensor-parallel-size 8 --decode-context-parallel-size 8 "
+    "--dcp-comm-backend a2a --max-num-seqs 2 --gpu-memory-utilization 0.92 --max-num-batched-tokens 16384 "
+    "--trust-remote-code --language-model-only --load-format fastsafetensors --moe-backend auto "
+    "--no-enable-flashinfer-autotune --enable-cumem-allocator --enable-prefix-caching --prefix-match-unit 128 "
+    "--kv-cache-dtype fp8 --stream-interval 10 --attention-backend TOKENSPEED_MLA --attention-config "
+    '\'{"mla_prefill_backend":"TRTLLM_RAGGED","use_prefill_query_quantization":true}\' --compilation-config '
+    '\'{"cudagraph_mode":"FULL_AND_PIECEWISE","cudagraph_capture_sizes":[8,16,64,128,256,512,1024,2048,4096,8192]}\' '
+    "--disable-uvicorn-access-log --kv-transfer-config "
+    '\'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_load_failure_policy":"recompute"}\''
+)
+# fixed_seq_len/dsv4_fp8_h200_mtp.sh at TP 8 (8k / 1k: max-model-len 9,472)
+VLLM_V4_H200 = (
+    "VLLM_ENGINE_READY_TIMEOUT_S=3600 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=<est> vllm serve "
+    "deepseek-ai/DeepSeek-V4-Pro --host 0.0.0.0 --port 8888 --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+    "--no-enable-prefix-caching --tensor-parallel-size 8 --data-parallel-size 1 --max-model-len 9472 "
+    "--quantization deepseek_v4_fp8 --gpu-memory-utilization 0.95 --max-num-seqs 512 --max-num-batched-tokens 512 "
+    '--no-enable-flashinfer-autotune --compilation-config \'{"mode":0,"cudagraph_mode":"FULL_DECODE_ONLY"}\' '
+    '--speculative-config \'{"method":"mtp","num_speculative_tokens":2}\' --tokenizer-mode deepseek_v4 '
+    "--tool-call-parser deepseek_v4 --enable-auto-tool-choice --reasoning-parser deepseek_v4"
+)
+# fixed_seq_len/dsv4_fp4_mi355x_sglang.sh's DP-attention row (its --disable-shared-experts-fusion, refused by name
+# for its unpriced split, left out)
+SGLANG_V4_MI355X = (
+    "AITER_BF16_FP8_MOE_BOUND=0 GPU_MAX_HW_QUEUES=5 SGLANG_DEFAULT_THINKING=1 SGLANG_DP_SHARED_EXPERT_LOCAL=1 "
+    "SGLANG_DP_USE_GATHERV=1 SGLANG_DP_USE_REDUCE_SCATTER=1 SGLANG_DSV4_REASONING_EFFORT=max "
+    "SGLANG_HACK_FLASHMLA_BACKEND=unified_kv_triton SGLANG_SHARED_EXPERT_TP1=1 SGLANG_USE_ROCM700A=0 sglang serve "
+    "--model-path deepseek-ai/DeepSeek-V4-Pro --host=0.0.0.0 --port 8888 --tensor-parallel-size 8 --dp 8 "
+    "--enable-dp-attention --enable-prefill-delayer --enable-two-batch-overlap --trust-remote-code "
+    "--disable-radix-cache --attention-backend dsv4 --cuda-graph-max-bs 64 --max-running-requests 64 "
+    "--mem-fraction-static 0.90 --swa-full-tokens-ratio 0.15 --page-size 256 --kv-cache-dtype fp8_e4m3 "
+    "--context-length 9472 --chunked-prefill-size 65536 --watchdog-timeout 1800"
+)
+
+
+def _env(command: str) -> dict[str, str]:
+    head = command.split(" vllm serve ")[0].split(" python3 -m ")[0].split(" sglang serve ")[0]
+    return dict(a.split("=", 1) for a in head.split())
+
+
+@pytest.mark.parametrize(
+    ("hardware", "command", "caveats"),
+    [
+        ("nvidia-b200", SGLANG_V4_AGENTIC, ()),
+        ("nvidia-b300", VLLM_K3_DCP, ("--enable-cumem-allocator", "VLLM_USE_V2_MODEL_RUNNER=1")),
+        ("nvidia-h200", VLLM_V4_H200.replace("<est>", "0"), ()),
+        ("amd-mi355x", SGLANG_V4_MI355X, ("SGLANG_SHARED_EXPERT_TP1=1", "SGLANG_HACK_FLASHMLA_BACKEND=unified")),
+    ],
+    ids=["sglang-v4-b200-agentic", "vllm-k3-b300-dcp8", "vllm-v4-h200-mtp", "sglang-v4-mi355x-dp8"],
+)
+def test_an_inferencex_nightly_command_starts_with_every_setting_read(cli, hardware, command, caveats):
+    got = cli("fit", "-H", hardware, "-t", "8", "--serve", command, "--json")
+    assert got.exit_code == 0, got.stdout + got.stderr
+    out = json.loads(got.stdout)
+    assert out["engine"]["starts"] and out["engine"]["kv_pool_tokens"] > 0
+    serve = out["engine"]["serve"]
+    env = _env(command)
+    # every variable is harmless (listed), caveated, or read by the engine's own rule (the CUDA-graph switch)
+    assert set(env) <= IGNORED_ENV | set(CAVEAT_ENV) | {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"}
+    listed = {i.split("=", 1)[0] for i in serve["ignored"] if "=" in i}
+    assert listed >= {name for name in env if name in IGNORED_ENV}
+    for caveat in caveats:
+        assert any(c.startswith(caveat) for c in serve["caveats"]), (caveat, serve["caveats"])
+
+
+def test_the_cuda_graph_estimate_switch_is_read_not_refused(cli):
+    """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS was priced (engines/vllm/cudagraph.py serve_estimate) yet refused as
+    unknown by --serve: the nightly's value now reaches the pool (0: the estimate is not subtracted)."""
+    pools = {}
+    for est in (0, 1):
+        got = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", VLLM_V4_H200.replace("<est>", str(est)), "--json")
+        assert got.exit_code == 0, got.stdout
+        pools[est] = json.loads(got.stdout)["engine"]["kv_pool_bytes"]
+    assert pools[0] > pools[1]
+
+
+def test_a_local_checkpoint_path_is_refused_saying_what_to_write():
+    with pytest.raises(K3PlanError, match="local path.*Hugging Face id in its place"):
+        parse_serve(
+            "vllm serve /lustre/fsw/models/deepseek-v4-pro --tensor-parallel-size 8", platform="gpu", device_gib=179
+        )
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1",
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+    ],
+)
+def test_sglang_s_speculative_flags_are_refused_together_as_speculative_decoding(flags):
+    """InferenceX's dsr1_fp8_*_mtp.sh pass SGLang's algorithm with its companions; each names the refusal."""
+    with pytest.raises(K3PlanError, match="speculative decoding through --serve is not read"):
+        parse_serve(
+            f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 {flags}",
+            platform="gpu",
+            device_gib=140,
+        )
+
+
+@pytest.mark.parametrize(
+    ("env", "listed"),
+    [("HSA_NO_SCRATCH_RECLAIM=1", False), ("HSA_NO_SCRATCH_RECLAIM=0", True), ("SGLANG_AITER_MLA_PERSIST=0", True)],
+)
+def test_a_caveat_follows_its_value(env, listed):
+    q = parse_serve(
+        f"{env} SGLANG_USE_AITER=1 python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8",
+        platform="gpu",
+        device_gib=178,
+    )
+    assert (env in q.ignored) == listed
+    assert any(c.startswith(env) for c in q.caveats) == (not listed)
+    assert "SGLANG_USE_AITER=1" in q.ignored
