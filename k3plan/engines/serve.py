@@ -481,11 +481,11 @@ CAVEAT_ENV = {
         "MegaMoE in the MTP (NextN) layer: its buffers are not priced, with or without it"
     ),
     "SGLANG_SHARED_EXPERT_TP1": (
-        "the shared expert held whole on every rank (TP 1): k3plan prices it TP-split, so the weights a GPU are "
-        "low by (TP - 1) / TP of the shared experts' bytes"
+        "the shared expert held whole on every rank (TP 1): k3plan holds it as its SGLang stack splits it (TP-split "
+        "without an all-to-all MoE backend), so there the weights a GPU are low by (TP - 1) / TP of the shared experts"
     ),
     "SGLANG_DP_SHARED_EXPERT_LOCAL": (
-        "the shared expert run locally in each DP-attention group: k3plan prices it split over the TP group"
+        "the shared expert run locally in each DP-attention group: k3plan holds it as its SGLang stack splits it"
     ),
     "SGLANG_HACK_FLASHMLA_BACKEND": (
         "SGLang's DeepSeek-V4 FlashMLA replaced by another attention backend (InferenceX's ROCm V4 lines: "
@@ -494,7 +494,7 @@ CAVEAT_ENV = {
 }
 # speculative decoding's flags: vLLM's --speculative-config is read (engines/vllm/spec.py); SGLang's algorithm and
 # its companions (the draft's steps, top-k, draft tokens and checkpoint; python/sglang/srt/server_args.py) are refused
-# together by the first one a command gives, with why
+# together (the first of them found names the refusal), with why
 SPECULATIVE_FLAGS = (
     "--speculative-config",
     "--speculative-algorithm",
