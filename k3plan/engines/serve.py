@@ -369,6 +369,11 @@ IGNORED_ENV = {
     "SGLANG_TIMEOUT_KEEP_ALIVE",
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE",
     "EVAL_CONCURRENT_REQUESTS",
+    # (and what InferenceX's launchers pass into the container, runners/launch_mi355x-amds.sh, launch_mi325x-amds.sh,
+    # launch_mi325x-tw.sh: vLLM's and Triton's on-disk caches, and CUDA's device enumeration order)
+    "VLLM_CACHE_ROOT",
+    "TRITON_CACHE_DIR",
+    "CUDA_DEVICE_ORDER",
     # - PyTorch's allocator settings under their newer name (as PYTORCH_CUDA_ALLOC_CONF above)
     "PYTORCH_ALLOC_CONF",
     # - collectives and KV-transfer wiring, built with the communicators before the engine measures its memory (as

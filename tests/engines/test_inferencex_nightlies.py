@@ -156,3 +156,15 @@ def test_a_caveat_follows_its_value(env, listed):
     assert (env in q.ignored) == listed
     assert any(c.startswith(env) for c in q.caveats) == (not listed)
     assert "SGLANG_USE_AITER=1" in q.ignored
+
+
+def test_what_the_launchers_pass_into_the_container_is_read_as_harmless():
+    """runners/launch_mi355x-amds.sh, launch_mi325x-amds.sh and launch_mi325x-tw.sh (@843c6254) add these to the
+    script's own environment."""
+    q = parse_serve(
+        "VLLM_CACHE_ROOT=/it/vllm TRITON_CACHE_DIR=/it/triton CUDA_DEVICE_ORDER=PCI_BUS_ID vllm serve "
+        "deepseek-ai/DeepSeek-V4-Pro --tensor-parallel-size 8",
+        platform="gpu",
+        device_gib=287,
+    )
+    assert {"VLLM_CACHE_ROOT=/it/vllm", "TRITON_CACHE_DIR=/it/triton", "CUDA_DEVICE_ORDER=PCI_BUS_ID"} <= set(q.ignored)
