@@ -241,12 +241,35 @@ IGNORED = {
     # granularity in tokens (agentic/kimik3_fp4_b300_vllm_mtp.sh, @843c6254): scheduling and lookup, not the pool
     "--prefill-decode-interval": 1,
     "--prefix-match-unit": 1,
+    # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/{sglang,vllm}/, llm-d-recipes/):
+    # a disaggregated worker's role and KV-transfer wiring (its pool is sized as an aggregated one's, as
+    # --kv-transfer-config above), DP load balancing, logging, the tokenizer skipped, usage details, KV metrics, NVIDIA
+    # Dynamo's parser flags, host NUMA binding, the FP4 GEMM kernel (as --fp8-gemm-backend) and EPLB's dispatch rule
+    "--disaggregation-mode": 1,
+    "--disaggregation-transfer-backend": 1,
+    "--disaggregation-bootstrap-port": 1,
+    "--disaggregation-decode-polling-interval": 1,
+    "--load-balance-method": 1,
+    "--prefill-round-robin-balance": 0,
+    "--log-level": 1,
+    "--log-level-http": 1,
+    "--skip-tokenizer-init": 0,
+    "--enable-prompt-tokens-details": 0,
+    "--kv-cache-metrics": 0,
+    "--dyn-reasoning-parser": 1,
+    "--dyn-tool-call-parser": 1,
+    "--numa-bind-nodes": 1,
+    "--fp4-gemm-backend": 1,
+    "--ep-dispatch-algorithm": 1,
 }
 # environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
 UNPRICED_ENV = {
     # SGLang's MegaMoE all-to-all: the tokens a rank its buffers are sized for (InferenceX's V4 B300 SGLang
     # nightlies at high concurrency, dsv4_fp4_b300_sglang.sh @843c6254)
     "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK": "the MegaMoE buffers' token capacity a rank (their size)",
+    # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/)
+    "NVSHMEM_SYMMETRIC_SIZE": "NVSHMEM's symmetric heap a GPU (the DeepEP / MegaMoE buffers' memory)",
+    "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "the FP4 MoE workspace's tokens an expert (its size)",
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
@@ -434,6 +457,77 @@ IGNORED_ENV = {
     "SGLANG_SIMULATE_ACC_TOKEN_MODE",
     "SGLANG_DEFAULT_THINKING",
     "SGLANG_DSV4_REASONING_EFFORT",
+    # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/, llm-d-recipes/,
+    # amd_utils/models_vllm.yaml), for the same reasons as the blocks above:
+    # - UCX / NVSHMEM / NCCL / GDRCopy transport and wiring, Dynamo's request plane, etcd's lease, Mooncake's metrics
+    #   and threads, disaggregation timeouts and heartbeats, collective timeouts, SGLang's scheduler broadcast
+    "UCX_MEMTYPE_CACHE",
+    "UCX_MEMTYPE_REG_WHOLE",
+    "UCX_CUDA_IPC_ENABLE_MNNVL",
+    "UCX_MAX_RMA_RAILS",
+    "UCX_MAX_RNDV_RAILS",
+    "UCX_RNDV_SCHEME",
+    "UCX_RCACHE_MAX_UNRELEASED",
+    "UCX_TCP_AF_PRIO",
+    "NVSHMEM_DISABLE_CUDA_VMM",
+    "NVSHMEM_CUMEM_HANDLE_TYPE",
+    "NVSHMEM_DEBUG",
+    "NVSHMEM_INFO",
+    "NVSHMEM_ENABLE_NIC_PE_MAPPING",
+    "NVSHMEM_HCA_PE_MAPPING",
+    "NVSHMEM_REMOTE_TRANSPORT",
+    "TORCH_SYMMMEM",
+    "NCCL_P2P_LEVEL",
+    "NCCL_NET_PLUGIN",
+    "NCCL_NET_GDR_C2C",
+    "NCCL_WATCHDOG_TIMEOUT",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+    "TORCH_DISTRIBUTED_DEFAULT_TIMEOUT",
+    "NVIDIA_GDRCOPY",
+    "VLLM_SKIP_P2P_CHECK",
+    "DYN_REQUEST_PLANE",
+    "DYN_REQUEST_PLANE_CODEC",
+    "DYN_SKIP_SGLANG_LOG_FORMATTING",
+    "ETCD_LEASE_TTL",
+    "MC_STORE_CLIENT_METRIC",
+    "MC_STORE_CLIENT_METRIC_INTERVAL",
+    "MC_TE_METRIC",
+    "VLLM_MOONCAKE_STORE_SEND_THREADS",
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+    "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE",
+    "SGLANG_DECODE_BOOTSTRAP_TIMEOUT",
+    "SGLANG_HACK_SEQ_BOOTSTRAP_ROOM",
+    "SGLANG_USE_MESSAGE_QUEUE_BROADCASTER",
+    "SGLANG_NCCL_ALL_GATHER_IN_OVERLAP_SCHEDULER_SYNC_BATCH",
+    # - the KV connector's prefetch depth and its cap on the pool's share for prefetched blocks (how the pool is
+    #   used, not its size)
+    "VLLM_CONNECTOR_PREFETCH_DEPTH",
+    "VLLM_CONNECTOR_PREFETCH_KV_CAP",
+    # - logging, dev endpoints, caches on disk, host packaging, synchronous launches (speed only)
+    "PYTHONUNBUFFERED",
+    "VLLM_LOG_STATS_INTERVAL",
+    "VLLM_SERVER_DEV_MODE",
+    "TILELANG_CLEANUP_TEMP_FILES",
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "TRANSFORMERS_CACHE",
+    "DG_JIT_CACHE_DIR",
+    "PIP_BREAK_SYSTEM_PACKAGES",
+    "CUDA_LAUNCH_BLOCKING",
+    # - kernel and stream choices for the same weights and cache, the dummy inputs of idle DP ranks, SGLang's
+    #   draft-extend graphs (outside the pool), its TP memory-balance check, prefix reuse and chat defaults
+    "VLLM_USE_DEEP_GEMM",
+    "VLLM_ROCM_USE_AITER_RMSNORM",
+    "VLLM_ROUTED_DOWN_PROJ_STREAM_TOKEN_THRESHOLD",
+    "VLLM_RANDOMIZE_DP_DUMMY_INPUTS",
+    "SGLANG_PER_TOKEN_GROUP_QUANT_8BIT_V2",
+    "SGLANG_FLASHINFER_FP4_GEMM_BACKEND",
+    "SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH",
+    "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK",
+    "SGLANG_RADIX_DISABLE_REUSE",
+    "SGLANG_ENABLE_THINKING",
+    "SGLANG_REASONING_EFFORT",
 }
 # environment variables the engines' own recipes set whose effect on memory k3plan does not follow: read, the answer
 # given as without them, and each named under the answer's caveats with what it changes (issue 47: a recipe's setting
@@ -492,6 +586,14 @@ CAVEAT_ENV = {
     "SGLANG_DP_SHARED_EXPERT_LOCAL": (
         "the shared expert run locally in each DP-attention group: k3plan holds it as its SGLang stack splits it"
     ),
+    # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/)
+    "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB": (
+        "the sparse indexer's logits workspace in the profile run: k3plan prices vLLM's default 512 MiB "
+        "(engines/vllm/dsv4_workspace.py), not the command's value"
+    ),
+    "VLLM_V2_WARMUP_MAX_NUM_SEQS": "the V2 model runner's warm-up batch: V2's warm-up was not read",
+    "VLLM_ALLREDUCE_USE_SYMM_MEM": "vLLM's symmetric-memory all-reduce: its registered buffers are not priced",
+    "SGLANG_MOE_NVFP4_DISPATCH": "DeepEP's dispatch in NVFP4: DeepEP's buffers are not priced, with or without it",
     "SGLANG_HACK_FLASHMLA_BACKEND": (
         "SGLang's DeepSeek-V4 FlashMLA replaced by another attention backend (InferenceX's ROCm V4 lines: "
         "unified_kv_triton): its cache layout was not read; the pool is priced as SGLang's default DeepSeek-V4 pool"
@@ -508,9 +610,13 @@ SPECULATIVE_FLAGS = (
     "--speculative-eagle-topk",
     "--speculative-num-draft-tokens",
     "--speculative-draft-model-path",
+    "--speculative-algo",  # the multi-node recipes' spelling (srt-slurm-recipes/sglang/)
+    "--speculative-attention-mode",
 )
 # the caveats above that take a value, not a switch: any value set is one k3plan does not follow
-CAVEAT_ENV_VALUED = frozenset({"SGLANG_HACK_FLASHMLA_BACKEND"})
+CAVEAT_ENV_VALUED = frozenset(
+    {"SGLANG_HACK_FLASHMLA_BACKEND", "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", "VLLM_V2_WARMUP_MAX_NUM_SEQS"}
+)
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
 

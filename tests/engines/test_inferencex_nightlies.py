@@ -168,3 +168,55 @@ def test_what_the_launchers_pass_into_the_container_is_read_as_harmless():
         device_gib=287,
     )
     assert {"VLLM_CACHE_ROOT=/it/vllm", "TRITON_CACHE_DIR=/it/triton", "CUDA_DEVICE_ORDER=PCI_BUS_ID"} <= set(q.ignored)
+
+
+# InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/): the prefill worker of
+# sglang/deepseek-v4/8k1k/disagg-b200-low-latency-1p1d-tp8-tp8-mtp.yaml, its prefill_environment and sglang_config
+# as srt-slurm writes them into the worker's command line (model-path: the checkpoint's id in place of /model/)
+SGLANG_V4_DISAGG_PREFILL = (
+    "PYTHONUNBUFFERED=1 SGLANG_RADIX_FORCE_MISS=1 SGLANG_JIT_DEEPGEMM_FAST_WARMUP=1 SGLANG_DEFAULT_THINKING=1 "
+    "SGLANG_DSV4_REASONING_EFFORT=max SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT=1 SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN=1 "
+    "NCCL_CUMEM_ENABLE=1 UCX_TLS=rc,cuda_ipc,cuda_copy,tcp,self SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT=100000 "
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT=100000 SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 "
+    "python3 -m sglang.launch_server --served-model-name deepseek-ai/DeepSeek-V4-Pro --model-path "
+    "deepseek-ai/DeepSeek-V4-Pro --trust-remote-code --tool-call-parser deepseekv4 --disaggregation-mode prefill "
+    "--disaggregation-transfer-backend nixl --tensor-parallel-size 8 --data-parallel-size 1 --expert-parallel-size 1 "
+    "--moe-runner-backend flashinfer_mxfp4 --disable-flashinfer-autotune --mem-fraction-static 0.9 "
+    "--max-running-requests 16 --cuda-graph-max-bs 8 --chunked-prefill-size 65536"
+)
+
+
+def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_read(cli):
+    got = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", SGLANG_V4_DISAGG_PREFILL, "--json")
+    assert got.exit_code == 0, got.stdout + got.stderr
+    out = json.loads(got.stdout)
+    assert out["engine"]["starts"]
+    assert {"--disaggregation-mode", "--disaggregation-transfer-backend"} <= set(out["engine"]["serve"]["ignored"])
+    # --expert-parallel-size is ServerArgs' spelling of --ep-size: 1 is its TP-split experts, as --ep-size 1
+    with_ep_size = SGLANG_V4_DISAGG_PREFILL.replace("--expert-parallel-size 1", "--ep-size 1")
+    again = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", with_ep_size, "--json").stdout)
+    assert again["engine"]["kv_pool_tokens"] == out["engine"]["kv_pool_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        # vllm/kimi-k3 and vllm/deepseek-v4 recipes
+        ("vllm serve moonshotai/Kimi-K3 -tp 8 --kv-cache-memory 10737418240", "explicit KV cache size"),
+        ("vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 --no-enable-chunked-prefill", "whole prompts a step"),
+        ("vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 --offload-group-size 8", "weights offloaded to host"),
+        ("NVSHMEM_SYMMETRIC_SIZE=16g vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8", "symmetric heap"),
+        # sglang/deepseek-v4 recipes
+        (
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --moe-dense-tp-size 1",
+            "dense MLP layers' TP size",
+        ),
+        (
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --speculative-algo EAGLE",
+            "speculative decoding",
+        ),
+    ],
+)
+def test_a_multi_node_recipe_setting_with_an_unpriced_effect_is_refused_with_what_it_does(command, what):
+    with pytest.raises(K3PlanError, match=what):
+        parse_serve(command, platform="gpu", device_gib=179)

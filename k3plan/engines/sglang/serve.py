@@ -113,7 +113,7 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
     r.parallel()
     get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
-    ep_size = get("--ep-size", get("--ep", None))
+    ep_size = get("--ep-size", get("--ep", get("--expert-parallel-size", None)))  # ServerArgs' three spellings
     r.ep = flag_int("--ep-size", ep_size) if ep_size else None
     if r.ep == 1 and r.tp > 1:
         # ServerArgs' default ep_size 1: no expert parallelism, each expert's intermediate split over the TP group
@@ -195,6 +195,11 @@ UNPRICED = {
     "--deepep-config": "DeepEP's buffer sizes from a config file",
     "--enable-deepseek-v4-fp4-indexer": "the DeepSeek-V4 indexer's key cache in FP4 (the pool's bytes a token)",
     "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
+    # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
+    # dsr1/; amd_utils/models.yaml)
+    "--moe-dense-tp-size": "the dense MLP layers' TP size (1: whole on every rank; their bytes a GPU)",
+    "--ep-num-redundant-experts": "redundant expert copies a rank holds (their bytes)",
+    "--deepep-mode": "DeepEP's normal / low-latency buffers (their size)",
 }
 
 

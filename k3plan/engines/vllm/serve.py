@@ -173,6 +173,13 @@ def long_context_refusal(context: int, model_max: int) -> str:
     )
 
 
+VLLM_UNPRICED = {
+    "--kv-cache-memory": "an explicit KV cache size a GPU in place of --gpu-memory-utilization's share",
+    "--no-enable-chunked-prefill": "whole prompts a step (the profile run's token budget then follows max_model_len)",
+    "--offload-group-size": "weights offloaded to host memory and prefetched a group at a time",
+    "--offload-num-in-group": "weights offloaded to host memory and prefetched a group at a time",
+    "--offload-prefetch-step": "weights offloaded to host memory and prefetched a group at a time",
+}
 # the environment this family's commands read beside the listed harmless ones (k3plan.engines.serve.IGNORED_ENV):
 # the long-context switch above, torchtpu-vllm's unified block pool (a caveat, finish below) and the Engram tables'
 # default place (engines/vllm/engram.py)
@@ -259,6 +266,11 @@ def read(r: Reading) -> None:
             f"--serve: --prefill-context-parallel-size {pcp}: vLLM's prefill context parallelism (each rank holds 1/{pcp} "
             "of a prompt's tokens and their KV) is not priced by k3plan; remove it to price the command without it"
         )
+    # InferenceX's multi-node vLLM recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/): settings that
+    # size what a GPU holds in a way k3plan does not follow, refused with what they do
+    for name, what in VLLM_UNPRICED.items():
+        if get(name, None) is not None:
+            raise K3PlanError(f"--serve: {name}: {what} is not priced by k3plan; remove it to price vLLM without it")
     sleep = get("--enable-sleep-mode", None)
     if sleep is not None and sleep.lower() not in ("false", "0"):
         r.caveats.append(
