@@ -281,8 +281,9 @@ def read(r: Reading) -> None:
     if cumem is not None and cumem.lower() not in ("false", "0"):
         r.caveats.append(
             "--enable-cumem-allocator: vLLM allocates the weights and the KV cache through its CuMemAllocator (the "
-            "allocator sleep mode uses, Worker._maybe_get_memory_pool_context) and turns the custom all-reduce off; "
-            "k3plan prices the start as without it"
+            "allocator sleep mode uses: vllm-project/vllm vllm/v1/worker/gpu_worker.py "
+            "Worker._maybe_get_memory_pool_context, read in the public code index) and turns the custom all-reduce "
+            "off; k3plan prices the start as without it"
         )
     ep_flag = get("--enable-expert-parallel", None)
     get("--ep-size", get("--ep", None))  # SGLang's EP size: taken, not read (the experts spread over TP x DP below)
