@@ -35,6 +35,16 @@ def env_on(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def refuse_unpriced(get, table: dict[str, str], engine: str) -> None:
+    """A flag of ``table`` (name -> what it sizes) the command gives: refused with what it does, never priced as
+    without it (each engine's table of flags whose memory effect k3plan does not model). ``get``: the family's reader."""
+    for name, what in table.items():
+        if get(name, None) is not None:
+            raise K3PlanError(
+                f"--serve: {name}: {what} is not priced by k3plan; remove it to price {engine} without it"
+            )
+
+
 def flag_int(flag: str, value: str, *, lo: int = 1) -> int:
     try:
         n = int(value.strip())

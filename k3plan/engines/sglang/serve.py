@@ -4,7 +4,15 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.serve_values import Reading, ServeCommand, config_file_args, flag_int, fraction, json_object
+from k3plan.engines.serve_values import (
+    Reading,
+    ServeCommand,
+    config_file_args,
+    flag_int,
+    fraction,
+    json_object,
+    refuse_unpriced,
+)
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -179,9 +187,7 @@ def read(r: Reading) -> None:
     if swa is not None:
         r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
-    for name, what in UNPRICED.items():
-        if get(name, None) is not None:
-            raise K3PlanError(f"--serve: {name}: {what} is not priced by k3plan; remove it to price SGLang without it")
+    refuse_unpriced(get, UNPRICED, "SGLang")
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)

@@ -15,6 +15,7 @@ from k3plan.engines.serve_values import (
     env_on,
     flag_int,
     json_object,
+    refuse_unpriced,
     suffix_int,
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
@@ -268,9 +269,7 @@ def read(r: Reading) -> None:
         )
     # InferenceX's multi-node vLLM recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/): settings that
     # size what a GPU holds in a way k3plan does not follow, refused with what they do
-    for name, what in VLLM_UNPRICED.items():
-        if get(name, None) is not None:
-            raise K3PlanError(f"--serve: {name}: {what} is not priced by k3plan; remove it to price vLLM without it")
+    refuse_unpriced(get, VLLM_UNPRICED, "vLLM")
     sleep = get("--enable-sleep-mode", None)
     if sleep is not None and sleep.lower() not in ("false", "0"):
         r.caveats.append(
