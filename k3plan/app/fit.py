@@ -343,11 +343,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 "leave it out"
             )
         q = dataclasses.replace(q, engram=None, engram_host_copies=None)  # VLLM_PLE_CPU_OFFLOAD alone: no tables
-    if q.dcp > 1 and model.spec.dsv4 is not None:  # engines/vllm/serve.py prices DCP for MLA / KDA pages only
+    if q.dcp > 1 and model.spec.dsv4 is not None:  # each family's serve.py prices DCP for MLA / KDA pages only
         raise K3PlanError(
             f"--serve: --decode-context-parallel-size {q.dcp} with {q.model}'s DeepSeek-V4 cache groups: how vLLM splits "
             "their sliding-window and compressed pages over a DCP group was not read (its SlidingWindowSpec asserts "
             "'DCP not support sliding window.', vllm/v1/kv_cache_interface.py); remove it"
+            if engine_rules(q.engine).pool_rule != "static"
+            else f"--serve: --dcp-size {q.dcp} with {q.model}'s DeepSeek-V4 sub-pools: how SGLang splits its "
+            "sliding-window and compressed pools over a DCP group was not read; remove it"
         )
     if q.kv_raw == "nvfp4_ds_mla" and (
         model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
@@ -462,6 +465,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             page_size=served.page_size or 1,
             dsv4=pool4,
             vision_bytes=_vision_bytes(setup, served),
+            dcp=served.dcp,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

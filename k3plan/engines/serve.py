@@ -666,8 +666,9 @@ class ServeQuestion:
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
-    # vLLM's --decode-context-parallel-size: each rank of the group holds 1/dcp of a request's attention KV (the start
-    # check prices it, engines/vllm/memory.py vllm_kv_pool); 1: none
+    # vLLM's --decode-context-parallel-size, SGLang's --dcp-size: each rank of the group holds 1/dcp of a request's
+    # attention KV (the start check prices it: engines/vllm/memory.py vllm_kv_pool, engines/sglang/memory.py
+    # sglang_kv_pool); 1: none
     dcp: int = 1
 
     @property

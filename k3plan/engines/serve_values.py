@@ -114,7 +114,7 @@ class Reading:
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
-    dcp: int = 1  # vLLM's --decode-context-parallel-size (engines/vllm/serve.py)
+    dcp: int = 1  # vLLM's --decode-context-parallel-size, SGLang's --dcp-size (each family's serve.py)
     # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
     env_read: set[str] = field(default_factory=set)
 

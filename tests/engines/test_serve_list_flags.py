@@ -83,19 +83,52 @@ def test_sglang_s_page_size_rounds_the_pool_to_whole_pages(cli):
     assert ones["kv_pool_tokens"] - 64 < eng["kv_pool_tokens"] <= ones["kv_pool_tokens"]
 
 
+def test_sglang_flags_whose_pool_effect_is_unpriced_are_refused_by_name():
+    with pytest.raises(K3PlanError, match="linear-attention state"):
+        _gpu(DYNAMO_SGLANG_K3 + " --mamba-full-memory-ratio 0.9")
+
+
+def test_sglang_s_decode_context_parallelism_widens_the_allocator_not_the_rank_s_pool(cli):
+    """--dcp-size N (SGLang's cookbook runs Kimi-K3 at TP8 DCP8): each rank's pool is sized as without DCP (an MLA
+    token's cell has no DCP term, pool_configurator.py@6fde4f6f), the allocator holds N x its tokens in pages of N x
+    --page-size (kv_cache_builder.py@00fe477f; test_dsv31_dcp8_gsm8k.py@bebe28c3: max_total_num_tokens 'multiplied by
+    dcp_world_size'); the KDA state pool is a rank's as without it."""
+    one, dcp = (
+        json.loads(cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", DYNAMO_SGLANG_K3 + x, "--json").stdout)
+        for x in ("", " --dcp-size 16")
+    )
+    a, b = one["engine"], dcp["engine"]
+    assert a["kv_pool_bytes"] == b["kv_pool_bytes"] and one["per_device"] == dcp["per_device"]
+    assert (b["kv_pool_tokens"], b["block_tokens"]) == (16 * a["kv_pool_tokens"], 16 * 64)
+    assert b["num_blocks"] == a["num_blocks"]  # the same pages a rank, each 1/16 of a logical page
+    assert b["max_concurrency"] == pytest.approx(16 * a["max_concurrency"], abs=0.16)  # each rounded to 0.01
+    assert "DCP 16" in b["sources"]["kv_pool_tokens"] and "00fe477f" in b["sources"]["block_tokens"]
+    assert any(c.startswith("--dcp-size 16: ") for c in dcp["engine"]["serve"]["caveats"])
+
+
 @pytest.mark.parametrize(
-    ("flag", "says"),
-    [("--dcp-size 16", "decode context parallelism"), ("--mamba-full-memory-ratio 0.9", "linear-attention state")],
+    ("extra", "platform", "says"),
+    [
+        (" --dcp-size 3", "gpu", "does not divide --tp-size 16"),
+        (" --dcp-size 8 --enable-dp-attention --dp-size 2", "gpu", "with --enable-dp-attention"),
+        (" --dcp-size 8", "tpu", "on a TPU"),
+        (" --dcp-size 0", "gpu", "--dcp-size"),
+    ],
 )
-def test_sglang_flags_whose_pool_effect_is_unpriced_are_refused_by_name(flag, says):
+def test_sglang_s_decode_context_parallelism_is_refused_where_its_rule_was_not_read(extra, platform, says):
     with pytest.raises(K3PlanError, match=says):
-        _gpu(DYNAMO_SGLANG_K3 + " " + flag)
+        parse_serve(DYNAMO_SGLANG_K3 + extra, platform=platform, device_gib=178.0, device_name="nvidia-b200")
+
+
+def test_sglang_s_decode_context_parallelism_over_deepseek_v4_s_sub_pools_is_refused(cli):
+    got = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", SGLANG_V41.replace("--tp 4", "--tp 8 --dcp-size 2"))
+    assert got.exit_code == 2 and "--dcp-size 2 with" in got.output and "sub-pools" in got.output
 
 
 def test_sglang_reads_a_config_file_under_the_command_s_own_flags(tmp_path, monkeypatch):
     """SGLang's --config FILE.yaml ('CLI arguments will override config file values': the server-arguments docs):
-    NVIDIA Dynamo's Kimi-K3 worker.yaml, as that recipe's ConfigMap holds it, without its DSpark drafter, decode
-    context parallelism and mamba memory ratio (refused by name)."""
+    NVIDIA Dynamo's Kimi-K3 worker.yaml, as that recipe's ConfigMap holds it, without its DSpark drafter and mamba
+    memory ratio (refused by name) and its decode context parallelism (priced: the test above)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "worker.yaml").write_text(
         "model-path: moonshotai/Kimi-K3\nserved-model-name: moonshotai/Kimi-K3\ntrust-remote-code: true\n"

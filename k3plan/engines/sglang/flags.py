@@ -33,8 +33,10 @@ KV: dict[str, str | None] = {
     "fp32": None,
 }  # kv_cache_dtype choices
 # SGLang's moe_a2a_backend defaults to "none" (the all-reduce MoE; sgl-project/sglang
-# python/sglang/srt/server_args.py ServerArgs.moe_a2a_backend): an all-to-all stack writes "deepep"
+# python/sglang/srt/server_args.py ServerArgs.moe_a2a_backend): an all-to-all stack writes "deepep"; a command or a
+# published run that sets no backend runs SGLANG_A2A_DEFAULT
 SGLANG_A2A = ("--moe-a2a-backend", "deepep")
+SGLANG_A2A_DEFAULT = "none"
 
 # SGLang's --chunked-prefill-size (its token budget a prefill batch) when unset: by the GPU's memory
 # (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs, the chunked-prefill default: 2,048 below 35 GB,

@@ -49,6 +49,16 @@ SGLANG_PAGE = (
     "sgl-project/sglang python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py: max_total_num_tokens rounded "
     "down to whole pages of --page-size tokens before the pool is allocated; read in stored versions"
 )
+SGLANG_DCP = (
+    "decode context parallelism: each rank's pool is sized as without it (sgl-project/sglang@6fde4f6f "
+    "python/sglang/srt/model_executor/pool_configurator.py DefaultPoolConfigurator._compute_cell_size: an MLA token "
+    "costs (kv_lora_rank + qk_rope_head_dim) x layers x dtype bytes, no DCP or TP term), and the allocator holds "
+    "max_total_num_tokens x dcp tokens in pages of page_size x dcp, every rank holding 1/dcp of each page "
+    "(sgl-project/sglang@00fe477f python/sglang/srt/mem_cache/kv_cache_builder.py build_kv_cache: 'When dcp enabled, "
+    "kv_pool_allocator.page_size is page_size * dcp_size'; sgl-project/sglang@bebe28c3 "
+    "test/registered/dcp/test_dsv31_dcp8_gsm8k.py: 'When DCP is enabled, max_total_num_tokens is multiplied by "
+    "dcp_world_size', ~8x the non-DCP value at DCP 8)"
+)
 # the tokens the engine keeps off the longest request: max_req_input_len = min(context_len, pool) - 1 - 5 > 0
 SGLANG_MIN_POOL_TOKENS = 7
 
@@ -68,13 +78,15 @@ def sglang_kv_pool(
     page_size: int = 1,
     dsv4: SglangDsv4Pool | None = None,
     vision_bytes: int = 0,
+    dcp: int = 1,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
     sgl-project/sglang/docs/backend/server_arguments.md); the runner caps max_total_num_tokens to it and sizes the
     pool by the capped count (SGLANG_CAP). ``dsv4``: DeepSeek-V4's sub-pools, one full-token count at
     bytes_per_full_token sizing them all in the engine's pages (engines/sglang/dsv4_pool.py); the compressor states
-    are inside that figure, not a state pool."""
+    are inside that figure, not a state pool. ``dcp``: --dcp-size, the allocator's tokens and page ``dcp`` x a
+    rank's (SGLANG_DCP); the state pool is a rank's as without it."""
     weights_src = WEIGHTS_SOURCE
     if vision_bytes:  # a multimodal model's tower (the ENGINE's loads_vision_tower, engines/sglang/__init__.py)
         weights_bytes += vision_bytes
@@ -106,6 +118,10 @@ def sglang_kv_pool(
             ),
         )
     tokens = tokens // page_size * page_size  # whole pages (SGLANG_PAGE)
+    if dcp > 1 and dsv4 is not None:
+        raise ValueError("DeepSeek-V4's sub-pools under DCP are not priced (fit refuses the command first)")
+    # the allocator's logical tokens and page under DCP (SGLANG_DCP): the scheduler's max_total_num_tokens
+    rank_tokens, tokens, page_size = tokens, tokens * dcp, page_size * dcp
     running = (
         f"{max_running_requests:,}"
         if max_running_requests is not None
@@ -152,13 +168,22 @@ def sglang_kv_pool(
         kv_pool_bytes=Figure(max(pool, 0), pool_src),
         kv_pool_tokens=Figure(
             tokens,
-            f"KV pool // {kv_bytes_per_token:,} B a token, in whole pages of {page_size}: max_total_num_tokens"
-            if dsv4 is None
-            else f"int(KV pool / {dsv4.source}), in whole pages of {page_size}",
+            (
+                f"KV pool // {kv_bytes_per_token:,} B a token, in whole pages of {page_size // dcp}: max_total_num_tokens"
+                if dsv4 is None
+                else f"int(KV pool / {dsv4.source}), in whole pages of {page_size}"
+            )
+            + (f"; {rank_tokens:,} a rank x DCP {dcp} ({SGLANG_DCP})" if dcp > 1 else ""),
         ),
-        block_tokens=Figure(page_size, f"--page-size {page_size} ({SGLANG_PAGE})")
-        if page_size != 1
-        else Figure(1, "SGLang's default page_size 1 (token-granular pages)"),
+        block_tokens=Figure(
+            page_size,
+            (
+                f"--page-size {page_size // dcp} ({SGLANG_PAGE})"
+                if page_size != dcp
+                else "SGLang's default page_size 1 (token-granular pages)"
+            )
+            + (f" x DCP {dcp}: the allocator's page ({SGLANG_DCP})" if dcp > 1 else ""),
+        ),
         num_blocks=Figure(tokens // page_size, f"pages of {page_size} token(s)"),
         max_concurrency=Figure(
             round(conc, 2),

@@ -13,6 +13,7 @@ from k3plan.engines.serve_values import (
     json_object,
     refuse_unpriced,
 )
+from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -152,7 +153,7 @@ def read(r: Reading) -> None:
     a2a = get("--moe-a2a-backend", None)
     # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
     # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
-    r.options["moe_a2a_backend"] = a2a if a2a is not None else "none"
+    r.options["moe_a2a_backend"] = a2a if a2a is not None else SGLANG_A2A_DEFAULT
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
@@ -186,13 +187,33 @@ def read(r: Reading) -> None:
     swa = get("--swa-full-tokens-ratio", None)  # DeepSeek-V4's sub-pools (engines/sglang/dsv4_pool.py)
     if swa is not None:
         r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
+    raw_dcp = get("--dcp-size", None)  # decode context parallelism (engines/sglang/memory.py SGLANG_DCP)
+    dcp = flag_int("--dcp-size", raw_dcp) if raw_dcp is not None else 1
+    if dcp > 1:
+        if r.platform == "tpu":
+            raise K3PlanError(f"--serve: --dcp-size {dcp} on a TPU: SGLang's decode context parallelism was not read")
+        if r.dp_attention:
+            raise K3PlanError(
+                f"--serve: --dcp-size {dcp} with --enable-dp-attention: how SGLang forms the DCP group inside an "
+                "attention-DP group was not read; remove one of them"
+            )
+        if r.tp % dcp:
+            raise K3PlanError(
+                f"--serve: --dcp-size {dcp} does not divide --tp-size {r.tp}: SGLang's DCP group is a share of the TP "
+                "group; expected a divisor of the TP size"
+            )
+        r.dcp = dcp
+        r.caveats.append(
+            f"--dcp-size {dcp}: the start check prices SGLang's DCP pool (each rank's pool as without DCP, the "
+            f"allocator {dcp}x its tokens in pages of {dcp}x the page); k3plan's own budget table and its decode time "
+            "are priced without DCP (every rank's attention over the whole context)"
+        )
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
 UNPRICED = {
-    "--dcp-size": "decode context parallelism (each rank holds a share of every sequence's KV)",
     "--mamba-full-memory-ratio": "the split of the pool between the linear-attention state and the full KV",
     # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
     # dsr1_fp4_b200.sh, dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh)
