@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.serve import ENGINE as SGLANG
 from k3plan.errors import K3PlanError
 from k3plan.evidence.benchmarks import ServingBenchmark, kv_dtype_of, load_benchmarks
 from k3plan.speed.terms import ADMITTED, BY_NAME, REGISTRY, SCORED, default_terms
@@ -105,9 +107,15 @@ def _setup(b: ServingBenchmark):
             raise
         setup = setup_from(**opts, ep=s.tp * s.dp, kv_dtype=kv)  # the MoE over the TP group: k3plan's EP over it
         notes.append(f"EP {s.tp * s.dp} (the run shards each expert over TP)")
+    options = {}
     util, knob = b.flags.gpu_memory_utilization, setup.stack.kv_pool.knob
     if util is not None and knob:  # the run's memory fraction (only fit's verdict reads it, not the speed)
-        o = {**opts, "stack": f"{b.engine.name}:{knob}={util}"}
+        options[knob] = str(util)
+    if b.engine.name == SGLANG:  # the run's MoE backend: the one it sets, else SGLang's own default (none), as
+        # --serve reads a command (engines/sglang/serve.py), not the stack's all-to-all deployment
+        options["moe_a2a_backend"] = b.flags.moe_a2a_backend or SGLANG_A2A_DEFAULT
+    if options:
+        o = {**opts, "stack": f"{b.engine.name}:" + "+".join(f"{k}={v}" for k, v in options.items())}
         setup = setup_from(**o, ep=setup.parallel.ep, kv_dtype=kv)
     if b.checkpoint and "not the bundled" in b.checkpoint:
         notes.append("the bundled checkpoint's expert format")

@@ -80,6 +80,8 @@ class Flags(Spec):
     # SGLang's --scheduler-recv-interval (new requests taken in every N decode steps: speed.scheduler.RECV_RULE);
     # None: not set (1, every step)
     scheduler_recv_interval: Optional[Count] = None
+    # SGLang's --moe-a2a-backend; None: not set, the engine's default (engines/sglang/flags.py SGLANG_A2A_DEFAULT)
+    moe_a2a_backend: Optional[str] = None
     extra: str = ""
     client: str
 

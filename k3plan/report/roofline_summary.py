@@ -161,7 +161,7 @@ def _terms_table(expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillB
         Column("model", no_wrap=True, min_width=13),
         Column("largest terms", overflow="ellipsis", no_wrap=True, max_width=44),
         figure("ms", no_wrap=True, min_width=9),
-        Column("priced by", overflow="ellipsis", no_wrap=True, min_width=12),
+        Column("priced by", overflow="ellipsis", no_wrap=True, min_width=12, max_width=44),
     ]
     rows = []
     for name, stage, comm, steps in (
