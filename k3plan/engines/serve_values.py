@@ -241,3 +241,24 @@ def suffix_int(text: str) -> int | None:
     if "." in number:
         raise ValueError(suffix)
     return int(number) * {"K": KiB, "M": MiB, "G": GiB}[suffix]
+
+
+def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, group: str, pool: str) -> None:
+    """Decode context parallelism as both families read it: refused on a TPU (neither TPU engine's was read) and where
+    the size does not divide the TP size (``group``: how the engine forms the DCP group inside the TP group), else
+    set on the reading with a caveat naming the engine's pool rule (``pool``) and what k3plan's own figures leave out."""
+    if dcp <= 1:
+        return
+    if r.platform == "tpu":
+        raise K3PlanError(
+            f"--serve: {flag} {dcp} on a TPU: {engine}'s decode context parallelism was not read; remove it"
+        )
+    if r.tp % dcp:
+        raise K3PlanError(
+            f"--serve: {flag} {dcp} does not divide {tp_flag} {r.tp}: {group}; expected a divisor of the TP size"
+        )
+    r.dcp = dcp
+    r.caveats.append(
+        f"{flag} {dcp}: the start check prices {engine}'s DCP pool ({pool}); k3plan's own budget table and its decode "
+        "time are priced without DCP (every rank's attention over the whole context)"
+    )

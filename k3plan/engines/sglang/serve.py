@@ -11,6 +11,7 @@ from k3plan.engines.serve_values import (
     flag_int,
     fraction,
     json_object,
+    read_dcp,
     refuse_unpriced,
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
@@ -189,25 +190,20 @@ def read(r: Reading) -> None:
         r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
     raw_dcp = get("--dcp-size", None)  # decode context parallelism (engines/sglang/memory.py SGLANG_DCP)
     dcp = flag_int("--dcp-size", raw_dcp) if raw_dcp is not None else 1
-    if dcp > 1:
-        if r.platform == "tpu":
-            raise K3PlanError(f"--serve: --dcp-size {dcp} on a TPU: SGLang's decode context parallelism was not read")
-        if r.dp_attention:
-            raise K3PlanError(
-                f"--serve: --dcp-size {dcp} with --enable-dp-attention: how SGLang forms the DCP group inside an "
-                "attention-DP group was not read; remove one of them"
-            )
-        if r.tp % dcp:
-            raise K3PlanError(
-                f"--serve: --dcp-size {dcp} does not divide --tp-size {r.tp}: SGLang's DCP group is a share of the TP "
-                "group; expected a divisor of the TP size"
-            )
-        r.dcp = dcp
-        r.caveats.append(
-            f"--dcp-size {dcp}: the start check prices SGLang's DCP pool (each rank's pool as without DCP, the "
-            f"allocator {dcp}x its tokens in pages of {dcp}x the page); k3plan's own budget table and its decode time "
-            "are priced without DCP (every rank's attention over the whole context)"
+    if dcp > 1 and r.dp_attention:
+        raise K3PlanError(
+            f"--serve: --dcp-size {dcp} with --enable-dp-attention: how SGLang forms the DCP group inside an "
+            "attention-DP group was not read; remove one of them"
         )
+    read_dcp(
+        r,
+        dcp,
+        flag="--dcp-size",
+        tp_flag="--tp-size",
+        engine="SGLang",
+        group="SGLang's DCP group is a share of the TP group",
+        pool=f"each rank's pool as without DCP, the allocator {dcp}x its tokens in pages of {dcp}x the page",
+    )
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
 

@@ -15,6 +15,7 @@ from k3plan.engines.serve_values import (
     env_on,
     flag_int,
     json_object,
+    read_dcp,
     refuse_unpriced,
     suffix_int,
 )
@@ -242,23 +243,15 @@ def read(r: Reading) -> None:
     # logs both sides (vllm-project/recipes@0d218d1e moonshotai/Kimi-K2-Think.md: 46.80 GiB at TP8 and at TP8+DCP8,
     # 715,072 and 5,721,088 tokens); k3plan's own budget and its decode time are not split (a caveat says so)
     dcp = flag_int("--decode-context-parallel-size", get("--decode-context-parallel-size", get("-dcp", "1")))
-    if dcp > 1:
-        if r.platform == "tpu":
-            raise K3PlanError(
-                f"--serve: --decode-context-parallel-size {dcp} on a TPU: the plugin's decode context parallelism was "
-                "not read; remove it"
-            )
-        if r.tp % dcp:
-            raise K3PlanError(
-                f"--serve: --decode-context-parallel-size {dcp} does not divide --tensor-parallel-size {r.tp}: vLLM "
-                "builds the DCP groups inside the TP group; expected a divisor of the TP size"
-            )
-        r.dcp = dcp
-        r.caveats.append(
-            f"--decode-context-parallel-size {dcp}: the start check prices vLLM's DCP pool (a request holds "
-            f"cdiv(max_model_len, {dcp}) tokens of it a rank, the logged size {dcp}x the tokens); k3plan's own budget "
-            "table and its decode time are priced without DCP (every rank's attention over the whole context)"
-        )
+    read_dcp(
+        r,
+        dcp,
+        flag="--decode-context-parallel-size",
+        tp_flag="--tensor-parallel-size",
+        engine="vLLM",
+        group="vLLM builds the DCP groups inside the TP group",
+        pool=f"a request holds cdiv(max_model_len, {dcp}) tokens of it a rank, the logged size {dcp}x the tokens",
+    )
     # prefill context parallelism (InferenceX's dsv4_fp4_b200_vllm_mtp.sh): the prompt's tokens, and their KV, split
     # over N ranks; not priced either
     pcp = flag_int("--prefill-context-parallel-size", get("--prefill-context-parallel-size", get("-pcp", "1")))
