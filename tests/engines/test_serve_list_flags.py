@@ -104,6 +104,12 @@ def test_sglang_s_decode_context_parallelism_widens_the_allocator_not_the_rank_s
     assert b["max_concurrency"] == pytest.approx(16 * a["max_concurrency"], abs=0.16)  # each rounded to 0.01
     assert "DCP 16" in b["sources"]["kv_pool_tokens"] and "00fe477f" in b["sources"]["block_tokens"]
     assert any(c.startswith("--dcp-size 16: ") for c in dcp["engine"]["serve"]["caveats"])
+    # --max-total-tokens caps a rank's count (in whole pages of 64) before the allocator widens it
+    cmd = DYNAMO_SGLANG_K3 + " --dcp-size 16 --max-total-tokens 100000"
+    cap = json.loads(cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", cmd, "--json").stdout)["engine"]
+    assert (
+        cap["kv_pool_tokens"] == 16 * (100000 // 64 * 64) and "--max-total-tokens 99,968 x" in cap["sources"]["kv_pool"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -161,7 +161,9 @@ def sglang_kv_pool(
         f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
     )
     if capped:
-        pool_src = f"--max-total-tokens {tokens:,} x {kv_bytes_per_token:,} B a token, under {pool_src} ({SGLANG_CAP})"
+        pool_src = (
+            f"--max-total-tokens {rank_tokens:,} x {kv_bytes_per_token:,} B a token, under {pool_src} ({SGLANG_CAP})"
+        )
     return EngineSizing(
         engine="sglang",
         weights_bytes=Figure(weights_bytes, weights_src),
