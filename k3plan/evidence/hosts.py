@@ -98,3 +98,42 @@ def engine_step_overheads(path: Path = ENGINE_FILE) -> tuple[EngineStepOverhead,
     if not isinstance(raw, list):
         raise K3PlanError(f"{label}: expected a list of entries")
     return tuple(convert(EngineStepOverhead, x, label, strict=False) for x in raw)
+
+
+class GpuKernelFloor(Spec):
+    """A GPU kernel's fixed duration, as a public decode trace of the GPU shows it (``k3plan/evidence/
+    gpu_kernel_floor.yaml``): the shortest kernel, whose work is a small fraction of its time."""
+
+    hardware: str  # the bundled hardware name it was measured on
+    device_kind: str
+    seconds: Annotated[float, msgspec.Meta(gt=0, lt=1e-3)]
+    kernel: str
+    calls: Annotated[int, msgspec.Meta(gt=0)]
+    total_ms: Positive
+    work: str
+    measured_on: str
+    quote: str
+    source: Annotated[str, msgspec.Meta(pattern=r"^https://")]
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel}, {self.seconds * 1e6:.1f} us a call on {self.device_kind} ({self.measured_on}; {self.source})"
+
+
+KERNEL_FLOOR_FILE = Path(__file__).parent / "gpu_kernel_floor.yaml"
+
+
+@lru_cache(maxsize=2)
+def gpu_kernel_floors(path: Path = KERNEL_FLOOR_FILE) -> tuple[GpuKernelFloor, ...]:
+    from k3plan.safeparse import parse_yaml, read_text
+
+    label = f"GPU kernel floors {path}"
+    raw = parse_yaml(label, read_text(label, path))
+    if not isinstance(raw, list):
+        raise K3PlanError(f"{label}: expected a list of entries")
+    floors = tuple(convert(GpuKernelFloor, x, label, strict=False) for x in raw)
+    for f in floors:  # the quoted row holds the figure: its calls, total and average as transcribed
+        if abs(f.total_ms * 1e-3 / f.calls - f.seconds) > 0.05 * f.seconds:
+            raise K3PlanError(f"{label}: {f.kernel}: {f.total_ms} ms over {f.calls} calls is not {f.seconds} s a call")
+    return floors

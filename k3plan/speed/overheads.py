@@ -11,6 +11,8 @@ sourced:
                       a TPU (k3plan/evidence/hosts/); transferred as measured (a host cost)
     op fixed cost     every op of the step description is at least one dependent fusion; the fixed
                       cost of one, measured on a TPU, x the ops' executions a step
+    kernel floor      on a GPU, every op is at least one kernel; the shortest kernel a public decode trace of
+                      the GPU shows (k3plan/evidence/gpu_kernel_floor.yaml) x the ops' executions a step
     busiest EP rank   the routed experts' extra time on the rank with the most touched experts
     MoE gather/combine, sampling and logits: already ops of the step (collectives, LM head): 0 s more
 
@@ -115,6 +117,34 @@ def op_fixed_terms(ops: list[OpCost], *, hardware_kind: str) -> tuple[EngineTerm
             source=(
                 f"{n:,} op executions a step (each prefill chunk is one) of the step description x "
                 f"{per * 1e6:.2f} us a dependent fusion, {rec.label}"
+            ),
+        ),
+    )
+
+
+def kernel_floor_terms(ops: list[OpCost], *, hardware: str, vendor: str) -> tuple[EngineTerm, ...]:
+    """The step description's ops' fixed cost on a GPU: their executions a step x one kernel's fixed duration, the
+    shortest kernel a public decode trace of that GPU shows (k3plan/evidence/gpu_kernel_floor.yaml), else of
+    another GPU of its vendor, transferred and labelled so; none where no GPU of the vendor has one."""
+    from k3plan.evidence.hosts import gpu_kernel_floors
+
+    floors = gpu_kernel_floors()
+    rec = next((f for f in floors if f.hardware == hardware), None)
+    transferred = rec is None
+    if rec is None:
+        rec = next((f for f in floors if f.hardware.split("-")[0] == vendor), None)
+    if rec is None:
+        return ()
+    n = _op_executions(ops)
+    return (
+        EngineTerm(
+            name="fixed cost of the step's kernels",
+            seconds=n * rec.seconds,
+            source=(
+                f"{n:,} op executions a step (each prefill chunk is one) of the step description x "
+                f"{rec.seconds * 1e6:.1f} us a kernel: "
+                + (f"transferred from {rec.hardware}'s, " if transferred else "")
+                + rec.label
             ),
         ),
     )

@@ -54,6 +54,7 @@ from k3plan.speed.overheads import (
     EngineTerm,
     expert_imbalance_term,
     host_terms,
+    kernel_floor_terms,
     op_fixed_terms,
 )
 from k3plan.structs import Frozen, replace
@@ -148,6 +149,11 @@ def _host(s: StepInput) -> tuple[EngineTerm, ...]:
 
 def _op_fixed(s: StepInput) -> tuple[EngineTerm, ...]:
     return op_fixed_terms(s.ops, hardware_kind=s.key.hardware)
+
+
+def _kernel_floor(s: StepInput) -> tuple[EngineTerm, ...]:
+    hw = s.setup.hardware
+    return kernel_floor_terms(s.ops, hardware=hw.name, vendor=hw.vendor)
 
 
 def _mla_prefill_form(s: StepInput) -> tuple[EngineTerm, ...]:
@@ -252,6 +258,20 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         price=_op_fixed,
         source="benchmarks/step_overheads_tpu.py's fusion chain on a TPU (evidence/hosts/)",
         evidence=("evidence/hosts/*.yaml",),
+    ),
+    SpeedTerm(
+        name="kernel-floor",
+        title="the fixed duration of the step's kernels on a GPU: their executions x the shortest kernel a decode "
+        "trace of the GPU shows",
+        phase="both",
+        level="step",
+        when=When(hardware=("gpu",)),
+        price=_kernel_floor,
+        source=(
+            "a public Perfetto trace of an SGLang decode step on the GPU, as its kernel table gives it "
+            "(k3plan/evidence/gpu_kernel_floor.yaml: SemiAnalysisAI/InferenceX#863, B200)"
+        ),
+        evidence=("evidence/gpu_kernel_floor.yaml",),
     ),
     SpeedTerm(
         name="mxfp4-dequant",

@@ -388,13 +388,20 @@ def test_expected_time_labels_and_breakdown():
     kinds = ["attention", "kda", "experts", "dense", "collectives", "overhead"]
     for label, key in (("ceiling, ms", "ceiling_s"), ("expected, ms", "expected_s")):
         assert row(label, exact=True) == [ms(dec[key])] + [ms(dec["by_kind"][k][key]) for k in kinds]
-    # every op at its ceiling; the one term beyond: the routed experts of the busiest EP rank (issue 38)
+    # every op at its ceiling; the terms beyond: the routed experts of the busiest EP rank (issue 38) and the
+    # kernels' fixed duration (kernel-floor: the B200's, transferred to the H200)
     assert all(dec["by_kind"][k]["expected_s"] == dec["by_kind"][k]["ceiling_s"] for k in kinds[:-1])
-    extra = [o for o in dec["ops"] if o["kind"] == "overhead" and o["expected_s"]]
-    assert [o["name"] for o in extra] == ["routed experts of the busiest EP rank"]
-    assert dec["expected_s"] == pytest.approx(dec["ceiling_s"] + extra[0]["expected_s"], rel=1e-12)
+    extra = {o["name"]: o for o in dec["ops"] if o["kind"] == "overhead" and o["expected_s"]}
+    assert set(extra) == {"routed experts of the busiest EP rank", "fixed cost of the step's kernels"}
+    assert dec["expected_s"] == pytest.approx(
+        dec["ceiling_s"] + sum(o["expected_s"] for o in extra.values()), rel=1e-12
+    )
+    floor = extra["fixed cost of the step's kernels"]["label"]
+    n = re.search(r"([\d,]+) op executions a step", floor).group(1)
+    assert "transferred from nvidia-b200's" in floor and f"{n} op executions x 2.1 us" in FLAT
     busiest, mean = re.search(
-        r"([\d.]+) experts touched on the busiest rank against ([\d.]+)", extra[0]["label"]
+        r"([\d.]+) experts touched on the busiest rank against ([\d.]+)",
+        extra["routed experts of the busiest EP rank"]["label"],
     ).groups()
     assert f"touch {busiest} of a rank's 56 experts on the busiest rank against {mean} on the mean one" in FLAT
     assert said(r"k3plan's expected decode step is therefore ([\d.]+) ms, its ops labelled as ceilings").group(1) == ms(

@@ -62,9 +62,6 @@ re-took the torchtpu-vllm compiled calibration on today's graph: fit-2x2x4-tp32.
 (at 131,072 the compiled decode temp, 28.11 GiB, leaves it 0.33 GiB short), its prefill temp the 8,192 chunk's
 25.70 GiB; jax-native's 32,768 chunk into 131,072 tokens is past every measured chunk x context: max(analytic,
 largest measured), and it does not fit.
- fit-deepseek-v3-2x2x2.json's speed (tpot_s 13.68 -> 14.37 ms, tokens_per_s) recaptured when the score read SGLang's
-runs at SGLang's own MoE backend (none, not the stack's DeepEP) and the admission re-ran: op-fixed ON (the TPU ops'
-fixed cost), attnres-kernel off.
 """
 
 from __future__ import annotations
