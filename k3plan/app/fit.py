@@ -466,6 +466,13 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             dsv4=pool4,
             vision_bytes=_vision_bytes(setup, served),
             dcp=served.dcp,
+            # a hybrid linear-attention model's state pool by SGLang's own rule (engines/sglang/memory.py SGLANG_MAMBA)
+            state_slot_bytes=lay.state_bytes_per_layer_unpadded * lay.n_kda if lay.n_mla and lay.n_kda else 0,
+            state_slots_ratio=lay.state_slots_per_sequence,
+            mamba_cache_size=served.mamba_cache_size,
+            mamba_ratio=served.mamba_full_memory_ratio,
+            disable_radix_cache=st.chosen.get("disable_radix_cache", "false") == "true",
+            attn_dp=setup.parallel.dp if st.dp_attention else 1,  # ServerArgs divides the slots by attn_dp_size
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -666,6 +666,10 @@ class ServeQuestion:
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
+    # SGLang's --max-mamba-cache-size and --mamba-full-memory-ratio as given (None: its defaults; the state pool's
+    # sizing, engines/sglang/memory.py SGLANG_MAMBA)
+    mamba_cache_size: int | None = None
+    mamba_full_memory_ratio: float | None = None
     # vLLM's --decode-context-parallel-size, SGLang's --dcp-size: each rank of the group holds 1/dcp of a request's
     # attention KV (the start check prices it: engines/vllm/memory.py vllm_kv_pool, engines/sglang/memory.py
     # sglang_kv_pool); 1: none
@@ -889,6 +893,8 @@ def parse_serve(
         max_total_tokens=r.max_total_tokens,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
+        mamba_cache_size=r.mamba_cache_size,
+        mamba_full_memory_ratio=r.mamba_ratio,
         dcp=r.dcp,
     )
 

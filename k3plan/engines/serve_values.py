@@ -114,6 +114,8 @@ class Reading:
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
+    mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots
+    mamba_ratio: float | None = None  # SGLang's --mamba-full-memory-ratio: the state pool's share of the KV memory
     dcp: int = 1  # vLLM's --decode-context-parallel-size, SGLang's --dcp-size (each family's serve.py)
     # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
     env_read: set[str] = field(default_factory=set)
@@ -173,6 +175,17 @@ def fraction(flag: str, value: str) -> str:
     if not 0 < f <= 1:
         raise K3PlanError(f"--serve: {flag} {value!r}: expected a number in (0, 1]")
     return value.strip()
+
+
+def positive_float(flag: str, value: str, *, most: float = 1e6) -> float:
+    """A positive ratio (SGLang's --mamba-full-memory-ratio: state memory / full KV memory), at most ``most``."""
+    try:
+        f = float(value)
+    except ValueError:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a positive number") from None
+    if not 0 < f <= most:
+        raise K3PlanError(f"--serve: {flag} {value!r}: expected a positive number up to {most:g}")
+    return f
 
 
 def config_file_args(rest: list[str], *, engine: str) -> list[str]:

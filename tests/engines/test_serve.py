@@ -226,7 +226,8 @@ def test_a_command_that_starts_says_its_pool_first_and_why_the_counts_differ(cli
 
 def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
     """SGLang's start rule is its own (engines.sglang.memory): a --context-length longer than the pool is not a
-    refusal (TpModelWorker caps max_req_len at the pool); a pool of no tokens is (MemoryPoolConfig's RuntimeError)."""
+    refusal (TpModelWorker caps max_req_len at the pool); a pool of no memory is: for K3's hybrid model the state
+    pool's sizing raises first (KVCacheConfigurator._handle_max_mamba_cache: no slot at all)."""
     r = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.6", "--json")
     d = json.loads(r.stdout)
     eng = d["engine"]
@@ -235,7 +236,9 @@ def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_
     assert eng["budget"]["fits"] is False  # k3plan's budget at one 1M sequence: not the engine's rule
     low = cli("fit", "-H", "nvidia-b200", "-t", "2x8", "--serve", SGLANG_1M + " --mem-fraction-static 0.5")
     assert low.exit_code == 1
-    assert low.stdout.startswith("WON'T START: RuntimeError: Not enough memory. Please try to increase --mem-fraction")
+    assert low.stdout.startswith(
+        "WON'T START: RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache"
+    )
 
 
 @pytest.mark.parametrize(

@@ -83,9 +83,41 @@ def test_sglang_s_page_size_rounds_the_pool_to_whole_pages(cli):
     assert ones["kv_pool_tokens"] - 64 < eng["kv_pool_tokens"] <= ones["kv_pool_tokens"]
 
 
-def test_sglang_flags_whose_pool_effect_is_unpriced_are_refused_by_name():
-    with pytest.raises(K3PlanError, match="linear-attention state"):
-        _gpu(DYNAMO_SGLANG_K3 + " --mamba-full-memory-ratio 0.9")
+def _engine(cli, extra: str = "") -> dict:
+    r = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", DYNAMO_SGLANG_K3 + extra, "--json")
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)["engine"]
+
+
+def test_sglang_sizes_k3_s_state_pool_by_its_own_rule(cli):
+    """KVCacheConfigurator._handle_max_mamba_cache (sgl-project/sglang@5435ebae): without --max-mamba-cache-size the
+    state pool takes mamba_full_memory_ratio r / (1 + r) of what the fraction leaves after the weights (r 0.9 by
+    default), in whole slots of a request's state; the KV pool the rest; resolve_max_num_reqs caps the running
+    requests at the slots // 3 (the radix cache on)."""
+    base, same, hicache = (
+        _engine(cli),
+        _engine(cli, " --mamba-full-memory-ratio 0.9"),
+        _engine(cli, " --mamba-full-memory-ratio 7.21"),
+    )
+    assert base["kv_pool_tokens"] == same["kv_pool_tokens"]
+    rest = base["kv_pool_bytes"] + int(
+        base["sources"]["kv_pool"].split(" state pool ")[1].split(" B")[0].replace(",", "")
+    )
+    slot = int(base["sources"]["kv_pool"].split(" slots x ")[1].split(" B a request")[0].replace(",", ""))
+    for eng, r in ((base, 0.9), (hicache, 7.21)):
+        slots = int(rest * r / (1 + r) // slot)
+        assert f"{slots:,} slots x {slot:,} B a request" in eng["sources"]["kv_pool"]
+        assert eng["kv_pool_bytes"] == rest - slots * slot
+        assert f"max_running_requests={min(64, slots // 3):,} (the state pool's {slots:,} slots // 3" in eng["message"]
+    assert hicache["kv_pool_tokens"] < base["kv_pool_tokens"]  # 7.21: most of the memory to the state
+    # the slots as given (the launch line's --max-mamba-cache-size); --disable-radix-cache: one slot a request, the
+    # running requests' own
+    given = _engine(cli, " --max-mamba-cache-size 192")
+    assert given["kv_pool_bytes"] == rest - 192 * slot and "max_running_requests=64 (" in given["message"]
+    off = _engine(cli, " --disable-radix-cache")
+    assert off["kv_pool_bytes"] == rest - 64 * slot and "64 slots // 1 a request" in off["message"]
+    with pytest.raises(K3PlanError, match="--mamba-full-memory-ratio '0': expected a positive number"):
+        _gpu(DYNAMO_SGLANG_K3 + " --mamba-full-memory-ratio 0")
 
 
 def test_sglang_s_decode_context_parallelism_widens_the_allocator_not_the_rank_s_pool(cli):

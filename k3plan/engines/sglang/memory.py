@@ -59,6 +59,19 @@ SGLANG_DCP = (
     "test/registered/dcp/test_dsv31_dcp8_gsm8k.py: 'When DCP is enabled, max_total_num_tokens is multiplied by "
     "dcp_world_size', ~8x the non-DCP value at DCP 8)"
 )
+SGLANG_MAMBA_AT = (
+    "sgl-project/sglang@5435ebae python/sglang/srt/mem_cache/kv_cache_configurator.py "
+    "KVCacheConfigurator._handle_max_mamba_cache"
+)
+SGLANG_MAMBA = (
+    f"{SGLANG_MAMBA_AT}: the state (mamba) pool out of the memory the fraction leaves after the weights -- "
+    "--max-mamba-cache-size slots where given (// the attention-DP size), else --max-running-requests slots with "
+    "--disable-radix-cache, else mamba_full_memory_ratio r / (1 + r) of that memory in whole slots (ServerArgs' "
+    "default r 0.9: 'mamba_full_memory_ratio=0.9' in the server_args SGLang logs at start); the KV pool takes the "
+    "rest; resolve_max_num_reqs caps the running requests at the slots // _calculate_mamba_ratio() (3 with the "
+    "radix cache, 1 without)"
+)
+SGLANG_MAMBA_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio's default (SGLANG_MAMBA)
 # the tokens the engine keeps off the longest request: max_req_input_len = min(context_len, pool) - 1 - 5 > 0
 SGLANG_MIN_POOL_TOKENS = 7
 
@@ -79,6 +92,12 @@ def sglang_kv_pool(
     dsv4: SglangDsv4Pool | None = None,
     vision_bytes: int = 0,
     dcp: int = 1,
+    state_slot_bytes: int = 0,
+    state_slots_ratio: int = 3,
+    mamba_cache_size: int | None = None,
+    mamba_ratio: float | None = None,
+    disable_radix_cache: bool = False,
+    attn_dp: int = 1,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -86,7 +105,11 @@ def sglang_kv_pool(
     pool by the capped count (SGLANG_CAP). ``dsv4``: DeepSeek-V4's sub-pools, one full-token count at
     bytes_per_full_token sizing them all in the engine's pages (engines/sglang/dsv4_pool.py); the compressor states
     are inside that figure, not a state pool. ``dcp``: --dcp-size, the allocator's tokens and page ``dcp`` x a
-    rank's (SGLANG_DCP); the state pool is a rank's as without it."""
+    rank's (SGLANG_DCP); the state pool is a rank's as without it. ``state_slot_bytes``: a hybrid linear-attention
+    model's state a request a device (SGLang's mamba_cache_per_req): the state pool is then sized by SGLang's own
+    rule (SGLANG_MAMBA: ``mamba_cache_size``, else ``disable_radix_cache`` with ``max_running_requests``, else
+    ``mamba_ratio``), not by ``state_pool_bytes``, and the running requests are capped at its slots //
+    ``state_slots_ratio``."""
     weights_src = WEIGHTS_SOURCE
     if vision_bytes:  # a multimodal model's tower (the ENGINE's loads_vision_tower, engines/sglang/__init__.py)
         weights_bytes += vision_bytes
@@ -95,6 +118,21 @@ def sglang_kv_pool(
             "every device: its split in the engine was not read)"
         )
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
+    slots = None
+    if state_slot_bytes and dsv4 is None:  # SGLang's own state pool (SGLANG_MAMBA)
+        if mamba_cache_size is not None:
+            slots, how = mamba_cache_size // attn_dp, f"--max-mamba-cache-size {mamba_cache_size:,}"
+        elif disable_radix_cache and max_running_requests is not None:
+            slots, how = (
+                max_running_requests // attn_dp,
+                f"--max-running-requests {max_running_requests:,}, no radix cache",
+            )
+        else:
+            r = SGLANG_MAMBA_RATIO if mamba_ratio is None else mamba_ratio
+            slots = int(rest * r / (1 + r) // state_slot_bytes)
+            how = f"mamba_full_memory_ratio {r:g}: {r:g} / {1 + r:g} of {rest:,} B"
+        state_pool_bytes = slots * state_slot_bytes
+        state_source = f"{slots:,} slots x {state_slot_bytes:,} B a request ({how}; {SGLANG_MAMBA})"
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
     if dsv4 is not None:
@@ -127,6 +165,15 @@ def sglang_kv_pool(
         if max_running_requests is not None
         else "its default (min(max_total_num_tokens // 2, the request pool))"
     )
+    reqs = None
+    if slots is not None:  # resolve_max_num_reqs (SGLANG_MAMBA): the state slots cap the running requests
+        estimated = max(min(int(rank_tokens / max_model_len * 512), 4096), 2048) if max_model_len else 2048
+        asked = estimated if max_running_requests is None else max_running_requests // attn_dp
+        reqs = min(asked, rank_tokens // 2, slots // state_slots_ratio)
+        running = (
+            f"{reqs:,} (the state pool's {slots:,} slots // {state_slots_ratio} a request: "
+            f"{SGLANG_MAMBA_AT.replace('_handle_max_mamba_cache', 'resolve_max_num_reqs')})"
+        )
     conc = tokens / max_model_len if max_model_len else 0.0
     raised_at = ""
     if weights_bytes > visible_bytes:
@@ -136,6 +183,13 @@ def sglang_kv_pool(
             f"device of the {visible_bytes / GiB:.2f} GiB the engine sees"
         )
         raised_at = "the model's weight loading (ModelRunner.load_model), before any pool is sized"
+    elif slots is not None and slots <= 0:
+        starts = False
+        message = (
+            f"RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+            f"max_mamba_cache_size={slots}"
+        )
+        raised_at = SGLANG_MAMBA_AT
     elif tokens <= 0:
         starts = False
         message = (
@@ -148,6 +202,13 @@ def sglang_kv_pool(
         starts = False
         message = f"AssertionError: Memory pool size is too small (max_total_num_tokens={tokens})"
         raised_at = SGLANG_TOO_SMALL_AT
+    elif reqs is not None and reqs <= 0:
+        starts = False
+        message = (
+            f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={slots}, mamba_ratio={state_slots_ratio}, resulting max_num_reqs={reqs}"
+        )
+        raised_at = SGLANG_MAMBA_AT.replace("_handle_max_mamba_cache", "resolve_max_num_reqs")
     else:
         starts = True
         message = f"max_total_num_tokens={tokens:,}, max_running_requests={running}, context_len={max_model_len:,}" + (

@@ -11,6 +11,7 @@ from k3plan.engines.serve_values import (
     flag_int,
     fraction,
     json_object,
+    positive_float,
     read_dcp,
     refuse_unpriced,
 )
@@ -53,14 +54,14 @@ def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
     """Issue 48: SGLang's flags k3plan's launch lines write that the reading does not take, read as ServerArgs
     defines them (python/sglang/srt/server_args.py); -> whether DP attention is on (--enable-dp-attention: the
     dp-attention stack). --mamba-scheduler-strategy and --disable-radix-cache are the sglang stack's options of
-    those names; --max-mamba-cache-size (the state slots the launch sizes as priced) and --nnodes / --node-rank /
-    --dist-init-addr (which host runs which rank) are listed as ignored: they change nothing k3plan prices."""
+    those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
+    change nothing k3plan prices (--max-mamba-cache-size, the state slots, is read before: ``read``)."""
     strategy = get("--mamba-scheduler-strategy", None)
     if strategy is not None:
         options["mamba_scheduler_strategy"] = strategy
     if get("--disable-radix-cache", "false").lower() not in ("false", "0"):
         options["disable_radix_cache"] = "true"
-    for name in ("--max-mamba-cache-size", "--nnodes", "--node-rank", "--dist-init-addr"):
+    for name in ("--nnodes", "--node-rank", "--dist-init-addr"):
         if get(name, None) is not None:
             ignored.append(name)
     return get("--enable-dp-attention", "false").lower() not in ("false", "0")
@@ -155,6 +156,8 @@ def read(r: Reading) -> None:
     # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
     # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
     r.options["moe_a2a_backend"] = a2a if a2a is not None else SGLANG_A2A_DEFAULT
+    slots = get("--max-mamba-cache-size", None)  # the state pool's slots (engines/sglang/memory.py SGLANG_MAMBA)
+    r.mamba_cache_size = flag_int("--max-mamba-cache-size", slots) if slots is not None else None
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
@@ -188,6 +191,9 @@ def read(r: Reading) -> None:
     swa = get("--swa-full-tokens-ratio", None)  # DeepSeek-V4's sub-pools (engines/sglang/dsv4_pool.py)
     if swa is not None:
         r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
+    ratio = get("--mamba-full-memory-ratio", None)  # the state pool's share (engines/sglang/memory.py SGLANG_MAMBA)
+    if ratio is not None:
+        r.mamba_ratio = positive_float("--mamba-full-memory-ratio", ratio)
     raw_dcp = get("--dcp-size", None)  # decode context parallelism (engines/sglang/memory.py SGLANG_DCP)
     dcp = flag_int("--dcp-size", raw_dcp) if raw_dcp is not None else 1
     if dcp > 1 and r.dp_attention:
@@ -210,7 +216,6 @@ def read(r: Reading) -> None:
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
 UNPRICED = {
-    "--mamba-full-memory-ratio": "the split of the pool between the linear-attention state and the full KV",
     # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
     # dsr1_fp4_b200.sh, dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh)
     "--enable-dp-lm-head": "the LM head split over the attention-TP group, not every TP rank (its bytes a GPU)",
