@@ -110,6 +110,7 @@ class GpuKernelFloor(Spec):
     gpu_kernel_floor.yaml``): the shortest kernel, whose work is a small fraction of its time."""
 
     hardware: str  # the bundled hardware name it was measured on
+    vendor: Literal["nvidia", "amd"]  # the GPUs it is transferred to (speed.overheads.kernel_floor_terms)
     device_kind: str
     seconds: Annotated[float, msgspec.Meta(gt=0, lt=1e-3)]
     kernel: str

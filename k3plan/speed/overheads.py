@@ -132,7 +132,7 @@ def kernel_floor_terms(ops: list[OpCost], *, hardware: str, vendor: str) -> tupl
     rec = next((f for f in floors if f.hardware == hardware), None)
     transferred = rec is None
     if rec is None:
-        rec = next((f for f in floors if f.hardware.split("-")[0] == vendor), None)
+        rec = next((f for f in floors if f.vendor == vendor), None)
     if rec is None:
         return ()
     n = _op_executions(ops)
