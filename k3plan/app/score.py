@@ -29,8 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
-from k3plan.engines.sglang.serve import ENGINE as SGLANG
+from k3plan.engines.registry import engine_rules
 from k3plan.errors import K3PlanError
 from k3plan.evidence.benchmarks import ServingBenchmark, kv_dtype_of, load_benchmarks
 from k3plan.speed.terms import ADMITTED, BY_NAME, REGISTRY, SCORED, default_terms
@@ -111,9 +110,11 @@ def _setup(b: ServingBenchmark):
     util, knob = b.flags.gpu_memory_utilization, setup.stack.kv_pool.knob
     if util is not None and knob:  # the run's memory fraction (only fit's verdict reads it, not the speed)
         options[knob] = str(util)
-    if b.engine.name == SGLANG:  # the run's MoE backend: the one it sets, else SGLang's own default (none), as
-        # --serve reads a command (engines/sglang/serve.py), not the stack's all-to-all deployment
-        options["moe_a2a_backend"] = b.flags.moe_a2a_backend or SGLANG_A2A_DEFAULT
+    # the options the run ran at where it sets none: its engine's own defaults (Engine.run_options), as --serve reads
+    # a command, not the stack's deployment; the MoE backend the run sets wins
+    options.update(engine_rules(b.engine.name).run_options)
+    if b.flags.moe_a2a_backend is not None:
+        options["moe_a2a_backend"] = b.flags.moe_a2a_backend
     if options:
         o = {**opts, "stack": f"{b.engine.name}:" + "+".join(f"{k}={v}" for k, v in options.items())}
         setup = setup_from(**o, ep=setup.parallel.ep, kv_dtype=kv)

@@ -97,6 +97,9 @@ class Engine:
     default_block: tuple[int, str] | None = None
     # (async or not, where it was read): the scheduling a run used where its source does not publish it
     scheduling_default: tuple[bool, str] | None = None
+    # stack options a published run that does not set them ran at: the engine's own defaults where the stack's
+    # (k3plan's deployment) differ (app/score.py prices each run so, as --serve reads a command)
+    run_options: dict[str, str] = field(default_factory=dict)
     # the scheduler runs a prefill whenever one forms, in a step of its own (speed.scheduler.simulate's
     # prefill_first, its rule cited there); False: vLLM V1's, which mixes prefill chunks into decode steps
     prefill_first: bool = False

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
+from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 
 ENGINE = Engine(
     name="sglang",
@@ -32,6 +33,8 @@ ENGINE = Engine(
     loads_vision_tower=True,
     vision_tower_architectures=frozenset({"kimi_k25"}),
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
+    # ServerArgs' own MoE backend, not the sglang stack's DeepEP deployment (engines/sglang/flags.py)
+    run_options={"moe_a2a_backend": SGLANG_A2A_DEFAULT},
     scheduling_default=(
         True,
         "the engine's default: sgl-project/sglang python/sglang/srt/server_args.py ServerArgs."

@@ -63,6 +63,7 @@ SGLANG_MAMBA_AT = (
     "sgl-project/sglang@5435ebae python/sglang/srt/mem_cache/kv_cache_configurator.py "
     "KVCacheConfigurator._handle_max_mamba_cache"
 )
+SGLANG_REQS_AT = SGLANG_MAMBA_AT.replace("_handle_max_mamba_cache", "resolve_max_num_reqs")
 SGLANG_MAMBA = (
     f"{SGLANG_MAMBA_AT}: the state (mamba) pool out of the memory the fraction leaves after the weights -- "
     "--max-mamba-cache-size slots where given (// the attention-DP size), else --max-running-requests slots with "
@@ -170,47 +171,47 @@ def sglang_kv_pool(
         estimated = max(min(int(rank_tokens / max_model_len * 512), 4096), 2048) if max_model_len else 2048
         asked = estimated if max_running_requests is None else max_running_requests // attn_dp
         reqs = min(asked, rank_tokens // 2, slots // state_slots_ratio)
-        running = (
-            f"{reqs:,} (the state pool's {slots:,} slots // {state_slots_ratio} a request: "
-            f"{SGLANG_MAMBA_AT.replace('_handle_max_mamba_cache', 'resolve_max_num_reqs')})"
-        )
+        running = f"{reqs:,} (the state pool's {slots:,} slots // {state_slots_ratio} a request: {SGLANG_REQS_AT})"
     conc = tokens / max_model_len if max_model_len else 0.0
-    raised_at = ""
-    if weights_bytes > visible_bytes:
-        starts = False
-        message = (
+    # the engine's start failures in the order it meets them; the first that holds is the verdict
+    failures = (
+        (
+            weights_bytes > visible_bytes,
             f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / GiB:.2f} GiB a "
-            f"device of the {visible_bytes / GiB:.2f} GiB the engine sees"
-        )
-        raised_at = "the model's weight loading (ModelRunner.load_model), before any pool is sized"
-    elif slots is not None and slots <= 0:
-        starts = False
-        message = (
-            f"RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
-            f"max_mamba_cache_size={slots}"
-        )
-        raised_at = SGLANG_MAMBA_AT
-    elif tokens <= 0:
-        starts = False
-        message = (
-            f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+            f"device of the {visible_bytes / GiB:.2f} GiB the engine sees",
+            "the model's weight loading (ModelRunner.load_model), before any pool is sized",
+        ),
+        (
+            slots is not None and slots <= 0,
+            "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+            f"max_mamba_cache_size={slots}",
+            SGLANG_MAMBA_AT,
+        ),
+        (
+            tokens <= 0,
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
             f"mem_fraction_static={mem_fraction_static} (weights {weights_bytes / GiB:.2f} GiB and the state pool "
-            f"{state_pool_bytes / GiB:.2f} GiB of the {mem_fraction_static * visible_bytes / GiB:.2f} GiB it allows)"
-        )
-        raised_at = SGLANG_NO_POOL_AT
-    elif tokens < SGLANG_MIN_POOL_TOKENS:
-        starts = False
-        message = f"AssertionError: Memory pool size is too small (max_total_num_tokens={tokens})"
-        raised_at = SGLANG_TOO_SMALL_AT
-    elif reqs is not None and reqs <= 0:
-        starts = False
-        message = (
-            f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
-            f"max_mamba_cache_size={slots}, mamba_ratio={state_slots_ratio}, resulting max_num_reqs={reqs}"
-        )
-        raised_at = SGLANG_MAMBA_AT.replace("_handle_max_mamba_cache", "resolve_max_num_reqs")
+            f"{state_pool_bytes / GiB:.2f} GiB of the {mem_fraction_static * visible_bytes / GiB:.2f} GiB it allows)",
+            SGLANG_NO_POOL_AT,
+        ),
+        (
+            tokens < SGLANG_MIN_POOL_TOKENS,
+            f"AssertionError: Memory pool size is too small (max_total_num_tokens={tokens})",
+            SGLANG_TOO_SMALL_AT,
+        ),
+        (
+            reqs is not None and reqs <= 0,
+            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={slots}, mamba_ratio={state_slots_ratio}, resulting max_num_reqs={reqs}",
+            SGLANG_REQS_AT,
+        ),
+    )
+    failed = next(((m, at) for holds, m, at in failures if holds), None)
+    starts = failed is None
+    if failed is not None:
+        message, raised_at = failed
     else:
-        starts = True
+        raised_at = ""
         message = f"max_total_num_tokens={tokens:,}, max_running_requests={running}, context_len={max_model_len:,}" + (
             f"; a request is capped at {tokens - 1:,} tokens (max_req_len = min(context_len - 1, "
             "max_total_num_tokens - 1)): SGLang starts and truncates, it does not refuse"

@@ -222,12 +222,10 @@ def vllm_kv_pool(
         max_model_len = (blocks - st) // att * block_tokens * dcp
         per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
         conc, fitted = blocks / per_request, True
-    conc_src = f"num_blocks / (cdiv({max_model_len}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}"
-    if dcp > 1:
-        conc_src = (
-            f"num_blocks / (cdiv(cdiv({max_model_len}, DCP {dcp}), {block_tokens}) x {att} + {st}): {VLLM_REPORT}; "
-            f"{DCP_SOURCE}"
-        )
+    held = f"cdiv({max_model_len}, DCP {dcp})" if dcp > 1 else f"{max_model_len}"  # a rank's tokens (DCP_SOURCE)
+    conc_src = f"num_blocks / (cdiv({held}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}" + (
+        f"; {DCP_SOURCE}" if dcp > 1 else ""
+    )
     need = per_request * per_block
     if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
         per_block = dsv4.block_bytes
