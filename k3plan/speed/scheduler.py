@@ -73,6 +73,18 @@ LENGTHS_RULE = (
 )
 
 
+# The KV pool as the engines admit against it: a waiting request is taken in only while its tokens (its prompt and
+# every output token it will write) fit in the tokens the pool has left, the head of the queue first and none past it
+# (vLLM V1 Scheduler.schedule: "The request cannot be scheduled" when kv_cache_manager.allocate_slots fails, and the
+# waiting loop breaks; SGLang PrefillAdder.add_one_req: AddReqResult.NO_TOKEN ends the prefill batch). The whole
+# output is held from admission -- no preemption is modelled (vLLM allocates pages as a request grows and preempts the
+# newest when they run out; SGLang reserves a decaying share of each running request's remaining output and retracts).
+POOL_RULE = (
+    "the KV pool: a request admitted only while its prompt and whole output fit in the tokens left, the queue's head "
+    "first (vLLM allocate_slots / SGLang PrefillAdder NO_TOKEN); no preemption"
+)
+
+
 def _van_der_corput(n: int, base: int) -> np.ndarray:
     out = np.zeros(n)
     for i in range(n):
@@ -123,6 +135,7 @@ class SchedulerResult(Frozen):
     tpot_s: float
     request_latency_s: float
     output_tokens_per_s: float
+    total_tokens_per_s: float  # input and output tokens, as the clients' total_token_throughput counts them
     output_tokens_per_s_per_user: float  # 1 / TPOT
     output_tokens_per_s_per_chip: float
     mean_decode_seqs: float
@@ -149,7 +162,13 @@ def _check(*, isl: int, osl: int, token_budget: int, concurrency, request_rate_p
 
 
 def _assumptions(
-    *, closed: bool, max_num_seqs, prompts: int | None = None, prefill_first: bool = False, lengths: bool = False
+    *,
+    closed: bool,
+    max_num_seqs,
+    prompts: int | None = None,
+    prefill_first: bool = False,
+    lengths: bool = False,
+    pool_tokens: int | None = None,
 ) -> tuple[str, ...]:
     load = (
         f"a serving benchmark's run: {prompts} requests, the first N sent at once, each later one as one "
@@ -165,6 +184,7 @@ def _assumptions(
         (LENGTHS_RULE if lengths else "every request has the same ISL and OSL")
         + "; no prefix caching, no preemption (KV fits)",
         f"max_num_seqs = {max_num_seqs}",
+        *((f"{POOL_RULE}: {pool_tokens:,} tokens",) if pool_tokens is not None else ()),
         "step time from the given T(decode seqs, prefill tokens) model",
     )
 
@@ -186,6 +206,7 @@ def simulate(
     prefill_first: bool = False,
     range_ratio: float | None = None,
     recv_interval: int = 1,
+    pool_tokens: int | None = None,
 ) -> SchedulerResult:
     """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`. ``prompts``
     (with ``concurrency``): a serving benchmark's run instead (module docstring): that many requests, the first
@@ -193,7 +214,8 @@ def simulate(
     (``PREFILL_FIRST_RULE``) instead of vLLM's. ``range_ratio`` (with ``prompts``): each request's ISL and OSL
     drawn as the client draws them (``LENGTHS_RULE``); None: every request ISL and OSL exactly. ``recv_interval``
     (closed loop): the engine takes new requests in only every that many decode steps (``RECV_RULE``; 1: every
-    step)."""
+    step). ``pool_tokens``: the KV pool's tokens; a request is admitted only while its ISL + OSL fit in what the
+    running requests leave (``POOL_RULE``); None: no pool limit (``max_num_seqs`` alone)."""
     _check(
         isl=isl,
         osl=osl,
@@ -205,6 +227,7 @@ def simulate(
     closed = concurrency is not None
     require(prompts is None or (closed and prompts >= 1), "a benchmark's run needs a concurrency and prompts >= 1")
     require(recv_interval >= 1 and (recv_interval == 1 or closed), f"recv interval {recv_interval}: >= 1, closed loop")
+    require(pool_tokens is None or pool_tokens >= 1, f"KV pool {pool_tokens} tokens: must be >= 1")
     require(
         range_ratio is None or (prompts is not None and 0 <= range_ratio <= 1),
         f"range ratio {range_ratio}: a benchmark's run (prompts) with 0 <= ratio <= 1",
@@ -228,8 +251,13 @@ def simulate(
     made = [0] * size  # output tokens
     target = [osl] * size if range_ratio is None else client_lengths(osl, range_ratio, size, base=3)
     outs = np.array(target[:total], dtype=float)  # each request's OSL, as the client counts its TPOT
+    ins = np.array(left[:total], dtype=float)  # each request's ISL, as the client counts its input tokens
     if closed and prompts is None:  # the first N cut to staggered lengths: the loop starts desynchronised (warm-up)
         target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int).tolist()
+    need = [left[i] + target[i] for i in range(size)]  # the pool tokens a request holds while it runs (POOL_RULE)
+    pool = math.inf if pool_tokens is None else pool_tokens
+    require(max(need) <= pool, f"a request of {max(need):,} tokens does not fit the KV pool of {pool_tokens} tokens")
+    held = 0  # the running requests' pool tokens
     first = [math.nan] * size
     done = [math.nan] * size
     pending = total  # measured-or-warm-up requests not yet done
@@ -252,7 +280,7 @@ def simulate(
             closed
             and running
             and len(running) <= token_budget
-            and (not waiting or len(running) >= seqs)
+            and (not waiting or len(running) >= seqs or held + need[waiting[0]] > pool)
             and not unseen
             and all(left[r] == 0 for r in running)
         ):
@@ -282,7 +310,8 @@ def simulate(
             counter = 0
         budget, alloc = token_budget, {}
         # SGLang: a prefill step whenever a prompt is mid-chunk or one waits for a free slot; it decodes no one
-        prefill_only = prefill_first and (any(left[r] > 0 for r in running) or (bool(waiting) and len(running) < seqs))
+        admissible = bool(waiting) and len(running) < seqs and held + need[waiting[0]] <= pool
+        prefill_only = prefill_first and (any(left[r] > 0 for r in running) or admissible)
         for r in running:  # RUNNING first: a prefill chunk or one decode token
             if budget <= 0:
                 break
@@ -292,9 +321,16 @@ def simulate(
                 continue
             alloc[r] = min(left[r], budget) if left[r] > 0 else 1
             budget -= alloc[r]
-        while waiting and budget > 0 and len(running) < seqs and (prefill_only or not prefill_first):  # WAITING
+        while (
+            waiting
+            and budget > 0
+            and len(running) < seqs
+            and held + need[waiting[0]] <= pool
+            and (prefill_only or not prefill_first)
+        ):  # WAITING
             r = waiting.popleft()
             running.append(r)
+            held += need[r]
             alloc[r] = min(left[r], budget)
             budget -= alloc[r]
         d = p = 0
@@ -328,6 +364,7 @@ def simulate(
             continue
         finished = [r for r in running if done[r] == done[r]]  # not NaN: done
         running = [r for r in running if done[r] != done[r]]
+        held -= sum(need[r] for r in finished)
         if closed:
             for _ in finished:
                 if next_id < size:
@@ -345,18 +382,20 @@ def simulate(
     else:
         tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
         tpots = (lats - ttfts) / (osl - 1) if osl > 1 else np.full(meas, tpot)
-    if prompts is not None:  # the run's own: its output tokens over its duration
+    if prompts is not None:  # the run's own: its output (and input) tokens over its duration
         out_rate = float(np.sum(outs)) / float(np.max(done_a[:total]))
+        all_rate = float(np.sum(outs) + np.sum(ins)) / float(np.max(done_a[:total]))
     elif closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
-        out_rate = n * osl / lat
+        out_rate, all_rate = n * osl / lat, n * (isl + osl) / lat
     else:  # every request completes: what arrives leaves
-        out_rate = lam * osl
+        out_rate, all_rate = lam * osl, lam * (isl + osl)
     return SchedulerResult(
         method="simulation",
         ttft_s=ttft,
         tpot_s=tpot,
         request_latency_s=lat,
         output_tokens_per_s=out_rate,
+        total_tokens_per_s=all_rate,
         output_tokens_per_s_per_user=1.0 / tpot if tpot else math.inf,
         output_tokens_per_s_per_chip=out_rate / chips,
         mean_decode_seqs=sum_d / steps,
@@ -370,6 +409,7 @@ def simulate(
             prompts=prompts,
             prefill_first=prefill_first,
             lengths=range_ratio is not None,
+            pool_tokens=pool_tokens,
         ),
         ttft_median_s=float(np.median(ttfts)),
         tpot_median_s=float(np.median(tpots)),
@@ -449,6 +489,7 @@ def steady_state(
         tpot_s=t,
         request_latency_s=lat,
         output_tokens_per_s=rate,
+        total_tokens_per_s=rate * (isl + osl) / osl,
         output_tokens_per_s_per_user=1.0 / t if t else math.inf,
         output_tokens_per_s_per_chip=rate / chips,
         mean_decode_seqs=d,

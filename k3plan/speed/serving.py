@@ -732,6 +732,7 @@ def served_workload(
     mean_context: bool = False,
     range_ratio: float | None = None,
     recv_interval: int = 1,
+    pool_tokens: int | None = None,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -743,7 +744,8 @@ def served_workload(
     ``mean_context``: the decode step at a request's mean context over its decode, ISL + OSL / 2 (else at ISL).
     ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
     ``prompts``), the step's coefficients at the nominal ISL and OSL. ``recv_interval``: the engine takes new
-    requests in every that many decode steps (``speed.scheduler.RECV_RULE``).
+    requests in every that many decode steps (``speed.scheduler.RECV_RULE``). ``pool_tokens``: a group's KV pool,
+    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``).
     At one request it is the one-step model exactly: T(1, 0) is the model's
     decode step, T(0, chunk) its chunk."""
     import math
@@ -774,6 +776,7 @@ def served_workload(
         prefill_first=prefill_first,
         range_ratio=range_ratio if per_prompts is not None else None,
         recv_interval=recv_interval,
+        pool_tokens=pool_tokens,
     )
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
@@ -786,6 +789,8 @@ def served_workload(
     )
     if recv_interval > 1:
         how += f", new requests taken in every {recv_interval} decode steps (--scheduler-recv-interval)"
+    if pool_tokens is not None:
+        how += f", admitted while their tokens fit the KV pool's {pool_tokens:,}"
     run = (
         f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{how}"
         if per_prompts is not None
@@ -841,9 +846,9 @@ def served_of(
     decode step at ISL + OSL / 2. Each None: whether ``model``'s terms hold the registered term of that name
     (``speed.terms``: prefill-first, async, mean-context; by default the admitted ones). ``pool_sequences``: the
     sequences of ISL + OSL tokens the KV pool holds over every DP group (fit's capacity; the term pool-cap): the
-    scheduler admits a request only when its pages fit, so a run that publishes no --max-num-seqs runs at most that
-    many a group (None or 0: not capped). ``client_lengths``: the run's requests at the lengths its client draws
-    (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths).
+    scheduler admits a request only when its pages fit, so a group's requests hold at most that many sequences' tokens
+    (``speed.scheduler.POOL_RULE``; None or 0: not capped). ``client_lengths``: the run's requests at the lengths its
+    client draws (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths).
     ``recv_interval``: an SGLang run's --scheduler-recv-interval (``Flags.scheduler_recv_interval``; the term
     recv-interval)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
@@ -865,18 +870,21 @@ def served_of(
         notes.append(f"scheduling unpublished: {'async' if asyn else 'sync' if asyn is False else 'unknown'} ({whose})")
     if w.num_prompts is None:
         notes.append("prompts unpublished: the closed loop's steady state")
-    max_seqs = b.flags.max_num_seqs
+    max_seqs, pool = b.flags.max_num_seqs, None
     if pool_sequences:
         groups = max(1, min(model.setup.parallel.dp, w.concurrency))  # served_step's DP groups
         cap = max(pool_sequences // groups, 1)
         if -(-w.concurrency // groups) > cap and (max_seqs is None or max_seqs > cap):
-            max_seqs = cap
-            notes.append(f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group: the running batch")
+            pool = cap * (w.isl + w.osl)  # fit's sequences at the nominal lengths as tokens; each request holds its own
+            notes.append(
+                f"the KV pool holds {cap:,} sequences of {w.isl + w.osl:,} tokens a group ({pool:,} tokens): requests "
+                "admitted while theirs fit"
+            )
     if client_lengths and ratio is None:
         notes.append("lengths fixed (no published range ratio)")
     # --scheduler-recv-interval is SGLang's (the engines of its prefill-first rule): read for its runs only
     polls = (b.flags.scheduler_recv_interval or 1) if recv_interval and b.engine.name in PREFILL_FIRST_ENGINES else 1
-    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls)
+    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -893,6 +901,7 @@ def served_of(
             mean_context=mean_context,
             range_ratio=ratio,
             recv_interval=polls,
+            pool_tokens=pool,
         )
     return model.served[key], notes
 
