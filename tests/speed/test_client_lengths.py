@@ -82,8 +82,9 @@ def test_the_inferencex_870_runs_are_the_workflow_s():
 def test_every_published_range_is_a_client_with_prompts():
     """A range ratio is read only with the run's prompt count (the client's run), and only where stated."""
     ranged = [b for b in load_benchmarks() if b.workload.random_range_ratio is not None]
-    # ATOM's 11 (atom-vllm-oot-benchmark.yaml), InferenceX #870's 4 and its B200 curve's 10 (benchmark-tmpl.yml)
-    assert len(ranged) == 25
+    # ATOM's 11 (atom-vllm-oot-benchmark.yaml), InferenceX #870's 4 and its B200 curve's 10 (benchmark-tmpl.yml), the
+    # SGLang DeepSeek-V4 cookbook's 4 (bench_serving's default)
+    assert len(ranged) == 29
     assert all(b.workload.num_prompts is not None for b in ranged)
 
 
@@ -102,3 +103,21 @@ def test_the_inferencex_b200_curve_is_its_script_s():
         assert f"--scheduler-recv-interval {recv} " in f.extra
     c1 = runs["deepseek-v3-sglang-b200-tp8-isl1024-osl1024-c1"].measured
     assert c1.output_token_throughput == pytest.approx(17.01 * 8)
+
+
+def test_the_sglang_cookbook_runs_are_its_client_s_defaults():
+    """SGLang's DeepSeek-V4 cookbook runs sglang.bench_serving with no --random-range-ratio: its default 0.0 draws each
+    ISL over [1, 8192] and OSL over [1, 1024] (sglang@2df7ed9a benchmark/args.py). Its tokens_per_sec_per_gpu for fp4
+    cells is "measured output/GPU x (isl+osl)/osl" (deepseek-v4-benchmarks.jsx @08587007): the output throughput is
+    that inverted, the cell's GPUs x the figure x 1024 / 9216."""
+    import re
+
+    runs = [b for b in load_benchmarks() if "deepseek-v4-flash-sglang" in b.path]
+    assert len(runs) == 4
+    for b in runs:
+        w, gpus = b.workload, b.split.tp * b.split.dp
+        assert w.random_range_ratio == 0.0 and (w.isl, w.osl) == (8192, 1024)
+        (per_gpu,) = re.findall(r"tokens_per_sec_per_gpu (\d+)", b.notes)
+        assert b.measured.output_token_throughput == pytest.approx(
+            int(per_gpu) * gpus * w.osl / (w.isl + w.osl), abs=0.05
+        )
