@@ -35,8 +35,9 @@ from k3plan.evidence.benchmarks import ServingBenchmark, kv_dtype_of, load_bench
 from k3plan.speed.terms import ADMITTED, BY_NAME, REGISTRY, SCORED, default_terms
 
 LOO_NOTE = (
-    "Leave-one-out: k3plan/speed reads no serving benchmark; the one fitted parameter is the TTFT floor (term "
-    "floor), refitted without each case for its held-out ratio (the summary above is held out)."
+    "Leave-one-out: k3plan/speed reads no serving benchmark; the only fitted parameter is the TTFT floor (term "
+    "floor; one an engine with engine-floor), refitted without each case for its held-out ratio (the summary above "
+    "is held out)."
 )
 LOO_NOTE_NO_FIT = (
     "Leave-one-out: k3plan/speed reads no serving benchmark and no parameter is fitted to these cases (the fitted TTFT "
@@ -194,7 +195,7 @@ def score_rows(
     calls."""
     on = default_terms() if terms is None else frozenset(terms)
     rows = _score_rows(load_benchmarks() if benchmarks is None else benchmarks, on, models or Models())
-    return _with_floor(rows) if "floor" in on else rows
+    return _with_floor(rows, per_engine="engine-floor" in on) if "floor" in on else rows
 
 
 def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str], models: Models) -> list[Row]:
@@ -280,22 +281,34 @@ def fit_floor(pairs: list[tuple[float, float]]) -> float:
     return float(grid[int(np.argmin(cost)), 0])
 
 
-def _with_floor(rows: list[Row]) -> list[Row]:
+def engine_of(r: Row) -> str:
+    """The row's engine (its family is engine x hardware)."""
+    return r.family.split(" x ")[0]
+
+
+def _with_floor(rows: list[Row], *, per_engine: bool = False) -> list[Row]:
     """The rows with the fitted TTFT floor: in sample F fitted on every published TTFT, held out F refitted
-    without the case (true leave-one-out: the held-out ratio never sees its own case)."""
+    without the case (true leave-one-out: the held-out ratio never sees its own case). ``per_engine`` (the term
+    engine-floor): F fitted on the case's own engine's TTFTs only (the per-request path -- HTTP server, tokenizer,
+    scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit."""
     pairs: dict[str, tuple[float, float]] = {
         r.case: (r.ttft_model_ms, r.ttft_measured_ms)
         for r in rows
         if r.ttft_ratio is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
     }
-    f_all = fit_floor(list(pairs.values()))
+    engine = {r.case: engine_of(r) if per_engine else "" for r in rows}
+
+    def fit(case: str, without: str | None) -> float:
+        mine = [v for k, v in pairs.items() if k != without and engine[k] == engine[case]]
+        return fit_floor(mine or [v for k, v in pairs.items() if k != without])
+
     out = []
     for r in rows:
         if r.case not in pairs:
             out.append(r)
             continue
         m, y = pairs[r.case]
-        f_out = fit_floor([v for k, v in pairs.items() if k != r.case])
+        f_all, f_out = fit(r.case, None), fit(r.case, r.case)
         out.append(
             replace(
                 r,
@@ -482,11 +495,14 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
     unpriced = [r.case for r in rows if r.priced_as.startswith("not priced")]
     out.append(f"- not priced: {', '.join(unpriced) if unpriced else 'none'}")
     floors = [r for r in rows if r.ttft_floor_ms is not None]
-    if floors:
-        held = [r.held_out_ttft_floor_ms for r in floors if r.held_out_ttft_floor_ms is not None]
+    on = default_terms() if terms is None else frozenset(terms)
+    for name in sorted({engine_of(r) for r in floors}) if "engine-floor" in on else [""]:
+        mine = [r for r in floors if engine_of(r) == name or not name]
+        held = [r.held_out_ttft_floor_ms for r in mine if r.held_out_ttft_floor_ms is not None]
+        whose = f"{name}'s {len(mine)}" if name else f"all {len(mine)}"
         out.append(
-            f"- TTFT floor (term floor): {floors[0].ttft_floor_ms:,.1f} ms fitted on all {len(floors)} published TTFTs; "
-            f"held out {min(held):,.1f}-{max(held):,.1f} ms"
+            f"- TTFT floor (term {'engine-floor' if name else 'floor'}): {mine[0].ttft_floor_ms:,.1f} ms fitted on "
+            f"{whose} published TTFTs; held out {min(held):,.1f}-{max(held):,.1f} ms"
         )
     (lo, hi), _ = BANDS
     if floors:
@@ -495,7 +511,6 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
             f"- in sample (the floor fitted on every case): {sum(lo <= x <= hi for x in ins)}/{len(ins)} within "
             f"{lo}-{hi}x"
         )
-    on = default_terms() if terms is None else frozenset(terms)
     out.append(f"- terms ON: {', '.join(n for n in SCORED if n in on)} (k3plan/speed/admitted.json)")
     out.append(f"- {LOO_NOTE if floors else LOO_NOTE_NO_FIT}")
     return out

@@ -461,6 +461,15 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         source="least squares in log ratio over the published TTFTs (k3plan.app.score.fit_floor); held out: F "
         "refitted without the case",
     ),
+    SpeedTerm(
+        name="engine-floor",
+        title="the TTFT floor fitted on each engine's own TTFTs (with floor): the per-request path is the engine's",
+        phase="prefill",
+        level="served",
+        when=When(),
+        source="k3plan.app.score._with_floor per_engine: F fitted on the case's engine's other published TTFTs "
+        "(HTTP server, tokenizer and scheduler are each engine's own); held out: refitted without the case",
+    ),
 )
 BY_NAME = {t.name: t for t in REGISTRY}
 STEP_TERMS = tuple(t for t in REGISTRY if t.level == "step")
