@@ -8,8 +8,9 @@ of its terms by that score (issue 46 item 4).
 
 The score and the admission are k3plan.app.score's (this script prints them): the model alone (no serving
 benchmark in it) with the registered terms of k3plan/speed/terms.py that are ON, against each published TPOT, TTFT
-and output throughput; the one fitted parameter, the TTFT floor (term floor), refitted without each case for its
-held-out ratio. A term is ON only where the held-out score over the whole set improves with it (--admit).
+and throughput (output, else total); the only fitted parameter, the TTFT floor (terms floor, engine-floor: one an
+engine), refitted without each case for its held-out ratio. A term is ON only where the held-out score over the
+whole set improves with it (--admit).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ of its terms by that score (issue 46 item 4).
 For each file in ``k3plan/evidence/benchmarks/``: the model alone (``speed.stage``'s expected decode step and
 prefill of one prompt, no serving benchmark in it, with the registered terms asked: ``speed.terms``) at the
 benchmark's own configuration and workload, against the published figure, as model / measured for TPOT, TTFT and
-output throughput; then the median and the worst ratio (farthest from 1) for each engine x hardware, and the share
+throughput (output tokens/s, or input and output together where a run publishes only that); then the median and the worst ratio (farthest from 1) for each engine x hardware, and the share
 of ratios within 0.67-1.5x and 0.5-2x. Nothing is cached or typed in: the ratios are computed from the shipped
 evidence each run, so they stay true when the model changes.
 
@@ -67,7 +67,9 @@ class Row:
     held_out_ttft_ratio: float | None  # leave-one-out: the TTFT floor refitted without this case
     ttft_floor_ms: float | None = None  # the fitted floor in the TTFT (term floor), in sample
     held_out_ttft_floor_ms: float | None = None  # the floor fitted without this case
-    # output tokens/s of the whole run (every DP group): the served run's (term served), else concurrency / TPOT
+    # tokens/s of the whole run (every DP group): the served run's (term served), else concurrency / TPOT; output
+    # tokens where the run publishes them, else input and output together (throughput_kind "total")
+    throughput_kind: str | None = None
     throughput_model_tok_s: float | None = None
     throughput_measured_tok_s: float | None = None
     throughput_ratio: float | None = None
@@ -206,7 +208,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
     for b in benchmarks:
         m, notes, why = models.of(b, terms)
         w, meas = b.workload, b.measured
-        tpot = ttft = rate = None
+        tpot = ttft = rate = total_rate = None
         if m is not None:
             if b.path not in fits:
                 fits[b.path] = _fit_note(m.setup, b)
@@ -231,13 +233,18 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
                 tpot = served.tpot_s * 1e3
                 ttft = served.ttft_s * 1e3 if meas.ttft_ms is not None else None
                 rate = served.result.output_tokens_per_s * served.groups
+                total_rate = served.result.total_tokens_per_s * served.groups
             else:
                 tpot = m.decode_s(w.concurrency, w.isl) * 1e3
                 rate = w.concurrency / (tpot / 1e3)
+                total_rate = rate * (w.isl + w.osl) / w.osl
                 if meas.ttft_ms is not None:
                     chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
                     ttft = m.speed(w.concurrency, w.isl, chunk).prefill.expected_s * 1e3
-        measured_rate = meas.output_token_throughput
+        # the output token rate where the run publishes it, else its total (input + output) rate, the model's alike
+        measured_rate, kind = meas.output_token_throughput, "output"
+        if measured_rate is None and meas.total_token_throughput is not None:
+            measured_rate, rate, kind = meas.total_token_throughput, total_rate, "total"
         tr, fr, qr = _ratio(tpot, meas.tpot_ms), _ratio(ttft, meas.ttft_ms), _ratio(rate, measured_rate)
         rows.append(
             Row(
@@ -258,6 +265,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
                 held_out_ttft_ratio=fr,
                 throughput_model_tok_s=rate if measured_rate is not None else None,
                 throughput_measured_tok_s=measured_rate,
+                throughput_kind=kind if measured_rate is not None else None,
                 throughput_ratio=qr,
                 held_out_throughput_ratio=qr,
             )
@@ -490,7 +498,9 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
     for what in FIGURES:
         xs = held_out(rows, what)
         shares = ", ".join(f"{sum(lo <= x <= hi for x in xs)}/{len(xs)} within {lo}-{hi}x" for lo, hi in BANDS)
-        label = "output throughput" if what == "throughput" else what.upper()
+        label = (
+            "throughput (output tokens/s, total where only that is published)" if what == "throughput" else what.upper()
+        )
         out.append(f"- {label}: {shares}")
     unpriced = [r.case for r in rows if r.priced_as.startswith("not priced")]
     out.append(f"- not priced: {', '.join(unpriced) if unpriced else 'none'}")
