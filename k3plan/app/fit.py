@@ -429,7 +429,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if lay is None:
         return None
     if served is not None and engine_rules(served.engine).pool_rule == "static":
-        from k3plan.engines.sglang.dsv4_pool import V41_RUNNING, sglang_dsv4_pool, sglang_dsv41_pool
+        from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, sglang_dsv4_pool, sglang_dsv41_pool
         from k3plan.engines.sglang.memory import sglang_kv_pool
 
         d4 = spec.dsv4
@@ -443,7 +443,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             else sglang_dsv41_pool(
                 d4,
                 chunk=result.workload.prefill_chunk_tokens,
-                max_running_requests=served.max_running_requests or V41_RUNNING,
+                max_running_requests=served.max_running_requests or DSV4_RUNNING,
                 radix_cache=st.chosen.get("disable_radix_cache", "false") != "true",
                 swa_ratio=served.swa_full_tokens_ratio,
                 page=served.page_size,
@@ -459,8 +459,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             state_source=result.provenance.state,
             kv_bytes_per_token=lay.kv_bytes_per_token_layer * lay.n_mla,
             max_model_len=result.workload.context_tokens,
-            # DeepSeek-V4's default where the command sets none (engines/sglang/dsv4_pool.py V41_RUNNING)
-            max_running_requests=served.max_running_requests or (V41_RUNNING if d4 is not None else None),
+            # DeepSeek-V4's default where the command sets none (engines/sglang/dsv4_pool.py DSV4_RUNNING)
+            max_running_requests=served.max_running_requests or (DSV4_RUNNING if d4 is not None else None),
             max_total_tokens=served.max_total_tokens,
             page_size=served.page_size or 1,
             dsv4=pool4,

@@ -871,6 +871,18 @@ def served_of(
     if w.num_prompts is None:
         notes.append("prompts unpublished: the closed loop's steady state")
     max_seqs, pool = b.flags.max_num_seqs, None
+    if max_seqs is None:  # the engine's own default where the run sets none (SGLang's for DeepSeek-V4)
+        from k3plan.engines.sglang.speed import default_max_running
+
+        st = model.setup.stack
+        held = default_max_running(
+            b.engine.name,
+            dsv4=model.setup.model.spec.dsv4 is not None,
+            attn_dp=model.setup.parallel.dp if st.dp_attention else 1,
+        )
+        if held is not None:
+            max_seqs, source = held
+            notes.append(source)
     if pool_sequences:
         groups = max(1, min(model.setup.parallel.dp, w.concurrency))  # served_step's DP groups
         cap = max(pool_sequences // groups, 1)

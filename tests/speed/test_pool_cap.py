@@ -29,15 +29,29 @@ def test_a_concurrency_above_the_pool_runs_as_a_queue():
     m, b = _model()
     assert b.flags.max_num_seqs is None and b.workload.concurrency == 4096
     free, free_notes = served_of(m, b, pool_sequences=None)
-    capped, notes = served_of(m, b, pool_sequences=512)
+    capped, notes = served_of(m, b, pool_sequences=128)  # below SGLang's 256 running requests: the pool binds
     groups = max(1, min(m.setup.parallel.dp, 4096))
-    cap = 512 // groups
+    cap = 128 // groups
     assert any(
         f"the KV pool holds {cap:,} sequences of 9,216 tokens a group ({cap * 9216:,} tokens)" in n for n in notes
     )
     assert not any("the KV pool holds" in n for n in free_notes)
     assert capped.tpot_s < free.tpot_s  # a smaller running batch decodes faster
     assert capped.ttft_s > free.ttft_s  # and the rest wait for a slot
+
+
+def test_sglang_runs_deepseek_v4_at_its_own_256_requests():
+    """SGLang's DeepSeek-V4 default (deepseek_v4_hook.py apply_deepseek_v4_defaults): a run that sets no
+    --max-running-requests runs 256 a server, whatever its client sends; a pool above that changes nothing."""
+    from k3plan.speed.serving import served_of
+
+    m, b = _model()
+    assert not m.setup.stack.dp_attention
+    run, notes = served_of(m, b, pool_sequences=None)
+    assert any(n.startswith("256 running requests a group (SGLang's DeepSeek-V4 default") for n in notes)
+    assert run.result.mean_decode_seqs <= 256
+    roomy, _ = served_of(m, b, pool_sequences=1024)
+    assert (roomy.tpot_s, roomy.ttft_s) == (run.tpot_s, run.ttft_s)
 
 
 def test_a_pool_above_the_concurrency_changes_nothing():

@@ -96,10 +96,16 @@ V41_SPEC_SOURCE = (
     "speculative_dspark_block_size + 1). With D = 6 (V4.1-Flash's block 5) the public DSpark start log's "
     "'swa_tokens=13312' at 4 requests and 1,024-token chunks is reproduced exactly"
 )
-# apply_deepseek_v4_defaults (python/sglang/srt/arg_groups/deepseek_v4_hook.py @006cbb66), which runs for
+# apply_deepseek_v4_defaults (python/sglang/srt/arg_groups/deepseek_v4_hook.py @006cbb66, and @a32a55cf in its older
+# form: "if server_args.max_running_requests is None: server_args.max_running_requests = 256"), which runs for
 # DeepseekV4ForCausalLM (V4 and V4.1): max_running_requests 256 where the command sets none ('Setting
-# max_running_requests to 256 for ...')
-V41_RUNNING = 256
+# max_running_requests to 256 for ...'), the whole server's (resolve_max_num_reqs divides it by the attention-DP size)
+DSV4_RUNNING = 256
+DSV4_RUNNING_SOURCE = (
+    "SGLang's DeepSeek-V4 default, max_running_requests 256 where the command sets none (sgl-project/sglang@a32a55cf "
+    "python/sglang/srt/arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults; @006cbb66 the same), divided by the "
+    "attention-DP size (mem_cache/kv_cache_configurator.py resolve_max_num_reqs @003fca80)"
+)
 EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default (environ.py)
 PREFIX_TAILS_PER_REQUEST = 4  # _resolve_swa_prefix_tails: 4 x max_running_requests with the radix cache on
 CHUNKS_IN_FLIGHT = 2  # compute_swa_request_cap: 2 chunked prefills in flight under the overlap scheduler (default)
@@ -240,7 +246,7 @@ def dsv4_request_charge(
                 + (f" x {draft} draft tokens + a page + the next decode's 2 x {draft}" if draft else " + 2 pages")
                 + f" + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B, "
                 f"SGLang sizing the pool for --max-running-requests at the sequences priced (k3plan's launch line "
-                f"writes it); left at its default {V41_RUNNING} it holds that many requests' windows whatever runs"
+                f"writes it); left at its default {DSV4_RUNNING} it holds that many requests' windows whatever runs"
             ),
         )
     pool = sglang_dsv4_pool(d)
