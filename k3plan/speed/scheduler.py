@@ -27,11 +27,10 @@ chunk, @1b219f93, copied from vllm-project/vllm's backend_request_func.py @02f0c
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Callable
 from typing import Literal
-
-import numpy as np
 
 from k3plan.errors import K3PlanError, require
 from k3plan.structs import Frozen
@@ -85,8 +84,8 @@ POOL_RULE = (
 )
 
 
-def _van_der_corput(n: int, base: int) -> np.ndarray:
-    out = np.zeros(n)
+def _van_der_corput(n: int, base: int) -> list[float]:
+    out = [0.0] * n
     for i in range(n):
         k, f, x = i + 1, 1.0 / base, 0.0
         while k:
@@ -101,7 +100,7 @@ def client_lengths(nominal: int, range_ratio: float, n: int, *, base: int) -> li
     """``n`` lengths over [int(nominal x range_ratio), nominal] (``LENGTHS_RULE``), at least 1 token each."""
     lower = max(int(nominal * range_ratio), 1)
     span = nominal - lower + 1
-    return np.minimum(lower + np.floor(_van_der_corput(n, base) * span), nominal).astype(int).tolist()
+    return [min(lower + math.floor(x * span), nominal) for x in _van_der_corput(n, base)]
 
 
 class StepCoefficients(Frozen):
@@ -119,11 +118,12 @@ class StepCoefficients(Frozen):
                 raise ValueError(f"{name} {getattr(self, name)}: expected >= 0")
 
     def __call__(self, decode_seqs, prefill_tokens):
-        return (
-            self.base_s
-            + self.per_decode_seq_s * np.asarray(decode_seqs)
-            + self.per_prefill_token_s * np.asarray(prefill_tokens)
-        )
+        """T(d, p) of numbers, or of numpy arrays element-wise (plan's columns)."""
+        if not (isinstance(decode_seqs, (int, float)) and isinstance(prefill_tokens, (int, float))):
+            import numpy as np  # the simulation steps with numbers: numpy only for a caller's columns
+
+            decode_seqs, prefill_tokens = np.asarray(decode_seqs), np.asarray(prefill_tokens)
+        return self.base_s + self.per_decode_seq_s * decode_seqs + self.per_prefill_token_s * prefill_tokens
 
 
 StepTime = Callable[[int, int], float]
@@ -245,15 +245,15 @@ def simulate(
         meas = measure_requests if measure_requests is not None else 2 * in_flight
         total = warm + meas
         size = total + 4 * in_flight  # fillers keep the load up while the measured requests finish
-    # plain Python lists in the loop (numpy scalar indexing costs ~10x a list's); the figures are the same floats
-    arrival: list[float] = [0.0] * size if closed else (np.arange(size) / lam).tolist()
+    # plain Python lists (numpy scalar indexing costs ~10x a list's, and fit's path stays numpy-free)
+    arrival: list[float] = [0.0] * size if closed else [i / lam for i in range(size)]
     left = [isl] * size if range_ratio is None else client_lengths(isl, range_ratio, size, base=2)
     made = [0] * size  # output tokens
     target = [osl] * size if range_ratio is None else client_lengths(osl, range_ratio, size, base=3)
-    outs = np.array(target[:total], dtype=float)  # each request's OSL, as the client counts its TPOT
-    ins = np.array(left[:total], dtype=float)  # each request's ISL, as the client counts its input tokens
+    outs = [float(x) for x in target[:total]]  # each request's OSL, as the client counts its TPOT
+    ins = [float(x) for x in left[:total]]  # each request's ISL, as the client counts its input tokens
     if closed and prompts is None:  # the first N cut to staggered lengths: the loop starts desynchronised (warm-up)
-        target[:n] = np.maximum(1, np.ceil(osl * np.arange(1, n + 1) / n)).astype(int).tolist()
+        target[:n] = [max(1, math.ceil(osl * k / n)) for k in range(1, n + 1)]
     need = [left[i] + target[i] for i in range(size)]  # the pool tokens a request holds while it runs (POOL_RULE)
     pool = math.inf if pool_tokens is None else pool_tokens
     require(max(need) <= pool, f"a request of {max(need):,} tokens does not fit the KV pool of {pool_tokens} tokens")
@@ -371,20 +371,21 @@ def simulate(
                     arrival[next_id] = t
                     (waiting if recv_interval == 1 else unseen).append(next_id)
                     next_id += 1
-    arrival_a, first_a, done_a = np.array(arrival), np.array(first), np.array(done)
-    m = slice(warm, total)
-    ttfts, lats = first_a[m] - arrival_a[m], done_a[m] - arrival_a[m]
-    ttft, lat = float(np.mean(ttfts)), float(np.mean(lats))
+    measured = range(warm, total)
+    ttfts = [first[i] - arrival[i] for i in measured]
+    lats = [done[i] - arrival[i] for i in measured]
+    ttft, lat = statistics.fmean(ttfts), statistics.fmean(lats)
     if range_ratio is not None:  # the client's TPOT: each request's (latency - TTFT) / (its OSL - 1), averaged
-        many = outs[m] > 1
-        tpots = (lats[many] - ttfts[many]) / (outs[m][many] - 1) if many.any() else np.full(meas, sum_t / steps)
-        tpot = float(np.mean(tpots))
+        many = [(la - tt) / (outs[i] - 1) for i, tt, la in zip(measured, ttfts, lats) if outs[i] > 1]
+        tpots = many or [sum_t / steps] * meas
+        tpot = statistics.fmean(tpots)
     else:
         tpot = (lat - ttft) / (osl - 1) if osl > 1 else sum_t / steps
-        tpots = (lats - ttfts) / (osl - 1) if osl > 1 else np.full(meas, tpot)
+        tpots = [(la - tt) / (osl - 1) for tt, la in zip(ttfts, lats)] if osl > 1 else [tpot] * meas
     if prompts is not None:  # the run's own: its output (and input) tokens over its duration
-        out_rate = float(np.sum(outs)) / float(np.max(done_a[:total]))
-        all_rate = float(np.sum(outs) + np.sum(ins)) / float(np.max(done_a[:total]))
+        end = max(done[:total])
+        out_rate = math.fsum(outs) / end
+        all_rate = (math.fsum(outs) + math.fsum(ins)) / end
     elif closed:  # Little's law: N requests in flight, each OSL tokens in `lat`
         out_rate, all_rate = n * osl / lat, n * (isl + osl) / lat
     else:  # every request completes: what arrives leaves
@@ -411,8 +412,8 @@ def simulate(
             lengths=range_ratio is not None,
             pool_tokens=pool_tokens,
         ),
-        ttft_median_s=float(np.median(ttfts)),
-        tpot_median_s=float(np.median(tpots)),
+        ttft_median_s=statistics.median(ttfts),
+        tpot_median_s=statistics.median(tpots),
     )
 
 
