@@ -265,6 +265,71 @@ def _no_benchmark(
     )
 
 
+def _as_asked(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> ServingBenchmark:
+    """Benchmark ``b``'s run moved to the asked workload: ``batch`` requests at a time (its prompts scaled with it),
+    every one ``context`` tokens in and its OSL out (the question's lengths, not its client's draw), ``chunk`` tokens
+    a step; its flags and engine as they were."""
+    import math
+
+    from k3plan.structs import replace
+
+    w = b.workload
+    prompts = None if w.num_prompts is None else max(batch, math.ceil(w.num_prompts * batch / w.concurrency))
+    return replace(
+        b,
+        workload=replace(
+            w, concurrency=batch, isl=context, num_prompts=prompts, completed=None, random_range_ratio=None
+        ),
+        flags=replace(b.flags, max_num_batched_tokens=chunk),
+        path=f"{b.path}#asked@{batch},{context},{chunk}",
+    )
+
+
+def _like_for_like(
+    model: ModelAt, b: ServingBenchmark, what: Literal["tpot", "ttft"], *, batch: int, context: int, chunk: int
+) -> tuple[float, float] | None:
+    """(the model at the asked workload, the model of ``b``'s own run) for a transfer from ``b``'s figure, both the
+    same kind of run: a published TPOT or TTFT is its run's -- requests queueing for a slot, prefills among the
+    decodes -- so both sides run through the scheduler (``served_of``), ``b``'s as it ran and the same run moved to
+    the asked batch, context and chunk (``_as_asked``); at ``b``'s own workload the ratio is 1. None where the
+    scheduler cannot run either (more sequences a group than the token budget): the caller's step and prompt."""
+    from k3plan.errors import K3PlanError
+
+    if "served" not in model.on:
+        return None
+    w = b.workload
+    fixed = w.random_range_ratio in (None, 1.0)  # the run's requests are the asked ones' lengths
+    same = fixed and (w.concurrency, w.isl, b.chunk_tokens or w.isl) == (batch, context, chunk)
+    try:
+        own, _ = served_of(model, b)
+        there = own if same else served_of(model, _as_asked(b, batch=batch, context=context, chunk=chunk))[0]
+    except K3PlanError:
+        return None
+    if what == "tpot":
+        return there.tpot_s, own.tpot_s
+    return there.ttft_s, own.ttft_s
+
+
+def _transfer(what: Literal["tpot", "ttft"], *, model: ModelAt, cands, asked: Asked, step_s: float) -> ServingFigure:
+    """``serving_figure`` for a question with no OSL (roofline's, fit's): from the nearest benchmark, the model's
+    ratio like for like (``_like_for_like``); where the scheduler cannot run the pair, the decode step (TPOT) or one
+    prompt's prefill (TTFT) against the benchmark's workload in the same form."""
+    b = nearest(cands, asked=asked, need_ttft=what == "ttft")
+    pair = (
+        None  # measured (every key matches): the figure is the run's own, the model beside it is the step's
+        if b is None or at_workload(b, asked)
+        else _like_for_like(model, b, what, batch=asked.batch, context=asked.context, chunk=asked.chunk_tokens)
+    )
+    if pair is not None:
+        there, own = pair
+        return serving_figure(what, model_s=there, model_at=lambda _b: own, cands=cands, asked=asked)
+    if what == "tpot":
+        at = lambda x: model.decode_s(x.workload.concurrency, x.workload.isl)  # noqa: E731
+    else:
+        at = lambda x: model.of(x).prefill.expected_s  # noqa: E731
+    return serving_figure(what, model_s=step_s, model_at=at, cands=cands, asked=asked)
+
+
 def stands_behind(
     setup: Any,
     spec_hardware: Any,
@@ -315,13 +380,7 @@ def stands_behind(
             asked=key,
         )
     else:
-        tpot = serving_figure(
-            "tpot",
-            model_s=model.decode_s(batch, context),
-            model_at=lambda b: model.decode_s(b.workload.concurrency, b.workload.isl),
-            cands=cands,
-            asked=key,
-        )
+        tpot = _transfer("tpot", model=model, cands=cands, asked=key, step_s=model.decode_s(batch, context))
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
@@ -347,13 +406,7 @@ def stands_behind(
             else:
                 if expected is None:
                     expected = model.speed(batch, context, chunk)
-                ttft = serving_figure(
-                    "ttft",
-                    model_s=expected.prefill.expected_s,
-                    model_at=lambda b: model.of(b).prefill.expected_s,
-                    cands=cands,
-                    asked=key,
-                )
+                ttft = _transfer("ttft", model=model, cands=cands, asked=key, step_s=expected.prefill.expected_s)
     return tpot, ttft, cands, model
 
 

@@ -73,13 +73,46 @@ def test_every_term_of_the_gap_is_named_and_they_sum_to_it(nightly):
     assert gap[:2] == ["per-chunk fixed cost beyond the model's", "per-token cost beyond the model's"]
 
 
+def _runs_model(context: int) -> tuple[float, float]:
+    """(TPOT of the nightly's run moved to ``context`` tokens in, TPOT of the nightly's own run), the model's: its
+    requests through the scheduler (served_of), as the measured figure is that run's."""
+    from pathlib import Path
+
+    from k3plan.app.score import Models
+    from k3plan.evidence.benchmarks import load_benchmarks
+    from k3plan.speed.serving import ModelAt, _as_asked, served_of
+
+    (b,) = [b for b in load_benchmarks() if Path(b.path).stem == "kimi-k3-tp32-ep-isl8192-osl1024-c1"]
+    _, (setup, _, why) = Models().setup_of(b)  # the nightly's own configuration, as the score builds it
+    assert setup is not None, why
+    model = ModelAt(setup, setup.hardware, evidence=None)
+    moved = _as_asked(b, batch=1, context=context, chunk=512)
+    assert (moved.workload.isl, moved.workload.num_prompts, moved.chunk_tokens) == (context, 64, 512)
+    return served_of(model, moved)[0].tpot_s, served_of(model, b)[0].tpot_s
+
+
 def test_nearby_workloads_are_transferred_by_the_model_ratio(nightly):
+    """Like for like: the ratio is the model of the nightly's run moved to the asked workload over the model of the
+    run as it ran (both through the scheduler), not one step over another."""
     r = run("roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "16384", "--chunk", "512")
     d = r["decode"]
     assert d["tpot_source"] == "transferred" and "ratio" in d["tpot_label"]
-    ratio = r["expected"]["decode"]["expected_s"] / nightly["expected"]["decode"]["expected_s"]
-    assert d["tpot_s"] == pytest.approx(TPOT_S * ratio, rel=1e-9)
+    there, own = _runs_model(16384)
+    assert d["tpot_s"] == pytest.approx(TPOT_S * there / own, rel=1e-9)
     assert r["serving"]["decode"]["measured_s"] is None  # measured only at the benchmark's own workload
+
+
+def test_a_queued_ttft_is_not_carried_to_one_request():
+    """A run whose TTFT is mostly its queue (SGLang's DeepSeek-V4-Flash cookbook cell at concurrency 1,024: 193 s)
+    speaks for one request by the model of both runs, not as one prompt's prefill over another's (which kept the
+    queue: 193 s for one 8,192-token prompt)."""
+    r = run(
+        "roofline", "-m", "deepseek-v4-flash", "-H", "nvidia-h200", "-t", "4", "--tp", "4", "--ep", "4",
+        "--stack", "sglang:moe_a2a_backend=none", "--batch", "1", "--context", "8192", "--chunk", "8192",
+    )  # fmt: skip
+    p = r["prefill"]
+    assert p["ttft_source"] == "transferred" and "193,474" in p["ttft_label"]
+    assert p["ttft_s"] < 2.0  # the prompt's own prefill, scaled by the run's measured-to-model gap
 
 
 def test_a_configuration_no_benchmark_speaks_for_takes_the_model_of_its_device_kind():
