@@ -149,7 +149,10 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: --max-num-seqs is vLLM's flag; sglang.launch_server takes --max-running-requests")
     r.batch = flag_int("--max-running-requests", r.running) if r.running is not None else 0
     r.batch_source = (
-        "the command's flag" if r.running is not None else "SGLang's default (min(pool // 2, the request pool))"
+        "the command's flag"
+        if r.running is not None
+        else "SGLang's default: min(pool // 2, the request pool); 256 for DeepSeek-V4 (engines/sglang/dsv4_pool.py "
+        "DSV4_RUNNING); the engine line says which"
     )
     r.memory_options()
     a2a = get("--moe-a2a-backend", None)
