@@ -4,18 +4,20 @@ of its terms by that score (issue 46 item 4).
 For each file in ``k3plan/evidence/benchmarks/``: the model alone (``speed.stage``'s expected decode step and
 prefill of one prompt, no serving benchmark in it, with the registered terms asked: ``speed.terms``) at the
 benchmark's own configuration and workload, against the published figure, as model / measured for TPOT, TTFT and
-throughput (output tokens/s, or input and output together where a run publishes only that); then the median and the worst ratio (farthest from 1) for each engine x hardware, and the share
-of ratios within 0.67-1.5x and 0.5-2x. Nothing is cached or typed in: the ratios are computed from the shipped
-evidence each run, so they stay true when the model changes.
+throughput (output tokens/s, or input and output together where a run publishes only that); then the median and the
+worst ratio (farthest from 1) for each engine x hardware, and the share of ratios within 0.67-1.5x and 0.5-2x.
+Nothing is cached or typed in: the ratios are computed from the shipped evidence each run, so they stay true when
+the model changes.
 
 Leave-one-out: ``k3plan/speed`` reads no serving benchmark (tests/speed/test_serving_figures.py holds the model
-unchanged with the benchmark set emptied); the one parameter fitted to these cases is the TTFT floor (term
-``floor``), refitted without each case for its held-out ratio. The held-out ratios are the ones scored.
+unchanged with the benchmark set emptied); the only parameter fitted to these cases is the TTFT floor (term
+``floor``; one an engine with ``engine-floor``), refitted without each case for its held-out ratio. The held-out
+ratios are the ones scored.
 
-Admission (``admit``): every scored term of ``speed.terms.REGISTRY`` in its order, the held-out score over the
-whole set with every other term as admitted and with and without this one; the term is ON only where it improves
-the score (``better``), passes repeated from every term ON until none changes. ``speed/admitted.json`` is the decision (``write_admitted``), read by every command
-that prices a step (``speed.terms.default_terms``).
+Admission (``admit``): every scored term of ``speed.terms.REGISTRY`` in its order, the held-out score over the whole
+set with every other term as admitted and with and without this one; the term is ON only where it improves the score
+(``better``), passes repeated from every term ON until none changes. ``speed/admitted.json`` is the decision
+(``write_admitted``), read by every command that prices a step (``speed.terms.default_terms``).
 
 ``benchmarks/score_speed.py`` prints these; ``k3plan.api.score()`` gives the rows as a DataFrame.
 """

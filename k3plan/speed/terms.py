@@ -24,10 +24,11 @@ Adding a term is adding one entry here (an engine's own rule as a pure function 
 ``k3plan/engines/<engine>/speed.py``, its stacks in that file's ``STACKS``), then ``python3
 benchmarks/score_speed.py --admit --write``: every scored term is judged by the held-out score over the whole public
 benchmark set with and without it, every other term as admitted (``k3plan.app.score.admit``: passes from every term
-ON until none changes; ``better``: the mean |ln ratio| of TPOT, TTFT and output throughput together falls), and
+ON until none changes; ``better``: the mean |ln ratio| of TPOT, TTFT and throughput together falls), and
 admitted.json records the decision with both scores; tests/speed/test_admission.py re-runs it and holds the file to
-it. A term admitted.json does not name is OFF. Every caller that prices a step (roofline, fit, plan, report) gets the admitted terms (``default_terms``); the score
-passes its own set to try one; the JSON's ``expected.terms`` lists each step term's share (``TermShare``).
+it. A term admitted.json does not name is OFF. Every caller that prices a step (roofline, fit, plan, report) gets
+the admitted terms (``default_terms``); the score passes its own set to try one; the JSON's ``expected.terms`` lists
+each step term's share (``TermShare``).
 
 Another helper adding a term (e.g. a DeepSeek-V4 kernel on v7x): write its price as ``StepInput -> tuple[EngineTerm,
 ...]`` (the ops, their StageTime, the rows, context and curves are in the StepInput; the registry stamps
