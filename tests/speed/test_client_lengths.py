@@ -83,8 +83,8 @@ def test_every_published_range_is_a_client_with_prompts():
     """A range ratio is read only with the run's prompt count (the client's run), and only where stated."""
     ranged = [b for b in load_benchmarks() if b.workload.random_range_ratio is not None]
     # ATOM's 11 (atom-vllm-oot-benchmark.yaml), InferenceX #870's 4 and its B200 curve's 10 (benchmark-tmpl.yml), the
-    # SGLang DeepSeek-V4 cookbook's 4 (bench_serving's default)
-    assert len(ranged) == 29
+    # SGLang DeepSeek-V4 cookbook's 6 (bench_serving's default)
+    assert len(ranged) == 31
     assert all(b.workload.num_prompts is not None for b in ranged)
 
 
@@ -112,8 +112,8 @@ def test_the_sglang_cookbook_runs_are_its_client_s_defaults():
     that inverted, the cell's GPUs x the figure x 1024 / 9216."""
     import re
 
-    runs = [b for b in load_benchmarks() if "deepseek-v4-flash-sglang" in b.path]
-    assert len(runs) == 4
+    runs = [b for b in load_benchmarks() if "deepseek-v4-flash-sglang" in b.path or "deepseek-v4-pro-sglang" in b.path]
+    assert len(runs) == 6
     for b in runs:
         w, gpus = b.workload, b.split.tp * b.split.dp
         assert w.random_range_ratio == 0.0 and (w.isl, w.osl) == (8192, 1024)
