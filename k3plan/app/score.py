@@ -312,13 +312,15 @@ def _with_floor(rows: list[Row], *, per_engine: bool = False) -> list[Row]:
         mine = [v for k, v in pairs.items() if k != without and engine[k] == engine[case]]
         return fit_floor(mine or [v for k, v in pairs.items() if k != without])
 
+    first = {engine[c]: c for c in reversed(list(pairs))}  # a case of each engine
+    in_sample = {e: fit(c, None) for e, c in first.items()}  # one F an engine (one in all without per_engine)
     out = []
     for r in rows:
         if r.case not in pairs:
             out.append(r)
             continue
         m, y = pairs[r.case]
-        f_all, f_out = fit(r.case, None), fit(r.case, r.case)
+        f_all, f_out = in_sample[engine[r.case]], fit(r.case, r.case)
         out.append(
             replace(
                 r,

@@ -310,11 +310,19 @@ def _like_for_like(
     return there.ttft_s, own.ttft_s
 
 
-def _transfer(what: Literal["tpot", "ttft"], *, model: ModelAt, cands, asked: Asked, step_s: float) -> ServingFigure:
-    """``serving_figure`` for a question with no OSL (roofline's, fit's): from the nearest benchmark, the model's
-    ratio like for like (``_like_for_like``); where the scheduler cannot run the pair, the decode step (TPOT) or one
-    prompt's prefill (TTFT) against the benchmark's workload in the same form."""
-    b = nearest(cands, asked=asked, need_ttft=what == "ttft")
+def _transfer(
+    what: Literal["tpot", "ttft"],
+    *,
+    model: ModelAt,
+    cands,
+    asked: Asked,
+    b: ServingBenchmark | None,
+    step_s: float,
+) -> ServingFigure:
+    """``serving_figure`` for a question with no OSL (roofline's, fit's): from ``b``, the nearest benchmark
+    (``nearest``, as stands_behind found it), the model's ratio like for like (``_like_for_like``); where the
+    scheduler cannot run the pair, the decode step (TPOT) or one prompt's prefill (TTFT) against the benchmark's
+    workload in the same form."""
     pair = (
         None  # measured (every key matches): the figure is the run's own, the model beside it is the step's
         if b is None or at_workload(b, asked)
@@ -380,7 +388,9 @@ def stands_behind(
             asked=key,
         )
     else:
-        tpot = _transfer("tpot", model=model, cands=cands, asked=key, step_s=model.decode_s(batch, context))
+        tpot = _transfer(
+            "tpot", model=model, cands=cands, asked=key, b=near["tpot"], step_s=model.decode_s(batch, context)
+        )
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
@@ -406,7 +416,9 @@ def stands_behind(
             else:
                 if expected is None:
                     expected = model.speed(batch, context, chunk)
-                ttft = _transfer("ttft", model=model, cands=cands, asked=key, step_s=expected.prefill.expected_s)
+                ttft = _transfer(
+                    "ttft", model=model, cands=cands, asked=key, b=near["ttft"], step_s=expected.prefill.expected_s
+                )
     return tpot, ttft, cands, model
 
 
