@@ -279,7 +279,9 @@ def page_of(b: ServingBenchmark) -> int | None:
 class Asked(Frozen):
     """The question's side of the key beyond the configuration: the KV dtype of its stack, the KV page the model
     prices (None: unknown), the scheduling the model prices (a synchronous engine step), the batch (= the
-    benchmark's concurrency), the context (= its ISL) and the prefill chunk."""
+    benchmark's concurrency), the context (= its ISL), the prefill chunk and, where the question has one (plan
+    --isl/--osl), the output length (= its OSL: under a served load each request's prefill rides in the decode
+    steps of the others, once every OSL tokens, so a TPOT or TTFT at another OSL is not the asked one's)."""
 
     kv_dtype: str
     page_tokens: int | None
@@ -287,13 +289,14 @@ class Asked(Frozen):
     batch: int
     context: int
     chunk: int
+    osl: int | None = None  # None: the question has no output length (roofline, fit), not a key
 
     @property
     def chunk_tokens(self) -> int:
         return min(self.chunk, self.context)
 
 
-def asked(*, stack: str, kv_dtype: str, batch: int, context: int, chunk: int) -> Asked:
+def asked(*, stack: str, kv_dtype: str, batch: int, context: int, chunk: int, osl: int | None = None) -> Asked:
     """The key of a question on ``stack`` (its name) with that KV dtype and workload."""
     return Asked(
         kv_dtype=kv_dtype_of(kv_dtype),
@@ -301,6 +304,7 @@ def asked(*, stack: str, kv_dtype: str, batch: int, context: int, chunk: int) ->
         batch=batch,
         context=context,
         chunk=chunk,
+        osl=osl,
     )
 
 
@@ -331,8 +335,8 @@ def config_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
 
 
 def workload_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
-    """The workload keys that differ: batch (concurrency), context (ISL), chunk (max-num-batched-tokens). The
-    model's ratio prices them."""
+    """The workload keys that differ: batch (concurrency), context (ISL), chunk (max-num-batched-tokens) and, where
+    the question has one, the output length (OSL). The model's ratio prices them."""
     out = []
     if b.workload.concurrency != a.batch:
         out.append(f"batch {b.workload.concurrency:,}->{a.batch:,}")
@@ -340,6 +344,8 @@ def workload_differs(b: ServingBenchmark, a: Asked) -> tuple[str, ...]:
         out.append(f"context {b.workload.isl:,}->{a.context:,}")
     if b.chunk_tokens != a.chunk_tokens:
         out.append(f"chunk {_show(b.chunk_tokens)}->{a.chunk_tokens:,}")
+    if a.osl is not None and b.workload.osl != a.osl:
+        out.append(f"output {b.workload.osl:,}->{a.osl:,}")
     return tuple(out)
 
 
@@ -354,12 +360,14 @@ def _chunk(b: ServingBenchmark) -> int:
     return b.chunk_tokens if b.chunk_tokens is not None else b.workload.isl
 
 
+def _pairs(b: ServingBenchmark, a: Asked) -> tuple[tuple[int, int], ...]:
+    """(the benchmark's, the question's) of each workload key: batch, context, chunk, and the OSL where asked."""
+    pairs = ((b.workload.concurrency, a.batch), (b.workload.isl, a.context), (_chunk(b), a.chunk_tokens))
+    return pairs + (((b.workload.osl, a.osl),) if a.osl is not None else ())
+
+
 def _distance(b: ServingBenchmark, a: Asked) -> float:
-    return (
-        abs(math.log(b.workload.concurrency / a.batch))
-        + abs(math.log(b.workload.isl / a.context))
-        + abs(math.log(_chunk(b) / a.chunk_tokens))
-    )
+    return sum(abs(math.log(x / y)) for x, y in _pairs(b, a))
 
 
 class ServingFigure(Frozen):
@@ -378,12 +386,12 @@ class ServingFigure(Frozen):
     band_s: tuple[float, float]
 
 
-NEARBY_FACTOR = 16  # a transfer reaches batch, context and chunk each within this factor of the benchmark's
+# a transfer reaches batch, context, chunk (and an asked OSL) each within this factor of the benchmark's
+NEARBY_FACTOR = 16
 
 
 def _nearby(b: ServingBenchmark, a: Asked) -> bool:
-    pairs = ((b.workload.concurrency, a.batch), (b.workload.isl, a.context), (_chunk(b), a.chunk_tokens))
-    return all(max(x, y) <= NEARBY_FACTOR * min(x, y) for x, y in pairs)
+    return all(max(x, y) <= NEARBY_FACTOR * min(x, y) for x, y in _pairs(b, a))
 
 
 def nearest(cands: tuple[ServingBenchmark, ...], *, asked: Asked, need_ttft: bool) -> ServingBenchmark | None:
@@ -436,7 +444,7 @@ def serving_figure(
             benchmark=b.label,
             measured_s=measured,
             label=f"measured: {stat} {name} of {b.name} (engine, hardware, model, split, KV dtype, page, chunk, "
-            "scheduling and batch all match)",
+            + ("scheduling and batch all match)" if asked.osl is None else "scheduling, batch and output all match)"),
             band_s=(min(model_s, measured), max(model_s, measured)),
         )
     ratio = model_s / model_at(b)

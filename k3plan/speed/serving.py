@@ -123,10 +123,12 @@ def candidates(setup) -> tuple[ServingBenchmark, ...]:
     return matching(**configuration(setup), pp=setup.parallel.pp)
 
 
-def asked_of(setup, *, batch: int, context: int, chunk: int) -> Asked:
+def asked_of(setup, *, batch: int, context: int, chunk: int, osl: int | None = None) -> Asked:
     """The question's key beyond the configuration: its stack's KV dtype, the page and scheduling the model prices,
-    the workload."""
-    return asked(stack=setup.stack.name, kv_dtype=setup.stack.kv_cache.dtype, batch=batch, context=context, chunk=chunk)
+    the workload (its OSL where the question has one)."""
+    return asked(
+        stack=setup.stack.name, kv_dtype=setup.stack.kv_cache.dtype, batch=batch, context=context, chunk=chunk, osl=osl
+    )
 
 
 class ModelAt:
@@ -265,44 +267,57 @@ def _no_benchmark(
     )
 
 
-def _as_asked(b: ServingBenchmark, *, batch: int, context: int, chunk: int) -> ServingBenchmark:
+def _as_asked(b: ServingBenchmark, *, batch: int, context: int, chunk: int, osl: int | None = None) -> ServingBenchmark:
     """Benchmark ``b``'s run moved to the asked workload: ``batch`` requests at a time (its prompts scaled with it),
-    every one ``context`` tokens in and its OSL out (the question's lengths, not its client's draw), ``chunk`` tokens
-    a step; its flags and engine as they were."""
+    every one ``context`` tokens in and ``osl`` out (its own OSL where None; the question's lengths, not its client's
+    draw), ``chunk`` tokens a step, a ``--max-num-seqs`` below ``batch`` raised to it (the question's batch decodes
+    together: the nightly at concurrency 1 runs --max-num-seqs 1, which would queue the asked requests one by one);
+    its other flags and engine as they were."""
     import math
 
     from k3plan.structs import replace
 
     w = b.workload
+    out = w.osl if osl is None else osl
+    seqs = b.flags.max_num_seqs if b.flags.max_num_seqs is None else max(b.flags.max_num_seqs, batch)
     prompts = None if w.num_prompts is None else max(batch, math.ceil(w.num_prompts * batch / w.concurrency))
     return replace(
         b,
         workload=replace(
-            w, concurrency=batch, isl=context, num_prompts=prompts, completed=None, random_range_ratio=None
+            w, concurrency=batch, isl=context, osl=out, num_prompts=prompts, completed=None, random_range_ratio=None
         ),
-        flags=replace(b.flags, max_num_batched_tokens=chunk),
-        path=f"{b.path}#asked@{batch},{context},{chunk}",
+        flags=replace(b.flags, max_num_batched_tokens=chunk, max_num_seqs=seqs),
+        path=f"{b.path}#asked@{batch},{context},{out},{chunk}",
     )
 
 
 def _like_for_like(
-    model: ModelAt, b: ServingBenchmark, what: Literal["tpot", "ttft"], *, batch: int, context: int, chunk: int
+    model: ModelAt,
+    b: ServingBenchmark,
+    what: Literal["tpot", "ttft"],
+    *,
+    batch: int,
+    context: int,
+    chunk: int,
+    osl: int | None = None,
 ) -> tuple[float, float] | None:
     """(the model at the asked workload, the model of ``b``'s own run) for a transfer from ``b``'s figure, both the
     same kind of run: a published TPOT or TTFT is its run's -- requests queueing for a slot, prefills among the
     decodes -- so both sides run through the scheduler (``served_of``), ``b``'s as it ran and the same run moved to
-    the asked batch, context and chunk (``_as_asked``); at ``b``'s own workload the ratio is 1. None where the
-    scheduler cannot run either (more sequences a group than the token budget): the caller's step and prompt."""
+    the asked batch, context, chunk and OSL (``_as_asked``; ``osl`` None: ``b``'s own); at ``b``'s own workload the
+    ratio is 1. None where the scheduler cannot run either (more sequences a group than the token budget): the
+    caller's step and prompt."""
     from k3plan.errors import K3PlanError
 
     if "served" not in model.on:
         return None
     w = b.workload
     fixed = w.random_range_ratio in (None, 1.0)  # the run's requests are the asked ones' lengths
-    same = fixed and (w.concurrency, w.isl, b.chunk_tokens or w.isl) == (batch, context, chunk)
+    same = fixed and (w.concurrency, w.isl, b.chunk_tokens or w.isl, w.osl) == (batch, context, chunk, osl or w.osl)
     try:
         own, _ = served_of(model, b)
-        there = own if same else served_of(model, _as_asked(b, batch=batch, context=context, chunk=chunk))[0]
+        moved = _as_asked(b, batch=batch, context=context, chunk=chunk, osl=osl)
+        there = own if same else served_of(model, moved)[0]
     except K3PlanError:
         return None
     if what == "tpot":
@@ -318,15 +333,20 @@ def _transfer(
     asked: Asked,
     b: ServingBenchmark | None,
     step_s: float,
+    served_s: float | None = None,
 ) -> ServingFigure:
-    """``serving_figure`` for a question with no OSL (roofline's, fit's): from ``b``, the nearest benchmark
-    (``nearest``, as stands_behind found it), the model's ratio like for like (``_like_for_like``); where the
-    scheduler cannot run the pair, the decode step (TPOT) or one prompt's prefill (TTFT) against the benchmark's
-    workload in the same form."""
+    """``serving_figure`` from ``b``, the nearest benchmark (``nearest``, as stands_behind found it): measured where
+    every key matches (beside it the model at the question: ``served_s``, the question's served load under plan
+    --isl/--osl, else ``step_s``), else the model's ratio like for like (``_like_for_like``, at the asked OSL where
+    the question has one); where the scheduler cannot run the pair, the decode step (TPOT) or one prompt's prefill
+    (TTFT) against the benchmark's workload in the same form."""
+    measured = b is None or at_workload(b, asked)
     pair = (
-        None  # measured (every key matches): the figure is the run's own, the model beside it is the step's
-        if b is None or at_workload(b, asked)
-        else _like_for_like(model, b, what, batch=asked.batch, context=asked.context, chunk=asked.chunk_tokens)
+        None
+        if b is None or measured
+        else _like_for_like(
+            model, b, what, batch=asked.batch, context=asked.context, chunk=asked.chunk_tokens, osl=asked.osl
+        )
     )
     if pair is not None:
         there, own = pair
@@ -335,7 +355,8 @@ def _transfer(
         at = lambda x: model.decode_s(x.workload.concurrency, x.workload.isl)  # noqa: E731
     else:
         at = lambda x: model.of(x).prefill.expected_s  # noqa: E731
-    return serving_figure(what, model_s=step_s, model_at=at, cands=cands, asked=asked)
+    beside = served_s if measured and served_s is not None else step_s
+    return serving_figure(what, model_s=beside, model_at=at, cands=cands, asked=asked)
 
 
 def stands_behind(
@@ -357,7 +378,7 @@ def stands_behind(
     of a transfer is the workload as the engine serves it (issue 46 item 4: ``served_asked`` for the question's
     closed loop, ``served_of`` for the benchmark's own run, each through the scheduler), not one step."""
     cands = candidates(setup)
-    key = asked_of(setup, batch=batch, context=context, chunk=chunk)
+    key = asked_of(setup, batch=batch, context=context, chunk=chunk, osl=osl)
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
     if not cands or near["tpot"] is None:  # nearest() answers None only without a candidate
         why = "no serving benchmark of this configuration"
@@ -378,19 +399,18 @@ def stands_behind(
     model = ModelAt(setup, spec_hardware, evidence=evidence)
     if expected is not None:
         model.cache[(batch, context, min(chunk, context))] = expected
+    # the question's served load (plan --isl/--osl): the model's own figure beside a measured one, plan's --rank-by
+    # expected; a transfer moves the benchmark's run to the asked workload, like for like (_like_for_like)
     served = None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk)
-    if served is not None:  # issue 46 item 4: the served workload on both sides of the ratio
-        tpot = serving_figure(
-            "tpot",
-            model_s=served.tpot_s,
-            model_at=lambda b: served_of(model, b)[0].tpot_s,
-            cands=cands,
-            asked=key,
-        )
-    else:
-        tpot = _transfer(
-            "tpot", model=model, cands=cands, asked=key, b=near["tpot"], step_s=model.decode_s(batch, context)
-        )
+    tpot = _transfer(
+        "tpot",
+        model=model,
+        cands=cands,
+        asked=key,
+        b=near["tpot"],
+        step_s=model.decode_s(batch, context),
+        served_s=None if served is None else served.tpot_s,
+    )
     ttft = None
     if ceiling_ttft_s is not None:
         if near["ttft"] is None:
@@ -405,20 +425,17 @@ def stands_behind(
                 served=served,
             )
         else:
-            if served is not None:
-                ttft = serving_figure(
-                    "ttft",
-                    model_s=served.ttft_s,
-                    model_at=lambda b: served_of(model, b)[0].ttft_s,
-                    cands=cands,
-                    asked=key,
-                )
-            else:
-                if expected is None:
-                    expected = model.speed(batch, context, chunk)
-                ttft = _transfer(
-                    "ttft", model=model, cands=cands, asked=key, b=near["ttft"], step_s=expected.prefill.expected_s
-                )
+            if expected is None:
+                expected = model.speed(batch, context, chunk)
+            ttft = _transfer(
+                "ttft",
+                model=model,
+                cands=cands,
+                asked=key,
+                b=near["ttft"],
+                step_s=expected.prefill.expected_s,
+                served_s=None if served is None else served.ttft_s,
+            )
     return tpot, ttft, cands, model
 
 
