@@ -24,7 +24,7 @@ class RowExpected(Frozen):
 
 def row_expected(setup, *, batches: list[int], context: int, chunk: int, evidence: Optional[Evidence]) -> RowExpected:
     from k3plan.speed.peaks import Peaks
-    from k3plan.speed.stage import curves_for, decode_stage, expected_speed
+    from k3plan.speed.stage import curves_for, decode_stage, expected_speed, records_of
 
     x = expected_speed(
         setup, batch=batches[0], context_tokens=context, prompt_tokens=context, chunk_tokens=chunk, evidence=evidence
@@ -36,9 +36,10 @@ def row_expected(setup, *, batches: list[int], context: int, chunk: int, evidenc
         stages[b] = decode_stage(setup, batch=b, context=context, peaks=peaks, curves=curves)
     return RowExpected(
         tpot_s={b: s.expected_s for b, s in stages.items()},
-        measured={b: any(o.efficiency.measured for o in s.ops) for b, s in stages.items()},
+        # a record set an op's efficiency or a term's time (gpu-gemm's GEMM table on a GPU): not the ceilings alone
+        measured={b: any(o.efficiency.measured for o in s.ops) or bool(records_of(s)) for b, s in stages.items()},
         ttft_s=x.prefill.expected_s,
-        ttft_measured=any(o.efficiency.measured for o in x.prefill.ops),
+        ttft_measured=any(o.efficiency.measured for o in x.prefill.ops) or bool(records_of(x.prefill)),
         records=x.records,
     )
 

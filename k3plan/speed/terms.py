@@ -156,6 +156,49 @@ def _kernel_floor(s: StepInput) -> tuple[EngineTerm, ...]:
     return kernel_floor_terms(s.ops, hardware=hw.name, vendor=hw.vendor)
 
 
+def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:
+    """The step's matmuls that run at their ceiling (no record of the device kind), re-priced at the published
+    throughput of the kernel the stack's engine runs for their dtype on this GPU (``evidence.gpu_gemm``): the term
+    is what that adds to the step, each op bound by the longer of its compute at the kernel's efficiency and its
+    bytes at the HBM peak."""
+    from k3plan.engines.flags import engine_for_stack
+    from k3plan.errors import K3PlanError
+    from k3plan.evidence.gpu_gemm import RECORD
+    from k3plan.speed.expected import op_time
+    from k3plan.speed.gpu_gemm import gemm_curves
+    from k3plan.speed.peaks import Peaks
+
+    hw = s.setup.hardware
+    try:
+        engine = engine_for_stack(s.key.stack, hw.kind)
+    except K3PlanError:
+        return ()
+    peaks = Peaks.from_hardware(hw)
+    curves = gemm_curves(hw.name, device_kind=peaks.device_kind, engine=engine)
+    if curves is None:
+        return ()
+    extra = 0.0
+    records: dict[str, None] = {}
+    for op, t in zip(s.ops, s.stage.ops, strict=True):
+        if op.kind != "matmul" or t.efficiency.measured:
+            continue
+        at = op_time(op, peaks=peaks, curves=curves)
+        if at.efficiency.measured and at.expected_s > t.expected_s:
+            extra += at.expected_s - t.expected_s
+            records[at.efficiency.record_path or RECORD] = None
+    if not extra:
+        return ()
+    return (
+        EngineTerm(
+            name="GPU matmuls at their kernel's published throughput",
+            seconds=extra,
+            source=f"{engine}'s kernel for the dtype on {hw.name}, its published TFLOPS at the nearest measured "
+            f"shape over the spec's peak ({', '.join(records)})",
+            records=tuple(records),
+        ),
+    )
+
+
 def _mla_prefill_form(s: StepInput) -> tuple[EngineTerm, ...]:
     if not any(op.name.startswith("mla.") and op.kind == "attention" for op in s.ops):
         return ()
@@ -272,6 +315,20 @@ REGISTRY: tuple[SpeedTerm, ...] = (
             "(k3plan/evidence/gpu_kernel_floor.yaml: SemiAnalysisAI/InferenceX#863, B200)"
         ),
         evidence=("evidence/gpu_kernel_floor.yaml",),
+    ),
+    SpeedTerm(
+        name="gpu-gemm",
+        title="a GPU's matmuls below the spec's peak: the engine's kernel at its published throughput for the shape",
+        phase="both",
+        level="step",
+        when=When(hardware=("gpu",), op_kinds=("matmul",)),
+        price=_gpu_gemm,
+        source=(
+            "published GEMM tables of the kernels the engines run (k3plan/evidence/gpu_gemm.yaml: the table, its "
+            "kernel, the engines that run it and the code that says so), compute-bound rows only, over the "
+            "measured GPU's spec peak"
+        ),
+        evidence=("evidence/gpu_gemm.yaml",),
     ),
     SpeedTerm(
         name="mxfp4-dequant",

@@ -383,7 +383,9 @@ def test_expected_time_labels_and_breakdown():
         "ceiling: no measured efficiency for all-to-all over 16 devices on NVIDIA H200"
     }
     assert f"`records: {a['records']}`" in FLAT
-    assert not a["records_used"] and not b["records_used"]
+    # the one record: gpu-gemm's H100 bf16 table for the prefill's dense matmuls (no probe record of an H200)
+    assert a["records_used"] == b["records_used"] == ["evidence/gpu_gemm.yaml#torch-bf16-dense-h100"]
+    assert "evidence/gpu_gemm.yaml" in FLAT and "`gpu-gemm`" in FLAT
     dec = a["decode"]
     kinds = ["attention", "kda", "experts", "dense", "collectives", "overhead"]
     for label, key in (("ceiling, ms", "ceiling_s"), ("expected, ms", "expected_s")):
@@ -436,6 +438,11 @@ def test_section_3_is_plans_tp16_row():
         f"{AIC_IFB_MS / AIC_STATIC_MS:.2f}x",
     ]
     assert row("TTFT") == [f"{sla['ttft_ms']:.1f} ms", "—"]
+    # the TTFT is the model's (gpu-gemm's GEMM table sets the prefill's dense matmuls): the page quotes its step
+    assert sla["ttft_source"] == "model" and sla["tpot_source"] == "ceiling"
+    (lab,) = [x for x in sla["serving_labels"] if x.startswith("TTFT: model")]
+    step = r"T\(d, p\) = ([\d.]+) ms \+ ([\d.]+) ms d \+ ([\d.]+) us p"
+    assert said(step + " on the model's step").groups() == re.search(step, lab).groups()
     assert row("output tokens/s (a GPU)") == [
         f"{sla['output_tokens_per_s']:,.0f} ({sla['output_tokens_per_s_per_chip']:.1f})",
         "—",

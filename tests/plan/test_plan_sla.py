@@ -1,6 +1,8 @@
 """Issue 13 wired into `k3plan plan`: latency targets, cost on every row, the Pareto front, the
 disaggregated alternative, launch command and cold start; numbers checked against the deploy/speed
-functions called directly where hand arithmetic is impractical."""
+functions called directly where hand arithmetic is impractical. The scheduler arithmetic on the ceilings' step
+runs on AMD GPUs: an NVIDIA GPU's prefill now stands on the model wherever a published GEMM table sets its matmuls
+(term gpu-gemm, k3plan/evidence/gpu_gemm.yaml), which no table does for AMD."""
 
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def _plan(cli, *args):
 def test_step_coefficients_and_scheduler_figures(cli):
     """base + a d from plan's own decode TPOT at batches 1 and 2; b from the prefill ceiling; then
     steady_state called directly gives the row's TTFT and TPOT."""
-    one = ["-H", "nvidia-b200", "--stacks", "vllm", "--max-chips", "16", "--context", "4500"]
+    one = ["-H", "amd-mi355x", "--stacks", "vllm", "--max-chips", "16", "--context", "4500"]
     res = _plan(cli, *one, "--isl", "4000", "--osl", "500", "--concurrency", "1")
     t1 = _plan(cli, *one, "--max-pp", "1")["recommended"]  # SLA mode searches pp 1 only
     t2 = _plan(cli, *one, "--concurrency", "2", "--max-pp", "1")["recommended"]
@@ -115,7 +117,7 @@ def test_step_coefficients_and_scheduler_figures(cli):
     flops = 2 * m.inventory.active_params + attention_prefill_flops_per_token(m.spec, 4000)
     from k3plan.hardware import load_hardware
 
-    hw = load_hardware("nvidia-b200")
+    hw = load_hardware("amd-mi355x")
     b = flops / (hw.flops_per_s_per_device(eff.compute_dtype) * r["devices"] * eff.mfu)
     s = r["sla"]
     assert s["step_base_ms"] == pytest.approx(base * 1e3)
@@ -135,7 +137,7 @@ def test_step_coefficients_and_scheduler_figures(cli):
 
 
 def test_disaggregated_pools_and_transfer(cli):
-    res = _plan(cli, "-H", "nvidia-b200", "--stacks", "vllm", "--max-chips", "16", *DONE_WHEN)
+    res = _plan(cli, "-H", "amd-mi355x", "--stacks", "vllm", "--max-chips", "16", *DONE_WHEN)
     d, r = res["disaggregated"], res["recommended"]
     s = r["sla"]
     base, a, b = s["step_base_ms"] / 1e3, s["step_per_decode_seq_ms"] / 1e3, s["step_per_prefill_token_us"] / 1e6
@@ -156,7 +158,7 @@ def test_disaggregated_pools_and_transfer(cli):
     from k3plan.engines.stack import load_stack
     from k3plan.hardware import load_hardware
 
-    hw = load_hardware("nvidia-b200")
+    hw = load_hardware("amd-mi355x")
     nbytes = transfer_bytes_per_request(spec=load_model("kimi-k3").spec, stack=load_stack("vllm"), isl_tokens=4000)
     link = hw.scale_up if d["chips"] <= (hw.scale_up.domain_chips or hw.chips_per_host) else hw.scale_out
     assert d["transfer"]["bytes_per_request"] == nbytes and d["transfer"]["link"] == link.name
@@ -167,7 +169,7 @@ def test_disaggregated_pools_and_transfer(cli):
 def test_strict_rejects_with_the_reason_best_effort_ranks_last(cli):
     args = [
         "-H",
-        "nvidia-b200,nvidia-h200",
+        "amd-mi355x,amd-mi325x",
         "--stacks",
         "vllm",
         "--max-chips",
@@ -343,7 +345,7 @@ def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
     --top that holds every feasible row."""
     args = [
         "-H",
-        "nvidia-b200,nvidia-h200",
+        "amd-mi355x,amd-mi325x",
         "--stacks",
         "vllm",
         "--max-chips",
@@ -389,7 +391,7 @@ def test_a_dp_row_prefills_a_prompt_on_its_group_as_roofline_does(cli):
     res = _plan(
         cli,
         "-H",
-        "nvidia-b200",
+        "amd-mi355x",
         "--stacks",
         "vllm",
         "--max-chips",
@@ -408,7 +410,7 @@ def test_a_dp_row_prefills_a_prompt_on_its_group_as_roofline_does(cli):
     for r in rows[:3]:
         setup = make_setup(
             model="kimi-k3",
-            hardware="nvidia-b200",
+            hardware="amd-mi355x",
             topology=r["topology"],
             tp=r["tp"],
             ep=r["ep"],
