@@ -119,6 +119,9 @@ def _priced_term(label: str) -> str:
     )
     if probes:
         return "probe " + ", ".join(probes)
+    tables = list(dict.fromkeys(re.findall(r"evidence/gpu_gemm\.yaml#([\w.-]+)", text)))  # term gpu-gemm
+    if tables:
+        return "published GEMM table " + ", ".join(tables)
     url = re.search(r"https://github\.com/([\w.-]+/[\w.-]+)/issues/(\d+)", text)
     if url:
         return f"published: {url[1]}#{url[2]}"

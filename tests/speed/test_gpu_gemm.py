@@ -95,3 +95,11 @@ def test_the_term_is_a_gpu_s_and_admitted():
     assert "gpu-gemm" in default_terms()
     _, tpu = _prefill("tpu-v7x", "2x2x2", default_terms(), stack="torchtpu-vllm")
     assert not any(o.name == NAME for o in tpu.ops)
+
+
+def test_roofline_says_which_table_prices_the_term(cli):
+    r = cli("roofline", "-m", "deepseek-v4-flash", "-H", "nvidia-h200", "-t", "4", "--tp", "4", "--ep", "4",
+            "--stack", "sglang:moe_a2a_backend=none", "--batch", "1", "--context", "8192", "--chunk", "8192")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stdout.splitlines() if "GPU matmuls" in x)
+    assert "published GEMM table torch-bf16-dense-h100" in line
