@@ -192,8 +192,9 @@ def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:
         EngineTerm(
             name="GPU matmuls at their kernel's published throughput",
             seconds=extra,
-            source=f"{engine}'s kernel for the dtype on {hw.name}, its published TFLOPS at the nearest measured "
-            f"shape over the spec's peak ({', '.join(records)})",
+            source=f"{engine}'s kernel for the dtype on {hw.name}, its published TFLOPS over the spec's peak, "
+            f"interpolated at each op's size (log of (M N K)^(1/3), clamped to the measured range) "
+            f"({', '.join(records)})",
             records=tuple(records),
         ),
     )
