@@ -62,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write", action="store_true", help="with --admit: write k3plan/speed/admitted.json")
     a = p.parse_args(argv)
     if a.admit:
-        decisions = admit()
+        models = Models()
+        decisions = admit(models)
         print(admission_table(decisions), end="")
         if a.write:
-            write_admitted(decisions)
+            write_admitted(decisions, models=models)
     elif a.frame:
         import pandas as pd
 

@@ -19,6 +19,10 @@ set with every other term as admitted and with and without this one; the term is
 (``better``), passes repeated from every term ON until none changes. ``speed/admitted.json`` is the decision
 (``write_admitted``), read by every command that prices a step (``speed.terms.default_terms``).
 
+The transfer rule the commands stand behind where a benchmark speaks (``transfer_rows``) is scored the same way,
+leave one out: each published TPOT and TTFT from the nearest other benchmark of its configuration, beside the model
+alone on the same cases (``transfer_summary``, the README block's last lines).
+
 ``benchmarks/score_speed.py`` prints these; ``k3plan.api.score()`` gives the rows as a DataFrame.
 """
 
@@ -418,8 +422,29 @@ def admit(models: Models | None = None) -> list[Decision]:
     raise K3PlanError(f"the admission did not settle in {MAX_PASSES} passes over {', '.join(SCORED)}")
 
 
-def admitted_data(decisions: list[Decision]) -> dict[str, Any]:
-    """admitted.json's content: each scored term's decision and scores, and how it was decided."""
+def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[str, float]:
+    """The TTFT floor of each engine with the admitted terms ``on`` (term engine-floor: its own TTFTs' in-sample
+    fit), and ``*`` the pooled fit (term floor; an engine without a published TTFT): what a command's transfer adds
+    to both runs' TTFT (``speed.terms.ttft_floor_s``: the per-request path a measured TTFT holds and the model's
+    run does not). {} where no floor term is ON."""
+    if "floor" not in on:
+        return {}
+    rows = _scored(models or Models(), on)
+    raw = [
+        (r.ttft_model_ms - r.ttft_floor_ms, r.ttft_measured_ms)
+        for r in rows
+        if r.ttft_floor_ms is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
+    ]
+    out = {"*": fit_floor(raw)}
+    if "engine-floor" in on:
+        out |= {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
+    return dict(sorted(out.items()))
+
+
+def admitted_data(decisions: list[Decision], models: Models | None = None) -> dict[str, Any]:
+    """admitted.json's content: each scored term's decision and scores, how it was decided, and the TTFT floor a
+    command's transfer reads (``admitted_floors`` with the admitted terms)."""
+    on = frozenset(d.term for d in decisions if d.on)
     return {
         "how": "benchmarks/score_speed.py --admit --write (k3plan.app.score.admit): every scored term of "
         "k3plan/speed/terms.py REGISTRY in order, the held-out score over the shipped benchmark set with and "
@@ -428,13 +453,14 @@ def admitted_data(decisions: list[Decision]) -> dict[str, Any]:
         "changes, the scores below the last pass's",
         "benchmarks": sorted(Path(b.path).stem for b in load_benchmarks()),
         "terms": {d.term: {"on": d.on, "with": d.with_term, "without": d.without} for d in decisions},
+        "ttft_floor_ms": admitted_floors(on, models),
     }
 
 
-def write_admitted(decisions: list[Decision], path: Path = ADMITTED) -> None:
+def write_admitted(decisions: list[Decision], path: Path = ADMITTED, models: Models | None = None) -> None:
     from k3plan.io_safe import write_text
 
-    write_text(path, json.dumps(admitted_data(decisions), indent=2) + "\n", label="admitted.json")
+    write_text(path, json.dumps(admitted_data(decisions, models), indent=2) + "\n", label="admitted.json")
 
 
 def _cell(s: dict[str, Any]) -> str:
@@ -463,6 +489,101 @@ def admission_table(decisions: list[Decision]) -> str:
 
 def _conc(r: Row) -> int:
     return int(r.workload.split(" @ ")[1].replace(",", ""))
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """One published TPOT or TTFT predicted the way roofline, fit and plan stand behind a benchmark where the
+    question is not its own workload: from another benchmark of the same configuration (``speed.serving``'s
+    candidates, the nearest by ``evidence.benchmarks.nearest``), its figure x the model's ratio of the two runs as
+    they ran (the score's served runs; a TTFT's with the engine's floor, fitted without the case, on both), left out:
+    the case never speaks for itself."""
+
+    case: str
+    figure: str  # "tpot" or "ttft"
+    measured_ms: float
+    model_ratio: float  # the model alone, held out (the score's ratio, its floor refitted without the case)
+    transferred_ratio: float  # the transfer from ``source`` over the measured figure
+    source: str  # the benchmark transferred from (its file's stem)
+
+
+def _raw_model_ms(r: Row, what: str) -> float | None:
+    """The model's own figure of a row: its TTFT without the fitted floor (a transfer's ratio has none)."""
+    ms = getattr(r, f"{what}_model_ms")
+    return None if ms is None else ms - ((r.ttft_floor_ms or 0.0) if what == "ttft" else 0.0)
+
+
+def transfer_rows(rows: list[Row], benchmarks: tuple[ServingBenchmark, ...] | None = None) -> list[TransferRow]:
+    """Leave one out, the transfer rule the commands use (``TransferRow``), for every published TPOT and TTFT that
+    another benchmark of its configuration can speak for. ``rows``: ``score_rows()``'s (their model figures)."""
+    from k3plan.evidence.benchmarks import nearest
+    from k3plan.speed.serving import asked_of, candidates
+
+    by = {r.case: r for r in rows}
+    out = []
+    for b in load_benchmarks() if benchmarks is None else benchmarks:
+        case = Path(b.path).stem
+        if case not in by:
+            continue
+        try:
+            setup, _ = _setup(b)
+        except K3PlanError:
+            continue
+        w, r = b.workload, by[case]
+        key = asked_of(setup, batch=w.concurrency, context=w.isl, chunk=b.chunk_tokens or w.isl)
+        others = [c for c in candidates(setup) if Path(c.path).stem != case and Path(c.path).stem in by]
+        for what in ("tpot", "ttft"):
+            held, measured, own = (
+                getattr(r, f"held_out_{what}_ratio"),
+                getattr(r, f"{what}_measured_ms"),
+                _raw_model_ms(r, what),
+            )
+            speak = tuple(c for c in others if _raw_model_ms(by[Path(c.path).stem], what))
+            if held is None or measured is None or not own or not speak:
+                continue
+            o = nearest(speak, asked=key, need_ttft=what == "ttft")
+            if o is None:
+                continue
+            ro = by[Path(o.path).stem]
+            other_ms, other_model = getattr(ro, f"{what}_measured_ms"), _raw_model_ms(ro, what)
+            if other_ms is None or not other_model:
+                continue
+            if what == "ttft":  # the floor fitted without the case, on both runs (speed.serving._like_for_like)
+                floor = r.held_out_ttft_floor_ms or 0.0
+                own, other_model = own + floor, other_model + floor
+            out.append(
+                TransferRow(
+                    case=case,
+                    figure=what,
+                    measured_ms=measured,
+                    model_ratio=held,
+                    transferred_ratio=other_ms * own / other_model / measured,
+                    source=Path(o.path).stem,
+                )
+            )
+    return out
+
+
+def transfer_summary(trows: list[TransferRow]) -> list[str]:
+    """One Markdown line a figure: the transfers' share within the first band and mean |ln ratio|, beside the model
+    alone on the same cases."""
+    (lo, hi), _ = BANDS
+    out = []
+    for what in ("tpot", "ttft"):
+        mine = [t for t in trows if t.figure == what]
+        if not mine:
+            continue
+
+        def cell(xs: list[float]) -> str:
+            mean = sum(abs(math.log(x)) for x in xs) / len(xs)
+            return f"{sum(lo <= x <= hi for x in xs)}/{len(xs)} within {lo}-{hi}x, mean |ln ratio| {mean:.3f}"
+
+        out.append(
+            f"- {what.upper()} transferred, leave one out (from the nearest other benchmark of the configuration, as "
+            f"roofline, fit and plan stand behind one): {cell([t.transferred_ratio for t in mine])}; the model alone on "
+            f"the same cases: {cell([t.model_ratio for t in mine])}"
+        )
+    return out
 
 
 def score_frame(rows: list[Row] | None = None):
@@ -545,4 +666,4 @@ def markdown(rows: list[Row], terms: frozenset[str] | None = None) -> str:
             f"{_ms(r.tpot_measured_ms)} | {_x(r.tpot_ratio)} | {_ms(r.ttft_model_ms)} / {_ms(r.ttft_measured_ms)} | "
             f"{_x(r.ttft_ratio)} | {r.priced_as or '-'} |"
         )
-    return "\n".join(lines + [""] + summary(rows, terms)) + "\n"
+    return "\n".join(lines + [""] + summary(rows, terms) + transfer_summary(transfer_rows(rows))) + "\n"

@@ -542,6 +542,15 @@ def admitted() -> dict[str, Any]:
     return json.loads(ADMITTED.read_text())
 
 
+def ttft_floor_s(engine: str) -> float:
+    """The TTFT floor the admission fitted for ``engine`` (admitted.json ``ttft_floor_ms``: its own published TTFTs'
+    fit with term engine-floor, else the pooled one), in seconds; 0 where no floor term is admitted. A transfer adds it
+    to both runs' TTFT (``speed.serving._like_for_like``): the per-request path a measured TTFT holds."""
+    floors = admitted().get("ttft_floor_ms", {})
+    ms = floors.get(engine, floors.get("*"))
+    return 0.0 if ms is None else float(ms) / 1e3
+
+
 def default_terms() -> frozenset[str]:
     """The terms ON by default: every cited one, and every scored one admitted.json admits (a term it does not
     name is OFF until the admission has tried it)."""

@@ -1,0 +1,79 @@
+"""The transfer rule the commands use, scored leave one out (k3plan.app.score.transfer_rows): every published TPOT
+and TTFT another benchmark of its configuration can speak for, predicted from the nearest one as roofline, fit and
+plan stand behind it -- its figure x the model's ratio of the two runs, a TTFT's with the engine's TTFT floor on both
+(the per-request path a measured TTFT holds) -- must beat the model alone on the same cases; and a command's TTFT
+transfer carries the floor the admission fitted (admitted.json ttft_floor_ms)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from k3plan.app.score import score_rows, transfer_rows, transfer_summary
+from k3plan.cli.app import app
+from k3plan.speed.terms import admitted, ttft_floor_s
+
+TTFT_S = 4038.0769618204795e-3  # the K3 nightly's published median TTFT (tests/engines/benchmarks)
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(abs(math.log(x)) for x in xs) / len(xs)
+
+
+@pytest.fixture(scope="module")
+def transfers():
+    return transfer_rows(score_rows())
+
+
+def test_a_transfer_beats_the_model_alone_left_out(transfers):
+    for what in ("tpot", "ttft"):
+        mine = [t for t in transfers if t.figure == what]
+        assert len(mine) >= 30 and all(t.source != t.case for t in mine)  # never speaks for itself
+        assert _mean([t.transferred_ratio for t in mine]) < 0.6 * _mean([t.model_ratio for t in mine])
+    lines = transfer_summary(transfers)
+    assert len(lines) == 2 and lines[0].startswith("- TPOT transferred, leave one out")
+
+
+def test_the_floor_on_both_runs_is_what_makes_a_ttft_transfer_generalise(transfers):
+    """The same transfers without the floor in the ratio: worse left out (session 35: 0.216 against 0.139)."""
+    rows = {r.case: r for r in score_rows()}
+    with_floor, without = [], []
+    for t in transfers:
+        if t.figure != "ttft":
+            continue
+        r, o = rows[t.case], rows[t.source]
+        own, other = r.ttft_model_ms - r.ttft_floor_ms, o.ttft_model_ms - o.ttft_floor_ms
+        f = r.held_out_ttft_floor_ms
+        assert t.transferred_ratio == pytest.approx(o.ttft_measured_ms * (own + f) / (other + f) / t.measured_ms)
+        with_floor.append(t.transferred_ratio)
+        without.append(o.ttft_measured_ms * own / other / t.measured_ms)
+    assert _mean(with_floor) < _mean(without)
+
+
+def test_a_command_s_ttft_transfer_carries_the_admitted_floor():
+    floors = admitted()["ttft_floor_ms"]
+    assert set(floors) >= {"*", "sglang", "vllm", "torchtpu-vllm"} and all(v > 0 for v in floors.values())
+    assert ttft_floor_s("torchtpu-vllm") == pytest.approx(floors["torchtpu-vllm"] / 1e3)
+    assert ttft_floor_s("an-engine-with-no-ttft") == pytest.approx(floors["*"] / 1e3)  # the pooled fit
+    from pathlib import Path
+
+    from k3plan.app.score import Models
+    from k3plan.evidence.benchmarks import load_benchmarks
+    from k3plan.speed.serving import ModelAt, _as_asked, served_of
+
+    (b,) = [b for b in load_benchmarks() if Path(b.path).stem == "kimi-k3-tp32-ep-isl8192-osl1024-c1"]
+    _, (setup, _, why) = Models().setup_of(b)
+    assert setup is not None, why
+    m = ModelAt(setup, setup.hardware, evidence=None)
+    there = served_of(m, _as_asked(b, batch=4, context=8192, chunk=512))[0].ttft_s
+    own = served_of(m, b)[0].ttft_s
+    f = ttft_floor_s("torchtpu-vllm")
+    r = CliRunner().invoke(app, ["roofline", "-t", "2x2x4", "--tp", "32", "--batch", "4", "--context", "8192",
+                                 "--chunk", "512", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.stdout)["prefill"]
+    assert p["ttft_source"] == "transferred"
+    assert p["ttft_s"] == pytest.approx(TTFT_S * (there + f) / (own + f), rel=1e-9)
