@@ -36,7 +36,7 @@ from k3plan.evidence.benchmarks import (
     serving_figure,
 )
 from k3plan.evidence.value import Evidence
-from k3plan.structs import Frozen, dump
+from k3plan.structs import Frozen, dump, replace
 
 UNMEASURED = {
     "decode": (
@@ -356,7 +356,17 @@ def _transfer(
     )
     if pair is not None:
         there, own = pair
-        return serving_figure(what, model_s=there, model_at=lambda _b: own, cands=cands, asked=asked)
+        fig = serving_figure(what, model_s=there, model_at=lambda _b: own, cands=cands, asked=asked)
+        if what == "ttft" and b is not None and "floor" in model.on:  # _like_for_like's floor: said where it is
+            from k3plan.speed.terms import ttft_floor_s
+
+            floor = ttft_floor_s(b.engine.name)
+            if floor:
+                fig = replace(
+                    fig,
+                    label=f"{fig.label}; both runs + {b.engine.name}'s TTFT floor {floor * 1e3:,.1f} ms (admitted.json)",
+                )
+        return fig
     if what == "tpot":
         at = lambda x: model.decode_s(x.workload.concurrency, x.workload.isl)  # noqa: E731
     else:

@@ -77,3 +77,4 @@ def test_a_command_s_ttft_transfer_carries_the_admitted_floor():
     p = json.loads(r.stdout)["prefill"]
     assert p["ttft_source"] == "transferred"
     assert p["ttft_s"] == pytest.approx(TTFT_S * (there + f) / (own + f), rel=1e-9)
+    assert f"both runs + torchtpu-vllm's TTFT floor {f * 1e3:,.1f} ms (admitted.json)" in p["ttft_label"]
