@@ -5,6 +5,7 @@ of its terms by that score (issue 46 item 4).
     python3 benchmarks/score_speed.py --frame          # the rows as a pandas DataFrame (k3plan.api.score())
     python3 benchmarks/score_speed.py --admit          # each term's held-out score with and without it
     python3 benchmarks/score_speed.py --admit --write  # ... and write k3plan/speed/admitted.json
+    python3 benchmarks/score_speed.py --transfers      # the transfer rule, leave one out, case by case
 
 The score and the admission are k3plan.app.score's (this script prints them): the model alone (no serving
 benchmark in it) with the registered terms of k3plan/speed/terms.py that are ON, against each published TPOT, TTFT
@@ -35,6 +36,8 @@ from k3plan.app.score import (  # noqa: E402  (re-exported: tests/docs/test_read
     score_frame,
     score_of,
     score_rows,
+    transfer_rows,
+    transfer_summary,
     write_admitted,
 )
 
@@ -51,6 +54,8 @@ __all__ = [
     "score_frame",
     "score_of",
     "score_rows",
+    "transfer_rows",
+    "transfer_summary",
     "write_admitted",
 ]
 
@@ -60,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frame", action="store_true", help="print the rows as a pandas DataFrame")
     p.add_argument("--admit", action="store_true", help="each scored term's held-out score with and without it")
     p.add_argument("--write", action="store_true", help="with --admit: write k3plan/speed/admitted.json")
+    p.add_argument("--transfers", action="store_true", help="the transfer rule scored leave one out, case by case")
     a = p.parse_args(argv)
     if a.admit:
         models = Models()
@@ -67,6 +73,16 @@ def main(argv: list[str] | None = None) -> int:
         print(admission_table(decisions), end="")
         if a.write:
             write_admitted(decisions, models=models)
+    elif a.transfers:
+        trows = transfer_rows(score_rows())
+        print("| case | figure | measured ms | model alone | transferred | from |")
+        print("|---|---|---:|---:|---:|---|")
+        for t in trows:
+            print(
+                f"| {t.case} | {t.figure.upper()} | {t.measured_ms:,.2f} | {t.model_ratio:.2f}x | "
+                f"{t.transferred_ratio:.2f}x | {t.source} |"
+            )
+        print("\n".join(["", *transfer_summary(trows)]))
     elif a.frame:
         import pandas as pd
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 Tokens = Union[int, str]  # 131072 or as people write it: "128k", "1M" (k3plan.tokencount)
 OBJECTIVES = ("chips", "cost", "tokens-per-chip", "throughput")
 
-__all__ = ["Table", "FitRow", "fit", "plan", "curve", "report", "score", "flatten", "records"]
+__all__ = ["Table", "FitRow", "fit", "plan", "curve", "report", "score", "transfers", "flatten", "records"]
 
 
 def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -462,3 +462,23 @@ def score(*, terms: Optional[Sequence[str]] = None) -> ScoreTable:
 
     on = default_terms() if terms is None else resolve(frozenset(terms))
     return ScoreTable(score_rows(terms=on), on)
+
+
+class TransferTable(Table):
+    """The transfer rule the commands use, scored leave one out (``rows``: k3plan.app.score.TransferRow, one a
+    published TPOT or TTFT predicted from the nearest other benchmark of its configuration, beside the model alone's
+    held-out ratio), as the README score block's last lines summarise it."""
+
+    def __init__(self, rows: Sequence[Any]):
+        from dataclasses import asdict
+
+        super().__init__(rows, records([asdict(r) for r in rows]))
+
+
+def transfers() -> TransferTable:
+    """The transfer rule roofline, fit and plan stand behind where a serving benchmark speaks, scored leave one out on
+    the shipped benchmarks (``k3plan.app.score.transfer_rows``) with the admitted speed terms; ``.to_pandas()`` the
+    DataFrame."""
+    from k3plan.app.score import score_rows, transfer_rows
+
+    return TransferTable(transfer_rows(score_rows()))

@@ -78,3 +78,10 @@ def test_a_command_s_ttft_transfer_carries_the_admitted_floor():
     assert p["ttft_source"] == "transferred"
     assert p["ttft_s"] == pytest.approx(TTFT_S * (there + f) / (own + f), rel=1e-9)
     assert f"both runs + torchtpu-vllm's TTFT floor {f * 1e3:,.1f} ms (admitted.json)" in p["ttft_label"]
+
+
+def test_notebook_users_get_the_transfer_score_as_a_dataframe(transfers):
+    import k3plan.api as k3
+
+    df = k3.transfers().to_pandas()
+    assert len(df) == len(transfers) and {"case", "figure", "transferred_ratio", "model_ratio", "source"} <= set(df)
