@@ -24,8 +24,13 @@ def _mean(xs: list[float]) -> float:
 
 
 @pytest.fixture(scope="module")
-def transfers():
-    return transfer_rows(score_rows())
+def rows():
+    return score_rows()
+
+
+@pytest.fixture(scope="module")
+def transfers(rows):
+    return transfer_rows(rows)
 
 
 def test_a_transfer_beats_the_model_alone_left_out(transfers):
@@ -37,9 +42,9 @@ def test_a_transfer_beats_the_model_alone_left_out(transfers):
     assert len(lines) == 2 and lines[0].startswith("- TPOT transferred, leave one out")
 
 
-def test_the_floor_on_both_runs_is_what_makes_a_ttft_transfer_generalise(transfers):
+def test_the_floor_on_both_runs_is_what_makes_a_ttft_transfer_generalise(rows, transfers):
     """The same transfers without the floor in the ratio: worse left out (session 35: 0.216 against 0.139)."""
-    rows = {r.case: r for r in score_rows()}
+    rows = {r.case: r for r in rows}
     with_floor, without = [], []
     for t in transfers:
         if t.figure != "ttft":
