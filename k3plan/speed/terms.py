@@ -527,7 +527,8 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         level="served",
         when=When(),
         source="k3plan.app.score._with_floor per_engine: F fitted on the case's engine's other published TTFTs "
-        "(HTTP server, tokenizer and scheduler are each engine's own); held out: refitted without the case",
+        "(HTTP server, tokenizer and scheduler are each engine's own); held out: refitted without the case. The "
+        "admitted F of each engine (admitted.json ttft_floor_ms) is on both runs of a command's TTFT transfer",
     ),
 )
 BY_NAME = {t.name: t for t in REGISTRY}

@@ -85,8 +85,10 @@ def test_a_command_s_ttft_transfer_carries_the_admitted_floor():
     assert f"both runs + torchtpu-vllm's TTFT floor {f * 1e3:,.1f} ms (admitted.json)" in p["ttft_label"]
 
 
-def test_notebook_users_get_the_transfer_score_as_a_dataframe(transfers):
+def test_notebook_users_get_the_transfer_score_as_a_dataframe(rows, transfers, monkeypatch):
     import k3plan.api as k3
+    import k3plan.app.score as score
 
+    monkeypatch.setattr(score, "score_rows", lambda: rows)  # the module's rows: the score is computed once
     df = k3.transfers().to_pandas()
     assert len(df) == len(transfers) and {"case", "figure", "transferred_ratio", "model_ratio", "source"} <= set(df)
