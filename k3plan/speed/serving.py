@@ -390,9 +390,11 @@ def stands_behind(
 ) -> tuple[ServingFigure, ServingFigure | None, tuple[ServingBenchmark, ...], ModelAt | None]:
     """(TPOT, TTFT or None when ``ceiling_ttft_s`` is None, the matching benchmarks, the model cache).
     ``expected``: the model at the asked workload (ExpectedSpeed), or None to compute it when needed. ``osl``
-    (plan --isl/--osl: a load of ``batch`` requests of ``context`` tokens in, ``osl`` out): the model on both sides
-    of a transfer is the workload as the engine serves it (issue 46 item 4: ``served_asked`` for the question's
-    closed loop, ``served_of`` for the benchmark's own run, each through the scheduler), not one step."""
+    (plan --isl/--osl: a load of ``batch`` requests of ``context`` tokens in, ``osl`` out): a key of the question (a
+    benchmark at another OSL is transferred, not measured), and a transfer moves the benchmark's run to it like for
+    like (``_like_for_like``: both sides through the scheduler, ``served_of``); the model's own figure, where no
+    benchmark speaks or beside a measured one, is the question's closed loop as the engine serves it
+    (``served_asked``), not one step."""
     cands = candidates(setup)
     key = asked_of(setup, batch=batch, context=context, chunk=chunk, osl=osl)
     near = {w: nearest(cands, asked=key, need_ttft=w == "ttft") for w in ("tpot", "ttft")}
