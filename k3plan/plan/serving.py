@@ -247,7 +247,10 @@ def serve_row(
                 ), None
             # the ceiling's band reaches the model, which does not sustain the rate: no upper end (JSON null)
             return replace(s, ttft_band_ms=(s.ttft_ms, math.inf), tpot_band_ms=(s.tpot_ms, math.inf)), None
-        mod = (run.ttft_ms / 1e3, run.tpot_ms / 1e3)
+        from k3plan.speed.serving import engine_floor_s, floor_label
+
+        floor = engine_floor_s(m)  # the model's TTFT with its engine's floor, as the score prices it
+        mod = (run.ttft_ms / 1e3 + floor[0], run.tpot_ms / 1e3)
         own = run.tpot_ms if has[1] else None
         extra = _coefficients(step) if has[1] else {}
         ceil = (s.ttft_ms / 1e3, s.tpot_ms / 1e3)
@@ -258,7 +261,7 @@ def serve_row(
         labels = [
             f"{w}: model: the scheduler's open loop on the model's step (efficiencies and kernel times from "
             f"{records}): T(d, p) = {step.base_s * 1e3:.2f} ms + {step.per_decode_seq_s * 1e3:.3f} ms d + "
-            f"{step.per_prefill_token_s * 1e6:.2f} us p"
+            f"{step.per_prefill_token_s * 1e6:.2f} us p" + (floor_label(*floor) if k == 0 else "")
             for w, k in (("TTFT", 0), ("TPOT", 1))
             if has[k]
         ]

@@ -218,8 +218,37 @@ def _band(*figures: float) -> tuple[float, float]:
     return (min(figures), max(figures))
 
 
+def engine_floor_s(model: ModelAt) -> tuple[float, str]:
+    """(the admitted TTFT floor of the engine that runs ``model``'s stack, that engine): what every measured TTFT holds
+    beyond the model's run -- the per-request path, HTTP server, tokenizer, scheduler (terms floor / engine-floor,
+    fitted by the admission on the published TTFTs: ``speed.terms.ttft_floor_s``; the pooled fit for an engine with
+    none). (0, "") where no floor term is ON."""
+    if "floor" not in model.on:
+        return 0.0, ""
+    from k3plan.speed.terms import ttft_floor_s
+
+    engine = model.setup.stack.name  # a benchmark's engine is the stack it speaks for (engine_accepts)
+    return ttft_floor_s(engine), engine
+
+
+def floor_label(floor_s: float, engine: str) -> str:
+    """The words a TTFT says its engine's floor with (empty without one)."""
+    from k3plan.speed.terms import admitted
+
+    own = engine in admitted().get("ttft_floor_ms", {})
+    whose = f"{engine}'s" if own else "the pooled (no published TTFT of " + (engine or "its engine") + ")"
+    return f"; + {whose} TTFT floor {floor_s * 1e3:,.1f} ms (the per-request path, admitted.json)" if floor_s else ""
+
+
 def _no_benchmark(
-    *, ceiling_tpot_s: float, ceiling_ttft_s: float | None, expected, why: str, decode, served: Any = None
+    *,
+    ceiling_tpot_s: float,
+    ceiling_ttft_s: float | None,
+    expected,
+    why: str,
+    decode,
+    served: Any = None,
+    floor: tuple[float, str] = (0.0, ""),
 ):
     """The figures where no serving benchmark speaks: each the model where a probe record set an op or a term of
     its stage (TPOT: ``decode``, the model's decode step; TTFT: ``expected``, the model at the
@@ -227,7 +256,7 @@ def _no_benchmark(
     the model's between the ops' ceiling and it, the ceiling's between it and the model. ``served`` (plan
     --isl/--osl: a ServedWorkload, ``served_asked``): the model is the load as the engine serves it (the scheduler
     on the model's step), its band between the ceilings under the same load (``ceiling_*_s``: plan's scheduler on
-    the bounds) and it."""
+    the bounds) and it. ``floor`` (``engine_floor_s``): added to the model's TTFT, as the score prices it."""
     mine = model_records(decode)
     load = f", under the load: {served.label}" if served is not None else ""
     model_tpot = float(decode.expected_s) if served is None else served.tpot_s
@@ -248,13 +277,14 @@ def _no_benchmark(
     if ceiling_ttft_s is None:
         return tpot, None
     pre = expected.prefill
-    model_ttft = float(pre.expected_s) if served is None else served.ttft_s
+    model_ttft = (float(pre.expected_s) if served is None else served.ttft_s) + floor[0]
     if expected.records_used:  # a record set an op or a term (another TPU's transferred one too, labelled)
         return tpot, ServingFigure(
             value_s=model_ttft,
             source="model",
             label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}"
-            + load,
+            + load
+            + floor_label(*floor),
             band_s=_band(pre.ceiling_s if served is None else ceiling_ttft_s, model_ttft),
         )
     return tpot, ServingFigure(
@@ -412,6 +442,7 @@ def stands_behind(
             why=why,
             decode=model.decode_step(batch, context),
             served=None if osl is None else served_asked(model, batch=batch, isl=context, osl=osl, chunk=chunk),
+            floor=engine_floor_s(model),
         )
         return tpot, ttft, cands, (model if tpot.source == "model" else None)
     model = ModelAt(setup, spec_hardware, evidence=evidence)
@@ -441,6 +472,7 @@ def stands_behind(
                 why="no serving benchmark with a TTFT of this configuration",
                 decode=model.decode_step(batch, context),
                 served=served,
+                floor=engine_floor_s(model),
             )
         else:
             if expected is None:

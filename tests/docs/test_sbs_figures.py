@@ -443,6 +443,8 @@ def test_section_3_is_plans_tp16_row():
     (lab,) = [x for x in sla["serving_labels"] if x.startswith("TTFT: model")]
     step = r"T\(d, p\) = ([\d.]+) ms \+ ([\d.]+) ms d \+ ([\d.]+) us p"
     assert said(step + " on the model's step").groups() == re.search(step, lab).groups()
+    floor = re.search(r"\+ sglang's TTFT floor ([\d.]+) ms", lab).group(1)
+    assert said(r"plus SGLang's\s+TTFT floor of ([\d.]+) ms").group(1) == floor
     assert row("output tokens/s (a GPU)") == [
         f"{sla['output_tokens_per_s']:,.0f} ({sla['output_tokens_per_s_per_chip']:.1f})",
         "—",
