@@ -24,7 +24,7 @@ class GemmTable(Spec):
     applies_to: list[str]  # bundled GPUs of the measured one's architecture
     kernel: str
     op: Literal["matmul"]
-    dtype: Literal["fp8", "bf16", "fp16"]
+    dtype: Literal["fp8", "bf16"]  # step.dtypes.BYTES prices its operands
     engines: list[str]  # the engines that run this kernel for this op and dtype
     engines_source: str
     measured_on: str

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from k3plan.errors import K3PlanError
 from k3plan.evidence.gpu_gemm import RECORD, gpu_gemm_tables
-
-ITEMSIZE = {"fp8": 1, "bf16": 2, "fp16": 2}  # operand bytes an element (the output is bf16)
+from k3plan.step.dtypes import BYTES
 
 
 def gemm_curves(hardware: str, *, device_kind: str, engine: str):
@@ -37,7 +36,7 @@ def gemm_curves(hardware: str, *, device_kind: str, engine: str):
         for row in t.rows:
             (m, n, k), tflops = row[:3], row[-1]
             flops = 2 * m * n * k
-            moved_bytes = ITEMSIZE[t.dtype] * (m * k + k * n) + 2 * m * n
+            moved_bytes = BYTES[t.dtype] * (m * k + k * n) + BYTES["bf16"] * m * n  # operands in, bf16 out
             if flops / peak < moved_bytes / bw:  # memory-bound on the measured GPU: not a tensor-core figure
                 continue
             x = (m * n * k) ** (1.0 / 3.0)

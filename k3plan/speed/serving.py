@@ -305,8 +305,6 @@ def _as_asked(b: ServingBenchmark, *, batch: int, context: int, chunk: int, osl:
     its other flags and engine as they were."""
     import math
 
-    from k3plan.structs import replace
-
     w = b.workload
     out = w.osl if osl is None else osl
     seqs = b.flags.max_num_seqs if b.flags.max_num_seqs is None else max(b.flags.max_num_seqs, batch)
@@ -355,9 +353,7 @@ def _like_for_like(
     # a measured TTFT holds the per-request path (HTTP server, tokenizer, scheduler) the model's run does not: the
     # engine's admitted floor on both runs (terms floor / engine-floor; the leave-one-out transfer score, app.score
     # transfer_rows: TTFT 35/40 -> 37/40 within 0.67-1.5x, mean |ln ratio| 0.216 -> 0.139 with it)
-    from k3plan.speed.terms import ttft_floor_s
-
-    floor = ttft_floor_s(b.engine.name) if "floor" in model.on else 0.0
+    floor, _ = engine_floor_s(model)  # b's engine is the stack it speaks for (engine_accepts)
     return there.ttft_s + floor, own.ttft_s + floor
 
 
@@ -387,15 +383,11 @@ def _transfer(
     if pair is not None:
         there, own = pair
         fig = serving_figure(what, model_s=there, model_at=lambda _b: own, cands=cands, asked=asked)
-        if what == "ttft" and b is not None and "floor" in model.on:  # _like_for_like's floor: said where it is
-            from k3plan.speed.terms import ttft_floor_s
-
-            floor = ttft_floor_s(b.engine.name)
-            if floor:
-                fig = replace(
-                    fig,
-                    label=f"{fig.label}; both runs + {b.engine.name}'s TTFT floor {floor * 1e3:,.1f} ms (admitted.json)",
-                )
+        floor, engine = engine_floor_s(model)
+        if what == "ttft" and floor:  # _like_for_like's floor: said where it is
+            fig = replace(
+                fig, label=f"{fig.label}; both runs + {engine}'s TTFT floor {floor * 1e3:,.1f} ms (admitted.json)"
+            )
         return fig
     if what == "tpot":
         at = lambda x: model.decode_s(x.workload.concurrency, x.workload.isl)  # noqa: E731
