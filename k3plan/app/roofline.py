@@ -158,7 +158,13 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
     from k3plan.speed.stage import expected_time_of
 
     expected = expected_time_of(setup, spec_hardware, w, evidence=evidence, histogram=hist)
-    from k3plan.speed.serving import asked_of, compare, stands_behind  # issue 38: the figures stood behind, labelled
+    from k3plan.speed.serving import (  # issue 38: the figures stood behind, labelled
+        asked_of,
+        compare,
+        engine_floor_s,
+        stack_floor_s,
+        stands_behind,
+    )
     from k3plan.structs import replace
 
     tpot_fig, ttft_fig, cands, model_at = stands_behind(
@@ -195,6 +201,7 @@ def answer(q: RooflineQuestion) -> RooflineAnswer:
         cands=cands,
         model=model_at,
         asked=asked_of(setup, batch=w.batch, context=w.context_tokens, chunk=w.prefill_chunk_tokens),
+        floor=engine_floor_s(model_at) if model_at is not None else stack_floor_s(setup),
     )
     from k3plan.advice.inputs import AdviceInputs
     from k3plan.advice.rules import COMPUTE_BOUND, advise

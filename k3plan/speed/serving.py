@@ -87,7 +87,7 @@ class Term(_Frozen):
 class StageComparison(_Frozen):
     stage: Literal["decode", "prefill"]
     ceiling_s: float  # the model's op list at the peaks, ops one after another (the expected table's ceiling)
-    model_s: float  # expected.<stage>.expected_s: no serving benchmark in it
+    model_s: float  # expected.<stage>.expected_s (+ the engine's TTFT floor for prefill): no benchmark in it
     measured_s: float | None
     benchmark: str | None
     model_over_measured: float | None
@@ -223,11 +223,17 @@ def engine_floor_s(model: ModelAt) -> tuple[float, str]:
     beyond the model's run -- the per-request path, HTTP server, tokenizer, scheduler (terms floor / engine-floor,
     fitted by the admission on the published TTFTs: ``speed.terms.ttft_floor_s``; the pooled fit for an engine with
     none). (0, "") where no floor term is ON."""
-    if "floor" not in model.on:
-        return 0.0, ""
-    from k3plan.speed.terms import ttft_floor_s
+    return stack_floor_s(model.setup, model.on)
 
-    engine = model.setup.stack.name  # a benchmark's engine is the stack it speaks for (engine_accepts)
+
+def stack_floor_s(setup: Any, on: frozenset[str] | None = None) -> tuple[float, str]:
+    """``engine_floor_s`` for ``setup``'s stack under the terms ``on`` (None: the admitted ones), where no ModelAt
+    is at hand (roofline's comparison when no benchmark speaks)."""
+    from k3plan.speed.terms import resolve, ttft_floor_s
+
+    if "floor" not in (resolve(None) if on is None else on):
+        return 0.0, ""
+    engine = setup.stack.name  # a benchmark's engine is the stack it speaks for (engine_accepts)
     return ttft_floor_s(engine), engine
 
 
@@ -644,13 +650,21 @@ def _stage(
     others,
     model: ModelAt | None,
     decode: StageComparison | None = None,
+    floor: tuple[float, str] = (0.0, ""),
 ) -> StageComparison:
+    """One stage's ceiling / model / measured. ``floor`` (prefill: ``engine_floor_s``): the model's TTFT carries its
+    engine's admitted floor, as the score and the figure stood behind price it -- a term of the model's, so the
+    model compared with a TTFT is the model's TTFT, not its prefill alone."""
     terms = _model_terms(st)
+    model_s = st.expected_s
+    if floor[0]:
+        model_s += floor[0]
+        terms += (Term(name=f"{floor[1]}'s TTFT floor", seconds=floor[0], source=floor_label(*floor)[4:]),)
     if b is None:
         return StageComparison(
             stage=stage,
             ceiling_s=st.ceiling_s,
-            model_s=st.expected_s,
+            model_s=model_s,
             measured_s=None,
             benchmark=None,
             model_over_measured=None,
@@ -662,7 +676,7 @@ def _stage(
         return StageComparison(
             stage=stage,
             ceiling_s=st.ceiling_s,
-            model_s=st.expected_s,
+            model_s=model_s,
             measured_s=None,
             benchmark=b.label,
             model_over_measured=None,
@@ -670,7 +684,7 @@ def _stage(
             gap_terms=(),
         )
     measured = ms / 1e3
-    gap = measured - st.expected_s
+    gap = measured - model_s
     gaps: list[Term] = []
     rest = gap
     same = [o for o in others if o.workload.isl == b.workload.isl and o.workload.concurrency == b.workload.concurrency]
@@ -738,7 +752,7 @@ def _stage(
                     seconds=rest,
                     source=(
                         f"the rest: {(t1 - n1 * f_meas) * 1e3 / b.workload.isl:.4f} ms a token measured against the model's "
-                        f"{(st.expected_s - n1 * f_model) * 1e3 / b.workload.isl:.4f}; " + UNMEASURED[stage]
+                        f"{(model_s - n1 * f_model) * 1e3 / b.workload.isl:.4f}; " + UNMEASURED[stage]
                     ),
                 )
             )
@@ -748,10 +762,10 @@ def _stage(
     return StageComparison(
         stage=stage,
         ceiling_s=st.ceiling_s,
-        model_s=st.expected_s,
+        model_s=model_s,
         measured_s=measured,
         benchmark=b.label,
-        model_over_measured=st.expected_s / measured,
+        model_over_measured=model_s / measured,
         model_terms=terms,
         gap_terms=tuple(gaps),
     )
@@ -765,9 +779,11 @@ def compare(
     cands: tuple[ServingBenchmark, ...],
     model: ModelAt | None,
     asked: Asked,
+    floor: tuple[float, str] = (0.0, ""),
 ) -> ServingComparison:
     """The three-way comparison at the asked workload: measured only from a benchmark whose every key matches the
-    question's (``evidence.benchmarks.differing``: KV dtype, page, chunk, scheduling, batch, context)."""
+    question's (``evidence.benchmarks.differing``: KV dtype, page, chunk, scheduling, batch, context). ``floor``
+    (``engine_floor_s``): the prefill's model is the model's TTFT, its engine's floor included."""
     at = [b for b in cands if at_workload(b, asked)]
     b = at[0] if at else None
     others = [o for o in cands if o is not b]
@@ -775,7 +791,7 @@ def compare(
         tpot=tpot,
         ttft=ttft,
         decode=(dec := _stage("decode", b, expected.decode, others, model)),
-        prefill=_stage("prefill", b, expected.prefill, others, model, decode=dec),
+        prefill=_stage("prefill", b, expected.prefill, others, model, decode=dec, floor=floor),
         benchmarks=tuple(c.label for c in cands),
     )
 
