@@ -449,6 +449,10 @@ def serving_figure(
         )
     ratio = model_s / model_at(b)
     unpriced = config_differs(b, asked)
+    priced = [k for k in keys if k not in unpriced]  # each key once: those the ratio prices, then those it does not
+    said = "; ".join(
+        ([", ".join(priced)] if priced else []) + ([f"the ratio does not price {', '.join(unpriced)}"] if unpriced else [])
+    )
     far = "" if _nearby(b, asked) else f"; farther than {NEARBY_FACTOR}x from its workload: the ratio carries it alone"
     return ServingFigure(
         value_s=measured * ratio,
@@ -458,8 +462,7 @@ def serving_figure(
         model_ratio=ratio,
         differing=keys,
         label=(
-            f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} "
-            f"({', '.join(keys)})" + (f"; the ratio does not price {', '.join(unpriced)}" if unpriced else "") + far
+            f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} ({said})" + far
         ),
         band_s=(min(model_s, measured * ratio), max(model_s, measured * ratio)),
     )

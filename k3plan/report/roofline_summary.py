@@ -41,7 +41,10 @@ if TYPE_CHECKING:
     from k3plan.speed.stage import ExpectedSpeed
 
 TEXT_WIDTH = 120  # the most columns a line of the default view takes, piped or on a wide terminal
-TOP_TERMS = 4  # terms a stage in the default view; the rest summed in one row
+TOP_TERMS = 4  # terms a stage in the default view at most; the rest summed in one row
+BUDGET = 25  # lines of the default view: the terms table gives up rows (to 2 a stage) to keep to it
+UNPRICED_KEYS = ("KV dtype", "page", "scheduling", "MoE TP-split")  # evidence.benchmarks.config_differs' keys
+RECORD_LIST = re.compile(r"(efficiencies(?: and kernel times)? from )(\S+\.json(?:, \S+\.json)*)")
 KINDS = {"attention": "attention", "kda": "KDA", "experts": "routed experts", "dense": "dense matmuls",
          "collectives": "collectives"}  # fmt: skip
 
@@ -158,8 +161,12 @@ def terms_of(stage: StageTime, comm: CommCost | None = None, steps: int = 1) -> 
     return sorted(out, key=lambda t: -t[1])
 
 
-def _terms_table(expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillBound) -> Table:
-    """The largest terms of each stage's model: the stage and its model's total in the first column's two rows."""
+def _terms_table(
+    expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillBound, rows_a_stage: int = TOP_TERMS + 1
+) -> Table:
+    """The largest terms of each stage's model: the stage and its model's total in the first column's two rows;
+    at most ``rows_a_stage`` rows a stage (at least 2), the last one summing the terms left out."""
+    keep = max(2, rows_a_stage)
     columns = [
         Column("model", no_wrap=True, min_width=13),
         Column("largest terms", overflow="ellipsis", no_wrap=True, max_width=44),
@@ -172,27 +179,32 @@ def _terms_table(expected: ExpectedSpeed, decode: DecodeBound, prefill: PrefillB
         ("prefill", expected.prefill, prefill.comm, prefill.chunks),
     ):
         terms = [t for t in terms_of(stage, comm, steps) if t[1] > 0]
-        top, rest = terms[:TOP_TERMS], terms[TOP_TERMS:]
+        n = min(TOP_TERMS, len(terms) if len(terms) <= keep else keep - 1)
+        top, rest = terms[:n], terms[n:]
         heads = [name, f"{_ms(stage.expected_s)} ms"]
         for i, (term, s, priced) in enumerate(top):
             rows.append((heads[i] if i < 2 else "", escape(term), _ms(s), escape(priced)))
         if rest:
-            rows.append(("", f"{len(rest)} more terms", _ms(sum(t[1] for t in rest)), "--verbose lists them"))
+            head = heads[len(top)] if len(top) < 2 else ""
+            rows.append((head, f"{len(rest)} more terms", _ms(sum(t[1] for t in rest)), "--verbose lists them"))
     return build_table(columns, rows, compact=True)
 
 
-def _label(fig: ServingFigure, expected: ExpectedSpeed) -> str:
+def _label(fig: ServingFigure) -> str:
     """The figure's label without its source word (printed beside it), its record list counted."""
     text = fig.label.split(": ", 1)[1] if fig.label.startswith(f"{fig.source}: ") else fig.label
     if fig.source == "measured":  # "measured" already says the whole key matched: the keys are in --verbose
         text = re.sub(r" \(engine, hardware, [^)]*all match\)$", "", text)
     if fig.source == "transferred":  # the benchmark's workload and the dimensions the transfer keeps: --verbose
         text = re.sub(r" \((?:ISL|isl) [^)]*\)", "", text)
+        # the keys the ratio does not price, by name (their values in --verbose)
+        unpriced = [k for k in fig.differing if k.startswith(UNPRICED_KEYS)]
+        if unpriced:
+            names = ", ".join(next(n for n in UNPRICED_KEYS if k.startswith(n)) for k in unpriced)
+            text = text.replace("the ratio does not price " + ", ".join(unpriced), f"the ratio does not price {names}")
         text = re.sub(r"(\w+) ([\d,]+)->\2(, )?", "", text).replace(", )", ")")
-    if ", efficiencies from " in text:
-        n = len(expected.records_used)
-        text = text.split(", efficiencies from ")[0] + f", efficiencies from {n} probe record(s)"
-    return text
+    # the records the model read, counted (their paths are in --verbose and --json)
+    return RECORD_LIST.sub(lambda m: f"{m[1]}{len(m[2].split(', '))} probe record(s)", text)
 
 
 def _headline(
@@ -202,12 +214,11 @@ def _headline(
     model_s: float,
     ceiling_s: float,
     bound: str,
-    expected: ExpectedSpeed,
     rate_of: Callable[[float], float] | None = None,
 ) -> tuple[str, str, str, str]:
     """One stage's row: (name, the figure, its source, what it is + its band, the model and the ceiling)."""
     source: str = fig.source
-    label = _label(fig, expected)
+    label = _label(fig)
     value = fig.value_s
     if source == "ceiling":  # speed.serving's fallback is the roofline bound: an estimate, not the ceiling
         source, label = "bound", bound + " " + re.sub(r"^roofline's \w+ bound ", "", label)
@@ -238,16 +249,18 @@ def render_summary(
     eff: Efficiency,
     warnings: list[str],
 ) -> None:
-    """The default view: at most ~25 lines of at most ``width(console)`` columns."""
+    """The default view: at most BUDGET lines of at most ``width(console)`` columns (the terms table gives up rows
+    where the headlines and warnings take more)."""
+    from rich.text import Text
+
     w = width(console)
-    console.print(escape(head), width=w)
-    console.print(
-        escape(
+    out: list = [
+        Text(head),
+        Text(
             f"decode: batch {decode.batch:,} at {decode.context_tokens:,} tokens of context; prefill: "
             f"{prefill.prompt_tokens:,} tokens in {prefill.chunks} chunk(s) of {prefill.chunk_tokens:,}"
         ),
-        width=w,
-    )
+    ]
     grid = layout_grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(justify="right", style="bold", no_wrap=True)
@@ -260,7 +273,6 @@ def render_summary(
             model_s=serving.decode.model_s,
             ceiling_s=serving.decode.ceiling_s,
             bound=bound_label(eff),
-            expected=expected,
             rate_of=lambda tpot: decode.batch / tpot,  # the batch's tokens a second at the TPOT stood behind
         )
     )
@@ -271,23 +283,24 @@ def render_summary(
             model_s=serving.prefill.model_s,
             ceiling_s=serving.prefill.ceiling_s,
             bound=bound_label(eff),
-            expected=expected,
         )
     )
-    console.print(grid, width=w)
+    out.append(grid)
     # the benchmark, engine and commit; its URL in --verbose (a cropped URL is no source)
     benches = [re.sub(r"; https?://\S+\)$", ")", b) for b in (serving.tpot.benchmark, serving.ttft.benchmark) if b]
     if benches:
-        text = "benchmark: " + "; ".join(dict.fromkeys(benches))
-        console.print(escape(text), width=w, overflow="ellipsis", no_wrap=True)
-    console.print(
-        escape(
+        out.append(Text("benchmark: " + "; ".join(dict.fromkeys(benches)), overflow="ellipsis", no_wrap=True))
+        out[-1].truncate(w, overflow="ellipsis")  # one line (console.print wraps a Text whatever its no_wrap)
+    out.append(
+        Text(
             "ceiling: every op at the spec's peaks, one after another; model: below them by probe records, plus the "
             "engine's terms"
-        ),
-        width=w,
+        )
     )
-    console.print(_terms_table(expected, decode, prefill), width=w)
-    for line in warnings:
-        console.print(f"[bold yellow]warning:[/] {escape(line)}", width=w)
-    console.print("[dim]--verbose: every record, term, note and source URL; --json: all of it[/]", width=w)
+    tail = [Text.from_markup(f"[bold yellow]warning:[/] {escape(line)}") for line in warnings]
+    tail.append(Text.from_markup("[dim]--verbose: every record, term, note and source URL; --json: all of it[/]"))
+    opts = console.options.update(width=w)
+    used = sum(len(console.render_lines(r, opts, pad=False)) for r in out + tail)
+    rows = (BUDGET - used - 2) // 2  # the table's header and rule, then the two stages' rows
+    for r in (*out, _terms_table(expected, decode, prefill, rows), *tail):
+        console.print(r, width=w)
