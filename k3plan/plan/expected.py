@@ -42,7 +42,8 @@ def row_setup(*, space: Space, cols: StepColumns, i: int, model: Model):
     st = space.variants[int(cols.variant[i])]
     split = tuple(int(getattr(cols, k)[i]) for k in ("tp", "ep", "dp", "pp"))
     mesh, parallel = make_mesh(devices=topo.devices, tp=split[0], ep=split[1], dp=split[2], pp=split[3])
-    st = st.for_mesh(family=model.spec.family, tp=parallel.tp, dp=parallel.dp, ep=parallel.ep)
+    # as make_setup: the engine's collectives at this DP (DeepEP needs DP > 1), then its rules at this mesh
+    st = st.for_dp(parallel.dp).for_mesh(family=model.spec.family, tp=parallel.tp, dp=parallel.dp, ep=parallel.ep)
     key = (model.spec.name, int(cols.variant[i]), topo.devices, *split)
     plan = space.shardings.get(key)
     if plan is None:  # the rules' answer for this variant and mesh, whatever the machine
@@ -103,11 +104,8 @@ class ExpectedColumn:
         return self.stages[i]
 
     def tpot_s(self, i: int) -> float | None:
-        """Expected decode step of row ``i``, or None where no record of its device kind covers any of its ops."""
-        name = self.space.hardware[int(self.cols.hw[i])].name
-        _, curves = self.curves(name)
-        if curves is None:
-            return None
+        """Expected decode step of row ``i``, or None where no record sets an op or a term of it (a device kind
+        without efficiency curves may still have one: a GPU's published kernel floor, speed.terms kernel-floor)."""
         stage = self.stage(i)
         # one rule with roofline and fit (speed.serving.model_records): a record set an op or a term of the step
         return stage.expected_s if self.records[i] else None

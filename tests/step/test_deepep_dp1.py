@@ -34,7 +34,7 @@ def test_plan_and_fit_cost_a_dp1_deepep_row_as_the_default(cli):
     )
     assert r.exit_code == 0, r.output
     rows = {
-        (x["stack"], x["tp"], x["dp"]): x["tpot_ms"] for x in json.loads(r.stdout)["ranked"] if x["topology"] == "16"
+        (x["stack"], x["tp"], x["dp"]): x["estimate_tpot_ms"] for x in json.loads(r.stdout)["ranked"] if x["topology"] == "16"
     }
     assert rows[(DEEPEP, 16, 1)] == pytest.approx(fit[DEEPEP] * 1e3, rel=1e-12)
     assert rows[(DEEPEP, 16, 1)] == rows[("vllm", 16, 1)]
