@@ -451,7 +451,8 @@ def serving_figure(
     unpriced = config_differs(b, asked)
     priced = [k for k in keys if k not in unpriced]  # each key once: those the ratio prices, then those it does not
     said = "; ".join(
-        ([", ".join(priced)] if priced else []) + ([f"the ratio does not price {', '.join(unpriced)}"] if unpriced else [])
+        ([", ".join(priced)] if priced else [])
+        + ([f"the ratio does not price {', '.join(unpriced)}"] if unpriced else [])
     )
     far = "" if _nearby(b, asked) else f"; farther than {NEARBY_FACTOR}x from its workload: the ratio carries it alone"
     return ServingFigure(
@@ -461,8 +462,6 @@ def serving_figure(
         measured_s=measured,
         model_ratio=ratio,
         differing=keys,
-        label=(
-            f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} ({said})" + far
-        ),
+        label=(f"transferred: {stat} {name} {ms:,.2f} ms of {b.name} x the model's ratio {ratio:.3g} ({said})" + far),
         band_s=(min(model_s, measured * ratio), max(model_s, measured * ratio)),
     )

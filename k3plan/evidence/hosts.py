@@ -128,6 +128,7 @@ class GpuKernelFloor(Spec):
 
 
 KERNEL_FLOOR_FILE = Path(__file__).parent / "gpu_kernel_floor.yaml"
+KERNEL_FLOOR_RECORD = "evidence/gpu_kernel_floor.yaml"  # package-relative, as the JSON names records
 
 
 @lru_cache(maxsize=2)

@@ -236,7 +236,7 @@ def serve_row(
             dp=int(cols.dp[i]),
         )
         speed = m.speed(n, targets.isl_tokens, min(chunk, targets.isl_tokens))
-        has = (bool(speed.records_used), bool(model_records(speed.decode)))
+        has = (bool(model_records(speed.prefill)), bool(model_records(speed.decode)))  # each stage by its own
         if run.ttft_ms is None or run.tpot_ms is None:  # the model's step does not sustain the rate
             if any(has):
                 return replace(

@@ -122,11 +122,18 @@ def op_fixed_terms(ops: list[OpCost], *, hardware_kind: str) -> tuple[EngineTerm
     )
 
 
-def kernel_floor_terms(ops: list[OpCost], *, hardware: str, vendor: str) -> tuple[EngineTerm, ...]:
+def kernel_floor_terms(
+    ops: list[OpCost], *, hardware: str, vendor: str, stage: str = "decode"
+) -> tuple[EngineTerm, ...]:
     """The step description's ops' fixed cost on a GPU: their executions a step x one kernel's fixed duration, the
     shortest kernel a public decode trace of that GPU shows (k3plan/evidence/gpu_kernel_floor.yaml), else of
-    another GPU of its vendor, transferred and labelled so; none where no GPU of the vendor has one."""
-    from k3plan.evidence.hosts import gpu_kernel_floors
+    another GPU of its vendor, transferred and labelled so; none where no GPU of the vendor has one.
+
+    In a decode step the record is named (``records``): a GPU's decode is its bytes at the HBM peak and these fixed
+    costs, so with the trace's figure the model, not the roofline bound, is the estimate where no benchmark speaks
+    (``speed.serving.model_records``). A prefill chunk's time is its matmuls' compute: a fixed cost measured does
+    not make it an estimate while those run at the spec's peak (a GEMM table does: term gpu-gemm)."""
+    from k3plan.evidence.hosts import KERNEL_FLOOR_RECORD, gpu_kernel_floors
 
     floors = gpu_kernel_floors()
     rec = next((f for f in floors if f.hardware == hardware), None)
@@ -146,6 +153,7 @@ def kernel_floor_terms(ops: list[OpCost], *, hardware: str, vendor: str) -> tupl
                 + (f"transferred from {rec.hardware}'s, " if transferred else "")
                 + rec.label
             ),
+            records=(KERNEL_FLOOR_RECORD,) if stage == "decode" else (),
         ),
     )
 

@@ -284,11 +284,12 @@ def _no_benchmark(
         return tpot, None
     pre = expected.prefill
     model_ttft = (float(pre.expected_s) if served is None else served.ttft_s) + floor[0]
-    if expected.records_used:  # a record set an op or a term (another TPU's transferred one too, labelled)
+    own = model_records(pre)  # a record set an op or a term of the prefill (another TPU's transferred too, labelled)
+    if own:
         return tpot, ServingFigure(
             value_s=model_ttft,
             source="model",
-            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(expected.records_used)}"
+            label=f"model: expected TTFT ({why}), efficiencies and kernel times from {', '.join(own)}"
             + load
             + floor_label(*floor),
             band_s=_band(pre.ceiling_s if served is None else ceiling_ttft_s, model_ttft),

@@ -153,7 +153,7 @@ def _op_fixed(s: StepInput) -> tuple[EngineTerm, ...]:
 
 def _kernel_floor(s: StepInput) -> tuple[EngineTerm, ...]:
     hw = s.setup.hardware
-    return kernel_floor_terms(s.ops, hardware=hw.name, vendor=hw.vendor)
+    return kernel_floor_terms(s.ops, hardware=hw.name, vendor=hw.vendor, stage=s.key.stage)
 
 
 def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:

@@ -124,10 +124,11 @@ def test_engram_flag_is_checked():
 
 
 def test_a_row_away_from_the_engine_s_placement_says_the_launch_line_does_not_set_it():
-    out = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "hbm", "--max-chips", "8", "--top", "1", "--json")
+    vllm = ("--stacks", "vllm", "--max-chips", "8", "--top", "1", "--json")
+    out = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "hbm", *vllm)
     notes = json.loads(out.stdout)["ranked"][0]["layout_notes"]
     assert any("not stack vllm's default (host" in n and "the launch line does not" in n for n in notes), notes
-    same = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "host", "--max-chips", "8", "--top", "1", "--json")
+    same = run("plan", "-m", MODEL, "-H", "nvidia-b200", "--engram", "host", *vllm)
     assert not any("Engram" in n for n in json.loads(same.stdout)["ranked"][0]["layout_notes"])
 
 

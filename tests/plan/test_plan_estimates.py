@@ -59,8 +59,9 @@ def test_mixed_evidence_is_said_under_the_table(best, cli):
 
 
 def test_one_kind_says_nothing():
-    rows = plan(hardware=["nvidia-h200"], context=32768, top=3).ranked
-    assert {r.estimate_source for r in rows} == {"ceiling"} and evidence_line(rows) is None
+    for hw, kind in (("nvidia-h200", "model"), ("amd-mi300x", "ceiling")):  # H200: the kernel floor's trace
+        rows = plan(hardware=[hw], context=32768, top=3).ranked
+        assert {r.estimate_source for r in rows} == {kind} and evidence_line(rows) is None
 
 
 def test_json_carries_the_estimate(cli):

@@ -25,7 +25,7 @@ def test_plan_rows_name_the_stack_option_and_fit_reproduces_each(cli):
         assert f.exit_code in (0, 3), f.stderr  # 3: fits on the analytic temp's lower bound (issue 50)
         d = json.loads(f.stdout)
         assert d["stack"] == stack
-        assert d["speed"]["tpot_s"] * 1e3 == pytest.approx(r["tpot_ms"], rel=1e-12)
+        assert d["speed"]["tpot_s"] * 1e3 == pytest.approx(r["estimate_tpot_ms"], rel=1e-12)
     # the two engines' decode steps differ at DP 2 (all-to-all vs the default's collectives): the rows are not
     # twins (at DP 1 they are: vLLM falls back to its default there, tests/step/test_deepep_dp1.py)
     tpot = {r["stack"]: r["tpot_ms"] for r in rows if r["dp"] == 2 and r["topology"] == "16"}
