@@ -429,7 +429,8 @@ def expected_speed(
 
 def records_of(*stages: StageTime) -> tuple[str, ...]:
     """Every record that set a figure of ``stages``: an op's measured efficiency, or an engine term's measured
-    kernel time (speed.terms: probe attnres, moe-glue, mla-engine; gpu-gemm's published GEMM tables), each once,
+    kernel time (speed.terms: probe attnres, moe-glue, mla-engine; gpu-gemm's published GEMM tables; a decode
+    step's kernel-floor trace), each once,
     first use first."""
     out: dict[str, None] = {}
     for s in stages:
