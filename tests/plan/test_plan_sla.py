@@ -1,8 +1,10 @@
 """Issue 13 wired into `k3plan plan`: latency targets, cost on every row, the Pareto front, the
 disaggregated alternative, launch command and cold start; numbers checked against the deploy/speed
 functions called directly where hand arithmetic is impractical. The scheduler arithmetic on the ceilings' step
-runs on AMD GPUs: an NVIDIA GPU's prefill now stands on the model wherever a published GEMM table sets its matmuls
-(term gpu-gemm, k3plan/evidence/gpu_gemm.yaml), which no table does for AMD."""
+(fixture ``ceilings``) runs on AMD GPUs with the two terms that set a GPU stage from published figures off: every
+GPU's decode step now stands on the model (term kernel-floor: a public trace's kernel time, transferred to AMD's by
+the score's decision) and an NVIDIA GPU's prefill where a GEMM table sets its matmuls (term gpu-gemm); without them
+no record sets a stage, and plan takes the ceilings' path."""
 
 from __future__ import annotations
 
@@ -91,13 +93,22 @@ def test_pareto_front_is_non_dominated(done_when):
     assert [x for x, _ in pts] == sorted(x for x, _ in pts)
 
 
+@pytest.fixture
+def ceilings(monkeypatch):
+    """The admitted terms less kernel-floor and gpu-gemm (module docstring)."""
+    from k3plan.speed import terms
+
+    on = terms.default_terms() - {"kernel-floor", "gpu-gemm"}
+    monkeypatch.setattr(terms, "default_terms", lambda: on)
+
+
 def _plan(cli, *args):
     r = cli("plan", *args, "--json")
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
 
 
-def test_step_coefficients_and_scheduler_figures(cli):
+def test_step_coefficients_and_scheduler_figures(cli, ceilings):
     """base + a d from plan's own decode TPOT at batches 1 and 2; b from the prefill ceiling; then
     steady_state called directly gives the row's TTFT and TPOT."""
     one = ["-H", "amd-mi355x", "--stacks", "vllm", "--max-chips", "16", "--context", "4500"]
@@ -136,7 +147,7 @@ def test_step_coefficients_and_scheduler_figures(cli):
     assert s["in_flight_sequences"] == 1
 
 
-def test_disaggregated_pools_and_transfer(cli):
+def test_disaggregated_pools_and_transfer(cli, ceilings):
     res = _plan(cli, "-H", "amd-mi355x", "--stacks", "vllm", "--max-chips", "16", *DONE_WHEN)
     d, r = res["disaggregated"], res["recommended"]
     s = r["sla"]
@@ -339,7 +350,7 @@ def test_maximize_throughput_needs_the_request_shape(cli):
 
 
 @pytest.mark.parametrize("extra", [[], ["--strict"], ["--maximize", "throughput"]])
-def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
+def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra, ceilings):
     """The SLA pass types only the rows it returns or names (plan/wire.py apply_sla): a short --top must
     give the same leading rows, Pareto front, pick, families (--strict's closest misses) and reasons as a
     --top that holds every feasible row."""
@@ -379,7 +390,7 @@ def test_top_only_limits_the_rows_typed_not_the_answer(cli, extra):
         assert short.get(key) == full.get(key), key
 
 
-def test_a_dp_row_prefills_a_prompt_on_its_group_as_roofline_does(cli):
+def test_a_dp_row_prefills_a_prompt_on_its_group_as_roofline_does(cli, ceilings):
     """One answer per question: with DP > 1 a request runs on one DP group (an engine of its own), so
     plan's prefill coefficient is roofline's one-prompt rate on that group (the experts over the EP group),
     not the whole deployment's; the decode coefficient is a group's sequence, dp of the deployment's.

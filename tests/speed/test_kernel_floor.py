@@ -39,7 +39,7 @@ def test_a_floor_its_row_does_not_hold_is_refused(tmp_path):
         gpu_kernel_floors(p)
 
 
-def test_measured_on_the_b200_transferred_to_the_h200_none_on_amd():
+def test_measured_on_the_b200_transferred_to_the_h200_and_across_vendors_to_amd():
     b200 = _decode("nvidia-b200", "8", stack="sglang:moe_a2a_backend=none").decode
     term = next(o for o in b200.ops if o.name == NAME)
     n = int(re.search(r"([\d,]+) op executions a step", term.label).group(1).replace(",", ""))
@@ -47,9 +47,15 @@ def test_measured_on_the_b200_transferred_to_the_h200_none_on_amd():
     assert "InferenceX/issues/863" in term.label and "transferred" not in term.label
     h200 = _decode("nvidia-h200", "8", stack="sglang:moe_a2a_backend=none").decode
     assert "transferred from nvidia-b200's" in next(o for o in h200.ops if o.name == NAME).label
+    # no AMD trace is public: the B200's, transferred across vendors and said so (the score's decision: held out,
+    # the MI355X TPOTs 0.71-0.93x -> 0.91-1.10x)
     amd = _decode("amd-mi355x", "8", stack="vllm").decode
-    assert not any(o.name == NAME for o in amd.ops)
-    assert kernel_floor_terms([], hardware="amd-mi355x", vendor="amd") == ()
+    label = next(o for o in amd.ops if o.name == NAME).label
+    assert "transferred from nvidia-b200's (no trace of an AMD GPU is public)" in label
+    (term,) = kernel_floor_terms([], hardware="amd-mi355x", vendor="amd")
+    assert term.seconds == 0 and term.records  # a decode step's record: the model, not the bound, is its figure
+    (pre,) = kernel_floor_terms([], hardware="amd-mi355x", vendor="amd", stage="prefill")
+    assert not pre.records  # a prefill's compute at the spec's peak stays a bound (speed.overheads)
 
 
 def test_the_term_is_a_gpu_s():

@@ -156,8 +156,8 @@ def test_an_asked_output_length_is_part_of_the_key():
 
 def test_a_configuration_no_benchmark_speaks_for_takes_the_model_of_its_device_kind():
     """Issue 46 item 7: never the ceiling while a model exists (TPU7x records set its ops; an NVIDIA GPU's decode
-    step, whose kernels' fixed cost a published trace sets: term kernel-floor); on a GPU with no record (AMD) the
-    ceiling stays, labelled."""
+    step, whose kernels' fixed cost a published trace sets: term kernel-floor); where no record sets a stage (an AMD
+    GPU's prefill) the ceiling stays, labelled."""
     r = run("roofline", "-t", "2x4x4", "--tp", "32", "--batch", "1", "--context", "8192")
     assert r["decode"]["tpot_source"] == "model" and r["decode"]["tpot_s"] == r["expected"]["decode"]["expected_s"]
     assert r["prefill"]["ttft_source"] == "model" and r["prefill"]["ttft_label"]
@@ -166,8 +166,10 @@ def test_a_configuration_no_benchmark_speaks_for_takes_the_model_of_its_device_k
     assert g["decode"]["tpot_source"] == "model" and g["decode"]["tpot_s"] == g["expected"]["decode"]["expected_s"]
     assert "evidence/gpu_kernel_floor.yaml" in g["decode"]["tpot_label"]
     assert g["decode"]["step_s"] < g["decode"]["tpot_s"]  # the bound, below the model, beside it
+    # an AMD GPU's decode too (no AMD trace is public: the B200's, transferred across vendors); its prefill, with
+    # no GEMM table of AMD's, stands on the bound, labelled
     a = run("roofline", "-m", "deepseek-v3", "-H", "amd-mi300x", "-t", "8", "--tp", "8", "--context", "1024")
-    assert a["decode"]["tpot_source"] == "ceiling" and a["decode"]["tpot_s"] == a["decode"]["step_s"]
+    assert a["decode"]["tpot_source"] == "model" and a["prefill"]["ttft_source"] == "ceiling"
 
 
 def test_fit_and_plan_take_the_same_tpot(nightly):
