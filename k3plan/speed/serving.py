@@ -229,11 +229,19 @@ def engine_floor_s(model: ModelAt) -> tuple[float, str]:
 def stack_floor_s(setup: Any, on: frozenset[str] | None = None) -> tuple[float, str]:
     """``engine_floor_s`` for ``setup``'s stack under the terms ``on`` (None: the admitted ones), where no ModelAt
     is at hand (roofline's comparison when no benchmark speaks)."""
-    from k3plan.speed.terms import resolve, ttft_floor_s
+    from k3plan.engines.flags import find_engine
+    from k3plan.speed.terms import admitted, resolve, ttft_floor_s
 
     if "floor" not in (resolve(None) if on is None else on):
         return 0.0, ""
     engine = setup.stack.name  # a benchmark's engine is the stack it speaks for (engine_accepts)
+    fitted = admitted().get("ttft_floor_ms", {})
+    found = find_engine(engine)
+    if engine not in fitted and found is not None:
+        # a stack with no published TTFT of its own is served by its launcher's front end (the per-request path the
+        # floor is): dp-attention by SGLang's on a GPU, by vLLM's on a TPU (Engine.launcher_on)
+        launcher = found.launcher_for(setup.hardware.kind)
+        engine = launcher if launcher in fitted else engine
     return ttft_floor_s(engine), engine
 
 

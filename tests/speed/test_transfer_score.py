@@ -92,3 +92,27 @@ def test_notebook_users_get_the_transfer_score_as_a_dataframe(rows, transfers, m
     monkeypatch.setattr(score, "score_rows", lambda: rows)  # the module's rows: the score is computed once
     df = k3.transfers().to_pandas()
     assert len(df) == len(transfers) and {"case", "figure", "transferred_ratio", "model_ratio", "source"} <= set(df)
+
+
+@pytest.mark.parametrize(
+    "hardware, topology, stack, engine",
+    [
+        ("nvidia-b200", "8", "sglang", "sglang"),  # its own fit
+        ("tpu-v7x", "2x2x4", "torchtpu-vllm", "torchtpu-vllm"),  # its own, though `vllm serve` starts it
+        ("nvidia-b200", "8", "dp-attention", "sglang"),  # no TTFT of its own: SGLang's front end on a GPU
+        ("tpu-v7x", "2x4x4", "dp-attention", "vllm"),  # and vLLM's on a TPU (Engine.launcher_on)
+        ("tpu-v7x", "2x4x4", "tpu-inference", "vllm"),
+        ("tpu-v7x", "2x4x4", "jax-native", "jax-native"),  # no fitted launcher: the pooled floor
+    ],
+)
+def test_a_stack_s_floor_is_its_own_else_its_launcher_s_else_the_pooled(hardware, topology, stack, engine):
+    from k3plan.setup import make_setup
+    from k3plan.speed.serving import floor_label, stack_floor_s
+
+    s = make_setup(model="deepseek-v3", hardware=hardware, topology=topology, stack=stack)
+    floor, whose = stack_floor_s(s)
+    assert whose == engine and floor == ttft_floor_s(engine) > 0
+    fitted = admitted()["ttft_floor_ms"]
+    assert (engine in fitted) == ("pooled" not in floor_label(floor, whose))
+    if engine not in fitted:
+        assert floor == fitted["*"] / 1e3
