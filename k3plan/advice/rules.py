@@ -283,7 +283,9 @@ def _bandwidth(x: AdviceInputs) -> list[Suggestion]:
                     action="batch",
                     speedup=gain,
                     resolves=o.binding in COMPUTE_BOUND,
-                    text=f"batch {x.batch} -> {o.batch}: {roof} at TPOT "
+                    # priced on the decode bound, like for like (advice.wiring._bound_tpot): said so, beside a
+                    # headline TPOT that may be measured or the model's
+                    text=f"batch {x.batch} -> {o.batch}: {roof} at the decode bound's TPOT "
                     f"{o.tpot_s * 1e3:.2f} ms ({x.tpot_s * 1e3:.2f} now), {thr:,.0f} -> {o.batch / o.tpot_s:,.0f} "
                     f"tok/s (x{gain:.2f}); {need} of the {cap} sequences a device memory holds",
                     score=gain - 1,

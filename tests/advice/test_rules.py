@@ -136,7 +136,7 @@ def test_memory_bound_batch_and_spec_decode():
     # batch 10 at 14 ms: 714 tok/s, x7.14, and the roof flips to compute: ranked first
     assert flip.resolves and flip.speedup == pytest.approx(10 / 0.014 / 100)
     assert flip.text == (
-        "batch 1 -> 10: memory-bound -> compute-bound at TPOT 14.00 ms (10.00 now), "
+        "batch 1 -> 10: memory-bound -> compute-bound at the decode bound's TPOT 14.00 ms (10.00 now), "
         "100 -> 714 tok/s (x7.14); 10 of the 10 sequences a device memory holds"
     )
     assert b8.speedup == pytest.approx(8 / 0.012 / 100) and "stays memory-bound" in b8.text
