@@ -308,7 +308,7 @@ def _bandwidth(x: AdviceInputs) -> list[Suggestion]:
                 speedup=gain,
                 free_bytes_after=after,
                 text=f"speculative decoding, {sd.draft_tokens} draft tokens: {sd.tokens_per_step:.2f} tokens a "
-                f"{sd.step_s * 1e3:.2f} ms verify step, TPOT {x.tpot_s * 1e3:.2f} -> {tpot * 1e3:.2f} ms "
+                f"{sd.step_s * 1e3:.2f} ms verify step, the decode bound's TPOT {x.tpot_s * 1e3:.2f} -> {tpot * 1e3:.2f} ms "
                 f"(x{gain:.2f}){cost}",
                 score=gain - 1,
             )

@@ -157,3 +157,19 @@ def test_a_topology_the_calibration_refuses_is_no_remedy(cli_module):
     assert "does not help, the calibration refuses the graph there" in topo["text"]
     assert topo["resolves"] is False and topo["freed_bytes_per_device"] == 0
     assert topo["free_bytes_after"] == d["closest_miss"]["per_device"]["free_bytes"]
+
+
+def test_a_measured_pick_s_batch_advice_compares_bound_with_bound(cli):
+    """The pick of the nightly's configuration stands on its measured TPOT (30.90 ms); its batch options are priced
+    on the decode bound, so "now" is the bound too (roofline's decode step_s), never the measured figure (which read
+    as a x60 gain)."""
+    d = _json(cli, "plan", "-H", "tpu-v7x", "--max-chips", "16", "--context", "8192", "--chunks", "512",
+              "--stacks", "torchtpu-vllm", "--top", "1", code=0)  # fmt: skip
+    r = d["recommended"]
+    assert (r["topology"], r["tp"]) == ("2x2x4", 32) and r["tpot_source"].startswith("measured")
+    rf = _json(cli, "roofline", "-t", "2x2x4", "--tp", "32", "--batch", "1", "--context", "8192", "--chunk", "512",
+               code=0)  # fmt: skip
+    bound = rf["decode"]["step_s"]
+    texts = [s["text"] for s in d["advice"]["advice"]["rules"]["suggestions"] if s["action"] == "batch"]
+    assert texts and all(f"({bound * 1e3:.2f} now), {1 / bound:,.0f} -> " in t for t in texts), texts
+    assert r["tpot_ms"] > 2 * bound * 1e3  # the measured figure the row stands behind is not what the gain is on

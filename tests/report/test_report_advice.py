@@ -40,6 +40,11 @@ def test_advice_section_per_platform(report):
         # the advice prices a batch on the decode bound (k3plan.advice.wiring._bound_tpot), the row's ceiling
         bound = full.get("ceiling_tpot_s") or full["tpot_s"]
         assert f"TPOT {bound * 1e3:.2f} ms" in top and f"{full['batch'] / bound:,.0f} tok/s" in top
+        # and now is the bound too, not the figure the row stands behind (the model's 26.08 ms against bound
+        # options once read as a x28 gain)
+        conc = row["decode"]["concurrency"]
+        now = conc.get("ceiling_tpot_s") or conc["tpot_s"]
+        assert f"({now * 1e3:.2f} now), {conc['batch'] / now:,.0f} -> " in top
 
 
 def test_memory_tier_table_for_a_spec_with_tiers(report):
