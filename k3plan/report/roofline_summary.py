@@ -220,13 +220,13 @@ def _headline(
     source: str = fig.source
     label = _label(fig)
     value = fig.value_s
-    if source == "ceiling":  # speed.serving's fallback is the roofline bound: an estimate, not the ceiling
-        source, label = "bound", bound + " " + re.sub(r"^roofline's \w+ bound ", "", label)
+    if source == "ceiling" and label.startswith("roofline's"):  # speed.serving's fallback: the roofline bound, an
+        source, label = "bound", bound + " " + re.sub(r"^roofline's \w+ bound ", "", label)  # estimate, no ceiling
     if source in ("measured", "transferred"):
         lo, hi = sorted((model_s, value))
         band = f"band {_ms(lo)}-{_ms(hi)} ms (the model is {model_s / value:.2f}x the {source})"
-    elif source == "model":
-        band = f"band {_ms(ceiling_s)}-{_ms(model_s)} ms (the ceiling up to the model: no benchmark)"
+    elif source in ("model", "ceiling"):  # the model, or the ops' own ceiling where it is above the bound
+        band = f"band {_ms(min(value, ceiling_s))}-{_ms(model_s)} ms (the ceiling up to the model: no benchmark)"
     else:
         lo, hi = sorted((model_s, value))
         band = f"band {_ms(lo)}-{_ms(hi)} ms (from the bound up to the model)"

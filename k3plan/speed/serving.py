@@ -302,6 +302,16 @@ def _no_benchmark(
             + floor_label(*floor),
             band_s=_band(pre.ceiling_s if served is None else ceiling_ttft_s, model_ttft),
         )
+    if served is None and pre.ceiling_s > ceiling_ttft_s:
+        # the MFU-30% bound overlaps compute with bytes over the whole prefill; below the ops' own ceiling (each
+        # at the spec's peaks, one after another: the model's first term) it is no floor to stand on
+        return tpot, ServingFigure(
+            value_s=float(pre.ceiling_s),
+            source="ceiling",
+            label=f"ceiling: every op at the spec's peaks, one after another, above roofline's prefill bound "
+            f"{ceiling_ttft_s * 1e3:,.2f} ms ({why}; no probe record sets an op)",
+            band_s=_band(float(pre.ceiling_s), model_ttft),
+        )
     return tpot, ServingFigure(
         value_s=ceiling_ttft_s,
         source="ceiling",

@@ -232,3 +232,18 @@ def test_plan_under_a_heavier_load_transfers_between_served_workloads():
     ratio = moved.tpot_s / served_of(m, b)[0].tpot_s
     assert ratio > m.decode_s(4, 8192) / m.decode_s(1, 8192)
     assert q["tpot_ms"] == pytest.approx(TPOT_S * 1e3 * ratio, rel=1e-6)
+
+
+def test_a_bound_below_the_ops_own_ceiling_is_not_stood_behind():
+    """Where no record sets a prefill (an AMD GPU's: no GEMM table), the TTFT stood behind was the MFU-30% roofline
+    bound, which can sit below the ops' own ceiling (each at the spec's peaks, one after another: the model's first
+    term): DeepSeek-V4.1-Flash on 8 MI355X at 65,536 tokens, 398.00 ms against 406.41. The higher one stands, named."""
+    r = run("roofline", "-m", "deepseek-v4.1-flash", "-H", "amd-mi355x", "-t", "8", "--context", "65536")
+    pre, serial = r["prefill"], r["expected"]["prefill"]["ceiling_s"]
+    assert pre["ttft_source"] == "ceiling" and serial > pre["ceiling_ttft_s"]
+    assert pre["ttft_s"] == serial and "above roofline's prefill bound" in pre["ttft_label"]
+    assert f"{pre['ceiling_ttft_s'] * 1e3:,.2f} ms" in pre["ttft_label"]
+    # where the bound is the higher (DeepSeek-V3 on an H20, compute-bound at MFU 30%) it stays, as before
+    h = run("roofline", "-m", "deepseek-v3", "-H", "nvidia-h20", "-t", "8", "--tp", "8", "--stack", "vllm",
+            "--context", "32768")  # fmt: skip
+    assert h["prefill"]["ttft_s"] == h["prefill"]["ceiling_ttft_s"] > h["expected"]["prefill"]["ceiling_s"]
