@@ -63,12 +63,14 @@ def kv_table(engine: str, platform: str | None) -> dict[str, str | None] | None:
 def engine_offers_kv(stack: str, kv_dtype: str, platform: str | None) -> bool:
     """Whether the engine that runs ``stack`` on ``platform`` takes the KV-cache dtype ``kv_dtype`` (kv_table);
     a stack with no launch engine, or jax-native (k3plan's own), takes any."""
-    engine = _engine(stack, platform)
+    engine = launcher_of(stack, platform)
     table = None if engine is None else kv_table(engine, platform)
     return True if table is None else table.get(kv_dtype) is not None
 
 
-def _engine(stack: str, platform: str | None) -> Launcher | None:
+def launcher_of(stack: str, platform: str | None) -> Launcher | None:
+    """The command family that starts ``stack``'s engine on ``platform`` (``engine_for_stack``), None where no
+    engine is known for the stack."""
     engine = find_engine(stack)
     return None if engine is None else engine.launcher_for(platform)
 
@@ -76,7 +78,7 @@ def _engine(stack: str, platform: str | None) -> Launcher | None:
 def engine_for_stack(stack: str, platform: str | None = None) -> Launcher:
     """The engine whose launch command a k3plan stack gets on ``platform`` ("gpu" / "tpu"; None: the
     stack's engine's own launcher, as on a TPU)."""
-    engine = _engine(stack, platform)
+    engine = launcher_of(stack, platform)
     if engine is None:
         raise K3PlanError(f"--emit launch: no engine known for stack {stack!r}; known: {', '.join(registry())}")
     return engine

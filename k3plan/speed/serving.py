@@ -229,29 +229,33 @@ def engine_floor_s(model: ModelAt) -> tuple[float, str]:
 def stack_floor_s(setup: Any, on: frozenset[str] | None = None) -> tuple[float, str]:
     """``engine_floor_s`` for ``setup``'s stack under the terms ``on`` (None: the admitted ones), where no ModelAt
     is at hand (roofline's comparison when no benchmark speaks)."""
-    from k3plan.engines.flags import find_engine
+    from k3plan.engines.flags import launcher_of
     from k3plan.speed.terms import admitted, resolve, ttft_floor_s
 
     if "floor" not in (resolve(None) if on is None else on):
         return 0.0, ""
     engine = setup.stack.name  # a benchmark's engine is the stack it speaks for (engine_accepts)
     fitted = admitted().get("ttft_floor_ms", {})
-    found = find_engine(engine)
-    if engine not in fitted and found is not None:
+    if engine not in fitted:
         # a stack with no published TTFT of its own is served by its launcher's front end (the per-request path the
         # floor is): dp-attention by SGLang's on a GPU, by vLLM's on a TPU (Engine.launcher_on)
-        launcher = found.launcher_for(setup.hardware.kind)
+        launcher = launcher_of(engine, setup.hardware.kind)
         engine = launcher if launcher in fitted else engine
     return ttft_floor_s(engine), engine
 
 
-def floor_label(floor_s: float, engine: str) -> str:
-    """The words a TTFT says its engine's floor with (empty without one)."""
+def floor_phrase(floor_s: float, engine: str) -> str:
+    """What the floor is, said once: whose, how long, where it was fitted."""
     from k3plan.speed.terms import admitted
 
     own = engine in admitted().get("ttft_floor_ms", {})
     whose = f"{engine}'s" if own else "the pooled (no published TTFT of " + (engine or "its engine") + ")"
-    return f"; + {whose} TTFT floor {floor_s * 1e3:,.1f} ms (the per-request path, admitted.json)" if floor_s else ""
+    return f"{whose} TTFT floor {floor_s * 1e3:,.1f} ms (the per-request path, admitted.json)"
+
+
+def floor_label(floor_s: float, engine: str) -> str:
+    """The words a TTFT says its engine's floor with (empty without one)."""
+    return f"; + {floor_phrase(floor_s, engine)}" if floor_s else ""
 
 
 def _no_benchmark(
@@ -479,9 +483,9 @@ def stands_behind(
     )
     ttft = None
     if ceiling_ttft_s is not None:
+        if expected is None:
+            expected = model.speed(batch, context, chunk)
         if near["ttft"] is None:
-            if expected is None:
-                expected = model.speed(batch, context, chunk)
             _, ttft = _no_benchmark(
                 ceiling_tpot_s=ceiling_tpot_s,
                 ceiling_ttft_s=ceiling_ttft_s,
@@ -492,8 +496,6 @@ def stands_behind(
                 floor=engine_floor_s(model),
             )
         else:
-            if expected is None:
-                expected = model.speed(batch, context, chunk)
             ttft = _transfer(
                 "ttft",
                 model=model,
@@ -678,7 +680,7 @@ def _stage(
     model_s = st.expected_s
     if floor[0]:
         model_s += floor[0]
-        terms += (Term(name=f"{floor[1]}'s TTFT floor", seconds=floor[0], source=floor_label(*floor)[4:]),)
+        terms += (Term(name=f"{floor[1]}'s TTFT floor", seconds=floor[0], source=floor_phrase(*floor)),)
     if b is None:
         return StageComparison(
             stage=stage,
