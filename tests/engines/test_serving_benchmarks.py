@@ -44,6 +44,9 @@ def test_file_carries_the_published_figures(case):
     assert getattr(b.measured, f"{stat}_ttft_ms") == case[f"{stat}_ttft_ms"]
     assert b.waiting_for_model is (not case["bundled"])
     assert b.engine.name == case.get("engine", "torchtpu-vllm")
+    for flag in ("kv_cache_dtype", "async_scheduling", "gpu_memory_utilization"):  # where the golden reads them
+        if flag in case:
+            assert getattr(b.flags, flag) == case[flag], flag
 
 
 def test_every_shipped_file_is_a_case():
