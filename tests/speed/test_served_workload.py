@@ -69,4 +69,6 @@ def test_the_run_s_scheduling_is_its_flag_else_a_cited_default():
     value, source = run_scheduling("torchtpu-vllm", None)
     assert value is True and "run_benchmarks.sh" in source and "--async-scheduling" in source
     assert run_scheduling("sglang", None)[0] is True
+    value, source = run_scheduling("vllm", None)  # vLLM's own default since v0.14.0, read in its config code
+    assert value is True and "VllmConfig.__post_init__" in source and "v0.14.0" in source
     assert run_scheduling("jetstream", None)[0] is None

@@ -21,4 +21,11 @@ ENGINE = Engine(
     default_rank=1,
     loads_vision_tower=True,
     prices_unnamed=True,
+    scheduling_default=(
+        True,
+        "the engine's default from v0.14.0 (vllm-project/vllm#27614): vllm/config/vllm.py VllmConfig.__post_init__ "
+        "sets scheduler_config.async_scheduling = True where the command leaves it None, unless the runner pools, "
+        "the speculative method is not EAGLE/MTP/n-gram/draft-model/DSpark, the drafter batch is unpadded, the "
+        "executor cannot, or ROCm DeepEP high-throughput DBO (@000fc94b)",
+    ),
 )
