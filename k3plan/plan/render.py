@@ -180,8 +180,11 @@ def _rejected(result: PlanResult) -> Table:
 def _recommended_tpot(r: PlanRow) -> str:
     if r.estimate_source and r.estimate_tpot_ms is not None:
         return f"{r.estimate_tpot_ms:.2f} ms ({r.estimate_source})"
-    if r.sla is not None:  # --isl/--osl: the row's figures under the load follow, each with its kind
-        return f"{r.tpot_ms:.2f} ms (ceiling: one decode step at the context, no load)"
+    if r.sla is not None:  # --isl/--osl: the figure the row stands behind under the load, as its table row says
+        q = r.sla_row()
+        if q.tpot_ms is not None:
+            return f"{q.tpot_ms:.2f} ms ({q.tpot_source}, under the load)"
+        return f"{r.tpot_ms:.2f} ms (ceiling: one decode step at the context, no load; the load is not sustained)"
     return f"{r.tpot_ms:.2f} ms"
 
 

@@ -59,6 +59,17 @@ def test_done_when_answers_with_every_part(done_when):
     assert f"KV + KDA state a request: {per_request / 2**30:.3f} GiB over" in " ".join(out.split())
 
 
+def test_the_recommendation_names_the_tpot_its_row_stands_behind(done_when):
+    """One TPOT for the pick: the Recommended line gives the row's figure under the load with its kind (it gave
+    the no-load decode bound, 9.10 ms on B300 SGLang beside the row's transferred 8.56 ms)."""
+    out, res, _ = done_when
+    flat = " ".join(out.split())
+    line = flat[flat.index("Recommended:") : flat.index("Check it:")]
+    under = flat[flat.index("Under the load (") :]
+    tpot = under[under.index("TPOT ", under.index("): ")) :].split()[1]
+    assert f"TPOT {tpot} ms (" in line and "under the load)" in line and "no load" not in line
+
+
 def test_every_row_has_a_cost_cell_and_unpriced_says_so(done_when):
     _, res, _ = done_when
     prices = {p["hardware"]: p for p in res["prices"]}
