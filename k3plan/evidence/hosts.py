@@ -121,6 +121,9 @@ class GpuKernelFloor(Spec):
     quote: str
     source: Annotated[str, msgspec.Meta(pattern=r"^https://")]
     note: str = ""
+    # vendor -> what that vendor's public decode traces show where none publishes a kernel this small: why this
+    # floor is the one transferred to its GPUs (speed.overheads.kernel_floor_terms says it in the label)
+    other_vendors: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def label(self) -> str:

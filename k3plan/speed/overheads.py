@@ -138,7 +138,8 @@ def kernel_floor_terms(
 ) -> tuple[EngineTerm, ...]:
     """The step description's ops' fixed cost on a GPU: their executions a step x one kernel's fixed duration, the
     shortest kernel a public decode trace of that GPU shows (k3plan/evidence/gpu_kernel_floor.yaml), else of
-    another GPU of its vendor, else of another vendor's (no AMD trace is public), each transferred and labelled so.
+    another GPU of its vendor, else of another vendor's (the public AMD traces publish no kernel this small: the
+    record's ``other_vendors`` says what they show), each transferred and labelled so.
     Taking another vendor's floor, rather than none, is the score's decision: held out, the AMD MI355X TPOTs went
     0.71-0.93x -> 0.91-1.10x and the whole set's mean |ln ratio| 0.314 -> 0.289 (benchmarks/score_speed.py --admit).
 
@@ -161,9 +162,8 @@ def kernel_floor_terms(
     n = _op_executions(ops)
     whose = ""
     if transferred:
-        whose = f"transferred from {rec.hardware}'s" + (
-            f" (no trace of an {vendor.upper()} GPU is public), " if other_vendor else ", "
-        )
+        why = rec.other_vendors.get(vendor, f"no public trace of an {vendor.upper()} GPU")
+        whose = f"transferred from {rec.hardware}'s" + (f" ({why}), " if other_vendor else ", ")
     return (
         EngineTerm(
             name="fixed cost of the step's kernels",
