@@ -147,23 +147,13 @@ def kernel_floor_terms(
     costs, so with the trace's figure the model, not the roofline bound, is the estimate where no benchmark speaks
     (``speed.serving.model_records``). A prefill chunk's time is its matmuls' compute: a fixed cost measured does
     not make it an estimate while those run at the spec's peak (a GEMM table does: term gpu-gemm)."""
-    from k3plan.evidence.hosts import KERNEL_FLOOR_RECORD, gpu_kernel_floors
+    from k3plan.evidence.hosts import KERNEL_FLOOR_RECORD
 
-    floors = gpu_kernel_floors()
-    rec = next((f for f in floors if f.hardware == hardware), None)
-    transferred = rec is None
-    if rec is None:
-        rec = next((f for f in floors if f.vendor == vendor), None)
-    other_vendor = rec is None
-    if rec is None:
-        rec = next(iter(floors), None)
-    if rec is None:
+    floor = _floor(hardware, vendor)
+    if floor is None:
         return ()
+    rec, whose = floor
     n = _op_executions(ops)
-    whose = ""
-    if transferred:
-        why = rec.other_vendors.get(vendor, f"no public trace of an {vendor.upper()} GPU")
-        whose = f"transferred from {rec.hardware}'s" + (f" ({why}), " if other_vendor else ", ")
     return (
         EngineTerm(
             name="fixed cost of the step's kernels",
@@ -175,6 +165,60 @@ def kernel_floor_terms(
             records=(KERNEL_FLOOR_RECORD,) if stage == "decode" else (),
         ),
     )
+
+
+def _floor(hardware: str, vendor: str):
+    """(the kernel-floor record for ``hardware``, the words of its transfer: '' where measured on it), else None:
+    the GPU's own trace, else another GPU's of its vendor, else another vendor's (kernel_floor_terms)."""
+    from k3plan.evidence.hosts import gpu_kernel_floors
+
+    floors = gpu_kernel_floors()
+    rec = next((f for f in floors if f.hardware == hardware), None)
+    transferred = rec is None
+    if rec is None:
+        rec = next((f for f in floors if f.vendor == vendor), None)
+    other_vendor = rec is None
+    if rec is None:
+        rec = next(iter(floors), None)
+    if rec is None:
+        return None
+    whose = ""
+    if transferred:
+        why = rec.other_vendors.get(vendor, f"no public trace of an {vendor.upper()} GPU")
+        whose = f"transferred from {rec.hardware}'s" + (f" ({why}), " if other_vendor else ", ")
+    return rec, whose
+
+
+def engine_kernel_terms(
+    *, joined: int, quant: int, hardware: str, vendor: str, engine: str, joined_source: str, quant_source: str
+) -> tuple[EngineTerm, ...]:
+    """The kernel floor's count corrected to the kernels ``engine`` launches (its code: ``engines/<engine>/
+    kernels.py``): ``joined`` op executions a step that launch no kernel of their own (minus one kernel's fixed
+    duration each) and ``quant`` activation-quantization kernels a step before the quantized linears (plus one
+    each), at the kernel floor's record (``kernel_floor_terms``), transferred alike."""
+    floor = _floor(hardware, vendor)
+    if floor is None or not (joined or quant):
+        return ()
+    rec, whose = floor
+    per = f"{rec.seconds * 1e6:.1f} us a kernel ({whose}{rec.kernel}, the kernel floor's)"
+    out = []
+    if joined:
+        out.append(
+            EngineTerm(
+                name=f"ops {engine} runs inside another op's kernel",
+                seconds=-joined * rec.seconds,
+                source=f"-{joined:,} op executions a step x {per}: {joined_source}",
+            )
+        )
+    if quant:
+        out.append(
+            EngineTerm(
+                name=f"{engine}'s activation-quantization kernels",
+                seconds=quant * rec.seconds,
+                source=f"{quant:,} a step (one a quantized linear's input) x {per}: {quant_source}",
+            )
+        )
+    return tuple(out)
 
 
 ASYNC_SOURCE = (

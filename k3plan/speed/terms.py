@@ -45,6 +45,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from k3plan.engines.sglang import kernels as sglang_kernels
 from k3plan.engines.sglang import speed as sglang
 from k3plan.engines.torchtpu_vllm import speed as torchtpu_vllm
 from k3plan.engines.vllm import speed as vllm
@@ -52,6 +53,7 @@ from k3plan.speed.overheads import (
     IMBALANCE_SOURCE,
     IN_STEP_SOURCE,
     EngineTerm,
+    engine_kernel_terms,
     expert_imbalance_term,
     host_terms,
     kernel_floor_terms,
@@ -154,6 +156,27 @@ def _op_fixed(s: StepInput) -> tuple[EngineTerm, ...]:
 def _kernel_floor(s: StepInput) -> tuple[EngineTerm, ...]:
     hw = s.setup.hardware
     return kernel_floor_terms(s.ops, hardware=hw.name, vendor=hw.vendor, stage=s.key.stage)
+
+
+def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
+    hw = s.setup.hardware
+    joined, quant = sglang_kernels.kernel_changes(s.ops, s.key.stage)
+    return engine_kernel_terms(
+        joined=joined,
+        quant=quant,
+        hardware=hw.name,
+        vendor=hw.vendor,
+        engine="SGLang",
+        joined_source=SGLANG_JOINED_SOURCE,
+        quant_source=sglang_kernels.ACT_QUANT_SOURCE,
+    )
+
+
+SGLANG_JOINED_SOURCE = (
+    "its merged linears (fused_qkv_a_proj_with_mqa, gate_up_proj, the experts' w13), Kimi-K3's fused q/k/v/g "
+    "projection, [f_a | b] GEMV, decode kernel (conv1d + delta rule + gated RMSNorm) and MoE front GEMM "
+    "(engines/sglang/kernels.py JOINED, each cited)"
+)
 
 
 def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:
@@ -315,6 +338,18 @@ REGISTRY: tuple[SpeedTerm, ...] = (
             "a public Perfetto trace of an SGLang decode step on the GPU, as its kernel table gives it "
             "(k3plan/evidence/gpu_kernel_floor.yaml: SemiAnalysisAI/InferenceX#863, B200)"
         ),
+        evidence=("evidence/gpu_kernel_floor.yaml",),
+    ),
+    SpeedTerm(
+        name="sglang-kernels",
+        title="the step's kernels as SGLang launches them: its merged and fused ops one kernel, an activation-"
+        "quantization kernel before each quantized linear",
+        phase="both",
+        level="step",
+        when=When(stacks=sglang.STACKS, hardware=("gpu",)),
+        price=_sglang_kernels,
+        source="engines/sglang/kernels.py (SGLang's model and quantization code, cited a rule each; a B200 decode "
+        "trace's FP4 quantization kernels), at the kernel floor's duration",
         evidence=("evidence/gpu_kernel_floor.yaml",),
     ),
     SpeedTerm(

@@ -1,0 +1,87 @@
+"""sglang-kernels: the kernel floor's count corrected to the kernels SGLang launches (engines/sglang/kernels.py, each
+rule cited to its model or quantization code): merged linears and Kimi-K3's fused chains launch one kernel, and a
+linear computing in 8 or 4 bits is preceded by a kernel that quantizes its input. The counts below are the models'
+layer arithmetic, not the rule re-run."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from k3plan.app.setup import setup_from
+from k3plan.engines.sglang.kernels import JOINED, kernel_changes
+from k3plan.speed.serving import ModelAt
+from k3plan.speed.terms import BY_NAME, TermKey, default_terms
+
+JOINED_NAME = "ops SGLang runs inside another op's kernel"
+QUANT_NAME = "SGLang's activation-quantization kernels"
+
+
+def _ops(model: str, hardware: str, stack: str, stage: str):
+    """The step description's ops of one decode step or prefill chunk, as the speed model prices them."""
+    setup = setup_from(model=model, hardware=hardware, topology="8", tp=8, ep=None, dp=None, stack=stack)
+    seen = {}
+
+    def spy(s):
+        seen.setdefault(s.key.stage, list(s.ops))
+        return ()
+
+    term = BY_NAME["sglang-kernels"]
+    price = term.price
+    try:
+        object.__setattr__(term, "price", spy)  # the term's own input, as the speed model hands it over
+        ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"sglang-kernels"}).speed(1, 1024, 1024)
+    finally:
+        object.__setattr__(term, "price", price)
+    return seen[stage]
+
+
+def test_deepseek_v3_fp8_merges_four_linears_and_quantizes_every_fp8_input():
+    """61 MLA layers (q_a + kv_a one GEMM), 3 dense MLPs and 58 shared experts (gate + up one GEMM), 58 routed
+    expert groups (w13): 180 executions joined; the fp8 inputs a step: 3 a MLA layer (q_a/kv_a, q_b, o), 2 a dense
+    MLP and 4 a MoE layer (shared gate_up and down, experts w13 and w2) = 183 + 6 + 232 = 421."""
+    ops = _ops("deepseek-v3", "nvidia-b200", "sglang:moe_a2a_backend=none", "decode")
+    assert kernel_changes(ops, "decode") == (61 + 3 + 58 + 58, 3 * 61 + 2 * 3 + 4 * 58)
+
+
+def test_kimi_k3_s_fused_chains_at_decode_and_its_bf16_linears_quantize_nothing():
+    """Kimi-K3 (bf16 linears): a KDA layer's k, v, g into the q/k/v/g GEMM, b into [f_a | b], the three convolutions,
+    A_log, dt_bias and the output norm into the fused decode kernel (10 x 69); a MoE layer's shared up, w3, shared
+    gate, router gate and latent norm into the fused front and the all-reduce (5 x 92); the dense MLP's up (1); the
+    MLA layers' kv_a (24). At a prefill chunk the decode kernel's six are SGLang's own kernels again; with the MoE's
+    all-to-all the three plain-TP fusions are off."""
+    decode = _ops("kimi-k3", "nvidia-b300", "sglang:moe_a2a_backend=none", "decode")
+    assert kernel_changes(decode, "decode") == (10 * 69 + 5 * 92 + 1 + 24, 0)
+    prefill = _ops("kimi-k3", "nvidia-b300", "sglang:moe_a2a_backend=none", "prefill")
+    assert kernel_changes(prefill, "prefill") == (4 * 69 + 5 * 92 + 1 + 24, 0)
+    a2a = _ops("kimi-k3", "nvidia-b300", "sglang", "decode")  # the sglang stack: DeepEP's all-to-all
+    assert any(o.kind == "collective" and o.collective == "all-to-all" for o in a2a)
+    assert kernel_changes(a2a, "decode") == (10 * 69 + 2 * 92 + 1 + 24, 0)
+
+
+def test_every_rule_cites_sglang_code():
+    assert all(re.search(r"sglang|SGLang|KimiK3|FusedMoE", j.source) for j in JOINED)
+    assert all(j.suffix and j.into for j in JOINED)
+
+
+def test_the_term_prices_the_changes_at_the_kernel_floor_on_sglang_gpus_only():
+    setup = setup_from(
+        model="deepseek-v3",
+        hardware="nvidia-b200",
+        topology="8",
+        tp=8,
+        ep=None,
+        dp=None,
+        stack="sglang:moe_a2a_backend=none",
+    )
+    decode = ModelAt(setup, setup.hardware, evidence=None, terms=default_terms()).speed(1, 1024, 1024).decode
+    joined = next(o for o in decode.ops if o.name == JOINED_NAME)
+    quant = next(o for o in decode.ops if o.name == QUANT_NAME)
+    assert joined.expected_s == pytest.approx(-180 * 2.1e-6) and quant.expected_s == pytest.approx(421 * 2.1e-6)
+    assert "fp8_utils.py" in quant.label and "InferenceX#863" in quant.label
+    term = BY_NAME["sglang-kernels"]
+    gpu = TermKey(stage="decode", stack="sglang", hardware="gpu", kv_dtype=None)
+    assert term.applies(gpu)
+    assert not term.applies(TermKey(stage="decode", stack="vllm", hardware="gpu", kv_dtype=None))
+    assert not term.applies(TermKey(stage="decode", stack="sglang", hardware="tpu", kv_dtype=None))
