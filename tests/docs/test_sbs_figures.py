@@ -394,11 +394,15 @@ def test_expected_time_labels_and_breakdown():
     kinds = ["attention", "kda", "experts", "dense", "collectives", "overhead"]
     for label, key in (("ceiling, ms", "ceiling_s"), ("expected, ms", "expected_s")):
         assert row(label, exact=True) == [ms(dec[key])] + [ms(dec["by_kind"][k][key]) for k in kinds]
-    # every op at its ceiling; the terms beyond: the routed experts of the busiest EP rank (issue 38) and the
-    # kernels' fixed duration (kernel-floor: the B200's, transferred to the H200)
+    # every op at its ceiling; the terms beyond: the routed experts of the busiest EP rank (issue 38), the
+    # kernels' fixed duration (kernel-floor: the B200's, transferred to the H200) and, less, the ops SGLang runs
+    # inside another op's kernel (sglang-kernels; bf16 linears: no quantization kernel)
     assert all(dec["by_kind"][k]["expected_s"] == dec["by_kind"][k]["ceiling_s"] for k in kinds[:-1])
     extra = {o["name"]: o for o in dec["ops"] if o["kind"] == "overhead" and o["expected_s"]}
-    assert set(extra) == {"routed experts of the busiest EP rank", "fixed cost of the step's kernels"}
+    joined = "ops SGLang runs inside another op's kernel"
+    assert set(extra) == {"routed experts of the busiest EP rank", "fixed cost of the step's kernels", joined}
+    n_joined = re.search(r"-([\d,]+) op executions a step", extra[joined]["label"]).group(1)
+    assert f"`sglang-kernels`: -{n_joined} op executions x 2.1 us" in FLAT
     assert dec["expected_s"] == pytest.approx(
         dec["ceiling_s"] + sum(o["expected_s"] for o in extra.values()), rel=1e-12
     )

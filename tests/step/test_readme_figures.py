@@ -132,18 +132,22 @@ def test_fit_with_no_flags_takes_the_smallest_topology_that_fits(cli):
 def test_h200_plan_picks_pipeline_parallel(cli):
     m = said(
         r"`k3plan plan -H nvidia-h200 --context 131072` recommends two 8-GPU boxes as TP(\d+) x PP(\d+) on "
-        r"vLLM .*?: ([\d.]+) GiB free a device, (\d+) sequences, an ([\d.]+) ms TPOT ceiling; TP(\d+) with expert "
-        r"parallelism across both boxes comes next \(([\d.]+) GiB free, (\d+) sequences\)"
+        r"SGLang .*?: ([\d.]+) GiB free a device, (\d+) sequences, a ([\d.]+) ms TPOT \(the model; ceiling "
+        r"([\d.]+) ms\); vLLM at TP(\d+) x PP(\d+) comes next \(([\d.]+) GiB free, (\d+) sequences, ([\d.]+) ms\), "
+        r"then TP(\d+) with expert parallelism across both boxes \(([\d.]+) GiB free, (\d+) sequences\)"
     )
     p, code = run_json(cli, "plan", "-H", "nvidia-h200", "--context", "131072")
     assert code == 0
-    tp, pp, free, seqs, tpot, tp2, free2, seqs2 = m.groups()
-    r, nxt = p["ranked"][0], p["ranked"][1]
-    assert (r["topology"], r["chips"], r["stack"], r["tp"], r["pp"]) == ("2x8", 16, "vllm", int(tp), int(pp))
+    tp, pp, free, seqs, tpot, ceiling, tp2, pp2, free2, seqs2, tpot2, tp3, free3, seqs3 = m.groups()
+    r, nxt, third = p["ranked"][0], p["ranked"][1], p["ranked"][2]
+    assert (r["topology"], r["chips"], r["stack"], r["tp"], r["pp"]) == ("2x8", 16, "sglang", int(tp), int(pp))
     assert f"{r['free_gib_per_device']:.1f}" == free and r["max_sequences"] == int(seqs)
-    assert f"{r['tpot_ms']:.2f}" == tpot
-    assert (nxt["tp"], nxt["pp"], nxt["ep"]) == (int(tp2), 1, 16)  # experts over both boxes' 16 GPUs
+    assert f"{r['expected_tpot_ms']:.2f}" == tpot and f"{r['tpot_ms']:.2f}" == ceiling
+    assert (nxt["stack"], nxt["tp"], nxt["pp"]) == ("vllm", int(tp2), int(pp2))
     assert f"{nxt['free_gib_per_device']:.1f}" == free2 and nxt["max_sequences"] == int(seqs2)
+    assert f"{nxt['expected_tpot_ms']:.2f}" == tpot2
+    assert (third["tp"], third["pp"], third["ep"]) == (int(tp3), 1, 16)  # experts over both boxes' 16 GPUs
+    assert f"{third['free_gib_per_device']:.1f}" == free3 and third["max_sequences"] == int(seqs3)
 
 
 def test_v7x_2x2x2_cannot_hold_the_weights(cli):
