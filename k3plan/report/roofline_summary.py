@@ -125,6 +125,8 @@ def _priced_term(label: str) -> str:
     tables = list(dict.fromkeys(re.findall(r"evidence/gpu_gemm\.yaml#([\w.-]+)", text)))  # term gpu-gemm
     if tables:
         return "published GEMM table " + ", ".join(tables)
+    if re.search(r"engines/\w+/kernels\.py|sgl-project/sglang@", text):  # an engine's kernels (sglang-kernels)
+        return "engine code (cited)"
     url = re.search(r"https://github\.com/([\w.-]+/[\w.-]+)/issues/(\d+)", text)
     if url:
         return f"published: {url[1]}#{url[2]}"
@@ -158,7 +160,7 @@ def terms_of(stage: StageTime, comm: CommCost | None = None, steps: int = 1) -> 
                 priced = _priced_calls(comm, steps)
             out.append((title, sum(o.expected_s for o in ops), priced))
     out += [(o.name, o.expected_s, _priced_term(o.label)) for o in stage.ops if o.category == "overhead"]
-    return sorted(out, key=lambda t: -t[1])
+    return sorted(out, key=lambda t: -abs(t[1]))  # a term that takes time off (its kernels fused) ranks by its size
 
 
 def _terms_table(
@@ -178,7 +180,7 @@ def _terms_table(
         ("decode", expected.decode, decode.comm, 1),
         ("prefill", expected.prefill, prefill.comm, prefill.chunks),
     ):
-        terms = [t for t in terms_of(stage, comm, steps) if t[1] > 0]
+        terms = [t for t in terms_of(stage, comm, steps) if t[1] != 0]  # the rows sum to the model
         n = min(TOP_TERMS, len(terms) if len(terms) <= keep else keep - 1)
         top, rest = terms[:n], terms[n:]
         heads = [name, f"{_ms(stage.expected_s)} ms"]

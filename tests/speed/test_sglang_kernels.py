@@ -85,3 +85,21 @@ def test_the_term_prices_the_changes_at_the_kernel_floor_on_sglang_gpus_only():
     assert term.applies(gpu)
     assert not term.applies(TermKey(stage="decode", stack="vllm", hardware="gpu", kv_dtype=None))
     assert not term.applies(TermKey(stage="decode", stack="sglang", hardware="tpu", kv_dtype=None))
+
+
+def test_roofline_s_default_view_shows_the_time_the_merges_take_off():
+    """The terms table ranks a term by its size either way and its rows sum to the model: the fused kernels' -2.47 ms
+    on Kimi-K3's decode step is a row, priced by the engine's code (it was dropped, leaving rows 2.47 ms over)."""
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    args = ["roofline", "-H", "nvidia-b300", "-t", "8", "--tp", "8", "-s", "sglang:moe_a2a_backend=none"]
+    r = CliRunner().invoke(app, [*args, "--batch", "1", "--context", "9216", "--chunk", "8192"])
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in r.stdout.splitlines() if JOINED_NAME in ln)
+    assert re.search(r"-\d+\.\d\d\s+engine code \(cited\)", line)
+    decode = r.stdout.split(" decode ", 1)[1].split(" prefill ", 1)[0]
+    total = float(re.search(r"([\d.]+) ms", decode).group(1))
+    rows = [float(x) for x in re.findall(r"\s(-?\d+\.\d\d)\s{2,}", decode)]
+    assert sum(rows) == pytest.approx(total, abs=0.02)
