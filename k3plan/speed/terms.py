@@ -135,6 +135,7 @@ class SpeedTerm:
     evidence: tuple[str, ...] = ()
     price: Callable[[StepInput], tuple[EngineTerm, ...]] | None = None
     admission: Admission = "scored"
+    refines: str | None = None  # another term whose count this one corrects: priced only where that one is ON
 
     def applies(self, key: TermKey) -> bool:
         return self.phase in ("both", key.stage) and self.when.holds(key)
@@ -348,6 +349,7 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         level="step",
         when=When(stacks=sglang.STACKS, hardware=("gpu",)),
         price=_sglang_kernels,
+        refines="kernel-floor",
         source="engines/sglang/kernels.py (SGLang's model and quantization code, cited a rule each; a B200 decode "
         "trace's FP4 quantization kernels), at the kernel floor's duration",
         evidence=("evidence/gpu_kernel_floor.yaml",),
@@ -631,7 +633,7 @@ def step_terms(step: StepInput, terms: frozenset[str] | None = None) -> tuple[En
     on = resolve(terms)
     out: tuple[EngineTerm, ...] = ()
     for t in STEP_TERMS:
-        if t.name in on and t.applies(step.key) and t.price is not None:
+        if t.name in on and (t.refines is None or t.refines in on) and t.applies(step.key) and t.price is not None:
             out += tuple(replace(e, term=t.name) for e in t.price(step))
     return out
 

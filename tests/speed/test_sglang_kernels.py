@@ -103,3 +103,13 @@ def test_roofline_s_default_view_shows_the_time_the_merges_take_off():
     total = float(re.search(r"([\d.]+) ms", decode).group(1))
     rows = [float(x) for x in re.findall(r"\s(-?\d+\.\d\d)\s{2,}", decode)]
     assert sum(rows) == pytest.approx(total, abs=0.02)
+
+
+def test_without_the_kernel_floor_there_is_no_count_to_correct():
+    setup = setup_from(
+        model="deepseek-v3", hardware="nvidia-b200", topology="8", tp=8, ep=None, dp=None, stack="sglang"
+    )
+    terms = default_terms() - {"kernel-floor"}
+    assert "sglang-kernels" in terms
+    decode = ModelAt(setup, setup.hardware, evidence=None, terms=terms).speed(1, 1024, 1024).decode
+    assert not [o for o in decode.ops if o.name in (JOINED_NAME, QUANT_NAME)]
