@@ -10,6 +10,8 @@ SGLang launches otherwise, in two ways its code shows:
   (``QUANTIZED_COMPUTE``: one a distinct input; ops joined to a partner share the partner's).
 
 Pure data and a function over the ops; the speed term that prices it is ``sglang-kernels`` (``k3plan.speed.terms``).
+The Kimi-K3 rules are read in the stored kimi_k3.py (@0000e9b4), which names a kimi-k3 branch image: the code the
+B300 kernels-PR benchmark ran, not necessarily main's.
 """
 
 from __future__ import annotations
@@ -60,15 +62,16 @@ JOINED: tuple[Joined, ...] = (
         suffix="experts.up_proj",
         into="w13 (gate_proj's grouped GEMM)",
         phase="both",
-        source="FusedMoE holds the experts' gate and up projections as one w13_weight (sglang python/sglang/srt/"
-        "layers/moe/fused_moe_triton/layer.py FusedMoE.weight_loader, shard ids w1 / w3)",
+        source="SGLang's fused MoE holds an expert's gate and up projections as one w13_weight of 2 x "
+        "intermediate_size_per_partition rows, loaded by shard id w1 / w3, one grouped GEMM (its MoE quantization "
+        f"methods' create_weights; {KIMI_K3} KimiK3MoE: 'loads per-expert w1/w3')",
     ),
     Joined(
         suffix="experts.w3",
         into="w13 (w1's grouped GEMM)",
         phase="both",
-        source="FusedMoE holds w1 and w3 as one w13_weight (sglang python/sglang/srt/layers/moe/fused_moe_triton/"
-        f"layer.py); {KIMI_K3} KimiK3MoE: gate_up_interleaved=False loads w1 / w3 into it",
+        source=f"SGLang's fused MoE holds w1 and w3 as one w13_weight; {KIMI_K3} KimiK3MoE: "
+        "gate_up_interleaved=False loads per-expert w1 / w3 into it",
     ),
     # Kimi-K3's KDA layers (KimiK3DeltaAttention)
     Joined(
