@@ -10,8 +10,8 @@ SGLang launches otherwise, in two ways its code shows:
   (``QUANTIZED_COMPUTE``: one a distinct input; ops joined to a partner share the partner's).
 
 Pure data and a function over the ops; the speed term that prices it is ``sglang-kernels`` (``k3plan.speed.terms``).
-The Kimi-K3 rules are read in the stored kimi_k3.py (@0000e9b4), which names a kimi-k3 branch image: the code the
-B300 kernels-PR benchmark ran, not necessarily main's.
+The Kimi-K3 rules are read in the stored kimi_k3.py (@0000e9b4), which names a kimi-k3 branch image: not
+necessarily main's code, nor (unverified) the build a benchmark ran.
 """
 
 from __future__ import annotations
