@@ -347,7 +347,7 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         "quantization kernel before each quantized linear",
         phase="both",
         level="step",
-        when=When(stacks=sglang.STACKS, hardware=("gpu",)),
+        when=When(stacks=sglang.GPU_STACKS, hardware=("gpu",)),
         price=_sglang_kernels,
         refines="kernel-floor",
         source="engines/sglang/kernels.py (SGLang's model and quantization code, cited a rule each; a B200 decode "

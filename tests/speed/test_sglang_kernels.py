@@ -85,6 +85,9 @@ def test_the_term_prices_the_changes_at_the_kernel_floor_on_sglang_gpus_only():
     assert term.applies(gpu)
     assert not term.applies(TermKey(stage="decode", stack="vllm", hardware="gpu", kv_dtype=None))
     assert not term.applies(TermKey(stage="decode", stack="sglang", hardware="tpu", kv_dtype=None))
+    # dp-attention runs SGLang's code on a GPU (its launcher there) and vLLM's on a TPU
+    assert term.applies(TermKey(stage="decode", stack="dp-attention", hardware="gpu", kv_dtype=None))
+    assert not term.applies(TermKey(stage="decode", stack="dp-attention", hardware="tpu", kv_dtype=None))
 
 
 def test_roofline_s_default_view_shows_the_time_the_merges_take_off():

@@ -133,16 +133,20 @@ def test_h200_plan_picks_pipeline_parallel(cli):
     m = said(
         r"`k3plan plan -H nvidia-h200 --context 131072` recommends two 8-GPU boxes as TP(\d+) x PP(\d+) on "
         r"SGLang .*?: ([\d.]+) GiB free a device, (\d+) sequences, a ([\d.]+) ms TPOT \(the model; ceiling "
-        r"([\d.]+) ms\); vLLM at TP(\d+) x PP(\d+) comes next \(([\d.]+) GiB free, (\d+) sequences, ([\d.]+) ms\), "
-        r"then TP(\d+) with expert parallelism across both boxes \(([\d.]+) GiB free, (\d+) sequences\)"
+        r"([\d.]+) ms\), SGLang's dp-attention layout tied with it \(([\d.]+) GiB free, (\d+) sequences\); vLLM at "
+        r"TP(\d+) x PP(\d+) comes next \(([\d.]+) GiB free, (\d+) sequences, ([\d.]+) ms\), then TP(\d+) with expert "
+        r"parallelism across both boxes \(([\d.]+) GiB free, (\d+) sequences\)"
     )
     p, code = run_json(cli, "plan", "-H", "nvidia-h200", "--context", "131072")
     assert code == 0
-    tp, pp, free, seqs, tpot, ceiling, tp2, pp2, free2, seqs2, tpot2, tp3, free3, seqs3 = m.groups()
-    r, nxt, third = p["ranked"][0], p["ranked"][1], p["ranked"][2]
+    tp, pp, free, seqs, tpot, ceiling, free_dpa, seqs_dpa = m.groups()[:8]
+    tp2, pp2, free2, seqs2, tpot2, tp3, free3, seqs3 = m.groups()[8:]
+    r, dpa, nxt, third = p["ranked"][:4]
     assert (r["topology"], r["chips"], r["stack"], r["tp"], r["pp"]) == ("2x8", 16, "sglang", int(tp), int(pp))
     assert f"{r['free_gib_per_device']:.1f}" == free and r["max_sequences"] == int(seqs)
     assert f"{r['expected_tpot_ms']:.2f}" == tpot and f"{r['tpot_ms']:.2f}" == ceiling
+    assert dpa["stack"] == "dp-attention" and dpa["expected_tpot_ms"] == pytest.approx(r["expected_tpot_ms"])
+    assert f"{dpa['free_gib_per_device']:.1f}" == free_dpa and dpa["max_sequences"] == int(seqs_dpa)
     assert (nxt["stack"], nxt["tp"], nxt["pp"]) == ("vllm", int(tp2), int(pp2))
     assert f"{nxt['free_gib_per_device']:.1f}" == free2 and nxt["max_sequences"] == int(seqs2)
     assert f"{nxt['expected_tpot_ms']:.2f}" == tpot2

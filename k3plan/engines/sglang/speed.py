@@ -8,9 +8,13 @@ not publish them.
 from __future__ import annotations
 
 from k3plan.engines.flags import SGLANG_CHUNK_SOURCE, sglang_default_chunk
+from k3plan.engines.registry import engines
 from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, DSV4_RUNNING_SOURCE
 
 STACKS = ("sglang",)  # the stacks (and benchmark engines) SGLang's own scheduler serves
+# the stacks SGLang's code runs on a GPU: its own, and those whose engine launches SGLang there (Engine.launcher_on:
+# dp-attention), so its kernel rules (engines/sglang/kernels.py) price them alike
+GPU_STACKS = tuple(n for e in engines() if e.launcher_for("gpu") == "sglang" for n in e.names)
 
 
 def default_token_budget(engine: str, *, hbm_bytes_per_device: int) -> tuple[int, str] | None:
