@@ -168,16 +168,9 @@ def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
         hardware=hw.name,
         vendor=hw.vendor,
         engine="SGLang",
-        joined_source=SGLANG_JOINED_SOURCE,
+        joined_source=sglang_kernels.JOINED_SOURCE,
         quant_source=sglang_kernels.ACT_QUANT_SOURCE,
     )
-
-
-SGLANG_JOINED_SOURCE = (
-    "its merged linears (fused_qkv_a_proj_with_mqa, gate_up_proj, the experts' w13), Kimi-K3's fused q/k/v/g "
-    "projection, [f_a | b] GEMV, decode kernel (conv1d + delta rule + gated RMSNorm) and MoE front GEMM "
-    "(engines/sglang/kernels.py JOINED, each cited)"
-)
 
 
 def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:

@@ -18,9 +18,14 @@ JOINED_NAME = "ops SGLang runs inside another op's kernel"
 QUANT_NAME = "SGLang's activation-quantization kernels"
 
 
+def _setup(model: str, hardware: str, stack: str):
+    """One 8-GPU box at TP 8, the engine's EP default."""
+    return setup_from(model=model, hardware=hardware, topology="8", tp=8, ep=None, dp=None, stack=stack)
+
+
 def _ops(model: str, hardware: str, stack: str, stage: str):
     """The step description's ops of one decode step or prefill chunk, as the speed model prices them."""
-    setup = setup_from(model=model, hardware=hardware, topology="8", tp=8, ep=None, dp=None, stack=stack)
+    setup = _setup(model, hardware, stack)
     seen = {}
 
     def spy(s):
@@ -66,15 +71,7 @@ def test_every_rule_cites_sglang_code():
 
 
 def test_the_term_prices_the_changes_at_the_kernel_floor_on_sglang_gpus_only():
-    setup = setup_from(
-        model="deepseek-v3",
-        hardware="nvidia-b200",
-        topology="8",
-        tp=8,
-        ep=None,
-        dp=None,
-        stack="sglang:moe_a2a_backend=none",
-    )
+    setup = _setup("deepseek-v3", "nvidia-b200", "sglang:moe_a2a_backend=none")
     decode = ModelAt(setup, setup.hardware, evidence=None, terms=default_terms()).speed(1, 1024, 1024).decode
     joined = next(o for o in decode.ops if o.name == JOINED_NAME)
     quant = next(o for o in decode.ops if o.name == QUANT_NAME)
@@ -109,9 +106,7 @@ def test_roofline_s_default_view_shows_the_time_the_merges_take_off():
 
 
 def test_without_the_kernel_floor_there_is_no_count_to_correct():
-    setup = setup_from(
-        model="deepseek-v3", hardware="nvidia-b200", topology="8", tp=8, ep=None, dp=None, stack="sglang"
-    )
+    setup = _setup("deepseek-v3", "nvidia-b200", "sglang")
     terms = default_terms() - {"kernel-floor"}
     assert "sglang-kernels" in terms
     decode = ModelAt(setup, setup.hardware, evidence=None, terms=terms).speed(1, 1024, 1024).decode

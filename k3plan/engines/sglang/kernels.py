@@ -127,6 +127,12 @@ JOINED: tuple[Joined, ...] = (
     ),
 )
 
+JOINED_SOURCE = (
+    "its merged linears (fused_qkv_a_proj_with_mqa, gate_up_proj, the experts' w13), Kimi-K3's fused q/k/v/g "
+    "projection, [f_a | b] GEMV, decode kernel (conv1d + delta rule + gated RMSNorm) and MoE front GEMM "
+    "(engines/sglang/kernels.py JOINED, each cited)"
+)
+
 # compute dtypes (OpCost.dtype, a hardware spec's FLOP/s key) whose activations a kernel quantizes first
 QUANTIZED_COMPUTE = ("fp8", "fp4", "int8")
 ACT_QUANT_SOURCE = (
