@@ -190,14 +190,24 @@ def _floor(hardware: str, vendor: str):
 
 
 def engine_kernel_terms(
-    *, joined: int, quant: int, hardware: str, vendor: str, engine: str, joined_source: str, quant_source: str
+    *,
+    joined: int,
+    quant: int,
+    hardware: str,
+    vendor: str,
+    engine: str,
+    joined_source: str,
+    quant_source: str,
+    glue: int = 0,
+    glue_source: str = "",
 ) -> tuple[EngineTerm, ...]:
     """The kernel floor's count corrected to the kernels ``engine`` launches (its code: ``engines/<engine>/
     kernels.py``): ``joined`` op executions a step that launch no kernel of their own (minus one kernel's fixed
-    duration each) and ``quant`` activation-quantization kernels a step before the quantized linears (plus one
-    each), at the kernel floor's record (``kernel_floor_terms``), transferred alike."""
+    duration each), ``quant`` activation-quantization kernels a step before the quantized linears (plus one
+    each) and ``glue`` kernels a step it launches with no op of the description (net of ops it fuses away), at the
+    kernel floor's record (``kernel_floor_terms``), transferred alike."""
     floor = _floor(hardware, vendor)
-    if floor is None or not (joined or quant):
+    if floor is None or not (joined or quant or glue):
         return ()
     rec, whose = floor
     per = f"{rec.seconds * 1e6:.1f} us a kernel ({whose}{rec.kernel}, the kernel floor's)"
@@ -216,6 +226,14 @@ def engine_kernel_terms(
                 name=f"{engine}'s activation-quantization kernels",
                 seconds=quant * rec.seconds,
                 source=f"{quant:,} a step (one a quantized linear's input) x {per}: {quant_source}",
+            )
+        )
+    if glue:
+        out.append(
+            EngineTerm(
+                name=f"kernels {engine} launches beside the step description's ops",
+                seconds=glue * rec.seconds,
+                source=f"{glue:+,} a step (net) x {per}: {glue_source}",
             )
         )
     return tuple(out)

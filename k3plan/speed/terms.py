@@ -162,14 +162,24 @@ def _kernel_floor(s: StepInput) -> tuple[EngineTerm, ...]:
 def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
     hw = s.setup.hardware
     joined, quant = sglang_kernels.kernel_changes(s.ops, s.key.stage)
+    glue = sglang_kernels.glue_kernels(
+        s.ops,
+        s.key.stage,
+        architecture=s.setup.model.spec.architecture,
+        hardware=hw.name,
+        rows=s.rows,
+        dp_attention=s.setup.parallel.dp > 1,
+    )
     return engine_kernel_terms(
         joined=joined,
         quant=quant,
+        glue=glue,
         hardware=hw.name,
         vendor=hw.vendor,
         engine="SGLang",
         joined_source=sglang_kernels.JOINED_SOURCE,
         quant_source=sglang_kernels.ACT_QUANT_SOURCE,
+        glue_source=sglang_kernels.GLUE_SOURCE,
     )
 
 
@@ -337,14 +347,15 @@ REGISTRY: tuple[SpeedTerm, ...] = (
     SpeedTerm(
         name="sglang-kernels",
         title="the step's kernels as SGLang launches them: its merged and fused ops one kernel, an activation-"
-        "quantization kernel before each quantized linear",
+        "quantization kernel before each quantized linear, the glue kernels no op stands for",
         phase="both",
         level="step",
         when=When(stacks=sglang.GPU_STACKS, hardware=("gpu",)),
         price=_sglang_kernels,
         refines="kernel-floor",
         source="engines/sglang/kernels.py (SGLang's model and quantization code, cited a rule each; a B200 decode "
-        "trace's FP4 quantization kernels), at the kernel floor's duration",
+        "trace's FP4 quantization kernels; DeepSeek-V3's decode read launch by launch in the 0.5.7 and 0.5.12 "
+        "wheels), at the kernel floor's duration",
         evidence=("evidence/gpu_kernel_floor.yaml",),
     ),
     SpeedTerm(

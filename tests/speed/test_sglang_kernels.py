@@ -10,12 +10,14 @@ import re
 import pytest
 
 from k3plan.app.setup import setup_from
-from k3plan.engines.sglang.kernels import JOINED, kernel_changes
+from k3plan.engines.sglang.kernels import GLUE, JOINED, glue_kernels, kernel_changes
+from k3plan.speed.overheads import _op_executions
 from k3plan.speed.serving import ModelAt
 from k3plan.speed.terms import BY_NAME, TermKey, default_terms
 
 JOINED_NAME = "ops SGLang runs inside another op's kernel"
 QUANT_NAME = "SGLang's activation-quantization kernels"
+GLUE_NAME = "kernels SGLang launches beside the step description's ops"
 
 
 def _setup(model: str, hardware: str, stack: str):
@@ -23,23 +25,45 @@ def _setup(model: str, hardware: str, stack: str):
     return setup_from(model=model, hardware=hardware, topology="8", tp=8, ep=None, dp=None, stack=stack)
 
 
-def _ops(model: str, hardware: str, stack: str, stage: str):
-    """The step description's ops of one decode step or prefill chunk, as the speed model prices them."""
+def _step(model: str, hardware: str, stack: str, stage: str, batch: int = 1):
+    """The term's own input (StepInput) for one decode step or prefill chunk, as the speed model hands it over."""
     setup = _setup(model, hardware, stack)
     seen = {}
 
     def spy(s):
-        seen.setdefault(s.key.stage, list(s.ops))
+        seen.setdefault(s.key.stage, s)
         return ()
 
     term = BY_NAME["sglang-kernels"]
     price = term.price
     try:
-        object.__setattr__(term, "price", spy)  # the term's own input, as the speed model hands it over
-        ModelAt(setup, setup.hardware, evidence=None, terms=default_terms() | {"sglang-kernels"}).speed(1, 1024, 1024)
+        object.__setattr__(term, "price", spy)
+        terms = default_terms() | {"sglang-kernels"}
+        ModelAt(setup, setup.hardware, evidence=None, terms=terms).speed(batch, 1024, 1024)
     finally:
         object.__setattr__(term, "price", price)
     return seen[stage]
+
+
+def _ops(model: str, hardware: str, stack: str, stage: str):
+    """The step description's ops of one decode step or prefill chunk, as the speed model prices them."""
+    return list(_step(model, hardware, stack, stage).ops)
+
+
+def _launched(model: str, hardware: str, stack: str, batch: int) -> int:
+    """Kernels a decode step as the term counts them: the kernel floor's op executions, less the joined, plus the
+    activation quantizations and the glue."""
+    s = _step(model, hardware, stack, "decode", batch)
+    joined, quant = kernel_changes(s.ops, "decode")
+    glue = glue_kernels(
+        s.ops,
+        "decode",
+        architecture=s.setup.model.spec.architecture,
+        hardware=hardware,
+        rows=s.rows,
+        dp_attention=s.setup.parallel.dp > 1,
+    )
+    return _op_executions(list(s.ops)) - joined + quant + glue
 
 
 def test_deepseek_v3_fp8_merges_four_linears_and_quantizes_every_fp8_input():
@@ -48,6 +72,40 @@ def test_deepseek_v3_fp8_merges_four_linears_and_quantizes_every_fp8_input():
     MLP and 4 a MoE layer (shared gate_up and down, experts w13 and w2) = 183 + 6 + 232 = 421."""
     ops = _ops("deepseek-v3", "nvidia-b200", "sglang:moe_a2a_backend=none", "decode")
     assert kernel_changes(ops, "decode") == (61 + 3 + 58 + 58, 3 * 61 + 2 * 3 + 4 * 58)
+
+
+def test_deepseek_v3_decode_launches_the_kernels_read_in_sglang_s_released_code():
+    """Counted launch by launch in the released wheels (the CUDA graph of one decode step on a TP rank, DeepSeek-R1 at
+    TP 8): sglang 0.5.12 on B200 with InferenceX's flags (trtllm MLA, flashinfer's trtllm fp8 MoE with the shared
+    expert apart, all-reduce fused into RMSNorm): an MLA block 14 kernels, a MoE block 18 (19 above 16 rows: the
+    router's cuBLAS GEMM and its fp32 cast), a dense MLP 6, 10 once a step, so 3 x 20 + 57 x 32 + 33 + 10 = 1,927
+    (+58 above 16 rows = 1,985); sglang 0.5.7 on H200 with its defaults (Triton fused MoE with the shared expert as
+    expert 257): a MoE block 11 (12), so 3 x 20 + 57 x 25 + 26 + 10 = 1,521 (1,579). The step description holds
+    1,209 op executions; the term's rules take it to these totals."""
+    stack = "sglang:moe_a2a_backend=none"
+    assert _launched("deepseek-v3", "nvidia-b200", stack, 8) == 3 * 20 + 57 * 32 + 33 + 10 == 1927
+    assert _launched("deepseek-v3", "nvidia-b200", stack, 32) == 1927 + 58
+    assert _launched("deepseek-v3", "nvidia-h200", stack, 8) == 3 * 20 + 57 * 25 + 26 + 10 == 1521
+    assert _launched("deepseek-v3", "nvidia-h200", stack, 32) == 1521 + 58
+
+
+def test_glue_is_read_for_deepseek_v2_s_code_at_decode_with_tp_only():
+    """No glue where it was not read: Kimi-K3 (kimi_k3.py), a prefill chunk (the MHA path), DeepEP's all-to-all."""
+    k3 = _step("kimi-k3", "nvidia-b300", "sglang:moe_a2a_backend=none", "decode")
+    assert (
+        glue_kernels(k3.ops, "decode", architecture="kimi_k3", hardware="nvidia-b300", rows=1, dp_attention=False) == 0
+    )
+    v3 = _ops("deepseek-v3", "nvidia-b200", "sglang:moe_a2a_backend=none", "decode")
+    kw = dict(architecture="deepseek_v3", hardware="nvidia-b200", rows=1)
+    assert glue_kernels(v3, "prefill", dp_attention=False, **kw) == 0
+    a2a = _ops("deepseek-v3", "nvidia-b200", "sglang", "decode")
+    assert glue_kernels(a2a, "decode", dp_attention=False, **kw) == 0
+    # with DP attention the all-reduce runs on its own: 61 + 58 + 3 kernels back
+    assert (
+        glue_kernels(v3, "decode", dp_attention=True, **kw)
+        == glue_kernels(v3, "decode", dp_attention=False, **kw) + 122
+    )
+    assert all("sglang 0.5." in g.source or g.source.startswith("the all-reduce") for g in GLUE)
 
 
 def test_kimi_k3_s_fused_chains_at_decode_and_its_bf16_linears_quantize_nothing():
@@ -75,8 +133,11 @@ def test_the_term_prices_the_changes_at_the_kernel_floor_on_sglang_gpus_only():
     decode = ModelAt(setup, setup.hardware, evidence=None, terms=default_terms()).speed(1, 1024, 1024).decode
     joined = next(o for o in decode.ops if o.name == JOINED_NAME)
     quant = next(o for o in decode.ops if o.name == QUANT_NAME)
+    glue = next(o for o in decode.ops if o.name == GLUE_NAME)
     assert joined.expected_s == pytest.approx(-180 * 2.1e-6) and quant.expected_s == pytest.approx(421 * 2.1e-6)
+    assert glue.expected_s == pytest.approx(477 * 2.1e-6)
     assert "fp8_utils.py" in quant.label and "InferenceX#863" in quant.label
+    assert "GLUE" in glue.label and "+477" in glue.label
     term = BY_NAME["sglang-kernels"]
     gpu = TermKey(stage="decode", stack="sglang", hardware="gpu", kv_dtype=None)
     assert term.applies(gpu)
@@ -110,4 +171,4 @@ def test_without_the_kernel_floor_there_is_no_count_to_correct():
     terms = default_terms() - {"kernel-floor"}
     assert "sglang-kernels" in terms
     decode = ModelAt(setup, setup.hardware, evidence=None, terms=terms).speed(1, 1024, 1024).decode
-    assert not [o for o in decode.ops if o.name in (JOINED_NAME, QUANT_NAME)]
+    assert not [o for o in decode.ops if o.name in (JOINED_NAME, QUANT_NAME, GLUE_NAME)]

@@ -9,7 +9,13 @@ SGLang launches otherwise, in two ways its code shows:
 - before a linear that computes in 8 or 4 bits it quantizes the activations in a kernel of its own
   (``QUANTIZED_COMPUTE``: one a distinct input; ops joined to a partner share the partner's).
 
-Pure data and a function over the ops; the speed term that prices it is ``sglang-kernels`` (``k3plan.speed.terms``).
+- and beside some ops it launches kernels of its own that no op of the description stands for (``GLUE``: the rope
+  and the cache write beside the absorbed MLA attention, the MoE's routing, alignment and reduction, the embedding's
+  mask); where it fuses the all-reduce with the residual add and the next RMSNorm, the all-reduce launches no kernel
+  of its own. Read, launch by launch, for the DeepSeek-V3 architecture at decode (``GLUE_MODELS``), in the released
+  wheels of the versions the scored runs used (``SGLANG_057``, ``SGLANG_0512``).
+
+Pure data and functions over the ops; the speed term that prices them is ``sglang-kernels`` (``k3plan.speed.terms``).
 The Kimi-K3 rules are read in the stored kimi_k3.py (@0000e9b4), which names a kimi-k3 branch image: not
 necessarily main's code, nor (unverified) the build a benchmark ran.
 """
@@ -142,6 +148,161 @@ ACT_QUANT_SOURCE = (
     "per-1x128 quant); a B200 decode trace shows one cvt_fp16_to_fp4 a FP4 GEMM (SemiAnalysisAI/InferenceX#863: "
     "183 calls of each, 3 a layer)"
 )
+
+
+# The released wheels the glue kernels were read in (pypi.org/project/sglang; the file:line below are in the wheel's
+# python/sglang/srt/): 0.5.7 is the image InferenceX's H200 sweep ran (lmsysorg/sglang:v0.5.7-cu129-amd64), on
+# SGLang's defaults for Hopper; 0.5.12 the image its B200 curve ran (lmsysorg/sglang:v0.5.12-cu130, built from
+# sgl-project/sglang@127b9e32), with --attention-backend trtllm_mla --moe-runner-backend flashinfer_trtllm.
+SGLANG_057 = "sglang 0.5.7 (PyPI wheel, 2026-01-01)"
+SGLANG_0512 = "sglang 0.5.12 (PyPI wheel; sgl-project/sglang@127b9e32)"
+
+# the models SGLang serves with models/deepseek_v2.py, the code the glue kernels were read in (k3plan's architecture)
+GLUE_MODELS = ("deepseek_v3", "kimi_k2")
+# GPUs SGLang runs its SM100 kernels on (trtllm-gen MLA and MoE); the rest of NVIDIA's run the Hopper path
+BLACKWELL = ("nvidia-b200", "nvidia-b300", "nvidia-gb200-nvl72", "nvidia-gb300-nvl72")
+AR_FUSION_MAX_TOKENS = 2048  # communicator.py apply_flashinfer_allreduce_fusion: FUSE_ALLREDUCE_MAX_BATCH_SIZE
+
+
+class Glue(Frozen):
+    """Kernels SGLang launches at decode beside an op of the step description, with no op of their own (``kernels``
+    > 0), or an op it runs inside another kernel together with its input's quantization (``kernels`` < 0)."""
+
+    suffix: str  # one set a execution of the op whose name ends so
+    kernels: int
+    what: str
+    path: Literal["both", "hopper", "blackwell"]  # SGLang's Hopper defaults (0.5.7), its SM100 path (0.5.12), both
+    source: str
+    rows_over: int = 0  # only where the step's padded rows exceed this (a kernel chosen by batch size)
+
+
+_AR = (
+    "the all-reduce runs inside the next RMSNorm's kernel: flashinfer allreduce_fusion kARResidualRMSNorm (all-reduce "
+    "+ residual add + RMSNorm), post_attention_layernorm in every layer and input_layernorm in the next "
+    "(communicator.py prepare_mlp / prepare_attn, should_fuse_mlp_allreduce_with_next_layer), auto-enabled for "
+    f"DeepSeek-V3 on one node with no DP attention (0.5.7 server_args.py:1470-1493), to {AR_FUSION_MAX_TOKENS:,} tokens"
+)
+GLUE: tuple[Glue, ...] = (
+    Glue(
+        suffix="mla.absorbed_attention",
+        kernels=3,
+        what="kv_b_proj as two batched GEMMs (q_nope x w_kc, attention x w_vc; the description's kv_b_proj is one), "
+        "the RoPE kernel, the KV-cache write",
+        path="both",
+        source=f"{SGLANG_057} models/deepseek_v2.py:2005 torch.bmm(q_nope, w_kc), :2016 rotary_emb "
+        "(apply_rope_pos_ids_cos_sin_cache), layers/attention/flashinfer_mla_backend.py:614-620 set_mla_kv_buffer, "
+        f":2215-2226 torch.bmm(attn, w_vc); {SGLANG_0512} models/deepseek_common/forward_mla.py:359 / :658 the two "
+        "bmm, trtllm_mla_backend.py:883 mla_rope_quantize_fp8 (RoPE and the fp8 cast of q and k, one kernel), :901 "
+        "set_mla_kv_buffer (w_kc / w_vc dequantized to bf16 at load in both: post_load_weights)",
+    ),
+    Glue(suffix="attention.all_reduce", kernels=-1, what="fused into the RMSNorm", path="both", source=_AR),
+    Glue(suffix="moe.all_reduce", kernels=-1, what="fused into the next layer's RMSNorm", path="both", source=_AR),
+    Glue(
+        suffix="dense_mlp.all_reduce", kernels=-1, what="fused into the next layer's RMSNorm", path="both", source=_AR
+    ),
+    Glue(
+        suffix="dense.mlp.down_proj",
+        kernels=1,
+        what="silu_and_mul between gate_up and down",
+        path="both",
+        source=f"{SGLANG_057} layers/activation.py:72 SiluAndMul (DeepseekV2MLP.forward); {SGLANG_0512} "
+        "models/deepseek_v2.py:325",
+    ),
+    Glue(
+        suffix="global.lm_head",
+        kernels=7,
+        what="once a step: the forward's zero-filled scratch buffer, the vocabulary shard's mask, the embedding "
+        "gather, masked_fill_, the gathered logits' reshape copy and fp32 cast; and the last layer's all-reduce, "
+        "which fuses with no next norm",
+        path="both",
+        source=f"{SGLANG_057} models/deepseek_v2.py:3152 BumpAllocator zeros, layers/vocab_parallel_embedding.py:466 / "
+        ":479 / :483, distributed/parallel_state.py:857-861, layers/logits_processor.py:948, deepseek_v2.py:3263 "
+        f"(the final fused_add_rmsnorm after the last layer's own all-reduce); {SGLANG_0512} the same",
+    ),
+    Glue(
+        suffix="moe.mlp.gate",
+        kernels=1,
+        what="above 16 rows the router GEMM is cuBLAS's and its logits are cast to fp32 in a kernel of their own",
+        path="both",
+        rows_over=16,
+        source=f"{SGLANG_057} models/deepseek_v2.py:590-605 MoEGate.forward (dsv3_router_gemm to 16 rows), "
+        f"layers/moe/topk.py:742; {SGLANG_0512} deepseek_v2.py:413 / :428, moe_runner/flashinfer_trtllm.py:690",
+    ),
+    # SGLang's Hopper defaults: the Triton fused MoE with the shared expert fused in as expert 257
+    Glue(
+        suffix="moe.mlp.shared_experts.gate_proj",
+        kernels=-2,
+        what="the shared expert runs inside the routed experts' fused MoE (expert 257, top-k 9): its gate_up GEMM "
+        "and its input's quantization",
+        path="hopper",
+        source=f"{SGLANG_057} server_args.py:568 disable_shared_experts_fusion=False, models/deepseek_v2.py:3348-3388 "
+        "determine_num_fused_shared_experts, :625-690 FusedMoE(num_experts=256 + 1, top_k=8 + 1)",
+    ),
+    Glue(
+        suffix="moe.mlp.shared_experts.down_proj",
+        kernels=-2,
+        what="the shared expert's down GEMM and its input's quantization, inside the routed experts' w2",
+        path="hopper",
+        source=f"{SGLANG_057} models/deepseek_v2.py:625-690",
+    ),
+    Glue(
+        suffix="moe.mlp.experts.down_proj",
+        kernels=4,
+        what="the Triton fused MoE's moe_align_block_size (two kernels), silu_and_mul between w13 and w2, the top-k "
+        "sum-reduce",
+        path="hopper",
+        source=f"{SGLANG_057} layers/quantization/fp8.py:1105-1126 (auto: the Triton runner), layers/moe/"
+        "fused_moe_triton/fused_moe.py:518 moe_align_block_size, :560 silu_and_mul, :654 / :660 moe_sum_reduce",
+    ),
+    # the SM100 path InferenceX's B200 runs select: flashinfer's trtllm fp8 block-scale MoE, the shared expert apart
+    Glue(
+        suffix="moe.mlp.shared_experts.down_proj",
+        kernels=1,
+        what="silu_and_mul in the shared expert (not fused: flashinfer_trtllm disables shared-expert fusion)",
+        path="blackwell",
+        source=f"{SGLANG_0512} server_args.py:3128-3141 (disable_shared_experts_fusion = True with "
+        "flashinfer_trtllm), models/deepseek_v2.py:325",
+    ),
+    Glue(
+        suffix="moe.mlp.experts.down_proj",
+        kernels=6,
+        what="the input scales' transpose copy, flashinfer's routing main and cluster kernels, its finalize "
+        "(un-permute and weighted sum), the output's copy into the symmetric buffer, routed + shared",
+        path="blackwell",
+        source=f"{SGLANG_0512} layers/moe/moe_runner/flashinfer_trtllm.py:628 a_sf.t().contiguous(), :688 "
+        "trtllm_fp8_block_scale_moe (flashinfer 0.6.11 trtllm_fused_moe_routing_deepseek.cu launchMainKernel / "
+        "launchClusterKernel, trtllm_fused_moe_runner.cu Runner::run finalize), :720 symm_output.copy_, "
+        "models/deepseek_v2.py:792 routed += shared",
+    ),
+)
+
+GLUE_SOURCE = (
+    "the kernels it launches beside the step description's ops and the all-reduces it fuses into RMSNorm, read "
+    "launch by launch in its released code for the DeepSeek-V3 architecture at decode (engines/sglang/kernels.py "
+    "GLUE, each cited)"
+)
+
+
+def glue_kernels(ops: Iterable, stage: str, *, architecture: str, hardware: str, rows: int, dp_attention: bool) -> int:
+    """Kernels a step SGLang launches beyond the step description's ops, net of those it fuses away (``GLUE``): at
+    decode, for a model it serves with deepseek_v2.py on an NVIDIA GPU, with the MoE split over TP (no
+    all-to-all); 0 elsewhere (another model's code, a prefill chunk, DeepEP's path: not read)."""
+    ops = list(ops)
+    if stage != "decode" or architecture not in GLUE_MODELS:
+        return 0
+    if any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops):
+        return 0
+    path = "blackwell" if hardware in BLACKWELL else "hopper"
+    fuse_ar = not dp_attention and rows <= AR_FUSION_MAX_TOKENS
+    n = 0
+    for op in ops:
+        for g in GLUE:
+            if not op.name.endswith(g.suffix) or g.path not in ("both", path) or rows <= g.rows_over:
+                continue
+            if g.kernels == -1 and op.kind == "collective" and not (fuse_ar and op.calls):
+                continue
+            n += g.kernels * op.count
+    return n
 
 
 def _joined(name: str, stage: str, all_to_all: bool) -> bool:
