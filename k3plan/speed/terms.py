@@ -162,10 +162,11 @@ def _kernel_floor(s: StepInput) -> tuple[EngineTerm, ...]:
 def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
     hw = s.setup.hardware
     joined, quant = sglang_kernels.kernel_changes(s.ops, s.key.stage)
+    spec = s.setup.model.spec
     glue = sglang_kernels.glue_kernels(
         s.ops,
         s.key.stage,
-        architecture=s.setup.model.spec.architecture,
+        model=(spec.architecture, spec.moe.num_experts, spec.moe.num_shared),
         hardware=hw.name,
         rows=s.rows,
         dp_attention=s.setup.parallel.dp > 1,

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from k3plan.app.setup import setup_from
-from k3plan.engines.sglang.kernels import GLUE, JOINED, glue_kernels, kernel_changes
+from k3plan.engines.sglang.kernels import GLUE, GLUE_MODEL, JOINED, glue_kernels, kernel_changes
 from k3plan.speed.overheads import _op_executions
 from k3plan.speed.serving import ModelAt
 from k3plan.speed.terms import BY_NAME, TermKey, default_terms
@@ -50,6 +50,11 @@ def _ops(model: str, hardware: str, stack: str, stage: str):
     return list(_step(model, hardware, stack, stage).ops)
 
 
+def _model(setup) -> tuple[str, int, int]:
+    spec = setup.model.spec
+    return (spec.architecture, spec.moe.num_experts, spec.moe.num_shared)
+
+
 def _launched(model: str, hardware: str, stack: str, batch: int) -> int:
     """Kernels a decode step as the term counts them: the kernel floor's op executions, less the joined, plus the
     activation quantizations and the glue."""
@@ -58,7 +63,7 @@ def _launched(model: str, hardware: str, stack: str, batch: int) -> int:
     glue = glue_kernels(
         s.ops,
         "decode",
-        architecture=s.setup.model.spec.architecture,
+        model=_model(s.setup),
         hardware=hardware,
         rows=s.rows,
         dp_attention=s.setup.parallel.dp > 1,
@@ -89,23 +94,22 @@ def test_deepseek_v3_decode_launches_the_kernels_read_in_sglang_s_released_code(
     assert _launched("deepseek-v3", "nvidia-h200", stack, 32) == 1521 + 58
 
 
-def test_glue_is_read_for_deepseek_v2_s_code_at_decode_with_tp_only():
-    """No glue where it was not read: Kimi-K3 (kimi_k3.py), a prefill chunk (the MHA path), DeepEP's all-to-all."""
-    k3 = _step("kimi-k3", "nvidia-b300", "sglang:moe_a2a_backend=none", "decode")
-    assert (
-        glue_kernels(k3.ops, "decode", architecture="kimi_k3", hardware="nvidia-b300", rows=1, dp_attention=False) == 0
-    )
+def test_glue_is_read_for_deepseek_v3_at_decode_with_tp_only():
+    """No glue where it was not read: Kimi-K3 (kimi_k3.py), Kimi-K2 (384 experts: no shared-expert fusion, another
+    top-k), a prefill chunk (the MHA path), DeepEP's all-to-all."""
+    for name, hw in (("kimi-k3", "nvidia-b300"), ("kimi-k2", "nvidia-h200")):
+        s = _step(name, hw, "sglang:moe_a2a_backend=none", "decode")
+        assert _model(s.setup) != GLUE_MODEL
+        assert glue_kernels(s.ops, "decode", model=_model(s.setup), hardware=hw, rows=1, dp_attention=False) == 0
     v3 = _ops("deepseek-v3", "nvidia-b200", "sglang:moe_a2a_backend=none", "decode")
-    kw = dict(architecture="deepseek_v3", hardware="nvidia-b200", rows=1)
+    kw = dict(model=GLUE_MODEL, hardware="nvidia-b200", rows=1)
     assert glue_kernels(v3, "prefill", dp_attention=False, **kw) == 0
     a2a = _ops("deepseek-v3", "nvidia-b200", "sglang", "decode")
     assert glue_kernels(a2a, "decode", dp_attention=False, **kw) == 0
-    # with DP attention the all-reduce runs on its own: 61 + 58 + 3 kernels back
-    assert (
-        glue_kernels(v3, "decode", dp_attention=True, **kw)
-        == glue_kernels(v3, "decode", dp_attention=False, **kw) + 122
-    )
-    assert all("sglang 0.5." in g.source or g.source.startswith("the all-reduce") for g in GLUE)
+    # with DP attention the all-reduces run on their own: 61 + 58 + 3 kernels back
+    fused = glue_kernels(v3, "decode", dp_attention=False, **kw)
+    assert glue_kernels(v3, "decode", dp_attention=True, **kw) == fused + 122
+    assert all("sglang 0.5." in g.source for g in GLUE)
 
 
 def test_kimi_k3_s_fused_chains_at_decode_and_its_bf16_linears_quantize_nothing():

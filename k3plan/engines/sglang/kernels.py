@@ -12,7 +12,7 @@ SGLang launches otherwise, in two ways its code shows:
 - and beside some ops it launches kernels of its own that no op of the description stands for (``GLUE``: the rope
   and the cache write beside the absorbed MLA attention, the MoE's routing, alignment and reduction, the embedding's
   mask); where it fuses the all-reduce with the residual add and the next RMSNorm, the all-reduce launches no kernel
-  of its own. Read, launch by launch, for the DeepSeek-V3 architecture at decode (``GLUE_MODELS``), in the released
+  of its own. Read, launch by launch, for DeepSeek-V3 at decode (``GLUE_MODEL``), in the released
   wheels of the versions the scored runs used (``SGLANG_057``, ``SGLANG_0512``).
 
 Pure data and functions over the ops; the speed term that prices them is ``sglang-kernels`` (``k3plan.speed.terms``).
@@ -157,8 +157,11 @@ ACT_QUANT_SOURCE = (
 SGLANG_057 = "sglang 0.5.7 (PyPI wheel, 2026-01-01)"
 SGLANG_0512 = "sglang 0.5.12 (PyPI wheel; sgl-project/sglang@127b9e32)"
 
-# the models SGLang serves with models/deepseek_v2.py, the code the glue kernels were read in (k3plan's architecture)
-GLUE_MODELS = ("deepseek_v3", "kimi_k2")
+# the model the glue kernels were read for (k3plan's architecture; DeepseekV3ForCausalLM) with 256 routed experts and
+# one shared, the conditions SGLang's shared-expert fusion holds on (0.5.7 models/deepseek_v2.py:3348-3388
+# determine_num_fused_shared_experts: n_routed_experts != 256 or n_shared_experts != 1 turns it off); Kimi-K2
+# (384 experts) takes another path, not read
+GLUE_MODEL = ("deepseek_v3", 256, 1)  # (architecture, routed experts, shared experts)
 # GPUs SGLang runs its SM100 kernels on (trtllm-gen MLA and MoE); the rest of NVIDIA's run the Hopper path
 BLACKWELL = ("nvidia-b200", "nvidia-b300", "nvidia-gb200-nvl72", "nvidia-gb300-nvl72")
 AR_FUSION_MAX_TOKENS = 2048  # communicator.py apply_flashinfer_allreduce_fusion: FUSE_ALLREDUCE_MAX_BATCH_SIZE
@@ -180,7 +183,8 @@ _AR = (
     "the all-reduce runs inside the next RMSNorm's kernel: flashinfer allreduce_fusion kARResidualRMSNorm (all-reduce "
     "+ residual add + RMSNorm), post_attention_layernorm in every layer and input_layernorm in the next "
     "(communicator.py prepare_mlp / prepare_attn, should_fuse_mlp_allreduce_with_next_layer), auto-enabled for "
-    f"DeepSeek-V3 on one node with no DP attention (0.5.7 server_args.py:1470-1493), to {AR_FUSION_MAX_TOKENS:,} tokens"
+    f"DeepSeek-V3 on one node with no DP attention ({SGLANG_057} server_args.py:1470-1493; {SGLANG_0512} "
+    f"communicator.py:158-169 apply_flashinfer_allreduce_fusion), to {AR_FUSION_MAX_TOKENS:,} tokens"
 )
 GLUE: tuple[Glue, ...] = (
     Glue(
@@ -283,12 +287,15 @@ GLUE_SOURCE = (
 )
 
 
-def glue_kernels(ops: Iterable, stage: str, *, architecture: str, hardware: str, rows: int, dp_attention: bool) -> int:
+def glue_kernels(
+    ops: Iterable, stage: str, *, model: tuple[str, int, int], hardware: str, rows: int, dp_attention: bool
+) -> int:
     """Kernels a step SGLang launches beyond the step description's ops, net of those it fuses away (``GLUE``): at
-    decode, for a model it serves with deepseek_v2.py on an NVIDIA GPU, with the MoE split over TP (no
-    all-to-all); 0 elsewhere (another model's code, a prefill chunk, DeepEP's path: not read)."""
+    decode, for the model they were read for (``model``: architecture, routed and shared experts, as
+    ``GLUE_MODEL``) on an NVIDIA GPU, with the MoE split over TP (no all-to-all); 0 elsewhere (another model or
+    expert count, a prefill chunk, DeepEP's path: not read)."""
     ops = list(ops)
-    if stage != "decode" or architecture not in GLUE_MODELS:
+    if stage != "decode" or model != GLUE_MODEL:
         return 0
     if any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops):
         return 0
