@@ -211,32 +211,21 @@ def engine_kernel_terms(
         return ()
     rec, whose = floor
     per = f"{rec.seconds * 1e6:.1f} us a kernel ({whose}{rec.kernel}, the kernel floor's)"
-    out = []
-    if joined:
-        out.append(
-            EngineTerm(
-                name=f"ops {engine} runs inside another op's kernel",
-                seconds=-joined * rec.seconds,
-                source=f"-{joined:,} op executions a step x {per}: {joined_source}",
-            )
-        )
-    if quant:
-        out.append(
-            EngineTerm(
-                name=f"{engine}'s activation-quantization kernels",
-                seconds=quant * rec.seconds,
-                source=f"{quant:,} a step (one a quantized linear's input) x {per}: {quant_source}",
-            )
-        )
-    if glue:
-        out.append(
-            EngineTerm(
-                name=f"kernels {engine} launches beside the step description's ops",
-                seconds=glue * rec.seconds,
-                source=f"{glue:+,} a step (net) x {per}: {glue_source}",
-            )
-        )
-    return tuple(out)
+    rows = (
+        (-joined, f"ops {engine} runs inside another op's kernel", f"-{joined:,} op executions a step", joined_source),
+        (
+            quant,
+            f"{engine}'s activation-quantization kernels",
+            f"{quant:,} a step (one a quantized linear's input)",
+            quant_source,
+        ),
+        (glue, f"kernels {engine} launches beside the step description's ops", f"{glue:+,} a step (net)", glue_source),
+    )
+    return tuple(
+        EngineTerm(name=name, seconds=n * rec.seconds, source=f"{count} x {per}: {src}")
+        for n, name, count, src in rows
+        if n
+    )
 
 
 ASYNC_SOURCE = (
