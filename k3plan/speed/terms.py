@@ -167,6 +167,7 @@ def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
         s.ops,
         s.key.stage,
         model=(spec.architecture, spec.moe.num_experts, spec.moe.num_shared),
+        vendor=hw.vendor,
         hardware=hw.name,
         rows=s.rows,
         dp_attention=s.setup.parallel.dp > 1,

@@ -64,6 +64,7 @@ def _launched(model: str, hardware: str, stack: str, batch: int) -> int:
         s.ops,
         "decode",
         model=_model(s.setup),
+        vendor="nvidia",
         hardware=hardware,
         rows=s.rows,
         dp_attention=s.setup.parallel.dp > 1,
@@ -96,19 +97,22 @@ def test_deepseek_v3_decode_launches_the_kernels_read_in_sglang_s_released_code(
 
 def test_glue_is_read_for_deepseek_v3_at_decode_with_tp_only():
     """No glue where it was not read: Kimi-K3 (kimi_k3.py), Kimi-K2 (384 experts: no shared-expert fusion, another
-    top-k), a prefill chunk (the MHA path), DeepEP's all-to-all."""
+    top-k), a prefill chunk (the MHA path), DeepEP's all-to-all, an AMD GPU."""
     for name, hw in (("kimi-k3", "nvidia-b300"), ("kimi-k2", "nvidia-h200")):
         s = _step(name, hw, "sglang:moe_a2a_backend=none", "decode")
         assert _model(s.setup) != GLUE_MODEL
-        assert glue_kernels(s.ops, "decode", model=_model(s.setup), hardware=hw, rows=1, dp_attention=False) == 0
+        kw = dict(model=_model(s.setup), vendor="nvidia", hardware=hw, rows=1, dp_attention=False)
+        assert glue_kernels(s.ops, "decode", **kw) == 0
     v3 = _ops("deepseek-v3", "nvidia-b200", "sglang:moe_a2a_backend=none", "decode")
-    kw = dict(model=GLUE_MODEL, hardware="nvidia-b200", rows=1)
+    kw = dict(model=GLUE_MODEL, vendor="nvidia", hardware="nvidia-b200", rows=1)
     assert glue_kernels(v3, "prefill", dp_attention=False, **kw) == 0
     a2a = _ops("deepseek-v3", "nvidia-b200", "sglang", "decode")
     assert glue_kernels(a2a, "decode", dp_attention=False, **kw) == 0
-    # with DP attention the all-reduces run on their own: 61 + 58 + 3 kernels back
+    # with DP attention the all-reduces run on their own: 61 + 58 + 3 fused less the last layer's = 121 kernels back
     fused = glue_kernels(v3, "decode", dp_attention=False, **kw)
-    assert glue_kernels(v3, "decode", dp_attention=True, **kw) == fused + 122
+    assert glue_kernels(v3, "decode", dp_attention=True, **kw) == fused + 121
+    # an AMD GPU runs SGLang's aiter path: not read
+    assert glue_kernels(v3, "decode", **{**kw, "vendor": "amd", "dp_attention": False}) == 0
     assert all("sglang 0.5." in g.source for g in GLUE)
 
 

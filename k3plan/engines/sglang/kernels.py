@@ -214,14 +214,12 @@ GLUE: tuple[Glue, ...] = (
     ),
     Glue(
         suffix="global.lm_head",
-        kernels=7,
+        kernels=6,
         what="once a step: the forward's zero-filled scratch buffer, the vocabulary shard's mask, the embedding "
-        "gather, masked_fill_, the gathered logits' reshape copy and fp32 cast; and the last layer's all-reduce, "
-        "which fuses with no next norm",
+        "gather, masked_fill_, the gathered logits' reshape copy and fp32 cast",
         path="both",
         source=f"{SGLANG_057} models/deepseek_v2.py:3152 BumpAllocator zeros, layers/vocab_parallel_embedding.py:466 / "
-        ":479 / :483, distributed/parallel_state.py:857-861, layers/logits_processor.py:948, deepseek_v2.py:3263 "
-        f"(the final fused_add_rmsnorm after the last layer's own all-reduce); {SGLANG_0512} the same",
+        f":479 / :483, distributed/parallel_state.py:857-861, layers/logits_processor.py:948; {SGLANG_0512} the same",
     ),
     Glue(
         suffix="moe.mlp.gate",
@@ -287,29 +285,45 @@ GLUE_SOURCE = (
 )
 
 
+LAST_AR_SOURCE = (
+    f"{SGLANG_057} models/deepseek_v2.py:3263 (the last layer's MoE all-reduces on its own, then the final "
+    "fused_add_rmsnorm: communicator.py should_fuse_mlp_allreduce_with_next_layer is False for the last layer)"
+)
+
+
 def glue_kernels(
-    ops: Iterable, stage: str, *, model: tuple[str, int, int], hardware: str, rows: int, dp_attention: bool
+    ops: Iterable,
+    stage: str,
+    *,
+    model: tuple[str, int, int],
+    vendor: str,
+    hardware: str,
+    rows: int,
+    dp_attention: bool,
 ) -> int:
     """Kernels a step SGLang launches beyond the step description's ops, net of those it fuses away (``GLUE``): at
     decode, for the model they were read for (``model``: architecture, routed and shared experts, as
     ``GLUE_MODEL``) on an NVIDIA GPU, with the MoE split over TP (no all-to-all); 0 elsewhere (another model or
-    expert count, a prefill chunk, DeepEP's path: not read)."""
+    expert count, a prefill chunk, DeepEP's path, an AMD GPU's aiter path: not read). Where the all-reduces fuse
+    into the next RMSNorm, the last layer's does not (``LAST_AR_SOURCE``): one kernel back."""
     ops = list(ops)
-    if stage != "decode" or model != GLUE_MODEL:
+    if stage != "decode" or model != GLUE_MODEL or vendor != "nvidia":
         return 0
     if any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops):
         return 0
     path = "blackwell" if hardware in BLACKWELL else "hopper"
     fuse_ar = not dp_attention and rows <= AR_FUSION_MAX_TOKENS
-    n = 0
+    n = fused = 0
     for op in ops:
         for g in GLUE:
             if not op.name.endswith(g.suffix) or g.path not in ("both", path) or rows <= g.rows_over:
                 continue
-            if g.kernels == -1 and op.kind == "collective" and not (fuse_ar and op.calls):
-                continue
+            if op.kind == "collective":
+                if not (fuse_ar and op.calls):
+                    continue
+                fused += op.count
             n += g.kernels * op.count
-    return n
+    return n + (1 if fused else 0)
 
 
 def _joined(name: str, stage: str, all_to_all: bool) -> bool:
