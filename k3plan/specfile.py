@@ -201,3 +201,11 @@ def read_yaml_mapping(label: str, path: Path) -> dict:
     if not isinstance(raw, dict):
         raise K3PlanError(f"{label}: expected a mapping of keys at the top level")
     return raw
+
+
+def read_yaml_entries(label: str, path: Path, spec: type[T]) -> tuple[T, ...]:
+    """A shipped YAML list of transcribed entries, each validated as ``spec``; a bad file is one line."""
+    raw = parse_yaml(label, read_text(label, path))
+    if not isinstance(raw, list):
+        raise K3PlanError(f"{label}: expected a list of entries")
+    return tuple(convert(spec, x, label, strict=False) for x in raw)

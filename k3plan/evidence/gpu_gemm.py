@@ -37,14 +37,10 @@ class GemmTable(Spec):
 def gpu_gemm_tables(path: Path = FILE) -> tuple[GemmTable, ...]:
     """The shipped tables, each row checked: four or five positive figures, and where it prints a time its TFLOPS
     within 2% of 2 M N K over that time (the transcription holds its own arithmetic)."""
-    from k3plan.safeparse import parse_yaml, read_text
-    from k3plan.specfile import convert
+    from k3plan.specfile import read_yaml_entries
 
     label = f"GPU GEMM tables {path}"
-    raw = parse_yaml(label, read_text(label, path))
-    if not isinstance(raw, list):
-        raise K3PlanError(f"{label}: expected a list of tables")
-    tables = tuple(convert(GemmTable, x, label, strict=False) for x in raw)
+    tables = read_yaml_entries(label, path, GemmTable)
     for t in tables:
         if t.hardware not in t.applies_to:
             raise K3PlanError(f"{label}: {t.id}: applies_to must hold the measured GPU {t.hardware}")

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
 import msgspec
 
 from k3plan.errors import K3PlanError
-from k3plan.specfile import Spec, convert, read_yaml_mapping
+from k3plan.specfile import Spec, convert, read_yaml_entries, read_yaml_mapping
 
 FOLDER = Path(__file__).parent / "hosts"
-S = TypeVar("S", bound=Spec)
 
 # input schemas (msgspec Structs, k3plan.specfile.Spec), read not strictly (as pydantic's lax mode did)
 Positive = Annotated[float, msgspec.Meta(gt=0)]
@@ -90,19 +89,9 @@ class EngineStepOverhead(Spec):
 ENGINE_FILE = Path(__file__).parent / "engine_step_overheads.yaml"
 
 
-def _entries(label: str, path: Path, spec: type[S]) -> tuple[S, ...]:
-    """A shipped YAML list of transcribed entries, each validated as ``spec``; a bad file is one line."""
-    from k3plan.safeparse import parse_yaml, read_text
-
-    raw = parse_yaml(label, read_text(label, path))
-    if not isinstance(raw, list):
-        raise K3PlanError(f"{label}: expected a list of entries")
-    return tuple(convert(spec, x, label, strict=False) for x in raw)
-
-
 @lru_cache(maxsize=2)
 def engine_step_overheads(path: Path = ENGINE_FILE) -> tuple[EngineStepOverhead, ...]:
-    return _entries(f"engine step overheads {path}", path, EngineStepOverhead)
+    return read_yaml_entries(f"engine step overheads {path}", path, EngineStepOverhead)
 
 
 class GpuKernelFloor(Spec):
@@ -137,7 +126,7 @@ KERNEL_FLOOR_RECORD = "evidence/gpu_kernel_floor.yaml"  # package-relative, as t
 @lru_cache(maxsize=2)
 def gpu_kernel_floors(path: Path = KERNEL_FLOOR_FILE) -> tuple[GpuKernelFloor, ...]:
     label = f"GPU kernel floors {path}"
-    floors = _entries(label, path, GpuKernelFloor)
+    floors = read_yaml_entries(label, path, GpuKernelFloor)
     for f in floors:  # the quoted row holds the figure: its calls, total and average as transcribed
         if abs(f.total_ms * 1e-3 / f.calls - f.seconds) > 0.05 * f.seconds:
             raise K3PlanError(f"{label}: {f.kernel}: {f.total_ms} ms over {f.calls} calls is not {f.seconds} s a call")
