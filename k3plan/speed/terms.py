@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import replace as with_fields
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -122,6 +123,8 @@ class StepInput:
     sequences: int = 1
     ep_tokens: int = 0
     histogram: Any = None
+    on: frozenset[str] = frozenset()  # the terms ON where it is priced (step_terms): a term that re-prices a part
+    # of the step takes off what the others ON charge for that part
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,64 @@ def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
         joined_source=sglang_kernels.JOINED_SOURCE,
         quant_source=sglang_kernels.ACT_QUANT_SOURCE,
         glue_source=sglang_kernels.GLUE_SOURCE,
+    )
+
+
+def _gpu_moe(s: StepInput) -> tuple[EngineTerm, ...]:
+    """A decode step's routed-MoE calls at the latency aiconfigurator measured for SGLang's kernel on this GPU at
+    the model's shape (``speed.gpu_moe``), in place of what the other terms ON price for them: the step
+    description's routed grouped GEMMs, the kernel floor's charge for the call's kernels (as ``sglang-kernels``
+    counts them, ``engines/sglang/kernels.py routed_call_kernels``) and the busiest EP rank's excess (the table's
+    call splits each expert over the group's GPUs: no rank holds more experts than another)."""
+    from k3plan.engines.flags import engine_for_stack
+    from k3plan.errors import K3PlanError
+    from k3plan.evidence.gpu_moe import RECORD
+    from k3plan.speed.gpu_moe import call_seconds, moe_table
+    from k3plan.speed.overheads import _floor
+
+    spec, par, hw = s.setup.model.spec, s.setup.parallel, s.setup.hardware
+    moe = spec.moe
+    if (
+        moe is None
+        or moe.latent
+        or any(o.kind == "collective" and o.collective == "all-to-all" and o.calls for o in s.ops)
+    ):
+        return ()
+    try:
+        engine = engine_for_stack(s.key.stack, hw.kind)
+    except K3PlanError:
+        return ()
+    shape = (spec.hidden_size, moe.expert_intermediate, moe.num_experts, moe.top_k, par.ep if par.ep > 1 else par.tp)
+    table = moe_table(hw.name, engine, shape)
+    routed = [
+        (op, t)
+        for op, t in zip(s.ops, s.stage.ops, strict=True)
+        if op.kind == "grouped_matmul" and ".experts." in op.name and "shared" not in op.name
+    ]
+    if table is None or not routed or any(op.dtype != "fp8" for op, _ in routed):
+        return ()
+    layers = max(op.count for op, _ in routed)
+    modelled = sum(t.expected_s for _, t in routed)
+    parts = [f"the step description's routed grouped GEMMs {modelled * 1e3:.3f} ms"]
+    floor = _floor(hw.name, hw.vendor) if "kernel-floor" in s.on else None
+    if floor is not None:
+        kernels = sglang_kernels.routed_call_kernels(hw.name) if "sglang-kernels" in s.on else len(routed)
+        modelled += floor[0].seconds * kernels * layers
+        parts.append(f"{kernels} kernels a call at the kernel floor")
+    if "ep-imbalance" in s.on:
+        excess = sum(e.seconds for e in _imbalance(s))
+        if excess:
+            modelled += excess
+            parts.append(f"the busiest EP rank's {excess * 1e3:.3f} ms")
+    call = call_seconds(table, s.rows)
+    return (
+        EngineTerm(
+            name="routed MoE calls at their measured latency",
+            seconds=layers * call - modelled,
+            source=f"{layers} calls x {call * 1e6:.1f} us at {s.rows:,} tokens ({table.kernel}, {table.distribution} "
+            f"routing, {table.measured_on}; {RECORD}#{table.id}), in place of {', '.join(parts)}",
+            records=(f"{RECORD}#{table.id}",),
+        ),
     )
 
 
@@ -359,6 +420,19 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         "trace's FP4 quantization kernels; DeepSeek-V3's decode read launch by launch in the 0.5.7 and 0.5.12 "
         "wheels), at the kernel floor's duration",
         evidence=("evidence/gpu_kernel_floor.yaml",),
+    ),
+    SpeedTerm(
+        name="gpu-moe",
+        title="a GPU's routed-MoE calls at the latency the engine's kernel was measured at for the model's shape",
+        phase="decode",
+        level="step",
+        when=When(stacks=sglang.GPU_STACKS, hardware=("gpu",), op_kinds=MOE),
+        price=_gpu_moe,
+        refines="sglang-kernels",
+        source="evidence/gpu_moe.yaml: ai-dynamo/aiconfigurator@095f58a51's moe_perf tables for SGLang 0.5.14 (its "
+        "collector times the FusedMoE layer's whole call), interpolated in the call's tokens; in place of the "
+        "routed grouped GEMMs, their kernels at the floor and the busiest EP rank's excess",
+        evidence=("evidence/gpu_moe.yaml",),
     ),
     SpeedTerm(
         name="gpu-gemm",
@@ -637,11 +711,21 @@ def step_terms(step: StepInput, terms: frozenset[str] | None = None) -> tuple[En
     """The registered step terms that are ON (``terms``; None: the admitted default) and apply to ``step``, in
     REGISTRY order: what joins the step's ops as overhead (``speed.overheads.add_terms``)."""
     on = resolve(terms)
+    step = with_fields(step, on=on)
     out: tuple[EngineTerm, ...] = ()
     for t in STEP_TERMS:
-        if t.name in on and (t.refines is None or t.refines in on) and t.applies(step.key) and t.price is not None:
+        if _refined_on(t, on) and t.applies(step.key) and t.price is not None:
             out += tuple(replace(e, term=t.name) for e in t.price(step))
     return out
+
+
+def _refined_on(t: SpeedTerm, on: frozenset[str]) -> bool:
+    """``t`` is ON and so is every term it refines, down the chain (a correction of a correction)."""
+    while t.refines is not None:
+        if t.name not in on:
+            return False
+        t = BY_NAME[t.refines]
+    return t.name in on
 
 
 class TermShare(Frozen):

@@ -164,6 +164,8 @@ SGLANG_0512 = "sglang 0.5.12 (PyPI wheel; sgl-project/sglang@127b9e32)"
 GLUE_MODEL = ("deepseek_v3", 256, 1)  # (architecture, routed experts, shared experts)
 # GPUs SGLang runs its SM100 kernels on (trtllm-gen MLA and MoE); the rest of NVIDIA's run the Hopper path
 BLACKWELL = ("nvidia-b200", "nvidia-b300", "nvidia-gb200-nvl72", "nvidia-gb300-nvl72")
+# the routed experts' last op in the step description: the glue inside the routed MoE call is counted at it
+ROUTED_CALL = "moe.mlp.experts.down_proj"
 AR_FUSION_MAX_TOKENS = 2048  # communicator.py apply_flashinfer_allreduce_fusion: FUSE_ALLREDUCE_MAX_BATCH_SIZE
 
 
@@ -248,7 +250,7 @@ GLUE: tuple[Glue, ...] = (
         source=f"{SGLANG_057} models/deepseek_v2.py:625-690",
     ),
     Glue(
-        suffix="moe.mlp.experts.down_proj",
+        suffix=ROUTED_CALL,
         kernels=4,
         what="the Triton fused MoE's moe_align_block_size (two kernels), silu_and_mul between w13 and w2, the top-k "
         "sum-reduce",
@@ -259,22 +261,22 @@ GLUE: tuple[Glue, ...] = (
     # the SM100 path InferenceX's B200 runs select: flashinfer's trtllm fp8 block-scale MoE, the shared expert apart
     Glue(
         suffix="moe.mlp.shared_experts.down_proj",
-        kernels=1,
-        what="silu_and_mul in the shared expert (not fused: flashinfer_trtllm disables shared-expert fusion)",
+        kernels=2,
+        what="silu_and_mul in the shared expert (not fused: flashinfer_trtllm disables shared-expert fusion), and "
+        "routed + shared after the routed call",
         path="blackwell",
         source=f"{SGLANG_0512} server_args.py:3128-3141 (disable_shared_experts_fusion = True with "
-        "flashinfer_trtllm), models/deepseek_v2.py:325",
+        "flashinfer_trtllm), models/deepseek_v2.py:325, :792 routed += shared",
     ),
     Glue(
-        suffix="moe.mlp.experts.down_proj",
-        kernels=6,
+        suffix=ROUTED_CALL,
+        kernels=5,
         what="the input scales' transpose copy, flashinfer's routing main and cluster kernels, its finalize "
-        "(un-permute and weighted sum), the output's copy into the symmetric buffer, routed + shared",
+        "(un-permute and weighted sum), the output's copy into the symmetric buffer",
         path="blackwell",
         source=f"{SGLANG_0512} layers/moe/moe_runner/flashinfer_trtllm.py:628 a_sf.t().contiguous(), :688 "
         "trtllm_fp8_block_scale_moe (flashinfer 0.6.11 trtllm_fused_moe_routing_deepseek.cu launchMainKernel / "
-        "launchClusterKernel, trtllm_fused_moe_runner.cu Runner::run finalize), :720 symm_output.copy_, "
-        "models/deepseek_v2.py:792 routed += shared",
+        "launchClusterKernel, trtllm_fused_moe_runner.cu Runner::run finalize), :720 symm_output.copy_",
     ),
 )
 
@@ -311,7 +313,7 @@ def glue_kernels(
         return 0
     if any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops):
         return 0
-    path = "blackwell" if hardware in BLACKWELL else "hopper"
+    path = gpu_path(hardware)
     fuse_ar = not dp_attention and rows <= AR_FUSION_MAX_TOKENS
     n = fused = 0
     for op in ops:
@@ -324,6 +326,19 @@ def glue_kernels(
                 fused += op.count
             n += g.kernels * op.count
     return n + (1 if fused else 0)
+
+
+def gpu_path(hardware: str) -> Literal["hopper", "blackwell"]:
+    """The kernel path SGLang's code takes on ``hardware`` (a bundled NVIDIA spec name): SM100's or Hopper's."""
+    return "blackwell" if hardware in BLACKWELL else "hopper"
+
+
+def routed_call_kernels(hardware: str) -> int:
+    """Kernels the term counts for one routed-MoE call of DeepSeek-V3 on ``hardware``: its two grouped GEMMs (w13,
+    w2), their inputs' two quantizations and the glue inside the call (``GLUE`` at ``ROUTED_CALL``) -- what a
+    measurement of the whole call (evidence/gpu_moe.yaml) stands for."""
+    path = gpu_path(hardware)
+    return 2 + 2 + sum(g.kernels for g in GLUE if g.suffix == ROUTED_CALL and g.path in ("both", path))
 
 
 def _joined(name: str, stage: str, all_to_all: bool) -> bool:
