@@ -166,10 +166,11 @@ def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
     hw = s.setup.hardware
     joined, quant = sglang_kernels.kernel_changes(s.ops, s.key.stage)
     spec = s.setup.model.spec
+    experts = (spec.moe.num_experts, spec.moe.num_shared) if spec.moe is not None else (0, 0)
     glue = sglang_kernels.glue_kernels(
         s.ops,
         s.key.stage,
-        model=(spec.architecture, spec.moe.num_experts, spec.moe.num_shared),
+        model=(spec.architecture, *experts),
         vendor=hw.vendor,
         hardware=hw.name,
         rows=s.rows,
