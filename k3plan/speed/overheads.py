@@ -149,7 +149,7 @@ def kernel_floor_terms(
     not make it an estimate while those run at the spec's peak (a GEMM table does: term gpu-gemm)."""
     from k3plan.evidence.hosts import KERNEL_FLOOR_RECORD
 
-    floor = _floor(hardware, vendor)
+    floor = kernel_floor(hardware, vendor)
     if floor is None:
         return ()
     rec, whose = floor
@@ -167,7 +167,7 @@ def kernel_floor_terms(
     )
 
 
-def _floor(hardware: str, vendor: str):
+def kernel_floor(hardware: str, vendor: str):
     """(the kernel-floor record for ``hardware``, the words of its transfer: '' where measured on it), else None:
     the GPU's own trace, else another GPU's of its vendor, else another vendor's (kernel_floor_terms)."""
     from k3plan.evidence.hosts import gpu_kernel_floors
@@ -206,7 +206,7 @@ def engine_kernel_terms(
     duration each), ``quant`` activation-quantization kernels a step before the quantized linears (plus one
     each) and ``glue`` kernels a step it launches with no op of the description (net of ops it fuses away), at the
     kernel floor's record (``kernel_floor_terms``), transferred alike."""
-    floor = _floor(hardware, vendor)
+    floor = kernel_floor(hardware, vendor)
     if floor is None or not (joined or quant or glue):
         return ()
     rec, whose = floor

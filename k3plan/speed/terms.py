@@ -199,7 +199,7 @@ def _gpu_moe(s: StepInput) -> tuple[EngineTerm, ...]:
     from k3plan.errors import K3PlanError
     from k3plan.evidence.gpu_moe import RECORD
     from k3plan.speed.gpu_moe import call_seconds, moe_table
-    from k3plan.speed.overheads import _floor
+    from k3plan.speed.overheads import kernel_floor
 
     spec, par, hw = s.setup.model.spec, s.setup.parallel, s.setup.hardware
     moe = spec.moe
@@ -225,7 +225,7 @@ def _gpu_moe(s: StepInput) -> tuple[EngineTerm, ...]:
     layers = max(op.count for op, _ in routed)
     modelled = sum(t.expected_s for _, t in routed)
     parts = [f"the step description's routed grouped GEMMs {modelled * 1e3:.3f} ms"]
-    floor = _floor(hw.name, hw.vendor) if "kernel-floor" in s.on else None
+    floor = kernel_floor(hw.name, hw.vendor) if "kernel-floor" in s.on else None
     if floor is not None:
         kernels = sglang_kernels.routed_call_kernels(hw.name) if "sglang-kernels" in s.on else len(routed)
         modelled += floor[0].seconds * kernels * layers
