@@ -175,6 +175,7 @@ def _sglang_kernels(s: StepInput) -> tuple[EngineTerm, ...]:
         hardware=hw.name,
         rows=s.rows,
         dp_attention=s.setup.parallel.dp > 1,
+        one_node=s.setup.parallel.tp <= hw.devices_per_host,
     )
     return engine_kernel_terms(
         joined=joined,

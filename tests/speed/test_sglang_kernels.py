@@ -111,6 +111,8 @@ def test_glue_is_read_for_deepseek_v3_at_decode_with_tp_only():
     # with DP attention the all-reduces run on their own: 61 + 58 + 3 fused less the last layer's = 121 kernels back
     fused = glue_kernels(v3, "decode", dp_attention=False, **kw)
     assert glue_kernels(v3, "decode", dp_attention=True, **kw) == fused + 121
+    # and with the TP group over two nodes (the fusion is auto-enabled on one node only)
+    assert glue_kernels(v3, "decode", dp_attention=False, one_node=False, **kw) == fused + 121
     # an AMD GPU runs SGLang's aiter path: not read
     assert glue_kernels(v3, "decode", **{**kw, "vendor": "amd", "dp_attention": False}) == 0
     assert all("sglang 0.5." in g.source for g in GLUE)

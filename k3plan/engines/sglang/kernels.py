@@ -302,19 +302,21 @@ def glue_kernels(
     hardware: str,
     rows: int,
     dp_attention: bool,
+    one_node: bool = True,
 ) -> int:
     """Kernels a step SGLang launches beyond the step description's ops, net of those it fuses away (``GLUE``): at
     decode, for the model they were read for (``model``: architecture, routed and shared experts, as
     ``GLUE_MODEL``) on an NVIDIA GPU, with the MoE split over TP (no all-to-all); 0 elsewhere (another model or
-    expert count, a prefill chunk, DeepEP's path, an AMD GPU's aiter path: not read). Where the all-reduces fuse
-    into the next RMSNorm, the last layer's does not (``LAST_AR_SOURCE``): one kernel back."""
+    expert count, a prefill chunk, DeepEP's path, an AMD GPU's aiter path: not read). The all-reduces fuse into the
+    next RMSNorm with the TP group on ``one_node``, no DP attention and at most ``AR_FUSION_MAX_TOKENS`` rows
+    (``_AR``); the last layer's does not (``LAST_AR_SOURCE``): one kernel back."""
     ops = list(ops)
     if stage != "decode" or model != GLUE_MODEL or vendor != "nvidia":
         return 0
     if any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops):
         return 0
     path = gpu_path(hardware)
-    fuse_ar = not dp_attention and rows <= AR_FUSION_MAX_TOKENS
+    fuse_ar = one_node and not dp_attention and rows <= AR_FUSION_MAX_TOKENS
     n = fused = 0
     for op in ops:
         for g in GLUE:
