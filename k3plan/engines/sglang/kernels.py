@@ -2,18 +2,17 @@
 
 k3plan's step description holds one op a weight tensor (q_proj, k_proj and v_proj apart; an expert's w1, w2 and
 w3 apart) and the speed model's kernel floor (``speed.overheads.kernel_floor_terms``) charges every op one kernel.
-SGLang launches otherwise, in two ways its code shows:
+SGLang launches otherwise, in three ways its code shows:
 
 - it merges linears that read the same input into one GEMM, and on Kimi-K3 fuses whole chains into one kernel
   (``JOINED``: an op there launches no kernel of its own; its partner's kernel does its work);
 - before a linear that computes in 8 or 4 bits it quantizes the activations in a kernel of its own
-  (``QUANTIZED_COMPUTE``: one a distinct input; ops joined to a partner share the partner's).
-
-- and beside some ops it launches kernels of its own that no op of the description stands for (``GLUE``: the rope
-  and the cache write beside the absorbed MLA attention, the MoE's routing, alignment and reduction, the embedding's
-  mask); where it fuses the all-reduce with the residual add and the next RMSNorm, the all-reduce launches no kernel
-  of its own. Read, launch by launch, for DeepSeek-V3 at decode (``GLUE_MODEL``), in the released
-  wheels of the versions the scored runs used (``SGLANG_057``, ``SGLANG_0512``).
+  (``QUANTIZED_COMPUTE``: one a distinct input; ops joined to a partner share the partner's);
+- beside some ops it launches kernels that no op of the description stands for (``GLUE``: the RoPE and the cache
+  write beside the absorbed MLA attention, the MoE's routing, alignment and reduction, the embedding's mask), and
+  where it fuses the all-reduce with the residual add and the next RMSNorm, the all-reduce launches no kernel of
+  its own. Read launch by launch for DeepSeek-V3 at decode (``GLUE_MODEL``) in the released wheels of the
+  versions the scored runs used (``SGLANG_057``, ``SGLANG_0512``).
 
 Pure data and functions over the ops; the speed term that prices them is ``sglang-kernels`` (``k3plan.speed.terms``).
 The Kimi-K3 rules are read in the stored kimi_k3.py (@0000e9b4), which names a kimi-k3 branch image: not
