@@ -204,11 +204,7 @@ def _gpu_moe(s: StepInput) -> tuple[EngineTerm, ...]:
 
     spec, par, hw = s.setup.model.spec, s.setup.parallel, s.setup.hardware
     moe = spec.moe
-    if (
-        moe is None
-        or moe.latent
-        or any(o.kind == "collective" and o.collective == "all-to-all" and o.calls for o in s.ops)
-    ):
+    if moe is None or moe.latent or sglang_kernels.exchanges_all_to_all(s.ops):
         return ()
     try:
         engine = engine_for_stack(s.key.stack, hw.kind)

@@ -312,7 +312,7 @@ def glue_kernels(
     ops = list(ops)
     if stage != "decode" or model != GLUE_MODEL or vendor != "nvidia":
         return 0
-    if any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops):
+    if exchanges_all_to_all(ops):
         return 0
     path = gpu_path(hardware)
     fuse_ar = one_node and not dp_attention and rows <= AR_FUSION_MAX_TOKENS
@@ -327,6 +327,12 @@ def glue_kernels(
                 fused += op.count
             n += g.kernels * op.count
     return n + (1 if fused else 0)
+
+
+def exchanges_all_to_all(ops: Iterable) -> bool:
+    """The step's MoE exchanges tokens by all-to-all (DeepEP's path): SGLang's plain-TP fusions and the glue read
+    for the all-reduce MoE do not hold."""
+    return any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops)
 
 
 def gpu_path(hardware: str) -> Literal["hopper", "blackwell"]:
@@ -352,7 +358,7 @@ def kernel_changes(ops: Iterable, stage: str) -> tuple[int, int]:
     """(op executions a step that launch no kernel of their own, activation-quantization kernels a step added) for
     ``ops`` (the step description's OpCost) in ``stage`` ('decode' or 'prefill'), as SGLang launches them."""
     ops = list(ops)
-    all_to_all = any(op.kind == "collective" and op.collective == "all-to-all" and op.calls for op in ops)
+    all_to_all = exchanges_all_to_all(ops)
     joined = quant = 0
     for op in ops:
         if op.kind in ("overhead", "collective"):
