@@ -104,16 +104,19 @@ def client_lengths(nominal: int, range_ratio: float, n: int, *, base: int) -> li
 
 
 class StepCoefficients(Frozen):
-    """T(d, p) = base_s + per_decode_seq_s d + per_prefill_token_s p (each from expected_time)."""
+    """T(d, p) = base_s + per_decode_seq_s d + per_prefill_token_s p (each from expected_time), + per_prefill_pass_s
+    where the step runs prefill tokens (p > 0): a fixed time an engine's loop spends on each step that prefills
+    (term prefill-pass, ``speed.serving.prefill_pass_s``; 0 elsewhere)."""
 
     base_s: float  # a step with no sequences: weights streamed, fixed collectives
     per_decode_seq_s: float
     per_prefill_token_s: float
     source: str  # where the coefficients come from
+    per_prefill_pass_s: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("base_s", "per_decode_seq_s", "per_prefill_token_s"):
+        for name in ("base_s", "per_decode_seq_s", "per_prefill_token_s", "per_prefill_pass_s"):
             if not getattr(self, name) >= 0:  # NaN refused too, as pydantic's ge=0 did
                 raise ValueError(f"{name} {getattr(self, name)}: expected >= 0")
 
@@ -123,7 +126,12 @@ class StepCoefficients(Frozen):
             import numpy as np  # the simulation steps with numbers: numpy only for a caller's columns
 
             decode_seqs, prefill_tokens = np.asarray(decode_seqs), np.asarray(prefill_tokens)
-        return self.base_s + self.per_decode_seq_s * decode_seqs + self.per_prefill_token_s * prefill_tokens
+        return (
+            self.base_s
+            + self.per_decode_seq_s * decode_seqs
+            + self.per_prefill_token_s * prefill_tokens
+            + self.per_prefill_pass_s * (prefill_tokens > 0)
+        )
 
 
 StepTime = Callable[[int, int], float]
@@ -341,6 +349,8 @@ def simulate(
                 p += k
         if coef is not None:
             dt = coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * p
+            if p:
+                dt += coef.per_prefill_pass_s
         else:
             dt = float(step_time(d, p))
         t += dt
@@ -447,7 +457,8 @@ def steady_state(
     )
     closed = concurrency is not None
     n, lam = concurrency or 0, request_rate_per_s or 0.0  # _check: exactly one is set
-    a, b, base, B = step.per_decode_seq_s, step.per_prefill_token_s, step.base_s, token_budget
+    a, b, B = step.per_decode_seq_s, step.per_prefill_token_s, token_budget
+    base = step.base_s + step.per_prefill_pass_s  # every step of the mixed steady state prefills some tokens
     x_cap = B / (isl + osl - 1)
     bound = False
     if closed:
