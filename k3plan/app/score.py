@@ -202,13 +202,111 @@ def score_rows(
     (k3plan/evidence/probes), as ``k3plan roofline`` does from any folder. ``models``: a ``Models`` to share between
     calls."""
     on = default_terms() if terms is None else frozenset(terms)
-    rows = _score_rows(load_benchmarks() if benchmarks is None else benchmarks, on, models or Models())
-    return _with_floor(rows, per_engine="engine-floor" in on) if "floor" in on else rows
+    models = models or Models()
+    benchmarks = load_benchmarks() if benchmarks is None else benchmarks
+    rows = _score_rows(benchmarks, on, models)
+    if "floor" not in on:
+        return rows
+    rows = _with_floor(rows, per_engine="engine-floor" in on)
+    if "prefill-pass" in on and "served" in on:
+        rows = _with_prefill_pass(rows, benchmarks, on, models)
+    return rows
+
+
+def _with_prefill_pass(
+    rows: list[Row], benchmarks: tuple[ServingBenchmark, ...], on: frozenset[str], models: Models
+) -> list[Row]:
+    """The rows of the engines the term prefill-pass applies to, their runs served again with each step that
+    prefills holding the loop for the case's held-out TTFT floor (fitted on the other cases' TTFTs, as
+    ``_with_floor`` fitted it: the request's own run + F; an engine's floor in sample where the case publishes no
+    TTFT, which then holds nothing of it): TPOT and throughput at that loop, the held-out TTFT the scheduler's
+    (its own pass is its floor), the in-sample TTFT with the in-sample floor in place of the held-out one. The
+    commands' own served runs take the admitted floor (``speed.serving.loop_pass_s``)."""
+    term = BY_NAME["prefill-pass"]
+    by_case = {Path(b.path).stem: b for b in benchmarks}
+    floor_of = {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
+    out = []
+    for r in rows:
+        b = by_case[r.case]
+        _, (setup, _, _) = models.setup_of(b)
+        f_all = floor_of.get(engine_of(r))
+        f_out = r.held_out_ttft_floor_ms if r.held_out_ttft_floor_ms is not None else f_all
+        if (
+            setup is None
+            or f_out is None
+            or not term.when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
+        ):
+            out.append(r)
+            continue
+        m, _, _ = models.of(b, on)
+        served, _ = _served(m, b, on, _fit_note(m.setup, b)[1], pass_s=f_out / 1e3)
+        if served is None:
+            out.append(r)
+            continue
+        tpot, ttft, rate, total_rate = _served_figures(served, b)
+        meas = b.measured
+        if r.throughput_kind == "total":
+            rate = total_rate
+        tr, qr = _ratio(tpot, meas.tpot_ms), _ratio(rate, r.throughput_measured_tok_s)
+        held_ttft = None if ttft is None else ttft + f_out
+        own_ttft = None if ttft is None or f_all is None else ttft + f_all
+        out.append(
+            replace(
+                r,
+                tpot_model_ms=tpot,
+                tpot_ratio=tr,
+                held_out_tpot_ratio=tr,
+                ttft_model_ms=own_ttft,
+                ttft_ratio=_ratio(own_ttft, meas.ttft_ms),
+                held_out_ttft_ratio=_ratio(held_ttft, meas.ttft_ms),
+                throughput_model_tok_s=rate if r.throughput_measured_tok_s is not None else None,
+                throughput_ratio=qr,
+                held_out_throughput_ratio=qr,
+                priced_as="; ".join(
+                    x
+                    for x in (r.priced_as, f"each prefill step holds the loop {f_out:,.1f} ms (term prefill-pass)")
+                    if x
+                ),
+            )
+        )
+    return out
+
+
+def _served(m, b: ServingBenchmark, terms: frozenset[str], held: int, pass_s: float = 0.0):
+    """(the benchmark's run through the scheduler with the served terms of ``terms``, notes), or (None, why):
+    ``held`` the sequences fit's pool holds (term pool-cap), ``pass_s`` the time each step that prefills holds the
+    loop for (term prefill-pass: ``_with_prefill_pass``)."""
+    from k3plan.speed.serving import served_of
+
+    try:
+        return served_of(
+            m,
+            b,
+            prefill_first="prefill-first" in terms,
+            async_term="async" in terms,
+            mean_context="mean-context" in terms,
+            pool_sequences=held if "pool-cap" in terms else None,
+            client_lengths="client-lengths" in terms,
+            recv_interval="recv-interval" in terms,
+            pass_s=pass_s,
+        )
+    except K3PlanError as e:
+        return None, [f"not served: {e}"]
+
+
+def _served_figures(served, b: ServingBenchmark) -> tuple[float, float | None, float, float]:
+    """(TPOT ms, TTFT ms where the run publishes one, output and total tokens/s of the whole run) of a served run."""
+    ttft = served.ttft_s * 1e3 if b.measured.ttft_ms is not None else None
+    groups = served.groups
+    return (
+        served.tpot_s * 1e3,
+        ttft,
+        served.result.output_tokens_per_s * groups,
+        served.result.total_tokens_per_s * groups,
+    )
 
 
 def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str], models: Models) -> list[Row]:
-    from k3plan.speed.serving import served_of
-
     fits: dict[str, tuple[list[str], int]] = {}
     rows = []
     for b in benchmarks:
@@ -221,25 +319,10 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
             notes = notes + fits[b.path][0]
             served = None
             if "served" in terms:
-                try:
-                    served, more = served_of(
-                        m,
-                        b,
-                        prefill_first="prefill-first" in terms,
-                        async_term="async" in terms,
-                        mean_context="mean-context" in terms,
-                        pool_sequences=fits[b.path][1] if "pool-cap" in terms else None,
-                        client_lengths="client-lengths" in terms,
-                        recv_interval="recv-interval" in terms,
-                    )
-                except K3PlanError as e:
-                    served, more = None, [f"not served: {e}"]
+                served, more = _served(m, b, terms, fits[b.path][1])
                 notes = notes + more
             if served is not None:
-                tpot = served.tpot_s * 1e3
-                ttft = served.ttft_s * 1e3 if meas.ttft_ms is not None else None
-                rate = served.result.output_tokens_per_s * served.groups
-                total_rate = served.result.total_tokens_per_s * served.groups
+                tpot, ttft, rate, total_rate = _served_figures(served, b)
             else:
                 tpot = m.decode_s(w.concurrency, w.isl) * 1e3
                 rate = w.concurrency / (tpot / 1e3)

@@ -258,6 +258,22 @@ def floor_label(floor_s: float, engine: str) -> str:
     return f"; + {floor_phrase(floor_s, engine)}" if floor_s else ""
 
 
+def loop_pass_s(model: ModelAt) -> float:
+    """The fixed time each step that prefills holds ``model``'s engine loop for (term prefill-pass, where it is ON
+    and applies to the stack): the engine's admitted TTFT floor (``engine_floor_s``). SGLang runs a prefill batch
+    as a step of its own, and the fixed part of a TTFT is spent inside that step, not beside the loop: its
+    DeepSeek-V4 prefill runs without a CUDA graph (the model is on SGLang's piecewise-CUDA-graph blacklist), so each
+    prefill launches its kernels from the host. 0 where the term is OFF or does not apply."""
+    from k3plan.speed.terms import BY_NAME
+
+    term = BY_NAME["prefill-pass"]
+    if term.name not in model.on or not term.when.may_hold(
+        stack=model.setup.stack.name, hardware=model.setup.hardware.kind
+    ):
+        return 0.0
+    return engine_floor_s(model)[0]
+
+
 def _no_benchmark(
     *,
     ceiling_tpot_s: float,
@@ -846,10 +862,11 @@ def served_step(
     async_scheduling: bool | None = False,
     scheduling_source: str = "",
     mean_context: bool = False,
+    prefill_pass_s: float = 0.0,
 ) -> tuple[Any, int, int, Any]:
     """(a DP group's step T(d, p) as StepCoefficients, the DP groups serving, the sequences a group, the async host
     term hidden or None): ``served_workload``'s step, on its own (plan --request-rate runs the scheduler's open loop
-    on it)."""
+    on it). ``prefill_pass_s``: the fixed time a step that prefills holds the loop for (``loop_pass_s``)."""
     import math
 
     from k3plan.speed.overheads import async_host_term
@@ -873,6 +890,7 @@ def served_step(
         per_decode_seq_s=a,
         per_prefill_token_s=b,
         source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+        per_prefill_pass_s=prefill_pass_s,
     )
     return step, groups, n, hidden
 
@@ -894,6 +912,7 @@ def served_workload(
     range_ratio: float | None = None,
     recv_interval: int = 1,
     pool_tokens: int | None = None,
+    prefill_pass_s: float = 0.0,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -906,7 +925,10 @@ def served_workload(
     ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
     ``prompts``), the step's coefficients at the nominal ISL and OSL. ``recv_interval``: the engine takes new
     requests in every that many decode steps (``speed.scheduler.RECV_RULE``). ``pool_tokens``: a group's KV pool,
-    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``).
+    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``). ``prefill_pass_s``: each step that prefills
+    holds the loop that long more (the engine's TTFT floor, term prefill-pass: ``loop_pass_s``); the TTFT
+    returned leaves out the request's own one, as the floor is added to every TTFT once (``engine_floor_s``), so
+    that the figure a client measures is the returned TTFT + the floor either way.
     At one request it is the one-step model exactly: T(1, 0) is the model's
     decode step, T(0, chunk) its chunk."""
     import math
@@ -922,6 +944,7 @@ def served_workload(
         async_scheduling=async_scheduling,
         scheduling_source=scheduling_source,
         mean_context=mean_context,
+        prefill_pass_s=prefill_pass_s,
     )
     a, b, host = step.per_decode_seq_s, step.per_prefill_token_s, -hidden.seconds if hidden is not None else 0.0
     per_prompts = None if prompts is None else math.ceil(prompts / groups)
@@ -941,6 +964,7 @@ def served_workload(
     )
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
+    ttft -= prefill_pass_s  # the request's own pass is the floor every TTFT carries once (engine_floor_s)
     tpot = r.tpot_median_s if median and r.tpot_median_s is not None else r.tpot_s
     how = (
         f", lengths uniform over [{max(int(isl * range_ratio), 1):,}, {isl:,}] in and "
@@ -971,6 +995,12 @@ def served_workload(
         label=(
             f"the scheduler ({'SGLang' if prefill_first else 'vLLM V1'}'s rule) over {groups} DP group(s): {run}, a token budget of {token_budget:,} a step; T(d, p) = "
             f"{step.base_s * 1e3:.2f} ms + {a * 1e3:.3f} ms d + {b * 1e6:.2f} us p"
+            + (
+                f" + {prefill_pass_s * 1e3:.1f} ms a step that prefills (term prefill-pass: the engine's TTFT floor "
+                "held in its loop; the request's own is its TTFT's floor)"
+                if prefill_pass_s
+                else ""
+            )
             + (f"; {hidden.source}" if hidden is not None else "")
         ),
     )
@@ -1000,6 +1030,7 @@ def served_of(
     pool_sequences: int | None = None,
     client_lengths: bool | None = None,
     recv_interval: bool | None = None,
+    pass_s: float | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
@@ -1011,7 +1042,8 @@ def served_of(
     (``speed.scheduler.POOL_RULE``; None or 0: not capped). ``client_lengths``: the run's requests at the lengths its
     client draws (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths).
     ``recv_interval``: an SGLang run's --scheduler-recv-interval (``Flags.scheduler_recv_interval``; the term
-    recv-interval)."""
+    recv-interval). ``pass_s``: the fixed time a step that prefills holds the loop for (None: ``loop_pass_s``, the
+    admitted floor where the term prefill-pass is ON; the score passes each case's held-out floor)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
     from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
 
@@ -1057,7 +1089,8 @@ def served_of(
         notes.append("lengths fixed (no published range ratio)")
     # --scheduler-recv-interval is SGLang's (the engines of its prefill-first rule): read for its runs only
     polls = (b.flags.scheduler_recv_interval or 1) if recv_interval and b.engine.name in PREFILL_FIRST_ENGINES else 1
-    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool)
+    passes = loop_pass_s(model) if pass_s is None else pass_s
+    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool, passes)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -1075,6 +1108,7 @@ def served_of(
             range_ratio=ratio,
             recv_interval=polls,
             pool_tokens=pool,
+            prefill_pass_s=passes,
         )
     return model.served[key], notes
 
@@ -1106,6 +1140,7 @@ def served_asked(model: ModelAt, *, batch: int, isl: int, osl: int, chunk: int) 
                 token_budget=max(chunk, 1),
                 prefill_first=engine in PREFILL_FIRST_ENGINES and "prefill-first" in model.on,
                 mean_context="mean-context" in model.on,
+                prefill_pass_s=loop_pass_s(model),
             )
         except K3PlanError:
             model.served[key] = None

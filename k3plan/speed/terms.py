@@ -574,6 +574,24 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         source="speed.scheduler.PREFILL_FIRST_RULE (SGLang's scheduler); vLLM V1 mixes",
     ),
     SpeedTerm(
+        name="prefill-pass",
+        title="each step that prefills holds the engine loop for the engine's TTFT floor (the TTFT's fixed part is "
+        "spent in the loop, not beside it)",
+        phase="both",
+        level="served",
+        when=When(stacks=sglang.STACKS),
+        source=(
+            "speed.serving.loop_pass_s: SGLang runs a prefill batch as a step of its own (PREFILL_FIRST_RULE), and "
+            "its prefill runs without a CUDA graph where a model is on its blacklist -- DeepseekV4ForCausalLM is "
+            "(sglang 0.5.15 and 0.5.12 wheels, python/sglang/srt/configs/model_config.py "
+            "piecewise_cuda_graph_disabled_model_archs; 0.5.7 captures no prefill graph unless "
+            "--enable-piecewise-cuda-graph, server_args.py enable_piecewise_cuda_graph = False) -- so the host "
+            "launches every kernel of the pass while the decode batch waits. The time is the engine's TTFT floor "
+            "(term engine-floor: fitted on the published TTFTs only; held out in the score, each case's own "
+            "refitted without it), the request's own pass being its TTFT's floor: no new parameter"
+        ),
+    ),
+    SpeedTerm(
         name="mean-context",
         title="a request's decode steps priced at its mean context, ISL + OSL / 2 (the one-step model: ISL)",
         phase="decode",
