@@ -12,7 +12,9 @@ the model changes.
 Leave-one-out: ``k3plan/speed`` reads no serving benchmark (tests/speed/test_serving_figures.py holds the model
 unchanged with the benchmark set emptied); the only parameter fitted to these cases is the TTFT floor (term
 ``floor``; one an engine with ``engine-floor``), refitted without each case for its held-out ratio. The held-out
-ratios are the ones scored.
+ratios are the ones scored. Under the term ``prefill-pass`` an SGLang run is served again with each prefill step
+holding its case's held-out floor (``_with_prefill_pass``), so its TPOT and throughput rest on a floor fitted on the
+other cases' TTFTs only.
 
 Admission (``admit``): every scored term of ``speed.terms.REGISTRY`` in its order, the held-out score over the whole
 set with every other term as admitted and with and without this one; the term is ON only where it improves the score
@@ -69,7 +71,8 @@ class Row:
     ttft_measured_ms: float | None
     ttft_ratio: float | None
     priced_as: str  # what k3plan priced that differs from the run, or why it could not
-    held_out_tpot_ratio: float | None  # leave-one-out: nothing fitted to TPOT, so equal to tpot_ratio
+    # leave-one-out: nothing fitted to TPOT, so equal to tpot_ratio (under prefill-pass both at the held-out floor)
+    held_out_tpot_ratio: float | None
     held_out_ttft_ratio: float | None  # leave-one-out: the TTFT floor refitted without this case
     ttft_floor_ms: float | None = None  # the fitted floor in the TTFT (term floor), in sample
     held_out_ttft_floor_ms: float | None = None  # the floor fitted without this case
