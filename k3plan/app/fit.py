@@ -438,7 +438,12 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         pool4 = (
             None
             if d4 is None
-            else sglang_dsv4_pool(d4, swa_ratio=served.swa_full_tokens_ratio)
+            else sglang_dsv4_pool(
+                d4,
+                swa_ratio=served.swa_full_tokens_ratio,
+                # a worker's: SGLang's requested_max_running_requests_per_worker (max_running // dp_size)
+                max_running_requests=(served.max_running_requests or DSV4_RUNNING) // max(setup.parallel.dp, 1),
+            )
             if d4.csa2 is None
             else sglang_dsv41_pool(
                 d4,

@@ -35,12 +35,41 @@ def flash41():
 
 
 def test_bytes_per_full_token_and_the_full_token_counts_are_the_log_s(flash):
-    p = sglang_dsv4_pool(flash)
+    """The build ktransformers#1978 ran (its form: every ring in the per-token figure, the nextn layer counted)."""
+    p = sglang_dsv4_pool(flash, form="ktransformers-1978")
     assert (SWA_RATIO, PAGE, p.page) == (0.1, 256, 256)
     assert round(p.bytes_per_full_token, 2) == 15955.85
     for available, full in ((19.30, 1_298_688), (0.49, 32_768)):
         assert int(available * GB / p.bytes_per_full_token) // p.page * p.page == full
     assert int(32_768 * 0.1) // 256 * 256 == 3072  # the logged swa pool at that full count
+
+
+@pytest.fixture(scope="module")
+def pro():
+    return load_model("deepseek-v4-pro").spec.dsv4
+
+
+def test_each_release_s_form_is_its_own_log_s(flash, pro):
+    """The form moved between releases (engines/sglang/dsv4_pool.py FORMS), each reproduced to the cent by a public
+    start log (the stored code index; find_string 'bytes_per_full_token=13735.04', '=32781.44', '=7705.45'):
+    a DeepSeek-V4-Pro KV study on 8 x MI355X at swa ratio 0.15, DP attention over 8 with 512 running requests (64 a
+    worker), logged 'bytes_per_full_token=32781.44 available_bytes=118.93 GB full_token=3,895,296' on sglang 0.5.13
+    and 'bytes_per_full_token=13735.04, available_bytes=118.93 GB, c128_state_fixed=1.01 GB, full_token=9217792' with
+    'DSV4 pool sizes: full=9217792, swa=1382656, c4=2304448, c128=72014' on 0.5.15.post1; and a DeepSeek-V4-Flash log
+    'bytes_per_full_token=7705.45' at ratio 0.1. The 0.5.15 form is the default (the cookbook's release)."""
+    old = sglang_dsv4_pool(pro, swa_ratio=0.15, form="0.5.13")
+    assert round(old.bytes_per_full_token, 2) == 32781.44 and old.fixed_bytes == 0
+    assert int(118.93 * GB / old.bytes_per_full_token) // PAGE * PAGE == 3_895_296
+    new = sglang_dsv4_pool(pro, swa_ratio=0.15, max_running_requests=64)
+    assert round(new.bytes_per_full_token, 2) == 13735.04
+    assert round(new.fixed_bytes / GB, 2) == 1.01  # 'c128_state_fixed=1.01 GB'
+    full = int((118.93 * GB - new.fixed_bytes) / new.bytes_per_full_token) // PAGE * PAGE
+    assert abs(full - 9_217_792) <= PAGE  # the log's available bytes are printed to 0.01 GB
+    assert int(9_217_792 * 0.15) // PAGE * PAGE == 1_382_656 and 9_217_792 // 4 == 2_304_448
+    assert round(sglang_dsv4_pool(flash).bytes_per_full_token, 2) == 7705.45
+    assert sglang_dsv4_pool(flash).fixed_source.startswith("the c128 compressor states of 256 running requests")
+    with pytest.raises(ValueError, match="expected one of"):
+        sglang_dsv4_pool(flash, form="0.4")
 
 
 def test_the_swa_ratio_moves_the_window_and_state_terms_only(flash):
@@ -176,9 +205,10 @@ def test_v41_on_sglang_starts_on_its_own_pool_and_the_budget_charges_a_request_a
 
 def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flash):
     """One accounting: k3plan's budget for DeepSeek-V4 on SGLang, without --serve, charges a token SGLang's bytes a full
-    token (the windows and compressor rings inside it, nothing apart: step/dsv4_cache.engine_charge), in its
-    256-token pages. Before, the budget priced the per-layer records (3,870 B a token + 15.4 MB of state a sequence)
-    and held 166 sequences at 131,072 tokens on 4 H200 where SGLang's pool holds 40.18."""
+    token (the windows and c4 rings inside it: step/dsv4_cache.engine_charge), in its 256-token pages, and a
+    sequence its slot's c128 ring apart (0.5.15 preallocates one a running request). Before, the budget priced the
+    per-layer records (3,870 B a token + 15.4 MB of state a sequence) and held 166 sequences at 131,072 tokens on 4
+    H200 where SGLang's pool then held 40.18."""
     p = sglang_dsv4_pool(flash)
     # the serve command below runs no a2a backend (SGLang's default), whose FP4 experts keep E8M0 scales: the budget
     # prices the same stack (the sglang stack's own default is DeepEP, engines/sglang/stack.yaml moe_a2a_backend)
@@ -189,7 +219,9 @@ def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flas
     dev = out["per_device"]
     layers = len(flash.compress_ratios)
     assert dev["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
-    assert dev["state_bytes_per_sequence"] == 0 and out["provenance"]["kv"].startswith("engine: sglang's own charge")
+    ring = 128 * 2 * flash.head_dim * 4 * flash.compress_ratios.count(128)  # 128 rows of 2 x 512 f32, 20 layers
+    assert dev["state_bytes_per_sequence"] == ring == 10_485_760
+    assert out["provenance"]["kv"].startswith("engine: sglang's own charge")
     serve = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --context-length 131072"
     engine = json.loads(cli("fit", "-H", "nvidia-h200", "--serve", serve, "--json").stdout)["engine"]
     # whole sequences against the engine's fraction, the room after the budget's temporaries against its static pool

@@ -13,11 +13,20 @@ with K = qk_nope + 2 x qk_rope + 8 (584 B), I = index_head_dim + index_head_dim 
 qk_rope, S4 = 2 x 2 x A x 4, S128 = 2 x A x 4, SI = 2 x 2 x index_head_dim x 4 (f32 states), ring sizes R4 / R128 =
 8 / 128 (16 / 256 with speculative decoding: get_compress_state_ring_size), W the window (config window_size, the swa
 page), swa_ratio ``--swa-full-tokens-ratio``; then max_total_num_tokens = int(available / bytes_per_full_token) in
-whole pages. This is the form SGLang's DeepSeek-V4 builds log: kvcache-ai/ktransformers#1978 prints
-'bytes_per_full_token=15955.85' for DeepSeek-V4-Flash at swa ratio 0.1, which it reproduces exactly
-(tests/engines/test_sglang_dsv4_pool.py). sgl-project/sglang@003fca80 (python/sglang/srt/model_executor/
-pool_configurator.py DSV4PoolConfigurator) has since moved the c128 state rings to a per-request charge sized by
-max_running_requests; k3plan keeps the logged form.
+whole pages. The form moved between releases, each reproduced to the cent by a public start log
+(tests/engines/test_sglang_dsv4_pool.py), so ``FORMS`` names them and the current release's is the default:
+
+- "ktransformers-1978": the build kvcache-ai/ktransformers#1978 ran ('bytes_per_full_token=15955.85' for
+  DeepSeek-V4-Flash at swa ratio 0.1): every ring term above, N counting the nextn layer's entry of
+  config.compress_ratios;
+- "0.5.13": the same terms over the target's layers only (model_runner's start_layer:end_layer slice); a public
+  0.5.13 log of DeepSeek-V4-Pro at swa ratio 0.15 prints 'bytes_per_full_token=32781.44';
+- "0.5.15" (the default: the release SGLang's DeepSeek-V4 cookbook measured): the c128 rings leave the per-token
+  figure ('C128 state is request-scoped': c128_state_ratio = 0) and are taken before the division as a fixed
+  charge, rows = ceil((slots x R128 + R128 + 1) / 128) x 128 of 2 x A f32 a ratio-128 layer, slots =
+  max_running_requests // dp_size + 1 (_get_c128_state_fixed_bytes); public logs print 'bytes_per_full_token=
+  7705.45' (V4-Flash, ratio 0.1) and '13735.04, available_bytes=118.93 GB, c128_state_fixed=1.01 GB,
+  full_token=9217792' (V4-Pro, ratio 0.15, 64 running a worker).
 """
 
 from __future__ import annotations
@@ -48,6 +57,15 @@ DEFAULTS_SOURCE = (
 )
 F32 = 4
 RING = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative
+FORMS = ("0.5.15", "0.5.13", "ktransformers-1978")  # the current release's first (module docstring)
+FORM_0515_SOURCE = (
+    "sglang 0.5.15 wheel (PyPI), python/sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator: "
+    "_get_bytes_per_full_token (c128_state_ratio = 0), _get_c128_state_fixed_bytes (state_pool_size = num_req_slots "
+    "x c128_ring_size; rows = ceil_div(state_pool_size + ring + 1, 128) x 128; 2 x head_dim f32 a row, each ratio-128 "
+    "layer), _get_num_req_slots (max_running_requests + 1), calculate_pool_sizes (the fixed bytes taken before "
+    "full_token = int(available / bytes_per_full_token)); requested_max_running_requests_per_worker = "
+    "max_running_requests // dp_size; compression_ratios = config.compress_ratios[start_layer:end_layer]"
+)
 
 
 class SglangDsv4Pool(Frozen):
@@ -59,6 +77,7 @@ class SglangDsv4Pool(Frozen):
     swa_ratio: float
     source: str
     fixed_bytes: int = 0
+    fixed_source: str = ""  # what the fixed bytes are
     # V4.1 in cap mode: the sliding-window tokens a running request holds (its window, the eviction interval, a page
     # of padding, its next decode's page, and the radix cache's prefix tails) at bytes_per_swa_token
     swa_tokens_per_request: int = 0
@@ -165,6 +184,7 @@ def sglang_dsv41_pool(
             swa_ratio=0.0,
             source=f"{how}: {V41_SOURCE}",
             fixed_bytes=fixed,
+            fixed_source="DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)",
             swa_tokens_per_request=per_request + tails,
             bytes_per_swa_token=bpst,
         )
@@ -178,12 +198,29 @@ def sglang_dsv41_pool(
     )
 
 
-def sglang_dsv4_pool(d: DSV4Dims, *, swa_ratio: float | None = None, page: int | None = None) -> SglangDsv4Pool:
+def c128_state_rows(max_running_requests: int) -> int:
+    """The c128 compressor-state rows SGLang 0.5.15 preallocates for ``max_running_requests`` a worker
+    (FORM_0515_SOURCE): (requests + 1) slots of a 128-row ring, + a ring + 1, in whole 128-row blocks."""
+    return -(-((max_running_requests + 1) * RING[128] + RING[128] + 1) // 128) * 128
+
+
+def sglang_dsv4_pool(
+    d: DSV4Dims,
+    *,
+    swa_ratio: float | None = None,
+    page: int | None = None,
+    max_running_requests: int | None = None,
+    form: str = FORMS[0],
+) -> SglangDsv4Pool:
     """SGLang's bytes a full token for DeepSeek-V4 (module docstring); ``swa_ratio``: --swa-full-tokens-ratio,
-    ``page``: --page-size (None: SGLang's V4 defaults, DEFAULTS_SOURCE)."""
+    ``page``: --page-size (None: SGLang's V4 defaults, DEFAULTS_SOURCE); ``max_running_requests``: a worker's (the
+    server's // its dp_size; None: SGLang's V4 default, DSV4_RUNNING), which sizes the current release's fixed c128
+    states; ``form``: the release's (``FORMS``)."""
+    if form not in FORMS:
+        raise ValueError(f"SGLang DeepSeek-V4 pool form {form!r}: expected one of {', '.join(FORMS)}")
     asked = swa_ratio
     swa_ratio = SWA_RATIO if swa_ratio is None else swa_ratio
-    ratios = tuple(d.compress_ratios) + tuple(d.mtp_compress_ratios)
+    ratios = tuple(d.compress_ratios) + (tuple(d.mtp_compress_ratios) if form == "ktransformers-1978" else ())
     n, n4, n128 = len(ratios), ratios.count(4), ratios.count(128)
     nope, rope = d.head_dim - d.rope_dim, d.rope_dim
     kv = nope + 2 * rope + 8
@@ -191,14 +228,24 @@ def sglang_dsv4_pool(d: DSV4Dims, *, swa_ratio: float | None = None, page: int |
     a = nope + rope
     s4, s128, si = 2 * 2 * a * F32, 2 * a * F32, 2 * 2 * d.index_head_dim * F32
     w = d.sliding_window
+    current = form == FORMS[0]
     bpft = (
         swa_ratio * kv * n
         + kv * n4 / 4
         + kv * n128 / 128
         + index * n4 / 4
         + swa_ratio * RING[4] / w * s4 * n4
-        + swa_ratio * RING[128] / w * s128 * n128
+        + (0.0 if current else swa_ratio * RING[128] / w * s128 * n128)
         + swa_ratio * RING[4] / w * si * n4
+    )
+    running = DSV4_RUNNING if max_running_requests is None else max_running_requests
+    fixed = c128_state_rows(running) * s128 * n128 if current and n128 else 0
+    rings = (
+        f"f32 compressor rings of {RING[4]} rows a {w}-token window page (c4), the c128 rings apart: "
+        f"{c128_state_rows(running):,} rows x {s128:,} B x {n128} layers = {fixed:,} B for {running:,} running "
+        f"requests a worker ({FORM_0515_SOURCE})"
+        if current
+        else f"f32 compressor rings of {RING[4]} / {RING[128]} rows a {w}-token window page (SGLang {form}'s form)"
     )
     return SglangDsv4Pool(
         bytes_per_full_token=bpft,
@@ -207,9 +254,14 @@ def sglang_dsv4_pool(d: DSV4Dims, *, swa_ratio: float | None = None, page: int |
         source=(
             f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}"
             + ("" if asked is not None else f" ({DEFAULTS_SOURCE})")
-            + f" ({n} layers, {n4} c4, {n128} "
-            f"c128; {kv} B entries, {index} B index keys, f32 compressor rings of {RING[4]} / {RING[128]} rows a "
-            f"{w}-token window page): {SOURCE}"
+            + f" ({n} layers, {n4} c4, {n128} c128; {kv} B entries, {index} B index keys, {rings}): {SOURCE}"
+        ),
+        fixed_bytes=fixed,
+        fixed_source=(
+            f"the c128 compressor states of {running:,} running requests, taken before the full tokens "
+            f"(SGLang 0.5.15: {FORM_0515_SOURCE})"
+            if fixed
+            else ""
         ),
     )
 
@@ -250,9 +302,35 @@ def dsv4_request_charge(
             ),
         )
     pool = sglang_dsv4_pool(d)
+    n128 = tuple(d.compress_ratios).count(128)
+    ring = RING[128] * 2 * (d.head_dim) * F32 * n128  # a request slot's c128 ring (FORM_0515_SOURCE)
     return RequestCharge(
         block_tokens=pool.page,
         block_bytes=pool.page * pool.bytes_per_full_token,
         fixed_blocks=0,
         source=f"SGLang's DeepSeek-V4 pool, {pool.source}",
+        apart_bytes=ring,
+        apart_source=(
+            f"its slot's c128 compressor-state ring, {RING[128]} rows x {2 * d.head_dim * F32:,} B x {n128} layers "
+            f"(SGLang 0.5.15 preallocates one a running request: {FORM_0515_SOURCE})"
+        ),
+    )
+
+
+def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
+    """SGLang's sliding-window pool a worker for DeepSeek-V4 (not V4.1's cap mode) at ``setup``'s stack defaults: the
+    full tokens its static memory leaves after ``weights_bytes`` (sglang_kv_pool's rest, the c128 states taken
+    first), times --swa-full-tokens-ratio, in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes); with the
+    source. None for another model."""
+    d = setup.model.spec.dsv4
+    if d is None or d.csa2 is not None:
+        return None
+    frac = round(1 - setup.stack.reserve.fraction_of_usable_hbm, 12)
+    rest = int(frac * setup.hardware.usable_bytes_per_device) - weights_bytes
+    pool = sglang_dsv4_pool(d, max_running_requests=DSV4_RUNNING // max(setup.parallel.dp, 1))
+    full = int(max(rest - pool.fixed_bytes, 0) / pool.bytes_per_full_token) // pool.page * pool.page
+    swa = int(full * pool.swa_ratio) // pool.page * pool.page
+    return swa, (
+        f"{swa:,} tokens: {pool.swa_ratio:g} x the {full:,} full tokens of {rest:,} B static memory after the weights "
+        f"(mem_fraction_static {frac:g}), in pages of {pool.page} ({pool.source})"
     )

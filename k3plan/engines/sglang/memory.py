@@ -140,7 +140,7 @@ def sglang_kv_pool(
         state_pool_bytes, state_source = (
             (0, "none apart: DeepSeek-V4's compressor states are in bytes_per_full_token")
             if not dsv4.fixed_bytes
-            else (dsv4.fixed_bytes, "DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)")
+            else (dsv4.fixed_bytes, dsv4.fixed_source)
         )
         pool = rest - dsv4.fixed_bytes
         page_size = dsv4.page if page_size == 1 else page_size
