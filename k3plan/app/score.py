@@ -176,18 +176,23 @@ class Models:
         return self.models[(key, step)], notes, None
 
 
-def _fit_note(setup, b: ServingBenchmark) -> tuple[list[str], int]:
-    """(notes, the sequences the pool holds): k3plan fit's verdict at the run's workload where it is not "fits" --
-    the speed is priced all the same (the run did fit, with its own checkpoint and pool), but the row says the
-    bundled one would not -- and fit's most sequences at ISL + OSL tokens over every DP group (0: none)."""
+def _fit_note(setup, b: ServingBenchmark) -> tuple[list[str], int, int | None]:
+    """(notes, the sequences the pool holds, SGLang's sliding-window pool or None): k3plan fit's verdict at the run's
+    workload where it is not "fits" -- the speed is priced all the same (the run did fit, with its own checkpoint and
+    pool), but the row says the bundled one would not -- fit's most sequences at ISL + OSL tokens over every DP group
+    (0: none), and for DeepSeek-V4 on SGLang its sliding-window pool a worker after fit's weights (term swa-pool)."""
     from k3plan.budget.fit import check_workload, fit
+    from k3plan.engines.sglang.dsv4_pool import sglang_dsv4_swa_tokens
     from k3plan.step.verdict import fit_reason
 
     w = b.workload
     chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
     r = fit(setup, check_workload(context_tokens=w.isl + w.osl, batch=w.concurrency, prefill_chunk_tokens=chunk))
     held = int(r.capacity.max_sequences or 0)
-    return ([] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]), held
+    applies = BY_NAME["swa-pool"].when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
+    swa = sglang_dsv4_swa_tokens(setup, r.per_device.weights_bytes) if applies else None
+    notes = [] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]
+    return notes, held, None if swa is None else swa[0]
 
 
 def _ratio(model: float | None, measured: float | None) -> float | None:
@@ -242,7 +247,7 @@ def _with_prefill_pass(
             out.append(r)
             continue
         m, _, _ = models.of(b, on)
-        served, _ = _served(m, b, on, _fit_note(m.setup, b)[1], pass_s=f_out / 1e3)
+        served, _ = _served(m, b, on, _fit_note(m.setup, b), pass_s=f_out / 1e3)
         if served is None:
             out.append(r)
             continue
@@ -275,12 +280,14 @@ def _with_prefill_pass(
     return out
 
 
-def _served(m, b: ServingBenchmark, terms: frozenset[str], held: int, pass_s: float = 0.0):
+def _served(m, b: ServingBenchmark, terms: frozenset[str], fitted: tuple, pass_s: float = 0.0):
     """(the benchmark's run through the scheduler with the served terms of ``terms``, notes), or (None, why):
-    ``held`` the sequences fit's pool holds (term pool-cap), ``pass_s`` the time each step that prefills holds the
-    loop for (term prefill-pass: ``_with_prefill_pass``)."""
+    ``fitted`` ``_fit_note``'s (the sequences fit's pool holds: term pool-cap; SGLang's sliding-window pool: term
+    swa-pool), ``pass_s`` the time each step that prefills holds the loop for (term prefill-pass:
+    ``_with_prefill_pass``)."""
     from k3plan.speed.serving import served_of
 
+    _, held, swa = fitted
     try:
         return served_of(
             m,
@@ -292,6 +299,7 @@ def _served(m, b: ServingBenchmark, terms: frozenset[str], held: int, pass_s: fl
             client_lengths="client-lengths" in terms,
             recv_interval="recv-interval" in terms,
             pass_s=pass_s,
+            swa_pool_tokens=swa if "swa-pool" in terms else None,
         )
     except K3PlanError as e:
         return None, [f"not served: {e}"]
@@ -310,7 +318,7 @@ def _served_figures(served, b: ServingBenchmark) -> tuple[float, float | None, f
 
 
 def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str], models: Models) -> list[Row]:
-    fits: dict[str, tuple[list[str], int]] = {}
+    fits: dict[str, tuple[list[str], int, int | None]] = {}
     rows = []
     for b in benchmarks:
         m, notes, why = models.of(b, terms)
@@ -322,7 +330,7 @@ def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str],
             notes = notes + fits[b.path][0]
             served = None
             if "served" in terms:
-                served, more = _served(m, b, terms, fits[b.path][1])
+                served, more = _served(m, b, terms, fits[b.path])
                 notes = notes + more
             if served is not None:
                 tpot, ttft, rate, total_rate = _served_figures(served, b)

@@ -82,6 +82,18 @@ POOL_RULE = (
     "the KV pool: a request admitted only while its prompt and whole output fit in the tokens left, the queue's head "
     "first (vLLM allocate_slots / SGLang PrefillAdder NO_TOKEN); no preemption"
 )
+# SGLang's sliding-window pool (its hybrid-SWA models, DeepSeek-V4 among them), read in the sglang 0.5.15 wheel: the
+# PrefillAdder admits a request only while its first chunk and a page fit in the SWA tokens free or evictable
+# (managers/schedule_policy.py PrefillAdder.add_one_req, rem_swa_tokens; no SWA reserve for a running request's
+# future decode), and a running request keeps the SWA of its last inserted chunk locked for its whole life -- the
+# whole page-aligned prompt where it was prefilled in one chunk -- while its decode tokens are freed every 128
+# steps down to a page or two (mem_cache/swa_radix_cache.py inc_lock_ref; managers/schedule_batch.py, the
+# SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT / SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW switches off by default)
+SWA_RULE = (
+    "SGLang's sliding-window pool: a request holds its last prefill chunk, in whole pages, and a page of decode for "
+    "its life, admitted only while that fits in the SWA tokens left (sglang 0.5.15 PrefillAdder rem_swa_tokens, "
+    "SWARadixCache.inc_lock_ref)"
+)
 
 
 def _van_der_corput(n: int, base: int) -> list[float]:
@@ -177,6 +189,7 @@ def _assumptions(
     prefill_first: bool = False,
     lengths: bool = False,
     pool_tokens: int | None = None,
+    swa_pool_tokens: int | None = None,
 ) -> tuple[str, ...]:
     load = (
         f"a serving benchmark's run: {prompts} requests, the first N sent at once, each later one as one "
@@ -193,6 +206,7 @@ def _assumptions(
         + "; no prefix caching, no preemption (KV fits)",
         f"max_num_seqs = {max_num_seqs}",
         *((f"{POOL_RULE}: {pool_tokens:,} tokens",) if pool_tokens is not None else ()),
+        *((f"{SWA_RULE}: {swa_pool_tokens:,} tokens",) if swa_pool_tokens is not None else ()),
         "step time from the given T(decode seqs, prefill tokens) model",
     )
 
@@ -215,6 +229,8 @@ def simulate(
     range_ratio: float | None = None,
     recv_interval: int = 1,
     pool_tokens: int | None = None,
+    swa_pool_tokens: int | None = None,
+    swa_page: int = 256,
 ) -> SchedulerResult:
     """Step the rule; averages over `measure_requests` finished requests after `warmup_requests`. ``prompts``
     (with ``concurrency``): a serving benchmark's run instead (module docstring): that many requests, the first
@@ -223,7 +239,9 @@ def simulate(
     drawn as the client draws them (``LENGTHS_RULE``); None: every request ISL and OSL exactly. ``recv_interval``
     (closed loop): the engine takes new requests in only every that many decode steps (``RECV_RULE``; 1: every
     step). ``pool_tokens``: the KV pool's tokens; a request is admitted only while its ISL + OSL fit in what the
-    running requests leave (``POOL_RULE``); None: no pool limit (``max_num_seqs`` alone)."""
+    running requests leave (``POOL_RULE``); None: no pool limit (``max_num_seqs`` alone). ``swa_pool_tokens``:
+    SGLang's sliding-window pool, in pages of ``swa_page`` tokens (``SWA_RULE``): a request holds its first chunk
+    (min(ISL, the token budget)) and a page from admission to its end; None: none."""
     _check(
         isl=isl,
         osl=osl,
@@ -266,6 +284,18 @@ def simulate(
     pool = math.inf if pool_tokens is None else pool_tokens
     require(max(need) <= pool, f"a request of {max(need):,} tokens does not fit the KV pool of {pool_tokens} tokens")
     held = 0  # the running requests' pool tokens
+    swa = math.inf if swa_pool_tokens is None else swa_pool_tokens
+    swa_need = [-(-min(x, token_budget) // swa_page) * swa_page + swa_page for x in left]  # SWA_RULE
+    require(
+        swa_pool_tokens is None or max(swa_need) <= swa,
+        f"a request's first chunk of {max(swa_need):,} tokens does not fit the sliding-window pool of "
+        f"{swa_pool_tokens} tokens",
+    )
+    swa_held = 0
+
+    def fits(r: int) -> bool:  # POOL_RULE and SWA_RULE
+        return held + need[r] <= pool and swa_held + swa_need[r] <= swa
+
     first = [math.nan] * size
     done = [math.nan] * size
     pending = total  # measured-or-warm-up requests not yet done
@@ -288,7 +318,7 @@ def simulate(
             closed
             and running
             and len(running) <= token_budget
-            and (not waiting or len(running) >= seqs or held + need[waiting[0]] > pool)
+            and (not waiting or len(running) >= seqs or not fits(waiting[0]))
             and not unseen
             and all(left[r] == 0 for r in running)
         ):
@@ -318,7 +348,7 @@ def simulate(
             counter = 0
         budget, alloc = token_budget, {}
         # SGLang: a prefill step whenever a prompt is mid-chunk or one waits for a free slot; it decodes no one
-        admissible = bool(waiting) and len(running) < seqs and held + need[waiting[0]] <= pool
+        admissible = bool(waiting) and len(running) < seqs and fits(waiting[0])
         prefill_only = prefill_first and (any(left[r] > 0 for r in running) or admissible)
         for r in running:  # RUNNING first: a prefill chunk or one decode token
             if budget <= 0:
@@ -330,15 +360,12 @@ def simulate(
             alloc[r] = min(left[r], budget) if left[r] > 0 else 1
             budget -= alloc[r]
         while (
-            waiting
-            and budget > 0
-            and len(running) < seqs
-            and held + need[waiting[0]] <= pool
-            and (prefill_only or not prefill_first)
+            waiting and budget > 0 and len(running) < seqs and fits(waiting[0]) and (prefill_only or not prefill_first)
         ):  # WAITING
             r = waiting.popleft()
             running.append(r)
             held += need[r]
+            swa_held += swa_need[r]
             alloc[r] = min(left[r], budget)
             budget -= alloc[r]
         d = p = 0
@@ -375,6 +402,7 @@ def simulate(
         finished = [r for r in running if done[r] == done[r]]  # not NaN: done
         running = [r for r in running if done[r] != done[r]]
         held -= sum(need[r] for r in finished)
+        swa_held -= sum(swa_need[r] for r in finished)
         if closed:
             for _ in finished:
                 if next_id < size:
@@ -421,6 +449,7 @@ def simulate(
             prefill_first=prefill_first,
             lengths=range_ratio is not None,
             pool_tokens=pool_tokens,
+            swa_pool_tokens=swa_pool_tokens,
         ),
         ttft_median_s=statistics.median(ttfts),
         tpot_median_s=statistics.median(tpots),

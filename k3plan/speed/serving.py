@@ -913,6 +913,7 @@ def served_workload(
     recv_interval: int = 1,
     pool_tokens: int | None = None,
     prefill_pass_s: float = 0.0,
+    swa_pool_tokens: int | None = None,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -925,7 +926,8 @@ def served_workload(
     ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
     ``prompts``), the step's coefficients at the nominal ISL and OSL. ``recv_interval``: the engine takes new
     requests in every that many decode steps (``speed.scheduler.RECV_RULE``). ``pool_tokens``: a group's KV pool,
-    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``). ``prefill_pass_s``: each step that prefills
+    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``); ``swa_pool_tokens``: SGLang's sliding-window
+    pool, a request holding its first chunk for its life (``speed.scheduler.SWA_RULE``). ``prefill_pass_s``: each step that prefills
     holds the loop that long more (the engine's TTFT floor, term prefill-pass: ``loop_pass_s``); the TTFT
     returned leaves out the request's own one, as the floor is added to every TTFT once (``engine_floor_s``), so
     that the figure a client measures is the returned TTFT + the floor either way.
@@ -961,6 +963,7 @@ def served_workload(
         range_ratio=range_ratio if per_prompts is not None else None,
         recv_interval=recv_interval,
         pool_tokens=pool_tokens,
+        swa_pool_tokens=swa_pool_tokens,
     )
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
@@ -976,6 +979,8 @@ def served_workload(
         how += f", new requests taken in every {recv_interval} decode steps (--scheduler-recv-interval)"
     if pool_tokens is not None:
         how += f", admitted while their tokens fit the KV pool's {pool_tokens:,}"
+    if swa_pool_tokens is not None:
+        how += f" and their first chunks SGLang's sliding-window pool's {swa_pool_tokens:,}"
     run = (
         f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{how}"
         if per_prompts is not None
@@ -1031,6 +1036,7 @@ def served_of(
     client_lengths: bool | None = None,
     recv_interval: bool | None = None,
     pass_s: float | None = None,
+    swa_pool_tokens: int | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
@@ -1043,7 +1049,8 @@ def served_of(
     client draws (its published --random-range-ratio, ``Workload.random_range_ratio``; the term client-lengths).
     ``recv_interval``: an SGLang run's --scheduler-recv-interval (``Flags.scheduler_recv_interval``; the term
     recv-interval). ``pass_s``: the fixed time a step that prefills holds the loop for (None: ``loop_pass_s``, the
-    admitted floor where the term prefill-pass is ON; the score passes each case's held-out floor)."""
+    admitted floor where the term prefill-pass is ON; the score passes each case's held-out floor).
+    ``swa_pool_tokens``: SGLang's sliding-window pool a group (the term swa-pool; None: none)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
     from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
 
@@ -1090,7 +1097,10 @@ def served_of(
     # --scheduler-recv-interval is SGLang's (the engines of its prefill-first rule): read for its runs only
     polls = (b.flags.scheduler_recv_interval or 1) if recv_interval and b.engine.name in PREFILL_FIRST_ENGINES else 1
     passes = loop_pass_s(model) if pass_s is None else pass_s
-    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool, passes)
+    swa = swa_pool_tokens if b.engine.name in PREFILL_FIRST_ENGINES else None  # SGLang's pool (SWA_RULE)
+    if swa is not None:
+        notes.append(f"SGLang's sliding-window pool of {swa:,} tokens holds each running request's first chunk")
+    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool, passes, swa)
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -1109,6 +1119,7 @@ def served_of(
             recv_interval=polls,
             pool_tokens=pool,
             prefill_pass_s=passes,
+            swa_pool_tokens=swa,
         )
     return model.served[key], notes
 

@@ -612,6 +612,19 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         ),
     ),
     SpeedTerm(
+        name="swa-pool",
+        title="SGLang's sliding-window pool caps the running requests: each holds its first prefill chunk for its life",
+        phase="both",
+        level="served",
+        when=When(stacks=sglang.STACKS),
+        source=(
+            "speed.scheduler.SWA_RULE (sglang 0.5.15 wheel: managers/schedule_policy.py PrefillAdder.add_one_req "
+            "rem_swa_tokens; mem_cache/swa_radix_cache.py inc_lock_ref), the pool as SGLang sizes it for "
+            "DeepSeek-V4 (engines/sglang/dsv4_pool.py sglang_dsv4_swa_tokens: --swa-full-tokens-ratio x the full "
+            "tokens)"
+        ),
+    ),
+    SpeedTerm(
         name="client-lengths",
         title="a benchmark's requests at the lengths its client draws (its published --random-range-ratio)",
         phase="both",
