@@ -60,4 +60,8 @@ def render_expected(x: ExpectedSpeed, console: Console) -> None:
     for key, stage in (("decode", x.decode), ("prefill", x.prefill)):
         for line in source_lines(stage):
             print_prose(console, escape(f"  {key}: {line}"))
+    # every term of each stage's model, largest first (the summary's "N more terms: --verbose lists them")
+    for key, stage in (("decode", x.decode), ("prefill", x.prefill)):
+        for op in sorted((o for o in stage.ops if o.category == "overhead"), key=lambda o: -abs(o.expected_s)):
+            print_prose(console, escape(f"  {key} term {_ms(op.expected_s)} ms: {op.label}"))
     print_prose(console, escape("assumptions: " + "; ".join(x.decode.assumptions)))

@@ -99,7 +99,10 @@ def test_the_term_is_a_gpu_s_and_admitted():
 
 def test_roofline_says_which_table_prices_the_term(cli):
     r = cli("roofline", "-m", "deepseek-v4-flash", "-H", "nvidia-h200", "-t", "4", "--tp", "4", "--ep", "4",
-            "--stack", "sglang:moe_a2a_backend=none", "--batch", "1", "--context", "8192", "--chunk", "8192")  # fmt: skip
+            "--stack", "sglang:moe_a2a_backend=none", "--batch", "1", "--context", "8192", "--chunk", "8192",
+            "--verbose")  # fmt: skip
     assert r.exit_code == 0, r.output
-    line = next(x for x in r.stdout.splitlines() if "GPU matmuls" in x)
-    assert "published GEMM table torch-bf16-dense-h100" in line
+    text = " ".join(r.stdout.split())  # --verbose lists every term of each stage, wrapped to the terminal
+    terms = [t.split(" prefill term ")[0] for t in text.split(" prefill term ")[1:]]
+    (line,) = [t for t in terms if "GPU matmuls" in t]
+    assert "evidence/gpu_gemm.yaml#torch-bf16-dense-h100" in line
