@@ -90,8 +90,9 @@ POOL_RULE = (
 # steps down to a page or two (mem_cache/swa_radix_cache.py inc_lock_ref; managers/schedule_batch.py, the
 # SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT / SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW switches off by default)
 SWA_RULE = (
-    "SGLang's sliding-window pool: a request holds its last prefill chunk, in whole pages, and a page of decode for "
-    "its life, admitted only while that fits in the SWA tokens left (sglang 0.5.15 PrefillAdder rem_swa_tokens, "
+    "SGLang's sliding-window pool: a request holds its prefill chunk -- min(ISL, the token budget), in whole pages: its "
+    "whole prompt where that fits one chunk, an upper bound on a longer prompt's last chunk -- and a page of decode "
+    "for its life, admitted only while that fits in the SWA tokens left (sglang 0.5.15 PrefillAdder rem_swa_tokens, "
     "SWARadixCache.inc_lock_ref)"
 )
 
@@ -118,7 +119,7 @@ def client_lengths(nominal: int, range_ratio: float, n: int, *, base: int) -> li
 class StepCoefficients(Frozen):
     """T(d, p) = base_s + per_decode_seq_s d + per_prefill_token_s p (each from expected_time), + per_prefill_pass_s
     where the step runs prefill tokens (p > 0): a fixed time an engine's loop spends on each step that prefills
-    (term prefill-pass, ``speed.serving.prefill_pass_s``; 0 elsewhere)."""
+    (term prefill-pass, ``speed.serving.loop_pass_s``; 0 elsewhere)."""
 
     base_s: float  # a step with no sequences: weights streamed, fixed collectives
     per_decode_seq_s: float
@@ -240,8 +241,9 @@ def simulate(
     (closed loop): the engine takes new requests in only every that many decode steps (``RECV_RULE``; 1: every
     step). ``pool_tokens``: the KV pool's tokens; a request is admitted only while its ISL + OSL fit in what the
     running requests leave (``POOL_RULE``); None: no pool limit (``max_num_seqs`` alone). ``swa_pool_tokens``:
-    SGLang's sliding-window pool, in pages of ``swa_page`` tokens (``SWA_RULE``): a request holds its first chunk
-    (min(ISL, the token budget)) and a page from admission to its end; None: none."""
+    SGLang's sliding-window pool, in pages of ``swa_page`` tokens (``SWA_RULE``): a request holds min(ISL, the token
+    budget) -- its prompt where that fits a chunk, an upper bound on a longer prompt's last chunk -- and a page from
+    admission to its end; None: none."""
     _check(
         isl=isl,
         osl=osl,

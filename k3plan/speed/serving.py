@@ -926,9 +926,9 @@ def served_workload(
     ``range_ratio``: the run's requests at the client's random lengths (``speed.scheduler.LENGTHS_RULE``; with
     ``prompts``), the step's coefficients at the nominal ISL and OSL. ``recv_interval``: the engine takes new
     requests in every that many decode steps (``speed.scheduler.RECV_RULE``). ``pool_tokens``: a group's KV pool,
-    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``); ``swa_pool_tokens``: SGLang's sliding-window
-    pool, a request holding its first chunk for its life (``speed.scheduler.SWA_RULE``). ``prefill_pass_s``: each step that prefills
-    holds the loop that long more (the engine's TTFT floor, term prefill-pass: ``loop_pass_s``); the TTFT
+    requests admitted while theirs fit (``speed.scheduler.POOL_RULE``); ``swa_pool_tokens``: SGLang's
+    sliding-window pool, a request holding its prefill chunk for its life (``speed.scheduler.SWA_RULE``).
+    ``prefill_pass_s``: each step that prefills holds the loop that long more (the engine's TTFT floor, term prefill-pass: ``loop_pass_s``); the TTFT
     returned leaves out the request's own one, as the floor is added to every TTFT once (``engine_floor_s``), so
     that the figure a client measures is the returned TTFT + the floor either way.
     At one request it is the one-step model exactly: T(1, 0) is the model's
@@ -980,7 +980,7 @@ def served_workload(
     if pool_tokens is not None:
         how += f", admitted while their tokens fit the KV pool's {pool_tokens:,}"
     if swa_pool_tokens is not None:
-        how += f" and their first chunks SGLang's sliding-window pool's {swa_pool_tokens:,}"
+        how += f" and their prefill chunks SGLang's sliding-window pool's {swa_pool_tokens:,}"
     run = (
         f"{per_prompts:,} requests a group, {n:,} at a time, sent at once{how}"
         if per_prompts is not None
@@ -1099,7 +1099,7 @@ def served_of(
     passes = loop_pass_s(model) if pass_s is None else pass_s
     swa = swa_pool_tokens if b.engine.name in PREFILL_FIRST_ENGINES else None  # SGLang's pool (SWA_RULE)
     if swa is not None:
-        notes.append(f"SGLang's sliding-window pool of {swa:,} tokens holds each running request's first chunk")
+        notes.append(f"SGLang's sliding-window pool of {swa:,} tokens holds each running request's prefill chunk")
     key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool, passes, swa)
     if key not in model.served:
         model.served[key] = served_workload(

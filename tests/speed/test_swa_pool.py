@@ -25,7 +25,8 @@ def test_the_pool_caps_the_running_requests_at_its_pages():
 
 
 def test_a_prompt_longer_than_the_budget_holds_one_chunk():
-    """A request keeps its last chunk, not its prompt: 20,000 tokens at an 8,192-token budget hold 8,192 + a page."""
+    """A prompt longer than the budget holds one chunk, not its prompt: 20,000 tokens at an 8,192-token budget hold
+    8,192 + a page (an upper bound on its last chunk, which SGLang keeps)."""
     kw = dict(step_time=STEP, isl=20_000, osl=50, token_budget=8192, concurrency=4, prompts=8, prefill_first=True)
     assert simulate(**kw, swa_pool_tokens=2 * (8192 + 256)).mean_decode_seqs > 1.2
     with pytest.raises(K3PlanError, match="sliding-window pool"):
