@@ -300,6 +300,7 @@ def _served(m, b: ServingBenchmark, terms: frozenset[str], fitted: tuple, pass_s
             recv_interval="recv-interval" in terms,
             pass_s=pass_s,
             swa_pool_tokens=swa if "swa-pool" in terms else None,
+            held_batch="held-batch" in terms,
         )
     except K3PlanError as e:
         return None, [f"not served: {e}"]

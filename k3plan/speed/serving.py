@@ -863,10 +863,12 @@ def served_step(
     scheduling_source: str = "",
     mean_context: bool = False,
     prefill_pass_s: float = 0.0,
+    anchor: int | None = None,
 ) -> tuple[Any, int, int, Any]:
     """(a DP group's step T(d, p) as StepCoefficients, the DP groups serving, the sequences a group, the async host
     term hidden or None): ``served_workload``'s step, on its own (plan --request-rate runs the scheduler's open loop
-    on it). ``prefill_pass_s``: the fixed time a step that prefills holds the loop for (``loop_pass_s``)."""
+    on it). ``prefill_pass_s``: the fixed time a step that prefills holds the loop for (``loop_pass_s``);
+    ``anchor``: the decode batch a group the line runs through besides one (None: the sequences a group)."""
     import math
 
     from k3plan.speed.overheads import async_host_term
@@ -876,8 +878,9 @@ def served_step(
     n = math.ceil(concurrency / groups)
     ctx = isl + osl // 2 if mean_context else isl  # a request decodes from ISL to ISL + OSL tokens of context
     t1 = model.decode_s(groups, ctx)
-    tn = model.decode_s(n * groups, ctx) if n > 1 else t1
-    a = max((tn - t1) / (n - 1), 0.0) if n > 1 else 0.0
+    top = n if anchor is None else max(min(anchor, n), 1)
+    tn = model.decode_s(top * groups, ctx) if top > 1 else t1
+    a = max((tn - t1) / (top - 1), 0.0) if top > 1 else 0.0
     base = t1 - a
     chunk = min(token_budget, isl)
     speed = model.speed(concurrency, isl, chunk)
@@ -889,10 +892,20 @@ def served_step(
         base_s=max(base - host, 0.0),
         per_decode_seq_s=a,
         per_prefill_token_s=b,
-        source="the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)",
+        source=(
+            "the model's decode step at 1 and N a group and its prefill chunk (speed.serving.served_workload)"
+            if top == n
+            else f"the model's decode step at 1 and at the {top:,} a group the run holds, and its prefill chunk "
+            "(speed.serving.served_workload, term held-batch)"
+        ),
         per_prefill_pass_s=prefill_pass_s,
     )
     return step, groups, n, hidden
+
+
+# term held-batch: the step's line is drawn again where a run holds fewer than this share of its sequences decoding
+# at once (nearer, the line through one and all of them is the line through one and those held to a few percent)
+HELD_BATCH_SHARE = 0.8
 
 
 def served_workload(
@@ -914,6 +927,7 @@ def served_workload(
     pool_tokens: int | None = None,
     prefill_pass_s: float = 0.0,
     swa_pool_tokens: int | None = None,
+    held_batch: bool = False,
 ) -> ServedWorkload:
     """The scheduler's figures for the workload on ``model``'s setup (``ServedWorkload``). A DP group's step time
     is linear, T(d, p) = base + a d + b p: base and a through the model's decode step with one and with the
@@ -928,7 +942,10 @@ def served_workload(
     requests in every that many decode steps (``speed.scheduler.RECV_RULE``). ``pool_tokens``: a group's KV pool,
     requests admitted while theirs fit (``speed.scheduler.POOL_RULE``); ``swa_pool_tokens``: SGLang's
     sliding-window pool, a request holding its prefill chunk for its life (``speed.scheduler.SWA_RULE``).
-    ``prefill_pass_s``: each step that prefills holds the loop that long more (the engine's TTFT floor, term prefill-pass: ``loop_pass_s``); the TTFT
+    ``held_batch`` (term held-batch): where the run holds fewer than ``HELD_BATCH_SHARE`` of a group's sequences
+    decoding at once (its output rate x TPOT: a pool, a cap), the line is drawn again through the decode step at
+    that batch and the run served again on it. ``prefill_pass_s``: each step that prefills holds the loop that long
+    more (the engine's TTFT floor, term prefill-pass: ``loop_pass_s``); the TTFT
     returned leaves out the request's own one, as the floor is added to every TTFT once (``engine_floor_s``), so
     that the figure a client measures is the returned TTFT + the floor either way.
     At one request it is the one-step model exactly: T(1, 0) is the model's
@@ -948,23 +965,42 @@ def served_workload(
         mean_context=mean_context,
         prefill_pass_s=prefill_pass_s,
     )
-    a, b, host = step.per_decode_seq_s, step.per_prefill_token_s, -hidden.seconds if hidden is not None else 0.0
     per_prompts = None if prompts is None else math.ceil(prompts / groups)
-    r = simulate(
-        step_time=step,
-        isl=isl,
-        osl=osl,
-        token_budget=token_budget,
-        concurrency=n,
-        max_num_seqs=max_num_seqs,
-        prompts=per_prompts,
-        chips=model.setup.topology.chips,
-        prefill_first=prefill_first,
-        range_ratio=range_ratio if per_prompts is not None else None,
-        recv_interval=recv_interval,
-        pool_tokens=pool_tokens,
-        swa_pool_tokens=swa_pool_tokens,
-    )
+
+    def served_run(step):
+        return simulate(
+            step_time=step,
+            isl=isl,
+            osl=osl,
+            token_budget=token_budget,
+            concurrency=n,
+            max_num_seqs=max_num_seqs,
+            prompts=per_prompts,
+            chips=model.setup.topology.chips,
+            prefill_first=prefill_first,
+            range_ratio=range_ratio if per_prompts is not None else None,
+            recv_interval=recv_interval,
+            pool_tokens=pool_tokens,
+            swa_pool_tokens=swa_pool_tokens,
+        )
+
+    r = served_run(step)
+    held = round(r.output_tokens_per_s * r.tpot_s)  # decoding at once, as a run's own figures give it
+    if held_batch and 1 < held < HELD_BATCH_SHARE * n:
+        step, groups, n, hidden = served_step(
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            token_budget=token_budget,
+            async_scheduling=async_scheduling,
+            scheduling_source=scheduling_source,
+            mean_context=mean_context,
+            prefill_pass_s=prefill_pass_s,
+            anchor=held,
+        )
+        r = served_run(step)
+    a, b, host = step.per_decode_seq_s, step.per_prefill_token_s, -hidden.seconds if hidden is not None else 0.0
     median = statistic == "median"
     ttft = r.ttft_median_s if median and r.ttft_median_s is not None else r.ttft_s
     ttft -= prefill_pass_s  # the request's own pass is the floor every TTFT carries once (engine_floor_s)
@@ -1037,6 +1073,7 @@ def served_of(
     recv_interval: bool | None = None,
     pass_s: float | None = None,
     swa_pool_tokens: int | None = None,
+    held_batch: bool | None = None,
 ) -> tuple[ServedWorkload, list[str]]:
     """(ServedWorkload, notes) for a benchmark's own run on ``model``: its prompts, token budget, max-num-seqs and
     statistic; ``prefill_first``: under its engine's rule (``engines.flags.PREFILL_FIRST_ENGINES``), else vLLM V1's;
@@ -1050,7 +1087,8 @@ def served_of(
     ``recv_interval``: an SGLang run's --scheduler-recv-interval (``Flags.scheduler_recv_interval``; the term
     recv-interval). ``pass_s``: the fixed time a step that prefills holds the loop for (None: ``loop_pass_s``, the
     admitted floor where the term prefill-pass is ON; the score passes each case's held-out floor).
-    ``swa_pool_tokens``: SGLang's sliding-window pool a group (the term swa-pool; None: none)."""
+    ``swa_pool_tokens``: SGLang's sliding-window pool a group (the term swa-pool; None: none); ``held_batch``:
+    the term held-batch (None: whether ``model``'s terms hold it)."""
     from k3plan.engines.flags import PREFILL_FIRST_ENGINES, run_scheduling
     from k3plan.engines.torchtpu_vllm.speed import HARNESS_SCHEDULING_ENGINES
 
@@ -1059,6 +1097,7 @@ def served_of(
     mean_context = "mean-context" in model.on if mean_context is None else mean_context
     client_lengths = "client-lengths" in model.on if client_lengths is None else client_lengths
     recv_interval = "recv-interval" in model.on if recv_interval is None else recv_interval
+    held_batch = "held-batch" in model.on if held_batch is None else held_batch
 
     w = b.workload
     ratio = w.random_range_ratio if client_lengths and w.num_prompts is not None else None
@@ -1100,7 +1139,20 @@ def served_of(
     swa = swa_pool_tokens if b.engine.name in PREFILL_FIRST_ENGINES else None  # SGLang's pool (SWA_RULE)
     if swa is not None:
         notes.append(f"SGLang's sliding-window pool of {swa:,} tokens holds each running request's prefill chunk")
-    key = ("bench", b.path, prefill_first, async_term, mean_context, max_seqs, ratio, polls, pool, passes, swa)
+    key = (
+        "bench",
+        b.path,
+        prefill_first,
+        async_term,
+        mean_context,
+        max_seqs,
+        ratio,
+        polls,
+        pool,
+        passes,
+        swa,
+        held_batch,
+    )
     if key not in model.served:
         model.served[key] = served_workload(
             model,
@@ -1120,6 +1172,7 @@ def served_of(
             pool_tokens=pool,
             prefill_pass_s=passes,
             swa_pool_tokens=swa,
+            held_batch=held_batch,
         )
     return model.served[key], notes
 
@@ -1152,6 +1205,7 @@ def served_asked(model: ModelAt, *, batch: int, isl: int, osl: int, chunk: int) 
                 prefill_first=engine in PREFILL_FIRST_ENGINES and "prefill-first" in model.on,
                 mean_context="mean-context" in model.on,
                 prefill_pass_s=loop_pass_s(model),
+                held_batch="held-batch" in model.on,
             )
         except K3PlanError:
             model.served[key] = None

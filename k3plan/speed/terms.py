@@ -625,6 +625,20 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         ),
     ),
     SpeedTerm(
+        name="held-batch",
+        title="the step's line drawn through the decode batch the run holds (a pool or a cap), not the client's "
+        "concurrency",
+        phase="decode",
+        level="served",
+        when=When(),
+        source=(
+            "speed.serving.served_workload: the served step is linear in the decode batch, drawn through the model's "
+            "step at one and at the concurrency a group; the model's step is concave in it (the routed experts "
+            "touched saturate), so where the run holds far fewer (HELD_BATCH_SHARE) the line is drawn again through "
+            "the batch the first run held (its output rate x TPOT) and the run served on it"
+        ),
+    ),
+    SpeedTerm(
         name="client-lengths",
         title="a benchmark's requests at the lengths its client draws (its published --random-range-ratio)",
         phase="both",

@@ -65,3 +65,38 @@ def test_sglang_sizes_the_pool_from_the_full_tokens_its_memory_leaves(cli):
         model="deepseek-v4.1-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="sglang"
     )
     assert sglang_dsv4_swa_tokens(v41, 0) is None  # V4.1's pool is sized in cap mode, not by the ratio
+
+
+def test_held_batch_draws_the_line_through_the_batch_the_run_holds():
+    """The term held-batch: V4-Pro's cookbook run holds ~35 decoding at once (its pools) of 1,024 sent; the line
+    through the model's step at 1 and 1,024 prices 35 far below the model's own step at 35 (the step is concave in
+    the batch: the routed experts touched saturate), so the run is served again on the line through 1 and the batch
+    the first run held."""
+    from k3plan.app.score import Models, _fit_note, _served
+    from k3plan.evidence.benchmarks import load_benchmarks
+    from k3plan.speed.terms import default_terms
+
+    on = default_terms()
+    assert "held-batch" in on
+    b = next(
+        b
+        for b in load_benchmarks()
+        if b.path.endswith("deepseek-v4-pro-sglang-h200-tp8-mxfp4-isl8192-osl1024-c1024.yaml")
+    )
+    m, _, why = Models().of(b, on)
+    assert m is not None, why
+    fitted = _fit_note(m.setup, b)
+    with_it, _ = _served(m, b, on, fitted, pass_s=0.2)
+    without, _ = _served(m, b, on - {"held-batch"}, fitted, pass_s=0.2)
+    assert "term held-batch" in with_it.step.source and "held-batch" not in without.step.source
+    held = round(with_it.result.output_tokens_per_s * with_it.result.tpot_s)
+    assert 20 < held < 0.8 * with_it.concurrency_per_group
+    ctx = b.workload.isl + b.workload.osl // 2
+    for step, err in ((with_it.step, 0.35), (without.step, None)):
+        line = step.base_s + step.per_decode_seq_s * held
+        own = m.decode_s(held, ctx)
+        if err is not None:
+            assert line == pytest.approx(own, rel=err)
+        else:
+            assert line < 0.7 * own  # the line through 1 and 1,024 prices the held batch far below its step
+    assert with_it.tpot_s > without.tpot_s
