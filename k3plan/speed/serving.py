@@ -954,17 +954,21 @@ def served_workload(
 
     from k3plan.speed.scheduler import simulate
 
-    step, groups, n, hidden = served_step(
-        model,
-        isl=isl,
-        osl=osl,
-        concurrency=concurrency,
-        token_budget=token_budget,
-        async_scheduling=async_scheduling,
-        scheduling_source=scheduling_source,
-        mean_context=mean_context,
-        prefill_pass_s=prefill_pass_s,
-    )
+    def line(anchor: int | None = None):  # the step's line, through one and ``anchor`` (None: all) a group
+        return served_step(
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            token_budget=token_budget,
+            async_scheduling=async_scheduling,
+            scheduling_source=scheduling_source,
+            mean_context=mean_context,
+            prefill_pass_s=prefill_pass_s,
+            anchor=anchor,
+        )
+
+    step, groups, n, hidden = line()
     per_prompts = None if prompts is None else math.ceil(prompts / groups)
 
     def served_run(step):
@@ -987,18 +991,7 @@ def served_workload(
     r = served_run(step)
     held = round(r.output_tokens_per_s * r.tpot_s)  # decoding at once, as a run's own figures give it
     if held_batch and 1 < held < HELD_BATCH_SHARE * n:
-        step, groups, n, hidden = served_step(
-            model,
-            isl=isl,
-            osl=osl,
-            concurrency=concurrency,
-            token_budget=token_budget,
-            async_scheduling=async_scheduling,
-            scheduling_source=scheduling_source,
-            mean_context=mean_context,
-            prefill_pass_s=prefill_pass_s,
-            anchor=held,
-        )
+        step, groups, n, hidden = line(held)
         r = served_run(step)
     a, b, host = step.per_decode_seq_s, step.per_prefill_token_s, -hidden.seconds if hidden is not None else 0.0
     median = statistic == "median"
