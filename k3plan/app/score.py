@@ -146,6 +146,13 @@ class Models:
         self.setups: dict = {}
         self.models: dict = {}
         self.scores: dict[frozenset[str], list[Row]] = {}  # the rows of a set of terms (the admission's)
+        self.fitted: dict[str, tuple[list[str], int, int | None]] = {}  # _fit_note a benchmark: terms do not move it
+
+    def fit_note(self, b: ServingBenchmark, setup) -> tuple[list[str], int, int | None]:
+        """``_fit_note`` of ``b`` on its configuration's setup, computed once."""
+        if b.path not in self.fitted:
+            self.fitted[b.path] = _fit_note(setup, b)
+        return self.fitted[b.path]
 
     def setup_of(self, b: ServingBenchmark):
         key = (b.model, b.hardware, b.topology, b.split, b.engine.name, b.flags.kv_cache_dtype)
@@ -165,12 +172,7 @@ class Models:
         key, (setup, notes, why) = self.setup_of(b)
         if setup is None:
             return None, notes, why
-        step = frozenset(
-            n
-            for n in terms
-            if BY_NAME[n].level == "step"
-            and BY_NAME[n].when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
-        )
+        step = frozenset(n for n in terms if BY_NAME[n].level == "step" and BY_NAME[n].may_hold_for(setup))
         if (key, step) not in self.models:
             self.models[(key, step)] = model_at(setup, setup.hardware, evidence=None, terms=step)
         return self.models[(key, step)], notes, None
@@ -182,15 +184,14 @@ def _fit_note(setup, b: ServingBenchmark) -> tuple[list[str], int, int | None]:
     pool), but the row says the bundled one would not -- fit's most sequences at ISL + OSL tokens over every DP group
     (0: none), and for DeepSeek-V4 on SGLang its sliding-window pool a worker after fit's weights (term swa-pool)."""
     from k3plan.budget.fit import check_workload, fit
-    from k3plan.engines.sglang.dsv4_pool import sglang_dsv4_swa_tokens
+    from k3plan.engines.sglang.memory import sglang_dsv4_swa_tokens
     from k3plan.step.verdict import fit_reason
 
     w = b.workload
     chunk = b.chunk_tokens if b.chunk_tokens is not None else w.isl
     r = fit(setup, check_workload(context_tokens=w.isl + w.osl, batch=w.concurrency, prefill_chunk_tokens=chunk))
     held = int(r.capacity.max_sequences or 0)
-    applies = BY_NAME["swa-pool"].when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
-    swa = sglang_dsv4_swa_tokens(setup, r.per_device.weights_bytes) if applies else None
+    swa = sglang_dsv4_swa_tokens(setup, r.per_device.weights_bytes) if BY_NAME["swa-pool"].may_hold_for(setup) else None
     notes = [] if r.fits else [f"k3plan fit: does not fit ({fit_reason(fits=False, code=r.reason)[1]})"]
     return notes, held, None if swa is None else swa[0]
 
@@ -239,15 +240,11 @@ def _with_prefill_pass(
         _, (setup, _, _) = models.setup_of(b)
         f_all = floor_of.get(engine_of(r))
         f_out = r.held_out_ttft_floor_ms if r.held_out_ttft_floor_ms is not None else f_all
-        if (
-            setup is None
-            or f_out is None
-            or not term.when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
-        ):
+        if setup is None or f_out is None or not term.may_hold_for(setup):
             out.append(r)
             continue
         m, _, _ = models.of(b, on)
-        served, _ = _served(m, b, on, _fit_note(m.setup, b), pass_s=f_out / 1e3)
+        served, _ = _served(m, b, on, models.fit_note(b, m.setup), pass_s=f_out / 1e3)
         if served is None:
             out.append(r)
             continue
@@ -319,19 +316,17 @@ def _served_figures(served, b: ServingBenchmark) -> tuple[float, float | None, f
 
 
 def _score_rows(benchmarks: tuple[ServingBenchmark, ...], terms: frozenset[str], models: Models) -> list[Row]:
-    fits: dict[str, tuple[list[str], int, int | None]] = {}
     rows = []
     for b in benchmarks:
         m, notes, why = models.of(b, terms)
         w, meas = b.workload, b.measured
         tpot = ttft = rate = total_rate = None
         if m is not None:
-            if b.path not in fits:
-                fits[b.path] = _fit_note(m.setup, b)
-            notes = notes + fits[b.path][0]
+            fitted = models.fit_note(b, m.setup)
+            notes = notes + fitted[0]
             served = None
             if "served" in terms:
-                served, more = _served(m, b, terms, fits[b.path])
+                served, more = _served(m, b, terms, fitted)
                 notes = notes + more
             if served is not None:
                 tpot, ttft, rate, total_rate = _served_figures(served, b)

@@ -267,9 +267,7 @@ def loop_pass_s(model: ModelAt) -> float:
     from k3plan.speed.terms import BY_NAME
 
     term = BY_NAME["prefill-pass"]
-    if term.name not in model.on or not term.when.may_hold(
-        stack=model.setup.stack.name, hardware=model.setup.hardware.kind
-    ):
+    if term.name not in model.on or not term.may_hold_for(model.setup):
         return 0.0
     return engine_floor_s(model)[0]
 

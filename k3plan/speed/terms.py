@@ -143,6 +143,10 @@ class SpeedTerm:
     def applies(self, key: TermKey) -> bool:
         return self.phase in ("both", key.stage) and self.when.holds(key)
 
+    def may_hold_for(self, setup: Any) -> bool:
+        """Whether the term may apply to ``setup``'s stack and hardware kind (``When.may_hold``)."""
+        return self.when.may_hold(stack=setup.stack.name, hardware=setup.hardware.kind)
+
 
 def _cited(name: str, source: str) -> Callable[[StepInput], tuple[EngineTerm, ...]]:
     return lambda s: (EngineTerm(name=name, seconds=0.0, source=source),)
@@ -620,7 +624,7 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         source=(
             "speed.scheduler.SWA_RULE (sglang 0.5.15 wheel: managers/schedule_policy.py PrefillAdder.add_one_req "
             "rem_swa_tokens; mem_cache/swa_radix_cache.py inc_lock_ref), the pool as SGLang sizes it for "
-            "DeepSeek-V4 (engines/sglang/dsv4_pool.py sglang_dsv4_swa_tokens: --swa-full-tokens-ratio x the full "
+            "DeepSeek-V4 (engines/sglang/memory.py sglang_dsv4_swa_tokens: --swa-full-tokens-ratio x the full "
             "tokens)"
         ),
     ),

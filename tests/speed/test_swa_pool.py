@@ -1,7 +1,7 @@
 """The term swa-pool: SGLang's sliding-window pool caps the running requests of a hybrid-SWA model (DeepSeek-V4): a
 request holds its first prefill chunk, in whole pages, and a page of decode for its life (sglang 0.5.15
 PrefillAdder rem_swa_tokens, SWARadixCache.inc_lock_ref: speed.scheduler.SWA_RULE), the pool sized as SGLang sizes
-it (engines/sglang/dsv4_pool.py sglang_dsv4_swa_tokens)."""
+it (engines/sglang/memory.py sglang_dsv4_swa_tokens)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_sglang_sizes_the_pool_from_the_full_tokens_its_memory_leaves(cli):
 
     from k3plan.app.setup import setup_from
     from k3plan.budget.fit import check_workload, fit
-    from k3plan.engines.sglang.dsv4_pool import sglang_dsv4_swa_tokens
+    from k3plan.engines.sglang.memory import sglang_dsv4_swa_tokens
 
     serve = (
         "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --trust-remote-code --tp 8 "

@@ -198,6 +198,11 @@ def sglang_dsv41_pool(
     )
 
 
+def c128_row_bytes(d: DSV4Dims) -> int:
+    """A c128 compressor-state row: 2 x head_dim f32 (FORM_0515_SOURCE)."""
+    return 2 * d.head_dim * F32
+
+
 def c128_state_rows(max_running_requests: int) -> int:
     """The c128 compressor-state rows SGLang 0.5.15 preallocates for ``max_running_requests`` a worker
     (FORM_0515_SOURCE): (requests + 1) slots of a 128-row ring, + a ring + 1, in whole 128-row blocks."""
@@ -226,7 +231,7 @@ def sglang_dsv4_pool(
     kv = nope + 2 * rope + 8
     index = d.index_head_dim + d.index_head_dim // 128 * 4
     a = nope + rope
-    s4, s128, si = 2 * 2 * a * F32, 2 * a * F32, 2 * 2 * d.index_head_dim * F32
+    s4, s128, si = 2 * 2 * a * F32, c128_row_bytes(d), 2 * 2 * d.index_head_dim * F32
     w = d.sliding_window
     current = form == FORMS[0]
     bpft = (
@@ -303,7 +308,7 @@ def dsv4_request_charge(
         )
     pool = sglang_dsv4_pool(d)
     n128 = tuple(d.compress_ratios).count(128)
-    ring = RING[128] * 2 * (d.head_dim) * F32 * n128  # a request slot's c128 ring (FORM_0515_SOURCE)
+    ring = RING[128] * c128_row_bytes(d) * n128  # a request slot's c128 ring (FORM_0515_SOURCE)
     return RequestCharge(
         block_tokens=pool.page,
         block_bytes=pool.page * pool.bytes_per_full_token,
@@ -311,26 +316,7 @@ def dsv4_request_charge(
         source=f"SGLang's DeepSeek-V4 pool, {pool.source}",
         apart_bytes=ring,
         apart_source=(
-            f"its slot's c128 compressor-state ring, {RING[128]} rows x {2 * d.head_dim * F32:,} B x {n128} layers "
+            f"its slot's c128 compressor-state ring, {RING[128]} rows x {c128_row_bytes(d):,} B x {n128} layers "
             f"(SGLang 0.5.15 preallocates one a running request: {FORM_0515_SOURCE})"
         ),
-    )
-
-
-def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
-    """SGLang's sliding-window pool a worker for DeepSeek-V4 (not V4.1's cap mode) at ``setup``'s stack defaults: the
-    full tokens its static memory leaves after ``weights_bytes`` (sglang_kv_pool's rest, the c128 states taken
-    first), times --swa-full-tokens-ratio, in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes); with the
-    source. None for another model."""
-    d = setup.model.spec.dsv4
-    if d is None or d.csa2 is not None:
-        return None
-    frac = round(1 - setup.stack.reserve.fraction_of_usable_hbm, 12)
-    rest = int(frac * setup.hardware.usable_bytes_per_device) - weights_bytes
-    pool = sglang_dsv4_pool(d, max_running_requests=DSV4_RUNNING // max(setup.parallel.dp, 1))
-    full = int(max(rest - pool.fixed_bytes, 0) / pool.bytes_per_full_token) // pool.page * pool.page
-    swa = int(full * pool.swa_ratio) // pool.page * pool.page
-    return swa, (
-        f"{swa:,} tokens: {pool.swa_ratio:g} x the {full:,} full tokens of {rest:,} B static memory after the weights "
-        f"(mem_fraction_static {frac:g}), in pages of {pool.page} ({pool.source})"
     )

@@ -261,3 +261,36 @@ def sglang_kv_pool(
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
     )
+
+
+def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
+    """SGLang's sliding-window pool a worker for DeepSeek-V4 (not V4.1's cap mode) at ``setup``'s stack defaults:
+    --swa-full-tokens-ratio x the full tokens of its start check (memory.sglang_kv_pool: its static memory after
+    ``weights_bytes``, the c128 states taken first), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes);
+    with the source. None for another model."""
+    from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, sglang_dsv4_pool
+
+    d = setup.model.spec.dsv4
+    if d is None or d.csa2 is not None:
+        return None
+    frac = round(1 - setup.stack.reserve.fraction_of_usable_hbm, 12)
+    running = DSV4_RUNNING // max(setup.parallel.dp, 1)
+    pool = sglang_dsv4_pool(d, max_running_requests=running)
+    sized = sglang_kv_pool(
+        mem_fraction_static=frac,
+        visible_bytes=setup.hardware.usable_bytes_per_device,
+        visible_source=setup.hardware.name,
+        weights_bytes=weights_bytes,
+        state_pool_bytes=0,
+        state_source="",
+        kv_bytes_per_token=0,
+        max_model_len=setup.model.spec.max_context or 0,
+        max_running_requests=running,
+        dsv4=pool,
+    )
+    full = int(sized.kv_pool_tokens.value)
+    swa = int(full * pool.swa_ratio) // pool.page * pool.page
+    return swa, (
+        f"{swa:,} tokens: {pool.swa_ratio:g} x the {full:,} full tokens of SGLang's start check "
+        f"(mem_fraction_static {frac:g}), in pages of {pool.page} ({pool.source})"
+    )
