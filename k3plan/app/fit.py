@@ -25,6 +25,7 @@ class FitQuestion(PointQuestion):
     calibration: Optional[Path] = None
     offload: Optional[str] = None
     serve: Optional[str] = None
+    engine_version: Optional[str] = None  # fit --engine-version: the release the --serve command runs
     compile: bool = False  # fit --compile: the step compiled deviceless at this point (k3plan.validate.fit_compile)
 
 
@@ -188,8 +189,14 @@ def answer(q: FitQuestion, *, on_job=None, on_phase=None) -> FitAnswer:
     draft_bytes, draft_kv_bytes_per_token = q.draft_bytes, q.draft_kv_bytes_per_token
     prefix_hit, prefix_tier = q.prefix_hit, q.prefix_tier
     served = None
+    if q.engine_version is not None and q.serve is None:
+        from k3plan.errors import K3PlanError
+
+        raise K3PlanError("--engine-version names the release a --serve command runs; give the command with --serve")
     if q.serve is not None:
-        setup_options, context, batch, chunk, served = _from_serve(q.serve, setup_options, context, chunk)
+        setup_options, context, batch, chunk, served = _from_serve(
+            q.serve, setup_options, context, chunk, engine_version=q.engine_version
+        )
     workload = check_workload(context_tokens=context, batch=batch, prefill_chunk_tokens=chunk)
     spec = spec_decode_from(q.spec_tokens, q.acceptance, draft_bytes, draft_kv_bytes_per_token)
     if spec is not None:  # the engine's state pool with speculative decoding (Stack.for_spec_decode)
@@ -310,10 +317,13 @@ def _compiled_fit(setup: Setup, workload, d, *, on_job=None, on_phase=None) -> F
     )
 
 
-def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None):
+def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None, *, engine_version: str | None = None):
     """fit's setup options and workload from a serve command (k3plan.engines.serve): the command's flags win;
     a split or stack given beside it is bad input. The verdict is the engine's start check: one sequence of
-    max_model_len (the engine does not hold max_num_seqs at full length to start)."""
+    max_model_len (the engine does not hold max_num_seqs at full length to start). ``engine_version``: the release
+    the command runs (k3plan.engines.release); the rules that follow it say so in a caveat."""
+    import dataclasses
+
     from k3plan.engines.serve import check_context, parse_serve
     from k3plan.errors import K3PlanError
     from k3plan.hardware import load_hardware
@@ -326,6 +336,16 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
 
     hw = load_hardware(setup_options["hardware"])
     q = parse_serve(serve, platform=hw.kind, device_gib=hw.usable_bytes_per_device / GiB, device_name=hw.name)
+    if engine_version is not None:
+        from k3plan.engines.release import parse_release, release_text
+
+        release = parse_release(engine_version)
+        follows = engine_rules(q.stack).by_release or "no rule k3plan prices for it differs by release"
+        q = dataclasses.replace(
+            q,
+            release=release,
+            caveats=(*q.caveats, f"--engine-version {release_text(release)}: {follows}"),
+        )
     if setup_options.get("model") not in (None, "kimi-k3", q.model):
         raise K3PlanError(f"--serve serves {q.model}; drop --model {setup_options['model']}")
     # a command without --max-model-len / --context-length runs at the model's own maximum (vLLM's
@@ -334,8 +354,6 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     model = load_model(q.model)
     model_max = model.spec.max_context
     check_context(q, model_max)
-    import dataclasses
-
     if q.engram is not None and (model.spec.dsv4 is None or model.spec.dsv4.engram is None):
         if q.engram_flag:  # vLLM: EngramConfig.verify_model_config (engines/vllm/engram.py)
             raise K3PlanError(
@@ -429,7 +447,12 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     if lay is None:
         return None
     if served is not None and engine_rules(served.engine).pool_rule == "static":
-        from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, sglang_dsv4_pool, sglang_dsv41_pool
+        from k3plan.engines.sglang.dsv4_pool import (
+            DSV4_RUNNING,
+            form_for_release,
+            sglang_dsv4_pool,
+            sglang_dsv41_pool,
+        )
         from k3plan.engines.sglang.memory import sglang_kv_pool
 
         d4 = spec.dsv4
@@ -443,6 +466,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 swa_ratio=served.swa_full_tokens_ratio,
                 # a worker's: SGLang's requested_max_running_requests_per_worker (max_running // dp_size)
                 max_running_requests=(served.max_running_requests or DSV4_RUNNING) // max(setup.parallel.dp, 1),
+                form=form_for_release(served.release),
             )
             if d4.csa2 is None
             else sglang_dsv41_pool(
@@ -522,6 +546,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
         dcp=1 if served is None else served.dcp,
         nvfp4=served is not None and served.kv_raw == "nvfp4_ds_mla",
+        release=None if served is None else served.release,
     )
     if got is None:
         return None

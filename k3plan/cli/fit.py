@@ -58,6 +58,15 @@ def command(
             "engine options; exit 0 when the engine would start, 1 when it would refuse or run out of memory.",
         ),
     ] = None,
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            "--engine-version",
+            help="The engine release the --serve command runs (0.11.1, v0.5.15; a nightly: the release it precedes). "
+            "The rules that changed between releases follow it (the output's caveat names them); without it each "
+            "rule is the code it cites.",
+        ),
+    ] = None,
     compile_point: Annotated[
         bool,
         typer.Option(
@@ -84,6 +93,7 @@ def command(
       k3plan fit -t 2x4x4 --tp 32 --batch 8 --spec-tokens 3 --acceptance 0.8,0.6,0.4 --draft-bytes 30GB
       k3plan fit -t 2x4x4 --tp 32 --prefix-hit 0.6 --prefix-tier host   TTFT with 60% of the prompt cached
       k3plan fit -t 2x2x4 --serve 'vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --enable-expert-parallel --max-model-len 9216 --max-num-batched-tokens 512 --max-num-seqs 1 --gpu-memory-utilization 0.7'
+      k3plan fit -H nvidia-h200 -t 8 --serve 'vllm serve moonshotai/Kimi-K2-Thinking -tp 8' --engine-version 0.11.1
 
     After the verdict, advice: the rules of docs/beyond-fit.md applied to these numbers (the next
     standard topology up, fp8_ds_mla KV, larger batches), each with its computed effect.
@@ -107,6 +117,7 @@ def command(
         prefix_hit=prefix_hit,
         prefix_tier=prefix_tier,
         serve=serve,
+        engine_version=engine_version,
         compile=compile_point,
     )
     if compile_point:  # the compile's phases on stderr, as validate shows them

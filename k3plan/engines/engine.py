@@ -108,6 +108,9 @@ class Engine:
     engine_loop: str | None = None
     # a TPU engine's worker that sizes the pool from the HBM in use (kv_pool utilization_minus_resident): its rules
     hbm_worker: HbmWorker | None = None
+    # what in k3plan's pricing follows the release fit --engine-version names (k3plan.engines.release), in words for
+    # the command's caveat; "": no rule k3plan prices for the engine differs by release
+    by_release: str = ""
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

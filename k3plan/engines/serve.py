@@ -662,6 +662,8 @@ class ServeQuestion:
     compilation: Any = None
     # vLLM's --attention-config fields as read (k3plan.engines.vllm.attention_config); None: not given
     attention: Any = None
+    # the engine release the command runs (fit --engine-version, k3plan.engines.release); None: each rule's commit
+    release: Any = None
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)

@@ -58,6 +58,20 @@ DEFAULTS_SOURCE = (
 F32 = 4
 RING = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative
 FORMS = ("0.5.15", "0.5.13", "ktransformers-1978")  # the current release's first (module docstring)
+# the release each release form starts at (fit --engine-version): 0.5.14's wheel (PyPI) still has 0.5.13's form
+# (pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token: c128_state_ratio = c128_ring_size /
+# swa_page_size, the target's start_layer:end_layer), 0.5.15's the fixed charge; earlier releases were not read
+FORM_RELEASES = (((0, 5, 15), "0.5.15"), ((0, 5, 13), "0.5.13"))
+
+
+def form_for_release(release: tuple[int, int, int] | None) -> str:
+    """The pool form of a SGLang release (``FORM_RELEASES``); None (no --engine-version) or a release before the
+    first one read: the current release's form and the earliest read, respectively."""
+    if release is None:
+        return FORMS[0]
+    return next((form for first, form in FORM_RELEASES if release >= first), FORM_RELEASES[-1][1])
+
+
 FORM_0515_SOURCE = (
     "sglang 0.5.15 wheel (PyPI), python/sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator: "
     "_get_bytes_per_full_token (c128_state_ratio = 0), _get_c128_state_fixed_bytes (state_pool_size = num_req_slots "

@@ -21,6 +21,10 @@ ENGINE = Engine(
     default_rank=1,
     loads_vision_tower=True,
     prices_unnamed=True,
+    by_release=(
+        "the profile run's sampler warm-up follows it (0.11.1-0.16.x sort the top-k / top-p mask, "
+        "engines/vllm/sampler.py); k3plan's other vLLM rules are the code each cites"
+    ),
     scheduling_default=(
         True,
         "the engine's default from v0.14.0 (vllm-project/vllm#27614): vllm/config/vllm.py VllmConfig.__post_init__ "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from k3plan.engines.engine import WEIGHTS_SOURCE, HbmWorker
+from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
@@ -389,11 +390,13 @@ def engine_sizing(
     fp4_indexer: bool = False,
     nvfp4: bool = False,
     dcp: int = 1,
+    release: Release | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
-    non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced."""
+    non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
+    ``release``: the vLLM release the command runs (fit --engine-version; None: the code each rule cites)."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -493,7 +496,10 @@ def engine_sizing(
         # the sampler warm-up after the dummy forward (engines/vllm/sampler.py): the peak is the larger of the
         # forward's temporaries and the sampler's live tensors, not their sum
         sampler, _, sampler_how = sampler_profile_peak(
-            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, vocab_size=vocab_size
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            vocab_size=vocab_size,
+            release=release,
         )
         if sampler > temp_bytes:
             act = Figure(

@@ -21,10 +21,29 @@ unchanged at that fork's head b12eeaa2):
 
 Not priced: the Triton top-k / top-p kernel's persistent [min(SMs, rows), vocab] float32 buffer (under 50 MiB on
 the GPUs in tests/engines) and FlashInfer's internal buffers in the first call.
+
+Releases 0.11.1 to 0.16.x mask by sorting (``fit --engine-version``; read in the PyPI wheels of 0.11.1, 0.16.0 and
+0.17.0): vllm-project/vllm#26859 (2025-10-15, first released in 0.11.1) turned FlashInfer's sampler off unless
+VLLM_USE_FLASHINFER_SAMPLER=1, so ``TopKTopPSampler`` takes ``forward_native`` and ``apply_top_k_top_p`` sorts the
+whole float32 logits (``logits.sort(dim=-1)``) at every batch size, until vllm-project/vllm#33538's Triton kernel
+(0.17.0: ``apply_top_k_top_p_triton`` for 8 rows or more). ``_dummy_sampler_run`` calls the sampler once, with no
+generator. The live set peaks inside torch's sort (pytorch/pytorch aten/src/ATen/native/cuda/SortStable.cu
+``do_launch_stable_sort_kernel`` @061531e8, the index's copy; aten/src/ATen/cuda/cub.cuh ``segmented_sort_pairs``,
+which calls cub's DeviceSegmentedRadixSort::SortPairs without a DoubleBuffer, so cub's temporary storage holds an
+alternate copy of the keys and of the values): the 16-bit logits, their float32 copy, the sorted values (4 B) and
+int64 indices (8 B), and the sort's own buffers, by its branch on the rows (segments):
+
+- 128 rows or more, ``segmented_sort_pairs``: int64 reverse indices (8 B) + cub's alternates (4 + 8 B): 38 B an entry;
+- 2 to 127 rows, ``segmented_sort_pairs_by_full_sort``: two int2 index-and-segment buffers (8 + 8 B), the radix
+  sort's own keys output (4 B) and cub's alternates (4 + 8 B): 50 B an entry. vllm-project/vllm#33538's benchmark
+  prints the PyTorch path at 78.50 MB for 48 x 32,768 float32 logits: 49.9 B an entry (MB as 10^6 B; 52.3 as
+  2^20), against this reading's 48 B without the 16-bit logits the benchmark does not hold;
+- one row, ``segmented_sort_large_segments``: int64 reverse indices of the row (8 B) + cub's alternates: 38 B.
 """
 
 from __future__ import annotations
 
+from k3plan.engines.release import Release, release_text
 from k3plan.units import GiB
 
 SAMPLER_SOURCE = (
@@ -42,17 +61,61 @@ PROBS_F32 = 4
 NOISE_F32 = 4
 LIVE_BYTES_PER_ENTRY = LOGITS_16BIT + LOGITS_F32 + PROBS_F32 + NOISE_F32
 
+# the releases whose masking sorts the logits at every batch size (module docstring): [first, last + 1)
+SORT_RELEASES: tuple[Release, Release] = ((0, 11, 1), (0, 17, 0))
+SORT_SOURCE = (
+    "vllm 0.11.1 / 0.16.0 wheels (PyPI): vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler (forward_native "
+    "unless VLLM_USE_FLASHINFER_SAMPLER=1, vllm-project/vllm#26859) and apply_top_k_top_p (logits.sort(dim=-1)), "
+    "vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run (one sampler call, no generator); vllm 0.17.0's wheel: "
+    "apply_top_k_top_p_triton from 8 rows (vllm-project/vllm#33538); pytorch/pytorch@061531e8 "
+    "aten/src/ATen/native/cuda/SortStable.cu do_launch_stable_sort_kernel and aten/src/ATen/cuda/cub.cuh "
+    "segmented_sort_pairs (cub DeviceSegmentedRadixSort::SortPairs, no DoubleBuffer: alternate keys and values)"
+)
+SORTED_F32 = 4  # the sorted values
+SORTED_IDX = 8  # their int64 indices
+CUB_ALTERNATES = 4 + 8  # cub's alternate keys (float32) and values (int64)
 
-def sampler_profile_peak(*, max_num_seqs: int, max_num_batched_tokens: int, vocab_size: int) -> tuple[int, int, str]:
+
+def sort_live_bytes_per_entry(rows: int) -> int:
+    """Bytes an entry of [rows, vocab] live at the peak of a 0.11.1-0.16.x sampler warm-up (module docstring): the
+    16-bit logits, their float32 copy, the sort's outputs and its own buffers by torch's branch on the rows."""
+    if 1 < rows < 128:
+        own = 8 + 8 + 4 + CUB_ALTERNATES  # by_full_sort: two int2 buffers, radix_sort_pairs' keys output
+    else:
+        own = 8 + CUB_ALTERNATES  # segmented_sort_pairs / _large_segments: int64 reverse indices
+    return LOGITS_16BIT + LOGITS_F32 + SORTED_F32 + SORTED_IDX + own
+
+
+def sampler_profile_peak(
+    *, max_num_seqs: int, max_num_batched_tokens: int, vocab_size: int, release: Release | None = None
+) -> tuple[int, int, str]:
     """(bytes, rows, how): the sampler warm-up's live [rows, vocab] tensors in vLLM's profile run (module
-    docstring); 0 where a figure is missing."""
+    docstring); 0 where a figure is missing. ``release``: the vLLM release the command runs (fit --engine-version;
+    None: the code read at c621af16)."""
     rows = min(max_num_seqs, max_num_batched_tokens) if max_num_batched_tokens > 0 else max_num_seqs
     if rows <= 0 or vocab_size <= 0:
         return 0, 0, "no sampler warm-up priced (no max_num_seqs, max_num_batched_tokens or vocabulary)"
+    sizing = f"{rows:,} rows (min(max_num_seqs {max_num_seqs:,}, max_num_batched_tokens {max_num_batched_tokens:,}))"
+    if release is not None and SORT_RELEASES[0] <= release < SORT_RELEASES[1]:
+        per = sort_live_bytes_per_entry(rows)
+        peak = per * rows * vocab_size
+        return (
+            peak,
+            rows,
+            (
+                f"the sampler warm-up's {peak / GiB:.2f} GiB in vLLM {release_text(release)}: {sizing} x vocabulary "
+                f"{vocab_size:,} x {per} B (16-bit logits, their float32 copy, and torch's sort of the top-k / top-p "
+                f"mask: sorted values, int64 indices and its buffers; {SORT_SOURCE})"
+            ),
+        )
     peak = LIVE_BYTES_PER_ENTRY * rows * vocab_size
+    unread = (
+        f"; vLLM {release_text(release)} not read, priced as that code"
+        if release is not None and release < SORT_RELEASES[0]
+        else ""
+    )
     how = (
-        f"the sampler warm-up's {peak / GiB:.2f} GiB: {rows:,} rows (min(max_num_seqs {max_num_seqs:,}, "
-        f"max_num_batched_tokens {max_num_batched_tokens:,})) x vocabulary {vocab_size:,} x {LIVE_BYTES_PER_ENTRY} B "
-        f"(16-bit logits, their float32 copy, float32 probs and noise live at once; {SAMPLER_SOURCE})"
+        f"the sampler warm-up's {peak / GiB:.2f} GiB: {sizing} x vocabulary {vocab_size:,} x {LIVE_BYTES_PER_ENTRY} B "
+        f"(16-bit logits, their float32 copy, float32 probs and noise live at once; {SAMPLER_SOURCE}{unread})"
     )
     return peak, rows, how
