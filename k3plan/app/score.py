@@ -127,6 +127,10 @@ def _setup(b: ServingBenchmark):
     options.update(engine_rules(b.engine.name).run_options)
     if b.flags.moe_a2a_backend is not None:
         options["moe_a2a_backend"] = b.flags.moe_a2a_backend
+    if (
+        b.flags.moe_runner_backend is not None
+    ):  # after the a2a backend, as --serve sets it: its formats are the runner's
+        options["moe_runner_backend"] = b.flags.moe_runner_backend
     if options:
         o = {**opts, "stack": f"{b.engine.name}:" + "+".join(f"{k}={v}" for k, v in options.items())}
         setup = setup_from(**o, ep=setup.parallel.ep, kv_dtype=kv)
@@ -155,7 +159,15 @@ class Models:
         return self.fitted[b.path]
 
     def setup_of(self, b: ServingBenchmark):
-        key = (b.model, b.hardware, b.topology, b.split, b.engine.name, b.flags.kv_cache_dtype)
+        key = (
+            b.model,
+            b.hardware,
+            b.topology,
+            b.split,
+            b.engine.name,
+            b.flags.kv_cache_dtype,
+            b.flags.moe_runner_backend,
+        )
         if key not in self.setups:
             try:
                 setup, notes = _setup(b)

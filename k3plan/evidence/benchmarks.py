@@ -82,6 +82,9 @@ class Flags(Spec):
     scheduler_recv_interval: Optional[Count] = None
     # SGLang's --moe-a2a-backend; None: not set, the engine's default (engines/sglang/flags.py SGLANG_A2A_DEFAULT)
     moe_a2a_backend: Optional[str] = None
+    # SGLang's --moe-runner-backend where the run sets one the sglang stack prices (marlin, flashinfer_mxfp4: option
+    # moe_runner_backend); None: not set, SGLang's auto
+    moe_runner_backend: Optional[str] = None
     extra: str = ""
     client: str
 

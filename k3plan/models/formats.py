@@ -7,6 +7,10 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   parameter.
 - mxfp4_f32scale: MXFP4 codes (0.5 B a parameter) with each 32-block's E8M0 scale widened to fp32 (4 B),
   as the torch_tpu vLLM plugin holds MXFP4 experts after loading (engines/torchtpu_vllm/stack.yaml): 5 bits.
+- mxfp4_e8m0_f32kept: MXFP4 codes and E8M0 scales as a kernel reads them (4.25 bits) plus an fp32 copy of each scale
+  the load leaves resident and no kernel reads (``Format.unread``): SGLang's Marlin MXFP4 MoE method keeps the fp32
+  ``w13/w2_weight_scale_inv`` Parameters it allocated beside the E8M0 ones Marlin reads (engines/sglang/stack.yaml
+  option moe_runner_backend): 5.25 bits held, 4.25 read.
 - fp4_f32scale_b512: FP4 E2M1 codes (0.5 B a parameter) with one fp32 scale per 512 inputs of a row, as the torch_tpu
   vLLM plugin requantizes DeepSeek-V4's FP4 experts at load (MOE_REQUANTIZE_BLOCK_SIZE, default 512;
   engines/torchtpu_vllm/stack.yaml): 4.0625 bits; a row's last block counted whole.
@@ -52,6 +56,13 @@ class Format(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-creation c
     # checkpoint tensors: list of (suffix, safetensors dtype, shape fn)
     parts: tuple[tuple[str, str, Callable[[tuple[int, ...]], tuple[int, ...]]], ...]
     quantized: bool = False
+    # bytes of nbytes the engine holds and no kernel reads (a load's leftover): weights a device count them, the
+    # step's reads do not (``read_nbytes``); None: every byte is read
+    unread: Callable[[tuple[int, ...]], int] | None = None
+
+    def read_nbytes(self, shape: tuple[int, ...]) -> int:
+        """The bytes a kernel streams of a tensor of ``shape``: nbytes less what the engine holds unread."""
+        return self.nbytes(shape) - (self.unread(shape) if self.unread is not None else 0)
 
 
 def _plain(itemsize: int, dtype: str, name: str) -> Format:
@@ -75,6 +86,15 @@ def _mxfp4_f32scale_bytes(shape: tuple[int, ...]) -> int:
     if inp % 32:
         raise K3PlanError(f"mxfp4 needs the input dim divisible by 32, got shape {list(shape)}")
     return _lead(shape) * (out * inp // 2 + 4 * (out * inp // 32))
+
+
+def _f32_scale_copy_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    return _lead(shape) * 4 * (out * inp // 32)
+
+
+def _mxfp4_e8m0_f32kept_bytes(shape: tuple[int, ...]) -> int:
+    return _mxfp4_bytes(shape) + _f32_scale_copy_bytes(shape)
 
 
 def _fp4_f32scale_b512_bytes(shape: tuple[int, ...]) -> int:
@@ -142,6 +162,18 @@ FORMATS: dict[str, Format] = {
             ("_scale", "F32", lambda s: (*s[:-1], s[-1] // 32)),
         ),
         quantized=True,
+    ),
+    "mxfp4_e8m0_f32kept": Format(
+        name="mxfp4_e8m0_f32kept",
+        bits_per_param=5.25,
+        nbytes=_mxfp4_e8m0_f32kept_bytes,
+        parts=(
+            ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            ("_scale", "U8", lambda s: (*s[:-1], s[-1] // 32)),
+            ("_scale_f32", "F32", lambda s: (*s[:-1], s[-1] // 32)),
+        ),
+        quantized=True,
+        unread=_f32_scale_copy_bytes,
     ),
     "fp8_block": Format(
         name="fp8_block",

@@ -98,11 +98,11 @@ def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=No
     Setup, arrays over plan's meshes: step.weights.mesh_weight_groups); None: unsharded (one device
     holding the model). ``shape_of(t)``: its shape on that device (a Setup's ``ShardingPlan.per_device_shape``;
     unsharded: the checkpoint's; else None)."""
-    from k3plan.step.weight_budget import absorbed_copy_bytes, runtime_bytes
+    from k3plan.step.weight_budget import absorbed_copy_bytes, read_bytes
 
     out = []
     for name, t, n in tensor_groups(inventory):
-        nbytes = runtime_bytes(t, stack)
+        nbytes = read_bytes(t, stack)  # what the op streams (a load's unread leftover is held, not read)
         copy = absorbed_copy_bytes(t, stack) or None
         if shares_of is None:
             out.append(

@@ -58,7 +58,13 @@ WeightClass = tuple[Tensor, int, Any, tuple[Any, Any]]
 
 
 def runtime_bytes(t, stack: Stack) -> int:
+    """The bytes the engine holds of ``t`` in its runtime format."""
     return get_format(stack.runtime_format(t.role, t.fmt)).nbytes(t.shape)
+
+
+def read_bytes(t, stack: Stack) -> int:
+    """The bytes a kernel streams of ``t``: its runtime bytes less what the engine holds unread (``Format.unread``)."""
+    return get_format(stack.runtime_format(t.role, t.fmt)).read_nbytes(t.shape)
 
 
 def absorbed_copy_bytes(t, stack: Stack) -> int:
@@ -88,6 +94,7 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
     whole = {"dense": 0, "expert": 0}
     for t, count, shards, (num, den) in classes:
         nbytes = runtime_bytes(t, stack)
+        read = read_bytes(t, stack)
         dev = count * device_bytes(nbytes, den, num)
         total += count * nbytes
         per_device = per_device + dev
@@ -102,10 +109,10 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
         if row_gather(t):
             continue  # the decode step gathers the embedding's (and tid2eid's) rows; it does not stream the table
         kind = "expert" if t.role == "expert" else "dense"
-        # the fullest device's; decode reads the absorbed copies where the engine holds them
-        streamed[f"{kind}_bytes"] += count * ((copy or nbytes) * num / den)
+        # the fullest device's; decode reads the absorbed copies where the engine holds them, never what it holds unread
+        streamed[f"{kind}_bytes"] += count * ((copy or read) * num / den)
         streamed[f"{kind}_params"] += count * (t.params * num / den)
-        whole[kind] += count * nbytes
+        whole[kind] += count * read
     if copies is not None:
         by_role["mla_absorbed"] = copies  # step.ops.MLA_ABSORBED, the role it runs as
     return WeightTerms(

@@ -31,7 +31,8 @@ def test_sglang_s_list_flags_and_its_no_ep_default_read():
     q = _gpu(SGLANG_V41)
     assert (q.model, q.stack, q.tp, q.ep, q.max_total_tokens) == ("deepseek-v4.1-flash", "sglang", 4, None, 33554432)
     assert "--cuda-graph-bs-decode" in q.ignored  # CUDA graphs live outside mem_fraction_static's pool
-    assert any(c.startswith("--moe-runner-backend flashinfer_mxfp4") for c in q.caveats)
+    # a runner whose holding of DeepSeek-V4's FP4 experts was read is the stack's option (stack.yaml moe_runner_backend)
+    assert q.stack_options["moe_runner_backend"] == "flashinfer_mxfp4"
 
 
 def test_sglang_s_max_total_tokens_caps_the_pool(cli):

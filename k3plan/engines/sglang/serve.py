@@ -173,19 +173,17 @@ def read(r: Reading) -> None:
     if override is not None:
         flag_int("--num-gpu-blocks-override", override)
         raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
+    from k3plan.engines.stack import load_stack
+
     runner = get("--moe-runner-backend", None)  # ServerArgs.moe_runner_backend: the MoE kernel
-    if runner is not None and runner != "auto":
+    choices = load_stack("sglang").options["moe_runner_backend"].choices
+    if runner in choices:  # the runners whose holding of DeepSeek-V4's FP4 experts was read (stack.yaml)
+        r.options["moe_runner_backend"] = runner  # set after moe_a2a_backend: its formats are the runner's
+    elif runner is not None:
         r.caveats.append(
             f"--moe-runner-backend {runner}: the MoE kernel; k3plan prices the experts in the stack's runtime format "
-            "whichever runner SGLang picks (a runner that converts the experts at load is not priced"
-            + (
-                "; with marlin or flashinfer_mxfp4 DeepSeek-V4's FP4 experts are priced with E8M0 scales, as without "
-                "an a2a backend auto resolves: engines/sglang/stack.yaml moe_a2a_backend none; an older image held "
-                "more: tests/engines/cases/sglang-inferencex-2128-dsv4-pro-h200-tp8.yaml)"
-                if runner in ("marlin", "flashinfer_mxfp4")
-                else "; a runner that keeps Fp8MoEMethod holds DeepSeek-V4's FP4 expert scales in fp32, not priced "
-                "under --moe-a2a-backend none)"
-            )
+            "as SGLang's auto runner holds them (a runner that converts the experts at load is not priced; one that "
+            "keeps Fp8MoEMethod holds DeepSeek-V4's FP4 expert scales in fp32, not priced under --moe-a2a-backend none)"
         )
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
