@@ -547,6 +547,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         dcp=1 if served is None else served.dcp,
         nvfp4=served is not None and served.kv_raw == "nvfp4_ds_mla",
         release=None if served is None else served.release,
+        hidden_size=spec.hidden_size,
+        attention_heads=spec.mla.heads // setup.parallel.tp if spec.mla else 0,
+        q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
     )
     if got is None:
         return None

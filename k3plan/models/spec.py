@@ -118,6 +118,12 @@ class DSV4Dims(_Frozen):
     hc_mult: int
     hc_sinkhorn_iters: int
     num_hash_layers: int
+    # RoPE: rope_theta on the window-only layers, compress_rope_theta on the compressed ones; yarn_positions:
+    # rope_scaling's original_max_position_embeddings x factor (0: no YaRN); max_position: max_position_embeddings
+    rope_theta: float = 0.0
+    compress_rope_theta: float = 0.0
+    yarn_positions: int = 0
+    max_position: int = 0
     # DeepSeek-V4.1 (k3plan.models.families.deepseek_v41); None for V4
     csa2: Optional[CSA2Dims] = None
     engram: Optional[EngramDims] = None

@@ -78,10 +78,13 @@ def test_the_mtp_drafter_adds_its_checkpoint_layer_to_the_weights(cli):
         whole / 2 <= extra <= whole / 2 + 0.05 * 2**30
     )  # about half: split over 2 ranks but for the small whole parts
     assert "MTP layer" in mtp["sources"]["weights"] and "speculative.py" in mtp["sources"]["weights"]
-    # the pool loses the drafter's weights and the graphs' change (one speculative token: the capture sizes of
-    # (1 + 1) x max_num_seqs x 2, engines/vllm/cudagraph.py), nothing else
+    # the pool loses the drafter's weights, the graphs' change (one speculative token: the capture sizes of
+    # (1 + 1) x max_num_seqs x 2, engines/vllm/cudagraph.py) and the drafter's dummy layer where it outgrows the
+    # target's (engines/vllm/dsv4_workspace.py dsv4_forward_live: 47 MiB more at 8,192 tokens), nothing else
     graphs = mtp["non_torch_bytes"] - plain["non_torch_bytes"]
-    assert mtp["kv_pool_bytes"] == plain["kv_pool_bytes"] - extra - graphs
+    drafted = mtp["activation_bytes"] - plain["activation_bytes"]
+    assert 0 < drafted < 64 * 2**20
+    assert mtp["kv_pool_bytes"] == plain["kv_pool_bytes"] - extra - graphs - drafted
     # ngram holds no weights; its 3 tokens change only the graphs' capture sizes (rounded to multiples of 4)
     ngram_graphs = ngram["non_torch_bytes"] - plain["non_torch_bytes"]
     assert ngram["weights_bytes"] == plain["weights_bytes"]
@@ -140,4 +143,6 @@ def test_the_mtp_weights_match_a_logged_tp2_load(cli):
         """--speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'""",
     )
     logged = 75.79
-    assert abs(e["weights_bytes"] / 2**30 - logged) <= 0.03 * logged
+    # within 0.1% since the model's buffers and RoPE tables are priced (engines/vllm/dsv4_workspace.py
+    # dsv4_model_buffers: 0.78 GiB; -1.1% before)
+    assert abs(e["weights_bytes"] / 2**30 - logged) <= 0.001 * logged

@@ -117,18 +117,20 @@ V41_MODEL_SOURCE = (
 
 
 def dsv41_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int, drafter_row_bytes: int = 0) -> tuple[int, str]:
-    """The buffers vLLM's V4.1 model allocates while it is built (``V41_MODEL_SOURCE``): counted in the weights the
-    engine logs ("Model loading took"), as the load's memory measurement holds them. ``drafter_row_bytes``: a row of
-    the hidden states it keeps for a drafter that reads them (``DraftPricing.target_hidden_row_bytes``; 0: no such
-    drafter). (bytes, where they come from)."""
+    """The buffers vLLM's V4.1 model allocates while it is built (``V41_MODEL_SOURCE``), and its RoPE tables
+    (``rope_tables``): counted in the weights the engine logs ("Model loading took"), as the load's memory
+    measurement holds them. ``drafter_row_bytes``: a row of the hidden states it keeps for a drafter that reads them
+    (``DraftPricing.target_hidden_row_bytes``; 0: no such drafter). (bytes, where they come from)."""
     assert d.csa2 is not None
     topk = max_num_batched_tokens * d.index_topk * 4
     c = d.csa2
     named = c.candidate_source_layer_id is not None and c.candidate_source_layer_id >= 0
     cand = max_num_batched_tokens * c.candidate_topk_blocks * 4 if named else 0
     hidden = max_num_batched_tokens * drafter_row_bytes
-    return topk + cand + hidden, (
-        f"the model's buffers {topk + cand + hidden:,} B (topk_indices_buffer {max_num_batched_tokens:,} x "
+    rope, rope_how = rope_tables(d, d.compress_ratios, v41=True)
+    total = topk + cand + hidden + rope
+    return total, (
+        f"the model's buffers {total:,} B (topk_indices_buffer {max_num_batched_tokens:,} x "
         f"{d.index_topk} int32"
         + (f", candidate_block_buffer {max_num_batched_tokens:,} x {c.candidate_topk_blocks} int32" if cand else "")
         + (
@@ -137,5 +139,111 @@ def dsv41_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int, drafter_row
             if hidden
             else ""
         )
-        + f": {V41_MODEL_SOURCE})"
+        + f"; {rope_how}: {V41_MODEL_SOURCE})"
+    )
+
+
+ROPE_SOURCE = (
+    "vllm/model_executor/layers/rotary_embedding/__init__.py get_rope (one table a distinct set of RoPE parameters, "
+    "cached) and deepseek_scaling_rope.py DeepseekV4ScalingRotaryEmbedding (cos_sin_cache, float32 [original max "
+    "position x factor, rope_dim], a buffer built with the model); which parameters a layer takes: V4 "
+    "models/deepseek_v4/common/rope.py build_deepseek_v4_rope in the 0.26.0 wheel (compress_rope_theta where "
+    "compress_ratio > 1, else rope_theta; YaRN on every layer), V4.1 models/deepseek_v41/common/rope.py in the 0.31.0 "
+    "wheel (compress_rope_theta and YaRN where compress_ratio > 0; the window-only layers plain RoPE, factor 1 over "
+    "max_position_embeddings)"
+)
+ROPE_TABLE_BYTES = 4  # float32 cos / sin, rope_dim values a position
+
+
+def rope_tables(d: DSV4Dims, ratios, *, v41: bool) -> tuple[int, str]:
+    """(bytes, how) of the RoPE tables vLLM builds for layers of these compress ratios (``ROPE_SOURCE``): one
+    float32 [positions, rope_dim] table a distinct (theta, positions). Without YaRN in the config: 0, not read."""
+    if not d.yarn_positions:
+        return 0, "no RoPE table priced (no YaRN rope_scaling in the config: that path was not read)"
+    tables = set()
+    for r in set(ratios):
+        if v41:
+            tables.add((d.compress_rope_theta, d.yarn_positions) if r > 0 else (d.rope_theta, d.max_position))
+        else:
+            tables.add((d.compress_rope_theta if r > 1 else d.rope_theta, d.yarn_positions))
+    nbytes = sum(positions * d.rope_dim * ROPE_TABLE_BYTES for _, positions in tables)
+    shown = ", ".join(f"theta {theta:g} x {positions:,} positions" for theta, positions in sorted(tables))
+    return nbytes, f"RoPE tables {nbytes:,} B ({shown}, {d.rope_dim} float32 values a position; {ROPE_SOURCE})"
+
+
+V4_MODEL_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI): vllm/models/deepseek_v4/nvidia/model.py DeepseekV4Model.__init__ (topk_indices_buffer "
+    "[max_num_batched_tokens, index_topk] int32; _mtp_hidden_buffer [max_num_batched_tokens, hc_mult x hidden] in the "
+    "model dtype on the last PP rank, whatever the speculative config), nvidia/mtp.py "
+    "DeepSeekV4MultiTokenPredictor.__init__ (its own topk_indices_buffer), allocated while the model is built, "
+    "inside the load's measurement (platforms/cuda.py get_current_memory_usage over load_model)"
+)
+
+
+def dsv4_model_buffers(
+    d: DSV4Dims, *, max_num_batched_tokens: int, hidden_size: int, mtp_ratios: tuple[int, ...] = ()
+) -> tuple[int, str]:
+    """The buffers vLLM's DeepSeek-V4 model (and its MTP drafter, ``mtp_ratios`` its layers' compress ratios; ():
+    none) allocates while it is built, and the RoPE tables of their layers (``V4_MODEL_SOURCE``, ``rope_tables``):
+    in the weights the engine logs. (bytes, where they come from)."""
+    assert d.csa2 is None
+    t = max_num_batched_tokens
+    topk = t * d.index_topk * 4 * (2 if mtp_ratios else 1)
+    hidden = t * d.hc_mult * hidden_size * BF16
+    rope, rope_how = rope_tables(d, (*d.compress_ratios, *mtp_ratios), v41=False)
+    total = topk + hidden + rope
+    return total, (
+        f"the model's buffers {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32"
+        + (" in the model and in the MTP drafter" if mtp_ratios else "")
+        + f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16; {rope_how}: {V4_MODEL_SOURCE})"
+    )
+
+
+FORWARD_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI), the profile run's eager dummy forward (gpu_model_runner.py _dummy_run, no attention "
+    "metadata): vllm/models/deepseek_v4/attention.py DeepseekV4Attention.forward (o_padded [T, padded heads, head_dim]; "
+    "qr_kv and its fused RMSNorm outputs; the compressor's and the indexer's kv_score, torch.mm out_dtype float32, "
+    "[T, 2 x coff x dim], coff 2 at ratio 4; indexer weights_proj; q = wq_b(qr) and, in the profile run, F.pad(q) to "
+    "the padded heads in _fused_qnorm_rope_kv_insert, both live), nvidia/flashmla.py get_padded_num_q_heads (64 up to "
+    "64 heads, else 128), the mHC residual streams [T, hc_mult, hidden] of the layer before and this one "
+    "(nvidia/model.py DeepseekV4DecoderLayer), and the MTP drafter's dummy run (nvidia/mtp.py: the target's output, "
+    "the embedding, enorm, hnorm [T, hc_mult, hidden], its residual and layer input, then the same attention): the "
+    "largest moment, traced by a helper reading the wheel (the indexer's and compressor's aux-stream work runs first "
+    "and is freed before q's pad; the MoE phase is lower)"
+)
+
+
+def dsv4_forward_live(
+    d: DSV4Dims, *, tokens: int, hidden_size: int, local_heads: int, q_lora_rank: int, mtp: bool
+) -> tuple[int, str]:
+    """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward at ``tokens`` (``FORWARD_SOURCE``):
+    at the pad of q in a layer of each compress ratio present, and in the MTP drafter's layer where one runs. It
+    stands in the profile run for k3plan's analytic one-layer temporaries."""
+    t, h, hd = tokens, hidden_size, d.head_dim
+    padded = 64 if local_heads <= 64 else 128
+    stream = BF16 * t * d.hc_mult * h  # one mHC residual stream
+    row = BF16 * t * h
+    attention = (
+        BF16 * t * padded * hd  # o_padded
+        + 2 * BF16 * t * (q_lora_rank + hd)  # qr_kv and the normed qr, kv
+        + BF16 * t * local_heads * hd  # q
+        + BF16 * t * padded * hd  # q padded
+    )
+    layer = 0
+    for ratio in set(d.compress_ratios):
+        scores = 0
+        if ratio:
+            coff = 2 if ratio == 4 else 1
+            scores = 4 * t * 2 * coff * hd  # the compressor's kv_score, float32
+            if ratio == 4:  # the indexer's compressor and weights_proj
+                scores += 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
+        layer = max(layer, 2 * row + 2 * stream + attention + scores)
+    drafter = (
+        4 * row + 2 * stream + attention if mtp else 0
+    )  # target output, embed, enorm, layer input; hnorm, residual
+    live = max(layer, drafter)
+    return live, (
+        f"vLLM's dummy forward at {t:,} tokens holds {live / GiB:.2f} GiB at its largest "
+        f"({'the MTP drafter' if drafter > layer else 'a target layer'}: q padded to {padded} of {local_heads} heads, "
+        f"the mHC streams of {d.hc_mult}; {FORWARD_SOURCE})"
     )

@@ -30,7 +30,13 @@ from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
-from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace, dsv41_model_buffers, dsv41_profile_workspace
+from k3plan.engines.vllm.dsv4_workspace import (
+    dsv4_forward_live,
+    dsv4_model_buffers,
+    dsv4_profile_workspace,
+    dsv41_model_buffers,
+    dsv41_profile_workspace,
+)
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
@@ -391,12 +397,17 @@ def engine_sizing(
     nvfp4: bool = False,
     dcp: int = 1,
     release: Release | None = None,
+    hidden_size: int = 0,
+    attention_heads: int = 0,
+    q_lora_rank: int = 0,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
-    ``release``: the vLLM release the command runs (fit --engine-version; None: the code each rule cites)."""
+    ``release``: the vLLM release the command runs (fit --engine-version; None: the code each rule cites).
+    ``hidden_size``, ``attention_heads`` (a device's), ``q_lora_rank``: the model's, for DeepSeek-V4's model buffers and
+    dummy forward (0: not priced)."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -447,6 +458,15 @@ def engine_sizing(
             dsv4,
             max_num_batched_tokens=max_num_batched_tokens,
             drafter_row_bytes=draft.target_hidden_row_bytes if draft is not None else 0,
+        )
+        weights_bytes += buffers
+        weights_src += f", + {how}"
+    elif dsv4 is not None and kv_pool_method == "utilization_minus_profile" and vendor == "nvidia" and hidden_size:
+        buffers, how = dsv4_model_buffers(
+            dsv4,
+            max_num_batched_tokens=max_num_batched_tokens,
+            hidden_size=hidden_size,
+            mtp_ratios=draft.dsv4_mtp_ratios if draft is not None else (),
         )
         weights_bytes += buffers
         weights_src += f", + {how}"
@@ -514,10 +534,21 @@ def engine_sizing(
                 if dsv4.csa2 is None
                 else dsv41_profile_workspace(dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer)
             )
-            peak = max(temp_bytes, sampler)
+            forward, forward_how = temp_bytes, act.source
+            if dsv4.csa2 is None and hidden_size and attention_heads:  # V4's dummy forward as vLLM 0.26 runs it
+                forward, forward_how = dsv4_forward_live(
+                    dsv4,
+                    tokens=max_num_batched_tokens,
+                    hidden_size=hidden_size,
+                    local_heads=attention_heads,
+                    q_lora_rank=q_lora_rank,
+                    mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
+                )
+            peak = max(forward, sampler)
             act = Figure(
                 ws + max(peak, logits),
-                f"{how}; + max(the forward's and sampler's peak {peak:,} B, the logits): {act.source}",
+                f"{how}; + max(the forward's and sampler's peak {peak:,} B, the logits): "
+                + (sampler_how if sampler > forward else forward_how),
             )
         non_torch = Figure(
             0,

@@ -47,6 +47,31 @@ MODEL_TYPES = ("deepseek_v4",)
 CSA_RATIO = 4  # the ratio whose layers carry the indexer and overlapping (2x wide) compressor blocks
 
 
+def _positive(c: ConfigReader, key: str) -> float:
+    """An optional positive number of the config (0.0 where absent); anything else is a one-line error."""
+    value = c.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise K3PlanError(f"{c.source}: field '{c.prefix}{key}' is {value!r}; expected a positive number")
+    return float(value)
+
+
+def rope_fields(c: ConfigReader) -> dict:
+    """DSV4Dims' RoPE fields from config.json: the two thetas, YaRN's table length (rope_scaling, or
+    rope_parameters, original_max_position_embeddings x factor; 0 without YaRN) and max_position_embeddings."""
+    key = "rope_scaling" if c.has("rope_scaling") else "rope_parameters"
+    scaling = c.sub(key, required=False)
+    kind = scaling.get("type", None) or scaling.get("rope_type", None)
+    yarn = 0
+    if kind == "yarn":
+        yarn = int(scaling.int("original_max_position_embeddings") * _positive(scaling, "factor"))
+    return dict(
+        rope_theta=_positive(c, "rope_theta"),
+        compress_rope_theta=_positive(c, "compress_rope_theta"),
+        yarn_positions=yarn,
+        max_position=c.opt_int("max_position_embeddings") or 0,
+    )
+
+
 def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     c = ConfigReader(raw, source=source)
     n_layers = c.int("num_hidden_layers")
@@ -80,6 +105,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         hc_mult=c.int("hc_mult", 1),
         hc_sinkhorn_iters=c.int("hc_sinkhorn_iters", 0, minimum=0),
         num_hash_layers=c.int("num_hash_layers", 0, minimum=0),
+        **rope_fields(c),
     )
     moe = deepseek_moe(c, source, hidden=hidden)
     mla = MLADims(

@@ -35,6 +35,7 @@ from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import ConfigReader
 from k3plan.models.families.deepseek_v3 import deepseek_moe
+from k3plan.models.families.deepseek_v4 import rope_fields
 from k3plan.models.inventory import TensorInventory
 from k3plan.models.spec import CSA2Dims, DSparkDims, DSV4Dims, EngramDims, MLADims, ModelSpec
 from k3plan.units import fmt_gib
@@ -154,6 +155,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         hc_mult=c.int("hc_mult", 1),
         hc_sinkhorn_iters=c.int("hc_sinkhorn_iters", 0, minimum=0),
         num_hash_layers=0,
+        **rope_fields(c),
         csa2=csa2,
         engram=engram,
         dspark=dspark,

@@ -1,0 +1,54 @@
+"""What vLLM's DeepSeek-V4 model holds beside its parameters and what its dummy forward holds at its largest
+(engines/vllm/dsv4_workspace.py: dsv4_model_buffers, rope_tables, dsv4_forward_live), read in the 0.26.0 wheel (V4)
+and the 0.31.0 wheel (V4.1's RoPE). The figures below are the ones a helper traced in the wheel line by line
+(DeepSeek-V4-Flash, TP 2, 8,192 batched tokens, MTP), the small mHC mix tensors (~1.3 MB) aside."""
+
+from __future__ import annotations
+
+import pytest
+
+from k3plan.engines.vllm.dsv4_workspace import dsv4_forward_live, dsv4_model_buffers, rope_tables
+from k3plan.models.loader import load_model
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def flash():
+    return load_model("deepseek-v4-flash").spec
+
+
+def test_one_float32_rope_table_a_distinct_theta(flash):
+    """V4: compress_rope_theta on the compressed layers, rope_theta on the window-only ones, YaRN's 65,536 x 16
+    positions on both: 256 MiB a table. V4-Pro's decoder has no window-only layer: one table, two with its MTP layer.
+    V4.1 (0.31.0): the window-only layers plain RoPE over max_position_embeddings, also 1,048,576 positions."""
+    d = flash.dsv4
+    assert rope_tables(d, d.compress_ratios, v41=False)[0] == 2 * 1_048_576 * 64 * 4
+    pro = load_model("deepseek-v4-pro").spec.dsv4
+    assert rope_tables(pro, pro.compress_ratios, v41=False)[0] == 256 * MIB
+    assert rope_tables(pro, (*pro.compress_ratios, *pro.mtp_compress_ratios), v41=False)[0] == 512 * MIB
+    v41 = load_model("deepseek-v4.1-flash").spec.dsv4
+    assert rope_tables(v41, v41.compress_ratios, v41=True)[0] == 512 * MIB
+
+
+def test_the_model_buffers_at_8192_tokens_with_mtp(flash):
+    """topk_indices_buffer 8,192 x 512 int32 in the model and in the MTP drafter (16 MiB each), _mtp_hidden_buffer
+    8,192 x 4 x 4,096 bf16 (256 MiB, whatever the speculative config), the two RoPE tables (512 MiB)."""
+    got, how = dsv4_model_buffers(
+        flash.dsv4, max_num_batched_tokens=8192, hidden_size=flash.hidden_size, mtp_ratios=(0,)
+    )
+    assert got == (16 + 16 + 256 + 512) * MIB and "_mtp_hidden_buffer" in how
+    alone = dsv4_model_buffers(flash.dsv4, max_num_batched_tokens=8192, hidden_size=flash.hidden_size)[0]
+    assert got - alone == 16 * MIB  # the drafter's own topk buffer; its layer's theta is the decoder's window one
+
+
+def test_the_dummy_forward_s_largest_moment(flash):
+    """At q's pad in a CSA layer: the caller's hidden and residual, the new residual and layer input, o_padded and q
+    padded to 64 heads, q at 32, qr_kv and its normed halves, the two float32 kv_scores, weights_proj: 2,049 MiB; the
+    MTP drafter's layer (the target output, embedding, enorm, hnorm, its residual and input, the same attention):
+    2,096 MiB, the peak."""
+    kw = dict(tokens=8192, hidden_size=flash.hidden_size, local_heads=32, q_lora_rank=flash.mla.q_lora_rank)
+    assert dsv4_forward_live(flash.dsv4, mtp=False, **kw)[0] == 2_148_532_224
+    assert dsv4_forward_live(flash.dsv4, mtp=True, **kw)[0] == 2_197_815_296
+    # above 64 local heads FlashMLA pads to 128 (get_padded_num_q_heads)
+    assert dsv4_forward_live(flash.dsv4, mtp=False, **{**kw, "local_heads": 65})[0] > 2_148_532_224 + 1024 * MIB
