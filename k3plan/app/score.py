@@ -127,9 +127,8 @@ def _setup(b: ServingBenchmark):
     options.update(engine_rules(b.engine.name).run_options)
     if b.flags.moe_a2a_backend is not None:
         options["moe_a2a_backend"] = b.flags.moe_a2a_backend
-    if (
-        b.flags.moe_runner_backend is not None
-    ):  # after the a2a backend, as --serve sets it: its formats are the runner's
+    # the MoE runner after the a2a backend, as --serve sets it: its expert formats are the runner's
+    if b.flags.moe_runner_backend is not None:
         options["moe_runner_backend"] = b.flags.moe_runner_backend
     if options:
         o = {**opts, "stack": f"{b.engine.name}:" + "+".join(f"{k}={v}" for k, v in options.items())}

@@ -103,3 +103,16 @@ def test_an_engine_with_no_release_rule_says_so(cli):
 def test_bad_input_is_one_line_and_exit_2(cli, args, words):
     r = cli("fit", "-H", "nvidia-h200", "-t", "8", *args)
     assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_sglang_s_dp_attention_command_names_sglang_s_release_rule(cli):
+    """--serve reads SGLang's DP-attention commands as the dp-attention stack, whose pool is SGLang's: the same rule
+    follows the release."""
+    serve = (
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --dp 4 --enable-dp-attention "
+        "--moe-a2a-backend deepep"
+    )
+    r = cli("fit", "-H", "nvidia-b200", "--serve", serve, "--engine-version", "0.5.15", "--json")
+    serve_read = json.loads(r.stdout)["engine"]["serve"]
+    assert serve_read["stack"].startswith("dp-attention")
+    assert any(c.startswith("--engine-version 0.5.15: DeepSeek-V4's pool form") for c in serve_read["caveats"])

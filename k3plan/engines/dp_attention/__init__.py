@@ -9,6 +9,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE
 
 ENGINE = Engine(
     name="dp-attention",
@@ -18,4 +19,5 @@ ENGINE = Engine(
     launcher_on={"gpu": "sglang"},
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
+    by_release=BY_RELEASE,  # --serve reads SGLang's DP-attention commands as this stack
 )

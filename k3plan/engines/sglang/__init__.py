@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 
 ENGINE = Engine(
@@ -32,10 +33,7 @@ ENGINE = Engine(
     # mm_projector.* skipped in load_weights; read in the index, commit not pinned)
     loads_vision_tower=True,
     vision_tower_architectures=frozenset({"kimi_k25"}),
-    by_release=(
-        "DeepSeek-V4's pool form follows it (0.5.13-0.5.14: the c128 rings a full token; 0.5.15 on: a fixed charge a "
-        "request slot; engines/sglang/dsv4_pool.py FORMS); k3plan's other SGLang rules are the code each cites"
-    ),
+    by_release=BY_RELEASE,
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     # ServerArgs' own MoE backend, not the sglang stack's DeepEP deployment (engines/sglang/flags.py)
     run_options={"moe_a2a_backend": SGLANG_A2A_DEFAULT},

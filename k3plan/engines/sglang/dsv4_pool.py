@@ -62,6 +62,12 @@ FORMS = ("0.5.15", "0.5.13", "ktransformers-1978")  # the current release's firs
 # (pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token: c128_state_ratio = c128_ring_size /
 # swa_page_size, the target's start_layer:end_layer), 0.5.15's the fixed charge; earlier releases were not read
 FORM_RELEASES = (((0, 5, 15), "0.5.15"), ((0, 5, 13), "0.5.13"))
+# what of SGLang's pricing follows fit --engine-version (Engine.by_release of the sglang and dp-attention stacks)
+BY_RELEASE = (
+    "DeepSeek-V4's pool form follows it (0.5.13-0.5.14: the c128 rings a full token; 0.5.15 on: a fixed charge a "
+    "request slot; earlier releases not read, priced as 0.5.13's; engines/sglang/dsv4_pool.py FORMS); k3plan's other "
+    "SGLang rules are the code each cites"
+)
 
 
 def form_for_release(release: tuple[int, int, int] | None) -> str:
