@@ -550,6 +550,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         hidden_size=spec.hidden_size,
         attention_heads=spec.mla.heads // setup.parallel.tp if spec.mla else 0,
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
+        tp_attention=setup.parallel.tp,
     )
     if got is None:
         return None

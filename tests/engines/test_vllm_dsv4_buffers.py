@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from k3plan.engines.vllm.dsv4_workspace import dsv4_forward_live, dsv4_model_buffers, rope_tables
+from k3plan.engines.vllm.dsv4_workspace import (
+    dspark_runner_buffers,
+    dsv4_forward_live,
+    dsv4_model_buffers,
+    dsv41_dspark_profile,
+    rope_tables,
+)
 from k3plan.models.loader import load_model
 
 MIB = 2**20
@@ -52,3 +58,17 @@ def test_the_dummy_forward_s_largest_moment(flash):
     assert dsv4_forward_live(flash.dsv4, mtp=True, **kw)[0] == 2_197_815_296
     # above 64 local heads FlashMLA pads to 128 (get_padded_num_q_heads)
     assert dsv4_forward_live(flash.dsv4, mtp=False, **{**kw, "local_heads": 65})[0] > 2_148_532_224 + 1024 * MIB
+
+
+def test_v41_with_dspark_as_the_0_31_wheel_profiles_it():
+    """DeepSeek-V4.1-Flash, 5 DSpark tokens, TP 8, vLLM's H200 defaults (8,192 tokens, 1,024 sequences): the drafter's
+    Marlin workspace lane (5,120 draft rows x top-3 x 5,120, twice), the draft logits' all-gather (two [5,120,
+    129,280] bf16 copies + the [5,120, 16,160] shard) with six hidden-state rows held, and Model Runner V2's buffers."""
+    s = load_model("deepseek-v4.1-flash").spec
+    lane, transient, how = dsv41_dspark_profile(
+        s.dsv4, tokens=8192, max_num_seqs=1024, k=5, vocab=s.vocab_size, hidden=s.hidden_size, tp=8
+    )
+    assert (lane, transient) == (314_572_800, 3_389_849_600) and "all-gather" in how
+    runner, _ = dspark_runner_buffers(max_num_seqs=1024, tokens=8192, k=5, vocab=s.vocab_size, hidden=s.hidden_size)
+    # draft logits 1,323,827,200 + DSpark hidden 83,886,080 + penalties 529,530,880 + 16,547,840 + bitmask 99,287,040
+    assert runner == 2_053_079_040

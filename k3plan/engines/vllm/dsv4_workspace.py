@@ -247,3 +247,62 @@ def dsv4_forward_live(
         f"({'the MTP drafter' if drafter > layer else 'a target layer'}: q padded to {padded} of {local_heads} heads, "
         f"the mHC streams of {d.hc_mult}; {FORWARD_SOURCE})"
     )
+
+
+DSPARK_SOURCE = (
+    "vllm 0.31.0 wheel (PyPI), traced by a helper line by line for DeepSeek-V4.1-Flash with DSpark on 8 H200: DSpark "
+    "runs on Model Runner V2 (vllm/config/vllm.py), whose drafter has a workspace lane of its own (v1/worker/"
+    "gpu_worker.py, v1/worker/gpu/model_runner.py: the drafter's Marlin MoE workspaces at max_num_seqs x k query "
+    "tokens, model_executor/layers/fused_moe/modular_kernel.py, marlin_moe.py); the dummy run's largest moment is the "
+    "all-gather of the draft's logits in compute_draft_logits (distributed/device_communicators/cuda_communicator.py "
+    "all_gather: the gathered [tp x rows, vocab / tp] buffer and its movedim + reshape copy, both [rows, vocab] in the "
+    "model dtype, beside the local logits), with the draft's head, sample and normed hidden states (nvidia/dspark.py, "
+    "spec_decode/dspark/speculator.py), the target's final hidden, its aux hidden states for the drafter and the "
+    "drafter's combined input (spec_decode/dflash/speculator.py main_x); the Markov steps, the target's layers and the "
+    "sampler hold less. Traced on SM90 (FlashMLA padded heads, Marlin MoE); Blackwell's kernels were not"
+)
+RUNNER_SOURCE = (
+    "vllm 0.31.0 wheel (PyPI): Model Runner V2's buffers, built after the worker's first snapshot and before the "
+    "profile run: spec_decode/speculator.py draft_logits [max_num_seqs, k, vocab] in the model dtype, "
+    "spec_decode/dspark/speculator.py hidden_states [max_num_batched_tokens, hidden], the penalties' "
+    "output_bin_counts [max_num_seqs, vocab] int32 and prompt_bin_mask [max_num_seqs, vocab / 8] B, the grammar "
+    "bitmask [max_num_seqs x (1 + k), vocab / 32] int32; Worker.determine_available_memory subtracts all it consumed "
+    "since that snapshot plus the transient peak (utils/mem_utils.py memory_profiling: total_consumed + "
+    "transient_peak_headroom, from 0.29.0)"
+)
+
+
+def dsv41_dspark_profile(
+    d: DSV4Dims, *, tokens: int, max_num_seqs: int, k: int, vocab: int, hidden: int, tp: int
+) -> tuple[int, int, str]:
+    """(the drafter's workspace lane, the transient at the draft logits' all-gather, how) of vLLM's DeepSeek-V4.1 profile
+    run with DSpark and ``k`` speculative tokens on SM90 (``DSPARK_SOURCE``). The drafter's Marlin workspaces are
+    taken at the hidden size as their width (the experts' gate-up width at the TP split is not wider)."""
+    assert d.dspark is not None
+    rows = min(max_num_seqs, tokens) * k  # the draft's query tokens: k a dummy request
+    lane = 2 * rows * d.dspark.num_experts_per_tok * hidden * BF16  # Marlin's two workspaces, M x top-k x K each
+    gather = 2 * rows * vocab * BF16 + rows * -(-vocab // tp) * BF16  # gathered, its copy, the local logits
+    held = 3 * rows * hidden * BF16 + (2 + len(d.dspark.target_layer_ids)) * tokens * hidden * BF16
+    transient = gather + held
+    return (
+        lane,
+        transient,
+        (
+            f"DSpark's profile (Model Runner V2): its workspace lane {lane / GiB:.2f} GiB and {transient / GiB:.2f} GiB live "
+            f"at the all-gather of the draft's logits ({rows:,} draft rows x vocabulary {vocab:,}, twice, beside the local "
+            f"shard, the draft's and the target's hidden states; {DSPARK_SOURCE})"
+        ),
+    )
+
+
+def dspark_runner_buffers(*, max_num_seqs: int, tokens: int, k: int, vocab: int, hidden: int) -> tuple[int, str]:
+    """(bytes, how) of the Model Runner V2 buffers DSpark's run holds beside the weights (``RUNNER_SOURCE``)."""
+    draft_logits = max_num_seqs * k * vocab * BF16
+    draft_hidden = tokens * hidden * BF16
+    penalties = max_num_seqs * vocab * 4 + max_num_seqs * -(-vocab // 8)
+    bitmask = max_num_seqs * (1 + k) * -(-vocab // 32) * 4
+    total = draft_logits + draft_hidden + penalties + bitmask
+    return total, (
+        f"Model Runner V2's buffers {total / GiB:.2f} GiB (draft logits {draft_logits:,} B, DSpark hidden states "
+        f"{draft_hidden:,} B, penalties {penalties:,} B, grammar bitmask {bitmask:,} B; {RUNNER_SOURCE})"
+    )

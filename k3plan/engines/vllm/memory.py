@@ -31,9 +31,11 @@ from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
 from k3plan.engines.vllm.dsv4_workspace import (
+    dspark_runner_buffers,
     dsv4_forward_live,
     dsv4_model_buffers,
     dsv4_profile_workspace,
+    dsv41_dspark_profile,
     dsv41_model_buffers,
     dsv41_profile_workspace,
 )
@@ -400,6 +402,7 @@ def engine_sizing(
     hidden_size: int = 0,
     attention_heads: int = 0,
     q_lora_rank: int = 0,
+    tp_attention: int = 0,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -407,7 +410,7 @@ def engine_sizing(
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
     ``release``: the vLLM release the command runs (fit --engine-version; None: the code each rule cites).
     ``hidden_size``, ``attention_heads`` (a device's), ``q_lora_rank``: the model's, for DeepSeek-V4's model buffers and
-    dummy forward (0: not priced)."""
+    dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -550,6 +553,38 @@ def engine_sizing(
                 f"{how}; + max(the forward's and sampler's peak {peak:,} B, the logits): "
                 + (sampler_how if sampler > forward else forward_how),
             )
+            dspark = (
+                dsv4.csa2 is not None
+                and dsv4.dspark is not None
+                and draft is not None
+                and draft.num_speculative_tokens > 0
+                and hardware not in SM100_FAMILY
+                and hidden_size > 0
+                and vocab_size > 0
+            )
+            if dspark:  # V4.1 with DSpark on SM90, as the 0.31.0 wheel runs it (engines/vllm/dsv4_workspace.py)
+                assert draft is not None
+                lane, transient, dhow = dsv41_dspark_profile(
+                    dsv4,
+                    tokens=max_num_batched_tokens,
+                    max_num_seqs=max_num_seqs,
+                    k=draft.num_speculative_tokens,
+                    vocab=vocab_size,
+                    hidden=hidden_size,
+                    tp=tp_attention or 1,
+                )
+                runner, rhow = dspark_runner_buffers(
+                    max_num_seqs=max_num_seqs,
+                    tokens=max_num_batched_tokens,
+                    k=draft.num_speculative_tokens,
+                    vocab=vocab_size,
+                    hidden=hidden_size,
+                )
+                act = Figure(
+                    ws + lane + max(peak, logits, transient) + runner,
+                    f"{how}; + {dhow}, the larger of it and max(the forward's and sampler's peak {peak:,} B, the "
+                    f"logits); + {rhow}",
+                )
         non_torch = Figure(
             0,
             "not priced, 0: what vLLM measures at start and k3plan cannot derive (vllm-project/vllm@c621af16 "
