@@ -268,7 +268,7 @@ RUNNER_SOURCE = (
     "output_bin_counts [max_num_seqs, vocab] int32 and prompt_bin_mask [max_num_seqs, vocab / 8] B, the grammar "
     "bitmask [max_num_seqs x (1 + k), vocab / 32] int32; Worker.determine_available_memory subtracts all it consumed "
     "since that snapshot plus the transient peak (utils/mem_utils.py memory_profiling: total_consumed + "
-    "transient_peak_headroom, from 0.29.0)"
+    "transient_peak_headroom, from 0.27.0; 0.26.0 subtracts the weights, the torch peak and the non-torch increase)"
 )
 
 
