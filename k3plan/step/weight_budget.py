@@ -93,8 +93,8 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
     streamed = {k: 0.0 for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
     whole = {"dense": 0, "expert": 0}
     for t, count, shards, (num, den) in classes:
-        nbytes = runtime_bytes(t, stack)
-        read = read_bytes(t, stack)
+        fmt = get_format(stack.runtime_format(t.role, t.fmt))
+        nbytes, read = fmt.nbytes(t.shape), fmt.read_nbytes(t.shape)  # held, and streamed (Format.unread)
         dev = count * device_bytes(nbytes, den, num)
         total += count * nbytes
         per_device = per_device + dev

@@ -453,23 +453,23 @@ def engine_sizing(
         )
     if (
         dsv4 is not None
-        and dsv4.csa2 is not None
         and kv_pool_method == "utilization_minus_profile"
         and vendor == "nvidia"
-    ):
-        buffers, how = dsv41_model_buffers(
-            dsv4,
-            max_num_batched_tokens=max_num_batched_tokens,
-            drafter_row_bytes=draft.target_hidden_row_bytes if draft is not None else 0,
-        )
-        weights_bytes += buffers
-        weights_src += f", + {how}"
-    elif dsv4 is not None and kv_pool_method == "utilization_minus_profile" and vendor == "nvidia" and hidden_size:
-        buffers, how = dsv4_model_buffers(
-            dsv4,
-            max_num_batched_tokens=max_num_batched_tokens,
-            hidden_size=hidden_size,
-            mtp_ratios=draft.dsv4_mtp_ratios if draft is not None else (),
+        and (dsv4.csa2 is not None or hidden_size)
+    ):  # the buffers and RoPE tables the model builds inside the load's measurement: V4.1's, V4's
+        buffers, how = (
+            dsv41_model_buffers(
+                dsv4,
+                max_num_batched_tokens=max_num_batched_tokens,
+                drafter_row_bytes=draft.target_hidden_row_bytes if draft is not None else 0,
+            )
+            if dsv4.csa2 is not None
+            else dsv4_model_buffers(
+                dsv4,
+                max_num_batched_tokens=max_num_batched_tokens,
+                hidden_size=hidden_size,
+                mtp_ratios=draft.dsv4_mtp_ratios if draft is not None else (),
+            )
         )
         weights_bytes += buffers
         weights_src += f", + {how}"
@@ -548,11 +548,9 @@ def engine_sizing(
                     mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
                 )
             peak = max(forward, sampler)
-            act = Figure(
-                ws + max(peak, logits),
-                f"{how}; + max(the forward's and sampler's peak {peak:,} B, the logits): "
-                + (sampler_how if sampler > forward else forward_how),
-            )
+            peak_label = f"max(the forward's and sampler's peak {peak:,} B, the logits)"
+            peak_how = f"{peak_label}: " + (sampler_how if sampler > forward else forward_how)
+            lane = transient = runner = 0
             dspark = (
                 dsv4.csa2 is not None
                 and dsv4.dspark is not None
@@ -564,27 +562,21 @@ def engine_sizing(
             )
             if dspark:  # V4.1 with DSpark on SM90, as the 0.31.0 wheel runs it (engines/vllm/dsv4_workspace.py)
                 assert draft is not None
+                k = draft.num_speculative_tokens
                 lane, transient, dhow = dsv41_dspark_profile(
                     dsv4,
                     tokens=max_num_batched_tokens,
                     max_num_seqs=max_num_seqs,
-                    k=draft.num_speculative_tokens,
+                    k=k,
                     vocab=vocab_size,
                     hidden=hidden_size,
                     tp=tp_attention or 1,
                 )
                 runner, rhow = dspark_runner_buffers(
-                    max_num_seqs=max_num_seqs,
-                    tokens=max_num_batched_tokens,
-                    k=draft.num_speculative_tokens,
-                    vocab=vocab_size,
-                    hidden=hidden_size,
+                    max_num_seqs=max_num_seqs, tokens=max_num_batched_tokens, k=k, vocab=vocab_size, hidden=hidden_size
                 )
-                act = Figure(
-                    ws + lane + max(peak, logits, transient) + runner,
-                    f"{how}; + {dhow}, the larger of it and max(the forward's and sampler's peak {peak:,} B, the "
-                    f"logits); + {rhow}",
-                )
+                how += f"; + {dhow}, the larger of it and {peak_label}; + {rhow}"
+            act = Figure(ws + lane + max(peak, logits, transient) + runner, how if dspark else f"{how}; + {peak_how}")
         non_torch = Figure(
             0,
             "not priced, 0: what vLLM measures at start and k3plan cannot derive (vllm-project/vllm@c621af16 "
