@@ -708,9 +708,12 @@ def model_of(name: str) -> str:
         if mark
         else "k3plan bundles no config for that checkpoint and will not price it as another's"
     )
+    from k3plan.models.hub import hf_id
+
+    ids = sorted(set(HF_MODELS) | {i.lower() for i in map(hf_id, bundled_models()) if i})
     raise K3PlanError(
         f"--serve: model {name!r} is not a checkpoint k3plan can price ({why}); expected one of "
-        f"{', '.join(sorted(HF_MODELS))} or a bundled model name ({', '.join(bundled_models())})"
+        f"{', '.join(ids)} or a bundled model name ({', '.join(bundled_models())})"
     )
 
 

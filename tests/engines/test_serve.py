@@ -467,6 +467,28 @@ def test_kimi_k2_5_and_k2_6_read_as_the_int4_bundle_never_k2_s_fp8(hf):
     assert model_of("moonshotai/Kimi-K2-Instruct") == "kimi-k2"
 
 
+def test_a_refused_checkpoint_names_every_id_serve_accepts():
+    """The refusal's list is what --serve reads: every id it names resolves, and every bundle's own Hugging Face id
+    is in it (the bundles that resolve through their provenance.json, DeepSeek-V4.1-Flash and Kimi-K2-Thinking
+    among them, were once left out of the list)."""
+    import re
+
+    from k3plan.engines.serve import model_of
+    from k3plan.errors import K3PlanError
+    from k3plan.models.hub import hf_id
+    from k3plan.models.loader import bundled_models
+
+    with pytest.raises(K3PlanError) as err:
+        model_of("Qwen/Qwen3-235B-A22B")
+    listed = re.search(r"expected one of (.*) or a bundled", str(err.value))
+    assert listed
+    ids = listed.group(1).split(", ")
+    for repo in ids:
+        assert model_of(repo) in bundled_models()
+    own = {i.lower() for i in map(hf_id, bundled_models()) if i}
+    assert own <= set(ids) and {"deepseek-ai/deepseek-v4.1-flash", "moonshotai/kimi-k2-thinking"} <= own
+
+
 @pytest.mark.parametrize(
     "cmd",
     [
