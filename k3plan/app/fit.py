@@ -222,6 +222,11 @@ def answer(q: FitQuestion, *, on_job=None, on_phase=None) -> FitAnswer:
     setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
     if q.compile:
         result = _compiled_fit(setup, workload, d, on_job=on_job, on_phase=on_phase)
+    if served is not None:  # the budget's exit 3 is not the exit under --serve: the engine's start check is
+        from k3plan.budget.fit import SERVE_UNVERIFIED, UNVERIFIED_EXIT
+        from k3plan.structs import replace as _replace
+
+        result = _replace(result, warnings=[w.replace(UNVERIFIED_EXIT, SERVE_UNVERIFIED) for w in result.warnings])
     hw, notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
@@ -340,7 +345,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         from k3plan.engines.release import parse_release, release_text
 
         release = parse_release(engine_version)
-        follows = engine_rules(q.stack).by_release or "no rule k3plan prices for it differs by release"
+        rules = engine_rules(q.stack)
+        concerns = not rules.by_release_models or q.model.startswith(rules.by_release_models)
+        follows = (rules.by_release if concerns else "") or f"no rule k3plan prices for {q.model} differs by release"
+        if rules.oldest_release_read is not None and release < rules.oldest_release_read:
+            follows += (
+                f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
+                "one is priced by the code each rule cites, which may size memory otherwise"
+            )
         q = dataclasses.replace(
             q,
             release=release,
@@ -479,8 +491,19 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             )
         )
 
+        # the fraction SGLang runs with: the flag's, or the one it derives for this GPU, split and chunk where the
+        # command gives none -- the budget's reserve by the same rule (Stack.reserve_fraction), so the start check
+        # and the budget read one figure
+        reserve = st.reserve_fraction(
+            usable_bytes=hw.usable_bytes_per_device,
+            tp=setup.parallel.tp,
+            pp=setup.parallel.pp,
+            chunk=result.workload.prefill_chunk_tokens,
+            vendor=hw.vendor,
+            dp=setup.parallel.dp,
+        )
         sg = sglang_kv_pool(
-            mem_fraction_static=round(1 - st.reserve.fraction_of_usable_hbm, 12),
+            mem_fraction_static=round(1 - reserve, 12),
             visible_bytes=hw.usable_bytes_per_device,
             visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
             weights_bytes=result.per_device.weights_bytes,

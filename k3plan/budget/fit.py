@@ -75,6 +75,12 @@ def check_workload(
     )
 
 
+# the exit the budget's unverified temporaries give fit (3); under --serve the engine's start check decides the
+# exit instead, and k3plan.app.fit says so in this warning's place
+UNVERIFIED_EXIT = f"(exit 3, reason_code {ReasonCode.UNVERIFIED_TEMP.value})"
+SERVE_UNVERIFIED = "(k3plan's own budget; under --serve the engine's start check above is the verdict and the exit)"
+
+
 class FitResult(Frozen):
     model: ModelFacts
     hardware: HardwareFacts
@@ -463,8 +469,7 @@ def fit(
         said = "; ".join(f"the {' and '.join(st for st, w in lower if w == why)} temporaries are {why}" for why in whys)
         warnings.append(
             f"temp unverified: {said}; no measured or compiled evidence at this point ({fmt_gib(temp_bytes)} counted): "
-            f"it fits only if they stay <= {fmt_gib(most)} a device (exit 3, reason_code "
-            f"{ReasonCode.UNVERIFIED_TEMP.value}); settle it: {unverified.settle}"
+            f"it fits only if they stay <= {fmt_gib(most)} a device {UNVERIFIED_EXIT}; settle it: {unverified.settle}"
         )
     else:  # the outside stage's own warning where the verdict does not already say it
         warnings += [

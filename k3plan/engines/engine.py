@@ -111,6 +111,11 @@ class Engine:
     # what in k3plan's pricing follows the release fit --engine-version names (k3plan.engines.release), in words for
     # the command's caveat; "": no rule k3plan prices for the engine differs by release
     by_release: str = ""
+    # the models (bundled names, by prefix) those rules concern; (): every model the engine serves
+    by_release_models: tuple[str, ...] = ()
+    # the oldest release whose code k3plan read for this engine; a command of an older one is priced by the code
+    # each rule cites, with a caveat saying so (None: no release read)
+    oldest_release_read: tuple[int, int, int] | None = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -261,6 +261,25 @@ IGNORED = {
     "--numa-bind-nodes": 1,
     "--fp4-gemm-backend": 1,
     "--ep-dispatch-algorithm": 1,
+    # multimodal inputs' host-side sources (vLLM's ModelConfig.allowed_local_media_path / allowed_media_domains,
+    # vllm/engine/arg_utils.py in the 0.31.0 wheel; vllm-project/vllm#42426's Kimi-K2.6 command): which files and
+    # hosts a request may name, nothing on the GPU
+    "--allowed-local-media-path": 1,
+    "--allowed-media-domains": 1,
+    # vLLM V0's CPU swap space a GPU (CacheConfig.swap_space, host memory for preempted sequences; gone from the
+    # 0.31.0 wheel's EngineArgs): host memory, the GPU pool is sized as without it
+    "--swap-space": 1,
+    # SGLang's: the switch of 0.4.x that read --enable-ep-moe (engines/sglang/serve.py: ep_size = tp_size), its
+    # FlashInfer MLA attention kernel of the same releases (the 0.4.3.post2 wheel's ServerArgs.enable_flashinfer_mla:
+    # which kernel reads the same MLA pool), torch.distributed's timeout and a disaggregated worker's RDMA NICs
+    # (ServerArgs.dist_timeout, disaggregation_ib_device in the 0.5.15 wheel): nothing the pool holds
+    "--enable-ep-moe": 0,
+    "--enable-flashinfer-mla": 0,
+    "--dist-timeout": 1,
+    "--disaggregation-ib-device": 1,
+    # vLLM's API-server flags, each of FrontendArgs' fields (engines/vllm/frontend.py): listening, authentication,
+    # TLS, CORS, logging and chat rendering; the worker that sizes the pool never sees them
+    **vllm_serve.FRONTEND_IGNORED,
 }
 # environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
 UNPRICED_ENV = {
@@ -700,7 +719,7 @@ def model_of(name: str) -> str:
     if key.startswith(("/", "./", "../", "~")):  # InferenceX's nightlies serve from local copies (/lustre/...)
         raise K3PlanError(
             f"--serve: model {name!r} is a local path: k3plan cannot tell which checkpoint it holds; write the "
-            f"checkpoint's Hugging Face id in its place (one of {', '.join(sorted(HF_MODELS))})"
+            f"checkpoint's Hugging Face id in its place (one of {', '.join(priced_ids())})"
         )
     mark = next((m for m in UNPRICED_MARKS if m in key.replace("_", "-").split("/")[-1].split("-")), None)
     why = (
@@ -708,13 +727,19 @@ def model_of(name: str) -> str:
         if mark
         else "k3plan bundles no config for that checkpoint and will not price it as another's"
     )
-    from k3plan.models.hub import hf_id
-
-    ids = sorted(set(HF_MODELS) | {i.lower() for i in map(hf_id, bundled_models()) if i})
     raise K3PlanError(
         f"--serve: model {name!r} is not a checkpoint k3plan can price ({why}); expected one of "
-        f"{', '.join(ids)} or a bundled model name ({', '.join(bundled_models())})"
+        f"{', '.join(priced_ids())} or a bundled model name ({', '.join(bundled_models())})"
     )
+
+
+def priced_ids() -> list[str]:
+    """Every Hugging Face id --serve reads (lower case, as the Hub resolves them): HF_MODELS and each bundled
+    model's own id (its provenance.json's, models.hub.hf_id)."""
+    from k3plan.models.hub import hf_id
+    from k3plan.models.loader import bundled_models
+
+    return sorted(set(HF_MODELS) | {i.lower() for i in map(hf_id, bundled_models()) if i})
 
 
 def _split(command: str) -> list[str]:

@@ -18,6 +18,9 @@ KV = {
     "bf16": "bf16",
     "fp8": "fp8",
     "fp8_e4m3": "fp8",
+    # the other fp8 KV format both engines take (vLLM's CacheDType, SGLang's kv_cache_dtype choices in the 0.5.15
+    # wheel's server_args.py): 1 B a value, as fp8_e4m3
+    "fp8_e5m2": "fp8",
     "fp8_ds_mla": "fp8_ds_mla",
     # vLLM's DeepSeek-V4.1 record with an NVFP4 compressed cache (SM100 only): its pool in engines/vllm/dsv4_pages.py,
     # k3plan's budget prices V4.1's own formats whatever the dtype

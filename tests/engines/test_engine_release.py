@@ -90,7 +90,7 @@ def test_a_sglang_v4_command_at_0_5_13_is_priced_at_that_form(cli):
 def test_an_engine_with_no_release_rule_says_so(cli):
     serve = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 16 --enable-expert-parallel"
     r = cli("fit", "-t", "2x2x2", "--serve", serve, "--engine-version", "0.11.1")
-    assert "--engine-version 0.11.1: no rule k3plan prices for it differs by release" in " ".join(r.output.split())
+    assert "--engine-version 0.11.1: no rule k3plan prices for kimi-k3 differs by release" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize(

@@ -181,7 +181,11 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
         # SGLang's moe_a2a_backend defaults to none (the all-reduce MoE, shared experts TP-split); sglang prices DeepEP
         ("sglang", "nvidia-b200", " --moe-a2a-backend deepep "),
         # on a GPU dp-attention launches SGLang with the sglang stack's flags, as it prices them (Stack.bind)
-        ("dp-attention", "nvidia-b200", " --moe-a2a-backend deepep --mamba-scheduler-strategy no_buffer "),
+        (
+            "dp-attention",
+            "nvidia-b200",
+            " --moe-a2a-backend deepep --moe-runner-backend auto --mamba-scheduler-strategy no_buffer ",
+        ),
         ("vllm", "nvidia-b200", " --all2all-backend allgather_reducescatter "),
     ],
 )

@@ -48,14 +48,15 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
         "--seed",
         "--async-scheduling",
         "--no-enable-prefix-caching",
-        "NEW_MODEL_DESIGN=1",
         "VLLM_MLA_DISABLE=0",
         "TPU_BACKEND_TYPE=jax",
         "VLLM_USE_V1=1",
     ):
         assert name in eng["serve"]["ignored"], name
-    # the priced variables are not listed as ignored
-    assert not [x for x in eng["serve"]["ignored"] if x.startswith(("MODEL_IMPL_TYPE", "MOE_REQUANTIZE"))]
+    # the priced variables, and NEW_MODEL_DESIGN the MLA models require, are not listed as ignored
+    assert not [
+        x for x in eng["serve"]["ignored"] if x.startswith(("MODEL_IMPL_TYPE", "MOE_REQUANTIZE", "NEW_MODEL_DESIGN"))
+    ]
 
 
 def test_the_split_is_attention_tp1_over_dp_with_the_experts_over_every_device():

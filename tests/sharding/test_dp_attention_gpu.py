@@ -122,13 +122,14 @@ def test_dp_attention_on_tpu_is_byte_identical_to_the_stack_as_written(cli, monk
 
 def test_the_gpu_binding_takes_sglang_yaml_s_sections_and_flags():
     """Each quantity written once: the bound stack's sections are sglang.yaml's, not copies; its options are
-    SGLang's flags (a2a backend, mem_fraction_static, scheduler strategy, radix cache); on TPU none of them."""
+    SGLang's flags (a2a backend, MoE runner, mem_fraction_static, scheduler strategy, radix cache); on TPU none of them."""
     gpu = load_stack("dp-attention").bind(load_hardware("nvidia-h200"))
     sg = load_stack("sglang")
     for section in ("state", "paging", "reserve", "kv_pool", "absorbed_copies", "dp_attention_chunk"):
         assert getattr(gpu, section) == getattr(sg, section), section
     assert list(gpu.options) == [
         "moe_a2a_backend",
+        "moe_runner_backend",
         "mem_fraction_static",
         "mamba_scheduler_strategy",
         "disable_radix_cache",

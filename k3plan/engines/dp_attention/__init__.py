@@ -9,7 +9,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
-from k3plan.engines.sglang.dsv4_pool import BY_RELEASE
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE, BY_RELEASE_MODELS, OLDEST_READ
 
 ENGINE = Engine(
     name="dp-attention",
@@ -20,4 +20,6 @@ ENGINE = Engine(
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
     by_release=BY_RELEASE,  # --serve reads SGLang's DP-attention commands as this stack
+    by_release_models=BY_RELEASE_MODELS,
+    oldest_release_read=OLDEST_READ,
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
-from k3plan.engines.sglang.dsv4_pool import BY_RELEASE
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE, BY_RELEASE_MODELS, OLDEST_READ
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 
 ENGINE = Engine(
@@ -34,6 +34,8 @@ ENGINE = Engine(
     loads_vision_tower=True,
     vision_tower_architectures=frozenset({"kimi_k25"}),
     by_release=BY_RELEASE,
+    by_release_models=BY_RELEASE_MODELS,
+    oldest_release_read=OLDEST_READ,
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     # ServerArgs' own MoE backend, not the sglang stack's DeepEP deployment (engines/sglang/flags.py)
     run_options={"moe_a2a_backend": SGLANG_A2A_DEFAULT},

@@ -68,6 +68,10 @@ BY_RELEASE = (
     "request slot; earlier releases not read, priced as 0.5.13's; engines/sglang/dsv4_pool.py FORMS); k3plan's other "
     "SGLang rules are the code each cites"
 )
+BY_RELEASE_MODELS = ("deepseek-v4",)  # the pool forms are DeepSeek-V4's (V4.1's pool: sglang_dsv41_pool)
+# the oldest SGLang wheel k3plan read a memory rule in (0.5.12: Mxfp4MarlinMoEMethod's kept fp32 scales, the stack's
+# moe_runner_backend option); 0.4.x wheels were read for two flags' meaning only (engines/sglang/serve.py)
+OLDEST_READ = (0, 5, 12)
 
 
 def form_for_release(release: tuple[int, int, int] | None) -> str:

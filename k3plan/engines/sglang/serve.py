@@ -126,6 +126,12 @@ def read(r: Reading) -> None:
     get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
     ep_size = get("--ep-size", get("--ep", get("--expert-parallel-size", None)))  # ServerArgs' three spellings
     r.ep = flag_int("--ep-size", ep_size) if ep_size else None
+    # SGLang before 0.4.9's switch for the same: ServerArgs.__post_init__ sets ep_size = tp_size whatever --ep-size
+    # says (the sglang 0.4.3.post2 and 0.4.8 wheels, server_args.py 'if self.enable_ep_moe: self.ep_size =
+    # self.tp_size'); its DeepSeek recipes of that time pass it
+    ep_moe = get("--enable-ep-moe", None)
+    if ep_moe is not None and ep_moe.lower() not in ("false", "0"):
+        r.ep = r.tp
     if r.ep == 1 and r.tp > 1:
         # ServerArgs' default ep_size 1: no expert parallelism, each expert's intermediate split over the TP group
         # (moe_tp_size = tp_size / ep_size) -- the same bytes a device as EP over it, which k3plan prices
@@ -238,11 +244,16 @@ def check_env(env: dict[str, str], *, stack: str = "") -> None:
 
 def finish(r: Reading) -> None:
     """The stack: sglang, or dp-attention with --enable-dp-attention; SGLang's default chunk by GPU memory."""
+    if r.chunk is None and r.device_gib is not None:
+        # the flag's default by GPU memory, set before the DP division below as ServerArgs.__post_init__ orders them
+        # (sglang 0.5.15 wheel server_args.py: _handle_gpu_memory_settings, then _handle_data_parallelism)
+        r.chunk, r.chunk_source = default_chunk(r.device_gib)
     r.stack = ENGINE
     if r.dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
         r.stack, r.tp = DP_ATTENTION.name, dp_attention_tp(r.tp, r.dp)
         # and it prefills chunked_prefill_size // dp_size a DP rank (server_args.py handle_data_parallelism; the
         # sglang stack's dp_attention_chunk): k3plan's chunk is a DP group's
-        r.chunk = None if r.chunk is None else max(1, r.chunk // r.dp)
-    if r.chunk is None and r.device_gib is not None:
-        r.chunk, r.chunk_source = default_chunk(r.device_gib)
+        if r.chunk is not None:
+            r.chunk = max(1, r.chunk // r.dp)
+            if r.chunk_source:
+                r.chunk_source += f", // dp_size {r.dp} a DP rank (server_args.py _handle_data_parallelism)"

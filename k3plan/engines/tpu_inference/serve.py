@@ -37,7 +37,16 @@ SPLIT_SOURCE = (
 STRATEGY_READ = frozenset({"enable_dp_attention"})
 # tpu_runner.py _init_inputs: additional_config "compilation_sizes" are extra token paddings the step is compiled
 # for (num_tokens_paddings), not memory held
-ADDITIONAL_IGNORED = frozenset({"compilation_sizes"})
+# and "sparse_matmul" (its daily CI's run_jax_deepseek_v3_1k_8k.json, scripts/multihost/benchmarks/jax/
+# run_deepseek_v3_1k_1k.sh): which matmul runs the experts (the grouped, sparse one) over the same weights
+ADDITIONAL_IGNORED = frozenset({"compilation_sizes", "sparse_matmul"})
+# keys that change what a device holds in a way k3plan does not price: refused with what they do
+ADDITIONAL_UNPRICED = {
+    # tpu_inference/models/jax/deepseek_v3.py (read in the public code index, commit not pinned): with it the
+    # attention's projections get an empty sharding () in place of ShardingAxisName.MLP_TENSOR -- whole on every
+    # device
+    "replicate_attn_weights": "the attention projections whole on every device (deepseek_v3.py: their sharding ())",
+}
 
 # the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
 MODEL_IMPL = "MODEL_IMPL_TYPE"
@@ -77,6 +86,11 @@ def _additional(r: Reading) -> None:
     for key in sorted(extra):
         if key in ADDITIONAL_IGNORED:
             r.ignored.append(f"{ADDITIONAL} {key}")
+        elif key in ADDITIONAL_UNPRICED:
+            raise K3PlanError(
+                f"--serve: {ADDITIONAL} {key!r}: {ADDITIONAL_UNPRICED[key]} is not priced by k3plan; remove it to "
+                "price tpu-inference without it"
+            )
         elif key != "sharding":
             raise K3PlanError(
                 f"--serve: {ADDITIONAL} {key!r}: a key of tpu-inference's additional_config k3plan does not read; "
@@ -160,7 +174,8 @@ def _env(r: Reading) -> None:
             "k3plan prices MLA, vLLM's default (0)"
         )
     r.env_read |= PRICED_ENV & set(env)
-    r.ignored += [f"{k}={env[k]}" for k in (NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE) if k in env]
+    # NEW_MODEL_DESIGN=1 is read (the MLA models' requirement above), not listed as ignored
+    r.ignored += [f"{k}={env[k]}" for k in (MLA_DISABLE, BACKEND_TYPE) if k in env]
 
 
 def _tokens(flag: str, value: str) -> int:

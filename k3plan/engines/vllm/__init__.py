@@ -25,6 +25,7 @@ ENGINE = Engine(
         "the profile run's sampler warm-up follows it (0.11.1-0.16.x sort the top-k / top-p mask, "
         "engines/vllm/sampler.py); k3plan's other vLLM rules are the code each cites"
     ),
+    oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
     scheduling_default=(
         True,
         "the engine's default from v0.14.0 (vllm-project/vllm#27614): vllm/config/vllm.py VllmConfig.__post_init__ "

@@ -21,6 +21,7 @@ from k3plan.engines.serve_values import (
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
+from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
@@ -54,9 +55,13 @@ VLLM_DEFAULTS_SOURCE = (
 VLLM_LARGE_GPU_GIB = 70
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
 VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode", "--enable-cumem-allocator"}
-SWITCHES = frozenset(VLLM_SWITCHES)
-# EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes)
-NARGS = frozenset({"--cudagraph-capture-sizes"})
+# and the API server's (FrontendArgs' bool fields: engines/vllm/frontend.py), read as switches and ignored
+SWITCHES = frozenset(VLLM_SWITCHES) | frontend.SWITCHES
+# EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes),
+# the names the server answers to (ModelConfig.served_model_name: str | list[str], vllm/engine/arg_utils.py
+# get_kwargs; vllm-project/vllm#42426's command passes five) and the API server's list flags (frontend.NARGS)
+NARGS = frozenset({"--cudagraph-capture-sizes", "--served-model-name", "--allowed-media-domains"}) | frontend.NARGS
+FRONTEND_IGNORED = frontend.ignored()
 
 
 def human_readable_int(flag: str, value: str) -> int:
@@ -182,6 +187,32 @@ VLLM_UNPRICED = {
     "--offload-num-in-group": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-prefetch-step": "weights offloaded to host memory and prefetched a group at a time",
 }
+# weights moved to host memory and read over UVA until this many GiB a GPU are offloaded, a parameter at a time
+# (vLLM 0.31.0 wheel vllm/config/offload.py UVAOffloadConfig.cpu_offload_gb, default 0: nothing offloaded)
+CPU_OFFLOAD = "--cpu-offload-gb"
+
+
+def read_cpu_offload(r: Reading) -> None:
+    """--cpu-offload-gb: 0 (vLLM's default) changes nothing and is listed; more is refused (the weights' offloaded
+    share, whole parameters until the GiB are reached, is not priced)."""
+    raw = r.get(CPU_OFFLOAD, None)
+    if raw is None:
+        return
+    try:
+        gib = float(raw)
+    except ValueError:
+        raise K3PlanError(f"--serve: {CPU_OFFLOAD} {raw!r}: expected a number of GiB (0 or more)") from None
+    if not gib >= 0 or gib == float("inf"):
+        raise K3PlanError(f"--serve: {CPU_OFFLOAD} {raw!r}: expected a number of GiB (0 or more)")
+    if gib > 0:
+        raise K3PlanError(
+            f"--serve: {CPU_OFFLOAD} {raw}: weights offloaded to host memory over UVA, whole parameters until "
+            f"{gib:g} GiB a GPU (vllm/config/offload.py UVAOffloadConfig), is not priced by k3plan; remove it to "
+            "price vLLM without it"
+        )
+    r.ignored.append(CPU_OFFLOAD)
+
+
 # the environment this family's commands read beside the listed harmless ones (k3plan.engines.serve.IGNORED_ENV):
 # the long-context switch above, torchtpu-vllm's unified block pool (a caveat, finish below) and the Engram tables'
 # default place (engines/vllm/engram.py)
@@ -263,6 +294,7 @@ def read(r: Reading) -> None:
     # InferenceX's multi-node vLLM recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/): settings that
     # size what a GPU holds in a way k3plan does not follow, refused with what they do
     refuse_unpriced(get, VLLM_UNPRICED, "vLLM")
+    read_cpu_offload(r)
     sleep = get("--enable-sleep-mode", None)
     if sleep is not None and sleep.lower() not in ("false", "0"):
         r.caveats.append(

@@ -1,0 +1,129 @@
+"""Public serve commands k3plan had not been shown (issue 47 item 2: every flag of a real engine command is priced,
+named as having no memory effect, or refused with the reason), each from the source it was met in:
+
+- vLLM's API-server flags (FrontendArgs: --api-key, --ssl-*, CORS, --root-path, ...): DeepSeek-R1 issue #507 passes
+  --api_key, vllm-project/vllm#42426 passes --ssl-* and five --served-model-name names and --allowed-local-media-path;
+- SGLang 0.4.x's --enable-ep-moe and --enable-flashinfer-mla (sgl-project/sglang#4161, #7691), --dist-timeout
+  (sgl-project/sglang#34822), --disaggregation-ib-device (the LMSYS / Ant Group H20 blog), fp8_e5m2 KV;
+- --moe-runner-backend under --enable-dp-attention (SemiAnalysisAI/InferenceX#2226's DeepSeek-V4-Pro DEP4 lines);
+- tpu-inference's own --additional-config keys (its daily CI's run_jax_deepseek_v3_1k_8k.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.errors import K3PlanError
+
+R1 = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8"
+SG_R1 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --tp 8"
+
+
+def _h200(cmd: str):
+    return parse_serve(cmd, platform="gpu", device_gib=139.8, device_name="nvidia-h200")
+
+
+def test_vllm_s_api_server_flags_are_read_and_listed_as_no_memory_effect():
+    plain = _h200(R1)
+    q = _h200(
+        R1 + " --api_key sk-a sk-b --ssl-keyfile k.pem --ssl-certfile c.pem --ssl-ca-certs ca.pem --enable-ssl-refresh"
+        " --allowed-origins '[\"*\"]' --middleware m.mw --root-path /v --disable-fastapi-docs"
+        " --return-tokens-as-token-ids --no-enable-log-deltas --served-model-name a b c d e"
+        " --allowed-local-media-path / --swap-space 16 --cpu-offload-gb 0 --max-num-seqs 8"
+    )
+    assert (q.model, q.tp, q.batch) == ("deepseek-v3", 8, 8)  # the nargs flags took their values, no more
+    for flag in ("--api-key", "--ssl-certfile", "--enable-ssl-refresh", "--served-model-name", "--swap-space"):
+        assert flag in q.ignored
+    assert "--cpu-offload-gb" in q.ignored  # 0, vLLM's default: nothing offloaded
+    assert (q.context, q.stack) == (plain.context, plain.stack)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("--cpu-offload-gb 10", "--cpu-offload-gb 10: weights offloaded to host memory over UVA"),
+        ("--cpu-offload-gb lots", "expected a number of GiB"),
+        ("--cpu-offload-gb -1", "expected a number of GiB"),
+    ],
+)
+def test_vllm_s_weight_offload_is_refused_with_what_it_does(extra, says):
+    with pytest.raises(K3PlanError, match=says):
+        _h200(f"{R1} {extra}")
+
+
+def test_sglang_0_4_s_flags_read_as_those_releases_did():
+    q = _h200(SG_R1 + " --enable-ep-moe --enable-flashinfer-mla --dist-timeout 3600 --disaggregation-ib-device mlx5_0")
+    assert q.ep == 8  # --enable-ep-moe: ep_size = tp_size (ServerArgs.__post_init__ in the 0.4.x wheels)
+    assert {"--enable-flashinfer-mla", "--dist-timeout", "--disaggregation-ib-device"} <= set(q.ignored)
+    e5m2, e4m3 = (_h200(f"{SG_R1} --kv-cache-dtype {dt}").kv_dtype for dt in ("fp8_e5m2", "fp8_e4m3"))
+    assert e5m2 == e4m3 == "fp8"
+
+
+def test_sglang_s_runner_is_read_under_dp_attention_too(cli):
+    cmd = (
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 4 --dp 4 --enable-dp-attention"
+        " --mem-fraction-static 0.90 --moe-runner-backend "
+    )
+    auto, marlin = (
+        json.loads(cli("fit", "-H", "nvidia-b300", "-t", "4", "--serve", cmd + runner, "--json").stdout)["engine"]
+        for runner in ("auto", "marlin")
+    )
+    # Marlin keeps DeepSeek-V4's fp32 scales beside its own (engines/sglang/stack.yaml moe_runner_backend)
+    assert marlin["weights_bytes"] > auto["weights_bytes"]
+
+
+def test_sglang_s_start_check_runs_at_the_fraction_it_derives(cli):
+    """Without --mem-fraction-static SGLang derives its fraction from the GPU, the split and the chunk; the start
+    check reads the fraction the budget's reserve row prints (0.897 on eight H200s), not a fixed 0.88."""
+    derived, given = (
+        json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--json").stdout)["engine"]
+        for cmd in (SG_R1, SG_R1 + " --mem-fraction-static 0.897")
+    )
+    assert derived["kv_pool_tokens"] == given["kv_pool_tokens"]
+
+
+def test_dp_attention_s_default_chunk_is_divided_like_a_given_one():
+    """ServerArgs sets chunked_prefill_size's default by GPU memory before dividing it by dp_size (the 0.5.15
+    wheel's __post_init__ order), so a command without the flag prefills 8,192 // 4 a DP rank on an H200."""
+    base = (
+        "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2-Instruct --tp 8 --dp 4 --enable-dp-attention"
+    )
+    assert _h200(base).chunk == _h200(base + " --chunked-prefill-size 8192").chunk == 2048
+
+
+def test_under_serve_the_budget_s_unverified_temp_does_not_claim_exit_3(cli):
+    out = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", R1)
+    assert out.exit_code == 0 and "exit 3" not in out.stdout
+
+
+def test_a_release_caveat_names_only_what_concerns_the_model():
+    from k3plan.app.fit import _from_serve
+
+    *_, sg = _from_serve(SG_R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version="0.4.8")
+    text = " ".join(sg.caveats)
+    assert "DeepSeek-V4's pool form" not in text and "no rule k3plan prices for deepseek-v3" in text
+    assert "read no sglang release before 0.5.12" in text
+    *_, v4 = _from_serve(
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4",
+        {"hardware": "nvidia-h200"},
+        8192,
+        None,
+        engine_version="0.5.15",
+    )
+    assert "DeepSeek-V4's pool form" in " ".join(v4.caveats) and "read no" not in " ".join(v4.caveats)
+
+
+def test_tpu_inference_s_additional_config_keys_are_read_or_refused_with_what_they_do():
+    base = (
+        "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 16 "
+        '--max-model-len 5120 --max-num-batched-tokens 2048 --max-num-seqs 64 --additional-config \'{"sharding": {"sharding_strategy": {"enable_dp_attention": true}}%s}\''
+    )
+    q = parse_serve(base % ', "sparse_matmul": "True"', platform="tpu", device_gib=94.75, device_name="tpu-v7x")
+    assert "--additional-config sparse_matmul" in q.ignored
+    assert not any(i.startswith("NEW_MODEL_DESIGN") for i in q.ignored)  # read: the MLA models need it
+    with pytest.raises(K3PlanError, match="replicate_attn_weights.*whole on every device"):
+        parse_serve(
+            base % ', "replicate_attn_weights": "True"', platform="tpu", device_gib=94.75, device_name="tpu-v7x"
+        )
