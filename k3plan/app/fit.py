@@ -564,7 +564,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         vendor=hw.vendor,
         vocab_size=spec.vocab_size,
         cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),
-        backend_refusal=_backend_refusal(served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor),
+        backend_refusal=_backend_refusal(
+            served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor, setup=setup
+        ),
         # DeepSeek-V4.1's index keys in MXFP4 (engines/vllm/dsv4_pages.py dsv41_pages)
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
         dcp=1 if served is None else served.dcp,
@@ -580,9 +582,18 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     return _with_serve(got.as_json(), result, served)
 
 
-def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str) -> tuple[str, str] | None:
-    """A setting vLLM's CUDA indexer builder refuses at start on this GPU (engines/vllm/attention_config.py): the TPU
-    plugin and ROCm build their own attention."""
+def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: Setup) -> tuple[str, str] | None:
+    """What vLLM refuses at start on this GPU before sizing anything: a block-quantized fp8 layer whose TP share is
+    not whole blocks (engines/vllm/fp8_block.py, on either GPU vendor), a setting its CUDA indexer builder refuses
+    (engines/vllm/attention_config.py: the TPU plugin and ROCm build their own attention)."""
+    if vendor in ("nvidia", "amd"):
+        from k3plan.engines.vllm.fp8_block import padded_roles, row_parallel_refusal
+
+        release = None if served is None else served.release
+        padded = padded_roles(dsv4=dsv4, vendor=vendor, release=release)
+        blocks = row_parallel_refusal(setup.model.inventory, setup.plan, padded=padded)
+        if blocks is not None:
+            return blocks
     if served is None or vendor != "nvidia":
         return None
     from k3plan.engines.vllm.attention_config import SM100_FAMILY, start_error
