@@ -340,11 +340,17 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     from k3plan.units import GiB
 
     hw = load_hardware(setup_options["hardware"])
-    q = parse_serve(serve, platform=hw.kind, device_gib=hw.usable_bytes_per_device / GiB, device_name=hw.name)
-    if engine_version is not None:
-        from k3plan.engines.release import parse_release, release_text
+    from k3plan.engines.release import parse_release, release_text
 
-        release = parse_release(engine_version)
+    release = None if engine_version is None else parse_release(engine_version)
+    q = parse_serve(
+        serve,
+        platform=hw.kind,
+        device_gib=hw.usable_bytes_per_device / GiB,
+        device_name=hw.name,
+        release=release,
+    )
+    if release is not None:
         rules = engine_rules(q.stack)
         concerns = not rules.by_release_models or q.model.startswith(rules.by_release_models)
         follows = (rules.by_release if concerns else "") or f"no rule k3plan prices for {q.model} differs by release"
@@ -591,7 +597,13 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
 
         release = None if served is None else served.release
         padded = padded_roles(dsv4=dsv4, vendor=vendor, release=release)
-        blocks = row_parallel_refusal(setup.model.inventory, setup.plan, padded=padded)
+        plan = setup.plan
+
+        def input_shards(t) -> int:  # the ranks the plan splits a weight's input (second) dimension over
+            axis = plan.spec(t).partition[1]
+            return plan.mesh.size(axis) if axis else 1
+
+        blocks = row_parallel_refusal(setup.model.inventory, input_shards, padded=padded)
         if blocks is not None:
             return blocks
     if served is None or vendor != "nvidia":

@@ -840,7 +840,12 @@ def _flags(rest: list[str]) -> dict[str, str]:
 
 
 def parse_serve(
-    command: str, *, platform: str, device_gib: float | None = None, device_name: str = ""
+    command: str,
+    *,
+    platform: str,
+    device_gib: float | None = None,
+    device_name: str = "",
+    release: tuple[int, int, int] | None = None,
 ) -> ServeQuestion:
     """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm.
     ``device_gib`` / ``device_name``: the device's memory and name, for the defaults the engine picks by them
@@ -849,7 +854,15 @@ def parse_serve(
     family, model, rest = _family(argv)
     model, rest = family.tokens(model, rest)
     flags = _flags(rest)
-    r = Reading(flags=flags, platform=platform, device_gib=device_gib, device_name=device_name, env=env, model=model)
+    r = Reading(
+        flags=flags,
+        platform=platform,
+        device_gib=device_gib,
+        device_name=device_name,
+        env=env,
+        model=model,
+        release=release,
+    )
     family.read(r)  # the family's flags, in its order, with the shared readers above
     resolved = model_of(r.model or "")  # a checkpoint k3plan cannot price is refused before any flag
     for spec in SPECULATIVE_FLAGS:

@@ -87,6 +87,9 @@ class Reading:
     device_name: str
     env: dict[str, str]
     model: str | None  # the positional MODEL where the command takes one, else None
+    # the release the command runs (fit --engine-version, k3plan.engines.release), for the defaults that changed
+    # between releases; None: the code each rule cites
+    release: tuple[int, int, int] | None = None
     options: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     tp: int = 1

@@ -20,11 +20,11 @@ model files (vllm/models/deepseek_v4/amd/model.py, read in the 0.28.0 wheel) bui
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from k3plan.models.inventory import TensorInventory
-    from k3plan.sharding.resolve import ShardingPlan
+    from k3plan.models.inventory import Tensor, TensorInventory
 
 BLOCK = 128  # the [128, 128] weight_block_size of DeepSeek-V3 / V4's fp8 checkpoints (their quantization_config)
 FORMATS = frozenset({"fp8_block", "ds_fp8"})  # k3plan's 128 x 128 block fp8 formats (models/formats.py)
@@ -46,16 +46,16 @@ def padded_roles(*, dsv4: bool, vendor: str, release: tuple[int, int, int] | Non
 
 
 def row_parallel_refusal(
-    inventory: TensorInventory, plan: ShardingPlan, *, padded: frozenset[str] = frozenset()
+    inventory: TensorInventory, input_shards: Callable[[Tensor], int], *, padded: frozenset[str] = frozenset()
 ) -> tuple[str, str] | None:
-    """vLLM's ValueError and where it is raised, for the first block-quantized 2-D weight whose input dimension the
-    plan splits into shares that are not whole blocks; None when every split is whole. ``padded``: roles the model
-    code rounds up to whole blocks (``padded_roles``)."""
+    """vLLM's ValueError and where it is raised, for the first block-quantized 2-D weight whose input dimension
+    (``input_shards``: the ranks the sharding plan splits a tensor's second checkpoint dimension over) is split into
+    shares that are not whole blocks; None when every split is whole. ``padded``: roles the model code rounds up to
+    whole blocks (``padded_roles``)."""
     for t in inventory.text:
         if t.fmt not in FORMATS or t.role == "expert" or t.role in padded or len(t.shape) != 2:
             continue
-        axis = plan.spec(t).partition[1]
-        shards = plan.mesh.size(axis) if axis else 1
+        shards = input_shards(t)
         if shards > 1 and t.shape[1] % shards == 0 and (t.shape[1] // shards) % BLOCK:
             share = t.shape[1] // shards
             return (

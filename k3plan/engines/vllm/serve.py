@@ -53,6 +53,16 @@ VLLM_DEFAULTS_SOURCE = (
     "and not an A100: 8192 / 1024, else 2048 / 256)"
 )
 VLLM_LARGE_GPU_GIB = 70
+# from 0.28.0 a third tier: a device of >= 160 GiB gets max_num_batched_tokens 16,384 (and max_num_seqs 1,024)
+# whatever its vendor (vllm-project/vllm#51726; EngineArgs.get_batch_defaults in the 0.28.0 wheel, unchanged through
+# 0.31.0; 0.27.0's has the two tiers above). Read with fit --engine-version (0.28.0 or later); without it the defaults
+# are the cited commit's. vllm-project/vllm#53961: MI300X (191.98 GiB) falls in it
+VLLM_HUGE_GPU_GIB = 160
+VLLM_HUGE_TIER_FROM = (0, 28, 0)
+VLLM_HUGE_SOURCE = (
+    "vllm 0.28.0 wheel vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (>= 160 GiB: 16384 / 1024; "
+    "vllm-project/vllm#51726)"
+)
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
 VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode", "--enable-cumem-allocator"}
 # and the API server's (FrontendArgs' bool fields: engines/vllm/frontend.py), read as switches and ignored
@@ -348,12 +358,20 @@ def read(r: Reading) -> None:
     large = r.device_gib is not None and r.device_gib >= VLLM_LARGE_GPU_GIB and "a100" not in r.device_name.lower()
     if r.platform == "tpu":  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
         large = False
+    huge = (
+        r.platform != "tpu"
+        and r.release is not None
+        and r.release >= VLLM_HUGE_TIER_FROM
+        and r.device_gib is not None
+        and r.device_gib >= VLLM_HUGE_GPU_GIB
+    )
+    source = VLLM_HUGE_SOURCE if huge else VLLM_DEFAULTS_SOURCE
     if r.chunk is None:
-        r.chunk = 8192 if large else 2048
-        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {VLLM_DEFAULTS_SOURCE}"
+        r.chunk = 16384 if huge else 8192 if large else 2048
+        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
     if seqs is None:
-        r.batch = min(1024 if large else 256, r.chunk)
-        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {VLLM_DEFAULTS_SOURCE}"
+        r.batch = min(1024 if large or huge else 256, r.chunk)
+        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}"
     else:
         r.batch = flag_int("--max-num-seqs", seqs)
     r.memory_options()
