@@ -249,6 +249,20 @@ V41_BLOCK_SOURCE = (
 )
 
 
+# DeepSeek-V4's block without --block-size: each layer's sliding-window cache registers in static_forward_context
+# before its attention, so Platform.update_block_size_for_backend asks its backend first, and
+# DeepseekSparseSWABackend.get_preferred_block_size is 256 (the sparse-MLA backend supports [256] only) -- on CUDA and
+# ROCm alike (read in the 0.26.0, 0.27.0 and 0.28.0 wheels: v1/attention/backends/mla/sparse_swa.py, sparse_mla.py,
+# platforms/interface.py; session 41's helper trace for vllm-project/vllm#53961). V4.1's attention registers first
+# (V41_BLOCK_SOURCE).
+V4_DEFAULT_BLOCK = 256
+V4_BLOCK_SOURCE = (
+    "vllm 0.28.0 wheel v1/attention/backends/mla/sparse_swa.py DeepseekSparseSWABackend.get_preferred_block_size "
+    "(256; the same in 0.26.0 / 0.27.0) via platforms/interface.py Platform.update_block_size_for_backend, the "
+    "sliding-window cache registered before the attention layer"
+)
+
+
 def v41_default_block(hardware: str) -> int:
     """The block vLLM resolves for DeepSeek-V4.1 on ``hardware`` when a command gives no --block-size
     (``V41_BLOCK_SOURCE``): 128 on SM100-family GPUs, 64 on Hopper and AMD (capability 9.x)."""

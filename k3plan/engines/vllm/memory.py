@@ -29,7 +29,15 @@ from k3plan.engines.engine import WEIGHTS_SOURCE, HbmWorker
 from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
-from k3plan.engines.vllm.dsv4_pages import V41_BLOCK_SOURCE, Dsv4Pages, dsv4_pages, dsv41_pages, v41_default_block
+from k3plan.engines.vllm.dsv4_pages import (
+    V4_BLOCK_SOURCE,
+    V4_DEFAULT_BLOCK,
+    V41_BLOCK_SOURCE,
+    Dsv4Pages,
+    dsv4_pages,
+    dsv41_pages,
+    v41_default_block,
+)
 from k3plan.engines.vllm.dsv4_workspace import (
     dspark_runner_buffers,
     dsv4_forward_live,
@@ -475,6 +483,10 @@ def engine_sizing(
         weights_src += f", + {how}"
     pages = None
     block = block_override or block_tokens
+    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and not block_override:
+        # DeepSeek-V4 without --block-size: the block vLLM resolves for it, on either GPU vendor (V4_BLOCK_SOURCE)
+        block = block_tokens = V4_DEFAULT_BLOCK
+        paging_source = f"{block} tokens, the block vLLM resolves for DeepSeek-V4 ({V4_BLOCK_SOURCE})"
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
         if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
             dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
