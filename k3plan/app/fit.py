@@ -567,6 +567,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         dsv4=spec.dsv4,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         draft=None if served is None else served.draft,
+        async_scheduling=None if served is None else served.async_scheduling,
+        pp=setup.parallel.pp,
         vendor=hw.vendor,
         vocab_size=spec.vocab_size,
         cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),

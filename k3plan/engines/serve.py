@@ -695,6 +695,8 @@ class ServeQuestion:
     # attention KV (the start check prices it: engines/vllm/memory.py vllm_kv_pool, engines/sglang/memory.py
     # sglang_kv_pool); 1: none
     dcp: int = 1
+    # vLLM's --async-scheduling / --no-async-scheduling as given (None: the engine's default, on since v0.14.0)
+    async_scheduling: bool | None = None
 
     @property
     def stack_ref(self) -> str:
@@ -933,6 +935,7 @@ def parse_serve(
         speculative=r.speculative,
         compilation=r.compilation,
         attention=r.attention,
+        async_scheduling=r.async_scheduling,
         max_total_tokens=r.max_total_tokens,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,

@@ -90,6 +90,7 @@ class Reading:
     # the release the command runs (fit --engine-version, k3plan.engines.release), for the defaults that changed
     # between releases; None: the code each rule cites
     release: tuple[int, int, int] | None = None
+    async_scheduling: bool | None = None  # vLLM's --async-scheduling / --no-async-scheduling (None: not given)
     options: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     tp: int = 1

@@ -187,6 +187,7 @@ def vllm_kv_pool(
     max_num_batched_tokens: int = 0,
     backend_refusal: tuple[str, str] | None = None,
     dcp: int = 1,
+    in_flight_batches: int = 1,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -199,7 +200,9 @@ def vllm_kv_pool(
     ``dsv4``: DeepSeek-V4's groups on GPU vLLM (engines/vllm/dsv4_pages.py): a block costs their packed slot, a
     request holds each group's pages at ``max_model_len`` and ``max_num_batched_tokens``. ``backend_refusal``:
     (message, where) of an attention backend's metadata builder that refuses the configuration when the KV cache is
-    initialized, after the pool is sized and checked (engines/vllm/attention_config.py start_error)."""
+    initialized, after the pool is sized and checked (engines/vllm/attention_config.py start_error).
+    ``in_flight_batches``: the batches of max_num_batched_tokens a windowed V4 group holds pages for
+    (``in_flight_batches`` below; 1: the cited v0.25.0 code)."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
@@ -247,16 +250,17 @@ def vllm_kv_pool(
     if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
         per_block = dsv4.block_bytes
         blocks = max(available, 0) // per_block
-        blocks_src = f"available // {per_block:,} B a block: {dsv4.text(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)}"
+        in_flight = max_num_batched_tokens * in_flight_batches  # the tokens a windowed group holds pages for
+        blocks_src = f"available // {per_block:,} B a block: {dsv4.text(max_model_len=max_model_len, max_num_batched_tokens=in_flight)}"
+        if in_flight_batches > 1:
+            blocks_src += f" ({in_flight_batches} batches in flight: {IN_FLIGHT_SOURCE})"
         if num_gpu_blocks_override is not None and available > 0:
             blocks = num_gpu_blocks_override
         max_model_len, fitted = asked_len, False
         if auto_max_model_len and available > 0:  # _auto_fit_max_model_len over the V4 groups' own bytes
-            fit = dsv4_longest_fit(dsv4, available=available, max_model_len=asked_len, chunk=max_num_batched_tokens)
+            fit = dsv4_longest_fit(dsv4, available=available, max_model_len=asked_len, chunk=in_flight)
             fitted, max_model_len = 0 < fit < asked_len, fit or asked_len
-        per_request = dsv4.blocks_per_request(
-            max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
-        )
+        per_request = dsv4.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=in_flight)
         conc = blocks / per_request
         tokens = int(conc * max_model_len)  # newer vLLM logs the tokens as max_concurrency x max_model_len
         need = per_request * dsv4.check_block_bytes
@@ -411,6 +415,8 @@ def engine_sizing(
     attention_heads: int = 0,
     q_lora_rank: int = 0,
     tp_attention: int = 0,
+    async_scheduling: bool | None = None,
+    pp: int = 1,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -632,7 +638,41 @@ def engine_sizing(
         max_num_batched_tokens=max_num_batched_tokens,
         backend_refusal=backend_refusal,
         dcp=dcp,
+        # DSpark runs on Model Runner V2 (engines/vllm/dsv4_workspace.py dspark_runner_buffers)
+        in_flight_batches=in_flight_batches(
+            release,
+            async_scheduling=async_scheduling,
+            pp=pp,
+            v2_runner=dsv4 is not None
+            and dsv4.dspark is not None
+            and draft is not None
+            and draft.num_speculative_tokens > 0,
+        ),
     )
+
+
+# From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
+# tokens scheduled and not yet settled, one max_num_batched_tokens a concurrent batch (VllmConfig.max_in_flight_tokens,
+# SlidingWindowSpec.max_admission_blocks_per_request); 0.25.0 charged one batch (read in the 0.25.0 and 0.26.0
+# wheels). The batches: 2 with async scheduling on the V1 runner at PP 1, PP + 1 on Model Runner V2 (DSpark's), PP
+# without async scheduling (VllmConfig.max_concurrent_batches). vllm-project/vllm#53961's 23.32 GiB needs them.
+IN_FLIGHT_FROM = (0, 26, 0)
+IN_FLIGHT_SOURCE = (
+    "vllm 0.26.0 wheel vllm/config/vllm.py VllmConfig.max_concurrent_batches x max_num_batched_tokens "
+    "(max_in_flight_tokens); 0.25.0's windowed specs take one max_num_batched_tokens"
+)
+
+
+def in_flight_batches(release: Release | None, *, async_scheduling: bool | None, pp: int, v2_runner: bool) -> int:
+    """The batches of max_num_batched_tokens a windowed group holds pages for (``IN_FLIGHT_SOURCE``): 1 before
+    0.26.0 or without --engine-version (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on."""
+    if release is None or release < IN_FLIGHT_FROM:
+        return 1
+    if async_scheduling is False:
+        return pp
+    if v2_runner:
+        return pp + 1
+    return 2 if pp <= 1 else pp
 
 
 # Engine-visible HBM a device where an engine's own log prints it (the driver's total is not what torch can

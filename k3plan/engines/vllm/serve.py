@@ -305,6 +305,11 @@ def read(r: Reading) -> None:
     # size what a GPU holds in a way k3plan does not follow, refused with what they do
     refuse_unpriced(get, VLLM_UNPRICED, "vLLM")
     read_cpu_offload(r)
+    # async scheduling (read for the batches a windowed KV group holds in flight: engines/vllm/memory.py
+    # in_flight_batches): --no-async-scheduling turns it off, --async-scheduling on
+    on, off = get("--async-scheduling", None), get("--no-async-scheduling", None)
+    if on is not None or off is not None:
+        r.async_scheduling = off is None and on is not None and on.lower() not in ("false", "0")
     sleep = get("--enable-sleep-mode", None)
     if sleep is not None and sleep.lower() not in ("false", "0"):
         r.caveats.append(

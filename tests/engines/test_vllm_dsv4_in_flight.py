@@ -1,0 +1,47 @@
+"""vLLM's windowed DeepSeek-V4 groups charge a request its window plus the tokens in flight, one
+max_num_batched_tokens a concurrent batch from 0.26.0 (VllmConfig.max_in_flight_tokens; 0.25.0 charged one batch),
+and from 0.28.0 a >= 160 GiB GPU takes 16,384 batched tokens by default. With both, vllm-project/vllm#53961's
+DeepSeek-V4-Pro on eight MI300X needs 24.06 GiB for one 1M-token request: 0.28.0's form of the check exactly (a
+session-41 helper's trace of the wheel; the issue's build printed 23.32, 0.29.0's bytes-a-block form)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from k3plan.engines.vllm.memory import in_flight_batches
+
+V4 = (
+    "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V4-Pro --dtype auto -tp 8 --load-format dummy "
+    "--no-enable-prefix-caching --kv-cache-dtype fp8 --gpu-memory-utilization 0.62"
+)
+
+
+@pytest.mark.parametrize(
+    ("release", "async_on", "pp", "v2", "batches"),
+    [
+        (None, None, 1, False, 1),  # the cited v0.25.0 code
+        ((0, 25, 0), None, 1, False, 1),
+        ((0, 26, 0), None, 1, False, 2),  # async scheduling on by default
+        ((0, 26, 0), False, 1, False, 1),
+        ((0, 28, 0), None, 2, False, 2),  # the V1 runner without async at PP > 1: PP
+        ((0, 31, 0), None, 2, True, 3),  # Model Runner V2: PP + 1
+    ],
+)
+def test_the_batches_in_flight_follow_the_release_and_the_scheduler(release, async_on, pp, v2, batches):
+    assert in_flight_batches(release, async_scheduling=async_on, pp=pp, v2_runner=v2) == batches
+
+
+def _needed(cli, *extra: str) -> float | None:
+    r = cli("fit", "-H", "amd-mi300x", "-t", "8", "--serve", " ".join((V4, *extra[:-2])), *extra[-2:], "--json")
+    eng = json.loads(r.stdout)["engine"]
+    m = re.search(r"\(([\d.]+) GiB KV cache is needed", eng["message"])
+    return float(m.group(1)) if m else None
+
+
+def test_vllm_53961_s_check_at_0_28(cli):
+    assert _needed(cli, "--engine-version", "0.28.0") == 24.06
+    # without async scheduling one batch is in flight, and the pool holds the request
+    assert _needed(cli, "--no-async-scheduling", "--engine-version", "0.28.0") is None
