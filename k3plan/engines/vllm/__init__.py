@@ -23,8 +23,10 @@ ENGINE = Engine(
     prices_unnamed=True,
     by_release=(
         "the profile run's sampler warm-up follows it (0.11.1-0.16.x sort the top-k / top-p mask, "
-        "engines/vllm/sampler.py), and so does the default token budget of a >= 160 GiB GPU (16,384 from 0.28.0, "
-        "engines/vllm/serve.py VLLM_HUGE_TIER_FROM); k3plan's other vLLM rules are the code each cites"
+        "engines/vllm/sampler.py), and so do the default token budget of a >= 160 GiB GPU (16,384 from 0.28.0, "
+        "engines/vllm/serve.py VLLM_HUGE_TIER_FROM) and the batches in flight a DeepSeek-V4 windowed group holds "
+        "pages for (2 under async scheduling from 0.26.0, engines/vllm/memory.py in_flight_batches); k3plan's other "
+        "vLLM rules are the code each cites"
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
     scheduling_default=(
