@@ -15,7 +15,7 @@ from k3plan.engines.vllm.memory import in_flight_batches
 
 V4 = (
     "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V4-Pro --dtype auto -tp 8 --load-format dummy "
-    "--no-enable-prefix-caching --kv-cache-dtype fp8 --gpu-memory-utilization 0.62"
+    "--no-enable-prefix-caching --kv-cache-dtype fp8"
 )
 
 
@@ -43,5 +43,24 @@ def _needed(cli, *extra: str) -> float | None:
 
 def test_vllm_53961_s_check_at_0_28(cli):
     assert _needed(cli, "--engine-version", "0.28.0") == 24.06
-    # without async scheduling one batch is in flight, and the pool holds the request
+    # without async scheduling one batch is in flight: 14.88 GiB, which the pool holds
     assert _needed(cli, "--no-async-scheduling", "--engine-version", "0.28.0") is None
+
+
+def test_v4_s_mxfp4_experts_on_gfx942_are_padded_to_256_a_shard(cli):
+    """TRITON_UNFUSED on gfx942 (AITER takes MXFP4 weights on gfx950 only) rounds a TP shard's intermediate up to 256:
+    V4-Pro's 3,072 / 8 = 384 -> 512, the routed experts 4/3 as large (engines/vllm/memory.py
+    MOE_SHARD_RULES_BY_HARDWARE); gfx950's AITER + SiLU keeps 384, and expert parallelism splits whole experts."""
+
+    def weights(hw: str, extra: str = "") -> int:
+        r = cli(
+            "fit", "-H", hw, "-t", "8", "--serve", f"vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 {extra}", "--json"
+        )
+        return json.loads(r.stdout)["engine"]["weights_bytes"]
+
+    gap = weights("amd-mi300x") - weights("amd-mi355x")
+    assert 31.5 * 2**30 < gap < 32.5 * 2**30  # the experts' third: 102,756,777,984 B / 3 a GPU
+    assert (
+        abs(weights("amd-mi300x", "--enable-expert-parallel") - weights("amd-mi355x", "--enable-expert-parallel"))
+        < 2**20
+    )

@@ -121,11 +121,15 @@ def test_the_v4_profile_run_workspace_is_the_larger_reservation_of_one_buffer():
     assert short < ws / 6 and "e18fe932" in how  # sized by max_model_len
 
 
-def test_the_v4_workspace_is_in_the_activation_on_cuda_only(cli):
+def test_the_v4_workspace_is_in_the_activation_and_rocm_adds_gfx9_s_decode_logits(cli):
+    """ROCm's V4 keeps the CUDA reservations and adds, on gfx942 / gfx950, the indexer's [tokens, L / 4] float32
+    decode logits (engines/vllm/dsv4_workspace.py dsv4_rocm_profile_workspace; session 41's trace of the 0.28.0
+    wheel): 8 GiB at 8,192 tokens and the 1M default length, above the CUDA reservations' 1.29 GiB."""
     import json
 
     cmd = "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 4 --kv-cache-dtype fp8 --block-size 256"
     nv = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "1x4", "--serve", cmd, "--json").stdout)["engine"]
     amd = json.loads(cli("fit", "-H", "amd-mi355x", "-t", "4", "--serve", cmd, "--json").stdout)["engine"]
     assert "profile-run workspace" in nv["sources"]["activation"]
-    assert "profile-run workspace" not in amd["sources"]["activation"]  # ROCm's V4 attention reserves its own
+    assert "workspace on ROCm 8.00 GiB" in amd["sources"]["activation"]
+    assert amd["activation_bytes"] > nv["activation_bytes"] + 6 * 2**30

@@ -306,3 +306,58 @@ def dspark_runner_buffers(*, max_num_seqs: int, tokens: int, k: int, vocab: int,
         f"Model Runner V2's buffers {total / GiB:.2f} GiB (draft logits {draft_logits:,} B, DSpark hidden states "
         f"{draft_hidden:,} B, penalties {penalties:,} B, grammar bitmask {bitmask:,} B; {RUNNER_SOURCE})"
     )
+
+
+# DeepSeek-V4 on AMD GPUs (vLLM's ROCm model, models/deepseek_v4/amd/): the same cache specs and the same two
+# workspace reservations as on CUDA (the indexer's prefill K gather, the attention warm-up gather
+# (4, cdiv(L, 4) + window + tokens, 512) bf16 in DeepseekV4ROCMAiterMLAAttention.forward_mqa), plus, on gfx942 and
+# gfx950, the indexer's decode logits [tokens, max_model_len // 4] float32, all three views of the one WorkspaceManager
+# buffer (rocm_aiter_sparse_attn_indexer's profile-run reservation); the model builds topk_indices_buffer and, for
+# ROCm's two-stage compressor, a [tokens, head_dim] float32 scratch in each ratio-128 layer; _mtp_hidden_buffer only
+# under eagle / draft-model speculation. Read in the 0.28.0 wheel by a session-41 helper (vllm-project/vllm#53961).
+ROCM_V4_SOURCE = (
+    "vllm 0.28.0 wheel (PyPI): v1/attention/ops/rocm_aiter_mla_sparse.py rocm_aiter_sparse_attn_indexer (profile-run "
+    "reservation; the decode logits (tokens, max_model_len // 4) float32 on gfx942 / gfx950), models/deepseek_v4/amd/"
+    "rocm.py DeepseekV4ROCMAiterMLAAttention.forward_mqa (warm-up gather), v1/worker/workspace.py WorkspaceManager "
+    "(one buffer, the largest view), models/deepseek_v4/compressor.py (_prefer_two_stage_compressor on ROCm: a "
+    "(tokens, head_dim) float32 scratch a ratio-128 layer), amd/model.py (topk_indices_buffer)"
+)
+GFX9_LOGITS = frozenset({"amd-mi300x", "amd-mi325x", "amd-mi355x"})  # gfx942 (MI300X, MI325X), gfx950 (MI355X)
+F32 = 4
+CSA_RATIO, HCA_RATIO = 4, 128  # the compress ratios of V4's indexed (CSA) and heavily compressed (HCA) layers
+
+
+def dsv4_rocm_profile_workspace(
+    d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int, hardware: str
+) -> tuple[int, int, str]:
+    """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 on vLLM's ROCm backends
+    (``ROCM_V4_SOURCE``): the CUDA reservations' larger and, on gfx942 / gfx950, the indexer's decode logits."""
+    cuda, logits, how = dsv4_profile_workspace(
+        d, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+    )
+    indexed = any(r == CSA_RATIO for r in d.compress_ratios) and d.index_head_dim
+    decode = (
+        _up(max_num_batched_tokens * (max_model_len // CSA_RATIO) * F32) if indexed and hardware in GFX9_LOGITS else 0
+    )
+    workspace = max(cuda, decode)
+    how = (
+        f"V4 profile-run workspace on ROCm {workspace / GiB:.2f} GiB: the larger of the indexer's decode logits "
+        f"{decode / GiB:.2f} GiB ({max_num_batched_tokens:,} x {max_model_len // CSA_RATIO:,} float32 on gfx942 / "
+        f"gfx950) and {how} ({ROCM_V4_SOURCE})"
+    )
+    return workspace, logits, how
+
+
+def dsv4_rocm_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int) -> tuple[int, str]:
+    """The buffers vLLM's ROCm DeepSeek-V4 model builds (``ROCM_V4_SOURCE``): topk_indices_buffer and the two-stage
+    compressor's float32 scratch in each ratio-128 layer; the RoPE tables the CUDA model builds were not read here."""
+    assert d.csa2 is None
+    t = max_num_batched_tokens
+    topk = t * d.index_topk * 4
+    hca = sum(1 for r in d.compress_ratios if r == HCA_RATIO)
+    scratch = hca * t * d.head_dim * F32
+    total = topk + scratch
+    return total, (
+        f"the model's buffers on ROCm {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32, the two-stage "
+        f"compressor's scratch {hca} x {t:,} x {d.head_dim} float32: {ROCM_V4_SOURCE})"
+    )

@@ -43,6 +43,8 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv4_forward_live,
     dsv4_model_buffers,
     dsv4_profile_workspace,
+    dsv4_rocm_model_buffers,
+    dsv4_rocm_profile_workspace,
     dsv41_dspark_profile,
     dsv41_model_buffers,
     dsv41_profile_workspace,
@@ -437,7 +439,7 @@ def engine_sizing(
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
     weights_src = WEIGHTS_SOURCE
     factor = 1.0
-    rule = MOE_SHARD_RULES.get(architecture)
+    rule = MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware)) or MOE_SHARD_RULES.get(architecture)
     if rule is not None and rule[2] and rule[2] != vendor:
         rule = None
     if kv_pool_method == "utilization_minus_profile" and moe_intermediate and rule is not None:
@@ -465,6 +467,10 @@ def engine_sizing(
             + (" (the drafter's too)" if drafted else "")
             + f", {moe_intermediate} / {tp} padded x {factor:.3f} a shard ({rule[3]})"
         )
+    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and vendor == "amd":
+        buffers, how = dsv4_rocm_model_buffers(dsv4, max_num_batched_tokens=max_num_batched_tokens)
+        weights_bytes += buffers
+        weights_src += f", + {how}"
     if (
         dsv4 is not None
         and kv_pool_method == "utilization_minus_profile"
@@ -549,14 +555,24 @@ def engine_sizing(
             )
         elif sampler:
             act = Figure(temp_bytes, f"{act.source}; not below {sampler_how}")
-        if pages is not None and dsv4 is not None and vendor == "nvidia":  # V4's / V4.1's profile-run workspace
-            ws, logits, how = (
-                dsv4_profile_workspace(dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
-                if dsv4.csa2 is None
-                else dsv41_profile_workspace(dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer)
-            )
+        rocm_v4 = vendor == "amd" and dsv4 is not None and dsv4.csa2 is None
+        if pages is not None and dsv4 is not None and (vendor == "nvidia" or rocm_v4):  # the profile-run workspace
+            if rocm_v4:  # V4 on ROCm: the CUDA reservations and gfx9's decode logits (engines/vllm/dsv4_workspace.py)
+                ws, logits, how = dsv4_rocm_profile_workspace(
+                    dsv4,
+                    max_model_len=max_model_len,
+                    max_num_batched_tokens=max_num_batched_tokens,
+                    hardware=hardware,
+                )
+            elif dsv4.csa2 is None:
+                ws, logits, how = dsv4_profile_workspace(
+                    dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+                )
+            else:
+                ws, logits, how = dsv41_profile_workspace(dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer)
             forward, forward_how = temp_bytes, act.source
-            if dsv4.csa2 is None and hidden_size and attention_heads:  # V4's dummy forward as vLLM 0.26 runs it
+            # V4's dummy forward as vLLM 0.26 runs it on CUDA (FlashMLA's padded heads; ROCm's forward was not traced)
+            if dsv4.csa2 is None and hidden_size and attention_heads and not rocm_v4:
                 forward, forward_how = dsv4_forward_live(
                     dsv4,
                     tokens=max_num_batched_tokens,
@@ -714,6 +730,19 @@ MXFP4_PAD_SOURCE = (
 MOE_SHARD_RULES: dict[str, tuple[int, int, str, str]] = {
     "kimi_k3": (K3_MOE_SHARD_FLOOR, 1, "", K3_MOE_PAD_SOURCE),
     "deepseek_v41": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
+}
+# DeepSeek-V4's MXFP4 experts on gfx942 (MI300X, MI325X): vLLM's ROCm V4 selection prefers AITER_MXFP4_BF16, whose
+# AiterExperts._supports_quant_scheme takes MXFP4 weights on gfx950 only, so they fall to TRITON_UNFUSED, and
+# mxfp4_round_up_hidden_size_and_intermediate_size rounds a TP shard's intermediate up to 256 on ROCm (AITER with
+# SiLU keeps 128: gfx950's 384 stays). Read in the 0.28.0 wheel (fused_moe/oracle/mxfp4.py, experts/
+# rocm_aiter_moe.py); no log prints these weights (vllm-project/vllm#53961's available memory needs them).
+ROCM_V4_MOE_SOURCE = (
+    "vllm 0.28.0 wheel model_executor/layers/fused_moe/oracle/mxfp4.py (DeepSeek-V4 on ROCm: [AITER_MXFP4_BF16, "
+    "TRITON_UNFUSED]; mxfp4_round_up_hidden_size_and_intermediate_size: ROCm rounds to 256 but AITER + SiLU) and "
+    "experts/rocm_aiter_moe.py AiterExperts._supports_quant_scheme (MXFP4 weights on gfx950 only)"
+)
+MOE_SHARD_RULES_BY_HARDWARE: dict[tuple[str, str], tuple[int, int, str, str]] = {
+    ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in ("amd-mi300x", "amd-mi325x")
 }
 
 
