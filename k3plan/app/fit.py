@@ -222,16 +222,15 @@ def answer(q: FitQuestion, *, on_job=None, on_phase=None) -> FitAnswer:
     setup_options, setup, (result, d) = fitting_setup(setup_options, run_fit, lambda x: x[0].fits)
     if q.compile:
         result = _compiled_fit(setup, workload, d, on_job=on_job, on_phase=on_phase)
+    from k3plan.structs import replace
+
     if served is not None:  # the budget's exit 3 is not the exit under --serve: the engine's start check is
         from k3plan.budget.fit import SERVE_UNVERIFIED, UNVERIFIED_EXIT
-        from k3plan.structs import replace as _replace
 
-        result = _replace(result, warnings=[w.replace(UNVERIFIED_EXIT, SERVE_UNVERIFIED) for w in result.warnings])
+        result = replace(result, warnings=[w.replace(UNVERIFIED_EXIT, SERVE_UNVERIFIED) for w in result.warnings])
     hw, notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
-        from k3plan.structs import replace
-
         result = replace(
             result, speed=_speed(speed_setup, workload, notes, evidence, allow_cpu_probes, spec_hardware=setup.hardware)
         )
@@ -599,13 +598,7 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
 
         release = None if served is None else served.release
         padded = padded_roles(dsv4=dsv4, vendor=vendor, release=release)
-        plan = setup.plan
-
-        def input_shards(t) -> int:  # the ranks the plan splits a weight's input (second) dimension over
-            axis = plan.spec(t).partition[1]
-            return plan.mesh.size(axis) if axis else 1
-
-        blocks = row_parallel_refusal(setup.model.inventory, input_shards, padded=padded)
+        blocks = row_parallel_refusal(setup.model.inventory, setup.plan.per_device_shape, padded=padded)
         if blocks is not None:
             return blocks
     if served is None or vendor != "nvidia":

@@ -322,7 +322,8 @@ ROCM_V4_SOURCE = (
     "(one buffer, the largest view), models/deepseek_v4/compressor.py (_prefer_two_stage_compressor on ROCm: a "
     "(tokens, head_dim) float32 scratch a ratio-128 layer), amd/model.py (topk_indices_buffer)"
 )
-GFX9_LOGITS = frozenset({"amd-mi300x", "amd-mi325x", "amd-mi355x"})  # gfx942 (MI300X, MI325X), gfx950 (MI355X)
+GFX942 = frozenset({"amd-mi300x", "amd-mi325x"})  # the gfx942 GPUs k3plan bundles
+GFX9_LOGITS = GFX942 | {"amd-mi355x"}  # gfx942 and gfx950 (MI355X)
 F32 = 4
 CSA_RATIO, HCA_RATIO = 4, 128  # the compress ratios of V4's indexed (CSA) and heavily compressed (HCA) layers
 

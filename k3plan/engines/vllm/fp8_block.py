@@ -46,18 +46,21 @@ def padded_roles(*, dsv4: bool, vendor: str, release: tuple[int, int, int] | Non
 
 
 def row_parallel_refusal(
-    inventory: TensorInventory, input_shards: Callable[[Tensor], int], *, padded: frozenset[str] = frozenset()
+    inventory: TensorInventory,
+    per_device_shape: Callable[[Tensor], tuple[int, ...]],
+    *,
+    padded: frozenset[str] = frozenset(),
 ) -> tuple[str, str] | None:
-    """vLLM's ValueError and where it is raised, for the first block-quantized 2-D weight whose input dimension
-    (``input_shards``: the ranks the sharding plan splits a tensor's second checkpoint dimension over) is split into
-    shares that are not whole blocks; None when every split is whole. ``padded``: roles the model code rounds up to
+    """vLLM's ValueError and where it is raised, for the first block-quantized 2-D weight whose input dimension is
+    split evenly into shares that are not whole blocks (``per_device_shape``: the sharding plan's,
+    ShardingPlan.per_device_shape); None when every split is whole. ``padded``: roles the model code rounds up to
     whole blocks (``padded_roles``)."""
     for t in inventory.text:
         if t.fmt not in FORMATS or t.role == "expert" or t.role in padded or len(t.shape) != 2:
             continue
-        shards = input_shards(t)
-        if shards > 1 and t.shape[1] % shards == 0 and (t.shape[1] // shards) % BLOCK:
-            share = t.shape[1] // shards
+        share = per_device_shape(t)[1]
+        shards = t.shape[1] // share
+        if shards > 1 and share * shards == t.shape[1] and share % BLOCK:
             return (
                 f"ValueError: Weight input_size_per_partition = {share} is not divisible by weight quantization "
                 f"block_k = {BLOCK}. ({t.name}: {t.shape[1]:,} inputs over {shards} ranks)",

@@ -39,6 +39,7 @@ from k3plan.engines.vllm.dsv4_pages import (
     v41_default_block,
 )
 from k3plan.engines.vllm.dsv4_workspace import (
+    GFX942,
     dspark_runner_buffers,
     dsv4_forward_live,
     dsv4_model_buffers,
@@ -742,7 +743,7 @@ ROCM_V4_MOE_SOURCE = (
     "experts/rocm_aiter_moe.py AiterExperts._supports_quant_scheme (MXFP4 weights on gfx950 only)"
 )
 MOE_SHARD_RULES_BY_HARDWARE: dict[tuple[str, str], tuple[int, int, str, str]] = {
-    ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in ("amd-mi300x", "amd-mi325x")
+    ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in GFX942
 }
 
 
