@@ -30,6 +30,7 @@ EXPECT = {
     "kv_pool_tolerance_gib",  # absolute, where the source rounds coarser than 3%
     "visible_gib",  # the device memory the engine saw, printed to 0.01 GiB
     "max_concurrency",  # "Maximum concurrency for N tokens per request" (vLLM), 3%
+    "kv_needed_gib",  # "N GiB KV cache is needed" (vLLM's start check), to the log's 0.01 GiB
     "gap",  # why k3plan does not match yet (a strict xfail)
 }
 TOLERANCE = 0.03
@@ -68,6 +69,8 @@ def _mismatches(cli, case: dict) -> list[str]:
         got, want = eng["max_concurrency"], exp["max_concurrency"]
         if abs(got - want) > TOLERANCE * want:
             out.append(f"max concurrency: logged {want}x, k3plan {got}x")
+    if "kv_needed_gib" in exp and f"({exp['kv_needed_gib']:.2f} GiB KV cache is needed" not in eng["message"]:
+        out.append(f"KV needed: logged {exp['kv_needed_gib']} GiB; k3plan: {eng['message']}")
     if "visible_gib" in exp and f"{exp['visible_gib']:.2f} GiB the engine sees" not in eng["message"]:
         out.append(f"visible memory: logged {exp['visible_gib']} GiB; k3plan: {eng['message']}")
     return out

@@ -47,6 +47,14 @@ def test_vllm_53961_s_check_at_0_28(cli):
     assert _needed(cli, "--no-async-scheduling", "--engine-version", "0.28.0") is None
 
 
+def test_vllm_53961_s_check_at_0_29_is_the_issue_s_figure(cli):
+    """From 0.29.0 the check charges a block the largest group's pages summed (engines/vllm/dsv4_pages.py
+    V4_FORM_SOURCES): the 23.32 GiB vllm-project/vllm#53961 prints; ROCm/MAD#235's workaround, 8,192 batched
+    tokens, starts."""
+    assert _needed(cli, "--engine-version", "0.29.0") == 23.32
+    assert _needed(cli, "--max-num-batched-tokens", "8192", "--engine-version", "0.29.0") is None
+
+
 def test_v4_s_mxfp4_experts_on_gfx942_are_padded_to_256_a_shard(cli):
     """TRITON_UNFUSED on gfx942 (AITER takes MXFP4 weights on gfx950 only) rounds a TP shard's intermediate up to 256:
     V4-Pro's 3,072 / 8 = 384 -> 512, the routed experts 4/3 as large (engines/vllm/memory.py

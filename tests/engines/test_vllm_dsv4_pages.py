@@ -37,6 +37,26 @@ def test_pro_block_matches_the_packed_layout_s_logged_stride(pro):
     assert dsv4_pages(pro, block_tokens=256).block_bytes == 1473408
 
 
+@pytest.mark.parametrize("release", [(0, 27, 0), (0, 29, 0), (0, 31, 0)])
+def test_from_0_27_the_windowed_pages_are_not_padded_and_a_block_is_the_largest_group(pro, release):
+    """vLLM 0.27.0 ('The packed block planner overlays groups, so their page sizes do not need to match'): the
+    windowed pages keep their own sizes, and a block costs the largest group's pages summed (0.27.0
+    _get_packed_kv_cache_layout, 0.29.0 _get_kv_cache_bytes_per_block); before, each windowed page was padded to a
+    compressed-group page size."""
+    old = dsv4_pages(pro, block_tokens=256)
+    new = dsv4_pages(pro, block_tokens=256, release=release)
+    comp = set(new.groups[0].pages)
+    windowed = {p for g in new.groups[1:] for p in g.pages}
+    assert windowed - comp  # some windowed page (a compressor state's) is smaller than any compressed page it'd take
+    assert {p for g in old.groups[1:] for p in g.pages} <= set(old.groups[0].pages)
+    assert new.block_bytes == max(sum(g.pages) for g in new.groups) < old.block_bytes
+    # the check: the tuple count x the compressed page sizes to 0.28.0, the pool's block and one null block after
+    if release >= (0, 29, 0):
+        assert new.check_block_bytes == new.check_reserve_bytes == new.block_bytes
+    else:
+        assert new.check_block_bytes == old.check_block_bytes and new.check_reserve_bytes == 0
+
+
 def test_windowed_groups_charge_the_in_flight_tokens_at_their_block(flash):
     """vllm-project/vllm#52495 (description, H20, block 256, 16,384 tokens in flight): the compressor-state groups
     charge 'cdiv(16384, 4) = 4099 pages' and 'cdiv(16384, 8) = 2065 pages' a request."""

@@ -25,8 +25,9 @@ ENGINE = Engine(
         "the profile run's sampler warm-up follows it (0.11.1-0.16.x sort the top-k / top-p mask, "
         "engines/vllm/sampler.py), and so do the default token budget of a >= 160 GiB GPU (16,384 from 0.28.0, "
         "engines/vllm/serve.py VLLM_HUGE_TIER_FROM) and the batches in flight a DeepSeek-V4 windowed group holds "
-        "pages for (2 under async scheduling from 0.26.0, engines/vllm/memory.py in_flight_batches); k3plan's other "
-        "vLLM rules are the code each cites"
+        "pages for (2 under async scheduling from 0.26.0, engines/vllm/memory.py in_flight_batches) and the "
+        "DeepSeek-V4 groups' pages and block bytes (unpadded from 0.27.0, the largest group's block and a null block "
+        "from 0.29.0: engines/vllm/dsv4_pages.py v4_form); k3plan's other vLLM rules are the code each cites"
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
     scheduling_default=(

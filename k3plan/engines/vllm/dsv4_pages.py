@@ -1,4 +1,4 @@
-"""vLLM's KV groups and block accounting for DeepSeek-V4 (v0.25.0), as its code builds them: what one block id
+"""vLLM's KV groups and block accounting for DeepSeek-V4 (v0.25.0; later releases below), as its code builds them: what one block id
 costs and how many block ids a request at ``max_model_len`` holds, from config.json's numbers alone.
 
 Each V4 layer registers several caches (vllm/model_executor/layers/deepseek_v4_attention.py, COMPRESSOR):
@@ -25,9 +25,15 @@ compressed group (``FullAttentionSpec``), cdiv(min(window - 1 + max_num_batched_
 + 1 for a windowed one (``SlidingWindowSpec``); "Maximum concurrency" is num_blocks over their sum
 (``get_max_concurrency_for_kv_cache_config``).
 
-Not applied: vllm-project/vllm#48993 (merged 2026-07-17, after v0.25.0 of 2026-07-12) packs the groups densely,
-a block costing the compressed group's pages summed over its layers (V4-Pro on FlashMLA: 1,315,008 B instead of
-1,473,408 B); #52495 (open) counts the windowed groups' in-flight tokens once a pool.
+Later releases (``fit --engine-version``; read in the 0.26.0 .. 0.31.0 wheels, ``V4_FORM_SOURCES``): 0.26.0 is the
+above; from 0.27.0 (vllm-project/vllm#48993, merged 2026-07-17) the windowed pages are not padded ('The packed block
+planner overlays groups, so their page sizes do not need to match') and a block costs the largest group's pages
+summed (``_get_packed_kv_cache_layout``'s block_stride), the check still charging the tuple count x the compressed
+group's page sizes; from 0.29.0 ``_get_packed_kv_cache_groups`` buckets the layers (one repeat count over the
+balanced buckets, a bucket whose page sizes have unequal counts kept whole), the check charges a block what the pool
+does (``_pool_bytes_per_block``) and plans against the memory less one block (the null block BlockPool holds back).
+Without ``--engine-version`` the groups are v0.25.0's, the code first read. #52495 (open) counts the windowed groups'
+in-flight tokens once a pool: not applied.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from k3plan.models.spec import DSV4Dims
 
 if TYPE_CHECKING:
     from k3plan.engines.dsv4_layout import RequestCharge
+    from k3plan.engines.release import Release
 
 ALIGN = 576  # FlashMLA's page alignment: every V4 page a multiple of it
 SWA_BLOCK = 64  # DeepseekV4SWACache.block_size
@@ -58,6 +65,34 @@ SOURCES = (
     "vllm-project/vllm vllm/v1/kv_cache_interface.py @001cabc1 (FullAttentionSpec / SlidingWindowSpec "
     ".max_memory_usage_bytes)",
 )
+# The forms of vLLM's V4 groups by release (module docstring): (first release, the form's name, where it was read)
+V4_FORM_SOURCES = (
+    (
+        (0, 29, 0),
+        "0.29.0",
+        "vllm 0.29.0 wheel v1/core/kv_cache_utils.py _get_packed_kv_cache_groups, _get_kv_cache_bytes_per_block (the "
+        "largest group's page bytes), _max_memory_usage_bytes_from_groups (_pool_bytes_per_block x the groups' pages), "
+        "check_enough_kv_cache_memory / get_kv_cache_configs ('Reserve the null block BlockPool permanently holds "
+        "back'); the same functions in the 0.31.0 wheel for V4's specs",
+    ),
+    (
+        (0, 27, 0),
+        "0.27.0",
+        "vllm 0.27.0 wheel v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_groups ('The packed block planner "
+        "overlays groups, so their page sizes do not need to match': no padding), _get_packed_kv_cache_layout "
+        "(block_stride: the largest group's pages summed), _max_memory_usage_bytes_from_groups (the tuple count x the "
+        "compressed group's page sizes, as 0.25.0-0.28.0)",
+    ),
+)
+V4_FIRST_FORM = "0.25.0"
+
+
+def v4_form(release: Release | None) -> tuple[str, str]:
+    """(the form of vLLM's V4 groups ``release`` builds, where it was read): v0.25.0's without a release."""
+    for since, name, source in V4_FORM_SOURCES:
+        if release is not None and release >= since:
+            return name, source
+    return V4_FIRST_FORM, SOURCES[2]
 
 
 def v4_record_bytes(d: DSV4Dims) -> int:
@@ -103,20 +138,32 @@ class Dsv4Pages:
     groups: tuple[Group, ...]
     num_layer_tuples: int
     layer_tuple_bytes: int
+    form: str = V4_FIRST_FORM  # the release whose code built these groups (v4_form)
+    form_source: str = SOURCES[2]
 
     @property
     def block_bytes(self) -> int:
-        """What one block id costs in the packed layout: each page size as many times as the group holding most
-        pages of that size has them (the layout vllm-project/vllm#48993 calls its baseline, 'buckets layers by
-        page size': V4-Pro's 1,473,408 B a block on FlashMLA there; tests/engines/test_vllm_dsv4_pages.py)."""
+        """What one block id costs in the pool. v0.25.0 / 0.26.0: each page size as many times as the group holding
+        most pages of that size has them (the layout vllm-project/vllm#48993 calls its baseline, 'buckets layers by
+        page size': V4-Pro's 1,473,408 B a block on FlashMLA there; tests/engines/test_vllm_dsv4_pages.py); from
+        0.27.0 the largest group's pages summed (groups overlay one block)."""
+        if self.form != V4_FIRST_FORM:
+            return max(sum(g.pages) for g in self.groups)
         sizes = {p for g in self.groups for p in g.pages}
         return sum(size * max(g.pages.count(size) for g in self.groups) for size in sizes)
 
     @property
     def check_block_bytes(self) -> int:
         """What the start check charges a block: the tuple count x the compressed group's page sizes summed
-        (_max_memory_usage_bytes_from_groups)."""
+        (_max_memory_usage_bytes_from_groups, to 0.28.0); from 0.29.0 the pool's own bytes a block."""
+        if self.form == "0.29.0":
+            return self.block_bytes
         return self.num_layer_tuples * self.layer_tuple_bytes
+
+    @property
+    def check_reserve_bytes(self) -> int:
+        """What the start check takes off the available memory first: one block from 0.29.0 (the null block)."""
+        return self.block_bytes if self.form == "0.29.0" else 0
 
     def blocks_per_request(self, *, max_model_len: int, max_num_batched_tokens: int) -> int:
         return sum(
@@ -127,11 +174,12 @@ class Dsv4Pages:
     def label(self) -> str:
         """Whose groups these are, for the source line."""
         return (
-            f"vLLM v0.25.0's DeepSeek-V4 groups ({self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B)"
+            f"vLLM v{self.form}'s DeepSeek-V4 groups ({self.num_layer_tuples} layer tuples of "
+            f"{self.layer_tuple_bytes:,} B)"
         )
 
     def sources(self) -> str:
-        return SOURCES[2]
+        return self.form_source
 
     def text(self, *, max_model_len: int, max_num_batched_tokens: int) -> str:
         parts = ", ".join(
@@ -154,9 +202,29 @@ def _approximate_gcd(values: list[int], lower_bound: int) -> int:
     return best_d
 
 
-def dsv4_pages(d: DSV4Dims, *, block_tokens: int, swa_layers: int | None = None) -> Dsv4Pages:
+def _split(pages: list[int], n: int) -> list[tuple[int, ...]]:
+    """A bucket cut into ``n`` groups as vLLM cuts it: the layers of each page size in order, zipped into repeats
+    of the pattern (one layer a page size), group i taking every n-th repeat."""
+    if n == 1:
+        return [tuple(pages)]
+    by_size: dict[int, list[int]] = {}
+    for p in pages:
+        by_size.setdefault(p, []).append(p)
+    repeats = list(zip(*by_size.values(), strict=False))
+    return [tuple(p for r in repeats[i::n] for p in r) for i in range(n)]
+
+
+def _most(pages: list[int]) -> int:
+    return Counter(pages).most_common(1)[0][1]
+
+
+def dsv4_pages(
+    d: DSV4Dims, *, block_tokens: int, swa_layers: int | None = None, release: Release | None = None
+) -> Dsv4Pages:
     """vLLM's V4 groups for ``--block-size`` ``block_tokens`` (module docstring). ``swa_layers``: the layers with
-    a window cache (default every decoder layer; an MTP draft layer adds one)."""
+    a window cache (default every decoder layer; an MTP draft layer adds one); ``release``: the vLLM release whose
+    grouping to follow (``v4_form``; None: v0.25.0's)."""
+    form, form_source = v4_form(release)
     entry = v4_record_bytes(d)  # 584: head_bytes
     index_entry = fp8_index_entry_bytes(d)  # 132
     mla: list[int] = []  # the compressed group's pages, a layer each
@@ -176,17 +244,48 @@ def dsv4_pages(d: DSV4Dims, *, block_tokens: int, swa_layers: int | None = None)
             mla.append(_align(storage * index_entry))
             state.append(_align(sb * 2 * coff * d.index_head_dim * F32))
     mla_sizes = sorted(set(mla))
-    counts = [Counter(mla).most_common(1)[0][1]] + [Counter(p).most_common(1)[0][1] for p in buckets.values()]
+    if form == "0.29.0":
+        # _get_packed_kv_cache_groups: a bucket is balanced when each of its page sizes has as many layers; the
+        # largest balanced bucket with several sizes sets the floor of the repeat count, picked over the balanced
+        # buckets; a balanced bucket is cut into cdiv(its layers a size, repeats) groups, any other kept whole
+        every = [(mla, block_tokens, 0)] + [(p, block, window) for (block, window), p in buckets.items()]
+        balanced = [len(set(Counter(p).values())) == 1 for p, _, _ in every]
+        floor = max((_most(p) for (p, _, _), b in zip(every, balanced) if b and len(set(p)) > 1), default=0)
+        repeats = (
+            _approximate_gcd([_most(p) for (p, _, _), b in zip(every, balanced) if b], lower_bound=floor)
+            if floor
+            else 0
+        )
+        groups = []
+        for (pages, block, window), b in zip(every, balanced):
+            n_groups = _cdiv(_most(pages), repeats) if b and repeats else 1
+            kind = "compressed" if not window else "window" if block == SWA_BLOCK else f"state/{block}"
+            for i, part in enumerate(_split(pages, n_groups)):
+                groups.append(Group(kind if not window else f"{kind}[{i}]", part, block, window))
+        return Dsv4Pages(
+            groups=tuple(groups),
+            num_layer_tuples=repeats or 1,
+            layer_tuple_bytes=sum(mla_sizes),
+            form=form,
+            form_source=form_source,
+        )
+    counts = [_most(mla)] + [_most(p) for p in buckets.values()]
     tuples = _approximate_gcd(counts, lower_bound=counts[0])
     groups = [Group("compressed", tuple(mla), block_tokens, 0)]
     for (block, window), pages in buckets.items():
-        padded = [min(x for x in mla_sizes if x >= p) for p in pages]
-        per_size = Counter(padded).most_common(1)[0][1]
-        n_groups = _cdiv(per_size, tuples)
+        # to 0.26.0 each windowed page is padded up to the nearest compressed-group page size; not from 0.27.0
+        held = [min(x for x in mla_sizes if x >= p) for p in pages] if form == V4_FIRST_FORM else pages
+        n_groups = _cdiv(_most(held), tuples)
         kind = "window" if block == SWA_BLOCK else f"state/{block}"
-        for i in range(n_groups):
-            groups.append(Group(f"{kind}[{i}]", tuple(padded[i::n_groups]), block, window))
-    return Dsv4Pages(groups=tuple(groups), num_layer_tuples=tuples, layer_tuple_bytes=sum(mla_sizes))
+        for i, part in enumerate(_split(held, n_groups)):
+            groups.append(Group(f"{kind}[{i}]", part, block, window))
+    return Dsv4Pages(
+        groups=tuple(groups),
+        num_layer_tuples=tuples,
+        layer_tuple_bytes=sum(mla_sizes),
+        form=form,
+        form_source=form_source,
+    )
 
 
 # --- DeepSeek-V4.1 (CSA2) on vLLM's CUDA backends, from its own code -------------------------------------------

@@ -249,7 +249,7 @@ def vllm_kv_pool(
     conc_src = f"num_blocks / (cdiv({held}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}" + (
         f"; {DCP_SOURCE}" if dcp > 1 else ""
     )
-    need = per_request * per_block
+    need, checked = per_request * per_block, available  # the check's bytes and the memory it plans against
     if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
         per_block = dsv4.block_bytes
         blocks = max(available, 0) // per_block
@@ -261,12 +261,15 @@ def vllm_kv_pool(
             blocks = num_gpu_blocks_override
         max_model_len, fitted = asked_len, False
         if auto_max_model_len and available > 0:  # _auto_fit_max_model_len over the V4 groups' own bytes
-            fit = dsv4_longest_fit(dsv4, available=available, max_model_len=asked_len, chunk=in_flight)
+            fit = dsv4_longest_fit(
+                dsv4, available=available - dsv4.check_reserve_bytes, max_model_len=asked_len, chunk=in_flight
+            )
             fitted, max_model_len = 0 < fit < asked_len, fit or asked_len
         per_request = dsv4.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=in_flight)
         conc = blocks / per_request
         tokens = int(conc * max_model_len)  # newer vLLM logs the tokens as max_concurrency x max_model_len
         need = per_request * dsv4.check_block_bytes
+        checked = available - dsv4.check_reserve_bytes  # from 0.29.0 less the null block (dsv4_pages.V4_FORM_SOURCES)
         conc_src = f"num_blocks / {per_request:,} blocks a request (each group's pages summed): {blocks_src}"
     gib = GiB
     raised_at, code = "", ""
@@ -300,12 +303,12 @@ def vllm_kv_pool(
                 f"GiB of the {cap / gib:.2f} GiB --gpu-memory-utilization {utilization} allows)"
             )
             raised_at = VLLM_CHECK_AT
-    elif conc < 1 or need > available:
+    elif conc < 1 or need > checked:
         starts = False
         message = (
             f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({need / gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({available / gib:.2f} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`"
+            f"({checked / gib:.2f} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`"
         )
         raised_at = VLLM_CHECK_AT
     elif backend_refusal is not None:
@@ -503,7 +506,7 @@ def engine_sizing(
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
         if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
             dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
-        pages = dsv4_pages(dsv4, block_tokens=block)
+        pages = dsv4_pages(dsv4, block_tokens=block, release=release)
     elif (
         dsv4 is not None
         and dsv4.csa2 is not None
