@@ -74,9 +74,15 @@ class FitAnswer(Frozen):
                 f": k3plan's budget (no engine sizing for stack {self.served.stack})"
             )
         if eng["starts"]:
+            # a verdict never rests silently on a lower bound: what the check leaves out, and by how much it clears it
+            bound = (
+                f"; {fmt_gib(eng['check_margin_bytes'])} over the start check, which does not price {eng['unpriced']}"
+                if eng.get("unpriced")
+                else ""
+            )
             return (
                 f"STARTS: KV pool {eng['kv_pool_tokens']:,} tokens ({fmt_gib(eng['kv_pool_bytes'])}), max "
-                f"concurrency {eng['max_concurrency']:,.2f} at {eng.get('max_model_len') or ctx:,} tokens"
+                f"concurrency {eng['max_concurrency']:,.2f} at {eng.get('max_model_len') or ctx:,} tokens{bound}"
             )
         return f"WON'T START: {eng['message']} (raised in {eng['raised_at']})"
 

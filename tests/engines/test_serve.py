@@ -224,6 +224,29 @@ def test_a_command_that_starts_says_its_pool_first_and_why_the_counts_differ(cli
     assert "sequences: k3plan's budget holds 11 at 9,216 tokens, the engine 11.67" in " ".join(r.stdout.split())
 
 
+K2_THINKING_32K = (
+    "vllm serve moonshotai/Kimi-K2-Thinking --tensor-parallel-size 8 --trust-remote-code --max-model-len 32768 "
+    "--max-num-batched-tokens 4096 --max-num-seqs 1 --gpu-memory-utilization 0.95 --enforce-eager"
+)
+
+
+def test_a_start_on_an_upper_bound_of_the_pool_says_so_with_its_margin(cli):
+    """A verdict never rests silently on a lower bound: GPU vLLM's non-torch memory is not priced, so its pool is an
+    upper bound and a STARTS says what its check leaves out and by how much it clears it. The jwt625 32k start on
+    eight H100s (tests/engines/cases, a strict xfail: vLLM refused it) clears k3plan's check by the pool less one
+    32,768-token request of K2's 70,272 B a token (61 layers x 576 bf16 values); the torch_tpu plugin's worker reads
+    the device's whole view, so its STARTS has nothing to add."""
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "8", "--serve", K2_THINKING_32K, "--json")
+    eng = json.loads(r.stdout)["engine"]
+    assert eng["starts"] and eng["check_margin_bytes"] == eng["kv_pool_bytes"] - 32_768 * 70_272
+    assert eng["unpriced"].startswith("vLLM's non-torch memory")
+    text = cli("fit", "-H", "nvidia-h100-sxm", "-t", "8", "--serve", K2_THINKING_32K).stdout
+    margin = f"{eng['check_margin_bytes'] / 2**30:.2f} GiB over the start check, which does not price vLLM's non-torch"
+    assert margin in " ".join(text.split()[:40])
+    tpu = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)["engine"]
+    assert tpu["starts"] and "unpriced" not in tpu
+
+
 def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
     """SGLang's start rule is its own (engines.sglang.memory): a --context-length longer than the pool is not a
     refusal (TpModelWorker caps max_req_len at the pool); a pool of no memory is: for K3's hybrid model the state

@@ -75,6 +75,8 @@ SGLANG_MAMBA = (
 SGLANG_MAMBA_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio's default (SGLANG_MAMBA)
 # the tokens the engine keeps off the longest request: max_req_input_len = min(context_len, pool) - 1 - 5 > 0
 SGLANG_MIN_POOL_TOKENS = 7
+# what SGLang's free-memory reading after the load holds that k3plan does not price: the pool an upper bound
+SGLANG_UNPRICED = "SGLang's non-torch memory (the CUDA context and NCCL's buffers, in the free memory it reads)"
 
 
 def sglang_kv_pool(
@@ -145,6 +147,8 @@ def sglang_kv_pool(
         pool = rest - dsv4.fixed_bytes
         page_size = dsv4.page if page_size == 1 else page_size
         tokens = int(max(pool, 0) / dsv4.bytes_per_full_token)
+    # by how much the pool clears SGLang's checks (the smallest pool that starts holds SGLANG_MIN_POOL_TOKENS tokens)
+    margin = int(pool - SGLANG_MIN_POOL_TOKENS * (kv_bytes_per_token if dsv4 is None else dsv4.bytes_per_full_token))
     capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
     if capped:
         assert max_total_tokens is not None
@@ -260,6 +264,8 @@ def sglang_kv_pool(
         message=message,
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
+        unpriced=SGLANG_UNPRICED,
+        check_margin_bytes=max(margin, 0) if starts else 0,
     )
 
 

@@ -92,6 +92,10 @@ VLLM_GPU_WORKER = (
     "utilization x total - non_kv_cache_memory: weights + torch peak increase + non-torch; read in stored copies)"
 )
 
+# what GPU vLLM's start check holds that k3plan does not price (the non-torch Figure's source says why): the KV pool
+# is then an upper bound, and a STARTS says so with its margin over the check
+VLLM_UNPRICED = "vLLM's non-torch memory (cuBLAS and kernel modules, NCCL's lazily connected buffers)"
+
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -129,6 +133,10 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     # layer groups), "compact-slots" (the state in max_num_seqs + 1 slots apart), "dsv4-groups" (DeepSeek-V4's page
     # groups in the engine's records), "full-token" (SGLang's DeepSeek-V4 bytes a full token); "": token pages only
     layout: str = ""
+    # a verdict never rests silently on a lower bound: what the start check leaves out of the memory the engine holds
+    # ("": nothing known left out), and by how much the start clears its check (bytes; 0 where it does not start)
+    unpriced: str = ""
+    check_margin_bytes: int = 0
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -151,6 +159,10 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
             out["reason_code"] = self.reason_code
         if self.layout:
             out["layout"] = self.layout
+        if self.unpriced:
+            out["unpriced"] = self.unpriced
+        if self.starts:
+            out["check_margin_bytes"] = self.check_margin_bytes
         out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
         return out
 
@@ -191,6 +203,7 @@ def vllm_kv_pool(
     backend_refusal: tuple[str, str] | None = None,
     dcp: int = 1,
     in_flight_batches: int = 1,
+    unpriced: str = "",
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -205,7 +218,8 @@ def vllm_kv_pool(
     (message, where) of an attention backend's metadata builder that refuses the configuration when the KV cache is
     initialized, after the pool is sized and checked (engines/vllm/attention_config.py start_error).
     ``in_flight_batches``: the batches of max_num_batched_tokens a windowed V4 group holds pages for
-    (``in_flight_batches`` below; 1: the cited v0.25.0 code)."""
+    (``in_flight_batches`` below; 1: the cited v0.25.0 code). ``unpriced``: what the engine holds that
+    ``non_torch_bytes`` leaves out (the pool then an upper bound, the verdict said to rest on it)."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
@@ -345,6 +359,8 @@ def vllm_kv_pool(
         raised_at=raised_at,
         max_model_len=max_model_len,
         reason_code=code,
+        unpriced=unpriced,
+        check_margin_bytes=max(checked - need, 0) if starts else 0,
         layout=(
             "dsv4-groups"
             if dsv4 is not None
@@ -537,7 +553,7 @@ def engine_sizing(
         hbm_worker = hbm_worker_for(stack_name)
         act = Figure(0, f"the worker reads the bytes in use when no temporary is live: {hbm_worker.source}")
         non_torch = Figure(0, "none subtracted: the worker counts the devices' own bytes in use, its whole view")
-        worker = hbm_worker.source
+        worker, unpriced = hbm_worker.source, ""
     else:
         act = Figure(
             temp_bytes,
@@ -633,6 +649,7 @@ def engine_sizing(
                 f"{cudagraph.source}; the non-torch increase itself {non_torch.source}",
             )
         worker = VLLM_GPU_WORKER
+        unpriced = VLLM_UNPRICED
     return vllm_kv_pool(
         engine=stack_name,
         utilization=round(1 - reserve_fraction, 12),
@@ -658,6 +675,7 @@ def engine_sizing(
         max_num_batched_tokens=max_num_batched_tokens,
         backend_refusal=backend_refusal,
         dcp=dcp,
+        unpriced=unpriced,
         # DSpark runs on Model Runner V2 (engines/vllm/dsv4_workspace.py dspark_runner_buffers)
         in_flight_batches=in_flight_batches(
             release,
