@@ -1,5 +1,6 @@
-"""vLLM's KV groups and block accounting for DeepSeek-V4 (v0.25.0; later releases below), as its code builds them: what one block id
-costs and how many block ids a request at ``max_model_len`` holds, from config.json's numbers alone.
+"""vLLM's KV groups and block accounting for DeepSeek-V4 (v0.25.0; later releases below), as its code builds them:
+what one block id costs and how many block ids a request at ``max_model_len`` holds, from config.json's numbers
+alone.
 
 Each V4 layer registers several caches (vllm/model_executor/layers/deepseek_v4_attention.py, COMPRESSOR):
 
