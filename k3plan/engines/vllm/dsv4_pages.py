@@ -249,37 +249,26 @@ def dsv4_pages(
         # _get_packed_kv_cache_groups: a bucket is balanced when each of its page sizes has as many layers; the
         # largest balanced bucket with several sizes sets the floor of the repeat count, picked over the balanced
         # buckets; a balanced bucket is cut into cdiv(its layers a size, repeats) groups, any other kept whole
-        every = [(mla, block_tokens, 0)] + [(p, block, window) for (block, window), p in buckets.items()]
-        balanced = [len(set(Counter(p).values())) == 1 for p, _, _ in every]
-        floor = max((_most(p) for (p, _, _), b in zip(every, balanced) if b and len(set(p)) > 1), default=0)
-        repeats = (
-            _approximate_gcd([_most(p) for (p, _, _), b in zip(every, balanced) if b], lower_bound=floor)
-            if floor
-            else 0
-        )
-        groups = []
-        for (pages, block, window), b in zip(every, balanced):
-            n_groups = _cdiv(_most(pages), repeats) if b and repeats else 1
-            kind = "compressed" if not window else "window" if block == SWA_BLOCK else f"state/{block}"
-            for i, part in enumerate(_split(pages, n_groups)):
-                groups.append(Group(kind if not window else f"{kind}[{i}]", part, block, window))
-        return Dsv4Pages(
-            groups=tuple(groups),
-            num_layer_tuples=repeats or 1,
-            layer_tuple_bytes=sum(mla_sizes),
-            form=form,
-            form_source=form_source,
-        )
-    counts = [_most(mla)] + [_most(p) for p in buckets.values()]
-    tuples = _approximate_gcd(counts, lower_bound=counts[0])
-    groups = [Group("compressed", tuple(mla), block_tokens, 0)]
-    for (block, window), pages in buckets.items():
+        every = [mla, *buckets.values()]
+        balanced = [len(set(Counter(p).values())) == 1 for p in every]
+        floor = max((_most(p) for p, b in zip(every, balanced) if b and len(set(p)) > 1), default=0)
+        repeats = _approximate_gcd([_most(p) for p, b in zip(every, balanced) if b], lower_bound=floor) if floor else 0
+        tuples = repeats or 1
+        cuts = [(p, _cdiv(_most(p), repeats) if b and repeats else 1) for p, b in zip(every, balanced)]
+    else:
+        counts = [_most(mla)] + [_most(p) for p in buckets.values()]
+        tuples = _approximate_gcd(counts, lower_bound=counts[0])
         # to 0.26.0 each windowed page is padded up to the nearest compressed-group page size; not from 0.27.0
-        held = [min(x for x in mla_sizes if x >= p) for p in pages] if form == V4_FIRST_FORM else pages
-        n_groups = _cdiv(_most(held), tuples)
-        kind = "window" if block == SWA_BLOCK else f"state/{block}"
-        for i, part in enumerate(_split(held, n_groups)):
-            groups.append(Group(f"{kind}[{i}]", part, block, window))
+        held = [
+            [min(x for x in mla_sizes if x >= p) for p in pages] if form == V4_FIRST_FORM else pages
+            for pages in buckets.values()
+        ]
+        cuts = [(mla, 1)] + [(h, _cdiv(_most(h), tuples)) for h in held]
+    groups = []
+    for (block, window), (pages, n_groups) in zip([(block_tokens, 0), *buckets], cuts):
+        kind = "compressed" if not window else "window" if block == SWA_BLOCK else f"state/{block}"
+        for i, part in enumerate(_split(pages, n_groups)):
+            groups.append(Group(kind if n_groups == 1 and not window else f"{kind}[{i}]", part, block, window))
     return Dsv4Pages(
         groups=tuple(groups),
         num_layer_tuples=tuples,
