@@ -400,7 +400,35 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             f"--serve: --kv-cache-dtype nvfp4_ds_mla: vLLM's DeepSeek-V4.1 packed record; {q.model} on {q.engine} has "
             "no such layout; expected fp8 (or auto)"
         )
-    if q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
+    from k3plan.engines.sglang.spec import SglangSpec
+
+    if isinstance(q.speculative, SglangSpec):  # SGLang's draft, priced from the checkpoint (engines/sglang/spec.py)
+        from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
+        from k3plan.engines.sglang.spec import draft_pricing as sglang_draft
+
+        dp_attention = q.stack == DP_ATTENTION.name
+        full_tp = q.tp * (q.dp if dp_attention else 1)  # tp_size: attention TP x dp_size under DP attention
+        q = dataclasses.replace(
+            q,
+            draft=sglang_draft(
+                q.speculative,
+                model,
+                tp=q.tp,
+                ep=q.ep or full_tp,
+                lm_head_tp=full_tp,
+                dp_attention=dp_attention,
+                pp=q.pp,
+            ),
+        )
+        from k3plan.engines.sglang.dsv4_pool import FORMS, form_for_release
+
+        if model.spec.dsv4 is not None and form_for_release(q.release) != FORMS[0]:
+            raise K3PlanError(
+                f"--serve: speculative decoding on {q.model} under --engine-version "
+                f"{release_text(q.release)}: SGLang's DeepSeek-V4 pool with a draft was read in 0.5.15 only; "
+                "not priced for that release"
+            )
+    elif q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
         from k3plan.engines.vllm.spec import draft_pricing
 
         q = dataclasses.replace(
@@ -422,7 +450,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "engram": q.engram if q.engram is not None else setup_options.get("engram"),
         "engram_host_copies": q.engram_host_copies,
     }
-    if q.draft is not None and q.draft.dsv4_mtp_ratios and q.draft.num_speculative_tokens:
+    if q.draft is not None and getattr(q.draft, "dsv4_mtp_ratios", None) and q.draft.num_speculative_tokens:
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
@@ -477,7 +505,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             sglang_dsv41_pool,
         )
         from k3plan.engines.sglang.memory import sglang_kv_pool
+        from k3plan.engines.sglang.spec import SPEC_RUNNING, SglangDraft
 
+        sg_draft = served.draft if isinstance(served.draft, SglangDraft) else None
         d4 = spec.dsv4
         # DeepSeek-V4's sub-pools at one full-token count; V4.1's with its sliding-window pool taken first in cap
         # mode (engines/sglang/dsv4_pool.py)
@@ -490,6 +520,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 # a worker's: SGLang's requested_max_running_requests_per_worker (max_running // dp_size)
                 max_running_requests=(served.max_running_requests or DSV4_RUNNING) // max(setup.parallel.dp, 1),
                 form=form_for_release(served.release),
+                speculative=sg_draft is not None,
             )
             if d4.csa2 is None
             else sglang_dsv41_pool(
@@ -522,8 +553,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             state_source=result.provenance.state,
             kv_bytes_per_token=lay.kv_bytes_per_token_layer * lay.n_mla,
             max_model_len=result.workload.context_tokens,
-            # DeepSeek-V4's default where the command sets none (engines/sglang/dsv4_pool.py DSV4_RUNNING)
-            max_running_requests=served.max_running_requests or (DSV4_RUNNING if d4 is not None else None),
+            # DeepSeek-V4's default where the command sets none (engines/sglang/dsv4_pool.py DSV4_RUNNING), set before
+            # speculative decoding's (engines/sglang/spec.py SPEC_RUNNING)
+            max_running_requests=served.max_running_requests
+            or (DSV4_RUNNING if d4 is not None else SPEC_RUNNING if sg_draft is not None else None),
             max_total_tokens=served.max_total_tokens,
             page_size=served.page_size or 1,
             dsv4=pool4,
@@ -536,6 +569,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             mamba_ratio=served.mamba_full_memory_ratio,
             disable_radix_cache=st.chosen.get("disable_radix_cache", "false") == "true",
             attn_dp=setup.parallel.dp if st.dp_attention else 1,  # ServerArgs divides the slots by attn_dp_size
+            draft=sg_draft,
+            target_layers=lay.n_mla,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -618,9 +618,9 @@ CAVEAT_ENV = {
         "unified_kv_triton): its cache layout was not read; the pool is priced as SGLang's default DeepSeek-V4 pool"
     ),
 }
-# speculative decoding's flags: vLLM's --speculative-config is read (engines/vllm/spec.py); SGLang's algorithm and
-# its companions (the draft's steps, top-k, draft tokens and checkpoint; python/sglang/srt/server_args.py) are refused
-# together (the first of them found names the refusal), with why
+# speculative decoding's flags: vLLM's --speculative-config is read (engines/vllm/spec.py), SGLang's algorithm and its
+# companions (the draft's steps, top-k, draft tokens and checkpoint) by engines/sglang/spec.py; one left unread by the
+# command's family (another engine's spelling) is refused by name, with why
 SPECULATIVE_FLAGS = (
     "--speculative-config",
     "--speculative-algorithm",
@@ -673,9 +673,12 @@ class ServeQuestion:
     # vLLM's --engram-config dp_shared_memory: "node", one host copy a node (None: the engine's default)
     engram_host_copies: str | None = None
     engram_flag: bool = False  # --engram-config given (vLLM and SGLang refuse it for a model without Engram)
-    # vLLM's --speculative-config as read (k3plan.engines.vllm.spec.SpecServe); None: no speculative decoding
+    # speculative decoding as read: vLLM's --speculative-config (k3plan.engines.vllm.spec.SpecServe), SGLang's
+    # --speculative-* flags (k3plan.engines.sglang.spec.SglangSpec); None: none
     speculative: Any = None
-    draft: Any = None  # what the engine holds for it (k3plan.engines.vllm.spec.DraftPricing), set by fit
+    # what the engine holds for it, set by fit (k3plan.engines.vllm.spec.DraftPricing,
+    # k3plan.engines.sglang.spec.SglangDraft)
+    draft: Any = None
     # vLLM's --compilation-config / --enforce-eager as read (k3plan.engines.vllm.cudagraph.CompilationRead): the
     # graphs its profiler captures and subtracts; None: not a vLLM GPU command
     compilation: Any = None
@@ -868,10 +871,10 @@ def parse_serve(
     family.read(r)  # the family's flags, in its order, with the shared readers above
     resolved = model_of(r.model or "")  # a checkpoint k3plan cannot price is refused before any flag
     for spec in SPECULATIVE_FLAGS:
-        if spec in flags:  # vLLM's are read (engines/vllm/spec.py); SGLang's speculative flags are not
+        if spec in flags:  # each family reads its own (engines/vllm/spec.py, engines/sglang/spec.py)
             raise K3PlanError(
-                f"--serve: {spec}: {family.ENGINE}'s speculative decoding through --serve is not read; use fit's "
-                "--spec-tokens"
+                f"--serve: {spec} is not {family.ENGINE}'s speculative-decoding flag; write the command's own "
+                "spelling, or use fit's --spec-tokens"
             )
     lm_only = flags.get("--language-model-only", "false").lower() not in ("false", "0")
     if not lm_only:

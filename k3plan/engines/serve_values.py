@@ -115,7 +115,8 @@ class Reading:
     block: int | None = None
     stack: str = ""
     caveats: list[str] = field(default_factory=list)
-    speculative: Any = None  # vLLM's speculative decoding as read (engines/vllm/spec.py SpecServe)
+    # speculative decoding as read (engines/vllm/spec.py SpecServe, engines/sglang/spec.py SglangSpec)
+    speculative: Any = None
     compilation: Any = None  # vLLM's graph settings as read (engines/vllm/cudagraph.py CompilationRead)
     attention: Any = None  # vLLM's --attention-config fields as read (engines/vllm/attention_config.py)
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap

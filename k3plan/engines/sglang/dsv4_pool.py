@@ -57,6 +57,7 @@ DEFAULTS_SOURCE = (
 )
 F32 = 4
 RING = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative
+SPEC_RING = {4: 16, 128: 256}  # get_compress_state_ring_size(ratio, is_speculative=True) (sglang 0.5.15 wheel)
 FORMS = ("0.5.15", "0.5.13", "ktransformers-1978")  # the current release's first (module docstring)
 # the release each release form starts at (fit --engine-version): 0.5.14's wheel (PyPI) still has 0.5.13's form
 # (pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token: c128_state_ratio = c128_ring_size /
@@ -227,10 +228,11 @@ def c128_row_bytes(d: DSV4Dims) -> int:
     return 2 * d.head_dim * F32
 
 
-def c128_state_rows(max_running_requests: int) -> int:
+def c128_state_rows(max_running_requests: int, ring: int = RING[128]) -> int:
     """The c128 compressor-state rows SGLang 0.5.15 preallocates for ``max_running_requests`` a worker
-    (FORM_0515_SOURCE): (requests + 1) slots of a 128-row ring, + a ring + 1, in whole 128-row blocks."""
-    return -(-((max_running_requests + 1) * RING[128] + RING[128] + 1) // 128) * 128
+    (FORM_0515_SOURCE): (requests + 1) slots of a ``ring``-row ring (128; 256 under speculative decoding), + a ring +
+    1, in whole 128-row blocks."""
+    return -(-((max_running_requests + 1) * ring + ring + 1) // 128) * 128
 
 
 def sglang_dsv4_pool(
@@ -240,13 +242,20 @@ def sglang_dsv4_pool(
     page: int | None = None,
     max_running_requests: int | None = None,
     form: str = FORMS[0],
+    speculative: bool = False,
 ) -> SglangDsv4Pool:
     """SGLang's bytes a full token for DeepSeek-V4 (module docstring); ``swa_ratio``: --swa-full-tokens-ratio,
     ``page``: --page-size (None: SGLang's V4 defaults, DEFAULTS_SOURCE); ``max_running_requests``: a worker's (the
     server's // its dp_size; None: SGLang's V4 default, DSV4_RUNNING), which sizes the current release's fixed c128
-    states; ``form``: the release's (``FORMS``)."""
+    states; ``form``: the release's (``FORMS``); ``speculative``: EAGLE's draft on (engines/sglang/spec.py
+    DSV4_SPEC_SOURCE): the rings of 16 / 256 rows and a full token's bytes x (T + 1) / T, read in 0.5.15's form only."""
     if form not in FORMS:
         raise ValueError(f"SGLang DeepSeek-V4 pool form {form!r}: expected one of {', '.join(FORMS)}")
+    if speculative and form != FORMS[0]:
+        raise ValueError(f"SGLang DeepSeek-V4 pool form {form!r} under speculative decoding was not read")
+    from k3plan.engines.sglang.spec import DSV4_SPEC_SOURCE
+
+    ring = SPEC_RING if speculative else RING
     asked = swa_ratio
     swa_ratio = SWA_RATIO if swa_ratio is None else swa_ratio
     ratios = tuple(d.compress_ratios) + (tuple(d.mtp_compress_ratios) if form == "ktransformers-1978" else ())
@@ -263,18 +272,21 @@ def sglang_dsv4_pool(
         + kv * n4 / 4
         + kv * n128 / 128
         + index * n4 / 4
-        + swa_ratio * RING[4] / w * s4 * n4
-        + (0.0 if current else swa_ratio * RING[128] / w * s128 * n128)
-        + swa_ratio * RING[4] / w * si * n4
+        + swa_ratio * ring[4] / w * s4 * n4
+        + (0.0 if current else swa_ratio * ring[128] / w * s128 * n128)
+        + swa_ratio * ring[4] / w * si * n4
     )
+    target_layers = n
+    if speculative:  # the draft's one layer budgeted into a full token (DSV4_SPEC_SOURCE)
+        bpft *= (target_layers + 1) / target_layers
     running = DSV4_RUNNING if max_running_requests is None else max_running_requests
-    fixed = c128_state_rows(running) * s128 * n128 if current and n128 else 0
+    fixed = c128_state_rows(running, ring[128]) * s128 * n128 if current and n128 else 0
     rings = (
-        f"f32 compressor rings of {RING[4]} rows a {w}-token window page (c4), the c128 rings apart: "
-        f"{c128_state_rows(running):,} rows x {s128:,} B x {n128} layers = {fixed:,} B for {running:,} running "
+        f"f32 compressor rings of {ring[4]} rows a {w}-token window page (c4), the c128 rings apart: "
+        f"{c128_state_rows(running, ring[128]):,} rows x {s128:,} B x {n128} layers = {fixed:,} B for {running:,} running "
         f"requests a worker ({FORM_0515_SOURCE})"
         if current
-        else f"f32 compressor rings of {RING[4]} / {RING[128]} rows a {w}-token window page (SGLang {form}'s form)"
+        else f"f32 compressor rings of {ring[4]} / {ring[128]} rows a {w}-token window page (SGLang {form}'s form)"
     )
     return SglangDsv4Pool(
         bytes_per_full_token=bpft,
@@ -284,6 +296,12 @@ def sglang_dsv4_pool(
             f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}"
             + ("" if asked is not None else f" ({DEFAULTS_SOURCE})")
             + f" ({n} layers, {n4} c4, {n128} c128; {kv} B entries, {index} B index keys, {rings}): {SOURCE}"
+            + (
+                f"; speculative decoding: rings of {ring[4]} / {ring[128]} rows and x ({n} + 1) / {n} for the draft's "
+                f"layer ({DSV4_SPEC_SOURCE})"
+                if speculative
+                else ""
+            )
         ),
         fixed_bytes=fixed,
         fixed_source=(

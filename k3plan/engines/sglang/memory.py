@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from k3plan.engines.engine import WEIGHTS_SOURCE
 from k3plan.engines.sglang.dsv4_pool import SglangDsv4Pool
+from k3plan.engines.sglang.spec import DRAFT_KV_SOURCE, SglangDraft, draft_cell_bytes
 from k3plan.engines.vllm.memory import EngineSizing, Figure
 from k3plan.units import GiB
 
@@ -101,6 +102,8 @@ def sglang_kv_pool(
     mamba_ratio: float | None = None,
     disable_radix_cache: bool = False,
     attn_dp: int = 1,
+    draft: SglangDraft | None = None,
+    target_layers: int = 0,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -112,8 +115,21 @@ def sglang_kv_pool(
     model's state a request a device (SGLang's mamba_cache_per_req): the state pool is then sized by SGLang's own
     rule (SGLANG_MAMBA: ``mamba_cache_size``, else ``disable_radix_cache`` with ``max_running_requests``, else
     ``mamba_ratio``), not by ``state_pool_bytes``, and the running requests are capped at its slots //
-    ``state_slots_ratio``."""
+    ``state_slots_ratio``. ``draft``: speculative decoding's draft (engines/sglang/spec.py): its weights resident at
+    the profile, and its KV layers budgeted into a token's bytes over ``target_layers`` (the pool's own layers);
+    DeepSeek-V4's ``dsv4`` carries them already (sglang_dsv4_pool's ``speculative``)."""
     weights_src = WEIGHTS_SOURCE
+    if draft is not None and draft.bytes_per_device:
+        weights_bytes += draft.bytes_per_device
+        weights_src += f", + {draft.bytes_per_device:,} B: the speculative draft, {draft.source}"
+    kv_source = ""
+    if draft is not None and dsv4 is None and draft.draft_layers:
+        scaled = draft_cell_bytes(kv_bytes_per_token, target_layers=target_layers, draft_layers=draft.draft_layers)
+        kv_source = (
+            f"{scaled:,} B a token: int({kv_bytes_per_token:,} x (1 + {draft.draft_layers} / {target_layers})), the "
+            f"draft's {draft.draft_layers} KV layer(s) at the target's max_total_num_tokens ({DRAFT_KV_SOURCE})"
+        )
+        kv_bytes_per_token = scaled
     if vision_bytes:  # a multimodal model's tower (the ENGINE's loads_vision_tower, engines/sglang/__init__.py)
         weights_bytes += vision_bytes
         weights_src += (
@@ -238,6 +254,7 @@ def sglang_kv_pool(
             tokens,
             (
                 f"KV pool // {kv_bytes_per_token:,} B a token, in whole pages of {page_size // dcp}: max_total_num_tokens"
+                + (f" ({kv_source})" if kv_source else "")
                 if dsv4 is None
                 else f"int(KV pool / {dsv4.source}), in whole pages of {page_size}"
             )

@@ -16,6 +16,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.spec import read_speculative
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -217,6 +218,9 @@ def read(r: Reading) -> None:
         group="SGLang's DCP group is a share of the TP group",
         pool=f"each rank's pool as without DCP, the allocator {dcp}x its tokens in pages of {dcp}x the page",
     )
+    # speculative decoding (engines/sglang/spec.py): the algorithm and its steps, top-k and draft tokens as SGLang
+    # resolves them; the draft is priced by fit once the checkpoint is loaded
+    r.speculative = read_speculative(get, r.ignored, r.model)
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
 

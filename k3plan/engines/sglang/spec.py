@@ -1,0 +1,326 @@
+"""SGLang's speculative decoding as ``sglang.launch_server`` takes it at start, read in the sglang 0.5.15 wheel (PyPI):
+its flags, the values it picks for those left out, and what the draft holds on the device before the KV pool is sized.
+
+What the engine does (each rule's code named where it is applied, all of the 0.5.15 wheel):
+
+- the flags: ``--speculative-algorithm`` (argparse's prefix ``--speculative-algo`` is the same flag: the parser is
+  built with allow_abbrev left on, server_args.py prepare_server_args), upper-cased, NEXTN and EAGLE resolved to EAGLE
+  (arg_groups/speculative_hook.py handle_speculative_decoding, _resolve_speculative_algorithm_alias); a name that is
+  not one of SpeculativeAlgorithm's (DFLASH, EAGLE, EAGLE3, FROZEN_KV_MTP, STANDALONE, NGRAM) nor a plugin's is a
+  ValueError (speculative/spec_info.py SpeculativeAlgorithm.from_string: 'Unknown speculative algorithm name');
+- EAGLE (_handle_eagle_family): max_running_requests 48 where the command sets none; for DeepseekV3ForCausalLM,
+  DeepseekV32ForCausalLM and DeepseekV4ForCausalLM (among others) the draft checkpoint is the target's own
+  (speculative_draft_model_path = model_path); with --speculative-num-steps left out, --speculative-eagle-topk and
+  --speculative-num-draft-tokens must be left out too (an assert) and (steps, topk, draft tokens) = (3, 1, 4) for
+  every architecture k3plan bundles (_auto_choose_speculative_params); with topk 1 the draft tokens are steps + 1
+  (given or not);
+- DeepSeek-V4 (arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults, run from _handle_model_specific_adjustments
+  before the speculative hook, so on the flags as written): max_running_requests 256 where unset (before the
+  speculative default), and it asserts speculative_algorithm == "EAGLE" and speculative_eagle_topk == 1 as given;
+- pipeline parallelism with speculative decoding is refused (server_args.py check_server_args: 'Pipeline parallelism
+  is not compatible with overlap schedule, speculative decoding');
+- the draft worker loads after the target and before the target's KV pool is sized (managers/scheduler.py
+  Scheduler.init_model_worker: init_tp_model_worker, maybe_init_draft_worker, then init_memory_pools), so the
+  target's profile of free memory holds the draft's weights (model_runner_kv_cache_mixin.py _profile_available_bytes:
+  'Loaded weights (target + draft) can exceed the static budget');
+- the draft model (models/deepseek_nextn.py DeepseekV3ForCausalLMNextN, models/deepseek_v4_nextn.py
+  DeepseekV4ForCausalLMNextN) is the checkpoint's MTP layer built as the target's decoder layer (attention over the
+  attention-TP group, experts as the target's), its projections and norms whole, and its OWN embed_tokens
+  (VocabParallelEmbedding, over the attention-TP group: vocab_parallel_embedding.py get_embedding_tp_kwargs; V4's over
+  TP, whole under DP attention) and lm_head (ParallelLMHead over the TP group): both are handed the target's tensors
+  only in EAGLEWorkerV2.alloc_memory_pool -> init_lm_head -> set_embed_and_head, after the target's pool is sized
+  (speculative/eagle_worker_v2.py; sgl-project/sglang#36452 reports the same order), so they count at the profile;
+- the draft's KV: the target's configurator scales its bytes a token by (target layers + draft layers) / target
+  layers, the draft layers the draft config's num_nextn_predict_layers (model_runner.py ModelRunner.__init__
+  eagle_draft_num_layers; pool_configurator.py DefaultPoolConfigurator.__init__: cell_size = int(cell_size x (1 +
+  draft / target))), and the draft worker takes the target's max_total_num_tokens (model_runner_kv_cache_mixin.py
+  init_memory_pool: the draft requires memory_pool_config; scheduler.py init_memory_pools passes the target's);
+  DeepSeek-V4's configurator scales bytes_per_full_token by (T + 1) / T and its compressor rings are 16 / 256 rows
+  under speculative decoding (pool_configurator.py DSV4PoolConfigurator.__init__; mem_cache/deepseek_v4_memory_pool.py
+  get_compress_state_ring_size);
+- mem_fraction_static's default is computed before the speculative hook runs (server_args.py __post_init__:
+  _handle_gpu_memory_settings, then handle_speculative_decoding) and, outside a disaggregated decode node, reads no
+  speculative setting: speculative decoding leaves it, chunked_prefill_size and the decode CUDA-graph max_bs as they are.
+
+What k3plan prices: EAGLE (NEXTN, EAGLE) with the target checkpoint's own MTP layers, as above. Refused, each by
+name: a separate draft checkpoint (EAGLE with another --speculative-draft-model-path, EAGLE3, STANDALONE, DFLASH,
+FROZEN_KV_MTP: k3plan has no inventory for it), NGRAM (its worker was not read), a model without MTP layers or one
+whose MTP tensors are not a NextN layer SGLang builds (DeepSeek-V4.1's DSpark stages: not in 0.5.15), pipeline
+parallelism, and what the engine itself refuses at start.
+"""
+
+from __future__ import annotations
+
+from k3plan.errors import K3PlanError
+from k3plan.structs import Frozen
+from k3plan.units import GiB
+
+WHEEL = "sglang 0.5.15 wheel (PyPI)"
+HOOK = f"{WHEEL} python/sglang/srt/arg_groups/speculative_hook.py"
+ALIAS_SOURCE = f"{HOOK} handle_speculative_decoding, _resolve_speculative_algorithm_alias (NEXTN and EAGLE -> EAGLE)"
+AUTO_SOURCE = f"{HOOK} _handle_eagle_family, _auto_choose_speculative_params"
+RUNNING_SOURCE = f"{HOOK} _handle_eagle_family ('Max running requests is reset to 48 for speculative decoding')"
+DRAFT_LOAD_SOURCE = (
+    f"{WHEEL}: managers/scheduler.py Scheduler.init_model_worker (the draft worker loads before init_memory_pools), "
+    "model_runner_kv_cache_mixin.py _profile_available_bytes ('Loaded weights (target + draft)'), "
+    "speculative/eagle_worker_v2.py alloc_memory_pool -> init_lm_head -> set_embed_and_head (the draft's own "
+    "embed_tokens and lm_head given back only after the target's pool is sized; sgl-project/sglang#36452)"
+)
+DRAFT_KV_SOURCE = (
+    f"{WHEEL}: model_runner.py ModelRunner.__init__ (eagle_draft_num_layers = the draft config's "
+    "num_nextn_predict_layers), pool_configurator.py DefaultPoolConfigurator.__init__ (cell_size = int(cell_size x "
+    "(1 + draft layers / target layers))); the draft worker's pool takes the target's max_total_num_tokens "
+    "(model_runner_kv_cache_mixin.py init_memory_pool, scheduler.py init_memory_pools)"
+)
+DSV4_SPEC_SOURCE = (
+    f"{WHEEL}: pool_configurator.py DSV4PoolConfigurator.__init__ (bytes_per_full_token x (T + 1) / T, one draft layer) "
+    "and mem_cache/deepseek_v4_memory_pool.py get_compress_state_ring_size (16 / 256 rows under speculative decoding)"
+)
+# SpeculativeAlgorithm's members (speculative/spec_info.py) after the alias: the names SGLang starts with
+KNOWN = frozenset({"DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"})
+ALIASES = {"NEXTN": "EAGLE", "EAGLE": "EAGLE"}
+# what each refused algorithm loads that k3plan does not price
+UNPRICED = {
+    "EAGLE3": "an EAGLE-3 draft checkpoint (--speculative-draft-model-path) k3plan has no inventory for",
+    "STANDALONE": "a separate draft model (--speculative-draft-model-path) k3plan has no inventory for",
+    "DFLASH": "a DFlash draft checkpoint (--speculative-draft-model-path) k3plan has no inventory for",
+    "FROZEN_KV_MTP": "a Gemma-4 assistant draft checkpoint k3plan has no inventory for",
+    "NGRAM": "the n-gram worker's device buffers (speculative/ngram_worker.py), which were not read",
+}
+# _handle_eagle_family: the architectures whose draft is the target checkpoint when no draft path is given (those
+# k3plan bundles of its list), by the config's model_type k3plan reads them under
+SELF_DRAFT = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v4": "DeepseekV4ForCausalLM"}
+# _auto_choose_speculative_params: (steps, topk, draft tokens) for the DeepSeek family and the fallback alike
+AUTO = (3, 1, 4)
+SPEC_RUNNING = 48  # _handle_eagle_family's max_running_requests where the command sets none
+# the flags read here (the companions of --speculative-algorithm; server_args.py ServerArgs)
+FLAGS = (
+    "--speculative-algorithm",
+    "--speculative-algo",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+    "--speculative-attention-mode",
+)
+
+
+class SglangSpec(Frozen):
+    """A serve command's speculative decoding as SGLang resolves it at start (module docstring)."""
+
+    algorithm: str  # as resolved: EAGLE
+    written: str  # --speculative-algorithm as written
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+    draft_model: str | None  # --speculative-draft-model-path as given (None: the target's, for its architectures)
+    given: str  # the flags as written, for the source line
+    topk_given: bool  # --speculative-eagle-topk was on the command (DeepSeek-V4's assert reads it as written)
+    source: str  # where the steps, topk and draft tokens came from
+
+
+class SglangDraft(Frozen):
+    """What SGLang's draft holds a device when the target's pool is sized, and the layers its KV adds."""
+
+    bytes_per_device: int
+    source: str
+    draft_layers: int  # the draft config's num_nextn_predict_layers: its KV layers
+    num_draft_tokens: int  # speculative_num_draft_tokens (DeepSeek-V4's compressor rings)
+    algorithm: str = "EAGLE"
+
+
+def _int(name: str, raw: str) -> int:
+    text = raw.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise K3PlanError(f"--serve: {name} {raw!r}: expected a positive whole number")
+    return int(text)
+
+
+def read_speculative(get, ignored: list[str], model_text: str) -> SglangSpec | None:
+    """The speculative flags of an SGLang command -> the algorithm and its steps, top-k and draft tokens as SGLang
+    resolves them; what SGLang refuses at start, or k3plan cannot price, is refused in one line. ``get`` takes a flag
+    off the command (serve_values.Reading.get)."""
+    raw = {f: get(f, None) for f in FLAGS}
+    mode = raw.pop("--speculative-attention-mode")
+    if mode is not None:  # the verify / draft-extend attention kernel (ServerArgs.speculative_attention_mode)
+        if mode not in ("prefill", "decode"):
+            raise K3PlanError(f"--serve: --speculative-attention-mode {mode!r}: expected prefill or decode")
+        ignored.append("--speculative-attention-mode")
+    algo = raw["--speculative-algorithm"] if raw["--speculative-algorithm"] is not None else raw["--speculative-algo"]
+    path = raw["--speculative-draft-model-path"] or raw["--speculative-draft-model"]
+    steps, topk, draft = (raw[f"--speculative-{k}"] for k in ("num-steps", "eagle-topk", "num-draft-tokens"))
+    if algo is None:
+        named = next((f for f, v in raw.items() if v is not None), None)
+        if named is not None:
+            raise K3PlanError(
+                f"--serve: {named} without --speculative-algorithm: SGLang runs no speculative decoding then; give the "
+                "algorithm or drop the flag"
+            )
+        return None
+    written = algo
+    name = ALIASES.get(algo.upper(), algo.upper())
+    if name not in KNOWN:
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {algo}: SGLang refuses it at start (speculative/spec_info.py "
+            f"SpeculativeAlgorithm.from_string: 'Unknown speculative algorithm name'); expected NEXTN or EAGLE "
+            f"({WHEEL})"
+        )
+    if name != "EAGLE":
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {algo}: its draft is {UNPRICED[name]}, not priced; k3plan prices "
+            "NEXTN / EAGLE with the checkpoint's own MTP layers"
+        )
+    n_steps, n_topk, n_draft = (None if v is None else _int(f, v) for f, v in (
+        ("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),
+        ("--speculative-num-draft-tokens", draft)))  # fmt: skip
+    if n_steps is None:
+        if n_topk is not None or n_draft is not None:
+            raise K3PlanError(
+                "--serve: --speculative-eagle-topk / --speculative-num-draft-tokens without --speculative-num-steps: "
+                f"SGLang asserts all three are left out before it picks them ({AUTO_SOURCE}); give "
+                "--speculative-num-steps too"
+            )
+        n_steps, n_topk, n_draft = AUTO
+        source = f"SGLang's choice (steps, topk, draft tokens) = {AUTO} ({AUTO_SOURCE})"
+    else:
+        if n_topk is None:  # _handle_eagle_family compares speculative_eagle_topk > 1: None fails there
+            raise K3PlanError(
+                "--serve: --speculative-num-steps without --speculative-eagle-topk: SGLang fails at start comparing "
+                f"the unset top-k ({HOOK} _handle_eagle_family: 'speculative_eagle_topk > 1'); give "
+                "--speculative-eagle-topk"
+            )
+        if n_draft is None and n_topk != 1:
+            raise K3PlanError(
+                f"--serve: --speculative-eagle-topk {n_topk} without --speculative-num-draft-tokens: SGLang sets the "
+                "draft tokens itself only with topk 1 (steps + 1); give --speculative-num-draft-tokens"
+            )
+        source = "the command's flags"
+        if n_topk == 1 and n_draft != n_steps + 1:
+            n_draft = n_steps + 1
+            source += (
+                f"; draft tokens set to steps + 1 = {n_draft} with topk 1 ('speculative_num_draft_tokens is adjusted "
+                f"to speculative_num_steps + 1', {HOOK} _handle_eagle_family)"
+            )
+    if path is not None and path.strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+        raise K3PlanError(
+            f"--serve: --speculative-draft-model-path {path}: a separate draft checkpoint is not priced (k3plan has no "
+            "inventory for it); leave it out and SGLang drafts with the target checkpoint's own MTP layers "
+            f"({HOOK} _handle_eagle_family)"
+        )
+    assert n_draft is not None  # set above: given, SGLang's choice, or steps + 1 with topk 1
+    given = " ".join(f"{f} {v}" for f, v in raw.items() if v is not None)
+    return SglangSpec(
+        algorithm=name,
+        written=written,
+        num_steps=n_steps,
+        eagle_topk=n_topk,
+        num_draft_tokens=n_draft,
+        draft_model=path,
+        given=given,
+        topk_given=topk is not None,
+        source=f"{given}: {written} -> {name} ({ALIAS_SOURCE}); steps {n_steps}, topk {n_topk}, draft tokens "
+        f"{n_draft}: {source}",
+    )
+
+
+# what a NextN draft layer holds whole on every rank (DeepseekModelNextN: eh_proj nn.Linear, enorm / hnorm /
+# shared_head.norm RMSNorm; DeepseekV4ModelNextN: e_proj / h_proj ReplicatedLinear, hc_head_* parameters; the
+# decoder layer's norms, hyper-connection parameters and router gate as the target's): whole name segments, so that
+# gate_proj is not e_proj
+_WHOLE_SEGMENTS = frozenset({"eh_proj", "e_proj", "h_proj", "gate"})
+
+
+def _whole(name: str) -> bool:
+    segments = name.split(".")
+    return bool(_WHOLE_SEGMENTS.intersection(segments)) or "norm" in name or any(g.startswith("hc_") for g in segments)
+
+
+_EMBED = ("embed_tokens", "embed.")
+_HEAD = ("shared_head.head", "lm_head", "head.weight")
+
+
+def draft_pricing(
+    spec: SglangSpec, model, *, tp: int, ep: int, lm_head_tp: int, dp_attention: bool, pp: int
+) -> SglangDraft:
+    """The draft's bytes a device at the target's profile and its KV layers (module docstring). ``model``: the loaded
+    k3plan Model; ``tp``: the attention-TP size (tp_size, or tp_size / dp_size under DP attention); ``ep``: the
+    ranks the experts spread over (the expert bytes a device are the same split over TP); ``lm_head_tp``: the TP
+    group the LM head is cut over (tp_size)."""
+    s = model.spec
+    arch = SELF_DRAFT.get(s.architecture)
+    if pp > 1:
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written} with --pp-size {pp}: SGLang refuses it at start "
+            "('Pipeline parallelism is not compatible with overlap schedule, speculative decoding', server_args.py "
+            f"check_server_args, {WHEEL})"
+        )
+    mtp = model.inventory.of_kind("mtp")
+    if arch is None and s.dsv4 is not None and s.dsv4.dspark is not None:
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written} on {s.name}: its MTP tensors are DSpark stages, which "
+            f"SGLang 0.5.15 has no draft model for (read: {WHEEL} speculative/); not priced"
+        )
+    if arch is None or not mtp or not s.mtp_layers:
+        why = (
+            f"{s.name} ships no MTP layers (num_nextn_predict_layers {s.mtp_layers}, no mtp tensors in its checkpoint "
+            "index), so SGLang's NextN draft has nothing to load"
+            if not mtp or not s.mtp_layers
+            else f"SGLang drafts with the target checkpoint only for its DeepSeek architectures ({HOOK} "
+            f"_handle_eagle_family), not {s.architecture}"
+        )
+        raise K3PlanError(f"--serve: --speculative-algorithm {spec.written}: {why}; not priced")
+    if s.dsv4 is not None and (spec.written != "EAGLE" or not spec.topk_given or spec.eagle_topk != 1):
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written}"
+            + (
+                f" --speculative-eagle-topk {spec.eagle_topk}"
+                if spec.topk_given
+                else " without --speculative-eagle-topk"
+            )
+            + f" on {s.name}: SGLang refuses it at start (AssertionError: 'Only EAGLE speculative algorithm with topk "
+            f"== 1 is supported for DeepseekV4ForCausalLM', arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults, "
+            f"{WHEEL}: it reads the flags as written, before NEXTN is resolved); expected --speculative-algorithm "
+            "EAGLE --speculative-eagle-topk 1"
+        )
+    whole = split_tp = split_ep = embed = head = 0
+    for t in mtp:
+        if ".experts." in t.name and "shared_experts" not in t.name:
+            split_ep += t.nbytes
+        elif any(k in t.name for k in _EMBED):
+            embed += t.nbytes
+        elif any(k in t.name for k in _HEAD):
+            head += t.nbytes
+        elif _whole(t.name):
+            whole += t.nbytes
+        else:
+            split_tp += t.nbytes
+    own = "in its MTP layer's tensors"
+    if not embed or not head:  # the checkpoint's MTP layer carries none: the draft builds its own, the target's shape
+        glob = model.inventory.of_kind("global")
+        embed = embed or sum(t.nbytes for t in glob if any(k in t.name for k in _EMBED))
+        head = head or sum(t.nbytes for t in glob if any(k in t.name for k in _HEAD) and "hc_head" not in t.name)
+        own = "allocated as the target's embedding and LM head (the checkpoint's MTP layer carries none)"
+    # the embedding over the attention-TP group (get_embedding_tp_kwargs); V4's NextN over TP, whole under DP attention
+    embed_tp = 1 if (s.dsv4 is not None and dp_attention) else tp
+    per_device = whole + -(-split_tp // tp) + -(-split_ep // ep) + -(-embed // embed_tp) + -(-head // lm_head_tp)
+    source = (
+        f"{spec.source}; the draft: {s.name}'s {s.mtp_layers} MTP layer(s) from its checkpoint index ({len(mtp)} "
+        f"tensors) built as {arch}NextN: experts {split_ep / GiB:.2f} GiB over {ep} rank(s), attention and shared "
+        f"experts {split_tp / GiB:.2f} GiB over TP {tp}, projections and norms {whole / GiB:.3f} GiB whole, its own "
+        f"embed_tokens {embed / GiB:.2f} GiB over {embed_tp} and lm_head {head / GiB:.2f} GiB over {lm_head_tp} ({own}), "
+        f"all resident when the target's pool is sized ({DRAFT_LOAD_SOURCE})"
+    )
+    return SglangDraft(
+        bytes_per_device=per_device,
+        source=source,
+        draft_layers=s.mtp_layers,
+        num_draft_tokens=spec.num_draft_tokens,
+    )
+
+
+def draft_cell_bytes(cell: int, *, target_layers: int, draft_layers: int) -> int:
+    """SGLang's bytes a token with the draft's KV layers budgeted in (DRAFT_KV_SOURCE), its own float arithmetic."""
+    if draft_layers <= 0 or target_layers <= 0:
+        return cell
+    return int(cell * (1 + int(draft_layers) / int(target_layers)))
