@@ -126,18 +126,21 @@ def test_a_local_checkpoint_path_is_refused_saying_what_to_write():
         )
 
 
-@pytest.mark.parametrize(
-    "flags",
-    [
+def test_sglang_s_speculative_flags_are_read_with_their_companions():
+    """InferenceX's dsr1_fp8_*_mtp.sh pass SGLang's algorithm with its companions: read as SGLang resolves them
+    (engines/sglang/spec.py: topk 1, so the draft tokens are steps + 1); the companions without the algorithm run no
+    speculative decoding and are refused saying so."""
+    q = parse_serve(
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 "
         "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1",
-        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
-    ],
-)
-def test_sglang_s_speculative_flags_are_refused_together_as_speculative_decoding(flags):
-    """InferenceX's dsr1_fp8_*_mtp.sh pass SGLang's algorithm with its companions; each names the refusal."""
-    with pytest.raises(K3PlanError, match="speculative decoding through --serve is not read"):
+        platform="gpu",
+        device_gib=140,
+    )
+    assert (q.speculative.algorithm, q.speculative.num_steps, q.speculative.num_draft_tokens) == ("EAGLE", 3, 4)
+    with pytest.raises(K3PlanError, match="without --speculative-algorithm"):
         parse_serve(
-            f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 {flags}",
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 "
+            "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
             platform="gpu",
             device_gib=140,
         )
@@ -210,10 +213,6 @@ def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_rea
         (
             "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --moe-dense-tp-size 1",
             "dense MLP layers' TP size",
-        ),
-        (
-            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --speculative-algo EAGLE",
-            "speculative decoding",
         ),
     ],
 )
