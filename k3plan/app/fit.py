@@ -421,7 +421,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             ),
         )
         from k3plan.engines.sglang.dsv4_pool import FORMS, form_for_release
+        from k3plan.engines.sglang.spec import SPEC_FROM
 
+        if q.release is not None and q.release < SPEC_FROM:
+            raise K3PlanError(
+                f"--serve: SGLang's speculative decoding under --engine-version {release_text(q.release)}: its draft "
+                f"was read from {release_text(SPEC_FROM)} on (the draft loaded before the target's pool is sized); "
+                "not priced for that release"
+            )
         if model.spec.dsv4 is not None and form_for_release(q.release) != FORMS[0]:
             raise K3PlanError(
                 f"--serve: speculative decoding on {q.model} under --engine-version "

@@ -160,5 +160,14 @@ def test_a_model_or_split_sglang_refuses_with_a_draft_is_refused_in_one_line(cli
 
 
 def test_an_older_release_s_v4_pool_with_a_draft_is_refused(cli):
-    r = cli("fit", "-H", "nvidia-h200", "--serve", V4 + V4_SPEC, "--engine-version", "0.5.13")
+    r = cli("fit", "-H", "nvidia-h200", "--serve", V4 + V4_SPEC, "--engine-version", "0.5.14")
     assert r.exit_code == 2 and "read in 0.5.15 only" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_release_that_sized_the_pool_before_the_draft_loaded_is_refused(cli):
+    """0.5.12's start sizes the target's pool before the draft loads (engines/sglang/spec.py SPEC_FROM); 0.5.14's
+    profiles the target's free memory with the draft resident, as 0.5.15's does."""
+    cmd = f"{V3} --speculative-algorithm NEXTN"
+    old = cli("fit", "-H", "nvidia-h200", "--serve", cmd, "--engine-version", "0.5.12")
+    assert old.exit_code == 2 and "read from 0.5.14 on" in old.output and len(old.output.strip().splitlines()) == 1
+    assert cli("fit", "-H", "nvidia-h200", "--serve", cmd, "--engine-version", "0.5.14").exit_code in (0, 1)

@@ -93,6 +93,11 @@ SELF_DRAFT = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v4": "DeepseekV4
 # _auto_choose_speculative_params: (steps, topk, draft tokens) for the DeepSeek family and the fallback alike
 AUTO = (3, 1, 4)
 SPEC_RUNNING = 48  # _handle_eagle_family's max_running_requests where the command sets none
+# the first release whose start these rules describe (fit --engine-version): the 0.5.14 wheel already profiles the
+# target's free memory with the draft loaded (model_runner_kv_cache_mixin.py _profile_available_bytes, 'Loaded weights
+# (target + draft)'); the 0.5.12 wheel's has no draft in that profile (the target's pool is sized in its own worker's
+# start, managers/scheduler.py init_model_worker), a start not read
+SPEC_FROM = (0, 5, 14)
 # the flags read here (the companions of --speculative-algorithm; server_args.py ServerArgs)
 FLAGS = (
     "--speculative-algorithm",
