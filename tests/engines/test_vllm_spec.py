@@ -146,3 +146,17 @@ def test_the_mtp_weights_match_a_logged_tp2_load(cli):
     # within 0.1% since the model's buffers and RoPE tables are priced (engines/vllm/dsv4_workspace.py
     # dsv4_model_buffers: 0.78 GiB; -1.1% before)
     assert abs(e["weights_bytes"] / 2**30 - logged) <= 0.001 * logged
+
+
+def test_only_the_mtp_layer_s_own_projections_are_whole_not_its_shared_expert(cli):
+    """vLLM holds the MTP layer's e_proj / h_proj (V3: eh_proj) whole on every rank; the shared expert's gate_proj is
+    split over TP like the rest of the layer. A substring match on "e_proj" once took gate_proj whole (14.7 MB for
+    DeepSeek-V3's MTP layer)."""
+    from k3plan.engines.vllm.spec import _MTP_WHOLE, _MTP_WHOLE_SEGMENTS, _draft_split
+    from k3plan.models.loader import load_model
+
+    mtp = load_model("deepseek-v3").inventory.of_kind("mtp")
+    whole, _, _ = _draft_split(mtp, _MTP_WHOLE, _MTP_WHOLE_SEGMENTS)
+    gate = sum(t.nbytes for t in mtp if t.name.endswith("shared_experts.gate_proj.weight"))
+    eh = sum(t.nbytes for t in mtp if ".eh_proj." in t.name)
+    assert gate and eh and whole - eh < gate  # eh_proj whole, the shared gate_proj not

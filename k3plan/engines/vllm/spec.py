@@ -268,7 +268,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
             "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'); expected method dspark"
         )
     n = spec.num_speculative_tokens or s.mtp_layers  # SPEC_SOURCE: the default is n_predict
-    whole, split_tp, split_ep = _draft_split(mtp, _MTP_WHOLE)
+    whole, split_tp, split_ep = _draft_split(mtp, _MTP_WHOLE, _MTP_WHOLE_SEGMENTS)
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep)
     gib = GiB
     source = (
@@ -295,18 +295,24 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
     return DraftPricing(bytes_per_device=per_device, source=source, extra_mla_layers=mla, num_speculative_tokens=n)
 
 
-# what a drafter's layers hold whole on every rank (MTP_SOURCE: e_proj / h_proj ReplicatedLinear, norms,
-# hyper-connection parameters, the router); the rest of a layer is split over TP, its routed experts over the EP group
-_MTP_WHOLE = ("e_proj", "h_proj", "norm", ".hc_", ".gate.")
+# what a drafter's layers hold whole on every rank (MTP_SOURCE: e_proj / h_proj ReplicatedLinear, V3's eh_proj an
+# nn.Linear, norms, hyper-connection parameters, the router); the rest of a layer is split over TP, its routed experts
+# over the EP group. The projections match a whole name segment: as a substring "e_proj" also matched the shared
+# expert's gate_proj (V3's 14 MB MTP shared gate_proj counted whole, not over TP)
+_MTP_WHOLE = ("norm", ".hc_", ".gate.")
+_MTP_WHOLE_SEGMENTS = frozenset({"e_proj", "h_proj", "eh_proj"})
 
 
-def _draft_split(tensors, whole_keys: tuple[str, ...]) -> tuple[int, int, int]:
-    """(bytes whole on every rank, bytes over TP, routed-expert bytes over the EP group) of a drafter's tensors."""
+def _draft_split(
+    tensors, whole_keys: tuple[str, ...], whole_segments: frozenset[str] = frozenset()
+) -> tuple[int, int, int]:
+    """(bytes whole on every rank, bytes over TP, routed-expert bytes over the EP group) of a drafter's tensors:
+    whole where a name holds one of ``whole_keys`` or has a segment in ``whole_segments``."""
     whole = split_tp = split_ep = 0
     for t in tensors:
         if ".experts." in t.name and "shared_experts" not in t.name:
             split_ep += t.nbytes
-        elif any(k in t.name for k in whole_keys):
+        elif any(k in t.name for k in whole_keys) or whole_segments.intersection(t.name.split(".")):
             whole += t.nbytes
         else:
             split_tp += t.nbytes
