@@ -245,6 +245,16 @@ def test_a_start_on_an_upper_bound_of_the_pool_says_so_with_its_margin(cli):
     assert margin in " ".join(text.split()[:40])
     tpu = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)["engine"]
     assert tpu["starts"] and "unpriced" not in tpu
+    # SGLang reads its free memory after the load (the CUDA context and NCCL in it): its smallest pool that starts
+    # holds 7 tokens (engines/sglang/memory.py SGLANG_MIN_POOL_TOKENS), here DeepSeek-V3's 70,272 B each
+    sg = json.loads(
+        cli(
+            "fit", "-H", "nvidia-h200", "-t", "8", "--serve",
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8", "--json",
+        ).stdout
+    )["engine"]  # fmt: skip
+    assert sg["starts"] and sg["unpriced"].startswith("SGLang's non-torch memory")
+    assert sg["check_margin_bytes"] == sg["kv_pool_bytes"] - 7 * 70_272
 
 
 def test_sglang_starts_whenever_its_pool_holds_tokens_and_refuses_only_an_empty_pool(cli):
