@@ -120,6 +120,7 @@ def make_setup(
     shardspecs: Optional[str] = None,
     pp: Optional[int] = None,
     spec_verify_tokens: Optional[int] = None,
+    in_flight: Optional[int] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -128,7 +129,8 @@ def make_setup(
     ``topology`` None: ``pick_topology(hw, model, stack, tp, ep, dp)`` picks it (the one default rule,
     ``k3plan.plan.defaults.default_topology``, passed by ``plan.defaults.make_default_setup``).
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
-    pool as the engine sizes it then: ``Stack.for_spec_decode``). ``engram``: where DeepSeek-V4.1's Engram tables
+    pool as the engine sizes it then: ``Stack.for_spec_decode``); ``in_flight``: the batches of the prefill budget a
+    windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
@@ -145,6 +147,7 @@ def make_setup(
         .bind(hw)
         .with_kv_dtype(kv_dtype)
         .for_spec_decode(spec_verify_tokens)
+        .with_in_flight(in_flight)
         .with_engram(engram, engram_host_copies)
     )
     if topology is None:

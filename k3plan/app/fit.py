@@ -355,20 +355,22 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         device_name=hw.name,
         release=release,
     )
-    if release is not None:
+    if q.release is not None:
         rules = engine_rules(q.stack)
         concerns = not rules.by_release_models or q.model.startswith(rules.by_release_models)
         follows = (rules.by_release if concerns else "") or f"no rule k3plan prices for {q.model} differs by release"
-        if rules.oldest_release_read is not None and release < rules.oldest_release_read:
+        if rules.oldest_release_read is not None and q.release < rules.oldest_release_read:
             follows += (
                 f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
                 "one is priced by the code each rule cites, which may size memory otherwise"
             )
-        q = dataclasses.replace(
-            q,
-            release=release,
-            caveats=(*q.caveats, f"--engine-version {release_text(release)}: {follows}"),
+        said = (
+            f"read as {q.engine} {release_text(q.release)}, the newest release k3plan read (fit --engine-version X "
+            f"reads the command as release X): {follows}"
+            if q.release_default
+            else f"--engine-version {release_text(q.release)}: {follows}"
         )
+        q = dataclasses.replace(q, caveats=(*q.caveats, said))
     if setup_options.get("model") not in (None, "kimi-k3", q.model):
         raise K3PlanError(f"--serve serves {q.model}; drop --model {setup_options['model']}")
     # a command without --max-model-len / --context-length runs at the model's own maximum (vLLM's
@@ -461,6 +463,19 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
+    in_flight_rule = engine_rules(q.stack).windowed_in_flight
+    if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:
+        # the batches a DeepSeek-V4 windowed group holds pages for, as this release and scheduling run them: one value
+        # the budget's charge and the engine's pool read (Stack.windowed_in_flight; Engine.windowed_in_flight)
+        opts["in_flight"] = in_flight_rule(
+            q.release,
+            async_scheduling=q.async_scheduling,
+            pp=q.pp,
+            # DSpark runs on Model Runner V2 (engines/vllm/dsv4_workspace.py dspark_runner_buffers)
+            v2_runner=model.spec.dsv4.dspark is not None
+            and q.draft is not None
+            and bool(getattr(q.draft, "num_speculative_tokens", 0)),
+        )
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
@@ -614,8 +629,6 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         dsv4=spec.dsv4,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         draft=None if served is None else served.draft,
-        async_scheduling=None if served is None else served.async_scheduling,
-        pp=setup.parallel.pp,
         vendor=hw.vendor,
         vocab_size=spec.vocab_size,
         cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),
@@ -626,7 +639,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
         dcp=1 if served is None else served.dcp,
         nvfp4=served is not None and served.kv_raw == "nvfp4_ds_mla",
-        release=None if served is None else served.release,
+        release=_release(served, st.name, hw.kind),
+        in_flight=st.windowed_in_flight,
         hidden_size=spec.hidden_size,
         attention_heads=spec.mla.heads // setup.parallel.tp if spec.mla else 0,
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
@@ -637,6 +651,15 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     return _with_serve(got.as_json(), result, served)
 
 
+def _release(served, stack: str, kind: str):
+    """The engine release the sizing follows: the command's (--engine-version, or its family's newest read), else for
+    a question without --serve the newest release k3plan read of the stack's engine on a GPU (Engine.
+    newest_release_read), so fit with and without --serve read one release."""
+    if served is not None:
+        return served.release
+    return engine_rules(stack).newest_release_read if kind == "gpu" else None
+
+
 def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: Setup) -> tuple[str, str] | None:
     """What vLLM refuses at start on this GPU before sizing anything: a block-quantized fp8 layer whose TP share is
     not whole blocks (engines/vllm/fp8_block.py, on either GPU vendor), a setting its CUDA indexer builder refuses
@@ -644,8 +667,7 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
     if vendor in ("nvidia", "amd"):
         from k3plan.engines.vllm.fp8_block import padded_roles, row_parallel_refusal
 
-        release = None if served is None else served.release
-        padded = padded_roles(dsv4=dsv4, vendor=vendor, release=release)
+        padded = padded_roles(dsv4=dsv4, vendor=vendor, release=_release(served, setup.stack.name, "gpu"))
         blocks = row_parallel_refusal(setup.model.inventory, setup.plan.per_device_shape, padded=padded)
         if blocks is not None:
             return blocks

@@ -47,6 +47,7 @@ def setup_from(
     shardspecs=None,
     pp=None,
     spec_verify_tokens=None,
+    in_flight=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -71,6 +72,7 @@ def setup_from(
         shardspecs=shardspecs,
         pp=pp,
         spec_verify_tokens=spec_verify_tokens,
+        in_flight=in_flight,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal, Optional
 
 from k3plan.engines.dsv4_layout import Dsv4Layout, EngramPlacement
 
@@ -116,6 +116,12 @@ class Engine:
     # the oldest release whose code k3plan read for this engine; a command of an older one is priced by the code
     # each rule cites, with a caveat saying so (None: no release read)
     oldest_release_read: tuple[int, int, int] | None = None
+    # the release a GPU question that names none is read as: the newest whose code k3plan read (vLLM:
+    # engines/vllm/releases.py NEWEST_RELEASE); None: each rule's cited code
+    newest_release_read: tuple[int, int, int] | None = None
+    # (release, async_scheduling, pp, v2_runner) -> the batches of the prefill budget a windowed KV group holds pages
+    # for, as a serve command runs (vLLM: engines/vllm/releases.py in_flight_batches); None: not the engine's rule
+    windowed_in_flight: Optional[Callable[..., int]] = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -684,8 +684,10 @@ class ServeQuestion:
     compilation: Any = None
     # vLLM's --attention-config fields as read (k3plan.engines.vllm.attention_config); None: not given
     attention: Any = None
-    # the engine release the command runs (fit --engine-version, k3plan.engines.release); None: each rule's commit
+    # the engine release the command runs (fit --engine-version, k3plan.engines.release, or the family's newest read
+    # where the command names none: release_default); None: each rule's commit
     release: Any = None
+    release_default: bool = False
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
@@ -859,6 +861,12 @@ def parse_serve(
     family, model, rest = _family(argv)
     model, rest = family.tokens(model, rest)
     flags = _flags(rest)
+    # without fit --engine-version a family's GPU command is read as the newest release k3plan read of it (the
+    # family's NEWEST_RELEASE: vLLM's engines/vllm/releases.py), where the family names one
+    newest = getattr(family, "NEWEST_RELEASE", None) if platform == "gpu" else None
+    release_default = release is None and newest is not None
+    if release_default:
+        release = newest
     r = Reading(
         flags=flags,
         platform=platform,
@@ -945,6 +953,8 @@ def parse_serve(
         mamba_cache_size=r.mamba_cache_size,
         mamba_full_memory_ratio=r.mamba_ratio,
         dcp=r.dcp,
+        release=release,
+        release_default=release_default,
     )
 
 

@@ -129,6 +129,10 @@ class Stack(Spec):
     # in host memory, a copy a DP replica ("replica") or one a node ("node": vLLM's dp_shared_memory); None: the
     # engine's default (EngramPlacement.host_copies)
     engram_host_copies: Optional[Literal["replica", "node"]] = None
+    # the batches of the prefill budget a windowed KV group holds pages for (vLLM's max_concurrent_batches, set from
+    # a serve command's release and scheduling: engines/vllm/releases.py); None: the engine's own default. One value:
+    # the budget's charge for a request (step/dsv4_cache.engine_charge) and the engine's pool both read it
+    windowed_in_flight: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -392,6 +396,15 @@ class Stack(Spec):
         if kv_dtype not in KV_DTYPES:
             raise K3PlanError(f"--kv-dtype {kv_dtype!r}: expected one of {', '.join(KV_DTYPES)}")
         return updated(self, kv_cache=updated(self.kv_cache, dtype=kv_dtype))
+
+    def with_in_flight(self, batches: int | None) -> Stack:
+        """The stack with its windowed KV groups holding pages for ``batches`` batches in flight (``windowed_in_flight``);
+        None: as it is."""
+        if batches is None:
+            return self
+        if batches < 1:
+            raise ValueError(f"batches in flight {batches}: expected at least 1")
+        return updated(self, windowed_in_flight=batches)
 
     def with_engram(self, placement: str | None, host_copies: str | None = None) -> Stack:
         """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"), and in host memory a

@@ -90,8 +90,18 @@ def engine_charge(
         return None
     spec_tokens = max(stack.state.verify_tokens - 1, 0)
     drafts = spec.mtp_layers if spec_tokens else 0
+    at: dict[str, int | str] = {}
+    if stack.windowed_in_flight is not None:  # the serve command's batches in flight (Stack.windowed_in_flight)
+        at["in_flight"] = stack.windowed_in_flight
     return rule(
-        d, hardware=hardware, vendor=vendor, chunk=chunk, context=context, draft_layers=drafts, spec_tokens=spec_tokens
+        d,
+        hardware=hardware,
+        vendor=vendor,
+        chunk=chunk,
+        context=context,
+        draft_layers=drafts,
+        spec_tokens=spec_tokens,
+        **at,
     )
 
 

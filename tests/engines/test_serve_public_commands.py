@@ -129,10 +129,11 @@ def test_tpu_inference_s_additional_config_keys_are_read_or_refused_with_what_th
         )
 
 
-@pytest.mark.parametrize(("release", "chunk"), [(None, 8192), ((0, 27, 0), 8192), ((0, 28, 0), 16384)])
+@pytest.mark.parametrize(("release", "chunk"), [(None, 16384), ((0, 27, 0), 8192), ((0, 28, 0), 16384)])
 def test_vllm_0_28_s_default_token_budget_on_a_160_gib_gpu(release, chunk):
     """vllm-project/vllm#51726 (first in 0.28.0): a device of >= 160 GiB gets 16,384 batched tokens by default, an
-    MI300X (191.98 GiB) among them (vllm-project/vllm#53961); an H200 keeps 8,192."""
+    MI300X (191.98 GiB) among them (vllm-project/vllm#53961); an H200 keeps 8,192. A command that names no release is
+    read as the newest k3plan read (engines/vllm/releases.py NEWEST_RELEASE, 0.31.0), which has the tier."""
     cmd = "vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8"
     q = parse_serve(cmd, platform="gpu", device_gib=191.98, device_name="amd-mi300x", release=release)
     assert (q.chunk, q.batch) == (chunk, 1024)

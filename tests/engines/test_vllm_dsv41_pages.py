@@ -10,6 +10,7 @@ import json
 import pytest
 
 from k3plan.engines.vllm.dsv4_pages import dsv41_pages
+from k3plan.engines.vllm.releases import default_in_flight
 from k3plan.models.loader import load_model
 
 MAX_LEN = 1_048_576
@@ -160,9 +161,11 @@ def test_on_rocm_v41_is_charged_as_vllm_s_planner_lays_it_out_and_elsewhere_unre
     out = json.loads(r.stdout)
     dev, d = out["per_device"], load_model("deepseek-v4.1-flash").spec.dsv4
     pages = dsv41_pages(d, block_tokens=64, sm100=False)
-    charge = pages.blocks_per_request(
-        max_model_len=131_072, max_num_batched_tokens=out["workload"]["prefill_chunk_tokens"]
-    )
+    # a question without a release reads vLLM's newest (engines/vllm/releases.py): its windowed groups hold pages for
+    # two batches in flight under the default async scheduling
+    in_flight = out["workload"]["prefill_chunk_tokens"] * default_in_flight(v2_runner=False)
+    assert default_in_flight(v2_runner=False) == 2
+    charge = pages.blocks_per_request(max_model_len=131_072, max_num_batched_tokens=in_flight)
     assert dev["kv_bytes"] + dev["state_bytes"] == charge * pages.block_bytes
     assert "was not read" not in r.output and out["capacity"]["max_sequences"] < 200
     tpu = " ".join(cli("fit", "-m", "deepseek-v4.1-flash", "-H", "tpu-v7x", "-t", "2x2x2").output.split())

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from k3plan.engines.vllm.memory import in_flight_batches
+from k3plan.engines.vllm.releases import in_flight_batches
 
 V4 = (
     "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V4-Pro --dtype auto -tp 8 --load-format dummy "

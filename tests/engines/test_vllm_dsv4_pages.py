@@ -147,7 +147,10 @@ def test_the_v4_workspace_is_in_the_activation_and_rocm_adds_gfx9_s_decode_logit
     wheel): 8 GiB at 8,192 tokens and the 1M default length, above the CUDA reservations' 1.29 GiB."""
     import json
 
-    cmd = "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 4 --kv-cache-dtype fp8 --block-size 256"
+    cmd = (
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 4 --kv-cache-dtype fp8 --block-size 256 "
+        "--max-num-batched-tokens 8192"  # the MI355X's own default is 16,384 from 0.28.0
+    )
     nv = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "1x4", "--serve", cmd, "--json").stdout)["engine"]
     amd = json.loads(cli("fit", "-H", "amd-mi355x", "-t", "4", "--serve", cmd, "--json").stdout)["engine"]
     assert "profile-run workspace" in nv["sources"]["activation"]

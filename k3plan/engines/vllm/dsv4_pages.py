@@ -445,15 +445,19 @@ def v41_request_charge(
     context: int,
     draft_layers: int = 0,
     spec_tokens: int = 0,
+    in_flight: int | None = None,
 ) -> RequestCharge | None:
     """What vLLM's V4.1 planner charges a request of ``context`` tokens (max_model_len) with ``chunk`` tokens a step
     (max_num_batched_tokens) on one GPU, with ``draft_layers`` DSpark layers proposing ``spec_tokens`` tokens (0: no
     speculative decoding) and the defaults of a command that names no other (``v41_default_block``, the fp8 records of
     the GPU's family and indexer keys): the compressed group's blocks of context, and the windowed and ring groups'
     blocks whatever the context; on AMD GPUs the same groups with the non-SM100 record (``V41_ROCM_SOURCE``); None on
-    any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags."""
+    any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags.
+    ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
+    releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1, DSpark's runner alike)."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
+    from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
 
     if vendor not in ("nvidia", "amd") or d.csa2 is None:
         return None
@@ -464,13 +468,16 @@ def v41_request_charge(
         draft_layers=draft_layers,
         num_speculative_tokens=spec_tokens,
     )
+    batches = in_flight if in_flight is not None else default_in_flight(v2_runner=spec_tokens > 0)
+    tokens = chunk * batches  # what a windowed group holds pages for (IN_FLIGHT_SOURCE)
     comp = pages.groups[0]
-    total = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=chunk)
-    held = comp.pages_per_request(max_model_len=context, max_num_batched_tokens=chunk)
+    total = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=tokens)
+    held = comp.pages_per_request(max_model_len=context, max_num_batched_tokens=tokens)
     return RequestCharge(
         block_tokens=comp.block_tokens,
         block_bytes=pages.block_bytes,
         fixed_blocks=total - held,
-        source=pages.text(max_model_len=context, max_num_batched_tokens=chunk)
+        source=pages.text(max_model_len=context, max_num_batched_tokens=tokens)
+        + (f" ({batches} batches of {chunk:,} in flight: {IN_FLIGHT_SOURCE})" if batches > 1 else "")
         + (f"; on an AMD GPU: {V41_ROCM_SOURCE}" if vendor == "amd" else ""),
     )

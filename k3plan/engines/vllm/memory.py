@@ -50,6 +50,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv41_model_buffers,
     dsv41_profile_workspace,
 )
+from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
@@ -437,16 +438,19 @@ def engine_sizing(
     attention_heads: int = 0,
     q_lora_rank: int = 0,
     tp_attention: int = 0,
-    async_scheduling: bool | None = None,
-    pp: int = 1,
+    in_flight: int | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
-    ``release``: the vLLM release the command runs (fit --engine-version; None: the code each rule cites).
+    ``release``: the vLLM release the command runs (fit --engine-version, else the newest read: engines/vllm/
+    releases.py; None: the code each rule cites).
     ``hidden_size``, ``attention_heads`` (a device's), ``q_lora_rank``: the model's, for DeepSeek-V4's model buffers and
-    dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over."""
+    dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over.
+    ``in_flight``: the batches of max_num_batched_tokens a windowed V4 group holds pages for, the stack's
+    (Stack.windowed_in_flight, set from a serve command); None: the newest release's default
+    (engines/vllm/releases.py default_in_flight), the value the budget's charge reads too."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -677,40 +681,15 @@ def engine_sizing(
         dcp=dcp,
         unpriced=unpriced,
         # DSpark runs on Model Runner V2 (engines/vllm/dsv4_workspace.py dspark_runner_buffers)
-        in_flight_batches=in_flight_batches(
-            release,
-            async_scheduling=async_scheduling,
-            pp=pp,
+        in_flight_batches=in_flight
+        if in_flight is not None
+        else default_in_flight(
             v2_runner=dsv4 is not None
             and dsv4.dspark is not None
             and draft is not None
-            and draft.num_speculative_tokens > 0,
+            and draft.num_speculative_tokens > 0
         ),
     )
-
-
-# From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
-# tokens scheduled and not yet settled, one max_num_batched_tokens a concurrent batch (VllmConfig.max_in_flight_tokens,
-# SlidingWindowSpec.max_admission_blocks_per_request); 0.25.0 charged one batch (read in the 0.25.0 and 0.26.0
-# wheels). The batches: 2 with async scheduling on the V1 runner at PP 1, PP + 1 on Model Runner V2 (DSpark's), PP
-# without async scheduling (VllmConfig.max_concurrent_batches). vllm-project/vllm#53961's 23.32 GiB needs them.
-IN_FLIGHT_FROM = (0, 26, 0)
-IN_FLIGHT_SOURCE = (
-    "vllm 0.26.0 wheel vllm/config/vllm.py VllmConfig.max_concurrent_batches x max_num_batched_tokens "
-    "(max_in_flight_tokens); 0.25.0's windowed specs take one max_num_batched_tokens"
-)
-
-
-def in_flight_batches(release: Release | None, *, async_scheduling: bool | None, pp: int, v2_runner: bool) -> int:
-    """The batches of max_num_batched_tokens a windowed group holds pages for (``IN_FLIGHT_SOURCE``): 1 before
-    0.26.0 or without --engine-version (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on."""
-    if release is None or release < IN_FLIGHT_FROM:
-        return 1
-    if async_scheduling is False:
-        return pp
-    if v2_runner:
-        return pp + 1
-    return 2 if pp <= 1 else pp
 
 
 # Engine-visible HBM a device where an engine's own log prints it (the driver's total is not what torch can

@@ -1,0 +1,42 @@
+"""The vLLM releases k3plan's rules follow (k3plan.engines.release): the one a GPU question that names none is read
+as, and the batches in flight a windowed KV group holds pages for, which the engine's pool (engines/vllm/memory.py)
+and the budget's charge for a DeepSeek-V4.1 request (engines/vllm/dsv4_pages.py v41_request_charge) both read."""
+
+from __future__ import annotations
+
+from k3plan.engines.release import Release
+
+# the newest vLLM wheel k3plan read, 0.31.0 (PyPI): a GPU question without fit --engine-version is read as it. The
+# rules that changed between releases were read in the 0.11.1-0.31.0 wheels, each naming its own (Engine.by_release
+# in engines/vllm/__init__.py). A planner is asked about the engine people install today, not the release a rule was
+# first read in; a log of an older release is read with its own --engine-version (tests/engines/cases)
+NEWEST_RELEASE: Release = (0, 31, 0)
+
+# From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
+# tokens scheduled and not yet settled, one max_num_batched_tokens a concurrent batch (VllmConfig.max_in_flight_tokens,
+# SlidingWindowSpec.max_admission_blocks_per_request); 0.25.0 charged one batch (read in the 0.25.0, 0.26.0 and 0.31.0
+# wheels). The batches: 2 with async scheduling on the V1 runner at PP 1, PP + 1 on Model Runner V2 (DSpark's), PP
+# without async scheduling (VllmConfig.max_concurrent_batches). vllm-project/vllm#53961's 23.32 GiB needs them.
+IN_FLIGHT_FROM: Release = (0, 26, 0)
+IN_FLIGHT_SOURCE = (
+    "vllm 0.26.0 wheel vllm/config/vllm.py VllmConfig.max_concurrent_batches x max_num_batched_tokens "
+    "(max_in_flight_tokens); 0.25.0's windowed specs take one max_num_batched_tokens"
+)
+
+
+def in_flight_batches(release: Release | None, *, async_scheduling: bool | None, pp: int, v2_runner: bool) -> int:
+    """The batches of max_num_batched_tokens a windowed group holds pages for (``IN_FLIGHT_SOURCE``): 1 before
+    0.26.0 or where no release is named (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on."""
+    if release is None or release < IN_FLIGHT_FROM:
+        return 1
+    if async_scheduling is False:
+        return pp
+    if v2_runner:
+        return pp + 1
+    return 2 if pp <= 1 else pp
+
+
+def default_in_flight(*, v2_runner: bool) -> int:
+    """The batches in flight where a question gives no command to read them from (fit or plan without --serve):
+    ``NEWEST_RELEASE``'s default scheduling at PP 1, the one value the budget's charge and the engine's pool read."""
+    return in_flight_batches(NEWEST_RELEASE, async_scheduling=None, pp=1, v2_runner=v2_runner)
