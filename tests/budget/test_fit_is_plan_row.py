@@ -105,11 +105,12 @@ def test_a_calibrated_row_outside_its_measured_range_is_unverified_in_both():
 @pytest.mark.parametrize("hardware", ["nvidia-h200", "nvidia-b200"])
 def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
     """DeepSeek-V4.1 on vLLM's CUDA backends: the KV and state a sequence are vLLM's planner's charge (its records of
-    the GPU's family, its window pages holding the chunk in flight: step/dsv4_cache.engine_charge), per (stack,
+    the GPU's family, its window pages holding the batches in flight: step/dsv4_cache.engine_charge), per (stack,
     machine, chunk) in plan's columns; fit's row equals plan's at both chunks, and the charge is what vLLM's start
     check charges a request (Dsv41Pages: blocks a request x a block's bytes)."""
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
     from k3plan.engines.vllm.dsv4_pages import dsv41_pages
+    from k3plan.engines.vllm.releases import default_in_flight
 
     model, context = "deepseek-v4.1-flash", 131072
     cols, _ = columns(model, context, 1)
@@ -127,5 +128,7 @@ def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
             assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, chunk)
         # the block vLLM resolves on the GPU: 128 on SM100, 64 on Hopper (engines/vllm/dsv4_pages.py v41_default_block)
         pages = dsv41_pages(d, block_tokens=128 if hardware in SM100_FAMILY else 64, sm100=hardware in SM100_FAMILY)
-        engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=chunk) * pages.block_bytes
+        # its window pages hold the newest release's batches in flight (engines/vllm/releases.py: 2 at PP 1)
+        in_flight = chunk * default_in_flight(v2_runner=False)
+        engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=in_flight) * pages.block_bytes
         assert f.per_device.kv_bytes + f.per_device.state_bytes == engine
