@@ -121,6 +121,7 @@ def make_setup(
     pp: Optional[int] = None,
     spec_verify_tokens: Optional[int] = None,
     in_flight: Optional[int] = None,
+    engine_release: Optional[tuple[int, int, int]] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -130,7 +131,8 @@ def make_setup(
     ``k3plan.plan.defaults.default_topology``, passed by ``plan.defaults.make_default_setup``).
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
     pool as the engine sizes it then: ``Stack.for_spec_decode``); ``in_flight``: the batches of the prefill budget a
-    windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``). ``engram``: where DeepSeek-V4.1's Engram tables
+    windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``), and ``engine_release``
+    the release it runs (``Stack.with_engine_release``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
@@ -148,6 +150,7 @@ def make_setup(
         .with_kv_dtype(kv_dtype)
         .for_spec_decode(spec_verify_tokens)
         .with_in_flight(in_flight)
+        .with_engine_release(engine_release)
         .with_engram(engram, engram_host_copies)
     )
     if topology is None:

@@ -48,6 +48,7 @@ def setup_from(
     pp=None,
     spec_verify_tokens=None,
     in_flight=None,
+    engine_release=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -73,6 +74,7 @@ def setup_from(
         pp=pp,
         spec_verify_tokens=spec_verify_tokens,
         in_flight=in_flight,
+        engine_release=engine_release,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

@@ -133,6 +133,9 @@ class Stack(Spec):
     # a serve command's release and scheduling: engines/vllm/releases.py); None: the engine's own default. One value:
     # the budget's charge for a request (step/dsv4_cache.engine_charge) and the engine's pool both read it
     windowed_in_flight: Optional[int] = None
+    # the engine release a serve command runs (fit --engine-version, or its family's newest read): the budget's charge
+    # for a DeepSeek-V4 request follows the same release's groups as the engine's pool; None: the engine's newest read
+    engine_release: Optional[tuple[int, int, int]] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -405,6 +408,10 @@ class Stack(Spec):
         if batches < 1:
             raise ValueError(f"batches in flight {batches}: expected at least 1")
         return updated(self, windowed_in_flight=batches)
+
+    def with_engine_release(self, release: tuple[int, int, int] | None) -> Stack:
+        """The stack as the engine release ``release`` runs it (``engine_release``); None: as it is."""
+        return self if release is None else updated(self, engine_release=tuple(release))
 
     def with_engram(self, placement: str | None, host_copies: str | None = None) -> Stack:
         """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"), and in host memory a

@@ -90,9 +90,11 @@ def engine_charge(
         return None
     spec_tokens = max(stack.state.verify_tokens - 1, 0)
     drafts = spec.mtp_layers if spec_tokens else 0
-    at: dict[str, int | str] = {}
+    at: dict[str, object] = {}
     if stack.windowed_in_flight is not None:  # the serve command's batches in flight (Stack.windowed_in_flight)
         at["in_flight"] = stack.windowed_in_flight
+    if stack.engine_release is not None:  # the serve command's release (Stack.engine_release)
+        at["release"] = stack.engine_release
     return rule(
         d,
         hardware=hardware,

@@ -15,10 +15,12 @@ _VLLM_COMP = "vllm/model_executor/layers/deepseek_compressor.py"
 
 
 def request_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
-    """DeepSeek-V4.1 as vLLM's CUDA planner charges a request (engines/vllm/dsv4_pages.py v41_request_charge)."""
-    from k3plan.engines.vllm.dsv4_pages import v41_request_charge
+    """DeepSeek-V4 and V4.1 as vLLM's pool charges a request on a GPU (engines/vllm/dsv4_pages.py v4_request_charge,
+    v41_request_charge)."""
+    from k3plan.engines.vllm.dsv4_pages import v4_request_charge, v41_request_charge
 
-    return v41_request_charge(d, **at)  # type: ignore[arg-type]
+    rule = v41_request_charge if d.csa2 is not None else v4_request_charge
+    return rule(d, **at)  # type: ignore[arg-type]
 
 
 LAYOUT = Dsv4Layout(

@@ -446,6 +446,7 @@ def v41_request_charge(
     draft_layers: int = 0,
     spec_tokens: int = 0,
     in_flight: int | None = None,
+    release: Release | None = None,
 ) -> RequestCharge | None:
     """What vLLM's V4.1 planner charges a request of ``context`` tokens (max_model_len) with ``chunk`` tokens a step
     (max_num_batched_tokens) on one GPU, with ``draft_layers`` DSpark layers proposing ``spec_tokens`` tokens (0: no
@@ -454,7 +455,8 @@ def v41_request_charge(
     blocks whatever the context; on AMD GPUs the same groups with the non-SM100 record (``V41_ROCM_SOURCE``); None on
     any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags.
     ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
-    releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1, DSpark's runner alike)."""
+    releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1, DSpark's runner alike).
+    ``release``: read for V4's groups (``v4_request_charge``); V4.1's are one form."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
     from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
@@ -480,4 +482,46 @@ def v41_request_charge(
         source=pages.text(max_model_len=context, max_num_batched_tokens=tokens)
         + (f" ({batches} batches of {chunk:,} in flight: {IN_FLIGHT_SOURCE})" if batches > 1 else "")
         + (f"; on an AMD GPU: {V41_ROCM_SOURCE}" if vendor == "amd" else ""),
+    )
+
+
+def v4_request_charge(
+    d: DSV4Dims,
+    *,
+    hardware: str,
+    vendor: str,
+    chunk: int,
+    context: int,
+    draft_layers: int = 0,
+    spec_tokens: int = 0,
+    in_flight: int | None = None,
+    release: Release | None = None,
+) -> RequestCharge | None:
+    """What vLLM's pool charges a DeepSeek-V4 request of ``context`` tokens (max_model_len) on one GPU, as the engine's
+    start check sizes it (engines/vllm/memory.py): ``dsv4_pages`` at the block vLLM resolves for V4 (V4_DEFAULT_BLOCK),
+    ``release``'s groups (None: the newest read, engines/vllm/releases.py), the windowed groups holding ``in_flight``
+    batches of ``chunk`` (None: the newest release's default), the MTP drafter's ``draft_layers`` layers in the pool
+    where speculative decoding runs: the compressed group's blocks of context, every other group's whatever the
+    context, a block costing what the pool's does. None off NVIDIA and AMD GPUs, and for V4.1 (``v41_request_charge``)."""
+    from k3plan.engines.dsv4_layout import RequestCharge
+    from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, NEWEST_RELEASE, default_in_flight
+    from k3plan.structs import replace
+
+    if vendor not in ("nvidia", "amd") or d.csa2 is not None:
+        return None
+    if draft_layers:  # the MTP layers' caches: layers of their compress ratios (engines/vllm/memory.py alike)
+        d = replace(d, compress_ratios=tuple(d.compress_ratios) + tuple(d.mtp_compress_ratios[:draft_layers]))
+    pages = dsv4_pages(d, block_tokens=V4_DEFAULT_BLOCK, release=release if release is not None else NEWEST_RELEASE)
+    batches = in_flight if in_flight is not None else default_in_flight(v2_runner=False)
+    tokens = chunk * batches
+    comp = pages.groups[0]
+    total = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=tokens)
+    held = comp.pages_per_request(max_model_len=context, max_num_batched_tokens=tokens)
+    return RequestCharge(
+        block_tokens=comp.block_tokens,
+        block_bytes=pages.block_bytes,
+        fixed_blocks=total - held,
+        source=f"{pages.text(max_model_len=context, max_num_batched_tokens=tokens)}, at the {V4_DEFAULT_BLOCK}-token "
+        f"block vLLM resolves for V4 ({V4_BLOCK_SOURCE})"
+        + (f" ({batches} batches of {chunk:,} in flight: {IN_FLIGHT_SOURCE})" if batches > 1 else ""),
     )
