@@ -457,9 +457,8 @@ def v41_request_charge(
     ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
     releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1, DSpark's runner alike).
     ``release``: read for V4's groups (``v4_request_charge``); V4.1's are one form."""
-    from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
-    from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
+    from k3plan.engines.vllm.releases import default_in_flight
 
     if vendor not in ("nvidia", "amd") or d.csa2 is None:
         return None
@@ -471,6 +470,21 @@ def v41_request_charge(
         num_speculative_tokens=spec_tokens,
     )
     batches = in_flight if in_flight is not None else default_in_flight(v2_runner=spec_tokens > 0)
+    return _charge(
+        pages,
+        chunk=chunk,
+        context=context,
+        batches=batches,
+        said=f"; on an AMD GPU: {V41_ROCM_SOURCE}" if vendor == "amd" else "",
+    )
+
+
+def _charge(pages: Dsv4Pages, *, chunk: int, context: int, batches: int, said: str = "") -> RequestCharge:
+    """A request's charge from an engine's groups: the compressed group's blocks of context, every other group's
+    (windows holding ``batches`` x ``chunk`` tokens in flight, rings) whatever the context, at the pool's block."""
+    from k3plan.engines.dsv4_layout import RequestCharge
+    from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE
+
     tokens = chunk * batches  # what a windowed group holds pages for (IN_FLIGHT_SOURCE)
     comp = pages.groups[0]
     total = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=tokens)
@@ -481,7 +495,7 @@ def v41_request_charge(
         fixed_blocks=total - held,
         source=pages.text(max_model_len=context, max_num_batched_tokens=tokens)
         + (f" ({batches} batches of {chunk:,} in flight: {IN_FLIGHT_SOURCE})" if batches > 1 else "")
-        + (f"; on an AMD GPU: {V41_ROCM_SOURCE}" if vendor == "amd" else ""),
+        + said,
     )
 
 
@@ -503,8 +517,7 @@ def v4_request_charge(
     batches of ``chunk`` (None: the newest release's default), the MTP drafter's ``draft_layers`` layers in the pool
     where speculative decoding runs: the compressed group's blocks of context, every other group's whatever the
     context, a block costing what the pool's does. None off NVIDIA and AMD GPUs, and for V4.1 (``v41_request_charge``)."""
-    from k3plan.engines.dsv4_layout import RequestCharge
-    from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, NEWEST_RELEASE, default_in_flight
+    from k3plan.engines.vllm.releases import NEWEST_RELEASE, default_in_flight
     from k3plan.structs import replace
 
     if vendor not in ("nvidia", "amd") or d.csa2 is not None:
@@ -512,16 +525,10 @@ def v4_request_charge(
     if draft_layers:  # the MTP layers' caches: layers of their compress ratios (engines/vllm/memory.py alike)
         d = replace(d, compress_ratios=tuple(d.compress_ratios) + tuple(d.mtp_compress_ratios[:draft_layers]))
     pages = dsv4_pages(d, block_tokens=V4_DEFAULT_BLOCK, release=release if release is not None else NEWEST_RELEASE)
-    batches = in_flight if in_flight is not None else default_in_flight(v2_runner=False)
-    tokens = chunk * batches
-    comp = pages.groups[0]
-    total = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=tokens)
-    held = comp.pages_per_request(max_model_len=context, max_num_batched_tokens=tokens)
-    return RequestCharge(
-        block_tokens=comp.block_tokens,
-        block_bytes=pages.block_bytes,
-        fixed_blocks=total - held,
-        source=f"{pages.text(max_model_len=context, max_num_batched_tokens=tokens)}, at the {V4_DEFAULT_BLOCK}-token "
-        f"block vLLM resolves for V4 ({V4_BLOCK_SOURCE})"
-        + (f" ({batches} batches of {chunk:,} in flight: {IN_FLIGHT_SOURCE})" if batches > 1 else ""),
+    return _charge(
+        pages,
+        chunk=chunk,
+        context=context,
+        batches=in_flight if in_flight is not None else default_in_flight(v2_runner=False),
+        said=f", at the {V4_DEFAULT_BLOCK}-token block vLLM resolves for V4 ({V4_BLOCK_SOURCE})",
     )
