@@ -49,6 +49,7 @@ def setup_from(
     spec_verify_tokens=None,
     in_flight=None,
     engine_release=None,
+    engine_block=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -75,6 +76,7 @@ def setup_from(
         spec_verify_tokens=spec_verify_tokens,
         in_flight=in_flight,
         engine_release=engine_release,
+        engine_block=engine_block,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

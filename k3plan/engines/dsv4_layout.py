@@ -49,7 +49,8 @@ class RequestCharge:
 
 # (dims; keywords: hardware name, vendor, chunk = max_num_batched_tokens, context = max_model_len, draft_layers = the
 # speculative drafter's layers in the pool, spec_tokens = its tokens a step, and where a command set them in_flight =
-# the batches of chunk a windowed group holds pages for, release = the engine release) -> the engine's charge, or None
+# the batches of chunk a windowed group holds pages for, release = the engine release, block = its --block-size) ->
+# the engine's charge, or None
 # where its
 # accounting is the model's bytes a token there (another model version, another vendor's backend)
 ChargeRule = Callable[..., Optional[RequestCharge]]

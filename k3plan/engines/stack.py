@@ -136,6 +136,9 @@ class Stack(Spec):
     # the engine release a serve command runs (fit --engine-version, or its family's newest read): the budget's charge
     # for a DeepSeek-V4 request follows the same release's groups as the engine's pool; None: the engine's newest read
     engine_release: Optional[tuple[int, int, int]] = None
+    # a serve command's --block-size where the budget's charge for a DeepSeek-V4 request reads the engine's groups
+    # (their block as the engine's pool has it); None: the block the engine resolves by default
+    engine_block: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -409,9 +412,11 @@ class Stack(Spec):
             raise ValueError(f"batches in flight {batches}: expected at least 1")
         return updated(self, windowed_in_flight=batches)
 
-    def with_engine_release(self, release: tuple[int, int, int] | None) -> Stack:
-        """The stack as the engine release ``release`` runs it (``engine_release``); None: as it is."""
-        return self if release is None else updated(self, engine_release=tuple(release))
+    def with_engine_release(self, release: tuple[int, int, int] | None, block: int | None = None) -> Stack:
+        """The stack as the engine release ``release`` runs it (``engine_release``), at a command's --block-size
+        ``block`` (``engine_block``); None: as it is."""
+        st = self if release is None else updated(self, engine_release=tuple(release))
+        return st if block is None else updated(st, engine_block=block)
 
     def with_engram(self, placement: str | None, host_copies: str | None = None) -> Stack:
         """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"), and in host memory a

@@ -95,6 +95,8 @@ def engine_charge(
         at["in_flight"] = stack.windowed_in_flight
     if stack.engine_release is not None:  # the serve command's release (Stack.engine_release)
         at["release"] = stack.engine_release
+    if stack.engine_block is not None:  # the serve command's --block-size (Stack.engine_block)
+        at["block"] = stack.engine_block
     return rule(
         d,
         hardware=hardware,

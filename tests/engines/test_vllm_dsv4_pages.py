@@ -156,3 +156,19 @@ def test_the_v4_workspace_is_in_the_activation_and_rocm_adds_gfx9_s_decode_logit
     assert "profile-run workspace" in nv["sources"]["activation"]
     assert "workspace on ROCm 8.00 GiB" in amd["sources"]["activation"]
     assert amd["activation_bytes"] > nv["activation_bytes"] + 6 * 2**30
+
+
+def test_the_budget_s_v4_request_is_the_engine_s_charge_at_the_command_s_block(cli):
+    """DeepSeek-V4 on vLLM: the budget charges a request what the engine's pool does (engines/vllm/dsv4_pages.py
+    v4_request_charge, at the command's --block-size and the release's groups: Stack.engine_block / engine_release),
+    so its sequences follow the engine's concurrency as the block grows, never above it."""
+    import json
+
+    def counts(extra: str) -> tuple[int, float]:
+        cmd = f"vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 8 --kv-cache-dtype fp8 {extra}"
+        e = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", cmd, "--json").stdout)["engine"]
+        return e["budget"]["max_sequences"], e["max_concurrency"]
+
+    (b256, e256), (b512, e512) = counts("--block-size 256"), counts("--block-size 512")
+    assert b256 <= e256 < b256 + 1 and b512 <= e512 < b512 + 1
+    assert b512 < b256 and e512 < e256

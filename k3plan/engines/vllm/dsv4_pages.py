@@ -447,6 +447,7 @@ def v41_request_charge(
     spec_tokens: int = 0,
     in_flight: int | None = None,
     release: Release | None = None,
+    block: int | None = None,
 ) -> RequestCharge | None:
     """What vLLM's V4.1 planner charges a request of ``context`` tokens (max_model_len) with ``chunk`` tokens a step
     (max_num_batched_tokens) on one GPU, with ``draft_layers`` DSpark layers proposing ``spec_tokens`` tokens (0: no
@@ -456,7 +457,8 @@ def v41_request_charge(
     any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags.
     ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
     releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1, DSpark's runner alike).
-    ``release``: read for V4's groups (``v4_request_charge``); V4.1's are one form."""
+    ``release``: read for V4's groups (``v4_request_charge``); V4.1's are one form. ``block``: a command's --block-size
+    (None: ``v41_default_block``)."""
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
     from k3plan.engines.vllm.releases import default_in_flight
 
@@ -464,7 +466,7 @@ def v41_request_charge(
         return None
     pages = dsv41_pages(
         d,
-        block_tokens=v41_default_block(hardware),
+        block_tokens=block or v41_default_block(hardware),
         sm100=hardware in SM100_FAMILY,
         draft_layers=draft_layers,
         num_speculative_tokens=spec_tokens,
@@ -510,13 +512,16 @@ def v4_request_charge(
     spec_tokens: int = 0,
     in_flight: int | None = None,
     release: Release | None = None,
+    block: int | None = None,
 ) -> RequestCharge | None:
     """What vLLM's pool charges a DeepSeek-V4 request of ``context`` tokens (max_model_len) on one GPU, as the engine's
     start check sizes it (engines/vllm/memory.py): ``dsv4_pages`` at the block vLLM resolves for V4 (V4_DEFAULT_BLOCK),
     ``release``'s groups (None: the newest read, engines/vllm/releases.py), the windowed groups holding ``in_flight``
     batches of ``chunk`` (None: the newest release's default), the MTP drafter's ``draft_layers`` layers in the pool
     where speculative decoding runs: the compressed group's blocks of context, every other group's whatever the
-    context, a block costing what the pool's does. None off NVIDIA and AMD GPUs, and for V4.1 (``v41_request_charge``)."""
+    context, a block costing what the pool's does; ``block`` a command's --block-size (the engine sizes V4's groups at a
+    multiple of 128 only: another is priced at the default, as without). None off NVIDIA and AMD GPUs, and for V4.1
+    (``v41_request_charge``)."""
     from k3plan.engines.vllm.releases import NEWEST_RELEASE, default_in_flight
     from k3plan.structs import replace
 
@@ -524,11 +529,15 @@ def v4_request_charge(
         return None
     if draft_layers:  # the MTP layers' caches: layers of their compress ratios (engines/vllm/memory.py alike)
         d = replace(d, compress_ratios=tuple(d.compress_ratios) + tuple(d.mtp_compress_ratios[:draft_layers]))
-    pages = dsv4_pages(d, block_tokens=V4_DEFAULT_BLOCK, release=release if release is not None else NEWEST_RELEASE)
+    given = block is not None and block % 128 == 0  # engines/vllm/memory.py builds V4's groups at such a block only
+    tokens = block if given and block is not None else V4_DEFAULT_BLOCK
+    pages = dsv4_pages(d, block_tokens=tokens, release=release if release is not None else NEWEST_RELEASE)
     return _charge(
         pages,
         chunk=chunk,
         context=context,
         batches=in_flight if in_flight is not None else default_in_flight(v2_runner=False),
-        said=f", at the {V4_DEFAULT_BLOCK}-token block vLLM resolves for V4 ({V4_BLOCK_SOURCE})",
+        said=f", at --block-size {tokens}"
+        if given
+        else f", at the {V4_DEFAULT_BLOCK}-token block vLLM resolves for V4 ({V4_BLOCK_SOURCE})",
     )
