@@ -861,9 +861,12 @@ def parse_serve(
     family, model, rest = _family(argv)
     model, rest = family.tokens(model, rest)
     flags = _flags(rest)
-    # without fit --engine-version a family's GPU command is read as the newest release k3plan read of it (the
-    # family's NEWEST_RELEASE: vLLM's engines/vllm/releases.py), where the family names one
-    newest = getattr(family, "NEWEST_RELEASE", None) if platform == "gpu" else None
+    # without fit --engine-version a family's GPU command is read as the newest release k3plan read of its engine
+    # (Engine.newest_release_read: vLLM's engines/vllm/releases.py), where the engine names one
+    from k3plan.engines.registry import find_engine
+
+    engine = find_engine(family.ENGINE) if platform == "gpu" else None
+    newest = engine.newest_release_read if engine is not None else None
     release_default = release is None and newest is not None
     if release_default:
         release = newest

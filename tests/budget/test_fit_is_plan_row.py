@@ -129,6 +129,6 @@ def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
         # the block vLLM resolves on the GPU: 128 on SM100, 64 on Hopper (engines/vllm/dsv4_pages.py v41_default_block)
         pages = dsv41_pages(d, block_tokens=128 if hardware in SM100_FAMILY else 64, sm100=hardware in SM100_FAMILY)
         # its window pages hold the newest release's batches in flight (engines/vllm/releases.py: 2 at PP 1)
-        in_flight = chunk * default_in_flight(v2_runner=False)
+        in_flight = chunk * default_in_flight()
         engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=in_flight) * pages.block_bytes
         assert f.per_device.kv_bytes + f.per_device.state_bytes == engine

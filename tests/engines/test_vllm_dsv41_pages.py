@@ -163,8 +163,8 @@ def test_on_rocm_v41_is_charged_as_vllm_s_planner_lays_it_out_and_elsewhere_unre
     pages = dsv41_pages(d, block_tokens=64, sm100=False)
     # a question without a release reads vLLM's newest (engines/vllm/releases.py): its windowed groups hold pages for
     # two batches in flight under the default async scheduling
-    in_flight = out["workload"]["prefill_chunk_tokens"] * default_in_flight(v2_runner=False)
-    assert default_in_flight(v2_runner=False) == 2
+    in_flight = out["workload"]["prefill_chunk_tokens"] * default_in_flight()
+    assert default_in_flight() == 2
     charge = pages.blocks_per_request(max_model_len=131_072, max_num_batched_tokens=in_flight)
     assert dev["kv_bytes"] + dev["state_bytes"] == charge * pages.block_bytes
     assert "was not read" not in r.output and out["capacity"]["max_sequences"] < 200

@@ -352,6 +352,22 @@ V4_BLOCK_SOURCE = (
 )
 
 
+def v4_groups_block(block: int | None) -> int | None:
+    """The block vLLM builds DeepSeek-V4's groups at: a command's --block-size where it is a multiple of 128, the block
+    it resolves for V4 (V4_DEFAULT_BLOCK) where the command gives none; None for another block (the engine's pool then
+    prices V4 without its groups: engines/vllm/memory.py)."""
+    if block is None:
+        return V4_DEFAULT_BLOCK
+    return block if block % 128 == 0 else None
+
+
+def with_mtp_layers(d: DSV4Dims, ratios: tuple[int, ...]) -> DSV4Dims:
+    """V4's dims with the MTP drafter's layers in the pool: layers of their compress ratios after the model's."""
+    from k3plan.structs import replace
+
+    return replace(d, compress_ratios=tuple(d.compress_ratios) + tuple(ratios)) if ratios else d
+
+
 def v41_default_block(hardware: str) -> int:
     """The block vLLM resolves for DeepSeek-V4.1 on ``hardware`` when a command gives no --block-size
     (``V41_BLOCK_SOURCE``): 128 on SM100-family GPUs, 64 on Hopper and AMD (capability 9.x)."""
@@ -456,7 +472,7 @@ def v41_request_charge(
     blocks whatever the context; on AMD GPUs the same groups with the non-SM100 record (``V41_ROCM_SOURCE``); None on
     any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags.
     ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
-    releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1, DSpark's runner alike).
+    releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1).
     ``release``: read for V4's groups (``v4_request_charge``); V4.1's are one form. ``block``: a command's --block-size
     (None: ``v41_default_block``)."""
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
@@ -471,7 +487,7 @@ def v41_request_charge(
         draft_layers=draft_layers,
         num_speculative_tokens=spec_tokens,
     )
-    batches = in_flight if in_flight is not None else default_in_flight(v2_runner=spec_tokens > 0)
+    batches = in_flight if in_flight is not None else default_in_flight()
     return _charge(
         pages,
         chunk=chunk,
@@ -523,20 +539,18 @@ def v4_request_charge(
     multiple of 128 only: another is priced at the default, as without). None off NVIDIA and AMD GPUs, and for V4.1
     (``v41_request_charge``)."""
     from k3plan.engines.vllm.releases import NEWEST_RELEASE, default_in_flight
-    from k3plan.structs import replace
 
     if vendor not in ("nvidia", "amd") or d.csa2 is not None:
         return None
-    if draft_layers:  # the MTP layers' caches: layers of their compress ratios (engines/vllm/memory.py alike)
-        d = replace(d, compress_ratios=tuple(d.compress_ratios) + tuple(d.mtp_compress_ratios[:draft_layers]))
-    given = block is not None and block % 128 == 0  # engines/vllm/memory.py builds V4's groups at such a block only
-    tokens = block if given and block is not None else V4_DEFAULT_BLOCK
+    d = with_mtp_layers(d, tuple(d.mtp_compress_ratios[:draft_layers]))
+    given = v4_groups_block(block) if block is not None else None
+    tokens = given or V4_DEFAULT_BLOCK
     pages = dsv4_pages(d, block_tokens=tokens, release=release if release is not None else NEWEST_RELEASE)
     return _charge(
         pages,
         chunk=chunk,
         context=context,
-        batches=in_flight if in_flight is not None else default_in_flight(v2_runner=False),
+        batches=in_flight if in_flight is not None else default_in_flight(),
         said=f", at --block-size {tokens}"
         if given
         else f", at the {V4_DEFAULT_BLOCK}-token block vLLM resolves for V4 ({V4_BLOCK_SOURCE})",

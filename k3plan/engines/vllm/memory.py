@@ -36,7 +36,9 @@ from k3plan.engines.vllm.dsv4_pages import (
     Dsv4Pages,
     dsv4_pages,
     dsv41_pages,
+    v4_groups_block,
     v41_default_block,
+    with_mtp_layers,
 )
 from k3plan.engines.vllm.dsv4_workspace import (
     GFX942,
@@ -54,7 +56,7 @@ from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
-from k3plan.structs import Frozen, replace
+from k3plan.structs import Frozen
 from k3plan.units import GiB
 
 # vLLM's decode context parallelism in the KV manager: vllm-project/vllm@bc8282e6 vllm/v1/kv_cache_interface.py
@@ -518,15 +520,16 @@ def engine_sizing(
         weights_bytes += buffers
         weights_src += f", + {how}"
     pages = None
-    block = block_override or block_tokens
-    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and not block_override:
+    v4 = dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile"
+    if v4 and not block_override:
         # DeepSeek-V4 without --block-size: the block vLLM resolves for it, on either GPU vendor (V4_BLOCK_SOURCE)
-        block = block_tokens = V4_DEFAULT_BLOCK
-        paging_source = f"{block} tokens, the block vLLM resolves for DeepSeek-V4 ({V4_BLOCK_SOURCE})"
-    if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and block % 128 == 0:
-        if draft is not None and draft.dsv4_mtp_ratios:  # the MTP layers' caches: layers of their compress ratios
-            dsv4 = replace(dsv4, compress_ratios=tuple(dsv4.compress_ratios) + draft.dsv4_mtp_ratios)
-        pages = dsv4_pages(dsv4, block_tokens=block, release=release)
+        block_tokens = V4_DEFAULT_BLOCK
+        paging_source = f"{block_tokens} tokens, the block vLLM resolves for DeepSeek-V4 ({V4_BLOCK_SOURCE})"
+    groups_block = v4_groups_block(block_override) if v4 else None
+    if dsv4 is not None and groups_block:
+        # the MTP layers' caches: layers of their compress ratios
+        dsv4 = with_mtp_layers(dsv4, draft.dsv4_mtp_ratios if draft is not None else ())
+        pages = dsv4_pages(dsv4, block_tokens=groups_block, release=release)
     elif (
         dsv4 is not None
         and dsv4.csa2 is not None
@@ -680,15 +683,7 @@ def engine_sizing(
         backend_refusal=backend_refusal,
         dcp=dcp,
         unpriced=unpriced,
-        # DSpark runs on Model Runner V2 (engines/vllm/dsv4_workspace.py dspark_runner_buffers)
-        in_flight_batches=in_flight
-        if in_flight is not None
-        else default_in_flight(
-            v2_runner=dsv4 is not None
-            and dsv4.dspark is not None
-            and draft is not None
-            and draft.num_speculative_tokens > 0
-        ),
+        in_flight_batches=in_flight if in_flight is not None else default_in_flight(),
     )
 
 

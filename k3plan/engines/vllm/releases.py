@@ -36,7 +36,8 @@ def in_flight_batches(release: Release | None, *, async_scheduling: bool | None,
     return 2 if pp <= 1 else pp
 
 
-def default_in_flight(*, v2_runner: bool) -> int:
+def default_in_flight() -> int:
     """The batches in flight where a question gives no command to read them from (fit or plan without --serve):
-    ``NEWEST_RELEASE``'s default scheduling at PP 1, the one value the budget's charge and the engine's pool read."""
-    return in_flight_batches(NEWEST_RELEASE, async_scheduling=None, pp=1, v2_runner=v2_runner)
+    ``NEWEST_RELEASE``'s default scheduling at PP 1, the one value the budget's charge and the engine's pool read
+    (async scheduling's 2 on the V1 runner and Model Runner V2's PP + 1 alike)."""
+    return in_flight_batches(NEWEST_RELEASE, async_scheduling=None, pp=1, v2_runner=False)

@@ -26,7 +26,6 @@ from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.engram import read_engram
-from k3plan.engines.vllm.releases import NEWEST_RELEASE as NEWEST_RELEASE
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -56,7 +55,7 @@ VLLM_DEFAULTS_SOURCE = (
 VLLM_LARGE_GPU_GIB = 70
 # from 0.28.0 a third tier: a device of >= 160 GiB gets max_num_batched_tokens 16,384 (and max_num_seqs 1,024)
 # whatever its vendor (vllm-project/vllm#51726; EngineArgs.get_batch_defaults in the 0.28.0 wheel, unchanged through
-# 0.31.0; 0.27.0's has the two tiers above): so at NEWEST_RELEASE, a command's release where it names none, and
+# 0.31.0; 0.27.0's has the two tiers above): so at releases.py NEWEST_RELEASE, a command's release where it names none, and
 # under fit --engine-version 0.28.0 or later. vllm-project/vllm#53961: MI300X (191.98 GiB) falls in it
 VLLM_HUGE_GPU_GIB = 160
 VLLM_HUGE_TIER_FROM = (0, 28, 0)
