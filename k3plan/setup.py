@@ -123,6 +123,7 @@ def make_setup(
     in_flight: Optional[int] = None,
     engine_release: Optional[tuple[int, int, int]] = None,
     engine_block: Optional[int] = None,
+    expert_pad: Optional[tuple[int, int, str]] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -133,7 +134,9 @@ def make_setup(
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
     pool as the engine sizes it then: ``Stack.for_spec_decode``); ``in_flight``: the batches of the prefill budget a
     windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``), and ``engine_release``
-    the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``). ``engram``: where DeepSeek-V4.1's Engram tables
+    the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``); ``expert_pad``: the
+    engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
+    (``Stack.with_expert_pad``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
@@ -152,6 +155,7 @@ def make_setup(
         .for_spec_decode(spec_verify_tokens)
         .with_in_flight(in_flight)
         .with_engine_release(engine_release, engine_block)
+        .with_expert_pad(expert_pad)
         .with_engram(engram, engram_host_copies)
     )
     if topology is None:

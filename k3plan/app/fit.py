@@ -463,6 +463,18 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
+    pad_rule = engine_rules(q.stack).expert_shard_pad
+    if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
+        # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a
+        # shard by the model's rule: the budget's weights hold the padded shards (Stack.expert_pad), so the budget
+        # and the engine's sizing read one weights figure
+        opts["expert_pad"] = pad_rule(
+            architecture=model.spec.architecture,
+            hardware=hw.name,
+            vendor=hw.vendor,
+            intermediate=model.spec.moe.expert_intermediate,
+            shards=q.tp * q.dp,
+        )
     in_flight_rule = engine_rules(q.stack).windowed_in_flight
     if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:
         opts["engine_release"] = q.release  # the budget's charge follows the engine's release (Stack.engine_release)
@@ -605,13 +617,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         visible_bytes=hw.usable_bytes_per_device,
         visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
         weights_bytes=result.per_device.weights_bytes,
-        expert_bytes=next((r.bytes for r in result.weights_by_role if r.role == "expert"), 0),
-        # vLLM's per-shard padding, by the model code's rule (engines.vllm.memory.MOE_SHARD_RULES)
-        moe_intermediate=spec.moe.expert_intermediate if spec.moe else 0,
-        architecture=spec.architecture,
-        # without EP the experts' shards are cut over the flattened TP x DP group (FusedMoEParallelConfig.make)
-        tp=setup.parallel.tp * (setup.parallel.dp if served is not None and not served.expert_parallel else 1),
-        expert_parallel=True if served is None else served.expert_parallel,
+        # the TP-split expert shards' padding, in the budget's weights above (Stack.expert_pad): a drafter's too
+        expert_pad=st.expert_pad,
         vision_bytes=_vision_bytes(setup, served),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",

@@ -50,6 +50,7 @@ def setup_from(
     in_flight=None,
     engine_release=None,
     engine_block=None,
+    expert_pad=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -77,6 +78,7 @@ def setup_from(
         in_flight=in_flight,
         engine_release=engine_release,
         engine_block=engine_block,
+        expert_pad=expert_pad,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

@@ -38,6 +38,7 @@ def provenance(
     reserve_auto = stack.reserve_auto(vendor=hw.vendor)
     return Provenance(
         weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
+        + (f"; {stack.expert_pad[2]}" if stack.expert_pad is not None else "")
         + (
             f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
             if draft_bytes_per_device

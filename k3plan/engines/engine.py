@@ -122,6 +122,11 @@ class Engine:
     # (release, async_scheduling, pp, v2_runner) -> the batches of the prefill budget a windowed KV group holds pages
     # for, as a serve command runs (vLLM: engines/vllm/releases.py in_flight_batches); None: not the engine's rule
     windowed_in_flight: Optional[Callable[..., int]] = None
+    # (architecture, hardware, vendor, intermediate, shards) -> (num, den, why): a device holds num / den of the
+    # experts' even share where the engine TP-splits them (no expert parallelism) and pads a shard by the model's
+    # rule (vLLM: engines/vllm/moe_padding.py expert_shard_pad; the budget's weights read it through
+    # Stack.expert_pad); None: the engine pads no shard k3plan prices
+    expert_shard_pad: Optional[Callable[..., Optional[tuple[int, int, str]]]] = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -139,6 +139,11 @@ class Stack(Spec):
     # a serve command's --block-size where the budget's charge for a DeepSeek-V4 request reads the engine's groups
     # (their block as the engine's pool has it); None: the block the engine resolves by default
     engine_block: Optional[int] = None
+    # (num, den, why): a device holds num / den of the experts' even share, the engine TP-splitting them without
+    # expert parallelism and padding each shard by the model's rule (Engine.expert_shard_pad, set from a serve
+    # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
+    # (step/weight_budget.weight_terms) and the engine's sizing reads those weights: one figure
+    expert_pad: Optional[tuple[int, int, str]] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -417,6 +422,15 @@ class Stack(Spec):
         ``block`` (``engine_block``); None: as it is."""
         st = self if release is None else updated(self, engine_release=tuple(release))
         return st if block is None else updated(st, engine_block=block)
+
+    def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
+        """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,
+        and why); None: as it is."""
+        if pad is None:
+            return self
+        if pad[0] < pad[1] or pad[1] < 1:
+            raise ValueError(f"expert padding {pad[0]} / {pad[1]}: expected at least 1")
+        return updated(self, expert_pad=(int(pad[0]), int(pad[1]), str(pad[2])))
 
     def with_engram(self, placement: str | None, host_copies: str | None = None) -> Stack:
         """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"), and in host memory a

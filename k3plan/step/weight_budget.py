@@ -88,6 +88,8 @@ def device_bytes(nbytes, shards, num=1):
 def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> WeightTerms:
     """``multi``: the mesh has more than one device (bool, or a bool array per mesh)."""
     total = per_device = replicated = 0
+    # the engine's TP-split expert shards padded by the model's rule (Stack.expert_pad): num / den of the even share
+    pad_num, pad_den = (stack.expert_pad[0], stack.expert_pad[1]) if stack.expert_pad is not None else (1, 1)
     by_role: dict[HeldRole, Any] = {}
     copies: Any = None  # the absorbed-MLA copies a device, where the engine holds any
     streamed = {k: 0.0 for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
@@ -95,6 +97,8 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
     for t, count, shards, (num, den) in classes:
         fmt = get_format(stack.runtime_format(t.role, t.fmt))
         nbytes, read = fmt.nbytes(t.shape), fmt.read_nbytes(t.shape)  # held, and streamed (Format.unread)
+        if t.role == "expert" and pad_den != pad_num:  # each shard padded: held, and streamed by the expert kernels
+            num, den = num * pad_num, den * pad_den
         dev = count * device_bytes(nbytes, den, num)
         total += count * nbytes
         per_device = per_device + dev

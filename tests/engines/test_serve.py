@@ -122,8 +122,9 @@ def test_vllm_s_short_flags_are_read():
 
 
 def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
-    """vllm#51124: K3 at TP 32 without EP on H100 80GB ran out of memory loading the experts; k3plan's own budget
-    (EP over the TP group) fits, the engine's padded shards do not."""
+    """vllm#51124: K3 at TP 32 without EP on H100 80GB ran out of memory loading the experts. The padded shards are in
+    the budget's weights too (Stack.expert_pad), so the budget and the engine's sizing hold one weights figure; with
+    expert parallelism (#51131) nothing is padded."""
     cmd = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 32 --moe-backend marlin"
     q = parse_serve(cmd, platform="gpu")
     assert (q.expert_parallel, q.ep, q.moe_backend) == (False, 32, "marlin")
@@ -131,14 +132,23 @@ def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
     assert r.exit_code == 1
     d = json.loads(r.stdout)
     eng = d["engine"]
-    expert = next(x for x in d["weights_by_role"] if x == "expert") if isinstance(d["weights_by_role"], list) else None
-    experts = d["weights_by_role"]["expert"] if expert is None else expert
-    # 3,072 / 32 = 96 a shard padded to 256: the experts x 8/3; no --language-model-only: the vision tower too
+    # no --language-model-only: the vision tower too, the engine's alone
     vision = 447_358_976 * 2
-    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + round(experts * (256 / 96 - 1)) + vision
+    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + vision
     assert eng["starts"] is False and "CUDA out of memory while loading the weights" in eng["message"]
+    assert "3,072 / 32 padded to 256 a shard" in d["provenance"]["weights"]
     with_ep = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd + " --enable-expert-parallel", "--json")
-    assert json.loads(with_ep.stdout)["engine"]["weights_bytes"] == d["per_device"]["weights_bytes"] + vision  # #51131
+    e = json.loads(with_ep.stdout)
+    assert e["engine"]["weights_bytes"] == e["per_device"]["weights_bytes"] + vision  # #51131: no padding
+    assert "padded" not in e["provenance"]["weights"]
+
+    def experts(out: dict) -> int:
+        return out["weights_by_role"]["expert"]
+
+    # 3,072 / 32 = 96 a shard padded to 256: the experts x 8/3 (each tensor's share rounded up), the rest as with EP
+    assert experts(d) == pytest.approx(experts(e) * 256 / 96, abs=1_000)
+    rest = d["per_device"]["weights_bytes"] - experts(d)
+    assert rest == e["per_device"]["weights_bytes"] - experts(e)
 
 
 def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
@@ -204,7 +214,9 @@ def test_the_readme_s_oom_example_has_one_verdict_the_engine_s(cli):
     at_128k = json.loads(
         cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP + " --max-model-len 128K", "--json").stdout
     )
-    assert at_128k["fits"] is False and at_128k["engine"]["budget"]["fits"] is True  # k3plan's own budget, beside
+    # k3plan's own budget, beside, holds the padded shards too: it does not fit either (one weights figure)
+    assert at_128k["fits"] is False and at_128k["engine"]["budget"]["fits"] is False
+    assert at_128k["per_device"]["weights_bytes"] + 447_358_976 * 2 == at_128k["engine"]["weights_bytes"]
     t = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP)
     assert t.exit_code == 1
     lines = t.stdout.splitlines()

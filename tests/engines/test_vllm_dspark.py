@@ -63,7 +63,7 @@ def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights_and_window
     assert "_mtp_hidden_buffer 8,192 x" in dspark["sources"]["weights"]
     assert "_mtp_hidden_buffer 8,192 x" not in plain["sources"]["weights"]
     # the rest, ~1.3 GiB a device at TP 8: the 3 stages (~1 GiB), their experts' shards padded 288 -> 384 as the
-    # target's (engines/vllm/memory.py MOE_SHARD_RULES)
+    # target's (engines/vllm/moe_padding.py MOE_SHARD_RULES)
     assert 1.2 * 2**30 < extra - hidden < 1.4 * 2**30
     assert "DSpark stages" in dspark["sources"]["weights"]
     # the three draft layers' windows: 43 windowed caches in 11 groups of 4 (40 in 10 without the drafter)

@@ -1,4 +1,4 @@
-"""vLLM pads the intermediate of a TP-split expert shard by its model's rule (engines/vllm/memory.py MOE_SHARD_RULES):
+"""vLLM pads the intermediate of a TP-split expert shard by its model's rule (engines/vllm/moe_padding.py MOE_SHARD_RULES):
 Kimi-K3's model raises a shard to 256 (vllm-project/vllm#51124), DeepSeek-V4.1's MXFP4 experts are rounded up to the
 MoE backend's 128 (oracle/mxfp4.py). With expert parallelism each rank holds whole experts: no padding. The
 public V4.1 logs it meets: InferenceX#3310 (H200 TP 8, 49.6 GiB a rank) and #3321 (GB300 TP 4, 81.57 GiB), both
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from k3plan.engines.vllm.memory import MOE_SHARD_RULES, moe_shard_padding
+from k3plan.engines.vllm.moe_padding import MOE_SHARD_RULES, moe_shard_padding
 
 
 def _factor(arch: str, intermediate: int, tp: int, ep: bool = False) -> float:
@@ -30,3 +30,42 @@ def test_expert_parallelism_and_an_even_shard_pad_nothing():
     assert _factor("deepseek_v41", 2304, 8, ep=True) == 1.0
     assert _factor("deepseek_v41", 2304, 2) == 1.0  # 1,152 a shard, a multiple of 128
     assert "deepseek_v4" not in MOE_SHARD_RULES  # V4's own quantization path not read
+
+
+def test_the_rule_as_ints_the_budget_applies():
+    from k3plan.engines.vllm.moe_padding import expert_shard_pad
+
+    def pad(arch, inter, shards, hw="nvidia-b200", vendor="nvidia"):
+        got = expert_shard_pad(architecture=arch, hardware=hw, vendor=vendor, intermediate=inter, shards=shards)
+        return got[:2] if got else None
+
+    assert pad("kimi_k3", 3072, 16) == (4096, 3072)  # 192 -> 256 a shard (vllm#51124)
+    assert pad("kimi_k3", 3072, 32) == (8192, 3072)  # 96 -> 256
+    assert pad("kimi_k3", 3072, 8) is None  # 384: above the floor
+    assert pad("deepseek_v41", 2304, 8) == (3072, 2304)  # 288 -> 384
+    assert pad("deepseek_v41", 2304, 8, hw="amd-mi355x", vendor="amd") is None  # read for NVIDIA only
+    assert pad("deepseek_v4", 3072, 8, hw="amd-mi300x", vendor="amd") == (4096, 3072)  # gfx942: 384 -> 512
+    assert pad("deepseek_v4", 3072, 8) is None
+
+
+def test_the_budget_and_the_engine_hold_one_weights_figure():
+    """Without expert parallelism vLLM pads Kimi-K3's TP-split shards (192 -> 256 at TP 16): the budget's weights hold
+    them, so its table, its sequences and the engine's sizing read one figure (the budget said 100.84 GiB and 17
+    sequences beside the engine's 128.91 GiB and 8.81 until the padding moved into it)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    base = "vllm serve moonshotai/Kimi-K3 -tp 16 --max-model-len 131072 --language-model-only"
+    got = {}
+    for ep in (False, True):
+        command = base + (" --enable-expert-parallel" if ep else "")
+        res = CliRunner().invoke(app, ["fit", "-H", "nvidia-b200", "-t", "16", "--serve", command, "--json"])
+        out = got[ep] = json.loads(res.stdout)
+        assert out["per_device"]["weights_bytes"] == out["engine"]["weights_bytes"]
+        assert ("padded to 256 a shard" in out["provenance"]["weights"]) is not ep
+        assert out["capacity"]["max_sequences"] == int(out["engine"]["max_concurrency"])
+    padded, whole = (got[ep]["weights_by_role"]["expert"] for ep in (False, True))
+    assert padded == pytest.approx(whole * 256 / 192, abs=1_000)

@@ -23,8 +23,6 @@ numbers passed in, so fit, plan and the tests/engines referee share one formula.
 
 from __future__ import annotations
 
-import math
-
 from k3plan.engines.engine import WEIGHTS_SOURCE, HbmWorker
 from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
@@ -41,7 +39,6 @@ from k3plan.engines.vllm.dsv4_pages import (
     with_mtp_layers,
 )
 from k3plan.engines.vllm.dsv4_workspace import (
-    GFX942,
     dspark_runner_buffers,
     dsv4_forward_live,
     dsv4_model_buffers,
@@ -404,11 +401,7 @@ def engine_sizing(
     visible_bytes: int,
     visible_source: str,
     weights_bytes: int,
-    expert_bytes: int = 0,
-    moe_intermediate: int = 0,
-    architecture: str = "",
-    tp: int = 1,
-    expert_parallel: bool = True,
+    expert_pad: tuple[int, int, str] | None = None,
     vision_bytes: int = 0,
     temp_bytes: int,
     temp_source: str,
@@ -452,7 +445,9 @@ def engine_sizing(
     dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over.
     ``in_flight``: the batches of max_num_batched_tokens a windowed V4 group holds pages for, the stack's
     (Stack.windowed_in_flight, set from a serve command); None: the newest release's default
-    (engines/vllm/releases.py default_in_flight), the value the budget's charge reads too."""
+    (engines/vllm/releases.py default_in_flight), the value the budget's charge reads too.
+    ``expert_pad``: the stack's padding of TP-split expert shards (Stack.expert_pad, engines/vllm/moe_padding.py),
+    already in ``weights_bytes``; a drafter's experts, added here, are padded alike."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -464,14 +459,6 @@ def engine_sizing(
     page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
     weights_src = WEIGHTS_SOURCE
-    factor = 1.0
-    rule = MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware)) or MOE_SHARD_RULES.get(architecture)
-    if rule is not None and rule[2] and rule[2] != vendor:
-        rule = None
-    if kv_pool_method == "utilization_minus_profile" and moe_intermediate and rule is not None:
-        factor = moe_shard_padding(
-            intermediate=moe_intermediate, tp=tp, expert_parallel=expert_parallel, floor=rule[0], align=rule[1]
-        )
     if vision_bytes:
         weights_bytes += vision_bytes
         weights_src += (
@@ -484,15 +471,13 @@ def engine_sizing(
     if draft is not None and draft.extra_mla_layers:  # the MTP layers' attention caches, in the pool as MLA layers
         n_mla += draft.extra_mla_layers
         paging_source += f"; + {draft.extra_mla_layers} MTP MLA layer(s) in the pool ({draft.source})"
-    if factor != 1.0 and rule is not None:
-        drafted = draft.expert_bytes_per_device if draft is not None else 0  # the drafter's experts, split alike
-        extra = round((expert_bytes + drafted) * (factor - 1.0))
+    if expert_pad is not None:
+        weights_src += f", with {expert_pad[2]}"
+    if expert_pad is not None and draft is not None and draft.expert_bytes_per_device:
+        # the budget's weights hold the target's padded shards (Stack.expert_pad); the drafter's experts split alike
+        extra = -(-draft.expert_bytes_per_device * (expert_pad[0] - expert_pad[1]) // expert_pad[1])
         weights_bytes += extra
-        weights_src += (
-            f", + {extra:,} B: the experts TP-split without expert parallelism"
-            + (" (the drafter's too)" if drafted else "")
-            + f", {moe_intermediate} / {tp} padded x {factor:.3f} a shard ({rule[3]})"
-        )
+        weights_src += f", + {extra:,} B: the drafter's experts, padded alike"
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and vendor == "amd":
         buffers, how = dsv4_rocm_model_buffers(dsv4, max_num_batched_tokens=max_num_batched_tokens)
         weights_bytes += buffers
@@ -696,63 +681,6 @@ ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
         "(vllm-project/vllm#51124, an H100 80GB; the log rounds to 0.01 GiB)",
     ),
 }
-
-# vLLM's Kimi-K3 NVIDIA model pads the MoE intermediate each TP shard holds up to a floor when the experts are
-# TP-split (no expert parallelism): vllm-project/vllm#51124 (closed): at TP 16 and 32 3,072 / TP (192, 96) is
-# raised to 256 a shard (a padded global of 4,096 / 8,192), so the experts take 120.5 GB a GPU at TP >= 16 and
-# 180.8 GB at TP 8; #51131 (merged) skips the padding when expert parallelism is on (each rank holds whole
-# experts). #50583 (open) would leave the padding to the MoE backend (marlin MXFP4: 128 a shard): not merged, not
-# applied here.
-K3_MOE_SHARD_FLOOR = 256
-K3_MOE_PAD_SOURCE = (
-    "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
-    "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
-)
-# DeepSeek-V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up to its
-# backend's alignment: 128 for the backends that run their activation (Marlin, FlashInfer CUTLASS; TRTLLM's 256 takes
-# SWIGLUOAI only, and V4.1's experts are clamped SiLU), so a V4.1-Flash shard of 2,304 / 8 = 288 is held as 384 (+33%)
-# on H200 and on SM100 alike. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256 and 384,
-# need no rounding anyway)
-MXFP4_SHARD_ALIGN = 128
-MXFP4_PAD_SOURCE = (
-    "vllm-project/vllm vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @001eda31 "
-    "mxfp4_round_up_hidden_size_and_intermediate_size (Marlin and FlashInfer CUTLASS: the intermediate rounded up to "
-    "128); vllm/model_executor/layers/fused_moe/experts/trtllm_mxfp4_moe.py @029329a8 "
-    "TrtLlmMxfp4ExpertsBase._supports_activation (SWIGLUOAI only); vllm/models/deepseek_v41/quant_config.py @579b425a "
-    "DeepseekV4FP8Config.get_quant_method (the routed experts' Mxfp4MoEMethod)"
-)
-# the model code's architecture -> (the floor a shard is raised to, the multiple it is rounded up to, the GPU vendor
-# the rule was read for ("": any), the source); ROCm's MXFP4 alignment (256) was not read against a log
-MOE_SHARD_RULES: dict[str, tuple[int, int, str, str]] = {
-    "kimi_k3": (K3_MOE_SHARD_FLOOR, 1, "", K3_MOE_PAD_SOURCE),
-    "deepseek_v41": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
-}
-# DeepSeek-V4's MXFP4 experts on gfx942 (MI300X, MI325X): vLLM's ROCm V4 selection prefers AITER_MXFP4_BF16, whose
-# AiterExperts._supports_quant_scheme takes MXFP4 weights on gfx950 only, so they fall to TRITON_UNFUSED, and
-# mxfp4_round_up_hidden_size_and_intermediate_size rounds a TP shard's intermediate up to 256 on ROCm (AITER with
-# SiLU keeps 128: gfx950's 384 stays). Read in the 0.28.0 wheel (fused_moe/oracle/mxfp4.py, experts/
-# rocm_aiter_moe.py); no log prints these weights (vllm-project/vllm#53961's available memory needs them).
-ROCM_V4_MOE_SOURCE = (
-    "vllm 0.28.0 wheel model_executor/layers/fused_moe/oracle/mxfp4.py (DeepSeek-V4 on ROCm: [AITER_MXFP4_BF16, "
-    "TRITON_UNFUSED]; mxfp4_round_up_hidden_size_and_intermediate_size: ROCm rounds to 256 but AITER + SiLU) and "
-    "experts/rocm_aiter_moe.py AiterExperts._supports_quant_scheme (MXFP4 weights on gfx950 only)"
-)
-MOE_SHARD_RULES_BY_HARDWARE: dict[tuple[str, str], tuple[int, int, str, str]] = {
-    ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in GFX942
-}
-
-
-def moe_shard_padding(
-    *, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR, align: int = 1
-) -> float:
-    """The factor vLLM multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1, else the shard's
-    intermediate raised to ``floor`` and rounded up to a multiple of ``align``, over the shard's own
-    (``MOE_SHARD_RULES``: the cited rule of each model)."""
-    if expert_parallel or tp <= 1:
-        return 1.0
-    local = intermediate / tp
-    padded = max(-(-math.ceil(local) // align) * align, floor)
-    return max(local, padded) / local
 
 
 def visible_hbm(hardware: str, spec_bytes: int, spec_source: str) -> tuple[int, str]:

@@ -332,7 +332,7 @@ def read(r: Reading) -> None:
             "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
         )
     # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
-    # them, which k3plan prices, plus the model code's per-shard padding (engines.vllm.memory.MOE_SHARD_RULES)
+    # them, which k3plan prices, plus the model code's per-shard padding (engines.vllm.moe_padding.MOE_SHARD_RULES)
     r.expert_parallel = ep_flag is not None and ep_flag.lower() not in ("false", "0")
     if not r.expert_parallel and r.platform == "tpu":
         raise K3PlanError(

@@ -132,7 +132,7 @@ class DraftPricing(Frozen):
     dsv4_mtp_ratios: tuple[int, ...] = ()  # DeepSeek-V4: the MTP layers' compress ratios (their KV caches)
     num_speculative_tokens: int = 0
     # the drafter's routed experts a device (in bytes_per_device), which a TP split pads as the target's
-    # (engines/vllm/memory.py MOE_SHARD_RULES)
+    # (engines/vllm/moe_padding.py MOE_SHARD_RULES)
     expert_bytes_per_device: int = 0
     # a drafter that reads the target's hidden states (vLLM SpeculativeConfig.use_eagle(): eagle, eagle3, mtp,
     # dflash, dspark; vllm/config/speculative.py @002e77c1): one token's pre-hc_head hidden state of a DeepSeek-V4

@@ -1,0 +1,96 @@
+"""vLLM's padding of a TP-split expert shard: without expert parallelism each rank holds every expert's
+intermediate cut over the TP x DP ranks, and the model code (or its MoE backend) raises a shard's intermediate to a
+floor and rounds it up to an alignment, by the model's rule (``MOE_SHARD_RULES``, each cited). One rule, read by the
+budget's weights (``expert_shard_pad`` -> ``Stack.expert_pad``, applied in step/weight_budget.weight_terms) and by
+the engine's sizing of a drafter's experts (engines/vllm/memory.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from k3plan.engines.vllm.dsv4_workspace import GFX942
+
+# vLLM's Kimi-K3 NVIDIA model pads the MoE intermediate each TP shard holds up to a floor when the experts are
+# TP-split (no expert parallelism): vllm-project/vllm#51124 (closed): at TP 16 and 32 3,072 / TP (192, 96) is
+# raised to 256 a shard (a padded global of 4,096 / 8,192), so the experts take 120.5 GB a GPU at TP >= 16 and
+# 180.8 GB at TP 8; #51131 (merged) skips the padding when expert parallelism is on (each rank holds whole
+# experts). #50583 (open) would leave the padding to the MoE backend (marlin MXFP4: 128 a shard): not merged, not
+# applied here.
+K3_MOE_SHARD_FLOOR = 256
+K3_MOE_PAD_SOURCE = (
+    "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
+    "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
+)
+# DeepSeek-V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up to its
+# backend's alignment: 128 for the backends that run their activation (Marlin, FlashInfer CUTLASS; TRTLLM's 256 takes
+# SWIGLUOAI only, and V4.1's experts are clamped SiLU), so a V4.1-Flash shard of 2,304 / 8 = 288 is held as 384 (+33%)
+# on H200 and on SM100 alike. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256 and 384,
+# need no rounding anyway)
+MXFP4_SHARD_ALIGN = 128
+MXFP4_PAD_SOURCE = (
+    "vllm-project/vllm vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @001eda31 "
+    "mxfp4_round_up_hidden_size_and_intermediate_size (Marlin and FlashInfer CUTLASS: the intermediate rounded up to "
+    "128); vllm/model_executor/layers/fused_moe/experts/trtllm_mxfp4_moe.py @029329a8 "
+    "TrtLlmMxfp4ExpertsBase._supports_activation (SWIGLUOAI only); vllm/models/deepseek_v41/quant_config.py @579b425a "
+    "DeepseekV4FP8Config.get_quant_method (the routed experts' Mxfp4MoEMethod)"
+)
+# the model code's architecture -> (the floor a shard is raised to, the multiple it is rounded up to, the GPU vendor
+# the rule was read for ("": any), the source); ROCm's MXFP4 alignment (256) was not read against a log
+MOE_SHARD_RULES: dict[str, tuple[int, int, str, str]] = {
+    "kimi_k3": (K3_MOE_SHARD_FLOOR, 1, "", K3_MOE_PAD_SOURCE),
+    "deepseek_v41": (0, MXFP4_SHARD_ALIGN, "nvidia", MXFP4_PAD_SOURCE),
+}
+# DeepSeek-V4's MXFP4 experts on gfx942 (MI300X, MI325X): vLLM's ROCm V4 selection prefers AITER_MXFP4_BF16, whose
+# AiterExperts._supports_quant_scheme takes MXFP4 weights on gfx950 only, so they fall to TRITON_UNFUSED, and
+# mxfp4_round_up_hidden_size_and_intermediate_size rounds a TP shard's intermediate up to 256 on ROCm (AITER with
+# SiLU keeps 128: gfx950's 384 stays). Read in the 0.28.0 wheel (fused_moe/oracle/mxfp4.py, experts/
+# rocm_aiter_moe.py); no log prints these weights (vllm-project/vllm#53961's available memory needs them).
+ROCM_V4_MOE_SOURCE = (
+    "vllm 0.28.0 wheel model_executor/layers/fused_moe/oracle/mxfp4.py (DeepSeek-V4 on ROCm: [AITER_MXFP4_BF16, "
+    "TRITON_UNFUSED]; mxfp4_round_up_hidden_size_and_intermediate_size: ROCm rounds to 256 but AITER + SiLU) and "
+    "experts/rocm_aiter_moe.py AiterExperts._supports_quant_scheme (MXFP4 weights on gfx950 only)"
+)
+MOE_SHARD_RULES_BY_HARDWARE: dict[tuple[str, str], tuple[int, int, str, str]] = {
+    ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in GFX942
+}
+
+
+def moe_shard_padding(
+    *, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR, align: int = 1
+) -> float:
+    """The factor vLLM multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1, else the shard's
+    intermediate raised to ``floor`` and rounded up to a multiple of ``align``, over the shard's own
+    (``MOE_SHARD_RULES``: the cited rule of each model)."""
+    if expert_parallel or tp <= 1:
+        return 1.0
+    local = intermediate / tp
+    return max(local, padded_shard(intermediate=math.ceil(local) * tp, shards=tp, floor=floor, align=align)) / local
+
+
+def padded_shard(*, intermediate: int, shards: int, floor: int, align: int) -> int:
+    """The intermediate a shard holds: its own (``intermediate / shards``, the larger piece) raised to ``floor`` and
+    rounded up to a multiple of ``align``, never below its own."""
+    local = -(-intermediate // shards)
+    return max(local, -(-local // align) * align, floor)
+
+
+def expert_shard_pad(
+    *, architecture: str, hardware: str, vendor: str, intermediate: int, shards: int
+) -> tuple[int, int, str] | None:
+    """(num, den, why): a device holds num / den of the experts' even share when vLLM TP-splits them over ``shards``
+    ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by hardware first); None
+    where no rule applies or the shard needs no padding. num / den is the padded shard over the even one, as ints:
+    (padded x shards, intermediate)."""
+    rule = MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware)) or MOE_SHARD_RULES.get(architecture)
+    if rule is None or (rule[2] and rule[2] != vendor) or shards <= 1 or intermediate <= 0:
+        return None
+    floor, align, _, source = rule
+    padded = padded_shard(intermediate=intermediate, shards=shards, floor=floor, align=align)
+    if padded * shards <= intermediate:
+        return None
+    why = (
+        f"the experts TP-split without expert parallelism: {intermediate:,} / {shards} padded to {padded} a shard "
+        f"(x {padded * shards / intermediate:.3f}; {source})"
+    )
+    return padded * shards, intermediate, why
