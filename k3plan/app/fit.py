@@ -631,6 +631,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         max_model_len=result.workload.context_tokens,
         auto_max_model_len=served is not None and served.context_auto,
         num_gpu_blocks_override=None if served is None else served.num_gpu_blocks_override,
+        kv_cache_memory_bytes=None if served is None else served.kv_cache_memory_bytes,
         state_bytes_per_layer_unpadded=lay.state_bytes_per_layer_unpadded,
         compact_state=lay.paging == "separate",
         max_num_seqs=result.workload.batch if served is None else served.batch,

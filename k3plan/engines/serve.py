@@ -310,6 +310,7 @@ IGNORED_ENV = {
     "NCCL_DEBUG",
     "GLOO_SOCKET_IFNAME",  # the network interface of a multi-node recipe (vLLM recipes' strategies/multi_node_*)
     "NCCL_SOCKET_IFNAME",
+    "VLLM_HOST_IP",  # the address a node's workers advertise (vllm/envs.py; vllm-project/recipes#698's K3 command)
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/
@@ -666,6 +667,7 @@ class ServeQuestion:
     chunk_source: str = "the command's flag"
     context_auto: bool = False  # vLLM's --max-model-len auto / -1: the engine fits the length to its pool
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override: the pool's block count
+    kv_cache_memory_bytes: int | None = None  # vLLM's --kv-cache-memory-bytes: the pool a GPU, as given
     block_size: int | None = None  # --block-size as given
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
     # --engram-config's placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
@@ -878,6 +880,7 @@ def parse_serve(
         env=env,
         model=model,
         release=release,
+        resolve=model_of,
     )
     family.read(r)  # the family's flags, in its order, with the shared readers above
     resolved = model_of(r.model or "")  # a checkpoint k3plan cannot price is refused before any flag
@@ -941,6 +944,7 @@ def parse_serve(
         chunk_source=r.chunk_source,
         context_auto=r.context_auto,
         num_gpu_blocks_override=r.blocks_override,
+        kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         block_size=r.block,
         env=env,
         engram=r.engram,

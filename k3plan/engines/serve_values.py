@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from k3plan.errors import K3PlanError
 from k3plan.units import GiB, KiB, MiB
@@ -90,6 +90,9 @@ class Reading:
     # the release the command runs (fit --engine-version, k3plan.engines.release), for the defaults that changed
     # between releases; None: the code each rule cites
     release: tuple[int, int, int] | None = None
+    # the model id -> the bundled model it is (engines.serve.model_of, one rule; it refuses a checkpoint k3plan
+    # cannot price), for a family's rules that hold for one model only
+    resolve: Callable[[str], str] | None = None
     async_scheduling: bool | None = None  # vLLM's --async-scheduling / --no-async-scheduling (None: not given)
     options: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
@@ -112,6 +115,7 @@ class Reading:
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)
     engram_flag: bool = False  # --engram-config given (an engine refuses it for a model without Engram)
     blocks_override: int | None = None
+    kv_cache_memory_bytes: int | None = None  # vLLM's --kv-cache-memory-bytes: the pool as given
     block: int | None = None
     stack: str = ""
     caveats: list[str] = field(default_factory=list)
@@ -249,19 +253,20 @@ def json_object(flag: str, raw: str) -> dict:
 
 def suffix_int(text: str) -> int | None:
     """vLLM's human_readable_int suffixes (vllm/utils/argparse_utils.py; vllm/engine/arg_utils.py @99d7eb5d): 'k' /
-    'm' / 'g' are 10^3 / 10^6 / 10^9 (128k = 128,000, decimals allowed), 'K' / 'M' / 'G' are 2^10 / 2^20 / 2^30
+    'm' / 'g' / 't' are 10^3 / 10^6 / 10^9 / 10^12 (128k = 128,000, decimals allowed), 'K' / 'M' / 'G' / 'T' are
+    2^10 / 2^20 / 2^30 / 2^40
     (128K = 131,072, whole numbers only: a decimal is a ValueError naming the suffix); None without a suffix."""
     import re
 
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", text.strip())
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
     if m is None:
         return None
     number, suffix = m.groups()
-    if suffix in "kmg":
-        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
+    if suffix in "kmgt":
+        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
     if "." in number:
         raise ValueError(suffix)
-    return int(number) * {"K": KiB, "M": MiB, "G": GiB}[suffix]
+    return int(number) * {"K": KiB, "M": MiB, "G": GiB, "T": 1024 * GiB}[suffix]
 
 
 def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, group: str, pool: str) -> None:

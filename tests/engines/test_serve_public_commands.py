@@ -138,3 +138,77 @@ def test_vllm_0_28_s_default_token_budget_on_a_160_gib_gpu(release, chunk):
     q = parse_serve(cmd, platform="gpu", device_gib=191.98, device_name="amd-mi300x", release=release)
     assert (q.chunk, q.batch) == (chunk, 1024)
     assert parse_serve(cmd, platform="gpu", device_gib=139.8, device_name="nvidia-h200", release=release).chunk == 8192
+
+
+# Public commands a sweep of 121 (InferenceX @843c6254 single-node scripts, vllm-project/recipes @8959cf64, issue
+# threads) found refused for flags the engines accept (session 43)
+def test_sglang_takes_an_unambiguous_prefix_of_its_flag_and_refuses_an_ambiguous_one():
+    """SGLang's parser leaves argparse's allow_abbrev on (engines/sglang/server_flags.py, read from the 0.5.15 wheel):
+    sgl-project/sglang#15608 passes --context-len for --context-length; --tokenizer matches six flags."""
+    q = _h200("python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2-Thinking --tp 8 --context-len 131072")
+    assert (q.context, q.tp) == (131_072, 8)
+    with_eq = _h200(
+        "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2-Thinking --tp 8 --context-len=4096"
+    )
+    assert with_eq.context == 4096
+    with pytest.raises(K3PlanError, match=r"ambiguous option: --tokenizer could match --tokenizer-backend"):
+        _h200(SG_R1 + " --tokenizer deepseek-ai/DeepSeek-R1")
+
+
+def test_sglang_s_device_flag_is_its_default_on_a_gpu():
+    """sgl-project/sglang#15784's CI command passes --device cuda, what SGLang detects on NVIDIA and ROCm GPUs."""
+    assert _h200(SG_R1 + " --device cuda").tp == 8
+    with pytest.raises(K3PlanError, match="--device npu: k3plan prices SGLang on CUDA / ROCm GPUs"):
+        _h200(SG_R1 + " --device npu")
+
+
+def test_deepseek_v4_s_shared_expert_fusion_is_off_by_default_in_sglang():
+    """InferenceX's DeepSeek-V4-Pro SGLang lines (dsv4_fp4_mi355x_sglang.sh, agentic dsv4_fp4_b300_sglang_mtp.sh) pass
+    --disable-shared-experts-fusion: DeepSeek-V4's model fuses only under --enforce-shared-experts-fusion (0.5.15
+    models/deepseek_v4.py), so it has no memory effect there; DeepSeek-R1's fuses by default and stays refused."""
+    v4 = _h200(
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --disable-shared-experts-fusion"
+    )
+    assert "--disable-shared-experts-fusion" in v4.ignored
+    with pytest.raises(K3PlanError, match="--disable-shared-experts-fusion: the shared experts kept apart"):
+        _h200(SG_R1 + " --disable-shared-experts-fusion")
+
+
+def test_vllm_s_runner_and_host_address():
+    """vllm-project/vllm#41027 passes --runner generate (what auto resolves to for a generation model);
+    vllm-project/recipes#698's K3 command sets VLLM_HOST_IP (the address a node's workers advertise)."""
+    assert _h200(R1 + " --runner generate").tp == 8
+    assert _h200("VLLM_HOST_IP=10.0.0.1 " + R1).tp == 8
+    with pytest.raises(K3PlanError, match="--runner pooling: k3plan prices vLLM's generate runner"):
+        _h200(R1 + " --runner pooling")
+
+
+@pytest.mark.parametrize(
+    ("value", "got"), [("10000000000", 10_000_000_000), ("10g", 10_000_000_000), ("10G", 10 * 2**30), ("1T", 2**40)]
+)
+def test_vllm_s_kv_cache_memory_bytes_is_the_pool_as_given(value, got):
+    """vllm-project/recipes' DeepSeek-V4-Flash MI325X command (models/deepseek-ai/DeepSeek-V4-Flash.yaml, validated on
+    0.25.0) sets --kv-cache-memory-bytes 10000000000: the worker returns it as the available KV memory after a profile
+    run, gpu_memory_utilization ignored (vllm 0.31.0 wheel CacheConfig, Worker.determine_available_memory)."""
+    assert _h200(f"{R1} --kv-cache-memory-bytes {value}").kv_cache_memory_bytes == got
+
+
+def test_the_engine_s_pool_is_the_bytes_given_and_too_many_do_not_start(cli):
+    cmd = (
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 1 --kv-cache-dtype fp8_e4m3 --max-model-len 4096"
+        " --max-num-batched-tokens 256 --kv-cache-memory-bytes 10000000000 --trust-remote-code"
+        " --moe-backend triton_unfused --enforce-eager"
+    )
+    r = cli("fit", "-H", "amd-mi325x", "-t", "1", "--serve", cmd, "--engine-version", "0.25.0", "--json")
+    eng = json.loads(r.stdout)["engine"]
+    assert r.exit_code == 0 and eng["kv_pool_bytes"] == 10_000_000_000
+    assert "--kv-cache-memory-bytes 10,000,000,000 B, the pool as given" in eng["sources"]["kv_pool"]
+    over = cli("fit", "-H", "amd-mi325x", "-t", "1", "--serve", cmd.replace("10000000000", "200G"), "--json")
+    assert over.exit_code == 1
+    assert (
+        "CUDA out of memory: the KV cache of --kv-cache-memory-bytes 200.00 GiB"
+        in json.loads(over.stdout)["engine"]["message"]
+    )
+    for bad in ("10x", "-5", "2000T"):
+        r = cli("fit", "-H", "amd-mi325x", "-t", "1", "--serve", cmd.replace("10000000000", bad))
+        assert r.exit_code == 2 and "--kv-cache-memory-bytes" in r.output and len(r.output.strip().splitlines()) == 1

@@ -16,6 +16,8 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
+from k3plan.engines.sglang.server_flags import RELEASE as SERVER_FLAGS_RELEASE
 from k3plan.engines.sglang.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -110,9 +112,38 @@ KNOWN_ENV = frozenset({LONG_CONTEXT_ENV})
 
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
     """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL; a --config file's flags first
-    (serve_values.config_file_args)."""
-    rest = config_file_args(rest, engine=ENGINE)
+    (serve_values.config_file_args); an abbreviated flag as the one it stands for (``unabbreviated``)."""
+    rest = [unabbreviated(tok) for tok in config_file_args(rest, engine=ENGINE)]
     return None, (rest if model is None else ["--model-path", model, *rest])
+
+
+def _deepseek_v4(r: Reading) -> bool:
+    """The command serves a DeepSeek-V4 checkpoint (SGLang's models/deepseek_v4.py; not V4.1's)."""
+    if r.resolve is None or not r.model:
+        return False
+    try:
+        return r.resolve(r.model) in ("deepseek-v4-flash", "deepseek-v4-pro")
+    except K3PlanError:  # a checkpoint k3plan cannot price is refused by name where parse_serve resolves the model
+        return False
+
+
+def unabbreviated(token: str) -> str:
+    """A flag as SGLang's parser reads it: argparse (allow_abbrev on) takes a prefix of exactly one of its options
+    for that option and stops on a prefix of several ('ambiguous option'); an exact option, a value or a prefix of
+    none stays as written (engines/sglang/server_flags.py: the options of the release read)."""
+    if not token.startswith("--") or token == "--":
+        return token
+    name, eq, value = token.partition("=")
+    if name in SERVER_FLAGS:
+        return token
+    matches = sorted(f for f in SERVER_FLAGS | {"--help"} if f.startswith(name))
+    if len(matches) > 1:
+        raise K3PlanError(
+            f"--serve: SGLang refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
+            f"(argparse's prefix matching over the options of sglang {SERVER_FLAGS_RELEASE} server_args.py); write "
+            "the whole flag"
+        )
+    return matches[0] + eq + value if matches else token
 
 
 def read(r: Reading) -> None:
@@ -123,6 +154,14 @@ def read(r: Reading) -> None:
     r.model = get("--model-path", "") or get("--model", "")
     if not r.model:
         raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
+    # ServerArgs.device: None detects the platform (utils get_device), 'cuda' on NVIDIA and ROCm GPUs alike, the one
+    # k3plan prices; another device (npu, xpu, hpu, cpu) runs other kernels and pools
+    device = get("--device", None)
+    if device is not None and (device.lower() != "cuda" or r.platform != "gpu"):
+        raise K3PlanError(
+            f"--serve: --device {device}: k3plan prices SGLang on CUDA / ROCm GPUs ('cuda', what SGLang detects "
+            "there); expected cuda or no --device"
+        )
     r.parallel()
     get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
     ep_size = get("--ep-size", get("--ep", get("--expert-parallel-size", None)))  # ServerArgs' three spellings
@@ -221,6 +260,11 @@ def read(r: Reading) -> None:
     # speculative decoding (engines/sglang/spec.py): the algorithm and its steps, top-k and draft tokens as SGLang
     # resolves them; the draft is priced by fit once the checkpoint is loaded
     r.speculative = read_speculative(get, r.ignored, r.model)
+    # DeepSeek-V4's shared expert is fused into the routed MoE only under --enforce-shared-experts-fusion (sglang 0.5.15
+    # wheel models/deepseek_v4.py DeepseekV4ForCausalLM.determine_num_fused_shared_experts: 'Config does not support
+    # fused shared expert(s)' otherwise), so --disable-shared-experts-fusion there is the default: no memory effect
+    if _deepseek_v4(r) and get("--disable-shared-experts-fusion", None) is not None:
+        r.ignored.append("--disable-shared-experts-fusion")
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
 

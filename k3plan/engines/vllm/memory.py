@@ -83,6 +83,16 @@ VLLM_AUTO_FIT = (
     "--max-model-len auto / -1 (vllm/engine/arg_utils.py human_readable_int_or_auto): vllm/v1/core/kv_cache_utils.py "
     "_auto_fit_max_model_len takes the longest length whose blocks fit; read in public excerpts, commit not pinned"
 )
+KV_MEMORY_SOURCE = (
+    "vllm 0.31.0 wheel vllm/config/cache.py CacheConfig.kv_cache_memory_bytes ('Size of KV Cache per GPU in bytes ... "
+    "ignores gpu_memory_utilization') and vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (a profile "
+    "run, then these bytes returned as the available KV memory: 'skipped memory profiling')"
+)
+KV_MEMORY_OOM_AT = (
+    "vllm/v1/worker/gpu_model_runner.py GPUModelRunner.initialize_kv_cache and the CUDA-graph capture after it: "
+    "with --kv-cache-memory-bytes the worker checks the pool against no free memory "
+    "(Worker.determine_available_memory, vllm 0.31.0 wheel)"
+)
 WEIGHTS_OOM_AT = (
     "vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, while the model is built "
     "(torch.OutOfMemoryError; the traceback of vllm-project/vllm#51124)"
@@ -204,6 +214,7 @@ def vllm_kv_pool(
     dcp: int = 1,
     in_flight_batches: int = 1,
     unpriced: str = "",
+    kv_cache_memory_bytes: int | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -219,9 +230,17 @@ def vllm_kv_pool(
     initialized, after the pool is sized and checked (engines/vllm/attention_config.py start_error).
     ``in_flight_batches``: the batches of max_num_batched_tokens a windowed V4 group holds pages for
     (``in_flight_batches`` below; 1: the cited v0.25.0 code). ``unpriced``: what the engine holds that
-    ``non_torch_bytes`` leaves out (the pool then an upper bound, the verdict said to rest on it)."""
+    ``non_torch_bytes`` leaves out (the pool then an upper bound, the verdict said to rest on it).
+    ``kv_cache_memory_bytes``: vLLM's --kv-cache-memory-bytes, the pool as given (utilization ignored: the worker
+    returns it after a profile run, KV_MEMORY_SOURCE); the start then fails where the weights, the profiled peak, the
+    graphs' estimate and that pool do not fit the device together."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
+    resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
+    given = kv_cache_memory_bytes is not None and kv_cache_memory_bytes > 0 and hbm_worker is None
+    if given:
+        assert kv_cache_memory_bytes is not None
+        available = kv_cache_memory_bytes
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
     per_block = page_bytes * size
     blocks = max(available, 0) // per_block if per_block > 0 else 0
@@ -295,6 +314,14 @@ def vllm_kv_pool(
             f"{visible_bytes / gib:.2f} GiB the engine sees"
         )
         raised_at = WEIGHTS_OOM_AT if hbm_worker is None else hbm_worker.weights_oom_at
+    elif given and resident + available > visible_bytes:
+        starts = False
+        message = (
+            f"torch.OutOfMemoryError: CUDA out of memory: the KV cache of --kv-cache-memory-bytes "
+            f"{available / gib:.2f} GiB beside the weights, the profiled peak and the graphs' estimate "
+            f"({resident / gib:.2f} GiB) exceeds the {visible_bytes / gib:.2f} GiB the engine sees"
+        )
+        raised_at = KV_MEMORY_OOM_AT
     elif compact_short:
         starts = False
         message = (
@@ -336,7 +363,9 @@ def vllm_kv_pool(
                 f"({VLLM_AUTO_FIT}); {message}"
             )
     pool_src = (
-        f"int({utilization} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
+        f"--kv-cache-memory-bytes {available:,} B, the pool as given ({KV_MEMORY_SOURCE})"
+        if given
+        else f"int({utilization} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
         f"activation - non-torch: {worker_source}"
     )
     return EngineSizing(
@@ -434,6 +463,7 @@ def engine_sizing(
     q_lora_rank: int = 0,
     tp_attention: int = 0,
     in_flight: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -669,6 +699,7 @@ def engine_sizing(
         dcp=dcp,
         unpriced=unpriced,
         in_flight_batches=in_flight if in_flight is not None else default_in_flight(),
+        kv_cache_memory_bytes=kv_cache_memory_bytes if kv_pool_method == "utilization_minus_profile" else None,
     )
 
 

@@ -26,6 +26,7 @@ from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.engram import read_engram
+from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -264,6 +265,45 @@ def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
     return model, fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
 
 
+# the most bytes --kv-cache-memory-bytes may name: more than any device holds (a PiB), so a typo is bad input
+KV_MEMORY_MAX = 2**50
+
+
+def read_kv_cache_memory_bytes(r: Reading, raw: str | None) -> None:
+    """--kv-cache-memory-bytes: the KV pool a GPU as given, --gpu-memory-utilization ignored (``KV_MEMORY_SOURCE``);
+    0 is vLLM's 'not set' (the worker tests it for truth). Refused on a TPU: the plugin's worker with it was not
+    read."""
+    if raw is None:
+        return
+    try:
+        n = suffix_int(raw)
+        n = int(raw.strip()) if n is None else n
+    except ValueError:
+        raise K3PlanError(
+            f"--serve: --kv-cache-memory-bytes {raw!r}: expected a number of bytes (10000000000, 10g or 10G)"
+        ) from None
+    if not 0 <= n <= KV_MEMORY_MAX:
+        raise K3PlanError(
+            f"--serve: --kv-cache-memory-bytes {raw!r}: expected 0 to {KV_MEMORY_MAX:,} bytes (a device's KV pool)"
+        )
+    if r.platform == "tpu":
+        raise K3PlanError(
+            "--serve: --kv-cache-memory-bytes on a TPU: the torch_tpu plugin's worker with it was not read; remove it "
+            "(--gpu-memory-utilization sizes the pool)"
+        )
+    if n:
+        r.kv_cache_memory_bytes = n
+        r.caveats.append(
+            f"--kv-cache-memory-bytes {n:,}: the engine's KV pool a GPU as given, --gpu-memory-utilization ignored "
+            f"({KV_MEMORY_SOURCE}); k3plan's own budget keeps its reserve"
+        )
+
+
+# vLLM's runners (vllm 0.31.0 wheel vllm/config/model.py RunnerOption, ModelConfig._get_runner_type): 'auto' resolves a
+# text-generation architecture to 'generate', the runner k3plan prices; 'pooling' and 'draft' run another model
+RUNNERS_PRICED = ("auto", "generate")
+
+
 def read(r: Reading) -> None:
     """A vLLM command's flags, in the order the refusals come: the model, the split, the context, the chunk and the
     batch (with vLLM's defaults by device), the memory options, the launch-line flags, the dtypes, the
@@ -278,6 +318,12 @@ def read(r: Reading) -> None:
     if not r.model:
         raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
     r.parallel()
+    runner = get("--runner", "auto").lower()
+    if runner not in RUNNERS_PRICED:
+        raise K3PlanError(
+            f"--serve: --runner {runner}: k3plan prices vLLM's generate runner (what 'auto' resolves to for a "
+            "text-generation model: vllm/config/model.py ModelConfig._get_runner_type); expected auto or generate"
+        )
     # decode context parallelism: each rank of a DCP group holds 1/N of every request's attention KV. The start check
     # prices it as vLLM sizes it (engines/vllm/memory.py vllm_kv_pool, DCP_SOURCE): the pool's bytes are the same, a
     # request needs cdiv(max_model_len, N) tokens of it, the logged size is N x the tokens. Kimi-K2-Thinking's recipe
@@ -410,6 +456,7 @@ def read(r: Reading) -> None:
         r.ignored += [f for f, v in (("--max-cudagraph-capture-size", top), ("--cudagraph-capture-sizes", sizes)) if v]
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
+    read_kv_cache_memory_bytes(r, get("--kv-cache-memory-bytes", None))
     # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)
     r.attention = read_attention(get("--attention-config", None))
     indexer_kv = (r.attention or {}).get("indexer_kv_dtype")
