@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import pytest
 
-from k3plan.engines.vllm.moe_padding import MOE_SHARD_RULES, moe_shard_padding
+from k3plan.engines.vllm.moe_padding import MOE_SHARD_RULES, expert_shard_pad
 
 
 def _factor(arch: str, intermediate: int, tp: int, ep: bool = False) -> float:
-    floor, align, _, _ = MOE_SHARD_RULES[arch]
-    return moe_shard_padding(intermediate=intermediate, tp=tp, expert_parallel=ep, floor=floor, align=align)
+    """The factor a device's experts grow by: none with expert parallelism (fit asks for the rule only without it)."""
+    got = (
+        None
+        if ep
+        else expert_shard_pad(
+            architecture=arch, hardware="nvidia-h200", vendor="nvidia", intermediate=intermediate, shards=tp
+        )
+    )
+    return 1.0 if got is None else got[0] / got[1]
 
 
 @pytest.mark.parametrize(("tp", "padded"), [(8, 384), (4, 640), (2, 1152), (16, 256)])

@@ -33,8 +33,8 @@ ENGINE = Engine(
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
     newest_release_read=NEWEST_RELEASE,  # the 0.31.0 wheel: a GPU question that names no release is read as it
-    windowed_in_flight=in_flight_batches,
-    expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
+    windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
+    expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)
     scheduling_default=(
         True,
         "the engine's default from v0.14.0 (vllm-project/vllm#27614): vllm/config/vllm.py VllmConfig.__post_init__ "

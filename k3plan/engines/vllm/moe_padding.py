@@ -7,8 +7,6 @@ the engine's sizing of a drafter's experts (engines/vllm/memory.py).
 
 from __future__ import annotations
 
-import math
-
 from k3plan.engines.vllm.dsv4_workspace import GFX942
 
 # vLLM's Kimi-K3 NVIDIA model pads the MoE intermediate each TP shard holds up to a floor when the experts are
@@ -54,18 +52,6 @@ ROCM_V4_MOE_SOURCE = (
 MOE_SHARD_RULES_BY_HARDWARE: dict[tuple[str, str], tuple[int, int, str, str]] = {
     ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in GFX942
 }
-
-
-def moe_shard_padding(
-    *, intermediate: int, tp: int, expert_parallel: bool, floor: int = K3_MOE_SHARD_FLOOR, align: int = 1
-) -> float:
-    """The factor vLLM multiplies a TP shard's expert bytes by: 1 with expert parallelism or TP 1, else the shard's
-    intermediate raised to ``floor`` and rounded up to a multiple of ``align``, over the shard's own
-    (``MOE_SHARD_RULES``: the cited rule of each model)."""
-    if expert_parallel or tp <= 1:
-        return 1.0
-    local = intermediate / tp
-    return max(local, padded_shard(intermediate=math.ceil(local) * tp, shards=tp, floor=floor, align=align)) / local
 
 
 def padded_shard(*, intermediate: int, shards: int, floor: int, align: int) -> int:
