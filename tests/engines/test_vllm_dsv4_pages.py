@@ -172,3 +172,25 @@ def test_the_budget_s_v4_request_is_the_engine_s_charge_at_the_command_s_block(c
     (b256, e256), (b512, e512) = counts("--block-size 256"), counts("--block-size 512")
     assert b256 <= e256 < b256 + 1 and b512 <= e512 < b512 + 1
     assert b512 < b256 and e512 < e256
+
+
+@pytest.mark.parametrize(("context", "logged"), [(131_072, 9.52), (262_144, 8.30)])
+def test_before_0_27_vllm_reports_a_request_s_bytes_over_the_first_group_s_page(flash, context, logged):
+    """uv-xiao/pto-cu's vLLM 0.23.0 starts of V4-Flash on two H200s (tests/engines/cases/vllm-ptocu-*): over the logged
+    32.08 GiB pool, 0.23.0's get_max_concurrency_for_kv_cache_config (the same in the 0.25.0 and 0.26.0 wheels) divides
+    the blocks by the groups' bytes a request over the first group's page, so the smaller state pages count for less;
+    from 0.27.0 each group's pages count whole (REPORT_SOURCES)."""
+    old = dsv4_pages(flash, block_tokens=256, release=(0, 23, 0))
+    for pool in (32.075, 32.0849):  # every pool the log's 32.08 can stand for
+        blocks = int(pool * 2**30) // old.block_bytes
+        assert (
+            round(blocks / old.reported_blocks_per_request(max_model_len=context, max_num_batched_tokens=8192), 2)
+            == logged
+        )
+    assert old.reported_blocks_per_request(max_model_len=context, max_num_batched_tokens=8192) < old.blocks_per_request(
+        max_model_len=context, max_num_batched_tokens=8192
+    )
+    new = dsv4_pages(flash, block_tokens=256, release=(0, 27, 0))
+    assert new.reported_blocks_per_request(
+        max_model_len=context, max_num_batched_tokens=8192
+    ) == new.blocks_per_request(max_model_len=context, max_num_batched_tokens=8192)

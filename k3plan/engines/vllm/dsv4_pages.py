@@ -86,6 +86,15 @@ V4_FORM_SOURCES = (
     ),
 )
 V4_FIRST_FORM = "0.25.0"
+# the concurrency vLLM logs for V4's groups ("Maximum concurrency for N tokens per request"), by release
+REPORT_SOURCES = (
+    "to 0.26.0 (read in the 0.23.0, 0.25.0 and 0.26.0 wheels): v1/core/kv_cache_utils.py "
+    "get_max_concurrency_for_kv_cache_config "
+    "divides num_blocks by cdiv(num_layer_per_group x the groups' max_memory_usage_bytes summed, the first group's "
+    "page_size_bytes x num_layer_per_group); from 0.27.0 (read in the 0.27.0 .. 0.31.0 wheels) by the groups' "
+    "cdiv(max_memory_usage_bytes, page_size_bytes) summed ('A request at max_model_len consumes whole blocks from each "
+    "group's block table')"
+)
 
 
 def v4_form(release: Release | None) -> tuple[str, str]:
@@ -171,6 +180,20 @@ class Dsv4Pages:
             g.pages_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
             for g in self.groups
         )
+
+    def reported_blocks_per_request(self, *, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """The blocks a request takes in the concurrency vLLM logs: each group's pages (``blocks_per_request``) from
+        0.27.0; before it every group's bytes a request summed over the first group's page (``REPORT_SOURCES``), so
+        a group whose pages are smaller than the compressed group's counts for less."""
+        if self.form != V4_FIRST_FORM:
+            return self.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
+        held = sum(
+            g.pages_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
+            * sum(g.pages)
+            for g in self.groups
+        )
+        first = sum(self.groups[0].pages)
+        return -(-held // first)
 
     def label(self) -> str:
         """Whose groups these are, for the source line."""
@@ -396,6 +419,10 @@ class Dsv41Pages(Dsv4Pages):
     @property
     def block_bytes(self) -> int:
         return self.check_block_bytes
+
+    def reported_blocks_per_request(self, *, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """V4.1 runs on 0.31.0's code, which reports each group's pages (REPORT_SOURCES)."""
+        return self.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
 
     def label(self) -> str:
         return (

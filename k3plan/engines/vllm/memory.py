@@ -28,6 +28,7 @@ from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
 from k3plan.engines.vllm.cudagraph import CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import (
+    REPORT_SOURCES,
     V4_BLOCK_SOURCE,
     V4_DEFAULT_BLOCK,
     V41_BLOCK_SOURCE,
@@ -299,11 +300,18 @@ def vllm_kv_pool(
             )
             fitted, max_model_len = 0 < fit < asked_len, fit or asked_len
         per_request = dsv4.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=in_flight)
-        conc = blocks / per_request
+        reported = dsv4.reported_blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=in_flight)
+        conc = blocks / reported
         tokens = int(conc * max_model_len)  # newer vLLM logs the tokens as max_concurrency x max_model_len
         need = per_request * dsv4.check_block_bytes
         checked = available - dsv4.check_reserve_bytes  # from 0.29.0 less the null block (dsv4_pages.V4_FORM_SOURCES)
-        conc_src = f"num_blocks / {per_request:,} blocks a request (each group's pages summed): {blocks_src}"
+        conc_src = (
+            f"num_blocks / {per_request:,} blocks a request (each group's pages summed): {blocks_src}"
+            if reported == per_request
+            else f"num_blocks / {reported:,} blocks a request as vLLM {dsv4.form} reports it (the groups' bytes a "
+            f"request over the first group's page; {per_request:,} pages drawn from the pool, {REPORT_SOURCES}): "
+            f"{blocks_src}"
+        )
     gib = GiB
     raised_at, code = "", ""
     if weights_bytes > visible_bytes:
@@ -710,6 +718,13 @@ ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
         round(79.18 * GiB),
         "torch's total capacity as vLLM's CUDA OOM prints it: 'GPU 0 has a total capacity of 79.18 GiB' "
         "(vllm-project/vllm#51124, an H100 80GB; the log rounds to 0.01 GiB)",
+    ),
+    "nvidia-h200": (
+        round(139.80 * GiB),
+        "torch's total as vLLM's worker prints it at start: 'Free memory on device cuda:1 (112.72/139.8 GiB) on "
+        "startup is less than desired GPU memory utilization (0.82, 114.64 GiB)' (an H200 NVL of 143,771 MiB, vLLM "
+        "0.23.0: uv-xiao/pto-cu@e5e2ca9a docs/in_progress/nvidia_backend/vllm_remote_model_load_probe.md; format_gib "
+        "rounds to 0.01 GiB, and 0.82 x 139.80 = 114.64)",
     ),
 }
 
