@@ -157,6 +157,7 @@ def make_setup(
         .with_engine_release(engine_release, engine_block)
         .with_expert_pad(expert_pad)
         .with_engram(engram, engram_host_copies)
+        .for_model(m)
     )
     if topology is None:
         if pick_topology is None:

@@ -144,6 +144,9 @@ class Stack(Spec):
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
     # (step/weight_budget.weight_terms) and the engine's sizing reads those weights: one figure
     expert_pad: Optional[tuple[int, int, str]] = None
+    # (layers, width) of the model's vision encoder where the engine counts the model multimodal and cuts its derived
+    # memory fraction for it (AutoFraction.vlm; set by for_model); None: no cut
+    vision_encoder: Optional[tuple[int, int]] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -261,6 +264,7 @@ class Stack(Spec):
             deepep=deepep,
             cuda=vendor == "nvidia",
             dp_attention_dp=dp if self.dp_attention else None,
+            vision=self.vision_encoder,
         )
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
@@ -422,6 +426,18 @@ class Stack(Spec):
         ``block`` (``engine_block``); None: as it is."""
         st = self if release is None else updated(self, engine_release=tuple(release))
         return st if block is None else updated(st, engine_block=block)
+
+    def for_model(self, model: Any) -> Stack:
+        """The stack for a model (k3plan.models Model): where its derived reserve cuts the fraction for a multimodal
+        model of the rule's architectures (AutoFraction.vlm), the model's vision encoder (``vision_encoder``); else
+        itself. fit (setup.make_setup) and plan (plan.search) call it alike."""
+        from k3plan.models.families.moonvit import vision_encoder_dims
+
+        rules = [opt.auto.vlm for opt in self.options.values() if opt.auto is not None and opt.auto.vlm is not None]
+        if not rules or model.spec.architecture not in rules[0].architectures:
+            return self
+        dims = vision_encoder_dims(model.inventory)
+        return self if dims is None else updated(self, vision_encoder=dims)
 
     def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
         """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,

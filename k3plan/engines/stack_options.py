@@ -187,6 +187,28 @@ class GpuClass(Spec):
     cuda_graph_max_bs_small_tp: Optional[NonNeg] = None  # at tp < 4, where it differs
 
 
+class VlmScale(Spec):
+    """SGLang's cut of its derived fraction for a multimodal model (ServerArgs.adjust_mem_fraction_for_vlm): the
+    fraction x base_ratio x clamp(1 - sensitivity x (L x W^2 / (baseline_layers x baseline_width^2) - 1), min_factor,
+    max_factor), L and W the vision encoder's layers and width, for the model classes the engine counts as
+    multimodal (``architectures``, k3plan's names)."""
+
+    base_ratio: float
+    sensitivity: float
+    min_factor: float
+    max_factor: float
+    baseline_layers: Pos
+    baseline_width: Pos
+    architectures: tuple[str, ...]
+    source: Source
+
+    def factor(self, *, layers: int, width: int) -> float:
+        """The engine's factor for a vision encoder of ``layers`` x ``width``, in its own float arithmetic."""
+        ratio = layers * (width**2) / (self.baseline_layers * (self.baseline_width**2))
+        dynamic = max(self.min_factor, min(self.max_factor, 1.0 - self.sensitivity * (ratio - 1.0)))
+        return self.base_ratio * dynamic
+
+
 class AutoFraction(Spec):
     """How SGLang derives --mem-fraction-static when it is not given (memory_hook.py
     handle_gpu_memory_settings): reserved MiB = base + max(chunk, min_activation_tokens) x
@@ -216,6 +238,8 @@ class AutoFraction(Spec):
     dp_attention_large_bs_above: NonNeg = 0
     dp_attention_large_bs_mib: NonNegFloat = 0.0
     round_digits: int = 3
+    # the cut for a multimodal model's vision encoder, after the rounding (None: the engine makes none)
+    vlm: Optional[VlmScale] = None
     source: Source
 
     def gpu_class(self, *, gpu_mib: float) -> GpuClass:
@@ -276,13 +300,16 @@ class AutoFraction(Spec):
         deepep: bool,
         cuda: bool,
         dp_attention_dp: Any = None,
+        vision: tuple[int, int] | None = None,
     ) -> Any:
-        """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round of each value (columns.each)."""
+        """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round of each value (columns.each);
+        ``vision``: the (layers, width) of a multimodal model's vision encoder, whose cut (``vlm``) follows."""
         mib = gpu_bytes / MiB
         reserved = self.reserved_mib(
             gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda, dp_attention_dp=dp_attention_dp
         )
-        return each(lambda v: round(float(v), self.round_digits), (mib - reserved) / mib)
+        cut = 1.0 if vision is None or self.vlm is None else self.vlm.factor(layers=vision[0], width=vision[1])
+        return each(lambda v: round(float(v), self.round_digits) * cut, (mib - reserved) / mib)
 
 
 class Option(Spec):

@@ -252,7 +252,7 @@ def plan(
     if len({h.name for h in hws}) < len(hws):
         raise K3PlanError("--hardware: a hardware is listed twice")
     price_list = [price_for(h, prices or {}) for h in hws]
-    sts = engram_stacks([load_stack(s) for s in (stacks or list_stacks())], m, engram)
+    sts = [s.for_model(m) for s in engram_stacks([load_stack(s) for s in (stacks or list_stacks())], m, engram)]
     twice = sorted({s.label for s in sts if sum(t.label == s.label for t in sts) > 1})
     if twice:
         raise K3PlanError(f"--stacks: {', '.join(twice)} listed twice; expected each stack (with its options) once")

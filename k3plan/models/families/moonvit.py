@@ -115,3 +115,17 @@ def _k25_tower(b: InventoryBuilder, cfg: dict, *, w: int, ff: int, P: int, merge
     for name, out, inp in (("proj.0", M, M), ("proj.2", T, M)):
         b.linear(f"mm_projector.{name}.weight", out, inp, **V)
         b.vector(f"mm_projector.{name}.bias", out, **V)
+
+
+def vision_encoder_dims(inventory: Any) -> tuple[int, int] | None:
+    """(blocks, width) of the model's MoonViT encoder, read off its vision tensors (``vision_tower.encoder.blocks.N.``
+    and the ``vision_embed`` axis); None for a model without one."""
+    blocks: set[int] = set()
+    width = 0
+    for t in inventory.of_kind("vision"):
+        head, sep, rest = t.name.partition("encoder.blocks.")
+        if sep:
+            blocks.add(int(rest.split(".", 1)[0]))
+        if not width and "vision_embed" in t.axes:
+            width = t.logical_shape[t.axes.index("vision_embed")]
+    return (len(blocks), width) if blocks and width else None
