@@ -723,8 +723,8 @@ ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
         round(139.80 * GiB),
         "torch's total as vLLM's worker prints it at start: 'Free memory on device cuda:1 (112.72/139.8 GiB) on "
         "startup is less than desired GPU memory utilization (0.82, 114.64 GiB)' (an H200 NVL of 143,771 MiB, vLLM "
-        "0.23.0: uv-xiao/pto-cu@e5e2ca9a docs/in_progress/nvidia_backend/vllm_remote_model_load_probe.md; format_gib "
-        "rounds to 0.01 GiB, and 0.82 x 139.80 = 114.64)",
+        "0.23.0: github.com/uv-xiao/pto-cu/blob/e5e2ca9a/docs/in_progress/nvidia_backend/vllm_remote_model_load_probe.md; "
+        "format_gib rounds to 0.01 GiB, and 0.82 x 139.80 = 114.64)",
     ),
 }
 
