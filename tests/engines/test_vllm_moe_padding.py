@@ -73,6 +73,7 @@ def test_the_budget_and_the_engine_hold_one_weights_figure():
         out = got[ep] = json.loads(res.stdout)
         assert out["per_device"]["weights_bytes"] == out["engine"]["weights_bytes"]
         assert ("padded to 256 a shard" in out["provenance"]["weights"]) is not ep
-        assert out["capacity"]["max_sequences"] == int(out["engine"]["max_concurrency"])
+        # one weights figure, so the budget's sequences sit by the engine's concurrency (17 against 8.81 before)
+        assert abs(out["capacity"]["max_sequences"] - out["engine"]["max_concurrency"]) < 1.5
     padded, whole = (got[ep]["weights_by_role"]["expert"] for ep in (False, True))
     assert padded == pytest.approx(whole * 256 / 192, abs=1_000)
