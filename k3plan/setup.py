@@ -124,6 +124,7 @@ def make_setup(
     engine_release: Optional[tuple[int, int, int]] = None,
     engine_block: Optional[int] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
+    vision_whole: bool = False,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -136,7 +137,8 @@ def make_setup(
     windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``), and ``engine_release``
     the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``); ``expert_pad``: the
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
-    (``Stack.with_expert_pad``). ``engram``: where DeepSeek-V4.1's Engram tables
+    (``Stack.with_expert_pad``); ``vision_whole``: the engine builds the vision tower whole on every device
+    (``Stack.with_vision_whole``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
@@ -156,6 +158,7 @@ def make_setup(
         .with_in_flight(in_flight)
         .with_engine_release(engine_release, engine_block)
         .with_expert_pad(expert_pad)
+        .with_vision_whole(vision_whole)
         .with_engram(engram, engram_host_copies)
         .for_model(m)
     )

@@ -463,6 +463,8 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
+    # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
+    opts["vision_whole"] = _loads_vision(model, q)
     pad_rule = engine_rules(q.stack).expert_shard_pad
     if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a
@@ -513,14 +515,20 @@ def _serve_fits(result: FitResult) -> bool:
     return result.fits or (low is not None and low >= 1)
 
 
-def _vision_bytes(setup: Setup, served) -> int:
-    """A multimodal model's vision tower, where the serve command's engine loads it (Engine.loads_vision_tower; vLLM
-    not with --language-model-only)."""
+def _loads_vision(model, served) -> bool:
+    """The serve command's engine builds the model's vision tower (Engine.loads_vision_tower, for its architectures;
+    vLLM not with --language-model-only)."""
     rules = None if served is None else engine_rules(served.engine)
     if rules is None or served.language_model_only or not rules.loads_vision_tower:
-        return 0
+        return False
     archs = rules.vision_tower_architectures
-    if archs is not None and setup.model.spec.architecture not in archs:
+    return (archs is None or model.spec.architecture in archs) and any(True for _ in model.inventory.of_kind("vision"))
+
+
+def _vision_bytes(setup: Setup, served) -> int:
+    """The vision tower the engine adds to the budget's weights: none where the budget holds it already
+    (Stack.vision_whole, set from the same command)."""
+    if setup.stack.vision_whole or not _loads_vision(setup.model, served):
         return 0
     return sum(t.nbytes for t in setup.model.inventory.of_kind("vision"))
 
@@ -619,6 +627,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         weights_bytes=result.per_device.weights_bytes,
         # the TP-split expert shards' padding, in the budget's weights above (Stack.expert_pad): a drafter's too
         expert_pad=st.expert_pad,
+        weights_source=f"k3plan's weights a device, {result.provenance.weights}",
         vision_bytes=_vision_bytes(setup, served),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",

@@ -51,6 +51,7 @@ def setup_from(
     engine_release=None,
     engine_block=None,
     expert_pad=None,
+    vision_whole=False,
     engram=None,
     engram_host_copies=None,
 ):
@@ -79,6 +80,7 @@ def setup_from(
         engine_release=engine_release,
         engine_block=engine_block,
         expert_pad=expert_pad,
+        vision_whole=vision_whole,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

@@ -40,6 +40,13 @@ def provenance(
         weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
         + (f"; {stack.expert_pad[2]}" if stack.expert_pad is not None else "")
         + (
+            f"; + the vision tower, {sum(t.nbytes for t in setup.model.inventory.of_kind('vision')):,} B whole on "
+            "every device (the serve command's engine builds it: Engine.loads_vision_tower, vLLM without "
+            "--language-model-only)"
+            if stack.vision_whole
+            else ""
+        )
+        + (
             f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
             if draft_bytes_per_device
             else ""

@@ -147,6 +147,10 @@ class Stack(Spec):
     # (layers, width) of the model's vision encoder where the engine counts the model multimodal and cuts its derived
     # memory fraction for it (AutoFraction.vlm; set by for_model); None: no cut
     vision_encoder: Optional[tuple[int, int]] = None
+    # the engine builds the model's vision tower, whole on every device (a serve command whose engine loads it:
+    # Engine.loads_vision_tower, vLLM without --language-model-only); the budget's weights hold it
+    # (step/weight_budget.weight_budget) and the engine's sizing reads them: one figure. False: the language model alone
+    vision_whole: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -438,6 +442,10 @@ class Stack(Spec):
             return self
         dims = vision_encoder_dims(model.inventory)
         return self if dims is None else updated(self, vision_encoder=dims)
+
+    def with_vision_whole(self, whole: bool) -> Stack:
+        """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""
+        return updated(self, vision_whole=True) if whole else self
 
     def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
         """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,

@@ -166,11 +166,17 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
             t, _, _, (num, den) = of_fallback[f.tensor]
             extra = _extra_bytes(f, plan, device_bytes(runtime_bytes(t, stack), den, num))
             fallbacks.append(replace(f, bytes_replicated=extra))
+    by_role = dict(w.by_role)
+    vision = 0
+    if stack.vision_whole:  # the engine builds the vision tower, whole on every device (Stack.vision_whole)
+        vision = sum(t.nbytes for t in inventory.of_kind("vision"))
+        by_role["vision"] = by_role.get("vision", 0) + vision
+    multi = plan.mesh.size(tuple(plan.mesh.axes)) > 1
     return WeightBudget(
         runtime_weight_bytes=w.runtime_weight_bytes,
-        weights_bytes=w.weights_bytes,
-        replicated_weights_bytes=w.replicated_bytes,
-        by_role=tuple(RoleBytes(role=r, bytes=n) for r, n in w.by_role.items()),
+        weights_bytes=w.weights_bytes + vision,
+        replicated_weights_bytes=w.replicated_bytes + (vision if multi else 0),
+        by_role=tuple(RoleBytes(role=r, bytes=n) for r, n in by_role.items()),
         fallbacks=tuple(fallbacks),
     )
 

@@ -141,9 +141,11 @@ def test_sglang_builds_a_multimodal_model_s_tower_with_it(cli):
 
     tower = sum(t.nbytes for t in load_model("kimi-k2.6").inventory.of_kind("vision"))
     assert tower > 0
-    assert k25["engine"]["weights_bytes"] == k25["per_device"]["weights_bytes"] + tower
+    # whole on every GPU, in the budget's weights and so in the engine's (one figure)
+    assert k25["weights_by_role"]["vision"] == tower and "vision_tower" not in text["weights_by_role"]
+    assert k25["engine"]["weights_bytes"] == k25["per_device"]["weights_bytes"]
     assert k25["engine"]["kv_pool_tokens"] < text["engine"]["kv_pool_tokens"]
-    assert "vision tower" in k25["engine"]["sources"]["weights"]
+    assert "vision tower" in k25["provenance"]["weights"]
 
 
 @pytest.mark.parametrize(

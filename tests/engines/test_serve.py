@@ -132,14 +132,14 @@ def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
     assert r.exit_code == 1
     d = json.loads(r.stdout)
     eng = d["engine"]
-    # no --language-model-only: the vision tower too, the engine's alone
+    # no --language-model-only: the vision tower too, whole on every device, in the budget's weights as the engine's
     vision = 447_358_976 * 2
-    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] + vision
+    assert eng["weights_bytes"] == d["per_device"]["weights_bytes"] and d["weights_by_role"]["vision"] == vision
     assert eng["starts"] is False and "CUDA out of memory while loading the weights" in eng["message"]
     assert "3,072 / 32 padded to 256 a shard" in d["provenance"]["weights"]
     with_ep = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", cmd + " --enable-expert-parallel", "--json")
     e = json.loads(with_ep.stdout)
-    assert e["engine"]["weights_bytes"] == e["per_device"]["weights_bytes"] + vision  # #51131: no padding
+    assert e["engine"]["weights_bytes"] == e["per_device"]["weights_bytes"]  # #51131: no padding
     assert "padded" not in e["provenance"]["weights"]
 
     def experts(out: dict) -> int:
@@ -153,7 +153,8 @@ def test_vllm_without_expert_parallel_on_a_gpu_is_priced_with_its_padding(cli):
 
 def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
     """K3 is image-text-to-text: without --language-model-only vLLM builds the vision tower too (447,358,976 bf16
-    params, k3-facts.md §2), which the text-model budget leaves out; the engine's weights and pool say so."""
+    params, k3-facts.md §2), whole on every device: the budget's weights hold it as the engine's do, and the pool
+    is smaller by it."""
     with_flag = json.loads(cli("fit", "-t", "2x2x4", "--serve", NIGHTLY, "--json").stdout)["engine"]
     without = json.loads(
         cli("fit", "-t", "2x2x4", "--serve", NIGHTLY.replace(" --language-model-only", ""), "--json").stdout
@@ -161,7 +162,7 @@ def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
     eng = without["engine"]
     assert eng["weights_bytes"] - with_flag["weights_bytes"] == 447_358_976 * 2
     assert with_flag["kv_pool_bytes"] - eng["kv_pool_bytes"] == 447_358_976 * 2
-    assert "the vision tower" in eng["sources"]["weights"]
+    assert "the vision tower" in eng["sources"]["weights"] and "the vision tower" in without["provenance"]["weights"]
 
 
 def test_the_readme_s_serve_example_says_what_fit_prints(cli):
@@ -216,7 +217,7 @@ def test_the_readme_s_oom_example_has_one_verdict_the_engine_s(cli):
     )
     # k3plan's own budget, beside, holds the padded shards too: it does not fit either (one weights figure)
     assert at_128k["fits"] is False and at_128k["engine"]["budget"]["fits"] is False
-    assert at_128k["per_device"]["weights_bytes"] + 447_358_976 * 2 == at_128k["engine"]["weights_bytes"]
+    assert at_128k["per_device"]["weights_bytes"] == at_128k["engine"]["weights_bytes"]  # the tower in both
     t = cli("fit", "-H", "nvidia-h100-sxm", "-t", "4x8", "--serve", NO_EP)
     assert t.exit_code == 1
     lines = t.stdout.splitlines()

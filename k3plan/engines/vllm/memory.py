@@ -439,6 +439,7 @@ def engine_sizing(
     visible_source: str,
     weights_bytes: int,
     expert_pad: tuple[int, int, str] | None = None,
+    weights_source: str = WEIGHTS_SOURCE,
     vision_bytes: int = 0,
     temp_bytes: int,
     temp_source: str,
@@ -485,7 +486,8 @@ def engine_sizing(
     (Stack.windowed_in_flight, set from a serve command); None: the newest release's default
     (engines/vllm/releases.py default_in_flight), the value the budget's charge reads too.
     ``expert_pad``: the stack's padding of TP-split expert shards (Stack.expert_pad, engines/vllm/moe_padding.py),
-    already in ``weights_bytes``; a drafter's experts, added here, are padded alike."""
+    already in ``weights_bytes``; a drafter's experts, added here, are padded alike. ``weights_source``: where
+    ``weights_bytes`` comes from (fit passes the budget's own weights line)."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -496,7 +498,7 @@ def engine_sizing(
         paging_source = f"--block-size {block_override} (the command's page; the budget above prices its stack's)"
     page = page_bytes if page_bytes else block_tokens * kv_bytes_per_token_layer
     visible, visible_src = visible_hbm(hardware, visible_bytes, visible_source)
-    weights_src = WEIGHTS_SOURCE
+    weights_src = weights_source
     if vision_bytes:
         weights_bytes += vision_bytes
         weights_src += (
@@ -509,8 +511,6 @@ def engine_sizing(
     if draft is not None and draft.extra_mla_layers:  # the MTP layers' attention caches, in the pool as MLA layers
         n_mla += draft.extra_mla_layers
         paging_source += f"; + {draft.extra_mla_layers} MTP MLA layer(s) in the pool ({draft.source})"
-    if expert_pad is not None:
-        weights_src += f", with {expert_pad[2]}"
     if expert_pad is not None and draft is not None and draft.expert_bytes_per_device:
         # the budget's weights hold the target's padded shards (Stack.expert_pad); the drafter's experts split alike
         extra = -(-draft.expert_bytes_per_device * (expert_pad[0] - expert_pad[1]) // expert_pad[1])
