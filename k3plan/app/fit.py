@@ -541,6 +541,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
     lay, st, hw, spec = result.cache_layout, setup.stack, setup.hardware, setup.model.spec
     if lay is None:
         return None
+    weights_source = f"k3plan's weights a device, {result.provenance.weights}"  # the engine's sizing starts from them
     if served is not None and engine_rules(served.engine).pool_rule == "static":
         from k3plan.engines.sglang.dsv4_pool import (
             DSV4_RUNNING,
@@ -615,6 +616,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             attn_dp=setup.parallel.dp if st.dp_attention else 1,  # ServerArgs divides the slots by attn_dp_size
             draft=sg_draft,
             target_layers=lay.n_mla,
+            weights_source=weights_source,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(
@@ -627,7 +629,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         weights_bytes=result.per_device.weights_bytes,
         # the TP-split expert shards' padding, in the budget's weights above (Stack.expert_pad): a drafter's too
         expert_pad=st.expert_pad,
-        weights_source=f"k3plan's weights a device, {result.provenance.weights}",
+        weights_source=weights_source,
         vision_bytes=_vision_bytes(setup, served),
         temp_bytes=result.per_device.temp_bytes,
         temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",

@@ -41,7 +41,7 @@ def provenance(
         + (f"; {stack.expert_pad[2]}" if stack.expert_pad is not None else "")
         + (
             f"; + the vision tower, {sum(t.nbytes for t in setup.model.inventory.of_kind('vision')):,} B whole on "
-            "every device (the serve command's engine builds it: Engine.loads_vision_tower, vLLM without "
+            "every device (the serve command's engine builds it: Engine.loads_vision_tower; vLLM unless "
             "--language-model-only)"
             if stack.vision_whole
             else ""

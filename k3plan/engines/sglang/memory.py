@@ -104,6 +104,7 @@ def sglang_kv_pool(
     attn_dp: int = 1,
     draft: SglangDraft | None = None,
     target_layers: int = 0,
+    weights_source: str = WEIGHTS_SOURCE,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -117,8 +118,9 @@ def sglang_kv_pool(
     ``mamba_ratio``), not by ``state_pool_bytes``, and the running requests are capped at its slots //
     ``state_slots_ratio``. ``draft``: speculative decoding's draft (engines/sglang/spec.py): its weights resident at
     the profile, and its KV layers budgeted into a token's bytes over ``target_layers`` (the pool's own layers);
-    DeepSeek-V4's ``dsv4`` carries them already (sglang_dsv4_pool's ``speculative``)."""
-    weights_src = WEIGHTS_SOURCE
+    DeepSeek-V4's ``dsv4`` carries them already (sglang_dsv4_pool's ``speculative``). ``weights_source``: where
+    ``weights_bytes`` comes from (fit passes the budget's own weights line)."""
+    weights_src = weights_source
     if draft is not None and draft.bytes_per_device:
         weights_bytes += draft.bytes_per_device
         weights_src += f", + {draft.bytes_per_device:,} B: the speculative draft, {draft.source}"
