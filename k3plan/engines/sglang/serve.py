@@ -127,6 +127,10 @@ def _deepseek_v4(r: Reading) -> bool:
         return False
 
 
+# what argparse matches a prefix against: the release's options and the parser's own --help
+_PREFIXABLE = SERVER_FLAGS | {"--help"}
+
+
 def unabbreviated(token: str) -> str:
     """A flag as SGLang's parser reads it: argparse (allow_abbrev on) takes a prefix of exactly one of its options
     for that option and stops on a prefix of several ('ambiguous option'); an exact option, a value or a prefix of
@@ -136,7 +140,7 @@ def unabbreviated(token: str) -> str:
     name, eq, value = token.partition("=")
     if name in SERVER_FLAGS:
         return token
-    matches = sorted(f for f in SERVER_FLAGS | {"--help"} if f.startswith(name))
+    matches = sorted(f for f in _PREFIXABLE if f.startswith(name))
     if len(matches) > 1:
         raise K3PlanError(
             f"--serve: SGLang refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
