@@ -364,6 +364,11 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
                 "one is priced by the code each rule cites, which may size memory otherwise"
             )
+        if rules.newest_release_read is not None and q.release > rules.newest_release_read:
+            follows += (
+                f"; k3plan read no {q.engine} release after {release_text(rules.newest_release_read)}, so this "
+                f"one is priced as {release_text(rules.newest_release_read)}, whose code may size memory otherwise"
+            )
         said = (
             f"read as {q.engine} {release_text(q.release)}, the newest release k3plan read (fit --engine-version X "
             f"reads the command as release X): {follows}"

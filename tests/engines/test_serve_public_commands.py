@@ -115,6 +115,23 @@ def test_a_release_caveat_names_only_what_concerns_the_model():
     assert "DeepSeek-V4's pool form" in " ".join(v4.caveats) and "read no" not in " ".join(v4.caveats)
 
 
+def test_a_release_after_the_newest_read_says_it_is_priced_as_that_one():
+    """vLLM ships releases after the newest k3plan read: a command naming one is priced by the newest read's rules,
+    and the answer says so, never silently."""
+    from k3plan.app.fit import _from_serve
+    from k3plan.engines.registry import find_engine
+    from k3plan.engines.release import release_text
+
+    newest = find_engine("vllm").newest_release_read
+    assert newest is not None
+    later = f"{newest[0]}.{newest[1] + 1}.0"
+    *_, q = _from_serve(R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=later)
+    text = " ".join(q.caveats)
+    assert f"read no vllm release after {release_text(newest)}, so this one is priced as {release_text(newest)}" in text
+    *_, same = _from_serve(R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=release_text(newest))
+    assert "read no vllm release after" not in " ".join(same.caveats)
+
+
 def test_tpu_inference_s_additional_config_keys_are_read_or_refused_with_what_they_do():
     base = (
         "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 16 "
