@@ -175,7 +175,28 @@ class CompressedTensorsQuant(_Quant):
             self._int4_group()
 
 
-Quantization = Fp8BlockQuant | CompressedTensorsQuant
+class ModelOptQuant(_Quant):
+    """NVIDIA ModelOpt's NVFP4 export (formats.nvfp4): the keys of its hf_quant_config.json ``quantization`` object,
+    as a DeepseekV3ForCausalLM config carries them under ``quantization_config`` with ``quant_method: modelopt``
+    (vLLM's and SGLang's ModelOpt configs read both spellings). ``exclude_modules``: ModelOpt's wildcards (``*``
+    any run of characters, fnmatch's rules) naming the Linears left unquantized (BF16)."""
+
+    METHOD = "modelopt"
+    quant_method: Literal["modelopt"]
+    quant_algo: Literal["NVFP4"]
+    group_size: Literal[16] = 16  # the one NVFP4 block formats.nvfp4 stores
+    kv_cache_quant_algo: Literal["FP8"] | None = None
+    exclude_modules: list[str] = []
+    storage: Literal["nvfp4"] = "nvfp4"
+
+    def excluded(self, module: str) -> bool:
+        """Whether the Linear named ``module`` (``model.layers.3.self_attn.o_proj``, no ``.weight``) is left BF16."""
+        import fnmatch
+
+        return any(fnmatch.fnmatchcase(module, p) for p in self.exclude_modules)
+
+
+Quantization = Fp8BlockQuant | CompressedTensorsQuant | ModelOptQuant
 
 
 Q = TypeVar("Q", bound=_Quant)

@@ -25,6 +25,11 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
 - int4_g32 (compressed-tensors "pack-quantized" W4A16: symmetric int4, ``strategy: group``, ``group_size: 32``;
   Kimi-K2.5/K2.6's routed experts): int32 ``weight_packed`` [out, in/8] (eight 4-bit values a word), bf16
   ``weight_scale`` [out, in/32] and an int32 ``weight_shape`` [2] a matrix: 4.5 bits a parameter + 8 B a matrix.
+- nvfp4 (NVIDIA ModelOpt's NVFP4 export, hf_quant_config ``quant_algo: NVFP4``, ``group_size: 16``; names
+  ``<base>.weight`` + ``<base>.weight_scale`` + ``<base>.weight_scale_2`` + ``<base>.input_scale``): uint8
+  ``weight`` [out, in/2] (two E2M1 values a byte), F8_E4M3 ``weight_scale`` [out, in/16] and two f32 scalars a
+  matrix (the global weight scale and the activations' input scale), as vLLM's ModelOptNvFp4LinearMethod and
+  SGLang's ModelOptFp4LinearMethod / ModelOptNvFp4FusedMoEMethod create them: 4.5 bits a parameter + 8 B a matrix.
 The last two dims of a shape are [out, in]; any leading dims (an expert axis) multiply.
 """
 
@@ -115,6 +120,13 @@ def _int4_group_bytes(group: int) -> Callable[[tuple[int, ...]], int]:
         return _lead(shape) * (out * inp // 2 + 2 * out * (inp // group) + 8)
 
     return nbytes
+
+
+def _nvfp4_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    if inp % 16:
+        raise K3PlanError(f"nvfp4 needs the input dim divisible by 16, got shape {list(shape)}")
+    return _lead(shape) * (out * inp // 2 + out * inp // 16 + 8)
 
 
 def _fp8_block_bytes(shape: tuple[int, ...]) -> int:
@@ -238,6 +250,19 @@ FORMATS: dict[str, Format] = {
         quantized=True,
     ),
     "i64": _plain(8, "I64", "i64"),
+    # NVIDIA ModelOpt NVFP4 (k3plan.models.config.ModelOptQuant): the tensor's name is the checkpoint's base name
+    "nvfp4": Format(
+        name="nvfp4",
+        bits_per_param=4.5,
+        nbytes=_nvfp4_bytes,
+        parts=(
+            (".weight", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            (".weight_scale", "F8_E4M3", lambda s: (*s[:-1], s[-1] // 16)),
+            (".weight_scale_2", "F32", lambda s: ()),
+            (".input_scale", "F32", lambda s: ()),
+        ),
+        quantized=True,
+    ),
     # compressed-tensors W4A16 (k3plan.models.config.CompressedTensorsQuant, format "pack-quantized")
     "int4_g32": Format(
         name="int4_g32",
