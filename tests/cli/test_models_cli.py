@@ -10,6 +10,7 @@ from k3_testing import one_error_line
 from k3plan.models.loader import BUNDLED_DIR
 
 BUNDLED = [
+    "deepseek-r1-0528-fp4-v2",
     "deepseek-v3",
     "deepseek-v4-flash",
     "deepseek-v4-pro",

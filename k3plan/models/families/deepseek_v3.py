@@ -10,6 +10,12 @@ Kimi-K2.5 / K2.6 (``KimiK25ForConditionalGeneration``): the same text model unde
 tensors under ``language_model.``; a compressed-tensors ``quantization_config`` (pack-quantized int4, group
 32) whose ``ignore`` list leaves only the routed experts quantized -- the router, attention, shared experts,
 the dense MLP and lm_head are BF16 -- and a MoonViT vision tower + projector (kind ``vision``, counted apart).
+
+NVIDIA's ModelOpt NVFP4 exports (nvidia/DeepSeek-R1-0528-FP4-v2): ``quantization_config`` with ``quant_method:
+modelopt``, ``quant_algo: NVFP4``; every decoder Linear is NVFP4 (formats.nvfp4, named by its base: ``<base>.weight``
+/ ``.weight_scale`` / ``.weight_scale_2`` / ``.input_scale``) unless ``exclude_modules`` names it, then BF16; the
+router gate, embeddings, norms and lm_head are BF16 as in the fp8 checkpoint. A MoE layer's routed experts are read
+as one: expert 0's names decide for all.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
-from k3plan.models.config import CompressedTensorsQuant, ConfigReader, Fp8BlockQuant, quantization
+from k3plan.models.config import CompressedTensorsQuant, ConfigReader, Fp8BlockQuant, ModelOptQuant, quantization
 from k3plan.models.families.common import mla_dims, mlp_schedule
 from k3plan.models.families.moonvit import add_vision
 from k3plan.models.inventory import TensorInventory
@@ -58,21 +64,48 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     )
 
 
-def _formats(raw: dict, source: str = "config.json") -> tuple[str, str]:
-    """(the decoder Linears' format, the routed experts' format). fp8: every decoder Linear but the router;
-    compressed-tensors (Kimi-K2.5/K2.6): the routed experts only -- its ``ignore`` list names attention, the
-    shared experts, the dense MLP and lm_head, and the checkpoint stores the router BF16 as well."""
-    q = quantization(_text(raw, source), accepted=(Fp8BlockQuant, CompressedTensorsQuant))
+def _formats(raw: dict, source: str = "config.json") -> tuple[str, str, ModelOptQuant | None]:
+    """(the decoder Linears' format, the routed experts' format, a ModelOpt config deciding each Linear by name).
+    fp8: every decoder Linear but the router; compressed-tensors (Kimi-K2.5/K2.6): the routed experts only -- its
+    ``ignore`` list names attention, the shared experts, the dense MLP and lm_head, and the checkpoint stores the
+    router BF16 as well; ModelOpt NVFP4: every decoder Linear its ``exclude_modules`` does not name."""
+    q = quantization(_text(raw, source), accepted=(Fp8BlockQuant, CompressedTensorsQuant, ModelOptQuant))
     if isinstance(q, CompressedTensorsQuant):
-        return "bf16", q.storage
+        return "bf16", q.storage, None
+    if isinstance(q, ModelOptQuant):
+        return q.storage, q.storage, q
     lf = q.storage if isinstance(q, Fp8BlockQuant) else "bf16"
-    return lf, lf
+    return lf, lf, None
+
+
+def _linear(b: InventoryBuilder, q: ModelOptQuant | None, name: str, out, inp, *, fmt: str, **kw: Any) -> None:
+    """One decoder Linear ``<module>.weight`` in ``fmt``; under a ModelOpt config, NVFP4 (named by its module) unless
+    ``exclude_modules`` names the module, then BF16. The routed experts' template is decided by expert 0's name."""
+    if q is not None:
+        module = name.removesuffix(".weight")
+        if q.excluded(module.format(e=0)):
+            fmt = "bf16"
+        else:
+            fmt, name = q.storage, module
+    b.linear(name, out, inp, fmt=fmt, **kw)
 
 
 def _decoder_layer(
-    b: InventoryBuilder, spec: ModelSpec, i: int, lf: str, *, ef: str | None = None, top: str = "", kind_override=None
+    b: InventoryBuilder,
+    spec: ModelSpec,
+    i: int,
+    lf: str,
+    *,
+    ef: str | None = None,
+    top: str = "",
+    kind_override=None,
+    q: ModelOptQuant | None = None,
 ) -> None:
     h, mla, moe = spec.hidden_size, spec.mla, spec.moe
+
+    def lin(name: str, out, inp, **kw: Any) -> None:
+        _linear(b, q, name, out, inp, **kw)
+
     ef = ef or lf
     E = [("embed", h)]
     L = f"{top}model.layers.{i}."
@@ -84,9 +117,9 @@ def _decoder_layer(
     A = f"{L}self_attn."
     qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     if mla.q_lora_rank:
-        b.linear(f"{A}q_a_proj.weight", [("q_lora", mla.q_lora_rank)], E, fmt=lf, role=role("attn"), **kw)
+        lin(f"{A}q_a_proj.weight", [("q_lora", mla.q_lora_rank)], E, fmt=lf, role=role("attn"), **kw)
         b.vector(f"{A}q_a_layernorm.weight", [("q_lora", mla.q_lora_rank)], fmt="bf16", role=role("attn"), **kw)
-        b.linear(
+        lin(
             f"{A}q_b_proj.weight",
             [("heads", mla.heads), ("head_dim", qk)],
             [("q_lora", mla.q_lora_rank)],
@@ -95,12 +128,10 @@ def _decoder_layer(
             **kw,
         )
     else:
-        b.linear(f"{A}q_proj.weight", [("heads", mla.heads), ("head_dim", qk)], E, fmt=lf, role=role("attn"), **kw)
-    b.linear(
-        f"{A}kv_a_proj_with_mqa.weight", [("kv_lora", mla.cache_values_per_token)], E, fmt=lf, role=role("attn"), **kw
-    )
+        lin(f"{A}q_proj.weight", [("heads", mla.heads), ("head_dim", qk)], E, fmt=lf, role=role("attn"), **kw)
+    lin(f"{A}kv_a_proj_with_mqa.weight", [("kv_lora", mla.cache_values_per_token)], E, fmt=lf, role=role("attn"), **kw)
     b.vector(f"{A}kv_a_layernorm.weight", [("kv_lora", mla.kv_lora_rank)], fmt="bf16", role=role("attn"), **kw)
-    b.linear(
+    lin(
         f"{A}kv_b_proj.weight",
         [("heads", mla.heads), ("head_dim", mla.qk_nope_head_dim + mla.v_head_dim)],
         [("kv_lora", mla.kv_lora_rank)],
@@ -108,16 +139,14 @@ def _decoder_layer(
         role=role("attn"),
         **kw,
     )
-    b.linear(
-        f"{A}o_proj.weight", E, [("heads", mla.heads), ("head_dim", mla.v_head_dim)], fmt=lf, role=role("attn"), **kw
-    )
+    lin(f"{A}o_proj.weight", E, [("heads", mla.heads), ("head_dim", mla.v_head_dim)], fmt=lf, role=role("attn"), **kw)
     kw = dict(layer=i, kind=mlp_kind)
     b.vector(f"{L}post_attention_layernorm.weight", E, fmt="bf16", role=role("norm"), **kw)
     M = f"{L}mlp."
     if mlp_kind == "dense":
         F = [("mlp", spec.dense_intermediate)]
         for p, dims in (("gate", (F, E)), ("up", (F, E)), ("down", (E, F))):
-            b.linear(f"{M}{p}_proj.weight", *dims, fmt=lf, role="dense_mlp", **kw)
+            lin(f"{M}{p}_proj.weight", *dims, fmt=lf, role="dense_mlp", **kw)
         return
     X = [("expert", moe.num_experts)]
     b.linear(f"{M}gate.weight", X, E, fmt="bf16", role=role("router"), **kw)
@@ -125,10 +154,10 @@ def _decoder_layer(
     if moe.num_shared:
         S = [("mlp", moe.shared_intermediate)]
         for p, dims in (("gate", (S, E)), ("up", (S, E)), ("down", (E, S))):
-            b.linear(f"{M}shared_experts.{p}_proj.weight", *dims, fmt=lf, role=role("shared_expert"), **kw)
+            lin(f"{M}shared_experts.{p}_proj.weight", *dims, fmt=lf, role=role("shared_expert"), **kw)
     F = [("mlp", moe.expert_intermediate)]
     for p, dims in (("gate", (F, E)), ("up", (F, E)), ("down", (E, F))):
-        b.linear(
+        lin(
             M + "experts.{e}." + f"{p}_proj.weight",
             *dims,
             fmt=ef,
@@ -140,7 +169,7 @@ def _decoder_layer(
 
 
 def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:
-    lf, ef = _formats(raw, spec.source)
+    lf, ef, q = _formats(raw, spec.source)
     top = "language_model." if ConfigReader(raw, source=spec.source).has("text_config") else ""
     h = spec.hidden_size
     E = [("embed", h)]
@@ -157,18 +186,18 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     b.vector(f"{top}model.norm.weight", E, fmt="bf16", kind="global", role="norm")
     b.linear(f"{top}lm_head.weight", [("vocab", spec.vocab_size)], E, fmt="bf16", kind="global", role="lm_head")
     for i in range(spec.num_layers):
-        _decoder_layer(b, spec, i, lf, ef=ef, top=top)
+        _decoder_layer(b, spec, i, lf, ef=ef, top=top, q=q)
     # MTP: embedding + projection of [h; embed] + a full MoE decoder layer + shared head.
     for i in range(spec.num_layers, spec.num_layers + spec.mtp_layers):
         L = f"{top}model.layers.{i}."
-        M = dict(layer=i, kind="mtp", role="mtp", fmt="bf16")
+        M: dict[str, Any] = dict(layer=i, kind="mtp", role="mtp", fmt="bf16")
         b.linear(f"{L}embed_tokens.weight", [("vocab", spec.vocab_size)], E, **M)
         b.vector(f"{L}enorm.weight", E, **M)
         b.vector(f"{L}hnorm.weight", E, **M)
-        b.linear(f"{L}eh_proj.weight", E, [("embed2", 2 * h)], **M)
+        _linear(b, q, f"{L}eh_proj.weight", E, [("embed2", 2 * h)], **M)
         b.vector(f"{L}shared_head.norm.weight", E, **M)
         b.linear(f"{L}shared_head.head.weight", [("vocab", spec.vocab_size)], E, **M)
-        _decoder_layer(b, spec, i, lf, ef=ef, top=top, kind_override="mtp")
+        _decoder_layer(b, spec, i, lf, ef=ef, top=top, kind_override="mtp", q=q)
     notes = list(add_vision(b, raw, spec))
     if spec.mtp_layers:
         notes.append(f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals")
