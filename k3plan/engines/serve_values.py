@@ -29,6 +29,11 @@ KV = {
 # checkpoint formats an engine's --quantization may name for a checkpoint k3plan prices as stored; torchtpu-vllm's
 # deepseek_v4_fp8 (tpu_platform.py TpuPlatform.supported_quantization @0095cdcb) reads the same fp8 bytes
 QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
+# --quantization values that load a ModelOpt NVFP4 checkpoint as its own format: SGLang 0.5.15 takes modelopt_fp4 and
+# modelopt (model_config.py: compatible with the checkpoint's "modelopt"; _get_modelopt_quant_type detects fp4), vLLM
+# 0.31.0 both (config/model.py: ModelOptNvFp4Config.override_quantization_method turns either into modelopt_fp4 for a
+# checkpoint whose quant_algo is NVFP4); read only for a checkpoint that is ModelOpt NVFP4
+QUANT_MODELOPT_FP4 = ("modelopt", "modelopt_fp4")
 # the most sequences or tokens a flag may ask for: an int the engines' C++ / int32 tensors hold
 MAX_FLAG_INT = 2**31 - 1
 
@@ -173,8 +178,50 @@ class Reading:
 
     def quantization(self) -> None:
         quant = self.get("--quantization", self.get("-q", ""))
+        nvfp4 = bool(self.model) and self.resolve is not None and modelopt_nvfp4(self.resolve(self.model or ""))
+        if nvfp4:
+            self.nvfp4_gpu()
+        if quant in QUANT_MODELOPT_FP4 and self.model and self.resolve is not None:
+            if nvfp4:
+                return
+            raise K3PlanError(
+                f"--serve: --quantization {quant!r}: {self.resolve(self.model)} is not a ModelOpt NVFP4 checkpoint; "
+                "k3plan prices the checkpoint's own format only"
+            )
         if quant not in QUANT_OK:
             raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
+
+    def nvfp4_gpu(self) -> None:
+        """A ModelOpt NVFP4 checkpoint is priced as its own bytes on an NVIDIA GPU with FP4 tensor cores only: there
+        vLLM 0.31.0 (ModelOptNvFp4FusedMoE.process_weights_after_loading: replace_parameter swaps each loaded expert
+        tensor for its kernel-format one, w13's two global scales kept as one) and SGLang 0.5.15
+        (ModelOptNvFp4FusedMoEMethod under flashinfer_trtllm: the swizzled block scales alias the loaded ones;
+        ModelOptFp4LinearMethod pads N to 128 and K / 16 to 4, which this checkpoint's Linears are at TP 1-8) hold
+        the checkpoint's bytes. Elsewhere they run Marlin W4A16 paths (SGLang's overrides pick marlin on SM80-SM90)
+        whose holding k3plan has not read: refused, not priced as the checkpoint's bytes."""
+        from k3plan.hardware.loader import load_hardware
+
+        if self.platform != "gpu" or not self.device_name:
+            return
+        hw = load_hardware(self.device_name)
+        if hw.vendor.lower() != "nvidia" or hw.flops_table().get("fp4") is None:
+            raise K3PlanError(
+                f"--serve: {self.model}: a ModelOpt NVFP4 checkpoint on {self.device_name} (no NVIDIA FP4 tensor cores) "
+                "runs another path of the engine's (Marlin W4A16 on NVIDIA), whose held bytes k3plan has not read; "
+                "price it on an NVIDIA GPU with FP4 (nvidia-b200, nvidia-b300, nvidia-gb200-nvl72, nvidia-gb300-nvl72)"
+            )
+
+
+def modelopt_nvfp4(model: str) -> bool:
+    """Whether bundled model ``model``'s config.json declares ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4:
+    models.config.ModelOptQuant), the checkpoint --quantization modelopt / modelopt_fp4 loads as its own format."""
+    import json
+
+    from k3plan.models.loader import BUNDLED_DIR
+
+    path = BUNDLED_DIR / model / "config.json"
+    q = json.loads(path.read_text()).get("quantization_config") if path.is_file() else None
+    return isinstance(q, dict) and q.get("quant_method") == "modelopt" and q.get("quant_algo") == "NVFP4"
 
 
 def fraction(flag: str, value: str) -> str:

@@ -11,6 +11,7 @@ from k3plan.engines.serve_values import (
     flag_int,
     fraction,
     json_object,
+    modelopt_nvfp4,
     positive_float,
     read_dcp,
     refuse_unpriced,
@@ -150,6 +151,21 @@ def unabbreviated(token: str) -> str:
     return matches[0] + eq + value if matches else token
 
 
+def nvfp4_runner_caveat(r: Reading, runner: str | None) -> None:
+    """SGLang 0.5.15 holds a ModelOpt NVFP4 checkpoint's routed experts as its bytes under flashinfer_trtllm only
+    (sglang/srt/layers/quantization/modelopt_quant.py ModelOptNvFp4FusedMoEMethod: create_weights leaves
+    w13 / w2_blockscale_swizzled None and process_weights_after_loading aliases them to the loaded scales); the other
+    runners allocate a swizzled copy of every expert's block scales beside them (1 B a 16 weights, unpriced). On
+    SM100 auto resolves to flashinfer_trtllm for DeepseekV3ForCausalLM + modelopt_fp4 when --moe-a2a-backend is none
+    (arg_groups/overrides.py _deepseek_moe_quant_resolution)."""
+    trtllm = runner == "flashinfer_trtllm" or (runner in (None, "auto") and r.options.get("moe_a2a_backend") == "none")
+    if not trtllm:
+        r.caveats.append(
+            f"--moe-runner-backend {runner or 'auto'} with --moe-a2a-backend {r.options.get('moe_a2a_backend')}: "
+            "SGLang keeps a swizzled copy of the NVFP4 experts' block scales beside them (1 B a 16 weights), not priced"
+        )
+
+
 def read(r: Reading) -> None:
     """An SGLang command's flags, in the order the refusals come: the model, the split, the context, the chunk, the
     batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
@@ -235,6 +251,8 @@ def read(r: Reading) -> None:
             "as SGLang's auto runner holds them (a runner that converts the experts at load is not priced; one that "
             "keeps Fp8MoEMethod holds DeepSeek-V4's FP4 expert scales in fp32, not priced under --moe-a2a-backend none)"
         )
+    if r.model and r.resolve is not None and modelopt_nvfp4(r.resolve(r.model)):
+        nvfp4_runner_caveat(r, runner)
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
     page = get("--page-size", None)  # the pool's page (engines/sglang/memory.py sglang_kv_pool)
