@@ -9,7 +9,16 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from k3plan.engines.serve_values import KV, MAX_FLAG_INT, QUANT_OK, Reading, env_on, flag_int  # noqa: F401  # read through here too
+from k3plan.engines.serve_values import (  # noqa: F401  # read through here too
+    CHECKPOINT_KV_SOURCE,
+    KV,
+    MAX_FLAG_INT,
+    QUANT_OK,
+    Reading,
+    checkpoint_kv_dtype,
+    env_on,
+    flag_int,
+)
 from k3plan.engines.sglang import serve as sglang_serve
 from k3plan.engines.vllm import serve as vllm_serve
 from k3plan.engines.vllm.serve import human_readable_int  # noqa: F401  # read through here too
@@ -920,6 +929,10 @@ def parse_serve(
     r.caveats += [f"{k}={v}: {CAVEAT_ENV[k]}" for k, v in env.items() if k in on]
     r.ignored += [f"{k}={v}" for k, v in env.items() if k in CAVEAT_ENV and k not in on]
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
+    kv_dtype = KV[r.kv_raw]
+    if kv_dtype is None and platform == "gpu" and (ckpt_kv := checkpoint_kv_dtype(resolved)) is not None:
+        kv_dtype = ckpt_kv
+        r.caveats.append(f"--kv-cache-dtype {r.kv_raw}: an {ckpt_kv} KV cache, {CHECKPOINT_KV_SOURCE}")
     return ServeQuestion(
         engine=family.ENGINE,
         model=resolved,
@@ -932,7 +945,7 @@ def parse_serve(
         chunk=r.chunk,
         batch=r.batch,
         stack_options=r.options,
-        kv_dtype=KV[r.kv_raw],
+        kv_dtype=kv_dtype,
         kv_raw=r.kv_raw,
         ignored=tuple(r.ignored),
         caveats=tuple(r.caveats),

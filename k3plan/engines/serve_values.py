@@ -212,16 +212,43 @@ class Reading:
             )
 
 
-def modelopt_nvfp4(model: str) -> bool:
-    """Whether bundled model ``model``'s config.json declares ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4:
-    models.config.ModelOptQuant), the checkpoint --quantization modelopt / modelopt_fp4 loads as its own format."""
-    import json
-
+def modelopt_config(model: str) -> dict[str, Any] | None:
+    """Bundled model ``model``'s ModelOpt quantization_config (quant_method modelopt: models.config.ModelOptQuant), or
+    None for any other checkpoint."""
     from k3plan.models.loader import BUNDLED_DIR
 
     path = BUNDLED_DIR / model / "config.json"
     q = json.loads(path.read_text()).get("quantization_config") if path.is_file() else None
-    return isinstance(q, dict) and q.get("quant_method") == "modelopt" and q.get("quant_algo") == "NVFP4"
+    return q if isinstance(q, dict) and q.get("quant_method") == "modelopt" else None
+
+
+def modelopt_nvfp4(model: str) -> bool:
+    """Whether bundled model ``model``'s config.json declares ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4:
+    models.config.ModelOptQuant), the checkpoint --quantization modelopt / modelopt_fp4 loads as its own format."""
+    q = modelopt_config(model)
+    return q is not None and q.get("quant_algo") == "NVFP4"
+
+
+# --kv-cache-dtype auto (both engines' default) on a ModelOpt checkpoint whose kv_cache_quant_algo is FP8 is an fp8 KV
+# cache, the scales it ships calibrated for it: vLLM resolves it before the cache is configured
+# (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string via get_kv_cache_quant_algo_string, called from
+# vllm/engine/arg_utils.py EngineArgs.create_engine_config; read in the 0.26.0, 0.27.0 and 0.31.0 wheels (PyPI),
+# vllm-project/vllm#29980), SGLang when the model loads (sglang 0.5.15 wheel (PyPI),
+# sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype: "auto" and the quant config's
+# kv_cache_quant_algo "FP8" -> float8_e4m3fn)
+CHECKPOINT_KV_SOURCE = (
+    "the checkpoint's kv_cache_quant_algo FP8 (vllm 0.31.0 wheel, vllm/utils/torch_utils.py "
+    "resolve_kv_cache_dtype_string from EngineArgs.create_engine_config; sglang 0.5.15 wheel, "
+    "sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype)"
+)
+
+
+def checkpoint_kv_dtype(model: str) -> str | None:
+    """The KV dtype --kv-cache-dtype auto resolves to for bundled model ``model`` on a GPU engine (``CHECKPOINT_KV_SOURCE``):
+    "fp8" where its ModelOpt config says kv_cache_quant_algo FP8, else None (the model's own dtype)."""
+    q = modelopt_config(model)
+    algo = q.get("kv_cache_quant_algo") if q is not None else None
+    return "fp8" if isinstance(algo, str) and algo.upper() == "FP8" else None
 
 
 def fraction(flag: str, value: str) -> str:

@@ -186,3 +186,23 @@ def test_sglang_says_when_its_runner_keeps_a_second_copy_of_the_scales(extra, ca
         device_name="nvidia-b200",
     )
     assert any("swizzled copy" in c for c in q.caveats) is caveat
+
+
+@pytest.mark.parametrize("launch", ["vllm serve nvidia/DeepSeek-R1-0528-FP4-V2 -tp 8", SGLANG_TP4])
+@pytest.mark.parametrize(
+    ("kv", "got"), [("", "fp8"), (" --kv-cache-dtype auto", "fp8"), (" --kv-cache-dtype bf16", "bf16")]
+)
+def test_kv_auto_is_the_checkpoint_s_fp8(launch, kv, got):
+    """Both engines turn --kv-cache-dtype auto into fp8 for a ModelOpt checkpoint whose kv_cache_quant_algo is FP8
+    (vLLM's resolve_kv_cache_dtype_string, SGLang's ModelRunner.configure_kv_cache_dtype); a dtype written wins."""
+    q = parse_serve(launch + kv, platform="gpu", device_gib=179.0, device_name="nvidia-b200")
+    assert q.kv_dtype == got
+    assert any("kv_cache_quant_algo FP8" in c for c in q.caveats) is (got == "fp8")
+    other = parse_serve(
+        launch.split(" --quantization")[0].replace("nvidia/DeepSeek-R1-0528-FP4-V2", "deepseek-ai/DeepSeek-R1-0528")
+        + kv,
+        platform="gpu",
+        device_gib=179.0,
+        device_name="nvidia-b200",
+    )
+    assert other.kv_dtype == (None if got == "fp8" else got)  # the fp8 checkpoint ships no KV scheme: its own bf16
