@@ -196,7 +196,74 @@ class ModelOptQuant(_Quant):
         return any(fnmatch.fnmatchcase(module, p) for p in self.exclude_modules)
 
 
-Quantization = Fp8BlockQuant | CompressedTensorsQuant | ModelOptQuant
+class _QuarkTensorSpec(_Quant):
+    """One tensor's scheme in a Quark config (``weight``, ``input_tensors``): the keys that decide the bytes."""
+
+    METHOD = ""
+    dtype: str
+    qscheme: str | None = None
+    group_size: int | None = None
+    scale_format: str | None = None
+    is_dynamic: bool | None = None
+
+
+class _QuarkLayerSpec(_Quant):
+    METHOD = ""
+    weight: _QuarkTensorSpec | None = None
+    input_tensors: _QuarkTensorSpec | None = None
+    output_tensors: dict[str, Any] | None = None
+    bias: dict[str, Any] | None = None
+
+
+class QuarkQuant(_Quant):
+    """AMD Quark's export (``quant_method: quark``) of OCP MXFP4 weights and activations (formats.quark_mxfp4): the
+    one ``global_quant_config`` every Linear not in ``exclude`` takes. Only the W4A4 scheme both SGLang's
+    QuarkConfig._is_mx_fp4 and vLLM's Quark OCP MX scheme load as stored is modelled -- fp4 weights and activations,
+    ``per_group`` 32 with ``e8m0`` scales, static weights, dynamic activations; per-layer or per-type configs (Quark's
+    ``layer_quant_config`` / ``layer_type_quant_config``, a second scheme) are refused. ``exclude``: wildcards
+    (``*`` any run of characters, fnmatch's rules) naming the Linears left unquantized (BF16)."""
+
+    METHOD = "quark"
+    quant_method: Literal["quark"]
+    global_quant_config: _QuarkLayerSpec
+    exclude: list[str] = []
+    layer_quant_config: dict[str, Any] = {}
+    layer_type_quant_config: dict[str, Any] = {}
+    storage: Literal["quark_mxfp4"] = "quark_mxfp4"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        g = self.global_quant_config
+        for key, spec, dynamic in (("weight", g.weight, False), ("input_tensors", g.input_tensors, True)):
+            mx = (
+                spec is not None
+                and spec.dtype == "fp4"
+                and spec.qscheme == "per_group"
+                and spec.group_size == 32
+                and spec.scale_format == "e8m0"
+                and bool(spec.is_dynamic) is dynamic
+            )
+            if not mx:
+                raise ValueError(
+                    f"global_quant_config.{key}: only OCP MXFP4 (dtype fp4, qscheme per_group, group_size 32, "
+                    f"scale_format e8m0, is_dynamic {str(dynamic).lower()}) is modelled"
+                )
+        if g.output_tensors or g.bias:
+            raise ValueError("global_quant_config: quantized output_tensors or bias are not modelled")
+        if self.layer_quant_config or self.layer_type_quant_config:
+            raise ValueError(
+                "layer_quant_config / layer_type_quant_config: a second Quark scheme is not modelled; only the "
+                "global one with its exclude list"
+            )
+
+    def excluded(self, module: str) -> bool:
+        """Whether the Linear named ``module`` (``model.layers.3.self_attn.o_proj``, no ``.weight``) is left BF16."""
+        import fnmatch
+
+        return any(fnmatch.fnmatchcase(module, p) for p in self.exclude)
+
+
+Quantization = Fp8BlockQuant | CompressedTensorsQuant | ModelOptQuant | QuarkQuant
 
 
 Q = TypeVar("Q", bound=_Quant)

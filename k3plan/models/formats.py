@@ -30,6 +30,10 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   ``weight`` [out, in/2] (two E2M1 values a byte), F8_E4M3 ``weight_scale`` [out, in/16] and two f32 scalars a
   matrix (the global weight scale and the activations' input scale), as vLLM's ModelOptNvFp4LinearMethod and
   SGLang's ModelOptFp4LinearMethod / ModelOptNvFp4FusedMoEMethod create them: 4.5 bits a parameter + 8 B a matrix.
+- quark_mxfp4 (AMD Quark's OCP MXFP4 export, ``quant_method: quark`` with fp4 ``per_group`` 32 ``e8m0`` weights; names
+  ``<base>.weight`` + ``<base>.weight_scale``): the bytes of mxfp4 -- uint8 ``weight`` [out, in/2] (two E2M1 values a
+  byte) and a uint8 E8M0 ``weight_scale`` [out, in/32] -- under Quark's names, as SGLang's QuarkW4A4MXFP4 /
+  QuarkW4A4MXFp4MoE create them: 4.25 bits a parameter.
 The last two dims of a shape are [out, in]; any leading dims (an expert axis) multiply.
 """
 
@@ -260,6 +264,17 @@ FORMATS: dict[str, Format] = {
             (".weight_scale", "F8_E4M3", lambda s: (*s[:-1], s[-1] // 16)),
             (".weight_scale_2", "F32", lambda s: ()),
             (".input_scale", "F32", lambda s: ()),
+        ),
+        quantized=True,
+    ),
+    # AMD Quark OCP MXFP4 (k3plan.models.config.QuarkQuant): the tensor's name is the checkpoint's base name
+    "quark_mxfp4": Format(
+        name="quark_mxfp4",
+        bits_per_param=4.25,
+        nbytes=_mxfp4_bytes,
+        parts=(
+            (".weight", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            (".weight_scale", "U8", lambda s: (*s[:-1], s[-1] // 32)),
         ),
         quantized=True,
     ),
