@@ -54,6 +54,11 @@ HF_MODELS = {
     # 64 shards of 595,148,192,736 B: models/bundled/kimi-k2.6/provenance.json); moonshotai/Kimi-K2.6 itself
     # resolves through that provenance.json (models.hub.bundled_of)
     "moonshotai/kimi-k2.5": "kimi-k2.6",
+    # AMD's Quark MXFP4 R1 (InferenceX's MI355X MTP arm): layers 0-60 quantized as the bundled Preview's by both model
+    # cards, its MTP layer's format not settled -- priced without the draft, which is refused
+    # (models/bundled/deepseek-r1-0528-mxfp4/provenance.json); amd/DeepSeek-R1-0528-MXFP4-Preview itself resolves
+    # through that provenance.json (models.hub.bundled_of)
+    "amd/deepseek-r1-0528-mxfp4": "deepseek-r1-0528-mxfp4",
     "moonshotai/kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b",
     "moonshotai/kimi-linear-48b-a3b-base": "kimi-linear-48b-a3b",
 }

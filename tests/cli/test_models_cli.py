@@ -11,6 +11,7 @@ from k3plan.models.loader import BUNDLED_DIR
 
 BUNDLED = [
     "deepseek-r1-0528-fp4-v2",
+    "deepseek-r1-0528-mxfp4",
     "deepseek-v3",
     "deepseek-v4-flash",
     "deepseek-v4-pro",

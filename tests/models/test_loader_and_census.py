@@ -16,6 +16,7 @@ from k3plan.structs import dump
 def test_bundled_models():
     assert bundled_models() == [
         "deepseek-r1-0528-fp4-v2",
+        "deepseek-r1-0528-mxfp4",
         "deepseek-v3",
         "deepseek-v4-flash",
         "deepseek-v4-pro",

@@ -16,6 +16,10 @@ modelopt``, ``quant_algo: NVFP4``; every decoder Linear is NVFP4 (formats.nvfp4,
 / ``.weight_scale`` / ``.weight_scale_2`` / ``.input_scale``) unless ``exclude_modules`` names it, then BF16; the
 router gate, embeddings, norms and lm_head are BF16 as in the fp8 checkpoint. A MoE layer's routed experts are read
 as one: expert 0's names decide for all.
+
+AMD Quark's OCP MXFP4 exports (amd/DeepSeek-R1-0528-MXFP4-Preview): ``quantization_config`` with ``quant_method:
+quark``; every decoder Linear is MXFP4 under Quark's names (formats.quark_mxfp4: ``<base>.weight`` /
+``.weight_scale``) unless ``exclude`` names it, then BF16 -- the same name-by-name rule as ModelOpt's.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from typing import Any
 
 from k3plan.errors import K3PlanError
 from k3plan.models.builder import InventoryBuilder
-from k3plan.models.config import CompressedTensorsQuant, ConfigReader, Fp8BlockQuant, ModelOptQuant, quantization
+from k3plan.models.config import (
+    CompressedTensorsQuant,
+    ConfigReader,
+    Fp8BlockQuant,
+    ModelOptQuant,
+    QuarkQuant,
+    quantization,
+)
 from k3plan.models.families.common import mla_dims, mlp_schedule
 from k3plan.models.families.moonvit import add_vision
 from k3plan.models.inventory import TensorInventory
@@ -64,23 +75,28 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     )
 
 
-def _formats(raw: dict, source: str = "config.json") -> tuple[str, str, ModelOptQuant | None]:
+# a quantization_config that decides each decoder Linear by its name (``excluded``) and stores the rest as ``storage``
+NamedQuant = ModelOptQuant | QuarkQuant
+
+
+def _formats(raw: dict, source: str = "config.json") -> tuple[str, str, NamedQuant | None]:
     """(the decoder Linears' format, the routed experts' format, a ModelOpt config deciding each Linear by name).
     fp8: every decoder Linear but the router; compressed-tensors (Kimi-K2.5/K2.6): the routed experts only -- its
     ``ignore`` list names attention, the shared experts, the dense MLP and lm_head, and the checkpoint stores the
-    router BF16 as well; ModelOpt NVFP4: every decoder Linear its ``exclude_modules`` does not name."""
-    q = quantization(_text(raw, source), accepted=(Fp8BlockQuant, CompressedTensorsQuant, ModelOptQuant))
+    router BF16 as well; ModelOpt NVFP4 / Quark MXFP4: every decoder Linear its exclude list does not name."""
+    q = quantization(_text(raw, source), accepted=(Fp8BlockQuant, CompressedTensorsQuant, ModelOptQuant, QuarkQuant))
     if isinstance(q, CompressedTensorsQuant):
         return "bf16", q.storage, None
-    if isinstance(q, ModelOptQuant):
+    if isinstance(q, (ModelOptQuant, QuarkQuant)):
         return q.storage, q.storage, q
     lf = q.storage if isinstance(q, Fp8BlockQuant) else "bf16"
     return lf, lf, None
 
 
-def _linear(b: InventoryBuilder, q: ModelOptQuant | None, name: str, out, inp, *, fmt: str, **kw: Any) -> None:
-    """One decoder Linear ``<module>.weight`` in ``fmt``; under a ModelOpt config, NVFP4 (named by its module) unless
-    ``exclude_modules`` names the module, then BF16. The routed experts' template is decided by expert 0's name."""
+def _linear(b: InventoryBuilder, q: NamedQuant | None, name: str, out, inp, *, fmt: str, **kw: Any) -> None:
+    """One decoder Linear ``<module>.weight`` in ``fmt``; under a ModelOpt / Quark config, its format (named by its
+    module) unless the exclude list names the module, then BF16. The routed experts' template is decided by expert 0's
+    name."""
     if q is not None:
         module = name.removesuffix(".weight")
         if q.excluded(module.format(e=0)):
@@ -99,7 +115,7 @@ def _decoder_layer(
     ef: str | None = None,
     top: str = "",
     kind_override=None,
-    q: ModelOptQuant | None = None,
+    q: NamedQuant | None = None,
 ) -> None:
     h, mla, moe = spec.hidden_size, spec.mla, spec.moe
 
