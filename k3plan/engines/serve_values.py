@@ -34,6 +34,11 @@ QUANT_OK = ("", "compressed-tensors", "fp8", "mxfp4", "deepseek_v4_fp8")
 # 0.31.0 both (config/model.py: ModelOptNvFp4Config.override_quantization_method turns either into modelopt_fp4 for a
 # checkpoint whose quant_algo is NVFP4); read only for a checkpoint that is ModelOpt NVFP4
 QUANT_MODELOPT_FP4 = ("modelopt", "modelopt_fp4")
+# --quantization values that load an AMD Quark checkpoint (quant_method quark): SGLang 0.5.12 / 0.5.15 take quark
+# (configs/model_config.py _verify_quantization raises for any method other than the checkpoint's own, no
+# compatibility entry naming quark), vLLM 0.31.0 likewise (config/model.py: the checkpoint's quant_method must match);
+# read only for a checkpoint that is Quark
+QUANT_QUARK = ("quark",)
 # the most sequences or tokens a flag may ask for: an int the engines' C++ / int32 tensors hold
 MAX_FLAG_INT = 2**31 - 1
 
@@ -178,6 +183,20 @@ class Reading:
 
     def quantization(self) -> None:
         quant = self.get("--quantization", self.get("-q", ""))
+        resolved = self.resolve(self.model) if self.model and self.resolve is not None else None
+        if resolved is not None and quark_config(resolved) is not None:
+            self.quark_gpu()
+            if quant not in ("", *QUANT_QUARK):
+                raise K3PlanError(
+                    f"--serve: --quantization {quant!r}: {resolved} is a Quark checkpoint, which the engines load as "
+                    "quark only (another method does not match the checkpoint's quant_method)"
+                )
+            return
+        if quant in QUANT_QUARK and resolved is not None:
+            raise K3PlanError(
+                f"--serve: --quantization {quant!r}: {resolved} is not a Quark checkpoint; k3plan prices the "
+                "checkpoint's own format only"
+            )
         nvfp4 = bool(self.model) and self.resolve is not None and modelopt_nvfp4(self.resolve(self.model or ""))
         if nvfp4:
             self.nvfp4_gpu()
@@ -210,6 +229,36 @@ class Reading:
                 "runs another path of the engine's (Marlin W4A16 on NVIDIA), whose held bytes k3plan has not read; "
                 "price it on an NVIDIA GPU with FP4 (nvidia-b200, nvidia-b300, nvidia-gb200-nvl72, nvidia-gb300-nvl72)"
             )
+
+    def quark_gpu(self) -> None:
+        """A Quark OCP MXFP4 checkpoint is priced as its own bytes on an AMD GPU with FP4 matrix cores (gfx950: MI350X /
+        MI355X, the cards' 'Supported Hardware Microarchitecture: AMD MI350/MI355') only: there SGLang 0.5.12 / 0.5.15
+        keep the loaded bytes (QuarkW4A4MXFP4: uint8 weight and E8M0 scale as loaded, aiter's gemm_afp4wfp4 on
+        activations quantized to MXFP4 a call; QuarkW4A4MXFp4MoE.process_weights_after_loading: e8m0_shuffle and, on
+        gfx95, shuffle_weight, each the same shape). On gfx942 (MI300X / MI325X, no FP4 units) the weight shuffle is
+        skipped and the kernels' path there was not read; on NVIDIA the scheme's aiter kernels are not imported:
+        refused, not priced."""
+        from k3plan.hardware.loader import load_hardware
+
+        if self.platform != "gpu" or not self.device_name:
+            return
+        hw = load_hardware(self.device_name)
+        if hw.vendor.lower() != "amd" or hw.flops_table().get("fp4") is None:
+            raise K3PlanError(
+                f"--serve: {self.model}: a Quark OCP MXFP4 checkpoint on {self.device_name} (not an AMD GPU with FP4 "
+                "matrix cores) runs a path of the engine's whose held bytes k3plan has not read (the checkpoint's card "
+                "supports AMD MI350 / MI355 only); price it on amd-mi355x"
+            )
+
+
+def quark_config(model: str) -> dict[str, Any] | None:
+    """Bundled model ``model``'s Quark quantization_config (quant_method quark: models.config.QuarkQuant), or None for
+    any other checkpoint."""
+    from k3plan.models.loader import BUNDLED_DIR
+
+    path = BUNDLED_DIR / model / "config.json"
+    q = json.loads(path.read_text()).get("quantization_config") if path.is_file() else None
+    return q if isinstance(q, dict) and q.get("quant_method") == "quark" else None
 
 
 def modelopt_config(model: str) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from k3plan.engines.serve_values import (
     json_object,
     modelopt_nvfp4,
     positive_float,
+    quark_config,
     read_dcp,
     refuse_unpriced,
 )
@@ -166,6 +167,26 @@ def nvfp4_runner_caveat(r: Reading, runner: str | None) -> None:
         )
 
 
+def quark_reading(r: Reading) -> None:
+    """A Quark OCP MXFP4 DeepSeek-R1 (models/bundled/deepseek-r1-0528-mxfp4): the MTP draft is refused -- its layer's
+    stored format is not settled (the bundle's provenance.json: one card version quantizes it, the other leaves it
+    BF16), and SGLang builds it by the checkpoint's exclude list (sglang 0.5.15 wheel models/deepseek_nextn.py
+    DeepseekV3ForCausalLMNextN: quant_config None when the list names model.layers.61, an MXFP4 eh_proj otherwise).
+    And the absorbed MLA's copies: with aiter on gfx950 SGLang requantizes w_kc / w_vc to MXFP4 (sglang 0.5.12 / 0.5.15
+    wheels deepseek_common/deepseek_weight_loader.py post_load_weights: _use_aiter_gfx95 and quant 'quark' call
+    quark/utils.py quark_post_load_weights), which the stack prices as its bf16 copies."""
+    if r.speculative is not None:
+        raise K3PlanError(
+            f"--serve: {r.model} with --speculative-algorithm: the checkpoint's MTP layer (the draft SGLang loads) has "
+            "no settled stored format in the public sources (models/bundled/deepseek-r1-0528-mxfp4/provenance.json "
+            "mtp_layer); k3plan prices this checkpoint without speculative decoding only"
+        )
+    r.caveats.append(
+        "the absorbed MLA's w_kc / w_vc: with SGLANG_USE_AITER on gfx950 SGLang requantizes them to MXFP4 "
+        "(quark_post_load_weights); priced as the stack's bf16 copies, more than the engine holds there"
+    )
+
+
 def read(r: Reading) -> None:
     """An SGLang command's flags, in the order the refusals come: the model, the split, the context, the chunk, the
     batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
@@ -282,6 +303,8 @@ def read(r: Reading) -> None:
     # speculative decoding (engines/sglang/spec.py): the algorithm and its steps, top-k and draft tokens as SGLang
     # resolves them; the draft is priced by fit once the checkpoint is loaded
     r.speculative = read_speculative(get, r.ignored, r.model)
+    if r.model and r.resolve is not None and quark_config(r.resolve(r.model)) is not None:
+        quark_reading(r)
     # DeepSeek-V4's shared expert is fused into the routed MoE only under --enforce-shared-experts-fusion (sglang 0.5.15
     # wheel models/deepseek_v4.py DeepseekV4ForCausalLM.determine_num_fused_shared_experts: 'Config does not support
     # fused shared expert(s)' otherwise), so --disable-shared-experts-fusion there is the default: no memory effect
