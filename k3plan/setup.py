@@ -162,6 +162,12 @@ def make_setup(
         .with_engram(engram, engram_host_copies)
         .for_model(m)
     )
+    from k3plan.engines.fp4_paths import model_fp4_refusal
+    from k3plan.engines.registry import engine_rules
+
+    fp4 = model_fp4_refusal(m, hardware=hw, engine=engine_rules(st.name))
+    if fp4 is not None:
+        raise K3PlanError(f"{m.name}: {fp4}")
     if topology is None:
         if pick_topology is None:
             raise K3PlanError(

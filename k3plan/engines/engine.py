@@ -127,6 +127,9 @@ class Engine:
     # rule (vLLM: engines/vllm/moe_padding.py expert_shard_pad; the budget's weights read it through
     # Stack.expert_pad); None: the engine pads no shard k3plan prices
     expert_shard_pad: Optional[Callable[..., Optional[tuple[int, int, str]]]] = None
+    # the FP4 checkpoint storage formats (models/formats.py) whose bytes k3plan read the engine holding as stored on
+    # the GPUs that run them (engines/fp4_paths.py): priced there, refused elsewhere and under other engines
+    fp4_storage_held: frozenset[str] = frozenset()
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

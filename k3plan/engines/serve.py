@@ -18,6 +18,7 @@ from k3plan.engines.serve_values import (  # noqa: F401  # read through here too
     checkpoint_kv_dtype,
     env_on,
     flag_int,
+    fp4_storage,
 )
 from k3plan.engines.sglang import serve as sglang_serve
 from k3plan.engines.vllm import serve as vllm_serve
@@ -934,6 +935,15 @@ def parse_serve(
     r.caveats += [f"{k}={v}: {CAVEAT_ENV[k]}" for k, v in env.items() if k in on]
     r.ignored += [f"{k}={v}" for k, v in env.items() if k in CAVEAT_ENV and k not in on]
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
+    storage = fp4_storage(resolved)
+    if storage is not None and device_name:  # a 4-bit checkpoint priced as stored only where its engine holds it so
+        from k3plan.engines.fp4_paths import fp4_refusal
+        from k3plan.engines.registry import engine_rules
+        from k3plan.hardware.loader import load_hardware
+
+        why = fp4_refusal((storage,), hardware=load_hardware(device_name), engine=engine_rules(r.stack))
+        if why is not None:
+            raise K3PlanError(f"--serve: {r.model or resolved}: {why}")
     kv_dtype = KV[r.kv_raw]
     if kv_dtype is None and platform == "gpu" and (ckpt_kv := checkpoint_kv_dtype(resolved)) is not None:
         kv_dtype = ckpt_kv

@@ -182,10 +182,11 @@ class Reading:
             )
 
     def quantization(self) -> None:
+        """--quantization: the checkpoint's own method only (a ModelOpt NVFP4 or Quark checkpoint's where it is one;
+        where the engine holds such a checkpoint as stored: engines/fp4_paths.py, applied once the engine is known)."""
         quant = self.get("--quantization", self.get("-q", ""))
         resolved = self.resolve(self.model) if self.model and self.resolve is not None else None
-        if resolved is not None and quark_config(resolved) is not None:
-            self.quark_gpu()
+        if resolved is not None and checkpoint_quant(resolved, "quark") is not None:
             if quant not in ("", *QUANT_QUARK):
                 raise K3PlanError(
                     f"--serve: --quantization {quant!r}: {resolved} is a Quark checkpoint, which the engines load as "
@@ -197,85 +198,35 @@ class Reading:
                 f"--serve: --quantization {quant!r}: {resolved} is not a Quark checkpoint; k3plan prices the "
                 "checkpoint's own format only"
             )
-        nvfp4 = bool(self.model) and self.resolve is not None and modelopt_nvfp4(self.resolve(self.model or ""))
-        if nvfp4:
-            self.nvfp4_gpu()
-        if quant in QUANT_MODELOPT_FP4 and self.model and self.resolve is not None:
-            if nvfp4:
+        if quant in QUANT_MODELOPT_FP4 and resolved is not None:
+            if fp4_storage(resolved) == "nvfp4":
                 return
             raise K3PlanError(
-                f"--serve: --quantization {quant!r}: {self.resolve(self.model)} is not a ModelOpt NVFP4 checkpoint; "
+                f"--serve: --quantization {quant!r}: {resolved} is not a ModelOpt NVFP4 checkpoint; "
                 "k3plan prices the checkpoint's own format only"
             )
         if quant not in QUANT_OK:
             raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
 
-    def nvfp4_gpu(self) -> None:
-        """A ModelOpt NVFP4 checkpoint is priced as its own bytes on an NVIDIA GPU with FP4 tensor cores only: there
-        vLLM 0.31.0 (ModelOptNvFp4FusedMoE.process_weights_after_loading: replace_parameter swaps each loaded expert
-        tensor for its kernel-format one, w13's two global scales kept as one) and SGLang 0.5.15
-        (ModelOptNvFp4FusedMoEMethod under flashinfer_trtllm: the swizzled block scales alias the loaded ones;
-        ModelOptFp4LinearMethod pads N to 128 and K / 16 to 4, which this checkpoint's Linears are at TP 1-8) hold
-        the checkpoint's bytes. Elsewhere they run Marlin W4A16 paths (SGLang's overrides pick marlin on SM80-SM90)
-        whose holding k3plan has not read: refused, not priced as the checkpoint's bytes."""
-        from k3plan.hardware.loader import load_hardware
 
-        if self.platform != "gpu" or not self.device_name:
-            return
-        hw = load_hardware(self.device_name)
-        if hw.vendor.lower() != "nvidia" or hw.flops_table().get("fp4") is None:
-            raise K3PlanError(
-                f"--serve: {self.model}: a ModelOpt NVFP4 checkpoint on {self.device_name} (no NVIDIA FP4 tensor cores) "
-                "runs another path of the engine's (Marlin W4A16 on NVIDIA), whose held bytes k3plan has not read; "
-                "price it on an NVIDIA GPU with FP4 (nvidia-b200, nvidia-b300, nvidia-gb200-nvl72, nvidia-gb300-nvl72)"
-            )
-
-    def quark_gpu(self) -> None:
-        """A Quark OCP MXFP4 checkpoint is priced as its own bytes on an AMD GPU with FP4 matrix cores (gfx950: MI350X /
-        MI355X, the cards' 'Supported Hardware Microarchitecture: AMD MI350/MI355') only: there SGLang 0.5.12 / 0.5.15
-        keep the loaded bytes (QuarkW4A4MXFP4: uint8 weight and E8M0 scale as loaded, aiter's gemm_afp4wfp4 on
-        activations quantized to MXFP4 a call; QuarkW4A4MXFp4MoE.process_weights_after_loading: e8m0_shuffle and, on
-        gfx95, shuffle_weight, each the same shape). On gfx942 (MI300X / MI325X, no FP4 units) the weight shuffle is
-        skipped and the kernels' path there was not read; on NVIDIA the scheme's aiter kernels are not imported:
-        refused, not priced."""
-        from k3plan.hardware.loader import load_hardware
-
-        if self.platform != "gpu" or not self.device_name:
-            return
-        hw = load_hardware(self.device_name)
-        if hw.vendor.lower() != "amd" or hw.flops_table().get("fp4") is None:
-            raise K3PlanError(
-                f"--serve: {self.model}: a Quark OCP MXFP4 checkpoint on {self.device_name} (not an AMD GPU with FP4 "
-                "matrix cores) runs a path of the engine's whose held bytes k3plan has not read (the checkpoint's card "
-                "supports AMD MI350 / MI355 only); price it on amd-mi355x"
-            )
-
-
-def quark_config(model: str) -> dict[str, Any] | None:
-    """Bundled model ``model``'s Quark quantization_config (quant_method quark: models.config.QuarkQuant), or None for
-    any other checkpoint."""
+def checkpoint_quant(model: str, method: str) -> dict[str, Any] | None:
+    """Bundled model ``model``'s quantization_config where its quant_method is ``method`` (modelopt:
+    models.config.ModelOptQuant; quark: QuarkQuant), else None."""
     from k3plan.models.loader import BUNDLED_DIR
 
     path = BUNDLED_DIR / model / "config.json"
     q = json.loads(path.read_text()).get("quantization_config") if path.is_file() else None
-    return q if isinstance(q, dict) and q.get("quant_method") == "quark" else None
+    return q if isinstance(q, dict) and q.get("quant_method") == method else None
 
 
-def modelopt_config(model: str) -> dict[str, Any] | None:
-    """Bundled model ``model``'s ModelOpt quantization_config (quant_method modelopt: models.config.ModelOptQuant), or
-    None for any other checkpoint."""
-    from k3plan.models.loader import BUNDLED_DIR
-
-    path = BUNDLED_DIR / model / "config.json"
-    q = json.loads(path.read_text()).get("quantization_config") if path.is_file() else None
-    return q if isinstance(q, dict) and q.get("quant_method") == "modelopt" else None
-
-
-def modelopt_nvfp4(model: str) -> bool:
-    """Whether bundled model ``model``'s config.json declares ModelOpt NVFP4 (quant_method modelopt, quant_algo NVFP4:
-    models.config.ModelOptQuant), the checkpoint --quantization modelopt / modelopt_fp4 loads as its own format."""
-    q = modelopt_config(model)
-    return q is not None and q.get("quant_algo") == "NVFP4"
+def fp4_storage(model: str) -> str | None:
+    """The FP4 storage format (models/formats.py; engines/fp4_paths.py FP4_PATHS) bundled model ``model``'s config
+    declares: nvfp4 for ModelOpt NVFP4 (--quantization modelopt / modelopt_fp4 loads it as its own format), quark_mxfp4
+    for a Quark checkpoint; None for any other."""
+    modelopt = checkpoint_quant(model, "modelopt")
+    if modelopt is not None and modelopt.get("quant_algo") == "NVFP4":
+        return "nvfp4"
+    return "quark_mxfp4" if checkpoint_quant(model, "quark") is not None else None
 
 
 # --kv-cache-dtype auto (both engines' default) on a ModelOpt checkpoint whose kv_cache_quant_algo is FP8 is an fp8 KV
@@ -295,7 +246,7 @@ CHECKPOINT_KV_SOURCE = (
 def checkpoint_kv_dtype(model: str) -> str | None:
     """The KV dtype --kv-cache-dtype auto resolves to for bundled model ``model`` on a GPU engine (``CHECKPOINT_KV_SOURCE``):
     "fp8" where its ModelOpt config says kv_cache_quant_algo FP8, else None (the model's own dtype)."""
-    q = modelopt_config(model)
+    q = checkpoint_quant(model, "modelopt")
     algo = q.get("kv_cache_quant_algo") if q is not None else None
     return "fp8" if isinstance(algo, str) and algo.upper() == "FP8" else None
 

@@ -254,6 +254,8 @@ def plan(
     price_list = [price_for(h, prices or {}) for h in hws]
     sts = [s.for_model(m) for s in engram_stacks([load_stack(s) for s in (stacks or list_stacks())], m, engram)]
     twice = sorted({s.label for s in sts if sum(t.label == s.label for t in sts) > 1})
+    hws, sts, fp4_notes = _fp4_paths(m, hws, sts)
+    probe_notes += fp4_notes
     if twice:
         raise K3PlanError(f"--stacks: {', '.join(twice)} listed twice; expected each stack (with its options) once")
     kvs, chunk_list = _kv_list(kv_dtypes), _chunks(chunks, context)
@@ -503,3 +505,29 @@ def plan(
         closest_miss=None if miss is None else _miss_row(space=space, cols=cols, i=miss, codes=codes, why=unlaunchable),
         closest_miss_code=-1 if miss is None else int(codes[miss]),
     )
+
+
+def _fp4_paths(m, hws: list, sts: list) -> tuple[list, list, list[str]]:
+    """The hardware and stacks a 4-bit checkpoint is searched on: those where its engine holds it as stored
+    (engines/fp4_paths.py; the rule is a GPU condition and an engine condition, so the pairs left are the product of
+    the two lists); each left out named once in the notes. None left: refused with the first reason."""
+    from k3plan.engines.fp4_paths import model_fp4_refusal
+    from k3plan.engines.registry import engine_rules
+
+    why = {(h.name, s.label): model_fp4_refusal(m, hardware=h, engine=engine_rules(s.name)) for h in hws for s in sts}
+    if not any(w is not None for w in why.values()):
+        return hws, sts, []
+    hw_ok = [h for h in hws if any(why[h.name, s.label] is None for s in sts)]
+    st_ok = [s for s in sts if any(why[h.name, s.label] is None for h in hws)]
+    if not hw_ok or not st_ok:
+        raise K3PlanError(f"{m.name}: {next(w for w in why.values() if w is not None)}")
+    hw_out = [h for h in hws if h not in hw_ok]
+    st_out = [s for s in sts if s not in st_ok]
+    notes = []
+    if hw_out:
+        first = next(w for w in (why[hw_out[0].name, s.label] for s in sts) if w)
+        notes.append(f"{m.name}: not searched on {', '.join(h.name for h in hw_out)} ({hw_out[0].name}: {first})")
+    if st_out:
+        first = next(w for w in (why[h.name, st_out[0].label] for h in hw_ok) if w)
+        notes.append(f"{m.name}: not searched under {', '.join(s.label for s in st_out)} ({st_out[0].label}: {first})")
+    return hw_ok, st_ok, notes

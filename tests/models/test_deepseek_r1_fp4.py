@@ -206,3 +206,21 @@ def test_kv_auto_is_the_checkpoint_s_fp8(launch, kv, got):
         device_name="nvidia-b200",
     )
     assert other.kv_dtype == (None if got == "fp8" else got)  # the fp8 checkpoint ships no KV scheme: its own bf16
+
+
+def test_plain_fit_and_plan_hold_the_same_rule_as_serve():
+    """engines/fp4_paths.py is one rule for fit --serve, plain fit and plan: a GPU without NVIDIA FP4 is refused in
+    fit (exit 2, one line) and left out of plan's search with a note, as an engine whose held bytes were not read."""
+    r = CliRunner()
+    out = r.invoke(app, ["fit", "-m", NAME, "-H", "nvidia-h200", "-t", "8"])
+    assert out.exit_code == 2 and "no NVIDIA FP4 units" in out.output and "Traceback" not in out.output
+    ok = r.invoke(app, ["fit", "-m", NAME, "-H", "nvidia-b200", "-t", "8", "--json"])
+    assert ok.exit_code in (0, 3), ok.output
+    args = ["plan", "-m", NAME, "-H", "nvidia-b200,nvidia-h200", "--stacks", "vllm,torchtpu-vllm", "--json"]
+    plan = json.loads(r.invoke(app, args).output)
+    notes = [a for a in plan["assumptions"] if "not searched" in a]
+    assert len(notes) == 2 and "on nvidia-h200 (" in notes[0] and "under torchtpu-vllm (" in notes[1]
+    assert {row["hardware"] for row in plan["ranked"]} == {"nvidia-b200"}
+    assert {row["stack"] for row in plan["ranked"]} == {"vllm"}
+    only_h200 = r.invoke(app, ["plan", "-m", NAME, "-H", "nvidia-h200"])
+    assert only_h200.exit_code == 2 and "no NVIDIA FP4 units" in only_h200.output

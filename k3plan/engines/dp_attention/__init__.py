@@ -22,4 +22,6 @@ ENGINE = Engine(
     by_release=BY_RELEASE,  # --serve reads SGLang's DP-attention commands as this stack
     by_release_models=BY_RELEASE_MODELS,
     oldest_release_read=OLDEST_READ,
+    # on a GPU SGLang's DP attention: SGLang's FP4 loaders (engines/fp4_paths.py)
+    fp4_storage_held=frozenset({"nvfp4", "quark_mxfp4"}),
 )

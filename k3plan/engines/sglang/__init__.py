@@ -44,4 +44,6 @@ ENGINE = Engine(
         "the engine's default: sgl-project/sglang python/sglang/srt/server_args.py ServerArgs."
         "disable_overlap_schedule = False (the overlap scheduler runs the next batch's CPU work during the GPU's)",
     ),
+    # the FP4 checkpoints whose held bytes were read (engines/fp4_paths.py)
+    fp4_storage_held=frozenset({"nvfp4", "quark_mxfp4"}),
 )

@@ -9,11 +9,10 @@ from k3plan.engines.serve_values import (
     ServeCommand,
     config_file_args,
     flag_int,
+    fp4_storage,
     fraction,
     json_object,
-    modelopt_nvfp4,
     positive_float,
-    quark_config,
     read_dcp,
     refuse_unpriced,
 )
@@ -272,7 +271,7 @@ def read(r: Reading) -> None:
             "as SGLang's auto runner holds them (a runner that converts the experts at load is not priced; one that "
             "keeps Fp8MoEMethod holds DeepSeek-V4's FP4 expert scales in fp32, not priced under --moe-a2a-backend none)"
         )
-    if r.model and r.resolve is not None and modelopt_nvfp4(r.resolve(r.model)):
+    if r.model and r.resolve is not None and fp4_storage(r.resolve(r.model)) == "nvfp4":
         nvfp4_runner_caveat(r, runner)
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
@@ -303,7 +302,7 @@ def read(r: Reading) -> None:
     # speculative decoding (engines/sglang/spec.py): the algorithm and its steps, top-k and draft tokens as SGLang
     # resolves them; the draft is priced by fit once the checkpoint is loaded
     r.speculative = read_speculative(get, r.ignored, r.model)
-    if r.model and r.resolve is not None and quark_config(r.resolve(r.model)) is not None:
+    if r.model and r.resolve is not None and fp4_storage(r.resolve(r.model)) == "quark_mxfp4":
         quark_reading(r)
     # DeepSeek-V4's shared expert is fused into the routed MoE only under --enforce-shared-experts-fusion (sglang 0.5.15
     # wheel models/deepseek_v4.py DeepseekV4ForCausalLM.determine_num_fused_shared_experts: 'Config does not support

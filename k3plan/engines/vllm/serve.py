@@ -15,7 +15,6 @@ from k3plan.engines.serve_values import (
     env_on,
     flag_int,
     json_object,
-    quark_config,
     read_dcp,
     refuse_unpriced,
     suffix_int,
@@ -437,14 +436,6 @@ def read(r: Reading) -> None:
     if engram is not None:  # vLLM's EngramConfig (engines/vllm/engram.py)
         r.engram, r.engram_host_copies = engram.placement, engram.host_copies
     r.quantization()
-    if r.model and r.resolve is not None and quark_config(r.resolve(r.model)) is not None:
-        # vllm 0.31.0 wheel model_executor/layers/quantization/quark/: QuarkOCP_MX (linear) and QuarkOCP_MX_MoEMethod
-        # (experts) post-process the MXFP4 weights by platform and backend (ocp_mx_linear / the MoE oracle); what they
-        # hold on ROCm was not read
-        raise K3PlanError(
-            f"--serve: {r.model}: a Quark OCP MXFP4 checkpoint under vLLM: what vLLM's Quark OCP MX methods hold after "
-            "loading was not read; k3plan prices this checkpoint under SGLang (python3 -m sglang.launch_server)"
-        )
     r.speculative = read_speculative(get, r.model)  # issue 47 item 1: priced in engines/vllm/spec.py
     if r.speculative is not None and r.platform == "tpu":
         raise K3PlanError(
