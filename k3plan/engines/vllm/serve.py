@@ -436,7 +436,9 @@ def read(r: Reading) -> None:
     if engram is not None:  # vLLM's EngramConfig (engines/vllm/engram.py)
         r.engram, r.engram_host_copies = engram.placement, engram.host_copies
     r.quantization()
-    r.speculative = read_speculative(get, r.model)  # issue 47 item 1: priced in engines/vllm/spec.py
+    # issue 47 item 1: priced in engines/vllm/spec.py; a drafter's kv_cache_dtype read against the target's
+    ds_mla = r.resolve is not None and r.resolve(r.model).startswith("deepseek-v4")  # V4's fp8_ds_mla layout
+    r.speculative = read_speculative(get, r.model, kv_cache_dtype=r.kv_raw, ds_mla=ds_mla)
     if r.speculative is not None and r.platform == "tpu":
         raise K3PlanError(
             "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "
