@@ -28,6 +28,12 @@ V4 = (
         ((0, 26, 0), False, 1, False, 1),
         ((0, 28, 0), None, 2, False, 2),  # the V1 runner without async at PP > 1: PP
         ((0, 31, 0), None, 2, True, 3),  # Model Runner V2: PP + 1
+        # vllm 0.34.0 wheel (PyPI), vllm/config/vllm.py VllmConfig.max_concurrent_batches: Model Runner V2 the only
+        # runner, PP + 1 under async scheduling (0.33.0's V1 runner at PP 2: 2)
+        ((0, 33, 0), None, 2, False, 2),
+        ((0, 34, 0), None, 2, False, 3),
+        ((0, 34, 0), None, 1, False, 2),
+        ((0, 34, 0), False, 2, False, 2),
     ],
 )
 def test_the_batches_in_flight_follow_the_release_and_the_scheduler(release, async_on, pp, v2, batches):

@@ -22,16 +22,21 @@ IN_FLIGHT_SOURCE = (
     "vllm 0.26.0 wheel vllm/config/vllm.py VllmConfig.max_concurrent_batches x max_num_batched_tokens "
     "(max_in_flight_tokens); 0.25.0's windowed specs take one max_num_batched_tokens"
 )
+# From 0.34.0 vLLM has one GPU runner, Model Runner V2 (the V1 runner's vllm/v1/worker/gpu_model_runner.py is gone
+# from the wheel): VllmConfig.max_concurrent_batches is PP + 1 under async scheduling whatever the runner, PP without
+# it (vllm 0.34.0 wheel (PyPI), vllm/config/vllm.py; 0.31.0-0.33.0 still branch on use_v2_model_runner)
+ONE_RUNNER_FROM: Release = (0, 34, 0)
 
 
 def in_flight_batches(release: Release | None, *, async_scheduling: bool | None, pp: int, v2_runner: bool) -> int:
     """The batches of max_num_batched_tokens a windowed group holds pages for (``IN_FLIGHT_SOURCE``): 1 before
-    0.26.0 or where no release is named (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on."""
+    0.26.0 or where no release is named (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on;
+    ``v2_runner``: Model Runner V2 runs the command (from 0.34.0 every command, ``ONE_RUNNER_FROM``)."""
     if release is None or release < IN_FLIGHT_FROM:
         return 1
     if async_scheduling is False:
         return pp
-    if v2_runner:
+    if v2_runner or release >= ONE_RUNNER_FROM:  # Model Runner V2's PP + 1 (from 0.34.0 the only runner)
         return pp + 1
     return 2 if pp <= 1 else pp
 
