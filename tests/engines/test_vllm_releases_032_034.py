@@ -1,0 +1,53 @@
+"""The vLLM rules that changed in the 0.32.0-0.34.0 wheels (PyPI), each gated on the release it changed in
+(engines/vllm/__init__.py Engine.by_release): what ``fit --engine-version`` reads for a command of that release."""
+
+from __future__ import annotations
+
+import pytest
+
+from k3plan.models.loader import load_model
+
+
+@pytest.fixture(scope="module")
+def v4():
+    return load_model("deepseek-v4-flash").spec.dsv4
+
+
+@pytest.fixture(scope="module")
+def v41():
+    return load_model("deepseek-v4.1-flash").spec.dsv4
+
+
+def _gather(t: int, values: int, scales: int) -> int:
+    up = lambda n: -(-n // 256) * 256  # noqa: E731 - WorkspaceManager.get_simultaneous's 256 B views
+    return up(t * values) + up(t * scales) + up(2**20)
+
+
+def test_from_0_32_the_indexer_s_prefill_buffer_is_16_x_max_model_len_above_256k_tokens(v4):
+    """vllm 0.32.0 wheel (PyPI), vllm/v1/attention/backends/mla/indexer.py get_max_prefill_buffer_size: max_model_len x
+    (576 x 2 // 132) x AttentionConfig.sparse_mla_prefill_workspace_factor, which vllm/config/vllm.py
+    VllmConfig.__post_init__ resolves to 5 up to 256K tokens and 2 above (0.31.0's: max_model_len x 40 flat). V4-Flash's
+    CSA indexer at 1M tokens reserves 16 x 1,048,576 // 4 keys of 128 fp8 + 4 B from 0.32.0, 40 x before."""
+    from k3plan.engines.vllm.dsv4_workspace import dsv4_profile_workspace
+
+    n = 1_048_576
+    old, _, _ = dsv4_profile_workspace(v4, max_model_len=n, max_num_batched_tokens=8192, release=(0, 31, 0))
+    new, _, how = dsv4_profile_workspace(v4, max_model_len=n, max_num_batched_tokens=8192, release=(0, 32, 0))
+    assert old == _gather(40 * n // 4, 128, 4)
+    assert new == max(_gather(16 * n // 4, 128, 4), -(-4 * (n // 4 + v4.sliding_window + 8192) * 512 * 2 // 256) * 256)
+    assert "0.32.0 wheel" in how
+    # up to 256K tokens the factor is 5: 40 x max_model_len, as before
+    short = 262_144
+    assert (
+        dsv4_profile_workspace(v4, max_model_len=short, max_num_batched_tokens=8192, release=(0, 33, 0))[0]
+        == (dsv4_profile_workspace(v4, max_model_len=short, max_num_batched_tokens=8192, release=(0, 31, 0))[0])
+    )
+
+
+def test_from_0_32_v4_1_s_index_source_gather_shrinks_the_same_way(v41):
+    from k3plan.engines.vllm.dsv4_workspace import dsv41_profile_workspace
+
+    n = 1_048_576
+    old, _, _ = dsv41_profile_workspace(v41, max_model_len=n, fp4_indexer=False, release=(0, 31, 0))
+    new, _, _ = dsv41_profile_workspace(v41, max_model_len=n, fp4_indexer=False, release=(0, 32, 0))
+    assert (old, new) == (40 * n * 132 + 2**20, 16 * n * 132 + 2**20)  # ratio-1 index sources
