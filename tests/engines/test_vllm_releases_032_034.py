@@ -51,3 +51,19 @@ def test_from_0_32_v4_1_s_index_source_gather_shrinks_the_same_way(v41):
     old, _, _ = dsv41_profile_workspace(v41, max_model_len=n, fp4_indexer=False, release=(0, 31, 0))
     new, _, _ = dsv41_profile_workspace(v41, max_model_len=n, fp4_indexer=False, release=(0, 32, 0))
     assert (old, new) == (40 * n * 132 + 2**20, 16 * n * 132 + 2**20)  # ratio-1 index sources
+
+
+def test_the_wheels_attention_config_fields_are_read_or_refused_by_name():
+    """vllm 0.31.0-0.34.0 wheels (PyPI), vllm/config/attention.py AttentionConfig: kernel choices are read as such
+    (0.33.0's trtllm_ragged_backend, 0.34.0's sparse_mla_shard_q); a field that sizes a buffer is refused with what it
+    does (0.32.0's sparse_mla_prefill_workspace_factor), not as unknown."""
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    base = "vllm serve deepseek-ai/DeepSeek-V4-Flash -tp 4 --kv-cache-dtype fp8 --attention-config "
+    q = parse_serve(base + """'{"trtllm_ragged_backend": "cute-dsl", "sparse_mla_shard_q": false}'""", platform="gpu")
+    assert "--attention-config" in q.ignored
+    with pytest.raises(K3PlanError, match="sparse_mla_prefill_workspace_factor 3: the sparse-MLA prefill workspace"):
+        parse_serve(base + """'{"sparse_mla_prefill_workspace_factor": 3}'""", platform="gpu")
+    # vLLM's own default of a refused field changes nothing
+    assert parse_serve(base + """'{"indexer_logits_dtype": "auto"}'""", platform="gpu").attention
