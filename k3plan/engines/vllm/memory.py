@@ -575,6 +575,7 @@ def engine_sizing(
             nvfp4=nvfp4,
             draft_layers=len(draft.dsv4_mtp_ratios) if draft is not None else 0,
             num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
+            release=release,
         )
     hbm_worker = None
     if kv_pool_method == "utilization_minus_resident":
