@@ -86,3 +86,46 @@ def test_from_0_33_a_v4_1_block_on_sm100_is_whole_rows_of_both_records(v41, nvfp
     # Hopper keeps V4's record: no stride alignment
     hopper = dict(kw, sm100=False, nvfp4=False, block_tokens=64)
     assert dsv41_pages(v41, release=(0, 33, 0), **hopper).block_bytes == dsv41_pages(v41, **hopper).block_bytes
+
+
+K3 = "vllm serve moonshotai/Kimi-K3 -tp 8 --enable-expert-parallel"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--grpc-port 50051",  # FrontendArgs.grpc_port, 0.32.0
+        """--reasoning-effort-map '{"high": "max"}'""",  # BaseFrontendArgs.reasoning_effort_map, 0.33.0
+        "--enable-hc-sp --custom-histogram-buckets '{}' --no-enable-shm-tensor-arena",  # 0.32.0
+        "--sleep-mode-offload-cudagraph --sleep-mode-backend cumem --watchdog-config '{}'",  # 0.32.0 / 0.33.0
+        "--cache-aware-admission-window 4 --max-num-inflight-kv-loads 8 --shuffle-safetensors-files",  # 0.34.0
+    ],
+)
+def test_the_newer_releases_flags_that_hold_nothing_are_read_and_ignored(flags):
+    """vllm 0.32.0-0.34.0 wheels (PyPI), vllm/engine/arg_utils.py EngineArgs and vllm/entrypoints/common/cli_args.py
+    FrontendArgs: the flags they add that hold nothing on a GPU are named as read and ignored, not refused as unknown."""
+    from k3plan.engines.serve import parse_serve
+
+    q = parse_serve(f"{K3} {flags}", platform="gpu")
+    assert all(f in q.ignored for f in flags.split() if f.startswith("--"))
+
+
+def test_the_monokernel_is_refused_with_what_it_is():
+    """vllm 0.33.0 wheel (PyPI), vllm/config/kernel.py KernelConfig.monokernel: a persistent decode kernel whose
+    buffers were not read."""
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    with pytest.raises(K3PlanError, match="MonoKernel"):
+        parse_serve(f"{K3} --monokernel", platform="gpu")
+    assert parse_serve(f"{K3} --no-monokernel", platform="gpu").model
+
+
+def test_a_0_34_command_is_refused_it_sizes_its_pool_from_measured_memory(cli):
+    """vllm 0.34.0 wheel (PyPI), vllm/config/cache.py CacheConfig.enable_extensible_kv_cache (on by default on CUDA and
+    ROCm; resolved_gpu_memory_utilization 1.0 under it; DEFAULT_BLOCK_SIZE 64) and vllm/v1/worker/gpu_worker.py
+    Worker.compile_or_warm_up_model (the pool sized from the memory free after warmup and graph capture): k3plan prices
+    none of it, so fit --engine-version 0.34.0 is refused in one line; 0.33.0 is read."""
+    r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", K3, "--engine-version", "0.34.0")
+    assert r.exit_code == 2 and "extensible KV cache" in r.output and len(r.output.strip().splitlines()) == 1
+    assert cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", K3, "--engine-version", "0.33.0").exit_code in (0, 1)

@@ -65,7 +65,51 @@ VLLM_HUGE_SOURCE = (
     "vllm-project/vllm#51726)"
 )
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
-VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode", "--enable-cumem-allocator"}
+VLLM_SWITCHES = {
+    "--enable-expert-parallel",
+    "--language-model-only",
+    "--enable-sleep-mode",
+    "--enable-cumem-allocator",
+    "--monokernel",
+}
+# EngineArgs' flags added in the 0.32.0-0.34.0 wheels (PyPI; vllm/engine/arg_utils.py, the fields' configs cited) that
+# change nothing a GPU holds, read and ignored (0: a switch, with its --no- form; 1: a value): metrics histogram
+# buckets (ObservabilityConfig.custom_histogram_buckets, 0.32.0), HyperConnection sequence parallelism ('Currently
+# supported by Qwen4Exp', ParallelConfig.enable_hc_sp, 0.32.0), the engine -> worker broadcast's host shared-memory
+# arena (ParallelConfig.enable_shm_tensor_arena, 0.32.0), sleep mode's graph backup to the CPU and its backend
+# (ModelConfig.sleep_mode_offload_cudagraph 0.32.0, sleep_mode_backend 0.33.0), the engine watchdog
+# (VllmConfig.watchdog_config, 0.33.0), cache-aware admission and a KV connector's in-flight loads (SchedulerConfig,
+# 0.34.0), and the loader's startup checkpoint preparation and file order (ModelConfig.checkpoint_prepare_on_startup,
+# LoadConfig.shuffle_safetensors_files, 0.34.0)
+_NEWER_SWITCHES = (
+    "--enable-hc-sp",
+    "--enable-shm-tensor-arena",
+    "--sleep-mode-offload-cudagraph",
+    "--checkpoint-prepare-on-startup",
+    "--shuffle-safetensors-files",
+)
+NEWER_IGNORED: dict[str, int] = {
+    **{f: 0 for f in _NEWER_SWITCHES},
+    **{f"--no-{f[2:]}": 0 for f in _NEWER_SWITCHES},
+    "--custom-histogram-buckets": 1,
+    "--sleep-mode-backend": 1,
+    "--watchdog-config": 1,
+    "--cache-aware-admission-threshold": 1,
+    "--cache-aware-admission-window": 1,
+    "--max-num-inflight-kv-loads": 1,
+}
+# the decode MonoKernel (KernelConfig.monokernel, vllm 0.33.0 wheel (PyPI) vllm/config/kernel.py: 'a persistent kernel
+# that runs most or all of one decoder layer in a single launch (DeepSeek-V4.1 on MI355X, DeepSeek-V4-Pro at TP8 on
+# MI355X)'): its buffers were not read
+MONOKERNEL = "--monokernel"
+# From 0.34.0 vLLM sizes the KV cache from the memory free after warmup and CUDA-graph capture: the extensible KV cache
+# (CacheConfig.enable_extensible_kv_cache, on by default on CUDA and ROCm: the pool reserved as device virtual memory
+# and committed after warmup, v1/worker/extensible_kv_cache.py measure_kv_cache_blocks), with gpu_memory_utilization
+# defaulting to 1.0 under it (CacheConfig.resolved_gpu_memory_utilization); its default block is 64 tokens
+# (CacheConfig.DEFAULT_BLOCK_SIZE, 16 before) and Model Runner V2 its only GPU runner (the V1 runner's profile run and
+# CUDA-graph estimate, which k3plan's sampler and graph rules cite, are gone). Read in the 0.34.0 wheel (PyPI):
+# vllm/config/cache.py, vllm/v1/worker/gpu_worker.py Worker.compile_or_warm_up_model; k3plan prices none of it
+MEASURED_POOL_FROM = (0, 34, 0)
 # and the API server's (FrontendArgs' bool fields: engines/vllm/frontend.py), read as switches and ignored
 SWITCHES = frozenset(VLLM_SWITCHES) | frontend.SWITCHES
 # EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes),
@@ -317,6 +361,19 @@ def read(r: Reading) -> None:
     r.model = r.model or flag_model
     if not r.model:
         raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
+    if r.platform != "tpu" and r.release is not None and r.release >= MEASURED_POOL_FROM:
+        raise K3PlanError(
+            f"--serve: vLLM {'.'.join(map(str, r.release))}: from 0.34.0 vLLM sizes the KV cache from the memory free "
+            "after warmup and CUDA-graph capture (the extensible KV cache, on by default, with gpu_memory_utilization "
+            "1.0), takes 64-token blocks by default and runs Model Runner V2 only, which k3plan does not price; it "
+            "read vLLM's releases to 0.33.0 (fit --engine-version 0.33.0 or earlier)"
+        )
+    mono = get(MONOKERNEL, None)
+    if mono is not None and mono.lower() not in ("false", "0"):
+        raise K3PlanError(
+            f"--serve: {MONOKERNEL}: vLLM's decode MonoKernel (KernelConfig.monokernel, a persistent kernel a decoder "
+            "layer) holds buffers k3plan has not read; remove it to price vLLM without it"
+        )
     r.parallel()
     runner = get("--runner", "auto").lower()
     if runner not in RUNNERS_PRICED:
