@@ -39,6 +39,11 @@ PREFILL_BUFFER_FACTOR = 40  # get_max_prefill_buffer_size: max_model_len x 40
 # values return memory to the KV cache at long max_model_len'): 40 x max_model_len up to 262,144 tokens, 16 x above
 # (vllm 0.32.0 wheel (PyPI), vllm/v1/attention/backends/mla/indexer.py get_max_prefill_buffer_size and
 # vllm/config/vllm.py VllmConfig.__post_init__; the same in the 0.33.0 and 0.34.0 wheels; 0.31.0's is 40 flat)
+# Not priced: from 0.32.0 the indexer's dummy run also reserves the TP row-sharded top-k exchange's transient, 2 x
+# topk_indices_buffer ([max_num_batched_tokens, index_topk] int32: 2 x 8,192 x 512 x 4 B = 32 MiB) beside the 512 MiB
+# logits, on CUDA at TP > 1 without DCP / PCP and with a mixed CUDA-graph mode other than FULL (the 0.32.0 wheel's
+# model_executor/layers/sparse_attn_indexer.py _reserve_row_shard_exchange_transient, v1/attention/backends/mla/
+# indexer.py tp_prefill_row_sharding_supported; the same in 0.33.0)
 WORKSPACE_FACTOR_FROM = (0, 32, 0)
 ENTRIES_PER_FACTOR = 576 * 2 // 132  # get_max_prefill_buffer_size's fp8 keys a FlashMLA sparse workspace row: 8
 LONG_CONTEXT = 256 * 1024  # above it the factor resolves to 2, else 5
