@@ -29,7 +29,9 @@ def _at(symbol: str) -> str:
     return f"vllm-project/vllm vllm/config/engram.py EngramConfig.{symbol} @{ENGRAM_COMMIT[:8]}"
 
 
-_KEYS = ("cpu_offload", "dp_shared_memory", "thp_packing", "embedding_across_dp")
+# the released wheels (0.31.0-0.34.0, PyPI: vllm/config/engram.py EngramConfig) name thp_packing use_thp: the same
+# host-page kind, read alike
+_KEYS = ("cpu_offload", "dp_shared_memory", "thp_packing", "use_thp", "embedding_across_dp")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -67,7 +69,9 @@ def read_engram(raw: str | None, env: dict[str, str], *, dp: int, platform: str)
         )
     offload = _bool("--engram-config cpu_offload", cfg.get("cpu_offload", default))
     shared = _bool("--engram-config dp_shared_memory", cfg.get("dp_shared_memory", False))
-    thp = _bool("--engram-config thp_packing", cfg.get("thp_packing", False))
+    thp = _bool("--engram-config thp_packing", cfg.get("thp_packing", False)) or _bool(
+        "--engram-config use_thp", cfg.get("use_thp", False)
+    )
     across = _bool("--engram-config embedding_across_dp", cfg.get("embedding_across_dp", False))
     if platform == "tpu" and raw is not None:
         raise K3PlanError(
