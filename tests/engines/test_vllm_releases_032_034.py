@@ -142,3 +142,19 @@ def test_the_wheels_use_thp_is_read_as_thp_packing():
     assert parse_serve(v41 + """'{"use_thp": true}'""", platform="gpu").engram == "host"
     with pytest.raises(K3PlanError, match="thp_packing requires"):
         parse_serve(v41 + """'{"use_thp": true, "cpu_offload": false}'""", platform="gpu")
+
+
+def test_from_0_33_a_switch_s_inverse_spelling_is_its_no_form():
+    """vllm 0.33.0 wheel (PyPI), vllm/utils/argparse_utils.py EnableDisableAction: --disable-X is --no-enable-X and
+    --enable-X is --no-disable-X for every boolean flag. --disable-expert-parallel turns EP off (its intermediate
+    TP-split); --disable-chunked-prefill is refused as --no-enable-chunked-prefill is."""
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    on = parse_serve(f"{K3}", platform="gpu")
+    off = parse_serve("vllm serve moonshotai/Kimi-K3 -tp 8 --disable-expert-parallel", platform="gpu")
+    assert (on.expert_parallel, off.expert_parallel) == (True, False)
+    kept = parse_serve(f"{K3} --disable-prefix-caching --enable-hybrid-kv-cache-manager", platform="gpu")
+    assert {"--no-enable-prefix-caching", "--no-disable-hybrid-kv-cache-manager"} <= set(kept.ignored)
+    with pytest.raises(K3PlanError, match="no-enable-chunked-prefill"):
+        parse_serve(f"{K3} --disable-chunked-prefill", platform="gpu")

@@ -303,10 +303,36 @@ def flashinfer_int4(r: Reading) -> None:
     r.ignored.append(f"{FLASHINFER_INT4_ENV}={value}")
 
 
+# From 0.33.0 vLLM's parser pairs every --enable-X switch with --disable-X and every --disable-X with --enable-X, the
+# inverse spelling of --no-X (vllm 0.33.0 wheel (PyPI), vllm/utils/argparse_utils.py EnableDisableAction, registered
+# for BooleanOptionalAction; the same in 0.34.0): read as the --no- form of the switches k3plan reads or names as
+# ignored. An older release refuses the inverse spelling; k3plan reads it alike
+_ENABLE_SWITCHES = tuple(
+    sorted(
+        f
+        for f in (
+            *VLLM_SWITCHES,
+            *frontend.SWITCHES,
+            *_NEWER_SWITCHES,
+            "--enable-prefix-caching",
+            "--enable-chunked-prefill",
+        )
+        if f.startswith("--enable-")
+    )
+)
+_DISABLE_SWITCHES = ("--disable-hybrid-kv-cache-manager", "--disable-uvicorn-access-log", "--disable-fastapi-docs")
+INVERSE_SWITCHES = {
+    **{"--disable-" + f.removeprefix("--enable-"): "--no-" + f[2:] for f in _ENABLE_SWITCHES},
+    **{"--enable-" + f.removeprefix("--disable-"): "--no-" + f[2:] for f in _DISABLE_SWITCHES},
+}
+
+
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
-    """The flags as vLLM's parser reads them: a --config file's flags first, dashes, and its dotted config flags
-    folded into their JSON flag (serve_values.config_file_args, fold_dotted below)."""
-    return model, fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
+    """The flags as vLLM's parser reads them: a --config file's flags first, dashes, the inverse spelling of a switch
+    as its --no- form (``INVERSE_SWITCHES``), and its dotted config flags folded into their JSON flag
+    (serve_values.config_file_args, fold_dotted below)."""
+    flags = [dashes(tok) for tok in config_file_args(rest, engine=ENGINE)]
+    return model, fold_dotted([INVERSE_SWITCHES.get(tok, tok) for tok in flags])
 
 
 # the most bytes --kv-cache-memory-bytes may name: more than any device holds (a PiB), so a typo is bad input
