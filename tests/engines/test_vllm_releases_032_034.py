@@ -158,3 +158,14 @@ def test_from_0_33_a_switch_s_inverse_spelling_is_its_no_form():
     assert {"--no-enable-prefix-caching", "--no-disable-hybrid-kv-cache-manager"} <= set(kept.ignored)
     with pytest.raises(K3PlanError, match="no-enable-chunked-prefill"):
         parse_serve(f"{K3} --disable-chunked-prefill", platform="gpu")
+
+
+def test_mamba_cache_mode_all_is_refused_on_a_gpu():
+    """vllm 0.31.0 wheel (PyPI), vllm/v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes: 'all' holds a state
+    block every block_size tokens (not priced); the 0.32.0 wheel's vllm/config/cache.py MambaCacheMode has no 'all'."""
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    with pytest.raises(K3PlanError, match="mamba-cache-mode all"):
+        parse_serve(f"{K3} --mamba-cache-mode all", platform="gpu")
+    assert "--mamba-cache-mode" in parse_serve(f"{K3} --mamba-cache-mode align", platform="gpu").ignored

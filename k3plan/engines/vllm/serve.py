@@ -394,6 +394,16 @@ def read(r: Reading) -> None:
             "1.0), takes 64-token blocks by default and runs Model Runner V2 only, which k3plan does not price; it "
             "read vLLM's releases to 0.33.0 (fit --engine-version 0.33.0 or earlier)"
         )
+    # --mamba-cache-mode all (a KDA / Mamba state block every block_size tokens, MambaSpec.max_memory_usage_bytes
+    # cdiv(max_model_len, block) + speculative blocks a request: vllm 0.31.0 wheel (PyPI), vllm/v1/kv_cache_interface.py)
+    # holds states k3plan's pool does not price; from 0.32.0 vLLM has no such mode (CacheConfig.MambaCacheMode
+    # 'align' / 'none', the 0.32.0 wheel's vllm/config/cache.py). 'align' and 'none' are read as listed
+    mamba_mode = r.flags.get("--mamba-cache-mode")
+    if r.platform != "tpu" and mamba_mode is not None and mamba_mode.strip().lower() == "all":
+        raise K3PlanError(
+            "--serve: --mamba-cache-mode all: a state block every block_size tokens of a request (vLLM 0.31.0's "
+            "MambaSpec.max_memory_usage_bytes; gone from 0.32.0) is not priced by k3plan; expected align or none"
+        )
     mono = get(MONOKERNEL, None)
     if mono is not None and mono.lower() not in ("false", "0"):
         raise K3PlanError(
