@@ -26,6 +26,12 @@ K3_MOE_PAD_SOURCE = (
 # on H200 and on SM100 alike. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256 and 384,
 # need no rounding anyway)
 MXFP4_SHARD_ALIGN = 128
+# From 0.32.0 the oracle puts Humming ahead of Marlin on compute capability 9.0 (H100 / H20 / H200), whose own round-up
+# is 64, but Humming's repack pads w13's N (2 x the shard) to 256 and w2's K (the shard) to 128, so the shard is held
+# at the same multiple of 128, and its two workspaces are Marlin's M x top-k x max(K, 2N) (vllm 0.32.0 wheel (PyPI)
+# model_executor/layers/fused_moe/oracle/mxfp4.py _get_priority_backends, quantization/utils/humming/moe.py
+# _prepare_and_transform_sublayer pad_n_to_multiple=256 / pad_k_to_multiple=128, fused_moe/experts/fused_humming_moe.py
+# get_buffer_metas; humming-kernels 0.1.17 schema/base.py get_padded_tensors_attrs; the same in 0.33.0 / 0.34.0)
 MXFP4_PAD_SOURCE = (
     "vllm-project/vllm vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @001eda31 "
     "mxfp4_round_up_hidden_size_and_intermediate_size (Marlin and FlashInfer CUTLASS: the intermediate rounded up to "

@@ -10,12 +10,9 @@ from k3plan.engines.release import Release
 # rules that changed between releases were read in the 0.11.1-0.31.0 wheels, each naming its own (Engine.by_release
 # in engines/vllm/__init__.py). A planner is asked about the engine people install today, not the release a rule was
 # first read in; a log of an older release is read with its own --engine-version (tests/engines/cases).
-# The 0.32.0, 0.33.0 and 0.34.0 wheels were diffed against it: the changes k3plan prices are gated on
-# their releases (by_release), but the default stays 0.31.0: 0.34.0 sizes the pool from the memory free after warmup
-# and graph capture (engines/vllm/serve.py MEASURED_POOL_FROM, refused), and in 0.32.0-0.33.0 Humming takes
-# DeepSeek-V4's MXFP4 experts ahead of Marlin on Hopper, whose shard padding and MoE workspace were not read (the
-# oracle's round-up gives a V4.1-Flash TP 8 shard 320, not Marlin's 384; InferenceX#3310's H200 log, of a nightly
-# not quoted, matches 384)
+# The 0.32.0, 0.33.0 and 0.34.0 wheels were diffed against it: the changes k3plan prices are gated on their
+# releases (by_release), but the default stays 0.31.0 because 0.34.0, the newest, is not priced: it sizes the pool
+# from the memory free after warmup and graph capture (engines/vllm/serve.py MEASURED_POOL_FROM, refused)
 NEWEST_RELEASE: Release = (0, 31, 0)
 
 # From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
