@@ -134,13 +134,13 @@ def test_a_0_34_command_is_refused_it_sizes_its_pool_from_measured_memory(cli):
 def test_the_wheels_use_thp_is_read_as_thp_packing():
     """vllm 0.31.0-0.34.0 wheels (PyPI), vllm/config/engram.py EngramConfig.use_thp ('Back private CPU-offloaded tables
     with transparent huge pages ... Requires cpu_offload without dp_shared_memory'): the host pages' kind, the field
-    @13ab20ec named thp_packing; refused alike beside dp_shared_memory."""
+    @13ab20ec named thp_packing; refused alike without cpu_offload, in the wheels' words."""
     from k3plan.engines.serve import parse_serve
     from k3plan.errors import K3PlanError
 
     v41 = "vllm serve deepseek-ai/DeepSeek-V4.1-Flash --language-model-only -tp 8 --engram-config "
     assert parse_serve(v41 + """'{"use_thp": true}'""", platform="gpu").engram == "host"
-    with pytest.raises(K3PlanError, match="thp_packing requires"):
+    with pytest.raises(K3PlanError, match="use_thp requires"):
         parse_serve(v41 + """'{"use_thp": true, "cpu_offload": false}'""", platform="gpu")
 
 

@@ -24,8 +24,8 @@ from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
+from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
-from k3plan.engines.vllm.engram import read_engram
 from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
@@ -525,9 +525,11 @@ def read(r: Reading) -> None:
     r.dtypes()
     raw_engram = get("--engram-config", None)
     r.engram_flag = raw_engram is not None
-    engram = read_engram(raw_engram, r.env, dp=r.dp, platform=r.platform)
+    engram = read_engram(raw_engram, r.env, dp=r.dp, platform=r.platform, release=r.release)
     if engram is not None:  # vLLM's EngramConfig (engines/vllm/engram.py)
         r.engram, r.engram_host_copies = engram.placement, engram.host_copies
+    if ENGRAM_ENV in r.env and r.release is not None and r.release >= ENGRAM_WHEEL_FROM:
+        r.ignored.append(f"{ENGRAM_ENV}={r.env[ENGRAM_ENV]}")  # no such variable in the wheels from 0.31.0
     r.quantization()
     # issue 47 item 1: priced in engines/vllm/spec.py; a drafter's kv_cache_dtype read against the target's
     ds_mla = r.resolve is not None and r.resolve(r.model).startswith("deepseek-v4")  # V4's fp8_ds_mla layout
