@@ -481,6 +481,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             vendor=hw.vendor,
             intermediate=model.spec.moe.expert_intermediate,
             shards=q.tp * q.dp,
+            release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
         )
     in_flight_rule = engine_rules(q.stack).windowed_in_flight
     if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:

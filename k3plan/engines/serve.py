@@ -295,6 +295,8 @@ IGNORED = {
     # vLLM's API-server flags, each of FrontendArgs' fields (engines/vllm/frontend.py): listening, authentication,
     # TLS, CORS, logging and chat rendering; the worker that sizes the pool never sees them
     **vllm_serve.FRONTEND_IGNORED,
+    # and EngineArgs' flags of the 0.32.0-0.34.0 wheels that hold nothing on a GPU (engines/vllm/serve.py)
+    **vllm_serve.NEWER_IGNORED,
 }
 # environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
 UNPRICED_ENV = {

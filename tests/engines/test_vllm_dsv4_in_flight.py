@@ -28,6 +28,12 @@ V4 = (
         ((0, 26, 0), False, 1, False, 1),
         ((0, 28, 0), None, 2, False, 2),  # the V1 runner without async at PP > 1: PP
         ((0, 31, 0), None, 2, True, 3),  # Model Runner V2: PP + 1
+        # vllm 0.34.0 wheel (PyPI), vllm/config/vllm.py VllmConfig.max_concurrent_batches: Model Runner V2 the only
+        # runner, PP + 1 under async scheduling (0.33.0's V1 runner at PP 2: 2)
+        ((0, 33, 0), None, 2, False, 2),
+        ((0, 34, 0), None, 2, False, 3),
+        ((0, 34, 0), None, 1, False, 2),
+        ((0, 34, 0), False, 2, False, 2),
     ],
 )
 def test_the_batches_in_flight_follow_the_release_and_the_scheduler(release, async_on, pp, v2, batches):
@@ -55,20 +61,31 @@ def test_vllm_53961_s_check_at_0_29_is_the_issue_s_figure(cli):
     assert _needed(cli, "--max-num-batched-tokens", "8192", "--engine-version", "0.29.0") is None
 
 
+def _v4_pro_weights(cli, hw: str, extra: str = "", release: str = "0.30.0") -> int:
+    r = cli(
+        "fit", "-H", hw, "-t", "8", "--serve", f"vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 {extra}",
+        "--engine-version", release, "--json",
+    )  # fmt: skip
+    return json.loads(r.stdout)["engine"]["weights_bytes"]
+
+
 def test_v4_s_mxfp4_experts_on_gfx942_are_padded_to_256_a_shard(cli):
-    """TRITON_UNFUSED on gfx942 (AITER takes MXFP4 weights on gfx950 only) rounds a TP shard's intermediate up to 256:
-    V4-Pro's 3,072 / 8 = 384 -> 512, the routed experts 4/3 as large (engines/vllm/memory.py
+    """TRITON_UNFUSED on gfx942 (AITER takes MXFP4 weights on gfx950 only) rounds a TP shard's intermediate up to 256
+    to vLLM 0.30.0: V4-Pro's 3,072 / 8 = 384 -> 512, the routed experts 4/3 as large (engines/vllm/moe_padding.py
     MOE_SHARD_RULES_BY_HARDWARE); gfx950's AITER + SiLU keeps 384, and expert parallelism splits whole experts."""
-
-    def weights(hw: str, extra: str = "") -> int:
-        r = cli(
-            "fit", "-H", hw, "-t", "8", "--serve", f"vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 {extra}", "--json"
-        )
-        return json.loads(r.stdout)["engine"]["weights_bytes"]
-
-    gap = weights("amd-mi300x") - weights("amd-mi355x")
+    gap = _v4_pro_weights(cli, "amd-mi300x") - _v4_pro_weights(cli, "amd-mi355x")
     assert 31.5 * 2**30 < gap < 32.5 * 2**30  # the experts' third: 102,756,777,984 B / 3 a GPU
-    assert (
-        abs(weights("amd-mi300x", "--enable-expert-parallel") - weights("amd-mi355x", "--enable-expert-parallel"))
-        < 2**20
-    )
+    ep = "--enable-expert-parallel"
+    assert abs(_v4_pro_weights(cli, "amd-mi300x", ep) - _v4_pro_weights(cli, "amd-mi355x", ep)) < 2**20
+
+
+def test_from_0_31_v4_s_gfx942_shards_round_to_128_and_384_holds(cli):
+    """vllm 0.31.0 wheel (PyPI), model_executor/layers/fused_moe/oracle/mxfp4.py
+    mxfp4_round_up_hidden_size_and_intermediate_size: TRITON_UNFUSED before CDNA4 with SiLU rounds to 128
+    (triton_uses_128, absent from the 0.29.0 / 0.30.0 wheels), so V4-Pro's 384 a shard on MI300X is held as on
+    MI355X (engines/vllm/moe_padding.py MOE_SHARD_RULES_FROM); 0.31.0 is also the default release."""
+    for release in ("0.31.0", "0.33.0"):
+        gap = _v4_pro_weights(cli, "amd-mi300x", release=release) - _v4_pro_weights(cli, "amd-mi355x", release=release)
+        assert abs(gap) < 2**20
+    r = cli("fit", "-H", "amd-mi300x", "-t", "8", "--serve", "vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8", "--json")
+    assert json.loads(r.stdout)["engine"]["weights_bytes"] == _v4_pro_weights(cli, "amd-mi300x", release="0.31.0")

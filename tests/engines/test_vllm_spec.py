@@ -160,3 +160,59 @@ def test_only_the_mtp_layer_s_own_projections_are_whole_not_its_shared_expert(cl
     gate = sum(t.nbytes for t in mtp if t.name.endswith("shared_experts.gate_proj.weight"))
     eh = sum(t.nbytes for t in mtp if ".eh_proj." in t.name)
     assert gate and eh and whole - eh < gate  # eh_proj whole, the shared gate_proj not
+
+
+# the drafter's own KV dtype (vllm 0.31.0 wheel (PyPI), vllm/config/speculative.py SpeculativeConfig.kv_cache_dtype:
+# 'When None, the draft inherits the target model's --kv-cache-dtype', the same field in the 0.32.0-0.34.0 wheels)
+@pytest.mark.parametrize(
+    ("target", "draft"),
+    [
+        ("", "auto"),
+        ("--kv-cache-dtype auto", "auto"),
+        ("--kv-cache-dtype fp8", "fp8"),
+        ("--kv-cache-dtype fp8", "fp8_e4m3"),
+    ],
+)
+def test_a_drafter_kv_cache_dtype_that_is_the_target_s_is_read_as_no_change(target, draft):
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 1, "kv_cache_dtype": draft})
+    base = parse_serve(
+        f"{R1} {target} --speculative-config '{json.dumps({'method': 'mtp', 'num_speculative_tokens': 1})}'",
+        platform="gpu",
+    )
+    q = parse_serve(f"{R1} {target} --speculative-config '{spec}'", platform="gpu")
+    assert (q.speculative.method, q.speculative.num_speculative_tokens) == (base.speculative.method, 1)
+
+
+@pytest.mark.parametrize(("target", "draft"), [("--kv-cache-dtype fp8", "auto"), ("", "fp8"), ("", 8)])
+def test_a_drafter_kv_cache_dtype_other_than_the_target_s_is_refused_in_one_line(target, draft):
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 1, "kv_cache_dtype": draft})
+    with pytest.raises(K3PlanError, match="kv_cache_dtype") as err:
+        parse_serve(f"{R1} {target} --speculative-config '{spec}'", platform="gpu")
+    assert "\n" not in str(err.value) and "not priced" in str(err.value)
+
+
+def test_the_fly_acceptance_keys_change_nothing_held():
+    spec = json.dumps(
+        {
+            "method": "mtp",
+            "num_speculative_tokens": 3,
+            "rejection_sample_method": "fly",
+            "fly_window_size": 2,
+            "fly_entropy_threshold": 0.3,
+            "fly_entropy_top_k": 3,
+            "disable_lookahead_block_hashes": True,
+        }
+    )
+    q = parse_serve(f"{R1} --speculative-config '{spec}'", platform="gpu")
+    assert (q.speculative.method, q.speculative.num_speculative_tokens) == ("mtp", 3)
+
+
+# DeepSeek-V4's fp8_ds_mla layout takes "auto" and every fp8 spelling as fp8_ds_mla (vllm 0.31.0 wheel (PyPI),
+# vllm/models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype): a drafter's "auto" beside --kv-cache-dtype fp8 is
+# the target's dtype there
+def test_a_deepseek_v4_drafter_s_auto_kv_dtype_is_the_target_s_fp8_ds_mla():
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 1, "kv_cache_dtype": "auto"})
+    q = parse_serve(f"{FLASH} --speculative-config '{spec}'", platform="gpu")
+    assert q.speculative.method == "mtp"
+    with pytest.raises(K3PlanError, match="kv_cache_dtype"):
+        parse_serve(f"{FLASH} --speculative-config '{spec.replace('auto', 'bfloat16')}'", platform="gpu")

@@ -29,7 +29,17 @@ ENGINE = Engine(
         "engines/vllm/serve.py VLLM_HUGE_TIER_FROM) and the batches in flight a DeepSeek-V4 windowed group holds "
         "pages for (2 under async scheduling from 0.26.0, engines/vllm/memory.py in_flight_batches) and the "
         "DeepSeek-V4 groups' pages and block bytes (unpadded from 0.27.0, the largest group's block and a null block "
-        "from 0.29.0: engines/vllm/dsv4_pages.py v4_form); k3plan's other vLLM rules are the code each cites"
+        "from 0.29.0: engines/vllm/dsv4_pages.py v4_form), the sparse indexer's profile-run K buffer (16 x "
+        "max_model_len above 256K tokens from 0.32.0, 40 x before: engines/vllm/dsv4_workspace.py "
+        "prefill_buffer_factor), a DeepSeek-V4.1 block on SM100 (whole rows of both records from 0.33.0: "
+        "engines/vllm/dsv4_pages.py V41_STRIDE_FROM), DeepSeek-V4's TP-split MXFP4 expert shards on gfx942 (256 to "
+        "0.30.0, 128 from 0.31.0: engines/vllm/moe_padding.py MOE_SHARD_RULES_FROM), the Engram tables' defaults (a "
+        "host copy a node with DP from 0.31.0, a replica's before: engines/vllm/engram.py ENGRAM_WHEEL_FROM) and the "
+        "batches in flight at PP > 1 "
+        "(PP + 1 under async "
+        "scheduling from 0.34.0, the V1 runner gone: engines/vllm/releases.py ONE_RUNNER_FROM); a command of 0.34.0 "
+        "or later is refused (its pool sized from measured memory: engines/vllm/serve.py MEASURED_POOL_FROM); "
+        "k3plan's other vLLM rules are the code each cites"
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
     newest_release_read=NEWEST_RELEASE,  # the 0.31.0 wheel: a GPU question that names no release is read as it

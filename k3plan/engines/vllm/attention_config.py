@@ -44,8 +44,36 @@ ATTENTION_FIELDS = frozenset(
         "flex_attn_block_n",
         "flex_attn_q_block_size",
         "flex_attn_kv_block_size",
+        # read in the vLLM 0.31.0-0.34.0 wheels (PyPI), vllm/config/attention.py AttentionConfig: per-group backend
+        # overrides and MiniMax M3's decode kernel (0.31.0), the TokenSpeed MLA split floor at its default 1 only (a
+        # larger one may grow that kernel's workspace: ``REFUSED``), the deprecated no-op indexer row sharding and
+        # TRTLLM_RAGGED's cached-prefill kernel (0.33.0), MiniMax M3's context-parallel indexer scoring ('This shards
+        # indexer *work* and not the KV cache', 0.33.0 / 0.34.0 indexer_decode_cp), sparse-MLA prefill sharded by
+        # token over TP (0.34.0) and the MQA path forced for prefill (0.31.0): which kernel runs, not what is held
+        "backend_per_kind",
+        "minimax_m3_msa_decode_backend",
+        "indexer_tp_shard_min_rows",
+        "trtllm_ragged_backend",
+        "minimax_m3_indexer_cp",
+        "indexer_decode_cp",
+        "sparse_mla_shard_q",
+        "sparse_mla_shard_q_min_tokens",
+        "sparse_mla_force_mqa",
     }
 )
+# AttentionConfig fields that change what a GPU holds in a way k3plan does not price (vllm 0.31.0-0.34.0 wheels
+# (PyPI), vllm/config/attention.py): refused by name with what they do, at a value other than vLLM's default
+REFUSED: dict[str, tuple[object, str]] = {
+    "hisparse_config": (None, "HiSparse's host-resident KV with a hot buffer on the GPU (Model Runner V2 only)"),
+    "sparse_mla_prefill_workspace_factor": (
+        None,
+        "the sparse-MLA prefill workspace and the indexer's prefill K buffer in multiples of max_model_len (k3plan "
+        "prices vLLM's own factor: engines/vllm/dsv4_workspace.py prefill_buffer_factor)",
+    ),
+    "tokenspeed_mla_min_split_kv": (1, "a TokenSpeed MLA split floor, which may grow that kernel's workspace"),
+    "indexer_logits_dtype": ("auto", "the sparse indexer's dense logits dtype (their buffer)"),
+    "indexer_sparse_logits": (None, "the DeepSeek-V4.1 indexer's sparse or dense logits path (its buffers)"),
+}
 # the GPUs of capability family 10 (sm_100 / sm_103: current_platform.is_device_capability_family(100)) among
 # k3plan's hardware specs: B200 and GB200 are sm_100, B300 and GB300 sm_103
 SM100_FAMILY = frozenset({"nvidia-b200", "nvidia-gb200-nvl72", "nvidia-b300", "nvidia-gb300-nvl72"})
@@ -65,11 +93,18 @@ def read_attention(raw: str | None) -> dict[str, Any] | None:
     from k3plan.engines.serve_values import json_object
 
     got = json_object("--attention-config", raw)
-    unknown = sorted(set(got) - ATTENTION_FIELDS)
+    for key, (default, what) in REFUSED.items():
+        if key in got and got[key] != default:
+            raise K3PlanError(
+                f"--serve: --attention-config {key} {got[key]!r}: {what} is not priced by k3plan (vllm/config/"
+                f"attention.py AttentionConfig, the vLLM 0.31.0-0.34.0 wheels); leave it out to price vLLM's default"
+            )
+    unknown = sorted(set(got) - ATTENTION_FIELDS - set(REFUSED))
     if unknown:
         raise K3PlanError(
             f"--serve: --attention-config key {unknown[0]!r} is not a field of vLLM's AttentionConfig "
-            f"(vllm/config/attention.py, {SOURCE}); expected one of {', '.join(sorted(ATTENTION_FIELDS))}"
+            f"(vllm/config/attention.py, {SOURCE}; the 0.31.0-0.34.0 wheels); expected one of "
+            f"{', '.join(sorted(ATTENTION_FIELDS | set(REFUSED)))}"
         )
     return got
 

@@ -247,6 +247,9 @@ def cudagraph_estimate(
     return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
 
 
+# Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
+# own by default (CompilationConfig.cudagraph_decoder_replay True; decoder_replay_cudagraph_capture_sizes multiples of
+# the sliding window: vllm 0.32.0 wheel (PyPI), vllm/config/compilation.py); their share of the estimate is in no log
 # the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml): the only one
 # that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers
 TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"

@@ -60,18 +60,22 @@ LAYOUT = Dsv4Layout(
     ),
 )
 
-# Engram: in pinned host memory (EngramConfig.cpu_offload True), each DP replica its own TP-sharded tables
-# (embedding_across_dp False, dp_shared_memory False); --engram-config is read in engines/vllm/engram.py
+# Engram: in pinned host memory (EngramConfig.cpu_offload True), one copy of each TP shard a node: vLLM 0.31.0's
+# default (dp_shared_memory None, resolved on wherever cpu_offload holds and data_parallel_size > 1; embedding_across_dp
+# False), the release k3plan reads a command without --engine-version as; @13ab20ec and 0.30.0 keep a copy a DP
+# replica (dp_shared_memory False), which a serve command of those releases sets (engines/vllm/engram.py read_engram)
 ENGRAM_COMMIT = "13ab20ecf72666374e58f0b199eb95ebde02460b"
 ENGRAM = EngramPlacement(
     placement="host",
     source=Source(
         "vllm-project/vllm",
         "vllm/config/engram.py",
-        "EngramConfig.cpu_offload (default envs.VLLM_PLE_CPU_OFFLOAD, enabled: 'Store embedding weights in pinned "
-        "CPU memory for UVA lookup'); embedding_across_dp False ('each DP rank has a separate TP-sharded embedding "
-        "replica'); dp_shared_memory False (True: 'Each node stores one copy of every TP shard')",
-        ENGRAM_COMMIT,
+        "EngramConfig.cpu_offload (default True: 'Store embedding weights in pinned CPU memory for UVA lookup'); "
+        "embedding_across_dp False ('each DP rank has a separate TP-sharded embedding replica'); dp_shared_memory "
+        "None, resolve_dp_shared_memory: on with data_parallel_size > 1 ('Each node stores one copy of every TP "
+        "shard'; 'Share host tables by default wherever the configuration permits'), read in the vllm 0.31.0 wheel "
+        "(PyPI)",
+        "v0.31.0",
     ),
-    host_copies="replica",
+    host_copies="node",
 )

@@ -39,6 +39,7 @@ in-flight tokens once a pool: not applied.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -399,6 +400,22 @@ def v41_default_block(hardware: str) -> int:
     return V41_DEFAULT_BLOCK if hardware in SM100_FAMILY else V41_DEFAULT_BLOCK_SM90
 
 
+# From 0.33.0 V4.1's sliding-window cache on SM100 (the MXFP8 record) sets its block stride alignment to
+# lcm(the window record, the compressed record) ('FlashMLA reads the interleaved V4.1 records as rows of the whole
+# cache, so the packed block has to hold whole rows of both'), and the pool rounds a block's bytes up to the lcm of its
+# layers' alignments: 528 B with the MXFP8 compressed record, 3,168 with nvfp4_ds_mla's 288. Read in the 0.33.0 wheel
+# (PyPI) vllm/models/deepseek_v41/attention.py DeepseekV4Attention.__init__ (packed_block_stride_alignment),
+# v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache.get_kv_cache_spec (block_stride_alignment) and
+# v1/core/kv_cache_planning.py _get_kv_cache_bytes_per_block (round_up(bytes_per_block, lcm of the alignments), the
+# block-outer layout DeepseekV4IndexerBackend.supported_kv_cache_layouts asks for); the same in the 0.34.0 wheel,
+# absent from 0.32.0's
+V41_STRIDE_FROM = (0, 33, 0)
+V41_STRIDE_SOURCE = (
+    "vllm 0.33.0 wheel (PyPI) vllm/models/deepseek_v41/attention.py DeepseekV4Attention.__init__ "
+    "(packed_block_stride_alignment lcm(swa_bytes_per_token, compressed_bytes_per_token) on the MXFP8 record) and "
+    "v1/core/kv_cache_planning.py _get_kv_cache_bytes_per_block (the block rounded up to the alignments' lcm)"
+)
+
 # --kv-cache-dtype nvfp4_ds_mla off SM100: DeepseekV4Attention.__init__ raises before any pool is sized
 NVFP4_MESSAGE = "ValueError: nvfp4_ds_mla needs the V4.1 KV records, which FlashMLA decodes only on SM100."
 NVFP4_AT = "vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be DeepseekV4Attention.__init__"
@@ -415,10 +432,18 @@ class Dsv41Pages(Dsv4Pages):
 
     record_bytes: int = 0
     index_entry_bytes: int = 0
+    # from 0.33.0 on SM100 the block stride a multiple of lcm(the window record, the compressed record)
+    # (``V41_STRIDE_SOURCE``); 1: no rounding
+    block_align: int = 1
 
     @property
     def block_bytes(self) -> int:
         return self.check_block_bytes
+
+    @property
+    def check_block_bytes(self) -> int:
+        """The tuple count x the compressed group's page sizes (the planner's), rounded up to ``block_align``."""
+        return _round(self.num_layer_tuples * self.layer_tuple_bytes, self.block_align)
 
     def reported_blocks_per_request(self, *, max_model_len: int, max_num_batched_tokens: int) -> int:
         """V4.1 runs on 0.31.0's code, which reports each group's pages (REPORT_SOURCES)."""
@@ -443,10 +468,12 @@ def dsv41_pages(
     fp4_indexer: bool = False,
     draft_layers: int = 0,
     num_speculative_tokens: int = 0,
+    release: Release | None = None,
 ) -> Dsv41Pages:
     """vLLM's V4.1 groups for ``--block-size`` ``block_tokens`` (the V4.1 notes above): ``sm100`` the GPU's
     capability family 10 (the MXFP8 record), ``nvfp4`` --kv-cache-dtype nvfp4_ds_mla, ``fp4_indexer`` the MXFP4
-    indexer cache, ``draft_layers`` DSpark's window-only layers."""
+    indexer cache, ``draft_layers`` DSpark's window-only layers; ``release``: the vLLM release (from 0.33.0 the
+    block's stride alignment on SM100, ``V41_STRIDE_FROM``; None: the code each rule cites)."""
     assert d.csa2 is not None
     align = 512 if sm100 else ALIGN
     record = 528 if sm100 else v4_record_bytes(d)
@@ -476,6 +503,7 @@ def dsv41_pages(
         layer_tuple_bytes=sum(mla_sizes),
         record_bytes=main,
         index_entry_bytes=index_entry,
+        block_align=(math.lcm(record, main) if sm100 and release is not None and release >= V41_STRIDE_FROM else 1),
     )
 
 
@@ -500,7 +528,7 @@ def v41_request_charge(
     any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags.
     ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
     releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1).
-    ``release``: read for V4's groups (``v4_request_charge``); V4.1's are one form. ``block``: a command's --block-size
+    ``release``: read for V4's groups (``v4_request_charge``) and V4.1's block stride (``V41_STRIDE_FROM``). ``block``: a command's --block-size
     (None: ``v41_default_block``)."""
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
     from k3plan.engines.vllm.releases import default_in_flight
@@ -513,6 +541,7 @@ def v41_request_charge(
         sm100=hardware in SM100_FAMILY,
         draft_layers=draft_layers,
         num_speculative_tokens=spec_tokens,
+        release=release,
     )
     batches = in_flight if in_flight is not None else default_in_flight()
     return _charge(

@@ -34,6 +34,34 @@ WORKSPACE_SOURCE = (
     "WorkspaceManager.get_simultaneous (one buffer, the largest request): read in yhfgyyf/vllm-deepseek-v4-sm89's history"
 )
 PREFILL_BUFFER_FACTOR = 40  # get_max_prefill_buffer_size: max_model_len x 40
+# From 0.32.0 the indexer's prefill buffer is max_model_len x (576 x 2 // 132 = 8) x AttentionConfig.
+# sparse_mla_prefill_workspace_factor, which VllmConfig resolves once to 5 up to 256K tokens and 2 above ('Lower
+# values return memory to the KV cache at long max_model_len'): 40 x max_model_len up to 262,144 tokens, 16 x above
+# (vllm 0.32.0 wheel (PyPI), vllm/v1/attention/backends/mla/indexer.py get_max_prefill_buffer_size and
+# vllm/config/vllm.py VllmConfig.__post_init__; the same in the 0.33.0 and 0.34.0 wheels; 0.31.0's is 40 flat)
+# Not priced: from 0.32.0 the indexer's dummy run also reserves the TP row-sharded top-k exchange's transient, 2 x
+# topk_indices_buffer ([max_num_batched_tokens, index_topk] int32: 2 x 8,192 x 512 x 4 B = 32 MiB) beside the 512 MiB
+# logits, on CUDA at TP > 1 without DCP / PCP and with a mixed CUDA-graph mode other than FULL (the 0.32.0 wheel's
+# model_executor/layers/sparse_attn_indexer.py _reserve_row_shard_exchange_transient, v1/attention/backends/mla/
+# indexer.py tp_prefill_row_sharding_supported; the same in 0.33.0)
+WORKSPACE_FACTOR_FROM = (0, 32, 0)
+ENTRIES_PER_FACTOR = 576 * 2 // 132  # get_max_prefill_buffer_size's fp8 keys a FlashMLA sparse workspace row: 8
+LONG_CONTEXT = 256 * 1024  # above it the factor resolves to 2, else 5
+WORKSPACE_FACTOR_SOURCE = (
+    "vllm 0.32.0 wheel (PyPI) vllm/v1/attention/backends/mla/indexer.py get_max_prefill_buffer_size (max_model_len x "
+    "8 x sparse_mla_prefill_workspace_factor) and vllm/config/vllm.py VllmConfig.__post_init__ (the factor 5 up to "
+    "256K tokens, else 2)"
+)
+
+
+def prefill_buffer_factor(max_model_len: int, release: tuple[int, int, int] | None) -> int:
+    """The indexer's prefill K buffer in multiples of max_model_len: 40 before 0.32.0 (or with no release named:
+    the code read at e18fe932), from 0.32.0 8 x the workspace factor vLLM resolves (``WORKSPACE_FACTOR_SOURCE``)."""
+    if release is None or release < WORKSPACE_FACTOR_FROM:
+        return PREFILL_BUFFER_FACTOR
+    return ENTRIES_PER_FACTOR * (5 if max_model_len <= LONG_CONTEXT else 2)
+
+
 PREFILL_CHUNK_SIZE = 4  # DeepseekV4Attention.PREFILL_CHUNK_SIZE
 RADIX_TOPK_WORKSPACE = 1024 * 1024  # sparse_attn_indexer.RADIX_TOPK_WORKSPACE_SIZE
 LOGITS_BYTES = 512 * 1024 * 1024  # envs.VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default 512
@@ -52,14 +80,18 @@ def _indexer_gather(t: int, values: int, scales: int) -> int:
     return _up(t * values) + _up(t * scales) + _up(RADIX_TOPK_WORKSPACE)
 
 
-def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int) -> tuple[int, int, str]:
+def dsv4_profile_workspace(
+    d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int, release: tuple[int, int, int] | None = None
+) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 at ``max_model_len`` with
-    ``max_num_batched_tokens`` (module docstring)."""
+    ``max_num_batched_tokens`` (module docstring); ``release``: the vLLM release (its indexer buffer factor,
+    ``prefill_buffer_factor``)."""
+    factor = prefill_buffer_factor(max_model_len, release)
     indexer = 0
     for ratio in sorted({r for r in d.compress_ratios if r and d.index_head_dim}):
         if ratio != 4:  # only the CSA layers (ratio 4) carry an indexer
             continue
-        t = PREFILL_BUFFER_FACTOR * max_model_len // ratio
+        t = factor * max_model_len // ratio
         indexer = max(indexer, _indexer_gather(t, d.index_head_dim, FP8_SCALE_BYTES))
     attention = 0
     for ratio in {*d.compress_ratios, 0}:
@@ -70,10 +102,12 @@ def dsv4_profile_workspace(d: DSV4Dims, *, max_model_len: int, max_num_batched_t
     gib = GiB
     how = (
         f"V4 profile-run workspace {workspace / gib:.2f} GiB (the larger of the indexer's {indexer / gib:.2f} GiB: "
-        f"{PREFILL_BUFFER_FACTOR} x {max_model_len:,} // 4 keys of {d.index_head_dim} + {FP8_SCALE_BYTES} B, and "
+        f"{factor} x {max_model_len:,} // 4 keys of {d.index_head_dim} + {FP8_SCALE_BYTES} B, and "
         f"FlashMLA's {attention / gib:.2f} GiB: {PREFILL_CHUNK_SIZE} x (cdiv({max_model_len:,}, 4) + "
         f"{d.sliding_window} + {max_num_batched_tokens:,}) x {d.head_dim} bf16) + the indexer's "
-        f"{LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({WORKSPACE_SOURCE})"
+        f"{LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({WORKSPACE_SOURCE}"
+        + (f"; {WORKSPACE_FACTOR_SOURCE}" if factor != PREFILL_BUFFER_FACTOR else "")
+        + ")"
     )
     return workspace, (LOGITS_BYTES if indexer else 0), how
 
@@ -88,21 +122,27 @@ V41_WORKSPACE_SOURCE = (
 )
 
 
-def dsv41_profile_workspace(d: DSV4Dims, *, max_model_len: int, fp4_indexer: bool) -> tuple[int, int, str]:
+def dsv41_profile_workspace(
+    d: DSV4Dims, *, max_model_len: int, fp4_indexer: bool, release: tuple[int, int, int] | None = None
+) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for DeepSeek-V4.1 on vLLM's CUDA backends: the
     largest index source's K gather (its compress ratio the smallest), FP8 keys (T, 128) + (T, 4) scales or MXFP4
-    (T, 64) + (T, 4), T = 40 x max_model_len // ratio, and the RADIX top-k workspace, in the shared buffer."""
+    (T, 64) + (T, 4), T = 40 x max_model_len // ratio (from 0.32.0 the factor ``prefill_buffer_factor`` resolves),
+    and the RADIX top-k workspace, in the shared buffer."""
     assert d.csa2 is not None
     ratio = min(max(1, d.compress_ratios[i]) for i in d.csa2.index_source_layer_ids)
-    t = PREFILL_BUFFER_FACTOR * max_model_len // ratio
+    factor = prefill_buffer_factor(max_model_len, release)
+    t = factor * max_model_len // ratio
     values, scales = (
         (d.index_head_dim // 2, d.index_head_dim // 32) if fp4_indexer else (d.index_head_dim, FP8_SCALE_BYTES)
     )
     ws = _indexer_gather(t, values, scales)
     how = (
-        f"V4.1 profile-run workspace {ws / GiB:.2f} GiB: the index source at ratio {ratio}, {PREFILL_BUFFER_FACTOR} x "
+        f"V4.1 profile-run workspace {ws / GiB:.2f} GiB: the index source at ratio {ratio}, {factor} x "
         f"{max_model_len:,} // {ratio} keys of {values} + {scales} B ({'MXFP4' if fp4_indexer else 'FP8'}), + the "
-        f"indexer's {LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({V41_WORKSPACE_SOURCE})"
+        f"indexer's {LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries ({V41_WORKSPACE_SOURCE}"
+        + (f"; {WORKSPACE_FACTOR_SOURCE}" if factor != PREFILL_BUFFER_FACTOR else "")
+        + ")"
     )
     return ws, LOGITS_BYTES, how
 
@@ -329,12 +369,17 @@ CSA_RATIO, HCA_RATIO = 4, 128  # the compress ratios of V4's indexed (CSA) and h
 
 
 def dsv4_rocm_profile_workspace(
-    d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int, hardware: str
+    d: DSV4Dims,
+    *,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    hardware: str,
+    release: tuple[int, int, int] | None = None,
 ) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 on vLLM's ROCm backends
     (``ROCM_V4_SOURCE``): the CUDA reservations' larger and, on gfx942 / gfx950, the indexer's decode logits."""
     cuda, logits, how = dsv4_profile_workspace(
-        d, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+        d, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens, release=release
     )
     indexed = any(r == CSA_RATIO for r in d.compress_ratios) and d.index_head_dim
     decode = (

@@ -12,6 +12,15 @@ class (vllm-project/vllm vllm/config/engram.py EngramConfig @13ab20ec, dsv4.ENGR
   name); with one replica it changes nothing (``get_parallel_size``).
 
 vLLM also refuses the config for a model without Engram layers and off CUDA / ROCm (``verify_model_config``).
+
+The released wheels from 0.31.0 (PyPI; read in the 0.31.0-0.34.0 wheels, vllm/config/engram.py EngramConfig; the
+0.30.0 wheel has @13ab20ec's defaults without thp_packing) differ: ``cpu_offload`` defaults to True (no
+``VLLM_PLE_CPU_OFFLOAD``: the variable is gone from vllm/envs.py, so a command's export changes nothing),
+``dp_shared_memory`` defaults to None and ``resolve_dp_shared_memory`` turns it on wherever ``cpu_offload`` holds,
+``use_thp`` does not, and ``data_parallel_size`` > 1 ('Share host tables by default wherever the configuration
+permits'), and the huge-page switch is named ``use_thp``. So from 0.31.0 a DP deployment holds one copy of each TP
+shard a node by default (``ENGRAM_WHEEL_FROM``; the engine's default placement, engines/vllm/dsv4.py ENGRAM, is that
+release's: k3plan reads a command without --engine-version as 0.31.0).
 """
 
 from __future__ import annotations
@@ -29,7 +38,12 @@ def _at(symbol: str) -> str:
     return f"vllm-project/vllm vllm/config/engram.py EngramConfig.{symbol} @{ENGRAM_COMMIT[:8]}"
 
 
-_KEYS = ("cpu_offload", "dp_shared_memory", "thp_packing", "embedding_across_dp")
+# the released wheels (0.31.0-0.34.0, PyPI: vllm/config/engram.py EngramConfig) name thp_packing use_thp: the same
+# host-page kind, read alike
+_KEYS = ("cpu_offload", "dp_shared_memory", "thp_packing", "use_thp", "embedding_across_dp")
+ENGRAM_WHEEL_FROM = (0, 31, 0)  # the release whose EngramConfig defaults k3plan's vLLM default follows (above)
+_WHEEL_KEYS = ("cpu_offload", "dp_shared_memory", "use_thp", "embedding_across_dp")
+_WHEEL_SOURCE = "vllm/config/engram.py EngramConfig (vllm 0.31.0-0.34.0 wheels, PyPI)"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -51,23 +65,41 @@ def _bool(where: str, value) -> bool:
     raise K3PlanError(f"--serve: {where} {value!r}: expected true or false")
 
 
-def read_engram(raw: str | None, env: dict[str, str], *, dp: int, platform: str) -> EngramRead | None:
-    """``--engram-config`` and ``VLLM_PLE_CPU_OFFLOAD`` -> where the tables live (None: neither given, the engine's
-    default); what vLLM refuses at start is one line here, with its own reason."""
-    env_raw = env.get(ENV)
+def read_engram(
+    raw: str | None,
+    env: dict[str, str],
+    *,
+    dp: int,
+    platform: str,
+    release: tuple[int, int, int] | None = None,
+) -> EngramRead | None:
+    """``--engram-config`` and ``VLLM_PLE_CPU_OFFLOAD`` -> where the tables live (None: the engine's default, its
+    ``ENGRAM`` placement); what vLLM refuses at start is one line here, with its own reason. ``release``: the command's
+    vLLM release: from ``ENGRAM_WHEEL_FROM`` the wheels' fields and defaults (module docstring), before it or with
+    none named @13ab20ec's, which keep a copy a DP replica."""
+    wheel = release is not None and release >= ENGRAM_WHEEL_FROM
+    env_raw = None if wheel else env.get(ENV)  # the wheels read no such variable
     if raw is None and env_raw is None:
+        if dp > 1 and not wheel:  # @13ab20ec (and 0.30.0): dp_shared_memory False, a copy a DP replica
+            return EngramRead(placement="host", host_copies="replica", given="")
         return None
     default = True if env_raw is None else _bool(f"{ENV}=", env_raw)
     cfg = {} if raw is None else json_object("--engram-config", raw)
-    unknown = sorted(set(cfg) - set(_KEYS))
+    keys = _WHEEL_KEYS if wheel else _KEYS
+    unknown = sorted(set(cfg) - set(keys))
     if unknown:
         raise K3PlanError(
             f"--serve: --engram-config key {unknown[0]!r} is not one of vLLM's EngramConfig fields "
-            f"({', '.join(_KEYS)}; {_SOURCE})"
+            f"({', '.join(keys)}; {_WHEEL_SOURCE if wheel else _SOURCE})"
         )
     offload = _bool("--engram-config cpu_offload", cfg.get("cpu_offload", default))
-    shared = _bool("--engram-config dp_shared_memory", cfg.get("dp_shared_memory", False))
-    thp = _bool("--engram-config thp_packing", cfg.get("thp_packing", False))
+    thp_given = _bool("--engram-config use_thp", cfg.get("use_thp", False)) or _bool(
+        "--engram-config thp_packing", cfg.get("thp_packing", False)
+    )
+    # the wheels' dp_shared_memory None: on wherever the configuration permits (resolve_dp_shared_memory)
+    shared_default = wheel and offload and not thp_given and dp > 1
+    shared = _bool("--engram-config dp_shared_memory", cfg.get("dp_shared_memory", shared_default))
+    thp = thp_given
     across = _bool("--engram-config embedding_across_dp", cfg.get("embedding_across_dp", False))
     if platform == "tpu" and raw is not None:
         raise K3PlanError(
@@ -80,8 +112,8 @@ def read_engram(raw: str | None, env: dict[str, str], *, dp: int, platform: str)
         )
     if thp and (not offload or shared):
         raise K3PlanError(
-            "--serve: --engram-config: vLLM refuses it ('thp_packing requires cpu_offload=True and "
-            f"dp_shared_memory=False'; {_SOURCE})"
+            f"--serve: --engram-config: vLLM refuses it ('{'use_thp' if wheel else 'thp_packing'} requires "
+            f"cpu_offload=True and dp_shared_memory=False'; {_WHEEL_SOURCE if wheel else _SOURCE})"
         )
     if shared and dp <= 1:
         raise K3PlanError(
@@ -97,4 +129,5 @@ def read_engram(raw: str | None, env: dict[str, str], *, dp: int, platform: str)
     given = " ".join(
         g for g in (f"{ENV}={env_raw}" if env_raw is not None else "", f"--engram-config {raw}" if raw else "") if g
     )
-    return EngramRead(placement="host" if offload else "hbm", host_copies="node" if shared else None, given=given)
+    copies = "node" if shared else ("replica" if dp > 1 and offload else None)
+    return EngramRead(placement="host" if offload else "hbm", host_copies=copies, given=given)

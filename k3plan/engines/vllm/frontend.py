@@ -88,6 +88,10 @@ VALUED = _flags(
     "middleware",
     "h11_max_incomplete_event_size",
     "h11_max_header_count",
+    # added in the 0.32.0 / 0.33.0 wheels (PyPI; vllm/entrypoints/common/cli_args.py from 0.33.0): the gRPC listener's
+    # port and the chat request's reasoning-effort names mapped to the template's (a JSON string)
+    "grpc_port",
+    "reasoning_effort_map",
 )
 
 

@@ -575,6 +575,7 @@ def engine_sizing(
             nvfp4=nvfp4,
             draft_layers=len(draft.dsv4_mtp_ratios) if draft is not None else 0,
             num_speculative_tokens=draft.num_speculative_tokens if draft is not None else 0,
+            release=release,
         )
     hbm_worker = None
     if kv_pool_method == "utilization_minus_resident":
@@ -613,13 +614,16 @@ def engine_sizing(
                     max_model_len=max_model_len,
                     max_num_batched_tokens=max_num_batched_tokens,
                     hardware=hardware,
+                    release=release,
                 )
             elif dsv4.csa2 is None:
                 ws, logits, how = dsv4_profile_workspace(
-                    dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+                    dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens, release=release
                 )
             else:
-                ws, logits, how = dsv41_profile_workspace(dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer)
+                ws, logits, how = dsv41_profile_workspace(
+                    dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer, release=release
+                )
             forward, forward_how = temp_bytes, act.source
             # V4's dummy forward as vLLM 0.26 runs it on CUDA (FlashMLA's padded heads; ROCm's forward was not traced)
             if dsv4.csa2 is None and hidden_size and attention_heads and not rocm_v4:

@@ -26,6 +26,12 @@ K3_MOE_PAD_SOURCE = (
 # on H200 and on SM100 alike. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256 and 384,
 # need no rounding anyway)
 MXFP4_SHARD_ALIGN = 128
+# From 0.32.0 the oracle puts Humming ahead of Marlin on compute capability 9.0 (H100 / H20 / H200), whose own round-up
+# is 64, but Humming's repack pads w13's N (2 x the shard) to 256 and w2's K (the shard) to 128, so the shard is held
+# at the same multiple of 128, and its two workspaces are Marlin's M x top-k x max(K, 2N) (vllm 0.32.0 wheel (PyPI)
+# model_executor/layers/fused_moe/oracle/mxfp4.py _get_priority_backends, quantization/utils/humming/moe.py
+# _prepare_and_transform_sublayer pad_n_to_multiple=256 / pad_k_to_multiple=128, fused_moe/experts/fused_humming_moe.py
+# get_buffer_metas; humming-kernels 0.1.17 schema/base.py get_padded_tensors_attrs; the same in 0.33.0 / 0.34.0)
 MXFP4_PAD_SOURCE = (
     "vllm-project/vllm vllm/model_executor/layers/fused_moe/oracle/mxfp4.py @001eda31 "
     "mxfp4_round_up_hidden_size_and_intermediate_size (Marlin and FlashInfer CUTLASS: the intermediate rounded up to "
@@ -52,6 +58,24 @@ ROCM_V4_MOE_SOURCE = (
 MOE_SHARD_RULES_BY_HARDWARE: dict[tuple[str, str], tuple[int, int, str, str]] = {
     ("deepseek_v4", hw): (0, 256, "amd", ROCM_V4_MOE_SOURCE) for hw in GFX942
 }
+# From 0.31.0 the ROCm round-up keeps 128 for TRITON_UNFUSED before CDNA4 with a SiTU / SiLU activation ('matmul_ogs
+# uses block_k=128 for MXFP4 on pre-CDNA4 GPUs': triton_uses_128), and V4's routed experts run SiLU (RoutedExperts'
+# default activation; Mxfp4MoEMethod.maybe_roundup_sizes passes it): on gfx942 a shard is rounded to 128, so V4-Pro's
+# 384 and V4-Flash's 256 at TP 8 are held as they are. Read in the 0.31.0 wheel (PyPI) model_executor/layers/
+# fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size and model_executor/layers/quantization/
+# mxfp4.py Mxfp4MoEMethod.maybe_roundup_sizes; absent from the 0.29.0 / 0.30.0 wheels, the same in 0.32.0-0.34.0
+ROCM_V4_128_FROM = (0, 31, 0)
+ROCM_V4_128_SOURCE = (
+    "vllm 0.31.0 wheel (PyPI) model_executor/layers/fused_moe/oracle/mxfp4.py "
+    "mxfp4_round_up_hidden_size_and_intermediate_size (ROCm: TRITON_UNFUSED before CDNA4 with SiTU / SiLU rounds to "
+    "128, triton_uses_128) and quantization/mxfp4.py Mxfp4MoEMethod.maybe_roundup_sizes (activation=self.moe.activation,"
+    " V4's SiLU)"
+)
+# (architecture, hardware) -> (the first release, the rule from it): a rule that changed in a release, ahead of the
+# two tables above for that release and later
+MOE_SHARD_RULES_FROM: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, str, str]]] = {
+    ("deepseek_v4", hw): (ROCM_V4_128_FROM, (0, 128, "amd", ROCM_V4_128_SOURCE)) for hw in GFX942
+}
 
 
 def padded_shard(*, intermediate: int, shards: int, floor: int, align: int) -> int:
@@ -62,13 +86,25 @@ def padded_shard(*, intermediate: int, shards: int, floor: int, align: int) -> i
 
 
 def expert_shard_pad(
-    *, architecture: str, hardware: str, vendor: str, intermediate: int, shards: int
+    *,
+    architecture: str,
+    hardware: str,
+    vendor: str,
+    intermediate: int,
+    shards: int,
+    release: tuple[int, int, int] | None = None,
 ) -> tuple[int, int, str] | None:
     """(num, den, why): a device holds num / den of the experts' even share when vLLM TP-splits them over ``shards``
-    ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by hardware first); None
+    ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by release and hardware
+    first: ``MOE_SHARD_RULES_FROM`` for ``release``, the command's vLLM release; None: the code each rule cites); None
     where no rule applies or the shard needs no padding. num / den is the padded shard over the even one, as ints:
     (padded x shards, intermediate)."""
-    rule = MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware)) or MOE_SHARD_RULES.get(architecture)
+    since = MOE_SHARD_RULES_FROM.get((architecture, hardware))
+    rule = (
+        (since[1] if since is not None and release is not None and release >= since[0] else None)
+        or MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware))
+        or MOE_SHARD_RULES.get(architecture)
+    )
     if rule is None or (rule[2] and rule[2] != vendor) or shards <= 1 or intermediate <= 0:
         return None
     floor, align, _, source = rule

@@ -9,7 +9,10 @@ from k3plan.engines.release import Release
 # the newest vLLM wheel k3plan read, 0.31.0 (PyPI): a GPU question without fit --engine-version is read as it. The
 # rules that changed between releases were read in the 0.11.1-0.31.0 wheels, each naming its own (Engine.by_release
 # in engines/vllm/__init__.py). A planner is asked about the engine people install today, not the release a rule was
-# first read in; a log of an older release is read with its own --engine-version (tests/engines/cases)
+# first read in; a log of an older release is read with its own --engine-version (tests/engines/cases).
+# The 0.32.0, 0.33.0 and 0.34.0 wheels were diffed against it: the changes k3plan prices are gated on their
+# releases (by_release), but the default stays 0.31.0 because 0.34.0, the newest, is not priced: it sizes the pool
+# from the memory free after warmup and graph capture (engines/vllm/serve.py MEASURED_POOL_FROM, refused)
 NEWEST_RELEASE: Release = (0, 31, 0)
 
 # From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
@@ -22,16 +25,21 @@ IN_FLIGHT_SOURCE = (
     "vllm 0.26.0 wheel vllm/config/vllm.py VllmConfig.max_concurrent_batches x max_num_batched_tokens "
     "(max_in_flight_tokens); 0.25.0's windowed specs take one max_num_batched_tokens"
 )
+# From 0.34.0 vLLM has one GPU runner, Model Runner V2 (the V1 runner's vllm/v1/worker/gpu_model_runner.py is gone
+# from the wheel): VllmConfig.max_concurrent_batches is PP + 1 under async scheduling whatever the runner, PP without
+# it (vllm 0.34.0 wheel (PyPI), vllm/config/vllm.py; 0.31.0-0.33.0 still branch on use_v2_model_runner)
+ONE_RUNNER_FROM: Release = (0, 34, 0)
 
 
 def in_flight_batches(release: Release | None, *, async_scheduling: bool | None, pp: int, v2_runner: bool) -> int:
     """The batches of max_num_batched_tokens a windowed group holds pages for (``IN_FLIGHT_SOURCE``): 1 before
-    0.26.0 or where no release is named (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on."""
+    0.26.0 or where no release is named (the cited v0.25.0 code); ``async_scheduling`` None: vLLM's default, on;
+    ``v2_runner``: Model Runner V2 runs the command (from 0.34.0 every command, ``ONE_RUNNER_FROM``)."""
     if release is None or release < IN_FLIGHT_FROM:
         return 1
     if async_scheduling is False:
         return pp
-    if v2_runner:
+    if v2_runner or release >= ONE_RUNNER_FROM:  # Model Runner V2's PP + 1 (from 0.34.0 the only runner)
         return pp + 1
     return 2 if pp <= 1 else pp
 

@@ -24,8 +24,8 @@ from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
+from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
-from k3plan.engines.vllm.engram import read_engram
 from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
@@ -65,7 +65,51 @@ VLLM_HUGE_SOURCE = (
     "vllm-project/vllm#51726)"
 )
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
-VLLM_SWITCHES = {"--enable-expert-parallel", "--language-model-only", "--enable-sleep-mode", "--enable-cumem-allocator"}
+VLLM_SWITCHES = {
+    "--enable-expert-parallel",
+    "--language-model-only",
+    "--enable-sleep-mode",
+    "--enable-cumem-allocator",
+    "--monokernel",
+}
+# EngineArgs' flags added in the 0.32.0-0.34.0 wheels (PyPI; vllm/engine/arg_utils.py, the fields' configs cited) that
+# change nothing a GPU holds, read and ignored (0: a switch, with its --no- form; 1: a value): metrics histogram
+# buckets (ObservabilityConfig.custom_histogram_buckets, 0.32.0), HyperConnection sequence parallelism ('Currently
+# supported by Qwen4Exp', ParallelConfig.enable_hc_sp, 0.32.0), the engine -> worker broadcast's host shared-memory
+# arena (ParallelConfig.enable_shm_tensor_arena, 0.32.0), sleep mode's graph backup to the CPU and its backend
+# (ModelConfig.sleep_mode_offload_cudagraph 0.32.0, sleep_mode_backend 0.33.0), the engine watchdog
+# (VllmConfig.watchdog_config, 0.33.0), cache-aware admission and a KV connector's in-flight loads (SchedulerConfig,
+# 0.34.0), and the loader's startup checkpoint preparation and file order (ModelConfig.checkpoint_prepare_on_startup,
+# LoadConfig.shuffle_safetensors_files, 0.34.0)
+_NEWER_SWITCHES = (
+    "--enable-hc-sp",
+    "--enable-shm-tensor-arena",
+    "--sleep-mode-offload-cudagraph",
+    "--checkpoint-prepare-on-startup",
+    "--shuffle-safetensors-files",
+)
+NEWER_IGNORED: dict[str, int] = {
+    **{f: 0 for f in _NEWER_SWITCHES},
+    **{f"--no-{f[2:]}": 0 for f in _NEWER_SWITCHES},
+    "--custom-histogram-buckets": 1,
+    "--sleep-mode-backend": 1,
+    "--watchdog-config": 1,
+    "--cache-aware-admission-threshold": 1,
+    "--cache-aware-admission-window": 1,
+    "--max-num-inflight-kv-loads": 1,
+}
+# the decode MonoKernel (KernelConfig.monokernel, vllm 0.33.0 wheel (PyPI) vllm/config/kernel.py: 'a persistent kernel
+# that runs most or all of one decoder layer in a single launch (DeepSeek-V4.1 on MI355X, DeepSeek-V4-Pro at TP8 on
+# MI355X)'): its buffers were not read
+MONOKERNEL = "--monokernel"
+# From 0.34.0 vLLM sizes the KV cache from the memory free after warmup and CUDA-graph capture: the extensible KV cache
+# (CacheConfig.enable_extensible_kv_cache, on by default on CUDA and ROCm: the pool reserved as device virtual memory
+# and committed after warmup, v1/worker/extensible_kv_cache.py measure_kv_cache_blocks), with gpu_memory_utilization
+# defaulting to 1.0 under it (CacheConfig.resolved_gpu_memory_utilization); its default block is 64 tokens
+# (CacheConfig.DEFAULT_BLOCK_SIZE, 16 before) and Model Runner V2 its only GPU runner (the V1 runner's profile run and
+# CUDA-graph estimate, which k3plan's sampler and graph rules cite, are gone). Read in the 0.34.0 wheel (PyPI):
+# vllm/config/cache.py, vllm/v1/worker/gpu_worker.py Worker.compile_or_warm_up_model; k3plan prices none of it
+MEASURED_POOL_FROM = (0, 34, 0)
 # and the API server's (FrontendArgs' bool fields: engines/vllm/frontend.py), read as switches and ignored
 SWITCHES = frozenset(VLLM_SWITCHES) | frontend.SWITCHES
 # EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes),
@@ -259,10 +303,36 @@ def flashinfer_int4(r: Reading) -> None:
     r.ignored.append(f"{FLASHINFER_INT4_ENV}={value}")
 
 
+# From 0.33.0 vLLM's parser pairs every --enable-X switch with --disable-X and every --disable-X with --enable-X, the
+# inverse spelling of --no-X (vllm 0.33.0 wheel (PyPI), vllm/utils/argparse_utils.py EnableDisableAction, registered
+# for BooleanOptionalAction; the same in 0.34.0): read as the --no- form of the switches k3plan reads or names as
+# ignored. An older release refuses the inverse spelling; k3plan reads it alike
+_ENABLE_SWITCHES = tuple(
+    sorted(
+        f
+        for f in (
+            *VLLM_SWITCHES,
+            *frontend.SWITCHES,
+            *_NEWER_SWITCHES,
+            "--enable-prefix-caching",
+            "--enable-chunked-prefill",
+        )
+        if f.startswith("--enable-")
+    )
+)
+_DISABLE_SWITCHES = ("--disable-hybrid-kv-cache-manager", "--disable-uvicorn-access-log", "--disable-fastapi-docs")
+INVERSE_SWITCHES = {
+    **{"--disable-" + f.removeprefix("--enable-"): "--no-" + f[2:] for f in _ENABLE_SWITCHES},
+    **{"--enable-" + f.removeprefix("--disable-"): "--no-" + f[2:] for f in _DISABLE_SWITCHES},
+}
+
+
 def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
-    """The flags as vLLM's parser reads them: a --config file's flags first, dashes, and its dotted config flags
-    folded into their JSON flag (serve_values.config_file_args, fold_dotted below)."""
-    return model, fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
+    """The flags as vLLM's parser reads them: a --config file's flags first, dashes, the inverse spelling of a switch
+    as its --no- form (``INVERSE_SWITCHES``), and its dotted config flags folded into their JSON flag
+    (serve_values.config_file_args, fold_dotted below)."""
+    flags = [dashes(tok) for tok in config_file_args(rest, engine=ENGINE)]
+    return model, fold_dotted([INVERSE_SWITCHES.get(tok, tok) for tok in flags])
 
 
 # the most bytes --kv-cache-memory-bytes may name: more than any device holds (a PiB), so a typo is bad input
@@ -317,6 +387,29 @@ def read(r: Reading) -> None:
     r.model = r.model or flag_model
     if not r.model:
         raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
+    if r.platform != "tpu" and r.release is not None and r.release >= MEASURED_POOL_FROM:
+        raise K3PlanError(
+            f"--serve: vLLM {'.'.join(map(str, r.release))}: from 0.34.0 vLLM sizes the KV cache from the memory free "
+            "after warmup and CUDA-graph capture (the extensible KV cache, on by default, with gpu_memory_utilization "
+            "1.0), takes 64-token blocks by default and runs Model Runner V2 only, which k3plan does not price; it "
+            "read vLLM's releases to 0.33.0 (fit --engine-version 0.33.0 or earlier)"
+        )
+    # --mamba-cache-mode all (a KDA / Mamba state block every block_size tokens, MambaSpec.max_memory_usage_bytes
+    # cdiv(max_model_len, block) + speculative blocks a request: vllm 0.31.0 wheel (PyPI), vllm/v1/kv_cache_interface.py)
+    # holds states k3plan's pool does not price; from 0.32.0 vLLM has no such mode (CacheConfig.MambaCacheMode
+    # 'align' / 'none', the 0.32.0 wheel's vllm/config/cache.py). 'align' and 'none' are read as listed
+    mamba_mode = r.flags.get("--mamba-cache-mode")
+    if r.platform != "tpu" and mamba_mode is not None and mamba_mode.strip().lower() == "all":
+        raise K3PlanError(
+            "--serve: --mamba-cache-mode all: a state block every block_size tokens of a request (vLLM 0.31.0's "
+            "MambaSpec.max_memory_usage_bytes; gone from 0.32.0) is not priced by k3plan; expected align or none"
+        )
+    mono = get(MONOKERNEL, None)
+    if mono is not None and mono.lower() not in ("false", "0"):
+        raise K3PlanError(
+            f"--serve: {MONOKERNEL}: vLLM's decode MonoKernel (KernelConfig.monokernel, a persistent kernel a decoder "
+            "layer) holds buffers k3plan has not read; remove it to price vLLM without it"
+        )
     r.parallel()
     runner = get("--runner", "auto").lower()
     if runner not in RUNNERS_PRICED:
@@ -432,11 +525,15 @@ def read(r: Reading) -> None:
     r.dtypes()
     raw_engram = get("--engram-config", None)
     r.engram_flag = raw_engram is not None
-    engram = read_engram(raw_engram, r.env, dp=r.dp, platform=r.platform)
+    engram = read_engram(raw_engram, r.env, dp=r.dp, platform=r.platform, release=r.release)
     if engram is not None:  # vLLM's EngramConfig (engines/vllm/engram.py)
         r.engram, r.engram_host_copies = engram.placement, engram.host_copies
+    if ENGRAM_ENV in r.env and r.release is not None and r.release >= ENGRAM_WHEEL_FROM:
+        r.ignored.append(f"{ENGRAM_ENV}={r.env[ENGRAM_ENV]}")  # no such variable in the wheels from 0.31.0
     r.quantization()
-    r.speculative = read_speculative(get, r.model)  # issue 47 item 1: priced in engines/vllm/spec.py
+    # issue 47 item 1: priced in engines/vllm/spec.py; a drafter's kv_cache_dtype read against the target's
+    ds_mla = r.resolve is not None and r.resolve(r.model).startswith("deepseek-v4")  # V4's fp8_ds_mla layout
+    r.speculative = read_speculative(get, r.model, kv_cache_dtype=r.kv_raw, ds_mla=ds_mla)
     if r.speculative is not None and r.platform == "tpu":
         raise K3PlanError(
             "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "

@@ -111,8 +111,38 @@ HARMLESS_KEYS = frozenset(
         # InferenceX V4.1 nightly's and NVIDIA Dynamo's V4.1 recipe's keys)
         "synthetic_acceptance_length",
         "enable_adaptive_verification",
+        # FLy loose acceptance (rejection_sample_method "fly") and how the prefix cache hashes the blocks an EAGLE-like
+        # drafter reads ahead: which drafted tokens are kept and how cached blocks are named, not what is held (vllm
+        # 0.33.0 wheel (PyPI), vllm/config/speculative.py SpeculativeConfig.fly_window_size / fly_entropy_threshold /
+        # fly_entropy_top_k / disable_lookahead_block_hashes)
+        "fly_window_size",
+        "fly_entropy_threshold",
+        "fly_entropy_top_k",
+        "disable_lookahead_block_hashes",
     }
 )
+# the drafter's KV cache dtype (vllm 0.31.0 wheel (PyPI), vllm/config/speculative.py SpeculativeConfig.kv_cache_dtype:
+# 'When None, the draft inherits the target model's --kv-cache-dtype'; _DRAFT_VLLM_CONFIG_OVERRIDES writes a value
+# into the draft's CacheConfig.cache_dtype, the same in the 0.32.0-0.34.0 wheels): read where it names the target's
+# own dtype (no change), refused where it names another (the drafter's layers at another dtype are not priced)
+KV_KEY = "kv_cache_dtype"
+KV_SOURCE = "vllm/config/speculative.py SpeculativeConfig.kv_cache_dtype (vllm 0.31.0-0.34.0 wheels)"
+# vLLM's spellings of one KV dtype (CacheDType): bf16 is bfloat16's, fp8 e4m3's
+_KV_ALIASES = {"bf16": "bfloat16", "fp8_e4m3": "fp8"}
+
+
+def _same_kv(draft: str, target: str, *, ds_mla: bool = False) -> bool:
+    """Whether the drafter's kv_cache_dtype is the target's --kv-cache-dtype (its spelling or an alias): "auto" is
+    the target's only where the target's is "auto" too (vLLM resolves a draft's "auto" from the model's dtype, not
+    from the target's --kv-cache-dtype). ``ds_mla``: a DeepSeek-V4 target, whose fp8_ds_mla layout takes "auto" and
+    every fp8 spelling as fp8_ds_mla (vllm/models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype, the 0.31.0
+    wheel), so they are one dtype there (nvfp4_ds_mla stays its own)."""
+
+    def norm(text: str) -> str:
+        v = _KV_ALIASES.get(text.strip().lower(), text.strip().lower())
+        return "fp8_ds_mla" if ds_mla and (v == "auto" or v.startswith("fp8")) else v
+
+    return norm(draft) == norm(target)
 
 
 class SpecServe(Frozen):
@@ -147,9 +177,11 @@ class DraftPricing(Frozen):
 DSPARK_UNREAD = frozenset({"deepseek-ai/deepseek-v4-flash-0731"})
 
 
-def read_speculative(get, model_text: str) -> SpecServe | None:
+def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_mla: bool = False) -> SpecServe | None:
     """``--speculative-config`` (JSON), ``--num-speculative-tokens`` and ``--speculative-model`` (vLLM < 0.10's
-    flags) -> the method and token count; a method or key k3plan cannot price is refused by name (one line)."""
+    flags) -> the method and token count; a method or key k3plan cannot price is refused by name (one line).
+    ``kv_cache_dtype``: the command's --kv-cache-dtype, which the drafter's own ``kv_cache_dtype`` is read against;
+    ``ds_mla``: the target is DeepSeek-V4's (its fp8_ds_mla layout, ``_same_kv``)."""
     raw = get("--speculative-config", None)
     old_n = get("--num-speculative-tokens", None)
     old_model = get("--speculative-model", None)
@@ -180,7 +212,14 @@ def read_speculative(get, model_text: str) -> SpecServe | None:
             for f in (old_model and f"--speculative-model {old_model}", old_n and f"--num-speculative-tokens {old_n}")
             if f
         )
-    unknown = sorted(set(cfg) - HARMLESS_KEYS)
+    draft_kv = cfg.get(KV_KEY)
+    if draft_kv is not None and not (isinstance(draft_kv, str) and _same_kv(draft_kv, kv_cache_dtype, ds_mla=ds_mla)):
+        raise K3PlanError(
+            f"--serve: --speculative-config {KV_KEY} {draft_kv!r}: the drafter's KV cache at a dtype other than the "
+            f"target's --kv-cache-dtype {kv_cache_dtype} ({KV_SOURCE}) is not priced by k3plan; leave it out (the "
+            "drafter then inherits the target's) or give the target's"
+        )
+    unknown = sorted(set(cfg) - HARMLESS_KEYS - {KV_KEY})
     if unknown:
         raise K3PlanError(
             f"--serve: --speculative-config key {unknown[0]!r} is not one k3plan reads (it may change the draft's "
