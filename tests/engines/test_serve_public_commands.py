@@ -115,20 +115,27 @@ def test_a_release_caveat_names_only_what_concerns_the_model():
     assert "DeepSeek-V4's pool form" in " ".join(v4.caveats) and "read no" not in " ".join(v4.caveats)
 
 
-def test_a_release_after_the_newest_read_says_it_is_priced_as_that_one():
-    """vLLM ships releases after the newest k3plan read: a command naming one is priced by the newest read's rules,
-    and the answer says so, never silently."""
+def test_a_release_after_the_newest_read_says_it_is_priced_as_that_one(monkeypatch):
+    """An engine ships releases after the newest k3plan read: a command naming one (and not refused by a rule of
+    that release) is priced by the newest read's rules, and the answer says so, never silently. Here vLLM's newest
+    read is taken back one minor release so the one after it is one k3plan reads."""
+    import dataclasses
+
+    import k3plan.app.fit as fit_app
     from k3plan.app.fit import _from_serve
-    from k3plan.engines.registry import find_engine
+    from k3plan.engines.registry import engine_rules
     from k3plan.engines.release import release_text
 
-    newest = find_engine("vllm").newest_release_read
-    assert newest is not None
-    later = f"{newest[0]}.{newest[1] + 1}.0"
-    *_, q = _from_serve(R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=later)
+    real = engine_rules("vllm")
+    assert real.newest_release_read is not None
+    older = (real.newest_release_read[0], real.newest_release_read[1] - 1, 0)
+    monkeypatch.setattr(fit_app, "engine_rules", lambda ref: dataclasses.replace(real, newest_release_read=older))
+    *_, q = _from_serve(
+        R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=release_text(real.newest_release_read)
+    )
     text = " ".join(q.caveats)
-    assert f"read no vllm release after {release_text(newest)}, so this one is priced as {release_text(newest)}" in text
-    *_, same = _from_serve(R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=release_text(newest))
+    assert f"read no vllm release after {release_text(older)}, so this one is priced as {release_text(older)}" in text
+    *_, same = _from_serve(R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=release_text(older))
     assert "read no vllm release after" not in " ".join(same.caveats)
 
 

@@ -42,7 +42,7 @@ ENGINE = Engine(
         "k3plan's other vLLM rules are the code each cites"
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
-    newest_release_read=NEWEST_RELEASE,  # the 0.31.0 wheel: a GPU question that names no release is read as it
+    newest_release_read=NEWEST_RELEASE,  # 0.33.0: a GPU question that names no release is read as it (releases.py)
     windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
     expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)
     scheduling_default=(

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from k3plan.engines.release import Release
 
-# the newest vLLM wheel k3plan read, 0.31.0 (PyPI): a GPU question without fit --engine-version is read as it. The
-# rules that changed between releases were read in the 0.11.1-0.31.0 wheels, each naming its own (Engine.by_release
-# in engines/vllm/__init__.py). A planner is asked about the engine people install today, not the release a rule was
-# first read in; a log of an older release is read with its own --engine-version (tests/engines/cases).
-# The 0.32.0, 0.33.0 and 0.34.0 wheels were diffed against it: the changes k3plan prices are gated on their
-# releases (by_release), but the default stays 0.31.0 because 0.34.0, the newest, is not priced: it sizes the pool
-# from the memory free after warmup and graph capture (engines/vllm/serve.py MEASURED_POOL_FROM, refused)
-NEWEST_RELEASE: Release = (0, 31, 0)
+# the newest vLLM release k3plan prices, 0.33.0 (PyPI): a GPU question without fit --engine-version is read as it.
+# The rules that changed between releases were read in the 0.11.1-0.33.0 wheels, each naming its own
+# (Engine.by_release in engines/vllm/__init__.py). A planner is asked about the engine people install today, not the
+# release a rule was first read in; a log of an older release is read with its own --engine-version
+# (tests/engines/cases). The 0.32.0, 0.33.0 and 0.34.0 wheels were diffed against 0.31.0: the changes k3plan prices
+# are gated on their releases (by_release). 0.34.0 is read but not priced: it sizes the pool from the memory free
+# after warmup and graph capture (engines/vllm/serve.py MEASURED_POOL_FROM, refused), so the default is the newest
+# release before it
+NEWEST_RELEASE: Release = (0, 33, 0)
 
 # From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
 # tokens scheduled and not yet settled, one max_num_batched_tokens a concurrent batch (VllmConfig.max_in_flight_tokens,
