@@ -153,6 +153,7 @@ def make_setup(
     st = (
         load_stack(stack)
         .bind(hw)
+        .for_model(m)  # before the KV dtype asked for: the checkpoint's default, then the question's
         .with_kv_dtype(kv_dtype)
         .for_spec_decode(spec_verify_tokens)
         .with_in_flight(in_flight)
@@ -160,8 +161,9 @@ def make_setup(
         .with_expert_pad(expert_pad)
         .with_vision_whole(vision_whole)
         .with_engram(engram, engram_host_copies)
-        .for_model(m)
     )
+    if kv_dtype is None and (why_kv := engine_kv_note(m, st)) is not None:
+        notes.append(why_kv)
     from k3plan.engines.fp4_paths import model_fp4_refusal
     from k3plan.engines.registry import engine_rules
 
@@ -269,6 +271,22 @@ def make_setup(
     notes += uneven_notes(plan, st)
     return Setup(
         model=m, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan, notes=tuple(notes)
+    )
+
+
+def engine_kv_note(model: Model, stack: Stack) -> str | None:
+    """Why the KV cache is the checkpoint's dtype and not the model's where no --kv-dtype was asked for
+    (``Stack.for_model``); None where it is the stack's own."""
+    from k3plan.engines.registry import engine_rules
+    from k3plan.engines.serve_values import checkpoint_kv_dtype
+
+    rules = engine_rules(stack.name)
+    kv = checkpoint_kv_dtype(model.name) if rules.checkpoint_kv_auto else None
+    if kv is None:
+        return None
+    return (
+        f"KV {kv}: the checkpoint's kv_cache_quant_algo FP8, which {rules.name} resolves --kv-cache-dtype auto to "
+        f"({rules.checkpoint_kv_auto}); --kv-dtype bf16 prices the model's own"
     )
 
 

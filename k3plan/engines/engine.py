@@ -130,6 +130,10 @@ class Engine:
     # the FP4 checkpoint storage formats (models/formats.py) whose bytes k3plan read the engine holding as stored on
     # the GPUs that run them (engines/fp4_paths.py): priced there, refused elsewhere and under other engines
     fp4_storage_held: frozenset[str] = frozenset()
+    # where the engine resolves --kv-cache-dtype auto to the KV dtype a checkpoint's quantization config names (a
+    # ModelOpt kv_cache_quant_algo FP8: engines/serve_values.py checkpoint_kv_dtype), in words for the note; "": it
+    # keeps the model's own dtype (Stack.for_model)
+    checkpoint_kv_auto: str = ""
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -432,16 +432,24 @@ class Stack(Spec):
         return st if block is None else updated(st, engine_block=block)
 
     def for_model(self, model: Any) -> Stack:
-        """The stack for a model (k3plan.models Model): where its derived reserve cuts the fraction for a multimodal
-        model of the rule's architectures (AutoFraction.vlm), the model's vision encoder (``vision_encoder``); else
-        itself. fit (setup.make_setup) and plan (plan.search) call it alike."""
+        """The stack for a model (k3plan.models Model): its KV dtype the checkpoint's where the engine resolves its
+        default (auto) from the checkpoint's quantization config (``Engine.checkpoint_kv_auto``: a ModelOpt
+        kv_cache_quant_algo FP8 is an fp8 cache); where its derived reserve cuts the fraction for a multimodal model
+        of the rule's architectures (AutoFraction.vlm), the model's vision encoder (``vision_encoder``); else itself.
+        fit (setup.make_setup) and plan (plan.search) call it alike, before a KV dtype asked for (with_kv_dtype)."""
+        from k3plan.engines.registry import engine_rules
+        from k3plan.engines.serve_values import checkpoint_kv_dtype
         from k3plan.models.families.moonvit import vision_encoder_dims
 
-        rules = [opt.auto.vlm for opt in self.options.values() if opt.auto is not None and opt.auto.vlm is not None]
+        st = self
+        ckpt_kv = checkpoint_kv_dtype(model.name) if engine_rules(self.name).checkpoint_kv_auto else None
+        if ckpt_kv is not None and ckpt_kv != st.kv_cache.dtype:
+            st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt_kv))
+        rules = [opt.auto.vlm for opt in st.options.values() if opt.auto is not None and opt.auto.vlm is not None]
         if not rules or model.spec.architecture not in rules[0].architectures:
-            return self
+            return st
         dims = vision_encoder_dims(model.inventory)
-        return self if dims is None else updated(self, vision_encoder=dims)
+        return st if dims is None else updated(st, vision_encoder=dims)
 
     def with_vision_whole(self, whole: bool) -> Stack:
         """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""

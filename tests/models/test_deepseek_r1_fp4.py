@@ -224,3 +224,19 @@ def test_plain_fit_and_plan_hold_the_same_rule_as_serve():
     assert {row["stack"] for row in plan["ranked"]} == {"vllm"}
     only_h200 = r.invoke(app, ["plan", "-m", NAME, "-H", "nvidia-h200"])
     assert only_h200.exit_code == 2 and "no NVIDIA FP4 units" in only_h200.output
+
+
+def test_plain_fit_and_plan_default_to_the_checkpoint_s_fp8_kv():
+    """Without --serve or --kv-dtype the GPU engines' default (auto) is the checkpoint's fp8 KV, as under --serve
+    (Stack.for_model, Engine.checkpoint_kv_auto); --kv-dtype bf16 still prices the model's own; a TPU stack, whose
+    engine keeps the model's dtype, is not changed (and an FP4 checkpoint is not priced there at all)."""
+    r = CliRunner()
+    fp8 = json.loads(r.invoke(app, ["fit", "-m", NAME, "-H", "nvidia-b200", "-t", "8", "--json"]).output)
+    bf16 = json.loads(
+        r.invoke(app, ["fit", "-m", NAME, "-H", "nvidia-b200", "-t", "8", "--kv-dtype", "bf16", "--json"]).output
+    )
+    assert fp8["per_device"]["kv_bytes_per_token"] * 2 == bf16["per_device"]["kv_bytes_per_token"]
+    assert any("kv_cache_quant_algo FP8" in n for n in fp8["notes"])
+    assert not any("kv_cache_quant_algo FP8" in n for n in bf16["notes"])
+    plan = json.loads(r.invoke(app, ["plan", "-m", NAME, "-H", "nvidia-b200", "--json"]).output)
+    assert {row["kv_dtype"] for row in plan["ranked"]} == {"fp8"}

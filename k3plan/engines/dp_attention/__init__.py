@@ -24,4 +24,6 @@ ENGINE = Engine(
     oldest_release_read=OLDEST_READ,
     # on a GPU SGLang's DP attention: SGLang's FP4 loaders (engines/fp4_paths.py)
     fp4_storage_held=frozenset({"nvfp4", "quark_mxfp4"}),
+    # on a GPU SGLang's DP attention: its KV dtype resolution (engines/serve_values.py CHECKPOINT_KV_SOURCE)
+    checkpoint_kv_auto="sglang 0.5.15 wheel, sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype",
 )

@@ -46,4 +46,6 @@ ENGINE = Engine(
     ),
     # the FP4 checkpoints whose held bytes were read (engines/fp4_paths.py)
     fp4_storage_held=frozenset({"nvfp4", "quark_mxfp4"}),
+    # --kv-cache-dtype auto resolves to a checkpoint's declared KV dtype (engines/serve_values.py CHECKPOINT_KV_SOURCE)
+    checkpoint_kv_auto="sglang 0.5.15 wheel, sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype",
 )

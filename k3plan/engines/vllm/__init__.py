@@ -54,4 +54,6 @@ ENGINE = Engine(
     ),
     # the FP4 checkpoints whose held bytes were read (engines/fp4_paths.py)
     fp4_storage_held=frozenset({"nvfp4"}),
+    # --kv-cache-dtype auto resolves to a checkpoint's declared KV dtype (engines/serve_values.py CHECKPOINT_KV_SOURCE)
+    checkpoint_kv_auto="vllm 0.31.0 wheel, vllm/utils/torch_utils.py resolve_kv_cache_dtype_string",
 )
