@@ -145,3 +145,19 @@ def test_what_turns_the_cache_off_and_is_priced_as_before(cli, flag):
     is the bytes given, as in 0.33.0."""
     new = _engine(cli, f"{R1} {flag}", "0.34.0")
     assert new["kv_pool_bytes"] == 20_000_000_000 and "0.34.0" not in new["unpriced"]
+
+
+def test_the_64_token_default_leaves_the_blocks_k3plan_prices():
+    """AttentionBackend.get_preferred_block_size (the default where supported, else the smallest) over the 0.34.0
+    wheel's kernel blocks: FlashMLA [64], FlashInfer MLA [32, 64] (32 under 0.33.0's 16 default, 64 now), CUTLASS MLA
+    [128], DeepSeek-V4.1's sparse MLA [128] on SM100 / [64] on SM90 (engines/vllm/dsv4_pages.py V41_DEFAULT_BLOCK /
+    V41_DEFAULT_BLOCK_SM90); a hybrid MLA model aligns to max(kernel, block, 128), so K3's block is unmoved."""
+    from k3plan.engines.vllm.dsv4_pages import V41_DEFAULT_BLOCK, V41_DEFAULT_BLOCK_SM90
+
+    for default in (ext.DEFAULT_BLOCK_SIZE_BEFORE, ext.DEFAULT_BLOCK_SIZE):
+        assert ext.preferred_block(default, (64,)) == 64
+        assert ext.preferred_block(default, (128,)) == 128 == V41_DEFAULT_BLOCK
+        assert ext.preferred_block(default, (64,)) == V41_DEFAULT_BLOCK_SM90
+        assert ext.hybrid_mla_alignment(default, 16) == 128
+    assert ext.preferred_block(16, (32, 64)) == 32 and ext.preferred_block(64, (32, 64)) == 64
+    assert ext.preferred_block(16, (-16,)) == 16 and ext.preferred_block(64, (-16,)) == 64  # FlashAttention MultipleOf(16)

@@ -84,6 +84,25 @@ BLOCK_SOURCE = (
     "it, else its smallest) and, for a hybrid MLA model, vllm/platforms/interface.py Platform._align_hybrid_block_size "
     "(the kernel alignment max(the backend's smallest, block_size, 128 for MLA))"
 )
+
+
+def preferred_block(default: int, supported: tuple[int, ...]) -> int:
+    """vllm/v1/attention/backend.py AttentionBackend.get_preferred_block_size: ``default`` where the backend supports
+    it (a listed size, or a multiple of one where the backend lists a MultipleOf: pass those as negatives, -16 for
+    MultipleOf(16)), else its smallest; no sizes listed: the default."""
+    if not supported:
+        return default
+    if any(default == s if s > 0 else default % -s == 0 for s in supported):
+        return default
+    return min(abs(s) for s in supported)
+
+
+def hybrid_mla_alignment(block: int, smallest_kernel_block: int) -> int:
+    """Platform._align_hybrid_block_size's kernel alignment for a hybrid MLA model: max(the backend's smallest kernel
+    block, block_size, 128)."""
+    return max(smallest_kernel_block, block, 128)
+
+
 # where the start checks raise, before and after warmup
 CAPACITY_CHECK_AT = (
     f"{WHEEL}, vllm/v1/core/kv_cache_planning.py _check_enough_kv_cache_memory (ValueError), called by "

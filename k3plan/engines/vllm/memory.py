@@ -50,6 +50,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv41_model_buffers,
     dsv41_profile_workspace,
 )
+from k3plan.engines.vllm.extensible import BLOCK_SOURCE as EXT_BLOCK_SOURCE
 from k3plan.engines.vllm.extensible import (
     CAPACITY_CHECK_AT,
     DEFAULT_UTILIZATION,
@@ -63,6 +64,7 @@ from k3plan.engines.vllm.extensible import (
     platform_of,
     too_long_message,
 )
+from k3plan.engines.vllm.extensible import DEFAULT_BLOCK_SIZE as EXT_DEFAULT_BLOCK
 from k3plan.engines.vllm.extensible import UNPRICED as EXTENSIBLE_UNPRICED
 from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
 from k3plan.engines.vllm.sampler import sampler_profile_peak
@@ -775,10 +777,21 @@ def engine_sizing(
                 non_torch.value,
                 "the CUDA graphs' memory, which the extensible cache measures after capture (non_kv_used: "
                 f"{WHEEL}, vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes; no estimate before warmup: "
-                "GPUModelRunner.profile_cudagraph_memory returns 0 under it): k3plan's estimate stands for it, "
-                "an estimate: " + non_torch.source,
+                "GPUModelRunner.profile_cudagraph_memory returns 0 under it): "
+                + (
+                    "k3plan's estimate stands for it, an estimate: "
+                    if non_torch.value
+                    else "not priced here (no graph estimate for this command), so the pool is an upper bound: "
+                )
+                + non_torch.source,
             )
             unpriced = f"{unpriced}; {EXTENSIBLE_UNPRICED}"
+            if not block_override:
+                # the default block 64 (16 before): the blocks k3plan prices are the backends' preferred or the hybrid
+                # MLA alignment (>= 128), 64 or more, which a 64 default leaves as they are
+                paging_source += (
+                    f"; from 0.34.0 the default block is {EXT_DEFAULT_BLOCK}, unchanging it ({EXT_BLOCK_SOURCE})"
+                )
     return vllm_kv_pool(
         engine=stack_name,
         utilization=utilization,
