@@ -161,3 +161,23 @@ def test_the_64_token_default_leaves_the_blocks_k3plan_prices():
         assert ext.hybrid_mla_alignment(default, 16) == 128
     assert ext.preferred_block(16, (32, 64)) == 32 and ext.preferred_block(64, (32, 64)) == 64
     assert ext.preferred_block(16, (-16,)) == 16 and ext.preferred_block(64, (-16,)) == 64  # FlashAttention MultipleOf(16)
+
+
+def test_rocm_keeps_the_3_gib_floor(cli):
+    """On an MI355X (ROCm) the margin's floor is 3 GiB (KV_CACHE_MARGIN_FLOOR_BYTES): 0.34.0's pool is the visible
+    bytes less the weights, graphs, margin and peak, larger than 0.33.0's int(0.9 x visible) less the same by
+    visible - int(0.9 x visible) - the margin."""
+    cmd = "vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8 --max-model-len 32768"
+    old, new = _engine(cli, cmd, "0.33.0", "amd-mi355x"), _engine(cli, cmd, "0.34.0", "amd-mi355x")
+    margin = ext.margin_bytes(new["activation_bytes"], platform="rocm")
+    assert margin >= 3 * GiB
+    v = new["kv_pool_bytes"] + new["weights_bytes"] + new["non_torch_bytes"] + margin + new["activation_bytes"]
+    assert new["kv_pool_bytes"] - old["kv_pool_bytes"] == v - int(v * 0.9) - margin
+
+
+def test_auto_fit_leaves_the_null_block():
+    """--max-model-len auto under the extensible cache: the length is fitted again after warmup on (blocks - 1) x a
+    block (finalize_extensible_kv_cache), so the fitted request passes the measured check."""
+    s = _pool(max_model_len=1 << 30, auto_max_model_len=True)
+    blocks = s.num_blocks.value
+    assert s.starts and s.max_model_len == (blocks - 1) * 64

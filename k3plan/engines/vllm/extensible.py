@@ -117,7 +117,9 @@ UNPRICED = (
     "from 0.34.0 the memory vLLM measures after warmup and capture and k3plan estimates or leaves out: the captured "
     "CUDA graphs (k3plan's estimate of them stands in), the sizing warmup's transient peak and torch's reservation "
     "growth where they exceed the profile run's, and the CUDA context and NCCL buffers held before the worker's "
-    "first snapshot (they shrink the free memory the headroom is measured from)"
+    "first snapshot (they shrink the free memory the headroom is measured from), and the commit's rounding of each "
+    "segment to the driver's VMM granule (ExtensibleKVCache.blocks_within / physical_bytes_for: under a granule a "
+    "layer segment)"
 )
 
 

@@ -309,8 +309,11 @@ def vllm_kv_pool(
     per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
     asked_len, fitted = max_model_len, False
-    if auto_max_model_len and conc < 1 and att and blocks > st:  # _auto_fit_max_model_len: the longest that fits
-        max_model_len = (blocks - st) // att * block_tokens * dcp
+    # the blocks a request may take: all of them; under the extensible cache, whose length is fitted again after
+    # warmup on (blocks - 1) x a block (finalize_extensible_kv_cache), less the null block
+    usable = blocks - 1 if ext is not None else blocks
+    if auto_max_model_len and per_request > usable and att and usable > st:  # _auto_fit_max_model_len
+        max_model_len = (usable - st) // att * block_tokens * dcp
         per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
         conc, fitted = blocks / per_request, True
     held = f"cdiv({max_model_len}, DCP {dcp})" if dcp > 1 else f"{max_model_len}"  # a rank's tokens (DCP_SOURCE)
