@@ -121,14 +121,18 @@ def test_the_monokernel_is_refused_with_what_it_is():
     assert parse_serve(f"{K3} --no-monokernel", platform="gpu").model
 
 
-def test_a_0_34_command_is_refused_it_sizes_its_pool_from_measured_memory(cli):
-    """vllm 0.34.0 wheel (PyPI), vllm/config/cache.py CacheConfig.enable_extensible_kv_cache (on by default on CUDA and
-    ROCm; resolved_gpu_memory_utilization 1.0 under it; DEFAULT_BLOCK_SIZE 64) and vllm/v1/worker/gpu_worker.py
-    Worker.compile_or_warm_up_model (the pool sized from the memory free after warmup and graph capture): k3plan prices
-    none of it, so fit --engine-version 0.34.0 is refused in one line; 0.33.0 is read."""
+def test_a_0_34_command_is_priced_its_unread_configurations_refused(cli):
+    """vllm 0.34.0 wheel (PyPI): the extensible KV cache (on by default on CUDA and ROCm) is priced
+    (engines/vllm/extensible.py, tests/engines/test_vllm_034_pool.py); what turns it off onto the estimate path, or
+    hands it to a KV connector (vllm/config/vllm.py VllmConfig._resolve_extensible_kv_cache), is refused in one line."""
     r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", K3, "--engine-version", "0.34.0")
-    assert r.exit_code == 2 and "extensible KV cache" in r.output and len(r.output.strip().splitlines()) == 1
-    assert cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", K3, "--engine-version", "0.33.0").exit_code in (0, 1)
+    assert r.exit_code in (0, 1) and "extensible" not in r.output.splitlines()[0].lower()
+    for extra in ("--no-enable-extensible-kv-cache", "--num-gpu-blocks-override 100", "--kv-transfer-config '{}'"):
+        r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", f"{K3} {extra}", "--engine-version", "0.34.0")
+        assert r.exit_code == 2 and "has not read" in r.output and len(r.output.strip().splitlines()) == 1, extra
+    # the switch is 0.34.0's: an older release refuses it
+    r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", f"{K3} --enable-extensible-kv-cache", "--engine-version", "0.33.0")
+    assert r.exit_code == 2 and "0.34.0 option" in r.output
 
 
 def test_the_wheels_use_thp_is_read_as_thp_packing():

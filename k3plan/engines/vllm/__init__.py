@@ -37,8 +37,10 @@ ENGINE = Engine(
         "host copy a node with DP from 0.31.0, a replica's before: engines/vllm/engram.py ENGRAM_WHEEL_FROM) and the "
         "batches in flight at PP > 1 "
         "(PP + 1 under async "
-        "scheduling from 0.34.0, the V1 runner gone: engines/vllm/releases.py ONE_RUNNER_FROM); a command of 0.34.0 "
-        "or later is refused (its pool sized from measured memory: engines/vllm/serve.py MEASURED_POOL_FROM); "
+        "scheduling from 0.34.0, the V1 runner gone: engines/vllm/releases.py ONE_RUNNER_FROM); from 0.34.0 the "
+        "pool is what the extensible KV cache measures after warmup and graph capture, gpu_memory_utilization 1.0 by "
+        "default (engines/vllm/extensible.py EXTENSIBLE_FROM), the 0.34 configurations whose sizing was not read "
+        "refused (engines/vllm/serve.py refuse_unread_034); "
         "k3plan's other vLLM rules are the code each cites"
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)

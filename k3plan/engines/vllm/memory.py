@@ -50,6 +50,22 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv41_model_buffers,
     dsv41_profile_workspace,
 )
+from k3plan.engines.vllm.extensible import BLOCK_SOURCE as EXT_BLOCK_SOURCE
+from k3plan.engines.vllm.extensible import (
+    CAPACITY_CHECK_AT,
+    DEFAULT_UTILIZATION,
+    DEFAULT_UTILIZATION_ESTIMATE,
+    EXTENSIBLE_FROM,
+    MEASURED_CHECK_AT,
+    UTILIZATION_SOURCE,
+    WHEEL,
+    Measured,
+    no_memory_message,
+    platform_of,
+    too_long_message,
+)
+from k3plan.engines.vllm.extensible import DEFAULT_BLOCK_SIZE as EXT_DEFAULT_BLOCK
+from k3plan.engines.vllm.extensible import UNPRICED as EXTENSIBLE_UNPRICED
 from k3plan.engines.vllm.releases import IN_FLIGHT_SOURCE, default_in_flight
 from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
@@ -216,6 +232,7 @@ def vllm_kv_pool(
     in_flight_batches: int = 1,
     unpriced: str = "",
     kv_cache_memory_bytes: int | None = None,
+    extensible_platform: str | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -234,7 +251,11 @@ def vllm_kv_pool(
     ``non_torch_bytes`` leaves out (the pool then an upper bound, the verdict said to rest on it).
     ``kv_cache_memory_bytes``: vLLM's --kv-cache-memory-bytes, the pool as given (utilization ignored: the worker
     returns it after a profile run, KV_MEMORY_SOURCE); the start then fails where the weights, the profiled peak, the
-    graphs' estimate and that pool do not fit the device together."""
+    graphs' estimate and that pool do not fit the device together.
+    ``extensible_platform``: 'cuda' or 'rocm' where vLLM's extensible KV cache sizes the pool (from 0.34.0:
+    engines/vllm/extensible.py): the pool is what it measures after warmup and capture, ``non_torch_bytes`` then the
+    graphs' memory held and ``activation_bytes`` the transient peak kept free, and the start is checked twice, on the
+    capacity reserved before warmup (no graph estimate) and on the measured blocks; None: the estimate-based sizing."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -242,6 +263,19 @@ def vllm_kv_pool(
     if given:
         assert kv_cache_memory_bytes is not None
         available = kv_cache_memory_bytes
+    ext = capacity = None
+    if extensible_platform is not None and not given and hbm_worker is None:
+        # the measured pool (extensible.Measured); the capacity the engine core reserves and checks before warmup:
+        # requested - weights - the profile's peak, no graph estimate (profile_cudagraph_memory returns 0)
+        ext = Measured(
+            visible_bytes=visible_bytes,
+            utilization=utilization,
+            resident=weights_bytes + int(non_torch_bytes.value),
+            transient_peak=int(activation_bytes.value),
+            platform=extensible_platform,
+        )
+        capacity = ext.requested - weights_bytes - int(activation_bytes.value)
+        available = min(ext.bytes, max(capacity, 0))  # finalize_extensible_kv_cache: at most the capacity's blocks
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
     per_block = page_bytes * size
     blocks = max(available, 0) // per_block if per_block > 0 else 0
@@ -275,8 +309,11 @@ def vllm_kv_pool(
     per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
     conc = blocks / per_request if per_request else 0.0
     asked_len, fitted = max_model_len, False
-    if auto_max_model_len and conc < 1 and att and blocks > st:  # _auto_fit_max_model_len: the longest that fits
-        max_model_len = (blocks - st) // att * block_tokens * dcp
+    # the blocks a request may take: all of them; under the extensible cache, whose length is fitted again after
+    # warmup on (blocks - 1) x a block (finalize_extensible_kv_cache), less the null block
+    usable = blocks - 1 if ext is not None else blocks
+    if auto_max_model_len and per_request > usable and att and usable > st:  # _auto_fit_max_model_len
+        max_model_len = (usable - st) // att * block_tokens * dcp
         per_request = cdiv(cdiv(max_model_len, dcp), block_tokens) * att + st
         conc, fitted = blocks / per_request, True
     held = f"cdiv({max_model_len}, DCP {dcp})" if dcp > 1 else f"{max_model_len}"  # a rank's tokens (DCP_SOURCE)
@@ -312,6 +349,38 @@ def vllm_kv_pool(
             f"request over the first group's page; {per_request:,} pages drawn from the pool, {REPORT_SOURCES}): "
             f"{blocks_src}"
         )
+    ext_refusal: tuple[str, str] | None = None
+    if ext is not None and capacity is not None:
+        # the null block the BlockPool holds back: a block's bytes (the V4 groups' own reserve)
+        null = dsv4.check_reserve_bytes if dsv4 is not None else per_block
+        before = capacity - null  # get_kv_cache_configs' check_memory on the capacity
+        checked = blocks * per_block - null if per_block > 0 else 0  # shrink_kv_cache_configs: (blocks - 1) x a block
+        if before <= 0:
+            ext_refusal = (no_memory_message(utilization, after_warmup=False), CAPACITY_CHECK_AT)
+        elif need > before:
+            ext_refusal = (
+                too_long_message(
+                    max_model_len=max_model_len,
+                    need=need,
+                    available=before,
+                    utilization=utilization,
+                    after_warmup=False,
+                ),
+                CAPACITY_CHECK_AT,
+            )
+        elif checked <= 0:
+            ext_refusal = (no_memory_message(utilization, after_warmup=True), MEASURED_CHECK_AT)
+        elif need > checked:
+            ext_refusal = (
+                too_long_message(
+                    max_model_len=max_model_len,
+                    need=need,
+                    available=checked,
+                    utilization=utilization,
+                    after_warmup=True,
+                ),
+                MEASURED_CHECK_AT,
+            )
     gib = GiB
     raised_at, code = "", ""
     if weights_bytes > visible_bytes:
@@ -330,6 +399,8 @@ def vllm_kv_pool(
             f"({resident / gib:.2f} GiB) exceeds the {visible_bytes / gib:.2f} GiB the engine sees"
         )
         raised_at = KV_MEMORY_OOM_AT
+    elif ext_refusal is not None:
+        starts, (message, raised_at) = False, ext_refusal
     elif compact_short:
         starts = False
         message = (
@@ -373,6 +444,10 @@ def vllm_kv_pool(
     pool_src = (
         f"--kv-cache-memory-bytes {available:,} B, the pool as given ({KV_MEMORY_SOURCE})"
         if given
+        else f"the extensible KV cache's measured pool, u {utilization} ({UTILIZATION_SOURCE}), visible "
+        f"{visible_bytes:,} B ({visible_source}): {ext.text}; at most the capacity reserved before warmup, "
+        f"{capacity:,} B (requested - weights - the profile's peak, no graph estimate)"
+        if ext is not None
         else f"int({utilization} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
         f"activation - non-torch: {worker_source}"
     )
@@ -473,6 +548,7 @@ def engine_sizing(
     tp_attention: int = 0,
     in_flight: int | None = None,
     kv_cache_memory_bytes: int | None = None,
+    utilization_given: bool = False,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -684,9 +760,44 @@ def engine_sizing(
             )
         worker = VLLM_GPU_WORKER
         unpriced = VLLM_UNPRICED
+    utilization = round(1 - reserve_fraction, 12)
+    gpu = kv_pool_method == "utilization_minus_profile"
+    ext_platform = None
+    if gpu and release is not None and release >= EXTENSIBLE_FROM:
+        extensible = not kv_cache_memory_bytes  # --kv-cache-memory-bytes turns it off (_resolve_extensible_kv_cache)
+        if not utilization_given:
+            utilization = DEFAULT_UTILIZATION if extensible else DEFAULT_UTILIZATION_ESTIMATE
+        if extensible:
+            ext_platform = platform_of(vendor)
+            act = Figure(
+                act.value,
+                "the transient peak the extensible KV cache keeps free (ExtensibleKVCache.reserved_headroom_bytes: "
+                "the profile run's allocated peak over current, raised by the sizing warmup's full-budget steps, "
+                f"{WHEEL}, vllm/v1/worker/gpu_worker.py Worker.compile_or_warm_up_model): k3plan's profile-peak term, "
+                "read for the V1 runner, stands for Model Runner V2's, an estimate: " + act.source,
+            )
+            non_torch = Figure(
+                non_torch.value,
+                "the CUDA graphs' memory, which the extensible cache measures after capture (non_kv_used: "
+                f"{WHEEL}, vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes; no estimate before warmup: "
+                "GPUModelRunner.profile_cudagraph_memory returns 0 under it): "
+                + (
+                    "k3plan's estimate stands for it, an estimate: "
+                    if non_torch.value
+                    else "not priced here (no graph estimate for this command), so the pool is an upper bound: "
+                )
+                + non_torch.source,
+            )
+            unpriced = f"{unpriced}; {EXTENSIBLE_UNPRICED}"
+            if not block_override:
+                # the default block 64 (16 before): the blocks k3plan prices are the backends' preferred or the hybrid
+                # MLA alignment (>= 128), 64 or more, which a 64 default leaves as they are
+                paging_source += (
+                    f"; from 0.34.0 the default block is {EXT_DEFAULT_BLOCK}, unchanging it ({EXT_BLOCK_SOURCE})"
+                )
     return vllm_kv_pool(
         engine=stack_name,
-        utilization=round(1 - reserve_fraction, 12),
+        utilization=utilization,
         visible_bytes=visible,
         weights_bytes=weights_bytes,
         weights_source=weights_src,
@@ -712,6 +823,7 @@ def engine_sizing(
         unpriced=unpriced,
         in_flight_batches=in_flight if in_flight is not None else default_in_flight(),
         kv_cache_memory_bytes=kv_cache_memory_bytes if kv_pool_method == "utilization_minus_profile" else None,
+        extensible_platform=ext_platform,
     )
 
 

@@ -11,9 +11,9 @@ from k3plan.engines.release import Release
 # (Engine.by_release in engines/vllm/__init__.py). A planner is asked about the engine people install today, not the
 # release a rule was first read in; a log of an older release is read with its own --engine-version
 # (tests/engines/cases). The 0.32.0, 0.33.0 and 0.34.0 wheels were diffed against 0.31.0: the changes k3plan prices
-# are gated on their releases (by_release). 0.34.0 is read but not priced: it sizes the pool from the memory free
-# after warmup and graph capture (engines/vllm/serve.py MEASURED_POOL_FROM, refused), so the default is the newest
-# release before it
+# are gated on their releases (by_release). 0.34.0's pool, sized from the memory free after warmup and graph capture,
+# is priced under fit --engine-version 0.34.0 (engines/vllm/extensible.py EXTENSIBLE_FROM), its measured terms as
+# k3plan's estimates; the default stays the newest release before it until that reading is checked against a log
 NEWEST_RELEASE: Release = (0, 33, 0)
 
 # From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the

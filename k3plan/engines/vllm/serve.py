@@ -64,6 +64,8 @@ VLLM_HUGE_SOURCE = (
     "vllm 0.28.0 wheel vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (>= 160 GiB: 16384 / 1024; "
     "vllm-project/vllm#51726)"
 )
+# vLLM's extensible KV cache switch (CacheConfig.enable_extensible_kv_cache, 0.34.0): read where the release has it
+EXTENSIBLE_FLAG_NAME = "--enable-extensible-kv-cache"
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
 VLLM_SWITCHES = {
     "--enable-expert-parallel",
@@ -71,6 +73,7 @@ VLLM_SWITCHES = {
     "--enable-sleep-mode",
     "--enable-cumem-allocator",
     "--monokernel",
+    EXTENSIBLE_FLAG_NAME,
 }
 # EngineArgs' flags added in the 0.32.0-0.34.0 wheels (PyPI; vllm/engine/arg_utils.py, the fields' configs cited) that
 # change nothing a GPU holds, read and ignored (0: a switch, with its --no- form; 1: a value): metrics histogram
@@ -103,13 +106,39 @@ NEWER_IGNORED: dict[str, int] = {
 # MI355X)'): its buffers were not read
 MONOKERNEL = "--monokernel"
 # From 0.34.0 vLLM sizes the KV cache from the memory free after warmup and CUDA-graph capture: the extensible KV cache
-# (CacheConfig.enable_extensible_kv_cache, on by default on CUDA and ROCm: the pool reserved as device virtual memory
-# and committed after warmup, v1/worker/extensible_kv_cache.py measure_kv_cache_blocks), with gpu_memory_utilization
-# defaulting to 1.0 under it (CacheConfig.resolved_gpu_memory_utilization); its default block is 64 tokens
-# (CacheConfig.DEFAULT_BLOCK_SIZE, 16 before) and Model Runner V2 its only GPU runner (the V1 runner's profile run and
-# CUDA-graph estimate, which k3plan's sampler and graph rules cite, are gone). Read in the 0.34.0 wheel (PyPI):
-# vllm/config/cache.py, vllm/v1/worker/gpu_worker.py Worker.compile_or_warm_up_model; k3plan prices none of it
+# (CacheConfig.enable_extensible_kv_cache, on by default on CUDA and ROCm), priced in engines/vllm/extensible.py
+# (engines/vllm/memory.py vllm_kv_pool). The 0.34 configurations whose sizing path k3plan has not read are refused:
+# the cache turned off (--no-enable-extensible-kv-cache, --num-gpu-blocks-override: the estimate path, whose CUDA-graph
+# estimate is now Model Runner V2's _profile_cudagraph_memory, not the V1 runner's engines/vllm/cudagraph.py reads) and
+# a KV connector (--kv-transfer-config: whether the cache stays on, and how its segments are committed, follow the
+# connector's kv_cache_access; vllm 0.34.0 wheel (PyPI), vllm/config/vllm.py VllmConfig._resolve_extensible_kv_cache).
+# --kv-cache-memory-bytes turns it off too and is priced as before: the pool as given
 MEASURED_POOL_FROM = (0, 34, 0)
+
+
+def refuse_unread_034(r: Reading) -> None:
+    """The 0.34 GPU commands whose KV sizing k3plan has not read (the comment above), refused with why; the
+    extensible switch on (vLLM's default) read."""
+    ver = ".".join(map(str, r.release or ()))
+    on, off = r.flags.get(EXTENSIBLE_FLAG_NAME), r.flags.get("--no-" + EXTENSIBLE_FLAG_NAME[2:])
+    why = ""
+    if off is not None or (on is not None and on.strip().lower() in ("false", "0")):
+        why = "--no-enable-extensible-kv-cache: the KV cache sized from the profiling estimate"
+    elif r.flags.get("--num-gpu-blocks-override") is not None:
+        why = "--num-gpu-blocks-override turns the extensible KV cache off: the KV cache sized from the profiling estimate"
+    elif r.flags.get("--kv-transfer-config") is not None:
+        why = (
+            "--kv-transfer-config: a KV connector decides whether the extensible KV cache stays on and how it is "
+            "committed (its kv_cache_access)"
+        )
+    if why:
+        raise K3PlanError(
+            f"--serve: vLLM {ver}: {why}, a path of 0.34.0 k3plan has not read (Model Runner V2's CUDA-graph estimate, "
+            "vllm 0.34.0 wheel (PyPI), vllm/config/vllm.py VllmConfig._resolve_extensible_kv_cache); price it with "
+            "the extensible KV cache on, or at --engine-version 0.33.0"
+        )
+
+
 # and the API server's (FrontendArgs' bool fields: engines/vllm/frontend.py), read as switches and ignored
 SWITCHES = frozenset(VLLM_SWITCHES) | frontend.SWITCHES
 # EngineArgs' list flags (nargs="+"): --cudagraph-capture-sizes 1 2 4 8 (CompilationConfig.cudagraph_capture_sizes),
@@ -388,11 +417,11 @@ def read(r: Reading) -> None:
     if not r.model:
         raise K3PlanError("--serve: vllm serve needs a model: 'vllm serve MODEL ...' (or --model MODEL)")
     if r.platform != "tpu" and r.release is not None and r.release >= MEASURED_POOL_FROM:
+        refuse_unread_034(r)
+    elif any(f in r.flags for f in (EXTENSIBLE_FLAG_NAME, "--no-" + EXTENSIBLE_FLAG_NAME[2:])):
         raise K3PlanError(
-            f"--serve: vLLM {'.'.join(map(str, r.release))}: from 0.34.0 vLLM sizes the KV cache from the memory free "
-            "after warmup and CUDA-graph capture (the extensible KV cache, on by default, with gpu_memory_utilization "
-            "1.0), takes 64-token blocks by default and runs Model Runner V2 only, which k3plan does not price; it "
-            "read vLLM's releases to 0.33.0 (fit --engine-version 0.33.0 or earlier)"
+            f"--serve: {EXTENSIBLE_FLAG_NAME}: vLLM's extensible KV cache is a 0.34.0 option (CacheConfig."
+            "enable_extensible_kv_cache); an older release refuses the flag (fit --engine-version 0.34.0)"
         )
     # --mamba-cache-mode all (a KDA / Mamba state block every block_size tokens, MambaSpec.max_memory_usage_bytes
     # cdiv(max_model_len, block) + speculative blocks a request: vllm 0.31.0 wheel (PyPI), vllm/v1/kv_cache_interface.py)
