@@ -483,9 +483,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             shards=q.tp * q.dp,
             release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
         )
+    if q.release is not None:
+        # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
+        # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)
+        opts["engine_release"] = q.release
     in_flight_rule = engine_rules(q.stack).windowed_in_flight
     if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:
-        opts["engine_release"] = q.release  # the budget's charge follows the engine's release (Stack.engine_release)
         opts["engine_block"] = q.block_size  # and its --block-size (Stack.engine_block; None: the engine's default)
         # the batches a DeepSeek-V4 windowed group holds pages for, as this release and scheduling run them: one value
         # the budget's charge and the engine's pool read (Stack.windowed_in_flight; Engine.windowed_in_flight)

@@ -134,6 +134,10 @@ class Engine:
     # ModelOpt kv_cache_quant_algo FP8: engines/serve_values.py checkpoint_kv_dtype), in words for the note; "": it
     # keeps the model's own dtype (Stack.for_model)
     checkpoint_kv_auto: str = ""
+    # release -> {option: (value, where read)}: the stack options whose default the engine changed between releases,
+    # at that release's value where the question gives none (vLLM: engines/vllm/releases.py option_defaults; the
+    # stack YAML's default is the newest release's). None: no option default moves with the release
+    option_defaults: Optional[Callable[[tuple[int, int, int]], dict[str, tuple[str, str]]]] = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

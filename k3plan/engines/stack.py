@@ -428,8 +428,29 @@ class Stack(Spec):
     def with_engine_release(self, release: tuple[int, int, int] | None, block: int | None = None) -> Stack:
         """The stack as the engine release ``release`` runs it (``engine_release``), at a command's --block-size
         ``block`` (``engine_block``); None: as it is."""
-        st = self if release is None else updated(self, engine_release=tuple(release))
+        st = self if release is None else updated(self, engine_release=tuple(release))._release_defaults(release)
         return st if block is None else updated(st, engine_block=block)
+
+    def _release_defaults(self, release: tuple[int, int, int]) -> Stack:
+        """The stack's reserve at ``release``'s default where the engine changed that option's default between
+        releases (``Engine.option_defaults``) and the question gave none; the option stays as chosen (its label
+        unchanged), only the reserve and its source follow the release."""
+        from k3plan.engines.registry import engine_rules
+
+        hook = engine_rules(self.name).option_defaults
+        st = self
+        for name, (value, source) in ({} if hook is None else hook(release)).items():
+            opt = self.options.get(name)
+            if opt is None or opt.sets != "reserve" or name in self.given:
+                continue
+            frac = float(value)
+            reserve = Reserve(
+                fraction_of_usable_hbm=round(1 - frac, 12),
+                source=f"{opt.flag} {frac:g}, release {'.'.join(map(str, release))}'s default: the engine leaves "
+                f"{1 - frac:.0%} of HBM ({source})",
+            )
+            st = updated(st, reserve=reserve)
+        return st
 
     def for_model(self, model: Any) -> Stack:
         """The stack for a model (k3plan.models Model): its KV dtype the checkpoint's where the engine resolves its

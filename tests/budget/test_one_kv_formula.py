@@ -133,8 +133,9 @@ def test_fit_with_a_draft_under_vllm_layer_groups_on_pp_uses_the_pools_pages():
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         extra_bytes_per_token=4096,
     )
-    # 1,730,304 while a dequantized-experts buffer was charged (vLLM's fused MXFP4 kernels hold none)
-    assert ctx == kv_context_tokens(per_seq_room - lay.state_bytes_per_sequence, **kw) == 1_936_896
+    # 1,730,304 while a dequantized-experts buffer was charged (vLLM's fused MXFP4 kernels hold none); 1,936,896 at
+    # the 0.9 utilization k3plan read as vLLM's default until session 44 (0.92 from 0.20.0)
+    assert ctx == kv_context_tokens(per_seq_room - lay.state_bytes_per_sequence, **kw) == 2_044_416
 
 
 def test_no_module_but_step_memory_writes_the_formula_out():

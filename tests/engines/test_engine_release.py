@@ -54,10 +54,11 @@ def test_the_sort_releases_hold_the_sorted_logits_and_torch_s_buffers():
 
 def test_the_recipe_s_k2_thinking_pool_moves_by_the_sort_and_the_caveat_names_it(cli):
     """The vLLM recipe's K2-Thinking start (tests/engines/cases/vllm-recipes115-*): at 0.11.1 the sampler's sort
-    costs 3.75 GiB more than the current code's mask, taken off the pool one for one."""
+    costs 3.75 GiB more than the current code's mask (0.17.0 on), taken off the pool one for one (both releases
+    before 0.20.0's utilization default: engines/vllm/releases.py option_defaults)."""
     now, then = (
         json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", K2_THINKING, *extra, "--json").stdout)
-        for extra in ((), ("--engine-version", "0.11.1"))
+        for extra in (("--engine-version", "0.17.0"), ("--engine-version", "0.11.1"))
     )
     grown = (38 - LIVE_BYTES_PER_ENTRY) * 1024 * K2_VOCAB
     assert then["engine"]["activation_bytes"] - now["engine"]["activation_bytes"] == grown

@@ -26,8 +26,9 @@ def test_h200_2x8_batch_8_is_told_pp_2_on_the_same_16_gpus(cli):
     assert actions.index("split") < actions.index("topology")
     splits = [s for s in rules["suggestions"] if s["action"] == "split"]
     assert all(s["resolves"] and s["command"].startswith("k3plan fit -H nvidia-h200 -t 2x8 ") for s in splits)
-    # 15 since vLLM's fused MoE kernels hold no dequantized experts (engines/vllm stack: experts.fused_dequant)
-    assert any("--tp 8 --ep 8 --dp 1 --pp 2" in s["command"] and "15 sequence(s)" in s["text"] for s in splits)
+    # 15 since vLLM's fused MoE kernels hold no dequantized experts (engines/vllm stack: experts.fused_dequant); 17 at
+    # vLLM's 0.92 utilization default (0.9 until session 44)
+    assert any("--tp 8 --ep 8 --dp 1 --pp 2" in s["command"] and "17 sequence(s)" in s["text"] for s in splits)
 
 
 def test_the_split_command_fits(cli):

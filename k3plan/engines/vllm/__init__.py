@@ -9,7 +9,7 @@ from pathlib import Path
 from k3plan.engines.engine import Engine
 from k3plan.engines.vllm import dsv4
 from k3plan.engines.vllm.moe_padding import expert_shard_pad
-from k3plan.engines.vllm.releases import NEWEST_RELEASE, in_flight_batches
+from k3plan.engines.vllm.releases import NEWEST_RELEASE, in_flight_batches, option_defaults
 
 ENGINE = Engine(
     engine_loop="vllm",  # vLLM's own engine loop: vLLM's published host time a step (engines/vllm/speed.py)
@@ -58,4 +58,6 @@ ENGINE = Engine(
     fp4_storage_held=frozenset({"nvfp4"}),
     # --kv-cache-dtype auto resolves to a checkpoint's declared KV dtype (engines/serve_values.py CHECKPOINT_KV_SOURCE)
     checkpoint_kv_auto="vllm 0.31.0 wheel, vllm/utils/torch_utils.py resolve_kv_cache_dtype_string",
+    # gpu_memory_utilization 0.9 before 0.20.0, 0.92 from it (releases.py option_defaults)
+    option_defaults=option_defaults,
 )

@@ -55,7 +55,7 @@ EXTENSIBLE_SOURCE = (
 # the margin kept beyond the transient peak: 1 GiB (3 GiB on ROCm) or 0.75 x the peak, the larger
 # (vllm/v1/worker/extensible_kv_cache.py KV_CACHE_MARGIN_FLOOR_BYTES = (3 if current_platform.is_rocm() else 1) << 30,
 # KV_CACHE_MARGIN_FRACTION = 0.75)
-MARGIN_FLOOR_BYTES = {"cuda": 1 << 30, "rocm": 3 << 30}
+MARGIN_FLOOR_BYTES = {"cuda": GiB, "rocm": 3 * GiB}
 MARGIN_FRACTION = 0.75
 MARGIN_SOURCE = (
     f"{WHEEL}, vllm/v1/worker/extensible_kv_cache.py KV_CACHE_MARGIN_FLOOR_BYTES ((3 if ROCm else 1) << 30), "
@@ -63,7 +63,7 @@ MARGIN_SOURCE = (
 )
 # torch's caching allocator is capped after sizing to leave 0.5 GiB (1 GiB on ROCm) free for allocations outside it
 # (KV_CACHE_NON_TORCH_RESERVE_BYTES = (2 if ROCm else 1) << 29): taken from what stays free, not from the pool
-NON_TORCH_RESERVE_BYTES = {"cuda": 1 << 29, "rocm": 2 << 29}
+NON_TORCH_RESERVE_BYTES = {"cuda": GiB // 2, "rocm": GiB}
 # gpu_memory_utilization's default: 1.0 under the extensible cache, 0.92 otherwise
 # (vllm/config/cache.py CacheConfig.resolved_gpu_memory_utilization, DEFAULT_GPU_MEMORY_UTILIZATION)
 DEFAULT_UTILIZATION = 1.0

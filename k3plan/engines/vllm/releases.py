@@ -50,3 +50,22 @@ def default_in_flight() -> int:
     ``NEWEST_RELEASE``'s default scheduling at PP 1, the one value the budget's charge and the engine's pool read
     (async scheduling's 2 on the V1 runner and Model Runner V2's PP + 1 alike)."""
     return in_flight_batches(NEWEST_RELEASE, async_scheduling=None, pp=1, v2_runner=False)
+
+
+# CacheConfig.gpu_memory_utilization's default: 0.9 to 0.19.x, 0.92 from 0.20.0 (Field(default=0.9) in the 0.15.0
+# and 0.19.0 wheels (PyPI), vllm/config/cache.py; Field(default=0.92) in 0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.26.0-0.33.0).
+# The stack's default (engines/vllm/stack.yaml) is the newest release's; an older release's command that sets none
+# runs at its own. From 0.34.0 an unset utilization resolves by the extensible KV cache (engines/vllm/extensible.py).
+UTILIZATION_092_FROM: Release = (0, 20, 0)
+UTILIZATION_09_SOURCE = (
+    "vllm 0.19.0 wheel (PyPI), vllm/config/cache.py CacheConfig.gpu_memory_utilization Field(default=0.9); 0.92 from "
+    "0.20.0"
+)
+
+
+def option_defaults(release: Release) -> dict[str, tuple[str, str]]:
+    """The stack options whose default differs at ``release`` from the stack YAML's (the newest release's): value
+    and where it was read (``Engine.option_defaults``)."""
+    if release < UTILIZATION_092_FROM:
+        return {"gpu_memory_utilization": ("0.9", UTILIZATION_09_SOURCE)}
+    return {}
