@@ -4,6 +4,7 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
+from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
@@ -16,6 +17,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.kernels import BLACKWELL
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
 from k3plan.engines.sglang.server_flags import RELEASE as SERVER_FLAGS_RELEASE
 from k3plan.engines.sglang.spec import read_speculative
@@ -269,8 +271,95 @@ def read(r: Reading) -> None:
     # fused shared expert(s)' otherwise), so --disable-shared-experts-fusion there is the default: no memory effect
     if _deepseek_v4(r) and get("--disable-shared-experts-fusion", None) is not None:
         r.ignored.append("--disable-shared-experts-fusion")
+    fp4_indexer(r)
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
+
+
+FP4_INDEXER = "--enable-deepseek-v4-fp4-indexer"
+# AMD's gfx95 GPUs (CDNA 4: MI350X / MI355X): the one of k3plan's AMD hardware SGLang's is_gfx95_supported holds on
+GFX95 = ("amd-mi355x",)
+# SGLang's start check of --enable-deepseek-v4-fp4-indexer by release, newest first: (the first release of the form,
+# whether gfx95 passes, the ValueError's text, where it is raised). SM100 (is_sm100_supported: compute capability
+# major 10, every Blackwell datacenter GPU of k3plan's: BLACKWELL) passes in every one; SM120 (k3plan has none) from
+# 0.5.17; earlier releases than 0.5.15 were not read (priced as 0.5.15's)
+FP4_INDEXER_CHECKS: tuple[tuple[Release, bool, str, str], ...] = (
+    (
+        (0, 5, 20),
+        True,
+        "--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer support.",
+        "sglang 0.5.20 wheel (PyPI), sglang/srt/arg_groups/serving_hook.py handle_environment_variables; the same in "
+        "0.5.21-0.5.23",
+    ),
+    (
+        (0, 5, 19),
+        False,
+        "--enable-deepseek-v4-fp4-indexer requires SM100 or SM120 GPUs with DeepGEMM FP4 indexer support.",
+        "sglang 0.5.19 wheel (PyPI), sglang/srt/arg_groups/serving_hook.py handle_environment_variables",
+    ),
+    (
+        (0, 5, 17),
+        False,
+        "--enable-deepseek-v4-fp4-indexer requires SM100 or SM120 GPUs with DeepGEMM FP4 indexer support.",
+        "sglang 0.5.17 wheel (PyPI), sglang/srt/server_args.py ServerArgs._handle_environment_variables; the same in "
+        "0.5.18",
+    ),
+    (
+        (0, 0, 0),
+        False,
+        "--enable-deepseek-v4-fp4-indexer requires SM100 GPUs with DeepGEMM FP4 indexer support.",
+        "sglang 0.5.15 wheel (PyPI), sglang/srt/server_args.py ServerArgs._handle_environment_variables; the same in "
+        "0.5.16",
+    ),
+)
+# what the flag does to the pool on an SM100 GPU: nothing SGLang sizes. DSV4PoolConfigurator prices a c4 index key at
+# its FP8 bytes, index_head_dim + index_head_dim // 128 x 4 (132 B), whether or not the flag is set (sglang 0.5.15 and
+# 0.5.17 wheels (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token:
+# indexer_bytes); from 0.5.20 its __init__ takes get_dsv4_indexer_bytes_per_token(index_head_dim, _is_hip and
+# enable_deepseek_v4_fp4_indexer), 'HIP takes the FP4-accurate byte count here. The NVIDIA FP4 path keeps the FP8
+# estimate' (sglang 0.5.20 and 0.5.23 wheels). The index pool itself then allocates index_head_dim // 2 + 4 B a key
+# (mem_cache/deepseek_v4_memory_pool.py get_bytes_per_token under use_fp4_indexer): the difference is left
+# unallocated inside the static fraction, the token count the same
+FP4_INDEXER_NVIDIA = (
+    "sglang 0.5.15 / 0.5.17 / 0.5.20 / 0.5.23 wheels (PyPI), sglang/srt/model_executor/pool_configurator.py "
+    "DSV4PoolConfigurator (the c4 index key priced at FP8's 132 B on NVIDIA with or without the flag)"
+)
+FP4_INDEXER_HIP = (
+    "the DeepSeek-V4 indexer's c4 keys at FP4's bytes on HIP (sglang 0.5.20 wheel (PyPI), sglang/srt/model_executor/"
+    "pool_configurator.py DSV4PoolConfigurator.__init__: get_dsv4_indexer_bytes_per_token(index_head_dim, _is_hip and "
+    "enable_deepseek_v4_fp4_indexer)) and the HIP FP4 indexer's workspaces (layers/attention/dsv4/"
+    "low_ratio_backend_hip.py prepare_fp4_decode_workspace / prepare_fp4_prefill_workspace)"
+)
+
+
+def fp4_indexer_check(release: Release | None) -> tuple[Release, bool, str, str]:
+    """SGLang's start check of --enable-deepseek-v4-fp4-indexer in ``release`` (``FP4_INDEXER_CHECKS``; None: the
+    newest read)."""
+    if release is None:
+        return FP4_INDEXER_CHECKS[0]
+    return next(c for c in FP4_INDEXER_CHECKS if release >= c[0])
+
+
+def fp4_indexer(r: Reading) -> None:
+    """--enable-deepseek-v4-fp4-indexer: on an SM100 GPU listed as ignored (the pool's size is the same with it:
+    FP4_INDEXER_NVIDIA); on gfx95 where the release allows it, refused as not priced (FP4_INDEXER_HIP); on any other GPU
+    refused with the ValueError SGLang raises at start (FP4_INDEXER_CHECKS)."""
+    raw = r.get(FP4_INDEXER, None)
+    if raw is None or raw.lower() in ("false", "0"):
+        return
+    first, gfx95, text, at = fp4_indexer_check(r.release)
+    if r.device_name in BLACKWELL:
+        r.ignored.append(FP4_INDEXER)
+        return
+    if gfx95 and r.device_name in GFX95:
+        raise K3PlanError(
+            f"--serve: {FP4_INDEXER} on {r.device_name}: {FP4_INDEXER_HIP} is not priced by k3plan (SGLang "
+            f"{release_text(first)} on); remove it to price SGLang without it"
+        )
+    raise K3PlanError(
+        f"--serve: {FP4_INDEXER} on {r.device_name or 'this GPU'}: SGLang refuses it at start, 'ValueError: {text}' "
+        f"({at}); remove it, or price an SM100 GPU ({', '.join(BLACKWELL)})"
+    )
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
@@ -280,7 +369,6 @@ UNPRICED = {
     "--enable-dp-lm-head": "the LM head split over the attention-TP group, not every TP rank (its bytes a GPU)",
     "--enable-symm-mem": "NCCL symmetric-memory buffers for the collectives",
     "--deepep-config": "DeepEP's buffer sizes from a config file",
-    "--enable-deepseek-v4-fp4-indexer": "the DeepSeek-V4 indexer's key cache in FP4 (the pool's bytes a token)",
     "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
     # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
     # dsr1/; amd_utils/models.yaml)
