@@ -861,8 +861,6 @@ def parse_serve(
     (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size)."""
     env, argv = _env_prefix(_split(command))
     family, model, rest = _family(argv)
-    model, rest = family.tokens(model, rest)
-    flags = _flags(rest)
     # without fit --engine-version a family's GPU command is read as the newest release k3plan read of its engine
     # (Engine.newest_release_read: vLLM's engines/vllm/releases.py), where the engine names one
     from k3plan.engines.registry import find_engine
@@ -872,6 +870,8 @@ def parse_serve(
     release_default = release is None and newest is not None
     if release_default:
         release = newest
+    model, rest = family.tokens(model, rest, release=release)  # its parser's spellings, of that release
+    flags = _flags(rest)
     r = Reading(
         flags=flags,
         platform=platform,

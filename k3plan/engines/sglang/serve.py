@@ -4,7 +4,7 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.release import Release, release_text
+from k3plan.engines.release import Release, parse_release, release_text
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
@@ -19,7 +19,8 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.kernels import BLACKWELL
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
-from k3plan.engines.sglang.server_flags import RELEASE as SERVER_FLAGS_RELEASE
+from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
+from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -112,10 +113,12 @@ def long_context_refusal(context: int, model_max: int) -> str:
 KNOWN_ENV = frozenset({LONG_CONTEXT_ENV})
 
 
-def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
+def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
     """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL; a --config file's flags first
-    (serve_values.config_file_args); an abbreviated flag as the one it stands for (``unabbreviated``)."""
-    rest = [unabbreviated(tok) for tok in config_file_args(rest, engine=ENGINE)]
+    (serve_values.config_file_args); an abbreviated flag as the one it stands for in ``release``'s parser
+    (``unabbreviated`` over ``release_options``)."""
+    options, said = release_options(release)
+    rest = [unabbreviated(tok, options, said) for tok in config_file_args(rest, engine=ENGINE)]
     return None, (rest if model is None else ["--model-path", model, *rest])
 
 
@@ -129,24 +132,47 @@ def _deepseek_v4(r: Reading) -> bool:
         return False
 
 
-# what argparse matches a prefix against: the release's options and the parser's own --help
-_PREFIXABLE = SERVER_FLAGS | {"--help"}
+def _read_release(release: Release) -> str:
+    """The release read (engines/sglang/server_flags.py RELEASES) whose parser ``release`` has: the newest read at or
+    before it, the oldest read for one before them all."""
+    read = [r for r in SERVER_FLAG_RELEASES if parse_release(r) <= release]
+    return read[-1] if read else SERVER_FLAG_RELEASES[0]
 
 
-def unabbreviated(token: str) -> str:
+def _in_range(flag: str, release: str) -> bool:
+    first, last = SERVER_FLAG_RANGES.get(flag, (SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]))
+    return parse_release(first) <= parse_release(release) <= parse_release(last)
+
+
+# the options each release read registers, and what argparse also matches a prefix against: the parser's own --help
+_BY_RELEASE = {r: frozenset({f for f in SERVER_FLAGS if _in_range(f, r)} | {"--help"}) for r in SERVER_FLAG_RELEASES}
+_UNION = SERVER_FLAGS | {"--help"}
+
+
+def release_options(release: Release | None) -> tuple[frozenset[str], str]:
+    """The options SGLang's parser of ``release`` registers (with --help) and what they are, for the prefix matching;
+    None (no release named): the union of the releases read, an option any of them takes."""
+    if release is None:
+        return _UNION, f"sglang {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]} (any of them)"
+    read = _read_release(release)
+    return _BY_RELEASE[read], f"sglang {read}"
+
+
+def unabbreviated(token: str, options: frozenset[str] = _UNION, said: str = "") -> str:
     """A flag as SGLang's parser reads it: argparse (allow_abbrev on) takes a prefix of exactly one of its options
     for that option and stops on a prefix of several ('ambiguous option'); an exact option, a value or a prefix of
-    none stays as written (engines/sglang/server_flags.py: the options of the release read)."""
+    none stays as written. ``options``: the parser's (``release_options``: engines/sglang/server_flags.py, the
+    options of the releases read), ``said`` what they are."""
     if not token.startswith("--") or token == "--":
         return token
     name, eq, value = token.partition("=")
-    if name in SERVER_FLAGS:
+    if name in options:
         return token
-    matches = sorted(f for f in _PREFIXABLE if f.startswith(name))
+    matches = sorted(f for f in options if f.startswith(name))
     if len(matches) > 1:
         raise K3PlanError(
             f"--serve: SGLang refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
-            f"(argparse's prefix matching over the options of sglang {SERVER_FLAGS_RELEASE} server_args.py); write "
+            f"(argparse's prefix matching over the options of {said or 'the releases read'}, server_args.py); write "
             "the whole flag"
         )
     return matches[0] + eq + value if matches else token

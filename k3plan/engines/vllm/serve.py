@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
+from k3plan.engines.release import Release
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
@@ -259,9 +260,9 @@ def flashinfer_int4(r: Reading) -> None:
     r.ignored.append(f"{FLASHINFER_INT4_ENV}={value}")
 
 
-def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
+def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
     """The flags as vLLM's parser reads them: a --config file's flags first, dashes, and its dotted config flags
-    folded into their JSON flag (serve_values.config_file_args, fold_dotted below)."""
+    folded into their JSON flag (serve_values.config_file_args, fold_dotted below); the same in every release read."""
     return model, fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
 
 
