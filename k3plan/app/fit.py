@@ -617,6 +617,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             draft=sg_draft,
             target_layers=lay.n_mla,
             weights_source=weights_source,
+            release=served.release,
+            multimodal=_loads_vision(setup.model, served),  # SGLang's is_multimodal: the models it builds a tower for
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
-from k3plan.engines.sglang.dsv4_pool import BY_RELEASE, BY_RELEASE_MODELS, OLDEST_READ
+from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
+from k3plan.engines.sglang.releases import BY_RELEASE, BY_RELEASE_MODELS
 
 ENGINE = Engine(
     name="dp-attention",

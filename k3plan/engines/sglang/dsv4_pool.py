@@ -61,13 +61,21 @@ SPEC_RING = {4: 16, 128: 256}  # get_compress_state_ring_size(ratio, is_speculat
 FORMS = ("0.5.15", "0.5.13", "ktransformers-1978")  # the current release's first (module docstring)
 # the release each release form starts at (fit --engine-version): 0.5.14's wheel (PyPI) still has 0.5.13's form
 # (pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token: c128_state_ratio = c128_ring_size /
-# swa_page_size, the target's start_layer:end_layer), 0.5.15's the fixed charge; earlier releases were not read
+# swa_page_size, the target's start_layer:end_layer), 0.5.15's the fixed charge; earlier releases were not read. The
+# 0.5.16-0.5.20 wheels keep 0.5.15's form on a GPU at SGLang's defaults (the same _get_bytes_per_full_token and
+# _get_c128_state_fixed_bytes; 0.5.20 adds the unified-KV ring mode, HIP only under SGLANG_HACK_FLASHMLA_BACKEND=
+# unified_kv_triton, and prices HIP's FP4 indexer keys: engines/sglang/serve.py FP4_INDEXER_HIP). 0.5.21 rebuilt it,
+# not priced here: the sliding-window pool in cap mode for V4 too where --swa-full-tokens-ratio is not given
+# (_resolve_swa_cap_tokens), the c4 state rings per engine page (ring_size / page_size, was / window), the KV bytes a
+# token from the paged layout SGLang picks by GPU (_get_paged_kv_bytes_per_token: select_dsv4_kv_layout, the V4.1
+# layout on SM100), the low-ratio pages' padding (sglang 0.5.21 and 0.5.23 wheels, pool_configurator.py
+# DSV4PoolConfigurator); a release from 0.5.21 is priced in 0.5.15's form, and says so (BY_RELEASE)
 FORM_RELEASES = (((0, 5, 15), "0.5.15"), ((0, 5, 13), "0.5.13"))
 # what of SGLang's pricing follows fit --engine-version (Engine.by_release of the sglang and dp-attention stacks)
 BY_RELEASE = (
-    "DeepSeek-V4's pool form follows it (0.5.13-0.5.14: the c128 rings a full token; 0.5.15 on: a fixed charge a "
-    "request slot; earlier releases not read, priced as 0.5.13's; engines/sglang/dsv4_pool.py FORMS); k3plan's other "
-    "SGLang rules are the code each cites"
+    "DeepSeek-V4's pool form follows it (0.5.13-0.5.14: the c128 rings a full token; 0.5.15-0.5.20: a fixed charge a "
+    "request slot; earlier releases not read, priced as 0.5.13's; 0.5.21 on not priced, read as 0.5.20's; "
+    "engines/sglang/dsv4_pool.py FORMS)"
 )
 BY_RELEASE_MODELS = ("deepseek-v4",)  # the pool forms are DeepSeek-V4's (V4.1's pool: sglang_dsv41_pool)
 # the oldest SGLang wheel k3plan read a memory rule in (0.5.12: Mxfp4MarlinMoEMethod's kept fp32 scales, the stack's

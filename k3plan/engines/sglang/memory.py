@@ -19,7 +19,16 @@ start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, 
 from __future__ import annotations
 
 from k3plan.engines.engine import WEIGHTS_SOURCE
+from k3plan.engines.release import Release
 from k3plan.engines.sglang.dsv4_pool import SglangDsv4Pool
+from k3plan.engines.sglang.releases import (
+    MAMBA_PAD_FROM,
+    MAMBA_PAD_SOURCE,
+    MM_RESERVE_FROM,
+    MM_RESERVE_MIB,
+    MM_RESERVE_SOURCE,
+    follows,
+)
 from k3plan.engines.sglang.spec import DRAFT_KV_SOURCE, SglangDraft, draft_cell_bytes
 from k3plan.engines.vllm.memory import EngineSizing, Figure
 from k3plan.units import GiB
@@ -105,6 +114,8 @@ def sglang_kv_pool(
     draft: SglangDraft | None = None,
     target_layers: int = 0,
     weights_source: str = WEIGHTS_SOURCE,
+    release: Release | None = None,
+    multimodal: bool = False,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -119,7 +130,10 @@ def sglang_kv_pool(
     ``state_slots_ratio``. ``draft``: speculative decoding's draft (engines/sglang/spec.py): its weights resident at
     the profile, and its KV layers budgeted into a token's bytes over ``target_layers`` (the pool's own layers);
     DeepSeek-V4's ``dsv4`` carries them already (sglang_dsv4_pool's ``speculative``). ``weights_source``: where
-    ``weights_bytes`` comes from (fit passes the budget's own weights line)."""
+    ``weights_bytes`` comes from (fit passes the budget's own weights line). ``release``: the SGLang release the
+    command is read as (engines/sglang/releases.py: the state pool's padding slot from 0.5.17, a multimodal model's
+    reservation from 0.5.18; None: 0.5.15's code); ``multimodal``: SGLang counts the model multimodal (it builds its
+    vision tower)."""
     weights_src = weights_source
     if draft is not None and draft.bytes_per_device:
         weights_bytes += draft.bytes_per_device
@@ -139,8 +153,11 @@ def sglang_kv_pool(
             "every device: its split in the engine was not read)"
         )
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
+    mm_reserve = MM_RESERVE_MIB * 2**20 if multimodal and follows(release, MM_RESERVE_FROM) else 0
+    rest -= mm_reserve
     slots = None
     if state_slot_bytes and dsv4 is None:  # SGLang's own state pool (SGLANG_MAMBA)
+        pad = int(follows(release, MAMBA_PAD_FROM))  # the pool's padding slot (MAMBA_PAD_SOURCE)
         if mamba_cache_size is not None:
             slots, how = mamba_cache_size // attn_dp, f"--max-mamba-cache-size {mamba_cache_size:,}"
         elif disable_radix_cache and max_running_requests is not None:
@@ -150,10 +167,12 @@ def sglang_kv_pool(
             )
         else:
             r = SGLANG_MAMBA_RATIO if mamba_ratio is None else mamba_ratio
-            slots = int(rest * r / (1 + r) // state_slot_bytes)
+            slots = int((rest * r / (1 + r) - pad * state_slot_bytes) // state_slot_bytes)
             how = f"mamba_full_memory_ratio {r:g}: {r:g} / {1 + r:g} of {rest:,} B"
-        state_pool_bytes = slots * state_slot_bytes
-        state_source = f"{slots:,} slots x {state_slot_bytes:,} B a request ({how}; {SGLANG_MAMBA})"
+        state_pool_bytes = (slots + pad) * state_slot_bytes
+        state_source = f"{slots:,} slots x {state_slot_bytes:,} B a request ({how}; {SGLANG_MAMBA})" + (
+            f", + 1 padding slot ({MAMBA_PAD_SOURCE})" if pad else ""
+        )
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
     if dsv4 is not None:
@@ -242,7 +261,8 @@ def sglang_kv_pool(
         )
     pool_src = (
         f"int({mem_fraction_static} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
-        f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
+        + (f"the multimodal reservation {mm_reserve:,} B ({MM_RESERVE_SOURCE}) - " if mm_reserve else "")
+        + f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
     )
     if capped:
         pool_src = (

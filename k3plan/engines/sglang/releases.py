@@ -1,0 +1,59 @@
+"""The SGLang releases k3plan's pool rules follow (fit --engine-version; k3plan.engines.release), each rule with the
+first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23. A command read as no release
+(None) is priced by the code each rule cites, 0.5.15's."""
+
+from __future__ import annotations
+
+from k3plan.engines.release import Release
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE as DSV4_BY_RELEASE
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE_MODELS as DSV4_MODELS
+
+# The state (mamba) pool's padding slot: from 0.5.17 the pool allocates max_mamba_cache_size + 1 slots and the
+# memory-ratio path solves for them ((K + 1) x per_req = the budget: K = (budget - per_req) // per_req); 0.5.15 and
+# 0.5.16 charge K slots and solve K = budget // per_req
+MAMBA_PAD_FROM: Release = (0, 5, 17)
+MAMBA_PAD_SOURCE = (
+    "sglang 0.5.17 wheel (PyPI), sglang/srt/mem_cache/kv_cache_configurator.py KVCacheConfigurator."
+    "_handle_max_mamba_cache: '+1: the pool's padding slot is allocated alongside the request slots' (mamba_state_"
+    "memory = (max_mamba_cache_size + 1) x per_req; the ratio path max_mamba_cache_size = int((mamba_budget_bytes - "
+    "per_slot) // per_slot)); the same in the 0.5.23 wheel; the 0.5.16 wheel charges max_mamba_cache_size x per_req"
+)
+
+# A multimodal model's runtime reservation: from 0.5.18 the KV budget leaves out what its embedding cache takes after
+# the pool is sized, SGLANG_VLM_CACHE_SIZE_MB (100 MiB by default; + SGLANG_MM_FEATURE_CACHE_MB for the cuda_ipc /
+# cuda_vmm feature transports, which SGLang picks only where asked or on multi-node GB200 / GB300 with IMEX)
+MM_RESERVE_FROM: Release = (0, 5, 18)
+MM_RESERVE_MIB = 100  # environ.py SGLANG_VLM_CACHE_SIZE_MB's default
+MM_RESERVE_SOURCE = (
+    "sglang 0.5.18 wheel (PyPI), sglang/srt/mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb (is_multimodal: "
+    "SGLANG_VLM_CACHE_SIZE_MB, environ.py default 100; the cpu feature transport adds nothing: arg_groups/"
+    "serving_hook.py handle_multimodal_feature_transport resolves unset to cpu on one node) and "
+    "_profile_available_bytes (rest_memory = available - slack - mm_reservation_gb); the same in the 0.5.23 wheel"
+)
+
+
+# what of SGLang's pricing follows fit --engine-version (Engine.by_release of the sglang and dp-attention stacks), and
+# the models those rules concern (bundled names, by prefix)
+BY_RELEASE = (
+    f"{DSV4_BY_RELEASE}; the state (mamba) pool of a hybrid linear-attention model holds a padding slot from 0.5.17 "
+    "(engines/sglang/releases.py MAMBA_PAD_FROM), a multimodal model's KV budget leaves out its 100 MiB embedding "
+    "cache from 0.5.18 (MM_RESERVE_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
+    "0.5.21-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)"
+)
+# what changed in the releases read that k3plan does not price yet, each with the release it changed in
+NOT_PRICED = (
+    "0.5.21: DeepSeek-V4's pool rebuilt (engines/sglang/dsv4_pool.py FORM_RELEASES: cap mode without "
+    "--swa-full-tokens-ratio, the c4 state rings per engine page, the paged layout's bytes by GPU)",
+    "0.5.21: DeepSeek-V4.1 with a vision_config is multimodal (configs/model_config.py has_dsv41_vision) and its ViT is "
+    "built unless --language-model-only (models/deepseek_v4.py DeepseekV4ForCausalLM: self.vision = ViT(args)): the "
+    "tower's weights, the multimodal reservation and its checks (no CP or PP; an a2a backend only MegaMoE on CUDA)",
+    "0.5.22: the decode CUDA graphs' default max_bs is capped at --max-running-requests before the derived "
+    "mem_fraction_static reads it (arg_groups/memory_hook.py handle_gpu_memory_settings: decode_max_bs_is_default); "
+    "k3plan's derived fraction takes the GPU class's max_bs (stack.yaml options.mem_fraction_static.auto)",
+)
+BY_RELEASE_MODELS = (*DSV4_MODELS, "kimi-k3", "kimi-linear", "kimi-k2.6")
+
+
+def follows(release: Release | None, first: Release) -> bool:
+    """Whether a command read as ``release`` runs the rule that starts at ``first`` (None: the cited 0.5.15 code)."""
+    return release is not None and release >= first

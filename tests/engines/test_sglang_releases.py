@@ -1,0 +1,54 @@
+"""SGLang's pool rules that changed between 0.5.15 and 0.5.23, each followed from the release it changed in
+(engines/sglang/releases.py; fit --engine-version): the state pool's padding slot (0.5.17) and a multimodal model's
+reservation (0.5.18), read in the sglang wheels (PyPI)."""
+
+from __future__ import annotations
+
+import json
+
+# NVIDIA Dynamo's Kimi-K3 SGLang recipe (ai-dynamo/dynamo recipes/kimi-k3/sglang/), as
+# tests/engines/test_serve_list_flags.py reads it
+DYNAMO_SGLANG_K3 = (
+    "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K3 --trust-remote-code --tp-size 16 --ep-size 16 "
+    "--context-length 1048576 --max-running-requests 64 --mem-fraction-static 0.88 --chunked-prefill-size 8192 "
+    "--page-size 64 --moe-runner-backend deep_gemm --moe-a2a-backend megamoe --kv-cache-dtype fp8_e4m3"
+)
+
+
+def _engine(cli, cmd: str, release: str, hardware: str = "nvidia-gb200-nvl72", gpus: int = 16) -> dict:
+    r = cli("fit", "-H", hardware, "-t", gpus, "--serve", cmd, "--engine-version", release, "--json")
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)["engine"]
+
+
+def _slots(eng: dict) -> tuple[int, int]:
+    src = eng["sources"]["kv_pool"]
+    slots = int(src.split(" state pool ")[1].split(" B (")[1].split(" slots x ")[0].replace(",", ""))
+    slot = int(src.split(" slots x ")[1].split(" B a request")[0].replace(",", ""))
+    return slots, slot
+
+
+def test_the_state_pool_holds_a_padding_slot_from_0_5_17(cli):
+    """sglang 0.5.17's _handle_max_mamba_cache charges (max_mamba_cache_size + 1) slots and solves the memory-ratio
+    path for them; 0.5.16's charges max_mamba_cache_size: a given size costs one slot more, the ratio path's budget
+    holds one request slot fewer."""
+    for cmd in (DYNAMO_SGLANG_K3 + " --max-mamba-cache-size 192", DYNAMO_SGLANG_K3 + " --disable-radix-cache"):
+        old, new = (_engine(cli, cmd, r) for r in ("0.5.16", "0.5.17"))
+        (n_old, slot), (n_new, _) = _slots(old), _slots(new)
+        assert n_old == n_new and new["kv_pool_bytes"] == old["kv_pool_bytes"] - slot
+        assert "padding slot" in new["sources"]["kv_pool"] and "padding slot" not in old["sources"]["kv_pool"]
+    old, new = (_engine(cli, DYNAMO_SGLANG_K3, r) for r in ("0.5.16", "0.5.17"))
+    (n_old, slot), (n_new, _) = _slots(old), _slots(new)
+    assert n_new == n_old - 1 and new["kv_pool_bytes"] == old["kv_pool_bytes"]  # (K - 1 + 1) slots: the same bytes
+
+
+def test_a_multimodal_model_s_reservation_from_0_5_18(cli):
+    """sglang 0.5.18's _profile_available_bytes leaves mm_runtime_reservation_gb out of the KV budget for a model it
+    counts multimodal (SGLANG_VLM_CACHE_SIZE_MB, 100 MiB by default): Kimi-K2.5's pool is that much smaller than
+    0.5.17's; Kimi-K3's (not multimodal to SGLang) is not."""
+    k25 = "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --trust-remote-code"
+    old, new = (_engine(cli, k25, r, "amd-mi355x", 8) for r in ("0.5.17", "0.5.18"))
+    assert new["kv_pool_bytes"] == old["kv_pool_bytes"] - 100 * 2**20
+    assert "the multimodal reservation 104,857,600 B" in new["sources"]["kv_pool"]
+    k3 = [_engine(cli, DYNAMO_SGLANG_K3, r)["kv_pool_bytes"] for r in ("0.5.17", "0.5.18")]
+    assert k3[0] == k3[1]
