@@ -422,7 +422,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 pp=q.pp,
             ),
         )
-        from k3plan.engines.sglang.dsv4_pool import FORMS, form_for_release
+        from k3plan.engines.sglang.dsv4_pool import FIXED_C128_FORMS, form_for_release
         from k3plan.engines.sglang.spec import SPEC_FROM
 
         if q.release is not None and q.release < SPEC_FROM:
@@ -431,10 +431,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 f"was read from {release_text(SPEC_FROM)} on (the draft loaded before the target's pool is sized); "
                 "not priced for that release"
             )
-        if model.spec.dsv4 is not None and form_for_release(q.release) != FORMS[0]:
+        if model.spec.dsv4 is not None and form_for_release(q.release) not in FIXED_C128_FORMS:
             raise K3PlanError(
                 f"--serve: speculative decoding on {q.model} under --engine-version "
-                f"{release_text(q.release)}: SGLang's DeepSeek-V4 pool with a draft was read in 0.5.15 only; "
+                f"{release_text(q.release)}: SGLang's DeepSeek-V4 pool with a draft was read from 0.5.15 on; "
                 "not priced for that release"
             )
     elif q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
@@ -566,6 +566,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 max_running_requests=(served.max_running_requests or DSV4_RUNNING) // max(setup.parallel.dp, 1),
                 form=form_for_release(served.release),
                 speculative=sg_draft is not None,
+                page=served.page_size,  # --page-size: 0.5.21's form prices a token's bytes in its pages
             )
             if d4.csa2 is None
             else sglang_dsv41_pool(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 # NVIDIA Dynamo's Kimi-K3 SGLang recipe (ai-dynamo/dynamo recipes/kimi-k3/sglang/), as
 # tests/engines/test_serve_list_flags.py reads it
 DYNAMO_SGLANG_K3 = (
@@ -52,3 +54,39 @@ def test_a_multimodal_model_s_reservation_from_0_5_18(cli):
     assert "the multimodal reservation 104,857,600 B" in new["sources"]["kv_pool"]
     k3 = [_engine(cli, DYNAMO_SGLANG_K3, r)["kv_pool_bytes"] for r in ("0.5.17", "0.5.18")]
     assert k3[0] == k3[1]
+
+
+V4_PRO = "sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --trust-remote-code --tp 8 --max-running-requests 12"
+
+
+def test_deepseek_v4_s_pool_from_0_5_21_pages_its_c4_rings_and_its_kv(cli):
+    """sglang 0.5.21's DSV4PoolConfigurator (the same in 0.5.22 and 0.5.23): the c4 compressor rings are addressed by
+    the engine's page (ring_sizes[4] / page_size: 8 / 256; 0.5.15-0.5.20 sized them by the 128-token window,
+    sgl-project/sglang#40337), and each entry costs its bytes in the V4 paged layout (kernels/ops/attention/dsv4/
+    kv_layout.py: 576 data + 8 scale bytes a token, a page's bytes padded to whole 576-B rows): 256 tokens of 584 B
+    take 260 rows (585 B a token), a 64-token c4 page 65 rows (585 B), a 2-token c128 page 3 rows (864 B)."""
+    from k3plan.engines.sglang.dsv4_pool import form_for_release, sglang_dsv4_pool
+    from k3plan.models.loader import load_model
+
+    assert [form_for_release((0, 5, p)) for p in (15, 20, 21, 23)] == ["0.5.15", "0.5.15", "0.5.21", "0.5.21"]
+    d = load_model("deepseek-v4-pro").spec.dsv4
+    old, new = (sglang_dsv4_pool(d, swa_ratio=0.1, form=f) for f in ("0.5.15", "0.5.21"))
+    n, n4, n128 = 61, 30, 31  # V4-Pro's target layers, its ratio-4 and ratio-128 layers (config.compress_ratios)
+    states = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4  # a c4 row of the attention and the indexer compressor states, f32
+    ring = -0.1 * 8 / 128 * states * n4 + 0.1 * 8 / 256 * states * n4
+    pages = 0.1 * (585 - 584) * n + (585 - 584) / 4 * n4 + (864 - 584) / 128 * n128
+    assert new.bytes_per_full_token == pytest.approx(old.bytes_per_full_token + ring + pages, abs=1e-9)
+    assert new.fixed_bytes == old.fixed_bytes  # the c128 states as 0.5.15's
+    a, b = (_engine(cli, V4_PRO + " --mem-fraction-static 0.9", r, "nvidia-b300", 8) for r in ("0.5.20", "0.5.21"))
+    assert a["kv_pool_bytes"] == b["kv_pool_bytes"] and b["kv_pool_tokens"] > a["kv_pool_tokens"]
+    assert "256-token engine page" in b["sources"]["kv_pool_tokens"]
+
+
+def test_deepseek_v4_s_window_pool_below_one_request_is_refused_from_0_5_20(cli):
+    """sglang 0.5.20's validate_swa_pool_size: a ratio-mode sliding-window pool of at most window + page tokens
+    (128 + 256) cannot admit a request, and the engine refuses to start; 0.5.19 started it."""
+    tiny = V4_PRO + " --mem-fraction-static 0.9 --swa-full-tokens-ratio 0.00001"
+    a, b = (_engine(cli, tiny, r, "nvidia-b300", 8) for r in ("0.5.19", "0.5.20"))
+    assert a["starts"] and not b["starts"]
+    assert b["message"].startswith("ValueError: SWA pool (256 tokens) cannot hold even one request")
+    assert "validate_swa_pool_size" in b["raised_at"]

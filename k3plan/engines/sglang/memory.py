@@ -27,6 +27,8 @@ from k3plan.engines.sglang.releases import (
     MM_RESERVE_FROM,
     MM_RESERVE_MIB,
     MM_RESERVE_SOURCE,
+    SWA_FLOOR_FROM,
+    SWA_FLOOR_SOURCE,
     follows,
 )
 from k3plan.engines.sglang.spec import DRAFT_KV_SOURCE, SglangDraft, draft_cell_bytes
@@ -184,6 +186,7 @@ def sglang_kv_pool(
         pool = rest - dsv4.fixed_bytes
         page_size = dsv4.page if page_size == 1 else page_size
         tokens = int(max(pool, 0) / dsv4.bytes_per_full_token)
+    profiled = tokens // page_size * page_size  # the full tokens the pool's sizes are computed from, in whole pages
     # by how much the pool clears SGLang's checks (the smallest pool that starts holds SGLANG_MIN_POOL_TOKENS tokens)
     margin = int(pool - SGLANG_MIN_POOL_TOKENS * (kv_bytes_per_token if dsv4 is None else dsv4.bytes_per_full_token))
     capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
@@ -215,7 +218,7 @@ def sglang_kv_pool(
         running = f"{reqs:,} (the state pool's {slots:,} slots // {state_slots_ratio} a request: {SGLANG_REQS_AT})"
     conc = tokens / max_model_len if max_model_len else 0.0
     # the engine's start failures in the order it meets them; the first that holds is the verdict
-    failures = (
+    failures: list[tuple[bool, str, str]] = [
         (
             weights_bytes > visible_bytes,
             f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / GiB:.2f} GiB a "
@@ -246,7 +249,19 @@ def sglang_kv_pool(
             f"max_mamba_cache_size={slots}, mamba_ratio={state_slots_ratio}, resulting max_num_reqs={reqs}",
             SGLANG_REQS_AT,
         ),
-    )
+    ]
+    if dsv4 is not None and dsv4.window and dsv4.swa_ratio > 0 and follows(release, SWA_FLOOR_FROM):
+        # DeepSeek-V4's sliding-window pool in ratio mode, checked as its sizes are computed (SWA_FLOOR_SOURCE): before
+        # MemoryPoolConfig's check of the full tokens
+        swa = int(profiled * dsv4.swa_ratio) // page_size * page_size
+        floor = (
+            dsv4.window + page_size >= swa,
+            f"ValueError: SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
+            f"sliding_window_size ({dsv4.window}) + page_size ({page_size}). Increase --swa-full-tokens-ratio or the "
+            "total KV budget.",
+            SWA_FLOOR_SOURCE,
+        )
+        failures.insert(1, floor)
     failed = next(((m, at) for holds, m, at in failures if holds), None)
     starts = failed is None
     if failed is not None:

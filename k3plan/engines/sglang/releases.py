@@ -32,18 +32,31 @@ MM_RESERVE_SOURCE = (
 )
 
 
+# DeepSeek-V4's sliding-window pool must hold one request's admission floor: from 0.5.20 SGLang refuses at start a
+# ratio-mode pool of at most window + page tokens (swa_tokens = int(full x ratio) in whole pages)
+SWA_FLOOR_FROM: Release = (0, 5, 20)
+SWA_FLOOR_SOURCE = (
+    "sglang 0.5.20 wheel (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator."
+    "validate_swa_pool_size, called from _compute_dsv4_sizes (ValueError when sliding_window_size + page_size >= "
+    "swa_tokens); the same in the 0.5.23 wheel"
+)
+
 # what of SGLang's pricing follows fit --engine-version (Engine.by_release of the sglang and dp-attention stacks), and
 # the models those rules concern (bundled names, by prefix)
 BY_RELEASE = (
     f"{DSV4_BY_RELEASE}; the state (mamba) pool of a hybrid linear-attention model holds a padding slot from 0.5.17 "
     "(engines/sglang/releases.py MAMBA_PAD_FROM), a multimodal model's KV budget leaves out its 100 MiB embedding "
-    "cache from 0.5.18 (MM_RESERVE_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
+    "cache from 0.5.18 (MM_RESERVE_FROM), DeepSeek-V4's sliding-window pool is refused below one request's floor from "
+    "0.5.20 (SWA_FLOOR_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
     "0.5.21-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)"
 )
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
-    "0.5.21: DeepSeek-V4's pool rebuilt (engines/sglang/dsv4_pool.py FORM_RELEASES: cap mode without "
-    "--swa-full-tokens-ratio, the c4 state rings per engine page, the paged layout's bytes by GPU)",
+    "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
+    "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
+    "unread) and DeepSeek-V4.1's pool as these wheels build it (the paged layout by GPU, the ratio-2 pending-pair "
+    "state, the low-ratio pages' padding): engines/sglang/dsv4_pool.py prices V4.1 by a main-branch read "
+    "(V41_SOURCE)",
     "0.5.21: DeepSeek-V4.1 with a vision_config is multimodal (configs/model_config.py has_dsv41_vision) and its ViT is "
     "built unless --language-model-only (models/deepseek_v4.py DeepseekV4ForCausalLM: self.vision = ViT(args)): the "
     "tower's weights, the multimodal reservation and its checks (no CP or PP; an a2a backend only MegaMoE on CUDA)",
