@@ -90,3 +90,18 @@ def test_deepseek_v4_s_window_pool_below_one_request_is_refused_from_0_5_20(cli)
     assert a["starts"] and not b["starts"]
     assert b["message"].startswith("ValueError: SWA pool (256 tokens) cannot hold even one request")
     assert "validate_swa_pool_size" in b["raised_at"]
+
+
+def test_deepseek_v4_1_is_refused_before_the_release_that_serves_it():
+    """SGLang's deepseek_v41 config (configs/deepseek_v41.py) and the V4.1 model paths first ship in the 0.5.21 wheel;
+    0.5.20's names deepseek_v41 nowhere, so a V4.1 command read as 0.5.20 cannot start."""
+    from k3plan.engines.release import parse_release
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    cmd = "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4"
+    kw = dict(platform="gpu", device_gib=139.8, device_name="nvidia-h200")
+    assert parse_serve(cmd, release=parse_release("0.5.21"), **kw).tp == 4
+    assert parse_serve(cmd, **kw).tp == 4  # no release named: the code each rule cites
+    with pytest.raises(K3PlanError, match=r"SGLang serves DeepSeek-V4.1 from 0.5.21 .* --engine-version 0.5.21"):
+        parse_serve(cmd, release=parse_release("0.5.20"), **kw)

@@ -122,14 +122,36 @@ def tokens(model: str | None, rest: list[str], *, release: Release | None = None
     return None, (rest if model is None else ["--model-path", model, *rest])
 
 
+def _bundled(r: Reading) -> str:
+    """The bundled model the command serves ('' where it names none k3plan can price)."""
+    if r.resolve is None or not r.model:
+        return ""
+    try:
+        return r.resolve(r.model)
+    except K3PlanError:  # a checkpoint k3plan cannot price is refused by name where parse_serve resolves the model
+        return ""
+
+
 def _deepseek_v4(r: Reading) -> bool:
     """The command serves a DeepSeek-V4 checkpoint (SGLang's models/deepseek_v4.py; not V4.1's)."""
-    if r.resolve is None or not r.model:
-        return False
-    try:
-        return r.resolve(r.model) in ("deepseek-v4-flash", "deepseek-v4-pro")
-    except K3PlanError:  # a checkpoint k3plan cannot price is refused by name where parse_serve resolves the model
-        return False
+    return _bundled(r) in ("deepseek-v4-flash", "deepseek-v4-pro")
+
+
+# SGLang serves DeepSeek-V4.1 (model_type deepseek_v41, DeepseekV41ForCausalLM) from 0.5.21: configs/deepseek_v41.py
+# (normalize_deepseek_v41_config maps it onto DeepseekV4ForCausalLM) first ships in the 0.5.21 wheel; the 0.5.20
+# wheel names deepseek_v41 nowhere in sglang/srt, so its config and class are unknown to it
+V41_FROM: Release = (0, 5, 21)
+
+
+def refuse_v41_before(r: Reading) -> None:
+    """A DeepSeek-V4.1 command read as a release before ``V41_FROM``: refused, as that SGLang cannot load it."""
+    if r.release is not None and r.release < V41_FROM and _bundled(r).startswith("deepseek-v4.1"):
+        raise K3PlanError(
+            f"--serve: {r.model} under sglang {release_text(r.release)}: SGLang serves DeepSeek-V4.1 from "
+            f"{release_text(V41_FROM)} (sglang {release_text(V41_FROM)} wheel (PyPI), sglang/srt/configs/"
+            "deepseek_v41.py; earlier wheels have no deepseek_v41 config or model); give --engine-version "
+            f"{release_text(V41_FROM)} or later"
+        )
 
 
 def _read_release(release: Release) -> str:
@@ -194,6 +216,7 @@ def read(r: Reading) -> None:
             f"--serve: --device {device}: k3plan prices SGLang on CUDA / ROCm GPUs ('cuda', what SGLang detects "
             "there); expected cuda or no --device"
         )
+    refuse_v41_before(r)
     r.parallel()
     get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
     ep_size = get("--ep-size", get("--ep", get("--expert-parallel-size", None)))  # ServerArgs' three spellings
