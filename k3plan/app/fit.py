@@ -358,7 +358,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if q.release is not None:
         rules = engine_rules(q.stack)
         concerns = not rules.by_release_models or q.model.startswith(rules.by_release_models)
-        follows = (rules.by_release if concerns else "") or f"no rule k3plan prices for {q.model} differs by release"
+        texts = [rules.by_release] if concerns and rules.by_release else []
+        texts += [t for models, t in rules.by_release_rules if not models or q.model.startswith(models)]
+        follows = "; ".join(texts) or f"no rule k3plan prices for {q.model} differs by release"
         if rules.oldest_release_read is not None and q.release < rules.oldest_release_read:
             follows += (
                 f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
@@ -465,6 +467,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
+    if q.decode_graph_bs is not None or q.decode_graph_cap is not None:
+        # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
+        opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap)
     pad_rule = engine_rules(q.stack).expert_shard_pad
     if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a

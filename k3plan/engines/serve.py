@@ -691,6 +691,10 @@ class ServeQuestion:
     release: Any = None
     release_default: bool = False
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
+    # SGLang's decode CUDA-graph max batch as given, and its release's cap on the default one (Stack.decode_graph_bs,
+    # decode_graph_cap); None: the GPU class's
+    decode_graph_bs: int | None = None
+    decode_graph_cap: int | None = None
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
@@ -955,6 +959,8 @@ def parse_serve(
         attention=r.attention,
         async_scheduling=r.async_scheduling,
         max_total_tokens=r.max_total_tokens,
+        decode_graph_bs=r.decode_graph_bs,
+        decode_graph_cap=r.decode_graph_cap,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
         mamba_cache_size=r.mamba_cache_size,

@@ -103,7 +103,9 @@ def test_a_release_caveat_names_only_what_concerns_the_model():
 
     *_, sg = _from_serve(SG_R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version="0.4.8")
     text = " ".join(sg.caveats)
-    assert "DeepSeek-V4's pool form" not in text and "no rule k3plan prices for deepseek-v3" in text
+    # only the rules that concern DeepSeek-R1: the derived fraction's graph cap, SGLang's for every model
+    assert "DeepSeek-V4's pool form" not in text and "state (mamba) pool" not in text
+    assert "default decode graph batch capped at --max-running-requests from 0.5.22" in text
     assert "read no sglang release before 0.5.12" in text
     *_, v4 = _from_serve(
         "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4",
@@ -300,7 +302,7 @@ def test_sglang_s_options_are_those_of_the_release_read():
             device_name="nvidia-h200",
             release=None if release is None else parse_release(release),
         )
-        assert "--cuda-graph-max-bs" in q.ignored
+        assert q.decode_graph_bs == 10  # read: without --mem-fraction-static the derived fraction reserves for it
     for release in ("0.5.20", "0.5.23", "0.6.0"):
         with pytest.raises(
             K3PlanError,

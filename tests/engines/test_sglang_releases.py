@@ -105,3 +105,40 @@ def test_deepseek_v4_1_is_refused_before_the_release_that_serves_it():
     assert parse_serve(cmd, **kw).tp == 4  # no release named: the code each rule cites
     with pytest.raises(K3PlanError, match=r"SGLang serves DeepSeek-V4.1 from 0.5.21 .* --engine-version 0.5.21"):
         parse_serve(cmd, release=parse_release("0.5.20"), **kw)
+
+
+R1 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --tp 8"
+
+
+def _sglang_fraction(gpu_bytes: int, *, chunk: int, tp: int, decode_bs: int) -> float:
+    """SGLang's derived mem_fraction_static (sglang 0.5.15-0.5.23 wheels, handle_gpu_memory_settings and
+    reserve_for_graph_mb) without DP attention, DeepEP or a prefill graph, in MiB: 512 + max(chunk, 2048) x 1.5 +
+    tp / 8 x 1024 + decode max_bs x 2, at least 10 GiB above a 60 GiB GPU."""
+    mib = gpu_bytes / 2**20
+    reserved = max(512 + max(chunk, 2048) * 1.5 + tp / 8 * 1024 + decode_bs * 2, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
+def test_the_derived_fraction_reserves_the_decode_graphs_the_command_sets(cli):
+    """The decode graphs' max batch SGLang's derived fraction reserves 2 MiB a batch for is the command's where it sets
+    one (--cuda-graph-max-bs-decode; the largest of --cuda-graph-bs), in every release read; from 0.5.22 a default
+    one is capped at --max-running-requests (memory_hook.py: decode_max_bs_is_default), 0.5.21 keeps the GPU class's
+    512 (an H200 at TP 8)."""
+    from k3plan.hardware import load_hardware
+
+    gpu = load_hardware("nvidia-h200").usable_bytes_per_device
+
+    def frac(extra: str, release: str) -> str:
+        return _engine(cli, R1 + extra, release, "nvidia-h200", 8)["sources"]["kv_pool"].split(" x ")[0]
+
+    for extra, release, bs in (
+        ("", "0.5.22", 512),
+        (" --cuda-graph-max-bs-decode 10", "0.5.15", 10),
+        (" --cuda-graph-bs 1 2 4 10", "0.5.19", 10),
+        (" --max-running-requests 12", "0.5.21", 512),
+        (" --max-running-requests 12", "0.5.22", 12),
+        (" --max-running-requests 12 --cuda-graph-max-bs-decode 100", "0.5.23", 100),
+    ):
+        assert frac(extra, release) == f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=bs)}", (extra, release)
+    given = _engine(cli, R1 + " --mem-fraction-static 0.85 --cuda-graph-max-bs-decode 10", "0.5.23", "nvidia-h200", 8)
+    assert "--cuda-graph-max-bs-decode" in given["serve"]["ignored"]  # the fraction given: the graphs change nothing

@@ -32,6 +32,16 @@ MM_RESERVE_SOURCE = (
 )
 
 
+# The decode CUDA graphs' max batch the derived mem_fraction_static reserves for (2 MiB a batch, more under DP
+# attention): from 0.5.22 a default max_bs (no --cuda-graph-max-bs[-decode], no --cuda-graph-bs[-decode] list) is
+# capped at --max-running-requests before the fraction is derived; earlier releases keep the GPU class's
+GRAPH_CAP_FROM: Release = (0, 5, 22)
+GRAPH_CAP_SOURCE = (
+    "sglang 0.5.22 wheel (PyPI), sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings (decode_max_bs_is_"
+    "default and max_running_requests set: decode max_bs = min(max_bs, max_running_requests), before "
+    "reserve_for_graph_mb); the same in the 0.5.23 wheel, not in 0.5.21's"
+)
+
 # DeepSeek-V4's sliding-window pool must hold one request's admission floor: from 0.5.20 SGLang refuses at start a
 # ratio-mode pool of at most window + page tokens (swa_tokens = int(full x ratio) in whole pages)
 SWA_FLOOR_FROM: Release = (0, 5, 20)
@@ -41,15 +51,33 @@ SWA_FLOOR_SOURCE = (
     "swa_tokens); the same in the 0.5.23 wheel"
 )
 
-# what of SGLang's pricing follows fit --engine-version (Engine.by_release of the sglang and dp-attention stacks), and
-# the models those rules concern (bundled names, by prefix)
-BY_RELEASE = (
-    f"{DSV4_BY_RELEASE}; the state (mamba) pool of a hybrid linear-attention model holds a padding slot from 0.5.17 "
-    "(engines/sglang/releases.py MAMBA_PAD_FROM), a multimodal model's KV budget leaves out its 100 MiB embedding "
-    "cache from 0.5.18 (MM_RESERVE_FROM), DeepSeek-V4's sliding-window pool is refused below one request's floor from "
-    "0.5.20 (SWA_FLOOR_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
-    "0.5.21-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)"
+# what of SGLang's pricing follows fit --engine-version beside DeepSeek-V4's pool form (Engine.by_release of the sglang
+# and dp-attention stacks, engines/sglang/dsv4_pool.py BY_RELEASE), each with the models it concerns (by prefix)
+BY_RELEASE = DSV4_BY_RELEASE
+BY_RELEASE_MODELS = DSV4_MODELS
+BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("kimi-k3", "kimi-linear"),
+        "the state (mamba) pool holds a padding slot from 0.5.17 (engines/sglang/releases.py MAMBA_PAD_FROM)",
+    ),
+    (
+        ("kimi-k2.6",),
+        "a multimodal model's KV budget leaves out its 100 MiB embedding cache from 0.5.18 (MM_RESERVE_FROM)",
+    ),
+    (
+        ("deepseek-v4",),
+        "DeepSeek-V4's sliding-window pool is refused below one request's floor from 0.5.20 (SWA_FLOOR_FROM); "
+        "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM)",
+    ),
+    (
+        (),
+        "the derived mem_fraction_static reserves for a default decode graph batch capped at --max-running-requests "
+        "from 0.5.22 (GRAPH_CAP_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
+        "0.5.16-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
+    ),
 )
+
+
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
     "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
@@ -60,11 +88,9 @@ NOT_PRICED = (
     "0.5.21: DeepSeek-V4.1 with a vision_config is multimodal (configs/model_config.py has_dsv41_vision) and its ViT is "
     "built unless --language-model-only (models/deepseek_v4.py DeepseekV4ForCausalLM: self.vision = ViT(args)): the "
     "tower's weights, the multimodal reservation and its checks (no CP or PP; an a2a backend only MegaMoE on CUDA)",
-    "0.5.22: the decode CUDA graphs' default max_bs is capped at --max-running-requests before the derived "
-    "mem_fraction_static reads it (arg_groups/memory_hook.py handle_gpu_memory_settings: decode_max_bs_is_default); "
-    "k3plan's derived fraction takes the GPU class's max_bs (stack.yaml options.mem_fraction_static.auto)",
+    "every release read: --disable-cuda-graph drops the decode graphs' terms (and DeepEP's) from the derived "
+    "mem_fraction_static (memory_hook.py: backend DISABLED); k3plan reserves them as captured",
 )
-BY_RELEASE_MODELS = (*DSV4_MODELS, "kimi-k3", "kimi-linear", "kimi-k2.6")
 
 
 def follows(release: Release | None, first: Release) -> bool:

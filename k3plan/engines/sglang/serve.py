@@ -18,6 +18,7 @@ from k3plan.engines.serve_values import (
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.kernels import BLACKWELL
+from k3plan.engines.sglang.releases import GRAPH_CAP_FROM, follows
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
@@ -286,6 +287,7 @@ def read(r: Reading) -> None:
             "as SGLang's auto runner holds them (a runner that converts the experts at load is not priced; one that "
             "keeps Fp8MoEMethod holds DeepSeek-V4's FP4 expert scales in fp32, not priced under --moe-a2a-backend none)"
         )
+    decode_graph(r)  # the decode graphs its derived fraction reserves for
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
     page = get("--page-size", None)  # the pool's page (engines/sglang/memory.py sglang_kv_pool)
@@ -409,6 +411,36 @@ def fp4_indexer(r: Reading) -> None:
         f"--serve: {FP4_INDEXER} on {r.device_name or 'this GPU'}: SGLang refuses it at start, 'ValueError: {text}' "
         f"({at}); remove it, or price an SM100 GPU ({', '.join(BLACKWELL)})"
     )
+
+
+# the decode CUDA-graph flags (ServerArgs' cuda_graph_config: the list of batches and the max batch, each with its
+# -decode spelling; --cuda-graph-max-bs is 0.5.19's deprecated alias of -decode and gone from 0.5.20)
+GRAPH_BS_FLAGS = ("--cuda-graph-bs-decode", "--cuda-graph-bs")
+GRAPH_MAX_FLAGS = ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs")
+
+
+def decode_graph(r: Reading) -> None:
+    """SGLang's decode CUDA-graph max batch where the command sets it (the largest of its batch list, else its max
+    batch: memory_hook.py handle_gpu_memory_settings 'max_bs = max(bs)' when a list is given), and where it sets
+    neither, its release's cap on the GPU class's default (engines/sglang/releases.py GRAPH_CAP_FROM):
+    --max-running-requests from 0.5.22. Both feed the derived mem_fraction_static only (Stack.decode_graph_bs); the
+    flags stay listed as ignored where --mem-fraction-static is given, and are read, not listed, where it is not."""
+    derived = "mem_fraction_static" not in r.options
+    peek = r.get if derived else r.flags.get
+    lists = [peek(f, None) for f in GRAPH_BS_FLAGS]
+    maxes = [peek(f, None) for f in GRAPH_MAX_FLAGS]
+    given = next((v for v in lists if v is not None), None)
+    if given is not None:
+        sizes = [flag_int(GRAPH_BS_FLAGS[0], v) for v in given.split()]
+        if not sizes:
+            raise K3PlanError(f"--serve: {GRAPH_BS_FLAGS[1]}: expected one or more batch sizes")
+        r.decode_graph_bs = max(sizes)
+        return
+    top = next((v for v in maxes if v is not None), None)
+    if top is not None:
+        r.decode_graph_bs = flag_int(GRAPH_MAX_FLAGS[0], top)
+    elif follows(r.release, GRAPH_CAP_FROM) and r.running is not None:
+        r.decode_graph_cap = flag_int("--max-running-requests", r.running)
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
