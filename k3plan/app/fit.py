@@ -577,7 +577,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             else sglang_dsv41_pool(
                 d4,
                 chunk=result.workload.prefill_chunk_tokens,
-                max_running_requests=served.max_running_requests or DSV4_RUNNING,
+                # a worker's, as compute_swa_request_cap and _resolve_swa_prefix_tails take them: max_running_requests
+                # // attn_dp_size (sglang 0.5.21-0.5.23 wheels, pool_configurator.py)
+                max_running_requests=(served.max_running_requests or DSV4_RUNNING)
+                // (setup.parallel.dp if st.dp_attention else 1),
                 radix_cache=st.chosen.get("disable_radix_cache", "false") != "true",
                 swa_ratio=served.swa_full_tokens_ratio,
                 page=served.page_size,

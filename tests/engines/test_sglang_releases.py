@@ -142,3 +142,13 @@ def test_the_derived_fraction_reserves_the_decode_graphs_the_command_sets(cli):
         assert frac(extra, release) == f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=bs)}", (extra, release)
     given = _engine(cli, R1 + " --mem-fraction-static 0.85 --cuda-graph-max-bs-decode 10", "0.5.23", "nvidia-h200", 8)
     assert "--cuda-graph-max-bs-decode" in given["serve"]["ignored"]  # the fraction given: the graphs change nothing
+
+
+def test_deepseek_v4_1_s_window_cap_is_a_worker_s_under_dp_attention(cli):
+    """compute_swa_request_cap and _resolve_swa_prefix_tails size DeepSeek-V4.1's sliding-window pool for a worker's
+    requests, max_running_requests // attn_dp_size (sglang 0.5.21-0.5.23 wheels, pool_configurator.py): 64 over 4
+    attention-DP groups is 16 a worker (and the chunk a DP rank's, 4,096 // 4)."""
+    cmd = "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --max-running-requests 64 --chunked-prefill-size 4096"
+    plain = _engine(cli, cmd + " --tp 4", "0.5.23", "nvidia-b200", 4)["sources"]["kv_pool_tokens"]
+    dp = _engine(cli, cmd + " --tp 4 --dp 4 --enable-dp-attention", "0.5.23", "nvidia-b200", 4)
+    assert ") x 64 requests + 2 x 4,096" in plain and ") x 16 requests + 2 x 1,024" in dp["sources"]["kv_pool_tokens"]
