@@ -152,3 +152,29 @@ def test_deepseek_v4_1_s_window_cap_is_a_worker_s_under_dp_attention(cli):
     plain = _engine(cli, cmd + " --tp 4", "0.5.23", "nvidia-b200", 4)["sources"]["kv_pool_tokens"]
     dp = _engine(cli, cmd + " --tp 4 --dp 4 --enable-dp-attention", "0.5.23", "nvidia-b200", 4)
     assert ") x 64 requests + 2 x 4,096" in plain and ") x 16 requests + 2 x 1,024" in dp["sources"]["kv_pool_tokens"]
+
+
+def test_deepseek_v4_1_s_vision_tower_is_built_as_its_release_builds_it(cli):
+    """SGLang's DeepseekV4ForCausalLM builds DeepSeek-V4.1's ViT and aligner (sglang 0.5.21-0.5.23 wheels, models/
+    deepseek_v4.py), so the model is multimodal to it (configs/model_config.py has_dsv41_vision: the 100 MiB
+    reservation) while its config keeps no vision_config (configs/deepseek_v41.py pops it: no fraction cut); from
+    0.5.22 --language-model-only drops the tower, 0.5.21 builds it all the same. With the tower SGLang refuses an
+    all-to-all (0.5.21: any; from 0.5.22: all but MegaMoE on CUDA)."""
+    from k3plan.models.loader import load_model
+
+    tower = sum(t.nbytes for t in load_model("deepseek-v4.1-flash").inventory.of_kind("vision"))
+    cmd = "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --mem-fraction-static 0.95"
+    with_tower, without = (_engine(cli, cmd + x, "0.5.23", "nvidia-h200", 4) for x in ("", " --language-model-only"))
+    assert with_tower["weights_bytes"] - without["weights_bytes"] == tower > 0
+    assert "the multimodal reservation 104,857,600 B" in with_tower["sources"]["kv_pool"]
+    assert "multimodal reservation" not in without["sources"]["kv_pool"]
+    old = _engine(cli, cmd + " --language-model-only", "0.5.21", "nvidia-h200", 4)
+    assert old["weights_bytes"] == with_tower["weights_bytes"] and "--language-model-only" in old["serve"]["ignored"]
+    a2a = " --moe-a2a-backend megamoe --ep-size 4"
+    _engine(cli, cmd + a2a, "0.5.23", "nvidia-h200", 4)  # MegaMoE on CUDA with the tower: read (exit 0 or 1)
+    for release, extra, says in (
+        ("0.5.21", a2a, "V4.1 vision currently supports TP/EP/DP without CP, PP or MoE A2A"),
+        ("0.5.23", " --moe-a2a-backend deepep --ep-size 4", "MoE A2A requires CUDA MegaMoE"),
+    ):
+        r = cli("fit", "-H", "nvidia-h200", "-t", 4, "--serve", cmd + extra, "--engine-version", release)
+        assert r.exit_code == 2 and says in r.output, r.output

@@ -67,7 +67,8 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("deepseek-v4",),
         "DeepSeek-V4's sliding-window pool is refused below one request's floor from 0.5.20 (SWA_FLOOR_FROM); "
-        "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM)",
+        "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM), its vision tower built and counted "
+        "whole, under --language-model-only too in 0.5.21 (V41_VISION_LM_ONLY_FROM)",
     ),
     (
         (),
@@ -85,9 +86,6 @@ NOT_PRICED = (
     "unread) and DeepSeek-V4.1's pool as these wheels build it (the paged layout by GPU, the ratio-2 pending-pair "
     "state, the low-ratio pages' padding): engines/sglang/dsv4_pool.py prices V4.1 by a main-branch read "
     "(V41_SOURCE)",
-    "0.5.21: DeepSeek-V4.1 with a vision_config is multimodal (configs/model_config.py has_dsv41_vision) and its ViT is "
-    "built unless --language-model-only (models/deepseek_v4.py DeepseekV4ForCausalLM: self.vision = ViT(args)): the "
-    "tower's weights, the multimodal reservation and its checks (no CP or PP; an a2a backend only MegaMoE on CUDA)",
     "every release read: --disable-cuda-graph drops the decode graphs' terms (and DeepEP's) from the derived "
     "mem_fraction_static (memory_hook.py: backend DISABLED); k3plan reserves them as captured",
 )

@@ -144,6 +144,46 @@ def _deepseek_v4(r: Reading) -> bool:
 V41_FROM: Release = (0, 5, 21)
 
 
+# DeepSeek-V4.1's vision tower and the parallelism SGLang builds it under (models/deepseek_v4.py
+# DeepseekV4ForCausalLM.__init__): 0.5.21 builds it whatever --language-model-only says and refuses any MoE all-to-all;
+# from 0.5.22 --language-model-only drops it and MegaMoE on CUDA is allowed (sglang 0.5.21, 0.5.22 and 0.5.23 wheels)
+V41_VISION_LM_ONLY_FROM: Release = (0, 5, 22)
+V41_VISION_AT = "DeepseekV4ForCausalLM.__init__ (self.vision = ViT(args))"
+
+
+def v41_vision(r: Reading) -> None:
+    """DeepSeek-V4.1's vision tower as the release builds it (``V41_VISION_LM_ONLY_FROM``): under 0.5.21
+    --language-model-only is listed as ignored (the tower is built all the same: engines/sglang/__init__.py counts
+    it); where it is built, pipeline parallelism or an all-to-all the release refuses with it is refused with
+    SGLang's ValueError."""
+    if not _bundled(r).startswith("deepseek-v4.1"):
+        return
+    lm_only = r.flags.get("--language-model-only", "false").lower() not in ("false", "0")
+    old = r.release is not None and r.release < V41_VISION_LM_ONLY_FROM
+    if lm_only and old:
+        r.get("--language-model-only")
+        r.ignored.append("--language-model-only")
+    elif lm_only:
+        return
+    a2a = r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT)
+    allowed = a2a == "none" or (not old and a2a == "megamoe" and not r.device_name.startswith("amd-"))
+    if r.pp == 1 and allowed:
+        return
+    text, at = (
+        ("V4.1 vision currently supports TP/EP/DP without CP, PP or MoE A2A", "sglang 0.5.21 wheel (PyPI)")
+        if old
+        else (
+            "V4.1 vision supports TP/EP/DP without CP or PP; MoE A2A requires CUDA MegaMoE",
+            "sglang 0.5.22 wheel (PyPI)",
+        )
+    )
+    raise K3PlanError(
+        f"--serve: DeepSeek-V4.1's vision tower with --pp-size {r.pp} and --moe-a2a-backend {a2a}: SGLang refuses it "
+        f"at start, 'ValueError: {text}' ({at}, sglang/srt/models/deepseek_v4.py {V41_VISION_AT}); remove them"
+        + ("" if old else " or add --language-model-only")
+    )
+
+
 def refuse_v41_before(r: Reading) -> None:
     """A DeepSeek-V4.1 command read as a release before ``V41_FROM``: refused, as that SGLang cannot load it."""
     if r.release is not None and r.release < V41_FROM and _bundled(r).startswith("deepseek-v4.1"):
@@ -323,6 +363,7 @@ def read(r: Reading) -> None:
     if _deepseek_v4(r) and get("--disable-shared-experts-fusion", None) is not None:
         r.ignored.append("--disable-shared-experts-fusion")
     fp4_indexer(r)
+    v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
 
