@@ -553,7 +553,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             form_for_release,
             sglang_dsv4_pool,
             sglang_dsv41_pool,
+            v41_form_for_release,
         )
+        from k3plan.engines.sglang.kernels import BLACKWELL
         from k3plan.engines.sglang.memory import sglang_kv_pool
         from k3plan.engines.sglang.spec import SPEC_RUNNING, SglangDraft
 
@@ -584,6 +586,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 radix_cache=st.chosen.get("disable_radix_cache", "false") != "true",
                 swa_ratio=served.swa_full_tokens_ratio,
                 page=served.page_size,
+                form=v41_form_for_release(served.release),
+                # 0.5.23's flashmla_mega: an SM100 GPU, attention TP 1, FP8 KV (engines/sglang/dsv4_pool.py
+                # V41_FORM_SOURCE)
+                v41_layout=hw.name in BLACKWELL and setup.parallel.tp == 1 and served.kv_raw in ("auto", "fp8_e4m3"),
             )
         )
 

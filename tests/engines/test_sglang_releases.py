@@ -178,3 +178,56 @@ def test_deepseek_v4_1_s_vision_tower_is_built_as_its_release_builds_it(cli):
     ):
         r = cli("fit", "-H", "nvidia-h200", "-t", 4, "--serve", cmd + extra, "--engine-version", release)
         assert r.exit_code == 2 and says in r.output, r.output
+
+
+def test_deepseek_v4_1_s_pool_by_release():
+    """DeepSeek-V4.1's pool in the wheels (pool_configurator.py DSV4PoolConfigurator): 0.5.21 and 0.5.22 page the
+    window's slots in the V4 layout (256 tokens of 584 B in rows of 576: 585 B) and hold the ratio-2 layers'
+    pending-pair state a request slot ((slots x 2 + 2 + 1) rows, whole pairs, of 2 x 512 f32); 0.5.23 pages the
+    ratio-1 / 2 latents too (585 B), and under flashmla_mega (SM100, attention TP 1, FP8 KV) stores the window in the
+    V41 layout (512 + 16 B in rows of 512: 528 B) and the latents in V41_FP4 (256 + 32 B in rows of 256: 288 B)
+    (kernels/ops/attention/dsv4/kv_layout.py). A release named none keeps the main-branch read its public log
+    reproduces (1,630 B: 652 B a ratio-1 source, 652 / 2 a ratio-2 one)."""
+    from k3plan.engines.sglang.dsv4_pool import sglang_dsv41_pool, v41_form_for_release
+    from k3plan.models.loader import load_model
+
+    assert [v41_form_for_release(r) for r in (None, (0, 5, 21), (0, 5, 22), (0, 5, 23))] == [
+        "main",
+        "0.5.21",
+        "0.5.21",
+        "0.5.23",
+    ]
+    d = load_model("deepseek-v4.1-flash").spec.dsv4
+    sources = [d.compress_ratios[i] for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] in (1, 2)]
+    n1, n2, layers = sources.count(1), sources.count(2), len(d.compress_ratios)
+    kw = dict(chunk=4096, max_running_requests=64, swa_ratio=0.1)
+    pools = {f: sglang_dsv41_pool(d, form=f, **kw) for f in ("main", "0.5.21", "0.5.23")} | {
+        "mega": sglang_dsv41_pool(d, form="0.5.23", v41_layout=True, **kw)
+    }
+    index = 64 + 4  # the fp4 index key of a 128-wide head
+    for form, window, latent in (("main", 584, 584), ("0.5.21", 585, 584), ("0.5.23", 585, 585), ("mega", 528, 288)):
+        low = (latent + index) * n1 + (latent + index) / 2 * n2
+        assert pools[form].bytes_per_full_token == pytest.approx(0.1 * window * layers + low), form
+    pair = -(-(65 * 2 + 2 + 1) // 2) * 2 * 2 * 512 * 4 * n2
+    assert [pools[f].fixed_bytes for f in ("main", "0.5.21", "0.5.23")] == [0, pair, pair]
+    assert sglang_dsv41_pool(d, form="0.5.21", v41_layout=True, **kw) == pools["0.5.21"]  # no mega before 0.5.23
+
+
+def test_deepseek_v4_1_s_v41_layouts_where_0_5_23_runs_flashmla_mega(cli):
+    """0.5.23 resolves --dsv4-attn-backend auto to flashmla_mega for V4.1 on SM100 with attention TP 1 and FP8 KV
+    (arg_groups/deepseek_v4_hook.py _default_dsv4_attention_backend), which forces the V4.1 layouts: an attention-TP-1
+    command on B300 prices them, the same on H200 or at TP 2 the V4 layout."""
+    cmd = (
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --max-running-requests 8 --mem-fraction-static 0.92"
+    )
+
+    def said(hardware: str, tp: int, release: str) -> str:
+        return _engine(cli, f"{cmd} --tp {tp}", release, hardware, tp)["sources"]["kv_pool_tokens"]
+
+    assert "(528 B a window token, 288 / 288 B" in said("nvidia-b300", 1, "0.5.23")
+    for hardware, tp, release in (
+        ("nvidia-h200", 1, "0.5.23"),
+        ("nvidia-b300", 2, "0.5.23"),
+        ("nvidia-b300", 1, "0.5.22"),
+    ):
+        assert "(585 B a window token" in said(hardware, tp, release), (hardware, tp, release)

@@ -194,6 +194,40 @@ PREFIX_TAILS_PER_REQUEST = 4  # _resolve_swa_prefix_tails: 4 x max_running_reque
 CHUNKS_IN_FLIGHT = 2  # compute_swa_request_cap: 2 chunked prefills in flight under the overlap scheduler (default)
 
 
+# DeepSeek-V4.1's pool by release (fit --engine-version): "main" is the main-branch read V41_SOURCE cites (a release
+# named none: its public log reproduced); the 0.5.21 and 0.5.22 wheels add the sliding-window slots' paged bytes (the
+# V4 layout, 585 B a token in 256-token pages) and the ratio-2 layers' pending-pair state, fixed a request slot; 0.5.23
+# pages the ratio-1 / 2 latents too, and on an SM100 GPU with attention TP 1 and FP8 KV (its flashmla_mega backend)
+# stores them in the V4.1 layouts (V41_FORM_SOURCE)
+V41_FORM_RELEASES = (((0, 5, 23), "0.5.23"), ((0, 5, 21), "0.5.21"))
+V41_FORM_SOURCE = (
+    "sglang 0.5.21 / 0.5.23 wheels (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator: "
+    "_get_bytes_per_swa_token (_get_paged_kv_bytes_per_token() x layers), _compressed_bytes_per_full_token (ratio 1 / "
+    "2: (kv_bytes + low_ratio_index_bytes) / ratio in 0.5.21, the paged bytes in 0.5.23), _get_c2_state_fixed_bytes "
+    "(ceil((slots x ring + ring + 1) / 2) x 2 rows of 2 x head_dim f32 a ratio-2 layer, slots = max_running_requests "
+    "// attn_dp_size + 1, ring 2 or 1 << (draft tokens + 1).bit_length(): mem_cache/deepseek_v4_memory_pool.py "
+    "get_compress_state_ring_size); select_dsv4_kv_layout and kernels/ops/attention/dsv4/kv_layout.py KVLayout (V4: "
+    "nope + 2 x rope + 8 B a token padded to rows of nope + 2 x rope; V41: head_dim + head_dim / 32 in rows of "
+    "head_dim; V41_FP4 for ratios 1 / 2: head_dim / 2 + head_dim / 16 in rows of head_dim / 2); 0.5.23's flashmla_mega "
+    "(arg_groups/deepseek_v4_hook.py _default_dsv4_attention_backend: V4.1, CUDA SM100, kv fp8_e4m3, attention TP 1) "
+    "forces the V41 layouts. Not priced: 0.5.23's low-ratio pages' padding (_get_low_ratio_kv_padding_bytes, a few "
+    "pages, its index page by DeepGEMM's build)"
+)
+
+
+def v41_form_for_release(release: tuple[int, int, int] | None) -> str:
+    """DeepSeek-V4.1's pool form of a SGLang release (``V41_FORM_RELEASES``); None: the main-branch read."""
+    if release is None:
+        return "main"
+    return next((form for first, form in V41_FORM_RELEASES if release >= first), "main")
+
+
+def padded_token_bytes(tokens: int, token_bytes: int, row: int) -> float:
+    """A token's bytes in a page of ``tokens`` stored ``token_bytes`` each, the page padded to whole ``row``-byte rows
+    (KVLayout.page_bytes)."""
+    return -(-tokens * token_bytes // row) * row / tokens
+
+
 def sglang_dsv41_pool(
     d: DSV4Dims,
     *,
@@ -204,22 +238,50 @@ def sglang_dsv41_pool(
     page: int | None = None,
     draft_layers: int = 0,
     draft_tokens: int = 0,
+    form: str = "main",
+    v41_layout: bool = False,
 ) -> SglangDsv4Pool:
     """SGLang's pool for DeepSeek-V4.1 (V41_SOURCE): bytes a full token and, in cap mode (``swa_ratio`` None: the
     operator gave no --swa-full-tokens-ratio), the sliding-window pool taken first, at ``chunk`` tokens a prefill
     (--chunked-prefill-size) and ``max_running_requests``. ``draft_layers``: a DSpark drafter's (1: SGLang counts one
     draft layer) scales the per-token figures by (layers + 1) / layers; ``draft_tokens``: the tokens it verifies a
     step (SGLang's speculative_num_draft_tokens; 0: no speculative decoding), which set a request's cap terms
-    (V41_SPEC_SOURCE)."""
+    (V41_SPEC_SOURCE). ``form``: the release's (``v41_form_for_release``); ``v41_layout``: 0.5.23's V4.1 layouts
+    (flashmla_mega: V41_FORM_SOURCE)."""
     assert d.csa2 is not None
     page = page or PAGE
     layers = len(d.compress_ratios)
     nope, rope = d.head_dim - d.rope_dim, d.rope_dim
     kv = nope + 2 * rope + 8
     index = d.index_head_dim // 2 + d.index_head_dim // 32
-    low = sum((kv + index) / d.compress_ratios[i] for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] in (1, 2))
-    per_swa = float(kv * layers)
+    sources = [d.compress_ratios[i] for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] in (1, 2)]
+    head = d.head_dim
+    if form == "main":
+        swa_kv, low_kv = float(kv), {1: float(kv), 2: float(kv)}
+    elif (
+        v41_layout and form == "0.5.23"
+    ):  # 0.5.23 under flashmla_mega: V41 (fp8) for the window, V41_FP4 for ratios 1 / 2
+        swa_kv = padded_token_bytes(page, head + head // 32, head)
+        low_kv = {r: padded_token_bytes(page // r, head // 2 + head // 16, head // 2) for r in (1, 2)}
+    else:  # the V4 layout's pages: the window's from 0.5.21, the low ratios' from 0.5.23
+        swa_kv = padded_token_bytes(page, kv, nope + 2 * rope)
+        low_kv = {
+            r: padded_token_bytes(page // r, kv, nope + 2 * rope) if form == "0.5.23" else float(kv) for r in (1, 2)
+        }
+    low = sum((low_kv[r] + index) / r for r in sources)
+    per_swa = swa_kv * layers
     infl = (layers + 1) / layers if draft_layers else 1.0
+    # the ratio-2 layers' pending-pair state, a ring a request slot (0.5.21 on: V41_FORM_SOURCE)
+    ring2 = 1 << (draft_tokens + 1).bit_length() if draft_tokens else 2
+    c2_rows = -(-((max_running_requests + 1) * ring2 + ring2 + 1) // 2) * 2
+    c2 = 0 if form == "main" else c2_rows * 2 * head * F32 * sources.count(2)
+    c2_said = (
+        f"; + the ratio-2 layers' pending-pair state, {c2_rows:,} rows x {2 * head * F32:,} B x {sources.count(2)} "
+        f"layers = {c2:,} B, and the {form} pages ({swa_kv:g} B a window token, {low_kv[1]:g} / {low_kv[2]:g} B a "
+        f"ratio-1 / 2 latent: {V41_FORM_SOURCE})"
+        if form != "main"
+        else ""
+    )
     if swa_ratio is None:  # cap mode
         window = d.sliding_window
         # trailing tokens (window, the eviction interval a draft token, a page) and the next decode's allocation
@@ -229,7 +291,7 @@ def sglang_dsv41_pool(
         cap = per_request * max_running_requests + CHUNKS_IN_FLIGHT * chunk + page
         tokens = -(-(cap + tails * max_running_requests) // page) * page
         bpft, bpst = low * infl, per_swa * infl
-        fixed = int(tokens * bpst)
+        fixed = int(tokens * bpst) + c2
         terms = (
             f"window {window} + eviction {EVICTION_INTERVAL} x {draft_tokens} draft tokens + a page of {page} + the "
             f"next decode's 2 x {draft_tokens}"
@@ -237,10 +299,13 @@ def sglang_dsv41_pool(
             else f"window {window} + eviction {EVICTION_INTERVAL} + 2 pages of {page}"
         )
         how = (
-            f"{bpft:,.2f} B a full token (the KV sources' {kv} B latents and {index} B fp4 index keys over their "
+            f"{bpft:,.2f} B a full token (the KV sources' {f'{kv} B' if form == 'main' else 'paged'} latents and "
+            f"{index} B fp4 index keys over their "
             f"ratios), the sliding-window pool apart in cap mode: {tokens:,} tokens (({terms}"
             f"{f' + radix tails 4 x {window + page}' if tails else ''}) x {max_running_requests} requests + 2 x "
-            f"{chunk:,} + {page}) x {bpst:,.0f} B = {fixed:,} B" + (f" ({V41_SPEC_SOURCE})" if draft_tokens else "")
+            f"{chunk:,} + {page}) x {bpst:,.0f} B = {fixed - c2:,} B"
+            + (f" ({V41_SPEC_SOURCE})" if draft_tokens else "")
+            + c2_said
         )
         return SglangDsv4Pool(
             bytes_per_full_token=bpft,
@@ -248,7 +313,8 @@ def sglang_dsv41_pool(
             swa_ratio=0.0,
             source=f"{how}: {V41_SOURCE}",
             fixed_bytes=fixed,
-            fixed_source="DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)",
+            fixed_source="DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)"
+            + (", and its ratio-2 layers' pending-pair state" if c2 else ""),
             swa_tokens_per_request=per_request + tails,
             bytes_per_swa_token=bpst,
         )
@@ -257,8 +323,11 @@ def sglang_dsv41_pool(
         bytes_per_full_token=bpft,
         page=page,
         swa_ratio=swa_ratio,
-        source=f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}: {V41_SOURCE}",
+        source=f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}{c2_said}: {V41_SOURCE}",
         bytes_per_swa_token=per_swa * infl,
+        fixed_bytes=c2,
+        fixed_source="DeepSeek-V4.1's ratio-2 layers' pending-pair state" if c2 else "",
+        window=d.sliding_window,
     )
 
 

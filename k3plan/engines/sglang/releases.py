@@ -68,7 +68,9 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         ("deepseek-v4",),
         "DeepSeek-V4's sliding-window pool is refused below one request's floor from 0.5.20 (SWA_FLOOR_FROM); "
         "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM), its vision tower built and counted "
-        "whole, under --language-model-only too in 0.5.21 (V41_VISION_LM_ONLY_FROM)",
+        "whole, under --language-model-only too in 0.5.21 (V41_VISION_LM_ONLY_FROM), its pool paged from 0.5.21 "
+        "with the ratio-2 pending-pair state, in the V4.1 layouts under 0.5.23's flashmla_mega "
+        "(engines/sglang/dsv4_pool.py V41_FORM_RELEASES; a release named none: the main-branch read)",
     ),
     (
         (),
@@ -83,9 +85,9 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 NOT_PRICED = (
     "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
     "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
-    "unread) and DeepSeek-V4.1's pool as these wheels build it (the paged layout by GPU, the ratio-2 pending-pair "
-    "state, the low-ratio pages' padding): engines/sglang/dsv4_pool.py prices V4.1 by a main-branch read "
-    "(V41_SOURCE)",
+    "unread)",
+    "0.5.23: DeepSeek-V4.1's low-ratio pages' padding (pool_configurator.py _get_low_ratio_kv_padding_bytes: a few "
+    "pages off the full tokens, its index page 64 or 128 by DeepGEMM's build)",
     "every release read: --disable-cuda-graph drops the decode graphs' terms (and DeepEP's) from the derived "
     "mem_fraction_static (memory_hook.py: backend DISABLED); k3plan reserves them as captured",
 )
