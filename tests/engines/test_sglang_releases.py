@@ -231,3 +231,19 @@ def test_deepseek_v4_1_s_v41_layouts_where_0_5_23_runs_flashmla_mega(cli):
         ("nvidia-b300", 1, "0.5.22"),
     ):
         assert "(585 B a window token" in said(hardware, tp, release), (hardware, tp, release)
+
+
+def test_speculative_algorithms_added_after_0_5_15_are_known_from_their_release():
+    """SpeculativeAlgorithm gains DSPARK in 0.5.16, UNO in 0.5.20 and PP_SPEC_RELAY in 0.5.21 (speculative/
+    spec_info.py of those wheels): from_string takes them from then on (k3plan refuses them as not priced) and an
+    earlier release refuses the name as unknown."""
+    from k3plan.engines.release import parse_release
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    kw = dict(platform="gpu", device_gib=139.8, device_name="nvidia-h200")
+    for algo, first, before in (("DSPARK", "0.5.16", "0.5.15"), ("UNO", "0.5.20", "0.5.19")):
+        cmd = f"{R1} --speculative-algorithm {algo}"
+        for release, says in ((first, "not priced"), (None, "not priced"), (before, "Unknown speculative algorithm")):
+            with pytest.raises(K3PlanError, match=says):
+                parse_serve(cmd, release=None if release is None else parse_release(release), **kw)

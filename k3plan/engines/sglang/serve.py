@@ -356,7 +356,7 @@ def read(r: Reading) -> None:
     )
     # speculative decoding (engines/sglang/spec.py): the algorithm and its steps, top-k and draft tokens as SGLang
     # resolves them; the draft is priced by fit once the checkpoint is loaded
-    r.speculative = read_speculative(get, r.ignored, r.model)
+    r.speculative = read_speculative(get, r.ignored, r.model, r.release)
     # DeepSeek-V4's shared expert is fused into the routed MoE only under --enforce-shared-experts-fusion (sglang 0.5.15
     # wheel models/deepseek_v4.py DeepseekV4ForCausalLM.determine_num_fused_shared_experts: 'Config does not support
     # fused shared expert(s)' otherwise), so --disable-shared-experts-fusion there is the default: no memory effect

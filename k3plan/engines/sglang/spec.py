@@ -86,7 +86,13 @@ UNPRICED = {
     "DFLASH": "a DFlash draft checkpoint (--speculative-draft-model-path) k3plan has no inventory for",
     "FROZEN_KV_MTP": "a Gemma-4 assistant draft checkpoint k3plan has no inventory for",
     "NGRAM": "the n-gram worker's device buffers (speculative/ngram_worker.py), which were not read",
+    "DSPARK": "DSpark's draft stages (DeepSeek-V4.1's dspark tensors) with their KV and workers, not read for SGLang",
+    "UNO": "the UNO speculative worker and its state pool (speculative/uno*), not read",
+    "PP_SPEC_RELAY": "the pipeline-parallel speculative relay, not read",
 }
+# SpeculativeAlgorithm's members added after 0.5.15, with the release each first ships in (the sglang 0.5.16,
+# 0.5.20 and 0.5.21 wheels, speculative/spec_info.py): a command read as an earlier release is refused as unknown
+KNOWN_FROM: dict[str, tuple[int, int, int]] = {"DSPARK": (0, 5, 16), "UNO": (0, 5, 20), "PP_SPEC_RELAY": (0, 5, 21)}
 # _handle_eagle_family: the architectures whose draft is the target checkpoint when no draft path is given (those
 # k3plan bundles of its list), by the config's model_type k3plan reads them under
 SELF_DRAFT = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v4": "DeepseekV4ForCausalLM"}
@@ -142,10 +148,13 @@ def _int(name: str, raw: str) -> int:
     return int(text)
 
 
-def read_speculative(get, ignored: list[str], model_text: str) -> SglangSpec | None:
+def read_speculative(
+    get, ignored: list[str], model_text: str, release: tuple[int, int, int] | None = None
+) -> SglangSpec | None:
     """The speculative flags of an SGLang command -> the algorithm and its steps, top-k and draft tokens as SGLang
     resolves them; what SGLang refuses at start, or k3plan cannot price, is refused in one line. ``get`` takes a flag
-    off the command (serve_values.Reading.get)."""
+    off the command (serve_values.Reading.get); ``release``: the one the command is read as, for the algorithms it
+    knows (``KNOWN_FROM``; None: every release read)."""
     raw = {f: get(f, None) for f in FLAGS}
     mode = raw.pop("--speculative-attention-mode")
     if mode is not None:  # the verify / draft-extend attention kernel (ServerArgs.speculative_attention_mode)
@@ -165,7 +174,8 @@ def read_speculative(get, ignored: list[str], model_text: str) -> SglangSpec | N
         return None
     written = algo
     name = ALIASES.get(algo.upper(), algo.upper())
-    if name not in KNOWN:
+    known = KNOWN | {a for a, first in KNOWN_FROM.items() if release is None or release >= first}
+    if name not in known:
         raise K3PlanError(
             f"--serve: --speculative-algorithm {algo}: SGLang refuses it at start (speculative/spec_info.py "
             f"SpeculativeAlgorithm.from_string: 'Unknown speculative algorithm name'); expected NEXTN or EAGLE "
