@@ -11,6 +11,10 @@
                 max_req_len = min(context_len - 1, max_total_num_tokens - 1), leaves max_req_input_len = max_req_len
                 - 5 > 0 (TpModelWorker.__init__: AssertionError "Memory pool size is too small").
 
+The rules are those of the sglang 0.5.15 wheel, re-read to 0.5.23; what changed is followed from the release the
+command is read as (engines/sglang/releases.py: the state pool's padding slot, a multimodal model's reservation,
+DeepSeek-V4's window-pool floor).
+
 So SGLang starts whenever its pool holds a handful of tokens: a context longer than the pool is not refused at
 start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, which refuses to start when one
 --max-model-len request does not fit.

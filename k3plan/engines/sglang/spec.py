@@ -42,6 +42,10 @@ What the engine does (each rule's code named where it is applied, all of the 0.5
   _handle_gpu_memory_settings, then handle_speculative_decoding) and, outside a disaggregated decode node, reads no
   speculative setting: speculative decoding leaves it, chunked_prefill_size and the decode CUDA-graph max_bs as they are.
 
+Re-read in the 0.5.16-0.5.23 wheels: the EAGLE family's defaults (48 running requests, (3, 1, 4)), the draft's KV
+scaling for a non-DSA model and DeepSeek-V4's (T + 1) / T and 16 / 256-row rings are the same; SpeculativeAlgorithm
+gains DSPARK, UNO and PP_SPEC_RELAY (``KNOWN_FROM``), and DeepSeek-V4's hook allows DSPARK beside EAGLE from 0.5.19.
+
 What k3plan prices: EAGLE (NEXTN, EAGLE) with the target checkpoint's own MTP layers, as above. Refused, each by
 name: a separate draft checkpoint (EAGLE with another --speculative-draft-model-path, EAGLE3, STANDALONE, DFLASH,
 FROZEN_KV_MTP: k3plan has no inventory for it), NGRAM (its worker was not read), a model without MTP layers or one
