@@ -247,3 +247,27 @@ def test_speculative_algorithms_added_after_0_5_15_are_known_from_their_release(
         for release, says in ((first, "not priced"), (None, "not priced"), (before, "Unknown speculative algorithm")):
             with pytest.raises(K3PlanError, match=says):
                 parse_serve(cmd, release=None if release is None else parse_release(release), **kw)
+
+
+def test_attn_dp_size_is_dp_attention_s_new_spelling():
+    """sglang 0.5.22's --attn-dp-size N (alias --attention-data-parallel-size) is what --dp-size N
+    --enable-dp-attention resolves to (arg_groups/parallel_hook.py handle_deprecated_dp_attention); beside --dp-size
+    replicas it is refused (not priced); 0.5.21's parser has no such option."""
+    from k3plan.engines.release import parse_release
+    from k3plan.engines.serve import parse_serve
+    from k3plan.errors import K3PlanError
+
+    v4 = "sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8"
+    kw = dict(platform="gpu", device_gib=178.4, device_name="nvidia-b200", release=parse_release("0.5.23"))
+    old = parse_serve(v4 + " --dp 8 --enable-dp-attention", **kw)
+    for flag in ("--attn-dp-size", "--attention-data-parallel-size"):
+        new = parse_serve(f"{v4} {flag} 8", **kw)
+        assert (
+            (new.stack, new.tp, new.dp, new.chunk)
+            == (old.stack, old.tp, old.dp, old.chunk)
+            == ("dp-attention", 1, 8, 2048)
+        )
+    with pytest.raises(K3PlanError, match="--attn-dp-size 8 with --dp-size 2"):
+        parse_serve(v4 + " --attn-dp-size 8 --dp 2", **kw)
+    with pytest.raises(K3PlanError, match="--attn-dp-size: sglang 0.5.21.s parser has no such option"):
+        parse_serve(v4 + " --attn-dp-size 8", **{**kw, "release": parse_release("0.5.21")})

@@ -74,6 +74,38 @@ def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
     return get("--enable-dp-attention", "false").lower() not in ("false", "0")
 
 
+# SGLang 0.5.22's spelling of DP attention: --attn-dp-size N (alias --attention-data-parallel-size) is what
+# --dp-size N --enable-dp-attention resolves to (arg_groups/parallel_hook.py handle_deprecated_dp_attention: attn_dp_size
+# = dp_size, dp_size = 1; --dp-size then counts replicas of the server; sglang 0.5.22 and 0.5.23 wheels,
+# arg_groups/fields/parallel.py ParallelConfig.attn_dp_size)
+ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
+
+
+def attn_dp_size(r: Reading) -> bool:
+    """--attn-dp-size N > 1: DP attention over N groups, read as --dp-size N --enable-dp-attention; with --dp-size
+    replicas beside it refused (replicas of a DP-attention server are not priced). -> whether it turns DP attention on."""
+    given = [(f, v) for f, v in ((f, r.get(f, None)) for f in ATTN_DP_FLAGS) if v is not None]
+    if not given:
+        return False
+    flag, raw = given[0]
+    options, said = release_options(r.release)
+    if flag not in options:  # a release before 0.5.22: its argparse has no such option
+        raise K3PlanError(
+            f"--serve: {flag}: {said}'s parser has no such option (from 0.5.22); write --dp-size N --enable-dp-attention"
+        )
+    n = flag_int(ATTN_DP_FLAGS[0], raw)
+    if n == 1:
+        return False
+    if r.dp > 1:
+        raise K3PlanError(
+            f"--serve: --attn-dp-size {n} with --dp-size {r.dp}: SGLang runs {r.dp} replicas of an attention-DP server "
+            "then (parallel_hook.py handle_deprecated_dp_attention: --dp-size counts replicas beside --attn-dp-size); "
+            "not priced, give one of them"
+        )
+    r.dp = n
+    return True
+
+
 def dp_attention_tp(tp_size: int, dp: int) -> int:
     if tp_size % dp:
         raise K3PlanError(
@@ -304,6 +336,7 @@ def read(r: Reading) -> None:
     slots = get("--max-mamba-cache-size", None)  # the state pool's slots (engines/sglang/memory.py SGLANG_MAMBA)
     r.mamba_cache_size = flag_int("--max-mamba-cache-size", slots) if slots is not None else None
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
+    r.dp_attention = attn_dp_size(r) or r.dp_attention
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
