@@ -125,7 +125,7 @@ def make_setup(
     engine_block: Optional[int] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
     vision_whole: bool = False,
-    decode_graph: Optional[tuple[Optional[int], Optional[int]]] = None,
+    decode_graph: Optional[tuple[Optional[int], Optional[int], bool]] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -161,7 +161,7 @@ def make_setup(
         .with_engine_release(engine_release, engine_block)
         .with_expert_pad(expert_pad)
         .with_vision_whole(vision_whole)
-        .with_decode_graph(*(decode_graph or (None, None)))
+        .with_decode_graph(*(decode_graph or (None, None, False)))
         .with_engram(engram, engram_host_copies)
         .for_model(m)
     )

@@ -467,9 +467,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
-    if q.decode_graph_bs is not None or q.decode_graph_cap is not None:
+    if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
-        opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap)
+        opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)
     pad_rule = engine_rules(q.stack).expert_shard_pad
     if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a

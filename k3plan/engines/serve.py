@@ -695,6 +695,7 @@ class ServeQuestion:
     # decode_graph_cap); None: the GPU class's
     decode_graph_bs: int | None = None
     decode_graph_cap: int | None = None
+    decode_graph_off: bool = False  # SGLang's decode CUDA graphs off (Stack.decode_graph_off)
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
@@ -961,6 +962,7 @@ def parse_serve(
         max_total_tokens=r.max_total_tokens,
         decode_graph_bs=r.decode_graph_bs,
         decode_graph_cap=r.decode_graph_cap,
+        decode_graph_off=r.decode_graph_off,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
         mamba_cache_size=r.mamba_cache_size,

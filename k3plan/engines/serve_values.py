@@ -128,6 +128,7 @@ class Reading:
     # (engines/sglang/serve.py decode_graph): what its derived mem_fraction_static reserves graphs for
     decode_graph_bs: int | None = None
     decode_graph_cap: int | None = None
+    decode_graph_off: bool = False  # SGLang's decode CUDA graphs switched off (engines/sglang/serve.py decode_graph)
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
     mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots

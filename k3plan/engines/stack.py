@@ -156,6 +156,7 @@ class Stack(Spec):
     # 0.5.22): what the derived fraction reserves graphs for (AutoFraction.reserved_mib); None: the class's max_bs
     decode_graph_bs: Optional[int] = None
     decode_graph_cap: Optional[int] = None
+    decode_graph_off: bool = False  # the decode graphs not captured: no graph or DeepEP term in the derived fraction
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -276,6 +277,7 @@ class Stack(Spec):
             vision=self.vision_encoder,
             decode_bs=self.decode_graph_bs,
             decode_cap=self.decode_graph_cap,
+            decode_off=self.decode_graph_off,
         )
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
@@ -450,12 +452,12 @@ class Stack(Spec):
         dims = vision_encoder_dims(model.inventory)
         return self if dims is None else updated(self, vision_encoder=dims)
 
-    def with_decode_graph(self, bs: int | None, cap: int | None) -> Stack:
-        """The stack with a serve command's decode CUDA-graph batch (``decode_graph_bs``) and its cap
-        (``decode_graph_cap``); both None: as it is."""
-        if bs is None and cap is None:
+    def with_decode_graph(self, bs: int | None, cap: int | None, off: bool = False) -> Stack:
+        """The stack with a serve command's decode CUDA-graph batch (``decode_graph_bs``), its cap
+        (``decode_graph_cap``) and whether the decode graphs are off (``decode_graph_off``); none set: as it is."""
+        if bs is None and cap is None and not off:
             return self
-        return updated(self, decode_graph_bs=bs, decode_graph_cap=cap)
+        return updated(self, decode_graph_bs=bs, decode_graph_cap=cap, decode_graph_off=off)
 
     def with_vision_whole(self, whole: bool) -> Stack:
         """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""

@@ -271,3 +271,23 @@ def test_attn_dp_size_is_dp_attention_s_new_spelling():
         parse_serve(v4 + " --attn-dp-size 8 --dp 2", **kw)
     with pytest.raises(K3PlanError, match="--attn-dp-size: sglang 0.5.21.s parser has no such option"):
         parse_serve(v4 + " --attn-dp-size 8", **{**kw, "release": parse_release("0.5.21")})
+
+
+def test_the_derived_fraction_leaves_out_decode_graphs_switched_off(cli):
+    """--disable-cuda-graph (and --disable-decode-cuda-graph, --cuda-graph-backend-decode disabled) sets the decode
+    graphs' backend DISABLED (server_args.py _parse_cuda_graph_config), and reserve_for_graph_mb counts no decode
+    batch then: the derived fraction reserves for none (sglang 0.5.15-0.5.23 wheels)."""
+    from k3plan.hardware import load_hardware
+
+    gpu = load_hardware("nvidia-h200").usable_bytes_per_device
+    expect = f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=0)}"
+    for extra, release in (
+        (" --disable-cuda-graph", "0.5.15"),
+        (" --disable-decode-cuda-graph", "0.5.23"),
+        (" --cuda-graph-backend-decode disabled", "0.5.23"),
+    ):
+        assert _engine(cli, R1 + extra, release, "nvidia-h200", 8)["sources"]["kv_pool"].split(" x ")[0] == expect
+    on = _engine(cli, R1 + " --disable-cuda-graph --cuda-graph-backend-decode full", "0.5.23", "nvidia-h200", 8)
+    assert on["sources"]["kv_pool"].split(" x ")[0] == f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=512)}"
+    given = _engine(cli, R1 + " --mem-fraction-static 0.85 --disable-decode-cuda-graph", "0.5.23", "nvidia-h200", 8)
+    assert "--disable-decode-cuda-graph" in given["serve"]["ignored"]

@@ -88,8 +88,6 @@ NOT_PRICED = (
     "unread)",
     "0.5.23: DeepSeek-V4.1's low-ratio pages' padding (pool_configurator.py _get_low_ratio_kv_padding_bytes: a few "
     "pages off the full tokens, its index page 64 or 128 by DeepGEMM's build)",
-    "every release read: --disable-cuda-graph drops the decode graphs' terms (and DeepEP's) from the derived "
-    "mem_fraction_static (memory_hook.py: backend DISABLED); k3plan reserves them as captured",
 )
 
 

@@ -497,10 +497,24 @@ def decode_graph(r: Reading) -> None:
     """SGLang's decode CUDA-graph max batch where the command sets it (the largest of its batch list, else its max
     batch: memory_hook.py handle_gpu_memory_settings 'max_bs = max(bs)' when a list is given), and where it sets
     neither, its release's cap on the GPU class's default (engines/sglang/releases.py GRAPH_CAP_FROM):
-    --max-running-requests from 0.5.22. Both feed the derived mem_fraction_static only (Stack.decode_graph_bs); the
-    flags stay listed as ignored where --mem-fraction-static is given, and are read, not listed, where it is not."""
+    --max-running-requests from 0.5.22; and whether the decode graphs are off. They feed the derived
+    mem_fraction_static only (Stack.decode_graph_bs, decode_graph_cap, decode_graph_off); the flags stay listed as
+    ignored where --mem-fraction-static is given, and are read, not listed, where it is not."""
     derived = "mem_fraction_static" not in r.options
     peek = r.get if derived else r.flags.get
+    # the decode graphs switched off (server_args.py _parse_cuda_graph_config: --disable-cuda-graph, then
+    # --disable-decode-cuda-graph, then --cuda-graph-backend-decode, each over the one before): no decode graph nor
+    # DeepEP term in the derived fraction (memory_hook.py: backend DISABLED)
+    decode_switch = r.get("--disable-decode-cuda-graph", None)  # not among the flags listed as harmless: read here
+    if decode_switch is not None and not derived:
+        r.ignored.append("--disable-decode-cuda-graph")
+    off = any(
+        v is not None and v.lower() not in ("false", "0") for v in (peek("--disable-cuda-graph", None), decode_switch)
+    )
+    backend = peek("--cuda-graph-backend-decode", None)
+    if backend is not None:
+        off = backend.lower() == "disabled"
+    r.decode_graph_off = off
     lists = [peek(f, None) for f in GRAPH_BS_FLAGS]
     maxes = [peek(f, None) for f in GRAPH_MAX_FLAGS]
     given = next((v for v in lists if v is not None), None)
